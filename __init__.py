@@ -1,0 +1,3 @@
+"""idlegate: idle-aware scheduling of DAG workflows (simulator, policy, operator)."""
+
+__version__ = "0.1.0"

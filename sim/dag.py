@@ -1,0 +1,103 @@
+"""DAG algorithms over a workflow's stages, and the compiled form the state machine runs on.
+
+A stage's *length* is one task duration: the time the stage takes with unlimited
+executors. With that, the critical path is the least time a job can take, and
+`average width = total work / critical path` is the idle-slot papers' measure of how
+many executors a job can keep busy on average.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import networkx as nx
+
+from idlegate.sim.spec import WorkflowSpec
+
+
+@dataclass(frozen=True, eq=False)
+class Dag:
+    """An immutable, index-based view of a workflow, built once and shared by every job using it.
+
+    Stages are numbered in the spec's order; `parents[i]` and `children[i]` are index tuples.
+    """
+
+    names: tuple[str, ...]
+    tasks: tuple[int, ...]
+    durations: tuple[float, ...]
+    parents: tuple[tuple[int, ...], ...]
+    children: tuple[tuple[int, ...], ...]
+    gang: tuple[bool, ...]
+    spec: WorkflowSpec | None = None
+
+    @classmethod
+    def from_spec(cls, spec: WorkflowSpec) -> Dag:
+        index = {s.name: i for i, s in enumerate(spec.stages)}
+        parents = tuple(tuple(index[d] for d in s.depends_on) for s in spec.stages)
+        children: list[list[int]] = [[] for _ in spec.stages]
+        for i, ps in enumerate(parents):
+            for p in ps:
+                children[p].append(i)
+        return cls(
+            names=tuple(s.name for s in spec.stages),
+            tasks=tuple(s.tasks for s in spec.stages),
+            durations=tuple(float(s.task_duration_seconds) for s in spec.stages),
+            parents=parents,
+            children=tuple(tuple(c) for c in children),
+            gang=tuple(s.gang for s in spec.stages),
+            spec=spec,
+        )
+
+    @property
+    def num_stages(self) -> int:
+        return len(self.names)
+
+    @cached_property
+    def graph(self) -> nx.DiGraph:
+        """The stage graph (edges parent -> child), nodes are stage indices."""
+        g = nx.DiGraph()
+        g.add_nodes_from(range(self.num_stages))
+        g.add_edges_from((p, i) for i, ps in enumerate(self.parents) for p in ps)
+        return g
+
+    @cached_property
+    def topological_order(self) -> tuple[int, ...]:
+        """Stage indices, parents before children (ties by index, so it is deterministic)."""
+        return tuple(nx.lexicographical_topological_sort(self.graph))
+
+    @cached_property
+    def bottom_levels(self) -> tuple[float, ...]:
+        """Per stage: the longest path (sum of stage lengths) from it to an exit, itself included."""
+        level = [0.0] * self.num_stages
+        for i in reversed(self.topological_order):
+            below = max((level[c] for c in self.children[i]), default=0.0)
+            level[i] = self.durations[i] + below
+        return tuple(level)
+
+    @cached_property
+    def critical_path(self) -> float:
+        """Length of the longest chain of stages: the job's duration on unlimited executors."""
+        return max(self.bottom_levels)
+
+    @cached_property
+    def total_work(self) -> float:
+        """Executor-seconds over all stages."""
+        return sum(n * d for n, d in zip(self.tasks, self.durations, strict=True))
+
+    @cached_property
+    def average_width(self) -> float:
+        """Total work / critical path: the executors the job keeps busy on average."""
+        return self.total_work / self.critical_path
+
+    @cached_property
+    def depth(self) -> int:
+        """Number of stages on the longest chain (by count): message-passing steps needed."""
+        d = [1] * self.num_stages
+        for i in reversed(self.topological_order):
+            d[i] = 1 + max((d[c] for c in self.children[i]), default=0)
+        return max(d)
+
+    def lower_bound_jct(self, num_executors: int) -> float:
+        """No schedule finishes the job faster than max(critical path, work / executors)."""
+        return max(self.critical_path, self.total_work / num_executors)

@@ -1,0 +1,188 @@
+"""The workflow specification: the schema shared by the simulator and the `DagWorkflow` resource.
+
+Field names follow Kubernetes conventions (camelCase aliases) so the very same model
+describes `spec` of a `DagWorkflow` custom resource; Python code uses snake_case.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from idlegate.errors import SpecError
+
+MAX_STAGES = 500
+"""Most stages a workflow may have (keeps the policy's graph and the CR object small)."""
+MAX_TASKS_PER_STAGE = 100_000
+"""Most tasks one stage may have."""
+NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+"""Stage names become parts of pod names and labels: DNS-1123 labels."""
+MAX_NAME_LENGTH = 40
+
+
+class StageSpec(BaseModel):
+    """One stage: `tasks` identical, independent tasks that run after all of `dependsOn` finish."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
+
+    name: str = Field(
+        min_length=1,
+        max_length=MAX_NAME_LENGTH,
+        pattern=NAME_PATTERN,
+        description="Stage name, unique in the workflow (lowercase letters, digits and '-').",
+    )
+    tasks: int = Field(
+        ge=1, le=MAX_TASKS_PER_STAGE, strict=True, description="Number of parallel tasks (>= 1)."
+    )
+    task_duration_seconds: float = Field(
+        alias="taskDurationSeconds",
+        gt=0,
+        le=7 * 24 * 3600,
+        description="Estimated duration of one task in seconds (> 0); what schedulers see.",
+    )
+    depends_on: tuple[str, ...] = Field(
+        default=(),
+        alias="dependsOn",
+        description="Names of the stages that must finish before this one starts.",
+    )
+    gang: bool = Field(
+        default=False, strict=True, description="Start all tasks together (rigid, HPC-style)."
+    )
+    backoff_limit: int = Field(
+        default=0,
+        alias="backoffLimit",
+        ge=0,
+        le=100,
+        strict=True,
+        description="Retries of a failed task pod before the workflow fails (operator only).",
+    )
+    template: dict[str, Any] | None = Field(
+        default=None,
+        description="Pod template for the stage's task pods (operator only; ignored by the simulator).",
+    )
+
+    @field_validator("task_duration_seconds", mode="before")
+    @classmethod
+    def _numeric_duration(cls, value: object) -> object:
+        # pydantic would accept "10" silently; a string here is almost always a typo
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError("must be a number of seconds, e.g. 12.5")
+        return value
+
+    @property
+    def work(self) -> float:
+        """Total executor-seconds of the stage (tasks × task duration)."""
+        return self.tasks * self.task_duration_seconds
+
+
+class WorkflowSpec(BaseModel):
+    """A DAG workflow: stages and their dependencies. Validated on construction."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
+
+    stages: tuple[StageSpec, ...] = Field(
+        min_length=1, max_length=MAX_STAGES, description="The stages of the workflow."
+    )
+
+    def model_post_init(self, __context: Any) -> None:
+        check_dag(self.stages)
+
+    def stage_names(self) -> list[str]:
+        return [s.name for s in self.stages]
+
+
+def check_dag(stages: tuple[StageSpec, ...]) -> None:
+    """Raise SpecError for duplicate names, unknown dependencies and cycles."""
+    seen: set[str] = set()
+    for stage in stages:
+        if stage.name in seen:
+            raise SpecError(f"stage name {stage.name!r} appears twice; stage names must be unique")
+        seen.add(stage.name)
+    for stage in stages:
+        for dep in stage.depends_on:
+            if dep not in seen:
+                raise SpecError(
+                    f"stage {stage.name!r} depends on {dep!r}, which is not a stage of this "
+                    f"workflow (stages: {', '.join(sorted(seen))})"
+                )
+            if dep == stage.name:
+                raise SpecError(f"stage {stage.name!r} depends on itself; remove it from dependsOn")
+        if len(set(stage.depends_on)) != len(stage.depends_on):
+            raise SpecError(f"stage {stage.name!r} lists the same dependency twice in dependsOn")
+    graph = nx.DiGraph((dep, s.name) for s in stages for dep in s.depends_on)
+    try:
+        cycle = nx.find_cycle(graph)
+    except nx.NetworkXNoCycle:
+        return
+    path = " -> ".join([edge[0] for edge in cycle] + [cycle[0][0]])
+    raise SpecError(f"the dependencies form a cycle: {path}; a workflow must be acyclic")
+
+
+def parse_workflow(data: Any, source: str = "workflow") -> WorkflowSpec:
+    """Validate plain data (e.g. parsed YAML, or a DagWorkflow's `spec`) into a WorkflowSpec."""
+    if not isinstance(data, dict):
+        raise SpecError(f"{source}: expected a mapping with a 'stages' list, got {type(data).__name__}")
+    if "stages" in data and isinstance(data["stages"], list) and not data["stages"]:
+        raise SpecError(f"{source}: the workflow has no stages; add at least one")
+    try:
+        return WorkflowSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(f"{source}: {_describe(exc)}") from None
+    except SpecError as exc:
+        raise SpecError(f"{source}: {exc}") from None
+
+
+def _describe(exc: ValidationError) -> str:
+    """One readable sentence per pydantic error, with the path into the document."""
+    errors = exc.errors()
+    # a bad stage also makes pydantic report the stage list as too short: noise
+    nested = any(len(e["loc"]) > 1 for e in errors)
+    errors = [e for e in errors if not (nested and e["type"] == "too_short")]
+    parts = []
+    for err in errors[:5]:
+        loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
+        loc = loc.lstrip(".")
+        msg = err["msg"].removeprefix("Value error, ")
+        parts.append(f"{loc}: {msg}" if loc else msg)
+    more = len(errors) - 5
+    if more > 0:
+        parts.append(f"and {more} more problem(s)")
+    return "; ".join(parts)
+
+
+def load_workflow_file(path: str | Path) -> list[WorkflowSpec]:
+    """Read workflows from a YAML or JSON file.
+
+    Accepts one workflow (`{stages: [...]}`), a `DagWorkflow` resource (its `spec`),
+    a list of either, or a multi-document YAML stream.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise SpecError(f"cannot read workflow file {p}: {exc.strerror}") from None
+    try:
+        if p.suffix == ".json":
+            docs = [json.loads(text)]
+        else:
+            docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise SpecError(f"{p} is not valid {p.suffix.lstrip('.') or 'YAML'}: {exc}") from None
+    items: list[Any] = []
+    for doc in docs:
+        items.extend(doc if isinstance(doc, list) else [doc])
+    if not items:
+        raise SpecError(f"{p} holds no workflow; expected a mapping with a 'stages' list")
+    specs = []
+    for i, item in enumerate(items):
+        if isinstance(item, dict) and item.get("kind") == "DagWorkflow":
+            name = (item.get("metadata") or {}).get("name", f"#{i}")
+            specs.append(parse_workflow(item.get("spec"), f"{p} (DagWorkflow {name})"))
+        else:
+            specs.append(parse_workflow(item, f"{p} (workflow #{i})"))
+    return specs
