@@ -18,7 +18,8 @@ Semantics (Decima and the idle-slot papers):
 * A decision `(stage, cap, idle_delay)` with no delay sets the job's parallelism cap
   and gives the stage free executors until the job holds `cap` executors or the stage
   has no task left to launch. With a delay it puts the stage into an idle slot of that
-  length instead; each stage is delayed at most once and the slot's end is an event.
+  length instead; only a stage that has not started may idle, each stage at most once,
+  and the slot's end is an event.
 * Caps never preempt: a decision may not set a cap below the executors the job holds,
   so a job never holds more executors than its cap.
 """
@@ -432,6 +433,10 @@ class Cluster:
             raise IllegalDecisionError(f"idle delay must be a finite number >= 0, got {delay!r}")
         if delay > 0 and stage.delayed:
             raise IllegalDecisionError(f"{where} was already delayed once; a stage idles at most once")
+        if delay > 0 and stage.launched:
+            raise IllegalDecisionError(
+                f"{where} has already started; an idle slot goes before a stage's first task"
+            )
         if delay == 0 and cap <= job.held:
             raise IllegalDecisionError(
                 f"cap {cap} leaves {job.name} no room for another executor (it holds {job.held}); "

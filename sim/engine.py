@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import count
 from math import inf
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -80,6 +80,17 @@ class SimResult:
     events: int
     decisions: int
     trace: list[tuple[float, str, int, int, Any]] | None = None
+    tasks: list[TaskRun] | None = None
+
+
+class TaskRun(NamedTuple):
+    """One task execution (only recorded with `simulate(..., record_tasks=True)`)."""
+
+    executor: int
+    job: int
+    stage: int
+    start: float
+    end: float
 
 
 def simulate(
@@ -91,6 +102,7 @@ def simulate(
     fidelity: Fidelity | None = None,
     max_time: float = inf,
     trace: bool = False,
+    record_tasks: bool = False,
 ) -> SimResult:
     """Run `scheduler` on `workload` until every job finishes (or `max_time`).
 
@@ -111,6 +123,7 @@ def simulate(
     moving = fid.moving_delay
     waves = fid.wave_durations
     push, pop = heapq.heappush, heapq.heappop
+    task_log: list[TaskRun] | None = [] if record_tasks else None
 
     def start(launch: Launch, now: float) -> None:
         stage = launch.stage
@@ -122,6 +135,8 @@ def simulate(
         if launch.moved:
             d += moving
         push(heap, (now + d, next(seq), _TASK, launch.executor))
+        if task_log is not None:
+            task_log.append(TaskRun(launch.executor, stage.job.id, stage.index, now, now + d))
 
     n_events = 0
     now = 0.0
@@ -161,6 +176,7 @@ def simulate(
         events=n_events,
         decisions=cluster.decisions,
         trace=events_log,
+        tasks=task_log,
     )
 
 

@@ -119,8 +119,15 @@ def check_dag(stages: tuple[StageSpec, ...]) -> None:
         cycle = nx.find_cycle(graph)
     except nx.NetworkXNoCycle:
         return
-    path = " -> ".join([edge[0] for edge in cycle] + [cycle[0][0]])
-    raise SpecError(f"the dependencies form a cycle: {path}; a workflow must be acyclic")
+    # edges run dependency -> dependent; show them as "x depends on y", from the smallest name
+    names = [edge[1] for edge in reversed(cycle)]
+    start = names.index(min(names))
+    names = names[start:] + names[:start]
+    path = " -> ".join([*names, names[0]])
+    raise SpecError(
+        f"the dependencies form a cycle: {path} (each depends on the next); "
+        "a workflow must be acyclic"
+    )
 
 
 def parse_workflow(data: Any, source: str = "workflow") -> WorkflowSpec:

@@ -1,0 +1,580 @@
+"""Side-by-side comparison of schedulers on common random numbers, and its reports.
+
+Every scheduler runs on the *same* arrival sequences: for each seed the workload is built
+once with ``build_workload(name, seed, **options)`` and each scheduler is simulated on it
+with ``simulate(workload, scheduler, seed=seed)``. Differences between schedulers are then
+paired per seed (:func:`~idlegate.sim.metrics.paired_relative_change`), which cancels the
+seed-to-seed variation of the workload itself.
+
+Runs are independent; with ``jobs > 1`` they are spread over a process pool. Each run is
+a pure function of (workload, scheduler, seed), so the results do not depend on ``jobs``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import multiprocessing
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from idlegate import __version__
+from idlegate.errors import IdlegateError
+from idlegate.sim.metrics import (
+    Estimate,
+    JobMetrics,
+    RunMetrics,
+    job_metrics,
+    mean_ci,
+    paired_relative_change,
+    run_metrics,
+)
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from idlegate.sim.engine import Workload
+
+__all__ = [
+    "SUMMARY_FIELDS",
+    "CompareConfig",
+    "Comparison",
+    "ProgressCallback",
+    "RunOutcome",
+    "SchedulerResult",
+    "WorkloadOptions",
+    "build",
+    "plot_jct_cdf",
+    "render_comparison_table",
+    "render_run_table",
+    "run_comparison",
+    "run_one",
+    "to_markdown",
+    "write_json",
+    "write_markdown",
+    "write_reports",
+]
+
+ProgressCallback = Callable[[int, int, str, int], None]
+"""Called after each finished run as ``progress(done, total, scheduler, seed)``."""
+
+SUMMARY_FIELDS: tuple[str, ...] = (
+    "avg_jct",
+    "median_jct",
+    "p95_jct",
+    "p99_jct",
+    "makespan",
+    "utilisation",
+    "mean_jobs_in_system",
+    "idle_inserted",
+    "lb_ratio",
+)
+"""RunMetrics fields summarised as mean ± CI over seeds."""
+
+
+# ---------------------------------------------------------------------------------------
+# Configuration
+
+
+@dataclass(frozen=True)
+class WorkloadOptions:
+    """Workload knobs a user may set; None means "not given" (the workload's default).
+
+    Only the options given are passed on to ``build_workload``, under its own names.
+    """
+
+    num_executors: int | None = None
+    """Executors in the cluster (K)."""
+    interarrival: float | None = None
+    """Mean seconds between job arrivals."""
+    load: float | None = None
+    """Offered load (work arriving per second / K); an alternative to `interarrival`."""
+    num_stream: int | None = None
+    """Number of jobs in the arrival sequence."""
+    tpch_dir: Path | None = None
+    """Directory of Decima's TPC-H traces (for the "tpch" workload)."""
+    path: Path | None = None
+    """A workload file (for the "file" workload)."""
+    alpha: float | None = None
+    """Workload shape parameter (e.g. the size distribution's tail index)."""
+
+    def __post_init__(self) -> None:
+        def positive(name: str, flag: str) -> None:
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, int | float) and value > 0):
+                raise IdlegateError(f"{flag} must be a positive number, got {value!r}")
+
+        for name, flag in (
+            ("num_executors", "--executors"),
+            ("interarrival", "--interarrival"),
+            ("load", "--load"),
+            ("num_stream", "--jobs-count"),
+            ("alpha", "--alpha"),
+        ):
+            positive(name, flag)
+        if self.interarrival is not None and self.load is not None:
+            raise IdlegateError("give either --interarrival or --load, not both")
+
+    def to_kwargs(self) -> dict[str, Any]:
+        """The options that were given, as ``build_workload`` keyword arguments."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is not None:
+                out[f.name] = str(value) if isinstance(value, Path) else value
+        return out
+
+
+@dataclass(frozen=True)
+class CompareConfig:
+    """What to compare: schedulers × seeds on one workload."""
+
+    workload: str
+    schedulers: tuple[str, ...]
+    seeds: tuple[int, ...] = (0, 1, 2)
+    baseline: str | None = None
+    """Scheduler the % column is relative to; None: "fair" if compared, else the first."""
+    options: WorkloadOptions = field(default_factory=WorkloadOptions)
+    jobs: int = 1
+    """Worker processes (1: run in this process)."""
+    confidence: float = 0.95
+
+    def __post_init__(self) -> None:
+        if not self.schedulers:
+            raise IdlegateError("no scheduler to compare; pass at least one name")
+        dupes = sorted({s for s in self.schedulers if self.schedulers.count(s) > 1})
+        if dupes:
+            raise IdlegateError(f"scheduler listed twice: {', '.join(dupes)}")
+        if not self.seeds:
+            raise IdlegateError("no seed to run; pass --seeds 1 or more")
+        if len(set(self.seeds)) != len(self.seeds):
+            raise IdlegateError("seeds must be distinct")
+        if self.baseline is not None and self.baseline not in self.schedulers:
+            raise IdlegateError(
+                f"baseline {self.baseline!r} is not among the compared schedulers "
+                f"({', '.join(self.schedulers)})"
+            )
+        if isinstance(self.jobs, bool) or not isinstance(self.jobs, int) or self.jobs < 1:
+            raise IdlegateError(f"--jobs must be a whole number >= 1, got {self.jobs!r}")
+        if not 0 < self.confidence < 1:
+            raise IdlegateError(f"confidence must be between 0 and 1, got {self.confidence}")
+
+    @property
+    def baseline_name(self) -> str:
+        """The baseline actually used."""
+        if self.baseline is not None:
+            return self.baseline
+        return "fair" if "fair" in self.schedulers else self.schedulers[0]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready description of the comparison."""
+        return {
+            "workload": self.workload,
+            "workload_options": self.options.to_kwargs(),
+            "schedulers": list(self.schedulers),
+            "seeds": list(self.seeds),
+            "baseline": self.baseline_name,
+            "confidence": self.confidence,
+        }
+
+
+# ---------------------------------------------------------------------------------------
+# Running
+
+
+def _registries() -> tuple[Callable[..., Workload], Any, Callable[..., Any], Any]:
+    from idlegate.policy.heuristics import SCHEDULERS, make_scheduler
+    from idlegate.sim.workloads import WORKLOADS, build_workload
+
+    return build_workload, WORKLOADS, make_scheduler, SCHEDULERS
+
+
+def check_names(workload: str, schedulers: Iterable[str]) -> None:
+    """Raise IdlegateError naming the known choices if a workload or scheduler is unknown."""
+    _, workloads, _, known = _registries()
+    if workload not in workloads:
+        raise IdlegateError(
+            f"unknown workload {workload!r}; choose one of: {', '.join(sorted(workloads))}"
+        )
+    for s in schedulers:
+        if s not in known:
+            raise IdlegateError(
+                f"unknown scheduler {s!r}; choose one of: {', '.join(sorted(known))}"
+            )
+
+
+def build(workload: str, seed: int, options: WorkloadOptions | None = None) -> Workload:
+    """Build the arrival sequence of `workload` for `seed` (only the given options are passed)."""
+    build_workload, _, _, _ = _registries()
+    kwargs = (options or WorkloadOptions()).to_kwargs()
+    return build_workload(workload, seed, **kwargs)
+
+
+@dataclass(frozen=True, eq=False)
+class RunOutcome:
+    """One simulated run: its aggregates and its per-job metrics."""
+
+    metrics: RunMetrics
+    jobs: JobMetrics
+
+
+def _simulate(workload: Workload, scheduler: str, seed: int) -> RunOutcome:
+    from idlegate.sim.engine import simulate
+
+    _, _, make_scheduler, _ = _registries()
+    result = simulate(workload, make_scheduler(scheduler), seed=seed)
+    jm = job_metrics(result)
+    return RunOutcome(run_metrics(result, jm), jm)
+
+
+def run_one(
+    workload: str, scheduler: str, seed: int = 0, options: WorkloadOptions | None = None
+) -> RunOutcome:
+    """Build `workload` for `seed` and simulate `scheduler` on it."""
+    check_names(workload, [scheduler])
+    return _simulate(build(workload, seed, options), scheduler, seed)
+
+
+def _pool_run(args: tuple[Workload, str, int]) -> tuple[str, int, RunMetrics, np.ndarray]:
+    workload, scheduler, seed = args
+    out = _simulate(workload, scheduler, seed)
+    return scheduler, seed, out.metrics, out.jobs.jct
+
+
+@dataclass(frozen=True, eq=False)
+class SchedulerResult:
+    """One scheduler's runs (in seed order) and their summaries over seeds."""
+
+    name: str
+    runs: tuple[RunMetrics, ...]
+    jct: tuple[np.ndarray, ...]
+    """Per seed, the JCT of every finished job (by job id)."""
+    summary: Mapping[str, Estimate]
+    """Mean ± CI over seeds of each field in SUMMARY_FIELDS."""
+    vs_baseline: Estimate
+    """Paired relative change of the average JCT against the baseline (−0.1: 10 % lower)."""
+    is_baseline: bool = False
+
+    def to_dict(self, include_jct: bool = True) -> dict[str, Any]:
+        """JSON-ready dict."""
+        out: dict[str, Any] = {
+            "is_baseline": self.is_baseline,
+            "summary": {k: v.to_dict() for k, v in self.summary.items()},
+            "avg_jct_vs_baseline": self.vs_baseline.to_dict(),
+            "runs": [r.to_dict() for r in self.runs],
+        }
+        if include_jct:
+            out["jct"] = [a.tolist() for a in self.jct]
+        return out
+
+
+@dataclass(frozen=True, eq=False)
+class Comparison:
+    """The outcome of :func:`run_comparison`."""
+
+    config: CompareConfig
+    results: tuple[SchedulerResult, ...]
+    num_executors: int
+
+    def __getitem__(self, name: str) -> SchedulerResult:
+        for r in self.results:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+    @property
+    def baseline(self) -> SchedulerResult:
+        return self[self.config.baseline_name]
+
+    @property
+    def best(self) -> SchedulerResult:
+        """The scheduler with the lowest mean average JCT."""
+        return min(self.results, key=lambda r: r.summary["avg_jct"].mean)
+
+    def to_dict(self, include_jct: bool = True) -> dict[str, Any]:
+        """JSON-ready dict (deterministic: no wall-clock data)."""
+        return {
+            "idlegate_version": __version__,
+            "config": self.config.to_dict(),
+            "num_executors": self.num_executors,
+            "best": self.best.name,
+            "schedulers": {r.name: r.to_dict(include_jct) for r in self.results},
+        }
+
+
+def run_comparison(
+    config: CompareConfig, progress: ProgressCallback | None = None
+) -> Comparison:
+    """Run every scheduler of `config` on every seed's workload and summarise."""
+    check_names(config.workload, config.schedulers)
+    workloads = {seed: build(config.workload, seed, config.options) for seed in config.seeds}
+    tasks = [(workloads[seed], s, seed) for seed in config.seeds for s in config.schedulers]
+    total = len(tasks)
+    metrics: dict[tuple[str, int], RunMetrics] = {}
+    jcts: dict[tuple[str, int], np.ndarray] = {}
+
+    def collect(item: tuple[str, int, RunMetrics, np.ndarray]) -> None:
+        name, seed, m, jct = item
+        metrics[name, seed] = m
+        jcts[name, seed] = jct
+        if progress is not None:
+            progress(len(metrics), total, name, seed)
+
+    workers = min(config.jobs, total)
+    if workers <= 1:
+        for task in tasks:
+            collect(_pool_run(task))
+    else:
+        with ProcessPoolExecutor(workers, mp_context=_mp_context()) as pool:
+            futures = [pool.submit(_pool_run, t) for t in tasks]
+            for fut in as_completed(futures):
+                collect(fut.result())
+
+    base = config.baseline_name
+    base_avg = [metrics[base, s].avg_jct for s in config.seeds]
+    results = []
+    for name in config.schedulers:
+        runs = tuple(metrics[name, s] for s in config.seeds)
+        summary = {
+            f: mean_ci([getattr(r, f) for r in runs], config.confidence) for f in SUMMARY_FIELDS
+        }
+        rel = paired_relative_change([r.avg_jct for r in runs], base_avg, config.confidence)
+        results.append(
+            SchedulerResult(
+                name=name,
+                runs=runs,
+                jct=tuple(jcts[name, s] for s in config.seeds),
+                summary=summary,
+                vs_baseline=rel,
+                is_baseline=name == base,
+            )
+        )
+    k = next(iter(workloads.values())).num_executors
+    if config.options.num_executors is not None:
+        k = config.options.num_executors
+    return Comparison(config, tuple(results), k)
+
+
+def _mp_context() -> multiprocessing.context.BaseContext:
+    # forkserver: no fork of a process that has threads (a progress bar refreshes in one);
+    # preloading the package makes each worker start in milliseconds.
+    methods = multiprocessing.get_all_start_methods()
+    if "forkserver" in methods:
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["idlegate.compare"])
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
+# ---------------------------------------------------------------------------------------
+# Reports
+
+
+def _fmt(value: float, digits: int = 1) -> str:
+    if not math.isfinite(value):
+        return "n/a"
+    return f"{value:,.{digits}f}"
+
+
+def _fmt_est(est: Estimate, digits: int = 1, scale: float = 1.0) -> str:
+    m = _fmt(est.mean * scale, digits)
+    if est.n < 2 or not math.isfinite(est.half_width):
+        return m
+    return f"{m} ± {_fmt(est.half_width * scale, digits)}"
+
+
+def _fmt_rel(r: SchedulerResult) -> str:
+    if r.is_baseline:
+        return "baseline"
+    est = r.vs_baseline
+    sign = "+" if est.mean > 0 else ""
+    text = f"{sign}{est.mean * 100:.1f} %"
+    if est.n >= 2 and math.isfinite(est.half_width):
+        text += f" ± {est.half_width * 100:.1f}"
+    return text
+
+
+_COLUMNS: tuple[tuple[str, str, int, float], ...] = (
+    ("avg JCT (s)", "avg_jct", 1, 1.0),
+    ("p95 JCT (s)", "p95_jct", 1, 1.0),
+    ("makespan (s)", "makespan", 0, 1.0),
+    ("utilisation (%)", "utilisation", 1, 100.0),
+    ("JCT / bound", "lb_ratio", 2, 1.0),
+)
+
+
+def _rows(cmp: Comparison) -> list[list[str]]:
+    rows = []
+    for r in cmp.results:
+        cells = [r.name]
+        cells += [_fmt_est(r.summary[f], d, s) for _, f, d, s in _COLUMNS]
+        cells.append(_fmt_rel(r))
+        rows.append(cells)
+    return rows
+
+
+def _headers(cmp: Comparison) -> list[str]:
+    return ["scheduler", *(h for h, *_ in _COLUMNS), f"avg JCT vs {cmp.config.baseline_name}"]
+
+
+def _caption(cmp: Comparison) -> str:
+    c = cmp.config
+    pct = round(c.confidence * 100)
+    return (
+        f"workload {c.workload}, {cmp.num_executors} executors, {len(c.seeds)} seed(s) "
+        f"(same arrivals for every scheduler); mean ± {pct} % CI over seeds, "
+        "% vs baseline paired per seed"
+    )
+
+
+def render_comparison_table(cmp: Comparison) -> Table:
+    """A rich Table: one row per scheduler, mean ± CI, the best average JCT in bold."""
+    from rich.table import Table
+
+    table = Table(title="Scheduler comparison", caption=_caption(cmp))
+    for i, h in enumerate(_headers(cmp)):
+        table.add_column(h, justify="left" if i == 0 else "right", no_wrap=i == 0)
+    best = cmp.best.name
+    for r, cells in zip(cmp.results, _rows(cmp), strict=True):
+        table.add_row(*cells, style="bold green" if r.name == best else None)
+    return table
+
+
+def render_run_table(m: RunMetrics) -> Table:
+    """A rich Table of one run's metrics."""
+    from rich.table import Table
+
+    table = Table(title=f"{m.scheduler} on {m.workload} (seed {m.seed}, {m.num_executors} executors)")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    rows = [
+        ("jobs finished", str(m.jobs)),
+        ("jobs unfinished", str(m.unfinished)),
+        ("average JCT (s)", _fmt(m.avg_jct, 2)),
+        ("median JCT (s)", _fmt(m.median_jct, 2)),
+        ("p95 JCT (s)", _fmt(m.p95_jct, 2)),
+        ("p99 JCT (s)", _fmt(m.p99_jct, 2)),
+        ("max JCT (s)", _fmt(m.max_jct, 2)),
+        ("makespan (s)", _fmt(m.makespan, 2)),
+        ("utilisation (%)", _fmt(m.utilisation * 100, 1)),
+        ("mean jobs in system", _fmt(m.mean_jobs_in_system, 2)),
+        ("idle inserted (s)", _fmt(m.idle_inserted, 2)),
+        ("avg JCT lower bound (s)", _fmt(m.lb_avg_jct, 2)),
+        ("avg JCT / lower bound", _fmt(m.lb_ratio, 3)),
+        ("scheduling decisions", str(m.decisions)),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
+    return table
+
+
+def to_markdown(cmp: Comparison) -> str:
+    """The comparison table as GitHub markdown, with a one-line caption."""
+    headers = _headers(cmp)
+    lines = [
+        f"# Scheduler comparison: {cmp.config.workload}",
+        "",
+        _caption(cmp) + ".",
+        "",
+        "| " + " | ".join(headers) + " |",
+        "|" + "|".join([":---", *["---:"] * (len(headers) - 1)]) + "|",
+    ]
+    best = cmp.best.name
+    for r, cells in zip(cmp.results, _rows(cmp), strict=True):
+        if r.name == best:
+            cells = [f"**{c}**" for c in cells]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _ensure_parent(path: Path) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise IdlegateError(f"cannot create directory {path.parent}: {e.strerror}") from e
+
+
+def _write_text(path: str | Path, text: str) -> Path:
+    p = Path(path)
+    _ensure_parent(p)
+    try:
+        p.write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise IdlegateError(f"cannot write {p}: {e.strerror}") from e
+    return p
+
+
+def write_json(cmp: Comparison, path: str | Path, include_jct: bool = True) -> Path:
+    """Write :meth:`Comparison.to_dict` as indented JSON (NaN written as null)."""
+    return _write_text(path, json.dumps(cmp.to_dict(include_jct), indent=2) + "\n")
+
+
+def write_markdown(cmp: Comparison, path: str | Path) -> Path:
+    """Write :func:`to_markdown`."""
+    return _write_text(path, to_markdown(cmp))
+
+
+def plot_jct_cdf(cmp: Comparison, path: str | Path) -> Path:
+    """Plot the JCT CDF, pooled over seeds, one line per scheduler, as a PNG at `path`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    p = Path(path)
+    _ensure_parent(p)
+    fig = Figure(figsize=(7, 4.5), dpi=120)
+    ax = fig.add_subplot()
+    pooled = [np.sort(np.concatenate(r.jct)) if r.jct else np.empty(0) for r in cmp.results]
+    positive = np.concatenate([a[a > 0] for a in pooled]) if pooled else np.empty(0)
+    log_x = positive.size > 0 and positive.max() / positive.min() > 100
+    for r, xs in zip(cmp.results, pooled, strict=True):
+        if xs.size == 0:
+            continue
+        ys = np.arange(1, xs.size + 1) / xs.size
+        label = f"{r.name} (avg {r.summary['avg_jct'].mean:,.0f} s)"
+        ax.step(xs, ys, where="post", label=label, linewidth=1.6)
+    if log_x:
+        ax.set_xscale("log")
+    ax.set_xlabel("job completion time (s)" + (", log scale" if log_x else ""))
+    ax.set_ylabel("fraction of jobs")
+    ax.set_ylim(0, 1.0)
+    ax.grid(True, alpha=0.3)
+    ax.set_title(
+        f"JCT CDF — {cmp.config.workload}, {cmp.num_executors} executors, "
+        f"{len(cmp.config.seeds)} seed(s) pooled"
+    )
+    ax.legend(loc="lower right", fontsize="small")
+    fig.tight_layout()
+    try:
+        fig.savefig(p, format="png")
+    except OSError as e:
+        raise IdlegateError(f"cannot write {p}: {e.strerror}") from e
+    return p
+
+
+def write_reports(cmp: Comparison, out_dir: str | Path) -> dict[str, Path]:
+    """Write compare.json, compare.md and jct_cdf.png into `out_dir`."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise IdlegateError(f"--out {out} exists and is not a directory")
+    return {
+        "json": write_json(cmp, out / "compare.json"),
+        "markdown": write_markdown(cmp, out / "compare.md"),
+        "cdf": plot_jct_cdf(cmp, out / "jct_cdf.png"),
+    }
+
+
+def parse_names(text: str | Sequence[str]) -> tuple[str, ...]:
+    """Split a comma-separated list of names ("fifo,fair, sjf-cp")."""
+    items = text.split(",") if isinstance(text, str) else list(text)
+    names = tuple(s.strip() for s in items if s.strip())
+    if not names:
+        raise IdlegateError("no scheduler given; pass e.g. --schedulers fifo,fair")
+    return names

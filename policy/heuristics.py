@@ -1,0 +1,351 @@
+"""Baseline schedulers: the simple rules a learned policy has to beat.
+
+Every class here implements the `Scheduler` protocol of `idlegate.sim.cluster` and never
+inserts an idle slot. Shared conventions:
+
+* **Which stage of a job.** Every heuristic that picks a job first then takes that job's
+  runnable stage with the largest *bottom level* (the longest chain of stage lengths
+  from the stage to an exit, itself included), ties to the lowest stage index: the stage
+  on the job's remaining critical path, as in Decima's SJF-CP baseline.
+* **Launchable.** A stage is launchable when it is in `job.runnable` and, for a gang
+  stage, all its tasks fit the free executors (exactly `view.runnable_stages()`; the
+  heuristics filter `job.runnable` themselves so that one decision costs O(jobs), not
+  O(jobs × stages)).
+* **Ties** between jobs go to the lower job id (the earlier arrival), except LCFS.
+* **Caps** are always legal: above `job.held`, and at least `job.held + stage.tasks`
+  for a gang stage. With no free executor every heuristic answers WAIT.
+"""
+
+from __future__ import annotations
+
+import inspect
+from math import ceil, isfinite
+from typing import Any
+
+import numpy as np
+
+from idlegate.errors import IdlegateError
+from idlegate.sim.cluster import WAIT, Action, ClusterView, Decision, Job, Scheduler, Stage
+
+_ROUNDING_SLACK = 1e-9
+"""Shares are ceil(K × fraction); the slack keeps 2.0000000001 from rounding up to 3."""
+
+# ---------------------------------------------------------------------------------------
+# Helpers over the cluster's state objects
+
+
+def best_stage(job: Job, free: int) -> Stage | None:
+    """The job's launchable stage with the largest bottom level (ties: lowest index).
+
+    A gang stage is launchable only when all its tasks fit the `free` executors.
+    """
+    best: Stage | None = None
+    for s in job.runnable:
+        if s.gang and s.tasks > free:
+            continue
+        if (
+            best is None
+            or s.bottom_level > best.bottom_level
+            or (s.bottom_level == best.bottom_level and s.index < best.index)
+        ):
+            best = s
+    return best
+
+
+def has_unlaunched_tasks(job: Job) -> bool:
+    """True while some task of the job has not been launched (Decima's "unfinished job")."""
+    if job.runnable:
+        return True
+    # exit stages come late in spec order and are launched last: scan from the end
+    return any(s.launched < s.tasks for s in reversed(job.stages))
+
+
+def _decision(stage: Stage, cap: int) -> Decision:
+    """A launch decision with `cap` raised as far as a gang stage needs."""
+    if stage.gang:
+        cap = max(cap, stage.job.held + stage.tasks)
+    return Decision(stage, cap)
+
+
+class _Baseline:
+    """Common plumbing: no randomness, no parameters, a readable repr."""
+
+    name: str = "baseline"
+
+    def reset(self, rng: Any) -> None:
+        """Nothing to reset: the rule is deterministic and keeps no state."""
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v!r}" for k, v in self._params().items())
+        return f"{type(self).__name__}({params})"
+
+    def _params(self) -> dict[str, Any]:
+        return {}
+
+
+# ---------------------------------------------------------------------------------------
+# Job-priority rules: one job at a time gets every executor it can use (cap K)
+
+
+class FifoScheduler(_Baseline):
+    """First in, first out: the earliest-arrived job with a launchable stage, cap K.
+
+    Decima's "Spark FIFO" baseline (Mao et al., SIGCOMM 2019, §7.2), i.e. Spark's default
+    `spark.scheduler.mode=FIFO`: a job may take every executor it can use.
+    """
+
+    name = "fifo"
+
+    def decide(self, view: ClusterView) -> Action:
+        free = view.free_executors
+        if free <= 0:
+            return WAIT
+        for job in view.jobs:
+            if job.runnable:
+                stage = best_stage(job, free)
+                if stage is not None:
+                    return _decision(stage, view.num_executors)
+        return WAIT
+
+
+class LcfsScheduler(_Baseline):
+    """Last come, first served: the latest-arrived job with a launchable stage, cap K.
+
+    The textbook non-preemptive LCFS order (jobs arriving at the same time: higher job id
+    first); a sanity baseline that favours new jobs, the opposite of FIFO.
+    """
+
+    name = "lcfs"
+
+    def decide(self, view: ClusterView) -> Action:
+        free = view.free_executors
+        if free <= 0:
+            return WAIT
+        for job in reversed(view.jobs):
+            if job.runnable:
+                stage = best_stage(job, free)
+                if stage is not None:
+                    return _decision(stage, view.num_executors)
+        return WAIT
+
+
+class _KeyedScheduler(_Baseline):
+    """The job with the smallest `key(job)` among jobs with a launchable stage, cap K."""
+
+    def key(self, job: Job) -> float:
+        raise NotImplementedError
+
+    def decide(self, view: ClusterView) -> Action:
+        free = view.free_executors
+        if free <= 0:
+            return WAIT
+        chosen: Stage | None = None
+        chosen_key = 0.0
+        for job in view.jobs:  # arrival order = id order: strict < keeps the lower id
+            if not job.runnable:
+                continue
+            k = self.key(job)
+            if chosen is not None and k >= chosen_key:
+                continue
+            stage = best_stage(job, free)
+            if stage is not None:
+                chosen, chosen_key = stage, k
+        return WAIT if chosen is None else _decision(chosen, view.num_executors)
+
+
+class SjfScheduler(_KeyedScheduler):
+    """Shortest job first: the job with the least *total* work (static), cap K.
+
+    Together with this module's within-job rule (the stage on the critical path) this is
+    Decima's "SJF-CP" baseline (Mao et al. 2019, §7.2: "prioritizes jobs based on their
+    total work, and within each job runs tasks from the next stage on its critical path").
+    """
+
+    name = "sjf"
+
+    def key(self, job: Job) -> float:
+        return job.total_work
+
+
+class SjfCpScheduler(_KeyedScheduler):
+    """Shortest remaining critical path first: the job with the least `remaining_cp`, cap K.
+
+    `remaining_cp` is the longest bottom level over the job's incomplete stages, i.e. the
+    least time the job still needs with unlimited executors; the critical-path feature of
+    the idle-slot papers (Duan & Wu 2021/2022) used as a priority. Note: Decima's baseline
+    of the same name orders by total work (that is `sjf` here).
+    """
+
+    name = "sjf-cp"
+
+    def key(self, job: Job) -> float:
+        return job.remaining_cp
+
+
+# ---------------------------------------------------------------------------------------
+# Partition rules: each job capped at its share of the K executors
+
+
+class FairScheduler(_Baseline):
+    """Decima's "dynamic partition" fair scheduler: each job capped at ceil(K / n).
+
+    n counts the jobs that still have a task to launch (Decima's `num_unfinished_jobs`;
+    a job whose last tasks are all running needs no share). At a decision:
+
+    1. jobs the free executors came from (`view.free_executors_from(job) > 0`) go first,
+       so an executor stays with its job while the job has work (no moving delay);
+    2. then jobs in arrival order;
+    3. a job already holding its share is skipped; the chosen job gets its share as cap
+       (a gang stage gets at least `held + tasks`, so a rigid stage wider than the share
+       is not starved);
+    4. if no job under its share has a launchable stage: WAIT (executors stay free).
+
+    `keep_source=True` follows Decima's code exactly in step 1: the executors a job freed
+    go back to it even when it is at or above its share (cap `held + free from it`).
+    """
+
+    name = "fair"
+
+    def __init__(self, *, keep_source: bool = False) -> None:
+        if not isinstance(keep_source, bool):
+            raise IdlegateError(f"keep_source must be true or false, got {keep_source!r}")
+        self.keep_source = keep_source
+
+    def _params(self) -> dict[str, Any]:
+        return {"keep_source": self.keep_source}
+
+    def shares(self, num_executors: int, jobs: list[Job]) -> list[int]:
+        """Per job of `jobs` (all with tasks to launch): how many executors it may hold."""
+        return [ceil(num_executors / len(jobs))] * len(jobs)
+
+    def decide(self, view: ClusterView) -> Action:
+        free = view.free_executors
+        if free <= 0:
+            return WAIT
+        active = [j for j in view.jobs if has_unlaunched_tasks(j)]
+        if not active:
+            return WAIT
+        shares = self.shares(view.num_executors, active)
+        fallback: Decision | None = None
+        for job, share in zip(active, shares, strict=True):
+            local = view.free_executors_from(job)
+            limit = max(share, job.held + local) if self.keep_source and local else share
+            if job.held >= limit or not job.runnable or (fallback is not None and not local):
+                continue
+            stage = best_stage(job, free)
+            if stage is None:
+                continue
+            if local:
+                return _decision(stage, limit)
+            fallback = _decision(stage, limit)
+        return WAIT if fallback is None else fallback
+
+
+class WeightedFairScheduler(FairScheduler):
+    """Weighted dynamic partition: job i's share is ceil(K · w_i / Σ w), at least 1.
+
+    w_i = W_i ** alpha, with W_i the job's remaining work (`work="remaining"`, the
+    default) or its total work (`work="total"`, as in the paper). Decima's baselines
+    (Mao et al. 2019, §7.2) are "naive weighted fair" (alpha = 1) and "tuned weighted
+    fair", whose best value was alpha = -1 (smaller jobs get more executors); alpha = 0
+    is plain fair. Shares are rounded up, so they may sum to more than K; everything
+    else (locality first, arrival order, skip jobs at their share, WAIT) is as in
+    `FairScheduler`.
+    """
+
+    name = "weighted-fair"
+
+    def __init__(
+        self, *, alpha: float = -1.0, work: str = "remaining", keep_source: bool = False
+    ) -> None:
+        super().__init__(keep_source=keep_source)
+        if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not isfinite(alpha):
+            raise IdlegateError(
+                f"alpha must be a finite number (Decima's tuned value is -1), got {alpha!r}"
+            )
+        if work not in ("remaining", "total"):
+            raise IdlegateError(f"work must be 'remaining' or 'total', got {work!r}")
+        self.alpha = float(alpha)
+        self.work = work
+
+    def _params(self) -> dict[str, Any]:
+        return {"alpha": self.alpha, "work": self.work, "keep_source": self.keep_source}
+
+    def shares(self, num_executors: int, jobs: list[Job]) -> list[int]:
+        alpha = self.alpha
+        if self.work == "total":
+            sizes = [j.total_work for j in jobs]
+        else:
+            sizes = [max(j.remaining_work, 1e-12) for j in jobs]
+        # normalise so the heaviest weight is 1: no overflow, and the sum is >= 1
+        ref = max(sizes) if alpha > 0 else min(sizes)
+        weights = [(s / ref) ** alpha for s in sizes]
+        total = sum(weights)
+        return [max(1, ceil(num_executors * w / total - _ROUNDING_SLACK)) for w in weights]
+
+
+# ---------------------------------------------------------------------------------------
+
+
+class RandomScheduler(_Baseline):
+    """A uniformly random launchable stage with a uniformly random legal cap.
+
+    The cap is drawn from [held + 1, K] (from [held + tasks, K] for a gang stage). All
+    draws come from the Generator given to `reset()` (the run's), so a run is reproducible
+    from its seed. A floor for any learned policy (Decima's untrained-agent reference).
+    """
+
+    name = "random"
+
+    def __init__(self) -> None:
+        self._rng = np.random.default_rng(0)
+
+    def reset(self, rng: Any) -> None:
+        """Use `rng` (a numpy Generator owned by the run) for every later choice."""
+        self._rng = rng
+
+    def decide(self, view: ClusterView) -> Action:
+        if view.free_executors <= 0:
+            return WAIT
+        stages = view.runnable_stages()
+        if not stages:
+            return WAIT
+        stage = stages[int(self._rng.integers(len(stages)))]
+        low = stage.job.held + (stage.tasks if stage.gang else 1)
+        cap = int(self._rng.integers(low, view.num_executors + 1))
+        return Decision(stage, cap)
+
+
+# ---------------------------------------------------------------------------------------
+# Registry
+
+SCHEDULERS: dict[str, type] = {
+    cls.name: cls
+    for cls in (
+        FifoScheduler,
+        SjfScheduler,
+        SjfCpScheduler,
+        LcfsScheduler,
+        FairScheduler,
+        WeightedFairScheduler,
+        RandomScheduler,
+    )
+}
+"""Baseline schedulers by name (the names `make_scheduler` and the CLI accept)."""
+
+
+def make_scheduler(name: str, **params: Any) -> Scheduler:
+    """Build the baseline called `name` ("fifo", "sjf", …) with its keyword parameters.
+
+    Raises IdlegateError for an unknown name or parameter, or an invalid value.
+    """
+    key = name.strip().lower().replace("_", "-") if isinstance(name, str) else name
+    cls = SCHEDULERS.get(key)
+    if cls is None:
+        raise IdlegateError(f"unknown scheduler {name!r}; valid names are {', '.join(SCHEDULERS)}")
+    accepted = list(inspect.signature(cls).parameters)
+    unknown = sorted(set(params) - set(accepted))
+    if unknown:
+        takes = f"it takes {', '.join(accepted)}" if accepted else "it takes no parameters"
+        raise IdlegateError(f"scheduler {key!r} has no parameter {unknown[0]!r}; {takes}")
+    return cls(**params)

@@ -1,0 +1,351 @@
+"""Metrics of simulator runs, and paired statistics for comparing schedulers over seeds.
+
+Pure (numpy only). Two layers:
+
+* per run: :func:`job_metrics` (one row per finished job) and :func:`run_metrics` (the
+  aggregates of one :class:`~idlegate.sim.engine.SimResult` as a :class:`RunMetrics`);
+* over seeds: :func:`mean_ci` (mean and Student-t confidence interval) and
+  :func:`paired_relative_change` (mean of per-seed ratios against a baseline that ran on
+  the same arrival sequences, minus one, with its interval).
+
+Definitions (for a run with K executors that ends at ``end_time``):
+
+* JCT = finish − arrival; percentiles use numpy's default (linear interpolation);
+* makespan = ``end_time`` (the run's clock starts at 0; when every job finishes this is
+  the last finish time);
+* utilisation = busy executor-seconds / (K × makespan);
+* mean jobs in system = ∫ jobs-in-system dt / makespan (Little's law: when every job
+  finishes, ∫ jobs-in-system dt equals the sum of JCTs);
+* per-job lower bound = max(critical path, total work / K) on the estimated task
+  durations; ``lb_ratio`` = average JCT / average lower bound (≥ 1 when tasks run for
+  their estimates; sampled durations can take it slightly below 1).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from idlegate.errors import IdlegateError
+
+if TYPE_CHECKING:
+    from idlegate.sim.engine import SimResult
+
+__all__ = [
+    "Estimate",
+    "JobMetrics",
+    "RunMetrics",
+    "job_metrics",
+    "mean_ci",
+    "paired_relative_change",
+    "percentile",
+    "run_metrics",
+    "t_quantile",
+]
+
+
+# ---------------------------------------------------------------------------------------
+# Per job
+
+
+@dataclass(frozen=True, eq=False)
+class JobMetrics:
+    """Per-job metrics of one run: parallel arrays, one entry per finished job (by job id)."""
+
+    id: np.ndarray
+    arrival: np.ndarray
+    first_start: np.ndarray
+    finish: np.ndarray
+    jct: np.ndarray
+    idle_inserted: np.ndarray
+    lower_bound: np.ndarray
+    """max(critical path, total work / K) of each job, on estimated durations."""
+
+    def __len__(self) -> int:
+        return int(self.jct.size)
+
+    @property
+    def wait(self) -> np.ndarray:
+        """Seconds from arrival to the first task start."""
+        return self.first_start - self.arrival
+
+    def to_dict(self) -> dict[str, list[float] | list[int]]:
+        """Column lists, JSON-ready."""
+        return {
+            "id": [int(x) for x in self.id],
+            "arrival": self.arrival.tolist(),
+            "first_start": self.first_start.tolist(),
+            "finish": self.finish.tolist(),
+            "jct": self.jct.tolist(),
+            "idle_inserted": self.idle_inserted.tolist(),
+            "lower_bound": self.lower_bound.tolist(),
+        }
+
+
+def job_metrics(result: SimResult) -> JobMetrics:
+    """Per-job metrics of the finished jobs of `result`."""
+    recs = result.records
+    k = result.num_executors
+
+    def col(values: Sequence[float]) -> np.ndarray:
+        return np.asarray(values, dtype=float)
+
+    arrival = col([r.arrival for r in recs])
+    finish = col([r.finish for r in recs])
+    return JobMetrics(
+        id=np.asarray([r.id for r in recs], dtype=np.int64),
+        arrival=arrival,
+        first_start=col([r.first_start for r in recs]),
+        finish=finish,
+        jct=finish - arrival,
+        idle_inserted=col([r.idle_inserted for r in recs]),
+        lower_bound=col([max(r.critical_path, r.total_work / k) for r in recs]),
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Per run
+
+
+@dataclass(frozen=True)
+class RunMetrics:
+    """The aggregates of one run. Times in seconds; NaN where undefined (no finished job)."""
+
+    workload: str
+    scheduler: str
+    seed: int
+    num_executors: int
+    jobs: int
+    """Finished jobs."""
+    unfinished: int
+    """Jobs still in the system when the run stopped (only with a time limit)."""
+    avg_jct: float
+    median_jct: float
+    p95_jct: float
+    p99_jct: float
+    max_jct: float
+    makespan: float
+    utilisation: float
+    mean_jobs_in_system: float
+    """Time-average number of jobs in the system over [0, makespan]."""
+    idle_inserted: float
+    """Total seconds of deliberate idle slots, summed over finished jobs."""
+    lb_avg_jct: float
+    """Average over finished jobs of max(critical path, work / K)."""
+    lb_ratio: float
+    """avg_jct / lb_avg_jct."""
+    decisions: int
+    events: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """Field dict, JSON-ready (NaN becomes None)."""
+        return {k: _json_float(v) for k, v in asdict(self).items()}
+
+
+def percentile(values: Sequence[float] | np.ndarray, q: float) -> float:
+    """The q-th percentile (0–100) with linear interpolation; NaN for no values."""
+    a = np.asarray(values, dtype=float)
+    if a.size == 0:
+        return math.nan
+    return float(np.percentile(a, q))
+
+
+def run_metrics(result: SimResult, jobs: JobMetrics | None = None) -> RunMetrics:
+    """Aggregate one run. `jobs` may pass the already computed :func:`job_metrics`."""
+    jm = job_metrics(result) if jobs is None else jobs
+    jct = jm.jct
+    n = len(jm)
+    horizon = float(result.end_time)
+    k = result.num_executors
+    avg = float(jct.mean()) if n else math.nan
+    lb = float(jm.lower_bound.mean()) if n else math.nan
+    return RunMetrics(
+        workload=result.workload,
+        scheduler=result.scheduler,
+        seed=int(result.seed),
+        num_executors=int(k),
+        jobs=n,
+        unfinished=int(result.unfinished),
+        avg_jct=avg,
+        median_jct=percentile(jct, 50),
+        p95_jct=percentile(jct, 95),
+        p99_jct=percentile(jct, 99),
+        max_jct=float(jct.max()) if n else math.nan,
+        makespan=horizon,
+        utilisation=result.busy_seconds / (k * horizon) if horizon > 0 else math.nan,
+        mean_jobs_in_system=result.jobs_time_integral / horizon if horizon > 0 else math.nan,
+        idle_inserted=float(jm.idle_inserted.sum()),
+        lb_avg_jct=lb,
+        lb_ratio=avg / lb if n and lb > 0 else math.nan,
+        decisions=int(result.decisions),
+        events=int(result.events),
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Over seeds
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A mean over `n` paired samples and its two-sided confidence interval.
+
+    With one sample the interval is undefined (NaN bounds).
+    """
+
+    mean: float
+    low: float
+    high: float
+    n: int
+    confidence: float = 0.95
+
+    @property
+    def half_width(self) -> float:
+        """Half the interval's width (NaN when undefined)."""
+        return (self.high - self.low) / 2
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (NaN becomes None)."""
+        return {
+            "mean": _json_float(self.mean),
+            "low": _json_float(self.low),
+            "high": _json_float(self.high),
+            "half_width": _json_float(self.half_width),
+            "n": self.n,
+            "confidence": self.confidence,
+        }
+
+
+def mean_ci(values: Sequence[float] | np.ndarray, confidence: float = 0.95) -> Estimate:
+    """Sample mean and Student-t interval ``mean ± t(1−α/2, n−1) · s / √n``."""
+    a = np.asarray(values, dtype=float)
+    _check_confidence(confidence)
+    n = int(a.size)
+    if n == 0:
+        raise IdlegateError("cannot average zero samples; run at least one seed")
+    m = float(a.mean())
+    if n == 1 or not np.all(np.isfinite(a)):
+        return Estimate(m, math.nan, math.nan, n, confidence)
+    h = t_quantile(0.5 + confidence / 2, n - 1) * float(a.std(ddof=1)) / math.sqrt(n)
+    return Estimate(m, m - h, m + h, n, confidence)
+
+
+def paired_relative_change(
+    values: Sequence[float] | np.ndarray,
+    baseline: Sequence[float] | np.ndarray,
+    confidence: float = 0.95,
+) -> Estimate:
+    """Relative change against a baseline run on the same seeds: mean of x_s / b_s, minus 1.
+
+    Paired per seed (common random numbers), so seed-to-seed variation of the workload
+    cancels out of the interval. −0.1 means 10 % lower than the baseline.
+    """
+    x = np.asarray(values, dtype=float)
+    b = np.asarray(baseline, dtype=float)
+    if x.shape != b.shape:
+        raise IdlegateError(
+            f"paired comparison needs one baseline value per seed: {x.size} vs {b.size}"
+        )
+    if np.any(b == 0):
+        raise IdlegateError("the baseline is 0 for some seed; a relative change is undefined")
+    est = mean_ci(x / b, confidence)
+    return Estimate(est.mean - 1, est.low - 1, est.high - 1, est.n, confidence)
+
+
+# ---------------------------------------------------------------------------------------
+# Student t quantile (no scipy): regularized incomplete beta + bisection
+
+
+def t_cdf(x: float, df: float) -> float:
+    """CDF of Student's t distribution with `df` degrees of freedom."""
+    if df <= 0:
+        raise IdlegateError(f"degrees of freedom must be positive, got {df}")
+    if x == 0:
+        return 0.5
+    tail = 0.5 * _betainc(df / 2, 0.5, df / (df + x * x))
+    return 1 - tail if x > 0 else tail
+
+
+def t_quantile(p: float, df: float) -> float:
+    """The `p`-quantile of Student's t with `df` degrees of freedom (|error| < 1e-10)."""
+    if not 0 < p < 1:
+        raise IdlegateError(f"a quantile needs 0 < p < 1, got {p}")
+    if p == 0.5:
+        return 0.0
+    if p < 0.5:
+        return -t_quantile(1 - p, df)
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, df) < p:
+        lo, hi = hi, hi * 2
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if t_cdf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12 * max(1.0, hi):
+            break
+    return (lo + hi) / 2
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """Regularized incomplete beta I_x(a, b) (continued fraction, Numerical Recipes 6.4)."""
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    ln_front = (
+        math.lgamma(a + b)
+        - math.lgamma(a)
+        - math.lgamma(b)
+        + a * math.log(x)
+        + b * math.log1p(-x)
+    )
+    front = math.exp(ln_front)
+    if x < (a + 1) / (a + b + 2):
+        return front * _betacf(a, b, x) / a
+    return 1 - front * _betacf(b, a, 1 - x) / b
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1, a - 1
+    c, d = 1.0, 1 - qab * x / qap
+    d = 1 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 1000):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1 + aa * d
+        d = 1 / (d if abs(d) > tiny else tiny)
+        c = 1 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1 + aa * d
+        d = 1 / (d if abs(d) > tiny else tiny)
+        c = 1 + aa / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1) < 1e-15:
+            break
+    return h
+
+
+# ---------------------------------------------------------------------------------------
+
+
+def _check_confidence(confidence: float) -> None:
+    if not 0 < confidence < 1:
+        raise IdlegateError(f"confidence must be between 0 and 1, got {confidence}")
+
+
+def _json_float(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v

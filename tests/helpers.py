@@ -1,0 +1,66 @@
+"""Small builders shared by the tests: one-line DAGs and scripted schedulers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from idlegate.sim.cluster import WAIT, Action, ClusterView, Decision, Stage
+from idlegate.sim.dag import Dag
+from idlegate.sim.engine import JobArrival, Workload
+from idlegate.sim.spec import parse_workflow
+
+
+def chain(*lengths: float, tasks: int = 1) -> Dag:
+    """A chain of stages s0 -> s1 -> ... with the given task durations."""
+    stages = [
+        {"name": f"s{i}", "tasks": tasks, "taskDurationSeconds": d}
+        | ({"dependsOn": [f"s{i - 1}"]} if i else {})
+        for i, d in enumerate(lengths)
+    ]
+    return Dag.from_spec(parse_workflow({"stages": stages}))
+
+
+def workload(*jobs: tuple[float, str, Dag], executors: int = 1) -> Workload:
+    return Workload("test", tuple(JobArrival(t, n, d) for t, n, d in jobs), executors)
+
+
+class Scripted:
+    """Runs `rule(view, stages)` on the runnable stages; the rule returns a Decision or WAIT."""
+
+    name = "scripted"
+
+    def __init__(self, rule: Callable[[ClusterView, list[Stage]], Action]) -> None:
+        self.rule = rule
+
+    def reset(self, rng: Any) -> None:
+        pass
+
+    def decide(self, view: ClusterView) -> Action:
+        return self.rule(view, view.runnable_stages())
+
+
+def fifo_rule(view: ClusterView, stages: list[Stage]) -> Action:
+    s = stages[0]
+    return Decision(s, view.num_executors)
+
+
+def sjf_rule(view: ClusterView, stages: list[Stage]) -> Action:
+    s = min(stages, key=lambda s: (s.job.remaining_work, s.job.id))
+    return Decision(s, view.num_executors)
+
+
+def idle_once(job_name: str, stage_index: int, delay: float, then=sjf_rule) -> Scripted:
+    """Delay `job_name`'s stage `stage_index` by `delay` the first time it is offered."""
+
+    def rule(view: ClusterView, stages: list[Stage]) -> Action:
+        for s in stages:
+            if s.job.name == job_name and s.index == stage_index and not s.delayed:
+                return Decision(s, view.num_executors, delay)
+        return then(view, stages) if stages else WAIT
+
+    return Scripted(rule)
+
+
+def jcts(result: Any) -> dict[str, float]:
+    return {r.name: r.jct for r in result.records}

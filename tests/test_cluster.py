@@ -1,0 +1,156 @@
+"""Illegal decisions raise clear errors; the state machine's bookkeeping at a glance."""
+
+from __future__ import annotations
+
+import pytest
+
+from idlegate.errors import IllegalDecisionError
+from idlegate.sim.cluster import WAIT, Cluster, Decision
+from idlegate.sim.dag import Dag
+from idlegate.sim.spec import parse_workflow
+from idlegate.tests.helpers import chain
+
+
+def diamond(gang_d: bool = False) -> Dag:
+    return Dag.from_spec(
+        parse_workflow(
+            {
+                "stages": [
+                    {"name": "a", "tasks": 2, "taskDurationSeconds": 1},
+                    {"name": "b", "tasks": 3, "taskDurationSeconds": 2, "dependsOn": ["a"]},
+                    {"name": "c", "tasks": 1, "taskDurationSeconds": 5, "dependsOn": ["a"]},
+                    {"name": "d", "tasks": 2, "taskDurationSeconds": 1, "dependsOn": ["b", "c"],
+                     "gang": gang_d},
+                ]
+            }
+        )
+    )
+
+
+def test_runnable_follows_dependencies():
+    c = Cluster(4)
+    job = c.add_job(diamond(), 0.0)
+    assert [s.name for s in c.runnable_stages()] == ["a"]
+    launches = c.apply(Decision(job.stages[0], 4), 0.0)
+    assert [(x.executor, x.first, x.moved) for x in launches] == [(0, True, True), (1, True, True)]
+    assert c.runnable_stages() == [] and c.free_executors == 2 and job.held == 2
+    assert c.task_finished(0, 1.0) is None
+    assert c.runnable_stages() == []  # a is not complete yet
+    assert c.task_finished(1, 1.0) is None
+    assert [s.name for s in c.runnable_stages()] == ["b", "c"]
+    assert job.remaining_work == pytest.approx(3 * 2 + 5 + 2)
+
+
+def test_executor_keeps_working_on_its_stage():
+    c = Cluster(1)
+    job = c.add_job(chain(1.0, tasks=3), 0.0)
+    (first,) = c.apply(Decision(job.stages[0], 1), 0.0)
+    nxt = c.task_finished(first.executor, 1.0)
+    assert nxt is not None and nxt.stage is job.stages[0] and not nxt.first and not nxt.moved
+    assert c.task_finished(0, 2.0) is not None
+    assert c.task_finished(0, 3.0) is None
+    assert job.finish == 3.0 and c.done[0].jct == 3.0
+
+
+def test_moving_is_reported_only_when_an_executor_changes_job():
+    c = Cluster(1)
+    a = c.add_job(chain(1.0, 1.0), 0.0)
+    c.add_job(chain(1.0), 0.0)
+    (l1,) = c.apply(Decision(a.stages[0], 1), 0.0)
+    assert l1.moved
+    c.task_finished(0, 1.0)
+    (l2,) = c.apply(Decision(a.stages[1], 1), 1.0)
+    assert not l2.moved and l2.first
+    c.task_finished(0, 2.0)
+    (l3,) = c.schedule(_first(), 2.0)
+    assert l3.moved
+
+
+class _first:
+    name = "first"
+
+    def reset(self, rng):
+        pass
+
+    def decide(self, view):
+        return Decision(view.runnable_stages()[0], view.num_executors)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda c, j: Decision(j.stages[1], 2), "not runnable"),
+        (lambda c, j: Decision(j.stages[0], 0), "no room for another executor"),
+        (lambda c, j: Decision(j.stages[0], 2, -1.0), "idle delay must be a finite number"),
+        (lambda c, j: Decision(j.stages[0], 2, float("nan")), "idle delay must be a finite number"),
+        (lambda c, j: Decision(j.stages[0], 2.5), "must be an int"),
+    ],
+)
+def test_illegal_decisions(make, message):
+    c = Cluster(2)
+    j = c.add_job(diamond(), 0.0)
+    with pytest.raises(IllegalDecisionError, match=message):
+        c.apply(make(c, j), 0.0)
+
+
+def test_cap_below_held_and_second_delay_are_illegal():
+    c = Cluster(4)
+    j = c.add_job(diamond(), 0.0)
+    c.apply(Decision(j.stages[0], 2), 0.0)
+    c.task_finished(0, 1.0)
+    c.task_finished(1, 1.0)
+    b, cc = j.stages[1], j.stages[2]
+    c.apply(Decision(b, 2), 1.0)
+    with pytest.raises(IllegalDecisionError, match="below the 2 executors it holds"):
+        c.apply(Decision(cc, 1), 1.0)
+    c.apply(Decision(cc, 2, 3.0), 1.0)
+    with pytest.raises(IllegalDecisionError, match="inside an idle slot"):
+        c.apply(Decision(cc, 3), 1.0)
+    c.idle_expired(cc, 4.0)
+    with pytest.raises(IllegalDecisionError, match="already delayed once"):
+        c.apply(Decision(cc, 3, 1.0), 4.0)
+    with pytest.raises(IllegalDecisionError, match="already started"):
+        c.apply(Decision(b, 3, 1.0), 4.0)
+
+
+def test_gang_stage_needs_room_for_all_tasks():
+    c = Cluster(2)
+    j = c.add_job(Dag.from_spec(parse_workflow(
+        {"stages": [{"name": "g", "tasks": 2, "taskDurationSeconds": 1, "gang": True}]})), 0.0)
+    with pytest.raises(IllegalDecisionError, match="needs 2 executors at once"):
+        c.apply(Decision(j.stages[0], 1), 0.0)
+    assert len(c.apply(Decision(j.stages[0], 2), 0.0)) == 2
+    c2 = Cluster(1)
+    c2.add_job(j.dag, 0.0)
+    assert c2.runnable_stages() == []  # a 2-wide gang never fits one executor
+
+
+def test_schedule_stops_on_wait_and_rejects_garbage():
+    class Waits:
+        name = "waits"
+
+        def reset(self, rng):
+            pass
+
+        def decide(self, view):
+            return WAIT
+
+    c = Cluster(1)
+    c.add_job(chain(1.0), 0.0)
+    assert c.schedule(Waits(), 0.0) == [] and c.free_executors == 1
+
+    class Garbage(Waits):
+        def decide(self, view):
+            return "stage 0 please"
+
+    with pytest.raises(IllegalDecisionError, match="must return a Decision or WAIT"):
+        c.schedule(Garbage(), 0.0)
+
+
+def test_time_cannot_go_backwards_and_cluster_needs_executors():
+    c = Cluster(1)
+    c.add_job(chain(1.0), 5.0)
+    with pytest.raises(IllegalDecisionError, match="time went backwards"):
+        c.add_job(chain(1.0), 4.0)
+    with pytest.raises(IllegalDecisionError, match="at least 1 executor"):
+        Cluster(0)

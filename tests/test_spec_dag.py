@@ -1,0 +1,83 @@
+"""Workflow validation messages and the DAG algorithms."""
+
+from __future__ import annotations
+
+import pytest
+
+from idlegate.errors import SpecError
+from idlegate.sim.dag import Dag
+from idlegate.sim.spec import MAX_STAGES, load_workflow_file, parse_workflow
+
+
+def st(name, tasks=1, dur=1.0, deps=(), **kw):
+    return {"name": name, "tasks": tasks, "taskDurationSeconds": dur, "dependsOn": list(deps)} | kw
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ({"stages": []}, "has no stages"),
+        ({}, "stages: Field required"),
+        ({"stages": [st("a"), st("a")]}, "stage name 'a' appears twice"),
+        ({"stages": [st("a", deps=["ghost"])]}, "depends on 'ghost', which is not a stage"),
+        ({"stages": [st("a", deps=["b"]), st("b", deps=["c"]), st("c", deps=["a"])]},
+         "cycle: a -> b -> c -> a"),
+        ({"stages": [st("a", deps=["a"])]}, "depends on itself"),
+        ({"stages": [st("a", tasks=0)]}, r"stages\[0\].tasks: Input should be greater than or equal to 1"),
+        ({"stages": [st("a", dur=0)]}, r"taskDurationSeconds: Input should be greater than 0"),
+        ({"stages": [st("a", dur="ten")]}, "must be a number of seconds"),
+        ({"stages": [st("a", tasks="3")]}, "tasks: Input should be a valid integer"),
+        ({"stages": [st("Bad_Name")]}, "name: String should match pattern"),
+        ({"stages": [st("a", tasks=10**6)]}, "less than or equal to 100000"),
+        ({"stages": [st(f"s{i}") for i in range(MAX_STAGES + 1)]}, "at most 500 items"),
+        ({"stages": [st("a", colour="red")]}, "colour: Extra inputs are not permitted"),
+        ([1, 2], "expected a mapping"),
+    ],
+)
+def test_invalid_specs_say_what_is_wrong(doc, message):
+    with pytest.raises(SpecError, match=message):
+        parse_workflow(doc)
+
+
+def test_dag_metrics_on_a_diamond():
+    dag = Dag.from_spec(
+        parse_workflow(
+            {"stages": [st("a", 2, 1.0), st("b", 3, 2.0, ["a"]), st("c", 1, 5.0, ["a"]),
+                        st("d", 2, 1.0, ["b", "c"])]}
+        )
+    )
+    assert dag.topological_order == (0, 1, 2, 3)
+    assert dag.bottom_levels == (7.0, 3.0, 6.0, 1.0)
+    assert dag.critical_path == 7.0
+    assert dag.total_work == 2 + 6 + 5 + 2
+    assert dag.average_width == pytest.approx(15 / 7)
+    assert dag.depth == 3
+    assert dag.parents == ((), (0,), (0,), (1, 2)) and dag.children == ((1, 2), (3,), (3,), ())
+    assert dag.lower_bound_jct(1) == 15 and dag.lower_bound_jct(100) == 7
+
+
+def test_topological_order_is_deterministic_for_out_of_order_specs():
+    dag = Dag.from_spec(parse_workflow({"stages": [st("z", deps=["y"]), st("y"), st("x", deps=["z"])]}))
+    assert dag.topological_order == (1, 0, 2)
+    assert dag.bottom_levels == (2.0, 3.0, 1.0)
+
+
+def test_workflow_files(tmp_path):
+    (tmp_path / "two.yaml").write_text(
+        "stages:\n- {name: a, tasks: 2, taskDurationSeconds: 1}\n---\n"
+        "apiVersion: idlegate.io/v1alpha1\nkind: DagWorkflow\nmetadata: {name: w}\n"
+        "spec:\n  stages:\n  - {name: b, tasks: 1, taskDurationSeconds: 3}\n"
+    )
+    specs = load_workflow_file(tmp_path / "two.yaml")
+    assert [s.stage_names() for s in specs] == [["a"], ["b"]]
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(SpecError, match="is not valid json"):
+        load_workflow_file(tmp_path / "bad.json")
+    with pytest.raises(SpecError, match="cannot read workflow file"):
+        load_workflow_file(tmp_path / "missing.yaml")
+    (tmp_path / "cr.yaml").write_text(
+        "kind: DagWorkflow\nmetadata: {name: broken}\nspec: {stages: [{name: a, tasks: 1, "
+        "taskDurationSeconds: 1, dependsOn: [nope]}]}\n"
+    )
+    with pytest.raises(SpecError, match=r"DagWorkflow broken\): stage 'a' depends on 'nope'"):
+        load_workflow_file(tmp_path / "cr.yaml")
