@@ -83,50 +83,41 @@ SUMMARY_FIELDS: tuple[str, ...] = (
 
 @dataclass(frozen=True)
 class WorkloadOptions:
-    """Workload knobs a user may set; None means "not given" (the workload's default).
+    """Workload options a user gave; None means "not given" (the workload's own default).
 
-    Only the options given are passed on to ``build_workload``, under its own names.
+    The fields are ``build_workload`` option names; only those given are passed on, and
+    ``build_workload`` validates them against the chosen workload (an option the workload
+    does not take, or a bad value, is an IdlegateError that names the valid options).
     """
 
     num_executors: int | None = None
     """Executors in the cluster (K)."""
     interarrival: float | None = None
-    """Mean seconds between job arrivals."""
+    """Mean seconds between streamed job arrivals."""
     load: float | None = None
-    """Offered load (work arriving per second / K); an alternative to `interarrival`."""
-    num_stream: int | None = None
-    """Number of jobs in the arrival sequence."""
+    """Target offered load; the interarrival is derived from it."""
+    num_jobs: int | None = None
+    """Total jobs in the arrival sequence (jobs at t=0 plus streamed ones)."""
     tpch_dir: Path | None = None
-    """Directory of Decima's TPC-H traces (for the "tpch" workload)."""
+    """Directory of Decima's TPC-H traces (workloads "tpch", "mixed")."""
     path: Path | None = None
-    """A workload file (for the "file" workload)."""
+    """A workflow file (workload "file")."""
     alpha: float | None = None
-    """Workload shape parameter (e.g. the size distribution's tail index)."""
-
-    def __post_init__(self) -> None:
-        def positive(name: str, flag: str) -> None:
-            value = getattr(self, name)
-            if value is not None and not (isinstance(value, int | float) and value > 0):
-                raise IdlegateError(f"{flag} must be a positive number, got {value!r}")
-
-        for name, flag in (
-            ("num_executors", "--executors"),
-            ("interarrival", "--interarrival"),
-            ("load", "--load"),
-            ("num_stream", "--jobs-count"),
-            ("alpha", "--alpha"),
-        ):
-            positive(name, flag)
-        if self.interarrival is not None and self.load is not None:
-            raise IdlegateError("give either --interarrival or --load, not both")
+    """Fraction of synthetic two-type jobs (workload "mixed")."""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """Any other ``build_workload`` option, e.g. ``{"num_stream": 100}``."""
 
     def to_kwargs(self) -> dict[str, Any]:
         """The options that were given, as ``build_workload`` keyword arguments."""
         out: dict[str, Any] = {}
         for f in fields(self):
             value = getattr(self, f.name)
-            if value is not None:
+            if f.name != "extra" and value is not None:
                 out[f.name] = str(value) if isinstance(value, Path) else value
+        clash = sorted(set(out) & set(self.extra))
+        if clash:
+            raise IdlegateError(f"workload option {clash[0]!r} given twice")
+        out.update({k: v for k, v in self.extra.items() if v is not None})
         return out
 
 
@@ -196,16 +187,13 @@ def _registries() -> tuple[Callable[..., Workload], Any, Callable[..., Any], Any
 
 def check_names(workload: str, schedulers: Iterable[str]) -> None:
     """Raise IdlegateError naming the known choices if a workload or scheduler is unknown."""
-    _, workloads, _, known = _registries()
+    _, workloads, make_scheduler, _ = _registries()
     if workload not in workloads:
         raise IdlegateError(
-            f"unknown workload {workload!r}; choose one of: {', '.join(sorted(workloads))}"
+            f"unknown workload {workload!r}; choose one of: {', '.join(workloads)}"
         )
     for s in schedulers:
-        if s not in known:
-            raise IdlegateError(
-                f"unknown scheduler {s!r}; choose one of: {', '.join(sorted(known))}"
-            )
+        make_scheduler(s)  # raises IdlegateError naming the valid schedulers
 
 
 def build(workload: str, seed: int, options: WorkloadOptions | None = None) -> Workload:
@@ -354,9 +342,7 @@ def run_comparison(
                 is_baseline=name == base,
             )
         )
-    k = next(iter(workloads.values())).num_executors
-    if config.options.num_executors is not None:
-        k = config.options.num_executors
+    k = workloads[config.seeds[0]].num_executors
     return Comparison(config, tuple(results), k)
 
 
@@ -449,7 +435,10 @@ def render_run_table(m: RunMetrics) -> Table:
     """A rich Table of one run's metrics."""
     from rich.table import Table
 
-    table = Table(title=f"{m.scheduler} on {m.workload} (seed {m.seed}, {m.num_executors} executors)")
+    table = Table(
+        title=f"{m.scheduler} on {m.workload}",
+        caption=f"seed {m.seed}, {m.num_executors} executors",
+    )
     table.add_column("metric")
     table.add_column("value", justify="right")
     rows = [

@@ -1,0 +1,1 @@
+"""Deployment assets (CRD, kustomize base, kind configuration) and their generators."""

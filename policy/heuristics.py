@@ -139,12 +139,13 @@ class _KeyedScheduler(_Baseline):
         free = view.free_executors
         if free <= 0:
             return WAIT
+        key = self.key
         chosen: Stage | None = None
         chosen_key = 0.0
         for job in view.jobs:  # arrival order = id order: strict < keeps the lower id
             if not job.runnable:
                 continue
-            k = self.key(job)
+            k = key(job)
             if chosen is not None and k >= chosen_key:
                 continue
             stage = best_stage(job, free)
@@ -164,7 +165,7 @@ class SjfScheduler(_KeyedScheduler):
     name = "sjf"
 
     def key(self, job: Job) -> float:
-        return job.total_work
+        return job.dag.total_work
 
 
 class SjfCpScheduler(_KeyedScheduler):
@@ -292,7 +293,7 @@ class RandomScheduler(_Baseline):
 
     The cap is drawn from [held + 1, K] (from [held + tasks, K] for a gang stage). All
     draws come from the Generator given to `reset()` (the run's), so a run is reproducible
-    from its seed. A floor for any learned policy (Decima's untrained-agent reference).
+    from its seed. A sanity floor: any sensible policy, learned or not, should beat it.
     """
 
     name = "random"
@@ -339,7 +340,7 @@ def make_scheduler(name: str, **params: Any) -> Scheduler:
 
     Raises IdlegateError for an unknown name or parameter, or an invalid value.
     """
-    key = name.strip().lower().replace("_", "-") if isinstance(name, str) else name
+    key = str(name).strip().lower().replace("_", "-")
     cls = SCHEDULERS.get(key)
     if cls is None:
         raise IdlegateError(f"unknown scheduler {name!r}; valid names are {', '.join(SCHEDULERS)}")

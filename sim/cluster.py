@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from math import inf
 from typing import Any, Final, NamedTuple, Protocol
 
-from idlegate.errors import IllegalDecisionError
+from idlegate.errors import IdlegateError, IllegalDecisionError
 from idlegate.sim.dag import Dag
 
 # ---------------------------------------------------------------------------------------
@@ -126,6 +126,7 @@ class Job:
         "runnable",
         "stages",
         "stages_left",
+        "unlaunched",
     )
 
     def __init__(self, job_id: int, name: str, dag: Dag, arrival: float, payload: Any) -> None:
@@ -137,6 +138,8 @@ class Job:
         """Driver data (the simulator keeps the job's duration model here)."""
         self.stages = [Stage(self, i) for i in range(dag.num_stages)]
         self.stages_left = dag.num_stages
+        self.unlaunched = sum(dag.tasks)
+        """Tasks of this job not launched yet, over all stages."""
         self.held = 0
         """Executors working on this job's tasks now."""
         self.cap = 0
@@ -287,15 +290,22 @@ class Cluster:
         self.new_timers: list[Stage] = []
         """Stages whose idle slot began; the driver arms a timer for each and clears the list."""
         self.decisions = 0
-        self.busy_seconds = 0.0
-        self._area = 0.0
-        self._area_t = 0.0
+        self._busy_since: list[float] = [0.0] * num_executors
+        self._busy_done = 0.0
+        self._done_area = 0.0
 
     # -- inputs ----------------------------------------------------------------------
 
     def add_job(self, dag: Dag, now: float, name: str | None = None, payload: Any = None) -> Job:
         """A job arrives."""
         self.advance(now)
+        for i, (gang, tasks) in enumerate(zip(dag.gang, dag.tasks, strict=True)):
+            if gang and tasks > self.num_executors:
+                raise IdlegateError(
+                    f"stage {dag.names[i]!r} of {name or 'the job'} is a gang of {tasks} tasks, "
+                    f"but the cluster has only {self.num_executors} executors, so it could "
+                    "never start; use fewer tasks or more executors"
+                )
         job = Job(self._next_id, name or f"job-{self._next_id}", dag, now, payload)
         self._next_id += 1
         self.jobs.append(job)
@@ -304,25 +314,35 @@ class Cluster:
         self._emit("arrive", job.id, -1, job.name)
         return job
 
-    def task_finished(self, executor: int, now: float) -> Launch | None:
-        """The task on `executor` finished. Returns its next task on the same stage, if any."""
-        self.advance(now)
+    def task_finished(self, executor: int, now: float) -> Stage | None:
+        """The task on `executor` finished.
+
+        Returns the stage whose next task the executor starts right away (not its first
+        on the stage, no move), or None when the executor was freed.
+        """
+        if now < self.now:
+            self.advance(now)  # raises
+        self.now = now
         stage = self._exec_stage[executor]
         if stage is None:
-            raise IllegalDecisionError(f"executor {executor} finished a task but was not running one")
+            raise IllegalDecisionError(
+                f"executor {executor} finished a task but was not running one"
+            )
         job = stage.job
         stage.finished += 1
         job.remaining_work -= stage.duration
         if stage.launched < stage.tasks:
             stage.launched += 1
+            job.unlaunched -= 1
             if stage.launched == stage.tasks:
                 self._out_of_tasks(stage)
-            return Launch(executor, stage, False, False)
+            return stage
         # the executor is freed; it stays associated with its job for locality
         self._exec_stage[executor] = None
         stage.executors -= 1
         job.held -= 1
         self.free_executors += 1
+        self._busy_done += now - self._busy_since[executor]
         self._free.setdefault(job, []).append(executor)
         self.needs_schedule = True
         if stage.finished == stage.tasks:
@@ -398,6 +418,7 @@ class Cluster:
             )
         launches = [self._start(self._take_executor(job), stage, True) for _ in range(n)]
         stage.launched += n
+        job.unlaunched -= n
         if stage.launched == stage.tasks:
             self._out_of_tasks(stage)
         if job.first_start is None:
@@ -432,10 +453,16 @@ class Cluster:
         if not delay >= 0 or delay == inf:  # also rejects NaN
             raise IllegalDecisionError(f"idle delay must be a finite number >= 0, got {delay!r}")
         if delay > 0 and stage.delayed:
-            raise IllegalDecisionError(f"{where} was already delayed once; a stage idles at most once")
+            raise IllegalDecisionError(
+                f"{where} was already delayed once; a stage idles at most once"
+            )
         if delay > 0 and stage.launched:
             raise IllegalDecisionError(
                 f"{where} has already started; an idle slot goes before a stage's first task"
+            )
+        if delay == 0 and self.free_executors == 0:
+            raise IllegalDecisionError(
+                f"no executor is free to launch {where}; return WAIT until one is"
             )
         if delay == 0 and cap <= job.held:
             raise IllegalDecisionError(
@@ -457,6 +484,7 @@ class Cluster:
         job = stage.job
         moved = self._exec_job[executor] is not job
         self._exec_job[executor] = job
+        self._busy_since[executor] = self.now
         self._exec_stage[executor] = stage
         stage.executors += 1
         job.held += 1
@@ -483,6 +511,7 @@ class Cluster:
 
     def _job_complete(self, job: Job, now: float) -> None:
         job.finish = now
+        self._done_area += now - job.arrival
         self.jobs.remove(job)
         pool = self._free.pop(job, [])
         self._free[None].extend(pool)
@@ -506,13 +535,10 @@ class Cluster:
         self._emit("job-done", job.id, -1, now - job.arrival)
 
     def advance(self, now: float) -> None:
+        """Move the clock to `now` (inputs do this themselves)."""
         if now < self.now:
             raise IllegalDecisionError(f"time went backwards: {now} after {self.now}")
-        dt = now - self.now
-        if dt:
-            self._area += dt * len(self.jobs)
-            self.busy_seconds += dt * (self.num_executors - self.free_executors)
-            self.now = now
+        self.now = now
 
     def _emit(self, kind: str, job: int, stage: int, info: Any) -> None:
         if self._trace is not None:
@@ -522,8 +548,20 @@ class Cluster:
 
     @property
     def jobs_time_integral(self) -> float:
-        """∫ (jobs in system) dt from 0 to now: for Little's law and the RL reward."""
-        return self._area
+        """∫ (jobs in system) dt from 0 to now: the RL reward's integrand, summed per job."""
+        now = self.now
+        return self._done_area + sum(now - j.arrival for j in self.jobs)
+
+    @property
+    def busy_seconds(self) -> float:
+        """Executor-seconds spent running tasks (and moving) from 0 to now."""
+        now = self.now
+        running = sum(
+            now - self._busy_since[e]
+            for e in range(self.num_executors)
+            if self._exec_stage[e] is not None
+        )
+        return self._busy_done + running
 
     def busy_counts(self) -> Iterable[int]:
         """Executors busy per job in the system (for invariant checks)."""

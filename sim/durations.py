@@ -7,8 +7,9 @@ through a `Uniforms` stream, so a seed fixes every duration.
 
 from __future__ import annotations
 
+import random
 from bisect import bisect_left
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -16,23 +17,18 @@ import numpy as np
 
 
 class Uniforms:
-    """Uniform [0, 1) numbers drawn from a numpy Generator in blocks (one Python float each)."""
+    """Uniform [0, 1) draws for per-task sampling, rooted in the run's numpy Generator.
 
-    __slots__ = ("_buf", "_i", "_rng", "block")
+    A scalar draw from a numpy Generator costs about ten times a C-level call, and the
+    simulator makes one or two per task, so `next` is a Mersenne Twister seeded from
+    the run's Generator: the run still has a single seed, and the same seed still gives
+    the same draws.
+    """
 
-    def __init__(self, rng: np.random.Generator, block: int = 4096) -> None:
-        self._rng = rng
-        self.block = block
-        self._buf: list[float] = []
-        self._i = 0
+    __slots__ = ("next",)
 
-    def next(self) -> float:
-        i = self._i
-        if i == len(self._buf):
-            self._buf = self._rng.random(self.block).tolist()
-            i = 0
-        self._i = i + 1
-        return self._buf[i]
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.next: Callable[[], float] = random.Random(int(rng.integers(2**63))).random
 
 
 class DurationModel(Protocol):
@@ -86,10 +82,6 @@ class StageWaves:
         return cls(keys, tuple(cleaned), rest, fr, mean)
 
 
-def _pick(values: tuple[float, ...], u: Uniforms) -> float:
-    return values[int(u.next() * len(values))]
-
-
 @dataclass(frozen=True)
 class WaveDurations:
     """Decima's TPC-H duration model: measured waves, interpolated between executor counts.
@@ -105,38 +97,56 @@ class WaveDurations:
 
     stages: tuple[StageWaves, ...]
     warmup_delay: float = 1.0
-    _keys: tuple[tuple[int, ...], ...] = field(init=False, repr=False, compare=False)
+    _interp: tuple[tuple[tuple[int, int, float], ...], ...] = field(
+        init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_keys", tuple(s.keys for s in self.stages))
+        object.__setattr__(self, "_interp", tuple(_interpolation(s.keys) for s in self.stages))
 
     def key_index(self, stage: int, executors: int, u: Uniforms) -> int:
-        keys = self._keys[stage]
-        if executors <= keys[0]:
-            return 0
-        if executors >= keys[-1]:
-            return len(keys) - 1
-        right = bisect_left(keys, executors)
-        if keys[right] == executors:
-            return right
-        left = right - 1
-        lo, hi = keys[left], keys[right]
-        return right if u.next() * (hi - lo) < executors - lo else left
+        """Index of the measured executor count to sample at (interpolating at random)."""
+        table = self._interp[stage]
+        left, right, p_right = table[min(executors, len(table) - 1)]
+        return right if p_right and u.next() < p_right else left
 
     def sample(
         self, stage: int, job_executors: int, first: bool, moved: bool, u: Uniforms
     ) -> float:
         waves = self.stages[stage]
-        k = self.key_index(stage, job_executors, u)
+        draw = u.next
+        table = self._interp[stage]
+        left, right, p_right = table[min(job_executors, len(table) - 1)]
+        k = right if p_right and draw() < p_right else left
         if moved:
-            if waves.fresh[k]:
-                return _pick(waves.fresh[k], u)
-            if waves.first_wave[k]:
-                return _pick(waves.first_wave[k], u) + self.warmup_delay
-        elif not first and waves.rest_wave[k]:
-            return _pick(waves.rest_wave[k], u)
+            row = waves.fresh[k]
+            if row:
+                return row[int(draw() * len(row))]
+            row = waves.first_wave[k]
+            if row:
+                return row[int(draw() * len(row))] + self.warmup_delay
+        elif not first:
+            row = waves.rest_wave[k]
+            if row:
+                return row[int(draw() * len(row))]
         for row in (waves.first_wave[k], waves.fresh[k], waves.rest_wave[k]):
             if row:
-                return _pick(row, u)
+                return row[int(draw() * len(row))]
         return waves.mean
 
+
+def _interpolation(keys: Sequence[int]) -> tuple[tuple[int, int, float], ...]:
+    """Per executor count n (0..largest key): (lower key index, upper key index, P(upper)).
+
+    Below the smallest key the smallest is used, above the largest the largest; between
+    two measured counts the upper one is drawn with probability (n - lo) / (hi - lo).
+    """
+    table = []
+    for n in range(keys[-1] + 1):
+        right = bisect_left(keys, n)
+        if right == 0 or keys[right] == n:
+            table.append((right, right, 0.0))
+        else:
+            lo, hi = keys[right - 1], keys[right]
+            table.append((right - 1, right, (n - lo) / (hi - lo)))
+    return tuple(table)

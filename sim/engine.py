@@ -6,7 +6,6 @@ Pure (no wall clock, no I/O): a run is a function of (workload, scheduler, seed,
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import count
 from math import inf
@@ -118,12 +117,15 @@ def simulate(
     sink = None if events_log is None else lambda *e: events_log.append(e)
     cluster = Cluster(k, trace=sink)
     seq = count()
-    heap: list[tuple[float, int, int, Any]] = [(float(a.time), next(seq), _ARRIVE, a) for a in workload.jobs]
+    heap: list[tuple[float, int, int, Any]] = [
+        (float(a.time), next(seq), _ARRIVE, a) for a in workload.jobs
+    ]
     heapq.heapify(heap)
     moving = fid.moving_delay
     waves = fid.wave_durations
     push, pop = heapq.heappush, heapq.heappop
     task_log: list[TaskRun] | None = [] if record_tasks else None
+    task_finished = cluster.task_finished
 
     def start(launch: Launch, now: float) -> None:
         stage = launch.stage
@@ -149,9 +151,16 @@ def simulate(
             _, _, kind, obj = pop(heap)
             n_events += 1
             if kind == _TASK:
-                nxt = cluster.task_finished(obj, now)
-                if nxt is not None:
-                    start(nxt, now)
+                stage = task_finished(obj, now)
+                if stage is not None:  # the executor's next task on the same stage
+                    model = stage.job.payload
+                    if waves and model is not None:
+                        d = model.sample(stage.index, stage.job.held, False, False, u)
+                    else:
+                        d = stage.duration
+                    push(heap, (now + d, next(seq), _TASK, obj))
+                    if task_log is not None:
+                        task_log.append(TaskRun(obj, stage.job.id, stage.index, now, now + d))
             elif kind == _ARRIVE:
                 cluster.add_job(obj.dag, now, obj.name, obj.durations)
             else:
@@ -178,8 +187,3 @@ def simulate(
         trace=events_log,
         tasks=task_log,
     )
-
-
-def arrivals(specs: Sequence[tuple[float, str, Dag]]) -> tuple[JobArrival, ...]:
-    """Convenience: JobArrivals with estimate durations from (time, name, dag) triples."""
-    return tuple(JobArrival(t, n, d) for t, n, d in sorted(specs, key=lambda x: x[0]))

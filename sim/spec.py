@@ -133,7 +133,9 @@ def check_dag(stages: tuple[StageSpec, ...]) -> None:
 def parse_workflow(data: Any, source: str = "workflow") -> WorkflowSpec:
     """Validate plain data (e.g. parsed YAML, or a DagWorkflow's `spec`) into a WorkflowSpec."""
     if not isinstance(data, dict):
-        raise SpecError(f"{source}: expected a mapping with a 'stages' list, got {type(data).__name__}")
+        raise SpecError(
+            f"{source}: expected a mapping with a 'stages' list, got {type(data).__name__}"
+        )
     if "stages" in data and isinstance(data["stages"], list) and not data["stages"]:
         raise SpecError(f"{source}: the workflow has no stages; add at least one")
     try:

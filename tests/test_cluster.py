@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from idlegate.errors import IllegalDecisionError
+from idlegate.errors import IdlegateError, IllegalDecisionError
 from idlegate.sim.cluster import WAIT, Cluster, Decision
 from idlegate.sim.dag import Dag
 from idlegate.sim.spec import parse_workflow
@@ -19,8 +19,13 @@ def diamond(gang_d: bool = False) -> Dag:
                     {"name": "a", "tasks": 2, "taskDurationSeconds": 1},
                     {"name": "b", "tasks": 3, "taskDurationSeconds": 2, "dependsOn": ["a"]},
                     {"name": "c", "tasks": 1, "taskDurationSeconds": 5, "dependsOn": ["a"]},
-                    {"name": "d", "tasks": 2, "taskDurationSeconds": 1, "dependsOn": ["b", "c"],
-                     "gang": gang_d},
+                    {
+                        "name": "d",
+                        "tasks": 2,
+                        "taskDurationSeconds": 1,
+                        "dependsOn": ["b", "c"],
+                        "gang": gang_d,
+                    },
                 ]
             }
         )
@@ -45,8 +50,7 @@ def test_executor_keeps_working_on_its_stage():
     c = Cluster(1)
     job = c.add_job(chain(1.0, tasks=3), 0.0)
     (first,) = c.apply(Decision(job.stages[0], 1), 0.0)
-    nxt = c.task_finished(first.executor, 1.0)
-    assert nxt is not None and nxt.stage is job.stages[0] and not nxt.first and not nxt.moved
+    assert c.task_finished(first.executor, 1.0) is job.stages[0]
     assert c.task_finished(0, 2.0) is not None
     assert c.task_finished(0, 3.0) is None
     assert job.finish == 3.0 and c.done[0].jct == 3.0
@@ -62,11 +66,11 @@ def test_moving_is_reported_only_when_an_executor_changes_job():
     (l2,) = c.apply(Decision(a.stages[1], 1), 1.0)
     assert not l2.moved and l2.first
     c.task_finished(0, 2.0)
-    (l3,) = c.schedule(_first(), 2.0)
+    (l3,) = c.schedule(_First(), 2.0)
     assert l3.moved
 
 
-class _first:
+class _First:
     name = "first"
 
     def reset(self, rng):
@@ -115,14 +119,27 @@ def test_cap_below_held_and_second_delay_are_illegal():
 
 def test_gang_stage_needs_room_for_all_tasks():
     c = Cluster(2)
-    j = c.add_job(Dag.from_spec(parse_workflow(
-        {"stages": [{"name": "g", "tasks": 2, "taskDurationSeconds": 1, "gang": True}]})), 0.0)
+    j = c.add_job(
+        Dag.from_spec(
+            parse_workflow(
+                {"stages": [{"name": "g", "tasks": 2, "taskDurationSeconds": 1, "gang": True}]}
+            )
+        ),
+        0.0,
+    )
     with pytest.raises(IllegalDecisionError, match="needs 2 executors at once"):
         c.apply(Decision(j.stages[0], 1), 0.0)
     assert len(c.apply(Decision(j.stages[0], 2), 0.0)) == 2
-    c2 = Cluster(1)
-    c2.add_job(j.dag, 0.0)
-    assert c2.runnable_stages() == []  # a 2-wide gang never fits one executor
+    with pytest.raises(IdlegateError, match="gang of 2 tasks, but the cluster has only 1"):
+        Cluster(1).add_job(j.dag, 0.0)
+    c3 = Cluster(3)
+    c3.add_job(chain(5.0, tasks=2), 0.0)
+    c3.add_job(j.dag, 0.0)
+    c3.apply(Decision(c3.jobs[0].stages[0], 1), 0.0)
+    assert c3.runnable_stages() == [c3.jobs[0].stages[0], c3.jobs[1].stages[0]]
+    c3.apply(Decision(c3.jobs[1].stages[0], 2), 0.0)
+    with pytest.raises(IllegalDecisionError, match="no executor is free"):
+        c3.apply(Decision(c3.jobs[0].stages[0], 3), 0.0)
 
 
 def test_schedule_stops_on_wait_and_rejects_garbage():

@@ -20,10 +20,15 @@ def st(name, tasks=1, dur=1.0, deps=(), **kw):
         ({}, "stages: Field required"),
         ({"stages": [st("a"), st("a")]}, "stage name 'a' appears twice"),
         ({"stages": [st("a", deps=["ghost"])]}, "depends on 'ghost', which is not a stage"),
-        ({"stages": [st("a", deps=["b"]), st("b", deps=["c"]), st("c", deps=["a"])]},
-         "cycle: a -> b -> c -> a"),
+        (
+            {"stages": [st("a", deps=["b"]), st("b", deps=["c"]), st("c", deps=["a"])]},
+            "cycle: a -> b -> c -> a",
+        ),
         ({"stages": [st("a", deps=["a"])]}, "depends on itself"),
-        ({"stages": [st("a", tasks=0)]}, r"stages\[0\].tasks: Input should be greater than or equal to 1"),
+        (
+            {"stages": [st("a", tasks=0)]},
+            r"stages\[0\].tasks: Input should be greater than or equal to 1",
+        ),
         ({"stages": [st("a", dur=0)]}, r"taskDurationSeconds: Input should be greater than 0"),
         ({"stages": [st("a", dur="ten")]}, "must be a number of seconds"),
         ({"stages": [st("a", tasks="3")]}, "tasks: Input should be a valid integer"),
@@ -42,8 +47,14 @@ def test_invalid_specs_say_what_is_wrong(doc, message):
 def test_dag_metrics_on_a_diamond():
     dag = Dag.from_spec(
         parse_workflow(
-            {"stages": [st("a", 2, 1.0), st("b", 3, 2.0, ["a"]), st("c", 1, 5.0, ["a"]),
-                        st("d", 2, 1.0, ["b", "c"])]}
+            {
+                "stages": [
+                    st("a", 2, 1.0),
+                    st("b", 3, 2.0, ["a"]),
+                    st("c", 1, 5.0, ["a"]),
+                    st("d", 2, 1.0, ["b", "c"]),
+                ]
+            }
         )
     )
     assert dag.topological_order == (0, 1, 2, 3)
@@ -57,7 +68,9 @@ def test_dag_metrics_on_a_diamond():
 
 
 def test_topological_order_is_deterministic_for_out_of_order_specs():
-    dag = Dag.from_spec(parse_workflow({"stages": [st("z", deps=["y"]), st("y"), st("x", deps=["z"])]}))
+    dag = Dag.from_spec(
+        parse_workflow({"stages": [st("z", deps=["y"]), st("y"), st("x", deps=["z"])]})
+    )
     assert dag.topological_order == (1, 0, 2)
     assert dag.bottom_levels == (2.0, 3.0, 1.0)
 
