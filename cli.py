@@ -20,6 +20,18 @@ import typer
 from rich.console import Console
 
 from idlegate import __version__
+from idlegate.compare import (
+    CompareConfig,
+    Comparison,
+    WorkloadOptions,
+    check_out_dir,
+    parse_names,
+    render_comparison_table,
+    render_run_table,
+    run_comparison,
+    run_one,
+    write_reports,
+)
 from idlegate.errors import IdlegateError
 
 app = typer.Typer(
@@ -44,9 +56,12 @@ def _user_errors() -> Iterator[None]:
     try:
         yield
     except IdlegateError as e:
-        message = " ".join(str(e).split()) or type(e).__name__
-        typer.echo(f"Error: {message}", err=True)
+        typer.echo(f"Error: {_one_line(e)}", err=True)
         raise typer.Exit(1) from None
+
+
+def _one_line(error: IdlegateError) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
 
 
 def _stdout() -> Console:
@@ -77,18 +92,10 @@ TpchDirOpt = Annotated[
     Path | None,
     typer.Option("--tpch-dir", help="Directory of TPC-H traces (workload tpch)."),
 ]
-FileOpt = Annotated[
-    Path | None, typer.Option("--file", help="Workload file (workload file).")
-]
+FileOpt = Annotated[Path | None, typer.Option("--file", help="Workload file (workload file).")]
 AlphaOpt = Annotated[
     float | None, typer.Option("--alpha", help="Fraction of synthetic jobs (workload mixed).")
 ]
-
-
-def _options(**given: Any) -> Any:
-    from idlegate.compare import WorkloadOptions
-
-    return WorkloadOptions(**given)
 
 
 # -- commands --------------------------------------------------------------------------
@@ -118,9 +125,7 @@ def simulate(
 ) -> None:
     """Simulate one scheduler on one workload and print its metrics."""
     with _user_errors():
-        from idlegate.compare import render_run_table, run_one
-
-        opts = _options(
+        opts = WorkloadOptions(
             num_executors=executors,
             interarrival=interarrival,
             load=load,
@@ -137,12 +142,13 @@ def simulate(
 
 
 def _run_compare(
-    config: Any, out: Path | None, *, quiet: bool = False
-) -> tuple[Any, dict[str, Path], float]:
+    config: CompareConfig, out: Path | None
+) -> tuple[Comparison, dict[str, Path], float]:
+    """Run with a progress bar on stderr (when it is a terminal); write reports to `out`."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from idlegate.compare import run_comparison, write_reports
-
+    if out is not None:
+        check_out_dir(out)  # fail before the runs, not after
     err = Console(stderr=True)
     start = time.perf_counter()
     with Progress(
@@ -152,7 +158,7 @@ def _run_compare(
         TextColumn("{task.fields[last]}"),
         console=err,
         transient=True,
-        disable=quiet,
+        disable=not err.is_terminal,
     ) as bar:
         task = bar.add_task("simulating", total=len(config.schedulers) * len(config.seeds), last="")
 
@@ -165,9 +171,7 @@ def _run_compare(
     return cmp, paths, elapsed
 
 
-def _print_compare(cmp: Any, paths: dict[str, Path], elapsed: float) -> None:
-    from idlegate.compare import render_comparison_table
-
+def _print_compare(cmp: Comparison, paths: dict[str, Path], elapsed: float) -> None:
     console = _stdout()
     console.print(render_comparison_table(cmp))
     runs = len(cmp.config.schedulers) * len(cmp.config.seeds)
@@ -203,8 +207,6 @@ def compare(
 ) -> None:
     """Compare schedulers on the same arrival sequences over several seeds."""
     with _user_errors():
-        from idlegate.compare import CompareConfig, parse_names
-
         if seeds < 1:
             raise IdlegateError(f"--seeds must be at least 1, got {seeds}")
         config = CompareConfig(
@@ -212,7 +214,7 @@ def compare(
             schedulers=parse_names(schedulers),
             seeds=tuple(range(first_seed, first_seed + seeds)),
             baseline=baseline,
-            options=_options(
+            options=WorkloadOptions(
                 num_executors=executors,
                 interarrival=interarrival,
                 load=load,
@@ -245,8 +247,6 @@ def demo(
     a table of mean ± 95 % CI and the JCT CDF in --out.
     """
     with _user_errors():
-        from idlegate.compare import CompareConfig, WorkloadOptions
-
         config = CompareConfig(
             workload=DEMO_WORKLOAD,
             schedulers=DEMO_SCHEDULERS,
@@ -265,4 +265,8 @@ def demo(
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point (``idlegate``, ``python -m idlegate``)."""
     run: Callable[..., Any] = app
-    run(args=argv if argv is not None else sys.argv[1:], prog_name="idlegate")
+    try:
+        run(args=argv if argv is not None else sys.argv[1:], prog_name="idlegate")
+    except IdlegateError as e:  # raised outside a command (the commands catch their own)
+        typer.echo(f"Error: {_one_line(e)}", err=True)
+        sys.exit(1)

@@ -49,6 +49,9 @@ __all__ = [
     "SchedulerResult",
     "WorkloadOptions",
     "build",
+    "check_names",
+    "check_out_dir",
+    "parse_names",
     "plot_jct_cdf",
     "render_comparison_table",
     "render_run_table",
@@ -189,9 +192,7 @@ def check_names(workload: str, schedulers: Iterable[str]) -> None:
     """Raise IdlegateError naming the known choices if a workload or scheduler is unknown."""
     _, workloads, make_scheduler, _ = _registries()
     if workload not in workloads:
-        raise IdlegateError(
-            f"unknown workload {workload!r}; choose one of: {', '.join(workloads)}"
-        )
+        raise IdlegateError(f"unknown workload {workload!r}; choose one of: {', '.join(workloads)}")
     for s in schedulers:
         make_scheduler(s)  # raises IdlegateError naming the valid schedulers
 
@@ -295,9 +296,7 @@ class Comparison:
         }
 
 
-def run_comparison(
-    config: CompareConfig, progress: ProgressCallback | None = None
-) -> Comparison:
+def run_comparison(config: CompareConfig, progress: ProgressCallback | None = None) -> Comparison:
     """Run every scheduler of `config` on every seed's workload and summarise."""
     check_names(config.workload, config.schedulers)
     workloads = {seed: build(config.workload, seed, config.options) for seed in config.seeds}
@@ -548,11 +547,20 @@ def plot_jct_cdf(cmp: Comparison, path: str | Path) -> Path:
     return p
 
 
-def write_reports(cmp: Comparison, out_dir: str | Path) -> dict[str, Path]:
-    """Write compare.json, compare.md and jct_cdf.png into `out_dir`."""
+def check_out_dir(out_dir: str | Path) -> Path:
+    """Raise IdlegateError unless `out_dir` is a directory or can become one."""
     out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise IdlegateError(f"--out {out} exists and is not a directory")
+    for p in (out, *out.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise IdlegateError(f"cannot write reports to {out}: {p} is not a directory")
+            return out
+    return out
+
+
+def write_reports(cmp: Comparison, out_dir: str | Path) -> dict[str, Path]:
+    """Write compare.json, compare.md and jct_cdf.png into `out_dir` (created if needed)."""
+    out = check_out_dir(out_dir)
     return {
         "json": write_json(cmp, out / "compare.json"),
         "markdown": write_markdown(cmp, out / "compare.md"),

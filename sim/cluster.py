@@ -208,6 +208,7 @@ class ClusterView(Protocol):
     num_executors: int
     free_executors: int
     jobs: list[Job]
+    arrival_log: list[tuple[float, float]]
 
     def runnable_stages(self) -> list[Stage]: ...
     def free_executors_from(self, job: Job | None) -> int: ...
@@ -279,6 +280,8 @@ class Cluster:
         self.jobs: list[Job] = []
         """Jobs in the system, in arrival order."""
         self.done: list[JobRecord] = []
+        self.arrival_log: list[tuple[float, float]] = []
+        """(arrival time, total work) of every job so far: for online arrival estimates."""
         self.free_executors = num_executors
         self._free: dict[Job | None, list[int]] = {None: list(range(num_executors - 1, -1, -1))}
         self._exec_stage: list[Stage | None] = [None] * num_executors
@@ -309,6 +312,7 @@ class Cluster:
         job = Job(self._next_id, name or f"job-{self._next_id}", dag, now, payload)
         self._next_id += 1
         self.jobs.append(job)
+        self.arrival_log.append((now, dag.total_work))
         job.runnable = [s for s in job.stages if s.parents_left == 0]
         self.needs_schedule = True
         self._emit("arrive", job.id, -1, job.name)

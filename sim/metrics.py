@@ -299,11 +299,7 @@ def _betainc(a: float, b: float, x: float) -> float:
     if x >= 1:
         return 1.0
     ln_front = (
-        math.lgamma(a + b)
-        - math.lgamma(a)
-        - math.lgamma(b)
-        + a * math.log(x)
-        + b * math.log1p(-x)
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
     )
     front = math.exp(ln_front)
     if x < (a + 1) / (a + b + 2):

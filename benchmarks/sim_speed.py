@@ -1,0 +1,91 @@
+"""Simulator speed at Decima's TPC-H setting.
+
+50 executors, 1 job at t=0 plus 200 Poisson-streamed jobs, query and size drawn per job
+from the traces in ../shared/data/tpch (all sizes found), moving delay and measured task
+waves on. For each mean interarrival (25 s and 15 s) and seed 0-4: the wall time per
+episode and events per second under the fair scheduler, and the average JCT of fair and
+FIFO on the same arrival sequences.
+
+    python benchmarks/sim_speed.py [--tpch-dir DIR] [--seeds 5]
+
+Reference (quoted in the project's issue, measured there on this machine class, not
+here): Decima's own simulator needs 4-5 s per episode (~48k events/s) and gives average
+JCTs of ~27 s / ~35 s for fair and ~48 s / ~340 s for FIFO at 25 s / 15 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+from idlegate.errors import IdlegateError
+from idlegate.policy.heuristics import make_scheduler
+from idlegate.sim.engine import simulate
+from idlegate.sim.tpch import resolve_tpch_dir
+from idlegate.sim.workloads import build_workload
+
+DECIMA_EPISODE_SECONDS = 4.5  # the issue's quoted midpoint for Decima's simulator
+
+
+def episode(interarrival: float, seed: int, scheduler: str, tpch_dir: str) -> tuple[float, object]:
+    workload = build_workload(
+        "tpch",
+        seed=seed,
+        tpch_dir=tpch_dir,
+        num_executors=50,
+        init=1,
+        num_stream=200,
+        interarrival=interarrival,
+    )
+    start = time.perf_counter()
+    result = simulate(workload, make_scheduler(scheduler), seed=seed)
+    return time.perf_counter() - start, result
+
+
+def mean_jct(result: object) -> float:
+    return statistics.fmean(r.jct for r in result.records)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tpch-dir", default=None)
+    parser.add_argument("--seeds", type=int, default=5)
+    args = parser.parse_args()
+    try:
+        tpch_dir = str(resolve_tpch_dir(args.tpch_dir))
+    except IdlegateError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 1
+    episode(25.0, 0, "fair", tpch_dir)  # warm caches (trace parsing) outside the timing
+
+    print(f"TPC-H traces: {tpch_dir}; 50 executors, 1 + 200 jobs, fidelity on")
+    header = (
+        f"{'interarrival':>12} {'episode s (median)':>19} {'min':>6} {'max':>6} "
+        f"{'events/s':>9} {'fair JCT':>9} {'FIFO JCT':>9} {'FIFO/fair':>9}"
+    )
+    print(header)
+    for interarrival in (25.0, 15.0):
+        times, rates, fair, fifo = [], [], [], []
+        for seed in range(args.seeds):
+            t, r = episode(interarrival, seed, "fair", tpch_dir)
+            times.append(t)
+            rates.append(r.events / t)
+            fair.append(mean_jct(r))
+            fifo.append(mean_jct(episode(interarrival, seed, "fifo", tpch_dir)[1]))
+        ratio = statistics.fmean(b / a for a, b in zip(fair, fifo, strict=True))
+        print(
+            f"{interarrival:>11.0f}s {statistics.median(times):>19.3f} {min(times):>6.3f} "
+            f"{max(times):>6.3f} {statistics.median(rates):>9.0f} "
+            f"{statistics.fmean(fair):>8.1f}s {statistics.fmean(fifo):>8.1f}s {ratio:>9.2f}"
+        )
+        print(
+            f"{'':>12} per-seed fair JCT: {', '.join(f'{x:.1f}' for x in fair)}; "
+            f"FIFO: {', '.join(f'{x:.1f}' for x in fifo)}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,153 @@
+"""The `idlegate` command line: output, files, error handling, determinism."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from idlegate import __version__, cli
+from idlegate.cli import app
+
+runner = CliRunner()
+
+SMALL = ["--workload", "synthetic", "--jobs-count", "30"]
+
+
+def invoke(*args: str):
+    return runner.invoke(app, list(args))
+
+
+def test_version():
+    r = invoke("version")
+    assert r.exit_code == 0
+    assert r.stdout.strip() == f"idlegate {__version__}"
+
+
+def test_simulate_prints_metrics_table():
+    r = invoke("simulate", *SMALL, "--scheduler", "fifo", "--seed", "1")
+    assert r.exit_code == 0, r.output
+    for label in ("average JCT", "p95 JCT", "makespan", "utilisation", "lower bound"):
+        assert label in r.stdout
+    assert "fifo on synthetic" in r.stdout
+
+
+def test_simulate_json_parses_and_is_deterministic():
+    args = ("simulate", *SMALL, "--scheduler", "sjf-cp", "--seed", "3", "--json")
+    first, second = invoke(*args), invoke(*args)
+    assert first.exit_code == 0, first.output
+    data = json.loads(first.stdout)
+    assert data["scheduler"] == "sjf-cp" and data["seed"] == 3 and data["jobs"] == 30
+    assert data["unfinished"] == 0 and data["avg_jct"] > 0
+    assert first.stdout == second.stdout
+    other = invoke("simulate", *SMALL, "--scheduler", "sjf-cp", "--seed", "4", "--json")
+    assert json.loads(other.stdout)["avg_jct"] != data["avg_jct"]
+
+
+def test_simulate_passes_workload_flags():
+    r = invoke("simulate", *SMALL, "--executors", "3", "--load", "0.5", "--json")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert data["num_executors"] == 3
+    assert data["utilisation"] == pytest.approx(0.5, abs=0.2)
+
+
+def test_compare_writes_three_files(tmp_path: Path):
+    out = tmp_path / "cmp"
+    r = invoke(
+        "compare", *SMALL, "--schedulers", "fifo,fair,sjf-cp", "--seeds", "2", "--out", str(out)
+    )
+    assert r.exit_code == 0, r.output
+    assert "sjf-cp" in r.stdout and "baseline" in r.stdout
+    data = json.loads((out / "compare.json").read_text())
+    assert data["config"]["baseline"] == "fair"
+    assert data["config"]["seeds"] == [0, 1]
+    assert list(data["schedulers"]) == ["fifo", "fair", "sjf-cp"]
+    fair = data["schedulers"]["fair"]
+    assert fair["is_baseline"] and fair["avg_jct_vs_baseline"]["mean"] == 0
+    assert len(fair["runs"]) == 2 and len(fair["jct"][0]) == 30
+    md = (out / "compare.md").read_text()
+    assert "| scheduler |" in md and "| fair |" in md
+    assert (out / "jct_cdf.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_compare_results_do_not_depend_on_jobs(tmp_path: Path):
+    args = ["compare", *SMALL, "--schedulers", "fifo,random,fair", "--seeds", "2"]
+    r1 = invoke(*args, "--jobs", "1", "--out", str(tmp_path / "a"))
+    r2 = invoke(*args, "--jobs", "2", "--out", str(tmp_path / "b"))
+    assert r1.exit_code == 0 and r2.exit_code == 0, r1.output + r2.output
+    a = (tmp_path / "a" / "compare.json").read_text()
+    assert a == (tmp_path / "b" / "compare.json").read_text()
+
+
+def test_demo_runs_small(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(cli, "DEMO_SEEDS", 2)
+    monkeypatch.setattr(cli, "DEMO_STREAMED_JOBS", 8)
+    monkeypatch.setattr(cli, "DEMO_EXECUTORS", 10)
+    r = invoke("demo", "--out", str(tmp_path), "--jobs", "1")
+    assert r.exit_code == 0, r.output
+    for name in ("compare.json", "compare.md", "jct_cdf.png"):
+        assert (tmp_path / name).is_file()
+    data = json.loads((tmp_path / "compare.json").read_text())
+    assert set(data["schedulers"]) == set(cli.DEMO_SCHEDULERS)
+    assert data["config"]["workload"] == "tpch-like"
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("simulate", *SMALL, "--scheduler", "nope"), "nope"),
+        (("simulate", "--workload", "nope"), "nope"),
+        (("simulate", "--workload", "file", "--file", "/no/such/workflow.yaml"), "workflow.yaml"),
+        (("simulate", *SMALL, "--load", "-1"), "load"),
+        (("simulate", *SMALL, "--alpha", "0.5"), "alpha"),
+        (("compare", *SMALL, "--schedulers", "fifo,nope", "--seeds", "1"), "nope"),
+        (("compare", *SMALL, "--schedulers", "fifo,sjf", "--baseline", "fair"), "baseline"),
+        (("compare", *SMALL, "--seeds", "0"), "--seeds"),
+        (("compare", "--workload", "nope", "--seeds", "1"), "nope"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_1(args, needle):
+    r = invoke(*args)
+    assert r.exit_code == 1, r.output
+    assert "Traceback" not in r.output
+    assert r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("Error: ") and needle in lines[0]
+
+
+def test_out_path_that_is_a_file_is_a_user_error(tmp_path: Path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    r = invoke("compare", *SMALL, "--schedulers", "fifo", "--seeds", "1", "--out", str(blocker))
+    assert r.exit_code == 1
+    assert r.stderr.startswith("Error: ") and "Traceback" not in r.output
+
+
+def test_usage_errors_keep_typer_exit_code():
+    r = invoke("simulate", "--seed", "abc")
+    assert r.exit_code == 2
+
+
+def test_python_dash_m_runs_the_cli():
+    r = subprocess.run(
+        [sys.executable, "-m", "idlegate", "version"], capture_output=True, text=True, check=False
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == f"idlegate {__version__}"
+
+
+def test_python_dash_m_error_exit_code():
+    r = subprocess.run(
+        [sys.executable, "-m", "idlegate", "simulate", "--scheduler", "nope"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert r.returncode == 1
+    assert r.stderr.startswith("Error: ") and "Traceback" not in r.stderr

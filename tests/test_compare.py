@@ -1,0 +1,99 @@
+"""The comparison library: common random numbers, paired summaries, reports."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from idlegate.compare import (
+    CompareConfig,
+    WorkloadOptions,
+    build,
+    render_comparison_table,
+    run_comparison,
+    run_one,
+    to_markdown,
+)
+from idlegate.errors import IdlegateError
+from idlegate.sim.metrics import paired_relative_change
+
+OPTS = WorkloadOptions(num_jobs=25, num_executors=3)
+
+
+@pytest.fixture(scope="module")
+def cmp():
+    calls: list[tuple[int, int, str, int]] = []
+    config = CompareConfig("synthetic", ("fifo", "sjf-cp", "fair"), seeds=(5, 6, 7), options=OPTS)
+    result = run_comparison(config, lambda *a: calls.append(a))
+    return result, calls
+
+
+def test_progress_is_called_once_per_run(cmp):
+    _, calls = cmp
+    assert [c[0] for c in calls] == list(range(1, 10))
+    assert {c[1] for c in calls} == {9}
+    assert sorted((c[2], c[3]) for c in calls) == sorted(
+        (s, seed) for s in ("fifo", "sjf-cp", "fair") for seed in (5, 6, 7)
+    )
+
+
+def test_runs_share_arrivals_and_match_single_runs(cmp):
+    result, _ = cmp
+    for name in ("fifo", "sjf-cp"):
+        r = result[name]
+        assert [m.seed for m in r.runs] == [5, 6, 7]
+        single = run_one("synthetic", name, 6, OPTS)
+        assert single.metrics == r.runs[1]
+        np.testing.assert_array_equal(single.jobs.jct, r.jct[1])
+    # common random numbers: with one-task jobs every scheduler finishes the same work
+    w = build("synthetic", 5, OPTS)
+    lb = result["fifo"].runs[0].lb_avg_jct
+    assert all(result[s].runs[0].lb_avg_jct == lb for s in ("sjf-cp", "fair"))
+    assert len(w.jobs) == 25
+
+
+def test_baseline_defaults_to_fair_and_change_is_paired(cmp):
+    result, _ = cmp
+    assert result.config.baseline_name == "fair"
+    assert result.baseline.is_baseline and result.baseline.vs_baseline.mean == 0
+    sjf = result["sjf-cp"]
+    expected = paired_relative_change(
+        [m.avg_jct for m in sjf.runs], [m.avg_jct for m in result["fair"].runs]
+    )
+    assert sjf.vs_baseline == expected
+    assert sjf.summary["avg_jct"].mean == pytest.approx(np.mean([m.avg_jct for m in sjf.runs]))
+    assert result.best.name in ("fifo", "sjf-cp", "fair")
+
+
+def test_reports_render(cmp):
+    result, _ = cmp
+    data = result.to_dict()
+    assert json.loads(json.dumps(data, allow_nan=False)) == data
+    md = to_markdown(result)
+    assert md.count("\n| ") == 4 and "baseline" in md
+    console = Console(width=150, record=True)
+    console.print(render_comparison_table(result))
+    text = console.export_text()
+    assert "avg JCT vs fair" in text and "sjf-cp" in text and "±" in text
+
+
+def test_config_validation():
+    with pytest.raises(IdlegateError, match="baseline"):
+        CompareConfig("synthetic", ("fifo",), baseline="fair")
+    with pytest.raises(IdlegateError, match="twice"):
+        CompareConfig("synthetic", ("fifo", "fifo"))
+    with pytest.raises(IdlegateError, match="seed"):
+        CompareConfig("synthetic", ("fifo",), seeds=())
+    with pytest.raises(IdlegateError, match="jobs"):
+        CompareConfig("synthetic", ("fifo",), jobs=0)
+    assert CompareConfig("synthetic", ("fifo", "sjf")).baseline_name == "fifo"
+
+
+def test_workload_options_pass_only_given():
+    assert WorkloadOptions().to_kwargs() == {}
+    assert WorkloadOptions(load=0.5, extra={"init": 0}).to_kwargs() == {"load": 0.5, "init": 0}
+    with pytest.raises(IdlegateError, match="twice"):
+        WorkloadOptions(load=0.5, extra={"load": 0.6}).to_kwargs()
