@@ -25,6 +25,8 @@ import numpy as np
 
 from idlegate import __version__
 from idlegate.errors import IdlegateError
+from idlegate.policy.heuristics import make_scheduler
+from idlegate.sim.engine import Workload, simulate
 from idlegate.sim.metrics import (
     Estimate,
     JobMetrics,
@@ -34,11 +36,10 @@ from idlegate.sim.metrics import (
     paired_relative_change,
     run_metrics,
 )
+from idlegate.sim.workloads import WORKLOADS, build_workload
 
 if TYPE_CHECKING:
     from rich.table import Table
-
-    from idlegate.sim.engine import Workload
 
 __all__ = [
     "SUMMARY_FIELDS",
@@ -181,25 +182,16 @@ class CompareConfig:
 # Running
 
 
-def _registries() -> tuple[Callable[..., Workload], Any, Callable[..., Any], Any]:
-    from idlegate.policy.heuristics import SCHEDULERS, make_scheduler
-    from idlegate.sim.workloads import WORKLOADS, build_workload
-
-    return build_workload, WORKLOADS, make_scheduler, SCHEDULERS
-
-
 def check_names(workload: str, schedulers: Iterable[str]) -> None:
     """Raise IdlegateError naming the known choices if a workload or scheduler is unknown."""
-    _, workloads, make_scheduler, _ = _registries()
-    if workload not in workloads:
-        raise IdlegateError(f"unknown workload {workload!r}; choose one of: {', '.join(workloads)}")
+    if workload not in WORKLOADS:
+        raise IdlegateError(f"unknown workload {workload!r}; choose one of: {', '.join(WORKLOADS)}")
     for s in schedulers:
         make_scheduler(s)  # raises IdlegateError naming the valid schedulers
 
 
 def build(workload: str, seed: int, options: WorkloadOptions | None = None) -> Workload:
     """Build the arrival sequence of `workload` for `seed` (only the given options are passed)."""
-    build_workload, _, _, _ = _registries()
     kwargs = (options or WorkloadOptions()).to_kwargs()
     return build_workload(workload, seed, **kwargs)
 
@@ -213,9 +205,6 @@ class RunOutcome:
 
 
 def _simulate(workload: Workload, scheduler: str, seed: int) -> RunOutcome:
-    from idlegate.sim.engine import simulate
-
-    _, _, make_scheduler, _ = _registries()
     result = simulate(workload, make_scheduler(scheduler), seed=seed)
     jm = job_metrics(result)
     return RunOutcome(run_metrics(result, jm), jm)

@@ -54,10 +54,7 @@ def best_stage(job: Job, free: int) -> Stage | None:
 
 def has_unlaunched_tasks(job: Job) -> bool:
     """True while some task of the job has not been launched (Decima's "unfinished job")."""
-    if job.runnable:
-        return True
-    # exit stages come late in spec order and are launched last: scan from the end
-    return any(s.launched < s.tasks for s in reversed(job.stages))
+    return job.unlaunched > 0
 
 
 def _decision(stage: Stage, cap: int) -> Decision:
