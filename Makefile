@@ -17,7 +17,7 @@ $(VENV)/.base: pyproject.toml constraints.txt | $(BIN)/python
 	touch $@
 
 $(VENV)/.dev: pyproject.toml constraints.txt | $(BIN)/python
-	$(PIP) -e '.[dev,operator]'
+	$(PIP) -e '.[dev,operator,train]'
 	touch $@ $(VENV)/.base
 
 demo: $(VENV)/.base  ## compare the baseline schedulers on the built-in workload

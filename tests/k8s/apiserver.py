@@ -606,6 +606,7 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
             raise bad_request("the body of the request must be a JSON object")
         obj: dict[str, Any] = copy.deepcopy(dict(body))
         self._check_type(res, info, obj)
+        obj = {"apiVersion": obj.pop("apiVersion"), "kind": obj.pop("kind"), **obj}
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):
             raise bad_request("metadata must be an object")
@@ -694,7 +695,7 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
                                 "unknown format - accepted media types include: "
                                 "application/json-patch+json, application/merge-patch+json, "
                                 "application/apply-patch+yaml")
-            patch_type = "merge"  # as the brief of this emulator says: like merge for CRs
+            patch_type = "merge"  # treated as a merge patch for custom resources
 
         def patched(cur: dict[str, Any]) -> Any:
             if patch_type == "merge":
@@ -1024,9 +1025,9 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
         if ({k: v for k, v in new.items() if k not in ignored}
                 != {k: v for k, v in current.items() if k not in ignored}):
             new_meta["generation"] = int(meta.get("generation", 1)) + 1
-        if new_meta.get("deletionTimestamp") and not new_meta.get("finalizers"):
-            if res not in (NAMESPACES, CRD):
-                return self._remove(res, new, orphaned=False)
+        finalized = new_meta.get("deletionTimestamp") and not new_meta.get("finalizers")
+        if finalized and res not in (NAMESPACES, CRD):
+            return self._remove(res, new, orphaned=False)
         result = self._commit(res, new, stored)
         if new_meta.get("ownerReferences") != meta.get("ownerReferences"):
             self._defer(lambda: self._collect_dangling(res, namespace, name), self.gc_delay)
