@@ -26,7 +26,7 @@ Semantics (Decima and the idle-slot papers):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from math import inf
 from typing import Any, Final, NamedTuple, Protocol
@@ -280,6 +280,8 @@ class Cluster:
         self.jobs: list[Job] = []
         """Jobs in the system, in arrival order."""
         self.done: list[JobRecord] = []
+        self.removed: list[Job] = []
+        """Jobs taken out unfinished (`remove_job`)."""
         self.arrival_log: list[tuple[float, float]] = []
         """(arrival time, total work) of every job so far: for online arrival estimates."""
         self.free_executors = num_executors
@@ -299,9 +301,19 @@ class Cluster:
 
     # -- inputs ----------------------------------------------------------------------
 
-    def add_job(self, dag: Dag, now: float, name: str | None = None, payload: Any = None) -> Job:
-        """A job arrives."""
+    def add_job(
+        self,
+        dag: Dag,
+        now: float,
+        name: str | None = None,
+        payload: Any = None,
+        *,
+        arrival: float | None = None,
+    ) -> Job:
+        """A job arrives at `now` (or arrived at `arrival` <= now: an operator rebuilding state)."""
         self.advance(now)
+        if arrival is not None and arrival > now:
+            raise IllegalDecisionError(f"arrival {arrival} is in the future (now is {now})")
         for i, (gang, tasks) in enumerate(zip(dag.gang, dag.tasks, strict=True)):
             if gang and tasks > self.num_executors:
                 raise IdlegateError(
@@ -309,10 +321,11 @@ class Cluster:
                     f"but the cluster has only {self.num_executors} executors, so it could "
                     "never start; use fewer tasks or more executors"
                 )
-        job = Job(self._next_id, name or f"job-{self._next_id}", dag, now, payload)
+        arrived = now if arrival is None else arrival
+        job = Job(self._next_id, name or f"job-{self._next_id}", dag, arrived, payload)
         self._next_id += 1
         self.jobs.append(job)
-        self.arrival_log.append((now, dag.total_work))
+        self.arrival_log.append((arrived, dag.total_work))
         job.runnable = [s for s in job.stages if s.parents_left == 0]
         self.needs_schedule = True
         self._emit("arrive", job.id, -1, job.name)
@@ -352,6 +365,99 @@ class Cluster:
         if stage.finished == stage.tasks:
             self._stage_complete(stage, now)
         return None
+
+    def remove_job(self, job: Job, now: float) -> list[int]:
+        """Take `job` out without completing it (deleted, or failed for good).
+
+        Returns the executors that were running its tasks; they are free now (the driver
+        stops those tasks). The job gets no JobRecord.
+        """
+        self.advance(now)
+        if job.finish is not None or job not in self.jobs:
+            return []
+        running = [e for e in range(self.num_executors) if self._exec_stage[e] in job.stages]
+        for e in running:
+            self._exec_stage[e] = None
+            self._busy_done += now - self._busy_since[e]
+            self.free_executors += 1
+        self._free.setdefault(job, []).extend(running)
+        job.held = 0
+        for stage in job.stages:
+            stage.executors = 0
+        job.finish = now
+        self._done_area += now - job.arrival
+        self.jobs.remove(job)
+        self._release_executors(job)
+        self.removed.append(job)
+        self.needs_schedule = True
+        self._emit("job-removed", job.id, -1, None)
+        return running
+
+    def restore_progress(
+        self,
+        job: Job,
+        *,
+        finished: Sequence[int],
+        running: Iterable[tuple[int, int | None]] = (),
+        delayed: Iterable[int] = (),
+        idle_until: Mapping[int, float] | None = None,
+        cap: int = 0,
+        first_start: float | None = None,
+        idle_inserted: float = 0.0,
+    ) -> None:
+        """Rebuild a job's progress after a restart (the operator), right after `add_job`.
+
+        `finished[i]`: tasks of stage i that finished; `running`: (stage index, executor or
+        None for any free one) per task still running; `delayed`: stages that had their idle
+        slot; `idle_until`: stages still inside one, with its end (new timers are reported
+        in `new_timers`, past ends are simply over).
+        """
+        now = self.now
+        if job.first_start is not None or job.held or any(s.launched for s in job.stages):
+            raise IllegalDecisionError(f"{job.name} already has progress; restore it only once")
+        if len(finished) != len(job.stages):
+            raise IllegalDecisionError(
+                f"{job.name}: {len(finished)} finished counts for {len(job.stages)} stages"
+            )
+        for stage, n in zip(job.stages, finished, strict=True):
+            if not 0 <= n <= stage.tasks:
+                raise IllegalDecisionError(f"{job.name}/{stage.name}: {n} finished tasks?")
+            stage.launched = stage.finished = n
+        for index, executor in running:
+            stage = job.stages[index]
+            if stage.launched >= stage.tasks:
+                raise IllegalDecisionError(f"{job.name}/{stage.name}: more tasks than it has")
+            stage.launched += 1
+            self._start(self._claim(executor, job), stage, True)
+        for index in delayed:
+            job.stages[index].delayed = True
+        for index, until in (idle_until or {}).items():
+            stage = job.stages[index]
+            stage.delayed = True
+            if until > now and stage.launched == 0:
+                stage.idle_until = until
+                self.new_timers.append(stage)
+        complete = [s.finished == s.tasks for s in job.stages]
+        for stage in job.stages:
+            stage.parents_left = sum(not complete[p] for p in job.dag.parents[stage.index])
+        job.stages_left = complete.count(False)
+        job.unlaunched = sum(s.tasks - s.launched for s in job.stages)
+        job.remaining_work = sum(s.remaining_work for s in job.stages)
+        job.remaining_cp = max(
+            (s.bottom_level for s in job.stages if s.finished < s.tasks), default=0.0
+        )
+        job.runnable = [
+            s
+            for s in job.stages
+            if s.parents_left == 0 and s.launched < s.tasks and s.idle_until is None
+        ]
+        job.cap = max(cap, job.held)
+        job.idle_inserted = idle_inserted
+        if any(s.launched for s in job.stages):
+            job.first_start = first_start if first_start is not None else job.arrival
+        self.needs_schedule = True
+        if job.stages_left == 0:
+            self._job_complete(job, now)
 
     def idle_expired(self, stage: Stage, now: float) -> None:
         """The idle slot of `stage` ended (the driver's timer fired)."""
@@ -484,6 +590,20 @@ class Cluster:
         self.free_executors -= 1
         return pool.pop()
 
+    def _claim(self, executor: int | None, job: Job) -> int:
+        """Take a specific free executor (or, for None or a taken one, any free one)."""
+        if self.free_executors == 0:
+            raise IdlegateError(
+                f"the pool has {self.num_executors} executors, fewer than the tasks already "
+                "running; raise the pool size"
+            )
+        for pool in self._free.values():
+            if executor in pool:
+                pool.remove(executor)
+                self.free_executors -= 1
+                return executor
+        return self._take_executor(job)
+
     def _start(self, executor: int, stage: Stage, first: bool) -> Launch:
         job = stage.job
         moved = self._exec_job[executor] is not job
@@ -517,13 +637,7 @@ class Cluster:
         job.finish = now
         self._done_area += now - job.arrival
         self.jobs.remove(job)
-        pool = self._free.pop(job, [])
-        self._free[None].extend(pool)
-        for e in range(self.num_executors):
-            if self._exec_job[e] is job:
-                self._exec_job[e] = None
-        for s in job.stages:
-            s.idle_until = None
+        self._release_executors(job)
         self.done.append(
             JobRecord(
                 job.id,
@@ -537,6 +651,15 @@ class Cluster:
             )
         )
         self._emit("job-done", job.id, -1, now - job.arrival)
+
+    def _release_executors(self, job: Job) -> None:
+        """A job left: its free executors become unattached, its idle timers moot."""
+        self._free[None].extend(self._free.pop(job, []))
+        for e in range(self.num_executors):
+            if self._exec_job[e] is job:
+                self._exec_job[e] = None
+        for s in job.stages:
+            s.idle_until = None
 
     def advance(self, now: float) -> None:
         """Move the clock to `now` (inputs do this themselves)."""

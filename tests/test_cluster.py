@@ -171,3 +171,49 @@ def test_time_cannot_go_backwards_and_cluster_needs_executors():
         c.add_job(chain(1.0), 4.0)
     with pytest.raises(IllegalDecisionError, match="at least 1 executor"):
         Cluster(0)
+
+
+def test_restore_progress_after_a_restart():
+    c = Cluster(3)
+    c.advance(5.0)
+    job = c.add_job(diamond(), 5.0, "wf", arrival=1.0)
+    c.restore_progress(
+        job, finished=[2, 0, 0, 0], running=[(1, 2)], idle_until={2: 9.0}, cap=2, first_start=1.5
+    )
+    a, b, cc, d = job.stages
+    assert job.arrival == 1.0 and job.first_start == 1.5 and job.cap == 2 and job.held == 1
+    assert a.complete and b.launched == 1 and b.executors == 1 and cc.delayed
+    assert c.runnable_stages() == [b] and c.free_executors == 2
+    assert c.new_timers == [cc] and cc.idle_until == 9.0
+    assert job.remaining_work == pytest.approx(6 + 5 + 2) and job.unlaunched == 2 + 1 + 2
+    assert c.task_finished(2, 6.0) is b  # the restored executor keeps working on b
+    c.idle_expired(cc, 9.0)
+    assert cc in c.runnable_stages()
+    with pytest.raises(IllegalDecisionError, match="restore it only once"):
+        c.restore_progress(job, finished=[2, 0, 0, 0])
+
+
+def test_restore_of_a_job_that_finished_while_down_completes_it():
+    c = Cluster(1)
+    c.advance(50.0)
+    job = c.add_job(chain(1.0, 1.0), 50.0, "done", arrival=10.0)
+    c.restore_progress(job, finished=[1, 1], first_start=10.0)
+    assert c.jobs == [] and c.done[0].jct == 40.0
+
+
+def test_restore_rejects_more_running_tasks_than_the_pool():
+    c = Cluster(1)
+    job = c.add_job(chain(1.0, tasks=3), 0.0)
+    with pytest.raises(IdlegateError, match="raise the pool size"):
+        c.restore_progress(job, finished=[0], running=[(0, 0), (0, None)])
+
+
+def test_remove_job_frees_its_executors():
+    c = Cluster(4)
+    job = c.add_job(chain(1.0, tasks=3), 0.0)
+    other = c.add_job(chain(1.0), 0.0)
+    c.apply(Decision(job.stages[0], 3), 0.0)
+    assert c.free_executors == 1
+    assert sorted(c.remove_job(job, 0.5)) == [0, 1, 2]
+    assert c.free_executors == 4 and c.jobs == [other] and c.removed == [job] and not c.done
+    assert c.remove_job(job, 0.6) == []
