@@ -101,6 +101,27 @@ AlphaOpt = Annotated[
 # -- commands --------------------------------------------------------------------------
 
 
+def _workload_options(
+    executors: int | None,
+    interarrival: float | None,
+    load: float | None,
+    jobs_count: int | None,
+    tpch_dir: Path | None,
+    file: Path | None,
+    alpha: float | None,
+) -> WorkloadOptions:
+    """The workload flags shared by `simulate` and `compare`, as build_workload options."""
+    return WorkloadOptions(
+        num_executors=executors,
+        interarrival=interarrival,
+        load=load,
+        num_jobs=jobs_count,
+        tpch_dir=tpch_dir,
+        path=file,
+        alpha=alpha,
+    )
+
+
 @app.command()
 def version() -> None:
     """Print the idlegate version."""
@@ -125,15 +146,7 @@ def simulate(
 ) -> None:
     """Simulate one scheduler on one workload and print its metrics."""
     with _user_errors():
-        opts = WorkloadOptions(
-            num_executors=executors,
-            interarrival=interarrival,
-            load=load,
-            num_jobs=jobs_count,
-            tpch_dir=tpch_dir,
-            path=file,
-            alpha=alpha,
-        )
+        opts = _workload_options(executors, interarrival, load, jobs_count, tpch_dir, file, alpha)
         out = run_one(workload, scheduler, seed, opts)
         if as_json:
             typer.echo(json.dumps(out.metrics.to_dict(), indent=2))
@@ -214,14 +227,8 @@ def compare(
             schedulers=parse_names(schedulers),
             seeds=tuple(range(first_seed, first_seed + seeds)),
             baseline=baseline,
-            options=WorkloadOptions(
-                num_executors=executors,
-                interarrival=interarrival,
-                load=load,
-                num_jobs=jobs_count,
-                tpch_dir=tpch_dir,
-                path=file,
-                alpha=alpha,
+            options=_workload_options(
+                executors, interarrival, load, jobs_count, tpch_dir, file, alpha
             ),
             jobs=jobs,
         )

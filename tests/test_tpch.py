@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from idlegate.errors import IdlegateError, SpecError
-from idlegate.sim.cluster import WAIT, Action, ClusterView, Decision
 from idlegate.sim.engine import simulate
 from idlegate.sim.tpch import (
     ENV_VAR,
@@ -23,6 +22,7 @@ from idlegate.sim.tpch import (
     parse_tpch_query,
 )
 from idlegate.sim.workloads import build_workload, mean_job_work, workload_config
+from idlegate.tests.helpers import Scripted, fifo_rule
 
 SHARED_TPCH = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "tpch"
 
@@ -46,19 +46,6 @@ def tpch_dir() -> Path:
 @pytest.fixture(scope="module")
 def library(tpch_dir: Path) -> TpchLibrary:
     return TpchLibrary(tpch_dir)
-
-
-class Fifo:
-    """The trivial scheduler: first runnable stage, no cap, never idle."""
-
-    name = "fifo"
-
-    def reset(self, rng: object) -> None:
-        pass
-
-    def decide(self, view: ClusterView) -> Action:
-        stages = view.runnable_stages()
-        return Decision(stages[0], view.num_executors) if stages else WAIT
 
 
 # ---------------------------------------------------------------------------------------
@@ -147,7 +134,7 @@ def test_small_tpch_workload_simulates_to_completion(tpch_dir: Path):
     assert len(w.jobs) == 5 and w.num_executors == 50
     assert w.fidelity.moving_delay == 2.0 and w.fidelity.wave_durations
     assert all(j.durations is not None for j in w.jobs)
-    result = simulate(w, Fifo(), seed=1)
+    result = simulate(w, Scripted(fifo_rule), seed=1)
     assert result.unfinished == 0
     assert len(result.records) == 5
     assert all(r.jct > 0 for r in result.records)

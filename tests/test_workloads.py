@@ -10,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from idlegate.errors import IdlegateError
-from idlegate.sim.cluster import WAIT, Action, ClusterView, Decision
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import Fidelity, Workload, simulate
 from idlegate.sim.workloads import (
@@ -28,19 +27,7 @@ from idlegate.sim.workloads import (
     tpch_like_spec,
     workload_config,
 )
-
-
-class Fifo:
-    """The trivial scheduler: first runnable stage, no cap, never idle."""
-
-    name = "fifo"
-
-    def reset(self, rng: object) -> None:
-        pass
-
-    def decide(self, view: ClusterView) -> Action:
-        stages = view.runnable_stages()
-        return Decision(stages[0], view.num_executors) if stages else WAIT
+from idlegate.tests.helpers import Scripted, fifo_rule
 
 
 def signature(w: Workload) -> list[tuple]:
@@ -289,7 +276,7 @@ def test_small_workloads_simulate_to_completion():
         build_workload("tpch-like", 1, num_jobs=8, num_executors=20),
         build_workload("mixed", 1, dags="tpch-like", num_jobs=10, num_executors=20),
     ):
-        result = simulate(w, Fifo(), seed=1)
+        result = simulate(w, Scripted(fifo_rule), seed=1)
         assert result.unfinished == 0 and len(result.records) == len(w.jobs)
 
 
