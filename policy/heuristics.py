@@ -19,6 +19,7 @@ inserts an idle slot. Shared conventions:
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from math import ceil, isfinite
 from typing import Any
 
@@ -317,7 +318,7 @@ class RandomScheduler(_Baseline):
 # ---------------------------------------------------------------------------------------
 # Registry
 
-SCHEDULERS: dict[str, type] = {
+SCHEDULERS: dict[str, Callable[..., Scheduler]] = {
     cls.name: cls
     for cls in (
         FifoScheduler,

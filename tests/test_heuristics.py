@@ -307,9 +307,11 @@ def test_no_free_executor_means_wait():
 
 
 def test_registry_names_and_parameters():
-    assert list(SCHEDULERS) == ["fifo", "sjf", "sjf-cp", "lcfs", "fair", "weighted-fair", "random"]
-    for name in SCHEDULERS:
+    baselines = ["fifo", "sjf", "sjf-cp", "lcfs", "fair", "weighted-fair", "random"]
+    assert list(SCHEDULERS) == [*baselines, "analytic"]
+    for name in baselines:
         assert make_scheduler(name).name == name
+    assert make_scheduler("analytic").name == "analytic+sjf-cp"
     assert make_scheduler("SJF_CP").name == "sjf-cp"
     wf = make_scheduler("weighted-fair", alpha=-0.5, work="total")
     assert isinstance(wf, WeightedFairScheduler)
