@@ -1,0 +1,600 @@
+"""The `DagWorkflow` CustomResourceDefinition, generated from the pydantic models.
+
+One source of truth: the `spec` schema is :class:`idlegate.sim.spec.WorkflowSpec` (the model
+the simulator validates workflows with) and the `status` schema is :class:`WorkflowStatus`
+below (the model the operator writes its status with). Both are converted from pydantic's
+JSON Schema into a Kubernetes *structural* schema: no ``$ref``, no ``anyOf`` with null, a
+``type`` on every node, OpenAPI v3.0's boolean ``exclusiveMinimum``, bounded lists.
+
+Regenerate the committed CRD after changing either model::
+
+    python -m idlegate.operator.crd > deploy/base/crd.yaml
+
+This module imports neither kopf nor kubernetes: the tests and the generator run without the
+`operator` extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+from collections.abc import Callable
+from datetime import datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from idlegate.sim.spec import MAX_NAME_LENGTH, MAX_STAGES, NAME_PATTERN, WorkflowSpec
+
+GROUP = "idlegate.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "DagWorkflow"
+LIST_KIND = "DagWorkflowList"
+PLURAL = "dagworkflows"
+SINGULAR = "dagworkflow"
+SHORT_NAMES = ("dwf",)
+CATEGORIES = ("idlegate",)
+CRD_NAME = f"{PLURAL}.{GROUP}"
+
+MAX_WORKFLOW_NAME_LENGTH = 63
+"""A DagWorkflow's name is a label value on each of its task pods: at most 63 characters."""
+MAX_CONDITIONS = 16
+REGENERATE_COMMAND = "python -m idlegate.operator.crd > deploy/base/crd.yaml"
+CRD_PATH = Path(__file__).resolve().parent.parent / "deploy" / "base" / "crd.yaml"
+
+# metav1.Condition's own validation (k8s.io/apimachinery/pkg/apis/meta/v1/types.go)
+CONDITION_TYPE_PATTERN = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
+)
+CONDITION_REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+
+
+# -- the status API ------------------------------------------------------------------------
+
+
+class Phase(StrEnum):
+    """Where a workflow is in its life."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    INVALID = "Invalid"
+
+
+class _StatusModel(BaseModel):
+    # camelCase on the wire, snake_case in Python; the operator dumps with
+    # model_dump(mode="json", by_alias=True, exclude_none=True)
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+
+class Condition(_StatusModel):
+    """A condition in the shape of metav1.Condition."""
+
+    type: str = Field(
+        max_length=316,
+        pattern=CONDITION_TYPE_PATTERN,
+        description="Type of the condition in CamelCase, e.g. Valid, Complete, Failed.",
+    )
+    status: Literal["True", "False", "Unknown"] = Field(
+        description="Status of the condition: True, False or Unknown."
+    )
+    observed_generation: int | None = Field(
+        default=None,
+        ge=0,
+        description="The .metadata.generation the condition was set for.",
+    )
+    last_transition_time: datetime = Field(
+        description="When the condition last changed from one status to another."
+    )
+    reason: str = Field(
+        min_length=1,
+        max_length=1024,
+        pattern=CONDITION_REASON_PATTERN,
+        description="Programmatic identifier of the reason for the last transition, in CamelCase.",
+    )
+    message: str = Field(
+        max_length=32768, description="Human-readable details of the last transition."
+    )
+
+
+class StageStatus(_StatusModel):
+    """Task counts of one stage."""
+
+    name: str = Field(
+        min_length=1, max_length=MAX_NAME_LENGTH, pattern=NAME_PATTERN, description="Stage name."
+    )
+    tasks: int = Field(ge=0, description="Tasks of the stage (spec.stages[].tasks).")
+    pending: int = Field(
+        default=0,
+        ge=0,
+        description="Tasks not running yet: not created, gated, or waiting for a node.",
+    )
+    running: int = Field(default=0, ge=0, description="Task pods running now.")
+    succeeded: int = Field(default=0, ge=0, description="Tasks that have succeeded.")
+    failed: int = Field(
+        default=0, ge=0, description="Failed task pod attempts so far (retries included)."
+    )
+
+
+class IdleSlot(_StatusModel):
+    """A deliberate idle slot: the stage is held back until releaseTime (at most once per stage)."""
+
+    stage: str = Field(
+        min_length=1,
+        max_length=MAX_NAME_LENGTH,
+        pattern=NAME_PATTERN,
+        description="The stage held back.",
+    )
+    delay_seconds: float = Field(ge=0, description="Length of the idle slot in seconds.")
+    release_time: datetime = Field(
+        description="When the stage is released; persisted so a restarted operator neither "
+        "forgets nor repeats the delay."
+    )
+    released: bool = Field(
+        default=False, description="The slot is over and the stage has been released."
+    )
+    reason: str | None = Field(
+        default=None,
+        max_length=1024,
+        description="Why the policy waited (shown in Events as well).",
+    )
+
+
+class WorkflowStatus(_StatusModel):
+    """Observed state of a DagWorkflow, written by the idlegate operator."""
+
+    observed_generation: int | None = Field(
+        default=None, ge=0, description="The .metadata.generation this status describes."
+    )
+    phase: Phase | None = Field(
+        default=None, description="Pending, Running, Succeeded, Failed or Invalid."
+    )
+    conditions: list[Condition] | None = Field(
+        default=None,
+        max_length=MAX_CONDITIONS,
+        description="Latest observations of the workflow's state (Valid, Complete, Failed, ...).",
+    )
+    stages_total: int | None = Field(default=None, ge=0, description="Number of stages.")
+    stages_done: int | None = Field(
+        default=None, ge=0, description="Stages whose tasks have all succeeded."
+    )
+    stages_summary: str | None = Field(
+        default=None,
+        max_length=16,
+        pattern=r"^[0-9]+/[0-9]+$",
+        description="stagesDone/stagesTotal, e.g. 3/5 (a printer column).",
+    )
+    stages: list[StageStatus] | None = Field(
+        default=None, max_length=MAX_STAGES, description="Task counts per stage."
+    )
+    parallelism_cap: int | None = Field(
+        default=None,
+        ge=0,
+        description="Executors (running task pods) this workflow may hold, as last set by the policy.",
+    )
+    idle_slots: list[IdleSlot] | None = Field(
+        default=None,
+        max_length=MAX_STAGES,
+        description="Deliberate idle slots, pending and past (each stage is delayed at most once).",
+    )
+    start_time: datetime | None = Field(
+        default=None, description="When the operator first saw the workflow (its arrival)."
+    )
+    completion_time: datetime | None = Field(
+        default=None, description="When the last task succeeded or the workflow failed."
+    )
+    jct_seconds: float | None = Field(
+        default=None, ge=0, description="Job completion time: completionTime - startTime."
+    )
+    idle_inserted_seconds: float | None = Field(
+        default=None, ge=0, description="Total deliberate idle time inserted into this workflow."
+    )
+    kopf: dict[str, Any] | None = Field(
+        default=None, description="Reserved for kopf's own bookkeeping (progress of handlers)."
+    )
+
+
+# -- JSON Schema -> Kubernetes structural schema ---------------------------------------------
+
+# the keywords of JSONSchemaProps kept as they are; anything else pydantic emits is an error,
+# so a model change that Kubernetes cannot express fails here rather than at `kubectl apply`
+_KEPT = frozenset(
+    {
+        "description",
+        "type",
+        "format",
+        "enum",
+        "default",
+        "minimum",
+        "maximum",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "minItems",
+        "maxItems",
+        "minProperties",
+        "maxProperties",
+        "required",
+    }
+)
+_DROPPED = frozenset({"title", "$defs", "definitions", "examples"})
+
+# key order in the YAML: what a reader looks for first
+_ORDER = (
+    "description",
+    "type",
+    "format",
+    "nullable",
+    "enum",
+    "default",
+    "minimum",
+    "exclusiveMinimum",
+    "maximum",
+    "exclusiveMaximum",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "minItems",
+    "maxItems",
+    "required",
+    "properties",
+    "additionalProperties",
+    "items",
+)
+
+
+def _resolve(node: dict[str, Any], defs: dict[str, Any], seen: tuple[str, ...]) -> dict[str, Any]:
+    ref = node.get("$ref")
+    if ref is None:
+        return node
+    name = ref.rsplit("/", 1)[-1]
+    if name in seen:
+        raise ValueError(f"recursive model {name!r} cannot be inlined into a structural schema")
+    if name not in defs:
+        raise ValueError(f"unresolvable $ref {ref!r}")
+    # sibling keys of a $ref (e.g. a field's description) win over the referenced model's
+    merged = {**copy.deepcopy(defs[name]), **{k: v for k, v in node.items() if k != "$ref"}}
+    return _resolve(merged, defs, (*seen, name))
+
+
+def _infer_type(values: list[Any]) -> str:
+    kinds = {type(v) for v in values}
+    if kinds <= {str}:
+        return "string"
+    if kinds <= {bool}:
+        return "boolean"
+    if kinds <= {int}:
+        return "integer"
+    if kinds <= {int, float}:
+        return "number"
+    raise ValueError(f"enum of mixed types {sorted(k.__name__ for k in kinds)}")
+
+
+def _convert(
+    node: dict[str, Any],
+    defs: dict[str, Any],
+    path: str,
+    seen: tuple[str, ...] = (),
+    *,
+    nullable_optionals: bool = True,
+) -> dict[str, Any]:
+    """Convert one pydantic JSON Schema node (recursively) into a structural schema node.
+
+    ``X | None`` becomes ``nullable: true`` when `nullable_optionals`, else plain ``X`` (for
+    status fields, where None means "absent": the operator dumps with exclude_none).
+    """
+
+    def sub(value: dict[str, Any], where: str) -> dict[str, Any]:
+        return _convert(value, defs, where, seen_here, nullable_optionals=nullable_optionals)
+
+    seen_here = seen
+    if "$ref" in node:
+        seen_here = (*seen, node["$ref"].rsplit("/", 1)[-1])
+        node = _resolve(node, defs, seen)
+    node = dict(node)
+
+    nullable = False
+    for union in ("anyOf", "oneOf"):
+        if union not in node:
+            continue
+        branches = node.pop(union)
+        non_null = [b for b in branches if b.get("type") != "null"]
+        if len(non_null) != 1:
+            raise ValueError(
+                f"{path}: {union} of {len(non_null)} non-null schemas is not structural; "
+                "use one type (or a discriminated model flattened by hand)"
+            )
+        nullable = nullable_optionals and len(non_null) < len(branches)
+        branch = _resolve(non_null[0], defs, seen_here)
+        if "$ref" in non_null[0]:
+            seen_here = (*seen_here, non_null[0]["$ref"].rsplit("/", 1)[-1])
+        node = {**branch, **node}  # the field's own description/default win
+    if node.get("default", 0) is None:
+        del node["default"]  # absent and null mean the same to the models
+
+    out: dict[str, Any] = {}
+    if nullable:
+        out["nullable"] = True
+    if "const" in node:
+        node.setdefault("enum", [node.pop("const")])
+    if "enum" in node and "type" not in node:
+        node["type"] = _infer_type(node["enum"])
+
+    for key, value in node.items():
+        if key in _DROPPED:
+            continue
+        if key in _KEPT:
+            out[key] = copy.deepcopy(value)
+        elif key in ("exclusiveMinimum", "exclusiveMaximum"):
+            # JSON Schema 2020-12 gives the bound; OpenAPI v3.0 (Kubernetes) a boolean flag
+            bound = "minimum" if key == "exclusiveMinimum" else "maximum"
+            if bound in node:
+                raise ValueError(f"{path}: both {bound} and {key}")
+            out[bound] = value
+            out[key] = True
+        elif key == "properties":
+            out["properties"] = {
+                name: sub(schema, f"{path}.{name}") for name, schema in value.items()
+            }
+        elif key == "items":
+            out["items"] = sub(value, f"{path}[]")
+        elif key == "additionalProperties":
+            if value is True:
+                if node.get("properties"):
+                    raise ValueError(f"{path}: properties with additionalProperties: true")
+                # a free-form object (the pod template, kopf's bookkeeping): keep it whole
+                out["x-kubernetes-preserve-unknown-fields"] = True
+            elif isinstance(value, dict):
+                out["additionalProperties"] = sub(value, f"{path}{{}}")
+            # False: Kubernetes forbids it; unknown fields are pruned (or rejected by
+            # kubectl's strict field validation) instead, which matches extra="forbid"
+        elif key == "uniqueItems":
+            if value:
+                out["x-kubernetes-list-type"] = "set"
+        else:
+            raise ValueError(f"{path}: JSON Schema keyword {key!r} has no structural equivalent")
+
+    if (
+        out.get("type") == "object"
+        and "properties" not in out
+        and "additionalProperties" not in out
+    ):
+        out["x-kubernetes-preserve-unknown-fields"] = True
+    if "type" not in out:
+        raise ValueError(f"{path}: no type (a structural schema needs one on every node)")
+    return _ordered(out)
+
+
+def _ordered(node: dict[str, Any]) -> dict[str, Any]:
+    rank = {k: i for i, k in enumerate(_ORDER)}
+    return dict(sorted(node.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0])))
+
+
+def _reorder(*nodes: dict[str, Any]) -> None:
+    """Put the keys of nodes changed after conversion back into the canonical order, in place."""
+    for node in nodes:
+        ordered = _ordered(node)
+        node.clear()
+        node.update(ordered)
+
+
+def structural_schema(model: type[BaseModel], *, nullable_optionals: bool = True) -> dict[str, Any]:
+    """The model's JSON Schema (by alias, validation mode) as a Kubernetes structural schema."""
+    raw = model.model_json_schema(by_alias=True, mode="validation")
+    defs = raw.pop("$defs", {})
+    return _convert(raw, defs, model.__name__, nullable_optionals=nullable_optionals)
+
+
+def _at(schema: dict[str, Any], path: str) -> dict[str, Any]:
+    """The node at a dotted path of property names; `[]` steps into list items."""
+    node = schema
+    for part in path.split("."):
+        node = node["items"] if part == "[]" else node["properties"][part]
+    return node
+
+
+def _add_rules(node: dict[str, Any], *rules: dict[str, str]) -> None:
+    node.setdefault("x-kubernetes-validations", []).extend(rules)
+
+
+# Kubernetes-only additions to the generated spec schema. `setdefault` everywhere: once the
+# pydantic model states a bound itself, the model's value wins and the output is unchanged.
+def _spec_overlay(spec: dict[str, Any]) -> None:
+    spec["description"] = (
+        "The workflow: stages of identical parallel tasks and the dependencies between them. "
+        "The same schema as the simulator's workflow files (idlegate.sim.spec.WorkflowSpec)."
+    )
+    # One root at least: a workflow in which every stage depends on another is cyclic (or
+    # names an unknown stage). Cheap (linear); the full cycle and unknown-dependency checks
+    # need a graph walk or O(stages^2 x dependsOn) comparisons, beyond CEL's cost budget, and
+    # are the operator's job (phase Invalid, condition Valid=False).
+    _add_rules(
+        spec,
+        {
+            "rule": "self.stages.exists(s, !has(s.dependsOn) || size(s.dependsOn) == 0)",
+            "message": "at least one stage must have an empty dependsOn: "
+            "a workflow in which every stage waits for another can never start",
+        },
+    )
+    stages = _at(spec, "stages")
+    # stage names unique, enforced by the API server itself (no quadratic CEL rule), and
+    # server-side apply merges stages by name
+    stages["x-kubernetes-list-type"] = "map"
+    stages["x-kubernetes-list-map-keys"] = ["name"]
+    stage = stages["items"]
+    _add_rules(
+        stage,
+        {
+            "rule": "!has(self.dependsOn) || !(self.name in self.dependsOn)",
+            "message": "a stage cannot depend on itself; remove its own name from dependsOn",
+            "fieldPath": ".dependsOn",
+        },
+    )
+    depends_on = _at(stage, "dependsOn")
+    depends_on["x-kubernetes-list-type"] = "set"  # no duplicates, checked by the API server
+    depends_on.setdefault("maxItems", MAX_STAGES)
+    depends_on["items"].setdefault("minLength", 1)
+    depends_on["items"].setdefault("maxLength", MAX_NAME_LENGTH)
+    depends_on["items"].setdefault("pattern", NAME_PATTERN)
+    _reorder(spec, stages, stage, depends_on, depends_on["items"])
+
+
+def _status_overlay(status: dict[str, Any]) -> None:
+    status["description"] = "Observed state, written by the idlegate operator (status subresource)."
+    conditions = _at(status, "conditions")
+    conditions["x-kubernetes-list-type"] = "map"
+    conditions["x-kubernetes-list-map-keys"] = ["type"]
+    for name in ("stages", "idleSlots"):
+        node = _at(status, name)
+        node["x-kubernetes-list-type"] = "map"
+        node["x-kubernetes-list-map-keys"] = ["name" if name == "stages" else "stage"]
+    _reorder(status, conditions, _at(status, "stages"), _at(status, "idleSlots"))
+
+
+def spec_schema() -> dict[str, Any]:
+    """The `spec` schema: WorkflowSpec plus the Kubernetes-only list types and CEL rules."""
+    spec = structural_schema(WorkflowSpec)
+    _spec_overlay(spec)
+    return spec
+
+
+def status_schema() -> dict[str, Any]:
+    """The `status` schema: WorkflowStatus; kopf's `status.kopf` keeps unknown fields."""
+    status = structural_schema(WorkflowStatus, nullable_optionals=False)
+    _status_overlay(status)
+    return status
+
+
+def open_api_v3_schema() -> dict[str, Any]:
+    return {
+        "description": "A DAG workflow whose stages run as task pods, released by the idlegate "
+        "operator's scheduling policy (which stage next, how many executors, whether to wait).",
+        "type": "object",
+        "required": ["spec"],
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": spec_schema(),
+            "status": status_schema(),
+        },
+        "x-kubernetes-validations": [
+            {
+                "rule": f"size(self.metadata.name) <= {MAX_WORKFLOW_NAME_LENGTH}",
+                "message": f"a DagWorkflow's name has at most {MAX_WORKFLOW_NAME_LENGTH} "
+                "characters: it is a label value on every task pod",
+            }
+        ],
+    }
+
+
+PRINTER_COLUMNS: tuple[dict[str, str], ...] = (
+    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+    {
+        "name": "Stages",
+        "type": "string",
+        "description": "Stages done/total",
+        "jsonPath": ".status.stagesSummary",
+    },
+    {
+        "name": "JCT",
+        "type": "number",
+        "description": "Job completion time (s)",
+        "jsonPath": ".status.jctSeconds",
+    },
+    {
+        "name": "Idle",
+        "type": "number",
+        "description": "Deliberate idle time inserted (s)",
+        "jsonPath": ".status.idleInsertedSeconds",
+    },
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+)
+
+
+def render_crd() -> dict[str, Any]:
+    """The CustomResourceDefinition as a plain dict (apiextensions.k8s.io/v1)."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": CRD_NAME,
+            "labels": {"app.kubernetes.io/name": "idlegate", "app.kubernetes.io/component": "crd"},
+        },
+        "spec": {
+            "group": GROUP,
+            "names": {
+                "kind": KIND,
+                "listKind": LIST_KIND,
+                "plural": PLURAL,
+                "singular": SINGULAR,
+                "shortNames": list(SHORT_NAMES),
+                "categories": list(CATEGORIES),
+            },
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": open_api_v3_schema()},
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": [dict(c) for c in PRINTER_COLUMNS],
+                }
+            ],
+        },
+    }
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style, lists indented under their key (as kubectl and kustomize write them)."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)
+
+
+def render_crd_yaml() -> str:
+    """The CRD as the YAML committed at deploy/base/crd.yaml."""
+    body = yaml.dump(render_crd(), Dumper=_Dumper, sort_keys=False, width=100, allow_unicode=True)
+    return f"# Generated from the pydantic models; do not edit. Regenerate with:\n#   {REGENERATE_COMMAND}\n{body}"
+
+
+def main(argv: list[str] | None = None, out: Callable[[str], object] = sys.stdout.write) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m idlegate.operator.crd",
+        description="Print the DagWorkflow CRD (YAML), generated from the pydantic models.",
+    )
+    parser.add_argument(
+        "--check",
+        metavar="FILE",
+        type=Path,
+        help=f"exit 1 if FILE differs from the generated CRD (e.g. {CRD_PATH.name})",
+    )
+    args = parser.parse_args(argv)
+    text = render_crd_yaml()
+    if args.check is None:
+        out(text)
+        return 0
+    try:
+        current = args.check.read_text()
+    except OSError as exc:
+        print(f"cannot read {args.check}: {exc.strerror}", file=sys.stderr)
+        return 1
+    if current != text:
+        print(
+            f"{args.check} is out of date; regenerate with: {REGENERATE_COMMAND}", file=sys.stderr
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
