@@ -144,8 +144,9 @@ def _cell(column_type: str, values: list[Any]) -> Any:
     if column_type == "string":
         if isinstance(value, str):
             return value
-        return json.dumps(value) if isinstance(value, dict | list) else str(value).lower() \
-            if isinstance(value, bool) else str(value)
+        if isinstance(value, dict | list):
+            return json.dumps(value)
+        return str(value).lower() if isinstance(value, bool) else str(value)
     if column_type == "integer":
         return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
     if column_type == "number":

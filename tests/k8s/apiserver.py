@@ -59,8 +59,10 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import time
 import traceback
 import uuid
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -406,7 +408,9 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
         # kmock's default reactions (its stateless discovery and its CRUD) are replaced by
         # _dispatch(); whatever is left in _payloads afterwards was added by the tests.
         self._payloads.clear()
-        self.resources.load_bundled()
+        with warnings.catch_warnings():  # kmock 0.8 uses the deprecated importlib.resources API
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self.resources.load_bundled()
         for res in list(self.resources):
             if res.group in _DROPPED_GROUPS:
                 del self.resources[res]
@@ -422,12 +426,38 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
     # ----------------------------------------------------------------------------------------
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Bind to the serving loop (deferred GC and in-process callbacks run there)."""
+        """Bind to the serving loop (deferred GC and in-process callbacks run there).
+
+        On a re-attachment (a restarted server), the controllers catch up: timers and
+        deferred actions of the previous loop are gone, so kubelets resume their pods
+        and the garbage collector sweeps everything once.
+        """
+        restarted = self._loop is not None
         self._loop = loop
+        if restarted:
+            for kubelet in list(self._kubelets.values()):
+                self._defer(kubelet.resume)
+            self._defer(self.sweep)
+
+    def sweep(self) -> None:
+        """Run every controller once over all objects (GC, foreground, namespace, CRD)."""
+        for res, objs in list(self._live.items()):
+            for (namespace, name), holder in list(objs.items()):
+                meta = holder.last.raw["metadata"]
+                if meta.get("ownerReferences"):
+                    self._safely(lambda r=res, ns=namespace, n=name:
+                                 self._collect_dangling(r, ns, n))
+                if "foregroundDeletion" in (meta.get("finalizers") or []):
+                    self._safely(lambda r=res, ns=namespace, n=name:
+                                 self._reconcile_foreground(r, ns, n))
+                if meta.get("deletionTimestamp") and res == NAMESPACES:
+                    self._safely(lambda n=name: self._reconcile_namespace(n))
+                if meta.get("deletionTimestamp") and res == CRD:
+                    self._safely(lambda n=name: self._reconcile_crd(n))
 
     def _defer(self, fn: Callable[[], Any], delay: float = 0.0) -> None:
         if self._loop is None:
-            fn()
+            self._safely(fn)
         elif delay > 0:
             self._loop.call_later(delay, self._safely, fn)
         else:
@@ -477,7 +507,7 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
                 or lowered == (self.resources[res].singular or "").lower()
             ]
         if not candidates:
-            raise api_error(404, "NotFound", f"the server doesn't have a resource type {spec!r}")
+            raise LookupError(f"the server doesn't have a resource type {spec!r}")
         return max(candidates, key=lambda r: (r.group == "", _version_priority(str(r.version))))
 
     def _info(self, res: kmock.resource) -> kmock.ResourceInfo:
@@ -1331,6 +1361,9 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
     def _decode_body(self, raw_request: aiohttp.web.BaseRequest, body: bytes) -> Any:
         if not body:
             return None
+        if "protobuf" in (raw_request.content_type or ""):
+            raise api_error(415, "UnsupportedMediaType", "the emulator speaks JSON only (not "
+                            "protobuf: use `kubectl apply -f` rather than `kubectl create <kind>`)")
         if "yaml" in (raw_request.content_type or ""):
             try:
                 return yaml.safe_load(body)
@@ -1574,7 +1607,10 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
                 start = int(token["start"])
             except (ValueError, KeyError, TypeError) as e:
                 raise bad_request("invalid continue token") from e
-        limit = int(params.get("limit") or 0)
+        try:
+            limit = int(params.get("limit") or 0)
+        except ValueError as e:
+            raise bad_request("invalid limit") from e
         end = start + limit if limit > 0 else len(items)
         page = items[start:end]
         continue_token = ""
@@ -1757,7 +1793,17 @@ class ApiServer:
         self.stop()
 
     def start(self, timeout: float = 10.0) -> ApiServer:
-        """Start serving in a daemon thread; returns when the port accepts connections."""
+        """Start serving in a daemon thread; returns when the port accepts connections.
+
+        After :meth:`stop` (with ``cleanup=False``) or in :meth:`restart`, the server comes
+        back on the same port with all its objects, as a restarted API server does.
+        """
+        if self._thread is not None:
+            raise RuntimeError("the API emulator is already running")
+        if self.port:
+            self._port = self.port
+        self._ready.clear()
+        self._failure = None
         self._thread = threading.Thread(target=self._thread_main, name="k8s-emulator", daemon=True)
         self._thread.start()
         if not self._ready.wait(timeout):
@@ -1766,14 +1812,20 @@ class ApiServer:
             raise RuntimeError("the API emulator failed to start") from self._failure
         return self
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """Close all watches, stop the server, join the thread."""
+    def stop(self, timeout: float = 10.0, *, cleanup: bool = True) -> None:
+        """Close all watches, stop the server, join the thread (and remove its own temp dir)."""
         if self.loop is not None and self._stop_event is not None and self._thread is not None:
             self.loop.call_soon_threadsafe(self._stop_event.set)
             self._thread.join(timeout)
         self._thread = None
-        if self._owns_directory:
+        if cleanup and self._owns_directory:
             shutil.rmtree(self.directory, ignore_errors=True)
+
+    def restart(self, downtime: float = 0.0) -> None:
+        """Simulate an API server restart: connections and watches drop, the state stays."""
+        self.stop(cleanup=False)
+        time.sleep(downtime)
+        self.start()
 
     def _thread_main(self) -> None:
         loop = asyncio.new_event_loop()
@@ -1790,6 +1842,7 @@ class ApiServer:
     async def _serve(self) -> None:
         self._stop_event = asyncio.Event()
         loop = asyncio.get_running_loop()
+        self.emulator._stream_queue = asyncio.Queue()  # kmock's live-stream feeder, per loop
         async with self.emulator, kmock.Server(self.emulator, host=self._host, port=self._port,
                                                server_cls=_QuickShutdownServer) as server:
             self.emulator.attach(loop)
@@ -1840,7 +1893,7 @@ class ApiServer:
     # Synchronous accessors for tests (thread-safe).
 
     def get(self, resource: str, namespace: str | None, name: str) -> dict[str, Any] | None:
-        """The object, or ``None`` if it does not exist."""
+        """The object, or ``None`` if it does not exist (``LookupError`` for unknown types)."""
         try:
             return self.call(self.emulator.get_object, resource, namespace, name)
         except kmock.KubernetesError as e:
@@ -1881,18 +1934,14 @@ class ApiServer:
     def wait_for(self, predicate: Callable[[], Any], timeout: float = 10.0,
                  interval: float = 0.02, message: str = "") -> Any:
         """Poll ``predicate`` until it returns something truthy; return that value."""
-        deadline = threading.Event()
-        timer = threading.Timer(timeout, deadline.set)
-        timer.start()
-        try:
-            while True:
-                value = predicate()
-                if value:
-                    return value
-                if deadline.wait(interval):
-                    raise TimeoutError(message or f"condition not met within {timeout}s")
-        finally:
-            timer.cancel()
+        deadline = time.monotonic() + timeout
+        while True:
+            value = predicate()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise TimeoutError(message or f"condition not met within {timeout}s")
+            time.sleep(interval)
 
     def assert_no_internal_errors(self) -> None:
         """Fail if any request made the emulator itself crash (a 500 that is our bug)."""
@@ -1920,6 +1969,17 @@ class ApiServer:
             raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n"
                                  f"{result.stdout}\n{result.stderr}")
         return result
+
+    def connection_info(self) -> Any:
+        """A ``kopf.ConnectionInfo`` for this server, for a ``@kopf.on.login`` handler.
+
+        (kopf's default ``login_via_client`` reads ``$KUBECONFIG`` only as it was when
+        ``kubernetes.config`` was first imported, which is too early in a test run.)
+        """
+        import kopf
+
+        return kopf.ConnectionInfo(server=self.url, scheme="Bearer", token="emulator-token",
+                                   default_namespace="default")
 
     def api_client(self) -> Any:
         """A ``kubernetes.client.ApiClient`` configured for this server."""

@@ -139,8 +139,24 @@ class SimKubelet:
         self._register_node(ready=True)
         self.emulator._kubelets[self.node_name] = self
         self._unsubscribe = self.emulator.subscribe(self._on_event)
-        for pod in self.emulator.list_objects(PODS, self.namespace):
+        self._resync()
+
+    def _resync(self) -> None:
+        """Rebuild the slots and timers from the pods as they are now."""
+        self._slots.clear()
+        self._queue.clear()
+        self._terminating.clear()
+        pods = sorted(self.emulator.list_objects(PODS, self.namespace), key=lambda p: (
+            p["spec"].get("nodeName") != self.node_name, p["metadata"]["creationTimestamp"]))
+        for pod in pods:  # the pods already running here take their slots first
             self._reconcile(pod["metadata"]["namespace"], pod["metadata"]["name"])
+
+    def resume(self) -> None:
+        """Re-arm after the emulator moved to a new loop (an API server restart)."""
+        if not self.running:
+            return
+        self._timers.clear()  # their loop is gone
+        self._resync()
 
     def _stop(self, node_ready: bool) -> None:
         if not self.running:
