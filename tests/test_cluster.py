@@ -180,7 +180,7 @@ def test_restore_progress_after_a_restart():
     c.restore_progress(
         job, finished=[2, 0, 0, 0], running=[(1, 2)], idle_until={2: 9.0}, cap=2, first_start=1.5
     )
-    a, b, cc, d = job.stages
+    a, b, cc, _ = job.stages
     assert job.arrival == 1.0 and job.first_start == 1.5 and job.cap == 2 and job.held == 1
     assert a.complete and b.launched == 1 and b.executors == 1 and cc.delayed
     assert c.runnable_stages() == [b] and c.free_executors == 2

@@ -68,9 +68,16 @@ PRINTER_COLUMNS = [
     {"name": "Priority", "type": "integer", "jsonPath": ".spec.priority"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]
-CRD = make_crd(group=GROUP, plural=PLURAL, kind="DagWorkflow", versions=[VERSION],
-               short_names=["dwf"], categories=["idlegate"], printer_columns=PRINTER_COLUMNS,
-               schema=SCHEMA)
+CRD = make_crd(
+    group=GROUP,
+    plural=PLURAL,
+    kind="DagWorkflow",
+    versions=[VERSION],
+    short_names=["dwf"],
+    categories=["idlegate"],
+    printer_columns=PRINTER_COLUMNS,
+    schema=SCHEMA,
+)
 
 api = apiserver_fixture()
 
@@ -80,8 +87,14 @@ def crd(api: ApiServer) -> dict[str, Any]:
     return api.create("customresourcedefinitions", CRD)
 
 
-def pod_body(name: str, *, gated: bool = False, labels: dict[str, str] | None = None,
-             annotations: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+def pod_body(
+    name: str,
+    *,
+    gated: bool = False,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
     body: dict[str, Any] = {
         "metadata": {"name": name, "labels": labels or {}, "annotations": annotations or {}},
         "spec": {"containers": [{"name": "main", "image": "busybox:1.36"}], **spec},
@@ -91,15 +104,23 @@ def pod_body(name: str, *, gated: bool = False, labels: dict[str, str] | None = 
     return body
 
 
-def call(api: ApiServer, method: str, path: str, body: Any = None, *,
-         content_type: str = "application/json", accept: str = "application/json",
-         params: dict[str, str] | None = None) -> tuple[int, Any, dict[str, str]]:
+def call(
+    api: ApiServer,
+    method: str,
+    path: str,
+    body: Any = None,
+    *,
+    content_type: str = "application/json",
+    accept: str = "application/json",
+    params: dict[str, str] | None = None,
+) -> tuple[int, Any, dict[str, str]]:
     """One raw HTTP request; returns (status, decoded JSON or text, headers)."""
     conn = http.client.HTTPConnection("127.0.0.1", api.port, timeout=10)
     query = f"?{urllib.parse.urlencode(params)}" if params else ""
     payload = None if body is None else json.dumps(body).encode()
-    conn.request(method, path + query, body=payload,
-                 headers={"Content-Type": content_type, "Accept": accept})
+    conn.request(
+        method, path + query, body=payload, headers={"Content-Type": content_type, "Accept": accept}
+    )
     resp = conn.getresponse()
     raw = resp.read()
     conn.close()
@@ -110,8 +131,14 @@ def call(api: ApiServer, method: str, path: str, body: Any = None, *,
     return resp.status, data, dict(resp.headers)
 
 
-def watch(api: ApiServer, path: str, params: dict[str, str], *, count: int | None = None,
-          timeout: float = 10.0) -> tuple[list[dict[str, Any]], dict[str, str], float]:
+def watch(
+    api: ApiServer,
+    path: str,
+    params: dict[str, str],
+    *,
+    count: int | None = None,
+    timeout: float = 10.0,
+) -> tuple[list[dict[str, Any]], dict[str, str], float]:
     """Read a watch stream until ``count`` events arrive or the server closes it."""
     conn = http.client.HTTPConnection("127.0.0.1", api.port, timeout=timeout)
     started = time.monotonic()
@@ -144,6 +171,7 @@ def wait_watching(api: ApiServer, n: int = 1) -> None:
 # Routing and discovery.
 # ---------------------------------------------------------------------------------------------
 
+
 def test_route_parsing_understands_namespace_paths() -> None:
     assert parse_route("/api/v1/namespaces").plural == "namespaces"
     route = parse_route("/api/v1/namespaces/default")
@@ -152,10 +180,18 @@ def test_route_parsing_understands_namespace_paths() -> None:
     assert (route.plural, route.name, route.subresource) == ("namespaces", "default", "status")
     route = parse_route("/api/v1/namespaces/ns1/pods/p1/status")
     assert (route.namespace, route.plural, route.name, route.subresource) == (
-        "ns1", "pods", "p1", "status")
+        "ns1",
+        "pods",
+        "p1",
+        "status",
+    )
     route = parse_route("/apis/idlegate.io/v1alpha1/dagworkflows")
     assert (route.group, route.version, route.plural, route.namespace) == (
-        GROUP, VERSION, PLURAL, None)
+        GROUP,
+        VERSION,
+        PLURAL,
+        None,
+    )
     assert parse_route("/api/v1/watch/namespaces/x/pods").legacy_watch
 
 
@@ -197,9 +233,13 @@ def test_posted_crd_is_registered_for_discovery_and_serving(api: ApiServer) -> N
     assert entry["kind"] == "DagWorkflow" and entry["namespaced"] is True
     assert f"{PLURAL}/status" in {r["name"] for r in resources["resources"]}
     custom = kubernetes.client.CustomObjectsApi(api.api_client())
-    custom.create_namespaced_custom_object(GROUP, VERSION, "default", PLURAL,
-                                           {"apiVersion": f"{GROUP}/{VERSION}",
-                                            "kind": "DagWorkflow", "metadata": {"name": "wf"}})
+    custom.create_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        "default",
+        PLURAL,
+        {"apiVersion": f"{GROUP}/{VERSION}", "kind": "DagWorkflow", "metadata": {"name": "wf"}},
+    )
     assert custom.get_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, "wf")
     ext.delete_custom_resource_definition(CRD["metadata"]["name"])
     api.wait_for(lambda: call(api, "GET", f"/apis/{GROUP}/{VERSION}")[0] == 404)
@@ -209,6 +249,7 @@ def test_posted_crd_is_registered_for_discovery_and_serving(api: ApiServer) -> N
 # ---------------------------------------------------------------------------------------------
 # Object metadata, create, conflicts.
 # ---------------------------------------------------------------------------------------------
+
 
 def test_create_returns_201_and_fills_server_metadata(api: ApiServer) -> None:
     body = pod_body("p1")
@@ -224,8 +265,10 @@ def test_create_returns_201_and_fills_server_metadata(api: ApiServer) -> None:
     assert pod["apiVersion"] == "v1" and pod["kind"] == "Pod"
     assert pod["status"]["phase"] == "Pending"
     assert call(api, "POST", "/api/v1/namespaces/default/pods", pod_body("p"))[0] == 201
-    assert call(api, "POST", "/api/v1/namespaces/default/pods", pod_body("p"))[1]["reason"] == \
-        "AlreadyExists"
+    assert (
+        call(api, "POST", "/api/v1/namespaces/default/pods", pod_body("p"))[1]["reason"]
+        == "AlreadyExists"
+    )
     mismatch = pod_body("q")
     mismatch["metadata"]["namespace"] = "other"
     assert call(api, "POST", "/api/v1/namespaces/default/pods", mismatch)[0] == 400
@@ -234,8 +277,10 @@ def test_create_returns_201_and_fills_server_metadata(api: ApiServer) -> None:
     nameless["metadata"].pop("name")
     assert call(api, "POST", "/api/v1/namespaces/default/pods", nameless)[0] == 422
     assert call(api, "POST", "/api/v1/namespaces/default/pods", pod_body("Bad_Name"))[0] == 422
-    assert call(api, "POST", "/api/v1/namespaces/default/pods",
-                pod_body("l", labels={"n": 1}))[0] == 422  # type: ignore[dict-item]
+    assert (
+        call(api, "POST", "/api/v1/namespaces/default/pods", pod_body("l", labels={"n": 1}))[0]
+        == 422
+    )  # type: ignore[dict-item]
 
 
 def test_resource_versions_are_unique_and_stale_writes_conflict(api: ApiServer, crd: Any) -> None:
@@ -249,16 +294,22 @@ def test_resource_versions_are_unique_and_stale_writes_conflict(api: ApiServer, 
     with pytest.raises(kubernetes.client.ApiException) as err:
         v1.replace_namespaced_pod("p", "default", stale)
     assert err.value.status == 409 and json.loads(err.value.body)["reason"] == "Conflict"
-    status, _, _ = call(api, "PATCH", "/api/v1/namespaces/default/pods/p",
-                        {"metadata": {"resourceVersion": first.metadata.resource_version,
-                                      "labels": {"x": "y"}}},
-                        content_type="application/merge-patch+json")
+    status, _, _ = call(
+        api,
+        "PATCH",
+        "/api/v1/namespaces/default/pods/p",
+        {"metadata": {"resourceVersion": first.metadata.resource_version, "labels": {"x": "y"}}},
+        content_type="application/merge-patch+json",
+    )
     assert status == 409
     # Custom resources require a resourceVersion on PUT; pods do not.
     api.create(DWF, {"metadata": {"name": "wf"}, "spec": {}}, namespace="default")
-    status, data, _ = call(api, "PUT", f"{DWF_PATH}/wf", {"apiVersion": f"{GROUP}/{VERSION}",
-                                                          "kind": "DagWorkflow",
-                                                          "metadata": {"name": "wf"}})
+    status, data, _ = call(
+        api,
+        "PUT",
+        f"{DWF_PATH}/wf",
+        {"apiVersion": f"{GROUP}/{VERSION}", "kind": "DagWorkflow", "metadata": {"name": "wf"}},
+    )
     assert status == 422 and "resourceVersion" in data["message"]
     current = api.get("pods", "default", "p")
     assert current is not None
@@ -272,81 +323,155 @@ def test_resource_versions_are_unique_and_stale_writes_conflict(api: ApiServer, 
 # Patches.
 # ---------------------------------------------------------------------------------------------
 
+
 def test_patch_flavours(api: ApiServer) -> None:
-    api.create("pods", pod_body("p", gated=True, labels={"keep": "1", "drop": "1"}),
-               namespace="default")
+    api.create(
+        "pods", pod_body("p", gated=True, labels={"keep": "1", "drop": "1"}), namespace="default"
+    )
     path = "/api/v1/namespaces/default/pods/p"
-    status, pod, _ = call(api, "PATCH", path, {"metadata": {"labels": {"drop": None, "new": "2"},
-                                                            "finalizers": ["a/one"]}},
-                          content_type="application/merge-patch+json")
+    status, pod, _ = call(
+        api,
+        "PATCH",
+        path,
+        {"metadata": {"labels": {"drop": None, "new": "2"}, "finalizers": ["a/one"]}},
+        content_type="application/merge-patch+json",
+    )
     assert status == 200 and pod["metadata"]["labels"] == {"keep": "1", "new": "2"}
-    status, pod, _ = call(api, "PATCH", path, {"metadata": {"finalizers": ["a/two"]}},
-                          content_type="application/strategic-merge-patch+json")
+    status, pod, _ = call(
+        api,
+        "PATCH",
+        path,
+        {"metadata": {"finalizers": ["a/two"]}},
+        content_type="application/strategic-merge-patch+json",
+    )
     assert pod["metadata"]["finalizers"] == ["a/one", "a/two"]  # a union, as strategic merge
-    status, pod, _ = call(api, "PATCH", path, {
-        "$setElementOrder/finalizers": ["a/two"],
-        "metadata": {"$deleteFromPrimitiveList/finalizers": ["a/one", "a/two"]},
-        "spec": {"schedulingGates": [{"name": "idlegate.io/gate", "$patch": "delete"}]},
-    }, content_type="application/strategic-merge-patch+json")
+    status, pod, _ = call(
+        api,
+        "PATCH",
+        path,
+        {
+            "$setElementOrder/finalizers": ["a/two"],
+            "metadata": {"$deleteFromPrimitiveList/finalizers": ["a/one", "a/two"]},
+            "spec": {"schedulingGates": [{"name": "idlegate.io/gate", "$patch": "delete"}]},
+        },
+        content_type="application/strategic-merge-patch+json",
+    )
     assert status == 200 and pod["spec"].get("schedulingGates") == []
     assert pod["metadata"]["finalizers"] == []
     rv = pod["metadata"]["resourceVersion"]
-    ops = [{"op": "test", "path": "/metadata/resourceVersion", "value": "1"},
-           {"op": "add", "path": "/metadata/labels/j", "value": "x"}]
+    ops = [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": "1"},
+        {"op": "add", "path": "/metadata/labels/j", "value": "x"},
+    ]
     status, data, _ = call(api, "PATCH", path, ops, content_type="application/json-patch+json")
     assert status == 422 and data["kind"] == "Status"  # kmock 0.8: 500
     ops[0]["value"] = rv
     status, pod, _ = call(api, "PATCH", path, ops, content_type="application/json-patch+json")
     assert status == 200 and pod["metadata"]["labels"]["j"] == "x"
-    status, data, _ = call(api, "PATCH", path, {"spec": {"schedulingGates": [{"name": "new"}]}},
-                           content_type="application/merge-patch+json")
+    status, data, _ = call(
+        api,
+        "PATCH",
+        path,
+        {"spec": {"schedulingGates": [{"name": "new"}]}},
+        content_type="application/merge-patch+json",
+    )
     assert status == 422 and "only deletion is allowed" in data["message"]
-    status, _, _ = call(api, "PATCH", path, {"spec": {"containers": [{"name": "x", "image": "y"}]}},
-                        content_type="application/merge-patch+json")
+    status, _, _ = call(
+        api,
+        "PATCH",
+        path,
+        {"spec": {"containers": [{"name": "x", "image": "y"}]}},
+        content_type="application/merge-patch+json",
+    )
     assert status == 422  # pod specs are immutable but for a few fields
     assert call(api, "PATCH", path, {}, content_type="text/plain")[0] == 415
-    assert call(api, "PATCH", "/api/v1/namespaces/default/pods/none", {},
-                content_type="application/merge-patch+json")[0] == 404
-    no_op = call(api, "PATCH", path, {"metadata": {"labels": {"j": "x"}}},
-                 content_type="application/merge-patch+json")[1]
+    assert (
+        call(
+            api,
+            "PATCH",
+            "/api/v1/namespaces/default/pods/none",
+            {},
+            content_type="application/merge-patch+json",
+        )[0]
+        == 404
+    )
+    no_op = call(
+        api,
+        "PATCH",
+        path,
+        {"metadata": {"labels": {"j": "x"}}},
+        content_type="application/merge-patch+json",
+    )[1]
     assert no_op["metadata"]["resourceVersion"] == pod["metadata"]["resourceVersion"]
 
 
 def test_status_subresource_and_generation(api: ApiServer, crd: Any) -> None:
     custom = kubernetes.client.CustomObjectsApi(api.api_client())
-    obj = custom.create_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "DagWorkflow", "metadata": {"name": "wf"},
-        "spec": {"priority": 1}, "status": {"phase": "ignored on create"}})
+    obj = custom.create_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        "default",
+        PLURAL,
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "DagWorkflow",
+            "metadata": {"name": "wf"},
+            "spec": {"priority": 1},
+            "status": {"phase": "ignored on create"},
+        },
+    )
     assert "status" not in obj and obj["metadata"]["generation"] == 1
-    obj = custom.patch_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, "wf",
-                                                {"spec": {"priority": 2}, "status": {"phase": "X"}})
+    obj = custom.patch_namespaced_custom_object(
+        GROUP, VERSION, "default", PLURAL, "wf", {"spec": {"priority": 2}, "status": {"phase": "X"}}
+    )
     assert obj["metadata"]["generation"] == 2 and "status" not in obj  # status via main: ignored
-    obj = custom.patch_namespaced_custom_object_status(GROUP, VERSION, "default", PLURAL, "wf", {
-        "spec": {"priority": 99}, "status": {"phase": "Running"}})
+    obj = custom.patch_namespaced_custom_object_status(
+        GROUP,
+        VERSION,
+        "default",
+        PLURAL,
+        "wf",
+        {"spec": {"priority": 99}, "status": {"phase": "Running"}},
+    )
     assert obj["status"] == {"phase": "Running"} and obj["spec"]["priority"] == 2
     assert obj["metadata"]["generation"] == 2  # status writes do not bump generation
     obj["status"] = {"phase": "Done"}
-    obj = custom.replace_namespaced_custom_object_status(GROUP, VERSION, "default", PLURAL, "wf",
-                                                         obj)
+    obj = custom.replace_namespaced_custom_object_status(
+        GROUP, VERSION, "default", PLURAL, "wf", obj
+    )
     assert obj["status"] == {"phase": "Done"} and obj["metadata"]["generation"] == 2
-    obj = custom.patch_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, "wf", {
-        "metadata": {"labels": {"a": "b"}}})
+    obj = custom.patch_namespaced_custom_object(
+        GROUP, VERSION, "default", PLURAL, "wf", {"metadata": {"labels": {"a": "b"}}}
+    )
     assert obj["metadata"]["generation"] == 2  # metadata writes do not bump generation
     assert call(api, "GET", f"{DWF_PATH}/wf/status")[1]["status"] == {"phase": "Done"}
     api.create("configmaps", {"metadata": {"name": "c"}, "data": {}}, namespace="default")
-    assert call(api, "PATCH", "/api/v1/namespaces/default/configmaps/c/status", {},
-                content_type="application/merge-patch+json")[0] == 404
+    assert (
+        call(
+            api,
+            "PATCH",
+            "/api/v1/namespaces/default/configmaps/c/status",
+            {},
+            content_type="application/merge-patch+json",
+        )[0]
+        == 404
+    )
 
 
 def test_schema_defaulting_pruning_and_validation(api: ApiServer, crd: Any) -> None:
-    obj = api.create(DWF, {"metadata": {"name": "wf"}, "spec": {
-        "stages": [{"name": "a"}], "unknown": 1}}, namespace="default")
+    obj = api.create(
+        DWF,
+        {"metadata": {"name": "wf"}, "spec": {"stages": [{"name": "a"}], "unknown": 1}},
+        namespace="default",
+    )
     assert obj["spec"] == {"stages": [{"name": "a", "tasks": 1}], "priority": 0}
-    status, data, _ = call(api, "POST", DWF_PATH, {"metadata": {"name": "bad"},
-                                                   "spec": {"priority": "high"}})
+    status, data, _ = call(
+        api, "POST", DWF_PATH, {"metadata": {"name": "bad"}, "spec": {"priority": "high"}}
+    )
     assert status == 422 and "spec.priority" in data["message"]
-    status, data, _ = call(api, "POST", DWF_PATH, {"metadata": {"name": "bad"},
-                                                   "spec": {"stages": [{"tasks": 0}]}})
+    status, data, _ = call(
+        api, "POST", DWF_PATH, {"metadata": {"name": "bad"}, "spec": {"stages": [{"tasks": 0}]}}
+    )
     assert status == 422
 
 
@@ -354,11 +479,16 @@ def test_schema_defaulting_pruning_and_validation(api: ApiServer, crd: Any) -> N
 # Lists and selectors.
 # ---------------------------------------------------------------------------------------------
 
+
 def test_list_has_kind_version_and_selectors_work(api: ApiServer) -> None:
     for i in range(6):
-        api.create("pods", pod_body(f"p{i}", labels={"tier": "a" if i % 2 else "b",
-                                                     **({"odd": "y"} if i % 2 else {})}),
-                   namespace="default")
+        api.create(
+            "pods",
+            pod_body(
+                f"p{i}", labels={"tier": "a" if i % 2 else "b", **({"odd": "y"} if i % 2 else {})}
+            ),
+            namespace="default",
+        )
     api.create("namespaces", {"metadata": {"name": "other"}})
     api.create("pods", pod_body("elsewhere"), namespace="other")
     status, data, _ = call(api, "GET", "/api/v1/namespaces/default/pods")
@@ -380,8 +510,12 @@ def test_list_has_kind_version_and_selectors_work(api: ApiServer) -> None:
     assert call(api, "GET", "/api/v1/pods", params={"labelSelector": "a in (b"})[0] == 400
     page1 = call(api, "GET", "/api/v1/namespaces/default/pods", params={"limit": "4"})[1]
     assert len(page1["items"]) == 4 and page1["metadata"]["continue"]
-    page2 = call(api, "GET", "/api/v1/namespaces/default/pods",
-                 params={"limit": "4", "continue": page1["metadata"]["continue"]})[1]
+    page2 = call(
+        api,
+        "GET",
+        "/api/v1/namespaces/default/pods",
+        params={"limit": "4", "continue": page1["metadata"]["continue"]},
+    )[1]
     assert [p["metadata"]["name"] for p in page2["items"]] == ["p4", "p5"]
     assert not page2["metadata"].get("continue")
 
@@ -389,6 +523,7 @@ def test_list_has_kind_version_and_selectors_work(api: ApiServer) -> None:
 # ---------------------------------------------------------------------------------------------
 # Watches.
 # ---------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("flag", ["true", "True", "1"])
 def test_watch_flag_spellings_and_content_type(api: ApiServer, flag: str) -> None:
@@ -416,15 +551,26 @@ def test_watch_resource_version_replay_and_namespaces(api: ApiServer, background
     api.patch("pods", "default", "a", {"metadata": {"labels": {"v": "2"}}})
     api.create("pods", pod_body("x"), namespace="other")
     api.delete("pods", "default", "a")
-    events, _, _ = watch(api, "/api/v1/namespaces/default/pods",
-                         {"watch": "true", "resourceVersion": start_rv}, count=3)
+    events, _, _ = watch(
+        api,
+        "/api/v1/namespaces/default/pods",
+        {"watch": "true", "resourceVersion": start_rv},
+        count=3,
+    )
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
-        ("ADDED", "a"), ("MODIFIED", "a"), ("DELETED", "a")]
+        ("ADDED", "a"),
+        ("MODIFIED", "a"),
+        ("DELETED", "a"),
+    ]
     rvs = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
     assert rvs == sorted(rvs) and len(set(rvs)) == 3
-    future = background.submit(watch, api, "/api/v1/namespaces/default/pods",
-                               {"watch": "true", "resourceVersion": api.emulator.resource_version},
-                               count=1)
+    future = background.submit(
+        watch,
+        api,
+        "/api/v1/namespaces/default/pods",
+        {"watch": "true", "resourceVersion": api.emulator.resource_version},
+        count=1,
+    )
     wait_watching(api)
     api.create("pods", pod_body("ignored"), namespace="other")
     body = pod_body("b")
@@ -437,9 +583,17 @@ def test_watch_resource_version_replay_and_namespaces(api: ApiServer, background
 def test_watch_bookmarks_initial_events_and_timeout(api: ApiServer) -> None:
     api.emulator.bookmark_interval = 0.2
     api.create("pods", pod_body("a"), namespace="default")
-    events, _, elapsed = watch(api, "/api/v1/pods", {
-        "watch": "1", "allowWatchBookmarks": "true", "sendInitialEvents": "true",
-        "resourceVersionMatch": "NotOlderThan", "timeoutSeconds": "1"})
+    events, _, elapsed = watch(
+        api,
+        "/api/v1/pods",
+        {
+            "watch": "1",
+            "allowWatchBookmarks": "true",
+            "sendInitialEvents": "true",
+            "resourceVersionMatch": "NotOlderThan",
+            "timeoutSeconds": "1",
+        },
+    )
     assert events[0]["type"] == "ADDED"
     assert events[1]["type"] == "BOOKMARK"
     assert events[1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
@@ -449,8 +603,13 @@ def test_watch_bookmarks_initial_events_and_timeout(api: ApiServer) -> None:
 
 
 def test_watch_with_selector_reports_transitions(api: ApiServer, background: Any) -> None:
-    future = background.submit(watch, api, "/api/v1/namespaces/default/pods",
-                               {"watch": "true", "labelSelector": "app=x"}, count=3)
+    future = background.submit(
+        watch,
+        api,
+        "/api/v1/namespaces/default/pods",
+        {"watch": "true", "labelSelector": "app=x"},
+        count=3,
+    )
     wait_watching(api)
     api.create("pods", pod_body("p"), namespace="default")
     api.patch("pods", "default", "p", {"metadata": {"labels": {"app": "x"}}})
@@ -465,8 +624,9 @@ def test_watch_from_compacted_version_is_gone() -> None:
         early = server.emulator.resource_version
         for i in range(10):
             server.create("configmaps", {"metadata": {"name": f"c{i}"}}, namespace="default")
-        events, _, _ = watch(server, "/api/v1/configmaps",
-                             {"watch": "true", "resourceVersion": early})
+        events, _, _ = watch(
+            server, "/api/v1/configmaps", {"watch": "true", "resourceVersion": early}
+        )
         assert len(events) == 1 and events[0]["type"] == "ERROR"
         assert events[0]["object"]["code"] == 410
 
@@ -475,19 +635,31 @@ def test_watch_from_compacted_version_is_gone() -> None:
 # Deletion: finalizers, garbage collection, cascades.
 # ---------------------------------------------------------------------------------------------
 
+
 def test_delete_with_finalizers(api: ApiServer, background: Any) -> None:
-    api.create("configmaps", {"metadata": {"name": "c", "finalizers": ["idlegate.io/x"]}},
-               namespace="default")
-    future = background.submit(watch, api, "/api/v1/namespaces/default/configmaps",
-                               {"watch": "true", "resourceVersion": api.emulator.resource_version},
-                               count=2)
+    api.create(
+        "configmaps",
+        {"metadata": {"name": "c", "finalizers": ["idlegate.io/x"]}},
+        namespace="default",
+    )
+    future = background.submit(
+        watch,
+        api,
+        "/api/v1/namespaces/default/configmaps",
+        {"watch": "true", "resourceVersion": api.emulator.resource_version},
+        count=2,
+    )
     api.wait_for(lambda: api.emulator._watchers.get(api.emulator.resolve("configmaps")))
     status, obj, _ = call(api, "DELETE", "/api/v1/namespaces/default/configmaps/c")
     assert status == 200 and obj["metadata"]["deletionTimestamp"]
     assert api.get("configmaps", "default", "c") is not None  # held by the finalizer
-    status, data, _ = call(api, "PATCH", "/api/v1/namespaces/default/configmaps/c",
-                           {"metadata": {"finalizers": ["idlegate.io/x", "idlegate.io/y"]}},
-                           content_type="application/merge-patch+json")
+    status, data, _ = call(
+        api,
+        "PATCH",
+        "/api/v1/namespaces/default/configmaps/c",
+        {"metadata": {"finalizers": ["idlegate.io/x", "idlegate.io/y"]}},
+        content_type="application/merge-patch+json",
+    )
     assert status == 422 and "no new finalizers" in data["message"]
     api.patch("configmaps", "default", "c", {"metadata": {"finalizers": None}})
     assert api.get("configmaps", "default", "c") is None
@@ -497,22 +669,34 @@ def test_delete_with_finalizers(api: ApiServer, background: Any) -> None:
 
 
 def owner_ref(owner: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    return {"apiVersion": owner["apiVersion"], "kind": owner["kind"],
-            "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"], **extra}
+    return {
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": owner["metadata"]["name"],
+        "uid": owner["metadata"]["uid"],
+        **extra,
+    }
 
 
 def test_owner_reference_garbage_collection(api: ApiServer, crd: Any) -> None:
     wf = api.create(DWF, {"metadata": {"name": "wf"}, "spec": {}}, namespace="default")
     other = api.create(DWF, {"metadata": {"name": "other"}, "spec": {}}, namespace="default")
-    for name, refs in [("only", [owner_ref(wf, controller=True)]),
-                       ("shared", [owner_ref(wf), owner_ref(other)])]:
+    for name, refs in [
+        ("only", [owner_ref(wf, controller=True)]),
+        ("shared", [owner_ref(wf), owner_ref(other)]),
+    ]:
         body = pod_body(name)
         body["metadata"]["ownerReferences"] = refs
         api.create("pods", body, namespace="default")
     api.delete(DWF, "default", "wf")
     api.wait_for(lambda: api.get("pods", "default", "only") is None)
-    shared = api.wait_for(lambda: (p := api.get("pods", "default", "shared")) and
-                          len(p["metadata"]["ownerReferences"]) == 1 and p)
+    shared = api.wait_for(
+        lambda: (
+            (p := api.get("pods", "default", "shared"))
+            and len(p["metadata"]["ownerReferences"]) == 1
+            and p
+        )
+    )
     assert shared["metadata"]["ownerReferences"][0]["uid"] == other["metadata"]["uid"]
     # Orphan propagation keeps the dependents and drops the references.
     api.delete(DWF, "default", "other", propagation="Orphan")
@@ -541,8 +725,9 @@ def test_foreground_deletion_waits_for_dependents(api: ApiServer, crd: Any) -> N
 def test_namespace_deletion_cascades(api: ApiServer) -> None:
     api.create("namespaces", {"metadata": {"name": "tmp"}})
     api.create("pods", pod_body("p"), namespace="tmp")
-    api.create("configmaps", {"metadata": {"name": "held", "finalizers": ["x.io/y"]}},
-               namespace="tmp")
+    api.create(
+        "configmaps", {"metadata": {"name": "held", "finalizers": ["x.io/y"]}}, namespace="tmp"
+    )
     assert api.delete("namespaces", None, "tmp")["status"]["phase"] == "Terminating"
     api.wait_for(lambda: api.get("pods", "tmp", "p") is None)
     assert call(api, "POST", "/api/v1/namespaces/tmp/pods", pod_body("late"))[0] == 403
@@ -555,19 +740,44 @@ def test_namespace_deletion_cascades(api: ApiServer) -> None:
 # Events, tables, request history, failure injection.
 # ---------------------------------------------------------------------------------------------
 
+
 def test_events_are_accepted_in_both_apis(api: ApiServer) -> None:
-    status, event, _ = call(api, "POST", "/api/v1/namespaces/default/events", {
-        "metadata": {"generateName": "wf."}, "involvedObject": {"kind": "DagWorkflow",
-                                                                "name": "wf", "namespace": "default"},
-        "reason": "Started", "message": "hello", "type": "Normal"})
+    status, event, _ = call(
+        api,
+        "POST",
+        "/api/v1/namespaces/default/events",
+        {
+            "metadata": {"generateName": "wf."},
+            "involvedObject": {"kind": "DagWorkflow", "name": "wf", "namespace": "default"},
+            "reason": "Started",
+            "message": "hello",
+            "type": "Normal",
+        },
+    )
     assert status == 201 and event["metadata"]["name"].startswith("wf.")
-    status, _, _ = call(api, "POST", "/apis/events.k8s.io/v1/namespaces/default/events", {
-        "metadata": {"name": "e2"}, "regarding": {"kind": "Pod", "name": "p"}, "reason": "X",
-        "note": "n", "type": "Normal", "action": "A", "eventTime": "2025-01-01T00:00:00.000000Z",
-        "reportingController": "idlegate.io/operator", "reportingInstance": "i"})
+    status, _, _ = call(
+        api,
+        "POST",
+        "/apis/events.k8s.io/v1/namespaces/default/events",
+        {
+            "metadata": {"name": "e2"},
+            "regarding": {"kind": "Pod", "name": "p"},
+            "reason": "X",
+            "note": "n",
+            "type": "Normal",
+            "action": "A",
+            "eventTime": "2025-01-01T00:00:00.000000Z",
+            "reportingController": "idlegate.io/operator",
+            "reportingInstance": "i",
+        },
+    )
     assert status == 201
-    found = call(api, "GET", "/api/v1/namespaces/default/events",
-                 params={"fieldSelector": "involvedObject.name=wf"})[1]["items"]
+    found = call(
+        api,
+        "GET",
+        "/api/v1/namespaces/default/events",
+        params={"fieldSelector": "involvedObject.name=wf"},
+    )[1]["items"]
     assert [e["reason"] for e in found] == ["Started"]
 
 
@@ -595,7 +805,8 @@ def test_request_history_is_bounded_and_kmock_dsl_injects_failures(api: ApiServe
     path = "/api/v1/namespaces/default/pods/p"
     # One-shot injection of a realistic API error, then the emulated behaviour again.
     once = api.emulator[kmock.method.PATCH, kmock.resource("", "v1", "pods")][:1] << api_error(
-        409, "Conflict", "injected")
+        409, "Conflict", "injected"
+    )
     status, data, _ = call(api, "PATCH", path, {}, content_type="application/merge-patch+json")
     assert (status, data["reason"], data["message"]) == (409, "Conflict", "injected")
     assert call(api, "PATCH", path, {}, content_type="application/merge-patch+json")[0] == 200
@@ -617,16 +828,22 @@ def test_api_server_restart_keeps_state_and_drops_watches(api: ApiServer, backgr
     assert [e["type"] for e in events] == ["ADDED"]
     assert api.port == port and api.get("pods", "default", "p") == created
     patched = kubernetes.client.CoreV1Api(api.api_client()).patch_namespaced_pod(
-        "p", "default", {"metadata": {"labels": {"after": "restart"}}})
+        "p", "default", {"metadata": {"labels": {"after": "restart"}}}
+    )
     assert int(patched.metadata.resource_version) > int(created["metadata"]["resourceVersion"])
-    events, _, _ = watch(api, "/api/v1/pods", {"watch": "true", "resourceVersion":
-                                               created["metadata"]["resourceVersion"]}, count=1)
+    events, _, _ = watch(
+        api,
+        "/api/v1/pods",
+        {"watch": "true", "resourceVersion": created["metadata"]["resourceVersion"]},
+        count=1,
+    )
     assert events[0]["object"]["metadata"]["labels"] == {"after": "restart"}
 
 
 # ---------------------------------------------------------------------------------------------
 # Performance: the emulator keeps O(1) state per request.
 # ---------------------------------------------------------------------------------------------
+
 
 def test_thousand_pods_create_list_watch_quickly(api: ApiServer) -> None:
     async def scenario() -> dict[str, float]:
@@ -635,8 +852,9 @@ def test_thousand_pods_create_list_watch_quickly(api: ApiServer) -> None:
             seen: list[dict[str, Any]] = []
 
             async def watcher() -> None:
-                async with session.get("/api/v1/namespaces/default/pods",
-                                       params={"watch": "true"}) as resp:
+                async with session.get(
+                    "/api/v1/namespaces/default/pods", params={"watch": "true"}
+                ) as resp:
                     async for line in resp.content:
                         seen.append(json.loads(line))
                         if len(seen) == 1000:
@@ -648,8 +866,12 @@ def test_thousand_pods_create_list_watch_quickly(api: ApiServer) -> None:
             limit = asyncio.Semaphore(16)
 
             async def create(i: int) -> None:
-                async with limit, session.post("/api/v1/namespaces/default/pods",
-                                               json=pod_body(f"p{i:04d}")) as resp:
+                async with (
+                    limit,
+                    session.post(
+                        "/api/v1/namespaces/default/pods", json=pod_body(f"p{i:04d}")
+                    ) as resp,
+                ):
                     assert resp.status == 201
 
             await asyncio.gather(*(create(i) for i in range(1000)))
@@ -663,8 +885,10 @@ def test_thousand_pods_create_list_watch_quickly(api: ApiServer) -> None:
         return timings
 
     timings = asyncio.run(scenario())
-    print(f"\n1000 pods: create {timings['create']:.2f}s, all watched at {timings['watch']:.2f}s, "
-          f"list {timings['list']:.3f}s")
+    print(
+        f"\n1000 pods: create {timings['create']:.2f}s, all watched at {timings['watch']:.2f}s, "
+        f"list {timings['list']:.3f}s"
+    )
     assert timings["watch"] < 20 and timings["list"] < 2
     assert len(api.emulator._requests) <= 2 * api.emulator.request_history
 
@@ -673,21 +897,30 @@ def test_thousand_pods_create_list_watch_quickly(api: ApiServer) -> None:
 # The simulated kubelet.
 # ---------------------------------------------------------------------------------------------
 
+
 def test_kubelet_keeps_gated_pods_pending_then_runs_them(api: ApiServer, background: Any) -> None:
-    future = background.submit(watch, api, "/api/v1/namespaces/default/pods",
-                               {"watch": "true", "fieldSelector": "metadata.name=task"}, count=6)
+    future = background.submit(
+        watch,
+        api,
+        "/api/v1/namespaces/default/pods",
+        {"watch": "true", "fieldSelector": "metadata.name=task"},
+        count=6,
+    )
     wait_watching(api)
     with SimKubelet(api, time_factor=0.1, startup_delay=0.5):
-        api.create("pods", pod_body("task", gated=True,
-                                    annotations={"idlegate.io/duration-seconds": "3"}),
-                   namespace="default")
+        api.create(
+            "pods",
+            pod_body("task", gated=True, annotations={"idlegate.io/duration-seconds": "3"}),
+            namespace="default",
+        )
         time.sleep(0.3)
         pod = api.get("pods", "default", "task")
         assert pod["status"]["phase"] == "Pending" and not pod["spec"].get("nodeName")
         assert pod["status"]["conditions"][0]["reason"] == "SchedulingGated"
         v1 = kubernetes.client.CoreV1Api(api.api_client())
-        v1.patch_namespaced_pod("task", "default",
-                                [{"op": "remove", "path": "/spec/schedulingGates/0"}])
+        v1.patch_namespaced_pod(
+            "task", "default", [{"op": "remove", "path": "/spec/schedulingGates/0"}]
+        )
         events, _, _ = future.result(10)
     phases = [e["object"]["status"]["phase"] for e in events]
     assert phases[0] == "Pending" and phases[-1] == "Succeeded" and "Running" in phases
@@ -707,8 +940,11 @@ def test_kubelet_failure_injection(api: ApiServer) -> None:
 
     with SimKubelet(api, time_factor=0.01, failure=fail_named_bad):
         api.create("pods", pod_body("ok"), namespace="default")
-        api.create("pods", pod_body("annotated", annotations={"idlegate.io/exit-code": "3"}),
-                   namespace="default")
+        api.create(
+            "pods",
+            pod_body("annotated", annotations={"idlegate.io/exit-code": "3"}),
+            namespace="default",
+        )
         api.create("pods", pod_body("bad-one"), namespace="default")
         env_pod = pod_body("env")
         env_pod["spec"]["containers"][0]["env"] = [{"name": "TASK_DURATION", "value": "80"}]
@@ -717,12 +953,20 @@ def test_kubelet_failure_injection(api: ApiServer) -> None:
         def phase(name: str) -> str:
             return api.get("pods", "default", name)["status"]["phase"]
 
-        api.wait_for(lambda: all(phase(n) in ("Succeeded", "Failed")
-                                 for n in ("ok", "annotated", "bad-one")), timeout=5)
+        api.wait_for(
+            lambda: all(
+                phase(n) in ("Succeeded", "Failed") for n in ("ok", "annotated", "bad-one")
+            ),
+            timeout=5,
+        )
         assert phase("env") == "Running"  # 80 simulated seconds = 0.8 s
         api.wait_for(lambda: phase("env") == "Succeeded", timeout=5)
-    codes = {n: api.get("pods", "default", n)["status"]["containerStatuses"][0]["state"][
-        "terminated"]["exitCode"] for n in ("ok", "annotated", "bad-one")}
+    codes = {
+        n: api.get("pods", "default", n)["status"]["containerStatuses"][0]["state"]["terminated"][
+            "exitCode"
+        ]
+        for n in ("ok", "annotated", "bad-one")
+    }
     assert codes == {"ok": 0, "annotated": 3, "bad-one": 42}
     assert api.get("pods", "default", "bad-one")["status"]["phase"] == "Failed"
     with SimKubelet(api, node_name="flaky", time_factor=0.01, failure_rate=1.0):
@@ -732,18 +976,27 @@ def test_kubelet_failure_injection(api: ApiServer) -> None:
 
 def test_kubelet_capacity_eviction_and_graceful_deletion(api: ApiServer) -> None:
     with SimKubelet(api, time_factor=0.01, max_pods=1) as kubelet:
-        api.create("pods", pod_body("first", annotations={"idlegate.io/duration-seconds": "1000"}),
-                   namespace="default")
+        api.create(
+            "pods",
+            pod_body("first", annotations={"idlegate.io/duration-seconds": "1000"}),
+            namespace="default",
+        )
         api.wait_for(lambda: api.get("pods", "default", "first")["status"]["phase"] == "Running")
         api.create("pods", pod_body("second"), namespace="default")
-        api.wait_for(lambda: any(c.get("reason") == "Unschedulable" for c in api.get(
-            "pods", "default", "second")["status"].get("conditions", [])))
+        api.wait_for(
+            lambda: any(
+                c.get("reason") == "Unschedulable"
+                for c in api.get("pods", "default", "second")["status"].get("conditions", [])
+            )
+        )
         kubelet.evict("default", "first")
         assert api.get("pods", "default", "first")["status"]["reason"] == "Evicted"
-        api.wait_for(lambda: api.get("pods", "default", "second")["status"]["phase"]
-                     == "Succeeded")
-        api.create("pods", pod_body("third", annotations={"idlegate.io/duration-seconds": "1000"}),
-                   namespace="default")
+        api.wait_for(lambda: api.get("pods", "default", "second")["status"]["phase"] == "Succeeded")
+        api.create(
+            "pods",
+            pod_body("third", annotations={"idlegate.io/duration-seconds": "1000"}),
+            namespace="default",
+        )
         api.wait_for(lambda: api.get("pods", "default", "third")["status"]["phase"] == "Running")
         deleting = api.delete("pods", "default", "third")
         assert deleting["metadata"]["deletionTimestamp"]  # graceful: the kubelet finishes it
@@ -752,34 +1005,41 @@ def test_kubelet_capacity_eviction_and_graceful_deletion(api: ApiServer) -> None
 
 def test_kubelet_restart_resumes_running_pods(api: ApiServer) -> None:
     kubelet = SimKubelet(api, time_factor=0.01).start()
-    api.create("pods", pod_body("long", annotations={"idlegate.io/duration-seconds": "40"}),
-               namespace="default")
+    api.create(
+        "pods",
+        pod_body("long", annotations={"idlegate.io/duration-seconds": "40"}),
+        namespace="default",
+    )
     api.wait_for(lambda: api.get("pods", "default", "long")["status"]["phase"] == "Running")
     kubelet.stop()
     time.sleep(0.5)  # the pod would have finished by now, but nobody runs it
     assert api.get("pods", "default", "long")["status"]["phase"] == "Running"
     with SimKubelet(api, time_factor=0.01):
-        api.wait_for(lambda: api.get("pods", "default", "long")["status"]["phase"] == "Succeeded",
-                     timeout=5)
+        api.wait_for(
+            lambda: api.get("pods", "default", "long")["status"]["phase"] == "Succeeded", timeout=5
+        )
 
 
 # ---------------------------------------------------------------------------------------------
 # Real clients: kubectl and kopf.
 # ---------------------------------------------------------------------------------------------
 
+
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 def test_kubectl_apply_and_get_with_printer_columns(api: ApiServer) -> None:
     out = api.kubectl("apply", "--validate=false", "-f", "-", input=yaml.safe_dump(CRD)).stdout
     assert "created" in out
-    workflow = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "DagWorkflow",
-                "metadata": {"name": "wf1"}, "spec": {"priority": 5}}
-    out = api.kubectl("apply", "--validate=false", "-f", "-",
-                      input=yaml.safe_dump(workflow)).stdout
+    workflow = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "DagWorkflow",
+        "metadata": {"name": "wf1"},
+        "spec": {"priority": 5},
+    }
+    out = api.kubectl("apply", "--validate=false", "-f", "-", input=yaml.safe_dump(workflow)).stdout
     assert "dagworkflow.idlegate.io/wf1 created" in out
     api.patch(DWF, "default", "wf1", {"status": {"phase": "Running"}}, subresource="status")
     workflow["spec"]["priority"] = 6
-    out = api.kubectl("apply", "--validate=false", "-f", "-",
-                      input=yaml.safe_dump(workflow)).stdout
+    out = api.kubectl("apply", "--validate=false", "-f", "-", input=yaml.safe_dump(workflow)).stdout
     assert "configured" in out
     lines = api.kubectl("get", "dwf").stdout.splitlines()
     assert lines[0].split() == ["NAME", "PHASE", "PRIORITY", "AGE"]
@@ -811,22 +1071,37 @@ def test_kopf_operator_end_to_end(api: ApiServer, crd: Any) -> None:
     def create_fn(body: Any, name: str, namespace: str, patch: Any, **_: Any) -> dict[str, Any]:
         with lock:
             calls["create"] += 1
-        pod = pod_body(f"{name}-task", gated=True, labels={"idlegate.io/workflow": name},
-                       annotations={"idlegate.io/duration-seconds": "10"})
+        pod = pod_body(
+            f"{name}-task",
+            gated=True,
+            labels={"idlegate.io/workflow": name},
+            annotations={"idlegate.io/duration-seconds": "10"},
+        )
         kopf.adopt(pod, owner=body)
         kubernetes.client.CoreV1Api(api.api_client()).create_namespaced_pod(namespace, pod)
         patch.status["phase"] = "Submitted"
         kopf.info(body, reason="Submitted", message="the task pod is created, gated")
         return {"pod": pod["metadata"]["name"]}
 
-    @kopf.on.field("v1", "pods", field="status.phase", registry=registry,
-                   labels={"idlegate.io/workflow": kopf.PRESENT})
+    @kopf.on.field(
+        "v1",
+        "pods",
+        field="status.phase",
+        registry=registry,
+        labels={"idlegate.io/workflow": kopf.PRESENT},
+    )
     def pod_phase(new: Any, labels: dict[str, str], namespace: str, **_: Any) -> None:
         if new in ("Running", "Succeeded", "Failed"):
-            kubernetes.client.CustomObjectsApi(api.api_client()) \
-                .patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL,
-                                                       labels["idlegate.io/workflow"],
-                                                       {"status": {"phase": new}})
+            kubernetes.client.CustomObjectsApi(
+                api.api_client()
+            ).patch_namespaced_custom_object_status(
+                GROUP,
+                VERSION,
+                namespace,
+                PLURAL,
+                labels["idlegate.io/workflow"],
+                {"status": {"phase": new}},
+            )
 
     @kopf.on.delete(GROUP, VERSION, PLURAL, registry=registry)
     def delete_fn(**_: Any) -> None:
@@ -840,8 +1115,9 @@ def test_kopf_operator_end_to_end(api: ApiServer, crd: Any) -> None:
 
     with SimKubelet(api, time_factor=0.01):
         with KopfRunner(args, registry=registry, timeout=30) as runner:
-            api.create(DWF, {"metadata": {"name": "wf"}, "spec": {"priority": 1}},
-                       namespace="default")
+            api.create(
+                DWF, {"metadata": {"name": "wf"}, "spec": {"priority": 1}}, namespace="default"
+            )
             api.wait_for(lambda: phase() == "Submitted", timeout=15)
             pod = api.get("pods", "default", "wf-task")
             assert pod["status"]["phase"] == "Pending"
@@ -849,16 +1125,22 @@ def test_kopf_operator_end_to_end(api: ApiServer, crd: Any) -> None:
             workflow = api.get(DWF, "default", "wf")
             assert workflow["metadata"]["finalizers"] == ["idlegate.io/finalizer"]
             assert workflow["status"]["create"] == {"pod": "wf-task"}  # kept by the schema
-            event = api.wait_for(lambda: api.list("events", "default",
-                                                  field_selector="involvedObject.name=wf"))[0]
+            event = api.wait_for(
+                lambda: api.list("events", "default", field_selector="involvedObject.name=wf")
+            )[0]
             assert (event["reason"], event["type"]) == ("Submitted", "Normal")
         assert runner.exit_code == 0 and runner.exception is None
         # The operator restarts: nothing is handled twice, the cluster state is all there.
         with KopfRunner(args, registry=registry, timeout=30) as runner:
             api.wait_for(lambda: api.emulator._watchers.get(PODS), timeout=10)
             api.restart()  # and so does the API server: kopf reconnects and re-watches
-            api.patch("pods", "default", "wf-task", [
-                {"op": "remove", "path": "/spec/schedulingGates"}], patch_type="json")
+            api.patch(
+                "pods",
+                "default",
+                "wf-task",
+                [{"op": "remove", "path": "/spec/schedulingGates"}],
+                patch_type="json",
+            )
             api.wait_for(lambda: phase() == "Succeeded", timeout=15)
             api.delete(DWF, "default", "wf")
             api.wait_for(lambda: api.get(DWF, "default", "wf") is None, timeout=15)

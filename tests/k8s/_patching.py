@@ -137,7 +137,11 @@ def _merge_list(field: str, current: Any, patch: list[Any]) -> list[Any]:
             merged.append(copy.deepcopy(item))
             continue
         index = next(
-            (i for i, old in enumerate(merged) if isinstance(old, Mapping) and old.get(key) == item[key]),
+            (
+                i
+                for i, old in enumerate(merged)
+                if isinstance(old, Mapping) and old.get(key) == item[key]
+            ),
             None,
         )
         if item.get("$patch") == "delete":

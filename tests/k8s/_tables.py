@@ -148,9 +148,13 @@ def _cell(column_type: str, values: list[Any]) -> Any:
             return json.dumps(value)
         return str(value).lower() if isinstance(value, bool) else str(value)
     if column_type == "integer":
-        return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+        return (
+            int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+        )
     if column_type == "number":
-        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+        return (
+            float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+        )
     if column_type == "boolean":
         return value if isinstance(value, bool) else None
     if column_type == "date":
@@ -164,14 +168,16 @@ def custom_columns(printer_columns: Sequence[Mapping[str, Any]]) -> list[dict[st
     if not printer_columns:
         return [*columns, dict(AGE_COLUMN)]
     for col in printer_columns:
-        columns.append({
-            "name": col["name"],
-            "type": col.get("type", "string"),
-            "format": col.get("format", ""),
-            "description": col.get("description")
-            or f"Custom resource definition column (in JSONPath format): {col['jsonPath']}",
-            "priority": col.get("priority", 0),
-        })
+        columns.append(
+            {
+                "name": col["name"],
+                "type": col.get("type", "string"),
+                "format": col.get("format", ""),
+                "description": col.get("description")
+                or f"Custom resource definition column (in JSONPath format): {col['jsonPath']}",
+                "priority": col.get("priority", 0),
+            }
+        )
     return columns
 
 
@@ -231,16 +237,29 @@ def _column(name: str, type_: str = "string", priority: int = 0) -> dict[str, An
 
 _BUILTIN_COLUMNS: dict[str, list[dict[str, Any]]] = {
     "pods": [
-        dict(NAME_COLUMN), _column("Ready"), _column("Status"), _column("Restarts", "string"),
-        dict(AGE_COLUMN), _column("IP", priority=1), _column("Node", priority=1),
-        _column("Nominated Node", priority=1), _column("Readiness Gates", priority=1),
+        dict(NAME_COLUMN),
+        _column("Ready"),
+        _column("Status"),
+        _column("Restarts", "string"),
+        dict(AGE_COLUMN),
+        _column("IP", priority=1),
+        _column("Node", priority=1),
+        _column("Nominated Node", priority=1),
+        _column("Readiness Gates", priority=1),
     ],
     "namespaces": [dict(NAME_COLUMN), _column("Status"), dict(AGE_COLUMN)],
     "nodes": [
-        dict(NAME_COLUMN), _column("Status"), _column("Roles"), dict(AGE_COLUMN), _column("Version"),
+        dict(NAME_COLUMN),
+        _column("Status"),
+        _column("Roles"),
+        dict(AGE_COLUMN),
+        _column("Version"),
     ],
     "events": [
-        _column("Last Seen"), _column("Type"), _column("Reason"), _column("Object"),
+        _column("Last Seen"),
+        _column("Type"),
+        _column("Reason"),
+        _column("Object"),
         _column("Message"),
     ],
 }
@@ -248,10 +267,15 @@ _BUILTIN_COLUMNS: dict[str, list[dict[str, Any]]] = {
 
 def _event_row(ev: Mapping[str, Any]) -> list[Any]:
     involved = ev.get("involvedObject") or ev.get("regarding") or {}
-    seen = ev.get("lastTimestamp") or ev.get("eventTime") or ev.get("metadata", {}).get(
-        "creationTimestamp")
+    seen = (
+        ev.get("lastTimestamp")
+        or ev.get("eventTime")
+        or ev.get("metadata", {}).get("creationTimestamp")
+    )
     return [
-        age(seen), ev.get("type", ""), ev.get("reason", ""),
+        age(seen),
+        ev.get("type", ""),
+        ev.get("reason", ""),
         f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}",
         ev.get("message") or ev.get("note") or "",
     ]
@@ -262,15 +286,25 @@ def _builtin_row(plural: str, obj: Mapping[str, Any]) -> list[Any]:
     if plural == "pods":
         return _pod_row(obj)
     if plural == "namespaces":
-        phase = "Terminating" if meta.get("deletionTimestamp") else obj.get("status", {}).get(
-            "phase", "Active")
+        phase = (
+            "Terminating"
+            if meta.get("deletionTimestamp")
+            else obj.get("status", {}).get("phase", "Active")
+        )
         return [meta.get("name", ""), phase, age(meta.get("creationTimestamp"))]
     if plural == "nodes":
-        ready = any(c.get("type") == "Ready" and c.get("status") == "True"
-                    for c in obj.get("status", {}).get("conditions", []))
+        ready = any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in obj.get("status", {}).get("conditions", [])
+        )
         version = obj.get("status", {}).get("nodeInfo", {}).get("kubeletVersion", "")
-        return [meta.get("name", ""), "Ready" if ready else "NotReady", "<none>",
-                age(meta.get("creationTimestamp")), version]
+        return [
+            meta.get("name", ""),
+            "Ready" if ready else "NotReady",
+            "<none>",
+            age(meta.get("creationTimestamp")),
+            version,
+        ]
     if plural == "events":
         return _event_row(obj)
     return [meta.get("name", ""), meta.get("creationTimestamp", "")]

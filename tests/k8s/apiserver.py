@@ -117,6 +117,7 @@ _VERSION_RE = re.compile(r"^v(\d+)(?:(alpha|beta)(\d+))?$")
 # Errors: kmock.KubernetesError is rendered as a Status object by KubeApiEmulator._render_error.
 # --------------------------------------------------------------------------------------------
 
+
 def api_error(
     status: int,
     reason: str,
@@ -125,8 +126,9 @@ def api_error(
     details: Mapping[str, Any] | None = None,
 ) -> kmock.KubernetesError:
     """Build an API error as the real server reports it (``reason`` is the StatusReason)."""
-    return kmock.KubernetesError(status=status, reason=reason, message=message,
-                                 details=dict(details or {}))
+    return kmock.KubernetesError(
+        status=status, reason=reason, message=message, details=dict(details or {})
+    )
 
 
 def _qualified(res: kmock.resource) -> str:
@@ -135,22 +137,32 @@ def _qualified(res: kmock.resource) -> str:
 
 def not_found(res: kmock.resource, name: str) -> kmock.KubernetesError:
     """404 for a missing object."""
-    return api_error(404, "NotFound", f'{_qualified(res)} "{name}" not found',
-                     details={"name": name, "group": res.group, "kind": res.plural})
+    return api_error(
+        404,
+        "NotFound",
+        f'{_qualified(res)} "{name}" not found',
+        details={"name": name, "group": res.group, "kind": res.plural},
+    )
 
 
 def conflict(res: kmock.resource, name: str, why: str) -> kmock.KubernetesError:
     """409 for an optimistic-concurrency conflict."""
-    return api_error(409, "Conflict", f'Operation cannot be fulfilled on {_qualified(res)} '
-                     f'"{name}": {why}', details={"name": name, "group": res.group,
-                                                   "kind": res.plural})
+    return api_error(
+        409,
+        "Conflict",
+        f'Operation cannot be fulfilled on {_qualified(res)} "{name}": {why}',
+        details={"name": name, "group": res.group, "kind": res.plural},
+    )
 
 
 def invalid(kind: str, name: str, causes: Sequence[str]) -> kmock.KubernetesError:
     """422 for a semantically invalid object."""
-    return api_error(422, "Invalid", f'{kind} "{name}" is invalid: {"; ".join(causes)}',
-                     details={"name": name, "kind": kind,
-                              "causes": [{"message": c} for c in causes]})
+    return api_error(
+        422,
+        "Invalid",
+        f'{kind} "{name}" is invalid: {"; ".join(causes)}',
+        details={"name": name, "kind": kind, "causes": [{"message": c} for c in causes]},
+    )
 
 
 def bad_request(message: str) -> kmock.KubernetesError:
@@ -224,8 +236,11 @@ def make_crd(
                     "storage": index == 0,
                     "schema": {"openAPIV3Schema": copy.deepcopy(dict(schema))},
                     **({"subresources": {"status": {}}} if status_subresource else {}),
-                    **({"additionalPrinterColumns": [dict(c) for c in printer_columns]}
-                       if printer_columns else {}),
+                    **(
+                        {"additionalPrinterColumns": [dict(c) for c in printer_columns]}
+                        if printer_columns
+                        else {}
+                    ),
                 }
                 for index, version in enumerate(versions)
             ],
@@ -236,6 +251,7 @@ def make_crd(
 # --------------------------------------------------------------------------------------------
 # Request routing.
 # --------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Route:
@@ -308,6 +324,7 @@ def parse_route(path: str) -> Route:
 # Watches.
 # --------------------------------------------------------------------------------------------
 
+
 @dataclass(eq=False)
 class _Watcher:
     """One watch stream: its filters and its queue of pre-serialised events."""
@@ -348,9 +365,13 @@ def _encode_event(etype: str, obj: Mapping[str, Any]) -> bytes:
 class _QuickShutdownServer(aiohttp.test_utils.RawTestServer):
     """kmock's default server class, with a short shutdown timeout for open watches."""
 
-    async def _make_runner(self, debug: bool = True, **kwargs: Any) -> aiohttp.web_runner.ServerRunner:
+    async def _make_runner(
+        self, debug: bool = True, **kwargs: Any
+    ) -> aiohttp.web_runner.ServerRunner:
         server = aiohttp.web_server.Server(
-            self._handler, loop=self._loop, debug=False,
+            self._handler,
+            loop=self._loop,
+            debug=False,
             handler_cancellation=kwargs.get("handler_cancellation", True),
         )
         return aiohttp.web_runner.ServerRunner(server, shutdown_timeout=0.5)
@@ -359,6 +380,7 @@ class _QuickShutdownServer(aiohttp.test_utils.RawTestServer):
 # --------------------------------------------------------------------------------------------
 # The emulator (a kmock handler).
 # --------------------------------------------------------------------------------------------
+
 
 @attrs.define(kw_only=True)
 class KubeApiEmulator(kmock.KubernetesEmulator):
@@ -382,21 +404,24 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
 
     # Operational state (all O(1)-indexed; nothing scans the request history).
     request_counts: collections.Counter[tuple[str, str]] = attrs.field(
-        factory=collections.Counter, init=False)
+        factory=collections.Counter, init=False
+    )
     internal_errors: list[str] = attrs.field(factory=list, init=False)
     _rv: int = attrs.field(default=1000, init=False)
     _live: dict[kmock.resource, dict[tuple[str | None, str], kmock.Object]] = attrs.field(
-        factory=dict, init=False)
+        factory=dict, init=False
+    )
     _uids: dict[str, ObjectKey] = attrs.field(factory=dict, init=False)
     _dependents: dict[str, set[ObjectKey]] = attrs.field(factory=dict, init=False)
-    _logs: dict[kmock.resource, collections.deque[tuple[int, str, dict[str, Any],
-                                                         dict[str, Any] | None]]] = attrs.field(
-        factory=dict, init=False)
+    _logs: dict[
+        kmock.resource, collections.deque[tuple[int, str, dict[str, Any], dict[str, Any] | None]]
+    ] = attrs.field(factory=dict, init=False)
     _evicted: dict[kmock.resource, int] = attrs.field(factory=dict, init=False)
     _watchers: dict[kmock.resource, set[_Watcher]] = attrs.field(factory=dict, init=False)
     _subscribers: list[Subscriber] = attrs.field(factory=list, init=False)
     _printer_columns: dict[kmock.resource, list[dict[str, Any]]] = attrs.field(
-        factory=dict, init=False)
+        factory=dict, init=False
+    )
     _schemas: dict[kmock.resource, dict[str, Any] | None] = attrs.field(factory=dict, init=False)
     _crd_of: dict[kmock.resource, str] = attrs.field(factory=dict, init=False)
     _kubelets: dict[str, Any] = attrs.field(factory=dict, init=False)
@@ -445,11 +470,13 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
             for (namespace, name), holder in list(objs.items()):
                 meta = holder.last.raw["metadata"]
                 if meta.get("ownerReferences"):
-                    self._safely(lambda r=res, ns=namespace, n=name:
-                                 self._collect_dangling(r, ns, n))
+                    self._safely(
+                        lambda r=res, ns=namespace, n=name: self._collect_dangling(r, ns, n)
+                    )
                 if "foregroundDeletion" in (meta.get("finalizers") or []):
-                    self._safely(lambda r=res, ns=namespace, n=name:
-                                 self._reconcile_foreground(r, ns, n))
+                    self._safely(
+                        lambda r=res, ns=namespace, n=name: self._reconcile_foreground(r, ns, n)
+                    )
                 if meta.get("deletionTimestamp") and res == NAMESPACES:
                     self._safely(lambda n=name: self._reconcile_namespace(n))
                 if meta.get("deletionTimestamp") and res == CRD:
@@ -501,7 +528,8 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
         if not candidates and text is not None:
             lowered = text.lower()
             candidates = [
-                res for res in self.resources
+                res
+                for res in self.resources
                 if lowered in {s.lower() for s in self.resources[res].shortnames}
                 or lowered == (self.resources[res].kind or "").lower()
                 or lowered == (self.resources[res].singular or "").lower()
@@ -565,8 +593,9 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
         self._rv += 1
         return str(self._rv)
 
-    def _emit(self, res: kmock.resource, etype: str, obj: dict[str, Any],
-              old: dict[str, Any] | None) -> None:
+    def _emit(
+        self, res: kmock.resource, etype: str, obj: dict[str, Any], old: dict[str, Any] | None
+    ) -> None:
         rv = int(obj["metadata"]["resourceVersion"])
         log = self._logs.get(res)
         if log is None:
@@ -591,8 +620,9 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
     # Public in-process API (synchronous; call in the serving loop).
     # ----------------------------------------------------------------------------------------
 
-    def get_object(self, res: str | kmock.resource, namespace: str | None,
-                   name: str) -> dict[str, Any]:
+    def get_object(
+        self, res: str | kmock.resource, namespace: str | None, name: str
+    ) -> dict[str, Any]:
         """Return a deep copy of an object; raises a 404 ``KubernetesError`` if absent."""
         res = self.resolve(res)
         return copy.deepcopy(self._current(res, namespace, name))
@@ -607,19 +637,26 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
     ) -> list[dict[str, Any]]:
         """Return deep copies of the matching objects, sorted by namespace and name."""
         res = self.resolve(res)
-        return [copy.deepcopy(o) for o in self._select(res, namespace, label_selector,
-                                                       field_selector)]
+        return [
+            copy.deepcopy(o) for o in self._select(res, namespace, label_selector, field_selector)
+        ]
 
-    def _select(self, res: kmock.resource, namespace: str | None, label_selector: str | None,
-                field_selector: str | None) -> list[dict[str, Any]]:
+    def _select(
+        self,
+        res: kmock.resource,
+        namespace: str | None,
+        label_selector: str | None,
+        field_selector: str | None,
+    ) -> list[dict[str, Any]]:
         try:
             labels = _selectors.parse_label_selector(label_selector)
             fields = _selectors.parse_field_selector(field_selector)
         except _selectors.SelectorError as e:
             raise bad_request(str(e)) from e
         result = []
-        for (ns, _), holder in sorted(self._live.get(res, {}).items(),
-                                      key=lambda kv: (kv[0][0] or "", kv[0][1])):
+        for (ns, _), holder in sorted(
+            self._live.get(res, {}).items(), key=lambda kv: (kv[0][0] or "", kv[0][1])
+        ):
             if namespace is not None and ns != namespace:
                 continue
             obj = holder.last.raw
@@ -627,8 +664,9 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
                 result.append(obj)
         return result
 
-    def create_object(self, res: str | kmock.resource, body: Mapping[str, Any],
-                      namespace: str | None = None) -> dict[str, Any]:
+    def create_object(
+        self, res: str | kmock.resource, body: Mapping[str, Any], namespace: str | None = None
+    ) -> dict[str, Any]:
         """Create an object as ``POST`` does; returns the stored object."""
         res = self.resolve(res)
         info = self._info(res)
@@ -642,8 +680,10 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
             raise bad_request("metadata must be an object")
         if info.namespaced:
             if namespace and meta.get("namespace") and meta["namespace"] != namespace:
-                raise bad_request("the namespace of the provided object does not match the "
-                                  "namespace sent on the request")
+                raise bad_request(
+                    "the namespace of the provided object does not match the "
+                    "namespace sent on the request"
+                )
             namespace = namespace or meta.get("namespace") or "default"
             meta["namespace"] = namespace
             self._check_namespace_writable(namespace)
@@ -653,16 +693,22 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
         if res in self._crd_of:
             crd = self._holder(CRD, None, self._crd_of[res])
             if crd is not None and crd.last.raw["metadata"].get("deletionTimestamp"):
-                raise api_error(405, "MethodNotAllowed", "create not allowed while custom "
-                                "resource definition is terminating")
+                raise api_error(
+                    405,
+                    "MethodNotAllowed",
+                    "create not allowed while custom resource definition is terminating",
+                )
         if meta.get("resourceVersion"):
             raise bad_request("resourceVersion should not be set on objects to be created")
         name = meta.get("name")
         if not name:
             prefix = meta.get("generateName")
             if not prefix:
-                raise invalid(str(info.kind), "", [
-                    "metadata.name: Required value: name or generateName is required"])
+                raise invalid(
+                    str(info.kind),
+                    "",
+                    ["metadata.name: Required value: name or generateName is required"],
+                )
             for _ in range(100):
                 name = prefix + "".join(random.choices(_GENERATE_ALPHABET, k=5))
                 if self._holder(res, namespace, name) is None:
@@ -670,10 +716,18 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
             meta["name"] = name
         self._validate_name(res, info, name)
         if self._holder(res, namespace, name) is not None:
-            raise api_error(409, "AlreadyExists", f'{_qualified(res)} "{name}" already exists',
-                            details={"name": name, "group": res.group, "kind": res.plural})
-        for field in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink",
-                      "managedFields"):
+            raise api_error(
+                409,
+                "AlreadyExists",
+                f'{_qualified(res)} "{name}" already exists',
+                details={"name": name, "group": res.group, "kind": res.plural},
+            )
+        for field in (
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "selfLink",
+            "managedFields",
+        ):
             meta.pop(field, None)
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = now_rfc3339()
@@ -690,18 +744,29 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
             self._defer(lambda: self._collect_dangling(res, namespace, name), self.gc_delay)
         return copy.deepcopy(obj)
 
-    def replace_object(self, res: str | kmock.resource, namespace: str | None, name: str,
-                       body: Mapping[str, Any], *, subresource: str | None = None) -> dict[str, Any]:
+    def replace_object(
+        self,
+        res: str | kmock.resource,
+        namespace: str | None,
+        name: str,
+        body: Mapping[str, Any],
+        *,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
         """Replace an object (or its status) as ``PUT`` does."""
         res = self.resolve(res)
         info = self._info(res)
         if not isinstance(body, Mapping):
             raise bad_request("the body of the request must be a JSON object")
         if res in self._crd_of and not (body.get("metadata") or {}).get("resourceVersion"):
-            raise invalid(str(info.kind), name, [
-                "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"])
-        return self._update(res, namespace, name, lambda _: copy.deepcopy(dict(body)),
-                            subresource=subresource)
+            raise invalid(
+                str(info.kind),
+                name,
+                ["metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"],
+            )
+        return self._update(
+            res, namespace, name, lambda _: copy.deepcopy(dict(body)), subresource=subresource
+        )
 
     def patch_object(
         self,
@@ -721,10 +786,14 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
             raise bad_request(f"a {patch_type} patch must be a JSON object")
         if patch_type == "strategic" and res in self._crd_of:
             if not self.strategic_merge_on_custom_resources:
-                raise api_error(415, "UnsupportedMediaType", "the body of the request was in an "
-                                "unknown format - accepted media types include: "
-                                "application/json-patch+json, application/merge-patch+json, "
-                                "application/apply-patch+yaml")
+                raise api_error(
+                    415,
+                    "UnsupportedMediaType",
+                    "the body of the request was in an "
+                    "unknown format - accepted media types include: "
+                    "application/json-patch+json, application/merge-patch+json, "
+                    "application/apply-patch+yaml",
+                )
             patch_type = "merge"  # treated as a merge patch for custom resources
 
         def patched(cur: dict[str, Any]) -> Any:
@@ -754,8 +823,12 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
         for field in ("uid", "resourceVersion"):
             wanted = (preconditions or {}).get(field)
             if wanted and wanted != meta.get(field):
-                raise conflict(res, name, f"Precondition failed: {field} in precondition: "
-                               f"{wanted}, {field} in object meta: {meta.get(field)}")
+                raise conflict(
+                    res,
+                    name,
+                    f"Precondition failed: {field} in precondition: "
+                    f"{wanted}, {field} in object meta: {meta.get(field)}",
+                )
         propagation = propagation or "Background"
         if propagation not in ("Background", "Foreground", "Orphan"):
             raise bad_request(f"unsupported propagationPolicy {propagation!r}")
@@ -764,14 +837,20 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
         if propagation == "Orphan":
             self._orphan_dependents(meta["uid"])
         finalizers = list(meta.get("finalizers") or [])
-        if (propagation == "Foreground" and "foregroundDeletion" not in finalizers
-                and self._dependents.get(meta["uid"])):
+        if (
+            propagation == "Foreground"
+            and "foregroundDeletion" not in finalizers
+            and self._dependents.get(meta["uid"])
+        ):
             finalizers.append("foregroundDeletion")
         if res == PODS and self._is_graceful(current, grace_period) and not finalizers:
             if meta.get("deletionTimestamp"):
                 return current
-            grace = grace_period if grace_period is not None else int(
-                current.get("spec", {}).get("terminationGracePeriodSeconds", 30))
+            grace = (
+                grace_period
+                if grace_period is not None
+                else int(current.get("spec", {}).get("terminationGracePeriodSeconds", 30))
+            )
             meta["deletionTimestamp"] = now_rfc3339()
             meta["deletionGracePeriodSeconds"] = grace
             return self._commit(res, current, self._current(res, namespace, name))
@@ -784,8 +863,7 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
             meta["generation"] = int(meta.get("generation", 1)) + 1
             result = self._commit(res, current, self._current(res, namespace, name))
             if "foregroundDeletion" in finalizers:
-                self._defer(lambda: self._reconcile_foreground(res, namespace, name),
-                            self.gc_delay)
+                self._defer(lambda: self._reconcile_foreground(res, namespace, name), self.gc_delay)
             return result
         return self._remove(res, current, orphaned=propagation == "Orphan")
 
@@ -793,20 +871,36 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
         """Bind a pod to a node (the ``pods/binding`` subresource, as the scheduler does)."""
         pod = self._current(PODS, namespace, name)
         if pod.get("spec", {}).get("nodeName"):
-            raise conflict(PODS, name, f"pod {name} is already assigned to node "
-                           f"\"{pod['spec']['nodeName']}\"")
+            raise conflict(
+                PODS, name, f'pod {name} is already assigned to node "{pod["spec"]["nodeName"]}"'
+            )
         if pod.get("spec", {}).get("schedulingGates"):
-            raise invalid("Pod", name, ["spec.nodeName: Forbidden: cannot be set until all "
-                                        "schedulingGates have been cleared"])
+            raise invalid(
+                "Pod",
+                name,
+                [
+                    "spec.nodeName: Forbidden: cannot be set until all "
+                    "schedulingGates have been cleared"
+                ],
+            )
         if pod["metadata"].get("deletionTimestamp"):
             raise conflict(PODS, name, "pod is being deleted, cannot be assigned to a host")
 
         def bound(cur: dict[str, Any]) -> dict[str, Any]:
             cur["spec"]["nodeName"] = node
             status = cur.setdefault("status", {})
-            conditions = [c for c in status.get("conditions", []) if c.get("type") != "PodScheduled"]
-            conditions.insert(0, {"type": "PodScheduled", "status": "True",
-                                  "lastProbeTime": None, "lastTransitionTime": now_rfc3339()})
+            conditions = [
+                c for c in status.get("conditions", []) if c.get("type") != "PodScheduled"
+            ]
+            conditions.insert(
+                0,
+                {
+                    "type": "PodScheduled",
+                    "status": "True",
+                    "lastProbeTime": None,
+                    "lastTransitionTime": now_rfc3339(),
+                },
+            )
             status["conditions"] = conditions
             return cur
 
@@ -816,14 +910,19 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
     # Write internals.
     # ----------------------------------------------------------------------------------------
 
-    def _check_type(self, res: kmock.resource, info: kmock.ResourceInfo, obj: dict[str, Any]) -> None:
+    def _check_type(
+        self, res: kmock.resource, info: kmock.ResourceInfo, obj: dict[str, Any]
+    ) -> None:
         api_version, kind = _gv(res), str(info.kind)
         if obj.get("apiVersion") not in (None, "", api_version):
-            raise bad_request(f"the API version in the data ({obj['apiVersion']}) does not match "
-                              f"the expected API version ({api_version})")
+            raise bad_request(
+                f"the API version in the data ({obj['apiVersion']}) does not match "
+                f"the expected API version ({api_version})"
+            )
         if obj.get("kind") not in (None, "", kind):
-            raise bad_request(f"the kind in the data ({obj['kind']}) does not match the expected "
-                              f"kind ({kind})")
+            raise bad_request(
+                f"the kind in the data ({obj['kind']}) does not match the expected kind ({kind})"
+            )
         obj["apiVersion"] = api_version
         obj["kind"] = kind
 
@@ -834,20 +933,30 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
                 raise not_found(NAMESPACES, namespace)
             self.create_object(NAMESPACES, {"metadata": {"name": namespace}})
         elif ns.last.raw["metadata"].get("deletionTimestamp"):
-            raise api_error(403, "Forbidden", f"unable to create new content in namespace "
-                            f"{namespace} because it is being terminated")
+            raise api_error(
+                403,
+                "Forbidden",
+                f"unable to create new content in namespace "
+                f"{namespace} because it is being terminated",
+            )
 
     def _validate_name(self, res: kmock.resource, info: kmock.ResourceInfo, name: str) -> None:
         pattern = _LABEL_RE if res == NAMESPACES else _NAME_RE
         limit = 63 if res == NAMESPACES else 253
         if not isinstance(name, str) or len(name) > limit or not pattern.match(name):
-            raise invalid(str(info.kind), str(name), [
-                f"metadata.name: Invalid value: {name!r}: a lowercase RFC 1123 "
-                f"{'label' if res == NAMESPACES else 'subdomain'} must consist of lower case "
-                "alphanumeric characters, '-' or '.'"])
+            raise invalid(
+                str(info.kind),
+                str(name),
+                [
+                    f"metadata.name: Invalid value: {name!r}: a lowercase RFC 1123 "
+                    f"{'label' if res == NAMESPACES else 'subdomain'} must consist of lower case "
+                    "alphanumeric characters, '-' or '.'"
+                ],
+            )
 
-    def _validate_metadata(self, info: kmock.ResourceInfo, obj: dict[str, Any],
-                           old: dict[str, Any] | None) -> None:
+    def _validate_metadata(
+        self, info: kmock.ResourceInfo, obj: dict[str, Any], old: dict[str, Any] | None
+    ) -> None:
         meta = obj["metadata"]
         name = meta.get("name", "")
         causes: list[str] = []
@@ -860,15 +969,20 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
                 continue
             for key, value in values.items():
                 if not isinstance(value, str):
-                    causes.append(f"metadata.{field}.{key}: Invalid value: {value!r}: "
-                                  "must be a string")
+                    causes.append(
+                        f"metadata.{field}.{key}: Invalid value: {value!r}: must be a string"
+                    )
                 elif not _QUALIFIED_NAME_RE.match(key) or len(key.split("/")[-1]) > 63:
-                    causes.append(f"metadata.{field}: Invalid value: {key!r}: name part must "
-                                  "consist of alphanumeric characters, '-', '_' or '.'")
+                    causes.append(
+                        f"metadata.{field}: Invalid value: {key!r}: name part must "
+                        "consist of alphanumeric characters, '-', '_' or '.'"
+                    )
                 elif field == "labels" and (len(value) > 63 or not _LABEL_VALUE_RE.match(value)):
-                    causes.append(f"metadata.labels: Invalid value: {value!r}: a valid label "
-                                  "must be an empty string or consist of alphanumeric "
-                                  "characters, '-', '_' or '.'")
+                    causes.append(
+                        f"metadata.labels: Invalid value: {value!r}: a valid label "
+                        "must be an empty string or consist of alphanumeric "
+                        "characters, '-', '_' or '.'"
+                    )
         finalizers = meta.get("finalizers")
         if finalizers is not None:
             if not isinstance(finalizers, list) or not all(isinstance(f, str) for f in finalizers):
@@ -876,19 +990,25 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
             elif old is not None and old["metadata"].get("deletionTimestamp"):
                 new = set(finalizers) - set(old["metadata"].get("finalizers") or [])
                 if new:
-                    causes.append(f"metadata.finalizers: Forbidden: no new finalizers can be "
-                                  f"added if the object is being deleted, found new finalizers "
-                                  f"{sorted(new)!r}")
+                    causes.append(
+                        f"metadata.finalizers: Forbidden: no new finalizers can be "
+                        f"added if the object is being deleted, found new finalizers "
+                        f"{sorted(new)!r}"
+                    )
         for ref in meta.get("ownerReferences") or []:
-            if not isinstance(ref, dict) or not all(ref.get(k) for k in
-                                                    ("apiVersion", "kind", "name", "uid")):
-                causes.append("metadata.ownerReferences: Invalid value: apiVersion, kind, name "
-                              "and uid are required")
+            if not isinstance(ref, dict) or not all(
+                ref.get(k) for k in ("apiVersion", "kind", "name", "uid")
+            ):
+                causes.append(
+                    "metadata.ownerReferences: Invalid value: apiVersion, kind, name "
+                    "and uid are required"
+                )
         if causes:
             raise invalid(str(info.kind), name, causes)
 
-    def _apply_schema(self, res: kmock.resource, info: kmock.ResourceInfo,
-                      obj: dict[str, Any]) -> None:
+    def _apply_schema(
+        self, res: kmock.resource, info: kmock.ResourceInfo, obj: dict[str, Any]
+    ) -> None:
         if not self.validate_schemas or res not in self._schemas:
             return
         schema = self._schemas[res]
@@ -898,7 +1018,9 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
         if errors:
             raise invalid(str(info.kind), obj["metadata"].get("name", ""), errors)
 
-    def _on_create(self, res: kmock.resource, info: kmock.ResourceInfo, obj: dict[str, Any]) -> None:
+    def _on_create(
+        self, res: kmock.resource, info: kmock.ResourceInfo, obj: dict[str, Any]
+    ) -> None:
         meta = obj["metadata"]
         if res == NAMESPACES:
             meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = meta["name"]
@@ -923,15 +1045,21 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
                 elif not c.get("image"):
                     causes.append(f"spec.containers[{i}].image: Required value")
                 else:
-                    c.setdefault("imagePullPolicy", "Always" if c["image"].endswith(":latest")
-                                 or ":" not in c["image"] else "IfNotPresent")
+                    c.setdefault(
+                        "imagePullPolicy",
+                        "Always"
+                        if c["image"].endswith(":latest") or ":" not in c["image"]
+                        else "IfNotPresent",
+                    )
                     c.setdefault("terminationMessagePath", "/dev/termination-log")
                     c.setdefault("terminationMessagePolicy", "File")
                     c.setdefault("resources", {})
         gates = spec.get("schedulingGates") or []
         if gates and spec.get("nodeName"):
-            causes.append("spec.nodeName: Forbidden: cannot be set until all schedulingGates "
-                          "have been cleared")
+            causes.append(
+                "spec.nodeName: Forbidden: cannot be set until all schedulingGates "
+                "have been cleared"
+            )
         if not all(isinstance(g, dict) and g.get("name") for g in gates):
             causes.append("spec.schedulingGates: Invalid value: every gate needs a name")
         if spec.get("restartPolicy", "Always") not in ("Always", "OnFailure", "Never"):
@@ -946,27 +1074,45 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
         spec.setdefault("enableServiceLinks", True)
         status: dict[str, Any] = {"phase": "Pending", "qosClass": "BestEffort"}
         if gates:
-            status["conditions"] = [{
-                "type": "PodScheduled", "status": "False", "reason": "SchedulingGated",
-                "message": "Scheduling is blocked due to non-empty scheduling gates",
-                "lastProbeTime": None, "lastTransitionTime": now_rfc3339(),
-            }]
+            status["conditions"] = [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "SchedulingGated",
+                    "message": "Scheduling is blocked due to non-empty scheduling gates",
+                    "lastProbeTime": None,
+                    "lastTransitionTime": now_rfc3339(),
+                }
+            ]
         pod["status"] = status
 
     def _check_pod_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
         name = old["metadata"]["name"]
         old_spec, new_spec = old.get("spec", {}), new.get("spec", {})
         old_gates = {g.get("name") for g in old_spec.get("schedulingGates") or []}
-        added = [g.get("name") for g in new_spec.get("schedulingGates") or []
-                 if g.get("name") not in old_gates]
+        added = [
+            g.get("name")
+            for g in new_spec.get("schedulingGates") or []
+            if g.get("name") not in old_gates
+        ]
         if added:
-            raise invalid("Pod", name, [f"spec.schedulingGates: Forbidden: only deletion is "
-                                        f"allowed, but found new scheduling gate '{added[0]}'"])
+            raise invalid(
+                "Pod",
+                name,
+                [
+                    f"spec.schedulingGates: Forbidden: only deletion is "
+                    f"allowed, but found new scheduling gate '{added[0]}'"
+                ],
+            )
 
         def mutable_stripped(spec: Mapping[str, Any]) -> dict[str, Any]:
             spec = copy.deepcopy(dict(spec))
-            for field in ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds",
-                          "schedulingGates"):
+            for field in (
+                "activeDeadlineSeconds",
+                "tolerations",
+                "terminationGracePeriodSeconds",
+                "schedulingGates",
+            ):
                 spec.pop(field, None)
             for field in ("containers", "initContainers"):
                 for container in spec.get(field) or []:
@@ -974,12 +1120,17 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
             return spec
 
         if mutable_stripped(old_spec) != mutable_stripped(new_spec):
-            raise invalid("Pod", name, [
-                "spec: Forbidden: pod updates may not change fields other than "
-                "`spec.containers[*].image`, `spec.initContainers[*].image`, "
-                "`spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to existing "
-                "tolerations), `spec.terminationGracePeriodSeconds` (allow it to be set to 1 "
-                "if it was previously negative) or removal of `spec.schedulingGates`"])
+            raise invalid(
+                "Pod",
+                name,
+                [
+                    "spec: Forbidden: pod updates may not change fields other than "
+                    "`spec.containers[*].image`, `spec.initContainers[*].image`, "
+                    "`spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to existing "
+                    "tolerations), `spec.terminationGracePeriodSeconds` (allow it to be set to 1 "
+                    "if it was previously negative) or removal of `spec.schedulingGates`"
+                ],
+            )
 
     def _update(
         self,
@@ -1008,15 +1159,26 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
             raise bad_request("the object must be a JSON object with an object in metadata")
         new_meta = new.setdefault("metadata", {})
         meta = current["metadata"]
-        if new_meta.get("resourceVersion") and new_meta["resourceVersion"] != meta["resourceVersion"]:
-            raise conflict(res, name, "the object has been modified; please apply your changes "
-                           "to the latest version and try again")
+        if (
+            new_meta.get("resourceVersion")
+            and new_meta["resourceVersion"] != meta["resourceVersion"]
+        ):
+            raise conflict(
+                res,
+                name,
+                "the object has been modified; please apply your changes "
+                "to the latest version and try again",
+            )
         if new_meta.get("name", name) != name:
-            raise bad_request(f"the name of the object ({new_meta['name']}) does not match the "
-                              f"name on the URL ({name})")
+            raise bad_request(
+                f"the name of the object ({new_meta['name']}) does not match the "
+                f"name on the URL ({name})"
+            )
         if info.namespaced and new_meta.get("namespace", namespace) != namespace:
-            raise bad_request("the namespace of the provided object does not match the "
-                              "namespace sent on the request")
+            raise bad_request(
+                "the namespace of the provided object does not match the "
+                "namespace sent on the request"
+            )
         self._check_type(res, info, new)
         if subresource == "status":
             merged = copy.deepcopy(current)
@@ -1031,8 +1193,13 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
                     new["status"] = copy.deepcopy(current["status"])
                 else:
                     new.pop("status", None)
-            for field in ("uid", "creationTimestamp", "deletionTimestamp",
-                          "deletionGracePeriodSeconds", "generation"):
+            for field in (
+                "uid",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "generation",
+            ):
                 if field in meta:
                     new_meta[field] = meta[field]
                 else:
@@ -1052,8 +1219,9 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
         if new == current:
             return current  # a no-op: no new resourceVersion, no watch event
         ignored = {"metadata"} | ({"status"} if "status" in info.subresources else set())
-        if ({k: v for k, v in new.items() if k not in ignored}
-                != {k: v for k, v in current.items() if k not in ignored}):
+        if {k: v for k, v in new.items() if k not in ignored} != {
+            k: v for k, v in current.items() if k not in ignored
+        }:
             new_meta["generation"] = int(meta.get("generation", 1)) + 1
         finalized = new_meta.get("deletionTimestamp") and not new_meta.get("finalizers")
         if finalized and res not in (NAMESPACES, CRD):
@@ -1065,13 +1233,17 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
             self._after_finalizer_change(res, new)
         return result
 
-    def _commit(self, res: kmock.resource, new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
+    def _commit(
+        self, res: kmock.resource, new: dict[str, Any], old: dict[str, Any]
+    ) -> dict[str, Any]:
         new["metadata"]["resourceVersion"] = self._next_rv()
         self._store(res, new, old)
         self._emit(res, "MODIFIED", new, old)
         return copy.deepcopy(new)
 
-    def _remove(self, res: kmock.resource, obj: dict[str, Any], *, orphaned: bool) -> dict[str, Any]:
+    def _remove(
+        self, res: kmock.resource, obj: dict[str, Any], *, orphaned: bool
+    ) -> dict[str, Any]:
         meta = obj["metadata"]
         namespace, name = meta.get("namespace"), meta["name"]
         key: ObjectKey = (res, namespace, name)
@@ -1101,8 +1273,12 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
     def _is_graceful(self, pod: Mapping[str, Any], grace_period: int | None) -> bool:
         node = pod.get("spec", {}).get("nodeName")
         phase = pod.get("status", {}).get("phase")
-        return bool(node and node in self._kubelets and grace_period != 0
-                    and phase not in ("Succeeded", "Failed"))
+        return bool(
+            node
+            and node in self._kubelets
+            and grace_period != 0
+            and phase not in ("Succeeded", "Failed")
+        )
 
     # ----------------------------------------------------------------------------------------
     # Garbage collection and cascades (asynchronous, like the real controllers).
@@ -1115,8 +1291,13 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
         owner_namespace = key[1]
         return owner_namespace is None or owner_namespace == namespace
 
-    def _drop_owner_refs(self, res: kmock.resource, namespace: str | None, name: str,
-                         keep: Callable[[Mapping[str, Any]], bool]) -> None:
+    def _drop_owner_refs(
+        self,
+        res: kmock.resource,
+        namespace: str | None,
+        name: str,
+        keep: Callable[[Mapping[str, Any]], bool],
+    ) -> None:
         def dropped(cur: dict[str, Any]) -> dict[str, Any]:
             refs = [r for r in cur["metadata"].get("ownerReferences") or [] if keep(r)]
             if refs:
@@ -1140,8 +1321,9 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
             self._drop_owner_refs(res, namespace, name, lambda r: self._owner_alive(r, namespace))
 
     def _collect_dependents(self, owner_uid: str) -> None:
-        for res, namespace, name in sorted(self._dependents.pop(owner_uid, set()),
-                                           key=lambda k: (str(k[0]), k[1] or "", k[2])):
+        for res, namespace, name in sorted(
+            self._dependents.pop(owner_uid, set()), key=lambda k: (str(k[0]), k[1] or "", k[2])
+        ):
             self._collect_dangling(res, namespace, name)
 
     def _orphan_dependents(self, owner_uid: str) -> None:
@@ -1156,8 +1338,11 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
         owner = holder.last.raw
         if "foregroundDeletion" not in (owner["metadata"].get("finalizers") or []):
             return
-        dependents = [k for k in self._dependents.get(owner["metadata"]["uid"], set())
-                      if self._holder(*k) is not None]
+        dependents = [
+            k
+            for k in self._dependents.get(owner["metadata"]["uid"], set())
+            if self._holder(*k) is not None
+        ]
         if dependents:
             for dep in dependents:
                 if not self._holder(*dep).last.raw["metadata"].get("deletionTimestamp"):
@@ -1165,14 +1350,16 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
             return
 
         def released(cur: dict[str, Any]) -> dict[str, Any]:
-            cur["metadata"]["finalizers"] = [f for f in cur["metadata"].get("finalizers", [])
-                                             if f != "foregroundDeletion"]
+            cur["metadata"]["finalizers"] = [
+                f for f in cur["metadata"].get("finalizers", []) if f != "foregroundDeletion"
+            ]
             return cur
 
         self._update(res, namespace, name, released, subresource=None, internal=True)
 
-    def _start_cascade(self, res: kmock.resource, info: kmock.ResourceInfo,
-                       current: dict[str, Any]) -> dict[str, Any]:
+    def _start_cascade(
+        self, res: kmock.resource, info: kmock.ResourceInfo, current: dict[str, Any]
+    ) -> dict[str, Any]:
         meta = current["metadata"]
         if meta.get("deletionTimestamp"):
             return current
@@ -1183,8 +1370,10 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
             result = self._commit(res, current, self._current(res, None, meta["name"]))
             self._defer(lambda: self._reconcile_namespace(meta["name"]))
         else:
-            meta["finalizers"] = [*(meta.get("finalizers") or []),
-                                  "customresourcecleanup.apiextensions.k8s.io"]
+            meta["finalizers"] = [
+                *(meta.get("finalizers") or []),
+                "customresourcecleanup.apiextensions.k8s.io",
+            ]
             result = self._commit(res, current, self._current(res, None, meta["name"]))
             self._defer(lambda: self._reconcile_crd(meta["name"]))
         return result
@@ -1199,8 +1388,12 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
         holder = self._holder(NAMESPACES, None, namespace)
         if holder is None or not holder.last.raw["metadata"].get("deletionTimestamp"):
             return
-        remaining = [(res, ns, name) for res, objs in self._live.items()
-                     for (ns, name) in objs if ns == namespace]
+        remaining = [
+            (res, ns, name)
+            for res, objs in self._live.items()
+            for (ns, name) in objs
+            if ns == namespace
+        ]
         for res, ns, name in remaining:
             if not self._holder(res, ns, name).last.raw["metadata"].get("deletionTimestamp"):
                 self.delete_object(res, ns, name, grace_period=0)
@@ -1220,8 +1413,11 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
         if any(self._live.get(res) for res in served):
             return
         crd = copy.deepcopy(holder.last.raw)
-        crd["metadata"]["finalizers"] = [f for f in crd["metadata"].get("finalizers", [])
-                                         if f != "customresourcecleanup.apiextensions.k8s.io"]
+        crd["metadata"]["finalizers"] = [
+            f
+            for f in crd["metadata"].get("finalizers", [])
+            if f != "customresourcecleanup.apiextensions.k8s.io"
+        ]
         if crd["metadata"]["finalizers"]:
             self._commit(CRD, crd, holder.last.raw)
         else:
@@ -1247,15 +1443,20 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
             causes.append("spec.scope: Unsupported value: must be Namespaced or Cluster")
         versions = spec.get("versions") or []
         if not versions or sum(1 for v in versions if v.get("storage")) != 1:
-            causes.append("spec.versions: Invalid value: must have exactly one version marked "
-                          "as storage version")
+            causes.append(
+                "spec.versions: Invalid value: must have exactly one version marked "
+                "as storage version"
+            )
         for i, version in enumerate(versions):
             if not (version.get("schema") or {}).get("openAPIV3Schema"):
-                causes.append(f"spec.versions[{i}].schema.openAPIV3Schema: Required value: "
-                              "schemas are required")
+                causes.append(
+                    f"spec.versions[{i}].schema.openAPIV3Schema: Required value: "
+                    "schemas are required"
+                )
         if group and plural and name != f"{plural}.{group}":
-            causes.append(f"metadata.name: Invalid value: {name!r}: must be spec.names.plural"
-                          f"+\".\"+spec.group")
+            causes.append(
+                f'metadata.name: Invalid value: {name!r}: must be spec.names.plural+"."+spec.group'
+            )
         if old is not None and old.get("spec", {}).get("group") not in (None, group):
             causes.append("spec.group: Invalid value: field is immutable")
         if causes:
@@ -1264,18 +1465,32 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
         crd["status"] = {
             "acceptedNames": accepted,
             "conditions": [
-                {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
-                 "message": "no conflicts found", "lastTransitionTime": now_rfc3339()},
-                {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
-                 "message": "the initial names have been accepted",
-                 "lastTransitionTime": now_rfc3339()},
+                {
+                    "type": "NamesAccepted",
+                    "status": "True",
+                    "reason": "NoConflicts",
+                    "message": "no conflicts found",
+                    "lastTransitionTime": now_rfc3339(),
+                },
+                {
+                    "type": "Established",
+                    "status": "True",
+                    "reason": "InitialNamesAccepted",
+                    "message": "the initial names have been accepted",
+                    "lastTransitionTime": now_rfc3339(),
+                },
             ],
-            "storedVersions": sorted({*((old or {}).get("status", {}).get("storedVersions", [])),
-                                      *[v["name"] for v in versions if v.get("storage")]}),
+            "storedVersions": sorted(
+                {
+                    *((old or {}).get("status", {}).get("storedVersions", [])),
+                    *[v["name"] for v in versions if v.get("storage")],
+                }
+            ),
         }
         if old is not None and old["metadata"].get("deletionTimestamp"):
-            crd["status"]["conditions"].append({"type": "Terminating", "status": "True",
-                                                "reason": "InstanceDeletionInProgress"})
+            crd["status"]["conditions"].append(
+                {"type": "Terminating", "status": "True", "reason": "InstanceDeletionInProgress"}
+            )
         self._register_crd(crd, old)
 
     def _register_crd(self, crd: dict[str, Any], old: dict[str, Any] | None) -> None:
@@ -1292,15 +1507,18 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
                 subresources.add("status")
             if "scale" in (version.get("subresources") or {}):
                 subresources.add("scale")
-            self._register_resource(res, kmock.ResourceInfo(
-                namespaced=spec["scope"] == "Namespaced",
-                kind=names["kind"],
-                singular=names.get("singular") or names["kind"].lower(),
-                verbs=set(CR_VERBS),
-                shortnames=set(names.get("shortNames") or []),
-                categories=set(names.get("categories") or []),
-                subresources=subresources,
-            ))
+            self._register_resource(
+                res,
+                kmock.ResourceInfo(
+                    namespaced=spec["scope"] == "Namespaced",
+                    kind=names["kind"],
+                    singular=names.get("singular") or names["kind"].lower(),
+                    verbs=set(CR_VERBS),
+                    shortnames=set(names.get("shortNames") or []),
+                    categories=set(names.get("categories") or []),
+                    subresources=subresources,
+                ),
+            )
             self._printer_columns[res] = list(version.get("additionalPrinterColumns") or [])
             self._schemas[res] = (version.get("schema") or {}).get("openAPIV3Schema")
             self._crd_of[res] = crd["metadata"]["name"]
@@ -1362,8 +1580,12 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
         if not body:
             return None
         if "protobuf" in (raw_request.content_type or ""):
-            raise api_error(415, "UnsupportedMediaType", "the emulator speaks JSON only (not "
-                            "protobuf: use `kubectl apply -f` rather than `kubectl create <kind>`)")
+            raise api_error(
+                415,
+                "UnsupportedMediaType",
+                "the emulator speaks JSON only (not "
+                "protobuf: use `kubectl apply -f` rather than `kubectl create <kind>`)",
+            )
         if "yaml" in (raw_request.content_type or ""):
             try:
                 return yaml.safe_load(body)
@@ -1383,8 +1605,12 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
             return kmock.action.WATCH
         if route.name is None:
             return {"GET": kmock.action.LIST, "POST": kmock.action.CREATE}.get(method)
-        return {"GET": kmock.action.FETCH, "PATCH": kmock.action.UPDATE, "PUT": kmock.action.UPDATE,
-                "DELETE": kmock.action.DELETE}.get(method)
+        return {
+            "GET": kmock.action.FETCH,
+            "PATCH": kmock.action.UPDATE,
+            "PUT": kmock.action.UPDATE,
+            "DELETE": kmock.action.DELETE,
+        }.get(method)
 
     async def _handle(self, request: kmock.Request) -> aiohttp.web.StreamResponse:
         # Reactions added by a test (failure injection, spies) go first, through kmock's own
@@ -1402,28 +1628,62 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
         else:
             status, reason, message = 500, "InternalError", repr(exc)
             details = {"causes": [{"message": traceback.format_exc()}]}
-        return _json({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                      "message": message or "", "reason": reason or "", "details": details or {},
-                      "code": status}, status=status)
+        return _json(
+            {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Failure",
+                "message": message or "",
+                "reason": reason or "",
+                "details": details or {},
+                "code": status,
+            },
+            status=status,
+        )
 
     async def _dispatch(self, request: kmock.Request) -> aiohttp.web.StreamResponse:
         raw = request._raw_request
         assert raw is not None
         route = parse_route(raw.path)
         if route.kind == "root":
-            return _json({"paths": sorted({"/api", "/api/v1", "/apis", "/version", "/healthz",
-                                           *(f"/apis/{g}" for g in self._groups())})})
+            return _json(
+                {
+                    "paths": sorted(
+                        {
+                            "/api",
+                            "/api/v1",
+                            "/apis",
+                            "/version",
+                            "/healthz",
+                            *(f"/apis/{g}" for g in self._groups()),
+                        }
+                    )
+                }
+            )
         if route.kind == "version":
             return _json(self.server_version)
         if route.kind == "health":
             return aiohttp.web.Response(text="ok")
         if route.kind == "api":
             host = raw.host or "127.0.0.1"
-            return _json({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs":
-                          [{"clientCIDR": "0.0.0.0/0", "serverAddress": host}]})
+            return _json(
+                {
+                    "kind": "APIVersions",
+                    "versions": ["v1"],
+                    "serverAddressByClientCIDRs": [
+                        {"clientCIDR": "0.0.0.0/0", "serverAddress": host}
+                    ],
+                }
+            )
         if route.kind == "apis":
-            return _json({"kind": "APIGroupList", "apiVersion": "v1",
-                          "groups": [self._group_doc(g) for g in self._groups()]})
+            return _json(
+                {
+                    "kind": "APIGroupList",
+                    "apiVersion": "v1",
+                    "groups": [self._group_doc(g) for g in self._groups()],
+                }
+            )
         if route.kind == "group":
             if route.group not in self._groups():
                 raise api_error(404, "NotFound", "the server could not find the requested resource")
@@ -1457,8 +1717,10 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
                 continue
             info = self.resources[res]
             entry: dict[str, Any] = {
-                "name": res.plural, "singularName": info.singular or "",
-                "namespaced": bool(info.namespaced), "kind": info.kind,
+                "name": res.plural,
+                "singularName": info.singular or "",
+                "namespaced": bool(info.namespaced),
+                "kind": info.kind,
                 "verbs": sorted(info.verbs),
             }
             if info.shortnames:
@@ -1467,21 +1729,33 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
                 entry["categories"] = sorted(info.categories)
             entries.append(entry)
             for sub in sorted(info.subresources):
-                entries.append({"name": f"{res.plural}/{sub}", "singularName": "",
-                                "namespaced": bool(info.namespaced), "kind": info.kind,
-                                "verbs": list(STATUS_VERBS) if sub in ("status", "scale")
-                                else ["create", "get"]})
+                entries.append(
+                    {
+                        "name": f"{res.plural}/{sub}",
+                        "singularName": "",
+                        "namespaced": bool(info.namespaced),
+                        "kind": info.kind,
+                        "verbs": list(STATUS_VERBS)
+                        if sub in ("status", "scale")
+                        else ["create", "get"],
+                    }
+                )
         if not entries and group:
             raise api_error(404, "NotFound", "the server could not find the requested resource")
-        return {"kind": "APIResourceList", "apiVersion": "v1",
-                "groupVersion": f"{group}/{version}" if group else version, "resources": entries}
+        return {
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": f"{group}/{version}" if group else version,
+            "resources": entries,
+        }
 
     # ----------------------------------------------------------------------------------------
     # Resource endpoints.
     # ----------------------------------------------------------------------------------------
 
-    async def _serve_resource(self, request: kmock.Request, raw: aiohttp.web.BaseRequest,
-                              route: Route) -> aiohttp.web.StreamResponse:
+    async def _serve_resource(
+        self, request: kmock.Request, raw: aiohttp.web.BaseRequest, route: Route
+    ) -> aiohttp.web.StreamResponse:
         res = route.resource
         assert res is not None
         info = self._info(res)
@@ -1520,8 +1794,11 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
         if verb == "create":
             if name is None:
                 if info.namespaced and ns is None:
-                    raise api_error(405, "MethodNotAllowed", "the server does not allow this "
-                                    "method on the requested resource")
+                    raise api_error(
+                        405,
+                        "MethodNotAllowed",
+                        "the server does not allow this method on the requested resource",
+                    )
                 return _json(self.create_object(res, data, ns), status=201)
             if res == PODS and sub == "binding":
                 target = (data or {}).get("target") or {}
@@ -1530,8 +1807,11 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
             if res == PODS and sub == "eviction":
                 self.delete_object(res, ns, name)
                 return _json(_success(), status=201)
-            raise api_error(405, "MethodNotAllowed", "the server does not allow this method on "
-                            "the requested resource")
+            raise api_error(
+                405,
+                "MethodNotAllowed",
+                "the server does not allow this method on the requested resource",
+            )
         if verb == "update":
             if name is None:
                 raise api_error(405, "MethodNotAllowed", "PUT needs an object name")
@@ -1547,17 +1827,25 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
             return _json(self.delete_object(res, ns, name, **self._delete_options(params, data)))
         if verb == "deletecollection":
             options = self._delete_options(params, data)
-            for obj in self._select(res, ns, params.get("labelSelector"),
-                                    params.get("fieldSelector")):
+            for obj in self._select(
+                res, ns, params.get("labelSelector"), params.get("fieldSelector")
+            ):
                 meta = obj["metadata"]
                 with contextlib.suppress(kmock.KubernetesError):
                     self.delete_object(res, meta.get("namespace"), meta["name"], **options)
             return _json(_success())
         raise api_error(405, "MethodNotAllowed", f"method {method} is not allowed")
 
-    def _serve_patch(self, raw: aiohttp.web.BaseRequest, res: kmock.resource,
-                     info: kmock.ResourceInfo, ns: str | None, name: str, sub: str | None,
-                     data: Any) -> aiohttp.web.StreamResponse:
+    def _serve_patch(
+        self,
+        raw: aiohttp.web.BaseRequest,
+        res: kmock.resource,
+        info: kmock.ResourceInfo,
+        ns: str | None,
+        name: str,
+        sub: str | None,
+        data: Any,
+    ) -> aiohttp.web.StreamResponse:
         content_type = raw.content_type
         kinds = {
             "application/merge-patch+json": "merge",
@@ -1569,13 +1857,19 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
                 body = dict(data or {})
                 body.setdefault("metadata", {})["name"] = name
                 return _json(self.create_object(res, body, ns), status=201)
-            return _json(self.patch_object(res, ns, name, data, patch_type="merge",
-                                           subresource=sub))
+            return _json(
+                self.patch_object(res, ns, name, data, patch_type="merge", subresource=sub)
+            )
         if content_type not in kinds:
-            raise api_error(415, "UnsupportedMediaType", f"the body of the request was in an "
-                            f"unknown format - accepted media types include: {', '.join(kinds)}")
-        return _json(self.patch_object(res, ns, name, data, patch_type=kinds[content_type],
-                                       subresource=sub))
+            raise api_error(
+                415,
+                "UnsupportedMediaType",
+                f"the body of the request was in an "
+                f"unknown format - accepted media types include: {', '.join(kinds)}",
+            )
+        return _json(
+            self.patch_object(res, ns, name, data, patch_type=kinds[content_type], subresource=sub)
+        )
 
     @staticmethod
     def _delete_options(params: Mapping[str, str], data: Any) -> dict[str, Any]:
@@ -1585,20 +1879,29 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
         if propagation is None and orphan is not None:
             propagation = "Orphan" if orphan in (True, "true") else "Background"
         grace = body.get("gracePeriodSeconds", params.get("gracePeriodSeconds"))
-        return {"propagation": propagation,
-                "grace_period": int(grace) if grace is not None else None,
-                "preconditions": body.get("preconditions")}
+        return {
+            "propagation": propagation,
+            "grace_period": int(grace) if grace is not None else None,
+            "preconditions": body.get("preconditions"),
+        }
 
     def _finalize_namespace(self, name: str, data: Any) -> dict[str, Any]:
         def finalized(cur: dict[str, Any]) -> dict[str, Any]:
-            cur.setdefault("spec", {})["finalizers"] = list(((data or {}).get("spec") or {}).get(
-                "finalizers") or [])
+            cur.setdefault("spec", {})["finalizers"] = list(
+                ((data or {}).get("spec") or {}).get("finalizers") or []
+            )
             return cur
 
         return self._update(NAMESPACES, None, name, finalized, subresource=None, internal=True)
 
-    def _serve_list(self, res: kmock.resource, info: kmock.ResourceInfo, ns: str | None,
-                    params: Mapping[str, str], accept: str) -> aiohttp.web.StreamResponse:
+    def _serve_list(
+        self,
+        res: kmock.resource,
+        info: kmock.ResourceInfo,
+        ns: str | None,
+        params: Mapping[str, str],
+        accept: str,
+    ) -> aiohttp.web.StreamResponse:
         items = self._select(res, ns, params.get("labelSelector"), params.get("fieldSelector"))
         start = 0
         if params.get("continue"):
@@ -1616,28 +1919,47 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
         continue_token = ""
         if end < len(items):
             continue_token = base64.urlsafe_b64encode(
-                json.dumps({"start": end, "rv": self._rv}).encode()).decode()
+                json.dumps({"start": end, "rv": self._rv}).encode()
+            ).decode()
         if "as=Table" in accept:
             return _json(self._table(res, page, params, continue_token))
         metadata: dict[str, Any] = {"resourceVersion": self.resource_version}
         if continue_token:
             metadata["continue"] = continue_token
             metadata["remainingItemCount"] = len(items) - end
-        return _json({"kind": f"{info.kind}List", "apiVersion": _gv(res), "metadata": metadata,
-                      "items": page})
+        return _json(
+            {
+                "kind": f"{info.kind}List",
+                "apiVersion": _gv(res),
+                "metadata": metadata,
+                "items": page,
+            }
+        )
 
-    def _table(self, res: kmock.resource, objs: list[dict[str, Any]], params: Mapping[str, str],
-               continue_token: str = "") -> dict[str, Any]:
+    def _table(
+        self,
+        res: kmock.resource,
+        objs: list[dict[str, Any]],
+        params: Mapping[str, str],
+        continue_token: str = "",
+    ) -> dict[str, Any]:
         columns = self._printer_columns.get(res) if res in self._crd_of else None
         return _tables.build_table(
-            plural=str(res.plural), objects=objs, printer_columns=columns,
+            plural=str(res.plural),
+            objects=objs,
+            printer_columns=columns,
             resource_version=self.resource_version,
             include_object=params.get("includeObject", "PartialObjectMetadata"),
             continue_token=continue_token,
         )
 
-    async def _serve_watch(self, raw: aiohttp.web.BaseRequest, res: kmock.resource,
-                           namespace: str | None, name: str | None) -> aiohttp.web.StreamResponse:
+    async def _serve_watch(
+        self,
+        raw: aiohttp.web.BaseRequest,
+        res: kmock.resource,
+        namespace: str | None,
+        name: str | None,
+    ) -> aiohttp.web.StreamResponse:
         params = raw.query
         field_selector = params.get("fieldSelector") or ""
         if name is not None:
@@ -1687,10 +2009,20 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
         try:
             await response.prepare(raw)
             if gone:
-                await response.write(_encode_event("ERROR", {
-                    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                    "message": f"too old resource version: {since} ({self._evicted[res]})",
-                    "reason": "Expired", "code": 410}))
+                await response.write(
+                    _encode_event(
+                        "ERROR",
+                        {
+                            "kind": "Status",
+                            "apiVersion": "v1",
+                            "metadata": {},
+                            "status": "Failure",
+                            "message": f"too old resource version: {since} ({self._evicted[res]})",
+                            "reason": "Expired",
+                            "code": 410,
+                        },
+                    )
+                )
                 await response.write_eof()
                 return response
             if initial:
@@ -1731,13 +2063,17 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
         meta: dict[str, Any] = {"resourceVersion": self.resource_version}
         if initial_end:
             meta["annotations"] = {"k8s.io/initial-events-end": "true"}
-        return _encode_event("BOOKMARK", {"kind": info.kind, "apiVersion": _gv(res),
-                                          "metadata": meta})
+        return _encode_event(
+            "BOOKMARK", {"kind": info.kind, "apiVersion": _gv(res), "metadata": meta}
+        )
 
 
 def _json(data: Any, status: int = 200) -> aiohttp.web.Response:
-    return aiohttp.web.Response(body=json.dumps(data, separators=(",", ":")).encode(),
-                                status=status, content_type="application/json")
+    return aiohttp.web.Response(
+        body=json.dumps(data, separators=(",", ":")).encode(),
+        status=status,
+        content_type="application/json",
+    )
 
 
 def _success() -> dict[str, Any]:
@@ -1747,6 +2083,7 @@ def _success() -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 # Running it: a background thread, a kubeconfig, synchronous accessors, pytest fixtures.
 # --------------------------------------------------------------------------------------------
+
 
 class ApiServer:
     """Runs a :class:`KubeApiEmulator` behind ``kmock.Server`` in a background thread.
@@ -1843,8 +2180,12 @@ class ApiServer:
         self._stop_event = asyncio.Event()
         loop = asyncio.get_running_loop()
         self.emulator._stream_queue = asyncio.Queue()  # kmock's live-stream feeder, per loop
-        async with self.emulator, kmock.Server(self.emulator, host=self._host, port=self._port,
-                                               server_cls=_QuickShutdownServer) as server:
+        async with (
+            self.emulator,
+            kmock.Server(
+                self.emulator, host=self._host, port=self._port, server_cls=_QuickShutdownServer
+            ) as server,
+        ):
             self.emulator.attach(loop)
             self.port = server.port
             self.url = f"http://{self._host}:{self.port}"
@@ -1861,8 +2202,12 @@ class ApiServer:
             "kind": "Config",
             "clusters": [{"name": "emulator", "cluster": {"server": self.url}}],
             "users": [{"name": "emulator", "user": {"token": "emulator-token"}}],
-            "contexts": [{"name": "emulator", "context": {
-                "cluster": "emulator", "user": "emulator", "namespace": namespace}}],
+            "contexts": [
+                {
+                    "name": "emulator",
+                    "context": {"cluster": "emulator", "user": "emulator", "namespace": namespace},
+                }
+            ],
             "current-context": "emulator",
             "preferences": {},
         }
@@ -1901,38 +2246,90 @@ class ApiServer:
                 return None
             raise
 
-    def list(self, resource: str, namespace: str | None = None, *,
-             label_selector: str | None = None,
-             field_selector: str | None = None) -> list[dict[str, Any]]:
+    def list(
+        self,
+        resource: str,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[dict[str, Any]]:
         """The matching objects (all namespaces when ``namespace`` is ``None``)."""
-        return self.call(self.emulator.list_objects, resource, namespace,
-                         label_selector=label_selector, field_selector=field_selector)
+        return self.call(
+            self.emulator.list_objects,
+            resource,
+            namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+        )
 
-    def create(self, resource: str, body: Mapping[str, Any],
-               namespace: str | None = None) -> dict[str, Any]:
+    def create(
+        self, resource: str, body: Mapping[str, Any], namespace: str | None = None
+    ) -> dict[str, Any]:
         """Create an object (as POST)."""
         return self.call(self.emulator.create_object, resource, body, namespace)
 
-    def patch(self, resource: str, namespace: str | None, name: str, patch: Any, *,
-              patch_type: str = "merge", subresource: str | None = None) -> dict[str, Any]:
+    def patch(
+        self,
+        resource: str,
+        namespace: str | None,
+        name: str,
+        patch: Any,
+        *,
+        patch_type: str = "merge",
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
         """Patch an object (as PATCH)."""
-        return self.call(self.emulator.patch_object, resource, namespace, name, patch,
-                         patch_type=patch_type, subresource=subresource)
+        return self.call(
+            self.emulator.patch_object,
+            resource,
+            namespace,
+            name,
+            patch,
+            patch_type=patch_type,
+            subresource=subresource,
+        )
 
-    def replace(self, resource: str, namespace: str | None, name: str, body: Mapping[str, Any], *,
-                subresource: str | None = None) -> dict[str, Any]:
+    def replace(
+        self,
+        resource: str,
+        namespace: str | None,
+        name: str,
+        body: Mapping[str, Any],
+        *,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
         """Replace an object (as PUT)."""
-        return self.call(self.emulator.replace_object, resource, namespace, name, body,
-                         subresource=subresource)
+        return self.call(
+            self.emulator.replace_object, resource, namespace, name, body, subresource=subresource
+        )
 
-    def delete(self, resource: str, namespace: str | None, name: str, *,
-               propagation: str | None = None, grace_period: int | None = None) -> dict[str, Any]:
+    def delete(
+        self,
+        resource: str,
+        namespace: str | None,
+        name: str,
+        *,
+        propagation: str | None = None,
+        grace_period: int | None = None,
+    ) -> dict[str, Any]:
         """Delete an object (as DELETE)."""
-        return self.call(self.emulator.delete_object, resource, namespace, name,
-                         propagation=propagation, grace_period=grace_period)
+        return self.call(
+            self.emulator.delete_object,
+            resource,
+            namespace,
+            name,
+            propagation=propagation,
+            grace_period=grace_period,
+        )
 
-    def wait_for(self, predicate: Callable[[], Any], timeout: float = 10.0,
-                 interval: float = 0.02, message: str = "") -> Any:
+    def wait_for(
+        self,
+        predicate: Callable[[], Any],
+        timeout: float = 10.0,
+        interval: float = 0.02,
+        message: str = "",
+    ) -> Any:
         """Poll ``predicate`` until it returns something truthy; return that value."""
         deadline = time.monotonic() + timeout
         while True:
@@ -1955,19 +2352,27 @@ class ApiServer:
         """An environment for subprocesses (``KUBECONFIG`` set)."""
         return {**os.environ, "KUBECONFIG": str(self.kubeconfig), **extra}
 
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
-                timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 30.0
+    ) -> subprocess.CompletedProcess[str]:
         """Run the real ``kubectl`` against this server (own discovery cache directory)."""
         binary = shutil.which("kubectl")
         if binary is None:
             raise FileNotFoundError("kubectl is not installed")
-        command = [binary, f"--kubeconfig={self.kubeconfig}",
-                   f"--cache-dir={self.directory / 'kube-cache'}", *args]
-        result = subprocess.run(command, input=input, capture_output=True, text=True,
-                                timeout=timeout, env=self.env())
+        command = [
+            binary,
+            f"--kubeconfig={self.kubeconfig}",
+            f"--cache-dir={self.directory / 'kube-cache'}",
+            *args,
+        ]
+        result = subprocess.run(
+            command, input=input, capture_output=True, text=True, timeout=timeout, env=self.env()
+        )
         if check and result.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n"
-                                 f"{result.stdout}\n{result.stderr}")
+            raise AssertionError(
+                f"kubectl {' '.join(args)} failed ({result.returncode}):\n"
+                f"{result.stdout}\n{result.stderr}"
+            )
         return result
 
     def connection_info(self) -> Any:
@@ -1978,8 +2383,9 @@ class ApiServer:
         """
         import kopf
 
-        return kopf.ConnectionInfo(server=self.url, scheme="Bearer", token="emulator-token",
-                                   default_namespace="default")
+        return kopf.ConnectionInfo(
+            server=self.url, scheme="Bearer", token="emulator-token", default_namespace="default"
+        )
 
     def api_client(self) -> Any:
         """A ``kubernetes.client.ApiClient`` configured for this server."""

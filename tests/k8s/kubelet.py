@@ -49,8 +49,12 @@ DURATION_ENV = "TASK_DURATION"
 
 
 def _condition(type_: str, status: bool, reason: str | None = None) -> dict[str, Any]:
-    cond: dict[str, Any] = {"type": type_, "status": "True" if status else "False",
-                            "lastProbeTime": None, "lastTransitionTime": now_rfc3339()}
+    cond: dict[str, Any] = {
+        "type": type_,
+        "status": "True" if status else "False",
+        "lastProbeTime": None,
+        "lastTransitionTime": now_rfc3339(),
+    }
     if reason:
         cond["reason"] = reason
     return cond
@@ -118,8 +122,13 @@ class SimKubelet:
         """Stop reacting; pending timers are cancelled (pods freeze in their phase)."""
         self._call(lambda: self._stop(node_ready))
 
-    def evict(self, namespace: str, name: str, reason: str = "Evicted",
-              message: str = "The node was low on resource: memory.") -> None:
+    def evict(
+        self,
+        namespace: str,
+        name: str,
+        reason: str = "Evicted",
+        message: str = "The node was low on resource: memory.",
+    ) -> None:
         """Fail a pod right now, as a node-pressure eviction does."""
         self._call(lambda: self._evict(namespace, name, reason, message))
 
@@ -146,8 +155,13 @@ class SimKubelet:
         self._slots.clear()
         self._queue.clear()
         self._terminating.clear()
-        pods = sorted(self.emulator.list_objects(PODS, self.namespace), key=lambda p: (
-            p["spec"].get("nodeName") != self.node_name, p["metadata"]["creationTimestamp"]))
+        pods = sorted(
+            self.emulator.list_objects(PODS, self.namespace),
+            key=lambda p: (
+                p["spec"].get("nodeName") != self.node_name,
+                p["metadata"]["creationTimestamp"],
+            ),
+        )
         for pod in pods:  # the pods already running here take their slots first
             self._reconcile(pod["metadata"]["namespace"], pod["metadata"]["name"])
 
@@ -175,26 +189,54 @@ class SimKubelet:
         try:
             self.emulator.get_object(NODES, None, self.node_name)
         except kmock.KubernetesError:
-            self.emulator.create_object(NODES, {"metadata": {
-                "name": self.node_name,
-                "labels": {"kubernetes.io/hostname": self.node_name,
-                           "kubernetes.io/os": "linux", "idlegate.io/simulated": "true"},
-            }, "spec": {}})
+            self.emulator.create_object(
+                NODES,
+                {
+                    "metadata": {
+                        "name": self.node_name,
+                        "labels": {
+                            "kubernetes.io/hostname": self.node_name,
+                            "kubernetes.io/os": "linux",
+                            "idlegate.io/simulated": "true",
+                        },
+                    },
+                    "spec": {},
+                },
+            )
         capacity = {"cpu": self.cpu, "memory": self.memory, "pods": str(self.max_pods or 110)}
-        self.emulator.patch_object(NODES, None, self.node_name, {"status": {
-            "capacity": capacity,
-            "allocatable": dict(capacity),
-            "conditions": [{**_condition("Ready", ready, "KubeletReady" if ready
-                                         else "NodeStatusUnknown"),
-                            "lastHeartbeatTime": now_rfc3339()}],
-            "nodeInfo": {"kubeletVersion": "v1.32.0-sim", "operatingSystem": "linux",
-                         "architecture": "amd64"},
-            "addresses": [{"type": "InternalIP", "address": "10.0.0.1"},
-                          {"type": "Hostname", "address": self.node_name}],
-        }}, subresource="status")
+        self.emulator.patch_object(
+            NODES,
+            None,
+            self.node_name,
+            {
+                "status": {
+                    "capacity": capacity,
+                    "allocatable": dict(capacity),
+                    "conditions": [
+                        {
+                            **_condition(
+                                "Ready", ready, "KubeletReady" if ready else "NodeStatusUnknown"
+                            ),
+                            "lastHeartbeatTime": now_rfc3339(),
+                        }
+                    ],
+                    "nodeInfo": {
+                        "kubeletVersion": "v1.32.0-sim",
+                        "operatingSystem": "linux",
+                        "architecture": "amd64",
+                    },
+                    "addresses": [
+                        {"type": "InternalIP", "address": "10.0.0.1"},
+                        {"type": "Hostname", "address": self.node_name},
+                    ],
+                }
+            },
+            subresource="status",
+        )
 
-    def _on_event(self, res: kmock.resource, etype: str, obj: dict[str, Any],
-                  old: dict[str, Any] | None) -> None:
+    def _on_event(
+        self, res: kmock.resource, etype: str, obj: dict[str, Any], old: dict[str, Any] | None
+    ) -> None:
         if not self.running or res != PODS:
             return
         meta = obj["metadata"]
@@ -212,8 +254,9 @@ class SimKubelet:
 
     def _patch_status(self, pod: Mapping[str, Any], status: dict[str, Any]) -> None:
         meta = pod["metadata"]
-        self.emulator.patch_object(PODS, meta["namespace"], meta["name"], {"status": status},
-                                   subresource="status")
+        self.emulator.patch_object(
+            PODS, meta["namespace"], meta["name"], {"status": status}, subresource="status"
+        )
 
     def _forget(self, uid: str) -> None:
         handle = self._timers.pop(uid, None)
@@ -227,8 +270,9 @@ class SimKubelet:
         old = self._timers.pop(uid, None)
         if old is not None:
             old.cancel()
-        self._timers[uid] = self._loop.call_later(max(0.0, sim_seconds * self.time_factor),
-                                                  self.emulator._safely, fn)
+        self._timers[uid] = self._loop.call_later(
+            max(0.0, sim_seconds * self.time_factor), self.emulator._safely, fn
+        )
 
     def _reconcile(self, namespace: str, name: str) -> None:
         pod = self._get(namespace, name)
@@ -271,31 +315,46 @@ class SimKubelet:
         if key not in self._queue:
             self._queue.append(key)
         conditions = pod.get("status", {}).get("conditions", [])
-        if not any(c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
-                   for c in conditions):
-            self._patch_status(pod, {"conditions": [{
-                **_condition("PodScheduled", False, "Unschedulable"),
-                "message": f"0/1 nodes are available: 1 Too many pods ({self.max_pods}).",
-            }]})
+        if not any(
+            c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
+            for c in conditions
+        ):
+            self._patch_status(
+                pod,
+                {
+                    "conditions": [
+                        {
+                            **_condition("PodScheduled", False, "Unschedulable"),
+                            "message": f"0/1 nodes are available: 1 Too many pods ({self.max_pods}).",
+                        }
+                    ]
+                },
+            )
 
     def _schedule_queued(self) -> None:
         waiting = [self._get(ns, name) for ns, name in self._queue]
-        pods = sorted((p for p in waiting if p is not None),
-                      key=lambda p: (p["metadata"]["creationTimestamp"], p["metadata"]["name"]))
+        pods = sorted(
+            (p for p in waiting if p is not None),
+            key=lambda p: (p["metadata"]["creationTimestamp"], p["metadata"]["name"]),
+        )
         self._queue = [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods]
         for pod in pods:
             if self.max_pods is not None and len(self._slots) >= self.max_pods:
                 break
             self._reconcile(pod["metadata"]["namespace"], pod["metadata"]["name"])
 
-    def _container_statuses(self, pod: Mapping[str, Any], state: dict[str, Any], *,
-                            ready: bool, started: bool) -> list[dict[str, Any]]:
+    def _container_statuses(
+        self, pod: Mapping[str, Any], state: dict[str, Any], *, ready: bool, started: bool
+    ) -> list[dict[str, Any]]:
         statuses = []
         for c in pod.get("spec", {}).get("containers", []):
             entry: dict[str, Any] = {
-                "name": c["name"], "image": c.get("image", ""),
+                "name": c["name"],
+                "image": c.get("image", ""),
                 "imageID": f"docker.io/library/{c.get('image', '')}@sha256:{'0' * 64}",
-                "ready": ready, "started": started, "restartCount": 0,
+                "ready": ready,
+                "started": started,
+                "restartCount": 0,
                 "state": copy.deepcopy(state),
             }
             if "running" in state or "terminated" in state:
@@ -311,13 +370,17 @@ class SimKubelet:
             _condition("ContainersReady", False, "ContainersNotReady"),
             _condition("PodScheduled", True),
         ]
-        self._patch_status(pod, {
-            "phase": "Pending",
-            "hostIP": "10.0.0.1",
-            "conditions": conditions,
-            "containerStatuses": self._container_statuses(
-                pod, {"waiting": {"reason": "ContainerCreating"}}, ready=False, started=False),
-        })
+        self._patch_status(
+            pod,
+            {
+                "phase": "Pending",
+                "hostIP": "10.0.0.1",
+                "conditions": conditions,
+                "containerStatuses": self._container_statuses(
+                    pod, {"waiting": {"reason": "ContainerCreating"}}, ready=False, started=False
+                ),
+            },
+        )
         ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
         self._later(pod["metadata"]["uid"], self.startup_delay, lambda: self._run(ns, name))
 
@@ -328,22 +391,26 @@ class SimKubelet:
         self._ip_counter += 1
         started = now_rfc3339()
         ip = f"10.244.{self._ip_counter // 250}.{self._ip_counter % 250 + 2}"
-        self._patch_status(pod, {
-            "phase": "Running",
-            "startTime": pod.get("status", {}).get("startTime") or started,
-            "hostIP": "10.0.0.1",
-            "podIP": ip,
-            "podIPs": [{"ip": ip}],
-            "conditions": [
-                _condition("PodReadyToStartContainers", True),
-                _condition("Initialized", True),
-                _condition("Ready", True),
-                _condition("ContainersReady", True),
-                _condition("PodScheduled", True),
-            ],
-            "containerStatuses": self._container_statuses(
-                pod, {"running": {"startedAt": started}}, ready=True, started=True),
-        })
+        self._patch_status(
+            pod,
+            {
+                "phase": "Running",
+                "startTime": pod.get("status", {}).get("startTime") or started,
+                "hostIP": "10.0.0.1",
+                "podIP": ip,
+                "podIPs": [{"ip": ip}],
+                "conditions": [
+                    _condition("PodReadyToStartContainers", True),
+                    _condition("Initialized", True),
+                    _condition("Ready", True),
+                    _condition("ContainersReady", True),
+                    _condition("PodScheduled", True),
+                ],
+                "containerStatuses": self._container_statuses(
+                    pod, {"running": {"startedAt": started}}, ready=True, started=True
+                ),
+            },
+        )
         uid = pod["metadata"]["uid"]
         self._started_at[uid] = self._loop.time()
         self._later(uid, self.duration_of(pod), lambda: self._finish(namespace, name))
@@ -355,15 +422,23 @@ class SimKubelet:
             elapsed = self._loop.time() - self._started_at[uid]
         else:
             start = pod.get("status", {}).get("startTime")
-            parsed = datetime.datetime.fromisoformat(start.replace("Z", "+00:00")) if start else None
+            parsed = (
+                datetime.datetime.fromisoformat(start.replace("Z", "+00:00")) if start else None
+            )
             now = datetime.datetime.now(datetime.UTC)
             elapsed = (now - parsed).total_seconds() if parsed else 0.0
         remaining = max(0.0, duration - elapsed) / (self.time_factor or 1.0)
         ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
         self._later(uid, remaining, lambda: self._finish(ns, name))
 
-    def _finish(self, namespace: str, name: str, exit_code: int | None = None,
-                reason: str | None = None, message: str | None = None) -> None:
+    def _finish(
+        self,
+        namespace: str,
+        name: str,
+        exit_code: int | None = None,
+        reason: str | None = None,
+        message: str | None = None,
+    ) -> None:
         pod = self._get(namespace, name)
         if pod is None:
             return
@@ -374,11 +449,19 @@ class SimKubelet:
         succeeded = exit_code == 0
         finished = now_rfc3339()
         old_statuses = pod.get("status", {}).get("containerStatuses", [])
-        started = next((cs["state"]["running"]["startedAt"] for cs in old_statuses
-                        if "running" in cs.get("state", {})), finished)
+        started = next(
+            (
+                cs["state"]["running"]["startedAt"]
+                for cs in old_statuses
+                if "running" in cs.get("state", {})
+            ),
+            finished,
+        )
         terminated: dict[str, Any] = {
-            "exitCode": exit_code, "reason": "Completed" if succeeded else "Error",
-            "startedAt": started, "finishedAt": finished,
+            "exitCode": exit_code,
+            "reason": "Completed" if succeeded else "Error",
+            "startedAt": started,
+            "finishedAt": finished,
             "containerID": f"containerd://{uid.replace('-', '')}",
         }
         status: dict[str, Any] = {
@@ -391,7 +474,8 @@ class SimKubelet:
                 _condition("PodScheduled", True),
             ],
             "containerStatuses": self._container_statuses(
-                pod, {"terminated": terminated}, ready=False, started=False),
+                pod, {"terminated": terminated}, ready=False, started=False
+            ),
         }
         if reason:
             status["reason"] = reason
@@ -417,8 +501,9 @@ class SimKubelet:
             if self._get(ns, name) is not None:
                 self.emulator.delete_object(PODS, ns, name, grace_period=0)
 
-        self._loop.call_later(self.termination_delay * self.time_factor,
-                              self.emulator._safely, delete)
+        self._loop.call_later(
+            self.termination_delay * self.time_factor, self.emulator._safely, delete
+        )
 
     def _evict(self, namespace: str, name: str, reason: str, message: str) -> None:
         pod = self._get(namespace, name)
