@@ -1,0 +1,174 @@
+"""The learned policy's action: choosing from the model's log-probabilities, and decoding.
+
+Shared by training (torch) and inference (ONNX), numpy only. A model returns three
+masked log-probability tables for an `Observation` (names `MODEL_OUTPUTS`):
+
+* `stage_logp` [N] — over stage rows; zero probability outside the stage mask;
+* `idle_logp` [M, I] — for each stage row that may idle (`Observation.idle_rows`, in that
+  order) over idle levels g = 0..I−1 (I = G+1, or 1 without the idle head); every other
+  stage launches (level 0) with probability 1;
+* `cap_logp` [J, L] — per job row over cap levels; zero probability at levels not above
+  the executors the job holds.
+
+An action is chosen in that order — the stage, then its idle level, then (only for a
+launch, g = 0) its job's cap level — and `decode` turns it into a `Decision`:
+
+* g > 0: idle the stage for d = r · l · g / G seconds, l = the stage's length (one task
+  duration, `Stage.duration`), G = `idle_levels`, r = `idle_ratio`; the job's cap stays
+  as it was (an idle decision launches nothing, so no cap is chosen);
+* g = 0: launch with cap = the chosen level, raised to held + tasks for a gang stage (so
+  all of its tasks start at once; the raise is a deterministic function of the sampled
+  level, so the sampled level's log-probability stays the action's).
+
+Every choice is re-masked here before the argmax or the draw, so a decoded action is
+legal for the cluster whatever numbers the model produced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Final, NamedTuple
+
+import numpy as np
+
+from idlegate.errors import IdlegateError
+from idlegate.policy.features import Observation
+from idlegate.sim.cluster import Decision
+
+MODEL_OUTPUTS: Final = ("stage_logp", "cap_logp", "idle_logp")
+"""The model's outputs, in order (torch forward results and ONNX output names)."""
+
+MASKED: Final = -1e9
+"""Log-probability fill for masked entries inside the model: exp() of it is exactly 0."""
+
+
+@dataclass(frozen=True)
+class ActionConfig:
+    """The idle part of the action space (the cap levels come from the features)."""
+
+    idle_head: bool = True
+    """False: no idle head, every decision launches (the Decima ablation)."""
+    idle_levels: int = 4
+    """G: idle lengths are d = r · l · g / G for g = 0..G."""
+    idle_ratio: float = 1.0
+    """r: the longest idle slot is r times the stage's length."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.idle_head, bool):
+            raise IdlegateError(f"idle_head must be true or false, got {self.idle_head!r}")
+        if not (isinstance(self.idle_levels, int) and self.idle_levels >= 1):
+            raise IdlegateError(
+                f"idle_levels (G) must be a whole number >= 1, got {self.idle_levels!r}"
+            )
+        if not (self.idle_ratio > 0 and self.idle_ratio < float("inf")):
+            raise IdlegateError(f"idle_ratio (r) must be a number > 0, got {self.idle_ratio!r}")
+
+    @property
+    def num_idle_levels(self) -> int:
+        """I: the width of the idle table (G + 1 with the idle head, else 1)."""
+        return self.idle_levels + 1 if self.idle_head else 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ActionConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise IdlegateError(
+                f"unknown action option {unknown[0]!r}; valid options: {', '.join(sorted(known))}"
+            )
+        return cls(**data)
+
+
+class Choice(NamedTuple):
+    """A chosen action as indices into the model's tables."""
+
+    stage_row: int
+    idle_level: int
+    cap_index: int
+    """Index into `Observation.cap_levels`; -1 for an idle decision (no cap chosen)."""
+
+
+def _pick(
+    logp: np.ndarray, mask: np.ndarray | None, greedy: bool, rng: np.random.Generator | None
+) -> int:
+    """Argmax, or a draw, over the entries of `logp` allowed by `mask` (None: all)."""
+    if mask is not None:
+        logp = np.where(mask, logp, -np.inf)
+    i = int(logp.argmax())
+    if logp[i] == -np.inf:
+        raise IdlegateError("the policy was asked to choose among no allowed actions")
+    if greedy or rng is None:
+        return i
+    p = np.exp(logp - logp[i])  # masked entries: exp(-inf) = 0 exactly
+    cdf = np.cumsum(p)
+    i = int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"))
+    # rounding can land on the total: take the last entry with probability > 0
+    return i if i < p.size and p[i] > 0 else int(np.flatnonzero(p)[-1])
+
+
+def idle_slot(obs: Observation, row: int) -> int:
+    """The row of `idle_logp` for stage row `row`, or -1 if the stage may not idle."""
+    rows = obs.idle_rows
+    i = int(np.searchsorted(rows, row))
+    return i if i < rows.size and rows[i] == row else -1
+
+
+def choose(
+    obs: Observation,
+    stage_logp: np.ndarray,
+    cap_logp: np.ndarray,
+    idle_logp: np.ndarray,
+    *,
+    greedy: bool = True,
+    rng: np.random.Generator | None = None,
+) -> Choice:
+    """Stage, then idle level, then (for a launch) cap level: argmax, or draws from `rng`."""
+    row = _pick(stage_logp, obs.stage_mask, greedy, rng)
+    idle = 0
+    if idle_logp.shape[1] > 1:
+        slot = idle_slot(obs, row)
+        if slot >= 0:
+            idle = _pick(idle_logp[slot], None, greedy, rng)
+    if idle > 0:
+        return Choice(row, idle, -1)
+    job = int(obs.stage_job[row])
+    return Choice(row, 0, _pick(cap_logp[job], obs.cap_mask[job], greedy, rng))
+
+
+def choice_log_prob(
+    obs: Observation,
+    choice: Choice,
+    stage_logp: np.ndarray,
+    cap_logp: np.ndarray,
+    idle_logp: np.ndarray,
+) -> float:
+    """log π(choice): the sum of the parts that were chosen (numpy; for checks and logs)."""
+    row, idle, cap = choice
+    total = float(stage_logp[row])
+    slot = idle_slot(obs, row)
+    if slot >= 0:
+        total += float(idle_logp[slot, idle])
+    if cap >= 0:
+        total += float(cap_logp[obs.stage_job[row], cap])
+    return total
+
+
+def idle_delay(length: float, level: int, config: ActionConfig) -> float:
+    """Seconds of idle for level g of a stage of length l: r · l · g / G."""
+    return config.idle_ratio * length * level / config.idle_levels
+
+
+def decode(obs: Observation, choice: Choice, config: ActionConfig) -> Decision:
+    """The `Decision` for `choice` (legal whenever the choice respects the masks)."""
+    stage = obs.stage(choice.stage_row)
+    job = stage.job
+    if choice.idle_level > 0:
+        delay = idle_delay(stage.duration, choice.idle_level, config)
+        return Decision(stage, max(job.cap, job.held), delay)
+    cap = int(obs.cap_levels[choice.cap_index])
+    if stage.gang:
+        cap = max(cap, job.held + stage.tasks)
+    return Decision(stage, cap)

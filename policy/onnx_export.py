@@ -1,0 +1,166 @@
+"""Export a trained policy to ONNX (torch side; the runtime is `policy.onnx_runtime`).
+
+The graph takes the `MODEL_INPUTS` with dynamic numbers of stages, jobs, edges, cap
+levels and idle-eligible stages and returns the `MODEL_OUTPUTS` (shapes in
+`policy.model.PolicyNet`):
+
+    inputs   stage_x [N, Fs] f32, job_x [J, Fj] f32, global_x [1, Fg] f32,
+             edge_src [E] i64, edge_dst [E] i64, stage_job [N] i64, stage_mask [N] bool,
+             idle_rows [M] i64, cap_x [L] f32, cap_mask [J, L] bool
+    outputs  stage_logp [N], cap_logp [J, L], idle_logp [M, I]   (f32 log-probabilities)
+
+It is written by torch's TorchScript-based exporter (`dynamo=False`): the
+torch.export-based one needs the `onnxscript` package, which idlegate does not depend
+on, and the model has no data-dependent control flow, so tracing is exact. The
+aggregations export through a custom symbolic as ScatterND(reduction="add"), opset 17.
+
+Metadata (ONNX `metadata_props`, all strings): see `METADATA_KEYS`; the runtime reads
+the feature and action configs from it, so an exported file is self-describing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import warnings
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import onnx
+import torch
+
+from idlegate.errors import IdlegateError
+from idlegate.policy.actions import MODEL_OUTPUTS
+from idlegate.policy.features import (
+    FEATURE_SCHEMA_VERSION,
+    MODEL_INPUTS,
+    NUM_GLOBAL_FEATURES,
+    NUM_JOB_FEATURES,
+    NUM_STAGE_FEATURES,
+)
+from idlegate.policy.model import PolicyNet, load_checkpoint, model_from_checkpoint
+
+OPSET: Final = 17
+"""ScatterElements with reduction="add" needs opset >= 16."""
+
+METADATA_KEYS: Final = (
+    "idlegate.format",  # "idlegate-policy-onnx"
+    "idlegate.feature_schema_version",  # FEATURE_SCHEMA_VERSION, e.g. "1"
+    "idlegate.model_config",  # ModelConfig.to_dict() as JSON (nested features, actions)
+    "idlegate.config_hash",  # ModelConfig.config_hash()
+    "idlegate.training_config_hash",  # sha256[:16] of the checkpoint's training_config, or ""
+    "idlegate.idle_levels",  # G
+    "idlegate.idle_ratio",  # r
+    "idlegate.ablation.idle_head",  # "true" / "false"
+    "idlegate.ablation.cp_features",  # "true" / "false"
+)
+ONNX_FORMAT: Final = "idlegate-policy-onnx"
+
+_DYNAMIC_AXES: Final = {
+    "stage_x": {0: "stages"},
+    "job_x": {0: "jobs"},
+    "edge_src": {0: "edges"},
+    "edge_dst": {0: "edges"},
+    "stage_job": {0: "stages"},
+    "stage_mask": {0: "stages"},
+    "idle_rows": {0: "idle_stages"},
+    "cap_x": {0: "levels"},
+    "cap_mask": {0: "jobs", 1: "levels"},
+    "stage_logp": {0: "stages"},
+    "cap_logp": {0: "jobs", 1: "levels"},
+    "idle_logp": {0: "idle_stages"},
+}
+
+
+def example_inputs(
+    stages: tuple[int, ...] = (3, 2), levels: int = 5, seed: int = 0
+) -> tuple[torch.Tensor, ...]:
+    """Random model inputs for jobs with `stages` stages each (chains), in `MODEL_INPUTS` order."""
+    rng = np.random.default_rng(seed)
+    n, j = sum(stages), len(stages)
+    offsets = np.cumsum((0, *stages))
+    src = np.concatenate([np.arange(o + 1, o + s) for o, s in zip(offsets, stages, strict=False)])
+    arrays = {
+        "stage_x": rng.standard_normal((n, NUM_STAGE_FEATURES)).astype(np.float32),
+        "job_x": rng.standard_normal((j, NUM_JOB_FEATURES)).astype(np.float32),
+        "global_x": rng.standard_normal((1, NUM_GLOBAL_FEATURES)).astype(np.float32),
+        "edge_src": src.astype(np.int64),
+        "edge_dst": (src - 1).astype(np.int64),
+        "stage_job": np.repeat(np.arange(j), stages).astype(np.int64),
+        "stage_mask": rng.random(n) < 0.7,
+        "idle_rows": np.flatnonzero(rng.random(n) < 0.5).astype(np.int64),
+        "cap_x": (np.arange(1, levels + 1) / levels).astype(np.float32),
+        "cap_mask": rng.random((j, levels)) < 0.7,
+    }
+    arrays["stage_mask"][0] = True
+    arrays["cap_mask"][:, -1] = True
+    return tuple(torch.from_numpy(arrays[k]) for k in MODEL_INPUTS)
+
+
+def _hash_json(value: Any) -> str:
+    if value is None:
+        return ""
+    text = json.dumps(value, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def export_model(
+    model: PolicyNet, out_path: str | Path, *, training_config: Any = None
+) -> dict[str, str]:
+    """Write `model` as ONNX to `out_path`, check it, and return the metadata written."""
+    cfg = model.config
+    model = model.eval()
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        # the exporter warns that it is the legacy one, and about index_add-style
+        # ops; ScatterElements(reduction="add") handles repeated indices correctly
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            model,
+            example_inputs(),
+            buffer,
+            dynamo=False,
+            input_names=list(MODEL_INPUTS),
+            output_names=list(MODEL_OUTPUTS),
+            dynamic_axes=_DYNAMIC_AXES,
+            opset_version=OPSET,
+            do_constant_folding=True,
+        )
+    proto = onnx.load_from_string(buffer.getvalue())
+    metadata = {
+        "idlegate.format": ONNX_FORMAT,
+        "idlegate.feature_schema_version": str(FEATURE_SCHEMA_VERSION),
+        "idlegate.model_config": json.dumps(cfg.to_dict(), sort_keys=True),
+        "idlegate.config_hash": cfg.config_hash(),
+        "idlegate.training_config_hash": _hash_json(training_config),
+        "idlegate.idle_levels": str(cfg.actions.idle_levels),
+        "idlegate.idle_ratio": repr(cfg.actions.idle_ratio),
+        "idlegate.ablation.idle_head": str(cfg.actions.idle_head).lower(),
+        "idlegate.ablation.cp_features": str(cfg.features.cp_features).lower(),
+    }
+    onnx.helper.set_model_props(proto, metadata)
+    proto.producer_name = "idlegate"
+    proto.doc_string = "idlegate learned scheduling policy (stage, parallelism cap, idle length)"
+    try:
+        onnx.checker.check_model(proto, full_check=True)
+    except onnx.checker.ValidationError as exc:
+        raise IdlegateError(f"the exported ONNX model does not pass onnx.checker: {exc}") from None
+    out = Path(out_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(proto, out)
+    return metadata
+
+
+def export_onnx(checkpoint_path: str | Path, out_path: str | Path) -> dict[str, str]:
+    """`idlegate export-onnx CKPT OUT.onnx`: the checkpoint's model as ONNX; returns metadata."""
+    ckpt = load_checkpoint(checkpoint_path)
+    try:
+        model = model_from_checkpoint(ckpt)
+    except (KeyError, RuntimeError, TypeError) as exc:
+        raise IdlegateError(
+            f"checkpoint {str(checkpoint_path)!r} does not hold a usable model ({exc}); "
+            "was it written by this version of idlegate?"
+        ) from None
+    return export_model(model, out_path, training_config=ckpt.get("training_config"))

@@ -1,0 +1,125 @@
+"""The learned policy at inference time: onnxruntime and numpy only (never torch).
+
+`OnnxPolicy` implements the `Scheduler` protocol with an exported model
+(`policy.onnx_export`). It computes features with the same `Featurizer` as training
+and decodes with the same `actions.choose`/`actions.decode`, so it makes the decisions
+the torch policy would make (greedy by default; with `greedy=False` it draws from the
+run's Generator given to `reset`). The feature and action configs come from the
+model's metadata, so the file alone describes how to use it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+
+from idlegate.errors import IdlegateError
+from idlegate.policy.actions import MODEL_OUTPUTS, ActionConfig, Choice, choose, decode
+from idlegate.policy.features import (
+    FEATURE_SCHEMA_VERSION,
+    MODEL_INPUTS,
+    FeatureConfig,
+    Featurizer,
+    Observation,
+)
+from idlegate.sim.cluster import WAIT, Action, ClusterView
+
+
+def session_options(threads: int = 1) -> ort.SessionOptions:
+    """Sequential execution on `threads` threads with every graph optimisation on."""
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = threads
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    # one decision is a few microseconds of work: spinning threads would only burn CPU
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    opts.log_severity_level = 3
+    return opts
+
+
+class OnnxPolicy:
+    """An exported policy as a `Scheduler`: `OnnxPolicy("policy.onnx")`.
+
+    `model` is a path or the ONNX bytes. Raises IdlegateError if the file is missing,
+    not an idlegate policy, or built for another feature schema.
+    """
+
+    def __init__(
+        self,
+        model: str | Path | bytes,
+        *,
+        greedy: bool = True,
+        threads: int = 1,
+        name: str = "learned",
+    ) -> None:
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise IdlegateError(f"threads must be a whole number >= 1, got {threads!r}")
+        if isinstance(model, str | Path) and not Path(model).is_file():
+            raise IdlegateError(
+                f"policy file {str(model)!r} does not exist; export one with "
+                "`idlegate export-onnx CKPT OUT.onnx`"
+            )
+        source = model if isinstance(model, bytes) else str(model)
+        try:
+            self.session = ort.InferenceSession(
+                source, session_options(threads), providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise IdlegateError(f"cannot load the ONNX policy: {exc}") from None
+        self.metadata: dict[str, str] = dict(self.session.get_modelmeta().custom_metadata_map)
+        self._check_metadata()
+        config = json.loads(self.metadata["idlegate.model_config"])
+        self.feature_config = FeatureConfig.from_dict(config["features"])
+        self.action_config = ActionConfig.from_dict(config["actions"])
+        self.featurizer = Featurizer(self.feature_config)
+        self.greedy = greedy
+        self.name = name
+        self._rng: np.random.Generator | None = None
+        self._run = self.session.run
+        self._outputs = list(MODEL_OUTPUTS)
+
+    def _check_metadata(self) -> None:
+        meta = self.metadata
+        if meta.get("idlegate.format") != "idlegate-policy-onnx":
+            raise IdlegateError("the ONNX file is not an idlegate policy (no idlegate metadata)")
+        version = meta.get("idlegate.feature_schema_version")
+        if version != str(FEATURE_SCHEMA_VERSION):
+            raise IdlegateError(
+                f"the policy was trained on feature schema {version}, this idlegate computes "
+                f"schema {FEATURE_SCHEMA_VERSION}; export a policy trained with this version"
+            )
+        names = [i.name for i in self.session.get_inputs()]
+        unknown = sorted(set(names) - set(MODEL_INPUTS))
+        if unknown:
+            raise IdlegateError(
+                f"the policy needs inputs {unknown} that idlegate does not compute "
+                f"(it computes {', '.join(MODEL_INPUTS)}); re-export it"
+            )
+        # the exporter drops inputs a configuration does not use (no message passing)
+        self.input_names = names
+
+    def reset(self, rng: Any) -> None:
+        """Start of a run: use `rng` for draws (if not greedy) and forget cached jobs."""
+        self._rng = rng
+        self.featurizer.reset()
+
+    def evaluate(self, obs: Observation) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The model's (stage_logp, cap_logp, idle_logp) for `obs`."""
+        feed = {name: getattr(obs, name) for name in self.input_names}
+        stage_logp, cap_logp, idle_logp = self._run(self._outputs, feed)
+        return stage_logp, cap_logp, idle_logp
+
+    def choose(self, obs: Observation) -> Choice:
+        """The action indices for `obs` (argmax, or a draw from the run's Generator)."""
+        return choose(obs, *self.evaluate(obs), greedy=self.greedy, rng=self._rng)
+
+    def decide(self, view: ClusterView) -> Action:
+        obs = self.featurizer(view)
+        if not obs.stage_mask.any():
+            return WAIT
+        return decode(obs, self.choose(obs), self.action_config)

@@ -1,0 +1,401 @@
+"""The GNN policy: layers on hand-built graphs, masked heads, acting, checkpoints."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from idlegate.errors import IdlegateError  # noqa: E402
+from idlegate.policy.actions import (  # noqa: E402
+    ActionConfig,
+    Choice,
+    choice_log_prob,
+    choose,
+    decode,
+    idle_delay,
+)
+from idlegate.policy.features import (  # noqa: E402
+    FEATURE_SCHEMA_VERSION,
+    FeatureConfig,
+    Featurizer,
+    compute_features,
+)
+from idlegate.policy.model import (  # noqa: E402
+    GlobalSummary,
+    JobSummary,
+    LevelHead,
+    MessagePassing,
+    ModelConfig,
+    PolicyNet,
+    TorchPolicy,
+    batch_observations,
+    checkpoint_dict,
+    evaluate_batch,
+    evaluate_choice,
+    index_add,
+    load_checkpoint,
+    masked_log_softmax,
+    model_from_checkpoint,
+    save_checkpoint,
+    select_action,
+)
+from idlegate.sim.cluster import Cluster, Decision  # noqa: E402
+from idlegate.sim.dag import Dag  # noqa: E402
+from idlegate.sim.engine import JobArrival, Workload, simulate  # noqa: E402
+from idlegate.sim.spec import parse_workflow  # noqa: E402
+from idlegate.sim.workloads import build_workload  # noqa: E402
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread():
+    """Tiny tensors: torch's thread pool only adds contention (badly so on a busy machine)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+# diamond a -> {b, c} -> d as rows 0..3; messages go child -> parent
+DIAMOND_SRC = torch.tensor([1, 2, 3, 3])
+DIAMOND_DST = torch.tensor([0, 0, 1, 2])
+
+
+def identity_linear(layer: torch.nn.Linear) -> None:
+    with torch.no_grad():
+        layer.weight.copy_(torch.eye(layer.out_features, layer.in_features))
+        if layer.bias is not None:
+            layer.bias.zero_()
+
+
+def test_message_passing_sums_descendants_with_identity_weights() -> None:
+    x = torch.tensor([[1.0, 0], [2, 0], [4, 0], [8, 1]])
+    mp = MessagePassing(2, steps=2, slope=1.0)  # slope 1: the activation is the identity
+    identity_linear(mp.f)
+    identity_linear(mp.g)
+    h = mp(x, DIAMOND_SRC, DIAMOND_DST)
+    # h_v = x_v + Σ children h_c: d = 8, b = 2 + 8, c = 4 + 8, a = 1 + 10 + 12
+    torch.testing.assert_close(h[:, 0], torch.tensor([23.0, 10, 12, 8]))
+    torch.testing.assert_close(h[:, 1], torch.tensor([2.0, 1, 1, 1]))  # d reaches a twice
+    one_step = MessagePassing(2, steps=1, slope=1.0)
+    one_step.load_state_dict(mp.state_dict())
+    # one step only reaches direct children: a = 1 + 2 + 4
+    torch.testing.assert_close(
+        one_step(x, DIAMOND_SRC, DIAMOND_DST)[:, 0], torch.tensor([7.0, 10, 12, 8])
+    )
+
+
+def test_message_passing_equals_the_bottom_up_recursion() -> None:
+    torch.manual_seed(0)
+    # a 5-stage DAG (depth 4): 0 <- 1 <- 2 <- 4 and 0 <- 3 <- 4 (child -> parent edges)
+    src = torch.tensor([1, 3, 2, 4, 4])
+    dst = torch.tensor([0, 0, 1, 2, 3])
+    children = {0: [1, 3], 1: [2], 2: [4], 3: [4], 4: []}
+    x = torch.randn(5, 6)
+    mp = MessagePassing(6, steps=3, slope=0.2)  # depth − 1 steps suffice
+    act = torch.nn.functional.leaky_relu
+    e: dict[int, torch.Tensor] = {}
+    for v in (4, 3, 2, 1, 0):  # reverse topological order
+        summed = sum((act(mp.f(e[c]), 0.2) for c in children[v]), torch.zeros(6))
+        e[v] = act(x[v] + mp.g(summed), 0.2)
+    want = torch.stack([e[v] for v in range(5)])
+    with torch.no_grad():
+        torch.testing.assert_close(mp(x, src, dst), want)
+        more = MessagePassing(6, steps=7, slope=0.2)
+        more.load_state_dict(mp.state_dict())
+        torch.testing.assert_close(more(x, src, dst), want)  # a fixed point after depth − 1
+
+
+def test_message_passing_without_edges_is_elementwise() -> None:
+    mp = MessagePassing(3, steps=4, slope=0.2)
+    x = torch.randn(2, 3)
+    empty = torch.zeros(0, dtype=torch.int64)
+    with torch.no_grad():
+        want = torch.nn.functional.leaky_relu(x + mp.g.bias, 0.2)
+        torch.testing.assert_close(mp(x, empty, empty), want)
+
+
+def test_job_and_global_summaries_pool_by_job() -> None:
+    e = torch.tensor([[1.0, 2], [3, 4], [5, 6]])
+    stage_job = torch.tensor([0, 0, 1])
+    js = JobSummary(2, job_dim=3, slope=1.0)
+    identity_linear(js.f)
+    identity_linear(js.g)
+    with torch.no_grad():
+        js.job.weight.zero_()
+    y = js(e, torch.zeros(2, 3), stage_job)
+    torch.testing.assert_close(y, torch.tensor([[4.0, 6], [5, 6]]))
+    gs = GlobalSummary(2, global_dim=4, slope=1.0)
+    identity_linear(gs.f)
+    identity_linear(gs.g)
+    with torch.no_grad():
+        gs.glob.weight.zero_()
+    torch.testing.assert_close(gs(y, torch.zeros(1, 4)), torch.tensor([[9.0, 12]]))
+
+
+def test_index_add_sums_repeats_and_has_the_right_gradient() -> None:
+    base = torch.zeros(3, 2, dtype=torch.float64)
+    values = torch.randn(4, 2, dtype=torch.float64, requires_grad=True)
+    rows = torch.tensor([[0], [2], [0], [0]])
+    out = index_add(base, rows, values)
+    torch.testing.assert_close(out[0], values[[0, 2, 3]].sum(0))
+    torch.testing.assert_close(out[1], torch.zeros(2, dtype=torch.float64))
+    assert torch.autograd.gradcheck(lambda v: index_add(base, rows, v), (values,))
+
+
+def test_masked_log_softmax_gives_masked_entries_zero_probability() -> None:
+    scores = torch.tensor([[3.0, 1.0, -2.0, 50.0], [1.0, 2.0, 3.0, 4.0]])
+    mask = torch.tensor([[True, True, False, False], [False, False, False, False]])
+    p = masked_log_softmax(scores, mask).exp()
+    assert p[0, 2] == 0 and p[0, 3] == 0  # exactly zero, even for the largest score
+    torch.testing.assert_close(p[0, :2].sum(), torch.tensor(1.0))
+    assert torch.isfinite(p[1]).all()  # an all-masked row stays finite
+
+
+def test_level_head_fixed_levels_path_equals_the_general_one() -> None:
+    torch.manual_seed(1)
+    head = LevelHead(8, 5, 0.2)
+    rows, z, levels = torch.randn(7, 8), torch.randn(1, 8), torch.linspace(0, 1, 5)
+    with torch.no_grad():
+        torch.testing.assert_close(head.forward_fixed(rows, z, levels), head(rows, z, levels))
+
+
+# ---------------------------------------------------------------------------------------
+# the whole model on real states
+
+
+def dag(*stages: tuple) -> Dag:
+    spec = [
+        {"name": s[0], "tasks": s[1], "taskDurationSeconds": s[2], "dependsOn": s[3]}
+        | ({"gang": s[4]} if len(s) > 4 else {})
+        for s in stages
+    ]
+    return Dag.from_spec(parse_workflow({"stages": spec}))
+
+
+def busy_state() -> Cluster:
+    """K=5; job 0 holds 2 executors on its first stage, job 1 waits; job 2 is a gang of 3."""
+    c = Cluster(5)
+    a = c.add_job(dag(("a", 4, 2.0, []), ("b", 2, 1.0, ["a"]), ("c", 3, 1.0, ["a"])), 0.0)
+    c.apply(Decision(a.stages[0], 2), 0.0)
+    c.add_job(dag(("x", 2, 1.0, []), ("y", 1, 3.0, ["x"])), 0.5)
+    c.add_job(dag(("g", 3, 2.0, [], True)), 1.0)
+    c.advance(1.0)
+    return c
+
+
+def test_heads_respect_every_mask() -> None:
+    torch.manual_seed(2)
+    obs = compute_features(busy_state())
+    with torch.no_grad():
+        stage_logp, cap_logp, idle_logp = PolicyNet().run(obs)
+    p_stage, p_cap, p_idle = stage_logp.exp(), cap_logp.exp(), idle_logp.exp()
+    assert (p_stage[~torch.from_numpy(obs.stage_mask)] == 0).all()
+    torch.testing.assert_close(p_stage.sum(), torch.tensor(1.0))
+    # the cap head only scores levels above what each job holds (job 0 holds 2)
+    cap_mask = torch.from_numpy(obs.cap_mask)
+    assert cap_mask[0].tolist() == [False, False, True, True, True]
+    assert (p_cap[~cap_mask] == 0).all()
+    torch.testing.assert_close(p_cap.sum(1), torch.ones(3))
+    # idle levels only for the stages that may idle: the first stages of jobs 1 and 2
+    assert [obs.stage(r).name for r in obs.idle_rows] == ["x", "g"]
+    assert obs.idle_rows.tolist() == np.flatnonzero(obs.idle_mask).tolist()
+    assert idle_logp.shape == (2, 5)
+    torch.testing.assert_close(p_idle.sum(1), torch.ones(2))
+
+
+def test_without_idle_head_every_decision_launches() -> None:
+    config = ModelConfig(actions=ActionConfig(idle_head=False))
+    obs = compute_features(busy_state())
+    with torch.no_grad():
+        _, _, idle_logp = PolicyNet(config).run(obs)
+    assert idle_logp.shape == (len(obs.idle_rows), 1) and not idle_logp.any()
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        step = select_action(PolicyNet(config), obs, rng=rng)
+        assert step.choice.idle_level == 0 and step.choice.cap_index >= 0
+
+
+def test_select_action_is_legal_and_its_log_prob_matches() -> None:
+    torch.manual_seed(3)
+    model = PolicyNet()
+    rng = np.random.default_rng(0)
+    seen_idle = seen_launch = False
+    for _ in range(40):
+        c = busy_state()
+        obs = compute_features(c)
+        step = select_action(model, obs, rng=rng, with_grad=True)
+        outputs = [t.detach().numpy() for t in model.run(obs)]
+        assert step.log_prob.item() == pytest.approx(
+            choice_log_prob(obs, step.choice, *outputs), abs=1e-5
+        )
+        assert step.entropy.item() >= 0 and step.log_prob.requires_grad
+        decision = decode(obs, step.choice, model.config.actions)
+        c.apply(decision, 1.0)  # raises IllegalDecisionError if the mask let anything slip
+        seen_idle |= decision.idle_delay > 0
+        seen_launch |= decision.idle_delay == 0
+    assert seen_idle and seen_launch
+    step.log_prob.backward()
+    assert model.stage_head.out.weight.grad is not None
+
+
+def test_decode_raises_gang_caps_and_keeps_caps_when_idling() -> None:
+    c = busy_state()
+    c.advance(1.0)
+    obs = compute_features(c)
+    gang_row = obs.num_stages - 1
+    assert obs.stage(gang_row).gang and obs.stage_mask[gang_row]
+    # cap level 1 for a gang of 3 becomes held + tasks = 3
+    decision = decode(obs, Choice(gang_row, 0, 0), ActionConfig())
+    assert decision.parallelism_cap == 3 and decision.idle_delay == 0
+    c.apply(decision, 1.0)
+    # idling job 1's first stage (length 1 s) at level 2 of G=4, r=2: 2 · 1 · 2/4 = 1 s
+    obs = compute_features(c)
+    row = obs.row_of(c.jobs[1].stages[0])
+    decision = decode(obs, Choice(row, 2, -1), ActionConfig(idle_ratio=2.0))
+    assert decision.idle_delay == pytest.approx(1.0) and decision.parallelism_cap == 0
+    assert idle_delay(10.0, 4, ActionConfig(idle_levels=4)) == 10.0
+
+
+def test_choose_greedy_and_sampled() -> None:
+    obs = compute_features(busy_state())
+    n = obs.num_stages
+    stage_logp = np.full(n, -1e9, dtype=np.float32)
+    allowed = np.flatnonzero(obs.stage_mask)
+    stage_logp[allowed] = np.log(1 / len(allowed))
+    stage_logp[allowed[-1]] += 0.1
+    cap_logp = np.where(obs.cap_mask, 0.0, -1e9).astype(np.float32)
+    idle_logp = np.zeros((len(obs.idle_rows), 5), dtype=np.float32)
+    greedy = choose(obs, stage_logp, cap_logp, idle_logp)
+    assert greedy.stage_row == allowed[-1] and greedy.idle_level == 0
+    rng = np.random.default_rng(0)
+    rows = {
+        choose(obs, stage_logp, cap_logp, idle_logp, greedy=False, rng=rng).stage_row
+        for _ in range(200)
+    }
+    assert rows == set(allowed.tolist())  # every allowed stage, nothing else
+
+
+def test_evaluate_choice_entropy_of_a_uniform_stage_choice() -> None:
+    obs = compute_features(busy_state())
+    k = int(obs.stage_mask.sum())
+    stage_logp = torch.from_numpy(np.where(obs.stage_mask, -np.log(k), -1e9).astype(np.float32))
+    cap_logp = torch.zeros(obs.num_jobs, 5)
+    idle_logp = torch.zeros(len(obs.idle_rows), 1)
+    row = int(np.flatnonzero(obs.stage_mask)[0])
+    log_prob, entropy = evaluate_choice((stage_logp, cap_logp, idle_logp), obs, Choice(row, 0, 4))
+    assert log_prob.item() == pytest.approx(-np.log(k))
+    assert entropy.item() == pytest.approx(np.log(k), abs=1e-6)
+
+
+# ---------------------------------------------------------------------------------------
+# full runs: masking keeps every decision legal
+
+
+def gang_workload(seed: int, jobs: int = 25, executors: int = 6) -> Workload:
+    """Small random DAGs, about a third of their stages gangs, Poisson arrivals."""
+    rng = np.random.default_rng(seed)
+    arrivals, t = [], 0.0
+    for i in range(jobs):
+        n = int(rng.integers(1, 6))
+        stages = []
+        for k in range(n):
+            gang = bool(rng.random() < 0.35)
+            tasks = int(rng.integers(1, executors + 1 if gang else 12))
+            parents = (
+                sorted({f"s{int(p)}" for p in rng.integers(0, k, size=min(k, 2))}) if k else []
+            )
+            stages.append((f"s{k}", tasks, float(rng.uniform(0.5, 4)), parents, gang))
+        arrivals.append(JobArrival(t, f"j{i}", dag(*stages)))
+        t += float(rng.exponential(3.0))
+    return Workload("gangs", tuple(arrivals), executors)
+
+
+@pytest.mark.parametrize("greedy", [False, True])
+def test_untrained_torch_policy_runs_a_tpch_like_workload(greedy: bool) -> None:
+    torch.manual_seed(4)
+    workload = build_workload(
+        "tpch-like", seed=2, num_executors=8, init=2, num_stream=8, interarrival=6
+    )
+    policy = TorchPolicy(PolicyNet(), greedy=greedy, record=True)
+    result = simulate(workload, policy, seed=0)
+    assert result.unfinished == 0 and len(result.records) == 10
+    assert len(policy.steps) == result.decisions
+    if not greedy:
+        assert sum(r.idle_inserted for r in result.records) > 0
+
+
+def test_untrained_torch_policy_runs_gang_stages_and_coarse_caps() -> None:
+    torch.manual_seed(5)
+    config = ModelConfig(features=FeatureConfig(max_cap_levels=3), mp_steps=3)
+    result = simulate(gang_workload(7), TorchPolicy(PolicyNet(config)), seed=1)
+    assert result.unfinished == 0
+
+
+@pytest.mark.parametrize("idle_head", [True, False])
+def test_batched_evaluation_equals_one_at_a_time(idle_head: bool) -> None:
+    torch.manual_seed(8)
+    model = PolicyNet(ModelConfig(actions=ActionConfig(idle_head=idle_head)))
+    steps = []
+    for executors, seed in ((8, 1), (5, 2)):  # different K: cap levels of different lengths
+        workload = build_workload(
+            "tpch-like", seed=seed, num_executors=executors, init=3, num_stream=3, interarrival=4
+        )
+        policy = TorchPolicy(model, record=True)
+        simulate(workload, policy, seed=seed)
+        steps += policy.steps[::7]
+    observations = [obs for obs, _, _ in steps]
+    choices = [choice for _, choice, _ in steps]
+    assert any(c.idle_level > 0 for c in choices) == idle_head
+    log_prob, entropy = evaluate_batch(model, observations, choices)
+    assert log_prob.shape == entropy.shape == (len(steps),)
+    with torch.no_grad():
+        for b, (obs, choice) in enumerate(zip(observations, choices, strict=True)):
+            want_lp, want_h = evaluate_choice(model.run(obs), obs, choice)
+            assert log_prob[b].item() == pytest.approx(want_lp.item(), abs=1e-5)
+            assert entropy[b].item() == pytest.approx(want_h.item(), abs=1e-5)
+    (-log_prob.mean() - 0.01 * entropy.mean()).backward()
+    assert all(p.grad is not None for p in model.stage_head.parameters())
+    batch = batch_observations(observations[:2])
+    assert batch.graphs.count == 2 and batch.inputs[0].shape[0] == sum(
+        o.num_stages for o in observations[:2]
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# checkpoints
+
+
+def test_checkpoint_round_trip(tmp_path) -> None:
+    torch.manual_seed(6)
+    config = ModelConfig(embed_dim=8, actions=ActionConfig(idle_levels=3, idle_ratio=0.5))
+    model = PolicyNet(config)
+    path = save_checkpoint(model, tmp_path / "ck" / "policy.pt", training_config={"lr": 1e-3})
+    ckpt = load_checkpoint(path)
+    assert ckpt["feature_schema_version"] == FEATURE_SCHEMA_VERSION
+    assert ckpt["training_config"] == {"lr": 1e-3}
+    again = model_from_checkpoint(ckpt)
+    assert again.config == config and again.config.config_hash() == config.config_hash()
+    obs = Featurizer(config.features)(busy_state())
+    with torch.no_grad():
+        for a, b in zip(model.run(obs), again.run(obs), strict=True):
+            torch.testing.assert_close(a, b)
+
+
+def test_bad_checkpoints_are_user_errors(tmp_path) -> None:
+    with pytest.raises(IdlegateError, match="does not exist"):
+        load_checkpoint(tmp_path / "missing.pt")
+    junk = tmp_path / "junk.pt"
+    junk.write_text("not a checkpoint")
+    with pytest.raises(IdlegateError, match="cannot read"):
+        load_checkpoint(junk)
+    old = checkpoint_dict(PolicyNet())
+    old["feature_schema_version"] = FEATURE_SCHEMA_VERSION + 100
+    torch.save(old, tmp_path / "old.pt")
+    with pytest.raises(IdlegateError, match="feature schema"):
+        load_checkpoint(tmp_path / "old.pt")
+    with pytest.raises(IdlegateError, match="unknown model option"):
+        ModelConfig.from_dict({"depth": 3})
+    with pytest.raises(IdlegateError):
+        ModelConfig(embed_dim=0)
