@@ -212,6 +212,7 @@ class ClusterView(Protocol):
 
     def runnable_stages(self) -> list[Stage]: ...
     def free_executors_from(self, job: Job | None) -> int: ...
+    def check(self, decision: Decision) -> None: ...
 
 
 class Scheduler(Protocol):
@@ -404,13 +405,14 @@ class Cluster:
         cap: int = 0,
         first_start: float | None = None,
         idle_inserted: float = 0.0,
-    ) -> None:
+    ) -> list[int]:
         """Rebuild a job's progress after a restart (the operator), right after `add_job`.
 
         `finished[i]`: tasks of stage i that finished; `running`: (stage index, executor or
         None for any free one) per task still running; `delayed`: stages that had their idle
         slot; `idle_until`: stages still inside one, with its end (new timers are reported
-        in `new_timers`, past ends are simply over).
+        in `new_timers`, past ends are simply over). Returns the executors the running
+        tasks occupy, in the order of `running`.
         """
         now = self.now
         if job.first_start is not None or job.held or any(s.launched for s in job.stages):
@@ -423,12 +425,13 @@ class Cluster:
             if not 0 <= n <= stage.tasks:
                 raise IllegalDecisionError(f"{job.name}/{stage.name}: {n} finished tasks?")
             stage.launched = stage.finished = n
+        claimed = []
         for index, executor in running:
             stage = job.stages[index]
             if stage.launched >= stage.tasks:
                 raise IllegalDecisionError(f"{job.name}/{stage.name}: more tasks than it has")
             stage.launched += 1
-            self._start(self._claim(executor, job), stage, True)
+            claimed.append(self._start(self._claim(executor, job), stage, True).executor)
         for index in delayed:
             job.stages[index].delayed = True
         for index, until in (idle_until or {}).items():
@@ -458,6 +461,7 @@ class Cluster:
         self.needs_schedule = True
         if job.stages_left == 0:
             self._job_complete(job, now)
+        return claimed
 
     def idle_expired(self, stage: Stage, now: float) -> None:
         """The idle slot of `stage` ended (the driver's timer fired)."""
@@ -509,7 +513,7 @@ class Cluster:
         self.advance(now)
         stage, cap, delay = decision.stage, decision.parallelism_cap, decision.idle_delay
         job = stage.job
-        self._check(stage, cap, delay)
+        self.check(decision)
         self.decisions += 1
         job.cap = cap
         if delay > 0:
@@ -538,7 +542,9 @@ class Cluster:
 
     # -- bookkeeping -----------------------------------------------------------------
 
-    def _check(self, stage: Stage, cap: int, delay: float) -> None:
+    def check(self, decision: Decision) -> None:
+        """Raise IllegalDecisionError unless `decision` is legal now (`apply` runs this too)."""
+        stage, cap, delay = decision.stage, decision.parallelism_cap, decision.idle_delay
         job = stage.job
         where = f"stage {job.name}/{stage.name}"
         if job.finish is not None:

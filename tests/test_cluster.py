@@ -177,9 +177,10 @@ def test_restore_progress_after_a_restart():
     c = Cluster(3)
     c.advance(5.0)
     job = c.add_job(diamond(), 5.0, "wf", arrival=1.0)
-    c.restore_progress(
+    claimed = c.restore_progress(
         job, finished=[2, 0, 0, 0], running=[(1, 2)], idle_until={2: 9.0}, cap=2, first_start=1.5
     )
+    assert claimed == [2]
     a, b, cc, _ = job.stages
     assert job.arrival == 1.0 and job.first_start == 1.5 and job.cap == 2 and job.held == 1
     assert a.complete and b.launched == 1 and b.executors == 1 and cc.delayed

@@ -15,7 +15,7 @@ resourceVersion and reaches all watch streams). For every pod it:
    ``Failed`` (non-zero exit code, ``Error``), as a real kubelet reports it.
 
 The duration is taken from the pod's ``idlegate.io/duration-seconds`` annotation,
-else from a ``TASK_DURATION`` env var of its first container, else
+else from a ``TASK_DURATION_SECONDS`` (or ``TASK_DURATION``) env var of its first container, else
 ``default_duration``. All simulated seconds are multiplied by ``time_factor``
 to get wall-clock seconds (``time_factor=0.01`` runs 100x faster). Timestamps
 written into the status are wall-clock times.
@@ -45,7 +45,8 @@ from idlegate.tests.k8s.apiserver import NODES, PODS, ApiServer, KubeApiEmulator
 DURATION_ANNOTATION = "idlegate.io/duration-seconds"
 EXIT_CODE_ANNOTATION = "idlegate.io/exit-code"
 FAIL_ANNOTATION = "idlegate.io/fail"
-DURATION_ENV = "TASK_DURATION"
+DURATION_ENVS = ("TASK_DURATION_SECONDS", "TASK_DURATION")
+"""Env vars of the first container read as the task duration (idlegate's pod contract first)."""
 
 
 def _condition(type_: str, status: bool, reason: str | None = None) -> dict[str, Any]:
@@ -520,7 +521,7 @@ class SimKubelet:
             return float(annotations[DURATION_ANNOTATION])
         containers = pod.get("spec", {}).get("containers") or [{}]
         for env in containers[0].get("env") or []:
-            if env.get("name") == DURATION_ENV and env.get("value") is not None:
+            if env.get("name") in DURATION_ENVS and env.get("value") is not None:
                 return float(env["value"])
         return self.default_duration
 

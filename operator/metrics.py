@@ -1,0 +1,127 @@
+"""Prometheus metrics of the operator, named in the style of Kueue's (``idlegate_*``).
+
+Every :class:`Metrics` has its own registry (several operators may live in one test
+process); :meth:`Metrics.serve` exposes it at ``/metrics``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+JCT_BUCKETS = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 43200, 86400)
+DECISION_BUCKETS = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0)
+
+
+class Metrics:
+    """The operator's series; the names are the contract (see deploy/README.md)."""
+
+    def __init__(self, pool_size: int, policy: str) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.completion_time = Histogram(
+            "idlegate_workflow_completion_time_seconds",
+            "Job completion time of finished workflows: completion minus arrival.",
+            ["result"],
+            buckets=JCT_BUCKETS,
+            registry=r,
+        )
+        for result in ("succeeded", "failed"):
+            self.completion_time.labels(result)
+        self.pending_workflows = Gauge(
+            "idlegate_pending_workflows",
+            "Workflows admitted whose first task has not been released yet (the queue).",
+            registry=r,
+        )
+        self.active_workflows = Gauge(
+            "idlegate_active_workflows",
+            "Workflows in the system: admitted, not finished.",
+            registry=r,
+        )
+        self.runnable_stages = Gauge(
+            "idlegate_runnable_stages",
+            "Stages that could take executors now (parents done, tasks left, not idling).",
+            registry=r,
+        )
+        self.busy_executors = Gauge(
+            "idlegate_busy_executors",
+            "Executors of the pool running a task pod.",
+            registry=r,
+        )
+        self.pool_size = Gauge(
+            "idlegate_executors", "Size of the executor pool (--pool-size).", registry=r
+        )
+        self.pool_size.set(pool_size)
+        self.idle_slots = Gauge(
+            "idlegate_idle_slots", "Stages inside a deliberate idle slot now.", registry=r
+        )
+        self.idle_inserted = Counter(
+            "idlegate_idle_inserted_seconds",
+            "Deliberate idle time the policy inserted before stages.",
+            registry=r,
+        )
+        self.decisions = Counter(
+            "idlegate_decisions",
+            "Scheduler decisions by kind: launch a stage, idle it, or wait.",
+            ["kind"],
+            registry=r,
+        )
+        for kind in ("launch", "idle", "wait"):
+            self.decisions.labels(kind)
+        self.decision_duration = Histogram(
+            "idlegate_decision_duration_seconds",
+            "Time the scheduler takes for one decision.",
+            buckets=DECISION_BUCKETS,
+            registry=r,
+        )
+        self.gate_removals = Counter(
+            "idlegate_gate_removals",
+            "Task pods released by removing the idlegate.io/release scheduling gate.",
+            registry=r,
+        )
+        self.pods_created = Counter(
+            "idlegate_pods_created", "Task pods created (gated or not).", registry=r
+        )
+        self.task_failures = Counter(
+            "idlegate_task_failures", "Failed task pod attempts.", registry=r
+        )
+        self.workflows_finished = Counter(
+            "idlegate_workflows_finished",
+            "Workflows that left the system, by result.",
+            ["result"],
+            registry=r,
+        )
+        for result in ("succeeded", "failed", "deleted"):
+            self.workflows_finished.labels(result)
+        self.invalid_workflows = Counter(
+            "idlegate_invalid_workflows", "Workflows rejected as invalid.", registry=r
+        )
+        self.api_errors = Counter(
+            "idlegate_api_errors",
+            "API requests of the operator that failed, by HTTP status (0: no response).",
+            ["status"],
+            registry=r,
+        )
+        self.info = Gauge(
+            "idlegate_operator_info", "The operator's policy (value 1).", ["policy"], registry=r
+        )
+        self.info.labels(policy).set(1)
+        self._server: Any = None
+
+    def serve(self, port: int, host: str = "0.0.0.0") -> int:
+        """Serve ``/metrics`` on `port` (0: any free port) in a thread; returns the port."""
+        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        self._server = server
+        return int(server.server_address[1])
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def value(self, name: str, **labels: str) -> float:
+        """The current value of one sample (tests and the probe): 0.0 if absent."""
+        found = self.registry.get_sample_value(name, labels or None)
+        return 0.0 if found is None else float(found)

@@ -1,0 +1,243 @@
+"""The operator's API writes, queued per workflow on the :class:`Actuator`.
+
+The bridge decides; the :class:`Writer` turns a decision into the writes that carry it
+out and the handling of their outcomes: create a task pod (idempotently: a 409 from the
+same workflow's pod is success, one from an older workflow of the same name is waited
+out), remove the gate (a JSON patch whose ``test`` op guards the gate's index), delete,
+write the status (batched), post an Event. Each write runs later, in the workflow's queue;
+what it reads of the workflow's state, it reads when it runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from idlegate.operator.actuator import Actuator, Op, Retry
+from idlegate.operator.kube import ApiError, KubeApi
+from idlegate.operator.metrics import Metrics
+from idlegate.operator.pods import (
+    ANNOTATION_EXECUTOR,
+    Owner,
+    pod_name,
+    read_task_pod,
+    release_patch,
+    task_pod,
+)
+from idlegate.operator.settings import Settings
+from idlegate.operator.status import clip, workflow_status
+from idlegate.operator.tracking import StageTrack, Task, TaskState, Workflow
+
+log = logging.getLogger(__name__)
+_HAS_POD = (TaskState.GATED, TaskState.RELEASED)
+
+
+class Writer:
+    """Queues the API writes of the bridge's decisions, one FIFO per workflow."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        actuator: Actuator,
+        metrics: Metrics,
+        *,
+        clock_now: Callable[[], float],
+        observe: Callable[[Mapping[str, Any]], None],
+        fail: Callable[[Workflow, str, str], None],
+        current: Callable[[Workflow], bool],
+        instance: str,
+    ) -> None:
+        self.settings = settings
+        self.actuator = actuator
+        self.metrics = metrics
+        self.clock_now = clock_now
+        """The bridge's time (for conditions' transition times)."""
+        self.observe = observe
+        """Feeds a pod the API returned back to the bridge (as if from the watch)."""
+        self.fail = fail
+        """Fails a workflow whose pod the API server refused for good."""
+        self.current = current
+        """True while the workflow is the bridge's (not finished, deleted or replaced)."""
+        self.instance = instance
+
+    def create_pod(self, wf: Workflow, track: StageTrack, task: Task, *, gated: bool) -> None:
+        """Create the pod of the task's current attempt: gated, or released on its executor."""
+        owner, spec, index, attempt = wf.owner, track.spec, task.index, task.attempt
+        executor = None if gated else task.executor
+        name = pod_name(owner.name, spec.name, index, attempt)
+
+        async def run(kube: KubeApi) -> None:
+            manifest = task_pod(owner, spec, index, attempt, gated=gated, executor=executor)
+            try:
+                body = await kube.create_pod(owner.namespace, manifest)
+                self.metrics.pods_created.inc()
+            except ApiError as exc:
+                if exc.status != 409:
+                    raise
+                body = await kube.get_pod(owner.namespace, name)
+                info = read_task_pod(body)
+                if info is None or info.owner_uid != owner.uid or info.deleting:
+                    raise Retry(f"pod {name} exists and is not this workflow's (yet)") from None
+                if not gated and executor is not None and info.gated:
+                    ops = release_patch(body, executor)
+                    if ops:
+                        body = await kube.patch_pod(owner.namespace, name, ops)
+                        self.metrics.gate_removals.inc()
+            self.observe(body)
+
+        def rejected(exc: ApiError) -> None:
+            self.fail(
+                wf,
+                "PodRejected",
+                f"The API server rejected task pod {name} of stage {spec.name!r}: "
+                f"{exc.message or exc}",
+            )
+
+        def wanted() -> bool:
+            return wf.active and task.attempt == attempt and task.state in _HAS_POD
+
+        what = f"create {'gated ' if gated else ''}pod {owner.namespace}/{name}"
+        self.actuator.submit(wf.key, Op(what, run, on_error=rejected, wanted=wanted))
+
+    def release_pod(self, wf: Workflow, track: StageTrack, task: Task) -> None:
+        """Remove the gate of the task's (gated) pod and record its executor on it."""
+        owner, spec, index, attempt = wf.owner, track.spec, task.index, task.attempt
+        executor = task.executor
+        assert executor is not None
+        name = pod_name(owner.name, spec.name, index, attempt)
+
+        async def run(kube: KubeApi) -> None:
+            ops = release_patch(task_pod(owner, spec, index, attempt, gated=True), executor)
+            assert ops is not None
+            try:
+                body = await kube.patch_pod(owner.namespace, name, ops)
+            except ApiError as exc:
+                if exc.status == 404:  # it went away: create it released
+                    body = await kube.create_pod(
+                        owner.namespace,
+                        task_pod(owner, spec, index, attempt, gated=False, executor=executor),
+                    )
+                    self.metrics.pods_created.inc()
+                    self.observe(body)
+                    return
+                if exc.status not in (409, 422):
+                    raise
+                current = await kube.get_pod(owner.namespace, name)
+                ops = release_patch(current, executor)
+                if ops is None:  # released already (by an earlier attempt of this op)
+                    key = ANNOTATION_EXECUTOR.replace("/", "~1")
+                    ops = [
+                        {
+                            "op": "add",
+                            "path": f"/metadata/annotations/{key}",
+                            "value": str(executor),
+                        }
+                    ]
+                body = await kube.patch_pod(owner.namespace, name, ops)
+            self.metrics.gate_removals.inc()
+            self.observe(body)
+
+        def rejected(exc: ApiError) -> None:
+            self.fail(
+                wf,
+                "PodRejected",
+                f"Task pod {name} of stage {spec.name!r} could not be released: {exc}",
+            )
+
+        def wanted() -> bool:
+            return wf.active and task.attempt == attempt and task.state is TaskState.RELEASED
+
+        what = f"release pod {owner.namespace}/{name} on executor {executor}"
+        self.actuator.submit(wf.key, Op(what, run, on_error=rejected, wanted=wanted))
+
+    def delete_pod(self, owner: Owner, name: str) -> None:
+        """Delete a pod (gone already is fine)."""
+
+        async def run(kube: KubeApi) -> None:
+            try:
+                await kube.delete_pod(owner.namespace, name)
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+
+        self.actuator.submit((owner.namespace, owner.name), Op(f"delete pod {name}", run))
+
+    def status(self, wf: Workflow, *, urgent: bool = False) -> None:
+        """Queue a status write. One is queued at a time (it writes the state as it is when
+        it runs); changes of counts only are batched for `Settings.status_interval`."""
+        if wf.status_queued:
+            return
+        interval = self.settings.status_interval
+        if not urgent and interval > 0:
+            if wf.status_timer is None:
+                loop = asyncio.get_running_loop()
+                wf.status_timer = loop.call_later(interval, self._flush_status, wf)
+            return
+        if wf.status_timer is not None:
+            wf.status_timer.cancel()
+            wf.status_timer = None
+        wf.status_queued = True
+
+        async def run(kube: KubeApi) -> None:
+            wf.status_queued = False
+            wf.refresh_conditions(self.clock_now())
+            try:
+                await kube.patch_workflow_status(
+                    wf.owner.namespace, wf.owner.name, workflow_status(wf)
+                )
+            except ApiError as exc:
+                if exc.status != 404:  # 404: deleted meanwhile
+                    raise
+
+        self.actuator.submit(wf.key, Op(f"status of {wf.owner.namespace}/{wf.owner.name}", run))
+
+    def _flush_status(self, wf: Workflow) -> None:
+        wf.status_timer = None
+        if self.current(wf):
+            self.status(wf, urgent=True)
+
+    def event(self, owner: Owner, type_: str, reason: str, message: str) -> None:
+        """Post an Event on the DagWorkflow (core/v1, shown by `kubectl describe dwf`)."""
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        component = self.settings.component
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{owner.name}.", "namespace": owner.namespace},
+            "involvedObject": owner.object_reference(),
+            "type": type_,
+            "reason": reason,
+            "message": clip(message),
+            "source": {"component": component},
+            "reportingComponent": component,
+            "reportingInstance": self.instance,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        log.info("%s/%s %s: %s", owner.namespace, owner.name, reason, message)
+
+        async def run(kube: KubeApi) -> None:
+            try:
+                await kube.create_event(owner.namespace, body)
+            except ApiError as exc:
+                if exc.retryable:
+                    raise
+                log.warning("Event %s on %s not posted: %s", reason, owner.name, exc)
+
+        self.actuator.submit((owner.namespace, owner.name), Op(f"event {reason}", run))
+
+    def invalid_status(self, owner: Owner, body: dict[str, Any]) -> None:
+        """Write the status of a rejected workflow (it has no Workflow record)."""
+
+        async def run(kube: KubeApi) -> None:
+            try:
+                await kube.patch_workflow_status(owner.namespace, owner.name, body)
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+
+        self.actuator.submit((owner.namespace, owner.name), Op(f"status of {owner.name}", run))

@@ -1,0 +1,685 @@
+"""End-to-end tests: the real kopf operator against the API emulator and a simulated kubelet.
+
+The operator runs in ``kopf.testing.KopfRunner`` (a thread with its own event loop) with an
+accelerated clock, against the kmock-based API server emulator of ``tests/k8s`` and its
+simulated kubelet accelerated by the same factor; one test drives it with the real
+``kubectl``, and the burst test runs the real ``idlegate operator`` command in a
+subprocess (wall-clock time, tiny tasks) to measure its decisions/s and memory.
+
+Each test gets its own namespace, kubelet and operator (watching that namespace only).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import kmock
+import pytest
+from kopf.testing import KopfRunner
+
+from idlegate.operator.clock import Clock, ScaledClock
+from idlegate.operator.crd import API_VERSION, render_crd
+from idlegate.operator.main import Operator, build_registry
+from idlegate.operator.pods import GATE, LABEL_WORKFLOW
+from idlegate.operator.settings import Settings
+from idlegate.policy import make_scheduler
+from idlegate.sim.cluster import WAIT, Action, ClusterView, Decision
+from idlegate.tests.k8s import ApiServer, SimKubelet, apiserver_fixture
+
+SPEED = 20.0
+"""Simulated seconds per wall second, for the operator's clock and the kubelet alike."""
+DWF = "idlegate.io/v1alpha1/dagworkflows"
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "deploy" / "samples"
+JCT_SLACK = 8.0
+"""Simulated seconds of overhead allowed on a JCT: each stage transition costs a few API
+round trips (watch event, gate removal, kubelet), multiplied by SPEED."""
+
+api = apiserver_fixture(scope="module")
+_namespaces = itertools.count()
+
+
+# -- fixtures and helpers -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def crd(api: ApiServer) -> dict[str, Any]:
+    """The project's real CRD (generated schema, printer columns, status subresource)."""
+    return api.create("customresourcedefinitions", render_crd())
+
+
+@pytest.fixture()
+def ns(api: ApiServer, crd: Any) -> str:
+    name = f"e2e-{os.getpid() % 10000}-{next(_namespaces)}"
+    api.create("namespaces", {"metadata": {"name": name}})
+    return name
+
+
+class PodMonitor:
+    """Watches every pod write in the emulator: pool occupancy and creations, exactly."""
+
+    def __init__(self, api: ApiServer, namespace: str) -> None:
+        self.api, self.namespace = api, namespace
+        self.occupying: dict[str, str] = {}  # pod -> workflow, while it holds an executor
+        self.max_total = 0
+        self.max_per_workflow: Counter[str] = Counter()
+        self.created: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._unsubscribe = api.call(lambda: api.emulator.subscribe(self._on_event))
+
+    def _on_event(self, res: Any, etype: str, obj: dict[str, Any], old: Any) -> None:
+        if res != kmock.resource("", "v1", "pods"):
+            return
+        meta = obj.get("metadata") or {}
+        if meta.get("namespace") != self.namespace:
+            return
+        name, workflow = meta["name"], (meta.get("labels") or {}).get(LABEL_WORKFLOW, "")
+        holds = (
+            etype != "DELETED"
+            and not (obj.get("spec") or {}).get("schedulingGates")
+            and (obj.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            and not meta.get("deletionTimestamp")
+        )
+        with self._lock:
+            if etype == "ADDED":
+                self.created[name] += 1
+            if holds:
+                self.occupying[name] = workflow
+            else:
+                self.occupying.pop(name, None)
+            self.max_total = max(self.max_total, len(self.occupying))
+            per = Counter(self.occupying.values())
+            for wf, n in per.items():
+                self.max_per_workflow[wf] = max(self.max_per_workflow[wf], n)
+
+    def close(self) -> None:
+        self.api.call(self._unsubscribe)
+
+    @property
+    def duplicates(self) -> list[str]:
+        return [name for name, n in self.created.items() if n > 1]
+
+
+@pytest.fixture()
+def monitor(api: ApiServer, ns: str) -> Iterator[PodMonitor]:
+    mon = PodMonitor(api, ns)
+    yield mon
+    mon.close()
+
+
+@pytest.fixture()
+def kubelet(api: ApiServer, ns: str) -> Iterator[SimKubelet]:
+    with SimKubelet(
+        api,
+        node_name=f"node-{ns}",
+        namespace=ns,
+        time_factor=1 / SPEED,
+        startup_delay=0.0,
+        termination_delay=0.05,
+    ) as k:
+        yield k
+
+
+@contextlib.contextmanager
+def running_operator(
+    api: ApiServer,
+    namespace: str,
+    *,
+    pool: int,
+    scheduler: Any = None,
+    policy: str | None = "fair",
+    clock: Clock | None = None,
+) -> Iterator[Operator]:
+    """The real kopf operator in a thread (KopfRunner), serving `namespace`."""
+    settings = Settings(
+        pool_size=pool,
+        policy=policy,
+        scheduler=scheduler,
+        namespaces=(namespace,),
+        standalone=True,
+        metrics_port=None,
+        health_port=None,
+        kubeconfig=api.kubeconfig,
+        clock=clock or ScaledClock(SPEED),
+        retry_delays=(0.05, 0.2, 0.5),
+        status_interval=0.2,
+        watch_server_timeout=60,
+        watch_client_timeout=90,
+    )
+    operator = Operator(settings)
+    args = ["run", "--standalone", "--namespace", namespace]
+    with KopfRunner(args, registry=build_registry(operator), timeout=60) as runner:
+        wait(lambda: operator._bridge is not None and operator.bridge.rebuilt, 20, "operator start")
+        yield operator
+    if runner.exception is not None or runner.exit_code != 0:
+        raise AssertionError(f"the operator failed:\n{runner.output}") from runner.exception
+
+
+def wait(predicate: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.02)
+
+
+def workflow(name: str, *stages: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "DagWorkflow",
+        "metadata": {"name": name},
+        "spec": {"stages": list(stages)},
+    }
+
+
+def stage(name: str, tasks: int = 1, duration: float = 10, deps: tuple[str, ...] = (), **kw):
+    return {
+        "name": name,
+        "tasks": tasks,
+        "taskDurationSeconds": duration,
+        "dependsOn": list(deps),
+        **kw,
+    }
+
+
+def status_of(api: ApiServer, ns: str, name: str) -> dict[str, Any]:
+    return (api.get(DWF, ns, name) or {}).get("status") or {}
+
+
+def wait_phase(api: ApiServer, ns: str, name: str, phases: tuple[str, ...], timeout: float = 30):
+    return wait(
+        lambda: status_of(api, ns, name).get("phase") in phases and status_of(api, ns, name),
+        timeout,
+        f"{name} to reach {phases}",
+    )
+
+
+def events_of(api: ApiServer, ns: str, name: str) -> list[dict[str, Any]]:
+    return api.list("events", ns, field_selector=f"involvedObject.name={name}")
+
+
+def pods_of(api: ApiServer, ns: str, name: str) -> list[dict[str, Any]]:
+    return api.list("pods", ns, label_selector=f"{LABEL_WORKFLOW}={name}")
+
+
+class IdleRootsOnce:
+    """A test policy: FIFO, but the root stages of workflows named `prefix`* first idle
+    `delay` seconds, once."""
+
+    name = "idle-roots"
+
+    def __init__(self, delay: float, prefix: str = "") -> None:
+        self.delay, self.prefix = delay, prefix
+        self.fifo = make_scheduler("fifo")
+
+    def reset(self, rng: Any) -> None:
+        self.fifo.reset(rng)
+
+    def decide(self, view: ClusterView) -> Action:
+        for s in view.runnable_stages():
+            job = s.job
+            if (
+                job.name.split("/")[-1].startswith(self.prefix)
+                and not s.delayed
+                and not s.launched
+                and not job.dag.parents[s.index]
+            ):
+                return Decision(s, view.num_executors, self.delay)
+        return self.fifo.decide(view)
+
+
+class CappedFifo:
+    """A test policy: FIFO with every workflow capped at `cap` executors."""
+
+    name = "capped-fifo"
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+
+    def reset(self, rng: Any) -> None:
+        pass
+
+    def decide(self, view: ClusterView) -> Action:
+        if view.free_executors <= 0:
+            return WAIT
+        for s in view.runnable_stages():
+            if s.job.held < self.cap:
+                return Decision(s, self.cap)
+        return WAIT
+
+
+# -- scenarios ---------------------------------------------------------------------------------
+
+
+def test_diamond_completes_with_the_right_jct(api, ns, kubelet, monitor):
+    diamond = workflow(
+        "diamond",
+        stage("a", 1, 10),
+        stage("b", 2, 10, ("a",)),
+        stage("c", 1, 20, ("a",)),
+        stage("d", 1, 10, ("b", "c")),
+    )
+    with running_operator(api, ns, pool=4) as op:
+        api.create(DWF, diamond, namespace=ns)
+        status = wait_phase(api, ns, "diamond", ("Succeeded", "Failed"))
+        wait(lambda: op.bridge.actuator.pending() == 0, 5, "the last writes")
+    assert status["phase"] == "Succeeded", status
+    # critical path a -> c -> d = 40 s; b runs beside c
+    assert 40.0 - 0.5 <= status["jctSeconds"] <= 40.0 + JCT_SLACK, status["jctSeconds"]
+    assert status["stagesSummary"] == "4/4" and status["stagesDone"] == status["stagesTotal"] == 4
+    assert [(s["name"], s["succeeded"], s["running"]) for s in status["stages"]] == [
+        ("a", 1, 0),
+        ("b", 2, 0),
+        ("c", 1, 0),
+        ("d", 1, 0),
+    ]
+    conditions = {c["type"]: c for c in status["conditions"]}
+    assert conditions["Complete"]["status"] == "True" and conditions["Valid"]["status"] == "True"
+    assert status["observedGeneration"] == 1 and status["completionTime"] > status["startTime"]
+    pods = pods_of(api, ns, "diamond")
+    assert sorted(p["metadata"]["name"] for p in pods) == [
+        "diamond-a-0",
+        "diamond-b-0",
+        "diamond-b-1",
+        "diamond-c-0",
+        "diamond-d-0",
+    ]
+    for pod in pods:
+        assert pod["status"]["phase"] == "Succeeded"
+        assert not pod["spec"].get("schedulingGates")
+        assert pod["spec"]["restartPolicy"] == "Never"
+        (ref,) = pod["metadata"]["ownerReferences"]
+        assert ref["kind"] == "DagWorkflow" and ref["name"] == "diamond" and ref["controller"]
+        labels = pod["metadata"]["labels"]
+        env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
+        assert env["TASK_INDEX"] == labels["idlegate.io/task"]
+        assert (
+            env["STAGE_NAME"] == labels["idlegate.io/stage"] and env["WORKFLOW_NAME"] == "diamond"
+        )
+    assert monitor.max_total <= 4 and not monitor.duplicates
+    reasons = Counter(e["reason"] for e in events_of(api, ns, "diamond"))
+    assert reasons["Accepted"] == 1 and reasons["Succeeded"] == 1 and reasons["Released"] >= 4
+    assert (
+        op.metrics.value("idlegate_workflow_completion_time_seconds_count", result="succeeded") == 1
+    )
+    assert op.metrics.value("idlegate_gate_removals_total") == 5
+    api.assert_no_internal_errors()
+
+
+def test_pool_and_parallelism_caps_are_never_exceeded(api, ns, kubelet, monitor):
+    names = ("w1", "w2", "w3")
+    with running_operator(api, ns, pool=3, scheduler=CappedFifo(2)) as op:
+        for name in names:
+            api.create(
+                DWF, workflow(name, stage("map", 4, 5), stage("red", 1, 5, ("map",))), namespace=ns
+            )
+        for name in names:
+            wait_phase(api, ns, name, ("Succeeded", "Failed"), timeout=40)
+        assert op.metrics.value("idlegate_busy_executors") == 0
+    assert all(status_of(api, ns, n)["phase"] == "Succeeded" for n in names)
+    assert monitor.max_total == 3  # the pool was used fully, and never exceeded
+    assert max(monitor.max_per_workflow.values()) == 2  # the cap held for every workflow
+    assert status_of(api, ns, "w1")["parallelismCap"] == 2
+    assert not monitor.duplicates and sum(monitor.created.values()) == 3 * 5
+    waiting = [e for n in names for e in events_of(api, ns, n) if e["reason"] == "Waiting"]
+    assert waiting and any(
+        "parallelism cap" in e["message"] or "busy" in e["message"] for e in waiting
+    )
+
+
+def test_an_idle_delay_is_applied_evented_and_counted(api, ns, kubelet, monitor):
+    delay = 40.0
+    with running_operator(api, ns, pool=2, scheduler=IdleRootsOnce(delay)) as op:
+        api.create(DWF, workflow("late", stage("a", 2, 5)), namespace=ns)
+        slot = wait(
+            lambda: (status_of(api, ns, "late").get("idleSlots") or [None])[0],
+            10,
+            "the idle slot in the status",
+        )
+        assert slot["stage"] == "a" and slot["delaySeconds"] == delay and not slot["released"]
+        # while it waits: gated pods, nothing running, and the answer to "why?"
+        pods = pods_of(api, ns, "late")
+        assert pods and all(p["spec"]["schedulingGates"] == [{"name": GATE}] for p in pods)
+        assert all(p["status"].get("phase") == "Pending" for p in pods)
+        running = {c["type"]: c for c in status_of(api, ns, "late")["conditions"]}["Running"]
+        assert running["reason"] == "IdleSlot" and "idle-roots" in running["message"]
+        if shutil.which("kubectl"):
+            described = api.kubectl("describe", "dwf", "late", "-n", ns).stdout
+            assert "IdleSlot" in described and "on purpose" in described, described
+        status = wait_phase(api, ns, "late", ("Succeeded", "Failed"), timeout=30)
+        assert op.metrics.value("idlegate_idle_inserted_seconds_total") == delay
+        assert op.metrics.value("idlegate_decisions_total", kind="idle") == 1
+    assert status["phase"] == "Succeeded"
+    assert status["idleInsertedSeconds"] == delay
+    assert status["idleSlots"][0]["released"] is True
+    assert delay + 5 - 0.5 <= status["jctSeconds"] <= delay + 5 + JCT_SLACK
+    reasons = [e["reason"] for e in events_of(api, ns, "late")]
+    assert reasons.count("IdleSlot") == 1 and reasons.count("IdleSlotEnded") == 1
+    idle = next(e for e in events_of(api, ns, "late") if e["reason"] == "IdleSlot")
+    assert "40 s" in idle["message"] and "parallelism cap 2" in idle["message"]
+
+
+def test_an_invalid_spec_is_rejected_and_the_others_run(api, ns, kubelet, monitor):
+    cyclic = workflow("loop", stage("root"), stage("x", deps=("y",)), stage("y", deps=("x",)))
+    with running_operator(api, ns, pool=2):
+        api.create(DWF, cyclic, namespace=ns)
+        api.create(DWF, workflow("fine", stage("a", 1, 2)), namespace=ns)
+        status = wait_phase(api, ns, "loop", ("Invalid",))
+        wait_phase(api, ns, "fine", ("Succeeded",))
+    valid = {c["type"]: c for c in status["conditions"]}["Valid"]
+    assert valid["status"] == "False" and valid["reason"] == "InvalidSpec"
+    assert "cycle" in valid["message"] and "x -> y -> x" in valid["message"]
+    assert status["stagesSummary"] == "0/3"
+    assert pods_of(api, ns, "loop") == []
+    (warning,) = [e for e in events_of(api, ns, "loop") if e["reason"] == "InvalidSpec"]
+    assert warning["type"] == "Warning" and "cycle" in warning["message"]
+
+
+def test_restart_in_the_middle_of_a_delay_neither_duplicates_nor_repeats(api, ns, kubelet, monitor):
+    clock = ScaledClock(SPEED)  # one clock across both runs, as wall time is for real
+    delay = 60.0
+    with running_operator(
+        api, ns, pool=3, clock=clock, scheduler=IdleRootsOnce(delay, prefix="held")
+    ) as first:
+        api.create(DWF, workflow("busy", stage("a", 2, 60)), namespace=ns)
+        api.create(DWF, workflow("held", stage("a", 1, 5), stage("b", 1, 5, ("a",))), namespace=ns)
+        wait(lambda: status_of(api, ns, "held").get("idleSlots"), 10, "the persisted slot")
+        wait(lambda: len(monitor.occupying) == 2, 10, "busy's two tasks running")
+        wait(lambda: first.bridge.actuator.pending() == 0, 5, "the writes")
+    # the operator is gone in the middle of the slot; the tasks of "busy" keep running
+    time.sleep(1.0)  # 20 s of simulated downtime: a repeated delay would end 20 s too late
+    assert status_of(api, ns, "held")["idleSlots"][0]["released"] is False
+    with running_operator(
+        api, ns, pool=3, clock=clock, scheduler=IdleRootsOnce(delay, prefix="held")
+    ) as second:
+        held = wait_phase(api, ns, "held", ("Succeeded", "Failed"), timeout=30)
+        busy = wait_phase(api, ns, "busy", ("Succeeded", "Failed"), timeout=30)
+        assert second.metrics.value("idlegate_decisions_total", kind="idle") == 0
+    assert held["phase"] == busy["phase"] == "Succeeded"
+    # the delay was honoured exactly once: 60 s, then 10 s of work. Forgotten, "held" would
+    # end ~10 s after the restart (~30 s); repeated, 60 s after the restart (>= 90 s).
+    assert delay + 10 - 0.5 <= held["jctSeconds"] <= delay + 10 + JCT_SLACK, held["jctSeconds"]
+    assert len(held["idleSlots"]) == 1 and held["idleSlots"][0]["released"]
+    assert held["idleInsertedSeconds"] == delay
+    assert 60 - 0.5 <= busy["jctSeconds"] <= 60 + JCT_SLACK  # its pods ran through the restart
+    assert not monitor.duplicates
+    assert sorted(monitor.created) == ["busy-a-0", "busy-a-1", "held-a-0", "held-b-0"]
+    assert monitor.max_total <= 3
+    reasons = [e["reason"] for e in events_of(api, ns, "held")]
+    assert reasons.count("IdleSlot") == 1 and reasons.count("Accepted") == 1
+
+
+def test_failed_pods_are_retried_then_fail_the_workflow(api, ns, monitor):
+    def failure(pod: Mapping[str, Any]) -> int | None:
+        name = pod["metadata"]["name"]
+        return 3 if name in ("flaky-a-0", "doomed-a-0") else None
+
+    with (
+        SimKubelet(
+            api,
+            node_name=f"node-{ns}",
+            namespace=ns,
+            time_factor=1 / SPEED,
+            startup_delay=0.0,
+            failure=failure,
+        ),
+        running_operator(api, ns, pool=2),
+    ):
+        api.create(DWF, workflow("flaky", stage("a", 1, 2, backoffLimit=1)), namespace=ns)
+        api.create(
+            DWF, workflow("doomed", stage("a", 2, 2), stage("z", 1, 2, ("a",))), namespace=ns
+        )
+        flaky = wait_phase(api, ns, "flaky", ("Succeeded", "Failed"))
+        doomed = wait_phase(api, ns, "doomed", ("Succeeded", "Failed"))
+    assert flaky["phase"] == "Succeeded" and flaky["stages"][0]["failed"] == 1
+    retry = api.get("pods", ns, "flaky-a-0-r1")
+    assert retry["status"]["phase"] == "Succeeded"
+    assert "TaskRetry" in [e["reason"] for e in events_of(api, ns, "flaky")]
+    assert doomed["phase"] == "Failed"
+    failed = {c["type"]: c for c in doomed["conditions"]}["Failed"]
+    assert failed["status"] == "True" and failed["reason"] == "TaskFailed"
+    assert "Stage 'a'" in failed["message"] and "exited with code 3" in failed["message"]
+    assert pods_of(api, ns, "doomed") and api.get("pods", ns, "doomed-z-0") is None
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+def test_kubectl_apply_get_and_describe(api, ns, kubelet, monitor):
+    with running_operator(api, ns, pool=8):
+        out = api.kubectl(
+            "apply",
+            "--validate=false",
+            "-n",
+            ns,
+            "-f",
+            str(SAMPLES / "diamond.yaml"),
+            "-f",
+            str(SAMPLES / "invalid-cycle.yaml"),
+        ).stdout
+        assert "dagworkflow.idlegate.io/diamond created" in out
+        status = wait_phase(api, ns, "diamond", ("Succeeded", "Failed"), timeout=30)
+        wait(lambda: status_of(api, ns, "invalid-cycle").get("phase") == "Invalid", 10, "invalid")
+        table = api.kubectl("get", "dwf", "-n", ns).stdout.splitlines()
+        described = api.kubectl("describe", "dwf", "diamond", "-n", ns).stdout
+        pods = api.kubectl(
+            "get", "pods", "-n", ns, "-l", "idlegate.io/workflow=diamond", "-o", "name"
+        ).stdout.split()
+    assert status["phase"] == "Succeeded"
+    # extract 5 s -> right 8 s (left's 4 s beside it) -> merge 3 s
+    assert 16 - 0.5 <= status["jctSeconds"] <= 16 + JCT_SLACK
+    assert table[0].split() == ["NAME", "PHASE", "STAGES", "JCT", "IDLE", "AGE"]
+    rows = {line.split()[0]: line.split() for line in table[1:]}
+    assert rows["diamond"][1:3] == ["Succeeded", "4/4"]
+    assert float(rows["diamond"][3]) == pytest.approx(status["jctSeconds"], abs=0.01)
+    assert rows["diamond"][4] == "0"
+    assert rows["invalid-cycle"][1] == "Invalid"
+    assert "Released" in described and "Succeeded" in described
+    assert len(pods) == 8
+
+
+def test_deleting_a_workflow_frees_its_executors_and_collects_its_pods(api, ns, kubelet, monitor):
+    with running_operator(api, ns, pool=2) as op:
+        api.create(DWF, workflow("long", stage("a", 2, 600)), namespace=ns)
+        wait(lambda: len(monitor.occupying) == 2, 10, "long's tasks running")
+        api.create(DWF, workflow("next", stage("a", 1, 2)), namespace=ns)
+        wait(lambda: status_of(api, ns, "next").get("phase") == "Pending", 10, "next pending")
+        api.delete(DWF, ns, "long")  # no finalizer: it is gone at once, its pods follow
+        assert api.get(DWF, ns, "long") is None
+        status = wait_phase(api, ns, "next", ("Succeeded", "Failed"), timeout=20)
+        wait(lambda: pods_of(api, ns, "long") == [], 10, "the garbage collector")
+        assert op.metrics.value("idlegate_workflows_finished_total", result="deleted") == 1
+    assert status["phase"] == "Succeeded"
+    assert status["jctSeconds"] < 600  # it did not wait for the deleted workflow's tasks
+
+
+def test_an_exported_onnx_policy_drives_the_operator(api, ns, kubelet, monitor, tmp_path):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("onnx")
+    from idlegate.policy.model import ModelConfig, PolicyNet
+    from idlegate.policy.onnx_export import export_model
+
+    torch.manual_seed(0)
+    path = tmp_path / "untrained.onnx"
+    export_model(PolicyNet(ModelConfig()).eval(), path)
+    # loading it the operator's way imports onnxruntime only
+    code = (
+        "import sys; from idlegate.operator.main import Operator; "
+        "from idlegate.operator.settings import Settings; "
+        f"op = Operator(Settings(pool_size=2, policy={str(path)!r})); "
+        "print(op.scheduler.name); sys.exit('torch' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "untrained", result.stderr
+    with running_operator(api, ns, pool=3, policy=str(path)) as op:
+        assert op.scheduler.name == "untrained"
+        api.create(DWF, workflow("net", stage("a", 2, 5), stage("b", 2, 5, ("a",))), namespace=ns)
+        status = wait_phase(api, ns, "net", ("Succeeded", "Failed"), timeout=40)
+        assert op.metrics.value("idlegate_decisions_total", kind="launch") >= 2
+    assert status["phase"] == "Succeeded"
+    assert monitor.max_total <= 3 and not monitor.duplicates
+
+
+# -- the burst: the real command in a subprocess --------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _proc_status(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM (peak RSS) of a process, in KiB."""
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = int(value.split()[0])
+    return out
+
+
+def _proc_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _metric(text: str, name: str, labels: str = "") -> float:
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name + (labels or "")) and (labels or line[len(name)] in " {"):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+@pytest.mark.slow
+def test_a_burst_of_200_workflows_completes(api, ns, tmp_path, record_property):
+    count, pool = 200, 16
+    metrics_port, health_port = _free_port(), _free_port()
+    log = (tmp_path / "operator.log").open("w")
+    command = [
+        sys.executable,
+        "-m",
+        "idlegate",
+        "operator",
+        "--standalone",
+        f"--pool-size={pool}",
+        "--policy",
+        "fair",
+        "--namespace",
+        ns,
+        "--metrics-port",
+        str(metrics_port),
+        "--health-port",
+        str(health_port),
+        "--kubeconfig",
+        str(api.kubeconfig),
+    ]
+    env = {**os.environ, "POD_ID": "idlegate-operator-e2e", "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+    mon = PodMonitor(api, ns)
+    try:
+        with SimKubelet(
+            api,
+            node_name=f"node-{ns}",
+            namespace=ns,
+            time_factor=1.0,
+            startup_delay=0.0,
+            termination_delay=0.01,
+        ):
+            wait(lambda: _get(f"http://127.0.0.1:{health_port}/healthz"), 30, "/healthz")
+            start = time.monotonic()
+            for i in range(count):  # a burst: all at once
+                api.create(
+                    DWF,
+                    workflow(
+                        f"burst-{i:03d}",
+                        stage("extract", 2, 0.05),
+                        stage("left", 2, 0.05, ("extract",)),
+                        stage("right", 1, 0.1, ("extract",)),
+                        stage("merge", 1, 0.05, ("left", "right")),
+                    ),
+                    namespace=ns,
+                )
+            submitted = time.monotonic() - start
+
+            def done() -> bool:
+                phases = Counter((w.get("status") or {}).get("phase") for w in api.list(DWF, ns))
+                return phases["Succeeded"] + phases["Failed"] == count
+
+            wait(done, 150, f"{count} workflows to finish")
+            elapsed = time.monotonic() - start
+            text = _get(f"http://127.0.0.1:{metrics_port}/metrics")
+            memory = _proc_status(proc.pid)
+            cpu = _proc_cpu(proc.pid)
+    finally:
+        mon.close()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+    phases = Counter(w["status"]["phase"] for w in api.list(DWF, ns))
+    assert phases == {"Succeeded": count}, (tmp_path / "operator.log").read_text()[-3000:]
+    assert mon.max_total <= pool and not mon.duplicates
+    assert sum(mon.created.values()) == count * 6
+    decisions = _metric(text, "idlegate_decisions_total")
+    latency = _metric(text, "idlegate_decision_duration_seconds_sum")
+    jcts = [w["status"]["jctSeconds"] for w in api.list(DWF, ns)]
+    report = {
+        "workflows": count,
+        "pods": count * 6,
+        "pool": pool,
+        "submit_seconds": round(submitted, 2),
+        "wall_seconds": round(elapsed, 2),
+        "decisions": int(decisions),
+        "decisions_per_second_wall": round(decisions / elapsed, 1),
+        "decisions_per_second_policy": round(decisions / latency) if latency else None,
+        "mean_decision_ms": round(1000 * latency / decisions, 4) if decisions else None,
+        "gate_removals": int(_metric(text, "idlegate_gate_removals_total")),
+        "mean_jct_seconds": round(sum(jcts) / len(jcts), 2),
+        "operator_cpu_seconds": round(cpu, 1),
+        "test_process_cpu_seconds": round(sum(resource.getrusage(resource.RUSAGE_SELF)[:2]), 1),
+        "operator_rss_mib": round(memory["VmRSS"] / 1024, 1),
+        "operator_peak_rss_mib": round(memory["VmHWM"] / 1024, 1),
+        "test_process_peak_rss_mib": round(
+            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1
+        ),
+    }
+    for key, value in report.items():
+        record_property(key, value)
+    print("\nBURST " + json.dumps(report))
+    (Path(os.environ.get("IDLEGATE_BURST_REPORT", tmp_path / "burst.json"))).write_text(
+        json.dumps(report, indent=2)
+    )
+    assert report["gate_removals"] + 0 <= count * 6
+    assert decisions >= count  # at least one launch decision per workflow
+
+
+def _get(url: str) -> str:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.read().decode()
+    except OSError:
+        return ""

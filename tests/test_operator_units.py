@@ -1,0 +1,313 @@
+"""Unit tests of the operator's small parts: pods, clock, settings, policy loading, CLI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from idlegate.cli import app
+from idlegate.errors import IdlegateError
+from idlegate.operator.clock import FakeClock, ScaledClock, WallClock, from_datetime, to_datetime
+from idlegate.operator.decisions import RecordingScheduler, decision_kind, load_scheduler
+from idlegate.operator.metrics import Metrics
+from idlegate.operator.pods import (
+    ANNOTATION_ATTEMPT,
+    ANNOTATION_EXECUTOR,
+    GATE,
+    LABEL_STAGE,
+    LABEL_TASK,
+    LABEL_WORKFLOW,
+    Owner,
+    format_seconds,
+    pod_name,
+    read_task_pod,
+    release_patch,
+    task_pod,
+)
+from idlegate.operator.settings import Settings
+from idlegate.sim.cluster import WAIT, Cluster, Decision
+from idlegate.sim.dag import Dag
+from idlegate.sim.spec import StageSpec, parse_workflow
+
+OWNER = Owner("team", "wf", "uid-1")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _stage(**kw: Any) -> StageSpec:
+    return StageSpec.model_validate({"name": "s", "tasks": 2, "taskDurationSeconds": 2.5, **kw})
+
+
+# -- pods ---------------------------------------------------------------------------------------
+
+
+def test_pod_names_are_deterministic_dns_labels():
+    assert pod_name("wf", "extract", 3) == "wf-extract-3"
+    assert pod_name("wf", "extract", 3, attempt=2) == "wf-extract-3-r2"
+    long = pod_name("w" * 63, "s" * 40, 12345)
+    assert len(long) <= 63 and long == pod_name("w" * 63, "s" * 40, 12345)
+    assert long != pod_name("w" * 63, "s" * 40, 12346)
+    assert long[0].isalnum() and long[-1].isalnum()
+
+
+def test_format_seconds_is_a_plain_decimal():
+    assert [format_seconds(x) for x in (5.0, 2.2, 0.25, 1e-5, 3600)] == [
+        "5",
+        "2.2",
+        "0.25",
+        "0.00001",
+        "3600",
+    ]
+
+
+def test_task_pod_follows_the_contract():
+    template = {
+        "metadata": {
+            "name": "ignored",
+            "labels": {"team": "a", LABEL_TASK: "x"},
+            "annotations": {"note": "kept"},
+        },
+        "spec": {
+            "restartPolicy": "Always",
+            "schedulingGates": [{"name": "example.com/other"}],
+            "initContainers": [{"name": "init", "image": "busybox"}],
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "busybox",
+                    "env": [{"name": "TASK_INDEX", "value": "9"}, {"name": "KEEP", "value": "1"}],
+                }
+            ],
+        },
+    }
+    pod = task_pod(OWNER, _stage(template=template), 1, attempt=0)
+    meta, spec = pod["metadata"], pod["spec"]
+    assert meta["name"] == "wf-s-1" and meta["namespace"] == "team"
+    assert meta["labels"] == {"team": "a", LABEL_WORKFLOW: "wf", LABEL_STAGE: "s", LABEL_TASK: "1"}
+    assert meta["annotations"] == {"note": "kept", ANNOTATION_ATTEMPT: "0"}
+    (ref,) = meta["ownerReferences"]
+    assert ref == {
+        "apiVersion": "idlegate.io/v1alpha1",
+        "kind": "DagWorkflow",
+        "name": "wf",
+        "uid": "uid-1",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    assert spec["restartPolicy"] == "Never"
+    assert spec["schedulingGates"] == [{"name": "example.com/other"}, {"name": GATE}]
+    for container in spec["containers"] + spec["initContainers"]:
+        env = {e["name"]: e["value"] for e in container["env"]}
+        assert env["TASK_DURATION_SECONDS"] == "2.5" and env["TASK_INDEX"] == "1"
+        assert env["STAGE_NAME"] == "s" and env["WORKFLOW_NAME"] == "wf"
+    assert {"name": "KEEP", "value": "1"} in spec["containers"][0]["env"]
+
+
+def test_a_stage_without_template_sleeps_its_duration_and_retries_are_ungated():
+    pod = task_pod(OWNER, _stage(), 0, attempt=1, gated=False, executor=4)
+    assert pod["metadata"]["name"] == "wf-s-0-r1"
+    assert "schedulingGates" not in pod["spec"]
+    assert pod["metadata"]["annotations"][ANNOTATION_EXECUTOR] == "4"
+    (container,) = pod["spec"]["containers"]
+    assert container["command"] == ["sleep", "$(TASK_DURATION_SECONDS)"]
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+
+
+def test_release_patch_removes_only_the_gate_of_the_operator_guarded_by_a_test():
+    pod = task_pod(
+        OWNER,
+        _stage(template={"spec": {"schedulingGates": [{"name": "x/y"}], "containers": []}}),
+        0,
+    )
+    ops = release_patch(pod, 3)
+    assert ops == [
+        {"op": "add", "path": "/metadata/annotations/idlegate.io~1executor", "value": "3"},
+        {"op": "test", "path": "/spec/schedulingGates/1/name", "value": GATE},
+        {"op": "remove", "path": "/spec/schedulingGates/1"},
+    ]
+    released = task_pod(OWNER, _stage(), 0, gated=False)
+    assert release_patch(released, 3) is None
+
+
+def test_read_task_pod_reads_back_what_task_pod_wrote():
+    pod = task_pod(OWNER, _stage(), 1, attempt=2, gated=False, executor=5)
+    pod["status"] = {
+        "phase": "Failed",
+        "containerStatuses": [
+            {"name": "task", "state": {"terminated": {"exitCode": 2, "reason": "Error"}}}
+        ],
+    }
+    info = read_task_pod(pod)
+    assert info is not None
+    assert (info.workflow, info.stage, info.index, info.attempt) == ("wf", "s", 1, 2)
+    assert (info.owner_uid, info.gated, info.executor) == ("uid-1", False, 5)
+    assert info.terminal and "exited with code 2" in info.reason
+    assert read_task_pod({"metadata": {"labels": {LABEL_WORKFLOW: "wf"}}}) is None
+
+
+# -- clock and settings ---------------------------------------------------------------------------
+
+
+def test_clocks():
+    assert abs(WallClock().now() - time.time()) < 1
+    fast = ScaledClock(speed=50, anchor=time.time() - 1)
+    assert fast.now() - time.time() == pytest.approx(49, abs=1)
+    assert fast.wall_delay(10) == pytest.approx(0.2)
+    fake = FakeClock(100)
+    assert fake.advance(5) == 105 and fake.wall_delay(-1) == 0
+    assert from_datetime(to_datetime(1234.5)) == 1234.5
+    assert from_datetime("2024-01-01T00:00:00Z") == 1704067200
+    with pytest.raises(ValueError):
+        ScaledClock(0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"pool_size": 0}, "at least 1"),
+        ({"pool_size": True}, "whole number"),
+        ({"pool_size": 2, "metrics_port": 70000}, "not a TCP port"),
+        ({"pool_size": 2, "watch_server_timeout": 100, "watch_client_timeout": 50}, "exceed"),
+        ({"pool_size": 2, "namespaces": ("a", "a")}, "twice"),
+    ],
+)
+def test_settings_refuse_nonsense(kwargs, needle):
+    with pytest.raises(IdlegateError, match=needle):
+        Settings(**kwargs)
+
+
+def test_settings_window_defaults_to_the_pool():
+    assert Settings(pool_size=8).window == 8
+    assert Settings(pool_size=8, gated_pods_per_stage=2).window == 2
+
+
+# -- policies -------------------------------------------------------------------------------------
+
+
+def test_load_scheduler_by_name_default_and_file(tmp_path):
+    assert load_scheduler("sjf-cp").name == "sjf-cp"
+    default = load_scheduler(None)
+    onnx_files = list((ROOT / "policy").glob("*.onnx"))
+    assert default.name == ("fair" if not onnx_files else onnx_files[0].stem)
+    with pytest.raises(IdlegateError, match="unknown scheduler"):
+        load_scheduler("nope")
+    with pytest.raises(IdlegateError, match="does not exist"):
+        load_scheduler(str(tmp_path / "missing.onnx"))
+
+
+class _Illegal:
+    name = "illegal"
+
+    def reset(self, rng: Any) -> None:
+        pass
+
+    def decide(self, view: Any) -> Any:
+        stage = view.runnable_stages()[0]
+        return Decision(stage, 0)  # a cap of 0 can never launch anything
+
+
+def test_recording_scheduler_counts_times_and_guards_illegal_decisions():
+    spec = parse_workflow({"stages": [{"name": "a", "tasks": 2, "taskDurationSeconds": 1}]})
+    cluster = Cluster(2)
+    cluster.add_job(Dag.from_spec(spec), 0.0)
+    metrics = Metrics(2, "illegal")
+    rec = RecordingScheduler(_Illegal(), metrics)
+    assert cluster.schedule(rec, 0.0) == []  # treated as WAIT, nothing lost
+    assert rec.rejected == 1 and metrics.value("idlegate_decisions_total", kind="wait") == 1
+    fair = RecordingScheduler(load_scheduler("fair"), metrics)
+    assert len(cluster.schedule(fair, 0.0)) == 2
+    assert metrics.value("idlegate_decisions_total", kind="launch") >= 1
+    assert metrics.value("idlegate_decision_duration_seconds_count") >= 2
+    assert [decision_kind(d) for d in fair.drain()] == ["launch"]
+    assert decision_kind(WAIT) == "wait"
+
+
+def test_metrics_endpoint_serves_the_series():
+    import urllib.request
+
+    metrics = Metrics(4, "fair")
+    port = metrics.serve(0, "127.0.0.1")
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    finally:
+        metrics.stop()
+    for name in (
+        "idlegate_workflow_completion_time_seconds_bucket",
+        "idlegate_pending_workflows",
+        "idlegate_busy_executors",
+        "idlegate_executors 4.0",
+        "idlegate_idle_inserted_seconds_total",
+        'idlegate_decisions_total{kind="idle"}',
+        "idlegate_decision_duration_seconds_bucket",
+        "idlegate_gate_removals_total",
+    ):
+        assert name in text, name
+
+
+# -- the process: no torch, and the CLI ---------------------------------------------------------------
+
+
+def test_the_operator_process_never_imports_torch():
+    code = textwrap.dedent(
+        """
+        import sys
+        import idlegate.cli
+        from idlegate.operator.main import Operator, build_registry
+        from idlegate.operator.settings import Settings
+        operator = Operator(Settings(pool_size=2))
+        build_registry(operator)
+        import idlegate.operator.handlers, idlegate.operator.state, idlegate.policy
+        leaked = sorted(m for m in sys.modules if m == "torch" or m.startswith("torch."))
+        print("LEAKED", leaked)
+        sys.exit(1 if leaked else 0)
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_cli_parses_the_flags_of_the_deployment_into_settings(monkeypatch):
+    seen: dict[str, Any] = {}
+
+    def fake_run(settings: Settings, *, verbose: bool = False) -> None:
+        seen["settings"], seen["verbose"] = settings, verbose
+
+    monkeypatch.setattr("idlegate.operator.main.run", fake_run)
+    result = CliRunner().invoke(
+        app,
+        [
+            "operator",
+            "--standalone",
+            "--pool-size=8",
+            "--policy",
+            "sjf-cp",
+            "-n",
+            "a",
+            "--namespace",
+            "b",
+            "--metrics-port",
+            "9191",
+            "--health-port",
+            "8181",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    s = seen["settings"]
+    assert (s.pool_size, s.policy, s.namespaces, s.standalone) == (8, "sjf-cp", ("a", "b"), True)
+    assert (s.metrics_port, s.health_port) == (9191, 8181)
+
+
+def test_cli_reports_bad_flags_in_one_line():
+    result = CliRunner().invoke(app, ["operator", "--pool-size=0"])
+    assert result.exit_code == 1
+    assert "at least 1 task pod" in result.output
+    result = CliRunner().invoke(app, ["operator", "--pool-size=2", "--policy", "nope"])
+    assert result.exit_code == 1 and "unknown scheduler" in result.output
