@@ -269,6 +269,56 @@ def demo(
         _print_compare(*_run_compare(config, out))
 
 
+@app.command("operator")
+def operator_command(
+    pool_size: Annotated[
+        int,
+        typer.Option(
+            "--pool-size", help="Executors: task pods that may run at once, cluster-wide."
+        ),
+    ],
+    policy: Annotated[
+        str | None,
+        typer.Option(
+            "--policy",
+            help="A heuristic's name (fair, sjf-cp, ...) or an exported .onnx policy; "
+            "default: the bundled ONNX policy if there is one, else fair.",
+        ),
+    ] = None,
+    namespace: Annotated[
+        list[str] | None,
+        typer.Option("--namespace", "-n", help="Serve only this namespace (repeatable)."),
+    ] = None,
+    standalone: Annotated[
+        bool, typer.Option("--standalone", help="No kopf peering (one replica owns the pool).")
+    ] = False,
+    metrics_port: Annotated[
+        int, typer.Option("--metrics-port", help="Prometheus /metrics port.")
+    ] = 9090,
+    health_port: Annotated[int, typer.Option("--health-port", help="/healthz port.")] = 8080,
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option("--kubeconfig", help="Kubeconfig; default: in-cluster, else $KUBECONFIG."),
+    ] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
+) -> None:
+    """Run the Kubernetes operator: DagWorkflows in, policy-released task pods out."""
+    with _user_errors():
+        from idlegate.operator.main import run
+        from idlegate.operator.settings import Settings
+
+        settings = Settings(
+            pool_size=pool_size,
+            policy=policy,
+            namespaces=tuple(namespace or ()),
+            standalone=standalone,
+            metrics_port=metrics_port,
+            health_port=health_port,
+            kubeconfig=kubeconfig,
+        )
+        run(settings, verbose=verbose)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point (``idlegate``, ``python -m idlegate``)."""
     run: Callable[..., Any] = app
