@@ -197,7 +197,12 @@ def _print_compare(cmp: Comparison, paths: dict[str, Path], elapsed: float) -> N
 def compare(
     workload: WorkloadOpt = "tpch-like",
     schedulers: Annotated[
-        str, typer.Option("--schedulers", help="Comma-separated scheduler names.")
+        str,
+        typer.Option(
+            "--schedulers",
+            help="Comma-separated schedulers: names, analytic:BASE, learned:PATH.onnx, "
+            "each optionally LABEL=...",
+        ),
     ] = "fifo,fair,sjf-cp,weighted-fair",
     seeds: Annotated[int, typer.Option("--seeds", help="Number of seeds (paired runs).")] = 5,
     first_seed: Annotated[int, typer.Option("--first-seed", help="First seed.")] = 0,
@@ -317,6 +322,128 @@ def operator_command(
             kubeconfig=kubeconfig,
         )
         run(settings, verbose=verbose)
+
+
+@app.command()
+def train(
+    preset: Annotated[
+        str | None, typer.Option("--preset", help="Base settings: quick (≤ 10 min) or full.")
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="YAML file of settings, merged over the preset."),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Output directory (default: the config's).")
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option("--workers", help="Rollout worker processes.")
+    ] = None,
+    iterations: Annotated[
+        int | None, typer.Option("--iterations", help="REINFORCE iterations (override).")
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue the run in --out from checkpoint.pt.")
+    ] = False,
+) -> None:
+    """Train the learned policy (BC warm start, then REINFORCE) and write checkpoints."""
+    with _user_errors():
+        from idlegate.training.config import load_config
+        from idlegate.training.reinforce import train as run_training
+
+        cfg = load_config(
+            config,
+            preset,
+            out_dir=str(out) if out is not None else None,
+            workers=workers,
+            iterations=iterations,
+            resume=resume or None,
+        )
+        result = run_training(cfg)
+        console = _stdout()
+        refs = ", ".join(f"{k} {v:.2f}" for k, v in result.reference_jct.items())
+        console.print(
+            f"trained {result.iterations} iterations in {result.wall_seconds:.0f} s; "
+            f"validation avg JCT: learned {result.best_val_jct:.2f} (best, iteration "
+            f"{result.best_iteration}), {refs}",
+            highlight=False,
+        )
+        console.print(f"wrote {result.out_dir}/best.pt and policy.onnx", highlight=False)
+
+
+@app.command("export-onnx")
+def export_onnx_command(
+    checkpoint: Annotated[Path, typer.Argument(help="A checkpoint written by idlegate train.")],
+    output: Annotated[Path, typer.Argument(help="Where to write the ONNX policy.")],
+) -> None:
+    """Export a trained checkpoint as an ONNX policy (for the operator and `OnnxPolicy`)."""
+    with _user_errors():
+        from idlegate.policy.onnx_export import export_onnx
+
+        meta = export_onnx(checkpoint, output)
+        typer.echo(
+            f"wrote {output} (feature schema {meta['idlegate.feature_schema_version']}, "
+            f"G={meta['idlegate.idle_levels']}, config {meta['idlegate.config_hash']})"
+        )
+
+
+@app.command()
+def evaluate(
+    models: Annotated[
+        list[str],
+        typer.Option(
+            "--models",
+            "-m",
+            help="LABEL=PATH.onnx (repeatable or comma-separated), e.g. learned=a.onnx "
+            "learned-no-idle=b.onnx learned-no-cp=c.onnx.",
+        ),
+    ],
+    suite: Annotated[
+        str, typer.Option("--suite", help="quick (1-2 min) or full (the issue's workloads).")
+    ] = "quick",
+    seeds: Annotated[
+        int | None, typer.Option("--seeds", help="Seeds per workload (default 3 quick, 10 full).")
+    ] = None,
+    first_seed: Annotated[
+        int,
+        typer.Option("--first-seed", help="First seed; never one the models trained on."),
+    ] = 1000,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Write evaluation.md/.json, per-workload reports, plots."),
+    ] = None,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Worker processes.")] = 1,
+    tpch_dir: TpchDirOpt = None,
+    workloads: Annotated[
+        str | None,
+        typer.Option(
+            "--workloads", help="Only these workloads (keys or families), comma-separated."
+        ),
+    ] = None,
+    training_log: Annotated[
+        Path | None,
+        typer.Option("--training-log", help="A training CSV (train_log.csv) to plot."),
+    ] = None,
+    sweep: Annotated[
+        bool, typer.Option("--sweep/--no-sweep", help="Run the idle-length sweep (Fig. 6).")
+    ] = True,
+) -> None:
+    """Evaluate learned policies against the baselines on paired seeds (mean ± 95 % CI)."""
+    with _user_errors():
+        from idlegate.evaluate import EvaluateConfig, parse_list, parse_models, run_cli
+
+        config = EvaluateConfig(
+            models=parse_models(models),
+            suite=suite,
+            seeds=seeds,
+            first_seed=first_seed,
+            jobs=jobs,
+            tpch_dir=tpch_dir,
+            workloads=parse_list(workloads) if workloads is not None else None,
+            training_log=training_log,
+            sweep=sweep,
+        )
+        run_cli(config, out)
 
 
 def main(argv: list[str] | None = None) -> None:

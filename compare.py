@@ -25,7 +25,7 @@ import numpy as np
 
 from idlegate import __version__
 from idlegate.errors import IdlegateError
-from idlegate.policy.heuristics import make_scheduler
+from idlegate.policy import make_scheduler
 from idlegate.sim.engine import Workload, simulate
 from idlegate.sim.metrics import (
     Estimate,
@@ -52,12 +52,14 @@ __all__ = [
     "build",
     "check_names",
     "check_out_dir",
+    "markdown_table",
     "parse_names",
     "plot_jct_cdf",
     "render_comparison_table",
     "render_run_table",
     "run_comparison",
     "run_one",
+    "split_entry",
     "to_markdown",
     "write_json",
     "write_markdown",
@@ -125,9 +127,29 @@ class WorkloadOptions:
         return out
 
 
+def split_entry(entry: str) -> tuple[str, str]:
+    """A compared scheduler ``LABEL=SPEC`` or ``SPEC`` as (label, spec).
+
+    SPEC is anything `idlegate.policy.make_scheduler` accepts ("fair", "analytic:fair",
+    "learned:out/model.onnx"); the label names its row (default: the spec itself), e.g.
+    ``"learned-no-idle=learned:out/no_idle.onnx"``.
+    """
+    label, sep, spec = entry.partition("=")
+    if not sep or ":" in label or "/" in label:  # "=" inside a spec's path: no label
+        return entry.strip(), entry.strip()
+    label, spec = label.strip(), spec.strip()
+    if not label or not spec:
+        raise IdlegateError(f"scheduler {entry!r}: write LABEL=SPEC, e.g. learned=learned:m.onnx")
+    return label, spec
+
+
 @dataclass(frozen=True)
 class CompareConfig:
-    """What to compare: schedulers × seeds on one workload."""
+    """What to compare: schedulers × seeds on one workload.
+
+    Each scheduler is a spec or ``LABEL=SPEC`` (:func:`split_entry`); rows and the
+    baseline go by label.
+    """
 
     workload: str
     schedulers: tuple[str, ...]
@@ -142,17 +164,18 @@ class CompareConfig:
     def __post_init__(self) -> None:
         if not self.schedulers:
             raise IdlegateError("no scheduler to compare; pass at least one name")
-        dupes = sorted({s for s in self.schedulers if self.schedulers.count(s) > 1})
+        labels = self.labels
+        dupes = sorted({s for s in labels if labels.count(s) > 1})
         if dupes:
             raise IdlegateError(f"scheduler listed twice: {', '.join(dupes)}")
         if not self.seeds:
             raise IdlegateError("no seed to run; pass --seeds 1 or more")
         if len(set(self.seeds)) != len(self.seeds):
             raise IdlegateError("seeds must be distinct")
-        if self.baseline is not None and self.baseline not in self.schedulers:
+        if self.baseline is not None and self.baseline not in labels:
             raise IdlegateError(
                 f"baseline {self.baseline!r} is not among the compared schedulers "
-                f"({', '.join(self.schedulers)})"
+                f"({', '.join(labels)})"
             )
         if isinstance(self.jobs, bool) or not isinstance(self.jobs, int) or self.jobs < 1:
             raise IdlegateError(f"--jobs must be a whole number >= 1, got {self.jobs!r}")
@@ -160,11 +183,17 @@ class CompareConfig:
             raise IdlegateError(f"confidence must be between 0 and 1, got {self.confidence}")
 
     @property
+    def labels(self) -> tuple[str, ...]:
+        """The row label of each scheduler, in order."""
+        return tuple(split_entry(s)[0] for s in self.schedulers)
+
+    @property
     def baseline_name(self) -> str:
-        """The baseline actually used."""
+        """The baseline actually used (a label)."""
         if self.baseline is not None:
             return self.baseline
-        return "fair" if "fair" in self.schedulers else self.schedulers[0]
+        labels = self.labels
+        return "fair" if "fair" in labels else labels[0]
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready description of the comparison."""
@@ -187,7 +216,7 @@ def check_names(workload: str, schedulers: Iterable[str]) -> None:
     if workload not in WORKLOADS:
         raise IdlegateError(f"unknown workload {workload!r}; choose one of: {', '.join(WORKLOADS)}")
     for s in schedulers:
-        make_scheduler(s)  # raises IdlegateError naming the valid schedulers
+        make_scheduler(split_entry(s)[1])  # raises IdlegateError naming the valid schedulers
 
 
 def build(workload: str, seed: int, options: WorkloadOptions | None = None) -> Workload:
@@ -205,7 +234,7 @@ class RunOutcome:
 
 
 def _simulate(workload: Workload, scheduler: str, seed: int) -> RunOutcome:
-    result = simulate(workload, make_scheduler(scheduler), seed=seed)
+    result = simulate(workload, make_scheduler(split_entry(scheduler)[1]), seed=seed)
     jm = job_metrics(result)
     return RunOutcome(run_metrics(result, jm), jm)
 
@@ -299,7 +328,7 @@ def run_comparison(config: CompareConfig, progress: ProgressCallback | None = No
         metrics[name, seed] = m
         jcts[name, seed] = jct
         if progress is not None:
-            progress(len(metrics), total, name, seed)
+            progress(len(metrics), total, split_entry(name)[0], seed)
 
     workers = min(config.jobs, total)
     if workers <= 1:
@@ -312,10 +341,11 @@ def run_comparison(config: CompareConfig, progress: ProgressCallback | None = No
                 collect(fut.result())
 
     base = config.baseline_name
-    base_avg = [metrics[base, s].avg_jct for s in config.seeds]
+    base_entry = config.schedulers[config.labels.index(base)]
+    base_avg = [metrics[base_entry, s].avg_jct for s in config.seeds]
     results = []
-    for name in config.schedulers:
-        runs = tuple(metrics[name, s] for s in config.seeds)
+    for entry, name in zip(config.schedulers, config.labels, strict=True):
+        runs = tuple(metrics[entry, s] for s in config.seeds)
         summary = {
             f: mean_ci([getattr(r, f) for r in runs], config.confidence) for f in SUMMARY_FIELDS
         }
@@ -324,7 +354,7 @@ def run_comparison(config: CompareConfig, progress: ProgressCallback | None = No
             SchedulerResult(
                 name=name,
                 runs=runs,
-                jct=tuple(jcts[name, s] for s in config.seeds),
+                jct=tuple(jcts[entry, s] for s in config.seeds),
                 summary=summary,
                 vs_baseline=rel,
                 is_baseline=name == base,
@@ -450,14 +480,10 @@ def render_run_table(m: RunMetrics) -> Table:
     return table
 
 
-def to_markdown(cmp: Comparison) -> str:
-    """The comparison table as GitHub markdown, with a one-line caption."""
+def markdown_table(cmp: Comparison) -> str:
+    """The comparison table alone as GitHub markdown lines (the best row in bold)."""
     headers = _headers(cmp)
     lines = [
-        f"# Scheduler comparison: {cmp.config.workload}",
-        "",
-        _caption(cmp) + ".",
-        "",
         "| " + " | ".join(headers) + " |",
         "|" + "|".join([":---", *["---:"] * (len(headers) - 1)]) + "|",
     ]
@@ -466,7 +492,19 @@ def to_markdown(cmp: Comparison) -> str:
         if r.name == best:
             cells = [f"**{c}**" for c in cells]
         lines.append("| " + " | ".join(cells) + " |")
-    lines.append("")
+    return "\n".join(lines)
+
+
+def to_markdown(cmp: Comparison) -> str:
+    """The comparison table as GitHub markdown, with a one-line caption."""
+    lines = [
+        f"# Scheduler comparison: {cmp.config.workload}",
+        "",
+        _caption(cmp) + ".",
+        "",
+        markdown_table(cmp),
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -497,8 +535,11 @@ def write_markdown(cmp: Comparison, path: str | Path) -> Path:
     return _write_text(path, to_markdown(cmp))
 
 
-def plot_jct_cdf(cmp: Comparison, path: str | Path) -> Path:
-    """Plot the JCT CDF, pooled over seeds, one line per scheduler, as a PNG at `path`."""
+def plot_jct_cdf(cmp: Comparison, path: str | Path, title: str | None = None) -> Path:
+    """Plot the JCT CDF, pooled over seeds, one line per scheduler, as a PNG at `path`.
+
+    `title` replaces the default one (workload, executors, seeds).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -524,7 +565,8 @@ def plot_jct_cdf(cmp: Comparison, path: str | Path) -> Path:
     ax.set_ylim(0, 1.0)
     ax.grid(True, alpha=0.3)
     ax.set_title(
-        f"JCT CDF — {cmp.config.workload}, {cmp.num_executors} executors, "
+        title
+        or f"JCT CDF — {cmp.config.workload}, {cmp.num_executors} executors, "
         f"{len(cmp.config.seeds)} seed(s) pooled"
     )
     ax.legend(loc="lower right", fontsize="small")

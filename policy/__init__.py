@@ -1,13 +1,76 @@
 """Scheduling policies: baseline heuristics, the analytic idle rule, features and the learned policy.
 
-Every policy answers the `Scheduler` protocol of `idlegate.sim.cluster`. Build a
-baseline by name with `make_scheduler("fair")`; `SCHEDULERS` lists the names.
+Every policy answers the `Scheduler` protocol of `idlegate.sim.cluster`. Build one from
+its *spec* with `make_scheduler`; `SCHEDULERS` lists the registered names. A spec is
+
+* a registered name: ``"fair"``, ``"sjf-cp"``, ``"analytic"`` (keyword parameters pass
+  through: ``make_scheduler("analytic", base="fair")``);
+* ``"analytic:BASE"``: the analytic idle rule on top of the heuristic BASE
+  (``"analytic:fair"`` is ``make_scheduler("analytic", base="fair")``);
+* ``"learned:PATH.onnx"``: an exported learned policy, run by onnxruntime
+  (`idlegate.policy.onnx_runtime.OnnxPolicy`, greedy); its name is the file's stem
+  unless ``name=`` is given. onnxruntime is imported only when such a spec is built, and
+  torch never.
 """
+
+from pathlib import Path
+from typing import Any
+
+from idlegate.errors import IdlegateError
 
 # analytic imports heuristics, so it registers itself here rather than in heuristics
 from idlegate.policy.analytic import make_analytic
-from idlegate.policy.heuristics import SCHEDULERS, make_scheduler
+from idlegate.policy.heuristics import SCHEDULERS
+from idlegate.policy.heuristics import make_scheduler as make_registered
+from idlegate.sim.cluster import Scheduler
 
 SCHEDULERS["analytic"] = make_analytic
 
-__all__ = ["SCHEDULERS", "make_scheduler"]
+SPEC_PREFIXES: tuple[str, ...] = ("learned", "analytic")
+"""The ``KIND:ARGUMENT`` spec kinds `make_scheduler` accepts besides registered names."""
+
+
+def make_learned(
+    path: str | Path, *, name: str | None = None, greedy: bool = True, threads: int = 1
+) -> Scheduler:
+    """The exported policy at `path` as a Scheduler (an OnnxPolicy named `name` or the stem)."""
+    text = str(path).strip()
+    if not text:
+        raise IdlegateError("a learned policy needs a path: learned:PATH.onnx")
+    from idlegate.policy.onnx_runtime import OnnxPolicy  # onnxruntime only when needed
+
+    p = Path(text).expanduser()
+    return OnnxPolicy(p, greedy=greedy, threads=threads, name=name or p.stem)
+
+
+def make_scheduler(spec: str, /, **params: Any) -> Scheduler:
+    """Build the scheduler `spec` names (see the module docstring) with keyword `params`.
+
+    Raises IdlegateError for an unknown name, kind or parameter, an invalid value, or a
+    learned policy file that is missing or not an idlegate policy.
+    """
+    kind, sep, argument = str(spec).partition(":")
+    if not sep:
+        return make_registered(spec, **params)
+    kind = kind.strip().lower()
+    if kind == "learned":
+        unknown = sorted(set(params) - {"name", "greedy", "threads"})
+        if unknown:
+            raise IdlegateError(
+                f"a learned policy has no parameter {unknown[0]!r}; it takes name, greedy, threads"
+            )
+        return make_learned(argument, **params)
+    if kind == "analytic":
+        base = argument.strip()
+        if not base:
+            raise IdlegateError("analytic:BASE needs a base heuristic, e.g. analytic:fair")
+        if "base" in params:
+            raise IdlegateError(f"scheduler {spec!r} names its base already; drop base=")
+        return make_registered("analytic", base=base, **params)
+    raise IdlegateError(
+        f"unknown scheduler kind {kind!r} in {spec!r}; a spec is a name "
+        f"({', '.join(SCHEDULERS)}) or one of {', '.join(f'{p}:…' for p in SPEC_PREFIXES)}"
+    )
+
+
+__all__ = ["SCHEDULERS", "SPEC_PREFIXES", "make_learned", "make_registered", "make_scheduler"]

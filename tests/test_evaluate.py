@@ -1,0 +1,337 @@
+"""`idlegate evaluate`: scheduler specs, the paired suite, headline arithmetic, Fig. 6, CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from idlegate.cli import app
+from idlegate.compare import CompareConfig, WorkloadOptions, run_comparison, split_entry
+from idlegate.errors import IdlegateError
+from idlegate.evaluate import (
+    BASELINES,
+    EvaluateConfig,
+    ModelSpec,
+    SweepConfig,
+    compute_headlines,
+    parse_models,
+    read_training_log,
+    run_evaluation,
+    run_idle_sweep,
+    suite_cases,
+    write_evaluation,
+)
+from idlegate.policy import make_scheduler
+from idlegate.sim.metrics import paired_relative_change, t_quantile
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("onnxruntime")
+
+runner = CliRunner()
+
+TRAIN_LOG = """iteration,wall_seconds,mean_return,val_avg_jct,ref_fifo,ref_fair
+0,1.0,-5.0,40.5,50,45
+1,2.0,-4.0,,50,45
+2,3.0,-3.5,38.25,50,45
+3,4.0,-3.0,bad,50,45
+"""
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> dict[str, Path]:
+    """Two tiny untrained policies, exported: with the idle head and without."""
+    from idlegate.policy.actions import ActionConfig
+    from idlegate.policy.model import ModelConfig, PolicyNet
+    from idlegate.policy.onnx_export import export_model
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    out = {}
+    root = tmp_path_factory.mktemp("models")
+    configs = {
+        "learned": ModelConfig(mp_steps=2),
+        "learned-no-idle": ModelConfig(mp_steps=2, actions=ActionConfig(idle_head=False)),
+    }
+    try:
+        for i, (label, config) in enumerate(configs.items()):
+            torch.manual_seed(i)
+            out[label] = root / f"{label}.onnx"
+            export_model(PolicyNet(config).eval(), out[label])
+    finally:
+        torch.set_num_threads(threads)
+    return out
+
+
+@pytest.fixture(scope="module")
+def evaluation(models, tmp_path_factory):
+    """The quick suite on one small workload, 2 seeds, with the sweep and a training log."""
+    root = tmp_path_factory.mktemp("eval")
+    log = root / "train_log.csv"
+    log.write_text(TRAIN_LOG)
+    config = EvaluateConfig(
+        models=tuple(ModelSpec(k, v) for k, v in models.items()),
+        suite="quick",
+        seeds=2,
+        workloads=("synthetic-0.8",),
+        training_log=log,
+    )
+    calls: list[tuple[int, int, str]] = []
+    ev = run_evaluation(config, lambda *a: calls.append(a))
+    paths = write_evaluation(ev, root / "out")
+    return ev, paths, root / "out", calls
+
+
+# ---------------------------------------------------------------------------------------
+# scheduler specs
+
+
+def test_learned_spec_builds_an_onnx_policy(models):
+    path = models["learned"]
+    policy = make_scheduler(f"learned:{path}")
+    assert type(policy).__name__ == "OnnxPolicy"
+    assert policy.name == path.stem
+    assert make_scheduler(f"learned:{path}", name="mine").name == "mine"
+    assert make_scheduler("analytic:fair").name == "analytic+fair"
+    assert make_scheduler("fair").name == "fair"
+
+
+@pytest.mark.parametrize(
+    ("spec", "params", "needle"),
+    [
+        ("learned:", {}, "needs a path"),
+        ("learned:/no/such/model.onnx", {}, "does not exist"),
+        ("learned:{learned}", {"colour": 1}, "no parameter 'colour'"),
+        ("analytic:", {}, "needs a base"),
+        ("analytic:fair", {"base": "fifo"}, "drop base"),
+        ("bogus:x", {}, "unknown scheduler kind"),
+    ],
+)
+def test_bad_specs_raise_idlegate_errors(models, spec, params, needle):
+    with pytest.raises(IdlegateError, match=needle):
+        make_scheduler(spec.format(learned=models["learned"]), **params)
+
+
+def test_split_entry():
+    assert split_entry("fair") == ("fair", "fair")
+    assert split_entry(" a = learned:m.onnx ") == ("a", "learned:m.onnx")
+    assert split_entry("learned:out/x=1.onnx") == ("learned:out/x=1.onnx",) * 2
+    with pytest.raises(IdlegateError, match="LABEL=SPEC"):
+        split_entry("=fair")
+
+
+def test_compare_accepts_learned_specs_and_labels(models):
+    learned = f"learned:{models['learned']}"
+    config = CompareConfig(
+        "synthetic",
+        ("fair", learned, f"mine={learned}"),
+        seeds=(1000, 1001),
+        options=WorkloadOptions(num_jobs=15, num_executors=2),
+    )
+    cmp = run_comparison(config)
+    assert [r.name for r in cmp.results] == ["fair", learned, "mine"]
+    # the same policy under two names: identical runs
+    assert [m.avg_jct for m in cmp[learned].runs] == [m.avg_jct for m in cmp["mine"].runs]
+    with pytest.raises(IdlegateError, match="listed twice"):
+        CompareConfig("synthetic", ("fair", "fair=fifo"))
+
+
+# ---------------------------------------------------------------------------------------
+# the suite
+
+
+def test_evaluation_writes_every_report(evaluation):
+    _, paths, out, _ = evaluation
+    for rel in (
+        "evaluation.md",
+        "evaluation.json",
+        "idle_sweep.png",
+        "training_curve.png",
+        "synthetic-0.8/compare.json",
+        "synthetic-0.8/compare.md",
+        "synthetic-0.8/jct_cdf.png",
+    ):
+        assert (out / rel).is_file(), rel
+    for png in out.rglob("*.png"):
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert set(paths.values()) == {p for p in out.rglob("*") if p.is_file()}
+
+
+def test_table_rows_and_seeds(evaluation):
+    ev, _, out, calls = evaluation
+    (case,) = ev.cases
+    cmp = case.comparison
+    expected = ["learned", "learned-no-idle", *(b for b, _ in BASELINES)]
+    assert [r.name for r in cmp.results] == expected
+    assert cmp.config.seeds == (1000, 1001)
+    assert cmp.config.baseline_name == "fair"
+    md = (out / "evaluation.md").read_text()
+    for name in expected:
+        assert f"| {name} |" in md or f"| **{name}** |" in md
+    assert "JCT / bound" in md and "avg JCT vs fair" in md
+    # progress: one call per run, counted over the whole evaluation
+    assert [c[0] for c in calls] == list(range(1, len(calls) + 1))
+    assert {c[1] for c in calls} == {len(calls)}
+
+
+def test_headlines_are_the_paired_changes(evaluation):
+    ev, _, out, _ = evaluation
+    cmp = ev.cases[0].comparison
+
+    def avg(name):
+        return [m.avg_jct for m in cmp[name].runs]
+
+    heads = ev.cases[0].headlines
+    assert set(heads) == {"learned_vs_fair", "idle_vs_no_idle"}  # no learned-no-cp model
+    assert heads["learned_vs_fair"] == paired_relative_change(avg("learned"), avg("fair"))
+    assert heads["idle_vs_no_idle"] == paired_relative_change(
+        avg("learned"), avg("learned-no-idle")
+    )
+    data = json.loads((out / "evaluation.json").read_text())
+    (w,) = data["workloads"]
+    assert w["headlines"]["learned_vs_fair"]["mean"] == pytest.approx(heads["learned_vs_fair"].mean)
+    assert data["config"]["seeds"] == [1000, 1001]
+    assert data["models"]["learned"]["idle_head"] is True
+    assert data["models"]["learned-no-idle"]["idle_head"] is False
+
+
+def test_headline_arithmetic_known_answer():
+    heads = compute_headlines(
+        {
+            "learned": [8.0, 9.0],
+            "fair": [10.0, 10.0],
+            "learned-no-idle": [10.0, 9.0],
+            "learned-no-cp": [8.8, 9.0],
+        }
+    )
+    # mean of ratios minus one; CI = t(0.975, 1) * sd / sqrt(2)
+    t = t_quantile(0.975, 1)
+    assert t == pytest.approx(12.7062047, abs=1e-6)
+    lvf = heads["learned_vs_fair"]
+    assert lvf.mean == pytest.approx(-0.15)
+    assert lvf.half_width == pytest.approx(t * math.sqrt(0.005) / math.sqrt(2))
+    assert heads["idle_vs_no_idle"].mean == pytest.approx((0.8 + 1.0) / 2 - 1)
+    assert heads["no_cp_vs_full"].mean == pytest.approx((1.1 + 1.0) / 2 - 1)
+    assert compute_headlines({"learned": [1.0]}) == {}
+
+
+def test_sweep_records_idle_and_does_not_depend_on_jobs(models):
+    config = SweepConfig(loads=(0.5, 0.9), long_seconds=(40.0, 80.0), options={"num_stream": 15})
+    entries = [f"learned=learned:{models['learned']}", "analytic-sjf-cp=analytic:sjf-cp"]
+    one = run_idle_sweep(config, entries, seeds=(1000, 1001), jobs=1)
+    two = run_idle_sweep(config, entries, seeds=(1000, 1001), jobs=2)
+    assert one.to_dict() == two.to_dict()
+    rates = [p.value for p in one.series("learned", "rate")]
+    assert rates == sorted(rates) and rates[0] == pytest.approx(0.5 * 4 / 30)
+    assert [p.value for p in one.series("analytic-sjf-cp", "long_seconds")] == [40.0, 80.0]
+    for p in one.points:
+        assert p.idle_per_decision.mean >= 0 and p.avg_jct.mean > 0
+
+
+def test_fig6_sweep_in_the_evaluation(evaluation):
+    ev, _, out, _ = evaluation
+    assert ev.sweep is not None
+    # only models with an idle head are swept, next to the analytic rule
+    assert ev.sweep.schedulers == ["learned", "analytic-sjf-cp"]
+    assert "Fig. 6" in (out / "evaluation.md").read_text()
+
+
+def test_training_log_is_read_defensively(tmp_path):
+    p = tmp_path / "log.csv"
+    p.write_text(TRAIN_LOG)
+    curve = read_training_log(p)
+    assert curve.iterations == (0.0, 2.0) and curve.values == (40.5, 38.25)
+    assert curve.references == {"fifo": 50.0, "fair": 45.0}
+    p.write_text("Step,Validation_Avg_JCT_seconds\n1,3\n2,2\n")
+    curve = read_training_log(p)
+    assert curve.iteration_column == "Step" and curve.values == (3.0, 2.0)
+    p.write_text("iteration,loss\n1,3\n")
+    with pytest.raises(IdlegateError, match="validation JCT column"):
+        read_training_log(p)
+
+
+def test_tpch_cases_are_skipped_without_traces(tmp_path, models, monkeypatch):
+    monkeypatch.delenv("IDLEGATE_TPCH_DIR", raising=False)
+    missing = tmp_path / "no-traces"
+    cases = {c.key: c for c in suite_cases("full", missing)}
+    assert cases["tpch-15s"].skip_reason and "skipped" in cases["tpch-15s"].skip_reason
+    assert cases["mixed-0.5"].skip_reason is None
+    assert cases["mixed-0.5"].options.extra["dags"] == "tpch-like"
+    quick = {c.key: c for c in suite_cases("quick", missing)}
+    assert (
+        quick["tpch-25s"].options.extra["num_stream"]
+        < cases["tpch-25s"].options.extra["num_stream"]
+    )
+    config = EvaluateConfig(
+        models=(ModelSpec("learned", models["learned"]),),
+        workloads=("tpch",),
+        tpch_dir=missing,
+        sweep=False,
+    )
+    ev = run_evaluation(config)
+    assert [c.skipped for c in ev.cases] == [True, True]
+    write_evaluation(ev, tmp_path / "out")
+    assert "skipped" in (tmp_path / "out" / "evaluation.md").read_text()
+
+
+# ---------------------------------------------------------------------------------------
+# config and CLI errors
+
+
+def test_parse_models():
+    assert parse_models(["a=x.onnx,b=y.onnx", "c=z.onnx"]) == (
+        ModelSpec("a", Path("x.onnx")),
+        ModelSpec("b", Path("y.onnx")),
+        ModelSpec("c", Path("z.onnx")),
+    )
+    for bad in ("nolabel.onnx", "=x.onnx", "a=", "a b=x.onnx"):
+        with pytest.raises(IdlegateError):
+            parse_models(bad)
+    with pytest.raises(IdlegateError, match="given twice"):
+        EvaluateConfig(models=parse_models("a=x.onnx,a=y.onnx"))
+    with pytest.raises(IdlegateError, match="baseline"):
+        EvaluateConfig(models=parse_models("fair=x.onnx"))
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--models", "learned=/no/such/model.onnx"], "does not exist"),
+        (["--models", "learned"], "LABEL=PATH.onnx"),
+        (["--models", "learned=x.onnx", "--suite", "huge"], "unknown suite"),
+        (["--models", "{learned}", "--workloads", "nope"], "unknown workload"),
+        (["--models", "{learned}", "--seeds", "0"], "--seeds"),
+    ],
+)
+def test_cli_errors_are_one_line_and_exit_1(models, args, needle):
+    args = [a.format(learned=f"learned={models['learned']}") for a in args]
+    r = runner.invoke(app, ["evaluate", *args])
+    assert r.exit_code == 1, r.output
+    assert "Traceback" not in r.output and r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and needle in lines[0]
+
+
+def test_cli_runs_a_tiny_evaluation(models, tmp_path):
+    r = runner.invoke(
+        app,
+        [
+            "evaluate",
+            "--models",
+            f"learned={models['learned']}",
+            "--seeds",
+            "2",
+            "--workloads",
+            "synthetic-0.6",
+            "--no-sweep",
+            "--out",
+            str(tmp_path),
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    assert "Headline deltas" in r.stdout and "learned" in r.stdout
+    assert (tmp_path / "evaluation.md").is_file()
+    assert not (tmp_path / "idle_sweep.png").exists()

@@ -1,0 +1,202 @@
+"""Behaviour-cloning warm start: imitate a heuristic's decisions before REINFORCE.
+
+The teacher (fair or SJF-CP) runs whole episodes of the training workload. At each of
+its decisions we record the policy's `Observation` of that state and the teacher's
+`Decision` mapped into the policy's action space (`decision_to_choice`): the stage's
+row, idle level 0 (or the nearest level for a teacher that idles), and the smallest
+legal cap level at or above the teacher's cap. WAIT answers have no counterpart (the
+policy always launches something when it is asked) and are skipped.
+
+The model then minimises the cross-entropy −(1/B) Σ log π(a_teacher | s) over
+minibatches (Adam), the log-probabilities coming from `policy.model.evaluate_batch`
+exactly as in the RL update. Imitation accuracy is the fraction of recorded states
+where the greedy policy (`policy.actions.choose`, argmax of stage, then idle level,
+then cap) picks exactly the teacher's choice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from math import inf
+from typing import Any
+
+import numpy as np
+import torch
+
+from idlegate.policy.actions import ActionConfig, Choice, choose, idle_slot
+from idlegate.policy.features import FeatureConfig, Featurizer, Observation
+from idlegate.policy.heuristics import make_scheduler
+from idlegate.policy.model import ModelConfig, PolicyNet, evaluate_batch
+from idlegate.sim.cluster import Action, ClusterView, Decision, Scheduler
+from idlegate.sim.engine import Workload, simulate
+from idlegate.training.rollout import PackedObservations, StoredObservation
+
+
+def decision_to_choice(obs: Observation, decision: Decision, actions: ActionConfig) -> Choice:
+    """The `Choice` indices closest to a heuristic's `decision` in the policy's action space.
+
+    Idle: level g = round(d / (r·l/G)) clipped to 1..G (only with the idle head, for a
+    stage that may idle; otherwise the decision counts as a launch). Launch: the first
+    legal cap level (above what the job holds) at or above the decision's cap, else the
+    highest legal level.
+    """
+    row = obs.row_of(decision.stage)
+    if decision.idle_delay > 0 and actions.idle_head and idle_slot(obs, row) >= 0:
+        unit = actions.idle_ratio * decision.stage.duration / actions.idle_levels
+        level = round(decision.idle_delay / unit) if unit > 0 else actions.idle_levels
+        return Choice(row, int(min(max(level, 1), actions.idle_levels)), -1)
+    job = int(obs.stage_job[row])
+    legal = np.flatnonzero(obs.cap_mask[job])
+    at_least = legal[obs.cap_levels[legal] >= decision.parallelism_cap]
+    cap = int(at_least[0]) if at_least.size else int(legal[-1])
+    return Choice(row, 0, cap)
+
+
+class Imitator:
+    """Wraps a heuristic `Scheduler`: passes its decisions through and records them."""
+
+    def __init__(self, teacher: Scheduler, features: FeatureConfig, actions: ActionConfig) -> None:
+        self.teacher = teacher
+        self.name = f"imitate-{teacher.name}"
+        self.featurizer = Featurizer(features)
+        self.actions = actions
+        self.observations: list[StoredObservation] = []
+        self.choices: list[Choice] = []
+
+    def reset(self, rng: Any) -> None:
+        self.teacher.reset(rng)
+        self.featurizer.reset()
+        self.observations, self.choices = [], []
+
+    def decide(self, view: ClusterView) -> Action:
+        action = self.teacher.decide(view)
+        if isinstance(action, Decision):
+            obs = self.featurizer(view)
+            self.observations.append(StoredObservation(obs))
+            self.choices.append(decision_to_choice(obs, action, self.actions))
+        return action
+
+
+@dataclass
+class Demonstrations:
+    """A teacher's recorded decisions (from one or more episodes)."""
+
+    observations: list[StoredObservation]
+    choices: list[Choice]
+    avg_jct: float
+    """The teacher's average JCT over the finished jobs of the episodes."""
+
+    def __getstate__(self) -> dict[str, Any]:  # pack the observations for the trip home
+        return {**self.__dict__, "observations": PackedObservations(self.observations)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update({**state, "observations": state["observations"].unpack()})
+
+
+def record_demonstrations(
+    workload: Workload,
+    seed: int,
+    *,
+    heuristic: str,
+    model_config: dict[str, Any],
+    max_time: float = inf,
+) -> Demonstrations:
+    """One teacher episode (a top-level function so that workers can run it)."""
+    cfg = ModelConfig.from_dict(model_config)
+    imitator = Imitator(make_scheduler(heuristic), cfg.features, cfg.actions)
+    result = simulate(workload, imitator, seed=seed, max_time=max_time)
+    jcts = [r.jct for r in result.records]
+    return Demonstrations(
+        imitator.observations, imitator.choices, float(np.mean(jcts)) if jcts else inf
+    )
+
+
+@dataclass(frozen=True)
+class BCReport:
+    """What the warm start achieved."""
+
+    samples: int
+    epochs: int
+    losses: tuple[float, ...]
+    """Mean cross-entropy per epoch."""
+    accuracy: float
+    """Greedy imitation accuracy (exact stage, idle level and cap) on `accuracy_samples`."""
+    accuracy_samples: int
+    stage_accuracy: float
+    """The same, for the stage alone."""
+    teacher_avg_jct: float
+    seconds: float = 0.0
+
+
+def imitation_accuracy(
+    model: PolicyNet, observations: Sequence[StoredObservation], choices: Sequence[Choice]
+) -> tuple[float, float]:
+    """(exact, stage-only) fraction of `observations` where the greedy choice is the target."""
+    if not observations:
+        return float("nan"), float("nan")
+    exact = stage = 0
+    with torch.inference_mode():
+        for obs, target in zip(observations, choices, strict=True):
+            out = [t.numpy() for t in model.run(obs)]  # type: ignore[arg-type]
+            got = choose(obs, *out, greedy=True)  # type: ignore[arg-type]
+            exact += got == target
+            stage += got.stage_row == target.stage_row
+    return exact / len(observations), stage / len(observations)
+
+
+def behaviour_cloning(
+    model: PolicyNet,
+    demos: Demonstrations,
+    *,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    rng: np.random.Generator,
+    accuracy_samples: int = 2000,
+    progress: Any = None,
+) -> BCReport:
+    """Fit `model` to the demonstrations by minibatch cross-entropy (in place).
+
+    `progress(epoch, loss)` is called after each epoch when given.
+    """
+    obs, choices = demos.observations, demos.choices
+    n = len(obs)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    losses: list[float] = []
+    model.train()
+    for epoch in range(epochs):
+        order = rng.permutation(n)
+        total = 0.0
+        for start in range(0, n, batch_size):
+            idx = order[start : start + batch_size].tolist()
+            batch = [obs[i] for i in idx]
+            log_prob, _ = evaluate_batch(model, batch, [choices[i] for i in idx])  # type: ignore[arg-type]
+            loss = -log_prob.mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            total += loss.item() * len(idx)
+        losses.append(total / max(n, 1))
+        if progress is not None:
+            progress(epoch, losses[-1])
+    model.eval()
+    pick = rng.permutation(n)[: min(n, accuracy_samples)].tolist()
+    acc, stage_acc = imitation_accuracy(model, [obs[i] for i in pick], [choices[i] for i in pick])
+    return BCReport(
+        samples=n,
+        epochs=epochs,
+        losses=tuple(losses),
+        accuracy=acc,
+        accuracy_samples=len(pick),
+        stage_accuracy=stage_acc,
+        teacher_avg_jct=demos.avg_jct,
+    )
+
+
+def merge_demonstrations(parts: Sequence[Demonstrations]) -> Demonstrations:
+    """All episodes' decisions in one set (teacher JCT: mean over episodes)."""
+    obs = [o for p in parts for o in p.observations]
+    choices = [c for p in parts for c in p.choices]
+    jcts = [p.avg_jct for p in parts if p.avg_jct < inf]
+    return Demonstrations(obs, choices, float(np.mean(jcts)) if jcts else inf)

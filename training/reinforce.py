@@ -1,0 +1,603 @@
+"""REINFORCE with input-dependent baselines, Decima style — the whole algorithm in one file.
+
+One iteration k (`train`):
+
+1. draw an arrival-sequence seed (never a validation seed), a memoryless episode end
+   T ~ Exp(mean_k) with mean_k = min(initial + k·increment, maximum) (the curriculum),
+   and N rollout seeds — all from the run's seeded Generator;
+2. run the N rollouts of that one arrival sequence in parallel (`training.rollout`);
+   each records per decision the observation, the choice, t_k and I(t_k);
+3. rewards r_k = −(I(t_{k+1}) − I(t_k)) / scale, returns-to-go R_k = Σ γ^{i−k} r_i,
+   baselines b_k^i = mean over the N rollouts of their R at time t_k^i, advantages
+   A = R − b (optionally scaled to unit std) — `training.math`;
+4. recompute log π(a_k|s_k) and H(π(·|s_k)) with gradients in batches of
+   `learner_batch` decisions (`policy.model.evaluate_batch`), accumulate the gradient
+   of L = −(1/D) Σ A·log π − β_k (1/D) Σ H, clip its norm, one Adam step; β_k decays
+   linearly to a floor;
+5. every `validation.every` iterations: the greedy policy on the fixed validation seeds
+   (whole episodes), average JCT logged next to the heuristics' (computed once).
+
+Before iteration 0 an optional behaviour-cloning warm start (`training.bc`) imitates a
+heuristic. Outputs in `out_dir`: `train_log.csv` (one row per iteration),
+`checkpoint.pt` (resumable: model, optimizer, iteration, Generator state, config),
+`best.pt` (best validation JCT), `final.pt`, `policy.onnx` (best, exported),
+`summary.json`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from rich.console import Console
+
+from idlegate.errors import IdlegateError
+from idlegate.policy.model import (
+    PolicyNet,
+    evaluate_batch,
+    load_checkpoint,
+    model_from_checkpoint,
+    save_checkpoint,
+)
+from idlegate.training import math as rl
+from idlegate.training.bc import (
+    BCReport,
+    behaviour_cloning,
+    merge_demonstrations,
+    record_demonstrations,
+)
+from idlegate.training.config import RUN_ONLY_FIELDS, TrainConfig, WorkloadSpec
+from idlegate.training.rollout import (
+    CustomTask,
+    EvalResult,
+    EvalTask,
+    PolicyBlob,
+    Rollout,
+    RolloutRunner,
+    RolloutTask,
+    WorkloadRef,
+    make_blob,
+)
+
+CSV_FIELDS: tuple[str, ...] = (
+    "iteration",
+    "wall_seconds",
+    "mean_return",
+    "mean_decisions",
+    "entropy",
+    "entropy_weight",
+    "loss",
+    "grad_norm",
+    "explained_variance",
+    "idle_fraction",
+    "episode_mean_seconds",
+    "max_time",
+    "rollout_seconds",
+    "update_seconds",
+    "val_avg_jct",
+)
+"""Columns of train_log.csv; `ref_<scheduler>` columns (constant) follow them."""
+
+CHECKPOINT = "checkpoint.pt"
+SEED_RANGE = 2**31 - 1
+
+
+@dataclass
+class IterationStats:
+    """One row of the training log (NaN: not measured this iteration)."""
+
+    iteration: int
+    wall_seconds: float
+    mean_return: float = math.nan
+    mean_decisions: float = math.nan
+    entropy: float = math.nan
+    entropy_weight: float = math.nan
+    loss: float = math.nan
+    grad_norm: float = math.nan
+    explained_variance: float = math.nan
+    idle_fraction: float = math.nan
+    episode_mean_seconds: float = math.nan
+    max_time: float = math.nan
+    rollout_seconds: float = math.nan
+    update_seconds: float = math.nan
+    val_avg_jct: float = math.nan
+
+
+@dataclass
+class TrainResult:
+    """What `train` returns (and writes to summary.json)."""
+
+    out_dir: str
+    iterations: int
+    wall_seconds: float
+    reference_jct: dict[str, float]
+    initial_val_jct: float
+    """Validation JCT before RL (after the warm start, if any)."""
+    best_val_jct: float
+    best_iteration: int
+    final_val_jct: float
+    bc: dict[str, Any] | None = None
+    history: list[IterationStats] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out.pop("history")
+        return out
+
+
+# ---------------------------------------------------------------------------------------
+# small pieces
+
+
+def workload_ref(spec: WorkloadSpec, seed: int) -> WorkloadRef:
+    return WorkloadRef.of(spec.name, spec.options, seed)
+
+
+def draw_seed(rng: np.random.Generator, forbidden: set[int]) -> int:
+    """A training seed that is not a validation seed."""
+    while True:
+        seed = int(rng.integers(SEED_RANGE))
+        if seed not in forbidden:
+            return seed
+
+
+def validate(
+    runner: RolloutRunner, blob: PolicyBlob | None, config: TrainConfig, scheduler: str | None
+) -> float:
+    """Mean over the validation seeds of the average JCT of whole episodes (greedy policy)."""
+    spec = config.validation_workload
+    tasks = [EvalTask(workload_ref(spec, s), s, scheduler) for s in config.validation.seeds]
+    results: list[EvalResult] = runner.run(blob, tasks)
+    return float(np.mean([r.avg_jct for r in results]))
+
+
+def returns_and_advantages(
+    rollouts: Sequence[Rollout], config: TrainConfig
+) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+    """(returns, baselines, advantages) per rollout for one arrival sequence."""
+    rewards = [
+        rl.rewards_from_integrals(r.integrals, r.end_integral, config.reward_scale)
+        for r in rollouts
+    ]
+    returns = [rl.returns_to_go(x, config.gamma) for x in rewards]
+    baselines = rl.time_baselines(
+        [r.times for r in rollouts], returns, [r.end_time for r in rollouts], config.baseline
+    )
+    adv = rl.advantages(returns, baselines, normalize=config.normalize_advantages)
+    return returns, baselines, adv
+
+
+def update(
+    model: PolicyNet,
+    optimizer: torch.optim.Optimizer,
+    rollouts: Sequence[Rollout],
+    adv: Sequence[np.ndarray],
+    config: TrainConfig,
+    entropy_weight: float,
+    rng: np.random.Generator,
+) -> tuple[float, float, float]:
+    """One Adam step on the policy-gradient loss; returns (loss, mean entropy, grad norm)."""
+    observations = [o for r in rollouts for o in r.observations]
+    choices = [c for r in rollouts for c in r.choice_list()]
+    advantages = np.concatenate(adv) if adv else np.zeros(0)
+    index = np.arange(len(observations))
+    limit = config.max_update_decisions
+    if limit is not None and len(index) > limit:
+        index = np.sort(rng.choice(len(index), size=limit, replace=False))
+    count = len(index)
+    optimizer.zero_grad()
+    if count == 0:
+        return 0.0, math.nan, 0.0
+    model.train()
+    loss_total = entropy_total = 0.0
+    for start in range(0, count, config.learner_batch):
+        part = index[start : start + config.learner_batch].tolist()
+        log_prob, entropy = evaluate_batch(
+            model,
+            [observations[i] for i in part],  # type: ignore[misc]
+            [choices[i] for i in part],
+        )
+        loss = rl.policy_gradient_loss(
+            log_prob, rl.to_tensor(advantages[part]), entropy, entropy_weight, count
+        )
+        loss.backward()
+        loss_total += loss.item()
+        entropy_total += entropy.sum().item()
+    clip = config.grad_clip if config.grad_clip is not None else math.inf
+    norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), clip))
+    optimizer.step()
+    model.eval()
+    return loss_total, entropy_total / count, norm
+
+
+class TrainLog:
+    """train_log.csv: one row per iteration, reference JCT columns appended."""
+
+    def __init__(self, path: Path, references: dict[str, float], keep_until: int | None) -> None:
+        self.path = path
+        self.refs = references
+        self.fields = [*CSV_FIELDS, *(f"ref_{k}" for k in references)]
+        rows: list[dict[str, str]] = []
+        if keep_until is not None and path.exists():
+            with path.open(newline="") as f:
+                rows = [r for r in csv.DictReader(f) if int(r["iteration"]) <= keep_until]
+        with path.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=self.fields)
+            writer.writeheader()
+            writer.writerows({k: r.get(k, "") for k in self.fields} for r in rows)
+
+    def append(self, stats: IterationStats) -> None:
+        row: dict[str, Any] = {}
+        for k, v in asdict(stats).items():
+            row[k] = "" if isinstance(v, float) and math.isnan(v) else _fmt(v)
+        row.update({f"ref_{k}": _fmt(v) for k, v in self.refs.items()})
+        with self.path.open("a", newline="") as f:
+            csv.DictWriter(f, fieldnames=self.fields).writerow(row)
+
+
+def _fmt(v: Any) -> Any:
+    return f"{v:.6g}" if isinstance(v, float) else v
+
+
+def _check_resume(ckpt: dict[str, Any], config: TrainConfig) -> None:
+    stored = dict(ckpt.get("training_config") or {})
+    current = config.training_dict()
+    for k in RUN_ONLY_FIELDS:
+        stored.pop(k, None)
+        current.pop(k, None)
+    diff = sorted(k for k in set(stored) | set(current) if stored.get(k) != current.get(k))
+    if diff:
+        raise IdlegateError(
+            f"cannot resume: the config differs from the checkpoint's in {', '.join(diff)}; "
+            "resume with the same settings (only workers, iterations, out_dir and "
+            "checkpoint_every may change) or start a new run in another --out"
+        )
+
+
+# ---------------------------------------------------------------------------------------
+# the loop
+
+
+ProgressHook = Callable[[IterationStats], None]
+
+
+def train(
+    config: TrainConfig,
+    *,
+    console: Console | None = None,
+    show_progress: bool | None = None,
+    on_iteration: ProgressHook | None = None,
+) -> TrainResult:
+    """Train a policy as `config` says; write logs and checkpoints to `config.out_dir`.
+
+    `console` (default: stderr) gets one line per validation; a rich progress bar is
+    shown when `show_progress` (default: when the console is a terminal).
+    """
+    console = console or Console(stderr=True)
+    if show_progress is None:
+        show_progress = console.is_terminal
+    out = Path(config.out_dir)
+    ckpt_path = out / CHECKPOINT
+    if ckpt_path.exists() and not config.resume:
+        raise IdlegateError(
+            f"{str(out)!r} already holds a training run; pass --resume to continue it or "
+            "choose another --out"
+        )
+    if config.resume and not ckpt_path.exists():
+        raise IdlegateError(f"nothing to resume: {str(ckpt_path)!r} does not exist")
+    out.mkdir(parents=True, exist_ok=True)
+
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(config.learner_threads)
+    start_wall = time.perf_counter()
+    seeds = np.random.SeedSequence(config.seed)
+    bc_seq, rl_seq = seeds.spawn(2)
+    rng = np.random.default_rng(rl_seq)
+    forbidden = set(config.validation.seeds)
+    torch.manual_seed(config.seed)
+    model = PolicyNet(config.model.to_model_config())
+    model.eval()
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=config.betas)
+    start_iter = 0
+    elapsed_before = 0.0
+    best_val, best_iter = math.inf, -1
+    initial_val = math.nan
+    bc_info: dict[str, Any] | None = None
+    references: dict[str, float] = {}
+    history: list[IterationStats] = []
+
+    if config.resume:
+        ckpt = load_checkpoint(ckpt_path)
+        _check_resume(ckpt, config)
+        model = model_from_checkpoint(ckpt)
+        optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=config.betas)
+        optimizer.load_state_dict(ckpt["optimizer"])
+        rng.bit_generator.state = ckpt["rng_state"]
+        torch.set_rng_state(ckpt["torch_rng_state"])
+        start_iter = int(ckpt["iteration"])
+        elapsed_before = float(ckpt.get("wall_seconds", 0.0))
+        best_val = float(ckpt.get("best_val_jct", math.inf))
+        best_iter = int(ckpt.get("best_iteration", -1))
+        initial_val = float(ckpt.get("initial_val_jct", math.nan))
+        references = dict(ckpt.get("reference_jct", {}))
+        bc_info = ckpt.get("bc")
+        console.print(f"resuming {out} at iteration {start_iter}", highlight=False, soft_wrap=True)
+
+    def wall() -> float:
+        return elapsed_before + time.perf_counter() - start_wall
+
+    def snapshot(iteration: int) -> dict[str, Any]:
+        return {
+            "optimizer": optimizer.state_dict(),
+            "iteration": iteration,
+            "rng_state": rng.bit_generator.state,
+            "torch_rng_state": torch.get_rng_state(),
+            "training_config": config.training_dict(),
+            "config_fingerprint": config.fingerprint(),
+            "wall_seconds": wall(),
+            "best_val_jct": best_val,
+            "best_iteration": best_iter,
+            "initial_val_jct": initial_val,
+            "reference_jct": references,
+            "bc": bc_info,
+        }
+
+    runner = RolloutRunner(config.workers, config.mp_context)
+    try:
+        with runner:
+            if not references:
+                for name in config.validation.reference_schedulers:
+                    references[name] = validate(runner, None, config, name)
+                text = ", ".join(f"{k} {v:.2f}" for k, v in references.items())
+                console.print(
+                    f"validation avg JCT of the heuristics: {text}", highlight=False, soft_wrap=True
+                )
+            log = TrainLog(out / "train_log.csv", references, start_iter if config.resume else None)
+
+            if not config.resume:
+                if config.bc.enabled:
+                    report = _warm_start(model, config, runner, bc_seq, forbidden, console)
+                    bc_info = asdict(report)
+                    save_checkpoint(model, out / "bc.pt", training_config=config.training_dict())
+                initial_val = validate(
+                    runner, make_blob(model, config.rollout_backend), config, None
+                )
+                best_val, best_iter = initial_val, 0
+                save_checkpoint(
+                    model, out / "best.pt", training_config=config.training_dict(), iteration=0
+                )
+                stats0 = IterationStats(0, wall(), val_avg_jct=initial_val)
+                log.append(stats0)
+                history.append(stats0)
+                console.print(
+                    f"iteration 0: validation avg JCT {initial_val:.2f}"
+                    + (" (after the BC warm start)" if config.bc.enabled else ""),
+                    highlight=False,
+                    soft_wrap=True,
+                )
+
+            progress = _progress(console, show_progress)
+            with progress as bar:
+                task = bar.add_task(
+                    "training", total=config.iterations, completed=start_iter, info=""
+                )
+                for it in range(start_iter, config.iterations):
+                    stats = _iteration(model, optimizer, runner, config, rng, forbidden, it)
+                    n = it + 1
+                    last = n == config.iterations
+                    if n % config.validation.every == 0 or last:
+                        blob = make_blob(model, config.rollout_backend)
+                        stats.val_avg_jct = validate(runner, blob, config, None)
+                        if stats.val_avg_jct < best_val:
+                            best_val, best_iter = stats.val_avg_jct, n
+                            save_checkpoint(
+                                model,
+                                out / "best.pt",
+                                training_config=config.training_dict(),
+                                iteration=n,
+                            )
+                        console.print(
+                            f"iteration {n}: validation avg JCT {stats.val_avg_jct:.2f} "
+                            f"(best {best_val:.2f} at {best_iter}), return "
+                            f"{stats.mean_return:.4g}, entropy {stats.entropy:.3f}, "
+                            f"{wall():.0f} s",
+                            highlight=False,
+                            soft_wrap=True,
+                        )
+                    stats.wall_seconds = wall()
+                    log.append(stats)
+                    history.append(stats)
+                    if on_iteration is not None:
+                        on_iteration(stats)
+                    if n % config.checkpoint_every == 0 or last:
+                        save_checkpoint(model, ckpt_path, **snapshot(n))
+                    bar.update(
+                        task,
+                        completed=n,
+                        info=f"return {stats.mean_return:.4g}  best val {best_val:.2f}",
+                    )
+            if config.iterations == 0 or start_iter >= config.iterations:
+                save_checkpoint(model, ckpt_path, **snapshot(max(start_iter, config.iterations)))
+            save_checkpoint(model, out / "final.pt", training_config=config.training_dict())
+            final_val = next(
+                (s.val_avg_jct for s in reversed(history) if not math.isnan(s.val_avg_jct)),
+                best_val,
+            )
+            _export_best(out, console)
+    finally:
+        torch.set_num_threads(threads_before)
+
+    result = TrainResult(
+        out_dir=str(out),
+        iterations=config.iterations,
+        wall_seconds=wall(),
+        reference_jct=references,
+        initial_val_jct=initial_val,
+        best_val_jct=best_val,
+        best_iteration=best_iter,
+        final_val_jct=final_val,
+        bc=bc_info,
+        history=history,
+    )
+    (out / "summary.json").write_text(
+        json.dumps({**result.to_dict(), "config": config.training_dict()}, indent=2) + "\n"
+    )
+    return result
+
+
+def _iteration(
+    model: PolicyNet,
+    optimizer: torch.optim.Optimizer,
+    runner: RolloutRunner,
+    config: TrainConfig,
+    rng: np.random.Generator,
+    forbidden: set[int],
+    it: int,
+) -> IterationStats:
+    """Steps 1-4 of the module docstring for iteration `it`."""
+    t0 = time.perf_counter()
+    arrival_seed = draw_seed(rng, forbidden)
+    cur = config.curriculum
+    if cur.enabled:
+        mean = rl.curriculum_mean(
+            it, cur.initial_mean_seconds, cur.increment_seconds, cur.max_mean_seconds
+        )
+        max_time = float(rng.exponential(mean))
+    else:
+        mean, max_time = math.inf, math.inf
+    seeds = rng.integers(SEED_RANGE, size=config.rollouts_per_sequence).tolist()
+    ref = workload_ref(config.workload, arrival_seed)
+    blob = make_blob(model, config.rollout_backend)
+    rollouts: list[Rollout] = runner.run(blob, [RolloutTask(ref, s, max_time) for s in seeds])
+    t1 = time.perf_counter()
+    returns, baselines, adv = returns_and_advantages(rollouts, config)
+    beta = rl.entropy_weight_at(
+        it, config.entropy.weight, config.entropy.decay, config.entropy.minimum
+    )
+    loss, entropy, norm = update(model, optimizer, rollouts, adv, config, beta, rng)
+    t2 = time.perf_counter()
+    first = [r[0] if r.size else 0.0 for r in returns]
+    decisions = [r.decisions for r in rollouts]
+    pooled_r = np.concatenate(returns) if returns else np.zeros(0)
+    pooled_b = np.concatenate(baselines) if baselines else np.zeros(0)
+    return IterationStats(
+        iteration=it + 1,
+        wall_seconds=math.nan,
+        mean_return=float(np.mean(first)),
+        mean_decisions=float(np.mean(decisions)),
+        entropy=entropy,
+        entropy_weight=beta,
+        loss=loss,
+        grad_norm=norm,
+        explained_variance=rl.explained_variance(pooled_r, pooled_b) if pooled_r.size else math.nan,
+        idle_fraction=sum(r.idle_decisions for r in rollouts) / max(sum(decisions), 1),
+        episode_mean_seconds=mean,
+        max_time=max_time,
+        rollout_seconds=t1 - t0,
+        update_seconds=t2 - t1,
+    )
+
+
+def _warm_start(
+    model: PolicyNet,
+    config: TrainConfig,
+    runner: RolloutRunner,
+    seq: np.random.SeedSequence,
+    forbidden: set[int],
+    console: Console,
+) -> BCReport:
+    """Record teacher episodes in the workers, then fit the model (in this process)."""
+    bc = config.bc
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(seq)
+    kwargs = (
+        ("heuristic", bc.heuristic),
+        ("model_config", model.config.to_dict()),
+        ("max_time", bc.episode_seconds if bc.episode_seconds is not None else math.inf),
+    )
+    tasks = []
+    for _ in range(bc.episodes):
+        seed = draw_seed(rng, forbidden)
+        tasks.append(
+            CustomTask(workload_ref(config.workload, seed), seed, record_demonstrations, kwargs)
+        )
+    demos = merge_demonstrations(runner.run(None, tasks))
+    console.print(
+        f"behaviour cloning: {len(demos.observations)} decisions of {bc.heuristic} "
+        f"from {bc.episodes} episodes ({time.perf_counter() - t0:.0f} s)",
+        highlight=False,
+        soft_wrap=True,
+    )
+    report = behaviour_cloning(
+        model, demos, epochs=bc.epochs, batch_size=bc.batch_size, lr=bc.lr, rng=rng
+    )
+    report = BCReport(**{**asdict(report), "seconds": time.perf_counter() - t0})
+    loss = report.losses[-1] if report.losses else math.nan
+    console.print(
+        f"behaviour cloning: imitation accuracy {report.accuracy:.1%} (stage "
+        f"{report.stage_accuracy:.1%}), cross-entropy {loss:.3f}, {report.seconds:.0f} s",
+        highlight=False,
+        soft_wrap=True,
+    )
+    return report
+
+
+def _export_best(out: Path, console: Console) -> None:
+    """Export best.pt as policy.onnx (skipped, with a note, if the export fails)."""
+    try:
+        from idlegate.policy.onnx_export import export_onnx
+
+        export_onnx(out / "best.pt", out / "policy.onnx")
+    except (IdlegateError, ImportError) as exc:
+        console.print(f"note: policy.onnx not written ({exc})", highlight=False, soft_wrap=True)
+
+
+def _progress(console: Console, enabled: bool) -> Any:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    if not enabled:
+        return _NoProgress()
+    return Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[info]}"),
+        console=console,
+        transient=False,
+    )
+
+
+class _NoProgress:
+    """The progress bar's interface, doing nothing (not a terminal)."""
+
+    def __enter__(self) -> _NoProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def add_task(self, *args: Any, **kwargs: Any) -> int:
+        return 0
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+__all__ = ["CSV_FIELDS", "IterationStats", "TrainResult", "train", "update", "validate"]

@@ -1,0 +1,523 @@
+"""Rollouts: simulate() with a sampling policy that records every decision, in worker processes.
+
+A rollout is one `simulate(workload, policy, seed, max_time=T)` where the policy samples
+its actions from the run's Generator and records, per decision k: the observation's
+model inputs (numpy arrays only; no `Stage`/`Job` objects, so it pickles small), the
+`Choice`, the decision time t_k and the jobs-in-system integral I(t_k) (the cluster's
+`jobs_time_integral`). The episode stops at T (memoryless termination, drawn by the
+trainer) or when every job is done; rewards stop there too (`training.math`).
+
+Inference runs either in torch (`PolicyNet` under `inference_mode`) or in onnxruntime on
+the model exported for the iteration (about 5x faster per decision). Both go through
+`policy.actions.choose`/`decode`, so the choice is masked and legal either way.
+
+Parallelism: `RolloutRunner` sends each task (model weights or ONNX bytes, workload,
+seeds, T) to a pool of `workers` processes (forkserver or spawn) and returns the results
+in task order. A rollout is a pure function of its task, and torch/onnxruntime run one
+thread each, so results are identical whatever the worker count (1 = in-process).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+import statistics
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from math import inf
+from typing import Any
+
+import numpy as np
+import torch
+
+from idlegate.errors import IdlegateError
+from idlegate.policy.actions import ActionConfig, Choice, choose, decode
+from idlegate.policy.features import MODEL_INPUTS, FeatureConfig, Featurizer, Observation
+from idlegate.policy.heuristics import make_scheduler
+from idlegate.policy.model import ModelConfig, PolicyNet
+from idlegate.sim.cluster import WAIT, Action, ClusterView
+from idlegate.sim.engine import Workload, simulate
+from idlegate.sim.workloads import build_workload
+
+Evaluator = Callable[[Observation], tuple[np.ndarray, np.ndarray, np.ndarray]]
+"""Observation → (stage_logp, cap_logp, idle_logp) as numpy arrays."""
+
+
+# ---------------------------------------------------------------------------------------
+# what a rollout records
+
+
+class StoredObservation:
+    """The model inputs of one `Observation`, detached from the cluster's objects.
+
+    Duck-types what `policy.model.evaluate_batch`, `batch_observations` and
+    `policy.actions.choose` read: the `MODEL_INPUTS` arrays, `num_stages`, `num_jobs`
+    and `inputs()`.
+    """
+
+    __slots__ = (*MODEL_INPUTS, "num_jobs")
+
+    stage_x: np.ndarray
+    job_x: np.ndarray
+    global_x: np.ndarray
+    edge_src: np.ndarray
+    edge_dst: np.ndarray
+    stage_job: np.ndarray
+    stage_mask: np.ndarray
+    idle_rows: np.ndarray
+    cap_x: np.ndarray
+    cap_mask: np.ndarray
+    num_jobs: int
+
+    def __init__(self, obs: Observation | None = None) -> None:
+        if obs is not None:
+            for name in MODEL_INPUTS:
+                setattr(self, name, getattr(obs, name))
+            self.num_jobs = obs.num_jobs
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray], num_jobs: int) -> StoredObservation:
+        out = cls()
+        for name in MODEL_INPUTS:
+            setattr(out, name, arrays[name])
+        out.num_jobs = num_jobs
+        return out
+
+    @property
+    def num_stages(self) -> int:
+        return int(self.stage_x.shape[0])
+
+    def inputs(self) -> dict[str, np.ndarray]:
+        return {name: getattr(self, name) for name in MODEL_INPUTS}
+
+
+class PackedObservations:
+    """Many `StoredObservation`s as one concatenated array per input (pickles ~20x faster).
+
+    `data[name]` stacks every observation's `name` along axis 0; `sizes[name][i]` is
+    observation i's length on that axis. `unpack()` gives the observations back as
+    views (no copies).
+    """
+
+    __slots__ = ("count", "data", "num_jobs", "sizes")
+
+    def __init__(self, observations: Sequence[StoredObservation]) -> None:
+        self.count = len(observations)
+        self.data: dict[str, np.ndarray] = {}
+        self.sizes: dict[str, np.ndarray] = {}
+        for name in MODEL_INPUTS:
+            parts = [getattr(o, name) for o in observations]
+            self.sizes[name] = np.fromiter((len(p) for p in parts), np.int64, self.count)
+            self.data[name] = np.concatenate(parts) if parts else np.zeros(0)
+        self.num_jobs = np.fromiter((o.num_jobs for o in observations), np.int64, self.count)
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        return (self.count, self.data, self.num_jobs, self.sizes)
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        self.count, self.data, self.num_jobs, self.sizes = state
+
+    def __len__(self) -> int:
+        return self.count
+
+    def unpack(self) -> list[StoredObservation]:
+        if self.count == 0:
+            return []
+        splits = {
+            name: np.split(self.data[name], np.cumsum(self.sizes[name])[:-1])
+            for name in MODEL_INPUTS
+        }
+        jobs = self.num_jobs.tolist()
+        return [
+            StoredObservation.from_arrays({name: splits[name][i] for name in MODEL_INPUTS}, jobs[i])
+            for i in range(self.count)
+        ]
+
+
+@dataclass
+class Rollout:
+    """One recorded episode: K decisions and how the episode ended."""
+
+    seed: int
+    """The simulate() seed (task durations and the policy's draws)."""
+    arrival_seed: int
+    """The workload seed (the arrival sequence)."""
+    max_time: float
+    packed: PackedObservations
+    """The observations, packed for transfer (`observations` unpacks them)."""
+    choices: np.ndarray
+    """[K, 3] int64: stage_row, idle_level, cap_index per decision."""
+    times: np.ndarray
+    """[K] decision times t_k."""
+    integrals: np.ndarray
+    """[K] I(t_k) = ∫₀^{t_k} jobs in system dt."""
+    end_time: float
+    """T: when the episode stopped (max_time, or the last event if every job finished)."""
+    end_integral: float
+    """I(T)."""
+    jobs_done: int
+    jobs_total: int
+    jct_sum: float
+    """Sum of the JCTs of the jobs that finished."""
+    idle_decisions: int = 0
+
+    @property
+    def decisions(self) -> int:
+        return len(self.times)
+
+    @property
+    def observations(self) -> list[StoredObservation]:
+        """Every decision's model inputs (views into the packed arrays)."""
+        return self.packed.unpack()
+
+    def choice_list(self) -> list[Choice]:
+        return [Choice(int(a), int(b), int(c)) for a, b, c in self.choices.tolist()]
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """A whole greedy (or heuristic) episode on one validation seed."""
+
+    seed: int
+    scheduler: str
+    avg_jct: float
+    jobs_done: int
+    jobs_total: int
+    decisions: int
+    idle_seconds: float
+
+
+# ---------------------------------------------------------------------------------------
+# the recording scheduler
+
+
+class RecordingPolicy:
+    """A `Scheduler` that chooses with `evaluator` (sampling or greedy) and records decisions."""
+
+    def __init__(
+        self,
+        evaluator: Evaluator,
+        features: FeatureConfig,
+        actions: ActionConfig,
+        *,
+        greedy: bool = False,
+        record: bool = True,
+        name: str = "learned-rollout",
+    ) -> None:
+        self.evaluate = evaluator
+        self.featurizer = Featurizer(features)
+        self.actions = actions
+        self.greedy = greedy
+        self.record = record
+        self.name = name
+        self._rng: np.random.Generator | None = None
+        self.observations: list[StoredObservation] = []
+        self.choices: list[Choice] = []
+        self.times: list[float] = []
+        self.integrals: list[float] = []
+
+    def reset(self, rng: Any) -> None:
+        self._rng = rng
+        self.featurizer.reset()
+        self.observations, self.choices, self.times, self.integrals = [], [], [], []
+
+    def decide(self, view: ClusterView) -> Action:
+        obs = self.featurizer(view)
+        if not obs.stage_mask.any():
+            return WAIT
+        choice = choose(obs, *self.evaluate(obs), greedy=self.greedy, rng=self._rng)
+        if self.record:
+            integral = getattr(view, "jobs_time_integral", None)
+            if integral is None:
+                raise IdlegateError(
+                    "rollouts need the cluster's jobs_time_integral; run them in the simulator"
+                )
+            self.observations.append(StoredObservation(obs))
+            self.choices.append(choice)
+            self.times.append(view.now)
+            self.integrals.append(float(integral))
+        return decode(obs, choice, self.actions)
+
+
+def torch_evaluator(model: PolicyNet) -> Evaluator:
+    """Run the torch model without autograd."""
+
+    def evaluate(obs: Observation) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        with torch.inference_mode():
+            out = model.run(obs)
+        return out[0].numpy(), out[1].numpy(), out[2].numpy()
+
+    return evaluate
+
+
+def onnx_evaluator(onnx_bytes: bytes) -> Evaluator:
+    """Run an exported model in onnxruntime (one thread)."""
+    from idlegate.policy.onnx_runtime import OnnxPolicy
+
+    return OnnxPolicy(onnx_bytes, threads=1).evaluate
+
+
+def export_onnx_bytes(model: PolicyNet) -> bytes:
+    """The ONNX export of `model` as bytes (`policy.onnx_export.export_model` via a temp file)."""
+    import tempfile
+    from pathlib import Path
+
+    from idlegate.policy.onnx_export import export_model
+
+    was_training = model.training
+    with tempfile.TemporaryDirectory(prefix="idlegate-onnx-") as tmp:
+        path = Path(tmp) / "policy.onnx"
+        export_model(model, path)
+        data = path.read_bytes()
+    model.train(was_training)
+    return data
+
+
+def run_rollout(
+    policy: RecordingPolicy,
+    workload: Workload,
+    *,
+    seed: int,
+    arrival_seed: int,
+    max_time: float = inf,
+) -> Rollout:
+    """Simulate `workload` with `policy` (recording) until `max_time`; the recorded Rollout."""
+    result = simulate(workload, policy, seed=seed, max_time=max_time)
+    idle = sum(1 for c in policy.choices if c.idle_level > 0)
+    choices = (
+        np.asarray(policy.choices, dtype=np.int64).reshape(-1, 3)
+        if policy.choices
+        else np.zeros((0, 3), dtype=np.int64)
+    )
+    return Rollout(
+        seed=seed,
+        arrival_seed=arrival_seed,
+        max_time=max_time,
+        packed=PackedObservations(policy.observations),
+        choices=choices,
+        times=np.asarray(policy.times, dtype=np.float64),
+        integrals=np.asarray(policy.integrals, dtype=np.float64),
+        end_time=float(result.end_time),
+        end_integral=float(result.jobs_time_integral),
+        jobs_done=len(result.records),
+        jobs_total=len(workload.jobs),
+        jct_sum=float(sum(r.jct for r in result.records)),
+        idle_decisions=idle,
+    )
+
+
+def evaluate_episode(scheduler: Any, workload: Workload, seed: int, name: str) -> EvalResult:
+    """A whole episode of `scheduler`; average JCT over all jobs (unfinished ones: +inf)."""
+    result = simulate(workload, scheduler, seed=seed)
+    jcts = [r.jct for r in result.records]
+    avg = statistics.fmean(jcts) if jcts and result.unfinished == 0 else inf
+    return EvalResult(
+        seed=seed,
+        scheduler=name,
+        avg_jct=avg,
+        jobs_done=len(jcts),
+        jobs_total=len(workload.jobs),
+        decisions=result.decisions,
+        idle_seconds=float(sum(r.idle_inserted for r in result.records)),
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# tasks and the worker side
+
+
+@dataclass(frozen=True)
+class PolicyBlob:
+    """What a worker needs to rebuild the policy: config plus weights or ONNX bytes."""
+
+    model_config: dict[str, Any]
+    state: dict[str, np.ndarray] | None = None
+    onnx: bytes | None = None
+    version: str = ""
+    """A hash of the content (workers cache the rebuilt evaluator by it)."""
+
+
+def make_blob(model: PolicyNet, backend: str) -> PolicyBlob:
+    """Snapshot `model` for workers: numpy weights (torch backend) or ONNX bytes."""
+    cfg = model.config.to_dict()
+    digest = hashlib.sha256(json.dumps(cfg, sort_keys=True).encode())
+    if backend == "onnx":
+        data = export_onnx_bytes(model)
+        digest.update(data)
+        return PolicyBlob(cfg, onnx=data, version=digest.hexdigest())
+    if backend == "torch":
+        state = {k: v.detach().cpu().numpy().copy() for k, v in model.state_dict().items()}
+        for k, v in state.items():
+            digest.update(k.encode())
+            digest.update(v.tobytes())
+        return PolicyBlob(cfg, state=state, version=digest.hexdigest())
+    raise IdlegateError(f"unknown rollout backend {backend!r}; use onnx or torch")
+
+
+@dataclass(frozen=True)
+class WorkloadRef:
+    """A workload by name, options and seed (built, and cached, where it is used)."""
+
+    name: str
+    options: tuple[tuple[str, Any], ...]
+    seed: int
+
+    @classmethod
+    def of(cls, name: str, options: dict[str, Any], seed: int) -> WorkloadRef:
+        return cls(name, tuple(sorted(options.items())), int(seed))
+
+
+@dataclass(frozen=True)
+class RolloutTask:
+    """Sample one episode of `workload` with the blob's policy."""
+
+    workload: WorkloadRef
+    seed: int
+    max_time: float = inf
+
+
+@dataclass(frozen=True)
+class EvalTask:
+    """A whole episode: the blob's policy greedily (`scheduler` None) or a heuristic."""
+
+    workload: WorkloadRef
+    seed: int
+    scheduler: str | None = None
+
+
+@dataclass(frozen=True)
+class CustomTask:
+    """Any picklable top-level function called as fn(workload, seed, **kwargs) in a worker."""
+
+    workload: WorkloadRef
+    seed: int
+    fn: Callable[..., Any]
+    kwargs: tuple[tuple[str, Any], ...] = ()
+
+
+Task = RolloutTask | EvalTask | CustomTask
+
+
+@dataclass
+class _WorkerState:
+    workloads: OrderedDict[WorkloadRef, Workload] = field(default_factory=OrderedDict)
+    blob_version: str | None = None
+    evaluator: Evaluator | None = None
+    configs: tuple[FeatureConfig, ActionConfig] | None = None
+
+
+_STATE = _WorkerState()
+_WORKLOAD_CACHE = 16
+
+
+def _init_worker() -> None:
+    torch.set_num_threads(1)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+def _workload(ref: WorkloadRef) -> Workload:
+    cache = _STATE.workloads
+    wl = cache.get(ref)
+    if wl is None:
+        wl = cache[ref] = build_workload(ref.name, ref.seed, **dict(ref.options))
+        while len(cache) > _WORKLOAD_CACHE:
+            cache.popitem(last=False)
+    else:
+        cache.move_to_end(ref)
+    return wl
+
+
+def _evaluator(blob: PolicyBlob) -> tuple[Evaluator, FeatureConfig, ActionConfig]:
+    if _STATE.blob_version != blob.version or _STATE.evaluator is None:
+        cfg = ModelConfig.from_dict(blob.model_config)
+        if blob.onnx is not None:
+            evaluator = onnx_evaluator(blob.onnx)
+        else:
+            model = PolicyNet(cfg)
+            model.load_state_dict({k: torch.from_numpy(v) for k, v in (blob.state or {}).items()})
+            model.eval()
+            evaluator = torch_evaluator(model)
+        _STATE.evaluator = evaluator
+        _STATE.configs = (cfg.features, cfg.actions)
+        _STATE.blob_version = blob.version
+    assert _STATE.configs is not None
+    return _STATE.evaluator, *_STATE.configs
+
+
+def run_task(blob: PolicyBlob | None, task: Task) -> Rollout | EvalResult | Any:
+    """Carry out one task (in a worker, or in-process with one worker)."""
+    wl = _workload(task.workload)
+    if isinstance(task, CustomTask):
+        return task.fn(wl, task.seed, **dict(task.kwargs))
+    if isinstance(task, EvalTask) and task.scheduler is not None:
+        return evaluate_episode(make_scheduler(task.scheduler), wl, task.seed, task.scheduler)
+    if blob is None:
+        raise IdlegateError("a policy task needs the policy's weights")
+    evaluator, features, actions = _evaluator(blob)
+    if isinstance(task, EvalTask):
+        policy = RecordingPolicy(evaluator, features, actions, greedy=True, record=False)
+        return evaluate_episode(policy, wl, task.seed, "learned")
+    policy = RecordingPolicy(evaluator, features, actions, greedy=False, record=True)
+    return run_rollout(
+        policy, wl, seed=task.seed, arrival_seed=task.workload.seed, max_time=task.max_time
+    )
+
+
+def _run_batch(blob: PolicyBlob | None, tasks: Sequence[Task]) -> list[Any]:
+    return [run_task(blob, t) for t in tasks]
+
+
+class RolloutRunner:
+    """Runs tasks in `workers` processes (or in-process for 1); results in task order.
+
+    Use as a context manager (or call `close`). Tasks are handed out one at a time (an
+    idle worker takes the next), and each worker rebuilds a policy only when its
+    content hash changes.
+    """
+
+    def __init__(self, workers: int = 1, mp_context: str = "forkserver") -> None:
+        if workers < 1:
+            raise IdlegateError(f"workers must be at least 1, got {workers}")
+        self.workers = workers
+        self.mp_context = mp_context
+        self._pool: Executor | None = None
+
+    def _executor(self) -> Executor:
+        if self._pool is None:
+            ctx = multiprocessing.get_context(self.mp_context)
+            if self.mp_context == "forkserver":
+                ctx.set_forkserver_preload(["torch", "idlegate.training.rollout"])
+            self._pool = ProcessPoolExecutor(
+                max_workers=self.workers, mp_context=ctx, initializer=_init_worker
+            )
+        return self._pool
+
+    def run(self, blob: PolicyBlob | None, tasks: Sequence[Task]) -> list[Any]:
+        """Results of `tasks` in order (rollouts, evaluations or custom results)."""
+        if not tasks:
+            return []
+        if self.workers == 1:
+            threads = torch.get_num_threads()
+            torch.set_num_threads(1)
+            try:
+                return _run_batch(blob, tasks)
+            finally:
+                torch.set_num_threads(threads)
+        pool = self._executor()
+        futures = [pool.submit(run_task, blob, t) for t in tasks]
+        return [f.result() for f in futures]
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def __enter__(self) -> RolloutRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
