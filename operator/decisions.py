@@ -22,14 +22,14 @@ from idlegate.operator.metrics import Metrics
 from idlegate.sim.cluster import WAIT, Action, ClusterView, Decision, Scheduler
 
 log = logging.getLogger(__name__)
-POLICY_DIR = Path(__file__).resolve().parent.parent / "policy"
 DEFAULT_HEURISTIC = "fair"
 
 
 def bundled_policy() -> Path | None:
-    """The ONNX policy shipped with the package, if any (the first ``policy/*.onnx``)."""
-    found = sorted(POLICY_DIR.glob("*.onnx"))
-    return found[0] if found else None
+    """The ONNX policy shipped with the package, if it is there."""
+    from idlegate.policy import DEFAULT_POLICY_PATH
+
+    return DEFAULT_POLICY_PATH if DEFAULT_POLICY_PATH.is_file() else None
 
 
 def _onnx_policy(path: Path) -> Scheduler:

@@ -26,6 +26,9 @@ from idlegate.sim.cluster import Scheduler
 
 SCHEDULERS["analytic"] = make_analytic
 
+DEFAULT_POLICY_PATH = Path(__file__).resolve().parent / "default.onnx"
+"""The learned policy shipped with the package (see the README: how it was trained)."""
+
 SPEC_PREFIXES: tuple[str, ...] = ("learned", "analytic")
 """The ``KIND:ARGUMENT`` spec kinds `make_scheduler` accepts besides registered names."""
 
@@ -73,4 +76,11 @@ def make_scheduler(spec: str, /, **params: Any) -> Scheduler:
     )
 
 
-__all__ = ["SCHEDULERS", "SPEC_PREFIXES", "make_learned", "make_registered", "make_scheduler"]
+__all__ = [
+    "DEFAULT_POLICY_PATH",
+    "SCHEDULERS",
+    "SPEC_PREFIXES",
+    "make_learned",
+    "make_registered",
+    "make_scheduler",
+]
