@@ -47,6 +47,7 @@ from idlegate.policy.model import (
     model_from_checkpoint,
     save_checkpoint,
 )
+from idlegate.sim.workloads import build_workload
 from idlegate.training import math as rl
 from idlegate.training.bc import (
     BCReport,
@@ -293,6 +294,14 @@ def train(
         )
     if config.resume and not ckpt_path.exists():
         raise IdlegateError(f"nothing to resume: {str(ckpt_path)!r} does not exist")
+    for spec in (config.workload, config.validation_workload):  # fail now, not in a worker
+        try:
+            build_workload(spec.name, config.validation.seeds[0], **spec.options)
+        except IdlegateError as exc:
+            raise IdlegateError(
+                f"{exc} (in a training config, workload options go under "
+                "workload.options, e.g. tpch_dir)"
+            ) from None
     out.mkdir(parents=True, exist_ok=True)
 
     threads_before = torch.get_num_threads()

@@ -24,9 +24,12 @@ import json
 import multiprocessing
 import os
 import statistics
+import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from math import inf
 from typing import Any
@@ -368,7 +371,16 @@ class WorkloadRef:
 
     @classmethod
     def of(cls, name: str, options: dict[str, Any], seed: int) -> WorkloadRef:
-        return cls(name, tuple(sorted(options.items())), int(seed))
+        return cls(name, tuple(sorted((k, _frozen(v)) for k, v in options.items())), int(seed))
+
+
+def _frozen(value: Any) -> Any:
+    """A hashable stand-in for an option value (lists become tuples)."""
+    if isinstance(value, list | tuple):
+        return tuple(_frozen(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _frozen(v)) for k, v in value.items()))
+    return value
 
 
 @dataclass(frozen=True)
@@ -414,9 +426,23 @@ _STATE = _WorkerState()
 _WORKLOAD_CACHE = 16
 
 
-def _init_worker() -> None:
+def _init_worker(trainer_pid: int) -> None:
     torch.set_num_threads(1)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    threading.Thread(target=_exit_with, args=(trainer_pid,), daemon=True).start()
+
+
+def _exit_with(pid: int, period: float = 2.0) -> None:
+    """Exit this worker once the trainer process is gone (a forkserver child is not its
+    child, so it would otherwise idle on after the trainer was killed)."""
+    while True:
+        time.sleep(period)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            os._exit(1)
+        except PermissionError:  # a recycled pid of another user: the trainer is gone
+            os._exit(1)
 
 
 def _workload(ref: WorkloadRef) -> Workload:
@@ -492,7 +518,10 @@ class RolloutRunner:
             if self.mp_context == "forkserver":
                 ctx.set_forkserver_preload(["torch", "idlegate.training.rollout"])
             self._pool = ProcessPoolExecutor(
-                max_workers=self.workers, mp_context=ctx, initializer=_init_worker
+                max_workers=self.workers,
+                mp_context=ctx,
+                initializer=_init_worker,
+                initargs=(os.getpid(),),
             )
         return self._pool
 
@@ -508,8 +537,16 @@ class RolloutRunner:
             finally:
                 torch.set_num_threads(threads)
         pool = self._executor()
-        futures = [pool.submit(run_task, blob, t) for t in tasks]
-        return [f.result() for f in futures]
+        try:
+            futures = [pool.submit(run_task, blob, t) for t in tasks]
+            return [f.result() for f in futures]
+        except BrokenProcessPool:
+            self._pool = None
+            raise IdlegateError(
+                "a rollout worker process died (out of memory, killed, or started from a "
+                "script without an `if __name__ == '__main__':` guard); try fewer --workers "
+                "or --workers 1"
+            ) from None
 
     def close(self) -> None:
         if self._pool is not None:
