@@ -30,6 +30,7 @@ from idlegate.compare import (
     render_run_table,
     run_comparison,
     run_one,
+    stderr_progress,
     write_reports,
 )
 from idlegate.errors import IdlegateError
@@ -167,27 +168,14 @@ def _run_compare(
     config: CompareConfig, out: Path | None
 ) -> tuple[Comparison, dict[str, Path], float]:
     """Run with a progress bar on stderr (when it is a terminal); write reports to `out`."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
     if out is not None:
         check_out_dir(out)  # fail before the runs, not after
-    err = Console(stderr=True)
     start = time.perf_counter()
-    with Progress(
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[last]}"),
-        console=err,
-        transient=True,
-        disable=not err.is_terminal,
-    ) as bar:
-        task = bar.add_task("simulating", total=len(config.schedulers) * len(config.seeds), last="")
-
-        def progress(done: int, total: int, name: str, seed: int) -> None:
-            bar.update(task, completed=done, total=total, last=f"{name} seed {seed}")
-
-        cmp = run_comparison(config, progress)
+    runs = len(config.schedulers) * len(config.seeds)
+    with stderr_progress("simulating", runs) as update:
+        cmp = run_comparison(
+            config, lambda done, total, name, seed: update(done, total, f"{name} seed {seed}")
+        )
     elapsed = time.perf_counter() - start
     paths = write_reports(cmp, out) if out is not None else {}
     return cmp, paths, elapsed

@@ -15,8 +15,9 @@ from __future__ import annotations
 import json
 import math
 import multiprocessing
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -576,6 +577,39 @@ def plot_jct_cdf(cmp: Comparison, path: str | Path, title: str | None = None) ->
     except OSError as e:
         raise IdlegateError(f"cannot write {p}: {e.strerror}") from e
     return p
+
+
+@contextmanager
+def stderr_progress(
+    description: str, total: int | None
+) -> Iterator[Callable[[int, int, str], None]]:
+    """A rich progress bar on stderr (shown only on a terminal); yields `update(done, total, what)`."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    err = Console(stderr=True)
+    with Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[last]}"),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    ) as bar:
+        task = bar.add_task(description, total=total, last="")
+
+        def update(done: int, total: int, what: str) -> None:
+            bar.update(task, completed=done, total=total, last=what)
+
+        yield update
 
 
 def check_out_dir(out_dir: str | Path) -> Path:

@@ -67,6 +67,7 @@ from idlegate.compare import (
     render_comparison_table,
     run_comparison,
     split_entry,
+    stderr_progress,
     write_json,
     write_markdown,
 )
@@ -1173,34 +1174,12 @@ def headline_table(ev: Evaluation) -> Table:
 def run_cli(config: EvaluateConfig, out: Path | None) -> Evaluation:
     """`idlegate evaluate`: run with a progress bar on stderr, print tables, write reports."""
     from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
 
     if out is not None:
         check_out_dir(out)  # fail before the runs, not after
-    err = Console(stderr=True)
     start = time.perf_counter()
-    with Progress(
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.fields[last]}"),
-        console=err,
-        transient=True,
-        disable=not err.is_terminal,
-    ) as bar:
-        task = bar.add_task("evaluating", total=None, last="")
-
-        def progress(done: int, total: int, what: str) -> None:
-            bar.update(task, completed=done, total=total, last=what)
-
-        ev = run_evaluation(config, progress)
+    with stderr_progress("evaluating", None) as update:
+        ev = run_evaluation(config, update)
     elapsed = time.perf_counter() - start
     console = Console() if Console().is_terminal else Console(width=140)
     for c in ev.cases:
