@@ -64,3 +64,23 @@ def idle_once(job_name: str, stage_index: int, delay: float, then=sjf_rule) -> S
 
 def jcts(result: Any) -> dict[str, float]:
     return {r.name: r.jct for r in result.records}
+
+
+class CappedFifo:
+    """FIFO with every workflow capped at `cap` executors (the operator tests' policy)."""
+
+    name = "capped-fifo"
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+
+    def reset(self, rng: Any) -> None:
+        pass
+
+    def decide(self, view: ClusterView) -> Action:
+        if view.free_executors <= 0:
+            return WAIT
+        for stage in view.runnable_stages():
+            if stage.job.held < self.cap:
+                return Decision(stage, self.cap)
+        return WAIT

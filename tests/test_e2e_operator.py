@@ -40,6 +40,7 @@ from idlegate.operator.pods import GATE, LABEL_WORKFLOW
 from idlegate.operator.settings import Settings
 from idlegate.policy import make_scheduler
 from idlegate.sim.cluster import WAIT, Action, ClusterView, Decision
+from idlegate.tests.helpers import CappedFifo
 from idlegate.tests.k8s import ApiServer, SimKubelet, apiserver_fixture
 
 SPEED = 20.0
@@ -246,21 +247,6 @@ class IdleRootsOnce:
                 return Decision(s, view.num_executors, self.delay)
         return self.fifo.decide(view)
 
-
-class CappedFifo:
-    """A test policy: FIFO with every workflow capped at `cap` executors."""
-
-    name = "capped-fifo"
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-
-    def reset(self, rng: Any) -> None:
-        pass
-
-    def decide(self, view: ClusterView) -> Action:
-        if view.free_executors <= 0:
-            return WAIT
         for s in view.runnable_stages():
             if s.job.held < self.cap:
                 return Decision(s, self.cap)

@@ -23,6 +23,7 @@ from idlegate.operator.settings import Settings
 from idlegate.operator.state import Bridge
 from idlegate.policy import make_scheduler
 from idlegate.sim.cluster import WAIT, Action, ClusterView, Decision
+from idlegate.tests.helpers import CappedFifo
 
 pytestmark = pytest.mark.asyncio
 
@@ -218,21 +219,6 @@ class IdleRootsOnce:
                 return Decision(stage, view.num_executors, self.delay)
         return self.fifo.decide(view)
 
-
-class CappedFifo:
-    """A test policy: FIFO with every workflow capped at `cap` executors."""
-
-    name = "capped-fifo"
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-
-    def reset(self, rng: Any) -> None:
-        pass
-
-    def decide(self, view: ClusterView) -> Action:
-        if view.free_executors <= 0:
-            return WAIT
         for stage in view.runnable_stages():
             if stage.job.held < self.cap:
                 return Decision(stage, self.cap)
