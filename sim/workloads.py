@@ -663,15 +663,13 @@ def estimate_tpch_like_work(
 
 
 def _stream(
-    name: str,
-    source: JobSource,
-    config: ArrivalOptions,
-    init: int,
-    num_stream: int,
-    num_executors: int,
-    fidelity: Fidelity,
-    seed: SeedLike,
+    name: str, source: JobSource, config: Any, fidelity: Fidelity, seed: SeedLike
 ) -> Workload:
+    """`config.init` jobs at t=0 plus `config.num_stream` Poisson arrivals drawn from `source`.
+
+    `config` is one of the streaming configs (ArrivalOptions and StreamOptions together).
+    """
+    init, num_stream, num_executors = config.init, config.num_stream, config.num_executors
     content, gaps = split_streams(as_rng(seed))
     jobs = source.draw(content, init + num_stream)
     mean_gap = config.mean_interarrival(source.mean_work, num_executors)
@@ -692,45 +690,20 @@ def _fidelity(moving_delay: float, waves: bool) -> Fidelity:
 def synthetic_workload(config: SyntheticConfig | None = None, seed: SeedLike = 0) -> Workload:
     """The synthetic two-type workload (one-stage short/long jobs, Poisson arrivals)."""
     c = config or SyntheticConfig()
-    return _stream(
-        "synthetic",
-        c.two_type_source(),
-        c,
-        c.init,
-        c.num_stream,
-        c.num_executors,
-        _fidelity(c.moving_delay, False),
-        seed,
-    )
+    return _stream("synthetic", c.two_type_source(), c, _fidelity(c.moving_delay, False), seed)
 
 
 def tpch_workload(config: TpchConfig | None = None, seed: SeedLike = 0) -> Workload:
     """Decima's streaming TPC-H workload (needs the traces; see `idlegate.sim.tpch`)."""
     c = config or TpchConfig()
-    return _stream(
-        "tpch",
-        c.tpch_source(),
-        c,
-        c.init,
-        c.num_stream,
-        c.num_executors,
-        _fidelity(c.moving_delay, c.wave_durations),
-        seed,
-    )
+    return _stream("tpch", c.tpch_source(), c, _fidelity(c.moving_delay, c.wave_durations), seed)
 
 
 def tpch_like_workload(config: TpchLikeConfig | None = None, seed: SeedLike = 0) -> Workload:
     """A stream of synthetic TPC-H-like DAGs (no data files needed)."""
     c = config or TpchLikeConfig()
     return _stream(
-        "tpch-like",
-        TpchLikeSource(c.shape()),
-        c,
-        c.init,
-        c.num_stream,
-        c.num_executors,
-        _fidelity(c.moving_delay, False),
-        seed,
+        "tpch-like", TpchLikeSource(c.shape()), c, _fidelity(c.moving_delay, False), seed
     )
 
 
@@ -745,7 +718,7 @@ def mixed_workload(config: MixedConfig | None = None, seed: SeedLike = 0) -> Wor
         second = TpchLikeSource(c.shape())
         fid = _fidelity(c.moving_delay or 0.0, False)
     source = MixSource(c.two_type_source(), second, c.alpha)
-    return _stream(f"mixed-{dags}", source, c, c.init, c.num_stream, c.num_executors, fid, seed)
+    return _stream(f"mixed-{dags}", source, c, fid, seed)
 
 
 def file_workload(config: FileConfig, seed: SeedLike = 0) -> Workload:
