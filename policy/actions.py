@@ -1,17 +1,25 @@
 """The learned policy's action: choosing from the model's log-probabilities, and decoding.
 
-Shared by training (torch) and inference (ONNX), numpy only. A model returns three
+Shared by training (torch) and inference (ONNX), numpy only. A model returns four
 masked log-probability tables for an `Observation` (names `MODEL_OUTPUTS`):
 
-* `stage_logp` [N] — over stage rows; zero probability outside the stage mask;
+* `stage_logp` [N] and `wait_logp` [1] — one distribution over the stage rows plus
+  WAIT (launch nothing until the next event); zero probability outside the stage mask,
+  and for WAIT outside `wait_mask` or without `ActionConfig.wait_action`;
 * `idle_logp` [M, I] — for each stage row that may idle (`Observation.idle_rows`, in that
   order) over idle levels g = 0..I−1 (I = G+1, or 1 without the idle head); every other
   stage launches (level 0) with probability 1;
 * `cap_logp` [J, L] — per job row over cap levels; zero probability at levels not above
   the executors the job holds.
 
-An action is chosen in that order — the stage, then its idle level, then (only for a
-launch, g = 0) its job's cap level — and `decode` turns it into a `Decision`:
+An action is chosen in that order — the stage (or WAIT), then its idle level, then
+(only for a launch, g = 0) its job's cap level — and `decode` turns it into a `Decision`
+or `WAIT`:
+
+* WAIT (`WAIT_CHOICE`, stage row −1): nothing launches; free executors stay free until
+  the next scheduling event. Without it a policy must launch whenever an executor is
+  free and a stage is runnable, which costs fair about 40 % on the TPC-H traces
+  (moving delays and over-parallel jobs), so a policy without WAIT cannot match fair;
 
 * g > 0: idle the stage for d = r · l · g / G seconds, l = the stage's length (one task
   duration, `Stage.duration`), G = `idle_levels`, r = `idle_ratio`; the job's cap stays
@@ -33,9 +41,9 @@ import numpy as np
 
 from idlegate.errors import IdlegateError
 from idlegate.policy.features import Observation
-from idlegate.sim.cluster import Decision
+from idlegate.sim.cluster import WAIT, Action, Decision
 
-MODEL_OUTPUTS: Final = ("stage_logp", "cap_logp", "idle_logp")
+MODEL_OUTPUTS: Final = ("stage_logp", "cap_logp", "idle_logp", "wait_logp")
 """The model's outputs, in order (torch forward results and ONNX output names)."""
 
 MASKED: Final = -1e9
@@ -52,10 +60,14 @@ class ActionConfig:
     """G: idle lengths are d = r · l · g / G for g = 0..G."""
     idle_ratio: float = 1.0
     """r: the longest idle slot is r times the stage's length."""
+    wait_action: bool = True
+    """False: no WAIT action; the policy launches whenever it is asked (schema-1 models)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.idle_head, bool):
             raise IdlegateError(f"idle_head must be true or false, got {self.idle_head!r}")
+        if not isinstance(self.wait_action, bool):
+            raise IdlegateError(f"wait_action must be true or false, got {self.wait_action!r}")
         if not (isinstance(self.idle_levels, int) and self.idle_levels >= 1):
             raise IdlegateError(
                 f"idle_levels (G) must be a whole number >= 1, got {self.idle_levels!r}"
@@ -86,9 +98,18 @@ class Choice(NamedTuple):
     """A chosen action as indices into the model's tables."""
 
     stage_row: int
+    """The stage row, or -1 for WAIT."""
     idle_level: int
     cap_index: int
-    """Index into `Observation.cap_levels`; -1 for an idle decision (no cap chosen)."""
+    """Index into `Observation.cap_levels`; -1 for an idle decision or WAIT (no cap chosen)."""
+
+    @property
+    def is_wait(self) -> bool:
+        return self.stage_row < 0
+
+
+WAIT_CHOICE: Final = Choice(-1, 0, -1)
+"""The WAIT action as a Choice."""
 
 
 def _pick(
@@ -121,12 +142,23 @@ def choose(
     stage_logp: np.ndarray,
     cap_logp: np.ndarray,
     idle_logp: np.ndarray,
+    wait_logp: np.ndarray | None = None,
     *,
     greedy: bool = True,
     rng: np.random.Generator | None = None,
 ) -> Choice:
-    """Stage, then idle level, then (for a launch) cap level: argmax, or draws from `rng`."""
-    row = _pick(stage_logp, obs.stage_mask, greedy, rng)
+    """Stage or WAIT, then idle level, then (for a launch) cap level: argmax, or draws.
+
+    `wait_logp` None (or masked by `obs.wait_mask`) leaves WAIT out of the choice.
+    """
+    if wait_logp is not None and bool(obs.wait_mask[0]):
+        n = stage_logp.shape[0]
+        both = np.concatenate([stage_logp, wait_logp[:1]])
+        row = _pick(both, np.append(obs.stage_mask, True), greedy, rng)
+        if row == n:
+            return WAIT_CHOICE
+    else:
+        row = _pick(stage_logp, obs.stage_mask, greedy, rng)
     idle = 0
     if idle_logp.shape[1] > 1:
         slot = idle_slot(obs, row)
@@ -144,9 +176,14 @@ def choice_log_prob(
     stage_logp: np.ndarray,
     cap_logp: np.ndarray,
     idle_logp: np.ndarray,
+    wait_logp: np.ndarray | None = None,
 ) -> float:
     """log π(choice): the sum of the parts that were chosen (numpy; for checks and logs)."""
     row, idle, cap = choice
+    if choice.is_wait:
+        if wait_logp is None:
+            raise IdlegateError("a WAIT choice needs the model's wait_logp")
+        return float(wait_logp[0])
     total = float(stage_logp[row])
     slot = idle_slot(obs, row)
     if slot >= 0:
@@ -161,8 +198,10 @@ def idle_delay(length: float, level: int, config: ActionConfig) -> float:
     return config.idle_ratio * length * level / config.idle_levels
 
 
-def decode(obs: Observation, choice: Choice, config: ActionConfig) -> Decision:
-    """The `Decision` for `choice` (legal whenever the choice respects the masks)."""
+def decode(obs: Observation, choice: Choice, config: ActionConfig) -> Action:
+    """The `Decision` (or WAIT) for `choice` (legal whenever the choice respects the masks)."""
+    if choice.is_wait:
+        return WAIT
     stage = obs.stage(choice.stage_row)
     job = stage.job
     if choice.idle_level > 0:

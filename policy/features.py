@@ -81,6 +81,11 @@ additionally not started (launched == 0) and never delayed, so an idle slot is l
 launch must raise the cap above `held`). Cap levels are 1..K, or for a large cluster
 at most ``max_cap_levels`` levels spaced geometrically, K always included (so every
 row with held < K has a legal level). `cap_x` = cap_levels / K, the level's feature.
+`wait_mask[0]` — the decision may be WAIT (launch nothing until the next event): only
+while some executor is busy, so that a task completion is sure to come and a policy
+can never stall a cluster whose executors are all free.
+
+Schema history: 2 added `wait_mask` (the WAIT action); 1 was the first release.
 
 Speed: a TPC-H episode asks 10–40k times, so the featurizer caches per job its stage
 block (mask columns included) and its job row, recomputing them only when the job's
@@ -105,7 +110,7 @@ from idlegate.errors import IdlegateError
 from idlegate.sim.cluster import ClusterView, Job, Stage
 from idlegate.sim.dag import Dag
 
-FEATURE_SCHEMA_VERSION: Final = 1
+FEATURE_SCHEMA_VERSION: Final = 2
 """Bump whenever a column, its order or its normalisation changes (models record it)."""
 
 STAGE_FEATURES: Final = (
@@ -161,6 +166,7 @@ MODEL_INPUTS: Final = (
     "idle_rows",
     "cap_x",
     "cap_mask",
+    "wait_mask",
 )
 """The model's inputs, in order (torch forward arguments and ONNX input names)."""
 
@@ -267,6 +273,7 @@ class Observation:
         "stage_job",
         "stage_mask",
         "stage_x",
+        "wait_mask",
     )
 
     def __init__(self, **values: Any) -> None:
@@ -299,6 +306,8 @@ class Observation:
     """[L] float32: cap_levels / K."""
     cap_mask: np.ndarray
     """[J, L] bool: cap level above the executors the job holds."""
+    wait_mask: np.ndarray
+    """[1] bool: the decision may be WAIT (some executor is busy, so an event will come)."""
     jobs: list[Job]
     """Job of each job row (the view's jobs at the time of the call)."""
     offsets: list[int]
@@ -552,6 +561,7 @@ class Featurizer:
             cap_levels=levels,
             cap_x=level_x,
             cap_mask=held[:, None] < levels[None, :],
+            wait_mask=np.array([free < k]),
             jobs=jobs,
             offsets=struct.offsets,
             num_executors=k,

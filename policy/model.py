@@ -23,6 +23,8 @@ N stages, J jobs, E edges, L cap levels, M idle-eligible stages, I idle levels:
           parallelism-limit trick: the head does not grow with K)               [J, L]
    idle   u(e_v + y_j(v), z, g/G) → log-softmax over g = 0..G, only for the stages
           that may idle (`idle_rows`); all others launch                        [M, I]
+   wait   v(z) → one more entry of the stage softmax: WAIT, launch nothing until the
+          next event (masked unless `wait_mask` and `ActionConfig.wait_action`)   [1]
 
 Aggregations are index_add over index tensors (edge index, stage → job), exported as
 ONNX `ScatterND(reduction="add")`, with dynamic numbers of stages, jobs and edges.
@@ -321,6 +323,23 @@ def masked_log_softmax(scores: Tensor, mask: Tensor, dim: int = -1) -> Tensor:
     return torch.log_softmax(torch.where(mask, scores, fill), dim=dim)
 
 
+class WaitHead(nn.Module):
+    """v(z) → the WAIT score of each observation: z [B, D] → [B].
+
+    It has an output bias, unlike the stage head: WAIT competes with the stage scores
+    in one softmax, so its level relative to them matters.
+    """
+
+    def __init__(self, dim: int, hidden: int, slope: float) -> None:
+        super().__init__()
+        self.hidden = nn.Linear(dim, hidden)
+        self.out = nn.Linear(hidden, 1)
+        self.act = nn.LeakyReLU(slope)
+
+    def forward(self, z: Tensor) -> Tensor:
+        return self.out(self.act(self.hidden(z))).squeeze(1)
+
+
 def segment_log_softmax(scores: Tensor, mask: Tensor, segment: Tensor, segments: int) -> Tensor:
     """`masked_log_softmax` of [N] scores within each segment (segment [N] in 0..segments−1)."""
     fill = torch.tensor(MASKED, dtype=scores.dtype)
@@ -349,9 +368,10 @@ class PolicyNet(nn.Module):
 
     Inputs: stage_x [N, Fs] f32, job_x [J, Fj] f32, global_x [1, Fg] f32, edge_src [E]
     i64, edge_dst [E] i64, stage_job [N] i64, stage_mask [N] bool, idle_rows [M] i64,
-    cap_x [L] f32, cap_mask [J, L] bool. Outputs: stage_logp [N], cap_logp [J, L],
-    idle_logp [M, I] for the stages that may idle (I = G + 1, or 1 without the idle head:
-    all zeros, "launch"). Scoring only the M idle-eligible stages, not all N, keeps the
+    cap_x [L] f32, cap_mask [J, L] bool, wait_mask [1] bool. Outputs: stage_logp [N],
+    cap_logp [J, L], idle_logp [M, I] for the stages that may idle (I = G + 1, or 1
+    without the idle head: all zeros, "launch"), wait_logp [1] (stage_logp and wait_logp
+    together are one distribution). Scoring only the M idle-eligible stages, not all N, keeps the
     widest tensor of the model small.
     """
 
@@ -367,6 +387,7 @@ class PolicyNet(nn.Module):
         lh = cfg.level_hidden_dim
         self.cap_head = LevelHead(d, lh, s)
         self.idle_head = LevelHead(d, lh, s) if cfg.actions.idle_head else None
+        self.wait_head = WaitHead(d, lh, s)
         g = cfg.actions.idle_levels
         self.register_buffer(
             "idle_x", torch.arange(g + 1, dtype=torch.float32) / g, persistent=False
@@ -384,21 +405,31 @@ class PolicyNet(nn.Module):
         idle_rows: Tensor,
         cap_x: Tensor,
         cap_mask: Tensor,
+        wait_mask: Tensor,
         graphs: Graphs | None = None,
-    ) -> tuple[Tensor, Tensor, Tensor]:
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         x = self.embed(stage_x, job_x, stage_job)  # [N, D]
         e = self.message(x, edge_src, edge_dst)  # [N, D]
         y = self.job_summary(e, job_x, stage_job)  # [J, D]
         z = self.global_summary(y, global_x, None if graphs is None else graphs.job_graph)
         ys = y[stage_job]  # [N, D]: each stage's job summary
+        wait_score = self.wait_head(z)  # [B]
+        if not self.config.actions.wait_action:
+            wait_mask = torch.zeros_like(wait_mask)
+        # WAIT is one more entry of each observation's stage softmax, after its stages
+        mask = torch.cat([stage_mask, wait_mask])  # [N + B]
+        n = stage_mask.shape[0]
         if graphs is None:  # one observation: z [1, D] broadcasts (the exported path)
             z_stage = z_job = z_idle = z
-            stage_logp = masked_log_softmax(self.stage_head(e, ys, z), stage_mask)
+            scores = torch.cat([self.stage_head(e, ys, z), wait_score])
+            both = masked_log_softmax(scores, mask)
         else:  # a batch: each row gets its own observation's z, softmax per observation
             z_stage, z_job = z[graphs.stage_graph], z[graphs.job_graph]
             z_idle = z_stage[idle_rows]
-            scores = self.stage_head(e, ys, z_stage)
-            stage_logp = segment_log_softmax(scores, stage_mask, graphs.stage_graph, graphs.count)
+            scores = torch.cat([self.stage_head(e, ys, z_stage), wait_score])
+            segment = torch.cat([graphs.stage_graph, torch.arange(graphs.count)])
+            both = segment_log_softmax(scores, mask, segment, graphs.count)
+        stage_logp, wait_logp = both[:n], both[n:]
         cap_logp = masked_log_softmax(self.cap_head(y, z_job, cap_x), cap_mask)
         if self.idle_head is None:
             idle_logp = torch.zeros_like(idle_rows, dtype=stage_x.dtype).unsqueeze(1)  # [M, 1]
@@ -406,9 +437,9 @@ class PolicyNet(nn.Module):
             rows = (e + ys)[idle_rows]  # [M, D]: the idle-eligible stages in their jobs
             scores = self.idle_head.forward_fixed(rows, z_idle, self.idle_x)  # [M, I]
             idle_logp = torch.log_softmax(scores, 1)
-        return stage_logp, cap_logp, idle_logp
+        return stage_logp, cap_logp, idle_logp, wait_logp
 
-    def run(self, obs: Observation) -> tuple[Tensor, Tensor, Tensor]:
+    def run(self, obs: Observation) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """`forward` on an Observation's arrays (shared memory, no copies)."""
         return self(*observation_tensors(obs))
 
@@ -427,9 +458,9 @@ class PolicyStep(NamedTuple):
 
     choice: Choice
     log_prob: Tensor
-    """Scalar: log π(stage) + log π(idle | stage) + (launch only) log π(cap | job)."""
+    """Scalar: log π(stage or WAIT) + log π(idle | stage) + (launch only) log π(cap | job)."""
     entropy: Tensor
-    """Scalar: H(stage) + H(idle | chosen stage, if it may idle) + (launch only) H(cap | job)."""
+    """Scalar: H(stage or WAIT) + H(idle | chosen stage, if it may idle) + (launch) H(cap | job)."""
 
 
 def _entropy(logp: Tensor) -> Tensor:
@@ -438,13 +469,15 @@ def _entropy(logp: Tensor) -> Tensor:
 
 
 def evaluate_choice(
-    outputs: tuple[Tensor, Tensor, Tensor], obs: Observation, choice: Choice
+    outputs: tuple[Tensor, Tensor, Tensor, Tensor], obs: Observation, choice: Choice
 ) -> tuple[Tensor, Tensor]:
     """(log π(choice), entropy) from the model outputs, differentiable (for REINFORCE)."""
-    stage_logp, cap_logp, idle_logp = outputs
+    stage_logp, cap_logp, idle_logp, wait_logp = outputs
     row, idle, cap = choice
+    entropy = _entropy(stage_logp) + _entropy(wait_logp)
+    if choice.is_wait:
+        return wait_logp[0], entropy
     log_prob = stage_logp[row]
-    entropy = _entropy(stage_logp)
     slot = idle_slot(obs, row)
     if slot >= 0 and idle_logp.shape[1] > 1:
         log_prob = log_prob + idle_logp[slot, idle]
@@ -525,6 +558,7 @@ def batch_observations(observations: Sequence[Observation]) -> Batch:
         cat("idle_rows", so),
         torch.from_numpy(cap_x),
         torch.from_numpy(cap_mask),
+        cat("wait_mask"),
     )
     count = len(observations)
     graphs = Graphs(
@@ -546,13 +580,18 @@ def evaluate_batch(
     if len(observations) != len(choices):
         raise IdlegateError(f"{len(observations)} observations but {len(choices)} choices")
     batch = batch_observations(observations)
-    stage_logp, cap_logp, idle_logp = model(*batch.inputs, graphs=batch.graphs)
+    stage_logp, cap_logp, idle_logp, wait_logp = model(*batch.inputs, graphs=batch.graphs)
     count = batch.graphs.count
-    rows = torch.tensor([c.stage_row for c in choices]) + batch.stage_offsets
-    log_prob = stage_logp[rows]
+    waits = torch.tensor([c.is_wait for c in choices])
+    rows = torch.tensor([max(c.stage_row, 0) for c in choices]) + batch.stage_offsets
+    log_prob = torch.where(waits, wait_logp, stage_logp[rows])  # WAIT rows: row 0 unused
     plogp = stage_logp.exp() * stage_logp  # masked entries: 0 · (−1e9) = 0
     entropy = -torch.zeros(count).index_add(0, batch.graphs.stage_graph, plogp)
-    slots = [idle_slot(o, c.stage_row) for o, c in zip(observations, choices, strict=True)]
+    entropy = entropy - wait_logp.exp() * wait_logp
+    slots = [
+        -1 if c.is_wait else idle_slot(o, c.stage_row)
+        for o, c in zip(observations, choices, strict=True)
+    ]
     with_idle = [b for b, slot in enumerate(slots) if slot >= 0 and idle_logp.shape[1] > 1]
     if with_idle:
         at = torch.tensor(with_idle)

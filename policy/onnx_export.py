@@ -6,8 +6,9 @@ levels and idle-eligible stages and returns the `MODEL_OUTPUTS` (shapes in
 
     inputs   stage_x [N, Fs] f32, job_x [J, Fj] f32, global_x [1, Fg] f32,
              edge_src [E] i64, edge_dst [E] i64, stage_job [N] i64, stage_mask [N] bool,
-             idle_rows [M] i64, cap_x [L] f32, cap_mask [J, L] bool
-    outputs  stage_logp [N], cap_logp [J, L], idle_logp [M, I]   (f32 log-probabilities)
+             idle_rows [M] i64, cap_x [L] f32, cap_mask [J, L] bool, wait_mask [1] bool
+    outputs  stage_logp [N], cap_logp [J, L], idle_logp [M, I], wait_logp [1]
+             (f32 log-probabilities; stage_logp and wait_logp are one distribution)
 
 It is written by torch's TorchScript-based exporter (`dynamo=False`): the
 torch.export-based one needs the `onnxscript` package, which idlegate does not depend
@@ -55,6 +56,7 @@ METADATA_KEYS: Final = (
     "idlegate.idle_ratio",  # r
     "idlegate.ablation.idle_head",  # "true" / "false"
     "idlegate.ablation.cp_features",  # "true" / "false"
+    "idlegate.wait_action",  # "true" / "false"
 )
 ONNX_FORMAT: Final = "idlegate-policy-onnx"
 
@@ -94,6 +96,7 @@ def example_inputs(
         "cap_x": (np.arange(1, levels + 1) / levels).astype(np.float32),
         "cap_mask": rng.random((j, levels)) < 0.7,
     }
+    arrays["wait_mask"] = np.array([True])
     arrays["stage_mask"][0] = True
     arrays["cap_mask"][:, -1] = True
     return tuple(torch.from_numpy(arrays[k]) for k in MODEL_INPUTS)
@@ -139,6 +142,7 @@ def export_model(
         "idlegate.idle_ratio": repr(cfg.actions.idle_ratio),
         "idlegate.ablation.idle_head": str(cfg.actions.idle_head).lower(),
         "idlegate.ablation.cp_features": str(cfg.features.cp_features).lower(),
+        "idlegate.wait_action": str(cfg.actions.wait_action).lower(),
     }
     onnx.helper.set_model_props(proto, metadata)
     proto.producer_name = "idlegate"

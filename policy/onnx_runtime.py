@@ -108,11 +108,11 @@ class OnnxPolicy:
         self._rng = rng
         self.featurizer.reset()
 
-    def evaluate(self, obs: Observation) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The model's (stage_logp, cap_logp, idle_logp) for `obs`."""
+    def evaluate(self, obs: Observation) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The model's (stage_logp, cap_logp, idle_logp, wait_logp) for `obs`."""
         feed = {name: getattr(obs, name) for name in self.input_names}
-        stage_logp, cap_logp, idle_logp = self._run(self._outputs, feed)
-        return stage_logp, cap_logp, idle_logp
+        stage_logp, cap_logp, idle_logp, wait_logp = self._run(self._outputs, feed)
+        return stage_logp, cap_logp, idle_logp, wait_logp
 
     def choose(self, obs: Observation) -> Choice:
         """The action indices for `obs` (argmax, or a draw from the run's Generator)."""

@@ -9,6 +9,7 @@ torch = pytest.importorskip("torch")
 
 from idlegate.errors import IdlegateError  # noqa: E402
 from idlegate.policy.actions import (  # noqa: E402
+    WAIT_CHOICE,
     ActionConfig,
     Choice,
     choice_log_prob,
@@ -41,7 +42,7 @@ from idlegate.policy.model import (  # noqa: E402
     save_checkpoint,
     select_action,
 )
-from idlegate.sim.cluster import Cluster, Decision  # noqa: E402
+from idlegate.sim.cluster import WAIT, Cluster, Decision  # noqa: E402
 from idlegate.sim.dag import Dag  # noqa: E402
 from idlegate.sim.engine import JobArrival, Workload, simulate  # noqa: E402
 from idlegate.sim.spec import parse_workflow  # noqa: E402
@@ -189,10 +190,12 @@ def test_heads_respect_every_mask() -> None:
     torch.manual_seed(2)
     obs = compute_features(busy_state())
     with torch.no_grad():
-        stage_logp, cap_logp, idle_logp = PolicyNet().run(obs)
+        stage_logp, cap_logp, idle_logp, wait_logp = PolicyNet().run(obs)
     p_stage, p_cap, p_idle = stage_logp.exp(), cap_logp.exp(), idle_logp.exp()
     assert (p_stage[~torch.from_numpy(obs.stage_mask)] == 0).all()
-    torch.testing.assert_close(p_stage.sum(), torch.tensor(1.0))
+    # executors are busy, so WAIT is allowed: stages and WAIT share one distribution
+    assert obs.wait_mask.tolist() == [True] and 0 < wait_logp.exp().item() < 1
+    torch.testing.assert_close(p_stage.sum() + wait_logp.exp().sum(), torch.tensor(1.0))
     # the cap head only scores levels above what each job holds (job 0 holds 2)
     cap_mask = torch.from_numpy(obs.cap_mask)
     assert cap_mask[0].tolist() == [False, False, True, True, True]
@@ -209,20 +212,21 @@ def test_without_idle_head_every_decision_launches() -> None:
     config = ModelConfig(actions=ActionConfig(idle_head=False))
     obs = compute_features(busy_state())
     with torch.no_grad():
-        _, _, idle_logp = PolicyNet(config).run(obs)
+        _, _, idle_logp, _ = PolicyNet(config).run(obs)
     assert idle_logp.shape == (len(obs.idle_rows), 1) and not idle_logp.any()
     rng = np.random.default_rng(0)
     for _ in range(20):
         step = select_action(PolicyNet(config), obs, rng=rng)
-        assert step.choice.idle_level == 0 and step.choice.cap_index >= 0
+        assert step.choice.idle_level == 0
+        assert step.choice.is_wait or step.choice.cap_index >= 0
 
 
 def test_select_action_is_legal_and_its_log_prob_matches() -> None:
     torch.manual_seed(3)
     model = PolicyNet()
     rng = np.random.default_rng(0)
-    seen_idle = seen_launch = False
-    for _ in range(40):
+    seen_idle = seen_launch = seen_wait = False
+    for _ in range(60):
         c = busy_state()
         obs = compute_features(c)
         step = select_action(model, obs, rng=rng, with_grad=True)
@@ -232,10 +236,14 @@ def test_select_action_is_legal_and_its_log_prob_matches() -> None:
         )
         assert step.entropy.item() >= 0 and step.log_prob.requires_grad
         decision = decode(obs, step.choice, model.config.actions)
+        if decision is WAIT:
+            assert step.choice.is_wait and obs.wait_mask[0]
+            seen_wait = True
+            continue
         c.apply(decision, 1.0)  # raises IllegalDecisionError if the mask let anything slip
         seen_idle |= decision.idle_delay > 0
         seen_launch |= decision.idle_delay == 0
-    assert seen_idle and seen_launch
+    assert seen_idle and seen_launch and seen_wait
     step.log_prob.backward()
     assert model.stage_head.out.weight.grad is not None
 
@@ -284,7 +292,9 @@ def test_evaluate_choice_entropy_of_a_uniform_stage_choice() -> None:
     cap_logp = torch.zeros(obs.num_jobs, 5)
     idle_logp = torch.zeros(len(obs.idle_rows), 1)
     row = int(np.flatnonzero(obs.stage_mask)[0])
-    log_prob, entropy = evaluate_choice((stage_logp, cap_logp, idle_logp), obs, Choice(row, 0, 4))
+    wait_logp = torch.tensor([-1e9])
+    outputs = (stage_logp, cap_logp, idle_logp, wait_logp)
+    log_prob, entropy = evaluate_choice(outputs, obs, Choice(row, 0, 4))
     assert log_prob.item() == pytest.approx(-np.log(k))
     assert entropy.item() == pytest.approx(np.log(k), abs=1e-6)
 
@@ -321,7 +331,8 @@ def test_untrained_torch_policy_runs_a_tpch_like_workload(greedy: bool) -> None:
     policy = TorchPolicy(PolicyNet(), greedy=greedy, record=True)
     result = simulate(workload, policy, seed=0)
     assert result.unfinished == 0 and len(result.records) == 10
-    assert len(policy.steps) == result.decisions
+    waits = sum(step[1].is_wait for step in policy.steps)
+    assert len(policy.steps) == result.decisions + waits
     if not greedy:
         assert sum(r.idle_inserted for r in result.records) > 0
 
@@ -399,3 +410,61 @@ def test_bad_checkpoints_are_user_errors(tmp_path) -> None:
         ModelConfig.from_dict({"depth": 3})
     with pytest.raises(IdlegateError):
         ModelConfig(embed_dim=0)
+
+
+# ---------------------------------------------------------------------------------------
+# the WAIT action
+
+
+def test_wait_is_masked_while_every_executor_is_free() -> None:
+    c = Cluster(4)
+    c.add_job(dag(("a", 2, 1.0, [])), 0.0)
+    obs = compute_features(c)
+    assert obs.wait_mask.tolist() == [False]
+    torch.manual_seed(0)
+    with torch.no_grad():
+        stage_logp, _, _, wait_logp = PolicyNet().run(obs)
+    assert wait_logp.exp().item() == 0.0
+    torch.testing.assert_close(stage_logp.exp().sum(), torch.tensor(1.0))
+
+
+def test_wait_choice_decodes_to_wait_and_its_log_prob_is_the_wait_entry() -> None:
+    obs = compute_features(busy_state())
+    stage_logp = np.where(obs.stage_mask, np.log(0.1), -1e9).astype(np.float32)
+    wait_logp = np.array([np.log(0.9)], dtype=np.float32)
+    cap_logp = np.where(obs.cap_mask, 0.0, -1e9).astype(np.float32)
+    idle_logp = np.zeros((len(obs.idle_rows), 5), dtype=np.float32)
+    choice = choose(obs, stage_logp, cap_logp, idle_logp, wait_logp)
+    assert choice == WAIT_CHOICE and choice.is_wait
+    assert decode(obs, choice, ActionConfig()) is WAIT
+    assert choice_log_prob(obs, choice, stage_logp, cap_logp, idle_logp, wait_logp) == (
+        pytest.approx(np.log(0.9))
+    )
+    # without wait_logp (a model without WAIT), the best stage is chosen
+    assert not choose(obs, stage_logp, cap_logp, idle_logp).is_wait
+
+
+def test_without_the_wait_action_the_policy_never_waits() -> None:
+    torch.manual_seed(1)
+    model = PolicyNet(ModelConfig(actions=ActionConfig(wait_action=False)))
+    with torch.no_grad():
+        model.wait_head.out.bias.fill_(50.0)  # WAIT would win every draw if it were allowed
+    obs = compute_features(busy_state())
+    with torch.no_grad():
+        _, _, _, wait_logp = model.run(obs)
+    assert wait_logp.exp().item() == 0.0
+    rng = np.random.default_rng(0)
+    assert not any(select_action(model, obs, rng=rng).choice.is_wait for _ in range(30))
+
+
+def test_a_policy_that_always_waits_still_finishes_every_job() -> None:
+    # WAIT is only offered while an executor is busy, so a task end always follows
+    torch.manual_seed(2)
+    model = PolicyNet()
+    with torch.no_grad():
+        model.wait_head.out.bias.fill_(50.0)
+    workload = build_workload("tpch-like", seed=3, num_executors=6, init=2, num_stream=4)
+    policy = TorchPolicy(model, greedy=True, record=True)
+    result = simulate(workload, policy, seed=0)
+    assert result.unfinished == 0
+    assert sum(step[1].is_wait for step in policy.steps) > 0

@@ -94,6 +94,7 @@ def random_inputs(
         "idle_rows": np.flatnonzero(stage_mask & (rng.random(n) < 0.5)).astype(np.int64),
         "cap_x": (np.arange(1, levels + 1) / levels).astype(np.float32),
         "cap_mask": np.arange(1, levels + 1)[None, :] > held[:, None],
+        "wait_mask": np.array([bool(rng.random() < 0.7)]),
     }
 
 

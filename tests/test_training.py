@@ -240,6 +240,10 @@ def test_sampled_rollouts_only_make_legal_decisions(idle_head):
         ro = run_rollout(policy, wl, seed=seed, arrival_seed=seed)
         assert ro.jobs_done == ro.jobs_total
         for obs, (row, level, cap) in zip(ro.observations, ro.choice_list(), strict=True):
+            if row < 0:  # WAIT: only while some executor is busy
+                assert obs.wait_mask[0] and level == 0 and cap == -1
+                checked += 1
+                continue
             assert obs.stage_mask[row]
             if level > 0:
                 assert idle_head and row in obs.idle_rows.tolist() and cap == -1
@@ -275,6 +279,21 @@ def test_bc_reaches_high_imitation_accuracy():
     assert report.samples == len(demos.choices) > 200
     assert report.losses[-1] < report.losses[0]
     assert report.accuracy >= 0.9, report
+
+
+def test_a_teachers_waits_become_wait_choices_only_where_wait_is_legal():
+    # fair holds executors back once every job has its share: those answers are WAITs
+    workload = build_workload("tpch-like", 1, num_executors=10, init=4, num_stream=6)
+    demos = record_demonstrations(
+        workload, 1, heuristic="fair", model_config=ModelConfig().to_dict()
+    )
+    waits = [(o, c) for o, c in zip(demos.observations, demos.choices, strict=True) if c.is_wait]
+    assert waits and len(waits) < len(demos.choices)
+    assert all(o.wait_mask[0] for o, _ in waits)
+    no_wait = ModelConfig(actions=ActionConfig(wait_action=False)).to_dict()
+    launches_only = record_demonstrations(workload, 1, heuristic="fair", model_config=no_wait)
+    assert not any(c.is_wait for c in launches_only.choices)
+    assert len(launches_only.choices) == len(demos.choices) - len(waits)
 
 
 # ---------------------------------------------------------------------------------------

@@ -4,8 +4,9 @@ The teacher (fair or SJF-CP) runs whole episodes of the training workload. At ea
 its decisions we record the policy's `Observation` of that state and the teacher's
 `Decision` mapped into the policy's action space (`decision_to_choice`): the stage's
 row, idle level 0 (or the nearest level for a teacher that idles), and the smallest
-legal cap level at or above the teacher's cap. WAIT answers have no counterpart (the
-policy always launches something when it is asked) and are skipped.
+legal cap level at or above the teacher's cap. A WAIT answer becomes the policy's WAIT
+choice when WAIT is legal for the policy (`Observation.wait_mask`, and the model has
+the WAIT action); otherwise it is skipped.
 
 The model then minimises the cross-entropy −(1/B) Σ log π(a_teacher | s) over
 minibatches (Adam), the log-probabilities coming from `policy.model.evaluate_batch`
@@ -24,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from idlegate.policy.actions import ActionConfig, Choice, choose, idle_slot
+from idlegate.policy.actions import WAIT_CHOICE, ActionConfig, Choice, choose, idle_slot
 from idlegate.policy.features import FeatureConfig, Featurizer, Observation
 from idlegate.policy.heuristics import make_scheduler
 from idlegate.policy.model import ModelConfig, PolicyNet, evaluate_batch
@@ -71,10 +72,15 @@ class Imitator:
 
     def decide(self, view: ClusterView) -> Action:
         action = self.teacher.decide(view)
+        obs = self.featurizer(view)
         if isinstance(action, Decision):
-            obs = self.featurizer(view)
-            self.observations.append(StoredObservation(obs))
-            self.choices.append(decision_to_choice(obs, action, self.actions))
+            choice = decision_to_choice(obs, action, self.actions)
+        elif self.actions.wait_action and obs.wait_mask[0] and obs.stage_mask.any():
+            choice = WAIT_CHOICE
+        else:
+            return action
+        self.observations.append(StoredObservation(obs))
+        self.choices.append(choice)
         return action
 
 

@@ -79,6 +79,7 @@ CSV_FIELDS: tuple[str, ...] = (
     "grad_norm",
     "explained_variance",
     "idle_fraction",
+    "wait_fraction",
     "episode_mean_seconds",
     "max_time",
     "rollout_seconds",
@@ -105,6 +106,7 @@ class IterationStats:
     grad_norm: float = math.nan
     explained_variance: float = math.nan
     idle_fraction: float = math.nan
+    wait_fraction: float = math.nan
     episode_mean_seconds: float = math.nan
     max_time: float = math.nan
     rollout_seconds: float = math.nan
@@ -508,6 +510,7 @@ def _iteration(
         grad_norm=norm,
         explained_variance=rl.explained_variance(pooled_r, pooled_b) if pooled_r.size else math.nan,
         idle_fraction=sum(r.idle_decisions for r in rollouts) / max(sum(decisions), 1),
+        wait_fraction=sum(r.wait_decisions for r in rollouts) / max(sum(decisions), 1),
         episode_mean_seconds=mean,
         max_time=max_time,
         rollout_seconds=t1 - t0,

@@ -46,8 +46,8 @@ from idlegate.sim.cluster import WAIT, Action, ClusterView
 from idlegate.sim.engine import Workload, simulate
 from idlegate.sim.workloads import build_workload
 
-Evaluator = Callable[[Observation], tuple[np.ndarray, np.ndarray, np.ndarray]]
-"""Observation → (stage_logp, cap_logp, idle_logp) as numpy arrays."""
+Evaluator = Callable[[Observation], tuple[np.ndarray, ...]]
+"""Observation → (stage_logp, cap_logp, idle_logp, wait_logp) as numpy arrays."""
 
 
 # ---------------------------------------------------------------------------------------
@@ -74,6 +74,7 @@ class StoredObservation:
     idle_rows: np.ndarray
     cap_x: np.ndarray
     cap_mask: np.ndarray
+    wait_mask: np.ndarray
     num_jobs: int
 
     def __init__(self, obs: Observation | None = None) -> None:
@@ -167,6 +168,7 @@ class Rollout:
     jct_sum: float
     """Sum of the JCTs of the jobs that finished."""
     idle_decisions: int = 0
+    wait_decisions: int = 0
 
     @property
     def decisions(self) -> int:
@@ -249,10 +251,10 @@ class RecordingPolicy:
 def torch_evaluator(model: PolicyNet) -> Evaluator:
     """Run the torch model without autograd."""
 
-    def evaluate(obs: Observation) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def evaluate(obs: Observation) -> tuple[np.ndarray, ...]:
         with torch.inference_mode():
             out = model.run(obs)
-        return out[0].numpy(), out[1].numpy(), out[2].numpy()
+        return tuple(t.numpy() for t in out)
 
     return evaluate
 
@@ -291,6 +293,7 @@ def run_rollout(
     """Simulate `workload` with `policy` (recording) until `max_time`; the recorded Rollout."""
     result = simulate(workload, policy, seed=seed, max_time=max_time)
     idle = sum(1 for c in policy.choices if c.idle_level > 0)
+    waits = sum(1 for c in policy.choices if c.is_wait)
     choices = (
         np.asarray(policy.choices, dtype=np.int64).reshape(-1, 3)
         if policy.choices
@@ -310,6 +313,7 @@ def run_rollout(
         jobs_total=len(workload.jobs),
         jct_sum=float(sum(r.jct for r in result.records)),
         idle_decisions=idle,
+        wait_decisions=waits,
     )
 
 
