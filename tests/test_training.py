@@ -369,6 +369,31 @@ def test_resume_continues_the_same_trace(tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_init_checkpoint_starts_from_those_weights_without_bc(tmp_path):
+    first = train(tiny_config(tmp_path / "bc", iterations=0), show_progress=False)
+    bc_weights = _weights(tmp_path / "bc" / "bc.pt")
+    tuned = train(
+        tiny_config(
+            tmp_path / "tuned", iterations=0, init_checkpoint=str(tmp_path / "bc" / "bc.pt")
+        ),
+        show_progress=False,
+    )
+    assert not (tmp_path / "tuned" / "bc.pt").exists()  # no warm start of its own
+    assert tuned.initial_val_jct == first.initial_val_jct
+    got = _weights(tmp_path / "tuned" / "final.pt")
+    assert all(torch.equal(got[k], bc_weights[k]) for k in bc_weights)
+    with pytest.raises(IdlegateError, match=r"other model settings .*embed_dim"):
+        train(
+            tiny_config(
+                tmp_path / "other",
+                iterations=0,
+                model={"embed_dim": 4},
+                init_checkpoint=str(tmp_path / "bc" / "bc.pt"),
+            ),
+            show_progress=False,
+        )
+
+
 def _avg_jct(scheduler, options: dict, seeds) -> float:
     out = []
     for s in seeds:

@@ -250,6 +250,12 @@ class TrainConfig(_Section):
     )
     model: ModelSection = Field(default_factory=ModelSection, description="The policy network.")
     iterations: int = Field(default=100, ge=0, description="REINFORCE iterations.")
+    init_checkpoint: str | None = Field(
+        default=None,
+        description="Start from this checkpoint's weights (e.g. an earlier run's bc.pt or "
+        "best.pt; its model settings must match) instead of a fresh model; the BC warm "
+        "start is then skipped.",
+    )
     rollouts_per_sequence: int = Field(
         default=8,
         ge=2,

@@ -265,6 +265,22 @@ def _check_resume(ckpt: dict[str, Any], config: TrainConfig) -> None:
         )
 
 
+def _load_initial_weights(model: PolicyNet, config: TrainConfig) -> None:
+    """Copy `config.init_checkpoint`'s weights into `model` (same model settings required)."""
+    path = config.init_checkpoint
+    ckpt = load_checkpoint(path)  # type: ignore[arg-type]
+    ours = model.config.to_dict()
+    theirs = ckpt.get("model_config") or {}
+    if theirs != ours:
+        diff = sorted(k for k in set(ours) | set(theirs) if ours.get(k) != theirs.get(k))
+        raise IdlegateError(
+            f"init_checkpoint {path!r} was trained with other model settings ({', '.join(diff)} "
+            "differ); use the same model section as that run, or train from scratch"
+        )
+    model.load_state_dict(ckpt["state_dict"])
+    model.eval()
+
+
 # ---------------------------------------------------------------------------------------
 # the loop
 
@@ -374,7 +390,14 @@ def train(
             log = TrainLog(out / "train_log.csv", references, start_iter if config.resume else None)
 
             if not config.resume:
-                if config.bc.enabled:
+                if config.init_checkpoint is not None:
+                    _load_initial_weights(model, config)
+                    console.print(
+                        f"starting from the weights of {config.init_checkpoint}",
+                        highlight=False,
+                        soft_wrap=True,
+                    )
+                elif config.bc.enabled:
                     report = _warm_start(model, config, runner, bc_seq, forbidden, console)
                     bc_info = asdict(report)
                     save_checkpoint(model, out / "bc.pt", training_config=config.training_dict())
@@ -390,7 +413,11 @@ def train(
                 history.append(stats0)
                 console.print(
                     f"iteration 0: validation avg JCT {initial_val:.2f}"
-                    + (" (after the BC warm start)" if config.bc.enabled else ""),
+                    + (
+                        " (after the BC warm start)"
+                        if config.bc.enabled and config.init_checkpoint is None
+                        else ""
+                    ),
                     highlight=False,
                     soft_wrap=True,
                 )
