@@ -58,7 +58,7 @@ def one_executor(view: ClusterView) -> Action:
 class Probe:
     """Drives the simulation with `one_executor` and times one policy's decisions.
 
-    `evaluate(obs)` is the policy's model call returning the three numpy tables; the
+    `evaluate(obs)` is the policy's model call returning the four numpy tables; the
     probe times features, model and decoding separately, as `decide` runs them.
     """
 
