@@ -171,6 +171,15 @@ def test_presets_validate():
         assert not set(cfg.validation.seeds) & {0}
 
 
+def test_the_shipped_ablation_configs_load():
+    configs = sorted((Path(__file__).parents[1] / "training" / "configs").glob("*.yaml"))
+    assert len(configs) >= 4
+    for path in configs:
+        cfg = load_config(path)
+        assert cfg.out_dir and cfg.out_dir.startswith("out/"), path
+        assert not (cfg.model.idle_head and cfg.model.cp_features), path  # each ablates one
+
+
 def test_yaml_config_merges_over_the_preset(tmp_path):
     p = tmp_path / "c.yaml"
     p.write_text("preset: quick\niterations: 7\ncurriculum: {initial_mean_seconds: 50}\n")
