@@ -186,6 +186,21 @@ def busy_state() -> Cluster:
     return c
 
 
+def wait_state() -> Cluster:
+    """K=6; job 0 holds its fair share (3 of 6) with tasks left, job 1's only stage idles.
+
+    Both jobs have tasks to launch (n = 2, share 3), the only launchable stage belongs to
+    job 0, which holds 3: fair would WAIT here, so WAIT is legal.
+    """
+    c = Cluster(6)
+    a = c.add_job(dag(("a", 6, 2.0, [])), 0.0)
+    c.apply(Decision(a.stages[0], 3), 0.0)
+    b = c.add_job(dag(("x", 2, 1.0, [])), 0.5)
+    c.apply(Decision(b.stages[0], 1, 5.0), 0.5)
+    c.advance(1.0)
+    return c
+
+
 def test_heads_respect_every_mask() -> None:
     torch.manual_seed(2)
     obs = compute_features(busy_state())
@@ -193,9 +208,9 @@ def test_heads_respect_every_mask() -> None:
         stage_logp, cap_logp, idle_logp, wait_logp = PolicyNet().run(obs)
     p_stage, p_cap, p_idle = stage_logp.exp(), cap_logp.exp(), idle_logp.exp()
     assert (p_stage[~torch.from_numpy(obs.stage_mask)] == 0).all()
-    # executors are busy, so WAIT is allowed: stages and WAIT share one distribution
-    assert obs.wait_mask.tolist() == [True] and 0 < wait_logp.exp().item() < 1
-    torch.testing.assert_close(p_stage.sum() + wait_logp.exp().sum(), torch.tensor(1.0))
+    # job 1 holds nothing (below its share) and may launch, so WAIT is not allowed
+    assert obs.wait_mask.tolist() == [False] and wait_logp.exp().item() == 0
+    torch.testing.assert_close(p_stage.sum(), torch.tensor(1.0))
     # the cap head only scores levels above what each job holds (job 0 holds 2)
     cap_mask = torch.from_numpy(obs.cap_mask)
     assert cap_mask[0].tolist() == [False, False, True, True, True]
@@ -225,8 +240,8 @@ def test_select_action_is_legal_and_its_log_prob_matches() -> None:
     torch.manual_seed(3)
     model = PolicyNet()
     rng = np.random.default_rng(0)
-    seen_idle = seen_launch = seen_wait = False
-    for _ in range(60):
+    seen_idle = seen_launch = False
+    for _ in range(40):
         c = busy_state()
         obs = compute_features(c)
         step = select_action(model, obs, rng=rng, with_grad=True)
@@ -236,14 +251,11 @@ def test_select_action_is_legal_and_its_log_prob_matches() -> None:
         )
         assert step.entropy.item() >= 0 and step.log_prob.requires_grad
         decision = decode(obs, step.choice, model.config.actions)
-        if decision is WAIT:
-            assert step.choice.is_wait and obs.wait_mask[0]
-            seen_wait = True
-            continue
+        assert decision is not WAIT  # not allowed in this state
         c.apply(decision, 1.0)  # raises IllegalDecisionError if the mask let anything slip
         seen_idle |= decision.idle_delay > 0
         seen_launch |= decision.idle_delay == 0
-    assert seen_idle and seen_launch and seen_wait
+    assert seen_idle and seen_launch
     step.log_prob.backward()
     assert model.stage_head.out.weight.grad is not None
 
@@ -416,20 +428,36 @@ def test_bad_checkpoints_are_user_errors(tmp_path) -> None:
 # the WAIT action
 
 
-def test_wait_is_masked_while_every_executor_is_free() -> None:
+def test_wait_is_allowed_only_where_fair_would_wait() -> None:
     c = Cluster(4)
     c.add_job(dag(("a", 2, 1.0, [])), 0.0)
-    obs = compute_features(c)
-    assert obs.wait_mask.tolist() == [False]
+    assert compute_features(c).wait_mask.tolist() == [False]  # every executor free
+    assert compute_features(busy_state()).wait_mask.tolist() == [False]  # a job below share
+    obs = compute_features(wait_state())
+    assert obs.wait_mask.tolist() == [True]
     torch.manual_seed(0)
     with torch.no_grad():
         stage_logp, _, _, wait_logp = PolicyNet().run(obs)
-    assert wait_logp.exp().item() == 0.0
-    torch.testing.assert_close(stage_logp.exp().sum(), torch.tensor(1.0))
+    assert 0 < wait_logp.exp().item() < 1
+    torch.testing.assert_close(stage_logp.exp().sum() + wait_logp.exp()[0], torch.tensor(1.0))
+    # with WAIT allowed, sampled decisions include WAIT, launches and nothing illegal
+    rng = np.random.default_rng(0)
+    model, kinds = PolicyNet(), set()
+    for _ in range(60):
+        state = wait_state()
+        obs = compute_features(state)
+        step = select_action(model, obs, rng=rng)
+        decision = decode(obs, step.choice, model.config.actions)
+        if decision is WAIT:
+            kinds.add("wait")
+        else:
+            state.apply(decision, 1.0)
+            kinds.add("launch")
+    assert kinds == {"wait", "launch"}
 
 
 def test_wait_choice_decodes_to_wait_and_its_log_prob_is_the_wait_entry() -> None:
-    obs = compute_features(busy_state())
+    obs = compute_features(wait_state())
     stage_logp = np.where(obs.stage_mask, np.log(0.1), -1e9).astype(np.float32)
     wait_logp = np.array([np.log(0.9)], dtype=np.float32)
     cap_logp = np.where(obs.cap_mask, 0.0, -1e9).astype(np.float32)
@@ -449,7 +477,7 @@ def test_without_the_wait_action_the_policy_never_waits() -> None:
     model = PolicyNet(ModelConfig(actions=ActionConfig(wait_action=False)))
     with torch.no_grad():
         model.wait_head.out.bias.fill_(50.0)  # WAIT would win every draw if it were allowed
-    obs = compute_features(busy_state())
+    obs = compute_features(wait_state())
     with torch.no_grad():
         _, _, _, wait_logp = model.run(obs)
     assert wait_logp.exp().item() == 0.0
@@ -458,7 +486,7 @@ def test_without_the_wait_action_the_policy_never_waits() -> None:
 
 
 def test_a_policy_that_always_waits_still_finishes_every_job() -> None:
-    # WAIT is only offered while an executor is busy, so a task end always follows
+    # WAIT is only offered while every launchable job holds its share: jobs still progress
     torch.manual_seed(2)
     model = PolicyNet()
     with torch.no_grad():
