@@ -17,7 +17,7 @@ An action is chosen in that order — the stage (or WAIT), then its idle level, 
 or `WAIT`:
 
 * WAIT (`WAIT_CHOICE`, stage row −1): nothing launches; free executors stay free until
-  the next scheduling event. Without it a policy must launch whenever an executor is
+  the next scheduling event (offered only where fair would wait: see `wait_mask`). Without it a policy must launch whenever an executor is
   free and a stage is runnable, which costs fair about 40 % on the TPC-H traces
   (moving delays and over-parallel jobs), so a policy without WAIT cannot match fair;
 

@@ -312,7 +312,7 @@ class Observation:
     cap_mask: np.ndarray
     """[J, L] bool: cap level above the executors the job holds."""
     wait_mask: np.ndarray
-    """[1] bool: the decision may be WAIT (some executor is busy, so an event will come)."""
+    """[1] bool: the decision may be WAIT (every launchable job holds its fair share)."""
     jobs: list[Job]
     """Job of each job row (the view's jobs at the time of the call)."""
     offsets: list[int]
