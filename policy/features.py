@@ -112,6 +112,7 @@ from typing import Any, Final
 import numpy as np
 
 from idlegate.errors import IdlegateError
+from idlegate.policy.heuristics import fair_share, has_unlaunched_tasks
 from idlegate.sim.cluster import ClusterView, Job, Stage
 from idlegate.sim.dag import Dag
 
@@ -566,9 +567,7 @@ class Featurizer:
             cap_levels=levels,
             cap_x=level_x,
             cap_mask=held[:, None] < levels[None, :],
-            wait_mask=self._wait_mask(
-                jobs, stage_job_mask(struct.stage_job, stage_mask, len(jobs)), held, k
-            ),
+            wait_mask=_wait_mask(jobs, job_x[:, _LAUNCHABLE] > 0, held, k),
             jobs=jobs,
             offsets=struct.offsets,
             num_executors=k,
@@ -664,21 +663,6 @@ class Featurizer:
         row[_J["idle_inserted"]] = log1p(job.idle_inserted / unit)
         row[_LAUNCHABLE] = log1p(launchable)
 
-    @staticmethod
-    def _wait_mask(jobs: list[Job], launchable: np.ndarray, held: np.ndarray, k: int) -> np.ndarray:
-        """[1] bool: WAIT only when every job with a launchable stage holds its fair share.
-
-        The share is ceil(K / n), n = jobs with tasks not launched yet (fair's share), so
-        WAIT can decline to give a job more than fair would, never hold one below it:
-        deliberate waiting below the share is the idle head's (bounded) business. This
-        keeps a policy from starving jobs on workloads unlike its training set.
-        """
-        active = sum(1 for job in jobs if job.unlaunched > 0)
-        if not active:
-            return np.array([False])
-        share = -(-k // active)
-        return np.array([bool(launchable.any()) and bool((held[launchable] >= share).all())])
-
     def _cap_levels(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         cached = self._levels
         if cached is None or cached[0] != k:
@@ -732,9 +716,17 @@ class Featurizer:
         return stats
 
 
-def stage_job_mask(stage_job: np.ndarray, stage_mask: np.ndarray, num_jobs: int) -> np.ndarray:
-    """[J] bool: the jobs with at least one stage in `stage_mask`."""
-    return np.bincount(stage_job[stage_mask], minlength=num_jobs) > 0
+def _wait_mask(jobs: list[Job], launchable: np.ndarray, held: np.ndarray, k: int) -> np.ndarray:
+    """[1] bool: WAIT only when every job with a launchable stage holds fair's share.
+
+    WAIT may then decline to give a job more than fair would, never hold one below it:
+    deliberate waiting below the share is the idle head's (bounded) business. This keeps
+    a policy from starving jobs on workloads unlike its training set.
+    """
+    active = sum(1 for job in jobs if has_unlaunched_tasks(job))
+    if not active or not launchable.any():
+        return np.array([False])
+    return np.array([bool((held[launchable] >= fair_share(k, active)).all())])
 
 
 def compute_features(view: ClusterView, config: FeatureConfig | None = None) -> Observation:

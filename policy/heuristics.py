@@ -58,6 +58,11 @@ def has_unlaunched_tasks(job: Job) -> bool:
     return job.unlaunched > 0
 
 
+def fair_share(num_executors: int, jobs: int) -> int:
+    """Fair's per-job share: ceil(K / n) for n jobs with tasks to launch (n >= 1)."""
+    return ceil(num_executors / jobs)
+
+
 def _decision(stage: Stage, cap: int) -> Decision:
     """A launch decision with `cap` raised as far as a gang stage needs."""
     if stage.gang:
@@ -215,7 +220,7 @@ class FairScheduler(_Baseline):
 
     def shares(self, num_executors: int, jobs: list[Job]) -> list[int]:
         """Per job of `jobs` (all with tasks to launch): how many executors it may hold."""
-        return [ceil(num_executors / len(jobs))] * len(jobs)
+        return [fair_share(num_executors, len(jobs))] * len(jobs)
 
     def decide(self, view: ClusterView) -> Action:
         free = view.free_executors
