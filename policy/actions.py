@@ -61,7 +61,7 @@ class ActionConfig:
     idle_ratio: float = 1.0
     """r: the longest idle slot is r times the stage's length."""
     wait_action: bool = True
-    """False: no WAIT action; the policy launches whenever it is asked (schema-1 models)."""
+    """False: no WAIT action; the policy launches whenever it is asked (an ablation)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.idle_head, bool):

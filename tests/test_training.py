@@ -6,6 +6,7 @@ import csv
 import math
 import pickle
 import statistics
+from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ torch = pytest.importorskip("torch")
 
 from idlegate.errors import IdlegateError  # noqa: E402
 from idlegate.policy.actions import ActionConfig  # noqa: E402
+from idlegate.policy.features import FeatureConfig  # noqa: E402
 from idlegate.policy.heuristics import make_scheduler  # noqa: E402
 from idlegate.policy.model import ModelConfig, PolicyNet, load_checkpoint  # noqa: E402
 from idlegate.sim.dag import Dag  # noqa: E402
@@ -29,6 +31,7 @@ from idlegate.training.bc import (  # noqa: E402
 )
 from idlegate.training.config import (  # noqa: E402
     PRESETS,
+    ModelSection,
     TrainConfig,
     build_config,
     load_config,
@@ -169,6 +172,15 @@ def test_presets_validate():
         assert cfg.preset == name
         assert cfg.model.to_model_config().actions.idle_head
         assert not set(cfg.validation.seeds) & {0}
+
+
+def test_the_model_section_offers_every_model_feature_and_action_setting():
+    # a setting added to the dataclasses but not to the YAML section could not be trained
+    names = {f.name for c in (ModelConfig, FeatureConfig, ActionConfig) for f in fields(c)}
+    assert set(ModelSection.model_fields) == names - {"features", "actions"}
+    cfg = build_config({"model": {"wait_action": False, "load_clip": 2.0}})
+    model = cfg.model.to_model_config()
+    assert model.actions.wait_action is False and model.features.load_clip == 2.0
 
 
 def test_the_shipped_ablation_configs_load():

@@ -160,6 +160,10 @@ class ModelSection(_Section):
         gt=0,
         description="r: the longest idle slot in stage lengths.",
     )
+    wait_action: bool = Field(
+        default=_ACTION_DEFAULTS["wait_action"],
+        description="False: no WAIT action; the policy launches whenever it is asked.",
+    )
     cp_features: bool = Field(
         default=_FEATURE_DEFAULTS["cp_features"],
         description="False: zero the critical-path/average-width features (the ablation).",
@@ -178,6 +182,11 @@ class ModelSection(_Section):
         default=_FEATURE_DEFAULTS["max_cap_levels"],
         ge=2,
         description="Most parallelism-cap levels (geometric above this many executors).",
+    )
+    load_clip: float = Field(
+        default=_FEATURE_DEFAULTS["load_clip"],
+        gt=0,
+        description="Upper clip of the offered-load feature.",
     )
 
     def to_model_config(self) -> ModelConfig:
