@@ -509,31 +509,33 @@ def to_markdown(cmp: Comparison) -> str:
     return "\n".join(lines)
 
 
-def _ensure_parent(path: Path) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise IdlegateError(f"cannot create directory {path.parent}: {e.strerror}") from e
-
-
-def _write_text(path: str | Path, text: str) -> Path:
+def write_file(path: str | Path, write: Callable[[Path], object]) -> Path:
+    """Create `path`'s directory, call `write(path)`; OSError becomes an IdlegateError."""
     p = Path(path)
-    _ensure_parent(p)
     try:
-        p.write_text(text, encoding="utf-8")
+        p.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise IdlegateError(f"cannot create directory {p.parent}: {e.strerror}") from e
+    try:
+        write(p)
     except OSError as e:
         raise IdlegateError(f"cannot write {p}: {e.strerror}") from e
     return p
 
 
+def write_text(path: str | Path, text: str) -> Path:
+    """Write `text` (UTF-8) to `path` through `write_file`."""
+    return write_file(path, lambda p: p.write_text(text, encoding="utf-8"))
+
+
 def write_json(cmp: Comparison, path: str | Path, include_jct: bool = True) -> Path:
     """Write :meth:`Comparison.to_dict` as indented JSON (NaN written as null)."""
-    return _write_text(path, json.dumps(cmp.to_dict(include_jct), indent=2) + "\n")
+    return write_text(path, json.dumps(cmp.to_dict(include_jct), indent=2) + "\n")
 
 
 def write_markdown(cmp: Comparison, path: str | Path) -> Path:
     """Write :func:`to_markdown`."""
-    return _write_text(path, to_markdown(cmp))
+    return write_text(path, to_markdown(cmp))
 
 
 def plot_jct_cdf(cmp: Comparison, path: str | Path, title: str | None = None) -> Path:
@@ -546,8 +548,6 @@ def plot_jct_cdf(cmp: Comparison, path: str | Path, title: str | None = None) ->
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 
-    p = Path(path)
-    _ensure_parent(p)
     fig = Figure(figsize=(7, 4.5), dpi=120)
     ax = fig.add_subplot()
     pooled = [np.sort(np.concatenate(r.jct)) if r.jct else np.empty(0) for r in cmp.results]
@@ -572,11 +572,7 @@ def plot_jct_cdf(cmp: Comparison, path: str | Path, title: str | None = None) ->
     )
     ax.legend(loc="lower right", fontsize="small")
     fig.tight_layout()
-    try:
-        fig.savefig(p, format="png")
-    except OSError as e:
-        raise IdlegateError(f"cannot write {p}: {e.strerror}") from e
-    return p
+    return write_file(path, lambda p: fig.savefig(p, format="png"))
 
 
 @contextmanager

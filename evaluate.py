@@ -68,8 +68,10 @@ from idlegate.compare import (
     run_comparison,
     split_entry,
     stderr_progress,
+    write_file,
     write_json,
     write_markdown,
+    write_text,
 )
 from idlegate.errors import IdlegateError
 from idlegate.policy import make_scheduler
@@ -883,12 +885,7 @@ def _figure(rows: int, cols: int, size: tuple[float, float]) -> Any:
 
 
 def _save(fig: Any, path: Path) -> Path:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, format="png")
-    except OSError as exc:
-        raise IdlegateError(f"cannot write {path}: {exc.strerror}") from None
-    return path
+    return write_file(path, lambda p: fig.savefig(p, format="png"))
 
 
 def _errorbar(ax: Any, xs: list[float], ests: list[Estimate], label: str) -> None:
@@ -1140,18 +1137,9 @@ def write_evaluation(ev: Evaluation, out_dir: str | Path) -> dict[str, Path]:
     if ev.training is not None:
         paths["training_curve"] = plot_training_curve(ev.training, out / "training_curve.png")
     text = json.dumps(ev.to_dict(), indent=2, allow_nan=False)
-    paths["json"] = _write(out / "evaluation.json", text + "\n")
-    paths["markdown"] = _write(out / "evaluation.md", to_markdown(ev))
+    paths["json"] = write_text(out / "evaluation.json", text + "\n")
+    paths["markdown"] = write_text(out / "evaluation.md", to_markdown(ev))
     return paths
-
-
-def _write(path: Path, text: str) -> Path:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise IdlegateError(f"cannot write {path}: {exc.strerror}") from None
-    return path
 
 
 # ---------------------------------------------------------------------------------------
