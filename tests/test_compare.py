@@ -16,6 +16,7 @@ from idlegate.compare import (
     run_comparison,
     run_one,
     to_markdown,
+    write_text,
 )
 from idlegate.errors import IdlegateError
 from idlegate.sim.metrics import paired_relative_change
@@ -97,3 +98,14 @@ def test_workload_options_pass_only_given():
     assert WorkloadOptions(load=0.5, extra={"init": 0}).to_kwargs() == {"load": 0.5, "init": 0}
     with pytest.raises(IdlegateError, match="twice"):
         WorkloadOptions(load=0.5, extra={"load": 0.6}).to_kwargs()
+
+
+def test_write_failures_are_sentences_naming_the_path(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(IdlegateError, match=r"cannot create directory .*file"):
+        write_text(blocker / "report.md", "text")
+    (tmp_path / "taken").mkdir()
+    with pytest.raises(IdlegateError, match=r"cannot write .*taken"):
+        write_text(tmp_path / "taken", "text")  # a directory is in the way
+    assert write_text(tmp_path / "a" / "b.md", "ok").read_text() == "ok"
