@@ -11,6 +11,18 @@ from idlegate.sim.engine import JobArrival, Workload
 from idlegate.sim.spec import parse_workflow
 
 
+def dag(
+    *stages: tuple[str, int, float, list[str]] | tuple[str, int, float, list[str], bool],
+) -> Dag:
+    """Stages as (name, tasks, task duration, depends on[, gang])."""
+    spec = [
+        {"name": s[0], "tasks": s[1], "taskDurationSeconds": s[2], "dependsOn": s[3]}
+        | ({"gang": s[4]} if len(s) > 4 else {})
+        for s in stages
+    ]
+    return Dag.from_spec(parse_workflow({"stages": spec}))
+
+
 def chain(*lengths: float, tasks: int = 1) -> Dag:
     """A chain of stages s0 -> s1 -> ... with the given task durations."""
     stages = [

@@ -25,22 +25,12 @@ from idlegate.policy.heuristics import FairScheduler
 from idlegate.sim.cluster import Cluster, ClusterView, Decision
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import simulate
-from idlegate.sim.spec import parse_workflow
 from idlegate.sim.workloads import build_workload
+from idlegate.tests.helpers import dag
 
 S = {name: i for i, name in enumerate(STAGE_FEATURES)}
 J = {name: i for i, name in enumerate(JOB_FEATURES)}
 G = {name: i for i, name in enumerate(GLOBAL_FEATURES)}
-
-
-def dag(*stages: tuple) -> Dag:
-    """Stages as (name, tasks, task duration, depends on[, gang])."""
-    spec = [
-        {"name": s[0], "tasks": s[1], "taskDurationSeconds": s[2], "dependsOn": s[3]}
-        | ({"gang": s[4]} if len(s) > 4 else {})
-        for s in stages
-    ]
-    return Dag.from_spec(parse_workflow({"stages": spec}))
 
 
 def diamond() -> Dag:

@@ -18,22 +18,10 @@ from idlegate.policy.heuristics import (
 from idlegate.sim.cluster import WAIT, Action, Cluster, ClusterView, Decision, Scheduler
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import Fidelity, JobArrival, SimResult, Workload, simulate
-from idlegate.sim.spec import parse_workflow
+from idlegate.tests.helpers import dag
 
 # ---------------------------------------------------------------------------------------
 # builders
-
-
-def dag(
-    *stages: tuple[str, int, float, list[str]] | tuple[str, int, float, list[str], bool],
-) -> Dag:
-    """Stages as (name, tasks, task duration, depends on[, gang])."""
-    spec = [
-        {"name": s[0], "tasks": s[1], "taskDurationSeconds": s[2], "dependsOn": s[3]}
-        | ({"gang": s[4]} if len(s) > 4 else {})
-        for s in stages
-    ]
-    return Dag.from_spec(parse_workflow({"stages": spec}))
 
 
 def one(tasks: int, duration: float) -> Dag:

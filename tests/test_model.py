@@ -43,19 +43,11 @@ from idlegate.policy.model import (  # noqa: E402
     select_action,
 )
 from idlegate.sim.cluster import WAIT, Cluster, Decision  # noqa: E402
-from idlegate.sim.dag import Dag  # noqa: E402
 from idlegate.sim.engine import JobArrival, Workload, simulate  # noqa: E402
-from idlegate.sim.spec import parse_workflow  # noqa: E402
 from idlegate.sim.workloads import build_workload  # noqa: E402
+from idlegate.tests.helpers import dag  # noqa: E402
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """Tiny tensors: torch's thread pool only adds contention (badly so on a busy machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 # diamond a -> {b, c} -> d as rows 0..3; messages go child -> parent
@@ -164,15 +156,6 @@ def test_level_head_fixed_levels_path_equals_the_general_one() -> None:
 
 # ---------------------------------------------------------------------------------------
 # the whole model on real states
-
-
-def dag(*stages: tuple) -> Dag:
-    spec = [
-        {"name": s[0], "tasks": s[1], "taskDurationSeconds": s[2], "dependsOn": s[3]}
-        | ({"gang": s[4]} if len(s) > 4 else {})
-        for s in stages
-    ]
-    return Dag.from_spec(parse_workflow({"stages": spec}))
 
 
 def busy_state() -> Cluster:

@@ -31,14 +31,7 @@ from idlegate.sim.cluster import ClusterView  # noqa: E402
 from idlegate.sim.engine import simulate  # noqa: E402
 from idlegate.sim.workloads import build_workload  # noqa: E402
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """Tiny tensors: torch's thread pool only adds contention (badly so on a busy machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 CONFIGS = {
