@@ -416,8 +416,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "iterations": 150,
         "rollouts_per_sequence": 6,
         # small steps from the BC policy: at lr 1e-3 and β 0.01 REINFORCE drifted away
-        # from it (entropy 1.9 → 2.9, validation 27.9 → 30.8 s); at 3e-4 and β 0.001 it
-        # improved slowly (20.72 → 20.23 s in 40 iterations)
+        # from it (README, "The learned policy")
         "lr": 3e-4,
         "entropy": {"weight": 0.001, "decay": 0.0, "minimum": 0.001},
         "curriculum": {

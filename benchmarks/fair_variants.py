@@ -1,0 +1,119 @@
+"""How much room fair leaves on the TPC-H traces: fair against simple variants of itself.
+
+Decima's TPC-H setting (50 executors, 1 + 200 jobs, moving delay and measured task waves
+on), seeds 0-4 by default, the same arrival sequence per seed for every variant:
+
+* ``fair`` — `FairScheduler`, each job capped at its share ceil(K / n);
+* ``fair, no WAIT`` — fair that must launch whenever it would wait with an executor free
+  (the job with work that is first in arrival order, its best stage, cap one above what
+  it holds or its share): what a policy without a WAIT action is forced into;
+* ``fair capped at C`` — shares min(ceil(K / n), C) for C = 30, 20, 10;
+* ``fair, shares ×f`` — shares ceil(f · K / n) for f = 1.5, 0.75.
+
+It prints the average JCT of each (mean over seeds and per seed) and its ratio to fair.
+The README's "fair is a strong baseline" figures come from this script.
+
+    python benchmarks/fair_variants.py [--tpch-dir DIR] [--seeds 5] [--interarrival 25]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections.abc import Callable
+from math import ceil
+
+from idlegate.errors import IdlegateError
+from idlegate.policy.heuristics import FairScheduler, best_stage, has_unlaunched_tasks
+from idlegate.sim.cluster import WAIT, Action, ClusterView, Decision, Job, Scheduler
+from idlegate.sim.engine import simulate
+from idlegate.sim.tpch import resolve_tpch_dir
+from idlegate.sim.workloads import build_workload
+
+
+class ScaledFair(FairScheduler):
+    """Fair with shares ceil(factor · K / n), at most `limit` executors per job."""
+
+    def __init__(self, factor: float = 1.0, limit: int | None = None) -> None:
+        super().__init__()
+        self.factor = factor
+        self.limit = limit
+
+    def shares(self, num_executors: int, jobs: list[Job]) -> list[int]:
+        share = ceil(self.factor * num_executors / len(jobs))
+        return [min(share, self.limit or share)] * len(jobs)
+
+
+class NoWaitFair(FairScheduler):
+    """Fair, except that a WAIT with a free executor becomes a launch."""
+
+    def decide(self, view: ClusterView) -> Action:
+        action = super().decide(view)
+        if action is not WAIT or view.free_executors == 0:
+            return action
+        active = [j for j in view.jobs if has_unlaunched_tasks(j)]
+        share = self.shares(view.num_executors, active)[0] if active else 0
+        for job in active:
+            stage = best_stage(job, view.free_executors)
+            if stage is not None:
+                cap = max(job.held + 1, share, job.held + (stage.tasks if stage.gang else 0))
+                return Decision(stage, cap)
+        return WAIT
+
+
+VARIANTS: dict[str, Callable[[], Scheduler]] = {
+    "fair": FairScheduler,
+    "fair, no WAIT": NoWaitFair,
+    "fair capped at 30": lambda: ScaledFair(limit=30),
+    "fair capped at 20": lambda: ScaledFair(limit=20),
+    "fair capped at 10": lambda: ScaledFair(limit=10),
+    "fair, shares x1.5": lambda: ScaledFair(factor=1.5),
+    "fair, shares x0.75": lambda: ScaledFair(factor=0.75),
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tpch-dir", default=None)
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--interarrival", type=float, default=25.0)
+    args = parser.parse_args()
+    try:
+        tpch_dir = str(resolve_tpch_dir(args.tpch_dir))
+    except IdlegateError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 1
+    seeds = range(args.seeds)
+    workloads = [
+        build_workload(
+            "tpch",
+            seed=s,
+            tpch_dir=tpch_dir,
+            num_executors=50,
+            init=1,
+            num_stream=200,
+            interarrival=args.interarrival,
+        )
+        for s in seeds
+    ]
+    print(
+        f"TPC-H, 50 executors, 1 + 200 jobs, mean interarrival {args.interarrival:g} s, "
+        f"seeds 0-{args.seeds - 1}"
+    )
+    print(f"{'variant':<20} {'avg JCT s':>9} {'vs fair':>8}  per seed")
+    fair = 0.0
+    for name, make in VARIANTS.items():
+        per_seed = [
+            statistics.fmean(r.jct for r in simulate(w, make(), seed=s).records)
+            for s, w in zip(seeds, workloads, strict=True)
+        ]
+        mean = statistics.fmean(per_seed)
+        fair = fair or mean
+        cells = " ".join(f"{x:.1f}" for x in per_seed)
+        print(f"{name:<20} {mean:>9.2f} {mean / fair:>7.2f}x  {cells}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
