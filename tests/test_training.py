@@ -384,6 +384,24 @@ def test_resume_continues_the_same_trace(tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_resume_accepts_a_checkpoint_written_before_a_setting_existed(tmp_path):
+    train(tiny_config(tmp_path / "old", iterations=1, bc={"enabled": False}), show_progress=False)
+    path = tmp_path / "old" / "checkpoint.pt"
+    ckpt = torch.load(path, weights_only=False)
+    del ckpt["training_config"]["model"]["load_clip"]  # as if written before load_clip
+    torch.save(ckpt, path)
+    resumed = tiny_config(tmp_path / "old", iterations=2, resume=True, bc={"enabled": False})
+    train(resumed, show_progress=False)
+    assert [r["iteration"] for r in _trace(tmp_path / "old")] == ["0", "1", "2"]
+    ckpt["training_config"]["model"]["load_clip"] = 9.0  # a non-default value still differs
+    torch.save(ckpt, path)
+    with pytest.raises(IdlegateError, match=r"config differs .* in model"):
+        train(
+            tiny_config(tmp_path / "old", iterations=3, resume=True, bc={"enabled": False}),
+            show_progress=False,
+        )
+
+
 def test_init_checkpoint_starts_from_those_weights_without_bc(tmp_path):
     first = train(tiny_config(tmp_path / "bc", iterations=0), show_progress=False)
     bc_weights = _weights(tmp_path / "bc" / "bc.pt")

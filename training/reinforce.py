@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from pydantic import ValidationError
 from rich.console import Console
 
 from idlegate.errors import IdlegateError
@@ -251,7 +252,7 @@ def _fmt(v: Any) -> Any:
 
 
 def _check_resume(ckpt: dict[str, Any], config: TrainConfig) -> None:
-    stored = dict(ckpt.get("training_config") or {})
+    stored = _with_defaults(dict(ckpt.get("training_config") or {}))
     current = config.training_dict()
     for k in RUN_ONLY_FIELDS:
         stored.pop(k, None)
@@ -263,6 +264,18 @@ def _check_resume(ckpt: dict[str, Any], config: TrainConfig) -> None:
             "resume with the same settings (only workers, iterations, out_dir and "
             "checkpoint_every may change) or start a new run in another --out"
         )
+
+
+def _with_defaults(stored: dict[str, Any]) -> dict[str, Any]:
+    """`stored` with the settings added since it was written filled in with their defaults.
+
+    A checkpoint written before a setting existed then still resumes when the run keeps
+    that setting's default; data that no longer validates is compared as it is.
+    """
+    try:
+        return TrainConfig.model_validate(stored).training_dict()
+    except ValidationError:
+        return stored
 
 
 def _load_initial_weights(model: PolicyNet, config: TrainConfig) -> None:
