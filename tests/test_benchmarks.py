@@ -4,17 +4,30 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from types import ModuleType
 
-from idlegate.policy.heuristics import FairScheduler
+import pytest
+
+from idlegate.policy.heuristics import FairScheduler, make_scheduler
 from idlegate.sim.cluster import WAIT
 from idlegate.sim.engine import simulate
 from idlegate.sim.workloads import build_workload
+from idlegate.tests.helpers import chain, jcts, workload
 
-_PATH = Path(__file__).parents[1] / "benchmarks" / "fair_variants.py"
-_spec = importlib.util.spec_from_file_location("fair_variants", _PATH)
-assert _spec is not None and _spec.loader is not None
-fair_variants = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(fair_variants)
+
+def _load(name: str) -> ModuleType:
+    """Import benchmarks/<name>.py (the scripts are not a package)."""
+    spec = importlib.util.spec_from_file_location(
+        name, Path(__file__).parents[1] / "benchmarks" / f"{name}.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+fair_variants = _load("fair_variants")
+idle_room = _load("idle_room")
 
 
 class Watch:
@@ -50,3 +63,39 @@ def test_scaled_fair_shares() -> None:
     assert fair_variants.ScaledFair().shares(50, jobs) == [17] * 3  # plain fair
     assert fair_variants.ScaledFair(limit=10).shares(50, jobs) == [10] * 3
     assert fair_variants.ScaledFair(factor=1.5).shares(50, jobs) == [25] * 3
+
+
+# A long job L arrives while a 30 s job A holds one of the two executors; a short job S
+# follows 2 s later. Idling L until S arrives lets S run at once and costs L less than S
+# would have waited for A (Theorem 1's situation with a release at R = 30).
+THEOREM_1 = workload(
+    (0.0, "A", chain(30)), (1.0, "L", chain(50)), (3.0, "S", chain(10)), executors=2
+)
+
+
+def test_clairvoyant_idle_waits_for_a_short_arrival_in_theorem_1s_window() -> None:
+    plain = jcts(simulate(THEOREM_1, make_scheduler("sjf"), seed=0))
+    assert plain == {"A": 30.0, "L": 50.0, "S": 37.0}
+    probe = idle_room.ClairvoyantIdle(make_scheduler("sjf"), THEOREM_1)
+    idled = jcts(simulate(THEOREM_1, probe, seed=0))
+    assert idled == pytest.approx({"A": 30.0, "L": 62.0, "S": 10.0})
+
+
+def test_clairvoyant_idle_launches_when_the_next_job_comes_too_late() -> None:
+    late = workload(
+        (0.0, "A", chain(30)), (1.0, "L", chain(50)), (30.0, "S", chain(10)), executors=2
+    )
+    probe = idle_room.ClairvoyantIdle(make_scheduler("sjf"), late)
+    assert jcts(simulate(late, probe, seed=0))["L"] == 50.0  # 29 s > (50 - 10) / 2
+
+
+def test_fixed_idle_only_before_a_long_stage_on_the_last_free_executor() -> None:
+    idled = jcts(
+        simulate(THEOREM_1, idle_room.LastExecutorIdle(make_scheduler("sjf"), 0.1), seed=0)
+    )
+    # the slot (t = 1 to 6) leaves the executor to S at t = 3; L starts when S ends at 13
+    assert idled == pytest.approx({"A": 30.0, "L": 62.0, "S": 10.0})
+    alone = workload((0.0, "L", chain(50)), executors=2)  # nothing busy: no slot
+    assert jcts(
+        simulate(alone, idle_room.LastExecutorIdle(make_scheduler("sjf"), 0.1), seed=0)
+    ) == {"L": 50.0}

@@ -1,0 +1,159 @@
+"""How much room deliberate idling leaves on the synthetic two-type workload.
+
+The evaluation suite's synthetic cases (one-stage, one-task jobs of 10 s or 50 s work,
+half of each, 4 executors, 1 + 99 jobs, Poisson arrivals at offered load 0.6 and 0.8),
+seeds 0-19 by default, the same arrival sequence per seed for every variant, each of
+the bases SJF and fair with:
+
+* ``+ idle r on last`` — before a long job's stage takes the *last* free executor while
+  others are busy, an idle slot of r × the stage's length (r = 0.02, 0.05, 0.1): the
+  situation of Theorem 1, where a short job arriving soon would find nothing free;
+* ``+ analytic`` — `AnalyticIdleScheduler` (the online Theorem 1–2 rule) on the base;
+* ``+ clairvoyant`` — an upper-bound probe that *knows the arrival sequence*: in the same
+  situation it idles exactly until the next arrival when that job is shorter and
+  arrives within (l1 − l2) / 2 (Theorem 1's condition), else it launches.
+
+It prints the average JCT of each (mean over seeds) and its paired change against the
+base without idling (mean and 95 % CI over seeds). The README's statement of how much
+idling can buy on this workload comes from this script.
+
+    python benchmarks/idle_room.py [--seeds 20] [--loads 0.6,0.8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections.abc import Callable, Sequence
+
+from idlegate.errors import IdlegateError
+from idlegate.policy.analytic import AnalyticIdleScheduler
+from idlegate.policy.heuristics import make_scheduler
+from idlegate.sim.cluster import WAIT, Action, ClusterView, Decision, Scheduler
+from idlegate.sim.engine import Workload, simulate
+from idlegate.sim.metrics import paired_relative_change
+from idlegate.sim.workloads import build_workload
+
+LONG_WORK = 30.0
+"""Jobs with more total work than this are "long" (the workload's are 10 s and 50 s)."""
+
+
+def _idle_candidate(action: Action, view: ClusterView) -> Decision | None:
+    """`action` if it launches a long job's fresh stage onto the last free executors."""
+    if action is WAIT or not isinstance(action, Decision) or action.idle_delay > 0:
+        return None
+    stage = action.stage
+    if stage.delayed or stage.launched or stage.job.total_work <= LONG_WORK:
+        return None
+    busy = view.num_executors - view.free_executors
+    if busy == 0 or stage.tasks < view.free_executors:
+        return None
+    return action
+
+
+class LastExecutorIdle:
+    """The base, with an idle slot of `ratio` × the stage's length in Theorem 1's situation."""
+
+    def __init__(self, base: Scheduler, ratio: float) -> None:
+        self.base, self.ratio, self.name = base, ratio, f"idle-{ratio:g}"
+
+    def reset(self, rng: object) -> None:
+        self.base.reset(rng)
+
+    def decide(self, view: ClusterView) -> Action:
+        action = self.base.decide(view)
+        launch = _idle_candidate(action, view)
+        if launch is None:
+            return action
+        return Decision(launch.stage, launch.parallelism_cap, self.ratio * launch.stage.duration)
+
+
+class ClairvoyantIdle:
+    """The base, idling until the next arrival when Theorem 1 says that pays (knows `arrivals`)."""
+
+    def __init__(self, base: Scheduler, workload: Workload) -> None:
+        self.base, self.name = base, "clairvoyant"
+        self.arrivals = [(j.time, j.dag.total_work / max(j.dag.tasks)) for j in workload.jobs]
+
+    def reset(self, rng: object) -> None:
+        self.base.reset(rng)
+
+    def decide(self, view: ClusterView) -> Action:
+        action = self.base.decide(view)
+        launch = _idle_candidate(action, view)
+        if launch is None:
+            return action
+        nxt = next(((t, size) for t, size in self.arrivals if t > view.now), None)
+        if nxt is None:
+            return action
+        delta, l2 = nxt[0] - view.now, nxt[1]
+        l1 = launch.stage.duration
+        if l2 < l1 and delta < (l1 - l2) / 2:
+            return Decision(launch.stage, launch.parallelism_cap, delta + 1e-6)
+        return action
+
+
+Variant = Callable[[Scheduler, Workload], Scheduler]
+VARIANTS: dict[str, Variant] = {
+    "": lambda base, _: base,
+    " + idle 0.02 on last": lambda base, _: LastExecutorIdle(base, 0.02),
+    " + idle 0.05 on last": lambda base, _: LastExecutorIdle(base, 0.05),
+    " + idle 0.1 on last": lambda base, _: LastExecutorIdle(base, 0.1),
+    " + analytic": lambda base, _: AnalyticIdleScheduler(base),
+    " + clairvoyant": lambda base, w: ClairvoyantIdle(base, w),
+}
+
+
+def average_jct(workload: Workload, scheduler: Scheduler, seed: int) -> float:
+    """Average JCT of one run (every job must finish)."""
+    result = simulate(workload, scheduler, seed=seed)
+    if result.unfinished:
+        raise IdlegateError(f"{scheduler!r} left {result.unfinished} jobs unfinished")
+    return statistics.fmean(r.jct for r in result.records)
+
+
+def compare_load(load: float, seeds: Sequence[int]) -> None:
+    """Print every base × variant on the synthetic workload at offered `load`."""
+    workloads = [
+        build_workload("synthetic", seed=s, load=load, init=1, num_stream=99) for s in seeds
+    ]
+    for base_name in ("sjf", "fair"):
+        plain: list[float] = []
+        for suffix, variant in VARIANTS.items():
+            jcts = [
+                average_jct(w, variant(make_scheduler(base_name), w), s)
+                for s, w in zip(seeds, workloads, strict=True)
+            ]
+            plain = plain or jcts
+            change = paired_relative_change(jcts, plain)
+            print(
+                f"{load:<5g} {base_name + suffix:<24} {statistics.fmean(jcts):>9.2f} "
+                f"{change.mean:>+8.1%} [{change.low:+.1%}, {change.high:+.1%}]",
+                flush=True,
+            )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--loads", default="0.6,0.8")
+    args = parser.parse_args()
+    try:
+        loads = [float(x) for x in args.loads.split(",")]
+    except ValueError:
+        print(f"Error: --loads must be numbers separated by commas, got {args.loads!r}")
+        return 1
+    print(f"synthetic two-type, 4 executors, 1 + 99 jobs, seeds 0-{args.seeds - 1}")
+    print(f"{'load':<5} {'variant':<24} {'avg JCT s':>9} {'vs base':>8} 95% CI")
+    try:
+        for load in loads:
+            compare_load(load, range(args.seeds))
+    except IdlegateError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
