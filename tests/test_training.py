@@ -15,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from idlegate.errors import IdlegateError  # noqa: E402
-from idlegate.policy.actions import ActionConfig  # noqa: E402
+from idlegate.policy.actions import ActionConfig, Choice  # noqa: E402
 from idlegate.policy.features import FeatureConfig  # noqa: E402
 from idlegate.policy.heuristics import make_scheduler  # noqa: E402
 from idlegate.policy.model import ModelConfig, PolicyNet, load_checkpoint  # noqa: E402
@@ -23,8 +23,10 @@ from idlegate.sim.dag import Dag  # noqa: E402
 from idlegate.sim.engine import JobArrival, Workload, simulate  # noqa: E402
 from idlegate.sim.spec import parse_workflow  # noqa: E402
 from idlegate.sim.workloads import build_workload  # noqa: E402
+from idlegate.tests.helpers import chain, jcts, workload  # noqa: E402
 from idlegate.training import math as rl  # noqa: E402
 from idlegate.training.bc import (  # noqa: E402
+    Imitator,
     behaviour_cloning,
     merge_demonstrations,
     record_demonstrations,
@@ -41,6 +43,7 @@ from idlegate.training.reinforce import train  # noqa: E402
 from idlegate.training.rollout import (  # noqa: E402
     PackedObservations,
     RecordingPolicy,
+    evaluate_episode,
     export_onnx_bytes,
     onnx_evaluator,
     run_rollout,
@@ -311,6 +314,43 @@ def test_a_teachers_waits_become_wait_choices_only_where_wait_is_legal():
     assert len(launches_only.choices) == len(demos.choices) - len(waits)
 
 
+def _last_stage_first(obs) -> Choice:
+    """A stub actor: the last launchable stage row, at its job's lowest legal cap."""
+    row = int(np.flatnonzero(obs.stage_mask)[-1])
+    return Choice(row, 0, int(np.flatnonzero(obs.cap_mask[obs.stage_job[row]])[0]))
+
+
+def test_dagger_carries_out_the_actors_choices_and_records_the_teachers():
+    # one executor, A (10 s) and B (5 s) at t = 0: FIFO would run A first; the actor runs
+    # B first, and both recorded labels still name A, the teacher's pick in each state
+    cfg = ModelConfig()
+    imitator = Imitator(make_scheduler("fifo"), cfg.features, cfg.actions, _last_stage_first)
+    wl = workload((0.0, "A", chain(10)), (0.0, "B", chain(5)))
+    assert jcts(simulate(wl, imitator, seed=0)) == {"A": 15.0, "B": 5.0}
+    assert [o.num_jobs for o in imitator.observations] == [2, 1]
+    assert [
+        int(o.stage_job[c.stage_row])
+        for o, c in zip(imitator.observations, imitator.choices, strict=True)
+    ] == [0, 0]
+
+
+def test_dagger_episodes_follow_the_exported_policy():
+    torch.manual_seed(3)
+    model = PolicyNet(ModelConfig())
+    wl = build_workload("tpch-like", 2, num_executors=10, init=3, num_stream=5)
+    onnx = export_onnx_bytes(model)
+    visited = record_demonstrations(
+        wl, 2, heuristic="fair", model_config=model.config.to_dict(), actor_onnx=onnx
+    )
+    cfg = model.config
+    greedy = RecordingPolicy(onnx_evaluator(onnx), cfg.features, cfg.actions, greedy=True)
+    own = evaluate_episode(greedy, wl, 2, "learned")
+    assert visited.avg_jct == pytest.approx(own.avg_jct)  # the policy's run, not fair's
+    taught = record_demonstrations(wl, 2, heuristic="fair", model_config=cfg.to_dict())
+    assert visited.avg_jct != pytest.approx(taught.avg_jct)
+    assert len(visited.choices) == len(visited.observations) > 0
+
+
 # ---------------------------------------------------------------------------------------
 # the training loop
 
@@ -400,6 +440,17 @@ def test_resume_accepts_a_checkpoint_written_before_a_setting_existed(tmp_path):
             tiny_config(tmp_path / "old", iterations=3, resume=True, bc={"enabled": False}),
             show_progress=False,
         )
+
+
+def test_dagger_rounds_add_the_policys_states_to_the_demonstrations(tmp_path):
+    plain = train(tiny_config(tmp_path / "bc", iterations=0), show_progress=False)
+    dagger = tiny_config(
+        tmp_path / "dagger", iterations=0, bc={"episodes": 2, "epochs": 1, "dagger_rounds": 2}
+    )
+    more = train(dagger, show_progress=False)
+    assert plain.bc is not None and more.bc is not None
+    assert more.bc["samples"] > 2 * plain.bc["samples"]  # two rounds of about as many
+    assert more.bc["teacher_avg_jct"] == plain.bc["teacher_avg_jct"]
 
 
 def test_init_checkpoint_starts_from_those_weights_without_bc(tmp_path):

@@ -13,11 +13,16 @@ minibatches (Adam), the log-probabilities coming from `policy.model.evaluate_bat
 exactly as in the RL update. Imitation accuracy is the fraction of recorded states
 where the greedy policy (`policy.actions.choose`, argmax of stage, then idle level,
 then cap) picks exactly the teacher's choice.
+
+A cloned policy drifts into states the teacher never visits, where it has no examples
+(its errors compound). `BCSpec.dagger_rounds` adds DAgger rounds (Ross, Gordon & Bagnell,
+AISTATS 2011): the cloned policy acts, the teacher labels every state it visits
+(`Imitator` with an `actor`), and the model is fitted again on all decisions so far.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from math import inf
 from typing import Any
@@ -25,11 +30,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from idlegate.policy.actions import WAIT_CHOICE, ActionConfig, Choice, choose, idle_slot
+from idlegate.policy.actions import (
+    WAIT_CHOICE,
+    ActionConfig,
+    Choice,
+    choose,
+    decode,
+    idle_slot,
+)
 from idlegate.policy.features import FeatureConfig, Featurizer, Observation
 from idlegate.policy.heuristics import make_scheduler
 from idlegate.policy.model import ModelConfig, PolicyNet, evaluate_batch
-from idlegate.sim.cluster import Action, ClusterView, Decision, Scheduler
+from idlegate.sim.cluster import WAIT, Action, ClusterView, Decision, Scheduler
 from idlegate.sim.engine import Workload, simulate
 from idlegate.training.rollout import PackedObservations, StoredObservation
 
@@ -54,14 +66,31 @@ def decision_to_choice(obs: Observation, decision: Decision, actions: ActionConf
     return Choice(row, 0, cap)
 
 
-class Imitator:
-    """Wraps a heuristic `Scheduler`: passes its decisions through and records them."""
+Actor = Callable[[Observation], Choice]
+"""Picks the choice that is carried out in a state (DAgger: the policy being trained)."""
 
-    def __init__(self, teacher: Scheduler, features: FeatureConfig, actions: ActionConfig) -> None:
+
+class Imitator:
+    """Wraps a heuristic `Scheduler`: records its decision in every state.
+
+    Without an `actor` the teacher's decisions are also carried out (plain behaviour
+    cloning). With one, the actor's choice is carried out instead, so the recorded states
+    are those the actor visits, each labelled with what the teacher would have done there
+    (DAgger, Ross et al. 2011).
+    """
+
+    def __init__(
+        self,
+        teacher: Scheduler,
+        features: FeatureConfig,
+        actions: ActionConfig,
+        actor: Actor | None = None,
+    ) -> None:
         self.teacher = teacher
         self.name = f"imitate-{teacher.name}"
         self.featurizer = Featurizer(features)
         self.actions = actions
+        self.actor = actor
         self.observations: list[StoredObservation] = []
         self.choices: list[Choice] = []
 
@@ -74,14 +103,19 @@ class Imitator:
         action = self.teacher.decide(view)
         obs = self.featurizer(view)
         if isinstance(action, Decision):
-            choice = decision_to_choice(obs, action, self.actions)
+            label: Choice | None = decision_to_choice(obs, action, self.actions)
         elif self.actions.wait_action and obs.wait_mask[0] and obs.stage_mask.any():
-            choice = WAIT_CHOICE
+            label = WAIT_CHOICE
         else:
+            label = None
+        if label is not None:
+            self.observations.append(StoredObservation(obs))
+            self.choices.append(label)
+        if self.actor is None:
             return action
-        self.observations.append(StoredObservation(obs))
-        self.choices.append(choice)
-        return action
+        if not obs.stage_mask.any():
+            return WAIT
+        return decode(obs, self.actor(obs), self.actions)
 
 
 @dataclass
@@ -107,15 +141,33 @@ def record_demonstrations(
     heuristic: str,
     model_config: dict[str, Any],
     max_time: float = inf,
+    actor_onnx: bytes | None = None,
 ) -> Demonstrations:
-    """One teacher episode (a top-level function so that workers can run it)."""
+    """One episode labelled by the teacher (a top-level function so that workers can run it).
+
+    With `actor_onnx` (an exported policy) that policy acts, greedily, and the teacher
+    only labels the states it visits; `avg_jct` is then the policy's.
+    """
     cfg = ModelConfig.from_dict(model_config)
-    imitator = Imitator(make_scheduler(heuristic), cfg.features, cfg.actions)
+    actor = None if actor_onnx is None else greedy_actor(actor_onnx)
+    imitator = Imitator(make_scheduler(heuristic), cfg.features, cfg.actions, actor)
     result = simulate(workload, imitator, seed=seed, max_time=max_time)
     jcts = [r.jct for r in result.records]
     return Demonstrations(
         imitator.observations, imitator.choices, float(np.mean(jcts)) if jcts else inf
     )
+
+
+def greedy_actor(onnx_bytes: bytes) -> Actor:
+    """The exported policy's greedy choice (onnxruntime, one thread)."""
+    from idlegate.policy.onnx_runtime import OnnxPolicy
+
+    evaluate = OnnxPolicy(onnx_bytes, threads=1).evaluate
+
+    def act(obs: Observation) -> Choice:
+        return choose(obs, *evaluate(obs), greedy=True)
+
+    return act
 
 
 @dataclass(frozen=True)
@@ -200,9 +252,17 @@ def behaviour_cloning(
     )
 
 
-def merge_demonstrations(parts: Sequence[Demonstrations]) -> Demonstrations:
-    """All episodes' decisions in one set (teacher JCT: mean over episodes)."""
+def merge_demonstrations(
+    parts: Sequence[Demonstrations], *, teacher_avg_jct: float | None = None
+) -> Demonstrations:
+    """All episodes' decisions in one set.
+
+    Its `avg_jct` is `teacher_avg_jct` when given (DAgger parts carry the acting policy's
+    JCT, not the teacher's), else the mean over the parts.
+    """
     obs = [o for p in parts for o in p.observations]
     choices = [c for p in parts for c in p.choices]
-    jcts = [p.avg_jct for p in parts if p.avg_jct < inf]
-    return Demonstrations(obs, choices, float(np.mean(jcts)) if jcts else inf)
+    if teacher_avg_jct is None:
+        jcts = [p.avg_jct for p in parts if p.avg_jct < inf]
+        teacher_avg_jct = float(np.mean(jcts)) if jcts else inf
+    return Demonstrations(obs, choices, teacher_avg_jct)

@@ -235,6 +235,13 @@ class BCSpec(_Section):
     epochs: int = Field(default=10, ge=0, description="Passes over the recorded decisions.")
     batch_size: int = Field(default=256, ge=1, description="Decisions per gradient step.")
     lr: float = Field(default=3e-3, gt=0, description="Adam learning rate of the warm start.")
+    dagger_rounds: int = Field(
+        default=0,
+        ge=0,
+        description="DAgger rounds after the first fit: the policy acts (greedily) for "
+        "`episodes` more episodes, the teacher labels the states it visits, and the model "
+        "is fitted again on all decisions so far (0: plain behaviour cloning).",
+    )
 
     @field_validator("heuristic")
     @classmethod

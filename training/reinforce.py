@@ -52,6 +52,7 @@ from idlegate.sim.workloads import build_workload
 from idlegate.training import math as rl
 from idlegate.training.bc import (
     BCReport,
+    Demonstrations,
     behaviour_cloning,
     merge_demonstrations,
     record_demonstrations,
@@ -66,6 +67,7 @@ from idlegate.training.rollout import (
     RolloutRunner,
     RolloutTask,
     WorkloadRef,
+    export_onnx_bytes,
     make_blob,
 )
 
@@ -575,13 +577,16 @@ def _warm_start(
         ("model_config", model.config.to_dict()),
         ("max_time", bc.episode_seconds if bc.episode_seconds is not None else math.inf),
     )
-    tasks = []
-    for _ in range(bc.episodes):
-        seed = draw_seed(rng, forbidden)
-        tasks.append(
-            CustomTask(workload_ref(config.workload, seed), seed, record_demonstrations, kwargs)
-        )
-    demos = merge_demonstrations(runner.run(None, tasks))
+
+    def record(actor: tuple[tuple[str, Any], ...] = ()) -> Demonstrations:
+        tasks = []
+        for _ in range(bc.episodes):
+            seed = draw_seed(rng, forbidden)
+            ref = workload_ref(config.workload, seed)
+            tasks.append(CustomTask(ref, seed, record_demonstrations, kwargs + actor))
+        return merge_demonstrations(runner.run(None, tasks))
+
+    demos = record()
     console.print(
         f"behaviour cloning: {len(demos.observations)} decisions of {bc.heuristic} "
         f"from {bc.episodes} episodes ({time.perf_counter() - t0:.0f} s)",
@@ -591,6 +596,18 @@ def _warm_start(
     report = behaviour_cloning(
         model, demos, epochs=bc.epochs, batch_size=bc.batch_size, lr=bc.lr, rng=rng
     )
+    for round_ in range(1, bc.dagger_rounds + 1):
+        visited = record((("actor_onnx", export_onnx_bytes(model)),))
+        console.print(
+            f"DAgger round {round_}: the policy (avg JCT {visited.avg_jct:.2f} s) visited "
+            f"{len(visited.observations)} states, labelled by {bc.heuristic}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        demos = merge_demonstrations([demos, visited], teacher_avg_jct=demos.avg_jct)
+        report = behaviour_cloning(
+            model, demos, epochs=bc.epochs, batch_size=bc.batch_size, lr=bc.lr, rng=rng
+        )
     report = BCReport(**{**asdict(report), "seconds": time.perf_counter() - t0})
     loss = report.losses[-1] if report.losses else math.nan
     console.print(
