@@ -8,7 +8,11 @@ on), seeds 0-4 by default, the same arrival sequence per seed for every variant:
   (the job with work that is first in arrival order, its best stage, cap one above what
   it holds or its share): what a policy without a WAIT action is forced into;
 * ``fair capped at C`` — shares min(ceil(K / n), C) for C = 30, 20, 10;
-* ``fair, shares ×f`` — shares ceil(f · K / n) for f = 1.5, 0.75.
+* ``fair, shares ×f`` — shares ceil(f · K / n) for f = 1.5, 0.75;
+* ``fair, smallest first`` — jobs tried in order of remaining work (SRPT order) instead
+  of "the executor's own job first, then arrival order", each at its share;
+* ``fair, smallest uncapped`` — the same, and the job with the least remaining work may
+  take every executor (an SRPT-like priority inside fair).
 
 It prints the average JCT of each (mean over seeds and per seed) and its ratio to fair.
 The README's "fair is a strong baseline" figures come from this script.
@@ -62,6 +66,29 @@ class NoWaitFair(FairScheduler):
         return WAIT
 
 
+class SmallestFirstFair(FairScheduler):
+    """Fair with jobs tried smallest remaining work first; the smallest may hold `first_share`."""
+
+    def __init__(self, first_share: float = 0.0) -> None:
+        super().__init__()
+        self.first_share = first_share
+
+    def decide(self, view: ClusterView) -> Action:
+        free = view.free_executors
+        active = sorted(
+            (j for j in view.jobs if has_unlaunched_tasks(j)), key=lambda j: j.remaining_work
+        )
+        if free <= 0 or not active:
+            return WAIT
+        share = self.shares(view.num_executors, active)[0]
+        for rank, job in enumerate(active):
+            limit = max(share, ceil(self.first_share * view.num_executors)) if rank == 0 else share
+            stage = best_stage(job, free) if job.held < limit else None
+            if stage is not None:
+                return Decision(stage, max(limit, job.held + (stage.tasks if stage.gang else 0)))
+        return WAIT
+
+
 VARIANTS: dict[str, Callable[[], Scheduler]] = {
     "fair": FairScheduler,
     "fair, no WAIT": NoWaitFair,
@@ -70,6 +97,8 @@ VARIANTS: dict[str, Callable[[], Scheduler]] = {
     "fair capped at 10": lambda: ScaledFair(limit=10),
     "fair, shares x1.5": lambda: ScaledFair(factor=1.5),
     "fair, shares x0.75": lambda: ScaledFair(factor=0.75),
+    "fair, smallest first": SmallestFirstFair,
+    "fair, smallest uncapped": lambda: SmallestFirstFair(first_share=1.0),
 }
 
 
@@ -101,7 +130,7 @@ def main() -> int:
         f"TPC-H, 50 executors, 1 + 200 jobs, mean interarrival {args.interarrival:g} s, "
         f"seeds 0-{args.seeds - 1}"
     )
-    print(f"{'variant':<20} {'avg JCT s':>9} {'vs fair':>8}  per seed")
+    print(f"{'variant':<24} {'avg JCT s':>9} {'vs fair':>8}  per seed")
     fair = 0.0
     for name, make in VARIANTS.items():
         per_seed = [
@@ -111,7 +140,7 @@ def main() -> int:
         mean = statistics.fmean(per_seed)
         fair = fair or mean
         cells = " ".join(f"{x:.1f}" for x in per_seed)
-        print(f"{name:<20} {mean:>9.2f} {mean / fair:>7.2f}x  {cells}", flush=True)
+        print(f"{name:<24} {mean:>9.2f} {mean / fair:>7.2f}x  {cells}", flush=True)
     return 0
 
 

@@ -65,6 +65,16 @@ def test_scaled_fair_shares() -> None:
     assert fair_variants.ScaledFair(factor=1.5).shares(50, jobs) == [25] * 3
 
 
+def test_smallest_first_fair_serves_the_least_remaining_work_first() -> None:
+    # three executors (fair share 2) and two jobs of three tasks, 20 s and 5 s each
+    wl = workload((0.0, "big", chain(20, tasks=3)), (0.0, "small", chain(5, tasks=3)), executors=3)
+    assert jcts(simulate(wl, FairScheduler(), seed=0)) == {"big": 35.0, "small": 15.0}
+    in_order = jcts(simulate(wl, fair_variants.SmallestFirstFair(), seed=0))
+    assert in_order == {"big": 30.0, "small": 10.0}  # small takes its 2 first
+    uncapped = jcts(simulate(wl, fair_variants.SmallestFirstFair(first_share=1.0), seed=0))
+    assert uncapped == {"big": 25.0, "small": 5.0}  # small takes all 3
+
+
 # A long job L arrives while a 30 s job A holds one of the two executors; a short job S
 # follows 2 s later. Idling L until S arrives lets S run at once and costs L less than S
 # would have waited for A (Theorem 1's situation with a release at R = 30).
