@@ -438,6 +438,9 @@ PRESETS: dict[str, dict[str, Any]] = {
             "episode_seconds": 2000.0,
             "epochs": 20,
             "batch_size": 512,
+            # plain cloning lands 3.4 % above fair on validation, 3 DAgger rounds 0.3 %
+            # (README, "The learned policy")
+            "dagger_rounds": 3,
         },
         "out_dir": "out/train-full",
     },
