@@ -52,46 +52,56 @@ def _idle_candidate(action: Action, view: ClusterView) -> Decision | None:
     return action
 
 
-class LastExecutorIdle:
+class _IdleProbe:
+    """The base, with an idle slot of `slot(…)` seconds in Theorem 1's situation (0: none)."""
+
+    name = "idle-probe"
+
+    def __init__(self, base: Scheduler) -> None:
+        self.base = base
+
+    def reset(self, rng: object) -> None:
+        self.base.reset(rng)
+
+    def slot(self, view: ClusterView, launch: Decision) -> float:
+        raise NotImplementedError
+
+    def decide(self, view: ClusterView) -> Action:
+        action = self.base.decide(view)
+        launch = _idle_candidate(action, view)
+        if launch is None:
+            return action
+        delay = self.slot(view, launch)
+        if delay <= 0:
+            return action
+        return Decision(launch.stage, launch.parallelism_cap, delay)
+
+
+class LastExecutorIdle(_IdleProbe):
     """The base, with an idle slot of `ratio` × the stage's length in Theorem 1's situation."""
 
     def __init__(self, base: Scheduler, ratio: float) -> None:
-        self.base, self.ratio, self.name = base, ratio, f"idle-{ratio:g}"
+        super().__init__(base)
+        self.ratio = ratio
 
-    def reset(self, rng: object) -> None:
-        self.base.reset(rng)
-
-    def decide(self, view: ClusterView) -> Action:
-        action = self.base.decide(view)
-        launch = _idle_candidate(action, view)
-        if launch is None:
-            return action
-        return Decision(launch.stage, launch.parallelism_cap, self.ratio * launch.stage.duration)
+    def slot(self, view: ClusterView, launch: Decision) -> float:
+        return self.ratio * launch.stage.duration
 
 
-class ClairvoyantIdle:
+class ClairvoyantIdle(_IdleProbe):
     """The base, idling until the next arrival when Theorem 1 says that pays (knows `arrivals`)."""
 
     def __init__(self, base: Scheduler, workload: Workload) -> None:
-        self.base, self.name = base, "clairvoyant"
+        super().__init__(base)
         self.arrivals = [(j.time, j.dag.total_work / max(j.dag.tasks)) for j in workload.jobs]
 
-    def reset(self, rng: object) -> None:
-        self.base.reset(rng)
-
-    def decide(self, view: ClusterView) -> Action:
-        action = self.base.decide(view)
-        launch = _idle_candidate(action, view)
-        if launch is None:
-            return action
+    def slot(self, view: ClusterView, launch: Decision) -> float:
         nxt = next(((t, size) for t, size in self.arrivals if t > view.now), None)
         if nxt is None:
-            return action
+            return 0.0
         delta, l2 = nxt[0] - view.now, nxt[1]
         l1 = launch.stage.duration
-        if l2 < l1 and delta < (l1 - l2) / 2:
-            return Decision(launch.stage, launch.parallelism_cap, delta + 1e-6)
-        return action
+        return delta + 1e-6 if l2 < l1 and delta < (l1 - l2) / 2 else 0.0
 
 
 Variant = Callable[[Scheduler, Workload], Scheduler]
