@@ -447,7 +447,7 @@ def test_dagger_rounds_add_the_policys_states_to_the_demonstrations(tmp_path):
     dagger = tiny_config(
         tmp_path / "dagger", iterations=0, bc={"episodes": 2, "epochs": 1, "dagger_rounds": 2}
     )
-    more = train(dagger, show_progress=False)
+    more = train(dagger, show_progress=True)  # the fits report per epoch
     assert plain.bc is not None and more.bc is not None
     assert more.bc["samples"] > 2 * plain.bc["samples"]  # two rounds of about as many
     assert more.bc["teacher_avg_jct"] == plain.bc["teacher_avg_jct"]

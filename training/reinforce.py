@@ -413,7 +413,9 @@ def train(
                         soft_wrap=True,
                     )
                 elif config.bc.enabled:
-                    report = _warm_start(model, config, runner, bc_seq, forbidden, console)
+                    report = _warm_start(
+                        model, config, runner, bc_seq, forbidden, console, show_progress
+                    )
                     bc_info = asdict(report)
                     save_checkpoint(model, out / "bc.pt", training_config=config.training_dict())
                 initial_val = validate(
@@ -567,6 +569,7 @@ def _warm_start(
     seq: np.random.SeedSequence,
     forbidden: set[int],
     console: Console,
+    show_progress: bool = False,
 ) -> BCReport:
     """Record teacher episodes in the workers, then fit the model (in this process)."""
     bc = config.bc
@@ -593,9 +596,25 @@ def _warm_start(
         highlight=False,
         soft_wrap=True,
     )
-    report = behaviour_cloning(
-        model, demos, epochs=bc.epochs, batch_size=bc.batch_size, lr=bc.lr, rng=rng
-    )
+
+    def fit(what: str) -> BCReport:
+        with _progress(console, show_progress) as bar:
+            task = bar.add_task(what, total=bc.epochs, info="")
+
+            def epoch_done(epoch: int, loss: float) -> None:
+                bar.update(task, completed=epoch + 1, info=f"cross-entropy {loss:.3f}")
+
+            return behaviour_cloning(
+                model,
+                demos,
+                epochs=bc.epochs,
+                batch_size=bc.batch_size,
+                lr=bc.lr,
+                rng=rng,
+                progress=epoch_done,
+            )
+
+    report = fit(f"cloning {bc.heuristic}")
     for round_ in range(1, bc.dagger_rounds + 1):
         visited = record((("actor_onnx", export_onnx_bytes(model)),))
         console.print(
@@ -605,9 +624,7 @@ def _warm_start(
             soft_wrap=True,
         )
         demos = merge_demonstrations([demos, visited], teacher_avg_jct=demos.avg_jct)
-        report = behaviour_cloning(
-            model, demos, epochs=bc.epochs, batch_size=bc.batch_size, lr=bc.lr, rng=rng
-        )
+        report = fit(f"DAgger round {round_}")
     report = BCReport(**{**asdict(report), "seconds": time.perf_counter() - t0})
     loss = report.losses[-1] if report.losses else math.nan
     console.print(
