@@ -20,13 +20,14 @@ also gives `validation.workload`, validation then uses the new training workload
 Presets (wall times measured on this shared 2-core machine with 2 workers):
 
 * ``quick`` — TPC-H-like DAGs on 10 executors at load 0.85 (1 + 60 jobs per training
-  sequence, 1 + 40 per validation sequence): BC warm start from SJF-CP, then 100
-  REINFORCE iterations of 8 rollouts; ≤ 10 minutes; beats FIFO (and SJF-CP) on its
-  8 validation seeds.
+  sequence, 1 + 40 per validation sequence): BC warm start from SJF-CP, then 120
+  REINFORCE iterations of 8 rollouts; 6 min 48 s (≤ 10 minutes); beats FIFO (and
+  SJF-CP) on its 8 validation seeds.
 * ``full`` — Decima's TPC-H streaming setting (50 executors, 1 + 200 jobs, mean
   interarrival 25 s, moving delay and measured task waves; needs the traces, see
-  `idlegate.sim.tpch`): BC warm start from fair (its WAITs included), then 150
-  REINFORCE iterations with small steps (lr 3e-4, entropy weight 0.001); ≤ 1 hour.
+  `idlegate.sim.tpch`): BC warm start from fair (its WAITs included) with 3 DAgger
+  rounds, then 150 REINFORCE iterations with small steps (lr 3e-4, entropy weight
+  0.001); 34 minutes (≤ 1 hour).
 """
 
 from __future__ import annotations
