@@ -29,10 +29,15 @@ from collections.abc import Callable
 from math import ceil
 
 from idlegate.errors import IdlegateError
-from idlegate.policy.heuristics import FairScheduler, best_stage, has_unlaunched_tasks
-from idlegate.sim.cluster import WAIT, Action, ClusterView, Decision, Job, Scheduler
+from idlegate.policy.heuristics import (
+    FairScheduler,
+    best_stage,
+    has_unlaunched_tasks,
+    launch_decision,
+)
+from idlegate.sim.cluster import WAIT, Action, ClusterView, Job, Scheduler
 from idlegate.sim.engine import simulate
-from idlegate.sim.tpch import resolve_tpch_dir
+from idlegate.sim.metrics import run_metrics
 from idlegate.sim.workloads import build_workload
 
 
@@ -61,8 +66,7 @@ class NoWaitFair(FairScheduler):
         for job in active:
             stage = best_stage(job, view.free_executors)
             if stage is not None:
-                cap = max(job.held + 1, share, job.held + (stage.tasks if stage.gang else 0))
-                return Decision(stage, cap)
+                return launch_decision(stage, max(job.held + 1, share))
         return WAIT
 
 
@@ -85,7 +89,7 @@ class SmallestFirstFair(FairScheduler):
             limit = max(share, ceil(self.first_share * view.num_executors)) if rank == 0 else share
             stage = best_stage(job, free) if job.held < limit else None
             if stage is not None:
-                return Decision(stage, max(limit, job.held + (stage.tasks if stage.gang else 0)))
+                return launch_decision(stage, limit)
         return WAIT
 
 
@@ -108,24 +112,15 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--interarrival", type=float, default=25.0)
     args = parser.parse_args()
-    try:
-        tpch_dir = str(resolve_tpch_dir(args.tpch_dir))
+    seeds = range(args.seeds)
+    try:  # TpchConfig's defaults are Decima's setting: 50 executors, 1 + 200 jobs
+        workloads = [
+            build_workload("tpch", seed=s, tpch_dir=args.tpch_dir, interarrival=args.interarrival)
+            for s in seeds
+        ]
     except IdlegateError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 1
-    seeds = range(args.seeds)
-    workloads = [
-        build_workload(
-            "tpch",
-            seed=s,
-            tpch_dir=tpch_dir,
-            num_executors=50,
-            init=1,
-            num_stream=200,
-            interarrival=args.interarrival,
-        )
-        for s in seeds
-    ]
     print(
         f"TPC-H, 50 executors, 1 + 200 jobs, mean interarrival {args.interarrival:g} s, "
         f"seeds 0-{args.seeds - 1}"
@@ -134,7 +129,7 @@ def main() -> int:
     fair = 0.0
     for name, make in VARIANTS.items():
         per_seed = [
-            statistics.fmean(r.jct for r in simulate(w, make(), seed=s).records)
+            run_metrics(simulate(w, make(), seed=s)).avg_jct
             for s, w in zip(seeds, workloads, strict=True)
         ]
         mean = statistics.fmean(per_seed)

@@ -30,9 +30,9 @@ from collections.abc import Callable, Sequence
 from idlegate.errors import IdlegateError
 from idlegate.policy.analytic import AnalyticIdleScheduler
 from idlegate.policy.heuristics import make_scheduler
-from idlegate.sim.cluster import WAIT, Action, ClusterView, Decision, Scheduler
+from idlegate.sim.cluster import Action, ClusterView, Decision, Scheduler
 from idlegate.sim.engine import Workload, simulate
-from idlegate.sim.metrics import paired_relative_change
+from idlegate.sim.metrics import paired_relative_change, run_metrics
 from idlegate.sim.workloads import build_workload
 
 LONG_WORK = 30.0
@@ -41,7 +41,7 @@ LONG_WORK = 30.0
 
 def _idle_candidate(action: Action, view: ClusterView) -> Decision | None:
     """`action` if it launches a long job's fresh stage onto the last free executors."""
-    if action is WAIT or not isinstance(action, Decision) or action.idle_delay > 0:
+    if not isinstance(action, Decision) or action.idle_delay > 0:
         return None
     stage = action.stage
     if stage.delayed or stage.launched or stage.job.total_work <= LONG_WORK:
@@ -116,11 +116,11 @@ VARIANTS: dict[str, Variant] = {
 
 
 def average_jct(workload: Workload, scheduler: Scheduler, seed: int) -> float:
-    """Average JCT of one run (every job must finish)."""
-    result = simulate(workload, scheduler, seed=seed)
-    if result.unfinished:
-        raise IdlegateError(f"{scheduler!r} left {result.unfinished} jobs unfinished")
-    return statistics.fmean(r.jct for r in result.records)
+    """Average JCT of one run (every job must finish: a slot policy could strand some)."""
+    metrics = run_metrics(simulate(workload, scheduler, seed=seed))
+    if metrics.unfinished:
+        raise IdlegateError(f"{scheduler!r} left {metrics.unfinished} jobs unfinished")
+    return metrics.avg_jct
 
 
 def compare_load(load: float, seeds: Sequence[int]) -> None:
@@ -144,20 +144,24 @@ def compare_load(load: float, seeds: Sequence[int]) -> None:
             )
 
 
+def _loads(text: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"loads are numbers separated by commas, e.g. 0.6,0.8; got {text!r}"
+        ) from None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=20)
-    parser.add_argument("--loads", default="0.6,0.8")
+    parser.add_argument("--loads", type=_loads, default=[0.6, 0.8], help="e.g. 0.6,0.8")
     args = parser.parse_args()
-    try:
-        loads = [float(x) for x in args.loads.split(",")]
-    except ValueError:
-        print(f"Error: --loads must be numbers separated by commas, got {args.loads!r}")
-        return 1
     print(f"synthetic two-type, 4 executors, 1 + 99 jobs, seeds 0-{args.seeds - 1}")
     print(f"{'load':<5} {'variant':<24} {'avg JCT s':>9} {'vs base':>8} 95% CI")
     try:
-        for load in loads:
+        for load in args.loads:
             compare_load(load, range(args.seeds))
     except IdlegateError as exc:
         print(f"Error: {exc}", file=sys.stderr)

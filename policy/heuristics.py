@@ -63,8 +63,8 @@ def fair_share(num_executors: int, jobs: int) -> int:
     return ceil(num_executors / jobs)
 
 
-def _decision(stage: Stage, cap: int) -> Decision:
-    """A launch decision with `cap` raised as far as a gang stage needs."""
+def launch_decision(stage: Stage, cap: int) -> Decision:
+    """A launch of `stage` with cap `cap`, raised to `held + tasks` for a gang stage."""
     if stage.gang:
         cap = max(cap, stage.job.held + stage.tasks)
     return Decision(stage, cap)
@@ -107,7 +107,7 @@ class FifoScheduler(_Baseline):
             if job.runnable:
                 stage = best_stage(job, free)
                 if stage is not None:
-                    return _decision(stage, view.num_executors)
+                    return launch_decision(stage, view.num_executors)
         return WAIT
 
 
@@ -128,7 +128,7 @@ class LcfsScheduler(_Baseline):
             if job.runnable:
                 stage = best_stage(job, free)
                 if stage is not None:
-                    return _decision(stage, view.num_executors)
+                    return launch_decision(stage, view.num_executors)
         return WAIT
 
 
@@ -154,7 +154,7 @@ class _KeyedScheduler(_Baseline):
             stage = best_stage(job, free)
             if stage is not None:
                 chosen, chosen_key = stage, k
-        return WAIT if chosen is None else _decision(chosen, view.num_executors)
+        return WAIT if chosen is None else launch_decision(chosen, view.num_executors)
 
 
 class SjfScheduler(_KeyedScheduler):
@@ -240,8 +240,8 @@ class FairScheduler(_Baseline):
             if stage is None:
                 continue
             if local:
-                return _decision(stage, limit)
-            fallback = _decision(stage, limit)
+                return launch_decision(stage, limit)
+            fallback = launch_decision(stage, limit)
         return WAIT if fallback is None else fallback
 
 

@@ -43,7 +43,7 @@ from idlegate.policy.heuristics import make_scheduler
 from idlegate.policy.model import ModelConfig, PolicyNet, evaluate_batch
 from idlegate.sim.cluster import WAIT, Action, ClusterView, Decision, Scheduler
 from idlegate.sim.engine import Workload, simulate
-from idlegate.training.rollout import PackedObservations, StoredObservation
+from idlegate.training.rollout import PackedObservations, StoredObservation, onnx_evaluator
 
 
 def decision_to_choice(obs: Observation, decision: Decision, actions: ActionConfig) -> Choice:
@@ -160,9 +160,7 @@ def record_demonstrations(
 
 def greedy_actor(onnx_bytes: bytes) -> Actor:
     """The exported policy's greedy choice (onnxruntime, one thread)."""
-    from idlegate.policy.onnx_runtime import OnnxPolicy
-
-    evaluate = OnnxPolicy(onnx_bytes, threads=1).evaluate
+    evaluate = onnx_evaluator(onnx_bytes)
 
     def act(obs: Observation) -> Choice:
         return choose(obs, *evaluate(obs), greedy=True)

@@ -259,13 +259,18 @@ def _check_resume(ckpt: dict[str, Any], config: TrainConfig) -> None:
     for k in RUN_ONLY_FIELDS:
         stored.pop(k, None)
         current.pop(k, None)
-    diff = sorted(k for k in set(stored) | set(current) if stored.get(k) != current.get(k))
+    diff = _differing(stored, current)
     if diff:
         raise IdlegateError(
             f"cannot resume: the config differs from the checkpoint's in {', '.join(diff)}; "
             "resume with the same settings (only workers, iterations, out_dir and "
             "checkpoint_every may change) or start a new run in another --out"
         )
+
+
+def _differing(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """The keys whose values differ between `a` and `b` (missing counts as None), sorted."""
+    return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
 
 
 def _with_defaults(stored: dict[str, Any]) -> dict[str, Any]:
@@ -286,8 +291,8 @@ def _load_initial_weights(model: PolicyNet, config: TrainConfig) -> None:
     ckpt = load_checkpoint(path)  # type: ignore[arg-type]
     ours = model.config.to_dict()
     theirs = ckpt.get("model_config") or {}
-    if theirs != ours:
-        diff = sorted(k for k in set(ours) | set(theirs) if ours.get(k) != theirs.get(k))
+    diff = _differing(ours, theirs)
+    if diff:
         raise IdlegateError(
             f"init_checkpoint {path!r} was trained with other model settings ({', '.join(diff)} "
             "differ); use the same model section as that run, or train from scratch"
