@@ -17,9 +17,10 @@ An action is chosen in that order — the stage (or WAIT), then its idle level, 
 or `WAIT`:
 
 * WAIT (`WAIT_CHOICE`, stage row −1): nothing launches; free executors stay free until
-  the next scheduling event (offered only where fair would wait: see `wait_mask`). Without it a policy must launch whenever an executor is
-  free and a stage is runnable, which costs fair 40 % on the TPC-H traces
-  (`benchmarks/fair_variants.py`), so a policy without WAIT cannot match fair;
+  the next scheduling event (offered only where fair would wait: see `wait_mask`).
+  Without it a policy must launch whenever an executor is free and a stage is runnable,
+  which costs fair 40 % on the TPC-H traces (`benchmarks/fair_variants.py`), so a
+  policy without WAIT cannot match fair;
 
 * g > 0: idle the stage for d = r · l · g / G seconds, l = the stage's length (one task
   duration, `Stage.duration`), G = `idle_levels`, r = `idle_ratio`; the job's cap stays

@@ -371,8 +371,8 @@ class PolicyNet(nn.Module):
     cap_x [L] f32, cap_mask [J, L] bool, wait_mask [1] bool. Outputs: stage_logp [N],
     cap_logp [J, L], idle_logp [M, I] for the stages that may idle (I = G + 1, or 1
     without the idle head: all zeros, "launch"), wait_logp [1] (stage_logp and wait_logp
-    together are one distribution). Scoring only the M idle-eligible stages, not all N, keeps the
-    widest tensor of the model small.
+    together are one distribution). Scoring only the M idle-eligible stages, not all N,
+    keeps the widest tensor of the model small.
     """
 
     def __init__(self, config: ModelConfig | None = None) -> None:

@@ -652,6 +652,7 @@ def _export_best(out: Path, console: Console) -> None:
 
 
 def _progress(console: Console, enabled: bool) -> Any:
+    """A rich progress bar on `console`; `enabled` False draws nothing (not a terminal)."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -661,8 +662,6 @@ def _progress(console: Console, enabled: bool) -> Any:
         TimeRemainingColumn,
     )
 
-    if not enabled:
-        return _NoProgress()
     return Progress(
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
@@ -672,23 +671,8 @@ def _progress(console: Console, enabled: bool) -> Any:
         TextColumn("{task.fields[info]}"),
         console=console,
         transient=False,
+        disable=not enabled,
     )
-
-
-class _NoProgress:
-    """The progress bar's interface, doing nothing (not a terminal)."""
-
-    def __enter__(self) -> _NoProgress:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def add_task(self, *args: Any, **kwargs: Any) -> int:
-        return 0
-
-    def update(self, *args: Any, **kwargs: Any) -> None:
-        return None
 
 
 __all__ = ["CSV_FIELDS", "IterationStats", "TrainResult", "train", "update", "validate"]

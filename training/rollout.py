@@ -443,9 +443,7 @@ def _exit_with(pid: int, period: float = 2.0) -> None:
         time.sleep(period)
         try:
             os.kill(pid, 0)
-        except ProcessLookupError:
-            os._exit(1)
-        except PermissionError:  # a recycled pid of another user: the trainer is gone
+        except (ProcessLookupError, PermissionError):  # gone, or its pid now someone else's
             os._exit(1)
 
 
