@@ -7,6 +7,7 @@ describes `spec` of a `DagWorkflow` custom resource; Python code uses snake_case
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,8 @@ class StageSpec(BaseModel):
         # pydantic would accept "10" silently; a string here is almost always a typo
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ValueError("must be a number of seconds, e.g. 12.5")
+        if not math.isfinite(value):  # else NaN is reported as out of bounds
+            raise ValueError("must be a finite number of seconds, e.g. 12.5")
         return value
 
     @property
