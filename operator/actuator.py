@@ -6,8 +6,9 @@ FIFO queue worked by one task, so the writes for one workflow happen in the orde
 were decided (a pod is created before its gate is removed; an idle slot is in the status
 before the slot's release is), while different workflows proceed in parallel. A write
 that fails for a reason worth retrying (no response, 409 from a pod of an older workflow
-with the same name, 429, 5xx) is retried with back-off; any other failure is handed to
-the op's `on_error`, once.
+with the same name, 429, 5xx) is retried with back-off; any other failure, an API error or
+any other exception, is handed to the op's `on_error`, once (for pod writes: the workflow
+fails and its executors return to the pool, so no error ever leaves an executor held).
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ class Op:
     what: str
     """For logs: what the op does, e.g. "create pod wf-a-0"."""
     run: Callable[[KubeApi], Awaitable[None]]
-    on_error: Callable[[ApiError], None] | None = None
-    """Called once for a failure that retrying cannot fix (e.g. 422 on pod creation)."""
+    on_error: Callable[[Exception], None] | None = None
+    """Called once for a failure that retrying cannot fix: an ApiError such as 422 on pod
+    creation, or any other exception (a bug, or input no check caught); the op is dropped."""
     wanted: Callable[[], bool] = field(default=lambda: True)
     """Checked before each attempt: an op no longer wanted is dropped silently."""
 
@@ -130,6 +132,8 @@ class Actuator:
                 await asyncio.sleep(delay)
             except asyncio.CancelledError:
                 raise
-            except Exception:
+            except Exception as exc:
                 log.exception("Unexpected error in %s; the operation is dropped.", op.what)
+                if op.on_error is not None:
+                    op.on_error(exc)
                 return

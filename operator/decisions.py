@@ -1,8 +1,10 @@
 """The operator's scheduler: loading a policy by name or file, and watching its decisions.
 
-The policy is any `idlegate.sim.cluster.Scheduler`: a heuristic by name, or an exported
-ONNX policy (onnxruntime only; the operator never imports torch). The default is the
-ONNX model bundled in ``idlegate/policy/`` if the package ships one, else ``fair``.
+The policy is any `idlegate.sim.cluster.Scheduler`, named by the scheduler spec grammar
+that ``idlegate simulate`` uses too (`idlegate.policy.make_scheduler`): a heuristic by
+name, ``analytic:BASE``, or ``learned:PATH.onnx`` (onnxruntime only; the operator never
+imports torch). The default is the ONNX model bundled in ``idlegate/policy/``; when it is
+missing or broken the operator warns and runs ``fair``.
 
 :class:`RecordingScheduler` wraps it for the bridge: it times every decision, counts the
 kinds (launch, idle, wait), keeps the decisions of a scheduling round so the bridge can
@@ -25,42 +27,60 @@ log = logging.getLogger(__name__)
 DEFAULT_HEURISTIC = "fair"
 
 
-def bundled_policy() -> Path | None:
-    """The ONNX policy shipped with the package, if it is there."""
-    from idlegate.policy import DEFAULT_POLICY_PATH
+def _bundled() -> Scheduler:
+    """The bundled ONNX policy, or ``fair`` with a warning when it is missing or unusable."""
+    from idlegate.policy import DEFAULT_POLICY_PATH, make_scheduler
 
-    return DEFAULT_POLICY_PATH if DEFAULT_POLICY_PATH.is_file() else None
-
-
-def _onnx_policy(path: Path) -> Scheduler:
+    if not DEFAULT_POLICY_PATH.is_file():
+        log.warning(
+            "No bundled policy at %s (this install does not ship one); using %r. "
+            "Pass --policy to choose a scheduler.",
+            DEFAULT_POLICY_PATH,
+            DEFAULT_HEURISTIC,
+        )
+        return make_scheduler(DEFAULT_HEURISTIC)
     try:
-        from idlegate.policy.onnx_runtime import OnnxPolicy
-    except ImportError as exc:
-        raise IdlegateError(
-            f"cannot use the ONNX policy {path}: the ONNX runtime is not available ({exc}); "
-            "install the operator extra (pip install 'idlegate[operator]')"
-        ) from None
-    return OnnxPolicy(path, name=path.stem)
+        return make_scheduler(f"learned:{DEFAULT_POLICY_PATH}")
+    except IdlegateError as exc:
+        log.warning(
+            "The bundled policy %s cannot be used (%s); using %r. Pass --policy to choose "
+            "a scheduler.",
+            DEFAULT_POLICY_PATH,
+            exc,
+            DEFAULT_HEURISTIC,
+        )
+        return make_scheduler(DEFAULT_HEURISTIC)
+
+
+def scheduler_spec(policy: str) -> str:
+    """``--policy`` as a scheduler spec of `idlegate.policy.make_scheduler`: the spec itself,
+    or ``learned:PATH`` for a bare path to an ``.onnx`` file (accepted for convenience)."""
+    text = policy.strip()
+    if ":" not in text and (text.endswith(".onnx") or Path(text).expanduser().is_file()):
+        return f"learned:{text}"
+    return text
 
 
 def load_scheduler(policy: str | None) -> Scheduler:
-    """The scheduler for ``--policy``: a heuristic's name, an ``.onnx`` file, or the default."""
-    if policy is None:
-        bundled = bundled_policy()
-        if bundled is not None:
-            try:
-                return _onnx_policy(bundled)
-            except IdlegateError as exc:
-                log.warning("The bundled policy cannot be used (%s); using %r.", exc, "fair")
-        from idlegate.policy import make_scheduler
+    """The scheduler for ``--policy``, in the one spec grammar of
+    `idlegate.policy.make_scheduler` (``fair``, ``analytic:fair``, ``learned:PATH.onnx``, a
+    bare ``PATH.onnx``), or the default: the bundled ONNX policy, else ``fair``.
 
-        return make_scheduler(DEFAULT_HEURISTIC)
-    path = Path(policy)
-    if policy.endswith(".onnx") or path.is_file():
-        return _onnx_policy(path)
+    An explicit `policy` never falls back: a missing or broken model raises IdlegateError
+    (the operator does not start). Without one, a missing or broken bundled model is a
+    warning and the operator runs ``fair``.
+    """
+    if policy is None:
+        return _bundled()
     from idlegate.policy import make_scheduler
 
-    return make_scheduler(policy)
+    try:
+        return make_scheduler(scheduler_spec(policy))
+    except ImportError as exc:
+        raise IdlegateError(
+            f"cannot use the policy {policy!r}: the ONNX runtime is not available ({exc}); "
+            "install the operator extra (pip install 'idlegate[operator]')"
+        ) from None
 
 
 def decision_kind(action: Action) -> str:

@@ -15,7 +15,13 @@ import kopf
 
 from idlegate.operator.decisions import RecordingScheduler, load_scheduler
 from idlegate.operator.handlers import build_registry
-from idlegate.operator.kube import KubeApi, KubernetesApi, connection_info, load_configuration
+from idlegate.operator.kube import (
+    ApiError,
+    KubeApi,
+    KubernetesApi,
+    connection_info,
+    load_configuration,
+)
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
 from idlegate.operator.state import Bridge
@@ -84,7 +90,29 @@ class Operator:
             f"namespaces {', '.join(s.namespaces)}" if s.namespaces else "all namespaces",
             s.clock,
         )
+        await self.warn_missing_namespaces()
         await self.bridge.rebuild()
+
+    async def warn_missing_namespaces(self) -> list[str]:
+        """Log a warning for each ``--namespace`` that does not exist (a typo serves nothing,
+        silently); returns them. The operator still serves them, should they be created."""
+        wanted = self.settings.namespaces
+        if not wanted:
+            return []
+        try:
+            existing = set(await self.kube.list_namespaces())
+        except ApiError as exc:
+            log.info("Cannot list namespaces to check --namespace (%s); not checked.", exc)
+            return []
+        missing = [ns for ns in wanted if ns not in existing]
+        for ns in missing:
+            log.warning(
+                "Namespace %r does not exist (yet): nothing there to serve until it is created; "
+                "check --namespace (existing: %s).",
+                ns,
+                ", ".join(sorted(existing)[:10]) or "none",
+            )
+        return missing
 
     async def stop(self) -> None:
         """Drop timers and pending writes (the state to resume from is in the API)."""

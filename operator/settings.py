@@ -68,6 +68,15 @@ class Settings:
     """Wall-clock seconds over which changes of a workflow's task counts are batched into
     one status write; phase changes and idle slots are written at once. 0: every change."""
 
+    max_events_per_workflow: int = 30
+    """Distinct Events one workflow gets; further messages are folded into one Event per
+    type and reason (``(combined from similar events): ...``). Repeats of an Event only
+    raise its ``count``."""
+
+    event_interval: float = 5.0
+    """Wall-clock seconds between two updates (count, lastTimestamp) of one repeated Event;
+    repetitions in between are written with the next update. 0: every repetition."""
+
     seed: int = 0
     """Seed of the scheduler's random generator (for policies that sample)."""
 
@@ -98,6 +107,10 @@ class Settings:
                 f"the watch client timeout ({self.watch_client_timeout:g} s) must exceed the "
                 f"server timeout ({self.watch_server_timeout:g} s), which must be positive"
             )
+        if self.max_events_per_workflow < 1:
+            raise IdlegateError("a workflow needs room for at least 1 Event")
+        if self.event_interval < 0:
+            raise IdlegateError("the Event update interval cannot be negative")
         if self.status_interval < 0:
             raise IdlegateError("the status interval cannot be negative")
         if not self.retry_delays or min(self.retry_delays) < 0:

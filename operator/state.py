@@ -55,6 +55,7 @@ from idlegate.operator.status import (
     SlotState,
     invalid_status,
 )
+from idlegate.operator.template import check_templates
 from idlegate.operator.tracking import StageTrack, Task, TaskState, Workflow, WorkflowKey
 from idlegate.operator.writes import Writer
 from idlegate.sim.cluster import Cluster, Decision, Launch, Stage
@@ -302,6 +303,7 @@ class Bridge:
                     "on every task pod"
                 )
             spec = parse_workflow(body.get("spec"), "spec")
+            check_templates(spec, "spec")
         except SpecError as exc:
             self._reject(owner, generation, conditions, str(exc), body.get("spec"))
             return None
@@ -524,20 +526,16 @@ class Bridge:
             stage = stages[sid]
             wf: Workflow = stage.job.payload
             track = wf.stages[stage.index]
-            released = [
-                (self._release(wf, track, track.next_to_release(), x.executor), x.executor)
-                for x in group
-            ]
+            for launch in group:
+                self._release(wf, track, track.next_to_release(), launch.executor)
             cap = caps.get(sid, stage.job.cap)
-            tasks = ", ".join(str(i) for i, _ in released)
-            slots = ", ".join(str(e) for _, e in released)
+            # the same decision gives the same message, so repeats aggregate into one Event
             self.writes.event(
                 wf.owner,
                 "Normal",
                 "Released",
-                f"Released {len(released)} task(s) of stage {track.spec.name!r} (task {tasks}) "
-                f"on executor(s) {slots}: policy {self.scheduler.name} chose the stage with "
-                f"parallelism cap {cap}; {self.busy}/{self.settings.pool_size} executors busy.",
+                f"Released {len(group)} task(s) of stage {track.spec.name!r}: policy "
+                f"{self.scheduler.name} chose the stage with parallelism cap {cap}.",
             )
 
     @property
@@ -671,13 +669,13 @@ class Bridge:
         self.executors.pop(executor, None)
         following = self.cluster.task_finished(executor, self.now())
         if following is not None:
-            index = self._release(wf, track, track.next_to_release(), executor)
+            self._release(wf, track, track.next_to_release(), executor)
             self.writes.event(
                 wf.owner,
                 "Normal",
                 "Released",
-                f"Released task {index} of stage {track.spec.name!r} on executor {executor}: "
-                f"the executor finished task {task.index} and continues with the stage.",
+                f"Released the next task of stage {track.spec.name!r} on the executor that "
+                "finished one of its tasks (an executor continues with its stage).",
             )
         job = wf.job
         if job.finish is not None:

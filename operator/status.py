@@ -97,6 +97,9 @@ def invalid_status(
             stages_total=stages_total,
             stages_done=0 if stages_total is not None else None,
             stages_summary=f"0/{stages_total}" if stages_total is not None else None,
+            # an empty list replaces the task counts of an earlier judgement (a merge patch
+            # replaces lists): an invalid workflow has no pending tasks
+            stages=[],
         )
     )
 
@@ -105,6 +108,9 @@ def workflow_status(wf: Workflow) -> dict[str, Any]:
     """The full status of an admitted workflow, from the bridge's state."""
     stages = []
     done = 0
+    # a failed workflow runs nothing more: its unfinished tasks are not pending, and tasks
+    # that failed for good or whose pods were deleted are counted under `failed`
+    over = wf.phase is Phase.FAILED
     for track in wf.stages:
         running = track.running
         succeeded = track.succeeded
@@ -112,7 +118,7 @@ def workflow_status(wf: Workflow) -> dict[str, Any]:
             StageStatus(
                 name=track.spec.name,
                 tasks=track.spec.tasks,
-                pending=max(0, track.spec.tasks - running - succeeded),
+                pending=0 if over else max(0, track.spec.tasks - running - succeeded),
                 running=running,
                 succeeded=succeeded,
                 failed=track.failed,

@@ -4,7 +4,7 @@ The bridge decides; the :class:`Writer` turns a decision into the writes that ca
 out and the handling of their outcomes: create a task pod (idempotently: a 409 from the
 same workflow's pod is success, one from an older workflow of the same name is waited
 out), remove the gate (a JSON patch whose ``test`` op guards the gate's index), delete,
-write the status (batched), post an Event. Each write runs later, in the workflow's queue;
+write the status (batched), post an Event (aggregated, :mod:`idlegate.operator.events`). Each write runs later, in the workflow's queue;
 what it reads of the workflow's state, it reads when it runs.
 """
 
@@ -13,10 +13,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from idlegate.operator.actuator import Actuator, Op, Retry
+from idlegate.operator.events import EventRecorder
 from idlegate.operator.kube import ApiError, KubeApi
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.pods import (
@@ -28,7 +28,7 @@ from idlegate.operator.pods import (
     task_pod,
 )
 from idlegate.operator.settings import Settings
-from idlegate.operator.status import clip, workflow_status
+from idlegate.operator.status import workflow_status
 from idlegate.operator.tracking import StageTrack, Task, TaskState, Workflow
 
 log = logging.getLogger(__name__)
@@ -62,6 +62,13 @@ class Writer:
         self.current = current
         """True while the workflow is the bridge's (not finished, deleted or replaced)."""
         self.instance = instance
+        self.events = EventRecorder(
+            actuator,
+            component=settings.component,
+            instance=instance,
+            per_workflow=settings.max_events_per_workflow,
+            interval=settings.event_interval,
+        )
 
     def create_pod(self, wf: Workflow, track: StageTrack, task: Task, *, gated: bool) -> None:
         """Create the pod of the task's current attempt: gated, or released on its executor."""
@@ -88,13 +95,8 @@ class Writer:
                         self.metrics.gate_removals.inc()
             self.observe(body)
 
-        def rejected(exc: ApiError) -> None:
-            self.fail(
-                wf,
-                "PodRejected",
-                f"The API server rejected task pod {name} of stage {spec.name!r}: "
-                f"{exc.message or exc}",
-            )
+        def rejected(exc: Exception) -> None:
+            self._pod_failed(wf, "create", name, spec.name, exc)
 
         def wanted() -> bool:
             return wf.active and task.attempt == attempt and task.state in _HAS_POD
@@ -140,18 +142,29 @@ class Writer:
             self.metrics.gate_removals.inc()
             self.observe(body)
 
-        def rejected(exc: ApiError) -> None:
-            self.fail(
-                wf,
-                "PodRejected",
-                f"Task pod {name} of stage {spec.name!r} could not be released: {exc}",
-            )
+        def rejected(exc: Exception) -> None:
+            self._pod_failed(wf, "release", name, spec.name, exc)
 
         def wanted() -> bool:
             return wf.active and task.attempt == attempt and task.state is TaskState.RELEASED
 
         what = f"release pod {owner.namespace}/{name} on executor {executor}"
         self.actuator.submit(wf.key, Op(what, run, on_error=rejected, wanted=wanted))
+
+    def _pod_failed(self, wf: Workflow, action: str, pod: str, stage: str, exc: Exception) -> None:
+        """A pod write failed for good: the workflow fails (Failed condition naming the
+        cause, an Event) and its executors return to the pool."""
+        if isinstance(exc, ApiError):
+            reason = "PodRejected"
+            cause = f"the API server refused it: {exc.message or exc}"
+        else:
+            reason = "PodError"
+            cause = f"{type(exc).__name__}: {exc}"
+        self.fail(
+            wf,
+            reason,
+            f"The operator could not {action} task pod {pod} of stage {stage!r}; {cause}.",
+        )
 
     def delete_pod(self, owner: Owner, name: str) -> None:
         """Delete a pod (gone already is fine)."""
@@ -200,35 +213,9 @@ class Writer:
             self.status(wf, urgent=True)
 
     def event(self, owner: Owner, type_: str, reason: str, message: str) -> None:
-        """Post an Event on the DagWorkflow (core/v1, shown by `kubectl describe dwf`)."""
-        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        component = self.settings.component
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{owner.name}.", "namespace": owner.namespace},
-            "involvedObject": owner.object_reference(),
-            "type": type_,
-            "reason": reason,
-            "message": clip(message),
-            "source": {"component": component},
-            "reportingComponent": component,
-            "reportingInstance": self.instance,
-            "firstTimestamp": stamp,
-            "lastTimestamp": stamp,
-            "count": 1,
-        }
-        log.info("%s/%s %s: %s", owner.namespace, owner.name, reason, message)
-
-        async def run(kube: KubeApi) -> None:
-            try:
-                await kube.create_event(owner.namespace, body)
-            except ApiError as exc:
-                if exc.retryable:
-                    raise
-                log.warning("Event %s on %s not posted: %s", reason, owner.name, exc)
-
-        self.actuator.submit((owner.namespace, owner.name), Op(f"event {reason}", run))
+        """An Event on the DagWorkflow (core/v1, shown by `kubectl describe dwf`), aggregated
+        with equal ones posted before (:mod:`idlegate.operator.events`)."""
+        self.events.record(owner, type_, reason, message)
 
     def invalid_status(self, owner: Owner, body: dict[str, Any]) -> None:
         """Write the status of a rejected workflow (it has no Workflow record)."""

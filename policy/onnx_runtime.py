@@ -5,7 +5,10 @@
 and decodes with the same `actions.choose`/`actions.decode`, so it makes the decisions
 the torch policy would make (greedy by default; with `greedy=False` it draws from the
 run's Generator given to `reset`). The feature and action configs come from the
-model's metadata, so the file alone describes how to use it.
+model's metadata, so the file alone describes how to use it. At load, a probe inference
+on a small built-in state refuses a model whose outputs are not finite (weights
+overwritten with NaN, an overflowing export), which would otherwise load and schedule
+silently (every argmax of NaNs picks the first entry).
 """
 
 from __future__ import annotations
@@ -26,7 +29,17 @@ from idlegate.policy.features import (
     Featurizer,
     Observation,
 )
-from idlegate.sim.cluster import WAIT, Action, ClusterView
+from idlegate.sim.cluster import WAIT, Action, Cluster, ClusterView
+from idlegate.sim.dag import Dag
+from idlegate.sim.spec import parse_workflow
+
+PROBE_WORKFLOW = {
+    "stages": [
+        {"name": "a", "tasks": 2, "taskDurationSeconds": 3.0},
+        {"name": "b", "tasks": 1, "taskDurationSeconds": 5.0, "dependsOn": ["a"]},
+    ]
+}
+"""The built-in state of the load-time probe: two such jobs on two free executors."""
 
 
 def session_options(threads: int = 1) -> ort.SessionOptions:
@@ -82,6 +95,7 @@ class OnnxPolicy:
         self._rng: np.random.Generator | None = None
         self._run = self.session.run
         self._outputs = list(MODEL_OUTPUTS)
+        self._probe()
 
     def _check_metadata(self) -> None:
         meta = self.metadata
@@ -102,6 +116,31 @@ class OnnxPolicy:
             )
         # the exporter drops inputs a configuration does not use (no message passing)
         self.input_names = names
+
+    def _probe(self) -> None:
+        """Raise IdlegateError unless the model's outputs on a small state are all finite
+        (masked entries are large negative numbers, never infinities)."""
+        dag = Dag.from_spec(parse_workflow(PROBE_WORKFLOW, "the probe workflow"))
+        cluster = Cluster(2)
+        for _ in range(2):
+            cluster.add_job(dag, 0.0)
+        try:
+            outputs = self.evaluate(self.featurizer(cluster))
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise IdlegateError(f"the ONNX policy fails on a small test state: {exc}") from None
+        finally:
+            self.featurizer.reset()
+        broken = [
+            name
+            for name, out in zip(self._outputs, outputs, strict=True)
+            if not np.isfinite(out).all()
+        ]
+        if broken:
+            raise IdlegateError(
+                f"the ONNX policy's outputs {', '.join(broken)} are not finite (NaN or "
+                "infinite) on a small test state, so its weights are broken; export it again "
+                "from a good checkpoint with `idlegate export-onnx CKPT OUT.onnx`"
+            )
 
     def reset(self, rng: Any) -> None:
         """Start of a run: use `rng` for draws (if not greedy) and forget cached jobs."""

@@ -153,7 +153,21 @@ class FakeKube:
 
     async def create_event(self, namespace: str, body: dict[str, Any]) -> None:
         self._maybe_fail("create_event")
+        if any(e["metadata"]["name"] == body["metadata"]["name"] for e in self.events):
+            raise ApiError(409, "AlreadyExists", f'events "{body["metadata"]["name"]}" exists')
         self.events.append(copy.deepcopy(body))
+
+    async def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        self._maybe_fail("patch_event")
+        for event in self.events:
+            if event["metadata"]["name"] == name:
+                event.update(copy.deepcopy(patch))
+                return
+        raise ApiError(404, "NotFound", f'events "{name}" not found')
+
+    async def list_namespaces(self) -> list[str]:
+        self._maybe_fail("list_namespaces")
+        return sorted({ns for ns, _ in self.workflows} | {"default", "kube-system"})
 
     def close(self) -> None:
         pass
@@ -239,7 +253,11 @@ class Harness:
     ) -> None:
         self.kube, self.clock, self.timers = kube, clock, FakeTimers()
         settings = Settings(
-            pool_size=pool, clock=clock, retry_delays=(0.0,), status_interval=status_interval
+            pool_size=pool,
+            clock=clock,
+            retry_delays=(0.0,),
+            status_interval=status_interval,
+            event_interval=0.0,
         )
         metrics = Metrics(pool, scheduler.name)
         self.metrics = metrics

@@ -1,0 +1,145 @@
+"""Admission check of a stage's pod template: the fields the operator reads or writes.
+
+The CRD keeps ``template`` free-form (``x-kubernetes-preserve-unknown-fields``), so the API
+server accepts ``containers: "busybox"`` as readily as a real pod template. The operator
+builds every task pod from the template (:func:`idlegate.operator.pods.task_pod`): it merges
+``metadata.labels`` and ``metadata.annotations``, adds environment variables to every
+``spec.containers[]`` and ``spec.initContainers[]``, and adds or removes its own entry in
+``spec.schedulingGates``. :class:`PodTemplate` states the shape of exactly those fields
+(strictly: a string where a list belongs is an error, not coerced) plus what every pod
+needs (at least one container, each with a name and an image); everything else is passed
+through to the API server as it is, which judges it when the pod is created (and a pod the
+API server refuses fails its workflow, see :mod:`idlegate.operator.writes`).
+
+A template that fails here makes the workflow ``Invalid`` at admission, with the path of
+the offending field, before any executor is given to it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from idlegate.errors import SpecError
+from idlegate.sim.spec import WorkflowSpec
+
+MAX_REPORTED = 5
+"""Problems listed per template; the rest are counted."""
+
+
+class _Open(BaseModel):
+    """A Kubernetes object part: the fields named here are checked, others pass through."""
+
+    model_config = ConfigDict(extra="allow", strict=True, populate_by_name=True)
+
+
+class EnvVar(_Open):
+    """One ``env`` entry: the operator replaces entries by `name`."""
+
+    name: str = Field(min_length=1, description="The variable's name.")
+
+
+class Container(_Open):
+    """A container or init container: the operator adds the task's environment to it."""
+
+    name: str = Field(min_length=1, description="The container's name (required by Pods).")
+    image: str = Field(min_length=1, description="The image to run (required by Pods).")
+    env: list[EnvVar] | None = Field(default=None, description="Environment variables.")
+
+
+class SchedulingGate(_Open):
+    """One ``schedulingGates`` entry: the operator adds and removes ``idlegate.io/release``."""
+
+    name: str = Field(min_length=1, description="The gate's name.")
+
+
+class TemplateMetadata(_Open):
+    """The template's metadata: its labels and annotations are copied onto each task pod."""
+
+    labels: dict[str, str] | None = Field(default=None, description="Labels (string values).")
+    annotations: dict[str, str] | None = Field(
+        default=None, description="Annotations (string values)."
+    )
+
+
+class TemplatePodSpec(_Open):
+    """The pod spec of a task pod, as far as the operator reads or writes it."""
+
+    containers: list[Container] = Field(
+        min_length=1, description="The task's containers (at least one)."
+    )
+    init_containers: list[Container] | None = Field(
+        default=None, alias="initContainers", description="Init containers."
+    )
+    scheduling_gates: list[SchedulingGate] | None = Field(
+        default=None,
+        alias="schedulingGates",
+        description="The template's own gates (kept; the operator only removes its own).",
+    )
+
+
+class PodTemplate(BaseModel):
+    """A pod template (``metadata`` and ``spec``), as a PodTemplateSpec has nothing else."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    metadata: TemplateMetadata | None = Field(default=None, description="Labels, annotations.")
+    spec: TemplatePodSpec = Field(description="The pod spec of the task pods.")
+
+
+def _path(loc: tuple[int | str, ...]) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc)
+
+
+_KINDS = {str: "a string", bool: "a boolean", int: "a number", float: "a number", list: "a list"}
+_EXPECTED = {
+    "model_type": "must be a mapping (an object)",
+    "dict_type": "must be a mapping (an object)",
+    "list_type": "must be a list",
+    "string_type": "must be a string",
+}
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    return "a mapping" if isinstance(value, dict) else _KINDS.get(type(value), type(value).__name__)
+
+
+def _problem(error: Any, where: str) -> str:
+    kind = error["type"]
+    if kind in _EXPECTED:
+        message = f"{_EXPECTED[kind]}, not {_kind(error['input'])}"
+    elif kind == "missing":
+        message = "is required"
+    elif kind == "too_short":
+        message = "needs at least one entry"
+    elif kind == "string_too_short":
+        message = "must not be empty"
+    elif kind == "extra_forbidden":
+        message = "is not a field of a pod template (it has only metadata and spec)"
+    else:
+        message = str(error["msg"])
+    return f"{where}{_path(tuple(error['loc']))} {message}"
+
+
+def check_template(template: Any, where: str = "template") -> None:
+    """Raise SpecError, naming the field path under `where`, unless `template` (a stage's
+    ``template``; None means the default template) is one the operator can build pods from."""
+    if template is None:
+        return
+    try:
+        PodTemplate.model_validate(template)
+    except ValidationError as exc:
+        errors = exc.errors()
+        problems = [_problem(e, where) for e in errors[:MAX_REPORTED]]
+        if len(errors) > MAX_REPORTED:
+            problems.append(f"and {len(errors) - MAX_REPORTED} more problem(s)")
+        raise SpecError("invalid pod template: " + "; ".join(problems)) from None
+
+
+def check_templates(spec: WorkflowSpec, where: str = "spec") -> None:
+    """:func:`check_template` for every stage of `spec` (paths like spec.stages[2].template)."""
+    for i, stage in enumerate(spec.stages):
+        check_template(stage.template, f"{where}.stages[{i}].template")
