@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -173,6 +174,28 @@ def load_workflow_file(path: str | Path) -> list[WorkflowSpec]:
     Accepts one workflow (`{stages: [...]}`), a `DagWorkflow` resource (its `spec`),
     a list of either, or a multi-document YAML stream.
     """
+    specs = []
+    for item in read_workflow_items(path):
+        specs.append(parse_workflow(item.spec, item.source))
+    return specs
+
+
+@dataclass(frozen=True)
+class WorkflowItem:
+    """One workflow document of a file, before validation."""
+
+    source: str
+    """Where it is, for error messages, e.g. "runs.yaml (workflow #2)"."""
+    spec: Any
+    """The workflow mapping (a DagWorkflow's `spec`), as parsed."""
+    raw: Any
+    """The whole item as parsed (the DagWorkflow resource itself, or the same as `spec`)."""
+    name: str | None
+    """A DagWorkflow's `metadata.name`, else None."""
+
+
+def read_workflow_items(path: str | Path) -> list[WorkflowItem]:
+    """The workflow documents of a YAML or JSON file, unvalidated (see `load_workflow_file`)."""
     p = Path(path)
     try:
         text = p.read_text()
@@ -190,11 +213,11 @@ def load_workflow_file(path: str | Path) -> list[WorkflowSpec]:
         items.extend(doc if isinstance(doc, list) else [doc])
     if not items:
         raise SpecError(f"{p} holds no workflow; expected a mapping with a 'stages' list")
-    specs = []
+    out = []
     for i, item in enumerate(items):
         if isinstance(item, dict) and item.get("kind") == "DagWorkflow":
-            name = (item.get("metadata") or {}).get("name", f"#{i}")
-            specs.append(parse_workflow(item.get("spec"), f"{p} (DagWorkflow {name})"))
+            name = str((item.get("metadata") or {}).get("name", f"#{i}"))
+            out.append(WorkflowItem(f"{p} (DagWorkflow {name})", item.get("spec"), item, name))
         else:
-            specs.append(parse_workflow(item, f"{p} (workflow #{i})"))
-    return specs
+            out.append(WorkflowItem(f"{p} (workflow #{i})", item, item, None))
+    return out

@@ -19,7 +19,14 @@ Workloads:
   TPC-H query plans (see `tpch_like_spec`). It is not TPC-H; it only mimics the shape.
 * `mixed` — one Poisson stream where a fraction `alpha` of the jobs come from the
   synthetic two-type set and the rest from TPC-H (or the TPC-H-like generator).
-* `file` — workflows from a YAML/JSON file, all at t=0 or as a stream.
+* `bursty` — sessions of short jobs (an ON/OFF Markov-modulated stream, mean session size
+  and burstiness configurable) merged with a Poisson stream of long jobs; the workload
+  where holding a long job back before a session can pay.
+* `file` — workflows from a YAML/JSON file, all at t=0, as a stream, or replayed at the
+  arrival times a history file records (with measured task durations, `sim.history`).
+
+`synthetic`, `bursty` and `mixed` take `size_distribution` (two-type, pareto, lognormal):
+heavy-tailed job sizes with the two-type set's mean, so `load` keeps its meaning.
 
 Offered load = (mean job work / mean interarrival) / executors, with work measured in
 estimated executor-seconds (`Dag.total_work`). Instead of an interarrival (or a rate) a
@@ -43,7 +50,8 @@ from idlegate.errors import IdlegateError
 from idlegate.sim.dag import Dag
 from idlegate.sim.durations import DurationModel
 from idlegate.sim.engine import Fidelity, JobArrival, Workload
-from idlegate.sim.spec import StageSpec, WorkflowSpec, load_workflow_file
+from idlegate.sim.history import HistoryWorkflow, load_history
+from idlegate.sim.spec import StageSpec, WorkflowSpec
 from idlegate.sim.tpch import (
     TPCH_QUERIES,
     TpchLibrary,
@@ -214,8 +222,20 @@ class StreamOptions(_Options):
         return self.init + self.num_stream
 
 
+SizeDistribution = Literal["two-type", "pareto", "lognormal"]
+DEFAULT_SIZE_SHAPE: dict[str, float] = {"pareto": 1.5, "lognormal": 1.0}
+"""Shape used when `size_shape` is not given: Pareto tail index 1.5, log-normal sigma 1."""
+MAX_TASK_SECONDS = 7 * 24 * 3600
+"""Longest task a workflow spec allows; heavy-tailed draws are capped there."""
+
+
 class TwoTypeOptions(_Options):
-    """The synthetic two-type job set: one stage, short or long work."""
+    """The synthetic two-type job set: one stage, short or long work.
+
+    With `size_distribution` other than two-type, each job's work is its type's nominal
+    work (`short_seconds` or `long_seconds`) times a random factor of mean 1, so the mean
+    job work, and with it what `load` means, stays that of the two-type set.
+    """
 
     short_seconds: float = Field(
         default=10.0, gt=0, description="Work of a short job (executor-s)."
@@ -227,13 +247,63 @@ class TwoTypeOptions(_Options):
     tasks_per_job: int = Field(
         default=1, ge=1, le=100_000, description="Tasks of a job's one stage (work split evenly)."
     )
+    size_distribution: SizeDistribution = Field(
+        default="two-type",
+        description="Job work around its type's nominal work: two-type (exactly nominal), "
+        "pareto or lognormal (nominal × a random factor of mean 1; heavy-tailed).",
+    )
+    size_shape: float | None = Field(
+        default=None,
+        gt=0,
+        description="Shape of the size factor: Pareto tail index alpha > 1 (default 1.5; "
+        "smaller is heavier) or log-normal sigma (default 1.0; larger is heavier).",
+    )
+
+    @model_validator(mode="after")
+    def _shape_fits_distribution(self) -> TwoTypeOptions:
+        if self.size_shape is None:
+            return self
+        if self.size_distribution == "two-type":
+            raise ValueError(
+                "size_shape needs size_distribution pareto or lognormal (two-type sizes are fixed)"
+            )
+        if self.size_distribution == "pareto" and self.size_shape <= 1:
+            raise ValueError(
+                f"a Pareto size_shape (tail index) must be > 1 for the mean work to exist, "
+                f"got {self.size_shape}"
+            )
+        return self
 
     def two_type_source(self) -> TwoTypeSource:
+        shape = self.size_shape or DEFAULT_SIZE_SHAPE.get(self.size_distribution, 0.0)
         return TwoTypeSource(
             _one_stage_dag(self.short_seconds, self.tasks_per_job),
             _one_stage_dag(self.long_seconds, self.tasks_per_job),
             self.long_fraction,
+            self.size_distribution,
+            shape,
         )
+
+
+def size_factors(
+    rng: np.random.Generator, distribution: SizeDistribution, shape: float, n: int
+) -> np.ndarray:
+    """`n` random job-size factors of mean 1 (all 1 for two-type).
+
+    * pareto: x_m·U^(−1/α) with x_m = (α − 1)/α, so P(X > x) = (x_m/x)^α for x ≥ x_m and
+      E[X] = 1; the variance is infinite for α ≤ 2.
+    * lognormal: exp(σZ − σ²/2), so E[X] = 1 and log X has spread σ.
+    """
+    if distribution == "two-type":
+        return np.ones(n)
+    if distribution == "pareto":
+        x_min = (shape - 1) / shape
+        return x_min * (1.0 - rng.random(n)) ** (-1.0 / shape)  # 1 − U lies in (0, 1]
+    if distribution == "lognormal":
+        return np.exp(shape * rng.standard_normal(n) - shape * shape / 2)
+    raise IdlegateError(
+        f"unknown size distribution {distribution!r}; choose two-type, pareto or lognormal"
+    )
 
 
 def _split_list(value: Any) -> Any:
@@ -352,6 +422,44 @@ class SyntheticConfig(ArrivalOptions, StreamOptions, TwoTypeOptions):
     DEFAULT_LOAD: ClassVar[float | None] = 0.8
 
 
+class BurstyConfig(ArrivalOptions, StreamOptions, TwoTypeOptions):
+    """Sessions of short jobs (an ON/OFF Markov-modulated stream) mixed with Poisson long jobs.
+
+    Default: 100 jobs (1 at t=0, 99 streamed), 4 executors, offered load 0.7, one job in
+    five long (50 s) and the short ones (10 s) in sessions of 4 on average, arriving ten
+    times faster than their mean rate. A long job that arrives just before a session is
+    where holding it back can lower the average JCT.
+    """
+
+    num_stream: int = Field(
+        default=99, ge=0, le=MAX_JOBS, description="Jobs arriving after t=0 (both streams)."
+    )
+    num_executors: int = Field(default=4, ge=1, le=100_000, description="Executors of the cluster.")
+    long_fraction: float = Field(
+        default=0.2,
+        ge=0,
+        le=1,
+        description="Fraction of jobs that are long; they arrive as their own Poisson stream.",
+    )
+    session_size: float = Field(
+        default=4.0,
+        ge=1,
+        le=10_000,
+        description="Mean short jobs per session (sessions hold a geometric number of jobs).",
+    )
+    burstiness: float = Field(
+        default=10.0,
+        ge=1,
+        le=10_000,
+        description="Arrival rate inside a session / the short jobs' long-run mean rate "
+        "(1: plain Poisson).",
+    )
+    moving_delay: float = Field(
+        default=0.0, ge=0, description="Seconds an executor needs to move to another job."
+    )
+    DEFAULT_LOAD: ClassVar[float | None] = 0.7
+
+
 class TpchConfig(ArrivalOptions, StreamOptions, TpchOptions):
     """Decima's streaming TPC-H workload (Decima's defaults: 1 + 200 jobs, 25 s, 50 executors)."""
 
@@ -393,14 +501,23 @@ class MixedConfig(ArrivalOptions, StreamOptions, TwoTypeOptions, TpchOptions, Da
         return "tpch" if found else "tpch-like"
 
 
+ArrivalMode = Literal["batch", "poisson", "fixed", "recorded"]
+
+
 class FileConfig(ArrivalOptions):
-    """Workflows from a YAML/JSON file (`sim.spec.load_workflow_file`), repeated and submitted."""
+    """Workflows from a YAML/JSON file, repeated and submitted; or a replayed history.
+
+    The file is read by `sim.history.load_history`: any workflow file, whose workflows may
+    also carry their arrival time and measured task durations (docs/workloads.md).
+    """
 
     path: str = Field(description="The YAML or JSON file holding one or more workflows.")
-    arrival: Literal["batch", "poisson", "fixed"] | None = Field(
+    arrival: ArrivalMode | None = Field(
         default=None,
         description="batch: all at t=0; poisson: first at t=0, exponential gaps; fixed: one "
-        "every interarrival seconds (default: batch, or poisson if an interarrival, rate or "
+        "every interarrival seconds; recorded: the file's arrival/submitTime times, rescaled "
+        "to an interarrival, rate or load if one is given (default: recorded if every "
+        "workflow has an arrival time, else batch, or poisson if an interarrival, rate or "
         "load is given).",
     )
     repeat: int | None = Field(
@@ -449,10 +566,12 @@ class FileConfig(ArrivalOptions):
         n = self.num_jobs if self.num_jobs is not None else (self.repeat or 1) * num_workflows
         return [i % num_workflows for i in range(n)]
 
-    @property
-    def arrival_mode(self) -> Literal["batch", "poisson", "fixed"]:
+    def arrival_mode(self, recorded: bool) -> ArrivalMode:
+        """The arrival mode to use; `recorded`: every workflow of the file has an arrival time."""
         if self.arrival is not None:
             return self.arrival
+        if recorded:
+            return "recorded"
         return "poisson" if self.arrival_given else "batch"
 
 
@@ -488,20 +607,47 @@ def _one_stage_dag(work: float, tasks: int) -> Dag:
 
 @dataclass(frozen=True)
 class TwoTypeSource:
-    """Short or long one-stage jobs; long with probability `long_fraction`."""
+    """Short or long one-stage jobs; long with probability `long_fraction`.
+
+    With a heavy-tailed `distribution` every job gets its own one-stage DAG whose work is
+    the type's nominal work times a `size_factors` draw (`shape` is that draw's shape).
+    """
 
     short: Dag
     long: Dag
     long_fraction: float
+    distribution: SizeDistribution = "two-type"
+    shape: float = 0.0
 
     def draw(self, rng: np.random.Generator, n: int) -> list[DrawnJob]:
-        is_long = rng.random(n) < self.long_fraction
-        short, long = DrawnJob("short", self.short), DrawnJob("long", self.long)
-        return [long if x else short for x in is_long.tolist()]
+        # sizes come from a child stream, so the types are those of the two-type set
+        # for the same seed, and the first n jobs do not depend on how many are drawn
+        sizes = rng.spawn(1)[0] if self.distribution != "two-type" else rng
+        return self.jobs(sizes, (rng.random(n) < self.long_fraction).tolist())
+
+    def jobs(self, rng: np.random.Generator, is_long: list[bool]) -> list[DrawnJob]:
+        """One job per entry of `is_long` (sizes drawn from `rng` when heavy-tailed)."""
+        if self.distribution == "two-type":
+            short, long = DrawnJob("short", self.short), DrawnJob("long", self.long)
+            return [long if x else short for x in is_long]
+        factors = size_factors(rng, self.distribution, self.shape, len(is_long)).tolist()
+        tasks = self.short.tasks[0]
+        out = []
+        for x, factor in zip(is_long, factors, strict=True):
+            work = (self.long if x else self.short).total_work * factor
+            per_task = min(work / tasks, MAX_TASK_SECONDS)
+            out.append(DrawnJob("long" if x else "short", _sized_dag(per_task, tasks)))
+        return out
 
     def mean_work(self) -> float:
         f = self.long_fraction
         return (1 - f) * self.short.total_work + f * self.long.total_work
+
+
+def _sized_dag(task_seconds: float, tasks: int) -> Dag:
+    """A one-stage job of `tasks` tasks of `task_seconds` each (uncached: sizes vary)."""
+    stage = StageSpec(name="s0", tasks=tasks, task_duration_seconds=task_seconds)
+    return Dag.from_spec(WorkflowSpec(stages=(stage,)))
 
 
 @dataclass(frozen=True)
@@ -693,6 +839,67 @@ def synthetic_workload(config: SyntheticConfig | None = None, seed: SeedLike = 0
     return _stream("synthetic", c.two_type_source(), c, _fidelity(c.moving_delay, False), seed)
 
 
+def session_arrivals(
+    rng: np.random.Generator, n: int, session_size: float, burstiness: float, mean_gap: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """`n` arrival times of an ON/OFF Markov-modulated stream, and each arrival's session.
+
+    In the ON state jobs arrive as a Poisson process of rate `burstiness / mean_gap`;
+    after each arrival the source switches OFF with probability 1/`session_size`, and the
+    next session opens with its first job after an exponential silence. Sessions thus
+    hold a geometric number of jobs (≥ 1, mean `session_size`), and the silence's mean,
+    `session_size·mean_gap − (session_size − 1)·mean_gap/burstiness`, makes the long-run
+    mean gap exactly `mean_gap`. (A two-state Markovian arrival process; unlike an
+    interrupted Poisson process no ON period is empty, so `session_size` is the mean size
+    of the sessions one observes.) With `burstiness` 1 or `session_size` 1 the stream is
+    plain Poisson. The stream starts silent: the first arrival opens a session.
+    """
+    in_session = mean_gap / burstiness
+    silence = session_size * mean_gap - (session_size - 1) * in_session
+    # one (switch, gap) pair of uniforms per arrival: the first n arrivals do not depend on n
+    u = rng.random((n, 2))
+    opens = u[:, 0] < 1.0 / session_size
+    if n:
+        opens[0] = True
+    scale = np.where(opens, silence, in_session)
+    times = np.cumsum(-np.log1p(-u[:, 1]) * scale)
+    return times, np.cumsum(opens) - 1
+
+
+def bursty_workload(config: BurstyConfig | None = None, seed: SeedLike = 0) -> Workload:
+    """Short jobs in sessions (`session_arrivals`) merged with a Poisson stream of long jobs.
+
+    The mean interarrival of the merged stream follows from `load` (or is given); long
+    jobs arrive at `long_fraction` of that rate, short ones at the rest. Job sizes follow
+    `size_distribution` around 10 s and 50 s of work. `init` jobs at t=0 are long with
+    probability `long_fraction`.
+    """
+    c = config or BurstyConfig()
+    source = c.two_type_source()
+    content, arrivals = split_streams(as_rng(seed))
+    short_gaps, long_gaps = split_streams(arrivals)
+    gap = c.mean_interarrival(source.mean_work, c.num_executors)
+    n, f = c.num_stream, c.long_fraction
+    # each stream gets n candidates; the merged stream's first n never need more of either
+    short = (
+        session_arrivals(short_gaps, n, c.session_size, c.burstiness, gap / (1 - f))[0]
+        if f < 1
+        else np.empty(0)
+    )
+    long = np.cumsum(long_gaps.standard_exponential(n)) * (gap / f) if f > 0 else np.empty(0)
+    times = np.concatenate([short, long])
+    is_long = np.concatenate([np.zeros(len(short), bool), np.ones(len(long), bool)])
+    first = np.argsort(times, kind="stable")[:n]
+    kinds = (content.random(c.init) < f).tolist() + is_long[first].tolist()
+    jobs = source.jobs(content, kinds)
+    all_times = [0.0] * c.init + times[first].tolist()
+    arrivals_ = tuple(
+        JobArrival(t, f"{j.label}-{i}", j.dag, j.durations)
+        for i, (t, j) in enumerate(zip(all_times, jobs, strict=True))
+    )
+    return Workload("bursty", arrivals_, c.num_executors, _fidelity(c.moving_delay, False))
+
+
 def tpch_workload(config: TpchConfig | None = None, seed: SeedLike = 0) -> Workload:
     """Decima's streaming TPC-H workload (needs the traces; see `idlegate.sim.tpch`)."""
     c = config or TpchConfig()
@@ -722,36 +929,87 @@ def mixed_workload(config: MixedConfig | None = None, seed: SeedLike = 0) -> Wor
 
 
 def file_workload(config: FileConfig, seed: SeedLike = 0) -> Workload:
-    """The workflows of a YAML/JSON file, cycled in file order, all at t=0 or streamed."""
+    """The workflows of a YAML/JSON file, cycled, all at t=0, streamed or at recorded times.
+
+    Stages with measured task durations run for durations drawn from the measurements
+    (`sim.history.MeasuredDurations`); their estimate stays `taskDurationSeconds`.
+    """
     c = config
-    specs = load_workflow_file(c.path)
-    dags = [Dag.from_spec(s) for s in specs]
+    history = load_history(c.path)
+    dags = [Dag.from_spec(h.spec) for h in history]
+    models = [h.durations() for h in history]
     stem = Path(c.path).stem
-    labels = [stem if len(dags) == 1 else f"{stem}-w{i}" for i in range(len(dags))]
-    order = c.job_order(len(dags))
-    n = len(order)
-    mode = c.arrival_mode
-    if mode == "batch":
-        times = [0.0] * n
+    labels = [h.name or (stem if len(dags) == 1 else f"{stem}-w{i}") for i, h in enumerate(history)]
+    mode = c.arrival_mode(all(h.arrival is not None for h in history))
+    if mode == "recorded":
+        order, times = _recorded(c, history, dags)
     else:
-        gap = c.mean_interarrival(
-            lambda: float(np.mean([dags[w].total_work for w in order])), c.num_executors
-        )
-        if mode == "fixed":
-            times = [i * gap for i in range(n)]
-        else:
-            _, gaps = split_streams(as_rng(seed))
-            times = poisson_times(gaps, 1, n - 1, gap)
+        order = c.job_order(len(dags))
+        times = _file_times(c, mode, order, dags, seed)
     arrivals = tuple(
-        JobArrival(t, f"{labels[w]}-{i}", dags[w])
+        JobArrival(t, f"{labels[w]}-{i}", dags[w], models[w])
         for i, (t, w) in enumerate(zip(times, order, strict=True))
     )
-    return Workload(f"file:{stem}", arrivals, c.num_executors, _fidelity(c.moving_delay, False))
+    waves = any(m is not None for m in models)
+    return Workload(f"file:{stem}", arrivals, c.num_executors, _fidelity(c.moving_delay, waves))
+
+
+def _file_times(
+    c: FileConfig, mode: ArrivalMode, order: list[int], dags: list[Dag], seed: SeedLike
+) -> list[float]:
+    n = len(order)
+    if mode == "batch":
+        return [0.0] * n
+    gap = c.mean_interarrival(_mean_work_of(order, dags), c.num_executors)
+    if mode == "fixed":
+        return [i * gap for i in range(n)]
+    _, gaps = split_streams(as_rng(seed))
+    return poisson_times(gaps, 1, n - 1, gap)
+
+
+def _mean_work_of(order: list[int], dags: list[Dag]) -> Callable[[], float]:
+    return lambda: float(np.mean([dags[w].total_work for w in order]))
+
+
+def _recorded(
+    c: FileConfig, history: list[HistoryWorkflow], dags: list[Dag]
+) -> tuple[list[int], list[float]]:
+    """Jobs in the order they arrived in the history, and their times (starting at 0).
+
+    Repeats (`repeat`, or `num_jobs` beyond the file) replay the history again, each copy
+    one recorded span plus one mean recorded gap after the previous one; an interarrival,
+    rate or load rescales every time so the mean gap matches it.
+    """
+    for h in history:
+        if h.arrival is None:
+            raise IdlegateError(
+                f"{h.source} has no arrival (or submitTime); arrival 'recorded' needs one on "
+                "every workflow: add it in seconds, or choose arrival batch, poisson or fixed"
+            )
+    k = len(history)
+    start = min(h.arrival for h in history if h.arrival is not None)
+    by_time = sorted(range(k), key=lambda w: history[w].arrival or 0.0)
+    base = [(history[w].arrival or 0.0) - start for w in by_time]
+    period = base[-1] * k / (k - 1) if k > 1 else 0.0  # the span plus one mean gap
+    n = c.num_jobs if c.num_jobs is not None else (c.repeat or 1) * k
+    order = [by_time[i % k] for i in range(n)]
+    times = [base[i % k] + (i // k) * period for i in range(n)]
+    if c.arrival_given:
+        recorded_gap = period / k
+        if recorded_gap == 0:
+            raise IdlegateError(
+                f"{c.path}: every workflow has the same arrival time, so there is no recorded "
+                "gap to rescale to the interarrival, rate or load; drop that option or choose "
+                "arrival poisson or fixed"
+            )
+        gap = c.mean_interarrival(_mean_work_of(order, dags), c.num_executors)
+        times = [t * gap / recorded_gap for t in times]
+    return order, times
 
 
 def mean_job_work(config: BaseModel) -> float:
     """Expected estimated work of one job of the workload `config` describes."""
-    if isinstance(config, SyntheticConfig):
+    if isinstance(config, SyntheticConfig | BurstyConfig):
         return config.two_type_source().mean_work()
     if isinstance(config, TpchConfig):
         return config.tpch_source().mean_work()
@@ -765,8 +1023,8 @@ def mean_job_work(config: BaseModel) -> float:
         )
         return MixSource(config.two_type_source(), second, config.alpha).mean_work()
     if isinstance(config, FileConfig):
-        dags = [Dag.from_spec(s) for s in load_workflow_file(config.path)]
-        return float(np.mean([dags[w].total_work for w in config.job_order(len(dags))]))
+        dags = [Dag.from_spec(h.spec) for h in load_history(config.path)]
+        return _mean_work_of(config.job_order(len(dags)), dags)()
     raise IdlegateError(f"no workload is configured by {type(config).__name__}")
 
 
@@ -817,7 +1075,18 @@ WORKLOADS: dict[str, WorkloadKind] = {
             mixed_workload,
             "one stream: fraction alpha synthetic two-type jobs, the rest TPC-H(-like) DAGs",
         ),
-        WorkloadKind("file", FileConfig, file_workload, "workflows from a YAML/JSON file"),
+        WorkloadKind(
+            "bursty",
+            BurstyConfig,
+            bursty_workload,
+            "sessions of ~4 short jobs (ON/OFF Markov-modulated) plus Poisson long jobs, load 0.7",
+        ),
+        WorkloadKind(
+            "file",
+            FileConfig,
+            file_workload,
+            "workflows from a YAML/JSON file, or a history replayed at its recorded times",
+        ),
     )
 }
 

@@ -249,7 +249,7 @@ def test_tpch_like_shape_knobs():
 def test_file_batch_repeat_and_names(workflow_file: Path):
     w = build_workload("file", 0, path=str(workflow_file), repeat=3)
     assert [j.time for j in w.jobs] == [0.0] * 6
-    assert [j.name for j in w.jobs][:3] == ["pipes-w0-0", "pipes-w1-1", "pipes-w0-2"]
+    assert [j.name for j in w.jobs][:3] == ["pipes-w0-0", "tiny-1", "pipes-w0-2"]
     assert w.jobs[0].dag is w.jobs[2].dag
     assert w.name == "file:pipes" and w.num_executors == 10
 
@@ -285,7 +285,7 @@ def test_small_workloads_simulate_to_completion():
 
 
 def test_registry_names():
-    assert set(WORKLOADS) == {"synthetic", "tpch", "tpch-like", "mixed", "file"}
+    assert set(WORKLOADS) == {"synthetic", "tpch", "tpch-like", "mixed", "bursty", "file"}
     for kind in WORKLOADS.values():
         assert "num_executors" in kind.options()
 

@@ -1,0 +1,180 @@
+"""A user's own workflow history: past workflows, when they arrived, and how long tasks ran.
+
+A history file is a workflow file (`sim.spec.load_workflow_file`: YAML or JSON, one
+workflow, a list, a multi-document stream, or `DagWorkflow` resources) whose workflows
+may carry three more keys, so the simulator can replay the past:
+
+* `arrival` (or `submitTime`) at the top of a workflow (next to `stages`, or next to
+  `spec` in a `DagWorkflow`): when it was submitted, in seconds. Only differences
+  matter; the replay starts at the earliest one, so epoch seconds work as well.
+* `name` at the top of a plain workflow: a label for its jobs (a `DagWorkflow` uses
+  `metadata.name`).
+* `measuredDurationSeconds` in a stage: the task durations seen in the past, a list of
+  seconds. The simulator draws each task's *real* duration from this list (uniformly,
+  with replacement), while schedulers keep seeing `taskDurationSeconds` as the estimate;
+  without `taskDurationSeconds` the estimate is the mean of the measurements.
+
+Drawing with replacement rather than handing measurement i to task i is deliberate: the
+tasks of a stage are interchangeable and a different schedule runs them in a different
+order anyway, and a stateless model stays correct when one workload is simulated many
+times (every scheduler of a comparison) or forked. A stage with one measurement, or
+with all measurements equal, therefore replays exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from idlegate.errors import SpecError
+from idlegate.sim.durations import Uniforms
+from idlegate.sim.spec import WorkflowSpec, parse_workflow, read_workflow_items
+
+ARRIVAL_KEYS = ("arrival", "submitTime")
+"""Keys naming a workflow's submission time (seconds); give at most one."""
+MEASURED_KEY = "measuredDurationSeconds"
+"""Stage key: the measured task durations in seconds."""
+MAX_SECONDS = 7 * 24 * 3600
+"""Longest task duration a stage may report (the spec's bound on taskDurationSeconds)."""
+
+
+@dataclass(frozen=True)
+class MeasuredDurations:
+    """A job's real task durations: drawn from each stage's measurements, else its estimate.
+
+    `measured[i]` is stage i's list of measured durations (None: none were measured, the
+    task takes exactly `estimates[i]`).
+    """
+
+    measured: tuple[tuple[float, ...] | None, ...]
+    estimates: tuple[float, ...]
+
+    def sample(
+        self, stage: int, job_executors: int, first: bool, moved: bool, u: Uniforms
+    ) -> float:
+        row = self.measured[stage]
+        if not row:
+            return self.estimates[stage]
+        return row[int(u.next() * len(row))]
+
+
+@dataclass(frozen=True)
+class HistoryWorkflow:
+    """One past workflow: its DAG spec, when it arrived, and its measured task durations."""
+
+    spec: WorkflowSpec
+    name: str | None
+    """The workflow's label (`name`, or a DagWorkflow's metadata.name), if it has one."""
+    arrival: float | None
+    """Submission time in seconds as written in the file (None: not recorded)."""
+    measured: tuple[tuple[float, ...] | None, ...]
+    """Per stage, in spec order: the measured task durations, or None."""
+    source: str
+    """Where it is in the file, for error messages."""
+
+    def durations(self) -> MeasuredDurations | None:
+        """The simulator's duration model for this workflow's jobs (None if nothing measured)."""
+        if all(m is None for m in self.measured):
+            return None
+        estimates = tuple(float(s.task_duration_seconds) for s in self.spec.stages)
+        return MeasuredDurations(self.measured, estimates)
+
+
+def load_history(path: str | Path) -> list[HistoryWorkflow]:
+    """The workflows of a history file, in file order (see the module docstring)."""
+    out = []
+    for item in read_workflow_items(path):
+        raw, spec = item.raw, item.spec
+        if not isinstance(raw, dict) or not isinstance(spec, dict):
+            out.append(_plain(parse_workflow(spec, item.source), item.source))
+            continue
+        top = dict(raw)
+        arrival = _arrival(top, item.source)
+        body = dict(spec)
+        if spec is raw:  # a plain workflow: history keys sit beside `stages`
+            for key in ARRIVAL_KEYS:
+                body.pop(key, None)
+        if item.name is not None:  # a DagWorkflow: its source already names it
+            name, where = item.name, item.source
+        else:
+            name = _name(body, item.source)
+            where = item.source if name is None else f"{item.source[:-1]} {name!r})"
+        stages, measured = _strip_measurements(body.get("stages"), where)
+        if stages is not None:
+            body["stages"] = stages
+        parsed = parse_workflow(body, where)
+        out.append(HistoryWorkflow(parsed, name, arrival, measured, where))
+    return out
+
+
+def _plain(spec: WorkflowSpec, source: str) -> HistoryWorkflow:
+    return HistoryWorkflow(spec, None, None, (None,) * len(spec.stages), source)
+
+
+def _arrival(top: dict[str, Any], source: str) -> float | None:
+    given = [k for k in ARRIVAL_KEYS if k in top]
+    if len(given) > 1:
+        raise SpecError(f"{source}: give either arrival or submitTime, not both")
+    if not given:
+        return None
+    key = given[0]
+    value = top[key]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise SpecError(
+            f"{source}: {key} must be a number of seconds (e.g. 12.5 or epoch seconds), "
+            f"got {value!r}"
+        )
+    if value < 0:
+        raise SpecError(f"{source}: {key} must be >= 0 seconds, got {value}")
+    return float(value)
+
+
+def _name(body: dict[str, Any], source: str) -> str | None:
+    if "name" not in body:
+        return None
+    value = body.pop("name")
+    if not isinstance(value, str | int) or isinstance(value, bool) or str(value) == "":
+        raise SpecError(f"{source}: name must be a non-empty text, got {value!r}")
+    return str(value)
+
+
+def _strip_measurements(
+    stages: Any, where: str
+) -> tuple[list[Any] | None, tuple[tuple[float, ...] | None, ...]]:
+    """The stages without their measurements (estimates filled in), and the measurements."""
+    if not isinstance(stages, list):
+        return None, ()  # parse_workflow reports the missing or malformed stage list
+    clean: list[Any] = []
+    measured: list[tuple[float, ...] | None] = []
+    for i, stage in enumerate(stages):
+        if not isinstance(stage, dict) or MEASURED_KEY not in stage:
+            clean.append(stage)
+            measured.append(None)
+            continue
+        stage = dict(stage)
+        label = f"stage {stage.get('name', f'#{i}')!r}"
+        values = _measurements(stage.pop(MEASURED_KEY), f"{where}: {label}")
+        stage.setdefault("taskDurationSeconds", float(np.mean(values)))
+        clean.append(stage)
+        measured.append(values)
+    return clean, tuple(measured)
+
+
+def _measurements(value: Any, where: str) -> tuple[float, ...]:
+    hint = f"{MEASURED_KEY} must be a non-empty list of task durations in seconds, e.g. [4.2, 5.0]"
+    if not isinstance(value, list) or not value:
+        raise SpecError(f"{where}: {hint}; got {value!r}")
+    out = []
+    for v in value:
+        ok = isinstance(v, int | float) and not isinstance(v, bool)
+        if not ok or not (0 < v <= MAX_SECONDS):
+            raise SpecError(
+                f"{where}: {MEASURED_KEY} holds {v!r}; every duration must be a number of "
+                f"seconds > 0 and <= {MAX_SECONDS}"
+            )
+        out.append(float(v))
+    return tuple(out)
