@@ -92,17 +92,16 @@ def load_history(path: str | Path) -> list[HistoryWorkflow]:
         if not isinstance(raw, dict) or not isinstance(spec, dict):
             out.append(_plain(parse_workflow(spec, item.source), item.source))
             continue
-        top = dict(raw)
-        arrival = _arrival(top, item.source)
         body = dict(spec)
-        if spec is raw:  # a plain workflow: history keys sit beside `stages`
-            for key in ARRIVAL_KEYS:
-                body.pop(key, None)
         if item.name is not None:  # a DagWorkflow: its source already names it
             name, where = item.name, item.source
         else:
             name = _name(body, item.source)
             where = item.source if name is None else f"{item.source[:-1]} {name!r})"
+        arrival = _arrival(raw, where)
+        if spec is raw:  # a plain workflow: history keys sit beside `stages`
+            for key in ARRIVAL_KEYS:
+                body.pop(key, None)
         stages, measured = _strip_measurements(body.get("stages"), where)
         if stages is not None:
             body["stages"] = stages

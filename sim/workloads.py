@@ -516,8 +516,8 @@ class FileConfig(ArrivalOptions):
         default=None,
         description="batch: all at t=0; poisson: first at t=0, exponential gaps; fixed: one "
         "every interarrival seconds; recorded: the file's arrival/submitTime times, rescaled "
-        "to an interarrival, rate or load if one is given (default: recorded if every "
-        "workflow has an arrival time, else batch, or poisson if an interarrival, rate or "
+        "to an interarrival, rate or load if one is given (default: recorded if the "
+        "workflows have arrival times, else batch, or poisson if an interarrival, rate or "
         "load is given).",
     )
     repeat: int | None = Field(
@@ -567,7 +567,7 @@ class FileConfig(ArrivalOptions):
         return [i % num_workflows for i in range(n)]
 
     def arrival_mode(self, recorded: bool) -> ArrivalMode:
-        """The arrival mode to use; `recorded`: every workflow of the file has an arrival time."""
+        """The arrival mode to use; `recorded`: the file records arrival times."""
         if self.arrival is not None:
             return self.arrival
         if recorded:
@@ -940,7 +940,8 @@ def file_workload(config: FileConfig, seed: SeedLike = 0) -> Workload:
     models = [h.durations() for h in history]
     stem = Path(c.path).stem
     labels = [h.name or (stem if len(dags) == 1 else f"{stem}-w{i}") for i, h in enumerate(history)]
-    mode = c.arrival_mode(all(h.arrival is not None for h in history))
+    # one recorded time makes the file a history: replaying it needs them all
+    mode = c.arrival_mode(any(h.arrival is not None for h in history))
     if mode == "recorded":
         order, times = _recorded(c, history, dags)
     else:
@@ -983,8 +984,9 @@ def _recorded(
     for h in history:
         if h.arrival is None:
             raise IdlegateError(
-                f"{h.source} has no arrival (or submitTime); arrival 'recorded' needs one on "
-                "every workflow: add it in seconds, or choose arrival batch, poisson or fixed"
+                f"{h.source} has no arrival (or submitTime); replaying recorded arrivals needs "
+                "one on every workflow: add it in seconds, or choose arrival batch, poisson or "
+                "fixed to ignore them"
             )
     k = len(history)
     start = min(h.arrival for h in history if h.arrival is not None)

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from idlegate.errors import IdlegateError
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import Fidelity, Workload, simulate
+from idlegate.sim.history import load_history
 from idlegate.sim.workloads import (
     WORKLOADS,
     DagShape,
@@ -23,11 +24,13 @@ from idlegate.sim.workloads import (
     interarrival_for_load,
     mean_job_work,
     offered_load,
+    session_arrivals,
+    size_factors,
     synthetic_workload,
     tpch_like_spec,
     workload_config,
 )
-from idlegate.tests.helpers import Scripted, fifo_rule
+from idlegate.tests.helpers import Scripted, fifo_rule, jcts, sjf_rule
 
 
 def signature(w: Workload) -> list[tuple]:
@@ -38,7 +41,13 @@ def gaps(w: Workload, init: int = 1) -> np.ndarray:
     return np.diff([j.time for j in w.jobs][init - 1 :])
 
 
-NO_DATA = {"synthetic": {}, "tpch-like": {}, "mixed": {"dags": "tpch-like"}}
+NO_DATA = {
+    "synthetic": {},
+    "tpch-like": {},
+    "mixed": {"dags": "tpch-like"},
+    "bursty": {},
+    "heavy-tailed": {"size_distribution": "pareto"},
+}
 
 
 @pytest.fixture
@@ -68,9 +77,10 @@ spec:
 @pytest.mark.parametrize("name", list(NO_DATA))
 def test_same_seed_same_workload_different_seed_different(name: str):
     opts = NO_DATA[name] | {"num_jobs": 40}
-    a, b = build_workload(name, 7, **opts), build_workload(name, 7, **opts)
+    kind = "synthetic" if name == "heavy-tailed" else name
+    a, b = build_workload(kind, 7, **opts), build_workload(kind, 7, **opts)
     assert signature(a) == signature(b)
-    c = build_workload(name, 8, **opts)
+    c = build_workload(kind, 8, **opts)
     assert [j.time for j in a.jobs] != [j.time for j in c.jobs]
     assert len(a.jobs) == 40
 
@@ -319,6 +329,15 @@ def test_registry_names():
             "needs one of interarrival, rate or load",
         ),
         ("file", {"path": "x.yaml", "repeat": 2, "num_jobs": 3}, "repeat or num_jobs, not both"),
+        ("bursty", {"burstiness": 0.5}, "option burstiness: Input should be greater than or equal"),
+        ("bursty", {"session_size": 0}, "option session_size"),
+        ("synthetic", {"size_shape": 2}, "size_shape needs size_distribution pareto or lognormal"),
+        (
+            "bursty",
+            {"size_distribution": "pareto", "size_shape": 1},
+            r"Pareto size_shape \(tail index\) must be > 1",
+        ),
+        ("synthetic", {"size_distribution": "zipf"}, "option size_distribution"),
     ],
 )
 def test_bad_options_are_sentences(name: str, options: dict, message: str):
@@ -346,3 +365,275 @@ def test_configs_are_typed_and_frozen():
     assert cfg.num_stream == 9 and cfg.num_jobs == 10
     with pytest.raises(Exception, match="frozen"):
         cfg.init = 3  # type: ignore[misc]
+
+
+# ---------------------------------------------------------------------------------------
+# bursty arrivals
+
+
+def scv(x: np.ndarray) -> float:
+    """Squared coefficient of variation: 1 for exponential gaps, > 1 for bursty ones."""
+    return float(x.var() / x.mean() ** 2)
+
+
+def test_sessions_have_the_mean_size_and_the_predicted_burstiness():
+    s, b, m = 4.0, 10.0, 2.0
+    times, session = session_arrivals(np.random.default_rng(3), 40_000, s, b, m)
+    g = np.diff(times)
+    assert g.mean() == pytest.approx(m, rel=0.04)
+    sizes = np.bincount(session)
+    assert sizes.min() >= 1 and sizes.mean() == pytest.approx(s, rel=0.05)
+    # gaps: a silence with probability 1/s, else an in-session gap of mean m/b
+    inside, silence = m / b, s * m - (s - 1) * m / b
+    second_moment = 2 * (silence**2 / s + (1 - 1 / s) * inside**2)
+    assert scv(g) == pytest.approx(second_moment / m**2 - 1, rel=0.1)
+    assert scv(g) > 4
+    inside_gaps = g[session[1:] == session[:-1]]
+    assert inside_gaps.mean() == pytest.approx(inside, rel=0.05)
+
+
+@pytest.mark.parametrize(("burstiness", "session_size"), [(1.0, 4.0), (10.0, 1.0)])
+def test_sessions_degenerate_to_poisson(burstiness: float, session_size: float):
+    times, _ = session_arrivals(np.random.default_rng(4), 40_000, session_size, burstiness, 1.0)
+    assert scv(np.diff(times)) == pytest.approx(1.0, abs=0.05)
+
+
+def test_bursty_workload_is_bursty_and_poisson_without_bursts():
+    bursty = gaps(build_workload("bursty", 1, num_jobs=20_000))
+    assert scv(bursty) > 2.5
+    poisson = gaps(build_workload("bursty", 1, num_jobs=20_000, burstiness=1))
+    assert scv(poisson) == pytest.approx(1.0, abs=0.06)
+
+
+def test_bursty_defaults_and_realised_load():
+    cfg = workload_config("bursty")
+    assert (cfg.num_executors, cfg.num_jobs, cfg.session_size, cfg.long_fraction) == (
+        4,
+        100,
+        4,
+        0.2,
+    )
+    assert mean_job_work(cfg) == pytest.approx(0.8 * 10 + 0.2 * 50)
+    for load in (0.5, 0.7):
+        w = build_workload("bursty", 5, num_jobs=30_000, load=load)
+        assert gaps(w).mean() == pytest.approx(18.0 / (load * 4), rel=0.05)
+        work = sum(j.dag.total_work for j in w.jobs)
+        assert work / w.jobs[-1].time / 4 == pytest.approx(load, rel=0.05)
+        longs = [j for j in w.jobs if j.name.startswith("long")]
+        assert len(longs) / len(w.jobs) == pytest.approx(0.2, abs=0.015)
+        assert {j.dag.total_work for j in w.jobs} == {10.0, 50.0}
+
+
+def test_long_jobs_are_poisson_and_short_ones_come_in_sessions():
+    w = build_workload("bursty", 2, num_jobs=20_000, long_fraction=0.5)
+    long = np.diff([j.time for j in w.jobs if j.name.startswith("long")])
+    short = np.diff([j.time for j in w.jobs[1:] if j.name.startswith("short")])
+    assert scv(long) == pytest.approx(1.0, abs=0.08)
+    assert scv(short) > 3
+
+
+def test_bursty_first_jobs_do_not_depend_on_the_job_count_and_load_rescales():
+    few = build_workload("bursty", 9, num_jobs=10)
+    many = build_workload("bursty", 9, num_jobs=200)
+    assert signature(few) == signature(many)[:10]
+    high = build_workload("bursty", 9, num_jobs=200, load=0.35)
+    np.testing.assert_allclose([j.time / 2 for j in high.jobs], [j.time for j in many.jobs])
+    only_short = build_workload("bursty", 9, num_jobs=50, long_fraction=0)
+    only_long = build_workload("bursty", 9, num_jobs=50, long_fraction=1)
+    assert all(j.name.startswith("short") for j in only_short.jobs)
+    assert all(j.name.startswith("long") for j in only_long.jobs)
+
+
+# ---------------------------------------------------------------------------------------
+# heavy-tailed sizes
+
+
+def test_pareto_factors_have_mean_one_and_a_power_tail():
+    rng = np.random.default_rng(0)
+    finite_variance = size_factors(rng, "pareto", 2.5, 200_000)
+    assert finite_variance.mean() == pytest.approx(1.0, rel=0.02)
+    alpha = 1.5
+    x = size_factors(rng, "pareto", alpha, 200_000)
+    x_min = (alpha - 1) / alpha
+    assert x.min() >= x_min
+    for point in (1.0, 10.0):
+        assert (x > point).mean() == pytest.approx((x_min / point) ** alpha, rel=0.1)
+    # Hill estimate of the tail index from the sample
+    assert 1 / np.mean(np.log(x / x_min)) == pytest.approx(alpha, rel=0.03)
+
+
+def test_lognormal_factors_have_mean_one_and_the_given_spread():
+    x = size_factors(np.random.default_rng(1), "lognormal", 1.0, 200_000)
+    assert x.mean() == pytest.approx(1.0, rel=0.02)
+    assert np.log(x).std() == pytest.approx(1.0, rel=0.02)
+
+
+@pytest.mark.parametrize("distribution", ["pareto", "lognormal"])
+def test_heavy_tailed_synthetic_keeps_the_mean_work_and_the_job_types(distribution: str):
+    opts = {"num_jobs": 20_000, "load": 0.7, "size_distribution": distribution}
+    if distribution == "pareto":
+        opts["size_shape"] = 2.5  # finite variance, so the sample mean settles
+    w = build_workload("synthetic", 4, **opts)
+    plain = build_workload("synthetic", 4, num_jobs=20_000, load=0.7)
+    assert mean_job_work(workload_config("synthetic", **opts)) == pytest.approx(30.0)
+    assert [j.name for j in w.jobs] == [j.name for j in plain.jobs]  # same types
+    assert [j.time for j in w.jobs] == [j.time for j in plain.jobs]  # same arrivals
+    for kind, nominal in (("short", 10.0), ("long", 50.0)):
+        work = np.array([j.dag.total_work for j in w.jobs if j.name.startswith(kind)])
+        assert work.mean() == pytest.approx(nominal, rel=0.05)
+        assert work.max() > 4 * nominal  # a tail
+    assert len({j.dag.total_work for j in w.jobs}) > 19_000
+
+
+def test_heavy_tailed_bursty_workload_simulates():
+    w = build_workload("bursty", 3, num_jobs=60, size_distribution="pareto", tasks_per_job=2)
+    assert all(j.dag.tasks == (2,) for j in w.jobs)
+    result = simulate(w, Scripted(fifo_rule), seed=3)
+    assert result.unfinished == 0
+    total = sum(j.dag.total_work for j in w.jobs)
+    assert result.busy_seconds == pytest.approx(total)
+
+
+# ---------------------------------------------------------------------------------------
+# history files: recorded arrivals and measured durations
+
+HISTORY = """
+- name: nightly
+  submitTime: 1000
+  stages:
+    - {name: only, tasks: 1, taskDurationSeconds: 10, measuredDurationSeconds: [2]}
+- name: adhoc
+  arrival: 1000
+  stages:
+    - {name: only, tasks: 1, measuredDurationSeconds: [5, 7]}
+- apiVersion: idlegate.io/v1alpha1
+  kind: DagWorkflow
+  metadata: {name: report}
+  arrival: 1012
+  spec:
+    stages:
+      - {name: scan, tasks: 3, taskDurationSeconds: 1}
+      - {name: sum, tasks: 1, taskDurationSeconds: 2, dependsOn: [scan],
+         measuredDurationSeconds: [4]}
+"""
+
+
+@pytest.fixture
+def history_file(tmp_path: Path) -> Path:
+    path = tmp_path / "history.yaml"
+    path.write_text(HISTORY)
+    return path
+
+
+def test_history_file_round_trip(history_file: Path):
+    history = load_history(history_file)
+    assert [h.name for h in history] == ["nightly", "adhoc", "report"]
+    assert [h.arrival for h in history] == [1000.0, 1000.0, 1012.0]
+    assert history[0].measured == ((2.0,),)
+    assert history[1].spec.stages[0].task_duration_seconds == 6.0  # the measured mean
+    assert history[2].measured == (None, (4.0,))
+    w = build_workload("file", 0, path=history_file, num_executors=2)
+    assert [(j.time, j.name) for j in w.jobs] == [
+        (0.0, "nightly-0"),
+        (0.0, "adhoc-1"),
+        (12.0, "report-2"),
+    ]
+    assert w.fidelity.wave_durations and w.fidelity.moving_delay == 0
+    assert w.jobs[0].dag.durations == (10.0,)  # the estimate is what schedulers see
+
+
+def test_measured_durations_reach_the_simulator(tmp_path: Path):
+    """SJF orders by the estimates; the simulator runs the measured durations."""
+    path = tmp_path / "two.yaml"
+    path.write_text(
+        "- {name: x, arrival: 0, stages: [{name: a, tasks: 1, taskDurationSeconds: 10, "
+        "measuredDurationSeconds: [2]}]}\n"
+        "- {name: y, arrival: 0, stages: [{name: a, tasks: 1, taskDurationSeconds: 5, "
+        "measuredDurationSeconds: [6]}]}\n"
+    )
+    w = build_workload("file", 0, path=path, num_executors=1)
+    # by the estimates y (5 s) goes first and runs 6 s; x then runs 2 s
+    assert jcts(simulate(w, Scripted(sjf_rule), seed=0)) == {"y-1": 6.0, "x-0": 8.0}
+
+
+def test_more_tasks_than_measurements_resample_them(tmp_path: Path):
+    path = tmp_path / "wide.yaml"
+    path.write_text(
+        "stages: [{name: a, tasks: 400, taskDurationSeconds: 2, "
+        "measuredDurationSeconds: [1, 3]}]\narrival: 5\n"
+    )
+    w = build_workload("file", 0, path=path, num_executors=8)
+    result = simulate(w, Scripted(fifo_rule), seed=1, record_tasks=True)
+    durations = np.array([t.end - t.start for t in result.tasks or []])
+    assert len(durations) == 400 and set(durations.tolist()) == {1.0, 3.0}
+    assert durations.mean() == pytest.approx(2.0, abs=0.2)
+    again = simulate(w, Scripted(fifo_rule), seed=1)
+    assert again.records == result.records  # a seed fixes the draws
+
+
+def test_recorded_arrivals_repeat_and_rescale(history_file: Path):
+    # recorded gaps 0 and 12: span 12, a copy every 12 * 3 / 2 = 18 s
+    w = build_workload("file", 0, path=history_file, repeat=2)
+    assert [j.time for j in w.jobs] == [0.0, 0.0, 12.0, 18.0, 18.0, 30.0]
+    mean_work = (10 + 6 + 5) / 3  # estimated work: 10, 6, 3 * 1 + 2
+    half = build_workload("file", 0, path=history_file, load=0.5, num_executors=2)
+    gap = mean_work / (0.5 * 2)
+    assert [j.time for j in half.jobs] == pytest.approx([0.0, 0.0, 12.0 * gap / 6.0])
+    poisson = build_workload("file", 0, path=history_file, arrival="poisson", interarrival=3)
+    assert poisson.jobs[0].time == 0 and poisson.jobs[1].time > 0
+
+
+def test_example_history_file_loads_and_simulates():
+    example = Path(__file__).resolve().parents[1] / "training" / "examples" / "history.yaml"
+    w = build_workload("file", 0, path=example, num_executors=4)
+    assert w.fidelity.wave_durations and len(w.jobs) >= 5
+    assert any(j.durations is not None for j in w.jobs)
+    assert simulate(w, Scripted(fifo_rule), seed=0).unfinished == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "- {name: a, arrival: 0, stages: [{name: s, tasks: 1, taskDurationSeconds: 1}]}\n"
+            "- {name: b, stages: [{name: s, tasks: 1, taskDurationSeconds: 1}]}\n",
+            r"\(workflow #1 'b'\) has no arrival \(or submitTime\)",
+        ),
+        (
+            "{name: a, arrival: soon, stages: [{name: s, tasks: 1, taskDurationSeconds: 1}]}",
+            r"\(workflow #0 'a'\): arrival must be a number of seconds",
+        ),
+        (
+            "{arrival: 1, submitTime: 1, stages: [{name: s, tasks: 1, taskDurationSeconds: 1}]}",
+            "give either arrival or submitTime, not both",
+        ),
+        (
+            "{name: a, stages: [{name: s, tasks: 1, measuredDurationSeconds: []}]}",
+            r"'a'\): stage 's': measuredDurationSeconds must be a non-empty list",
+        ),
+        (
+            "{name: a, stages: [{name: s, tasks: 1, measuredDurationSeconds: [1, -2]}]}",
+            r"stage 's': measuredDurationSeconds holds -2; every duration must be .* > 0",
+        ),
+        (
+            "{name: a, stages: [{name: s, tasks: 1}]}",
+            r"'a'\): stages\[0\].taskDurationSeconds: Field required",
+        ),
+    ],
+)
+def test_bad_history_files_are_sentences(tmp_path: Path, text: str, message: str):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(IdlegateError, match=message):
+        build_workload("file", 0, path=path)
+
+
+def test_history_with_one_arrival_time_cannot_be_rescaled(tmp_path: Path):
+    path = tmp_path / "same.yaml"
+    path.write_text(
+        "- {arrival: 3, stages: [{name: s, tasks: 1, taskDurationSeconds: 1}]}\n"
+        "- {arrival: 3, stages: [{name: s, tasks: 1, taskDurationSeconds: 1}]}\n"
+    )
+    assert [j.time for j in build_workload("file", 0, path=path).jobs] == [0.0, 0.0]
+    with pytest.raises(IdlegateError, match="no recorded gap to rescale"):
+        build_workload("file", 0, path=path, load=0.5)
