@@ -25,10 +25,19 @@ class Clock(Protocol):
     def wall_delay(self, seconds: float) -> float:
         """Wall-clock seconds that `seconds` of the clock's time take."""
 
+    def from_wall(self, t: float) -> float:
+        """The clock's time at the wall-clock epoch time `t` (e.g. an API timestamp)."""
+
 
 def to_datetime(t: float) -> datetime:
     """Clock seconds as an aware UTC datetime (what the status stores)."""
     return datetime.fromtimestamp(t, UTC)
+
+
+def timestamp_precision(value: str) -> float:
+    """Seconds of precision of an RFC 3339 timestamp: 1 for the API server's usual
+    ``2024-01-01T00:00:00Z`` (metav1.Time), 0 for one with a fraction (metav1.MicroTime)."""
+    return 0.0 if "." in value else 1.0
 
 
 def from_datetime(value: datetime | str) -> float:
@@ -48,6 +57,9 @@ class WallClock:
 
     def wall_delay(self, seconds: float) -> float:
         return max(0.0, seconds)
+
+    def from_wall(self, t: float) -> float:
+        return t
 
     def __repr__(self) -> str:
         return "WallClock()"
@@ -72,6 +84,9 @@ class ScaledClock:
     def wall_delay(self, seconds: float) -> float:
         return max(0.0, seconds) / self.speed
 
+    def from_wall(self, t: float) -> float:
+        return self.anchor + (t - self.anchor) * self.speed
+
     def __repr__(self) -> str:
         return f"ScaledClock(speed={self.speed:g})"
 
@@ -94,6 +109,9 @@ class FakeClock:
 
     def wall_delay(self, seconds: float) -> float:
         return max(0.0, seconds)
+
+    def from_wall(self, t: float) -> float:
+        return t  # the fake clock counts epoch seconds too; it just does not move
 
     def __repr__(self) -> str:
         return f"FakeClock(t={self.t:g})"

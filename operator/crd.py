@@ -186,13 +186,22 @@ class WorkflowStatus(_StatusModel):
         description="Deliberate idle slots, pending and past (each stage is delayed at most once).",
     )
     start_time: datetime | None = Field(
-        default=None, description="When the operator first saw the workflow (its arrival)."
+        default=None, description="When the operator first saw (admitted) the workflow."
+    )
+    admission_lag_seconds: float | None = Field(
+        default=None,
+        ge=0,
+        description="startTime - metadata.creationTimestamp: how long the workflow waited "
+        "for the operator (e.g. while it was down), to the timestamp's one-second precision.",
     )
     completion_time: datetime | None = Field(
         default=None, description="When the last task succeeded or the workflow failed."
     )
     jct_seconds: float | None = Field(
-        default=None, ge=0, description="Job completion time: completionTime - startTime."
+        default=None,
+        ge=0,
+        description="Job completion time: completionTime - metadata.creationTimestamp (its "
+        "arrival), admission lag included.",
     )
     idle_inserted_seconds: float | None = Field(
         default=None, ge=0, description="Total deliberate idle time inserted into this workflow."

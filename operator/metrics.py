@@ -11,6 +11,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 JCT_BUCKETS = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 43200, 86400)
+ADMISSION_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 300, 1800, 3600)
 DECISION_BUCKETS = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0)
 
 
@@ -22,13 +23,20 @@ class Metrics:
         r = self.registry
         self.completion_time = Histogram(
             "idlegate_workflow_completion_time_seconds",
-            "Job completion time of finished workflows: completion minus arrival.",
+            "Job completion time of finished workflows: completion minus creation (arrival).",
             ["result"],
             buckets=JCT_BUCKETS,
             registry=r,
         )
         for result in ("succeeded", "failed"):
             self.completion_time.labels(result)
+        self.admission_lag = Histogram(
+            "idlegate_admission_lag_seconds",
+            "Time from a workflow's creation (metadata.creationTimestamp) to its admission by "
+            "the operator; part of its completion time.",
+            buckets=ADMISSION_BUCKETS,
+            registry=r,
+        )
         self.pending_workflows = Gauge(
             "idlegate_pending_workflows",
             "Workflows admitted whose first task has not been released yet (the queue).",
@@ -78,6 +86,12 @@ class Metrics:
         self.gate_removals = Counter(
             "idlegate_gate_removals",
             "Task pods released by removing the idlegate.io/release scheduling gate.",
+            registry=r,
+        )
+        self.foreign_releases = Counter(
+            "idlegate_foreign_gate_removals",
+            "Task pods whose idlegate.io/release gate was removed by someone other than the "
+            "operator (by hand, another controller); each counts against the pool.",
             registry=r,
         )
         self.pods_created = Counter(

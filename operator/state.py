@@ -37,12 +37,13 @@ import numpy as np
 
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.operator.actuator import Actuator
-from idlegate.operator.clock import from_datetime, to_datetime
+from idlegate.operator.clock import from_datetime, timestamp_precision, to_datetime
 from idlegate.operator.crd import IdleSlot, Phase
 from idlegate.operator.decisions import RecordingScheduler
 from idlegate.operator.kube import KubeApi
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.pods import (
+    GATE,
     LABEL_WORKFLOW,
     Owner,
     TaskPod,
@@ -76,9 +77,8 @@ class AdmitLaterError(IdlegateError):
 
 
 def _arrival_key(body: Mapping[str, Any]) -> tuple[str, str]:
-    status = body.get("status") or {}
     meta = body.get("metadata") or {}
-    return (status.get("startTime") or meta.get("creationTimestamp") or "", meta.get("name", ""))
+    return (meta.get("creationTimestamp") or "", meta.get("name", ""))
 
 
 def _owner(body: Mapping[str, Any]) -> Owner:
@@ -124,6 +124,8 @@ class Bridge:
         )
         self.rebuilt = False
         self.releases = 0
+        self.unaccounted: list[tuple[Workflow, StageTrack, Task]] = []
+        """Tasks released by others while no executor was free, oldest first."""
         scheduler.reset(np.random.default_rng(settings.seed))
 
     # -- time --------------------------------------------------------------------------
@@ -235,13 +237,115 @@ class Bridge:
                 track.forget_pod(task)
             self.schedule()
             return
+        if task.state is TaskState.GATED and not info.gated:
+            self._released_by_others(wf, track, task, info.name)
+            if not info.terminal:
+                self.schedule()
+                return
         if task.state is not TaskState.RELEASED or not info.terminal:
             return
-        if info.phase == "Succeeded":
+        if task.executor is None:  # released by others, beyond the pool (see below)
+            self._unaccounted_ended(wf, track, task, info)
+        elif info.phase == "Succeeded":
             self._task_succeeded(wf, track, task)
         else:
             self._task_failed(wf, track, task, f"pod {info.name} failed: {info.reason}")
         self.schedule()
+
+    # -- task pods released by someone else ------------------------------------------------
+
+    def _released_by_others(self, wf: Workflow, track: StageTrack, task: Task, pod: str) -> None:
+        """A gated pod of ours lost the gate without the operator releasing it (``kubectl
+        patch`` by hand, another controller): it runs, so it counts against the pool.
+
+        The task is launched in the state machine on a free executor (ending its stage's
+        idle slot, if any), as if the policy had released it. With no executor free, it
+        runs beyond the pool and is *unaccounted*: it counts as busy, and the next executor
+        that frees up is its own before the policy is asked again."""
+        self.metrics.foreign_releases.inc()
+        track.gated -= 1
+        track.running += 1
+        task.state, task.executor = TaskState.RELEASED, None
+        if wf.phase is Phase.PENDING:
+            wf.phase = Phase.RUNNING
+        adopted = self._adopt(wf, track, task)
+        if not adopted:
+            self.unaccounted.append((wf, track, task))
+        self._top_up(wf, track)
+        where = (
+            "it took a free executor"
+            if adopted
+            else "no executor was free, so it runs beyond the pool and takes the next executor "
+            "that frees up"
+        )
+        self.writes.event(
+            wf.owner,
+            "Warning",
+            "ReleasedByOthers",
+            f"Task pod {pod} of stage {track.spec.name!r} lost its {GATE} scheduling gate "
+            f"without the operator releasing it (removed by hand or by another controller); "
+            f"it counts against the pool of {self.settings.pool_size} executors: {where}.",
+        )
+        self.writes.status(wf, urgent=True)
+
+    def _adopt(self, wf: Workflow, track: StageTrack, task: Task) -> bool:
+        """Launch `task` (running already) in the state machine on a free executor, with the
+        rest of its gang; False if that is not possible now."""
+        stage = wf.job.stages[track.index]
+        now = self.now()
+        if stage.idle_until is not None:
+            self.cluster.idle_expired(stage, now)
+            self.timers.cancel(self._timer_key(wf, track.index))
+            slot = wf.idle_slots.get(track.index)
+            if slot is not None:
+                slot.released = True
+        need = stage.tasks - stage.launched if stage.gang else 1
+        if need > self.cluster.free_executors:
+            return False
+        # a cap of exactly what it needs: the policy's next decision for the job sets its own
+        decision = Decision(stage, stage.job.held + need)
+        try:
+            self.cluster.check(decision)
+        except IdlegateError:
+            return False
+        launches = self.cluster.apply(decision, now)
+        task.executor = launches[0].executor
+        self.executors[task.executor] = (wf.key, track.index, task.index)
+        for launch in launches[1:]:  # the gang's other tasks start with it
+            self._release(wf, track, track.next_to_release(), launch.executor)
+        return True
+
+    def _adopt_unaccounted(self) -> None:
+        """Give free executors to the tasks running beyond the pool, oldest first."""
+        waiting, self.unaccounted = self.unaccounted, []
+        for wf, track, task in waiting:
+            if not wf.active or task.state is not TaskState.RELEASED or task.executor is not None:
+                continue
+            if not self._adopt(wf, track, task):
+                self.unaccounted.append((wf, track, task))
+            elif task.finished_unaccounted:
+                task.finished_unaccounted = False
+                self._task_succeeded(wf, track, task)
+
+    def _unaccounted_ended(
+        self, wf: Workflow, track: StageTrack, task: Task, info: TaskPod
+    ) -> None:
+        """A task running beyond the pool ended before an executor was free for it."""
+        if info.phase == "Succeeded":
+            # it is counted in the state machine once an executor is its own
+            task.finished_unaccounted = True
+            return
+        self.unaccounted = [u for u in self.unaccounted if u[2] is not task]
+        track.running -= 1
+        track.failed += 1
+        task.failures += 1
+        self.metrics.task_failures.inc()
+        if task.failures > track.spec.backoff_limit:
+            self._fail_task_for_good(wf, track, task, f"pod {info.name} failed: {info.reason}")
+            return
+        task.attempt += 1
+        track.replan(task)  # the retry waits for the policy like any task
+        self.writes.status(wf)
 
     def idle_expired(self, key: WorkflowKey, uid: str, stage_index: int) -> None:
         """An idle slot's timer fired: the stage is runnable again."""
@@ -308,8 +412,9 @@ class Bridge:
             self._reject(owner, generation, conditions, str(exc), body.get("spec"))
             return None
         started = status.get("startTime")
-        arrival = min(from_datetime(started), now) if started else now
-        wf = Workflow(owner, generation, spec, arrival, conditions)
+        admitted = min(from_datetime(started), now) if started else now
+        arrival = self._arrival(meta.get("creationTimestamp"), admitted)
+        wf = Workflow(owner, generation, spec, arrival, conditions, admitted=admitted)
         restore = self._classify(wf, pods, status)
         try:
             wf.job = self.cluster.add_job(
@@ -329,6 +434,7 @@ class Bridge:
             now,
         )
         if not started:
+            self.metrics.admission_lag.observe(admitted - arrival)
             dag = wf.dag
             self.writes.event(
                 owner,
@@ -354,6 +460,22 @@ class Bridge:
         if schedule:
             self.schedule()
         return wf
+
+    def _arrival(self, created: Any, admitted: float) -> float:
+        """The workflow's arrival: its ``metadata.creationTimestamp`` on the operator's
+        clock, at most `admitted` (when the operator first saw it).
+
+        The API server stamps whole seconds, so the true creation lies in [stamp, stamp +
+        1 s): the end of that second is taken (never more than the true time before
+        admission). The same inputs give the same arrival after a restart (`admitted` is
+        persisted as ``status.startTime``)."""
+        if not isinstance(created, str):
+            return admitted
+        try:
+            wall = from_datetime(created) + timestamp_precision(created)
+        except ValueError:
+            return admitted
+        return min(admitted, self.clock.from_wall(wall))
 
     class _Restore:
         """What `_classify` found on the pods and in the status."""
@@ -503,6 +625,8 @@ class Bridge:
     def schedule(self) -> None:
         """Ask the policy (if an event made it necessary) and carry out its launches."""
         try:
+            if self.unaccounted and self.cluster.free_executors:
+                self._adopt_unaccounted()
             if self.cluster.needs_schedule:
                 launches = self.cluster.schedule(self.scheduler, self.now())
                 decisions = self.scheduler.drain()
@@ -540,7 +664,9 @@ class Bridge:
 
     @property
     def busy(self) -> int:
-        return self.settings.pool_size - self.cluster.free_executors
+        """Executors running task pods: the state machine's, plus pods running beyond the
+        pool (released by others while no executor was free)."""
+        return self.settings.pool_size - self.cluster.free_executors + len(self.unaccounted)
 
     def _idle_started(self, decision: Decision) -> None:
         stage = decision.stage
@@ -775,6 +901,7 @@ class Bridge:
             self.cluster.remove_job(wf.job, self.now())
         for executor in [e for e, (key, _, _) in self.executors.items() if key == wf.key]:
             del self.executors[executor]
+        self.unaccounted = [u for u in self.unaccounted if u[0] is not wf]
         for index, slot in wf.idle_slots.items():
             if not slot.released:
                 self.timers.cancel(self._timer_key(wf, index))

@@ -38,7 +38,7 @@ class TaskState(Enum):
 class Task:
     """One task of a stage: its current attempt and where it runs."""
 
-    __slots__ = ("attempt", "executor", "failures", "index", "state")
+    __slots__ = ("attempt", "executor", "failures", "finished_unaccounted", "index", "state")
 
     def __init__(self, index: int) -> None:
         self.index = index
@@ -46,6 +46,10 @@ class Task:
         self.attempt = 0
         self.failures = 0
         self.executor: int | None = None
+        """The executor slot of a released task; None for one released by others while no
+        executor was free (it runs beyond the pool until one is)."""
+        self.finished_unaccounted = False
+        """Such a task succeeded before an executor was free for it."""
 
 
 class StageTrack:
@@ -108,6 +112,14 @@ class StageTrack:
                 return i
         return None
 
+    def replan(self, task: Task) -> None:
+        """A released task goes back to waiting for a release (and a new pod)."""
+        task.state, task.executor = TaskState.PLANNED, None
+        self._build()
+        assert self._unreleased is not None and self._uncreated is not None
+        heappush(self._unreleased, task.index)  # duplicates are skipped when popped
+        heappush(self._uncreated, task.index)
+
     def forget_pod(self, task: Task) -> None:
         """The gated pod of `task` disappeared: create it again when needed."""
         task.state = TaskState.PLANNED
@@ -127,6 +139,8 @@ class Workflow:
         spec: WorkflowSpec,
         arrival: float,
         conditions: Conditions,
+        *,
+        admitted: float | None = None,
     ) -> None:
         self.owner = owner
         self.key: WorkflowKey = (owner.namespace, owner.name)
@@ -136,6 +150,9 @@ class Workflow:
         self.stages = [StageTrack(s, i) for i, s in enumerate(spec.stages)]
         self.by_name = {t.spec.name: t for t in self.stages}
         self.arrival = arrival
+        """Clock time of its creation (``metadata.creationTimestamp``): the job's arrival."""
+        self.admitted = arrival if admitted is None else admitted
+        """Clock time the operator first saw it (``status.startTime``)."""
         self.conditions = conditions
         self.phase = Phase.PENDING
         self.job: Job = None  # type: ignore[assignment]  # set right after add_job

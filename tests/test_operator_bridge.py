@@ -250,6 +250,7 @@ class Harness:
         pool: int,
         scheduler: Any,
         status_interval: float = 0.0,
+        **settings_kw: Any,
     ) -> None:
         self.kube, self.clock, self.timers = kube, clock, FakeTimers()
         settings = Settings(
@@ -257,7 +258,7 @@ class Harness:
             clock=clock,
             retry_delays=(0.0,),
             status_interval=status_interval,
-            event_interval=0.0,
+            **{"event_interval": 0.0, **settings_kw},
         )
         metrics = Metrics(pool, scheduler.name)
         self.metrics = metrics
@@ -355,8 +356,10 @@ DIAMOND = {
 }
 
 
-def harness(pool: int = 2, scheduler: Any = None) -> Harness:
-    return Harness(FakeKube(), FakeClock(), pool, scheduler or make_scheduler("fifo"))
+def harness(pool: int = 2, scheduler: Any = None, kube: Any = None, **settings: Any) -> Harness:
+    return Harness(
+        kube or FakeKube(), FakeClock(), pool, scheduler or make_scheduler("fifo"), **settings
+    )
 
 
 # -- tests -------------------------------------------------------------------------------------
