@@ -1,0 +1,678 @@
+"""The room there is: the clairvoyant offline optimum of the average JCT, by CP-SAT.
+
+Every scheduler of idlegate decides online; this script solves the same small instances
+*offline*, knowing every arrival and every task duration in advance, with OR-Tools
+CP-SAT, and prints each scheduler's gap to that optimum. The optimum may leave executors
+idle on purpose (nothing forbids it), so it bounds what any scheduler — idle-aware or
+not, learned or planned — can reach on the instance. A second solve adds a *non-delay*
+constraint (no task waits while an executor is free): the best any scheduler that never
+idles can do. The difference of the two is all that deliberate idling can buy.
+
+The scheduling problem (what the simulator runs with ``Fidelity.none()``)
+-------------------------------------------------------------------------
+K identical executors. Job j arrives at a_j with a DAG of stages; stage s has n_s tasks
+of length p_s each (the synthetic workloads run every task for exactly its estimate).
+A task occupies one executor without preemption; a stage's tasks start only after all
+tasks of its parent stages have finished, and never before a_j; at most K tasks run at
+once; a gang stage's n_s tasks start together. Minimise Σ_j (C_j − a_j), C_j the end
+of j's last task: n × the average JCT.
+
+The CP-SAT model (`build_model`)
+--------------------------------
+* Time is an integer grid of `scale` points per second (`instance_from_workload`).
+  Lengths are on the grid (the workloads' lengths have at most 3 decimals); releases are
+  *floored* onto it. Flooring every start of a feasible real schedule gives a feasible
+  grid schedule (lengths are integers, so precedences and the capacity survive), so the
+  grid optimum is a valid lower bound of the real one; shifting a grid schedule one step
+  right makes it feasible for the real releases, so it is at most 1/scale s per job
+  below the real optimum. The default grid is 0.01 s.
+* Stage s of job j, not gang: n_s fixed-length intervals [S_si, S_si + p_s). Tasks of a
+  stage are interchangeable, so S_s1 ≤ S_s2 ≤ … breaks the symmetry without losing
+  an optimum, and the stage's finish is F_s = S_sn + p_s. Gang: one interval of
+  demand n_s, F_s = S_s + p_s.
+* Release: S_s1 ≥ a_j. Precedence: S_c1 ≥ F_p for every parent p of c (the ordering
+  carries it to the other tasks of c).
+* Capacity: one cumulative constraint of capacity K over all intervals. Executors are
+  identical and there is no moving delay, so any profile within K can be given executors
+  in start order (a unit task, or a gang, finds its executors free at its start); the
+  executors' identities are not needed.
+* C_j ≥ F_s for every exit stage s of j; minimise Σ C_j (Σ a_j is a constant).
+* Non-delay (`non_delay=True`, one-stage jobs without gangs): a task u released at r_u
+  that starts at S_u > r_u needs all K executors busy throughout [r_u, S_u). The number
+  of busy executors drops only when a task ends, so it suffices to check it at r_u and
+  at every end E_k ∈ [r_u, S_u): "busy at c" is a literal implying that at least K
+  tasks i have S_i ≤ c < E_i, each through a literal implying those two inequalities.
+  That is O(T²) literals for T tasks; it is the best schedule of any scheduler that
+  never leaves an executor free while a task waits.
+
+The solve is seeded with the best scheduler's schedule as a hint (its starts, floored),
+so the incumbent is never worse than that scheduler. When CP-SAT does not prove
+optimality within the time limit it still gives a lower bound; the gap of a scheduler to
+that *bound* is then the honest ceiling of the room there is (the gap to the true
+optimum lies between the gap to the incumbent and the gap to the bound).
+
+    python benchmarks/optimum.py [--executors 2,3,4] [--jobs 15,30] [--seeds 2]
+        [--workloads synthetic@0.6,synthetic@0.8,bursty,tpch-like] [--time-limit 30]
+        [--schedulers learned:policy/default.onnx,...] [--json results.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+
+from ortools.sat.python import cp_model
+
+from idlegate.errors import IdlegateError
+from idlegate.policy import make_scheduler
+from idlegate.sim.dag import Dag
+from idlegate.sim.engine import Fidelity, SimResult, Workload, simulate
+from idlegate.sim.metrics import run_metrics
+from idlegate.sim.workloads import WORKLOADS, build_workload
+
+BASE_SCHEDULERS = ("fifo", "sjf", "sjf-cp", "fair", "weighted-fair", "analytic", "analytic:fair")
+"""Compared on every instance; `--schedulers` adds more."""
+
+FINEST_SCALE = 1000
+"""Grid points per second when the lengths need them (the workloads round to 1 ms)."""
+
+# ---------------------------------------------------------------------------------------
+# the instance
+
+
+@dataclass(frozen=True)
+class Instance:
+    """A workload as the offline problem sees it: integer grid times, every job known."""
+
+    name: str
+    num_executors: int
+    scale: int
+    """Grid points per second."""
+    names: tuple[str, ...]
+    arrivals: tuple[float, ...]
+    """True arrival times (s)."""
+    releases: tuple[int, ...]
+    """Arrivals floored onto the grid."""
+    dags: tuple[Dag, ...]
+    lengths: tuple[tuple[int, ...], ...]
+    """Per job, per stage: one task's length on the grid."""
+
+    @property
+    def num_jobs(self) -> int:
+        return len(self.names)
+
+    @property
+    def one_stage(self) -> bool:
+        """Every job is one stage without a gang (the non-delay model's case)."""
+        return all(d.num_stages == 1 and not any(d.gang) for d in self.dags)
+
+    def horizon(self) -> int:
+        """No optimal schedule ends later: after the last release it never idles all of K."""
+        work = sum(
+            n * p
+            for d, ls in zip(self.dags, self.lengths, strict=True)
+            for n, p in zip(d.tasks, ls, strict=True)
+        )
+        return max(self.releases) + work
+
+
+def grid_scale(workload: Workload, resolution: float = 0.01) -> int:
+    """Grid points per second: 1/resolution, finer (up to 1 ms) if a task length needs it."""
+    scale = max(1, round(1 / resolution))
+    lengths = {p for j in workload.jobs for p in j.dag.durations}
+    while scale < FINEST_SCALE and any(abs(p * scale - round(p * scale)) > 1e-6 for p in lengths):
+        scale *= 10
+    return scale
+
+
+def instance_from_workload(workload: Workload, resolution: float = 0.01) -> Instance:
+    """The offline instance of `workload` (tasks take their estimate: `Fidelity.none()`).
+
+    Lengths not on the grid (finer than 1 ms) are floored, which keeps the optimum a
+    lower bound. Raises IdlegateError for a gang stage wider than the cluster.
+    """
+    k = workload.num_executors
+    for job in workload.jobs:
+        for name, n, gang in zip(job.dag.names, job.dag.tasks, job.dag.gang, strict=True):
+            if gang and n > k:
+                raise IdlegateError(
+                    f"job {job.name!r}: gang stage {name!r} needs {n} executors at once but the "
+                    f"cluster has {k}; give the workload at least {n} executors"
+                )
+    scale = grid_scale(workload, resolution)
+    return Instance(
+        name=workload.name,
+        num_executors=k,
+        scale=scale,
+        names=tuple(j.name for j in workload.jobs),
+        arrivals=tuple(float(j.time) for j in workload.jobs),
+        releases=tuple(math.floor(j.time * scale + 1e-9) for j in workload.jobs),
+        dags=tuple(j.dag for j in workload.jobs),
+        lengths=tuple(
+            tuple(math.floor(p * scale + 1e-6) for p in j.dag.durations) for j in workload.jobs
+        ),
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# the model
+
+
+@dataclass
+class StageVars:
+    """One stage's variables: its task starts (one for a gang), demand, length and finish."""
+
+    starts: list[cp_model.IntVar]
+    demand: int
+    length: int
+    finish: cp_model.IntVar
+
+
+@dataclass
+class Model:
+    """A CP-SAT model of an instance and the variables the solution is read from."""
+
+    model: cp_model.CpModel
+    stages: dict[tuple[int, int], StageVars]
+    completions: list[cp_model.IntVar]
+
+
+def build_model(instance: Instance, *, non_delay: bool = False) -> Model:
+    """The CP-SAT model of the module docstring (with the non-delay constraint if asked)."""
+    m = cp_model.CpModel()
+    horizon = instance.horizon()
+    stages: dict[tuple[int, int], StageVars] = {}
+    intervals: list[cp_model.IntervalVar] = []
+    demands: list[int] = []
+    completions: list[cp_model.IntVar] = []
+    for j, dag in enumerate(instance.dags):
+        r = instance.releases[j]
+        for s in dag.topological_order:
+            sv = _stage_vars(m, instance, j, s, horizon)
+            stages[j, s] = sv
+            for x in sv.starts:
+                intervals.append(m.new_fixed_size_interval_var(x, sv.length, f"i{j}_{s}"))
+                demands.append(sv.demand)
+            m.add(sv.starts[0] >= r)
+            for p in dag.parents[s]:
+                m.add(sv.starts[0] >= stages[j, p].finish)
+        c = m.new_int_var(r, horizon, f"C{j}")
+        for s in range(dag.num_stages):
+            if not dag.children[s]:
+                m.add(c >= stages[j, s].finish)
+        completions.append(c)
+    m.add_cumulative(intervals, demands, instance.num_executors)
+    _order_identical_jobs(m, instance, stages)
+    if non_delay:
+        _add_non_delay(m, instance, stages)
+    m.minimize(sum(completions))
+    return Model(m, stages, completions)
+
+
+def _stage_vars(m: cp_model.CpModel, instance: Instance, j: int, s: int, horizon: int) -> StageVars:
+    """Starts (ordered: tasks of a stage are interchangeable) and the finish of stage s of j."""
+    dag = instance.dags[j]
+    length = instance.lengths[j][s]
+    count, demand = (1, dag.tasks[s]) if dag.gang[s] else (dag.tasks[s], 1)
+    lo = instance.releases[j]
+    starts = [m.new_int_var(lo, horizon - length, f"S{j}_{s}_{i}") for i in range(count)]
+    for a, b in itertools.pairwise(starts):
+        m.add(a <= b)
+    finish = m.new_int_var(lo + length, horizon, f"F{j}_{s}")
+    m.add(finish == starts[-1] + length)
+    return StageVars(starts, demand, length, finish)
+
+
+def _order_identical_jobs(
+    m: cp_model.CpModel, instance: Instance, stages: dict[tuple[int, int], StageVars]
+) -> None:
+    """Identical jobs start in arrival order (symmetry breaking that keeps an optimum).
+
+    Take any schedule and give the k-th earliest-starting of a group of identical jobs'
+    schedules to the k-th earliest arrival: a job's schedule never starts before that
+    job's release, so the k-th earliest start is >= the k-th earliest release, every
+    moved schedule stays feasible and the sum of completion times (a permutation of the
+    same values) is unchanged. With the non-delay constraint it keeps an optimum too: if
+    an executor were free at some t in [r_(k), S_(k)), the jobs holding the m − k + 1
+    latest starts would all have arrived after t in the original, so r_(k) > t.
+    A job's start is the earliest first-task start of its source stages.
+    """
+    groups: dict[tuple[object, ...], list[int]] = {}
+    for j, dag in enumerate(instance.dags):
+        key = (dag.tasks, instance.lengths[j], dag.parents, dag.gang)
+        groups.setdefault(key, []).append(j)
+    for jobs in groups.values():
+        if len(jobs) < 2:
+            continue
+        firsts = [_job_start(m, instance.dags[j], j, stages) for j in jobs]
+        for a, b in itertools.pairwise(firsts):  # jobs are in arrival order
+            m.add(a <= b)
+
+
+def _job_start(
+    m: cp_model.CpModel, dag: Dag, j: int, stages: dict[tuple[int, int], StageVars]
+) -> cp_model.IntVar:
+    """The earliest start of job j's tasks (its source stages' first starts)."""
+    sources = [stages[j, s].starts[0] for s in range(dag.num_stages) if not dag.parents[s]]
+    if len(sources) == 1:
+        return sources[0]
+    first = m.new_int_var(0, max(x.proto.domain[-1] for x in sources), f"B{j}")
+    m.add_min_equality(first, sources)
+    return first
+
+
+def _add_non_delay(
+    m: cp_model.CpModel, instance: Instance, stages: dict[tuple[int, int], StageVars]
+) -> None:
+    """No task waits while an executor is free (one-stage jobs without gangs only).
+
+    Task u waits on [r_u, S_u); the busy count drops only at ends, so it is checked at r_u
+    and at every end E_k in the window (see the module docstring).
+    """
+    if not instance.one_stage:
+        raise IdlegateError(
+            "the non-delay optimum is modelled for one-stage jobs without gangs only; "
+            "drop --no-idle for DAG workloads"
+        )
+    k = instance.num_executors
+    tasks = [
+        (instance.releases[j], x, sv.length) for (j, _), sv in stages.items() for x in sv.starts
+    ]
+
+    def busy_at(c: cp_model.LinearExprT, skip: int | None) -> cp_model.IntVar:
+        """A literal that implies at least K tasks (other than `skip`) run at time c."""
+        busy = m.new_bool_var("busy")
+        runs = []
+        for i, (_, si, pi) in enumerate(tasks):
+            if i == skip:
+                continue
+            lit = m.new_bool_var("runs")
+            m.add(si <= c).only_enforce_if(lit)
+            m.add(si + pi >= c + 1).only_enforce_if(lit)
+            runs.append(lit)
+        m.add(sum(runs) >= k).only_enforce_if(busy)
+        return busy
+
+    at_release = {r: busy_at(r, None) for r in sorted({r for r, _, _ in tasks})}
+    at_end = [busy_at(s + p, i) for i, (_, s, p) in enumerate(tasks)]
+    for u, (ru, su, _) in enumerate(tasks):
+        # S_u > r_u  =>  busy at r_u
+        m.add_bool_or([at_release[ru], _le(m, su, ru)])
+        for kk, (_, sk, pk) in enumerate(tasks):
+            if kk == u:
+                continue
+            end = sk + pk
+            # r_u <= E_k < S_u  =>  busy at E_k
+            before = m.new_bool_var("before")
+            m.add(end <= ru - 1).only_enforce_if(before)
+            m.add_bool_or([at_end[kk], before, _le(m, su, end)])
+
+
+def _le(m: cp_model.CpModel, a: cp_model.LinearExprT, b: cp_model.LinearExprT) -> cp_model.IntVar:
+    """A literal that implies a <= b."""
+    lit = m.new_bool_var("le")
+    m.add(a <= b).only_enforce_if(lit)
+    return lit
+
+
+# ---------------------------------------------------------------------------------------
+# solving
+
+
+@dataclass(frozen=True)
+class Solution:
+    """What CP-SAT found: the best schedule (incumbent), a lower bound, and the proof status."""
+
+    status: str
+    """"optimal" (proven), "feasible" (time limit: incumbent and bound differ) or "unknown"."""
+    avg_jct: float
+    """Average JCT of the incumbent (s); nan without one."""
+    avg_bound: float
+    """Lower bound on the average JCT of every schedule (s); equals avg_jct when optimal."""
+    completions: tuple[float, ...]
+    """Per job: the incumbent's completion time (s)."""
+    starts: dict[tuple[int, int], tuple[float, ...]] = field(repr=False)
+    """Per (job, stage): the incumbent's task starts (s), ascending; one start for a gang."""
+    seconds: float
+    """Wall time of the solve."""
+
+    @property
+    def proven(self) -> bool:
+        return self.status == "optimal"
+
+    def summary(self) -> dict[str, object]:
+        """The JSON-able figures (no schedule)."""
+        return {
+            "status": self.status,
+            "avg_jct": self.avg_jct,
+            "avg_bound": self.avg_bound,
+            "seconds": round(self.seconds, 2),
+        }
+
+
+def add_hint(model: Model, instance: Instance, result: SimResult) -> None:
+    """Hint CP-SAT with a simulated schedule (`simulate(..., record_tasks=True)`), floored."""
+    if result.tasks is None:
+        raise IdlegateError("a hint needs the task log: simulate(..., record_tasks=True)")
+    by_stage: dict[tuple[int, int], list[float]] = {}
+    for t in result.tasks:
+        by_stage.setdefault((t.job, t.stage), []).append(t.start)
+    scale = instance.scale
+    done = {r.id: r.finish for r in result.records}
+    for key, sv in model.stages.items():
+        starts = sorted(by_stage.get(key, ()))
+        if len(starts) < len(sv.starts):
+            return  # an unfinished run: no complete hint
+        grid = [math.floor(x * scale + 1e-6) for x in starts]
+        for var, value in zip(sv.starts, grid, strict=False):
+            model.model.add_hint(var, value)
+        model.model.add_hint(sv.finish, grid[len(sv.starts) - 1] + sv.length)
+    for j, c in enumerate(model.completions):
+        if j in done:
+            model.model.add_hint(c, math.floor(done[j] * scale + 1e-6))
+
+
+def solve(
+    instance: Instance,
+    *,
+    time_limit: float = 30.0,
+    workers: int = 2,
+    hint: SimResult | None = None,
+    non_delay: bool = False,
+) -> Solution:
+    """Minimise the average JCT of `instance` with CP-SAT within `time_limit` seconds."""
+    built = build_model(instance, non_delay=non_delay)
+    if hint is not None:
+        add_hint(built, instance, hint)
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = time_limit
+    solver.parameters.num_workers = workers
+    started = time.perf_counter()
+    code = solver.solve(built.model)
+    seconds = time.perf_counter() - started
+    n, scale = instance.num_jobs, instance.scale
+    offset = sum(instance.arrivals)
+    bound = (solver.best_objective_bound / scale - offset) / n
+    if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        status = "infeasible" if code == cp_model.INFEASIBLE else "unknown"
+        return Solution(status, math.nan, bound, (), {}, seconds)
+    completions = tuple(solver.value(c) / scale for c in built.completions)
+    starts = {
+        key: tuple(solver.value(x) / scale for x in sv.starts) for key, sv in built.stages.items()
+    }
+    avg = (sum(completions) - offset) / n
+    status = "optimal" if code == cp_model.OPTIMAL else "feasible"
+    return Solution(
+        status, avg, avg if status == "optimal" else bound, completions, starts, seconds
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# the schedulers on the same instance
+
+
+def run_scheduler(workload: Workload, spec: str, seed: int) -> SimResult:
+    """`spec` on `workload` as the optimum sees it: tasks take their estimate, no moving delay."""
+    return simulate(
+        workload, make_scheduler(spec), seed=seed, fidelity=Fidelity.none(), record_tasks=True
+    )
+
+
+def average_jct(result: SimResult) -> float:
+    """Average JCT of a run (nan if a job was left unfinished)."""
+    metrics = run_metrics(result)
+    return math.nan if metrics.unfinished else metrics.avg_jct
+
+
+# ---------------------------------------------------------------------------------------
+# instance families
+
+
+@dataclass(frozen=True)
+class Family:
+    """A `--workloads` entry: a workload name and optional load (`synthetic@0.8`) or file."""
+
+    text: str
+    name: str
+    load: float | None = None
+    path: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> Family:
+        name, _, rest = text.strip().partition("@")
+        if name.startswith("file:"):
+            return cls(text, "file", path=name.removeprefix("file:"))
+        if name not in (*WORKLOADS, "bursty"):
+            raise argparse.ArgumentTypeError(
+                f"unknown workload {name!r} in {text!r}; use synthetic@LOAD, bursty[@LOAD], "
+                "tpch-like[@LOAD] or file:PATH"
+            )
+        try:
+            load = float(rest) if rest else None
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"the load in {text!r} is not a number") from None
+        return cls(text, name, load=load)
+
+    @property
+    def dag(self) -> bool:
+        """Jobs are DAGs: fewer of them (`--dag-jobs`)."""
+        return self.name in ("tpch-like", "file")
+
+    def workload(self, seed: int, executors: int, jobs: int) -> Workload:
+        """The family's workload for one (seed, K, n); small DAGs for tpch-like."""
+        opts: dict[str, object] = {"num_executors": executors, "load": self.load}
+        if self.name == "file":
+            return build_workload("file", seed, path=self.path, num_jobs=jobs, **opts)
+        opts["num_jobs"] = jobs
+        if self.name == "tpch-like":
+            opts |= {"max_stages": 5, "max_tasks": 3, "min_task_seconds": 1.0}
+            opts |= {"max_task_seconds": 10.0, "load": self.load or 0.8}
+        return build_workload(self.name, seed, **opts)
+
+
+def available(family: Family) -> bool:
+    """The family's workload is registered (bursty is being added to `sim.workloads`)."""
+    return family.name in WORKLOADS
+
+
+# ---------------------------------------------------------------------------------------
+# the benchmark
+
+
+@dataclass
+class Row:
+    """One instance: the optimum, the non-delay optimum and every scheduler's average JCT."""
+
+    family: str
+    executors: int
+    jobs: int
+    seed: int
+    optimum: Solution
+    no_idle: Solution | None
+    schedulers: dict[str, float]
+
+    @property
+    def label(self) -> str:
+        return f"{self.family} K={self.executors} n={self.jobs} s={self.seed}"
+
+    def gap(self, avg: float) -> float:
+        """Relative gap of `avg` to the optimum's lower bound (= the optimum when proven)."""
+        return avg / self.optimum.avg_bound - 1
+
+    def to_json(self) -> dict[str, object]:
+        out = {k: v for k, v in asdict(self).items() if k not in ("optimum", "no_idle")}
+        out["optimum"] = self.optimum.summary()
+        out["no_idle"] = None if self.no_idle is None else self.no_idle.summary()
+        out["gap_to_bound"] = {k: self.gap(v) for k, v in self.schedulers.items()}
+        return out
+
+
+def run_instance(
+    family: Family,
+    seed: int,
+    executors: int,
+    jobs: int,
+    specs: Sequence[str],
+    args: argparse.Namespace,
+) -> Row:
+    """Simulate every scheduler, then solve the optimum (and the non-delay one) with a hint."""
+    workload = family.workload(seed, executors, jobs)
+    runs = {spec: run_scheduler(workload, spec, seed) for spec in specs}
+    jcts = {spec: average_jct(r) for spec, r in runs.items()}
+    finished = [s for s in specs if not math.isnan(jcts[s])]
+    best = runs[min(finished, key=jcts.__getitem__)] if finished else None
+    instance = instance_from_workload(workload)
+    optimum = solve(instance, time_limit=args.time_limit, workers=args.workers, hint=best)
+    no_idle = None
+    if args.no_idle and instance.one_stage:
+        # every run of a scheduler that never waits is a non-delay schedule; fifo is one
+        no_idle = solve(
+            instance,
+            time_limit=args.time_limit,
+            workers=args.workers,
+            hint=runs.get("fifo"),
+            non_delay=True,
+        )
+    row = Row(family.text, executors, jobs, seed, optimum, no_idle, jcts)
+    _progress(row)
+    return row
+
+
+def _progress(row: Row) -> None:
+    o = row.optimum
+    extra = ""
+    if row.no_idle is not None:
+        extra = f"; no idling {row.no_idle.avg_jct:.2f} ({row.no_idle.status}, {row.no_idle.seconds:.1f} s)"
+    print(
+        f"solved {row.label}: {o.status} {o.avg_jct:.2f} bound {o.avg_bound:.2f} "
+        f"({o.seconds:.1f} s){extra}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def print_table(rows: Sequence[Row], specs: Sequence[str]) -> None:
+    """One line per instance: optimum, bound, non-delay optimum, each scheduler and its gap."""
+    width = max(len(r.label) for r in rows)
+    head = f"{'instance':<{width}} {'optimum':>8} {'bound':>8} {'no-idle':>8}"
+    print(head + "".join(f" {s[:15]:>15}" for s in specs))
+    for r in rows:
+        star = "" if r.optimum.proven else "*"
+        no_idle = (
+            "-"
+            if r.no_idle is None
+            else f"{r.no_idle.avg_jct:.2f}" + ("" if r.no_idle.proven else "*")
+        )
+        line = (
+            f"{r.label:<{width}} {r.optimum.avg_jct:>8.2f} {r.optimum.avg_bound:>7.2f}{star or ' '}"
+        )
+        line += f" {no_idle:>8}"
+        for s in specs:
+            line += f" {r.schedulers[s]:>7.2f} {r.gap(r.schedulers[s]):>+6.1%}"
+        print(line)
+
+
+def print_summary(rows: Sequence[Row], specs: Sequence[str]) -> None:
+    """Per family: mean gap of each scheduler to the bound, and the room idling leaves."""
+    print("\nmean over instances (gap of avg JCT to the lower bound; = the optimum when proven)")
+    families = list(dict.fromkeys(r.family for r in rows))
+    width = max(map(len, families))
+    print(
+        f"{'family':<{width}} {'proven':>7} {'idle room':>9}"
+        + "".join(f" {s[:12]:>12}" for s in specs)
+    )
+    for fam in families:
+        rs = [r for r in rows if r.family == fam]
+        proven = sum(r.optimum.proven for r in rs)
+        room = [
+            r.no_idle.avg_jct / r.optimum.avg_jct - 1
+            for r in rs
+            if r.no_idle and r.no_idle.proven and r.optimum.proven
+        ]
+        room_text = f"{statistics.fmean(room):+.1%}" if room else "-"
+        line = f"{fam:<{width}} {proven:>3}/{len(rs):<3} {room_text:>9}"
+        for s in specs:
+            line += f" {statistics.fmean(r.gap(r.schedulers[s]) for r in rs):>+12.1%}"
+        print(line)
+
+
+def _csv(kind: Callable[[str], object]) -> Callable[[str], list]:
+    """An argparse type: comma-separated values, each parsed by `kind`."""
+
+    def parse(text: str) -> list:
+        try:
+            return [kind(x) for x in text.split(",") if x.strip()]
+        except (ValueError, argparse.ArgumentTypeError) as exc:
+            raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
+
+    return parse
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--executors", type=_csv(int), default=[2, 4], help="e.g. 2,3,4")
+    parser.add_argument(
+        "--jobs", type=_csv(int), default=[15, 30], help="one-stage jobs, e.g. 15,30"
+    )
+    parser.add_argument("--dag-jobs", type=_csv(int), default=[5], help="jobs of DAG workloads")
+    parser.add_argument("--seeds", type=int, default=2, help="seeds 0..N-1 per instance shape")
+    parser.add_argument("--time-limit", type=float, default=30.0, help="seconds per CP-SAT solve")
+    parser.add_argument("--workers", type=int, default=2, help="CP-SAT search workers")
+    parser.add_argument(
+        "--workloads",
+        type=_csv(Family.parse),
+        default=[
+            Family.parse(x) for x in ("synthetic@0.6", "synthetic@0.8", "bursty", "tpch-like")
+        ],
+        help="synthetic@LOAD, bursty[@LOAD], tpch-like[@LOAD], file:PATH (comma-separated)",
+    )
+    parser.add_argument(
+        "--schedulers", type=_csv(str), default=[], help="specs added to the base set"
+    )
+    parser.add_argument(
+        "--no-idle",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also solve the non-delay optimum (one-stage workloads)",
+    )
+    parser.add_argument("--json", metavar="PATH", help="write every instance's figures here")
+    args = parser.parse_args(None if argv is None else list(argv))
+    specs = list(dict.fromkeys([*BASE_SCHEDULERS, *args.schedulers]))
+    rows: list[Row] = []
+    try:
+        for fam in args.workloads:
+            if not available(fam):
+                print(
+                    f"note: workload {fam.name!r} is not registered in idlegate.sim.workloads yet; skipping {fam.text}"
+                )
+                continue
+            for k in args.executors:
+                for n in args.dag_jobs if fam.dag else args.jobs:
+                    for seed in range(args.seeds):
+                        rows.append(run_instance(fam, seed, k, n, specs, args))
+    except IdlegateError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 1
+    if not rows:
+        print("no instance was solved", file=sys.stderr)
+        return 1
+    print(
+        f"CP-SAT {args.time_limit:g} s x {args.workers} workers per solve; * = not proven (bound shown)"
+    )
+    print_table(rows, specs)
+    print_summary(rows, specs)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump([r.to_json() for r in rows], fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
