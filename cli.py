@@ -84,7 +84,9 @@ def _stdout() -> Console:
 
 WorkloadOpt = Annotated[
     str,
-    typer.Option("--workload", "-w", help="Workload: synthetic, tpch, tpch-like, mixed, file."),
+    typer.Option(
+        "--workload", "-w", help="Workload: synthetic, bursty, tpch, tpch-like, mixed, file."
+    ),
 ]
 ExecutorsOpt = Annotated[
     int | None, typer.Option("--executors", "-k", help="Executors in the cluster (K).")
@@ -106,6 +108,15 @@ FileOpt = Annotated[Path | None, typer.Option("--file", help="Workload file (wor
 AlphaOpt = Annotated[
     float | None, typer.Option("--alpha", help="Fraction of synthetic jobs (workload mixed).")
 ]
+OptionOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--option",
+        "-o",
+        help="Any other workload option as KEY=VALUE (repeatable), e.g. "
+        "size_distribution=pareto, burstiness=20 (options per workload: docs/workloads.md).",
+    ),
+]
 
 
 # -- commands --------------------------------------------------------------------------
@@ -119,8 +130,9 @@ def _workload_options(
     tpch_dir: Path | None,
     file: Path | None,
     alpha: float | None,
+    options: list[str] | None = None,
 ) -> WorkloadOptions:
-    """The workload flags shared by `simulate` and `compare`, as build_workload options."""
+    """The workload flags shared by `simulate`, `compare` and `train`, as build_workload options."""
     return WorkloadOptions(
         num_executors=executors,
         interarrival=interarrival,
@@ -129,7 +141,24 @@ def _workload_options(
         tpch_dir=tpch_dir,
         path=file,
         alpha=alpha,
+        extra=_key_values(options),
     )
+
+
+def _key_values(pairs: list[str] | None) -> dict[str, str]:
+    """`--option KEY=VALUE` flags as a dict (the workload's config validates the values)."""
+    out: dict[str, str] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key:
+            raise IdlegateError(
+                f"--option {pair!r}: write KEY=VALUE, e.g. size_distribution=pareto"
+            )
+        if key in out:
+            raise IdlegateError(f"--option {key} is given twice; give each option once")
+        out[key] = value.strip()
+    return out
 
 
 @app.command()
@@ -152,11 +181,14 @@ def simulate(
     tpch_dir: TpchDirOpt = None,
     file: FileOpt = None,
     alpha: AlphaOpt = None,
+    option: OptionOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
 ) -> None:
     """Simulate one scheduler on one workload and print its metrics."""
     with _user_errors():
-        opts = _workload_options(executors, interarrival, load, jobs_count, tpch_dir, file, alpha)
+        opts = _workload_options(
+            executors, interarrival, load, jobs_count, tpch_dir, file, alpha, option
+        )
         out = run_one(workload, scheduler, seed, opts)
         if as_json:
             typer.echo(json.dumps(out.metrics.to_dict(), indent=2))
@@ -219,6 +251,7 @@ def compare(
     tpch_dir: TpchDirOpt = None,
     file: FileOpt = None,
     alpha: AlphaOpt = None,
+    option: OptionOpt = None,
 ) -> None:
     """Compare schedulers on the same arrival sequences over several seeds."""
     with _user_errors():
@@ -230,7 +263,7 @@ def compare(
             seeds=tuple(range(first_seed, first_seed + seeds)),
             baseline=baseline,
             options=_workload_options(
-                executors, interarrival, load, jobs_count, tpch_dir, file, alpha
+                executors, interarrival, load, jobs_count, tpch_dir, file, alpha, option
             ),
             jobs=jobs,
         )
@@ -342,12 +375,30 @@ def train(
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue the run in --out from checkpoint.pt.")
     ] = False,
+    workload: Annotated[
+        str | None,
+        typer.Option(
+            "--workload",
+            "-w",
+            help="Train on this workload (replaces the config's workload; validation uses "
+            "it too), e.g. --workload file --file history.yaml.",
+        ),
+    ] = None,
+    executors: ExecutorsOpt = None,
+    interarrival: InterarrivalOpt = None,
+    load: LoadOpt = None,
+    jobs_count: JobsCountOpt = None,
+    file: FileOpt = None,
+    option: OptionOpt = None,
 ) -> None:
     """Train the learned policy (BC warm start, then REINFORCE) and write checkpoints."""
     with _user_errors():
         from idlegate.training.config import load_config
         from idlegate.training.reinforce import train as run_training
 
+        opts = _workload_options(
+            executors, interarrival, load, jobs_count, None, file, None, option
+        ).to_kwargs()
         cfg = load_config(
             config,
             preset,
@@ -355,6 +406,7 @@ def train(
             workers=workers,
             iterations=iterations,
             resume=resume or None,
+            workload=train_workload(workload, opts),
         )
         result = run_training(cfg)
         console = _stdout()
@@ -366,6 +418,19 @@ def train(
             highlight=False,
         )
         console.print(f"wrote {result.out_dir}/best.pt and policy.onnx", highlight=False)
+
+
+def train_workload(name: str | None, options: dict[str, Any]) -> dict[str, Any] | None:
+    """The training config's `workload` section from `train`'s flags (None: keep the config's)."""
+    if name is None:
+        if options:
+            raise IdlegateError(
+                "workload flags (--executors, --load, --file, --option, ...) replace the "
+                "training workload, so they need --workload too (e.g. --workload file "
+                "--file history.yaml)"
+            )
+        return None
+    return {"name": name, "options": options}
 
 
 @app.command("export-onnx")

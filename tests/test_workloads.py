@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
+from idlegate.cli import app, train_workload
 from idlegate.errors import IdlegateError
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import Fidelity, Workload, simulate
@@ -637,3 +640,32 @@ def test_history_with_one_arrival_time_cannot_be_rescaled(tmp_path: Path):
     assert [j.time for j in build_workload("file", 0, path=path).jobs] == [0.0, 0.0]
     with pytest.raises(IdlegateError, match="no recorded gap to rescale"):
         build_workload("file", 0, path=path, load=0.5)
+
+
+# ---------------------------------------------------------------------------------------
+# the command line: --workload bursty, --option, and train --workload file
+
+
+def test_cli_simulates_bursty_heavy_tailed_workloads():
+    runner = CliRunner()
+    args = ["simulate", "-w", "bursty", "-s", "sjf", "--jobs-count", "40", "--seed", "2"]
+    plain = runner.invoke(app, [*args, "--json"])
+    heavy = runner.invoke(app, [*args, "--json", "-o", "size_distribution=pareto"])
+    assert plain.exit_code == 0 and heavy.exit_code == 0, plain.output + heavy.output
+    a, b = json.loads(plain.output), json.loads(heavy.output)
+    assert (a["workload"], a["jobs"], a["unfinished"], a["num_executors"]) == ("bursty", 40, 0, 4)
+    assert a["avg_jct"] != b["avg_jct"]
+    bad = runner.invoke(app, [*args, "-o", "size_distribution"])
+    assert bad.exit_code == 1 and "write KEY=VALUE" in bad.output
+
+
+def test_train_takes_a_history_file_as_its_workload(history_file: Path):
+    from idlegate.training.config import load_config
+
+    options = {"path": str(history_file), "num_executors": 2, "repeat": "5"}
+    cfg = load_config(None, "quick", workload=train_workload("file", options))
+    assert cfg.workload.name == "file" and cfg.workload.options == options
+    assert cfg.validation_workload == cfg.workload
+    assert load_config(None, "quick", workload=train_workload(None, {})).workload.name != "file"
+    with pytest.raises(IdlegateError, match="need --workload too"):
+        train_workload(None, {"path": "history.yaml"})
