@@ -380,6 +380,60 @@ def test_an_invalid_spec_is_rejected_and_the_others_run(api, ns, kubelet, monito
     assert warning["type"] == "Warning" and "cycle" in warning["message"]
 
 
+def test_a_bad_pod_template_never_holds_the_pool(api, ns, kubelet, monitor):
+    # issue 10: with a pool of 1, a template the CRD accepts but no pod can be built from
+    # held the only executor forever and starved every other workflow
+    bad = workflow("bad", stage("a", template={"spec": {"containers": "busybox"}}))
+    with running_operator(api, ns, pool=1):
+        api.create(DWF, bad, namespace=ns)
+        api.create(DWF, workflow("good", stage("a", 1, 2)), namespace=ns)
+        status = wait_phase(api, ns, "bad", ("Invalid",))
+        wait_phase(api, ns, "good", ("Succeeded",))
+    valid = {c["type"]: c for c in status["conditions"]}["Valid"]
+    assert "spec.stages[0].template.spec.containers must be a list" in valid["message"]
+    assert pods_of(api, ns, "bad") == []
+    assert monitor.max_total <= 1
+
+
+def test_jct_counts_the_time_before_the_operator_saw_the_workflow(api, ns, kubelet, monitor):
+    clock = ScaledClock(SPEED)  # anchored before the workflow exists, as the wall is
+    api.create(DWF, workflow("early", stage("a", 1, 5)), namespace=ns)
+    time.sleep(2.5)  # the operator is down: 50 s of simulated time
+    with running_operator(api, ns, pool=1, clock=clock):
+        status = wait_phase(api, ns, "early", ("Succeeded", "Failed"))
+    assert status["phase"] == "Succeeded"
+    lag = status["admissionLagSeconds"]
+    # creationTimestamp has whole seconds: the lag is known to 1 wall second (20 s here);
+    # before the fix it was ~0 (the JCT started when the operator first saw the workflow)
+    assert 1.5 * SPEED <= lag <= 6 * SPEED, lag  # 2.5 s down + the operator's start
+    assert lag + 5 - 0.5 <= status["jctSeconds"] <= lag + 5 + JCT_SLACK
+
+
+def test_a_gate_removed_by_hand_is_noticed_and_counted(api, ns, kubelet, monitor):
+    with running_operator(api, ns, pool=1) as op:
+        api.create(DWF, workflow("hold", stage("a", 1, 40)), namespace=ns)
+        wait(lambda: "hold-a-0" in monitor.occupying, 10, "hold to take the executor")
+        api.create(DWF, workflow("other", stage("a", 1, 5)), namespace=ns)
+        wait(lambda: pods_of(api, ns, "other"), 10, "other's gated pod")
+        remove = '[{"op": "remove", "path": "/spec/schedulingGates"}]'
+        if shutil.which("kubectl"):
+            api.kubectl("patch", "pod", "other-a-0", "-n", ns, "--type=json", "-p", remove)
+        else:
+            api.patch("pods", ns, "other-a-0", json.loads(remove), patch_type="json")
+        warning = wait(
+            lambda: [e for e in events_of(api, ns, "other") if e["reason"] == "ReleasedByOthers"],
+            10,
+            "the Warning Event",
+        )[0]
+        assert warning["type"] == "Warning" and "counts against the pool" in warning["message"]
+        assert op.metrics.value("idlegate_foreign_gate_removals_total") == 1
+        assert op.bridge.busy == 2
+        api.create(DWF, workflow("third", stage("a", 1, 2)), namespace=ns)
+        for name in ("hold", "other", "third"):
+            assert wait_phase(api, ns, name, ("Succeeded", "Failed"))["phase"] == "Succeeded"
+    assert monitor.max_total == 2  # the hand-released pod and hold; never third on top
+
+
 def test_restart_in_the_middle_of_a_delay_neither_duplicates_nor_repeats(api, ns, kubelet, monitor):
     clock = ScaledClock(SPEED)  # one clock across both runs, as wall time is for real
     delay = 60.0
