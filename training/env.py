@@ -29,9 +29,10 @@ Dynamics
 An episode is one `idlegate.sim.engine.simulate` run of the workload, with the agent as
 its scheduler. The simulator asks its scheduler for a decision at every scheduling
 event, again and again, until the answer is WAIT or no free executor or runnable stage
-remains (`Cluster.schedule`); each question is one step. Task durations, moving delays
-and everything else are the simulator's, so an agent that chooses as a policy would
-scores what ``simulate`` reports for that policy (tested with the shipped policy).
+remains (`Cluster.schedule`); each question is one observation, answered by one
+``step``. Task durations, moving delays and everything else are the simulator's, so an
+agent that makes a policy's choices gets exactly what ``simulate`` reports for that
+policy (tested with the shipped policy).
 
 Observation
 -----------
@@ -68,10 +69,10 @@ num_edges      []          i64     valid edges
 
 Overflow: a state with more jobs, stage rows or edges than the limits is cut to the
 longest prefix of whole jobs (arrival order) that fits, and ``info["overflow"]`` is
-True. At a decision that ends the episode (``truncated``), since the agent could not
-see every choice; raise the limits for such workloads. A workload containing a DAG
-that can never fit, or whose very first decision overflows, raises IdlegateError at
-``reset``.
+True. If that happens at a decision, the episode ends there (``truncated``), since the
+agent could not see every choice; raise the limits for such workloads. A workload with
+a DAG that can never fit, or whose very first decision overflows, raises IdlegateError
+at ``reset``.
 
 Action
 ------
@@ -106,9 +107,11 @@ Episode end
 episode's end time T (``max_time``, or with ``mean_episode_time`` the first arrival
 plus an exponential draw, Decima's memoryless termination, whichever is earlier) or on
 overflow. The final observation shows the state at the end with all masks 0. The final
-``info`` adds ``avg_jct`` (mean JCT of the finished jobs; NaN if none) and
-``unfinished`` (jobs in the system at the end; jobs yet to arrive are not counted), and unless the episode ended on overflow ``metrics``, the run's
-`idlegate.sim.metrics.RunMetrics` (what ``simulate`` and ``run_metrics`` report). Gymnasium's ``max_episode_steps`` bounds the number of decisions.
+``info`` adds ``avg_jct`` (mean JCT of the finished jobs; NaN if none), ``unfinished``
+(jobs in the system at the end; jobs yet to arrive are not counted) and, unless the
+episode ended on overflow, ``metrics``: the run's `idlegate.sim.metrics.RunMetrics`,
+what ``run_metrics`` reports for ``simulate``. Gymnasium's ``max_episode_steps`` bounds
+the number of decisions.
 
 Seeding
 -------
@@ -499,7 +502,8 @@ class DagSchedulingEnv(gymnasium.Env[dict[str, np.ndarray], np.ndarray]):
             )
         self._integral = self._cluster.jobs_time_integral
         info = self._info(overflow)
-        info.update(workload_seed=workload_seed, sim_seed=sim_seed, max_time=end)
+        fixed = isinstance(self.config.workload, Workload)
+        info.update(workload_seed=None if fixed else workload_seed, sim_seed=sim_seed, max_time=end)
         return obs, info
 
     def step(
