@@ -524,7 +524,8 @@ class FileConfig(ArrivalOptions):
         default=None,
         ge=1,
         le=MAX_JOBS,
-        description="Submit the file's workflows this many times, in file order (default 1).",
+        description="Submit the file's workflows this many times (default 1): in file order, "
+        "or in recorded order one recorded span apart.",
     )
     num_jobs: int | None = Field(
         default=None,

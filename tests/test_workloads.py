@@ -669,3 +669,11 @@ def test_train_takes_a_history_file_as_its_workload(history_file: Path):
     assert load_config(None, "quick", workload=train_workload(None, {})).workload.name != "file"
     with pytest.raises(IdlegateError, match="need --workload too"):
         train_workload(None, {"path": "history.yaml"})
+
+
+def test_docs_describe_every_workload_and_option():
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "workloads.md").read_text()
+    for kind in WORKLOADS.values():
+        assert f"`{kind.name}`" in doc
+        missing = [o for o in kind.options() if f"`{o}`" not in doc]
+        assert not missing, f"docs/workloads.md does not mention {missing} of {kind.name}"
