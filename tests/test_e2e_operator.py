@@ -160,6 +160,7 @@ def running_operator(
         clock=clock or ScaledClock(SPEED),
         retry_delays=(0.05, 0.2, 0.5),
         status_interval=0.2,
+        event_interval=0.2,
         watch_server_timeout=60,
         watch_client_timeout=90,
     )
@@ -432,6 +433,22 @@ def test_a_gate_removed_by_hand_is_noticed_and_counted(api, ns, kubelet, monitor
         for name in ("hold", "other", "third"):
             assert wait_phase(api, ns, name, ("Succeeded", "Failed"))["phase"] == "Succeeded"
     assert monitor.max_total == 2  # the hand-released pod and hold; never third on top
+
+
+def test_a_wide_stage_posts_a_few_aggregated_events(api, ns, kubelet, monitor):
+    with running_operator(api, ns, pool=2):
+        api.create(DWF, workflow("wide", stage("s", 30, 1)), namespace=ns)
+        wait_phase(api, ns, "wide", ("Succeeded",))
+
+        def released() -> list[dict[str, Any]]:
+            return [e for e in events_of(api, ns, "wide") if e["reason"] == "Released"]
+
+        # one Event per decision and one for the executors continuing, their counts patched
+        wait(lambda: sum(e.get("count", 1) for e in released()) == 29, 10, "the counts")
+    events = events_of(api, ns, "wide")
+    assert len(events) <= 4, [(e["reason"], e["message"]) for e in events]
+    continuing = next(e for e in released() if "continues" in e["message"])
+    assert continuing["count"] == 28 and continuing["lastTimestamp"] >= continuing["firstTimestamp"]
 
 
 def test_restart_in_the_middle_of_a_delay_neither_duplicates_nor_repeats(api, ns, kubelet, monitor):
