@@ -316,8 +316,9 @@ def operator_command(
         str | None,
         typer.Option(
             "--policy",
-            help="A heuristic's name (fair, sjf-cp, ...) or an exported .onnx policy; "
-            "default: the bundled ONNX policy if there is one, else fair.",
+            help="A scheduler spec as for `simulate` (fair, analytic:fair, "
+            "learned:PATH.onnx, or a bare PATH.onnx); default: the bundled ONNX policy, "
+            "or fair with a warning if it is missing or broken.",
         ),
     ] = None,
     namespace: Annotated[

@@ -18,8 +18,9 @@ class Settings:
     """Executors: task pods that may run at once over all workflows (``--pool-size``)."""
 
     policy: str | None = None
-    """The scheduler: a heuristic's name (``fair``, ``sjf-cp``, ...) or the path of an
-    exported ONNX policy; None picks the bundled ONNX policy if there is one, else ``fair``."""
+    """The scheduler, as a spec of `idlegate.policy.make_scheduler` (``fair``,
+    ``analytic:fair``, ``learned:PATH.onnx``; a bare ``PATH.onnx`` too); None picks the
+    bundled ONNX policy, or ``fair`` with a warning if it is missing or broken."""
 
     scheduler: Scheduler | None = None
     """A scheduler object to use instead of `policy` (for tests and embedding)."""
