@@ -223,6 +223,7 @@ class StreamOptions(_Options):
 
 
 SizeDistribution = Literal["two-type", "pareto", "lognormal"]
+JobShape = Literal["one-stage", "dag"]
 DEFAULT_SIZE_SHAPE: dict[str, float] = {"pareto": 1.5, "lognormal": 1.0}
 """Shape used when `size_shape` is not given: Pareto tail index 1.5, log-normal sigma 1."""
 MAX_TASK_SECONDS = 7 * 24 * 3600
@@ -258,6 +259,19 @@ class TwoTypeOptions(_Options):
         description="Shape of the size factor: Pareto tail index alpha > 1 (default 1.5; "
         "smaller is heavier) or log-normal sigma (default 1.0; larger is heavier).",
     )
+    job_shape: JobShape = Field(
+        default="one-stage",
+        description="one-stage: one stage of tasks_per_job tasks; dag: a small random "
+        "TPC-H-like plan (2-6 stages of at most 8 tasks) scaled to the job's work.",
+    )
+
+    @model_validator(mode="after")
+    def _tasks_fit_job_shape(self) -> TwoTypeOptions:
+        if self.job_shape == "dag" and self.tasks_per_job != 1:
+            raise ValueError(
+                "tasks_per_job shapes one-stage jobs; job_shape dag draws its own task counts"
+            )
+        return self
 
     @model_validator(mode="after")
     def _shape_fits_distribution(self) -> TwoTypeOptions:
@@ -282,6 +296,7 @@ class TwoTypeOptions(_Options):
             self.long_fraction,
             self.size_distribution,
             shape,
+            self.job_shape,
         )
 
 
@@ -608,36 +623,45 @@ def _one_stage_dag(work: float, tasks: int) -> Dag:
 
 @dataclass(frozen=True)
 class TwoTypeSource:
-    """Short or long one-stage jobs; long with probability `long_fraction`.
+    """Short or long jobs; long with probability `long_fraction`.
 
-    With a heavy-tailed `distribution` every job gets its own one-stage DAG whose work is
-    the type's nominal work times a `size_factors` draw (`shape` is that draw's shape).
+    Plain two-type jobs share two one-stage DAGs. With a heavy-tailed `distribution` each
+    job's work is its type's nominal work times a `size_factors` draw (of shape
+    `size_shape`); with `job_shape` "dag" each job is a small random TPC-H-like plan
+    (`SMALL_DAG`) whose task durations are scaled so its work is that size.
     """
 
     short: Dag
     long: Dag
     long_fraction: float
     distribution: SizeDistribution = "two-type"
-    shape: float = 0.0
+    size_shape: float = 0.0
+    job_shape: JobShape = "one-stage"
 
     def draw(self, rng: np.random.Generator, n: int) -> list[DrawnJob]:
-        # sizes come from a child stream, so the types are those of the two-type set
-        # for the same seed, and the first n jobs do not depend on how many are drawn
-        sizes = rng.spawn(1)[0] if self.distribution != "two-type" else rng
-        return self.jobs(sizes, (rng.random(n) < self.long_fraction).tolist())
+        return self.jobs(rng, (rng.random(n) < self.long_fraction).tolist())
 
     def jobs(self, rng: np.random.Generator, is_long: list[bool]) -> list[DrawnJob]:
-        """One job per entry of `is_long` (sizes drawn from `rng` when heavy-tailed)."""
-        if self.distribution == "two-type":
+        """One job per entry of `is_long`.
+
+        Sizes and DAGs come from child streams of `rng` (spawning draws nothing from it),
+        so for a seed the job types are those of the plain two-type set, and the first
+        n jobs do not depend on how many are drawn.
+        """
+        if self.distribution == "two-type" and self.job_shape == "one-stage":
             short, long = DrawnJob("short", self.short), DrawnJob("long", self.long)
             return [long if x else short for x in is_long]
-        factors = size_factors(rng, self.distribution, self.shape, len(is_long)).tolist()
-        tasks = self.short.tasks[0]
+        sizes, shapes = rng.spawn(2)
+        factors = size_factors(sizes, self.distribution, self.size_shape, len(is_long))
         out = []
-        for x, factor in zip(is_long, factors, strict=True):
+        for x, factor in zip(is_long, factors.tolist(), strict=True):
             work = (self.long if x else self.short).total_work * factor
-            per_task = min(work / tasks, MAX_TASK_SECONDS)
-            out.append(DrawnJob("long" if x else "short", _sized_dag(per_task, tasks)))
+            if self.job_shape == "dag":
+                dag = _scaled_plan(_plan(shapes, SMALL_DAG), work)
+            else:
+                tasks = self.short.tasks[0]
+                dag = _sized_dag(min(work / tasks, MAX_TASK_SECONDS), tasks)
+            out.append(DrawnJob("long" if x else "short", dag))
         return out
 
     def mean_work(self) -> float:
@@ -649,6 +673,21 @@ def _sized_dag(task_seconds: float, tasks: int) -> Dag:
     """A one-stage job of `tasks` tasks of `task_seconds` each (uncached: sizes vary)."""
     stage = StageSpec(name="s0", tasks=tasks, task_duration_seconds=task_seconds)
     return Dag.from_spec(WorkflowSpec(stages=(stage,)))
+
+
+def _scaled_plan(plan: _Plan, work: float) -> Dag:
+    """The DAG of `plan` with every task duration scaled so its total work is `work`."""
+    scale = work / plan.work
+    stages = tuple(
+        StageSpec(
+            name=plan.names[i],
+            tasks=plan.tasks[i],
+            task_duration_seconds=min(plan.durations[i] * scale, MAX_TASK_SECONDS),
+            depends_on=tuple(plan.names[p] for p in plan.parents[i]),
+        )
+        for i in range(len(plan.names))
+    )
+    return Dag.from_spec(WorkflowSpec(stages=stages))
 
 
 @dataclass(frozen=True)
@@ -790,6 +829,9 @@ def _plan(rng: np.random.Generator, shape: DagShape) -> _Plan:
     durations = np.maximum(np.round(low * (high / low) ** rng.random(n), 3), 0.001)
     return _Plan(names, [int(t) for t in tasks], durations.tolist(), parents)
 
+
+SMALL_DAG = DagShape(min_stages=2, max_stages=6, max_tasks=8)
+"""The plans of `job_shape: dag`: TPC-H-like, small enough for a 4-executor cluster."""
 
 ESTIMATE_SAMPLES = 2000
 ESTIMATE_SEED = 20190819

@@ -341,6 +341,7 @@ def test_registry_names():
             r"Pareto size_shape \(tail index\) must be > 1",
         ),
         ("synthetic", {"size_distribution": "zipf"}, "option size_distribution"),
+        ("bursty", {"job_shape": "dag", "tasks_per_job": 4}, "job_shape dag draws its own"),
     ],
 )
 def test_bad_options_are_sentences(name: str, options: dict, message: str):
@@ -495,6 +496,18 @@ def test_heavy_tailed_bursty_workload_simulates():
     assert result.unfinished == 0
     total = sum(j.dag.total_work for j in w.jobs)
     assert result.busy_seconds == pytest.approx(total)
+
+
+def test_dag_shaped_jobs_keep_the_sizes_and_types():
+    opts = {"num_jobs": 400, "size_distribution": "lognormal"}
+    dags = build_workload("bursty", 6, job_shape="dag", **opts)
+    stages = build_workload("bursty", 6, **opts)
+    assert [j.name for j in dags.jobs] == [j.name for j in stages.jobs]
+    for a, b in zip(dags.jobs, stages.jobs, strict=True):
+        assert a.dag.total_work == pytest.approx(b.dag.total_work)
+        assert 2 <= a.dag.num_stages <= 6 and max(a.dag.tasks) <= 8
+    assert np.mean([j.dag.num_stages for j in dags.jobs]) > 3
+    assert simulate(dags, Scripted(fifo_rule), seed=6).unfinished == 0
 
 
 # ---------------------------------------------------------------------------------------
