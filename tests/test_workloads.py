@@ -558,6 +558,18 @@ def test_history_file_round_trip(history_file: Path):
     assert w.jobs[0].dag.durations == (10.0,)  # the estimate is what schedulers see
 
 
+def test_history_in_json_reads_like_yaml(history_file: Path, tmp_path: Path):
+    import yaml
+
+    as_json = tmp_path / "history.json"
+    as_json.write_text(json.dumps(yaml.safe_load(HISTORY)))
+    a = build_workload("file", 0, path=history_file, repeat=2)
+    b = build_workload("file", 0, path=as_json, repeat=2)
+    assert [(j.time, j.name.split("-")[0], j.dag.durations, j.durations) for j in a.jobs] == [
+        (j.time, j.name.split("-")[0], j.dag.durations, j.durations) for j in b.jobs
+    ]
+
+
 def test_measured_durations_reach_the_simulator(tmp_path: Path):
     """SJF orders by the estimates; the simulator runs the measured durations."""
     path = tmp_path / "two.yaml"
@@ -682,6 +694,10 @@ def test_train_takes_a_history_file_as_its_workload(history_file: Path):
     assert load_config(None, "quick", workload=train_workload(None, {})).workload.name != "file"
     with pytest.raises(IdlegateError, match="need --workload too"):
         train_workload(None, {"path": "history.yaml"})
+    bursty = {"name": "bursty", "options": {"load": 0.6, "size_distribution": "pareto"}}
+    assert load_config(None, "quick", workload=bursty).workload.name == "bursty"
+    with pytest.raises(IdlegateError, match="option burstiness"):
+        load_config(None, "quick", workload={"name": "bursty", "options": {"burstiness": 0}})
 
 
 def test_docs_describe_every_workload_and_option():
