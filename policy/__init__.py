@@ -7,6 +7,9 @@ its *spec* with `make_scheduler`; `SCHEDULERS` lists the registered names. A spe
   through: ``make_scheduler("analytic", base="fair")``);
 * ``"analytic:BASE"``: the analytic idle rule on top of the heuristic BASE
   (``"analytic:fair"`` is ``make_scheduler("analytic", base="fair")``);
+* ``"lookahead:BASE"``: the rollout planner (`idlegate.policy.lookahead`) with BASE (any
+  spec, e.g. ``"lookahead:sjf-cp"`` or ``"lookahead:learned:policy.onnx"``) deciding
+  inside its simulated futures; `LookaheadConfig` fields pass as keyword parameters;
 * ``"learned:PATH.onnx"``: an exported learned policy, run by onnxruntime
   (`idlegate.policy.onnx_runtime.OnnxPolicy`, greedy); its name is the file's stem
   unless ``name=`` is given. onnxruntime is imported only when such a spec is built, and
@@ -29,7 +32,7 @@ SCHEDULERS["analytic"] = make_analytic
 DEFAULT_POLICY_PATH = Path(__file__).resolve().parent / "default.onnx"
 """The learned policy shipped with the package (see the README: how it was trained)."""
 
-SPEC_PREFIXES: tuple[str, ...] = ("learned", "analytic")
+SPEC_PREFIXES: tuple[str, ...] = ("learned", "analytic", "lookahead")
 """The ``KIND:ARGUMENT`` spec kinds `make_scheduler` accepts besides registered names."""
 
 
@@ -63,6 +66,10 @@ def make_scheduler(spec: str, /, **params: Any) -> Scheduler:
                 f"a learned policy has no parameter {unknown[0]!r}; it takes name, greedy, threads"
             )
         return make_learned(argument, **params)
+    if kind == "lookahead":
+        from idlegate.policy.lookahead import make_lookahead
+
+        return make_lookahead(argument, **params)
     if kind == "analytic":
         base = argument.strip()
         if not base:

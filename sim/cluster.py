@@ -171,6 +171,23 @@ class Job:
         return f"<Job {self.id} {self.name} held={self.held}>"
 
 
+def _copy_job(job: Job) -> Job:
+    """A copy of `job` and its stages sharing only the immutable DAG and payload."""
+    twin = object.__new__(Job)
+    for name in Job.__slots__:
+        setattr(twin, name, getattr(job, name))
+    stages = []
+    for stage in job.stages:
+        copy = object.__new__(Stage)
+        for name in Stage.__slots__:
+            setattr(copy, name, getattr(stage, name))
+        copy.job = twin
+        stages.append(copy)
+    twin.stages = stages
+    twin.runnable = [stages[s.index] for s in job.runnable]
+    return twin
+
+
 # ---------------------------------------------------------------------------------------
 # The scheduler protocol
 
@@ -271,12 +288,17 @@ TraceSink = Callable[[float, str, int, int, Any], None]
 class Cluster:
     """K executors and the jobs in the system. Every method takes the current time `now`."""
 
-    def __init__(self, num_executors: int, trace: TraceSink | None = None) -> None:
+    def __init__(
+        self, num_executors: int, trace: TraceSink | None = None, *, moving_delay: float = 0.0
+    ) -> None:
         if isinstance(num_executors, bool) or not isinstance(num_executors, int):
             raise IllegalDecisionError(f"executors must be a whole number, got {num_executors!r}")
         if num_executors < 1:
             raise IllegalDecisionError(f"a cluster needs at least 1 executor, got {num_executors}")
         self.num_executors = num_executors
+        self.moving_delay = moving_delay
+        """Seconds an executor new to a job needs before its task runs, as far as the driver
+        knows (the simulator's fidelity; 0 in the operator). Read by planners."""
         self.now = 0.0
         self.jobs: list[Job] = []
         """Jobs in the system, in arrival order."""
@@ -297,6 +319,7 @@ class Cluster:
         """Stages whose idle slot began; the driver arms a timer for each and clears the list."""
         self.decisions = 0
         self._busy_since: list[float] = [0.0] * num_executors
+        self._task_start: list[float] = [0.0] * num_executors
         self._busy_done = 0.0
         self._done_area = 0.0
 
@@ -352,6 +375,7 @@ class Cluster:
         if stage.launched < stage.tasks:
             stage.launched += 1
             job.unlaunched -= 1
+            self._task_start[executor] = now
             if stage.launched == stage.tasks:
                 self._out_of_tasks(stage)
             return stage
@@ -614,7 +638,7 @@ class Cluster:
         job = stage.job
         moved = self._exec_job[executor] is not job
         self._exec_job[executor] = job
-        self._busy_since[executor] = self.now
+        self._busy_since[executor] = self._task_start[executor] = self.now
         self._exec_stage[executor] = stage
         stage.executors += 1
         job.held += 1
@@ -676,6 +700,53 @@ class Cluster:
     def _emit(self, kind: str, job: int, stage: int, info: Any) -> None:
         if self._trace is not None:
             self._trace(self.now, kind, job, stage, info)
+
+    # -- planning ----------------------------------------------------------------------
+
+    def running_tasks(self) -> list[tuple[int, Stage, float]]:
+        """(executor, stage, start of the task it runs now) for every busy executor."""
+        return [
+            (e, stage, self._task_start[e])
+            for e, stage in enumerate(self._exec_stage)
+            if stage is not None
+        ]
+
+    def fork(self) -> Cluster:
+        """An independent copy of the present state, for planners to simulate futures on.
+
+        DAGs and payloads (duration models) are immutable and shared; jobs, stages, the
+        executor tables and the counters are copied, so nothing done to the fork changes
+        this cluster. The fork keeps no trace and no finished-job records (`done` starts
+        empty; `jobs_time_integral` carries on from the same value).
+        """
+        twin = object.__new__(Cluster)
+        jobs = {job: _copy_job(job) for job in self.jobs}
+        twin.num_executors = self.num_executors
+        twin.moving_delay = self.moving_delay
+        twin.now = self.now
+        twin.jobs = list(jobs.values())
+        twin.done = []
+        twin.removed = []
+        twin.arrival_log = list(self.arrival_log)
+        twin.free_executors = self.free_executors
+        # an executor may stay attached to a job that left (none here: _release_executors)
+        twin._free = {
+            (None if job is None else jobs[job]): list(pool) for job, pool in self._free.items()
+        }
+        twin._exec_stage = [
+            None if s is None else jobs[s.job].stages[s.index] for s in self._exec_stage
+        ]
+        twin._exec_job = [None if j is None else jobs.get(j) for j in self._exec_job]
+        twin._next_id = self._next_id
+        twin._trace = None
+        twin.needs_schedule = self.needs_schedule
+        twin.new_timers = [jobs[s.job].stages[s.index] for s in self.new_timers]
+        twin.decisions = self.decisions
+        twin._busy_since = list(self._busy_since)
+        twin._task_start = list(self._task_start)
+        twin._busy_done = self._busy_done
+        twin._done_area = self._done_area
+        return twin
 
     # -- metrics -----------------------------------------------------------------------
 

@@ -115,7 +115,7 @@ def simulate(
     u = Uniforms(rng)
     events_log: list[tuple[float, str, int, int, Any]] | None = [] if trace else None
     sink = None if events_log is None else lambda *e: events_log.append(e)
-    cluster = Cluster(k, trace=sink)
+    cluster = Cluster(k, trace=sink, moving_delay=fid.moving_delay)
     seq = count()
     heap: list[tuple[float, int, int, Any]] = [
         (float(a.time), next(seq), _ARRIVE, a) for a in workload.jobs

@@ -56,6 +56,7 @@ ORDER_JOBS = [(0, "A", one(1, 3)), (1, "B", one(1, 4)), (2, "C", one(1, 1)), (2.
         ("fifo", {"A": 3, "B": 6, "C": 6, "D": 7.5}, [0, 1, 2, 3]),
         ("sjf", {"A": 3, "B": 9, "C": 2, "D": 3.5}, [0, 2, 3, 1]),
         ("sjf-cp", {"A": 3, "B": 9, "C": 2, "D": 3.5}, [0, 2, 3, 1]),
+        ("srpt", {"A": 3, "B": 9, "C": 2, "D": 3.5}, [0, 2, 3, 1]),
         ("lcfs", {"A": 3, "B": 9, "C": 4, "D": 2.5}, [0, 3, 2, 1]),
     ],
 )
@@ -64,6 +65,24 @@ def test_order_on_one_executor(name, expected, order):
     assert jcts(r) == expected
     assert [j for _, j, _, _ in launches(r)] == order
     assert all(info == (1, 1) for *_, info in launches(r))  # cap = K
+
+
+def test_srpt_orders_by_remaining_work_not_total_work():
+    """A 2×5 s job half done (5 s left) goes before a fresh 1×6 s job; SJF takes the fresh one."""
+    c = Cluster(1)
+    half = c.add_job(Dag.from_spec(_one_stage(2, 5.0)), 0.0, "half")
+    c.restore_progress(half, finished=[1])
+    c.add_job(Dag.from_spec(_one_stage(1, 6.0)), 0.0, "fresh")
+    assert make_scheduler("srpt").decide(c).stage.job.name == "half"
+    assert make_scheduler("sjf").decide(c).stage.job.name == "fresh"
+
+
+def _one_stage(tasks: int, duration: float):
+    from idlegate.sim.spec import parse_workflow
+
+    return parse_workflow(
+        {"stages": [{"name": "a", "tasks": tasks, "taskDurationSeconds": duration}]}
+    )
 
 
 def test_ties_go_to_the_earlier_job_and_lcfs_to_the_later():
@@ -295,7 +314,7 @@ def test_no_free_executor_means_wait():
 
 
 def test_registry_names_and_parameters():
-    baselines = ["fifo", "sjf", "sjf-cp", "lcfs", "fair", "weighted-fair", "random"]
+    baselines = ["fifo", "sjf", "sjf-cp", "srpt", "lcfs", "fair", "weighted-fair", "random"]
     assert list(SCHEDULERS) == [*baselines, "analytic"]
     for name in baselines:
         assert make_scheduler(name).name == name
@@ -309,7 +328,7 @@ def test_registry_names_and_parameters():
 @pytest.mark.parametrize(
     ("name", "params", "message"),
     [
-        ("nope", {}, "valid names are fifo, sjf, sjf-cp, lcfs, fair, weighted-fair, random"),
+        ("nope", {}, "valid names are fifo, sjf, sjf-cp, srpt, lcfs, fair, weighted-fair, random"),
         ("fair", {"alpha": -1}, "has no parameter 'alpha'; it takes keep_source"),
         ("fifo", {"cap": 3}, "it takes no parameters"),
         ("weighted-fair", {"alpha": float("nan")}, "alpha must be a finite number"),

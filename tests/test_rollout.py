@@ -1,0 +1,132 @@
+"""Cluster.fork and the planner's forward model (sim.rollout)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from idlegate.policy import make_scheduler
+from idlegate.sim.cluster import WAIT, Cluster, Decision
+from idlegate.sim.engine import JobArrival, simulate
+from idlegate.sim.rollout import Future, remaining_flow_estimate, rollout_cost
+from idlegate.sim.workloads import build_workload
+from idlegate.tests.helpers import chain, dag
+
+
+def snapshot(c: Cluster) -> Any:
+    """Everything a fork could change, as plain values."""
+    return (
+        c.now,
+        c.free_executors,
+        c.decisions,
+        c.jobs_time_integral,
+        len(c.arrival_log),
+        [(e, s.key, t) for e, s, t in c.running_tasks()],
+        sorted((-1 if j is None else j.id, tuple(p)) for j, p in c._free.items()),
+        [
+            (
+                j.id,
+                j.held,
+                j.cap,
+                j.unlaunched,
+                j.remaining_work,
+                [s.key for s in j.runnable],
+                [(s.launched, s.finished, s.executors, s.idle_until, s.delayed) for s in j.stages],
+            )
+            for j in c.jobs
+        ],
+    )
+
+
+def busy_cluster() -> Cluster:
+    c = Cluster(3)
+    c.add_job(dag(("a", 4, 2.0, []), ("b", 2, 3.0, ["a"])), 0.0, "x")
+    c.add_job(chain(5.0, 1.0), 0.0, "y")
+    c.schedule(make_scheduler("fair"), 0.0)
+    return c
+
+
+def test_a_fork_copies_the_state_and_shares_only_immutable_parts():
+    c = busy_cluster()
+    twin = c.fork()
+    assert snapshot(twin) == snapshot(c)
+    assert twin.jobs[0] is not c.jobs[0] and twin.jobs[0].dag is c.jobs[0].dag
+    assert twin.jobs[0].stages[0].job is twin.jobs[0]
+    assert twin.jobs[0].runnable[0] is twin.jobs[0].stages[0]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    steps=st.integers(0, 40),
+    seed=st.integers(0, 10_000),
+    policy=st.sampled_from(["fair", "srpt", "fifo"]),
+)
+def test_a_fork_never_changes_the_original(steps, seed, policy):
+    """Run a fork to its end with arrivals and idle slots; the original stays as it was."""
+    w = build_workload("tpch-like", seed, num_executors=4, num_stream=6, load=0.9)
+    c = Cluster(4)
+    for a in w.jobs[:3]:
+        c.add_job(a.dag, a.time, a.name)
+    c.schedule(make_scheduler(policy), w.jobs[2].time)
+    for _ in range(steps):  # finish some tasks by hand, in executor order
+        running = c.running_tasks()
+        if not running:
+            break
+        e, stage, started = running[0]
+        c.task_finished(e, max(c.now, started + stage.duration))
+        if c.needs_schedule:
+            c.schedule(make_scheduler(policy), c.now)
+    before = snapshot(c)
+    future = Future(
+        tuple(JobArrival(c.now + 1.0 + i, f"f{i}", a.dag) for i, a in enumerate(w.jobs[3:])), 1
+    )
+    cost = rollout_cost(c, make_scheduler(policy), future, 1e9, terminal_weight=0)
+    assert cost >= 0
+    assert snapshot(c) == before
+
+
+@pytest.mark.parametrize("policy", ["fair", "srpt", "sjf-cp", "analytic:srpt"])
+def test_a_rollout_with_the_true_future_reproduces_the_simulator(policy):
+    """From an empty cluster, the true arrivals and no horizon: the simulator's very cost."""
+    w = build_workload("tpch-like", 3, num_executors=6, num_stream=12, load=0.85)
+    truth = simulate(w, make_scheduler(policy), 0)
+    assert truth.unfinished == 0
+    cost = rollout_cost(
+        Cluster(6), make_scheduler(policy), Future(w.jobs, 0), 1e9, terminal_weight=0
+    )
+    assert cost == pytest.approx(truth.jobs_time_integral, rel=1e-12)
+
+
+def test_the_motivating_example_costs_21_then_15_per_job():
+    """DESIGN.md: A (20 s) at 0, B (4 s) at 2, one executor: 42 without a slot, 30 with 2 s."""
+    c = Cluster(1)
+    c.add_job(chain(20.0), 0.0, "A")
+    future = Future((JobArrival(2.0, "B", chain(4.0)),), 0)
+    srpt = make_scheduler("srpt")
+    assert rollout_cost(c, srpt, future, 100.0) == pytest.approx(42.0)
+    slot = Decision(c.jobs[0].stages[0], 1, 2.0)
+    assert rollout_cost(c, srpt, future, 100.0, first=slot) == pytest.approx(30.0)
+    assert c.jobs[0].stages[0].idle_until is None  # the slot stayed on the fork
+
+
+def test_wait_first_leaves_the_event_alone_and_the_horizon_cuts_the_integral():
+    c = Cluster(1)
+    c.add_job(chain(10.0), 0.0, "A")
+    # waiting with nothing running: the job just sits there for the whole horizon
+    assert rollout_cost(
+        c, make_scheduler("fifo"), Future((), 0), 5.0, first=WAIT, terminal_weight=0
+    ) == pytest.approx(5.0)
+    # 5 s into a 10 s task: 5 s of integral, then R = max(10/1, 10) = 10 (no progress counted)
+    assert rollout_cost(c, make_scheduler("fifo"), Future((), 0), 5.0) == pytest.approx(5.0 + 10.0)
+
+
+def test_remaining_flow_estimate_is_srpt_on_perfectly_packed_executors():
+    c = Cluster(2)
+    c.add_job(dag(("a", 4, 1.0, [])), 0.0, "four")  # work 4, cp 1
+    c.add_job(dag(("a", 1, 6.0, [])), 0.0, "six")  # work 6, cp 6
+    c.add_job(dag(("a", 2, 1.0, [])), 0.0, "two")  # work 2, cp 1
+    # SRPT order two (2/2 = 1), four ((2+4)/2 = 3), six (max(12/2, 6) = 6)
+    assert remaining_flow_estimate(c) == pytest.approx(1.0 + 3.0 + 6.0)
