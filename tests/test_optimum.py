@@ -112,7 +112,7 @@ def test_the_optimum_is_feasible_and_never_worse_than_a_scheduler(seed: int) -> 
     wl = _tiny(seed)
     runs = {s: optimum.run_scheduler(wl, s, seed) for s in ("fifo", "sjf-cp", "fair")}
     jcts = {s: optimum.average_jct(r) for s, r in runs.items()}
-    best = _solve(wl, hint=runs["fair"])
+    best = _solve(wl, hint=optimum.simulated_starts(runs["fair"]))
     assert best.proven
     _check_feasible(wl, best)
     assert best.avg_jct <= min(jcts.values()) + 1e-9
