@@ -34,6 +34,7 @@ from idlegate.compare import (
     write_reports,
 )
 from idlegate.errors import IdlegateError
+from idlegate.evaluate import DEMO_EXECUTORS, DEMO_LOAD, DEMO_STREAMED_JOBS, DEMO_WORKLOAD
 from idlegate.policy import DEFAULT_POLICY_PATH
 
 app = typer.Typer(
@@ -53,10 +54,6 @@ DEMO_SCHEDULERS: tuple[str, ...] = (
     "weighted-fair",
     f"learned=learned:{DEFAULT_POLICY_PATH}",
 )
-DEMO_WORKLOAD = "tpch-like"
-DEMO_EXECUTORS = 50
-DEMO_STREAMED_JOBS = 100
-DEMO_LOAD = 0.85
 DEMO_SEEDS = 5
 
 
@@ -457,8 +454,9 @@ def evaluate(
         typer.Option(
             "--models",
             "-m",
-            help="LABEL=PATH.onnx (repeatable or comma-separated), e.g. learned=a.onnx "
-            "learned-no-idle=b.onnx learned-no-cp=c.onnx.",
+            help="LABEL=PATH.onnx or LABEL=SPEC (repeatable or comma-separated), e.g. "
+            "learned=a.onnx learned-no-idle=b.onnx lookahead=lookahead:srpt "
+            "lookahead-base=srpt.",
         ),
     ],
     suite: Annotated[

@@ -248,10 +248,12 @@ def run_one(
     return _simulate(build(workload, seed, options), scheduler, seed)
 
 
-def _pool_run(args: tuple[Workload, str, int]) -> tuple[str, int, RunMetrics, np.ndarray]:
+def _pool_run(
+    args: tuple[Workload, str, int],
+) -> tuple[str, int, RunMetrics, np.ndarray, np.ndarray]:
     workload, scheduler, seed = args
     out = _simulate(workload, scheduler, seed)
-    return scheduler, seed, out.metrics, out.jobs.jct
+    return scheduler, seed, out.metrics, out.jobs.jct, out.jobs.idle_inserted
 
 
 @dataclass(frozen=True, eq=False)
@@ -267,6 +269,8 @@ class SchedulerResult:
     vs_baseline: Estimate
     """Paired relative change of the average JCT against the baseline (−0.1: 10 % lower)."""
     is_baseline: bool = False
+    idle: tuple[np.ndarray, ...] = ()
+    """Per seed, the deliberate idle seconds inserted before each finished job (by job id)."""
 
     def to_dict(self, include_jct: bool = True) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -323,11 +327,13 @@ def run_comparison(config: CompareConfig, progress: ProgressCallback | None = No
     total = len(tasks)
     metrics: dict[tuple[str, int], RunMetrics] = {}
     jcts: dict[tuple[str, int], np.ndarray] = {}
+    idles: dict[tuple[str, int], np.ndarray] = {}
 
-    def collect(item: tuple[str, int, RunMetrics, np.ndarray]) -> None:
-        name, seed, m, jct = item
+    def collect(item: tuple[str, int, RunMetrics, np.ndarray, np.ndarray]) -> None:
+        name, seed, m, jct, idle = item
         metrics[name, seed] = m
         jcts[name, seed] = jct
+        idles[name, seed] = idle
         if progress is not None:
             progress(len(metrics), total, split_entry(name)[0], seed)
 
@@ -359,6 +365,7 @@ def run_comparison(config: CompareConfig, progress: ProgressCallback | None = No
                 summary=summary,
                 vs_baseline=rel,
                 is_baseline=name == base,
+                idle=tuple(idles[entry, s] for s in config.seeds),
             )
         )
     k = workloads[config.seeds[0]].num_executors

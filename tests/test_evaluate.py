@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -14,9 +15,15 @@ from idlegate.compare import CompareConfig, WorkloadOptions, run_comparison, spl
 from idlegate.errors import IdlegateError
 from idlegate.evaluate import (
     BASELINES,
+    DEMO_EXECUTORS,
+    DEMO_LOAD,
+    HEADLINES,
     EvaluateConfig,
+    IdleUse,
     ModelSpec,
     SweepConfig,
+    as_spec,
+    best_baseline,
     compute_headlines,
     parse_models,
     read_training_log,
@@ -185,14 +192,21 @@ def test_headlines_are_the_paired_changes(evaluation):
         return [m.avg_jct for m in cmp[name].runs]
 
     heads = ev.cases[0].headlines
-    assert set(heads) == {"learned_vs_fair", "idle_vs_no_idle"}  # no learned-no-cp model
-    assert heads["learned_vs_fair"] == paired_relative_change(avg("learned"), avg("fair"))
-    assert heads["idle_vs_no_idle"] == paired_relative_change(
+    # no learned-no-cp, lookahead or lookahead-base model: those headlines are absent
+    assert set(heads) == {"learned_vs_best", "idle_vs_no_idle"}
+    baselines = [b for b, _ in BASELINES]
+    best = min(baselines, key=lambda b: cmp[b].summary["avg_jct"].mean)
+    assert heads["learned_vs_best"].reference == best
+    assert heads["learned_vs_best"].estimate == paired_relative_change(avg("learned"), avg(best))
+    assert heads["idle_vs_no_idle"].estimate == paired_relative_change(
         avg("learned"), avg("learned-no-idle")
     )
     data = json.loads((out / "evaluation.json").read_text())
     (w,) = data["workloads"]
-    assert w["headlines"]["learned_vs_fair"]["mean"] == pytest.approx(heads["learned_vs_fair"].mean)
+    lvb = w["headlines"]["learned_vs_best"]
+    assert lvb["mean"] == pytest.approx(heads["learned_vs_best"].estimate.mean)
+    assert lvb["reference"] == best
+    assert f"(vs {best})" in (out / "evaluation.md").read_text()
     assert data["config"]["seeds"] == [1000, 1001]
     assert data["models"]["learned"]["idle_head"] is True
     assert data["models"]["learned-no-idle"]["idle_head"] is False
@@ -203,19 +217,62 @@ def test_headline_arithmetic_known_answer():
         {
             "learned": [8.0, 9.0],
             "fair": [10.0, 10.0],
+            "fifo": [12.0, 14.0],
             "learned-no-idle": [10.0, 9.0],
             "learned-no-cp": [8.8, 9.0],
+            "lookahead": [9.0, 9.0],
+            "lookahead-base": [10.0, 9.0],
         }
     )
-    # mean of ratios minus one; CI = t(0.975, 1) * sd / sqrt(2)
+    # the best baseline is fair (lowest mean); mean of ratios minus one;
+    # CI = t(0.975, 1) * sd / sqrt(2)
     t = t_quantile(0.975, 1)
     assert t == pytest.approx(12.7062047, abs=1e-6)
-    lvf = heads["learned_vs_fair"]
-    assert lvf.mean == pytest.approx(-0.15)
-    assert lvf.half_width == pytest.approx(t * math.sqrt(0.005) / math.sqrt(2))
-    assert heads["idle_vs_no_idle"].mean == pytest.approx((0.8 + 1.0) / 2 - 1)
-    assert heads["no_cp_vs_full"].mean == pytest.approx((1.1 + 1.0) / 2 - 1)
+    lvb = heads["learned_vs_best"]
+    assert lvb.reference == "fair"
+    assert lvb.estimate.mean == pytest.approx(-0.15)
+    assert lvb.estimate.half_width == pytest.approx(t * math.sqrt(0.005) / math.sqrt(2))
+    assert heads["idle_vs_no_idle"].estimate.mean == pytest.approx((0.8 + 1.0) / 2 - 1)
+    assert heads["no_cp_vs_full"].estimate.mean == pytest.approx((1.1 + 1.0) / 2 - 1)
+    assert heads["lookahead_vs_base"].estimate.mean == pytest.approx((0.9 + 1.0) / 2 - 1)
+    assert heads["lookahead_vs_base"].reference == "lookahead-base"
+    # only the given labels count as baselines; none present: no "vs best" headline
+    assert compute_headlines({"learned": [8.0], "fifo": [9.0]}, baselines=["fair"]) == {}
     assert compute_headlines({"learned": [1.0]}) == {}
+    assert (
+        best_baseline({"fair": [3.0, 7.0], "srpt": [4.5, 4.5], "x": [1.0]}, ["fair", "srpt"])
+        == "srpt"
+    )
+
+
+def test_headline_targets_by_family():
+    heads = {h.key: h for h in HEADLINES}
+    est = paired_relative_change([9.6, 9.6], [10.0, 10.0])  # -4 %
+    vs_best = heads["learned_vs_best"]
+    assert vs_best.met("synthetic", est) is True  # <= 0 everywhere
+    assert vs_best.met("tpch", est) is False and vs_best.met("tpch-like", est) is False
+    idle = heads["idle_vs_no_idle"]
+    assert idle.met("bursty", est) is False and idle.target("mixed") == 0.01
+    worse = paired_relative_change([10.2, 10.2], [10.0, 10.0])  # +2 %
+    assert idle.met("synthetic", worse) is False
+    assert heads["lookahead_vs_base"].target("synthetic") is None
+    no_cp = heads["no_cp_vs_full"]
+    assert no_cp.met("tpch", worse) is False and no_cp.met("bursty", worse) is None
+
+
+def test_idle_slots_are_counted(evaluation):
+    ev, _, out, _ = evaluation
+    (case,) = ev.cases
+    data = json.loads((out / "evaluation.json").read_text())["workloads"][0]["idle"]
+    for r in case.comparison.results:
+        use = case.idle[r.name]
+        assert use.jobs == sum(m.jobs for m in r.runs)
+        assert use.seconds == pytest.approx(sum(m.idle_inserted for m in r.runs))
+        assert 0 <= use.delayed_jobs <= use.jobs
+        assert (use.delayed_jobs > 0) == (use.seconds > 0)
+        assert data[r.name] == use.to_dict()
+    assert case.idle["fair"] == IdleUse(case.idle["fair"].jobs, 0, 0.0)  # fair never idles
+    assert "## Idle slots fired" in (out / "evaluation.md").read_text()
 
 
 def test_sweep_records_idle_and_does_not_depend_on_jobs(models):
@@ -253,6 +310,28 @@ def test_training_log_is_read_defensively(tmp_path):
         read_training_log(p)
 
 
+def test_suite_has_the_issues_workloads(tmp_path):
+    full = {c.key: c for c in suite_cases("full", tmp_path / "no-traces")}
+    quick = {c.key: c for c in suite_cases("quick", tmp_path / "no-traces")}
+    assert set(full) == set(quick)
+    assert {c.family for c in full.values()} == {
+        "synthetic",
+        "tpch",
+        "tpch-like",
+        "bursty",
+        "mixed",
+    }
+    demo = full["tpch-like-0.85"].options
+    assert (demo.num_executors, demo.load, demo.extra["num_stream"]) == (
+        DEMO_EXECUTORS,
+        DEMO_LOAD,
+        100,
+    )
+    assert full["bursty-0.7"].options.to_kwargs() == {"num_stream": 99}
+    for key in ("tpch-like-0.85", "bursty-0.7"):
+        assert quick[key].options.extra["num_stream"] < full[key].options.extra["num_stream"]
+
+
 def test_tpch_cases_are_skipped_without_traces(tmp_path, models, monkeypatch):
     monkeypatch.delenv("IDLEGATE_TPCH_DIR", raising=False)
     missing = tmp_path / "no-traces"
@@ -287,6 +366,15 @@ def test_parse_models():
         ModelSpec("b", Path("y.onnx")),
         ModelSpec("c", Path("z.onnx")),
     )
+    assert ModelSpec("a", Path("x.onnx")).spec == "learned:x.onnx"
+    assert ModelSpec("a", "x.onnx").path == Path("x.onnx")
+    # any scheduler spec is a model too; a registered name is not taken for a file
+    models = parse_models("lookahead=lookahead:srpt,lookahead-base=srpt,d=learned:p/d.onnx")
+    assert [m.spec for m in models] == ["lookahead:srpt", "srpt", "learned:p/d.onnx"]
+    assert [m.path for m in models] == [None, None, Path("p/d.onnx")]
+    assert models[0].entry == "lookahead=lookahead:srpt"
+    assert as_spec("analytic:fair") == "analytic:fair"
+    assert as_spec("out/model.onnx") == "learned:out/model.onnx"
     for bad in ("nolabel.onnx", "=x.onnx", "a=", "a b=x.onnx"):
         with pytest.raises(IdlegateError):
             parse_models(bad)
@@ -315,6 +403,17 @@ def test_cli_errors_are_one_line_and_exit_1(models, args, needle):
     assert len(lines) == 1 and lines[0].startswith("Error: ") and needle in lines[0]
 
 
+def test_missing_model_names_the_absolute_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(IdlegateError, match=re.escape(str(tmp_path / "rel" / "m.onnx"))):
+        ModelSpec.parse("learned=rel/m.onnx").check()
+    # neither a name nor a known KIND: it is read as a file, and the error says both
+    with pytest.raises(IdlegateError, match=r"model 'h'.*bogus:x' does not exist.*lookahead:"):
+        ModelSpec("h", "bogus:x").check()
+    with pytest.raises(IdlegateError, match=r"model 'h' \(lookahead:nonesuch\)"):
+        ModelSpec("h", "lookahead:nonesuch").check()
+
+
 def test_cli_runs_a_tiny_evaluation(models, tmp_path):
     r = runner.invoke(
         app,
@@ -322,6 +421,8 @@ def test_cli_runs_a_tiny_evaluation(models, tmp_path):
             "evaluate",
             "--models",
             f"learned={models['learned']}",
+            "--models",
+            "lookahead-base=srpt",
             "--seeds",
             "2",
             "--workloads",
@@ -333,5 +434,8 @@ def test_cli_runs_a_tiny_evaluation(models, tmp_path):
     )
     assert r.exit_code == 0, r.output
     assert "Headline deltas" in r.stdout and "learned" in r.stdout
+    data = json.loads((tmp_path / "evaluation.json").read_text())
+    assert data["config"]["models"]["lookahead-base"] == "srpt"  # a spec, not a file
+    assert "lookahead-base" in data["workloads"][0]["schedulers"]
     assert (tmp_path / "evaluation.md").is_file()
     assert not (tmp_path / "idle_sweep.png").exists()
