@@ -17,6 +17,11 @@ T (all jobs done, or the memoryless termination time):
 * advantage: A_k^i = R_k^i − b_k^i, optionally divided by the standard deviation over
   the iteration's decisions;
 * loss: L = −(1/D) Σ A_k log π(a_k|s_k) − β (1/D) Σ H(π(·|s_k)) over D decisions.
+
+PPO (Schulman et al., "Proximal Policy Optimization Algorithms", 2017) reuses the same
+advantages on several passes over one iteration's decisions, so it weighs them by the
+probability ratio ρ_k = π_θ(a_k|s_k) / π_old(a_k|s_k) of the current to the sampling
+policy and clips it (`ppo_clip_loss`); `approx_kl` estimates how far θ has moved.
 """
 
 from __future__ import annotations
@@ -177,6 +182,54 @@ def policy_gradient_loss(
         raise IdlegateError("the policy-gradient loss needs at least one decision")
     adv = advantages.to(log_probs.dtype).detach()
     return -(adv * log_probs).sum() / d - entropy_weight * entropies.sum() / d
+
+
+def ppo_clip_loss(
+    log_probs: Tensor,
+    old_log_probs: Tensor,
+    advantages: Tensor,
+    clip: float,
+    entropies: Tensor,
+    entropy_weight: float,
+    count: int | None = None,
+) -> Tensor:
+    """PPO's clipped surrogate: L = −(1/D) Σ min(ρ_k A_k, clip(ρ_k, 1−ε, 1+ε) A_k) − β (1/D) Σ H_k.
+
+    ρ_k = exp(log π_θ − log π_old), ε = `clip`, D = `count` (default: len; give the
+    minibatch size when summing chunks' gradients, as `policy_gradient_loss`). The min
+    makes it a pessimistic bound: a ratio pushed beyond 1 ± ε in the advantage's
+    direction earns nothing more (and gets no gradient), one pushed the other way
+    is never clipped. At ρ = 1 its gradient is REINFORCE's.
+    """
+    d = float(count if count is not None else log_probs.numel())
+    if d <= 0:
+        raise IdlegateError("the PPO loss needs at least one decision")
+    if not clip > 0:
+        raise IdlegateError(f"the PPO clip range must be positive, got {clip}")
+    adv = advantages.to(log_probs.dtype).detach()
+    ratio = torch.exp(log_probs - old_log_probs.to(log_probs.dtype).detach())
+    surrogate = torch.minimum(ratio * adv, torch.clamp(ratio, 1.0 - clip, 1.0 + clip) * adv)
+    return -surrogate.sum() / d - entropy_weight * entropies.sum() / d
+
+
+def approx_kl(log_probs: Tensor, old_log_probs: Tensor) -> float:
+    """KL(π_old ‖ π_θ) estimated on the sampled actions: mean of (ρ − 1) − log ρ.
+
+    The low-variance, never negative estimator (J. Schulman, "Approximating KL
+    divergence", 2020); unbiased because the actions were drawn from π_old. 0 for ρ = 1.
+    """
+    if log_probs.numel() == 0:
+        return 0.0
+    log_ratio = (log_probs - old_log_probs).detach().double()
+    return float((torch.expm1(log_ratio) - log_ratio).mean())
+
+
+def clip_fraction(log_probs: Tensor, old_log_probs: Tensor, clip: float) -> float:
+    """Share of decisions whose ratio ρ lies outside [1 − ε, 1 + ε] (0 for none)."""
+    if log_probs.numel() == 0:
+        return 0.0
+    ratio = torch.exp((log_probs - old_log_probs).detach())
+    return float(((ratio - 1.0).abs() > clip).double().mean())
 
 
 def entropy_weight_at(iteration: int, initial: float, decay: float, minimum: float) -> float:
