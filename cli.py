@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,21 +19,15 @@ import typer
 from rich.console import Console
 
 from idlegate import __version__
-from idlegate.compare import (
-    CompareConfig,
-    Comparison,
-    WorkloadOptions,
-    check_out_dir,
-    parse_names,
-    render_comparison_table,
-    render_run_table,
-    run_comparison,
-    run_one,
-    stderr_progress,
-    write_reports,
-)
 from idlegate.errors import IdlegateError
-from idlegate.evaluate import DEMO_EXECUTORS, DEMO_LOAD, DEMO_STREAMED_JOBS, DEMO_WORKLOAD
+from idlegate.evaluation.comparison import CompareConfig, WorkloadOptions, parse_names, run_one
+from idlegate.evaluation.console import print_compare, render_run_table, run_compare
+from idlegate.evaluation.suites import (
+    DEMO_EXECUTORS,
+    DEMO_LOAD,
+    DEMO_STREAMED_JOBS,
+    DEMO_WORKLOAD,
+)
 from idlegate.policy import DEFAULT_POLICY_PATH
 
 app = typer.Typer(
@@ -193,32 +186,6 @@ def simulate(
             _stdout().print(render_run_table(out.metrics))
 
 
-def _run_compare(
-    config: CompareConfig, out: Path | None
-) -> tuple[Comparison, dict[str, Path], float]:
-    """Run with a progress bar on stderr (when it is a terminal); write reports to `out`."""
-    if out is not None:
-        check_out_dir(out)  # fail before the runs, not after
-    start = time.perf_counter()
-    runs = len(config.schedulers) * len(config.seeds)
-    with stderr_progress("simulating", runs) as update:
-        cmp = run_comparison(
-            config, lambda done, total, name, seed: update(done, total, f"{name} seed {seed}")
-        )
-    elapsed = time.perf_counter() - start
-    paths = write_reports(cmp, out) if out is not None else {}
-    return cmp, paths, elapsed
-
-
-def _print_compare(cmp: Comparison, paths: dict[str, Path], elapsed: float) -> None:
-    console = _stdout()
-    console.print(render_comparison_table(cmp))
-    runs = len(cmp.config.schedulers) * len(cmp.config.seeds)
-    console.print(f"{runs} runs in {elapsed:.1f} s; best average JCT: [bold]{cmp.best.name}[/]")
-    for p in paths.values():
-        console.print(f"wrote {p}", highlight=False)
-
-
 @app.command()
 def compare(
     workload: WorkloadOpt = "tpch-like",
@@ -264,7 +231,7 @@ def compare(
             ),
             jobs=jobs,
         )
-        _print_compare(*_run_compare(config, out))
+        print_compare(_stdout(), *run_compare(config, out))
 
 
 def _default_jobs() -> int:
@@ -298,7 +265,7 @@ def demo(
             ),
             jobs=jobs if jobs is not None else _default_jobs(),
         )
-        _print_compare(*_run_compare(config, out))
+        print_compare(_stdout(), *run_compare(config, out))
 
 
 @app.command("operator")
@@ -491,7 +458,8 @@ def evaluate(
 ) -> None:
     """Evaluate learned policies against the baselines on paired seeds (mean ± 95 % CI)."""
     with _user_errors():
-        from idlegate.evaluate import EvaluateConfig, parse_list, parse_models, run_cli
+        from idlegate.evaluation.console import run_cli
+        from idlegate.evaluation.suites import EvaluateConfig, parse_list, parse_models
 
         config = EvaluateConfig(
             models=parse_models(models),

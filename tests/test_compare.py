@@ -8,17 +8,17 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from idlegate.compare import (
+from idlegate.errors import IdlegateError
+from idlegate.evaluation.compare_report import to_markdown
+from idlegate.evaluation.comparison import (
     CompareConfig,
     WorkloadOptions,
     build,
-    render_comparison_table,
     run_comparison,
     run_one,
-    to_markdown,
-    write_text,
 )
-from idlegate.errors import IdlegateError
+from idlegate.evaluation.console import render_comparison_table
+from idlegate.evaluation.files import write_text
 from idlegate.sim.metrics import paired_relative_change
 
 OPTS = WorkloadOptions(num_jobs=25, num_executors=3)

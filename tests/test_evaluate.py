@@ -11,27 +11,28 @@ import pytest
 from typer.testing import CliRunner
 
 from idlegate.cli import app
-from idlegate.compare import CompareConfig, WorkloadOptions, run_comparison, split_entry
 from idlegate.errors import IdlegateError
-from idlegate.evaluate import (
+from idlegate.evaluation.comparison import (
+    CompareConfig,
+    WorkloadOptions,
+    run_comparison,
+    split_entry,
+)
+from idlegate.evaluation.evaluation_report import write_evaluation
+from idlegate.evaluation.headlines import HEADLINES, IdleUse, best_baseline, compute_headlines
+from idlegate.evaluation.running import run_evaluation
+from idlegate.evaluation.suites import (
     BASELINES,
     DEMO_EXECUTORS,
     DEMO_LOAD,
-    HEADLINES,
     EvaluateConfig,
-    IdleUse,
     ModelSpec,
-    SweepConfig,
     as_spec,
-    best_baseline,
-    compute_headlines,
     parse_models,
-    read_training_log,
-    run_evaluation,
-    run_idle_sweep,
     suite_cases,
-    write_evaluation,
 )
+from idlegate.evaluation.sweep import SweepConfig, run_idle_sweep
+from idlegate.evaluation.training_log import read_training_log
 from idlegate.policy import make_scheduler
 from idlegate.sim.metrics import paired_relative_change, t_quantile
 

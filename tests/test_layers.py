@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -25,7 +27,47 @@ def test_the_simulator_core_imports_nothing_heavy():
 
 
 @pytest.mark.parametrize(
-    "module", ["idlegate.policy", "idlegate.policy.heuristics", "idlegate.cli"]
+    "module",
+    ["idlegate.policy", "idlegate.policy.heuristics", "idlegate.evaluation", "idlegate.cli"],
 )
 def test_policies_and_cli_do_not_pull_in_torch_or_kopf(module):
     assert not _loaded_after(f"import {module}") & {"torch", "kopf", "kubernetes"}
+
+
+def test_evaluation_imports_nothing_heavy():
+    # onnxruntime loads only when a learned spec is built; matplotlib only when a plot is drawn
+    loaded = _loaded_after(
+        "import idlegate.evaluation, idlegate.evaluation.console, idlegate.evaluation.plots"
+    )
+    assert not loaded & {*HEAVY, "matplotlib"}
+
+
+LOWER_LAYERS = ("sim", "policy", "training", "operator")
+
+
+@pytest.mark.parametrize("layer", LOWER_LAYERS)
+def test_lower_layers_never_import_evaluation_or_the_cli(layer):
+    # evaluation sits above sim and policy, the CLI above everything: an import the other
+    # way round would make the layers circular
+    root = Path(__file__).resolve().parents[1] / layer
+    offenders = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            for name in names:
+                if name.startswith(("idlegate.evaluation", "idlegate.cli")):
+                    offenders.append(f"{path.relative_to(root.parent)}: {name}")
+    assert offenders == []
+
+
+def test_evaluation_imports_only_lower_layers():
+    root = Path(__file__).resolve().parents[1] / "evaluation"
+    allowed = ("idlegate.sim", "idlegate.policy", "idlegate.evaluation", "idlegate.errors")
+    for path in sorted(root.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("idlegate."):
+                assert node.module.startswith(allowed), f"{path.name}: {node.module}"

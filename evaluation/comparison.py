@@ -1,4 +1,4 @@
-"""Side-by-side comparison of schedulers on common random numbers, and its reports.
+"""Side-by-side comparison of schedulers on common random numbers: config, runs, pairing.
 
 Every scheduler runs on the *same* arrival sequences: for each seed the workload is built
 once with ``build_workload(name, seed, **options)`` and each scheduler is simulated on it
@@ -12,20 +12,17 @@ a pure function of (workload, scheduler, seed), so the results do not depend on 
 
 from __future__ import annotations
 
-import json
-import math
-import multiprocessing
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from idlegate import __version__
 from idlegate.errors import IdlegateError
+from idlegate.evaluation.pool import mp_context
 from idlegate.policy import make_scheduler
 from idlegate.sim.engine import Workload, simulate
 from idlegate.sim.metrics import (
@@ -39,9 +36,6 @@ from idlegate.sim.metrics import (
 )
 from idlegate.sim.workloads import WORKLOADS, build_workload
 
-if TYPE_CHECKING:
-    from rich.table import Table
-
 __all__ = [
     "SUMMARY_FIELDS",
     "CompareConfig",
@@ -52,20 +46,12 @@ __all__ = [
     "WorkloadOptions",
     "build",
     "check_names",
-    "check_out_dir",
-    "markdown_table",
     "parse_names",
-    "plot_jct_cdf",
-    "render_comparison_table",
-    "render_run_table",
     "run_comparison",
     "run_one",
     "split_entry",
-    "to_markdown",
-    "write_json",
-    "write_markdown",
-    "write_reports",
 ]
+
 
 ProgressCallback = Callable[[int, int, str, int], None]
 """Called after each finished run as ``progress(done, total, scheduler, seed)``."""
@@ -342,7 +328,7 @@ def run_comparison(config: CompareConfig, progress: ProgressCallback | None = No
         for task in tasks:
             collect(_pool_run(task))
     else:
-        with ProcessPoolExecutor(workers, mp_context=_mp_context()) as pool:
+        with ProcessPoolExecutor(workers, mp_context=mp_context()) as pool:
             futures = [pool.submit(_pool_run, t) for t in tasks]
             for fut in as_completed(futures):
                 collect(fut.result())
@@ -370,270 +356,6 @@ def run_comparison(config: CompareConfig, progress: ProgressCallback | None = No
         )
     k = workloads[config.seeds[0]].num_executors
     return Comparison(config, tuple(results), k)
-
-
-def _mp_context() -> multiprocessing.context.BaseContext:
-    # forkserver: no fork of a process that has threads (a progress bar refreshes in one);
-    # preloading the package makes each worker start in milliseconds.
-    methods = multiprocessing.get_all_start_methods()
-    if "forkserver" in methods:
-        ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["idlegate.compare"])
-        return ctx
-    return multiprocessing.get_context("spawn")
-
-
-# ---------------------------------------------------------------------------------------
-# Reports
-
-
-def _fmt(value: float, digits: int = 1) -> str:
-    if not math.isfinite(value):
-        return "n/a"
-    return f"{value:,.{digits}f}"
-
-
-def _fmt_est(est: Estimate, digits: int = 1, scale: float = 1.0) -> str:
-    m = _fmt(est.mean * scale, digits)
-    if est.n < 2 or not math.isfinite(est.half_width):
-        return m
-    return f"{m} ± {_fmt(est.half_width * scale, digits)}"
-
-
-def _fmt_rel(r: SchedulerResult) -> str:
-    if r.is_baseline:
-        return "baseline"
-    est = r.vs_baseline
-    sign = "+" if est.mean > 0 else ""
-    text = f"{sign}{est.mean * 100:.1f} %"
-    if est.n >= 2 and math.isfinite(est.half_width):
-        text += f" ± {est.half_width * 100:.1f}"
-    return text
-
-
-_COLUMNS: tuple[tuple[str, str, int, float], ...] = (
-    ("avg JCT (s)", "avg_jct", 1, 1.0),
-    ("p95 JCT (s)", "p95_jct", 1, 1.0),
-    ("makespan (s)", "makespan", 0, 1.0),
-    ("utilisation (%)", "utilisation", 1, 100.0),
-    ("JCT / bound", "lb_ratio", 2, 1.0),
-)
-
-
-def _rows(cmp: Comparison) -> list[list[str]]:
-    rows = []
-    for r in cmp.results:
-        cells = [r.name]
-        cells += [_fmt_est(r.summary[f], d, s) for _, f, d, s in _COLUMNS]
-        cells.append(_fmt_rel(r))
-        rows.append(cells)
-    return rows
-
-
-def _headers(cmp: Comparison) -> list[str]:
-    return ["scheduler", *(h for h, *_ in _COLUMNS), f"avg JCT vs {cmp.config.baseline_name}"]
-
-
-def _caption(cmp: Comparison) -> str:
-    c = cmp.config
-    pct = round(c.confidence * 100)
-    return (
-        f"workload {c.workload}, {cmp.num_executors} executors, {len(c.seeds)} seed(s) "
-        f"(same arrivals for every scheduler); mean ± {pct} % CI over seeds, "
-        "% vs baseline paired per seed"
-    )
-
-
-def render_comparison_table(cmp: Comparison) -> Table:
-    """A rich Table: one row per scheduler, mean ± CI, the best average JCT in bold."""
-    from rich.table import Table
-
-    table = Table(title="Scheduler comparison", caption=_caption(cmp))
-    for i, h in enumerate(_headers(cmp)):
-        table.add_column(h, justify="left" if i == 0 else "right", no_wrap=i == 0)
-    best = cmp.best.name
-    for r, cells in zip(cmp.results, _rows(cmp), strict=True):
-        table.add_row(*cells, style="bold green" if r.name == best else None)
-    return table
-
-
-def render_run_table(m: RunMetrics) -> Table:
-    """A rich Table of one run's metrics."""
-    from rich.table import Table
-
-    table = Table(
-        title=f"{m.scheduler} on {m.workload}",
-        caption=f"seed {m.seed}, {m.num_executors} executors",
-    )
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    rows = [
-        ("jobs finished", str(m.jobs)),
-        ("jobs unfinished", str(m.unfinished)),
-        ("average JCT (s)", _fmt(m.avg_jct, 2)),
-        ("median JCT (s)", _fmt(m.median_jct, 2)),
-        ("p95 JCT (s)", _fmt(m.p95_jct, 2)),
-        ("p99 JCT (s)", _fmt(m.p99_jct, 2)),
-        ("max JCT (s)", _fmt(m.max_jct, 2)),
-        ("makespan (s)", _fmt(m.makespan, 2)),
-        ("utilisation (%)", _fmt(m.utilisation * 100, 1)),
-        ("mean jobs in system", _fmt(m.mean_jobs_in_system, 2)),
-        ("idle inserted (s)", _fmt(m.idle_inserted, 2)),
-        ("avg JCT lower bound (s)", _fmt(m.lb_avg_jct, 2)),
-        ("avg JCT / lower bound", _fmt(m.lb_ratio, 3)),
-        ("scheduling decisions", str(m.decisions)),
-    ]
-    for name, value in rows:
-        table.add_row(name, value)
-    return table
-
-
-def markdown_table(cmp: Comparison) -> str:
-    """The comparison table alone as GitHub markdown lines (the best row in bold)."""
-    headers = _headers(cmp)
-    lines = [
-        "| " + " | ".join(headers) + " |",
-        "|" + "|".join([":---", *["---:"] * (len(headers) - 1)]) + "|",
-    ]
-    best = cmp.best.name
-    for r, cells in zip(cmp.results, _rows(cmp), strict=True):
-        if r.name == best:
-            cells = [f"**{c}**" for c in cells]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def to_markdown(cmp: Comparison) -> str:
-    """The comparison table as GitHub markdown, with a one-line caption."""
-    lines = [
-        f"# Scheduler comparison: {cmp.config.workload}",
-        "",
-        _caption(cmp) + ".",
-        "",
-        markdown_table(cmp),
-        "",
-    ]
-    return "\n".join(lines)
-
-
-def write_file(path: str | Path, write: Callable[[Path], object]) -> Path:
-    """Create `path`'s directory, call `write(path)`; OSError becomes an IdlegateError."""
-    p = Path(path)
-    try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise IdlegateError(f"cannot create directory {p.parent}: {e.strerror}") from e
-    try:
-        write(p)
-    except OSError as e:
-        raise IdlegateError(f"cannot write {p}: {e.strerror}") from e
-    return p
-
-
-def write_text(path: str | Path, text: str) -> Path:
-    """Write `text` (UTF-8) to `path` through `write_file`."""
-    return write_file(path, lambda p: p.write_text(text, encoding="utf-8"))
-
-
-def write_json(cmp: Comparison, path: str | Path, include_jct: bool = True) -> Path:
-    """Write :meth:`Comparison.to_dict` as indented JSON (NaN written as null)."""
-    return write_text(path, json.dumps(cmp.to_dict(include_jct), indent=2) + "\n")
-
-
-def write_markdown(cmp: Comparison, path: str | Path) -> Path:
-    """Write :func:`to_markdown`."""
-    return write_text(path, to_markdown(cmp))
-
-
-def plot_jct_cdf(cmp: Comparison, path: str | Path, title: str | None = None) -> Path:
-    """Plot the JCT CDF, pooled over seeds, one line per scheduler, as a PNG at `path`.
-
-    `title` replaces the default one (workload, executors, seeds).
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(7, 4.5), dpi=120)
-    ax = fig.add_subplot()
-    pooled = [np.sort(np.concatenate(r.jct)) if r.jct else np.empty(0) for r in cmp.results]
-    positive = np.concatenate([a[a > 0] for a in pooled]) if pooled else np.empty(0)
-    log_x = positive.size > 0 and positive.max() / positive.min() > 100
-    for r, xs in zip(cmp.results, pooled, strict=True):
-        if xs.size == 0:
-            continue
-        ys = np.arange(1, xs.size + 1) / xs.size
-        label = f"{r.name} (avg {r.summary['avg_jct'].mean:,.0f} s)"
-        ax.step(xs, ys, where="post", label=label, linewidth=1.6)
-    if log_x:
-        ax.set_xscale("log")
-    ax.set_xlabel("job completion time (s)" + (", log scale" if log_x else ""))
-    ax.set_ylabel("fraction of jobs")
-    ax.set_ylim(0, 1.0)
-    ax.grid(True, alpha=0.3)
-    ax.set_title(
-        title
-        or f"JCT CDF — {cmp.config.workload}, {cmp.num_executors} executors, "
-        f"{len(cmp.config.seeds)} seed(s) pooled"
-    )
-    ax.legend(loc="lower right", fontsize="small")
-    fig.tight_layout()
-    return write_file(path, lambda p: fig.savefig(p, format="png"))
-
-
-@contextmanager
-def stderr_progress(
-    description: str, total: int | None
-) -> Iterator[Callable[[int, int, str], None]]:
-    """A rich progress bar on stderr (shown only on a terminal); yields `update(done, total, what)`."""
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
-    err = Console(stderr=True)
-    with Progress(
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.fields[last]}"),
-        console=err,
-        transient=True,
-        disable=not err.is_terminal,
-    ) as bar:
-        task = bar.add_task(description, total=total, last="")
-
-        def update(done: int, total: int, what: str) -> None:
-            bar.update(task, completed=done, total=total, last=what)
-
-        yield update
-
-
-def check_out_dir(out_dir: str | Path) -> Path:
-    """Raise IdlegateError unless `out_dir` is a directory or can become one."""
-    out = Path(out_dir)
-    for p in (out, *out.parents):
-        if p.exists():
-            if not p.is_dir():
-                raise IdlegateError(f"cannot write reports to {out}: {p} is not a directory")
-            return out
-    return out
-
-
-def write_reports(cmp: Comparison, out_dir: str | Path) -> dict[str, Path]:
-    """Write compare.json, compare.md and jct_cdf.png into `out_dir` (created if needed)."""
-    out = check_out_dir(out_dir)
-    return {
-        "json": write_json(cmp, out / "compare.json"),
-        "markdown": write_markdown(cmp, out / "compare.md"),
-        "cdf": plot_jct_cdf(cmp, out / "jct_cdf.png"),
-    }
 
 
 def parse_names(text: str | Sequence[str]) -> tuple[str, ...]:

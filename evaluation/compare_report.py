@@ -1,0 +1,137 @@
+"""The reports of `idlegate compare`: markdown table, JSON, and the files in ``--out``."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from idlegate.evaluation.comparison import Comparison, SchedulerResult
+from idlegate.evaluation.files import check_out_dir, write_text
+from idlegate.evaluation.plots import plot_jct_cdf
+from idlegate.sim.metrics import Estimate
+
+__all__ = [
+    "caption",
+    "fmt_estimate",
+    "fmt_number",
+    "fmt_relative",
+    "markdown_table",
+    "table_headers",
+    "table_rows",
+    "to_markdown",
+    "write_json",
+    "write_markdown",
+    "write_reports",
+]
+
+
+def fmt_number(value: float, digits: int = 1) -> str:
+    """`value` with thousands separators and `digits` decimals; "n/a" if not finite."""
+    if not math.isfinite(value):
+        return "n/a"
+    return f"{value:,.{digits}f}"
+
+
+def fmt_estimate(est: Estimate, digits: int = 1, scale: float = 1.0) -> str:
+    """ "mean ± half-width" of `est` × `scale` (the mean alone for fewer than 2 samples)."""
+    m = fmt_number(est.mean * scale, digits)
+    if est.n < 2 or not math.isfinite(est.half_width):
+        return m
+    return f"{m} ± {fmt_number(est.half_width * scale, digits)}"
+
+
+def fmt_relative(r: SchedulerResult) -> str:
+    """The % column: `r`'s paired change against the baseline, or "baseline"."""
+    if r.is_baseline:
+        return "baseline"
+    est = r.vs_baseline
+    sign = "+" if est.mean > 0 else ""
+    text = f"{sign}{est.mean * 100:.1f} %"
+    if est.n >= 2 and math.isfinite(est.half_width):
+        text += f" ± {est.half_width * 100:.1f}"
+    return text
+
+
+_COLUMNS: tuple[tuple[str, str, int, float], ...] = (
+    ("avg JCT (s)", "avg_jct", 1, 1.0),
+    ("p95 JCT (s)", "p95_jct", 1, 1.0),
+    ("makespan (s)", "makespan", 0, 1.0),
+    ("utilisation (%)", "utilisation", 1, 100.0),
+    ("JCT / bound", "lb_ratio", 2, 1.0),
+)
+
+
+def table_rows(cmp: Comparison) -> list[list[str]]:
+    """The comparison table's cells, one row per scheduler (rich and markdown share them)."""
+    rows = []
+    for r in cmp.results:
+        cells = [r.name]
+        cells += [fmt_estimate(r.summary[f], d, s) for _, f, d, s in _COLUMNS]
+        cells.append(fmt_relative(r))
+        rows.append(cells)
+    return rows
+
+
+def table_headers(cmp: Comparison) -> list[str]:
+    """The comparison table's column headers."""
+    return ["scheduler", *(h for h, *_ in _COLUMNS), f"avg JCT vs {cmp.config.baseline_name}"]
+
+
+def caption(cmp: Comparison) -> str:
+    """One sentence saying what the table measured and how to read it."""
+    c = cmp.config
+    pct = round(c.confidence * 100)
+    return (
+        f"workload {c.workload}, {cmp.num_executors} executors, {len(c.seeds)} seed(s) "
+        f"(same arrivals for every scheduler); mean ± {pct} % CI over seeds, "
+        "% vs baseline paired per seed"
+    )
+
+
+def markdown_table(cmp: Comparison) -> str:
+    """The comparison table alone as GitHub markdown lines (the best row in bold)."""
+    headers = table_headers(cmp)
+    lines = [
+        "| " + " | ".join(headers) + " |",
+        "|" + "|".join([":---", *["---:"] * (len(headers) - 1)]) + "|",
+    ]
+    best = cmp.best.name
+    for r, cells in zip(cmp.results, table_rows(cmp), strict=True):
+        if r.name == best:
+            cells = [f"**{c}**" for c in cells]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def to_markdown(cmp: Comparison) -> str:
+    """The comparison table as GitHub markdown, with a one-line caption."""
+    lines = [
+        f"# Scheduler comparison: {cmp.config.workload}",
+        "",
+        caption(cmp) + ".",
+        "",
+        markdown_table(cmp),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_json(cmp: Comparison, path: str | Path, include_jct: bool = True) -> Path:
+    """Write :meth:`Comparison.to_dict` as indented JSON (NaN written as null)."""
+    return write_text(path, json.dumps(cmp.to_dict(include_jct), indent=2) + "\n")
+
+
+def write_markdown(cmp: Comparison, path: str | Path) -> Path:
+    """Write :func:`to_markdown`."""
+    return write_text(path, to_markdown(cmp))
+
+
+def write_reports(cmp: Comparison, out_dir: str | Path) -> dict[str, Path]:
+    """Write compare.json, compare.md and jct_cdf.png into `out_dir` (created if needed)."""
+    out = check_out_dir(out_dir)
+    return {
+        "json": write_json(cmp, out / "compare.json"),
+        "markdown": write_markdown(cmp, out / "compare.md"),
+        "cdf": plot_jct_cdf(cmp, out / "jct_cdf.png"),
+    }

@@ -1,0 +1,208 @@
+"""What `idlegate compare` and `idlegate evaluate` print: rich tables and a progress bar on
+stderr (shown only on a terminal), and `run_cli`, evaluate's run-print-write sequence.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from idlegate.evaluation.compare_report import (
+    caption,
+    fmt_number,
+    table_headers,
+    table_rows,
+    write_reports,
+)
+from idlegate.evaluation.comparison import CompareConfig, Comparison, run_comparison
+from idlegate.evaluation.evaluation_report import headline_rows, idle_rows, write_evaluation
+from idlegate.evaluation.files import check_out_dir
+from idlegate.evaluation.headlines import HEADLINES
+from idlegate.evaluation.running import Evaluation, planned_runs, run_evaluation
+from idlegate.evaluation.suites import EvaluateConfig
+from idlegate.sim.metrics import RunMetrics
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+__all__ = [
+    "headline_table",
+    "idle_table",
+    "print_compare",
+    "render_comparison_table",
+    "render_run_table",
+    "run_cli",
+    "run_compare",
+    "stderr_progress",
+]
+
+
+def render_comparison_table(cmp: Comparison) -> Table:
+    """A rich Table: one row per scheduler, mean ± CI, the best average JCT in bold."""
+    from rich.table import Table
+
+    table = Table(title="Scheduler comparison", caption=caption(cmp))
+    for i, h in enumerate(table_headers(cmp)):
+        table.add_column(h, justify="left" if i == 0 else "right", no_wrap=i == 0)
+    best = cmp.best.name
+    for r, cells in zip(cmp.results, table_rows(cmp), strict=True):
+        table.add_row(*cells, style="bold green" if r.name == best else None)
+    return table
+
+
+def render_run_table(m: RunMetrics) -> Table:
+    """A rich Table of one run's metrics."""
+    from rich.table import Table
+
+    table = Table(
+        title=f"{m.scheduler} on {m.workload}",
+        caption=f"seed {m.seed}, {m.num_executors} executors",
+    )
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    rows = [
+        ("jobs finished", str(m.jobs)),
+        ("jobs unfinished", str(m.unfinished)),
+        ("average JCT (s)", fmt_number(m.avg_jct, 2)),
+        ("median JCT (s)", fmt_number(m.median_jct, 2)),
+        ("p95 JCT (s)", fmt_number(m.p95_jct, 2)),
+        ("p99 JCT (s)", fmt_number(m.p99_jct, 2)),
+        ("max JCT (s)", fmt_number(m.max_jct, 2)),
+        ("makespan (s)", fmt_number(m.makespan, 2)),
+        ("utilisation (%)", fmt_number(m.utilisation * 100, 1)),
+        ("mean jobs in system", fmt_number(m.mean_jobs_in_system, 2)),
+        ("idle inserted (s)", fmt_number(m.idle_inserted, 2)),
+        ("avg JCT lower bound (s)", fmt_number(m.lb_avg_jct, 2)),
+        ("avg JCT / lower bound", fmt_number(m.lb_ratio, 3)),
+        ("scheduling decisions", str(m.decisions)),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
+    return table
+
+
+@contextmanager
+def stderr_progress(
+    description: str, total: int | None
+) -> Iterator[Callable[[int, int, str], None]]:
+    """A rich progress bar on stderr (shown only on a terminal); yields `update(done, total, what)`."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    err = Console(stderr=True)
+    with Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[last]}"),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    ) as bar:
+        task = bar.add_task(description, total=total, last="")
+
+        def update(done: int, total: int, what: str) -> None:
+            bar.update(task, completed=done, total=total, last=what)
+
+        yield update
+
+
+def headline_table(ev: Evaluation) -> Table:
+    """The headline deltas as a rich Table."""
+    from rich.table import Table
+
+    table = Table(title="Headline deltas (average JCT, paired per seed)")
+    table.add_column("workload", no_wrap=True)
+    for h in HEADLINES:
+        table.add_column(h.title, justify="right")
+    for row in headline_rows(ev):
+        table.add_row(*row)
+    return table
+
+
+def idle_table(ev: Evaluation) -> Table | None:
+    """Where idle slots fired, as a rich Table (None when no scheduler idled anywhere)."""
+    from rich.table import Table
+
+    headers, rows = idle_rows(ev)
+    if len(headers) == 1:
+        return None
+    table = Table(title="Idle slots fired (jobs delayed / finished, idle seconds; all seeds)")
+    for i, h in enumerate(headers):
+        table.add_column(h, justify="left" if i == 0 else "right", no_wrap=i == 0)
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def run_cli(config: EvaluateConfig, out: Path | None) -> Evaluation:
+    """`idlegate evaluate`: run with a progress bar on stderr, print tables, write reports."""
+    from rich.console import Console
+
+    if out is not None:
+        check_out_dir(out)  # fail before the runs, not after
+    start = time.perf_counter()
+    with stderr_progress("evaluating", None) as update:
+        ev = run_evaluation(config, update)
+    elapsed = time.perf_counter() - start
+    console = Console() if Console().is_terminal else Console(width=140)
+    for c in ev.cases:
+        if c.comparison is None:
+            console.print(f"[yellow]{c.case.title}: {c.case.skip_reason}[/]", highlight=False)
+            continue
+        table = render_comparison_table(c.comparison)
+        table.title = c.case.title
+        console.print(table)
+    console.print(headline_table(ev))
+    idle = idle_table(ev)
+    console.print(idle if idle is not None else "No scheduler inserted an idle slot.")
+    runs = planned_runs(
+        config,
+        [c.case for c in ev.cases],
+        len(ev.sweep.points) * len(config.seed_list) if ev.sweep else 0,
+    )
+    console.print(f"{runs} runs in {elapsed:.1f} s")
+    if out is not None:
+        for p in write_evaluation(ev, out).values():
+            console.print(f"wrote {p}", highlight=False)
+    return ev
+
+
+def run_compare(
+    config: CompareConfig, out: Path | None
+) -> tuple[Comparison, dict[str, Path], float]:
+    """`idlegate compare`'s runs, with a progress bar on stderr; the reports written to
+    `out` (None: none). Returns the comparison, the written paths and the wall seconds."""
+    if out is not None:
+        check_out_dir(out)  # fail before the runs, not after
+    start = time.perf_counter()
+    runs = len(config.schedulers) * len(config.seeds)
+    with stderr_progress("simulating", runs) as update:
+        cmp = run_comparison(
+            config, lambda done, total, name, seed: update(done, total, f"{name} seed {seed}")
+        )
+    elapsed = time.perf_counter() - start
+    paths = write_reports(cmp, out) if out is not None else {}
+    return cmp, paths, elapsed
+
+
+def print_compare(
+    console: Console, cmp: Comparison, paths: Mapping[str, Path], elapsed: float
+) -> None:
+    """Print the comparison table, the run count and time, and the files written."""
+    console.print(render_comparison_table(cmp))
+    runs = len(cmp.config.schedulers) * len(cmp.config.seeds)
+    console.print(f"{runs} runs in {elapsed:.1f} s; best average JCT: [bold]{cmp.best.name}[/]")
+    for p in paths.values():
+        console.print(f"wrote {p}", highlight=False)

@@ -1,0 +1,400 @@
+"""The suites of `idlegate evaluate`: workload cases, baselines, models and the run's config.
+
+Seeds. Evaluation seeds start at :data:`DEFAULT_FIRST_SEED` (1000). An evaluation is
+only honest on arrival sequences the policy never trained on: the seeds given here must
+never be training or validation seeds of the evaluated models. The validation seeds of
+the training presets are 1,000,000 and up, so they do not meet these. The training loop
+(`idlegate.training.reinforce`) draws its arrival seeds uniformly from [0, 2³¹ − 1)
+minus the validation seeds; a clash with a given evaluation seed is unlikely (about
+iterations / 2³¹) but not excluded until training also forbids
+:data:`EVALUATION_SEED_RANGE`.
+
+Workloads (:func:`suite_cases`), full suite:
+
+* ``synthetic-0.6``, ``synthetic-0.8`` — the two-type synthetic set (one-stage jobs of
+  10 s or 50 s work, 4 executors, 1 + 99 jobs) at offered load 0.6 and 0.8;
+* ``tpch-15s``, ``tpch-25s`` — Decima's streaming TPC-H, 50 executors, 1 + 200 jobs,
+  mean interarrival 15 s and 25 s (skipped, with the reason in the report, when the
+  traces are not found: pass ``--tpch-dir`` or set ``IDLEGATE_TPCH_DIR``);
+* ``tpch-like-0.85`` — generated TPC-H-like DAGs in the setting of ``idlegate demo``:
+  50 executors, 1 + 100 jobs, offered load 0.85;
+* ``bursty-0.7`` — sessions of short jobs mixed with long jobs, the workload's defaults
+  (4 executors, 1 + 99 jobs, offered load 0.7);
+* ``mixed-0.5`` — one stream, half synthetic two-type jobs, half TPC-H jobs (TPC-H-like
+  generated DAGs when the traces are absent; the report says which), 50 executors,
+  1 + 200 jobs, mean interarrival 25 s.
+
+Headlines (:data:`idlegate.evaluation.headlines.HEADLINES`), paired per seed: ``learned`` against the best baseline of
+each workload, ``lookahead`` against ``lookahead-base``, ``learned`` against
+``learned-no-idle``, and ``learned-no-cp`` against ``learned``; each is computed where
+both labels were given. The report also counts where idle slots fired.
+
+The quick suite runs the same workloads with fewer jobs (for tests and a 1–2 minute run).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from idlegate.errors import IdlegateError
+from idlegate.evaluation.comparison import WorkloadOptions
+from idlegate.policy import SCHEDULERS, SPEC_PREFIXES, make_scheduler
+from idlegate.sim.tpch import resolve_tpch_dir
+from idlegate.sim.workloads import workload_config
+
+__all__ = [
+    "BASELINES",
+    "DEFAULT_FIRST_SEED",
+    "DEFAULT_SEEDS",
+    "DEMO_EXECUTORS",
+    "DEMO_LOAD",
+    "DEMO_STREAMED_JOBS",
+    "DEMO_WORKLOAD",
+    "EVALUATION_SEED_RANGE",
+    "SUITES",
+    "SWEEP_REFERENCE",
+    "EvaluateConfig",
+    "ModelSpec",
+    "WorkloadCase",
+    "as_spec",
+    "parse_list",
+    "parse_models",
+    "select_cases",
+    "suite_cases",
+]
+
+
+DEFAULT_FIRST_SEED: Final = 1000
+"""First evaluation seed; seeds run first_seed, first_seed + 1, …"""
+
+EVALUATION_SEED_RANGE: Final = range(1000, 100_000)
+"""Seeds reserved for evaluation: training should never draw an arrival seed from here."""
+
+SUITES: Final = ("quick", "full")
+DEFAULT_SEEDS: Final = {"quick": 3, "full": 10}
+"""Seeds per suite unless --seeds says otherwise."""
+
+BASELINES: Final[tuple[tuple[str, str], ...]] = (
+    ("analytic-fair", "analytic:fair"),
+    ("analytic-sjf-cp", "analytic:sjf-cp"),
+    ("fair", "fair"),
+    ("weighted-fair", "weighted-fair"),
+    ("sjf-cp", "sjf-cp"),
+    ("srpt", "srpt"),
+    ("sjf", "sjf"),
+    ("fifo", "fifo"),
+)
+"""(label, scheduler spec) of the baselines every model is compared with. All of them,
+the analytic idle rule included, are candidates for "the best heuristic" of a workload."""
+
+DEMO_WORKLOAD: Final = "tpch-like"
+DEMO_EXECUTORS: Final = 50
+DEMO_STREAMED_JOBS: Final = 100
+DEMO_LOAD: Final = 0.85
+"""The setting of `idlegate demo` (1 + 100 streamed TPC-H-like jobs on 50 executors at
+offered load 0.85), which the suite's ``tpch-like`` case measures too."""
+
+SWEEP_REFERENCE: Final = ("analytic-sjf-cp", "analytic:sjf-cp")
+"""The interpretable idle rule drawn next to the learned policies in the Fig. 6 sweep."""
+
+_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+
+
+def as_spec(value: str | Path) -> str:
+    """A ``--models`` value as a scheduler spec: a spec stays itself, a file path becomes
+    ``learned:PATH``.
+
+    A spec is a registered name ("srpt") or ``KIND:ARGUMENT`` with a kind of
+    :data:`~idlegate.policy.SPEC_PREFIXES` ("lookahead:srpt", "learned:policy/default.onnx");
+    anything else (and every Path) is the path of an exported ONNX policy.
+    """
+    if isinstance(value, Path):
+        return f"learned:{value}"
+    text = value.strip()
+    kind, sep, _ = text.partition(":")
+    if (sep and kind.strip().lower() in SPEC_PREFIXES) or text.lower() in SCHEDULERS:
+        return text
+    return f"learned:{text}"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A scheduler to evaluate next to the baselines: its row label and its spec.
+
+    `spec` is anything :func:`as_spec` takes: a scheduler spec (``lookahead:srpt``,
+    ``learned:policy/default.onnx``) or an ONNX file's path (str or Path), stored as the
+    spec ``learned:PATH``.
+    """
+
+    label: str
+    spec: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "spec", as_spec(self.spec))
+
+    @classmethod
+    def parse(cls, text: str) -> ModelSpec:
+        """``LABEL=SPEC`` or ``LABEL=PATH.onnx`` → ModelSpec (IdlegateError on bad syntax;
+        nothing is loaded)."""
+        label, sep, spec = text.partition("=")
+        label, spec = label.strip(), spec.strip()
+        if not sep or not label or not spec:
+            raise IdlegateError(
+                f"--models {text!r}: write LABEL=PATH.onnx or LABEL=SPEC, e.g. "
+                "learned=out/train/policy.onnx or lookahead=lookahead:srpt"
+            )
+        if not _LABEL.match(label):
+            raise IdlegateError(
+                f"model label {label!r}: use letters, digits and . _ + - "
+                "(e.g. learned, learned-no-idle)"
+            )
+        return cls(label, spec)
+
+    @property
+    def path(self) -> Path | None:
+        """The ONNX file of a ``learned:PATH`` spec (None for any other spec)."""
+        kind, _, argument = self.spec.partition(":")
+        return Path(argument.strip()).expanduser() if kind == "learned" else None
+
+    @property
+    def entry(self) -> str:
+        """The compare entry ``LABEL=SPEC``."""
+        return f"{self.label}={self.spec}"
+
+    def check(self) -> dict[str, str]:
+        """Build the scheduler once (IdlegateError if it cannot be); its ONNX metadata, if any."""
+        path = self.path
+        if path is not None and not path.is_file():
+            raise IdlegateError(
+                f"model {self.label!r}: file {str(path.resolve())!r} does not exist; "
+                "give the path of an exported policy (idlegate export-onnx) or a scheduler "
+                f"spec: a name ({', '.join(SCHEDULERS)}) or "
+                + ", ".join(f"{p}:…" for p in SPEC_PREFIXES)
+            )
+        try:
+            policy = make_scheduler(self.spec)
+        except IdlegateError as exc:
+            raise IdlegateError(f"model {self.label!r} ({self.spec}): {exc}") from None
+        return dict(getattr(policy, "metadata", {}))
+
+
+def parse_list(values: str | Sequence[str]) -> tuple[str, ...]:
+    """Comma-separated and/or repeated option values as one tuple of non-empty items."""
+    items = [values] if isinstance(values, str) else list(values)
+    return tuple(x.strip() for v in items for x in v.split(",") if x.strip())
+
+
+def parse_models(values: str | Sequence[str]) -> tuple[ModelSpec, ...]:
+    """``--models`` values (repeatable, comma-separated) as ModelSpecs."""
+    items = parse_list(values)
+    if not items:
+        raise IdlegateError("no model given; pass --models LABEL=PATH.onnx or LABEL=SPEC")
+    return tuple(ModelSpec.parse(x) for x in items)
+
+
+@dataclass(frozen=True)
+class WorkloadCase:
+    """One workload of a suite: a `build_workload` name and options, and how to call it."""
+
+    key: str
+    """Short, file-name safe identity (the report's sub-directory), e.g. "tpch-15s"."""
+    title: str
+    family: str
+    """"synthetic", "tpch", "tpch-like", "bursty" or "mixed" (selects the headline targets)."""
+    workload: str
+    options: WorkloadOptions
+    skip_reason: str | None = None
+    """Why this case cannot run here (e.g. no TPC-H traces); None: it runs."""
+
+
+@dataclass(frozen=True)
+class EvaluateConfig:
+    """What `idlegate evaluate` runs."""
+
+    models: tuple[ModelSpec, ...]
+    suite: str = "quick"
+    seeds: int | None = None
+    """Number of seeds (None: the suite's default, 3 quick / 10 full)."""
+    first_seed: int = DEFAULT_FIRST_SEED
+    jobs: int = 1
+    tpch_dir: Path | None = None
+    workloads: tuple[str, ...] | None = None
+    """Case keys or families to run (None: the whole suite)."""
+    training_log: Path | None = None
+    sweep: bool = True
+    confidence: float = 0.95
+
+    def __post_init__(self) -> None:
+        if not self.models:
+            raise IdlegateError("no model to evaluate; pass --models LABEL=PATH.onnx or LABEL=SPEC")
+        labels = [m.label for m in self.models]
+        taken = {b for b, _ in BASELINES} | {SWEEP_REFERENCE[0]}
+        for label in labels:
+            if labels.count(label) > 1:
+                raise IdlegateError(f"model label {label!r} given twice")
+            if label in taken:
+                raise IdlegateError(f"model label {label!r} is a baseline's name; choose another")
+        if self.suite not in SUITES:
+            raise IdlegateError(f"unknown suite {self.suite!r}; choose one of: {', '.join(SUITES)}")
+        if self.seeds is not None and (not isinstance(self.seeds, int) or self.seeds < 1):
+            raise IdlegateError(f"--seeds must be at least 1, got {self.seeds!r}")
+        if not isinstance(self.first_seed, int) or self.first_seed < 0:
+            raise IdlegateError(f"--first-seed must be a whole number >= 0, got {self.first_seed}")
+        if isinstance(self.jobs, bool) or not isinstance(self.jobs, int) or self.jobs < 1:
+            raise IdlegateError(f"--jobs must be a whole number >= 1, got {self.jobs!r}")
+        if self.training_log is not None and not Path(self.training_log).is_file():
+            raise IdlegateError(f"training log {str(self.training_log)!r} does not exist")
+        if not 0 < self.confidence < 1:
+            raise IdlegateError(f"confidence must be between 0 and 1, got {self.confidence}")
+
+    @property
+    def seed_list(self) -> tuple[int, ...]:
+        """The evaluation seeds, first_seed upwards."""
+        n = self.seeds if self.seeds is not None else DEFAULT_SEEDS[self.suite]
+        return tuple(range(self.first_seed, self.first_seed + n))
+
+    def entries(self) -> tuple[str, ...]:
+        """The compared schedulers as compare entries: the models, then the baselines."""
+        return (*(m.entry for m in self.models), *(f"{b}={s}" for b, s in BASELINES))
+
+    def command_line(self) -> str:
+        """The `idlegate evaluate` command that reproduces this evaluation."""
+        parts = ["idlegate", "evaluate", "--suite", self.suite]
+        for m in self.models:
+            parts += ["--models", m.entry]
+        parts += ["--seeds", str(len(self.seed_list)), "--first-seed", str(self.first_seed)]
+        if self.tpch_dir is not None:
+            parts += ["--tpch-dir", str(self.tpch_dir)]
+        if self.workloads is not None:
+            parts += ["--workloads", ",".join(self.workloads)]
+        if self.training_log is not None:
+            parts += ["--training-log", str(self.training_log)]
+        if not self.sweep:
+            parts.append("--no-sweep")
+        return shlex.join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready description (no wall-clock data, no --jobs: results do not depend on it)."""
+        return {
+            "suite": self.suite,
+            "models": {m.label: m.spec for m in self.models},
+            "baselines": dict(BASELINES),
+            "seeds": list(self.seed_list),
+            "tpch_dir": None if self.tpch_dir is None else str(self.tpch_dir),
+            "workloads": None if self.workloads is None else list(self.workloads),
+            "training_log": None if self.training_log is None else str(self.training_log),
+            "sweep": self.sweep,
+            "confidence": self.confidence,
+            "command": self.command_line(),
+        }
+
+
+def _tpch_available(tpch_dir: Path | None) -> str | None:
+    """None if the TPC-H traces are found, else why not (a sentence)."""
+    try:
+        path = resolve_tpch_dir(tpch_dir)
+    except IdlegateError as exc:
+        return f"skipped: {exc}"
+    if not any(path.glob("*/q*.json")):
+        return f"skipped: no TPC-H traces (<size>/q<N>.json) under {path}"
+    return None
+
+
+def suite_cases(suite: str, tpch_dir: Path | None = None) -> tuple[WorkloadCase, ...]:
+    """The workloads of `suite` ("quick" or "full"); TPC-H cases carry a skip reason if needed."""
+    if suite not in SUITES:
+        raise IdlegateError(f"unknown suite {suite!r}; choose one of: {', '.join(SUITES)}")
+    quick = suite == "quick"
+    synthetic_stream = 49 if quick else 99
+    dag_stream = 40 if quick else 200
+    missing = _tpch_available(tpch_dir)
+    cases = [
+        WorkloadCase(
+            f"synthetic-{load}",
+            f"synthetic two-type, load {load} (4 executors, 1 + {synthetic_stream} jobs)",
+            "synthetic",
+            "synthetic",
+            WorkloadOptions(load=load, extra={"init": 1, "num_stream": synthetic_stream}),
+        )
+        for load in (0.6, 0.8)
+    ]
+    cases += [
+        WorkloadCase(
+            f"tpch-{ia}s",
+            f"TPC-H streaming, interarrival {ia} s (50 executors, 1 + {dag_stream} jobs)",
+            "tpch",
+            "tpch",
+            WorkloadOptions(
+                num_executors=50,
+                interarrival=float(ia),
+                tpch_dir=tpch_dir,
+                extra={"init": 1, "num_stream": dag_stream},
+            ),
+            skip_reason=missing,
+        )
+        for ia in (15, 25)
+    ]
+    demo_stream = 40 if quick else DEMO_STREAMED_JOBS
+    cases.append(
+        WorkloadCase(
+            f"tpch-like-{DEMO_LOAD}",
+            f"TPC-H-like DAGs, load {DEMO_LOAD}, the demo's setting ({DEMO_EXECUTORS} "
+            f"executors, 1 + {demo_stream} jobs)",
+            "tpch-like",
+            DEMO_WORKLOAD,
+            WorkloadOptions(
+                num_executors=DEMO_EXECUTORS,
+                load=DEMO_LOAD,
+                extra={"init": 1, "num_stream": demo_stream},
+            ),
+        )
+    )
+    bursty = workload_config("bursty")
+    bursty_stream = 49 if quick else bursty.num_stream
+    cases.append(
+        WorkloadCase(
+            f"bursty-{bursty.DEFAULT_LOAD}",
+            f"bursty: sessions of short jobs + long jobs, load {bursty.DEFAULT_LOAD} "
+            f"({bursty.num_executors} executors, {bursty.init} + {bursty_stream} jobs)",
+            "bursty",
+            "bursty",
+            WorkloadOptions(extra={"num_stream": bursty_stream}),
+        )
+    )
+    dags = "tpch-like" if missing else "tpch"
+    source = "TPC-H-like generated DAGs (no TPC-H traces)" if missing else "TPC-H"
+    cases.append(
+        WorkloadCase(
+            "mixed-0.5",
+            f"mixed α = 0.5: two-type + {source} (50 executors, 1 + {dag_stream} jobs, 25 s)",
+            "mixed",
+            "mixed",
+            WorkloadOptions(
+                num_executors=50,
+                interarrival=25.0,
+                alpha=0.5,
+                tpch_dir=None if missing else tpch_dir,
+                extra={"init": 1, "num_stream": dag_stream, "dags": dags},
+            ),
+        )
+    )
+    return tuple(cases)
+
+
+def select_cases(
+    cases: Sequence[WorkloadCase], wanted: Sequence[str] | None
+) -> tuple[WorkloadCase, ...]:
+    """The cases whose key or family is in `wanted` (all if None); IdlegateError if unknown."""
+    if wanted is None:
+        return tuple(cases)
+    known = {c.key for c in cases} | {c.family for c in cases}
+    unknown = [w for w in wanted if w not in known]
+    if unknown:
+        choices = ", ".join([*(c.key for c in cases), *sorted({c.family for c in cases})])
+        raise IdlegateError(f"unknown workload {unknown[0]!r}; choose from: {choices}")
+    return tuple(c for c in cases if c.key in wanted or c.family in wanted)
