@@ -40,6 +40,10 @@ Checkpoint format (`torch.save` of a dict; `checkpoint_dict` builds it):
      ...}                                    # training may add keys, e.g. "training_config"
 """
 
+# Over 600 lines on purpose: the network, its batching for training and its checkpoint
+# format share the tensors' layout described above; kept together, a change to one of
+# them is reviewed against the others (the ONNX export in onnx_export.py reads them all).
+
 from __future__ import annotations
 
 import hashlib
