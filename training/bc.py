@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from idlegate.policy import make_scheduler
 from idlegate.policy.actions import (
     WAIT_CHOICE,
     ActionConfig,
@@ -39,7 +40,6 @@ from idlegate.policy.actions import (
     idle_slot,
 )
 from idlegate.policy.features import FeatureConfig, Featurizer, Observation
-from idlegate.policy.heuristics import make_scheduler
 from idlegate.policy.model import ModelConfig, PolicyNet, evaluate_batch
 from idlegate.sim.cluster import WAIT, Action, ClusterView, Decision, Scheduler
 from idlegate.sim.engine import Workload, simulate
@@ -144,6 +144,9 @@ def record_demonstrations(
     actor_onnx: bytes | None = None,
 ) -> Demonstrations:
     """One episode labelled by the teacher (a top-level function so that workers can run it).
+
+    `heuristic` is any scheduler spec: a heuristic, ``analytic:BASE`` or the planner
+    ``lookahead:BASE`` (whose WAITs and idle slots then become labels too).
 
     With `actor_onnx` (an exported policy) that policy acts, greedily, and the teacher
     only labels the states it visits; `avg_jct` is then the policy's.

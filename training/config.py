@@ -228,7 +228,11 @@ class BCSpec(_Section):
     """Behaviour-cloning warm start: imitate a heuristic before the RL phase."""
 
     enabled: bool = Field(default=True, description="Run the warm start (skipped on resume).")
-    heuristic: str = Field(default="sjf-cp", description="The teacher (fair or sjf-cp advised).")
+    heuristic: str = Field(
+        default="sjf-cp",
+        description="The teacher: any scheduler spec but random, e.g. sjf-cp, fair or the "
+        "planner lookahead:srpt (whose WAITs and idle slots become labels too).",
+    )
     episodes: int = Field(default=8, ge=1, description="Teacher episodes recorded.")
     episode_seconds: float | None = Field(
         default=None, gt=0, description="Stop each teacher episode here (None: whole sequence)."
@@ -247,10 +251,42 @@ class BCSpec(_Section):
     @field_validator("heuristic")
     @classmethod
     def _known(cls, value: str) -> str:
-        if value not in SCHEDULERS or value == "random":
-            names = ", ".join(s for s in SCHEDULERS if s != "random")
-            raise ValueError(f"the BC teacher must be one of {names}, got {value!r}")
+        from idlegate.policy import make_scheduler
+
+        if value == "random":
+            raise ValueError("the BC teacher cannot be random: it has nothing to teach")
+        try:
+            make_scheduler(value)
+        except IdlegateError as exc:
+            raise ValueError(f"the BC teacher {value!r} is not a scheduler: {exc}") from None
         return value
+
+
+class PPOSpec(_Section):
+    """PPO's update (`training.ppo`), used when ``algorithm: ppo``: several epochs of
+    clipped minibatch steps over each iteration's decisions."""
+
+    clip: float = Field(
+        default=0.2,
+        gt=0,
+        lt=1,
+        description="ε: the probability ratio π/π_old is clipped to [1 − ε, 1 + ε].",
+    )
+    epochs: int = Field(
+        default=4, ge=1, description="Passes over the iteration's decisions (each reshuffled)."
+    )
+    minibatch_size: int = Field(
+        default=2048,
+        ge=1,
+        description="Decisions per optimizer step (computed in chunks of learner_batch).",
+    )
+    target_kl: float | None = Field(
+        default=0.02,
+        gt=0,
+        description="Stop the iteration's remaining steps once the KL(π_old ‖ π) estimate "
+        "of a minibatch, measured before its step, exceeds this (None: always run every "
+        "epoch).",
+    )
 
 
 class TrainConfig(_Section):
@@ -263,11 +299,25 @@ class TrainConfig(_Section):
     workload: WorkloadSpec = Field(
         default_factory=WorkloadSpec, description="The training workload (arrival sequences)."
     )
+    mixture: tuple[WorkloadSpec, ...] = Field(
+        default=(),
+        description="More training workloads: teacher and RL episodes cycle over "
+        "[workload, *mixture] (one policy for several clusters and job mixes).",
+    )
     validation: ValidationSpec = Field(
         default_factory=ValidationSpec, description="Fixed validation set and reference runs."
     )
     model: ModelSection = Field(default_factory=ModelSection, description="The policy network.")
     iterations: int = Field(default=100, ge=0, description="REINFORCE iterations.")
+    algorithm: Literal["reinforce", "ppo"] = Field(
+        default="reinforce",
+        description="The RL update: reinforce (one policy-gradient step per iteration) or "
+        "ppo (epochs of clipped minibatch steps, see the ppo section); both use the "
+        "input-dependent baseline's advantages.",
+    )
+    ppo: PPOSpec = Field(
+        default_factory=PPOSpec, description="PPO's settings (used when algorithm is ppo)."
+    )
     init_checkpoint: str | None = Field(
         default=None,
         description="Start from this checkpoint's weights (e.g. an earlier run's bc.pt or "
@@ -349,6 +399,11 @@ class TrainConfig(_Section):
         except IdlegateError as exc:
             raise ValueError(str(exc)) from None
         return self
+
+    @property
+    def training_workloads(self) -> tuple[WorkloadSpec, ...]:
+        """The training workloads, in the order episodes cycle over them."""
+        return (self.workload, *self.mixture)
 
     @property
     def validation_workload(self) -> WorkloadSpec:

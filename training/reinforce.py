@@ -17,6 +17,10 @@ One iteration k (`train`):
 5. every `validation.every` iterations: the greedy policy on the fixed validation seeds
    (whole episodes), average JCT logged next to the heuristics' (computed once).
 
+With ``algorithm: ppo`` step 4 is PPO's epochs of clipped minibatch steps instead
+(`training.ppo`); everything else — rollouts, advantages, validation, checkpoints, the
+log — is this loop.
+
 Before iteration 0 an optional behaviour-cloning warm start (`training.bc`) imitates a
 heuristic. Outputs in `out_dir`: `train_log.csv` (one row per iteration),
 `checkpoint.pt` (resumable: model, optimizer, iteration, Generator state, config),
@@ -41,6 +45,7 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from idlegate.errors import IdlegateError
+from idlegate.policy.actions import Choice
 from idlegate.policy.model import (
     PolicyNet,
     evaluate_batch,
@@ -66,6 +71,7 @@ from idlegate.training.rollout import (
     Rollout,
     RolloutRunner,
     RolloutTask,
+    StoredObservation,
     WorkloadRef,
     export_onnx_bytes,
     make_blob,
@@ -81,6 +87,9 @@ CSV_FIELDS: tuple[str, ...] = (
     "loss",
     "grad_norm",
     "explained_variance",
+    "approx_kl",
+    "clip_fraction",
+    "update_steps",
     "idle_fraction",
     "wait_fraction",
     "episode_mean_seconds",
@@ -108,6 +117,12 @@ class IterationStats:
     loss: float = math.nan
     grad_norm: float = math.nan
     explained_variance: float = math.nan
+    approx_kl: float = math.nan
+    """PPO: KL(π_old ‖ π) estimated on the last minibatch before its step."""
+    clip_fraction: float = math.nan
+    """PPO: share of that minibatch's ratios outside 1 ± clip."""
+    update_steps: float = math.nan
+    """Optimizer steps this iteration (REINFORCE: 1; PPO: fewer on a KL early stop)."""
     idle_fraction: float = math.nan
     wait_fraction: float = math.nan
     episode_mean_seconds: float = math.nan
@@ -115,6 +130,21 @@ class IterationStats:
     rollout_seconds: float = math.nan
     update_seconds: float = math.nan
     val_avg_jct: float = math.nan
+
+
+@dataclass(frozen=True)
+class UpdateStats:
+    """What one iteration's update reports (NaN: the algorithm does not measure it)."""
+
+    loss: float
+    """The loss of the update (PPO: mean over its minibatch steps)."""
+    entropy: float
+    """Mean entropy of the policy on the update's decisions (before the update)."""
+    grad_norm: float
+    """Gradient norm before clipping (PPO: mean over the steps)."""
+    steps: int
+    approx_kl: float = math.nan
+    clip_fraction: float = math.nan
 
 
 @dataclass
@@ -191,13 +221,7 @@ def update(
     rng: np.random.Generator,
 ) -> tuple[float, float, float]:
     """One Adam step on the policy-gradient loss; returns (loss, mean entropy, grad norm)."""
-    observations = [o for r in rollouts for o in r.observations]
-    choices = [c for r in rollouts for c in r.choice_list()]
-    advantages = np.concatenate(adv) if adv else np.zeros(0)
-    index = np.arange(len(observations))
-    limit = config.max_update_decisions
-    if limit is not None and len(index) > limit:
-        index = np.sort(rng.choice(len(index), size=limit, replace=False))
+    observations, choices, advantages, index = update_decisions(rollouts, adv, config, rng)
     count = len(index)
     optimizer.zero_grad()
     if count == 0:
@@ -222,6 +246,43 @@ def update(
     optimizer.step()
     model.eval()
     return loss_total, entropy_total / count, norm
+
+
+def update_decisions(
+    rollouts: Sequence[Rollout],
+    adv: Sequence[np.ndarray],
+    config: TrainConfig,
+    rng: np.random.Generator,
+) -> tuple[list[StoredObservation], list[Choice], np.ndarray, np.ndarray]:
+    """(observations, choices, advantages, index) of the update: the rollouts' decisions
+    pooled, and the sorted positions to learn from — all of them, or a uniform sample of
+    `config.max_update_decisions` (drawn from `rng`)."""
+    observations = [o for r in rollouts for o in r.observations]
+    choices = [c for r in rollouts for c in r.choice_list()]
+    advantages = np.concatenate(adv) if adv else np.zeros(0)
+    index = np.arange(len(observations))
+    limit = config.max_update_decisions
+    if limit is not None and len(index) > limit:
+        index = np.sort(rng.choice(len(index), size=limit, replace=False))
+    return observations, choices, advantages, index
+
+
+def algorithm_update(
+    model: PolicyNet,
+    optimizer: torch.optim.Optimizer,
+    rollouts: Sequence[Rollout],
+    adv: Sequence[np.ndarray],
+    config: TrainConfig,
+    entropy_weight: float,
+    rng: np.random.Generator,
+) -> UpdateStats:
+    """Step 4 with `config.algorithm`: REINFORCE's one step (`update`) or PPO's epochs."""
+    if config.algorithm == "ppo":
+        from idlegate.training.ppo import ppo_update  # ppo builds on this module
+
+        return ppo_update(model, optimizer, rollouts, adv, config, entropy_weight, rng)
+    loss, entropy, norm = update(model, optimizer, rollouts, adv, config, entropy_weight, rng)
+    return UpdateStats(loss, entropy, norm, steps=0 if math.isnan(entropy) else 1)  # NaN: none
 
 
 class TrainLog:
@@ -332,7 +393,7 @@ def train(
         )
     if config.resume and not ckpt_path.exists():
         raise IdlegateError(f"nothing to resume: {str(ckpt_path)!r} does not exist")
-    for spec in (config.workload, config.validation_workload):  # fail now, not in a worker
+    for spec in (*config.training_workloads, config.validation_workload):  # fail now
         try:
             build_workload(spec.name, config.validation.seeds[0], **spec.options)
         except IdlegateError as exc:
@@ -534,7 +595,8 @@ def _iteration(
     else:
         mean, max_time = math.inf, math.inf
     seeds = rng.integers(SEED_RANGE, size=config.rollouts_per_sequence).tolist()
-    ref = workload_ref(config.workload, arrival_seed)
+    specs = config.training_workloads
+    ref = workload_ref(specs[it % len(specs)], arrival_seed)
     blob = make_blob(model, config.rollout_backend)
     rollouts: list[Rollout] = runner.run(blob, [RolloutTask(ref, s, max_time) for s in seeds])
     t1 = time.perf_counter()
@@ -542,7 +604,7 @@ def _iteration(
     beta = rl.entropy_weight_at(
         it, config.entropy.weight, config.entropy.decay, config.entropy.minimum
     )
-    loss, entropy, norm = update(model, optimizer, rollouts, adv, config, beta, rng)
+    step = algorithm_update(model, optimizer, rollouts, adv, config, beta, rng)
     t2 = time.perf_counter()
     first = [r[0] if r.size else 0.0 for r in returns]
     decisions = [r.decisions for r in rollouts]
@@ -553,11 +615,14 @@ def _iteration(
         wall_seconds=math.nan,
         mean_return=float(np.mean(first)),
         mean_decisions=float(np.mean(decisions)),
-        entropy=entropy,
+        entropy=step.entropy,
         entropy_weight=beta,
-        loss=loss,
-        grad_norm=norm,
+        loss=step.loss,
+        grad_norm=step.grad_norm,
         explained_variance=rl.explained_variance(pooled_r, pooled_b) if pooled_r.size else math.nan,
+        approx_kl=step.approx_kl,
+        clip_fraction=step.clip_fraction,
+        update_steps=step.steps,
         idle_fraction=sum(r.idle_decisions for r in rollouts) / max(sum(decisions), 1),
         wait_fraction=sum(r.wait_decisions for r in rollouts) / max(sum(decisions), 1),
         episode_mean_seconds=mean,
@@ -588,9 +653,10 @@ def _warm_start(
 
     def record(actor: tuple[tuple[str, Any], ...] = ()) -> Demonstrations:
         tasks = []
-        for _ in range(bc.episodes):
+        specs = config.training_workloads
+        for episode in range(bc.episodes):
             seed = draw_seed(rng, forbidden)
-            ref = workload_ref(config.workload, seed)
+            ref = workload_ref(specs[episode % len(specs)], seed)
             tasks.append(CustomTask(ref, seed, record_demonstrations, kwargs + actor))
         return merge_demonstrations(runner.run(None, tasks))
 
@@ -675,4 +741,14 @@ def _progress(console: Console, enabled: bool) -> Any:
     )
 
 
-__all__ = ["CSV_FIELDS", "IterationStats", "TrainResult", "train", "update", "validate"]
+__all__ = [
+    "CSV_FIELDS",
+    "IterationStats",
+    "TrainResult",
+    "UpdateStats",
+    "algorithm_update",
+    "train",
+    "update",
+    "update_decisions",
+    "validate",
+]
