@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import csv
 import math
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -11,7 +14,18 @@ from idlegate.errors import IdlegateError
 
 torch = pytest.importorskip("torch", reason="PPO needs the train extra (torch)")
 
+from idlegate.policy.model import PolicyNet, load_checkpoint  # noqa: E402
+from idlegate.sim.workloads import build_workload  # noqa: E402
 from idlegate.training import math as rl  # noqa: E402
+from idlegate.training.config import TrainConfig, build_config  # noqa: E402
+from idlegate.training.ppo import ppo_update  # noqa: E402
+from idlegate.training.reinforce import returns_and_advantages, train  # noqa: E402
+from idlegate.training.rollout import (  # noqa: E402
+    RecordingPolicy,
+    Rollout,
+    run_rollout,
+    torch_evaluator,
+)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -86,3 +100,101 @@ def test_clip_fraction_counts_ratios_outside_the_range():
     logp = torch.log(torch.tensor([1.5, 0.5, 1.0, 1.1]))
     assert rl.clip_fraction(logp, torch.zeros(4), 0.2) == 0.5
     assert rl.clip_fraction(torch.zeros(0), torch.zeros(0), 0.2) == 0.0
+
+
+# ---------------------------------------------------------------------------------------
+# the update and the training loop
+
+
+def tiny_config(out: Path, **over: Any) -> TrainConfig:
+    """Two executors, 25 two-task jobs, 3 rollouts per sequence, one worker (seconds)."""
+    data = {
+        "seed": 7,
+        "algorithm": "ppo",
+        "workload": {
+            "name": "synthetic",
+            "options": {"num_executors": 2, "num_jobs": 25, "tasks_per_job": 2, "load": 0.9},
+        },
+        "validation": {
+            "seeds": [1_000_000, 1_000_001],
+            "every": 1,
+            "reference_schedulers": ["fifo"],
+        },
+        "iterations": 2,
+        "rollouts_per_sequence": 3,
+        "workers": 1,
+        "curriculum": {"initial_mean_seconds": 150, "increment_seconds": 50},
+        "bc": {"enabled": False},
+        "ppo": {"epochs": 3, "minibatch_size": 64},
+        "out_dir": str(out),
+    }
+    return build_config({**data, **over})
+
+
+def _rollouts(config: TrainConfig) -> tuple[PolicyNet, list[Rollout]]:
+    """A fresh model and three rollouts of one arrival sequence, in this process."""
+    model = PolicyNet(config.model.to_model_config())
+    cfg = model.config
+    spec = config.workload
+    wl = build_workload(spec.name, 3, **spec.options)
+    policy = RecordingPolicy(torch_evaluator(model), cfg.features, cfg.actions)
+    return model, [run_rollout(policy, wl, seed=s, arrival_seed=3) for s in (11, 12, 13)]
+
+
+def test_ppo_update_runs_its_epochs_or_stops_on_the_kl_target(tmp_path):
+    config = tiny_config(tmp_path, ppo={"epochs": 3, "minibatch_size": 64, "target_kl": None})
+    model, rollouts = _rollouts(config)
+    _, _, adv = returns_and_advantages(rollouts, config)
+    decisions = sum(r.decisions for r in rollouts)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    full = ppo_update(model, optimizer, rollouts, adv, config, 0.01, np.random.default_rng(0))
+    assert full.steps == 3 * math.ceil(decisions / 64)
+    assert full.approx_kl > 0 and 0 <= full.clip_fraction <= 1 and full.entropy > 0
+    assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())
+    # the first minibatch meets π_old exactly (KL 0); the next one has moved past 1e-12
+    strict = tiny_config(tmp_path, ppo={"epochs": 3, "minibatch_size": 64, "target_kl": 1e-12})
+    model, rollouts = _rollouts(strict)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    early = ppo_update(model, optimizer, rollouts, adv, strict, 0.01, np.random.default_rng(0))
+    assert early.steps == 1 and early.approx_kl > 1e-12
+
+
+def _log(out: Path) -> list[dict[str, str]]:
+    with (out / "train_log.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    drop = ("wall_seconds", "rollout_seconds", "update_seconds")
+    return [{k: v for k, v in r.items() if k not in drop} for r in rows]
+
+
+@pytest.mark.slow
+def test_a_ppo_run_from_a_warm_start_logs_checkpoints_and_resumes(tmp_path):
+    warm = train(
+        tiny_config(
+            tmp_path / "bc", algorithm="reinforce", iterations=0, bc={"episodes": 2, "epochs": 1}
+        ),
+        show_progress=False,
+    )
+    init = str(tmp_path / "bc" / "bc.pt")
+    straight = train(tiny_config(tmp_path / "straight", init_checkpoint=init), show_progress=False)
+    assert straight.initial_val_jct == warm.initial_val_jct  # the warm start's weights
+    rows = _log(tmp_path / "straight")
+    assert [r["iteration"] for r in rows] == ["0", "1", "2"]
+    for row in rows[1:]:
+        assert int(row["update_steps"]) >= 1
+        assert float(row["approx_kl"]) >= 0 and row["val_avg_jct"]
+    ckpt = load_checkpoint(tmp_path / "straight" / "checkpoint.pt")
+    assert ckpt["iteration"] == 2 and ckpt["training_config"]["algorithm"] == "ppo"
+    assert (tmp_path / "straight" / "policy.onnx").is_file()
+
+    train(tiny_config(tmp_path / "split", init_checkpoint=init, iterations=1), show_progress=False)
+    with pytest.raises(IdlegateError, match=r"config differs .* in algorithm"):
+        train(
+            tiny_config(tmp_path / "split", algorithm="reinforce", resume=True),
+            show_progress=False,
+        )
+    train(tiny_config(tmp_path / "split", init_checkpoint=init, resume=True), show_progress=False)
+    assert _log(tmp_path / "split") == rows
+    a = load_checkpoint(tmp_path / "straight" / "checkpoint.pt")["state_dict"]
+    b = load_checkpoint(tmp_path / "split" / "checkpoint.pt")["state_dict"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
