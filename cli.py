@@ -320,6 +320,41 @@ def operator_command(
 
 
 @app.command()
+def lint(
+    files: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="FILE...",
+            help="Manifests: YAML or JSON files, directories (their *.yaml, *.yml, *.json, "
+            "recursively) or - for standard input.",
+        ),
+    ],
+    pool_size: Annotated[
+        int | None,
+        typer.Option(
+            "--pool-size", help="Also check gang stages against this pool (as the operator)."
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Check DagWorkflow manifests offline with the operator's checks; exit 1 if any fails."""
+    with _user_errors():
+        from idlegate.operator.lint import lint_paths
+
+        report = lint_paths(files, pool_size=pool_size)
+    if as_json:
+        typer.echo(json.dumps(report.to_json(), indent=2))
+    else:
+        for problem in report.problems:
+            typer.echo(str(problem))
+        for note in report.notes:
+            typer.echo(f"note: {note}", err=True)
+        typer.echo(report.summary(), err=True)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+@app.command()
 def train(
     preset: Annotated[
         str | None, typer.Option("--preset", help="Base settings: quick (≤ 10 min) or full.")
