@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Bring idlegate up on a local kind cluster and smoke-test it:
-#   create the cluster (deploy/kind/kind-config.yaml), build the operator image and load it
-#   into the cluster, apply deploy/base, wait for the operator, submit deploy/samples/, wait
-#   for the diamond to succeed and the invalid sample to be marked Invalid, show `get dwf`.
+#   create the cluster (deploy/kind/kind-config.yaml), build the operator image, check
+#   deploy/samples/ with `idlegate lint` (in that image), load the image into the cluster,
+#   apply deploy/base, wait for the operator, submit deploy/samples/, wait for the diamond
+#   to succeed and the invalid sample to be marked Invalid, show `get dwf`.
 #
 # Usage: deploy/kind-up.sh            (from anywhere; needs docker, kind and kubectl)
 # Environment:
@@ -64,6 +65,25 @@ if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
     log "building $IMAGE"
     docker build -f "$ROOT/deploy/Dockerfile" -t "$IMAGE" "$ROOT"
 fi
+
+# `idlegate lint` in the image: the very code that will admit the samples, so a sample the
+# operator would mark Invalid stops here, before anything is loaded or applied. Each
+# file goes in on stdin (no bind mount: nothing to share with Docker, no SELinux labels).
+lint() { docker run --rm -i "$IMAGE" lint - < "$1" 2>&1; }
+log "linting deploy/samples (idlegate lint: the operator's checks, offline)"
+for sample in "$ROOT"/deploy/samples/*.yaml; do
+    name="deploy/samples/${sample##*/}"
+    if [[ "${sample##*/}" == invalid-* ]]; then
+        # invalid on purpose: lint must find what the operator will report
+        if out="$(lint "$sample")"; then
+            die "idlegate lint accepted $name, which is invalid on purpose"
+        fi
+        grep -q '^<stdin>\[0\] spec' <<< "$out" || die "idlegate lint failed on $name: $out"
+    else
+        out="$(lint "$sample")" || die "$name does not pass idlegate lint:"$'\n'"$out"
+    fi
+done
+
 log "loading $IMAGE into the cluster"
 kind load docker-image "$IMAGE" --name "$CLUSTER_NAME"
 

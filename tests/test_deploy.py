@@ -29,6 +29,7 @@ from pydantic import BaseModel
 
 from idlegate.errors import SpecError
 from idlegate.operator import crd
+from idlegate.operator.lint import lint_paths
 from idlegate.sim.spec import MAX_STAGES, StageSpec, WorkflowSpec, parse_workflow
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -404,6 +405,36 @@ def test_invalid_sample_passes_admission_but_not_the_operators_validation(schema
 
 def test_samples_are_all_accounted_for():
     assert set(samples()) == {*VALID_SAMPLES, INVALID_SAMPLE}
+    # deploy/kind-up.sh expects lint to fail exactly on the samples named invalid-*
+    assert [n for n in samples() if n.startswith("invalid-")] == [INVALID_SAMPLE]
+
+
+INVALID_SAMPLE_LINT = (
+    f"deploy/samples/{INVALID_SAMPLE}[0] spec.stages[1].dependsOn: the dependencies form a "
+    "cycle: clean -> report -> enrich -> clean (each depends on the next); a workflow must be "
+    "acyclic"
+)
+
+
+@pytest.mark.parametrize("name", VALID_SAMPLES)
+def test_valid_samples_lint_clean(name):
+    report = lint_paths([str(SAMPLES / name)])
+    assert report.problems == [] and report.notes == []
+    assert (report.workflows, report.invalid) == (1, 0)
+
+
+def test_samples_directory_lints_clean_except_the_invalid_sample():
+    # the command as a user (and deploy/README.md) runs it
+    out = subprocess.run(
+        [sys.executable, "-m", "idlegate", "lint", "deploy/samples"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 1, out.stderr
+    assert out.stdout.splitlines() == [INVALID_SAMPLE_LINT]
+    assert f"{len(samples())} DagWorkflow(s) in {len(samples())} file(s): 1 invalid" in out.stderr
 
 
 def _diamond() -> dict[str, Any]:
@@ -917,6 +948,68 @@ def test_kind_up_script_passes_shellcheck():
         env={**os.environ, "SHELLCHECK_OPTS": ""},
     )
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+_FAKE_TOOL = """#!/usr/bin/env bash
+# NAME, faked for kind-up.sh: logs its arguments; `docker run ... IMAGE ARGS` runs
+# `idlegate ARGS` here (the image's entry point), with the same stdin
+printf '%s\\n' "NAME $*" >> "$FAKE_LOG"
+if [[ NAME == docker && $1 == run ]]; then
+    while [[ $1 != "$IMAGE" ]]; do shift; done
+    shift
+    exec "$FAKE_PYTHON" -m idlegate "$@"
+fi
+"""
+
+
+def _run_kind_up(root: Path, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """deploy/kind-up.sh of the tree `root` with fake docker, kind and kubectl on PATH."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for tool in ("docker", "kind", "kubectl"):
+        fake = bin_dir / tool
+        fake.write_text(_FAKE_TOOL.replace("NAME", tool))
+        fake.chmod(0o755)
+    log = tmp_path / "calls.log"
+    log.write_text("")
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "FAKE_LOG": str(log),
+        "FAKE_PYTHON": sys.executable,
+        "IMAGE": "idlegate-operator:test",
+        "SKIP_BUILD": "1",
+        "SKIP_SMOKE": "1",
+    }
+    out = subprocess.run(
+        ["bash", str(root / "deploy" / "kind-up.sh")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    return out, log.read_text().splitlines()
+
+
+@pytest.mark.slow
+def test_kind_up_lints_the_samples_before_applying_them(tmp_path):
+    out, calls = _run_kind_up(ROOT, tmp_path)
+    assert out.returncode == 0, out.stderr
+    lints = [i for i, c in enumerate(calls) if c.startswith("docker run") and " lint -" in c]
+    assert len(lints) == len(samples())
+    first_apply = min(i for i, c in enumerate(calls) if c.startswith("kubectl") and " apply " in c)
+    assert max(lints) < first_apply
+
+    # a broken valid sample stops the script before anything is applied, with lint's words
+    tree = tmp_path / "tree"
+    shutil.copytree(DEPLOY, tree / "deploy", ignore=shutil.ignore_patterns("__pycache__"))
+    broken = tree / "deploy" / "samples" / "diamond.yaml"
+    broken.write_text(broken.read_text().replace("dependsOn: [extract]", "dependsOn: [extrakt]", 1))
+    out, calls = _run_kind_up(tree, tmp_path)
+    assert out.returncode == 1
+    assert "deploy/samples/diamond.yaml does not pass idlegate lint" in out.stderr
+    assert "depends on 'extrakt', which is not a stage of this workflow" in out.stderr
+    assert not [c for c in calls if c.startswith("kubectl") and " apply " in c]
 
 
 def test_readme_documents_the_deploy_commands():
