@@ -10,6 +10,10 @@ its *spec* with `make_scheduler`; `SCHEDULERS` lists the registered names. A spe
 * ``"lookahead:BASE"``: the rollout planner (`idlegate.policy.lookahead`) with BASE (any
   spec, e.g. ``"lookahead:sjf-cp"`` or ``"lookahead:learned:policy.onnx"``) deciding
   inside its simulated futures; `LookaheadConfig` fields pass as keyword parameters;
+* ``"strict:BASE"``, ``"easy:BASE"``, ``"reject:BASE"``: rigid-job rules
+  (`idlegate.policy.rigid`): a priority order without backfilling, with EASY
+  backfilling, or with the reject rule (``"reject:easy:sjf"``); ``fcfs``, ``saf``,
+  ``srf`` and ``f1`` are registered names for strict orders;
 * ``"learned:PATH.onnx"``: an exported learned policy, run by onnxruntime
   (`idlegate.policy.onnx_runtime.OnnxPolicy`, greedy); its name is the file's stem
   unless ``name=`` is given. onnxruntime is imported only when such a spec is built, and
@@ -25,14 +29,16 @@ from idlegate.errors import IdlegateError
 from idlegate.policy.analytic import make_analytic
 from idlegate.policy.heuristics import SCHEDULERS
 from idlegate.policy.heuristics import make_scheduler as make_registered
+from idlegate.policy.rigid import RIGID_PREFIXES, RIGID_SCHEDULERS, make_rigid
 from idlegate.sim.cluster import Scheduler
 
 SCHEDULERS["analytic"] = make_analytic
+SCHEDULERS.update(RIGID_SCHEDULERS)
 
 DEFAULT_POLICY_PATH = Path(__file__).resolve().parent / "default.onnx"
 """The learned policy shipped with the package (see the README: how it was trained)."""
 
-SPEC_PREFIXES: tuple[str, ...] = ("learned", "analytic", "lookahead")
+SPEC_PREFIXES: tuple[str, ...] = ("learned", "analytic", "lookahead", *RIGID_PREFIXES)
 """The ``KIND:ARGUMENT`` spec kinds `make_scheduler` accepts besides registered names."""
 
 
@@ -70,6 +76,8 @@ def make_scheduler(spec: str, /, **params: Any) -> Scheduler:
         from idlegate.policy.lookahead import make_lookahead
 
         return make_lookahead(argument, **params)
+    if kind in RIGID_PREFIXES:
+        return make_rigid(kind, argument, **params)
     if kind == "analytic":
         base = argument.strip()
         if not base:

@@ -51,7 +51,9 @@ from idlegate.sim.dag import Dag
 from idlegate.sim.durations import DurationModel
 from idlegate.sim.engine import Fidelity, JobArrival, Workload
 from idlegate.sim.history import HistoryWorkflow, load_history
+from idlegate.sim.lublin import LublinConfig, lublin_workload
 from idlegate.sim.spec import StageSpec, WorkflowSpec
+from idlegate.sim.swf import SwfConfig, swf_workload
 from idlegate.sim.tpch import (
     TPCH_QUERIES,
     TpchLibrary,
@@ -1131,6 +1133,18 @@ WORKLOADS: dict[str, WorkloadKind] = {
             FileConfig,
             file_workload,
             "workflows from a YAML/JSON file, or a history replayed at its recorded times",
+        ),
+        WorkloadKind(
+            "swf",
+            SwfConfig,
+            swf_workload,
+            "rigid jobs from an SWF trace (--file), a seeded window of --jobs-count jobs",
+        ),
+        WorkloadKind(
+            "lublin",
+            LublinConfig,
+            lublin_workload,
+            "rigid jobs from the Lublin-Feitelson model (256 nodes, daily cycle)",
         ),
     )
 }

@@ -298,7 +298,16 @@ def test_small_workloads_simulate_to_completion():
 
 
 def test_registry_names():
-    assert set(WORKLOADS) == {"synthetic", "tpch", "tpch-like", "mixed", "bursty", "file"}
+    assert set(WORKLOADS) == {
+        "synthetic",
+        "tpch",
+        "tpch-like",
+        "mixed",
+        "bursty",
+        "file",
+        "swf",
+        "lublin",
+    }
     for kind in WORKLOADS.values():
         assert "num_executors" in kind.options()
 
