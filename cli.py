@@ -216,6 +216,12 @@ def compare(
     file: FileOpt = None,
     alpha: AlphaOpt = None,
     option: OptionOpt = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json", help="Print the comparison as JSON (summaries, runs, setting; no table)."
+        ),
+    ] = False,
 ) -> None:
     """Compare schedulers on the same arrival sequences over several seeds."""
     with _user_errors():
@@ -231,7 +237,13 @@ def compare(
             ),
             jobs=jobs,
         )
-        print_compare(_stdout(), *run_compare(config, out))
+        cmp, paths, elapsed = run_compare(config, out)
+        if as_json:
+            typer.echo(json.dumps(cmp.to_dict(include_jct=False), indent=2))
+            for p in paths.values():  # stdout stays one JSON document
+                typer.echo(f"wrote {p}", err=True)
+        else:
+            print_compare(_stdout(), cmp, paths, elapsed)
 
 
 def _default_jobs() -> int:
@@ -324,7 +336,6 @@ def lint(
     files: Annotated[
         list[str],
         typer.Argument(
-            metavar="FILE...",
             help="Manifests: YAML or JSON files, directories (their *.yaml, *.yml, *.json, "
             "recursively) or - for standard input.",
         ),
@@ -332,7 +343,9 @@ def lint(
     pool_size: Annotated[
         int | None,
         typer.Option(
-            "--pool-size", help="Also check gang stages against this pool (as the operator)."
+            "--pool-size",
+            min=1,
+            help="Also check gang stages against this pool (as the operator).",
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
