@@ -216,6 +216,12 @@ def compare(
     file: FileOpt = None,
     alpha: AlphaOpt = None,
     option: OptionOpt = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json", help="Print the comparison as JSON (summaries, runs, setting; no table)."
+        ),
+    ] = False,
 ) -> None:
     """Compare schedulers on the same arrival sequences over several seeds."""
     with _user_errors():
@@ -231,7 +237,13 @@ def compare(
             ),
             jobs=jobs,
         )
-        print_compare(_stdout(), *run_compare(config, out))
+        cmp, paths, elapsed = run_compare(config, out)
+        if as_json:
+            typer.echo(json.dumps(cmp.to_dict(include_jct=False), indent=2))
+            for p in paths.values():  # stdout stays one JSON document
+                typer.echo(f"wrote {p}", err=True)
+        else:
+            print_compare(_stdout(), cmp, paths, elapsed)
 
 
 def _default_jobs() -> int:

@@ -8,9 +8,10 @@ FIFO on the same arrival sequences.
 
     python benchmarks/sim_speed.py [--tpch-dir DIR] [--seeds 5]
 
-Reference (quoted in the project's issue, measured there on this machine class, not
-here): Decima's own simulator needs 4-5 s per episode (~48k events/s) and gives average
-JCTs of ~27 s / ~35 s for fair and ~48 s / ~340 s for FIFO at 25 s / 15 s.
+The script measures idlegate alone and quotes no figure measured elsewhere: a speed
+ratio against another simulator means something only when both run side by side on the
+same machine, traces and seeds. How idlegate's simulator differs from Decima's (and so
+why their JCTs differ) is in docs/simulator-vs-decima.md.
 """
 
 from __future__ import annotations
@@ -25,8 +26,6 @@ from idlegate.policy.heuristics import make_scheduler
 from idlegate.sim.engine import simulate
 from idlegate.sim.tpch import resolve_tpch_dir
 from idlegate.sim.workloads import build_workload
-
-DECIMA_EPISODE_SECONDS = 4.5  # the issue's quoted midpoint for Decima's simulator
 
 
 def episode(interarrival: float, seed: int, scheduler: str, tpch_dir: str) -> tuple[float, object]:

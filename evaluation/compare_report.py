@@ -17,6 +17,7 @@ __all__ = [
     "fmt_number",
     "fmt_relative",
     "markdown_table",
+    "source_line",
     "table_headers",
     "table_rows",
     "to_markdown",
@@ -58,6 +59,7 @@ _COLUMNS: tuple[tuple[str, str, int, float], ...] = (
     ("p95 JCT (s)", "p95_jct", 1, 1.0),
     ("makespan (s)", "makespan", 0, 1.0),
     ("utilisation (%)", "utilisation", 1, 100.0),
+    ("overhead (%)", "overhead", 1, 100.0),
     ("JCT / bound", "lb_ratio", 2, 1.0),
 )
 
@@ -82,11 +84,18 @@ def caption(cmp: Comparison) -> str:
     """One sentence saying what the table measured and how to read it."""
     c = cmp.config
     pct = round(c.confidence * 100)
+    setting = cmp.setting.summary() if cmp.setting else f"{cmp.num_executors} executors"
     return (
-        f"workload {c.workload}, {cmp.num_executors} executors, {len(c.seeds)} seed(s) "
+        f"workload {c.workload}, {setting}, {len(c.seeds)} seed(s) "
         f"(same arrivals for every scheduler); mean ± {pct} % CI over seeds, "
-        "% vs baseline paired per seed"
+        "% vs baseline paired per seed; utilisation counts task execution only, overhead "
+        "the moving delay (warm-up stays in task time)"
     )
+
+
+def source_line(cmp: Comparison) -> str | None:
+    """Where the jobs came from (trace directory and sizes, file, or generator)."""
+    return None if cmp.setting is None else f"jobs: {cmp.setting.source}"
 
 
 def markdown_table(cmp: Comparison) -> str:
@@ -106,11 +115,13 @@ def markdown_table(cmp: Comparison) -> str:
 
 def to_markdown(cmp: Comparison) -> str:
     """The comparison table as GitHub markdown, with a one-line caption."""
+    source = source_line(cmp)
     lines = [
         f"# Scheduler comparison: {cmp.config.workload}",
         "",
         caption(cmp) + ".",
         "",
+        *([source + ".", ""] if source else []),
         markdown_table(cmp),
         "",
     ]

@@ -23,6 +23,7 @@ import numpy as np
 from idlegate import __version__
 from idlegate.errors import IdlegateError
 from idlegate.evaluation.pool import mp_context
+from idlegate.evaluation.setting import Setting, describe_setting
 from idlegate.policy import make_scheduler
 from idlegate.sim.engine import Workload, simulate
 from idlegate.sim.metrics import (
@@ -63,6 +64,7 @@ SUMMARY_FIELDS: tuple[str, ...] = (
     "p99_jct",
     "makespan",
     "utilisation",
+    "overhead",
     "mean_jobs_in_system",
     "idle_inserted",
     "lb_ratio",
@@ -278,6 +280,8 @@ class Comparison:
     config: CompareConfig
     results: tuple[SchedulerResult, ...]
     num_executors: int
+    setting: Setting | None = None
+    """The resolved workload setting (TPC-H sizes, interarrival, executors, jobs)."""
 
     def __getitem__(self, name: str) -> SchedulerResult:
         for r in self.results:
@@ -300,6 +304,7 @@ class Comparison:
             "idlegate_version": __version__,
             "config": self.config.to_dict(),
             "num_executors": self.num_executors,
+            "setting": None if self.setting is None else self.setting.to_dict(),
             "best": self.best.name,
             "schedulers": {r.name: r.to_dict(include_jct) for r in self.results},
         }
@@ -354,8 +359,9 @@ def run_comparison(config: CompareConfig, progress: ProgressCallback | None = No
                 idle=tuple(idles[entry, s] for s in config.seeds),
             )
         )
-    k = workloads[config.seeds[0]].num_executors
-    return Comparison(config, tuple(results), k)
+    first = workloads[config.seeds[0]]
+    setting = describe_setting(config.workload, config.options.to_kwargs(), first)
+    return Comparison(config, tuple(results), first.num_executors, setting)
 
 
 def parse_names(text: str | Sequence[str]) -> tuple[str, ...]:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from idlegate.evaluation.compare_report import (
     caption,
     fmt_number,
+    source_line,
     table_headers,
     table_rows,
     write_reports,
@@ -73,7 +74,8 @@ def render_run_table(m: RunMetrics) -> Table:
         ("p99 JCT (s)", fmt_number(m.p99_jct, 2)),
         ("max JCT (s)", fmt_number(m.max_jct, 2)),
         ("makespan (s)", fmt_number(m.makespan, 2)),
-        ("utilisation (%)", fmt_number(m.utilisation * 100, 1)),
+        ("utilisation: running tasks (%)", fmt_number(m.utilisation * 100, 1)),
+        ("overhead: moving delay (%)", fmt_number(m.overhead * 100, 1)),
         ("mean jobs in system", fmt_number(m.mean_jobs_in_system, 2)),
         ("idle inserted (s)", fmt_number(m.idle_inserted, 2)),
         ("avg JCT lower bound (s)", fmt_number(m.lb_avg_jct, 2)),
@@ -200,8 +202,12 @@ def run_compare(
 def print_compare(
     console: Console, cmp: Comparison, paths: Mapping[str, Path], elapsed: float
 ) -> None:
-    """Print the comparison table, the run count and time, and the files written."""
+    """Print the comparison table, where the jobs came from, the run count and time, and
+    the files written."""
     console.print(render_comparison_table(cmp))
+    source = source_line(cmp)
+    if source:
+        console.print(source, highlight=False)
     runs = len(cmp.config.schedulers) * len(cmp.config.seeds)
     console.print(f"{runs} runs in {elapsed:.1f} s; best average JCT: [bold]{cmp.best.name}[/]")
     for p in paths.values():

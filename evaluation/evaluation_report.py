@@ -99,10 +99,13 @@ def _md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str
 
 def _caption(ev: Evaluation, cmp: Comparison) -> str:
     pct = round(ev.config.confidence * 100)
+    setting = cmp.setting.summary() if cmp.setting else f"{cmp.num_executors} executors"
+    source = f" Jobs: {cmp.setting.source}." if cmp.setting else ""
     return (
-        f"{cmp.num_executors} executors, {len(cmp.config.seeds)} seeds; mean ± {pct} % CI "
+        f"{setting}, {len(cmp.config.seeds)} seeds; mean ± {pct} % CI "
         f"over seeds; % vs {cmp.config.baseline_name} paired per seed; JCT / bound = average "
-        "JCT over the average of max(critical path, work / K)."
+        "JCT over the average of max(critical path, work / K); utilisation counts task "
+        f"execution only, overhead the moving delay.{source}"
     )
 
 

@@ -60,6 +60,7 @@ class CaseResult:
         if self.comparison is not None:
             cmp = self.comparison
             out["num_executors"] = cmp.num_executors
+            out["setting"] = None if cmp.setting is None else cmp.setting.to_dict()
             out["baseline"] = cmp.config.baseline_name
             out["best"] = cmp.best.name
             out["schedulers"] = {

@@ -73,9 +73,12 @@ class OnnxPolicy:
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise IdlegateError(f"threads must be a whole number >= 1, got {threads!r}")
         if isinstance(model, str | Path) and not Path(model).is_file():
+            # relative paths resolve against the working directory, which is easy to get
+            # wrong from a script or a container: name the file that was looked for
             raise IdlegateError(
-                f"policy file {str(model)!r} does not exist; export one with "
-                "`idlegate export-onnx CKPT OUT.onnx`"
+                f"policy file {str(model)!r} does not exist (looked for "
+                f"{Path(model).expanduser().resolve()}); give the path of an exported policy, "
+                "or export one with `idlegate export-onnx CKPT OUT.onnx`"
             )
         source = model if isinstance(model, bytes) else str(model)
         try:

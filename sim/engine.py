@@ -80,6 +80,11 @@ class SimResult:
     decisions: int
     trace: list[tuple[float, str, int, int, Any]] | None = None
     tasks: list[TaskRun] | None = None
+    overhead_seconds: float = 0.0
+    """Executor-seconds of moving delay (an executor new to a job moves before its first
+    task) up to `end_time`; part of `busy_seconds`. Warm-up is not in it: a moved
+    executor's fresh task duration is one measured draw (`DurationModel.sample`), so the
+    warm-up inside it cannot be told apart and stays task time."""
 
 
 class TaskRun(NamedTuple):
@@ -126,8 +131,10 @@ def simulate(
     push, pop = heapq.heappush, heapq.heappop
     task_log: list[TaskRun] | None = [] if record_tasks else None
     task_finished = cluster.task_finished
+    overhead = 0.0
 
     def start(launch: Launch, now: float) -> None:
+        nonlocal overhead
         stage = launch.stage
         model = stage.job.payload
         if waves and model is not None:
@@ -136,6 +143,9 @@ def simulate(
             d = stage.duration
         if launch.moved:
             d += moving
+            # the delay comes first in the busy interval; a run cut at max_time counts
+            # only the part before it, as busy_seconds does
+            overhead += min(moving, max(0.0, max_time - now))
         push(heap, (now + d, next(seq), _TASK, launch.executor))
         if task_log is not None:
             task_log.append(TaskRun(launch.executor, stage.job.id, stage.index, now, now + d))
@@ -186,4 +196,5 @@ def simulate(
         decisions=cluster.decisions,
         trace=events_log,
         tasks=task_log,
+        overhead_seconds=overhead,
     )

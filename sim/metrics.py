@@ -13,7 +13,10 @@ Definitions (for a run with K executors that ends at ``end_time``):
 * JCT = finish − arrival; percentiles use numpy's default (linear interpolation);
 * makespan = ``end_time`` (the run's clock starts at 0; when every job finishes this is
   the last finish time);
-* utilisation = busy executor-seconds / (K × makespan);
+* utilisation = executor-seconds running tasks / (K × makespan); the moving delay of an
+  executor new to a job is not task execution and counts in ``overhead`` = moving-delay
+  executor-seconds / (K × makespan) instead (warm-up stays in the task durations: the
+  measured duration model draws a moved executor's fresh task as one number);
 * mean jobs in system = ∫ jobs-in-system dt / makespan (Little's law: when every job
   finishes, ∫ jobs-in-system dt equals the sum of JCTs);
 * per-job lower bound = max(critical path, total work / K) on the estimated task
@@ -147,6 +150,7 @@ class RunMetrics:
     max_jct: float
     makespan: float
     utilisation: float
+    """Fraction of executor-time running tasks (moving delay excluded)."""
     mean_jobs_in_system: float
     """Time-average number of jobs in the system over [0, makespan]."""
     idle_inserted: float
@@ -163,6 +167,8 @@ class RunMetrics:
     """Largest bounded slowdown of a finished job."""
     decisions: int
     events: int
+    overhead: float = 0.0
+    """Fraction of executor-time spent moving between jobs (the moving delay)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Field dict, JSON-ready (NaN becomes None)."""
@@ -200,7 +206,9 @@ def run_metrics(result: SimResult, jobs: JobMetrics | None = None) -> RunMetrics
         p99_jct=percentile(jct, 99),
         max_jct=float(jct.max()) if n else math.nan,
         makespan=horizon,
-        utilisation=result.busy_seconds / (k * horizon) if horizon > 0 else math.nan,
+        utilisation=(result.busy_seconds - result.overhead_seconds) / (k * horizon)
+        if horizon > 0
+        else math.nan,
         mean_jobs_in_system=result.jobs_time_integral / horizon if horizon > 0 else math.nan,
         idle_inserted=float(jm.idle_inserted.sum()),
         lb_avg_jct=lb,
@@ -210,6 +218,7 @@ def run_metrics(result: SimResult, jobs: JobMetrics | None = None) -> RunMetrics
         max_bsld=float(bsld.max()) if n else math.nan,
         decisions=int(result.decisions),
         events=int(result.events),
+        overhead=result.overhead_seconds / (k * horizon) if horizon > 0 else math.nan,
     )
 
 

@@ -1,0 +1,139 @@
+"""What a comparison measured: the workload's setting, resolved from its own config.
+
+A user gives some options (``--load 0.85``, ``--tpch-dir``) and the workload fills in the
+rest (every TPC-H size folder it finds, the interarrival that the load implies). A
+result is only reproducible and comparable when that resolved setting is written next
+to it, so :func:`describe_setting` asks the workload's typed config the same questions
+the generator asks: the mean interarrival, the offered load, the TPC-H sizes and
+queries drawn from, and where the traces were read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from idlegate.errors import IdlegateError
+from idlegate.sim.engine import Workload
+from idlegate.sim.workloads import (
+    ArrivalOptions,
+    BurstyConfig,
+    FileConfig,
+    MixedConfig,
+    SyntheticConfig,
+    TpchConfig,
+    TpchLikeConfig,
+    mean_job_work,
+    offered_load,
+    workload_config,
+)
+
+__all__ = ["Setting", "describe_setting"]
+
+
+@dataclass(frozen=True)
+class Setting:
+    """The resolved setting of one workload (the same for every seed but the arrivals)."""
+
+    workload: str
+    num_executors: int
+    """Executors of the cluster (K)."""
+    jobs: int
+    """Jobs in the arrival sequence of the first seed (jobs at t=0 plus streamed ones)."""
+    mean_interarrival: float | None
+    """Mean seconds between streamed arrivals (None: replayed at recorded times)."""
+    offered_load: float | None
+    """Mean job work / interarrival / K at that interarrival (None: not defined)."""
+    load_given: bool
+    """True when the interarrival was derived from a target load (``--load``)."""
+    tpch_dir: str | None
+    """Absolute directory the TPC-H traces were read from (None: no traces used)."""
+    tpch_sizes: tuple[str, ...] | None
+    """TPC-H input sizes drawn from (every size folder found, unless ``sizes`` chose)."""
+    tpch_queries: tuple[int, ...] | None
+    """TPC-H query numbers drawn from."""
+    source: str
+    """Where the jobs came from, as one phrase (trace directory, file, or generator)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        out = asdict(self)
+        for key in ("tpch_sizes", "tpch_queries"):
+            if out[key] is not None:
+                out[key] = list(out[key])
+        return out
+
+    def summary(self) -> str:
+        """One line: executors, jobs, the arrival rate and what chose it."""
+        parts = [f"{self.num_executors} executors", f"{self.jobs} jobs per seed"]
+        if self.mean_interarrival is not None:
+            gap = f"mean interarrival {self.mean_interarrival:.3g} s"
+            if self.offered_load is not None:
+                how = "chosen for" if self.load_given else "i.e."
+                gap += f" ({how} offered load {self.offered_load:.3g})"
+            parts.append(gap)
+        return ", ".join(parts)
+
+
+def _tpch_used(config: Any) -> bool:
+    if isinstance(config, TpchConfig):
+        return True
+    return isinstance(config, MixedConfig) and config.dag_source_name() == "tpch"
+
+
+def describe_setting(workload: str, options: Mapping[str, Any], built: Workload) -> Setting:
+    """The setting of `workload` with `options` (build_workload's), `built` for one seed."""
+    config = workload_config(workload, **options)
+    k = built.num_executors
+    gap = load = None
+    if isinstance(config, ArrivalOptions):
+        try:
+            work = mean_job_work(config)
+            gap = config.mean_interarrival(lambda: work, k)
+            load = offered_load(work, gap, k)
+        except IdlegateError:  # e.g. a history replayed at its recorded arrival times
+            gap = load = None
+    given = bool(isinstance(config, ArrivalOptions) and config.load is not None)
+    tpch_dir = sizes = queries = None
+    if _tpch_used(config):
+        source = config.tpch_source()
+        tpch_dir = str(Path(source.library.directory).resolve())
+        sizes, queries = tuple(source.sizes), tuple(source.queries)
+    return Setting(
+        workload=workload,
+        num_executors=k,
+        jobs=len(built.jobs),
+        mean_interarrival=gap,
+        offered_load=load,
+        load_given=given,
+        tpch_dir=tpch_dir,
+        tpch_sizes=sizes,
+        tpch_queries=queries,
+        source=_source(config, tpch_dir, sizes, queries),
+    )
+
+
+def _source(
+    config: Any,
+    tpch_dir: str | None,
+    sizes: tuple[str, ...] | None,
+    queries: tuple[int, ...] | None,
+) -> str:
+    traces = (
+        f"TPC-H traces from {tpch_dir} (sizes {', '.join(sizes or ())}; "
+        f"{len(queries or ())} queries)"
+    )
+    if isinstance(config, TpchConfig):
+        return traces
+    if isinstance(config, MixedConfig):
+        dags = traces if tpch_dir else "TPC-H-like DAGs (generated, no trace files)"
+        return f"two-type jobs (generated) and {dags}"
+    if isinstance(config, TpchLikeConfig):
+        return "TPC-H-like DAGs (generated, no trace files)"
+    if isinstance(config, SyntheticConfig | BurstyConfig):
+        return "two-type jobs (generated, no trace files)"
+    if isinstance(config, FileConfig):
+        return f"workflows from {Path(config.path).expanduser().resolve()}"
+    return "generated"

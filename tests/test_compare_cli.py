@@ -1,0 +1,87 @@
+"""`idlegate compare`: --json, the measured setting in every output, missing policy paths."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from idlegate.cli import app
+from idlegate.errors import IdlegateError
+from idlegate.evaluation.comparison import CompareConfig, WorkloadOptions, build
+from idlegate.evaluation.setting import describe_setting
+from idlegate.policy import make_scheduler
+from idlegate.sim.workloads import interarrival_for_load, mean_job_work, workload_config
+
+runner = CliRunner()
+
+SMALL = ["--workload", "synthetic", "--jobs-count", "30", "--schedulers", "fifo,fair"]
+SHARED_TPCH = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "tpch"
+
+
+def _tpch_dir() -> Path:
+    env = os.environ.get("IDLEGATE_TPCH_DIR")
+    path = Path(env) if env else SHARED_TPCH
+    if not path.is_dir():
+        pytest.skip(f"TPC-H traces not found at {path.resolve()}; set IDLEGATE_TPCH_DIR")
+    return path
+
+
+def test_compare_json_is_one_document_with_the_setting(tmp_path):
+    out = tmp_path / "cmp"
+    r = runner.invoke(
+        app, ["compare", *SMALL, "--seeds", "2", "--load", "0.6", "--json", "--out", str(out)]
+    )
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)  # nothing but the JSON on stdout
+    assert list(data["schedulers"]) == ["fifo", "fair"]
+    assert "jct" not in data["schedulers"]["fair"]  # per-job arrays only in the file
+    setting = data["setting"]
+    assert setting["num_executors"] == 4 and setting["jobs"] == 30
+    assert setting["load_given"] is True and setting["offered_load"] == pytest.approx(0.6)
+    cfg = workload_config("synthetic", load=0.6)
+    expected_gap = interarrival_for_load(mean_job_work(cfg), 0.6, 4)
+    assert setting["mean_interarrival"] == pytest.approx(expected_gap)
+    assert setting["tpch_sizes"] is None and "generated" in setting["source"]
+    assert f"wrote {out / 'compare.json'}" in r.stderr
+    on_disk = json.loads((out / "compare.json").read_text())
+    assert on_disk["setting"] == setting
+    md = (out / "compare.md").read_text()
+    assert "30 jobs per seed" in md and "chosen for offered load 0.6" in md
+
+
+def test_compare_table_says_what_it_measured():
+    r = runner.invoke(app, ["compare", *SMALL, "--seeds", "1", "--interarrival", "40"])
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.stdout.split())
+    assert "4 executors, 30 jobs per seed, mean interarrival 40 s" in text
+    assert "jobs: two-type jobs (generated, no trace files)" in text
+    assert "overhead (%)" in text
+
+
+def test_tpch_setting_names_the_sizes_and_the_directory():
+    tpch = _tpch_dir()
+    options = WorkloadOptions(
+        num_executors=10, tpch_dir=tpch, extra={"num_stream": 3, "sizes": "2g,10g"}
+    )
+    config = CompareConfig("tpch", ("fair",), seeds=(0,), options=options)
+    built = build(config.workload, 0, options)
+    setting = describe_setting("tpch", options.to_kwargs(), built)
+    assert setting.tpch_sizes == ("2g", "10g")
+    assert setting.tpch_dir == str(tpch.resolve())
+    assert setting.mean_interarrival == 25.0 and setting.load_given is False
+    assert setting.jobs == 4 and str(tpch.resolve()) in setting.source
+    every = describe_setting("tpch", {"tpch_dir": str(tpch), "num_stream": 3}, built)
+    assert len(every.tpch_sizes) > 2  # no sizes given: every size folder found
+
+
+def test_a_missing_learned_policy_names_the_resolved_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(IdlegateError) as err:
+        make_scheduler("learned:models/p.onnx")
+    assert str(tmp_path / "models" / "p.onnx") in str(err.value)
+    r = runner.invoke(app, ["compare", *SMALL, "--seeds", "1", "--schedulers", "learned:x.onnx"])
+    assert r.exit_code == 1 and str(tmp_path / "x.onnx") in r.stderr
