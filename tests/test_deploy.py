@@ -1018,6 +1018,7 @@ def test_readme_documents_the_deploy_commands():
         "deploy/kind-up.sh",
         "kubectl apply -k deploy/base",
         "kubectl apply -f deploy/samples/",
+        "idlegate lint deploy/samples",
         crd.REGENERATE_COMMAND,
         "TASK_DURATION_SECONDS",
         "--pool-size",
