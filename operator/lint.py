@@ -16,11 +16,12 @@ re-implemented here; a DagWorkflow passes exactly when the operator's admission
 
 Around them, what ``kubectl apply`` would trip over first: YAML or JSON that does not
 parse (with its line and column; also duplicate keys, which kubectl's strict decoding
-rejects but PyYAML silently resolves to the last), a document that is not a mapping, a
-missing ``apiVersion``/``kind``, a DagWorkflow under the wrong ``apiVersion``, an unknown
-kind in the ``idlegate.io`` group, a missing name. Documents of other kinds (a ConfigMap,
-a Kustomization) are skipped with a note, and ``List``/``DagWorkflowList`` documents are
-checked item by item, so a directory of mixed manifests can be linted as a whole.
+rejects but PyYAML silently resolves to the last), an unreadable file, a DagWorkflow under
+the wrong or no ``apiVersion``, another kind in the ``idlegate.io`` group (or
+``DagWorkflow`` in another case), a missing name. Everything else (a ConfigMap, a
+Kustomization, a document with no kind such as a dashboard JSON or a bare workflow of
+``idlegate simulate``) is skipped with a note, and ``List``/``DagWorkflowList`` documents
+are checked item by item, so a directory of mixed files can be linted as a whole.
 
 The operator reports one problem at a time in its ``Valid`` condition (one message per
 check that fails; a message may list several fields, joined by ``"; "``). Lint splits such
@@ -35,6 +36,7 @@ package.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -56,7 +58,8 @@ STDIN = "-"
 STDIN_NAME = "<stdin>"
 """How standard input is named in problems."""
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
-"""Files a directory is searched for (recursively); a file named explicitly is always read."""
+"""Files a directory is searched for (recursively, hidden ones left out); a file named
+explicitly is always read."""
 
 
 @dataclass(frozen=True)
@@ -186,13 +189,11 @@ def _has(meta: Any, key: str) -> bool:
     return isinstance(meta, Mapping) and _text(meta.get(key))
 
 
-def _ours(kind: Any, api: Any, obj: Mapping[str, Any]) -> bool:
-    """A DagWorkflow, or meant to be one: its kind (in any case), its group, or no kind but
-    a workflow's fields."""
-    if _text(kind):
-        return kind.lower() == KIND.lower() or (_text(api) and api.split("/")[0] == GROUP)
-    spec = obj.get("spec")
-    return "stages" in obj or (isinstance(spec, Mapping) and "stages" in spec)
+def _ours(kind: Any, api: Any) -> bool:
+    """A DagWorkflow, or meant to be one: its kind (in any case) or its API group says so."""
+    return (_text(kind) and kind.lower() == KIND.lower()) or (
+        _text(api) and api.split("/")[0] == GROUP
+    )
 
 
 def _text(value: Any) -> bool:
@@ -301,15 +302,23 @@ def _sources(paths: Sequence[str], report: LintReport) -> Iterator[_Source]:
         if not path.is_dir():
             yield _Source(raw, path)
             continue
-        found = sorted(
-            p for p in path.rglob("*") if p.suffix.lower() in MANIFEST_SUFFIXES and p.is_file()
-        )
+        found = sorted(_manifests_under(path))
         if not found:
             report.problems.append(
                 Problem(raw, "is a directory with no *.yaml, *.yml or *.json file in it")
             )
         for p in found:
             yield _Source(str(p), p)
+
+
+def _manifests_under(root: Path) -> Iterator[Path]:
+    """The manifest files under `root`, skipping hidden files and directories (``.git``,
+    ``.venv``: linting a repository's root should not wade through them)."""
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for name in files:
+            if not name.startswith(".") and Path(name).suffix.lower() in MANIFEST_SUFFIXES:
+                yield Path(folder, name)
 
 
 def _read(source: _Source, stdin: TextIO) -> str:
@@ -388,26 +397,26 @@ class _Linter:
     def object(self, source: str, index: int, item: int | None, obj: Any) -> None:
         """One object (a document, or an item of a List)."""
         if not isinstance(obj, Mapping):
-            self._problem(
-                source,
-                index,
-                item,
-                None,
-                f"is {_describe(obj)}, not a Kubernetes object (a mapping with apiVersion and "
-                "kind)",
-            )
+            what = f"{_describe(obj)}, not a Kubernetes object"
+            self.report.notes.append(Note(source, f"skipped: {what}", index, item))
             return
         kind, api = obj.get("kind"), obj.get("apiVersion")
-        bare = "stages" in obj and "spec" not in obj  # a workflow as `idlegate simulate` reads it
-        if not _ours(kind, api, obj):
+        if not _ours(kind, api):
             what = f"a {kind} ({api})" if _text(kind) else "a document with no kind"
-            self.report.notes.append(Note(source, f"skipped: {what}, not a {KIND}", index, item))
+            # e.g. a workflow file of `idlegate simulate`: a bare spec, no manifest
+            hint = (
+                f" (to lint a bare workflow, put it under spec of a {KIND})"
+                if "stages" in obj
+                else ""
+            )
+            self.report.notes.append(
+                Note(source, f"skipped: {what}, not a {KIND}{hint}", index, item)
+            )
             return
         self.report.workflows += 1
         before = len(self.report.problems)
         if not _text(kind):
-            hint = " (a bare workflow, as for idlegate simulate, goes under spec)" if bare else ""
-            self._problem(source, index, item, "kind", f"is missing; use kind: {KIND}{hint}")
+            self._problem(source, index, item, "kind", f"is missing; use kind: {KIND}")
         elif kind != KIND:
             why = (
                 f"is not {KIND}: kinds are case-sensitive"
@@ -425,10 +434,7 @@ class _Linter:
                 "apiVersion",
                 f"{api!r} does not serve {KIND}; use {API_VERSION}",
             )
-        if bare:
-            obj = {"spec": obj}
-        else:
-            self._metadata(source, index, item, obj.get("metadata"))
+        self._metadata(source, index, item, obj.get("metadata"))
         for message in admission_errors(obj, self.pool_size):
             for path, text in split_message(message, obj.get("spec")):
                 self._problem(source, index, item, path, text)

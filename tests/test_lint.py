@@ -214,7 +214,8 @@ def test_a_dagworkflow_under_the_wrong_api_version_or_kind_is_an_error(tmp_path)
         workflow("v1", apiVersion="idlegate.io/v1"),
         workflow("case", kind="Dagworkflow"),
         workflow("other", kind="DagWorkflowTemplate"),
-        {"spec": {"stages": [stage("a")]}, "metadata": {"name": "nokind"}},
+        {k: v for k, v in workflow("nokind").items() if k != "kind"},
+        {k: v for k, v in workflow("noapi").items() if k != "apiVersion"},
     )
     code, out, _ = lint(str(f))
     assert code == 1
@@ -224,7 +225,7 @@ def test_a_dagworkflow_under_the_wrong_api_version_or_kind_is_an_error(tmp_path)
         "DagWorkflow",
         f"{f}[2] kind: 'DagWorkflowTemplate' is not a kind of idlegate.io; use kind: DagWorkflow",
         f"{f}[3] kind: is missing; use kind: DagWorkflow",
-        f"{f}[3] apiVersion: is missing; use idlegate.io/v1alpha1",
+        f"{f}[4] apiVersion: is missing; use idlegate.io/v1alpha1",
     ]
 
 
@@ -235,11 +236,19 @@ def test_other_kinds_are_skipped_with_a_note_and_non_objects_are_errors(tmp_path
     assert (code, out) == (0, [])
     assert f"note: {f}[0]: skipped: a ConfigMap (v1), not a DagWorkflow" in err
     assert "1 DagWorkflow(s) in 1 file(s): 0 invalid; 1 other document(s) skipped" in err
-    f = write(tmp_path / "list.yaml", ["a", "b"])
-    assert lint(str(f))[:2] == (
-        1,
-        [f"{f}[0]: is a list, not a Kubernetes object (a mapping with apiVersion and kind)"],
-    )
+    f = write(tmp_path / "data.yaml", ["a", "b"], "text")
+    code, out, err = lint(str(f))
+    assert (code, out) == (0, [])
+    assert f"note: {f}[0]: skipped: a list, not a Kubernetes object" in err
+    assert f"note: {f}[1]: skipped: a string, not a Kubernetes object" in err
+    # a bare workflow (idlegate simulate's format) is not a manifest either
+    f = write(tmp_path / "bare.yaml", {"stages": [stage("a")]}, [{"stages": [stage("a")]}])
+    code, out, err = lint(str(f))
+    assert (code, out) == (0, [])
+    assert (
+        f"note: {f}[0]: skipped: a document with no kind, not a DagWorkflow (to lint a bare "
+        "workflow, put it under spec of a DagWorkflow)"
+    ) in err
 
 
 def test_list_documents_are_checked_item_by_item(tmp_path):
@@ -268,6 +277,7 @@ def test_a_directory_is_searched_recursively_for_manifests(tmp_path):
     write(tmp_path / "d" / "sub" / "b.yml", workflow("b", [stage("x", tasks=-1)]))
     (tmp_path / "d" / "sub" / "c.json").write_text(json.dumps(workflow("c")))
     (tmp_path / "d" / "notes.txt").write_text("not: [yaml")
+    write(tmp_path / "d" / ".git" / "x.yaml", workflow("hidden", [stage("x", tasks=-1)]))
     code, out, err = lint(str(tmp_path / "d"))
     assert code == 1
     assert out == [
