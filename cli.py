@@ -107,6 +107,16 @@ OptionOpt = Annotated[
         "size_distribution=pareto, burstiness=20 (options per workload: docs/workloads.md).",
     ),
 ]
+RayOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ray",
+        help="Run the simulations on Ray instead of local processes: auto (a new local "
+        "instance on all cores) or a running cluster's head address host:port (each node "
+        "needs idlegate and the files named on the command line). Needs "
+        "pip install 'idlegate[ray]'.",
+    ),
+]
 
 
 # -- commands --------------------------------------------------------------------------
@@ -382,6 +392,7 @@ def train(
     workers: Annotated[
         int | None, typer.Option("--workers", help="Rollout worker processes.")
     ] = None,
+    ray: RayOpt = None,
     iterations: Annotated[
         int | None, typer.Option("--iterations", help="REINFORCE iterations (override).")
     ] = None,
@@ -417,6 +428,7 @@ def train(
             preset,
             out_dir=str(out) if out is not None else None,
             workers=workers,
+            ray=ray,
             iterations=iterations,
             resume=resume or None,
             workload=train_workload(workload, opts),

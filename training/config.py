@@ -336,6 +336,12 @@ class TrainConfig(_Section):
     mp_context: Literal["forkserver", "spawn"] = Field(
         default="forkserver", description="How worker processes start."
     )
+    ray: str | None = Field(
+        default=None,
+        description="Run rollouts, teacher labelling and validation on Ray instead of "
+        "`workers` local processes: auto (a new local instance) or a running cluster's "
+        "head address host:port (needs pip install 'idlegate[ray]').",
+    )
     rollout_backend: Literal["onnx", "torch"] = Field(
         default="onnx",
         description="Inference in rollouts: onnx (the model exported each iteration, ~5x "
@@ -426,6 +432,7 @@ RUN_ONLY_FIELDS: tuple[str, ...] = (
     "preset",
     "workers",
     "mp_context",
+    "ray",
     "out_dir",
     "resume",
     "iterations",

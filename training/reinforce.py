@@ -458,7 +458,7 @@ def train(
             "bc": bc_info,
         }
 
-    runner = RolloutRunner(config.workers, config.mp_context)
+    runner = RolloutRunner(config.workers, config.mp_context, ray=config.ray)
     try:
         with runner:
             if not references:

@@ -12,24 +12,22 @@ the model exported for the iteration (about 5x faster per decision). Both go thr
 `policy.actions.choose`/`decode`, so the choice is masked and legal either way.
 
 Parallelism: `RolloutRunner` sends each task (model weights or ONNX bytes, workload,
-seeds, T) to a pool of `workers` processes (forkserver or spawn) and returns the results
-in task order. A rollout is a pure function of its task, and torch/onnxruntime run one
-thread each, so results are identical whatever the worker count (1 = in-process).
+seeds, T) to a pool of `workers` processes (forkserver or spawn), or to Ray with
+``ray="auto"``/an address (`idlegate.parallel`), and returns the results in task order.
+A rollout is a pure function of its task, and torch/onnxruntime run one thread each, so
+results are identical whatever the worker count (1 = in-process) or backend.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import multiprocessing
 import os
 import statistics
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from math import inf
 from typing import Any
@@ -38,6 +36,7 @@ import numpy as np
 import torch
 
 from idlegate.errors import IdlegateError
+from idlegate.parallel import LocalPool, RayPool, TaskPool
 from idlegate.policy.actions import ActionConfig, Choice, choose, decode
 from idlegate.policy.features import MODEL_INPUTS, FeatureConfig, Featurizer, Observation
 from idlegate.policy.heuristics import make_scheduler
@@ -499,60 +498,63 @@ def _run_batch(blob: PolicyBlob | None, tasks: Sequence[Task]) -> list[Any]:
     return [run_task(blob, t) for t in tasks]
 
 
-class RolloutRunner:
-    """Runs tasks in `workers` processes (or in-process for 1); results in task order.
+def _init_ray_worker() -> None:
+    """A Ray worker's setup: one torch thread (rollouts are parallel across tasks)."""
+    torch.set_num_threads(1)
 
-    Use as a context manager (or call `close`). Tasks are handed out one at a time (an
-    idle worker takes the next), and each worker rebuilds a policy only when its
-    content hash changes.
+
+class RolloutRunner:
+    """Runs tasks in `workers` local processes (in-process for 1) or on Ray; results in
+    task order.
+
+    `ray` (``"auto"`` or a cluster address, see `idlegate.parallel`) sends every task to
+    Ray instead, and `workers` is then unused. Use as a context manager (or call
+    `close`). Tasks are handed out one at a time (an idle worker takes the next); the
+    blob travels once per `run` on Ray and once per task locally, and each worker
+    rebuilds a policy only when its content hash changes.
     """
 
-    def __init__(self, workers: int = 1, mp_context: str = "forkserver") -> None:
+    def __init__(
+        self, workers: int = 1, mp_context: str = "forkserver", ray: str | None = None
+    ) -> None:
         if workers < 1:
             raise IdlegateError(f"workers must be at least 1, got {workers}")
         self.workers = workers
         self.mp_context = mp_context
-        self._pool: Executor | None = None
+        self.ray = ray
+        self._pool: TaskPool | None = None
 
-    def _executor(self) -> Executor:
+    def pool(self) -> TaskPool:
+        """The task pool, started on first use (Ray connects here)."""
         if self._pool is None:
-            ctx = multiprocessing.get_context(self.mp_context)
-            if self.mp_context == "forkserver":
-                ctx.set_forkserver_preload(["torch", "idlegate.training.rollout"])
-            self._pool = ProcessPoolExecutor(
-                max_workers=self.workers,
-                mp_context=ctx,
-                initializer=_init_worker,
-                initargs=(os.getpid(),),
-            )
+            if self.ray is not None:
+                self._pool = RayPool(self.ray, initializer=_init_ray_worker)
+            else:
+                self._pool = LocalPool(
+                    self.workers,
+                    preload=("torch", "idlegate.training.rollout"),
+                    initializer=_init_worker,
+                    initargs=(os.getpid(),),
+                    mp_context=self.mp_context,
+                )
         return self._pool
 
     def run(self, blob: PolicyBlob | None, tasks: Sequence[Task]) -> list[Any]:
         """Results of `tasks` in order (rollouts, evaluations or custom results)."""
         if not tasks:
             return []
-        if self.workers == 1:
+        if self.ray is None and self.workers == 1:
             threads = torch.get_num_threads()
             torch.set_num_threads(1)
             try:
                 return _run_batch(blob, tasks)
             finally:
                 torch.set_num_threads(threads)
-        pool = self._executor()
-        try:
-            futures = [pool.submit(run_task, blob, t) for t in tasks]
-            return [f.result() for f in futures]
-        except BrokenProcessPool:
-            self._pool = None
-            raise IdlegateError(
-                "a rollout worker process died (out of memory, killed, or started from a "
-                "script without an `if __name__ == '__main__':` guard); try fewer --workers "
-                "or --workers 1"
-            ) from None
+        return self.pool().map(run_task, tasks, shared=(blob,))
 
     def close(self) -> None:
         if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool.close()
             self._pool = None
 
     def __enter__(self) -> RolloutRunner:
