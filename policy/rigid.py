@@ -58,6 +58,7 @@ Every rule here starts a gang stage whole or not at all (the cluster enforces it
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections.abc import Callable
 from typing import Any
 
@@ -91,8 +92,13 @@ def submit_time(job: Job) -> float:
     return job.arrival if s is None else float(s)
 
 
-def _log10(x: float) -> float:
+def log10_floor(x: float) -> float:
+    """log10(x), with x <= 0 counted as 0.1 (SchedInspector)."""
     return math.log10(x if x > 0 else MIN_LOG_ARGUMENT)
+
+
+def _finish(record: Any) -> float:
+    return float(record.finish)
 
 
 PriorityKey = Callable[[Job], tuple[float, ...]]
@@ -104,7 +110,8 @@ ORDERS: dict[str, PriorityKey] = {
     "saf": lambda j: (requested_time(j) * job_size(j), j.id),
     "srf": lambda j: (requested_time(j) / job_size(j), j.id),
     "f1": lambda j: (
-        _log10(requested_time(j)) * job_size(j) + F1_SUBMIT_WEIGHT * _log10(submit_time(j)),
+        log10_floor(requested_time(j)) * job_size(j)
+        + F1_SUBMIT_WEIGHT * log10_floor(submit_time(j)),
         j.id,
     ),
 }
@@ -304,6 +311,28 @@ class RejectScheduler:
     def __repr__(self) -> str:
         return f"RejectScheduler({self.name!r}, max_rejections={self.max_rejections})"
 
+    def missed_points(self, view: ClusterView, since: float) -> int:
+        """Scheduling points in (since, now) where this rule was not asked.
+
+        The cluster asks only when something could start; SchedInspector's inspector is
+        asked at every arrival and completion, and every `interval` seconds without one.
+        Arrivals come from `view.arrival_log`, completions from the cluster's finished
+        jobs (`done`, when the view has it).
+        """
+        now = view.now
+        times = [
+            t for t, _ in view.arrival_log[bisect_right(view.arrival_log, (since, math.inf)) :]
+        ]
+        done = getattr(view, "done", ())
+        times += [r.finish for r in done[bisect_right(done, since, key=_finish) :]]
+        points = sorted(t for t in times if t < now)
+        count = len(points)
+        previous = since
+        for t in [*points, now]:
+            count += max(0, math.ceil((t - previous) / self.interval) - 1)
+            previous = t
+        return count
+
     def decide(self, view: ClusterView) -> Action:
         base = self.base
         free = view.free_executors
@@ -317,8 +346,7 @@ class RejectScheduler:
             return base.decide(view)  # committed, or it starts now
         count = self.rejections.get(job.id, 0)
         if self._last is not None and self._last[0] == job.id:
-            # the inspector would have been re-asked every `interval` s without an event
-            count += max(0, math.ceil((view.now - self._last[1]) / self.interval) - 1)
+            count += self.missed_points(view, self._last[1])
         if count >= self.max_rejections:
             self.rejections[job.id] = count
             return base.decide(view)  # accepted: the base commits to it (and backfills)
