@@ -142,3 +142,21 @@ def test_rigid_orders_also_run_dag_workloads() -> None:
         result = simulate(w, make_scheduler(spec))
         assert result.unfinished == 0, spec
     assert isinstance(make_scheduler("saf"), StrictScheduler)
+
+
+def test_calibration_benchmark_windows_and_table() -> None:
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "rigid_calibration.py"
+    spec = importlib.util.spec_from_file_location("rigid_calibration", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    starts = bench.window_starts(10_000, 50, 1)
+    assert starts == bench.window_starts(10_000, 50, 1) and len(starts) == 50
+    assert all(0 <= s <= 10_000 - 256 for s in starts)
+    fake = {label: [2.0, 4.0] for label, _, _ in bench.ROWS}
+    table = bench.render(fake)
+    assert "strict:sjf" in table and "333" in table
+    assert "reject:sjf cuts strict:sjf's bsld by 0%" in table
