@@ -111,10 +111,10 @@ RayOpt = Annotated[
     str | None,
     typer.Option(
         "--ray",
-        help="Run the simulations on Ray instead of local processes: auto (a new local "
-        "instance on all cores) or a running cluster's head address host:port (each node "
-        "needs idlegate and the files named on the command line). Needs "
-        "pip install 'idlegate[ray]'.",
+        help="Run the simulations on Ray instead of local processes (--jobs/--workers are "
+        "then unused): auto (a new local instance on all cores) or a running cluster's head "
+        "address host:port (each node needs idlegate and the files named on the command "
+        "line). Needs pip install 'idlegate[ray]'.",
     ),
 ]
 
@@ -218,6 +218,7 @@ def compare(
         typer.Option("--out", help="Write compare.json, compare.md, jct_cdf.png here."),
     ] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Worker processes.")] = 1,
+    ray: RayOpt = None,
     executors: ExecutorsOpt = None,
     interarrival: InterarrivalOpt = None,
     load: LoadOpt = None,
@@ -247,7 +248,7 @@ def compare(
             ),
             jobs=jobs,
         )
-        cmp, paths, elapsed = run_compare(config, out)
+        cmp, paths, elapsed = run_compare(config, out, ray)
         if as_json:
             typer.echo(json.dumps(cmp.to_dict(include_jct=False), indent=2))
             for p in paths.values():  # stdout stays one JSON document
@@ -501,6 +502,7 @@ def evaluate(
         typer.Option("--out", help="Write evaluation.md/.json, per-workload reports, plots."),
     ] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Worker processes.")] = 1,
+    ray: RayOpt = None,
     tpch_dir: TpchDirOpt = None,
     workloads: Annotated[
         str | None,
@@ -532,7 +534,7 @@ def evaluate(
             training_log=training_log,
             sweep=sweep,
         )
-        run_cli(config, out)
+        run_cli(config, out, ray)
 
 
 def main(argv: list[str] | None = None) -> None:

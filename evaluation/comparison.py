@@ -13,7 +13,6 @@ a pure function of (workload, scheduler, seed), so the results do not depend on 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -22,8 +21,9 @@ import numpy as np
 
 from idlegate import __version__
 from idlegate.errors import IdlegateError
-from idlegate.evaluation.pool import mp_context
+from idlegate.evaluation.pool import run_tasks
 from idlegate.evaluation.setting import Setting, describe_setting
+from idlegate.parallel import TaskPool
 from idlegate.policy import make_scheduler
 from idlegate.sim.engine import Workload, simulate
 from idlegate.sim.metrics import (
@@ -310,33 +310,33 @@ class Comparison:
         }
 
 
-def run_comparison(config: CompareConfig, progress: ProgressCallback | None = None) -> Comparison:
-    """Run every scheduler of `config` on every seed's workload and summarise."""
+def run_comparison(
+    config: CompareConfig,
+    progress: ProgressCallback | None = None,
+    pool: TaskPool | None = None,
+) -> Comparison:
+    """Run every scheduler of `config` on every seed's workload and summarise.
+
+    The runs go to `pool` (local processes or Ray, `open_runs_pool`) if given, else to
+    ``config.jobs`` local processes; the result is the same either way.
+    """
     check_names(config.workload, config.schedulers)
     workloads = {seed: build(config.workload, seed, config.options) for seed in config.seeds}
     tasks = [(workloads[seed], s, seed) for seed in config.seeds for s in config.schedulers]
-    total = len(tasks)
     metrics: dict[tuple[str, int], RunMetrics] = {}
     jcts: dict[tuple[str, int], np.ndarray] = {}
     idles: dict[tuple[str, int], np.ndarray] = {}
 
-    def collect(item: tuple[str, int, RunMetrics, np.ndarray, np.ndarray]) -> None:
-        name, seed, m, jct, idle = item
+    def report(done: int, total: int, task: tuple[Workload, str, int]) -> None:
+        if progress is not None:
+            progress(done, total, split_entry(task[1])[0], task[2])
+
+    for name, seed, m, jct, idle in run_tasks(
+        _pool_run, tasks, config.jobs, report, lambda task: task, pool
+    ):
         metrics[name, seed] = m
         jcts[name, seed] = jct
         idles[name, seed] = idle
-        if progress is not None:
-            progress(len(metrics), total, split_entry(name)[0], seed)
-
-    workers = min(config.jobs, total)
-    if workers <= 1:
-        for task in tasks:
-            collect(_pool_run(task))
-    else:
-        with ProcessPoolExecutor(workers, mp_context=mp_context()) as pool:
-            futures = [pool.submit(_pool_run, t) for t in tasks]
-            for fut in as_completed(futures):
-                collect(fut.result())
 
     base = config.baseline_name
     base_entry = config.schedulers[config.labels.index(base)]

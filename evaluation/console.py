@@ -22,6 +22,7 @@ from idlegate.evaluation.comparison import CompareConfig, Comparison, run_compar
 from idlegate.evaluation.evaluation_report import headline_rows, idle_rows, write_evaluation
 from idlegate.evaluation.files import check_out_dir
 from idlegate.evaluation.headlines import HEADLINES
+from idlegate.evaluation.pool import open_runs_pool
 from idlegate.evaluation.running import Evaluation, planned_runs, run_evaluation
 from idlegate.evaluation.suites import EvaluateConfig
 from idlegate.sim.metrics import RunMetrics
@@ -148,15 +149,19 @@ def idle_table(ev: Evaluation) -> Table | None:
     return table
 
 
-def run_cli(config: EvaluateConfig, out: Path | None) -> Evaluation:
-    """`idlegate evaluate`: run with a progress bar on stderr, print tables, write reports."""
+def run_cli(config: EvaluateConfig, out: Path | None, ray: str | None = None) -> Evaluation:
+    """`idlegate evaluate`: run with a progress bar on stderr, print tables, write reports.
+
+    `ray` (``auto`` or a cluster address) runs the simulations on Ray instead of
+    ``config.jobs`` local processes.
+    """
     from rich.console import Console
 
     if out is not None:
         check_out_dir(out)  # fail before the runs, not after
     start = time.perf_counter()
-    with stderr_progress("evaluating", None) as update:
-        ev = run_evaluation(config, update)
+    with open_runs_pool(config.jobs, ray) as pool, stderr_progress("evaluating", None) as update:
+        ev = run_evaluation(config, update, pool)
     elapsed = time.perf_counter() - start
     console = Console() if Console().is_terminal else Console(width=140)
     for c in ev.cases:
@@ -182,17 +187,22 @@ def run_cli(config: EvaluateConfig, out: Path | None) -> Evaluation:
 
 
 def run_compare(
-    config: CompareConfig, out: Path | None
+    config: CompareConfig, out: Path | None, ray: str | None = None
 ) -> tuple[Comparison, dict[str, Path], float]:
     """`idlegate compare`'s runs, with a progress bar on stderr; the reports written to
-    `out` (None: none). Returns the comparison, the written paths and the wall seconds."""
+    `out` (None: none). Returns the comparison, the written paths and the wall seconds
+    (Ray's start-up included). `ray` (``auto`` or a cluster address) runs the
+    simulations on Ray instead of ``config.jobs`` local processes."""
     if out is not None:
         check_out_dir(out)  # fail before the runs, not after
     start = time.perf_counter()
     runs = len(config.schedulers) * len(config.seeds)
-    with stderr_progress("simulating", runs) as update:
+    pool = open_runs_pool(min(config.jobs, runs), ray)
+    with pool, stderr_progress("simulating", runs) as update:
         cmp = run_comparison(
-            config, lambda done, total, name, seed: update(done, total, f"{name} seed {seed}")
+            config,
+            lambda done, total, name, seed: update(done, total, f"{name} seed {seed}"),
+            pool,
         )
     elapsed = time.perf_counter() - start
     paths = write_reports(cmp, out) if out is not None else {}

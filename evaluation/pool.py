@@ -1,59 +1,50 @@
-"""Independent runs over a process pool; results in task order, whatever the pool size.
+"""Independent runs over a task pool; results in task order, whatever the pool.
 
 Every run of `idlegate compare` and `idlegate evaluate` is a pure function of
-(workload, scheduler, seed), so spreading runs over processes changes only the wall time.
+(workload, scheduler, seed), so spreading runs over local processes or a Ray cluster
+(`idlegate.parallel`) changes only the wall time.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
 
-__all__ = ["ProgressFn", "mp_context", "run_tasks"]
+from idlegate.parallel import TaskPool, open_pool
+
+__all__ = ["ProgressFn", "open_runs_pool", "run_tasks"]
 
 
 ProgressFn = Callable[[int, int, str], None]
 """Called as ``progress(done, total, what)`` after each finished run."""
 
+PRELOAD = ("idlegate.evaluation",)
+"""What the forkserver imports once, so that each local worker starts in milliseconds."""
 
-def mp_context() -> multiprocessing.context.BaseContext:
-    # forkserver: no fork of a process that has threads (a progress bar refreshes in one);
-    # preloading the package makes each worker start in milliseconds.
-    methods = multiprocessing.get_all_start_methods()
-    if "forkserver" in methods:
-        ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["idlegate.evaluation"])
-        return ctx
-    return multiprocessing.get_context("spawn")
+
+def open_runs_pool(jobs: int, ray: str | None = None) -> TaskPool:
+    """The pool for a command's runs: Ray at `ray` (``auto`` or an address), else `jobs`
+    local processes (in this process for 1). Close it, or use it as a context manager."""
+    return open_pool(ray, max(1, jobs), preload=PRELOAD)
 
 
 def run_tasks(
     fn: Callable[[Any], Any],
     tasks: Sequence[Any],
     jobs: int,
-    progress: ProgressFn | None,
-    describe: Callable[[Any], str],
+    progress: Callable[[int, int, Any], None] | None,
+    describe: Callable[[Any], Any],
+    pool: TaskPool | None = None,
 ) -> list[Any]:
-    """`fn` over `tasks` (in order of the result list), in `jobs` processes if > 1."""
-    results: list[Any] = [None] * len(tasks)
-    done = 0
+    """`fn` over `tasks` (in order of the result list), calling
+    ``progress(done, total, describe(task))`` after each; in `pool`, or else in `jobs`
+    local processes if > 1."""
 
-    def finished(i: int, value: Any) -> None:
-        nonlocal done
-        results[i] = value
-        done += 1
+    def report(done: int, total: int, index: int) -> None:
         if progress is not None:
-            progress(done, len(tasks), describe(tasks[i]))
+            progress(done, total, describe(tasks[index]))
 
-    workers = min(jobs, len(tasks))
-    if workers <= 1:
-        for i, t in enumerate(tasks):
-            finished(i, fn(t))
-        return results
-    with ProcessPoolExecutor(workers, mp_context=mp_context()) as pool:
-        futures = {pool.submit(fn, t): i for i, t in enumerate(tasks)}
-        for fut in as_completed(futures):
-            finished(futures[fut], fut.result())
-    return results
+    if pool is not None:
+        return pool.map(fn, tasks, progress=report)
+    with open_runs_pool(min(jobs, len(tasks))) as local:
+        return local.map(fn, tasks, progress=report)

@@ -2,7 +2,8 @@
 sweep and the training curve, gathered in one :class:`Evaluation`.
 
 Runs are independent pure functions of (workload, scheduler, seed); with ``jobs > 1``
-they are spread over processes, and the results do not depend on ``jobs``.
+they are spread over processes, or over Ray with ``--ray``, and the results depend on
+neither.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 from idlegate import __version__
 from idlegate.evaluation.comparison import CompareConfig, Comparison, run_comparison
 from idlegate.evaluation.headlines import HeadlineValue, IdleUse, compute_headlines
-from idlegate.evaluation.pool import ProgressFn
+from idlegate.evaluation.pool import ProgressFn, open_runs_pool
 from idlegate.evaluation.suites import (
     SWEEP_REFERENCE,
     EvaluateConfig,
@@ -24,6 +25,7 @@ from idlegate.evaluation.suites import (
 )
 from idlegate.evaluation.sweep import SweepResult, run_idle_sweep, sweep_config, sweep_tasks
 from idlegate.evaluation.training_log import TrainingCurve, read_training_log
+from idlegate.parallel import TaskPool
 
 __all__ = ["CaseResult", "Evaluation", "model_info", "planned_runs", "run_evaluation"]
 
@@ -132,11 +134,18 @@ def _sweep_entries(config: EvaluateConfig, models: Mapping[str, Mapping[str, str
     return [*idle, "=".join(SWEEP_REFERENCE)]
 
 
-def run_evaluation(config: EvaluateConfig, progress: ProgressFn | None = None) -> Evaluation:
+def run_evaluation(
+    config: EvaluateConfig, progress: ProgressFn | None = None, pool: TaskPool | None = None
+) -> Evaluation:
     """Run the suite's workloads (paired over seeds), the sweep and read the training log.
 
-    `progress(done, total, what)` is called after each of the simulated runs.
+    `progress(done, total, what)` is called after each of the simulated runs. The runs
+    go to `pool` (local processes or Ray, `open_runs_pool`) if given, else to one pool
+    of ``config.jobs`` local processes shared by every case and the sweep.
     """
+    if pool is None:
+        with open_runs_pool(config.jobs) as local:
+            return run_evaluation(config, progress, local)
     models = {m.label: m.check() for m in config.models}
     training = read_training_log(config.training_log) if config.training_log else None
     cases = select_cases(suite_cases(config.suite, config.tpch_dir), config.workloads)
@@ -166,13 +175,15 @@ def run_evaluation(config: EvaluateConfig, progress: ProgressFn | None = None) -
             confidence=config.confidence,
         )
         cmp = run_comparison(
-            cmp_config, lambda d, t, name, seed, k=case.key: shifted(d, t, f"{k}: {name} {seed}")
+            cmp_config,
+            lambda d, t, name, seed, k=case.key: shifted(d, t, f"{k}: {name} {seed}"),
+            pool,
         )
         offset += len(cmp_config.schedulers) * len(seeds)
         results.append(CaseResult(case, cmp, _case_headlines(cmp, config.confidence)))
     sweep = None
     if sweep_entries:
         sweep = run_idle_sweep(
-            sweep_cfg, sweep_entries, seeds, config.jobs, shifted, config.confidence
+            sweep_cfg, sweep_entries, seeds, config.jobs, shifted, config.confidence, pool
         )
     return Evaluation(config, models, tuple(results), sweep, training)

@@ -15,6 +15,7 @@ import numpy as np
 
 from idlegate.evaluation.comparison import split_entry
 from idlegate.evaluation.pool import ProgressFn, run_tasks
+from idlegate.parallel import TaskPool
 from idlegate.policy import make_scheduler
 from idlegate.sim.engine import simulate
 from idlegate.sim.metrics import (
@@ -180,10 +181,12 @@ def run_idle_sweep(
     jobs: int = 1,
     progress: ProgressFn | None = None,
     confidence: float = 0.95,
+    pool: TaskPool | None = None,
 ) -> SweepResult:
-    """Run each ``LABEL=SPEC`` entry over the sweep's grid and seeds; summarise per point."""
+    """Run each ``LABEL=SPEC`` entry over the sweep's grid and seeds; summarise per point
+    (in `pool` if given, else in `jobs` local processes)."""
     tasks = sweep_tasks(config, entries, seeds)
-    outcomes = run_tasks(_sweep_run, tasks, jobs, progress, lambda t: f"sweep {t.entry}")
+    outcomes = run_tasks(_sweep_run, tasks, jobs, progress, lambda t: f"sweep {t.entry}", pool)
     groups: dict[tuple[str, str, float, float], list[tuple[float, ...]]] = {}
     for task, out in zip(tasks, outcomes, strict=True):
         label = split_entry(task.entry)[0]

@@ -143,3 +143,30 @@ def test_rollouts_teacher_labels_and_validation_are_the_same_on_ray(ray_pool):
     for x, y in zip(a.observations, b.observations, strict=True):
         for name, value in x.inputs().items():
             np.testing.assert_array_equal(value, y.inputs()[name])
+
+
+@pytest.mark.slow
+def test_a_comparison_and_a_sweep_are_the_same_on_ray(ray_pool):
+    from idlegate.evaluation.comparison import CompareConfig, WorkloadOptions, run_comparison
+    from idlegate.evaluation.sweep import SweepConfig, run_idle_sweep
+
+    config = CompareConfig(
+        "synthetic",
+        ("fifo", "sjf-cp", "fair"),
+        seeds=(5, 6),
+        options=WorkloadOptions(num_jobs=20, num_executors=2),
+        jobs=2,
+    )
+    calls: list[tuple[int, int, str, int]] = []
+    local = run_comparison(config)
+    remote = run_comparison(config, lambda *a: calls.append(a), ray_pool)
+    assert local.to_dict() == remote.to_dict()
+    for a, b in zip(local.results, remote.results, strict=True):
+        for x, y in zip(a.jct, b.jct, strict=True):
+            np.testing.assert_array_equal(x, y)
+    assert [c[0] for c in calls] == list(range(1, 7))
+    sweep = SweepConfig(loads=(0.8,), long_seconds=(40.0,), options={"num_stream": 15})
+    entries = ["analytic=analytic:sjf-cp"]
+    here = run_idle_sweep(sweep, entries, (1, 2), jobs=1)
+    there = run_idle_sweep(sweep, entries, (1, 2), pool=ray_pool)
+    assert here.to_dict() == there.to_dict() and len(here.points) == 2
