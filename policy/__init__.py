@@ -43,16 +43,31 @@ SPEC_PREFIXES: tuple[str, ...] = ("learned", "analytic", "lookahead", *RIGID_PRE
 
 
 def make_learned(
-    path: str | Path, *, name: str | None = None, greedy: bool = True, threads: int = 1
+    path: str | Path,
+    *,
+    name: str | None = None,
+    greedy: bool = True,
+    threads: int = 1,
+    starvation_factor: float | None = 20.0,
+    starvation_minimum: float = 60.0,
 ) -> Scheduler:
-    """The exported policy at `path` as a Scheduler (an OnnxPolicy named `name` or the stem)."""
+    """The exported policy at `path` as a Scheduler (an OnnxPolicy named `name` or the stem).
+
+    It runs inside a `StarvationGuard` (`idlegate.policy.guard`) with the given factor and
+    minimum; `starvation_factor=None` leaves the policy unguarded.
+    """
     text = str(path).strip()
     if not text:
         raise IdlegateError("a learned policy needs a path: learned:PATH.onnx")
     from idlegate.policy.onnx_runtime import OnnxPolicy  # onnxruntime only when needed
 
     p = Path(text).expanduser()
-    return OnnxPolicy(p, greedy=greedy, threads=threads, name=name or p.stem)
+    policy = OnnxPolicy(p, greedy=greedy, threads=threads, name=name or p.stem)
+    if starvation_factor is None:
+        return policy
+    from idlegate.policy.guard import StarvationGuard
+
+    return StarvationGuard(policy, factor=starvation_factor, minimum=starvation_minimum)
 
 
 def make_scheduler(spec: str, /, **params: Any) -> Scheduler:
@@ -66,10 +81,11 @@ def make_scheduler(spec: str, /, **params: Any) -> Scheduler:
         return make_registered(spec, **params)
     kind = kind.strip().lower()
     if kind == "learned":
-        unknown = sorted(set(params) - {"name", "greedy", "threads"})
+        accepted = ("name", "greedy", "threads", "starvation_factor", "starvation_minimum")
+        unknown = sorted(set(params) - set(accepted))
         if unknown:
             raise IdlegateError(
-                f"a learned policy has no parameter {unknown[0]!r}; it takes name, greedy, threads"
+                f"a learned policy has no parameter {unknown[0]!r}; it takes {', '.join(accepted)}"
             )
         return make_learned(argument, **params)
     if kind == "lookahead":
