@@ -57,6 +57,7 @@ METADATA_KEYS: Final = (
     "idlegate.ablation.idle_head",  # "true" / "false"
     "idlegate.ablation.cp_features",  # "true" / "false"
     "idlegate.wait_action",  # "true" / "false"
+    "idlegate.trained_on",  # JSON: preset, teacher, workloads, iterations (`trained_on`)
 )
 ONNX_FORMAT: Final = "idlegate-policy-onnx"
 
@@ -109,6 +110,26 @@ def _hash_json(value: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def trained_on(training_config: Any) -> str:
+    """What a policy was trained on, as JSON: preset, algorithm, teacher, the workloads.
+
+    Empty when the checkpoint carries no training config (a model built in code).
+    """
+    if not isinstance(training_config, dict):
+        return ""
+    workloads = [training_config.get("workload"), *training_config.get("mixture", ())]
+    bc = training_config.get("bc") or {}
+    summary = {
+        "preset": training_config.get("preset"),
+        "algorithm": training_config.get("algorithm", "reinforce"),
+        "iterations": training_config.get("iterations"),
+        "teacher": bc.get("heuristic") if bc.get("enabled", True) else None,
+        "dagger_rounds": bc.get("dagger_rounds"),
+        "workloads": [w for w in workloads if w],
+    }
+    return json.dumps(summary, sort_keys=True, default=str)
+
+
 def export_model(
     model: PolicyNet, out_path: str | Path, *, training_config: Any = None
 ) -> dict[str, str]:
@@ -143,6 +164,7 @@ def export_model(
         "idlegate.ablation.idle_head": str(cfg.actions.idle_head).lower(),
         "idlegate.ablation.cp_features": str(cfg.features.cp_features).lower(),
         "idlegate.wait_action": str(cfg.actions.wait_action).lower(),
+        "idlegate.trained_on": trained_on(training_config),
     }
     onnx.helper.set_model_props(proto, metadata)
     proto.producer_name = "idlegate"

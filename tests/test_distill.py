@@ -52,3 +52,18 @@ def test_the_planner_labels_the_states_of_an_episode():
             assert obs.wait_mask[0]
         else:
             assert obs.stage_mask[choice.stage_row]
+
+
+def test_the_export_says_what_a_policy_was_trained_on():
+    import json
+
+    from idlegate.policy.onnx_export import trained_on
+    from idlegate.training.config import PRESETS
+
+    cfg = TrainConfig.model_validate(PRESETS["default"]).training_dict()
+    summary = json.loads(trained_on(cfg))
+    assert summary["preset"] == "default" and summary["teacher"] == "lookahead:srpt"
+    assert [w["name"] for w in summary["workloads"]] == [
+        w.name for w in TrainConfig.model_validate(PRESETS["default"]).training_workloads
+    ]
+    assert trained_on(None) == ""
