@@ -28,6 +28,11 @@ Presets (wall times measured on this shared 2-core machine with 2 workers):
   `idlegate.sim.tpch`): BC warm start from fair (its WAITs included) with 3 DAgger
   rounds, then 150 REINFORCE iterations with small steps (lr 3e-4, entropy weight
   0.001); 34 minutes (≤ 1 hour).
+* ``default`` — the shipped `policy/default.onnx`: the lookahead planner
+  (`lookahead:srpt`, switching between fair, SRPT, SJF-CP and weighted fair by
+  simulation) distilled by behaviour cloning and 2 DAgger rounds over a mixture of
+  workloads (the demo's TPC-H-like setting, TPC-H at 25 s and 15 s, TPC-H-like on 10
+  executors, synthetic two-type, bursty; needs the TPC-H traces); no RL iterations.
 """
 
 from __future__ import annotations
@@ -506,6 +511,58 @@ PRESETS: dict[str, dict[str, Any]] = {
             "dagger_rounds": 3,
         },
         "out_dir": "out/train-full",
+    },
+    "default": {
+        "preset": "default",
+        "seed": 0,
+        # the demo's setting first: it is also the validation workload
+        "workload": {
+            "name": "tpch-like",
+            "options": {"num_executors": 50, "init": 1, "num_stream": 100, "load": 0.85},
+        },
+        "mixture": [
+            {
+                "name": "tpch",
+                "options": {
+                    "num_executors": 50,
+                    "init": 1,
+                    "num_stream": 100,
+                    "interarrival": 25.0,
+                },
+            },
+            {
+                "name": "tpch-like",
+                "options": {"num_executors": 10, "init": 1, "num_stream": 60, "load": 0.85},
+            },
+            {"name": "synthetic", "options": {"load": 0.7}},
+            {"name": "bursty", "options": {}},
+            {
+                "name": "tpch",
+                "options": {
+                    "num_executors": 50,
+                    "init": 1,
+                    "num_stream": 100,
+                    "interarrival": 15.0,
+                },
+            },
+        ],
+        "validation": {
+            "seeds": list(range(1_000_000, 1_000_006)),
+            "every": 10,
+            "reference_schedulers": ["fair", "sjf-cp", "srpt"],
+        },
+        "iterations": 0,
+        "bc": {
+            # the planner switches between fair, srpt, sjf-cp and weighted fair by
+            # simulating each for a few job lengths (policy.lookahead)
+            "heuristic": "lookahead:srpt",
+            "episodes": 12,
+            "episode_seconds": 3000.0,
+            "epochs": 5,
+            "batch_size": 512,
+            "dagger_rounds": 2,
+        },
+        "out_dir": "out/train-default",
     },
 }
 """Preset name → config data (merged under a YAML file's values)."""
