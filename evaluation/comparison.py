@@ -38,6 +38,7 @@ from idlegate.sim.metrics import (
 from idlegate.sim.workloads import WORKLOADS, build_workload
 
 __all__ = [
+    "RIGID_SUMMARY_FIELDS",
     "SUMMARY_FIELDS",
     "CompareConfig",
     "Comparison",
@@ -47,6 +48,7 @@ __all__ = [
     "WorkloadOptions",
     "build",
     "check_names",
+    "is_rigid",
     "parse_names",
     "run_comparison",
     "run_one",
@@ -70,6 +72,10 @@ SUMMARY_FIELDS: tuple[str, ...] = (
     "lb_ratio",
 )
 """RunMetrics fields summarised as mean ± CI over seeds."""
+
+RIGID_SUMMARY_FIELDS: tuple[str, ...] = (*SUMMARY_FIELDS, "avg_wait", "avg_bsld", "max_bsld")
+"""The fields summarised for a rigid workload (:func:`is_rigid`): the DAG fields plus the
+HPC metrics, wait and bounded slowdown, by which rigid schedulers are judged."""
 
 
 # ---------------------------------------------------------------------------------------
@@ -208,6 +214,14 @@ def check_names(workload: str, schedulers: Iterable[str]) -> None:
         make_scheduler(split_entry(s)[1])  # raises IdlegateError naming the valid schedulers
 
 
+def is_rigid(workload: Workload) -> bool:
+    """True when every job of `workload` is rigid: one gang stage (`swf`, `lublin`, or a
+    file of such jobs). Its comparison then reports wait and bounded slowdown too."""
+    return bool(workload.jobs) and all(
+        j.dag.num_stages == 1 and j.dag.gang[0] for j in workload.jobs
+    )
+
+
 def build(workload: str, seed: int, options: WorkloadOptions | None = None) -> Workload:
     """Build the arrival sequence of `workload` for `seed` (only the given options are passed)."""
     kwargs = (options or WorkloadOptions()).to_kwargs()
@@ -253,12 +267,16 @@ class SchedulerResult:
     jct: tuple[np.ndarray, ...]
     """Per seed, the JCT of every finished job (by job id)."""
     summary: Mapping[str, Estimate]
-    """Mean ± CI over seeds of each field in SUMMARY_FIELDS."""
+    """Mean ± CI over seeds of each field in SUMMARY_FIELDS (RIGID_SUMMARY_FIELDS for a
+    rigid workload)."""
     vs_baseline: Estimate
     """Paired relative change of the average JCT against the baseline (−0.1: 10 % lower)."""
     is_baseline: bool = False
     idle: tuple[np.ndarray, ...] = ()
     """Per seed, the deliberate idle seconds inserted before each finished job (by job id)."""
+    bsld_vs_baseline: Estimate | None = None
+    """Paired relative change of the average bounded slowdown against the baseline (rigid
+    workloads only; None otherwise)."""
 
     def to_dict(self, include_jct: bool = True) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -268,6 +286,8 @@ class SchedulerResult:
             "avg_jct_vs_baseline": self.vs_baseline.to_dict(),
             "runs": [r.to_dict() for r in self.runs],
         }
+        if self.bsld_vs_baseline is not None:
+            out["avg_bsld_vs_baseline"] = self.bsld_vs_baseline.to_dict()
         if include_jct:
             out["jct"] = [a.tolist() for a in self.jct]
         return out
@@ -282,6 +302,8 @@ class Comparison:
     num_executors: int
     setting: Setting | None = None
     """The resolved workload setting (TPC-H sizes, interarrival, executors, jobs)."""
+    rigid: bool = False
+    """Every job is rigid (:func:`is_rigid`): wait and bounded slowdown are summarised."""
 
     def __getitem__(self, name: str) -> SchedulerResult:
         for r in self.results:
@@ -305,6 +327,7 @@ class Comparison:
             "config": self.config.to_dict(),
             "num_executors": self.num_executors,
             "setting": None if self.setting is None else self.setting.to_dict(),
+            "rigid": self.rigid,
             "best": self.best.name,
             "schedulers": {r.name: r.to_dict(include_jct) for r in self.results},
         }
@@ -338,16 +361,19 @@ def run_comparison(
         jcts[name, seed] = jct
         idles[name, seed] = idle
 
+    first = workloads[config.seeds[0]]
+    rigid = is_rigid(first)
+    summary_fields = RIGID_SUMMARY_FIELDS if rigid else SUMMARY_FIELDS
     base = config.baseline_name
     base_entry = config.schedulers[config.labels.index(base)]
-    base_avg = [metrics[base_entry, s].avg_jct for s in config.seeds]
+    base_runs = [metrics[base_entry, s] for s in config.seeds]
     results = []
     for entry, name in zip(config.schedulers, config.labels, strict=True):
         runs = tuple(metrics[entry, s] for s in config.seeds)
         summary = {
-            f: mean_ci([getattr(r, f) for r in runs], config.confidence) for f in SUMMARY_FIELDS
+            f: mean_ci([getattr(r, f) for r in runs], config.confidence) for f in summary_fields
         }
-        rel = paired_relative_change([r.avg_jct for r in runs], base_avg, config.confidence)
+        rel = _paired(runs, base_runs, "avg_jct", config.confidence)
         results.append(
             SchedulerResult(
                 name=name,
@@ -357,11 +383,21 @@ def run_comparison(
                 vs_baseline=rel,
                 is_baseline=name == base,
                 idle=tuple(idles[entry, s] for s in config.seeds),
+                bsld_vs_baseline=(
+                    _paired(runs, base_runs, "avg_bsld", config.confidence) if rigid else None
+                ),
             )
         )
-    first = workloads[config.seeds[0]]
     setting = describe_setting(config.workload, config.options.to_kwargs(), first)
-    return Comparison(config, tuple(results), first.num_executors, setting)
+    return Comparison(config, tuple(results), first.num_executors, setting, rigid)
+
+
+def _paired(
+    runs: Sequence[RunMetrics], base: Sequence[RunMetrics], metric: str, confidence: float
+) -> Estimate:
+    """`metric`'s change against the baseline's runs on the same seeds."""
+    values = [getattr(r, metric) for r in runs]
+    return paired_relative_change(values, [getattr(r, metric) for r in base], confidence)
 
 
 def parse_names(text: str | Sequence[str]) -> tuple[str, ...]:

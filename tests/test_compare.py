@@ -9,11 +9,14 @@ import pytest
 from rich.console import Console
 
 from idlegate.errors import IdlegateError
-from idlegate.evaluation.compare_report import to_markdown
+from idlegate.evaluation.compare_report import table_headers, table_rows, to_markdown
 from idlegate.evaluation.comparison import (
+    RIGID_SUMMARY_FIELDS,
+    SUMMARY_FIELDS,
     CompareConfig,
     WorkloadOptions,
     build,
+    is_rigid,
     run_comparison,
     run_one,
 )
@@ -109,3 +112,78 @@ def test_write_failures_are_sentences_naming_the_path(tmp_path):
     with pytest.raises(IdlegateError, match=r"cannot write .*taken"):
         write_text(tmp_path / "taken", "text")  # a directory is in the way
     assert write_text(tmp_path / "a" / "b.md", "ok").read_text() == "ok"
+
+
+DAG_HEADERS = [
+    "scheduler",
+    "avg JCT (s)",
+    "p95 JCT (s)",
+    "makespan (s)",
+    "utilisation (%)",
+    "overhead (%)",
+    "JCT / bound",
+    "avg JCT vs fair",
+]
+
+
+def test_dag_tables_keep_their_columns(cmp):
+    result, _ = cmp
+    assert not result.rigid and not is_rigid(build("synthetic", 5, OPTS))
+    assert table_headers(result) == DAG_HEADERS
+    assert set(result["fifo"].summary) == set(SUMMARY_FIELDS)
+    data = result.to_dict()
+    assert data["rigid"] is False
+    assert "avg_bsld_vs_baseline" not in data["schedulers"]["fifo"]
+
+
+@pytest.fixture(scope="module")
+def rigid_cmp():
+    config = CompareConfig(
+        "lublin",
+        ("fcfs", "easy:fcfs", "reject:sjf"),
+        seeds=(1, 2),
+        options=WorkloadOptions(num_jobs=60),
+    )
+    return run_comparison(config)
+
+
+def test_rigid_tables_show_wait_and_bounded_slowdown(rigid_cmp):
+    result = rigid_cmp
+    assert result.rigid and is_rigid(build("lublin", 1, WorkloadOptions(num_jobs=60)))
+    headers = table_headers(result)
+    assert headers == [
+        "scheduler",
+        "avg wait (s)",
+        "avg bsld",
+        "max bsld",
+        "utilisation (%)",
+        "avg JCT (s)",
+        "makespan (s)",
+        "avg bsld vs fcfs",
+    ]
+    easy = result["easy:fcfs"]
+    assert set(easy.summary) == set(RIGID_SUMMARY_FIELDS)
+    bsld = [m.avg_bsld for m in easy.runs]
+    assert easy.summary["avg_bsld"].mean == pytest.approx(np.mean(bsld))
+    assert easy.summary["max_bsld"].mean == pytest.approx(np.mean([m.max_bsld for m in easy.runs]))
+    assert easy.summary["avg_wait"].mean == pytest.approx(np.mean([m.avg_wait for m in easy.runs]))
+    fcfs_bsld = [m.avg_bsld for m in result["fcfs"].runs]
+    assert easy.bsld_vs_baseline == paired_relative_change(bsld, fcfs_bsld)
+    rows = {cells[0]: dict(zip(headers, cells, strict=True)) for cells in table_rows(result)}
+    assert rows["fcfs"]["avg bsld vs fcfs"] == "baseline"
+    change = rows["easy:fcfs"]["avg bsld vs fcfs"].lstrip("+")
+    assert change.startswith(f"{easy.bsld_vs_baseline.mean * 100:.1f} %")
+    assert rows["easy:fcfs"]["avg bsld"].startswith(f"{np.mean(bsld):,.1f} ±")
+
+
+def test_rigid_reports_carry_the_rigid_fields(rigid_cmp, tmp_path):
+    data = rigid_cmp.to_dict(include_jct=False)
+    assert json.loads(json.dumps(data, allow_nan=False)) == data
+    assert data["rigid"] is True
+    reject = data["schedulers"]["reject:sjf"]
+    assert {"avg_wait", "avg_bsld", "max_bsld", "utilisation"} <= set(reject["summary"])
+    assert reject["avg_bsld_vs_baseline"]["n"] == 2
+    md = to_markdown(rigid_cmp)
+    assert "| avg wait (s) | avg bsld | max bsld | utilisation (%) |" in md
+    assert "bsld = max(1, (wait + run) / max(run, 10))" in md
+    assert "overhead (%)" not in md

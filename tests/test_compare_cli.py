@@ -20,6 +20,9 @@ runner = CliRunner()
 
 SMALL = ["--workload", "synthetic", "--jobs-count", "30", "--schedulers", "fifo,fair"]
 SHARED_TPCH = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "tpch"
+SHARED_SWF = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "swf"
+RIGID = ["--schedulers", "fcfs,easy:fcfs,strict:sjf,easy:sjf,reject:sjf", "--seeds", "2"]
+RIGID_HEADERS = ("avg wait (s)", "avg bsld", "max bsld", "utilisation (%)", "avg bsld vs fcfs")
 
 
 def _tpch_dir() -> Path:
@@ -85,3 +88,37 @@ def test_a_missing_learned_policy_names_the_resolved_path(tmp_path, monkeypatch)
     assert str(tmp_path / "models" / "p.onnx") in str(err.value)
     r = runner.invoke(app, ["compare", *SMALL, "--seeds", "1", "--schedulers", "learned:x.onnx"])
     assert r.exit_code == 1 and str(tmp_path / "x.onnx") in r.stderr
+
+
+def _check_rigid_outputs(stdout: str, out: Path) -> None:
+    text = " ".join(stdout.split())
+    assert "bsld = max(1, (wait + run) / max(run, 10))" in text
+    md = (out / "compare.md").read_text()
+    header = next(line for line in md.splitlines() if line.startswith("| scheduler"))
+    assert all(f"| {h} |" in header for h in RIGID_HEADERS) and "overhead" not in header
+    data = json.loads((out / "compare.json").read_text())
+    assert data["rigid"] is True and list(data["schedulers"])[-1] == "reject:sjf"
+    for result in data["schedulers"].values():
+        assert result["summary"]["avg_bsld"]["mean"] >= 1
+        assert result["summary"]["max_bsld"]["mean"] >= result["summary"]["avg_bsld"]["mean"]
+        assert result["summary"]["avg_wait"]["mean"] >= 0
+        assert 0 < result["summary"]["utilisation"]["mean"] <= 1
+
+
+def test_compare_lublin_shows_the_rigid_metrics(tmp_path):
+    out = tmp_path / "lublin"
+    args = ["compare", "--workload", "lublin", *RIGID, "--jobs-count", "64", "--out", str(out)]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    _check_rigid_outputs(r.stdout, out)
+
+
+def test_compare_swf_trace_shows_the_rigid_metrics(tmp_path):
+    trace = SHARED_SWF / "lublin_256.swf"
+    if not trace.is_file():
+        pytest.skip(f"SWF sample not found at {trace.resolve()} (../shared/data is absent)")
+    out = tmp_path / "swf"
+    args = ["compare", "--workload", "swf", "--file", str(trace), *RIGID, "--jobs-count", "64"]
+    r = runner.invoke(app, [*args, "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    _check_rigid_outputs(r.stdout, out)
