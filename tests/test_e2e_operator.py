@@ -604,6 +604,41 @@ def test_an_exported_onnx_policy_drives_the_operator(api, ns, kubelet, monitor, 
     assert monitor.max_total <= 3 and not monitor.duplicates
 
 
+def test_rigid_jobs_are_backfilled_under_easy_fcfs(api, ns, kubelet, monitor):
+    # Rigid jobs: one gang stage each, requested time = taskDurationSeconds. wide-b (the
+    # whole pool) waits for wide-a; EASY reserves the pool for it at wide-a's end and
+    # backfills only what ends before: small (5 s) yes, long (30 s, arrived earlier) no.
+    def rigid(name: str, tasks: int, seconds: float) -> dict[str, Any]:
+        return workflow(name, stage("job", tasks, seconds, gang=True))
+
+    def admitted(name: str) -> None:
+        phases = ("Pending", "Running")
+        wait(lambda: status_of(api, ns, name).get("phase") in phases, 10, f"{name} admitted")
+
+    with running_operator(api, ns, pool=4, policy="easy:fcfs") as op:
+        assert op.scheduler.name == "easy:fcfs"
+        api.create(DWF, rigid("wide-a", 3, 30), namespace=ns)
+        wait(lambda: len(monitor.occupying) == 3, 10, "wide-a's three tasks running")
+        for name, tasks, seconds in (("wide-b", 4, 10), ("long", 1, 30), ("small", 1, 5)):
+            api.create(DWF, rigid(name, tasks, seconds), namespace=ns)
+            if name != "small":  # admitted in this order
+                admitted(name)
+        names = ("wide-a", "wide-b", "long", "small")
+        for name in names:
+            assert wait_phase(api, ns, name, ("Succeeded", "Failed"), 40)["phase"] == "Succeeded"
+        records = {r.name.split("/")[-1]: r for r in op.bridge.cluster.done}
+    a, b, long, small = (records[n] for n in names)
+    assert a.arrival < b.arrival < long.arrival < small.arrival
+    # small, the latest and smallest job, started before the earlier wide one ...
+    assert small.first_start < b.first_start
+    # ... which had to wait for wide-a, and was not delayed by the backfilling
+    assert a.first_start + 30 - 0.5 <= b.first_start <= a.first_start + 30 + JCT_SLACK
+    # long would have delayed wide-b's reservation: it waited for wide-b to finish
+    assert long.first_start >= b.first_start + 10 - 0.5
+    assert monitor.max_total <= 4 and monitor.max_per_workflow["wide-b"] == 4
+    assert not monitor.duplicates and sum(monitor.created.values()) == 3 + 4 + 1 + 1
+
+
 # -- the burst: the real command in a subprocess --------------------------------------------------
 
 
