@@ -39,6 +39,8 @@ SAMPLES = DEPLOY / "samples"
 KIND_UP = DEPLOY / "kind-up.sh"
 VALID_SAMPLES = ("diamond.yaml", "tpch-q3.yaml")
 INVALID_SAMPLE = "invalid-cycle.yaml"
+RIGID_SAMPLE = "rigid-jobs.yaml"
+"""Several one-stage gang workflows (rigid jobs) in one file."""
 MIN_KUBERNETES = (1, 30)  # pod scheduling gates are GA from 1.30 on
 NAMESPACE = "idlegate-system"
 
@@ -62,8 +64,20 @@ def schema(committed_crd) -> dict[str, Any]:
     return version["schema"]["openAPIV3Schema"]
 
 
+def sample_files() -> dict[str, list[dict[str, Any]]]:
+    """Every sample file's documents, by file name (rigid-jobs.yaml holds several)."""
+    return {p.name: load_all(p) for p in sorted(SAMPLES.glob("*.yaml"))}
+
+
 def samples() -> dict[str, dict[str, Any]]:
-    return {p.name: load_yaml(p) for p in sorted(SAMPLES.glob("*.yaml"))}
+    """The one-workflow samples, by file name."""
+    return {name: docs[0] for name, docs in sample_files().items() if len(docs) == 1}
+
+
+def sample_workflows() -> list[tuple[str, dict[str, Any]]]:
+    """Every workflow of every sample, as ("file[index]", document)."""
+    files = sample_files().items()
+    return [(f"{name}[{i}]", doc) for name, docs in files for i, doc in enumerate(docs)]
 
 
 # -- the generator ---------------------------------------------------------------------------
@@ -404,9 +418,36 @@ def test_invalid_sample_passes_admission_but_not_the_operators_validation(schema
 
 
 def test_samples_are_all_accounted_for():
-    assert set(samples()) == {*VALID_SAMPLES, INVALID_SAMPLE}
+    assert set(sample_files()) == {*VALID_SAMPLES, RIGID_SAMPLE, INVALID_SAMPLE}
     # deploy/kind-up.sh expects lint to fail exactly on the samples named invalid-*
-    assert [n for n in samples() if n.startswith("invalid-")] == [INVALID_SAMPLE]
+    assert [n for n in sample_files() if n.startswith("invalid-")] == [INVALID_SAMPLE]
+
+
+def test_rigid_sample_is_gang_jobs_that_show_backfilling(schema):
+    from idlegate.policy import make_scheduler
+    from idlegate.sim.engine import simulate
+    from idlegate.sim.workloads import build_workload
+
+    docs = sample_files()[RIGID_SAMPLE]
+    for doc in docs:
+        assert api_server_problems(doc, schema) == []
+        (stage,) = parse_workflow(doc["spec"], doc["metadata"]["name"]).stages
+        assert stage.gang and stage.tasks > 1
+    report = lint_paths([str(SAMPLES / RIGID_SAMPLE)])
+    assert report.problems == [] and (report.workflows, report.invalid) == (len(docs), 0)
+    # the story its header tells, on the base's pool (--pool-size=8)
+    args = load_yaml(BASE / "deployment.yaml")["spec"]["template"]["spec"]["containers"][0]["args"]
+    pool = next(int(a.split("=", 1)[1]) for a in args if a.startswith("--pool-size="))
+    workload = build_workload("file", 0, path=str(SAMPLES / RIGID_SAMPLE), num_executors=pool)
+
+    def starts(spec: str) -> dict[str, float]:
+        result = simulate(workload, make_scheduler(spec), seed=0)
+        return {r.name.rsplit("-", 1)[0]: r.first_start for r in result.records}
+
+    easy, strict = starts("easy:fcfs"), starts("fcfs")
+    assert easy["rigid-small"] < easy["rigid-wide-b"] <= easy["rigid-long"]
+    assert easy["rigid-wide-b"] == strict["rigid-wide-b"]  # backfilling did not delay it
+    assert strict["rigid-small"] > strict["rigid-wide-b"]  # without it, small waits
 
 
 INVALID_SAMPLE_LINT = (
@@ -434,7 +475,8 @@ def test_samples_directory_lints_clean_except_the_invalid_sample():
     )
     assert out.returncode == 1, out.stderr
     assert out.stdout.splitlines() == [INVALID_SAMPLE_LINT]
-    assert f"{len(samples())} DagWorkflow(s) in {len(samples())} file(s): 1 invalid" in out.stderr
+    workflows, files = len(sample_workflows()), len(sample_files())
+    assert f"{workflows} DagWorkflow(s) in {files} file(s): 1 invalid" in out.stderr
 
 
 def _diamond() -> dict[str, Any]:
@@ -672,7 +714,7 @@ def test_sample_pod_templates_are_valid_pod_templates(version):
     kv = pytest.importorskip(
         "kubernetes_validate", reason="kubernetes-validate is not installed (dev dependency)"
     )
-    for name, sample in samples().items():
+    for name, sample in sample_workflows():
         for stage in sample["spec"]["stages"]:
             if "template" not in stage:
                 continue
@@ -756,7 +798,7 @@ def test_operator_pod_meets_restricted_pod_security(built):
 
 
 def test_sample_task_pods_meet_restricted_pod_security():
-    for name, sample in samples().items():
+    for name, sample in sample_workflows():
         for stage in sample["spec"]["stages"]:
             if "template" in stage:
                 assert restricted_violations(stage["template"]["spec"]) == [], (name, stage)
@@ -764,7 +806,7 @@ def test_sample_task_pods_meet_restricted_pod_security():
 
 def test_sample_templates_follow_the_task_contract():
     # the operator sets TASK_DURATION_SECONDS in every task container; the samples sleep it
-    for name, sample in samples().items():
+    for name, sample in sample_workflows():
         for stage in sample["spec"]["stages"]:
             if "template" not in stage:
                 continue
@@ -996,7 +1038,7 @@ def test_kind_up_lints_the_samples_before_applying_them(tmp_path):
     out, calls = _run_kind_up(ROOT, tmp_path)
     assert out.returncode == 0, out.stderr
     lints = [i for i, c in enumerate(calls) if c.startswith("docker run") and " lint -" in c]
-    assert len(lints) == len(samples())
+    assert len(lints) == len(sample_files())
     first_apply = min(i for i, c in enumerate(calls) if c.startswith("kubectl") and " apply " in c)
     assert max(lints) < first_apply
 
