@@ -100,7 +100,8 @@ def evaluation(models, tmp_path_factory):
 def test_learned_spec_builds_an_onnx_policy(models):
     path = models["learned"]
     policy = make_scheduler(f"learned:{path}")
-    assert type(policy).__name__ == "OnnxPolicy"
+    assert type(policy).__name__ == "StarvationGuard"  # policy.guard, around the ONNX policy
+    assert type(policy.inner).__name__ == "OnnxPolicy"
     assert policy.name == path.stem
     assert make_scheduler(f"learned:{path}", name="mine").name == "mine"
     assert make_scheduler("analytic:fair").name == "analytic+fair"
