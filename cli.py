@@ -43,6 +43,7 @@ DEMO_SCHEDULERS: tuple[str, ...] = (
     "lcfs",
     "random",
     "sjf-cp",
+    "srpt",
     "fair",
     "weighted-fair",
     f"learned=learned:{DEFAULT_POLICY_PATH}",
