@@ -355,7 +355,8 @@ def make_lookahead(
     if not base_spec:
         raise IdlegateError("lookahead:BASE needs a base scheduler, e.g. lookahead:sjf-cp")
     make_scheduler(base_spec)  # fail here, with the spec's own message, if BASE is bad
-    candidates = {c: (lambda c=c: make_scheduler(c)) for c in config.candidates}
+    # BASE is always a candidate; simulating it twice would only cost time
+    candidates = {c: (lambda c=c: make_scheduler(c)) for c in config.candidates if c != base_spec}
     for make in candidates.values():
         make()
     return LookaheadScheduler(
