@@ -8,6 +8,7 @@ link and image present, and the results table shaped as `make demo` prints it.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -120,3 +121,16 @@ def test_results_table_is_the_demo_table() -> None:
     assert cells[0] == table_headers(demo)  # type: ignore[arg-type]
     labels = [spec.split("=", 1)[0] for spec in cli.DEMO_SCHEDULERS]
     assert [row[0] for row in cells[2:]] == labels
+
+
+def test_the_pictures_schedules_are_what_the_caption_says() -> None:
+    # docs/img/idle-slot.png is drawn from these two runs (benchmarks/gantt.py)
+    spec = importlib.util.spec_from_file_location("gantt", ROOT / "benchmarks" / "gantt.py")
+    assert spec is not None and spec.loader is not None
+    gantt = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gantt)
+    at_once = gantt.run(gantt.make_scheduler("sjf-cp"))
+    idled = gantt.run(gantt.IdleFirst(gantt.make_scheduler("sjf-cp"), "A", 2.0))
+    assert {r.name: r.jct for r in at_once.records} == {"A": 20.0, "B": 22.0}
+    assert {r.name: r.jct for r in idled.records} == {"A": 26.0, "B": 4.0}
+    assert (ROOT / "docs" / "img" / "idle-slot.png").stat().st_size > 0
