@@ -3,6 +3,9 @@
     python benchmarks/lookahead.py --workload tpch-like -k 10 --load 0.85 --jobs-count 61 \
         --base srpt --seeds 5 [-o mode=decision -o samples=4]
 
+With `--oracle` the planner is told the true remaining arrivals (one future, the real
+one) instead of sampling them: the ceiling of what its estimates could give.
+
 For each seed both schedulers run on the same arrival sequence; the table gives their
 average JCTs, the paired change of the planner against its base, how many decisions the
 planner simulated futures for (`planned`), how often it overruled the base, and the wall
@@ -22,6 +25,7 @@ from idlegate.policy import make_scheduler
 from idlegate.policy.lookahead import LookaheadScheduler
 from idlegate.sim.engine import simulate
 from idlegate.sim.metrics import paired_relative_change
+from idlegate.sim.rollout import Future
 from idlegate.sim.workloads import build_workload
 
 
@@ -44,6 +48,15 @@ def parse_options(pairs: list[str]) -> dict[str, object]:
     return out
 
 
+class OraclePlanner(LookaheadScheduler):
+    """A planner whose one future is the workload's true remaining arrivals."""
+
+    arrivals: tuple = ()
+
+    def sample_futures(self, view, horizon):
+        return [Future(tuple(a for a in self.arrivals if a.time > view.now), 0)]
+
+
 def run(args: argparse.Namespace) -> None:
     workload_options = {"num_executors": args.executors, "load": args.load}
     if args.jobs_count:
@@ -59,6 +72,9 @@ def run(args: argparse.Namespace) -> None:
         planner = make_scheduler(f"lookahead:{args.base}", **planner_options)
         if not isinstance(planner, LookaheadScheduler):  # make_scheduler's contract
             raise IdlegateError(f"lookahead:{args.base} did not build a planner")
+        if args.oracle:
+            planner.__class__ = OraclePlanner
+            planner.arrivals = w.jobs
         result = simulate(w, planner, seed)
         base_jct.append(float(np.mean([r.jct for r in base.records])))
         plan_jct.append(float(np.mean([r.jct for r in result.records])))
@@ -74,8 +90,10 @@ def run(args: argparse.Namespace) -> None:
         )
     change = paired_relative_change(plan_jct, base_jct)
     ms = np.array(plan_times) * 1000.0 if plan_times else np.zeros(1)
+    oracle = ", true future (oracle)" if args.oracle else ""
     print(
-        f"workload {args.workload} {workload_options}, seeds {args.seeds}, options {planner_options}"
+        f"workload {args.workload} {workload_options}, seeds {args.seeds}, "
+        f"options {planner_options}{oracle}"
     )
     print("| base | base avg JCT | lookahead avg JCT | change (paired, 95 % CI) |")
     print("|---|---:|---:|---:|")
@@ -99,6 +117,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--base", default="srpt")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--first-seed", type=int, default=1000)
+    parser.add_argument("--oracle", action="store_true", help="plan with the true future")
     parser.add_argument("-o", "--option", action="append", default=[], help="planner KEY=VALUE")
     args = parser.parse_args(argv)
     try:
