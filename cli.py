@@ -273,7 +273,7 @@ def demo(
 ) -> None:
     """Compare the heuristics and the shipped learned policy on TPC-H-like DAGs (no data needed).
 
-    Six heuristics and the bundled ONNX policy, 50 executors, 1 + 100 streamed jobs at
+    Seven heuristics and the bundled ONNX policy, 50 executors, 1 + 100 streamed jobs at
     offered load 0.85, 5 seeds: a table of mean ± 95 % CI and the JCT CDF in --out.
     """
     with _user_errors():

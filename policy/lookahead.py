@@ -33,11 +33,13 @@ seeds (common random numbers), so their difference is not drowned in sampling no
 
 Modes
 -----
-``decision`` (default) plans every decision as above. ``switch`` is cheaper: at each
-arrival or completion it simulates each candidate *policy* (BASE and `candidates`)
-running alone for the horizon and follows the cheapest until the next such event
-(policy switching, Chang, Givan & Chong 2004: with exact evaluation, at least as good
-as every policy it switches between).
+``switch`` (the default): at each arrival or completion the planner simulates each
+candidate *policy* (BASE and `candidates`) running alone for the horizon and follows
+the cheapest until the next such event (policy switching, Chang, Givan & Chong 2004:
+with exact evaluation, at least as good as every policy it switches between).
+``decision`` plans every decision as above; with sampled futures it did worse than its
+base, with the true future a little better (`docs/lookahead.md`), so it is the mode to
+use when the future is known well, e.g. a batch of jobs submitted together.
 """
 
 from __future__ import annotations
