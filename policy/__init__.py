@@ -36,7 +36,7 @@ SCHEDULERS["analytic"] = make_analytic
 SCHEDULERS.update(RIGID_SCHEDULERS)
 
 DEFAULT_POLICY_PATH = Path(__file__).resolve().parent / "default.onnx"
-"""The learned policy shipped with the package (see the README: how it was trained)."""
+"""The learned policy shipped with the package (how it was trained: docs/results.md, §5)."""
 
 SPEC_PREFIXES: tuple[str, ...] = ("learned", "analytic", "lookahead", *RIGID_PREFIXES)
 """The ``KIND:ARGUMENT`` spec kinds `make_scheduler` accepts besides registered names."""
