@@ -64,6 +64,9 @@ bound).
         [--schedulers learned:policy/default.onnx,...] [--json results.json]
 """
 
+# One self-contained script (~760 lines) on purpose: benchmarks are not part of the
+# package, and its model, dominance rules, search and report are read and rerun together.
+
 from __future__ import annotations
 
 import argparse

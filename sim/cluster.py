@@ -24,6 +24,11 @@ Semantics (Decima and the idle-slot papers):
   so a job never holds more executors than its cap.
 """
 
+# One module of ~770 lines on purpose: the Cluster's invariants (free counts, executor
+# tables, runnable lists, caps, idle timers) are kept by every one of its methods
+# together, and its state objects and the scheduler protocol are what those methods
+# read and write; split across files they would be harder to check as one machine.
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
