@@ -1,0 +1,172 @@
+"""Seeded workload generators, and the registry the CLI calls (`build_workload`).
+
+Every generator is a pure function of (config, seed): the same seed gives the same jobs
+and the same arrival times, so every scheduler compared on a seed sees the same arrival
+sequence (common random numbers). Internally the seed is split into two independent
+streams, one for the jobs' content and one for the arrival gaps; changing only the
+arrival rate or the target load therefore rescales the very same arrival pattern of the
+very same jobs.
+
+Workloads:
+
+* `synthetic` — the idle-slot papers' two-type set: one-stage jobs of a short (10 s) or
+  a long (50 s) amount of work, Poisson arrivals.
+* `tpch` — Decima's streaming TPC-H workload: `init` jobs at t=0 plus `num_stream`
+  Poisson-streamed jobs, each a uniformly random query (1–22) at a uniformly random input
+  size, on 50 executors with Decima's Spark effects (moving delay, measured task waves).
+  Needs the traces (`tpch_dir`, see `idlegate.sim.tpch`).
+* `tpch-like` — a *synthetic* stand-in that needs no data: random DAGs shaped like
+  TPC-H query plans (see `tpch_like_spec`). It is not TPC-H; it only mimics the shape.
+* `mixed` — one Poisson stream where a fraction `alpha` of the jobs come from the
+  synthetic two-type set and the rest from TPC-H (or the TPC-H-like generator).
+* `bursty` — sessions of short jobs (an ON/OFF Markov-modulated stream, mean session size
+  and burstiness configurable) merged with a Poisson stream of long jobs; the workload
+  where holding a long job back before a session can pay.
+* `file` — workflows from a YAML/JSON file, all at t=0, as a stream, or replayed at the
+  arrival times a history file records (with measured task durations, `sim.history`).
+
+`synthetic`, `bursty` and `mixed` take `size_distribution` (two-type, pareto, lognormal):
+heavy-tailed job sizes with the two-type set's mean, so `load` keeps its meaning.
+
+Offered load = (mean job work / mean interarrival) / executors, with work measured in
+estimated executor-seconds (`Dag.total_work`). Instead of an interarrival (or a rate) a
+generator may be given a target `load`; the interarrival then follows from the mean job
+work of the generator's distribution.
+
+The package, by concern (everything public is re-exported here, so
+`from idlegate.sim.workloads import X` is the one import to use):
+
+* `base` — seeds, arrival arithmetic, the shared arrival and stream options.
+* `tpch_like` — the TPC-H-like DAG generator and its `DagShape`.
+* `sources` — job sources (two-type, TPC-H, TPC-H-like, mixes) and heavy-tailed sizes.
+* `options` — the typed configs of the generated workloads.
+* `generators` — the synthetic, bursty, tpch, tpch-like and mixed generators.
+* `file` — the `file` workload (workflow files and replayed histories).
+* `registry` — `WORKLOADS`, `workload_config`, `build_workload`, `describe_workloads`.
+"""
+
+from __future__ import annotations
+
+from idlegate.sim.workloads.base import (
+    MAX_JOBS,
+    ArrivalOptions,
+    SeedLike,
+    StreamOptions,
+    as_rng,
+    interarrival_for_load,
+    offered_load,
+    poisson_times,
+    split_streams,
+)
+from idlegate.sim.workloads.file import (
+    ArrivalMode,
+    FileConfig,
+    file_workload,
+)
+from idlegate.sim.workloads.generators import (
+    bursty_workload,
+    mean_job_work,
+    mixed_workload,
+    session_arrivals,
+    synthetic_workload,
+    tpch_like_workload,
+    tpch_workload,
+)
+from idlegate.sim.workloads.options import (
+    BurstyConfig,
+    MixedConfig,
+    SyntheticConfig,
+    TpchConfig,
+    TpchLikeConfig,
+    TpchOptions,
+    TwoTypeOptions,
+)
+from idlegate.sim.workloads.registry import (
+    WORKLOADS,
+    WorkloadKind,
+    build_workload,
+    describe_workloads,
+    workload_config,
+    workload_kind,
+)
+from idlegate.sim.workloads.sources import (
+    DEFAULT_SIZE_SHAPE,
+    MAX_TASK_SECONDS,
+    DrawnJob,
+    JobShape,
+    JobSource,
+    MixSource,
+    SizeDistribution,
+    TpchLikeSource,
+    TpchSource,
+    TwoTypeSource,
+    size_factors,
+)
+from idlegate.sim.workloads.tpch_like import (
+    ESTIMATE_SAMPLES,
+    ESTIMATE_SEED,
+    EXTRA_EDGE_PROB,
+    MEDIAN_TASKS,
+    SMALL_DAG,
+    STAGE_SKEW,
+    TASKS_SIGMA,
+    DagShape,
+    estimate_tpch_like_work,
+    tpch_like_spec,
+)
+
+__all__ = [
+    "DEFAULT_SIZE_SHAPE",
+    "ESTIMATE_SAMPLES",
+    "ESTIMATE_SEED",
+    "EXTRA_EDGE_PROB",
+    "MAX_JOBS",
+    "MAX_TASK_SECONDS",
+    "MEDIAN_TASKS",
+    "SMALL_DAG",
+    "STAGE_SKEW",
+    "TASKS_SIGMA",
+    "WORKLOADS",
+    "ArrivalMode",
+    "ArrivalOptions",
+    "BurstyConfig",
+    "DagShape",
+    "DrawnJob",
+    "FileConfig",
+    "JobShape",
+    "JobSource",
+    "MixSource",
+    "MixedConfig",
+    "SeedLike",
+    "SizeDistribution",
+    "StreamOptions",
+    "SyntheticConfig",
+    "TpchConfig",
+    "TpchLikeConfig",
+    "TpchLikeSource",
+    "TpchOptions",
+    "TpchSource",
+    "TwoTypeOptions",
+    "TwoTypeSource",
+    "WorkloadKind",
+    "as_rng",
+    "build_workload",
+    "bursty_workload",
+    "describe_workloads",
+    "estimate_tpch_like_work",
+    "file_workload",
+    "interarrival_for_load",
+    "mean_job_work",
+    "mixed_workload",
+    "offered_load",
+    "poisson_times",
+    "session_arrivals",
+    "size_factors",
+    "split_streams",
+    "synthetic_workload",
+    "tpch_like_spec",
+    "tpch_like_workload",
+    "tpch_workload",
+    "workload_config",
+    "workload_kind",
+]

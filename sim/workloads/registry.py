@@ -1,0 +1,157 @@
+"""The workload registry: names, their configs and generators, and `build_workload`.
+
+`WORKLOADS` is what `idlegate simulate`, `idlegate compare` and training look workloads up
+in; `workload_config` validates a CLI's options (with '-' or '_') into the typed config and
+turns validation errors into `IdlegateError` sentences.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from idlegate.errors import IdlegateError
+from idlegate.sim.engine import Workload
+from idlegate.sim.lublin import LublinConfig, lublin_workload
+from idlegate.sim.swf import SwfConfig, swf_workload
+from idlegate.sim.workloads.base import SeedLike, _Options, as_rng
+from idlegate.sim.workloads.file import FileConfig, file_workload
+from idlegate.sim.workloads.generators import (
+    bursty_workload,
+    mixed_workload,
+    synthetic_workload,
+    tpch_like_workload,
+    tpch_workload,
+)
+from idlegate.sim.workloads.options import (
+    BurstyConfig,
+    MixedConfig,
+    SyntheticConfig,
+    TpchConfig,
+    TpchLikeConfig,
+)
+
+
+@dataclass(frozen=True)
+class WorkloadKind:
+    """A named workload: its config model and its generator."""
+
+    name: str
+    config: type[_Options]
+    generate: Callable[[Any, SeedLike], Workload]
+    summary: str
+
+    def options(self) -> dict[str, str]:
+        """Option name → description (what `build_workload` accepts for this workload)."""
+        out = {k: f.description or "" for k, f in self.config.model_fields.items()}
+        out.update(self.config.EXTRA_OPTIONS)
+        return dict(sorted(out.items()))
+
+
+WORKLOADS: dict[str, WorkloadKind] = {
+    k.name: k
+    for k in (
+        WorkloadKind(
+            "synthetic",
+            SyntheticConfig,
+            synthetic_workload,
+            "one-stage jobs of 10 s or 50 s work, Poisson arrivals (idle-slot papers)",
+        ),
+        WorkloadKind(
+            "tpch",
+            TpchConfig,
+            tpch_workload,
+            "Decima's streaming TPC-H (needs the traces: --tpch-dir or IDLEGATE_TPCH_DIR)",
+        ),
+        WorkloadKind(
+            "tpch-like",
+            TpchLikeConfig,
+            tpch_like_workload,
+            "synthetic random DAGs shaped like TPC-H query plans (no data needed)",
+        ),
+        WorkloadKind(
+            "mixed",
+            MixedConfig,
+            mixed_workload,
+            "one stream: fraction alpha synthetic two-type jobs, the rest TPC-H(-like) DAGs",
+        ),
+        WorkloadKind(
+            "bursty",
+            BurstyConfig,
+            bursty_workload,
+            "sessions of ~4 short jobs (ON/OFF Markov-modulated) plus Poisson long jobs, load 0.7",
+        ),
+        WorkloadKind(
+            "file",
+            FileConfig,
+            file_workload,
+            "workflows from a YAML/JSON file, or a history replayed at its recorded times",
+        ),
+        WorkloadKind(
+            "swf",
+            SwfConfig,
+            swf_workload,
+            "rigid jobs from an SWF trace (--file), a seeded window of --jobs-count jobs",
+        ),
+        WorkloadKind(
+            "lublin",
+            LublinConfig,
+            lublin_workload,
+            "rigid jobs from the Lublin-Feitelson model (256 nodes, daily cycle)",
+        ),
+    )
+}
+
+
+def workload_kind(name: str) -> WorkloadKind:
+    """The registry entry `name`, or an IdlegateError listing the valid names."""
+    kind = WORKLOADS.get(name)
+    if kind is None:
+        raise IdlegateError(f"unknown workload {name!r}; choose one of: {', '.join(WORKLOADS)}")
+    return kind
+
+
+def workload_config(name: str, **options: Any) -> _Options:
+    """Validate `options` for workload `name` into its typed config.
+
+    Option names may use '-' or '_' ('num-executors' = 'num_executors'); options whose
+    value is None are dropped (so a CLI can forward every flag it has).
+    """
+    kind = workload_kind(name)
+    opts = {k.replace("-", "_"): v for k, v in options.items() if v is not None}
+    valid = kind.options()
+    unknown = sorted(set(opts) - set(valid))
+    if unknown:
+        raise IdlegateError(
+            f"workload {name!r} has no option {', '.join(map(repr, unknown))}; "
+            f"valid options: {', '.join(valid)}"
+        )
+    try:
+        return kind.config.model_validate(opts)
+    except ValidationError as exc:
+        raise IdlegateError(f"workload {name!r}: {_describe(exc)}") from None
+
+
+def build_workload(name: str, seed: int = 0, **options: Any) -> Workload:
+    """The workload `name` with `options` and `seed`: a pure function of the three."""
+    config = workload_config(name, **options)
+    rng = as_rng(seed)
+    return workload_kind(name).generate(config, rng)
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        loc = ".".join(str(p) for p in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        parts.append(f"option {loc}: {msg}" if loc else msg)
+    return "; ".join(parts)
+
+
+def describe_workloads() -> str:
+    """One line per workload: name and summary (for CLI help)."""
+    width = max(map(len, WORKLOADS))
+    return "\n".join(f"{k.name:<{width}}  {k.summary}" for k in WORKLOADS.values())
