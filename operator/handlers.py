@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Any
 
 import kopf
 
+from idlegate.operator.admission import AdmitLaterError
 from idlegate.operator.crd import GROUP, PLURAL, VERSION
 from idlegate.operator.kube import ApiError
 from idlegate.operator.pods import LABEL_WORKFLOW
 from idlegate.operator.settings import Settings
-from idlegate.operator.state import AdmitLaterError
 
 if TYPE_CHECKING:
     from idlegate.operator.main import Operator

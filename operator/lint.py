@@ -3,7 +3,7 @@
 What `argo lint` is to Argo users: run it before ``kubectl apply`` and learn, without a
 cluster, whether the operator would mark a workflow ``Invalid``. The checks are not
 re-implemented here; a DagWorkflow passes exactly when the operator's admission
-(:meth:`idlegate.operator.state.Bridge.admit`) would accept it:
+(:meth:`idlegate.operator.admission.Admission.admit`) would accept it:
 
 * ``metadata.name`` at most :data:`~idlegate.operator.crd.MAX_WORKFLOW_NAME_LENGTH`
   characters (a label value on every task pod; the CRD's CEL rule says the same);

@@ -20,6 +20,11 @@ idle slots from ``status.idleSlots``) before the first scheduling decision, so n
 created twice (names are deterministic and creation is idempotent), running tasks keep
 their executors, and a delay persisted in the status is neither forgotten nor repeated.
 
+The bridge is one class in three modules: admission and restart are in
+:mod:`idlegate.operator.admission`, task pods released by someone else in
+:mod:`idlegate.operator.foreign`; this one holds the bridge's state, the pod and timer
+events, the scheduling, the tasks and the workflows' outcomes.
+
 Everything here runs in the operator's event loop, one event at a time: the state
 changes synchronously; the API writes are queued (:mod:`idlegate.operator.writes`).
 """
@@ -30,37 +35,30 @@ import logging
 import os
 import socket
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 import numpy as np
 
-from idlegate.errors import IdlegateError, SpecError
 from idlegate.operator.actuator import Actuator
-from idlegate.operator.clock import from_datetime, timestamp_precision, to_datetime
-from idlegate.operator.crd import IdleSlot, Phase
+from idlegate.operator.admission import Admission
+from idlegate.operator.clock import to_datetime
+from idlegate.operator.crd import Phase
 from idlegate.operator.decisions import RecordingScheduler
+from idlegate.operator.foreign import ForeignReleases
 from idlegate.operator.kube import KubeApi
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.pods import (
-    GATE,
-    LABEL_WORKFLOW,
-    Owner,
-    TaskPod,
     pod_name,
     read_task_pod,
 )
 from idlegate.operator.settings import Settings
 from idlegate.operator.status import (
-    Conditions,
     SlotState,
-    invalid_status,
 )
-from idlegate.operator.template import check_templates
 from idlegate.operator.tracking import StageTrack, Task, TaskState, Workflow, WorkflowKey
 from idlegate.operator.writes import Writer
 from idlegate.sim.cluster import Cluster, Decision, Launch, Stage
-from idlegate.sim.spec import parse_workflow
 
 log = logging.getLogger(__name__)
 
@@ -72,21 +70,7 @@ class Timers(Protocol):
     def cancel(self, key: str) -> None: ...
 
 
-class AdmitLaterError(IdlegateError):
-    """The workflow cannot be admitted now (its running pods need more free executors)."""
-
-
-def _arrival_key(body: Mapping[str, Any]) -> tuple[str, str]:
-    meta = body.get("metadata") or {}
-    return (meta.get("creationTimestamp") or "", meta.get("name", ""))
-
-
-def _owner(body: Mapping[str, Any]) -> Owner:
-    meta = body["metadata"]
-    return Owner(meta.get("namespace") or "default", meta["name"], meta.get("uid", ""))
-
-
-class Bridge:
+class Bridge(Admission, ForeignReleases):
     """DagWorkflows and pods in, the cluster state machine in the middle, API writes out."""
 
     def __init__(
@@ -134,73 +118,7 @@ class Bridge:
         """The clock's time, never before the state machine's (it refuses to go back)."""
         return max(self.cluster.now, self.clock.now())
 
-    # -- entry points (kopf handlers, timers) -------------------------------------------
-
-    async def rebuild(self) -> None:
-        """Admit every existing DagWorkflow with its pods, then make the first decisions."""
-        bodies: list[dict[str, Any]] = []
-        pods: list[dict[str, Any]] = []
-        for namespace in self.settings.namespaces or (None,):
-            bodies += await self.kube.list_workflows(namespace)
-            pods += await self.kube.list_pods(namespace, LABEL_WORKFLOW)
-        by_workflow: dict[WorkflowKey, list[dict[str, Any]]] = defaultdict(list)
-        for pod in pods:
-            meta = pod.get("metadata") or {}
-            workflow = (meta.get("labels") or {}).get(LABEL_WORKFLOW)
-            if workflow:
-                by_workflow[(meta.get("namespace", ""), workflow)].append(pod)
-        admitted = 0
-        for body in sorted(bodies, key=_arrival_key):
-            owner = _owner(body)
-            if self.known(owner):
-                continue
-            try:
-                wf = self.admit(
-                    body, by_workflow.get((owner.namespace, owner.name), ()), schedule=False
-                )
-            except AdmitLaterError as exc:
-                log.warning("%s/%s is admitted later: %s", owner.namespace, owner.name, exc)
-                continue
-            admitted += wf is not None
-        self.rebuilt = True
-        log.info("Rebuilt the state of %d DagWorkflow(s) from %d pod(s).", admitted, len(pods))
-        self.schedule()
-
-    def known(self, owner: Owner) -> bool:
-        wf = self.workflows.get((owner.namespace, owner.name))
-        return wf is not None and wf.owner.uid == owner.uid
-
-    async def admit_from_api(self, body: Mapping[str, Any]) -> None:
-        """Admit a workflow (kopf's create/resume), reading its pods from the API first."""
-        owner = _owner(body)
-        if self.known(owner) or (body.get("metadata") or {}).get("deletionTimestamp"):
-            return
-        phase = (body.get("status") or {}).get("phase")
-        if phase == Phase.SUCCEEDED:
-            return
-        if phase == Phase.INVALID and self._judged(body):
-            return
-        pods = await self.kube.list_pods(owner.namespace, f"{LABEL_WORKFLOW}={owner.name}")
-        if not self.known(owner):  # (another handler may have admitted it meanwhile)
-            self.admit(body, pods)
-
-    async def spec_changed(self, body: Mapping[str, Any]) -> None:
-        """The spec changed: re-validate a rejected workflow; refuse to change a running one."""
-        owner = _owner(body)
-        wf = self.workflows.get((owner.namespace, owner.name))
-        if wf is not None and wf.owner.uid == owner.uid:
-            generation = (body.get("metadata") or {}).get("generation")
-            self.writes.event(
-                owner,
-                "Warning",
-                "SpecChangeIgnored",
-                f"The spec changed (generation {generation}) after the workflow was admitted "
-                f"with generation {wf.generation}; a running workflow keeps its spec. Delete "
-                "and re-create it to run the new spec.",
-            )
-            return
-        if (body.get("status") or {}).get("phase") == Phase.INVALID and not self._judged(body):
-            await self.admit_from_api(body)
+    # -- entry points (kopf handlers, timers); admission is in Admission -------------------
 
     def forget(self, namespace: str, name: str, uid: str | None, *, schedule: bool = True) -> None:
         """The DagWorkflow is being deleted: take its job out (its pods go with it, by GC)."""
@@ -252,101 +170,6 @@ class Bridge:
             self._task_failed(wf, track, task, f"pod {info.name} failed: {info.reason}")
         self.schedule()
 
-    # -- task pods released by someone else ------------------------------------------------
-
-    def _released_by_others(self, wf: Workflow, track: StageTrack, task: Task, pod: str) -> None:
-        """A gated pod of ours lost the gate without the operator releasing it (``kubectl
-        patch`` by hand, another controller): it runs, so it counts against the pool.
-
-        The task is launched in the state machine on a free executor (ending its stage's
-        idle slot, if any), as if the policy had released it. With no executor free, it
-        runs beyond the pool and is *unaccounted*: it counts as busy, and the next executor
-        that frees up is its own before the policy is asked again."""
-        self.metrics.foreign_releases.inc()
-        track.gated -= 1
-        track.running += 1
-        task.state, task.executor = TaskState.RELEASED, None
-        if wf.phase is Phase.PENDING:
-            wf.phase = Phase.RUNNING
-        adopted = self._adopt(wf, track, task)
-        if not adopted:
-            self.unaccounted.append((wf, track, task))
-        self._top_up(wf, track)
-        where = (
-            "it took a free executor"
-            if adopted
-            else "no executor was free, so it runs beyond the pool and takes the next executor "
-            "that frees up"
-        )
-        self.writes.event(
-            wf.owner,
-            "Warning",
-            "ReleasedByOthers",
-            f"Task pod {pod} of stage {track.spec.name!r} lost its {GATE} scheduling gate "
-            f"without the operator releasing it (removed by hand or by another controller); "
-            f"it counts against the pool of {self.settings.pool_size} executors: {where}.",
-        )
-        self.writes.status(wf, urgent=True)
-
-    def _adopt(self, wf: Workflow, track: StageTrack, task: Task) -> bool:
-        """Launch `task` (running already) in the state machine on a free executor, with the
-        rest of its gang; False if that is not possible now."""
-        stage = wf.job.stages[track.index]
-        now = self.now()
-        if stage.idle_until is not None:
-            self.cluster.idle_expired(stage, now)
-            self.timers.cancel(self._timer_key(wf, track.index))
-            slot = wf.idle_slots.get(track.index)
-            if slot is not None:
-                slot.released = True
-        need = stage.tasks - stage.launched if stage.gang else 1
-        if need > self.cluster.free_executors:
-            return False
-        # a cap of exactly what it needs: the policy's next decision for the job sets its own
-        decision = Decision(stage, stage.job.held + need)
-        try:
-            self.cluster.check(decision)
-        except IdlegateError:
-            return False
-        launches = self.cluster.apply(decision, now)
-        task.executor = launches[0].executor
-        self.executors[task.executor] = (wf.key, track.index, task.index)
-        for launch in launches[1:]:  # the gang's other tasks start with it
-            self._release(wf, track, track.next_to_release(), launch.executor)
-        return True
-
-    def _adopt_unaccounted(self) -> None:
-        """Give free executors to the tasks running beyond the pool, oldest first."""
-        waiting, self.unaccounted = self.unaccounted, []
-        for wf, track, task in waiting:
-            if not wf.active or task.state is not TaskState.RELEASED or task.executor is not None:
-                continue
-            if not self._adopt(wf, track, task):
-                self.unaccounted.append((wf, track, task))
-            elif task.finished_unaccounted:
-                task.finished_unaccounted = False
-                self._task_succeeded(wf, track, task)
-
-    def _unaccounted_ended(
-        self, wf: Workflow, track: StageTrack, task: Task, info: TaskPod
-    ) -> None:
-        """A task running beyond the pool ended before an executor was free for it."""
-        if info.phase == "Succeeded":
-            # it is counted in the state machine once an executor is its own
-            task.finished_unaccounted = True
-            return
-        self.unaccounted = [u for u in self.unaccounted if u[2] is not task]
-        track.running -= 1
-        track.failed += 1
-        task.failures += 1
-        self.metrics.task_failures.inc()
-        if task.failures > track.spec.backoff_limit:
-            self._fail_task_for_good(wf, track, task, f"pod {info.name} failed: {info.reason}")
-            return
-        task.attempt += 1
-        track.replan(task)  # the retry waits for the policy like any task
-        self.writes.status(wf)
-
     def idle_expired(self, key: WorkflowKey, uid: str, stage_index: int) -> None:
         """An idle slot's timer fired: the stage is runnable again."""
         wf = self.workflows.get(key)
@@ -368,257 +191,6 @@ class Bridge:
             )
         self.writes.status(wf, urgent=True)
         self.schedule()
-
-    # -- admission -----------------------------------------------------------------------
-
-    @staticmethod
-    def _judged(body: Mapping[str, Any]) -> bool:
-        """The status describes the current generation (a verdict on this very spec)."""
-        meta = body.get("metadata") or {}
-        return (body.get("status") or {}).get("observedGeneration") == meta.get("generation", 1)
-
-    def admit(
-        self, body: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], *, schedule: bool = True
-    ) -> Workflow | None:
-        """Admit one DagWorkflow with its existing pods; None if it needs no job (finished,
-        invalid). Raises AdmitLaterError when its running pods need more free executors."""
-        owner = _owner(body)
-        previous = self.workflows.get((owner.namespace, owner.name))
-        if previous is not None and previous.owner.uid != owner.uid:
-            # re-created under the same name before the deletion's event arrived
-            self.forget(owner.namespace, owner.name, previous.owner.uid, schedule=False)
-        meta = body.get("metadata") or {}
-        generation = int(meta.get("generation") or 1)
-        status = body.get("status") or {}
-        phase = status.get("phase")
-        conditions = Conditions(status.get("conditions"))
-        if phase == Phase.SUCCEEDED:
-            return None
-        if phase == Phase.FAILED:
-            self._delete_leftovers(owner, pods)
-            return None
-        if phase == Phase.INVALID and self._judged(body):
-            return None
-        now = self.now()
-        try:
-            if len(owner.name) > 63:
-                raise SpecError(
-                    f"the name {owner.name!r} is longer than 63 characters; it is a label value "
-                    "on every task pod"
-                )
-            spec = parse_workflow(body.get("spec"), "spec")
-            check_templates(spec, "spec")
-        except SpecError as exc:
-            self._reject(owner, generation, conditions, str(exc), body.get("spec"))
-            return None
-        started = status.get("startTime")
-        admitted = min(from_datetime(started), now) if started else now
-        arrival = self._arrival(meta.get("creationTimestamp"), admitted)
-        wf = Workflow(owner, generation, spec, arrival, conditions, admitted=admitted)
-        restore = self._classify(wf, pods, status)
-        try:
-            wf.job = self.cluster.add_job(
-                wf.dag, now, f"{owner.namespace}/{owner.name}", wf, arrival=arrival
-            )
-        except IdlegateError as exc:
-            self._reject(owner, generation, conditions, str(exc), body.get("spec"))
-            return None
-        self.workflows[wf.key] = wf
-        self._restore(wf, restore)
-        wf.conditions.set(
-            "Valid",
-            True,
-            "SpecValid",
-            f"A valid DAG of {len(spec.stages)} stages.",
-            generation,
-            now,
-        )
-        if not started:
-            self.metrics.admission_lag.observe(admitted - arrival)
-            dag = wf.dag
-            self.writes.event(
-                owner,
-                "Normal",
-                "Accepted",
-                f"Accepted: {dag.num_stages} stages, {sum(dag.tasks)} tasks, critical path "
-                f"{dag.critical_path:g} s, total work {dag.total_work:g} executor-seconds; "
-                f"policy {self.scheduler.name}, pool of {self.settings.pool_size} executors.",
-            )
-        if wf.job.finish is not None:
-            self._complete(wf)
-        elif restore.failed_for_good:
-            track, task, reason = restore.failed_for_good
-            self._fail_task_for_good(wf, track, task, reason)
-        else:
-            for track, task in restore.retry:
-                self._retry(wf, track, task)
-            for track in wf.stages:
-                if wf.job.stages[track.index].parents_left == 0:
-                    self._materialize(wf, track)
-            self._arm_new_timers()
-            self.writes.status(wf, urgent=True)
-        if schedule:
-            self.schedule()
-        return wf
-
-    def _arrival(self, created: Any, admitted: float) -> float:
-        """The workflow's arrival: its ``metadata.creationTimestamp`` on the operator's
-        clock, at most `admitted` (when the operator first saw it).
-
-        The API server stamps whole seconds, so the true creation lies in [stamp, stamp +
-        1 s): the end of that second is taken (never more than the true time before
-        admission). The same inputs give the same arrival after a restart (`admitted` is
-        persisted as ``status.startTime``)."""
-        if not isinstance(created, str):
-            return admitted
-        try:
-            wall = from_datetime(created) + timestamp_precision(created)
-        except ValueError:
-            return admitted
-        return min(admitted, self.clock.from_wall(wall))
-
-    class _Restore:
-        """What `_classify` found on the pods and in the status."""
-
-        def __init__(self) -> None:
-            self.running: list[tuple[StageTrack, Task]] = []
-            self.retry: list[tuple[StageTrack, Task]] = []
-            self.failed_for_good: tuple[StageTrack, Task, str] | None = None
-            self.slots: dict[int, SlotState] = {}
-            self.cap = 0
-
-    def _classify(
-        self, wf: Workflow, pods: Iterable[Mapping[str, Any]], status: Mapping[str, Any]
-    ) -> Bridge._Restore:
-        """Read the tasks' state from the pods and the idle slots from the status (no
-        state machine change yet); raises AdmitLaterError if executors are short."""
-        found = self._Restore()
-        attempts: dict[tuple[str, int], list[TaskPod]] = defaultdict(list)
-        for pod in pods:
-            info = read_task_pod(pod)
-            if info is None or info.owner_uid != wf.owner.uid:
-                continue  # e.g. a pod of an earlier workflow of the same name, being collected
-            track = wf.by_name.get(info.stage)
-            if track is not None and 0 <= info.index < track.spec.tasks:
-                attempts[(info.stage, info.index)].append(info)
-        for (stage, index), infos in attempts.items():
-            track = wf.by_name[stage]
-            task = track.task(index)
-            latest = max(infos, key=lambda p: p.attempt)
-            task.attempt = latest.attempt
-            task.failures = sum(p.phase == "Failed" for p in infos)
-            track.failed += task.failures
-            if any(p.phase == "Succeeded" for p in infos):
-                task.state = TaskState.SUCCEEDED
-                track.succeeded += 1
-            elif not latest.terminal and latest.gated:
-                task.state = TaskState.GATED
-                track.gated += 1
-            elif not latest.terminal:
-                task.state, task.executor = TaskState.RELEASED, latest.executor
-                found.running.append((track, task))
-            elif task.failures > track.spec.backoff_limit:
-                task.state, task.executor = TaskState.RELEASED, latest.executor
-                found.failed_for_good = (track, task, f"pod {latest.name} failed: {latest.reason}")
-            else:  # failed, retry not created yet (the operator stopped in between)
-                task.state, task.executor = TaskState.RELEASED, latest.executor
-                found.retry.append((track, task))
-        for raw in status.get("idleSlots") or []:
-            try:
-                slot = IdleSlot.model_validate(raw)
-            except ValueError:
-                continue
-            track = wf.by_name.get(slot.stage)
-            if track is not None:
-                found.slots[track.index] = SlotState(
-                    slot.stage,
-                    slot.delay_seconds,
-                    from_datetime(slot.release_time),
-                    slot.released,
-                    slot.reason or "",
-                )
-        found.cap = int(status.get("parallelismCap") or 0)
-        holders = found.running + found.retry
-        if found.failed_for_good is not None:
-            holders.append(found.failed_for_good[:2])
-        if len(holders) > self.cluster.free_executors:
-            raise AdmitLaterError(
-                f"{len(holders)} of its task pods are running but only "
-                f"{self.cluster.free_executors} executors are free"
-            )
-        taken = set(self.executors)
-        free = sorted(set(range(self.settings.pool_size)) - taken)
-        for _, task in holders:
-            e = task.executor
-            if e is None or not 0 <= e < self.settings.pool_size or e in taken:
-                e = free[0]  # enough by the check above
-            if e in free:
-                free.remove(e)
-            taken.add(e)
-            task.executor = e
-        return found
-
-    def _restore(self, wf: Workflow, found: Bridge._Restore) -> None:
-        """Put the progress read by `_classify` into the state machine."""
-        job = wf.job
-        holders = found.running + found.retry
-        if found.failed_for_good is not None:
-            holders.append(found.failed_for_good[:2])
-        wf.idle_slots = dict(sorted(found.slots.items()))
-        if holders or found.slots or found.cap or any(t.succeeded for t in wf.stages):
-            self.cluster.restore_progress(
-                job,
-                finished=[t.succeeded for t in wf.stages],
-                running=[(track.index, task.executor) for track, task in holders],
-                delayed=[i for i, s in found.slots.items() if s.released],
-                idle_until={i: s.release for i, s in found.slots.items() if not s.released},
-                cap=found.cap,
-                idle_inserted=sum(s.delay for s in found.slots.values()),
-            )
-        for track, task in holders:
-            assert task.executor is not None
-            self.executors[task.executor] = (wf.key, track.index, task.index)
-            track.running += 1
-        for i, slot in wf.idle_slots.items():
-            if not slot.released and job.stages[i].idle_until is None:
-                slot.released = True  # it ended while the operator was away
-                self.writes.event(
-                    wf.owner,
-                    "Normal",
-                    "IdleSlotEnded",
-                    f"Stage {slot.stage!r}: the idle slot of {slot.delay:g} s ended while the "
-                    "operator was not running; the stage is runnable again.",
-                )
-        if any(s.launched for s in job.stages):
-            wf.phase = Phase.RUNNING
-
-    def _reject(
-        self,
-        owner: Owner,
-        generation: int,
-        conditions: Conditions,
-        message: str,
-        raw_spec: Any,
-    ) -> None:
-        now = self.now()
-        for type_ in ("Running", "Complete", "Failed"):
-            conditions.remove(type_)
-        conditions.set("Valid", False, "InvalidSpec", message, generation, now)
-        stages = raw_spec.get("stages") if isinstance(raw_spec, dict) else None
-        total = len(stages) if isinstance(stages, list) and len(stages) <= 500 else None
-        body = invalid_status(conditions, generation, total)
-        self.metrics.invalid_workflows.inc()
-        log.warning("%s/%s is invalid: %s", owner.namespace, owner.name, message)
-
-        self.writes.invalid_status(owner, body)
-        self.writes.event(owner, "Warning", "InvalidSpec", f"The workflow is invalid: {message}")
-
-    def _delete_leftovers(self, owner: Owner, pods: Iterable[Mapping[str, Any]]) -> None:
-        """Delete the unfinished pods of a failed workflow (the operator stopped before)."""
-        for pod in pods:
-            info = read_task_pod(pod)
-            if info and info.owner_uid == owner.uid and not info.terminal and not info.deleting:
-                self.writes.delete_pod(owner, info.name)
 
     # -- the state machine's side -----------------------------------------------------------
 

@@ -10,7 +10,7 @@ from idlegate.operator.clock import to_datetime
 from idlegate.operator.crd import Condition, IdleSlot, Phase, StageStatus, WorkflowStatus
 
 if TYPE_CHECKING:
-    from idlegate.operator.state import Workflow
+    from idlegate.operator.tracking import Workflow
 
 MAX_MESSAGE = 1024
 """Longest condition or Event message the operator writes (longer ones are cut)."""
