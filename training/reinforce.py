@@ -21,8 +21,9 @@ With ``algorithm: ppo`` step 4 is PPO's epochs of clipped minibatch steps instea
 (`training.ppo`); everything else — rollouts, advantages, validation, checkpoints, the
 log — is this loop.
 
-Before iteration 0 an optional behaviour-cloning warm start (`training.bc`) imitates a
-heuristic. Outputs in `out_dir`: `train_log.csv` (one row per iteration),
+Before iteration 0 an optional behaviour-cloning warm start (`training.warm_start`, fitted
+by `training.bc`) imitates a heuristic. Outputs in `out_dir`: `train_log.csv` (one row per
+iteration, `training.log`),
 `checkpoint.pt` (resumable: model, optimizer, iteration, Generator state, config),
 `best.pt` (best validation JCT), `final.pt`, `policy.onnx` (best, exported),
 `summary.json`.
@@ -30,7 +31,6 @@ heuristic. Outputs in `out_dir`: `train_log.csv` (one row per iteration),
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import time
@@ -55,16 +55,9 @@ from idlegate.policy.model import (
 )
 from idlegate.sim.workloads import build_workload
 from idlegate.training import math as rl
-from idlegate.training.bc import (
-    BCReport,
-    Demonstrations,
-    behaviour_cloning,
-    merge_demonstrations,
-    record_demonstrations,
-)
-from idlegate.training.config import RUN_ONLY_FIELDS, TrainConfig, WorkloadSpec
+from idlegate.training.config import RUN_ONLY_FIELDS, TrainConfig
+from idlegate.training.log import CSV_FIELDS, IterationStats, TrainLog, progress_bar
 from idlegate.training.rollout import (
-    CustomTask,
     EvalResult,
     EvalTask,
     PolicyBlob,
@@ -72,64 +65,12 @@ from idlegate.training.rollout import (
     RolloutRunner,
     RolloutTask,
     StoredObservation,
-    WorkloadRef,
-    export_onnx_bytes,
     make_blob,
 )
-
-CSV_FIELDS: tuple[str, ...] = (
-    "iteration",
-    "wall_seconds",
-    "mean_return",
-    "mean_decisions",
-    "entropy",
-    "entropy_weight",
-    "loss",
-    "grad_norm",
-    "explained_variance",
-    "approx_kl",
-    "clip_fraction",
-    "update_steps",
-    "idle_fraction",
-    "wait_fraction",
-    "episode_mean_seconds",
-    "max_time",
-    "rollout_seconds",
-    "update_seconds",
-    "val_avg_jct",
-)
-"""Columns of train_log.csv; `ref_<scheduler>` columns (constant) follow them."""
+from idlegate.training.seeds import SEED_RANGE, draw_seed, workload_ref
+from idlegate.training.warm_start import warm_start
 
 CHECKPOINT = "checkpoint.pt"
-SEED_RANGE = 2**31 - 1
-
-
-@dataclass
-class IterationStats:
-    """One row of the training log (NaN: not measured this iteration)."""
-
-    iteration: int
-    wall_seconds: float
-    mean_return: float = math.nan
-    mean_decisions: float = math.nan
-    entropy: float = math.nan
-    entropy_weight: float = math.nan
-    loss: float = math.nan
-    grad_norm: float = math.nan
-    explained_variance: float = math.nan
-    approx_kl: float = math.nan
-    """PPO: KL(π_old ‖ π) estimated on the last minibatch before its step."""
-    clip_fraction: float = math.nan
-    """PPO: share of that minibatch's ratios outside 1 ± clip."""
-    update_steps: float = math.nan
-    """Optimizer steps this iteration (REINFORCE: 1; PPO: fewer on a KL early stop)."""
-    idle_fraction: float = math.nan
-    wait_fraction: float = math.nan
-    episode_mean_seconds: float = math.nan
-    max_time: float = math.nan
-    rollout_seconds: float = math.nan
-    update_seconds: float = math.nan
-    val_avg_jct: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -171,18 +112,6 @@ class TrainResult:
 
 # ---------------------------------------------------------------------------------------
 # small pieces
-
-
-def workload_ref(spec: WorkloadSpec, seed: int) -> WorkloadRef:
-    return WorkloadRef.of(spec.name, spec.options, seed)
-
-
-def draw_seed(rng: np.random.Generator, forbidden: set[int]) -> int:
-    """A training seed that is not a validation seed."""
-    while True:
-        seed = int(rng.integers(SEED_RANGE))
-        if seed not in forbidden:
-            return seed
 
 
 def validate(
@@ -283,35 +212,6 @@ def algorithm_update(
         return ppo_update(model, optimizer, rollouts, adv, config, entropy_weight, rng)
     loss, entropy, norm = update(model, optimizer, rollouts, adv, config, entropy_weight, rng)
     return UpdateStats(loss, entropy, norm, steps=0 if math.isnan(entropy) else 1)  # NaN: none
-
-
-class TrainLog:
-    """train_log.csv: one row per iteration, reference JCT columns appended."""
-
-    def __init__(self, path: Path, references: dict[str, float], keep_until: int | None) -> None:
-        self.path = path
-        self.refs = references
-        self.fields = [*CSV_FIELDS, *(f"ref_{k}" for k in references)]
-        rows: list[dict[str, str]] = []
-        if keep_until is not None and path.exists():
-            with path.open(newline="") as f:
-                rows = [r for r in csv.DictReader(f) if int(r["iteration"]) <= keep_until]
-        with path.open("w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=self.fields)
-            writer.writeheader()
-            writer.writerows({k: r.get(k, "") for k in self.fields} for r in rows)
-
-    def append(self, stats: IterationStats) -> None:
-        row: dict[str, Any] = {}
-        for k, v in asdict(stats).items():
-            row[k] = "" if isinstance(v, float) and math.isnan(v) else _fmt(v)
-        row.update({f"ref_{k}": _fmt(v) for k, v in self.refs.items()})
-        with self.path.open("a", newline="") as f:
-            csv.DictWriter(f, fieldnames=self.fields).writerow(row)
-
-
-def _fmt(v: Any) -> Any:
-    return f"{v:.6g}" if isinstance(v, float) else v
 
 
 def _check_resume(ckpt: dict[str, Any], config: TrainConfig) -> None:
@@ -479,7 +379,7 @@ def train(
                         soft_wrap=True,
                     )
                 elif config.bc.enabled:
-                    report = _warm_start(
+                    report = warm_start(
                         model, config, runner, bc_seq, forbidden, console, show_progress
                     )
                     bc_info = asdict(report)
@@ -505,7 +405,7 @@ def train(
                     soft_wrap=True,
                 )
 
-            progress = _progress(console, show_progress)
+            progress = progress_bar(console, show_progress)
             with progress as bar:
                 task = bar.add_task(
                     "training", total=config.iterations, completed=start_iter, info=""
@@ -632,81 +532,6 @@ def _iteration(
     )
 
 
-def _warm_start(
-    model: PolicyNet,
-    config: TrainConfig,
-    runner: RolloutRunner,
-    seq: np.random.SeedSequence,
-    forbidden: set[int],
-    console: Console,
-    show_progress: bool = False,
-) -> BCReport:
-    """Record teacher episodes in the workers, then fit the model (in this process)."""
-    bc = config.bc
-    t0 = time.perf_counter()
-    rng = np.random.default_rng(seq)
-    kwargs = (
-        ("heuristic", bc.heuristic),
-        ("model_config", model.config.to_dict()),
-        ("max_time", bc.episode_seconds if bc.episode_seconds is not None else math.inf),
-    )
-
-    def record(actor: tuple[tuple[str, Any], ...] = ()) -> Demonstrations:
-        tasks = []
-        specs = config.training_workloads
-        for episode in range(bc.episodes):
-            seed = draw_seed(rng, forbidden)
-            ref = workload_ref(specs[episode % len(specs)], seed)
-            tasks.append(CustomTask(ref, seed, record_demonstrations, kwargs + actor))
-        return merge_demonstrations(runner.run(None, tasks))
-
-    demos = record()
-    console.print(
-        f"behaviour cloning: {len(demos.observations)} decisions of {bc.heuristic} "
-        f"from {bc.episodes} episodes ({time.perf_counter() - t0:.0f} s)",
-        highlight=False,
-        soft_wrap=True,
-    )
-
-    def fit(what: str) -> BCReport:
-        with _progress(console, show_progress) as bar:
-            task = bar.add_task(what, total=bc.epochs, info="")
-
-            def epoch_done(epoch: int, loss: float) -> None:
-                bar.update(task, completed=epoch + 1, info=f"cross-entropy {loss:.3f}")
-
-            return behaviour_cloning(
-                model,
-                demos,
-                epochs=bc.epochs,
-                batch_size=bc.batch_size,
-                lr=bc.lr,
-                rng=rng,
-                progress=epoch_done,
-            )
-
-    report = fit(f"cloning {bc.heuristic}")
-    for round_ in range(1, bc.dagger_rounds + 1):
-        visited = record((("actor_onnx", export_onnx_bytes(model)),))
-        console.print(
-            f"DAgger round {round_}: the policy (avg JCT {visited.avg_jct:.2f} s) visited "
-            f"{len(visited.observations)} states, labelled by {bc.heuristic}",
-            highlight=False,
-            soft_wrap=True,
-        )
-        demos = merge_demonstrations([demos, visited], teacher_avg_jct=demos.avg_jct)
-        report = fit(f"DAgger round {round_}")
-    report = BCReport(**{**asdict(report), "seconds": time.perf_counter() - t0})
-    loss = report.losses[-1] if report.losses else math.nan
-    console.print(
-        f"behaviour cloning: imitation accuracy {report.accuracy:.1%} (stage "
-        f"{report.stage_accuracy:.1%}), cross-entropy {loss:.3f}, {report.seconds:.0f} s",
-        highlight=False,
-        soft_wrap=True,
-    )
-    return report
-
-
 def _export_best(out: Path, console: Console) -> None:
     """Export best.pt as policy.onnx (skipped, with a note, if the export fails)."""
     try:
@@ -715,30 +540,6 @@ def _export_best(out: Path, console: Console) -> None:
         export_onnx(out / "best.pt", out / "policy.onnx")
     except (IdlegateError, ImportError) as exc:
         console.print(f"note: policy.onnx not written ({exc})", highlight=False, soft_wrap=True)
-
-
-def _progress(console: Console, enabled: bool) -> Any:
-    """A rich progress bar on `console`; `enabled` False draws nothing (not a terminal)."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    return Progress(
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        TextColumn("{task.fields[info]}"),
-        console=console,
-        transient=False,
-        disable=not enabled,
-    )
 
 
 __all__ = [
