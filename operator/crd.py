@@ -56,6 +56,10 @@ CONDITION_TYPE_PATTERN = (
 CONDITION_REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
 
 
+# One module on purpose (Issue 12 §2): the status models and the conversion into the CRD's
+# structural schema change together (the overlays below address the models' fields by
+# name), and ``python -m idlegate.operator.crd`` regenerates deploy/base/crd.yaml from here.
+
 # -- the status API ------------------------------------------------------------------------
 
 

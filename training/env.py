@@ -164,6 +164,9 @@ from idlegate.sim.engine import SimResult, Workload, simulate
 from idlegate.sim.metrics import run_metrics
 from idlegate.sim.workloads import build_workload
 
+# One module on purpose (Issue 12 §2): the first 134 lines are the env's reference (dynamics,
+# observation, action, reward), next to the code they describe; the code is the Gymnasium
+# env and its observation packing (padding, masks, action decoding), which change together.
 ENV_ID: Final = "idlegate/DagScheduling-v0"
 """The id this module registers with Gymnasium."""
 
