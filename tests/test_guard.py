@@ -64,3 +64,15 @@ def test_learned_specs_are_guarded_unless_asked_not_to():
 def test_bad_bounds_are_sentences(bad):
     with pytest.raises(IdlegateError, match="starvation factor must be a number"):
         StarvationGuard(make_scheduler("fair"), factor=bad)
+
+
+@pytest.mark.parametrize(
+    ("workload", "options"),
+    [("tpch-like", {"num_executors": 50, "load": 0.85, "num_stream": 100}), ("bursty", {})],
+)
+def test_the_shipped_policys_guard_stays_quiet_on_the_evaluation_workloads(workload, options):
+    from idlegate.sim.workloads import build_workload
+
+    guarded = make_scheduler(f"learned:{DEFAULT_POLICY_PATH}")
+    result = simulate(build_workload(workload, 1000, **options), guarded, 1000)
+    assert result.unfinished == 0 and guarded.fired == 0
