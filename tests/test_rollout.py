@@ -56,6 +56,8 @@ def test_a_fork_copies_the_state_and_shares_only_immutable_parts():
     assert twin.jobs[0] is not c.jobs[0] and twin.jobs[0].dag is c.jobs[0].dag
     assert twin.jobs[0].stages[0].job is twin.jobs[0]
     assert twin.jobs[0].runnable[0] is twin.jobs[0].stages[0]
+    # a field added to Cluster later must be added to fork() too
+    assert set(vars(twin)) == set(vars(c))
 
 
 @settings(max_examples=25, deadline=None)
