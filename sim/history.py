@@ -32,14 +32,17 @@ import numpy as np
 
 from idlegate.errors import SpecError
 from idlegate.sim.durations import Uniforms
-from idlegate.sim.spec import WorkflowSpec, parse_workflow, read_workflow_items
+from idlegate.sim.spec import (
+    MAX_TASK_SECONDS,
+    WorkflowSpec,
+    parse_workflow,
+    read_workflow_items,
+)
 
 ARRIVAL_KEYS = ("arrival", "submitTime")
 """Keys naming a workflow's submission time (seconds); give at most one."""
 MEASURED_KEY = "measuredDurationSeconds"
 """Stage key: the measured task durations in seconds."""
-MAX_SECONDS = 7 * 24 * 3600
-"""Longest task duration a stage may report (the spec's bound on taskDurationSeconds)."""
 
 
 @dataclass(frozen=True)
@@ -170,10 +173,10 @@ def _measurements(value: Any, where: str) -> tuple[float, ...]:
     out = []
     for v in value:
         ok = isinstance(v, int | float) and not isinstance(v, bool)
-        if not ok or not (0 < v <= MAX_SECONDS):
+        if not ok or not (0 < v <= MAX_TASK_SECONDS):
             raise SpecError(
                 f"{where}: {MEASURED_KEY} holds {v!r}; every duration must be a number of "
-                f"seconds > 0 and <= {MAX_SECONDS}"
+                f"seconds > 0 and <= {MAX_TASK_SECONDS}"
             )
         out.append(float(v))
     return tuple(out)

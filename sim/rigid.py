@@ -23,10 +23,7 @@ from idlegate.errors import IdlegateError
 from idlegate.sim.dag import Dag
 from idlegate.sim.durations import Uniforms
 from idlegate.sim.engine import Fidelity, JobArrival, Workload
-from idlegate.sim.spec import StageSpec, WorkflowSpec
-
-MAX_REQUESTED_SECONDS = 7 * 24 * 3600
-"""The spec's longest task duration; longer requested times are clipped to it."""
+from idlegate.sim.spec import MAX_TASK_SECONDS, StageSpec, WorkflowSpec
 
 RequestedTime = Literal["trace", "run"]
 """Where a job's requested time comes from: the trace's field (else the run time), or the run time."""
@@ -71,7 +68,8 @@ def rigid_dag(processors: int, requested_time: float) -> Dag:
     stage = StageSpec(
         name="job",
         tasks=processors,
-        task_duration_seconds=min(requested_time, MAX_REQUESTED_SECONDS),
+        # the spec bounds a task at MAX_TASK_SECONDS; longer requests are clipped to it
+        task_duration_seconds=min(requested_time, MAX_TASK_SECONDS),
         gang=True,
     )
     return Dag.from_spec(WorkflowSpec(stages=(stage,)))

@@ -22,6 +22,8 @@ MAX_STAGES = 500
 """Most stages a workflow may have (keeps the policy's graph and the CR object small)."""
 MAX_TASKS_PER_STAGE = 100_000
 """Most tasks one stage may have."""
+MAX_TASK_SECONDS = 7 * 24 * 3600
+"""Longest task duration (`taskDurationSeconds`) a stage may have: 7 days."""
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 """Stage names become parts of pod names and labels: DNS-1123 labels."""
 MAX_NAME_LENGTH = 40
@@ -44,7 +46,7 @@ class StageSpec(BaseModel):
     task_duration_seconds: float = Field(
         alias="taskDurationSeconds",
         gt=0,
-        le=7 * 24 * 3600,
+        le=MAX_TASK_SECONDS,
         description="Estimated duration of one task in seconds (> 0); what schedulers see.",
     )
     depends_on: tuple[str, ...] = Field(

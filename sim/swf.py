@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from idlegate.errors import IdlegateError
 from idlegate.sim.engine import Workload
 from idlegate.sim.rigid import RequestedTime, RigidJob, rigid_workload
+from idlegate.sim.spec import MAX_TASK_SECONDS
 
 MAX_SWF_JOBS = 10_000_000
 
@@ -94,7 +95,7 @@ def parse_swf(lines: Any, path: str = "<swf>") -> SwfTrace:
             skipped["wider_than_machine"] += len(rows) - len(kept)
         rows = kept
     rows.sort(key=lambda j: (j.submit, j.id))  # stable for equal submits: file order by id
-    clipped = sum(j.requested_time > 7 * 24 * 3600 for j in rows)
+    clipped = sum(j.requested_time > MAX_TASK_SECONDS for j in rows)
     return SwfTrace(path, tuple(rows), size, dict(skipped), clipped)
 
 

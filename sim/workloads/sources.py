@@ -17,7 +17,7 @@ import numpy as np
 from idlegate.errors import IdlegateError
 from idlegate.sim.dag import Dag
 from idlegate.sim.durations import DurationModel
-from idlegate.sim.spec import StageSpec, WorkflowSpec
+from idlegate.sim.spec import MAX_TASK_SECONDS, StageSpec, WorkflowSpec
 from idlegate.sim.tpch import TpchLibrary
 from idlegate.sim.workloads.tpch_like import (
     SMALL_DAG,
@@ -32,8 +32,6 @@ SizeDistribution = Literal["two-type", "pareto", "lognormal"]
 JobShape = Literal["one-stage", "dag"]
 DEFAULT_SIZE_SHAPE: dict[str, float] = {"pareto": 1.5, "lognormal": 1.0}
 """Shape used when `size_shape` is not given: Pareto tail index 1.5, log-normal sigma 1."""
-MAX_TASK_SECONDS = 7 * 24 * 3600
-"""Longest task a workflow spec allows; heavy-tailed draws are capped there."""
 
 
 def size_factors(

@@ -14,7 +14,7 @@ from functools import lru_cache
 import numpy as np
 from pydantic import Field, model_validator
 
-from idlegate.sim.spec import StageSpec, WorkflowSpec
+from idlegate.sim.spec import MAX_TASK_SECONDS, StageSpec, WorkflowSpec
 from idlegate.sim.workloads.base import _Options
 
 
@@ -26,7 +26,7 @@ class DagShape(_Options):
     max_tasks: int = Field(default=200, ge=1, le=100_000, description="Most tasks of a stage.")
     min_task_seconds: float = Field(default=0.2, gt=0, description="Shortest task duration.")
     max_task_seconds: float = Field(
-        default=5.0, gt=0, le=7 * 24 * 3600, description="Longest task duration."
+        default=5.0, gt=0, le=MAX_TASK_SECONDS, description="Longest task duration."
     )
 
     @model_validator(mode="after")
