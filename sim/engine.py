@@ -6,6 +6,7 @@ Pure (no wall clock, no I/O): a run is a function of (workload, scheduler, seed,
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import count
 from math import inf
@@ -14,7 +15,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from idlegate.errors import IdlegateError
-from idlegate.sim.cluster import Cluster, JobRecord, Launch, Scheduler
+from idlegate.sim.cluster import Cluster, JobRecord, Launch, Scheduler, Stage
 from idlegate.sim.dag import Dag
 from idlegate.sim.durations import DurationModel, Uniforms
 
@@ -97,6 +98,107 @@ class TaskRun(NamedTuple):
     end: float
 
 
+class EventLoop:
+    """The heap of events that drives a Cluster: task ends, job arrivals, idle-slot ends.
+
+    `simulate` runs one from an empty cluster; planners resume one from a forked cluster
+    (`sim.rollout`). Events at one time are all applied before the scheduler is asked.
+    A launched task runs for a draw from its job's duration model (the payload) when
+    `waves` is on and the job has one, else for its estimate; an executor new to the
+    job first pays the cluster's `moving_delay`, counted in `overhead` up to `max_time`.
+    """
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        scheduler: Scheduler,
+        u: Uniforms,
+        *,
+        waves: bool = True,
+        max_time: float = inf,
+        task_log: list[TaskRun] | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.scheduler = scheduler
+        self.u = u
+        self.waves = waves
+        self.max_time = max_time
+        self.task_log = task_log
+        self.heap: list[tuple[float, int, int, Any]] = []
+        self._seq = count()
+        self.events = 0
+        """Events applied so far."""
+        self.overhead = 0.0
+        """Executor-seconds of moving delay before `max_time`."""
+
+    def push(self, time: float, kind: int, obj: Any) -> None:
+        heapq.heappush(self.heap, (time, next(self._seq), kind, obj))
+
+    def push_arrivals(self, arrivals: Iterable[JobArrival]) -> None:
+        for a in arrivals:
+            self.push(float(a.time), _ARRIVE, a)
+
+    def push_task_end(self, time: float, executor: int) -> None:
+        self.push(time, _TASK, executor)
+
+    def push_idle_end(self, stage: Stage) -> None:
+        self.push(stage.idle_until, _IDLE, stage)  # type: ignore[arg-type]
+
+    def _duration(self, stage: Stage, first: bool, moved: bool) -> float:
+        model = stage.job.payload
+        if self.waves and model is not None:
+            return model.sample(stage.index, stage.job.held, first, moved, self.u)
+        return stage.duration
+
+    def _run_task(self, executor: int, stage: Stage, now: float, d: float) -> None:
+        self.push_task_end(now + d, executor)
+        if self.task_log is not None:
+            self.task_log.append(TaskRun(executor, stage.job.id, stage.index, now, now + d))
+
+    def start(self, launches: Iterable[Launch], now: float) -> None:
+        """Run the launched tasks (a decision's, or a planner's first action's)."""
+        moving = self.cluster.moving_delay
+        for launch in launches:
+            d = self._duration(launch.stage, launch.first, launch.moved)
+            if launch.moved:
+                d += moving
+                # the delay comes first in the busy interval; a run cut at max_time counts
+                # only the part before it, as busy_seconds does
+                self.overhead += min(moving, max(0.0, self.max_time - now))
+            self._run_task(launch.executor, launch.stage, now, d)
+
+    def schedule(self, now: float) -> None:
+        """Ask the scheduler, run what it launches and arm the idle slots it began."""
+        cluster = self.cluster
+        self.start(cluster.schedule(self.scheduler, now), now)
+        for stage in cluster.new_timers:
+            self.push_idle_end(stage)
+        cluster.new_timers.clear()
+
+    def run(self, until: float = inf) -> float:
+        """Apply every event up to `until`; returns the time reached (`until` if cut there)."""
+        heap, cluster, pop = self.heap, self.cluster, heapq.heappop
+        now = cluster.now
+        while heap:
+            now = heap[0][0]
+            if now > until:
+                return until
+            while heap and heap[0][0] == now:
+                _, _, kind, obj = pop(heap)
+                self.events += 1
+                if kind == _TASK:
+                    stage = cluster.task_finished(obj, now)
+                    if stage is not None:  # the executor's next task on the same stage
+                        self._run_task(obj, stage, now, self._duration(stage, False, False))
+                elif kind == _ARRIVE:
+                    cluster.add_job(obj.dag, now, obj.name, obj.durations)
+                else:
+                    cluster.idle_expired(obj, now)
+            if cluster.needs_schedule:
+                self.schedule(now)
+        return now
+
+
 def simulate(
     workload: Workload,
     scheduler: Scheduler,
@@ -117,70 +219,20 @@ def simulate(
     fid = fidelity or workload.fidelity
     rng = np.random.default_rng(seed)
     scheduler.reset(np.random.default_rng(rng.integers(2**63)))
-    u = Uniforms(rng)
     events_log: list[tuple[float, str, int, int, Any]] | None = [] if trace else None
     sink = None if events_log is None else lambda *e: events_log.append(e)
     cluster = Cluster(k, trace=sink, moving_delay=fid.moving_delay)
-    seq = count()
-    heap: list[tuple[float, int, int, Any]] = [
-        (float(a.time), next(seq), _ARRIVE, a) for a in workload.jobs
-    ]
-    heapq.heapify(heap)
-    moving = fid.moving_delay
-    waves = fid.wave_durations
-    push, pop = heapq.heappush, heapq.heappop
     task_log: list[TaskRun] | None = [] if record_tasks else None
-    task_finished = cluster.task_finished
-    overhead = 0.0
-
-    def start(launch: Launch, now: float) -> None:
-        nonlocal overhead
-        stage = launch.stage
-        model = stage.job.payload
-        if waves and model is not None:
-            d = model.sample(stage.index, stage.job.held, launch.first, launch.moved, u)
-        else:
-            d = stage.duration
-        if launch.moved:
-            d += moving
-            # the delay comes first in the busy interval; a run cut at max_time counts
-            # only the part before it, as busy_seconds does
-            overhead += min(moving, max(0.0, max_time - now))
-        push(heap, (now + d, next(seq), _TASK, launch.executor))
-        if task_log is not None:
-            task_log.append(TaskRun(launch.executor, stage.job.id, stage.index, now, now + d))
-
-    n_events = 0
-    now = 0.0
-    while heap:
-        now = heap[0][0]
-        if now > max_time:
-            now = max_time
-            break
-        while heap and heap[0][0] == now:
-            _, _, kind, obj = pop(heap)
-            n_events += 1
-            if kind == _TASK:
-                stage = task_finished(obj, now)
-                if stage is not None:  # the executor's next task on the same stage
-                    model = stage.job.payload
-                    if waves and model is not None:
-                        d = model.sample(stage.index, stage.job.held, False, False, u)
-                    else:
-                        d = stage.duration
-                    push(heap, (now + d, next(seq), _TASK, obj))
-                    if task_log is not None:
-                        task_log.append(TaskRun(obj, stage.job.id, stage.index, now, now + d))
-            elif kind == _ARRIVE:
-                cluster.add_job(obj.dag, now, obj.name, obj.durations)
-            else:
-                cluster.idle_expired(obj, now)
-        if cluster.needs_schedule:
-            for launch in cluster.schedule(scheduler, now):
-                start(launch, now)
-            for stage in cluster.new_timers:
-                push(heap, (stage.idle_until, next(seq), _IDLE, stage))
-            cluster.new_timers.clear()
+    loop = EventLoop(
+        cluster,
+        scheduler,
+        Uniforms(rng),
+        waves=fid.wave_durations,
+        max_time=max_time,
+        task_log=task_log,
+    )
+    loop.push_arrivals(workload.jobs)
+    now = loop.run(max_time)
     cluster.advance(now)
     return SimResult(
         workload=workload.name,
@@ -192,9 +244,9 @@ def simulate(
         end_time=now,
         busy_seconds=cluster.busy_seconds,
         jobs_time_integral=cluster.jobs_time_integral,
-        events=n_events,
+        events=loop.events,
         decisions=cluster.decisions,
         trace=events_log,
         tasks=task_log,
-        overhead_seconds=overhead,
+        overhead_seconds=loop.overhead,
     )

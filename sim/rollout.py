@@ -31,21 +31,16 @@ after the horizon, which are the same for every candidate a planner compares.
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Iterable
 from dataclasses import dataclass
-from itertools import count
 
 import numpy as np
 
-from idlegate.sim.cluster import WAIT, Action, Cluster, Decision, Launch, Scheduler
+from idlegate.sim.cluster import WAIT, Action, Cluster, Decision, Scheduler
 from idlegate.sim.durations import Uniforms
-from idlegate.sim.engine import JobArrival
+from idlegate.sim.engine import EventLoop, JobArrival
 
 OVERDUE_FRACTION = 0.05
 """A running task past its estimate ends after this fraction of the estimate."""
-
-_ARRIVE, _TASK, _IDLE = 0, 1, 2
 
 
 @dataclass(frozen=True)
@@ -94,17 +89,17 @@ def rollout_cost(
     start_area = sim.jobs_time_integral
     now = sim.now
     end = now + horizon
-    run = _Rollout(sim, scheduler, future.seed)
-    run.push_present(now)
-    run.push_arrivals(a for a in future.arrivals if now <= a.time <= end)
+    loop = EventLoop(sim, scheduler, Uniforms(np.random.default_rng(future.seed)))
+    _push_present(loop, now)
+    loop.push_arrivals(a for a in future.arrivals if now <= a.time <= end)
     if first is WAIT:
         sim.needs_schedule = False
     elif first is not None:
-        run.start_all(sim.apply(_on_fork(sim, first), now), now)  # type: ignore[arg-type]
-        run.schedule(now)
+        loop.start(sim.apply(_on_fork(sim, first), now), now)  # type: ignore[arg-type]
+        loop.schedule(now)
     else:
-        run.schedule(now)
-    run.run_until(end)
+        loop.schedule(now)
+    loop.run(end)
     sim.advance(max(end, sim.now))
     cost = sim.jobs_time_integral - start_area
     if terminal_weight:
@@ -119,77 +114,14 @@ def _on_fork(fork: Cluster, decision: Decision) -> Decision:
     return Decision(job.stages[index], decision.parallelism_cap, decision.idle_delay)
 
 
-class _Rollout:
-    """The event loop of `sim.engine.simulate`, resumed from a forked cluster."""
-
-    def __init__(self, cluster: Cluster, scheduler: Scheduler, seed: int) -> None:
-        self.cluster = cluster
-        self.scheduler = scheduler
-        self.heap: list[tuple[float, int, int, object]] = []
-        self.seq = count()
-        self.u = Uniforms(np.random.default_rng(seed))
-
-    def push_present(self, now: float) -> None:
-        """Events the present state already implies: running tasks ending, idle slots ending."""
-        push, seq = heapq.heappush, self.seq
-        for executor, stage, started in self.cluster.running_tasks():
-            estimate = stage.duration
-            end = started + estimate
-            if end <= now:
-                end = now + OVERDUE_FRACTION * estimate
-            push(self.heap, (end, next(seq), _TASK, executor))
-        for job in self.cluster.jobs:
-            for stage in job.stages:
-                if stage.idle_until is not None:
-                    push(self.heap, (stage.idle_until, next(seq), _IDLE, stage))
-        self.cluster.new_timers.clear()
-
-    def push_arrivals(self, arrivals: Iterable[JobArrival]) -> None:
-        for a in arrivals:
-            heapq.heappush(self.heap, (a.time, next(self.seq), _ARRIVE, a))
-
-    def duration(self, launch: Launch) -> float:
-        stage = launch.stage
-        model = stage.job.payload
-        if model is not None:
-            d = model.sample(stage.index, stage.job.held, launch.first, launch.moved, self.u)
-        else:
-            d = stage.duration
-        return d + self.cluster.moving_delay if launch.moved else d
-
-    def start_all(self, launches: list[Launch], now: float) -> None:
-        for launch in launches:
-            heapq.heappush(
-                self.heap, (now + self.duration(launch), next(self.seq), _TASK, launch.executor)
-            )
-
-    def schedule(self, now: float) -> None:
-        cluster = self.cluster
-        self.start_all(cluster.schedule(self.scheduler, now), now)
-        for stage in cluster.new_timers:
-            heapq.heappush(self.heap, (stage.idle_until, next(self.seq), _IDLE, stage))
-        cluster.new_timers.clear()
-
-    def run_until(self, end: float) -> None:
-        heap, cluster, pop = self.heap, self.cluster, heapq.heappop
-        while heap and heap[0][0] <= end:
-            now = heap[0][0]
-            while heap and heap[0][0] == now:
-                _, _, kind, obj = pop(heap)
-                if kind == _TASK:
-                    stage = cluster.task_finished(obj, now)  # type: ignore[arg-type]
-                    if stage is not None:
-                        model = stage.job.payload
-                        d = (
-                            stage.duration
-                            if model is None
-                            else model.sample(stage.index, stage.job.held, False, False, self.u)
-                        )
-                        heapq.heappush(heap, (now + d, next(self.seq), _TASK, obj))
-                elif kind == _ARRIVE:
-                    a: JobArrival = obj  # type: ignore[assignment]
-                    cluster.add_job(a.dag, now, a.name, a.durations)
-                else:
-                    cluster.idle_expired(obj, now)  # type: ignore[arg-type]
-            if cluster.needs_schedule:
-                self.schedule(now)
+def _push_present(loop: EventLoop, now: float) -> None:
+    """Events the present state already implies: running tasks ending, idle slots ending."""
+    cluster = loop.cluster
+    for executor, stage, started in cluster.running_tasks():
+        end = started + stage.duration
+        loop.push_task_end(end if end > now else now + OVERDUE_FRACTION * stage.duration, executor)
+    for job in cluster.jobs:
+        for stage in job.stages:
+            if stage.idle_until is not None:
+                loop.push_idle_end(stage)
+    cluster.new_timers.clear()
