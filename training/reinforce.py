@@ -84,8 +84,12 @@ class UpdateStats:
     grad_norm: float
     """Gradient norm before clipping (PPO: mean over the steps)."""
     steps: int
+    """Optimizer steps taken (REINFORCE: 1; PPO: fewer than its epochs' on a KL stop; 0:
+    no decisions)."""
     approx_kl: float = math.nan
+    """PPO: KL(π_old ‖ π) estimated on the last minibatch, before its step."""
     clip_fraction: float = math.nan
+    """PPO: share of that minibatch's ratios outside 1 ± clip."""
 
 
 @dataclass
