@@ -34,7 +34,7 @@ from idlegate.errors import IdlegateError
 from idlegate.policy.heuristics import FairScheduler, launch_decision
 from idlegate.sim.cluster import Action, ClusterView, Decision
 from idlegate.sim.engine import simulate
-from idlegate.sim.metrics import paired_relative_change
+from idlegate.sim.metrics import paired_relative_change, run_metrics
 from idlegate.sim.tpch import open_tpch_library, resolve_tpch_dir
 from idlegate.sim.workloads import build_workload
 
@@ -112,10 +112,10 @@ def streamed(tpch_dir: str, seeds: int) -> None:
                 "interarrival": gap,
             }
             wl = build_workload("tpch", seed, **opts)
-            base.append(_avg(simulate(wl, FairScheduler(), seed=seed)))
+            base.append(run_metrics(simulate(wl, FairScheduler(), seed=seed)).avg_jct)
             for name, (make, extra) in variants.items():
                 w = build_workload("tpch", seed, **opts, **extra) if extra else wl
-                runs[name].append(_avg(simulate(w, make(), seed=seed)))
+                runs[name].append(run_metrics(simulate(w, make(), seed=seed)).avg_jct)
         print(f"interarrival {gap:.0f} s, seeds 0-{seeds - 1}: fair {statistics.fmean(base):.1f} s")
         for name, values in runs.items():
             est = paired_relative_change(values, base)
@@ -123,10 +123,6 @@ def streamed(tpch_dir: str, seeds: int) -> None:
                 f"   {name}: {statistics.fmean(values):.1f} s, {est.mean:+.1%} "
                 f"± {est.half_width:.1%} vs fair"
             )
-
-
-def _avg(result: object) -> float:
-    return statistics.fmean(r.jct for r in result.records)
 
 
 def main() -> int:

@@ -23,12 +23,15 @@ import time
 
 from idlegate.errors import IdlegateError
 from idlegate.policy.heuristics import make_scheduler
-from idlegate.sim.engine import simulate
+from idlegate.sim.engine import SimResult, simulate
+from idlegate.sim.metrics import run_metrics
 from idlegate.sim.tpch import resolve_tpch_dir
 from idlegate.sim.workloads import build_workload
 
 
-def episode(interarrival: float, seed: int, scheduler: str, tpch_dir: str) -> tuple[float, object]:
+def episode(
+    interarrival: float, seed: int, scheduler: str, tpch_dir: str
+) -> tuple[float, SimResult]:
     workload = build_workload(
         "tpch",
         seed=seed,
@@ -41,10 +44,6 @@ def episode(interarrival: float, seed: int, scheduler: str, tpch_dir: str) -> tu
     start = time.perf_counter()
     result = simulate(workload, make_scheduler(scheduler), seed=seed)
     return time.perf_counter() - start, result
-
-
-def mean_jct(result: object) -> float:
-    return statistics.fmean(r.jct for r in result.records)
 
 
 def main() -> int:
@@ -71,8 +70,8 @@ def main() -> int:
             t, r = episode(interarrival, seed, "fair", tpch_dir)
             times.append(t)
             rates.append(r.events / t)
-            fair.append(mean_jct(r))
-            fifo.append(mean_jct(episode(interarrival, seed, "fifo", tpch_dir)[1]))
+            fair.append(run_metrics(r).avg_jct)
+            fifo.append(run_metrics(episode(interarrival, seed, "fifo", tpch_dir)[1]).avg_jct)
         ratio = statistics.fmean(b / a for a, b in zip(fair, fifo, strict=True))
         print(
             f"{interarrival:>11.0f}s {statistics.median(times):>19.3f} {min(times):>6.3f} "
