@@ -153,6 +153,7 @@ def test_calibration_benchmark_windows_and_table() -> None:
     assert spec is not None and spec.loader is not None
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
+    assert set(ORDERS) == {"fcfs", "lcfs", "sjf", "saf", "srf", "f1"}  # import adds none
     starts = bench.window_starts(10_000, 50, 1)
     assert starts == bench.window_starts(10_000, 50, 1) and len(starts) == 50
     assert all(0 <= s <= 10_000 - 256 for s in starts)
