@@ -192,51 +192,43 @@ class LookaheadScheduler:
         self._observe(view)
         self.stats.decisions += 1
         if self.config.mode == "switch":
-            return self._decide_switch(view)
-        options = self._options(view)
-        if len(options) == 1:
-            return options[0]
-        started = time.perf_counter()
-        costs = self._evaluate(view, [(a, self._base_rollout) for a in options])
-        best = int(np.argmin(costs))
-        # options[0] is BASE's pick: keep it unless another is better by the margin
-        if costs[best] >= costs[0] * (1.0 - self.config.margin):
-            best = 0
-        self._count(options[best], changed=best != 0, started=started)
-        return options[best]
-
-    def _decide_switch(self, view: Cluster) -> Action:
-        key = tuple(j.id for j in view.jobs)
-        if key != self._plan_key:
-            self._plan_key = key
-            started = time.perf_counter()
-            names = ["base", *self._candidates_rollout]
-            policies = [self._base_rollout, *self._candidates_rollout.values()]
-            costs = self._evaluate(view, [(None, p) for p in policies])
-            best = int(np.argmin(costs))
-            if costs[best] >= costs[0] * (1.0 - self.config.margin):
-                best = 0
-            chosen = names[best]
-            self._current = self._base if chosen == "base" else self._candidates[chosen]
-            self.stats.planned += 1
-            self.stats.changed += best != 0
-            self.stats.plan_seconds.append(time.perf_counter() - started)
-        action = self._current.decide(view)
+            action = self._decide_switch(view)
+        else:
+            options = self._options(view)
+            best = (
+                0
+                if len(options) == 1
+                else self._plan(view, [(a, self._base_rollout) for a in options])
+            )
+            action = options[best]
         if action is WAIT:
             self.stats.waits += 1
         elif action.idle_delay > 0:  # type: ignore[union-attr]
             self.stats.idles += 1
         return action
 
-    def _count(self, action: Action, *, changed: bool, started: float) -> None:
+    def _decide_switch(self, view: Cluster) -> Action:
+        """Re-plan when the set of jobs changed, then let the chosen policy decide."""
+        key = tuple(j.id for j in view.jobs)
+        if key != self._plan_key:
+            self._plan_key = key
+            plans = [(None, p) for p in (self._base_rollout, *self._candidates_rollout.values())]
+            best = self._plan(view, plans)
+            self._current = self._base if best == 0 else list(self._candidates.values())[best - 1]
+        return self._current.decide(view)
+
+    def _plan(self, view: Cluster, plans: list[tuple[Action | None, Scheduler]]) -> int:
+        """Index of the cheapest plan: 0 (BASE's) unless another is cheaper by the margin."""
+        started = time.perf_counter()
+        costs = self._evaluate(view, plans)
+        best = int(np.argmin(costs))
+        if costs[best] >= costs[0] * (1.0 - self.config.margin):
+            best = 0
         s = self.stats
         s.planned += 1
-        s.changed += changed
+        s.changed += best != 0
         s.plan_seconds.append(time.perf_counter() - started)
-        if action is WAIT:
-            s.waits += 1
-        elif action.idle_delay > 0:  # type: ignore[union-attr]
-            s.idles += 1
+        return best
 
     def _options(self, view: Cluster) -> list[Action]:
         """BASE's pick first, then every candidate that does something else now."""
@@ -356,11 +348,9 @@ def make_lookahead(
     base_spec = str(base).strip()
     if not base_spec:
         raise IdlegateError("lookahead:BASE needs a base scheduler, e.g. lookahead:sjf-cp")
-    make_scheduler(base_spec)  # fail here, with the spec's own message, if BASE is bad
-    # BASE is always a candidate; simulating it twice would only cost time
+    # BASE is always a candidate; simulating it twice would only cost time (a bad spec
+    # fails when the planner builds its schedulers, with the spec's own message)
     candidates = {c: (lambda c=c: make_scheduler(c)) for c in config.candidates if c != base_spec}
-    for make in candidates.values():
-        make()
     return LookaheadScheduler(
         lambda: make_scheduler(base_spec),
         candidates,
