@@ -32,7 +32,7 @@ from typing import Any
 
 from idlegate.errors import IdlegateError
 from idlegate.policy.heuristics import best_stage, fair_share, launch_decision
-from idlegate.sim.cluster import Action, ClusterView, Job, Scheduler
+from idlegate.sim.cluster import Action, ClusterView, Job, Scheduler, Stage
 
 
 class StarvationGuard:
@@ -85,19 +85,18 @@ class StarvationGuard:
         share = fair_share(view.num_executors, len(active))
         now = view.now
         since = self._since
-        chosen: Job | None = None
+        chosen: Stage | None = None
         chosen_since = now
         held_back = set()
         for job in active:
-            if job.held >= share or best_stage(job, free) is None:
+            stage = None if job.held >= share else best_stage(job, free)
+            if stage is None:
                 continue
             held_back.add(job.id)
             start = since.setdefault(job.id, now)
             if now - start > self.bound(job, view.num_executors) and start < chosen_since:
-                chosen, chosen_since = job, start
+                chosen, chosen_since = stage, start
         for job_id in [i for i in since if i not in held_back]:
             del since[job_id]
-        if chosen is None:
-            return None
-        stage = best_stage(chosen, free)
-        return None if stage is None else launch_decision(stage, max(share, chosen.held + 1))
+        # held < share, so the share is a legal cap that lets the job grow
+        return None if chosen is None else launch_decision(chosen, share)
