@@ -25,7 +25,7 @@ from typing import Any
 
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.operator.clock import Clock, from_datetime, timestamp_precision
-from idlegate.operator.crd import IdleSlot, Phase
+from idlegate.operator.crd import IdleSlot, Phase, check_workflow_name
 from idlegate.operator.decisions import RecordingScheduler
 from idlegate.operator.kube import KubeApi
 from idlegate.operator.metrics import Metrics
@@ -181,11 +181,7 @@ class Admission:
             return None
         now = self.now()
         try:
-            if len(owner.name) > 63:
-                raise SpecError(
-                    f"the name {owner.name!r} is longer than 63 characters; it is a label value "
-                    "on every task pod"
-                )
+            check_workflow_name(owner.name)
             spec = parse_workflow(body.get("spec"), "spec")
             check_templates(spec, "spec")
         except SpecError as exc:

@@ -29,6 +29,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from idlegate.errors import SpecError
 from idlegate.sim.spec import MAX_NAME_LENGTH, MAX_STAGES, NAME_PATTERN, WorkflowSpec
 
 GROUP = "idlegate.io"
@@ -44,6 +45,18 @@ CRD_NAME = f"{PLURAL}.{GROUP}"
 
 MAX_WORKFLOW_NAME_LENGTH = 63
 """A DagWorkflow's name is a label value on each of its task pods: at most 63 characters."""
+
+
+def check_workflow_name(name: str) -> None:
+    """Raise SpecError if `name` is too long for a DagWorkflow: the operator's admission
+    marks such a workflow Invalid, and ``idlegate lint`` reports it, with this message."""
+    if len(name) > MAX_WORKFLOW_NAME_LENGTH:
+        raise SpecError(
+            f"the name {name!r} is longer than {MAX_WORKFLOW_NAME_LENGTH} characters; it is a "
+            "label value on every task pod"
+        )
+
+
 MAX_CONDITIONS = 16
 REGENERATE_COMMAND = "python -m idlegate.operator.crd > deploy/base/crd.yaml"
 CRD_PATH = Path(__file__).resolve().parent.parent / "deploy" / "base" / "crd.yaml"

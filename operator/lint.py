@@ -5,8 +5,8 @@ cluster, whether the operator would mark a workflow ``Invalid``. The checks are 
 re-implemented here; a DagWorkflow passes exactly when the operator's admission
 (:meth:`idlegate.operator.admission.Admission.admit`) would accept it:
 
-* ``metadata.name`` at most :data:`~idlegate.operator.crd.MAX_WORKFLOW_NAME_LENGTH`
-  characters (a label value on every task pod; the CRD's CEL rule says the same);
+* ``metadata.name``: :func:`idlegate.operator.crd.check_workflow_name` (a label value on
+  every task pod; the CRD's CEL rule says the same);
 * ``spec``: :func:`idlegate.sim.spec.parse_workflow` (types, bounds, names, unknown
   dependencies, cycles: the simulator's model);
 * each stage's pod template: :func:`idlegate.operator.template.check_templates`;
@@ -47,7 +47,7 @@ from typing import Any, TextIO
 import yaml
 
 from idlegate.errors import IdlegateError
-from idlegate.operator.crd import API_VERSION, GROUP, KIND, LIST_KIND, MAX_WORKFLOW_NAME_LENGTH
+from idlegate.operator.crd import API_VERSION, GROUP, KIND, LIST_KIND, check_workflow_name
 from idlegate.operator.template import check_templates
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
@@ -168,12 +168,11 @@ def admission_errors(obj: Mapping[str, Any], pool_size: int | None = None) -> li
     errors = []
     meta = obj.get("metadata")
     name = meta.get("name") if isinstance(meta, Mapping) else None
-    if isinstance(name, str) and len(name) > MAX_WORKFLOW_NAME_LENGTH:
-        # the operator's own words (Bridge.admit)
-        errors.append(
-            f"the name {name!r} is longer than {MAX_WORKFLOW_NAME_LENGTH} characters; it is a "
-            "label value on every task pod"
-        )
+    if isinstance(name, str):
+        try:
+            check_workflow_name(name)
+        except IdlegateError as exc:
+            errors.append(str(exc))
     try:
         spec = parse_workflow(obj.get("spec"), "spec")
         check_templates(spec, "spec")
