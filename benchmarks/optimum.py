@@ -530,7 +530,7 @@ class Family:
         name, _, rest = text.strip().partition("@")
         if name.startswith("file:"):
             return cls(text, "file", path=name.removeprefix("file:"))
-        if name not in (*WORKLOADS, "bursty"):
+        if name not in WORKLOADS:
             raise argparse.ArgumentTypeError(
                 f"unknown workload {name!r} in {text!r}; use synthetic@LOAD, bursty[@LOAD], "
                 "tpch-like[@LOAD] or file:PATH"
@@ -555,11 +555,6 @@ class Family:
         if self.name == "tpch-like":
             opts |= DAG_SHAPE | {"load": self.load or 1.0}
         return build_workload(self.name, seed, **opts)
-
-
-def available(family: Family) -> bool:
-    """The family's workload is registered (bursty is being added to `sim.workloads`)."""
-    return family.name in WORKLOADS
 
 
 # ---------------------------------------------------------------------------------------
@@ -733,11 +728,6 @@ def main(argv: Iterable[str] | None = None) -> int:
     rows: list[Row] = []
     try:
         for fam in args.workloads:
-            if not available(fam):
-                print(
-                    f"note: workload {fam.name!r} is not registered in idlegate.sim.workloads yet; skipping {fam.text}"
-                )
-                continue
             for k in args.executors:
                 for n in args.dag_jobs if fam.dag else args.jobs:
                     for seed in range(args.seeds):
