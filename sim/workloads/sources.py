@@ -77,8 +77,7 @@ class JobSource(Protocol):
 @lru_cache(maxsize=256)
 def _one_stage_dag(work: float, tasks: int) -> Dag:
     """A one-stage job with `work` executor-seconds split evenly over `tasks` tasks."""
-    stage = StageSpec(name="s0", tasks=tasks, task_duration_seconds=work / tasks)
-    return Dag.from_spec(WorkflowSpec(stages=(stage,)))
+    return _sized_dag(work / tasks, tasks)
 
 
 @dataclass(frozen=True)
