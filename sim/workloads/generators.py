@@ -139,12 +139,10 @@ def mixed_workload(config: MixedConfig | None = None, seed: SeedLike = 0) -> Wor
     c = config or MixedConfig()
     dags = c.dag_source_name()
     if dags == "tpch":
-        second: JobSource = c.tpch_source()
         fid = _fidelity(2.0 if c.moving_delay is None else c.moving_delay, c.wave_durations)
     else:
-        second = TpchLikeSource(c.shape())
         fid = _fidelity(c.moving_delay or 0.0, False)
-    source = MixSource(c.two_type_source(), second, c.alpha)
+    source = MixSource(c.two_type_source(), c.dag_source(), c.alpha)
     return _stream(f"mixed-{dags}", source, c, fid, seed)
 
 
@@ -157,12 +155,7 @@ def mean_job_work(config: BaseModel) -> float:
     if isinstance(config, TpchLikeConfig):
         return TpchLikeSource(config.shape()).mean_work()
     if isinstance(config, MixedConfig):
-        second: JobSource = (
-            config.tpch_source()
-            if config.dag_source_name() == "tpch"
-            else TpchLikeSource(config.shape())
-        )
-        return MixSource(config.two_type_source(), second, config.alpha).mean_work()
+        return MixSource(config.two_type_source(), config.dag_source(), config.alpha).mean_work()
     if isinstance(config, FileConfig):
         dags = [Dag.from_spec(h.spec) for h in load_history(config.path)]
         return _mean_work_of(config.job_order(len(dags)), dags)()

@@ -18,7 +18,9 @@ from idlegate.sim.workloads.base import MAX_JOBS, ArrivalOptions, StreamOptions,
 from idlegate.sim.workloads.sources import (
     DEFAULT_SIZE_SHAPE,
     JobShape,
+    JobSource,
     SizeDistribution,
+    TpchLikeSource,
     TpchSource,
     TwoTypeSource,
     _one_stage_dag,
@@ -260,3 +262,9 @@ class MixedConfig(ArrivalOptions, StreamOptions, TwoTypeOptions, TpchOptions, Da
             return self.dags
         found = self.tpch_dir is not None or default_tpch_dir() is not None
         return "tpch" if found else "tpch-like"
+
+    def dag_source(self) -> JobSource:
+        """The source of the DAG jobs (`dag_source_name`)."""
+        if self.dag_source_name() == "tpch":
+            return self.tpch_source()
+        return TpchLikeSource(self.shape())
