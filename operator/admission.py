@@ -70,6 +70,14 @@ class Restore:
     cap: int = 0
     """The parallelism cap persisted in ``status.parallelismCap`` (0: none)."""
 
+    @property
+    def holders(self) -> list[tuple[StageTrack, Task]]:
+        """The tasks that hold an executor: running, awaiting a retry, or failed for good."""
+        held = self.running + self.retry
+        if self.failed_for_good is not None:
+            held.append(self.failed_for_good[:2])
+        return held
+
 
 class Admission:
     """Admitting DagWorkflows into the bridge, at their creation and after a restart."""
@@ -304,9 +312,7 @@ class Admission:
                     slot.reason or "",
                 )
         found.cap = int(status.get("parallelismCap") or 0)
-        holders = found.running + found.retry
-        if found.failed_for_good is not None:
-            holders.append(found.failed_for_good[:2])
+        holders = found.holders
         if len(holders) > self.cluster.free_executors:
             raise AdmitLaterError(
                 f"{len(holders)} of its task pods are running but only "
@@ -327,9 +333,7 @@ class Admission:
     def _restore(self, wf: Workflow, found: Restore) -> None:
         """Put the progress read by `_classify` into the state machine."""
         job = wf.job
-        holders = found.running + found.retry
-        if found.failed_for_good is not None:
-            holders.append(found.failed_for_good[:2])
+        holders = found.holders
         wf.idle_slots = dict(sorted(found.slots.items()))
         if holders or found.slots or found.cap or any(t.succeeded for t in wf.stages):
             self.cluster.restore_progress(
