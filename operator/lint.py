@@ -48,7 +48,7 @@ import yaml
 
 from idlegate.errors import IdlegateError
 from idlegate.operator.crd import API_VERSION, GROUP, KIND, LIST_KIND, check_workflow_name
-from idlegate.operator.template import check_templates
+from idlegate.operator.template import check_templates, describe
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.spec import parse_workflow
@@ -365,11 +365,6 @@ def _documents(text: str, source: _Source, report: LintReport) -> Iterator[tuple
 # -- checking objects ---------------------------------------------------------------------------
 
 
-def _describe(value: Any) -> str:
-    kinds = {list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
-    return "null" if value is None else kinds.get(type(value), type(value).__name__)
-
-
 @dataclass
 class _Linter:
     """Checks documents into a report."""
@@ -385,7 +380,7 @@ class _Linter:
             items = doc["items"]
             if not isinstance(items, list):
                 self._problem(
-                    source, index, None, "items", f"must be a list, not {_describe(items)}"
+                    source, index, None, "items", f"must be a list, not {describe(items)}"
                 )
                 return
             for i, item in enumerate(items):
@@ -396,7 +391,7 @@ class _Linter:
     def object(self, source: str, index: int, item: int | None, obj: Any) -> None:
         """One object (a document, or an item of a List)."""
         if not isinstance(obj, Mapping):
-            what = f"{_describe(obj)}, not a Kubernetes object"
+            what = f"{describe(obj)}, not a Kubernetes object"
             self.report.notes.append(Note(source, f"skipped: {what}", index, item))
             return
         kind, api = obj.get("kind"), obj.get("apiVersion")
@@ -442,7 +437,7 @@ class _Linter:
 
     def _metadata(self, source: str, index: int, item: int | None, meta: Any) -> None:
         if not isinstance(meta, Mapping):
-            what = "is missing" if meta is None else f"must be a mapping, not {_describe(meta)}"
+            what = "is missing" if meta is None else f"must be a mapping, not {describe(meta)}"
             self._problem(source, index, item, "metadata", f"{what}; a {KIND} needs a name")
         elif not _has(meta, "name") and not _has(meta, "generateName"):
             self._problem(

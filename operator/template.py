@@ -101,7 +101,8 @@ _EXPECTED = {
 }
 
 
-def _kind(value: Any) -> str:
+def describe(value: Any) -> str:
+    """What a parsed YAML/JSON value is, for a message: "a string", "a list", "null"..."""
     if value is None:
         return "null"
     return "a mapping" if isinstance(value, dict) else _KINDS.get(type(value), type(value).__name__)
@@ -110,7 +111,7 @@ def _kind(value: Any) -> str:
 def _problem(error: Any, where: str) -> str:
     kind = error["type"]
     if kind in _EXPECTED:
-        message = f"{_EXPECTED[kind]}, not {_kind(error['input'])}"
+        message = f"{_EXPECTED[kind]}, not {describe(error['input'])}"
     elif kind == "missing":
         message = "is required"
     elif kind == "too_short":
