@@ -4,8 +4,9 @@ The bridge decides; the :class:`Writer` turns a decision into the writes that ca
 out and the handling of their outcomes: create a task pod (idempotently: a 409 from the
 same workflow's pod is success, one from an older workflow of the same name is waited
 out), remove the gate (a JSON patch whose ``test`` op guards the gate's index), delete,
-write the status (batched), post an Event (aggregated, :mod:`idlegate.operator.events`). Each write runs later, in the workflow's queue;
-what it reads of the workflow's state, it reads when it runs.
+write the status (batched), post an Event (aggregated, :mod:`idlegate.operator.events`).
+Each write runs later, in the workflow's queue; what it reads of the workflow's state, it
+reads when it runs.
 """
 
 from __future__ import annotations
