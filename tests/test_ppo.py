@@ -132,7 +132,9 @@ def tiny_config(out: Path, **over: Any) -> TrainConfig:
 
 
 def _rollouts(config: TrainConfig) -> tuple[PolicyNet, list[Rollout]]:
-    """A fresh model and three rollouts of one arrival sequence, in this process."""
+    """A fresh model (seeded: the same weights on every call) and three rollouts of one
+    arrival sequence, in this process."""
+    torch.manual_seed(0)
     model = PolicyNet(config.model.to_model_config())
     cfg = model.config
     spec = config.workload
@@ -155,6 +157,7 @@ def test_ppo_update_runs_its_epochs_or_stops_on_the_kl_target(tmp_path):
     # the first minibatch meets π_old exactly (KL 0); the next one has moved past 1e-12
     strict = tiny_config(tmp_path, ppo={"epochs": 3, "minibatch_size": 64, "target_kl": 1e-12})
     model, rollouts = _rollouts(strict)
+    _, _, adv = returns_and_advantages(rollouts, strict)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     early = ppo_update(model, optimizer, rollouts, adv, strict, 0.01, np.random.default_rng(0))
     assert early.steps == 1 and early.approx_kl > 1e-12
