@@ -41,12 +41,14 @@ def test_a_mixture_lists_the_training_workloads_in_cycle_order(tmp_path):
 
 def test_the_planner_labels_the_states_of_an_episode():
     """Every recorded label is a legal choice; the planner's WAITs become WAIT choices."""
-    w = build_workload("tpch-like", 4, num_executors=5, num_stream=8, load=0.9)
+    # seed 2: fair, followed by the planner here, waits twice in this episode
+    w = build_workload("tpch-like", 2, num_executors=5, num_stream=8, load=0.9)
     demos = record_demonstrations(
         w, 0, heuristic="lookahead:fair", model_config=ModelConfig().to_dict()
     )
     assert demos.observations and len(demos.choices) == len(demos.observations)
     assert demos.avg_jct > 0
+    assert WAIT_CHOICE in demos.choices
     for obs, choice in zip(demos.observations, demos.choices, strict=True):
         if choice == WAIT_CHOICE:
             assert obs.wait_mask[0]
