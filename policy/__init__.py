@@ -14,6 +14,8 @@ its *spec* with `make_scheduler`; `SCHEDULERS` lists the registered names. A spe
   (`idlegate.policy.rigid`): a priority order without backfilling, with EASY
   backfilling, or with the reject rule (``"reject:easy:sjf"``); ``fcfs``, ``saf``,
   ``srf`` and ``f1`` are registered names for strict orders;
+* ``"inspect:PATH.onnx:BASE"``: a learned inspector (`idlegate.policy.inspector`)
+  accepting or rejecting the picks of the rigid BASE (``easy:sjf``, ``strict:sjf``);
 * ``"learned:PATH.onnx"``: an exported learned policy, run by onnxruntime
   (`idlegate.policy.onnx_runtime.OnnxPolicy`, greedy); its name is the file's stem
   unless ``name=`` is given. onnxruntime is imported only when such a spec is built, and
@@ -29,6 +31,7 @@ from idlegate.errors import IdlegateError
 from idlegate.policy.analytic import make_analytic
 from idlegate.policy.heuristics import SCHEDULERS
 from idlegate.policy.heuristics import make_scheduler as make_registered
+from idlegate.policy.inspector import INSPECT_PREFIX, make_inspector
 from idlegate.policy.rigid import RIGID_PREFIXES, RIGID_SCHEDULERS, make_rigid
 from idlegate.sim.cluster import Scheduler
 
@@ -38,7 +41,13 @@ SCHEDULERS.update(RIGID_SCHEDULERS)
 DEFAULT_POLICY_PATH = Path(__file__).resolve().parent / "default.onnx"
 """The learned policy shipped with the package (how it was trained: docs/results.md, §5)."""
 
-SPEC_PREFIXES: tuple[str, ...] = ("learned", "analytic", "lookahead", *RIGID_PREFIXES)
+SPEC_PREFIXES: tuple[str, ...] = (
+    "learned",
+    "analytic",
+    "lookahead",
+    *RIGID_PREFIXES,
+    INSPECT_PREFIX,
+)
 """The ``KIND:ARGUMENT`` spec kinds `make_scheduler` accepts besides registered names."""
 
 
@@ -94,6 +103,8 @@ def make_scheduler(spec: str, /, **params: Any) -> Scheduler:
         return make_lookahead(argument, **params)
     if kind in RIGID_PREFIXES:
         return make_rigid(kind, argument, **params)
+    if kind == INSPECT_PREFIX:
+        return make_inspector(argument, **params)
     if kind == "analytic":
         base = argument.strip()
         if not base:
