@@ -476,6 +476,51 @@ def export_onnx_command(
         )
 
 
+@app.command("train-inspector")
+def train_inspector_command(
+    file: Annotated[Path, typer.Option("--file", help="The SWF trace (trains on its first 20 %).")],
+    base: Annotated[
+        str, typer.Option("--base", help="The rigid base: ORDER, strict:ORDER or easy:ORDER.")
+    ] = "easy:sjf",
+    out: Annotated[Path, typer.Option("--out", help="Where to write the ONNX inspector.")] = Path(
+        "out/inspector.onnx"
+    ),
+    iterations: Annotated[int | None, typer.Option("--iterations", help="PPO iterations.")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Weights and windows seed.")] = None,
+    time_limit: Annotated[
+        float | None, typer.Option("--time-limit", help="Stop after this many seconds.")
+    ] = None,
+    sequences: Annotated[
+        int | None, typer.Option("--sequences", help="Windows per iteration.")
+    ] = None,
+    rollouts: Annotated[int | None, typer.Option("--rollouts", help="Rollouts per window.")] = None,
+    ask: Annotated[
+        str | None, typer.Option("--ask", help="blocked (default) or all: which picks to inspect.")
+    ] = None,
+) -> None:
+    """Train a SchedInspector-style inspector with PPO and export it (docs/inspector.md)."""
+    with _user_errors():
+        from idlegate.training.inspector import load_inspector_config, train_inspector
+
+        cfg = load_inspector_config(
+            trace=str(file),
+            base=base,
+            out=str(out),
+            iterations=iterations,
+            seed=seed,
+            time_limit=time_limit,
+            sequences=sequences,
+            rollouts=rollouts,
+            ask=ask,
+        )
+        result = train_inspector(cfg, progress=lambda line: typer.echo(line))
+        typer.echo(
+            f"trained {result.iterations} iterations in {result.wall_seconds:.0f} s; validation "
+            f"bsld: base {result.base_val_bsld:.1f}, inspector {result.best_val_bsld:.1f} "
+            f"(R {result.best_reward:+.3f}, iteration {result.best_iteration}); wrote {result.out}"
+        )
+
+
 @app.command()
 def evaluate(
     models: Annotated[

@@ -1,0 +1,530 @@
+"""Train the SchedInspector-style inspector with PPO and export it to ONNX (one file, CleanRL style).
+
+The inspector (`idlegate.policy.inspector`) accepts or rejects the pick of a rigid base
+scheduler (``easy:sjf``, ``strict:sjf``, …). Training follows SchedInspector (Zhang et
+al., HPDC 2022):
+
+* **Episodes**: windows ("sequences") of `sequence_length` (256) consecutive jobs of an
+  SWF trace, starting at a seeded random job of its *train part* (the first
+  `train_fraction`, 20 %, of its jobs); the rest of the trace is left for testing
+  (`benchmarks/inspector.py`). Validation windows come from the train part too, drawn
+  from their own seed.
+* **Reward**: one per episode, the percentage reward on the window's average bounded
+  slowdown, R = (b − s) / max(b, s), b the base heuristic alone on the same window
+  (computed once per window and cached), s the inspected run; R ∈ (−1, 1), > 0 when
+  the inspector helps.
+* **Advantage**: every decision of a rollout gets the rollout's R minus the mean R of
+  the `rollouts` rollouts of the same window (an input-dependent baseline: the window's
+  difficulty cancels), divided by the iteration's standard deviation.
+* **Update**: PPO's clipped objective (`training.math.ppo_clip_loss`), `epochs` passes in
+  minibatches, stopping early when `approx_kl` exceeds `target_kl`.
+* **Model**: an MLP over the inspector's features, hidden 32-16-8 (tanh), two logits
+  (accept, reject). Rollouts run it in numpy with the current weights (no torch per
+  decision); the update recomputes the sampling log-probabilities in torch.
+
+The best model by the validation windows' mean R (greedy decisions) is exported to
+`out` after each improvement, so a stopped run leaves its best model. Usage::
+
+    idlegate train-inspector --file ../shared/data/swf/lublin_256.swf --base easy:sjf \\
+        --out out/insp.onnx --time-limit 1200
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import math
+import statistics
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import onnx
+import torch
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from torch import nn
+
+from idlegate.errors import IdlegateError
+from idlegate.policy.inspector import (
+    ACCEPT,
+    FEATURE_NAMES,
+    FEATURE_VERSION,
+    INPUT_NAME,
+    NUM_FEATURES,
+    ONNX_FORMAT,
+    OUTPUT_NAME,
+    REJECT,
+    InspectorScheduler,
+    OnnxInspector,
+    make_base,
+)
+from idlegate.sim.engine import Workload, simulate
+from idlegate.sim.metrics import run_metrics
+from idlegate.sim.swf import read_swf, trace_part
+from idlegate.sim.workloads import build_workload
+from idlegate.training.math import approx_kl, clip_fraction, ppo_clip_loss, to_tensor
+
+OPSET = 17
+
+
+# ---------------------------------------------------------------------------------------
+# Configuration
+
+
+class InspectorConfig(BaseModel):
+    """Everything a training run of the inspector depends on."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    trace: str = Field(description="The SWF trace (--file); windows come from its train part.")
+    base: str = Field(
+        default="easy:sjf", description="The rigid base: ORDER, strict:ORDER or easy:ORDER."
+    )
+    out: str = Field(default="out/inspector.onnx", description="Where the ONNX model goes.")
+    seed: int = Field(default=0, ge=0, description="Seeds the weights and the windows drawn.")
+    iterations: int = Field(default=200, ge=1, description="PPO iterations at most.")
+    time_limit: float = Field(
+        default=0.0, ge=0, description="Stop after this many seconds of wall time (0: none)."
+    )
+    sequence_length: int = Field(default=256, ge=2, description="Jobs per window.")
+    train_fraction: float = Field(
+        default=0.2, gt=0, lt=1, description="Share of the trace's first jobs to train on."
+    )
+    requested_time: Literal["run", "trace"] = Field(
+        default="run",
+        description="run: requested time = run time (SchedInspector's setting); trace: "
+        "the trace's requested times.",
+    )
+    sequences: int = Field(default=8, ge=1, description="Windows per iteration.")
+    rollouts: int = Field(
+        default=4, ge=1, description="Sampled rollouts per window (their mean R is the baseline)."
+    )
+    ask: Literal["blocked", "all"] = Field(
+        default="blocked",
+        description="blocked: inspect only picks that cannot start now; all: every pick.",
+    )
+    max_rejections: int = Field(default=72, ge=0, description="Rejections per job at most.")
+    interval: float = Field(
+        default=600.0, gt=0, description="Seconds without an event that count as a rejection."
+    )
+    hidden: tuple[int, ...] = Field(
+        default=(32, 16, 8), min_length=1, description="Hidden layer widths of the MLP."
+    )
+    learning_rate: float = Field(default=3e-3, gt=0, description="Adam's step size.")
+    epochs: int = Field(default=4, ge=1, description="PPO passes over an iteration's decisions.")
+    minibatch: int = Field(default=64, ge=1, description="Decisions per gradient step.")
+    clip: float = Field(default=0.2, gt=0, lt=1, description="PPO's clip range ε.")
+    entropy_weight: float = Field(default=0.01, ge=0, description="Entropy bonus β.")
+    target_kl: float = Field(
+        default=0.03, ge=0, description="Stop an update's passes beyond this KL (0: never)."
+    )
+    max_grad_norm: float = Field(default=0.5, gt=0, description="Gradient norm clip.")
+    validation_sequences: int = Field(
+        default=16, ge=1, description="Train-part windows of the greedy validation."
+    )
+    validate_every: int = Field(default=5, ge=1, description="Validate every N iterations.")
+
+
+def load_inspector_config(**values: object) -> InspectorConfig:
+    """An `InspectorConfig` from keyword values (None values are left at their defaults)."""
+    try:
+        return InspectorConfig(**{k: v for k, v in values.items() if v is not None})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise IdlegateError(f"inspector training option {where}: {err['msg']}") from None
+
+
+# ---------------------------------------------------------------------------------------
+# Math
+
+
+def percentage_reward(base: float, inspected: float) -> float:
+    """SchedInspector's R = (base − inspected) / max(base, inspected) (0 if both are 0).
+
+    >>> percentage_reward(100.0, 50.0), percentage_reward(50.0, 100.0)
+    (0.5, -0.5)
+    """
+    top = max(base, inspected)
+    return 0.0 if top == 0 else (base - inspected) / top
+
+
+def group_advantages(rewards: np.ndarray) -> np.ndarray:
+    """[S, N] rewards of N rollouts of S windows → each minus its window's mean."""
+    r = np.asarray(rewards, dtype=np.float64)
+    return r - r.mean(axis=1, keepdims=True)
+
+
+# ---------------------------------------------------------------------------------------
+# The model
+
+
+class InspectorNet(nn.Module):
+    """[B, F] features → [B, 2] logits (accept, reject); tanh hidden layers."""
+
+    def __init__(self, hidden: tuple[int, ...] = (32, 16, 8)) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        width = NUM_FEATURES
+        for h in hidden:
+            layers += [nn.Linear(width, h), nn.Tanh()]
+            width = h
+        out = nn.Linear(width, 2)
+        # near-uniform first decisions: every pick is accepted or rejected by chance
+        nn.init.normal_(out.weight, std=0.01)
+        nn.init.zeros_(out.bias)
+        self.net = nn.Sequential(*layers, out)
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        return self.net(features)
+
+
+class NumpyMlp:
+    """The net's weights as numpy arrays: its forward pass without torch (for rollouts)."""
+
+    def __init__(self, net: InspectorNet) -> None:
+        linears = [m for m in net.net if isinstance(m, nn.Linear)]
+        self.layers = [
+            (
+                m.weight.detach().numpy().T.astype(np.float64),
+                m.bias.detach().numpy().astype(np.float64),
+            )
+            for m in linears
+        ]
+
+    def logits(self, x: np.ndarray) -> np.ndarray:
+        """[F] features → [2] logits."""
+        h = np.asarray(x, dtype=np.float64)
+        for w, b in self.layers[:-1]:
+            h = np.tanh(h @ w + b)
+        w, b = self.layers[-1]
+        return h @ w + b
+
+
+@dataclass
+class SamplingJudge:
+    """A judge that draws accept/reject from the MLP (or takes the argmax) and records them."""
+
+    mlp: NumpyMlp
+    rng: np.random.Generator
+    greedy: bool = False
+    features: list[np.ndarray] = field(default_factory=list)
+    actions: list[int] = field(default_factory=list)
+
+    def __call__(self, features: np.ndarray) -> bool:
+        logits = self.mlp.logits(features)
+        if self.greedy:
+            action = ACCEPT if logits[ACCEPT] >= logits[REJECT] else REJECT
+        else:
+            p_reject = 1.0 / (1.0 + math.exp(logits[ACCEPT] - logits[REJECT]))
+            action = REJECT if self.rng.random() < p_reject else ACCEPT
+        self.features.append(features)
+        self.actions.append(action)
+        return action == ACCEPT
+
+
+# ---------------------------------------------------------------------------------------
+# Episodes
+
+
+@dataclass
+class Episode:
+    """One inspected run of a window: its average bsld, utilisation and decisions."""
+
+    bsld: float
+    utilisation: float
+    features: list[np.ndarray]
+    actions: list[int]
+
+
+class Windows:
+    """The trace's windows of one part, their workloads and the base's bsld (cached)."""
+
+    def __init__(self, cfg: InspectorConfig, part: Literal["train", "test"]) -> None:
+        self.cfg = cfg
+        self.part = part
+        jobs = trace_part(read_swf(cfg.trace), part, cfg.train_fraction)
+        self.count = len(jobs) - cfg.sequence_length + 1
+        if self.count < 1:
+            raise IdlegateError(
+                f"the {part} part of {cfg.trace} has {len(jobs)} jobs, fewer than a window of "
+                f"{cfg.sequence_length}; use a longer trace or a shorter --sequence-length"
+            )
+        self._workloads: dict[int, Workload] = {}
+        self._base: dict[int, float] = {}
+        make_base(cfg.base)  # a wrong base fails here, before any simulation
+
+    def draw(self, rng: np.random.Generator, n: int) -> list[int]:
+        """`n` window starts, uniform over the windows that fit."""
+        return [int(s) for s in rng.integers(self.count, size=n)]
+
+    def workload(self, start: int) -> Workload:
+        w = self._workloads.get(start)
+        if w is None:
+            w = self._workloads[start] = build_workload(
+                "swf",
+                path=self.cfg.trace,
+                num_jobs=self.cfg.sequence_length,
+                start=start,
+                part=self.part,
+                train_fraction=self.cfg.train_fraction,
+                requested_time=self.cfg.requested_time,
+            )
+        return w
+
+    def base_bsld(self, start: int) -> float:
+        """The base heuristic's average bsld on the window (computed once)."""
+        b = self._base.get(start)
+        if b is None:
+            result = simulate(self.workload(start), make_base(self.cfg.base), 0)
+            b = self._base[start] = run_metrics(result).avg_bsld
+        return b
+
+    def run(self, start: int, judge: SamplingJudge) -> Episode:
+        """The window under the inspector with `judge`."""
+        cfg = self.cfg
+        scheduler = InspectorScheduler(
+            make_base(cfg.base),
+            judge,
+            ask=cfg.ask,
+            max_rejections=cfg.max_rejections,
+            interval=cfg.interval,
+        )
+        metrics = run_metrics(simulate(self.workload(start), scheduler, 0))
+        return Episode(metrics.avg_bsld, metrics.utilisation, judge.features, judge.actions)
+
+
+def validate(windows: Windows, starts: list[int], mlp: NumpyMlp) -> tuple[float, float]:
+    """(mean R, mean bsld) of greedy decisions over the windows `starts`."""
+    rewards, bslds = [], []
+    for s in starts:
+        ep = windows.run(s, SamplingJudge(mlp, np.random.default_rng(0), greedy=True))
+        rewards.append(percentage_reward(windows.base_bsld(s), ep.bsld))
+        bslds.append(ep.bsld)
+    return statistics.fmean(rewards), statistics.fmean(bslds)
+
+
+# ---------------------------------------------------------------------------------------
+# PPO update
+
+
+@dataclass(frozen=True)
+class UpdateStats:
+    """What one update did: passes run, final KL and clip fraction, last loss."""
+
+    passes: int
+    kl: float
+    clip_fraction: float
+    loss: float
+
+
+def log_probs(
+    net: InspectorNet, x: torch.Tensor, actions: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """([D] log π(a|x), [D] entropies) for [D, F] features and [D] actions."""
+    logp = torch.log_softmax(net(x), dim=-1)
+    chosen = logp.gather(1, actions.unsqueeze(1)).squeeze(1)
+    entropy = -(logp.exp() * logp).sum(dim=-1)
+    return chosen, entropy
+
+
+def ppo_update(
+    net: InspectorNet,
+    optimizer: torch.optim.Optimizer,
+    features: np.ndarray,
+    actions: np.ndarray,
+    advantages: np.ndarray,
+    cfg: InspectorConfig,
+    rng: np.random.Generator,
+) -> UpdateStats:
+    """PPO passes over [D] decisions; stops early when the KL passes `cfg.target_kl`."""
+    x = to_tensor(features)
+    a = torch.as_tensor(actions, dtype=torch.long)
+    adv = to_tensor(advantages)
+    with torch.no_grad():
+        old, _ = log_probs(net, x, a)
+    d = len(a)
+    passes, loss_value, kl = 0, math.nan, 0.0
+    for _ in range(cfg.epochs):
+        order = rng.permutation(d)
+        for lo in range(0, d, cfg.minibatch):
+            idx = torch.as_tensor(order[lo : lo + cfg.minibatch])
+            logp, entropy = log_probs(net, x[idx], a[idx])
+            loss = ppo_clip_loss(logp, old[idx], adv[idx], cfg.clip, entropy, cfg.entropy_weight)
+            optimizer.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
+            optimizer.step()
+            loss_value = float(loss.detach())
+        passes += 1
+        with torch.no_grad():
+            now, _ = log_probs(net, x, a)
+        kl = approx_kl(now, old)
+        if cfg.target_kl > 0 and kl > cfg.target_kl:
+            break
+    return UpdateStats(passes, kl, clip_fraction(now, old, cfg.clip), loss_value)
+
+
+# ---------------------------------------------------------------------------------------
+# Export
+
+
+def onnx_bytes(net: InspectorNet, cfg: InspectorConfig, iterations: int) -> bytes:
+    """The net as an ONNX inspector with its metadata (`policy.inspector.METADATA_KEYS`)."""
+    net = copy.deepcopy(net).eval()
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the TorchScript exporter announces it is legacy
+        torch.onnx.export(
+            net,
+            (torch.zeros(1, NUM_FEATURES),),
+            buffer,
+            dynamo=False,
+            input_names=[INPUT_NAME],
+            output_names=[OUTPUT_NAME],
+            dynamic_axes={INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}},
+            opset_version=OPSET,
+        )
+    proto = onnx.load_from_string(buffer.getvalue())
+    trained_on = {
+        "trace": Path(cfg.trace).name,
+        "base": cfg.base,
+        "iterations": iterations,
+        "seed": cfg.seed,
+        "sequence_length": cfg.sequence_length,
+        "train_fraction": cfg.train_fraction,
+        "requested_time": cfg.requested_time,
+    }
+    onnx.helper.set_model_props(
+        proto,
+        {
+            "idlegate.format": ONNX_FORMAT,
+            "idlegate.inspector.feature_version": str(FEATURE_VERSION),
+            "idlegate.inspector.features": ",".join(FEATURE_NAMES),
+            "idlegate.inspector.ask": cfg.ask,
+            "idlegate.inspector.max_rejections": str(cfg.max_rejections),
+            "idlegate.inspector.interval": repr(float(cfg.interval)),
+            "idlegate.inspector.trained_on": json.dumps(trained_on, sort_keys=True),
+        },
+    )
+    proto.producer_name = "idlegate"
+    proto.doc_string = "idlegate inspector: accept/reject logits of a rigid base's pick"
+    onnx.checker.check_model(proto, full_check=True)
+    return proto.SerializeToString()
+
+
+def check_parity(net: InspectorNet, data: bytes, samples: int = 256, tol: float = 1e-4) -> float:
+    """Largest |torch − onnxruntime| logit difference on random features; raises beyond `tol`."""
+    x = np.random.default_rng(0).random((samples, NUM_FEATURES), dtype=np.float32)
+    with torch.no_grad():
+        expected = net(torch.as_tensor(x)).numpy()
+    got = OnnxInspector(data).logits(x)
+    gap = float(np.abs(expected - got).max())
+    if not gap <= tol:
+        raise IdlegateError(f"the exported inspector differs from the torch model by {gap:g}")
+    return gap
+
+
+def export_inspector(net: InspectorNet, cfg: InspectorConfig, iterations: int) -> Path:
+    """Write the net to `cfg.out` after the parity check; returns the path."""
+    data = onnx_bytes(net, cfg, iterations)
+    check_parity(net, data)
+    out = Path(cfg.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(data)
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# The loop
+
+
+@dataclass(frozen=True)
+class InspectorResult:
+    """A finished run: iterations done, wall time, the best validation R and where it went."""
+
+    iterations: int
+    wall_seconds: float
+    best_reward: float
+    best_iteration: int
+    base_val_bsld: float
+    best_val_bsld: float
+    out: Path
+
+
+def train_inspector(
+    cfg: InspectorConfig, progress: Callable[[str], None] = print
+) -> InspectorResult:
+    """Train with PPO (see the module docstring); `progress` gets one line per iteration."""
+    start_time = time.perf_counter()
+    torch.manual_seed(cfg.seed)
+    rng = np.random.default_rng(cfg.seed)
+    windows = Windows(cfg, "train")
+    val_starts = windows.draw(np.random.default_rng([cfg.seed, 1]), cfg.validation_sequences)
+    net = InspectorNet(cfg.hidden)
+    optimizer = torch.optim.Adam(net.parameters(), lr=cfg.learning_rate)
+    base_val = statistics.fmean(windows.base_bsld(s) for s in val_starts)
+    best_reward, best_bsld = validate(windows, val_starts, NumpyMlp(net))
+    best_iteration = 0
+    out = export_inspector(net, cfg, 0)
+    progress(
+        f"validation: base {cfg.base} bsld {base_val:.1f}, untrained inspector "
+        f"{best_bsld:.1f} (R {best_reward:+.3f}) on {len(val_starts)} windows"
+    )
+    done = 0
+    for it in range(1, cfg.iterations + 1):
+        mlp = NumpyMlp(net)
+        starts = windows.draw(rng, cfg.sequences)
+        rewards = np.zeros((len(starts), cfg.rollouts))
+        episodes: list[list[Episode]] = []
+        for i, s in enumerate(starts):
+            row = []
+            for j in range(cfg.rollouts):
+                ep = windows.run(s, SamplingJudge(mlp, rng))
+                rewards[i, j] = percentage_reward(windows.base_bsld(s), ep.bsld)
+                row.append(ep)
+            episodes.append(row)
+        adv = group_advantages(rewards) if cfg.rollouts > 1 else rewards
+        xs, acts, advs = [], [], []
+        for i, row in enumerate(episodes):
+            for j, ep in enumerate(row):
+                xs += ep.features
+                acts += ep.actions
+                advs += [adv[i, j]] * len(ep.actions)
+        a = np.asarray(advs)
+        line = f"iter {it:4d}  R {rewards.mean():+.3f}  decisions {len(acts):5d}"
+        if len(acts) and a.std() > 0:
+            stats = ppo_update(
+                net, optimizer, np.stack(xs), np.asarray(acts), a / a.std(), cfg, rng
+            )
+            line += (
+                f"  reject {np.mean(np.asarray(acts) == REJECT):.2f}  kl {stats.kl:.4f}"
+                f"  clip {stats.clip_fraction:.2f}"
+            )
+        done = it
+        if it % cfg.validate_every == 0 or it == cfg.iterations:
+            reward, bsld = validate(windows, val_starts, NumpyMlp(net))
+            line += f"  val R {reward:+.3f} bsld {bsld:.1f}"
+            if reward > best_reward:
+                best_reward, best_bsld, best_iteration = reward, bsld, it
+                export_inspector(net, cfg, it)
+                line += " (best, saved)"
+        elapsed = time.perf_counter() - start_time
+        progress(f"{line}  {elapsed:.0f}s")
+        if cfg.time_limit and elapsed > cfg.time_limit:
+            progress(f"time limit of {cfg.time_limit:.0f} s reached")
+            break
+    return InspectorResult(
+        iterations=done,
+        wall_seconds=time.perf_counter() - start_time,
+        best_reward=best_reward,
+        best_iteration=best_iteration,
+        base_val_bsld=base_val,
+        best_val_bsld=best_bsld,
+        out=out,
+    )
