@@ -19,9 +19,12 @@ its *spec* with `make_scheduler`; `SCHEDULERS` lists the registered names. A spe
 * ``"learned:PATH.onnx"``: an exported learned policy, run by onnxruntime
   (`idlegate.policy.onnx_runtime.OnnxPolicy`, greedy); its name is the file's stem
   unless ``name=`` is given. onnxruntime is imported only when such a spec is built, and
-  torch never.
+  torch never. Parameters may follow the path as ``?KEY=VALUE&KEY=VALUE`` (so that a
+  command line can give them): ``"learned:policy.onnx?window=64&window_smallest=32"``
+  bounds the observation above 64 jobs (`idlegate.policy.bounded`).
 """
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +32,7 @@ from idlegate.errors import IdlegateError
 
 # analytic imports heuristics, so it registers itself here rather than in heuristics
 from idlegate.policy.analytic import make_analytic
+from idlegate.policy.bounded import WINDOW_FIELDS, WindowConfig, window_config
 from idlegate.policy.heuristics import SCHEDULERS
 from idlegate.policy.heuristics import make_scheduler as make_registered
 from idlegate.policy.inspector import INSPECT_PREFIX, make_inspector
@@ -59,11 +63,16 @@ def make_learned(
     threads: int = 1,
     starvation_factor: float | None = 20.0,
     starvation_minimum: float = 60.0,
+    window: WindowConfig | int | None = None,
+    **window_fields: Any,
 ) -> Scheduler:
     """The exported policy at `path` as a Scheduler (an OnnxPolicy named `name` or the stem).
 
     It runs inside a `StarvationGuard` (`idlegate.policy.guard`) with the given factor and
-    minimum; `starvation_factor=None` leaves the policy unguarded.
+    minimum; `starvation_factor=None` leaves the policy unguarded. `window` bounds the
+    observation (`idlegate.policy.bounded`): a `WindowConfig`, or its threshold with the
+    other fields as ``window_head=``, ``window_tail=``, ``window_smallest=``,
+    ``window_holders=``, ``window_summary=``; None (the default): the policy sees every job.
     """
     text = str(path).strip()
     if not text:
@@ -71,12 +80,94 @@ def make_learned(
     from idlegate.policy.onnx_runtime import OnnxPolicy  # onnxruntime only when needed
 
     p = Path(text).expanduser()
-    policy = OnnxPolicy(p, greedy=greedy, threads=threads, name=name or p.stem)
+    policy = OnnxPolicy(
+        p,
+        greedy=greedy,
+        threads=threads,
+        name=name or p.stem,
+        window=_window(window, window_fields),
+    )
     if starvation_factor is None:
         return policy
     from idlegate.policy.guard import StarvationGuard
 
     return StarvationGuard(policy, factor=starvation_factor, minimum=starvation_minimum)
+
+
+def _window(window: WindowConfig | int | None, fields: dict[str, Any]) -> WindowConfig | None:
+    """The window of `make_learned` from its `window` and ``window_*`` arguments."""
+    names = {f"window_{f}": f for f in WINDOW_FIELDS if f != "threshold"}
+    unknown = sorted(set(fields) - set(names))
+    if unknown:
+        raise IdlegateError(
+            f"a learned policy has no parameter {unknown[0]!r}; its window takes window, "
+            + ", ".join(names)
+        )
+    if isinstance(window, WindowConfig):
+        if fields:
+            raise IdlegateError("give the window as a WindowConfig or as window_* values, not both")
+        return window
+    if window is None or str(window).strip().lower() in ("off", "none"):
+        if fields:
+            raise IdlegateError(
+                f"{sorted(fields)[0]} needs a window: add window=THRESHOLD (e.g. window=64)"
+            )
+        return None
+    return window_config(window, prefix="window_", **{names[k]: v for k, v in fields.items()})
+
+
+_LEARNED_TYPES: dict[str, Callable[[str], Any]] = {
+    "name": str,
+    "greedy": lambda v: _flag(v, "greedy"),
+    "threads": lambda v: _whole(v, "threads"),
+    "starvation_factor": lambda v: (
+        None if v.lower() in ("none", "off") else _real(v, "starvation_factor")
+    ),
+    "starvation_minimum": lambda v: _real(v, "starvation_minimum"),
+}
+"""How `?KEY=VALUE` texts of a learned spec become `make_learned` arguments (the window's
+values are validated by `WindowConfig`, which reads texts itself)."""
+
+
+def _flag(text: str, key: str) -> bool:
+    low = text.strip().lower()
+    if low not in ("true", "false", "1", "0", "yes", "no"):
+        raise IdlegateError(f"{key}={text!r} must be true or false")
+    return low in ("true", "1", "yes")
+
+
+def _whole(text: str, key: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise IdlegateError(f"{key}={text!r} must be a whole number") from None
+
+
+def _real(text: str, key: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise IdlegateError(f"{key}={text!r} must be a number") from None
+
+
+def spec_params(spec: str) -> tuple[str, dict[str, str]]:
+    """``"PATH?k=v&k2=v2"`` as ("PATH", {"k": "v", "k2": "v2"}); no ``?``: (spec, {})."""
+    base, sep, query = spec.partition("?")
+    params: dict[str, str] = {}
+    if not sep:
+        return base, params
+    for pair in query.split("&"):
+        key, eq, value = pair.partition("=")
+        key = key.strip().replace("-", "_")
+        if not eq or not key or not value.strip():
+            raise IdlegateError(
+                f"{spec!r}: write parameters as ?KEY=VALUE&KEY=VALUE, e.g. "
+                "learned:policy.onnx?window=64"
+            )
+        if key in params:
+            raise IdlegateError(f"{spec!r} gives {key} twice; give each parameter once")
+        params[key] = value.strip()
+    return base, params
 
 
 def make_scheduler(spec: str, /, **params: Any) -> Scheduler:
@@ -90,13 +181,19 @@ def make_scheduler(spec: str, /, **params: Any) -> Scheduler:
         return make_registered(spec, **params)
     kind = kind.strip().lower()
     if kind == "learned":
-        accepted = ("name", "greedy", "threads", "starvation_factor", "starvation_minimum")
-        unknown = sorted(set(params) - set(accepted))
+        argument, query = spec_params(argument)
+        window_keys = [f"window_{f}" for f in WINDOW_FIELDS if f != "threshold"]
+        accepted = (*_LEARNED_TYPES, "window", *window_keys)
+        unknown = sorted((set(params) | set(query)) - set(accepted))
         if unknown:
             raise IdlegateError(
                 f"a learned policy has no parameter {unknown[0]!r}; it takes {', '.join(accepted)}"
             )
-        return make_learned(argument, **params)
+        twice = sorted(set(params) & set(query))
+        if twice:
+            raise IdlegateError(f"{spec!r} gives {twice[0]} in the spec and as a keyword")
+        typed = {k: _LEARNED_TYPES[k](v) if k in _LEARNED_TYPES else v for k, v in query.items()}
+        return make_learned(argument, **params, **typed)
     if kind == "lookahead":
         from idlegate.policy.lookahead import make_lookahead
 
@@ -125,4 +222,5 @@ __all__ = [
     "make_learned",
     "make_registered",
     "make_scheduler",
+    "spec_params",
 ]

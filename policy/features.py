@@ -111,7 +111,7 @@ from __future__ import annotations
 import weakref
 from dataclasses import asdict, dataclass, fields
 from math import log1p
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import numpy as np
 
@@ -360,6 +360,20 @@ class Observation:
 # per-DAG constants and per-job cached blocks
 
 
+class SystemTotals(NamedTuple):
+    """What a bounded observation keeps of the whole system (`Featurizer(view, visible, rest)`)."""
+
+    jobs: int
+    """Jobs in the system (the global ``jobs`` column)."""
+    backlog: float
+    """Σ remaining work of every job, executor-seconds (the global ``backlog`` column)."""
+    active: int
+    """Jobs with a task not launched yet (n of fair's share ⌈K / n⌉ in the WAIT mask)."""
+    hidden_below_share: bool
+    """Some job outside the visible subset has a launchable stage and holds fewer
+    executors than fair's share ⌈K / active⌉ (so WAIT is ruled out, as if it were seen)."""
+
+
 class _DagStatic:
     """What never changes for a DAG: its static stage columns and its edges."""
 
@@ -494,9 +508,21 @@ class Featurizer:
 
     # -- the one function --------------------------------------------------------------
 
-    def __call__(self, view: ClusterView) -> Observation:
-        """The features, graph and masks of `view` (see the module docstring)."""
-        jobs = list(view.jobs)
+    def __call__(
+        self,
+        view: ClusterView,
+        visible: list[Job] | None = None,
+        rest: SystemTotals | None = None,
+    ) -> Observation:
+        """The features, graph and masks of `view` (see the module docstring).
+
+        `visible` (a subset of `view.jobs` in arrival order) limits the rows to those
+        jobs: the bounded observation (`idlegate.policy.bounded`). `rest` then gives
+        the whole system's totals, so the global ``jobs`` and ``backlog`` columns and
+        the WAIT mask keep describing the system rather than the subset. Both None (the
+        default): every job, exactly as before.
+        """
+        jobs = list(view.jobs) if visible is None else visible
         k = view.num_executors
         free = view.free_executors
         free_from = view.free_executors_from
@@ -557,10 +583,15 @@ class Featurizer:
             job_x[j, _LOCAL_FREE] = n / k
         held = np.rint(job_x[:, _HELD] * k)  # exact: held / k in float32, k <= 10^5
         levels, level_x = self._cap_levels(k)
+        if rest is None:
+            wait_mask = _wait_mask(jobs, job_x[:, _LAUNCHABLE] > 0, held, k)
+        else:
+            backlog = rest.backlog
+            wait_mask = _wait_mask(jobs, job_x[:, _LAUNCHABLE] > 0, held, k, rest)
         return Observation(
             stage_x=stage_x,
             job_x=job_x,
-            global_x=self._global(view, k, free, len(jobs), backlog),
+            global_x=self._global(view, k, free, len(jobs) if rest is None else rest.jobs, backlog),
             edge_src=struct.edge_src,
             edge_dst=struct.edge_dst,
             stage_job=struct.stage_job,
@@ -571,7 +602,7 @@ class Featurizer:
             cap_levels=levels,
             cap_x=level_x,
             cap_mask=held[:, None] < levels[None, :],
-            wait_mask=_wait_mask(jobs, job_x[:, _LAUNCHABLE] > 0, held, k),
+            wait_mask=wait_mask,
             jobs=jobs,
             offsets=struct.offsets,
             num_executors=k,
@@ -720,14 +751,28 @@ class Featurizer:
         return stats
 
 
-def _wait_mask(jobs: list[Job], launchable: np.ndarray, held: np.ndarray, k: int) -> np.ndarray:
+def _wait_mask(
+    jobs: list[Job],
+    launchable: np.ndarray,
+    held: np.ndarray,
+    k: int,
+    rest: SystemTotals | None = None,
+) -> np.ndarray:
     """[1] bool: WAIT only when every job with a launchable stage holds fair's share.
 
     WAIT may then decline to give a job more than fair would, never hold one below it:
     deliberate waiting below the share is the idle head's (bounded) business. This keeps
-    a policy from starving jobs on workloads unlike its training set.
+    a policy from starving jobs on workloads unlike its training set. With `rest` (a
+    bounded observation, `jobs` a subset) the share counts the whole system's jobs, and
+    a launchable job outside the subset (it holds no executor, so it is below any
+    share) rules WAIT out, as it would if it were seen.
     """
-    active = sum(1 for job in jobs if has_unlaunched_tasks(job))
+    if rest is None:
+        active = sum(1 for job in jobs if has_unlaunched_tasks(job))
+    elif rest.hidden_below_share:
+        return np.array([False])
+    else:
+        active = rest.active
     if not active or not launchable.any():
         return np.array([False])
     return np.array([bool((held[launchable] >= fair_share(k, active)).all())])

@@ -22,6 +22,7 @@ import onnxruntime as ort
 
 from idlegate.errors import IdlegateError
 from idlegate.policy.actions import MODEL_OUTPUTS, ActionConfig, Choice, choose, decode
+from idlegate.policy.bounded import WindowConfig, select_window
 from idlegate.policy.features import (
     FEATURE_SCHEMA_VERSION,
     MODEL_INPUTS,
@@ -58,7 +59,8 @@ def session_options(threads: int = 1) -> ort.SessionOptions:
 class OnnxPolicy:
     """An exported policy as a `Scheduler`: `OnnxPolicy("policy.onnx")`.
 
-    `model` is a path or the ONNX bytes. Raises IdlegateError if the file is missing,
+    `model` is a path or the ONNX bytes; `window` bounds what it sees of a long queue
+    (`policy.bounded`; None, the default: every job). Raises IdlegateError if the file is missing,
     not an idlegate policy, or built for another feature schema.
     """
 
@@ -69,6 +71,7 @@ class OnnxPolicy:
         greedy: bool = True,
         threads: int = 1,
         name: str = "learned",
+        window: WindowConfig | None = None,
     ) -> None:
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise IdlegateError(f"threads must be a whole number >= 1, got {threads!r}")
@@ -95,6 +98,8 @@ class OnnxPolicy:
         self.featurizer = Featurizer(self.feature_config)
         self.greedy = greedy
         self.name = name
+        self.window = window
+        """The bounded observation (`policy.bounded`), or None: the policy sees every job."""
         self._rng: np.random.Generator | None = None
         self._run = self.session.run
         self._outputs = list(MODEL_OUTPUTS)
@@ -160,8 +165,16 @@ class OnnxPolicy:
         """The action indices for `obs` (argmax, or a draw from the run's Generator)."""
         return choose(obs, *self.evaluate(obs), greedy=self.greedy, rng=self._rng)
 
+    def observe(self, view: ClusterView) -> Observation:
+        """The features of `view`: of every job, or of the window's jobs above its threshold."""
+        window = self.window
+        if window is None or len(view.jobs) <= window.threshold:
+            return self.featurizer(view)
+        visible, rest = select_window(view, window)
+        return self.featurizer(view, visible, rest if window.summary else None)
+
     def decide(self, view: ClusterView) -> Action:
-        obs = self.featurizer(view)
+        obs = self.observe(view)
         if not obs.stage_mask.any():
             return WAIT
         return decode(obs, self.choose(obs), self.action_config)
