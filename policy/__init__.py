@@ -16,6 +16,8 @@ its *spec* with `make_scheduler`; `SCHEDULERS` lists the registered names. A spe
   ``srf`` and ``f1`` are registered names for strict orders;
 * ``"inspect:PATH.onnx:BASE"``: a learned inspector (`idlegate.policy.inspector`)
   accepting or rejecting the picks of the rigid BASE (``easy:sjf``, ``strict:sjf``);
+* ``"window:PATH.onnx"``: the split-window agent for rigid jobs (`idlegate.policy.window`,
+  trained by ``idlegate train-window``);
 * ``"learned:PATH.onnx"``: an exported learned policy, run by onnxruntime
   (`idlegate.policy.onnx_runtime.OnnxPolicy`, greedy); its name is the file's stem
   unless ``name=`` is given. onnxruntime is imported only when such a spec is built, and
@@ -51,6 +53,7 @@ SPEC_PREFIXES: tuple[str, ...] = (
     "lookahead",
     *RIGID_PREFIXES,
     INSPECT_PREFIX,
+    "window",
 )
 """The ``KIND:ARGUMENT`` spec kinds `make_scheduler` accepts besides registered names."""
 
@@ -202,6 +205,10 @@ def make_scheduler(spec: str, /, **params: Any) -> Scheduler:
         return make_rigid(kind, argument, **params)
     if kind == INSPECT_PREFIX:
         return make_inspector(argument, **params)
+    if kind == "window":
+        from idlegate.policy.window import make_window  # onnxruntime only when needed
+
+        return make_window(argument, **params)
     if kind == "analytic":
         base = argument.strip()
         if not base:

@@ -1,0 +1,116 @@
+"""Head-only vs split windows for the split-window agent (issue 11 §4), on held-out Lublin seeds.
+
+Runs every scheduler on the same `--seeds` Lublin sequences of `--jobs` jobs (workload
+seeds `--first-seed` …, never the training seeds of `idlegate.training.window`) and
+prints, per scheduler, the mean over sequences of the average wait, the average queue
+length (time-averaged waiting jobs), the average bounded slowdown and the utilisation,
+then for each window size M the paired change of the split window's average wait and
+queue length against head-only (mean of per-seed ratios − 1, 95 % interval).
+
+Models are given as ``LABEL=PATH.onnx``; labels ``head-M`` and ``split-M`` pair up (e.g.
+``head-8`` with ``split-8``). References: ``fcfs`` and ``easy:fcfs``.
+
+    python benchmarks/window.py --model head-8=h8.onnx --model split-8=s8.onnx \\
+        [--seeds 30] [--first-seed 1000] [--jobs 256]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from collections.abc import Sequence
+
+from idlegate.errors import IdlegateError
+from idlegate.policy import make_scheduler
+from idlegate.sim.engine import simulate
+from idlegate.sim.metrics import RunMetrics, mean_ci, paired_relative_change, run_metrics
+from idlegate.sim.workloads import build_workload
+
+REFERENCES: tuple[str, ...] = ("fcfs", "easy:fcfs")
+COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("avg wait (s)", "avg_wait", "{:.0f}"),
+    ("avg queue", "avg_queue_length", "{:.2f}"),
+    ("avg bsld", "avg_bsld", "{:.1f}"),
+    ("util", "utilisation", "{:.3f}"),
+)
+
+
+def run_all(specs: dict[str, str], seeds: Sequence[int], jobs: int) -> dict[str, list[RunMetrics]]:
+    """Metrics of every labelled spec on every seed's Lublin sequence (same sequences)."""
+    runs: dict[str, list[RunMetrics]] = {label: [] for label in specs}
+    for seed in seeds:
+        workload = build_workload("lublin", seed, num_jobs=jobs)
+        for label, spec in specs.items():
+            runs[label].append(run_metrics(simulate(workload, make_scheduler(spec), seed)))
+    return runs
+
+
+def table(runs: dict[str, list[RunMetrics]]) -> list[str]:
+    """Markdown rows: label, then each column's mean ± 95 % half-width over seeds."""
+    head = "| scheduler | " + " | ".join(c[0] for c in COLUMNS) + " |"
+    lines = [head, "|" + "---|" * (len(COLUMNS) + 1)]
+    for label, metrics in runs.items():
+        cells = []
+        for _, field, fmt in COLUMNS:
+            est = mean_ci([getattr(m, field) for m in metrics])
+            cells.append(f"{fmt.format(est.mean)} ± {fmt.format(est.half_width)}")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def pairs(runs: dict[str, list[RunMetrics]]) -> list[str]:
+    """For each M with both head-M and split-M: the split's paired change in wait and queue."""
+    lines = []
+    for label in runs:
+        match = re.fullmatch(r"split-(\d+)", label)
+        head = f"head-{match.group(1)}" if match else None
+        if head is None or head not in runs:
+            continue
+        parts = []
+        for name, field in (("avg wait", "avg_wait"), ("avg queue", "avg_queue_length")):
+            est = paired_relative_change(
+                [getattr(m, field) for m in runs[label]], [getattr(m, field) for m in runs[head]]
+            )
+            parts.append(f"{name} {est.mean:+.1%} [{est.low:+.1%}, {est.high:+.1%}]")
+        wins = sum(a.avg_wait < b.avg_wait for a, b in zip(runs[label], runs[head], strict=True))
+        lines.append(
+            f"{label} vs {head}: " + ", ".join(parts) + f"; lower wait on {wins}/{len(runs[label])}"
+        )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", action="append", default=[], help="LABEL=PATH.onnx")
+    parser.add_argument("--seeds", type=int, default=30)
+    parser.add_argument("--first-seed", type=int, default=1000)
+    parser.add_argument("--jobs", type=int, default=256)
+    args = parser.parse_args(argv)
+    specs = {r: r for r in REFERENCES}
+    for item in args.model:
+        label, sep, path = item.partition("=")
+        if not sep or not label or not path:
+            print(f"Error: --model takes LABEL=PATH.onnx, got {item!r}", file=sys.stderr)
+            return 2
+        specs[label] = f"window:{path}"
+    started = time.monotonic()
+    try:
+        runs = run_all(specs, range(args.first_seed, args.first_seed + args.seeds), args.jobs)
+    except IdlegateError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 1
+    print(
+        f"Lublin, {args.jobs} jobs per sequence, seeds {args.first_seed}.."
+        f"{args.first_seed + args.seeds - 1} (mean ± 95 % half-width over sequences)"
+    )
+    print("\n".join(table(runs)))
+    print()
+    print("\n".join(pairs(runs)))
+    print(f"({time.monotonic() - started:.0f} s)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,280 @@
+"""The split-window agent: window slots, features, action rules, rewards, training, export."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+import torch
+
+from idlegate.errors import IdlegateError
+from idlegate.policy import DEFAULT_POLICY_PATH, make_scheduler
+from idlegate.policy.heuristics import best_stage, launch_decision
+from idlegate.policy.window import (
+    AREA,
+    BACKFILL_SAFE,
+    CAN_START,
+    CLUSTER_FEATURES,
+    FREE,
+    HEAD_DELAY,
+    MEAN_REMAINING,
+    PRESENT,
+    QUEUE,
+    REQUESTED,
+    RUNNING,
+    SIZE,
+    SLOT_FEATURES,
+    TAIL,
+    VISIBLE,
+    WAITED,
+    WindowObserver,
+    WindowScheduler,
+    greedy_action,
+    log_time,
+    reservation,
+    resolve,
+    window_jobs,
+)
+from idlegate.sim.cluster import Cluster, Job
+from idlegate.sim.engine import simulate
+from idlegate.sim.metrics import run_metrics
+from idlegate.sim.rigid import RigidJob, RigidRun, rigid_dag, rigid_workload
+from idlegate.training.window import (
+    NumpyWindowNet,
+    WindowNet,
+    export_window,
+    gae,
+    make_config,
+    reward_terms,
+    train_window,
+)
+
+
+def _add(cluster: Cluster, n: int, r: float, at: float) -> Job:
+    return cluster.add_job(rigid_dag(n, r), at, payload=RigidRun(r))
+
+
+def _start(cluster: Cluster, job: Job) -> None:
+    stage = best_stage(job, cluster.free_executors)
+    assert stage is not None
+    cluster.apply(launch_decision(stage, cluster.num_executors), cluster.now)
+
+
+@pytest.fixture
+def busy_cluster() -> tuple[Cluster, list[Job]]:
+    """16 executors: A (12 wide, r 100) runs from 0; at t = 10, B (14 wide), C (2), D (4) wait."""
+    cluster = Cluster(16)
+    a = _add(cluster, 12, 100.0, 0.0)
+    _start(cluster, a)
+    b = _add(cluster, 14, 50.0, 5.0)
+    c = _add(cluster, 2, 50.0, 6.0)
+    d = _add(cluster, 4, 200.0, 8.0)
+    cluster.advance(10.0)
+    return cluster, [b, c, d]
+
+
+def test_window_slots_hold_head_then_tail_without_repeats() -> None:
+    q = ["q0", "q1", "q2", "q3"]
+    assert window_jobs(q, 2, 2) == ["q0", "q1", "q2", "q3"]
+    assert window_jobs(q, 2, 1) == ["q0", "q1", "q3"]
+    assert window_jobs(q, 1, 2) == ["q0", "q2", "q3"]
+    assert window_jobs(q[:3], 2, 2) == ["q0", "q1", "q2", None]
+    assert window_jobs(q[:1], 2, 2) == ["q0", None, None, None]
+    assert window_jobs(q, 3, 0) == ["q0", "q1", "q2"]  # head-only
+    assert window_jobs([], 1, 1) == [None, None]
+
+
+def test_observation_of_a_hand_built_queue(busy_cluster: tuple[Cluster, list[Job]]) -> None:
+    cluster, (b, c, d) = busy_cluster
+    obs = WindowObserver(1, 3)(cluster)
+    assert obs.jobs == (b, c, d, None)
+    s = obs.slots
+    assert s.shape == (4, SLOT_FEATURES) and s.dtype == np.float32
+    assert s[:, PRESENT].tolist() == [1, 1, 1, 0]
+    assert s[:, TAIL].tolist() == [0, 1, 1, 0]  # the empty slot is all zeros
+    assert not s[3].any()
+    # 4 executors are free: B (14) cannot start, C (2) and D (4) can
+    assert s[:, CAN_START].tolist() == [0, 1, 1, 0]
+    # B's reservation: A ends at 100, then 16 free, 2 beyond B's 14. C ends by 100 (safe);
+    # D would end at 210 and needs 4 > 2 extra executors (it would delay B)
+    assert s[:, BACKFILL_SAFE].tolist() == [0, 1, 0, 0]
+    assert s[0, SIZE] == pytest.approx(14 / 16)
+    assert s[1, REQUESTED] == pytest.approx(log_time(50))
+    assert s[2, WAITED] == pytest.approx(log_time(2))
+    assert s[2, AREA] == pytest.approx(log_time(200 * 4 / 16))
+    k = obs.cluster
+    assert k.shape == (CLUSTER_FEATURES,)
+    assert k[FREE] == pytest.approx(4 / 16)
+    assert k[QUEUE] == pytest.approx(math.log10(4) / 3)
+    assert k[MEAN_REMAINING] == pytest.approx(log_time(90))
+    assert k[RUNNING] == 1 and k[VISIBLE] == 1
+    assert k[HEAD_DELAY] == pytest.approx(log_time(90))
+    # a window smaller than the queue shows its share
+    assert WindowObserver(1, 1)(cluster).cluster[VISIBLE] == pytest.approx(2 / 3)
+
+
+def test_reservation_known_answer() -> None:
+    # jobs ending in 30 s (4 executors) and 10 s (2): 3 free, need 8 -> after both, 9 free
+    assert reservation([(30.0, 4), (10.0, 2)], 3, 8, 100.0) == (130.0, 1)
+    assert reservation([(10.0, 2), (10.0, 3)], 1, 3, 0.0) == (10.0, 3)
+    assert reservation([(10.0, 2)], 1, 8, 0.0) == (math.inf, 0)
+
+
+def test_invalid_pick_forwards_and_idle_forward_starts_a_job(
+    busy_cluster: tuple[Cluster, list[Job]],
+) -> None:
+    cluster, (_b, c, d) = busy_cluster
+    obs = WindowObserver(1, 3)(cluster)
+    assert resolve(obs, 0) is None  # B cannot start now: forward
+    assert resolve(obs, 3) is None  # empty slot: forward
+    assert resolve(obs, 4) is None  # forward itself
+    assert resolve(obs, 1) is c and resolve(obs, 2) is d
+    with pytest.raises(IdlegateError, match="out of range"):
+        resolve(obs, 5)
+    # with nothing running, forwarding could strand the queue: the first legal slot starts
+    idle = Cluster(4)
+    first = _add(idle, 2, 10.0, 0.0)
+    _add(idle, 4, 10.0, 0.0)
+    idle_obs = WindowObserver(2, 0)(idle)
+    assert idle_obs.cluster[RUNNING] == 0
+    assert resolve(idle_obs, 2) is first
+
+
+def test_greedy_action_is_two_level() -> None:
+    # forward 0.4 beats each pick (0.3) but starting something is likelier (0.6)
+    assert greedy_action(np.log([0.3, 0.3, 0.4])) == 0
+    assert greedy_action(np.log([0.2, 0.3, 0.5])) == 2  # waiting is at least as likely
+    assert greedy_action(np.log([0.1, 0.7, 0.2])) == 1
+    assert greedy_action(np.log([1.0])) == 0  # no slot: only forward
+
+
+def test_reward_terms_known_answer() -> None:
+    # K = 4. Job 0 (2 wide) runs [0, 10). Job 1 (4 wide, r 10) waits [0, 10), runs
+    # [10, 20). Job 2 (1 wide, r 5) arrives at 5, waits [5, 20), runs [20, 25).
+    idle, queue, slow = reward_terms(
+        np.array([0.0, 10.0, 20.0]),
+        arrival=np.array([0.0, 0.0, 5.0]),
+        start=np.array([0.0, 10.0, 20.0]),
+        finish=np.array([10.0, 20.0, 25.0]),
+        size=np.array([2, 4, 1]),
+        requested=np.array([10.0, 10.0, 5.0]),
+        num_executors=4,
+    )
+    # [0, 10): half the machine idle with a queue; 1 job waits, then 2 from t = 5;
+    # each waiting job accrues 1 / max(r, 10) = 0.1 per second
+    assert idle.tolist() == pytest.approx([5.0, 0.0, 0.0])
+    assert queue.tolist() == pytest.approx([15.0, 10.0, 0.0])
+    assert slow.tolist() == pytest.approx([1.5, 1.0, 0.0])
+    # the totals are the total wait and the waits over max(r, 10)
+    assert queue.sum() == pytest.approx(10 + 15)
+    assert slow.sum() == pytest.approx(10 / 10 + 15 / 10)
+
+
+def test_gae_known_answers() -> None:
+    rewards, values = np.array([1.0, 2.0, 3.0]), np.array([0.5, 1.0, 1.5])
+    # λ = 1, γ = 1: returns-to-go minus the value
+    assert gae(rewards, values, 1.0, 1.0).tolist() == pytest.approx([5.5, 4.0, 1.5])
+    # λ = 0: one-step TD errors
+    assert gae(rewards, values, 0.5, 0.0).tolist() == pytest.approx(
+        [1 + 0.5 * 1.0 - 0.5, 2 + 0.5 * 1.5 - 1.0, 3 - 1.5]
+    )
+
+
+def test_average_queue_length_metric() -> None:
+    """Two 16-wide jobs at t = 0 on 16 executors: the second waits 100 s of 105."""
+    jobs = [RigidJob(1, 0.0, 100.0, 16, 100.0), RigidJob(2, 0.0, 5.0, 16, 5.0)]
+    m = run_metrics(simulate(rigid_workload("two", jobs, 16), make_scheduler("fcfs")))
+    assert m.avg_queue_length == pytest.approx(100 / 105)
+    assert m.to_dict()["avg_queue_length"] == pytest.approx(100 / 105)
+
+
+def test_numpy_forward_matches_torch(busy_cluster: tuple[Cluster, list[Job]]) -> None:
+    torch.manual_seed(3)
+    model = WindowNet(1, 3, hidden=16)
+    obs = WindowObserver(1, 3)(busy_cluster[0])
+    logp, value = NumpyWindowNet(model)(obs.slots, obs.cluster)
+    with torch.no_grad():
+        t_logp, t_value = model(
+            torch.from_numpy(obs.slots[None]), torch.from_numpy(obs.cluster[None])
+        )
+    legal = [1, 2, 4]  # C, D, forward (float32 rounds the illegal entries' -1e9)
+    assert logp[legal] == pytest.approx(t_logp[0].numpy()[legal], abs=1e-5)
+    assert value == pytest.approx(float(t_value[0]), abs=1e-5)
+    # illegal actions (B, the empty slot) get no probability; forward and C, D share it
+    assert np.exp(logp)[[0, 3]] == pytest.approx([0, 0], abs=1e-12)
+    assert np.exp(logp).sum() == pytest.approx(1)
+
+
+def test_export_parity_and_metadata(
+    tmp_path: Path, busy_cluster: tuple[Cluster, list[Job]]
+) -> None:
+    torch.manual_seed(0)
+    model = WindowNet(1, 3, hidden=8)
+    path = tmp_path / "w.onnx"
+    export_window(model, path, make_config(m_head=1, m_tail=3))
+    scheduler = make_scheduler(f"window:{path}")
+    assert isinstance(scheduler, WindowScheduler)
+    assert (scheduler.m_head, scheduler.m_tail, scheduler.name) == (1, 3, "window-w")
+    obs = scheduler.observer(busy_cluster[0])
+    logp, value = scheduler.evaluate(obs)
+    with torch.no_grad():
+        t_logp, t_value = model(
+            torch.from_numpy(obs.slots[None]), torch.from_numpy(obs.cluster[None])
+        )
+    assert logp == pytest.approx(t_logp[0].numpy(), rel=1e-6, abs=1e-5)
+    assert value == pytest.approx(float(t_value[0]), abs=1e-5)
+
+
+def test_tiny_training_run_gives_a_working_scheduler(tmp_path: Path) -> None:
+    config = make_config(
+        m_head=2, m_tail=2, iterations=2, episodes=1, num_jobs=24, validation_seeds=1,
+        eval_every=1, minibatch=16,
+    )  # fmt: skip
+    lines: list[str] = []
+    result = train_window(config, tmp_path / "tiny.onnx", log=lines.append)
+    assert result.iterations == 2 and (tmp_path / "tiny.onnx").stat().st_size < 50_000
+    assert lines[0].startswith("iteration 0") and "validation avg wait" in lines[-1]
+    from idlegate.sim.workloads import build_workload
+
+    workload = build_workload("lublin", 7, num_jobs=40)
+    m = run_metrics(simulate(workload, make_scheduler(f"window:{tmp_path / 'tiny.onnx'}"), 7))
+    assert m.jobs == 40 and m.unfinished == 0 and m.avg_wait >= 0
+
+
+def test_spec_errors(tmp_path: Path) -> None:
+    with pytest.raises(IdlegateError, match="does not exist"):
+        make_scheduler(f"window:{tmp_path / 'missing.onnx'}")
+    with pytest.raises(IdlegateError, match="needs a model path"):
+        make_scheduler("window:")
+    with pytest.raises(IdlegateError, match="no parameter 'base'"):
+        make_scheduler("window:x.onnx", base="fcfs")
+    junk = tmp_path / "junk.onnx"
+    junk.write_bytes(b"not onnx")
+    with pytest.raises(IdlegateError, match="cannot load"):
+        make_scheduler(f"window:{junk}")
+    if DEFAULT_POLICY_PATH.is_file():  # a DAG policy is not a window model
+        with pytest.raises(IdlegateError, match="not a split-window model"):
+            make_scheduler(f"window:{DEFAULT_POLICY_PATH}")
+    path = tmp_path / "w.onnx"
+    export_window(WindowNet(2, 0, hidden=8), path, make_config(m_head=2, m_tail=0))
+    for key, value, message in (
+        ("idlegate.window.feature_version", "999", "features version 999"),
+        ("idlegate.window.m_head", "5", "should have shape"),
+        ("idlegate.window.m_tail", "x", "no valid"),
+    ):
+        proto = onnx.load(path)
+        onnx.helper.set_model_props(
+            proto,
+            {**{p.key: p.value for p in proto.metadata_props}, key: value},
+        )
+        bad = tmp_path / "bad.onnx"
+        onnx.save(proto, bad)
+        with pytest.raises(IdlegateError, match=message):
+            make_scheduler(f"window:{bad}")
+    with pytest.raises(IdlegateError, match="at least one slot"):
+        make_config(m_head=0, m_tail=0)
+    with pytest.raises(IdlegateError, match="needs an SWF trace"):
+        make_config(workload="swf")

@@ -1,0 +1,641 @@
+"""Training the split-window agent (Deep Back-Filling) with PPO, in one file.
+
+The agent (`idlegate.policy.window`: observation, actions, the ONNX contract) is trained
+on rigid-job episodes: sequences of `num_jobs` jobs from the seeded `lublin` generator,
+or windows of an SWF trace's train part. One iteration:
+
+1. **Rollouts.** `episodes` episodes, each simulated with the current policy drawing
+   its actions (`RecordingWindow`); every decision keeps (slots, cluster, action,
+   log-probability, value, time).
+2. **Rewards** between decisions (`reward_terms`, `window_rewards`). Decision d covers
+   [t_d, t_{d+1}) (the last one until the last job ends) and earns
+
+       r_d = −(w_idle · I_d + w_queue · Q_d + w_wait · W_d) / num_jobs
+
+   * I_d, idle capacity: ∫ free executors / K dt while some job waits, in hours
+     (machine-hours left idle next to a queue: what backfilling recovers);
+   * Q_d, queue length: ∫ waiting jobs dt, in hours (job-hours of waiting; summed over
+     the episode it is the total wait, so Q alone optimises the average wait);
+   * W_d, waiting time relative to size: ∫ Σ_waiting 1 / max(r_j, 10 s) dt (the bounded
+     slowdown the waiting jobs accrue, with r_j the requested time).
+
+   Defaults w_idle = 1, w_queue = 1, w_wait = 0 (the target is the average wait; W is
+   there for bsld-oriented runs). Dividing by the episode's jobs keeps returns per job.
+3. **Advantages** by GAE(γ, λ) over each episode with the value head as baseline.
+4. **PPO update**: `ppo_clip_loss` (`training.math`) + value MSE, a few epochs of
+   minibatches, stopped early when `approx_kl` passes `target_kl`.
+5. Every `eval_every` iterations, the greedy policy runs on `validation_seeds` held-out
+   episodes; the weights with the lowest average wait are kept and exported.
+
+Seeds: training episodes draw workload seeds from [10^6, 2·10^6) and validation uses
+2·10^6 + i, so evaluation on small seeds (e.g. 1000–1029) is held out.
+
+``idlegate train-window --m-head 8 --m-tail 8 --out w.onnx`` runs it (torch lives here
+only; the exported model runs with onnxruntime in `policy.window`).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from torch import Tensor, nn
+
+from idlegate.errors import IdlegateError
+from idlegate.policy.window import (
+    CAN_START,
+    CLUSTER_FEATURES,
+    ILLEGAL_LOGIT,
+    PRESENT,
+    RUNNING,
+    SLOT_FEATURES,
+    WINDOW_FEATURE_VERSION,
+    WINDOW_FORMAT,
+    WindowObserver,
+    check_window,
+    greedy_action,
+    legal_actions,
+    resolve,
+    start_job,
+)
+from idlegate.sim.cluster import WAIT, Action, ClusterView
+from idlegate.sim.engine import SimResult, Workload, simulate
+from idlegate.sim.metrics import BSLD_MIN_RUN, run_metrics
+from idlegate.training.math import approx_kl, ppo_clip_loss, to_tensor
+
+TRAIN_SEED_BASE = 1_000_000
+VALIDATION_SEED_BASE = 2_000_000
+HOUR = 3600.0
+
+# ---------------------------------------------------------------------------------------
+# Configuration
+
+
+class WindowTrainConfig(BaseModel):
+    """Settings of one split-window training run (every field has a default)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    m_head: int = Field(default=8, ge=0, le=256, description="Head slots (oldest waiting jobs).")
+    m_tail: int = Field(
+        default=8, ge=0, le=256, description="Tail slots (newest waiting jobs); 0: head-only."
+    )
+    iterations: int = Field(default=100, ge=1, le=100_000, description="PPO iterations.")
+    seed: int = Field(default=0, ge=0, description="Seeds the weights, draws and episode seeds.")
+    workload: Literal["lublin", "swf"] = Field(
+        default="lublin", description="lublin: the generator; swf: windows of --file's train part."
+    )
+    file: str | None = Field(default=None, description="The SWF trace (workload swf only).")
+    num_jobs: int = Field(default=256, ge=8, le=100_000, description="Jobs per episode.")
+    episodes: int = Field(default=4, ge=1, le=1000, description="Episodes per iteration.")
+    w_idle: float = Field(default=1.0, ge=0, description="Weight of idle capacity (I).")
+    w_queue: float = Field(default=1.0, ge=0, description="Weight of queue length (Q).")
+    w_wait: float = Field(default=0.0, ge=0, description="Weight of size-relative waiting (W).")
+    gamma: float = Field(
+        default=1.0,
+        gt=0,
+        le=1,
+        description="Discount per decision (1: none; below 1 rewards extra forwards, which push costs to later decisions).",
+    )
+    gae_lambda: float = Field(default=0.95, ge=0, le=1, description="GAE's λ.")
+    learning_rate: float = Field(default=1e-3, gt=0, le=1, description="Adam's step size.")
+    clip: float = Field(default=0.2, gt=0, lt=1, description="PPO clip range ε.")
+    epochs: int = Field(default=4, ge=1, le=100, description="PPO epochs per iteration.")
+    minibatch: int = Field(default=256, ge=8, description="Decisions per minibatch.")
+    target_kl: float = Field(
+        default=0.03, gt=0, description="Stop an iteration's epochs when approx KL exceeds it."
+    )
+    entropy_weight: float = Field(default=0.01, ge=0, description="Entropy bonus β.")
+    value_weight: float = Field(default=0.5, ge=0, description="Weight of the value loss.")
+    max_grad_norm: float = Field(default=0.5, gt=0, description="Gradient norm clip.")
+    hidden: int = Field(default=32, ge=4, le=1024, description="Width of the hidden layers.")
+    eval_every: int = Field(
+        default=5, ge=1, description="Iterations between greedy validation runs."
+    )
+    validation_seeds: int = Field(
+        default=4, ge=1, le=1000, description="Held-out episodes per validation."
+    )
+    max_minutes: float = Field(
+        default=20.0, gt=0, description="Wall-time cap; training stops after this."
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> WindowTrainConfig:
+        if self.m_head + self.m_tail < 1:
+            raise ValueError("the window needs at least one slot: m_head + m_tail >= 1")
+        if self.workload == "swf" and not self.file:
+            raise ValueError("workload swf needs an SWF trace: give file (--file)")
+        if self.workload == "lublin" and self.file:
+            raise ValueError("file (--file) is for workload swf; lublin is generated")
+        return self
+
+
+def make_config(**settings: Any) -> WindowTrainConfig:
+    """A `WindowTrainConfig`, with validation errors as one IdlegateError sentence."""
+    try:
+        return WindowTrainConfig(**{k: v for k, v in settings.items() if v is not None})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        msg = first["msg"].removeprefix("Value error, ")
+        raise IdlegateError(f"train-window: {where + ': ' if where else ''}{msg}") from None
+
+
+def episode_workload(config: WindowTrainConfig, seed: int) -> Workload:
+    """The episode of workload seed `seed`: `num_jobs` Lublin jobs or an SWF window."""
+    from idlegate.sim.workloads import build_workload
+
+    if config.workload == "swf":
+        return build_workload("swf", seed, path=config.file, num_jobs=config.num_jobs, part="train")
+    return build_workload("lublin", seed, num_jobs=config.num_jobs)
+
+
+# ---------------------------------------------------------------------------------------
+# The model
+
+
+class WindowNet(nn.Module):
+    """Slot scorer + forward/value heads over the window (see `policy.window` for shapes).
+
+    Each slot's features, joined with the cluster features, go through one shared MLP
+    to a hidden vector and a logit (so a job is scored the same in any slot, and head
+    and tail slots differ only by their tail flag). The mean of the present slots'
+    hidden vectors with the cluster features feeds the forward logit and the value.
+    Illegal actions (`policy.window.legal_actions`) get `ILLEGAL_LOGIT`.
+    """
+
+    def __init__(self, m_head: int, m_tail: int, hidden: int = 32) -> None:
+        super().__init__()
+        check_window(m_head, m_tail)
+        self.m_head, self.m_tail, self.hidden = m_head, m_tail, hidden
+        h2 = max(4, hidden // 2)
+        self.slot = nn.Sequential(
+            nn.Linear(SLOT_FEATURES + CLUSTER_FEATURES, hidden),
+            nn.Tanh(),
+            nn.Linear(hidden, h2),
+            nn.Tanh(),
+        )
+        self.slot_logit = nn.Linear(h2, 1)
+        self.forward_head = nn.Sequential(
+            nn.Linear(h2 + CLUSTER_FEATURES, hidden), nn.Tanh(), nn.Linear(hidden, 1)
+        )
+        self.value_head = nn.Sequential(
+            nn.Linear(h2 + CLUSTER_FEATURES, hidden), nn.Tanh(), nn.Linear(hidden, 1)
+        )
+
+    def forward(self, slots: Tensor, cluster: Tensor) -> tuple[Tensor, Tensor]:
+        """(log-probabilities [B, M + 1], value [B]) of slots [B, M, F] and cluster [B, C]."""
+        m = slots.shape[1]
+        joined = torch.cat([slots, cluster.unsqueeze(1).expand(-1, m, -1)], dim=-1)
+        hidden = self.slot(joined)
+        present = slots[..., PRESENT : PRESENT + 1]
+        pooled = (hidden * present).sum(1) / present.sum(1).clamp(min=1.0)
+        summary = torch.cat([pooled, cluster], dim=-1)
+        logits = torch.cat([self.slot_logit(hidden).squeeze(-1), self.forward_head(summary)], -1)
+        legal = torch.cat(
+            [
+                (slots[..., PRESENT] > 0.5) & (slots[..., CAN_START] > 0.5),
+                cluster[..., RUNNING : RUNNING + 1] > 0.5,
+            ],
+            dim=-1,
+        )
+        logits = torch.where(legal, logits, torch.full_like(logits, ILLEGAL_LOGIT))
+        return torch.log_softmax(logits, dim=-1), self.value_head(summary).squeeze(-1)
+
+
+class NumpyWindowNet:
+    """A numpy copy of a `WindowNet`'s forward pass for one observation (fast rollouts).
+
+    Batch-1 torch calls cost about 1 ms per decision in module overhead; this costs a
+    tenth of that. `tests/test_window.py` checks it against the torch model.
+    """
+
+    def __init__(self, model: WindowNet) -> None:
+        self.w = {k: v.detach().numpy().astype(np.float64) for k, v in model.state_dict().items()}
+
+    def _linear(self, name: str, x: np.ndarray) -> np.ndarray:
+        return x @ self.w[f"{name}.weight"].T + self.w[f"{name}.bias"]
+
+    def __call__(self, slots: np.ndarray, cluster: np.ndarray) -> tuple[np.ndarray, float]:
+        """(log-probabilities [M + 1], value) of slots [M, F] and cluster [C]."""
+        m = slots.shape[0]
+        joined = np.concatenate([slots, np.broadcast_to(cluster, (m, cluster.size))], axis=1)
+        hidden = np.tanh(self._linear("slot.2", np.tanh(self._linear("slot.0", joined))))
+        present = slots[:, PRESENT : PRESENT + 1]
+        pooled = (hidden * present).sum(0) / max(float(present.sum()), 1.0)
+        summary = np.concatenate([pooled, cluster])
+        forward = self._linear("forward_head.2", np.tanh(self._linear("forward_head.0", summary)))
+        value = self._linear("value_head.2", np.tanh(self._linear("value_head.0", summary)))
+        logits = np.concatenate([self._linear("slot_logit", hidden)[:, 0], forward])
+        logits = np.where(legal_actions(slots, cluster), logits, ILLEGAL_LOGIT)
+        shifted = logits - logits.max()
+        return shifted - np.log(np.exp(shifted).sum()), float(value[0])
+
+
+# ---------------------------------------------------------------------------------------
+# Rollouts
+
+
+@dataclass
+class Episode:
+    """One simulated episode's decisions (arrays of length D) and its per-job outcome."""
+
+    slots: np.ndarray
+    cluster: np.ndarray
+    actions: np.ndarray
+    log_probs: np.ndarray
+    values: np.ndarray
+    times: np.ndarray
+    rewards: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    avg_wait: float = math.nan
+    avg_bsld: float = math.nan
+
+
+class RecordingWindow:
+    """The policy as a Scheduler that draws its actions and records every decision.
+
+    It copies the model's weights at construction (`NumpyWindowNet`): build one per
+    episode after each update.
+    """
+
+    name = "window-training"
+
+    def __init__(self, model: WindowNet, rng: np.random.Generator, greedy: bool = False) -> None:
+        self.net = NumpyWindowNet(model)
+        self.observer = WindowObserver(model.m_head, model.m_tail)
+        self.rng = rng
+        self.greedy = greedy
+        self.steps: list[tuple[np.ndarray, np.ndarray, int, float, float, float]] = []
+
+    def reset(self, rng: Any) -> None:
+        self.steps = []
+
+    def decide(self, view: ClusterView) -> Action:
+        obs = self.observer(view)
+        logp, value = self.net(obs.slots, obs.cluster)
+        if self.greedy:
+            action = greedy_action(logp)
+        else:  # inverse-CDF draw (Generator.choice is slower per call)
+            cdf = np.cumsum(np.exp(logp))
+            action = min(int(np.searchsorted(cdf, self.rng.random() * cdf[-1])), logp.size - 1)
+        self.steps.append((obs.slots, obs.cluster, action, float(logp[action]), value, view.now))
+        job = resolve(obs, action)
+        return WAIT if job is None else start_job(job, view)
+
+
+def run_episode(
+    model: WindowNet, workload: Workload, rng: np.random.Generator, *, greedy: bool = False
+) -> tuple[Episode, SimResult]:
+    """Simulate `workload` with the policy: its decisions (rewards still empty) and the run."""
+    policy = RecordingWindow(model, rng, greedy)
+    result = simulate(workload, policy, 0)
+    if result.unfinished:
+        raise IdlegateError(f"a training episode left {result.unfinished} jobs unfinished")
+    metrics = run_metrics(result)
+    steps = policy.steps
+    m = model.m_head + model.m_tail
+    return Episode(
+        slots=np.stack([s[0] for s in steps]) if steps else np.zeros((0, m, SLOT_FEATURES)),
+        cluster=np.stack([s[1] for s in steps]) if steps else np.zeros((0, CLUSTER_FEATURES)),
+        actions=np.asarray([s[2] for s in steps], dtype=np.int64),
+        log_probs=np.asarray([s[3] for s in steps]),
+        values=np.asarray([s[4] for s in steps]),
+        times=np.asarray([s[5] for s in steps]),
+        avg_wait=metrics.avg_wait,
+        avg_bsld=metrics.avg_bsld,
+    ), result
+
+
+# ---------------------------------------------------------------------------------------
+# Rewards
+
+
+def _step_integral(
+    points: np.ndarray, up: np.ndarray, down: np.ndarray, weights: np.ndarray
+) -> np.ndarray:
+    """Values on [points[i], points[i+1]) of Σ_j w_j · 1[up_j ≤ t < down_j] (points sorted)."""
+    order_up, order_down = np.argsort(up), np.argsort(down)
+    cum_up = np.concatenate([[0.0], np.cumsum(weights[order_up])])
+    cum_down = np.concatenate([[0.0], np.cumsum(weights[order_down])])
+    started = cum_up[np.searchsorted(up[order_up], points[:-1], side="right")]
+    ended = cum_down[np.searchsorted(down[order_down], points[:-1], side="right")]
+    return started - ended
+
+
+def reward_terms(
+    decision_times: np.ndarray,
+    arrival: np.ndarray,
+    start: np.ndarray,
+    finish: np.ndarray,
+    size: np.ndarray,
+    requested: np.ndarray,
+    num_executors: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(I, Q, W) per decision, in seconds-based units (see the module docstring).
+
+    Decision d covers [t_d, t_{d+1}), the last one [t_{D−1}, max(finish)). Per job:
+    arrival a, start s, finish f, executors n and requested time r; job j waits on
+    [a, s) and holds n executors on [s, f). I_d = ∫ (1 − busy/K) · 1[queue > 0] dt,
+    Q_d = ∫ queue dt, W_d = ∫ Σ_waiting 1/max(r, 10) dt, all over d's interval.
+    """
+    t = np.asarray(decision_times, dtype=float)
+    if t.size == 0:
+        return np.zeros(0), np.zeros(0), np.zeros(0)
+    end = max(float(np.max(finish)), float(t[-1]))
+    points = np.unique(np.concatenate([t, arrival, start, finish, [end]]))
+    points = points[(points >= t[0]) & (points <= end)]
+    widths = np.diff(points)
+    ones = np.ones_like(arrival, dtype=float)
+    queue = _step_integral(points, arrival, start, ones)
+    busy = _step_integral(points, start, finish, size.astype(float))
+    slow = _step_integral(points, arrival, start, 1.0 / np.maximum(requested, BSLD_MIN_RUN))
+    idle = np.clip(1.0 - busy / num_executors, 0.0, 1.0) * (queue > 0)
+
+    def per_decision(rate: np.ndarray) -> np.ndarray:
+        cum = np.concatenate([[0.0], np.cumsum(rate * widths)])
+        at = cum[np.searchsorted(points, np.append(t, end))]
+        return np.diff(at)
+
+    return per_decision(idle), per_decision(queue), per_decision(slow)
+
+
+def window_rewards(
+    config: WindowTrainConfig, episode: Episode, result: SimResult, workload: Workload
+) -> np.ndarray:
+    """r_d = −(w_idle · I_d / h + w_queue · Q_d / h + w_wait · W_d) / jobs, h = 3600 s."""
+    jobs = {i: a.dag for i, a in enumerate(workload.jobs)}
+    records = result.records
+    arrival = np.asarray([r.arrival for r in records])
+    start = np.asarray([r.first_start for r in records])
+    finish = np.asarray([r.finish for r in records])
+    size = np.asarray([jobs[r.id].average_width for r in records])
+    requested = np.asarray([jobs[r.id].critical_path for r in records])
+    idle, queue, slow = reward_terms(
+        episode.times, arrival, start, finish, size, requested, workload.num_executors
+    )
+    cost = config.w_idle * idle / HOUR + config.w_queue * queue / HOUR + config.w_wait * slow
+    return -cost / len(records)
+
+
+def gae(rewards: np.ndarray, values: np.ndarray, gamma: float, lam: float) -> np.ndarray:
+    """GAE advantages of one finished episode (the value after the last step is 0).
+
+    δ_d = r_d + γ V_{d+1} − V_d; A_d = δ_d + γλ A_{d+1}.
+    """
+    adv = np.zeros(len(rewards))
+    running = 0.0
+    for d in range(len(rewards) - 1, -1, -1):
+        next_value = values[d + 1] if d + 1 < len(rewards) else 0.0
+        delta = rewards[d] + gamma * next_value - values[d]
+        running = delta + gamma * lam * running
+        adv[d] = running
+    return adv
+
+
+# ---------------------------------------------------------------------------------------
+# PPO update
+
+
+@dataclass
+class UpdateStats:
+    """What one iteration's update did."""
+
+    epochs: int
+    approx_kl: float
+    value_loss: float
+    entropy: float
+
+
+def ppo_update(
+    model: WindowNet,
+    optimizer: torch.optim.Optimizer,
+    batch: dict[str, np.ndarray],
+    config: WindowTrainConfig,
+    rng: np.random.Generator,
+) -> UpdateStats:
+    """A few epochs of clipped PPO on `batch` (slots, cluster, actions, log_probs, adv, ret)."""
+    slots, cluster = to_tensor(batch["slots"]), to_tensor(batch["cluster"])
+    actions = torch.as_tensor(batch["actions"])
+    old = to_tensor(batch["log_probs"])
+    adv = batch["advantages"]
+    adv_t = to_tensor((adv - adv.mean()) / (adv.std() + 1e-8))
+    returns = to_tensor(batch["returns"])
+    n = len(actions)
+    kl, value_loss, entropy, epochs = 0.0, 0.0, 0.0, 0
+    for _ in range(config.epochs):
+        epochs += 1
+        order = rng.permutation(n)
+        for lo in range(0, n, config.minibatch):
+            idx = torch.as_tensor(order[lo : lo + config.minibatch])
+            logp, value = model(slots[idx], cluster[idx])
+            taken = logp.gather(1, actions[idx, None]).squeeze(1)
+            ent = -(logp.exp() * logp).sum(-1)
+            loss = ppo_clip_loss(
+                taken, old[idx], adv_t[idx], config.clip, ent, config.entropy_weight
+            )
+            v_loss = ((value - returns[idx]) ** 2).mean()
+            optimizer.zero_grad()
+            (loss + config.value_weight * v_loss).backward()
+            nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+            optimizer.step()
+            value_loss, entropy = float(v_loss.detach()), float(ent.detach().mean())
+        with torch.no_grad():
+            logp, _ = model(slots, cluster)
+            kl = approx_kl(logp.gather(1, actions[:, None]).squeeze(1), old)
+        if kl > config.target_kl:
+            break
+    return UpdateStats(epochs, kl, value_loss, entropy)
+
+
+# ---------------------------------------------------------------------------------------
+# Export
+
+
+def export_window(model: WindowNet, out: str | Path, config: WindowTrainConfig) -> dict[str, str]:
+    """Write `model` as the ONNX window model at `out` (metadata as `policy.window` reads it).
+
+    Checks parity: onnxruntime and torch agree within 1e-4 on random legal-ish inputs,
+    else IdlegateError.
+    """
+    import onnx
+    import onnxruntime as ort
+
+    from idlegate.policy.onnx_export import OPSET
+    from idlegate.policy.onnx_runtime import session_options
+
+    model = model.eval()
+    m = model.m_head + model.m_tail
+    slots, cluster = _example_inputs(m, np.random.default_rng(0), batch=3)
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the legacy exporter announces itself
+        torch.onnx.export(
+            model,
+            (torch.from_numpy(slots), torch.from_numpy(cluster)),
+            buffer,
+            dynamo=False,
+            input_names=["slots", "cluster"],
+            output_names=["logp", "value"],
+            dynamic_axes={"slots": {0: "batch"}, "cluster": {0: "batch"}, "logp": {0: "batch"}},
+            opset_version=OPSET,
+            do_constant_folding=True,
+        )
+    proto = onnx.load_from_string(buffer.getvalue())
+    metadata = {
+        "idlegate.format": WINDOW_FORMAT,
+        "idlegate.window.feature_version": str(WINDOW_FEATURE_VERSION),
+        "idlegate.window.m_head": str(model.m_head),
+        "idlegate.window.m_tail": str(model.m_tail),
+        "idlegate.window.training": json.dumps(config.model_dump(), sort_keys=True),
+    }
+    onnx.helper.set_model_props(proto, metadata)
+    proto.producer_name = "idlegate"
+    proto.doc_string = "idlegate split-window agent (pick a head/tail slot or forward)"
+    onnx.checker.check_model(proto, full_check=True)
+    data = proto.SerializeToString()
+    session = ort.InferenceSession(data, session_options(1), providers=["CPUExecutionProvider"])
+    slots, cluster = _example_inputs(m, np.random.default_rng(1), batch=16)
+    logp, value = session.run(["logp", "value"], {"slots": slots, "cluster": cluster})
+    with torch.no_grad():
+        t_logp, t_value = model(torch.from_numpy(slots), torch.from_numpy(cluster))
+    gap = max(
+        float(np.abs(logp - t_logp.numpy()).max()), float(np.abs(value - t_value.numpy()).max())
+    )
+    if not gap < 1e-4:
+        raise IdlegateError(f"the ONNX export differs from the torch model by {gap:g}")
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return metadata
+
+
+def _example_inputs(m: int, rng: np.random.Generator, batch: int) -> tuple[np.ndarray, ...]:
+    """Random feature batches in [0, 1] with random presence, startability and running."""
+    slots = rng.random((batch, m, SLOT_FEATURES)).astype(np.float32)
+    slots[..., PRESENT] = (rng.random((batch, m)) < 0.7).astype(np.float32)
+    slots[..., CAN_START] = (rng.random((batch, m)) < 0.5).astype(np.float32)
+    slots *= slots[..., PRESENT : PRESENT + 1]
+    cluster = rng.random((batch, CLUSTER_FEATURES)).astype(np.float32)
+    cluster[:, RUNNING] = 1.0
+    return slots, cluster
+
+
+# ---------------------------------------------------------------------------------------
+# The training loop
+
+
+@dataclass
+class WindowTrainResult:
+    """The outcome of `train_window`."""
+
+    iterations: int
+    best_iteration: int
+    best_val_wait: float
+    """Average wait (s) of the greedy policy on the validation episodes at its best."""
+    wall_seconds: float
+    out: Path
+
+
+def _validate(model: WindowNet, config: WindowTrainConfig) -> float:
+    """Average wait (s) of the greedy policy over the validation episodes."""
+    rng = np.random.default_rng(0)
+    waits = []
+    for i in range(config.validation_seeds):
+        workload = episode_workload(config, VALIDATION_SEED_BASE + i)
+        episode, _ = run_episode(model, workload, rng, greedy=True)
+        waits.append(episode.avg_wait)
+    return float(np.mean(waits))
+
+
+def train_window(
+    config: WindowTrainConfig, out: str | Path, log: Callable[[str], None] = print
+) -> WindowTrainResult:
+    """Train with PPO (module docstring), export the best weights to `out` (ONNX)."""
+    started = time.monotonic()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        torch.manual_seed(config.seed)
+        rng = np.random.default_rng(config.seed)
+        model = WindowNet(config.m_head, config.m_tail, config.hidden)
+        optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
+        best_wait, best_iteration = _validate(model, config), 0
+        best_state = {k: v.clone() for k, v in model.state_dict().items()}
+        log(f"iteration 0: validation avg wait {best_wait:.0f} s (untrained)")
+        done = 0
+        for it in range(1, config.iterations + 1):
+            episodes = []
+            for _ in range(config.episodes):
+                seed = int(rng.integers(TRAIN_SEED_BASE, VALIDATION_SEED_BASE))
+                workload = episode_workload(config, seed)
+                episode, result = run_episode(model, workload, rng)
+                episode.rewards = window_rewards(config, episode, result, workload)
+                episodes.append(episode)
+            batch = _batch(episodes, config)
+            stats = ppo_update(model, optimizer, batch, config, rng)
+            done = it
+            line = (
+                f"iteration {it}/{config.iterations}: rollout avg wait "
+                f"{np.mean([e.avg_wait for e in episodes]):.0f} s, "
+                f"{len(batch['actions'])} decisions, kl {stats.approx_kl:.4f}, "
+                f"entropy {stats.entropy:.3f}"
+            )
+            out_of_time = time.monotonic() - started > config.max_minutes * 60
+            if it % config.eval_every == 0 or it == config.iterations or out_of_time:
+                wait = _validate(model, config)
+                line += f", validation avg wait {wait:.0f} s"
+                if wait < best_wait:
+                    best_wait, best_iteration = wait, it
+                    best_state = {k: v.clone() for k, v in model.state_dict().items()}
+                    line += " (best)"
+            log(line)
+            if out_of_time:
+                log(f"stopped after {it} iterations: the {config.max_minutes:g}-minute cap")
+                break
+        model.load_state_dict(best_state)
+        export_window(model, out, config)
+        return WindowTrainResult(
+            done, best_iteration, best_wait, time.monotonic() - started, Path(out)
+        )
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _batch(episodes: list[Episode], config: WindowTrainConfig) -> dict[str, np.ndarray]:
+    """Concatenate the episodes' decisions with their GAE advantages and returns."""
+    advantages = [gae(e.rewards, e.values, config.gamma, config.gae_lambda) for e in episodes]
+    return {
+        "slots": np.concatenate([e.slots for e in episodes]),
+        "cluster": np.concatenate([e.cluster for e in episodes]),
+        "actions": np.concatenate([e.actions for e in episodes]),
+        "log_probs": np.concatenate([e.log_probs for e in episodes]),
+        "advantages": np.concatenate(advantages),
+        "returns": np.concatenate(
+            [a + e.values for a, e in zip(advantages, episodes, strict=True)]
+        ),
+    }
+
+
+__all__ = [
+    "Episode",
+    "RecordingWindow",
+    "WindowNet",
+    "WindowTrainConfig",
+    "WindowTrainResult",
+    "export_window",
+    "gae",
+    "make_config",
+    "reward_terms",
+    "train_window",
+    "window_rewards",
+]
