@@ -462,6 +462,7 @@ def train_inspector(
 ) -> InspectorResult:
     """Train with PPO (see the module docstring); `progress` gets one line per iteration."""
     start_time = time.perf_counter()
+    torch.set_num_threads(1)  # one small MLP: more threads only contend for the cores
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
     windows = Windows(cfg, "train")

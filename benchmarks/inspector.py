@@ -1,0 +1,127 @@
+"""Evaluate a learned inspector against its base heuristic and the reject rule (paired).
+
+SchedInspector's protocol (`docs/inspector.md`): windows of 256 consecutive jobs of an
+SWF trace drawn (numpy ``default_rng(seed)``) from its *test part*, the jobs after the
+first 20 % the inspector trained on; requested time = run time. Every scheduler runs on
+the same windows:
+
+* ``BASE`` — the heuristic alone (e.g. ``easy:sjf``);
+* ``reject:BASE`` — the reject rule (reject the pick whenever it cannot start, 72 times
+  per job at most);
+* ``inspect:MODEL:BASE`` — the learned inspector.
+
+It prints per scheduler the mean over windows of the average bounded slowdown with its
+95 % interval, the paired relative change against the base and against the reject rule
+(mean of per-window ratios − 1, with its interval), the mean utilisation and average
+wait, and how many windows each beats the base on.
+
+    python benchmarks/inspector.py --model out/insp.onnx --base easy:sjf [--sequences 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from idlegate.errors import IdlegateError
+from idlegate.policy import make_scheduler
+from idlegate.sim.engine import simulate
+from idlegate.sim.metrics import RunMetrics, mean_ci, paired_relative_change, run_metrics
+from idlegate.sim.swf import read_swf, trace_part
+from idlegate.sim.workloads import build_workload
+
+DEFAULT_TRACE = Path(__file__).resolve().parents[2] / "shared" / "data" / "swf" / "lublin_256.swf"
+SEQUENCE = 256
+TRAIN_FRACTION = 0.2
+
+
+def window_starts(trace: Path, sequences: int, seed: int) -> list[int]:
+    """Window starts in the trace's test part, uniform over the windows that fit."""
+    jobs = trace_part(read_swf(trace), "test", TRAIN_FRACTION)
+    rng = np.random.default_rng(seed)
+    return rng.integers(len(jobs) - SEQUENCE + 1, size=sequences).tolist()
+
+
+def reject_spec(base: str) -> str:
+    """``reject:`` on `base` (``strict:sjf`` → ``reject:sjf``, ``easy:sjf`` → ``reject:easy:sjf``)."""
+    return "reject:" + base.strip().removeprefix("strict:")
+
+
+def run(
+    trace: Path, model: Path, base: str, sequences: int, seed: int
+) -> dict[str, list[RunMetrics]]:
+    """Per scheduler label, the metrics of every test window (same windows for all)."""
+    specs = {
+        base: base,
+        reject_spec(base): reject_spec(base),
+        "inspector": f"inspect:{model}:{base}",
+    }
+    workloads = [
+        build_workload(
+            "swf",
+            path=trace,
+            num_jobs=SEQUENCE,
+            start=s,
+            part="test",
+            train_fraction=TRAIN_FRACTION,
+            requested_time="run",
+        )
+        for s in window_starts(trace, sequences, seed)
+    ]
+    return {
+        label: [run_metrics(simulate(w, make_scheduler(spec), 0)) for w in workloads]
+        for label, spec in specs.items()
+    }
+
+
+def _change(values: list[float], reference: list[float]) -> str:
+    est = paired_relative_change(values, reference)
+    return f"{est.mean:+.0%} [{est.low:+.0%}, {est.high:+.0%}]"
+
+
+def render(results: dict[str, list[RunMetrics]], base: str) -> str:
+    reject = reject_spec(base)
+    bsld = {k: [m.avg_bsld for m in v] for k, v in results.items()}
+    lines = [
+        f"{'scheduler':<18} {'avg bsld':>9} {'95% CI':>13} {'vs base':>21} {'vs reject':>21} "
+        f"{'util':>6} {'avg wait':>9} {'beats base':>10}"
+    ]
+    for label, metrics in results.items():
+        est = mean_ci(bsld[label])
+        wins = sum(x < b for x, b in zip(bsld[label], bsld[base], strict=True))
+        lines.append(
+            f"{label:<18} {est.mean:9.1f} {est.low:6.1f}-{est.high:<6.1f} "
+            f"{_change(bsld[label], bsld[base]):>21} {_change(bsld[label], bsld[reject]):>21} "
+            f"{statistics.fmean(m.utilisation for m in metrics):6.3f} "
+            f"{statistics.fmean(m.avg_wait for m in metrics):9.0f} "
+            f"{wins:>4}/{len(metrics)}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", type=Path, required=True, help="The ONNX inspector.")
+    parser.add_argument("--base", default="easy:sjf", help="Its base (as it was trained).")
+    parser.add_argument("--trace", type=Path, default=DEFAULT_TRACE, help="The SWF trace.")
+    parser.add_argument("--sequences", type=int, default=50, help="Test windows of 256 jobs.")
+    parser.add_argument("--seed", type=int, default=1, help="Seed of the window starts.")
+    args = parser.parse_args(argv)
+    try:
+        start = time.perf_counter()
+        results = run(args.trace, args.model, args.base, args.sequences, args.seed)
+    except IdlegateError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 1
+    print(render(results, args.base))
+    print(f"{args.sequences} test windows x 3 schedulers in {time.perf_counter() - start:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
