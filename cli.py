@@ -521,6 +521,44 @@ def train_inspector_command(
         )
 
 
+@app.command("train-window")
+def train_window_command(
+    out: Annotated[Path, typer.Option("--out", help="Where to write the ONNX model.")],
+    m_head: Annotated[int, typer.Option("--m-head", help="Head slots (oldest jobs).")] = 8,
+    m_tail: Annotated[int, typer.Option("--m-tail", help="Tail slots (newest); 0: head-only.")] = 8,
+    iterations: Annotated[int | None, typer.Option("--iterations", help="PPO iterations.")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Weights and episodes seed.")] = None,
+    workload: Annotated[
+        str | None, typer.Option("--workload", "-w", help="lublin (default) or swf.")
+    ] = None,
+    file: Annotated[Path | None, typer.Option("--file", help="The SWF trace (swf).")] = None,
+    jobs_count: JobsCountOpt = None,
+    max_minutes: Annotated[
+        float | None, typer.Option("--max-minutes", help="Stop after this many minutes.")
+    ] = None,
+) -> None:
+    """Train the split-window agent (Deep Back-Filling) with PPO and export it (docs/window.md)."""
+    with _user_errors():
+        from idlegate.training.window import make_config, train_window
+
+        cfg = make_config(
+            m_head=m_head,
+            m_tail=m_tail,
+            iterations=iterations,
+            seed=seed,
+            workload=workload,
+            file=str(file) if file is not None else None,
+            num_jobs=jobs_count,
+            max_minutes=max_minutes,
+        )
+        result = train_window(cfg, out, log=typer.echo)
+        typer.echo(
+            f"trained {result.iterations} iterations in {result.wall_seconds:.0f} s; best "
+            f"validation avg wait {result.best_val_wait:.0f} s (iteration "
+            f"{result.best_iteration}); wrote {result.out}"
+        )
+
+
 @app.command()
 def evaluate(
     models: Annotated[

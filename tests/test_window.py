@@ -278,3 +278,20 @@ def test_spec_errors(tmp_path: Path) -> None:
         make_config(m_head=0, m_tail=0)
     with pytest.raises(IdlegateError, match="needs an SWF trace"):
         make_config(workload="swf")
+
+
+def test_train_window_command(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from idlegate.cli import app
+
+    out = tmp_path / "cli.onnx"
+    args = ["train-window", "--out", str(out), "--m-head", "2", "--m-tail", "1"]
+    result = CliRunner().invoke(app, [*args, "--iterations", "1", "--jobs-count", "12"])
+    assert result.exit_code == 0, result.output
+    assert "iteration 1/1" in result.output and "wrote" in result.output
+    assert make_scheduler(f"window:{out}").m_tail == 1
+    bad = CliRunner().invoke(
+        app, ["train-window", "--out", str(out), "--m-head", "0", "--m-tail", "0"]
+    )
+    assert bad.exit_code == 1 and "at least one slot" in bad.output

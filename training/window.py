@@ -21,7 +21,9 @@ or windows of an SWF trace's train part. One iteration:
 
    Defaults w_idle = 1, w_queue = 1, w_wait = 0 (the target is the average wait; W is
    there for bsld-oriented runs). Dividing by the episode's jobs keeps returns per job.
-3. **Advantages** by GAE(γ, λ) over each episode with the value head as baseline.
+3. **Advantages** by GAE(γ, λ) over each episode with the value head as baseline,
+   divided by the episode's own standard deviation (loads differ tenfold between
+   sequences), then normalised over the batch.
 4. **PPO update**: `ppo_clip_loss` (`training.math`) + value MSE, a few epochs of
    minibatches, stopped early when `approx_kl` passes `target_kl`.
 5. Every `eval_every` iterations, the greedy policy runs on `validation_seeds` held-out
@@ -76,6 +78,8 @@ from idlegate.training.math import approx_kl, ppo_clip_loss, to_tensor
 TRAIN_SEED_BASE = 1_000_000
 VALIDATION_SEED_BASE = 2_000_000
 HOUR = 3600.0
+FORWARD_PRIOR = 2.0
+"""The forward logit's initial bias is −FORWARD_PRIOR (see `WindowNet`)."""
 
 # ---------------------------------------------------------------------------------------
 # Configuration
@@ -192,6 +196,10 @@ class WindowNet(nn.Module):
         self.value_head = nn.Sequential(
             nn.Linear(h2 + CLUSTER_FEATURES, hidden), nn.Tanh(), nn.Linear(hidden, 1)
         )
+        # start close to work-conserving: forward about e^-FORWARD_PRIOR times as likely
+        # as a pick, so early rollouts do not waste most decisions idling
+        with torch.no_grad():
+            self.forward_head[-1].bias.fill_(-FORWARD_PRIOR)
 
     def forward(self, slots: Tensor, cluster: Tensor) -> tuple[Tensor, Tensor]:
         """(log-probabilities [B, M + 1], value [B]) of slots [B, M, F] and cluster [B, C]."""
@@ -614,12 +622,15 @@ def train_window(
 def _batch(episodes: list[Episode], config: WindowTrainConfig) -> dict[str, np.ndarray]:
     """Concatenate the episodes' decisions with their GAE advantages and returns."""
     advantages = [gae(e.rewards, e.values, config.gamma, config.gae_lambda) for e in episodes]
+    # each episode's advantages on its own scale: a heavily loaded sequence has ten times
+    # the costs of a light one and would otherwise drown its gradient
+    scaled = [a / (a.std() + 1e-8) for a in advantages]
     return {
         "slots": np.concatenate([e.slots for e in episodes]),
         "cluster": np.concatenate([e.cluster for e in episodes]),
         "actions": np.concatenate([e.actions for e in episodes]),
         "log_probs": np.concatenate([e.log_probs for e in episodes]),
-        "advantages": np.concatenate(advantages),
+        "advantages": np.concatenate(scaled),
         "returns": np.concatenate(
             [a + e.values for a, e in zip(advantages, episodes, strict=True)]
         ),
