@@ -516,7 +516,8 @@ def train_inspector_command(
         result = train_inspector(cfg, progress=lambda line: typer.echo(line))
         typer.echo(
             f"trained {result.iterations} iterations in {result.wall_seconds:.0f} s; validation "
-            f"bsld: base {result.base_val_bsld:.1f}, inspector {result.best_val_bsld:.1f} "
+            f"bsld: base {result.base_val_bsld:.1f}, reject rule {result.reject_val_bsld:.1f}, "
+            f"inspector {result.best_val_bsld:.1f} "
             f"(R {result.best_reward:+.3f}, iteration {result.best_iteration}); wrote {result.out}"
         )
 

@@ -63,6 +63,7 @@ from idlegate.policy.inspector import (
     OnnxInspector,
     make_base,
 )
+from idlegate.policy.rigid import RejectScheduler
 from idlegate.sim.engine import Workload, simulate
 from idlegate.sim.metrics import run_metrics
 from idlegate.sim.swf import read_swf, trace_part
@@ -285,6 +286,14 @@ class Windows:
             b = self._base[start] = run_metrics(result).avg_bsld
         return b
 
+    def reject_bsld(self, start: int) -> float:
+        """The reject rule's average bsld on the window (the inspector that always rejects)."""
+        cfg = self.cfg
+        rule = RejectScheduler(
+            make_base(cfg.base), max_rejections=cfg.max_rejections, interval=cfg.interval
+        )
+        return run_metrics(simulate(self.workload(start), rule, 0)).avg_bsld
+
     def run(self, start: int, judge: SamplingJudge) -> Episode:
         """The window under the inspector with `judge`."""
         cfg = self.cfg
@@ -453,6 +462,7 @@ class InspectorResult:
     best_reward: float
     best_iteration: int
     base_val_bsld: float
+    reject_val_bsld: float
     best_val_bsld: float
     out: Path
 
@@ -470,12 +480,13 @@ def train_inspector(
     net = InspectorNet(cfg.hidden)
     optimizer = torch.optim.Adam(net.parameters(), lr=cfg.learning_rate)
     base_val = statistics.fmean(windows.base_bsld(s) for s in val_starts)
+    reject_val = statistics.fmean(windows.reject_bsld(s) for s in val_starts)
     best_reward, best_bsld = validate(windows, val_starts, NumpyMlp(net))
     best_iteration = 0
     out = export_inspector(net, cfg, 0)
     progress(
-        f"validation: base {cfg.base} bsld {base_val:.1f}, untrained inspector "
-        f"{best_bsld:.1f} (R {best_reward:+.3f}) on {len(val_starts)} windows"
+        f"validation: base {cfg.base} bsld {base_val:.1f}, reject rule {reject_val:.1f}, "
+        f"untrained inspector {best_bsld:.1f} (R {best_reward:+.3f}) on {len(val_starts)} windows"
     )
     done = 0
     for it in range(1, cfg.iterations + 1):
@@ -526,6 +537,7 @@ def train_inspector(
         best_reward=best_reward,
         best_iteration=best_iteration,
         base_val_bsld=base_val,
+        reject_val_bsld=reject_val,
         best_val_bsld=best_bsld,
         out=out,
     )
