@@ -116,7 +116,7 @@ from typing import Any, Final, NamedTuple
 import numpy as np
 
 from idlegate.errors import IdlegateError
-from idlegate.policy.heuristics import fair_share, has_unlaunched_tasks
+from idlegate.policy.heuristics import fair_share
 from idlegate.sim.cluster import ClusterView, Job, Stage
 from idlegate.sim.dag import Dag
 
@@ -430,22 +430,6 @@ class _JobEntry:
         """Runnable gang stages as (local row, tasks, may idle): launchable if tasks fit."""
 
 
-def _signature(job: Job) -> tuple[Any, ...]:
-    # Every state change of a job moves at least one of these: a launch lowers
-    # `unlaunched`, a finished task lowers `remaining_work` (durations are > 0), a freed
-    # executor lowers `held`, an idle slot raises `idle_inserted` and shrinks the
-    # runnable list, its end grows the list again. Masks never come from the cache.
-    return (
-        job.unlaunched,
-        job.held,
-        job.remaining_work,
-        len(job.runnable),
-        job.stages_left,
-        job.cap,
-        job.idle_inserted,
-    )
-
-
 class _Structure:
     """Graph arrays for one ordered set of jobs and their incomplete stages."""
 
@@ -534,12 +518,29 @@ class Featurizer:
         unfound = free - free_from(None)
         changed = False
         backlog = 0.0
+        active = 0  # jobs with a task to launch: fair's n in the WAIT mask
         off = 0
         for j, job in enumerate(jobs):
             entry = cache.get(job.id)
             if entry is None or entry.job is not job:
                 entry = cache[job.id] = _JobEntry(job, self._static(job.dag))
-            sig = _signature(job)
+            # The job's signature (inlined: this loop runs for every job at every decision).
+            # Every state change of a job moves at least one of these: a launch lowers
+            # `unlaunched`, a finished task lowers `remaining_work` (durations are > 0), a
+            # freed executor lowers `held`, an idle slot raises `idle_inserted` and shrinks
+            # the runnable list, its end grows the list again. Masks never come from the
+            # cache.
+            sig = (
+                job.unlaunched,
+                job.held,
+                job.remaining_work,
+                len(job.runnable),
+                job.stages_left,
+                job.cap,
+                job.idle_inserted,
+            )
+            if sig[0] > 0:  # job.unlaunched: has_unlaunched_tasks(job)
+                active += 1
             if sig != entry.sig:
                 if job.stages_left != entry.stages_left:
                     self._rows(entry)
@@ -584,10 +585,10 @@ class Featurizer:
         held = np.rint(job_x[:, _HELD] * k)  # exact: held / k in float32, k <= 10^5
         levels, level_x = self._cap_levels(k)
         if rest is None:
-            wait_mask = _wait_mask(jobs, job_x[:, _LAUNCHABLE] > 0, held, k)
+            wait_mask = _wait_mask(active, job_x[:, _LAUNCHABLE] > 0, held, k)
         else:
             backlog = rest.backlog
-            wait_mask = _wait_mask(jobs, job_x[:, _LAUNCHABLE] > 0, held, k, rest)
+            wait_mask = _wait_mask(active, job_x[:, _LAUNCHABLE] > 0, held, k, rest)
         return Observation(
             stage_x=stage_x,
             job_x=job_x,
@@ -598,7 +599,7 @@ class Featurizer:
             stage_index=struct.stage_index,
             stage_mask=stage_mask,
             idle_mask=idle_mask,
-            idle_rows=np.flatnonzero(idle_mask),
+            idle_rows=idle_mask.nonzero()[0],  # np.flatnonzero without its ravel
             cap_levels=levels,
             cap_x=level_x,
             cap_mask=held[:, None] < levels[None, :],
@@ -752,7 +753,7 @@ class Featurizer:
 
 
 def _wait_mask(
-    jobs: list[Job],
+    active: int,
     launchable: np.ndarray,
     held: np.ndarray,
     k: int,
@@ -762,16 +763,15 @@ def _wait_mask(
 
     WAIT may then decline to give a job more than fair would, never hold one below it:
     deliberate waiting below the share is the idle head's (bounded) business. This keeps
-    a policy from starving jobs on workloads unlike its training set. With `rest` (a
-    bounded observation, `jobs` a subset) the share counts the whole system's jobs, and
+    a policy from starving jobs on workloads unlike its training set. `active` counts
+    the observed jobs with a task to launch (fair's n). With `rest` (a bounded
+    observation of a subset of the jobs) the share counts the whole system's jobs, and
     a launchable job outside the subset (it holds no executor, so it is below any
     share) rules WAIT out, as it would if it were seen.
     """
-    if rest is None:
-        active = sum(1 for job in jobs if has_unlaunched_tasks(job))
-    elif rest.hidden_below_share:
-        return np.array([False])
-    else:
+    if rest is not None:
+        if rest.hidden_below_share:
+            return np.array([False])
         active = rest.active
     if not active or not launchable.any():
         return np.array([False])
