@@ -8,10 +8,11 @@ then for each window size M the paired change of the split window's average wait
 queue length against head-only (mean of per-seed ratios − 1, 95 % interval).
 
 Models are given as ``LABEL=PATH.onnx``; labels ``head-M`` and ``split-M`` pair up (e.g.
-``head-8`` with ``split-8``). References: ``fcfs`` and ``easy:fcfs``.
+``head-8`` with ``split-8``). References: ``fcfs`` and ``easy:fcfs``, plus any
+``--reference SPEC``.
 
     python benchmarks/window.py --model head-8=h8.onnx --model split-8=s8.onnx \\
-        [--seeds 30] [--first-seed 1000] [--jobs 256]
+        [--seeds 30] [--first-seed 1000] [--jobs 256] [--reference sjf]
 """
 
 from __future__ import annotations
@@ -70,9 +71,11 @@ def pairs(runs: dict[str, list[RunMetrics]]) -> list[str]:
             continue
         parts = []
         for name, field in (("avg wait", "avg_wait"), ("avg queue", "avg_queue_length")):
-            est = paired_relative_change(
-                [getattr(m, field) for m in runs[label]], [getattr(m, field) for m in runs[head]]
-            )
+            base = [getattr(m, field) for m in runs[head]]
+            if min(base) <= 0:  # nobody waited on some sequence: no ratio
+                parts.append(f"{name} undefined (head-only is 0 on some sequence)")
+                continue
+            est = paired_relative_change([getattr(m, field) for m in runs[label]], base)
             parts.append(f"{name} {est.mean:+.1%} [{est.low:+.1%}, {est.high:+.1%}]")
         wins = sum(a.avg_wait < b.avg_wait for a, b in zip(runs[label], runs[head], strict=True))
         lines.append(
@@ -87,8 +90,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=30)
     parser.add_argument("--first-seed", type=int, default=1000)
     parser.add_argument("--jobs", type=int, default=256)
+    parser.add_argument(
+        "--reference", action="append", default=[], help="another scheduler spec to run"
+    )
     args = parser.parse_args(argv)
-    specs = {r: r for r in REFERENCES}
+    specs = {r: r for r in (*REFERENCES, *args.reference)}
     for item in args.model:
         label, sep, path = item.partition("=")
         if not sep or not label or not path:

@@ -230,7 +230,7 @@ def test_export_parity_and_metadata(
 
 def test_tiny_training_run_gives_a_working_scheduler(tmp_path: Path) -> None:
     config = make_config(
-        m_head=2, m_tail=2, iterations=2, episodes=1, num_jobs=24, validation_seeds=1,
+        m_head=2, m_tail=2, iterations=2, sequences=1, rollouts=2, num_jobs=24, validation_seeds=1,
         eval_every=1, minibatch=16,
     )  # fmt: skip
     lines: list[str] = []
@@ -295,3 +295,20 @@ def test_train_window_command(tmp_path: Path) -> None:
         app, ["train-window", "--out", str(out), "--m-head", "0", "--m-tail", "0"]
     )
     assert bad.exit_code == 1 and "at least one slot" in bad.output
+
+
+def test_benchmark_pairs_head_and_split(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("window_bench", root / "benchmarks" / "window.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    for label, (head, tail) in {"head-2": (2, 0), "split-2": (1, 1)}.items():
+        export_window(WindowNet(head, tail, 8), tmp_path / f"{label}.onnx", make_config())
+    models = [f"--model={label}={tmp_path / label}.onnx" for label in ("head-2", "split-2")]
+    assert bench.main([*models, "--seeds", "2", "--jobs", "40"]) == 0
+    out = capsys.readouterr().out
+    assert "| easy:fcfs |" in out and "| split-2 |" in out
+    assert "split-2 vs head-2: avg wait" in out and "lower wait on" in out

@@ -4,9 +4,9 @@ The agent (`idlegate.policy.window`: observation, actions, the ONNX contract) is
 on rigid-job episodes: sequences of `num_jobs` jobs from the seeded `lublin` generator,
 or windows of an SWF trace's train part. One iteration:
 
-1. **Rollouts.** `episodes` episodes, each simulated with the current policy drawing
-   its actions (`RecordingWindow`); every decision keeps (slots, cluster, action,
-   log-probability, value, time).
+1. **Rollouts.** `sequences` job sequences, each simulated `rollouts` times with the
+   current policy drawing its actions (`RecordingWindow`); every decision keeps
+   (slots, cluster, action, log-probability, value, time).
 2. **Rewards** between decisions (`reward_terms`, `window_rewards`). Decision d covers
    [t_d, t_{d+1}) (the last one until the last job ends) and earns
 
@@ -21,9 +21,11 @@ or windows of an SWF trace's train part. One iteration:
 
    Defaults w_idle = 1, w_queue = 1, w_wait = 0 (the target is the average wait; W is
    there for bsld-oriented runs). Dividing by the episode's jobs keeps returns per job.
-3. **Advantages** by GAE(γ, λ) over each episode with the value head as baseline,
-   divided by the episode's own standard deviation (loads differ tenfold between
-   sequences), then normalised over the batch.
+3. **Advantages** (`advantage`): by default the return-to-go minus the mean, over the
+   rollouts of the same sequence, of their return-to-go at the same time (the
+   input-dependent baseline of `training.math`, as the DAG policy's training); or
+   GAE(γ, λ) with the value head. Each sequence's advantages are divided by their own
+   standard deviation (loads differ tenfold between sequences).
 4. **PPO update**: `ppo_clip_loss` (`training.math`) + value MSE, a few epochs of
    minibatches, stopped early when `approx_kl` passes `target_kl`.
 5. Every `eval_every` iterations, the greedy policy runs on `validation_seeds` held-out
@@ -73,7 +75,14 @@ from idlegate.policy.window import (
 from idlegate.sim.cluster import WAIT, Action, ClusterView
 from idlegate.sim.engine import SimResult, Workload, simulate
 from idlegate.sim.metrics import BSLD_MIN_RUN, run_metrics
-from idlegate.training.math import approx_kl, ppo_clip_loss, to_tensor
+from idlegate.training.math import (
+    advantages,
+    approx_kl,
+    ppo_clip_loss,
+    returns_to_go,
+    time_baselines,
+    to_tensor,
+)
 
 TRAIN_SEED_BASE = 1_000_000
 VALIDATION_SEED_BASE = 2_000_000
@@ -101,7 +110,15 @@ class WindowTrainConfig(BaseModel):
     )
     file: str | None = Field(default=None, description="The SWF trace (workload swf only).")
     num_jobs: int = Field(default=256, ge=8, le=100_000, description="Jobs per episode.")
-    episodes: int = Field(default=4, ge=1, le=1000, description="Episodes per iteration.")
+    sequences: int = Field(default=2, ge=1, le=1000, description="Job sequences per iteration.")
+    rollouts: int = Field(
+        default=4, ge=1, le=100, description="Rollouts of each sequence (differing draws)."
+    )
+    advantage: Literal["time", "gae"] = Field(
+        default="time",
+        description="time: return minus the mean over the sequence's rollouts of their "
+        "return at the same time (input-dependent baseline); gae: GAE with the value head.",
+    )
     w_idle: float = Field(default=1.0, ge=0, description="Weight of idle capacity (I).")
     w_queue: float = Field(default=1.0, ge=0, description="Weight of queue length (Q).")
     w_wait: float = Field(default=0.0, ge=0, description="Weight of size-relative waiting (W).")
@@ -265,6 +282,10 @@ class Episode:
     values: np.ndarray
     times: np.ndarray
     rewards: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    advantages: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    returns: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    end_time: float = math.nan
+    """When the episode's last job finished."""
     avg_wait: float = math.nan
     avg_bsld: float = math.nan
 
@@ -583,13 +604,18 @@ def train_window(
         done = 0
         for it in range(1, config.iterations + 1):
             episodes = []
-            for _ in range(config.episodes):
+            for _ in range(config.sequences):
                 seed = int(rng.integers(TRAIN_SEED_BASE, VALIDATION_SEED_BASE))
                 workload = episode_workload(config, seed)
-                episode, result = run_episode(model, workload, rng)
-                episode.rewards = window_rewards(config, episode, result, workload)
-                episodes.append(episode)
-            batch = _batch(episodes, config)
+                group = []
+                for _ in range(config.rollouts):
+                    episode, result = run_episode(model, workload, rng)
+                    episode.rewards = window_rewards(config, episode, result, workload)
+                    episode.end_time = result.end_time
+                    group.append(episode)
+                _advantages(group, config)
+                episodes.extend(group)
+            batch = _batch(episodes)
             stats = ppo_update(model, optimizer, batch, config, rng)
             done = it
             line = (
@@ -619,21 +645,34 @@ def train_window(
         torch.set_num_threads(threads)
 
 
-def _batch(episodes: list[Episode], config: WindowTrainConfig) -> dict[str, np.ndarray]:
-    """Concatenate the episodes' decisions with their GAE advantages and returns."""
-    advantages = [gae(e.rewards, e.values, config.gamma, config.gae_lambda) for e in episodes]
-    # each episode's advantages on its own scale: a heavily loaded sequence has ten times
-    # the costs of a light one and would otherwise drown its gradient
-    scaled = [a / (a.std() + 1e-8) for a in advantages]
+def _advantages(group: list[Episode], config: WindowTrainConfig) -> None:
+    """Fill the advantages and returns of the rollouts of one sequence.
+
+    ``time``: A_k = R_k − b_k with b_k the mean over the group of each rollout's return
+    at t_k (`training.math.time_baselines`); ``gae``: `gae` with the value head. Either
+    way the group's advantages are then divided by their pooled standard deviation
+    (loads differ tenfold between sequences, and a heavy one would drown the rest).
+    """
+    returns = [returns_to_go(e.rewards, config.gamma) for e in group]
+    if config.advantage == "time":
+        baselines = time_baselines([e.times for e in group], returns, [e.end_time for e in group])
+        adv = advantages(returns, baselines, normalize=True)
+    else:
+        raw = [gae(e.rewards, e.values, config.gamma, config.gae_lambda) for e in group]
+        adv = advantages(raw, [np.zeros_like(a) for a in raw], normalize=True)
+    for e, a, r in zip(group, adv, returns, strict=True):
+        e.advantages, e.returns = a, r
+
+
+def _batch(episodes: list[Episode]) -> dict[str, np.ndarray]:
+    """Concatenate the episodes' decisions, advantages and returns (value targets)."""
     return {
         "slots": np.concatenate([e.slots for e in episodes]),
         "cluster": np.concatenate([e.cluster for e in episodes]),
         "actions": np.concatenate([e.actions for e in episodes]),
         "log_probs": np.concatenate([e.log_probs for e in episodes]),
-        "advantages": np.concatenate(scaled),
-        "returns": np.concatenate(
-            [a + e.values for a, e in zip(advantages, episodes, strict=True)]
-        ),
+        "advantages": np.concatenate([e.advantages for e in episodes]),
+        "returns": np.concatenate([e.returns for e in episodes]),
     }
 
 
