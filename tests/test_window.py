@@ -312,3 +312,20 @@ def test_benchmark_pairs_head_and_split(tmp_path: Path, capsys: pytest.CaptureFi
     out = capsys.readouterr().out
     assert "| easy:fcfs |" in out and "| split-2 |" in out
     assert "split-2 vs head-2: avg wait" in out and "lower wait on" in out
+
+
+SWF_SAMPLE = (
+    Path(__file__).resolve().parents[1].parent / "shared" / "data" / "swf" / "lublin_256.swf"
+)
+
+
+@pytest.mark.skipif(not SWF_SAMPLE.is_file(), reason="needs ../shared/data/swf/lublin_256.swf")
+def test_swf_episodes_come_from_the_train_part() -> None:
+    from idlegate.training.window import episode_workload
+
+    config = make_config(workload="swf", file=str(SWF_SAMPLE), num_jobs=64)
+    a, b = episode_workload(config, 1), episode_workload(config, 2)
+    assert len(a.jobs) == 64 and a.num_executors == 256
+    assert a.jobs != b.jobs  # the seed draws the window
+    # the train part is the trace's first 20 % (10,000 jobs): job numbers up to 2,000
+    assert all(int(j.name.removeprefix("job-")) <= 2000 for j in (*a.jobs, *b.jobs))
