@@ -251,7 +251,8 @@ def _swf(path: Path, jobs: int = 200, machine: int = 16, seed: int = 0) -> Path:
     return path
 
 
-def test_tiny_training_run_writes_a_loadable_inspector(tmp_path):
+@pytest.mark.parametrize("advantage", ["probes", "rollouts"])
+def test_tiny_training_run_writes_a_loadable_inspector(tmp_path, advantage):
     trace = _swf(tmp_path / "tiny.swf")
     out = tmp_path / "tiny.onnx"
     cfg = load_inspector_config(
@@ -264,6 +265,8 @@ def test_tiny_training_run_writes_a_loadable_inspector(tmp_path):
         rollouts=2,
         validation_sequences=2,
         validate_every=1,
+        advantage=advantage,
+        probes=3,
     )
     lines: list[str] = []
     result = train_inspector(cfg, progress=lines.append)

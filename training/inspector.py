@@ -13,11 +13,26 @@ al., HPDC 2022):
   slowdown, R = (b − s) / max(b, s), b the base heuristic alone on the same window
   (computed once per window and cached), s the inspected run; R ∈ (−1, 1), > 0 when
   the inspector helps.
-* **Advantage**: every decision of a rollout gets the rollout's R minus the mean R of
-  the `rollouts` rollouts of the same window (an input-dependent baseline: the window's
-  difficulty cancels), divided by the iteration's standard deviation.
+* **Advantage** (`advantage`), two estimators:
+
+  - ``probes`` (the default): run the window with the current policy's greedy
+    decisions, then rerun it `probes` times, each time replaying the first k decisions
+    and flipping the k-th (k drawn at random), the rest greedy again. The simulation of
+    rigid jobs is deterministic, so the rerun reaches the same state; R(rerun) − R(greedy)
+    is the flipped action's advantage at that state (and its negative the greedy
+    action's). One step of policy iteration per probe, with a per-decision signal.
+  - ``rollouts``: sample `rollouts` runs per window; every decision of a run gets its
+    R minus the mean R of the window's runs (an input-dependent baseline). One number
+    for a few hundred decisions: in our runs this converged to "always reject", the
+    reject rule (docs/inspector.md).
+
+  Either way the advantages are divided by the iteration's standard deviation.
 * **Update**: PPO's clipped objective (`training.math.ppo_clip_loss`), `epochs` passes in
-  minibatches, stopping early when `approx_kl` exceeds `target_kl`.
+  minibatches, stopping early when `approx_kl` exceeds `target_kl`. With probes the
+  decisions are chosen, not sampled, so the ratio to the old policy acts as a trust
+  region rather than as an importance weight.
+* **Start**: the output bias rejects with probability `initial_reject` (0.9), so the
+  untrained greedy inspector is the reject rule and the probes ask where to accept.
 * **Model**: an MLP over the inspector's features, hidden 32-16-8 (tanh), two logits
   (accept, reject). Rollouts run it in numpy with the current weights (no torch per
   decision); the update recomputes the sampling log-probabilities in torch.
@@ -101,9 +116,17 @@ class InspectorConfig(BaseModel):
         description="run: requested time = run time (SchedInspector's setting); trace: "
         "the trace's requested times.",
     )
-    sequences: int = Field(default=8, ge=1, description="Windows per iteration.")
+    advantage: Literal["probes", "rollouts"] = Field(
+        default="probes",
+        description="probes: run each window greedily and flip `probes` of its decisions, "
+        "each rerun's R minus the greedy run's R is the flipped decision's advantage; "
+        "rollouts: sample `rollouts` runs per window, every decision gets its run's R "
+        "minus the window's mean R.",
+    )
+    probes: int = Field(default=12, ge=1, description="Decisions flipped per window (probes).")
+    sequences: int = Field(default=4, ge=1, description="Windows per iteration.")
     rollouts: int = Field(
-        default=4, ge=1, description="Sampled rollouts per window (their mean R is the baseline)."
+        default=8, ge=1, description="Sampled rollouts per window (their mean R is the baseline)."
     )
     ask: Literal["blocked", "all"] = Field(
         default="blocked",
@@ -113,6 +136,14 @@ class InspectorConfig(BaseModel):
     interval: float = Field(
         default=600.0, gt=0, description="Seconds without an event that count as a rejection."
     )
+    initial_reject: float = Field(
+        default=0.9,
+        gt=0,
+        lt=1,
+        description="Probability of rejecting at the start (the output bias): near 1 the "
+        "first rollouts stay close to the reject rule and differ by a few accepts, which "
+        "the per-window baseline can credit.",
+    )
     hidden: tuple[int, ...] = Field(
         default=(32, 16, 8), min_length=1, description="Hidden layer widths of the MLP."
     )
@@ -120,7 +151,7 @@ class InspectorConfig(BaseModel):
     epochs: int = Field(default=4, ge=1, description="PPO passes over an iteration's decisions.")
     minibatch: int = Field(default=64, ge=1, description="Decisions per gradient step.")
     clip: float = Field(default=0.2, gt=0, lt=1, description="PPO's clip range ε.")
-    entropy_weight: float = Field(default=0.01, ge=0, description="Entropy bonus β.")
+    entropy_weight: float = Field(default=0.001, ge=0, description="Entropy bonus β.")
     target_kl: float = Field(
         default=0.03, ge=0, description="Stop an update's passes beyond this KL (0: never)."
     )
@@ -168,7 +199,7 @@ def group_advantages(rewards: np.ndarray) -> np.ndarray:
 class InspectorNet(nn.Module):
     """[B, F] features → [B, 2] logits (accept, reject); tanh hidden layers."""
 
-    def __init__(self, hidden: tuple[int, ...] = (32, 16, 8)) -> None:
+    def __init__(self, hidden: tuple[int, ...] = (32, 16, 8), initial_reject: float = 0.5) -> None:
         super().__init__()
         layers: list[nn.Module] = []
         width = NUM_FEATURES
@@ -176,9 +207,11 @@ class InspectorNet(nn.Module):
             layers += [nn.Linear(width, h), nn.Tanh()]
             width = h
         out = nn.Linear(width, 2)
-        # near-uniform first decisions: every pick is accepted or rejected by chance
+        # first decisions nearly independent of the features: reject with `initial_reject`
         nn.init.normal_(out.weight, std=0.01)
         nn.init.zeros_(out.bias)
+        with torch.no_grad():
+            out.bias[REJECT] = math.log(initial_reject / (1.0 - initial_reject))
         self.net = nn.Sequential(*layers, out)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
@@ -224,6 +257,31 @@ class SamplingJudge:
         else:
             p_reject = 1.0 / (1.0 + math.exp(logits[ACCEPT] - logits[REJECT]))
             action = REJECT if self.rng.random() < p_reject else ACCEPT
+        self.features.append(features)
+        self.actions.append(action)
+        return action == ACCEPT
+
+
+@dataclass
+class ReplayJudge:
+    """Replays `forced` actions for its first calls, then takes the MLP's argmax; records all.
+
+    The simulator is deterministic for rigid jobs, so a rerun with the first k actions of
+    a run reaches the same k-th state: flipping action k measures what it was worth.
+    """
+
+    mlp: NumpyMlp
+    forced: list[int] = field(default_factory=list)
+    features: list[np.ndarray] = field(default_factory=list)
+    actions: list[int] = field(default_factory=list)
+
+    def __call__(self, features: np.ndarray) -> bool:
+        i = len(self.actions)
+        if i < len(self.forced):
+            action = self.forced[i]
+        else:
+            logits = self.mlp.logits(features)
+            action = ACCEPT if logits[ACCEPT] >= logits[REJECT] else REJECT
         self.features.append(features)
         self.actions.append(action)
         return action == ACCEPT
@@ -294,7 +352,7 @@ class Windows:
         )
         return run_metrics(simulate(self.workload(start), rule, 0)).avg_bsld
 
-    def run(self, start: int, judge: SamplingJudge) -> Episode:
+    def run(self, start: int, judge: SamplingJudge | ReplayJudge) -> Episode:
         """The window under the inspector with `judge`."""
         cfg = self.cfg
         scheduler = InspectorScheduler(
@@ -312,10 +370,85 @@ def validate(windows: Windows, starts: list[int], mlp: NumpyMlp) -> tuple[float,
     """(mean R, mean bsld) of greedy decisions over the windows `starts`."""
     rewards, bslds = [], []
     for s in starts:
-        ep = windows.run(s, SamplingJudge(mlp, np.random.default_rng(0), greedy=True))
+        ep = windows.run(s, ReplayJudge(mlp))
         rewards.append(percentage_reward(windows.base_bsld(s), ep.bsld))
         bslds.append(ep.bsld)
     return statistics.fmean(rewards), statistics.fmean(bslds)
+
+
+@dataclass
+class Batch:
+    """An iteration's decisions: [D, F] features, [D] actions, [D] advantages, mean R."""
+
+    features: list[np.ndarray] = field(default_factory=list)
+    actions: list[int] = field(default_factory=list)
+    advantages: list[float] = field(default_factory=list)
+    reward: float = 0.0
+
+
+def rollout_batch(
+    windows: Windows,
+    starts: list[int],
+    mlp: NumpyMlp,
+    cfg: InspectorConfig,
+    rng: np.random.Generator,
+) -> Batch:
+    """`cfg.rollouts` sampled runs per window; each decision gets its run's R minus the mean."""
+    rewards = np.zeros((len(starts), cfg.rollouts))
+    episodes: list[list[Episode]] = []
+    for i, s in enumerate(starts):
+        row = []
+        for j in range(cfg.rollouts):
+            ep = windows.run(s, SamplingJudge(mlp, rng))
+            rewards[i, j] = percentage_reward(windows.base_bsld(s), ep.bsld)
+            row.append(ep)
+        episodes.append(row)
+    adv = group_advantages(rewards) if cfg.rollouts > 1 else rewards
+    batch = Batch(reward=float(rewards.mean()))
+    for i, row in enumerate(episodes):
+        for j, ep in enumerate(row):
+            batch.features += ep.features
+            batch.actions += ep.actions
+            batch.advantages += [float(adv[i, j])] * len(ep.actions)
+    return batch
+
+
+def probe_batch(
+    windows: Windows,
+    starts: list[int],
+    mlp: NumpyMlp,
+    cfg: InspectorConfig,
+    rng: np.random.Generator,
+) -> Batch:
+    """Greedy run per window, then `cfg.probes` reruns each flipping one of its decisions.
+
+    A flip of decision k with rerun reward R_k against the greedy run's R gives two
+    samples at the same state: the flipped action with advantage R_k − R and the greedy
+    one with R − R_k.
+    """
+    batch = Batch()
+    rewards = []
+    for s in starts:
+        base = windows.base_bsld(s)
+        greedy = windows.run(s, ReplayJudge(mlp))
+        r = percentage_reward(base, greedy.bsld)
+        rewards.append(r)
+        count = len(greedy.actions)
+        for k in rng.choice(count, size=min(cfg.probes, count), replace=False).tolist():
+            flipped = 1 - greedy.actions[k]
+            ep = windows.run(s, ReplayJudge(mlp, [*greedy.actions[:k], flipped]))
+            if not np.array_equal(ep.features[k], greedy.features[k]):
+                raise IdlegateError(
+                    f"a rerun of window {s} did not reach decision {k}'s state again; the "
+                    "simulation of rigid jobs must be deterministic for probes (use "
+                    "advantage='rollouts' otherwise)"
+                )
+            gain = percentage_reward(base, ep.bsld) - r
+            batch.features += [greedy.features[k], greedy.features[k]]
+            batch.actions += [flipped, greedy.actions[k]]
+            batch.advantages += [gain, -gain]
+    batch.reward = statistics.fmean(rewards)
+    return batch
 
 
 # ---------------------------------------------------------------------------------------
@@ -477,7 +610,7 @@ def train_inspector(
     rng = np.random.default_rng(cfg.seed)
     windows = Windows(cfg, "train")
     val_starts = windows.draw(np.random.default_rng([cfg.seed, 1]), cfg.validation_sequences)
-    net = InspectorNet(cfg.hidden)
+    net = InspectorNet(cfg.hidden, cfg.initial_reject)
     optimizer = torch.optim.Adam(net.parameters(), lr=cfg.learning_rate)
     base_val = statistics.fmean(windows.base_bsld(s) for s in val_starts)
     reject_val = statistics.fmean(windows.reject_bsld(s) for s in val_starts)
@@ -492,30 +625,17 @@ def train_inspector(
     for it in range(1, cfg.iterations + 1):
         mlp = NumpyMlp(net)
         starts = windows.draw(rng, cfg.sequences)
-        rewards = np.zeros((len(starts), cfg.rollouts))
-        episodes: list[list[Episode]] = []
-        for i, s in enumerate(starts):
-            row = []
-            for j in range(cfg.rollouts):
-                ep = windows.run(s, SamplingJudge(mlp, rng))
-                rewards[i, j] = percentage_reward(windows.base_bsld(s), ep.bsld)
-                row.append(ep)
-            episodes.append(row)
-        adv = group_advantages(rewards) if cfg.rollouts > 1 else rewards
-        xs, acts, advs = [], [], []
-        for i, row in enumerate(episodes):
-            for j, ep in enumerate(row):
-                xs += ep.features
-                acts += ep.actions
-                advs += [adv[i, j]] * len(ep.actions)
-        a = np.asarray(advs)
-        line = f"iter {it:4d}  R {rewards.mean():+.3f}  decisions {len(acts):5d}"
+        collect = probe_batch if cfg.advantage == "probes" else rollout_batch
+        batch = collect(windows, starts, mlp, cfg, rng)
+        a = np.asarray(batch.advantages)
+        acts = np.asarray(batch.actions)
+        line = f"iter {it:4d}  R {batch.reward:+.3f}  decisions {len(acts):5d}"
         if len(acts) and a.std() > 0:
             stats = ppo_update(
-                net, optimizer, np.stack(xs), np.asarray(acts), a / a.std(), cfg, rng
+                net, optimizer, np.stack(batch.features), acts, a / a.std(), cfg, rng
             )
             line += (
-                f"  reject {np.mean(np.asarray(acts) == REJECT):.2f}  kl {stats.kl:.4f}"
+                f"  reject {np.mean(acts == REJECT):.2f}  kl {stats.kl:.4f}"
                 f"  clip {stats.clip_fraction:.2f}"
             )
         done = it
