@@ -1,4 +1,4 @@
-"""The split-window agent for rigid jobs (Deep Back-Filling), at inference time: numpy + onnxruntime.
+"""The split-window agent for rigid jobs (Deep Back-Filling) at inference: numpy + onnxruntime.
 
 A learned scheduler that sees a fixed-size *window* of a long queue: the `m_head` oldest
 waiting jobs (the queue head, where FCFS and EASY look) and the `m_tail` newest (the

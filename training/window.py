@@ -126,7 +126,8 @@ class WindowTrainConfig(BaseModel):
         default=1.0,
         gt=0,
         le=1,
-        description="Discount per decision (1: none; below 1 rewards extra forwards, which push costs to later decisions).",
+        description="Discount per decision (1: none; below 1 rewards extra forwards, "
+        "which push costs to later decisions).",
     )
     gae_lambda: float = Field(default=0.95, ge=0, le=1, description="GAE's λ.")
     learning_rate: float = Field(default=1e-3, gt=0, le=1, description="Adam's step size.")
