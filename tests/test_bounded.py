@@ -158,9 +158,9 @@ def test_spec_parameters() -> None:
     ("query", "message"),
     [
         ("window=-1", "greater than or equal to 0"),
-        ("window=many", "window='many' is invalid"),
+        ("window=many", "window='many' \\(observation window\\) is invalid"),
         ("window=8&window_head=0", "oldest waiting job must stay visible"),
-        ("window=8&window_tail=2.5", "window_tail='2.5' is invalid"),
+        ("window=8&window_tail=2.5", "window_tail='2.5' \\(observation window\\) is invalid"),
         ("window=8&window_bogus=1", "no parameter 'window_bogus'"),
         ("window_head=2", "needs a window: add window=THRESHOLD"),
         ("window", "write parameters as ?KEY=VALUE"),
