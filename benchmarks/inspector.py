@@ -8,7 +8,10 @@ the same windows:
 * ``BASE`` — the heuristic alone (e.g. ``easy:sjf``);
 * ``reject:BASE`` — the reject rule (reject the pick whenever it cannot start, 72 times
   per job at most);
-* ``inspect:MODEL:BASE`` — the learned inspector.
+* ``inspect:MODEL:BASE`` — the learned inspector;
+* with ``--delay-rule S``: a hand-set inspector on the same mechanics that accepts a
+  blocked pick when it could start within S seconds (its ``start_delay`` feature) and
+  rejects it otherwise — a yardstick for what a learned inspector could gain.
 
 It prints per scheduler the mean over windows of the average bounded slowdown with its
 95 % interval, the paired relative change against the base and against the reject rule
@@ -16,6 +19,7 @@ It prints per scheduler the mean over windows of the average bounded slowdown wi
 wait, and how many windows each beats the base on.
 
     python benchmarks/inspector.py --model out/insp.onnx --base easy:sjf [--sequences 50]
+        [--delay-rule 300]
 """
 
 from __future__ import annotations
@@ -24,12 +28,21 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from idlegate.errors import IdlegateError
 from idlegate.policy import make_scheduler
+from idlegate.policy.inspector import (
+    FEATURE_NAMES,
+    WAIT_SCALE,
+    InspectorScheduler,
+    log_scaled,
+    make_base,
+)
+from idlegate.sim.cluster import Scheduler
 from idlegate.sim.engine import simulate
 from idlegate.sim.metrics import RunMetrics, mean_ci, paired_relative_change, run_metrics
 from idlegate.sim.swf import read_swf, trace_part
@@ -52,15 +65,32 @@ def reject_spec(base: str) -> str:
     return "reject:" + base.strip().removeprefix("strict:")
 
 
+def delay_rule(base: str, seconds: float) -> Scheduler:
+    """Accept a blocked pick iff it could start within `seconds` (else reject)."""
+    index = FEATURE_NAMES.index("start_delay")
+    threshold = log_scaled(seconds, WAIT_SCALE)
+    scheduler = InspectorScheduler(make_base(base), lambda x: bool(x[index] < threshold))
+    scheduler.name = f"delay<{seconds:g}s"
+    return scheduler
+
+
 def run(
-    trace: Path, model: Path, base: str, sequences: int, seed: int
+    trace: Path,
+    model: Path | None,
+    base: str,
+    sequences: int,
+    seed: int,
+    delay_seconds: float | None = None,
 ) -> dict[str, list[RunMetrics]]:
     """Per scheduler label, the metrics of every test window (same windows for all)."""
-    specs = {
-        base: base,
-        reject_spec(base): reject_spec(base),
-        "inspector": f"inspect:{model}:{base}",
+    makers: dict[str, Callable[[], Scheduler]] = {
+        base: lambda: make_scheduler(base),
+        reject_spec(base): lambda: make_scheduler(reject_spec(base)),
     }
+    if model is not None:
+        makers["inspector"] = lambda: make_scheduler(f"inspect:{model}:{base}")
+    if delay_seconds is not None:
+        makers[f"delay<{delay_seconds:g}s"] = lambda: delay_rule(base, delay_seconds)
     workloads = [
         build_workload(
             "swf",
@@ -74,8 +104,8 @@ def run(
         for s in window_starts(trace, sequences, seed)
     ]
     return {
-        label: [run_metrics(simulate(w, make_scheduler(spec), 0)) for w in workloads]
-        for label, spec in specs.items()
+        label: [run_metrics(simulate(w, make(), 0)) for w in workloads]
+        for label, make in makers.items()
     }
 
 
@@ -106,20 +136,26 @@ def render(results: dict[str, list[RunMetrics]], base: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", type=Path, required=True, help="The ONNX inspector.")
+    parser.add_argument("--model", type=Path, help="The ONNX inspector (optional).")
     parser.add_argument("--base", default="easy:sjf", help="Its base (as it was trained).")
     parser.add_argument("--trace", type=Path, default=DEFAULT_TRACE, help="The SWF trace.")
     parser.add_argument("--sequences", type=int, default=50, help="Test windows of 256 jobs.")
     parser.add_argument("--seed", type=int, default=1, help="Seed of the window starts.")
+    parser.add_argument(
+        "--delay-rule", type=float, help="Add the hand-set rule: accept if it starts within S s."
+    )
     args = parser.parse_args(argv)
     try:
         start = time.perf_counter()
-        results = run(args.trace, args.model, args.base, args.sequences, args.seed)
+        results = run(args.trace, args.model, args.base, args.sequences, args.seed, args.delay_rule)
     except IdlegateError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 1
     print(render(results, args.base))
-    print(f"{args.sequences} test windows x 3 schedulers in {time.perf_counter() - start:.1f} s")
+    print(
+        f"{args.sequences} test windows x {len(results)} schedulers in "
+        f"{time.perf_counter() - start:.1f} s"
+    )
     return 0
 
 
