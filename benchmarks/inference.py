@@ -13,8 +13,8 @@ decision, jobs in arrival order (many decisions per state, as a learned policy m
   least 950 of them queued), reported as the row "1000".
 
 Columns: ``onnx`` sees every job; ``window`` is the same ONNX model with the bounded
-observation (`idlegate.policy.bounded.WindowConfig()`, the defaults: above 64 jobs at
-most 64 visible), so at 5, 20 and 50 jobs it computes the very same thing; ``torch`` is
+observation (`idlegate.policy.bounded.WindowConfig()`, the defaults: above 32 jobs at
+most 32 visible), so at 5 and 20 jobs it computes the very same thing; ``torch`` is
 the model in torch (stream only: at 1,000 jobs it would take minutes). A decision's
 time is features (with the window: selecting the jobs too) + model + choosing/decoding
 the action, what `decide` does, reported split up and as p50 / p99 in milliseconds.
