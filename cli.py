@@ -497,6 +497,16 @@ def train_inspector_command(
     ask: Annotated[
         str | None, typer.Option("--ask", help="blocked (default) or all: which picks to inspect.")
     ] = None,
+    advantage: Annotated[
+        str | None, typer.Option("--advantage", help="probes (default) or rollouts.")
+    ] = None,
+    warm_start_delay: Annotated[
+        float | None,
+        typer.Option(
+            "--warm-start-delay",
+            help="First clone 'accept a blocked pick iff it starts within S s' (seconds).",
+        ),
+    ] = None,
 ) -> None:
     """Train a SchedInspector-style inspector with PPO and export it (docs/inspector.md)."""
     with _user_errors():
@@ -512,6 +522,8 @@ def train_inspector_command(
             sequences=sequences,
             rollouts=rollouts,
             ask=ask,
+            advantage=advantage,
+            warm_start_delay=warm_start_delay,
         )
         result = train_inspector(cfg, progress=lambda line: typer.echo(line))
         typer.echo(

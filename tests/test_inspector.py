@@ -282,3 +282,24 @@ def test_training_options_are_checked():
         load_inspector_config(trace="x.swf", rollouts=0)
     with pytest.raises(IdlegateError, match=r"cannot read|does not exist|No such file"):
         train_inspector(load_inspector_config(trace="/no/such/trace.swf"))
+
+
+def test_warm_start_clones_the_delay_rule(tmp_path):
+    from idlegate.training.inspector import RuleJudge, Windows, warm_start
+
+    rule = RuleJudge(300.0)
+    x = np.zeros(NUM_FEATURES, dtype=np.float32)
+    x[FEATURE_NAMES.index("start_delay")] = log_scaled(299.0, 12 * 3600.0)
+    assert rule(x) and rule.actions == [0]
+    x[FEATURE_NAMES.index("start_delay")] = log_scaled(301.0, 12 * 3600.0)
+    assert not rule(x) and rule.actions == [0, 1]
+    cfg = load_inspector_config(
+        trace=str(_swf(tmp_path / "tiny.swf")),
+        base="easy:sjf",
+        sequence_length=32,
+        warm_start_delay=600.0,
+        warm_start_sequences=3,
+        warm_start_steps=200,
+    )
+    cloned, agreement = warm_start(_net(), Windows(cfg, "train"), cfg, np.random.default_rng(0))
+    assert cloned > 0 and agreement >= 0.95

@@ -74,8 +74,10 @@ from idlegate.policy.inspector import (
     ONNX_FORMAT,
     OUTPUT_NAME,
     REJECT,
+    WAIT_SCALE,
     InspectorScheduler,
     OnnxInspector,
+    log_scaled,
     make_base,
 )
 from idlegate.policy.rigid import RejectScheduler
@@ -143,6 +145,19 @@ class InspectorConfig(BaseModel):
         description="Probability of rejecting at the start (the output bias): near 1 the "
         "first rollouts stay close to the reject rule and differ by a few accepts, which "
         "the per-window baseline can credit.",
+    )
+    warm_start_delay: float | None = Field(
+        default=None,
+        gt=0,
+        description="Before PPO, clone (behaviour cloning) the hand-set rule 'accept a "
+        "blocked pick iff it could start within this many seconds' on "
+        "warm_start_sequences train windows; None: no warm start.",
+    )
+    warm_start_sequences: int = Field(
+        default=16, ge=1, description="Train windows whose decisions the warm start clones."
+    )
+    warm_start_steps: int = Field(
+        default=300, ge=1, description="Full-batch Adam steps of the warm start."
     )
     hidden: tuple[int, ...] = Field(
         default=(32, 16, 8), min_length=1, description="Hidden layer widths of the MLP."
@@ -352,7 +367,7 @@ class Windows:
         )
         return run_metrics(simulate(self.workload(start), rule, 0)).avg_bsld
 
-    def run(self, start: int, judge: SamplingJudge | ReplayJudge) -> Episode:
+    def run(self, start: int, judge: SamplingJudge | ReplayJudge | RuleJudge) -> Episode:
         """The window under the inspector with `judge`."""
         cfg = self.cfg
         scheduler = InspectorScheduler(
@@ -374,6 +389,55 @@ def validate(windows: Windows, starts: list[int], mlp: NumpyMlp) -> tuple[float,
         rewards.append(percentage_reward(windows.base_bsld(s), ep.bsld))
         bslds.append(ep.bsld)
     return statistics.fmean(rewards), statistics.fmean(bslds)
+
+
+@dataclass
+class RuleJudge:
+    """The hand-set rule: accept iff the pick could start within `seconds`; records all."""
+
+    seconds: float
+    features: list[np.ndarray] = field(default_factory=list)
+    actions: list[int] = field(default_factory=list)
+
+    def accepts(self, features: np.ndarray) -> bool:
+        """True iff the `start_delay` feature is below the rule's threshold."""
+        index = FEATURE_NAMES.index("start_delay")
+        return bool(features[index] < log_scaled(self.seconds, WAIT_SCALE))
+
+    def __call__(self, features: np.ndarray) -> bool:
+        accept = self.accepts(features)
+        self.features.append(features)
+        self.actions.append(ACCEPT if accept else REJECT)
+        return accept
+
+
+def warm_start(
+    net: InspectorNet, windows: Windows, cfg: InspectorConfig, rng: np.random.Generator
+) -> tuple[int, float]:
+    """Fit the net to `RuleJudge(cfg.warm_start_delay)`'s decisions on its own runs.
+
+    Returns (decisions cloned, the net's agreement with the rule on them).
+    """
+    assert cfg.warm_start_delay is not None  # the caller checks
+    xs: list[np.ndarray] = []
+    ys: list[int] = []
+    for s in windows.draw(rng, cfg.warm_start_sequences):
+        judge = RuleJudge(cfg.warm_start_delay)
+        windows.run(s, judge)
+        xs += judge.features
+        ys += judge.actions
+    if not ys:
+        raise IdlegateError("the warm start saw no decision; use more warm_start_sequences")
+    x, y = to_tensor(np.stack(xs)), torch.as_tensor(ys, dtype=torch.long)
+    optimizer = torch.optim.Adam(net.parameters(), lr=1e-2)
+    for _ in range(cfg.warm_start_steps):
+        loss = nn.functional.cross_entropy(net(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    with torch.no_grad():
+        agreement = float((net(x).argmax(dim=1) == y).double().mean())
+    return len(ys), agreement
 
 
 @dataclass
@@ -611,6 +675,12 @@ def train_inspector(
     windows = Windows(cfg, "train")
     val_starts = windows.draw(np.random.default_rng([cfg.seed, 1]), cfg.validation_sequences)
     net = InspectorNet(cfg.hidden, cfg.initial_reject)
+    if cfg.warm_start_delay is not None:
+        cloned, agreement = warm_start(net, windows, cfg, rng)
+        progress(
+            f"warm start: cloned 'accept iff it starts within {cfg.warm_start_delay:g} s' on "
+            f"{cloned} decisions, agreement {agreement:.3f}"
+        )
     optimizer = torch.optim.Adam(net.parameters(), lr=cfg.learning_rate)
     base_val = statistics.fmean(windows.base_bsld(s) for s in val_starts)
     reject_val = statistics.fmean(windows.reject_bsld(s) for s in val_starts)
@@ -619,7 +689,7 @@ def train_inspector(
     out = export_inspector(net, cfg, 0)
     progress(
         f"validation: base {cfg.base} bsld {base_val:.1f}, reject rule {reject_val:.1f}, "
-        f"untrained inspector {best_bsld:.1f} (R {best_reward:+.3f}) on {len(val_starts)} windows"
+        f"initial inspector {best_bsld:.1f} (R {best_reward:+.3f}) on {len(val_starts)} windows"
     )
     done = 0
     for it in range(1, cfg.iterations + 1):
