@@ -119,8 +119,12 @@ class Probe:
         actions: ActionConfig,
         trajectory: Trajectory,
         samples: int,
+        applied: Callable[[Action], None] | None = None,
     ) -> None:
         self.observe = observe
+        self.applied = applied
+        """Told the driver's action whenever the policy observed the state (see
+        `OnnxPolicy.applied`: the window's selector follows the jobs it names)."""
         self._reset = reset
         self.evaluate = evaluate
         self.actions = actions
@@ -143,6 +147,10 @@ class Probe:
             row = self.trajectory.row(n)
             keep = row is not None and len(self.times[row, "total"]) < self.samples
             self._time(view, row if keep else None)
+            action = one_executor(view)
+            if self.applied is not None:
+                self.applied(action)
+            return action
         return one_executor(view)
 
     def _time(self, view: ClusterView, row: int | None) -> None:
@@ -176,6 +184,7 @@ def onnx_probe(policy: OnnxPolicy, trajectory: Trajectory, samples: int) -> Prob
         policy.action_config,
         trajectory,
         samples,
+        policy.applied,
     )
 
 

@@ -48,6 +48,7 @@ Below the threshold nothing changes: the decisions are those without a window.
 
 from __future__ import annotations
 
+import heapq
 from math import ceil
 from operator import attrgetter
 from typing import Any
@@ -199,3 +200,245 @@ _RUNNABLE = attrgetter("runnable")
 def _fits(runnable: list[Stage], free: int) -> bool:
     """Some runnable stage is launchable now: not a gang, or a gang whose tasks all fit."""
     return any(not s.gang or s.tasks <= free for s in runnable)
+
+
+class WindowSelector:
+    """`select_window` with its per-job reads kept between calls: the same answer, cheaper.
+
+    A job's window-relevant state (remaining work, unlaunched tasks, executors held,
+    launchable) changes only when it runs tasks (it holds executors), when a decision
+    names it, when its idle slot ends, or for a gang stage when the free executors
+    change. So a call re-reads only those jobs and the arrivals: O(K + changes) Python
+    work instead of O(jobs). `decided(job)` tells it which job the policy named.
+
+    Whatever the selector cannot vouch for, it reads again in full: a different view
+    (a fork, another cluster), time going back, a job count that does not add up after
+    arrivals and departures, the busy executors not equal to the executors its known
+    holders hold (an outer scheduler launched a hidden job, as the starvation guard
+    does), and a job list whose ends are not the ones it knows (jobs inserted or
+    removed out of order). An outer scheduler idling a hidden job (none in idlegate)
+    is the one change it would see only at its next full read.
+    """
+
+    def __init__(self, config: WindowConfig) -> None:
+        self.config = config
+        self.full_reads = 0
+        """Calls that read every job (the first of a run, and every check that failed)."""
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every job (start of a run)."""
+        self._view: ClusterView | None = None
+        self._now = -np.inf
+        self._rec: dict[int, _Record] = {}
+        self._work: dict[int, float] = {}
+        """Remaining work by job id, in arrival order (the backlog is their sum)."""
+        self._holders: set[int] = set()
+        self._watch: set[int] = set()
+        """Jobs with a gang stage runnable or a stage inside its idle slot."""
+        self._dirty: set[int] = set()
+        self._heap: list[tuple[float, int, int, int]] = []
+        """(remaining work, arrival seq, version, id) of launchable jobs; stale entries
+        (another version) are dropped when they surface."""
+        self._seq = 0
+        self._active = 0
+        self._free_launchable = 0
+        """Launchable jobs holding no executor."""
+
+    @property
+    def following(self) -> bool:
+        """True while it keeps records (a window was applied since the last reset)."""
+        return bool(self._rec)
+
+    def decided(self, job: Job) -> None:
+        """The policy named `job` in its decision: re-read it at the next call."""
+        self._dirty.add(job.id)
+
+    def __call__(self, view: ClusterView) -> tuple[list[Job], SystemTotals]:
+        """The same as ``select_window(view, config)``."""
+        if not self._update(view):
+            self._read_all(view)
+        return self._select(view)
+
+    # -- keeping the records -------------------------------------------------------------
+
+    def _update(self, view: ClusterView) -> bool:
+        """Re-read the jobs that may have changed; False when a full read is needed."""
+        jobs = view.jobs
+        rec = self._rec
+        if view is not self._view or view.now < self._now or not jobs or not rec:
+            return False
+        self._now = view.now
+        free = view.free_executors
+        arrivals = []
+        for job in reversed(jobs):
+            if job.id in rec:
+                break
+            arrivals.append(job)
+        for job in reversed(arrivals):
+            self._add(job, free)
+        for job_id in self._holders | self._dirty | self._watch:
+            record = rec.get(job_id)
+            if record is None:
+                continue
+            job = record.job
+            if job.finish is not None:
+                self._drop(record)
+            else:
+                self._refresh(record, free)
+        self._dirty = set()
+        if len(rec) != len(jobs) or rec.get(jobs[0].id) is None:
+            return False
+        if next(iter(rec)) != jobs[0].id or next(reversed(rec)) != jobs[-1].id:
+            return False
+        held = sum(rec[i].held for i in self._holders)
+        return held == view.num_executors - free
+
+    def _read_all(self, view: ClusterView) -> None:
+        self.full_reads += 1
+        self.reset()
+        self._view = view
+        self._now = view.now
+        free = view.free_executors
+        for job in view.jobs:
+            self._add(job, free)
+
+    def _add(self, job: Job, free: int) -> None:
+        record = _Record(job, self._seq)
+        self._seq += 1
+        self._rec[job.id] = record
+        self._store(record, free)
+
+    def _drop(self, record: _Record) -> None:
+        self._forget(record)
+        job_id = record.job.id
+        del self._rec[job_id]
+        del self._work[job_id]
+        self._holders.discard(job_id)
+        self._watch.discard(job_id)
+
+    def _refresh(self, record: _Record, free: int) -> None:
+        job = record.job
+        launchable = _launchable(job, free)
+        if (
+            job.remaining_work == record.work
+            and job.unlaunched == record.unlaunched
+            and job.held == record.held
+            and launchable == record.launchable
+            and record.job.id not in self._watch
+        ):
+            return
+        self._forget(record)
+        self._store(record, free, launchable)
+
+    def _forget(self, record: _Record) -> None:
+        """Take the record out of the counts (before it changes or leaves)."""
+        if record.unlaunched > 0:
+            self._active -= 1
+        if record.launchable and record.held == 0:
+            self._free_launchable -= 1
+        record.version += 1  # its heap entries are stale now
+
+    def _store(self, record: _Record, free: int, launchable: bool | None = None) -> None:
+        """Read the job into its record and into the counts."""
+        job = record.job
+        job_id = job.id
+        record.work = work = job.remaining_work
+        record.unlaunched = job.unlaunched
+        record.held = job.held
+        record.launchable = _launchable(job, free) if launchable is None else launchable
+        self._work[job_id] = work
+        if record.unlaunched > 0:
+            self._active += 1
+        if record.held > 0:
+            self._holders.add(job_id)
+        else:
+            self._holders.discard(job_id)
+        if record.launchable:
+            if record.held == 0:
+                self._free_launchable += 1
+            heapq.heappush(self._heap, (work, record.seq, record.version, job_id))
+        if any(s.gang for s in job.runnable) or (
+            job.idle_inserted > 0 and any(s.idle_until is not None for s in job.stages)
+        ):
+            self._watch.add(job_id)
+        else:
+            self._watch.discard(job_id)
+
+    # -- choosing ------------------------------------------------------------------------
+
+    def _select(self, view: ClusterView) -> tuple[list[Job], SystemTotals]:
+        cfg = self.config
+        rec = self._rec
+        chosen: dict[int, _Record] = {}
+        for ids, want in ((iter(rec), cfg.head), (reversed(rec), cfg.tail)):
+            found = 0
+            for job_id in ids:
+                if found >= want:
+                    break
+                record = rec[job_id]
+                if record.launchable:
+                    chosen[job_id] = record
+                    found += 1
+        for record in self._smallest(cfg.smallest):
+            chosen[record.job.id] = record
+        holding = sorted(
+            (r for r in (rec[i] for i in self._holders) if r.launchable),
+            key=lambda r: (r.work, r.seq),
+        )
+        for record in holding[: cfg.holders]:
+            chosen[record.job.id] = record
+        active = self._active
+        below = False
+        if active:
+            share = ceil(view.num_executors / active)
+            seen_free = sum(1 for r in chosen.values() if r.held == 0)
+            below = self._free_launchable > seen_free or any(
+                r.held < share for r in holding if r.job.id not in chosen
+            )
+        visible = [r.job for r in sorted(chosen.values(), key=_SEQ)]
+        backlog = float(sum(self._work.values()))
+        return visible, SystemTotals(len(rec), backlog, active, below)
+
+    def _smallest(self, m: int) -> list[_Record]:
+        """The m launchable records with the least remaining work (ties: older first)."""
+        heap = self._heap
+        rec = self._rec
+        if len(heap) > 2 * len(rec) + 64:  # mostly stale entries: rebuild
+            heap[:] = [(r.work, r.seq, r.version, i) for i, r in rec.items() if r.launchable]
+            heapq.heapify(heap)
+        out: list[_Record] = []
+        kept = []
+        while heap and len(out) < m:
+            entry = heapq.heappop(heap)
+            record = rec.get(entry[3])
+            if record is not None and record.version == entry[2] and record.launchable:
+                out.append(record)
+                kept.append(entry)
+        for entry in kept:
+            heapq.heappush(heap, entry)
+        return out
+
+
+class _Record:
+    """What the selector knows of one job (`WindowSelector`)."""
+
+    __slots__ = ("held", "job", "launchable", "seq", "unlaunched", "version", "work")
+
+    def __init__(self, job: Job, seq: int) -> None:
+        self.job = job
+        self.seq = seq
+        """Arrival order among the records (ties in remaining work go to the lower)."""
+        self.version = 0
+        self.work = 0.0
+        self.unlaunched = 0
+        self.held = 0
+        self.launchable = False
+
+
+_SEQ = attrgetter("seq")
+
+
+def _launchable(job: Job, free: int) -> bool:
+    runnable = job.runnable
+    return bool(runnable) and (not runnable[0].gang or _fits(runnable, free))

@@ -22,7 +22,7 @@ import onnxruntime as ort
 
 from idlegate.errors import IdlegateError
 from idlegate.policy.actions import MODEL_OUTPUTS, ActionConfig, Choice, choose, decode
-from idlegate.policy.bounded import WindowConfig, select_window
+from idlegate.policy.bounded import WindowConfig, WindowSelector
 from idlegate.policy.features import (
     FEATURE_SCHEMA_VERSION,
     MODEL_INPUTS,
@@ -30,7 +30,7 @@ from idlegate.policy.features import (
     Featurizer,
     Observation,
 )
-from idlegate.sim.cluster import WAIT, Action, Cluster, ClusterView
+from idlegate.sim.cluster import WAIT, Action, Cluster, ClusterView, Decision
 from idlegate.sim.dag import Dag
 from idlegate.sim.spec import parse_workflow
 
@@ -100,6 +100,7 @@ class OnnxPolicy:
         self.name = name
         self.window = window
         """The bounded observation (`policy.bounded`), or None: the policy sees every job."""
+        self._selector = None if window is None else WindowSelector(window)
         self._rng: np.random.Generator | None = None
         self._run = self.session.run
         self._outputs = list(MODEL_OUTPUTS)
@@ -154,6 +155,8 @@ class OnnxPolicy:
         """Start of a run: use `rng` for draws (if not greedy) and forget cached jobs."""
         self._rng = rng
         self.featurizer.reset()
+        if self._selector is not None:
+            self._selector.reset()
 
     def evaluate(self, obs: Observation) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The model's (stage_logp, cap_logp, idle_logp, wait_logp) for `obs`."""
@@ -167,14 +170,27 @@ class OnnxPolicy:
 
     def observe(self, view: ClusterView) -> Observation:
         """The features of `view`: of every job, or of the window's jobs above its threshold."""
-        window = self.window
-        if window is None or len(view.jobs) <= window.threshold:
+        window, selector = self.window, self._selector
+        if window is None or selector is None:
             return self.featurizer(view)
-        visible, rest = select_window(view, window)
+        if len(view.jobs) <= window.threshold:
+            if selector.following:  # it can follow the jobs only if asked at every decision
+                selector.reset()
+            return self.featurizer(view)
+        visible, rest = selector(view)
         return self.featurizer(view, visible, rest if window.summary else None)
 
     def decide(self, view: ClusterView) -> Action:
         obs = self.observe(view)
         if not obs.stage_mask.any():
             return WAIT
-        return decode(obs, self.choose(obs), self.action_config)
+        action = decode(obs, self.choose(obs), self.action_config)
+        self.applied(action)
+        return action
+
+    def applied(self, action: Action) -> None:
+        """`action` is what happens at the view last observed (`decide` calls this; a
+        caller that observes but applies another scheduler's action calls it with that
+        one): the window's selector re-reads the job it names at the next call."""
+        if self._selector is not None and isinstance(action, Decision):
+            self._selector.decided(action.stage.job)

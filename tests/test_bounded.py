@@ -7,13 +7,13 @@ import pytest
 
 from idlegate.errors import IdlegateError
 from idlegate.policy import DEFAULT_POLICY_PATH, make_scheduler, spec_params
-from idlegate.policy.bounded import WindowConfig, select_window, window_config
+from idlegate.policy.bounded import WindowConfig, WindowSelector, select_window, window_config
 from idlegate.policy.features import MODEL_INPUTS, Featurizer
 from idlegate.policy.onnx_runtime import OnnxPolicy
 from idlegate.sim.cluster import Cluster, ClusterView, Decision
 from idlegate.sim.engine import simulate
 from idlegate.sim.workloads import build_workload
-from idlegate.tests.helpers import chain, dag
+from idlegate.tests.helpers import chain, dag, workload
 
 pytestmark = pytest.mark.skipif(
     not DEFAULT_POLICY_PATH.is_file(), reason="the shipped policy/default.onnx is missing"
@@ -178,3 +178,48 @@ def test_window_config_rejects_flags_for_counts() -> None:
         window_config(True)
     with pytest.raises(IdlegateError, match="has no setting 'width'"):
         window_config(8, width=3)
+
+
+class Checked(WindowSelector):
+    """The incremental selector, checked against a full `select_window` at every call."""
+
+    calls = 0
+
+    def __call__(self, view: ClusterView):  # type: ignore[no-untyped-def]
+        got = super().__call__(view)
+        want = select_window(view, self.config)
+        assert [j.id for j in got[0]] == [j.id for j in want[0]]
+        assert got[1] == want[1]
+        Checked.calls += 1
+        return got
+
+
+@pytest.mark.parametrize("cfg", [dict(head=1, tail=1, smallest=2, holders=1), dict(head=3)])
+def test_incremental_selector_equals_full_selection(cfg: dict) -> None:
+    """Through a guarded run with arrivals, departures, idle slots and the guard's own
+    launches, the selector answers what a full read would, and reads in full rarely."""
+    Checked.calls = 0
+    guarded = make_scheduler(
+        f"learned:{DEFAULT_POLICY_PATH}", starvation_factor=2.0, starvation_minimum=1.0
+    )
+    policy = guarded.inner
+    selector = Checked(WindowConfig(threshold=4, **cfg))
+    policy.window, policy._selector = selector.config, selector
+    wl = build_workload("tpch-like", seed=5, num_executors=6, init=15, num_stream=15, load=1.1)
+    simulate(wl, guarded, seed=5)
+    assert Checked.calls > 200
+    assert selector.full_reads < Checked.calls / 3
+    assert guarded.fired > 0  # the guard launched jobs the window may have hidden
+
+
+def test_incremental_selector_with_gang_stages() -> None:
+    Checked.calls = 0
+    policy = OnnxPolicy(DEFAULT_POLICY_PATH)
+    selector = Checked(WindowConfig(threshold=2, head=1, tail=1, smallest=1, holders=1))
+    policy.window, policy._selector = selector.config, selector
+    jobs = [
+        (float(t), f"j{t}", dag(("g", 1 + t % 4, 2.0 + t % 5, [], True)) if t % 3 else chain(3.0))
+        for t in range(40)
+    ]
+    simulate(workload(*jobs, executors=4), policy, seed=0)
+    assert Checked.calls > 20
