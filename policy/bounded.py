@@ -32,8 +32,11 @@ head, the tail, by becoming small, and by the starvation guard (`policy.guard`),
 sees the whole system.
 
 At most head + tail + smallest + holders jobs are visible (32 with the defaults),
-whatever the queue; selecting them reads four attributes of every job (through `map`,
-no Python loop body per job) and sorts the launchable jobs' remaining work (numpy).
+whatever the queue. `select_window` picks them from scratch (it reads every job:
+O(jobs)); `WindowSelector`, which `OnnxPolicy` uses, gives the same answer from
+records it keeps between decisions, re-reading only the jobs that can have changed
+(O(K + changes) per decision), so a decision with 1,000 queued workflows costs about
+what one with 30 does.
 
     make_scheduler("learned:policy/default.onnx?window=32")          # threshold 32
     make_scheduler("learned:policy/default.onnx", window=WindowConfig(smallest=16))
