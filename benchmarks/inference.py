@@ -147,11 +147,10 @@ class Probe:
             row = self.trajectory.row(n)
             keep = row is not None and len(self.times[row, "total"]) < self.samples
             self._time(view, row if keep else None)
-            action = one_executor(view)
-            if self.applied is not None:
-                self.applied(action)
-            return action
-        return one_executor(view)
+        action = one_executor(view)
+        if self.applied is not None:
+            self.applied(action)
+        return action
 
     def _time(self, view: ClusterView, row: int | None) -> None:
         clock = self.clock

@@ -61,7 +61,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from idlegate.errors import IdlegateError
 from idlegate.policy.features import SystemTotals
-from idlegate.sim.cluster import ClusterView, Job, Stage
+from idlegate.sim.cluster import ClusterView, Decision, Job, Stage
 
 
 class WindowConfig(BaseModel):
@@ -215,12 +215,12 @@ class WindowSelector:
     work instead of O(jobs). `decided(job)` tells it which job the policy named.
 
     Whatever the selector cannot vouch for, it reads again in full: a different view
-    (a fork, another cluster), time going back, a job count that does not add up after
-    arrivals and departures, the busy executors not equal to the executors its known
-    holders hold (an outer scheduler launched a hidden job, as the starvation guard
-    does), and a job list whose ends are not the ones it knows (jobs inserted or
-    removed out of order). An outer scheduler idling a hidden job (none in idlegate)
-    is the one change it would see only at its next full read.
+    (a fork, another cluster), time going back, a view without a decision count
+    (`Cluster.decisions`) or one where decisions were applied that it was not told of
+    (an outer scheduler decided instead, as the starvation guard or the lookahead
+    planner do), a job count that does not add up after arrivals and departures, the
+    busy executors not equal to the executors its known holders hold, and a job list
+    whose ends are not the ones it knows (jobs inserted or removed out of order).
     """
 
     def __init__(self, config: WindowConfig) -> None:
@@ -240,6 +240,11 @@ class WindowSelector:
         self._watch: set[int] = set()
         """Jobs with a gang stage runnable or a stage inside its idle slot."""
         self._dirty: set[int] = set()
+        self._told: list[tuple[Stage, int, bool]] = []
+        """Decisions it was told of since its last call (`decided`): (stage, tasks it had
+        launched then, idle slot), to check at the next call that they were applied."""
+        self._decisions = -1
+        """The view's decision count at its last call."""
         self._heap: list[tuple[float, int, int, int]] = []
         """(remaining work, arrival seq, version, id) of launchable jobs; stale entries
         (another version) are dropped when they surface."""
@@ -253,14 +258,24 @@ class WindowSelector:
         """True while it keeps records (a window was applied since the last reset)."""
         return bool(self._rec)
 
-    def decided(self, job: Job) -> None:
-        """The policy named `job` in its decision: re-read it at the next call."""
-        self._dirty.add(job.id)
+    def decided(self, decision: Decision) -> None:
+        """`decision` is applied now: re-read its job at the next call.
+
+        Every applied decision must be told, whoever made it. The next call counts them
+        against the view's decision count and checks that each took effect (a launch
+        raised its stage's launched tasks, an idle slot marked it delayed); if not, some
+        decision it was not told of replaced one it was, and it reads every job.
+        """
+        stage = decision.stage
+        self._dirty.add(stage.job.id)
+        self._told.append((stage, stage.launched, decision.idle_delay > 0))
 
     def __call__(self, view: ClusterView) -> tuple[list[Job], SystemTotals]:
         """The same as ``select_window(view, config)``."""
         if not self._update(view):
             self._read_all(view)
+        self._told = []
+        self._decisions = getattr(view, "decisions", -1)
         return self._select(view)
 
     # -- keeping the records -------------------------------------------------------------
@@ -271,6 +286,12 @@ class WindowSelector:
         rec = self._rec
         if view is not self._view or view.now < self._now or not jobs or not rec:
             return False
+        decisions = getattr(view, "decisions", None)
+        if decisions is None or decisions != self._decisions + len(self._told):
+            return False
+        for stage, launched, idle in self._told:
+            if not (stage.delayed if idle else stage.launched > launched):
+                return False
         self._now = view.now
         free = view.free_executors
         arrivals = []

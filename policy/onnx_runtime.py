@@ -193,4 +193,4 @@ class OnnxPolicy:
         caller that observes but applies another scheduler's action calls it with that
         one): the window's selector re-reads the job it names at the next call."""
         if self._selector is not None and isinstance(action, Decision):
-            self._selector.decided(action.stage.job)
+            self._selector.decided(action)

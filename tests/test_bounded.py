@@ -223,3 +223,54 @@ def test_incremental_selector_with_gang_stages() -> None:
     ]
     simulate(workload(*jobs, executors=4), policy, seed=0)
     assert Checked.calls > 20
+
+
+def test_incremental_selector_notices_a_decision_it_was_not_told_of() -> None:
+    """Told of a decision on C while one on hidden B was applied (the counts agree, and B
+    holds nothing any more), the selector sees C unchanged and reads every job again."""
+    c = Cluster(4)
+    for name, dag_ in (
+        ("A", chain(9.0)),
+        ("B", chain(5.0, 5.0)),
+        ("C", chain(7.0)),
+        ("D", chain(30.0)),
+        ("E", chain(8.0)),
+    ):
+        c.add_job(dag_, 0.0, name)
+    a, b, c_job = c.jobs[0], c.jobs[1], c.jobs[2]
+    selector = WindowSelector(WindowConfig(threshold=0, head=1, tail=1, smallest=1, holders=0))
+    assert names(selector(c)[0]) == ["A", "C", "E"]  # C: the least work (7 s)
+    selector.decided(Decision(c_job.stages[0], 1))  # told, never applied
+    (launch,) = c.apply(Decision(b.stages[0], 1), 1.0)
+    assert c.task_finished(launch.executor, 6.0) is None  # B: 5 s of work left
+    visible, rest = selector(c)
+    assert names(visible) == ["A", "B", "E"] and a in visible
+    assert (visible, rest) == select_window(c, selector.config)
+    assert selector.full_reads == 2
+
+
+def test_incremental_selector_when_another_decision_replaces_the_policys() -> None:
+    """An outer scheduler that asks the policy and then applies another pick (as the
+    lookahead planner may) leaves the selector exact: it notices and reads again."""
+    Checked.calls = 0
+    policy = OnnxPolicy(DEFAULT_POLICY_PATH)
+    selector = Checked(WindowConfig(threshold=4, head=1, tail=1, smallest=1, holders=1))
+    policy.window, policy._selector = selector.config, selector
+    other = make_scheduler("srpt")
+
+    class Replacing:
+        name = "replacing"
+        count = 0
+
+        def reset(self, rng: object) -> None:
+            policy.reset(rng)
+            other.reset(rng)
+
+        def decide(self, view: ClusterView):
+            mine = policy.decide(view)
+            Replacing.count += 1
+            return other.decide(view) if Replacing.count % 3 == 0 else mine
+
+    wl = build_workload("tpch-like", seed=2, num_executors=6, init=15, num_stream=10, load=1.1)
+    simulate(wl, Replacing(), seed=2)
+    assert Checked.calls > 100
