@@ -14,9 +14,11 @@ the same windows:
   rejects it otherwise — a yardstick for what a learned inspector could gain.
 
 It prints per scheduler the mean over windows of the average bounded slowdown with its
-95 % interval, the paired relative change against the base and against the reject rule
-(mean of per-window ratios − 1, with its interval), the mean utilisation and average
-wait, and how many windows each beats the base on.
+95 % interval; against the base and against the reject rule, the paired difference of
+that mean (``- base``: mean of per-window differences, with its interval) and the
+paired relative change (``/ base - 1``: mean of per-window ratios − 1, with its
+interval; heavy-tailed windows make the two disagree); the mean utilisation and average
+wait; and on how many windows it beats the base.
 
     python benchmarks/inspector.py --model out/insp.onnx --base easy:sjf [--sequences 50]
         [--delay-rule 300]
@@ -114,19 +116,28 @@ def _change(values: list[float], reference: list[float]) -> str:
     return f"{est.mean:+.0%} [{est.low:+.0%}, {est.high:+.0%}]"
 
 
+def _difference(values: list[float], reference: list[float]) -> str:
+    if values == reference:
+        return "0"
+    est = mean_ci([x - r for x, r in zip(values, reference, strict=True)])
+    return f"{est.mean:+.1f} [{est.low:+.1f}, {est.high:+.1f}]"
+
+
 def render(results: dict[str, list[RunMetrics]], base: str) -> str:
     reject = reject_spec(base)
     bsld = {k: [m.avg_bsld for m in v] for k, v in results.items()}
     lines = [
-        f"{'scheduler':<18} {'avg bsld':>9} {'95% CI':>13} {'vs base':>21} {'vs reject':>21} "
-        f"{'util':>6} {'avg wait':>9} {'beats base':>10}"
+        f"{'scheduler':<18} {'avg bsld':>9} {'95% CI':>13} {'- base':>21} {'- reject':>21} "
+        f"{'/ base - 1':>18} {'/ reject - 1':>18} {'util':>6} {'avg wait':>9} {'beats base':>10}"
     ]
     for label, metrics in results.items():
         est = mean_ci(bsld[label])
         wins = sum(x < b for x, b in zip(bsld[label], bsld[base], strict=True))
         lines.append(
             f"{label:<18} {est.mean:9.1f} {est.low:6.1f}-{est.high:<6.1f} "
-            f"{_change(bsld[label], bsld[base]):>21} {_change(bsld[label], bsld[reject]):>21} "
+            f"{_difference(bsld[label], bsld[base]):>21} "
+            f"{_difference(bsld[label], bsld[reject]):>21} "
+            f"{_change(bsld[label], bsld[base]):>18} {_change(bsld[label], bsld[reject]):>18} "
             f"{statistics.fmean(m.utilisation for m in metrics):6.3f} "
             f"{statistics.fmean(m.avg_wait for m in metrics):9.0f} "
             f"{wins:>4}/{len(metrics)}"
