@@ -303,3 +303,12 @@ def test_warm_start_clones_the_delay_rule(tmp_path):
     )
     cloned, agreement = warm_start(_net(), Windows(cfg, "train"), cfg, np.random.default_rng(0))
     assert cloned > 0 and agreement >= 0.95
+
+
+def test_the_shipped_inspector_loads_and_says_what_it_was_trained_on():
+    path = ROOT / "policy" / "inspectors" / "easy-sjf.onnx"
+    scheduler = make_scheduler(f"inspect:{path}:easy:sjf")
+    assert scheduler.name == "inspect:easy-sjf:easy:sjf" and scheduler.ask == "blocked"
+    assert path.stat().st_size < 50_000
+    trained_on = OnnxInspector(path).metadata["idlegate.inspector.trained_on"]
+    assert '"base": "easy:sjf"' in trained_on and '"trace": "lublin_256.swf"' in trained_on
