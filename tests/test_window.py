@@ -183,6 +183,31 @@ def test_gae_known_answers() -> None:
     )
 
 
+def test_time_baseline_advantages_of_one_sequence() -> None:
+    from idlegate.training.window import Episode, _advantages
+
+    def episode(rewards: list[float]) -> Episode:
+        n = len(rewards)
+        e = Episode(
+            np.zeros((n, 1, SLOT_FEATURES)),
+            np.zeros((n, CLUSTER_FEATURES)),
+            np.zeros(n, dtype=np.int64),
+            np.zeros(n),
+            np.zeros(n),
+            np.array([0.0, 10.0]),
+        )
+        e.rewards, e.end_time = np.array(rewards), 20.0
+        return e
+
+    good, bad = episode([-1.0, -1.0]), episode([-3.0, -1.0])
+    _advantages([good, bad], make_config())
+    # returns [-2, -1] and [-4, -1]; baselines at t = 0 and 10: -3 and -1; the raw
+    # advantages [1, 0] and [-1, 0] are divided by their pooled std, √0.5
+    assert good.returns.tolist() == [-2.0, -1.0] and bad.returns.tolist() == [-4.0, -1.0]
+    assert good.advantages.tolist() == pytest.approx([2**0.5, 0.0])
+    assert bad.advantages.tolist() == pytest.approx([-(2**0.5), 0.0])
+
+
 def test_average_queue_length_metric() -> None:
     """Two 16-wide jobs at t = 0 on 16 executors: the second waits 100 s of 105."""
     jobs = [RigidJob(1, 0.0, 100.0, 16, 100.0), RigidJob(2, 0.0, 5.0, 16, 5.0)]
