@@ -448,6 +448,8 @@ class Batch:
     actions: list[int] = field(default_factory=list)
     advantages: list[float] = field(default_factory=list)
     reward: float = 0.0
+    note: str = ""
+    """What the progress line says about the decisions (reject share, or better flips)."""
 
 
 def rollout_batch(
@@ -474,6 +476,8 @@ def rollout_batch(
             batch.features += ep.features
             batch.actions += ep.actions
             batch.advantages += [float(adv[i, j])] * len(ep.actions)
+    rejects = sum(a == REJECT for a in batch.actions)
+    batch.note = f"reject {rejects / max(1, len(batch.actions)):.2f}"
     return batch
 
 
@@ -512,6 +516,8 @@ def probe_batch(
             batch.actions += [flipped, greedy.actions[k]]
             batch.advantages += [gain, -gain]
     batch.reward = statistics.fmean(rewards)
+    gains = batch.advantages[::2]
+    batch.note = f"better flips {sum(g > 0 for g in gains)}/{len(gains)}"
     return batch
 
 
@@ -704,10 +710,7 @@ def train_inspector(
             stats = ppo_update(
                 net, optimizer, np.stack(batch.features), acts, a / a.std(), cfg, rng
             )
-            line += (
-                f"  reject {np.mean(acts == REJECT):.2f}  kl {stats.kl:.4f}"
-                f"  clip {stats.clip_fraction:.2f}"
-            )
+            line += f"  {batch.note}  kl {stats.kl:.4f}  clip {stats.clip_fraction:.2f}"
         done = it
         if it % cfg.validate_every == 0 or it == cfg.iterations:
             reward, bsld = validate(windows, val_starts, NumpyMlp(net))
