@@ -212,7 +212,8 @@ class WindowSelector:
     launchable) changes only when it runs tasks (it holds executors), when a decision
     names it, when its idle slot ends, or for a gang stage when the free executors
     change. So a call re-reads only those jobs and the arrivals: O(K + changes) Python
-    work instead of O(jobs). `decided(job)` tells it which job the policy named.
+    work instead of O(jobs). `decided(decision)` tells it each decision applied
+    (`OnnxPolicy.decide` tells its own).
 
     Whatever the selector cannot vouch for, it reads again in full: a different view
     (a fork, another cluster), time going back, a view without a decision count
