@@ -180,13 +180,21 @@ def test_the_model_section_offers_every_model_feature_and_action_setting():
     assert model.actions.wait_action is False and model.features.load_clip == 2.0
 
 
-def test_the_shipped_ablation_configs_load():
+def test_the_shipped_configs_load():
     configs = sorted((Path(__file__).parents[1] / "training" / "configs").glob("*.yaml"))
-    assert len(configs) >= 4
+    assert len(configs) >= 5
     for path in configs:
         cfg = load_config(path)
         assert cfg.out_dir and cfg.out_dir.startswith("out/"), path
-        assert not (cfg.model.idle_head and cfg.model.cp_features), path  # each ablates one
+        if "-no-" in path.stem:  # an ablation turns one part off
+            assert not (cfg.model.idle_head and cfg.model.cp_features), path
+
+
+def test_the_policy_iteration_config_distils_the_planner_over_the_default():
+    cfg = load_config(Path(__file__).parents[1] / "training" / "configs" / "default-round2.yaml")
+    assert cfg.preset == "default" and cfg.iterations == 0
+    assert cfg.bc.heuristic == "lookahead:learned:policy/default.onnx"
+    assert cfg.bc.dagger_rounds == 2 and len(cfg.training_workloads) == 6
 
 
 def test_yaml_config_merges_over_the_preset(tmp_path):
