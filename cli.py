@@ -546,8 +546,8 @@ def train_window_command(
     ] = None,
     file: Annotated[Path | None, typer.Option("--file", help="The SWF trace (swf).")] = None,
     jobs_count: JobsCountOpt = None,
-    max_minutes: Annotated[
-        float | None, typer.Option("--max-minutes", help="Stop after this many minutes.")
+    time_limit: Annotated[
+        float | None, typer.Option("--time-limit", help="Stop after this many seconds.")
     ] = None,
 ) -> None:
     """Train the split-window agent (Deep Back-Filling) with PPO and export it (docs/window.md)."""
@@ -562,7 +562,7 @@ def train_window_command(
             workload=workload,
             file=str(file) if file is not None else None,
             num_jobs=jobs_count,
-            max_minutes=max_minutes,
+            max_minutes=time_limit / 60 if time_limit is not None else None,
         )
         result = train_window(cfg, out, log=typer.echo)
         typer.echo(
