@@ -259,26 +259,15 @@ class OnnxInspector:
     """
 
     def __init__(self, model: str | Path | bytes, *, threads: int = 1) -> None:
-        import onnxruntime as ort  # only when an inspector is built
+        from idlegate.policy.onnx_runtime import open_session  # only when one is built
 
-        from idlegate.policy.onnx_runtime import session_options
-
-        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-            raise IdlegateError(f"threads must be a whole number >= 1, got {threads!r}")
-        if isinstance(model, str | Path) and not Path(model).is_file():
-            raise IdlegateError(
-                f"inspector file {str(model)!r} does not exist (looked for "
-                f"{Path(model).expanduser().resolve()}); train one with `idlegate "
-                "train-inspector --file TRACE --base easy:sjf --out PATH.onnx`"
-            )
-        source = model if isinstance(model, bytes) else str(model)
-        try:
-            self.session = ort.InferenceSession(
-                source, session_options(threads), providers=["CPUExecutionProvider"]
-            )
-        except Exception as exc:  # onnxruntime raises its own exception types
-            raise IdlegateError(f"cannot load the ONNX inspector: {exc}") from None
-        self.metadata: dict[str, str] = dict(self.session.get_modelmeta().custom_metadata_map)
+        self.session, self.metadata = open_session(
+            model,
+            threads=threads,
+            what="inspector",
+            remedy="train one with `idlegate train-inspector --file TRACE --base easy:sjf "
+            "--out PATH.onnx`",
+        )
         self._check()
         self.ask: AskMode = self.metadata["idlegate.inspector.ask"]  # type: ignore[assignment]
         self.max_rejections = int(self.metadata["idlegate.inspector.max_rejections"])

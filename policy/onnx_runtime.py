@@ -56,6 +56,34 @@ def session_options(threads: int = 1) -> ort.SessionOptions:
     return opts
 
 
+def open_session(
+    model: str | Path | bytes, *, threads: int, what: str, remedy: str
+) -> tuple[ort.InferenceSession, dict[str, str]]:
+    """An onnxruntime session on `model` (a path or the ONNX bytes) and its custom metadata.
+
+    `what` names the kind of file in errors ("policy", "inspector", "window model") and
+    `remedy` says how to get one. Raises IdlegateError for a bad `threads`, a missing
+    file or a file onnxruntime cannot load; checking the metadata is the caller's.
+    """
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise IdlegateError(f"threads must be a whole number >= 1, got {threads!r}")
+    if isinstance(model, str | Path) and not Path(model).is_file():
+        # relative paths resolve against the working directory, which is easy to get
+        # wrong from a script or a container: name the file that was looked for
+        raise IdlegateError(
+            f"{what} file {str(model)!r} does not exist (looked for "
+            f"{Path(model).expanduser().resolve()}); {remedy}"
+        )
+    source = model if isinstance(model, bytes) else str(model)
+    try:
+        session = ort.InferenceSession(
+            source, session_options(threads), providers=["CPUExecutionProvider"]
+        )
+    except Exception as exc:  # onnxruntime raises its own exception types
+        raise IdlegateError(f"cannot load the ONNX {what}: {exc}") from None
+    return session, dict(session.get_modelmeta().custom_metadata_map)
+
+
 class OnnxPolicy:
     """An exported policy as a `Scheduler`: `OnnxPolicy("policy.onnx")`.
 
@@ -73,24 +101,13 @@ class OnnxPolicy:
         name: str = "learned",
         window: WindowConfig | None = None,
     ) -> None:
-        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-            raise IdlegateError(f"threads must be a whole number >= 1, got {threads!r}")
-        if isinstance(model, str | Path) and not Path(model).is_file():
-            # relative paths resolve against the working directory, which is easy to get
-            # wrong from a script or a container: name the file that was looked for
-            raise IdlegateError(
-                f"policy file {str(model)!r} does not exist (looked for "
-                f"{Path(model).expanduser().resolve()}); give the path of an exported policy, "
-                "or export one with `idlegate export-onnx CKPT OUT.onnx`"
-            )
-        source = model if isinstance(model, bytes) else str(model)
-        try:
-            self.session = ort.InferenceSession(
-                source, session_options(threads), providers=["CPUExecutionProvider"]
-            )
-        except Exception as exc:  # onnxruntime raises its own exception types
-            raise IdlegateError(f"cannot load the ONNX policy: {exc}") from None
-        self.metadata: dict[str, str] = dict(self.session.get_modelmeta().custom_metadata_map)
+        self.session, self.metadata = open_session(
+            model,
+            threads=threads,
+            what="policy",
+            remedy="give the path of an exported policy, or export one with "
+            "`idlegate export-onnx CKPT OUT.onnx`",
+        )
         self._check_metadata()
         config = json.loads(self.metadata["idlegate.model_config"])
         self.feature_config = FeatureConfig.from_dict(config["features"])

@@ -311,27 +311,15 @@ class WindowScheduler:
         threads: int = 1,
         name: str = "window",
     ) -> None:
-        import onnxruntime as ort
-
-        from idlegate.policy.onnx_runtime import session_options
+        from idlegate.policy.onnx_runtime import open_session  # only when one is built
 
         label = "the window model" if isinstance(model, bytes) else str(model)
-        if isinstance(model, str | Path) and not Path(model).is_file():
-            raise IdlegateError(
-                f"window model {str(model)!r} does not exist (looked for "
-                f"{Path(model).expanduser().resolve()}); train one with "
-                "`idlegate train-window --out PATH.onnx`"
-            )
-        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-            raise IdlegateError(f"threads must be a whole number >= 1, got {threads!r}")
-        source = model if isinstance(model, bytes) else str(model)
-        try:
-            self.session = ort.InferenceSession(
-                source, session_options(threads), providers=["CPUExecutionProvider"]
-            )
-        except Exception as exc:  # onnxruntime raises its own exception types
-            raise IdlegateError(f"cannot load {label} as ONNX: {exc}") from None
-        meta = dict(self.session.get_modelmeta().custom_metadata_map)
+        self.session, meta = open_session(
+            model,
+            threads=threads,
+            what="window model",
+            remedy="train one with `idlegate train-window --out PATH.onnx`",
+        )
         if meta.get("idlegate.format") != WINDOW_FORMAT:
             raise IdlegateError(
                 f"{label} is not a split-window model (its metadata has no idlegate.format "
