@@ -68,7 +68,7 @@ from idlegate.policy.rigid import (
     requested_time,
     reservation,
 )
-from idlegate.sim.cluster import WAIT, Action, ClusterView, Job, Stage
+from idlegate.sim.cluster import ClusterView, Job, Stage
 
 FEATURE_VERSION: Final = 1
 """Bumped whenever a feature's meaning or order changes; a model must match it."""
@@ -214,37 +214,22 @@ class InspectorScheduler(RejectScheduler):
     def __repr__(self) -> str:
         return f"InspectorScheduler({self.name!r}, ask={self.ask!r})"
 
-    def decide(self, view: ClusterView) -> Action:
-        base = self.base
+    def inspects(self, view: ClusterView, stage: Stage) -> bool:
         free = view.free_executors
-        if free <= 0:
-            return WAIT
-        job = base.pick(view)
-        if job is None:
-            return WAIT
-        stage = best_stage(job, view.num_executors)
-        if base.head is job or stage is None:
-            return base.decide(view)  # committed, or nothing to start
-        can_start = fits(stage, free)
+        if not fits(stage, free):
+            return True
         # an empty machine has no completion to wake the rejected pick up again
-        if can_start and (self.ask == "blocked" or free == view.num_executors):
-            return base.decide(view)
-        count = self.rejections.get(job.id, 0)
-        if self._last is not None and self._last[0] == job.id:
-            count += self.missed_points(view, self._last[1])
-        self.rejections[job.id] = count
-        if count >= self.max_rejections:
-            return base.decide(view)  # the cap: accepted without asking
+        return self.ask == "all" and free < view.num_executors
+
+    def rejects(self, view: ClusterView, job: Job, stage: Stage, count: int) -> bool:
         features = inspector_features(
-            view, job, stage, count, self.max_rejections, base.waiting(view)
+            view, job, stage, count, self.max_rejections, self.base.waiting(view)
         )
         self.asked += 1
         if self.judge(features):
-            return base.decide(view)
+            return False
         self.rejected += 1
-        self.rejections[job.id] = count + 1
-        self._last = (job.id, view.now)
-        return WAIT
+        return True
 
 
 # ---------------------------------------------------------------------------------------

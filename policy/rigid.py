@@ -342,17 +342,26 @@ class RejectScheduler:
         if job is None:
             return WAIT
         stage = best_stage(job, view.num_executors)
-        if base.head is job or stage is None or fits(stage, free):
-            return base.decide(view)  # committed, or it starts now
+        if base.head is job or stage is None or not self.inspects(view, stage):
+            return base.decide(view)  # committed, nothing to start, or not in question
         count = self.rejections.get(job.id, 0)
         if self._last is not None and self._last[0] == job.id:
             count += self.missed_points(view, self._last[1])
-        if count >= self.max_rejections:
-            self.rejections[job.id] = count
+        self.rejections[job.id] = count
+        if count >= self.max_rejections or not self.rejects(view, job, stage, count):
             return base.decide(view)  # accepted: the base commits to it (and backfills)
         self.rejections[job.id] = count + 1
         self._last = (job.id, view.now)
         return WAIT
+
+    def inspects(self, view: ClusterView, stage: Stage) -> bool:
+        """Whether the base's pick is in question at all: the rule questions only a pick
+        that cannot start now."""
+        return not fits(stage, view.free_executors)
+
+    def rejects(self, view: ClusterView, job: Job, stage: Stage, count: int) -> bool:
+        """Reject the pick (below the cap, already rejected `count` times)? The rule: always."""
+        return True
 
 
 # ---------------------------------------------------------------------------------------
