@@ -1,4 +1,4 @@
-"""Small builders shared by the tests: one-line DAGs and scripted schedulers."""
+"""Small builders shared by the tests: one-line DAGs, scripted schedulers, tiny training runs."""
 
 from __future__ import annotations
 
@@ -96,3 +96,30 @@ class CappedFifo:
             if stage.job.held < self.cap:
                 return Decision(stage, self.cap)
         return WAIT
+
+
+def tiny_train_config(out: Any, **over: Any) -> Any:
+    """A `TrainConfig` that trains in seconds: two executors, 25 two-task synthetic jobs,
+    3 rollouts per sequence, one worker, validation on two seeds against fifo, a 2-episode
+    BC warm start; `over` replaces top-level fields (e.g. ``algorithm="ppo"``)."""
+    from idlegate.training.config import build_config  # needs the train extra's pydantic models
+
+    data = {
+        "seed": 5,
+        "workload": {
+            "name": "synthetic",
+            "options": {"num_executors": 2, "num_jobs": 25, "tasks_per_job": 2, "load": 0.9},
+        },
+        "validation": {
+            "seeds": [1_000_000, 1_000_001],
+            "every": 1,
+            "reference_schedulers": ["fifo"],
+        },
+        "iterations": 2,
+        "rollouts_per_sequence": 3,
+        "workers": 1,
+        "curriculum": {"initial_mean_seconds": 150, "increment_seconds": 50},
+        "bc": {"episodes": 2, "epochs": 1},
+        "out_dir": str(out),
+    }
+    return build_config({**data, **over})

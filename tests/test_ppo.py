@@ -16,8 +16,9 @@ torch = pytest.importorskip("torch", reason="PPO needs the train extra (torch)")
 
 from idlegate.policy.model import PolicyNet, load_checkpoint  # noqa: E402
 from idlegate.sim.workloads import build_workload  # noqa: E402
+from idlegate.tests.helpers import tiny_train_config  # noqa: E402
 from idlegate.training import math as rl  # noqa: E402
-from idlegate.training.config import TrainConfig, build_config  # noqa: E402
+from idlegate.training.config import TrainConfig  # noqa: E402
 from idlegate.training.ppo import ppo_update  # noqa: E402
 from idlegate.training.reinforce import returns_and_advantages, train  # noqa: E402
 from idlegate.training.rollout import (  # noqa: E402
@@ -107,28 +108,9 @@ def test_clip_fraction_counts_ratios_outside_the_range():
 
 
 def tiny_config(out: Path, **over: Any) -> TrainConfig:
-    """Two executors, 25 two-task jobs, 3 rollouts per sequence, one worker (seconds)."""
-    data = {
-        "seed": 7,
-        "algorithm": "ppo",
-        "workload": {
-            "name": "synthetic",
-            "options": {"num_executors": 2, "num_jobs": 25, "tasks_per_job": 2, "load": 0.9},
-        },
-        "validation": {
-            "seeds": [1_000_000, 1_000_001],
-            "every": 1,
-            "reference_schedulers": ["fifo"],
-        },
-        "iterations": 2,
-        "rollouts_per_sequence": 3,
-        "workers": 1,
-        "curriculum": {"initial_mean_seconds": 150, "increment_seconds": 50},
-        "bc": {"enabled": False},
-        "ppo": {"epochs": 3, "minibatch_size": 64},
-        "out_dir": str(out),
-    }
-    return build_config({**data, **over})
+    """The shared tiny run with PPO, seed 7 and no warm start (seconds)."""
+    ppo = {"seed": 7, "algorithm": "ppo", "bc": {"enabled": False}}
+    return tiny_train_config(out, **{**ppo, "ppo": {"epochs": 3, "minibatch_size": 64}, **over})
 
 
 def _rollouts(config: TrainConfig) -> tuple[PolicyNet, list[Rollout]]:

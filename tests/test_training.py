@@ -23,7 +23,7 @@ from idlegate.sim.dag import Dag  # noqa: E402
 from idlegate.sim.engine import JobArrival, Workload, simulate  # noqa: E402
 from idlegate.sim.spec import parse_workflow  # noqa: E402
 from idlegate.sim.workloads import build_workload  # noqa: E402
-from idlegate.tests.helpers import chain, jcts, workload  # noqa: E402
+from idlegate.tests.helpers import chain, jcts, tiny_train_config, workload  # noqa: E402
 from idlegate.training import math as rl  # noqa: E402
 from idlegate.training.bc import (  # noqa: E402
     Imitator,
@@ -34,7 +34,6 @@ from idlegate.training.bc import (  # noqa: E402
 from idlegate.training.config import (  # noqa: E402
     PRESETS,
     ModelSection,
-    TrainConfig,
     build_config,
     load_config,
     preset_config,
@@ -363,28 +362,6 @@ def test_dagger_episodes_follow_the_exported_policy():
 # the training loop
 
 
-def tiny_config(out: Path, **over) -> TrainConfig:
-    data = {
-        "seed": 5,
-        "workload": {
-            "name": "synthetic",
-            "options": {"num_executors": 2, "num_jobs": 25, "tasks_per_job": 2, "load": 0.9},
-        },
-        "validation": {
-            "seeds": [1_000_000, 1_000_001],
-            "every": 1,
-            "reference_schedulers": ["fifo"],
-        },
-        "iterations": 2,
-        "rollouts_per_sequence": 3,
-        "workers": 1,
-        "curriculum": {"initial_mean_seconds": 150, "increment_seconds": 50},
-        "bc": {"episodes": 2, "epochs": 1},
-        "out_dir": str(out),
-    }
-    return build_config({**data, **over})
-
-
 def _trace(out: Path) -> list[dict[str, str]]:
     with (out / "train_log.csv").open() as f:
         rows = list(csv.DictReader(f))
@@ -397,8 +374,8 @@ def _weights(path: Path) -> dict[str, torch.Tensor]:
 
 
 def test_same_seed_same_trace_with_one_or_two_workers(tmp_path):
-    one = train(tiny_config(tmp_path / "w1"), show_progress=False)
-    two = train(tiny_config(tmp_path / "w2", workers=2), show_progress=False)
+    one = train(tiny_train_config(tmp_path / "w1"), show_progress=False)
+    two = train(tiny_train_config(tmp_path / "w2", workers=2), show_progress=False)
     assert _trace(tmp_path / "w1") == _trace(tmp_path / "w2")
     assert len(_trace(tmp_path / "w1")) == 3  # iteration 0 (after BC), 1, 2
     a, b = _weights(tmp_path / "w1" / "final.pt"), _weights(tmp_path / "w2" / "final.pt")
@@ -410,20 +387,24 @@ def test_same_seed_same_trace_with_one_or_two_workers(tmp_path):
 
 def test_resume_continues_the_same_trace(tmp_path):
     train(
-        tiny_config(tmp_path / "straight", iterations=3, bc={"enabled": False}), show_progress=False
+        tiny_train_config(tmp_path / "straight", iterations=3, bc={"enabled": False}),
+        show_progress=False,
     )
-    train(tiny_config(tmp_path / "split", iterations=2, bc={"enabled": False}), show_progress=False)
+    train(
+        tiny_train_config(tmp_path / "split", iterations=2, bc={"enabled": False}),
+        show_progress=False,
+    )
     with pytest.raises(IdlegateError, match="already holds a training run"):
-        train(tiny_config(tmp_path / "split", iterations=3), show_progress=False)
+        train(tiny_train_config(tmp_path / "split", iterations=3), show_progress=False)
     with pytest.raises(IdlegateError, match=r"config differs .* in lr"):
         train(
-            tiny_config(
+            tiny_train_config(
                 tmp_path / "split", iterations=3, lr=0.5, resume=True, bc={"enabled": False}
             ),
             show_progress=False,
         )
     train(
-        tiny_config(tmp_path / "split", iterations=3, resume=True, bc={"enabled": False}),
+        tiny_train_config(tmp_path / "split", iterations=3, resume=True, bc={"enabled": False}),
         show_progress=False,
     )
     assert _trace(tmp_path / "straight") == _trace(tmp_path / "split")
@@ -433,26 +414,29 @@ def test_resume_continues_the_same_trace(tmp_path):
 
 
 def test_resume_accepts_a_checkpoint_written_before_a_setting_existed(tmp_path):
-    train(tiny_config(tmp_path / "old", iterations=1, bc={"enabled": False}), show_progress=False)
+    train(
+        tiny_train_config(tmp_path / "old", iterations=1, bc={"enabled": False}),
+        show_progress=False,
+    )
     path = tmp_path / "old" / "checkpoint.pt"
     ckpt = torch.load(path, weights_only=False)
     del ckpt["training_config"]["model"]["load_clip"]  # as if written before load_clip
     torch.save(ckpt, path)
-    resumed = tiny_config(tmp_path / "old", iterations=2, resume=True, bc={"enabled": False})
+    resumed = tiny_train_config(tmp_path / "old", iterations=2, resume=True, bc={"enabled": False})
     train(resumed, show_progress=False)
     assert [r["iteration"] for r in _trace(tmp_path / "old")] == ["0", "1", "2"]
     ckpt["training_config"]["model"]["load_clip"] = 9.0  # a non-default value still differs
     torch.save(ckpt, path)
     with pytest.raises(IdlegateError, match=r"config differs .* in model"):
         train(
-            tiny_config(tmp_path / "old", iterations=3, resume=True, bc={"enabled": False}),
+            tiny_train_config(tmp_path / "old", iterations=3, resume=True, bc={"enabled": False}),
             show_progress=False,
         )
 
 
 def test_dagger_rounds_add_the_policys_states_to_the_demonstrations(tmp_path):
-    plain = train(tiny_config(tmp_path / "bc", iterations=0), show_progress=False)
-    dagger = tiny_config(
+    plain = train(tiny_train_config(tmp_path / "bc", iterations=0), show_progress=False)
+    dagger = tiny_train_config(
         tmp_path / "dagger", iterations=0, bc={"episodes": 2, "epochs": 1, "dagger_rounds": 2}
     )
     more = train(dagger, show_progress=True)  # the fits report per epoch
@@ -462,10 +446,10 @@ def test_dagger_rounds_add_the_policys_states_to_the_demonstrations(tmp_path):
 
 
 def test_init_checkpoint_starts_from_those_weights_without_bc(tmp_path):
-    first = train(tiny_config(tmp_path / "bc", iterations=0), show_progress=False)
+    first = train(tiny_train_config(tmp_path / "bc", iterations=0), show_progress=False)
     bc_weights = _weights(tmp_path / "bc" / "bc.pt")
     tuned = train(
-        tiny_config(
+        tiny_train_config(
             tmp_path / "tuned", iterations=0, init_checkpoint=str(tmp_path / "bc" / "bc.pt")
         ),
         show_progress=False,
@@ -476,7 +460,7 @@ def test_init_checkpoint_starts_from_those_weights_without_bc(tmp_path):
     assert all(torch.equal(got[k], bc_weights[k]) for k in bc_weights)
     with pytest.raises(IdlegateError, match=r"other model settings .*embed_dim"):
         train(
-            tiny_config(
+            tiny_train_config(
                 tmp_path / "other",
                 iterations=0,
                 model={"embed_dim": 4},
