@@ -1,5 +1,9 @@
 """The one exception type that idlegate raises for problems a user can fix."""
 
+from __future__ import annotations
+
+from collections.abc import Iterable
+
 
 class IdlegateError(Exception):
     """A problem with the user's input or setup, stated as a sentence that says how to fix it.
@@ -15,3 +19,19 @@ class SpecError(IdlegateError):
 
 class IllegalDecisionError(IdlegateError):
     """A scheduler returned a decision the cluster state machine cannot carry out."""
+
+
+def reject_unknown(
+    given: Iterable[str], accepted: Iterable[str], owner: str, *, noun: str = "parameter"
+) -> None:
+    """Raise IdlegateError if a name of `given` is not in `accepted`.
+
+    The sentence names the first unknown name (sorted) and every accepted one, in the
+    order given: ``"OWNER has no NOUN 'x'; it takes a, b, c"``. One shape for every
+    option, parameter and setting check, so each reads the same to a user.
+    """
+    accepted = list(accepted)
+    unknown = sorted(set(given) - set(accepted))
+    if unknown:
+        takes = f"it takes {', '.join(accepted)}" if accepted else f"it takes no {noun}s"
+        raise IdlegateError(f"{owner} has no {noun} {unknown[0]!r}; {takes}")

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from idlegate.errors import IdlegateError
+from idlegate.errors import IdlegateError, reject_unknown
 
 # analytic imports heuristics, so it registers itself here rather than in heuristics
 from idlegate.policy.analytic import make_analytic
@@ -100,12 +100,7 @@ def make_learned(
 def _window(window: WindowConfig | int | None, fields: dict[str, Any]) -> WindowConfig | None:
     """The window of `make_learned` from its `window` and ``window_*`` arguments."""
     names = {f"window_{f}": f for f in WINDOW_FIELDS if f != "threshold"}
-    unknown = sorted(set(fields) - set(names))
-    if unknown:
-        raise IdlegateError(
-            f"a learned policy has no parameter {unknown[0]!r}; its window takes window, "
-            + ", ".join(names)
-        )
+    reject_unknown(fields, names, "a learned policy's window")
     if isinstance(window, WindowConfig):
         if fields:
             raise IdlegateError("give the window as a WindowConfig or as window_* values, not both")
@@ -187,11 +182,7 @@ def make_scheduler(spec: str, /, **params: Any) -> Scheduler:
         argument, query = spec_params(argument)
         window_keys = [f"window_{f}" for f in WINDOW_FIELDS if f != "threshold"]
         accepted = (*_LEARNED_TYPES, "window", *window_keys)
-        unknown = sorted((set(params) | set(query)) - set(accepted))
-        if unknown:
-            raise IdlegateError(
-                f"a learned policy has no parameter {unknown[0]!r}; it takes {', '.join(accepted)}"
-            )
+        reject_unknown({*params, *query}, accepted, "a learned policy")
         twice = sorted(set(params) & set(query))
         if twice:
             raise IdlegateError(f"{spec!r} gives {twice[0]} in the spec and as a keyword")

@@ -40,7 +40,7 @@ from typing import Any, Final, NamedTuple
 
 import numpy as np
 
-from idlegate.errors import IdlegateError
+from idlegate.errors import IdlegateError, reject_unknown
 from idlegate.policy.features import Observation
 from idlegate.sim.cluster import WAIT, Action, Decision
 
@@ -86,12 +86,7 @@ class ActionConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ActionConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise IdlegateError(
-                f"unknown action option {unknown[0]!r}; valid options: {', '.join(sorted(known))}"
-            )
+        reject_unknown(data, (f.name for f in fields(cls)), "the action space", noun="option")
         return cls(**data)
 
 

@@ -59,7 +59,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from idlegate.errors import IdlegateError
+from idlegate.errors import IdlegateError, reject_unknown
 from idlegate.policy.features import SystemTotals
 from idlegate.sim.cluster import ClusterView, Decision, Job, Stage
 
@@ -132,12 +132,7 @@ def window_config(threshold: Any = None, *, prefix: str = "", **fields: Any) -> 
     values = dict(fields)
     if threshold is not None:
         values["threshold"] = threshold
-    unknown = sorted(set(values) - set(WINDOW_FIELDS))
-    if unknown:
-        raise IdlegateError(
-            f"the observation window has no setting {unknown[0]!r}; it takes "
-            + ", ".join(WINDOW_FIELDS)
-        )
+    reject_unknown(values, WINDOW_FIELDS, "the observation window", noun="setting")
     try:
         return WindowConfig(**values)
     except ValidationError as exc:

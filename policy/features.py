@@ -115,7 +115,7 @@ from typing import Any, Final, NamedTuple
 
 import numpy as np
 
-from idlegate.errors import IdlegateError
+from idlegate.errors import IdlegateError, reject_unknown
 from idlegate.policy.heuristics import fair_share
 from idlegate.sim.cluster import ClusterView, Job, Stage
 from idlegate.sim.dag import Dag
@@ -242,12 +242,7 @@ class FeatureConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> FeatureConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise IdlegateError(
-                f"unknown feature option {unknown[0]!r}; valid options: {', '.join(sorted(known))}"
-            )
+        reject_unknown(data, (f.name for f in fields(cls)), "the featurizer", noun="option")
         return cls(**data)
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from idlegate.errors import IdlegateError
+from idlegate.errors import IdlegateError, reject_unknown
 from idlegate.sim.cluster import WAIT, Action, ClusterView, Decision, Job, Scheduler, Stage
 
 _ROUNDING_SLACK = 1e-9
@@ -367,8 +367,5 @@ def make_scheduler(name: str, **params: Any) -> Scheduler:
     if cls is None:
         raise IdlegateError(f"unknown scheduler {name!r}; valid names are {', '.join(SCHEDULERS)}")
     accepted = list(inspect.signature(cls).parameters)
-    unknown = sorted(set(params) - set(accepted))
-    if unknown:
-        takes = f"it takes {', '.join(accepted)}" if accepted else "it takes no parameters"
-        raise IdlegateError(f"scheduler {key!r} has no parameter {unknown[0]!r}; {takes}")
+    reject_unknown(params, accepted, f"scheduler {key!r}")
     return cls(**params)

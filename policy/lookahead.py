@@ -52,7 +52,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from idlegate.errors import IdlegateError
+from idlegate.errors import IdlegateError, reject_unknown
 from idlegate.policy.analytic import AnalyticIdleConfig, estimate_arrivals
 from idlegate.sim.cluster import WAIT, Action, Cluster, ClusterView, Decision, Job, Scheduler
 from idlegate.sim.engine import JobArrival
@@ -336,12 +336,7 @@ def make_lookahead(
     """`make_scheduler("lookahead:BASE", horizon=60, ...)`: every `LookaheadConfig` field."""
     from idlegate.policy import make_scheduler  # the spec grammar lives in the package
 
-    unknown = sorted(set(options) - set(CONFIG_FIELDS))
-    if unknown:
-        raise IdlegateError(
-            f"the lookahead planner has no parameter {unknown[0]!r}; it takes name, "
-            + ", ".join(CONFIG_FIELDS)
-        )
+    reject_unknown(options, CONFIG_FIELDS, "the lookahead planner")
     if "candidates" in options and isinstance(options["candidates"], str):
         options["candidates"] = tuple(c for c in options["candidates"].split("+") if c)
     config = LookaheadConfig(**options)

@@ -58,7 +58,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F  # noqa: N812
 
-from idlegate.errors import IdlegateError
+from idlegate.errors import IdlegateError, reject_unknown
 from idlegate.policy.actions import (
     MASKED,
     ActionConfig,
@@ -118,12 +118,7 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise IdlegateError(
-                f"unknown model option {unknown[0]!r}; valid options: {', '.join(sorted(known))}"
-            )
+        reject_unknown(data, (f.name for f in fields(cls)), "the model", noun="option")
         values = dict(data)
         values["features"] = FeatureConfig.from_dict(values.get("features", {}))
         values["actions"] = ActionConfig.from_dict(values.get("actions", {}))

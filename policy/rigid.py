@@ -62,7 +62,7 @@ from bisect import bisect_right
 from collections.abc import Callable
 from typing import Any
 
-from idlegate.errors import IdlegateError
+from idlegate.errors import IdlegateError, reject_unknown
 from idlegate.policy.heuristics import best_stage, launch_decision
 from idlegate.sim.cluster import WAIT, Action, ClusterView, Job, Scheduler, Stage
 
@@ -390,12 +390,7 @@ def make_rigid(kind: str, argument: str, /, **params: Any) -> Scheduler:
         assert isinstance(base, StrictScheduler)
         return RejectScheduler(base, **reject_params)
     if kind == "easy":
-        unknown = sorted(set(params) - {"extra_nodes", "backfill_order"})
-        if unknown:
-            raise IdlegateError(
-                f"easy:BASE has no parameter {unknown[0]!r}; it takes extra_nodes, "
-                "backfill_order (and max_rejections, interval under reject:)"
-            )
+        reject_unknown(params, ("extra_nodes", "backfill_order"), "easy:BASE")
         return EasyScheduler(argument, **params)
     if kind == "strict":
         if params:

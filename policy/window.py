@@ -69,7 +69,7 @@ from typing import Any
 
 import numpy as np
 
-from idlegate.errors import IdlegateError
+from idlegate.errors import IdlegateError, reject_unknown
 from idlegate.policy.heuristics import best_stage, launch_decision
 from idlegate.policy.rigid import fits, job_size, requested_time
 from idlegate.sim.cluster import WAIT, Action, ClusterView, Job
@@ -397,11 +397,7 @@ def make_window(path: str | Path, /, **params: Any) -> WindowScheduler:
     text = str(path).strip()
     if not text:
         raise IdlegateError("a window scheduler needs a model path: window:PATH.onnx")
-    unknown = sorted(set(params) - {"name", "greedy", "threads"})
-    if unknown:
-        raise IdlegateError(
-            f"a window scheduler has no parameter {unknown[0]!r}; it takes name, greedy, threads"
-        )
+    reject_unknown(params, ("name", "greedy", "threads"), "a window scheduler")
     p = Path(text).expanduser()
     name = params.pop("name", None) or f"window-{p.stem}"
     return WindowScheduler(p, name=name, **params)

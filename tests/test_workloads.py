@@ -316,7 +316,7 @@ def test_registry_names():
     ("name", "options", "message"),
     [
         ("nope", {}, "unknown workload 'nope'; choose one of: synthetic, tpch, tpch-like"),
-        ("synthetic", {"bogus": 1}, "has no option 'bogus'; valid options: .*long_fraction"),
+        ("synthetic", {"bogus": 1}, "has no option 'bogus'; it takes .*long_fraction"),
         ("tpch-like", {"alpha": 0.5}, "has no option 'alpha'"),
         ("synthetic", {"load": -1}, "option load: Input should be greater than 0"),
         ("synthetic", {"long_fraction": 2}, "option long_fraction: Input should be less"),

@@ -147,7 +147,7 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-from idlegate.errors import IdlegateError
+from idlegate.errors import IdlegateError, reject_unknown
 from idlegate.policy.actions import WAIT_CHOICE, ActionConfig, Choice, decode
 from idlegate.policy.features import (
     MODEL_INPUTS,
@@ -243,13 +243,7 @@ class EnvConfig:
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> EnvConfig:
         """The config of keyword `options`; IdlegateError naming an unknown one."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise IdlegateError(
-                f"the environment has no option {unknown[0]!r}; valid options: "
-                f"{', '.join(sorted(known))}"
-            )
+        reject_unknown(options, (f.name for f in fields(cls)), "the environment", noun="option")
         return cls(**options)
 
 
@@ -471,11 +465,7 @@ class DagSchedulingEnv(gymnasium.Env[dict[str, np.ndarray], np.ndarray]):
         super().reset(seed=seed)
         self._stop()
         opts = dict(options or {})
-        unknown = sorted(set(opts) - {"workload_seed", "sim_seed"})
-        if unknown:
-            raise IdlegateError(
-                f"reset has no option {unknown[0]!r}; it takes workload_seed and sim_seed"
-            )
+        reject_unknown(opts, ("workload_seed", "sim_seed"), "reset", noun="option")
         draws = self.np_random.integers(SEED_RANGE, size=2)
         workload_seed = int(opts.get("workload_seed", draws[0]))
         sim_seed = int(opts.get("sim_seed", draws[1]))

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from idlegate.errors import IdlegateError
+from idlegate.errors import IdlegateError, reject_unknown
 from idlegate.sim.engine import Workload
 from idlegate.sim.lublin import LublinConfig, lublin_workload
 from idlegate.sim.swf import SwfConfig, swf_workload
@@ -123,12 +123,7 @@ def workload_config(name: str, **options: Any) -> _Options:
     kind = workload_kind(name)
     opts = {k.replace("-", "_"): v for k, v in options.items() if v is not None}
     valid = kind.options()
-    unknown = sorted(set(opts) - set(valid))
-    if unknown:
-        raise IdlegateError(
-            f"workload {name!r} has no option {', '.join(map(repr, unknown))}; "
-            f"valid options: {', '.join(valid)}"
-        )
+    reject_unknown(opts, valid, f"workload {name!r}", noun="option")
     try:
         return kind.config.model_validate(opts)
     except ValidationError as exc:

@@ -1,0 +1,32 @@
+"""The shared sentence for unknown options, parameters and settings (`errors.reject_unknown`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from idlegate.errors import IdlegateError, reject_unknown
+from idlegate.policy.actions import ActionConfig
+
+
+def test_known_names_pass() -> None:
+    reject_unknown({"a": 1, "b": 2}, ["b", "a", "c"], "thing")
+    reject_unknown([], [], "thing")
+
+
+def test_the_first_unknown_name_and_every_accepted_one_in_order() -> None:
+    with pytest.raises(IdlegateError) as err:
+        reject_unknown(["zeta", "a", "beta"], ["c", "a"], "the widget", noun="option")
+    assert str(err.value) == "the widget has no option 'beta'; it takes c, a"
+
+
+def test_an_owner_that_takes_nothing_says_so() -> None:
+    with pytest.raises(IdlegateError) as err:
+        reject_unknown({"x": 1}, (), "scheduler 'fifo'")
+    assert str(err.value) == "scheduler 'fifo' has no parameter 'x'; it takes no parameters"
+
+
+def test_the_config_classes_use_it() -> None:
+    with pytest.raises(
+        IdlegateError, match=r"^the action space has no option 'size'; it takes idle_head"
+    ):
+        ActionConfig.from_dict({"size": 3})
