@@ -41,8 +41,8 @@ from idlegate.policy.actions import Choice
 from idlegate.policy.model import PolicyNet, evaluate_batch
 from idlegate.training import math as rl
 from idlegate.training.config import TrainConfig
-from idlegate.training.reinforce import UpdateStats, update_decisions
 from idlegate.training.rollout import Rollout, StoredObservation
+from idlegate.training.update import UpdateStats, update_decisions
 
 
 def ppo_update(

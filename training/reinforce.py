@@ -45,7 +45,6 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from idlegate.errors import IdlegateError
-from idlegate.policy.actions import Choice
 from idlegate.policy.model import (
     PolicyNet,
     evaluate_batch,
@@ -57,6 +56,7 @@ from idlegate.sim.workloads import build_workload
 from idlegate.training import math as rl
 from idlegate.training.config import RUN_ONLY_FIELDS, TrainConfig
 from idlegate.training.log import CSV_FIELDS, IterationStats, TrainLog, progress_bar
+from idlegate.training.ppo import ppo_update
 from idlegate.training.rollout import (
     EvalResult,
     EvalTask,
@@ -64,32 +64,13 @@ from idlegate.training.rollout import (
     Rollout,
     RolloutRunner,
     RolloutTask,
-    StoredObservation,
     make_blob,
 )
 from idlegate.training.seeds import SEED_RANGE, draw_seed, workload_ref
+from idlegate.training.update import UpdateStats, update_decisions
 from idlegate.training.warm_start import warm_start
 
 CHECKPOINT = "checkpoint.pt"
-
-
-@dataclass(frozen=True)
-class UpdateStats:
-    """What one iteration's update reports (NaN: the algorithm does not measure it)."""
-
-    loss: float
-    """The loss of the update (PPO: mean over its minibatch steps)."""
-    entropy: float
-    """Mean entropy of the policy on the update's decisions (before the update)."""
-    grad_norm: float
-    """Gradient norm before clipping (PPO: mean over the steps)."""
-    steps: int
-    """Optimizer steps taken (REINFORCE: 1; PPO: fewer than its epochs' on a KL stop; 0:
-    no decisions)."""
-    approx_kl: float = math.nan
-    """PPO: KL(π_old ‖ π) estimated on the last minibatch, before its step."""
-    clip_fraction: float = math.nan
-    """PPO: share of that minibatch's ratios outside 1 ± clip."""
 
 
 @dataclass
@@ -181,25 +162,6 @@ def update(
     return loss_total, entropy_total / count, norm
 
 
-def update_decisions(
-    rollouts: Sequence[Rollout],
-    adv: Sequence[np.ndarray],
-    config: TrainConfig,
-    rng: np.random.Generator,
-) -> tuple[list[StoredObservation], list[Choice], np.ndarray, np.ndarray]:
-    """(observations, choices, advantages, index) of the update: the rollouts' decisions
-    pooled, and the sorted positions to learn from — all of them, or a uniform sample of
-    `config.max_update_decisions` (drawn from `rng`)."""
-    observations = [o for r in rollouts for o in r.observations]
-    choices = [c for r in rollouts for c in r.choice_list()]
-    advantages = np.concatenate(adv) if adv else np.zeros(0)
-    index = np.arange(len(observations))
-    limit = config.max_update_decisions
-    if limit is not None and len(index) > limit:
-        index = np.sort(rng.choice(len(index), size=limit, replace=False))
-    return observations, choices, advantages, index
-
-
 def algorithm_update(
     model: PolicyNet,
     optimizer: torch.optim.Optimizer,
@@ -211,8 +173,6 @@ def algorithm_update(
 ) -> UpdateStats:
     """Step 4 with `config.algorithm`: REINFORCE's one step (`update`) or PPO's epochs."""
     if config.algorithm == "ppo":
-        from idlegate.training.ppo import ppo_update  # ppo builds on this module
-
         return ppo_update(model, optimizer, rollouts, adv, config, entropy_weight, rng)
     loss, entropy, norm = update(model, optimizer, rollouts, adv, config, entropy_weight, rng)
     return UpdateStats(loss, entropy, norm, steps=0 if math.isnan(entropy) else 1)  # NaN: none
