@@ -130,29 +130,55 @@ def trained_on(training_config: Any) -> str:
     return json.dumps(summary, sort_keys=True, default=str)
 
 
-def export_model(
-    model: PolicyNet, out_path: str | Path, *, training_config: Any = None
-) -> dict[str, str]:
-    """Write `model` as ONNX to `out_path`, check it, and return the metadata written."""
-    cfg = model.config
-    model = model.eval()
+def onnx_bytes(
+    module: torch.nn.Module,
+    inputs: tuple[torch.Tensor, ...],
+    *,
+    input_names: list[str],
+    output_names: list[str],
+    dynamic_axes: dict[str, dict[int, str]],
+    metadata: dict[str, str],
+    doc: str,
+) -> bytes:
+    """`module` (switched to eval mode) traced on `inputs` by the TorchScript exporter at
+    `OPSET`, with `metadata` as its ``metadata_props`` and `doc` as its doc string,
+    checked by onnx.checker (IdlegateError if it fails); the serialized model.
+
+    Every idlegate ONNX file (the DAG policy, the inspector, the split-window agent) is
+    written by this one function, so they share the exporter, opset and checks.
+    """
     buffer = io.BytesIO()
     with warnings.catch_warnings():
         # the exporter warns that it is the legacy one, and about index_add-style
         # ops; ScatterElements(reduction="add") handles repeated indices correctly
         warnings.simplefilter("ignore")
         torch.onnx.export(
-            model,
-            example_inputs(),
+            module.eval(),
+            inputs,
             buffer,
             dynamo=False,
-            input_names=list(MODEL_INPUTS),
-            output_names=list(MODEL_OUTPUTS),
-            dynamic_axes=_DYNAMIC_AXES,
+            input_names=input_names,
+            output_names=output_names,
+            dynamic_axes=dynamic_axes,
             opset_version=OPSET,
             do_constant_folding=True,
         )
     proto = onnx.load_from_string(buffer.getvalue())
+    onnx.helper.set_model_props(proto, metadata)
+    proto.producer_name = "idlegate"
+    proto.doc_string = doc
+    try:
+        onnx.checker.check_model(proto, full_check=True)
+    except onnx.checker.ValidationError as exc:
+        raise IdlegateError(f"the exported ONNX model does not pass onnx.checker: {exc}") from None
+    return proto.SerializeToString()
+
+
+def export_model(
+    model: PolicyNet, out_path: str | Path, *, training_config: Any = None
+) -> dict[str, str]:
+    """Write `model` as ONNX to `out_path`, check it, and return the metadata written."""
+    cfg = model.config
     metadata = {
         "idlegate.format": ONNX_FORMAT,
         "idlegate.feature_schema_version": str(FEATURE_SCHEMA_VERSION),
@@ -166,16 +192,18 @@ def export_model(
         "idlegate.wait_action": str(cfg.actions.wait_action).lower(),
         "idlegate.trained_on": trained_on(training_config),
     }
-    onnx.helper.set_model_props(proto, metadata)
-    proto.producer_name = "idlegate"
-    proto.doc_string = "idlegate learned scheduling policy (stage, parallelism cap, idle length)"
-    try:
-        onnx.checker.check_model(proto, full_check=True)
-    except onnx.checker.ValidationError as exc:
-        raise IdlegateError(f"the exported ONNX model does not pass onnx.checker: {exc}") from None
+    data = onnx_bytes(
+        model,
+        example_inputs(),
+        input_names=list(MODEL_INPUTS),
+        output_names=list(MODEL_OUTPUTS),
+        dynamic_axes=_DYNAMIC_AXES,
+        metadata=metadata,
+        doc="idlegate learned scheduling policy (stage, parallelism cap, idle length)",
+    )
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(proto, out)
+    out.write_bytes(data)
     return metadata
 
 

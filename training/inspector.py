@@ -47,19 +47,16 @@ The best model by the validation windows' mean R (greedy decisions) is exported 
 from __future__ import annotations
 
 import copy
-import io
 import json
 import math
 import statistics
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
-import onnx
 import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from torch import nn
@@ -80,15 +77,13 @@ from idlegate.policy.inspector import (
     log_scaled,
     make_base,
 )
+from idlegate.policy.onnx_export import onnx_bytes as export_bytes
 from idlegate.policy.rigid import RejectScheduler
 from idlegate.sim.engine import Workload, simulate
 from idlegate.sim.metrics import run_metrics
 from idlegate.sim.swf import read_swf, trace_part
 from idlegate.sim.workloads import build_workload
 from idlegate.training.math import approx_kl, clip_fraction, ppo_clip_loss, to_tensor
-
-OPSET = 17
-
 
 # ---------------------------------------------------------------------------------------
 # Configuration
@@ -588,21 +583,6 @@ def ppo_update(
 
 def onnx_bytes(net: InspectorNet, cfg: InspectorConfig, iterations: int) -> bytes:
     """The net as an ONNX inspector with its metadata (`policy.inspector.METADATA_KEYS`)."""
-    net = copy.deepcopy(net).eval()
-    buffer = io.BytesIO()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the TorchScript exporter announces it is legacy
-        torch.onnx.export(
-            net,
-            (torch.zeros(1, NUM_FEATURES),),
-            buffer,
-            dynamo=False,
-            input_names=[INPUT_NAME],
-            output_names=[OUTPUT_NAME],
-            dynamic_axes={INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}},
-            opset_version=OPSET,
-        )
-    proto = onnx.load_from_string(buffer.getvalue())
     trained_on = {
         "trace": Path(cfg.trace).name,
         "base": cfg.base,
@@ -612,9 +592,13 @@ def onnx_bytes(net: InspectorNet, cfg: InspectorConfig, iterations: int) -> byte
         "train_fraction": cfg.train_fraction,
         "requested_time": cfg.requested_time,
     }
-    onnx.helper.set_model_props(
-        proto,
-        {
+    return export_bytes(
+        copy.deepcopy(net),  # the training net keeps its mode
+        (torch.zeros(1, NUM_FEATURES),),
+        input_names=[INPUT_NAME],
+        output_names=[OUTPUT_NAME],
+        dynamic_axes={INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}},
+        metadata={
             "idlegate.format": ONNX_FORMAT,
             "idlegate.inspector.feature_version": str(FEATURE_VERSION),
             "idlegate.inspector.features": ",".join(FEATURE_NAMES),
@@ -623,11 +607,8 @@ def onnx_bytes(net: InspectorNet, cfg: InspectorConfig, iterations: int) -> byte
             "idlegate.inspector.interval": repr(float(cfg.interval)),
             "idlegate.inspector.trained_on": json.dumps(trained_on, sort_keys=True),
         },
+        doc="idlegate inspector: accept/reject logits of a rigid base's pick",
     )
-    proto.producer_name = "idlegate"
-    proto.doc_string = "idlegate inspector: accept/reject logits of a rigid base's pick"
-    onnx.checker.check_model(proto, full_check=True)
-    return proto.SerializeToString()
 
 
 def check_parity(net: InspectorNet, data: bytes, samples: int = 256, tol: float = 1e-4) -> float:

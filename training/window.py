@@ -40,11 +40,9 @@ only; the exported model runs with onnxruntime in `policy.window`).
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -497,30 +495,14 @@ def export_window(model: WindowNet, out: str | Path, config: WindowTrainConfig) 
     Checks parity: onnxruntime and torch agree within 1e-4 on random legal-ish inputs,
     else IdlegateError.
     """
-    import onnx
     import onnxruntime as ort
 
-    from idlegate.policy.onnx_export import OPSET
+    from idlegate.policy.onnx_export import onnx_bytes
     from idlegate.policy.onnx_runtime import session_options
 
     model = model.eval()
     m = model.m_head + model.m_tail
     slots, cluster = _example_inputs(m, np.random.default_rng(0), batch=3)
-    buffer = io.BytesIO()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the legacy exporter announces itself
-        torch.onnx.export(
-            model,
-            (torch.from_numpy(slots), torch.from_numpy(cluster)),
-            buffer,
-            dynamo=False,
-            input_names=["slots", "cluster"],
-            output_names=["logp", "value"],
-            dynamic_axes={"slots": {0: "batch"}, "cluster": {0: "batch"}, "logp": {0: "batch"}},
-            opset_version=OPSET,
-            do_constant_folding=True,
-        )
-    proto = onnx.load_from_string(buffer.getvalue())
     metadata = {
         "idlegate.format": WINDOW_FORMAT,
         "idlegate.window.feature_version": str(WINDOW_FEATURE_VERSION),
@@ -528,11 +510,15 @@ def export_window(model: WindowNet, out: str | Path, config: WindowTrainConfig) 
         "idlegate.window.m_tail": str(model.m_tail),
         "idlegate.window.training": json.dumps(config.model_dump(), sort_keys=True),
     }
-    onnx.helper.set_model_props(proto, metadata)
-    proto.producer_name = "idlegate"
-    proto.doc_string = "idlegate split-window agent (pick a head/tail slot or forward)"
-    onnx.checker.check_model(proto, full_check=True)
-    data = proto.SerializeToString()
+    data = onnx_bytes(
+        model,
+        (torch.from_numpy(slots), torch.from_numpy(cluster)),
+        input_names=["slots", "cluster"],
+        output_names=["logp", "value"],
+        dynamic_axes={"slots": {0: "batch"}, "cluster": {0: "batch"}, "logp": {0: "batch"}},
+        metadata=metadata,
+        doc="idlegate split-window agent (pick a head/tail slot or forward)",
+    )
     session = ort.InferenceSession(data, session_options(1), providers=["CPUExecutionProvider"])
     slots, cluster = _example_inputs(m, np.random.default_rng(1), batch=16)
     logp, value = session.run(["logp", "value"], {"slots": slots, "cluster": cluster})
