@@ -71,7 +71,7 @@ import numpy as np
 
 from idlegate.errors import IdlegateError, reject_unknown
 from idlegate.policy.heuristics import best_stage, launch_decision
-from idlegate.policy.rigid import fits, job_size, requested_time
+from idlegate.policy.rigid import fits, job_size, requested_time, reservation
 from idlegate.sim.cluster import WAIT, Action, ClusterView, Job
 
 WINDOW_FORMAT = "idlegate-window-onnx"
@@ -177,28 +177,6 @@ def resolve(obs: WindowObservation, action: int) -> Job | None:
     return obs.jobs[int(picks[0])] if picks.size else None
 
 
-def reservation(
-    running: Sequence[tuple[float, int]], free: int, need: int, now: float
-) -> tuple[float, int]:
-    """(shadow time, extra executors) of a job needing `need` > `free` executors.
-
-    `running` holds (remaining requested seconds, executors held) per running job; they
-    are assumed to end at now + remaining. The shadow time is the earliest end by
-    which `need` executors are free; the extra executors are those free then beyond
-    `need`. (The per-job form of `policy.rigid.reservation`: a rigid job's tasks all end
-    together.) (inf, 0) when the running jobs cannot free enough.
-    """
-    available = free
-    for remaining, held in sorted(running):
-        available += held
-        if available >= need:
-            shadow = now + remaining
-            # jobs ending at the same moment free their executors too
-            same = sum(h for r, h in running if now + r <= shadow) + free
-            return shadow, same - need
-    return math.inf, 0
-
-
 def _remaining_requested(view: ClusterView) -> list[tuple[float, int]]:
     """(max(0, start + r − now), executors held) of every running job."""
     now = view.now
@@ -233,7 +211,7 @@ class WindowObserver:
         # the oldest waiting job's EASY reservation, for the backfill-safe feature
         shadow, extra = now, k
         if queue and job_size(queue[0]) > free:
-            shadow, extra = reservation(running, free, math.ceil(job_size(queue[0])), now)
+            shadow, extra = reservation(view, math.ceil(job_size(queue[0])))
         slots = np.zeros((len(jobs), SLOT_FEATURES), dtype=np.float32)
         for i, job in enumerate(jobs):
             if job is None:

@@ -13,6 +13,7 @@ import torch
 from idlegate.errors import IdlegateError
 from idlegate.policy import DEFAULT_POLICY_PATH, make_scheduler
 from idlegate.policy.heuristics import best_stage, launch_decision
+from idlegate.policy.rigid import reservation
 from idlegate.policy.window import (
     AREA,
     BACKFILL_SAFE,
@@ -34,7 +35,6 @@ from idlegate.policy.window import (
     WindowScheduler,
     greedy_action,
     log_time,
-    reservation,
     resolve,
     window_jobs,
 )
@@ -116,11 +116,12 @@ def test_observation_of_a_hand_built_queue(busy_cluster: tuple[Cluster, list[Job
     assert WindowObserver(1, 1)(cluster).cluster[VISIBLE] == pytest.approx(2 / 3)
 
 
-def test_reservation_known_answer() -> None:
-    # jobs ending in 30 s (4 executors) and 10 s (2): 3 free, need 8 -> after both, 9 free
-    assert reservation([(30.0, 4), (10.0, 2)], 3, 8, 100.0) == (130.0, 1)
-    assert reservation([(10.0, 2), (10.0, 3)], 1, 3, 0.0) == (10.0, 3)
-    assert reservation([(10.0, 2)], 1, 8, 0.0) == (math.inf, 0)
+def test_the_head_reservation_is_easy_backfillings(
+    busy_cluster: tuple[Cluster, list[Job]],
+) -> None:
+    # B needs 14 of 16 executors, 4 are free; A (12) ends at 100: then 16 free, 2 extra
+    cluster, _ = busy_cluster
+    assert reservation(cluster, 14) == (100.0, 2)
 
 
 def test_invalid_pick_forwards_and_idle_forward_starts_a_job(
