@@ -61,7 +61,7 @@ bound).
 
     python benchmarks/optimum.py [--executors 2,3,4] [--jobs 15,30] [--seeds 2]
         [--workloads synthetic@0.6,synthetic@0.8,bursty,tpch-like] [--time-limit 30]
-        [--schedulers learned:policy/default.onnx,...] [--json results.json]
+        [--schedulers learned:default,...] [--json results.json]
 """
 
 # One self-contained script (~760 lines) on purpose: benchmarks are not part of the

@@ -29,7 +29,7 @@ from idlegate.policy.heuristics import SCHEDULERS, SjfCpScheduler, make_schedule
 from idlegate.sim.cluster import Cluster, Decision
 from idlegate.sim.engine import SimResult, Workload, simulate
 from idlegate.sim.workloads import build_workload
-from idlegate.tests.helpers import Scripted, chain, idle_once, jcts, sjf_rule, workload
+from tests.helpers import Scripted, chain, idle_once, jcts, sjf_rule, workload
 
 SKEWED = {"short_seconds": 2, "long_seconds": 50, "long_fraction": 0.1}
 """A two-type mix with many short jobs: where reserving an executor can pay."""

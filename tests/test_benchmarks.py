@@ -12,7 +12,7 @@ from idlegate.policy.heuristics import FairScheduler, make_scheduler
 from idlegate.sim.cluster import WAIT
 from idlegate.sim.engine import simulate
 from idlegate.sim.workloads import build_workload
-from idlegate.tests.helpers import chain, jcts, workload
+from tests.helpers import chain, jcts, workload
 
 
 def _load(name: str) -> ModuleType:

@@ -13,7 +13,7 @@ from idlegate.policy.onnx_runtime import OnnxPolicy
 from idlegate.sim.cluster import Cluster, ClusterView, Decision
 from idlegate.sim.engine import simulate
 from idlegate.sim.workloads import build_workload
-from idlegate.tests.helpers import chain, dag, workload
+from tests.helpers import chain, dag, workload
 
 pytestmark = pytest.mark.skipif(
     not DEFAULT_POLICY_PATH.is_file(), reason="the shipped policy/default.onnx is missing"

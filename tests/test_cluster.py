@@ -8,7 +8,7 @@ from idlegate.errors import IdlegateError, IllegalDecisionError
 from idlegate.sim.cluster import WAIT, Cluster, Decision
 from idlegate.sim.dag import Dag
 from idlegate.sim.spec import parse_workflow
-from idlegate.tests.helpers import chain
+from tests.helpers import chain
 
 
 def diamond(gang_d: bool = False) -> Dag:

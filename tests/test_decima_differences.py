@@ -7,7 +7,7 @@ from pathlib import Path
 
 from idlegate.policy.heuristics import FairScheduler
 from idlegate.sim.engine import simulate
-from idlegate.tests.helpers import dag, workload
+from tests.helpers import dag, workload
 
 
 def _load():

@@ -40,8 +40,8 @@ from idlegate.operator.pods import GATE, LABEL_WORKFLOW
 from idlegate.operator.settings import Settings
 from idlegate.policy import make_scheduler
 from idlegate.sim.cluster import WAIT, Action, ClusterView, Decision
-from idlegate.tests.helpers import CappedFifo
-from idlegate.tests.k8s import ApiServer, SimKubelet, apiserver_fixture
+from tests.helpers import CappedFifo
+from tests.k8s import ApiServer, SimKubelet, apiserver_fixture
 
 SPEED = 20.0
 """Simulated seconds per wall second, for the operator's clock and the kubelet alike."""

@@ -26,7 +26,7 @@ from idlegate.sim.cluster import Cluster, ClusterView, Decision
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import simulate
 from idlegate.sim.workloads import build_workload
-from idlegate.tests.helpers import dag
+from tests.helpers import dag
 
 S = {name: i for i, name in enumerate(STAGE_FEATURES)}
 J = {name: i for i, name in enumerate(JOB_FEATURES)}

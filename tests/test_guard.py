@@ -9,7 +9,7 @@ from idlegate.policy import DEFAULT_POLICY_PATH, make_scheduler
 from idlegate.policy.guard import StarvationGuard
 from idlegate.sim.cluster import WAIT, Decision
 from idlegate.sim.engine import JobArrival, Workload, simulate
-from idlegate.tests.helpers import Scripted, chain
+from tests.helpers import Scripted, chain
 
 
 def never_big(view, stages):

@@ -18,7 +18,7 @@ from idlegate.policy.heuristics import (
 from idlegate.sim.cluster import WAIT, Action, Cluster, ClusterView, Decision, Scheduler
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import Fidelity, JobArrival, SimResult, Workload, simulate
-from idlegate.tests.helpers import dag
+from tests.helpers import dag
 
 # ---------------------------------------------------------------------------------------
 # builders

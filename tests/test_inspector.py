@@ -210,7 +210,7 @@ def test_spec_errors(tmp_path):
     with pytest.raises(IdlegateError, match="unknown rigid priority order"):
         make_scheduler(f"inspect:{good}:easy:nope")
     with pytest.raises(IdlegateError, match="not an idlegate inspector"):
-        make_scheduler(f"inspect:{ROOT / 'policy' / 'default.onnx'}:easy:sjf")
+        make_scheduler(f"inspect:{ROOT / 'src' / 'idlegate' / 'policy' / 'default.onnx'}:easy:sjf")
     proto = onnx.load(good)
     for prop in proto.metadata_props:
         if prop.key == "idlegate.inspector.feature_version":
@@ -306,7 +306,7 @@ def test_warm_start_clones_the_delay_rule(tmp_path):
 
 
 def test_the_shipped_inspector_loads_and_says_what_it_was_trained_on():
-    path = ROOT / "policy" / "inspectors" / "easy-sjf.onnx"
+    path = ROOT / "src" / "idlegate" / "policy" / "inspectors" / "easy-sjf.onnx"
     scheduler = make_scheduler(f"inspect:{path}:easy:sjf")
     assert scheduler.name == "inspect:easy-sjf:easy:sjf" and scheduler.ask == "blocked"
     assert path.stat().st_size < 50_000

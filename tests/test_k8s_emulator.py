@@ -27,7 +27,7 @@ import pytest
 import yaml
 from kopf.testing import KopfRunner
 
-from idlegate.tests.k8s import (
+from tests.k8s import (
     ApiServer,
     SimKubelet,
     api_error,
@@ -35,7 +35,7 @@ from idlegate.tests.k8s import (
     make_crd,
     running_apiserver,
 )
-from idlegate.tests.k8s.apiserver import PODS, parse_route
+from tests.k8s.apiserver import PODS, parse_route
 
 GROUP, VERSION, PLURAL = "idlegate.io", "v1alpha1", "dagworkflows"
 DWF = f"{GROUP}/{VERSION}/{PLURAL}"

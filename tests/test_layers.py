@@ -49,7 +49,7 @@ LOWER_LAYERS = ("sim", "policy", "training", "operator")
 def test_lower_layers_never_import_evaluation_or_the_cli(layer):
     # evaluation sits above sim and policy, the CLI above everything: an import the other
     # way round would make the layers circular
-    root = Path(__file__).resolve().parents[1] / layer
+    root = Path(__file__).resolve().parents[1] / "src" / "idlegate" / layer
     offenders = []
     for path in sorted(root.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -65,7 +65,7 @@ def test_lower_layers_never_import_evaluation_or_the_cli(layer):
 
 
 def test_evaluation_imports_only_lower_layers():
-    root = Path(__file__).resolve().parents[1] / "evaluation"
+    root = Path(__file__).resolve().parents[1] / "src" / "idlegate" / "evaluation"
     allowed = (
         "idlegate.sim",
         "idlegate.policy",

@@ -12,7 +12,7 @@ from idlegate.sim.cluster import WAIT, Cluster, Decision
 from idlegate.sim.engine import JobArrival, simulate
 from idlegate.sim.rollout import Future
 from idlegate.sim.workloads import build_workload
-from idlegate.tests.helpers import chain, workload
+from tests.helpers import chain, workload
 
 
 class KnownFuture(LookaheadScheduler):
@@ -34,7 +34,7 @@ def test_spec_and_parameters():
     p = planner("lookahead:srpt", samples=3, candidates="fair+sjf-cp", mode="decision")
     assert p.name == "lookahead:srpt"
     assert p.config.samples == 3 and p.config.candidates == ("fair", "sjf-cp")
-    assert make_scheduler("lookahead:learned:policy/default.onnx").name.startswith("lookahead:")
+    assert make_scheduler("lookahead:learned:default").name.startswith("lookahead:")
 
 
 @pytest.mark.parametrize(

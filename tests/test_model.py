@@ -45,7 +45,7 @@ from idlegate.policy.model import (  # noqa: E402
 from idlegate.sim.cluster import WAIT, Cluster, Decision  # noqa: E402
 from idlegate.sim.engine import JobArrival, Workload, simulate  # noqa: E402
 from idlegate.sim.workloads import build_workload  # noqa: E402
-from idlegate.tests.helpers import dag  # noqa: E402
+from tests.helpers import dag  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -241,7 +241,7 @@ def test_onnx_policy_runs_a_tpch_like_workload(exported, greedy) -> None:
 
 
 def test_onnx_policy_runs_gang_stages_without_idle_head(exported) -> None:
-    from idlegate.tests.test_model import gang_workload
+    from tests.test_model import gang_workload
 
     for name in ("default", "no-idle"):
         policy = OnnxPolicy(exported[name][1], greedy=False)

@@ -23,7 +23,7 @@ from idlegate.operator.settings import Settings
 from idlegate.operator.state import Bridge
 from idlegate.policy import make_scheduler
 from idlegate.sim.cluster import WAIT, Action, ClusterView, Decision
-from idlegate.tests.helpers import CappedFifo
+from tests.helpers import CappedFifo
 
 pytestmark = pytest.mark.asyncio
 

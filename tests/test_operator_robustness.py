@@ -27,7 +27,7 @@ from idlegate.operator.settings import Settings
 from idlegate.operator.template import check_template
 from idlegate.policy import DEFAULT_POLICY_PATH
 from idlegate.sim.spec import StageSpec, parse_workflow
-from idlegate.tests.test_operator_bridge import FakeKube, IdleRootsOnce, harness, stage
+from tests.test_operator_bridge import FakeKube, IdleRootsOnce, harness, stage
 
 CONTAINER = {"name": "task", "image": "busybox:1.36.1"}
 BAD_TEMPLATES = {

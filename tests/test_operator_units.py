@@ -193,7 +193,7 @@ def test_settings_window_defaults_to_the_pool():
 def test_load_scheduler_by_name_default_and_file(tmp_path):
     assert load_scheduler("sjf-cp").name == "sjf-cp"
     default = load_scheduler(None)
-    onnx_files = list((ROOT / "policy").glob("*.onnx"))
+    onnx_files = list((ROOT / "src" / "idlegate" / "policy").glob("*.onnx"))
     assert default.name == ("fair" if not onnx_files else onnx_files[0].stem)
     with pytest.raises(IdlegateError, match="unknown scheduler"):
         load_scheduler("nope")

@@ -13,7 +13,7 @@ from types import ModuleType
 import pytest
 
 from idlegate.sim.workloads import build_workload
-from idlegate.tests.helpers import dag, workload
+from tests.helpers import dag, workload
 
 pytest.importorskip("ortools", reason="ortools (the dev extra) runs the optimum benchmark")
 

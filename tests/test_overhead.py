@@ -9,7 +9,7 @@ from idlegate.policy import make_scheduler
 from idlegate.sim.engine import Fidelity, Workload, simulate
 from idlegate.sim.metrics import run_metrics
 from idlegate.sim.workloads import build_workload
-from idlegate.tests.helpers import Scripted, chain, fifo_rule, workload
+from tests.helpers import Scripted, chain, fifo_rule, workload
 
 
 def _two_jobs(moving_delay: float) -> Workload:

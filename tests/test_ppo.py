@@ -16,7 +16,6 @@ torch = pytest.importorskip("torch", reason="PPO needs the train extra (torch)")
 
 from idlegate.policy.model import PolicyNet, load_checkpoint  # noqa: E402
 from idlegate.sim.workloads import build_workload  # noqa: E402
-from idlegate.tests.helpers import tiny_train_config  # noqa: E402
 from idlegate.training import math as rl  # noqa: E402
 from idlegate.training.config import TrainConfig  # noqa: E402
 from idlegate.training.ppo import ppo_update  # noqa: E402
@@ -27,6 +26,7 @@ from idlegate.training.rollout import (  # noqa: E402
     run_rollout,
     torch_evaluator,
 )
+from tests.helpers import tiny_train_config  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

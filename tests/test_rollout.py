@@ -13,7 +13,7 @@ from idlegate.sim.cluster import WAIT, Cluster, Decision
 from idlegate.sim.engine import JobArrival, simulate
 from idlegate.sim.rollout import Future, remaining_flow_estimate, rollout_cost
 from idlegate.sim.workloads import build_workload
-from idlegate.tests.helpers import chain, dag
+from tests.helpers import chain, dag
 
 
 def snapshot(c: Cluster) -> Any:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from idlegate.sim.engine import simulate
-from idlegate.tests.helpers import Scripted, chain, fifo_rule, idle_once, jcts, sjf_rule, workload
+from tests.helpers import Scripted, chain, fifo_rule, idle_once, jcts, sjf_rule, workload
 
 
 def test_motivating_example_without_idle():

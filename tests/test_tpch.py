@@ -22,7 +22,7 @@ from idlegate.sim.tpch import (
     parse_tpch_query,
 )
 from idlegate.sim.workloads import build_workload, mean_job_work, workload_config
-from idlegate.tests.helpers import Scripted, fifo_rule
+from tests.helpers import Scripted, fifo_rule
 
 SHARED_TPCH = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "tpch"
 

@@ -23,7 +23,6 @@ from idlegate.sim.dag import Dag  # noqa: E402
 from idlegate.sim.engine import JobArrival, Workload, simulate  # noqa: E402
 from idlegate.sim.spec import parse_workflow  # noqa: E402
 from idlegate.sim.workloads import build_workload  # noqa: E402
-from idlegate.tests.helpers import chain, jcts, tiny_train_config, workload  # noqa: E402
 from idlegate.training import math as rl  # noqa: E402
 from idlegate.training.bc import (  # noqa: E402
     Imitator,
@@ -48,6 +47,7 @@ from idlegate.training.rollout import (  # noqa: E402
     run_rollout,
     torch_evaluator,
 )
+from tests.helpers import chain, jcts, tiny_train_config, workload  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -180,7 +180,9 @@ def test_the_model_section_offers_every_model_feature_and_action_setting():
 
 
 def test_the_shipped_configs_load():
-    configs = sorted((Path(__file__).parents[1] / "training" / "configs").glob("*.yaml"))
+    configs = sorted(
+        (Path(__file__).parents[1] / "src" / "idlegate" / "training" / "configs").glob("*.yaml")
+    )
     assert len(configs) >= 5
     for path in configs:
         cfg = load_config(path)
@@ -190,9 +192,16 @@ def test_the_shipped_configs_load():
 
 
 def test_the_policy_iteration_config_distils_the_planner_over_the_default():
-    cfg = load_config(Path(__file__).parents[1] / "training" / "configs" / "default-round2.yaml")
+    cfg = load_config(
+        Path(__file__).parents[1]
+        / "src"
+        / "idlegate"
+        / "training"
+        / "configs"
+        / "default-round2.yaml"
+    )
     assert cfg.preset == "default" and cfg.iterations == 0
-    assert cfg.bc.heuristic == "lookahead:learned:policy/default.onnx"
+    assert cfg.bc.heuristic == "lookahead:learned:default"
     assert cfg.bc.dagger_rounds == 2 and len(cfg.training_workloads) == 6
 
 

@@ -33,7 +33,7 @@ from idlegate.sim.workloads import (
     tpch_like_spec,
     workload_config,
 )
-from idlegate.tests.helpers import Scripted, fifo_rule, jcts, sjf_rule
+from tests.helpers import Scripted, fifo_rule, jcts, sjf_rule
 
 
 def signature(w: Workload) -> list[tuple]:
@@ -621,7 +621,14 @@ def test_recorded_arrivals_repeat_and_rescale(history_file: Path):
 
 
 def test_example_history_file_loads_and_simulates():
-    example = Path(__file__).resolve().parents[1] / "training" / "examples" / "history.yaml"
+    example = (
+        Path(__file__).resolve().parents[1]
+        / "src"
+        / "idlegate"
+        / "training"
+        / "examples"
+        / "history.yaml"
+    )
     w = build_workload("file", 0, path=example, num_executors=4)
     assert w.fidelity.wave_durations and len(w.jobs) >= 5
     assert any(j.durations is not None for j in w.jobs)

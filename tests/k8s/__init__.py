@@ -8,7 +8,7 @@
   honours ``spec.schedulingGates`` and runs pods for their declared durations.
 """
 
-from idlegate.tests.k8s.apiserver import (
+from tests.k8s.apiserver import (
     ApiServer,
     KubeApiEmulator,
     Route,
@@ -18,7 +18,7 @@ from idlegate.tests.k8s.apiserver import (
     parse_route,
     running_apiserver,
 )
-from idlegate.tests.k8s.kubelet import SimKubelet
+from tests.k8s.kubelet import SimKubelet
 
 __all__ = [
     "ApiServer",

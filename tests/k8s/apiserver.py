@@ -76,7 +76,7 @@ import attrs
 import kmock
 import yaml
 
-from idlegate.tests.k8s import _patching, _schema, _selectors, _tables
+from tests.k8s import _patching, _schema, _selectors, _tables
 
 T = TypeVar("T")
 ObjectKey = tuple[kmock.resource, str | None, str]

@@ -40,7 +40,7 @@ from typing import Any
 
 import kmock
 
-from idlegate.tests.k8s.apiserver import NODES, PODS, ApiServer, KubeApiEmulator, now_rfc3339
+from tests.k8s.apiserver import NODES, PODS, ApiServer, KubeApiEmulator, now_rfc3339
 
 DURATION_ANNOTATION = "idlegate.io/duration-seconds"
 EXIT_CODE_ANNOTATION = "idlegate.io/exit-code"

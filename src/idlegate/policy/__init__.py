@@ -18,6 +18,7 @@ its *spec* with `make_scheduler`; `SCHEDULERS` lists the registered names. A spe
   accepting or rejecting the picks of the rigid BASE (``easy:sjf``, ``strict:sjf``);
 * ``"window:PATH.onnx"``: the split-window agent for rigid jobs (`idlegate.policy.window`,
   trained by ``idlegate train-window``);
+* ``"learned:default"``: the policy shipped in the package (`DEFAULT_POLICY_PATH`);
 * ``"learned:PATH.onnx"``: an exported learned policy, run by onnxruntime
   (`idlegate.policy.onnx_runtime.OnnxPolicy`, greedy); its name is the file's stem
   unless ``name=`` is given. onnxruntime is imported only when such a spec is built, and
@@ -82,7 +83,8 @@ def make_learned(
         raise IdlegateError("a learned policy needs a path: learned:PATH.onnx")
     from idlegate.policy.onnx_runtime import OnnxPolicy  # onnxruntime only when needed
 
-    p = Path(text).expanduser()
+    # "default" names the policy shipped in the package, wherever it is installed
+    p = DEFAULT_POLICY_PATH if text == "default" else Path(text).expanduser()
     policy = OnnxPolicy(
         p,
         greedy=greedy,

@@ -38,8 +38,8 @@ records it keeps between decisions, re-reading only the jobs that can have chang
 (O(K + changes) per decision), so a decision with 1,000 queued workflows costs about
 what one with 30 does.
 
-    make_scheduler("learned:policy/default.onnx?window=32")          # threshold 32
-    make_scheduler("learned:policy/default.onnx", window=WindowConfig(smallest=16))
+    make_scheduler("learned:default?window=32")          # threshold 32
+    make_scheduler("learned:default", window=WindowConfig(smallest=16))
 
 The defaults (threshold 32; 8 + 8 + 8 + 8 jobs) are the best of the sizes compared in
 docs/policy.md ("Bounded observation"): on a burst of 150 workflows they beat both the

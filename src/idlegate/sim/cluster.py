@@ -525,20 +525,38 @@ class Cluster:
         self.advance(now)
         self.needs_schedule = False
         launches: list[Launch] = []
-        while self.can_schedule():
-            action = scheduler.decide(self)
+        while (step := self.decide_once(scheduler, now)) is not None:
+            action, started = step
             if action is WAIT:
                 break
-            if not isinstance(action, Decision):
-                raise IllegalDecisionError(
-                    f"scheduler {getattr(scheduler, 'name', scheduler)!r} returned {action!r}; "
-                    "decide() must return a Decision or WAIT"
-                )
-            launches.extend(self.apply(action, now))
+            launches.extend(started)
         return launches
 
+    def decide_once(self, scheduler: Scheduler, now: float) -> tuple[Action, list[Launch]] | None:
+        """One step of `schedule`: ask `scheduler` once and apply its answer.
+
+        Returns None when nothing can start now (no free executor or no runnable stage),
+        else the answer with the launches it made (none for WAIT or an idle slot). An
+        illegal answer raises IllegalDecisionError before anything changes, so a driver
+        that steps the machine itself (the operator, the Gymnasium env) can answer in
+        another way without losing what earlier steps launched.
+        """
+        self.advance(now)
+        if not self.can_schedule():
+            return None
+        action = scheduler.decide(self)
+        if action is WAIT:
+            return action, []
+        if not isinstance(action, Decision):
+            raise IllegalDecisionError(
+                f"scheduler {getattr(scheduler, 'name', scheduler)!r} returned {action!r}; "
+                "decide() must return a Decision or WAIT"
+            )
+        return action, self.apply(action, now)
+
     def apply(self, decision: Decision, now: float) -> list[Launch]:
-        """Carry out one decision; raises IllegalDecisionError if it is not legal now."""
+        """Carry out one decision; raises IllegalDecisionError, changing nothing, if it is not
+        legal now."""
         self.advance(now)
         stage, cap, delay = decision.stage, decision.parallelism_cap, decision.idle_delay
         job = stage.job
@@ -554,11 +572,6 @@ class Cluster:
             self._emit("idle", job.id, stage.index, delay)
             return []
         n = min(self.free_executors, cap - job.held, stage.tasks - stage.launched)
-        if stage.gang and n < stage.tasks:
-            raise IllegalDecisionError(
-                f"gang stage {job.name}/{stage.name} needs {stage.tasks} executors at once, "
-                f"but the cap {cap} and {self.free_executors} free executors allow {n}"
-            )
         launches = [self._start(self._take_executor(job), stage, True) for _ in range(n)]
         stage.launched += n
         job.unlaunched -= n
@@ -613,6 +626,12 @@ class Cluster:
             raise IllegalDecisionError(
                 f"cap {cap} leaves {job.name} no room for another executor (it holds {job.held}); "
                 "raise the cap above what the job holds, or return WAIT"
+            )
+        n = min(self.free_executors, cap - job.held, stage.tasks - stage.launched)
+        if delay == 0 and stage.gang and n < stage.tasks:
+            raise IllegalDecisionError(
+                f"gang stage {job.name}/{stage.name} needs {stage.tasks} executors at once, "
+                f"but the cap {cap} and {self.free_executors} free executors allow {n}"
             )
 
     def _take_executor(self, job: Job) -> int:

@@ -59,7 +59,8 @@ def check_workflow_name(name: str) -> None:
 
 MAX_CONDITIONS = 16
 REGENERATE_COMMAND = "python -m idlegate.operator.crd > deploy/base/crd.yaml"
-CRD_PATH = Path(__file__).resolve().parent.parent / "deploy" / "base" / "crd.yaml"
+CRD_PATH = Path("deploy/base/crd.yaml")
+"""Where the repository keeps the generated CRD (it is not part of the package)."""
 
 # metav1.Condition's own validation (k8s.io/apimachinery/pkg/apis/meta/v1/types.go)
 CONDITION_TYPE_PATTERN = (

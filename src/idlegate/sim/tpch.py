@@ -77,11 +77,12 @@ class TpchQuery:
 
 
 def default_tpch_dir() -> Path | None:
-    """`$IDLEGATE_TPCH_DIR` if set, else `<repo>/../shared/data/tpch` if it exists, else None."""
+    """`$IDLEGATE_TPCH_DIR` if set, else `<repo>/../shared/data/tpch` (a checkout installed
+    with `pip install -e`: this file is `<repo>/src/idlegate/sim/tpch.py`) if it exists, else None."""
     env = os.environ.get(ENV_VAR)
     if env:
         return Path(env).expanduser()
-    guess = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tpch"
+    guess = Path(__file__).resolve().parents[4] / "shared" / "data" / "tpch"
     return guess if guess.is_dir() else None
 
 

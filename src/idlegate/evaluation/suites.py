@@ -110,7 +110,7 @@ def as_spec(value: str | Path) -> str:
     ``learned:PATH``.
 
     A spec is a registered name ("srpt") or ``KIND:ARGUMENT`` with a kind of
-    :data:`~idlegate.policy.SPEC_PREFIXES` ("lookahead:srpt", "learned:policy/default.onnx");
+    :data:`~idlegate.policy.SPEC_PREFIXES` ("lookahead:srpt", "learned:default");
     anything else (and every Path) is the path of an exported ONNX policy.
     """
     if isinstance(value, Path):
@@ -127,7 +127,7 @@ class ModelSpec:
     """A scheduler to evaluate next to the baselines: its row label and its spec.
 
     `spec` is anything :func:`as_spec` takes: a scheduler spec (``lookahead:srpt``,
-    ``learned:policy/default.onnx``) or an ONNX file's path (str or Path), stored as the
+    ``learned:default``) or an ONNX file's path (str or Path), stored as the
     spec ``learned:PATH``.
     """
 

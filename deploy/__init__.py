@@ -1,1 +1,0 @@
-"""Deployment assets (CRD, kustomize base, kind configuration) and their generators."""
