@@ -32,9 +32,9 @@ import sys
 
 from idlegate.errors import IdlegateError
 from idlegate.policy.heuristics import FairScheduler, launch_decision
-from idlegate.sim.cluster import Action, ClusterView, Decision
 from idlegate.sim.engine import simulate
 from idlegate.sim.metrics import paired_relative_change, run_metrics
+from idlegate.sim.protocol import Action, ClusterView, Decision
 from idlegate.sim.tpch import open_tpch_library, resolve_tpch_dir
 from idlegate.sim.workloads import build_workload
 

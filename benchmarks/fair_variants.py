@@ -35,9 +35,9 @@ from idlegate.policy.heuristics import (
     has_unlaunched_tasks,
     launch_decision,
 )
-from idlegate.sim.cluster import WAIT, Action, ClusterView, Job, Scheduler
 from idlegate.sim.engine import simulate
 from idlegate.sim.metrics import run_metrics
+from idlegate.sim.protocol import WAIT, Action, ClusterView, Job, Scheduler
 from idlegate.sim.workloads import build_workload
 
 

@@ -23,9 +23,9 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 
 from idlegate.policy import make_scheduler
-from idlegate.sim.cluster import Action, ClusterView, Decision, Scheduler
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import JobArrival, SimResult, Workload, simulate
+from idlegate.sim.protocol import Action, ClusterView, Decision, Scheduler
 from idlegate.sim.spec import parse_workflow
 
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "docs" / "img" / "idle-slot.png"

@@ -30,9 +30,9 @@ from collections.abc import Callable, Sequence
 from idlegate.errors import IdlegateError
 from idlegate.policy.analytic import AnalyticIdleScheduler
 from idlegate.policy.heuristics import make_scheduler
-from idlegate.sim.cluster import Action, ClusterView, Decision, Scheduler
 from idlegate.sim.engine import Workload, simulate
 from idlegate.sim.metrics import paired_relative_change, run_metrics
+from idlegate.sim.protocol import Action, ClusterView, Decision, Scheduler
 from idlegate.sim.workloads import build_workload
 
 LONG_WORK = 30.0

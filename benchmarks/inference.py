@@ -50,8 +50,8 @@ from idlegate.policy.heuristics import best_stage
 from idlegate.policy.model import ModelConfig, PolicyNet, observation_tensors
 from idlegate.policy.onnx_export import export_model
 from idlegate.policy.onnx_runtime import OnnxPolicy
-from idlegate.sim.cluster import WAIT, Action, ClusterView, Decision
 from idlegate.sim.engine import simulate
+from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision
 from idlegate.sim.workloads import build_workload
 
 PARTS = ("features", "model", "decode", "total")

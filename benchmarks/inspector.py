@@ -44,9 +44,9 @@ from idlegate.policy.inspector import (
     log_scaled,
     make_base,
 )
-from idlegate.sim.cluster import Scheduler
 from idlegate.sim.engine import simulate
 from idlegate.sim.metrics import RunMetrics, mean_ci, paired_relative_change, run_metrics
+from idlegate.sim.protocol import Scheduler
 from idlegate.sim.swf import read_swf, trace_part
 from idlegate.sim.workloads import build_workload
 

@@ -37,9 +37,9 @@ import numpy as np
 from idlegate.errors import IdlegateError
 from idlegate.policy import make_scheduler
 from idlegate.policy.rigid import F1_SUBMIT_WEIGHT, ORDERS, job_size, log10_floor, requested_time
-from idlegate.sim.cluster import Job
 from idlegate.sim.engine import simulate
 from idlegate.sim.metrics import mean_ci, run_metrics
+from idlegate.sim.protocol import Job
 from idlegate.sim.swf import read_swf
 from idlegate.sim.workloads import build_workload
 

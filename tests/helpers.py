@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from idlegate.sim.cluster import WAIT, Action, ClusterView, Decision, Stage
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import JobArrival, Workload
+from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision, Stage
 from idlegate.sim.spec import parse_workflow
 
 

@@ -26,8 +26,9 @@ from idlegate.policy.analytic import (
     pair_cost,
 )
 from idlegate.policy.heuristics import SCHEDULERS, SjfCpScheduler, make_scheduler
-from idlegate.sim.cluster import Cluster, Decision
+from idlegate.sim.cluster import Cluster
 from idlegate.sim.engine import SimResult, Workload, simulate
+from idlegate.sim.protocol import Decision
 from idlegate.sim.workloads import build_workload
 from tests.helpers import Scripted, chain, idle_once, jcts, sjf_rule, workload
 

@@ -9,8 +9,8 @@ from types import ModuleType
 import pytest
 
 from idlegate.policy.heuristics import FairScheduler, make_scheduler
-from idlegate.sim.cluster import WAIT
 from idlegate.sim.engine import simulate
+from idlegate.sim.protocol import WAIT
 from idlegate.sim.workloads import build_workload
 from tests.helpers import chain, jcts, workload
 

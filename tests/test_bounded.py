@@ -10,8 +10,9 @@ from idlegate.policy import DEFAULT_POLICY_PATH, make_scheduler, spec_params
 from idlegate.policy.bounded import WindowConfig, WindowSelector, select_window, window_config
 from idlegate.policy.features import MODEL_INPUTS, Featurizer
 from idlegate.policy.onnx_runtime import OnnxPolicy
-from idlegate.sim.cluster import Cluster, ClusterView, Decision
+from idlegate.sim.cluster import Cluster
 from idlegate.sim.engine import simulate
+from idlegate.sim.protocol import ClusterView, Decision
 from idlegate.sim.workloads import build_workload
 from tests.helpers import chain, dag, workload
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from idlegate.errors import IdlegateError, IllegalDecisionError
-from idlegate.sim.cluster import WAIT, Cluster, Decision
+from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
+from idlegate.sim.protocol import WAIT, Decision
 from idlegate.sim.spec import parse_workflow
 from tests.helpers import chain
 

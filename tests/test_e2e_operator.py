@@ -39,7 +39,7 @@ from idlegate.operator.main import Operator, build_registry
 from idlegate.operator.pods import GATE, LABEL_WORKFLOW
 from idlegate.operator.settings import Settings
 from idlegate.policy import make_scheduler
-from idlegate.sim.cluster import WAIT, Action, ClusterView, Decision
+from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision
 from tests.helpers import CappedFifo
 from tests.k8s import ApiServer, SimKubelet, apiserver_fixture
 

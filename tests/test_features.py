@@ -22,9 +22,10 @@ from idlegate.policy.features import (
     compute_features,
 )
 from idlegate.policy.heuristics import FairScheduler
-from idlegate.sim.cluster import Cluster, ClusterView, Decision
+from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import simulate
+from idlegate.sim.protocol import ClusterView, Decision
 from idlegate.sim.workloads import build_workload
 from tests.helpers import dag
 

@@ -7,8 +7,8 @@ import pytest
 from idlegate.errors import IdlegateError
 from idlegate.policy import DEFAULT_POLICY_PATH, make_scheduler
 from idlegate.policy.guard import StarvationGuard
-from idlegate.sim.cluster import WAIT, Decision
 from idlegate.sim.engine import JobArrival, Workload, simulate
+from idlegate.sim.protocol import WAIT, Decision
 from tests.helpers import Scripted, chain
 
 

@@ -15,9 +15,10 @@ from idlegate.policy.heuristics import (
     WeightedFairScheduler,
     best_stage,
 )
-from idlegate.sim.cluster import WAIT, Action, Cluster, ClusterView, Decision, Scheduler
+from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import Fidelity, JobArrival, SimResult, Workload, simulate
+from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision, Scheduler
 from tests.helpers import dag
 
 # ---------------------------------------------------------------------------------------

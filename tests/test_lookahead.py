@@ -8,8 +8,9 @@ import pytest
 from idlegate.errors import IdlegateError
 from idlegate.policy import make_scheduler
 from idlegate.policy.lookahead import LookaheadConfig, LookaheadScheduler, effect
-from idlegate.sim.cluster import WAIT, Cluster, Decision
+from idlegate.sim.cluster import Cluster
 from idlegate.sim.engine import JobArrival, simulate
+from idlegate.sim.protocol import WAIT, Decision
 from idlegate.sim.rollout import Future
 from idlegate.sim.workloads import build_workload
 from tests.helpers import chain, workload

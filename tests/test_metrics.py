@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from idlegate.errors import IdlegateError
-from idlegate.sim.cluster import WAIT, Action, ClusterView, Decision
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import JobArrival, Workload, simulate
 from idlegate.sim.metrics import (
@@ -23,6 +22,7 @@ from idlegate.sim.metrics import (
     t_cdf,
     t_quantile,
 )
+from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision
 from idlegate.sim.spec import parse_workflow
 
 

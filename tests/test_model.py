@@ -42,8 +42,9 @@ from idlegate.policy.model import (  # noqa: E402
     save_checkpoint,
     select_action,
 )
-from idlegate.sim.cluster import WAIT, Cluster, Decision  # noqa: E402
+from idlegate.sim.cluster import Cluster  # noqa: E402
 from idlegate.sim.engine import JobArrival, Workload, simulate  # noqa: E402
+from idlegate.sim.protocol import WAIT, Decision  # noqa: E402
 from idlegate.sim.workloads import build_workload  # noqa: E402
 from tests.helpers import dag  # noqa: E402
 

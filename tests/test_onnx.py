@@ -27,8 +27,8 @@ from idlegate.policy.heuristics import FairScheduler  # noqa: E402
 from idlegate.policy.model import ModelConfig, PolicyNet, save_checkpoint  # noqa: E402
 from idlegate.policy.onnx_export import export_model, export_onnx  # noqa: E402
 from idlegate.policy.onnx_runtime import OnnxPolicy  # noqa: E402
-from idlegate.sim.cluster import ClusterView  # noqa: E402
 from idlegate.sim.engine import simulate  # noqa: E402
+from idlegate.sim.protocol import ClusterView  # noqa: E402
 from idlegate.sim.workloads import build_workload  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

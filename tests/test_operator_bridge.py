@@ -22,7 +22,7 @@ from idlegate.operator.pods import ANNOTATION_EXECUTOR, GATE, LABEL_WORKFLOW, po
 from idlegate.operator.settings import Settings
 from idlegate.operator.state import Bridge
 from idlegate.policy import make_scheduler
-from idlegate.sim.cluster import WAIT, Action, ClusterView, Decision
+from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision
 from tests.helpers import CappedFifo
 
 pytestmark = pytest.mark.asyncio

@@ -32,8 +32,9 @@ from idlegate.operator.pods import (
     task_pod,
 )
 from idlegate.operator.settings import Settings
-from idlegate.sim.cluster import WAIT, Cluster, Decision
+from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
+from idlegate.sim.protocol import WAIT, Decision
 from idlegate.sim.spec import StageSpec, parse_workflow
 
 OWNER = Owner("team", "wf", "uid-1")

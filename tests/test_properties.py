@@ -10,10 +10,10 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from idlegate.sim.cluster import WAIT, Action, ClusterView, Decision
 from idlegate.sim.dag import Dag
 from idlegate.sim.durations import StageWaves, WaveDurations
 from idlegate.sim.engine import Fidelity, JobArrival, Workload, simulate
+from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision
 from idlegate.sim.spec import parse_workflow
 
 

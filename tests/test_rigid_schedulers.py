@@ -9,9 +9,9 @@ import pytest
 from idlegate.errors import IdlegateError
 from idlegate.policy import SPEC_PREFIXES, make_scheduler
 from idlegate.policy.rigid import ORDERS, EasyScheduler, RejectScheduler, StrictScheduler
-from idlegate.sim.cluster import Job
 from idlegate.sim.engine import simulate
 from idlegate.sim.metrics import job_metrics
+from idlegate.sim.protocol import Job
 from idlegate.sim.rigid import RigidJob, RigidRun, rigid_dag, rigid_workload
 from idlegate.sim.workloads import build_workload
 

@@ -9,8 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from idlegate.policy import make_scheduler
-from idlegate.sim.cluster import WAIT, Cluster, Decision
+from idlegate.sim.cluster import Cluster
 from idlegate.sim.engine import JobArrival, simulate
+from idlegate.sim.protocol import WAIT, Decision
 from idlegate.sim.rollout import Future, remaining_flow_estimate, rollout_cost
 from idlegate.sim.workloads import build_workload
 from tests.helpers import chain, dag

@@ -38,9 +38,10 @@ from idlegate.policy.window import (
     resolve,
     window_jobs,
 )
-from idlegate.sim.cluster import Cluster, Job
+from idlegate.sim.cluster import Cluster
 from idlegate.sim.engine import simulate
 from idlegate.sim.metrics import run_metrics
+from idlegate.sim.protocol import Job
 from idlegate.sim.rigid import RigidJob, RigidRun, rigid_dag, rigid_workload
 from idlegate.training.window import (
     NumpyWindowNet,

@@ -1,6 +1,6 @@
 """The operator's scheduler: loading a policy by name or file, and watching its decisions.
 
-The policy is any `idlegate.sim.cluster.Scheduler`, named by the scheduler spec grammar
+The policy is any `idlegate.sim.protocol.Scheduler`, named by the scheduler spec grammar
 that ``idlegate simulate`` uses too (`idlegate.policy.make_scheduler`): a heuristic by
 name, ``analytic:BASE``, or ``learned:PATH.onnx`` (onnxruntime only; the operator never
 imports torch). The default is the ONNX model bundled in ``idlegate/policy/``; when it is
@@ -21,7 +21,7 @@ from typing import Any
 
 from idlegate.errors import IdlegateError
 from idlegate.operator.metrics import Metrics
-from idlegate.sim.cluster import WAIT, Action, ClusterView, Decision, Scheduler
+from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision, Scheduler
 
 log = logging.getLogger(__name__)
 DEFAULT_HEURISTIC = "fair"

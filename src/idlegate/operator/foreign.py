@@ -24,7 +24,8 @@ from idlegate.operator.pods import GATE, TaskPod
 from idlegate.operator.settings import Settings
 from idlegate.operator.tracking import StageTrack, Task, TaskState, Workflow, WorkflowKey
 from idlegate.operator.writes import Writer
-from idlegate.sim.cluster import Cluster, Decision
+from idlegate.sim.cluster import Cluster
+from idlegate.sim.protocol import Decision
 
 if TYPE_CHECKING:
     from idlegate.operator.state import Timers

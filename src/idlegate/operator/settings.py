@@ -7,7 +7,7 @@ from pathlib import Path
 
 from idlegate.errors import IdlegateError
 from idlegate.operator.clock import Clock, WallClock
-from idlegate.sim.cluster import Scheduler
+from idlegate.sim.protocol import Scheduler
 
 
 @dataclass(frozen=True, kw_only=True)

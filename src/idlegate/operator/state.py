@@ -58,7 +58,8 @@ from idlegate.operator.status import (
 )
 from idlegate.operator.tracking import StageTrack, Task, TaskState, Workflow, WorkflowKey
 from idlegate.operator.writes import Writer
-from idlegate.sim.cluster import Cluster, Decision, Launch, Stage
+from idlegate.sim.cluster import Cluster
+from idlegate.sim.protocol import Decision, Launch, Stage
 
 log = logging.getLogger(__name__)
 

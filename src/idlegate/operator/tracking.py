@@ -15,8 +15,8 @@ from idlegate.operator.clock import to_datetime
 from idlegate.operator.crd import Phase
 from idlegate.operator.pods import Owner
 from idlegate.operator.status import Conditions, SlotState
-from idlegate.sim.cluster import Job
 from idlegate.sim.dag import Dag
+from idlegate.sim.protocol import Job
 from idlegate.sim.spec import StageSpec, WorkflowSpec
 
 WorkflowKey = tuple[str, str]

@@ -1,6 +1,6 @@
 """Scheduling policies: baseline heuristics, the analytic idle rule, features and the learned policy.
 
-Every policy answers the `Scheduler` protocol of `idlegate.sim.cluster`. Build one from
+Every policy answers the `Scheduler` protocol of `idlegate.sim.protocol`. Build one from
 its *spec* with `make_scheduler`; `SCHEDULERS` lists the registered names. A spec is
 
 * a registered name: ``"fair"``, ``"sjf-cp"``, ``"analytic"`` (keyword parameters pass
@@ -40,7 +40,7 @@ from idlegate.policy.heuristics import SCHEDULERS
 from idlegate.policy.heuristics import make_scheduler as make_registered
 from idlegate.policy.inspector import INSPECT_PREFIX, make_inspector
 from idlegate.policy.rigid import RIGID_PREFIXES, RIGID_SCHEDULERS, make_rigid
-from idlegate.sim.cluster import Scheduler
+from idlegate.sim.protocol import Scheduler
 
 SCHEDULERS["analytic"] = make_analytic
 SCHEDULERS.update(RIGID_SCHEDULERS)

@@ -42,7 +42,7 @@ import numpy as np
 
 from idlegate.errors import IdlegateError, reject_unknown
 from idlegate.policy.features import Observation
-from idlegate.sim.cluster import WAIT, Action, Decision
+from idlegate.sim.protocol import WAIT, Action, Decision
 
 MODEL_OUTPUTS: Final = ("stage_logp", "cap_logp", "idle_logp", "wait_logp")
 """The model's outputs, in order (torch forward results and ONNX output names)."""

@@ -105,7 +105,7 @@ import numpy as np
 
 from idlegate.errors import IdlegateError
 from idlegate.policy.heuristics import make_scheduler
-from idlegate.sim.cluster import Action, ClusterView, Decision, Job, Scheduler
+from idlegate.sim.protocol import Action, ClusterView, Decision, Job, Scheduler
 
 __all__ = [
     "CONFIG_FIELDS",

@@ -61,7 +61,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from idlegate.errors import IdlegateError, reject_unknown
 from idlegate.policy.features import SystemTotals
-from idlegate.sim.cluster import ClusterView, Decision, Job, Stage
+from idlegate.sim.protocol import ClusterView, Decision, Job, Stage
 
 
 class WindowConfig(BaseModel):

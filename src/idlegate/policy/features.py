@@ -117,8 +117,8 @@ import numpy as np
 
 from idlegate.errors import IdlegateError, reject_unknown
 from idlegate.policy.heuristics import fair_share
-from idlegate.sim.cluster import ClusterView, Job, Stage
 from idlegate.sim.dag import Dag
+from idlegate.sim.protocol import ClusterView, Job, Stage
 
 FEATURE_SCHEMA_VERSION: Final = 2
 """Bump whenever a column, its order or its normalisation changes (models record it)."""

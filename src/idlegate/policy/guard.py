@@ -32,7 +32,7 @@ from typing import Any
 
 from idlegate.errors import IdlegateError
 from idlegate.policy.heuristics import best_stage, fair_share, launch_decision
-from idlegate.sim.cluster import Action, ClusterView, Job, Scheduler, Stage
+from idlegate.sim.protocol import Action, ClusterView, Job, Scheduler, Stage
 
 
 class StarvationGuard:

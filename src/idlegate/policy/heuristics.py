@@ -1,6 +1,6 @@
 """Baseline schedulers: the simple rules a learned policy has to beat.
 
-Every class here implements the `Scheduler` protocol of `idlegate.sim.cluster` and never
+Every class here implements the `Scheduler` protocol of `idlegate.sim.protocol` and never
 inserts an idle slot. Shared conventions:
 
 * **Which stage of a job.** Every heuristic that picks a job first then takes that job's
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from idlegate.errors import IdlegateError, reject_unknown
-from idlegate.sim.cluster import WAIT, Action, ClusterView, Decision, Job, Scheduler, Stage
+from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision, Job, Scheduler, Stage
 
 _ROUNDING_SLACK = 1e-9
 """Shares are ceil(K × fraction); the slack keeps 2.0000000001 from rounding up to 3."""

@@ -68,7 +68,7 @@ from idlegate.policy.rigid import (
     requested_time,
     reservation,
 )
-from idlegate.sim.cluster import ClusterView, Job, Stage
+from idlegate.sim.protocol import ClusterView, Job, Stage
 
 FEATURE_VERSION: Final = 1
 """Bumped whenever a feature's meaning or order changes; a model must match it."""

@@ -54,8 +54,9 @@ import numpy as np
 
 from idlegate.errors import IdlegateError, reject_unknown
 from idlegate.policy.analytic import AnalyticIdleConfig, estimate_arrivals
-from idlegate.sim.cluster import WAIT, Action, Cluster, ClusterView, Decision, Job, Scheduler
+from idlegate.sim.cluster import Cluster
 from idlegate.sim.engine import JobArrival
+from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision, Job, Scheduler
 from idlegate.sim.rollout import Future, rollout_cost
 
 SchedulerFactory = Callable[[], Scheduler]

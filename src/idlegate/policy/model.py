@@ -76,7 +76,7 @@ from idlegate.policy.features import (
     Featurizer,
     Observation,
 )
-from idlegate.sim.cluster import WAIT, Action, ClusterView
+from idlegate.sim.protocol import WAIT, Action, ClusterView
 
 CHECKPOINT_FORMAT: Final = "idlegate-policy"
 CHECKPOINT_VERSION: Final = 1

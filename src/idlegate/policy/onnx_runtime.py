@@ -30,8 +30,9 @@ from idlegate.policy.features import (
     Featurizer,
     Observation,
 )
-from idlegate.sim.cluster import WAIT, Action, Cluster, ClusterView, Decision
+from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
+from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision
 from idlegate.sim.spec import parse_workflow
 
 PROBE_WORKFLOW = {

@@ -64,7 +64,7 @@ from typing import Any
 
 from idlegate.errors import IdlegateError, reject_unknown
 from idlegate.policy.heuristics import best_stage, launch_decision
-from idlegate.sim.cluster import WAIT, Action, ClusterView, Job, Scheduler, Stage
+from idlegate.sim.protocol import WAIT, Action, ClusterView, Job, Scheduler, Stage
 
 F1_SUBMIT_WEIGHT = 870.0
 MIN_LOG_ARGUMENT = 0.1

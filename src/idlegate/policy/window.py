@@ -72,7 +72,7 @@ import numpy as np
 from idlegate.errors import IdlegateError, reject_unknown
 from idlegate.policy.heuristics import best_stage, launch_decision
 from idlegate.policy.rigid import fits, job_size, requested_time, reservation
-from idlegate.sim.cluster import WAIT, Action, ClusterView, Job
+from idlegate.sim.protocol import WAIT, Action, ClusterView, Job
 
 WINDOW_FORMAT = "idlegate-window-onnx"
 WINDOW_FEATURE_VERSION = 1

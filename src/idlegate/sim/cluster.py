@@ -24,156 +24,17 @@ Semantics (Decima and the idle-slot papers):
   so a job never holds more executors than its cap.
 """
 
-# One module of ~770 lines on purpose: the Cluster's invariants (free counts, executor
-# tables, runnable lists, caps, idle timers) are kept by every one of its methods
-# together, and its state objects and the scheduler protocol are what those methods
-# read and write; split across files they would be harder to check as one machine.
-
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from math import inf
-from typing import Any, Final, NamedTuple, Protocol
+from typing import Any
 
 from idlegate.errors import IdlegateError, IllegalDecisionError
 from idlegate.sim.dag import Dag
+from idlegate.sim.protocol import WAIT, Action, Decision, Job, JobRecord, Launch, Scheduler, Stage
 
-# ---------------------------------------------------------------------------------------
-# State objects (read by schedulers; only the Cluster mutates them)
-
-
-class Stage:
-    """One stage of a job in the system. Schedulers read these fields; they never write them."""
-
-    __slots__ = (
-        "bottom_level",
-        "children",
-        "delayed",
-        "duration",
-        "executors",
-        "finished",
-        "gang",
-        "idle_until",
-        "index",
-        "job",
-        "launched",
-        "name",
-        "parents_left",
-        "tasks",
-    )
-
-    def __init__(self, job: Job, index: int) -> None:
-        dag = job.dag
-        self.job = job
-        self.index = index
-        self.name = dag.names[index]
-        self.tasks = dag.tasks[index]
-        self.duration = dag.durations[index]
-        """Estimated seconds per task (the spec's taskDurationSeconds)."""
-        self.bottom_level = dag.bottom_levels[index]
-        self.gang = dag.gang[index]
-        self.children: tuple[int, ...] = dag.children[index]
-        self.parents_left = len(dag.parents[index])
-        self.launched = 0
-        """Tasks started so far (running or finished)."""
-        self.finished = 0
-        self.executors = 0
-        """Executors working on this stage now."""
-        self.delayed = False
-        """True once the stage has had its (single) idle slot."""
-        self.idle_until: float | None = None
-        """End of the idle slot the stage is in now, or None."""
-
-    @property
-    def remaining(self) -> int:
-        """Tasks not launched yet."""
-        return self.tasks - self.launched
-
-    @property
-    def running(self) -> int:
-        return self.launched - self.finished
-
-    @property
-    def complete(self) -> bool:
-        return self.finished == self.tasks
-
-    @property
-    def remaining_work(self) -> float:
-        """Estimated executor-seconds of the tasks not finished yet."""
-        return (self.tasks - self.finished) * self.duration
-
-    @property
-    def key(self) -> tuple[int, int]:
-        """(job id, stage index): a stable identity across processes."""
-        return (self.job.id, self.index)
-
-    def __repr__(self) -> str:
-        return f"<Stage {self.job.name}/{self.name} {self.finished}/{self.tasks}>"
-
-
-class Job:
-    """A workflow in the system: its DAG, its stages' progress and its executors."""
-
-    __slots__ = (
-        "arrival",
-        "cap",
-        "dag",
-        "finish",
-        "first_start",
-        "held",
-        "id",
-        "idle_inserted",
-        "name",
-        "payload",
-        "remaining_cp",
-        "remaining_work",
-        "runnable",
-        "stages",
-        "stages_left",
-        "unlaunched",
-    )
-
-    def __init__(self, job_id: int, name: str, dag: Dag, arrival: float, payload: Any) -> None:
-        self.id = job_id
-        self.name = name
-        self.dag = dag
-        self.arrival = arrival
-        self.payload = payload
-        """Driver data (the simulator keeps the job's duration model here)."""
-        self.stages = [Stage(self, i) for i in range(dag.num_stages)]
-        self.stages_left = dag.num_stages
-        self.unlaunched = sum(dag.tasks)
-        """Tasks of this job not launched yet, over all stages."""
-        self.held = 0
-        """Executors working on this job's tasks now."""
-        self.cap = 0
-        """Parallelism cap set by the latest decision on this job (0: none yet)."""
-        self.remaining_work = dag.total_work
-        """Estimated executor-seconds of unfinished tasks."""
-        self.remaining_cp = dag.critical_path
-        """Longest bottom level over incomplete stages."""
-        self.runnable: list[Stage] = []
-        """Runnable stages of this job (gang stages regardless of free executors)."""
-        self.first_start: float | None = None
-        self.finish: float | None = None
-        self.idle_inserted = 0.0
-        """Seconds of deliberate idle slots inserted before this job's stages."""
-
-    @property
-    def total_work(self) -> float:
-        return self.dag.total_work
-
-    @property
-    def critical_path(self) -> float:
-        return self.dag.critical_path
-
-    @property
-    def average_width(self) -> float:
-        return self.dag.average_width
-
-    def __repr__(self) -> str:
-        return f"<Job {self.id} {self.name} held={self.held}>"
+TraceSink = Callable[[float, str, int, int, Any], None]
 
 
 def _copy_job(job: Job) -> Job:
@@ -193,101 +54,25 @@ def _copy_job(job: Job) -> Job:
     return twin
 
 
-# ---------------------------------------------------------------------------------------
-# The scheduler protocol
+def _remaining_cp(job: Job) -> float:
+    """The longest bottom level over the job's incomplete stages."""
+    return max((s.bottom_level for s in job.stages if s.finished < s.tasks), default=0.0)
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """Launch `stage` with the job capped at `parallelism_cap` executors, or idle it first.
-
-    With `idle_delay > 0` the stage waits that many seconds (a deliberate idle slot) and
-    no executor is assigned now; when the slot ends the scheduler is asked again.
-    """
-
-    stage: Stage
-    parallelism_cap: int
-    idle_delay: float = 0.0
-
-
-class _Wait:
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "WAIT"
-
-
-WAIT: Final = _Wait()
-"""The decision to assign nothing more at this event."""
-
-Action = Decision | _Wait
-
-
-class ClusterView(Protocol):
-    """What a scheduler may read at a decision (the Cluster satisfies it)."""
-
-    now: float
-    num_executors: int
-    free_executors: int
-    jobs: list[Job]
-    arrival_log: list[tuple[float, float]]
-
-    def runnable_stages(self) -> list[Stage]: ...
-    def free_executors_from(self, job: Job | None) -> int: ...
-    def check(self, decision: Decision) -> None: ...
-
-
-class Scheduler(Protocol):
-    """Every policy — heuristics, learned, ONNX, inspector — answers this one call."""
-
-    name: str
-
-    def reset(self, rng: Any) -> None:
-        """Start of a run; `rng` is a numpy Generator owned by the run (for random choices)."""
-
-    def decide(self, view: ClusterView) -> Action:
-        """Return a Decision on one of `view.runnable_stages()`, or WAIT."""
-
-
-# ---------------------------------------------------------------------------------------
-# Launches and per-job results
-
-
-class Launch(NamedTuple):
-    """A task start the driver must carry out: run one task of `stage` on `executor`.
-
-    `first`: the executor's first task on this stage (Decima's first wave);
-    `moved`: the executor comes from another job or none (moving delay, warm-up).
-    """
-
-    executor: int
-    stage: Stage
-    first: bool
-    moved: bool
-
-
-@dataclass(frozen=True, slots=True)
-class JobRecord:
-    """What happened to one job: the per-job metrics."""
-
-    id: int
-    name: str
-    arrival: float
-    first_start: float
-    finish: float
-    total_work: float
-    critical_path: float
-    idle_inserted: float
-
-    @property
-    def jct(self) -> float:
-        return self.finish - self.arrival
-
-
-TraceSink = Callable[[float, str, int, int, Any], None]
-
-
-# ---------------------------------------------------------------------------------------
+def _recount(job: Job) -> None:
+    """Derive a job's counts and runnable list from its stages' progress (a restore)."""
+    complete = [s.finished == s.tasks for s in job.stages]
+    for stage in job.stages:
+        stage.parents_left = sum(not complete[p] for p in job.dag.parents[stage.index])
+    job.stages_left = complete.count(False)
+    job.unlaunched = sum(s.tasks - s.launched for s in job.stages)
+    job.remaining_work = sum(s.remaining_work for s in job.stages)
+    job.remaining_cp = _remaining_cp(job)
+    job.runnable = [
+        s
+        for s in job.stages
+        if s.parents_left == 0 and s.launched < s.tasks and s.idle_until is None
+    ]
 
 
 class Cluster:
@@ -469,20 +254,7 @@ class Cluster:
             if until > now and stage.launched == 0:
                 stage.idle_until = until
                 self.new_timers.append(stage)
-        complete = [s.finished == s.tasks for s in job.stages]
-        for stage in job.stages:
-            stage.parents_left = sum(not complete[p] for p in job.dag.parents[stage.index])
-        job.stages_left = complete.count(False)
-        job.unlaunched = sum(s.tasks - s.launched for s in job.stages)
-        job.remaining_work = sum(s.remaining_work for s in job.stages)
-        job.remaining_cp = max(
-            (s.bottom_level for s in job.stages if s.finished < s.tasks), default=0.0
-        )
-        job.runnable = [
-            s
-            for s in job.stages
-            if s.parents_left == 0 and s.launched < s.tasks and s.idle_until is None
-        ]
+        _recount(job)
         job.cap = max(cap, job.held)
         job.idle_inserted = idle_inserted
         if any(s.launched for s in job.stages):
@@ -681,9 +453,7 @@ class Cluster:
             child.parents_left -= 1
             if child.parents_left == 0:
                 job.runnable.append(child)
-        job.remaining_cp = max(
-            (s.bottom_level for s in job.stages if s.finished < s.tasks), default=0.0
-        )
+        job.remaining_cp = _remaining_cp(job)
         if job.stages_left == 0:
             self._job_complete(job, now)
 

@@ -15,9 +15,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from idlegate.errors import IdlegateError
-from idlegate.sim.cluster import Cluster, JobRecord, Launch, Scheduler, Stage
+from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.durations import DurationModel, Uniforms
+from idlegate.sim.protocol import JobRecord, Launch, Scheduler, Stage
 
 _ARRIVE, _TASK, _IDLE = 0, 1, 2
 

@@ -35,9 +35,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from idlegate.sim.cluster import WAIT, Action, Cluster, Decision, Scheduler
+from idlegate.sim.cluster import Cluster
 from idlegate.sim.durations import Uniforms
 from idlegate.sim.engine import EventLoop, JobArrival
+from idlegate.sim.protocol import WAIT, Action, Decision, Scheduler
 
 OVERDUE_FRACTION = 0.05
 """A running task past its estimate ends after this fraction of the estimate."""

@@ -41,8 +41,8 @@ from idlegate.policy.actions import (
 )
 from idlegate.policy.features import FeatureConfig, Featurizer, Observation
 from idlegate.policy.model import ModelConfig, PolicyNet, evaluate_batch
-from idlegate.sim.cluster import WAIT, Action, ClusterView, Decision, Scheduler
 from idlegate.sim.engine import Workload, simulate
+from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision, Scheduler
 from idlegate.training.rollout import PackedObservations, StoredObservation, onnx_evaluator
 
 

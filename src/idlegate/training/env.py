@@ -159,9 +159,10 @@ from idlegate.policy.features import (
     Observation,
     cap_levels,
 )
-from idlegate.sim.cluster import Action, Cluster, ClusterView
+from idlegate.sim.cluster import Cluster
 from idlegate.sim.engine import SimResult, Workload, simulate
 from idlegate.sim.metrics import run_metrics
+from idlegate.sim.protocol import Action, ClusterView
 from idlegate.sim.workloads import build_workload
 
 # One module on purpose (Issue 12 §2): the first 134 lines are the env's reference (dynamics,

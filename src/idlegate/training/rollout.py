@@ -41,8 +41,8 @@ from idlegate.policy.actions import ActionConfig, Choice, choose, decode
 from idlegate.policy.features import MODEL_INPUTS, FeatureConfig, Featurizer, Observation
 from idlegate.policy.heuristics import make_scheduler
 from idlegate.policy.model import ModelConfig, PolicyNet
-from idlegate.sim.cluster import WAIT, Action, ClusterView
 from idlegate.sim.engine import Workload, simulate
+from idlegate.sim.protocol import WAIT, Action, ClusterView
 from idlegate.sim.workloads import build_workload
 
 Evaluator = Callable[[Observation], tuple[np.ndarray, ...]]

@@ -70,9 +70,9 @@ from idlegate.policy.window import (
     resolve,
     start_job,
 )
-from idlegate.sim.cluster import WAIT, Action, ClusterView
 from idlegate.sim.engine import SimResult, Workload, simulate
 from idlegate.sim.metrics import BSLD_MIN_RUN, run_metrics
+from idlegate.sim.protocol import WAIT, Action, ClusterView
 from idlegate.training.math import (
     advantages,
     approx_kl,

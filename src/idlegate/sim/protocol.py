@@ -1,0 +1,242 @@
+"""What schedulers and the cluster state machine share: jobs, stages, decisions, the protocol.
+
+`Job` and `Stage` are the state a scheduler reads at a decision (only
+`idlegate.sim.cluster.Cluster` writes them); `Decision` and `WAIT` are its answers;
+`ClusterView` and `Scheduler` are the protocol every policy implements; `Launch` and
+`JobRecord` are what the cluster reports back to its driver. The semantics they follow
+are stated once, in `idlegate.sim.cluster`'s docstring.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final, NamedTuple, Protocol
+
+from idlegate.sim.dag import Dag
+
+# ---------------------------------------------------------------------------------------
+# State objects (read by schedulers; only the Cluster mutates them)
+
+
+class Stage:
+    """One stage of a job in the system. Schedulers read these fields; they never write them."""
+
+    __slots__ = (
+        "bottom_level",
+        "children",
+        "delayed",
+        "duration",
+        "executors",
+        "finished",
+        "gang",
+        "idle_until",
+        "index",
+        "job",
+        "launched",
+        "name",
+        "parents_left",
+        "tasks",
+    )
+
+    def __init__(self, job: Job, index: int) -> None:
+        dag = job.dag
+        self.job = job
+        self.index = index
+        self.name = dag.names[index]
+        self.tasks = dag.tasks[index]
+        self.duration = dag.durations[index]
+        """Estimated seconds per task (the spec's taskDurationSeconds)."""
+        self.bottom_level = dag.bottom_levels[index]
+        self.gang = dag.gang[index]
+        self.children: tuple[int, ...] = dag.children[index]
+        self.parents_left = len(dag.parents[index])
+        self.launched = 0
+        """Tasks started so far (running or finished)."""
+        self.finished = 0
+        self.executors = 0
+        """Executors working on this stage now."""
+        self.delayed = False
+        """True once the stage has had its (single) idle slot."""
+        self.idle_until: float | None = None
+        """End of the idle slot the stage is in now, or None."""
+
+    @property
+    def remaining(self) -> int:
+        """Tasks not launched yet."""
+        return self.tasks - self.launched
+
+    @property
+    def running(self) -> int:
+        return self.launched - self.finished
+
+    @property
+    def complete(self) -> bool:
+        return self.finished == self.tasks
+
+    @property
+    def remaining_work(self) -> float:
+        """Estimated executor-seconds of the tasks not finished yet."""
+        return (self.tasks - self.finished) * self.duration
+
+    @property
+    def key(self) -> tuple[int, int]:
+        """(job id, stage index): a stable identity across processes."""
+        return (self.job.id, self.index)
+
+    def __repr__(self) -> str:
+        return f"<Stage {self.job.name}/{self.name} {self.finished}/{self.tasks}>"
+
+
+class Job:
+    """A workflow in the system: its DAG, its stages' progress and its executors."""
+
+    __slots__ = (
+        "arrival",
+        "cap",
+        "dag",
+        "finish",
+        "first_start",
+        "held",
+        "id",
+        "idle_inserted",
+        "name",
+        "payload",
+        "remaining_cp",
+        "remaining_work",
+        "runnable",
+        "stages",
+        "stages_left",
+        "unlaunched",
+    )
+
+    def __init__(self, job_id: int, name: str, dag: Dag, arrival: float, payload: Any) -> None:
+        self.id = job_id
+        self.name = name
+        self.dag = dag
+        self.arrival = arrival
+        self.payload = payload
+        """Driver data (the simulator keeps the job's duration model here)."""
+        self.stages = [Stage(self, i) for i in range(dag.num_stages)]
+        self.stages_left = dag.num_stages
+        self.unlaunched = sum(dag.tasks)
+        """Tasks of this job not launched yet, over all stages."""
+        self.held = 0
+        """Executors working on this job's tasks now."""
+        self.cap = 0
+        """Parallelism cap set by the latest decision on this job (0: none yet)."""
+        self.remaining_work = dag.total_work
+        """Estimated executor-seconds of unfinished tasks."""
+        self.remaining_cp = dag.critical_path
+        """Longest bottom level over incomplete stages."""
+        self.runnable: list[Stage] = []
+        """Runnable stages of this job (gang stages regardless of free executors)."""
+        self.first_start: float | None = None
+        self.finish: float | None = None
+        self.idle_inserted = 0.0
+        """Seconds of deliberate idle slots inserted before this job's stages."""
+
+    @property
+    def total_work(self) -> float:
+        return self.dag.total_work
+
+    @property
+    def critical_path(self) -> float:
+        return self.dag.critical_path
+
+    @property
+    def average_width(self) -> float:
+        return self.dag.average_width
+
+    def __repr__(self) -> str:
+        return f"<Job {self.id} {self.name} held={self.held}>"
+
+
+# ---------------------------------------------------------------------------------------
+# The scheduler protocol
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """Launch `stage` with the job capped at `parallelism_cap` executors, or idle it first.
+
+    With `idle_delay > 0` the stage waits that many seconds (a deliberate idle slot) and
+    no executor is assigned now; when the slot ends the scheduler is asked again.
+    """
+
+    stage: Stage
+    parallelism_cap: int
+    idle_delay: float = 0.0
+
+
+class _Wait:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "WAIT"
+
+
+WAIT: Final = _Wait()
+"""The decision to assign nothing more at this event."""
+
+Action = Decision | _Wait
+
+
+class ClusterView(Protocol):
+    """What a scheduler may read at a decision (the Cluster satisfies it)."""
+
+    now: float
+    num_executors: int
+    free_executors: int
+    jobs: list[Job]
+    arrival_log: list[tuple[float, float]]
+
+    def runnable_stages(self) -> list[Stage]: ...
+    def free_executors_from(self, job: Job | None) -> int: ...
+    def check(self, decision: Decision) -> None: ...
+
+
+class Scheduler(Protocol):
+    """Every policy — heuristics, learned, ONNX, inspector — answers this one call."""
+
+    name: str
+
+    def reset(self, rng: Any) -> None:
+        """Start of a run; `rng` is a numpy Generator owned by the run (for random choices)."""
+
+    def decide(self, view: ClusterView) -> Action:
+        """Return a Decision on one of `view.runnable_stages()`, or WAIT."""
+
+
+# ---------------------------------------------------------------------------------------
+# Launches and per-job results
+
+
+class Launch(NamedTuple):
+    """A task start the driver must carry out: run one task of `stage` on `executor`.
+
+    `first`: the executor's first task on this stage (Decima's first wave);
+    `moved`: the executor comes from another job or none (moving delay, warm-up).
+    """
+
+    executor: int
+    stage: Stage
+    first: bool
+    moved: bool
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """What happened to one job: the per-job metrics."""
+
+    id: int
+    name: str
+    arrival: float
+    first_start: float
+    finish: float
+    total_work: float
+    critical_path: float
+    idle_inserted: float
+
+    @property
+    def jct(self) -> float:
+        return self.finish - self.arrival
