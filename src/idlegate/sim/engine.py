@@ -18,7 +18,7 @@ from idlegate.errors import IdlegateError
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.durations import DurationModel, Uniforms
-from idlegate.sim.protocol import JobRecord, Launch, Scheduler, Stage
+from idlegate.sim.protocol import WAIT, Action, ClusterView, JobRecord, Launch, Scheduler, Stage
 
 _ARRIVE, _TASK, _IDLE = 0, 1, 2
 
@@ -99,20 +99,31 @@ class TaskRun(NamedTuple):
     end: float
 
 
-class EventLoop:
-    """The heap of events that drives a Cluster: task ends, job arrivals, idle-slot ends.
+class Engine:
+    """The heap of events that drives a Cluster, stepped as SimPy steps its Environment.
 
-    `simulate` runs one from an empty cluster; planners resume one from a forked cluster
-    (`sim.rollout`). Events at one time are all applied before the scheduler is asked.
+    Events are task ends, job arrivals and idle-slot ends. `peek` is the time of the next
+    one; `step` applies every event of that time and then, if the cluster needs
+    scheduling, holds a *decision point* (a round of `Cluster.schedule`'s questions);
+    `run(until)` steps to `until`. With a scheduler the engine asks it through the whole
+    round itself. Without one (``scheduler=None``) `step` and `run` stop at the decision
+    point, `deciding` is True, and the driver answers with `decide` one action at a time
+    until the round closes (on WAIT, or when no free executor or runnable stage remains).
+    Either way the round's launches start together when it closes, and its idle slots'
+    timers are armed then, so a driver deciding for itself gets exactly the run a
+    scheduler making the same choices gets.
+
     A launched task runs for a draw from its job's duration model (the payload) when
-    `waves` is on and the job has one, else for its estimate; an executor new to the
-    job first pays the cluster's `moving_delay`, counted in `overhead` up to `max_time`.
+    `waves` is on and the job has one, else for its estimate; an executor new to the job
+    first pays the cluster's `moving_delay`, counted in `overhead` up to `max_time`.
+    `simulate` runs an engine from an empty cluster (`for_workload`); planners resume one
+    from a forked cluster (`sim.rollout`).
     """
 
     def __init__(
         self,
         cluster: Cluster,
-        scheduler: Scheduler,
+        scheduler: Scheduler | None,
         u: Uniforms,
         *,
         waves: bool = True,
@@ -125,12 +136,59 @@ class EventLoop:
         self.waves = waves
         self.max_time = max_time
         self.task_log = task_log
+        self.trace: list[tuple[float, str, int, int, Any]] | None = None
+        """The cluster's trace events, when the run records them (`for_workload`)."""
         self.heap: list[tuple[float, int, int, Any]] = []
         self._seq = count()
+        self._round: list[Launch] | None = None
+        """The open decision point's launches so far; None between decision points."""
         self.events = 0
         """Events applied so far."""
         self.overhead = 0.0
         """Executor-seconds of moving delay before `max_time`."""
+
+    @classmethod
+    def for_workload(
+        cls,
+        workload: Workload,
+        scheduler: Scheduler | None,
+        seed: int,
+        *,
+        num_executors: int | None = None,
+        fidelity: Fidelity | None = None,
+        max_time: float = inf,
+        trace: bool = False,
+        record_tasks: bool = False,
+    ) -> Engine:
+        """An engine at time 0 with the workload's arrivals queued (`simulate`'s arguments).
+
+        The run owns one Generator seeded with `seed`: task durations and the scheduler's
+        own random choices come from it. The scheduler's stream is drawn first even
+        without a scheduler, so a driver deciding itself sees the same task durations.
+        """
+        fid = fidelity or workload.fidelity
+        rng = np.random.default_rng(seed)
+        scheduler_rng = np.random.default_rng(rng.integers(2**63))
+        if scheduler is not None:
+            scheduler.reset(scheduler_rng)
+        events: list[tuple[float, str, int, int, Any]] | None = [] if trace else None
+        sink = None if events is None else lambda *e: events.append(e)
+        cluster = Cluster(
+            num_executors or workload.num_executors, trace=sink, moving_delay=fid.moving_delay
+        )
+        engine = cls(
+            cluster,
+            scheduler,
+            Uniforms(rng),
+            waves=fid.wave_durations,
+            max_time=max_time,
+            task_log=[] if record_tasks else None,
+        )
+        engine.trace = events
+        engine.push_arrivals(workload.jobs)
+        return engine
+
+    # -- events ------------------------------------------------------------------------
 
     def push(self, time: float, kind: int, obj: Any) -> None:
         heapq.heappush(self.heap, (time, next(self._seq), kind, obj))
@@ -157,7 +215,7 @@ class EventLoop:
             self.task_log.append(TaskRun(executor, stage.job.id, stage.index, now, now + d))
 
     def start(self, launches: Iterable[Launch], now: float) -> None:
-        """Run the launched tasks (a decision's, or a planner's first action's)."""
+        """Run the launched tasks (a decision round's, or a planner's first action's)."""
         moving = self.cluster.moving_delay
         for launch in launches:
             d = self._duration(launch.stage, launch.first, launch.moved)
@@ -168,36 +226,130 @@ class EventLoop:
                 self.overhead += min(moving, max(0.0, self.max_time - now))
             self._run_task(launch.executor, launch.stage, now, d)
 
-    def schedule(self, now: float) -> None:
-        """Ask the scheduler, run what it launches and arm the idle slots it began."""
-        cluster = self.cluster
-        self.start(cluster.schedule(self.scheduler, now), now)
-        for stage in cluster.new_timers:
+    # -- stepping ----------------------------------------------------------------------
+
+    @property
+    def now(self) -> float:
+        return self.cluster.now
+
+    @property
+    def deciding(self) -> bool:
+        """True at an open decision point: the driver must `decide` before the next `step`."""
+        return self._round is not None
+
+    def peek(self) -> float:
+        """The time of the next event, or inf when none is left."""
+        return self.heap[0][0] if self.heap else inf
+
+    def step(self) -> None:
+        """Apply every event of the next event time, then hold a decision point if needed."""
+        if self._round is not None:
+            raise IdlegateError(
+                f"the engine waits for a decision at t={self.now:g}; call decide() until "
+                "`deciding` is False before stepping on"
+            )
+        heap, cluster, pop = self.heap, self.cluster, heapq.heappop
+        if not heap:
+            raise IdlegateError("no event is left to step to; check peek() < inf first")
+        now = heap[0][0]
+        while heap and heap[0][0] == now:
+            _, _, kind, obj = pop(heap)
+            self.events += 1
+            if kind == _TASK:
+                stage = cluster.task_finished(obj, now)
+                if stage is not None:  # the executor's next task on the same stage
+                    self._run_task(obj, stage, now, self._duration(stage, False, False))
+            elif kind == _ARRIVE:
+                cluster.add_job(obj.dag, now, obj.name, obj.durations)
+            else:
+                cluster.idle_expired(obj, now)
+        if cluster.needs_schedule:
+            self.schedule()
+
+    def schedule(self) -> None:
+        """Open a decision point now; with a scheduler, ask it until the point closes."""
+        self.cluster.needs_schedule = False
+        self._round = []
+        if self.scheduler is not None:
+            while self._round is not None:
+                self._ask(self.scheduler)
+        elif not self.cluster.can_schedule():
+            self._close()
+
+    def decide(self, action: Action) -> None:
+        """The driver's answer at the open decision point (`Cluster.decide_once`).
+
+        An illegal action raises IllegalDecisionError and leaves the point open and
+        unchanged, so the driver may answer again.
+        """
+        if self._round is None:
+            raise IdlegateError("no decision is pending; step() or run() to the next one")
+        self._ask(_Given(action))
+        if self._round is not None and not self.cluster.can_schedule():
+            self._close()
+
+    def _ask(self, scheduler: Scheduler) -> None:
+        step = self.cluster.decide_once(scheduler, self.now)
+        if step is None:
+            self._close()
+            return
+        action, launches = step
+        self._round.extend(launches)
+        if action is WAIT:
+            self._close()
+
+    def _close(self) -> None:
+        """End the decision point: start its launches, arm its idle slots' timers."""
+        launches, self._round = self._round, None
+        self.start(launches or (), self.now)
+        for stage in self.cluster.new_timers:
             self.push_idle_end(stage)
-        cluster.new_timers.clear()
+        self.cluster.new_timers.clear()
 
     def run(self, until: float = inf) -> float:
-        """Apply every event up to `until`; returns the time reached (`until` if cut there)."""
-        heap, cluster, pop = self.heap, self.cluster, heapq.heappop
-        now = cluster.now
-        while heap:
-            now = heap[0][0]
-            if now > until:
-                return until
-            while heap and heap[0][0] == now:
-                _, _, kind, obj = pop(heap)
-                self.events += 1
-                if kind == _TASK:
-                    stage = cluster.task_finished(obj, now)
-                    if stage is not None:  # the executor's next task on the same stage
-                        self._run_task(obj, stage, now, self._duration(stage, False, False))
-                elif kind == _ARRIVE:
-                    cluster.add_job(obj.dag, now, obj.name, obj.durations)
-                else:
-                    cluster.idle_expired(obj, now)
-            if cluster.needs_schedule:
-                self.schedule(now)
-        return now
+        """Step until the next event is after `until` (the clock then moves to `until`), no
+        event is left, or, without a scheduler, a decision point opens; returns the time."""
+        while self._round is None and self.heap:
+            if self.heap[0][0] > until:
+                self.cluster.advance(until)
+                break
+            self.step()
+        return self.now
+
+    def result(self, workload: str, scheduler: str, seed: int) -> SimResult:
+        """The run so far as a SimResult (`simulate` reports it at the end)."""
+        cluster = self.cluster
+        return SimResult(
+            workload=workload,
+            scheduler=scheduler,
+            seed=seed,
+            num_executors=cluster.num_executors,
+            records=sorted(cluster.done, key=lambda r: r.id),
+            unfinished=len(cluster.jobs),
+            end_time=cluster.now,
+            busy_seconds=cluster.busy_seconds,
+            jobs_time_integral=cluster.jobs_time_integral,
+            events=self.events,
+            decisions=cluster.decisions,
+            trace=self.trace,
+            tasks=self.task_log,
+            overhead_seconds=self.overhead,
+        )
+
+
+class _Given:
+    """The Scheduler that `Engine.decide` hands `Cluster.decide_once`: the driver's answer."""
+
+    name = "the driver"
+
+    def __init__(self, action: Action) -> None:
+        self.action = action
+
+    def reset(self, rng: Any) -> None:
+        """Never called: the driver's randomness is its own."""
+
+    def decide(self, view: ClusterView) -> Action:
+        return self.action
 
 
 def simulate(
@@ -213,41 +365,17 @@ def simulate(
 ) -> SimResult:
     """Run `scheduler` on `workload` until every job finishes (or `max_time`).
 
-    The run owns one Generator seeded with `seed`: task durations and the scheduler's
-    own random choices come from it, so the same inputs give the same trace.
+    One `Engine.for_workload` run: the same inputs give the same trace.
     """
-    k = num_executors or workload.num_executors
-    fid = fidelity or workload.fidelity
-    rng = np.random.default_rng(seed)
-    scheduler.reset(np.random.default_rng(rng.integers(2**63)))
-    events_log: list[tuple[float, str, int, int, Any]] | None = [] if trace else None
-    sink = None if events_log is None else lambda *e: events_log.append(e)
-    cluster = Cluster(k, trace=sink, moving_delay=fid.moving_delay)
-    task_log: list[TaskRun] | None = [] if record_tasks else None
-    loop = EventLoop(
-        cluster,
+    engine = Engine.for_workload(
+        workload,
         scheduler,
-        Uniforms(rng),
-        waves=fid.wave_durations,
+        seed,
+        num_executors=num_executors,
+        fidelity=fidelity,
         max_time=max_time,
-        task_log=task_log,
+        trace=trace,
+        record_tasks=record_tasks,
     )
-    loop.push_arrivals(workload.jobs)
-    now = loop.run(max_time)
-    cluster.advance(now)
-    return SimResult(
-        workload=workload.name,
-        scheduler=getattr(scheduler, "name", type(scheduler).__name__),
-        seed=seed,
-        num_executors=k,
-        records=sorted(cluster.done, key=lambda r: r.id),
-        unfinished=len(cluster.jobs),
-        end_time=now,
-        busy_seconds=cluster.busy_seconds,
-        jobs_time_integral=cluster.jobs_time_integral,
-        events=loop.events,
-        decisions=cluster.decisions,
-        trace=events_log,
-        tasks=task_log,
-        overhead_seconds=loop.overhead,
-    )
+    engine.run(max_time)
+    return engine.result(workload.name, getattr(scheduler, "name", type(scheduler).__name__), seed)

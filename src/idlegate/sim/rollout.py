@@ -37,7 +37,7 @@ import numpy as np
 
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.durations import Uniforms
-from idlegate.sim.engine import EventLoop, JobArrival
+from idlegate.sim.engine import Engine, JobArrival
 from idlegate.sim.protocol import WAIT, Action, Decision, Scheduler
 
 OVERDUE_FRACTION = 0.05
@@ -90,18 +90,17 @@ def rollout_cost(
     start_area = sim.jobs_time_integral
     now = sim.now
     end = now + horizon
-    loop = EventLoop(sim, scheduler, Uniforms(np.random.default_rng(future.seed)))
-    _push_present(loop, now)
-    loop.push_arrivals(a for a in future.arrivals if now <= a.time <= end)
+    engine = Engine(sim, scheduler, Uniforms(np.random.default_rng(future.seed)))
+    _push_present(engine, now)
+    engine.push_arrivals(a for a in future.arrivals if now <= a.time <= end)
     if first is WAIT:
         sim.needs_schedule = False
-    elif first is not None:
-        loop.start(sim.apply(_on_fork(sim, first), now), now)  # type: ignore[arg-type]
-        loop.schedule(now)
     else:
-        loop.schedule(now)
-    loop.run(end)
-    sim.advance(max(end, sim.now))
+        if first is not None:
+            engine.start(sim.apply(_on_fork(sim, first), now), now)  # type: ignore[arg-type]
+        engine.schedule()
+    engine.run(end)
+    sim.advance(end)  # run stops earlier when no event is left
     cost = sim.jobs_time_integral - start_area
     if terminal_weight:
         cost += terminal_weight * remaining_flow_estimate(sim)
@@ -115,14 +114,16 @@ def _on_fork(fork: Cluster, decision: Decision) -> Decision:
     return Decision(job.stages[index], decision.parallelism_cap, decision.idle_delay)
 
 
-def _push_present(loop: EventLoop, now: float) -> None:
+def _push_present(engine: Engine, now: float) -> None:
     """Events the present state already implies: running tasks ending, idle slots ending."""
-    cluster = loop.cluster
+    cluster = engine.cluster
     for executor, stage, started in cluster.running_tasks():
         end = started + stage.duration
-        loop.push_task_end(end if end > now else now + OVERDUE_FRACTION * stage.duration, executor)
+        engine.push_task_end(
+            end if end > now else now + OVERDUE_FRACTION * stage.duration, executor
+        )
     for job in cluster.jobs:
         for stage in job.stages:
             if stage.idle_until is not None:
-                loop.push_idle_end(stage)
+                engine.push_idle_end(stage)
     cluster.new_timers.clear()
