@@ -18,8 +18,18 @@ from idlegate.policy.model import PolicyNet, load_checkpoint  # noqa: E402
 from idlegate.sim.workloads import build_workload  # noqa: E402
 from idlegate.training import math as rl  # noqa: E402
 from idlegate.training.config import TrainConfig  # noqa: E402
-from idlegate.training.ppo import ppo_update  # noqa: E402
-from idlegate.training.reinforce import returns_and_advantages, train  # noqa: E402
+from idlegate.training.ppo import (  # noqa: E402
+    Evaluation,
+    PPOSettings,
+    ppo_update,
+    reinforce_update,
+)
+from idlegate.training.reinforce import (  # noqa: E402
+    algorithm_update,
+    returns_and_advantages,
+    train,
+    update_decisions,
+)
 from idlegate.training.rollout import (  # noqa: E402
     RecordingPolicy,
     Rollout,
@@ -103,8 +113,108 @@ def test_clip_fraction_counts_ratios_outside_the_range():
     assert rl.clip_fraction(torch.zeros(0), torch.zeros(0), 0.2) == 0.0
 
 
+def test_value_loss_and_categorical_known_answers():
+    v, r = torch.tensor([1.0, 3.0]), torch.tensor([0.0, 1.0])
+    assert float(rl.value_loss(v, r)) == 2.5  # (1 + 4) / 2
+    assert float(rl.value_loss(v, r, count=5)) == 1.0
+    logp = torch.log(torch.tensor([[0.25, 0.75], [0.5, 0.5]]))
+    taken, entropy = rl.categorical(logp, torch.tensor([1, 0]))
+    assert taken.tolist() == pytest.approx([math.log(0.75), math.log(0.5)])
+    h = -(0.25 * math.log(0.25) + 0.75 * math.log(0.75))
+    assert entropy.tolist() == pytest.approx([h, math.log(2)])
+
+
+def test_gae_known_answers():
+    rewards, values = np.array([1.0, 2.0, 3.0]), np.array([0.5, 1.0, 1.5])
+    # λ = 1, γ = 1: returns-to-go minus the value
+    assert rl.gae(rewards, values, 1.0, 1.0).tolist() == pytest.approx([5.5, 4.0, 1.5])
+    # λ = 0: one-step TD errors
+    assert rl.gae(rewards, values, 0.5, 0.0).tolist() == pytest.approx(
+        [1 + 0.5 * 1.0 - 0.5, 2 + 0.5 * 1.5 - 1.0, 3 - 1.5]
+    )
+
+
 # ---------------------------------------------------------------------------------------
-# the update and the training loop
+# the one update loop, on a toy agent
+
+
+class Bandit:
+    """A two-armed softmax policy (and a value) per state: D stored decisions of `states`
+    one-hot states and `actions` taken."""
+
+    def __init__(self, actions: list[int], states: int = 2) -> None:
+        torch.manual_seed(0)
+        self.net = torch.nn.Linear(states, 3)  # two logits and a value
+        self.x = torch.eye(states)[torch.arange(len(actions)) % states]
+        self.actions = torch.tensor(actions)
+        self.calls: list[int] = []
+
+    def parameters(self):
+        return self.net.parameters()
+
+    def evaluate(self, rows: np.ndarray) -> Evaluation:
+        self.calls.append(len(rows))
+        out = self.net(self.x[torch.as_tensor(rows)])
+        logp = torch.log_softmax(out[:, :2], dim=-1)
+        return Evaluation(*rl.categorical(logp, self.actions[torch.as_tensor(rows)]), out[:, 2])
+
+
+def _settings(**over: Any) -> PPOSettings:
+    return PPOSettings(**{"epochs": 3, "minibatch": 4, "clip": 0.2, "entropy_weight": 0.01, **over})
+
+
+def _run(agent: Bandit, settings: PPOSettings, **kwargs: Any):
+    optimizer = torch.optim.SGD(agent.parameters(), lr=0.5)
+    adv = torch.tensor([1.0, -1.0, 0.5, -0.5, 1.0, -1.0])
+    return ppo_update(agent, optimizer, adv, settings, np.random.default_rng(0), **kwargs)
+
+
+def test_the_loop_runs_every_epoch_and_chunks_add_up_to_the_minibatch():
+    whole = Bandit([0, 1, 0, 1, 1, 0])
+    stats = _run(whole, _settings())
+    assert stats.steps == 3 * 2 and stats.entropy == pytest.approx(math.log(2), abs=0.1)
+    assert stats.approx_kl > 0 and 0 <= stats.clip_fraction <= 1
+    chunked = Bandit([0, 1, 0, 1, 1, 0])
+    again = _run(chunked, _settings(chunk=1))
+    assert max(chunked.calls) == 1 and again.steps == stats.steps
+    for a, b in zip(whole.parameters(), chunked.parameters(), strict=True):
+        torch.testing.assert_close(a, b)  # the same steps, up to rounding
+
+
+def test_the_kl_stops_a_pass_or_a_minibatch():
+    # after each pass: the first pass always runs (2 steps), then the KL stops the rest
+    assert _run(Bandit([0, 1, 0, 1, 1, 0]), _settings(target_kl=1e-12)).steps == 2
+    # before each step: the first minibatch meets π_old exactly (KL 0), the second does not
+    early = _run(Bandit([0, 1, 0, 1, 1, 0]), _settings(target_kl=1e-12, kl_check="minibatch"))
+    assert early.steps == 1 and early.approx_kl > 1e-12
+
+
+def test_the_value_loss_and_sampled_log_probs_enter_the_loss():
+    plain = _run(Bandit([0, 1, 0, 1, 1, 0]), _settings(epochs=1, minibatch=6))
+    returns = torch.full((6,), 10.0)
+    valued = _run(Bandit([0, 1, 0, 1, 1, 0]), _settings(epochs=1, minibatch=6, value_weight=1.0),
+                  returns=returns)  # fmt: skip
+    assert valued.loss > plain.loss + 50  # (V − 10)² with V near 0
+    # π_old far below π_θ: every ratio is clipped, so the surrogate has no gradient
+    sampled = torch.full((6,), -20.0)
+    clipped = _run(Bandit([0, 1, 0, 1, 1, 0]), _settings(epochs=1, minibatch=6),
+                   sampled_log_probs=sampled)  # fmt: skip
+    assert clipped.clip_fraction == 1.0
+
+
+def test_no_decisions_means_no_step():
+    agent = Bandit([])
+    optimizer = torch.optim.SGD(agent.parameters(), lr=0.5)
+    empty = torch.zeros(0)
+    for stats in (
+        ppo_update(agent, optimizer, empty, _settings(), np.random.default_rng(0)),
+        reinforce_update(agent, optimizer, empty, 0.01),
+    ):
+        assert stats.steps == 0 and math.isnan(stats.entropy)
+
+
+# ---------------------------------------------------------------------------------------
+# the DAG policy's update and the training loop
 
 
 def tiny_config(out: Path, **over: Any) -> TrainConfig:
@@ -125,14 +235,15 @@ def _rollouts(config: TrainConfig) -> tuple[PolicyNet, list[Rollout]]:
     return model, [run_rollout(policy, wl, seed=s, arrival_seed=3) for s in (11, 12, 13)]
 
 
-def test_ppo_update_runs_its_epochs_or_stops_on_the_kl_target(tmp_path):
+def test_the_dag_update_runs_its_epochs_or_stops_on_the_kl_target(tmp_path):
     config = tiny_config(tmp_path, ppo={"epochs": 3, "minibatch_size": 64, "target_kl": None})
     model, rollouts = _rollouts(config)
     _, _, adv = returns_and_advantages(rollouts, config)
     decisions = sum(r.decisions for r in rollouts)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-    full = ppo_update(model, optimizer, rollouts, adv, config, 0.01, np.random.default_rng(0))
+    rng = np.random.default_rng(0)
+    full = algorithm_update(model, optimizer, rollouts, adv, config, 0.01, rng)
     assert full.steps == 3 * math.ceil(decisions / 64)
     assert full.approx_kl > 0 and 0 <= full.clip_fraction <= 1 and full.entropy > 0
     assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())
@@ -141,8 +252,20 @@ def test_ppo_update_runs_its_epochs_or_stops_on_the_kl_target(tmp_path):
     model, rollouts = _rollouts(strict)
     _, _, adv = returns_and_advantages(rollouts, strict)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-    early = ppo_update(model, optimizer, rollouts, adv, strict, 0.01, np.random.default_rng(0))
+    rng = np.random.default_rng(0)
+    early = algorithm_update(model, optimizer, rollouts, adv, strict, 0.01, rng)
     assert early.steps == 1 and early.approx_kl > 1e-12
+
+
+def test_update_decisions_samples_at_most_the_limit_in_rollout_order(tmp_path):
+    config = tiny_config(tmp_path, max_update_decisions=5)
+    model, rollouts = _rollouts(config)
+    _, _, adv = returns_and_advantages(rollouts, config)
+    agent, advantages = update_decisions(model, rollouts, adv, config, np.random.default_rng(0))
+    pooled = np.concatenate(adv)
+    assert len(agent.observations) == len(agent.choices) == len(advantages) == 5
+    positions = [int(np.flatnonzero(pooled.astype(np.float32) == a)[0]) for a in advantages]
+    assert positions == sorted(positions)
 
 
 def _log(out: Path) -> list[dict[str, str]]:

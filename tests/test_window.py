@@ -47,7 +47,6 @@ from idlegate.training.window import (
     NumpyWindowNet,
     WindowNet,
     export_window,
-    gae,
     make_config,
     reward_terms,
     train_window,
@@ -173,16 +172,6 @@ def test_reward_terms_known_answer() -> None:
     # the totals are the total wait and the waits over max(r, 10)
     assert queue.sum() == pytest.approx(10 + 15)
     assert slow.sum() == pytest.approx(10 / 10 + 15 / 10)
-
-
-def test_gae_known_answers() -> None:
-    rewards, values = np.array([1.0, 2.0, 3.0]), np.array([0.5, 1.0, 1.5])
-    # λ = 1, γ = 1: returns-to-go minus the value
-    assert gae(rewards, values, 1.0, 1.0).tolist() == pytest.approx([5.5, 4.0, 1.5])
-    # λ = 0: one-step TD errors
-    assert gae(rewards, values, 0.5, 0.0).tolist() == pytest.approx(
-        [1 + 0.5 * 1.0 - 0.5, 2 + 0.5 * 1.5 - 1.0, 3 - 1.5]
-    )
 
 
 def test_time_baseline_advantages_of_one_sequence() -> None:

@@ -51,7 +51,7 @@ import json
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -83,7 +83,8 @@ from idlegate.sim.engine import Workload, simulate
 from idlegate.sim.metrics import run_metrics
 from idlegate.sim.swf import read_swf, trace_part
 from idlegate.sim.workloads import build_workload
-from idlegate.training.math import approx_kl, clip_fraction, ppo_clip_loss, to_tensor
+from idlegate.training.math import categorical, to_tensor
+from idlegate.training.ppo import Evaluation, PPOSettings, ppo_update
 
 # ---------------------------------------------------------------------------------------
 # Configuration
@@ -520,61 +521,35 @@ def probe_batch(
 # PPO update
 
 
-@dataclass(frozen=True)
-class UpdateStats:
-    """What one update did: passes run, final KL and clip fraction, last loss."""
+class InspectorDecisions:
+    """The net bound to an iteration's [D, F] features and [D] actions (a `training.ppo`
+    Agent)."""
 
-    passes: int
-    kl: float
-    clip_fraction: float
-    loss: float
+    def __init__(self, net: InspectorNet, features: np.ndarray, actions: np.ndarray) -> None:
+        self.net = net
+        self.x = to_tensor(features)
+        self.actions = torch.as_tensor(actions, dtype=torch.long)
 
+    def parameters(self) -> Iterator[nn.Parameter]:
+        return self.net.parameters()
 
-def log_probs(
-    net: InspectorNet, x: torch.Tensor, actions: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """([D] log π(a|x), [D] entropies) for [D, F] features and [D] actions."""
-    logp = torch.log_softmax(net(x), dim=-1)
-    chosen = logp.gather(1, actions.unsqueeze(1)).squeeze(1)
-    entropy = -(logp.exp() * logp).sum(dim=-1)
-    return chosen, entropy
+    def evaluate(self, rows: np.ndarray) -> Evaluation:
+        at = torch.as_tensor(rows)
+        log_probs = torch.log_softmax(self.net(self.x[at]), dim=-1)
+        return Evaluation(*categorical(log_probs, self.actions[at]))
 
 
-def ppo_update(
-    net: InspectorNet,
-    optimizer: torch.optim.Optimizer,
-    features: np.ndarray,
-    actions: np.ndarray,
-    advantages: np.ndarray,
-    cfg: InspectorConfig,
-    rng: np.random.Generator,
-) -> UpdateStats:
-    """PPO passes over [D] decisions; stops early when the KL passes `cfg.target_kl`."""
-    x = to_tensor(features)
-    a = torch.as_tensor(actions, dtype=torch.long)
-    adv = to_tensor(advantages)
-    with torch.no_grad():
-        old, _ = log_probs(net, x, a)
-    d = len(a)
-    passes, loss_value, kl = 0, math.nan, 0.0
-    for _ in range(cfg.epochs):
-        order = rng.permutation(d)
-        for lo in range(0, d, cfg.minibatch):
-            idx = torch.as_tensor(order[lo : lo + cfg.minibatch])
-            logp, entropy = log_probs(net, x[idx], a[idx])
-            loss = ppo_clip_loss(logp, old[idx], adv[idx], cfg.clip, entropy, cfg.entropy_weight)
-            optimizer.zero_grad()
-            loss.backward()
-            nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
-            optimizer.step()
-            loss_value = float(loss.detach())
-        passes += 1
-        with torch.no_grad():
-            now, _ = log_probs(net, x, a)
-        kl = approx_kl(now, old)
-        if cfg.target_kl > 0 and kl > cfg.target_kl:
-            break
-    return UpdateStats(passes, kl, clip_fraction(now, old, cfg.clip), loss_value)
+def ppo_settings(cfg: InspectorConfig) -> PPOSettings:
+    """The config's PPO choices: passes stop when the KL after one passes `target_kl`."""
+    return PPOSettings(
+        epochs=cfg.epochs,
+        minibatch=cfg.minibatch,
+        clip=cfg.clip,
+        entropy_weight=cfg.entropy_weight,
+        max_grad_norm=cfg.max_grad_norm,
+        target_kl=cfg.target_kl or None,
+        kl_check="epoch",
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -688,10 +663,9 @@ def train_inspector(
         acts = np.asarray(batch.actions)
         line = f"iter {it:4d}  R {batch.reward:+.3f}  decisions {len(acts):5d}"
         if len(acts) and a.std() > 0:
-            stats = ppo_update(
-                net, optimizer, np.stack(batch.features), acts, a / a.std(), cfg, rng
-            )
-            line += f"  {batch.note}  kl {stats.kl:.4f}  clip {stats.clip_fraction:.2f}"
+            agent = InspectorDecisions(net, np.stack(batch.features), acts)
+            stats = ppo_update(agent, optimizer, to_tensor(a / a.std()), ppo_settings(cfg), rng)
+            line += f"  {batch.note}  kl {stats.approx_kl:.4f}  clip {stats.clip_fraction:.2f}"
         done = it
         if it % cfg.validate_every == 0 or it == cfg.iterations:
             reward, bsld = validate(windows, val_starts, NumpyMlp(net))

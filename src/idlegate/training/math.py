@@ -212,6 +212,47 @@ def ppo_clip_loss(
     return -surrogate.sum() / d - entropy_weight * entropies.sum() / d
 
 
+def value_loss(values: Tensor, returns: Tensor, count: int | None = None) -> Tensor:
+    """(1/D) Σ (V_k − R_k)², D = `count` (default: len; per chunk as `policy_gradient_loss`)."""
+    d = float(count if count is not None else values.numel())
+    return ((values - returns.to(values.dtype).detach()) ** 2).sum() / d
+
+
+def categorical(log_probs: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
+    """([B] log π(a_b), [B] entropy H_b) of [B, A] log-probabilities and [B] actions.
+
+    Entries with probability 0 (a masked action's log-probability is a large negative
+    number, never −inf) add 0 · log p = 0 to the entropy.
+
+    >>> lp = torch.log(torch.tensor([[0.5, 0.5], [1.0, 1e-30]]))
+    >>> taken, h = categorical(lp, torch.tensor([1, 0]))
+    >>> [round(float(x), 4) for x in taken], [round(float(x), 4) for x in h]
+    ([-0.6931, 0.0], [0.6931, 0.0])
+    """
+    chosen = log_probs.gather(1, actions.unsqueeze(1)).squeeze(1)
+    return chosen, -(log_probs.exp() * log_probs).sum(dim=-1)
+
+
+def gae(rewards: np.ndarray, values: np.ndarray, gamma: float, lam: float) -> np.ndarray:
+    """GAE(γ, λ) advantages of one finished episode (the value after its last step is 0).
+
+    δ_k = r_k + γ V_{k+1} − V_k; A_k = δ_k + γλ A_{k+1}.
+
+    >>> gae(np.array([1.0, 1.0]), np.array([0.5, 0.5]), 1.0, 1.0).tolist()
+    [1.5, 0.5]
+    >>> gae(np.array([1.0, 1.0]), np.array([0.5, 0.5]), 1.0, 0.0).tolist()
+    [1.0, 0.5]
+    """
+    adv = np.zeros(len(rewards))
+    running = 0.0
+    for k in range(len(rewards) - 1, -1, -1):
+        next_value = values[k + 1] if k + 1 < len(rewards) else 0.0
+        delta = rewards[k] + gamma * next_value - values[k]
+        running = delta + gamma * lam * running
+        adv[k] = running
+    return adv
+
+
 def approx_kl(log_probs: Tensor, old_log_probs: Tensor) -> float:
     """KL(π_old ‖ π_θ) estimated on the sampled actions: mean of (ρ − 1) − log ρ.
 

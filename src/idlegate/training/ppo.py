@@ -1,113 +1,162 @@
-"""PPO on the input-dependent baseline's advantages — the update step in one file.
+"""The policy update of every learned agent: one PPO loop, and REINFORCE's single step.
 
-``algorithm: ppo`` in a training config swaps REINFORCE's single gradient step for
-this; every other part of an iteration is `training.reinforce`'s loop (rollouts of one
-arrival sequence in the workers, the memoryless-termination curriculum, validation,
-checkpoints, resume, the CSV log). One update (`ppo_update`), on the iteration's D
-decisions (all, or the `max_update_decisions` sample):
+The DAG policy (`training.reinforce`), the inspector (`training.inspector`) and the
+split-window agent (`training.window`) each bind their network to one iteration's stored
+decisions as an `Agent`; the update needs nothing else from them. What differs between
+them is configuration (`PPOSettings`), not code.
 
-1. log π_old(a_k|s_k) of the taken actions, recomputed once in torch without
-   gradients and then kept fixed (the rollouts sampled with the same weights, in ONNX);
-   the mean entropy of π_old is what the log reports;
-2. ``ppo.epochs`` times: shuffle the decisions (the run's Generator) and cut them into
-   minibatches of ``ppo.minibatch_size``; per minibatch evaluate log π_θ and H with
-   gradients (in chunks of `learner_batch`), estimate KL(π_old ‖ π_θ) — above
-   ``ppo.target_kl`` the update stops here, before stepping — else take one Adam step on
-   the clipped surrogate L = −mean min(ρA, clip(ρ, 1 ± ε)A) − β·mean H
-   (`training.math.ppo_clip_loss`) with the gradient norm clipped as REINFORCE's.
+`ppo_update` on D decisions with advantages A (Schulman et al., 2017):
 
-Advantages. PPO is usually paired with a learned value head and GAE. Here the
-advantages are REINFORCE's: returns-to-go minus the input-dependent baseline (the mean
-over the N rollouts of the same arrival sequence of their return-to-go at the same
-time), scaled to unit std when `normalize_advantages`. Why: in this problem most of
-the return's variance comes from the arrival sequence, which the baseline removes
-exactly because every rollout of an iteration shares it, whereas a value head would
-have to predict it from the state (Mao et al., ICLR 2019); the model and its ONNX
-outputs stay as they are, so a BC or DAgger checkpoint (`init_checkpoint`) starts a
-PPO run unchanged and the exported policy is the same graph. GAE(λ = 1) over these
-baseline values would give the same advantages; λ < 1 would need a value estimate
-that does not contain the rollout's own return, which this baseline does.
+1. log π_old(a_k|s_k): the log-probabilities recorded when the actions were sampled
+   (`sampled_log_probs`), or else recomputed once without gradients; either way kept
+   fixed. The mean entropy of π_old over the D decisions is what `UpdateStats.entropy`
+   reports;
+2. `epochs` passes: shuffle the decisions (the run's Generator) and cut them into
+   minibatches of `minibatch`; per minibatch evaluate log π_θ, H and (for an agent with a
+   value head) V with gradients, in chunks of `chunk` decisions whose gradients add up to
+   the minibatch's (each chunk's loss is divided by the minibatch size), and take one
+   Adam step on L = −mean min(ρA, clip(ρ, 1 ± ε)A) − β·mean H + c·mean (V − R)²
+   (`training.math.ppo_clip_loss`) with the gradient norm clipped;
+3. early stop on KL(π_old ‖ π_θ) above `target_kl` (`training.math.approx_kl`), measured
+   per `kl_check`: ``minibatch`` — on each minibatch before its step, which is then not
+   taken (the DAG policy); ``epoch`` — on every decision after each pass, which ends the
+   passes (the inspector and the window agent).
+
+`reinforce_update` is REINFORCE's one step on the same agent: the gradient of
+L = −(1/D) Σ A log π − β (1/D) Σ H over all D decisions (in chunks), clipped, one step.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal, NamedTuple, Protocol
 
 import numpy as np
 import torch
+from torch import Tensor
 
-from idlegate.policy.actions import Choice
-from idlegate.policy.model import PolicyNet, evaluate_batch
 from idlegate.training import math as rl
-from idlegate.training.config import TrainConfig
-from idlegate.training.rollout import Rollout, StoredObservation
-from idlegate.training.update import UpdateStats, update_decisions
+
+
+class Evaluation(NamedTuple):
+    """What an agent says about some of its stored decisions under its current weights."""
+
+    log_probs: Tensor
+    """[B] log π(a|s) of the stored actions."""
+    entropy: Tensor
+    """[B] entropy of π(·|s) at the stored states."""
+    values: Tensor | None = None
+    """[B] the value head's estimate V(s); None for an agent without one."""
+
+
+class Agent(Protocol):
+    """A policy bound to one iteration's D stored decisions (rows 0..D−1)."""
+
+    def parameters(self) -> Iterator[torch.nn.Parameter]:
+        """The weights the optimizer steps."""
+        ...
+
+    def evaluate(self, rows: np.ndarray) -> Evaluation:
+        """The decisions `rows` (indices into the stored ones) under the current weights,
+        with gradients unless the caller disabled them."""
+        ...
+
+
+@dataclass(frozen=True)
+class PPOSettings:
+    """One agent's choices for `ppo_update` (each trainer maps its config onto these)."""
+
+    epochs: int
+    """Passes over the decisions at most."""
+    minibatch: int
+    """Decisions per optimizer step."""
+    clip: float
+    """ε of the clipped surrogate."""
+    entropy_weight: float
+    """β of the entropy bonus."""
+    max_grad_norm: float = math.inf
+    """The gradient's global norm is clipped to this (inf: measured, never clipped)."""
+    target_kl: float | None = None
+    """Stop early when the KL estimate exceeds this (None: never)."""
+    kl_check: Literal["minibatch", "epoch"] = "epoch"
+    """When the KL is measured (module docstring, step 3)."""
+    value_weight: float = 0.0
+    """c: weight of the value loss (agents with a value head)."""
+    chunk: int | None = None
+    """Decisions per forward/backward pass (None: the whole minibatch)."""
+
+
+@dataclass(frozen=True)
+class UpdateStats:
+    """What one iteration's update reports (NaN: not measured)."""
+
+    loss: float
+    """The loss of the update (PPO: mean over its optimizer steps)."""
+    entropy: float
+    """Mean entropy of the policy on the update's decisions, before the update."""
+    grad_norm: float
+    """Gradient norm before clipping (PPO: mean over the steps)."""
+    steps: int
+    """Optimizer steps taken (REINFORCE: 1; PPO: fewer than all on a KL stop; 0: no
+    decisions)."""
+    approx_kl: float = math.nan
+    """PPO: KL(π_old ‖ π) at the last check (`PPOSettings.kl_check`)."""
+    clip_fraction: float = math.nan
+    """PPO: share of the ratios outside 1 ± ε on that check's decisions."""
+
+
+NO_DECISIONS = UpdateStats(0.0, math.nan, 0.0, steps=0)
+"""The report of an update that had nothing to learn from."""
 
 
 def ppo_update(
-    model: PolicyNet,
+    agent: Agent,
     optimizer: torch.optim.Optimizer,
-    rollouts: Sequence[Rollout],
-    adv: Sequence[np.ndarray],
-    config: TrainConfig,
-    entropy_weight: float,
+    advantages: Tensor,
+    settings: PPOSettings,
     rng: np.random.Generator,
+    *,
+    returns: Tensor | None = None,
+    sampled_log_probs: Tensor | None = None,
 ) -> UpdateStats:
-    """Steps 1-2 of the module docstring on one iteration's rollouts and advantages."""
-    observations, choices, advantages, index = update_decisions(rollouts, adv, config, rng)
-    if len(index) == 0:
-        return UpdateStats(0.0, math.nan, 0.0, steps=0)
-    ppo = config.ppo
-    model.train()
-    old, entropy = _log_probs(model, observations, choices, index, config.learner_batch)
-    old_at = dict(zip(index.tolist(), range(len(index)), strict=True))
-    clip = config.grad_clip if config.grad_clip is not None else math.inf
+    """Steps 1-3 of the module docstring on the agent's decisions ([D] `advantages`;
+    `returns`: the value targets of an agent with a value head)."""
+    d = len(advantages)
+    if d == 0:
+        return NO_DECISIONS
+    s = settings
+    with torch.no_grad():
+        old, entropy = _evaluate_all(agent, d, s.chunk)
+    if sampled_log_probs is not None:
+        old = sampled_log_probs
     losses: list[float] = []
     norms: list[float] = []
     kl = clipped = math.nan
     stop = False
-    for _ in range(ppo.epochs):
-        order = rng.permutation(index)
-        for start in range(0, len(order), ppo.minibatch_size):
-            batch = order[start : start + ppo.minibatch_size]
-            rows = torch.as_tensor([old_at[i] for i in batch.tolist()])
+    for _ in range(s.epochs):
+        order = rng.permutation(d)
+        for start in range(0, d, s.minibatch):
+            rows = order[start : start + s.minibatch]
             optimizer.zero_grad()
-            loss_total = 0.0
-            new_parts: list[torch.Tensor] = []
-            for part in range(0, len(batch), config.learner_batch):
-                at = batch[part : part + config.learner_batch].tolist()
-                sub = rows[part : part + config.learner_batch]
-                log_prob, ent = evaluate_batch(
-                    model,
-                    [observations[i] for i in at],  # type: ignore[misc]
-                    [choices[i] for i in at],
-                )
-                loss = rl.ppo_clip_loss(
-                    log_prob,
-                    old[sub],
-                    rl.to_tensor(advantages[at]),
-                    ppo.clip,
-                    ent,
-                    entropy_weight,
-                    count=len(batch),
-                )
-                loss.backward()
-                loss_total += loss.item()
-                new_parts.append(log_prob.detach())
-            new = torch.cat(new_parts)
-            kl = rl.approx_kl(new, old[rows])
-            clipped = rl.clip_fraction(new, old[rows], ppo.clip)
-            if ppo.target_kl is not None and kl > ppo.target_kl:
-                stop = True  # π moved far enough from the policy that sampled the data
-                break
-            norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), clip)))
+            loss, new = _minibatch_gradient(agent, rows, old, advantages, returns, s)
+            if s.kl_check == "minibatch":
+                kl, clipped = rl.approx_kl(new, old[rows]), rl.clip_fraction(new, old[rows], s.clip)
+                stop = s.target_kl is not None and kl > s.target_kl
+                if stop:
+                    break  # π moved far enough from the policy that sampled the data
+            norms.append(float(torch.nn.utils.clip_grad_norm_(agent.parameters(), s.max_grad_norm)))
             optimizer.step()
-            losses.append(loss_total)
+            losses.append(loss)
+        if s.kl_check == "epoch":
+            with torch.no_grad():
+                new, _ = _evaluate_all(agent, d, s.chunk)
+            kl, clipped = rl.approx_kl(new, old), rl.clip_fraction(new, old, s.clip)
+            stop = s.target_kl is not None and kl > s.target_kl
         if stop:
             break
     optimizer.zero_grad()
-    model.eval()
     return UpdateStats(
         loss=float(np.mean(losses)) if losses else math.nan,
         entropy=entropy,
@@ -118,27 +167,86 @@ def ppo_update(
     )
 
 
-def _log_probs(
-    model: PolicyNet,
-    observations: Sequence[StoredObservation],
-    choices: Sequence[Choice],
-    index: np.ndarray,
-    chunk: int,
-) -> tuple[torch.Tensor, float]:
-    """(log π(a|s) of the decisions at `index`, in that order; their mean entropy), no grad."""
-    parts: list[torch.Tensor] = []
+def reinforce_update(
+    agent: Agent,
+    optimizer: torch.optim.Optimizer,
+    advantages: Tensor,
+    entropy_weight: float,
+    max_grad_norm: float = math.inf,
+    chunk: int | None = None,
+) -> UpdateStats:
+    """One Adam step on the policy-gradient loss of all the agent's decisions."""
+    d = len(advantages)
+    optimizer.zero_grad()
+    if d == 0:
+        return NO_DECISIONS
+    loss_total = entropy_total = 0.0
+    for rows in _chunks(np.arange(d), chunk):
+        ev = agent.evaluate(rows)
+        loss = rl.policy_gradient_loss(
+            ev.log_probs, advantages[rows], ev.entropy, entropy_weight, d
+        )
+        loss.backward()
+        loss_total += loss.item()
+        entropy_total += ev.entropy.sum().item()
+    norm = float(torch.nn.utils.clip_grad_norm_(agent.parameters(), max_grad_norm))
+    optimizer.step()
+    return UpdateStats(loss_total, entropy_total / d, norm, steps=1)
+
+
+def _minibatch_gradient(
+    agent: Agent,
+    rows: np.ndarray,
+    old: Tensor,
+    advantages: Tensor,
+    returns: Tensor | None,
+    s: PPOSettings,
+) -> tuple[float, Tensor]:
+    """Add the minibatch's gradient to the weights'; (its loss, its detached log-probs)."""
+    total = 0.0
+    parts: list[Tensor] = []
+    for part in _chunks(rows, s.chunk):
+        ev = agent.evaluate(part)
+        loss = rl.ppo_clip_loss(
+            ev.log_probs,
+            old[part],
+            advantages[part],
+            s.clip,
+            ev.entropy,
+            s.entropy_weight,
+            count=len(rows),
+        )
+        if ev.values is not None and returns is not None:
+            loss = loss + s.value_weight * rl.value_loss(ev.values, returns[part], len(rows))
+        loss.backward()
+        total += loss.item()
+        parts.append(ev.log_probs.detach())
+    return total, torch.cat(parts)
+
+
+def _evaluate_all(agent: Agent, d: int, chunk: int | None) -> tuple[Tensor, float]:
+    """(log π of every stored decision, in order; their mean entropy)."""
+    parts: list[Tensor] = []
     entropy_total = 0.0
-    with torch.no_grad():
-        for start in range(0, len(index), chunk):
-            at = index[start : start + chunk].tolist()
-            log_prob, ent = evaluate_batch(
-                model,
-                [observations[i] for i in at],  # type: ignore[misc]
-                [choices[i] for i in at],
-            )
-            parts.append(log_prob)
-            entropy_total += ent.sum().item()
-    return torch.cat(parts), entropy_total / len(index)
+    for rows in _chunks(np.arange(d), chunk):
+        ev = agent.evaluate(rows)
+        parts.append(ev.log_probs)
+        entropy_total += ev.entropy.sum().item()
+    return torch.cat(parts), entropy_total / d
 
 
-__all__ = ["ppo_update"]
+def _chunks(rows: np.ndarray, size: int | None) -> Iterator[np.ndarray]:
+    """`rows` cut into consecutive pieces of `size` (None: one piece)."""
+    step = size or max(len(rows), 1)
+    for start in range(0, len(rows), step):
+        yield rows[start : start + step]
+
+
+__all__ = [
+    "Agent",
+    "Evaluation",
+    "PPOSettings",
+    "UpdateStats",
+    "ppo_update",
+    "reinforce_update",
+]

@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,8 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from idlegate.errors import IdlegateError
+from idlegate.policy.actions import Choice
+from idlegate.policy.features import Observation
 from idlegate.policy.model import (
     PolicyNet,
     evaluate_batch,
@@ -56,7 +58,13 @@ from idlegate.sim.workloads import build_workload
 from idlegate.training import math as rl
 from idlegate.training.config import RUN_ONLY_FIELDS, TrainConfig
 from idlegate.training.log import CSV_FIELDS, IterationStats, TrainLog, progress_bar
-from idlegate.training.ppo import ppo_update
+from idlegate.training.ppo import (
+    Evaluation,
+    PPOSettings,
+    UpdateStats,
+    ppo_update,
+    reinforce_update,
+)
 from idlegate.training.rollout import (
     EvalResult,
     EvalTask,
@@ -67,7 +75,6 @@ from idlegate.training.rollout import (
     make_blob,
 )
 from idlegate.training.seeds import SEED_RANGE, draw_seed, workload_ref
-from idlegate.training.update import UpdateStats, update_decisions
 from idlegate.training.warm_start import warm_start
 
 CHECKPOINT = "checkpoint.pt"
@@ -125,41 +132,43 @@ def returns_and_advantages(
     return returns, baselines, adv
 
 
-def update(
+class PolicyDecisions:
+    """The DAG policy bound to an update's decisions (an `Agent` of `training.ppo`)."""
+
+    def __init__(
+        self, model: PolicyNet, observations: Sequence[Observation], choices: Sequence[Choice]
+    ) -> None:
+        self.model, self.observations, self.choices = model, observations, choices
+
+    def parameters(self) -> Iterator[torch.nn.Parameter]:
+        return self.model.parameters()
+
+    def evaluate(self, rows: np.ndarray) -> Evaluation:
+        at = rows.tolist()
+        observations = [self.observations[i] for i in at]
+        return Evaluation(*evaluate_batch(self.model, observations, [self.choices[i] for i in at]))
+
+
+def update_decisions(
     model: PolicyNet,
-    optimizer: torch.optim.Optimizer,
     rollouts: Sequence[Rollout],
     adv: Sequence[np.ndarray],
     config: TrainConfig,
-    entropy_weight: float,
     rng: np.random.Generator,
-) -> tuple[float, float, float]:
-    """One Adam step on the policy-gradient loss; returns (loss, mean entropy, grad norm)."""
-    observations, choices, advantages, index = update_decisions(rollouts, adv, config, rng)
-    count = len(index)
-    optimizer.zero_grad()
-    if count == 0:
-        return 0.0, math.nan, 0.0
-    model.train()
-    loss_total = entropy_total = 0.0
-    for start in range(0, count, config.learner_batch):
-        part = index[start : start + config.learner_batch].tolist()
-        log_prob, entropy = evaluate_batch(
-            model,
-            [observations[i] for i in part],  # type: ignore[misc]
-            [choices[i] for i in part],
-        )
-        loss = rl.policy_gradient_loss(
-            log_prob, rl.to_tensor(advantages[part]), entropy, entropy_weight, count
-        )
-        loss.backward()
-        loss_total += loss.item()
-        entropy_total += entropy.sum().item()
-    clip = config.grad_clip if config.grad_clip is not None else math.inf
-    norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), clip))
-    optimizer.step()
-    model.eval()
-    return loss_total, entropy_total / count, norm
+) -> tuple[PolicyDecisions, torch.Tensor]:
+    """(the agent, [D] advantages) of the update: the rollouts' decisions pooled — all of
+    them, or a uniform sample of `config.max_update_decisions` (drawn from `rng`) in the
+    rollouts' order."""
+    observations = [o for r in rollouts for o in r.observations]
+    choices = [c for r in rollouts for c in r.choice_list()]
+    advantages = np.concatenate(adv) if adv else np.zeros(0)
+    limit = config.max_update_decisions
+    if limit is not None and len(observations) > limit:
+        index = np.sort(rng.choice(len(observations), size=limit, replace=False)).tolist()
+        observations = [observations[i] for i in index]
+        choices = [choices[i] for i in index]
+        advantages = advantages[index]
+    return PolicyDecisions(model, observations, choices), rl.to_tensor(advantages)
 
 
 def algorithm_update(
@@ -171,11 +180,24 @@ def algorithm_update(
     entropy_weight: float,
     rng: np.random.Generator,
 ) -> UpdateStats:
-    """Step 4 with `config.algorithm`: REINFORCE's one step (`update`) or PPO's epochs."""
-    if config.algorithm == "ppo":
-        return ppo_update(model, optimizer, rollouts, adv, config, entropy_weight, rng)
-    loss, entropy, norm = update(model, optimizer, rollouts, adv, config, entropy_weight, rng)
-    return UpdateStats(loss, entropy, norm, steps=0 if math.isnan(entropy) else 1)  # NaN: none
+    """Step 4 with `config.algorithm`: REINFORCE's one step or PPO's epochs (`training.ppo`)."""
+    agent, advantages = update_decisions(model, rollouts, adv, config, rng)
+    clip = config.grad_clip if config.grad_clip is not None else math.inf
+    if config.algorithm == "reinforce":
+        return reinforce_update(
+            agent, optimizer, advantages, entropy_weight, clip, config.learner_batch
+        )
+    settings = PPOSettings(
+        epochs=config.ppo.epochs,
+        minibatch=config.ppo.minibatch_size,
+        clip=config.ppo.clip,
+        entropy_weight=entropy_weight,
+        max_grad_norm=clip,
+        target_kl=config.ppo.target_kl,
+        kl_check="minibatch",
+        chunk=config.learner_batch,
+    )
+    return ppo_update(agent, optimizer, advantages, settings, rng)
 
 
 def _check_resume(ckpt: dict[str, Any], config: TrainConfig) -> None:
@@ -513,7 +535,6 @@ __all__ = [
     "UpdateStats",
     "algorithm_update",
     "train",
-    "update",
     "update_decisions",
     "validate",
 ]

@@ -43,7 +43,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -75,12 +75,13 @@ from idlegate.sim.metrics import BSLD_MIN_RUN, run_metrics
 from idlegate.sim.protocol import WAIT, Action, ClusterView
 from idlegate.training.math import (
     advantages,
-    approx_kl,
-    ppo_clip_loss,
+    categorical,
+    gae,
     returns_to_go,
     time_baselines,
     to_tensor,
 )
+from idlegate.training.ppo import Evaluation, PPOSettings, UpdateStats, ppo_update
 
 TRAIN_SEED_BASE = 1_000_000
 VALIDATION_SEED_BASE = 2_000_000
@@ -415,74 +416,66 @@ def window_rewards(
     return -cost / len(records)
 
 
-def gae(rewards: np.ndarray, values: np.ndarray, gamma: float, lam: float) -> np.ndarray:
-    """GAE advantages of one finished episode (the value after the last step is 0).
-
-    δ_d = r_d + γ V_{d+1} − V_d; A_d = δ_d + γλ A_{d+1}.
-    """
-    adv = np.zeros(len(rewards))
-    running = 0.0
-    for d in range(len(rewards) - 1, -1, -1):
-        next_value = values[d + 1] if d + 1 < len(rewards) else 0.0
-        delta = rewards[d] + gamma * next_value - values[d]
-        running = delta + gamma * lam * running
-        adv[d] = running
-    return adv
-
-
 # ---------------------------------------------------------------------------------------
 # PPO update
 
 
-@dataclass
-class UpdateStats:
-    """What one iteration's update did."""
+class WindowDecisions:
+    """The model bound to an iteration's decisions (a `training.ppo` Agent)."""
 
-    epochs: int
-    approx_kl: float
-    value_loss: float
-    entropy: float
+    def __init__(
+        self, model: WindowNet, slots: np.ndarray, cluster: np.ndarray, actions: np.ndarray
+    ) -> None:
+        self.model = model
+        self.slots, self.cluster = to_tensor(slots), to_tensor(cluster)
+        self.actions = torch.as_tensor(actions)
+
+    def parameters(self) -> Iterator[nn.Parameter]:
+        return self.model.parameters()
+
+    def evaluate(self, rows: np.ndarray) -> Evaluation:
+        at = torch.as_tensor(rows)
+        log_probs, values = self.model(self.slots[at], self.cluster[at])
+        return Evaluation(*categorical(log_probs, self.actions[at]), values)
 
 
-def ppo_update(
+def ppo_settings(config: WindowTrainConfig) -> PPOSettings:
+    """The config's PPO choices: passes stop when the KL after one passes `target_kl`."""
+    return PPOSettings(
+        epochs=config.epochs,
+        minibatch=config.minibatch,
+        clip=config.clip,
+        entropy_weight=config.entropy_weight,
+        max_grad_norm=config.max_grad_norm,
+        target_kl=config.target_kl,
+        kl_check="epoch",
+        value_weight=config.value_weight,
+    )
+
+
+def update(
     model: WindowNet,
     optimizer: torch.optim.Optimizer,
-    batch: dict[str, np.ndarray],
+    episodes: list[Episode],
     config: WindowTrainConfig,
     rng: np.random.Generator,
 ) -> UpdateStats:
-    """A few epochs of clipped PPO on `batch` (slots, cluster, actions, log_probs, adv, ret)."""
-    slots, cluster = to_tensor(batch["slots"]), to_tensor(batch["cluster"])
-    actions = torch.as_tensor(batch["actions"])
-    old = to_tensor(batch["log_probs"])
-    adv = batch["advantages"]
-    adv_t = to_tensor((adv - adv.mean()) / (adv.std() + 1e-8))
-    returns = to_tensor(batch["returns"])
-    n = len(actions)
-    kl, value_loss, entropy, epochs = 0.0, 0.0, 0.0, 0
-    for _ in range(config.epochs):
-        epochs += 1
-        order = rng.permutation(n)
-        for lo in range(0, n, config.minibatch):
-            idx = torch.as_tensor(order[lo : lo + config.minibatch])
-            logp, value = model(slots[idx], cluster[idx])
-            taken = logp.gather(1, actions[idx, None]).squeeze(1)
-            ent = -(logp.exp() * logp).sum(-1)
-            loss = ppo_clip_loss(
-                taken, old[idx], adv_t[idx], config.clip, ent, config.entropy_weight
-            )
-            v_loss = ((value - returns[idx]) ** 2).mean()
-            optimizer.zero_grad()
-            (loss + config.value_weight * v_loss).backward()
-            nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
-            optimizer.step()
-            value_loss, entropy = float(v_loss.detach()), float(ent.detach().mean())
-        with torch.no_grad():
-            logp, _ = model(slots, cluster)
-            kl = approx_kl(logp.gather(1, actions[:, None]).squeeze(1), old)
-        if kl > config.target_kl:
-            break
-    return UpdateStats(epochs, kl, value_loss, entropy)
+    """PPO on the episodes' decisions, advantages standardised over the iteration."""
+
+    def cat(name: str) -> np.ndarray:
+        return np.concatenate([getattr(e, name) for e in episodes])
+
+    agent = WindowDecisions(model, cat("slots"), cat("cluster"), cat("actions"))
+    adv = cat("advantages")
+    return ppo_update(
+        agent,
+        optimizer,
+        to_tensor((adv - adv.mean()) / (adv.std() + 1e-8)),
+        ppo_settings(config),
+        rng,
+        returns=to_tensor(cat("returns")),
+        sampled_log_probs=to_tensor(cat("log_probs")),
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -602,13 +595,12 @@ def train_window(
                     group.append(episode)
                 _advantages(group, config)
                 episodes.extend(group)
-            batch = _batch(episodes)
-            stats = ppo_update(model, optimizer, batch, config, rng)
+            stats = update(model, optimizer, episodes, config, rng)
             done = it
             line = (
                 f"iteration {it}/{config.iterations}: rollout avg wait "
                 f"{np.mean([e.avg_wait for e in episodes]):.0f} s, "
-                f"{len(batch['actions'])} decisions, kl {stats.approx_kl:.4f}, "
+                f"{sum(len(e.actions) for e in episodes)} decisions, kl {stats.approx_kl:.4f}, "
                 f"entropy {stats.entropy:.3f}"
             )
             out_of_time = time.monotonic() - started > config.max_minutes * 60
@@ -651,18 +643,6 @@ def _advantages(group: list[Episode], config: WindowTrainConfig) -> None:
         e.advantages, e.returns = a, r
 
 
-def _batch(episodes: list[Episode]) -> dict[str, np.ndarray]:
-    """Concatenate the episodes' decisions, advantages and returns (value targets)."""
-    return {
-        "slots": np.concatenate([e.slots for e in episodes]),
-        "cluster": np.concatenate([e.cluster for e in episodes]),
-        "actions": np.concatenate([e.actions for e in episodes]),
-        "log_probs": np.concatenate([e.log_probs for e in episodes]),
-        "advantages": np.concatenate([e.advantages for e in episodes]),
-        "returns": np.concatenate([e.returns for e in episodes]),
-    }
-
-
 __all__ = [
     "Episode",
     "RecordingWindow",
@@ -670,7 +650,6 @@ __all__ = [
     "WindowTrainConfig",
     "WindowTrainResult",
     "export_window",
-    "gae",
     "make_config",
     "reward_terms",
     "train_window",
