@@ -360,13 +360,37 @@ def lint(
             help="Also check gang stages against this pool (as the operator).",
         ),
     ] = None,
+    pod_security: Annotated[
+        str,
+        typer.Option(
+            "--pod-security",
+            help="Pod Security level the templates must meet: privileged, baseline or "
+            "restricted (the target namespace's; the operator's default is baseline).",
+        ),
+    ] = "baseline",
+    allowed_service_accounts: Annotated[
+        str,
+        typer.Option(
+            "--allowed-service-accounts",
+            help="Service accounts templates may name, comma-separated (the target "
+            "namespace's idlegate.io/allowed-service-accounts annotation).",
+        ),
+    ] = "",
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Check DagWorkflow manifests offline with the operator's checks; exit 1 if any fails."""
     with _user_errors():
         from idlegate.operator.lint import lint_paths
+        from idlegate.operator.podsecurity import (
+            NamespacePolicy,
+            parse_level,
+            parse_service_accounts,
+        )
 
-        report = lint_paths(files, pool_size=pool_size)
+        policy = NamespacePolicy(
+            parse_level(pod_security), parse_service_accounts(allowed_service_accounts)
+        )
+        report = lint_paths(files, pool_size=pool_size, policy=policy)
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2))
     else:

@@ -9,7 +9,11 @@ re-implemented here; a DagWorkflow passes exactly when the operator's admission
   every task pod; the CRD's CEL rule says the same);
 * ``spec``: :func:`idlegate.sim.spec.parse_workflow` (types, bounds, names, unknown
   dependencies, cycles: the simulator's model);
-* each stage's pod template: :func:`idlegate.operator.template.check_templates`;
+* each stage's pod template: :func:`idlegate.operator.template.check_templates`, with a
+  :class:`~idlegate.operator.podsecurity.NamespacePolicy` standing in for the namespace
+  the manifest will be applied to (there is none offline): the Pod Security level of
+  ``--pod-security`` (default baseline, the operator's default for a namespace without
+  the label) and the service accounts of ``--allowed-service-accounts``;
 * with ``pool_size`` (the operator's ``--pool-size``): no gang stage larger than the pool,
   checked by :meth:`idlegate.sim.cluster.Cluster.add_job` as the operator does. Without
   it this check is skipped, since the pool is a property of the cluster, not the manifest.
@@ -48,6 +52,7 @@ import yaml
 
 from idlegate.errors import IdlegateError
 from idlegate.operator.crd import API_VERSION, GROUP, KIND, LIST_KIND, check_workflow_name
+from idlegate.operator.podsecurity import NamespacePolicy
 from idlegate.operator.template import check_templates, describe
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
@@ -161,10 +166,13 @@ class LintReport:
 # -- the operator's admission checks ----------------------------------------------------------
 
 
-def admission_errors(obj: Mapping[str, Any], pool_size: int | None = None) -> list[str]:
+def admission_errors(
+    obj: Mapping[str, Any], pool_size: int | None = None, policy: NamespacePolicy | None = None
+) -> list[str]:
     """The messages the operator would mark DagWorkflow `obj` ``Invalid`` with, one per
     check that fails (empty: it would be admitted). `pool_size`: also check gang stages
-    against a pool of that many executors."""
+    against a pool of that many executors; `policy`: also hold the templates to what a
+    namespace allows."""
     errors = []
     meta = obj.get("metadata")
     name = meta.get("name") if isinstance(meta, Mapping) else None
@@ -175,7 +183,7 @@ def admission_errors(obj: Mapping[str, Any], pool_size: int | None = None) -> li
             errors.append(str(exc))
     try:
         spec = parse_workflow(obj.get("spec"), "spec")
-        check_templates(spec, "spec")
+        check_templates(spec, "spec", policy)
         if pool_size is not None:
             job = f"{meta['namespace']}/{name}" if _has(meta, "namespace") else name
             Cluster(pool_size).add_job(Dag.from_spec(spec), 0.0, str(job or "the workflow"))
@@ -207,7 +215,8 @@ _TEMPLATE_PREFIX = "invalid pod template: "
 _SPEC_PARTS = re.compile(rf"; (?={_PATH}: |and \d+ more problem)")
 _SPEC_FIELD = re.compile(rf"^({_PATH}): (.*)$", re.S)
 _TEMPLATE_PARTS = re.compile(r"; (?=spec\.stages\[\d+\]\.template|and \d+ more problem)")
-_TEMPLATE_FIELD = re.compile(r"^(spec\.stages\[\d+\]\.template\S*) (.*)$", re.S)
+# shape problems read "PATH must ...", namespace rules "PATH: ... is not allowed"
+_TEMPLATE_FIELD = re.compile(r"^(spec\.stages\[\d+\]\.template\S*?):? (.*)$", re.S)
 _NAMED_STAGE = re.compile(r"^stage (?:name )?'([^']+)'(.*)$", re.S)
 _CYCLE = re.compile(r"^the dependencies form a cycle: ([^ ]+) ->")
 
@@ -371,6 +380,7 @@ class _Linter:
 
     report: LintReport
     pool_size: int | None
+    policy: NamespacePolicy
 
     def document(self, source: str, index: int, doc: Any) -> None:
         if doc is None:  # an empty document (e.g. after a trailing ---): kubectl skips it too
@@ -429,7 +439,7 @@ class _Linter:
                 f"{api!r} does not serve {KIND}; use {API_VERSION}",
             )
         self._metadata(source, index, item, obj.get("metadata"))
-        for message in admission_errors(obj, self.pool_size):
+        for message in admission_errors(obj, self.pool_size, self.policy):
             for path, text in split_message(message, obj.get("spec")):
                 self._problem(source, index, item, path, text)
         if len(self.report.problems) > before:
@@ -455,15 +465,20 @@ class _Linter:
 
 
 def lint_paths(
-    paths: Sequence[str], *, pool_size: int | None = None, stdin: TextIO | None = None
+    paths: Sequence[str],
+    *,
+    pool_size: int | None = None,
+    policy: NamespacePolicy | None = None,
+    stdin: TextIO | None = None,
 ) -> LintReport:
     """Lint files, directories (recursively, their ``*.yaml``/``*.yml``/``*.json`` files)
-    and ``-`` (standard input, read as YAML). Unreadable files and syntax errors are
+    and ``-`` (standard input, read as YAML), holding templates to `policy` (by default
+    baseline, no service account but ``default``). Unreadable files and syntax errors are
     problems of the report, not exceptions; an IdlegateError only for a bad `pool_size`."""
     if pool_size is not None and pool_size < 1:
         raise IdlegateError(f"--pool-size must be at least 1, got {pool_size}")
     report = LintReport()
-    linter = _Linter(report, pool_size)
+    linter = _Linter(report, pool_size, policy or NamespacePolicy())
     for source in _sources(paths, report):
         try:
             text = _read(source, stdin or sys.stdin)

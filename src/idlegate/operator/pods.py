@@ -30,6 +30,9 @@ ANNOTATION_EXECUTOR = "idlegate.io/executor"
 MAX_POD_NAME = 63
 """Pod names are kept to a DNS label, so that the pod's hostname is its whole name."""
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+DEFAULT_SERVICE_ACCOUNT = "default"
+"""Task pods run as this service account, without a token, unless the template names one
+the namespace allows (:mod:`idlegate.operator.podsecurity`)."""
 
 DEFAULT_TEMPLATE: dict[str, Any] = {
     "metadata": {"labels": {"app.kubernetes.io/part-of": "idlegate"}},
@@ -135,7 +138,8 @@ def task_pod(
     The template's labels and annotations are kept, the operator's win on conflict; its
     own scheduling gates are kept (the operator only ever removes its own);
     ``restartPolicy`` is forced to ``Never`` (a retry is a new pod); the task environment
-    replaces same-named variables in every container and init container.
+    replaces same-named variables in every container and init container; a template that
+    names no service account (or ``default``) runs as ``default`` with no token mounted.
     """
     template = copy.deepcopy(stage.template) if stage.template else copy.deepcopy(DEFAULT_TEMPLATE)
     meta = template.get("metadata") or {}
@@ -156,6 +160,13 @@ def task_pod(
             kept = [e for e in container.get("env") or [] if e.get("name") not in names]
             container["env"] = kept + copy.deepcopy(env)
     spec["restartPolicy"] = "Never"
+    if (spec.get("serviceAccountName") or spec.get("serviceAccount")) in (
+        None,
+        "",
+        DEFAULT_SERVICE_ACCOUNT,
+    ):
+        spec["serviceAccountName"] = DEFAULT_SERVICE_ACCOUNT
+        spec.setdefault("automountServiceAccountToken", False)
     gates = [g for g in spec.get("schedulingGates") or [] if g.get("name") != GATE]
     if gated:
         gates.append({"name": GATE})

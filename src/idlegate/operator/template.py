@@ -1,4 +1,4 @@
-"""Admission check of a stage's pod template: the fields the operator reads or writes.
+"""Admission check of a stage's pod template: its shape, and what its namespace allows.
 
 The CRD keeps ``template`` free-form (``x-kubernetes-preserve-unknown-fields``), so the API
 server accepts ``containers: "busybox"`` as readily as a real pod template. The operator
@@ -7,9 +7,15 @@ builds every task pod from the template (:func:`idlegate.operator.pods.task_pod`
 ``spec.containers[]`` and ``spec.initContainers[]``, and adds or removes its own entry in
 ``spec.schedulingGates``. :class:`PodTemplate` states the shape of exactly those fields
 (strictly: a string where a list belongs is an error, not coerced) plus what every pod
-needs (at least one container, each with a name and an image); everything else is passed
-through to the API server as it is, which judges it when the pod is created (and a pod the
-API server refuses fails its workflow, see :mod:`idlegate.operator.writes`).
+needs (at least one container, each with a name and an image).
+
+Given the namespace's :class:`~idlegate.operator.podsecurity.NamespacePolicy`, a template
+of that shape is then held to the namespace's Pod Security level and service-account
+allow-list (:func:`idlegate.operator.podsecurity.check_template`): the operator creates
+pods with its own rights, so it must refuse what the namespace would refuse its author.
+Everything else is passed through to the API server, which judges it when the pod is
+created (and a pod the API server refuses fails its workflow, see
+:mod:`idlegate.operator.writes`).
 
 A template that fails here makes the workflow ``Invalid`` at admission, with the path of
 the offending field, before any executor is given to it.
@@ -22,6 +28,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from idlegate.errors import SpecError
+from idlegate.operator import podsecurity
+from idlegate.operator.podsecurity import NamespacePolicy
 from idlegate.sim.spec import WorkflowSpec
 
 MAX_REPORTED = 5
@@ -125,22 +133,40 @@ def _problem(error: Any, where: str) -> str:
     return f"{where}{_path(tuple(error['loc']))} {message}"
 
 
-def check_template(template: Any, where: str = "template") -> None:
+def check_template(
+    template: Any, where: str = "template", policy: NamespacePolicy | None = None
+) -> None:
     """Raise SpecError, naming the field path under `where`, unless `template` (a stage's
-    ``template``; None means the default template) is one the operator can build pods from."""
+    ``template``; None means the default template, which meets restricted) is one the
+    operator can build pods from and, with `policy`, one the namespace allows."""
     if template is None:
         return
     try:
         PodTemplate.model_validate(template)
     except ValidationError as exc:
-        errors = exc.errors()
-        problems = [_problem(e, where) for e in errors[:MAX_REPORTED]]
-        if len(errors) > MAX_REPORTED:
-            problems.append(f"and {len(errors) - MAX_REPORTED} more problem(s)")
-        raise SpecError("invalid pod template: " + "; ".join(problems)) from None
+        problems = [_problem(e, where) for e in exc.errors()]
+    else:
+        violations = (
+            []
+            if policy is None
+            else podsecurity.check_template(
+                template,
+                level=policy.level,
+                allowed_service_accounts=policy.allowed_service_accounts,
+                path_prefix=where,
+            )
+        )
+        problems = [str(v) for v in violations]
+    if problems:
+        shown = problems[:MAX_REPORTED]
+        if len(problems) > MAX_REPORTED:
+            shown.append(f"and {len(problems) - MAX_REPORTED} more problem(s)")
+        raise SpecError("invalid pod template: " + "; ".join(shown))
 
 
-def check_templates(spec: WorkflowSpec, where: str = "spec") -> None:
+def check_templates(
+    spec: WorkflowSpec, where: str = "spec", policy: NamespacePolicy | None = None
+) -> None:
     """:func:`check_template` for every stage of `spec` (paths like spec.stages[2].template)."""
     for i, stage in enumerate(spec.stages):
-        check_template(stage.template, f"{where}.stages[{i}].template")
+        check_template(stage.template, f"{where}.stages[{i}].template", policy)
