@@ -1,10 +1,10 @@
-"""End-to-end tests: the real kopf operator against the API emulator and a simulated kubelet.
+"""End-to-end tests: the real kopf operator against the test API server and a simulated kubelet.
 
 The operator runs in ``kopf.testing.KopfRunner`` (a thread with its own event loop) with an
-accelerated clock, against the kmock-based API server emulator of ``tests/k8s`` and its
-simulated kubelet accelerated by the same factor; one test drives it with the real
-``kubectl``, and the burst test runs the real ``idlegate operator`` command in a
-subprocess (wall-clock time, tiny tasks) to measure its decisions/s and memory.
+accelerated clock, against the kmock-based API server of ``tests/k8s`` and its simulated
+kubelet accelerated by the same factor; one test drives it with the real ``kubectl``.
+(The burst of 200 workflows through the real ``idlegate operator`` command, with its
+decisions/s and memory, is a benchmark: ``python -m benchmarks.operator_burst``.)
 
 Each test gets its own namespace, kubelet and operator (watching that namespace only).
 """
@@ -15,15 +15,11 @@ import contextlib
 import itertools
 import json
 import os
-import resource
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -39,20 +35,20 @@ from idlegate.operator.main import Operator, build_registry
 from idlegate.operator.pods import GATE, LABEL_WORKFLOW
 from idlegate.operator.settings import Settings
 from idlegate.policy import make_scheduler
-from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision
+from idlegate.sim.protocol import Action, ClusterView, Decision
 from tests.helpers import CappedFifo
-from tests.k8s import ApiServer, SimKubelet, apiserver_fixture
+from tests.k8s.apiserver import PODS
+from tests.k8s.harness import ApiServer
+from tests.k8s.kubelet import SimKubelet
 
 SPEED = 20.0
 """Simulated seconds per wall second, for the operator's clock and the kubelet alike."""
 DWF = "idlegate.io/v1alpha1/dagworkflows"
-ROOT = Path(__file__).resolve().parent.parent
-SAMPLES = ROOT / "deploy" / "samples"
+SAMPLES = Path(__file__).resolve().parent.parent / "deploy" / "samples"
 JCT_SLACK = 8.0
 """Simulated seconds of overhead allowed on a JCT: each stage transition costs a few API
 round trips (watch event, gate removal, kubelet), multiplied by SPEED."""
 
-api = apiserver_fixture(scope="module")
 _namespaces = itertools.count()
 
 
@@ -60,13 +56,16 @@ _namespaces = itertools.count()
 
 
 @pytest.fixture(scope="module")
-def crd(api: ApiServer) -> dict[str, Any]:
-    """The project's real CRD (generated schema, printer columns, status subresource)."""
-    return api.create("customresourcedefinitions", render_crd())
+def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
+    """The test API server serving the project's real CRD (printer columns, status)."""
+    with ApiServer(tmp_path_factory.mktemp("k8s")) as server:
+        server.create("customresourcedefinitions", render_crd())
+        yield server
+        server.assert_no_internal_errors()
 
 
 @pytest.fixture()
-def ns(api: ApiServer, crd: Any) -> str:
+def ns(api: ApiServer) -> str:
     name = f"e2e-{os.getpid() % 10000}-{next(_namespaces)}"
     api.create("namespaces", {"metadata": {"name": name}})
     return name
@@ -84,8 +83,8 @@ class PodMonitor:
         self._lock = threading.Lock()
         self._unsubscribe = api.call(lambda: api.emulator.subscribe(self._on_event))
 
-    def _on_event(self, res: Any, etype: str, obj: dict[str, Any], old: Any) -> None:
-        if res != kmock.resource("", "v1", "pods"):
+    def _on_event(self, res: kmock.resource, etype: str, obj: dict[str, Any]) -> None:
+        if res != PODS:
             return
         meta = obj.get("metadata") or {}
         if meta.get("namespace") != self.namespace:
@@ -126,14 +125,7 @@ def monitor(api: ApiServer, ns: str) -> Iterator[PodMonitor]:
 
 @pytest.fixture()
 def kubelet(api: ApiServer, ns: str) -> Iterator[SimKubelet]:
-    with SimKubelet(
-        api,
-        node_name=f"node-{ns}",
-        namespace=ns,
-        time_factor=1 / SPEED,
-        startup_delay=0.0,
-        termination_delay=0.05,
-    ) as k:
+    with SimKubelet(api, ns, time_factor=1 / SPEED) as k:
         yield k
 
 
@@ -253,11 +245,6 @@ class IdleRootsOnce:
             ):
                 return Decision(s, view.num_executors, self.delay)
         return self.fifo.decide(view)
-
-        for s in view.runnable_stages():
-            if s.job.held < self.cap:
-                return Decision(s, self.cap)
-        return WAIT
 
 
 # -- scenarios ---------------------------------------------------------------------------------
@@ -499,14 +486,7 @@ def test_failed_pods_are_retried_then_fail_the_workflow(api, ns, monitor):
         return 3 if name in ("flaky-a-0", "doomed-a-0") else None
 
     with (
-        SimKubelet(
-            api,
-            node_name=f"node-{ns}",
-            namespace=ns,
-            time_factor=1 / SPEED,
-            startup_delay=0.0,
-            failure=failure,
-        ),
+        SimKubelet(api, ns, time_factor=1 / SPEED, failure=failure),
         running_operator(api, ns, pool=2),
     ):
         api.create(DWF, workflow("flaky", stage("a", 1, 2, backoffLimit=1)), namespace=ns)
@@ -639,147 +619,18 @@ def test_rigid_jobs_are_backfilled_under_easy_fcfs(api, ns, kubelet, monitor):
     assert not monitor.duplicates and sum(monitor.created.values()) == 3 + 4 + 1 + 1
 
 
-# -- the burst: the real command in a subprocess --------------------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _proc_status(pid: int) -> dict[str, int]:
-    """VmRSS and VmHWM (peak RSS) of a process, in KiB."""
-    out = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            out[key] = int(value.split()[0])
-    return out
-
-
-def _proc_cpu(pid: int) -> float:
-    """CPU seconds (user + system) a process has used so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _metric(text: str, name: str, labels: str = "") -> float:
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith(name + (labels or "")) and (labels or line[len(name)] in " {"):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
-
-
-@pytest.mark.slow
-def test_a_burst_of_200_workflows_completes(api, ns, tmp_path, record_property):
-    count, pool = 200, 16
-    metrics_port, health_port = _free_port(), _free_port()
-    log = (tmp_path / "operator.log").open("w")
-    command = [
-        sys.executable,
-        "-m",
-        "idlegate",
-        "operator",
-        "--standalone",
-        f"--pool-size={pool}",
-        "--policy",
-        "fair",
-        "--namespace",
-        ns,
-        "--metrics-port",
-        str(metrics_port),
-        "--health-port",
-        str(health_port),
-        "--kubeconfig",
-        str(api.kubeconfig),
-    ]
-    env = {**os.environ, "POD_ID": "idlegate-operator-e2e", "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-    mon = PodMonitor(api, ns)
-    try:
-        with SimKubelet(
-            api,
-            node_name=f"node-{ns}",
-            namespace=ns,
-            time_factor=1.0,
-            startup_delay=0.0,
-            termination_delay=0.01,
-        ):
-            wait(lambda: _get(f"http://127.0.0.1:{health_port}/healthz"), 30, "/healthz")
-            start = time.monotonic()
-            for i in range(count):  # a burst: all at once
-                api.create(
-                    DWF,
-                    workflow(
-                        f"burst-{i:03d}",
-                        stage("extract", 2, 0.05),
-                        stage("left", 2, 0.05, ("extract",)),
-                        stage("right", 1, 0.1, ("extract",)),
-                        stage("merge", 1, 0.05, ("left", "right")),
-                    ),
-                    namespace=ns,
-                )
-            submitted = time.monotonic() - start
-
-            def done() -> bool:
-                phases = Counter((w.get("status") or {}).get("phase") for w in api.list(DWF, ns))
-                return phases["Succeeded"] + phases["Failed"] == count
-
-            wait(done, 150, f"{count} workflows to finish")
-            elapsed = time.monotonic() - start
-            text = _get(f"http://127.0.0.1:{metrics_port}/metrics")
-            memory = _proc_status(proc.pid)
-            cpu = _proc_cpu(proc.pid)
-    finally:
-        mon.close()
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
-    phases = Counter(w["status"]["phase"] for w in api.list(DWF, ns))
-    assert phases == {"Succeeded": count}, (tmp_path / "operator.log").read_text()[-3000:]
-    assert mon.max_total <= pool and not mon.duplicates
-    assert sum(mon.created.values()) == count * 6
-    decisions = _metric(text, "idlegate_decisions_total")
-    latency = _metric(text, "idlegate_decision_duration_seconds_sum")
-    jcts = [w["status"]["jctSeconds"] for w in api.list(DWF, ns)]
-    report = {
-        "workflows": count,
-        "pods": count * 6,
-        "pool": pool,
-        "submit_seconds": round(submitted, 2),
-        "wall_seconds": round(elapsed, 2),
-        "decisions": int(decisions),
-        "decisions_per_second_wall": round(decisions / elapsed, 1),
-        "decisions_per_second_policy": round(decisions / latency) if latency else None,
-        "mean_decision_ms": round(1000 * latency / decisions, 4) if decisions else None,
-        "gate_removals": int(_metric(text, "idlegate_gate_removals_total")),
-        "mean_jct_seconds": round(sum(jcts) / len(jcts), 2),
-        "operator_cpu_seconds": round(cpu, 1),
-        "test_process_cpu_seconds": round(sum(resource.getrusage(resource.RUSAGE_SELF)[:2]), 1),
-        "operator_rss_mib": round(memory["VmRSS"] / 1024, 1),
-        "operator_peak_rss_mib": round(memory["VmHWM"] / 1024, 1),
-        "test_process_peak_rss_mib": round(
-            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1
-        ),
-    }
-    for key, value in report.items():
-        record_property(key, value)
-    print("\nBURST " + json.dumps(report))
-    (Path(os.environ.get("IDLEGATE_BURST_REPORT", tmp_path / "burst.json"))).write_text(
-        json.dumps(report, indent=2)
-    )
-    assert report["gate_removals"] + 0 <= count * 6
-    assert decisions >= count  # at least one launch decision per workflow
-
-
-def _get(url: str) -> str:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return response.read().decode()
-    except OSError:
-        return ""
+def test_a_burst_of_workflows_all_finish_without_duplicates_or_held_executors(
+    api, ns, kubelet, monitor
+):
+    # the property behind benchmarks/operator_burst.py, small: workflows arriving at once
+    count, pool = 30, 6
+    names = [f"burst-{i:02d}" for i in range(count)]
+    with running_operator(api, ns, pool=pool) as op:
+        for name in names:
+            api.create(DWF, workflow(name, stage("a", 2, 1), stage("b", 1, 1, ("a",))), ns)
+        for name in names:
+            wait_phase(api, ns, name, ("Succeeded", "Failed"), timeout=60)
+        wait(lambda: op.metrics.value("idlegate_busy_executors") == 0, 5, "no executor held")
+    assert Counter(w["status"]["phase"] for w in api.list(DWF, ns)) == {"Succeeded": count}
+    assert not monitor.duplicates and sum(monitor.created.values()) == count * 3
+    assert monitor.max_total <= pool

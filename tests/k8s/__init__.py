@@ -1,33 +1,9 @@
-"""Test infrastructure for the Kubernetes operator: an API server emulator and a kubelet.
+"""The Kubernetes side of the end-to-end tests, on kmock (see :mod:`tests.k8s.apiserver`).
 
-* :mod:`.apiserver` — :class:`KubeApiEmulator` (kmock 0.8 + a real-API-server
-  compatibility layer), :class:`ApiServer` (runs it in a background thread on
-  127.0.0.1, writes a kubeconfig, offers thread-safe accessors), plus
-  :func:`apiserver_fixture` / :func:`running_apiserver` and :func:`make_crd`.
-* :mod:`.kubelet` — :class:`SimKubelet`, a simulated scheduler + kubelet that
-  honours ``spec.schedulingGates`` and runs pods for their declared durations.
+* :mod:`.apiserver`: :class:`~tests.k8s.apiserver.Emulator`, kmock's emulator with the API
+  server semantics the operator relies on;
+* :mod:`.harness`: :class:`~tests.k8s.harness.ApiServer`, that emulator on a port in a thread,
+  with a kubeconfig, accessors and ``kubectl``;
+* :mod:`.kubelet`: :class:`~tests.k8s.kubelet.SimKubelet`, which runs gated pods once released;
+* :mod:`._patching`: merge and JSON patches, the tests' one copy.
 """
-
-from tests.k8s.apiserver import (
-    ApiServer,
-    KubeApiEmulator,
-    Route,
-    api_error,
-    apiserver_fixture,
-    make_crd,
-    parse_route,
-    running_apiserver,
-)
-from tests.k8s.kubelet import SimKubelet
-
-__all__ = [
-    "ApiServer",
-    "KubeApiEmulator",
-    "Route",
-    "SimKubelet",
-    "api_error",
-    "apiserver_fixture",
-    "make_crd",
-    "parse_route",
-    "running_apiserver",
-]

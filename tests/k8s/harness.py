@@ -1,0 +1,146 @@
+"""The test API server on a port: :class:`ApiServer` runs an :class:`Emulator` behind
+``kmock.Server`` on 127.0.0.1 in a thread with its own event loop, writes a kubeconfig for
+kopf, the ``kubernetes`` client and ``kubectl``, and gives the tests thread-safe accessors.
+
+    with ApiServer(tmp_path) as api:
+        api.create(PODS, {...}, namespace="default")
+        api.kubectl("get", "pods")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import shutil
+import subprocess
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import kmock
+import yaml
+
+from tests.k8s.apiserver import Emulator
+
+T = TypeVar("T")
+
+
+class ApiServer:
+    """An :class:`Emulator` served in a background thread (see the module docstring)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.emulator = Emulator()
+        self.directory = Path(directory)
+        self.kubeconfig = self.directory / "kubeconfig"
+        self.url = ""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._main, name="k8s-api", daemon=True)
+
+    def __enter__(self) -> ApiServer:
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise TimeoutError("the test API server did not start within 10 s")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(10)
+
+    def _main(self) -> None:
+        asyncio.run(self._serve())
+
+    async def _serve(self) -> None:
+        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
+        async with kmock.Server(self.emulator) as server:
+            self.url = f"http://{server.host}:{server.port}"
+            cluster = {"name": "test", "cluster": {"server": self.url}}
+            user = {"name": "test", "user": {"token": "test"}}
+            context = {"name": "test", "context": {"cluster": "test", "user": "test"}}
+            config = {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [cluster],
+                "users": [user],
+                "contexts": [context],
+                "current-context": "test",
+            }
+            self.kubeconfig.write_text(yaml.safe_dump(config))
+            self._ready.set()
+            await self._stop.wait()
+            self.emulator.close_watches()
+
+    def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)`` run in the server's loop (where the emulator lives)."""
+        assert self._loop is not None, "the server is not running"
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                future.set_result(fn(*args, **kwargs))
+            except BaseException as exc:
+                future.set_exception(exc)
+
+        self._loop.call_soon_threadsafe(run)
+        return future.result(30)
+
+    def resource(self, spec: kmock.resource | str) -> kmock.resource:
+        """The served resource `spec` names: ``pods``, ``v1/pods``, ``group/version/plural``."""
+        wanted = kmock.resource(spec)
+        (found,) = [res for res in list(self.emulator.resources) if wanted.check(res)]
+        return found
+
+    def get(self, res: kmock.resource | str, namespace: str | None, name: str) -> dict | None:
+        """The object, or None if there is none."""
+        try:
+            return self.call(self.emulator.get, self.resource(res), namespace, name)
+        except kmock.KubernetesError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def list(
+        self, res: kmock.resource | str, namespace: str | None = None, **selectors: str
+    ) -> list:
+        """The live objects (``label_selector=``, ``field_selector=`` as the API takes them)."""
+        return self.call(self.emulator.list, self.resource(res), namespace, **selectors)
+
+    def create(self, res: kmock.resource | str, body: dict, namespace: str | None = None) -> dict:
+        return self.call(self.emulator.create, self.resource(res), body, namespace)
+
+    def patch(
+        self,
+        res: kmock.resource | str,
+        namespace: str | None,
+        name: str,
+        patch: Any,
+        **options: str,
+    ) -> dict:
+        """Patch (``patch_type=`` merge or json, ``subresource=``)."""
+        return self.call(self.emulator.patch, self.resource(res), namespace, name, patch, **options)
+
+    def delete(self, res: kmock.resource | str, namespace: str | None, name: str) -> dict:
+        return self.call(self.emulator.delete, self.resource(res), namespace, name)
+
+    def assert_no_internal_errors(self) -> None:
+        """Fail if the emulator itself crashed on a request (a 500 that is a bug of the tests)."""
+        assert not self.emulator.internal_errors, "\n".join(self.emulator.internal_errors)
+
+    def kubectl(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """Run the real ``kubectl`` against this server; fail on a non-zero exit."""
+        binary = shutil.which("kubectl")
+        assert binary is not None, "kubectl is not installed"
+        command = [
+            binary,
+            f"--kubeconfig={self.kubeconfig}",
+            f"--cache-dir={self.directory / 'kube-cache'}",
+            *args,
+        ]
+        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+        result = subprocess.run(command, capture_output=True, text=True, timeout=30, env=env)
+        assert result.returncode == 0, f"kubectl {' '.join(args)}:\n{result.stdout}{result.stderr}"
+        return result
