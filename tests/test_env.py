@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-import gc
 import math
 import subprocess
 import sys
-import threading
 import types
 import warnings
 
@@ -25,10 +23,8 @@ from idlegate.policy.onnx_runtime import OnnxPolicy  # noqa: E402
 from idlegate.sim.engine import simulate  # noqa: E402
 from idlegate.sim.metrics import run_metrics  # noqa: E402
 from idlegate.sim.workloads import build_workload  # noqa: E402
-from idlegate.training.env import (  # noqa: E402
-    ENV_ID,
-    DagSchedulingEnv,
-    EnvConfig,
+from idlegate.training.env import ENV_ID, DagSchedulingEnv, EnvConfig  # noqa: E402
+from idlegate.training.env_spaces import (  # noqa: E402
     choice_to_action,
     model_inputs,
     sample_legal_action,
@@ -212,24 +208,6 @@ def test_an_overflowing_state_ends_the_episode_and_an_unobservable_dag_is_refuse
         DagSchedulingEnv(workload="tpch-like", workload_options=SMALL, max_stages=3).reset(seed=0)
 
 
-def test_abandoned_episodes_release_their_simulation_threads():
-    def sim_threads() -> int:
-        return sum(t.name == "idlegate-gym-simulation" for t in threading.enumerate())
-
-    before = sim_threads()
-    env = small_env()
-    env.reset(seed=0)
-    env.reset(seed=1)  # abandons the first episode
-    assert sim_threads() == before + 1
-    env.close()
-    assert sim_threads() == before
-    env = small_env()
-    env.reset(seed=0)
-    del env
-    gc.collect()
-    assert sim_threads() == before
-
-
 def test_options_are_checked():
     with pytest.raises(IdlegateError, match="no option 'max_stage'"):
         DagSchedulingEnv(max_stage=10)
@@ -239,3 +217,51 @@ def test_options_are_checked():
         EnvConfig(workload=build_workload("tpch-like", 0, **SMALL), workload_options=SMALL)
     with pytest.raises(IdlegateError, match="reset has no option"):
         small_env().reset(options={"seed": 1})
+
+
+SB3_LIMITS = {"max_stages": 256, "max_jobs": 16, "max_edges": 256}
+"""Observation sizes that hold all of the small workload at once, and keep the networks small."""
+
+
+def run_agent(env, model, masked: bool) -> tuple[bool, list[tuple[np.ndarray, dict]]]:
+    """One episode of `model`'s deterministic actions: whether it ended, (action, info)s."""
+    obs, _ = env.reset(seed=1)
+    steps = []
+    while True:
+        masks = {"action_masks": env.action_masks()} if masked else {}
+        action, _ = model.predict(obs, deterministic=True, **masks)
+        obs, _, terminated, truncated, info = env.step(action)
+        steps.append((action, info))
+        if terminated or truncated:
+            return terminated, steps
+
+
+def test_stable_baselines3_checks_the_env_and_ppo_trains_on_it():
+    sb3 = pytest.importorskip("stable_baselines3")
+    from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+    env = small_env(**SB3_LIMITS)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sb3_check_env(env)
+    # its only advice: flatten the two feature matrices (kept: their rows are stages, jobs)
+    assert {str(w.message).split(" has ")[0] for w in caught} == {
+        "Your observation stage_x",
+        "Your observation job_x",
+    }
+    model = sb3.PPO("MultiInputPolicy", env, n_steps=64, batch_size=32, n_epochs=1, seed=0)
+    model.learn(256)
+    terminated, steps = run_agent(env, model, masked=False)
+    assert terminated and steps[-1][1]["unfinished"] == 0
+
+
+def test_maskable_ppo_trains_through_gymnasium_make_and_its_rows_are_always_legal():
+    contrib = pytest.importorskip("sb3_contrib")
+    env = gymnasium.make(ENV_ID, workload="tpch-like", workload_options=SMALL, **SB3_LIMITS)
+    model = contrib.MaskablePPO("MultiInputPolicy", env, n_steps=64, batch_size=32, seed=0)
+    model.learn(256)
+    terminated, steps = run_agent(env.unwrapped, model, masked=True)
+    assert terminated and steps[-1][1]["unfinished"] == 0
+    # the masks are per part: the row is always legal, a cap or idle level may be repaired
+    assert all(info["applied_action"][0] == action[0] for action, info in steps)
+    assert any(info["applied_action"][0] == SB3_LIMITS["max_stages"] for _, info in steps)
