@@ -165,6 +165,29 @@ def test_schedule_stops_on_wait_and_rejects_garbage():
         c.schedule(Garbage(), 0.0)
 
 
+def test_decide_once_asks_once_and_a_rejected_answer_loses_nothing():
+    c = Cluster(3)
+    a = c.add_job(chain(1.0, tasks=2), 0.0)
+    b = c.add_job(diamond(), 0.0)
+    action, launches = c.decide_once(_First(), 0.0)
+    assert action.stage is a.stages[0] and len(launches) == 2 and c.decisions == 1
+    bad = Decision(b.stages[1], 3)  # not runnable: its parent has not run
+    with pytest.raises(IllegalDecisionError, match="not runnable"):
+        c.decide_once(_Answer(bad), 0.0)
+    assert c.free_executors == 1 and a.held == 2 and c.decisions == 1  # a's launches stay
+    assert c.decide_once(_Answer(WAIT), 0.0) == (WAIT, [])
+    c.decide_once(_Answer(Decision(b.stages[0], 1)), 0.0)
+    assert c.decide_once(_First(), 0.0) is None  # no executor free: nothing to ask
+
+
+class _Answer(_First):
+    def __init__(self, action):
+        self.action = action
+
+    def decide(self, view):
+        return self.action
+
+
 def test_time_cannot_go_backwards_and_cluster_needs_executors():
     c = Cluster(1)
     c.add_job(chain(1.0), 5.0)
