@@ -1,0 +1,213 @@
+"""A burst of workflows through the real ``idlegate operator`` command: throughput and memory.
+
+The operator runs as a subprocess (``python -m idlegate operator --standalone``) against the
+test API server of tests/k8s and its simulated kubelet in wall-clock time (tiny tasks of
+0.05-0.1 s). All workflows (four stages, six pods each) are created at once; the script
+waits for all of them to end and prints one JSON line: the time to submit and to finish,
+the decisions the operator made (per wall second, and per second of policy time), gate
+removals, the mean JCT, CPU seconds and resident memory of the operator (from /proc, so
+Linux only) and of this process (API server and kubelet included).
+
+It also checks what must hold whatever the machine: every workflow succeeded, no pod was
+created twice and the pool was never exceeded (tests/test_e2e_operator.py checks the
+same on a small burst).
+
+    python -m benchmarks.operator_burst [--workflows 200] [--pool 16] [--out burst.json]
+
+(run from the repository root: the script imports the test API server from tests/k8s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from idlegate.operator.crd import API_VERSION, render_crd
+from idlegate.operator.pods import GATE
+from tests.k8s.apiserver import PODS
+from tests.k8s.harness import ApiServer
+from tests.k8s.kubelet import SimKubelet
+
+DWF = "idlegate.io/v1alpha1/dagworkflows"
+NAMESPACE = "burst"
+STAGES = [
+    {"name": "extract", "tasks": 2, "taskDurationSeconds": 0.05, "dependsOn": []},
+    {"name": "left", "tasks": 2, "taskDurationSeconds": 0.05, "dependsOn": ["extract"]},
+    {"name": "right", "tasks": 1, "taskDurationSeconds": 0.1, "dependsOn": ["extract"]},
+    {"name": "merge", "tasks": 1, "taskDurationSeconds": 0.05, "dependsOn": ["left", "right"]},
+]
+PODS_PER_WORKFLOW = sum(stage["tasks"] for stage in STAGES)
+
+
+class Occupancy:
+    """Pods created (by name) and the most pods holding an executor at once."""
+
+    def __init__(self) -> None:
+        self.created: Counter[str] = Counter()
+        self.holding: set[str] = set()
+        self.most = 0
+
+    def __call__(self, res: Any, etype: str, pod: dict[str, Any]) -> None:
+        if res != PODS:
+            return
+        name = pod["metadata"]["name"]
+        if etype == "ADDED":
+            self.created[name] += 1
+        gated = any(g.get("name") == GATE for g in pod["spec"].get("schedulingGates") or [])
+        ended = pod["status"].get("phase") in ("Succeeded", "Failed")
+        if etype == "DELETED" or gated or ended:
+            self.holding.discard(name)
+        else:
+            self.holding.add(name)
+        self.most = max(self.most, len(self.holding))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def fetch(url: str) -> str:
+    """The body at `url`, or "" while nothing answers there."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.read().decode()
+    except OSError:
+        return ""
+
+
+def metric(text: str, name: str) -> float:
+    """The sum of a Prometheus metric's samples (all labels)."""
+    samples = (line.rsplit(" ", 1) for line in text.splitlines() if not line.startswith("#"))
+    return sum(float(v) for key, v in samples if key.split("{")[0] == name)
+
+
+def process(pid: int) -> dict[str, float]:
+    """CPU seconds and resident memory (now and peak, MiB) of a process, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    status = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+    )
+    return {
+        "cpu_seconds": round((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), 1),
+        "rss_mib": round(int(status["VmRSS"].split()[0]) / 1024, 1),
+        "peak_rss_mib": round(int(status["VmHWM"].split()[0]) / 1024, 1),
+    }
+
+
+def wait(predicate: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            sys.exit(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def operator(api: ApiServer, pool: int, metrics: int, health: int, log: Any) -> subprocess.Popen:
+    command = [
+        *(sys.executable, "-m", "idlegate", "operator", "--standalone"),
+        *(f"--pool-size={pool}", "--policy", "fair", "--namespace", NAMESPACE),
+        *("--metrics-port", str(metrics), "--health-port", str(health)),
+        *("--kubeconfig", str(api.kubeconfig)),
+    ]
+    env = {**os.environ, "POD_ID": "idlegate-operator-burst", "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+
+# long: one measured run, from the operator's start to its figures, read top to bottom
+def burst(api: ApiServer, count: int, pool: int, log: Any) -> dict[str, Any]:
+    metrics, health = free_port(), free_port()
+    occupancy = Occupancy()
+    unsubscribe = api.call(api.emulator.subscribe, occupancy)
+    proc = operator(api, pool, metrics, health, log)
+    try:
+        with SimKubelet(api, NAMESPACE):
+            wait(lambda: fetch(f"http://127.0.0.1:{health}/healthz"), 60, "the operator")
+            start = time.monotonic()
+            for i in range(count):
+                body = {
+                    "apiVersion": API_VERSION,
+                    "kind": "DagWorkflow",
+                    "metadata": {"name": f"burst-{i:03d}"},
+                    "spec": {"stages": STAGES},
+                }
+                api.create(DWF, body, NAMESPACE)
+            submitted = time.monotonic() - start
+
+            def ended() -> bool:
+                phases = [(w.get("status") or {}).get("phase") for w in api.list(DWF, NAMESPACE)]
+                return sum(p in ("Succeeded", "Failed") for p in phases) == count
+
+            wait(ended, 300, f"{count} workflows to end")
+            elapsed = time.monotonic() - start
+            text = fetch(f"http://127.0.0.1:{metrics}/metrics")
+            figures = process(proc.pid)
+    finally:
+        api.call(unsubscribe)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+    workflows = api.list(DWF, NAMESPACE)
+    decisions = metric(text, "idlegate_decisions_total")
+    policy_seconds = metric(text, "idlegate_decision_duration_seconds_sum")
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "workflows": count,
+        "pods": count * PODS_PER_WORKFLOW,
+        "pool": pool,
+        "phases": dict(Counter(w["status"]["phase"] for w in workflows)),
+        "pods_created_twice": sum(n > 1 for n in occupancy.created.values()),
+        "most_pods_holding_an_executor": occupancy.most,
+        "submit_seconds": round(submitted, 2),
+        "wall_seconds": round(elapsed, 2),
+        "decisions": int(decisions),
+        "decisions_per_second_wall": round(decisions / elapsed, 1),
+        "decisions_per_second_policy": round(decisions / policy_seconds)
+        if policy_seconds
+        else None,
+        "gate_removals": int(metric(text, "idlegate_gate_removals_total")),
+        "mean_jct_seconds": round(sum(w["status"]["jctSeconds"] for w in workflows) / count, 2),
+        "operator": figures,
+        "this_process": {
+            "cpu_seconds": round(own.ru_utime + own.ru_stime, 1),
+            "peak_rss_mib": round(own.ru_maxrss / 1024, 1),
+        },
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workflows", type=int, default=200)
+    parser.add_argument("--pool", type=int, default=16)
+    parser.add_argument("--out", type=Path, help="also write the figures here (JSON)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp, ApiServer(Path(tmp)) as api:
+        api.create("customresourcedefinitions", render_crd())
+        api.create("namespaces", {"metadata": {"name": NAMESPACE}})
+        with (Path(tmp) / "operator.log").open("w") as log:
+            report = burst(api, args.workflows, args.pool, log)
+        held = report["most_pods_holding_an_executor"] > args.pool
+        broken = report["phases"] != {"Succeeded": args.workflows} or report["pods_created_twice"]
+        if broken or held:
+            print((Path(tmp) / "operator.log").read_text()[-3000:], file=sys.stderr)
+    print(json.dumps(report))
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=2))
+    if broken or held:
+        sys.exit("a workflow failed, a pod was created twice or the pool was exceeded")
+
+
+if __name__ == "__main__":
+    main()
