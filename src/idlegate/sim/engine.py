@@ -168,9 +168,9 @@ class Engine:
         """
         fid = fidelity or workload.fidelity
         rng = np.random.default_rng(seed)
-        scheduler_rng = np.random.default_rng(rng.integers(2**63))
+        scheduler_seed = rng.integers(2**63)
         if scheduler is not None:
-            scheduler.reset(scheduler_rng)
+            scheduler.reset(np.random.default_rng(scheduler_seed))
         events: list[tuple[float, str, int, int, Any]] | None = [] if trace else None
         sink = None if events is None else lambda *e: events.append(e)
         cluster = Cluster(
