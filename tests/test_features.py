@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from idlegate.errors import IdlegateError
-from idlegate.policy.features import (
+from idlegate.policy.columns import (
     GLOBAL_FEATURES,
     JOB_FEATURES,
     NUM_GLOBAL_FEATURES,
@@ -16,9 +16,13 @@ from idlegate.policy.features import (
     NUM_STAGE_FEATURES,
     STAGE_FEATURES,
     FeatureConfig,
+    cap_levels,
+)
+from idlegate.policy.features import (
+    ARRAYS,
+    MODEL_INPUTS,
     Featurizer,
     Observation,
-    cap_levels,
     compute_features,
 )
 from idlegate.policy.heuristics import FairScheduler
@@ -32,6 +36,10 @@ from tests.helpers import dag
 S = {name: i for i, name in enumerate(STAGE_FEATURES)}
 J = {name: i for i, name in enumerate(JOB_FEATURES)}
 G = {name: i for i, name in enumerate(GLOBAL_FEATURES)}
+
+
+def stages(obs: Observation) -> list:
+    return [obs.stage(row) for row in range(obs.num_stages)]
 
 
 def diamond() -> Dag:
@@ -72,7 +80,7 @@ def test_rows_edges_and_mapping(state) -> None:
     c, a, b, _ = state
     obs = compute_features(c)
     # a is complete and dropped: rows are A's b, c, d then B's s
-    assert [s.name for s in obs.stages] == ["b", "c", "d", "s"]
+    assert [s.name for s in stages(obs)] == ["b", "c", "d", "s"]
     assert obs.stage_job.tolist() == [0, 0, 0, 1]
     assert obs.stage_index.tolist() == [1, 2, 3, 0]
     # child -> parent, only edges into incomplete parents: d->b, d->c
@@ -188,7 +196,7 @@ def test_masks(state) -> None:
     np.testing.assert_allclose(obs.cap_x, [0.25, 0.5, 0.75, 1.0])
     # A holds 3: only cap 4 raises it; B holds none
     assert obs.cap_mask.tolist() == [[False, False, False, True], [True] * 4]
-    assert [s for s in obs.stages if obs.stage_mask[obs.row_of(s)]] == c.runnable_stages()
+    assert [s for s in stages(obs) if obs.stage_mask[obs.row_of(s)]] == c.runnable_stages()
 
 
 def test_idle_and_completion_update_rows_and_masks(state) -> None:
@@ -204,7 +212,7 @@ def test_idle_and_completion_update_rows_and_masks(state) -> None:
     for launch in running:
         c.task_finished(launch.executor, 3.0)
     obs = feat(c)
-    assert [s.name for s in obs.stages] == ["b", "d", "s"]
+    assert [s.name for s in stages(obs)] == ["b", "d", "s"]
     assert obs.edge_src.tolist() == [1] and obs.edge_dst.tolist() == [0]
     assert obs.stage_mask.tolist() == [False, False, True]
     assert obs.idle_mask.tolist() == [False, False, True]
@@ -231,6 +239,21 @@ def test_empty_view() -> None:
     assert obs.num_stages == 0 and obs.num_jobs == 0
     assert obs.stage_x.shape == (0, NUM_STAGE_FEATURES) and obs.cap_mask.shape == (0, 3)
     assert not obs.global_x[0, G["arrival_rate"]]
+
+
+def test_the_stored_form_keeps_the_model_inputs_and_drops_the_cluster(state) -> None:
+    c, a, _, _ = state
+    obs = compute_features(c)
+    stored = obs.stored()
+    for name in MODEL_INPUTS:
+        np.testing.assert_array_equal(getattr(stored, name), getattr(obs, name), err_msg=name)
+    assert set(obs.as_arrays()) == set(ARRAYS) and "idle_rows" not in ARRAYS
+    assert (stored.num_stages, stored.num_jobs) == (obs.num_stages, obs.num_jobs) == (4, 2)
+    assert stored.jobs is None and stored.cap_levels is None
+    with pytest.raises(IdlegateError, match="stored observation has no cluster objects"):
+        stored.stage(0)
+    with pytest.raises(IdlegateError, match="stored observation"):
+        stored.row_of(a.stages[1])
 
 
 def test_cap_levels() -> None:

@@ -16,13 +16,10 @@ from idlegate.policy.actions import (  # noqa: E402
     choose,
     decode,
     idle_delay,
+    idle_slot,
 )
-from idlegate.policy.features import (  # noqa: E402
-    FEATURE_SCHEMA_VERSION,
-    FeatureConfig,
-    Featurizer,
-    compute_features,
-)
+from idlegate.policy.columns import FEATURE_SCHEMA_VERSION, FeatureConfig  # noqa: E402
+from idlegate.policy.features import Featurizer, Observation, compute_features  # noqa: E402
 from idlegate.policy.model import (  # noqa: E402
     GlobalSummary,
     JobSummary,
@@ -30,25 +27,55 @@ from idlegate.policy.model import (  # noqa: E402
     MessagePassing,
     ModelConfig,
     PolicyNet,
-    TorchPolicy,
     batch_observations,
     checkpoint_dict,
     evaluate_batch,
-    evaluate_choice,
     index_add,
     load_checkpoint,
     masked_log_softmax,
     model_from_checkpoint,
     save_checkpoint,
-    select_action,
 )
 from idlegate.sim.cluster import Cluster  # noqa: E402
 from idlegate.sim.engine import JobArrival, Workload, simulate  # noqa: E402
 from idlegate.sim.protocol import WAIT, Decision  # noqa: E402
 from idlegate.sim.workloads import build_workload  # noqa: E402
+from idlegate.training.rollout import RecordingPolicy, torch_evaluator  # noqa: E402
 from tests.helpers import dag  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def draw(model: PolicyNet, obs: Observation, rng: np.random.Generator | None = None) -> Choice:
+    """The torch model's choice at `obs`: a draw from `rng`, or the argmax without one."""
+    with torch.no_grad():
+        outputs = [t.numpy() for t in model.run(obs)]
+    return choose(obs, *outputs, greedy=rng is None, rng=rng)
+
+
+def recording(model: PolicyNet, greedy: bool = False) -> RecordingPolicy:
+    """The torch model as a scheduler that records its decisions."""
+    cfg = model.config
+    return RecordingPolicy(torch_evaluator(model), cfg.features, cfg.actions, greedy=greedy)
+
+
+def reference_entropy(obs: Observation, choice: Choice, outputs: list[np.ndarray]) -> float:
+    """The entropy of the parts of a decision that were chosen, from one observation's
+    outputs in numpy (what `evaluate_batch` computes for a batch)."""
+    stage_logp, cap_logp, idle_logp, wait_logp = outputs
+
+    def h(logp: np.ndarray) -> float:
+        return float(-(np.exp(logp) * logp).sum())
+
+    total = h(np.concatenate([stage_logp, wait_logp]))
+    if choice.is_wait:
+        return total
+    slot = idle_slot(obs, choice.stage_row)
+    if slot >= 0 and idle_logp.shape[1] > 1:
+        total += h(idle_logp[slot])
+    if choice.cap_index >= 0:
+        total += h(cap_logp[obs.stage_job[choice.stage_row]])
+    return total
 
 
 # diamond a -> {b, c} -> d as rows 0..3; messages go child -> parent
@@ -215,12 +242,12 @@ def test_without_idle_head_every_decision_launches() -> None:
     assert idle_logp.shape == (len(obs.idle_rows), 1) and not idle_logp.any()
     rng = np.random.default_rng(0)
     for _ in range(20):
-        step = select_action(PolicyNet(config), obs, rng=rng)
-        assert step.choice.idle_level == 0
-        assert step.choice.is_wait or step.choice.cap_index >= 0
+        choice = draw(PolicyNet(config), obs, rng)
+        assert choice.idle_level == 0
+        assert choice.is_wait or choice.cap_index >= 0
 
 
-def test_select_action_is_legal_and_its_log_prob_matches() -> None:
+def test_sampled_choices_are_legal_and_their_log_prob_matches() -> None:
     torch.manual_seed(3)
     model = PolicyNet()
     rng = np.random.default_rng(0)
@@ -228,19 +255,18 @@ def test_select_action_is_legal_and_its_log_prob_matches() -> None:
     for _ in range(40):
         c = busy_state()
         obs = compute_features(c)
-        step = select_action(model, obs, rng=rng, with_grad=True)
+        choice = draw(model, obs, rng)
+        log_prob, entropy = evaluate_batch(model, [obs], [choice])
         outputs = [t.detach().numpy() for t in model.run(obs)]
-        assert step.log_prob.item() == pytest.approx(
-            choice_log_prob(obs, step.choice, *outputs), abs=1e-5
-        )
-        assert step.entropy.item() >= 0 and step.log_prob.requires_grad
-        decision = decode(obs, step.choice, model.config.actions)
+        assert log_prob.item() == pytest.approx(choice_log_prob(obs, choice, *outputs), abs=1e-5)
+        assert entropy.item() >= 0 and log_prob.requires_grad
+        decision = decode(obs, choice, model.config.actions)
         assert decision is not WAIT  # not allowed in this state
         c.apply(decision, 1.0)  # raises IllegalDecisionError if the mask let anything slip
         seen_idle |= decision.idle_delay > 0
         seen_launch |= decision.idle_delay == 0
     assert seen_idle and seen_launch
-    step.log_prob.backward()
+    log_prob.sum().backward()
     assert model.stage_head.out.weight.grad is not None
 
 
@@ -281,18 +307,20 @@ def test_choose_greedy_and_sampled() -> None:
     assert rows == set(allowed.tolist())  # every allowed stage, nothing else
 
 
-def test_evaluate_choice_entropy_of_a_uniform_stage_choice() -> None:
+def test_entropy_of_a_model_that_scores_everything_alike() -> None:
     obs = compute_features(busy_state())
-    k = int(obs.stage_mask.sum())
-    stage_logp = torch.from_numpy(np.where(obs.stage_mask, -np.log(k), -1e9).astype(np.float32))
-    cap_logp = torch.zeros(obs.num_jobs, 5)
-    idle_logp = torch.zeros(len(obs.idle_rows), 1)
-    row = int(np.flatnonzero(obs.stage_mask)[0])
-    wait_logp = torch.tensor([-1e9])
-    outputs = (stage_logp, cap_logp, idle_logp, wait_logp)
-    log_prob, entropy = evaluate_choice(outputs, obs, Choice(row, 0, 4))
-    assert log_prob.item() == pytest.approx(-np.log(k))
-    assert entropy.item() == pytest.approx(np.log(k), abs=1e-6)
+    model = PolicyNet()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()  # every stage, cap level and idle level scores 0: uniform choices
+    k = int(obs.stage_mask.sum())  # WAIT is not allowed here
+    row = next(r for r in np.flatnonzero(obs.stage_mask) if idle_slot(obs, r) < 0)
+    job = int(obs.stage_job[row])
+    caps = int(obs.cap_mask[job].sum())
+    cap = int(np.flatnonzero(obs.cap_mask[job])[0])
+    log_prob, entropy = evaluate_batch(model, [obs], [Choice(int(row), 0, cap)])
+    assert log_prob.item() == pytest.approx(-np.log(k) - np.log(caps), abs=1e-6)
+    assert entropy.item() == pytest.approx(np.log(k) + np.log(caps), abs=1e-6)
 
 
 # ---------------------------------------------------------------------------------------
@@ -324,11 +352,11 @@ def test_untrained_torch_policy_runs_a_tpch_like_workload(greedy: bool) -> None:
     workload = build_workload(
         "tpch-like", seed=2, num_executors=8, init=2, num_stream=8, interarrival=6
     )
-    policy = TorchPolicy(PolicyNet(), greedy=greedy, record=True)
+    policy = recording(PolicyNet(), greedy=greedy)
     result = simulate(workload, policy, seed=0)
     assert result.unfinished == 0 and len(result.records) == 10
-    waits = sum(step[1].is_wait for step in policy.steps)
-    assert len(policy.steps) == result.decisions + waits
+    waits = sum(choice.is_wait for choice in policy.choices)
+    assert len(policy.choices) == len(policy.observations) == result.decisions + waits
     if not greedy:
         assert sum(r.idle_inserted for r in result.records) > 0
 
@@ -336,7 +364,7 @@ def test_untrained_torch_policy_runs_a_tpch_like_workload(greedy: bool) -> None:
 def test_untrained_torch_policy_runs_gang_stages_and_coarse_caps() -> None:
     torch.manual_seed(5)
     config = ModelConfig(features=FeatureConfig(max_cap_levels=3), mp_steps=3)
-    result = simulate(gang_workload(7), TorchPolicy(PolicyNet(config)), seed=1)
+    result = simulate(gang_workload(7), recording(PolicyNet(config)), seed=1)
     assert result.unfinished == 0
 
 
@@ -349,19 +377,21 @@ def test_batched_evaluation_equals_one_at_a_time(idle_head: bool) -> None:
         workload = build_workload(
             "tpch-like", seed=seed, num_executors=executors, init=3, num_stream=3, interarrival=4
         )
-        policy = TorchPolicy(model, record=True)
+        policy = recording(model)
         simulate(workload, policy, seed=seed)
-        steps += policy.steps[::7]
-    observations = [obs for obs, _, _ in steps]
-    choices = [choice for _, choice, _ in steps]
+        steps += list(zip(policy.observations, policy.choices, strict=True))[::7]
+    observations = [obs for obs, _ in steps]  # the stored form, as training keeps them
+    choices = [choice for _, choice in steps]
     assert any(c.idle_level > 0 for c in choices) == idle_head
     log_prob, entropy = evaluate_batch(model, observations, choices)
     assert log_prob.shape == entropy.shape == (len(steps),)
     with torch.no_grad():
         for b, (obs, choice) in enumerate(zip(observations, choices, strict=True)):
-            want_lp, want_h = evaluate_choice(model.run(obs), obs, choice)
-            assert log_prob[b].item() == pytest.approx(want_lp.item(), abs=1e-5)
-            assert entropy[b].item() == pytest.approx(want_h.item(), abs=1e-5)
+            outputs = [t.numpy() for t in model.run(obs)]
+            want_lp = choice_log_prob(obs, choice, *outputs)
+            assert log_prob[b].item() == pytest.approx(want_lp, abs=1e-5)
+            want_h = reference_entropy(obs, choice, outputs)
+            assert entropy[b].item() == pytest.approx(want_h, abs=1e-5)
     (-log_prob.mean() - 0.01 * entropy.mean()).backward()
     assert all(p.grad is not None for p in model.stage_head.parameters())
     batch = batch_observations(observations[:2])
@@ -430,8 +460,7 @@ def test_wait_is_allowed_only_where_fair_would_wait() -> None:
     for _ in range(60):
         state = wait_state()
         obs = compute_features(state)
-        step = select_action(model, obs, rng=rng)
-        decision = decode(obs, step.choice, model.config.actions)
+        decision = decode(obs, draw(model, obs, rng), model.config.actions)
         if decision is WAIT:
             kinds.add("wait")
         else:
@@ -466,7 +495,7 @@ def test_without_the_wait_action_the_policy_never_waits() -> None:
         _, _, _, wait_logp = model.run(obs)
     assert wait_logp.exp().item() == 0.0
     rng = np.random.default_rng(0)
-    assert not any(select_action(model, obs, rng=rng).choice.is_wait for _ in range(30))
+    assert not any(draw(model, obs, rng).is_wait for _ in range(30))
 
 
 def test_a_policy_that_always_waits_still_finishes_every_job() -> None:
@@ -476,7 +505,7 @@ def test_a_policy_that_always_waits_still_finishes_every_job() -> None:
     with torch.no_grad():
         model.wait_head.out.bias.fill_(50.0)
     workload = build_workload("tpch-like", seed=3, num_executors=6, init=2, num_stream=4)
-    policy = TorchPolicy(model, greedy=True, record=True)
+    policy = recording(model, greedy=True)
     result = simulate(workload, policy, seed=0)
     assert result.unfinished == 0
-    assert sum(step[1].is_wait for step in policy.steps) > 0
+    assert sum(choice.is_wait for choice in policy.choices) > 0

@@ -15,14 +15,14 @@ pytest.importorskip("onnxruntime")
 
 from idlegate.errors import IdlegateError  # noqa: E402
 from idlegate.policy.actions import ActionConfig, choice_log_prob, choose  # noqa: E402
-from idlegate.policy.features import (  # noqa: E402
+from idlegate.policy.columns import (  # noqa: E402
     FEATURE_SCHEMA_VERSION,
-    MODEL_INPUTS,
     NUM_GLOBAL_FEATURES,
     NUM_JOB_FEATURES,
     NUM_STAGE_FEATURES,
     FeatureConfig,
 )
+from idlegate.policy.features import MODEL_INPUTS  # noqa: E402
 from idlegate.policy.heuristics import FairScheduler  # noqa: E402
 from idlegate.policy.model import ModelConfig, PolicyNet, save_checkpoint  # noqa: E402
 from idlegate.policy.onnx_export import export_model, export_onnx  # noqa: E402

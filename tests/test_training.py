@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 
 from idlegate.errors import IdlegateError  # noqa: E402
 from idlegate.policy.actions import ActionConfig, Choice  # noqa: E402
-from idlegate.policy.features import FeatureConfig  # noqa: E402
+from idlegate.policy.columns import FeatureConfig  # noqa: E402
 from idlegate.policy.heuristics import make_scheduler  # noqa: E402
 from idlegate.policy.model import ModelConfig, PolicyNet, load_checkpoint  # noqa: E402
 from idlegate.sim.dag import Dag  # noqa: E402
@@ -512,11 +512,13 @@ def test_learning_beats_random_on_a_learnable_workload(tmp_path):
     )
     result = train(cfg, show_progress=False)
     assert result.final_val_jct < 0.8 * result.initial_val_jct
-    from idlegate.policy.model import TorchPolicy, model_from_checkpoint
+    from idlegate.policy.model import model_from_checkpoint
 
     model = model_from_checkpoint(load_checkpoint(tmp_path / "learn" / "final.pt"))
     seeds = range(2_000_000, 2_000_008)
-    learned = _avg_jct(TorchPolicy(model, greedy=True), options, seeds)
+    features, actions = model.config.features, model.config.actions
+    greedy = RecordingPolicy(torch_evaluator(model), features, actions, greedy=True, record=False)
+    learned = _avg_jct(greedy, options, seeds)
     rand = _avg_jct(make_scheduler("random"), options, seeds)
     sjf = _avg_jct(make_scheduler("sjf"), options, seeds)
     print(f"learned {learned:.1f}, random {rand:.1f}, sjf {sjf:.1f}")
@@ -532,7 +534,7 @@ def test_packed_observations_round_trip_through_pickle():
     back = pickle.loads(pickle.dumps(ro))
     for a, b in zip(policy.observations, back.observations, strict=True):
         assert a.num_jobs == b.num_jobs and a.num_stages == b.num_stages
-        for name, value in a.inputs().items():
+        for name, value in {**a.inputs(), **a.as_arrays()}.items():
             np.testing.assert_array_equal(value, getattr(b, name))
             assert value.dtype == getattr(b, name).dtype
     empty = PackedObservations([])

@@ -54,14 +54,27 @@ from __future__ import annotations
 import heapq
 from math import ceil
 from operator import attrgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from idlegate.errors import IdlegateError, reject_unknown
-from idlegate.policy.features import SystemTotals
 from idlegate.sim.protocol import ClusterView, Decision, Job, Stage
+
+
+class SystemTotals(NamedTuple):
+    """What a bounded observation keeps of the whole system (`Featurizer(view, visible, rest)`)."""
+
+    jobs: int
+    """Jobs in the system (the global ``jobs`` column)."""
+    backlog: float
+    """Σ remaining work of every job, executor-seconds (the global ``backlog`` column)."""
+    active: int
+    """Jobs with a task not launched yet (n of fair's share ⌈K / n⌉ in the WAIT mask)."""
+    hidden_below_share: bool
+    """Some job outside the visible subset has a launchable stage and holds fewer
+    executors than fair's share ⌈K / active⌉ (so WAIT is ruled out, as if it were seen)."""
 
 
 class WindowConfig(BaseModel):

@@ -40,10 +40,6 @@ Checkpoint format (`torch.save` of a dict; `checkpoint_dict` builds it):
      ...}                                    # training may add keys, e.g. "training_config"
 """
 
-# Over 600 lines on purpose: the network, its batching for training and its checkpoint
-# format share the tensors' layout described above; kept together, a change to one of
-# them is reviewed against the others (the ONNX export in onnx_export.py reads them all).
-
 from __future__ import annotations
 
 import hashlib
@@ -63,20 +59,16 @@ from idlegate.policy.actions import (
     MASKED,
     ActionConfig,
     Choice,
-    choose,
-    decode,
     idle_slot,
 )
-from idlegate.policy.features import (
+from idlegate.policy.columns import (
     FEATURE_SCHEMA_VERSION,
     NUM_GLOBAL_FEATURES,
     NUM_JOB_FEATURES,
     NUM_STAGE_FEATURES,
     FeatureConfig,
-    Featurizer,
-    Observation,
 )
-from idlegate.sim.protocol import WAIT, Action, ClusterView
+from idlegate.policy.features import Observation
 
 CHECKPOINT_FORMAT: Final = "idlegate-policy"
 CHECKPOINT_VERSION: Final = 1
@@ -449,65 +441,7 @@ def observation_tensors(obs: Observation) -> tuple[Tensor, ...]:
 
 
 # ---------------------------------------------------------------------------------------
-# acting
-
-
-class PolicyStep(NamedTuple):
-    """One decision of the torch policy: the choice, its log-probability and entropy."""
-
-    choice: Choice
-    log_prob: Tensor
-    """Scalar: log π(stage or WAIT) + log π(idle | stage) + (launch only) log π(cap | job)."""
-    entropy: Tensor
-    """Scalar: H(stage or WAIT) + H(idle | chosen stage, if it may idle) + (launch) H(cap | job)."""
-
-
-def _entropy(logp: Tensor) -> Tensor:
-    # masked entries have p = exp(−1e9) = 0 exactly, so they add 0 · (−1e9) = 0
-    return -(logp.exp() * logp).sum()
-
-
-def evaluate_choice(
-    outputs: tuple[Tensor, Tensor, Tensor, Tensor], obs: Observation, choice: Choice
-) -> tuple[Tensor, Tensor]:
-    """(log π(choice), entropy) from the model outputs, differentiable (for REINFORCE)."""
-    stage_logp, cap_logp, idle_logp, wait_logp = outputs
-    row, idle, cap = choice
-    entropy = _entropy(stage_logp) + _entropy(wait_logp)
-    if choice.is_wait:
-        return wait_logp[0], entropy
-    log_prob = stage_logp[row]
-    slot = idle_slot(obs, row)
-    if slot >= 0 and idle_logp.shape[1] > 1:
-        log_prob = log_prob + idle_logp[slot, idle]
-        entropy = entropy + _entropy(idle_logp[slot])
-    if cap >= 0:
-        job = int(obs.stage_job[row])
-        log_prob = log_prob + cap_logp[job, cap]
-        entropy = entropy + _entropy(cap_logp[job])
-    return log_prob, entropy
-
-
-def select_action(
-    model: PolicyNet,
-    obs: Observation,
-    *,
-    greedy: bool = False,
-    rng: np.random.Generator | None = None,
-    with_grad: bool = False,
-) -> PolicyStep:
-    """Choose an action for `obs`: a draw from `rng` (argmax if `greedy` or no rng).
-
-    The choice goes through `actions.choose`, the very code the ONNX policy runs, so it
-    respects the masks; `actions.decode(obs, step.choice, config.actions)` turns it into
-    a legal Decision. Without `with_grad` the log-prob and entropy are detached.
-    """
-    with torch.set_grad_enabled(with_grad):
-        outputs = model.run(obs)
-        arrays = [t.detach().numpy() for t in outputs]
-        choice = choose(obs, *arrays, greedy=greedy, rng=rng)
-        log_prob, entropy = evaluate_choice(outputs, obs, choice)
-    return PolicyStep(choice, log_prob, entropy)
+# training: many decisions at once
 
 
 class Batch(NamedTuple):
@@ -572,9 +506,9 @@ def batch_observations(observations: Sequence[Observation]) -> Batch:
 def evaluate_batch(
     model: PolicyNet, observations: Sequence[Observation], choices: Sequence[Choice]
 ) -> tuple[Tensor, Tensor]:
-    """(log π(choice) [B], entropy [B]) of many decisions in one forward pass (REINFORCE).
+    """(log π(choice) [B], entropy [B]) of many decisions in one forward pass, with gradients.
 
-    The same numbers as `evaluate_choice` on each observation alone, with gradients.
+    The same numbers as each observation alone (its `policy.actions.choice_log_prob`).
     """
     if len(observations) != len(choices):
         raise IdlegateError(f"{len(observations)} observations but {len(choices)} choices")
@@ -610,48 +544,6 @@ def evaluate_batch(
         log_prob = log_prob.index_add(0, at, table.gather(1, caps.unsqueeze(1)).squeeze(1))
         entropy = entropy.index_add(0, at, -(table.exp() * table).sum(1))
     return log_prob, entropy
-
-
-class TorchPolicy:
-    """The torch model as a `Scheduler` (training rollouts, and the reference for ONNX).
-
-    Samples with the run's Generator (given to `reset`) unless `greedy`. With
-    `record=True` every decision is appended to `steps` as (observation, choice, time),
-    for training code that re-evaluates log-probabilities with gradients afterwards
-    (`evaluate_batch`). Call `torch.set_num_threads(1)` for rollouts: the tensors are
-    tiny, and a thread pool only adds contention (10x slower on a busy 2-core machine).
-    """
-
-    def __init__(
-        self,
-        model: PolicyNet,
-        *,
-        greedy: bool = False,
-        record: bool = False,
-        name: str = "learned-torch",
-    ) -> None:
-        self.model = model
-        self.greedy = greedy
-        self.record = record
-        self.name = name
-        self.featurizer = Featurizer(model.config.features)
-        self.steps: list[tuple[Observation, Choice, float]] = []
-        self._rng: np.random.Generator | None = None
-
-    def reset(self, rng: Any) -> None:
-        """Start of a run: new Generator, empty caches and record."""
-        self._rng = rng
-        self.featurizer.reset()
-        self.steps = []
-
-    def decide(self, view: ClusterView) -> Action:
-        obs = self.featurizer(view)
-        if not obs.stage_mask.any():
-            return WAIT
-        step = select_action(self.model, obs, greedy=self.greedy, rng=self._rng)
-        if self.record:
-            self.steps.append((obs, step.choice, view.now))
-        return decode(obs, step.choice, self.model.config.actions)
 
 
 # ---------------------------------------------------------------------------------------

@@ -34,13 +34,13 @@ import torch
 
 from idlegate.errors import IdlegateError
 from idlegate.policy.actions import MODEL_OUTPUTS
-from idlegate.policy.features import (
+from idlegate.policy.columns import (
     FEATURE_SCHEMA_VERSION,
-    MODEL_INPUTS,
     NUM_GLOBAL_FEATURES,
     NUM_JOB_FEATURES,
     NUM_STAGE_FEATURES,
 )
+from idlegate.policy.features import MODEL_INPUTS
 from idlegate.policy.model import PolicyNet, load_checkpoint, model_from_checkpoint
 
 OPSET: Final = 17

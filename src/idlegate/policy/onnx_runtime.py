@@ -23,13 +23,8 @@ import onnxruntime as ort
 from idlegate.errors import IdlegateError
 from idlegate.policy.actions import MODEL_OUTPUTS, ActionConfig, Choice, choose, decode
 from idlegate.policy.bounded import WindowConfig, WindowSelector
-from idlegate.policy.features import (
-    FEATURE_SCHEMA_VERSION,
-    MODEL_INPUTS,
-    FeatureConfig,
-    Featurizer,
-    Observation,
-)
+from idlegate.policy.columns import FEATURE_SCHEMA_VERSION, FeatureConfig
+from idlegate.policy.features import MODEL_INPUTS, Featurizer, Observation
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision

@@ -39,11 +39,12 @@ from idlegate.policy.actions import (
     decode,
     idle_slot,
 )
-from idlegate.policy.features import FeatureConfig, Featurizer, Observation
+from idlegate.policy.columns import FeatureConfig
+from idlegate.policy.features import Featurizer, Observation
 from idlegate.policy.model import ModelConfig, PolicyNet, evaluate_batch
 from idlegate.sim.engine import Workload, simulate
 from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision, Scheduler
-from idlegate.training.rollout import PackedObservations, StoredObservation, onnx_evaluator
+from idlegate.training.rollout import PackedObservations, onnx_evaluator
 
 
 def decision_to_choice(obs: Observation, decision: Decision, actions: ActionConfig) -> Choice:
@@ -91,7 +92,7 @@ class Imitator:
         self.featurizer = Featurizer(features)
         self.actions = actions
         self.actor = actor
-        self.observations: list[StoredObservation] = []
+        self.observations: list[Observation] = []
         self.choices: list[Choice] = []
 
     def reset(self, rng: Any) -> None:
@@ -109,7 +110,7 @@ class Imitator:
         else:
             label = None
         if label is not None:
-            self.observations.append(StoredObservation(obs))
+            self.observations.append(obs.stored())
             self.choices.append(label)
         if self.actor is None:
             return action
@@ -122,7 +123,7 @@ class Imitator:
 class Demonstrations:
     """A teacher's recorded decisions (from one or more episodes)."""
 
-    observations: list[StoredObservation]
+    observations: list[Observation]
     choices: list[Choice]
     avg_jct: float
     """The teacher's average JCT over the finished jobs of the episodes."""
@@ -189,7 +190,7 @@ class BCReport:
 
 
 def imitation_accuracy(
-    model: PolicyNet, observations: Sequence[StoredObservation], choices: Sequence[Choice]
+    model: PolicyNet, observations: Sequence[Observation], choices: Sequence[Choice]
 ) -> tuple[float, float]:
     """(exact, stage-only) fraction of `observations` where the greedy choice is the target."""
     if not observations:
@@ -197,8 +198,8 @@ def imitation_accuracy(
     exact = stage = 0
     with torch.inference_mode():
         for obs, target in zip(observations, choices, strict=True):
-            out = [t.numpy() for t in model.run(obs)]  # type: ignore[arg-type]
-            got = choose(obs, *out, greedy=True)  # type: ignore[arg-type]
+            out = [t.numpy() for t in model.run(obs)]
+            got = choose(obs, *out, greedy=True)
             exact += got == target
             stage += got.stage_row == target.stage_row
     return exact / len(observations), stage / len(observations)
@@ -230,7 +231,7 @@ def behaviour_cloning(
         for start in range(0, n, batch_size):
             idx = order[start : start + batch_size].tolist()
             batch = [obs[i] for i in idx]
-            log_prob, _ = evaluate_batch(model, batch, [choices[i] for i in idx])  # type: ignore[arg-type]
+            log_prob, _ = evaluate_batch(model, batch, [choices[i] for i in idx])
             loss = -log_prob.mean()
             optimizer.zero_grad()
             loss.backward()

@@ -1,8 +1,8 @@
 """Rollouts: simulate() with a sampling policy that records every decision, in worker processes.
 
 A rollout is one `simulate(workload, policy, seed, max_time=T)` where the policy samples
-its actions from the run's Generator and records, per decision k: the observation's
-model inputs (numpy arrays only; no `Stage`/`Job` objects, so it pickles small), the
+its actions from the run's Generator and records, per decision k: the stored observation
+(`Observation.stored()`: numpy arrays only, no `Stage`/`Job` objects, so it pickles small), the
 `Choice`, the decision time t_k and the jobs-in-system integral I(t_k) (the cluster's
 `jobs_time_integral`). The episode stops at T (memoryless termination, drawn by the
 trainer) or when every job is done; rewards stop there too (`training.math`).
@@ -38,7 +38,8 @@ import torch
 from idlegate.errors import IdlegateError
 from idlegate.parallel import LocalPool, RayPool, TaskPool
 from idlegate.policy.actions import ActionConfig, Choice, choose, decode
-from idlegate.policy.features import MODEL_INPUTS, FeatureConfig, Featurizer, Observation
+from idlegate.policy.columns import FeatureConfig
+from idlegate.policy.features import ARRAYS, Featurizer, Observation
 from idlegate.policy.heuristics import make_scheduler
 from idlegate.policy.model import ModelConfig, PolicyNet
 from idlegate.sim.engine import Workload, simulate
@@ -53,90 +54,42 @@ Evaluator = Callable[[Observation], tuple[np.ndarray, ...]]
 # what a rollout records
 
 
-class StoredObservation:
-    """The model inputs of one `Observation`, detached from the cluster's objects.
-
-    Duck-types what `policy.model.evaluate_batch`, `batch_observations` and
-    `policy.actions.choose` read: the `MODEL_INPUTS` arrays, `num_stages`, `num_jobs`
-    and `inputs()`.
-    """
-
-    __slots__ = (*MODEL_INPUTS, "num_jobs")
-
-    stage_x: np.ndarray
-    job_x: np.ndarray
-    global_x: np.ndarray
-    edge_src: np.ndarray
-    edge_dst: np.ndarray
-    stage_job: np.ndarray
-    stage_mask: np.ndarray
-    idle_rows: np.ndarray
-    cap_x: np.ndarray
-    cap_mask: np.ndarray
-    wait_mask: np.ndarray
-    num_jobs: int
-
-    def __init__(self, obs: Observation | None = None) -> None:
-        if obs is not None:
-            for name in MODEL_INPUTS:
-                setattr(self, name, getattr(obs, name))
-            self.num_jobs = obs.num_jobs
-
-    @classmethod
-    def from_arrays(cls, arrays: dict[str, np.ndarray], num_jobs: int) -> StoredObservation:
-        out = cls()
-        for name in MODEL_INPUTS:
-            setattr(out, name, arrays[name])
-        out.num_jobs = num_jobs
-        return out
-
-    @property
-    def num_stages(self) -> int:
-        return int(self.stage_x.shape[0])
-
-    def inputs(self) -> dict[str, np.ndarray]:
-        return {name: getattr(self, name) for name in MODEL_INPUTS}
-
-
 class PackedObservations:
-    """Many `StoredObservation`s as one concatenated array per input (pickles ~20x faster).
+    """Many stored observations as one concatenated array each (pickles ~20x faster).
 
-    `data[name]` stacks every observation's `name` along axis 0; `sizes[name][i]` is
-    observation i's length on that axis. `unpack()` gives the observations back as
-    views (no copies).
+    `data[name]` stacks every observation's `name` (`policy.features.ARRAYS`) along axis
+    0; `sizes[name][i]` is observation i's length on that axis. `unpack()` gives the
+    stored observations back, their arrays views into `data` (no copies).
     """
 
-    __slots__ = ("count", "data", "num_jobs", "sizes")
+    __slots__ = ("count", "data", "sizes")
 
-    def __init__(self, observations: Sequence[StoredObservation]) -> None:
+    def __init__(self, observations: Sequence[Observation]) -> None:
         self.count = len(observations)
         self.data: dict[str, np.ndarray] = {}
         self.sizes: dict[str, np.ndarray] = {}
-        for name in MODEL_INPUTS:
+        for name in ARRAYS:
             parts = [getattr(o, name) for o in observations]
             self.sizes[name] = np.fromiter((len(p) for p in parts), np.int64, self.count)
             self.data[name] = np.concatenate(parts) if parts else np.zeros(0)
-        self.num_jobs = np.fromiter((o.num_jobs for o in observations), np.int64, self.count)
 
     def __getstate__(self) -> tuple[Any, ...]:
-        return (self.count, self.data, self.num_jobs, self.sizes)
+        return (self.count, self.data, self.sizes)
 
     def __setstate__(self, state: tuple[Any, ...]) -> None:
-        self.count, self.data, self.num_jobs, self.sizes = state
+        self.count, self.data, self.sizes = state
 
     def __len__(self) -> int:
         return self.count
 
-    def unpack(self) -> list[StoredObservation]:
+    def unpack(self) -> list[Observation]:
         if self.count == 0:
             return []
         splits = {
-            name: np.split(self.data[name], np.cumsum(self.sizes[name])[:-1])
-            for name in MODEL_INPUTS
+            name: np.split(self.data[name], np.cumsum(self.sizes[name])[:-1]) for name in ARRAYS
         }
-        jobs = self.num_jobs.tolist()
         return [
-            StoredObservation.from_arrays({name: splits[name][i] for name in MODEL_INPUTS}, jobs[i])
+            Observation.from_arrays({name: splits[name][i] for name in ARRAYS})
             for i in range(self.count)
         ]
 
@@ -174,8 +127,8 @@ class Rollout:
         return len(self.times)
 
     @property
-    def observations(self) -> list[StoredObservation]:
-        """Every decision's model inputs (views into the packed arrays)."""
+    def observations(self) -> list[Observation]:
+        """Every decision's stored observation (views into the packed arrays)."""
         return self.packed.unpack()
 
     def choice_list(self) -> list[Choice]:
@@ -219,7 +172,7 @@ class RecordingPolicy:
         self.record = record
         self.name = name
         self._rng: np.random.Generator | None = None
-        self.observations: list[StoredObservation] = []
+        self.observations: list[Observation] = []
         self.choices: list[Choice] = []
         self.times: list[float] = []
         self.integrals: list[float] = []
@@ -240,7 +193,7 @@ class RecordingPolicy:
                 raise IdlegateError(
                     "rollouts need the cluster's jobs_time_integral; run them in the simulator"
                 )
-            self.observations.append(StoredObservation(obs))
+            self.observations.append(obs.stored())
             self.choices.append(choice)
             self.times.append(view.now)
             self.integrals.append(float(integral))

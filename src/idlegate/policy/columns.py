@@ -1,0 +1,172 @@
+"""The learned policy's feature columns: their names, order and normalisation (the schema).
+
+`policy.features.Featurizer` fills these columns; the model (`policy.model`) reads them
+by position, and checkpoints and ONNX files record `FEATURE_SCHEMA_VERSION`, so a model
+only runs on the columns it was trained on. `FeatureConfig`, the normalisation's
+settings, is stored with every model for the same reason.
+
+Normalisation: counts and times span orders of magnitude (tasks 1–10⁵, seconds
+0.1–10⁵), so they enter as ``log1p(x)``, times first divided by ``time_unit``; executor
+counts enter as fractions of the cluster size K; flags are 0/1. Columns marked [CP]
+are the idle-slot papers' critical-path/average-width features: with
+``FeatureConfig(cp_features=False)`` they are zero (the ablation). Zeroing rather than
+dropping keeps one input width for every model; a zero input column is exactly a
+dropped one (its first-layer weights never affect the output nor get a gradient).
+
+Stage features (`stage_x`, one row per stage):
+
+=================  ======================================================================
+remaining_tasks    log1p(tasks − launched): tasks not launched yet
+executors          stage.executors / K: executors of its job working on it now
+task_duration      log1p(duration / time_unit): the mean task duration (the estimate)
+remaining_work     log1p((tasks − finished) · duration / time_unit)
+bottom_level       log1p(bottom_level / time_unit): longest chain to an exit [CP]
+runnable           1 if a decision may name it now (the stage mask)
+delayed            1 if it already had its one idle slot
+may_idle           1 if a decision may idle it now (the idle mask)
+idling             1 while it is inside its idle slot
+gang               1 for a gang stage (all tasks start together)
+progress           finished / tasks
+=================  ======================================================================
+
+Job features (`job_x`, one row per job in the system):
+
+=================  ======================================================================
+remaining_cp       log1p(remaining_cp / time_unit): least time left on ∞ executors [CP]
+average_width      log1p(total_work / critical_path) [CP]
+remaining_width    log1p(remaining_work / remaining_cp), 0 when done [CP]
+remaining_work     log1p(remaining_work / time_unit)
+total_work         log1p(total_work / time_unit)
+held               held / K: executors working for the job now
+cap                cap / K: parallelism cap of the latest decision (0: none yet)
+time_in_system     log1p((now − arrival) / time_unit)
+unlaunched         log1p(tasks of the job not launched yet)
+local_free         free_executors_from(job) / K: free executors local to the job
+launchable         log1p(number of the job's stages in the stage mask)
+idle_inserted      log1p(idle seconds inserted so far / time_unit)
+=================  ======================================================================
+
+Global features (`global_x`, shape [1, F]); the window is the last ``arrival_window``
+entries of `view.arrival_log`, n of them, the oldest at t₁:
+
+=================  ======================================================================
+free_executors     free / K
+jobs               log1p(jobs in system)
+executors          log1p(K)
+backlog            log1p(Σ remaining_work / K / time_unit): seconds of queued work
+arrival_rate       log1p(λ · time_unit), λ = (n − 1) / max(now − t₁, time_unit)
+offered_load       min(λ · mean work in window / K, load_clip): the recent offered load
+size_mean          mean of log1p(work / time_unit) over the window
+size_std           standard deviation of the same
+size_max           maximum of the same
+since_arrival      log1p((now − latest arrival) / time_unit)
+=================  ======================================================================
+
+Schema history: 2 added `wait_mask` (the WAIT action); 1 was the first release.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Final
+
+import numpy as np
+
+from idlegate.errors import IdlegateError, reject_unknown
+
+FEATURE_SCHEMA_VERSION: Final = 2
+"""Bump whenever a column, its order or its normalisation changes (models record it)."""
+
+STAGE_FEATURES: Final = (
+    "remaining_tasks",
+    "executors",
+    "task_duration",
+    "remaining_work",
+    "bottom_level",
+    "runnable",
+    "delayed",
+    "may_idle",
+    "idling",
+    "gang",
+    "progress",
+)
+JOB_FEATURES: Final = (
+    "remaining_cp",
+    "average_width",
+    "remaining_width",
+    "remaining_work",
+    "total_work",
+    "held",
+    "cap",
+    "time_in_system",
+    "unlaunched",
+    "local_free",
+    "launchable",
+    "idle_inserted",
+)
+GLOBAL_FEATURES: Final = (
+    "free_executors",
+    "jobs",
+    "executors",
+    "backlog",
+    "arrival_rate",
+    "offered_load",
+    "size_mean",
+    "size_std",
+    "size_max",
+    "since_arrival",
+)
+CP_STAGE_FEATURES: Final = ("bottom_level",)
+CP_JOB_FEATURES: Final = ("remaining_cp", "average_width", "remaining_width")
+NUM_STAGE_FEATURES: Final = len(STAGE_FEATURES)
+NUM_JOB_FEATURES: Final = len(JOB_FEATURES)
+NUM_GLOBAL_FEATURES: Final = len(GLOBAL_FEATURES)
+
+
+@dataclass(frozen=True)
+class FeatureConfig:
+    """How features are computed; stored with every model so inference matches training."""
+
+    cp_features: bool = True
+    """False: zero the [CP] columns (the papers' ablation without CP/width features)."""
+    time_unit: float = 1.0
+    """Seconds per unit before log1p: durations and works are log1p(seconds / time_unit)."""
+    arrival_window: int = 20
+    """How many recent arrivals the arrival-rate and job-size estimates use."""
+    max_cap_levels: int = 64
+    """Most cap levels offered; clusters with more executors get geometric levels."""
+    load_clip: float = 4.0
+    """Upper clip of the offered-load estimate (bursts at t=0 would give infinity)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.cp_features, bool):
+            raise IdlegateError(f"cp_features must be true or false, got {self.cp_features!r}")
+        if not self.time_unit > 0:
+            raise IdlegateError(f"time_unit must be > 0 seconds, got {self.time_unit!r}")
+        if not (isinstance(self.arrival_window, int) and self.arrival_window >= 2):
+            raise IdlegateError(
+                f"arrival_window must be a whole number >= 2, got {self.arrival_window!r}"
+            )
+        if not (isinstance(self.max_cap_levels, int) and self.max_cap_levels >= 2):
+            raise IdlegateError(
+                f"max_cap_levels must be a whole number >= 2, got {self.max_cap_levels!r}"
+            )
+        if not self.load_clip > 0:
+            raise IdlegateError(f"load_clip must be > 0, got {self.load_clip!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FeatureConfig:
+        reject_unknown(data, (f.name for f in fields(cls)), "the featurizer", noun="option")
+        return cls(**data)
+
+
+def cap_levels(num_executors: int, max_levels: int) -> np.ndarray:
+    """The parallelism caps a decision may choose from: 1..K, or geometric levels ending at K."""
+    if num_executors <= max_levels:
+        return np.arange(1, num_executors + 1, dtype=np.int64)
+    levels = np.unique(np.rint(np.geomspace(1, num_executors, max_levels)).astype(np.int64))
+    levels[-1] = num_executors
+    return levels
