@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from idlegate.errors import IdlegateError
-from idlegate.policy import DEFAULT_POLICY_PATH, make_scheduler, spec_params
+from idlegate.policy import DEFAULT_POLICY_PATH, SchedulerSpec, make_scheduler
 from idlegate.policy.bounded import WindowConfig, WindowSelector, select_window, window_config
 from idlegate.policy.features import MODEL_INPUTS, Featurizer
 from idlegate.policy.onnx_runtime import OnnxPolicy
@@ -149,9 +149,9 @@ def test_spec_parameters() -> None:
     assert make_scheduler(f"learned:{DEFAULT_POLICY_PATH}?window=off").inner.window is None
     plain = make_scheduler(f"learned:{DEFAULT_POLICY_PATH}?starvation_factor=none&threads=1")
     assert isinstance(plain, OnnxPolicy)
-    assert spec_params("a.onnx?window=8&window-head=2") == (
-        "a.onnx",
-        {"window": "8", "window_head": "2"},
+    assert SchedulerSpec.parse("a.onnx?window=8&window-head=2").params == (
+        ("window", "8"),
+        ("window_head", "2"),
     )
 
 
@@ -161,12 +161,12 @@ def test_spec_parameters() -> None:
         ("window=-1", "greater than or equal to 0"),
         ("window=many", "window='many' \\(observation window\\) is invalid"),
         ("window=8&window_head=0", "oldest waiting job must stay visible"),
-        ("window=8&window_tail=2.5", "window_tail='2.5' \\(observation window\\) is invalid"),
+        ("window=8&window_tail=2.5", "window_tail=2.5 \\(observation window\\) is invalid"),
         ("window=8&window_bogus=1", "no parameter 'window_bogus'"),
         ("window_head=2", "needs a window: add window=THRESHOLD"),
         ("window", "write parameters as ?KEY=VALUE"),
         ("window=8&window=9", "gives window twice"),
-        ("threads=two", "threads='two' must be a whole number"),
+        ("threads=two", "threads must be a whole number >= 1, got 'two'"),
     ],
 )
 def test_bad_window_parameters_are_sentences(query: str, message: str) -> None:

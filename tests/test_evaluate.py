@@ -16,7 +16,6 @@ from idlegate.evaluation.comparison import (
     CompareConfig,
     WorkloadOptions,
     run_comparison,
-    split_entry,
 )
 from idlegate.evaluation.evaluation_report import write_evaluation
 from idlegate.evaluation.headlines import HEADLINES, IdleUse, best_baseline, compute_headlines
@@ -26,14 +25,13 @@ from idlegate.evaluation.suites import (
     DEMO_EXECUTORS,
     DEMO_LOAD,
     EvaluateConfig,
-    ModelSpec,
-    as_spec,
-    parse_models,
+    check_model,
+    parse_list,
     suite_cases,
 )
 from idlegate.evaluation.sweep import SweepConfig, run_idle_sweep
 from idlegate.evaluation.training_log import read_training_log
-from idlegate.policy import make_scheduler
+from idlegate.policy import SchedulerSpec, make_scheduler
 from idlegate.sim.metrics import paired_relative_change, t_quantile
 
 torch = pytest.importorskip("torch")
@@ -81,7 +79,7 @@ def evaluation(models, tmp_path_factory):
     log = root / "train_log.csv"
     log.write_text(TRAIN_LOG)
     config = EvaluateConfig(
-        models=tuple(ModelSpec(k, v) for k, v in models.items()),
+        models=tuple(f"{k}={v}" for k, v in models.items()),
         suite="quick",
         seeds=2,
         workloads=("synthetic-0.8",),
@@ -116,20 +114,12 @@ def test_learned_spec_builds_an_onnx_policy(models):
         ("learned:{learned}", {"colour": 1}, "no parameter 'colour'"),
         ("analytic:", {}, "needs a base"),
         ("analytic:fair", {"base": "fifo"}, "drop base"),
-        ("bogus:x", {}, "unknown scheduler kind"),
+        ("bogus:x", {}, "unknown scheduler 'bogus' in 'bogus:x'; valid names are fifo"),
     ],
 )
 def test_bad_specs_raise_idlegate_errors(models, spec, params, needle):
     with pytest.raises(IdlegateError, match=needle):
         make_scheduler(spec.format(learned=models["learned"]), **params)
-
-
-def test_split_entry():
-    assert split_entry("fair") == ("fair", "fair")
-    assert split_entry(" a = learned:m.onnx ") == ("a", "learned:m.onnx")
-    assert split_entry("learned:out/x=1.onnx") == ("learned:out/x=1.onnx",) * 2
-    with pytest.raises(IdlegateError, match="LABEL=SPEC"):
-        split_entry("=fair")
 
 
 def test_compare_accepts_learned_specs_and_labels(models):
@@ -347,7 +337,7 @@ def test_tpch_cases_are_skipped_without_traces(tmp_path, models, monkeypatch):
         < cases["tpch-25s"].options.extra["num_stream"]
     )
     config = EvaluateConfig(
-        models=(ModelSpec("learned", models["learned"]),),
+        models=(SchedulerSpec.parse(f"learned={models['learned']}"),),
         workloads=("tpch",),
         tpch_dir=missing,
         sweep=False,
@@ -362,38 +352,33 @@ def test_tpch_cases_are_skipped_without_traces(tmp_path, models, monkeypatch):
 # config and CLI errors
 
 
-def test_parse_models():
-    assert parse_models(["a=x.onnx,b=y.onnx", "c=z.onnx"]) == (
-        ModelSpec("a", Path("x.onnx")),
-        ModelSpec("b", Path("y.onnx")),
-        ModelSpec("c", Path("z.onnx")),
-    )
-    assert ModelSpec("a", Path("x.onnx")).spec == "learned:x.onnx"
-    assert ModelSpec("a", "x.onnx").path == Path("x.onnx")
-    # any scheduler spec is a model too; a registered name is not taken for a file
-    models = parse_models("lookahead=lookahead:srpt,lookahead-base=srpt,d=learned:p/d.onnx")
-    assert [m.spec for m in models] == ["lookahead:srpt", "srpt", "learned:p/d.onnx"]
-    assert [m.path for m in models] == [None, None, Path("p/d.onnx")]
-    assert models[0].entry == "lookahead=lookahead:srpt"
-    assert as_spec("analytic:fair") == "analytic:fair"
-    assert as_spec("out/model.onnx") == "learned:out/model.onnx"
-    for bad in ("nolabel.onnx", "=x.onnx", "a=", "a b=x.onnx"):
+def test_models_are_specs_with_optional_labels():
+    config = EvaluateConfig(models=parse_list(["a=x.onnx,b=lookahead:srpt", "learned:p/d.onnx"]))
+    assert [m.title for m in config.models] == ["a", "b", "learned:p/d.onnx"]
+    assert config.to_dict()["models"] == {
+        "a": "learned:x.onnx",  # a bare PATH.onnx is learned:PATH.onnx
+        "b": "lookahead:srpt",
+        "learned:p/d.onnx": "learned:p/d.onnx",
+    }
+    assert "--schedulers a=learned:x.onnx --schedulers b=lookahead:srpt" in config.command_line()
+    for bad in ("=x.onnx", "a=", "a b=x.onnx", "typo:sjf"):
         with pytest.raises(IdlegateError):
-            parse_models(bad)
+            EvaluateConfig(models=(bad,))
     with pytest.raises(IdlegateError, match="given twice"):
-        EvaluateConfig(models=parse_models("a=x.onnx,a=y.onnx"))
+        EvaluateConfig(models=parse_list("a=x.onnx,a=y.onnx"))
     with pytest.raises(IdlegateError, match="baseline"):
-        EvaluateConfig(models=parse_models("fair=x.onnx"))
+        EvaluateConfig(models=parse_list("fair=x.onnx"))
 
 
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["--models", "learned=/no/such/model.onnx"], "does not exist"),
-        (["--models", "learned"], "LABEL=PATH.onnx"),
-        (["--models", "learned=x.onnx", "--suite", "huge"], "unknown suite"),
-        (["--models", "{learned}", "--workloads", "nope"], "unknown workload"),
-        (["--models", "{learned}", "--seeds", "0"], "--seeds"),
+        (["--schedulers", "learned=/no/such/model.onnx"], "does not exist"),
+        (["--schedulers", "learned"], "learned needs a path, e.g. learned:default"),
+        (["--schedulers", "typo:sjf"], "unknown scheduler 'typo' in 'typo:sjf'"),
+        (["--schedulers", "learned=x.onnx", "--suite", "huge"], "unknown suite"),
+        (["--schedulers", "{learned}", "--workloads", "nope"], "unknown workload"),
+        (["--schedulers", "{learned}", "--seeds", "0"], "--seeds"),
     ],
 )
 def test_cli_errors_are_one_line_and_exit_1(models, args, needle):
@@ -408,12 +393,9 @@ def test_cli_errors_are_one_line_and_exit_1(models, args, needle):
 def test_missing_model_names_the_absolute_path(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(IdlegateError, match=re.escape(str(tmp_path / "rel" / "m.onnx"))):
-        ModelSpec.parse("learned=rel/m.onnx").check()
-    # neither a name nor a known KIND: it is read as a file, and the error says both
-    with pytest.raises(IdlegateError, match=r"model 'h'.*bogus:x' does not exist.*lookahead:"):
-        ModelSpec("h", "bogus:x").check()
-    with pytest.raises(IdlegateError, match=r"model 'h' \(lookahead:nonesuch\)"):
-        ModelSpec("h", "lookahead:nonesuch").check()
+        check_model(SchedulerSpec.parse("learned=rel/m.onnx"))
+    with pytest.raises(IdlegateError, match=r"model 'h': scheduler 'srpt' has no parameter 'x'"):
+        check_model(SchedulerSpec.parse("h=lookahead:srpt?x=1"))
 
 
 def test_cli_runs_a_tiny_evaluation(models, tmp_path):
@@ -421,9 +403,9 @@ def test_cli_runs_a_tiny_evaluation(models, tmp_path):
         app,
         [
             "evaluate",
-            "--models",
+            "--schedulers",
             f"learned={models['learned']}",
-            "--models",
+            "--schedulers",
             "lookahead-base=srpt",
             "--seeds",
             "2",

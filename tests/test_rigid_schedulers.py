@@ -7,7 +7,7 @@ import math
 import pytest
 
 from idlegate.errors import IdlegateError
-from idlegate.policy import SPEC_PREFIXES, make_scheduler
+from idlegate.policy import make_scheduler
 from idlegate.policy.rigid import ORDERS, EasyScheduler, RejectScheduler, StrictScheduler
 from idlegate.sim.engine import simulate
 from idlegate.sim.metrics import job_metrics
@@ -90,7 +90,9 @@ def test_reject_easy_composes_and_names() -> None:
     assert (rule.name, rule.base.extra_nodes, rule.max_rejections) == ("reject:easy:sjf", False, 5)
     assert make_scheduler("fcfs").name == "fcfs"
     assert make_scheduler("strict:fifo").name == "strict:fcfs"
-    assert {"strict", "easy", "reject"} <= set(SPEC_PREFIXES)
+    # the same, with each parameter in the spec it belongs to
+    text = make_scheduler("reject?max_rejections=5:easy:sjf?extra_nodes=false")
+    assert (text.name, text.base.extra_nodes, text.max_rejections) == ("reject:easy:sjf", False, 5)
 
 
 @pytest.mark.parametrize(
@@ -98,7 +100,11 @@ def test_reject_easy_composes_and_names() -> None:
     [
         ("easy:nope", {}, "unknown rigid priority order"),
         ("easy:", {}, "needs a priority order"),
-        ("reject:fair:sjf", {}, "the base is an order"),
+        ("reject:fair:sjf", {}, "fair takes no argument"),
+        ("reject:fair", {}, "unknown rigid priority order 'fair'"),
+        ("reject:easy:sjf", {"alpha": 1}, "has no parameter 'alpha'"),
+        ("reject?max_rejections=-1:sjf", {}, "max_rejections must be >= 0"),
+        ("reject?interval=5:easy:sjf?extra_nodes=maybe", {}, "extra_nodes must be true or false"),
         ("strict:sjf", {"extra_nodes": False}, "takes no parameter"),
         ("easy:sjf", {"alpha": 1}, "has no parameter 'alpha'"),
         ("easy:sjf", {"backfill_order": "lifo"}, "backfill_order"),

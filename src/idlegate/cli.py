@@ -20,15 +20,15 @@ from rich.console import Console
 
 from idlegate import __version__
 from idlegate.errors import IdlegateError
-from idlegate.evaluation.comparison import CompareConfig, WorkloadOptions, parse_names, run_one
+from idlegate.evaluation.comparison import CompareConfig, WorkloadOptions, run_one
 from idlegate.evaluation.console import print_compare, render_run_table, run_compare
 from idlegate.evaluation.suites import (
     DEMO_EXECUTORS,
     DEMO_LOAD,
     DEMO_STREAMED_JOBS,
     DEMO_WORKLOAD,
+    parse_list,
 )
-from idlegate.policy import DEFAULT_POLICY_PATH
 
 app = typer.Typer(
     name="idlegate",
@@ -46,7 +46,7 @@ DEMO_SCHEDULERS: tuple[str, ...] = (
     "srpt",
     "fair",
     "weighted-fair",
-    f"learned=learned:{DEFAULT_POLICY_PATH}",
+    "learned=default",
 )
 DEMO_SEEDS = 5
 
@@ -172,7 +172,12 @@ def version() -> None:
 def simulate(
     workload: WorkloadOpt = "tpch-like",
     scheduler: Annotated[
-        str, typer.Option("--scheduler", "-s", help="Scheduler, e.g. fifo, fair, sjf-cp.")
+        str,
+        typer.Option(
+            "--scheduler",
+            "-s",
+            help="Scheduler spec, e.g. fair, sjf-cp, analytic:fair, learned:PATH.onnx, default.",
+        ),
     ] = "fair",
     seed: Annotated[int, typer.Option("--seed", help="Seed of arrivals and durations.")] = 0,
     executors: ExecutorsOpt = None,
@@ -204,8 +209,8 @@ def compare(
         str,
         typer.Option(
             "--schedulers",
-            help="Comma-separated schedulers: names, analytic:BASE, learned:PATH.onnx, "
-            "each optionally LABEL=...",
+            help="Comma-separated scheduler specs (fair, analytic:BASE, learned:PATH.onnx, "
+            "default, ...), each optionally LABEL=SPEC.",
         ),
     ] = "fifo,fair,sjf-cp,weighted-fair",
     seeds: Annotated[int, typer.Option("--seeds", help="Number of seeds (paired runs).")] = 5,
@@ -241,7 +246,7 @@ def compare(
             raise IdlegateError(f"--seeds must be at least 1, got {seeds}")
         config = CompareConfig(
             workload=workload,
-            schedulers=parse_names(schedulers),
+            schedulers=parse_list(schedulers),
             seeds=tuple(range(first_seed, first_seed + seeds)),
             baseline=baseline,
             options=_workload_options(
@@ -300,13 +305,14 @@ def operator_command(
             "--pool-size", help="Executors: task pods that may run at once, cluster-wide."
         ),
     ],
-    policy: Annotated[
+    scheduler: Annotated[
         str | None,
         typer.Option(
-            "--policy",
+            "--scheduler",
+            "-s",
             help="A scheduler spec as for `simulate` (fair, analytic:fair, "
-            "learned:PATH.onnx, or a bare PATH.onnx); default: the bundled ONNX policy, "
-            "or fair with a warning if it is missing or broken.",
+            "learned:PATH.onnx, a bare PATH.onnx); default: the spec default, the bundled "
+            "ONNX policy, or fair with a warning if it is missing or broken.",
         ),
     ] = None,
     namespace: Annotated[
@@ -333,7 +339,7 @@ def operator_command(
 
         settings = Settings(
             pool_size=pool_size,
-            policy=policy,
+            policy=scheduler,
             namespaces=tuple(namespace or ()),
             standalone=standalone,
             metrics_port=metrics_port,
@@ -598,14 +604,13 @@ def train_window_command(
 
 @app.command()
 def evaluate(
-    models: Annotated[
+    schedulers: Annotated[
         list[str],
         typer.Option(
-            "--models",
-            "-m",
-            help="LABEL=PATH.onnx or LABEL=SPEC (repeatable or comma-separated), e.g. "
-            "learned=a.onnx learned-no-idle=b.onnx lookahead=lookahead:srpt "
-            "lookahead-base=srpt.",
+            "--schedulers",
+            help="Scheduler specs to evaluate, each optionally LABEL=SPEC (repeatable or "
+            "comma-separated), e.g. learned=a.onnx learned-no-idle=b.onnx "
+            "lookahead=lookahead:srpt lookahead-base=srpt.",
         ),
     ],
     suite: Annotated[
@@ -642,10 +647,10 @@ def evaluate(
     """Evaluate learned policies against the baselines on paired seeds (mean ± 95 % CI)."""
     with _user_errors():
         from idlegate.evaluation.console import run_cli
-        from idlegate.evaluation.suites import EvaluateConfig, parse_list, parse_models
+        from idlegate.evaluation.suites import EvaluateConfig
 
         config = EvaluateConfig(
-            models=parse_models(models),
+            models=parse_list(schedulers),
             suite=suite,
             seeds=seeds,
             first_seed=first_seed,

@@ -4,7 +4,7 @@ The modules, in the order they import one another (each only imports those above
 
 * `pool` — independent runs over a process pool, results in task order;
 * `comparison` — `compare`'s config, runs on common random numbers, paired statistics;
-* `suites` — `evaluate`'s workload cases, baselines, models (``LABEL=SPEC``) and config;
+* `suites` — `evaluate`'s workload cases, baselines and config;
 * `headlines` — issue 9's headline deltas (paired per seed) and idle slots fired;
 * `sweep` — the idle-slot papers' Fig. 6 sweep;
 * `training_log` — reading a training CSV for the report's curve;
@@ -25,24 +25,20 @@ from idlegate.evaluation.comparison import (
     WorkloadOptions,
     run_comparison,
     run_one,
-    split_entry,
 )
 from idlegate.evaluation.evaluation_report import write_evaluation
 from idlegate.evaluation.running import Evaluation, run_evaluation
-from idlegate.evaluation.suites import EvaluateConfig, ModelSpec, parse_models
+from idlegate.evaluation.suites import EvaluateConfig
 
 __all__ = [
     "CompareConfig",
     "Comparison",
     "EvaluateConfig",
     "Evaluation",
-    "ModelSpec",
     "WorkloadOptions",
-    "parse_models",
     "run_comparison",
     "run_evaluation",
     "run_one",
-    "split_entry",
     "write_evaluation",
     "write_reports",
 ]

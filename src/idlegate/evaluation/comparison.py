@@ -24,7 +24,7 @@ from idlegate.errors import IdlegateError
 from idlegate.evaluation.pool import run_tasks
 from idlegate.evaluation.setting import Setting, describe_setting
 from idlegate.parallel import TaskPool
-from idlegate.policy import make_scheduler
+from idlegate.policy import SchedulerSpec, make_scheduler
 from idlegate.sim.engine import Workload, simulate
 from idlegate.sim.metrics import (
     Estimate,
@@ -35,6 +35,7 @@ from idlegate.sim.metrics import (
     paired_relative_change,
     run_metrics,
 )
+from idlegate.sim.protocol import Scheduler
 from idlegate.sim.workloads import WORKLOADS, build_workload
 
 __all__ = [
@@ -49,10 +50,8 @@ __all__ = [
     "build",
     "check_names",
     "is_rigid",
-    "parse_names",
     "run_comparison",
     "run_one",
-    "split_entry",
 ]
 
 
@@ -122,32 +121,16 @@ class WorkloadOptions:
         return out
 
 
-def split_entry(entry: str) -> tuple[str, str]:
-    """A compared scheduler ``LABEL=SPEC`` or ``SPEC`` as (label, spec).
-
-    SPEC is anything `idlegate.policy.make_scheduler` accepts ("fair", "analytic:fair",
-    "learned:out/model.onnx"); the label names its row (default: the spec itself), e.g.
-    ``"learned-no-idle=learned:out/no_idle.onnx"``.
-    """
-    label, sep, spec = entry.partition("=")
-    if not sep or ":" in label or "/" in label:  # "=" inside a spec's path: no label
-        return entry.strip(), entry.strip()
-    label, spec = label.strip(), spec.strip()
-    if not label or not spec:
-        raise IdlegateError(f"scheduler {entry!r}: write LABEL=SPEC, e.g. learned=learned:m.onnx")
-    return label, spec
-
-
 @dataclass(frozen=True)
 class CompareConfig:
     """What to compare: schedulers × seeds on one workload.
 
-    Each scheduler is a spec or ``LABEL=SPEC`` (:func:`split_entry`); rows and the
-    baseline go by label.
+    Each scheduler is a `SchedulerSpec` (a text is parsed); rows and the baseline go by
+    its title, the label if it has one (`idlegate.policy.spec`).
     """
 
     workload: str
-    schedulers: tuple[str, ...]
+    schedulers: tuple[SchedulerSpec, ...]
     seeds: tuple[int, ...] = (0, 1, 2)
     baseline: str | None = None
     """Scheduler the % column is relative to; None: "fair" if compared, else the first."""
@@ -157,8 +140,9 @@ class CompareConfig:
     confidence: float = 0.95
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "schedulers", tuple(map(SchedulerSpec.of, self.schedulers)))
         if not self.schedulers:
-            raise IdlegateError("no scheduler to compare; pass at least one name")
+            raise IdlegateError("no scheduler to compare; pass e.g. --schedulers fifo,fair")
         labels = self.labels
         dupes = sorted({s for s in labels if labels.count(s) > 1})
         if dupes:
@@ -180,7 +164,7 @@ class CompareConfig:
     @property
     def labels(self) -> tuple[str, ...]:
         """The row label of each scheduler, in order."""
-        return tuple(split_entry(s)[0] for s in self.schedulers)
+        return tuple(s.title for s in self.schedulers)
 
     @property
     def baseline_name(self) -> str:
@@ -195,7 +179,7 @@ class CompareConfig:
         return {
             "workload": self.workload,
             "workload_options": self.options.to_kwargs(),
-            "schedulers": list(self.schedulers),
+            "schedulers": [s.format() for s in self.schedulers],
             "seeds": list(self.seeds),
             "baseline": self.baseline_name,
             "confidence": self.confidence,
@@ -206,12 +190,14 @@ class CompareConfig:
 # Running
 
 
-def check_names(workload: str, schedulers: Iterable[str]) -> None:
-    """Raise IdlegateError naming the known choices if a workload or scheduler is unknown."""
+def check_names(workload: str, schedulers: Iterable[SchedulerSpec] = ()) -> None:
+    """Raise IdlegateError naming the known choices if the workload is unknown, or if a
+    scheduler cannot be built (each is built once, before any run: a missing model file
+    stops the comparison at once)."""
     if workload not in WORKLOADS:
         raise IdlegateError(f"unknown workload {workload!r}; choose one of: {', '.join(WORKLOADS)}")
     for s in schedulers:
-        make_scheduler(split_entry(s)[1])  # raises IdlegateError naming the valid schedulers
+        make_scheduler(s)
 
 
 def is_rigid(workload: Workload) -> bool:
@@ -236,26 +222,30 @@ class RunOutcome:
     jobs: JobMetrics
 
 
-def _simulate(workload: Workload, scheduler: str, seed: int) -> RunOutcome:
-    result = simulate(workload, make_scheduler(split_entry(scheduler)[1]), seed=seed)
+def _simulate(workload: Workload, scheduler: Scheduler, seed: int) -> RunOutcome:
+    result = simulate(workload, scheduler, seed=seed)
     jm = job_metrics(result)
     return RunOutcome(run_metrics(result, jm), jm)
 
 
 def run_one(
-    workload: str, scheduler: str, seed: int = 0, options: WorkloadOptions | None = None
+    workload: str,
+    scheduler: SchedulerSpec | str,
+    seed: int = 0,
+    options: WorkloadOptions | None = None,
 ) -> RunOutcome:
-    """Build `workload` for `seed` and simulate `scheduler` on it."""
-    check_names(workload, [scheduler])
-    return _simulate(build(workload, seed, options), scheduler, seed)
+    """Build `workload` for `seed` and simulate `scheduler` on it (built once)."""
+    check_names(workload)
+    built = make_scheduler(scheduler)
+    return _simulate(build(workload, seed, options), built, seed)
 
 
 def _pool_run(
-    args: tuple[Workload, str, int],
+    args: tuple[Workload, SchedulerSpec, int],
 ) -> tuple[str, int, RunMetrics, np.ndarray, np.ndarray]:
-    workload, scheduler, seed = args
-    out = _simulate(workload, scheduler, seed)
-    return scheduler, seed, out.metrics, out.jobs.jct, out.jobs.idle_inserted
+    workload, spec, seed = args
+    out = _simulate(workload, make_scheduler(spec), seed)
+    return spec.title, seed, out.metrics, out.jobs.jct, out.jobs.idle_inserted
 
 
 @dataclass(frozen=True, eq=False)
@@ -350,9 +340,9 @@ def run_comparison(
     jcts: dict[tuple[str, int], np.ndarray] = {}
     idles: dict[tuple[str, int], np.ndarray] = {}
 
-    def report(done: int, total: int, task: tuple[Workload, str, int]) -> None:
+    def report(done: int, total: int, task: tuple[Workload, SchedulerSpec, int]) -> None:
         if progress is not None:
-            progress(done, total, split_entry(task[1])[0], task[2])
+            progress(done, total, task[1].title, task[2])
 
     for name, seed, m, jct, idle in run_tasks(
         _pool_run, tasks, config.jobs, report, lambda task: task, pool
@@ -365,11 +355,10 @@ def run_comparison(
     rigid = is_rigid(first)
     summary_fields = RIGID_SUMMARY_FIELDS if rigid else SUMMARY_FIELDS
     base = config.baseline_name
-    base_entry = config.schedulers[config.labels.index(base)]
-    base_runs = [metrics[base_entry, s] for s in config.seeds]
+    base_runs = [metrics[base, s] for s in config.seeds]
     results = []
-    for entry, name in zip(config.schedulers, config.labels, strict=True):
-        runs = tuple(metrics[entry, s] for s in config.seeds)
+    for name in config.labels:
+        runs = tuple(metrics[name, s] for s in config.seeds)
         summary = {
             f: mean_ci([getattr(r, f) for r in runs], config.confidence) for f in summary_fields
         }
@@ -378,11 +367,11 @@ def run_comparison(
             SchedulerResult(
                 name=name,
                 runs=runs,
-                jct=tuple(jcts[entry, s] for s in config.seeds),
+                jct=tuple(jcts[name, s] for s in config.seeds),
                 summary=summary,
                 vs_baseline=rel,
                 is_baseline=name == base,
-                idle=tuple(idles[entry, s] for s in config.seeds),
+                idle=tuple(idles[name, s] for s in config.seeds),
                 bsld_vs_baseline=(
                     _paired(runs, base_runs, "avg_bsld", config.confidence) if rigid else None
                 ),
@@ -398,12 +387,3 @@ def _paired(
     """`metric`'s change against the baseline's runs on the same seeds."""
     values = [getattr(r, metric) for r in runs]
     return paired_relative_change(values, [getattr(r, metric) for r in base], confidence)
-
-
-def parse_names(text: str | Sequence[str]) -> tuple[str, ...]:
-    """Split a comma-separated list of names ("fifo,fair, sjf-cp")."""
-    items = text.split(",") if isinstance(text, str) else list(text)
-    names = tuple(s.strip() for s in items if s.strip())
-    if not names:
-        raise IdlegateError("no scheduler given; pass e.g. --schedulers fifo,fair")
-    return names

@@ -164,11 +164,11 @@ def to_markdown(ev: Evaluation) -> str:
     ]
     model_rows = []
     for m in cfg.models:
-        info = model_info(ev.models.get(m.label, {}))
+        info = model_info(ev.models.get(m.title, {}))
         model_rows.append(
             [
-                m.label,
-                f"`{m.spec}`",
+                m.title,
+                f"`{m.format(label=False)}`",
                 _yes_no(info["idle_head"]),
                 _yes_no(info["cp_features"]),
                 str(info["idle_levels"] or "?"),
@@ -188,7 +188,7 @@ def to_markdown(ev: Evaluation) -> str:
         + ", ".join(b for b, _ in BASELINES)
         + ") with the lowest mean average JCT on that workload. — : a label is missing "
         "(name the models learned, learned-no-idle, learned-no-cp, lookahead, "
-        "lookahead-base with --models).",
+        "lookahead-base with --schedulers).",
         "",
         *_idle_lines(ev),
         "## Workloads",

@@ -86,7 +86,7 @@ HEADLINES: Final[tuple[Headline, ...]] = (
 )
 """Issue 9's targets: the learned policy no worse than the best heuristic anywhere and
 ≥ 5 % better on TPC-H and tpch-like; the lookahead planner ≥ 10 % better than its base
-(name the two ``lookahead`` and ``lookahead-base`` with --models) on TPC-H and tpch-like;
+(name the two ``lookahead`` and ``lookahead-base`` with --schedulers) on TPC-H and tpch-like;
 the idle head ≥ 5 % better on bursty and nowhere more than 1 % worse; and (kept from the
 idle-slot papers' ablation) removing the CP/width features costs ≥ 5 %."""
 

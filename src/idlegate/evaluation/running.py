@@ -20,12 +20,14 @@ from idlegate.evaluation.suites import (
     SWEEP_REFERENCE,
     EvaluateConfig,
     WorkloadCase,
+    check_model,
     select_cases,
     suite_cases,
 )
 from idlegate.evaluation.sweep import SweepResult, run_idle_sweep, sweep_config, sweep_tasks
 from idlegate.evaluation.training_log import TrainingCurve, read_training_log
 from idlegate.parallel import TaskPool
+from idlegate.policy import SchedulerSpec
 
 __all__ = ["CaseResult", "Evaluation", "model_info", "planned_runs", "run_evaluation"]
 
@@ -128,10 +130,12 @@ def planned_runs(config: EvaluateConfig, cases: Sequence[WorkloadCase], sweep_n:
     return per_case * sum(c.skip_reason is None for c in cases) + sweep_n
 
 
-def _sweep_entries(config: EvaluateConfig, models: Mapping[str, Mapping[str, str]]) -> list[str]:
+def _sweep_entries(
+    config: EvaluateConfig, models: Mapping[str, Mapping[str, str]]
+) -> list[SchedulerSpec]:
     """The models with an idle head, then the analytic reference."""
-    idle = [m.entry for m in config.models if model_info(models[m.label])["idle_head"]]
-    return [*idle, "=".join(SWEEP_REFERENCE)]
+    idle = [m for m in config.models if model_info(models[m.title])["idle_head"]]
+    return [*idle, SchedulerSpec.parse("=".join(SWEEP_REFERENCE))]
 
 
 def run_evaluation(
@@ -146,7 +150,7 @@ def run_evaluation(
     if pool is None:
         with open_runs_pool(config.jobs) as local:
             return run_evaluation(config, progress, local)
-    models = {m.label: m.check() for m in config.models}
+    models = {m.title: check_model(m) for m in config.models}
     training = read_training_log(config.training_log) if config.training_log else None
     cases = select_cases(suite_cases(config.suite, config.tpch_dir), config.workloads)
     seeds = config.seed_list

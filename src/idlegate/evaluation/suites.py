@@ -34,7 +34,6 @@ The quick suite runs the same workloads with fewer jobs (for tests and a 1–2 m
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,7 +42,7 @@ from typing import Any, Final
 
 from idlegate.errors import IdlegateError
 from idlegate.evaluation.comparison import WorkloadOptions
-from idlegate.policy import SCHEDULERS, SPEC_PREFIXES, make_scheduler
+from idlegate.policy import SchedulerSpec, make_scheduler
 from idlegate.sim.tpch import resolve_tpch_dir
 from idlegate.sim.workloads import workload_config
 
@@ -59,11 +58,9 @@ __all__ = [
     "SUITES",
     "SWEEP_REFERENCE",
     "EvaluateConfig",
-    "ModelSpec",
     "WorkloadCase",
-    "as_spec",
+    "check_model",
     "parse_list",
-    "parse_models",
     "select_cases",
     "suite_cases",
 ]
@@ -102,99 +99,20 @@ offered load 0.85), which the suite's ``tpch-like`` case measures too."""
 SWEEP_REFERENCE: Final = ("analytic-sjf-cp", "analytic:sjf-cp")
 """The interpretable idle rule drawn next to the learned policies in the Fig. 6 sweep."""
 
-_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 
-
-def as_spec(value: str | Path) -> str:
-    """A ``--models`` value as a scheduler spec: a spec stays itself, a file path becomes
-    ``learned:PATH``.
-
-    A spec is a registered name ("srpt") or ``KIND:ARGUMENT`` with a kind of
-    :data:`~idlegate.policy.SPEC_PREFIXES` ("lookahead:srpt", "learned:default");
-    anything else (and every Path) is the path of an exported ONNX policy.
-    """
-    if isinstance(value, Path):
-        return f"learned:{value}"
-    text = value.strip()
-    kind, sep, _ = text.partition(":")
-    if (sep and kind.strip().lower() in SPEC_PREFIXES) or text.lower() in SCHEDULERS:
-        return text
-    return f"learned:{text}"
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """A scheduler to evaluate next to the baselines: its row label and its spec.
-
-    `spec` is anything :func:`as_spec` takes: a scheduler spec (``lookahead:srpt``,
-    ``learned:default``) or an ONNX file's path (str or Path), stored as the
-    spec ``learned:PATH``.
-    """
-
-    label: str
-    spec: str
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "spec", as_spec(self.spec))
-
-    @classmethod
-    def parse(cls, text: str) -> ModelSpec:
-        """``LABEL=SPEC`` or ``LABEL=PATH.onnx`` → ModelSpec (IdlegateError on bad syntax;
-        nothing is loaded)."""
-        label, sep, spec = text.partition("=")
-        label, spec = label.strip(), spec.strip()
-        if not sep or not label or not spec:
-            raise IdlegateError(
-                f"--models {text!r}: write LABEL=PATH.onnx or LABEL=SPEC, e.g. "
-                "learned=out/train/policy.onnx or lookahead=lookahead:srpt"
-            )
-        if not _LABEL.match(label):
-            raise IdlegateError(
-                f"model label {label!r}: use letters, digits and . _ + - "
-                "(e.g. learned, learned-no-idle)"
-            )
-        return cls(label, spec)
-
-    @property
-    def path(self) -> Path | None:
-        """The ONNX file of a ``learned:PATH`` spec (None for any other spec)."""
-        kind, _, argument = self.spec.partition(":")
-        return Path(argument.strip()).expanduser() if kind == "learned" else None
-
-    @property
-    def entry(self) -> str:
-        """The compare entry ``LABEL=SPEC``."""
-        return f"{self.label}={self.spec}"
-
-    def check(self) -> dict[str, str]:
-        """Build the scheduler once (IdlegateError if it cannot be); its ONNX metadata, if any."""
-        path = self.path
-        if path is not None and not path.is_file():
-            raise IdlegateError(
-                f"model {self.label!r}: file {str(path.resolve())!r} does not exist; "
-                "give the path of an exported policy (idlegate export-onnx) or a scheduler "
-                f"spec: a name ({', '.join(SCHEDULERS)}) or "
-                + ", ".join(f"{p}:…" for p in SPEC_PREFIXES)
-            )
-        try:
-            policy = make_scheduler(self.spec)
-        except IdlegateError as exc:
-            raise IdlegateError(f"model {self.label!r} ({self.spec}): {exc}") from None
-        return dict(getattr(policy, "metadata", {}))
+def check_model(model: SchedulerSpec) -> dict[str, str]:
+    """Build `model` once (IdlegateError naming it if it cannot be); its ONNX metadata, if any."""
+    try:
+        policy = make_scheduler(model)
+    except IdlegateError as exc:
+        raise IdlegateError(f"model {model.title!r}: {exc}") from None
+    return dict(getattr(policy, "metadata", {}))
 
 
 def parse_list(values: str | Sequence[str]) -> tuple[str, ...]:
     """Comma-separated and/or repeated option values as one tuple of non-empty items."""
     items = [values] if isinstance(values, str) else list(values)
     return tuple(x.strip() for v in items for x in v.split(",") if x.strip())
-
-
-def parse_models(values: str | Sequence[str]) -> tuple[ModelSpec, ...]:
-    """``--models`` values (repeatable, comma-separated) as ModelSpecs."""
-    items = parse_list(values)
-    if not items:
-        raise IdlegateError("no model given; pass --models LABEL=PATH.onnx or LABEL=SPEC")
-    return tuple(ModelSpec.parse(x) for x in items)
 
 
 @dataclass(frozen=True)
@@ -216,7 +134,8 @@ class WorkloadCase:
 class EvaluateConfig:
     """What `idlegate evaluate` runs."""
 
-    models: tuple[ModelSpec, ...]
+    models: tuple[SchedulerSpec, ...]
+    """The schedulers evaluated next to the baselines (a text is parsed)."""
     suite: str = "quick"
     seeds: int | None = None
     """Number of seeds (None: the suite's default, 3 quick / 10 full)."""
@@ -230,9 +149,10 @@ class EvaluateConfig:
     confidence: float = 0.95
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "models", tuple(map(SchedulerSpec.of, self.models)))
         if not self.models:
-            raise IdlegateError("no model to evaluate; pass --models LABEL=PATH.onnx or LABEL=SPEC")
-        labels = [m.label for m in self.models]
+            raise IdlegateError("no model to evaluate; pass e.g. --schedulers learned=PATH.onnx")
+        labels = [m.title for m in self.models]
         taken = {b for b, _ in BASELINES} | {SWEEP_REFERENCE[0]}
         for label in labels:
             if labels.count(label) > 1:
@@ -258,15 +178,15 @@ class EvaluateConfig:
         n = self.seeds if self.seeds is not None else DEFAULT_SEEDS[self.suite]
         return tuple(range(self.first_seed, self.first_seed + n))
 
-    def entries(self) -> tuple[str, ...]:
-        """The compared schedulers as compare entries: the models, then the baselines."""
-        return (*(m.entry for m in self.models), *(f"{b}={s}" for b, s in BASELINES))
+    def entries(self) -> tuple[SchedulerSpec, ...]:
+        """The compared schedulers: the models, then the baselines."""
+        return (*self.models, *(SchedulerSpec.parse(f"{b}={s}") for b, s in BASELINES))
 
     def command_line(self) -> str:
         """The `idlegate evaluate` command that reproduces this evaluation."""
         parts = ["idlegate", "evaluate", "--suite", self.suite]
         for m in self.models:
-            parts += ["--models", m.entry]
+            parts += ["--schedulers", m.format()]
         parts += ["--seeds", str(len(self.seed_list)), "--first-seed", str(self.first_seed)]
         if self.tpch_dir is not None:
             parts += ["--tpch-dir", str(self.tpch_dir)]
@@ -282,7 +202,7 @@ class EvaluateConfig:
         """JSON-ready description (no wall-clock data, no --jobs: results do not depend on it)."""
         return {
             "suite": self.suite,
-            "models": {m.label: m.spec for m in self.models},
+            "models": {m.title: m.format(label=False) for m in self.models},
             "baselines": dict(BASELINES),
             "seeds": list(self.seed_list),
             "tpch_dir": None if self.tpch_dir is None else str(self.tpch_dir),

@@ -13,10 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from idlegate.evaluation.comparison import split_entry
 from idlegate.evaluation.pool import ProgressFn, run_tasks
 from idlegate.parallel import TaskPool
-from idlegate.policy import make_scheduler
+from idlegate.policy import SchedulerSpec, make_scheduler
 from idlegate.sim.engine import simulate
 from idlegate.sim.metrics import (
     Estimate,
@@ -122,7 +121,7 @@ class SweepResult:
 
 @dataclass(frozen=True)
 class _SweepTask:
-    entry: str
+    entry: SchedulerSpec
     parameter: str
     value: float
     load: float
@@ -132,9 +131,8 @@ class _SweepTask:
 
 def _sweep_run(task: _SweepTask) -> tuple[float, float, float, float, float]:
     """(idle per long job, per short job, per decision, delayed long fraction, avg JCT)."""
-    spec = split_entry(task.entry)[1]
     workload = build_workload("synthetic", task.seed, **dict(task.options))
-    result = simulate(workload, make_scheduler(spec), seed=task.seed)
+    result = simulate(workload, make_scheduler(task.entry), seed=task.seed)
     recs = result.records
     long_idle = [r.idle_inserted for r in recs if r.name.startswith("long")]
     short_idle = [r.idle_inserted for r in recs if not r.name.startswith("long")]
@@ -156,7 +154,7 @@ def _arrival_rate(options: Mapping[str, Any]) -> float:
 
 
 def sweep_tasks(
-    config: SweepConfig, entries: Sequence[str], seeds: Sequence[int]
+    config: SweepConfig, entries: Sequence[SchedulerSpec | str], seeds: Sequence[int]
 ) -> list[_SweepTask]:
     base = dict(config.options)
     grid: list[tuple[str, float, float, dict[str, Any]]] = []
@@ -167,7 +165,7 @@ def sweep_tasks(
         opts = {**base, "load": config.long_load, "long_seconds": long}
         grid.append(("long_seconds", long, config.long_load, opts))
     return [
-        _SweepTask(e, param, value, load, tuple(sorted(opts.items())), s)
+        _SweepTask(SchedulerSpec.of(e), param, value, load, tuple(sorted(opts.items())), s)
         for e in entries
         for param, value, load, opts in grid
         for s in seeds
@@ -176,21 +174,22 @@ def sweep_tasks(
 
 def run_idle_sweep(
     config: SweepConfig,
-    entries: Sequence[str],
+    entries: Sequence[SchedulerSpec | str],
     seeds: Sequence[int],
     jobs: int = 1,
     progress: ProgressFn | None = None,
     confidence: float = 0.95,
     pool: TaskPool | None = None,
 ) -> SweepResult:
-    """Run each ``LABEL=SPEC`` entry over the sweep's grid and seeds; summarise per point
+    """Run each scheduler over the sweep's grid and seeds; summarise per point by title
     (in `pool` if given, else in `jobs` local processes)."""
     tasks = sweep_tasks(config, entries, seeds)
-    outcomes = run_tasks(_sweep_run, tasks, jobs, progress, lambda t: f"sweep {t.entry}", pool)
+    outcomes = run_tasks(
+        _sweep_run, tasks, jobs, progress, lambda t: f"sweep {t.entry.title}", pool
+    )
     groups: dict[tuple[str, str, float, float], list[tuple[float, ...]]] = {}
     for task, out in zip(tasks, outcomes, strict=True):
-        label = split_entry(task.entry)[0]
-        groups.setdefault((label, task.parameter, task.value, task.load), []).append(out)
+        groups.setdefault((task.entry.title, task.parameter, task.value, task.load), []).append(out)
     points = []
     for (label, param, value, load), rows in groups.items():
         cols = [mean_ci(_finite(c), confidence) for c in zip(*rows, strict=True)]

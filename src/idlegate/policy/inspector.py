@@ -44,7 +44,7 @@ The ONNX file (written by `idlegate.training.inspector`) takes ``features`` [B, 
 and returns ``logits`` [B, 2] (index 0 accept, 1 reject); its metadata (`METADATA_KEYS`)
 says it is an idlegate inspector, its feature version and how it was trained (ask mode,
 rejection cap and interval, which are this scheduler's defaults). `make_inspector` builds
-the ``inspect:PATH.onnx:BASE`` spec.
+the spec ``inspect:PATH.onnx:BASE``.
 """
 
 from __future__ import annotations
@@ -64,10 +64,11 @@ from idlegate.policy.rigid import (
     RejectScheduler,
     StrictScheduler,
     fits,
-    make_rigid,
+    make_base,
     requested_time,
     reservation,
 )
+from idlegate.policy.spec import SchedulerSpec
 from idlegate.sim.protocol import ClusterView, Job, Stage
 
 FEATURE_VERSION: Final = 1
@@ -110,8 +111,6 @@ METADATA_KEYS: Final = (
     "idlegate.inspector.interval",  # the training's interval in seconds, e.g. "600.0"
     "idlegate.inspector.trained_on",  # JSON: trace, base, iterations, seed
 )
-INSPECT_PREFIX: Final = "inspect"
-"""The spec kind ``inspect:PATH.onnx:BASE``."""
 
 AskMode = Literal["blocked", "all"]
 ASK_MODES: Final = ("blocked", "all")
@@ -299,46 +298,18 @@ class OnnxInspector:
 # The spec
 
 
-def make_base(spec: str, /, **params: Any) -> StrictScheduler:
-    """The rigid base of an inspector: ``ORDER``, ``strict:ORDER`` or ``easy:ORDER``."""
-    text = spec.strip()
-    kind, sep, order = text.partition(":")
-    kind = kind.strip().lower()
-    if not sep:
-        kind, order = "strict", text
-    if kind not in ("strict", "easy"):
-        raise IdlegateError(
-            f"an inspector's base is ORDER, strict:ORDER or easy:ORDER (e.g. easy:sjf), "
-            f"got {spec!r}"
-        )
-    base = make_rigid(kind, order, **params)
-    assert isinstance(base, StrictScheduler)  # make_rigid builds one for these kinds
-    return base
-
-
-def make_inspector(
-    argument: str,
-    /,
-    *,
-    threads: int = 1,
-    name: str | None = None,
-    max_rejections: int | None = None,
-    interval: float | None = None,
-    **base_params: Any,
-) -> InspectorScheduler:
-    """Build ``inspect:ARGUMENT`` with ARGUMENT = ``PATH.onnx:BASE``.
-
-    The rejection cap and interval default to the ones the model was trained with (its
-    metadata); `base_params` go to the base (``extra_nodes``, ``backfill_order``).
-    """
-    path, sep, base_spec = argument.strip().partition(".onnx:")
-    if not sep or not path or not base_spec.strip():
-        raise IdlegateError(
-            f"inspect:{argument} is not inspect:PATH.onnx:BASE; give the model file (ending "
-            "in .onnx) and a base, e.g. inspect:out/insp.onnx:easy:sjf"
-        )
-    base = make_base(base_spec, **base_params)
-    model = Path(path + ".onnx").expanduser()
+def make_inspector(spec: SchedulerSpec, /, **params: Any) -> InspectorScheduler:
+    """Build ``inspect:PATH.onnx:BASE`` (`spec`) with its and the keyword parameters:
+    ``threads``, ``name``, ``max_rejections`` and ``interval`` (by default the cap and
+    interval the model was trained with, from its metadata); the others go to the base
+    (``extra_nodes``, ``backfill_order``)."""
+    params = spec.keywords(params)
+    threads = params.pop("threads", 1)
+    name = params.pop("name", None)
+    max_rejections = params.pop("max_rejections", None)
+    interval = params.pop("interval", None)
+    base = make_base(spec.base or "", **params)
+    model = Path(spec.argument or "").expanduser()
     judge = OnnxInspector(model, threads=threads)
     return InspectorScheduler(
         base,

@@ -54,6 +54,7 @@ import numpy as np
 
 from idlegate.errors import IdlegateError, reject_unknown
 from idlegate.policy.analytic import AnalyticIdleConfig, estimate_arrivals
+from idlegate.policy.spec import SchedulerSpec
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.engine import JobArrival
 from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision, Job, Scheduler
@@ -331,25 +332,22 @@ _ARRIVAL_CONFIG = AnalyticIdleConfig()
 """The arrival-rate estimate's prior (the analytic rule's defaults; window set per call)."""
 
 
-def make_lookahead(
-    base: str = "sjf-cp", *, name: str | None = None, **options: Any
-) -> LookaheadScheduler:
-    """`make_scheduler("lookahead:BASE", horizon=60, ...)`: every `LookaheadConfig` field."""
-    from idlegate.policy import make_scheduler  # the spec grammar lives in the package
+def make_lookahead(spec: SchedulerSpec, /, **options: Any) -> LookaheadScheduler:
+    """Build ``lookahead:BASE`` (`spec`) with its and the keyword options: every
+    `LookaheadConfig` field and ``name``."""
+    from idlegate.policy import make_scheduler  # the builder of every spec kind
 
+    options = spec.keywords(options)
+    name = options.pop("name", None)
     reject_unknown(options, CONFIG_FIELDS, "the lookahead planner")
     if "candidates" in options and isinstance(options["candidates"], str):
         options["candidates"] = tuple(c for c in options["candidates"].split("+") if c)
     config = LookaheadConfig(**options)
-    base_spec = str(base).strip()
-    if not base_spec:
-        raise IdlegateError("lookahead:BASE needs a base scheduler, e.g. lookahead:sjf-cp")
+    base = spec.base or SchedulerSpec("sjf-cp")
     # BASE is always a candidate; simulating it twice would only cost time (a bad spec
     # fails when the planner builds its schedulers, with the spec's own message)
-    candidates = {c: (lambda c=c: make_scheduler(c)) for c in config.candidates if c != base_spec}
+    text = base.format()
+    candidates = {c: (lambda c=c: make_scheduler(c)) for c in config.candidates if c != text}
     return LookaheadScheduler(
-        lambda: make_scheduler(base_spec),
-        candidates,
-        config,
-        name=name or f"lookahead:{base_spec}",
+        lambda: make_scheduler(base), candidates, config, name=name or f"lookahead:{text}"
     )

@@ -64,6 +64,7 @@ from typing import Any
 
 from idlegate.errors import IdlegateError, reject_unknown
 from idlegate.policy.heuristics import best_stage, launch_decision
+from idlegate.policy.spec import SchedulerSpec
 from idlegate.sim.protocol import WAIT, Action, ClusterView, Job, Scheduler, Stage
 
 F1_SUBMIT_WEIGHT = 870.0
@@ -367,41 +368,35 @@ class RejectScheduler:
 # ---------------------------------------------------------------------------------------
 # Construction from specs
 
-RIGID_PREFIXES: tuple[str, ...] = ("strict", "easy", "reject")
-"""The spec kinds this module builds: ``strict:BASE``, ``easy:BASE``, ``reject:BASE``."""
 
-
-def make_rigid(kind: str, argument: str, /, **params: Any) -> Scheduler:
-    """Build ``KIND:ARGUMENT`` for a kind of `RIGID_PREFIXES` with keyword `params`."""
-    argument = argument.strip()
-    if not argument:
-        raise IdlegateError(f"{kind}:BASE needs a priority order, e.g. {kind}:sjf")
-    if kind == "reject":
-        reject_params = {k: params.pop(k) for k in ("max_rejections", "interval") if k in params}
-        inner, sep, rest = argument.partition(":")
-        if sep:
-            if inner.strip().lower() not in ("strict", "easy"):
-                raise IdlegateError(
-                    f"reject:{argument}: the base is an order or strict:ORDER or easy:ORDER"
-                )
-            base = make_rigid(inner.strip().lower(), rest, **params)
-        else:
-            base = make_rigid("strict", argument, **params)
-        assert isinstance(base, StrictScheduler)
-        return RejectScheduler(base, **reject_params)
-    if kind == "easy":
+def make_base(spec: SchedulerSpec | str, /, **params: Any) -> StrictScheduler:
+    """A rigid base: ``ORDER`` (strict), ``strict:ORDER`` or ``easy:ORDER``, with the
+    spec's parameters and keyword `params` (``extra_nodes``, ``backfill_order``)."""
+    s = SchedulerSpec.of(spec)
+    params = s.keywords(params)
+    if s.kind == "easy":
         reject_unknown(params, ("extra_nodes", "backfill_order"), "easy:BASE")
-        return EasyScheduler(argument, **params)
-    if kind == "strict":
-        if params:
-            raise IdlegateError(
-                f"strict:BASE takes no parameter (got {sorted(params)[0]!r}); backfilling "
-                "options belong to easy:BASE"
-            )
-        return StrictScheduler(argument)
-    raise IdlegateError(
-        f"unknown rigid scheduler kind {kind!r}; choose {', '.join(RIGID_PREFIXES)}"
-    )
+        return EasyScheduler(s.argument or "", **params)
+    if s.kind != "strict" and (s.argument is not None or s.base is not None):
+        raise IdlegateError(
+            f"a rigid base is ORDER, strict:ORDER or easy:ORDER (e.g. easy:sjf), got {s}"
+        )
+    if params:
+        raise IdlegateError(
+            f"strict:BASE takes no parameter (got {sorted(params)[0]!r}); backfilling "
+            "options belong to easy:BASE"
+        )
+    return StrictScheduler(s.argument or s.kind)
+
+
+def make_rigid(spec: SchedulerSpec, /, **params: Any) -> Scheduler:
+    """Build ``strict:ORDER``, ``easy:ORDER`` or ``reject:BASE`` with keyword `params`
+    (``reject:`` keeps ``max_rejections`` and ``interval``, its base gets the others)."""
+    if spec.kind != "reject" or spec.base is None:
+        return make_base(spec, **params)
+    params = spec.keywords(params)
+    own = {k: params.pop(k) for k in ("max_rejections", "interval") if k in params}
+    return RejectScheduler(make_base(spec.base, **params), **own)
 
 
 def _strict(order: str) -> Callable[[], Scheduler]:

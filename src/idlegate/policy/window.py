@@ -72,6 +72,7 @@ import numpy as np
 from idlegate.errors import IdlegateError, reject_unknown
 from idlegate.policy.heuristics import best_stage, launch_decision
 from idlegate.policy.rigid import fits, job_size, requested_time, reservation
+from idlegate.policy.spec import SchedulerSpec
 from idlegate.sim.protocol import WAIT, Action, ClusterView, Job
 
 WINDOW_FORMAT = "idlegate-window-onnx"
@@ -369,13 +370,11 @@ class WindowScheduler:
         return WAIT if job is None else start_job(job, view)
 
 
-def make_window(path: str | Path, /, **params: Any) -> WindowScheduler:
-    """The spec ``window:PATH.onnx``: the model at `path`, named ``window-STEM`` unless
+def make_window(spec: SchedulerSpec, /, **params: Any) -> WindowScheduler:
+    """Build ``window:PATH.onnx`` (`spec`): the model named ``window-STEM`` unless
     ``name=`` is given; ``greedy=`` and ``threads=`` pass to `WindowScheduler`."""
-    text = str(path).strip()
-    if not text:
-        raise IdlegateError("a window scheduler needs a model path: window:PATH.onnx")
+    params = spec.keywords(params)
     reject_unknown(params, ("name", "greedy", "threads"), "a window scheduler")
-    p = Path(text).expanduser()
+    p = Path(spec.argument or "").expanduser()
     name = params.pop("name", None) or f"window-{p.stem}"
     return WindowScheduler(p, name=name, **params)

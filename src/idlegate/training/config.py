@@ -244,14 +244,15 @@ class BCSpec(_Section):
     @field_validator("heuristic")
     @classmethod
     def _known(cls, value: str) -> str:
-        from idlegate.policy import make_scheduler
+        # parsed only: the warm start builds the teacher once, when it runs
+        from idlegate.policy import SchedulerSpec
 
-        if value == "random":
-            raise ValueError("the BC teacher cannot be random: it has nothing to teach")
         try:
-            make_scheduler(value)
+            kind = SchedulerSpec.parse(value).kind
         except IdlegateError as exc:
             raise ValueError(f"the BC teacher {value!r} is not a scheduler: {exc}") from None
+        if kind == "random":
+            raise ValueError("the BC teacher cannot be random: it has nothing to teach")
         return value
 
 
