@@ -288,7 +288,7 @@ def test_cli_parses_the_flags_of_the_deployment_into_settings(monkeypatch):
             "operator",
             "--standalone",
             "--pool-size=8",
-            "--policy",
+            "--scheduler",
             "sjf-cp",
             "-n",
             "a",
@@ -310,5 +310,5 @@ def test_cli_reports_bad_flags_in_one_line():
     result = CliRunner().invoke(app, ["operator", "--pool-size=0"])
     assert result.exit_code == 1
     assert "at least 1 task pod" in result.output
-    result = CliRunner().invoke(app, ["operator", "--pool-size=2", "--policy", "nope"])
+    result = CliRunner().invoke(app, ["operator", "--pool-size=2", "--scheduler", "nope"])
     assert result.exit_code == 1 and "unknown scheduler" in result.output
