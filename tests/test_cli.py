@@ -98,10 +98,27 @@ def test_demo_runs_small(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     assert data["config"]["workload"] == "tpch-like"
 
 
+def test_simulate_builds_its_scheduler_once(monkeypatch: pytest.MonkeyPatch):
+    from idlegate.policy.onnx_runtime import OnnxPolicy
+
+    loads: list[object] = []
+    load = OnnxPolicy.__init__
+
+    def counted(self: OnnxPolicy, *args: object, **kwargs: object) -> None:
+        loads.append(args[0])
+        load(self, *args, **kwargs)
+
+    monkeypatch.setattr(OnnxPolicy, "__init__", counted)
+    r = invoke("simulate", *SMALL, "--scheduler", "default", "--json")
+    assert r.exit_code == 0, r.output
+    assert len(loads) == 1  # the spec default is the shipped learned policy, loaded once
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
         (("simulate", *SMALL, "--scheduler", "nope"), "nope"),
+        (("simulate", *SMALL, "--scheduler", "typo:sjf"), "unknown scheduler 'typo'"),
         (("simulate", "--workload", "nope"), "nope"),
         (("simulate", "--workload", "file", "--file", "/no/such/workflow.yaml"), "workflow.yaml"),
         (("simulate", *SMALL, "--load", "-1"), "load"),
