@@ -22,6 +22,7 @@ from idlegate.policy.inspector import (
     log_scaled,
     make_base,
 )
+from idlegate.policy.onnx_export import check_parity
 from idlegate.policy.rigid import RejectScheduler
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.engine import simulate
@@ -29,14 +30,13 @@ from idlegate.sim.metrics import run_metrics
 from idlegate.sim.rigid import rigid_dag
 from idlegate.sim.workloads import build_workload
 from idlegate.training.inspector import (
-    InspectorNet,
-    check_parity,
     group_advantages,
     load_inspector_config,
     onnx_bytes,
     percentage_reward,
     train_inspector,
 )
+from idlegate.training.inspector_net import InspectorNet
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -189,7 +189,7 @@ def test_onnx_decisions_match_the_torch_model(tmp_path):
         logits = net(torch.as_tensor(x)).numpy()
         net.net[-1].bias[0] -= float(np.median(logits[:, 0] - logits[:, 1]))
     path = _model(tmp_path, net)
-    assert check_parity(net, path.read_bytes()) < 1e-4
+    assert check_parity(net, path.read_bytes(), {"features": x}) < 1e-4
     judge = OnnxInspector(path)
     with torch.no_grad():
         logits = net(torch.as_tensor(x)).numpy()
@@ -285,7 +285,8 @@ def test_training_options_are_checked():
 
 
 def test_warm_start_clones_the_delay_rule(tmp_path):
-    from idlegate.training.inspector import RuleJudge, Windows, warm_start
+    from idlegate.training.inspector import Windows, warm_start
+    from idlegate.training.inspector_net import RuleJudge
 
     rule = RuleJudge(300.0)
     x = np.zeros(NUM_FEATURES, dtype=np.float32)

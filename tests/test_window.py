@@ -44,13 +44,12 @@ from idlegate.sim.metrics import run_metrics
 from idlegate.sim.protocol import Job
 from idlegate.sim.rigid import RigidJob, RigidRun, rigid_dag, rigid_workload
 from idlegate.training.window import (
-    NumpyWindowNet,
-    WindowNet,
     export_window,
     make_config,
     reward_terms,
     train_window,
 )
+from idlegate.training.window_net import NumpyWindowNet, WindowNet
 
 
 def _add(cluster: Cluster, n: int, r: float, at: float) -> Job:

@@ -30,6 +30,7 @@ from typing import Any, Final
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import torch
 
 from idlegate.errors import IdlegateError
@@ -42,6 +43,7 @@ from idlegate.policy.columns import (
 )
 from idlegate.policy.features import MODEL_INPUTS
 from idlegate.policy.model import PolicyNet, load_checkpoint, model_from_checkpoint
+from idlegate.policy.onnx_runtime import session_options
 
 OPSET: Final = 17
 """ScatterElements with reduction="add" needs opset >= 16."""
@@ -174,6 +176,31 @@ def onnx_bytes(
     return proto.SerializeToString()
 
 
+def check_parity(
+    module: torch.nn.Module, data: bytes, inputs: dict[str, np.ndarray], tol: float = 1e-4
+) -> float:
+    """The largest difference between onnxruntime's outputs of `data` (the export of
+    `module`) and torch's on `inputs` (by input name, in the module's argument order);
+    IdlegateError beyond `tol`."""
+    session = ort.InferenceSession(data, session_options(1), providers=["CPUExecutionProvider"])
+    got = session.run(None, inputs)
+    with torch.no_grad():
+        want = module(*(torch.from_numpy(v) for v in inputs.values()))
+    want = want if isinstance(want, tuple) else (want,)
+    gap = max(float(np.abs(g - w.numpy()).max()) for g, w in zip(got, want, strict=True))
+    if not gap <= tol:
+        raise IdlegateError(f"the exported ONNX model differs from the torch model by {gap:g}")
+    return gap
+
+
+def save_onnx(data: bytes, out: str | Path) -> Path:
+    """Write the serialized model `data` to `out`, creating its folder; the path."""
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
 def export_model(
     model: PolicyNet, out_path: str | Path, *, training_config: Any = None
 ) -> dict[str, str]:
@@ -201,9 +228,7 @@ def export_model(
         metadata=metadata,
         doc="idlegate learned scheduling policy (stage, parallelism cap, idle length)",
     )
-    out = Path(out_path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(data)
+    save_onnx(data, out_path)
     return metadata
 
 

@@ -48,10 +48,9 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -63,7 +62,6 @@ from torch import nn
 
 from idlegate.errors import IdlegateError
 from idlegate.policy.inspector import (
-    ACCEPT,
     FEATURE_NAMES,
     FEATURE_VERSION,
     INPUT_NAME,
@@ -71,20 +69,26 @@ from idlegate.policy.inspector import (
     ONNX_FORMAT,
     OUTPUT_NAME,
     REJECT,
-    WAIT_SCALE,
     InspectorScheduler,
-    OnnxInspector,
-    log_scaled,
     make_base,
 )
+from idlegate.policy.onnx_export import check_parity, save_onnx
 from idlegate.policy.onnx_export import onnx_bytes as export_bytes
 from idlegate.policy.rigid import RejectScheduler
 from idlegate.sim.engine import Workload, simulate
 from idlegate.sim.metrics import run_metrics
 from idlegate.sim.swf import read_swf, trace_part
 from idlegate.sim.workloads import build_workload
-from idlegate.training.math import categorical, to_tensor
-from idlegate.training.ppo import Evaluation, PPOSettings, ppo_update
+from idlegate.training.inspector_net import (
+    InspectorDecisions,
+    InspectorNet,
+    NumpyMlp,
+    ReplayJudge,
+    RuleJudge,
+    SamplingJudge,
+)
+from idlegate.training.math import to_tensor
+from idlegate.training.ppo import PPOSettings, ppo_update
 
 # ---------------------------------------------------------------------------------------
 # Configuration
@@ -204,101 +208,6 @@ def group_advantages(rewards: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------
-# The model
-
-
-class InspectorNet(nn.Module):
-    """[B, F] features → [B, 2] logits (accept, reject); tanh hidden layers."""
-
-    def __init__(self, hidden: tuple[int, ...] = (32, 16, 8), initial_reject: float = 0.5) -> None:
-        super().__init__()
-        layers: list[nn.Module] = []
-        width = NUM_FEATURES
-        for h in hidden:
-            layers += [nn.Linear(width, h), nn.Tanh()]
-            width = h
-        out = nn.Linear(width, 2)
-        # first decisions nearly independent of the features: reject with `initial_reject`
-        nn.init.normal_(out.weight, std=0.01)
-        nn.init.zeros_(out.bias)
-        with torch.no_grad():
-            out.bias[REJECT] = math.log(initial_reject / (1.0 - initial_reject))
-        self.net = nn.Sequential(*layers, out)
-
-    def forward(self, features: torch.Tensor) -> torch.Tensor:
-        return self.net(features)
-
-
-class NumpyMlp:
-    """The net's weights as numpy arrays: its forward pass without torch (for rollouts)."""
-
-    def __init__(self, net: InspectorNet) -> None:
-        linears = [m for m in net.net if isinstance(m, nn.Linear)]
-        self.layers = [
-            (
-                m.weight.detach().numpy().T.astype(np.float64),
-                m.bias.detach().numpy().astype(np.float64),
-            )
-            for m in linears
-        ]
-
-    def logits(self, x: np.ndarray) -> np.ndarray:
-        """[F] features → [2] logits."""
-        h = np.asarray(x, dtype=np.float64)
-        for w, b in self.layers[:-1]:
-            h = np.tanh(h @ w + b)
-        w, b = self.layers[-1]
-        return h @ w + b
-
-
-@dataclass
-class SamplingJudge:
-    """A judge that draws accept/reject from the MLP (or takes the argmax) and records them."""
-
-    mlp: NumpyMlp
-    rng: np.random.Generator
-    greedy: bool = False
-    features: list[np.ndarray] = field(default_factory=list)
-    actions: list[int] = field(default_factory=list)
-
-    def __call__(self, features: np.ndarray) -> bool:
-        logits = self.mlp.logits(features)
-        if self.greedy:
-            action = ACCEPT if logits[ACCEPT] >= logits[REJECT] else REJECT
-        else:
-            p_reject = 1.0 / (1.0 + math.exp(logits[ACCEPT] - logits[REJECT]))
-            action = REJECT if self.rng.random() < p_reject else ACCEPT
-        self.features.append(features)
-        self.actions.append(action)
-        return action == ACCEPT
-
-
-@dataclass
-class ReplayJudge:
-    """Replays `forced` actions for its first calls, then takes the MLP's argmax; records all.
-
-    The simulator is deterministic for rigid jobs, so a rerun with the first k actions of
-    a run reaches the same k-th state: flipping action k measures what it was worth.
-    """
-
-    mlp: NumpyMlp
-    forced: list[int] = field(default_factory=list)
-    features: list[np.ndarray] = field(default_factory=list)
-    actions: list[int] = field(default_factory=list)
-
-    def __call__(self, features: np.ndarray) -> bool:
-        i = len(self.actions)
-        if i < len(self.forced):
-            action = self.forced[i]
-        else:
-            logits = self.mlp.logits(features)
-            action = ACCEPT if logits[ACCEPT] >= logits[REJECT] else REJECT
-        self.features.append(features)
-        self.actions.append(action)
-        return action == ACCEPT
-
-
-# ---------------------------------------------------------------------------------------
 # Episodes
 
 
@@ -385,26 +294,6 @@ def validate(windows: Windows, starts: list[int], mlp: NumpyMlp) -> tuple[float,
         rewards.append(percentage_reward(windows.base_bsld(s), ep.bsld))
         bslds.append(ep.bsld)
     return statistics.fmean(rewards), statistics.fmean(bslds)
-
-
-@dataclass
-class RuleJudge:
-    """The hand-set rule: accept iff the pick could start within `seconds`; records all."""
-
-    seconds: float
-    features: list[np.ndarray] = field(default_factory=list)
-    actions: list[int] = field(default_factory=list)
-
-    def accepts(self, features: np.ndarray) -> bool:
-        """True iff the `start_delay` feature is below the rule's threshold."""
-        index = FEATURE_NAMES.index("start_delay")
-        return bool(features[index] < log_scaled(self.seconds, WAIT_SCALE))
-
-    def __call__(self, features: np.ndarray) -> bool:
-        accept = self.accepts(features)
-        self.features.append(features)
-        self.actions.append(ACCEPT if accept else REJECT)
-        return accept
 
 
 def warm_start(
@@ -521,24 +410,6 @@ def probe_batch(
 # PPO update
 
 
-class InspectorDecisions:
-    """The net bound to an iteration's [D, F] features and [D] actions (a `training.ppo`
-    Agent)."""
-
-    def __init__(self, net: InspectorNet, features: np.ndarray, actions: np.ndarray) -> None:
-        self.net = net
-        self.x = to_tensor(features)
-        self.actions = torch.as_tensor(actions, dtype=torch.long)
-
-    def parameters(self) -> Iterator[nn.Parameter]:
-        return self.net.parameters()
-
-    def evaluate(self, rows: np.ndarray) -> Evaluation:
-        at = torch.as_tensor(rows)
-        log_probs = torch.log_softmax(self.net(self.x[at]), dim=-1)
-        return Evaluation(*categorical(log_probs, self.actions[at]))
-
-
 def ppo_settings(cfg: InspectorConfig) -> PPOSettings:
     """The config's PPO choices: passes stop when the KL after one passes `target_kl`."""
     return PPOSettings(
@@ -586,26 +457,12 @@ def onnx_bytes(net: InspectorNet, cfg: InspectorConfig, iterations: int) -> byte
     )
 
 
-def check_parity(net: InspectorNet, data: bytes, samples: int = 256, tol: float = 1e-4) -> float:
-    """Largest |torch − onnxruntime| logit difference on random features; raises beyond `tol`."""
-    x = np.random.default_rng(0).random((samples, NUM_FEATURES), dtype=np.float32)
-    with torch.no_grad():
-        expected = net(torch.as_tensor(x)).numpy()
-    got = OnnxInspector(data).logits(x)
-    gap = float(np.abs(expected - got).max())
-    if not gap <= tol:
-        raise IdlegateError(f"the exported inspector differs from the torch model by {gap:g}")
-    return gap
-
-
 def export_inspector(net: InspectorNet, cfg: InspectorConfig, iterations: int) -> Path:
     """Write the net to `cfg.out` after the parity check; returns the path."""
     data = onnx_bytes(net, cfg, iterations)
-    check_parity(net, data)
-    out = Path(cfg.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(data)
-    return out
+    x = np.random.default_rng(0).random((256, NUM_FEATURES), dtype=np.float32)
+    check_parity(net, data, {INPUT_NAME: x})
+    return save_onnx(data, cfg.out)
 
 
 # ---------------------------------------------------------------------------------------
@@ -624,6 +481,27 @@ class InspectorResult:
     reject_val_bsld: float
     best_val_bsld: float
     out: Path
+
+
+def _learn(
+    net: InspectorNet,
+    optimizer: torch.optim.Optimizer,
+    windows: Windows,
+    cfg: InspectorConfig,
+    rng: np.random.Generator,
+) -> str:
+    """One iteration's batch and PPO update (none without a signal); what it reports."""
+    starts = windows.draw(rng, cfg.sequences)
+    collect = probe_batch if cfg.advantage == "probes" else rollout_batch
+    batch = collect(windows, starts, NumpyMlp(net), cfg, rng)
+    a = np.asarray(batch.advantages)
+    acts = np.asarray(batch.actions)
+    line = f"R {batch.reward:+.3f}  decisions {len(acts):5d}"
+    if len(acts) and a.std() > 0:
+        agent = InspectorDecisions(net, np.stack(batch.features), acts)
+        stats = ppo_update(agent, optimizer, to_tensor(a / a.std()), ppo_settings(cfg), rng)
+        line += f"  {batch.note}  kl {stats.approx_kl:.4f}  clip {stats.clip_fraction:.2f}"
+    return line
 
 
 def train_inspector(
@@ -655,17 +533,7 @@ def train_inspector(
     )
     done = 0
     for it in range(1, cfg.iterations + 1):
-        mlp = NumpyMlp(net)
-        starts = windows.draw(rng, cfg.sequences)
-        collect = probe_batch if cfg.advantage == "probes" else rollout_batch
-        batch = collect(windows, starts, mlp, cfg, rng)
-        a = np.asarray(batch.advantages)
-        acts = np.asarray(batch.actions)
-        line = f"iter {it:4d}  R {batch.reward:+.3f}  decisions {len(acts):5d}"
-        if len(acts) and a.std() > 0:
-            agent = InspectorDecisions(net, np.stack(batch.features), acts)
-            stats = ppo_update(agent, optimizer, to_tensor(a / a.std()), ppo_settings(cfg), rng)
-            line += f"  {batch.note}  kl {stats.approx_kl:.4f}  clip {stats.clip_fraction:.2f}"
+        line = f"iter {it:4d}  " + _learn(net, optimizer, windows, cfg, rng)
         done = it
         if it % cfg.validate_every == 0 or it == cfg.iterations:
             reward, bsld = validate(windows, val_starts, NumpyMlp(net))

@@ -43,7 +43,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -51,22 +51,18 @@ from typing import Any, Literal
 import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-from torch import Tensor, nn
 
 from idlegate.errors import IdlegateError
 from idlegate.policy.window import (
     CAN_START,
     CLUSTER_FEATURES,
-    ILLEGAL_LOGIT,
     PRESENT,
     RUNNING,
     SLOT_FEATURES,
     WINDOW_FEATURE_VERSION,
     WINDOW_FORMAT,
     WindowObserver,
-    check_window,
     greedy_action,
-    legal_actions,
     resolve,
     start_job,
 )
@@ -75,19 +71,17 @@ from idlegate.sim.metrics import BSLD_MIN_RUN, run_metrics
 from idlegate.sim.protocol import WAIT, Action, ClusterView
 from idlegate.training.math import (
     advantages,
-    categorical,
     gae,
     returns_to_go,
     time_baselines,
     to_tensor,
 )
-from idlegate.training.ppo import Evaluation, PPOSettings, UpdateStats, ppo_update
+from idlegate.training.ppo import PPOSettings, UpdateStats, ppo_update
+from idlegate.training.window_net import NumpyWindowNet, WindowDecisions, WindowNet
 
 TRAIN_SEED_BASE = 1_000_000
 VALIDATION_SEED_BASE = 2_000_000
 HOUR = 3600.0
-FORWARD_PRIOR = 2.0
-"""The forward logit's initial bias is −FORWARD_PRIOR (see `WindowNet`)."""
 
 # ---------------------------------------------------------------------------------------
 # Configuration
@@ -179,92 +173,6 @@ def episode_workload(config: WindowTrainConfig, seed: int) -> Workload:
     if config.workload == "swf":
         return build_workload("swf", seed, path=config.file, num_jobs=config.num_jobs, part="train")
     return build_workload("lublin", seed, num_jobs=config.num_jobs)
-
-
-# ---------------------------------------------------------------------------------------
-# The model
-
-
-class WindowNet(nn.Module):
-    """Slot scorer + forward/value heads over the window (see `policy.window` for shapes).
-
-    Each slot's features, joined with the cluster features, go through one shared MLP
-    to a hidden vector and a logit (so a job is scored the same in any slot, and head
-    and tail slots differ only by their tail flag). The mean of the present slots'
-    hidden vectors with the cluster features feeds the forward logit and the value.
-    Illegal actions (`policy.window.legal_actions`) get `ILLEGAL_LOGIT`.
-    """
-
-    def __init__(self, m_head: int, m_tail: int, hidden: int = 32) -> None:
-        super().__init__()
-        check_window(m_head, m_tail)
-        self.m_head, self.m_tail, self.hidden = m_head, m_tail, hidden
-        h2 = max(4, hidden // 2)
-        self.slot = nn.Sequential(
-            nn.Linear(SLOT_FEATURES + CLUSTER_FEATURES, hidden),
-            nn.Tanh(),
-            nn.Linear(hidden, h2),
-            nn.Tanh(),
-        )
-        self.slot_logit = nn.Linear(h2, 1)
-        self.forward_head = nn.Sequential(
-            nn.Linear(h2 + CLUSTER_FEATURES, hidden), nn.Tanh(), nn.Linear(hidden, 1)
-        )
-        self.value_head = nn.Sequential(
-            nn.Linear(h2 + CLUSTER_FEATURES, hidden), nn.Tanh(), nn.Linear(hidden, 1)
-        )
-        # start close to work-conserving: forward about e^-FORWARD_PRIOR times as likely
-        # as a pick, so early rollouts do not waste most decisions idling
-        with torch.no_grad():
-            self.forward_head[-1].bias.fill_(-FORWARD_PRIOR)
-
-    def forward(self, slots: Tensor, cluster: Tensor) -> tuple[Tensor, Tensor]:
-        """(log-probabilities [B, M + 1], value [B]) of slots [B, M, F] and cluster [B, C]."""
-        m = slots.shape[1]
-        joined = torch.cat([slots, cluster.unsqueeze(1).expand(-1, m, -1)], dim=-1)
-        hidden = self.slot(joined)
-        present = slots[..., PRESENT : PRESENT + 1]
-        pooled = (hidden * present).sum(1) / present.sum(1).clamp(min=1.0)
-        summary = torch.cat([pooled, cluster], dim=-1)
-        logits = torch.cat([self.slot_logit(hidden).squeeze(-1), self.forward_head(summary)], -1)
-        legal = torch.cat(
-            [
-                (slots[..., PRESENT] > 0.5) & (slots[..., CAN_START] > 0.5),
-                cluster[..., RUNNING : RUNNING + 1] > 0.5,
-            ],
-            dim=-1,
-        )
-        logits = torch.where(legal, logits, torch.full_like(logits, ILLEGAL_LOGIT))
-        return torch.log_softmax(logits, dim=-1), self.value_head(summary).squeeze(-1)
-
-
-class NumpyWindowNet:
-    """A numpy copy of a `WindowNet`'s forward pass for one observation (fast rollouts).
-
-    Batch-1 torch calls cost about 1 ms per decision in module overhead; this costs a
-    tenth of that. `tests/test_window.py` checks it against the torch model.
-    """
-
-    def __init__(self, model: WindowNet) -> None:
-        self.w = {k: v.detach().numpy().astype(np.float64) for k, v in model.state_dict().items()}
-
-    def _linear(self, name: str, x: np.ndarray) -> np.ndarray:
-        return x @ self.w[f"{name}.weight"].T + self.w[f"{name}.bias"]
-
-    def __call__(self, slots: np.ndarray, cluster: np.ndarray) -> tuple[np.ndarray, float]:
-        """(log-probabilities [M + 1], value) of slots [M, F] and cluster [C]."""
-        m = slots.shape[0]
-        joined = np.concatenate([slots, np.broadcast_to(cluster, (m, cluster.size))], axis=1)
-        hidden = np.tanh(self._linear("slot.2", np.tanh(self._linear("slot.0", joined))))
-        present = slots[:, PRESENT : PRESENT + 1]
-        pooled = (hidden * present).sum(0) / max(float(present.sum()), 1.0)
-        summary = np.concatenate([pooled, cluster])
-        forward = self._linear("forward_head.2", np.tanh(self._linear("forward_head.0", summary)))
-        value = self._linear("value_head.2", np.tanh(self._linear("value_head.0", summary)))
-        logits = np.concatenate([self._linear("slot_logit", hidden)[:, 0], forward])
-        logits = np.where(legal_actions(slots, cluster), logits, ILLEGAL_LOGIT)
-        shifted = logits - logits.max()
-        return shifted - np.log(np.exp(shifted).sum()), float(value[0])
 
 
 # ---------------------------------------------------------------------------------------
@@ -420,25 +328,6 @@ def window_rewards(
 # PPO update
 
 
-class WindowDecisions:
-    """The model bound to an iteration's decisions (a `training.ppo` Agent)."""
-
-    def __init__(
-        self, model: WindowNet, slots: np.ndarray, cluster: np.ndarray, actions: np.ndarray
-    ) -> None:
-        self.model = model
-        self.slots, self.cluster = to_tensor(slots), to_tensor(cluster)
-        self.actions = torch.as_tensor(actions)
-
-    def parameters(self) -> Iterator[nn.Parameter]:
-        return self.model.parameters()
-
-    def evaluate(self, rows: np.ndarray) -> Evaluation:
-        at = torch.as_tensor(rows)
-        log_probs, values = self.model(self.slots[at], self.cluster[at])
-        return Evaluation(*categorical(log_probs, self.actions[at]), values)
-
-
 def ppo_settings(config: WindowTrainConfig) -> PPOSettings:
     """The config's PPO choices: passes stop when the KL after one passes `target_kl`."""
     return PPOSettings(
@@ -488,10 +377,7 @@ def export_window(model: WindowNet, out: str | Path, config: WindowTrainConfig) 
     Checks parity: onnxruntime and torch agree within 1e-4 on random legal-ish inputs,
     else IdlegateError.
     """
-    import onnxruntime as ort
-
-    from idlegate.policy.onnx_export import onnx_bytes
-    from idlegate.policy.onnx_runtime import session_options
+    from idlegate.policy.onnx_export import check_parity, onnx_bytes, save_onnx
 
     model = model.eval()
     m = model.m_head + model.m_tail
@@ -512,19 +398,9 @@ def export_window(model: WindowNet, out: str | Path, config: WindowTrainConfig) 
         metadata=metadata,
         doc="idlegate split-window agent (pick a head/tail slot or forward)",
     )
-    session = ort.InferenceSession(data, session_options(1), providers=["CPUExecutionProvider"])
     slots, cluster = _example_inputs(m, np.random.default_rng(1), batch=16)
-    logp, value = session.run(["logp", "value"], {"slots": slots, "cluster": cluster})
-    with torch.no_grad():
-        t_logp, t_value = model(torch.from_numpy(slots), torch.from_numpy(cluster))
-    gap = max(
-        float(np.abs(logp - t_logp.numpy()).max()), float(np.abs(value - t_value.numpy()).max())
-    )
-    if not gap < 1e-4:
-        raise IdlegateError(f"the ONNX export differs from the torch model by {gap:g}")
-    path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
+    check_parity(model, data, {"slots": slots, "cluster": cluster})
+    save_onnx(data, out)
     return metadata
 
 
@@ -646,7 +522,6 @@ def _advantages(group: list[Episode], config: WindowTrainConfig) -> None:
 __all__ = [
     "Episode",
     "RecordingWindow",
-    "WindowNet",
     "WindowTrainConfig",
     "WindowTrainResult",
     "export_window",
