@@ -29,6 +29,7 @@ from idlegate.evaluation.suites import (
     DEMO_WORKLOAD,
     parse_list,
 )
+from idlegate.operator.podsecurity import Level
 
 app = typer.Typer(
     name="idlegate",
@@ -115,7 +116,7 @@ RayOpt = Annotated[
         help="Run the simulations on Ray instead of local processes (--jobs/--workers are "
         "then unused): auto (a new local instance on all cores) or a running cluster's head "
         "address host:port (each node needs idlegate and the files named on the command "
-        "line). Needs pip install 'idlegate[ray]'.",
+        "line). Needs pip install 'idlegate\\[ray]'.",  # \[: rich markup would eat [ray]
     ),
 ]
 
@@ -367,13 +368,13 @@ def lint(
         ),
     ] = None,
     pod_security: Annotated[
-        str,
+        Level,
         typer.Option(
             "--pod-security",
-            help="Pod Security level the templates must meet: privileged, baseline or "
-            "restricted (the target namespace's; the operator's default is baseline).",
+            help="Pod Security level the templates must meet (the target namespace's; "
+            "the operator's default is baseline).",
         ),
-    ] = "baseline",
+    ] = Level.BASELINE,
     allowed_service_accounts: Annotated[
         str,
         typer.Option(
@@ -387,15 +388,9 @@ def lint(
     """Check DagWorkflow manifests offline with the operator's checks; exit 1 if any fails."""
     with _user_errors():
         from idlegate.operator.lint import lint_paths
-        from idlegate.operator.podsecurity import (
-            NamespacePolicy,
-            parse_level,
-            parse_service_accounts,
-        )
+        from idlegate.operator.podsecurity import NamespacePolicy, parse_service_accounts
 
-        policy = NamespacePolicy(
-            parse_level(pod_security), parse_service_accounts(allowed_service_accounts)
-        )
+        policy = NamespacePolicy(pod_security, parse_service_accounts(allowed_service_accounts))
         report = lint_paths(files, pool_size=pool_size, policy=policy)
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2))

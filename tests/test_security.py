@@ -1,0 +1,893 @@
+"""Creating a DagWorkflow is no way around RBAC and Pod Security (docs/security.md).
+
+One table of escalation attempts, each refused with its field path and control in the
+three places that judge a template: the operator's check (`idlegate.operator.podsecurity`,
+through `template.check_templates`), `idlegate lint`, and the ValidatingAdmissionPolicy of
+deploy/components/pod-security, whose CEL runs here under cel-python. A second table covers
+every rule and the exemptions; on both, the policy's messages must equal the Python
+check's first violation per rule, so the two cannot disagree. Then the pieces around them:
+the service-account default of task pods, the aggregated roles, the policy's manifests,
+the operator's own hardening, the samples at restricted.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import shutil
+import subprocess
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from idlegate.errors import IdlegateError, SpecError
+from idlegate.operator.lint import lint_paths
+from idlegate.operator.pods import DEFAULT_TEMPLATE, Owner, task_pod
+from idlegate.operator.podsecurity import (
+    RULES,
+    Level,
+    NamespacePolicy,
+    Violation,
+    check_template,
+    namespace_policy,
+    parse_level,
+    parse_service_accounts,
+)
+from idlegate.operator.template import check_templates
+from idlegate.sim.spec import StageSpec, parse_workflow
+
+ROOT = Path(__file__).resolve().parent.parent
+DEPLOY = ROOT / "deploy"
+POLICY = DEPLOY / "components" / "pod-security" / "policy.yaml"
+SAMPLES = DEPLOY / "samples"
+KUBERNETES_VERSIONS = ("1.30", "1.32")  # the minimum (scheduling gates, VAP v1) and kind's
+PREFIX = "spec.stages[0].template"
+
+
+def restricted_template() -> dict[str, Any]:
+    """A task template that meets restricted, as the samples' do."""
+    return {
+        "metadata": {"labels": {"app": "etl"}},
+        "spec": {
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": 65534,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "containers": [
+                {
+                    "name": "task",
+                    "image": "busybox:1.36.1",
+                    "command": ["sleep", "1"],
+                    "securityContext": {
+                        "allowPrivilegeEscalation": False,
+                        "capabilities": {"drop": ["ALL"]},
+                    },
+                }
+            ],
+        },
+    }
+
+
+DELETE = object()
+"""A value for :func:`edit`: remove the field."""
+
+
+def edit(*changes: tuple[str, Any]) -> Callable[[dict[str, Any]], None]:
+    """A change of the template: set each dotted path (``spec.containers.0.x``) to a value
+    (or remove it: DELETE)."""
+
+    def apply(template: dict[str, Any]) -> None:
+        for path, value in changes:
+            *head, last = path.split(".")
+            node: Any = template
+            for key in head:
+                node = node[int(key)] if isinstance(node, list) else node.setdefault(key, {})
+            if value is DELETE:
+                del node[last]
+            elif isinstance(node, list):
+                node[int(last)] = value
+            else:
+                node[last] = value
+
+    return apply
+
+
+C0 = "spec.containers.0"
+SC0 = f"{C0}.securityContext"
+
+# The issue's escalation table: (name, change, field path, control), each at baseline (the
+# default level) on a template that is otherwise restricted-compliant.
+ESCALATIONS = [
+    (
+        "privileged",
+        edit((f"{SC0}.privileged", True)),
+        "spec.containers[0].securityContext.privileged",
+    ),
+    ("hostNetwork", edit(("spec.hostNetwork", True)), "spec.hostNetwork"),
+    ("hostPID", edit(("spec.hostPID", True)), "spec.hostPID"),
+    ("hostIPC", edit(("spec.hostIPC", True)), "spec.hostIPC"),
+    (
+        "hostPath",
+        edit(("spec.volumes", [{"name": "root", "hostPath": {"path": "/"}}])),
+        "spec.volumes[0].hostPath",
+    ),
+    (
+        "hostPort",
+        edit((f"{C0}.ports", [{"containerPort": 80, "hostPort": 80}])),
+        "spec.containers[0].ports[0].hostPort",
+    ),
+    (
+        "SYS_ADMIN",
+        edit((f"{SC0}.capabilities", {"drop": ["ALL"], "add": ["SYS_ADMIN"]})),
+        "spec.containers[0].securityContext.capabilities.add[0]",
+    ),
+    (
+        "procMount Unmasked",
+        edit((f"{SC0}.procMount", "Unmasked")),
+        "spec.containers[0].securityContext.procMount",
+    ),
+    (
+        "unsafe sysctl",
+        edit(("spec.securityContext.sysctls", [{"name": "kernel.msgmax", "value": "65536"}])),
+        "spec.securityContext.sysctls[0].name",
+    ),
+    (
+        "seccomp Unconfined",
+        edit(("spec.securityContext.seccompProfile", {"type": "Unconfined"})),
+        "spec.securityContext.seccompProfile.type",
+    ),
+    (
+        "service account not on the list",
+        edit(("spec.serviceAccountName", "cluster-admin-sa")),
+        "spec.serviceAccountName",
+    ),
+    (
+        "automounted token",
+        edit(("spec.automountServiceAccountToken", True)),
+        "spec.automountServiceAccountToken",
+    ),
+    ("namespace override", edit(("metadata.namespace", "kube-system")), "metadata.namespace"),
+]
+CONTROLS = {
+    "privileged": "Privileged Containers",
+    "hostNetwork": "Host Namespaces",
+    "hostPID": "Host Namespaces",
+    "hostIPC": "Host Namespaces",
+    "hostPath": "HostPath Volumes",
+    "hostPort": "Host Ports",
+    "SYS_ADMIN": "Capabilities",
+    "procMount Unmasked": "/proc Mount Type",
+    "unsafe sysctl": "Sysctls",
+    "seccomp Unconfined": "Seccomp",
+    "service account not on the list": "Service Account",
+    "automounted token": "Service Account Token",
+    "namespace override": "Namespace",
+}
+ISSUE_EXAMPLE = {
+    "spec": {
+        "serviceAccountName": "cluster-admin-sa",
+        "hostNetwork": True,
+        "hostPID": True,
+        "volumes": [{"name": "root", "hostPath": {"path": "/"}}],
+        "containers": [
+            {
+                "name": "x",
+                "image": "busybox",
+                "securityContext": {"privileged": True},
+                "volumeMounts": [{"name": "root", "mountPath": "/host"}],
+            }
+        ],
+    }
+}
+
+
+def escalated(change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    template = restricted_template()
+    change(template)
+    return template
+
+
+def workflow(*templates: dict[str, Any] | None, name: str = "wf") -> dict[str, Any]:
+    """A DagWorkflow of a chain of stages, one per template (None: no template)."""
+    stages = []
+    for i, template in enumerate(templates):
+        stage: dict[str, Any] = {"name": f"s{i}", "tasks": 1, "taskDurationSeconds": 1}
+        if i:
+            stage["dependsOn"] = [f"s{i - 1}"]
+        if template is not None:
+            stage["template"] = template
+        stages.append(stage)
+    return {
+        "apiVersion": "idlegate.io/v1alpha1",
+        "kind": "DagWorkflow",
+        "metadata": {"name": name, "namespace": "team-a"},
+        "spec": {"stages": stages},
+    }
+
+
+def namespace(level: str | None = None, allowed: str | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "team-a", "labels": {"kubernetes.io/metadata.name": "team-a"}}
+    if level is not None:
+        meta["labels"]["pod-security.kubernetes.io/enforce"] = level
+    if allowed is not None:
+        meta["annotations"] = {"idlegate.io/allowed-service-accounts": allowed}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
+
+
+def lint_one(obj: dict[str, Any], policy: NamespacePolicy | None = None) -> list[tuple[str, str]]:
+    report = lint_paths(["-"], policy=policy, stdin=io.StringIO(yaml.safe_dump(obj)))
+    return [(p.field or "", p.message) for p in report.problems]
+
+
+# -- the admission policy, evaluated offline -----------------------------------------------------
+
+
+def _kubernetes_functions() -> dict[str, Callable[..., Any]]:
+    """The Kubernetes CEL library functions the policy uses that cel-python lacks: the
+    strings extension's split and trim, and indexOf of lists (Kubernetes' list library)
+    and of strings (the strings extension)."""
+    from celpy import celtypes
+
+    def index_of(target: Any, item: Any) -> Any:
+        if isinstance(target, str):
+            return celtypes.IntType(target.find(item))
+        return celtypes.IntType(list(target).index(item) if item in target else -1)
+
+    return {
+        "split": lambda s, sep: celtypes.ListType(celtypes.StringType(p) for p in s.split(sep)),
+        "trim": lambda s: celtypes.StringType(s.strip()),
+        "indexOf": index_of,
+    }
+
+
+class AdmissionPolicy:
+    """deploy/components/pod-security's ValidatingAdmissionPolicy under cel-python: match
+    conditions, then the variables in order, then each validation (its message when false)."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        celpy = pytest.importorskip("celpy", reason="cel-python is not installed")
+        self.celpy = celpy
+        env = celpy.Environment()
+        functions = _kubernetes_functions()
+
+        def program(expression: str) -> Any:
+            return env.program(env.compile(expression), functions=functions)
+
+        self.conditions = [program(c["expression"]) for c in spec["matchConditions"]]
+        self.variables = [(v["name"], program(v["expression"])) for v in spec["variables"]]
+        self.validations = [
+            (program(v["expression"]), program(v["messageExpression"])) for v in spec["validations"]
+        ]
+
+    def denials(
+        self,
+        obj: dict[str, Any],
+        ns: dict[str, Any],
+        operation: str = "CREATE",
+        old: dict[str, Any] | None = None,
+    ) -> list[str] | None:
+        """The messages of the failing validations (None: the request does not match)."""
+        celtypes = self.celpy.celtypes
+        activation: dict[str, Any] = {
+            "object": self.celpy.json_to_cel(obj),
+            "oldObject": self.celpy.json_to_cel(old),
+            "namespaceObject": self.celpy.json_to_cel(ns),
+            "request": self.celpy.json_to_cel({"operation": operation}),
+        }
+        if not all(c.evaluate(activation) for c in self.conditions):
+            return None
+        variables = celtypes.MapType()
+        for name, program in self.variables:
+            activation["variables"] = variables
+            variables[celtypes.StringType(name)] = program.evaluate(activation)
+        activation["variables"] = variables
+        return [
+            str(message.evaluate(activation))
+            for expression, message in self.validations
+            if not expression.evaluate(activation)
+        ]
+
+
+def policy_documents() -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(POLICY.read_text()) if d]
+
+
+@cache
+def admission_policy() -> AdmissionPolicy:
+    (vap,) = [d for d in policy_documents() if d["kind"] == "ValidatingAdmissionPolicy"]
+    return AdmissionPolicy(vap["spec"])
+
+
+def first_per_rule(violations: list[Violation]) -> list[str]:
+    """The policy's view of a list of violations: the first of each rule (by message)."""
+    seen: dict[str, str] = {}
+    for v in violations:
+        seen.setdefault(v.message, str(v))
+    return list(seen.values())
+
+
+# -- the escalation table, in the three places ---------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "change", "path"), ESCALATIONS, ids=[e[0] for e in ESCALATIONS])
+def test_escalation_is_refused_by_the_operators_check(name, change, path):
+    violations = check_template(escalated(change), level=Level.BASELINE, path_prefix=PREFIX)
+    assert [(v.path, v.control) for v in violations] == [(f"{PREFIX}.{path}", CONTROLS[name])]
+    # and through the admission entry point, as the operator reports it
+    spec = parse_workflow(workflow(escalated(change))["spec"], "spec")
+    with pytest.raises(SpecError) as exc:
+        check_templates(spec, "spec", NamespacePolicy())
+    assert str(exc.value) == f"invalid pod template: {violations[0]}"
+
+
+@pytest.mark.parametrize(("name", "change", "path"), ESCALATIONS, ids=[e[0] for e in ESCALATIONS])
+def test_escalation_is_refused_by_lint(name, change, path):
+    (expected,) = check_template(escalated(change), level=Level.BASELINE, path_prefix=PREFIX)
+    assert lint_one(workflow(escalated(change))) == [(f"{PREFIX}.{path}", expected.message)]
+
+
+@pytest.mark.parametrize(("name", "change", "path"), ESCALATIONS, ids=[e[0] for e in ESCALATIONS])
+def test_escalation_is_refused_by_the_admission_policy(name, change, path):
+    (expected,) = check_template(escalated(change), level=Level.BASELINE, path_prefix=PREFIX)
+    assert expected.path == f"{PREFIX}.{path}"
+    assert admission_policy().denials(workflow(escalated(change)), namespace()) == [str(expected)]
+
+
+def test_the_issues_example_is_invalid_at_baseline():
+    violations = check_template(ISSUE_EXAMPLE, level=Level.BASELINE, path_prefix=PREFIX)
+    assert str(violations[0]) == (
+        "spec.stages[0].template.spec.hostNetwork: "
+        "host namespaces are not allowed at Pod Security level baseline"
+    )
+    assert {v.control for v in violations} == {
+        "Host Namespaces",
+        "Privileged Containers",
+        "HostPath Volumes",
+        "Service Account",
+    }
+    assert len(lint_one(workflow(ISSUE_EXAMPLE))) == len(violations) == 5
+    denials = admission_policy().denials(workflow(ISSUE_EXAMPLE), namespace())
+    assert denials == first_per_rule(violations)
+    # a privileged namespace that allows the service account lets it through
+    relaxed = namespace("privileged", allowed="cluster-admin-sa")
+    assert admission_policy().denials(workflow(ISSUE_EXAMPLE), relaxed) == []
+    assert (
+        check_template(
+            ISSUE_EXAMPLE, level=Level.PRIVILEGED, allowed_service_accounts={"cluster-admin-sa"}
+        )
+        == []
+    )
+
+
+# -- every rule: the Python check and the policy agree ---------------------------------------------
+
+# (name, namespace labels/annotations, change); each is judged by both and must agree.
+AGREEMENT = [
+    ("valid at restricted", ("restricted", None), edit()),
+    (
+        "pod-level HostProcess",
+        ("baseline", None),
+        edit(("spec.securityContext.windowsOptions", {"hostProcess": True})),
+    ),
+    (
+        "container HostProcess",
+        ("baseline", None),
+        edit((f"{SC0}.windowsOptions", {"hostProcess": True})),
+    ),
+    (
+        "AppArmor field Unconfined",
+        ("baseline", None),
+        edit((f"{SC0}.appArmorProfile", {"type": "Unconfined"})),
+    ),
+    (
+        "AppArmor field Localhost",
+        ("restricted", None),
+        edit((f"{SC0}.appArmorProfile", {"type": "Localhost", "localhostProfile": "p"})),
+    ),
+    (
+        "AppArmor annotation unconfined",
+        ("baseline", None),
+        edit(
+            (
+                "metadata.annotations",
+                {"container.apparmor.security.beta.kubernetes.io/task": "unconfined"},
+            )
+        ),
+    ),
+    (
+        "AppArmor annotation localhost",
+        ("baseline", None),
+        edit(
+            (
+                "metadata.annotations",
+                {"container.apparmor.security.beta.kubernetes.io/task": "localhost/p"},
+            )
+        ),
+    ),
+    (
+        "SELinux type spc_t",
+        ("baseline", None),
+        edit(("spec.securityContext.seLinuxOptions", {"type": "spc_t"})),
+    ),
+    (
+        "SELinux container_engine_t",
+        ("restricted", None),
+        edit((f"{SC0}.seLinuxOptions", {"type": "container_engine_t", "level": "s0:c1"})),
+    ),
+    (
+        "SELinux user and role",
+        ("baseline", None),
+        edit((f"{SC0}.seLinuxOptions", {"user": "system_u", "role": "sysadm_r"})),
+    ),
+    (
+        "probe host",
+        ("baseline", None),
+        edit((f"{C0}.livenessProbe", {"httpGet": {"port": 8080, "host": "10.0.0.1"}})),
+    ),
+    (
+        "lifecycle host",
+        ("baseline", None),
+        edit((f"{C0}.lifecycle", {"preStop": {"tcpSocket": {"port": 22, "host": "node"}}})),
+    ),
+    (
+        "safe sysctl",
+        ("restricted", None),
+        edit(
+            (
+                "spec.securityContext.sysctls",
+                [{"name": "net.ipv4.tcp_rmem", "value": "4096 87380 6291456"}],
+            )
+        ),
+    ),
+    (
+        "NET_BIND_SERVICE at restricted",
+        ("restricted", None),
+        edit((f"{SC0}.capabilities.add", ["NET_BIND_SERVICE"])),
+    ),
+    ("CHOWN at baseline", ("baseline", None), edit((f"{SC0}.capabilities.add", ["CHOWN"]))),
+    ("CHOWN at restricted", ("restricted", None), edit((f"{SC0}.capabilities.add", ["CHOWN"]))),
+    ("no drop at restricted", ("restricted", None), edit((f"{SC0}.capabilities", {}))),
+    (
+        "nfs at restricted",
+        ("restricted", None),
+        edit(("spec.volumes", [{"name": "n", "nfs": {"server": "s", "path": "/"}}])),
+    ),
+    (
+        "hostPath at restricted",
+        ("restricted", None),
+        edit(("spec.volumes", [{"name": "h", "hostPath": {"path": "/"}}])),
+    ),
+    (
+        "allowed volumes at restricted",
+        ("restricted", None),
+        edit(
+            (
+                "spec.volumes",
+                [
+                    {"name": "e", "emptyDir": {}},
+                    {"name": "i", "image": {"reference": "x"}},
+                    {"name": "d"},
+                ],
+            )
+        ),
+    ),
+    (
+        "privilege escalation",
+        ("restricted", None),
+        edit((SC0, {"capabilities": {"drop": ["ALL"]}})),
+    ),
+    ("no runAsNonRoot", ("restricted", None), edit(("spec.securityContext.runAsNonRoot", DELETE))),
+    (
+        "runAsNonRoot false on the pod",
+        ("restricted", None),
+        edit(("spec.securityContext.runAsNonRoot", False), (f"{SC0}.runAsNonRoot", True)),
+    ),
+    ("runAsUser 0", ("restricted", None), edit((f"{SC0}.runAsUser", 0))),
+    (
+        "no seccomp at restricted",
+        ("restricted", None),
+        edit(("spec.securityContext", {"runAsNonRoot": True})),
+    ),
+    (
+        "seccomp Unconfined at restricted",
+        ("restricted", None),
+        edit((f"{SC0}.seccompProfile", {"type": "Unconfined"})),
+    ),
+    (
+        "Windows pod at restricted",
+        ("restricted", None),
+        edit(
+            ("spec.os", {"name": "windows"}),
+            ("spec.securityContext", {"runAsNonRoot": True}),
+            (SC0, {}),
+        ),
+    ),
+    (
+        "user namespace /proc at baseline",
+        ("baseline", None),
+        edit(("spec.hostUsers", False), (f"{SC0}.procMount", "Unmasked")),
+    ),
+    (
+        "user namespace /proc at restricted",
+        ("restricted", None),
+        edit(("spec.hostUsers", False), (f"{SC0}.procMount", "Unmasked")),
+    ),
+    (
+        "user namespace root at restricted",
+        ("restricted", None),
+        edit(
+            ("spec.hostUsers", False),
+            (
+                "spec.securityContext",
+                {"runAsUser": 0, "seccompProfile": {"type": "RuntimeDefault"}},
+            ),
+        ),
+    ),
+    (
+        "privileged init container",
+        ("baseline", None),
+        edit(
+            (
+                "spec.initContainers",
+                [{"name": "init", "image": "busybox", "securityContext": {"privileged": True}}],
+            )
+        ),
+    ),
+    (
+        "ephemeral container at restricted",
+        ("restricted", None),
+        edit(("spec.ephemeralContainers", [{"name": "debug", "image": "busybox"}])),
+    ),
+    ("deprecated serviceAccount", ("baseline", None), edit(("spec.serviceAccount", "admin"))),
+    (
+        "allowed service account with a token",
+        ("baseline", "etl-runner, other"),
+        edit(
+            ("spec.serviceAccountName", "etl-runner"), ("spec.automountServiceAccountToken", True)
+        ),
+    ),
+    (
+        "default service account named",
+        ("baseline", None),
+        edit(("spec.serviceAccountName", "default")),
+    ),
+    (
+        "projected token",
+        ("baseline", None),
+        edit(
+            (
+                "spec.volumes",
+                [
+                    {
+                        "name": "t",
+                        "projected": {
+                            "sources": [
+                                {"configMap": {"name": "c"}},
+                                {"serviceAccountToken": {"path": "token"}},
+                            ]
+                        },
+                    }
+                ],
+            )
+        ),
+    ),
+    (
+        "operator labels",
+        ("baseline", None),
+        edit(
+            ("metadata.labels", {"idlegate.io/workflow": "other", "idlegate.io/workload": "mine"}),
+            ("metadata.annotations", {"idlegate.io/executor": "0"}),
+        ),
+    ),
+    (
+        "operator gate",
+        ("baseline", None),
+        edit(("spec.schedulingGates", [{"name": "mine"}, {"name": "idlegate.io/release"}])),
+    ),
+    ("unknown level label", ("Baseline", None), edit((SC0, {}))),
+    (
+        "privileged level",
+        ("privileged", None),
+        edit(("spec.hostNetwork", True), (f"{SC0}.privileged", True)),
+    ),
+    ("the issue's example", (None, None), lambda t: t.update(copy.deepcopy(ISSUE_EXAMPLE))),
+]
+
+
+def _case_policy(labels: tuple[str | None, str | None]) -> tuple[dict[str, Any], NamespacePolicy]:
+    ns = namespace(*labels)
+    return ns, namespace_policy(ns)
+
+
+@pytest.mark.parametrize(("name", "labels", "change"), AGREEMENT, ids=[a[0] for a in AGREEMENT])
+def test_the_admission_policy_agrees_with_the_operators_check(name, labels, change):
+    ns, policy = _case_policy(labels)
+    template = escalated(change)
+    violations = check_template(
+        template,
+        level=policy.level,
+        allowed_service_accounts=policy.allowed_service_accounts,
+        path_prefix=PREFIX,
+    )
+    denials = admission_policy().denials(workflow(template), ns)
+    assert denials == first_per_rule(violations)
+
+
+def test_the_agreement_table_exercises_every_rule():
+    hit = set()
+    for _, labels, change in AGREEMENT + [(n, (None, None), c) for n, c, _ in ESCALATIONS]:
+        _, policy = _case_policy(labels)
+        for v in check_template(
+            escalated(change),
+            level=policy.level,
+            allowed_service_accounts=policy.allowed_service_accounts,
+        ):
+            hit.add(v.message.removesuffix(f" at Pod Security level {policy.level}"))
+    assert hit == {rule.sentence for rule in RULES}
+    (vap,) = [d for d in policy_documents() if d["kind"] == "ValidatingAdmissionPolicy"]
+    assert len(vap["spec"]["validations"]) == len(RULES)
+
+
+def test_exemptions_and_allowances_judged_as_pod_security_admission_does():
+    def controls(change, level, allowed=()):
+        found = check_template(escalated(change), level=level, allowed_service_accounts=allowed)
+        return [v.control for v in found]
+
+    windows = AGREEMENT[[a[0] for a in AGREEMENT].index("Windows pod at restricted")][2]
+    assert controls(windows, Level.RESTRICTED) == []
+    userns_proc = edit(("spec.hostUsers", False), (f"{SC0}.procMount", "Unmasked"))
+    assert controls(userns_proc, Level.BASELINE) == []
+    assert controls(userns_proc, Level.RESTRICTED) == ["/proc Mount Type"]
+    token = edit(("spec.serviceAccountName", "etl"), ("spec.automountServiceAccountToken", True))
+    assert controls(token, Level.BASELINE, {"etl"}) == []
+    assert controls(token, Level.BASELINE) == ["Service Account", "Service Account Token"]
+    # restricted is baseline and more: hostPath and added capabilities under their
+    # restricted rules, not twice
+    host_path = edit(("spec.volumes", [{"name": "h", "hostPath": {"path": "/"}}]))
+    assert controls(host_path, Level.RESTRICTED) == ["Volume Types"]
+
+
+def test_violations_name_the_stage_and_container():
+    bad = edit(("spec.initContainers", [{"name": "i", "image": "x"}]), (f"{SC0}.privileged", True))
+    obj = workflow(restricted_template(), None, escalated(bad))
+    spec = parse_workflow(obj["spec"], "spec")
+    with pytest.raises(SpecError) as exc:
+        check_templates(spec, "spec", NamespacePolicy(Level.RESTRICTED))
+    message = str(exc.value)
+    # rule by rule (privileged before privilege escalation), each field in visiting order
+    assert message.startswith(
+        "invalid pod template: spec.stages[2].template.spec.containers[0].securityContext"
+        ".privileged: privileged containers are not allowed at Pod Security level restricted; "
+        "spec.stages[2].template.spec.initContainers[0].securityContext.allowPrivilegeEscalation:"
+    )
+    # the policy names the same first field of each rule
+    denials = admission_policy().denials(obj, namespace("restricted"))
+    assert denials is not None and denials[0].startswith(
+        "spec.stages[2].template.spec.containers[0]"
+    )
+    assert any(d.startswith("spec.stages[2].template.spec.initContainers[0]") for d in denials)
+    # without a policy (the operator's check before it reads namespaces) only the shape counts
+    check_templates(spec, "spec")
+
+
+def test_the_policy_judges_only_new_specs():
+    bad = workflow(ISSUE_EXAMPLE)
+    policy = admission_policy()
+    # the operator patching its finalizer onto a workflow from before the policy
+    patched = copy.deepcopy(bad)
+    patched["metadata"]["finalizers"] = ["kopf.zalando.org/KopfFinalizerMarker"]
+    assert policy.denials(patched, namespace(), "UPDATE", old=bad) is None
+    changed = copy.deepcopy(bad)
+    changed["spec"]["stages"][0]["tasks"] = 2
+    assert policy.denials(changed, namespace(), "UPDATE", old=bad)
+    assert policy.denials(workflow(None, restricted_template()), namespace("restricted")) == []
+
+
+# -- the namespace's policy ----------------------------------------------------------------------
+
+
+def test_namespace_policy_reads_the_label_and_the_allow_list():
+    assert namespace_policy(namespace()) == NamespacePolicy(Level.BASELINE, frozenset())
+    assert namespace_policy(namespace(), Level.RESTRICTED).level is Level.RESTRICTED
+    assert namespace_policy(namespace("privileged")).level is Level.PRIVILEGED
+    assert namespace_policy(namespace("Privileged")).level is Level.RESTRICTED  # fails closed
+    assert namespace_policy(namespace(allowed=" etl-runner ,, b")).allowed_service_accounts == {
+        "etl-runner",
+        "b",
+    }
+    assert namespace_policy(None) == NamespacePolicy()
+    assert parse_service_accounts("") == frozenset()
+    assert parse_level("restricted") is Level.RESTRICTED
+    with pytest.raises(IdlegateError, match=r"--pod-security must be one of privileged, baseline"):
+        parse_level("strict")
+
+
+def test_lint_takes_the_namespace_policy_as_options():
+    sa = workflow(escalated(edit(("spec.serviceAccountName", "etl"))))
+    assert [p for p, _ in lint_one(sa)] == [f"{PREFIX}.spec.serviceAccountName"]
+    assert lint_one(sa, NamespacePolicy(allowed_service_accounts=frozenset({"etl"}))) == []
+    loose = workflow(escalated(edit((SC0, {}))))
+    assert lint_one(loose) == []
+    assert {p for p, _ in lint_one(loose, NamespacePolicy(Level.RESTRICTED))} == {
+        f"{PREFIX}.spec.containers[0].securityContext.allowPrivilegeEscalation",
+        f"{PREFIX}.spec.containers[0].securityContext.capabilities.drop",
+    }
+
+
+def test_lint_cli_options(tmp_path):
+    from typer.testing import CliRunner
+
+    from idlegate.cli import app
+
+    path = tmp_path / "wf.yaml"
+    path.write_text(yaml.safe_dump(workflow(escalated(edit((SC0, {}))))))
+    runner = CliRunner()
+    assert runner.invoke(app, ["lint", str(path)]).exit_code == 0
+    strict = runner.invoke(app, ["lint", "--pod-security", "restricted", str(path)])
+    assert strict.exit_code == 1
+    assert (
+        "allowPrivilegeEscalation must be false at Pod Security level restricted" in strict.stdout
+    )
+    sa = tmp_path / "sa.yaml"
+    sa.write_text(yaml.safe_dump(workflow(escalated(edit(("spec.serviceAccountName", "etl"))))))
+    assert runner.invoke(app, ["lint", str(sa)]).exit_code == 1
+    allowed = runner.invoke(app, ["lint", "--allowed-service-accounts", "etl,x", str(sa)])
+    assert allowed.exit_code == 0
+    assert runner.invoke(app, ["lint", "--pod-security", "nope", str(sa)]).exit_code == 2
+
+
+# -- task pods: the service-account default ------------------------------------------------------
+
+OWNER = Owner("team-a", "wf", "uid-1")
+
+
+def _pod_spec(template: dict[str, Any] | None) -> dict[str, Any]:
+    stage = StageSpec.model_validate(
+        {"name": "s", "tasks": 1, "taskDurationSeconds": 1, "template": template}
+    )
+    return task_pod(OWNER, stage, 0)["spec"]
+
+
+def test_task_pods_run_as_default_without_a_token_unless_the_template_names_one():
+    for template in (None, restricted_template()):
+        spec = _pod_spec(template)
+        assert spec["serviceAccountName"] == "default"
+        assert spec["automountServiceAccountToken"] is False
+    named = _pod_spec(escalated(edit(("spec.serviceAccountName", "etl-runner"))))
+    assert named["serviceAccountName"] == "etl-runner"
+    assert "automountServiceAccountToken" not in named  # the account's own setting
+    # a namespace that allows `default` may ask for its token explicitly
+    explicit = _pod_spec(escalated(edit(("spec.automountServiceAccountToken", True))))
+    assert explicit["automountServiceAccountToken"] is True
+    assert check_template(DEFAULT_TEMPLATE, level=Level.RESTRICTED) == []
+
+
+# -- deploy/: the roles, the policy's manifests, the operator's own hardening, the samples -------
+
+
+def _kustomize(path: Path) -> list[dict[str, Any]]:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed: cannot run `kubectl kustomize`")
+    out = subprocess.run(
+        [kubectl, "kustomize", str(path)], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, f"kubectl kustomize {path} failed:\n{out.stderr}"
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+@pytest.fixture(scope="module")
+def base() -> list[dict[str, Any]]:
+    return _kustomize(DEPLOY / "base")
+
+
+def _named(objs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    (obj,) = [o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name]
+    return obj
+
+
+def test_workflow_roles_aggregate_into_the_built_in_ones(base):
+    edit_role = _named(base, "ClusterRole", "idlegate-edit")
+    view_role = _named(base, "ClusterRole", "idlegate-view")
+    aggregate = "rbac.authorization.k8s.io/aggregate-to-"
+    assert {k for k, v in edit_role["metadata"]["labels"].items() if v == "true"} >= {
+        f"{aggregate}edit",
+        f"{aggregate}admin",
+    }
+    assert f"{aggregate}view" not in edit_role["metadata"]["labels"]
+    assert view_role["metadata"]["labels"][f"{aggregate}view"] == "true"
+    assert not {f"{aggregate}edit", f"{aggregate}admin"} & set(view_role["metadata"]["labels"])
+    (rule,) = edit_role["rules"]
+    assert (rule["apiGroups"], rule["resources"]) == (["idlegate.io"], ["dagworkflows"])
+    assert set(rule["verbs"]) == {"create", "update", "patch", "delete", "get", "list", "watch"}
+    (rule,) = view_role["rules"]
+    assert (rule["resources"], set(rule["verbs"])) == (["dagworkflows"], {"get", "list", "watch"})
+    # the operator's own role is aggregated into nothing
+    operator = _named(base, "ClusterRole", "idlegate-operator")
+    assert not [k for k in operator["metadata"]["labels"] if k.startswith(aggregate)]
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_policy_manifests_pass_kubernetes_validate(version):
+    kv = pytest.importorskip("kubernetes_validate", reason="kubernetes-validate is not installed")
+    overlay = _kustomize(DEPLOY / "overlays" / "pod-security")
+    extra = [o for o in overlay if o["apiVersion"].startswith("admissionregistration.k8s.io")]
+    assert sorted(o["kind"] for o in extra) == [
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    ]
+    for obj in [*extra, *(o for o in overlay if o["kind"] == "ClusterRole")]:
+        try:
+            kv.validate(obj, version, strict=True)
+        except kv.ValidationError as exc:
+            pytest.fail(f"{obj['kind']}/{obj['metadata']['name']}: {exc.message}")
+    vap = _named(overlay, "ValidatingAdmissionPolicy", "idlegate-pod-security")
+    binding = _named(overlay, "ValidatingAdmissionPolicyBinding", "idlegate-pod-security")
+    assert binding["spec"] == {"policyName": "idlegate-pod-security", "validationActions": ["Deny"]}
+    assert vap["spec"]["failurePolicy"] == "Fail"
+    (rule,) = vap["spec"]["matchConstraints"]["resourceRules"]
+    assert (rule["apiGroups"], rule["resources"]) == (["idlegate.io"], ["dagworkflows"])
+    assert set(rule["operations"]) == {"CREATE", "UPDATE"}
+    assert all(
+        "message" not in v and v["reason"] == "Forbidden" for v in vap["spec"]["validations"]
+    )
+
+
+def test_operator_pod_is_hardened(base):
+    """The operator itself: non-root, read-only root filesystem, no capabilities, restricted."""
+    pod = _named(base, "Deployment", "idlegate-operator")["spec"]["template"]
+    account = pod["spec"]["serviceAccountName"]
+    assert check_template(pod, level=Level.RESTRICTED, allowed_service_accounts={account}) == []
+    (container,) = pod["spec"]["containers"]
+    sc = container["securityContext"]
+    assert sc["readOnlyRootFilesystem"] is True and sc["runAsNonRoot"] is True
+    assert sc["runAsUser"] != 0 and sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc["allowPrivilegeEscalation"] is False
+    ns = _named(base, "Namespace", "idlegate-system")
+    assert namespace_policy(ns).level is Level.RESTRICTED
+    # least privilege: nothing that would let the operator read secrets or escalate
+    rules = _named(base, "ClusterRole", "idlegate-operator")["rules"]
+    granted = {
+        (g, r, v)
+        for rule in rules
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+    }
+    for forbidden in [
+        ("", "secrets", "get"),
+        ("", "serviceaccounts/token", "create"),
+        ("", "pods/exec", "create"),
+        ("rbac.authorization.k8s.io", "clusterroles", "escalate"),
+        ("rbac.authorization.k8s.io", "clusterrolebindings", "create"),
+    ]:
+        assert forbidden not in granted
+    assert not [x for x in granted if "*" in x]
+
+
+def _sample_templates() -> list[tuple[str, dict[str, Any]]]:
+    found = []
+    for path in sorted(SAMPLES.glob("*.yaml")):
+        for i, doc in enumerate(d for d in yaml.safe_load_all(path.read_text()) if d):
+            for j, stage in enumerate(doc["spec"]["stages"]):
+                if "template" in stage:
+                    found.append((f"{path.name}[{i}] stage {j}", stage["template"]))
+    return found
+
+
+def test_samples_are_valid_at_restricted():
+    templates = _sample_templates()
+    assert len(templates) >= 5, "the samples have no templates: nothing was checked"
+    for where, template in templates:
+        assert check_template(template, level=Level.RESTRICTED) == [], where
+    report = lint_paths([str(SAMPLES)], policy=NamespacePolicy(Level.RESTRICTED))
+    assert [p.file for p in report.problems] == [str(SAMPLES / "invalid-cycle.yaml")]
+    policy = admission_policy()
+    for path in sorted(SAMPLES.glob("*.yaml")):
+        for doc in (d for d in yaml.safe_load_all(path.read_text()) if d):
+            assert policy.denials(doc, namespace("restricted")) == [], path.name
