@@ -28,8 +28,8 @@ import sys
 from collections.abc import Callable, Sequence
 
 from idlegate.errors import IdlegateError
+from idlegate.policy import make_scheduler
 from idlegate.policy.analytic import AnalyticIdleScheduler
-from idlegate.policy.heuristics import make_scheduler
 from idlegate.sim.engine import Workload, simulate
 from idlegate.sim.metrics import paired_relative_change, run_metrics
 from idlegate.sim.protocol import Action, ClusterView, Decision, Scheduler

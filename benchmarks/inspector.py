@@ -36,14 +36,9 @@ from pathlib import Path
 import numpy as np
 
 from idlegate.errors import IdlegateError
-from idlegate.policy import make_scheduler
-from idlegate.policy.inspector import (
-    FEATURE_NAMES,
-    WAIT_SCALE,
-    InspectorScheduler,
-    log_scaled,
-    make_base,
-)
+from idlegate.policy import SchedulerSpec, make_scheduler
+from idlegate.policy.inspector import FEATURE_NAMES, WAIT_SCALE, InspectorScheduler, log_scaled
+from idlegate.policy.rigid import make_base
 from idlegate.sim.engine import simulate
 from idlegate.sim.metrics import RunMetrics, mean_ci, paired_relative_change, run_metrics
 from idlegate.sim.protocol import Scheduler
@@ -62,12 +57,7 @@ def window_starts(trace: Path, sequences: int, seed: int) -> list[int]:
     return rng.integers(len(jobs) - SEQUENCE + 1, size=sequences).tolist()
 
 
-def reject_spec(base: str) -> str:
-    """``reject:`` on `base` (``strict:sjf`` → ``reject:sjf``, ``easy:sjf`` → ``reject:easy:sjf``)."""
-    return "reject:" + base.strip().removeprefix("strict:")
-
-
-def delay_rule(base: str, seconds: float) -> Scheduler:
+def delay_rule(base: SchedulerSpec, seconds: float) -> Scheduler:
     """Accept a blocked pick iff it could start within `seconds` (else reject)."""
     index = FEATURE_NAMES.index("start_delay")
     threshold = log_scaled(seconds, WAIT_SCALE)
@@ -79,18 +69,20 @@ def delay_rule(base: str, seconds: float) -> Scheduler:
 def run(
     trace: Path,
     model: Path | None,
-    base: str,
+    base: SchedulerSpec,
     sequences: int,
     seed: int,
     delay_seconds: float | None = None,
 ) -> dict[str, list[RunMetrics]]:
     """Per scheduler label, the metrics of every test window (same windows for all)."""
+    reject = SchedulerSpec("reject", base=base)
     makers: dict[str, Callable[[], Scheduler]] = {
-        base: lambda: make_scheduler(base),
-        reject_spec(base): lambda: make_scheduler(reject_spec(base)),
+        str(base): lambda: make_scheduler(base),
+        str(reject): lambda: make_scheduler(reject),
     }
     if model is not None:
-        makers["inspector"] = lambda: make_scheduler(f"inspect:{model}:{base}")
+        inspect = SchedulerSpec("inspect", str(model), base)
+        makers["inspector"] = lambda: make_scheduler(inspect)
     if delay_seconds is not None:
         makers[f"delay<{delay_seconds:g}s"] = lambda: delay_rule(base, delay_seconds)
     workloads = [
@@ -123,8 +115,8 @@ def _difference(values: list[float], reference: list[float]) -> str:
     return f"{est.mean:+.1f} [{est.low:+.1f}, {est.high:+.1f}]"
 
 
-def render(results: dict[str, list[RunMetrics]], base: str) -> str:
-    reject = reject_spec(base)
+def render(results: dict[str, list[RunMetrics]], base: SchedulerSpec) -> str:
+    reject, base_text = str(SchedulerSpec("reject", base=base)), str(base)
     bsld = {k: [m.avg_bsld for m in v] for k, v in results.items()}
     lines = [
         f"{'scheduler':<18} {'avg bsld':>9} {'95% CI':>13} {'- base':>21} {'- reject':>21} "
@@ -132,12 +124,13 @@ def render(results: dict[str, list[RunMetrics]], base: str) -> str:
     ]
     for label, metrics in results.items():
         est = mean_ci(bsld[label])
-        wins = sum(x < b for x, b in zip(bsld[label], bsld[base], strict=True))
+        wins = sum(x < b for x, b in zip(bsld[label], bsld[base_text], strict=True))
         lines.append(
             f"{label:<18} {est.mean:9.1f} {est.low:6.1f}-{est.high:<6.1f} "
-            f"{_difference(bsld[label], bsld[base]):>21} "
+            f"{_difference(bsld[label], bsld[base_text]):>21} "
             f"{_difference(bsld[label], bsld[reject]):>21} "
-            f"{_change(bsld[label], bsld[base]):>18} {_change(bsld[label], bsld[reject]):>18} "
+            f"{_change(bsld[label], bsld[base_text]):>18} "
+            f"{_change(bsld[label], bsld[reject]):>18} "
             f"{statistics.fmean(m.utilisation for m in metrics):6.3f} "
             f"{statistics.fmean(m.avg_wait for m in metrics):9.0f} "
             f"{wins:>4}/{len(metrics)}"
@@ -158,11 +151,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         start = time.perf_counter()
-        results = run(args.trace, args.model, args.base, args.sequences, args.seed, args.delay_rule)
+        base = SchedulerSpec.parse(args.base)
+        results = run(args.trace, args.model, base, args.sequences, args.seed, args.delay_rule)
     except IdlegateError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 1
-    print(render(results, args.base))
+    print(render(results, base))
     print(
         f"{args.sequences} test windows x {len(results)} schedulers in "
         f"{time.perf_counter() - start:.1f} s"

@@ -21,31 +21,12 @@ import time
 import numpy as np
 
 from idlegate.errors import IdlegateError
-from idlegate.policy import make_scheduler
+from idlegate.policy import SchedulerSpec, make_scheduler
 from idlegate.policy.lookahead import LookaheadScheduler
 from idlegate.sim.engine import simulate
 from idlegate.sim.metrics import paired_relative_change
 from idlegate.sim.rollout import Future
 from idlegate.sim.workloads import build_workload
-
-
-def _value(text: str) -> object:
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return {"true": True, "false": False}.get(text.lower(), text)
-
-
-def parse_options(pairs: list[str]) -> dict[str, object]:
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise IdlegateError(f"option {pair!r}: write KEY=VALUE, e.g. samples=4")
-        out[key.strip()] = _value(value.strip())
-    return out
 
 
 class OraclePlanner(LookaheadScheduler):
@@ -62,16 +43,19 @@ def run(args: argparse.Namespace) -> None:
     if args.jobs_count:
         workload_options["num_stream"] = args.jobs_count - 1
     workload_options = {k: v for k, v in workload_options.items() if v is not None}
-    planner_options = parse_options(args.option)
+    # -o KEY=VALUE are the planner's spec parameters: lookahead?KEY=VALUE&…:BASE
+    query = "?" + "&".join(args.option) if args.option else ""
+    spec = SchedulerSpec.parse(f"lookahead{query}:{args.base}")
+    planner_options = spec.keywords()
     base_jct, plan_jct, plan_times = [], [], []
     planned = decisions = changed = 0
     started = time.perf_counter()
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         w = build_workload(args.workload, seed, **workload_options)
-        base = simulate(w, make_scheduler(args.base), seed)
-        planner = make_scheduler(f"lookahead:{args.base}", **planner_options)
+        base = simulate(w, make_scheduler(spec.base or args.base), seed)
+        planner = make_scheduler(spec)
         if not isinstance(planner, LookaheadScheduler):  # make_scheduler's contract
-            raise IdlegateError(f"lookahead:{args.base} did not build a planner")
+            raise IdlegateError(f"{spec} did not build a planner")
         if args.oracle:
             planner.__class__ = OraclePlanner
             planner.arrivals = w.jobs

@@ -22,7 +22,7 @@ import sys
 import time
 
 from idlegate.errors import IdlegateError
-from idlegate.policy.heuristics import make_scheduler
+from idlegate.policy import make_scheduler
 from idlegate.sim.engine import SimResult, simulate
 from idlegate.sim.metrics import run_metrics
 from idlegate.sim.tpch import resolve_tpch_dir

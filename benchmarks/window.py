@@ -7,12 +7,13 @@ length (time-averaged waiting jobs), the average bounded slowdown and the utilis
 then for each window size M the paired change of the split window's average wait and
 queue length against head-only (mean of per-seed ratios − 1, 95 % interval).
 
-Models are given as ``LABEL=PATH.onnx``; labels ``head-M`` and ``split-M`` pair up (e.g.
-``head-8`` with ``split-8``). References: ``fcfs`` and ``easy:fcfs``, plus any
-``--reference SPEC``.
+Schedulers are scheduler specs (`idlegate.policy.spec`), the models as
+``LABEL=window:PATH.onnx``; labels ``head-M`` and ``split-M`` pair up (e.g. ``head-8`` with
+``split-8``). ``fcfs`` and ``easy:fcfs`` always run, as references.
 
-    python benchmarks/window.py --model head-8=h8.onnx --model split-8=s8.onnx \\
-        [--seeds 30] [--first-seed 1000] [--jobs 256] [--reference sjf]
+    python benchmarks/window.py --scheduler head-8=window:h8.onnx \\
+        --scheduler split-8=window:s8.onnx --scheduler sjf [--seeds 30] [--first-seed 1000]
+        [--jobs 256]
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import time
 from collections.abc import Sequence
 
 from idlegate.errors import IdlegateError
-from idlegate.policy import make_scheduler
+from idlegate.policy import SchedulerSpec, make_scheduler
 from idlegate.sim.engine import simulate
 from idlegate.sim.metrics import RunMetrics, mean_ci, paired_relative_change, run_metrics
 from idlegate.sim.workloads import build_workload
@@ -38,13 +39,15 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def run_all(specs: dict[str, str], seeds: Sequence[int], jobs: int) -> dict[str, list[RunMetrics]]:
-    """Metrics of every labelled spec on every seed's Lublin sequence (same sequences)."""
-    runs: dict[str, list[RunMetrics]] = {label: [] for label in specs}
+def run_all(
+    specs: Sequence[SchedulerSpec], seeds: Sequence[int], jobs: int
+) -> dict[str, list[RunMetrics]]:
+    """Metrics of every spec (by title) on every seed's Lublin sequence (same sequences)."""
+    runs: dict[str, list[RunMetrics]] = {spec.title: [] for spec in specs}
     for seed in seeds:
         workload = build_workload("lublin", seed, num_jobs=jobs)
-        for label, spec in specs.items():
-            runs[label].append(run_metrics(simulate(workload, make_scheduler(spec), seed)))
+        for spec in specs:
+            runs[spec.title].append(run_metrics(simulate(workload, make_scheduler(spec), seed)))
     return runs
 
 
@@ -86,23 +89,16 @@ def pairs(runs: dict[str, list[RunMetrics]]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", action="append", default=[], help="LABEL=PATH.onnx")
+    parser.add_argument(
+        "--scheduler", action="append", default=[], help="a spec, e.g. head-8=window:h8.onnx"
+    )
     parser.add_argument("--seeds", type=int, default=30)
     parser.add_argument("--first-seed", type=int, default=1000)
     parser.add_argument("--jobs", type=int, default=256)
-    parser.add_argument(
-        "--reference", action="append", default=[], help="another scheduler spec to run"
-    )
     args = parser.parse_args(argv)
-    specs = {r: r for r in (*REFERENCES, *args.reference)}
-    for item in args.model:
-        label, sep, path = item.partition("=")
-        if not sep or not label or not path:
-            print(f"Error: --model takes LABEL=PATH.onnx, got {item!r}", file=sys.stderr)
-            return 2
-        specs[label] = f"window:{path}"
     started = time.monotonic()
     try:
+        specs = [SchedulerSpec.parse(s) for s in (*REFERENCES, *args.scheduler)]
         runs = run_all(specs, range(args.first_seed, args.first_seed + args.seeds), args.jobs)
     except IdlegateError as exc:
         print(f"Error: {exc}", file=sys.stderr)
