@@ -1,350 +1,23 @@
-"""Unit tests of the operator's bridge (operator/state.py) against an in-memory fake API.
-
-Fast and deterministic: a fake clock, fake timers fired by hand, and a fake API that
-applies creations, JSON patches and status merges the way the API server does. The
-"kubelet" here is the test itself, finishing pods when it wants to.
+"""Unit tests of the operator's bridge (operator/bridge.py) against the in-memory fakes of
+tests/operator_fakes.py: a fake clock, timers fired by hand, an API that applies creations,
+JSON patches and status merges the way the API server does, and the test as the kubelet.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
-import itertools
-from collections.abc import Callable
-from typing import Any
 
 import pytest
 
-from idlegate.operator.clock import FakeClock, from_datetime
-from idlegate.operator.decisions import RecordingScheduler
+from idlegate.operator import intake
+from idlegate.operator.clock import from_datetime
 from idlegate.operator.kube import ApiError
-from idlegate.operator.metrics import Metrics
 from idlegate.operator.pods import ANNOTATION_EXECUTOR, GATE, LABEL_WORKFLOW, pod_name
-from idlegate.operator.settings import Settings
-from idlegate.operator.state import Bridge
-from idlegate.policy import make_scheduler
-from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision
 from tests.helpers import CappedFifo
+from tests.operator_fakes import FakeClock, FakeKube, Harness, IdleRootsOnce, harness, stage
 
 pytestmark = pytest.mark.asyncio
-
-# -- fakes -------------------------------------------------------------------------------------
-
-
-def _pointer(path: str) -> list[str]:
-    return [p.replace("~1", "/").replace("~0", "~") for p in path.lstrip("/").split("/")]
-
-
-def json_patch(doc: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:
-    """A small RFC 6902 implementation (add, remove, replace, test) for the fake API."""
-    try:
-        return _apply(copy.deepcopy(doc), ops)
-    except (KeyError, IndexError, ValueError, TypeError) as exc:
-        raise ApiError(422, "Invalid", f"the JSON patch does not apply: {exc!r}") from None
-
-
-def _apply(doc: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:
-    for op in ops:
-        *parents, last = _pointer(op["path"])
-        node: Any = doc
-        for part in parents:
-            node = node[int(part)] if isinstance(node, list) else node[part]
-        key: Any = int(last) if isinstance(node, list) and last != "-" else last
-        if op["op"] == "test":
-            if node[key] != op["value"]:
-                raise ApiError(422, "Invalid", f"test failed at {op['path']}")
-        elif op["op"] == "remove":
-            del node[key]
-        elif op["op"] in ("add", "replace"):
-            if isinstance(node, list):
-                node.insert(len(node) if key == "-" else key, op["value"])
-            else:
-                node[key] = op["value"]
-    return doc
-
-
-class FakeKube:
-    """The KubeApi protocol in memory: pods, DagWorkflows (status merges) and Events."""
-
-    def __init__(self) -> None:
-        self.pods: dict[tuple[str, str], dict[str, Any]] = {}
-        self.workflows: dict[tuple[str, str], dict[str, Any]] = {}
-        self.events: list[dict[str, Any]] = []
-        self.calls: list[str] = []
-        self.fail: dict[str, list[ApiError]] = {}
-        """Per method name, errors to raise on the next calls (failure injection)."""
-        self._uids = itertools.count(1)
-
-    def _maybe_fail(self, method: str) -> None:
-        self.calls.append(method)
-        queue = self.fail.get(method)
-        if queue:
-            raise queue.pop(0)
-
-    def add_workflow(self, name: str, spec: dict[str, Any], namespace: str = "default") -> dict:
-        body = {
-            "apiVersion": "idlegate.io/v1alpha1",
-            "kind": "DagWorkflow",
-            "metadata": {
-                "name": name,
-                "namespace": namespace,
-                "uid": f"uid-{name}-{next(self._uids)}",
-                "generation": 1,
-                "creationTimestamp": "2024-01-01T00:00:00Z",
-            },
-            "spec": spec,
-        }
-        self.workflows[(namespace, name)] = body
-        return body
-
-    async def list_workflows(self, namespace: str | None) -> list[dict[str, Any]]:
-        self._maybe_fail("list_workflows")
-        return [
-            copy.deepcopy(w) for (ns, _), w in self.workflows.items() if namespace in (None, ns)
-        ]
-
-    async def list_pods(self, namespace: str | None, label_selector: str) -> list[dict[str, Any]]:
-        self._maybe_fail("list_pods")
-        key, _, value = label_selector.partition("=")
-        out = []
-        for (ns, _), pod in self.pods.items():
-            labels = pod["metadata"].get("labels") or {}
-            if namespace in (None, ns) and key in labels and (not value or labels[key] == value):
-                out.append(copy.deepcopy(pod))
-        return out
-
-    async def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
-        self._maybe_fail("get_pod")
-        pod = self.pods.get((namespace, name))
-        if pod is None:
-            raise ApiError(404, "NotFound", f'pods "{name}" not found')
-        return copy.deepcopy(pod)
-
-    async def create_pod(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        self._maybe_fail("create_pod")
-        name = body["metadata"]["name"]
-        if (namespace, name) in self.pods:
-            raise ApiError(409, "AlreadyExists", f'pods "{name}" already exists')
-        pod = copy.deepcopy(body)
-        pod["metadata"]["uid"] = f"pod-{next(self._uids)}"
-        pod["status"] = {"phase": "Pending"}
-        self.pods[(namespace, name)] = pod
-        return copy.deepcopy(pod)
-
-    async def patch_pod(self, namespace: str, name: str, ops: list[dict[str, Any]]) -> dict:
-        self._maybe_fail("patch_pod")
-        pod = self.pods.get((namespace, name))
-        if pod is None:
-            raise ApiError(404, "NotFound", f'pods "{name}" not found')
-        self.pods[(namespace, name)] = json_patch(pod, ops)
-        return copy.deepcopy(self.pods[(namespace, name)])
-
-    async def delete_pod(self, namespace: str, name: str) -> None:
-        self._maybe_fail("delete_pod")
-        if self.pods.pop((namespace, name), None) is None:
-            raise ApiError(404, "NotFound", f'pods "{name}" not found')
-
-    async def patch_workflow_status(self, namespace: str, name: str, status: dict) -> dict:
-        self._maybe_fail("patch_workflow_status")
-        body = self.workflows.get((namespace, name))
-        if body is None:
-            raise ApiError(404, "NotFound", f'dagworkflows "{name}" not found')
-        body.setdefault("status", {}).update(copy.deepcopy(status))
-        return copy.deepcopy(body)
-
-    async def create_event(self, namespace: str, body: dict[str, Any]) -> None:
-        self._maybe_fail("create_event")
-        if any(e["metadata"]["name"] == body["metadata"]["name"] for e in self.events):
-            raise ApiError(409, "AlreadyExists", f'events "{body["metadata"]["name"]}" exists')
-        self.events.append(copy.deepcopy(body))
-
-    async def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
-        self._maybe_fail("patch_event")
-        for event in self.events:
-            if event["metadata"]["name"] == name:
-                event.update(copy.deepcopy(patch))
-                return
-        raise ApiError(404, "NotFound", f'events "{name}" not found')
-
-    async def list_namespaces(self) -> list[str]:
-        self._maybe_fail("list_namespaces")
-        return sorted({ns for ns, _ in self.workflows} | {"default", "kube-system"})
-
-    def close(self) -> None:
-        pass
-
-    # views for assertions
-
-    def pods_of(self, workflow: str) -> list[dict[str, Any]]:
-        return [
-            p for p in self.pods.values() if p["metadata"]["labels"][LABEL_WORKFLOW] == workflow
-        ]
-
-    def occupying(self) -> list[dict[str, Any]]:
-        """Pods that hold an executor: ungated and not finished."""
-        return [
-            p
-            for p in self.pods.values()
-            if not p["spec"].get("schedulingGates")
-            and p["status"]["phase"] not in ("Succeeded", "Failed")
-        ]
-
-    def status(self, workflow: str, namespace: str = "default") -> dict[str, Any]:
-        return self.workflows[(namespace, workflow)].get("status") or {}
-
-    def reasons(self, workflow: str) -> list[str]:
-        return [e["reason"] for e in self.events if e["involvedObject"]["name"] == workflow]
-
-
-class FakeTimers:
-    """Timers the test fires by hand."""
-
-    def __init__(self) -> None:
-        self.armed: dict[str, tuple[float, Callable[[], Any]]] = {}
-
-    def arm(self, key: str, at: float, fire: Callable[[], Any]) -> None:
-        self.armed[key] = (at, fire)
-
-    def cancel(self, key: str) -> None:
-        self.armed.pop(key, None)
-
-    async def fire_due(self, now: float) -> int:
-        due = [(k, v) for k, v in self.armed.items() if v[0] <= now]
-        for key, (_, fire) in due:
-            del self.armed[key]
-            await fire()
-        return len(due)
-
-
-class IdleRootsOnce:
-    """A test policy: FIFO, but every root stage first idles `delay` seconds once."""
-
-    name = "idle-roots"
-
-    def __init__(self, delay: float) -> None:
-        self.delay = delay
-        self.fifo = make_scheduler("fifo")
-
-    def reset(self, rng: Any) -> None:
-        self.fifo.reset(rng)
-
-    def decide(self, view: ClusterView) -> Action:
-        for stage in view.runnable_stages():
-            if not stage.delayed and not stage.launched and not stage.job.dag.parents[stage.index]:
-                return Decision(stage, view.num_executors, self.delay)
-        return self.fifo.decide(view)
-
-        for stage in view.runnable_stages():
-            if stage.job.held < self.cap:
-                return Decision(stage, self.cap)
-        return WAIT
-
-
-# -- harness -----------------------------------------------------------------------------------
-
-
-class Harness:
-    def __init__(
-        self,
-        kube: FakeKube,
-        clock: FakeClock,
-        pool: int,
-        scheduler: Any,
-        status_interval: float = 0.0,
-        **settings_kw: Any,
-    ) -> None:
-        self.kube, self.clock, self.timers = kube, clock, FakeTimers()
-        settings = Settings(
-            pool_size=pool,
-            clock=clock,
-            retry_delays=(0.0,),
-            status_interval=status_interval,
-            **{"event_interval": 0.0, **settings_kw},
-        )
-        metrics = Metrics(pool, scheduler.name)
-        self.metrics = metrics
-        self.bridge = Bridge(
-            settings,
-            kube,
-            RecordingScheduler(scheduler, metrics),
-            metrics=metrics,
-            timers=self.timers,
-        )
-        self.max_occupying = 0
-
-    async def settle(self) -> None:
-        for _ in range(100):
-            await self.bridge.actuator.wait_idle(timeout=5)
-            self.max_occupying = max(self.max_occupying, len(self.kube.occupying()))
-            if not self.bridge.actuator.pending():
-                return
-        raise AssertionError("the actuator never settled")
-
-    async def submit(self, name: str, spec: dict[str, Any]) -> dict[str, Any]:
-        body = self.kube.add_workflow(name, spec)
-        await self.bridge.admit_from_api(copy.deepcopy(body))
-        await self.settle()
-        return body
-
-    async def finish(self, name: str, phase: str = "Succeeded", after: float = 0.0) -> None:
-        """The kubelet finishes pod `name` after `after` seconds."""
-        self.clock.advance(after)
-        pod = self.kube.pods[("default", name)]
-        assert not pod["spec"].get("schedulingGates"), f"{name} is still gated"
-        pod["status"]["phase"] = phase
-        if phase == "Failed":
-            pod["status"]["containerStatuses"] = [
-                {"name": "task", "state": {"terminated": {"exitCode": 3, "reason": "Error"}}}
-            ]
-        self.bridge.observe_pod(copy.deepcopy(pod))
-        await self.settle()
-
-    def released(self, workflow: str | None = None) -> list[str]:
-        return sorted(
-            p["metadata"]["name"]
-            for p in self.kube.occupying()
-            if workflow is None or p["metadata"]["labels"][LABEL_WORKFLOW] == workflow
-        )
-
-    async def run_to_completion(self, limit: int = 500) -> None:
-        """A discrete-event kubelet: released pods run for their TASK_DURATION_SECONDS from
-        the moment they are seen released; idle timers fire on time."""
-        started: dict[str, float] = {}
-        for _ in range(limit):
-            await self.settle()
-            for name in self.released():
-                started.setdefault(name, self.clock.now())
-            ends = {
-                name: started[name] + _duration(self.kube.pods[("default", name)])
-                for name in self.released()
-            }
-            timer = min((at for at, _ in self.timers.armed.values()), default=None)
-            end = min(ends.values(), default=None)
-            if end is None and timer is None:
-                return
-            if timer is not None and (end is None or timer <= end):
-                self.clock.t = max(self.clock.t, timer)
-                await self.timers.fire_due(self.clock.now())
-                continue
-            name = min(ends, key=lambda n: (ends[n], n))
-            self.clock.t = max(self.clock.t, ends[name])
-            await self.finish(name)
-        raise AssertionError("did not complete")
-
-
-def _duration(pod: dict[str, Any]) -> float:
-    env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
-    return float(env["TASK_DURATION_SECONDS"])
-
-
-def stage(name: str, tasks: int = 1, duration: float = 10.0, deps: tuple[str, ...] = (), **kw):
-    return {
-        "name": name,
-        "tasks": tasks,
-        "taskDurationSeconds": duration,
-        "dependsOn": list(deps),
-        **kw,
-    }
-
 
 DIAMOND = {
     "stages": [
@@ -354,12 +27,6 @@ DIAMOND = {
         stage("d", deps=("b", "c")),
     ]
 }
-
-
-def harness(pool: int = 2, scheduler: Any = None, kube: Any = None, **settings: Any) -> Harness:
-    return Harness(
-        kube or FakeKube(), FakeClock(), pool, scheduler or make_scheduler("fifo"), **settings
-    )
 
 
 # -- tests -------------------------------------------------------------------------------------
@@ -515,7 +182,7 @@ async def test_restart_rebuilds_without_duplicates_and_honours_a_pending_delay_o
     # the operator dies (nothing is written on the way out) and a new one starts
     clock.advance(3)
     second = Harness(kube, clock, 3, IdleRootsOnce(delay=20))
-    await second.bridge.rebuild()
+    await intake.rebuild(second.bridge)
     await second.settle()
     assert set(kube.pods) == set(before)  # no pod created twice, none lost
     assert {
@@ -542,7 +209,7 @@ async def test_a_restart_after_the_delay_ended_releases_the_stage_without_waitin
     await first.submit("w", {"stages": [stage("a", duration=5)]})
     clock.advance(30)  # the operator was down while the slot ended
     second = Harness(kube, clock, 1, IdleRootsOnce(delay=5))
-    await second.bridge.rebuild()
+    await intake.rebuild(second.bridge)
     await second.settle()
     assert second.released() == ["w-a-0"]
     assert kube.status("w")["idleSlots"][0]["released"] is True
@@ -592,7 +259,7 @@ async def test_an_invalid_spec_is_marked_and_evented_and_does_not_stop_the_other
     assert warning[0]["type"] == "Warning" and "cycle" in warning[0]["message"]
     assert h.released("good") == ["good-a-0"]
     # an unchanged invalid workflow is not judged again (e.g. at a restart)
-    await h.bridge.admit_from_api(copy.deepcopy(h.kube.workflows[("default", "bad")]))
+    await intake.admit(h.bridge, copy.deepcopy(h.kube.workflows[("default", "bad")]))
     await h.settle()
     assert h.kube.reasons("bad").count("InvalidSpec") == 1
 
@@ -641,9 +308,9 @@ async def test_a_pod_name_still_taken_by_a_deleted_workflow_is_waited_for():
     }
     h.kube.pods[("default", "again-a-0")] = stale
     body = h.kube.add_workflow("again", {"stages": [stage("a")]})
-    await h.bridge.admit_from_api(copy.deepcopy(body))
+    await intake.admit(h.bridge, copy.deepcopy(body))
     for _ in range(5):  # the garbage collector is slow
-        await __import__("asyncio").sleep(0.01)
+        await asyncio.sleep(0.01)
     assert h.kube.pods[("default", "again-a-0")] is stale
     del h.kube.pods[("default", "again-a-0")]  # collected at last
     await h.settle()
@@ -701,7 +368,7 @@ async def test_count_changes_are_batched_but_phase_changes_and_idle_slots_are_no
     kube, clock = FakeKube(), FakeClock()
     h = Harness(kube, clock, 4, IdleRootsOnce(delay=5), status_interval=0.05)
     body = kube.add_workflow("b", {"stages": [stage("a", tasks=4, duration=1)]})
-    await h.bridge.admit_from_api(copy.deepcopy(body))
+    await intake.admit(h.bridge, copy.deepcopy(body))
     await h.settle()
     assert kube.status("b")["idleSlots"][0]["released"] is False  # at once, not batched
     clock.advance(5)
@@ -712,7 +379,7 @@ async def test_count_changes_are_batched_but_phase_changes_and_idle_slots_are_no
     for name in ("b-a-0", "b-a-1", "b-a-2"):
         await h.finish(name, after=1)
     assert kube.calls.count("patch_workflow_status") == writes  # batched, not yet written
-    await __import__("asyncio").sleep(0.1)
+    await asyncio.sleep(0.1)
     await h.settle()
     assert kube.calls.count("patch_workflow_status") == writes + 1
     assert kube.status("b")["stages"][0]["succeeded"] == 3
@@ -725,7 +392,7 @@ async def test_a_spec_change_of_a_running_workflow_is_refused_and_an_invalid_one
     body = await h.submit("run", {"stages": [stage("a")]})
     changed = copy.deepcopy(body)
     changed["metadata"]["generation"] = 2
-    await h.bridge.spec_changed(changed)
+    await intake.spec_changed(h.bridge, changed)
     await h.settle()
     (warning,) = [e for e in h.kube.events if e["reason"] == "SpecChangeIgnored"]
     assert warning["type"] == "Warning" and "generation 2" in warning["message"]
@@ -735,7 +402,7 @@ async def test_a_spec_change_of_a_running_workflow_is_refused_and_an_invalid_one
     fixed["spec"] = {"stages": [stage("a")]}
     fixed["metadata"]["generation"] = 2
     h.kube.workflows[("default", "fixme")] = copy.deepcopy(fixed)
-    await h.bridge.spec_changed(fixed)
+    await intake.spec_changed(h.bridge, fixed)
     await h.settle()
     status = h.kube.status("fixme")
     assert status["phase"] == "Pending" and status["observedGeneration"] == 2

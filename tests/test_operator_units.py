@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+import graphlib
+import logging
 import subprocess
 import sys
 import textwrap
@@ -14,9 +17,9 @@ from typer.testing import CliRunner
 
 from idlegate.cli import app
 from idlegate.errors import IdlegateError
-from idlegate.operator.clock import FakeClock, ScaledClock, WallClock, from_datetime, to_datetime
-from idlegate.operator.decisions import RecordingScheduler, decision_kind, load_scheduler
-from idlegate.operator.metrics import Metrics
+from idlegate.operator.clock import ScaledClock, Steady, WallClock, from_datetime, to_datetime
+from idlegate.operator.decisions import decide, load_scheduler
+from idlegate.operator.metrics import DECISION_KINDS, Metrics
 from idlegate.operator.pods import (
     ANNOTATION_ATTEMPT,
     ANNOTATION_EXECUTOR,
@@ -34,7 +37,7 @@ from idlegate.operator.pods import (
 from idlegate.operator.settings import Settings
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
-from idlegate.sim.protocol import WAIT, Decision
+from idlegate.sim.protocol import Decision
 from idlegate.sim.spec import StageSpec, parse_workflow
 
 OWNER = Owner("team", "wf", "uid-1")
@@ -160,8 +163,11 @@ def test_clocks():
     fast = ScaledClock(speed=50, anchor=time.time() - 1)
     assert fast.now() - time.time() == pytest.approx(49, abs=1)
     assert fast.wall_delay(10) == pytest.approx(0.2)
-    fake = FakeClock(100)
-    assert fake.advance(5) == 105 and fake.wall_delay(-1) == 0
+    set_back = WallClock()  # ... by NTP, say
+    readings = iter([5.0, 3.0, 7.0])
+    set_back.now = lambda: next(readings)  # type: ignore[method-assign]
+    steady = Steady(set_back)
+    assert [steady.now() for _ in range(3)] == [5.0, 5.0, 7.0]
     assert from_datetime(to_datetime(1234.5)) == 1234.5
     assert from_datetime("2024-01-01T00:00:00Z") == 1704067200
     with pytest.raises(ValueError):
@@ -202,31 +208,87 @@ def test_load_scheduler_by_name_default_and_file(tmp_path):
         load_scheduler(str(tmp_path / "missing.onnx"))
 
 
-class _Illegal:
-    name = "illegal"
+class _LaunchThenIllegal:
+    """Launches one task, then answers a cap of 0 (below what the job holds: illegal)."""
+
+    name = "half-illegal"
+
+    def __init__(self) -> None:
+        self.asked = 0
 
     def reset(self, rng: Any) -> None:
         pass
 
     def decide(self, view: Any) -> Any:
-        stage = view.runnable_stages()[0]
-        return Decision(stage, 0)  # a cap of 0 can never launch anything
+        self.asked += 1
+        return Decision(view.runnable_stages()[0], 1 if self.asked == 1 else 0)
 
 
-def test_recording_scheduler_counts_times_and_guards_illegal_decisions():
-    spec = parse_workflow({"stages": [{"name": "a", "tasks": 2, "taskDurationSeconds": 1}]})
-    cluster = Cluster(2)
+class _Broken:
+    """Raises, or answers something that is no decision at all."""
+
+    def __init__(self, answer: Any) -> None:
+        self.name, self.answer = "broken", answer
+
+    def reset(self, rng: Any) -> None:
+        pass
+
+    def decide(self, view: Any) -> Any:
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+def test_decide_keeps_the_rounds_launches_when_the_policy_fails_and_counts_every_answer(
+    caplog,
+):
+    spec = parse_workflow({"stages": [{"name": "a", "tasks": 3, "taskDurationSeconds": 1}]})
+    cluster = Cluster(3)
     cluster.add_job(Dag.from_spec(spec), 0.0)
-    metrics = Metrics(2, "illegal")
-    rec = RecordingScheduler(_Illegal(), metrics)
-    assert cluster.schedule(rec, 0.0) == []  # treated as WAIT, nothing lost
-    assert rec.rejected == 1 and metrics.value("idlegate_decisions_total", kind="wait") == 1
-    fair = RecordingScheduler(load_scheduler("fair"), metrics)
-    assert len(cluster.schedule(fair, 0.0)) == 2
-    assert metrics.value("idlegate_decisions_total", kind="launch") >= 1
-    assert metrics.value("idlegate_decision_duration_seconds_count") >= 2
-    assert [decision_kind(d) for d in fair.drain()] == ["launch"]
-    assert decision_kind(WAIT) == "wait"
+    metrics = Metrics(3, "test")
+    with caplog.at_level(logging.ERROR, "idlegate.operator.decisions"):
+        ((decision, launches),) = decide(cluster, _LaunchThenIllegal(), 0.0, metrics)
+    # the launch before the illegal answer stands; the illegal one is a logged WAIT
+    assert decision.parallelism_cap == 1 and len(launches) == 1
+    assert cluster.free_executors == 2 and not cluster.needs_schedule
+    assert "made an illegal decision, treated as WAIT" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.ERROR, "idlegate.operator.decisions"):
+        assert decide(cluster, _Broken(RuntimeError("boom")), 0.0, metrics) == []
+        assert "failed to decide" in caplog.text and "boom" in caplog.text
+        assert decide(cluster, _Broken(None), 0.0, metrics) == []
+        assert "must return a Decision or WAIT" in caplog.text
+    assert cluster.free_executors == 2  # nothing changed
+    taken = decide(cluster, load_scheduler("fair"), 0.0, metrics)
+    assert sum(len(launches) for _, launches in taken) == 2 and cluster.free_executors == 0
+    counts = {k: metrics.value("idlegate_decisions_total", kind=k) for k in DECISION_KINDS}
+    assert counts == {"launch": 1 + len(taken), "idle": 0, "wait": 3}
+    assert metrics.decision_count() == 4 + len(taken)
+    assert metrics.value("idlegate_decision_duration_seconds_count") == 4 + len(taken)
+    assert decide(cluster, load_scheduler("fair"), 0.0, metrics) == []  # none free: not asked
+    assert metrics.decision_count() == 4 + len(taken)
+
+
+def test_the_operator_modules_import_each_other_without_a_cycle():
+    """Every import inside operator/, type-only ones too, points one way."""
+    graph: dict[str, set[str]] = {}
+    for path in (ROOT / "src" / "idlegate" / "operator").glob("*.py"):
+        deps = graph.setdefault(path.stem, set())
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                raise AssertionError(f"{path.name}: a relative import")
+            if isinstance(node, ast.ImportFrom) and node.module == "idlegate.operator":
+                deps.update(alias.name for alias in node.names)
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names += [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            deps.update(n.split(".")[2] for n in names if n.startswith("idlegate.operator."))
+        deps.discard(path.stem)
+    assert {"bridge", "intake", "main", "tracking"} <= graph.keys()
+    assert "bridge" in graph["intake"] and "bridge" in graph["main"]  # (the walk sees imports)
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as exc:
+        raise AssertionError(f"operator/ imports in a circle: {' -> '.join(exc.args[1])}") from None
 
 
 def test_metrics_endpoint_serves_the_series():
@@ -263,7 +325,7 @@ def test_the_operator_process_never_imports_torch():
         from idlegate.operator.settings import Settings
         operator = Operator(Settings(pool_size=2))
         build_registry(operator)
-        import idlegate.operator.handlers, idlegate.operator.state, idlegate.policy
+        import idlegate.operator.bridge, idlegate.operator.intake, idlegate.policy
         leaked = sorted(m for m in sys.modules if m == "torch" or m.startswith("torch."))
         print("LEAKED", leaked)
         sys.exit(1 if leaked else 0)

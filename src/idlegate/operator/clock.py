@@ -49,6 +49,19 @@ def from_datetime(value: datetime | str) -> float:
     return value.timestamp()
 
 
+class Steady:
+    """The operator's time: `clock`'s, never going back (the state machine refuses to), one
+    reading shared by the bridge and its writes."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.last = float("-inf")
+
+    def now(self) -> float:
+        self.last = max(self.last, self.clock.now())
+        return self.last
+
+
 class WallClock:
     """The real time: `time.time()`, one second per second."""
 
@@ -89,29 +102,3 @@ class ScaledClock:
 
     def __repr__(self) -> str:
         return f"ScaledClock(speed={self.speed:g})"
-
-
-class FakeClock:
-    """A clock that moves only when told to (unit tests); timers are the test's business."""
-
-    def __init__(self, start: float = 1_700_000_000.0) -> None:
-        self.t = float(start)
-
-    def now(self) -> float:
-        return self.t
-
-    def advance(self, seconds: float) -> float:
-        """Move the clock forward and return the new time."""
-        if seconds < 0:
-            raise ValueError("a fake clock does not go backwards")
-        self.t += seconds
-        return self.t
-
-    def wall_delay(self, seconds: float) -> float:
-        return max(0.0, seconds)
-
-    def from_wall(self, t: float) -> float:
-        return t  # the fake clock counts epoch seconds too; it just does not move
-
-    def __repr__(self) -> str:
-        return f"FakeClock(t={self.t:g})"

@@ -1,4 +1,4 @@
-"""The operator's scheduler: loading a policy by name or file, and watching its decisions.
+"""The operator's scheduler: loading a policy by name or file, and asking it for decisions.
 
 The policy is any `idlegate.sim.protocol.Scheduler`, named by the scheduler spec grammar
 that ``idlegate simulate`` uses too (`idlegate.policy.make_scheduler`): a heuristic by
@@ -6,10 +6,10 @@ name, ``analytic:BASE``, or ``learned:PATH.onnx`` (onnxruntime only; the operato
 imports torch). The default is the ONNX model bundled in ``idlegate/policy/``; when it is
 missing or broken the operator warns and runs ``fair``.
 
-:class:`RecordingScheduler` wraps it for the bridge: it times every decision, counts the
-kinds (launch, idle, wait), keeps the decisions of a scheduling round so the bridge can
-tell *why* (policy, cap, idle length) in Events, and turns a decision the state machine
-would reject into WAIT instead of losing the launches of the round.
+:func:`decide` asks it on the bridge's behalf: it times and counts every decision, hands
+back the round's decisions so the bridge can tell *why* (policy, cap, idle length) in
+Events, and answers WAIT for a policy that fails or decides illegally, without losing the
+launches of the round.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Any
 
-from idlegate.errors import IdlegateError
+from idlegate.errors import IdlegateError, IllegalDecisionError
 from idlegate.operator.metrics import Metrics
-from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision, Scheduler
+from idlegate.sim.cluster import Cluster
+from idlegate.sim.protocol import WAIT, Action, Decision, Launch, Scheduler
 
 log = logging.getLogger(__name__)
 DEFAULT_HEURISTIC = "fair"
@@ -83,65 +83,44 @@ def load_scheduler(policy: str | None) -> Scheduler:
         ) from None
 
 
-def decision_kind(action: Action) -> str:
-    """``launch``, ``idle`` or ``wait``."""
-    if not isinstance(action, Decision):
-        return "wait"
-    return "idle" if action.idle_delay > 0 else "launch"
+def decide(
+    cluster: Cluster, scheduler: Scheduler, now: float, metrics: Metrics
+) -> list[tuple[Decision, list[Launch]]]:
+    """Ask `scheduler` until it waits or nothing more can start, each answer applied at once
+    (the operator's `Cluster.schedule`): the decisions taken, with their launches, in order.
 
-
-class RecordingScheduler:
-    """A `Scheduler` around another: metrics, the round's decisions, and a legality guard."""
-
-    def __init__(self, inner: Scheduler, metrics: Metrics | None = None) -> None:
-        self.inner = inner
-        self.name = str(getattr(inner, "name", type(inner).__name__))
-        self.metrics = metrics
-        self.count = 0
-        """Decisions so far (launch, idle and wait)."""
-        self.rejected = 0
-        """Decisions the state machine would have rejected (answered as WAIT)."""
-        self.seconds = 0.0
-        """Time spent deciding, in total."""
-        self._round: list[Decision] = []
-
-    def reset(self, rng: Any) -> None:
-        self.inner.reset(rng)
-
-    def decide(self, view: ClusterView) -> Action:
+    Every answer is timed and counted by kind (launch, idle, wait). A policy that raises or
+    answers illegally changes nothing (`Cluster.decide_once` checks before it applies), so
+    the launches of the round so far stand; what happens instead is :func:`_unanswered`'s.
+    """
+    cluster.needs_schedule = False
+    taken: list[tuple[Decision, list[Launch]]] = []
+    while True:
         start = time.perf_counter()
         try:
-            action = self.inner.decide(view)
-        except Exception:
-            log.exception(
-                "The policy %r failed to decide; waiting until the next event.", self.name
-            )
-            action = WAIT
-        elapsed = time.perf_counter() - start
-        if isinstance(action, Decision) and not self._legal(view, action):
-            action = WAIT
-        self.count += 1
-        self.seconds += elapsed
-        if self.metrics is not None:
-            self.metrics.decision_duration.observe(elapsed)
-            self.metrics.decisions.labels(decision_kind(action)).inc()
-        if isinstance(action, Decision):
-            self._round.append(action)
-        return action
+            step = cluster.decide_once(scheduler, now)
+        except Exception as exc:  # whatever the policy does, the operator goes on
+            step = _unanswered(scheduler, exc)
+        if step is None:
+            return taken
+        action, launches = step
+        metrics.decision_duration.observe(time.perf_counter() - start)
+        if not isinstance(action, Decision):
+            metrics.decisions.labels("wait").inc()
+            return taken
+        metrics.decisions.labels("idle" if action.idle_delay > 0 else "launch").inc()
+        taken.append((action, launches))
 
-    def _legal(self, view: ClusterView, decision: Decision) -> bool:
-        # The state machine's own check (the one definition of a legal decision), run before
-        # it applies the decision: a rejected decision inside Cluster.schedule would lose the
-        # launches the round already made.
-        try:
-            view.check(decision)
-        except IdlegateError as exc:
-            self.rejected += 1
-            log.error("The policy %r made an illegal decision, treated as WAIT: %s", self.name, exc)
-            return False
-        return True
 
-    def drain(self) -> list[Decision]:
-        """The decisions since the last drain, in order."""
-        out, self._round = self._round, []
-        return out
+def _unanswered(scheduler: Scheduler, exc: Exception) -> tuple[Action, list[Launch]]:
+    """The step instead of a policy's answer that failed or was illegal (nothing of it was
+    applied): WAIT until the next event, logged. The one place to change for a fallback."""
+    if isinstance(exc, IllegalDecisionError):
+        log.error(
+            "The policy %r made an illegal decision, treated as WAIT: %s", scheduler.name, exc
+        )
+    else:
+        log.exception(
+            "The policy %r failed to decide; waiting until the next event.", scheduler.name
+        )
+    return WAIT, []

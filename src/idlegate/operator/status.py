@@ -1,16 +1,15 @@
-"""The DagWorkflow status the operator writes: built from the bridge's state, shaped by
-:class:`idlegate.operator.crd.WorkflowStatus`, conditions in metav1.Condition style."""
+"""Parts of the DagWorkflow status the operator writes, shaped by
+:class:`idlegate.operator.crd.WorkflowStatus`: conditions in metav1.Condition style, idle
+slots as persisted, and the status of a rejected workflow (an admitted one's is
+:meth:`idlegate.operator.tracking.Workflow.status`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from idlegate.operator.clock import to_datetime
-from idlegate.operator.crd import Condition, IdleSlot, Phase, StageStatus, WorkflowStatus
-
-if TYPE_CHECKING:
-    from idlegate.operator.tracking import Workflow
+from idlegate.operator.crd import Condition, IdleSlot, Phase, WorkflowStatus
 
 MAX_MESSAGE = 1024
 """Longest condition or Event message the operator writes (longer ones are cut)."""
@@ -100,49 +99,5 @@ def invalid_status(
             # an empty list replaces the task counts of an earlier judgement (a merge patch
             # replaces lists): an invalid workflow has no pending tasks
             stages=[],
-        )
-    )
-
-
-def workflow_status(wf: Workflow) -> dict[str, Any]:
-    """The full status of an admitted workflow, from the bridge's state."""
-    stages = []
-    done = 0
-    # a failed workflow runs nothing more: its unfinished tasks are not pending, and tasks
-    # that failed for good or whose pods were deleted are counted under `failed`
-    over = wf.phase is Phase.FAILED
-    for track in wf.stages:
-        running = track.running
-        succeeded = track.succeeded
-        stages.append(
-            StageStatus(
-                name=track.spec.name,
-                tasks=track.spec.tasks,
-                pending=0 if over else max(0, track.spec.tasks - running - succeeded),
-                running=running,
-                succeeded=succeeded,
-                failed=track.failed,
-            )
-        )
-        done += succeeded == track.spec.tasks
-    total = len(wf.stages)
-    job = wf.job
-    completion = wf.completion
-    return dump(
-        WorkflowStatus(
-            observed_generation=wf.generation,
-            phase=wf.phase,
-            conditions=wf.conditions.models(),
-            stages_total=total,
-            stages_done=done,
-            stages_summary=f"{done}/{total}",
-            stages=stages,
-            parallelism_cap=job.cap or None,
-            idle_slots=[slot.model() for slot in wf.idle_slots.values()] or None,
-            start_time=to_datetime(wf.admitted),
-            admission_lag_seconds=round(wf.admitted - wf.arrival, 3),
-            completion_time=to_datetime(completion) if completion is not None else None,
-            jct_seconds=round(completion - wf.arrival, 3) if completion is not None else None,
-            idle_inserted_seconds=round(job.idle_inserted, 6),
         )
     )

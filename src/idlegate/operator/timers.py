@@ -11,6 +11,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
+from typing import Protocol
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.date import DateTrigger
@@ -18,6 +19,13 @@ from apscheduler.triggers.date import DateTrigger
 from idlegate.operator.clock import Clock
 
 log = logging.getLogger(__name__)
+
+
+class Timers(Protocol):
+    """What the bridge needs of idle-slot timers (:class:`IdleTimers`, a fake in unit tests)."""
+
+    def arm(self, key: str, at: float, fire: Callable[[], Awaitable[None]]) -> None: ...
+    def cancel(self, key: str) -> None: ...
 
 
 class IdleTimers:

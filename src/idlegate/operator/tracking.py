@@ -1,7 +1,11 @@
-"""The operator's bookkeeping of one workflow: its tasks' pods, stages and idle slots.
+"""The operator's bookkeeping of one workflow: its task pods, their gates, its idle slots.
 
-Plain state, changed only by the bridge (:mod:`idlegate.operator.state`); the status the
-operator writes is built from it (:mod:`idlegate.operator.status`).
+A :class:`Workflow` is one admitted DagWorkflow with its job in the cluster state machine
+(``job``). Every count of tasks launched, running or finished, and every executor, is the
+state machine's (``job.stages``, ``job.held``); a :class:`StageTrack` keeps only what
+Kubernetes adds to a stage: the task pods (which attempt, gated or released, on which
+executor slot). The status the operator writes is built from both (:meth:`Workflow.status`).
+Plain state, changed by the bridge (:mod:`idlegate.operator.bridge`).
 """
 
 from __future__ import annotations
@@ -9,12 +13,13 @@ from __future__ import annotations
 import asyncio
 from enum import Enum
 from heapq import heappop, heappush
+from typing import Any
 
 from idlegate.errors import IdlegateError
 from idlegate.operator.clock import to_datetime
-from idlegate.operator.crd import Phase
+from idlegate.operator.crd import Phase, StageStatus, WorkflowStatus
 from idlegate.operator.pods import Owner
-from idlegate.operator.status import Conditions, SlotState
+from idlegate.operator.status import Conditions, SlotState, dump
 from idlegate.sim.dag import Dag
 from idlegate.sim.protocol import Job
 from idlegate.sim.spec import StageSpec, WorkflowSpec
@@ -53,7 +58,7 @@ class Task:
 
 
 class StageTrack:
-    """The operator's view of one stage: its tasks' pods and counts."""
+    """The task pods of one stage (its counts of tasks are the state machine's Stage)."""
 
     def __init__(self, spec: StageSpec, index: int) -> None:
         self.spec = spec
@@ -61,8 +66,7 @@ class StageTrack:
         self.tasks: dict[int, Task] = {}
         """Tasks with a pod or a state (sparse: untouched tasks are absent)."""
         self.gated = 0
-        self.running = 0
-        self.succeeded = 0
+        """Gated pods of the stage, kept in step with the tasks' states by `set_state`."""
         self.failed = 0
         """Failed attempts so far."""
         self.materialized = False
@@ -77,25 +81,33 @@ class StageTrack:
             task = self.tasks[index] = Task(index)
         return task
 
-    def _build(self) -> None:
-        if self._unreleased is not None:
-            return
-        unreleased, uncreated = [], []
-        for i in range(self.spec.tasks):
-            task = self.tasks.get(i)
-            state = TaskState.PLANNED if task is None else task.state
-            if state in (TaskState.PLANNED, TaskState.GATED):
-                unreleased.append(i)
-            if state is TaskState.PLANNED:
-                uncreated.append(i)
-        self._unreleased, self._uncreated = unreleased, uncreated  # sorted: valid heaps
+    def set_state(self, task: Task, state: TaskState) -> None:
+        """Move `task` to `state` (the one place the count of gated pods changes)."""
+        self.gated += (state is TaskState.GATED) - (task.state is TaskState.GATED)
+        task.state = state
+
+    def attempt_failed(self, task: Task, attempts: int = 1) -> None:
+        task.failures += attempts
+        self.failed += attempts
+
+    def _build(self) -> tuple[list[int], list[int]]:
+        if self._unreleased is None or self._uncreated is None:
+            unreleased, uncreated = [], []
+            for i in range(self.spec.tasks):
+                task = self.tasks.get(i)
+                state = TaskState.PLANNED if task is None else task.state
+                if state in (TaskState.PLANNED, TaskState.GATED):
+                    unreleased.append(i)
+                if state is TaskState.PLANNED:
+                    uncreated.append(i)
+            self._unreleased, self._uncreated = unreleased, uncreated  # sorted: valid heaps
+        return self._unreleased, self._uncreated
 
     def next_to_release(self) -> int:
         """The lowest task index not released yet (the state machine counts, we pick)."""
-        self._build()
-        assert self._unreleased is not None
-        while self._unreleased:
-            i = heappop(self._unreleased)
+        unreleased, _ = self._build()
+        while unreleased:
+            i = heappop(unreleased)
             task = self.tasks.get(i)
             if task is None or task.state in (TaskState.PLANNED, TaskState.GATED):
                 return i
@@ -103,10 +115,9 @@ class StageTrack:
 
     def next_to_create(self) -> int | None:
         """The lowest task index without a pod that is not released yet, or None."""
-        self._build()
-        assert self._uncreated is not None
-        while self._uncreated:
-            i = heappop(self._uncreated)
+        _, uncreated = self._build()
+        while uncreated:
+            i = heappop(uncreated)
             task = self.tasks.get(i)
             if task is None or task.state is TaskState.PLANNED:
                 return i
@@ -114,19 +125,16 @@ class StageTrack:
 
     def replan(self, task: Task) -> None:
         """A released task goes back to waiting for a release (and a new pod)."""
-        task.state, task.executor = TaskState.PLANNED, None
-        self._build()
-        assert self._unreleased is not None and self._uncreated is not None
-        heappush(self._unreleased, task.index)  # duplicates are skipped when popped
-        heappush(self._uncreated, task.index)
+        self.set_state(task, TaskState.PLANNED)
+        task.executor = None
+        unreleased, uncreated = self._build()
+        heappush(unreleased, task.index)  # duplicates are skipped when popped
+        heappush(uncreated, task.index)
 
     def forget_pod(self, task: Task) -> None:
         """The gated pod of `task` disappeared: create it again when needed."""
-        task.state = TaskState.PLANNED
-        self.gated -= 1
-        self._build()
-        assert self._uncreated is not None
-        heappush(self._uncreated, task.index)
+        self.set_state(task, TaskState.PLANNED)
+        heappush(self._build()[1], task.index)
 
 
 class Workflow:
@@ -157,14 +165,62 @@ class Workflow:
         self.phase = Phase.PENDING
         self.job: Job = None  # type: ignore[assignment]  # set right after add_job
         self.idle_slots: dict[int, SlotState] = {}
+        self.beyond: list[tuple[int, StageTrack, Task]] = []
+        """Its tasks released by others while no executor was free: they run beyond the
+        pool until one is. Each with a sequence number of the bridge (oldest first)."""
         self.completion: float | None = None
         self.active = True
         self.status_queued = False
         self.status_timer: asyncio.TimerHandle | None = None
 
-    @property
-    def running(self) -> int:
-        return sum(t.running for t in self.stages)
+    def running(self, track: StageTrack | None = None) -> int:
+        """Task pods running now (of one stage): on executors of the state machine, and
+        beyond the pool. A failed workflow runs nothing more (its pods are deleted)."""
+        if self.phase is Phase.FAILED:
+            return 0
+        if track is None:
+            return self.job.held + len(self.beyond)
+        beyond = sum(t is track for _, t, _ in self.beyond)
+        return self.job.stages[track.index].running + beyond
+
+    def status(self) -> dict[str, Any]:
+        """The full status, as the API takes it."""
+        stages = []
+        over = self.phase is Phase.FAILED  # its unfinished tasks are not pending
+        for track, stage in zip(self.stages, self.job.stages, strict=True):
+            running = self.running(track)
+            pending = 0 if over else max(0, stage.tasks - running - stage.finished)
+            stages.append(
+                StageStatus(
+                    name=stage.name,
+                    tasks=stage.tasks,
+                    pending=pending,
+                    running=running,
+                    succeeded=stage.finished,
+                    failed=track.failed,
+                )
+            )
+        done = sum(s.complete for s in self.job.stages)
+        total = len(self.stages)
+        job, completion = self.job, self.completion
+        return dump(
+            WorkflowStatus(
+                observed_generation=self.generation,
+                phase=self.phase,
+                conditions=self.conditions.models(),
+                stages_total=total,
+                stages_done=done,
+                stages_summary=f"{done}/{total}",
+                stages=stages,
+                parallelism_cap=job.cap or None,
+                idle_slots=[slot.model() for slot in self.idle_slots.values()] or None,
+                start_time=to_datetime(self.admitted),
+                admission_lag_seconds=round(self.admitted - self.arrival, 3),
+                completion_time=to_datetime(completion) if completion is not None else None,
+                jct_seconds=round(completion - self.arrival, 3) if completion is not None else None,
+                idle_inserted_seconds=round(job.idle_inserted, 6),
+            )
+        )
 
     def refresh_conditions(self, now: float) -> None:
         """Set the Running condition from the current state (Valid/Complete/Failed are set
@@ -178,30 +234,19 @@ class Workflow:
             message = failed.message if failed is not None else "The workflow failed."
             self.conditions.set("Running", False, "Failed", message, gen, now)
             return
-        running = self.running
+        running = self.running()
         idle = [s for s in self.idle_slots.values() if not s.released]
         if running:
             cap = f", parallelism cap {self.job.cap}" if self.job.cap else ""
-            self.conditions.set(
-                "Running", True, "TasksRunning", f"{running} task pod(s) released{cap}.", gen, now
-            )
+            message = f"{running} task pod(s) released{cap}."
+            self.conditions.set("Running", True, "TasksRunning", message, gen, now)
         elif idle:
             slot = idle[0]
-            self.conditions.set(
-                "Running",
-                False,
-                "IdleSlot",
+            message = (
                 f"Stage {slot.stage!r} is held back in a deliberate idle slot of {slot.delay:g} s "
-                f"until {to_datetime(slot.release):%Y-%m-%dT%H:%M:%SZ} ({slot.reason}).",
-                gen,
-                now,
+                f"until {to_datetime(slot.release):%Y-%m-%dT%H:%M:%SZ} ({slot.reason})."
             )
+            self.conditions.set("Running", False, "IdleSlot", message, gen, now)
         else:
-            self.conditions.set(
-                "Running",
-                False,
-                "WaitingForExecutors",
-                "No task is running: the runnable stages wait for a free executor.",
-                gen,
-                now,
-            )
+            message = "No task is running: the runnable stages wait for a free executor."
+            self.conditions.set("Running", False, "WaitingForExecutors", message, gen, now)

@@ -6,17 +6,20 @@ same workflow's pod is success, one from an older workflow of the same name is w
 out), remove the gate (a JSON patch whose ``test`` op guards the gate's index), delete,
 write the status (batched), post an Event (aggregated, :mod:`idlegate.operator.events`).
 Each write runs later, in the workflow's queue; what it reads of the workflow's state, it
-reads when it runs.
+reads when it runs. What the bridge must know of a write's outcome (the pod the API
+returned, a pod write that failed for good) goes into :attr:`Writer.outcomes`, which the
+bridge drains (:meth:`idlegate.operator.bridge.Bridge.follow_writes`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from idlegate.operator.actuator import Actuator, Op, Retry
+from idlegate.operator.clock import Steady
 from idlegate.operator.events import EventRecorder
 from idlegate.operator.kube import ApiError, KubeApi
 from idlegate.operator.metrics import Metrics
@@ -29,11 +32,29 @@ from idlegate.operator.pods import (
     task_pod,
 )
 from idlegate.operator.settings import Settings
-from idlegate.operator.status import workflow_status
 from idlegate.operator.tracking import StageTrack, Task, TaskState, Workflow
 
 log = logging.getLogger(__name__)
 _HAS_POD = (TaskState.GATED, TaskState.RELEASED)
+
+
+@dataclass(frozen=True, slots=True)
+class PodWritten:
+    """A pod as the API returned it from a write (read like a watch event)."""
+
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class PodWriteFailed:
+    """A pod write failed for good: the workflow fails and its executors return to the pool."""
+
+    workflow: Workflow
+    reason: str
+    message: str
+
+
+Outcome = PodWritten | PodWriteFailed
 
 
 class Writer:
@@ -45,24 +66,16 @@ class Writer:
         actuator: Actuator,
         metrics: Metrics,
         *,
-        clock_now: Callable[[], float],
-        observe: Callable[[Mapping[str, Any]], None],
-        fail: Callable[[Workflow, str, str], None],
-        current: Callable[[Workflow], bool],
+        time: Steady,
         instance: str,
     ) -> None:
         self.settings = settings
         self.actuator = actuator
         self.metrics = metrics
-        self.clock_now = clock_now
-        """The bridge's time (for conditions' transition times)."""
-        self.observe = observe
-        """Feeds a pod the API returned back to the bridge (as if from the watch)."""
-        self.fail = fail
-        """Fails a workflow whose pod the API server refused for good."""
-        self.current = current
-        """True while the workflow is the bridge's (not finished, deleted or replaced)."""
-        self.instance = instance
+        self.time = time
+        """The operator's time (for conditions' transition times)."""
+        self.outcomes: asyncio.Queue[Outcome] = asyncio.Queue()
+        """What the bridge must carry into its state, in the order the writes ended."""
         self.events = EventRecorder(
             actuator,
             component=settings.component,
@@ -94,7 +107,7 @@ class Writer:
                     if ops:
                         body = await kube.patch_pod(owner.namespace, name, ops)
                         self.metrics.gate_removals.inc()
-            self.observe(body)
+            self.outcomes.put_nowait(PodWritten(body))
 
         def rejected(exc: Exception) -> None:
             self._pod_failed(wf, "create", name, spec.name, exc)
@@ -124,7 +137,7 @@ class Writer:
                         task_pod(owner, spec, index, attempt, gated=False, executor=executor),
                     )
                     self.metrics.pods_created.inc()
-                    self.observe(body)
+                    self.outcomes.put_nowait(PodWritten(body))
                     return
                 if exc.status not in (409, 422):
                     raise
@@ -141,7 +154,7 @@ class Writer:
                     ]
                 body = await kube.patch_pod(owner.namespace, name, ops)
             self.metrics.gate_removals.inc()
-            self.observe(body)
+            self.outcomes.put_nowait(PodWritten(body))
 
         def rejected(exc: Exception) -> None:
             self._pod_failed(wf, "release", name, spec.name, exc)
@@ -161,11 +174,8 @@ class Writer:
         else:
             reason = "PodError"
             cause = f"{type(exc).__name__}: {exc}"
-        self.fail(
-            wf,
-            reason,
-            f"The operator could not {action} task pod {pod} of stage {stage!r}; {cause}.",
-        )
+        message = f"The operator could not {action} task pod {pod} of stage {stage!r}; {cause}."
+        self.outcomes.put_nowait(PodWriteFailed(wf, reason, message))
 
     def delete_pod(self, owner: Owner, name: str) -> None:
         """Delete a pod (gone already is fine)."""
@@ -197,11 +207,9 @@ class Writer:
 
         async def run(kube: KubeApi) -> None:
             wf.status_queued = False
-            wf.refresh_conditions(self.clock_now())
+            wf.refresh_conditions(self.time.now())
             try:
-                await kube.patch_workflow_status(
-                    wf.owner.namespace, wf.owner.name, workflow_status(wf)
-                )
+                await kube.patch_workflow_status(wf.owner.namespace, wf.owner.name, wf.status())
             except ApiError as exc:
                 if exc.status != 404:  # 404: deleted meanwhile
                     raise
@@ -210,7 +218,7 @@ class Writer:
 
     def _flush_status(self, wf: Workflow) -> None:
         wf.status_timer = None
-        if self.current(wf):
+        if wf.active:  # (a workflow the bridge dropped has its timer cancelled, too)
             self.status(wf, urgent=True)
 
     def event(self, owner: Owner, type_: str, reason: str, message: str) -> None:

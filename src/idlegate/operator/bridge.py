@@ -1,0 +1,595 @@
+"""The bridge between Kubernetes objects and the cluster state machine.
+
+It maps DagWorkflows to jobs of :class:`idlegate.sim.cluster.Cluster` and task pods to
+(stage, task index, executor slot), and drives the one state machine with the operator's
+clock: a workflow appears -> ``add_job``; a pod succeeds -> ``task_finished`` (the executor
+continues with the stage's next task: that task's pod is released on the same slot); an
+idle timer fires -> ``idle_expired``; then the policy is asked
+(:func:`idlegate.operator.decisions.decide`) and its launches become gate removals. The
+scheduling semantics (what is runnable, caps, idle slots, which executor) and every count
+of tasks and executors are the state machine's; the bridge keeps the pods' bookkeeping
+(:mod:`idlegate.operator.tracking`) and translates.
+
+Pods are created gated, stage by stage: a stage's pods are created when the stage becomes
+runnable (its parents are done), at most `Settings.window` of them ahead of their release;
+the rest as the stage's tasks are released. Creating every pod of a workflow up front
+would flood the API server (and every watcher of pods) with objects that may wait for
+hours: a 500-stage workflow of large stages is hundreds of thousands of pods.
+
+Restart: every DagWorkflow is admitted with its pods (:func:`idlegate.operator.intake.rebuild`)
+and each job's progress restored (:mod:`idlegate.operator.admission`) before the first
+scheduling decision, so no pod is created twice (names are deterministic and creation is
+idempotent), running tasks keep their executors, and a delay persisted in the status is
+neither forgotten nor repeated.
+
+A gated pod that loses its gate without the operator (``kubectl patch`` by hand, another
+controller) runs, so it counts against the pool: its task is launched in the state machine
+on a free executor as if the policy had released it, or, with none free, runs *beyond the
+pool* (``Workflow.beyond``) until the next executor that frees up is its own, before the
+policy is asked again. It is the one path where the cluster's state changes without a
+decision of the policy.
+
+Everything here runs in the operator's event loop, one event at a time, synchronously:
+what is read from the API (a workflow's pods, the outcome of a write) is handed in by
+:mod:`idlegate.operator.intake`; the API writes are queued (:mod:`idlegate.operator.writes`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import socket
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from idlegate.errors import IdlegateError
+from idlegate.operator import messages
+from idlegate.operator.actuator import Actuator
+from idlegate.operator.admission import (
+    AdmitLaterError,
+    Restore,
+    classify,
+    generation_of,
+    judged,
+    new_workflow,
+    owner_of,
+)
+from idlegate.operator.clock import Steady
+from idlegate.operator.crd import Phase
+from idlegate.operator.decisions import decide
+from idlegate.operator.kube import KubeApi
+from idlegate.operator.metrics import Metrics
+from idlegate.operator.pods import Owner, TaskPod, pod_name, read_task_pod
+from idlegate.operator.settings import Settings
+from idlegate.operator.status import Conditions, SlotState, invalid_status
+from idlegate.operator.timers import Timers
+from idlegate.operator.tracking import StageTrack, Task, TaskState, Workflow, WorkflowKey
+from idlegate.operator.writes import Writer
+from idlegate.sim.cluster import Cluster
+from idlegate.sim.protocol import Decision, Launch, Scheduler, Stage
+
+log = logging.getLogger(__name__)
+
+
+class Bridge:
+    """DagWorkflows and pods in, the cluster state machine in the middle, API writes out."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        kube: KubeApi,
+        scheduler: Scheduler,
+        *,
+        metrics: Metrics,
+        timers: Timers,
+        actuator: Actuator | None = None,
+    ) -> None:
+        self.settings = settings
+        self.kube = kube
+        self.scheduler = scheduler
+        self.metrics = metrics
+        self.timers = timers
+        self.time = Steady(settings.clock)
+        self.actuator = actuator or Actuator(
+            kube, retry_delays=settings.retry_delays, metrics=metrics
+        )
+        self.cluster = Cluster(settings.pool_size)
+        self.workflows: dict[WorkflowKey, Workflow] = {}
+        instance = os.environ.get("POD_ID") or socket.gethostname()
+        self.writes = Writer(settings, self.actuator, metrics, time=self.time, instance=instance)
+        self.rebuilt = False
+        self._beyond = itertools.count()
+        """Sequence numbers of the tasks running beyond the pool (oldest adopted first)."""
+        scheduler.reset(np.random.default_rng(settings.seed))
+
+    def now(self) -> float:
+        return self.time.now()
+
+    # -- admission -------------------------------------------------------------------------
+
+    def known(self, owner: Owner) -> bool:
+        wf = self.workflows.get((owner.namespace, owner.name))
+        return wf is not None and wf.owner.uid == owner.uid
+
+    def admit(
+        self,
+        body: Mapping[str, Any],
+        pods: Iterable[Mapping[str, Any]],
+        *,
+        schedule: bool = True,
+    ) -> Workflow | None:
+        """Admit one DagWorkflow with its existing pods; None if it needs no job (finished,
+        invalid). Raises AdmitLaterError when its running pods need more free executors."""
+        owner = owner_of(body)
+        previous = self.workflows.get((owner.namespace, owner.name))
+        if previous is not None and previous.owner.uid != owner.uid:
+            # re-created under the same name before the deletion's event arrived
+            self.forget(owner.namespace, owner.name, previous.owner.uid, schedule=False)
+        status = body.get("status") or {}
+        phase = status.get("phase")
+        if phase == Phase.FAILED:
+            self._delete_leftovers(owner, pods)
+        if phase in (Phase.SUCCEEDED, Phase.FAILED) or (phase == Phase.INVALID and judged(body)):
+            return None
+        now = self.now()
+        try:
+            wf = new_workflow(body, now, self.settings.clock)
+            restore = classify(wf, pods, status, self.cluster)
+            wf.job = self.cluster.add_job(
+                wf.dag, now, f"{owner.namespace}/{owner.name}", wf, arrival=wf.arrival
+            )
+        except AdmitLaterError:
+            raise
+        except IdlegateError as exc:  # an invalid spec, or a gang larger than the pool
+            self._reject(owner, body, str(exc))
+            return None
+        self.workflows[wf.key] = wf
+        self._restore(wf, restore)
+        message = f"A valid DAG of {len(wf.stages)} stages."
+        wf.conditions.set("Valid", True, "SpecValid", message, wf.generation, now)
+        if not status.get("startTime"):
+            self.metrics.admission_lag.observe(wf.admitted - wf.arrival)
+            notice = messages.accepted(wf.dag, self.scheduler.name, self.settings.pool_size)
+            self.writes.event(owner, *notice)
+        self._resume(wf, restore)
+        if schedule:
+            self.schedule()
+        return wf
+
+    def _restore(self, wf: Workflow, found: Restore) -> None:
+        """Put the progress read by `classify` into the state machine."""
+        job = wf.job
+        holders = found.holders
+        wf.idle_slots = dict(sorted(found.slots.items()))
+        if holders or found.slots or found.cap or any(found.finished):
+            self.cluster.restore_progress(
+                job,
+                finished=found.finished,
+                running=[(track.index, task.executor) for track, task in holders],
+                delayed=[i for i, s in found.slots.items() if s.released],
+                idle_until={i: s.release for i, s in found.slots.items() if not s.released},
+                cap=found.cap,
+                idle_inserted=sum(s.delay for s in found.slots.values()),
+            )
+        for i, slot in wf.idle_slots.items():
+            if not slot.released and job.stages[i].idle_until is None:
+                slot.released = True  # it ended while the operator was away
+                self.writes.event(wf.owner, *messages.idle_slot_ended(slot, while_away=True))
+        if any(s.launched for s in job.stages):
+            wf.phase = Phase.RUNNING
+
+    def _resume(self, wf: Workflow, found: Restore) -> None:
+        """Carry on where the restored workflow stands: done, failed, or its next pods."""
+        if wf.job.finish is not None:
+            self._complete(wf)
+        elif found.failed_for_good:
+            track, task, reason = found.failed_for_good
+            self._fail_task_for_good(wf, track, task, reason)
+        else:
+            for track, task in found.retry:
+                self._retry(wf, track, task)
+            for track in wf.stages:
+                if wf.job.stages[track.index].parents_left == 0:
+                    self._materialize(wf, track)
+            self._arm_new_timers()
+            self.writes.status(wf, urgent=True)
+
+    def _reject(self, owner: Owner, body: Mapping[str, Any], message: str) -> None:
+        conditions = Conditions((body.get("status") or {}).get("conditions"))
+        for type_ in ("Running", "Complete", "Failed"):
+            conditions.remove(type_)
+        generation = generation_of(body)
+        conditions.set("Valid", False, "InvalidSpec", message, generation, self.now())
+        spec = body.get("spec")
+        stages = spec.get("stages") if isinstance(spec, dict) else None
+        total = len(stages) if isinstance(stages, list) and len(stages) <= 500 else None
+        self.metrics.invalid_workflows.inc()
+        log.warning("%s/%s is invalid: %s", owner.namespace, owner.name, message)
+        self.writes.invalid_status(owner, invalid_status(conditions, generation, total))
+        self.writes.event(owner, *messages.invalid(message))
+
+    def _delete_leftovers(self, owner: Owner, pods: Iterable[Mapping[str, Any]]) -> None:
+        """Delete the unfinished pods of a failed workflow (the operator stopped before)."""
+        for pod in pods:
+            info = read_task_pod(pod)
+            if info and info.owner_uid == owner.uid and not info.terminal and not info.deleting:
+                self.writes.delete_pod(owner, info.name)
+
+    # -- pod events, timers, deletions -----------------------------------------------------
+
+    def forget(self, namespace: str, name: str, uid: str | None, *, schedule: bool = True) -> None:
+        """The DagWorkflow is being deleted: take its job out (its pods go with it, by GC)."""
+        wf = self.workflows.get((namespace, name))
+        if wf is None or (uid and wf.owner.uid != uid):
+            return
+        wf.active = False
+        self.actuator.clear(wf.key)
+        self._drop(wf)
+        self.metrics.workflows_finished.labels("deleted").inc()
+        log.info("%s/%s was deleted; its executors are free.", namespace, name)
+        if schedule:
+            self.schedule()
+
+    def observe_pod(self, body: Mapping[str, Any], *, deleted: bool = False) -> None:
+        """A task pod as it is now (level-triggered: the same state twice is a no-op)."""
+        info = read_task_pod(body)
+        if info is None:
+            return
+        namespace = (body.get("metadata") or {}).get("namespace", "")
+        wf = self.workflows.get((namespace, info.workflow))
+        if wf is None or not wf.active or wf.owner.uid != info.owner_uid:
+            return
+        track = wf.by_name.get(info.stage)
+        task = track.tasks.get(info.index) if track is not None else None
+        if track is None or task is None or task.attempt != info.attempt:
+            return  # not ours, or an attempt already dealt with
+        if (deleted or info.deleting) and not info.terminal:
+            if task.state is TaskState.RELEASED:
+                self._task_failed(
+                    wf, track, task, f"pod {info.name} was deleted before it finished"
+                )
+            elif task.state is TaskState.GATED and deleted:
+                track.forget_pod(task)
+            self.schedule()
+            return
+        if task.state is TaskState.GATED and not info.gated:
+            self._released_by_others(wf, track, task, info.name)
+            if not info.terminal:
+                self.schedule()
+                return
+        if task.state is not TaskState.RELEASED or not info.terminal:
+            return
+        if task.executor is None:  # released by others, beyond the pool
+            self._beyond_ended(wf, track, task, info)
+        elif info.phase == "Succeeded":
+            self._task_succeeded(wf, track, task)
+        else:
+            self._task_failed(wf, track, task, f"pod {info.name} failed: {info.reason}")
+        self.schedule()
+
+    def idle_expired(self, key: WorkflowKey, uid: str, stage_index: int) -> None:
+        """An idle slot's timer fired: the stage is runnable again."""
+        wf = self.workflows.get(key)
+        if wf is None or wf.owner.uid != uid or not wf.active:
+            return
+        stage = wf.job.stages[stage_index]
+        if stage.idle_until is None:
+            return
+        self.cluster.idle_expired(stage, self.now())
+        slot = wf.idle_slots.get(stage_index)
+        if slot is not None:
+            slot.released = True
+            self.writes.event(wf.owner, *messages.idle_slot_ended(slot, while_away=False))
+        self.writes.status(wf, urgent=True)
+        self.schedule()
+
+    # -- scheduling ------------------------------------------------------------------------
+
+    def schedule(self) -> None:
+        """Ask the policy (if an event made it necessary) and carry out its launches."""
+        try:
+            if self.cluster.free_executors:
+                self._adopt_beyond()
+            if self.cluster.needs_schedule:
+                taken = decide(self.cluster, self.scheduler, self.now(), self.metrics)
+                for decision, _ in taken:
+                    if decision.idle_delay > 0:
+                        self._idle_started(decision)
+                self._launch(taken)
+                self._note_waiting()
+            self._arm_new_timers()
+        finally:
+            self._gauges()
+
+    def _launch(self, taken: list[tuple[Decision, list[Launch]]]) -> None:
+        """Release the launched tasks, one Event per stage (the last decision's cap)."""
+        launched: dict[Stage, tuple[int, list[Launch]]] = {}
+        for decision, launches in taken:
+            if launches:
+                _, before = launched.get(decision.stage, (0, []))
+                launched[decision.stage] = (decision.parallelism_cap, before + launches)
+        for stage, (cap, launches) in launched.items():
+            wf: Workflow = stage.job.payload
+            track = wf.stages[stage.index]
+            for launch in launches:
+                self._release(wf, track, track.next_to_release(), launch.executor)
+            notice = messages.released(len(launches), stage.name, self.scheduler.name, cap)
+            self.writes.event(wf.owner, *notice)
+
+    @property
+    def busy(self) -> int:
+        """Executors running task pods: the state machine's, plus pods running beyond the
+        pool (released by others while no executor was free)."""
+        beyond = sum(len(wf.beyond) for wf in self.workflows.values())
+        return self.settings.pool_size - self.cluster.free_executors + beyond
+
+    def _idle_started(self, decision: Decision) -> None:
+        stage, delay = decision.stage, decision.idle_delay
+        wf: Workflow = stage.job.payload
+        until = stage.idle_until if stage.idle_until is not None else self.now()
+        reason = messages.idle_reason(self.scheduler.name, delay, decision.parallelism_cap)
+        slot = wf.idle_slots[stage.index] = SlotState(stage.name, delay, until, False, reason)
+        self.metrics.idle_inserted.inc(delay)
+        self.writes.status(wf, urgent=True)  # persisted before anything else of it happens
+        self.writes.event(wf.owner, *messages.idle_slot(slot, self.busy, self.settings.pool_size))
+
+    def _arm_new_timers(self) -> None:
+        for stage in self.cluster.new_timers:
+            wf: Workflow = stage.job.payload
+            if stage.idle_until is None or not wf.active:
+                continue
+            key, uid, index = wf.key, wf.owner.uid, stage.index
+
+            async def fire(key: WorkflowKey = key, uid: str = uid, index: int = index) -> None:
+                self.idle_expired(key, uid, index)
+
+            self.timers.arm(_timer_key(wf, index), stage.idle_until, fire)
+        self.cluster.new_timers.clear()
+
+    def _note_waiting(self) -> None:
+        """One Event per stage that became runnable but got no executor: why it waits."""
+        free, pool = self.cluster.free_executors, self.settings.pool_size
+        for job in self.cluster.jobs:
+            wf: Workflow = job.payload
+            for stage in job.runnable:
+                track = wf.stages[stage.index]
+                if not stage.launched and not track.waiting_noted:
+                    track.waiting_noted = True
+                    notice = messages.waiting(stage, job, free, pool, self.scheduler.name)
+                    self.writes.event(wf.owner, *notice)
+
+    # -- tasks -----------------------------------------------------------------------------
+
+    def _release(self, wf: Workflow, track: StageTrack, index: int, executor: int) -> None:
+        """Release task `index` onto `executor`: remove its gate, or create it ungated."""
+        task = track.task(index)
+        had_pod = task.state is TaskState.GATED
+        track.set_state(task, TaskState.RELEASED)
+        task.executor = executor
+        started = wf.phase is Phase.PENDING
+        if started:
+            wf.phase = Phase.RUNNING
+        if had_pod:
+            self.writes.release_pod(wf, track, task)
+        else:
+            self.writes.create_pod(wf, track, task, gated=False)
+        self._top_up(wf, track)
+        self.writes.status(wf, urgent=started)
+
+    def _materialize(self, wf: Workflow, track: StageTrack) -> None:
+        """The stage became runnable: create its gated pods (up to the window)."""
+        if track.materialized or wf.job.stages[track.index].complete:
+            return
+        track.materialized = True
+        self._top_up(wf, track)
+
+    def _top_up(self, wf: Workflow, track: StageTrack) -> None:
+        if not track.materialized:
+            return
+        while track.gated < self.settings.window:
+            index = track.next_to_create()
+            if index is None:
+                return
+            task = track.task(index)
+            track.set_state(task, TaskState.GATED)
+            self.writes.create_pod(wf, track, task, gated=True)
+
+    def _task_succeeded(self, wf: Workflow, track: StageTrack, task: Task) -> None:
+        executor = task.executor
+        assert executor is not None
+        track.set_state(task, TaskState.SUCCEEDED)
+        following = self.cluster.task_finished(executor, self.now())
+        if following is not None:
+            self._release(wf, track, track.next_to_release(), executor)
+            self.writes.event(wf.owner, *messages.released_next(track.spec.name))
+        job = wf.job
+        if job.finish is not None:
+            self._complete(wf)
+            return
+        if job.stages[track.index].complete:
+            for child in job.stages[track.index].children:
+                if job.stages[child].parents_left == 0:
+                    self._materialize(wf, wf.stages[child])
+        self.writes.status(wf)
+
+    def _task_failed(self, wf: Workflow, track: StageTrack, task: Task, reason: str) -> None:
+        track.attempt_failed(task)
+        self.metrics.task_failures.inc()
+        if task.failures > track.spec.backoff_limit:
+            self._fail_task_for_good(wf, track, task, reason)
+            return
+        self.writes.event(wf.owner, *messages.task_retry(track, task, reason))
+        self._retry(wf, track, task)
+        self.writes.status(wf)
+
+    def _retry(self, wf: Workflow, track: StageTrack, task: Task) -> None:
+        task.attempt += 1
+        self.writes.create_pod(wf, track, task, gated=False)
+
+    def _fail_task_for_good(self, wf: Workflow, track: StageTrack, task: Task, reason: str) -> None:
+        track.set_state(task, TaskState.FAILED)  # its pod has failed: kept (logs)
+        notice = messages.task_failed(track, task, reason)
+        self.fail(wf, notice.reason, notice.message)
+
+    # -- tasks released by others ----------------------------------------------------------
+
+    def _released_by_others(self, wf: Workflow, track: StageTrack, task: Task, pod: str) -> None:
+        """A gated pod of ours lost the gate without the operator releasing it: it runs, so
+        its task is launched in the state machine on a free executor (ending its stage's
+        idle slot, if any), or, with none free, runs beyond the pool."""
+        self.metrics.foreign_releases.inc()
+        track.set_state(task, TaskState.RELEASED)
+        task.executor = None
+        if wf.phase is Phase.PENDING:
+            wf.phase = Phase.RUNNING
+        adopted = self._adopt(wf, track, task)
+        if not adopted:
+            wf.beyond.append((next(self._beyond), track, task))
+        self._top_up(wf, track)
+        pool = self.settings.pool_size
+        notice = messages.released_by_others(pod, track.spec.name, pool, adopted)
+        self.writes.event(wf.owner, *notice)
+        self.writes.status(wf, urgent=True)
+
+    def _adopt(self, wf: Workflow, track: StageTrack, task: Task) -> bool:
+        """Launch `task` (running already) in the state machine on a free executor, with the
+        rest of its gang; False if that is not possible now."""
+        stage, now = wf.job.stages[track.index], self.now()
+        if stage.idle_until is not None:  # it has started: its idle slot is over
+            self.cluster.idle_expired(stage, now)
+            self.timers.cancel(_timer_key(wf, track.index))
+            slot = wf.idle_slots.get(track.index)
+            if slot is not None:
+                slot.released = True
+        need = stage.tasks - stage.launched if stage.gang else 1
+        if need > self.cluster.free_executors:
+            return False
+        # a cap of exactly what it needs: the policy's next decision for the job sets its own
+        decision = Decision(stage, stage.job.held + need)
+        try:
+            self.cluster.check(decision)
+        except IdlegateError:
+            return False
+        launches = self.cluster.apply(decision, now)
+        task.executor = launches[0].executor
+        for launch in launches[1:]:  # the gang's other tasks start with it
+            self._release(wf, track, track.next_to_release(), launch.executor)
+        return True
+
+    def _adopt_beyond(self) -> None:
+        """Give free executors to the tasks running beyond the pool, oldest first."""
+        waiting = sorted(
+            (seq, wf, track, task)
+            for wf in self.workflows.values()
+            for seq, track, task in wf.beyond
+        )
+        for seq, wf, track, task in waiting:
+            if not wf.active or task.state is not TaskState.RELEASED or task.executor is not None:
+                continue
+            if self._adopt(wf, track, task):
+                wf.beyond.remove((seq, track, task))
+                if task.finished_unaccounted:
+                    task.finished_unaccounted = False
+                    self._task_succeeded(wf, track, task)
+
+    def _beyond_ended(self, wf: Workflow, track: StageTrack, task: Task, info: TaskPod) -> None:
+        """A task running beyond the pool ended before an executor was free for it."""
+        if info.phase == "Succeeded":
+            # it is counted in the state machine once an executor is its own
+            task.finished_unaccounted = True
+            return
+        wf.beyond = [b for b in wf.beyond if b[2] is not task]
+        track.attempt_failed(task)
+        self.metrics.task_failures.inc()
+        if task.failures > track.spec.backoff_limit:
+            self._fail_task_for_good(wf, track, task, f"pod {info.name} failed: {info.reason}")
+            return
+        task.attempt += 1
+        track.replan(task)  # the retry waits for the policy like any task
+        self.writes.status(wf)
+
+    # -- workflow outcomes -----------------------------------------------------------------
+
+    def _complete(self, wf: Workflow) -> None:
+        job = wf.job
+        wf.phase = Phase.SUCCEEDED
+        wf.completion = job.finish if job.finish is not None else self.now()
+        now = self.now()
+        wf.conditions.set(
+            "Complete", True, "Succeeded", "All stages succeeded.", wf.generation, now
+        )
+        jct = wf.completion - wf.arrival
+        self.metrics.completion_time.labels("succeeded").observe(jct)
+        self.metrics.workflows_finished.labels("succeeded").inc()
+        self.writes.event(wf.owner, *messages.succeeded(wf.dag, jct, job.idle_inserted))
+        self.writes.status(wf, urgent=True)
+        wf.active = False
+        self._drop(wf, remove_job=False)
+
+    def fail(self, wf: Workflow, reason: str, message: str) -> None:
+        """Fail the workflow: its unfinished pods are deleted, its executors return to the
+        pool (the caller schedules)."""
+        if not wf.active:
+            return
+        now = self.now()
+        wf.active = False
+        wf.phase = Phase.FAILED
+        wf.completion = now
+        self.actuator.clear(wf.key)  # drop the creations and releases not done yet
+        wf.status_queued = False  # (the queued write, if any, was dropped too)
+        self._drop(wf)
+        for track in wf.stages:
+            for task in track.tasks.values():
+                if task.state in (TaskState.GATED, TaskState.RELEASED):
+                    name = pod_name(wf.owner.name, track.spec.name, task.index, task.attempt)
+                    self.writes.delete_pod(wf.owner, name)
+        wf.conditions.set("Failed", True, reason, message, wf.generation, now)
+        self.metrics.completion_time.labels("failed").observe(now - wf.arrival)
+        self.metrics.workflows_finished.labels("failed").inc()
+        self.writes.event(wf.owner, "Warning", reason, message)
+        self.writes.status(wf, urgent=True)
+        log.warning("%s/%s failed: %s", wf.owner.namespace, wf.owner.name, message)
+
+    def _drop(self, wf: Workflow, *, remove_job: bool = True) -> None:
+        """Take the workflow out of the operator's memory (its last writes are queued)."""
+        if remove_job:
+            self.cluster.remove_job(wf.job, self.now())
+        for index, slot in wf.idle_slots.items():
+            if not slot.released:
+                self.timers.cancel(_timer_key(wf, index))
+        if wf.status_timer is not None:  # a final write, if any, is queued by the caller
+            wf.status_timer.cancel()
+            wf.status_timer = None
+        if self.workflows.get(wf.key) is wf:
+            del self.workflows[wf.key]
+
+    # -- metrics and introspection ---------------------------------------------------------
+
+    def _gauges(self) -> None:
+        m = self.metrics
+        m.busy_executors.set(self.busy)
+        m.active_workflows.set(len(self.workflows))
+        m.pending_workflows.set(sum(wf.phase is Phase.PENDING for wf in self.workflows.values()))
+        m.runnable_stages.set(sum(len(j.runnable) for j in self.cluster.jobs))
+        m.idle_slots.set(
+            sum(not s.released for wf in self.workflows.values() for s in wf.idle_slots.values())
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """A snapshot for the health probe and logs."""
+        return {
+            "ready": self.rebuilt,
+            "workflows": len(self.workflows),
+            "busyExecutors": self.busy,
+            "poolSize": self.settings.pool_size,
+            "decisions": int(self.metrics.decision_count()),
+            "pendingWrites": self.actuator.pending(),
+            "policy": self.scheduler.name,
+        }
+
+
+def _timer_key(wf: Workflow, stage_index: int) -> str:
+    return f"{wf.owner.uid}/{stage_index}"

@@ -1,0 +1,103 @@
+"""What the operator reads from the API into the bridge: the DagWorkflows and their pods at
+startup and when kopf reports a workflow, and the outcomes of the bridge's own writes.
+
+The bridge (:class:`idlegate.operator.bridge.Bridge`) changes state synchronously, one
+event at a time, and never waits for the API; these coroutines do the waiting (list the
+pods of a workflow before it is admitted, take the next outcome of a write) and then hand
+the bridge what they read.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from idlegate.operator import messages
+from idlegate.operator.admission import (
+    AdmitLaterError,
+    arrival_key,
+    generation_of,
+    judged,
+    owner_of,
+)
+from idlegate.operator.bridge import Bridge
+from idlegate.operator.crd import Phase
+from idlegate.operator.pods import LABEL_WORKFLOW
+from idlegate.operator.tracking import WorkflowKey
+from idlegate.operator.writes import PodWritten
+
+log = logging.getLogger(__name__)
+
+
+async def rebuild(bridge: Bridge) -> None:
+    """Admit every existing DagWorkflow with its pods, oldest first, then make the first
+    decisions (the operator's start; see :mod:`idlegate.operator.admission`)."""
+    bodies: list[dict[str, Any]] = []
+    pods: list[dict[str, Any]] = []
+    for namespace in bridge.settings.namespaces or (None,):
+        bodies += await bridge.kube.list_workflows(namespace)
+        pods += await bridge.kube.list_pods(namespace, LABEL_WORKFLOW)
+    by_workflow: dict[WorkflowKey, list[dict[str, Any]]] = {}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        workflow = (meta.get("labels") or {}).get(LABEL_WORKFLOW)
+        if workflow:
+            by_workflow.setdefault((meta.get("namespace", ""), workflow), []).append(pod)
+    admitted = 0
+    for body in sorted(bodies, key=arrival_key):
+        owner = owner_of(body)
+        if bridge.known(owner):
+            continue
+        try:
+            own = by_workflow.get((owner.namespace, owner.name), ())
+            admitted += bridge.admit(body, own, schedule=False) is not None
+        except AdmitLaterError as exc:
+            log.warning("%s/%s is admitted later: %s", owner.namespace, owner.name, exc)
+    bridge.rebuilt = True
+    log.info("Rebuilt the state of %d DagWorkflow(s) from %d pod(s).", admitted, len(pods))
+    bridge.schedule()
+
+
+async def admit(bridge: Bridge, body: Mapping[str, Any]) -> None:
+    """Admit a workflow (kopf's create/resume), reading its pods from the API first."""
+    owner = owner_of(body)
+    if bridge.known(owner) or (body.get("metadata") or {}).get("deletionTimestamp"):
+        return
+    phase = (body.get("status") or {}).get("phase")
+    if phase == Phase.SUCCEEDED or (phase == Phase.INVALID and judged(body)):
+        return
+    pods = await bridge.kube.list_pods(owner.namespace, f"{LABEL_WORKFLOW}={owner.name}")
+    if not bridge.known(owner):  # (another handler may have admitted it meanwhile)
+        bridge.admit(body, pods)
+
+
+async def spec_changed(bridge: Bridge, body: Mapping[str, Any]) -> None:
+    """The spec changed: re-validate a rejected workflow; refuse to change a running one."""
+    owner = owner_of(body)
+    wf = bridge.workflows.get((owner.namespace, owner.name))
+    if wf is not None and wf.owner.uid == owner.uid:
+        notice = messages.spec_change_ignored(generation_of(body), wf.generation)
+        bridge.writes.event(owner, *notice)
+        return
+    if (body.get("status") or {}).get("phase") == Phase.INVALID and not judged(body):
+        await admit(bridge, body)
+
+
+async def follow_writes(bridge: Bridge) -> None:
+    """Carry the outcomes of the bridge's writes into it, as they come (until cancelled): a
+    pod the API returned is read like a watch event; a pod write that failed for good fails
+    its workflow, whose executors return to the pool."""
+    outcomes = bridge.writes.outcomes
+    while True:
+        outcome = await outcomes.get()
+        try:
+            if isinstance(outcome, PodWritten):
+                bridge.observe_pod(outcome.body)
+            else:
+                bridge.fail(outcome.workflow, outcome.reason, outcome.message)
+                bridge.schedule()
+        except Exception:  # one bad outcome must not stop the others
+            log.exception("Could not take in the outcome of a write: %r", outcome)
+        finally:
+            outcomes.task_done()

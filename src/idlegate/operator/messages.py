@@ -1,0 +1,153 @@
+"""What the operator's Events on a DagWorkflow say: one function per occasion, each giving
+(type, reason, message) for :meth:`idlegate.operator.writes.Writer.event`.
+
+These are what a user reads in ``kubectl describe dwf`` (deploy/README.md lists the
+reasons). A message names the stage, the policy and its choice, never a task or executor
+that varies between repetitions, so that repeats aggregate into one Event
+(:mod:`idlegate.operator.events`).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from idlegate.operator.clock import to_datetime
+from idlegate.operator.pods import GATE
+from idlegate.operator.status import SlotState
+from idlegate.operator.tracking import StageTrack, Task
+from idlegate.sim.dag import Dag
+from idlegate.sim.protocol import Job, Stage
+
+
+class Notice(NamedTuple):
+    type: str
+    reason: str
+    message: str
+
+
+def accepted(dag: Dag, policy: str, pool: int) -> Notice:
+    return Notice(
+        "Normal",
+        "Accepted",
+        f"Accepted: {dag.num_stages} stages, {sum(dag.tasks)} tasks, critical path "
+        f"{dag.critical_path:g} s, total work {dag.total_work:g} executor-seconds; "
+        f"policy {policy}, pool of {pool} executors.",
+    )
+
+
+def spec_change_ignored(generation: int, admitted: int) -> Notice:
+    return Notice(
+        "Warning",
+        "SpecChangeIgnored",
+        f"The spec changed (generation {generation}) after the workflow was admitted with "
+        f"generation {admitted}; a running workflow keeps its spec. Delete and re-create it "
+        "to run the new spec.",
+    )
+
+
+def invalid(problem: str) -> Notice:
+    return Notice("Warning", "InvalidSpec", f"The workflow is invalid: {problem}")
+
+
+def released(tasks: int, stage: str, policy: str, cap: int) -> Notice:
+    return Notice(
+        "Normal",
+        "Released",
+        f"Released {tasks} task(s) of stage {stage!r}: policy {policy} chose the stage with "
+        f"parallelism cap {cap}.",
+    )
+
+
+def released_next(stage: str) -> Notice:
+    return Notice(
+        "Normal",
+        "Released",
+        f"Released the next task of stage {stage!r} on the executor that finished one of its "
+        "tasks (an executor continues with its stage).",
+    )
+
+
+def released_by_others(pod: str, stage: str, pool: int, adopted: bool) -> Notice:
+    where = (
+        "it took a free executor"
+        if adopted
+        else "no executor was free, so it runs beyond the pool and takes the next executor "
+        "that frees up"
+    )
+    return Notice(
+        "Warning",
+        "ReleasedByOthers",
+        f"Task pod {pod} of stage {stage!r} lost its {GATE} scheduling gate without the "
+        "operator releasing it (removed by hand or by another controller); it counts "
+        f"against the pool of {pool} executors: {where}.",
+    )
+
+
+def idle_reason(policy: str, delay: float, cap: int) -> str:
+    """Why a stage idles (in the Event and persisted with the slot)."""
+    return f"policy {policy} held the stage back for {delay:g} s, parallelism cap {cap}"
+
+
+def idle_slot(slot: SlotState, busy: int, pool: int) -> Notice:
+    return Notice(
+        "Normal",
+        "IdleSlot",
+        f"Stage {slot.stage!r} waits {slot.delay:g} s on purpose (deliberate idle slot) until "
+        f"{to_datetime(slot.release):%Y-%m-%dT%H:%M:%S}Z: {slot.reason}; {busy}/{pool} "
+        "executors busy.",
+    )
+
+
+def idle_slot_ended(slot: SlotState, *, while_away: bool) -> Notice:
+    then = (
+        "ended while the operator was not running; the stage is runnable again."
+        if while_away
+        else "is over; the stage is runnable again and waits for the policy's next decision."
+    )
+    return Notice(
+        "Normal", "IdleSlotEnded", f"Stage {slot.stage!r}: the idle slot of {slot.delay:g} s {then}"
+    )
+
+
+def waiting(stage: Stage, job: Job, free: int, pool: int, policy: str) -> Notice:
+    """Why a runnable stage got no executor."""
+    if free == 0:
+        why = f"all {pool} executors of the pool are busy"
+    elif stage.gang and stage.tasks > free:
+        why = f"it is a gang of {stage.tasks} tasks and only {free} executors are free"
+    elif job.cap and job.held >= job.cap:
+        why = f"the workflow holds its parallelism cap of {job.cap} executors"
+    else:
+        why = (
+            f"policy {policy} gave the {free} free executor(s) to other work or chose to "
+            "wait for a better moment"
+        )
+    message = f"Stage {stage.name!r} is runnable and waits for an executor: {why}."
+    return Notice("Normal", "Waiting", message)
+
+
+def task_retry(track: StageTrack, task: Task, reason: str) -> Notice:
+    return Notice(
+        "Warning",
+        "TaskRetry",
+        f"Task {task.index} of stage {track.spec.name!r} failed ({reason}); retry "
+        f"{task.failures} of {track.spec.backoff_limit} on the same executor {task.executor}.",
+    )
+
+
+def task_failed(track: StageTrack, task: Task, reason: str) -> Notice:
+    return Notice(
+        "Warning",
+        "TaskFailed",
+        f"Stage {track.spec.name!r} failed: task {task.index} failed {task.failures} time(s), "
+        f"more than its backoffLimit of {track.spec.backoff_limit}; last: {reason}.",
+    )
+
+
+def succeeded(dag: Dag, jct: float, idle: float) -> Notice:
+    return Notice(
+        "Normal",
+        "Succeeded",
+        f"All {dag.num_stages} stages ({sum(dag.tasks)} tasks) succeeded: job completion "
+        f"time {jct:.1f} s, {idle:g} s of it deliberately idle.",
+    )

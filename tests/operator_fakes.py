@@ -1,0 +1,341 @@
+"""Fakes for the operator's unit tests: a clock, timers and an API that live in memory, and a
+harness that runs one bridge against them.
+
+Fast and deterministic: the clock moves when told to, timers fire by hand, and the API
+applies creations, JSON patches (the tests' one copy, :mod:`tests.k8s._patching`) and
+status merges the way the API server does. The "kubelet" is the test itself, finishing
+pods when it wants to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+from idlegate.operator import intake
+from idlegate.operator.bridge import Bridge
+from idlegate.operator.kube import ApiError
+from idlegate.operator.metrics import Metrics
+from idlegate.operator.pods import LABEL_WORKFLOW
+from idlegate.operator.settings import Settings
+from idlegate.policy import make_scheduler
+from idlegate.sim.protocol import Action, ClusterView, Decision
+from tests.k8s._patching import PatchFailed, apply_json_patch
+
+
+class FakeClock:
+    """A clock that moves only when told to; it counts epoch seconds, like the wall."""
+
+    def __init__(self, start: float = 1_700_000_000.0) -> None:
+        self.t = float(start)
+
+    def now(self) -> float:
+        return self.t
+
+    def advance(self, seconds: float) -> float:
+        """Move the clock forward and return the new time."""
+        if seconds < 0:
+            raise ValueError("a fake clock does not go backwards")
+        self.t += seconds
+        return self.t
+
+    def wall_delay(self, seconds: float) -> float:
+        return max(0.0, seconds)
+
+    def from_wall(self, t: float) -> float:
+        return t
+
+
+class FakeKube:
+    """The KubeApi protocol in memory: pods, DagWorkflows (status merges) and Events."""
+
+    def __init__(self) -> None:
+        self.pods: dict[tuple[str, str], dict[str, Any]] = {}
+        self.workflows: dict[tuple[str, str], dict[str, Any]] = {}
+        self.events: list[dict[str, Any]] = []
+        self.calls: list[str] = []
+        self.fail: dict[str, list[ApiError]] = {}
+        """Per method name, errors to raise on the next calls (failure injection)."""
+        self._uids = itertools.count(1)
+
+    def _maybe_fail(self, method: str) -> None:
+        self.calls.append(method)
+        queue = self.fail.get(method)
+        if queue:
+            raise queue.pop(0)
+
+    def add_workflow(self, name: str, spec: dict[str, Any], namespace: str = "default") -> dict:
+        body = {
+            "apiVersion": "idlegate.io/v1alpha1",
+            "kind": "DagWorkflow",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "uid": f"uid-{name}-{next(self._uids)}",
+                "generation": 1,
+                "creationTimestamp": "2024-01-01T00:00:00Z",
+            },
+            "spec": spec,
+        }
+        self.workflows[(namespace, name)] = body
+        return body
+
+    async def list_workflows(self, namespace: str | None) -> list[dict[str, Any]]:
+        self._maybe_fail("list_workflows")
+        return [
+            copy.deepcopy(w) for (ns, _), w in self.workflows.items() if namespace in (None, ns)
+        ]
+
+    async def list_pods(self, namespace: str | None, label_selector: str) -> list[dict[str, Any]]:
+        self._maybe_fail("list_pods")
+        key, _, value = label_selector.partition("=")
+        out = []
+        for (ns, _), pod in self.pods.items():
+            labels = pod["metadata"].get("labels") or {}
+            if namespace in (None, ns) and key in labels and (not value or labels[key] == value):
+                out.append(copy.deepcopy(pod))
+        return out
+
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
+        self._maybe_fail("get_pod")
+        pod = self.pods.get((namespace, name))
+        if pod is None:
+            raise ApiError(404, "NotFound", f'pods "{name}" not found')
+        return copy.deepcopy(pod)
+
+    async def create_pod(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        self._maybe_fail("create_pod")
+        name = body["metadata"]["name"]
+        if (namespace, name) in self.pods:
+            raise ApiError(409, "AlreadyExists", f'pods "{name}" already exists')
+        pod = copy.deepcopy(body)
+        pod["metadata"]["uid"] = f"pod-{next(self._uids)}"
+        pod["status"] = {"phase": "Pending"}
+        self.pods[(namespace, name)] = pod
+        return copy.deepcopy(pod)
+
+    async def patch_pod(self, namespace: str, name: str, ops: list[dict[str, Any]]) -> dict:
+        self._maybe_fail("patch_pod")
+        pod = self.pods.get((namespace, name))
+        if pod is None:
+            raise ApiError(404, "NotFound", f'pods "{name}" not found')
+        try:
+            self.pods[(namespace, name)] = apply_json_patch(pod, ops)
+        except PatchFailed as exc:
+            raise ApiError(422, "Invalid", str(exc)) from None
+        return copy.deepcopy(self.pods[(namespace, name)])
+
+    async def delete_pod(self, namespace: str, name: str) -> None:
+        self._maybe_fail("delete_pod")
+        if self.pods.pop((namespace, name), None) is None:
+            raise ApiError(404, "NotFound", f'pods "{name}" not found')
+
+    async def patch_workflow_status(self, namespace: str, name: str, status: dict) -> dict:
+        self._maybe_fail("patch_workflow_status")
+        body = self.workflows.get((namespace, name))
+        if body is None:
+            raise ApiError(404, "NotFound", f'dagworkflows "{name}" not found')
+        body.setdefault("status", {}).update(copy.deepcopy(status))
+        return copy.deepcopy(body)
+
+    async def create_event(self, namespace: str, body: dict[str, Any]) -> None:
+        self._maybe_fail("create_event")
+        if any(e["metadata"]["name"] == body["metadata"]["name"] for e in self.events):
+            raise ApiError(409, "AlreadyExists", f'events "{body["metadata"]["name"]}" exists')
+        self.events.append(copy.deepcopy(body))
+
+    async def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        self._maybe_fail("patch_event")
+        for event in self.events:
+            if event["metadata"]["name"] == name:
+                event.update(copy.deepcopy(patch))
+                return
+        raise ApiError(404, "NotFound", f'events "{name}" not found')
+
+    async def list_namespaces(self) -> list[str]:
+        self._maybe_fail("list_namespaces")
+        return sorted({ns for ns, _ in self.workflows} | {"default", "kube-system"})
+
+    def close(self) -> None:
+        pass
+
+    # views for assertions
+
+    def pods_of(self, workflow: str) -> list[dict[str, Any]]:
+        return [
+            p for p in self.pods.values() if p["metadata"]["labels"][LABEL_WORKFLOW] == workflow
+        ]
+
+    def occupying(self) -> list[dict[str, Any]]:
+        """Pods that hold an executor: ungated and not finished."""
+        return [
+            p
+            for p in self.pods.values()
+            if not p["spec"].get("schedulingGates")
+            and p["status"]["phase"] not in ("Succeeded", "Failed")
+        ]
+
+    def status(self, workflow: str, namespace: str = "default") -> dict[str, Any]:
+        return self.workflows[(namespace, workflow)].get("status") or {}
+
+    def reasons(self, workflow: str) -> list[str]:
+        return [e["reason"] for e in self.events if e["involvedObject"]["name"] == workflow]
+
+
+class FakeTimers:
+    """Timers the test fires by hand."""
+
+    def __init__(self) -> None:
+        self.armed: dict[str, tuple[float, Callable[[], Any]]] = {}
+
+    def arm(self, key: str, at: float, fire: Callable[[], Any]) -> None:
+        self.armed[key] = (at, fire)
+
+    def cancel(self, key: str) -> None:
+        self.armed.pop(key, None)
+
+    async def fire_due(self, now: float) -> int:
+        due = [(k, v) for k, v in self.armed.items() if v[0] <= now]
+        for key, (_, fire) in due:
+            del self.armed[key]
+            await fire()
+        return len(due)
+
+
+class IdleRootsOnce:
+    """A test policy: FIFO, but the root stages of workflows named `prefix`* first idle
+    `delay` seconds, once."""
+
+    name = "idle-roots"
+
+    def __init__(self, delay: float, prefix: str = "") -> None:
+        self.delay, self.prefix = delay, prefix
+        self.fifo = make_scheduler("fifo")
+
+    def reset(self, rng: Any) -> None:
+        self.fifo.reset(rng)
+
+    def decide(self, view: ClusterView) -> Action:
+        for s in view.runnable_stages():
+            job = s.job
+            if (
+                job.name.split("/")[-1].startswith(self.prefix)
+                and not s.delayed
+                and not s.launched
+                and not job.dag.parents[s.index]
+            ):
+                return Decision(s, view.num_executors, self.delay)
+        return self.fifo.decide(view)
+
+
+class Harness:
+    """One bridge against the fakes, with the operator's task that follows its writes."""
+
+    def __init__(
+        self,
+        kube: FakeKube,
+        clock: FakeClock,
+        pool: int,
+        scheduler: Any,
+        status_interval: float = 0.0,
+        **settings_kw: Any,
+    ) -> None:
+        self.kube, self.clock, self.timers = kube, clock, FakeTimers()
+        settings = Settings(
+            pool_size=pool,
+            clock=clock,
+            retry_delays=(0.0,),
+            status_interval=status_interval,
+            **{"event_interval": 0.0, **settings_kw},
+        )
+        self.metrics = Metrics(pool, scheduler.name)
+        self.bridge = Bridge(settings, kube, scheduler, metrics=self.metrics, timers=self.timers)
+        # (a task of the running loop: it ends when the test's loop closes)
+        self.follower = asyncio.get_running_loop().create_task(intake.follow_writes(self.bridge))
+        self.max_occupying = 0
+
+    async def settle(self) -> None:
+        """Until every write is done and its outcome taken in."""
+        outcomes = self.bridge.writes.outcomes
+        for _ in range(100):
+            await self.bridge.actuator.wait_idle(timeout=5)
+            await asyncio.wait_for(outcomes.join(), 5)
+            self.max_occupying = max(self.max_occupying, len(self.kube.occupying()))
+            if not self.bridge.actuator.pending() and outcomes.empty():
+                return
+        raise AssertionError("the actuator never settled")
+
+    async def submit(self, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        body = self.kube.add_workflow(name, spec)
+        await intake.admit(self.bridge, copy.deepcopy(body))
+        await self.settle()
+        return body
+
+    async def finish(self, name: str, phase: str = "Succeeded", after: float = 0.0) -> None:
+        """The kubelet finishes pod `name` after `after` seconds."""
+        self.clock.advance(after)
+        pod = self.kube.pods[("default", name)]
+        assert not pod["spec"].get("schedulingGates"), f"{name} is still gated"
+        pod["status"]["phase"] = phase
+        if phase == "Failed":
+            pod["status"]["containerStatuses"] = [
+                {"name": "task", "state": {"terminated": {"exitCode": 3, "reason": "Error"}}}
+            ]
+        self.bridge.observe_pod(copy.deepcopy(pod))
+        await self.settle()
+
+    def released(self, workflow: str | None = None) -> list[str]:
+        return sorted(
+            p["metadata"]["name"]
+            for p in self.kube.occupying()
+            if workflow is None or p["metadata"]["labels"][LABEL_WORKFLOW] == workflow
+        )
+
+    async def run_to_completion(self, limit: int = 500) -> None:
+        """A discrete-event kubelet: released pods run for their TASK_DURATION_SECONDS from
+        the moment they are seen released; idle timers fire on time."""
+        started: dict[str, float] = {}
+        for _ in range(limit):
+            await self.settle()
+            for name in self.released():
+                started.setdefault(name, self.clock.now())
+            ends = {
+                name: started[name] + _duration(self.kube.pods[("default", name)])
+                for name in self.released()
+            }
+            timer = min((at for at, _ in self.timers.armed.values()), default=None)
+            end = min(ends.values(), default=None)
+            if end is None and timer is None:
+                return
+            if timer is not None and (end is None or timer <= end):
+                self.clock.t = max(self.clock.t, timer)
+                await self.timers.fire_due(self.clock.now())
+                continue
+            name = min(ends, key=lambda n: (ends[n], n))
+            self.clock.t = max(self.clock.t, ends[name])
+            await self.finish(name)
+        raise AssertionError("did not complete")
+
+
+def _duration(pod: dict[str, Any]) -> float:
+    env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
+    return float(env["TASK_DURATION_SECONDS"])
+
+
+def stage(name: str, tasks: int = 1, duration: float = 10.0, deps: tuple[str, ...] = (), **kw):
+    return {
+        "name": name,
+        "tasks": tasks,
+        "taskDurationSeconds": duration,
+        "dependsOn": list(deps),
+        **kw,
+    }
+
+
+def harness(pool: int = 2, scheduler: Any = None, kube: Any = None, **settings: Any) -> Harness:
+    return Harness(
+        kube or FakeKube(), FakeClock(), pool, scheduler or make_scheduler("fifo"), **settings
+    )
