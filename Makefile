@@ -13,11 +13,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.base: pyproject.toml constraints.txt | $(BIN)/python
-	$(PIP) -e .
+	$(PIP) -e '.[plots]'
 	touch $@
 
 $(VENV)/.dev: pyproject.toml constraints.txt | $(BIN)/python
-	$(PIP) -e '.[dev,operator,train]'
+	$(PIP) -e '.[dev,operator,train,plots]'
 	touch $@ $(VENV)/.base
 
 demo: $(VENV)/.base  ## compare the baseline schedulers on the built-in workload

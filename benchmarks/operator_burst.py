@@ -119,7 +119,7 @@ def wait(predicate: Any, timeout: float, what: str) -> None:
 def operator(api: ApiServer, pool: int, metrics: int, health: int, log: Any) -> subprocess.Popen:
     command = [
         *(sys.executable, "-m", "idlegate", "operator", "--standalone"),
-        *(f"--pool-size={pool}", "--policy", "fair", "--namespace", NAMESPACE),
+        *(f"--pool-size={pool}", "--scheduler", "fair", "--namespace", NAMESPACE),
         *("--metrics-port", str(metrics), "--health-port", str(health)),
         *("--kubeconfig", str(api.kubeconfig)),
     ]

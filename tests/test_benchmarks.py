@@ -27,6 +27,7 @@ def _load(name: str) -> ModuleType:
 
 
 fair_variants = _load("fair_variants")
+gantt = _load("gantt")
 idle_room = _load("idle_room")
 
 
@@ -109,3 +110,11 @@ def test_fixed_idle_only_before_a_long_stage_on_the_last_free_executor() -> None
     assert jcts(
         simulate(alone, idle_room.LastExecutorIdle(make_scheduler("sjf"), 0.1), seed=0)
     ) == {"L": 50.0}
+
+
+def test_the_readmes_picture_is_drawn_from_the_schedules_its_caption_gives() -> None:
+    # docs/img/idle-slot.png is drawn from these two runs (benchmarks/gantt.py)
+    at_once = gantt.run(gantt.make_scheduler("sjf-cp"))
+    idled = gantt.run(gantt.IdleFirst(gantt.make_scheduler("sjf-cp"), "A", 2.0))
+    assert {r.name: r.jct for r in at_once.records} == {"A": 20.0, "B": 22.0}
+    assert {r.name: r.jct for r in idled.records} == {"A": 26.0, "B": 4.0}

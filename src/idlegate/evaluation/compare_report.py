@@ -180,8 +180,9 @@ def write_markdown(cmp: Comparison, path: str | Path) -> Path:
 def write_reports(cmp: Comparison, out_dir: str | Path) -> dict[str, Path]:
     """Write compare.json, compare.md and jct_cdf.png into `out_dir` (created if needed)."""
     out = check_out_dir(out_dir)
-    return {
+    paths = {
         "json": write_json(cmp, out / "compare.json"),
         "markdown": write_markdown(cmp, out / "compare.md"),
         "cdf": plot_jct_cdf(cmp, out / "jct_cdf.png"),
     }
+    return {name: p for name, p in paths.items() if p is not None}  # None: no matplotlib

@@ -257,7 +257,7 @@ def _yes_no(value: bool | None) -> str:
 def write_evaluation(ev: Evaluation, out_dir: str | Path) -> dict[str, Path]:
     """Write every report of `ev` into `out_dir` (created if needed); name → path."""
     out = check_out_dir(out_dir)
-    paths: dict[str, Path] = {}
+    paths: dict[str, Path | None] = {}  # a plot is None without matplotlib
     for c in ev.cases:
         if c.comparison is None:
             continue
@@ -274,4 +274,4 @@ def write_evaluation(ev: Evaluation, out_dir: str | Path) -> dict[str, Path]:
     text = json.dumps(ev.to_dict(), indent=2, allow_nan=False)
     paths["json"] = write_text(out / "evaluation.json", text + "\n")
     paths["markdown"] = write_text(out / "evaluation.md", to_markdown(ev))
-    return paths
+    return {name: p for name, p in paths.items() if p is not None}

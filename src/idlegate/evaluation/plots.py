@@ -1,11 +1,14 @@
 """The PNG plots: the JCT CDF of a comparison, the Fig. 6 idle sweep, the training curve.
 
-matplotlib is imported (with the Agg backend) only when a plot is drawn.
+matplotlib (the ``plots`` extra) is imported, with the Agg backend, only when a plot is
+drawn. Without it a plot is skipped with a one-line note on stderr and its function
+returns None: the reports around it are still written.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,18 +23,16 @@ from idlegate.sim.metrics import Estimate
 __all__ = ["plot_idle_sweep", "plot_jct_cdf", "plot_training_curve"]
 
 
-def plot_jct_cdf(cmp: Comparison, path: str | Path, title: str | None = None) -> Path:
+def plot_jct_cdf(cmp: Comparison, path: str | Path, title: str | None = None) -> Path | None:
     """Plot the JCT CDF, pooled over seeds, one line per scheduler, as a PNG at `path`.
 
     `title` replaces the default one (workload, executors, seeds).
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(7, 4.5), dpi=120)
-    ax = fig.add_subplot()
+    figure = _figure(Path(path), 1, 1, (7, 4.5))
+    if figure is None:
+        return None
+    fig, axes = figure
+    ax = axes[0][0]
     pooled = [np.sort(np.concatenate(r.jct)) if r.jct else np.empty(0) for r in cmp.results]
     positive = np.concatenate([a[a > 0] for a in pooled]) if pooled else np.empty(0)
     log_x = positive.size > 0 and positive.max() / positive.min() > 100
@@ -54,12 +55,20 @@ def plot_jct_cdf(cmp: Comparison, path: str | Path, title: str | None = None) ->
     )
     ax.legend(loc="lower right", fontsize="small")
     fig.tight_layout()
-    return write_file(path, lambda p: fig.savefig(p, format="png"))
+    return _save(fig, Path(path))
 
 
-def _figure(rows: int, cols: int, size: tuple[float, float]) -> Any:
-    import matplotlib
-
+def _figure(path: Path, rows: int, cols: int, size: tuple[float, float]) -> Any | None:
+    """(figure, rows x cols axes) for `path`, or None once the user is told that plotting
+    needs the plots extra."""
+    try:
+        import matplotlib
+    except ImportError:
+        print(
+            f"skipped {path}: plots need matplotlib (pip install 'idlegate[plots]')",
+            file=sys.stderr,
+        )
+        return None
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 
@@ -77,10 +86,13 @@ def _errorbar(ax: Any, xs: list[float], ests: list[Estimate], label: str) -> Non
     ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, linewidth=1.5, label=label)
 
 
-def plot_idle_sweep(sweep: SweepResult, path: str | Path) -> Path:
+def plot_idle_sweep(sweep: SweepResult, path: str | Path) -> Path | None:
     """The Fig. 6 plot: idle per long job (top) and per decision (bottom) against the
     arrival rate (left) and the long-job length (right), one line per scheduler."""
-    fig, axes = _figure(2, 2, (10, 7))
+    figure = _figure(Path(path), 2, 2, (10, 7))
+    if figure is None:
+        return None
+    fig, axes = figure
     columns = (
         ("rate", "arrival rate (jobs/s)"),
         ("long_seconds", f"long-job work (executor-s), load {sweep.config.long_load}"),
@@ -106,9 +118,12 @@ def plot_idle_sweep(sweep: SweepResult, path: str | Path) -> Path:
     return _save(fig, Path(path))
 
 
-def plot_training_curve(curve: TrainingCurve, path: str | Path) -> Path:
+def plot_training_curve(curve: TrainingCurve, path: str | Path) -> Path | None:
     """Validation average JCT against iteration, with the reference heuristics as lines."""
-    fig, axes = _figure(1, 1, (7, 4.5))
+    figure = _figure(Path(path), 1, 1, (7, 4.5))
+    if figure is None:
+        return None
+    fig, axes = figure
     ax = axes[0][0]
     ax.plot(curve.iterations, curve.values, marker="o", linewidth=1.6, label="learned (greedy)")
     for i, (name, value) in enumerate(sorted(curve.references.items())):
