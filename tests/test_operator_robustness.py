@@ -434,6 +434,7 @@ def test_a_pod_released_by_hand_that_ends_before_it_had_an_executor_is_accounted
 
 def test_policy_specs_share_the_simulators_grammar(tmp_path):
     assert load_scheduler("analytic:fair").name.startswith("analytic")
+    assert load_scheduler("default").name == load_scheduler(None).name  # the spec default
     if DEFAULT_POLICY_PATH.is_file():
         assert load_scheduler(f"learned:{DEFAULT_POLICY_PATH}").name == DEFAULT_POLICY_PATH.stem
         assert load_scheduler(str(DEFAULT_POLICY_PATH)).name == DEFAULT_POLICY_PATH.stem

@@ -16,35 +16,38 @@ from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from idlegate.errors import IdlegateError, IllegalDecisionError
 from idlegate.operator.metrics import Metrics
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.protocol import WAIT, Action, Decision, Launch, Scheduler
 
+if TYPE_CHECKING:
+    from idlegate.policy.spec import SchedulerSpec
+
 log = logging.getLogger(__name__)
 DEFAULT_HEURISTIC = "fair"
 
 
-def _bundled() -> Scheduler:
-    """The bundled ONNX policy, or ``fair`` with a warning when it is missing or unusable."""
+def _bundled(spec: SchedulerSpec) -> Scheduler:
+    """The spec ``default`` (the bundled ONNX policy), or ``fair`` with a warning when the
+    policy is missing or unusable."""
     from idlegate.policy import DEFAULT_POLICY_PATH, make_scheduler
 
     if not DEFAULT_POLICY_PATH.is_file():
         log.warning(
             "No bundled policy at %s (this install does not ship one); using %r. "
-            "Pass --policy to choose a scheduler.",
+            "Pass --scheduler to choose one.",
             DEFAULT_POLICY_PATH,
             DEFAULT_HEURISTIC,
         )
         return make_scheduler(DEFAULT_HEURISTIC)
     try:
-        return make_scheduler(f"learned:{DEFAULT_POLICY_PATH}")
+        return make_scheduler(spec)
     except IdlegateError as exc:
         log.warning(
-            "The bundled policy %s cannot be used (%s); using %r. Pass --policy to choose "
-            "a scheduler.",
+            "The bundled policy %s cannot be used (%s); using %r. Pass --scheduler to choose one.",
             DEFAULT_POLICY_PATH,
             exc,
             DEFAULT_HEURISTIC,
@@ -52,33 +55,24 @@ def _bundled() -> Scheduler:
         return make_scheduler(DEFAULT_HEURISTIC)
 
 
-def scheduler_spec(policy: str) -> str:
-    """``--policy`` as a scheduler spec of `idlegate.policy.make_scheduler`: the spec itself,
-    or ``learned:PATH`` for a bare path to an ``.onnx`` file (accepted for convenience)."""
-    text = policy.strip()
-    if ":" not in text and (text.endswith(".onnx") or Path(text).expanduser().is_file()):
-        return f"learned:{text}"
-    return text
+def load_scheduler(spec: str | None) -> Scheduler:
+    """The scheduler for ``--scheduler`` (`idlegate.policy.spec`: ``fair``,
+    ``analytic:fair``, ``learned:PATH.onnx``, a bare ``PATH.onnx``, …); None is the spec
+    ``default``: the bundled ONNX policy, else ``fair``.
 
-
-def load_scheduler(policy: str | None) -> Scheduler:
-    """The scheduler for ``--policy``, in the one spec grammar of
-    `idlegate.policy.make_scheduler` (``fair``, ``analytic:fair``, ``learned:PATH.onnx``, a
-    bare ``PATH.onnx``), or the default: the bundled ONNX policy, else ``fair``.
-
-    An explicit `policy` never falls back: a missing or broken model raises IdlegateError
-    (the operator does not start). Without one, a missing or broken bundled model is a
-    warning and the operator runs ``fair``.
+    Only ``default`` falls back: any other spec with a missing or broken model raises
+    IdlegateError (the operator does not start).
     """
-    if policy is None:
-        return _bundled()
-    from idlegate.policy import make_scheduler
+    from idlegate.policy import SchedulerSpec, make_scheduler
 
+    parsed = SchedulerSpec.parse(spec or "default")
+    if parsed.kind == "default":
+        return _bundled(parsed)
     try:
-        return make_scheduler(scheduler_spec(policy))
+        return make_scheduler(parsed)
     except ImportError as exc:
         raise IdlegateError(
-            f"cannot use the policy {policy!r}: the ONNX runtime is not available ({exc}); "
+            f"cannot use the scheduler {spec!r}: the ONNX runtime is not available ({exc}); "
             "install the operator extra (pip install 'idlegate[operator]')"
         ) from None
 
