@@ -2,8 +2,9 @@
 # Bring idlegate up on a local kind cluster and smoke-test it:
 #   create the cluster (deploy/kind/kind-config.yaml), build the operator image, check
 #   deploy/samples/ with `idlegate lint` (in that image), load the image into the cluster,
-#   apply deploy/base, wait for the operator, submit deploy/samples/, wait for the diamond
-#   to succeed and the invalid sample to be marked Invalid, show `get dwf`.
+#   apply deploy/base and the pod-security admission policy, wait for the operator, submit
+#   deploy/samples/, check that the API server refuses a hostNetwork template, wait for the
+#   diamond to succeed and the invalid sample to be marked Invalid, show `get dwf`.
 #
 # Usage: deploy/kind-up.sh            (from anywhere; needs docker, kind and kubectl)
 # Environment:
@@ -87,8 +88,9 @@ done
 log "loading $IMAGE into the cluster"
 kind load docker-image "$IMAGE" --name "$CLUSTER_NAME"
 
-log "applying deploy/base"
+log "applying deploy/base and the pod-security admission policy"
 k apply -k "$ROOT/deploy/base"
+k apply -f "$ROOT/deploy/components/pod-security/policy.yaml"
 if [[ "$IMAGE" != "$DEFAULT_IMAGE" ]]; then
     # the base deploys $DEFAULT_IMAGE; point the Deployment at the image built here
     k -n "$NAMESPACE" set image "deploy/$DEPLOYMENT" "operator=$IMAGE"
@@ -127,6 +129,29 @@ if out="$(k apply --dry-run=server -f - <<< "$self_dependent" 2>&1)"; then
     diagnose "a DagWorkflow whose stage depends on itself was accepted; is deploy/base/crd.yaml applied?"
 fi
 grep -q "cannot depend on itself" <<< "$out" || diagnose "unexpected rejection: $out"
+
+log "smoke test: the API server refuses a template that escapes Pod Security (admission policy)"
+escalating='apiVersion: idlegate.io/v1alpha1
+kind: DagWorkflow
+metadata:
+  name: smoke-host-network
+spec:
+  stages:
+    - name: a
+      tasks: 1
+      taskDurationSeconds: 1
+      template:
+        spec:
+          hostNetwork: true
+          containers: [{name: x, image: busybox}]'
+for _ in 1 2 3 4 5 6; do # a new policy takes effect within seconds, not at once
+    if ! out="$(k apply --dry-run=server -f - <<< "$escalating" 2>&1)"; then
+        break
+    fi
+    sleep 5
+done
+grep -q "template.spec.hostNetwork: host namespaces are not allowed" <<< "$out" ||
+    diagnose "the admission policy did not refuse a hostNetwork template: $out"
 
 log "smoke test: diamond must reach Succeeded, invalid-cycle must be marked Invalid"
 k wait dwf/diamond --for=jsonpath='{.status.phase}'=Succeeded --timeout="$TIMEOUT" ||
