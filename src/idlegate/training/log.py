@@ -96,6 +96,12 @@ def _fmt(v: Any) -> Any:
     return f"{v:.6g}" if isinstance(v, float) else v
 
 
+def say(console: Console, text: str) -> None:
+    """One line of a run's report on `console`, as written (no markup highlighting, no
+    wrapping)."""
+    console.print(text, highlight=False, soft_wrap=True)
+
+
 def progress_bar(console: Console, enabled: bool) -> Any:
     """A rich progress bar on `console`; `enabled` False draws nothing (not a terminal)."""
     from rich.progress import (

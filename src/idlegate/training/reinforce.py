@@ -57,7 +57,7 @@ from idlegate.policy.model import (
 from idlegate.sim.workloads import build_workload
 from idlegate.training import math as rl
 from idlegate.training.config import RUN_ONLY_FIELDS, TrainConfig
-from idlegate.training.log import CSV_FIELDS, IterationStats, TrainLog, progress_bar
+from idlegate.training.log import CSV_FIELDS, IterationStats, TrainLog, progress_bar, say
 from idlegate.training.ppo import (
     Evaluation,
     PPOSettings,
@@ -270,6 +270,28 @@ def train(
     console = console or Console(stderr=True)
     if show_progress is None:
         show_progress = console.is_terminal
+    _prepare_out_dir(config)
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(config.learner_threads)
+    try:
+        run = _Run(config, console)
+        with RolloutRunner(config.workers, config.mp_context, ray=config.ray) as runner:
+            log = run.open_log(runner)
+            if not config.resume:
+                run.warm_up(runner, log, show_progress)
+            run.loop(runner, log, show_progress, on_iteration)
+            result = run.finish()
+    finally:
+        torch.set_num_threads(threads_before)
+    (run.out / "summary.json").write_text(
+        json.dumps({**result.to_dict(), "config": config.training_dict()}, indent=2) + "\n"
+    )
+    return result
+
+
+def _prepare_out_dir(config: TrainConfig) -> None:
+    """Fail now on a run that would clash with `out_dir` or on a workload that cannot be
+    built; then create `out_dir`."""
     out = Path(config.out_dir)
     ckpt_path = out / CHECKPOINT
     if ckpt_path.exists() and not config.resume:
@@ -279,7 +301,7 @@ def train(
         )
     if config.resume and not ckpt_path.exists():
         raise IdlegateError(f"nothing to resume: {str(ckpt_path)!r} does not exist")
-    for spec in (*config.training_workloads, config.validation_workload):  # fail now
+    for spec in (*config.training_workloads, config.validation_workload):
         try:
             build_workload(spec.name, config.validation.seeds[0], **spec.options)
         except IdlegateError as exc:
@@ -289,175 +311,175 @@ def train(
             ) from None
     out.mkdir(parents=True, exist_ok=True)
 
-    threads_before = torch.get_num_threads()
-    torch.set_num_threads(config.learner_threads)
-    start_wall = time.perf_counter()
-    seeds = np.random.SeedSequence(config.seed)
-    bc_seq, rl_seq = seeds.spawn(2)
-    rng = np.random.default_rng(rl_seq)
-    forbidden = set(config.validation.seeds)
-    torch.manual_seed(config.seed)
-    model = PolicyNet(config.model.to_model_config())
-    model.eval()
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=config.betas)
-    start_iter = 0
-    elapsed_before = 0.0
-    best_val, best_iter = math.inf, -1
-    initial_val = math.nan
-    bc_info: dict[str, Any] | None = None
-    references: dict[str, float] = {}
-    history: list[IterationStats] = []
 
-    if config.resume:
-        ckpt = load_checkpoint(ckpt_path)
-        _check_resume(ckpt, config)
-        model = model_from_checkpoint(ckpt)
-        optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=config.betas)
-        optimizer.load_state_dict(ckpt["optimizer"])
-        rng.bit_generator.state = ckpt["rng_state"]
+class _Run:
+    """One training run's state between iterations (what checkpoint.pt keeps of it)."""
+
+    def __init__(self, config: TrainConfig, console: Console) -> None:
+        self.config, self.console = config, console
+        self.out = Path(config.out_dir)
+        self.start_wall = time.perf_counter()
+        self.bc_seq, rl_seq = np.random.SeedSequence(config.seed).spawn(2)
+        self.rng = np.random.default_rng(rl_seq)
+        self.forbidden = set(config.validation.seeds)
+        torch.manual_seed(config.seed)
+        self.model = PolicyNet(config.model.to_model_config())
+        self.model.eval()
+        self.optimizer = self._adam()
+        self.start_iter = 0
+        self.elapsed_before = 0.0
+        self.best_val, self.best_iter = math.inf, -1
+        self.initial_val = math.nan
+        self.bc_info: dict[str, Any] | None = None
+        self.references: dict[str, float] = {}
+        self.history: list[IterationStats] = []
+        if config.resume:
+            self._resume(load_checkpoint(self.out / CHECKPOINT))
+
+    def _adam(self) -> torch.optim.Optimizer:
+        return torch.optim.Adam(self.model.parameters(), lr=self.config.lr, betas=self.config.betas)
+
+    def _resume(self, ckpt: dict[str, Any]) -> None:
+        _check_resume(ckpt, self.config)
+        self.model = model_from_checkpoint(ckpt)
+        self.optimizer = self._adam()
+        self.optimizer.load_state_dict(ckpt["optimizer"])
+        self.rng.bit_generator.state = ckpt["rng_state"]
         torch.set_rng_state(ckpt["torch_rng_state"])
-        start_iter = int(ckpt["iteration"])
-        elapsed_before = float(ckpt.get("wall_seconds", 0.0))
-        best_val = float(ckpt.get("best_val_jct", math.inf))
-        best_iter = int(ckpt.get("best_iteration", -1))
-        initial_val = float(ckpt.get("initial_val_jct", math.nan))
-        references = dict(ckpt.get("reference_jct", {}))
-        bc_info = ckpt.get("bc")
-        console.print(f"resuming {out} at iteration {start_iter}", highlight=False, soft_wrap=True)
+        self.start_iter = int(ckpt["iteration"])
+        self.elapsed_before = float(ckpt.get("wall_seconds", 0.0))
+        self.best_val = float(ckpt.get("best_val_jct", math.inf))
+        self.best_iter = int(ckpt.get("best_iteration", -1))
+        self.initial_val = float(ckpt.get("initial_val_jct", math.nan))
+        self.references = dict(ckpt.get("reference_jct", {}))
+        self.bc_info = ckpt.get("bc")
+        say(self.console, f"resuming {self.out} at iteration {self.start_iter}")
 
-    def wall() -> float:
-        return elapsed_before + time.perf_counter() - start_wall
+    def wall(self) -> float:
+        return self.elapsed_before + time.perf_counter() - self.start_wall
 
-    def snapshot(iteration: int) -> dict[str, Any]:
+    def snapshot(self, iteration: int) -> dict[str, Any]:
+        """checkpoint.pt's keys besides the model's."""
         return {
-            "optimizer": optimizer.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
             "iteration": iteration,
-            "rng_state": rng.bit_generator.state,
+            "rng_state": self.rng.bit_generator.state,
             "torch_rng_state": torch.get_rng_state(),
-            "training_config": config.training_dict(),
-            "config_fingerprint": config.fingerprint(),
-            "wall_seconds": wall(),
-            "best_val_jct": best_val,
-            "best_iteration": best_iter,
-            "initial_val_jct": initial_val,
-            "reference_jct": references,
-            "bc": bc_info,
+            "training_config": self.config.training_dict(),
+            "config_fingerprint": self.config.fingerprint(),
+            "wall_seconds": self.wall(),
+            "best_val_jct": self.best_val,
+            "best_iteration": self.best_iter,
+            "initial_val_jct": self.initial_val,
+            "reference_jct": self.references,
+            "bc": self.bc_info,
         }
 
-    runner = RolloutRunner(config.workers, config.mp_context, ray=config.ray)
-    try:
-        with runner:
-            if not references:
-                for name in config.validation.reference_schedulers:
-                    references[name] = validate(runner, None, config, name)
-                text = ", ".join(f"{k} {v:.2f}" for k, v in references.items())
-                console.print(
-                    f"validation avg JCT of the heuristics: {text}", highlight=False, soft_wrap=True
-                )
-            log = TrainLog(out / "train_log.csv", references, start_iter if config.resume else None)
+    def open_log(self, runner: RolloutRunner) -> TrainLog:
+        """The CSV log, after the reference heuristics' validation (once per run)."""
+        if not self.references:
+            for name in self.config.validation.reference_schedulers:
+                self.references[name] = validate(runner, None, self.config, name)
+            text = ", ".join(f"{k} {v:.2f}" for k, v in self.references.items())
+            say(self.console, f"validation avg JCT of the heuristics: {text}")
+        keep = self.start_iter if self.config.resume else None
+        return TrainLog(self.out / "train_log.csv", self.references, keep)
 
-            if not config.resume:
-                if config.init_checkpoint is not None:
-                    _load_initial_weights(model, config)
-                    console.print(
-                        f"starting from the weights of {config.init_checkpoint}",
-                        highlight=False,
-                        soft_wrap=True,
-                    )
-                elif config.bc.enabled:
-                    report = warm_start(
-                        model, config, runner, bc_seq, forbidden, console, show_progress
-                    )
-                    bc_info = asdict(report)
-                    save_checkpoint(model, out / "bc.pt", training_config=config.training_dict())
-                initial_val = validate(
-                    runner, make_blob(model, config.rollout_backend), config, None
-                )
-                best_val, best_iter = initial_val, 0
-                save_checkpoint(
-                    model, out / "best.pt", training_config=config.training_dict(), iteration=0
-                )
-                stats0 = IterationStats(0, wall(), val_avg_jct=initial_val)
-                log.append(stats0)
-                history.append(stats0)
-                console.print(
-                    f"iteration 0: validation avg JCT {initial_val:.2f}"
-                    + (
-                        " (after the BC warm start)"
-                        if config.bc.enabled and config.init_checkpoint is None
-                        else ""
-                    ),
-                    highlight=False,
-                    soft_wrap=True,
-                )
-
-            progress = progress_bar(console, show_progress)
-            with progress as bar:
-                task = bar.add_task(
-                    "training", total=config.iterations, completed=start_iter, info=""
-                )
-                for it in range(start_iter, config.iterations):
-                    stats = _iteration(model, optimizer, runner, config, rng, forbidden, it)
-                    n = it + 1
-                    last = n == config.iterations
-                    if n % config.validation.every == 0 or last:
-                        blob = make_blob(model, config.rollout_backend)
-                        stats.val_avg_jct = validate(runner, blob, config, None)
-                        if stats.val_avg_jct < best_val:
-                            best_val, best_iter = stats.val_avg_jct, n
-                            save_checkpoint(
-                                model,
-                                out / "best.pt",
-                                training_config=config.training_dict(),
-                                iteration=n,
-                            )
-                        console.print(
-                            f"iteration {n}: validation avg JCT {stats.val_avg_jct:.2f} "
-                            f"(best {best_val:.2f} at {best_iter}), return "
-                            f"{stats.mean_return:.4g}, entropy {stats.entropy:.3f}, "
-                            f"{wall():.0f} s",
-                            highlight=False,
-                            soft_wrap=True,
-                        )
-                    stats.wall_seconds = wall()
-                    log.append(stats)
-                    history.append(stats)
-                    if on_iteration is not None:
-                        on_iteration(stats)
-                    if n % config.checkpoint_every == 0 or last:
-                        save_checkpoint(model, ckpt_path, **snapshot(n))
-                    bar.update(
-                        task,
-                        completed=n,
-                        info=f"return {stats.mean_return:.4g}  best val {best_val:.2f}",
-                    )
-            if config.iterations == 0 or start_iter >= config.iterations:
-                save_checkpoint(model, ckpt_path, **snapshot(max(start_iter, config.iterations)))
-            save_checkpoint(model, out / "final.pt", training_config=config.training_dict())
-            final_val = next(
-                (s.val_avg_jct for s in reversed(history) if not math.isnan(s.val_avg_jct)),
-                best_val,
+    def warm_up(self, runner: RolloutRunner, log: TrainLog, show_progress: bool) -> None:
+        """Iteration 0 of a new run: the starting weights (another run's, or the BC warm
+        start's), validated and saved as the first best.pt."""
+        config, model = self.config, self.model
+        if config.init_checkpoint is not None:
+            _load_initial_weights(model, config)
+            say(self.console, f"starting from the weights of {config.init_checkpoint}")
+        elif config.bc.enabled:
+            report = warm_start(
+                model, config, runner, self.bc_seq, self.forbidden, self.console, show_progress
             )
-            _export_best(out, console)
-    finally:
-        torch.set_num_threads(threads_before)
+            self.bc_info = asdict(report)
+            save_checkpoint(model, self.out / "bc.pt", training_config=config.training_dict())
+        self.initial_val = validate(runner, make_blob(model, config.rollout_backend), config, None)
+        self.best_val, self.best_iter = self.initial_val, 0
+        save_checkpoint(
+            model, self.out / "best.pt", training_config=config.training_dict(), iteration=0
+        )
+        stats = IterationStats(0, self.wall(), val_avg_jct=self.initial_val)
+        log.append(stats)
+        self.history.append(stats)
+        cloned = config.bc.enabled and config.init_checkpoint is None
+        warm = " (after the BC warm start)" if cloned else ""
+        say(self.console, f"iteration 0: validation avg JCT {self.initial_val:.2f}{warm}")
 
-    result = TrainResult(
-        out_dir=str(out),
-        iterations=config.iterations,
-        wall_seconds=wall(),
-        reference_jct=references,
-        initial_val_jct=initial_val,
-        best_val_jct=best_val,
-        best_iteration=best_iter,
-        final_val_jct=final_val,
-        bc=bc_info,
-        history=history,
-    )
-    (out / "summary.json").write_text(
-        json.dumps({**result.to_dict(), "config": config.training_dict()}, indent=2) + "\n"
-    )
-    return result
+    def loop(
+        self,
+        runner: RolloutRunner,
+        log: TrainLog,
+        show_progress: bool,
+        on_iteration: ProgressHook | None,
+    ) -> None:
+        """The iterations left, each validated, logged and checkpointed when due."""
+        config = self.config
+        with progress_bar(self.console, show_progress) as bar:
+            task = bar.add_task(
+                "training", total=config.iterations, completed=self.start_iter, info=""
+            )
+            for it in range(self.start_iter, config.iterations):
+                stats = _iteration(
+                    self.model, self.optimizer, runner, config, self.rng, self.forbidden, it
+                )
+                n = it + 1
+                if n % config.validation.every == 0 or n == config.iterations:
+                    self._validate(runner, stats, n)
+                stats.wall_seconds = self.wall()
+                log.append(stats)
+                self.history.append(stats)
+                if on_iteration is not None:
+                    on_iteration(stats)
+                if n % config.checkpoint_every == 0 or n == config.iterations:
+                    save_checkpoint(self.model, self.out / CHECKPOINT, **self.snapshot(n))
+                info = f"return {stats.mean_return:.4g}  best val {self.best_val:.2f}"
+                bar.update(task, completed=n, info=info)
+
+    def _validate(self, runner: RolloutRunner, stats: IterationStats, n: int) -> None:
+        """Step 5: the greedy policy on the validation seeds; best.pt when it improved."""
+        blob = make_blob(self.model, self.config.rollout_backend)
+        stats.val_avg_jct = validate(runner, blob, self.config, None)
+        if stats.val_avg_jct < self.best_val:
+            self.best_val, self.best_iter = stats.val_avg_jct, n
+            save_checkpoint(
+                self.model,
+                self.out / "best.pt",
+                training_config=self.config.training_dict(),
+                iteration=n,
+            )
+        say(
+            self.console,
+            f"iteration {n}: validation avg JCT {stats.val_avg_jct:.2f} "
+            f"(best {self.best_val:.2f} at {self.best_iter}), return "
+            f"{stats.mean_return:.4g}, entropy {stats.entropy:.3f}, {self.wall():.0f} s",
+        )
+
+    def finish(self) -> TrainResult:
+        """final.pt, checkpoint.pt if no iteration wrote it, policy.onnx; the result."""
+        config = self.config
+        if config.iterations == 0 or self.start_iter >= config.iterations:
+            last = max(self.start_iter, config.iterations)
+            save_checkpoint(self.model, self.out / CHECKPOINT, **self.snapshot(last))
+        save_checkpoint(self.model, self.out / "final.pt", training_config=config.training_dict())
+        validated = [s.val_avg_jct for s in self.history if not math.isnan(s.val_avg_jct)]
+        _export_best(self.out, self.console)
+        return TrainResult(
+            out_dir=str(self.out),
+            iterations=config.iterations,
+            wall_seconds=self.wall(),
+            reference_jct=self.references,
+            initial_val_jct=self.initial_val,
+            best_val_jct=self.best_val,
+            best_iteration=self.best_iter,
+            final_val_jct=validated[-1] if validated else self.best_val,
+            bc=self.bc_info,
+            history=self.history,
+        )
 
 
 def _iteration(
@@ -525,7 +547,7 @@ def _export_best(out: Path, console: Console) -> None:
 
         export_onnx(out / "best.pt", out / "policy.onnx")
     except (IdlegateError, ImportError) as exc:
-        console.print(f"note: policy.onnx not written ({exc})", highlight=False, soft_wrap=True)
+        say(console, f"note: policy.onnx not written ({exc})")
 
 
 __all__ = [
