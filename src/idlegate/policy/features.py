@@ -94,19 +94,7 @@ MODEL_INPUTS: Final = (
 )
 """The model's inputs, in order (torch forward arguments and ONNX input names)."""
 
-ARRAYS: Final = (
-    "stage_x",
-    "job_x",
-    "global_x",
-    "edge_src",
-    "edge_dst",
-    "stage_job",
-    "stage_mask",
-    "idle_mask",
-    "cap_x",
-    "cap_mask",
-    "wait_mask",
-)
+ARRAYS: Final = tuple("idle_mask" if name == "idle_rows" else name for name in MODEL_INPUTS)
 """An observation's arrays, without the cluster's objects: its stored form (module
 docstring). `idle_rows`, which varies in length, follows from `idle_mask`."""
 

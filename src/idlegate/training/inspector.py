@@ -407,23 +407,6 @@ def probe_batch(
 
 
 # ---------------------------------------------------------------------------------------
-# PPO update
-
-
-def ppo_settings(cfg: InspectorConfig) -> PPOSettings:
-    """The config's PPO choices: passes stop when the KL after one passes `target_kl`."""
-    return PPOSettings(
-        epochs=cfg.epochs,
-        minibatch=cfg.minibatch,
-        clip=cfg.clip,
-        entropy_weight=cfg.entropy_weight,
-        max_grad_norm=cfg.max_grad_norm,
-        target_kl=cfg.target_kl or None,
-        kl_check="epoch",
-    )
-
-
-# ---------------------------------------------------------------------------------------
 # Export
 
 
@@ -499,7 +482,13 @@ def _learn(
     line = f"R {batch.reward:+.3f}  decisions {len(acts):5d}"
     if len(acts) and a.std() > 0:
         agent = InspectorDecisions(net, np.stack(batch.features), acts)
-        stats = ppo_update(agent, optimizer, to_tensor(a / a.std()), ppo_settings(cfg), rng)
+        stats = ppo_update(
+            agent,
+            optimizer,
+            to_tensor(a / a.std()),
+            PPOSettings.of(cfg, target_kl=cfg.target_kl or None),
+            rng,
+        )
         line += f"  {batch.note}  kl {stats.approx_kl:.4f}  clip {stats.clip_fraction:.2f}"
     return line
 

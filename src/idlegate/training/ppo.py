@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal, NamedTuple, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 import numpy as np
 import torch
@@ -86,6 +86,13 @@ class PPOSettings:
     """c: weight of the value loss (agents with a value head)."""
     chunk: int | None = None
     """Decisions per forward/backward pass (None: the whole minibatch)."""
+
+    @classmethod
+    def of(cls, config: Any, **override: Any) -> PPOSettings:
+        """The settings a trainer's config names alike (epochs, minibatch, clip,
+        entropy_weight, max_grad_norm, target_kl), then `override`."""
+        names = ("epochs", "minibatch", "clip", "entropy_weight", "max_grad_norm", "target_kl")
+        return cls(**{**{name: getattr(config, name) for name in names}, **override})
 
 
 @dataclass(frozen=True)

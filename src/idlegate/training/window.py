@@ -328,20 +328,6 @@ def window_rewards(
 # PPO update
 
 
-def ppo_settings(config: WindowTrainConfig) -> PPOSettings:
-    """The config's PPO choices: passes stop when the KL after one passes `target_kl`."""
-    return PPOSettings(
-        epochs=config.epochs,
-        minibatch=config.minibatch,
-        clip=config.clip,
-        entropy_weight=config.entropy_weight,
-        max_grad_norm=config.max_grad_norm,
-        target_kl=config.target_kl,
-        kl_check="epoch",
-        value_weight=config.value_weight,
-    )
-
-
 def update(
     model: WindowNet,
     optimizer: torch.optim.Optimizer,
@@ -360,7 +346,7 @@ def update(
         agent,
         optimizer,
         to_tensor((adv - adv.mean()) / (adv.std() + 1e-8)),
-        ppo_settings(config),
+        PPOSettings.of(config, value_weight=config.value_weight),
         rng,
         returns=to_tensor(cat("returns")),
         sampled_log_probs=to_tensor(cat("log_probs")),
