@@ -127,7 +127,6 @@ def operator(api: ApiServer, pool: int, metrics: int, health: int, log: Any) -> 
     return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
 
 
-# long: one measured run, from the operator's start to its figures, read top to bottom
 def burst(api: ApiServer, count: int, pool: int, log: Any) -> dict[str, Any]:
     metrics, health = free_port(), free_port()
     occupancy = Occupancy()

@@ -168,7 +168,6 @@ class Emulator(kmock.KubernetesEmulator):
             return doc
         raise api_error(404, "NotFound", "the server could not find the requested resource")
 
-    # long: one dispatch table of the verbs, each a line or two
     async def _serve(
         self,
         raw: aiohttp.web.BaseRequest,
