@@ -267,33 +267,81 @@ def _pod(template: Any, level: Level, allowed: tuple[str, ...]) -> _Pod:
     return _Pod(level, allowed, meta, spec, context, containers, volumes)
 
 
+# -- the rules, in the order violations are reported (the admission policy's order) --------
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    control: str
+    sentence: str
+    levels: frozenset[Level]
+    find: Callable[[_Pod], Iterator[str]]
+    """The paths (under the template) of the fields that break the rule."""
+    pss: bool
+    """A Pod Security control (its message names the level)."""
+
+
+RULES: list[_Rule] = []
+
+_BASELINE = frozenset({Level.BASELINE})  # a restricted rule takes its place at restricted
+_ABOVE_PRIVILEGED = frozenset({Level.BASELINE, Level.RESTRICTED})
+_RESTRICTED = frozenset({Level.RESTRICTED})
+_EVERY = frozenset(Level)
+
+
+def _rule(
+    control: str, sentence: str, levels: frozenset[Level], *, pss: bool = True
+) -> Callable[[Callable[[_Pod], Iterator[str]]], Callable[[_Pod], Iterator[str]]]:
+    """Register the decorated finder as a rule of :data:`RULES`."""
+
+    def register(find: Callable[[_Pod], Iterator[str]]) -> Callable[[_Pod], Iterator[str]]:
+        RULES.append(_Rule(control, sentence, levels, find, pss))
+        return find
+
+    return register
+
+
+def _listing(names: Iterable[str]) -> str:
+    *head, last = names
+    return f"{', '.join(head)} and {last}"
+
+
+_PROFILE_TYPES = _listing(PROFILES)
+_ALLOW_LIST = f"the namespace's allow-list (annotation {SERVICE_ACCOUNTS_ANNOTATION})"
+
+
 # -- baseline -------------------------------------------------------------------------------
 
 
+@_rule("Host Namespaces", "host namespaces are not allowed", _ABOVE_PRIVILEGED)
 def _host_namespaces(pod: _Pod) -> Iterator[str]:
     for key in ("hostNetwork", "hostPID", "hostIPC"):
         if pod.spec.get(key) is True:
             yield f"spec.{key}"
 
 
+@_rule("Privileged Containers", "privileged containers are not allowed", _ABOVE_PRIVILEGED)
 def _privileged(pod: _Pod) -> Iterator[str]:
     for c in pod.containers:
         if c.sc.get("privileged") is True:
             yield f"{c.at}.securityContext.privileged"
 
 
+@_rule("HostProcess", "HostProcess containers are not allowed", _ABOVE_PRIVILEGED)
 def _host_process(pod: _Pod) -> Iterator[str]:
     for at, sc in pod.contexts:
         if _map(sc.get("windowsOptions")).get("hostProcess") is True:
             yield f"{at}.securityContext.windowsOptions.hostProcess"
 
 
+@_rule("HostPath Volumes", "hostPath volumes are not allowed", _BASELINE)
 def _host_path(pod: _Pod) -> Iterator[str]:
     for at, volume in pod.volumes:
         if isinstance(volume.get("hostPath"), Mapping):
             yield f"{at}.hostPath"
 
 
+@_rule("Host Ports", "host ports are not allowed", _ABOVE_PRIVILEGED)
 def _host_ports(pod: _Pod) -> Iterator[str]:
     for c in pod.containers:
         for j, port in _items(c.body.get("ports")):
@@ -307,11 +355,15 @@ def _added(c: _Container) -> Iterator[tuple[str, Any]]:
         yield f"{c.at}.securityContext.capabilities.add[{k}]", cap
 
 
+@_rule("Capabilities", "adding capabilities beyond the baseline set is not allowed", _BASELINE)
 def _baseline_capabilities(pod: _Pod) -> Iterator[str]:
     for c in pod.containers:
         yield from (path for path, cap in _added(c) if cap not in BASELINE_CAPABILITIES)
 
 
+@_rule(
+    "AppArmor", f"AppArmor profiles other than {_PROFILE_TYPES} are not allowed", _ABOVE_PRIVILEGED
+)
 def _apparmor(pod: _Pod) -> Iterator[str]:
     for at, sc in pod.contexts:
         profile = sc.get("appArmorProfile")
@@ -324,6 +376,11 @@ def _apparmor(pod: _Pod) -> Iterator[str]:
             yield f"metadata.annotations[{key}]"
 
 
+@_rule(
+    "SELinux",
+    f"SELinux types other than {_listing(SELINUX_TYPES)} are not allowed",
+    _ABOVE_PRIVILEGED,
+)
 def _selinux_type(pod: _Pod) -> Iterator[str]:
     for at, sc in pod.contexts:
         options = _map(sc.get("seLinuxOptions"))
@@ -331,6 +388,7 @@ def _selinux_type(pod: _Pod) -> Iterator[str]:
             yield f"{at}.securityContext.seLinuxOptions.type"
 
 
+@_rule("SELinux", "custom SELinux users and roles are not allowed", _ABOVE_PRIVILEGED)
 def _selinux_user_role(pod: _Pod) -> Iterator[str]:
     for at, sc in pod.contexts:
         options = _map(sc.get("seLinuxOptions"))
@@ -339,6 +397,9 @@ def _selinux_user_role(pod: _Pod) -> Iterator[str]:
                 yield f"{at}.securityContext.seLinuxOptions.{key}"
 
 
+@_rule(
+    "/proc Mount Type", "/proc mount types other than Default are not allowed", _ABOVE_PRIVILEGED
+)
 def _proc_mount(pod: _Pod) -> Iterator[str]:
     if pod.user_namespace and pod.level is Level.BASELINE:
         return  # user namespaces relax baseline only; restricted still wants Default
@@ -347,6 +408,9 @@ def _proc_mount(pod: _Pod) -> Iterator[str]:
             yield f"{c.at}.securityContext.procMount"
 
 
+@_rule(
+    "Seccomp", f"seccomp profiles other than {_PROFILE_TYPES} are not allowed", _ABOVE_PRIVILEGED
+)
 def _seccomp_values(pod: _Pod) -> Iterator[str]:
     if pod.windows and pod.level is Level.RESTRICTED:
         return  # restricted's seccomp control replaces baseline's and exempts Windows
@@ -356,12 +420,16 @@ def _seccomp_values(pod: _Pod) -> Iterator[str]:
             yield f"{at}.securityContext.seccompProfile.type"
 
 
+@_rule("Sysctls", "sysctls outside the safe set are not allowed", _ABOVE_PRIVILEGED)
 def _sysctls(pod: _Pod) -> Iterator[str]:
     for i, sysctl in _items(pod.context.get("sysctls")):
         if sysctl.get("name") not in SAFE_SYSCTLS:
             yield f"spec.securityContext.sysctls[{i}].name"
 
 
+@_rule(
+    "Probe and Lifecycle Hosts", "probe and lifecycle hook hosts are not allowed", _ABOVE_PRIVILEGED
+)
 def _probe_hosts(pod: _Pod) -> Iterator[str]:
     for c in pod.containers:
         for handler in HANDLERS:
@@ -375,6 +443,11 @@ def _probe_hosts(pod: _Pod) -> Iterator[str]:
 # -- restricted -----------------------------------------------------------------------------
 
 
+@_rule(
+    "Volume Types",
+    f"volume types other than {_listing(RESTRICTED_VOLUMES)} are not allowed",
+    _RESTRICTED,
+)
 def _volume_types(pod: _Pod) -> Iterator[str]:
     for at, volume in pod.volumes:
         # a volume with no source is an emptyDir (the API server's default)
@@ -383,6 +456,7 @@ def _volume_types(pod: _Pod) -> Iterator[str]:
             yield f"{at}.{sources[0]}"
 
 
+@_rule("Privilege Escalation", "allowPrivilegeEscalation must be false", _RESTRICTED)
 def _privilege_escalation(pod: _Pod) -> Iterator[str]:
     if pod.windows:
         return
@@ -391,6 +465,7 @@ def _privilege_escalation(pod: _Pod) -> Iterator[str]:
             yield f"{c.at}.securityContext.allowPrivilegeEscalation"
 
 
+@_rule("Running as Non-root", "containers must run as non-root (runAsNonRoot: true)", _RESTRICTED)
 def _run_as_non_root(pod: _Pod) -> Iterator[str]:
     if pod.user_namespace:
         return  # root in a user namespace is not root on the node
@@ -403,6 +478,7 @@ def _run_as_non_root(pod: _Pod) -> Iterator[str]:
             yield f"{c.at}.securityContext.runAsNonRoot"
 
 
+@_rule("Running as Non-root user", "running as user 0 (root) is not allowed", _RESTRICTED)
 def _run_as_user(pod: _Pod) -> Iterator[str]:
     if pod.user_namespace:
         return
@@ -411,6 +487,7 @@ def _run_as_user(pod: _Pod) -> Iterator[str]:
             yield f"{at}.securityContext.runAsUser"
 
 
+@_rule("Seccomp", f"a seccomp profile ({' or '.join(PROFILES)}) is required", _RESTRICTED)
 def _seccomp_required(pod: _Pod) -> Iterator[str]:
     profile = pod.context.get("seccompProfile")
     if pod.windows or (isinstance(profile, Mapping) and profile.get("type") in PROFILES):
@@ -420,6 +497,7 @@ def _seccomp_required(pod: _Pod) -> Iterator[str]:
             yield f"{c.at}.securityContext.seccompProfile.type"
 
 
+@_rule("Capabilities", "containers must drop ALL capabilities", _RESTRICTED)
 def _drop_all(pod: _Pod) -> Iterator[str]:
     if pod.windows:
         return
@@ -428,6 +506,9 @@ def _drop_all(pod: _Pod) -> Iterator[str]:
             yield f"{c.at}.securityContext.capabilities.drop"
 
 
+@_rule(
+    "Capabilities", "adding capabilities other than NET_BIND_SERVICE is not allowed", _RESTRICTED
+)
 def _restricted_capabilities(pod: _Pod) -> Iterator[str]:
     if pod.windows:
         return
@@ -438,6 +519,12 @@ def _restricted_capabilities(pod: _Pod) -> Iterator[str]:
 # -- every level: service accounts and what the operator owns -----------------------------------
 
 
+@_rule(
+    "Service Account",
+    f"only the default service account or one on {_ALLOW_LIST} may be named",
+    _EVERY,
+    pss=False,
+)
 def _service_account(pod: _Pod) -> Iterator[str]:
     # serviceAccount is the deprecated alias of serviceAccountName: both are checked
     for key in ("serviceAccountName", "serviceAccount"):
@@ -446,6 +533,12 @@ def _service_account(pod: _Pod) -> Iterator[str]:
             yield f"spec.{key}"
 
 
+@_rule(
+    "Service Account Token",
+    f"a service account token may be mounted only for a service account on {_ALLOW_LIST}",
+    _EVERY,
+    pss=False,
+)
 def _service_account_token(pod: _Pod) -> Iterator[str]:
     spec = pod.spec
     account = (
@@ -461,178 +554,36 @@ def _service_account_token(pod: _Pod) -> Iterator[str]:
                 yield f"{at}.projected.sources[{j}].serviceAccountToken"
 
 
+@_rule(
+    "Namespace",
+    "a template cannot set the namespace: task pods run in the workflow's namespace",
+    _EVERY,
+    pss=False,
+)
 def _namespace(pod: _Pod) -> Iterator[str]:
     if "namespace" in pod.meta:
         yield "metadata.namespace"
 
 
+@_rule(
+    "Operator Metadata",
+    "the operator's own labels and annotations cannot be set by a template",
+    _EVERY,
+    pss=False,
+)
 def _operator_metadata(pod: _Pod) -> Iterator[str]:
     for kind, keys in (("labels", OPERATOR_LABELS), ("annotations", OPERATOR_ANNOTATIONS)):
         present = _map(pod.meta.get(kind))
         yield from (f"metadata.{kind}[{key}]" for key in keys if key in present)
 
 
+@_rule(
+    "Operator Gate",
+    f"the operator's scheduling gate {GATE} cannot be set by a template",
+    _EVERY,
+    pss=False,
+)
 def _operator_gate(pod: _Pod) -> Iterator[str]:
     for i, gate in _items(pod.spec.get("schedulingGates")):
         if gate.get("name") == GATE:
             yield f"spec.schedulingGates[{i}].name"
-
-
-# -- the rules ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Rule:
-    control: str
-    sentence: str
-    levels: frozenset[Level]
-    find: Callable[[_Pod], Iterator[str]]
-    """The paths (under the template) of the fields that break the rule."""
-    pss: bool = True
-    """A Pod Security control (its message names the level)."""
-
-
-def _listing(names: Iterable[str]) -> str:
-    *head, last = names
-    return f"{', '.join(head)} and {last}"
-
-
-_BASELINE = frozenset({Level.BASELINE})  # replaced by a restricted rule at restricted
-_ABOVE_PRIVILEGED = frozenset({Level.BASELINE, Level.RESTRICTED})
-_RESTRICTED = frozenset({Level.RESTRICTED})
-_EVERY = frozenset(Level)
-_ALLOW_LIST = f"the namespace's allow-list (annotation {SERVICE_ACCOUNTS_ANNOTATION})"
-_PROFILE_TYPES = _listing(PROFILES)
-
-RULES = (
-    _Rule(
-        "Host Namespaces", "host namespaces are not allowed", _ABOVE_PRIVILEGED, _host_namespaces
-    ),
-    _Rule(
-        "Privileged Containers",
-        "privileged containers are not allowed",
-        _ABOVE_PRIVILEGED,
-        _privileged,
-    ),
-    _Rule(
-        "HostProcess", "HostProcess containers are not allowed", _ABOVE_PRIVILEGED, _host_process
-    ),
-    _Rule("HostPath Volumes", "hostPath volumes are not allowed", _BASELINE, _host_path),
-    _Rule("Host Ports", "host ports are not allowed", _ABOVE_PRIVILEGED, _host_ports),
-    _Rule(
-        "Capabilities",
-        "adding capabilities beyond the baseline set is not allowed",
-        _BASELINE,
-        _baseline_capabilities,
-    ),
-    _Rule(
-        "AppArmor",
-        f"AppArmor profiles other than {_PROFILE_TYPES} are not allowed",
-        _ABOVE_PRIVILEGED,
-        _apparmor,
-    ),
-    _Rule(
-        "SELinux",
-        f"SELinux types other than {_listing(SELINUX_TYPES)} are not allowed",
-        _ABOVE_PRIVILEGED,
-        _selinux_type,
-    ),
-    _Rule(
-        "SELinux",
-        "custom SELinux users and roles are not allowed",
-        _ABOVE_PRIVILEGED,
-        _selinux_user_role,
-    ),
-    _Rule(
-        "/proc Mount Type",
-        "/proc mount types other than Default are not allowed",
-        _ABOVE_PRIVILEGED,
-        _proc_mount,
-    ),
-    _Rule(
-        "Seccomp",
-        f"seccomp profiles other than {_PROFILE_TYPES} are not allowed",
-        _ABOVE_PRIVILEGED,
-        _seccomp_values,
-    ),
-    _Rule("Sysctls", "sysctls outside the safe set are not allowed", _ABOVE_PRIVILEGED, _sysctls),
-    _Rule(
-        "Probe and Lifecycle Hosts",
-        "probe and lifecycle hook hosts are not allowed",
-        _ABOVE_PRIVILEGED,
-        _probe_hosts,
-    ),
-    _Rule(
-        "Volume Types",
-        f"volume types other than {_listing(RESTRICTED_VOLUMES)} are not allowed",
-        _RESTRICTED,
-        _volume_types,
-    ),
-    _Rule(
-        "Privilege Escalation",
-        "allowPrivilegeEscalation must be false",
-        _RESTRICTED,
-        _privilege_escalation,
-    ),
-    _Rule(
-        "Running as Non-root",
-        "containers must run as non-root (runAsNonRoot: true)",
-        _RESTRICTED,
-        _run_as_non_root,
-    ),
-    _Rule(
-        "Running as Non-root user",
-        "running as user 0 (root) is not allowed",
-        _RESTRICTED,
-        _run_as_user,
-    ),
-    _Rule(
-        "Seccomp",
-        f"a seccomp profile ({' or '.join(PROFILES)}) is required",
-        _RESTRICTED,
-        _seccomp_required,
-    ),
-    _Rule("Capabilities", "containers must drop ALL capabilities", _RESTRICTED, _drop_all),
-    _Rule(
-        "Capabilities",
-        "adding capabilities other than NET_BIND_SERVICE is not allowed",
-        _RESTRICTED,
-        _restricted_capabilities,
-    ),
-    _Rule(
-        "Service Account",
-        f"only the default service account or one on {_ALLOW_LIST} may be named",
-        _EVERY,
-        _service_account,
-        pss=False,
-    ),
-    _Rule(
-        "Service Account Token",
-        f"a service account token may be mounted only for a service account on {_ALLOW_LIST}",
-        _EVERY,
-        _service_account_token,
-        pss=False,
-    ),
-    _Rule(
-        "Namespace",
-        "a template cannot set the namespace: task pods run in the workflow's namespace",
-        _EVERY,
-        _namespace,
-        pss=False,
-    ),
-    _Rule(
-        "Operator Metadata",
-        "the operator's own labels and annotations cannot be set by a template",
-        _EVERY,
-        _operator_metadata,
-        pss=False,
-    ),
-    _Rule(
-        "Operator Gate",
-        f"the operator's scheduling gate {GATE} cannot be set by a template",
-        _EVERY,
-        _operator_gate,
-        pss=False,
-    ),
-)
-"""Every rule, in the order violations are reported (and the admission policy's order)."""
