@@ -5,7 +5,8 @@ split-window agent (`training.window`) each bind their network to one iteration'
 decisions as an `Agent`; the update needs nothing else from them. What differs between
 them is configuration (`PPOSettings`), not code.
 
-`ppo_update` on D decisions with advantages A (Schulman et al., 2017):
+`ppo_update` on D decisions with advantages A (Schulman et al., 2017; each trainer
+computes and scales its own A):
 
 1. log π_old(a_k|s_k): the log-probabilities recorded when the actions were sampled
    (`sampled_log_probs`), or else recomputed once without gradients; either way kept
@@ -15,7 +16,7 @@ them is configuration (`PPOSettings`), not code.
    minibatches of `minibatch`; per minibatch evaluate log π_θ, H and (for an agent with a
    value head) V with gradients, in chunks of `chunk` decisions whose gradients add up to
    the minibatch's (each chunk's loss is divided by the minibatch size), and take one
-   Adam step on L = −mean min(ρA, clip(ρ, 1 ± ε)A) − β·mean H + c·mean (V − R)²
+   optimizer step on L = −mean min(ρA, clip(ρ, 1 ± ε)A) − β·mean H + c·mean (V − R)²
    (`training.math.ppo_clip_loss`) with the gradient norm clipped;
 3. early stop on KL(π_old ‖ π_θ) above `target_kl` (`training.math.approx_kl`), measured
    per `kl_check`: ``minibatch`` — on each minibatch before its step, which is then not

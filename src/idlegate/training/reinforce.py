@@ -11,14 +11,14 @@ One iteration k (`train`):
    baselines b_k^i = mean over the N rollouts of their R at time t_k^i, advantages
    A = R − b (optionally scaled to unit std) — `training.math`;
 4. recompute log π(a_k|s_k) and H(π(·|s_k)) with gradients in batches of
-   `learner_batch` decisions (`policy.model.evaluate_batch`), accumulate the gradient
-   of L = −(1/D) Σ A·log π − β_k (1/D) Σ H, clip its norm, one Adam step; β_k decays
-   linearly to a floor;
+   `learner_batch` decisions (`PolicyDecisions`, through `policy.model.evaluate_batch`),
+   accumulate the gradient of L = −(1/D) Σ A·log π − β_k (1/D) Σ H, clip its norm, one
+   Adam step (`training.ppo.reinforce_update`); β_k decays linearly to a floor;
 5. every `validation.every` iterations: the greedy policy on the fixed validation seeds
    (whole episodes), average JCT logged next to the heuristics' (computed once).
 
 With ``algorithm: ppo`` step 4 is PPO's epochs of clipped minibatch steps instead
-(`training.ppo`); everything else — rollouts, advantages, validation, checkpoints, the
+(`training.ppo.ppo_update`, KL checked per minibatch); everything else — rollouts, advantages, validation, checkpoints, the
 log — is this loop.
 
 Before iteration 0 an optional behaviour-cloning warm start (`training.warm_start`, fitted
@@ -57,7 +57,7 @@ from idlegate.policy.model import (
 from idlegate.sim.workloads import build_workload
 from idlegate.training import math as rl
 from idlegate.training.config import RUN_ONLY_FIELDS, TrainConfig
-from idlegate.training.log import CSV_FIELDS, IterationStats, TrainLog, progress_bar, say
+from idlegate.training.log import IterationStats, TrainLog, progress_bar, say
 from idlegate.training.ppo import (
     Evaluation,
     PPOSettings,
@@ -551,10 +551,7 @@ def _export_best(out: Path, console: Console) -> None:
 
 
 __all__ = [
-    "CSV_FIELDS",
-    "IterationStats",
     "TrainResult",
-    "UpdateStats",
     "algorithm_update",
     "train",
     "update_decisions",
