@@ -23,8 +23,9 @@ import torch
 from idlegate.policy.model import PolicyNet, load_checkpoint, model_from_checkpoint
 from idlegate.training import math as rl
 from idlegate.training.config import preset_config
-from idlegate.training.reinforce import returns_and_advantages, update, workload_ref
+from idlegate.training.reinforce import algorithm_update, returns_and_advantages
 from idlegate.training.rollout import RolloutRunner, RolloutTask, make_blob
+from idlegate.training.seeds import workload_ref
 
 
 def rounds_of_tasks(cfg, rounds: int) -> list[list[RolloutTask]]:
@@ -98,7 +99,7 @@ def main() -> int:
     decisions = 0
     for batch in last or []:
         _, _, adv = returns_and_advantages(batch, cfg)
-        update(model, optimizer, batch, adv, cfg, 0.01, rng)
+        algorithm_update(model, optimizer, batch, adv, cfg, 0.01, rng)
         decisions += sum(r.decisions for r in batch)
     seconds = time.perf_counter() - start
     n = len(last or [])
