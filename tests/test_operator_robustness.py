@@ -473,7 +473,7 @@ def test_a_missing_or_broken_bundled_model_warns_and_falls_back_to_fair(
     monkeypatch.setattr(policy, "DEFAULT_POLICY_PATH", tmp_path / "absent.onnx")
     with caplog.at_level(logging.WARNING, "idlegate.operator.decisions"):
         assert load_scheduler(None).name == "fair"
-    assert "No bundled policy" in caplog.text
+    assert "absent.onnx' does not exist" in caplog.text
     caplog.clear()
     corrupt = tmp_path / "default.onnx"
     corrupt.write_bytes(b"not a model")

@@ -124,10 +124,11 @@ def test_parameter_values():
             "(e.g. full, learned-no-idle)",
         ),
         (
-            "fair?",
-            "'fair?': write parameters as ?KEY=VALUE&KEY=VALUE, e.g. learned:default?window=64",
+            "learned:default?window",
+            "'learned:default?window': parameter window='': write ?KEY=VALUE&KEY=VALUE with "
+            "names and values without & ? or :, e.g. learned:default?window=64",
         ),
-        ("fair?a=1&a=2", "'fair?a=1&a=2' gives a twice; give each parameter once"),
+        ("fair?a=1&a=2", "'fair?a=1&a=2': a is given twice; give each parameter once"),
     ],
 )
 def test_errors_are_sentences(text: str, message: str):

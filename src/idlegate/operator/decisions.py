@@ -31,24 +31,15 @@ DEFAULT_HEURISTIC = "fair"
 
 
 def _bundled(spec: SchedulerSpec) -> Scheduler:
-    """The spec ``default`` (the bundled ONNX policy), or ``fair`` with a warning when the
-    policy is missing or unusable."""
-    from idlegate.policy import DEFAULT_POLICY_PATH, make_scheduler
+    """The spec ``default`` (the bundled ONNX policy), or ``fair`` with a warning when it
+    cannot be built (a missing or broken file)."""
+    from idlegate.policy import make_scheduler
 
-    if not DEFAULT_POLICY_PATH.is_file():
-        log.warning(
-            "No bundled policy at %s (this install does not ship one); using %r. "
-            "Pass --scheduler to choose one.",
-            DEFAULT_POLICY_PATH,
-            DEFAULT_HEURISTIC,
-        )
-        return make_scheduler(DEFAULT_HEURISTIC)
     try:
         return make_scheduler(spec)
     except IdlegateError as exc:
         log.warning(
-            "The bundled policy %s cannot be used (%s); using %r. Pass --scheduler to choose one.",
-            DEFAULT_POLICY_PATH,
+            "The default scheduler cannot be used (%s); using %r. Pass --scheduler to choose one.",
             exc,
             DEFAULT_HEURISTIC,
         )

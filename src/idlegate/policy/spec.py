@@ -55,7 +55,7 @@ uses letters, digits and ``. _ + -``:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final, NoReturn
 
@@ -65,19 +65,16 @@ PATH_KINDS: Final = ("learned", "window", "strict", "easy")
 """Kinds whose argument is a text: a model path or a priority order."""
 BASE_KINDS: Final = ("analytic", "lookahead", "reject", "inspect")
 """Kinds whose argument is another spec (``inspect``: a model path, then the spec)."""
-DEFAULT_KIND: Final = "default"
-
 _NEEDS: Final = {
-    "learned": ("a path", "learned:default"),
-    "window": ("a model path", "window:out/window.onnx"),
-    "strict": ("a priority order", "strict:sjf"),
-    "easy": ("a priority order", "easy:sjf"),
-    "analytic": ("a base heuristic", "analytic:fair"),
-    "lookahead": ("a base scheduler", "lookahead:sjf-cp"),
-    "reject": ("a base", "reject:easy:sjf"),
-    "inspect": ("a model and a base", "inspect:out/insp.onnx:easy:sjf"),
+    "learned": "a path, e.g. learned:default",
+    "window": "a model path, e.g. window:out/window.onnx",
+    "strict": "a priority order, e.g. strict:sjf",
+    "easy": "a priority order, e.g. easy:sjf",
+    "analytic": "a base heuristic, e.g. analytic:fair",
+    "lookahead": "a base scheduler, e.g. lookahead:sjf-cp",
+    "reject": "a base, e.g. reject:easy:sjf",
+    "inspect": "a model and a base, e.g. inspect:out/insp.onnx:easy:sjf",
 }
-"""What each kind with an argument needs, and an example (for the error sentences)."""
 
 _LABEL: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 _KEY: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -87,7 +84,7 @@ def names() -> tuple[str, ...]:
     """The kinds that take no argument: the registered names, then ``default``."""
     from idlegate.policy.heuristics import SCHEDULERS  # filled in by idlegate.policy
 
-    return (*SCHEDULERS, DEFAULT_KIND)
+    return (*SCHEDULERS, "default")
 
 
 @dataclass(frozen=True)
@@ -135,17 +132,16 @@ class SchedulerSpec:
         keys = [k for k, _ in self.params]
         for key, value in self.params:
             if (
-                not _KEY.fullmatch(key)
-                or not value
+                not (_KEY.fullmatch(key) and value)
                 or value != value.strip()
                 or set(value) & set("&?:")
             ):
                 raise IdlegateError(
-                    f"parameter {key}={value!r}: write ?KEY=VALUE with a name and a value "
-                    "without & ? or :, e.g. learned:default?window=64"
+                    f"parameter {key}={value!r}: write ?KEY=VALUE&KEY=VALUE with names and "
+                    "values without & ? or :, e.g. learned:default?window=64"
                 )
             if keys.count(key) > 1:
-                raise IdlegateError(f"parameter {key} is given twice; give each parameter once")
+                raise IdlegateError(f"{key} is given twice; give each parameter once")
         if self.label is not None and not _LABEL.fullmatch(self.label):
             raise IdlegateError(
                 f"label {self.label!r}: use letters, digits and . _ + - (e.g. full, learned-no-idle)"
@@ -234,12 +230,12 @@ def _parse_body(text: str, whole: str) -> SchedulerSpec:
     if kind in BASE_KINDS:
         if rest.startswith("?"):
             query, colon, tail = rest[1:].partition(":")
-            params, rest = _params(query, whole), colon + tail
+            params, rest = _params(query), colon + tail
         argument, base = _base(kind, rest[1:].strip(), whole) if rest else (None, None)
         return SchedulerSpec(kind, argument, base, params)
     argument, query_mark, query = rest.removeprefix(":").partition("?")
     if query_mark:
-        params = _params(query, whole)
+        params = _params(query)
     if not rest.startswith(":"):
         return SchedulerSpec(kind, None, None, params)
     return SchedulerSpec(kind, argument.strip() or _missing(kind), None, params)
@@ -258,25 +254,15 @@ def _base(kind: str, text: str, whole: str) -> tuple[str | None, SchedulerSpec]:
     return path.strip() + ".onnx", _parse_body(base, whole)
 
 
-def _params(query: str, whole: str) -> tuple[tuple[str, str], ...]:
-    pairs: list[tuple[str, str]] = []
-    for pair in query.split("&"):
-        key, eq, value = pair.partition("=")
-        key = key.strip().replace("-", "_")
-        if not eq or not key or not value.strip():
-            raise IdlegateError(
-                f"{whole!r}: write parameters as ?KEY=VALUE&KEY=VALUE, e.g. "
-                "learned:default?window=64"
-            )
-        if key in dict(pairs):
-            raise IdlegateError(f"{whole!r} gives {key} twice; give each parameter once")
-        pairs.append((key, value.strip()))
-    return tuple(pairs)
+def _params(query: str) -> tuple[tuple[str, str], ...]:
+    """``KEY=VALUE&…`` as pairs (the spec checks them): a pair without ``=`` has an empty
+    key, which no spec takes."""
+    pairs = [pair.partition("=")[::2] for pair in query.split("&")]
+    return tuple((k.strip().replace("-", "_"), v.strip()) for k, v in pairs)
 
 
 def _missing(kind: str) -> NoReturn:
-    what, example = _NEEDS[kind]
-    raise IdlegateError(f"{kind} needs {what}, e.g. {example}")
+    raise IdlegateError(f"{kind} needs {_NEEDS[kind]}")
 
 
 def _unknown(kind: str, whole: str | None = None) -> IdlegateError:
@@ -287,8 +273,3 @@ def _unknown(kind: str, whole: str | None = None) -> IdlegateError:
         f"kinds {', '.join(f'{k}:…' for k in (*PATH_KINDS, *BASE_KINDS))} take an argument "
         "(a bare PATH.onnx is learned:PATH.onnx)"
     )
-
-
-def parse_specs(texts: Iterable[str | SchedulerSpec]) -> tuple[SchedulerSpec, ...]:
-    """Each of `texts` as a spec (a spec given as one stays itself)."""
-    return tuple(SchedulerSpec.of(t) for t in texts)
