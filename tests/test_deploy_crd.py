@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from idlegate.errors import SpecError
 from idlegate.operator import crd
 from idlegate.operator.lint import lint_paths
+from idlegate.operator.status import Condition, IdleSlot, Phase, StageStatus, WorkflowStatus
 from idlegate.sim.spec import MAX_STAGES, StageSpec, WorkflowSpec, parse_workflow
 from tests.deploy_files import (
     BASE,
@@ -513,11 +514,11 @@ def test_status_written_with_the_model_survives_the_schema(schema):
     # the operator writes WorkflowStatus(...).model_dump(mode="json", by_alias=True,
     # exclude_none=True): all of it must validate and nothing may be pruned
     now = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
-    status = crd.WorkflowStatus(
+    status = WorkflowStatus(
         observed_generation=1,
-        phase=crd.Phase.SUCCEEDED,
+        phase=Phase.SUCCEEDED,
         conditions=[
-            crd.Condition(
+            Condition(
                 type="Complete",
                 status="True",
                 reason="AllStagesSucceeded",
@@ -529,10 +530,10 @@ def test_status_written_with_the_model_survives_the_schema(schema):
         stages_total=4,
         stages_done=4,
         stages_summary="4/4",
-        stages=[crd.StageStatus(name="extract", tasks=2, succeeded=2)],
+        stages=[StageStatus(name="extract", tasks=2, succeeded=2)],
         parallelism_cap=3,
         idle_slots=[
-            crd.IdleSlot(
+            IdleSlot(
                 stage="right", delay_seconds=2.5, release_time=now, released=True, reason="policy"
             )
         ],

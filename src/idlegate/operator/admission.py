@@ -20,9 +20,9 @@ from typing import Any
 
 from idlegate.errors import IdlegateError
 from idlegate.operator.clock import Clock, from_datetime, timestamp_precision
-from idlegate.operator.crd import IdleSlot, check_workflow_name
+from idlegate.operator.crd import check_workflow_name
 from idlegate.operator.pods import Owner, TaskPod, read_task_pod
-from idlegate.operator.status import Conditions, SlotState
+from idlegate.operator.status import Conditions, IdleSlot, SlotState
 from idlegate.operator.template import check_templates
 from idlegate.operator.tracking import StageTrack, Task, TaskState, Workflow
 from idlegate.sim.cluster import Cluster

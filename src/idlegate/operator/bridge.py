@@ -58,13 +58,12 @@ from idlegate.operator.admission import (
     owner_of,
 )
 from idlegate.operator.clock import Steady
-from idlegate.operator.crd import Phase
 from idlegate.operator.decisions import decide
 from idlegate.operator.kube import KubeApi
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.pods import Owner, TaskPod, pod_name, read_task_pod
 from idlegate.operator.settings import Settings
-from idlegate.operator.status import Conditions, SlotState, invalid_status
+from idlegate.operator.status import Conditions, Phase, SlotState, invalid_status
 from idlegate.operator.timers import Timers
 from idlegate.operator.tracking import StageTrack, Task, TaskState, Workflow, WorkflowKey
 from idlegate.operator.writes import Writer

@@ -1,8 +1,9 @@
 """The `DagWorkflow` CustomResourceDefinition, generated from the pydantic models.
 
 One source of truth: the `spec` schema is :class:`idlegate.sim.spec.WorkflowSpec` (the model
-the simulator validates workflows with) and the `status` schema is :class:`WorkflowStatus`
-below (the model the operator writes its status with). Both are converted from pydantic's
+the simulator validates workflows with) and the `status` schema is
+:class:`idlegate.operator.status.WorkflowStatus` (the model the operator writes its status
+with). Both are converted from pydantic's
 JSON Schema into a Kubernetes *structural* schema: no ``$ref``, no ``anyOf`` with null, a
 ``type`` on every node, OpenAPI v3.0's boolean ``exclusiveMinimum``, bounded lists.
 
@@ -20,16 +21,14 @@ import argparse
 import copy
 import sys
 from collections.abc import Callable
-from datetime import datetime
-from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import BaseModel
 
 from idlegate.errors import SpecError
+from idlegate.operator.status import WorkflowStatus
 from idlegate.sim.spec import MAX_NAME_LENGTH, MAX_STAGES, NAME_PATTERN, WorkflowSpec
 
 GROUP = "idlegate.io"
@@ -57,177 +56,9 @@ def check_workflow_name(name: str) -> None:
         )
 
 
-MAX_CONDITIONS = 16
 REGENERATE_COMMAND = "python -m idlegate.operator.crd > deploy/base/crd.yaml"
 CRD_PATH = Path("deploy/base/crd.yaml")
 """Where the repository keeps the generated CRD (it is not part of the package)."""
-
-# metav1.Condition's own validation (k8s.io/apimachinery/pkg/apis/meta/v1/types.go)
-CONDITION_TYPE_PATTERN = (
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-    r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
-)
-CONDITION_REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
-
-
-# One module on purpose (Issue 12 §2): the status models and the conversion into the CRD's
-# structural schema change together (the overlays below address the models' fields by
-# name), and ``python -m idlegate.operator.crd`` regenerates deploy/base/crd.yaml from here.
-
-# -- the status API ------------------------------------------------------------------------
-
-
-class Phase(StrEnum):
-    """Where a workflow is in its life."""
-
-    PENDING = "Pending"
-    RUNNING = "Running"
-    SUCCEEDED = "Succeeded"
-    FAILED = "Failed"
-    INVALID = "Invalid"
-
-
-class _StatusModel(BaseModel):
-    # camelCase on the wire, snake_case in Python; the operator dumps with
-    # model_dump(mode="json", by_alias=True, exclude_none=True)
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
-
-
-class Condition(_StatusModel):
-    """A condition in the shape of metav1.Condition."""
-
-    type: str = Field(
-        max_length=316,
-        pattern=CONDITION_TYPE_PATTERN,
-        description="Type of the condition in CamelCase, e.g. Valid, Complete, Failed.",
-    )
-    status: Literal["True", "False", "Unknown"] = Field(
-        description="Status of the condition: True, False or Unknown."
-    )
-    observed_generation: int | None = Field(
-        default=None,
-        ge=0,
-        description="The .metadata.generation the condition was set for.",
-    )
-    last_transition_time: datetime = Field(
-        description="When the condition last changed from one status to another."
-    )
-    reason: str = Field(
-        min_length=1,
-        max_length=1024,
-        pattern=CONDITION_REASON_PATTERN,
-        description="Programmatic identifier of the reason for the last transition, in CamelCase.",
-    )
-    message: str = Field(
-        max_length=32768, description="Human-readable details of the last transition."
-    )
-
-
-class StageStatus(_StatusModel):
-    """Task counts of one stage."""
-
-    name: str = Field(
-        min_length=1, max_length=MAX_NAME_LENGTH, pattern=NAME_PATTERN, description="Stage name."
-    )
-    tasks: int = Field(ge=0, description="Tasks of the stage (spec.stages[].tasks).")
-    pending: int = Field(
-        default=0,
-        ge=0,
-        description="Tasks not running yet: not created, gated, or waiting for a node.",
-    )
-    running: int = Field(default=0, ge=0, description="Task pods running now.")
-    succeeded: int = Field(default=0, ge=0, description="Tasks that have succeeded.")
-    failed: int = Field(
-        default=0, ge=0, description="Failed task pod attempts so far (retries included)."
-    )
-
-
-class IdleSlot(_StatusModel):
-    """A deliberate idle slot: the stage is held back until releaseTime (at most once per stage)."""
-
-    stage: str = Field(
-        min_length=1,
-        max_length=MAX_NAME_LENGTH,
-        pattern=NAME_PATTERN,
-        description="The stage held back.",
-    )
-    delay_seconds: float = Field(ge=0, description="Length of the idle slot in seconds.")
-    release_time: datetime = Field(
-        description="When the stage is released; persisted so a restarted operator neither "
-        "forgets nor repeats the delay."
-    )
-    released: bool = Field(
-        default=False, description="The slot is over and the stage has been released."
-    )
-    reason: str | None = Field(
-        default=None,
-        max_length=1024,
-        description="Why the policy waited (shown in Events as well).",
-    )
-
-
-class WorkflowStatus(_StatusModel):
-    """Observed state of a DagWorkflow, written by the idlegate operator."""
-
-    observed_generation: int | None = Field(
-        default=None, ge=0, description="The .metadata.generation this status describes."
-    )
-    phase: Phase | None = Field(
-        default=None, description="Pending, Running, Succeeded, Failed or Invalid."
-    )
-    conditions: list[Condition] | None = Field(
-        default=None,
-        max_length=MAX_CONDITIONS,
-        description="Latest observations of the workflow's state (Valid, Complete, Failed, ...).",
-    )
-    stages_total: int | None = Field(default=None, ge=0, description="Number of stages.")
-    stages_done: int | None = Field(
-        default=None, ge=0, description="Stages whose tasks have all succeeded."
-    )
-    stages_summary: str | None = Field(
-        default=None,
-        max_length=16,
-        pattern=r"^[0-9]+/[0-9]+$",
-        description="stagesDone/stagesTotal, e.g. 3/5 (a printer column).",
-    )
-    stages: list[StageStatus] | None = Field(
-        default=None, max_length=MAX_STAGES, description="Task counts per stage."
-    )
-    parallelism_cap: int | None = Field(
-        default=None,
-        ge=0,
-        description="Executors (running task pods) this workflow may hold, as last set by the policy.",
-    )
-    idle_slots: list[IdleSlot] | None = Field(
-        default=None,
-        max_length=MAX_STAGES,
-        description="Deliberate idle slots, pending and past (each stage is delayed at most once).",
-    )
-    start_time: datetime | None = Field(
-        default=None, description="When the operator first saw (admitted) the workflow."
-    )
-    admission_lag_seconds: float | None = Field(
-        default=None,
-        ge=0,
-        description="startTime - metadata.creationTimestamp: how long the workflow waited "
-        "for the operator (e.g. while it was down), to the timestamp's one-second precision.",
-    )
-    completion_time: datetime | None = Field(
-        default=None, description="When the last task succeeded or the workflow failed."
-    )
-    jct_seconds: float | None = Field(
-        default=None,
-        ge=0,
-        description="Job completion time: completionTime - metadata.creationTimestamp (its "
-        "arrival), admission lag included.",
-    )
-    idle_inserted_seconds: float | None = Field(
-        default=None, ge=0, description="Total deliberate idle time inserted into this workflow."
-    )
-    kopf: dict[str, Any] | None = Field(
-        default=None, description="Reserved for kopf's own bookkeeping (progress of handlers)."
-    )
-
 
 # -- JSON Schema -> Kubernetes structural schema ---------------------------------------------
 
@@ -318,16 +149,44 @@ def _convert(
     ``X | None`` becomes ``nullable: true`` when `nullable_optionals`, else plain ``X`` (for
     status fields, where None means "absent": the operator dumps with exclude_none).
     """
+    node, nullable, seen = _flatten(node, defs, path, seen)
 
     def sub(value: dict[str, Any], where: str) -> dict[str, Any]:
-        return _convert(value, defs, where, seen_here, nullable_optionals=nullable_optionals)
+        return _convert(value, defs, where, seen, nullable_optionals=nullable_optionals)
 
+    out: dict[str, Any] = {"nullable": True} if nullable and nullable_optionals else {}
+    if "const" in node:
+        node.setdefault("enum", [node.pop("const")])
+    if "enum" in node and "type" not in node:
+        node["type"] = _infer_type(node["enum"])
+    for key, value in node.items():
+        if key in _KEPT:
+            out[key] = copy.deepcopy(value)
+        elif key == "properties":
+            out[key] = {name: sub(schema, f"{path}.{name}") for name, schema in value.items()}
+        elif key == "items":
+            out[key] = sub(value, f"{path}[]")
+        elif key == "additionalProperties" and isinstance(value, dict):
+            out[key] = sub(value, f"{path}{{}}")
+        elif key not in _DROPPED:
+            _keyword(node, key, value, out, path)
+    if out.get("type") == "object" and not {"properties", "additionalProperties"} & out.keys():
+        out["x-kubernetes-preserve-unknown-fields"] = True
+    if "type" not in out:
+        raise ValueError(f"{path}: no type (a structural schema needs one on every node)")
+    return _ordered(out)
+
+
+def _flatten(
+    node: dict[str, Any], defs: dict[str, Any], path: str, seen: tuple[str, ...]
+) -> tuple[dict[str, Any], bool, tuple[str, ...]]:
+    """`node` with its $ref inlined and its one non-null branch of ``anyOf``/``oneOf``
+    merged in; whether a null branch was dropped; the models inlined on the way."""
     seen_here = seen
     if "$ref" in node:
         seen_here = (*seen, node["$ref"].rsplit("/", 1)[-1])
         node = _resolve(node, defs, seen)
     node = dict(node)
-
     nullable = False
     for union in ("anyOf", "oneOf"):
         if union not in node:
@@ -339,65 +198,38 @@ def _convert(
                 f"{path}: {union} of {len(non_null)} non-null schemas is not structural; "
                 "use one type (or a discriminated model flattened by hand)"
             )
-        nullable = nullable_optionals and len(non_null) < len(branches)
+        nullable = len(non_null) < len(branches)
         branch = _resolve(non_null[0], defs, seen_here)
         if "$ref" in non_null[0]:
             seen_here = (*seen_here, non_null[0]["$ref"].rsplit("/", 1)[-1])
         node = {**branch, **node}  # the field's own description/default win
     if node.get("default", 0) is None:
         del node["default"]  # absent and null mean the same to the models
+    return node, nullable, seen_here
 
-    out: dict[str, Any] = {}
-    if nullable:
-        out["nullable"] = True
-    if "const" in node:
-        node.setdefault("enum", [node.pop("const")])
-    if "enum" in node and "type" not in node:
-        node["type"] = _infer_type(node["enum"])
 
-    for key, value in node.items():
-        if key in _DROPPED:
-            continue
-        if key in _KEPT:
-            out[key] = copy.deepcopy(value)
-        elif key in ("exclusiveMinimum", "exclusiveMaximum"):
-            # JSON Schema 2020-12 gives the bound; OpenAPI v3.0 (Kubernetes) a boolean flag
-            bound = "minimum" if key == "exclusiveMinimum" else "maximum"
-            if bound in node:
-                raise ValueError(f"{path}: both {bound} and {key}")
-            out[bound] = value
-            out[key] = True
-        elif key == "properties":
-            out["properties"] = {
-                name: sub(schema, f"{path}.{name}") for name, schema in value.items()
-            }
-        elif key == "items":
-            out["items"] = sub(value, f"{path}[]")
-        elif key == "additionalProperties":
-            if value is True:
-                if node.get("properties"):
-                    raise ValueError(f"{path}: properties with additionalProperties: true")
-                # a free-form object (the pod template, kopf's bookkeeping): keep it whole
-                out["x-kubernetes-preserve-unknown-fields"] = True
-            elif isinstance(value, dict):
-                out["additionalProperties"] = sub(value, f"{path}{{}}")
-            # False: Kubernetes forbids it; unknown fields are pruned (or rejected by
-            # kubectl's strict field validation) instead, which matches extra="forbid"
-        elif key == "uniqueItems":
-            if value:
-                out["x-kubernetes-list-type"] = "set"
-        else:
-            raise ValueError(f"{path}: JSON Schema keyword {key!r} has no structural equivalent")
-
-    if (
-        out.get("type") == "object"
-        and "properties" not in out
-        and "additionalProperties" not in out
-    ):
-        out["x-kubernetes-preserve-unknown-fields"] = True
-    if "type" not in out:
-        raise ValueError(f"{path}: no type (a structural schema needs one on every node)")
-    return _ordered(out)
+def _keyword(node: dict[str, Any], key: str, value: Any, out: dict[str, Any], path: str) -> None:
+    """The structural form of a JSON Schema keyword that is not kept as it is."""
+    if key in ("exclusiveMinimum", "exclusiveMaximum"):
+        # JSON Schema 2020-12 gives the bound; OpenAPI v3.0 (Kubernetes) a boolean flag
+        bound = "minimum" if key == "exclusiveMinimum" else "maximum"
+        if bound in node:
+            raise ValueError(f"{path}: both {bound} and {key}")
+        out[bound] = value
+        out[key] = True
+    elif key == "additionalProperties":
+        if value is True:
+            if node.get("properties"):
+                raise ValueError(f"{path}: properties with additionalProperties: true")
+            # a free-form object (the pod template, kopf's bookkeeping): keep it whole
+            out["x-kubernetes-preserve-unknown-fields"] = True
+        # False: Kubernetes forbids it; unknown fields are pruned (or rejected by kubectl's
+        # strict field validation) instead, which matches extra="forbid"
+    elif key == "uniqueItems":
+        if value:
+            out["x-kubernetes-list-type"] = "set"
+    else:
+        raise ValueError(f"{path}: JSON Schema keyword {key!r} has no structural equivalent")
 
 
 def _ordered(node: dict[str, Any]) -> dict[str, Any]:

@@ -22,8 +22,8 @@ from idlegate.operator.admission import (
     owner_of,
 )
 from idlegate.operator.bridge import Bridge
-from idlegate.operator.crd import Phase
 from idlegate.operator.pods import LABEL_WORKFLOW
+from idlegate.operator.status import Phase
 from idlegate.operator.tracking import WorkflowKey
 from idlegate.operator.writes import PodWritten
 

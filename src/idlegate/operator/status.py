@@ -1,18 +1,186 @@
-"""Parts of the DagWorkflow status the operator writes, shaped by
-:class:`idlegate.operator.crd.WorkflowStatus`: conditions in metav1.Condition style, idle
-slots as persisted, and the status of a rejected workflow (an admitted one's is
-:meth:`idlegate.operator.tracking.Workflow.status`)."""
+"""The DagWorkflow status the operator writes: its models (:class:`WorkflowStatus`; the CRD's
+status schema is generated from them, :mod:`idlegate.operator.crd`), conditions in
+metav1.Condition style, idle slots as persisted, and the status of a rejected workflow (an
+admitted one's is :meth:`idlegate.operator.tracking.Workflow.status`).
+
+Regenerate the CRD after changing a model (``python -m idlegate.operator.crd``).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
 
 from idlegate.operator.clock import to_datetime
-from idlegate.operator.crd import Condition, IdleSlot, Phase, WorkflowStatus
+from idlegate.sim.spec import MAX_NAME_LENGTH, MAX_STAGES, NAME_PATTERN
 
+MAX_CONDITIONS = 16
 MAX_MESSAGE = 1024
 """Longest condition or Event message the operator writes (longer ones are cut)."""
+
+# metav1.Condition's own validation (k8s.io/apimachinery/pkg/apis/meta/v1/types.go)
+CONDITION_TYPE_PATTERN = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
+)
+CONDITION_REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+
+
+class Phase(StrEnum):
+    """Where a workflow is in its life."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    INVALID = "Invalid"
+
+
+class _StatusModel(BaseModel):
+    # camelCase on the wire, snake_case in Python; the operator dumps with
+    # model_dump(mode="json", by_alias=True, exclude_none=True)
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+
+class Condition(_StatusModel):
+    """A condition in the shape of metav1.Condition."""
+
+    type: str = Field(
+        max_length=316,
+        pattern=CONDITION_TYPE_PATTERN,
+        description="Type of the condition in CamelCase, e.g. Valid, Complete, Failed.",
+    )
+    status: Literal["True", "False", "Unknown"] = Field(
+        description="Status of the condition: True, False or Unknown."
+    )
+    observed_generation: int | None = Field(
+        default=None,
+        ge=0,
+        description="The .metadata.generation the condition was set for.",
+    )
+    last_transition_time: datetime = Field(
+        description="When the condition last changed from one status to another."
+    )
+    reason: str = Field(
+        min_length=1,
+        max_length=1024,
+        pattern=CONDITION_REASON_PATTERN,
+        description="Programmatic identifier of the reason for the last transition, in CamelCase.",
+    )
+    message: str = Field(
+        max_length=32768, description="Human-readable details of the last transition."
+    )
+
+
+class StageStatus(_StatusModel):
+    """Task counts of one stage."""
+
+    name: str = Field(
+        min_length=1, max_length=MAX_NAME_LENGTH, pattern=NAME_PATTERN, description="Stage name."
+    )
+    tasks: int = Field(ge=0, description="Tasks of the stage (spec.stages[].tasks).")
+    pending: int = Field(
+        default=0,
+        ge=0,
+        description="Tasks not running yet: not created, gated, or waiting for a node.",
+    )
+    running: int = Field(default=0, ge=0, description="Task pods running now.")
+    succeeded: int = Field(default=0, ge=0, description="Tasks that have succeeded.")
+    failed: int = Field(
+        default=0, ge=0, description="Failed task pod attempts so far (retries included)."
+    )
+
+
+class IdleSlot(_StatusModel):
+    """A deliberate idle slot: the stage is held back until releaseTime (at most once per stage)."""
+
+    stage: str = Field(
+        min_length=1,
+        max_length=MAX_NAME_LENGTH,
+        pattern=NAME_PATTERN,
+        description="The stage held back.",
+    )
+    delay_seconds: float = Field(ge=0, description="Length of the idle slot in seconds.")
+    release_time: datetime = Field(
+        description="When the stage is released; persisted so a restarted operator neither "
+        "forgets nor repeats the delay."
+    )
+    released: bool = Field(
+        default=False, description="The slot is over and the stage has been released."
+    )
+    reason: str | None = Field(
+        default=None,
+        max_length=1024,
+        description="Why the policy waited (shown in Events as well).",
+    )
+
+
+class WorkflowStatus(_StatusModel):
+    """Observed state of a DagWorkflow, written by the idlegate operator."""
+
+    observed_generation: int | None = Field(
+        default=None, ge=0, description="The .metadata.generation this status describes."
+    )
+    phase: Phase | None = Field(
+        default=None, description="Pending, Running, Succeeded, Failed or Invalid."
+    )
+    conditions: list[Condition] | None = Field(
+        default=None,
+        max_length=MAX_CONDITIONS,
+        description="Latest observations of the workflow's state (Valid, Complete, Failed, ...).",
+    )
+    stages_total: int | None = Field(default=None, ge=0, description="Number of stages.")
+    stages_done: int | None = Field(
+        default=None, ge=0, description="Stages whose tasks have all succeeded."
+    )
+    stages_summary: str | None = Field(
+        default=None,
+        max_length=16,
+        pattern=r"^[0-9]+/[0-9]+$",
+        description="stagesDone/stagesTotal, e.g. 3/5 (a printer column).",
+    )
+    stages: list[StageStatus] | None = Field(
+        default=None, max_length=MAX_STAGES, description="Task counts per stage."
+    )
+    parallelism_cap: int | None = Field(
+        default=None,
+        ge=0,
+        description="Executors (running task pods) this workflow may hold, as last set by the policy.",
+    )
+    idle_slots: list[IdleSlot] | None = Field(
+        default=None,
+        max_length=MAX_STAGES,
+        description="Deliberate idle slots, pending and past (each stage is delayed at most once).",
+    )
+    start_time: datetime | None = Field(
+        default=None, description="When the operator first saw (admitted) the workflow."
+    )
+    admission_lag_seconds: float | None = Field(
+        default=None,
+        ge=0,
+        description="startTime - metadata.creationTimestamp: how long the workflow waited "
+        "for the operator (e.g. while it was down), to the timestamp's one-second precision.",
+    )
+    completion_time: datetime | None = Field(
+        default=None, description="When the last task succeeded or the workflow failed."
+    )
+    jct_seconds: float | None = Field(
+        default=None,
+        ge=0,
+        description="Job completion time: completionTime - metadata.creationTimestamp (its "
+        "arrival), admission lag included.",
+    )
+    idle_inserted_seconds: float | None = Field(
+        default=None, ge=0, description="Total deliberate idle time inserted into this workflow."
+    )
+    kopf: dict[str, Any] | None = Field(
+        default=None, description="Reserved for kopf's own bookkeeping (progress of handlers)."
+    )
 
 
 def clip(message: str, limit: int = MAX_MESSAGE) -> str:

@@ -75,7 +75,3 @@ class IdleTimers:
         job = self._scheduler.get_job(key)
         if job is not None:
             job.remove()
-
-    def keys(self) -> list[str]:
-        """The armed timers' keys."""
-        return [] if self._scheduler is None else [j.id for j in self._scheduler.get_jobs()]

@@ -17,9 +17,15 @@ from typing import Any
 
 from idlegate.errors import IdlegateError
 from idlegate.operator.clock import to_datetime
-from idlegate.operator.crd import Phase, StageStatus, WorkflowStatus
 from idlegate.operator.pods import Owner
-from idlegate.operator.status import Conditions, SlotState, dump
+from idlegate.operator.status import (
+    Conditions,
+    Phase,
+    SlotState,
+    StageStatus,
+    WorkflowStatus,
+    dump,
+)
 from idlegate.sim.dag import Dag
 from idlegate.sim.protocol import Job
 from idlegate.sim.spec import StageSpec, WorkflowSpec
