@@ -430,8 +430,8 @@ class Bridge:
 
     def _fail_task_for_good(self, wf: Workflow, track: StageTrack, task: Task, reason: str) -> None:
         track.set_state(task, TaskState.FAILED)  # its pod has failed: kept (logs)
-        notice = messages.task_failed(track, task, reason)
-        self.fail(wf, notice.reason, notice.message)
+        _, failure, message = messages.task_failed(track, task, reason)
+        self.fail(wf, failure, message)
 
     # -- tasks released by others ----------------------------------------------------------
 
@@ -514,9 +514,9 @@ class Bridge:
 
     def _complete(self, wf: Workflow) -> None:
         job = wf.job
-        wf.phase = Phase.SUCCEEDED
-        wf.completion = job.finish if job.finish is not None else self.now()
         now = self.now()
+        wf.phase = Phase.SUCCEEDED
+        wf.completion = job.finish if job.finish is not None else now
         wf.conditions.set(
             "Complete", True, "Succeeded", "All stages succeeded.", wf.generation, now
         )

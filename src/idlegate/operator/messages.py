@@ -9,8 +9,6 @@ that varies between repetitions, so that repeats aggregate into one Event
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from idlegate.operator.clock import to_datetime
 from idlegate.operator.pods import GATE
 from idlegate.operator.status import SlotState
@@ -18,15 +16,12 @@ from idlegate.operator.tracking import StageTrack, Task
 from idlegate.sim.dag import Dag
 from idlegate.sim.protocol import Job, Stage
 
-
-class Notice(NamedTuple):
-    type: str
-    reason: str
-    message: str
+Notice = tuple[str, str, str]
+"""(type, reason, message) of an Event."""
 
 
 def accepted(dag: Dag, policy: str, pool: int) -> Notice:
-    return Notice(
+    return (
         "Normal",
         "Accepted",
         f"Accepted: {dag.num_stages} stages, {sum(dag.tasks)} tasks, critical path "
@@ -36,7 +31,7 @@ def accepted(dag: Dag, policy: str, pool: int) -> Notice:
 
 
 def spec_change_ignored(generation: int, admitted: int) -> Notice:
-    return Notice(
+    return (
         "Warning",
         "SpecChangeIgnored",
         f"The spec changed (generation {generation}) after the workflow was admitted with "
@@ -46,11 +41,11 @@ def spec_change_ignored(generation: int, admitted: int) -> Notice:
 
 
 def invalid(problem: str) -> Notice:
-    return Notice("Warning", "InvalidSpec", f"The workflow is invalid: {problem}")
+    return ("Warning", "InvalidSpec", f"The workflow is invalid: {problem}")
 
 
 def released(tasks: int, stage: str, policy: str, cap: int) -> Notice:
-    return Notice(
+    return (
         "Normal",
         "Released",
         f"Released {tasks} task(s) of stage {stage!r}: policy {policy} chose the stage with "
@@ -59,7 +54,7 @@ def released(tasks: int, stage: str, policy: str, cap: int) -> Notice:
 
 
 def released_next(stage: str) -> Notice:
-    return Notice(
+    return (
         "Normal",
         "Released",
         f"Released the next task of stage {stage!r} on the executor that finished one of its "
@@ -74,7 +69,7 @@ def released_by_others(pod: str, stage: str, pool: int, adopted: bool) -> Notice
         else "no executor was free, so it runs beyond the pool and takes the next executor "
         "that frees up"
     )
-    return Notice(
+    return (
         "Warning",
         "ReleasedByOthers",
         f"Task pod {pod} of stage {stage!r} lost its {GATE} scheduling gate without the "
@@ -89,7 +84,7 @@ def idle_reason(policy: str, delay: float, cap: int) -> str:
 
 
 def idle_slot(slot: SlotState, busy: int, pool: int) -> Notice:
-    return Notice(
+    return (
         "Normal",
         "IdleSlot",
         f"Stage {slot.stage!r} waits {slot.delay:g} s on purpose (deliberate idle slot) until "
@@ -104,8 +99,10 @@ def idle_slot_ended(slot: SlotState, *, while_away: bool) -> Notice:
         if while_away
         else "is over; the stage is runnable again and waits for the policy's next decision."
     )
-    return Notice(
-        "Normal", "IdleSlotEnded", f"Stage {slot.stage!r}: the idle slot of {slot.delay:g} s {then}"
+    return (
+        "Normal",
+        "IdleSlotEnded",
+        f"Stage {slot.stage!r}: the idle slot of {slot.delay:g} s {then}",
     )
 
 
@@ -123,11 +120,11 @@ def waiting(stage: Stage, job: Job, free: int, pool: int, policy: str) -> Notice
             "wait for a better moment"
         )
     message = f"Stage {stage.name!r} is runnable and waits for an executor: {why}."
-    return Notice("Normal", "Waiting", message)
+    return ("Normal", "Waiting", message)
 
 
 def task_retry(track: StageTrack, task: Task, reason: str) -> Notice:
-    return Notice(
+    return (
         "Warning",
         "TaskRetry",
         f"Task {task.index} of stage {track.spec.name!r} failed ({reason}); retry "
@@ -136,7 +133,7 @@ def task_retry(track: StageTrack, task: Task, reason: str) -> Notice:
 
 
 def task_failed(track: StageTrack, task: Task, reason: str) -> Notice:
-    return Notice(
+    return (
         "Warning",
         "TaskFailed",
         f"Stage {track.spec.name!r} failed: task {task.index} failed {task.failures} time(s), "
@@ -145,7 +142,7 @@ def task_failed(track: StageTrack, task: Task, reason: str) -> Notice:
 
 
 def succeeded(dag: Dag, jct: float, idle: float) -> Notice:
-    return Notice(
+    return (
         "Normal",
         "Succeeded",
         f"All {dag.num_stages} stages ({sum(dag.tasks)} tasks) succeeded: job completion "

@@ -14,7 +14,8 @@ bridge drains (:meth:`idlegate.operator.bridge.Bridge.follow_writes`).
 from __future__ import annotations
 
 import asyncio
-import logging
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,8 +35,8 @@ from idlegate.operator.pods import (
 from idlegate.operator.settings import Settings
 from idlegate.operator.tracking import StageTrack, Task, TaskState, Workflow
 
-log = logging.getLogger(__name__)
 _HAS_POD = (TaskState.GATED, TaskState.RELEASED)
+_EXECUTOR_PATH = "/metadata/annotations/" + ANNOTATION_EXECUTOR.replace("/", "~1")
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,26 +133,18 @@ class Writer:
                 body = await kube.patch_pod(owner.namespace, name, ops)
             except ApiError as exc:
                 if exc.status == 404:  # it went away: create it released
-                    body = await kube.create_pod(
-                        owner.namespace,
-                        task_pod(owner, spec, index, attempt, gated=False, executor=executor),
-                    )
+                    released = task_pod(owner, spec, index, attempt, gated=False, executor=executor)
+                    body = await kube.create_pod(owner.namespace, released)
                     self.metrics.pods_created.inc()
                     self.outcomes.put_nowait(PodWritten(body))
                     return
                 if exc.status not in (409, 422):
                     raise
                 current = await kube.get_pod(owner.namespace, name)
-                ops = release_patch(current, executor)
-                if ops is None:  # released already (by an earlier attempt of this op)
-                    key = ANNOTATION_EXECUTOR.replace("/", "~1")
-                    ops = [
-                        {
-                            "op": "add",
-                            "path": f"/metadata/annotations/{key}",
-                            "value": str(executor),
-                        }
-                    ]
+                # None: released already (by an earlier attempt of this op): record the executor
+                ops = release_patch(current, executor) or [
+                    {"op": "add", "path": _EXECUTOR_PATH, "value": str(executor)}
+                ]
                 body = await kube.patch_pod(owner.namespace, name, ops)
             self.metrics.gate_removals.inc()
             self.outcomes.put_nowait(PodWritten(body))
@@ -169,11 +162,9 @@ class Writer:
         """A pod write failed for good: the workflow fails (Failed condition naming the
         cause, an Event) and its executors return to the pool."""
         if isinstance(exc, ApiError):
-            reason = "PodRejected"
-            cause = f"the API server refused it: {exc.message or exc}"
+            reason, cause = "PodRejected", f"the API server refused it: {exc.message or exc}"
         else:
-            reason = "PodError"
-            cause = f"{type(exc).__name__}: {exc}"
+            reason, cause = "PodError", f"{type(exc).__name__}: {exc}"
         message = f"The operator could not {action} task pod {pod} of stage {stage!r}; {cause}."
         self.outcomes.put_nowait(PodWriteFailed(wf, reason, message))
 
@@ -181,11 +172,8 @@ class Writer:
         """Delete a pod (gone already is fine)."""
 
         async def run(kube: KubeApi) -> None:
-            try:
+            with _gone_is_fine():
                 await kube.delete_pod(owner.namespace, name)
-            except ApiError as exc:
-                if exc.status != 404:
-                    raise
 
         self.actuator.submit((owner.namespace, owner.name), Op(f"delete pod {name}", run))
 
@@ -208,11 +196,8 @@ class Writer:
         async def run(kube: KubeApi) -> None:
             wf.status_queued = False
             wf.refresh_conditions(self.time.now())
-            try:
+            with _gone_is_fine():  # (deleted meanwhile)
                 await kube.patch_workflow_status(wf.owner.namespace, wf.owner.name, wf.status())
-            except ApiError as exc:
-                if exc.status != 404:  # 404: deleted meanwhile
-                    raise
 
         self.actuator.submit(wf.key, Op(f"status of {wf.owner.namespace}/{wf.owner.name}", run))
 
@@ -230,10 +215,17 @@ class Writer:
         """Write the status of a rejected workflow (it has no Workflow record)."""
 
         async def run(kube: KubeApi) -> None:
-            try:
+            with _gone_is_fine():
                 await kube.patch_workflow_status(owner.namespace, owner.name, body)
-            except ApiError as exc:
-                if exc.status != 404:
-                    raise
 
         self.actuator.submit((owner.namespace, owner.name), Op(f"status of {owner.name}", run))
+
+
+@contextlib.contextmanager
+def _gone_is_fine() -> Iterator[None]:
+    """Ignore a 404: the object (a pod, a deleted workflow) is gone already."""
+    try:
+        yield
+    except ApiError as exc:
+        if exc.status != 404:
+            raise
