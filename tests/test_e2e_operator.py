@@ -34,12 +34,11 @@ from idlegate.operator.crd import API_VERSION, render_crd
 from idlegate.operator.main import Operator, build_registry
 from idlegate.operator.pods import GATE, LABEL_WORKFLOW
 from idlegate.operator.settings import Settings
-from idlegate.policy import make_scheduler
-from idlegate.sim.protocol import Action, ClusterView, Decision
 from tests.helpers import CappedFifo
 from tests.k8s.apiserver import PODS
 from tests.k8s.harness import ApiServer
 from tests.k8s.kubelet import SimKubelet
+from tests.operator_fakes import IdleRootsOnce
 
 SPEED = 20.0
 """Simulated seconds per wall second, for the operator's clock and the kubelet alike."""
@@ -219,32 +218,6 @@ def events_of(api: ApiServer, ns: str, name: str) -> list[dict[str, Any]]:
 
 def pods_of(api: ApiServer, ns: str, name: str) -> list[dict[str, Any]]:
     return api.list("pods", ns, label_selector=f"{LABEL_WORKFLOW}={name}")
-
-
-class IdleRootsOnce:
-    """A test policy: FIFO, but the root stages of workflows named `prefix`* first idle
-    `delay` seconds, once."""
-
-    name = "idle-roots"
-
-    def __init__(self, delay: float, prefix: str = "") -> None:
-        self.delay, self.prefix = delay, prefix
-        self.fifo = make_scheduler("fifo")
-
-    def reset(self, rng: Any) -> None:
-        self.fifo.reset(rng)
-
-    def decide(self, view: ClusterView) -> Action:
-        for s in view.runnable_stages():
-            job = s.job
-            if (
-                job.name.split("/")[-1].startswith(self.prefix)
-                and not s.delayed
-                and not s.launched
-                and not job.dag.parents[s.index]
-            ):
-                return Decision(s, view.num_executors, self.delay)
-        return self.fifo.decide(view)
 
 
 # -- scenarios ---------------------------------------------------------------------------------
