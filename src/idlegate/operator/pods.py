@@ -153,27 +153,7 @@ def task_pod(
     annotations = {**(meta.get("annotations") or {}), ANNOTATION_ATTEMPT: str(attempt)}
     if executor is not None:
         annotations[ANNOTATION_EXECUTOR] = str(executor)
-    env = task_env(owner, stage, index)
-    names = {e["name"] for e in env}
-    for key in ("containers", "initContainers"):
-        for container in spec.get(key) or []:
-            kept = [e for e in container.get("env") or [] if e.get("name") not in names]
-            container["env"] = kept + copy.deepcopy(env)
-    spec["restartPolicy"] = "Never"
-    if (spec.get("serviceAccountName") or spec.get("serviceAccount")) in (
-        None,
-        "",
-        DEFAULT_SERVICE_ACCOUNT,
-    ):
-        spec["serviceAccountName"] = DEFAULT_SERVICE_ACCOUNT
-        spec.setdefault("automountServiceAccountToken", False)
-    gates = [g for g in spec.get("schedulingGates") or [] if g.get("name") != GATE]
-    if gated:
-        gates.append({"name": GATE})
-    if gates:
-        spec["schedulingGates"] = gates
-    else:
-        spec.pop("schedulingGates", None)
+    _fill_spec(spec, task_env(owner, stage, index), gated)
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -186,6 +166,27 @@ def task_pod(
         },
         "spec": spec,
     }
+
+
+def _fill_spec(spec: dict[str, Any], env: list[dict[str, str]], gated: bool) -> None:
+    """The operator's part of a task pod's spec, in place (see `task_pod`)."""
+    names = {e["name"] for e in env}
+    for key in ("containers", "initContainers"):
+        for container in spec.get(key) or []:
+            kept = [e for e in container.get("env") or [] if e.get("name") not in names]
+            container["env"] = kept + copy.deepcopy(env)
+    spec["restartPolicy"] = "Never"
+    account = spec.get("serviceAccountName") or spec.get("serviceAccount")
+    if account in (None, "", DEFAULT_SERVICE_ACCOUNT):
+        spec["serviceAccountName"] = DEFAULT_SERVICE_ACCOUNT
+        spec.setdefault("automountServiceAccountToken", False)
+    gates = [g for g in spec.get("schedulingGates") or [] if g.get("name") != GATE]
+    if gated:
+        gates.append({"name": GATE})
+    if gates:
+        spec["schedulingGates"] = gates
+    else:
+        spec.pop("schedulingGates", None)
 
 
 def release_patch(pod: Mapping[str, Any], executor: int) -> list[dict[str, Any]] | None:
