@@ -88,6 +88,7 @@ class Bridge:
     ) -> None:
         self.settings = settings
         self.kube = kube
+        """The API (its writes go through the actuator; :mod:`idlegate.operator.intake` reads)."""
         self.scheduler = scheduler
         self.metrics = metrics
         self.timers = timers
@@ -100,6 +101,7 @@ class Bridge:
         instance = os.environ.get("POD_ID") or socket.gethostname()
         self.writes = Writer(settings, self.actuator, metrics, time=self.time, instance=instance)
         self.rebuilt = False
+        """Every workflow there was at the start is admitted (:func:`intake.rebuild`): ready."""
         self._beyond = itertools.count()
         """Sequence numbers of the tasks running beyond the pool (oldest adopted first)."""
         scheduler.reset(np.random.default_rng(settings.seed))

@@ -5,7 +5,8 @@ The cluster state machine takes plain float seconds (`now`). The operator reads 
 run `speed` times faster than the wall for end-to-end tests against a simulated kubelet
 that is accelerated by the same factor (:class:`ScaledClock`). Timestamps written into the
 status (`startTime`, `releaseTime`, ...) are the clock's time as UTC datetimes, and timers
-(idle slots) are armed on the wall clock after `wall_delay`.
+(idle slots) are armed on the wall clock after `wall_delay`. The bridge and its writes read
+the clock through one :class:`Steady`, which never goes back.
 """
 
 from __future__ import annotations
