@@ -201,10 +201,8 @@ def save_onnx(data: bytes, out: str | Path) -> Path:
     return path
 
 
-def export_model(
-    model: PolicyNet, out_path: str | Path, *, training_config: Any = None
-) -> dict[str, str]:
-    """Write `model` as ONNX to `out_path`, check it, and return the metadata written."""
+def policy_onnx(model: PolicyNet, *, training_config: Any = None) -> tuple[bytes, dict[str, str]]:
+    """The serialized ONNX model of `model` and the metadata written into it."""
     cfg = model.config
     metadata = {
         "idlegate.format": ONNX_FORMAT,
@@ -228,6 +226,14 @@ def export_model(
         metadata=metadata,
         doc="idlegate learned scheduling policy (stage, parallelism cap, idle length)",
     )
+    return data, metadata
+
+
+def export_model(
+    model: PolicyNet, out_path: str | Path, *, training_config: Any = None
+) -> dict[str, str]:
+    """Write `model` as ONNX to `out_path`, check it, and return the metadata written."""
+    data, metadata = policy_onnx(model, training_config=training_config)
     save_onnx(data, out_path)
     return metadata
 

@@ -73,12 +73,6 @@ class PackedObservations:
             self.sizes[name] = np.fromiter((len(p) for p in parts), np.int64, self.count)
             self.data[name] = np.concatenate(parts) if parts else np.zeros(0)
 
-    def __getstate__(self) -> tuple[Any, ...]:
-        return (self.count, self.data, self.sizes)
-
-    def __setstate__(self, state: tuple[Any, ...]) -> None:
-        self.count, self.data, self.sizes = state
-
     def __len__(self) -> int:
         return self.count
 
@@ -219,19 +213,10 @@ def onnx_evaluator(onnx_bytes: bytes) -> Evaluator:
 
 
 def export_onnx_bytes(model: PolicyNet) -> bytes:
-    """The ONNX export of `model` as bytes (`policy.onnx_export.export_model` via a temp file)."""
-    import tempfile
-    from pathlib import Path
+    """The ONNX export of `model` as bytes (`policy.onnx_export.policy_onnx`)."""
+    from idlegate.policy.onnx_export import policy_onnx
 
-    from idlegate.policy.onnx_export import export_model
-
-    was_training = model.training
-    with tempfile.TemporaryDirectory(prefix="idlegate-onnx-") as tmp:
-        path = Path(tmp) / "policy.onnx"
-        export_model(model, path)
-        data = path.read_bytes()
-    model.train(was_training)
-    return data
+    return policy_onnx(model)[0]
 
 
 def run_rollout(
