@@ -422,7 +422,7 @@ class Bridge:
         if task.failures > track.spec.backoff_limit:
             self._fail_task_for_good(wf, track, task, reason)
             return
-        self.writes.event(wf.owner, *messages.task_retry(track, task, reason))
+        self.writes.event(wf.owner, *messages.task_failure(track, task, reason))
         self._retry(wf, track, task)
         self.writes.status(wf)
 
@@ -432,7 +432,7 @@ class Bridge:
 
     def _fail_task_for_good(self, wf: Workflow, track: StageTrack, task: Task, reason: str) -> None:
         track.set_state(task, TaskState.FAILED)  # its pod has failed: kept (logs)
-        _, failure, message = messages.task_failed(track, task, reason)
+        _, failure, message = messages.task_failure(track, task, reason)
         self.fail(wf, failure, message)
 
     # -- tasks released by others ----------------------------------------------------------

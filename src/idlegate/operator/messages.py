@@ -123,21 +123,21 @@ def waiting(stage: Stage, job: Job, free: int, pool: int, policy: str) -> Notice
     return ("Normal", "Waiting", message)
 
 
-def task_retry(track: StageTrack, task: Task, reason: str) -> Notice:
+def task_failure(track: StageTrack, task: Task, reason: str) -> Notice:
+    """A task's attempt failed: it is retried, or, beyond the backoffLimit, fails its stage."""
+    spec = track.spec
+    if task.failures > spec.backoff_limit:
+        return (
+            "Warning",
+            "TaskFailed",
+            f"Stage {spec.name!r} failed: task {task.index} failed {task.failures} time(s), "
+            f"more than its backoffLimit of {spec.backoff_limit}; last: {reason}.",
+        )
+    retry = f"retry {task.failures} of {spec.backoff_limit} on the same executor {task.executor}"
     return (
         "Warning",
         "TaskRetry",
-        f"Task {task.index} of stage {track.spec.name!r} failed ({reason}); retry "
-        f"{task.failures} of {track.spec.backoff_limit} on the same executor {task.executor}.",
-    )
-
-
-def task_failed(track: StageTrack, task: Task, reason: str) -> Notice:
-    return (
-        "Warning",
-        "TaskFailed",
-        f"Stage {track.spec.name!r} failed: task {task.index} failed {task.failures} time(s), "
-        f"more than its backoffLimit of {track.spec.backoff_limit}; last: {reason}.",
+        f"Task {task.index} of stage {spec.name!r} failed ({reason}); {retry}.",
     )
 
 
