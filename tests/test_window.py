@@ -324,7 +324,7 @@ def test_benchmark_pairs_head_and_split(tmp_path: Path, capsys: pytest.CaptureFi
     spec.loader.exec_module(bench)
     for label, (head, tail) in {"head-2": (2, 0), "split-2": (1, 1)}.items():
         export_window(WindowNet(head, tail, 8), tmp_path / f"{label}.onnx", make_config())
-    models = [f"--model={label}={tmp_path / label}.onnx" for label in ("head-2", "split-2")]
+    models = [f"--scheduler={m}=window:{tmp_path / m}.onnx" for m in ("head-2", "split-2")]
     assert bench.main([*models, "--seeds", "2", "--jobs", "40"]) == 0
     out = capsys.readouterr().out
     assert "| easy:fcfs |" in out and "| split-2 |" in out
