@@ -173,12 +173,7 @@ def version() -> None:
 def simulate(
     workload: WorkloadOpt = "tpch-like",
     scheduler: Annotated[
-        str,
-        typer.Option(
-            "--scheduler",
-            "-s",
-            help="Scheduler spec, e.g. fair, sjf-cp, analytic:fair, learned:PATH.onnx, default.",
-        ),
+        str, typer.Option("--scheduler", "-s", help="Scheduler spec, e.g. fair, learned:default.")
     ] = "fair",
     seed: Annotated[int, typer.Option("--seed", help="Seed of arrivals and durations.")] = 0,
     executors: ExecutorsOpt = None,
