@@ -7,6 +7,9 @@ kubelet accelerated by the same factor; one test drives it with the real ``kubec
 decisions/s and memory, is a benchmark: ``python -m benchmarks.operator_burst``.)
 
 Each test gets its own namespace, kubelet and operator (watching that namespace only).
+Every bound on a simulated time is a lower bound: under the accelerated clock an upper one
+would be a wall-clock threshold, which a busy machine breaks. Promptness is checked by
+order and occupancy instead (which pods ran together, which job started first).
 """
 
 from __future__ import annotations
@@ -44,9 +47,6 @@ SPEED = 20.0
 """Simulated seconds per wall second, for the operator's clock and the kubelet alike."""
 DWF = "idlegate.io/v1alpha1/dagworkflows"
 SAMPLES = Path(__file__).resolve().parent.parent / "deploy" / "samples"
-JCT_SLACK = 8.0
-"""Simulated seconds of overhead allowed on a JCT: each stage transition costs a few API
-round trips (watch event, gate removal, kubelet), multiplied by SPEED."""
 
 _namespaces = itertools.count()
 
@@ -206,12 +206,6 @@ def wait_phase(api: ApiServer, ns: str, name: str, phases: tuple[str, ...], time
     )
 
 
-def from_admission(status: Mapping[str, Any]) -> float:
-    """The JCT without the admission lag: what the operator's scheduling controls (the lag,
-    how soon the watch delivers a new workflow, grows on a loaded machine)."""
-    return float(status["jctSeconds"]) - float(status.get("admissionLagSeconds") or 0.0)
-
-
 def events_of(api: ApiServer, ns: str, name: str) -> list[dict[str, Any]]:
     return api.list("events", ns, field_selector=f"involvedObject.name={name}")
 
@@ -237,7 +231,8 @@ def test_diamond_completes_with_the_right_jct(api, ns, kubelet, monitor):
         wait(lambda: op.bridge.actuator.pending() == 0, 5, "the last writes")
     assert status["phase"] == "Succeeded", status
     # critical path a -> c -> d = 40 s; b runs beside c
-    assert status["jctSeconds"] >= 40.0 - 0.5 and from_admission(status) <= 40.0 + JCT_SLACK
+    assert status["jctSeconds"] >= 40.0 - 0.5
+    assert monitor.max_per_workflow["diamond"] == 3  # b's two tasks ran beside c
     assert status["stagesSummary"] == "4/4" and status["stagesDone"] == status["stagesTotal"] == 4
     assert [(s["name"], s["succeeded"], s["running"]) for s in status["stages"]] == [
         ("a", 1, 0),
@@ -325,7 +320,6 @@ def test_an_idle_delay_is_applied_evented_and_counted(api, ns, kubelet, monitor)
     assert status["idleInsertedSeconds"] == delay
     assert status["idleSlots"][0]["released"] is True
     assert delay + 5 - 0.5 <= status["jctSeconds"]
-    assert from_admission(status) <= delay + 5 + JCT_SLACK
     reasons = [e["reason"] for e in events_of(api, ns, "late")]
     assert reasons.count("IdleSlot") == 1 and reasons.count("IdleSlotEnded") == 1
     idle = next(e for e in events_of(api, ns, "late") if e["reason"] == "IdleSlot")
@@ -373,8 +367,8 @@ def test_jct_counts_the_time_before_the_operator_saw_the_workflow(api, ns, kubel
     lag = status["admissionLagSeconds"]
     # creationTimestamp has whole seconds: the lag is known to 1 wall second (20 s here);
     # before the fix it was ~0 (the JCT started when the operator first saw the workflow)
-    assert 1.5 * SPEED <= lag <= 6 * SPEED, lag  # 2.5 s down + the operator's start
-    assert lag + 5 - 0.5 <= status["jctSeconds"] <= lag + 5 + JCT_SLACK
+    assert lag >= 1.5 * SPEED, lag  # the operator was down for 2.5 s
+    assert lag + 5 - 0.5 <= status["jctSeconds"]
 
 
 def test_a_gate_removed_by_hand_is_noticed_and_counted(api, ns, kubelet, monitor):
@@ -431,7 +425,8 @@ def test_restart_in_the_middle_of_a_delay_neither_duplicates_nor_repeats(api, ns
         wait(lambda: first.bridge.actuator.pending() == 0, 5, "the writes")
     # the operator is gone in the middle of the slot; the tasks of "busy" keep running
     time.sleep(1.0)  # 20 s of simulated downtime: a repeated delay would end 20 s too late
-    assert status_of(api, ns, "held")["idleSlots"][0]["released"] is False
+    (slot,) = status_of(api, ns, "held")["idleSlots"]
+    assert slot["released"] is False
     with running_operator(
         api, ns, pool=3, clock=clock, scheduler=IdleRootsOnce(delay, prefix="held")
     ) as second:
@@ -439,13 +434,12 @@ def test_restart_in_the_middle_of_a_delay_neither_duplicates_nor_repeats(api, ns
         busy = wait_phase(api, ns, "busy", ("Succeeded", "Failed"), timeout=30)
         assert second.metrics.value("idlegate_decisions_total", kind="idle") == 0
     assert held["phase"] == busy["phase"] == "Succeeded"
-    # the delay was honoured exactly once: 60 s, then 10 s of work. Forgotten, "held" would
-    # end ~10 s after the restart (~30 s); repeated, 60 s after the restart (>= 90 s).
+    # the delay was honoured exactly once: not forgotten ("held" would end ~10 s after the
+    # restart, ~30 s), not decided again, nor moved (the persisted release time stands)
     assert delay + 10 - 0.5 <= held["jctSeconds"], held["jctSeconds"]
-    assert from_admission(held) <= delay + 10 + JCT_SLACK, held["jctSeconds"]
-    assert len(held["idleSlots"]) == 1 and held["idleSlots"][0]["released"]
+    assert held["idleSlots"] == [{**slot, "released": True}]
     assert held["idleInsertedSeconds"] == delay
-    assert busy["jctSeconds"] >= 60 - 0.5 and from_admission(busy) <= 60 + JCT_SLACK  # ran on
+    assert busy["jctSeconds"] >= 60 - 0.5  # its tasks ran on through the restart
     assert not monitor.duplicates
     assert sorted(monitor.created) == ["busy-a-0", "busy-a-1", "held-a-0", "held-b-0"]
     assert monitor.max_total <= 3
@@ -502,7 +496,7 @@ def test_kubectl_apply_get_and_describe(api, ns, kubelet, monitor):
         ).stdout.split()
     assert status["phase"] == "Succeeded"
     # extract 5 s -> right 8 s (left's 4 s beside it) -> merge 3 s
-    assert status["jctSeconds"] >= 16 - 0.5 and from_admission(status) <= 16 + JCT_SLACK
+    assert status["jctSeconds"] >= 16 - 0.5
     assert table[0].split() == ["NAME", "PHASE", "STAGES", "JCT", "IDLE", "AGE"]
     rows = {line.split()[0]: line.split() for line in table[1:]}
     assert rows["diamond"][1:3] == ["Succeeded", "4/4"]
@@ -521,11 +515,11 @@ def test_deleting_a_workflow_frees_its_executors_and_collects_its_pods(api, ns, 
         wait(lambda: status_of(api, ns, "next").get("phase") == "Pending", 10, "next pending")
         api.delete(DWF, ns, "long")  # no finalizer: it is gone at once, its pods follow
         assert api.get(DWF, ns, "long") is None
+        # 20 wall s are 400 simulated s: "next" did not wait for the 600 s tasks of "long"
         status = wait_phase(api, ns, "next", ("Succeeded", "Failed"), timeout=20)
         wait(lambda: pods_of(api, ns, "long") == [], 10, "the garbage collector")
         assert op.metrics.value("idlegate_workflows_finished_total", result="deleted") == 1
     assert status["phase"] == "Succeeded"
-    assert status["jctSeconds"] < 600  # it did not wait for the deleted workflow's tasks
 
 
 def test_an_exported_onnx_policy_drives_the_operator(api, ns, kubelet, monitor, tmp_path):
@@ -584,9 +578,9 @@ def test_rigid_jobs_are_backfilled_under_easy_fcfs(api, ns, kubelet, monitor):
     assert a.arrival < b.arrival < long.arrival < small.arrival
     # small, the latest and smallest job, started before the earlier wide one ...
     assert small.first_start < b.first_start
-    # ... which had to wait for wide-a, and was not delayed by the backfilling
-    assert a.first_start + 30 - 0.5 <= b.first_start <= a.first_start + 30 + JCT_SLACK
-    # long would have delayed wide-b's reservation: it waited for wide-b to finish
+    # ... which had to wait for wide-a ...
+    assert a.first_start + 30 - 0.5 <= b.first_start
+    # ... and was not delayed by the backfilling: long, which would have delayed it, waited
     assert long.first_start >= b.first_start + 10 - 0.5
     assert monitor.max_total <= 4 and monitor.max_per_workflow["wide-b"] == 4
     assert not monitor.duplicates and sum(monitor.created.values()) == 3 + 4 + 1 + 1
