@@ -67,7 +67,7 @@ def test_moving_is_reported_only_when_an_executor_changes_job():
     (l2,) = c.apply(Decision(a.stages[1], 1), 1.0)
     assert not l2.moved and l2.first
     c.task_finished(0, 2.0)
-    (l3,) = c.schedule(_First(), 2.0)
+    _, (l3,) = c.decide_once(_First(), 2.0)
     assert l3.moved
 
 
@@ -143,7 +143,7 @@ def test_gang_stage_needs_room_for_all_tasks():
         c3.apply(Decision(c3.jobs[0].stages[0], 3), 0.0)
 
 
-def test_schedule_stops_on_wait_and_rejects_garbage():
+def test_a_wait_launches_nothing_and_garbage_is_rejected():
     class Waits:
         name = "waits"
 
@@ -155,14 +155,14 @@ def test_schedule_stops_on_wait_and_rejects_garbage():
 
     c = Cluster(1)
     c.add_job(chain(1.0), 0.0)
-    assert c.schedule(Waits(), 0.0) == [] and c.free_executors == 1
+    assert c.decide_once(Waits(), 0.0) == (WAIT, []) and c.free_executors == 1
 
     class Garbage(Waits):
         def decide(self, view):
             return "stage 0 please"
 
     with pytest.raises(IllegalDecisionError, match="must return a Decision or WAIT"):
-        c.schedule(Garbage(), 0.0)
+        c.decide_once(Garbage(), 0.0)
 
 
 def test_decide_once_asks_once_and_a_rejected_answer_loses_nothing():

@@ -14,7 +14,8 @@ Semantics (Decima and the idle-slot papers):
   tasks left, without asking the scheduler (the `task_finished` return value).
 * Scheduling events: job arrival, a stage running out of tasks or completing, an
   executor freed, an idle slot ending. At an event the scheduler is asked repeatedly
-  until it says WAIT or no free executor or runnable stage remains (`schedule`).
+  until it says WAIT or no free executor or runnable stage remains (a round of
+  `decide_once`; `idlegate.sim.engine.Engine` holds the simulator's rounds).
 * A decision `(stage, cap, idle_delay)` with no delay sets the job's parallelism cap
   and gives the stage free executors until the job holds `cap` executors or the stage
   has no task left to launch. With a delay it puts the stage into an idle slot of that
@@ -104,7 +105,7 @@ class Cluster:
         self._next_id = 0
         self._trace = trace
         self.needs_schedule = False
-        """Set by every scheduling event; the driver calls `schedule` and it is cleared."""
+        """Set by every scheduling event; the driver clears it and holds a decision round."""
         self.new_timers: list[Stage] = []
         """Stages whose idle slot began; the driver arms a timer for each and clears the list."""
         self.decisions = 0
@@ -292,20 +293,8 @@ class Cluster:
         free = self.free_executors
         return any(not s.gang or s.tasks <= free for j in self.jobs for s in j.runnable)
 
-    def schedule(self, scheduler: Scheduler, now: float) -> list[Launch]:
-        """Ask `scheduler` until it waits or nothing more can start; returns the task launches."""
-        self.advance(now)
-        self.needs_schedule = False
-        launches: list[Launch] = []
-        while (step := self.decide_once(scheduler, now)) is not None:
-            action, started = step
-            if action is WAIT:
-                break
-            launches.extend(started)
-        return launches
-
     def decide_once(self, scheduler: Scheduler, now: float) -> tuple[Action, list[Launch]] | None:
-        """One step of `schedule`: ask `scheduler` once and apply its answer.
+        """One question of a decision round: ask `scheduler` once and apply its answer.
 
         Returns None when nothing can start now (no free executor or no runnable stage),
         else the answer with the launches it made (none for WAIT or an idle slot). An

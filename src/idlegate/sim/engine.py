@@ -104,7 +104,7 @@ class Engine:
 
     Events are task ends, job arrivals and idle-slot ends. `peek` is the time of the next
     one; `step` applies every event of that time and then, if the cluster needs
-    scheduling, holds a *decision point* (a round of `Cluster.schedule`'s questions);
+    scheduling, holds a *decision point* (a round of `Cluster.decide_once` questions);
     `run(until)` steps to `until`. With a scheduler the engine asks it through the whole
     round itself. Without one (``scheduler=None``) `step` and `run` stop at the decision
     point, `deciding` is True, and the driver answers with `decide` one action at a time

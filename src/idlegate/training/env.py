@@ -25,7 +25,7 @@ An episode is one run of the simulator's `idlegate.sim.engine.Engine` on the wor
 with the agent deciding: ``reset`` runs the engine to its first decision point, and each
 ``step`` hands it one decision (`Engine.decide`) and runs on to the next. At a
 scheduling event the agent is asked again and again until it says WAIT or no free
-executor or runnable stage remains, as `Cluster.schedule` asks a scheduler. Task
+executor or runnable stage remains, as the engine asks any scheduler. Task
 durations, moving delays and everything else are the engine's, so an agent making a
 policy's choices gets exactly what ``simulate`` reports for that policy (tested with the
 shipped policy).
