@@ -22,7 +22,7 @@ import torch
 
 from idlegate.policy.model import PolicyNet, load_checkpoint, model_from_checkpoint
 from idlegate.training import math as rl
-from idlegate.training.config import preset_config
+from idlegate.training.config import load_config
 from idlegate.training.reinforce import algorithm_update, returns_and_advantages
 from idlegate.training.rollout import RolloutRunner, RolloutTask, make_blob
 from idlegate.training.seeds import workload_ref
@@ -64,12 +64,12 @@ def main() -> int:
     parser.add_argument("--checkpoint", default=None)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    cfg = preset_config(args.preset)
+    cfg = load_config(preset=args.preset)
     if args.checkpoint:
         model = model_from_checkpoint(load_checkpoint(args.checkpoint))
     else:
         torch.manual_seed(cfg.seed)
-        model = PolicyNet(cfg.model.to_model_config()).eval()
+        model = PolicyNet(cfg.model).eval()
     print(
         f"preset {args.preset}: workload {cfg.workload.name} {cfg.workload.options}, "
         f"{cfg.rollouts_per_sequence} rollouts per round, {args.rounds} rounds"

@@ -102,7 +102,7 @@ def tiny_train_config(out: Any, **over: Any) -> Any:
     """A `TrainConfig` that trains in seconds: two executors, 25 two-task synthetic jobs,
     3 rollouts per sequence, one worker, validation on two seeds against fifo, a 2-episode
     BC warm start; `over` replaces top-level fields (e.g. ``algorithm="ppo"``)."""
-    from idlegate.training.config import build_config  # needs the train extra's pydantic models
+    from idlegate.training.config import TrainConfig  # needs the train extra's pydantic models
 
     data = {
         "seed": 5,
@@ -122,4 +122,4 @@ def tiny_train_config(out: Any, **over: Any) -> Any:
         "bc": {"episodes": 2, "epochs": 1},
         "out_dir": str(out),
     }
-    return build_config({**data, **over})
+    return TrainConfig.of({**data, **over})

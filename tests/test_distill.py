@@ -44,7 +44,7 @@ def test_the_planner_labels_the_states_of_an_episode():
     # seed 2: fair, followed by the planner here, waits twice in this episode
     w = build_workload("tpch-like", 2, num_executors=5, num_stream=8, load=0.9)
     demos = record_demonstrations(
-        w, 0, heuristic="lookahead:fair", model_config=ModelConfig().to_dict()
+        w, 0, heuristic="lookahead:fair", model_config=ModelConfig().model_dump()
     )
     assert demos.observations and len(demos.choices) == len(demos.observations)
     assert demos.avg_jct > 0

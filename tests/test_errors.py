@@ -25,8 +25,8 @@ def test_an_owner_that_takes_nothing_says_so() -> None:
     assert str(err.value) == "scheduler 'fifo' has no parameter 'x'; it takes no parameters"
 
 
-def test_the_config_classes_use_it() -> None:
+def test_a_config_names_an_unknown_setting_and_those_it_takes() -> None:
     with pytest.raises(
-        IdlegateError, match=r"^the action space has no option 'size'; it takes idle_head"
+        IdlegateError, match=r"^the action space: size: is not a known setting; it takes idle_head"
     ):
-        ActionConfig.from_dict({"size": 3})
+        ActionConfig.of({"size": 3})

@@ -270,8 +270,10 @@ def test_cap_levels() -> None:
 def test_bad_config_is_a_user_error(options) -> None:
     with pytest.raises(IdlegateError):
         FeatureConfig(**options)
-    with pytest.raises(IdlegateError, match="the featurizer has no option 'colour'; it takes "):
-        FeatureConfig.from_dict({"colour": 1})
+    with pytest.raises(
+        IdlegateError, match="the featurizer: colour: is not a known setting; it takes "
+    ):
+        FeatureConfig.of({"colour": 1})
 
 
 class _Checker:

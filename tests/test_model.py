@@ -432,8 +432,8 @@ def test_bad_checkpoints_are_user_errors(tmp_path) -> None:
     torch.save(old, tmp_path / "old.pt")
     with pytest.raises(IdlegateError, match="feature schema"):
         load_checkpoint(tmp_path / "old.pt")
-    with pytest.raises(IdlegateError, match="the model has no option 'depth'; it takes "):
-        ModelConfig.from_dict({"depth": 3})
+    with pytest.raises(IdlegateError, match="the model: depth: is not a known setting; it takes "):
+        ModelConfig.of({"depth": 3})
     with pytest.raises(IdlegateError):
         ModelConfig(embed_dim=0)
 

@@ -118,7 +118,7 @@ def test_rollouts_teacher_labels_and_validation_are_the_same_on_ray(ray_pool):
     cfg = ModelConfig()
     blob = make_blob(PolicyNet(cfg), "onnx")
     ref = WorkloadRef.of("synthetic", {"num_executors": 2, "num_jobs": 12}, 7)
-    teacher = (("heuristic", "fair"), ("model_config", cfg.to_dict()))
+    teacher = (("heuristic", "fair"), ("model_config", cfg.model_dump()))
     tasks = [
         RolloutTask(ref, 11),
         RolloutTask(ref, 12, max_time=60.0),

@@ -227,7 +227,7 @@ def _rollouts(config: TrainConfig) -> tuple[PolicyNet, list[Rollout]]:
     """A fresh model (seeded: the same weights on every call) and three rollouts of one
     arrival sequence, in this process."""
     torch.manual_seed(0)
-    model = PolicyNet(config.model.to_model_config())
+    model = PolicyNet(config.model)
     cfg = model.config
     spec = config.workload
     wl = build_workload(spec.name, 3, **spec.options)

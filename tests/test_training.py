@@ -6,7 +6,6 @@ import csv
 import math
 import pickle
 import statistics
-from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
@@ -32,10 +31,8 @@ from idlegate.training.bc import (  # noqa: E402
 )
 from idlegate.training.config import (  # noqa: E402
     PRESETS,
-    ModelSection,
-    build_config,
+    TrainConfig,
     load_config,
-    preset_config,
 )
 from idlegate.training.reinforce import train  # noqa: E402
 from idlegate.training.rollout import (  # noqa: E402
@@ -164,19 +161,19 @@ def test_rollout_rewards_sum_to_the_jobs_time_integral():
 
 def test_presets_validate():
     for name in PRESETS:
-        cfg = preset_config(name)
+        cfg = load_config(preset=name)
         assert cfg.preset == name
-        assert cfg.model.to_model_config().actions.idle_head
+        assert cfg.model.actions.idle_head
         assert not set(cfg.validation.seeds) & {0}
 
 
-def test_the_model_section_offers_every_model_feature_and_action_setting():
-    # a setting added to the dataclasses but not to the YAML section could not be trained
-    names = {f.name for c in (ModelConfig, FeatureConfig, ActionConfig) for f in fields(c)}
-    assert set(ModelSection.model_fields) == names - {"features", "actions"}
-    cfg = build_config({"model": {"wait_action": False, "load_clip": 2.0}})
-    model = cfg.model.to_model_config()
-    assert model.actions.wait_action is False and model.features.load_clip == 2.0
+def test_the_model_section_is_the_model_config():
+    cfg = TrainConfig.of(
+        {"model": {"actions": {"wait_action": False}, "features": {"load_clip": 2}}}
+    )
+    assert cfg.model == ModelConfig(
+        actions=ActionConfig(wait_action=False), features=FeatureConfig(load_clip=2.0)
+    )
 
 
 def test_the_shipped_configs_load():
@@ -188,7 +185,7 @@ def test_the_shipped_configs_load():
         cfg = load_config(path)
         assert cfg.out_dir and cfg.out_dir.startswith("out/"), path
         if "-no-" in path.stem:  # an ablation turns one part off
-            assert not (cfg.model.idle_head and cfg.model.cp_features), path
+            assert not (cfg.model.actions.idle_head and cfg.model.features.cp_features), path
 
 
 def test_the_policy_iteration_config_distils_the_planner_over_the_default():
@@ -223,7 +220,7 @@ def test_yaml_config_merges_over_the_preset(tmp_path):
         ("bc: {heuristic: random}\n", "BC teacher"),
         ("- a list\n", "must hold a mapping"),
         ("preset: huge\n", "unknown preset 'huge'"),
-        ("model: {idle_levels: 0}\n", "model.idle_levels"),
+        ("model: {actions: {idle_levels: 0}}\n", "model.actions.idle_levels"),
     ],
 )
 def test_bad_configs_are_clear_user_errors(tmp_path, text, needle):
@@ -300,7 +297,7 @@ def test_bc_reaches_high_imitation_accuracy():
             build_workload("synthetic", s, num_executors=2, num_jobs=40, tasks_per_job=2),
             s,
             heuristic="sjf-cp",
-            model_config=cfg.to_dict(),
+            model_config=cfg.model_dump(),
         )
         for s in range(6)
     ]
@@ -319,12 +316,12 @@ def test_a_teachers_waits_become_wait_choices_only_where_wait_is_legal():
     # fair holds executors back once every job has its share: those answers are WAITs
     workload = build_workload("tpch-like", 1, num_executors=10, init=4, num_stream=6)
     demos = record_demonstrations(
-        workload, 1, heuristic="fair", model_config=ModelConfig().to_dict()
+        workload, 1, heuristic="fair", model_config=ModelConfig().model_dump()
     )
     waits = [(o, c) for o, c in zip(demos.observations, demos.choices, strict=True) if c.is_wait]
     assert waits and len(waits) < len(demos.choices)
     assert all(o.wait_mask[0] for o, _ in waits)
-    no_wait = ModelConfig(actions=ActionConfig(wait_action=False)).to_dict()
+    no_wait = ModelConfig(actions=ActionConfig(wait_action=False)).model_dump()
     launches_only = record_demonstrations(workload, 1, heuristic="fair", model_config=no_wait)
     assert not any(c.is_wait for c in launches_only.choices)
     assert len(launches_only.choices) == len(demos.choices) - len(waits)
@@ -356,13 +353,13 @@ def test_dagger_episodes_follow_the_exported_policy():
     wl = build_workload("tpch-like", 2, num_executors=10, init=3, num_stream=5)
     onnx = export_onnx_bytes(model)
     visited = record_demonstrations(
-        wl, 2, heuristic="fair", model_config=model.config.to_dict(), actor_onnx=onnx
+        wl, 2, heuristic="fair", model_config=model.config.model_dump(), actor_onnx=onnx
     )
     cfg = model.config
     greedy = RecordingPolicy(onnx_evaluator(onnx), cfg.features, cfg.actions, greedy=True)
     own = evaluate_episode(greedy, wl, 2, "learned")
     assert visited.avg_jct == pytest.approx(own.avg_jct)  # the policy's run, not fair's
-    taught = record_demonstrations(wl, 2, heuristic="fair", model_config=cfg.to_dict())
+    taught = record_demonstrations(wl, 2, heuristic="fair", model_config=cfg.model_dump())
     assert visited.avg_jct != pytest.approx(taught.avg_jct)
     assert len(visited.choices) == len(visited.observations) > 0
 
@@ -429,12 +426,12 @@ def test_resume_accepts_a_checkpoint_written_before_a_setting_existed(tmp_path):
     )
     path = tmp_path / "old" / "checkpoint.pt"
     ckpt = torch.load(path, weights_only=False)
-    del ckpt["training_config"]["model"]["load_clip"]  # as if written before load_clip
+    del ckpt["training_config"]["model"]["features"]["load_clip"]  # as if written before load_clip
     torch.save(ckpt, path)
     resumed = tiny_train_config(tmp_path / "old", iterations=2, resume=True, bc={"enabled": False})
     train(resumed, show_progress=False)
     assert [r["iteration"] for r in _trace(tmp_path / "old")] == ["0", "1", "2"]
-    ckpt["training_config"]["model"]["load_clip"] = 9.0  # a non-default value still differs
+    ckpt["training_config"]["model"]["features"]["load_clip"] = 9.0  # a non-default value still differs
     torch.save(ckpt, path)
     with pytest.raises(IdlegateError, match=r"config differs .* in model"):
         train(
@@ -490,7 +487,7 @@ def _avg_jct(scheduler, options: dict, seeds) -> float:
 def test_learning_beats_random_on_a_learnable_workload(tmp_path):
     """One executor, short (10 s) and long (50 s) one-task jobs: shortest-first is learnable."""
     options = {"num_executors": 1, "num_jobs": 30, "load": 0.9}
-    cfg = build_config(
+    cfg = TrainConfig.of(
         {
             "seed": 4,  # its initial greedy policy is longest-job-first-like (worse than random)
             "workload": {"name": "synthetic", "options": options},
@@ -499,7 +496,7 @@ def test_learning_beats_random_on_a_learnable_workload(tmp_path):
                 "every": 100,
                 "reference_schedulers": [],
             },
-            "model": {"idle_head": False},
+            "model": {"actions": {"idle_head": False}},
             "iterations": 40,
             "rollouts_per_sequence": 6,
             "workers": 1,

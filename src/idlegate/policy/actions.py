@@ -35,12 +35,13 @@ legal for the cluster whatever numbers the model produced.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
-from typing import Any, Final, NamedTuple
+from typing import Final, NamedTuple
 
 import numpy as np
+from pydantic import ConfigDict, Field, StrictBool, StrictInt
 
-from idlegate.errors import IdlegateError, reject_unknown
+from idlegate.config import Config
+from idlegate.errors import IdlegateError
 from idlegate.policy.features import Observation
 from idlegate.sim.protocol import WAIT, Action, Decision
 
@@ -51,43 +52,24 @@ MASKED: Final = -1e9
 """Log-probability fill for masked entries inside the model: exp() of it is exactly 0."""
 
 
-@dataclass(frozen=True)
-class ActionConfig:
+class ActionConfig(Config):
     """The idle part of the action space (the cap levels come from the features)."""
 
-    idle_head: bool = True
-    """False: no idle head, every decision launches (the Decima ablation)."""
-    idle_levels: int = 4
-    """G: idle lengths are d = r · l · g / G for g = 0..G."""
-    idle_ratio: float = 1.0
-    """r: the longest idle slot is r times the stage's length."""
-    wait_action: bool = True
-    """False: no WAIT action; the policy launches whenever it is asked (an ablation)."""
+    model_config = ConfigDict(title="the action space")
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.idle_head, bool):
-            raise IdlegateError(f"idle_head must be true or false, got {self.idle_head!r}")
-        if not isinstance(self.wait_action, bool):
-            raise IdlegateError(f"wait_action must be true or false, got {self.wait_action!r}")
-        if not (isinstance(self.idle_levels, int) and self.idle_levels >= 1):
-            raise IdlegateError(
-                f"idle_levels (G) must be a whole number >= 1, got {self.idle_levels!r}"
-            )
-        if not (self.idle_ratio > 0 and self.idle_ratio < float("inf")):
-            raise IdlegateError(f"idle_ratio (r) must be a number > 0, got {self.idle_ratio!r}")
+    idle_head: StrictBool = True
+    """False: no idle head, every decision launches (the Decima ablation)."""
+    idle_levels: StrictInt = Field(4, ge=1)
+    """G: idle lengths are d = r · l · g / G for g = 0..G."""
+    idle_ratio: float = Field(1.0, gt=0, allow_inf_nan=False)
+    """r: the longest idle slot is r times the stage's length."""
+    wait_action: StrictBool = True
+    """False: no WAIT action; the policy launches whenever it is asked (an ablation)."""
 
     @property
     def num_idle_levels(self) -> int:
         """I: the width of the idle table (G + 1 with the idle head, else 1)."""
         return self.idle_levels + 1 if self.idle_head else 1
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ActionConfig:
-        reject_unknown(data, (f.name for f in fields(cls)), "the action space", noun="option")
-        return cls(**data)
 
 
 class Choice(NamedTuple):

@@ -67,12 +67,12 @@ Schema history: 2 added `wait_mask` (the WAIT action); 1 was the first release.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
-from typing import Any, Final
+from typing import Final
 
 import numpy as np
+from pydantic import ConfigDict, Field, StrictBool, StrictInt
 
-from idlegate.errors import IdlegateError, reject_unknown
+from idlegate.config import Config
 
 FEATURE_SCHEMA_VERSION: Final = 2
 """Bump whenever a column, its order or its normalisation changes (models record it)."""
@@ -123,44 +123,21 @@ NUM_JOB_FEATURES: Final = len(JOB_FEATURES)
 NUM_GLOBAL_FEATURES: Final = len(GLOBAL_FEATURES)
 
 
-@dataclass(frozen=True)
-class FeatureConfig:
+class FeatureConfig(Config):
     """How features are computed; stored with every model so inference matches training."""
 
-    cp_features: bool = True
+    model_config = ConfigDict(title="the featurizer")
+
+    cp_features: StrictBool = True
     """False: zero the [CP] columns (the papers' ablation without CP/width features)."""
-    time_unit: float = 1.0
+    time_unit: float = Field(1.0, gt=0)
     """Seconds per unit before log1p: durations and works are log1p(seconds / time_unit)."""
-    arrival_window: int = 20
+    arrival_window: StrictInt = Field(20, ge=2)
     """How many recent arrivals the arrival-rate and job-size estimates use."""
-    max_cap_levels: int = 64
+    max_cap_levels: StrictInt = Field(64, ge=2)
     """Most cap levels offered; clusters with more executors get geometric levels."""
-    load_clip: float = 4.0
+    load_clip: float = Field(4.0, gt=0)
     """Upper clip of the offered-load estimate (bursts at t=0 would give infinity)."""
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.cp_features, bool):
-            raise IdlegateError(f"cp_features must be true or false, got {self.cp_features!r}")
-        if not self.time_unit > 0:
-            raise IdlegateError(f"time_unit must be > 0 seconds, got {self.time_unit!r}")
-        if not (isinstance(self.arrival_window, int) and self.arrival_window >= 2):
-            raise IdlegateError(
-                f"arrival_window must be a whole number >= 2, got {self.arrival_window!r}"
-            )
-        if not (isinstance(self.max_cap_levels, int) and self.max_cap_levels >= 2):
-            raise IdlegateError(
-                f"max_cap_levels must be a whole number >= 2, got {self.max_cap_levels!r}"
-            )
-        if not self.load_clip > 0:
-            raise IdlegateError(f"load_clip must be > 0, got {self.load_clip!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> FeatureConfig:
-        reject_unknown(data, (f.name for f in fields(cls)), "the featurizer", noun="option")
-        return cls(**data)
 
 
 def cap_levels(num_executors: int, max_levels: int) -> np.ndarray:

@@ -34,7 +34,7 @@ summary and stage softmax per observation) and returns differentiable log-probs.
 Checkpoint format (`torch.save` of a dict; `checkpoint_dict` builds it):
 
     {"format": "idlegate-policy", "version": 1,
-     "model_config": ModelConfig.to_dict(),   # nested feature and action configs
+     "model_config": ModelConfig.model_dump(),   # nested feature and action configs
      "feature_schema_version": FEATURE_SCHEMA_VERSION,
      "state_dict": model.state_dict(),
      ...}                                    # training may add keys, e.g. "training_config"
@@ -45,16 +45,17 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
 import numpy as np
 import torch
+from pydantic import ConfigDict, Field, StrictInt
 from torch import Tensor, nn
 from torch.nn import functional as F  # noqa: N812
 
-from idlegate.errors import IdlegateError, reject_unknown
+from idlegate.config import Config
+from idlegate.errors import IdlegateError
 from idlegate.policy.actions import (
     MASKED,
     ActionConfig,
@@ -74,51 +75,31 @@ CHECKPOINT_FORMAT: Final = "idlegate-policy"
 CHECKPOINT_VERSION: Final = 1
 
 
-@dataclass(frozen=True)
-class ModelConfig:
+class ModelConfig(Config):
     """Sizes of the network plus the feature and action configs it was built for."""
 
-    embed_dim: int = 8
-    """D: width of stage, job and global embeddings (Decima's output_dim is 8 too)."""
-    hidden_dim: int = 16
-    """H: hidden width of the stage head."""
-    level_hidden_dim: int = 8
-    """Hidden width of the cap and idle heads, which run on every (row, level) pair.
+    model_config = ConfigDict(title="the model")
 
-    The default widths are Decima's (hidden 16, embeddings 8); 16/32/16 make the model
-    about 20 % slower in onnxruntime (≈ 40 µs per decision at 20 jobs)."""
-    mp_steps: int = 8
+    embed_dim: StrictInt = Field(8, ge=1)
+    """D: width of stage, job and global embeddings (Decima's output_dim is 8 too)."""
+    hidden_dim: StrictInt = Field(16, ge=1)
+    """H: hidden width of the stage head."""
+    level_hidden_dim: StrictInt = Field(8, ge=1)
+    """Hidden width of the cap and idle heads, which run on every (row, level) pair. The
+    default widths are Decima's (hidden 16, embeddings 8); 16/32/16 make the model about
+    20 % slower in onnxruntime (≈ 40 µs per decision at 20 jobs)."""
+    mp_steps: StrictInt = Field(8, ge=0)
     """T: message-passing steps (TPC-H DAGs are at most 9 stages deep: 8 steps suffice)."""
     negative_slope: float = 0.2
     """Slope of the leaky ReLU used throughout."""
-    features: FeatureConfig = field(default_factory=FeatureConfig)
-    actions: ActionConfig = field(default_factory=ActionConfig)
-
-    def __post_init__(self) -> None:
-        for name in ("embed_dim", "hidden_dim", "level_hidden_dim"):
-            value = getattr(self, name)
-            if not (isinstance(value, int) and value >= 1):
-                raise IdlegateError(f"{name} must be a whole number >= 1, got {value!r}")
-        if not (isinstance(self.mp_steps, int) and self.mp_steps >= 0):
-            raise IdlegateError(f"mp_steps must be a whole number >= 0, got {self.mp_steps!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
-        out["features"] = self.features.to_dict()
-        out["actions"] = self.actions.to_dict()
-        return out
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
-        reject_unknown(data, (f.name for f in fields(cls)), "the model", noun="option")
-        values = dict(data)
-        values["features"] = FeatureConfig.from_dict(values.get("features", {}))
-        values["actions"] = ActionConfig.from_dict(values.get("actions", {}))
-        return cls(**values)
+    features: FeatureConfig = FeatureConfig()
+    """How features are computed (`policy.columns`)."""
+    actions: ActionConfig = ActionConfig()
+    """The idle levels and the WAIT action (`policy.actions`)."""
 
     def config_hash(self) -> str:
         """A short stable hash of the config (recorded in checkpoints and ONNX metadata)."""
-        text = json.dumps(self.to_dict(), sort_keys=True)
+        text = json.dumps(self.model_dump(), sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -555,7 +536,7 @@ def checkpoint_dict(model: PolicyNet, **extra: Any) -> dict[str, Any]:
     return {
         "format": CHECKPOINT_FORMAT,
         "version": CHECKPOINT_VERSION,
-        "model_config": model.config.to_dict(),
+        "model_config": model.config.model_dump(),
         "feature_schema_version": FEATURE_SCHEMA_VERSION,
         "state_dict": model.state_dict(),
         **extra,
@@ -594,7 +575,7 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
 
 def model_from_checkpoint(ckpt: dict[str, Any]) -> PolicyNet:
     """Rebuild the model of a checkpoint dict (from `load_checkpoint` or `checkpoint_dict`)."""
-    model = PolicyNet(ModelConfig.from_dict(ckpt["model_config"]))
+    model = PolicyNet(ModelConfig.of(ckpt["model_config"]))
     model.load_state_dict(ckpt["state_dict"])
     model.eval()
     return model

@@ -51,7 +51,7 @@ OPSET: Final = 17
 METADATA_KEYS: Final = (
     "idlegate.format",  # "idlegate-policy-onnx"
     "idlegate.feature_schema_version",  # FEATURE_SCHEMA_VERSION, e.g. "1"
-    "idlegate.model_config",  # ModelConfig.to_dict() as JSON (nested features, actions)
+    "idlegate.model_config",  # ModelConfig.model_dump() as JSON (nested features, actions)
     "idlegate.config_hash",  # ModelConfig.config_hash()
     "idlegate.training_config_hash",  # sha256[:16] of the checkpoint's training_config, or ""
     "idlegate.idle_levels",  # G
@@ -207,7 +207,7 @@ def policy_onnx(model: PolicyNet, *, training_config: Any = None) -> tuple[bytes
     metadata = {
         "idlegate.format": ONNX_FORMAT,
         "idlegate.feature_schema_version": str(FEATURE_SCHEMA_VERSION),
-        "idlegate.model_config": json.dumps(cfg.to_dict(), sort_keys=True),
+        "idlegate.model_config": json.dumps(cfg.model_dump(), sort_keys=True),
         "idlegate.config_hash": cfg.config_hash(),
         "idlegate.training_config_hash": _hash_json(training_config),
         "idlegate.idle_levels": str(cfg.actions.idle_levels),

@@ -106,8 +106,8 @@ class OnnxPolicy:
         )
         self._check_metadata()
         config = json.loads(self.metadata["idlegate.model_config"])
-        self.feature_config = FeatureConfig.from_dict(config["features"])
-        self.action_config = ActionConfig.from_dict(config["actions"])
+        self.feature_config = FeatureConfig.of(config["features"])
+        self.action_config = ActionConfig.of(config["actions"])
         self.featurizer = Featurizer(self.feature_config)
         self.greedy = greedy
         self.name = name

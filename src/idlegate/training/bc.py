@@ -152,7 +152,7 @@ def record_demonstrations(
     With `actor_onnx` (an exported policy) that policy acts, greedily, and the teacher
     only labels the states it visits; `avg_jct` is then the policy's.
     """
-    cfg = ModelConfig.from_dict(model_config)
+    cfg = ModelConfig.of(model_config)
     actor = None if actor_onnx is None else greedy_actor(actor_onnx)
     imitator = Imitator(make_scheduler(heuristic), cfg.features, cfg.actions, actor)
     result = simulate(workload, imitator, seed=seed, max_time=max_time)

@@ -1,6 +1,6 @@
 """The named training presets: config data a YAML file's values are merged over.
 
-`training.config` validates them (`preset_config`, `load_config`); they are plain data
+`training.config` validates them (`load_config`); they are plain data
 here so the presets read as one table.
 
 Presets (wall times measured on this shared 2-core machine with 2 workers):

@@ -236,7 +236,7 @@ def _load_initial_weights(model: PolicyNet, config: TrainConfig) -> None:
     """Copy `config.init_checkpoint`'s weights into `model` (same model settings required)."""
     path = config.init_checkpoint
     ckpt = load_checkpoint(path)  # type: ignore[arg-type]
-    ours = model.config.to_dict()
+    ours = model.config.model_dump()
     theirs = ckpt.get("model_config") or {}
     diff = _differing(ours, theirs)
     if diff:
@@ -323,7 +323,7 @@ class _Run:
         self.rng = np.random.default_rng(rl_seq)
         self.forbidden = set(config.validation.seeds)
         torch.manual_seed(config.seed)
-        self.model = PolicyNet(config.model.to_model_config())
+        self.model = PolicyNet(config.model)
         self.model.eval()
         self.optimizer = self._adam()
         self.start_iter = 0

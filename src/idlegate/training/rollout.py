@@ -287,7 +287,7 @@ class PolicyBlob:
 
 def make_blob(model: PolicyNet, backend: str) -> PolicyBlob:
     """Snapshot `model` for workers: numpy weights (torch backend) or ONNX bytes."""
-    cfg = model.config.to_dict()
+    cfg = model.config.model_dump()
     digest = hashlib.sha256(json.dumps(cfg, sort_keys=True).encode())
     if backend == "onnx":
         data = export_onnx_bytes(model)
@@ -398,7 +398,7 @@ def _workload(ref: WorkloadRef) -> Workload:
 
 def _evaluator(blob: PolicyBlob) -> tuple[Evaluator, FeatureConfig, ActionConfig]:
     if _STATE.blob_version != blob.version or _STATE.evaluator is None:
-        cfg = ModelConfig.from_dict(blob.model_config)
+        cfg = ModelConfig.of(blob.model_config)
         if blob.onnx is not None:
             evaluator = onnx_evaluator(blob.onnx)
         else:

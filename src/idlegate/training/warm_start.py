@@ -82,7 +82,7 @@ def _record(
     bc = config.bc
     kwargs: tuple[tuple[str, Any], ...] = (
         ("heuristic", bc.heuristic),
-        ("model_config", model.config.to_dict()),
+        ("model_config", model.config.model_dump()),
         ("max_time", bc.episode_seconds if bc.episode_seconds is not None else math.inf),
     )
     if actor_onnx is not None:
