@@ -44,9 +44,9 @@ def test_spec_and_parameters():
         ("lookahead:", {}, "needs a base scheduler"),
         ("lookahead:nope", {}, "unknown scheduler 'nope'"),
         ("lookahead:fair", {"depth": 2}, "no parameter 'depth'"),
-        ("lookahead:fair", {"samples": 0}, "samples must be a whole number >= 1"),
-        ("lookahead:fair", {"horizon": -1}, "horizon must be a number of seconds > 0"),
-        ("lookahead:fair", {"mode": "tree"}, "mode must be 'decision' or 'switch'"),
+        ("lookahead:fair", {"samples": 0}, "samples: Input should be greater than or equal to 1"),
+        ("lookahead:fair", {"horizon": -1}, "horizon: Input should be greater than 0"),
+        ("lookahead:fair", {"mode": "tree"}, "mode: Input should be 'decision' or 'switch'"),
         ("lookahead:fair", {"candidates": "fair+bogus"}, "unknown scheduler 'bogus'"),
     ],
 )

@@ -19,11 +19,16 @@ Input should be greater than 0".
 
 from __future__ import annotations
 
-from typing import Any, Self, get_args
+from typing import Annotated, Any, Self, get_args
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, ValidationError
 
 from idlegate.errors import IdlegateError
+
+Positive = Annotated[StrictFloat, Field(gt=0, allow_inf_nan=False)]
+"""A finite number > 0 (a whole number is fine, true/false is not a number)."""
+NonNegative = Annotated[StrictFloat, Field(ge=0, allow_inf_nan=False)]
+"""A finite number >= 0."""
 
 
 class Flag:

@@ -96,13 +96,16 @@ Executors held by other jobs enter only through R, the expected time of the firs
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from pydantic import ConfigDict, Field, StrictBool, StrictInt
 
+from idlegate.config import Config, NonNegative, Positive
 from idlegate.errors import IdlegateError
 from idlegate.policy.heuristics import make_scheduler
 from idlegate.sim.protocol import Action, ClusterView, Decision, Job, Scheduler
@@ -134,57 +137,30 @@ _RELEASE_POINTS = 129
 # configuration
 
 
-@dataclass(frozen=True)
-class AnalyticIdleConfig:
+class AnalyticIdleConfig(Config):
     """Parameters of the analytic idle rule (all have working defaults)."""
 
-    window: int = 50
+    model_config = ConfigDict(title="the analytic idle rule")
+
+    window: StrictInt = Field(50, ge=1, le=1_000_000)
     """Most recent arrivals used to estimate the arrival rate and the job-size distribution."""
-    prior_rate: float | None = None
+    prior_rate: Positive | None = None
     """Prior arrival rate λ₀ (arrivals per second); None: derived from `prior_load`."""
-    prior_load: float = 0.5
+    prior_load: Positive = 0.5
     """If `prior_rate` is None: λ₀ = prior_load × executors / mean recent job work."""
-    prior_strength: float = 2.0
+    prior_strength: Positive = 2.0
     """Weight of the prior, in pseudo-arrivals (the Gamma prior's shape α₀)."""
-    max_idle_fraction: float = 0.5
+    max_idle_fraction: Positive = 0.5
     """Longest idle slot considered, as a fraction r of l1 (the papers' d = r·l·k/G)."""
-    grid_size: int = 16
+    grid_size: StrictInt = Field(16, ge=1, le=10_000)
     """Candidate idle lengths: d_k = max_idle_fraction · l1 · k / grid_size, k = 1..grid_size."""
-    min_gain: float = 0.0
+    min_gain: NonNegative = 0.0
     """Insert a slot only if its expected gain G(d*) (seconds) exceeds min_gain·l1."""
-    account_busy: bool = True
+    account_busy: StrictBool = True
     """Model the release of executors busy elsewhere (R); False: R = ∞ (pure Theorem 1)."""
-    stream_cost: bool = True
+    stream_cost: StrictBool = True
     """Charge the slot's extra waiting of the arrivals after the next one (`later_cost`);
     False: the pair alone counts, as in Theorem 1."""
-
-    def __post_init__(self) -> None:
-        _check_int("window", self.window, 1, 1_000_000)
-        _check_int("grid_size", self.grid_size, 1, 10_000)
-        if self.prior_rate is not None:
-            _check_positive("prior_rate", self.prior_rate)
-        _check_positive("prior_load", self.prior_load)
-        _check_positive("prior_strength", self.prior_strength)
-        _check_positive("max_idle_fraction", self.max_idle_fraction)
-        if not _is_number(self.min_gain) or not math.isfinite(self.min_gain) or self.min_gain < 0:
-            raise IdlegateError(f"min_gain must be a finite number >= 0, got {self.min_gain!r}")
-        for name in ("account_busy", "stream_cost"):
-            if not isinstance(getattr(self, name), bool):
-                raise IdlegateError(f"{name} must be true or false, got {getattr(self, name)!r}")
-
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool)
-
-
-def _check_int(name: str, v: Any, low: int, high: int) -> None:
-    if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
-        raise IdlegateError(f"{name} must be a whole number in [{low}, {high}], got {v!r}")
-
-
-def _check_positive(name: str, v: Any) -> None:
-    if not _is_number(v) or not math.isfinite(v) or v <= 0:
-        raise IdlegateError(f"{name} must be a finite number > 0, got {v!r}")
 
 
 # ---------------------------------------------------------------------------------------
@@ -554,37 +530,29 @@ class AnalyticIdleScheduler:
 
 
 def make_analytic(
-    base: Scheduler | str = "sjf-cp",
-    *,
-    base_params: dict[str, Any] | None = None,
-    window: int = AnalyticIdleConfig.window,
-    prior_rate: float | None = AnalyticIdleConfig.prior_rate,
-    prior_load: float = AnalyticIdleConfig.prior_load,
-    prior_strength: float = AnalyticIdleConfig.prior_strength,
-    max_idle_fraction: float = AnalyticIdleConfig.max_idle_fraction,
-    grid_size: int = AnalyticIdleConfig.grid_size,
-    min_gain: float = AnalyticIdleConfig.min_gain,
-    account_busy: bool = AnalyticIdleConfig.account_busy,
-    stream_cost: bool = AnalyticIdleConfig.stream_cost,
+    base: Scheduler | str = "sjf-cp", *, base_params: dict[str, Any] | None = None, **config: Any
 ) -> AnalyticIdleScheduler:
     """Registry factory: `make_scheduler("analytic", base="fair", window=30)` calls this.
 
-    Every `AnalyticIdleConfig` field is a keyword (so the registry's parameter check
-    names them); `base_params` go to the base heuristic's constructor.
+    Every `AnalyticIdleConfig` field is a keyword (its signature lists them, so the
+    registry's parameter check names them); `base_params` go to the base heuristic's
+    constructor.
     """
-    config = AnalyticIdleConfig(
-        window=window,
-        prior_rate=prior_rate,
-        prior_load=prior_load,
-        prior_strength=prior_strength,
-        max_idle_fraction=max_idle_fraction,
-        grid_size=grid_size,
-        min_gain=min_gain,
-        account_busy=account_busy,
-        stream_cost=stream_cost,
-    )
-    return AnalyticIdleScheduler(base, config, **(base_params or {}))
+    return AnalyticIdleScheduler(base, AnalyticIdleConfig(**config), **(base_params or {}))
 
 
-CONFIG_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(AnalyticIdleConfig))
+CONFIG_FIELDS: tuple[str, ...] = tuple(AnalyticIdleConfig.model_fields)
 """The config's parameter names, as `make_analytic` accepts them."""
+
+_KEYWORD = inspect.Parameter.KEYWORD_ONLY
+make_analytic.__signature__ = inspect.signature(
+    make_analytic
+).replace(  # type: ignore[attr-defined]
+    parameters=[
+        *list(inspect.signature(make_analytic).parameters.values())[:2],
+        *(
+            inspect.Parameter(k, _KEYWORD, default=f.default)
+            for k, f in AnalyticIdleConfig.model_fields.items()
+        ),
+    ]
+)

@@ -46,12 +46,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
-from math import isfinite
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
+from pydantic import ConfigDict, Field, StrictBool, StrictInt
 
+from idlegate.config import Config, NonNegative, Positive
 from idlegate.errors import IdlegateError, reject_unknown
 from idlegate.policy.analytic import AnalyticIdleConfig, estimate_arrivals
 from idlegate.policy.spec import SchedulerSpec
@@ -63,59 +64,33 @@ from idlegate.sim.rollout import Future, rollout_cost
 SchedulerFactory = Callable[[], Scheduler]
 
 
-@dataclass(frozen=True)
-class LookaheadConfig:
+class LookaheadConfig(Config):
     """How far and how wide the planner looks (every field has a working default)."""
+
+    model_config = ConfigDict(title="the lookahead planner")
 
     mode: Literal["decision", "switch"] = "switch"
     """``decision``: plan each decision; ``switch``: pick a policy at arrivals/completions."""
-    horizon: float | None = None
+    horizon: Positive | None = None
     """H in seconds; None: `horizon_factor` × the mean job's length alone on the cluster."""
-    horizon_factor: float = 4.0
+    horizon_factor: Positive = 4.0
     """With `horizon` None: H = factor × mean over recent jobs of max(CP, work / K)."""
-    samples: int = 2
+    samples: StrictInt = Field(2, ge=1)
     """M: sampled futures per candidate."""
     candidates: tuple[str, ...] = ("fair", "srpt", "sjf-cp", "weighted-fair")
     """Heuristics whose picks are candidates (``switch``: the policies to switch between)."""
-    wait: bool = True
+    wait: StrictBool = True
     """Offer WAIT when some executor is busy."""
-    idle_levels: int = 4
+    idle_levels: StrictInt = Field(4, ge=0)
     """G: idle candidates d = r·l·g/G, g = 1..G, for BASE's pick (0: none)."""
-    idle_ratio: float = 1.0
+    idle_ratio: Positive = 1.0
     """r: the longest idle candidate is r times the stage's task length."""
-    terminal_weight: float = 1.0
+    terminal_weight: NonNegative = 1.0
     """w: weight of the cost-to-go estimate R at the horizon (0: none)."""
-    window: int = 50
+    window: StrictInt = Field(50, ge=1)
     """Recent arrivals behind the arrival-rate estimate and the job mix."""
-    margin: float = 0.0
+    margin: NonNegative = 0.0
     """A candidate replaces BASE's pick only if its cost is lower by this fraction."""
-
-    def __post_init__(self) -> None:
-        if self.mode not in ("decision", "switch"):
-            raise IdlegateError(f"mode must be 'decision' or 'switch', got {self.mode!r}")
-        if self.horizon is not None and not (_number(self.horizon) and self.horizon > 0):
-            raise IdlegateError(f"horizon must be a number of seconds > 0, got {self.horizon!r}")
-        for name in ("horizon_factor", "idle_ratio"):
-            value = getattr(self, name)
-            if not (_number(value) and value > 0):
-                raise IdlegateError(f"{name} must be a number > 0, got {value!r}")
-        for name in ("terminal_weight", "margin"):
-            value = getattr(self, name)
-            if not (_number(value) and value >= 0):
-                raise IdlegateError(f"{name} must be a number >= 0, got {value!r}")
-        for name, low in (("samples", 1), ("idle_levels", 0), ("window", 1)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise IdlegateError(f"{name} must be a whole number >= {low}, got {value!r}")
-        if not isinstance(self.wait, bool):
-            raise IdlegateError(f"wait must be true or false, got {self.wait!r}")
-
-
-def _number(value: Any) -> bool:
-    return not isinstance(value, bool) and isinstance(value, int | float) and isfinite(value)
-
-
-CONFIG_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(LookaheadConfig))
 
 
 @dataclass
@@ -339,7 +314,7 @@ def make_lookahead(spec: SchedulerSpec, /, **options: Any) -> LookaheadScheduler
 
     options = spec.keywords(options)
     name = options.pop("name", None)
-    reject_unknown(options, CONFIG_FIELDS, "the lookahead planner")
+    reject_unknown(options, LookaheadConfig.model_fields, "the lookahead planner")
     if "candidates" in options and isinstance(options["candidates"], str):
         options["candidates"] = tuple(c for c in options["candidates"].split("+") if c)
     config = LookaheadConfig(**options)
