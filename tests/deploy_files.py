@@ -28,6 +28,11 @@ def load_yaml(path: Path) -> Any:
     return yaml.safe_load(path.read_text())
 
 
+def committed_crd() -> dict[str, Any]:
+    """The CRD as committed in deploy/base."""
+    return load_yaml(BASE / "crd.yaml")
+
+
 def load_all(path: Path) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
 

@@ -32,6 +32,7 @@ from tests.deploy_files import (
     ROOT,
     SAMPLES,
     VALID_SAMPLES,
+    committed_crd,
     load_yaml,
     sample_files,
     sample_workflows,
@@ -40,13 +41,8 @@ from tests.deploy_files import (
 
 
 @pytest.fixture(scope="module")
-def committed_crd() -> dict[str, Any]:
-    return load_yaml(BASE / "crd.yaml")
-
-
-@pytest.fixture(scope="module")
-def schema(committed_crd) -> dict[str, Any]:
-    (version,) = committed_crd["spec"]["versions"]
+def schema() -> dict[str, Any]:
+    (version,) = committed_crd()["spec"]["versions"]
     return version["schema"]["openAPIV3Schema"]
 
 
@@ -84,9 +80,9 @@ def test_generator_check_mode(tmp_path, capsys):
     assert crd.REGENERATE_COMMAND in capsys.readouterr().err
 
 
-def test_crd_names_and_version(committed_crd):
-    spec = committed_crd["spec"]
-    assert committed_crd["metadata"]["name"] == "dagworkflows.idlegate.io"
+def test_crd_names_and_version():
+    spec = committed_crd()["spec"]
+    assert committed_crd()["metadata"]["name"] == "dagworkflows.idlegate.io"
     assert spec["group"] == "idlegate.io"
     assert spec["scope"] == "Namespaced"
     assert spec["names"] == {
@@ -102,9 +98,9 @@ def test_crd_names_and_version(committed_crd):
     assert version["subresources"] == {"status": {}}
 
 
-def test_printer_columns(committed_crd):
+def test_printer_columns():
     columns = {
-        c["name"]: c for c in committed_crd["spec"]["versions"][0]["additionalPrinterColumns"]
+        c["name"]: c for c in committed_crd()["spec"]["versions"][0]["additionalPrinterColumns"]
     }
     assert list(columns) == ["Phase", "Stages", "JCT", "Idle", "Age"]
     assert columns["Phase"]["jsonPath"] == ".status.phase"
