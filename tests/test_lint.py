@@ -55,6 +55,13 @@ def lint(*args: str, stdin: str | None = None) -> tuple[int, list[str], str]:
     return r.exit_code, r.stdout.splitlines(), r.stderr
 
 
+def problems(*args: str, stdin: str | None = None) -> list[str]:
+    """The stdout lines of `idlegate lint ARGS`, which must exit 1 (a problem found)."""
+    code, out, _ = lint(*args, stdin=stdin)
+    assert code == 1, out
+    return out
+
+
 def test_a_valid_file_exits_0_with_a_summary_and_no_problem(tmp_path):
     f = write(tmp_path / "ok.yaml", workflow("one"), workflow("two"))
     code, out, err = lint(str(f))
@@ -105,9 +112,7 @@ def test_each_invalid_spec_is_one_line_with_its_field_path(tmp_path, stages, lin
 def test_several_problems_of_one_check_are_one_line_each(tmp_path):
     bad = [stage("a", tasks="2"), stage("B", taskDurationSeconds=float("nan"), extra=1)]
     f = write(tmp_path / "bad.yaml", workflow("w", bad))
-    code, out, _ = lint(str(f))
-    assert code == 1
-    assert out == [
+    assert problems(str(f)) == [
         f"{f}[0] spec.stages[0].tasks: Input should be a valid integer",
         f"{f}[0] spec.stages[1].name: String should match pattern "
         "'^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'",
@@ -142,14 +147,12 @@ def test_the_name_and_gangs_are_checked_as_the_operator_does(tmp_path):
     gang = workflow("g", [stage("a"), stage("big", "a", tasks=5, gang=True)])
     gang["metadata"]["namespace"] = "team-a"
     f = write(tmp_path / "w.yaml", workflow(long_name), gang)
-    code, out, _ = lint(str(f))
-    assert code == 1
-    assert out == [
+    assert problems(str(f)) == [
         f"{f}[0] metadata.name: the name '{long_name}' is longer than 63 characters; it is a "
         "label value on every task pod"
     ]
     # a gang larger than the pool only with the operator's --pool-size
-    code, out, _ = lint("--pool-size", "4", str(f))
+    out = problems("--pool-size", "4", str(f))
     assert out[1] == (
         f"{f}[1] spec.stages[1].tasks: stage 'big' of team-a/g is a gang of 5 tasks, but the "
         "cluster has only 4 executors, so it could never start; use fewer tasks or more executors"
@@ -217,9 +220,7 @@ def test_a_dagworkflow_under_the_wrong_api_version_or_kind_is_an_error(tmp_path)
         {k: v for k, v in workflow("nokind").items() if k != "kind"},
         {k: v for k, v in workflow("noapi").items() if k != "apiVersion"},
     )
-    code, out, _ = lint(str(f))
-    assert code == 1
-    assert out == [
+    assert problems(str(f)) == [
         f"{f}[0] apiVersion: 'idlegate.io/v1' does not serve DagWorkflow; use idlegate.io/v1alpha1",
         f"{f}[1] kind: 'Dagworkflow' is not DagWorkflow: kinds are case-sensitive; use kind: "
         "DagWorkflow",
@@ -254,9 +255,7 @@ def test_other_kinds_are_skipped_with_a_note_and_non_objects_are_errors(tmp_path
 def test_list_documents_are_checked_item_by_item(tmp_path):
     items = [workflow("a"), workflow("b", [stage("x", "y")])]
     f = write(tmp_path / "l.yaml", {"apiVersion": "v1", "kind": "List", "items": items})
-    code, out, _ = lint(str(f))
-    assert code == 1
-    assert out == [
+    assert problems(str(f)) == [
         f"{f}[0].items[1] spec.stages[0].dependsOn: stage 'x' depends on 'y', which is not a "
         "stage of this workflow (stages: x)"
     ]
@@ -264,9 +263,7 @@ def test_list_documents_are_checked_item_by_item(tmp_path):
 
 def test_stdin(tmp_path):
     text = yaml.safe_dump_all([workflow(), workflow("c", [stage("a", "a")])])
-    code, out, _ = lint("-", stdin=text)
-    assert code == 1
-    assert out == [
+    assert problems("-", stdin=text) == [
         "<stdin>[1] spec.stages[0].dependsOn: stage 'a' depends on itself; remove it from dependsOn"
     ]
     assert lint("-", stdin=yaml.safe_dump(workflow()))[0] == 0
