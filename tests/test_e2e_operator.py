@@ -33,13 +33,13 @@ import pytest
 from kopf.testing import KopfRunner
 
 from idlegate.operator.clock import Clock, ScaledClock
-from idlegate.operator.crd import API_VERSION, render_crd
+from idlegate.operator.crd import API_VERSION
 from idlegate.operator.main import Operator, build_registry
 from idlegate.operator.pods import GATE, LABEL_WORKFLOW
 from idlegate.operator.settings import Settings
 from tests.helpers import CappedFifo
 from tests.k8s.apiserver import PODS
-from tests.k8s.harness import ApiServer
+from tests.k8s.harness import ApiServer, serving_crd
 from tests.k8s.kubelet import SimKubelet
 from tests.operator_fakes import IdleRootsOnce
 
@@ -56,11 +56,7 @@ _namespaces = itertools.count()
 
 @pytest.fixture(scope="module")
 def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
-    """The test API server serving the project's real CRD (printer columns, status)."""
-    with ApiServer(tmp_path_factory.mktemp("k8s")) as server:
-        server.create("customresourcedefinitions", render_crd())
-        yield server
-        server.assert_no_internal_errors()
+    yield from serving_crd(tmp_path_factory.mktemp("k8s"))
 
 
 @pytest.fixture()
@@ -525,7 +521,8 @@ def test_deleting_a_workflow_frees_its_executors_and_collects_its_pods(api, ns, 
 def test_an_exported_onnx_policy_drives_the_operator(api, ns, kubelet, monitor, tmp_path):
     torch = pytest.importorskip("torch")
     pytest.importorskip("onnx")
-    from idlegate.policy.model import ModelConfig, PolicyNet
+    from idlegate.policy.model import PolicyNet
+    from idlegate.policy.model_config import ModelConfig
     from idlegate.policy.onnx_export import export_model
 
     torch.manual_seed(0)

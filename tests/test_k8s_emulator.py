@@ -12,11 +12,10 @@ from typing import Any
 
 import pytest
 
-from idlegate.operator.crd import render_crd
 from tests.k8s import _tables, apiserver
 from tests.k8s._patching import PatchFailed, apply_json_patch, merge_patch
 from tests.k8s.apiserver import route
-from tests.k8s.harness import ApiServer
+from tests.k8s.harness import ApiServer, serving_crd
 from tests.k8s.kubelet import SimKubelet
 
 DWF = "idlegate.io/v1alpha1/dagworkflows"
@@ -24,10 +23,7 @@ DWF = "idlegate.io/v1alpha1/dagworkflows"
 
 @pytest.fixture(scope="module")
 def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
-    with ApiServer(tmp_path_factory.mktemp("k8s")) as server:
-        server.create("customresourcedefinitions", render_crd())
-        yield server
-        server.assert_no_internal_errors()
+    yield from serving_crd(tmp_path_factory.mktemp("k8s"))
 
 
 def http(api: ApiServer, method: str, path: str, body: Any = None, **headers: str) -> Any:

@@ -15,13 +15,14 @@ import os
 import shutil
 import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 import kmock
 import yaml
 
+from idlegate.operator.crd import render_crd
 from tests.k8s.apiserver import Emulator
 
 T = TypeVar("T")
@@ -144,3 +145,12 @@ class ApiServer:
         result = subprocess.run(command, capture_output=True, text=True, timeout=30, env=env)
         assert result.returncode == 0, f"kubectl {' '.join(args)}:\n{result.stdout}{result.stderr}"
         return result
+
+
+def serving_crd(directory: Path) -> Iterator[ApiServer]:
+    """An API server serving the project's real CRD (printer columns, status), for a module
+    fixture to ``yield from``; at the end it fails if the emulator crashed on a request."""
+    with ApiServer(directory) as server:
+        server.create("customresourcedefinitions", render_crd())
+        yield server
+        server.assert_no_internal_errors()
