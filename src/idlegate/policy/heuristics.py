@@ -19,7 +19,7 @@ inserts an idle slot. Shared conventions:
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from math import ceil, isfinite
 from typing import Any
 
@@ -70,6 +70,19 @@ def launch_decision(stage: Stage, cap: int) -> Decision:
     return Decision(stage, cap)
 
 
+def _first_launch(view: ClusterView, jobs: Iterable[Job]) -> Action:
+    """Launch the best stage of the first of `jobs` with a launchable one (cap K), else WAIT."""
+    free = view.free_executors
+    if free <= 0:
+        return WAIT
+    for job in jobs:
+        if job.runnable:
+            stage = best_stage(job, free)
+            if stage is not None:
+                return launch_decision(stage, view.num_executors)
+    return WAIT
+
+
 class _Baseline:
     """Common plumbing: no randomness, no parameters, a readable repr."""
 
@@ -100,15 +113,7 @@ class FifoScheduler(_Baseline):
     name = "fifo"
 
     def decide(self, view: ClusterView) -> Action:
-        free = view.free_executors
-        if free <= 0:
-            return WAIT
-        for job in view.jobs:
-            if job.runnable:
-                stage = best_stage(job, free)
-                if stage is not None:
-                    return launch_decision(stage, view.num_executors)
-        return WAIT
+        return _first_launch(view, view.jobs)
 
 
 class LcfsScheduler(_Baseline):
@@ -121,15 +126,7 @@ class LcfsScheduler(_Baseline):
     name = "lcfs"
 
     def decide(self, view: ClusterView) -> Action:
-        free = view.free_executors
-        if free <= 0:
-            return WAIT
-        for job in reversed(view.jobs):
-            if job.runnable:
-                stage = best_stage(job, free)
-                if stage is not None:
-                    return launch_decision(stage, view.num_executors)
-        return WAIT
+        return _first_launch(view, reversed(view.jobs))
 
 
 class _KeyedScheduler(_Baseline):
