@@ -181,17 +181,18 @@ class StrictScheduler:
         jobs = self.waiting(view)
         return min(jobs, key=self.key) if jobs else None
 
-    def decide(self, view: ClusterView) -> Action:
-        free = view.free_executors
-        if free <= 0:
-            return WAIT
+    def candidate(self, view: ClusterView) -> tuple[Job | None, Stage | None]:
+        """(`pick`, its best stage); (None, None) while no executor is free."""
+        if view.free_executors <= 0:
+            return None, None
         job = self.pick(view)
-        if job is None:
+        return job, None if job is None else best_stage(job, view.num_executors)
+
+    def decide(self, view: ClusterView) -> Action:
+        job, stage = self.candidate(view)
+        if job is None or stage is None:
             return WAIT
-        stage = best_stage(job, view.num_executors)
-        if stage is None:
-            return WAIT
-        if fits(stage, free):
+        if fits(stage, view.free_executors):
             self.head = None
             return launch_decision(stage, view.num_executors)
         self.head = job
@@ -336,13 +337,9 @@ class RejectScheduler:
 
     def decide(self, view: ClusterView) -> Action:
         base = self.base
-        free = view.free_executors
-        if free <= 0:
-            return WAIT
-        job = base.pick(view)
+        job, stage = base.candidate(view)
         if job is None:
             return WAIT
-        stage = best_stage(job, view.num_executors)
         if base.head is job or stage is None or not self.inspects(view, stage):
             return base.decide(view)  # committed, nothing to start, or not in question
         count = self.rejections.get(job.id, 0)
