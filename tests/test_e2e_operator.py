@@ -210,6 +210,19 @@ def pods_of(api: ApiServer, ns: str, name: str) -> list[dict[str, Any]]:
     return api.list("pods", ns, label_selector=f"{LABEL_WORKFLOW}={name}")
 
 
+def rejected_beside_a_valid_one(api: ApiServer, ns: str, bad: dict, pool: int) -> dict:
+    """`bad`'s status after an operator with `pool` executors ran it beside a valid workflow:
+    `bad` is Invalid and has no pod, the valid one succeeded."""
+    name = bad["metadata"]["name"]
+    with running_operator(api, ns, pool=pool):
+        api.create(DWF, bad, namespace=ns)
+        api.create(DWF, workflow("fine", stage("a", 1, 2)), namespace=ns)
+        status = wait_phase(api, ns, name, ("Invalid",))
+        wait_phase(api, ns, "fine", ("Succeeded",))
+    assert pods_of(api, ns, name) == []
+    return status
+
+
 # -- scenarios ---------------------------------------------------------------------------------
 
 
@@ -324,16 +337,11 @@ def test_an_idle_delay_is_applied_evented_and_counted(api, ns, kubelet, monitor)
 
 def test_an_invalid_spec_is_rejected_and_the_others_run(api, ns, kubelet, monitor):
     cyclic = workflow("loop", stage("root"), stage("x", deps=("y",)), stage("y", deps=("x",)))
-    with running_operator(api, ns, pool=2):
-        api.create(DWF, cyclic, namespace=ns)
-        api.create(DWF, workflow("fine", stage("a", 1, 2)), namespace=ns)
-        status = wait_phase(api, ns, "loop", ("Invalid",))
-        wait_phase(api, ns, "fine", ("Succeeded",))
+    status = rejected_beside_a_valid_one(api, ns, cyclic, pool=2)
     valid = {c["type"]: c for c in status["conditions"]}["Valid"]
     assert valid["status"] == "False" and valid["reason"] == "InvalidSpec"
     assert "cycle" in valid["message"] and "x -> y -> x" in valid["message"]
     assert status["stagesSummary"] == "0/3"
-    assert pods_of(api, ns, "loop") == []
     (warning,) = [e for e in events_of(api, ns, "loop") if e["reason"] == "InvalidSpec"]
     assert warning["type"] == "Warning" and "cycle" in warning["message"]
 
@@ -342,14 +350,9 @@ def test_a_bad_pod_template_never_holds_the_pool(api, ns, kubelet, monitor):
     # issue 10: with a pool of 1, a template the CRD accepts but no pod can be built from
     # held the only executor forever and starved every other workflow
     bad = workflow("bad", stage("a", template={"spec": {"containers": "busybox"}}))
-    with running_operator(api, ns, pool=1):
-        api.create(DWF, bad, namespace=ns)
-        api.create(DWF, workflow("good", stage("a", 1, 2)), namespace=ns)
-        status = wait_phase(api, ns, "bad", ("Invalid",))
-        wait_phase(api, ns, "good", ("Succeeded",))
+    status = rejected_beside_a_valid_one(api, ns, bad, pool=1)
     valid = {c["type"]: c for c in status["conditions"]}["Valid"]
     assert "spec.stages[0].template.spec.containers must be a list" in valid["message"]
-    assert pods_of(api, ns, "bad") == []
     assert monitor.max_total <= 1
 
 
