@@ -49,28 +49,8 @@ PREFIX = "spec.stages[0].template"
 
 
 def restricted_template() -> dict[str, Any]:
-    """A task template that meets restricted, as the samples' do."""
-    return {
-        "metadata": {"labels": {"app": "etl"}},
-        "spec": {
-            "securityContext": {
-                "runAsNonRoot": True,
-                "runAsUser": 65534,
-                "seccompProfile": {"type": "RuntimeDefault"},
-            },
-            "containers": [
-                {
-                    "name": "task",
-                    "image": "busybox:1.36.1",
-                    "command": ["sleep", "1"],
-                    "securityContext": {
-                        "allowPrivilegeEscalation": False,
-                        "capabilities": {"drop": ["ALL"]},
-                    },
-                }
-            ],
-        },
-    }
+    """A task template that meets restricted: a copy of the operator's default one."""
+    return copy.deepcopy(DEFAULT_TEMPLATE)
 
 
 DELETE = object()
