@@ -190,6 +190,22 @@ def _moment(lam: float, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return a * np.exp(-lam * a) - b * np.exp(-lam * b) + _prob(lam, a, b) / lam
 
 
+def _breakpoints(
+    d: np.ndarray | float, l1: float, l2: np.ndarray | float, rate: float, release: float
+) -> tuple[np.ndarray, ...]:
+    """(d, l2, r, c, e, m) of both closed forms: d and l2 as arrays, the capped release r
+    and the breakpoints the expectations integrate between (see the module docstring)."""
+    if not rate > 0:
+        raise IdlegateError(f"the arrival rate must be > 0, got {rate!r}")
+    d = np.asarray(d, dtype=float)
+    l2 = np.asarray(l2, dtype=float)
+    # a release later than d + l1 + l2 changes nothing: cap it so inf never meets 0
+    r = np.minimum(release, d + l1 + l2 + 1.0)
+    c = np.clip(d - l2, 0.0, d)
+    e = np.clip(np.maximum(r, d) - l2, c, d)
+    return d, l2, r, c, e, np.maximum(np.minimum(d + l1, r), d)
+
+
 def expected_pair_cost(
     d: np.ndarray | float,
     l1: float,
@@ -202,24 +218,15 @@ def expected_pair_cost(
     `d` and `l2` broadcast against each other (e.g. d of shape (K, 1), l2 of shape (N,)).
     See the module docstring for the formula.
     """
-    if not rate > 0:
-        raise IdlegateError(f"the arrival rate must be > 0, got {rate!r}")
-    d = np.asarray(d, dtype=float)
-    l2 = np.asarray(l2, dtype=float)
-    # a release later than d + l1 + l2 changes nothing: cap it so inf never meets 0
-    r = np.minimum(release, d + l1 + l2 + 1.0)
+    d, l2, r, c, e, m = _breakpoints(d, l1, l2, rate, release)
     zero = np.zeros_like(d)
-    c = np.clip(d - l2, 0.0, d)
-    r_idle = np.maximum(r, d)
-    e = np.clip(r_idle - l2, c, d)
     during = (
         (l1 + l2) * _prob(rate, zero, d)
         + d * _prob(rate, zero, c)
         + _moment(rate, c, e)
         + l2 * _prob(rate, c, e)
-        + r_idle * _prob(rate, e, d)
+        + np.maximum(r, d) * _prob(rate, e, d)
     )
-    m = np.maximum(np.minimum(d + l1, r), d)
     after = (d + l1 + l2) * np.exp(-rate * d) + m * _prob(rate, d, m) - _moment(rate, d, m)
     return during + after
 
@@ -274,18 +281,10 @@ def expected_later_cost(
     d = 0 is >= 0 whatever l2: on one executor the long job must block the stream at
     some point, and the slot only moves the block to after J2's arrival.
     """
-    if not rate > 0:
-        raise IdlegateError(f"the arrival rate must be > 0, got {rate!r}")
-    d = np.asarray(d, dtype=float)
-    l2 = np.asarray(l2, dtype=float)
-    r = np.minimum(release, d + l1 + l2 + 1.0)
-    zero = np.zeros_like(d)
-    c = np.clip(d - l2, 0.0, d)
-    e = np.clip(np.maximum(r, d) - l2, c, d)
+    d, l2, r, c, e, m = _breakpoints(d, l1, l2, rate, release)
     p = np.clip(r - l2 - l1, c, e)
-    first = np.maximum(np.minimum(l1, r - d), 0.0) ** 2 * _prob(rate, zero, c)
+    first = np.maximum(np.minimum(l1, r - d), 0.0) ** 2 * _prob(rate, np.zeros_like(d), c)
     second = l1 * l1 * _prob(rate, c, p) + _square_moment(rate, p, e, r - l2)
-    m = np.maximum(np.minimum(d + l1, r), d)
     after = _square_moment(rate, d, m, m)
     return rate / 2.0 * (first + second + after)
 
