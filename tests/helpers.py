@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from idlegate.sim.dag import Dag
@@ -123,3 +127,15 @@ def tiny_train_config(out: Any, **over: Any) -> Any:
         "out_dir": str(out),
     }
     return TrainConfig.of({**data, **over})
+
+
+def load_benchmark(name: str) -> ModuleType:
+    """Import benchmarks/<name>.py (the scripts are not a package); registered in sys.modules,
+    so that its dataclasses resolve their module."""
+    path = Path(__file__).parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"benchmarks_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module

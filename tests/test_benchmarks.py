@@ -2,33 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-from types import ModuleType
-
 import pytest
 
 from idlegate.policy.heuristics import FairScheduler, make_scheduler
 from idlegate.sim.engine import simulate
 from idlegate.sim.protocol import WAIT
 from idlegate.sim.workloads import build_workload
-from tests.helpers import chain, jcts, workload
+from tests.helpers import chain, jcts, load_benchmark, workload
 
-
-def _load(name: str) -> ModuleType:
-    """Import benchmarks/<name>.py (the scripts are not a package)."""
-    spec = importlib.util.spec_from_file_location(
-        name, Path(__file__).parents[1] / "benchmarks" / f"{name}.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-fair_variants = _load("fair_variants")
-gantt = _load("gantt")
-idle_room = _load("idle_room")
+fair_variants = load_benchmark("fair_variants")
+gantt = load_benchmark("gantt")
+idle_room = load_benchmark("idle_room")
 
 
 class Watch:

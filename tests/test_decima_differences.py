@@ -2,21 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 from idlegate.policy.heuristics import FairScheduler
 from idlegate.sim.engine import simulate
-from tests.helpers import dag, workload
-
-
-def _load():
-    path = Path(__file__).parents[1] / "benchmarks" / "decima_differences.py"
-    spec = importlib.util.spec_from_file_location("decima_differences", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.helpers import dag, load_benchmark, workload
 
 
 def test_lowest_index_first_against_critical_path_first():
@@ -24,7 +12,7 @@ def test_lowest_index_first_against_critical_path_first():
     # critical path; fair runs b first, the variant runs a first
     job = dag(("a", 1, 1.0, []), ("b", 1, 5.0, []))
     wl = workload((0.0, "J", job), executors=1)
-    module = _load()
+    module = load_benchmark("decima_differences")
     for scheduler, first in ((FairScheduler(), 1), (module.FairLowestIndex(), 0)):
         result = simulate(wl, scheduler, record_tasks=True)
         assert result.tasks[0].stage == first

@@ -3,33 +3,19 @@ never worse than a scheduler, and its schedules are feasible (no data needed).""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from idlegate.sim.workloads import build_workload
-from tests.helpers import dag, workload
+from tests.helpers import dag, load_benchmark, workload
 
 pytest.importorskip("ortools", reason="ortools (the dev extra) runs the optimum benchmark")
 
 
-def _load(name: str) -> ModuleType:
-    """Import benchmarks/<name>.py (registered, so its dataclasses resolve their module)."""
-    path = Path(__file__).parents[1] / "benchmarks" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"benchmarks_{name}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-optimum = _load("optimum")
+optimum = load_benchmark("optimum")
 
 ONE = dag(("s0", 1, 20.0, []))
 

@@ -14,6 +14,7 @@ from idlegate.sim.metrics import job_metrics
 from idlegate.sim.protocol import Job
 from idlegate.sim.rigid import RigidJob, RigidRun, rigid_dag, rigid_workload
 from idlegate.sim.workloads import build_workload
+from tests.helpers import load_benchmark
 
 
 def _starts(jobs: list[tuple[float, float, int, float]], spec: str, k: int = 4, **params):
@@ -151,14 +152,7 @@ def test_rigid_orders_also_run_dag_workloads() -> None:
 
 
 def test_calibration_benchmark_windows_and_table() -> None:
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "rigid_calibration.py"
-    spec = importlib.util.spec_from_file_location("rigid_calibration", path)
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_benchmark("rigid_calibration")
     assert set(ORDERS) == {"fcfs", "lcfs", "sjf", "saf", "srf", "f1"}  # import adds none
     starts = bench.window_starts(10_000, 50, 1)
     assert starts == bench.window_starts(10_000, 50, 1) and len(starts) == 50
