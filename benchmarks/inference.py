@@ -47,7 +47,8 @@ from idlegate.policy.actions import ActionConfig, choose, decode
 from idlegate.policy.bounded import WindowConfig
 from idlegate.policy.features import Featurizer, Observation
 from idlegate.policy.heuristics import best_stage
-from idlegate.policy.model import ModelConfig, PolicyNet, observation_tensors
+from idlegate.policy.model import PolicyNet, observation_tensors
+from idlegate.policy.model_config import ModelConfig
 from idlegate.policy.onnx_export import export_model
 from idlegate.policy.onnx_runtime import OnnxPolicy
 from idlegate.sim.engine import simulate

@@ -30,7 +30,13 @@ OPTS = WorkloadOptions(num_jobs=25, num_executors=3)
 @pytest.fixture(scope="module")
 def cmp():
     calls: list[tuple[int, int, str, int]] = []
-    config = CompareConfig("synthetic", ("fifo", "sjf-cp", "fair"), seeds=(5, 6, 7), options=OPTS)
+    config = CompareConfig(
+        workload="synthetic",
+        schedulers=("fifo", "sjf-cp", "fair"),
+        seeds=3,
+        first_seed=5,
+        options=OPTS,
+    )
     result = run_comparison(config, lambda *a: calls.append(a))
     return result, calls
 
@@ -86,14 +92,14 @@ def test_reports_render(cmp):
 
 def test_config_validation():
     with pytest.raises(IdlegateError, match="baseline"):
-        CompareConfig("synthetic", ("fifo",), baseline="fair")
+        CompareConfig(workload="synthetic", schedulers=("fifo",), baseline="fair")
     with pytest.raises(IdlegateError, match="twice"):
-        CompareConfig("synthetic", ("fifo", "fifo"))
+        CompareConfig(workload="synthetic", schedulers=("fifo", "fifo"))
     with pytest.raises(IdlegateError, match="seed"):
-        CompareConfig("synthetic", ("fifo",), seeds=())
+        CompareConfig(workload="synthetic", schedulers=("fifo",), seeds=0)
     with pytest.raises(IdlegateError, match="jobs"):
-        CompareConfig("synthetic", ("fifo",), jobs=0)
-    assert CompareConfig("synthetic", ("fifo", "sjf")).baseline_name == "fifo"
+        CompareConfig(workload="synthetic", schedulers=("fifo",), jobs=0)
+    assert CompareConfig(workload="synthetic", schedulers="fifo,sjf").baseline_name == "fifo"
 
 
 def test_workload_options_pass_only_given():
@@ -139,9 +145,10 @@ def test_dag_tables_keep_their_columns(cmp):
 @pytest.fixture(scope="module")
 def rigid_cmp():
     config = CompareConfig(
-        "lublin",
-        ("fcfs", "easy:fcfs", "reject:sjf"),
-        seeds=(1, 2),
+        workload="lublin",
+        schedulers=("fcfs", "easy:fcfs", "reject:sjf"),
+        seeds=2,
+        first_seed=1,
         options=WorkloadOptions(num_jobs=60),
     )
     return run_comparison(config)

@@ -70,7 +70,7 @@ def test_tpch_setting_names_the_sizes_and_the_directory():
     options = WorkloadOptions(
         num_executors=10, tpch_dir=tpch, extra={"num_stream": 3, "sizes": "2g,10g"}
     )
-    config = CompareConfig("tpch", ("fair",), seeds=(0,), options=options)
+    config = CompareConfig(workload="tpch", schedulers=("fair",), seeds=1, options=options)
     built = build(config.workload, 0, options)
     setting = describe_setting("tpch", options.to_kwargs(), built)
     assert setting.tpch_sizes == ("2g", "10g")

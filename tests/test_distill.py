@@ -8,7 +8,7 @@ pytest.importorskip("torch")
 
 from idlegate.errors import IdlegateError
 from idlegate.policy.actions import WAIT_CHOICE
-from idlegate.policy.model import ModelConfig
+from idlegate.policy.model_config import ModelConfig
 from idlegate.sim.workloads import build_workload
 from idlegate.training.bc import record_demonstrations
 from idlegate.training.config import TrainConfig, load_config

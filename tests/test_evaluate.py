@@ -26,7 +26,6 @@ from idlegate.evaluation.suites import (
     DEMO_LOAD,
     EvaluateConfig,
     check_model,
-    parse_list,
     suite_cases,
 )
 from idlegate.evaluation.sweep import SweepConfig, run_idle_sweep
@@ -51,7 +50,8 @@ TRAIN_LOG = """iteration,wall_seconds,mean_return,val_avg_jct,ref_fifo,ref_fair
 def models(tmp_path_factory) -> dict[str, Path]:
     """Two tiny untrained policies, exported: with the idle head and without."""
     from idlegate.policy.actions import ActionConfig
-    from idlegate.policy.model import ModelConfig, PolicyNet
+    from idlegate.policy.model import PolicyNet
+    from idlegate.policy.model_config import ModelConfig
     from idlegate.policy.onnx_export import export_model
 
     threads = torch.get_num_threads()
@@ -125,9 +125,10 @@ def test_bad_specs_raise_idlegate_errors(models, spec, params, needle):
 def test_compare_accepts_learned_specs_and_labels(models):
     learned = f"learned:{models['learned']}"
     config = CompareConfig(
-        "synthetic",
-        ("fair", learned, f"mine={learned}"),
-        seeds=(1000, 1001),
+        workload="synthetic",
+        schedulers=("fair", learned, f"mine={learned}"),
+        seeds=2,
+        first_seed=1000,
         options=WorkloadOptions(num_jobs=15, num_executors=2),
     )
     cmp = run_comparison(config)
@@ -135,7 +136,7 @@ def test_compare_accepts_learned_specs_and_labels(models):
     # the same policy under two names: identical runs
     assert [m.avg_jct for m in cmp[learned].runs] == [m.avg_jct for m in cmp["mine"].runs]
     with pytest.raises(IdlegateError, match="listed twice"):
-        CompareConfig("synthetic", ("fair", "fair=fifo"))
+        CompareConfig(workload="synthetic", schedulers="fair,fair=fifo")
 
 
 # ---------------------------------------------------------------------------------------
@@ -165,7 +166,7 @@ def test_table_rows_and_seeds(evaluation):
     cmp = case.comparison
     expected = ["learned", "learned-no-idle", *(b for b, _ in BASELINES)]
     assert [r.name for r in cmp.results] == expected
-    assert cmp.config.seeds == (1000, 1001)
+    assert cmp.config.seed_list == (1000, 1001)
     assert cmp.config.baseline_name == "fair"
     md = (out / "evaluation.md").read_text()
     for name in expected:
@@ -353,7 +354,7 @@ def test_tpch_cases_are_skipped_without_traces(tmp_path, models, monkeypatch):
 
 
 def test_models_are_specs_with_optional_labels():
-    config = EvaluateConfig(models=parse_list(["a=x.onnx,b=lookahead:srpt", "learned:p/d.onnx"]))
+    config = EvaluateConfig(models=["a=x.onnx,b=lookahead:srpt", "learned:p/d.onnx"])
     assert [m.title for m in config.models] == ["a", "b", "learned:p/d.onnx"]
     assert config.to_dict()["models"] == {
         "a": "learned:x.onnx",  # a bare PATH.onnx is learned:PATH.onnx
@@ -365,9 +366,9 @@ def test_models_are_specs_with_optional_labels():
         with pytest.raises(IdlegateError):
             EvaluateConfig(models=(bad,))
     with pytest.raises(IdlegateError, match="given twice"):
-        EvaluateConfig(models=parse_list("a=x.onnx,a=y.onnx"))
+        EvaluateConfig(models="a=x.onnx,a=y.onnx")
     with pytest.raises(IdlegateError, match="baseline"):
-        EvaluateConfig(models=parse_list("fair=x.onnx"))
+        EvaluateConfig(models="fair=x.onnx")
 
 
 @pytest.mark.parametrize(
@@ -376,7 +377,10 @@ def test_models_are_specs_with_optional_labels():
         (["--schedulers", "learned=/no/such/model.onnx"], "does not exist"),
         (["--schedulers", "learned"], "learned needs a path, e.g. learned:default"),
         (["--schedulers", "typo:sjf"], "unknown scheduler 'typo' in 'typo:sjf'"),
-        (["--schedulers", "learned=x.onnx", "--suite", "huge"], "unknown suite"),
+        (
+            ["--schedulers", "learned=x.onnx", "--suite", "huge"],
+            "--suite: Input should be 'quick' or 'full'",
+        ),
         (["--schedulers", "{learned}", "--workloads", "nope"], "unknown workload"),
         (["--schedulers", "{learned}", "--seeds", "0"], "--seeds"),
     ],

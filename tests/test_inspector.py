@@ -29,9 +29,9 @@ from idlegate.sim.engine import simulate
 from idlegate.sim.metrics import run_metrics
 from idlegate.sim.rigid import rigid_dag
 from idlegate.sim.workloads import build_workload
+from idlegate.training.config import InspectorConfig
 from idlegate.training.inspector import (
     group_advantages,
-    load_inspector_config,
     onnx_bytes,
     percentage_reward,
     train_inspector,
@@ -58,7 +58,7 @@ def _net(accept_bias: float | None = None, seed: int = 0) -> InspectorNet:
 
 
 def _model(tmp_path: Path, net: InspectorNet, name: str = "insp.onnx", **cfg) -> Path:
-    config = load_inspector_config(trace="unused.swf", **cfg)
+    config = InspectorConfig(trace="unused.swf", **cfg)
     path = tmp_path / name
     path.write_bytes(onnx_bytes(net, config, 0))
     return path
@@ -255,7 +255,7 @@ def _swf(path: Path, jobs: int = 200, machine: int = 16, seed: int = 0) -> Path:
 def test_tiny_training_run_writes_a_loadable_inspector(tmp_path, advantage):
     trace = _swf(tmp_path / "tiny.swf")
     out = tmp_path / "tiny.onnx"
-    cfg = load_inspector_config(
+    cfg = InspectorConfig(
         trace=str(trace),
         base="strict:sjf",
         out=str(out),
@@ -279,9 +279,9 @@ def test_tiny_training_run_writes_a_loadable_inspector(tmp_path, advantage):
 
 def test_training_options_are_checked():
     with pytest.raises(IdlegateError, match="rollouts"):
-        load_inspector_config(trace="x.swf", rollouts=0)
+        InspectorConfig(trace="x.swf", rollouts=0)
     with pytest.raises(IdlegateError, match=r"cannot read|does not exist|No such file"):
-        train_inspector(load_inspector_config(trace="/no/such/trace.swf"))
+        train_inspector(InspectorConfig(trace="/no/such/trace.swf"))
 
 
 def test_warm_start_clones_the_delay_rule(tmp_path):
@@ -294,7 +294,7 @@ def test_warm_start_clones_the_delay_rule(tmp_path):
     assert rule(x) and rule.actions == [0]
     x[FEATURE_NAMES.index("start_delay")] = log_scaled(301.0, 12 * 3600.0)
     assert not rule(x) and rule.actions == [0, 1]
-    cfg = load_inspector_config(
+    cfg = InspectorConfig(
         trace=str(_swf(tmp_path / "tiny.swf")),
         base="easy:sjf",
         sequence_length=32,

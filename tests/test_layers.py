@@ -71,6 +71,7 @@ def test_evaluation_imports_only_lower_layers():
         "idlegate.policy",
         "idlegate.evaluation",
         "idlegate.errors",
+        "idlegate.config",  # the configs' base (pydantic only)
         "idlegate.parallel",  # the task pools (local processes or Ray), imports nothing heavy
     )
     for path in sorted(root.glob("*.py")):

@@ -25,7 +25,6 @@ from idlegate.policy.model import (  # noqa: E402
     JobSummary,
     LevelHead,
     MessagePassing,
-    ModelConfig,
     PolicyNet,
     batch_observations,
     checkpoint_dict,
@@ -36,6 +35,7 @@ from idlegate.policy.model import (  # noqa: E402
     model_from_checkpoint,
     save_checkpoint,
 )
+from idlegate.policy.model_config import ModelConfig  # noqa: E402
 from idlegate.sim.cluster import Cluster  # noqa: E402
 from idlegate.sim.engine import JobArrival, Workload, simulate  # noqa: E402
 from idlegate.sim.protocol import WAIT, Decision  # noqa: E402

@@ -24,7 +24,8 @@ from idlegate.policy.columns import (  # noqa: E402
 )
 from idlegate.policy.features import MODEL_INPUTS  # noqa: E402
 from idlegate.policy.heuristics import FairScheduler  # noqa: E402
-from idlegate.policy.model import ModelConfig, PolicyNet, save_checkpoint  # noqa: E402
+from idlegate.policy.model import PolicyNet, save_checkpoint  # noqa: E402
+from idlegate.policy.model_config import ModelConfig  # noqa: E402
 from idlegate.policy.onnx_export import export_model, export_onnx  # noqa: E402
 from idlegate.policy.onnx_runtime import OnnxPolicy  # noqa: E402
 from idlegate.sim.engine import simulate  # noqa: E402

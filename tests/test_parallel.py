@@ -103,7 +103,8 @@ def test_ray_returns_results_in_task_order_with_progress(ray_pool):
 @pytest.mark.slow
 def test_rollouts_teacher_labels_and_validation_are_the_same_on_ray(ray_pool):
     torch = pytest.importorskip("torch")
-    from idlegate.policy.model import ModelConfig, PolicyNet
+    from idlegate.policy.model import PolicyNet
+    from idlegate.policy.model_config import ModelConfig
     from idlegate.training.bc import record_demonstrations
     from idlegate.training.rollout import (
         CustomTask,
@@ -151,9 +152,10 @@ def test_a_comparison_and_a_sweep_are_the_same_on_ray(ray_pool):
     from idlegate.evaluation.sweep import SweepConfig, run_idle_sweep
 
     config = CompareConfig(
-        "synthetic",
-        ("fifo", "sjf-cp", "fair"),
-        seeds=(5, 6),
+        workload="synthetic",
+        schedulers=("fifo", "sjf-cp", "fair"),
+        seeds=2,
+        first_seed=5,
         options=WorkloadOptions(num_jobs=20, num_executors=2),
         jobs=2,
     )

@@ -17,7 +17,8 @@ from idlegate.errors import IdlegateError  # noqa: E402
 from idlegate.policy.actions import ActionConfig, Choice  # noqa: E402
 from idlegate.policy.columns import FeatureConfig  # noqa: E402
 from idlegate.policy.heuristics import make_scheduler  # noqa: E402
-from idlegate.policy.model import ModelConfig, PolicyNet, load_checkpoint  # noqa: E402
+from idlegate.policy.model import PolicyNet, load_checkpoint  # noqa: E402
+from idlegate.policy.model_config import ModelConfig  # noqa: E402
 from idlegate.sim.dag import Dag  # noqa: E402
 from idlegate.sim.engine import JobArrival, Workload, simulate  # noqa: E402
 from idlegate.sim.spec import parse_workflow  # noqa: E402
@@ -431,7 +432,9 @@ def test_resume_accepts_a_checkpoint_written_before_a_setting_existed(tmp_path):
     resumed = tiny_train_config(tmp_path / "old", iterations=2, resume=True, bc={"enabled": False})
     train(resumed, show_progress=False)
     assert [r["iteration"] for r in _trace(tmp_path / "old")] == ["0", "1", "2"]
-    ckpt["training_config"]["model"]["features"]["load_clip"] = 9.0  # a non-default value still differs
+    ckpt["training_config"]["model"]["features"]["load_clip"] = (
+        9.0  # a non-default value still differs
+    )
     torch.save(ckpt, path)
     with pytest.raises(IdlegateError, match=r"config differs .* in model"):
         train(

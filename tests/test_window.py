@@ -43,9 +43,9 @@ from idlegate.sim.engine import simulate
 from idlegate.sim.metrics import run_metrics
 from idlegate.sim.protocol import Job
 from idlegate.sim.rigid import RigidJob, RigidRun, rigid_dag, rigid_workload
+from idlegate.training.config import WindowTrainConfig
 from idlegate.training.window import (
     export_window,
-    make_config,
     reward_terms,
     train_window,
 )
@@ -190,7 +190,7 @@ def test_time_baseline_advantages_of_one_sequence() -> None:
         return e
 
     good, bad = episode([-1.0, -1.0]), episode([-3.0, -1.0])
-    _advantages([good, bad], make_config())
+    _advantages([good, bad], WindowTrainConfig())
     # returns [-2, -1] and [-4, -1]; baselines at t = 0 and 10: -3 and -1; the raw
     # advantages [1, 0] and [-1, 0] are divided by their pooled std, √0.5
     assert good.returns.tolist() == [-2.0, -1.0] and bad.returns.tolist() == [-4.0, -1.0]
@@ -229,7 +229,7 @@ def test_export_parity_and_metadata(
     torch.manual_seed(0)
     model = WindowNet(1, 3, hidden=8)
     path = tmp_path / "w.onnx"
-    export_window(model, path, make_config(m_head=1, m_tail=3))
+    export_window(model, path, WindowTrainConfig(m_head=1, m_tail=3))
     scheduler = make_scheduler(f"window:{path}")
     assert isinstance(scheduler, WindowScheduler)
     assert (scheduler.m_head, scheduler.m_tail, scheduler.name) == (1, 3, "window-w")
@@ -244,7 +244,7 @@ def test_export_parity_and_metadata(
 
 
 def test_tiny_training_run_gives_a_working_scheduler(tmp_path: Path) -> None:
-    config = make_config(
+    config = WindowTrainConfig(
         m_head=2, m_tail=2, iterations=2, sequences=1, rollouts=2, num_jobs=24, validation_seeds=1,
         eval_every=1, minibatch=16,
     )  # fmt: skip
@@ -274,7 +274,7 @@ def test_spec_errors(tmp_path: Path) -> None:
         with pytest.raises(IdlegateError, match="not a split-window model"):
             make_scheduler(f"window:{DEFAULT_POLICY_PATH}")
     path = tmp_path / "w.onnx"
-    export_window(WindowNet(2, 0, hidden=8), path, make_config(m_head=2, m_tail=0))
+    export_window(WindowNet(2, 0, hidden=8), path, WindowTrainConfig(m_head=2, m_tail=0))
     for key, value, message in (
         ("idlegate.window.feature_version", "999", "features version 999"),
         ("idlegate.window.m_head", "5", "should have shape"),
@@ -290,9 +290,9 @@ def test_spec_errors(tmp_path: Path) -> None:
         with pytest.raises(IdlegateError, match=message):
             make_scheduler(f"window:{bad}")
     with pytest.raises(IdlegateError, match="at least one slot"):
-        make_config(m_head=0, m_tail=0)
+        WindowTrainConfig(m_head=0, m_tail=0)
     with pytest.raises(IdlegateError, match="needs an SWF trace"):
-        make_config(workload="swf")
+        WindowTrainConfig(workload="swf")
 
 
 def test_train_window_command(tmp_path: Path) -> None:
@@ -303,7 +303,7 @@ def test_train_window_command(tmp_path: Path) -> None:
     out = tmp_path / "cli.onnx"
     args = ["train-window", "--out", str(out), "--m-head", "2", "--m-tail", "1"]
     result = CliRunner().invoke(
-        app, [*args, "--iterations", "1", "--jobs-count", "12", "--time-limit", "600"]
+        app, [*args, "--iterations", "1", "--jobs-count", "12", "--max-minutes", "10"]
     )
     assert result.exit_code == 0, result.output
     assert "iteration 1/1" in result.output and "wrote" in result.output
@@ -323,7 +323,7 @@ def test_benchmark_pairs_head_and_split(tmp_path: Path, capsys: pytest.CaptureFi
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     for label, (head, tail) in {"head-2": (2, 0), "split-2": (1, 1)}.items():
-        export_window(WindowNet(head, tail, 8), tmp_path / f"{label}.onnx", make_config())
+        export_window(WindowNet(head, tail, 8), tmp_path / f"{label}.onnx", WindowTrainConfig())
     models = [f"--scheduler={m}=window:{tmp_path / m}.onnx" for m in ("head-2", "split-2")]
     assert bench.main([*models, "--seeds", "2", "--jobs", "40"]) == 0
     out = capsys.readouterr().out
@@ -340,7 +340,7 @@ SWF_SAMPLE = (
 def test_swf_episodes_come_from_the_train_part() -> None:
     from idlegate.training.window import episode_workload
 
-    config = make_config(workload="swf", file=str(SWF_SAMPLE), num_jobs=64)
+    config = WindowTrainConfig(workload="swf", file=str(SWF_SAMPLE), num_jobs=64)
     a, b = episode_workload(config, 1), episode_workload(config, 2)
     assert len(a.jobs) == 64 and a.num_executors == 256
     assert a.jobs != b.jobs  # the seed draws the window

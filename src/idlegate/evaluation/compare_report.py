@@ -115,7 +115,7 @@ def caption(cmp: Comparison) -> str:
     pct = round(c.confidence * 100)
     setting = cmp.setting.summary() if cmp.setting else f"{cmp.num_executors} executors"
     head = (
-        f"workload {c.workload}, {setting}, {len(c.seeds)} seed(s) "
+        f"workload {c.workload}, {setting}, {c.seeds} seed(s) "
         f"(same arrivals for every scheduler); mean ± {pct} % CI over seeds, "
         "% vs baseline paired per seed; "
     )

@@ -13,13 +13,15 @@ a pure function of (workload, scheduler, seed), so the results do not depend on 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+from pydantic import BeforeValidator, ConfigDict, Field, model_validator
 
 from idlegate import __version__
+from idlegate.config import Config, Flag
 from idlegate.errors import IdlegateError
 from idlegate.evaluation.pool import run_tasks
 from idlegate.evaluation.setting import Setting, describe_setting
@@ -81,8 +83,7 @@ HPC metrics, wait and bounded slowdown, by which rigid schedulers are judged."""
 # Configuration
 
 
-@dataclass(frozen=True)
-class WorkloadOptions:
+class WorkloadOptions(Config):
     """Workload options a user gave; None means "not given" (the workload's own default).
 
     The fields are ``build_workload`` option names; only those given are passed on, and
@@ -90,30 +91,30 @@ class WorkloadOptions:
     does not take, or a bad value, is an IdlegateError that names the valid options).
     """
 
-    num_executors: int | None = None
+    model_config = ConfigDict(title="the workload options")
+
+    num_executors: Annotated[int | None, Flag("--executors", "-k")] = None
     """Executors in the cluster (K)."""
     interarrival: float | None = None
-    """Mean seconds between streamed job arrivals."""
+    """Mean seconds between job arrivals."""
     load: float | None = None
-    """Target offered load; the interarrival is derived from it."""
-    num_jobs: int | None = None
-    """Total jobs in the arrival sequence (jobs at t=0 plus streamed ones)."""
+    """Target offered load (instead of --interarrival)."""
+    num_jobs: Annotated[int | None, Flag("--jobs-count")] = None
+    """Total jobs in the arrival sequence."""
     tpch_dir: Path | None = None
-    """Directory of Decima's TPC-H traces (workloads "tpch", "mixed")."""
-    path: Path | None = None
-    """A workflow file (workload "file")."""
+    """Directory of TPC-H traces (workloads tpch, mixed)."""
+    path: Annotated[Path | None, Flag("--file")] = None
+    """Workload file (workload file)."""
     alpha: float | None = None
-    """Fraction of synthetic two-type jobs (workload "mixed")."""
-    extra: Mapping[str, Any] = field(default_factory=dict)
-    """Any other ``build_workload`` option, e.g. ``{"num_stream": 100}``."""
+    """Fraction of synthetic jobs (workload mixed)."""
+    extra: Annotated[dict[str, Any], Flag("--option", "-o")] = Field(default_factory=dict)
+    """Any other workload option as KEY=VALUE (repeatable), e.g. size_distribution=pareto,
+    burstiness=20 (options per workload: docs/workloads.md)."""
 
     def to_kwargs(self) -> dict[str, Any]:
         """The options that were given, as ``build_workload`` keyword arguments."""
-        out: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name != "extra" and value is not None:
-                out[f.name] = str(value) if isinstance(value, Path) else value
+        given = self.model_dump(exclude={"extra"}, exclude_none=True)
+        out = {k: str(v) if isinstance(v, Path) else v for k, v in given.items()}
         clash = sorted(set(out) & set(self.extra))
         if clash:
             raise IdlegateError(f"workload option {clash[0]!r} given twice")
@@ -121,45 +122,65 @@ class WorkloadOptions:
         return out
 
 
-@dataclass(frozen=True)
-class CompareConfig:
+def parse_list(values: Any) -> Any:
+    """Comma-separated and/or repeated texts as one tuple of non-empty items (other
+    values, e.g. specs, stay as they are)."""
+    out: list[Any] = []
+    for v in [values] if isinstance(values, str) else values:
+        out += [x.strip() for x in v.split(",") if x.strip()] if isinstance(v, str) else [v]
+    return tuple(out)
+
+
+Schedulers = Annotated[tuple[SchedulerSpec, ...], BeforeValidator(parse_list)]
+"""Scheduler specs, as specs or texts (comma-separated and/or repeated)."""
+
+
+class CompareConfig(Config):
     """What to compare: schedulers × seeds on one workload.
 
     Each scheduler is a `SchedulerSpec` (a text is parsed); rows and the baseline go by
     its title, the label if it has one (`idlegate.policy.spec`).
     """
 
-    workload: str
-    schedulers: tuple[SchedulerSpec, ...]
-    seeds: tuple[int, ...] = (0, 1, 2)
-    baseline: str | None = None
-    """Scheduler the % column is relative to; None: "fair" if compared, else the first."""
-    options: WorkloadOptions = field(default_factory=WorkloadOptions)
-    jobs: int = 1
-    """Worker processes (1: run in this process)."""
-    confidence: float = 0.95
+    model_config = ConfigDict(title="the comparison")
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "schedulers", tuple(map(SchedulerSpec.of, self.schedulers)))
-        if not self.schedulers:
-            raise IdlegateError("no scheduler to compare; pass e.g. --schedulers fifo,fair")
+    workload: Annotated[str, Flag("-w")] = "tpch-like"
+    """Workload: synthetic, bursty, tpch, tpch-like, mixed, file, lublin, swf."""
+    schedulers: Schedulers = Field(
+        parse_list("fifo,fair,sjf-cp,weighted-fair"), min_length=1, validate_default=True
+    )
+    """Comma-separated scheduler specs (fair, analytic:BASE, learned:PATH.onnx, default,
+    ...), each optionally LABEL=SPEC."""
+    seeds: int = Field(5, ge=1)
+    """Number of seeds (paired runs)."""
+    first_seed: int = Field(0, ge=0)
+    """First seed."""
+    baseline: str | None = None
+    """Reference of the % column (default "fair" if compared, else the first scheduler)."""
+    options: WorkloadOptions = WorkloadOptions()
+    """The workload's options."""
+    jobs: Annotated[int, Flag("-j")] = Field(1, ge=1)
+    """Worker processes (1: run in this process)."""
+    confidence: float = Field(0.95, gt=0, lt=1)
+    """Confidence level of the intervals."""
+
+    @model_validator(mode="after")
+    def _labels(self) -> CompareConfig:
         labels = self.labels
         dupes = sorted({s for s in labels if labels.count(s) > 1})
         if dupes:
-            raise IdlegateError(f"scheduler listed twice: {', '.join(dupes)}")
-        if not self.seeds:
-            raise IdlegateError("no seed to run; pass --seeds 1 or more")
-        if len(set(self.seeds)) != len(self.seeds):
-            raise IdlegateError("seeds must be distinct")
+            raise ValueError(f"scheduler listed twice: {', '.join(dupes)}")
         if self.baseline is not None and self.baseline not in labels:
-            raise IdlegateError(
+            raise ValueError(
                 f"baseline {self.baseline!r} is not among the compared schedulers "
                 f"({', '.join(labels)})"
             )
-        if isinstance(self.jobs, bool) or not isinstance(self.jobs, int) or self.jobs < 1:
-            raise IdlegateError(f"--jobs must be a whole number >= 1, got {self.jobs!r}")
-        if not 0 < self.confidence < 1:
-            raise IdlegateError(f"confidence must be between 0 and 1, got {self.confidence}")
+        return self
+
+    @property
+    def seed_list(self) -> tuple[int, ...]:
+        """The seeds, first_seed upwards."""
+        return tuple(range(self.first_seed, self.first_seed + self.seeds))
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -180,7 +201,7 @@ class CompareConfig:
             "workload": self.workload,
             "workload_options": self.options.to_kwargs(),
             "schedulers": [s.format() for s in self.schedulers],
-            "seeds": list(self.seeds),
+            "seeds": list(self.seed_list),
             "baseline": self.baseline_name,
             "confidence": self.confidence,
         }
@@ -334,8 +355,9 @@ def run_comparison(
     ``config.jobs`` local processes; the result is the same either way.
     """
     check_names(config.workload, config.schedulers)
-    workloads = {seed: build(config.workload, seed, config.options) for seed in config.seeds}
-    tasks = [(workloads[seed], s, seed) for seed in config.seeds for s in config.schedulers]
+    seeds = config.seed_list
+    workloads = {seed: build(config.workload, seed, config.options) for seed in seeds}
+    tasks = [(workloads[seed], s, seed) for seed in seeds for s in config.schedulers]
     metrics: dict[tuple[str, int], RunMetrics] = {}
     jcts: dict[tuple[str, int], np.ndarray] = {}
     idles: dict[tuple[str, int], np.ndarray] = {}
@@ -351,14 +373,14 @@ def run_comparison(
         jcts[name, seed] = jct
         idles[name, seed] = idle
 
-    first = workloads[config.seeds[0]]
+    first = workloads[seeds[0]]
     rigid = is_rigid(first)
     summary_fields = RIGID_SUMMARY_FIELDS if rigid else SUMMARY_FIELDS
     base = config.baseline_name
-    base_runs = [metrics[base, s] for s in config.seeds]
+    base_runs = [metrics[base, s] for s in seeds]
     results = []
     for name in config.labels:
-        runs = tuple(metrics[name, s] for s in config.seeds)
+        runs = tuple(metrics[name, s] for s in seeds)
         summary = {
             f: mean_ci([getattr(r, f) for r in runs], config.confidence) for f in summary_fields
         }
@@ -367,11 +389,11 @@ def run_comparison(
             SchedulerResult(
                 name=name,
                 runs=runs,
-                jct=tuple(jcts[name, s] for s in config.seeds),
+                jct=tuple(jcts[name, s] for s in seeds),
                 summary=summary,
                 vs_baseline=rel,
                 is_baseline=name == base,
-                idle=tuple(idles[name, s] for s in config.seeds),
+                idle=tuple(idles[name, s] for s in seeds),
                 bsld_vs_baseline=(
                     _paired(runs, base_runs, "avg_bsld", config.confidence) if rigid else None
                 ),

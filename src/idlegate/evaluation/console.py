@@ -196,7 +196,7 @@ def run_compare(
     if out is not None:
         check_out_dir(out)  # fail before the runs, not after
     start = time.perf_counter()
-    runs = len(config.schedulers) * len(config.seeds)
+    runs = len(config.schedulers) * config.seeds
     pool = open_runs_pool(min(config.jobs, runs), ray)
     with pool, stderr_progress("simulating", runs) as update:
         cmp = run_comparison(
@@ -218,7 +218,7 @@ def print_compare(
     source = source_line(cmp)
     if source:
         console.print(source, highlight=False)
-    runs = len(cmp.config.schedulers) * len(cmp.config.seeds)
+    runs = len(cmp.config.schedulers) * cmp.config.seeds
     console.print(f"{runs} runs in {elapsed:.1f} s; best average JCT: [bold]{cmp.best.name}[/]")
     for p in paths.values():
         console.print(f"wrote {p}", highlight=False)

@@ -102,7 +102,7 @@ def _caption(ev: Evaluation, cmp: Comparison) -> str:
     setting = cmp.setting.summary() if cmp.setting else f"{cmp.num_executors} executors"
     source = f" Jobs: {cmp.setting.source}." if cmp.setting else ""
     return (
-        f"{setting}, {len(cmp.config.seeds)} seeds; mean ± {pct} % CI "
+        f"{setting}, {cmp.config.seeds} seeds; mean ± {pct} % CI "
         f"over seeds; % vs {cmp.config.baseline_name} paired per seed; JCT / bound = average "
         "JCT over the average of max(critical path, work / K); utilisation counts task "
         f"execution only, overhead the moving delay.{source}"

@@ -51,7 +51,7 @@ def plot_jct_cdf(cmp: Comparison, path: str | Path, title: str | None = None) ->
     ax.set_title(
         title
         or f"JCT CDF — {cmp.config.workload}, {cmp.num_executors} executors, "
-        f"{len(cmp.config.seeds)} seed(s) pooled"
+        f"{cmp.config.seeds} seed(s) pooled"
     )
     ax.legend(loc="lower right", fontsize="small")
     fig.tight_layout()

@@ -172,7 +172,8 @@ def run_evaluation(
         cmp_config = CompareConfig(
             workload=case.workload,
             schedulers=config.entries(),
-            seeds=seeds,
+            seeds=len(seeds),
+            first_seed=seeds[0],
             baseline="fair",
             options=case.options,
             jobs=config.jobs,

@@ -38,10 +38,13 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Annotated, Any, Final, Literal, get_args
 
+from pydantic import BeforeValidator, ConfigDict, Field, FilePath, field_validator
+
+from idlegate.config import Config, Flag
 from idlegate.errors import IdlegateError
-from idlegate.evaluation.comparison import WorkloadOptions
+from idlegate.evaluation.comparison import Schedulers, WorkloadOptions, parse_list
 from idlegate.policy import SchedulerSpec, make_scheduler
 from idlegate.sim.tpch import resolve_tpch_dir
 from idlegate.sim.workloads import workload_config
@@ -60,7 +63,6 @@ __all__ = [
     "EvaluateConfig",
     "WorkloadCase",
     "check_model",
-    "parse_list",
     "select_cases",
     "suite_cases",
 ]
@@ -72,7 +74,8 @@ DEFAULT_FIRST_SEED: Final = 1000
 EVALUATION_SEED_RANGE: Final = range(1000, 100_000)
 """Seeds reserved for evaluation: training should never draw an arrival seed from here."""
 
-SUITES: Final = ("quick", "full")
+Suite = Literal["quick", "full"]
+SUITES: Final = get_args(Suite)
 DEFAULT_SEEDS: Final = {"quick": 3, "full": 10}
 """Seeds per suite unless --seeds says otherwise."""
 
@@ -109,12 +112,6 @@ def check_model(model: SchedulerSpec) -> dict[str, str]:
     return dict(getattr(policy, "metadata", {}))
 
 
-def parse_list(values: str | Sequence[str]) -> tuple[str, ...]:
-    """Comma-separated and/or repeated option values as one tuple of non-empty items."""
-    items = [values] if isinstance(values, str) else list(values)
-    return tuple(x.strip() for v in items for x in v.split(",") if x.strip())
-
-
 @dataclass(frozen=True)
 class WorkloadCase:
     """One workload of a suite: a `build_workload` name and options, and how to call it."""
@@ -130,47 +127,45 @@ class WorkloadCase:
     """Why this case cannot run here (e.g. no TPC-H traces); None: it runs."""
 
 
-@dataclass(frozen=True)
-class EvaluateConfig:
+class EvaluateConfig(Config):
     """What `idlegate evaluate` runs."""
 
-    models: tuple[SchedulerSpec, ...]
-    """The schedulers evaluated next to the baselines (a text is parsed)."""
-    suite: str = "quick"
-    seeds: int | None = None
-    """Number of seeds (None: the suite's default, 3 quick / 10 full)."""
-    first_seed: int = DEFAULT_FIRST_SEED
-    jobs: int = 1
-    tpch_dir: Path | None = None
-    workloads: tuple[str, ...] | None = None
-    """Case keys or families to run (None: the whole suite)."""
-    training_log: Path | None = None
-    sweep: bool = True
-    confidence: float = 0.95
+    model_config = ConfigDict(title="the evaluation")
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "models", tuple(map(SchedulerSpec.of, self.models)))
-        if not self.models:
-            raise IdlegateError("no model to evaluate; pass e.g. --schedulers learned=PATH.onnx")
-        labels = [m.title for m in self.models]
+    models: Annotated[Schedulers, Flag("--schedulers")] = Field(min_length=1)
+    """Scheduler specs to evaluate, each optionally LABEL=SPEC (repeatable or
+    comma-separated), e.g. learned=a.onnx learned-no-idle=b.onnx
+    lookahead=lookahead:srpt lookahead-base=srpt."""
+    suite: Suite = "quick"
+    """quick (1-2 min) or full (the issue's workloads)."""
+    seeds: int | None = Field(None, ge=1)
+    """Seeds per workload (default 3 quick, 10 full)."""
+    first_seed: int = Field(DEFAULT_FIRST_SEED, ge=0)
+    """First seed; never one the models trained on."""
+    jobs: Annotated[int, Flag("-j")] = Field(1, ge=1)
+    """Worker processes."""
+    tpch_dir: Path | None = None
+    """Directory of TPC-H traces (workloads tpch, mixed)."""
+    workloads: Annotated[tuple[str, ...] | None, BeforeValidator(parse_list)] = None
+    """Only these workloads (keys or families), comma-separated (default: the whole suite)."""
+    training_log: FilePath | None = None
+    """A training CSV (train_log.csv) to plot."""
+    sweep: bool = True
+    """Run the idle-length sweep (Fig. 6)."""
+    confidence: float = Field(0.95, gt=0, lt=1)
+    """Confidence level of the intervals."""
+
+    @field_validator("models")
+    @classmethod
+    def _own_labels(cls, models: tuple[SchedulerSpec, ...]) -> tuple[SchedulerSpec, ...]:
+        labels = [m.title for m in models]
         taken = {b for b, _ in BASELINES} | {SWEEP_REFERENCE[0]}
         for label in labels:
             if labels.count(label) > 1:
-                raise IdlegateError(f"model label {label!r} given twice")
+                raise ValueError(f"model label {label!r} given twice")
             if label in taken:
-                raise IdlegateError(f"model label {label!r} is a baseline's name; choose another")
-        if self.suite not in SUITES:
-            raise IdlegateError(f"unknown suite {self.suite!r}; choose one of: {', '.join(SUITES)}")
-        if self.seeds is not None and (not isinstance(self.seeds, int) or self.seeds < 1):
-            raise IdlegateError(f"--seeds must be at least 1, got {self.seeds!r}")
-        if not isinstance(self.first_seed, int) or self.first_seed < 0:
-            raise IdlegateError(f"--first-seed must be a whole number >= 0, got {self.first_seed}")
-        if isinstance(self.jobs, bool) or not isinstance(self.jobs, int) or self.jobs < 1:
-            raise IdlegateError(f"--jobs must be a whole number >= 1, got {self.jobs!r}")
-        if self.training_log is not None and not Path(self.training_log).is_file():
-            raise IdlegateError(f"training log {str(self.training_log)!r} does not exist")
-        if not 0 < self.confidence < 1:
-            raise IdlegateError(f"confidence must be between 0 and 1, got {self.confidence}")
+                raise ValueError(f"model label {label!r} is a baseline's name; choose another")
+        return models
 
     @property
     def seed_list(self) -> tuple[int, ...]:

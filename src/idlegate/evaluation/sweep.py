@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from pydantic import Field
 
+from idlegate.config import Config
 from idlegate.evaluation.pool import ProgressFn, run_tasks
 from idlegate.parallel import TaskPool
 from idlegate.policy import SchedulerSpec, make_scheduler
@@ -33,8 +35,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class SweepConfig:
+class SweepConfig(Config):
     """The Fig. 6 sweep: the synthetic workload over arrival rates and long-job lengths."""
 
     loads: tuple[float, ...]
@@ -43,7 +44,7 @@ class SweepConfig:
     """Work of a long job (executor-s); swept at offered load `long_load`."""
     long_load: float = 0.8
     """Offered load held fixed while long_seconds varies (the arrival rate follows)."""
-    options: Mapping[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = Field(default_factory=dict)
     """Other synthetic options (num_stream, num_executors, …)."""
 
 

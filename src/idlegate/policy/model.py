@@ -42,23 +42,18 @@ Checkpoint format (`torch.save` of a dict; `checkpoint_dict` builds it):
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
 import numpy as np
 import torch
-from pydantic import ConfigDict, Field, StrictInt
 from torch import Tensor, nn
 from torch.nn import functional as F  # noqa: N812
 
-from idlegate.config import Config
 from idlegate.errors import IdlegateError
 from idlegate.policy.actions import (
     MASKED,
-    ActionConfig,
     Choice,
     idle_slot,
 )
@@ -67,40 +62,12 @@ from idlegate.policy.columns import (
     NUM_GLOBAL_FEATURES,
     NUM_JOB_FEATURES,
     NUM_STAGE_FEATURES,
-    FeatureConfig,
 )
 from idlegate.policy.features import Observation
+from idlegate.policy.model_config import ModelConfig
 
 CHECKPOINT_FORMAT: Final = "idlegate-policy"
 CHECKPOINT_VERSION: Final = 1
-
-
-class ModelConfig(Config):
-    """Sizes of the network plus the feature and action configs it was built for."""
-
-    model_config = ConfigDict(title="the model")
-
-    embed_dim: StrictInt = Field(8, ge=1)
-    """D: width of stage, job and global embeddings (Decima's output_dim is 8 too)."""
-    hidden_dim: StrictInt = Field(16, ge=1)
-    """H: hidden width of the stage head."""
-    level_hidden_dim: StrictInt = Field(8, ge=1)
-    """Hidden width of the cap and idle heads, which run on every (row, level) pair. The
-    default widths are Decima's (hidden 16, embeddings 8); 16/32/16 make the model about
-    20 % slower in onnxruntime (≈ 40 µs per decision at 20 jobs)."""
-    mp_steps: StrictInt = Field(8, ge=0)
-    """T: message-passing steps (TPC-H DAGs are at most 9 stages deep: 8 steps suffice)."""
-    negative_slope: float = 0.2
-    """Slope of the leaky ReLU used throughout."""
-    features: FeatureConfig = FeatureConfig()
-    """How features are computed (`policy.columns`)."""
-    actions: ActionConfig = ActionConfig()
-    """The idle levels and the WAIT action (`policy.actions`)."""
-
-    def config_hash(self) -> str:
-        """A short stable hash of the config (recorded in checkpoints and ONNX metadata)."""
-        text = json.dumps(self.model_dump(), sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 # ---------------------------------------------------------------------------------------

@@ -172,6 +172,14 @@ class SchedulerSpec:
         """`value` itself, or the spec it names."""
         return value if isinstance(value, SchedulerSpec) else cls.parse(value)
 
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        """As a config field (`idlegate.config`): a spec or its text, dumped as its text."""
+        from pydantic_core import core_schema
+
+        text = core_schema.plain_serializer_function_ser_schema(cls.format)
+        return core_schema.no_info_plain_validator_function(cls.of, serialization=text)
+
     def format(self, *, label: bool = True) -> str:
         """The canonical text (with the label unless `label` is False)."""
         own = "?" + "&".join(f"{k}={v}" for k, v in self.params) if self.params else ""

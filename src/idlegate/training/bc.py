@@ -41,7 +41,8 @@ from idlegate.policy.actions import (
 )
 from idlegate.policy.columns import FeatureConfig
 from idlegate.policy.features import Featurizer, Observation
-from idlegate.policy.model import ModelConfig, PolicyNet, evaluate_batch
+from idlegate.policy.model import PolicyNet, evaluate_batch
+from idlegate.policy.model_config import ModelConfig
 from idlegate.sim.engine import Workload, simulate
 from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision, Scheduler
 from idlegate.training.rollout import PackedObservations, onnx_evaluator

@@ -37,7 +37,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from idlegate.config import Config, Flag
 from idlegate.errors import IdlegateError
 from idlegate.policy.heuristics import SCHEDULERS
-from idlegate.policy.model import ModelConfig
+from idlegate.policy.model_config import ModelConfig
 from idlegate.sim.workloads import workload_config
 from idlegate.training.presets import PRESETS
 
@@ -353,3 +353,151 @@ def load_config(
     merged = merge(merged, {k: v for k, v in overrides.items() if v is not None})
     source = f"config file {str(path)!r}" if path is not None else f"preset {base_name!r}"
     return TrainConfig.of(merged, source)
+
+
+class InspectorConfig(Config):
+    """Everything a training run of the inspector depends on (`training.inspector`)."""
+
+    model_config = ConfigDict(title="the inspector's training")
+
+    trace: Annotated[str, Flag("--file")]
+    """The SWF trace; windows come from its train part."""
+    base: str = "easy:sjf"
+    """The rigid base: ORDER, strict:ORDER or easy:ORDER."""
+    out: str = "out/inspector.onnx"
+    """Where the ONNX model goes."""
+    seed: int = Field(0, ge=0)
+    """Seeds the weights and the windows drawn."""
+    iterations: int = Field(200, ge=1)
+    """PPO iterations at most."""
+    time_limit: float = Field(0.0, ge=0)
+    """Stop after this many seconds of wall time (0: none)."""
+    sequence_length: int = Field(256, ge=2)
+    """Jobs per window."""
+    train_fraction: float = Field(0.2, gt=0, lt=1)
+    """Share of the trace's first jobs to train on."""
+    requested_time: Literal["run", "trace"] = "run"
+    """run: requested time = run time (SchedInspector's setting); trace: the trace's
+    requested times."""
+    advantage: Literal["probes", "rollouts"] = "probes"
+    """probes: run each window greedily and flip `probes` of its decisions, each rerun's
+    R minus the greedy run's R is the flipped decision's advantage; rollouts: sample
+    `rollouts` runs per window, every decision gets its run's R minus the window's mean R."""
+    probes: int = Field(12, ge=1)
+    """Decisions flipped per window (probes)."""
+    sequences: int = Field(4, ge=1)
+    """Windows per iteration."""
+    rollouts: int = Field(8, ge=1)
+    """Sampled rollouts per window (their mean R is the baseline)."""
+    ask: Literal["blocked", "all"] = "blocked"
+    """blocked: inspect only picks that cannot start now; all: every pick."""
+    max_rejections: int = Field(72, ge=0)
+    """Rejections per job at most."""
+    interval: float = Field(600.0, gt=0)
+    """Seconds without an event that count as a rejection."""
+    initial_reject: float = Field(0.9, gt=0, lt=1)
+    """Probability of rejecting at the start (the output bias): near 1 the first rollouts
+    stay close to the reject rule and differ by a few accepts, which the per-window
+    baseline can credit."""
+    warm_start_delay: float | None = Field(None, gt=0)
+    """Before PPO, clone (behaviour cloning) the hand-set rule 'accept a blocked pick iff
+    it could start within this many seconds' on warm_start_sequences train windows;
+    None: no warm start."""
+    warm_start_sequences: int = Field(16, ge=1)
+    """Train windows whose decisions the warm start clones."""
+    warm_start_steps: int = Field(300, ge=1)
+    """Full-batch Adam steps of the warm start."""
+    hidden: tuple[int, ...] = Field((32, 16, 8), min_length=1)
+    """Hidden layer widths of the MLP."""
+    learning_rate: float = Field(3e-3, gt=0)
+    """Adam's step size."""
+    epochs: int = Field(4, ge=1)
+    """PPO passes over an iteration's decisions."""
+    minibatch: int = Field(64, ge=1)
+    """Decisions per gradient step."""
+    clip: float = Field(0.2, gt=0, lt=1)
+    """PPO's clip range ε."""
+    entropy_weight: float = Field(0.001, ge=0)
+    """Entropy bonus β."""
+    target_kl: float = Field(0.03, ge=0)
+    """Stop an update's passes beyond this KL (0: never)."""
+    max_grad_norm: float = Field(0.5, gt=0)
+    """Gradient norm clip."""
+    validation_sequences: int = Field(16, ge=1)
+    """Train-part windows of the greedy validation."""
+    validate_every: int = Field(5, ge=1)
+    """Validate every N iterations."""
+
+
+class WindowTrainConfig(Config):
+    """Settings of one split-window training run (`training.window`; every field has a
+    default)."""
+
+    model_config = ConfigDict(title="the split-window training")
+
+    m_head: int = Field(8, ge=0, le=256)
+    """Head slots (oldest waiting jobs)."""
+    m_tail: int = Field(8, ge=0, le=256)
+    """Tail slots (newest waiting jobs); 0: head-only."""
+    iterations: int = Field(100, ge=1, le=100_000)
+    """PPO iterations."""
+    seed: int = Field(0, ge=0)
+    """Seeds the weights, draws and episode seeds."""
+    workload: Annotated[Literal["lublin", "swf"], Flag("-w")] = "lublin"
+    """lublin: the generator; swf: windows of --file's train part."""
+    file: str | None = None
+    """The SWF trace (workload swf only)."""
+    num_jobs: Annotated[int, Flag("--jobs-count")] = Field(256, ge=8, le=100_000)
+    """Jobs per episode."""
+    sequences: int = Field(2, ge=1, le=1000)
+    """Job sequences per iteration."""
+    rollouts: int = Field(4, ge=1, le=100)
+    """Rollouts of each sequence (differing draws)."""
+    advantage: Literal["time", "gae"] = "time"
+    """time: return minus the mean over the sequence's rollouts of their return at the
+    same time (input-dependent baseline); gae: GAE with the value head."""
+    w_idle: float = Field(1.0, ge=0)
+    """Weight of idle capacity (I)."""
+    w_queue: float = Field(1.0, ge=0)
+    """Weight of queue length (Q)."""
+    w_wait: float = Field(0.0, ge=0)
+    """Weight of size-relative waiting (W)."""
+    gamma: float = Field(1.0, gt=0, le=1)
+    """Discount per decision (1: none; below 1 rewards extra forwards, which push costs
+    to later decisions)."""
+    gae_lambda: float = Field(0.95, ge=0, le=1)
+    """GAE's λ."""
+    learning_rate: float = Field(1e-3, gt=0, le=1)
+    """Adam's step size."""
+    clip: float = Field(0.2, gt=0, lt=1)
+    """PPO clip range ε."""
+    epochs: int = Field(4, ge=1, le=100)
+    """PPO epochs per iteration."""
+    minibatch: int = Field(256, ge=8)
+    """Decisions per minibatch."""
+    target_kl: float = Field(0.03, gt=0)
+    """Stop an iteration's epochs when approx KL exceeds it."""
+    entropy_weight: float = Field(0.01, ge=0)
+    """Entropy bonus β."""
+    value_weight: float = Field(0.5, ge=0)
+    """Weight of the value loss."""
+    max_grad_norm: float = Field(0.5, gt=0)
+    """Gradient norm clip."""
+    hidden: int = Field(32, ge=4, le=1024)
+    """Width of the hidden layers."""
+    eval_every: int = Field(5, ge=1)
+    """Iterations between greedy validation runs."""
+    validation_seeds: int = Field(4, ge=1, le=1000)
+    """Held-out episodes per validation."""
+    max_minutes: float = Field(20.0, gt=0)
+    """Wall-time cap in minutes; training stops after this."""
+
+    @model_validator(mode="after")
+    def _check(self) -> WindowTrainConfig:
+        if self.m_head + self.m_tail < 1:
+            raise ValueError("the window needs at least one slot: m_head + m_tail >= 1")
+        if self.workload == "swf" and not self.file:
+            raise ValueError("workload swf needs an SWF trace: give file (--file)")
+        if self.workload == "lublin" and self.file:
+            raise ValueError("file (--file) is for workload swf; lublin is generated")
+        return self

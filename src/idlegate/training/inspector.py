@@ -57,7 +57,6 @@ from typing import Literal
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from torch import nn
 
 from idlegate.errors import IdlegateError
@@ -79,6 +78,7 @@ from idlegate.sim.engine import Workload, simulate
 from idlegate.sim.metrics import run_metrics
 from idlegate.sim.swf import read_swf, trace_part
 from idlegate.sim.workloads import build_workload
+from idlegate.training.config import InspectorConfig
 from idlegate.training.inspector_net import (
     InspectorDecisions,
     InspectorNet,
@@ -89,103 +89,6 @@ from idlegate.training.inspector_net import (
 )
 from idlegate.training.math import to_tensor
 from idlegate.training.ppo import PPOSettings, ppo_update
-
-# ---------------------------------------------------------------------------------------
-# Configuration
-
-
-class InspectorConfig(BaseModel):
-    """Everything a training run of the inspector depends on."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    trace: str = Field(description="The SWF trace (--file); windows come from its train part.")
-    base: str = Field(
-        default="easy:sjf", description="The rigid base: ORDER, strict:ORDER or easy:ORDER."
-    )
-    out: str = Field(default="out/inspector.onnx", description="Where the ONNX model goes.")
-    seed: int = Field(default=0, ge=0, description="Seeds the weights and the windows drawn.")
-    iterations: int = Field(default=200, ge=1, description="PPO iterations at most.")
-    time_limit: float = Field(
-        default=0.0, ge=0, description="Stop after this many seconds of wall time (0: none)."
-    )
-    sequence_length: int = Field(default=256, ge=2, description="Jobs per window.")
-    train_fraction: float = Field(
-        default=0.2, gt=0, lt=1, description="Share of the trace's first jobs to train on."
-    )
-    requested_time: Literal["run", "trace"] = Field(
-        default="run",
-        description="run: requested time = run time (SchedInspector's setting); trace: "
-        "the trace's requested times.",
-    )
-    advantage: Literal["probes", "rollouts"] = Field(
-        default="probes",
-        description="probes: run each window greedily and flip `probes` of its decisions, "
-        "each rerun's R minus the greedy run's R is the flipped decision's advantage; "
-        "rollouts: sample `rollouts` runs per window, every decision gets its run's R "
-        "minus the window's mean R.",
-    )
-    probes: int = Field(default=12, ge=1, description="Decisions flipped per window (probes).")
-    sequences: int = Field(default=4, ge=1, description="Windows per iteration.")
-    rollouts: int = Field(
-        default=8, ge=1, description="Sampled rollouts per window (their mean R is the baseline)."
-    )
-    ask: Literal["blocked", "all"] = Field(
-        default="blocked",
-        description="blocked: inspect only picks that cannot start now; all: every pick.",
-    )
-    max_rejections: int = Field(default=72, ge=0, description="Rejections per job at most.")
-    interval: float = Field(
-        default=600.0, gt=0, description="Seconds without an event that count as a rejection."
-    )
-    initial_reject: float = Field(
-        default=0.9,
-        gt=0,
-        lt=1,
-        description="Probability of rejecting at the start (the output bias): near 1 the "
-        "first rollouts stay close to the reject rule and differ by a few accepts, which "
-        "the per-window baseline can credit.",
-    )
-    warm_start_delay: float | None = Field(
-        default=None,
-        gt=0,
-        description="Before PPO, clone (behaviour cloning) the hand-set rule 'accept a "
-        "blocked pick iff it could start within this many seconds' on "
-        "warm_start_sequences train windows; None: no warm start.",
-    )
-    warm_start_sequences: int = Field(
-        default=16, ge=1, description="Train windows whose decisions the warm start clones."
-    )
-    warm_start_steps: int = Field(
-        default=300, ge=1, description="Full-batch Adam steps of the warm start."
-    )
-    hidden: tuple[int, ...] = Field(
-        default=(32, 16, 8), min_length=1, description="Hidden layer widths of the MLP."
-    )
-    learning_rate: float = Field(default=3e-3, gt=0, description="Adam's step size.")
-    epochs: int = Field(default=4, ge=1, description="PPO passes over an iteration's decisions.")
-    minibatch: int = Field(default=64, ge=1, description="Decisions per gradient step.")
-    clip: float = Field(default=0.2, gt=0, lt=1, description="PPO's clip range ε.")
-    entropy_weight: float = Field(default=0.001, ge=0, description="Entropy bonus β.")
-    target_kl: float = Field(
-        default=0.03, ge=0, description="Stop an update's passes beyond this KL (0: never)."
-    )
-    max_grad_norm: float = Field(default=0.5, gt=0, description="Gradient norm clip.")
-    validation_sequences: int = Field(
-        default=16, ge=1, description="Train-part windows of the greedy validation."
-    )
-    validate_every: int = Field(default=5, ge=1, description="Validate every N iterations.")
-
-
-def load_inspector_config(**values: object) -> InspectorConfig:
-    """An `InspectorConfig` from keyword values (None values are left at their defaults)."""
-    try:
-        return InspectorConfig(**{k: v for k, v in values.items() if v is not None})
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise IdlegateError(f"inspector training option {where}: {err['msg']}") from None
-
 
 # ---------------------------------------------------------------------------------------
 # Math

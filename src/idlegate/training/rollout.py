@@ -41,7 +41,8 @@ from idlegate.policy.actions import ActionConfig, Choice, choose, decode
 from idlegate.policy.columns import FeatureConfig
 from idlegate.policy.features import ARRAYS, Featurizer, Observation
 from idlegate.policy.heuristics import make_scheduler
-from idlegate.policy.model import ModelConfig, PolicyNet
+from idlegate.policy.model import PolicyNet
+from idlegate.policy.model_config import ModelConfig
 from idlegate.sim.engine import Workload, simulate
 from idlegate.sim.protocol import WAIT, Action, ClusterView
 from idlegate.sim.workloads import build_workload

@@ -46,11 +46,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from idlegate.errors import IdlegateError
 from idlegate.policy.window import (
@@ -69,6 +68,7 @@ from idlegate.policy.window import (
 from idlegate.sim.engine import SimResult, Workload, simulate
 from idlegate.sim.metrics import BSLD_MIN_RUN, run_metrics
 from idlegate.sim.protocol import WAIT, Action, ClusterView
+from idlegate.training.config import WindowTrainConfig
 from idlegate.training.math import (
     advantages,
     gae,
@@ -82,88 +82,6 @@ from idlegate.training.window_net import NumpyWindowNet, WindowDecisions, Window
 TRAIN_SEED_BASE = 1_000_000
 VALIDATION_SEED_BASE = 2_000_000
 HOUR = 3600.0
-
-# ---------------------------------------------------------------------------------------
-# Configuration
-
-
-class WindowTrainConfig(BaseModel):
-    """Settings of one split-window training run (every field has a default)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    m_head: int = Field(default=8, ge=0, le=256, description="Head slots (oldest waiting jobs).")
-    m_tail: int = Field(
-        default=8, ge=0, le=256, description="Tail slots (newest waiting jobs); 0: head-only."
-    )
-    iterations: int = Field(default=100, ge=1, le=100_000, description="PPO iterations.")
-    seed: int = Field(default=0, ge=0, description="Seeds the weights, draws and episode seeds.")
-    workload: Literal["lublin", "swf"] = Field(
-        default="lublin", description="lublin: the generator; swf: windows of --file's train part."
-    )
-    file: str | None = Field(default=None, description="The SWF trace (workload swf only).")
-    num_jobs: int = Field(default=256, ge=8, le=100_000, description="Jobs per episode.")
-    sequences: int = Field(default=2, ge=1, le=1000, description="Job sequences per iteration.")
-    rollouts: int = Field(
-        default=4, ge=1, le=100, description="Rollouts of each sequence (differing draws)."
-    )
-    advantage: Literal["time", "gae"] = Field(
-        default="time",
-        description="time: return minus the mean over the sequence's rollouts of their "
-        "return at the same time (input-dependent baseline); gae: GAE with the value head.",
-    )
-    w_idle: float = Field(default=1.0, ge=0, description="Weight of idle capacity (I).")
-    w_queue: float = Field(default=1.0, ge=0, description="Weight of queue length (Q).")
-    w_wait: float = Field(default=0.0, ge=0, description="Weight of size-relative waiting (W).")
-    gamma: float = Field(
-        default=1.0,
-        gt=0,
-        le=1,
-        description="Discount per decision (1: none; below 1 rewards extra forwards, "
-        "which push costs to later decisions).",
-    )
-    gae_lambda: float = Field(default=0.95, ge=0, le=1, description="GAE's λ.")
-    learning_rate: float = Field(default=1e-3, gt=0, le=1, description="Adam's step size.")
-    clip: float = Field(default=0.2, gt=0, lt=1, description="PPO clip range ε.")
-    epochs: int = Field(default=4, ge=1, le=100, description="PPO epochs per iteration.")
-    minibatch: int = Field(default=256, ge=8, description="Decisions per minibatch.")
-    target_kl: float = Field(
-        default=0.03, gt=0, description="Stop an iteration's epochs when approx KL exceeds it."
-    )
-    entropy_weight: float = Field(default=0.01, ge=0, description="Entropy bonus β.")
-    value_weight: float = Field(default=0.5, ge=0, description="Weight of the value loss.")
-    max_grad_norm: float = Field(default=0.5, gt=0, description="Gradient norm clip.")
-    hidden: int = Field(default=32, ge=4, le=1024, description="Width of the hidden layers.")
-    eval_every: int = Field(
-        default=5, ge=1, description="Iterations between greedy validation runs."
-    )
-    validation_seeds: int = Field(
-        default=4, ge=1, le=1000, description="Held-out episodes per validation."
-    )
-    max_minutes: float = Field(
-        default=20.0, gt=0, description="Wall-time cap; training stops after this."
-    )
-
-    @model_validator(mode="after")
-    def _check(self) -> WindowTrainConfig:
-        if self.m_head + self.m_tail < 1:
-            raise ValueError("the window needs at least one slot: m_head + m_tail >= 1")
-        if self.workload == "swf" and not self.file:
-            raise ValueError("workload swf needs an SWF trace: give file (--file)")
-        if self.workload == "lublin" and self.file:
-            raise ValueError("file (--file) is for workload swf; lublin is generated")
-        return self
-
-
-def make_config(**settings: Any) -> WindowTrainConfig:
-    """A `WindowTrainConfig`, with validation errors as one IdlegateError sentence."""
-    try:
-        return WindowTrainConfig(**{k: v for k, v in settings.items() if v is not None})
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        msg = first["msg"].removeprefix("Value error, ")
-        raise IdlegateError(f"train-window: {where + ': ' if where else ''}{msg}") from None
 
 
 def episode_workload(config: WindowTrainConfig, seed: int) -> Workload:
@@ -508,10 +426,8 @@ def _advantages(group: list[Episode], config: WindowTrainConfig) -> None:
 __all__ = [
     "Episode",
     "RecordingWindow",
-    "WindowTrainConfig",
     "WindowTrainResult",
     "export_window",
-    "make_config",
     "reward_terms",
     "train_window",
     "window_rewards",

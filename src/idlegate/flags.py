@@ -1,0 +1,199 @@
+"""Command-line options generated from config models: a command declares its options once.
+
+``@flags(config=CompareConfig)`` on a typer command replaces its parameter ``config``
+with one option per field of `CompareConfig` (see `idlegate.config`): named
+``--field-name`` or by the field's `Flag`, typed by its annotation, its default shown,
+its help the field's docstring. The command receives ``config`` as a dict of the values
+given on the command line (`Given`; what is not given is left out, so the config's own
+default, or a preset's value, applies) and builds the config from it.
+
+Each given value is checked against its field's type and constraints before the
+command runs, so a bad one is a sentence that names the flag (``--seeds: Input should
+be greater than or equal to 1``). Every command runs inside `user_errors`: an
+IdlegateError becomes one line ``Error: <message>`` on stderr and exit code 1.
+
+Fields become options when their type reads from text: str, int, float, bool (as
+``--x/--no-x``), Path, a Literal (a choice), a class with ``parse`` (a
+`SchedulerSpec`), a tuple or list of those (a repeatable option), a fixed tuple (one
+option of several values), and a dict (``KEY=VALUE``, repeatable). Other fields (nested
+configs, objects) are not options.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+import typer
+from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic.fields import FieldInfo
+from rich.markup import escape
+
+from idlegate.config import Flag, describe
+from idlegate.errors import IdlegateError
+
+Given = dict[str, Any]
+"""What a command receives for a config: the values given on the command line, by field."""
+
+_SCALARS = (bool, int, float, str, Path)
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn an IdlegateError into one line on stderr and exit code 1 (and only that type)."""
+    try:
+        yield
+    except IdlegateError as e:
+        typer.echo(f"Error: {one_line(e)}", err=True)
+        raise typer.Exit(1) from None
+
+
+def one_line(error: IdlegateError) -> str:
+    """The error's message on one line."""
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def flags(
+    *, defaults: bool = True, **models: type[BaseModel]
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Give a command the options of `models`' fields (see the module docstring).
+
+    Each keyword names a parameter of the command that receives a `Given`; `defaults`
+    False hides the models' defaults in ``--help`` (when a preset decides them).
+    """
+
+    def decorate(command: Callable[..., None]) -> Callable[..., None]:
+        signature = inspect.signature(command, eval_str=True)
+        options: dict[str, tuple[str, str, FieldInfo, str]] = {}
+        params = [
+            inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)
+        ]
+        for param in signature.parameters.values():
+            if param.name not in models:
+                params.append(param.replace(kind=inspect.Parameter.KEYWORD_ONLY))
+                continue
+            for field, info in models[param.name].model_fields.items():
+                option = _option(field, info, defaults)
+                if option is not None:
+                    key = f"{param.name}__{field}"
+                    params.append(inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY, **option))
+                    options[key] = (param.name, field, info, _names(field, info)[0])
+        taken = [n for _, field, info, _ in options.values() for n in _names(field, info)]
+        if len(set(taken)) < len(taken):  # two configs of one command share a field name
+            raise TypeError(f"{command.__name__}: two options named alike in {sorted(taken)}")
+
+        @functools.wraps(command)
+        def run(ctx: typer.Context, **values: Any) -> None:
+            with user_errors():
+                given: dict[str, Given] = {name: {} for name in models}
+                for key, (name, field, info, flag) in options.items():
+                    value = values.pop(key)
+                    if ctx.get_parameter_source(key).name != "DEFAULT":
+                        given[name][field] = _checked(flag, info, value)
+                command(**values, **given)
+
+        run.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        run.__annotations__ = {p.name: p.annotation for p in params}
+        return run
+
+    return decorate
+
+
+def _option(field: str, info: FieldInfo, defaults: bool) -> dict[str, Any] | None:
+    """The annotation and default of `field`'s option (None: the field is no option)."""
+    kind = _kind(info.annotation, field)
+    if kind is None:
+        return None
+    names = _names(field, info)
+    if kind is bool:
+        names = [f"{names[0]}/--no-{names[0][2:]}", *names[1:]]
+    help_text = escape(" ".join((info.description or "").split()))
+    required = info.is_required()
+    default = ... if required else _shown(info.get_default(call_default_factory=True))
+    choices = _choices(info.annotation)
+    option = typer.Option(
+        *names,
+        help=help_text,
+        show_default=defaults and not required,
+        metavar="|".join(choices) if choices else None,
+    )
+    return {"annotation": Annotated[kind, option], "default": default}
+
+
+def _names(field: str, info: FieldInfo) -> list[str]:
+    """The option's names: the field's `Flag`, with ``--field-name`` unless it has a long one."""
+    given = [n for m in info.metadata if isinstance(m, Flag) for n in m.names]
+    own = [] if any(n.startswith("--") for n in given) else [f"--{field.replace('_', '-')}"]
+    return [*own, *given]
+
+
+def _kind(annotation: Any, field: str) -> Any:
+    """The type typer reads the option as (None: not an option)."""
+    if get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    if get_origin(annotation) in (Union, UnionType):
+        rest = [a for a in get_args(annotation) if a is not type(None)]
+        return _kind(rest[0], field) if len(rest) == 1 else None
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Literal:
+        return str  # the choices are checked as the field's, and shown as its metavar
+    if origin in (dict, Mapping):
+        return list[str]
+    if origin in (tuple, list, Sequence) and (len(args) == 1 or args[1:] == (Ellipsis,)):
+        item = _kind(args[0], field)
+        return list[item] if item is not None and get_origin(item) is None else None
+    if origin is tuple:
+        items = [_kind(a, field) for a in args]
+        return tuple[tuple(items)] if all(i in _SCALARS for i in items) else None
+    if annotation in _SCALARS:
+        return annotation
+    return str if hasattr(annotation, "parse") else None
+
+
+def _choices(annotation: Any) -> list[str]:
+    """The values of a Literal field (also inside Optional or a tuple), else []."""
+    if get_origin(annotation) is Literal:
+        return [str(v) for v in get_args(annotation)]
+    return next((c for a in get_args(annotation) if (c := _choices(a))), [])
+
+
+def _shown(default: Any) -> Any:
+    """A field's default as the option's (typer shows it in --help)."""
+    if isinstance(default, tuple | list):
+        return [str(v) for v in default] or None
+    if isinstance(default, Mapping) or default is None:
+        return None
+    return default if isinstance(default, _SCALARS) else str(default)
+
+
+def _checked(flag: str, info: FieldInfo, value: Any) -> Any:
+    """`value` as the field will read it; IdlegateError naming `flag` if it cannot."""
+    if isinstance(value, list) and get_origin(info.annotation) in (dict, Mapping):
+        value = key_values(flag, value)
+    meta = tuple(m for m in info.metadata if not isinstance(m, Flag))
+    try:
+        TypeAdapter(
+            Annotated[(info.annotation, *meta)] if meta else info.annotation
+        ).validate_python(value)
+    except ValidationError as exc:
+        raise IdlegateError(f"{flag}: {describe(exc)}") from None
+    return value
+
+
+def key_values(flag: str, pairs: Sequence[str]) -> dict[str, str]:
+    """``KEY=VALUE`` texts as a dict (the config validates the values)."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key:
+            raise IdlegateError(f"{flag} {pair!r}: write KEY=VALUE, e.g. size_distribution=pareto")
+        if key in out:
+            raise IdlegateError(f"{flag} {key} is given twice; give each option once")
+        out[key] = value.strip()
+    return out
