@@ -209,7 +209,7 @@ def test_an_overflowing_state_ends_the_episode_and_an_unobservable_dag_is_refuse
 
 
 def test_options_are_checked():
-    with pytest.raises(IdlegateError, match="no option 'max_stage'"):
+    with pytest.raises(IdlegateError, match="max_stage: is not a known setting"):
         DagSchedulingEnv(max_stage=10)
     with pytest.raises(IdlegateError, match="has no option 'bogus'"):
         DagSchedulingEnv(workload_options={"bogus": 1})

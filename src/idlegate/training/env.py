@@ -75,13 +75,13 @@ fixing ``workload_seed`` alone gives Decima's several rollouts of one arrival se
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
 from typing import Any, Final, Literal
 
 import gymnasium
 import numpy as np
+from pydantic import ConfigDict, Field, InstanceOf, StrictInt, model_validator
 
+from idlegate.config import Config, Positive
 from idlegate.errors import IdlegateError, reject_unknown
 from idlegate.policy.actions import ActionConfig, decode
 from idlegate.policy.features import FeatureConfig, Featurizer, Observation
@@ -97,74 +97,44 @@ SEED_RANGE: Final = 2**63
 """Seeds drawn from ``np_random`` lie in [0, SEED_RANGE)."""
 
 
-@dataclass(frozen=True)
-class EnvConfig:
+class EnvConfig(Config):
     """The environment's options (keyword arguments of ``gymnasium.make``)."""
 
-    workload: str | Workload = "tpch-like"
+    model_config = ConfigDict(title="the environment")
+
+    workload: str | InstanceOf[Workload] = "tpch-like"
     """A workload name (`idlegate.sim.workloads.WORKLOADS`, rebuilt with a new arrival
     seed each episode) or a fixed `Workload`."""
-    workload_options: Mapping[str, Any] = field(default_factory=dict)
+    workload_options: dict[str, Any] = Field(default_factory=dict)
     """Options of the named workload, validated by its own model (e.g. num_stream,
     num_executors, load); not allowed with a `Workload` object."""
-    max_time: float = math.inf
+    max_time: float = Field(math.inf, gt=0)
     """Simulated seconds after which the episode is truncated (inf: until all jobs end)."""
-    mean_episode_time: float | None = None
+    mean_episode_time: Positive | None = None
     """If set, each episode ends (truncated) at the first arrival plus an exponential
     draw of this mean, or at max_time if earlier (Decima's memoryless termination)."""
-    max_jobs: int = 64
+    max_jobs: StrictInt = Field(64, ge=1)
     """J: job rows of the observation."""
-    max_stages: int = 512
+    max_stages: StrictInt = Field(512, ge=1)
     """S: stage rows of the observation (incomplete stages of all jobs in the system)."""
-    max_edges: int = 1024
+    max_edges: StrictInt = Field(1024, ge=1)
     """E: edges of the observation (between incomplete stages)."""
-    features: FeatureConfig = field(default_factory=FeatureConfig)
+    features: FeatureConfig = FeatureConfig()
     """How features are computed (a FeatureConfig or its dict); match the policy's."""
-    actions: ActionConfig = field(default_factory=ActionConfig)
+    actions: ActionConfig = ActionConfig()
     """Idle levels, idle ratio, WAIT (an ActionConfig or its dict); match the policy's."""
-    reward_scale: float = 1.0
+    reward_scale: Positive = 1.0
     """Rewards are divided by this (job-seconds per reward unit)."""
     illegal_action: Literal["repair", "raise"] = "repair"
     """What an illegal action does: replaced by the nearest legal one, or IdlegateError."""
 
-    def __post_init__(self) -> None:
-        if isinstance(self.features, Mapping):
-            object.__setattr__(self, "features", FeatureConfig.from_dict(dict(self.features)))
-        if isinstance(self.actions, Mapping):
-            object.__setattr__(self, "actions", ActionConfig.from_dict(dict(self.actions)))
-        if not isinstance(self.workload, str | Workload):
-            raise IdlegateError(
-                f"workload must be a workload name or a Workload, got {self.workload!r}"
-            )
+    @model_validator(mode="after")
+    def _options_name_a_workload(self) -> EnvConfig:
         if isinstance(self.workload, Workload) and self.workload_options:
-            raise IdlegateError(
+            raise ValueError(
                 "workload_options apply to a named workload; build the Workload with them instead"
             )
-        if not isinstance(self.workload_options, Mapping):
-            raise IdlegateError(
-                f"workload_options must be a mapping, got {self.workload_options!r}"
-            )
-        if not self.max_time > 0:  # also rejects NaN
-            raise IdlegateError(f"max_time must be > 0 seconds, got {self.max_time!r}")
-        mean = self.mean_episode_time
-        if mean is not None and not (0 < mean < math.inf):
-            raise IdlegateError(f"mean_episode_time must be a number > 0, got {mean!r}")
-        for name in ("max_jobs", "max_stages", "max_edges"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise IdlegateError(f"{name} must be a whole number >= 1, got {value!r}")
-        if not (0 < self.reward_scale < math.inf):
-            raise IdlegateError(f"reward_scale must be a number > 0, got {self.reward_scale!r}")
-        if self.illegal_action not in ("repair", "raise"):
-            raise IdlegateError(
-                f"illegal_action must be 'repair' or 'raise', got {self.illegal_action!r}"
-            )
-
-    @classmethod
-    def from_options(cls, options: Mapping[str, Any]) -> EnvConfig:
-        """The config of keyword `options`; IdlegateError naming an unknown one."""
-        reject_unknown(options, (f.name for f in fields(cls)), "the environment", noun="option")
-        return cls(**options)
+        return self
 
 
 class DagSchedulingEnv(gymnasium.Env[dict[str, np.ndarray], np.ndarray]):
@@ -179,7 +149,7 @@ class DagSchedulingEnv(gymnasium.Env[dict[str, np.ndarray], np.ndarray]):
             raise IdlegateError(f"the environment has no render mode {render_mode!r}")
         if config is not None and options:
             raise IdlegateError("give either an EnvConfig or keyword options, not both")
-        self.config = cfg = config if config is not None else EnvConfig.from_options(options)
+        self.config = cfg = config if config is not None else EnvConfig(**options)
         # built once here to validate the options and learn the cluster size K
         self.num_executors = self._workload(0).num_executors
         self.spaces = EnvSpaces(
