@@ -175,7 +175,7 @@ def test_bad_window_parameters_are_sentences(query: str, message: str) -> None:
 
 
 def test_window_config_rejects_flags_for_counts() -> None:
-    with pytest.raises(IdlegateError, match="not true/false"):
+    with pytest.raises(IdlegateError, match="valid integer"):
         window_config(True)
     with pytest.raises(IdlegateError, match="has no setting 'width'"):
         window_config(8, width=3)

@@ -57,8 +57,9 @@ from operator import attrgetter
 from typing import Any, NamedTuple
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, StrictInt, ValidationError, field_validator
 
+from idlegate.config import Config
 from idlegate.errors import IdlegateError, reject_unknown
 from idlegate.sim.protocol import ClusterView, Decision, Job, Stage
 
@@ -77,47 +78,24 @@ class SystemTotals(NamedTuple):
     executors than fair's share ⌈K / active⌉ (so WAIT is ruled out, as if it were seen)."""
 
 
-class WindowConfig(BaseModel):
+class WindowConfig(Config):
     """Which jobs the learned policy sees when many are in the system (module docstring)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    threshold: int = Field(
-        default=32,
-        ge=0,
-        description="The window applies only while more than this many jobs are in the "
-        "system; at or below it the policy sees every job (decisions identical to no window).",
-    )
-    head: int = Field(
-        default=8, ge=0, description="The oldest jobs with a launchable stage that stay visible."
-    )
-    tail: int = Field(
-        default=8, ge=0, description="The newest jobs with a launchable stage that stay visible."
-    )
-    smallest: int = Field(
-        default=8,
-        ge=0,
-        description="Jobs with a launchable stage and the least remaining work that stay visible.",
-    )
-    holders: int = Field(
-        default=8,
-        ge=0,
-        description="At most this many jobs that hold executors and have a launchable stage "
-        "stay visible (least remaining work first).",
-    )
-    summary: bool = Field(
-        default=True,
-        description="Global jobs/backlog features and the WAIT mask describe the whole system "
-        "(true) or only the visible jobs (false).",
-    )
-
-    @field_validator("threshold", "head", "tail", "smallest", "holders", mode="before")
-    @classmethod
-    def _no_bool(cls, value: Any) -> Any:
-        # pydantic reads True as 1; a flag given for a count is a mistake, not a count
-        if isinstance(value, bool):
-            raise ValueError("must be a whole number, not true/false")
-        return value
+    threshold: StrictInt = Field(32, ge=0)
+    """The window applies only while more than this many jobs are in the system; at or
+    below it the policy sees every job (decisions identical to no window)."""
+    head: StrictInt = 8
+    """The oldest jobs with a launchable stage that stay visible."""
+    tail: StrictInt = Field(8, ge=0)
+    """The newest jobs with a launchable stage that stay visible."""
+    smallest: StrictInt = Field(8, ge=0)
+    """Jobs with a launchable stage and the least remaining work that stay visible."""
+    holders: StrictInt = Field(8, ge=0)
+    """At most this many jobs that hold executors and have a launchable stage stay
+    visible (least remaining work first)."""
+    summary: bool = True
+    """Global jobs/backlog features and the WAIT mask describe the whole system (true) or
+    only the visible jobs (false)."""
 
     @field_validator("head")
     @classmethod
@@ -147,7 +125,7 @@ def window_config(threshold: Any = None, *, prefix: str = "", **fields: Any) -> 
         values["threshold"] = threshold
     reject_unknown(values, WINDOW_FIELDS, "the observation window", noun="setting")
     try:
-        return WindowConfig(**values)
+        return WindowConfig.model_validate(values)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
