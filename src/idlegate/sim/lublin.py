@@ -34,8 +34,9 @@ from functools import lru_cache
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from idlegate.config import Config
 from idlegate.sim.engine import Workload
 from idlegate.sim.rigid import RigidJob, rigid_workload
 
@@ -86,30 +87,20 @@ INTERACTIVE = JobTypeParams(
 )  # fmt: skip
 
 
-class LublinConfig(BaseModel):
+class LublinConfig(Config):
     """The `lublin` workload: rigid jobs from the Lublin–Feitelson model."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     EXTRA_OPTIONS: ClassVar[dict[str, str]] = {}
 
-    num_jobs: int = Field(default=256, ge=1, le=1_000_000, description="Jobs (--jobs-count).")
-    num_executors: int = Field(
-        default=256,
-        ge=2,
-        le=100_000,
-        description="Executors (nodes); the largest job size is this (uhi = log2 of it).",
-    )
-    job_types: Literal["typeless", "batch-interactive"] = Field(
-        default="typeless",
-        description="typeless: the whole-sample fit; batch-interactive: two streams with "
-        "their own parameters, merged by arrival time.",
-    )
-    interarrival_scale: float = Field(
-        default=1.0,
-        gt=0,
-        le=1000,
-        description="Multiply every inter-arrival time (below 1: more load).",
-    )
+    num_jobs: int = Field(256, ge=1, le=1_000_000)
+    """Jobs (--jobs-count)."""
+    num_executors: int = Field(256, ge=2, le=100_000)
+    """Executors (nodes); the largest job size is this (uhi = log2 of it)."""
+    job_types: Literal["typeless", "batch-interactive"] = "typeless"
+    """typeless: the whole-sample fit; batch-interactive: two streams with their own
+    parameters, merged by arrival time."""
+    interarrival_scale: float = Field(1.0, gt=0, le=1000)
+    """Multiply every inter-arrival time (below 1: more load)."""
 
 
 def _gamma_pdf(x: np.ndarray, shape: float, scale: float) -> np.ndarray:

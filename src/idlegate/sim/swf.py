@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from idlegate.config import Config
 from idlegate.errors import IdlegateError
 from idlegate.sim.engine import Workload
 from idlegate.sim.rigid import RequestedTime, RigidJob, rigid_workload
@@ -165,44 +166,28 @@ def _describe_skips(skipped: dict[str, int]) -> str:
 # the `swf` workload
 
 
-class SwfConfig(BaseModel):
+class SwfConfig(Config):
     """A window of an SWF trace as a workload of rigid jobs."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     EXTRA_OPTIONS: ClassVar[dict[str, str]] = {}
 
-    path: str = Field(description="The SWF trace file (--file).")
-    num_jobs: int | None = Field(
-        default=None,
-        ge=1,
-        le=MAX_SWF_JOBS,
-        description="Jobs in the window (--jobs-count); default: the whole trace (or part).",
-    )
-    start: int | None = Field(
-        default=None,
-        ge=0,
-        description="Index of the window's first job in the part; default: drawn from the "
-        "seed, uniform over the windows that fit.",
-    )
-    num_executors: int | None = Field(
-        default=None,
-        ge=1,
-        le=100_000,
-        description="Executors (default: the header's MaxProcs, else MaxNodes).",
-    )
-    requested_time: RequestedTime = Field(
-        default="trace",
-        description="trace: the trace's requested time (field 9; the run time where -1); "
-        "run: the run time (perfect estimates, as in SchedInspector's calibration).",
-    )
-    part: Literal["all", "train", "test"] = Field(
-        default="all",
-        description="all: the whole trace; train: its first train_fraction of jobs; test: "
-        "the rest (SchedInspector's protocol trains on the first 20 %).",
-    )
-    train_fraction: float = Field(
-        default=0.2, gt=0, lt=1, description="Share of the trace's jobs in the train part."
-    )
+    path: str = Field()
+    """The SWF trace file (--file)."""
+    num_jobs: int | None = Field(None, ge=1, le=MAX_SWF_JOBS)
+    """Jobs in the window (--jobs-count); default: the whole trace (or part)."""
+    start: int | None = Field(None, ge=0)
+    """Index of the window's first job in the part; default: drawn from the seed, uniform
+    over the windows that fit."""
+    num_executors: int | None = Field(None, ge=1, le=100_000)
+    """Executors (default: the header's MaxProcs, else MaxNodes)."""
+    requested_time: RequestedTime = "trace"
+    """trace: the trace's requested time (field 9; the run time where -1); run: the run
+    time (perfect estimates, as in SchedInspector's calibration)."""
+    part: Literal["all", "train", "test"] = "all"
+    """all: the whole trace; train: its first train_fraction of jobs; test: the rest
+    (SchedInspector's protocol trains on the first 20 %)."""
+    train_fraction: float = Field(0.2, gt=0, lt=1)
+    """Share of the trace's jobs in the train part."""
 
     @field_validator("path", mode="before")
     @classmethod

@@ -12,8 +12,9 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from idlegate.config import Config
 from idlegate.errors import IdlegateError
 from idlegate.sim.engine import Fidelity
 
@@ -73,9 +74,7 @@ def offered_load(mean_work: float, interarrival: float, num_executors: int) -> f
 # option models (typed configs)
 
 
-class _Options(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class _Options(Config):
     EXTRA_OPTIONS: ClassVar[dict[str, str]] = {}
     """Input-only option names (translated before validation) and what they mean."""
 
@@ -83,19 +82,13 @@ class _Options(BaseModel):
 class ArrivalOptions(_Options):
     """How the mean interarrival is chosen: at most one of interarrival, rate, load."""
 
-    interarrival: float | None = Field(
-        default=None, gt=0, description="Mean seconds between streamed arrivals."
-    )
-    rate: float | None = Field(
-        default=None, gt=0, description="Arrivals per second (1/interarrival)."
-    )
-    load: float | None = Field(
-        default=None,
-        gt=0,
-        le=100,
-        description="Target offered load (mean job work / interarrival / executors); "
-        "the interarrival is derived from it.",
-    )
+    interarrival: float | None = Field(None, gt=0)
+    """Mean seconds between streamed arrivals."""
+    rate: float | None = Field(None, gt=0)
+    """Arrivals per second (1/interarrival)."""
+    load: float | None = Field(None, gt=0, le=100)
+    """Target offered load (mean job work / interarrival / executors); the interarrival is
+    derived from it."""
     DEFAULT_INTERARRIVAL: ClassVar[float | None] = None
     DEFAULT_LOAD: ClassVar[float | None] = None
 
@@ -140,13 +133,12 @@ def _whole(value: Any, name: str) -> int:
 class StreamOptions(_Options):
     """`init` jobs at t=0, then `num_stream` Poisson arrivals (or give `num_jobs` in total)."""
 
-    init: int = Field(default=1, ge=0, le=MAX_JOBS, description="Jobs submitted at t=0.")
-    num_stream: int = Field(
-        default=200, ge=0, le=MAX_JOBS, description="Jobs arriving after t=0 as a Poisson stream."
-    )
-    num_executors: int = Field(
-        default=50, ge=1, le=100_000, description="Executors of the cluster."
-    )
+    init: int = Field(1, ge=0, le=MAX_JOBS)
+    """Jobs submitted at t=0."""
+    num_stream: int = Field(200, ge=0, le=MAX_JOBS)
+    """Jobs arriving after t=0 as a Poisson stream."""
+    num_executors: int = Field(50, ge=1, le=100_000)
+    """Executors of the cluster."""
     EXTRA_OPTIONS: ClassVar[dict[str, str]] = {
         "num_jobs": "Total jobs (init + num_stream); an alternative to num_stream."
     }

@@ -38,34 +38,22 @@ class FileConfig(ArrivalOptions):
     also carry their arrival time and measured task durations (docs/workloads.md).
     """
 
-    path: str = Field(description="The YAML or JSON file holding one or more workflows.")
-    arrival: ArrivalMode | None = Field(
-        default=None,
-        description="batch: all at t=0; poisson: first at t=0, exponential gaps; fixed: one "
-        "every interarrival seconds; recorded: the file's arrival/submitTime times, rescaled "
-        "to an interarrival, rate or load if one is given (default: recorded if the "
-        "workflows have arrival times, else batch, or poisson if an interarrival, rate or "
-        "load is given).",
-    )
-    repeat: int | None = Field(
-        default=None,
-        ge=1,
-        le=MAX_JOBS,
-        description="Submit the file's workflows this many times (default 1): in file order, "
-        "or in recorded order one recorded span apart.",
-    )
-    num_jobs: int | None = Field(
-        default=None,
-        ge=1,
-        le=MAX_JOBS,
-        description="Total jobs, cycling through the file's workflows (instead of repeat).",
-    )
-    num_executors: int = Field(
-        default=10, ge=1, le=100_000, description="Executors of the cluster."
-    )
-    moving_delay: float = Field(
-        default=0.0, ge=0, description="Seconds an executor needs to move to another job."
-    )
+    path: str = Field()
+    """The YAML or JSON file holding one or more workflows."""
+    arrival: ArrivalMode | None = None
+    """batch: all at t=0; poisson: first at t=0, exponential gaps; fixed: one every
+    interarrival seconds; recorded: the file's arrival/submitTime times, rescaled to an
+    interarrival, rate or load if one is given (default: recorded if the workflows have
+    arrival times, else batch, or poisson if an interarrival, rate or load is given)."""
+    repeat: int | None = Field(None, ge=1, le=MAX_JOBS)
+    """Submit the file's workflows this many times (default 1): in file order, or in
+    recorded order one recorded span apart."""
+    num_jobs: int | None = Field(None, ge=1, le=MAX_JOBS)
+    """Total jobs, cycling through the file's workflows (instead of repeat)."""
+    num_executors: int = Field(10, ge=1, le=100_000)
+    """Executors of the cluster."""
+    moving_delay: float = Field(0.0, ge=0)
+    """Seconds an executor needs to move to another job."""
 
     @field_validator("path", mode="before")
     @classmethod

@@ -36,32 +36,23 @@ class TwoTypeOptions(_Options):
     job work, and with it what `load` means, stays that of the two-type set.
     """
 
-    short_seconds: float = Field(
-        default=10.0, gt=0, description="Work of a short job (executor-s)."
-    )
-    long_seconds: float = Field(default=50.0, gt=0, description="Work of a long job (executor-s).")
-    long_fraction: float = Field(
-        default=0.5, ge=0, le=1, description="Probability that a job is long."
-    )
-    tasks_per_job: int = Field(
-        default=1, ge=1, le=100_000, description="Tasks of a job's one stage (work split evenly)."
-    )
-    size_distribution: SizeDistribution = Field(
-        default="two-type",
-        description="Job work around its type's nominal work: two-type (exactly nominal), "
-        "pareto or lognormal (nominal × a random factor of mean 1; heavy-tailed).",
-    )
-    size_shape: float | None = Field(
-        default=None,
-        gt=0,
-        description="Shape of the size factor: Pareto tail index alpha > 1 (default 1.5; "
-        "smaller is heavier) or log-normal sigma (default 1.0; larger is heavier).",
-    )
-    job_shape: JobShape = Field(
-        default="one-stage",
-        description="one-stage: one stage of tasks_per_job tasks; dag: a small random "
-        "TPC-H-like plan (2-6 stages of at most 8 tasks) scaled to the job's work.",
-    )
+    short_seconds: float = Field(10.0, gt=0)
+    """Work of a short job (executor-s)."""
+    long_seconds: float = Field(50.0, gt=0)
+    """Work of a long job (executor-s)."""
+    long_fraction: float = Field(0.5, ge=0, le=1)
+    """Probability that a job is long."""
+    tasks_per_job: int = Field(1, ge=1, le=100_000)
+    """Tasks of a job's one stage (work split evenly)."""
+    size_distribution: SizeDistribution = "two-type"
+    """Job work around its type's nominal work: two-type (exactly nominal), pareto or
+    lognormal (nominal × a random factor of mean 1; heavy-tailed)."""
+    size_shape: float | None = Field(None, gt=0)
+    """Shape of the size factor: Pareto tail index alpha > 1 (default 1.5; smaller is
+    heavier) or log-normal sigma (default 1.0; larger is heavier)."""
+    job_shape: JobShape = "one-stage"
+    """one-stage: one stage of tasks_per_job tasks; dag: a small random TPC-H-like plan
+    (2-6 stages of at most 8 tasks) scaled to the job's work."""
 
     @model_validator(mode="after")
     def _tasks_fit_job_shape(self) -> TwoTypeOptions:
@@ -109,20 +100,15 @@ def _split_list(value: Any) -> Any:
 class TpchOptions(_Options):
     """Where the TPC-H traces are and which queries and sizes to draw from."""
 
-    tpch_dir: str | None = Field(
-        default=None,
-        description="Directory holding <size>/q<N>.json (default: $IDLEGATE_TPCH_DIR or "
-        "../shared/data/tpch next to the repository).",
-    )
-    sizes: tuple[str, ...] | None = Field(
-        default=None, description="Input sizes to draw from, e.g. '2g,10g' (default: all found)."
-    )
-    queries: tuple[int, ...] | None = Field(
-        default=None, description="Query numbers to draw from, e.g. '1,3,5' (default: 1-22)."
-    )
-    wave_durations: bool = Field(
-        default=True, description="Sample real task durations from the measured waves."
-    )
+    tpch_dir: str | None = None
+    """Directory holding <size>/q<N>.json (default: $IDLEGATE_TPCH_DIR or
+    ../shared/data/tpch next to the repository)."""
+    sizes: tuple[str, ...] | None = None
+    """Input sizes to draw from, e.g. '2g,10g' (default: all found)."""
+    queries: tuple[int, ...] | None = None
+    """Query numbers to draw from, e.g. '1,3,5' (default: 1-22)."""
+    wave_durations: bool = True
+    """Sample real task durations from the measured waves."""
 
     @field_validator("tpch_dir", mode="before")
     @classmethod
@@ -175,13 +161,12 @@ class SyntheticConfig(ArrivalOptions, StreamOptions, TwoTypeOptions):
     Default: 100 jobs (1 at t=0, 99 streamed), 4 executors, offered load 0.8.
     """
 
-    num_stream: int = Field(
-        default=99, ge=0, le=MAX_JOBS, description="Jobs arriving after t=0 as a Poisson stream."
-    )
-    num_executors: int = Field(default=4, ge=1, le=100_000, description="Executors of the cluster.")
-    moving_delay: float = Field(
-        default=0.0, ge=0, description="Seconds an executor needs to move to another job."
-    )
+    num_stream: int = Field(99, ge=0, le=MAX_JOBS)
+    """Jobs arriving after t=0 as a Poisson stream."""
+    num_executors: int = Field(4, ge=1, le=100_000)
+    """Executors of the cluster."""
+    moving_delay: float = Field(0.0, ge=0)
+    """Seconds an executor needs to move to another job."""
     DEFAULT_LOAD: ClassVar[float | None] = 0.8
 
 
@@ -194,67 +179,48 @@ class BurstyConfig(ArrivalOptions, StreamOptions, TwoTypeOptions):
     where holding it back can lower the average JCT.
     """
 
-    num_stream: int = Field(
-        default=99, ge=0, le=MAX_JOBS, description="Jobs arriving after t=0 (both streams)."
-    )
-    num_executors: int = Field(default=4, ge=1, le=100_000, description="Executors of the cluster.")
-    long_fraction: float = Field(
-        default=0.2,
-        ge=0,
-        le=1,
-        description="Fraction of jobs that are long; they arrive as their own Poisson stream.",
-    )
-    session_size: float = Field(
-        default=4.0,
-        ge=1,
-        le=10_000,
-        description="Mean short jobs per session (sessions hold a geometric number of jobs).",
-    )
-    burstiness: float = Field(
-        default=10.0,
-        ge=1,
-        le=10_000,
-        description="Arrival rate inside a session / the short jobs' long-run mean rate "
-        "(1: plain Poisson).",
-    )
-    moving_delay: float = Field(
-        default=0.0, ge=0, description="Seconds an executor needs to move to another job."
-    )
+    num_stream: int = Field(99, ge=0, le=MAX_JOBS)
+    """Jobs arriving after t=0 (both streams)."""
+    num_executors: int = Field(4, ge=1, le=100_000)
+    """Executors of the cluster."""
+    long_fraction: float = Field(0.2, ge=0, le=1)
+    """Fraction of jobs that are long; they arrive as their own Poisson stream."""
+    session_size: float = Field(4.0, ge=1, le=10_000)
+    """Mean short jobs per session (sessions hold a geometric number of jobs)."""
+    burstiness: float = Field(10.0, ge=1, le=10_000)
+    """Arrival rate inside a session / the short jobs' long-run mean rate (1: plain
+    Poisson)."""
+    moving_delay: float = Field(0.0, ge=0)
+    """Seconds an executor needs to move to another job."""
     DEFAULT_LOAD: ClassVar[float | None] = 0.7
 
 
 class TpchConfig(ArrivalOptions, StreamOptions, TpchOptions):
     """Decima's streaming TPC-H workload (Decima's defaults: 1 + 200 jobs, 25 s, 50 executors)."""
 
-    moving_delay: float = Field(
-        default=2.0, ge=0, description="Seconds an executor needs to move to another job."
-    )
+    moving_delay: float = Field(2.0, ge=0)
+    """Seconds an executor needs to move to another job."""
     DEFAULT_INTERARRIVAL: ClassVar[float | None] = 25.0
 
 
 class TpchLikeConfig(ArrivalOptions, StreamOptions, DagShape):
     """A stream of random TPC-H-like DAGs (synthetic; no data files needed)."""
 
-    moving_delay: float = Field(
-        default=0.0, ge=0, description="Seconds an executor needs to move to another job."
-    )
+    moving_delay: float = Field(0.0, ge=0)
+    """Seconds an executor needs to move to another job."""
     DEFAULT_INTERARRIVAL: ClassVar[float | None] = 25.0
 
 
 class MixedConfig(ArrivalOptions, StreamOptions, TwoTypeOptions, TpchOptions, DagShape):
     """One Poisson stream: a fraction `alpha` synthetic two-type jobs, the rest DAG jobs."""
 
-    alpha: float = Field(
-        default=0.5, ge=0, le=1, description="Probability that a job is a synthetic two-type job."
-    )
-    dags: Literal["auto", "tpch", "tpch-like"] = Field(
-        default="auto",
-        description="Where the DAG jobs come from; auto: TPC-H if its traces are found, "
-        "else the TPC-H-like generator.",
-    )
-    moving_delay: float | None = Field(
-        default=None, ge=0, description="Moving delay (default: 2 s with TPC-H, else 0)."
-    )
+    alpha: float = Field(0.5, ge=0, le=1)
+    """Probability that a job is a synthetic two-type job."""
+    dags: Literal["auto", "tpch", "tpch-like"] = "auto"
+    """Where the DAG jobs come from; auto: TPC-H if its traces are found, else the
+    TPC-H-like generator."""
+    moving_delay: float | None = Field(None, ge=0)
+    """Moving delay (default: 2 s with TPC-H, else 0)."""
     DEFAULT_INTERARRIVAL: ClassVar[float | None] = 25.0
 
     def dag_source_name(self) -> Literal["tpch", "tpch-like"]:

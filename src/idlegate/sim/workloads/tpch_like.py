@@ -21,13 +21,16 @@ from idlegate.sim.workloads.base import _Options
 class DagShape(_Options):
     """Knobs of the built-in TPC-H-like DAG generator (see `tpch_like_spec`)."""
 
-    min_stages: int = Field(default=2, ge=1, le=500, description="Fewest stages of a DAG.")
-    max_stages: int = Field(default=18, ge=1, le=500, description="Most stages of a DAG.")
-    max_tasks: int = Field(default=200, ge=1, le=100_000, description="Most tasks of a stage.")
-    min_task_seconds: float = Field(default=0.2, gt=0, description="Shortest task duration.")
-    max_task_seconds: float = Field(
-        default=5.0, gt=0, le=MAX_TASK_SECONDS, description="Longest task duration."
-    )
+    min_stages: int = Field(2, ge=1, le=500)
+    """Fewest stages of a DAG."""
+    max_stages: int = Field(18, ge=1, le=500)
+    """Most stages of a DAG."""
+    max_tasks: int = Field(200, ge=1, le=100_000)
+    """Most tasks of a stage."""
+    min_task_seconds: float = Field(0.2, gt=0)
+    """Shortest task duration."""
+    max_task_seconds: float = Field(5.0, gt=0, le=MAX_TASK_SECONDS)
+    """Longest task duration."""
 
     @model_validator(mode="after")
     def _ordered(self) -> DagShape:
