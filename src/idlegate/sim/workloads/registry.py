@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from idlegate.config import describe
 from idlegate.errors import IdlegateError, reject_unknown
 from idlegate.sim.engine import Workload
 from idlegate.sim.lublin import LublinConfig, lublin_workload
@@ -127,7 +128,7 @@ def workload_config(name: str, **options: Any) -> _Options:
     try:
         return kind.config.model_validate(opts)
     except ValidationError as exc:
-        raise IdlegateError(f"workload {name!r}: {_describe(exc)}") from None
+        raise IdlegateError(f"workload {name!r}: {describe(exc, kind.config)}") from None
 
 
 def build_workload(name: str, seed: int = 0, **options: Any) -> Workload:
@@ -135,15 +136,6 @@ def build_workload(name: str, seed: int = 0, **options: Any) -> Workload:
     config = workload_config(name, **options)
     rng = as_rng(seed)
     return workload_kind(name).generate(config, rng)
-
-
-def _describe(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors()[:5]:
-        loc = ".".join(str(p) for p in err["loc"])
-        msg = err["msg"].removeprefix("Value error, ")
-        parts.append(f"option {loc}: {msg}" if loc else msg)
-    return "; ".join(parts)
 
 
 def describe_workloads() -> str:
