@@ -50,9 +50,13 @@ class FakeClock:
 
 
 class FakeKube:
-    """The KubeApi protocol in memory: pods, DagWorkflows (status merges) and Events."""
+    """The KubeApi protocol in memory: pods, DagWorkflows (status merges), Events and
+    Namespaces (``default``, ``kube-system`` and those of the workflows added)."""
 
     def __init__(self) -> None:
+        self.namespaces: dict[str, dict[str, Any]] = {}
+        for name in ("default", "kube-system"):
+            self.add_namespace(name)
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}
         self.workflows: dict[tuple[str, str], dict[str, Any]] = {}
         self.events: list[dict[str, Any]] = []
@@ -67,7 +71,15 @@ class FakeKube:
         if queue:
             raise queue.pop(0)
 
+    def add_namespace(self, name: str, **metadata: Any) -> dict[str, Any]:
+        """A Namespace (`metadata`: its labels, annotations)."""
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, **metadata}}
+        self.namespaces[name] = body
+        return body
+
     def add_workflow(self, name: str, spec: dict[str, Any], namespace: str = "default") -> dict:
+        if namespace not in self.namespaces:
+            self.add_namespace(namespace)
         body = {
             "apiVersion": "idlegate.io/v1alpha1",
             "kind": "DagWorkflow",
@@ -155,9 +167,13 @@ class FakeKube:
                 return
         raise ApiError(404, "NotFound", f'events "{name}" not found')
 
-    async def list_namespaces(self) -> list[str]:
+    async def list_namespaces(self) -> list[dict[str, Any]]:
         self._maybe_fail("list_namespaces")
-        return sorted({ns for ns, _ in self.workflows} | {"default", "kube-system"})
+        return [copy.deepcopy(ns) for _, ns in sorted(self.namespaces.items())]
+
+    async def get_namespace(self, name: str) -> dict[str, Any] | None:
+        self._maybe_fail("get_namespace")
+        return copy.deepcopy(self.namespaces.get(name))
 
     def close(self) -> None:
         pass

@@ -19,11 +19,13 @@ from hypothesis import strategies as st
 
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.operator import intake
+from idlegate.operator.admission import AdmitLaterError
 from idlegate.operator.clock import ScaledClock, from_datetime, to_datetime
 from idlegate.operator.decisions import load_scheduler
 from idlegate.operator.kube import ApiError
 from idlegate.operator.main import Operator
 from idlegate.operator.pods import GATE, Owner, task_pod
+from idlegate.operator.podsecurity import LEVEL_LABEL
 from idlegate.operator.settings import Settings
 from idlegate.operator.template import check_template
 from idlegate.policy import DEFAULT_POLICY_PATH
@@ -237,6 +239,44 @@ def test_no_template_leaves_an_executor_held(template):
             assert h.bridge.busy == 0
             await h.submit("next", {"stages": [stage("a")]})
             assert h.released("next") == ["next-a-0"]
+
+    run(scenario())
+
+
+def test_the_namespace_decides_the_level_and_is_never_guessed():
+    """Templates meet their namespace's level (its label; none: --pod-security); a namespace
+    the API refuses (403) or cannot show now is read again later, never assumed."""
+    loose = {"stages": [stage("a", template={"spec": {"containers": [CONTAINER]}})]}
+
+    async def scenario() -> None:
+        h = harness(pool=1)
+        h.kube.add_namespace("strict", labels={LEVEL_LABEL: "restricted"})
+        body = h.kube.add_workflow("wf", loose, namespace="strict")
+        h.kube.fail["get_namespace"] = [
+            ApiError(403, "Forbidden", "no get on namespaces"),
+            ApiError(503, "ServiceUnavailable", "try later"),
+        ]
+        for _ in range(2):
+            with pytest.raises(AdmitLaterError, match="cannot read the namespace"):
+                await intake.admit(h.bridge, copy.deepcopy(body))
+        assert h.kube.status("wf", "strict") == {} and h.kube.pods == {}
+        await intake.admit(h.bridge, copy.deepcopy(body))
+        await h.settle()
+        valid = h.kube.status("wf", "strict")["conditions"][0]
+        assert valid["status"] == "False" and "at Pod Security level restricted" in valid["message"]
+        await h.submit("fine", loose)  # "default" has no label: baseline
+        assert h.released("fine") == ["fine-a-0"]
+        # at a restart, with --pod-security restricted, an unlabelled namespace is restricted
+        kube = FakeKube()
+        kube.add_workflow("later", loose)
+        kube.fail["list_namespaces"] = [ApiError(403, "Forbidden", "no list on namespaces")]
+        again = harness(pool=1, kube=kube, pod_security="restricted")
+        with pytest.raises(AdmitLaterError, match="cannot read the namespace"):
+            await intake.rebuild(again.bridge)
+        assert not again.bridge.rebuilt and kube.status("later") == {}
+        await intake.rebuild(again.bridge)
+        await again.settle()
+        assert kube.status("later")["phase"] == "Invalid"
 
     run(scenario())
 

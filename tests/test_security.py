@@ -34,9 +34,9 @@ from idlegate.operator.podsecurity import (
     Violation,
     check_template,
     namespace_policy,
-    parse_level,
     parse_service_accounts,
 )
+from idlegate.operator.settings import Settings
 from idlegate.operator.template import check_templates
 from idlegate.sim.spec import StageSpec, parse_workflow
 
@@ -682,9 +682,10 @@ def test_namespace_policy_reads_the_label_and_the_allow_list():
     }
     assert namespace_policy(None) == NamespacePolicy()
     assert parse_service_accounts("") == frozenset()
-    assert parse_level("restricted") is Level.RESTRICTED
-    with pytest.raises(IdlegateError, match=r"--pod-security must be one of privileged, baseline"):
-        parse_level("strict")
+    # the operator's --pod-security: the level of a namespace without the label
+    assert Settings(pool_size=1).pod_security is Level.BASELINE
+    with pytest.raises(IdlegateError, match=r"pod_security: Input should be 'privileged'"):
+        Settings(pool_size=1, pod_security="strict")
 
 
 def test_lint_takes_the_namespace_policy_as_options():

@@ -13,7 +13,7 @@ be greater than or equal to 1``). Every command runs inside `user_errors`: an
 IdlegateError becomes one line ``Error: <message>`` on stderr and exit code 1.
 
 Fields become options when their type reads from text: str, int, float, bool (as
-``--x/--no-x``), Path, a Literal (a choice), a class with ``parse`` (a
+``--x/--no-x``), Path, a Literal or an Enum (a choice), a class with ``parse`` (a
 `SchedulerSpec`), a tuple or list of those (a repeatable option), a fixed tuple (one
 option of several values), and a dict (``KEY=VALUE``, repeatable). Other fields (nested
 configs, objects) are not options.
@@ -25,6 +25,7 @@ import functools
 import inspect
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from enum import Enum
 from pathlib import Path
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
@@ -152,13 +153,19 @@ def _kind(annotation: Any, field: str) -> Any:
         return tuple[tuple(items)] if all(i in _SCALARS for i in items) else None
     if annotation in _SCALARS:
         return annotation
-    return str if hasattr(annotation, "parse") else None
+    return str if hasattr(annotation, "parse") or _enum(annotation) else None
+
+
+def _enum(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, Enum)
 
 
 def _choices(annotation: Any) -> list[str]:
-    """The values of a Literal field (also inside Optional or a tuple), else []."""
+    """The values of a Literal or Enum field (also inside Optional or a tuple), else []."""
     if get_origin(annotation) is Literal:
         return [str(v) for v in get_args(annotation)]
+    if _enum(annotation):
+        return [str(m.value) for m in annotation]
     return next((c for a in get_args(annotation) if (c := _choices(a))), [])
 
 

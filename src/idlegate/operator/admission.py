@@ -2,10 +2,11 @@
 
 A workflow is admitted when kopf reports it (create, resume) and, after a restart, when
 the bridge rebuilds its state from every DagWorkflow and its pods. This module only reads:
-the checks and times of a new workflow (:func:`new_workflow`; an invalid spec is rejected
-by the bridge with a status and an Event, never admitted), and the progress its pods and
-status record (:func:`classify`): finished tasks, running ones on the executor slot
-recorded on their pod, idle slots from ``status.idleSlots``. The bridge puts that progress
+the checks and times of a new workflow (:func:`new_workflow`: its spec, and its templates
+against its namespace's Pod Security level and service-account allow-list; an invalid
+spec is rejected by the bridge with a status and an Event, never admitted), and the
+progress its pods and status record (:func:`classify`): finished tasks, running ones on
+the executor slot recorded on their pod, idle slots from ``status.idleSlots``. The bridge puts that progress
 into the state machine before its first decision (:meth:`Bridge.admit
 <idlegate.operator.bridge.Bridge.admit>`), so no pod is created twice, running tasks keep
 their executors, and a persisted delay is neither forgotten nor repeated.
@@ -22,6 +23,7 @@ from idlegate.errors import IdlegateError
 from idlegate.operator.clock import Clock, from_datetime, timestamp_precision
 from idlegate.operator.crd import check_workflow_name
 from idlegate.operator.pods import Owner, TaskPod, read_task_pod
+from idlegate.operator.podsecurity import NamespacePolicy
 from idlegate.operator.status import Conditions, IdleSlot, SlotState
 from idlegate.operator.template import check_templates
 from idlegate.operator.tracking import StageTrack, Task, TaskState, Workflow
@@ -30,7 +32,8 @@ from idlegate.sim.spec import parse_workflow
 
 
 class AdmitLaterError(IdlegateError):
-    """The workflow cannot be admitted now (its running pods need more free executors)."""
+    """The workflow cannot be admitted now: its running pods need more free executors, or
+    its namespace (whose policy its templates must meet) cannot be read."""
 
 
 def arrival_key(body: Mapping[str, Any]) -> tuple[str, str]:
@@ -53,13 +56,15 @@ def judged(body: Mapping[str, Any]) -> bool:
     return (body.get("status") or {}).get("observedGeneration") == meta.get("generation", 1)
 
 
-def new_workflow(body: Mapping[str, Any], now: float, clock: Clock) -> Workflow:
-    """The workflow of `body`, checked as the operator runs it (raises SpecError), with its
-    arrival and admission times on the operator's clock."""
+def new_workflow(
+    body: Mapping[str, Any], now: float, clock: Clock, policy: NamespacePolicy
+) -> Workflow:
+    """The workflow of `body`, checked as the operator runs it (raises SpecError) with the
+    `policy` of its namespace, with its arrival and admission times on the operator's clock."""
     owner = owner_of(body)
     check_workflow_name(owner.name)
     spec = parse_workflow(body.get("spec"), "spec")
-    check_templates(spec, "spec")
+    check_templates(spec, "spec", policy)
     status = body.get("status") or {}
     started = status.get("startTime")
     admitted = min(from_datetime(started), now) if started else now

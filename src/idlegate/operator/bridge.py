@@ -62,6 +62,7 @@ from idlegate.operator.decisions import decide
 from idlegate.operator.kube import KubeApi
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.pods import Owner, TaskPod, pod_name, read_task_pod
+from idlegate.operator.podsecurity import NamespacePolicy
 from idlegate.operator.settings import Settings
 from idlegate.operator.status import Conditions, Phase, SlotState, invalid_status
 from idlegate.operator.timers import Timers
@@ -119,11 +120,13 @@ class Bridge:
         self,
         body: Mapping[str, Any],
         pods: Iterable[Mapping[str, Any]],
+        policy: NamespacePolicy,
         *,
         schedule: bool = True,
     ) -> Workflow | None:
-        """Admit one DagWorkflow with its existing pods; None if it needs no job (finished,
-        invalid). Raises AdmitLaterError when its running pods need more free executors."""
+        """Admit one DagWorkflow with its existing pods, its templates checked against its
+        namespace's `policy`; None if it needs no job (finished, invalid). Raises
+        AdmitLaterError when its running pods need more free executors."""
         owner = owner_of(body)
         previous = self.workflows.get((owner.namespace, owner.name))
         if previous is not None and previous.owner.uid != owner.uid:
@@ -137,7 +140,7 @@ class Bridge:
             return None
         now = self.now()
         try:
-            wf = new_workflow(body, now, self.settings.clock)
+            wf = new_workflow(body, now, self.settings.clock, policy)
             restore = classify(wf, pods, status, self.cluster)
             wf.job = self.cluster.add_job(
                 wf.dag, now, f"{owner.namespace}/{owner.name}", wf, arrival=wf.arrival

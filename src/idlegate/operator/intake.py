@@ -2,16 +2,20 @@
 startup and when kopf reports a workflow, and the outcomes of the bridge's own writes.
 
 The bridge (:class:`idlegate.operator.bridge.Bridge`) changes state synchronously, one
-event at a time, and never waits for the API; these coroutines do the waiting (list the
-pods of a workflow before it is admitted, take the next outcome of a write) and then hand
-the bridge what they read.
+event at a time, and never waits for the API; these coroutines do the waiting (read the
+pods and the namespace of a workflow before it is admitted, take the next outcome of a
+write) and then hand the bridge what they read.
+
+A workflow's templates are judged by its namespace's Pod Security level and
+service-account allow-list, so a namespace the API does not show the operator (403) or
+cannot show now is never guessed: the admission is retried later (AdmitLaterError).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Mapping
+from typing import Any, TypeVar
 
 from idlegate.operator import messages
 from idlegate.operator.admission import (
@@ -22,12 +26,15 @@ from idlegate.operator.admission import (
     owner_of,
 )
 from idlegate.operator.bridge import Bridge
+from idlegate.operator.kube import ApiError
 from idlegate.operator.pods import LABEL_WORKFLOW
+from idlegate.operator.podsecurity import namespace_policy
 from idlegate.operator.status import Phase
 from idlegate.operator.tracking import WorkflowKey
 from idlegate.operator.writes import PodWritten
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 async def rebuild(bridge: Bridge) -> None:
@@ -38,6 +45,11 @@ async def rebuild(bridge: Bridge) -> None:
     for namespace in bridge.settings.namespaces or (None,):
         bodies += await bridge.kube.list_workflows(namespace)
         pods += await bridge.kube.list_pods(namespace, LABEL_WORKFLOW)
+    # after the workflows: each one's namespace is listed (unless it is being deleted)
+    namespaces = {
+        (ns.get("metadata") or {}).get("name"): ns
+        for ns in await _namespaces(bridge.kube.list_namespaces())
+    }
     by_workflow: dict[WorkflowKey, list[dict[str, Any]]] = {}
     for pod in pods:
         meta = pod.get("metadata") or {}
@@ -51,7 +63,8 @@ async def rebuild(bridge: Bridge) -> None:
             continue
         try:
             own = by_workflow.get((owner.namespace, owner.name), ())
-            admitted += bridge.admit(body, own, schedule=False) is not None
+            policy = namespace_policy(namespaces.get(owner.namespace), bridge.settings.pod_security)
+            admitted += bridge.admit(body, own, policy, schedule=False) is not None
         except AdmitLaterError as exc:
             log.warning("%s/%s is admitted later: %s", owner.namespace, owner.name, exc)
     bridge.rebuilt = True
@@ -60,7 +73,7 @@ async def rebuild(bridge: Bridge) -> None:
 
 
 async def admit(bridge: Bridge, body: Mapping[str, Any]) -> None:
-    """Admit a workflow (kopf's create/resume), reading its pods from the API first."""
+    """Admit a workflow (kopf's create/resume), reading its pods and namespace first."""
     owner = owner_of(body)
     if bridge.known(owner) or (body.get("metadata") or {}).get("deletionTimestamp"):
         return
@@ -68,8 +81,21 @@ async def admit(bridge: Bridge, body: Mapping[str, Any]) -> None:
     if phase == Phase.SUCCEEDED or (phase == Phase.INVALID and judged(body)):
         return
     pods = await bridge.kube.list_pods(owner.namespace, f"{LABEL_WORKFLOW}={owner.name}")
+    namespace = await _namespaces(bridge.kube.get_namespace(owner.namespace))
     if not bridge.known(owner):  # (another handler may have admitted it meanwhile)
-        bridge.admit(body, pods)
+        bridge.admit(body, pods, namespace_policy(namespace, bridge.settings.pod_security))
+
+
+async def _namespaces(read: Awaitable[T]) -> T:
+    """What `read` of namespaces returns; AdmitLaterError if the API refuses it (403) or
+    fails in a way worth retrying: without the namespace, its level would be a guess."""
+    try:
+        return await read
+    except ApiError as exc:
+        if exc.status == 403 or exc.retryable:
+            message = f"cannot read the namespace whose Pod Security level applies: {exc}"
+            raise AdmitLaterError(message) from exc
+        raise
 
 
 async def spec_changed(bridge: Bridge, body: Mapping[str, Any]) -> None:

@@ -1,7 +1,8 @@
 """The few Kubernetes API calls the operator makes itself, as one small async interface.
 
 kopf watches (DagWorkflows and pods) and talks to the API with its own client; the
-operator's writes (pods, gate removals, status, Events) go through :class:`KubeApi`.
+operator's own reads (pods, namespaces) and writes (pods, gate removals, status, Events)
+go through :class:`KubeApi`.
 :class:`KubernetesApi` implements it with the official ``kubernetes`` client's
 configuration loading and HTTP layer (every kubeconfig flavour, in-cluster service
 accounts, token refresh), run in a small thread pool, without its model classes: bodies
@@ -66,8 +67,11 @@ class KubeApi(Protocol):
     async def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         """Merge-patch an Event (its count and lastTimestamp, when it repeats)."""
 
-    async def list_namespaces(self) -> list[str]:
-        """The names of the cluster's namespaces."""
+    async def list_namespaces(self) -> list[dict[str, Any]]:
+        """The cluster's Namespace objects."""
+
+    async def get_namespace(self, name: str) -> dict[str, Any] | None:
+        """The Namespace object `name`; None if there is none."""
 
     def close(self) -> None: ...
 
@@ -248,8 +252,13 @@ class KubernetesApi:
             content_type="application/merge-patch+json",
         )
 
-    async def list_namespaces(self) -> list[str]:
-        return [
-            (ns.get("metadata") or {}).get("name", "")
-            for ns in await self._list("/api/v1/namespaces")
-        ]
+    async def list_namespaces(self) -> list[dict[str, Any]]:
+        return await self._list("/api/v1/namespaces")
+
+    async def get_namespace(self, name: str) -> dict[str, Any] | None:
+        try:
+            return await self._request("GET", f"/api/v1/namespaces/{quote(name, safe='')}")
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise

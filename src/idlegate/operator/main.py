@@ -8,7 +8,8 @@ simulator's state machine, never torch.
 The kopf handlers are thin, level-triggered, and all in one registry per operator:
 
 * DagWorkflow **create** and **resume** -> admit the workflow (idempotent: a workflow the
-  bridge knows is skipped; its pods are read first, so a restart never duplicates them).
+  bridge knows is skipped; its pods are read first, so a restart never duplicates them,
+  and its namespace, whose Pod Security level its templates must meet).
   Retries use ``kopf.TemporaryError(delay=...)``; what retrying cannot fix raises
   ``kopf.PermanentError``. An invalid spec is not an error of the handler: the workflow
   is marked ``Invalid`` (status, condition, Event) and the handler succeeds.
@@ -131,7 +132,10 @@ class Operator:
         if not wanted:
             return []
         try:
-            existing = set(await self.kube.list_namespaces())
+            existing = {
+                (ns.get("metadata") or {}).get("name", "")
+                for ns in await self.kube.list_namespaces()
+            }
         except ApiError as exc:
             log.info("Cannot list namespaces to check --namespace (%s); not checked.", exc)
             return []
@@ -208,6 +212,8 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
         configure_kopf(settings, operator.settings)
         try:
             await operator.start()
+        except AdmitLaterError as exc:  # the namespaces cannot be read now
+            raise _temporary(exc) from exc
         except ApiError as exc:
             if exc.retryable:
                 raise _temporary(exc) from exc

@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from idlegate.errors import IdlegateError
 from idlegate.operator.pods import (
     ANNOTATION_ATTEMPT,
     ANNOTATION_EXECUTOR,
@@ -144,15 +143,6 @@ class NamespacePolicy:
     """The Pod Security level templates are checked against."""
     allowed_service_accounts: frozenset[str] = frozenset()
     """Service accounts (besides ``default``) a template may name and get a token for."""
-
-
-def parse_level(text: str, what: str = "--pod-security") -> Level:
-    """The level named `text`; IdlegateError naming `what` (the option) otherwise."""
-    try:
-        return Level(text)
-    except ValueError:
-        levels = ", ".join(level.value for level in Level)
-        raise IdlegateError(f"{what} must be one of {levels}, not {text!r}") from None
 
 
 def parse_service_accounts(text: str) -> frozenset[str]:

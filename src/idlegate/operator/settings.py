@@ -9,6 +9,7 @@ from pydantic import ConfigDict, Field, SkipValidation, StrictInt, field_validat
 
 from idlegate.config import Config, Flag
 from idlegate.operator.clock import Clock, WallClock
+from idlegate.operator.podsecurity import DEFAULT_LEVEL, Level
 from idlegate.sim.protocol import Scheduler
 
 
@@ -30,6 +31,10 @@ class Settings(Config):
 
     namespaces: Annotated[tuple[str, ...], Flag("--namespace", "-n")] = ()
     """Serve only this namespace (repeatable); none: all namespaces."""
+
+    pod_security: Level = DEFAULT_LEVEL
+    """Pod Security level task pod templates must meet in a namespace without the label
+    pod-security.kubernetes.io/enforce (a labelled namespace's own level applies)."""
 
     standalone: bool = False
     """No kopf peering: one replica owns the executor pool."""
