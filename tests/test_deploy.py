@@ -234,7 +234,7 @@ REQUIRED_ACCESS = [
     *[("", "pods", v) for v in ("get", "list", "watch", "create", "patch", "delete")],
     *[(g, "events", v) for g in ("", "events.k8s.io") for v in ("create", "patch")],
     *[("apiextensions.k8s.io", "customresourcedefinitions", v) for v in ("list", "watch")],
-    *[("", "namespaces", v) for v in ("list", "watch")],
+    *[("", "namespaces", v) for v in ("get", "list", "watch")],
 ]
 FORBIDDEN_ACCESS = [
     ("idlegate.io", "dagworkflows", "create"),
