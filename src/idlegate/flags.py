@@ -107,7 +107,7 @@ def flags(
 
 def _option(field: str, info: FieldInfo, defaults: bool) -> dict[str, Any] | None:
     """The annotation and default of `field`'s option (None: the field is no option)."""
-    kind = _kind(info.annotation, field)
+    kind = _kind(info.annotation)
     if kind is None:
         return None
     names = _names(field, info)
@@ -133,23 +133,23 @@ def _names(field: str, info: FieldInfo) -> list[str]:
     return [*own, *given]
 
 
-def _kind(annotation: Any, field: str) -> Any:
+def _kind(annotation: Any) -> Any:
     """The type typer reads the option as (None: not an option)."""
     if get_origin(annotation) is Annotated:
         annotation = get_args(annotation)[0]
     if get_origin(annotation) in (Union, UnionType):
         rest = [a for a in get_args(annotation) if a is not type(None)]
-        return _kind(rest[0], field) if len(rest) == 1 else None
+        return _kind(rest[0]) if len(rest) == 1 else None
     origin, args = get_origin(annotation), get_args(annotation)
     if origin is Literal:
         return str  # the choices are checked as the field's, and shown as its metavar
     if origin in (dict, Mapping):
         return list[str]
     if origin in (tuple, list, Sequence) and (len(args) == 1 or args[1:] == (Ellipsis,)):
-        item = _kind(args[0], field)
+        item = _kind(args[0])
         return list[item] if item is not None and get_origin(item) is None else None
     if origin is tuple:
-        items = [_kind(a, field) for a in args]
+        items = [_kind(a) for a in args]
         return tuple[tuple(items)] if all(i in _SCALARS for i in items) else None
     if annotation in _SCALARS:
         return annotation
