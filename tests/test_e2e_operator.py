@@ -6,7 +6,9 @@ kubelet accelerated by the same factor; one test drives it with the real ``kubec
 (The burst of 200 workflows through the real ``idlegate operator`` command, with its
 decisions/s and memory, is a benchmark: ``python -m benchmarks.operator_burst``.)
 
-Each test gets its own namespace, kubelet and operator (watching that namespace only).
+Each test gets its own namespace, kubelet and operator (watching that namespace only),
+except the escalation table of tests/test_security.py: one operator judges all of its
+attempts at once, and each attempt is a test of what that run left.
 Every bound on a simulated time is a lower bound: under the accelerated clock an upper one
 would be a wall-clock threshold, which a busy machine breaks. Promptness is checked by
 order and occupancy instead (which pods ran together, which job started first).
@@ -36,12 +38,19 @@ from idlegate.operator.clock import Clock, ScaledClock
 from idlegate.operator.crd import API_VERSION
 from idlegate.operator.main import Operator, build_registry
 from idlegate.operator.pods import GATE, LABEL_WORKFLOW
+from idlegate.operator.podsecurity import (
+    LEVEL_LABEL,
+    SERVICE_ACCOUNTS_ANNOTATION,
+    Level,
+    check_template,
+)
 from idlegate.operator.settings import Settings
 from tests.helpers import CappedFifo
 from tests.k8s.apiserver import PODS
 from tests.k8s.harness import ApiServer, serving_crd
 from tests.k8s.kubelet import SimKubelet
 from tests.operator_fakes import IdleRootsOnce
+from tests.test_security import ESCALATIONS, ISSUE_EXAMPLE, PREFIX, escalated
 
 SPEED = 20.0
 """Simulated seconds per wall second, for the operator's clock and the kubelet alike."""
@@ -601,3 +610,76 @@ def test_a_burst_of_workflows_all_finish_without_duplicates_or_held_executors(
     assert Counter(w["status"]["phase"] for w in api.list(DWF, ns)) == {"Succeeded": count}
     assert not monitor.duplicates and sum(monitor.created.values()) == count * 3
     assert monitor.max_total <= pool
+
+
+# -- Pod Security: the escalation table of tests/test_security.py, end to end -----------------
+
+
+@pytest.fixture(scope="module")
+def escalations(api: ApiServer) -> dict[str, Any]:
+    """One operator with a pool of 1 judging every attempt of the escalation table at once,
+    in a namespace without a Pod Security label (so at the default, baseline); then a valid
+    workflow. What each attempt's workflow got (status, Events, pods), the executors busy
+    once all were judged, the pods ever created and the valid workflow's status."""
+    ns = f"e2e-{os.getpid() % 10000}-escalations"
+    api.create("namespaces", {"metadata": {"name": ns}})
+    names = {attempt: f"escalation-{i}" for i, (attempt, _, _) in enumerate(ESCALATIONS)}
+    monitor = PodMonitor(api, ns)
+    with SimKubelet(api, ns, time_factor=1 / SPEED), running_operator(api, ns, pool=1) as op:
+        for attempt, change, _ in ESCALATIONS:
+            bad = workflow(names[attempt], stage("a", template=escalated(change)))
+            api.create(DWF, bad, namespace=ns)
+        for name in names.values():
+            wait_phase(api, ns, name, ("Invalid",))
+        busy = op.bridge.busy, op.metrics.value("idlegate_busy_executors")
+        api.create(DWF, workflow("next", stage("a", 1, 2)), namespace=ns)
+        after = wait_phase(api, ns, "next", ("Succeeded", "Failed"))
+    monitor.close()
+    found = {
+        attempt: (status_of(api, ns, name), events_of(api, ns, name), pods_of(api, ns, name))
+        for attempt, name in names.items()
+    }
+    return {"found": found, "busy": busy, "created": set(monitor.created), "next": after}
+
+
+@pytest.mark.parametrize(
+    ("attempt", "change"), [e[:2] for e in ESCALATIONS], ids=[e[0] for e in ESCALATIONS]
+)
+def test_an_escalation_attempt_is_invalid_before_any_pod_exists(escalations, attempt, change):
+    status, events, pods = escalations["found"][attempt]
+    violation = check_template(escalated(change), level=Level.BASELINE, path_prefix=PREFIX)[0]
+    assert status["phase"] == "Invalid"
+    valid = {c["type"]: c for c in status["conditions"]}["Valid"]
+    assert (valid["status"], valid["reason"]) == ("False", "InvalidSpec")
+    assert valid["message"] == f"invalid pod template: {violation}"
+    (warning,) = [e for e in events if e["reason"] == "InvalidSpec"]
+    assert warning["type"] == "Warning" and valid["message"] in warning["message"]
+    assert pods == []
+    # no attempt held the only executor: none was busy, the valid workflow ran after them
+    assert escalations["busy"] == (0, 0)
+    assert escalations["created"] == {"next-a-0"}
+    assert escalations["next"]["phase"] == "Succeeded"
+
+
+def test_the_namespace_decides_what_its_task_pods_may_be(api, ns, kubelet, monitor):
+    # a privileged namespace that allows the service account runs the issue's example ...
+    labels = {LEVEL_LABEL: "privileged"}
+    allowed = {SERVICE_ACCOUNTS_ANNOTATION: "cluster-admin-sa"}
+    api.patch("namespaces", None, ns, {"metadata": {"labels": labels, "annotations": allowed}})
+    with running_operator(api, ns, pool=1):
+        api.create(DWF, workflow("example", stage("a", template=ISSUE_EXAMPLE)), namespace=ns)
+        assert wait_phase(api, ns, "example", ("Succeeded", "Failed", "Invalid"))["phase"] == (
+            "Succeeded"
+        )
+        (pod,) = pods_of(api, ns, "example")
+        assert pod["spec"]["serviceAccountName"] == "cluster-admin-sa"
+        assert pod["spec"]["hostPID"] and pod["spec"]["hostNetwork"]
+        # ... and a label that is no level counts as restricted (a typo must not open it up)
+        api.patch("namespaces", None, ns, {"metadata": {"labels": {LEVEL_LABEL: "Privileged"}}})
+        loose = {"spec": {"containers": [{"name": "task", "image": "busybox:1.36.1"}]}}
+        api.create(DWF, workflow("loose", stage("a", template=loose)), namespace=ns)
+        status = wait_phase(api, ns, "loose", ("Invalid", "Running", "Succeeded"))
+    assert status["phase"] == "Invalid"
+    valid = {c["type"]: c for c in status["conditions"]}["Valid"]
+    assert "at Pod Security level restricted" in valid["message"]
+    assert pods_of(api, ns, "loose") == []
