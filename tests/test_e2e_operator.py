@@ -16,6 +16,7 @@ order and occupancy instead (which pods ran together, which job started first).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import json
@@ -666,7 +667,10 @@ def test_the_namespace_decides_what_its_task_pods_may_be(api, ns, kubelet, monit
     labels = {LEVEL_LABEL: "privileged"}
     allowed = {SERVICE_ACCOUNTS_ANNOTATION: "cluster-admin-sa"}
     api.patch("namespaces", None, ns, {"metadata": {"labels": labels, "annotations": allowed}})
-    with running_operator(api, ns, pool=1):
+    with running_operator(api, ns, pool=1) as op:
+        # the operator's read: the Namespace as the API returns it, None for a missing one
+        assert asyncio.run(op.kube.get_namespace(ns))["metadata"]["annotations"] == allowed
+        assert asyncio.run(op.kube.get_namespace("no-such-namespace")) is None
         api.create(DWF, workflow("example", stage("a", template=ISSUE_EXAMPLE)), namespace=ns)
         assert wait_phase(api, ns, "example", ("Succeeded", "Failed", "Invalid"))["phase"] == (
             "Succeeded"
