@@ -137,7 +137,7 @@ class EvaluateConfig(Config):
     comma-separated), e.g. learned=a.onnx learned-no-idle=b.onnx
     lookahead=lookahead:srpt lookahead-base=srpt."""
     suite: Suite = "quick"
-    """quick (1-2 min) or full (the issue's workloads)."""
+    """quick (a few seconds) or full (the issue's workloads)."""
     seeds: int | None = Field(None, ge=1)
     """Seeds per workload (default 3 quick, 10 full)."""
     first_seed: int = Field(DEFAULT_FIRST_SEED, ge=0)
