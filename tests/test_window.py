@@ -303,7 +303,7 @@ def test_train_window_command(tmp_path: Path) -> None:
     out = tmp_path / "cli.onnx"
     args = ["train-window", "--out", str(out), "--m-head", "2", "--m-tail", "1"]
     result = CliRunner().invoke(
-        app, [*args, "--iterations", "1", "--jobs-count", "12", "--max-minutes", "10"]
+        app, [*args, "--iterations", "1", "--jobs-count", "12", "--time-limit", "600"]
     )
     assert result.exit_code == 0, result.output
     assert "iteration 1/1" in result.output and "wrote" in result.output

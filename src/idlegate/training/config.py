@@ -489,8 +489,8 @@ class WindowTrainConfig(Config):
     """Iterations between greedy validation runs."""
     validation_seeds: int = Field(4, ge=1, le=1000)
     """Held-out episodes per validation."""
-    max_minutes: float = Field(20.0, gt=0)
-    """Wall-time cap in minutes; training stops after this."""
+    time_limit: float = Field(1200.0, gt=0)
+    """Wall-time cap in seconds; training stops after this."""
 
     @model_validator(mode="after")
     def _check(self) -> WindowTrainConfig:

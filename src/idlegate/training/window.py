@@ -383,7 +383,7 @@ def train_window(
                 f"{sum(len(e.actions) for e in episodes)} decisions, kl {stats.approx_kl:.4f}, "
                 f"entropy {stats.entropy:.3f}"
             )
-            out_of_time = time.monotonic() - started > config.max_minutes * 60
+            out_of_time = time.monotonic() - started > config.time_limit
             if it % config.eval_every == 0 or it == config.iterations or out_of_time:
                 wait = _validate(model, config)
                 line += f", validation avg wait {wait:.0f} s"
@@ -393,7 +393,7 @@ def train_window(
                     line += " (best)"
             log(line)
             if out_of_time:
-                log(f"stopped after {it} iterations: the {config.max_minutes:g}-minute cap")
+                log(f"stopped after {it} iterations: the {config.time_limit:g}-second time limit")
                 break
         model.load_state_dict(best_state)
         export_window(model, out, config)
