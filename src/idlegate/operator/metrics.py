@@ -120,6 +120,44 @@ class Metrics:
             ["status"],
             registry=r,
         )
+        self.api_throttled = Counter(
+            "idlegate_api_throttled_requests",
+            "API requests of the operator answered 429 Too Many Requests (retried after the "
+            "server's Retry-After, with jitter).",
+            registry=r,
+        )
+        self.api_up = Gauge(
+            "idlegate_api_up",
+            "1 while the API server answers the operator, 0 during an outage: then the "
+            "gauges above keep their last values and are stale.",
+            registry=r,
+        )
+        self.api_up.set(1)
+        self.api_unreachable = Counter(
+            "idlegate_api_unreachable_seconds",
+            "Time the API server did not answer the operator (outages, added when they end).",
+            registry=r,
+        )
+        self.watch_restarts = Counter(
+            "idlegate_watch_restarts",
+            "Watch requests that failed and were retried, by resource (pods, dagworkflows).",
+            ["resource"],
+            registry=r,
+        )
+        for resource in ("pods", "dagworkflows"):
+            self.watch_restarts.labels(resource)
+        self.crd_missing = Gauge(
+            "idlegate_crd_missing",
+            "1 while the operator waits for the DagWorkflow CRD to be installed.",
+            registry=r,
+        )
+        self.policy_errors = Counter(
+            "idlegate_policy_errors",
+            "Decisions for which the policy raised; each was made by the fallback rule.",
+            ["policy"],
+            registry=r,
+        )
+        self.policy_errors.labels(policy)
         self.info = Gauge(
             "idlegate_operator_info", "The operator's policy (value 1).", ["policy"], registry=r
         )
