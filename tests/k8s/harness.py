@@ -59,18 +59,7 @@ class ApiServer:
         self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
         async with kmock.Server(self.emulator) as server:
             self.url = f"http://{server.host}:{server.port}"
-            cluster = {"name": "test", "cluster": {"server": self.url}}
-            user = {"name": "test", "user": {"token": "test"}}
-            context = {"name": "test", "context": {"cluster": "test", "user": "test"}}
-            config = {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [cluster],
-                "users": [user],
-                "contexts": [context],
-                "current-context": "test",
-            }
-            self.kubeconfig.write_text(yaml.safe_dump(config))
+            write_kubeconfig(self.kubeconfig, self.url)
             self._ready.set()
             await self._stop.wait()
             self.emulator.close_watches()
@@ -145,6 +134,22 @@ class ApiServer:
         result = subprocess.run(command, capture_output=True, text=True, timeout=30, env=env)
         assert result.returncode == 0, f"kubectl {' '.join(args)}:\n{result.stdout}{result.stderr}"
         return result
+
+
+def write_kubeconfig(path: Path, url: str) -> None:
+    """Write a kubeconfig for the server at `url` (a fixed token, no TLS)."""
+    cluster = {"name": "test", "cluster": {"server": url}}
+    user = {"name": "test", "user": {"token": "test"}}
+    context = {"name": "test", "context": {"cluster": "test", "user": "test"}}
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [cluster],
+        "users": [user],
+        "contexts": [context],
+        "current-context": "test",
+    }
+    path.write_text(yaml.safe_dump(config))
 
 
 def serving_crd(directory: Path) -> Iterator[ApiServer]:
