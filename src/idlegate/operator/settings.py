@@ -40,7 +40,8 @@ class Settings(Config):
     """No kopf peering: one replica owns the executor pool."""
 
     metrics_port: int | None = Field(9090, ge=0, le=65535)
-    """Port of the Prometheus endpoint /metrics; None: no endpoint."""
+    """Port of the Prometheus endpoint /metrics and of the readiness probe /readyz; None:
+    neither."""
 
     health_port: int | None = Field(8080, ge=0, le=65535)
     """Port of the health endpoint /healthz (kopf's liveness probe); None: none."""
@@ -59,6 +60,19 @@ class Settings(Config):
     watch_client_timeout: float = 330.0
     """Seconds after which the operator gives up a watch request that went silent (kopf's
     settings.watching.client_timeout); above the server timeout."""
+
+    watch_retry_cap: float = Field(1.0, gt=0)
+    """Longest wait, in seconds, between two attempts of a failed request of kopf's (its
+    watches and lists): they are retried for ever, 0.1 s at first, doubling up to this. An
+    outage never ends the process, and the operator hears of a pod's completion within
+    about this long of the API server's return."""
+
+    api_probe_interval: float = Field(1.0, gt=0)
+    """Seconds between two probes of the API server (GET /version) while it does not
+    answer; the first answer ends the outage (readiness, a Warning Event, a resync)."""
+
+    crd_retry_interval: float = Field(5.0, gt=0)
+    """Seconds between two looks for the DagWorkflow CRD while it is not installed."""
 
     gated_pods_per_stage: int | None = Field(None, ge=0)
     """Task pods created ahead (gated) for a runnable stage; the rest are created as the
