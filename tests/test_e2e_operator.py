@@ -17,45 +17,47 @@ order and occupancy instead (which pods ran together, which job started first).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import json
 import os
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import kmock
 import pytest
-from kopf.testing import KopfRunner
 
-from idlegate.operator.clock import Clock, ScaledClock
-from idlegate.operator.crd import API_VERSION
-from idlegate.operator.main import Operator, build_registry
-from idlegate.operator.pods import GATE, LABEL_WORKFLOW
+from idlegate.operator.clock import ScaledClock
+from idlegate.operator.pods import GATE
 from idlegate.operator.podsecurity import (
     LEVEL_LABEL,
     SERVICE_ACCOUNTS_ANNOTATION,
     Level,
     check_template,
 )
-from idlegate.operator.settings import Settings
+from tests.e2e import (
+    DWF,
+    SPEED,
+    PodMonitor,
+    events_of,
+    pods_of,
+    running_operator,
+    stage,
+    status_of,
+    wait,
+    wait_phase,
+    workflow,
+)
 from tests.helpers import CappedFifo
-from tests.k8s.apiserver import PODS
 from tests.k8s.harness import ApiServer, serving_crd
 from tests.k8s.kubelet import SimKubelet
 from tests.operator_fakes import IdleRootsOnce
 from tests.test_security import ESCALATIONS, ISSUE_EXAMPLE, PREFIX, escalated
 
-SPEED = 20.0
-"""Simulated seconds per wall second, for the operator's clock and the kubelet alike."""
-DWF = "idlegate.io/v1alpha1/dagworkflows"
 SAMPLES = Path(__file__).resolve().parent.parent / "deploy" / "samples"
 
 _namespaces = itertools.count()
@@ -76,51 +78,6 @@ def ns(api: ApiServer) -> str:
     return name
 
 
-class PodMonitor:
-    """Watches every pod write in the emulator: pool occupancy and creations, exactly."""
-
-    def __init__(self, api: ApiServer, namespace: str) -> None:
-        self.api, self.namespace = api, namespace
-        self.occupying: dict[str, str] = {}  # pod -> workflow, while it holds an executor
-        self.max_total = 0
-        self.max_per_workflow: Counter[str] = Counter()
-        self.created: Counter[str] = Counter()
-        self._lock = threading.Lock()
-        self._unsubscribe = api.call(lambda: api.emulator.subscribe(self._on_event))
-
-    def _on_event(self, res: kmock.resource, etype: str, obj: dict[str, Any]) -> None:
-        if res != PODS:
-            return
-        meta = obj.get("metadata") or {}
-        if meta.get("namespace") != self.namespace:
-            return
-        name, workflow = meta["name"], (meta.get("labels") or {}).get(LABEL_WORKFLOW, "")
-        holds = (
-            etype != "DELETED"
-            and not (obj.get("spec") or {}).get("schedulingGates")
-            and (obj.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-            and not meta.get("deletionTimestamp")
-        )
-        with self._lock:
-            if etype == "ADDED":
-                self.created[name] += 1
-            if holds:
-                self.occupying[name] = workflow
-            else:
-                self.occupying.pop(name, None)
-            self.max_total = max(self.max_total, len(self.occupying))
-            per = Counter(self.occupying.values())
-            for wf, n in per.items():
-                self.max_per_workflow[wf] = max(self.max_per_workflow[wf], n)
-
-    def close(self) -> None:
-        self.api.call(self._unsubscribe)
-
-    @property
-    def duplicates(self) -> list[str]:
-        return [name for name, n in self.created.items() if n > 1]
-
-
 @pytest.fixture()
 def monitor(api: ApiServer, ns: str) -> Iterator[PodMonitor]:
     mon = PodMonitor(api, ns)
@@ -132,92 +89,6 @@ def monitor(api: ApiServer, ns: str) -> Iterator[PodMonitor]:
 def kubelet(api: ApiServer, ns: str) -> Iterator[SimKubelet]:
     with SimKubelet(api, ns, time_factor=1 / SPEED) as k:
         yield k
-
-
-@contextlib.contextmanager
-def running_operator(
-    api: ApiServer,
-    namespace: str,
-    *,
-    pool: int,
-    scheduler: Any = None,
-    policy: str | None = "fair",
-    clock: Clock | None = None,
-) -> Iterator[Operator]:
-    """The real kopf operator in a thread (KopfRunner), serving `namespace`."""
-    settings = Settings(
-        pool_size=pool,
-        policy=policy,
-        scheduler=scheduler,
-        namespaces=(namespace,),
-        standalone=True,
-        metrics_port=None,
-        health_port=None,
-        kubeconfig=api.kubeconfig,
-        clock=clock or ScaledClock(SPEED),
-        retry_delays=(0.05, 0.2, 0.5),
-        status_interval=0.2,
-        event_interval=0.2,
-        watch_server_timeout=60,
-        watch_client_timeout=90,
-    )
-    operator = Operator(settings)
-    args = ["run", "--standalone", "--namespace", namespace]
-    with KopfRunner(args, registry=build_registry(operator), timeout=60) as runner:
-        wait(lambda: operator._bridge is not None and operator.bridge.rebuilt, 20, "operator start")
-        yield operator
-    if runner.exception is not None or runner.exit_code != 0:
-        raise AssertionError(f"the operator failed:\n{runner.output}") from runner.exception
-
-
-def wait(predicate: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)
-
-
-def workflow(name: str, *stages: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "DagWorkflow",
-        "metadata": {"name": name},
-        "spec": {"stages": list(stages)},
-    }
-
-
-def stage(name: str, tasks: int = 1, duration: float = 10, deps: tuple[str, ...] = (), **kw):
-    return {
-        "name": name,
-        "tasks": tasks,
-        "taskDurationSeconds": duration,
-        "dependsOn": list(deps),
-        **kw,
-    }
-
-
-def status_of(api: ApiServer, ns: str, name: str) -> dict[str, Any]:
-    return (api.get(DWF, ns, name) or {}).get("status") or {}
-
-
-def wait_phase(api: ApiServer, ns: str, name: str, phases: tuple[str, ...], timeout: float = 30):
-    return wait(
-        lambda: status_of(api, ns, name).get("phase") in phases and status_of(api, ns, name),
-        timeout,
-        f"{name} to reach {phases}",
-    )
-
-
-def events_of(api: ApiServer, ns: str, name: str) -> list[dict[str, Any]]:
-    return api.list("events", ns, field_selector=f"involvedObject.name={name}")
-
-
-def pods_of(api: ApiServer, ns: str, name: str) -> list[dict[str, Any]]:
-    return api.list("pods", ns, label_selector=f"{LABEL_WORKFLOW}={name}")
 
 
 def rejected_beside_a_valid_one(api: ApiServer, ns: str, bad: dict, pool: int) -> dict:

@@ -1,0 +1,180 @@
+"""The end-to-end tests' shared pieces: the real kopf operator in a thread, the workflows it
+is given, and what the emulator really holds.
+
+* :func:`running_operator`: the operator in ``kopf.testing.KopfRunner`` with an accelerated
+  clock (`SPEED`), serving one namespace, through any kubeconfig (the API server's, or a
+  :class:`~tests.k8s.faults.FaultProxy`'s);
+* :class:`PodMonitor`: every pod write in the emulator, as it happens: which pods hold an
+  executor (ungated, not ended), the most at once, and each pod's creations (a duplicate
+  is a name created twice);
+* :func:`workflow`, :func:`stage`: DagWorkflow bodies; :func:`wait_phase`, :func:`status_of`,
+  :func:`events_of`, :func:`pods_of`: what the API holds about one.
+
+Used by tests/test_e2e_operator.py, tests/test_e2e_faults.py and benchmarks/api_faults.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import kmock
+from kopf.testing import KopfRunner
+
+from idlegate.operator.clock import Clock, ScaledClock
+from idlegate.operator.crd import API_VERSION
+from idlegate.operator.main import Operator, build_registry
+from idlegate.operator.pods import LABEL_WORKFLOW
+from idlegate.operator.settings import Settings
+from tests.k8s.apiserver import PODS
+from tests.k8s.harness import ApiServer
+
+SPEED = 20.0
+"""Simulated seconds per wall second, for the operator's clock and the kubelet alike."""
+DWF = "idlegate.io/v1alpha1/dagworkflows"
+
+
+class PodMonitor:
+    """Watches every pod write in the emulator: pool occupancy and creations, exactly."""
+
+    def __init__(self, api: ApiServer, namespace: str) -> None:
+        self.api, self.namespace = api, namespace
+        self.occupying: dict[str, str] = {}  # pod -> workflow, while it holds an executor
+        self.max_total = 0
+        self.max_per_workflow: Counter[str] = Counter()
+        self.created: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._unsubscribe = api.call(lambda: api.emulator.subscribe(self._on_event))
+
+    def _on_event(self, res: kmock.resource, etype: str, obj: dict[str, Any]) -> None:
+        if res != PODS:
+            return
+        meta = obj.get("metadata") or {}
+        if meta.get("namespace") != self.namespace:
+            return
+        name, workflow = meta["name"], (meta.get("labels") or {}).get(LABEL_WORKFLOW, "")
+        holds = (
+            etype != "DELETED"
+            and not (obj.get("spec") or {}).get("schedulingGates")
+            and (obj.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            and not meta.get("deletionTimestamp")
+        )
+        with self._lock:
+            if etype == "ADDED":
+                self.created[name] += 1
+            if holds:
+                self.occupying[name] = workflow
+            else:
+                self.occupying.pop(name, None)
+            self.max_total = max(self.max_total, len(self.occupying))
+            per = Counter(self.occupying.values())
+            for wf, n in per.items():
+                self.max_per_workflow[wf] = max(self.max_per_workflow[wf], n)
+
+    def close(self) -> None:
+        self.api.call(self._unsubscribe)
+
+    @property
+    def duplicates(self) -> list[str]:
+        return [name for name, n in self.created.items() if n > 1]
+
+
+@contextlib.contextmanager
+def running_operator(
+    api: ApiServer,
+    namespace: str,
+    *,
+    pool: int,
+    scheduler: Any = None,
+    policy: str | None = "fair",
+    clock: Clock | None = None,
+    kubeconfig: Path | None = None,
+    **overrides: Any,
+) -> Iterator[Operator]:
+    """The real kopf operator in a thread (KopfRunner), serving `namespace`, through
+    `kubeconfig` (default: the API server's); `overrides` replace fields of its Settings.
+    If it exits before the block ends, the block's failure says so, with its last output."""
+    fields: dict[str, Any] = dict(
+        pool_size=pool,
+        policy=policy,
+        scheduler=scheduler,
+        namespaces=(namespace,),
+        standalone=True,
+        metrics_port=None,
+        health_port=None,
+        kubeconfig=kubeconfig or api.kubeconfig,
+        clock=clock or ScaledClock(SPEED),
+        retry_delays=(0.05, 0.2, 0.5),
+        status_interval=0.2,
+        event_interval=0.2,
+        watch_server_timeout=60,
+        watch_client_timeout=90,
+    )
+    operator = Operator(Settings(**{**fields, **overrides}))
+    args = ["run", "--standalone", "--namespace", namespace]
+    with KopfRunner(args, registry=build_registry(operator), timeout=60) as runner:
+        wait(lambda: operator._bridge is not None and operator.bridge.rebuilt, 20, "operator start")
+        try:
+            yield operator
+        except Exception as exc:
+            if runner.future.done():
+                output = runner.output[-4000:]
+                raise AssertionError(f"the operator exited; its last output:\n{output}") from exc
+            raise
+    if runner.exception is not None or runner.exit_code != 0:
+        raise AssertionError(f"the operator failed:\n{runner.output}") from runner.exception
+
+
+def wait(predicate: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.02)
+
+
+def workflow(name: str, *stages: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "DagWorkflow",
+        "metadata": {"name": name},
+        "spec": {"stages": list(stages)},
+    }
+
+
+def stage(name: str, tasks: int = 1, duration: float = 10, deps: tuple[str, ...] = (), **kw):
+    return {
+        "name": name,
+        "tasks": tasks,
+        "taskDurationSeconds": duration,
+        "dependsOn": list(deps),
+        **kw,
+    }
+
+
+def status_of(api: ApiServer, ns: str, name: str) -> dict[str, Any]:
+    return (api.get(DWF, ns, name) or {}).get("status") or {}
+
+
+def wait_phase(api: ApiServer, ns: str, name: str, phases: tuple[str, ...], timeout: float = 30):
+    return wait(
+        lambda: status_of(api, ns, name).get("phase") in phases and status_of(api, ns, name),
+        timeout,
+        f"{name} to reach {phases}",
+    )
+
+
+def events_of(api: ApiServer, ns: str, name: str) -> list[dict[str, Any]]:
+    return api.list("events", ns, field_selector=f"involvedObject.name={name}")
+
+
+def pods_of(api: ApiServer, ns: str, name: str) -> list[dict[str, Any]]:
+    return api.list("pods", ns, label_selector=f"{LABEL_WORKFLOW}={name}")
