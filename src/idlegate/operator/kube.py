@@ -73,6 +73,9 @@ class KubeApi(Protocol):
     async def get_namespace(self, name: str) -> dict[str, Any] | None:
         """The Namespace object `name`; None if there is none."""
 
+    async def ping(self) -> None:
+        """A cheap request (GET /version) that succeeds whenever the API server answers."""
+
     def close(self) -> None: ...
 
 
@@ -254,6 +257,9 @@ class KubernetesApi:
 
     async def list_namespaces(self) -> list[dict[str, Any]]:
         return await self._list("/api/v1/namespaces")
+
+    async def ping(self) -> None:
+        await self._request("GET", "/version")
 
     async def get_namespace(self, name: str) -> dict[str, Any] | None:
         try:
