@@ -43,8 +43,6 @@ import socket
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import numpy as np
-
 from idlegate.errors import IdlegateError
 from idlegate.operator import messages
 from idlegate.operator.actuator import Actuator
@@ -58,7 +56,7 @@ from idlegate.operator.admission import (
     owner_of,
 )
 from idlegate.operator.clock import Steady
-from idlegate.operator.decisions import decide
+from idlegate.operator.decisions import Answer, Decider, post_failures
 from idlegate.operator.kube import KubeApi
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.pods import Owner, TaskPod, pod_name, read_task_pod
@@ -105,7 +103,7 @@ class Bridge:
         """Every workflow there was at the start is admitted (:func:`intake.rebuild`): ready."""
         self._beyond = itertools.count()
         """Sequence numbers of the tasks running beyond the pool (oldest adopted first)."""
-        scheduler.reset(np.random.default_rng(settings.seed))
+        self.decider = Decider(scheduler, metrics, settings.seed)  # (it resets the policy)
 
     def now(self) -> float:
         return self.time.now()
@@ -298,29 +296,30 @@ class Bridge:
             if self.cluster.free_executors:
                 self._adopt_beyond()
             if self.cluster.needs_schedule:
-                taken = decide(self.cluster, self.scheduler, self.now(), self.metrics)
-                for decision, _ in taken:
-                    if decision.idle_delay > 0:
-                        self._idle_started(decision)
-                self._launch(taken)
-                self._note_waiting()
+                done = self.decider.decide(self.cluster, self.now())
+                for answer in done.taken:
+                    if answer.decision.idle_delay > 0:
+                        self._idle_started(answer)
+                self._launch(done.taken)
+                post_failures(done, self.cluster, self.writes.event)
+                self._note_waiting(done.waited)
             self._arm_new_timers()
         finally:
             self._gauges()
 
-    def _launch(self, taken: list[tuple[Decision, list[Launch]]]) -> None:
+    def _launch(self, taken: list[Answer]) -> None:
         """Release the launched tasks, one Event per stage (the last decision's cap)."""
-        launched: dict[Stage, tuple[int, list[Launch]]] = {}
-        for decision, launches in taken:
-            if launches:
-                _, before = launched.get(decision.stage, (0, []))
-                launched[decision.stage] = (decision.parallelism_cap, before + launches)
-        for stage, (cap, launches) in launched.items():
+        launched: dict[Stage, tuple[Answer, list[Launch]]] = {}
+        for answer in taken:
+            if answer.launches:
+                _, before = launched.get(answer.decision.stage, (answer, []))
+                launched[answer.decision.stage] = (answer, before + answer.launches)
+        for stage, (last, launches) in launched.items():
             wf: Workflow = stage.job.payload
             track = wf.stages[stage.index]
             for launch in launches:
                 self._release(wf, track, track.next_to_release(), launch.executor)
-            notice = messages.released(len(launches), stage.name, self.scheduler.name, cap)
+            notice = messages.released(len(launches), last.decision, last.by)
             self.writes.event(wf.owner, *notice)
 
     @property
@@ -330,11 +329,11 @@ class Bridge:
         beyond = sum(len(wf.beyond) for wf in self.workflows.values())
         return self.settings.pool_size - self.cluster.free_executors + beyond
 
-    def _idle_started(self, decision: Decision) -> None:
-        stage, delay = decision.stage, decision.idle_delay
+    def _idle_started(self, answer: Answer) -> None:
+        stage, delay = answer.decision.stage, answer.decision.idle_delay
         wf: Workflow = stage.job.payload
         until = stage.idle_until if stage.idle_until is not None else self.now()
-        reason = messages.idle_reason(self.scheduler.name, delay, decision.parallelism_cap)
+        reason = messages.idle_reason(answer.by, delay, answer.decision.parallelism_cap)
         slot = wf.idle_slots[stage.index] = SlotState(stage.name, delay, until, False, reason)
         self.metrics.idle_inserted.inc(delay)
         self.writes.status(wf, urgent=True)  # persisted before anything else of it happens
@@ -353,7 +352,7 @@ class Bridge:
             self.timers.arm(_timer_key(wf, index), stage.idle_until, fire)
         self.cluster.new_timers.clear()
 
-    def _note_waiting(self) -> None:
+    def _note_waiting(self, why: str | None) -> None:
         """One Event per stage that became runnable but got no executor: why it waits."""
         free, pool = self.cluster.free_executors, self.settings.pool_size
         for job in self.cluster.jobs:
@@ -362,7 +361,7 @@ class Bridge:
                 track = wf.stages[stage.index]
                 if not stage.launched and not track.waiting_noted:
                     track.waiting_noted = True
-                    notice = messages.waiting(stage, job, free, pool, self.scheduler.name)
+                    notice = messages.waiting(stage, job, free, pool, why or "")
                     self.writes.event(wf.owner, *notice)
 
     # -- tasks -----------------------------------------------------------------------------

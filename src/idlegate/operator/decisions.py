@@ -2,32 +2,50 @@
 
 The policy is any `idlegate.sim.protocol.Scheduler`, named by the scheduler spec grammar
 that ``idlegate simulate`` uses too (`idlegate.policy.make_scheduler`): a heuristic by
-name, ``analytic:BASE``, or ``learned:PATH.onnx`` (onnxruntime only; the operator never
-imports torch). The default is the ONNX model bundled in ``idlegate/policy/``; when it is
-missing or broken the operator warns and runs ``fair``.
+name, ``analytic:BASE``, ``lookahead:BASE`` or ``learned:PATH.onnx`` (onnxruntime only;
+the operator never imports torch). The default is the ONNX model bundled in
+``idlegate/policy/``; when it is missing or broken the operator warns and runs ``fair``.
 
-:func:`decide` asks it on the bridge's behalf: it times and counts every decision, hands
-back the round's decisions so the bridge can tell *why* (policy, cap, idle length) in
-Events, and answers WAIT for a policy that fails or decides illegally, without losing the
-launches of the round.
+:class:`Decider` asks it on the bridge's behalf: it times and counts every answer and
+hands back the round (:class:`Round`): the decisions with who made them, so the bridge's
+Events can say *why* (policy, cap, idle length), and the policy's failures.
+
+A policy error never stalls the pool. When the policy raises, or answers illegally
+(`Cluster.decide_once` checks before it applies, so nothing of a bad answer is applied
+and the launches of the round so far stand), that one question is answered by the
+fallback rules (:func:`fallback_rules`): a lookahead planner's base, then ``fair``. Each
+failure counts in ``idlegate_policy_errors_total{policy}`` (under the name of the rule
+that failed: the policy, or a fallback that failed too), is logged with its traceback
+the first time its type and message are seen (repeats are counted, and logged as one
+line at the 10th, 100th, ... time), and becomes a Warning Event ``PolicyError``
+(:func:`post_failures`). Only when every rule fails is the answer WAIT, and the
+Events then say so instead of a choice to wait.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from idlegate.errors import IdlegateError, IllegalDecisionError
+import numpy as np
+
+from idlegate.errors import IdlegateError
+from idlegate.operator import messages
 from idlegate.operator.metrics import Metrics
 from idlegate.sim.cluster import Cluster
-from idlegate.sim.protocol import WAIT, Action, Decision, Launch, Scheduler
+from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision, Launch, Scheduler, Stage
 
 if TYPE_CHECKING:
     from idlegate.policy.spec import SchedulerSpec
 
 log = logging.getLogger(__name__)
 DEFAULT_HEURISTIC = "fair"
+MAX_DISTINCT_ERRORS = 1000
+"""Distinct errors remembered for log-once (messages may carry numbers: bounded)."""
 
 
 def _bundled(spec: SchedulerSpec) -> Scheduler:
@@ -68,44 +86,210 @@ def load_scheduler(spec: str | None) -> Scheduler:
         ) from None
 
 
-def decide(
-    cluster: Cluster, scheduler: Scheduler, now: float, metrics: Metrics
-) -> list[tuple[Decision, list[Launch]]]:
-    """Ask `scheduler` until it waits or nothing more can start, each answer applied at once
-    (the operator's `Cluster.schedule`): the decisions taken, with their launches, in order.
+def _planner_base(policy: Scheduler) -> Scheduler | None:
+    """The base of a lookahead planner (`idlegate.policy.lookahead`), else None.
 
-    Every answer is timed and counted by kind (launch, idle, wait). A policy that raises or
-    answers illegally changes nothing (`Cluster.decide_once` checks before it applies), so
-    the launches of the round so far stand; what happens instead is :func:`_unanswered`'s.
+    Read defensively: the planner's attribute is `base` or, today, `_base`; anything
+    without a `decide` is no base.
     """
-    cluster.needs_schedule = False
-    taken: list[tuple[Decision, list[Launch]]] = []
-    while True:
-        start = time.perf_counter()
+    try:
+        from idlegate.policy.lookahead import LookaheadScheduler
+    except ImportError:
+        return None
+    if not isinstance(policy, LookaheadScheduler):
+        return None
+    base = getattr(policy, "base", None) or getattr(policy, "_base", None)
+    return base if callable(getattr(base, "decide", None)) else None
+
+
+def fallback_rules(policy: Scheduler, seed: int = 0) -> tuple[Scheduler, ...]:
+    """The rules that answer, in order, a question `policy` failed: a lookahead planner's
+    base (the planner's own instance, already reset by it), then ``fair`` (reset with
+    `seed`), which a failing base falls back to in turn. ``fair`` itself has none."""
+    from idlegate.policy import make_scheduler
+
+    rules = [r for r in (_planner_base(policy),) if r is not None]
+    if DEFAULT_HEURISTIC not in (policy.name, *(r.name for r in rules)):
+        fair = make_scheduler(DEFAULT_HEURISTIC)
+        fair.reset(np.random.default_rng(seed))
+        rules.append(fair)
+    return tuple(rules)
+
+
+class _Recorder:
+    """A rule as `Cluster.decide_once` sees it, keeping its last answer (an illegal one is
+    traced to its stage)."""
+
+    def __init__(self, rule: Scheduler) -> None:
+        self.rule, self.name = rule, rule.name
+        self.answer: Any = None
+
+    def reset(self, rng: Any) -> None:
+        self.rule.reset(rng)
+
+    def decide(self, view: ClusterView) -> Action:
+        self.answer = None
+        self.answer = self.rule.decide(view)
+        return self.answer
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One decision of a round, with its launches and who made it."""
+
+    decision: Decision
+    launches: list[Launch]
+    by: str
+    """Who decided, as Events say it (`messages.decided_by`)."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A question the policy failed: what it raised, and how the question was answered."""
+
+    policy: str
+    error: str
+    """``Type: message`` of what the policy raised (an illegal answer included)."""
+    fallback: str | None
+    """The rule that answered instead; None: every rule failed (the answer was WAIT)."""
+    fallback_errors: tuple[str, ...] = ()
+    """The errors of the fallback rules that failed too, in order."""
+    stage: Stage | None = None
+    """The stage the question ended up about: the one the illegal answer named, else the
+    one the fallback chose; None when that is not known."""
+
+
+@dataclass
+class Round:
+    """What a decision round did."""
+
+    taken: list[Answer] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+    waited: str | None = None
+    """Why the round ended with free executors (`messages.waiting`'s phrase), or None."""
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+class Decider:
+    """Asks the policy through decision rounds, falling back on the module's rules.
+
+    It starts the operator's run: the policy is reset with `seed` (and ``fair``, the last
+    fallback rule, too).
+    """
+
+    def __init__(self, policy: Scheduler, metrics: Metrics, seed: int = 0) -> None:
+        self.policy = policy
+        self.metrics = metrics
+        policy.reset(np.random.default_rng(seed))
+        self.fallbacks = fallback_rules(policy, seed)
+        self.errors: OrderedDict[tuple[str, str, str], int] = OrderedDict()
+        """(rule, error type, message) -> times seen (the most recent MAX_DISTINCT_ERRORS)."""
+
+    def decide(self, cluster: Cluster, now: float) -> Round:
+        """Ask until an answer is WAIT or nothing more can start, each answer applied at
+        once (the operator's `Cluster.schedule`): the round's decisions, in order.
+
+        Every answer is timed and counted by kind (launch, idle, wait).
+        """
+        cluster.needs_schedule = False
+        done = Round()
+        while True:
+            start = time.perf_counter()
+            step = self._ask(cluster, now, done)
+            if step is None:
+                return done
+            action, launches, by = step
+            self.metrics.decision_duration.observe(time.perf_counter() - start)
+            if not isinstance(action, Decision):
+                self.metrics.decisions.labels("wait").inc()
+                done.waited = by
+                return done
+            self.metrics.decisions.labels("idle" if action.idle_delay > 0 else "launch").inc()
+            done.taken.append(Answer(action, launches, by))
+
+    def _ask(
+        self, cluster: Cluster, now: float, done: Round
+    ) -> tuple[Action, list[Launch], str] | None:
+        """One question: the policy's answer, else the first fallback's that works, else
+        WAIT; with the phrase that says who answered (for a WAIT: why nothing started)."""
+        asked = _Recorder(self.policy)
         try:
-            step = cluster.decide_once(scheduler, now)
+            step = cluster.decide_once(asked, now)
         except Exception as exc:  # whatever the policy does, the operator goes on
-            step = _unanswered(scheduler, exc)
+            return self._fall_back(cluster, now, done, asked, exc)
         if step is None:
-            return taken
+            return None
         action, launches = step
-        metrics.decision_duration.observe(time.perf_counter() - start)
-        if not isinstance(action, Decision):
-            metrics.decisions.labels("wait").inc()
-            return taken
-        metrics.decisions.labels("idle" if action.idle_delay > 0 else "launch").inc()
-        taken.append((action, launches))
+        by = messages.decided_by(self.policy.name)
+        return action, launches, by if isinstance(action, Decision) else messages.chose_wait(by)
+
+    def _fall_back(
+        self, cluster: Cluster, now: float, done: Round, asked: _Recorder, exc: Exception
+    ) -> tuple[Action, list[Launch], str] | None:
+        policy = self.policy.name
+        self._note_error(policy, exc)
+        named = asked.answer.stage if isinstance(asked.answer, Decision) else None
+        errors: list[str] = []
+        for rule in self.fallbacks:
+            try:
+                step = cluster.decide_once(rule, now)
+            except Exception as fallback_exc:  # the next rule, or WAIT
+                self._note_error(rule.name, fallback_exc)
+                errors.append(_describe(fallback_exc))
+                continue
+            action, launches = step if step is not None else (WAIT, [])
+            stage = action.stage if isinstance(action, Decision) else None
+            failure = Failure(policy, _describe(exc), rule.name, tuple(errors), named or stage)
+            done.failures.append(failure)
+            if step is None:  # (a policy that changed the state before it failed)
+                return None
+            by = messages.decided_by(policy, rule.name)
+            return action, launches, by if stage is not None else messages.chose_wait(by)
+        done.failures.append(Failure(policy, _describe(exc), None, tuple(errors), named))
+        names = [r.name for r in self.fallbacks]
+        return WAIT, [], messages.all_rules_failed(policy, names)
+
+    def _note_error(self, rule: str, exc: Exception) -> None:
+        """Count the error; log its traceback the first time it is seen, repeats sparsely."""
+        self.metrics.policy_errors.labels(rule).inc()
+        key = (rule, type(exc).__name__, str(exc))
+        seen = self.errors.pop(key, 0) + 1
+        self.errors[key] = seen
+        if len(self.errors) > MAX_DISTINCT_ERRORS:
+            self.errors.popitem(last=False)
+        if seen == 1:
+            log.error(
+                "The policy %r failed to decide (%s); the next fallback rule answers instead "
+                "(the PolicyError Event says which). Repeats of this error are counted, not "
+                "logged with a traceback.",
+                rule,
+                _describe(exc),
+                exc_info=exc,
+            )
+        elif _round_number(seen):
+            log.error("The policy %r failed the same way %d times: %s", rule, seen, _describe(exc))
 
 
-def _unanswered(scheduler: Scheduler, exc: Exception) -> tuple[Action, list[Launch]]:
-    """The step instead of a policy's answer that failed or was illegal (nothing of it was
-    applied): WAIT until the next event, logged. The one place to change for a fallback."""
-    if isinstance(exc, IllegalDecisionError):
-        log.error(
-            "The policy %r made an illegal decision, treated as WAIT: %s", scheduler.name, exc
+def _round_number(n: int) -> bool:
+    """10, 100, 1000, …: when a repeated error is logged again."""
+    return n >= 10 and str(n).rstrip("0") == "1"
+
+
+def post_failures(done: Round, cluster: Cluster, event: Callable[..., None]) -> None:
+    """Post the round's Warning Events ``PolicyError`` (`event(owner, type, reason,
+    message)`, the Writer's) on the workflow of the stage each failed question was about
+    (`Failure.stage`); when that is not known (every rule failed before naming one), on
+    each workflow left with a runnable stage, since any of them may have been the one held
+    back. Equal messages aggregate into one Event per workflow
+    (:mod:`idlegate.operator.events`)."""
+    for failure in done.failures:
+        notice = messages.policy_error(
+            failure.policy, failure.error, failure.fallback, failure.fallback_errors
         )
-    else:
-        log.exception(
-            "The policy %r failed to decide; waiting until the next event.", scheduler.name
-        )
-    return WAIT, []
+        jobs = [failure.stage.job] if failure.stage is not None else cluster.jobs
+        for job in jobs:
+            if failure.stage is not None or job.runnable:
+                event(job.payload.owner, *notice)

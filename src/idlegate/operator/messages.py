@@ -14,7 +14,7 @@ from idlegate.operator.pods import GATE
 from idlegate.operator.status import SlotState
 from idlegate.operator.tracking import StageTrack, Task
 from idlegate.sim.dag import Dag
-from idlegate.sim.protocol import Job, Stage
+from idlegate.sim.protocol import Decision, Job, Stage
 
 Notice = tuple[str, str, str]
 """(type, reason, message) of an Event."""
@@ -44,12 +44,47 @@ def invalid(problem: str) -> Notice:
     return ("Warning", "InvalidSpec", f"The workflow is invalid: {problem}")
 
 
-def released(tasks: int, stage: str, policy: str, cap: int) -> Notice:
+def decided_by(policy: str, fallback: str | None = None) -> str:
+    """Who made a decision: the policy, or the fallback rule that answered for it."""
+    if fallback is None:
+        return f"policy {policy}"
+    return f"the fallback rule {fallback} (policy {policy} failed)"
+
+
+def chose_wait(by: str) -> str:
+    """Why free executors stay free when a rule (`decided_by`) answered WAIT."""
+    return f"{by} chose to wait for a better moment"
+
+
+def all_rules_failed(policy: str, fallbacks: list[str]) -> str:
+    """Why free executors stay free when the policy and every fallback rule failed."""
+    if not fallbacks:
+        return f"policy {policy} failed to decide and has no fallback rule, so nothing was decided"
+    return (
+        f"policy {policy} failed to decide and so did its fallback rule(s) "
+        f"{', '.join(fallbacks)}, so nothing was decided"
+    )
+
+
+def policy_error(
+    policy: str, error: str, fallback: str | None, fallback_errors: tuple[str, ...]
+) -> Notice:
+    """A policy failed a question (raised, or answered illegally); who answered instead."""
+    failed_too = "".join(f"; the fallback rule failed too ({e})" for e in fallback_errors)
+    if fallback is not None:
+        then = f"{failed_too}; the fallback rule {fallback} decided instead."
+    else:
+        then = f"{failed_too}; nothing was decided: free executors stay free until the next event."
+    return ("Warning", "PolicyError", f"Policy {policy} failed to decide ({error}){then}")
+
+
+def released(tasks: int, decision: Decision, by: str) -> Notice:
+    """`by`: who made the decision (`decided_by`)."""
     return (
         "Normal",
         "Released",
-        f"Released {tasks} task(s) of stage {stage!r}: policy {policy} chose the stage with "
-        f"parallelism cap {cap}.",
+        f"Released {tasks} task(s) of stage {decision.stage.name!r}: {by} chose the stage "
+        f"with parallelism cap {decision.parallelism_cap}.",
     )
 
 
@@ -78,9 +113,9 @@ def released_by_others(pod: str, stage: str, pool: int, adopted: bool) -> Notice
     )
 
 
-def idle_reason(policy: str, delay: float, cap: int) -> str:
-    """Why a stage idles (in the Event and persisted with the slot)."""
-    return f"policy {policy} held the stage back for {delay:g} s, parallelism cap {cap}"
+def idle_reason(by: str, delay: float, cap: int) -> str:
+    """Why a stage idles (in the Event and persisted with the slot); `by`: `decided_by`."""
+    return f"{by} held the stage back for {delay:g} s, parallelism cap {cap}"
 
 
 def idle_slot(slot: SlotState, busy: int, pool: int) -> Notice:
@@ -106,8 +141,10 @@ def idle_slot_ended(slot: SlotState, *, while_away: bool) -> Notice:
     )
 
 
-def waiting(stage: Stage, job: Job, free: int, pool: int, policy: str) -> Notice:
-    """Why a runnable stage got no executor."""
+def waiting(stage: Stage, job: Job, free: int, pool: int, why: str) -> Notice:
+    """Why a runnable stage got no executor; `why`: how the decision round ended with
+    executors free (`chose_wait` or `all_rules_failed`), which is the reason unless the
+    pool is full, a gang does not fit, or the workflow is at its cap."""
     if free == 0:
         why = f"all {pool} executors of the pool are busy"
     elif stage.gang and stage.tasks > free:
@@ -115,10 +152,7 @@ def waiting(stage: Stage, job: Job, free: int, pool: int, policy: str) -> Notice
     elif job.cap and job.held >= job.cap:
         why = f"the workflow holds its parallelism cap of {job.cap} executors"
     else:
-        why = (
-            f"policy {policy} gave the {free} free executor(s) to other work or chose to "
-            "wait for a better moment"
-        )
+        why = f"{why}; {free} executor(s) stay free until the next event"
     message = f"Stage {stage.name!r} is runnable and waits for an executor: {why}."
     return ("Normal", "Waiting", message)
 
