@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from idlegate.policy import make_scheduler
 from idlegate.sim.cluster import Cluster
+from idlegate.sim.durations import MeasuredDurations, Uniforms, duration_model
 from idlegate.sim.engine import JobArrival, simulate
 from idlegate.sim.protocol import WAIT, Decision
 from idlegate.sim.rollout import Future, remaining_flow_estimate, rollout_cost
@@ -140,3 +142,44 @@ def test_remaining_flow_estimate_is_srpt_on_perfectly_packed_executors():
     c.add_job(dag(("a", 2, 1.0, [])), 0.0, "two")  # work 2, cp 1
     # SRPT order two (2/2 = 1), four ((2+4)/2 = 3), six (max(12/2, 6) = 6)
     assert remaining_flow_estimate(c) == pytest.approx(1.0 + 3.0 + 6.0)
+
+
+class DriverObject:
+    """A payload that is no duration model, like the operator's Workflow."""
+
+    def __init__(self, durations: MeasuredDurations | None = None) -> None:
+        if durations is not None:
+            self.durations = durations
+
+
+def test_a_rollout_of_jobs_with_driver_payloads_takes_their_estimates():
+    """The operator's bug: its payload has no `sample` (AttributeError in the engine)."""
+    c = Cluster(1)
+    c.add_job(dag(("a", 3, 10.0, [])), 0.0, "w", DriverObject())
+    cost = rollout_cost(c, make_scheduler("fifo"), Future((), 0), 1e9, terminal_weight=0)
+    assert cost == pytest.approx(30.0)  # three tasks of their 10 s estimate
+
+
+def test_a_rollout_draws_from_the_measured_durations_once_a_stage_has_some():
+    measured = MeasuredDurations((10.0, 4.0))
+    measured.record(0, 2.0)
+    c = Cluster(1)
+    c.add_job(dag(("a", 3, 10.0, []), ("b", 1, 4.0, ["a"])), 0.0, "w", DriverObject(measured))
+    cost = rollout_cost(c, make_scheduler("fifo"), Future((), 0), 1e9, terminal_weight=0)
+    assert cost == pytest.approx(3 * 2.0 + 4.0)  # a measured (2 s), b not yet (its 4 s)
+    assert isinstance(c.jobs[0].payload, DriverObject)  # only the fork's payloads change
+
+
+def test_measured_durations_sample_uniformly_and_freeze_for_another_thread():
+    m = MeasuredDurations((5.0,))
+    for d in (1.0, 2.0, 3.0):
+        m.record(0, d)
+    frozen = duration_model(DriverObject(m))
+    m.record(0, 100.0)
+    assert isinstance(frozen, MeasuredDurations) and frozen.measured == [(1.0, 2.0, 3.0)]
+    u = Uniforms(np.random.default_rng(0))
+    draws = {frozen.sample(0, 1, True, False, u) for _ in range(200)}
+    assert draws == {1.0, 2.0, 3.0}
+    model = build_workload("tpch", 1, num_stream=1).jobs[0].durations
+    assert duration_model(model) is model and duration_model(None) is None
+    assert duration_model(object()) is None

@@ -150,3 +150,60 @@ def _interpolation(keys: Sequence[int]) -> tuple[tuple[int, int, float], ...]:
             lo, hi = keys[right - 1], keys[right]
             table.append((right - 1, right, (n - lo) / (hi - lo)))
     return tuple(table)
+
+
+class MeasuredDurations:
+    """The duration model of a job whose driver measures its tasks instead of sampling them.
+
+    The operator cannot sample a pod's duration; it watches pods run. A simulation of its
+    workflow (a planner's rollout) draws each task uniformly from the durations measured
+    so far on that stage, and takes the stage's estimate (`taskDurationSeconds`) until
+    one was measured. Measurements include whatever the driver saw (start latency
+    included); the simulator still adds its own `moving_delay`.
+
+    `record` only appends, on the driver's thread; a planner in another thread samples
+    a `frozen` copy (`duration_model` makes one).
+    """
+
+    __slots__ = ("estimates", "measured")
+
+    def __init__(
+        self, estimates: Sequence[float], measured: Sequence[Sequence[float]] | None = None
+    ) -> None:
+        self.estimates = tuple(estimates)
+        self.measured: list[Sequence[float]] = (
+            [list(row) for row in measured] if measured is not None else [[] for _ in estimates]
+        )
+
+    def record(self, stage: int, seconds: float) -> None:
+        """A task of stage `stage` ran for `seconds`."""
+        self.measured[stage].append(seconds)  # type: ignore[attr-defined]
+
+    def frozen(self) -> MeasuredDurations:
+        """A copy that later `record`s do not change (for a planner's thread)."""
+        twin = object.__new__(MeasuredDurations)
+        twin.estimates = self.estimates
+        twin.measured = [tuple(row) for row in self.measured]
+        return twin
+
+    def sample(
+        self, stage: int, job_executors: int, first: bool, moved: bool, u: Uniforms
+    ) -> float:
+        row = self.measured[stage]
+        return row[int(u.next() * len(row))] if row else self.estimates[stage]
+
+
+def duration_model(payload: object) -> DurationModel | None:
+    """The duration model that simulates a job with driver data `payload` (None: estimates).
+
+    In the simulator the payload is the model itself (or None). Any other driver keeps its
+    own object there (the operator's Workflow); it offers a model as its ``durations``
+    attribute (a `MeasuredDurations`, copied with `frozen`), or nothing, and then a
+    simulation takes every task's estimate.
+    """
+    if payload is None or callable(getattr(payload, "sample", None)):
+        return payload  # type: ignore[return-value]
+    model = getattr(payload, "durations", None)
+    if isinstance(model, MeasuredDurations):
+        return model.frozen()
+    return model if callable(getattr(model, "sample", None)) else None

@@ -11,9 +11,11 @@ What the fork knows, and what a rollout assumes
   when the task will end. A rollout ends it at ``start + estimate`` (the stage's
   ``duration``, what the scheduler sees), and an overdue task at ``now + ε·estimate``
   (it is about to end; ε = `OVERDUE_FRACTION`).
-* **New tasks** take a duration drawn from the job's duration model (its payload, as in
-  the simulator) with the rollout's own stream of uniforms, else exactly the estimate;
-  an executor new to a job adds the cluster's `moving_delay`, as the simulator does.
+* **New tasks** take a duration drawn from the job's duration model with the rollout's
+  own stream of uniforms (`sim.durations.duration_model` of its payload: the simulator's
+  payload is the model; the operator's Workflow offers the durations measured so far
+  on each stage), else exactly the estimate; an executor new to a job adds the
+  cluster's `moving_delay`, as the simulator does.
 * **Idle slots** in progress end at their recorded time.
 * **Arrivals** are the future's; events at one time are applied together before the
   scheduler is asked, exactly as in `sim.engine.simulate`.
@@ -36,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from idlegate.sim.cluster import Cluster
-from idlegate.sim.durations import Uniforms
+from idlegate.sim.durations import Uniforms, duration_model
 from idlegate.sim.engine import Engine, JobArrival
 from idlegate.sim.protocol import WAIT, Action, Decision, Scheduler
 
@@ -85,7 +87,7 @@ def rollout_cost(
     None lets `scheduler` decide from the start. `rng_seed` seeds the scheduler's own
     random choices.
     """
-    sim = cluster.fork()
+    sim = planning_fork(cluster)
     scheduler.reset(np.random.default_rng(rng_seed))
     start_area = sim.jobs_time_integral
     now = sim.now
@@ -105,6 +107,21 @@ def rollout_cost(
     if terminal_weight:
         cost += terminal_weight * remaining_flow_estimate(sim)
     return cost
+
+
+def planning_fork(cluster: Cluster) -> Cluster:
+    """A fork of `cluster` whose jobs carry their duration models as payloads.
+
+    A rollout is the fork's driver, as the simulator is a cluster's: it samples task
+    durations from the payloads (`Engine`). A job of another driver carries that
+    driver's object instead (the operator's Workflow), so each payload is replaced by
+    `duration_model` of it; payloads that are models already stay, so forking a
+    planning fork again costs no conversion.
+    """
+    sim = cluster.fork()
+    for job in sim.jobs:
+        job.payload = duration_model(job.payload)
+    return sim
 
 
 def _on_fork(fork: Cluster, decision: Decision) -> Decision:
