@@ -1,28 +1,45 @@
-"""Carrying out the bridge's decisions against the API: ordered per workflow, retried.
+"""Carrying out the bridge's decisions against the API: in lanes that never wait for each
+other, retried until the API takes them.
 
 The bridge decides synchronously (one event at a time, in the event loop) and hands the
-API writes to the :class:`Actuator` as :class:`Op` objects. Each workflow has its own
-FIFO queue worked by one task, so the writes for one workflow happen in the order they
-were decided (a pod is created before its gate is removed; an idle slot is in the status
-before the slot's release is), while different workflows proceed in parallel. A write
-that fails for a reason worth retrying (no response, 409 from a pod of an older workflow
-with the same name, 429, 5xx) is retried with back-off; any other failure, an API error or
-any other exception, is handed to the op's `on_error`, once (for pod writes: the workflow
-fails and its executors return to the pool, so no error ever leaves an executor held).
+API writes to the :class:`Actuator` as :class:`Op` objects, each for a workflow and a
+*lane* of it. A lane is a FIFO worked by its own task; lanes, of one workflow or of
+different ones, proceed in parallel. The writer (:mod:`idlegate.operator.writes`) gives
+each pod its own lane (its creation, gate removal and deletion happen in the order they
+were decided: a pod is created before its gate is removed), and each workflow one lane for
+its status and one for its Events. So a status write or an Event waiting out its back-off
+never delays a pod creation or a gate release, which is what keeps the pool full. The one
+order across lanes that matters is stated per op (:attr:`Op.after`: the release of a
+stage waits for the status write that persists its idle slot).
+
+A write that fails for a reason worth retrying (no response, 409 from a pod of an older
+workflow with the same name, 429, 5xx) is retried after a back-off (`retry_delays`, or the
+server's Retry-After, with jitter: :func:`idlegate.operator.health.retry_delay`), slept in
+:meth:`idlegate.operator.health.ApiHealth.backoff`: the first answer after an outage wakes
+every sleeping retry at once and starts its back-off over. Any other failure, an API error
+or any other exception, is handed to the op's `on_error`, once (for pod writes: the
+workflow fails and its executors return to the pool, so no error ever leaves an executor
+held).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 
+from idlegate.operator.health import ApiHealth, retry_delay
 from idlegate.operator.kube import ApiError, KubeApi
-from idlegate.operator.metrics import Metrics
 
 log = logging.getLogger(__name__)
+
+STATUS = "status"
+"""The lane of a workflow's status writes."""
+EVENTS = "events"
+"""The lane of a workflow's Events."""
 
 
 class Retry(Exception):
@@ -41,50 +58,76 @@ class Op:
     creation, or any other exception (a bug, or input no check caught); the op is dropped."""
     wanted: Callable[[], bool] = field(default=lambda: True)
     """Checked before each attempt: an op no longer wanted is dropped silently."""
+    after: Op | None = None
+    """An op (of another lane) this one does not start before: it waits until that one
+    has ended, however (done, given up or dropped)."""
+    ended: asyncio.Event = field(default_factory=asyncio.Event, init=False, repr=False)
+    """Set once the op is over: done, given up, or dropped."""
+
+
+LaneKey = tuple[Hashable, Hashable]
+"""(workflow key, lane)."""
 
 
 class Actuator:
-    """Per-workflow ordered queues of :class:`Op`, worked concurrently across workflows."""
+    """Lanes of :class:`Op` (FIFO each), worked concurrently."""
 
     def __init__(
-        self, kube: KubeApi, *, retry_delays: tuple[float, ...], metrics: Metrics | None = None
+        self,
+        kube: KubeApi,
+        *,
+        retry_delays: tuple[float, ...],
+        health: ApiHealth,
+        rng: random.Random | None = None,
     ) -> None:
         self.kube = kube
         self.retry_delays = retry_delays
-        self.metrics = metrics
-        self._queues: dict[Hashable, deque[Op]] = {}
-        self._workers: dict[Hashable, asyncio.Task[None]] = {}
+        self.health = health
+        self.rng = rng or random.Random()
+        """The jitter's source (tests pass a seeded one)."""
+        self._lanes: dict[LaneKey, deque[Op]] = {}
+        self._of_key: dict[Hashable, set[Hashable]] = {}
+        """The lanes of each workflow key that have ops queued or running."""
+        self._workers: dict[LaneKey, asyncio.Task[None]] = {}
         self._idle = asyncio.Event()
         self._idle.set()
         self.done = 0
         """Ops completed (successfully or given up)."""
 
-    def submit(self, key: Hashable, op: Op) -> None:
-        """Queue `op` behind the other ops of workflow `key`."""
-        self._queues.setdefault(key, deque()).append(op)
-        if key not in self._workers:
+    def submit(self, key: Hashable, op: Op, *, lane: Hashable) -> None:
+        """Queue `op` behind the other ops of lane `lane` of workflow `key`."""
+        lane_key = (key, lane)
+        self._lanes.setdefault(lane_key, deque()).append(op)
+        self._of_key.setdefault(key, set()).add(lane)
+        if lane_key not in self._workers:
             self._idle.clear()
-            self._workers[key] = asyncio.get_running_loop().create_task(
-                self._work(key), name=f"idlegate-actuator-{key}"
+            self._workers[lane_key] = asyncio.get_running_loop().create_task(
+                self._work(lane_key), name=f"idlegate-actuator-{key}-{lane}"
             )
 
     def clear(self, key: Hashable) -> int:
-        """Drop the ops of `key` not started yet; returns how many were dropped."""
-        queue = self._queues.get(key)
-        if not queue:
-            return 0
-        dropped = len(queue)
-        queue.clear()
+        """Drop the ops of `key` (every lane) not started yet; returns how many."""
+        dropped = 0
+        for lane in self._of_key.get(key, ()):
+            queue = self._lanes.get((key, lane))
+            while queue:
+                queue.popleft().ended.set()
+                dropped += 1
         return dropped
 
     def pending(self, key: Hashable | None = None) -> int:
         """Ops not started yet, for one workflow or all."""
         if key is not None:
-            return len(self._queues.get(key, ()))
-        return sum(len(q) for q in self._queues.values())
+            return sum(len(self._lanes.get((key, lane), ())) for lane in self._of_key.get(key, ()))
+        return sum(len(q) for q in self._lanes.values())
+
+    def settled(self, key: Hashable) -> bool:
+        """No op of workflow `key` is queued or running: every write decided for it so far
+        has ended (what a rebuild needs to tell a deleted pod from one not created yet)."""
+        return key not in self._workers and not self._queues.get(key)
 
     async def wait_idle(self, timeout: float | None = None) -> None:
-        """Until every queue is empty and no op runs (tests, shutdown)."""
+        """Until every lane is empty and no op runs (tests, shutdown)."""
         await asyncio.wait_for(self._idle.wait(), timeout)
 
     async def close(self) -> None:
@@ -93,21 +136,36 @@ class Actuator:
         for task in workers:
             task.cancel()
         await asyncio.gather(*workers, return_exceptions=True)
+        for queue in self._lanes.values():
+            for op in queue:
+                op.ended.set()
         self._workers.clear()
-        self._queues.clear()
+        self._lanes.clear()
+        self._of_key.clear()
         self._idle.set()
 
-    async def _work(self, key: Hashable) -> None:
-        queue = self._queues[key]
+    async def _work(self, lane_key: LaneKey) -> None:
+        queue = self._lanes[lane_key]
         try:
             while queue:
                 op = queue.popleft()
-                await self._attempt(op)
+                try:
+                    if op.after is not None:
+                        await op.after.ended.wait()
+                    await self._attempt(op)
+                finally:
+                    op.ended.set()
                 self.done += 1
         finally:
-            self._workers.pop(key, None)
-            if not queue:
-                self._queues.pop(key, None)
+            self._workers.pop(lane_key, None)
+            if not queue and self._lanes.get(lane_key) is queue:
+                del self._lanes[lane_key]
+                key, lane = lane_key
+                lanes = self._of_key.get(key)
+                if lanes is not None:
+                    lanes.discard(lane)
+                    if not lanes:
+                        del self._of_key[key]
             if not self._workers:
                 self._idle.set()
 
@@ -118,18 +176,20 @@ class Actuator:
                 await op.run(self.kube)
                 return
             except (ApiError, Retry) as exc:
-                status = exc.status if isinstance(exc, ApiError) else -1
-                if self.metrics is not None and isinstance(exc, ApiError):
-                    self.metrics.api_errors.labels(str(status)).inc()
-                if isinstance(exc, ApiError) and not exc.retryable:
-                    log.warning("Giving up: %s: %s", op.what, exc)
-                    if op.on_error is not None:
-                        op.on_error(exc)
-                    return
-                delay = self.retry_delays[min(failures, len(self.retry_delays) - 1)]
+                wait = None
+                if isinstance(exc, ApiError):
+                    if not exc.retryable:
+                        log.warning("Giving up: %s: %s", op.what, exc)
+                        if op.on_error is not None:
+                            op.on_error(exc)
+                        return
+                    wait = exc.retry_after
+                backoff = self.retry_delays[min(failures, len(self.retry_delays) - 1)]
+                delay = retry_delay(backoff, wait, self.rng, cap=max(self.retry_delays))
                 failures += 1
                 log.info("Retrying in %.1f s: %s: %s", delay, op.what, exc)
-                await asyncio.sleep(delay)
+                if await self.health.backoff(delay):
+                    failures = 0  # the API is back: a new failure starts the back-off over
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
