@@ -77,11 +77,15 @@ class Actuator:
         kube: KubeApi,
         *,
         retry_delays: tuple[float, ...],
+        retry_after_cap: float,
         health: ApiHealth,
         rng: random.Random | None = None,
     ) -> None:
         self.kube = kube
+        """The API, reporting every request's outcome to `health`
+        (:class:`idlegate.operator.health.ObservedApi`)."""
         self.retry_delays = retry_delays
+        self.retry_after_cap = retry_after_cap
         self.health = health
         self.rng = rng or random.Random()
         """The jitter's source (tests pass a seeded one)."""
@@ -124,7 +128,7 @@ class Actuator:
     def settled(self, key: Hashable) -> bool:
         """No op of workflow `key` is queued or running: every write decided for it so far
         has ended (what a rebuild needs to tell a deleted pod from one not created yet)."""
-        return key not in self._workers and not self._queues.get(key)
+        return key not in self._of_key
 
     async def wait_idle(self, timeout: float | None = None) -> None:
         """Until every lane is empty and no op runs (tests, shutdown)."""
@@ -185,7 +189,7 @@ class Actuator:
                         return
                     wait = exc.retry_after
                 backoff = self.retry_delays[min(failures, len(self.retry_delays) - 1)]
-                delay = retry_delay(backoff, wait, self.rng, cap=max(self.retry_delays))
+                delay = retry_delay(backoff, wait, self.rng, cap=self.retry_after_cap)
                 failures += 1
                 log.info("Retrying in %.1f s: %s: %s", delay, op.what, exc)
                 if await self.health.backoff(delay):

@@ -57,6 +57,7 @@ from idlegate.operator.admission import (
 )
 from idlegate.operator.clock import Steady
 from idlegate.operator.decisions import Answer, Decider, post_failures
+from idlegate.operator.health import ApiHealth, ObservedApi
 from idlegate.operator.kube import KubeApi
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.pods import Owner, TaskPod, pod_name, read_task_pod
@@ -83,17 +84,23 @@ class Bridge:
         *,
         metrics: Metrics,
         timers: Timers,
+        health: ApiHealth | None = None,
         actuator: Actuator | None = None,
     ) -> None:
         self.settings = settings
-        self.kube = kube
+        self.health = health or ApiHealth(metrics)
+        """Whether the API answers; every request of the operator's own reports to it."""
+        self.kube = ObservedApi(kube, self.health)
         """The API (its writes go through the actuator; :mod:`idlegate.operator.intake` reads)."""
         self.scheduler = scheduler
         self.metrics = metrics
         self.timers = timers
         self.time = Steady(settings.clock)
         self.actuator = actuator or Actuator(
-            kube, retry_delays=settings.retry_delays, metrics=metrics
+            self.kube,
+            retry_delays=settings.retry_delays,
+            retry_after_cap=settings.retry_after_cap,
+            health=self.health,
         )
         self.cluster = Cluster(settings.pool_size)
         self.workflows: dict[WorkflowKey, Workflow] = {}

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from idlegate.operator.actuator import Actuator, Op
+from idlegate.operator.actuator import EVENTS, Actuator, Op
 from idlegate.operator.kube import ApiError, KubeApi
 from idlegate.operator.pods import Owner
 from idlegate.operator.status import clip
@@ -178,4 +178,4 @@ class EventRecorder:
                 log.warning("Event %s on %s not posted: %s", posted.reason, owner.name, exc)
 
         what = f"event {posted.reason} on {owner.name}"
-        self.actuator.submit((owner.namespace, owner.name), Op(what, run))
+        self.actuator.submit((owner.namespace, owner.name), Op(what, run), lane=EVENTS)

@@ -1,8 +1,9 @@
 """Whether the API server answers the operator: one shared view, fed by every request.
 
-Every outcome of the operator's own requests is reported here: :meth:`ApiHealth.answered`
-for any HTTP answer that is not a 5xx (a 404 or a 409 still proves the server is there),
-:meth:`ApiHealth.unanswered` for no response, a timeout or a 5xx. The first unanswered
+Every outcome of the operator's own requests is reported here (by :class:`ObservedApi`,
+through which they all go): :meth:`ApiHealth.answered` for any HTTP answer that is not a
+5xx (a 404 or a 409 still proves the server is there), :meth:`ApiHealth.unanswered` for no
+response, a timeout or a 5xx. The first unanswered
 request starts an *outage*; the next answered one ends it. Three things follow:
 
 1. A write waiting out its back-off sleeps in :meth:`ApiHealth.backoff`: the first answer
@@ -25,21 +26,30 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
+from idlegate.operator.kube import ApiError, KubeApi
 from idlegate.operator.metrics import Metrics
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 JITTER = 0.2
 """Relative jitter added to every retry delay, so that writes that failed together do
 not all come back at the API in the same instant."""
 
 
-def retry_delay(backoff: float, retry_after: float | None, rng: random.Random) -> float:
+def retry_delay(
+    backoff: float, retry_after: float | None, rng: random.Random, *, cap: float | None = None
+) -> float:
     """Seconds to wait before retrying: the server's Retry-After when it gave one (it knows
-    best when it can take the request), else our back-off; plus up to `JITTER` of it."""
+    best when it can take the request), else our back-off; plus up to `JITTER` of it. A
+    Retry-After above `cap` is taken as `cap` (a server asking for an hour must not stop
+    the operator's writes for an hour)."""
     base = retry_after if retry_after is not None else backoff
+    if cap is not None:
+        base = min(base, cap)
     return base * (1.0 + JITTER * rng.random())
 
 
@@ -88,10 +98,84 @@ class ApiHealth:
             except Exception:  # one failing reaction must not stop the others
                 log.exception("A reaction to the API's recovery failed.")
 
-    async def backoff(self, seconds: float) -> None:
-        """Sleep `seconds`, or less: during an outage, until the API answers again."""
+    async def backoff(self, seconds: float) -> bool:
+        """Sleep `seconds`, or less: during an outage, until the API answers again. True if
+        the API's return cut the sleep short (a retry may start its back-off over)."""
         if self.up:
             await asyncio.sleep(seconds)
-            return
+            return False
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._answered.wait(), seconds)
+            return True
+        return False
+
+
+class ObservedApi:
+    """A :class:`~idlegate.operator.kube.KubeApi` whose every request reports its outcome:
+    to :class:`ApiHealth` (answered or not) and to the metrics (`idlegate_api_errors_total`
+    by status, `idlegate_api_throttled_requests_total` for a 429). The operator's own reads
+    and writes all go through one of these."""
+
+    def __init__(self, kube: KubeApi, health: ApiHealth) -> None:
+        self.inner = kube
+        self.health = health
+
+    async def _observe(self, what: str, call: Awaitable[T]) -> T:
+        try:
+            result = await call
+        except ApiError as exc:
+            metrics = self.health.metrics
+            metrics.api_errors.labels(str(exc.status)).inc()
+            if exc.status == 429:
+                metrics.api_throttled.inc()
+            if exc.answered:
+                self.health.answered()
+            else:
+                self.health.unanswered(f"{what}: {exc}")
+            raise
+        self.health.answered()
+        return result
+
+    async def list_workflows(self, namespace: str | None) -> list[dict[str, Any]]:
+        return await self._observe("list workflows", self.inner.list_workflows(namespace))
+
+    async def list_pods(self, namespace: str | None, label_selector: str) -> list[dict[str, Any]]:
+        return await self._observe("list pods", self.inner.list_pods(namespace, label_selector))
+
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
+        return await self._observe(f"get pod {name}", self.inner.get_pod(namespace, name))
+
+    async def create_pod(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        return await self._observe("create pod", self.inner.create_pod(namespace, body))
+
+    async def patch_pod(
+        self, namespace: str, name: str, ops: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        return await self._observe(f"patch pod {name}", self.inner.patch_pod(namespace, name, ops))
+
+    async def delete_pod(self, namespace: str, name: str) -> None:
+        await self._observe(f"delete pod {name}", self.inner.delete_pod(namespace, name))
+
+    async def patch_workflow_status(
+        self, namespace: str, name: str, status: dict[str, Any]
+    ) -> dict[str, Any]:
+        call = self.inner.patch_workflow_status(namespace, name, status)
+        return await self._observe(f"status of {name}", call)
+
+    async def create_event(self, namespace: str, body: dict[str, Any]) -> None:
+        await self._observe("create event", self.inner.create_event(namespace, body))
+
+    async def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        await self._observe("patch event", self.inner.patch_event(namespace, name, patch))
+
+    async def list_namespaces(self) -> list[dict[str, Any]]:
+        return await self._observe("list namespaces", self.inner.list_namespaces())
+
+    async def get_namespace(self, name: str) -> dict[str, Any] | None:
+        return await self._observe(f"get namespace {name}", self.inner.get_namespace(name))
+
+    async def ping(self) -> None:
+        await self._observe("ping", self.inner.ping())
+
+    def close(self) -> None:
+        self.inner.close()

@@ -12,10 +12,13 @@ are plain dicts, both ways. Unit tests implement the same protocol in memory.
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import json
+import math
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
@@ -32,15 +35,51 @@ LIST_PAGE = 500
 class ApiError(Exception):
     """A request failed: `status` is the HTTP status (0 when there was no response)."""
 
-    def __init__(self, status: int, reason: str, message: str) -> None:
+    def __init__(
+        self, status: int, reason: str, message: str, *, retry_after: float | None = None
+    ) -> None:
         super().__init__(f"{status} {reason}: {message}" if status else message)
         self.status = status
         self.reason = reason
         self.message = message
+        self.retry_after = retry_after
+        """Seconds the server asked to wait before a retry (its Retry-After header, else
+        the Status' details.retryAfterSeconds); None if it did not say."""
 
     @property
     def retryable(self) -> bool:
         return self.status in RETRYABLE
+
+    @property
+    def answered(self) -> bool:
+        """The server answered (any status but a 5xx): it is there. Without an answer (no
+        response, a timeout, a 5xx, maybe from a proxy in between) the request may or may
+        not have been carried out."""
+        return 0 < self.status < 500
+
+
+def retry_after(header: str | None, status: Any = None) -> float | None:
+    """Seconds to wait from a response's Retry-After header (seconds or an HTTP date) or,
+    without one, from its Status body's details.retryAfterSeconds; None if neither says."""
+    if header:
+        header = header.strip()
+        try:
+            seconds = float(header)
+        except ValueError:
+            pass
+        else:
+            return max(0.0, seconds) if math.isfinite(seconds) else None
+        try:
+            when = email.utils.parsedate_to_datetime(header)
+        except (TypeError, ValueError):
+            when = None
+        if when is not None and when.tzinfo is not None:
+            return max(0.0, (when - datetime.now(UTC)).total_seconds())
+    details = status.get("details") if isinstance(status, dict) else None
+    seconds = details.get("retryAfterSeconds") if isinstance(details, dict) else None
+    if isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds >= 0:
+        return float(seconds)
+    return None
 
 
 class KubeApi(Protocol):
@@ -179,8 +218,12 @@ class KubernetesApi:
                 status = json.loads(data)
                 reason, message = status.get("reason", ""), status.get("message", "")
             except (ValueError, AttributeError):
+                status = None
                 reason, message = response.reason or "", (data or b"").decode(errors="replace")
-            raise ApiError(response.status, reason or str(response.reason), message)
+            wait = retry_after(response.headers.get("Retry-After"), status)
+            raise ApiError(
+                response.status, reason or str(response.reason), message, retry_after=wait
+            )
         return json.loads(data) if data else None
 
     async def _request(self, method: str, path: str, **kwargs: Any) -> Any:

@@ -87,7 +87,13 @@ class Settings(Config):
     retry_delays: tuple[Annotated[float, Field(ge=0)], ...] = Field(
         (0.5, 1.0, 2.0, 5.0, 10.0, 30.0), min_length=1
     )
-    """Back-off between retries of a failed API write (the last one repeats)."""
+    """Back-off between retries of a failed API write (the last one repeats). A write
+    sleeping it out is woken by the API's return after an outage, and starts over."""
+
+    retry_after_cap: float = Field(60.0, ge=0)
+    """Longest wait, in seconds, before retrying a write the API server refused with a
+    Retry-After (429, 503): a longer one is cut to this. Shorter ones are honoured, with
+    up to 20 % jitter."""
 
     status_interval: float = Field(1.0, ge=0)
     """Wall-clock seconds over which changes of a workflow's task counts are batched into

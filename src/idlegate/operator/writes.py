@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from idlegate.operator.actuator import Actuator, Op, Retry
+from idlegate.operator.actuator import STATUS, Actuator, Op, Retry
 from idlegate.operator.clock import Steady
 from idlegate.operator.events import EventRecorder
 from idlegate.operator.kube import ApiError, KubeApi
@@ -117,7 +117,8 @@ class Writer:
             return wf.active and task.attempt == attempt and task.state in _HAS_POD
 
         what = f"create {'gated ' if gated else ''}pod {owner.namespace}/{name}"
-        self.actuator.submit(wf.key, Op(what, run, on_error=rejected, wanted=wanted))
+        op = Op(what, run, on_error=rejected, wanted=wanted)
+        self.actuator.submit(wf.key, op, lane=pod_lane(name))
 
     def release_pod(self, wf: Workflow, track: StageTrack, task: Task) -> None:
         """Remove the gate of the task's (gated) pod and record its executor on it."""
@@ -156,7 +157,8 @@ class Writer:
             return wf.active and task.attempt == attempt and task.state is TaskState.RELEASED
 
         what = f"release pod {owner.namespace}/{name} on executor {executor}"
-        self.actuator.submit(wf.key, Op(what, run, on_error=rejected, wanted=wanted))
+        op = Op(what, run, on_error=rejected, wanted=wanted)
+        self.actuator.submit(wf.key, op, lane=pod_lane(name))
 
     def _pod_failed(self, wf: Workflow, action: str, pod: str, stage: str, exc: Exception) -> None:
         """A pod write failed for good: the workflow fails (Failed condition naming the
@@ -175,7 +177,8 @@ class Writer:
             with _gone_is_fine():
                 await kube.delete_pod(owner.namespace, name)
 
-        self.actuator.submit((owner.namespace, owner.name), Op(f"delete pod {name}", run))
+        key = (owner.namespace, owner.name)
+        self.actuator.submit(key, Op(f"delete pod {name}", run), lane=pod_lane(name))
 
     def status(self, wf: Workflow, *, urgent: bool = False) -> None:
         """Queue a status write. One is queued at a time (it writes the state as it is when
@@ -199,7 +202,8 @@ class Writer:
             with _gone_is_fine():  # (deleted meanwhile)
                 await kube.patch_workflow_status(wf.owner.namespace, wf.owner.name, wf.status())
 
-        self.actuator.submit(wf.key, Op(f"status of {wf.owner.namespace}/{wf.owner.name}", run))
+        what = f"status of {wf.owner.namespace}/{wf.owner.name}"
+        self.actuator.submit(wf.key, Op(what, run), lane=STATUS)
 
     def _flush_status(self, wf: Workflow) -> None:
         wf.status_timer = None
@@ -218,7 +222,13 @@ class Writer:
             with _gone_is_fine():
                 await kube.patch_workflow_status(owner.namespace, owner.name, body)
 
-        self.actuator.submit((owner.namespace, owner.name), Op(f"status of {owner.name}", run))
+        key = (owner.namespace, owner.name)
+        self.actuator.submit(key, Op(f"status of {owner.name}", run), lane=STATUS)
+
+
+def pod_lane(name: str) -> tuple[str, str]:
+    """The actuator's lane of a pod's writes: its creation, gate removal and deletion."""
+    return ("pod", name)
 
 
 @contextlib.contextmanager
