@@ -22,6 +22,9 @@ Workloads:
 * `bursty` — sessions of short jobs (an ON/OFF Markov-modulated stream, mean session size
   and burstiness configurable) merged with a Poisson stream of long jobs; the workload
   where holding a long job back before a session can pay.
+* `k8s-batch` — Argo/Airflow-style pipelines of pods that run for minutes (ETL chains,
+  fan-out/fan-in, train→eval), no moving delay, a start latency in every pod; cron
+  bursts (every 15 min, jittered) plus ad-hoc Poisson jobs.
 * `file` — workflows from a YAML/JSON file, all at t=0, as a stream, or replayed at the
   arrival times a history file records (with measured task durations, `sim.history`).
 
@@ -41,6 +44,7 @@ The package, by concern (everything public is re-exported here, so
 * `sources` — job sources (two-type, TPC-H, TPC-H-like, mixes) and heavy-tailed sizes.
 * `options` — the typed configs of the generated workloads.
 * `generators` — the synthetic, bursty, tpch, tpch-like and mixed generators.
+* `k8s_batch` — the `k8s-batch` workload (its config, pipelines and pod durations).
 * `file` — the `file` workload (workflow files and replayed histories).
 * `registry` — `WORKLOADS`, `workload_config`, `build_workload`, `describe_workloads`.
 """
@@ -71,6 +75,12 @@ from idlegate.sim.workloads.generators import (
     synthetic_workload,
     tpch_like_workload,
     tpch_workload,
+)
+from idlegate.sim.workloads.k8s_batch import (
+    K8sBatchConfig,
+    K8sPodDurations,
+    k8s_batch_workload,
+    mean_pipeline_work,
 )
 from idlegate.sim.workloads.options import (
     BurstyConfig,
@@ -135,6 +145,8 @@ __all__ = [
     "FileConfig",
     "JobShape",
     "JobSource",
+    "K8sBatchConfig",
+    "K8sPodDurations",
     "MixSource",
     "MixedConfig",
     "SeedLike",
@@ -156,7 +168,9 @@ __all__ = [
     "estimate_tpch_like_work",
     "file_workload",
     "interarrival_for_load",
+    "k8s_batch_workload",
     "mean_job_work",
+    "mean_pipeline_work",
     "mixed_workload",
     "offered_load",
     "poisson_times",

@@ -1,5 +1,7 @@
 """The generators of the streamed workloads: synthetic, bursty, tpch, tpch-like, mixed.
 
+(`k8s-batch` has its own module, `k8s_batch`.)
+
 Each is a pure function of (config, seed): a job source draws the jobs from one stream of
 the seed, the arrival times come from the other (`base.split_streams`). `mean_job_work`
 gives the mean job work of any workload config (what `load` is measured against).
@@ -24,6 +26,7 @@ from idlegate.sim.workloads.base import (
     split_streams,
 )
 from idlegate.sim.workloads.file import FileConfig, _mean_work_of
+from idlegate.sim.workloads.k8s_batch import K8sBatchConfig, mean_pipeline_work
 from idlegate.sim.workloads.options import (
     BurstyConfig,
     MixedConfig,
@@ -156,6 +159,8 @@ def mean_job_work(config: BaseModel) -> float:
         return TpchLikeSource(config.shape()).mean_work()
     if isinstance(config, MixedConfig):
         return MixSource(config.two_type_source(), config.dag_source(), config.alpha).mean_work()
+    if isinstance(config, K8sBatchConfig):
+        return mean_pipeline_work(config)
     if isinstance(config, FileConfig):
         dags = [Dag.from_spec(h.spec) for h in load_history(config.path)]
         return _mean_work_of(config.job_order(len(dags)), dags)()

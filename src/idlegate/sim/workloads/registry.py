@@ -27,6 +27,7 @@ from idlegate.sim.workloads.generators import (
     tpch_like_workload,
     tpch_workload,
 )
+from idlegate.sim.workloads.k8s_batch import K8sBatchConfig, k8s_batch_workload
 from idlegate.sim.workloads.options import (
     BurstyConfig,
     MixedConfig,
@@ -84,6 +85,13 @@ WORKLOADS: dict[str, WorkloadKind] = {
             BurstyConfig,
             bursty_workload,
             "sessions of ~4 short jobs (ON/OFF Markov-modulated) plus Poisson long jobs, load 0.7",
+        ),
+        WorkloadKind(
+            "k8s-batch",
+            K8sBatchConfig,
+            k8s_batch_workload,
+            "Argo/Airflow-style pod pipelines of minutes: cron bursts every 15 min + ad-hoc "
+            "jobs, load 0.7",
         ),
         WorkloadKind(
             "file",
