@@ -20,6 +20,9 @@ Workloads (:func:`suite_cases`), full suite:
   50 executors, 1 + 100 jobs, offered load 0.85;
 * ``bursty-0.7`` — sessions of short jobs mixed with long jobs, the workload's defaults
   (4 executors, 1 + 99 jobs, offered load 0.7);
+* ``k8s-batch-0.7`` — Argo/Airflow-style pipelines of pods running minutes, cron bursts
+  every 15 min plus ad-hoc jobs, no moving delay, the workload's defaults (40 executors,
+  offered load 0.7, 200 jobs; 50 in the quick suite);
 * ``mixed-0.5`` — one stream, half synthetic two-type jobs, half TPC-H jobs (TPC-H-like
   generated DAGs when the traces are absent; the report says which), 50 executors,
   1 + 200 jobs, mean interarrival 25 s.
@@ -120,7 +123,8 @@ class WorkloadCase:
     """Short, file-name safe identity (the report's sub-directory), e.g. "tpch-15s"."""
     title: str
     family: str
-    """"synthetic", "tpch", "tpch-like", "bursty" or "mixed" (selects the headline targets)."""
+    """"synthetic", "tpch", "tpch-like", "bursty", "k8s-batch" or "mixed" (selects the
+    headline targets)."""
     workload: str
     options: WorkloadOptions
     skip_reason: str | None = None
@@ -281,6 +285,7 @@ def suite_cases(suite: str, tpch_dir: Path | None = None) -> tuple[WorkloadCase,
             WorkloadOptions(extra={"num_stream": bursty_stream}),
         )
     )
+    cases.append(_k8s_batch_case(quick))
     dags = "tpch-like" if missing else "tpch"
     source = "TPC-H-like generated DAGs (no TPC-H traces)" if missing else "TPC-H"
     cases.append(
@@ -299,6 +304,20 @@ def suite_cases(suite: str, tpch_dir: Path | None = None) -> tuple[WorkloadCase,
         )
     )
     return tuple(cases)
+
+
+def _k8s_batch_case(quick: bool) -> WorkloadCase:
+    """Minute-scale pod pipelines, cron bursts + ad-hoc jobs, the workload's defaults."""
+    k8s = workload_config("k8s-batch")
+    jobs = 50 if quick else 200
+    return WorkloadCase(
+        f"k8s-batch-{k8s.DEFAULT_LOAD}",
+        f"k8s-batch: pod pipelines of minutes, cron bursts every {k8s.period / 60:g} min + "
+        f"ad-hoc jobs, load {k8s.DEFAULT_LOAD} ({k8s.num_executors} executors, {jobs} jobs)",
+        "k8s-batch",
+        "k8s-batch",
+        WorkloadOptions(extra={"num_jobs": jobs}),
+    )
 
 
 def select_cases(
