@@ -15,18 +15,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from idlegate.errors import IdlegateError
 from idlegate.operator.actuator import STATUS, Actuator, Op, Retry
 from idlegate.operator.clock import Steady
+from idlegate.operator.counts import PodWriteCounts, Write
 from idlegate.operator.events import EventRecorder
 from idlegate.operator.kube import ApiError, KubeApi
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.pods import (
     ANNOTATION_EXECUTOR,
     Owner,
+    TaskPod,
     pod_name,
     read_task_pod,
     release_patch,
@@ -59,7 +63,7 @@ Outcome = PodWritten | PodWriteFailed
 
 
 class Writer:
-    """Queues the API writes of the bridge's decisions, one FIFO per workflow."""
+    """Queues the API writes of the bridge's decisions on the actuator's lanes."""
 
     def __init__(
         self,
@@ -77,6 +81,8 @@ class Writer:
         """The operator's time (for conditions' transition times)."""
         self.outcomes: asyncio.Queue[Outcome] = asyncio.Queue()
         """What the bridge must carry into its state, in the order the writes ended."""
+        self.counts = PodWriteCounts(metrics)
+        """The pod creations and gate removals, each counted once it is confirmed."""
         self.events = EventRecorder(
             actuator,
             component=settings.component,
@@ -84,6 +90,7 @@ class Writer:
             per_workflow=settings.max_events_per_workflow,
             interval=settings.event_interval,
         )
+        self._status: weakref.WeakKeyDictionary[Workflow, _StatusBook] = weakref.WeakKeyDictionary()
 
     def create_pod(self, wf: Workflow, track: StageTrack, task: Task, *, gated: bool) -> None:
         """Create the pod of the task's current attempt: gated, or released on its executor."""
@@ -94,20 +101,19 @@ class Writer:
         async def run(kube: KubeApi) -> None:
             manifest = task_pod(owner, spec, index, attempt, gated=gated, executor=executor)
             try:
-                body = await kube.create_pod(owner.namespace, manifest)
-                self.metrics.pods_created.inc()
+                body = await self._create(kube, owner, name, manifest, executor)
             except ApiError as exc:
                 if exc.status != 409:
                     raise
                 body = await kube.get_pod(owner.namespace, name)
                 info = read_task_pod(body)
+                self.counts.looked(owner.namespace, name, info)  # an unanswered try made it?
                 if info is None or info.owner_uid != owner.uid or info.deleting:
                     raise Retry(f"pod {name} exists and is not this workflow's (yet)") from None
-                if not gated and executor is not None and info.gated:
+                if executor is not None and info.gated:
                     ops = release_patch(body, executor)
                     if ops:
-                        body = await kube.patch_pod(owner.namespace, name, ops)
-                        self.metrics.gate_removals.inc()
+                        body = await self._release(kube, owner, name, ops, executor)
             self.outcomes.put_nowait(PodWritten(body))
 
         def rejected(exc: Exception) -> None:
@@ -117,37 +123,38 @@ class Writer:
             return wf.active and task.attempt == attempt and task.state in _HAS_POD
 
         what = f"create {'gated ' if gated else ''}pod {owner.namespace}/{name}"
-        op = Op(what, run, on_error=rejected, wanted=wanted)
+        after = None if gated else self._slot_write(wf, track.index)
+        op = Op(what, run, on_error=rejected, wanted=wanted, after=after)
         self.actuator.submit(wf.key, op, lane=pod_lane(name))
 
     def release_pod(self, wf: Workflow, track: StageTrack, task: Task) -> None:
         """Remove the gate of the task's (gated) pod and record its executor on it."""
         owner, spec, index, attempt = wf.owner, track.spec, task.index, task.attempt
         executor = task.executor
-        assert executor is not None
+        if executor is None:
+            raise IdlegateError(f"task {index} of stage {spec.name!r} is released on no executor")
         name = pod_name(owner.name, spec.name, index, attempt)
 
         async def run(kube: KubeApi) -> None:
-            ops = release_patch(task_pod(owner, spec, index, attempt, gated=True), executor)
-            assert ops is not None
+            gated = task_pod(owner, spec, index, attempt, gated=True)
             try:
-                body = await kube.patch_pod(owner.namespace, name, ops)
+                body = await self._release(
+                    kube, owner, name, release_patch(gated, executor), executor
+                )
             except ApiError as exc:
                 if exc.status == 404:  # it went away: create it released
                     released = task_pod(owner, spec, index, attempt, gated=False, executor=executor)
-                    body = await kube.create_pod(owner.namespace, released)
-                    self.metrics.pods_created.inc()
+                    try:
+                        body = await self._create(kube, owner, name, released, executor)
+                    except ApiError as again:
+                        if again.status == 409:  # an unanswered try did create it: patch it
+                            raise Retry(f"pod {name} exists again") from None
+                        raise
                     self.outcomes.put_nowait(PodWritten(body))
                     return
                 if exc.status not in (409, 422):
                     raise
-                current = await kube.get_pod(owner.namespace, name)
-                # None: released already (by an earlier attempt of this op): record the executor
-                ops = release_patch(current, executor) or [
-                    {"op": "add", "path": _EXECUTOR_PATH, "value": str(executor)}
-                ]
-                body = await kube.patch_pod(owner.namespace, name, ops)
-            self.metrics.gate_removals.inc()
+                body = await self._rerelease(kube, owner, name, executor)
             self.outcomes.put_nowait(PodWritten(body))
 
         def rejected(exc: Exception) -> None:
@@ -157,8 +164,66 @@ class Writer:
             return wf.active and task.attempt == attempt and task.state is TaskState.RELEASED
 
         what = f"release pod {owner.namespace}/{name} on executor {executor}"
-        op = Op(what, run, on_error=rejected, wanted=wanted)
+        after = self._slot_write(wf, track.index)
+        op = Op(what, run, on_error=rejected, wanted=wanted, after=after)
         self.actuator.submit(wf.key, op, lane=pod_lane(name))
+
+    async def _rerelease(self, kube: KubeApi, owner: Owner, name: str, executor: int) -> Any:
+        """The guarded gate removal was refused (409, 422): read the pod and finish the job.
+        Its gate has moved (another controller removed one before it: patch again), or it
+        is gone (an unanswered try removed it, or someone else did): record the executor."""
+        current = await kube.get_pod(owner.namespace, name)
+        info = read_task_pod(current)
+        self.counts.looked(owner.namespace, name, info)
+        ops = release_patch(current, executor)
+        if ops:
+            return await self._release(kube, owner, name, ops, executor)
+        if info is not None and info.executor == executor:
+            return current
+        add = [{"op": "add", "path": _EXECUTOR_PATH, "value": str(executor)}]
+        return await kube.patch_pod(owner.namespace, name, add)
+
+    async def _create(
+        self,
+        kube: KubeApi,
+        owner: Owner,
+        name: str,
+        manifest: dict[str, Any],
+        executor: int | None,
+    ) -> dict[str, Any]:
+        """Create a pod, counting it once confirmed (:mod:`idlegate.operator.counts`)."""
+        try:
+            body = await kube.create_pod(owner.namespace, manifest)
+        except ApiError as exc:
+            if not exc.answered:
+                self.counts.unanswered(owner.namespace, name, Write.CREATE, owner.uid, executor)
+            raise
+        self.counts.confirmed(owner.namespace, name, Write.CREATE)
+        return body
+
+    async def _release(
+        self,
+        kube: KubeApi,
+        owner: Owner,
+        name: str,
+        ops: list[dict[str, Any]] | None,
+        executor: int,
+    ) -> dict[str, Any]:
+        """Apply a gate-removing patch, counting it once confirmed."""
+        if not ops:
+            raise IdlegateError(f"pod {name} of the operator's own making carries no gate")
+        try:
+            body = await kube.patch_pod(owner.namespace, name, ops)
+        except ApiError as exc:
+            if not exc.answered:
+                self.counts.unanswered(owner.namespace, name, Write.RELEASE, owner.uid, executor)
+            raise
+        self.counts.confirmed(owner.namespace, name, Write.RELEASE)
+        return body
+
+    def observed(self, namespace: str, pod: TaskPod) -> None:
+        """A watch event of one of the operator's pods: it may confirm an unanswered write."""
+        self.counts.observed(namespace, pod)
 
     def _pod_failed(self, wf: Workflow, action: str, pod: str, stage: str, exc: Exception) -> None:
         """A pod write failed for good: the workflow fails (Failed condition naming the
@@ -181,8 +246,9 @@ class Writer:
         self.actuator.submit(key, Op(f"delete pod {name}", run), lane=pod_lane(name))
 
     def status(self, wf: Workflow, *, urgent: bool = False) -> None:
-        """Queue a status write. One is queued at a time (it writes the state as it is when
-        it runs); changes of counts only are batched for `Settings.status_interval`."""
+        """Queue a status write, coalesced: at most one is waiting at a time (queued, or
+        retrying), and it writes the state as it is when it runs. Changes of counts only
+        are batched for `Settings.status_interval`."""
         if wf.status_queued:
             return
         interval = self.settings.status_interval
@@ -194,16 +260,41 @@ class Writer:
         if wf.status_timer is not None:
             wf.status_timer.cancel()
             wf.status_timer = None
+        book = self._status.get(wf)
+        if book is None:
+            # the first status write of a workflow is queued when it is admitted, before
+            # any decision about it: the idle slots it has then were read from its status
+            book = self._status[wf] = _StatusBook(persisted=set(wf.idle_slots))
         wf.status_queued = True
 
         async def run(kube: KubeApi) -> None:
             wf.status_queued = False
             wf.refresh_conditions(self.time.now())
-            with _gone_is_fine():  # (deleted meanwhile)
-                await kube.patch_workflow_status(wf.owner.namespace, wf.owner.name, wf.status())
+            carried = set(wf.idle_slots)
+            try:
+                with _gone_is_fine():  # (deleted meanwhile)
+                    await kube.patch_workflow_status(wf.owner.namespace, wf.owner.name, wf.status())
+            except Exception:
+                wf.status_queued = True  # its retry writes the state as it is then
+                raise
+            book.persisted |= carried
 
-        what = f"status of {wf.owner.namespace}/{wf.owner.name}"
-        self.actuator.submit(wf.key, Op(what, run), lane=STATUS)
+        def gave_up(exc: Exception) -> None:
+            wf.status_queued = False
+
+        op = Op(f"status of {wf.owner.namespace}/{wf.owner.name}", run, on_error=gave_up)
+        book.last = op
+        self.actuator.submit(wf.key, op, lane=STATUS)
+
+    def _slot_write(self, wf: Workflow, index: int) -> Op | None:
+        """The status write a release in stage `index` waits for: the one that persists
+        the stage's idle slot (so that a restart neither forgets nor repeats the delay),
+        while the slot is not in the API yet; None otherwise."""
+        book = self._status.get(wf)
+        if index not in wf.idle_slots or book is None or index in book.persisted:
+            return None
+        last = book.last
+        return last if last is not None and not last.ended.is_set() else None
 
     def _flush_status(self, wf: Workflow) -> None:
         wf.status_timer = None
@@ -224,6 +315,16 @@ class Writer:
 
         key = (owner.namespace, owner.name)
         self.actuator.submit(key, Op(f"status of {owner.name}", run), lane=STATUS)
+
+
+@dataclass(slots=True)
+class _StatusBook:
+    """A workflow's status writes, as far as the ordering of its releases is concerned."""
+
+    persisted: set[int]
+    """Stages whose idle slot a status write has put in the API."""
+    last: Op | None = None
+    """The latest status write queued (it writes the state as it is when it runs)."""
 
 
 def pod_lane(name: str) -> tuple[str, str]:
