@@ -100,9 +100,24 @@ class WaveDurations:
     _interp: tuple[tuple[tuple[int, int, float], ...], ...] = field(
         init=False, repr=False, compare=False
     )
+    _draws: tuple[tuple[_DrawTable, ...], ...] = field(init=False, repr=False, compare=False)
+    """Per kind of task (moved, first, rest) and stage: `_interpolation` with each key
+    index replaced by the row `sample` draws from there and what it adds (`_choice`);
+    `sample` runs once per task, so its fallbacks are resolved here, once."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_interp", tuple(_interpolation(s.keys) for s in self.stages))
+        interp = tuple(_interpolation(s.keys) for s in self.stages)
+        draws = []
+        for kind in _KINDS:
+            per_stage = []
+            for waves, table in zip(self.stages, interp, strict=True):
+                choices = [
+                    _choice(waves, k, kind, self.warmup_delay) for k in range(len(waves.keys))
+                ]
+                per_stage.append(tuple((choices[lo], choices[hi], p) for lo, hi, p in table))
+            draws.append(tuple(per_stage))
+        object.__setattr__(self, "_interp", interp)
+        object.__setattr__(self, "_draws", tuple(draws))
 
     def key_index(self, stage: int, executors: int, u: Uniforms) -> int:
         """Index of the measured executor count to sample at (interpolating at random)."""
@@ -113,26 +128,38 @@ class WaveDurations:
     def sample(
         self, stage: int, job_executors: int, first: bool, moved: bool, u: Uniforms
     ) -> float:
-        waves = self.stages[stage]
-        draw = u.next
-        table = self._interp[stage]
-        left, right, p_right = table[min(job_executors, len(table) - 1)]
-        k = right if p_right and draw() < p_right else left
-        if moved:
-            row = waves.fresh[k]
-            if row:
-                return row[int(draw() * len(row))]
-            row = waves.first_wave[k]
-            if row:
-                return row[int(draw() * len(row))] + self.warmup_delay
-        elif not first:
-            row = waves.rest_wave[k]
-            if row:
-                return row[int(draw() * len(row))]
-        for row in (waves.first_wave[k], waves.fresh[k], waves.rest_wave[k]):
-            if row:
-                return row[int(draw() * len(row))]
-        return waves.mean
+        table = self._draws[0 if moved else 1 if first else 2][stage]
+        left, right, p_right = table[job_executors if job_executors < len(table) else -1]
+        row, add = right if p_right and u.next() < p_right else left
+        if row:
+            return row[int(u.next() * len(row))] + add
+        return add
+
+
+_KINDS = ("moved", "first", "rest")
+_Choice = tuple[tuple[float, ...], float]
+_DrawTable = tuple[tuple[_Choice, _Choice, float], ...]
+
+
+def _choice(waves: StageWaves, k: int, kind: str, warmup_delay: float) -> _Choice:
+    """(row, added seconds) a task of `kind` draws from at key index `k` (an empty row: it
+    takes the added seconds, the stage's mean, without a draw).
+
+    A moved executor draws a fresh duration, else a first-wave one plus `warmup_delay`; a
+    continuing one draws from the rest wave; otherwise, and when those were not measured,
+    the first row measured of first wave, fresh, rest wave.
+    """
+    if kind == "moved":
+        if waves.fresh[k]:
+            return waves.fresh[k], 0.0
+        if waves.first_wave[k]:
+            return waves.first_wave[k], warmup_delay
+    elif kind == "rest" and waves.rest_wave[k]:
+        return waves.rest_wave[k], 0.0
+    for row in (waves.first_wave[k], waves.fresh[k], waves.rest_wave[k]):
+        if row:
+            return row, 0.0
+    return (), waves.mean
 
 
 def _interpolation(keys: Sequence[int]) -> tuple[tuple[int, int, float], ...]:
