@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from idlegate.cli import app, train_workload
 from idlegate.errors import IdlegateError
 from idlegate.sim.dag import Dag
+from idlegate.sim.durations import Uniforms
 from idlegate.sim.engine import Fidelity, Workload, simulate
 from idlegate.sim.history import load_history
 from idlegate.sim.workloads import (
@@ -50,6 +51,7 @@ NO_DATA = {
     "mixed": {"dags": "tpch-like"},
     "bursty": {},
     "heavy-tailed": {"size_distribution": "pareto"},
+    "k8s-batch": {},
 }
 
 
@@ -304,6 +306,7 @@ def test_registry_names():
         "tpch-like",
         "mixed",
         "bursty",
+        "k8s-batch",
         "file",
         "swf",
         "lublin",
@@ -351,6 +354,11 @@ def test_registry_names():
         ),
         ("synthetic", {"size_distribution": "zipf"}, "size_distribution: "),
         ("bursty", {"job_shape": "dag", "tasks_per_job": 4}, "job_shape dag draws its own"),
+        ("k8s-batch", {"burst_size": 4, "load": 0.5}, "burst_size or one of interarrival"),
+        ("k8s-batch", {"burst_size": 4, "adhoc_fraction": 1}, "adhoc_fraction must be below 1"),
+        ("k8s-batch", {"jitter": 900}, r"jitter \(900 s\) must be shorter than the period"),
+        ("k8s-batch", {"task_sigma": -1}, "task_sigma: Input should be greater than or equal"),
+        ("k8s-batch", {"moving_delay": 2}, "has no option 'moving_delay'"),
     ],
 )
 def test_bad_options_are_sentences(name: str, options: dict, message: str):
@@ -722,3 +730,89 @@ def test_docs_describe_every_workload_and_option():
         assert f"`{kind.name}`" in doc
         missing = [o for o in kind.options() if f"`{o}`" not in doc]
         assert not missing, f"docs/workloads.md does not mention {missing} of {kind.name}"
+
+
+# ---------------------------------------------------------------------------------------
+# k8s-batch
+
+
+def _k8s(seed: int = 0, **options: object) -> Workload:
+    return build_workload("k8s-batch", seed, **options)
+
+
+def test_k8s_batch_same_seed_same_jobs_and_same_pod_durations():
+    a, b = _k8s(3, num_jobs=30), _k8s(3, num_jobs=30)
+    assert signature(a) == signature(b)
+    assert [j.durations for j in a.jobs] == [j.durations for j in b.jobs]
+    # the run's seed fixes every pod's real duration: the same JCTs twice
+    assert jcts(simulate(a, Scripted(fifo_rule), seed=5)) == jcts(
+        simulate(b, Scripted(fifo_rule), seed=5)
+    )
+    assert signature(_k8s(4, num_jobs=30)) != signature(a)
+    # the first jobs do not depend on how many are drawn
+    assert signature(_k8s(3, num_jobs=80))[:30] == signature(a)
+
+
+def test_k8s_batch_pipelines_are_minute_scale_argo_shapes_without_moving_delay():
+    w = _k8s(1, num_jobs=300)
+    assert w.fidelity.moving_delay == 0 and w.num_executors == 40
+    shapes = {j.name.split("-", 1)[1].rsplit("-", 1)[0] for j in w.jobs}
+    assert shapes == {"etl", "fanout", "train-eval"}
+    by_shape = {j.name.split("-", 1)[1].rsplit("-", 1)[0]: j for j in reversed(w.jobs)}
+    assert by_shape["train-eval"].dag.names == ("prepare", "train", "eval", "register")
+    assert by_shape["fanout"].dag.names == ("split", "map", "merge")
+    assert by_shape["etl"].dag.names[-1] == "load"
+    for job in w.jobs:  # chains and fan-ins: one sink
+        children = {p for ps in job.dag.parents for p in ps}
+        assert len(set(range(job.dag.num_stages)) - children) == 1
+    estimates = np.array([d for j in w.jobs for d in j.dag.durations])
+    assert estimates.min() >= 15 + 1  # start latency + at least a second of run
+    assert 60 < np.median(estimates) < 600  # minutes, not seconds
+
+
+def test_k8s_batch_cron_bursts_and_adhoc_share():
+    cron_only = _k8s(2, num_jobs=200, adhoc_fraction=0, burst_size=5)
+    times = np.array([j.time for j in cron_only.jobs])
+    assert np.all(times % 900 < 60)  # each within its burst's jitter
+    bursts = np.bincount((times // 900).astype(int))
+    assert bursts[:-1].min() >= 4 and bursts.max() <= 6 and bursts[:-1].mean() == pytest.approx(5)
+    assert all(j.name.startswith("cron-") for j in cron_only.jobs)
+    hourly = _k8s(2, num_jobs=200, adhoc_fraction=0, burst_size=5, period=3600)
+    assert np.all(np.array([j.time for j in hourly.jobs]) % 3600 < 60)
+    mixed = _k8s(2, num_jobs=4000, adhoc_fraction=0.3)
+    adhoc = [j for j in mixed.jobs if j.name.startswith("adhoc-")]
+    assert len(adhoc) / len(mixed.jobs) == pytest.approx(0.3, abs=0.03)
+    off_burst = [j.time % 900 >= 60 for j in adhoc]
+    assert np.mean(off_burst) > 0.85  # Poisson: mostly between the bursts
+
+
+@pytest.mark.parametrize("options", [{"load": 0.5}, {"burst_size": 3.5}, {"load": 0.9}])
+def test_k8s_batch_offered_load_is_realised(options: dict):
+    config = workload_config("k8s-batch", **options)
+    w = _k8s(9, num_jobs=6000, **options)
+    work = sum(j.dag.total_work for j in w.jobs)
+    realised = work / w.jobs[-1].time / w.num_executors
+    expected = mean_job_work(config) / config.mean_gap() / w.num_executors
+    assert realised == pytest.approx(expected, rel=0.05)
+    if "load" in options:
+        assert expected == pytest.approx(options["load"])
+
+
+def test_k8s_pod_durations_include_the_start_latency_and_average_the_estimate():
+    w = _k8s(0, num_jobs=1, task_sigma=0.4, start_latency=20)
+    job = w.jobs[0]
+    model = job.durations
+    u = Uniforms(np.random.default_rng(0))
+    draws = np.array([model.sample(0, 1, True, True, u) for _ in range(20_000)])
+    assert draws.min() > 20
+    assert draws.mean() == pytest.approx(job.dag.durations[0], rel=0.02)
+    exact = _k8s(0, num_jobs=1, task_sigma=0, start_latency=20).jobs[0]
+    assert exact.durations.sample(0, 1, True, True, u) == exact.dag.durations[0]
+    slower = _k8s(0, num_jobs=1, duration_scale=2, start_latency=20).jobs[0]
+    assert slower.dag.durations[0] - 20 == pytest.approx(2 * (job.dag.durations[0] - 20), abs=0.1)
+
+
+def test_k8s_batch_simulates_to_completion():
+    w = _k8s(1, num_jobs=40)
+    result = simulate(w, Scripted(fifo_rule), seed=1)
+    assert result.unfinished == 0 and len(result.records) == 40
