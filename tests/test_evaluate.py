@@ -312,8 +312,11 @@ def test_suite_has_the_issues_workloads(tmp_path):
         "tpch",
         "tpch-like",
         "bursty",
+        "k8s-batch",
         "mixed",
     }
+    k8s = "k8s-batch-0.7"
+    assert quick[k8s].options.extra["num_jobs"] < full[k8s].options.extra["num_jobs"]
     demo = full["tpch-like-0.85"].options
     assert (demo.num_executors, demo.load, demo.extra["num_stream"]) == (
         DEMO_EXECUTORS,
