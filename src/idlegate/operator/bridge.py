@@ -5,7 +5,7 @@ It maps DagWorkflows to jobs of :class:`idlegate.sim.cluster.Cluster` and task p
 clock: a workflow appears -> ``add_job``; a pod succeeds -> ``task_finished`` (the executor
 continues with the stage's next task: that task's pod is released on the same slot); an
 idle timer fires -> ``idle_expired``; then the policy is asked
-(:func:`idlegate.operator.decisions.decide`) and its launches become gate removals. The
+(:class:`idlegate.operator.decisions.Decider`) and its launches become gate removals. The
 scheduling semantics (what is runnable, caps, idle slots, which executor) and every count
 of tasks and executors are the state machine's; the bridge keeps the pods' bookkeeping
 (:mod:`idlegate.operator.tracking`) and translates.
