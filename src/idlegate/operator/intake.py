@@ -1,5 +1,6 @@
 """What the operator reads from the API into the bridge: the DagWorkflows and their pods at
-startup and when kopf reports a workflow, and the outcomes of the bridge's own writes.
+startup and after an outage, and when kopf reports a workflow, and the outcomes of the
+bridge's own writes.
 
 The bridge (:class:`idlegate.operator.bridge.Bridge`) changes state synchronously, one
 event at a time, and never waits for the API; these coroutines do the waiting (read the
@@ -27,19 +28,25 @@ from idlegate.operator.admission import (
 )
 from idlegate.operator.bridge import Bridge
 from idlegate.operator.kube import ApiError
-from idlegate.operator.pods import LABEL_WORKFLOW
+from idlegate.operator.pods import LABEL_WORKFLOW, pod_name, task_pod
 from idlegate.operator.podsecurity import namespace_policy
 from idlegate.operator.status import Phase
-from idlegate.operator.tracking import WorkflowKey
+from idlegate.operator.tracking import StageTrack, Task, TaskState, Workflow, WorkflowKey
 from idlegate.operator.writes import PodWritten
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-async def rebuild(bridge: Bridge) -> None:
-    """Admit every existing DagWorkflow with its pods, oldest first, then make the first
-    decisions (the operator's start; see :mod:`idlegate.operator.admission`)."""
+async def rebuild(bridge: Bridge) -> tuple[int, int]:
+    """The state from the API as it is now, level-triggered; returns the DagWorkflows and
+    pods listed. At the start, every DagWorkflow is admitted with its pods, oldest first,
+    before the first decision (see :mod:`idlegate.operator.admission`). After an outage
+    (:mod:`idlegate.operator.watchdog`) the same reading also catches up with what the
+    watches may have missed: the pods as they are now, pods deleted, workflows gone, and
+    workflows created meanwhile."""
+    known = dict(bridge.workflows)  # (only these may be gone: others came after the lists)
+    with_pods = _tasks_with_pods(bridge)
     bodies: list[dict[str, Any]] = []
     pods: list[dict[str, Any]] = []
     for namespace in bridge.settings.namespaces or (None,):
@@ -50,6 +57,81 @@ async def rebuild(bridge: Bridge) -> None:
         (ns.get("metadata") or {}).get("name"): ns
         for ns in await _namespaces(bridge.kube.list_namespaces())
     }
+    listed = {(owner.namespace, owner.name, owner.uid) for owner in map(owner_of, bodies)}
+    for key, wf in known.items():
+        if bridge.workflows.get(key) is wf and (*key, wf.owner.uid) not in listed:
+            bridge.forget(*key, wf.owner.uid, schedule=False)
+    names = {((p.get("metadata") or {}).get("namespace"), p["metadata"]["name"]) for p in pods}
+    await _notice_deleted(bridge, [t for t in with_pods if (t[0].key[0], t[3]) not in names])
+    for pod in pods:
+        bridge.observe_pod(pod)
+    admitted = _admit_unknown(bridge, bodies, pods, namespaces)
+    bridge.rebuilt = True
+    log.info(
+        "Rebuilt the state from %d DagWorkflow(s) and %d pod(s); %d workflow(s) admitted.",
+        len(bodies),
+        len(pods),
+        admitted,
+    )
+    bridge.schedule()
+    return len(bodies), len(pods)
+
+
+_Held = tuple[Workflow, StageTrack, Task, str, int, TaskState]
+"""A task whose pod exists, as the bridge believes: (workflow, stage, task, pod name,
+attempt, state)."""
+
+
+def _tasks_with_pods(bridge: Bridge) -> list[_Held]:
+    found: list[_Held] = []
+    for wf in bridge.workflows.values():
+        for track in wf.stages:
+            for task in track.tasks.values():
+                if task.state in (TaskState.GATED, TaskState.RELEASED):
+                    name = pod_name(wf.owner.name, track.spec.name, task.index, task.attempt)
+                    found.append((wf, track, task, name, task.attempt, task.state))
+    return found
+
+
+async def _notice_deleted(bridge: Bridge, missing: list[_Held]) -> None:
+    """Tell the bridge of the pods deleted while it did not watch (a watch that resumes
+    after an outage may not replay a deletion). A pod not listed may still be on its way,
+    created by a write of the operator's own: so only a task whose workflow has no write
+    left (every write decided before the lists has ended) is read again, and its pod taken
+    for deleted if it is still not there."""
+    settled = [
+        held
+        for held in missing
+        if held[0].active
+        and held[2].attempt == held[4]
+        and held[2].state is held[5]
+        and bridge.actuator.settled(held[0].key)
+    ]
+    for wf, track, task, name, attempt, state in settled:
+        try:
+            body = await bridge.kube.get_pod(wf.owner.namespace, name)
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            gated = state is TaskState.GATED
+            bridge.observe_pod(
+                task_pod(wf.owner, track.spec, task.index, attempt, gated=gated), deleted=True
+            )
+            continue
+        bridge.observe_pod(body)
+    if len(settled) < len(missing):
+        log.info(
+            "%d pod(s) not listed are being written; not read again.", len(missing) - len(settled)
+        )
+
+
+def _admit_unknown(
+    bridge: Bridge,
+    bodies: list[dict[str, Any]],
+    pods: list[dict[str, Any]],
+    namespaces: Mapping[str | None, dict[str, Any]],
+) -> int:
+    """Admit the workflows the bridge does not know, each with its pods, oldest first."""
     by_workflow: dict[WorkflowKey, list[dict[str, Any]]] = {}
     for pod in pods:
         meta = pod.get("metadata") or {}
@@ -67,9 +149,7 @@ async def rebuild(bridge: Bridge) -> None:
             admitted += bridge.admit(body, own, policy, schedule=False) is not None
         except AdmitLaterError as exc:
             log.warning("%s/%s is admitted later: %s", owner.namespace, owner.name, exc)
-    bridge.rebuilt = True
-    log.info("Rebuilt the state of %d DagWorkflow(s) from %d pod(s).", admitted, len(pods))
-    bridge.schedule()
+    return admitted
 
 
 async def admit(bridge: Bridge, body: Mapping[str, Any]) -> None:

@@ -7,9 +7,15 @@ simulator's state machine, never torch.
 
 The kopf handlers are thin, level-triggered, and all in one registry per operator:
 
-* DagWorkflow **create** and **resume** -> admit the workflow (idempotent: a workflow the
-  bridge knows is skipped; its pods are read first, so a restart never duplicates them,
-  and its namespace, whose Pod Security level its templates must meet).
+* **startup** -> timers, the endpoints ``/metrics`` and ``/readyz``
+  (:mod:`idlegate.operator.endpoints`) and the watchdog (:mod:`idlegate.operator.watchdog`),
+  which rebuilds the state from the API in the background: waiting for the API server or
+  the DagWorkflow CRD if need be, never failing. kopf's own requests are retried for ever
+  (:func:`configure_kopf`), so no outage ends the process.
+* DagWorkflow **create** and **resume** -> once the first rebuild is done, admit the
+  workflow (idempotent: a workflow the bridge knows is skipped; its pods are read first,
+  so a restart never duplicates them, and its namespace, whose Pod Security level its
+  templates must meet).
   Retries use ``kopf.TemporaryError(delay=...)``; what retrying cannot fix raises
   ``kopf.PermanentError``. An invalid spec is not an error of the handler: the workflow
   is marked ``Invalid`` (status, condition, Event) and the handler succeeds.
@@ -41,6 +47,8 @@ from idlegate.operator.admission import AdmitLaterError
 from idlegate.operator.bridge import Bridge
 from idlegate.operator.crd import GROUP, PLURAL, VERSION
 from idlegate.operator.decisions import load_scheduler
+from idlegate.operator.endpoints import Endpoints
+from idlegate.operator.health import ApiHealth
 from idlegate.operator.kube import (
     ApiError,
     KubeApi,
@@ -52,6 +60,7 @@ from idlegate.operator.metrics import Metrics
 from idlegate.operator.pods import LABEL_WORKFLOW
 from idlegate.operator.settings import Settings
 from idlegate.operator.timers import IdleTimers
+from idlegate.operator.watchdog import KopfRequestLog, OperatorPod, RetryForever, Watchdog
 
 log = logging.getLogger(__name__)
 
@@ -67,13 +76,18 @@ class Operator:
         self.settings = settings
         self.scheduler = settings.scheduler or load_scheduler(settings.policy)
         self.metrics = Metrics(settings.pool_size, self.scheduler.name)
+        self.health = ApiHealth(self.metrics)
+        """Whether the API server answers: fed by every request (the operator's own and
+        kopf's watches), read by the writes' back-offs and by readiness."""
         self.timers = IdleTimers(settings.clock)
         self._kube = kube
         self._owns_kube = kube is None
         self._configuration: Any = None
         self._bridge: Bridge | None = None
-        self._follower: asyncio.Task[None] | None = None
-        self.metrics_port: int | None = None
+        self._watchdog: Watchdog | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._kopf_log: KopfRequestLog | None = None
+        self.endpoints = Endpoints(self.metrics, self.readiness)
 
     @property
     def configuration(self) -> Any:
@@ -102,19 +116,44 @@ class Operator:
             )
         return self._kube
 
+    @property
+    def watchdog(self) -> Watchdog:
+        if self._watchdog is None:
+            raise RuntimeError("the operator has not started yet")
+        return self._watchdog
+
+    @property
+    def metrics_port(self) -> int | None:
+        """The port of /metrics and /readyz once they are served."""
+        return self.endpoints.port
+
     async def start(self) -> None:
-        """Start timers and metrics and rebuild the state (idempotent: kopf may retry it)."""
+        """Start timers, endpoints and the watchdog, which rebuilds the state from the API
+        in the background (idempotent). Nothing here waits for the API: kopf's liveness
+        probe is served once this returns, also while the API or the CRD is missing."""
         s = self.settings
         self.timers.start()
         if self._bridge is None:
             self._bridge = Bridge(
-                s, self.kube, self.scheduler, metrics=self.metrics, timers=self.timers
+                s,
+                self.kube,
+                self.scheduler,
+                metrics=self.metrics,
+                timers=self.timers,
+                health=self.health,
             )
-        if self._follower is None:
-            self._follower = asyncio.create_task(intake.follow_writes(self._bridge))
-        if s.metrics_port is not None and self.metrics_port is None:
-            self.metrics_port = self.metrics.serve(s.metrics_port, s.listen_host)
-            log.info("Metrics at http://%s:%d/metrics", s.listen_host, self.metrics_port)
+        if self._kopf_log is None:
+            self._kopf_log = KopfRequestLog(self.health, asyncio.get_running_loop())
+            self._kopf_log.install()
+        if self._watchdog is None:
+            self._watchdog = Watchdog(self._bridge, self.health, reporter=OperatorPod.from_env())
+            self._tasks = [
+                asyncio.create_task(intake.follow_writes(self._bridge)),
+                asyncio.create_task(self._serve(self._watchdog)),
+            ]
+        if s.metrics_port is not None and self.endpoints.port is None:
+            port = await self.endpoints.start(s.metrics_port, s.listen_host)
+            log.info("Metrics at http://%s:%d/metrics, readiness at /readyz", s.listen_host, port)
         log.info(
             "Starting: pool of %d executors, policy %s, %s, clock %r.",
             s.pool_size,
@@ -122,8 +161,22 @@ class Operator:
             f"namespaces {', '.join(s.namespaces)}" if s.namespaces else "all namespaces",
             s.clock,
         )
+
+    async def _serve(self, watchdog: Watchdog) -> None:
         await self.warn_missing_namespaces()
-        await intake.rebuild(self.bridge)
+        await watchdog.run()
+
+    def readiness(self) -> tuple[bool, str]:
+        """(ready, why not): what /readyz answers."""
+        if self._watchdog is None:
+            return False, "starting"
+        return self._watchdog.readiness()
+
+    async def ready_to_admit(self) -> Bridge:
+        """The bridge, once the first rebuild of the state is done (admissions wait for it:
+        before, a workflow's running pods could still be unknown)."""
+        await self.watchdog.rebuilt.wait()
+        return self.bridge
 
     async def warn_missing_namespaces(self) -> list[str]:
         """Log a warning for each ``--namespace`` that does not exist (a typo serves nothing,
@@ -152,14 +205,17 @@ class Operator:
     async def stop(self) -> None:
         """Drop timers and pending writes (the state to resume from is in the API)."""
         self.timers.shutdown()
-        if self._follower is not None:
-            self._follower.cancel()
-            await asyncio.gather(self._follower, return_exceptions=True)
-            self._follower = None
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+        self._watchdog = None
+        if self._kopf_log is not None:
+            self._kopf_log.uninstall()
+            self._kopf_log = None
         if self._bridge is not None:
             await self._bridge.actuator.close()
-        self.metrics.stop()
-        self.metrics_port = None
+        await self.endpoints.stop()
         if self._owns_kube and self._kube is not None:
             self._kube.close()
             self._kube = None
@@ -179,6 +235,8 @@ def configure_kopf(settings: kopf.OperatorSettings, ours: Settings) -> None:
     settings.watching.client_timeout = ours.watch_client_timeout
     settings.watching.connect_timeout = min(60.0, ours.watch_server_timeout)
     settings.networking.request_timeout = max(ours.api_timeout, 30.0)
+    # retried for ever: kopf's default gives up after ~54 s and the operator would exit
+    settings.networking.error_backoffs = RetryForever(ours.watch_retry_cap)
     # kopf's bookkeeping in annotations only: the status is ours (and schema-pruned)
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(
         prefix=ANNOTATION_PREFIX
@@ -210,14 +268,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
         configure_kopf(settings, operator.settings)
-        try:
-            await operator.start()
-        except AdmitLaterError as exc:  # the namespaces cannot be read now
-            raise _temporary(exc) from exc
-        except ApiError as exc:
-            if exc.retryable:
-                raise _temporary(exc) from exc
-            raise kopf.PermanentError(f"cannot read the cluster's state: {exc}") from exc
+        await operator.start()
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(**_: Any) -> None:
@@ -235,7 +286,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry, id="admit")
     async def admit(body: kopf.Body, **_: Any) -> None:
         try:
-            await intake.admit(operator.bridge, plain(body))
+            await intake.admit(await operator.ready_to_admit(), plain(body))
         except AdmitLaterError as exc:
             raise _temporary(exc) from exc
         except ApiError as exc:
@@ -246,7 +297,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     @kopf.on.update(GROUP, VERSION, PLURAL, registry=registry, id="spec", field="spec")
     async def spec_changed(body: kopf.Body, **_: Any) -> None:
         try:
-            await intake.spec_changed(operator.bridge, plain(body))
+            await intake.spec_changed(await operator.ready_to_admit(), plain(body))
         except (AdmitLaterError, ApiError) as exc:
             raise _temporary(exc) from exc
 

@@ -1,0 +1,393 @@
+"""The operator through API-server outages and a missing CRD (issue 21, items 2 and 4).
+
+Units: kopf's back-off that never ends; kopf's failed-request lines read into counters
+and the shared ApiHealth; the rebuild after an outage catching up with what the watches
+missed (pods that finished or went, workflows deleted or created); /metrics and /readyz.
+
+End to end (the real kopf operator, behind :class:`~tests.k8s.faults.FaultProxy`): an
+outage longer than kopf's default watch back-off (54 s) is survived, seen (readiness,
+``idlegate_api_up``), counted and reported by an Event on the operator's Pod, and the
+state is caught up when the API returns; without the CRD, the operator waits for it
+with readiness down and ``idlegate_crd_missing`` 1, and serves once it is installed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from idlegate.operator import intake
+from idlegate.operator.crd import render_crd
+from idlegate.operator.endpoints import Endpoints
+from idlegate.operator.health import ApiHealth
+from idlegate.operator.metrics import Metrics
+from idlegate.operator.watchdog import KopfRequestLog, OperatorPod, RetryForever, resource_of
+from tests.e2e import DWF, SPEED, PodMonitor, running_operator, stage, wait, workflow
+from tests.k8s.faults import FaultProxy
+from tests.k8s.harness import ApiServer, serving_crd
+from tests.k8s.kubelet import SimKubelet
+from tests.operator_fakes import harness
+from tests.operator_fakes import stage as fake_stage
+
+KOPF_DEFAULT_RETRIES = 8
+"""Retries kopf's default back-off (1, 1, 2, 3, 5, 8, 13, 21 s) allows before it gives up."""
+
+
+# -- kopf's back-off and its failed requests ----------------------------------------------------
+
+
+def test_kopfs_back_off_never_ends_and_starts_anew_for_each_request():
+    backoffs = RetryForever(cap=1.0)
+    assert not hasattr(backoffs, "__len__")  # kopf counts "#N/total" and gives up only if Sized
+    first = list(itertools.islice(backoffs, 40))
+    assert first[:5] == [0.1, 0.2, 0.4, 0.8, 1.0] and set(first[5:]) == {1.0}
+    assert list(itertools.islice(backoffs, 3)) == [0.1, 0.2, 0.4]  # a fresh one per request
+    assert list(itertools.islice(RetryForever(cap=0.05), 2)) == [0.05, 0.05]
+
+
+@pytest.mark.parametrize(
+    ("url", "resource"),
+    [
+        ("http://h/api/v1/namespaces/ns/pods?watch=true&resourceVersion=7", "pods"),
+        ("http://h/api/v1/pods?labelSelector=idlegate.io%2Fworkflow", "pods"),
+        ("http://h/apis/idlegate.io/v1alpha1/namespaces/ns/dagworkflows", "dagworkflows"),
+        (
+            "http://h/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            "customresourcedefinitions",
+        ),
+        ("http://h/api/v1/namespaces?watch=true", "namespaces"),
+        ("http://h/apis/idlegate.io/v1alpha1", None),
+        ("http://h/api", None),
+    ],
+)
+def test_the_resource_of_a_list_or_watch_url(url, resource):
+    assert resource_of(url) == resource
+
+
+class _Kept(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def test_kopfs_failed_requests_are_counted_mark_the_api_down_and_are_logged_once_per_outage():
+    logger = logging.getLogger("kopf._cogs.clients.watching")
+    kept = _Kept()
+    pods = "GET http://h/api/v1/namespaces/ns/pods?watch=true&resourceVersion=7"
+    flows = "GET http://h/apis/idlegate.io/v1alpha1/namespaces/ns/dagworkflows"
+
+    def failed(what: str, error: str, n: int = 1) -> None:
+        logger.error(f"Request attempt #{n} failed; will retry: {what} -> {error}")
+
+    async def scenario() -> tuple[Metrics, ApiHealth]:
+        metrics = Metrics(1, "fifo")
+        health = ApiHealth(metrics)
+        watcher = KopfRequestLog(health, asyncio.get_running_loop())
+        watcher.install()
+        try:
+            failed(pods, "APIForbiddenError('pods is forbidden', {...})")
+            failed(pods, "APITooManyRequestsError('slow down', {...})")
+            assert health.up and metrics.value("idlegate_api_throttled_requests_total") == 1
+            failed(pods, "ClientConnectorError(ConnectionKey(...), ConnectionRefusedError(111))")
+            assert not health.up and metrics.value("idlegate_api_up") == 0
+            for n in range(2, 6):
+                failed(pods, "APIServerError('Service Unavailable', {...})", n)
+            failed(flows, "ServerDisconnectedError('Server disconnected')")
+            failed(flows, "TimeoutError()", 2)
+            # from another thread (another operator's loop, say): not ours
+            other = threading.Thread(target=failed, args=(pods, "TimeoutError()"))
+            other.start()
+            other.join()
+            health.answered()  # the outage ends: the next failure is logged again
+            failed(pods, "ClientConnectorError(ConnectionKey(...), ConnectionRefusedError(111))")
+            logger.error("Some other error of kopf's.")
+        finally:
+            watcher.uninstall()
+        failed(pods, "TimeoutError()")  # uninstalled: neither counted nor filtered
+        return metrics, health
+
+    logger.addHandler(kept)
+    try:
+        metrics, health = asyncio.run(scenario())
+    finally:
+        logger.removeHandler(kept)
+    restarts = {
+        r: metrics.value("idlegate_watch_restarts_total", resource=r)
+        for r in ("pods", "dagworkflows")
+    }
+    assert restarts == {"pods": 2 + 1 + 4 + 1, "dagworkflows": 2}
+    assert not health.up and metrics.value("idlegate_api_unreachable_seconds_total") >= 0
+    outage_lines = [m for m in kept.messages if "will retry" in m]
+    # logged: both answered ones, the first of each resource per outage, the other thread's,
+    # the first after the recovery and the one after uninstalling
+    assert len(outage_lines) == 2 + 1 + 1 + 1 + 1 + 1
+    assert "Some other error of kopf's." in kept.messages
+
+
+# -- the rebuild after an outage -------------------------------------------------------------
+
+
+def test_the_rebuild_after_an_outage_catches_up_with_what_the_watches_missed():
+    """While the operator did not see the API: a pod finished, a running pod and a gated
+    one were deleted, a workflow was deleted and another created. The rebuild reads it all
+    as a restart would, without re-admitting what it knows or creating any pod twice."""
+
+    async def scenario() -> None:
+        h = harness(pool=3)
+        await h.submit("a", {"stages": [fake_stage("x", tasks=2, backoffLimit=1)]})
+        await h.submit("b", {"stages": [fake_stage("y", tasks=2)]})
+        assert h.released() == ["a-x-0", "a-x-1", "b-y-0"]
+        assert ("default", "b-y-1") in h.kube.pods  # gated, waiting for an executor
+        # what happened during the outage, unseen by the bridge
+        h.kube.pods[("default", "a-x-0")]["status"]["phase"] = "Succeeded"
+        del h.kube.pods[("default", "a-x-1")]
+        del h.kube.workflows[("default", "b")]
+        for name in ("b-y-0", "b-y-1"):
+            del h.kube.pods[("default", name)]
+        h.kube.add_workflow("c", {"stages": [fake_stage("z", tasks=1)]})
+        created = h.metrics.value("idlegate_pods_created_total")
+        counts = await intake.rebuild(h.bridge)
+        await h.settle()
+        assert counts == (2, 1)  # a and c; a-x-0 (a-x-1 and b's pods are gone)
+        assert set(h.bridge.workflows) == {("default", "a"), ("default", "c")}
+        assert h.metrics.value("idlegate_workflows_finished_total", result="deleted") == 1
+        a = h.bridge.workflows[("default", "a")]
+        assert a.job.stages[0].finished == 1 and a.stages[0].failed == 1  # a-x-1: retried
+        assert h.released() == ["a-x-1-r1", "c-z-0"]
+        assert h.metrics.value("idlegate_pods_created_total") == created + 2
+        assert h.bridge.busy == 2
+        # the same again is a no-op
+        await intake.rebuild(h.bridge)
+        await h.settle()
+        assert h.released() == ["a-x-1-r1", "c-z-0"] and h.bridge.busy == 2
+
+    asyncio.run(scenario())
+
+
+# -- /metrics and /readyz --------------------------------------------------------------------
+
+
+def _get(url: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def test_metrics_and_readiness_are_served_on_one_port():
+    metrics = Metrics(4, "fair")
+    state = {"ready": (False, "rebuilding the state from the API")}
+
+    async def scenario() -> list[tuple[int, bytes]]:
+        endpoints = Endpoints(metrics, lambda: state["ready"])
+        port = await endpoints.start(0, "127.0.0.1")
+        base = f"http://127.0.0.1:{port}"
+        loop = asyncio.get_running_loop()
+        try:
+            answers = [await loop.run_in_executor(None, _get, f"{base}/readyz")]
+            state["ready"] = (True, "ok")
+            answers.append(await loop.run_in_executor(None, _get, f"{base}/readyz"))
+            answers.append(await loop.run_in_executor(None, _get, f"{base}/metrics"))
+        finally:
+            await endpoints.stop()
+        assert endpoints.port is None
+        return answers
+
+    (status, body), (status_after, body_after), (status_metrics, text) = asyncio.run(scenario())
+    assert (status, json.loads(body)) == (
+        503,
+        {"ready": False, "reason": "rebuilding the state from the API"},
+    )
+    assert (status_after, json.loads(body_after)) == (200, {"ready": True, "reason": "ok"})
+    assert status_metrics == 200
+    for name in ("idlegate_pending_workflows", "idlegate_api_up", "idlegate_crd_missing"):
+        assert f"\n{name} " in text.decode(), name
+
+
+def test_the_outage_event_is_about_the_operators_own_pod(monkeypatch):
+    monkeypatch.delenv("POD_ID", raising=False)
+    assert OperatorPod.from_env() is None
+    monkeypatch.setenv("POD_ID", "idlegate-operator-7d9f")
+    monkeypatch.setenv("POD_NAMESPACE", "idlegate-system")
+    monkeypatch.setenv("POD_UID", "u-1")
+    assert OperatorPod.from_env().object_reference() == {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "namespace": "idlegate-system",
+        "name": "idlegate-operator-7d9f",
+        "uid": "u-1",
+    }
+
+
+# -- end to end ------------------------------------------------------------------------------
+
+_namespaces = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
+    yield from serving_crd(tmp_path_factory.mktemp("k8s"))
+
+
+@pytest.fixture(scope="module")
+def proxy(api: ApiServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultProxy]:
+    with FaultProxy(api, tmp_path_factory.mktemp("proxy")) as p:
+        yield p
+
+
+def _namespace(api: ApiServer) -> str:
+    name = f"outage-{os.getpid() % 10000}-{next(_namespaces)}"
+    api.create("namespaces", {"metadata": {"name": name}})
+    return name
+
+
+def _readyz(port: int | None) -> tuple[int, dict[str, Any]]:
+    status, body = _get(f"http://127.0.0.1:{port}/readyz")
+    return status, json.loads(body)
+
+
+def _phase(api: ApiServer, ns: str, name: str) -> str | None:
+    return ((api.get(DWF, ns, name) or {}).get("status") or {}).get("phase")
+
+
+OUTAGE = 60.0
+"""Wall seconds of the outage: longer than kopf's default watch back-off (54 s)."""
+
+
+@pytest.mark.slow
+def test_an_outage_longer_than_kopfs_back_off_is_survived_seen_and_caught_up(
+    api, proxy, monkeypatch
+):
+    ns = _namespace(api)
+    monkeypatch.setenv("POD_ID", "idlegate-operator-0")
+    monkeypatch.setenv("POD_NAMESPACE", ns)
+    monitor = PodMonitor(api, ns)
+    pool = 4
+    long = workflow("long", stage("a", 4, 20 * SPEED), stage("b", 4, 1 * SPEED, ("a",)))
+    doomed = workflow("doomed", stage("a", 2, 1 * SPEED))
+    with (
+        SimKubelet(api, ns, time_factor=1 / SPEED),
+        running_operator(
+            api,
+            ns,
+            pool=pool,
+            kubeconfig=proxy.kubeconfig,
+            metrics_port=0,
+            listen_host="127.0.0.1",
+        ) as op,
+    ):
+        m, port = op.metrics, op.metrics_port
+        wait(lambda: _readyz(port)[0] == 200, 10, "ready")
+        api.create(DWF, long, namespace=ns)
+        api.create(DWF, doomed, namespace=ns)
+        wait(lambda: len(monitor.occupying) == pool, 20, "the pool to fill")
+        started = time.monotonic()
+        proxy.set(outage=True)
+        wait(lambda: not op.health.up, 10, "the outage to be seen")
+        status, body = _readyz(port)
+        assert status == 503 and "the API server has not answered for" in body["reason"]
+        assert m.value("idlegate_api_up") == 0
+        # unseen by the operator: a workflow deleted, another created, long's stage a ends
+        api.delete(DWF, ns, "doomed")
+        api.create(DWF, workflow("late", stage("a", 1, 1 * SPEED)), namespace=ns)
+        wait(lambda: not monitor.occupying, 30, "stage a to end during the outage")
+        time.sleep(max(0.0, started + OUTAGE - time.monotonic()))
+        assert _readyz(port)[0] == 503 and op.bridge.busy == pool  # stale, as api_up says
+        proxy.set(outage=False)
+        back = time.monotonic()
+        wait(lambda: _readyz(port)[0] == 200, 5, "ready again")
+        wait(lambda: len(monitor.occupying) == pool, 5, "the pool to fill again")
+        refilled = time.monotonic() - back
+        wait(lambda: _phase(api, ns, "long") == _phase(api, ns, "late") == "Succeeded", 30, "done")
+        assert api.get(DWF, ns, "doomed") is None and (ns, "doomed") not in op.bridge.workflows
+        wait(lambda: op.bridge.busy == 0, 5, "no executor busy")
+        mine = "involvedObject.name=idlegate-operator-0"
+        events = wait(lambda: api.list("events", ns, field_selector=mine), 5, "the Event")
+        unreachable = m.value("idlegate_api_unreachable_seconds_total")
+        restarts = {
+            r: m.value("idlegate_watch_restarts_total", resource=r)
+            for r in ("pods", "dagworkflows")
+        }
+        up = m.value("idlegate_api_up")
+    print(f"pool full again {refilled:.2f} s after the API's return; {restarts=}")
+    assert refilled < 2.0 * 2  # the issue's target is 2 s; slack for a loaded machine
+    assert OUTAGE - 5 <= unreachable <= OUTAGE + 5 and up == 1
+    # each watch was retried beyond what kopf's default back-off allows, and kept on
+    assert min(restarts.values()) > KOPF_DEFAULT_RETRIES
+    ((event,),) = [events]
+    assert (event["type"], event["reason"], event["involvedObject"]["kind"]) == (
+        "Warning",
+        "ApiUnreachable",
+        "Pod",
+    )
+    assert "did not answer the operator for" in event["message"], event["message"]
+    assert not monitor.duplicates and monitor.max_total <= pool
+    monitor.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_without_the_crd_the_operator_waits_for_it_then_serves(tmp_path: Path):
+    port = _free_port()
+    seen: dict[str, Any] = {}
+
+    def install_when_waiting(api: ApiServer) -> None:
+        """While the operator waits: readiness and the gauge say why; then the CRD."""
+        try:
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                try:
+                    seen["readyz"] = _readyz(port)
+                    metrics = _get(f"http://127.0.0.1:{port}/metrics")[1].decode()
+                except OSError:
+                    time.sleep(0.05)
+                    continue
+                if "\nidlegate_crd_missing 1.0" in metrics:
+                    seen["metrics"] = metrics
+                    break
+                time.sleep(0.05)
+            time.sleep(1.0)  # a few looks more: it keeps waiting, quietly
+        finally:
+            api.create("customresourcedefinitions", render_crd())
+
+    with ApiServer(tmp_path) as api:
+        ns = _namespace(api)
+        installer = threading.Thread(target=install_when_waiting, args=(api,), daemon=True)
+        installer.start()
+        with (
+            SimKubelet(api, ns, time_factor=1 / SPEED),
+            running_operator(
+                api, ns, pool=1, metrics_port=port, listen_host="127.0.0.1", crd_retry_interval=0.2
+            ) as op,
+        ):
+            installer.join(5)
+            assert _readyz(port)[0] == 200
+            assert op.metrics.value("idlegate_crd_missing") == 0
+            api.create(DWF, workflow("first", stage("a", 1, 1 * SPEED)), namespace=ns)
+            wait(lambda: _phase(api, ns, "first") == "Succeeded", 20, "the first workflow")
+        api.assert_no_internal_errors()
+    status, body = seen["readyz"]
+    assert status == 503 and body["reason"].startswith("the DagWorkflow CRD is not installed")
+    assert "kubectl apply -k deploy/base" in body["reason"]
+    assert "metrics" in seen, "idlegate_crd_missing never said 1"
