@@ -34,6 +34,7 @@ after the horizon, which are the same for every candidate a planner compares.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -70,6 +71,14 @@ def remaining_flow_estimate(cluster: Cluster) -> float:
     return total
 
 
+class Rollout(NamedTuple):
+    """What one simulated future gave: its cost C and the time it was cut at."""
+
+    cost: float
+    end: float
+    """t₀ + H, or earlier when the scheduler used up `max_decisions`."""
+
+
 def rollout_cost(
     cluster: Cluster,
     scheduler: Scheduler,
@@ -87,6 +96,34 @@ def rollout_cost(
     None lets `scheduler` decide from the start. `rng_seed` seeds the scheduler's own
     random choices.
     """
+    return rollout(
+        cluster,
+        scheduler,
+        future,
+        horizon,
+        first=first,
+        terminal_weight=terminal_weight,
+        rng_seed=rng_seed,
+    ).cost
+
+
+def rollout(
+    cluster: Cluster,
+    scheduler: Scheduler,
+    future: Future,
+    horizon: float,
+    *,
+    first: Action | None = None,
+    terminal_weight: float = 1.0,
+    rng_seed: int = 0,
+    max_decisions: int | None = None,
+) -> Rollout:
+    """`rollout_cost`, also cut short once `scheduler` made `max_decisions` decisions.
+
+    A cut rollout ends at the time of the event whose round used up the budget, with the
+    integral up to then and R from then: a planner that cuts its costliest candidate
+    this way compares the others over the same shorter horizon (an adaptive horizon).
+    """
     sim = planning_fork(cluster)
     scheduler.reset(np.random.default_rng(rng_seed))
     start_area = sim.jobs_time_integral
@@ -101,12 +138,20 @@ def rollout_cost(
         if first is not None:
             engine.start(sim.apply(_on_fork(sim, first), now), now)  # type: ignore[arg-type]
         engine.schedule()
-    engine.run(end)
+    if max_decisions is None:
+        engine.run(end)
+    else:
+        limit = sim.decisions + max_decisions
+        while engine.peek() <= end:
+            engine.step()
+            if sim.decisions >= limit:
+                end = sim.now
+                break
     sim.advance(end)  # run stops earlier when no event is left
     cost = sim.jobs_time_integral - start_area
     if terminal_weight:
         cost += terminal_weight * remaining_flow_estimate(sim)
-    return cost
+    return Rollout(cost, end)
 
 
 def planning_fork(cluster: Cluster) -> Cluster:
