@@ -796,6 +796,8 @@ def test_k8s_batch_offered_load_is_realised(options: dict):
     assert realised == pytest.approx(expected, rel=0.05)
     if "load" in options:
         assert expected == pytest.approx(options["load"])
+    else:  # what reports show as the mean interarrival: (1 - 0.3) * 900 s / 3.5
+        assert config.mean_interarrival(lambda: 1.0, 40) == pytest.approx(180)
 
 
 def test_k8s_pod_durations_include_the_start_latency_and_average_the_estimate():

@@ -39,6 +39,7 @@ order, so the first n jobs do not depend on how many are drawn.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from statistics import NormalDist
@@ -118,10 +119,14 @@ class K8sBatchConfig(ArrivalOptions):
             )
         return self
 
-    def mean_gap(self) -> float:
-        """The merged stream's mean gap between jobs (seconds)."""
+    def mean_interarrival(self, mean_work: Callable[[], float], num_executors: int) -> float:
+        """The merged stream's mean gap: from `burst_size`, else `ArrivalOptions`'."""
         if self.burst_size is not None:
             return (1 - self.adhoc_fraction) * self.period / self.burst_size
+        return super().mean_interarrival(mean_work, num_executors)
+
+    def mean_gap(self) -> float:
+        """The merged stream's mean gap between jobs (seconds)."""
         return self.mean_interarrival(lambda: mean_pipeline_work(self), self.num_executors)
 
 
