@@ -246,7 +246,7 @@ class Cluster:
             if stage.launched >= stage.tasks:
                 raise IllegalDecisionError(f"{job.name}/{stage.name}: more tasks than it has")
             stage.launched += 1
-            claimed.append(self._start(self._claim(executor, job), stage, True).executor)
+            claimed.append(self._start([self._claim(executor, job)], stage)[0].executor)
         for index in delayed:
             job.stages[index].delayed = True
         for index, until in (idle_until or {}).items():
@@ -288,10 +288,14 @@ class Cluster:
         return len(self._free.get(job, ()))
 
     def can_schedule(self) -> bool:
-        if self.free_executors == 0:
-            return False
         free = self.free_executors
-        return any(not s.gang or s.tasks <= free for j in self.jobs for s in j.runnable)
+        if free == 0:
+            return False
+        for job in self.jobs:
+            for stage in job.runnable:
+                if not stage.gang or stage.tasks <= free:
+                    return True
+        return False
 
     def decide_once(self, scheduler: Scheduler, now: float) -> tuple[Action, list[Launch]] | None:
         """One question of a decision round: ask `scheduler` once and apply its answer.
@@ -302,7 +306,8 @@ class Cluster:
         that steps the machine itself (the operator, the Gymnasium env) can answer in
         another way without losing what earlier steps launched.
         """
-        self.advance(now)
+        if now != self.now:
+            self.advance(now)
         if not self.can_schedule():
             return None
         action = scheduler.decide(self)
@@ -318,7 +323,8 @@ class Cluster:
     def apply(self, decision: Decision, now: float) -> list[Launch]:
         """Carry out one decision; raises IllegalDecisionError, changing nothing, if it is not
         legal now."""
-        self.advance(now)
+        if now != self.now:
+            self.advance(now)
         stage, cap, delay = decision.stage, decision.parallelism_cap, decision.idle_delay
         job = stage.job
         self.check(decision)
@@ -333,7 +339,7 @@ class Cluster:
             self._emit("idle", job.id, stage.index, delay)
             return []
         n = min(self.free_executors, cap - job.held, stage.tasks - stage.launched)
-        launches = [self._start(self._take_executor(job), stage, True) for _ in range(n)]
+        launches = self._start(self._take_executors(job, n), stage)
         stage.launched += n
         job.unlaunched -= n
         if stage.launched == stage.tasks:
@@ -395,15 +401,19 @@ class Cluster:
                 f"but the cap {cap} and {self.free_executors} free executors allow {n}"
             )
 
-    def _take_executor(self, job: Job) -> int:
+    def _take_executors(self, job: Job, n: int) -> list[int]:
         # prefer executors already local to the job (no moving delay), then unattached ones
-        pool = self._free.get(job)
-        if not pool:
-            pool = self._free[None]
+        free = self._free
+        taken = []
+        for _ in range(n):
+            pool = free.get(job)
             if not pool:
-                pool = next(p for p in self._free.values() if p)
-        self.free_executors -= 1
-        return pool.pop()
+                pool = free[None]
+                if not pool:
+                    pool = next(p for p in free.values() if p)
+            taken.append(pool.pop())
+        self.free_executors -= n
+        return taken
 
     def _claim(self, executor: int | None, job: Job) -> int:
         """Take a specific free executor (or, for None or a taken one, any free one)."""
@@ -417,17 +427,22 @@ class Cluster:
                 pool.remove(executor)
                 self.free_executors -= 1
                 return executor
-        return self._take_executor(job)
+        return self._take_executors(job, 1)[0]
 
-    def _start(self, executor: int, stage: Stage, first: bool) -> Launch:
-        job = stage.job
-        moved = self._exec_job[executor] is not job
-        self._exec_job[executor] = job
-        self._busy_since[executor] = self._task_start[executor] = self.now
-        self._exec_stage[executor] = stage
-        stage.executors += 1
-        job.held += 1
-        return Launch(executor, stage, first, moved)
+    def _start(self, executors: list[int], stage: Stage) -> list[Launch]:
+        """Each of `executors` starts its first task on `stage`."""
+        job, now = stage.job, self.now
+        exec_job, exec_stage = self._exec_job, self._exec_stage
+        busy_since, task_start = self._busy_since, self._task_start
+        launches = []
+        for executor in executors:
+            launches.append(Launch(executor, stage, True, exec_job[executor] is not job))
+            exec_job[executor] = job
+            exec_stage[executor] = stage
+            busy_since[executor] = task_start[executor] = now
+        stage.executors += len(executors)
+        job.held += len(executors)
+        return launches
 
     def _out_of_tasks(self, stage: Stage) -> None:
         stage.job.runnable.remove(stage)

@@ -342,10 +342,13 @@ class Engine:
     def _close(self) -> None:
         """End the decision point: start its launches, arm its idle slots' timers."""
         launches, self._round = self._round, None
-        self.start(launches or (), self.now)
-        for stage in self.cluster.new_timers:
-            self.push_idle_end(stage)
-        self.cluster.new_timers.clear()
+        if launches:
+            self.start(launches, self.now)
+        timers = self.cluster.new_timers
+        if timers:
+            for stage in timers:
+                self.push_idle_end(stage)
+            timers.clear()
 
     def run(self, until: float = inf) -> float:
         """Step until the next event is after `until` (the clock then moves to `until`), no
