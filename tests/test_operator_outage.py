@@ -217,8 +217,20 @@ def test_metrics_and_readiness_are_served_on_one_port():
     )
     assert (status_after, json.loads(body_after)) == (200, {"ready": True, "reason": "ok"})
     assert status_metrics == 200
-    for name in ("idlegate_pending_workflows", "idlegate_api_up", "idlegate_crd_missing"):
-        assert f"\n{name} " in text.decode(), name
+    for name in (
+        "idlegate_workflow_completion_time_seconds_bucket",
+        "idlegate_pending_workflows",
+        "idlegate_busy_executors",
+        "idlegate_executors 4.0",
+        "idlegate_idle_inserted_seconds_total",
+        'idlegate_decisions_total{kind="idle"}',
+        "idlegate_decision_duration_seconds_bucket",
+        "idlegate_gate_removals_total",
+        "idlegate_api_up 1.0",
+        "idlegate_crd_missing 0.0",
+        'idlegate_watch_restarts_total{resource="pods"}',
+    ):
+        assert name in text.decode(), name
 
 
 def test_the_outage_event_is_about_the_operators_own_pod(monkeypatch):

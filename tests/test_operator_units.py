@@ -263,28 +263,6 @@ def test_the_operator_modules_import_each_other_without_a_cycle():
         raise AssertionError(f"operator/ imports in a circle: {' -> '.join(exc.args[1])}") from None
 
 
-def test_metrics_endpoint_serves_the_series():
-    import urllib.request
-
-    metrics = Metrics(4, "fair")
-    port = metrics.serve(0, "127.0.0.1")
-    try:
-        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    finally:
-        metrics.stop()
-    for name in (
-        "idlegate_workflow_completion_time_seconds_bucket",
-        "idlegate_pending_workflows",
-        "idlegate_busy_executors",
-        "idlegate_executors 4.0",
-        "idlegate_idle_inserted_seconds_total",
-        'idlegate_decisions_total{kind="idle"}',
-        "idlegate_decision_duration_seconds_bucket",
-        "idlegate_gate_removals_total",
-    ):
-        assert name in text, name
-
-
 # -- the process: no torch, and the CLI ---------------------------------------------------------------
 
 

@@ -1,14 +1,12 @@
 """Prometheus metrics of the operator, named in the style of Kueue's (``idlegate_*``).
 
 Every :class:`Metrics` has its own registry (several operators may live in one test
-process); :meth:`Metrics.serve` exposes it at ``/metrics``.
+process); :class:`idlegate.operator.endpoints.Endpoints` serves it at ``/metrics``.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 JCT_BUCKETS = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 43200, 86400)
 ADMISSION_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 300, 1800, 3600)
@@ -162,19 +160,6 @@ class Metrics:
             "idlegate_operator_info", "The operator's policy (value 1).", ["policy"], registry=r
         )
         self.info.labels(policy).set(1)
-        self._server: Any = None
-
-    def serve(self, port: int, host: str = "0.0.0.0") -> int:
-        """Serve ``/metrics`` on `port` (0: any free port) in a thread; returns the port."""
-        server, _thread = start_http_server(port, addr=host, registry=self.registry)
-        self._server = server
-        return int(server.server_address[1])
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
 
     def value(self, name: str, **labels: str) -> float:
         """The current value of one sample (tests and the probe): 0.0 if absent."""
