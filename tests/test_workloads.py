@@ -779,7 +779,7 @@ def test_k8s_batch_cron_bursts_and_adhoc_share():
     assert all(j.name.startswith("cron-") for j in cron_only.jobs)
     hourly = _k8s(2, num_jobs=200, adhoc_fraction=0, burst_size=5, period=3600)
     assert np.all(np.array([j.time for j in hourly.jobs]) % 3600 < 60)
-    mixed = _k8s(2, num_jobs=4000, adhoc_fraction=0.3)
+    mixed = _k8s(2, num_jobs=2000, adhoc_fraction=0.3)
     adhoc = [j for j in mixed.jobs if j.name.startswith("adhoc-")]
     assert len(adhoc) / len(mixed.jobs) == pytest.approx(0.3, abs=0.03)
     off_burst = [j.time % 900 >= 60 for j in adhoc]
@@ -789,7 +789,7 @@ def test_k8s_batch_cron_bursts_and_adhoc_share():
 @pytest.mark.parametrize("options", [{"load": 0.5}, {"burst_size": 3.5}, {"load": 0.9}])
 def test_k8s_batch_offered_load_is_realised(options: dict):
     config = workload_config("k8s-batch", **options)
-    w = _k8s(9, num_jobs=6000, **options)
+    w = _k8s(9, num_jobs=3000, **options)
     work = sum(j.dag.total_work for j in w.jobs)
     realised = work / w.jobs[-1].time / w.num_executors
     expected = mean_job_work(config) / config.mean_gap() / w.num_executors

@@ -191,30 +191,43 @@ def _draw_shape(rng: np.random.Generator) -> _Pipeline:
     return _Pipeline(shape, stages)
 
 
+def _run_times(rng: np.random.Generator, plan: _Pipeline, c: K8sBatchConfig) -> list[float]:
+    """Each stage's pod run time (seconds, without the start latency)."""
+    runs = []
+    for _, kind, _, _ in plan.stages:
+        median, sigma = _STAGE_KINDS[kind]
+        run = round(median * c.duration_scale * math.exp(sigma * rng.standard_normal()), 1)
+        runs.append(min(max(run, 1.0), MAX_TASK_SECONDS - c.start_latency))
+    return runs
+
+
 def _draw_pipeline(
     rng: np.random.Generator, c: K8sBatchConfig
 ) -> tuple[str, Dag, tuple[float, ...]]:
     """One pipeline: its label, its DAG (estimates include the start latency) and its
     stages' run times without the latency."""
     plan = _draw_shape(rng)
-    runs, specs = [], []
-    for name, kind, pods, parents in plan.stages:
-        median, sigma = _STAGE_KINDS[kind]
-        run = round(median * c.duration_scale * math.exp(sigma * rng.standard_normal()), 1)
-        run = min(max(run, 1.0), MAX_TASK_SECONDS - c.start_latency)
-        runs.append(run)
-        estimate = c.start_latency + run
-        specs.append(
-            StageSpec(name=name, tasks=pods, task_duration_seconds=estimate, depends_on=parents)
+    runs = _run_times(rng, plan, c)
+    specs = tuple(
+        StageSpec(
+            name=name, tasks=pods, task_duration_seconds=c.start_latency + run, depends_on=parents
         )
-    return plan.label, Dag.from_spec(WorkflowSpec(stages=tuple(specs))), tuple(runs)
+        for (name, _, pods, parents), run in zip(plan.stages, runs, strict=True)
+    )
+    return plan.label, Dag.from_spec(WorkflowSpec(stages=specs)), tuple(runs)
 
 
 @lru_cache(maxsize=64)
 def _mean_work(duration_scale: float, start_latency: float) -> float:
+    """The mean of `Dag.total_work` over a fixed-seed sample, without building the DAGs."""
     rng = np.random.default_rng(ESTIMATE_SEED)
     c = K8sBatchConfig(duration_scale=duration_scale, start_latency=start_latency)
-    return float(np.mean([_draw_pipeline(rng, c)[1].total_work for _ in range(ESTIMATE_SAMPLES)]))
+    total = 0.0
+    for _ in range(ESTIMATE_SAMPLES):
+        plan = _draw_shape(rng)
+        runs = _run_times(rng, plan, c)
+        total += sum(s[2] * (start_latency + r) for s, r in zip(plan.stages, runs, strict=True))
+    return total / ESTIMATE_SAMPLES
 
 
 def mean_pipeline_work(config: K8sBatchConfig) -> float:
