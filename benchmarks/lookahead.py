@@ -1,15 +1,20 @@
-"""The lookahead planner against its base: quality (paired per seed) and decision time.
+"""The lookahead planner against its base and fair: quality (paired per seed) and planning time.
 
     python benchmarks/lookahead.py --workload tpch-like -k 10 --load 0.85 --jobs-count 61 \
-        --base srpt --seeds 5 [-o mode=decision -o samples=4]
+        --base srpt --seeds 5 [-o mode=decision -o samples=4] [--also "race=0.05&samples=1"]
 
-With `--oracle` the planner is told the true remaining arrivals (one future, the real
-one) instead of sampling them: the ceiling of what its estimates could give.
+`-o KEY=VALUE` are the planner's options (`LookaheadConfig`); each `--also QUERY` adds a
+planner with those options instead (``KEY=VALUE&KEY=VALUE``; "" for the defaults),
+run on the same seeds, so option changes are compared side by side in one run: its row
+says how its mean JCT differs from the first planner's, paired per seed. With `--oracle`
+every planner is told the true remaining arrivals (one future, the real one) instead of
+sampling them: the ceiling of what its estimates could give.
 
-For each seed both schedulers run on the same arrival sequence; the table gives their
-average JCTs, the paired change of the planner against its base, how many decisions the
-planner simulated futures for (`planned`), how often it overruled the base, and the wall
-time of a planned decision (p50 / p99), measured side by side in one process.
+For each seed every scheduler runs on the same arrival sequence. The table gives mean,
+p95 and maximum JCT (each averaged over seeds), the paired change of the mean against
+the base and against fair, and the p95 against fair's; then, per planner, how many
+decisions it simulated futures for (`planned`: switch mode's plans), how often it
+overruled the base, and the wall time of a plan (p50 / p99), measured in one process.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -26,7 +32,6 @@ from idlegate.policy.lookahead import LookaheadScheduler
 from idlegate.sim.engine import simulate
 from idlegate.sim.metrics import paired_relative_change
 from idlegate.sim.rollout import Future
-from idlegate.sim.workloads import build_workload
 
 
 class OraclePlanner(LookaheadScheduler):
@@ -38,58 +43,102 @@ class OraclePlanner(LookaheadScheduler):
         return [Future(tuple(a for a in self.arrivals if a.time > view.now), 0)]
 
 
+@dataclass
+class Row:
+    """One scheduler's per-seed results."""
+
+    label: str
+    spec: SchedulerSpec
+    mean: list[float] = field(default_factory=list)
+    p95: list[float] = field(default_factory=list)
+    worst: list[float] = field(default_factory=list)
+    plan_ms: list[float] = field(default_factory=list)
+    planned: int = 0
+    decisions: int = 0
+    changed: int = 0
+
+    def add(self, jcts: list[float]) -> None:
+        self.mean.append(float(np.mean(jcts)))
+        self.p95.append(float(np.percentile(jcts, 95)))
+        self.worst.append(float(np.max(jcts)))
+
+
+def rows_of(args: argparse.Namespace) -> list[Row]:
+    base = SchedulerSpec.parse(args.base)
+    rows = [Row(args.base, base), Row("fair", SchedulerSpec.parse("fair"))]
+    queries = ["&".join(args.option), *args.also]
+    for i, query in enumerate(queries):
+        spec = SchedulerSpec.parse(f"lookahead{'?' + query if query else ''}:{args.base}")
+        rows.append(Row(f"lookahead {i + 1}" if len(queries) > 1 else "lookahead", spec))
+    return rows
+
+
+def run_seed(args: argparse.Namespace, rows: list[Row], workload_options: dict, seed: int) -> None:
+    from idlegate.sim.workloads import build_workload
+
+    w = build_workload(args.workload, seed, **workload_options)
+    for row in rows:
+        scheduler = make_scheduler(row.spec)
+        if isinstance(scheduler, LookaheadScheduler) and args.oracle:
+            scheduler.__class__ = OraclePlanner
+            scheduler.arrivals = w.jobs
+        result = simulate(w, scheduler, seed)
+        row.add([r.jct for r in result.records])
+        if isinstance(scheduler, LookaheadScheduler):
+            s = scheduler.stats
+            row.planned += s.planned
+            row.decisions += s.decisions
+            row.changed += s.changed
+            row.plan_ms += [x * 1000.0 for x in s.plan_seconds]
+    print(
+        f"seed {seed}: " + ", ".join(f"{r.label} {r.mean[-1]:.2f} s" for r in rows),
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def change(values: list[float], baseline: list[float]) -> str:
+    c = paired_relative_change(values, baseline)
+    return f"{c.mean:+.1%} ± {c.half_width:.1%}"
+
+
+def report(args: argparse.Namespace, rows: list[Row], workload_options: dict) -> None:
+    base, fair = rows[0], rows[1]
+    oracle = ", true future (oracle)" if args.oracle else ""
+    print(f"workload {args.workload} {workload_options}, seeds {args.seeds}{oracle}")
+    print(
+        "| scheduler | mean JCT | p95 | max | mean vs base | mean vs fair | p95 vs fair |"
+        " vs lookahead 1 |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    first = rows[2]
+    for row in rows:
+        versus_first = change(row.mean, first.mean) if row is not first and row.planned else ""
+        print(
+            f"| {row.spec.format()} | {np.mean(row.mean):.2f} | {np.mean(row.p95):.2f} | "
+            f"{np.mean(row.worst):.2f} | {change(row.mean, base.mean)} | "
+            f"{change(row.mean, fair.mean)} | {change(row.p95, fair.p95)} | {versus_first} |"
+        )
+    for row in rows[2:]:
+        ms = np.array(row.plan_ms) if row.plan_ms else np.zeros(1)
+        print(
+            f"{row.spec.format()}: planned {row.planned} of {row.decisions} decisions, "
+            f"overruled the base {row.changed} times; planning time p50 "
+            f"{np.percentile(ms, 50):.1f} ms, p99 {np.percentile(ms, 99):.1f} ms"
+        )
+
+
 def run(args: argparse.Namespace) -> None:
     workload_options = {"num_executors": args.executors, "load": args.load}
     if args.jobs_count:
         workload_options["num_stream"] = args.jobs_count - 1
     workload_options = {k: v for k, v in workload_options.items() if v is not None}
-    # -o KEY=VALUE are the planner's spec parameters: lookahead?KEY=VALUE&…:BASE
-    query = "?" + "&".join(args.option) if args.option else ""
-    spec = SchedulerSpec.parse(f"lookahead{query}:{args.base}")
-    planner_options = spec.keywords()
-    base_jct, plan_jct, plan_times = [], [], []
-    planned = decisions = changed = 0
+    rows = rows_of(args)
     started = time.perf_counter()
     for seed in range(args.first_seed, args.first_seed + args.seeds):
-        w = build_workload(args.workload, seed, **workload_options)
-        base = simulate(w, make_scheduler(spec.base or args.base), seed)
-        planner = make_scheduler(spec)
-        if not isinstance(planner, LookaheadScheduler):  # make_scheduler's contract
-            raise IdlegateError(f"{spec} did not build a planner")
-        if args.oracle:
-            planner.__class__ = OraclePlanner
-            planner.arrivals = w.jobs
-        result = simulate(w, planner, seed)
-        base_jct.append(float(np.mean([r.jct for r in base.records])))
-        plan_jct.append(float(np.mean([r.jct for r in result.records])))
-        s = planner.stats
-        planned += s.planned
-        decisions += s.decisions
-        changed += s.changed
-        plan_times += s.plan_seconds
-        print(
-            f"seed {seed}: {args.base} {base_jct[-1]:.2f} s, lookahead {plan_jct[-1]:.2f} s",
-            file=sys.stderr,
-            flush=True,
-        )
-    change = paired_relative_change(plan_jct, base_jct)
-    ms = np.array(plan_times) * 1000.0 if plan_times else np.zeros(1)
-    oracle = ", true future (oracle)" if args.oracle else ""
-    print(
-        f"workload {args.workload} {workload_options}, seeds {args.seeds}, "
-        f"options {planner_options}{oracle}"
-    )
-    print("| base | base avg JCT | lookahead avg JCT | change (paired, 95 % CI) |")
-    print("|---|---:|---:|---:|")
-    print(
-        f"| {args.base} | {np.mean(base_jct):.2f} | {np.mean(plan_jct):.2f} | "
-        f"{change.mean:+.1%} ± {change.half_width:.1%} |"
-    )
-    print(
-        f"planned {planned} of {decisions} decisions, overruled the base {changed} times; "
-        f"planning time p50 {np.percentile(ms, 50):.1f} ms, p99 {np.percentile(ms, 99):.1f} ms; "
-        f"{time.perf_counter() - started:.0f} s in all"
-    )
+        run_seed(args, rows, workload_options, seed)
+    report(args, rows, workload_options)
+    print(f"{time.perf_counter() - started:.0f} s in all")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -103,6 +152,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--first-seed", type=int, default=1000)
     parser.add_argument("--oracle", action="store_true", help="plan with the true future")
     parser.add_argument("-o", "--option", action="append", default=[], help="planner KEY=VALUE")
+    parser.add_argument(
+        "--also", action="append", default=[], help="another planner's options, KEY=V&KEY=V"
+    )
     args = parser.parse_args(argv)
     try:
         run(args)
