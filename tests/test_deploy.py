@@ -206,9 +206,17 @@ def test_operator_deployment_shape(built):
     assert container["args"][1] == pool[0]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports == {"metrics": 9090, "health": 8080}
-    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+    for probe in ("startupProbe", "livenessProbe"):
         get = container[probe]["httpGet"]
         assert (get["path"], ports[get["port"]]) == ("/healthz", 8080), probe
+    get = container["readinessProbe"]["httpGet"]
+    assert (get["path"], ports[get["port"]]) == ("/readyz", 9090)
+    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"]}
+    assert env == {
+        "POD_ID": "metadata.name",
+        "POD_NAMESPACE": "metadata.namespace",
+        "POD_UID": "metadata.uid",
+    }
     assert container["image"] == "idlegate-operator:dev"
 
 
@@ -438,6 +446,7 @@ def test_readme_documents_the_deploy_commands():
         "--pool-size",
         "--standalone",
         "/healthz",
+        "/readyz",
         "/metrics",
         "idlegate.io/release",
     ):

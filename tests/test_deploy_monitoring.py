@@ -202,8 +202,20 @@ def test_dashboard_queries_only_metrics_the_operator_exports():
         "idlegate_executors",
         "idlegate_idle_inserted_seconds_total",
         "idlegate_decision_duration_seconds_bucket",
+        "idlegate_api_up",
+        "idlegate_api_unreachable_seconds_total",
+        "idlegate_watch_restarts_total",
+        "idlegate_crd_missing",
     ):
         assert series in used, series
+
+
+def test_dashboard_marks_outages_on_every_panel():
+    """While the API server does not answer, the gauges are stale: an annotation says so."""
+    (outage,) = _dashboard()["annotations"]["list"]
+    assert outage["enable"] and outage["datasource"]["uid"] == "${datasource}"
+    assert re.findall(r"\bidlegate_\w+", outage["expr"]) == ["idlegate_api_up"]
+    assert outage["expr"].endswith("== 0")
 
 
 def test_dashboard_panels_do_not_overlap():
