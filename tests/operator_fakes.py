@@ -63,13 +63,34 @@ class FakeKube:
         self.calls: list[str] = []
         self.fail: dict[str, list[ApiError]] = {}
         """Per method name, errors to raise on the next calls (failure injection)."""
+        self.fault: Callable[[str], ApiError | None] | None = None
+        """Asked before every call (with the method's name): an error to raise instead of
+        answering (an outage, a storm of 429s), or None."""
+        self.lose: dict[str, int] = {}
+        """Per method name, how many of the next calls take effect but lose their answer
+        (the connection drops after the server acted: the caller sees no response)."""
+        self.done: list[tuple[float, str, str]] = []
+        """Writes that took effect: (loop time, method, object name)."""
+        self.attempts: list[tuple[float, str, str]] = []
+        """Every call: (loop time, method, object name or "")."""
         self._uids = itertools.count(1)
 
-    def _maybe_fail(self, method: str) -> None:
+    def _maybe_fail(self, method: str, name: str = "") -> None:
         self.calls.append(method)
+        self.attempts.append((asyncio.get_running_loop().time(), method, name))
         queue = self.fail.get(method)
         if queue:
             raise queue.pop(0)
+        error = self.fault(method) if self.fault is not None else None
+        if error is not None:
+            raise error
+
+    def _took_effect(self, method: str, name: str) -> None:
+        """A write took effect; its answer is lost if `lose` says so."""
+        self.done.append((asyncio.get_running_loop().time(), method, name))
+        if self.lose.get(method):
+            self.lose[method] -= 1
+            raise ApiError(0, "ProtocolError", f"{method} {name}: connection reset by peer")
 
     def add_namespace(self, name: str, **metadata: Any) -> dict[str, Any]:
         """A Namespace (`metadata`: its labels, annotations)."""
@@ -112,25 +133,26 @@ class FakeKube:
         return out
 
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
-        self._maybe_fail("get_pod")
+        self._maybe_fail("get_pod", name)
         pod = self.pods.get((namespace, name))
         if pod is None:
             raise ApiError(404, "NotFound", f'pods "{name}" not found')
         return copy.deepcopy(pod)
 
     async def create_pod(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        self._maybe_fail("create_pod")
         name = body["metadata"]["name"]
+        self._maybe_fail("create_pod", name)
         if (namespace, name) in self.pods:
             raise ApiError(409, "AlreadyExists", f'pods "{name}" already exists')
         pod = copy.deepcopy(body)
         pod["metadata"]["uid"] = f"pod-{next(self._uids)}"
         pod["status"] = {"phase": "Pending"}
         self.pods[(namespace, name)] = pod
+        self._took_effect("create_pod", name)
         return copy.deepcopy(pod)
 
     async def patch_pod(self, namespace: str, name: str, ops: list[dict[str, Any]]) -> dict:
-        self._maybe_fail("patch_pod")
+        self._maybe_fail("patch_pod", name)
         pod = self.pods.get((namespace, name))
         if pod is None:
             raise ApiError(404, "NotFound", f'pods "{name}" not found')
@@ -138,19 +160,21 @@ class FakeKube:
             self.pods[(namespace, name)] = apply_json_patch(pod, ops)
         except PatchFailed as exc:
             raise ApiError(422, "Invalid", str(exc)) from None
+        self._took_effect("patch_pod", name)
         return copy.deepcopy(self.pods[(namespace, name)])
 
     async def delete_pod(self, namespace: str, name: str) -> None:
-        self._maybe_fail("delete_pod")
+        self._maybe_fail("delete_pod", name)
         if self.pods.pop((namespace, name), None) is None:
             raise ApiError(404, "NotFound", f'pods "{name}" not found')
 
     async def patch_workflow_status(self, namespace: str, name: str, status: dict) -> dict:
-        self._maybe_fail("patch_workflow_status")
+        self._maybe_fail("patch_workflow_status", name)
         body = self.workflows.get((namespace, name))
         if body is None:
             raise ApiError(404, "NotFound", f'dagworkflows "{name}" not found')
         body.setdefault("status", {}).update(copy.deepcopy(status))
+        self._took_effect("patch_workflow_status", name)
         return copy.deepcopy(body)
 
     async def create_event(self, namespace: str, body: dict[str, Any]) -> None:
@@ -174,6 +198,9 @@ class FakeKube:
     async def get_namespace(self, name: str) -> dict[str, Any] | None:
         self._maybe_fail("get_namespace")
         return copy.deepcopy(self.namespaces.get(name))
+
+    async def ping(self) -> None:
+        self._maybe_fail("ping")
 
     def close(self) -> None:
         pass
@@ -263,9 +290,8 @@ class Harness:
         settings = Settings(
             pool_size=pool,
             clock=clock,
-            retry_delays=(0.0,),
             status_interval=status_interval,
-            **{"event_interval": 0.0, **settings_kw},
+            **{"event_interval": 0.0, "retry_delays": (0.0,), **settings_kw},
         )
         self.metrics = Metrics(pool, scheduler.name)
         self.bridge = Bridge(settings, kube, scheduler, metrics=self.metrics, timers=self.timers)

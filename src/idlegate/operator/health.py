@@ -3,8 +3,9 @@
 Every outcome of the operator's own requests is reported here (by :class:`ObservedApi`,
 through which they all go): :meth:`ApiHealth.answered` for any HTTP answer that is not a
 5xx (a 404 or a 409 still proves the server is there), :meth:`ApiHealth.unanswered` for no
-response, a timeout or a 5xx. The first unanswered
-request starts an *outage*; the next answered one ends it. Three things follow:
+response, a timeout or a 5xx. The first unanswered request starts an *outage* if none is
+answered for the next second (:data:`GRACE`); the next answered one ends it. Three things
+follow:
 
 1. A write waiting out its back-off sleeps in :meth:`ApiHealth.backoff`: the first answer
    after an outage wakes every such sleep at once, so a 30 s back-off that began just
@@ -35,6 +36,11 @@ from idlegate.operator.metrics import Metrics
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+GRACE = 1.0
+"""Seconds of unanswered requests, with no answer in between, that make an outage. One
+dropped connection among answers is no outage (its write retries after its back-off), nor
+is one endpoint that keeps failing while the others answer: either would otherwise flap
+the API up and down, waking every retry and rebuilding the state at each flap."""
 JITTER = 0.2
 """Relative jitter added to every retry delay, so that writes that failed together do
 not all come back at the API in the same instant."""
@@ -56,11 +62,14 @@ def retry_delay(
 class ApiHealth:
     """Outage bookkeeping shared by the operator's writes, probes and watches."""
 
-    def __init__(self, metrics: Metrics) -> None:
+    def __init__(self, metrics: Metrics, *, grace: float = GRACE) -> None:
         self.metrics = metrics
+        self.grace = grace
         self.down_since: float | None = None
         """The event loop's time (wall seconds) of the first unanswered request of the
         current outage; None while the API answers."""
+        self._first_miss: float | None = None
+        """Loop time of the first unanswered request since the last answer."""
         self._answered = asyncio.Event()
         self._answered.set()
         self._on_recovery: list[Callable[[float], None]] = []
@@ -74,16 +83,24 @@ class ApiHealth:
         self._on_recovery.append(callback)
 
     def unanswered(self, what: str) -> None:
-        """A request got no answer (connection refused or dropped, timeout, 5xx)."""
+        """A request got no answer (connection refused or dropped, timeout, 5xx). It is an
+        outage once requests have gone unanswered for `grace` seconds with no answer in
+        between (it began with the first of them)."""
         if self.down_since is not None:
             return
-        self.down_since = asyncio.get_running_loop().time()
+        now = asyncio.get_running_loop().time()
+        if self._first_miss is None:
+            self._first_miss = now
+        if now - self._first_miss < self.grace:
+            return
+        self.down_since = self._first_miss
         self._answered.clear()
         self.metrics.api_up.set(0)
         log.warning("The API server does not answer (%s); retrying until it does.", what)
 
     def answered(self) -> None:
         """A request got an answer: the API server is there (ends an outage)."""
+        self._first_miss = None
         if self.down_since is None:
             return
         seconds = max(0.0, asyncio.get_running_loop().time() - self.down_since)

@@ -1,0 +1,494 @@
+"""The operator's own writes under API faults (issue 21): lanes that never wait for each
+other, retries woken by the API's return and honouring Retry-After, and pod counters that
+equal what the API holds. On the in-memory fakes of tests/operator_fakes.py, in fake loop
+time (looptime): a 20 s outage takes no wall time, and every delay is exact.
+
+The end-to-end measurements (a fault-injecting proxy before the API emulator) are in
+tests/test_e2e_faults.py and benchmarks/api_faults.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import itertools
+import random
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+from typing import Any
+
+import pytest
+
+from idlegate.operator import intake
+from idlegate.operator.actuator import Actuator, Op
+from idlegate.operator.health import ApiHealth, ObservedApi, retry_delay
+from idlegate.operator.kube import ApiError, KubernetesApi, retry_after
+from idlegate.operator.metrics import Metrics
+from idlegate.operator.pods import ANNOTATION_EXECUTOR, GATE, LABEL_WORKFLOW
+from tests.operator_fakes import FakeClock, FakeKube, Harness, IdleRootsOnce, harness, stage
+
+pytestmark = pytest.mark.looptime
+
+DELAYS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+"""The operator's default back-off."""
+TWO_STAGES = {"stages": [stage("a", tasks=4, duration=10), stage("b", tasks=4, deps=("a",))]}
+
+
+def now() -> float:
+    return asyncio.get_running_loop().time()
+
+
+async def until(condition: Callable[[], bool], limit: float = 120.0) -> float:
+    """Loop time at which `condition` first holds (polled every 10 ms of loop time)."""
+    start = now()
+    while not condition():
+        if now() - start > limit:
+            raise AssertionError(f"not within {limit} s")
+        await asyncio.sleep(0.01)
+    return now()
+
+
+class Window:
+    """A fault: every call fails with `error()` while loop time is in [start, end)."""
+
+    def __init__(
+        self, start: float, end: float, error: Callable[[], ApiError], only: str | None = None
+    ) -> None:
+        self.start, self.end, self.error, self.only = start, end, error, only
+
+    def __call__(self, method: str) -> ApiError | None:
+        hit = self.start <= now() < self.end and self.only in (None, method)
+        return self.error() if hit else None
+
+
+def unavailable() -> ApiError:
+    return ApiError(503, "ServiceUnavailable", "the API server is down")
+
+
+def throttled(seconds: float = 3.0) -> Callable[[], ApiError]:
+    return lambda: ApiError(429, "TooManyRequests", "slow down", retry_after=seconds)
+
+
+@contextlib.asynccontextmanager
+async def prober(h: Harness, interval: float = 1.0):
+    """What the operator's watchdog does during an outage: probe the API every second."""
+
+    async def probe() -> None:
+        while True:
+            with contextlib.suppress(ApiError):
+                await h.bridge.kube.ping()
+            await asyncio.sleep(interval)
+
+    task = asyncio.get_running_loop().create_task(probe())
+    try:
+        yield
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+def complete(h: Harness, name: str) -> None:
+    """The kubelet ends pod `name` and the watch reports it (without waiting for writes)."""
+    pod = h.kube.pods[("default", name)]
+    pod["status"]["phase"] = "Succeeded"
+    h.bridge.observe_pod(copy.deepcopy(pod))
+
+
+def running(h: Harness, stage_name: str) -> list[str]:
+    return [n for n in h.released() if f"-{stage_name}-" in n]
+
+
+# -- 1. lanes that never wait for each other ---------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_after_a_20_s_outage_the_pool_is_full_again_within_2_s():
+    h = harness(pool=4, retry_delays=DELAYS)
+    await h.submit("w", TWO_STAGES)
+    assert len(running(h, "a")) == 4
+    start = now() + 1
+    h.kube.fault = Window(start, start + 20, unavailable)
+    async with prober(h):
+        await asyncio.sleep(1.5)  # the API is down; stage a ends and b's writes fail
+        for i in range(4):
+            complete(h, f"w-a-{i}")
+        await asyncio.sleep(10)
+        assert running(h, "b") == [] and h.metrics.value("idlegate_api_up") == 0
+        full = await until(lambda: len(running(h, "b")) == 4)
+    assert full - (start + 20) <= 2.0
+    assert h.metrics.value("idlegate_api_up") == 1
+    assert 19 <= h.metrics.value("idlegate_api_unreachable_seconds_total") <= 21
+    assert h.metrics.value("idlegate_api_errors_total", status="503") > 0
+    await h.settle()
+    assert h.kube.status("w")["stages"][1]["running"] == 4  # the status caught up too
+
+
+@pytest.mark.asyncio
+async def test_after_a_429_storm_with_retry_after_the_pool_is_full_within_5_s():
+    h = harness(pool=4, retry_delays=DELAYS)
+    h.bridge.actuator.rng = random.Random(1)
+    await h.submit("w", TWO_STAGES)
+    start = now() + 1
+    h.kube.fault = Window(start, start + 20, throttled(3.0))
+    await asyncio.sleep(1.5)
+    for i in range(4):
+        complete(h, f"w-a-{i}")
+    full = await until(lambda: len(running(h, "b")) == 4)
+    assert full - (start + 20) <= 5.0
+    # every retry waited the server's 3 s, plus at most 20 % jitter; never our 0.5/1/2 s
+    by_write: dict[tuple[str, str], list[float]] = {}
+    for at, method, name in h.kube.attempts:
+        if start <= at and name and method != "get_pod":
+            by_write.setdefault((method, name), []).append(at)
+    gaps = [b - a for times in by_write.values() for a, b in itertools.pairwise(times)]
+    assert gaps and min(gaps) >= 3.0 - 1e-6 and max(gaps) <= 3.6 + 1e-6
+    assert h.metrics.value("idlegate_api_throttled_requests_total") > 0
+    assert h.metrics.value("idlegate_api_up") == 1  # throttled is not down
+
+
+@pytest.mark.asyncio
+async def test_a_status_write_in_back_off_never_delays_pods_and_is_coalesced():
+    h = harness(pool=4, retry_delays=DELAYS)
+    h.kube.fault = Window(0, 1e9, throttled(30.0), only="patch_workflow_status")
+    body = h.kube.add_workflow("w", TWO_STAGES)
+    t0 = now()
+    await intake.admit(h.bridge, copy.deepcopy(body))
+    assert await until(lambda: len(running(h, "a")) == 4) - t0 < 0.1
+    for i in range(4):  # many status changes while its write waits
+        complete(h, f"w-a-{i}")
+    assert await until(lambda: len(running(h, "b")) == 4) - t0 < 0.2
+    assert h.bridge.workflows[("default", "w")].status_queued  # its retry will write them
+    assert h.kube.calls.count("patch_workflow_status") == 1
+    h.kube.fault = None
+    await until(lambda: "status" in h.kube.workflows[("default", "w")], limit=40)
+    status = h.kube.status("w")
+    assert status["stages"][0]["succeeded"] == 4 and status["stages"][1]["running"] == 4
+    written = [m for _, m, _ in h.kube.attempts if m == "patch_workflow_status"]
+    assert len(written) == 2  # one refused, its retry wrote the newest state
+
+
+@pytest.mark.asyncio
+async def test_a_pod_is_created_before_its_gate_is_removed():
+    h = harness(pool=1, retry_delays=DELAYS)
+    await h.submit("hold", {"stages": [stage("a", duration=100)]})
+    h.kube.fail["create_pod"] = [unavailable() for _ in range(3)]
+    body = h.kube.add_workflow("next", {"stages": [stage("a")]})
+    await intake.admit(h.bridge, copy.deepcopy(body))  # its gated pod's creation retries
+    complete(h, "hold-a-0")  # its release is decided while the creation still retries
+    await h.settle()
+    done = [(m, n) for _, m, n in h.kube.done if n == "next-a-0"]
+    assert done == [("create_pod", "next-a-0"), ("patch_pod", "next-a-0")]
+    assert h.released() == ["next-a-0"]
+
+
+@pytest.mark.asyncio
+async def test_a_release_waits_for_the_status_write_that_persists_its_idle_slot():
+    h = Harness(FakeKube(), FakeClock(), 1, IdleRootsOnce(delay=7), retry_delays=DELAYS)
+    refused = Window(0, 1e9, throttled(5.0), only="patch_workflow_status")
+    h.kube.fault = refused
+    body = h.kube.add_workflow("late", {"stages": [stage("a")]})
+    await intake.admit(h.bridge, copy.deepcopy(body))
+    await until(lambda: ("default", "late-a-0") in h.kube.pods)
+    h.clock.advance(7)
+    await h.timers.fire_due(h.clock.now())  # the slot ends: release, but it is not persisted
+    await asyncio.sleep(12)
+    assert h.released() == []
+    refused.end = now() + 3
+    released = await until(lambda: h.released() == ["late-a-0"])
+    slots = [(at, n) for at, m, n in h.kube.done if m == "patch_workflow_status"]
+    assert slots and slots[0][0] <= released
+    assert h.kube.status("late")["idleSlots"][0]["stage"] == "a"
+
+
+@pytest.mark.asyncio
+async def test_a_persisted_idle_slot_does_not_hold_the_release_behind_a_later_status_write():
+    h = Harness(FakeKube(), FakeClock(), 1, IdleRootsOnce(delay=7), retry_delays=DELAYS)
+    await h.submit("late", {"stages": [stage("a")]})
+    assert h.kube.status("late")["idleSlots"][0]["released"] is False
+    h.kube.fault = Window(0, 1e9, throttled(30.0), only="patch_workflow_status")
+    t0 = now()
+    h.clock.advance(7)
+    await h.timers.fire_due(h.clock.now())
+    assert await until(lambda: h.released() == ["late-a-0"]) - t0 < 0.1
+
+
+@pytest.mark.asyncio
+async def test_a_retry_woken_by_the_apis_return_starts_its_back_off_over():
+    metrics = Metrics(1, "fifo")
+    health = ApiHealth(metrics)
+    kube = FakeKube()
+    actuator = Actuator(
+        ObservedApi(kube, health), retry_delays=DELAYS, retry_after_cap=60, health=health
+    )
+    tries: list[float] = []
+    outcomes = iter([unavailable()] * 6 + [None, unavailable(), None])
+
+    async def write(api: Any) -> None:
+        tries.append(now())
+        error = next(outcomes)
+        if error is not None:
+            health.unanswered("write")
+            raise error
+
+    t0 = now()
+    actuator.submit("w", Op("write", write), lane="x")
+    await asyncio.sleep(25)  # 6 failures: sleeping the 30 s step now
+    health.answered()  # (a probe): the API is back
+    await actuator.wait_idle(5)
+    offsets = [round(t - t0, 1) for t in tries]
+    # 0, 0.5, 1.5, 3.5, 8.5, 18.5 (+ jitter), then at once when the API answered
+    assert len(offsets) == 7 and offsets[-1] == 25.0
+    assert all(a <= b for a, b in itertools.pairwise(offsets))
+    actuator.submit("w", Op("again", write), lane="x")
+    await actuator.wait_idle(5)
+    assert 0.5 <= tries[-1] - tries[-2] <= 0.6  # a fresh failure: the first back-off step
+
+
+@pytest.mark.asyncio
+async def test_ops_of_a_cleared_workflow_end_and_release_the_ops_after_them():
+    metrics = Metrics(1, "fifo")
+    health = ApiHealth(metrics)
+    actuator = Actuator(FakeKube(), retry_delays=(1.0,), retry_after_cap=60, health=health)
+    gate = asyncio.Event()
+    ran: list[str] = []
+
+    async def blocked(api: Any) -> None:
+        await gate.wait()
+        ran.append("first")
+
+    async def record(api: Any) -> None:
+        ran.append("second")
+
+    first = Op("first", blocked)
+    queued = Op("queued", record)
+    actuator.submit("w", first, lane="a")
+    actuator.submit("w", queued, lane="a")
+    waiting = Op("after", record, after=queued)
+    actuator.submit("w", waiting, lane="b")
+    await asyncio.sleep(0)  # the lanes' workers start: "first" runs, "after" waits
+    assert actuator.pending("w") == 1 and not actuator.settled("w")
+    assert actuator.clear("w") == 1 and queued.ended.is_set()
+    await asyncio.sleep(0.1)
+    assert ran == ["second"]  # "after" went on once "queued" was dropped
+    gate.set()
+    await actuator.wait_idle(1)
+    assert ran == ["second", "first"] and actuator.settled("w")
+
+
+# -- 2. Retry-After ----------------------------------------------------------------------------
+
+
+def test_retry_after_is_read_from_the_header_or_the_status_details():
+    assert retry_after("3") == 3.0
+    assert retry_after(" 1.5 ") == 1.5
+    assert retry_after("-2") == 0.0
+    assert retry_after("inf") is None and retry_after("soon") is None
+    later = datetime.now(UTC) + timedelta(seconds=30)
+    assert 28 <= (retry_after(format_datetime(later, usegmt=True)) or 0) <= 30
+    assert retry_after(None, {"details": {"retryAfterSeconds": 4}}) == 4.0
+    assert retry_after("2", {"details": {"retryAfterSeconds": 4}}) == 2.0
+    assert retry_after(None, {"details": {"retryAfterSeconds": True}}) is None
+    assert retry_after(None, {"details": "x"}) is None and retry_after(None, None) is None
+
+
+def test_retry_delay_honours_retry_after_with_jitter_and_a_cap():
+    rng = random.Random(0)
+    delays = [retry_delay(0.5, 3.0, rng) for _ in range(200)]
+    assert min(delays) >= 3.0 and max(delays) <= 3.6 and max(delays) - min(delays) > 0.3
+    assert 0.5 <= retry_delay(0.5, None, rng) <= 0.6
+    assert 60 <= retry_delay(0.5, 3600.0, rng, cap=60) <= 72
+
+
+class _Response:
+    def __init__(self, status: int, body: bytes, headers: dict[str, str]) -> None:
+        self.status, self.reason, self.headers, self._body = (
+            status,
+            "Too Many Requests",
+            headers,
+            body,
+        )
+
+    def read(self) -> bytes:
+        return self._body
+
+
+class _Client:
+    def __init__(self, response: _Response) -> None:
+        self.response = response
+
+    def param_serialize(self, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        return ()
+
+    def call_api(self, *args: Any, **kwargs: Any) -> _Response:
+        return self.response
+
+
+def _api(response: _Response) -> KubernetesApi:
+    api = KubernetesApi.__new__(KubernetesApi)
+    api.client = _Client(response)  # type: ignore[assignment]
+    api.timeout = 1.0
+    return api
+
+
+def test_kubernetes_api_reads_retry_after_from_the_response():
+    status = b'{"kind": "Status", "reason": "TooManyRequests", "message": "slow down"}'
+    with pytest.raises(ApiError) as caught:
+        _api(_Response(429, status, {"Retry-After": "3"}))._request_sync("GET", "/api/v1/pods")
+    assert caught.value.status == 429 and caught.value.retry_after == 3.0
+    assert caught.value.retryable and caught.value.answered
+    details = b'{"reason": "TooManyRequests", "details": {"retryAfterSeconds": 2}}'
+    with pytest.raises(ApiError) as caught:
+        _api(_Response(429, details, {}))._request_sync("GET", "/api/v1/pods")
+    assert caught.value.retry_after == 2.0
+    with pytest.raises(ApiError) as caught:
+        _api(_Response(503, b"upstream down", {}))._request_sync("GET", "/api/v1/pods")
+    assert caught.value.retry_after is None and not caught.value.answered
+
+
+# -- 3. counters equal what the API holds ------------------------------------------------------
+
+
+def counted(h: Harness) -> tuple[float, float]:
+    return (
+        h.metrics.value("idlegate_pods_created_total"),
+        h.metrics.value("idlegate_gate_removals_total"),
+    )
+
+
+@pytest.mark.asyncio
+async def test_a_creation_whose_answer_was_lost_is_counted_once_through_the_409():
+    h = harness(pool=2, retry_delays=DELAYS)
+    h.kube.lose["create_pod"] = 1  # the first creation happens, its answer is lost
+    await h.submit("w", {"stages": [stage("a", tasks=2)]})
+    assert len(h.kube.pods) == 2 and h.kube.calls.count("create_pod") == 3
+    assert counted(h) == (2, 2)  # each creation and each release counted once
+    assert h.bridge.writes.counts.unconfirmed() == 0
+
+
+@pytest.mark.asyncio
+async def test_a_creation_whose_answer_was_lost_is_counted_by_the_watch_if_it_comes_first():
+    h = harness(pool=1, retry_delays=(2.0,))
+    h.kube.lose["create_pod"] = 1
+    body = h.kube.add_workflow("w", {"stages": [stage("a")]})
+    await intake.admit(h.bridge, copy.deepcopy(body))
+    await until(lambda: ("default", "w-a-0") in h.kube.pods)
+    assert counted(h) == (0, 0)
+    h.bridge.observe_pod(copy.deepcopy(h.kube.pods[("default", "w-a-0")]))  # the watch
+    assert counted(h) == (1, 0)
+    await h.settle()  # the retry finds it (409): not counted again
+    assert counted(h) == (1, 1) and h.kube.calls.count("create_pod") == 2
+
+
+@pytest.mark.asyncio
+async def test_a_release_whose_answer_was_lost_is_counted_by_the_watch_when_no_retry_comes():
+    h = harness(pool=1, retry_delays=(2.0,))
+    await h.submit("hold", {"stages": [stage("a", duration=100)]})
+    await h.submit("w", {"stages": [stage("a")]})
+    h.kube.lose["patch_pod"] = 1
+    complete(h, "hold-a-0")
+    await until(lambda: h.released() == ["w-a-0"])  # it took effect; the answer was lost
+    complete(h, "w-a-0")  # it ran and ended before the retry: the retry is not wanted
+    await h.settle()
+    assert h.kube.status("w")["phase"] == "Succeeded"
+    assert h.kube.calls.count("patch_pod") == 2  # (hold's release and w's)
+    assert counted(h) == (2, 2)  # w's removal counted by the watch event
+
+
+@pytest.mark.asyncio
+async def test_a_release_whose_answer_was_lost_is_counted_once_through_the_422():
+    h = harness(pool=1, retry_delays=DELAYS)
+    await h.submit("hold", {"stages": [stage("a", duration=100)]})
+    await h.submit("w", {"stages": [stage("a")]})  # gated: the pool is full
+    h.kube.lose["patch_pod"] = 1
+    complete(h, "hold-a-0")
+    await h.settle()
+    assert h.released() == ["w-a-0"]
+    assert h.kube.calls.count("get_pod") == 1  # the retry's test op failed: it read the pod
+    assert counted(h) == (2, 2)  # (hold's pod too)
+    assert [m for _, m, n in h.kube.done if n == "w-a-0"] == ["create_pod", "patch_pod"]
+
+
+@pytest.mark.asyncio
+async def test_a_gate_removed_by_someone_else_is_not_counted_as_the_operators():
+    h = harness(pool=1, retry_delays=DELAYS)
+    await h.submit("hold", {"stages": [stage("a", duration=100)]})
+    await h.submit("w", {"stages": [stage("a")]})
+    pod = h.kube.pods[("default", "w-a-0")]
+    complete(h, "hold-a-0")  # the release is decided ...
+    pod["spec"]["schedulingGates"] = []  # ... and someone removes the gate before it runs
+    await h.settle()
+    assert pod is not h.kube.pods[("default", "w-a-0")]  # (patched: the executor recorded)
+    annotations = h.kube.pods[("default", "w-a-0")]["metadata"]["annotations"]
+    assert annotations[ANNOTATION_EXECUTOR] == "0"
+    assert counted(h) == (2, 1)  # (hold's removal only)
+
+
+@pytest.mark.asyncio
+async def test_a_gate_moved_by_another_controller_is_removed_and_counted_once():
+    h = harness(pool=1)
+    await h.submit("hold", {"stages": [stage("a", duration=100)]})
+    template = {
+        "spec": {
+            "schedulingGates": [{"name": "x/first"}],
+            "containers": [{"name": "c", "image": "busybox"}],
+        }
+    }
+    await h.submit("shift", {"stages": [stage("a", template=template)]})
+    h.kube.pods[("default", "shift-a-0")]["spec"]["schedulingGates"].pop(0)
+    complete(h, "hold-a-0")
+    await h.settle()
+    assert h.released() == ["shift-a-0"]
+    assert counted(h) == (2, 2)
+
+
+@pytest.mark.asyncio
+async def test_a_pod_that_went_away_is_created_released_and_counted_as_a_creation():
+    h = harness(pool=1, retry_delays=DELAYS)
+    await h.submit("hold", {"stages": [stage("a", duration=100)]})
+    await h.submit("w", {"stages": [stage("a")]})
+    del h.kube.pods[("default", "w-a-0")]  # deleted; the watch has not told yet
+    h.kube.lose["create_pod"] = 1  # and the released creation's answer is lost
+    complete(h, "hold-a-0")
+    await h.settle()
+    assert h.released() == ["w-a-0"]
+    pods = [n for _, m, n in h.kube.done if m == "create_pod"]
+    assert counted(h) == (len(pods), 1) == (3, 1)  # (the removal: hold's)
+
+
+@pytest.mark.asyncio
+async def test_an_unanswered_write_that_did_not_happen_is_counted_once_by_its_retry():
+    h = harness(pool=1, retry_delays=DELAYS)
+    h.kube.fail["create_pod"] = [ApiError(0, "ConnectTimeout", "timed out")]
+    await h.submit("w", {"stages": [stage("a")]})
+    assert counted(h) == (1, 1) and len(h.kube.pods) == 1
+    assert h.bridge.writes.counts.unconfirmed() == 0
+
+
+@pytest.mark.asyncio
+async def test_a_pod_found_on_the_first_try_is_not_counted_as_the_operators():
+    h = harness(pool=1)
+    body = h.kube.add_workflow("w", {"stages": [stage("a")]})
+    uid = body["metadata"]["uid"]
+    foreign = {  # made by someone else after the operator listed the pods
+        "metadata": {
+            "name": "w-a-0",
+            "namespace": "default",
+            "labels": {LABEL_WORKFLOW: "w", "idlegate.io/stage": "a", "idlegate.io/task": "0"},
+            "annotations": {"idlegate.io/attempt": "0"},
+            "ownerReferences": [{"kind": "DagWorkflow", "uid": uid, "controller": True}],
+        },
+        "spec": {"schedulingGates": [{"name": GATE}], "containers": []},
+        "status": {"phase": "Pending"},
+    }
+
+    def appears(method: str) -> None:
+        if method == "create_pod":
+            h.kube.pods.setdefault(("default", "w-a-0"), foreign)
+
+    h.kube.fault = appears
+    await intake.admit(h.bridge, copy.deepcopy(body))
+    await h.settle()
+    assert h.released() == ["w-a-0"]
+    assert counted(h) == (0, 1)  # its release is the operator's; its creation is not
