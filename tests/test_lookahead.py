@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 
@@ -119,3 +121,95 @@ def test_sampled_futures_use_seen_jobs_and_the_estimated_rate():
 
 def test_config_defaults_are_valid():
     assert LookaheadConfig().mode == "switch"
+
+
+class DriverObject:
+    """A payload that is no duration model, like the operator's Workflow."""
+
+
+def operator_like_cluster(n: int = 3) -> Cluster:
+    """Jobs as the operator adds them: its own objects as payloads."""
+    c = Cluster(4)
+    for i in range(n):
+        c.add_job(chain(3.0, 2.0), float(i), f"w{i}", DriverObject())
+    return c
+
+
+def test_a_planner_plans_for_jobs_whose_payload_is_no_duration_model():
+    """The issue's operator bug: every decision raised AttributeError ('sample')."""
+    c = operator_like_cluster()
+    p = planner("lookahead:srpt")
+    p.reset(np.random.default_rng(0))
+    c.needs_schedule = False
+    while (step := c.decide_once(p, c.now)) is not None and step[0] is not WAIT:
+        pass
+    assert p.stats.planned == 1 and c.free_executors < 4
+
+
+def test_worker_mode_only_follows_and_adopts_a_fresh_plan_but_drops_a_stale_one():
+    c = operator_like_cluster()
+    p = planner("lookahead:srpt", planner="worker", candidates="fair")
+    p.reset(np.random.default_rng(0))
+    assert p.decide(c) is not None and p.stats.planned == 0 and p.following == "srpt"
+    assert p.needs_plan(c)
+    request = p.request(c)
+    assert not p.needs_plan(c) and request.fork is not c
+    plan = p.plan(request)
+    assert set(plan.costs) == {"srpt", "fair"} and plan.key == (0, 1, 2)
+    assert plan.expected_change("fair") == pytest.approx(
+        plan.costs[plan.choice] / plan.costs["fair"] - 1
+    )
+    assert p.adopt(plan, c) and p.following == plan.choice and p.stats.planned == 1
+    c.add_job(chain(1.0), 5.0, "late", DriverObject())
+    assert p.needs_plan(c) and not p.adopt(plan, c) and p.stats.dropped == 1
+
+
+def test_worker_mode_needs_switch_mode():
+    with pytest.raises(IdlegateError, match="only in switch mode"):
+        planner("lookahead:srpt", planner="worker", mode="decision")
+
+
+def test_a_plan_made_in_another_thread_is_the_plan_made_here():
+    """Plans touch only their request and the rollout schedulers (ONNX sessions too)."""
+    w = build_workload("tpch-like", 3, num_executors=6, num_stream=8, load=0.9)
+    c = Cluster(6)
+    for a in w.jobs[:4]:
+        c.add_job(a.dag, a.time, a.name, a.durations)
+    p = planner("lookahead:learned:default", planner="worker")
+    p.reset(np.random.default_rng(0))
+    p.decide(c)
+    request = p.request(c)
+    here = p.plan(request)
+    with ThreadPoolExecutor(1) as pool:
+        there = pool.submit(p.plan, request).result()
+    assert there.costs == here.costs and there.choice == here.choice
+    assert len(c.jobs) == 4 and c.jobs[0].payload is w.jobs[0].durations
+
+
+def test_planning_delay_defers_each_switch_and_drops_plans_the_jobs_outran():
+    w = build_workload("tpch-like", 2, num_executors=5, num_stream=12, load=0.9)
+    sync = planner("lookahead:fair")
+    r0 = simulate(w, sync, 7)
+    assert sync.stats.switches > 0
+    never = planner("lookahead:fair", planning_delay=1e9)
+    r1 = simulate(w, never, 7)  # the one plan is never ready: fair all along
+    assert never.stats.switches == 0 and never.stats.planned == 0
+    assert [r.jct for r in r1.records] == [
+        r.jct for r in simulate(w, make_scheduler("fair"), 7).records
+    ]
+    late = planner("lookahead:fair", planning_delay=5.0)
+    r2 = simulate(w, late, 7)
+    assert r2.unfinished == 0 and late.stats.dropped > 0
+    assert late.stats.planned < sync.stats.planned and r0.unfinished == 0
+
+
+def test_racing_drops_candidates_behind_after_the_first_future():
+    c = Cluster(2)
+    c.add_job(chain(30.0, 30.0), 0.0, "long", DriverObject())
+    for i in range(4):
+        c.add_job(chain(1.0), 0.0, f"short{i}", DriverObject())
+    p = planner("lookahead:srpt", planner="worker", race=0.0, samples=3, horizon=100.0)
+    p.reset(np.random.default_rng(0))
+    plan = p.plan(p.request(c))
+    assert plan.raced_out and plan.choice not in plan.raced_out
+    assert all(plan.costs[n] > plan.costs[plan.choice] for n in plan.raced_out)

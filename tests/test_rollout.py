@@ -14,7 +14,7 @@ from idlegate.sim.cluster import Cluster
 from idlegate.sim.durations import MeasuredDurations, Uniforms, duration_model
 from idlegate.sim.engine import JobArrival, simulate
 from idlegate.sim.protocol import WAIT, Decision
-from idlegate.sim.rollout import Future, remaining_flow_estimate, rollout_cost
+from idlegate.sim.rollout import Future, remaining_flow_estimate, rollout, rollout_cost
 from idlegate.sim.workloads import build_workload
 from tests.helpers import chain, dag
 
@@ -183,3 +183,14 @@ def test_measured_durations_sample_uniformly_and_freeze_for_another_thread():
     model = build_workload("tpch", 1, num_stream=1).jobs[0].durations
     assert duration_model(model) is model and duration_model(None) is None
     assert duration_model(object()) is None
+
+
+def test_a_decision_budget_cuts_the_rollout_at_the_event_that_used_it_up():
+    c = Cluster(1)
+    for i in range(5):
+        c.add_job(chain(1.0), 0.0, f"j{i}")
+    full = rollout(c, make_scheduler("fifo"), Future((), 0), 100.0, terminal_weight=0)
+    assert full.end == 100.0 and full.cost == pytest.approx(1 + 2 + 3 + 4 + 5)
+    cut = rollout(c, make_scheduler("fifo"), Future((), 0), 100.0, max_decisions=2)
+    # decisions at t=0 and t=1: cut at 1 s, 5 job-seconds so far, R = 1+2+3+4 after
+    assert cut.end == 1.0 and cut.cost == pytest.approx(5.0 + 10.0)

@@ -127,6 +127,7 @@ def rollout(
     sim = planning_fork(cluster)
     scheduler.reset(np.random.default_rng(rng_seed))
     start_area = sim.jobs_time_integral
+    limit = sim.decisions + (max_decisions or 0)
     now = sim.now
     end = now + horizon
     engine = Engine(sim, scheduler, Uniforms(np.random.default_rng(future.seed)))
@@ -141,12 +142,10 @@ def rollout(
     if max_decisions is None:
         engine.run(end)
     else:
-        limit = sim.decisions + max_decisions
-        while engine.peek() <= end:
+        while sim.decisions < limit and engine.peek() <= end:
             engine.step()
-            if sim.decisions >= limit:
-                end = sim.now
-                break
+        if sim.decisions >= limit:
+            end = sim.now
     sim.advance(end)  # run stops earlier when no event is left
     cost = sim.jobs_time_integral - start_area
     if terminal_weight:
