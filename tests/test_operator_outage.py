@@ -30,10 +30,12 @@ from typing import Any
 import pytest
 
 from idlegate.operator import intake
+from idlegate.operator.actuator import Op
 from idlegate.operator.crd import render_crd
 from idlegate.operator.endpoints import Endpoints
 from idlegate.operator.health import ApiHealth
 from idlegate.operator.metrics import Metrics
+from idlegate.operator.tracking import TaskState
 from idlegate.operator.watchdog import KopfRequestLog, OperatorPod, RetryForever, resource_of
 from tests.e2e import DWF, SPEED, PodMonitor, running_operator, stage, wait, workflow
 from tests.k8s.faults import FaultProxy
@@ -97,7 +99,7 @@ def test_kopfs_failed_requests_are_counted_mark_the_api_down_and_are_logged_once
 
     async def scenario() -> tuple[Metrics, ApiHealth]:
         metrics = Metrics(1, "fifo")
-        health = ApiHealth(metrics)
+        health = ApiHealth(metrics, grace=0.0)  # (the first unanswered request is the outage)
         watcher = KopfRequestLog(health, asyncio.get_running_loop())
         watcher.install()
         try:
@@ -176,6 +178,34 @@ def test_the_rebuild_after_an_outage_catches_up_with_what_the_watches_missed():
         await intake.rebuild(h.bridge)
         await h.settle()
         assert h.released() == ["a-x-1-r1", "c-z-0"] and h.bridge.busy == 2
+
+    asyncio.run(scenario())
+
+
+def test_a_pod_not_listed_while_its_workflow_has_a_write_running_is_not_taken_for_deleted():
+    """The lists may miss a pod whose creation is on its way: only once every write of the
+    workflow has ended is a missing pod read again and, still missing, taken for deleted."""
+
+    async def scenario() -> None:
+        h = harness(pool=2)
+        await h.submit("a", {"stages": [fake_stage("x", tasks=2, backoffLimit=1)]})
+        assert h.released() == ["a-x-0", "a-x-1"]
+        lifted = asyncio.Event()
+
+        async def held(_: Any) -> None:
+            await lifted.wait()
+
+        h.bridge.actuator.submit(("default", "a"), Op("a write on its way", held), lane="test")
+        pod = h.kube.pods.pop(("default", "a-x-1"))  # "not created yet", as the list sees it
+        await intake.rebuild(h.bridge)
+        track = h.bridge.workflows[("default", "a")].stages[0]
+        assert track.tasks[1].state is TaskState.RELEASED and track.failed == 0
+        lifted.set()
+        await h.settle()
+        await intake.rebuild(h.bridge)  # settled, and still not there: deleted
+        await h.settle()
+        assert track.failed == 1 and h.released() == ["a-x-0", "a-x-1-r1"]
+        assert pod["metadata"]["name"] == "a-x-1"
 
     asyncio.run(scenario())
 

@@ -98,31 +98,31 @@ async def _notice_deleted(bridge: Bridge, missing: list[_Held]) -> None:
     after an outage may not replay a deletion). A pod not listed may still be on its way,
     created by a write of the operator's own: so only a task whose workflow has no write
     left (every write decided before the lists has ended) is read again, and its pod taken
-    for deleted if it is still not there."""
-    settled = [
-        held
-        for held in missing
-        if held[0].active
-        and held[2].attempt == held[4]
-        and held[2].state is held[5]
-        and bridge.actuator.settled(held[0].key)
-    ]
-    for wf, track, task, name, attempt, state in settled:
+    for deleted if it is still not there and nothing changed meanwhile."""
+
+    def unchanged(held: _Held) -> bool:
+        wf, _, task, _, attempt, state = held
+        return wf.active and task.attempt == attempt and task.state is state
+
+    current = [held for held in missing if unchanged(held)]
+    settled = [held for held in current if bridge.actuator.settled(held[0].key)]
+    if len(settled) < len(current):
+        log.info(
+            "%d pod(s) not listed are being written: not read again.", len(current) - len(settled)
+        )
+    for held in settled:
+        wf, track, task, name, attempt, state = held
         try:
             body = await bridge.kube.get_pod(wf.owner.namespace, name)
         except ApiError as exc:
             if exc.status != 404:
                 raise
-            gated = state is TaskState.GATED
-            bridge.observe_pod(
-                task_pod(wf.owner, track.spec, task.index, attempt, gated=gated), deleted=True
-            )
+            if unchanged(held) and bridge.actuator.settled(wf.key):
+                gated = state is TaskState.GATED
+                gone = task_pod(wf.owner, track.spec, task.index, attempt, gated=gated)
+                bridge.observe_pod(gone, deleted=True)
             continue
         bridge.observe_pod(body)
-    if len(settled) < len(missing):
-        log.info(
-            "%d pod(s) not listed are being written; not read again.", len(missing) - len(settled)
-        )
 
 
 def _admit_unknown(

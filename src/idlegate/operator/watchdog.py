@@ -81,8 +81,10 @@ _FAILED = re.compile(
     r"Request attempt #\d+(?:/\d+)? failed; (?:will retry|escalating): "
     r"(?P<method>[A-Z]+) (?P<url>\S+) -> (?P<error>\w+)"
 )
-_ANSWERS = frozenset({"APIClientError", "APIUnauthorizedError", "APIForbiddenError"})
-"""kopf's errors for a request the server did answer (a 4xx); 429 is counted apart."""
+_ANSWERS = frozenset(
+    {"APIClientError", "APIUnauthorizedError", "APIForbiddenError", "APITooManyRequestsError"}
+)
+"""kopf's errors for a request the server did answer (a 4xx)."""
 
 
 def resource_of(url: str) -> str | None:
@@ -135,7 +137,9 @@ class KopfRequestLog(logging.Filter):
         error = found["error"]
         if error == "APITooManyRequestsError":
             metrics.api_throttled.inc()
-        elif error not in _ANSWERS:
+        if error in _ANSWERS:
+            self.health.answered()  # (a 4xx: the server is there)
+        else:
             self.health.unanswered(f"{found['method']} {urlsplit(found['url']).path}: {error}")
         if self.health.up:
             return True
