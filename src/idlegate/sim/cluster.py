@@ -509,16 +509,22 @@ class Cluster:
             if stage is not None
         ]
 
-    def fork(self) -> Cluster:
+    def fork(self, only: Iterable[Job] | None = None) -> Cluster:
         """An independent copy of the present state, for planners to simulate futures on.
 
         DAGs and payloads (duration models) are immutable and shared; jobs, stages, the
         executor tables and the counters are copied, so nothing done to the fork changes
         this cluster. The fork keeps no trace and no finished-job records (`done` starts
-        empty; `jobs_time_integral` carries on from the same value).
+        empty; `jobs_time_integral` carries on from the same value). With `only`, the
+        fork holds just those jobs and every job holding executors (a planner's bounded
+        view of a long queue); the free executors of the others count as unattached.
         """
         twin = object.__new__(Cluster)
-        jobs = {job: _copy_job(job) for job in self.jobs}
+        kept = self.jobs
+        if only is not None:
+            chosen = set(only)
+            kept = [j for j in self.jobs if j in chosen or j.held]
+        jobs = {job: _copy_job(job) for job in kept}
         twin.num_executors = self.num_executors
         twin.moving_delay = self.moving_delay
         twin.now = self.now
@@ -528,9 +534,9 @@ class Cluster:
         twin.arrival_log = list(self.arrival_log)
         twin.free_executors = self.free_executors
         # an executor may stay attached to a job that left (none here: _release_executors)
-        twin._free = {
-            (None if job is None else jobs[job]): list(pool) for job, pool in self._free.items()
-        }
+        twin._free = {None: []}
+        for job, pool in self._free.items():
+            twin._free.setdefault(None if job is None else jobs.get(job), []).extend(pool)
         twin._exec_stage = [
             None if s is None else jobs[s.job].stages[s.index] for s in self._exec_stage
         ]
@@ -538,7 +544,7 @@ class Cluster:
         twin._next_id = self._next_id
         twin._trace = None
         twin.needs_schedule = self.needs_schedule
-        twin.new_timers = [jobs[s.job].stages[s.index] for s in self.new_timers]
+        twin.new_timers = [jobs[s.job].stages[s.index] for s in self.new_timers if s.job in jobs]
         twin.decisions = self.decisions
         twin._busy_since = list(self._busy_since)
         twin._task_start = list(self._task_start)
