@@ -19,7 +19,7 @@ import contextlib
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +29,16 @@ from kopf.testing import KopfRunner
 from idlegate.operator.clock import Clock, ScaledClock
 from idlegate.operator.crd import API_VERSION
 from idlegate.operator.main import Operator, build_registry
-from idlegate.operator.pods import LABEL_WORKFLOW
+from idlegate.operator.pods import (
+    ANNOTATION_ATTEMPT,
+    GATE,
+    LABEL_STAGE,
+    LABEL_TASK,
+    LABEL_WORKFLOW,
+    pod_name,
+)
 from idlegate.operator.settings import Settings
+from idlegate.operator.tracking import TaskState
 from tests.k8s.apiserver import PODS
 from tests.k8s.harness import ApiServer
 
@@ -40,7 +48,8 @@ DWF = "idlegate.io/v1alpha1/dagworkflows"
 
 
 class PodMonitor:
-    """Watches every pod write in the emulator: pool occupancy and creations, exactly."""
+    """Watches every pod write in the emulator: pool occupancy, creations and gate
+    removals, exactly."""
 
     def __init__(self, api: ApiServer, namespace: str) -> None:
         self.api, self.namespace = api, namespace
@@ -48,6 +57,12 @@ class PodMonitor:
         self.max_total = 0
         self.max_per_workflow: Counter[str] = Counter()
         self.created: Counter[str] = Counter()
+        self.tasks: Counter[tuple[str, str, str, str]] = Counter()
+        """Pods created per (workflow, stage, task, attempt), from their labels."""
+        self.gated: set[str] = set()
+        """Pods that carried the operator's gate at some point."""
+        self.released: set[str] = set()
+        """Pods whose gate was removed (each one release, whoever removed it)."""
         self._lock = threading.Lock()
         self._unsubscribe = api.call(lambda: api.emulator.subscribe(self._on_event))
 
@@ -64,9 +79,22 @@ class PodMonitor:
             and (obj.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
             and not meta.get("deletionTimestamp")
         )
+        labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+        gates = [g.get("name") for g in (obj.get("spec") or {}).get("schedulingGates") or []]
         with self._lock:
             if etype == "ADDED":
                 self.created[name] += 1
+                task = (
+                    labels.get(LABEL_WORKFLOW, ""),
+                    labels.get(LABEL_STAGE, ""),
+                    labels.get(LABEL_TASK, ""),
+                    annotations.get(ANNOTATION_ATTEMPT, "0"),
+                )
+                self.tasks[task] += 1
+            if GATE in gates:
+                self.gated.add(name)
+            elif name in self.gated and etype != "DELETED":
+                self.released.add(name)
             if holds:
                 self.occupying[name] = workflow
             else:
@@ -80,8 +108,90 @@ class PodMonitor:
         self.api.call(self._unsubscribe)
 
     @property
-    def duplicates(self) -> list[str]:
-        return [name for name, n in self.created.items() if n > 1]
+    def duplicates(self) -> list[Any]:
+        """Pod names created twice, and (workflow, stage, task, attempt) with two pods."""
+        with self._lock:
+            names = [name for name, n in self.created.items() if n > 1]
+            return names + [task for task, n in self.tasks.items() if n > 1]
+
+    def running(self) -> set[str]:
+        """The pods holding an executor now."""
+        with self._lock:
+            return set(self.occupying)
+
+
+def released_pods(operator: Operator) -> set[str] | None:
+    """The pods of the tasks the operator counts on an executor now (its released tasks);
+    None if its state changed while it was read (it is read from another thread)."""
+    try:
+        return {
+            pod_name(wf.owner.name, track.spec.name, task.index, task.attempt)
+            for wf in list(operator.bridge.workflows.values())
+            for track in wf.stages
+            for task in list(track.tasks.values())
+            if task.state is TaskState.RELEASED and task.executor is not None
+        }
+    except RuntimeError:  # a dict changed size during the iteration
+        return None
+
+
+class HeldSampler:
+    """Every `interval` s, the executors the operator counts busy against the pods really
+    holding one (:class:`PodMonitor`), in a thread from enter to exit.
+
+    An executor is *held* while the operator counts its task released but the task's pod
+    does not run (still gated, ended, or not there). :attr:`worst` is the longest time one
+    stayed held since the API was last calm: `calm_since()` gives when the last outage or
+    throttling ended, None while one is on (no time accrues then). :attr:`samples` keeps
+    (time, executors counted busy, pods running) for recovery times.
+    """
+
+    def __init__(
+        self,
+        operator: Operator,
+        monitor: PodMonitor,
+        calm_since: Callable[[], float | None],
+        *,
+        interval: float = 0.05,
+    ) -> None:
+        self.operator, self.monitor, self.calm_since = operator, monitor, calm_since
+        self.interval = interval
+        self.worst = 0.0
+        self.worst_pod = ""
+        self.samples: list[tuple[float, int, int]] = []
+        self._held: dict[str, float] = {}  # pod -> since when (clipped to the calm)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="held-sampler", daemon=True)
+
+    def __enter__(self) -> HeldSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            released = released_pods(self.operator)
+            if released is not None:
+                self.sample(released, self.monitor.running(), time.monotonic())
+
+    def sample(self, released: set[str], running: set[str], now: float) -> None:
+        """Take in one observation: `released` by the operator, `running` in the API."""
+        self.samples.append((now, len(released), len(running)))
+        calm = self.calm_since()
+        held = released - running
+        for pod in list(self._held):
+            if pod not in held:
+                del self._held[pod]
+        for pod in held:
+            if calm is None:
+                self._held.pop(pod, None)
+                continue
+            since = self._held.setdefault(pod, max(now, calm))
+            if now - since > self.worst:
+                self.worst, self.worst_pod = now - since, pod
 
 
 @contextlib.contextmanager
