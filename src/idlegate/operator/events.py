@@ -13,8 +13,9 @@ Event are at most one per `Settings.event_interval` seconds: repetitions in betw
 raise the count that the next update writes. The books are kept for the most recent
 :data:`MAX_BOOKS` workflows (an LRU, as client-go's cache of 4096 entries).
 
-Events are posted through the workflow's queue of writes (after the writes they describe)
-and never fail a workflow: an Event that cannot be posted is logged and dropped.
+Events are posted in the workflow's lane of Events (:mod:`idlegate.operator.actuator`), apart
+from its pod writes, which they never delay, and never fail a workflow: an Event that cannot
+be posted is logged and dropped.
 """
 
 from __future__ import annotations

@@ -1,14 +1,18 @@
-"""The operator's API writes, queued per workflow on the :class:`Actuator`.
+"""The operator's API writes, queued on the :class:`Actuator`'s lanes.
 
 The bridge decides; the :class:`Writer` turns a decision into the writes that carry it
 out and the handling of their outcomes: create a task pod (idempotently: a 409 from the
 same workflow's pod is success, one from an older workflow of the same name is waited
 out), remove the gate (a JSON patch whose ``test`` op guards the gate's index), delete,
-write the status (batched), post an Event (aggregated, :mod:`idlegate.operator.events`).
-Each write runs later, in the workflow's queue; what it reads of the workflow's state, it
-reads when it runs. What the bridge must know of a write's outcome (the pod the API
-returned, a pod write that failed for good) goes into :attr:`Writer.outcomes`, which the
-bridge drains (:meth:`idlegate.operator.bridge.Bridge.follow_writes`).
+write the status (batched and coalesced), post an Event (aggregated,
+:mod:`idlegate.operator.events`). Each write runs later, in its lane: each pod's writes in
+the order decided, a workflow's status and its Events apart from them; what a write reads
+of the workflow's state, it reads when it runs. A release whose stage's idle slot is not in
+the API yet waits for the status write that puts it there. Pod creations and gate
+removals are counted once confirmed (:mod:`idlegate.operator.counts`). What the bridge
+must know of a write's outcome (the pod the API returned, a pod write that failed for
+good) goes into :attr:`Writer.outcomes`, which the bridge drains
+(:func:`idlegate.operator.intake.follow_writes`).
 """
 
 from __future__ import annotations
