@@ -116,12 +116,23 @@ def wait(predicate: Any, timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
-def operator(api: ApiServer, pool: int, metrics: int, health: int, log: Any) -> subprocess.Popen:
+def operator(
+    api: ApiServer,
+    pool: int,
+    metrics: int,
+    health: int,
+    log: Any,
+    *,
+    namespace: str = NAMESPACE,
+    kubeconfig: Path | None = None,
+) -> subprocess.Popen:
+    """``idlegate operator`` serving `namespace` through `kubeconfig` (default: the API
+    server's own), its output into `log`."""
     command = [
         *(sys.executable, "-m", "idlegate", "operator", "--standalone"),
-        *(f"--pool-size={pool}", "--scheduler", "fair", "--namespace", NAMESPACE),
+        *(f"--pool-size={pool}", "--scheduler", "fair", "--namespace", namespace),
         *("--metrics-port", str(metrics), "--health-port", str(health)),
-        *("--kubeconfig", str(api.kubeconfig)),
+        *("--kubeconfig", str(kubeconfig or api.kubeconfig)),
     ]
     env = {**os.environ, "POD_ID": "idlegate-operator-burst", "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
