@@ -213,3 +213,22 @@ def test_racing_drops_candidates_behind_after_the_first_future():
     plan = p.plan(p.request(c))
     assert plan.raced_out and plan.choice not in plan.raced_out
     assert all(plan.costs[n] > plan.costs[plan.choice] for n in plan.raced_out)
+
+
+def test_above_the_plan_window_a_plan_simulates_the_window_and_the_holders():
+    c = Cluster(4)
+    for i in range(100):
+        c.add_job(chain(1.0 + i % 7), 0.0, f"w{i}", DriverObject())
+    c.needs_schedule = False
+    fair = make_scheduler("fair")
+    while (step := c.decide_once(fair, 0.0)) is not None and step[0] is not WAIT:
+        pass
+    holders = {j.id for j in c.jobs if j.held}
+    p = planner("lookahead:srpt", planner="worker", plan_window=50)
+    p.reset(np.random.default_rng(0))
+    fork = p.request(c).fork
+    assert holders <= {j.id for j in fork.jobs} and len(fork.jobs) <= 32 + len(holders)
+    assert fork.free_executors == c.free_executors and len(c.jobs) == 100
+    everything = planner("lookahead:srpt", planner="worker", plan_window=None)
+    everything.reset(np.random.default_rng(0))
+    assert len(everything.request(c).fork.jobs) == 100

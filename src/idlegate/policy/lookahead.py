@@ -101,6 +101,7 @@ from pydantic import ConfigDict, Field, StrictBool, StrictInt
 from idlegate.config import Config, NonNegative, Positive
 from idlegate.errors import IdlegateError, reject_unknown
 from idlegate.policy.analytic import AnalyticIdleConfig, estimate_arrivals
+from idlegate.policy.bounded import WindowConfig, select_window
 from idlegate.policy.spec import SchedulerSpec
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.durations import duration_model
@@ -152,6 +153,10 @@ class LookaheadConfig(Config):
     race: NonNegative | None = None
     """After the first future, drop the candidates costing more than the best one's cost
     by this fraction (None: every candidate sees every future)."""
+    plan_window: StrictInt | None = Field(64, ge=1)
+    """Above this many jobs in the system, plans simulate only the learned policy's window
+    of them (`policy.bounded`: the oldest, newest and smallest launchable jobs) and the
+    jobs holding executors, so a plan's cost stays bounded (None: always every job)."""
     planning_delay: NonNegative = 0.0
     """``switch``, ``planner=inline``: simulated seconds from a plan's start to its switch
     (a planning worker's time per plan); 0: the switch is immediate (synchronous)."""
@@ -343,7 +348,7 @@ class LookaheadScheduler:
         self._requested = key
         horizon = self.horizon(view)
         futures = tuple(self.sample_futures(view, horizon))
-        return PlanRequest(key, planning_fork(view), futures, horizon, view.now)
+        return PlanRequest(key, self._fork(view), futures, horizon, view.now)
 
     def plan(self, request: PlanRequest) -> Plan:
         """Any one thread: simulate every policy on the request's futures; the cheapest.
@@ -405,7 +410,7 @@ class LookaheadScheduler:
         futures = self.sample_futures(view, horizon)
         policy = self._rollout[self.base_name]
         costs, raced_out, _ = self._evaluate(
-            planning_fork(view), futures, horizon, [(a, policy) for a in options]
+            self._fork(view), futures, horizon, [(a, policy) for a in options]
         )
         best = self._cheapest(costs, raced_out)
         s = self.stats
@@ -538,6 +543,14 @@ class LookaheadScheduler:
         raced_out = [i for i in range(len(plans)) if runs[i] < len(futures)]
         return costs, raced_out, shortest
 
+    def _fork(self, view: Cluster) -> Cluster:
+        """The plan's fork: of every job, or above `plan_window` jobs of the window's."""
+        threshold = self.config.plan_window
+        if threshold is None or len(view.jobs) <= threshold:
+            return planning_fork(view)
+        visible, _ = select_window(view, _PLAN_WINDOW)
+        return planning_fork(view, visible)
+
     def _cheapest(self, costs: list[float], raced_out: list[int]) -> int:
         """The cheapest plan's index among those not raced out: 0 (BASE's) unless another
         is cheaper by the margin."""
@@ -563,6 +576,9 @@ def _changed_between(view: Cluster, start: float, end: float) -> bool:
                 return True
     return False
 
+
+_PLAN_WINDOW = WindowConfig()
+"""Which jobs a plan above `plan_window` jobs simulates (the learned policy's default)."""
 
 _ARRIVAL_CONFIG = AnalyticIdleConfig()
 """The arrival-rate estimate's prior (the analytic rule's defaults; window set per call)."""

@@ -33,6 +33,7 @@ after the horizon, which are the same for every candidate a planner compares.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -41,7 +42,7 @@ import numpy as np
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.durations import Uniforms, duration_model
 from idlegate.sim.engine import Engine, JobArrival
-from idlegate.sim.protocol import WAIT, Action, Decision, Scheduler
+from idlegate.sim.protocol import WAIT, Action, Decision, Job, Scheduler
 
 OVERDUE_FRACTION = 0.05
 """A running task past its estimate ends after this fraction of the estimate."""
@@ -153,8 +154,9 @@ def rollout(
     return Rollout(cost, end)
 
 
-def planning_fork(cluster: Cluster) -> Cluster:
-    """A fork of `cluster` whose jobs carry their duration models as payloads.
+def planning_fork(cluster: Cluster, only: Iterable[Job] | None = None) -> Cluster:
+    """A fork of `cluster` (of the jobs `only` and the holders, `Cluster.fork`) whose jobs
+    carry their duration models as payloads.
 
     A rollout is the fork's driver, as the simulator is a cluster's: it samples task
     durations from the payloads (`Engine`). A job of another driver carries that
@@ -162,7 +164,7 @@ def planning_fork(cluster: Cluster) -> Cluster:
     `duration_model` of it; payloads that are models already stay, so forking a
     planning fork again costs no conversion.
     """
-    sim = cluster.fork()
+    sim = cluster.fork(only)
     for job in sim.jobs:
         job.payload = duration_model(job.payload)
     return sim
