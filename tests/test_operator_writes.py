@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import gc
 import itertools
 import random
 from collections.abc import Callable
@@ -265,7 +266,7 @@ async def test_ops_of_a_cleared_workflow_end_and_release_the_ops_after_them():
     queued = Op("queued", record)
     actuator.submit("w", first, lane="a")
     actuator.submit("w", queued, lane="a")
-    waiting = Op("after", record, after=queued)
+    waiting = Op("after", record, after=queued.ended)
     actuator.submit("w", waiting, lane="b")
     await asyncio.sleep(0)  # the lanes' workers start: "first" runs, "after" waits
     assert actuator.pending("w") == 1 and not actuator.settled("w")
@@ -492,3 +493,13 @@ async def test_a_pod_found_on_the_first_try_is_not_counted_as_the_operators():
     await h.settle()
     assert h.released() == ["w-a-0"]
     assert counted(h) == (0, 1)  # its release is the operator's; its creation is not
+
+
+@pytest.mark.asyncio
+async def test_a_finished_workflow_leaves_no_status_book_behind():
+    h = harness(pool=2)
+    await h.submit("w", {"stages": [stage("a", tasks=2, duration=1)]})
+    await h.run_to_completion()
+    assert h.kube.status("w")["phase"] == "Succeeded"
+    gc.collect()
+    assert len(h.bridge.writes._status) == 0  # (weakly keyed: the workflow is gone)

@@ -58,9 +58,9 @@ class Op:
     creation, or any other exception (a bug, or input no check caught); the op is dropped."""
     wanted: Callable[[], bool] = field(default=lambda: True)
     """Checked before each attempt: an op no longer wanted is dropped silently."""
-    after: Op | None = None
-    """An op (of another lane) this one does not start before: it waits until that one
-    has ended, however (done, given up or dropped)."""
+    after: asyncio.Event | None = None
+    """Not started before this is set: another op's `ended` (of another lane), to keep an
+    order across lanes; it is set however that op ends (done, given up or dropped)."""
     ended: asyncio.Event = field(default_factory=asyncio.Event, init=False, repr=False)
     """Set once the op is over: done, given up, or dropped."""
 
@@ -155,7 +155,7 @@ class Actuator:
                 op = queue.popleft()
                 try:
                     if op.after is not None:
-                        await op.after.ended.wait()
+                        await op.after.wait()
                     await self._attempt(op)
                 finally:
                     op.ended.set()

@@ -287,10 +287,10 @@ class Writer:
             wf.status_queued = False
 
         op = Op(f"status of {wf.owner.namespace}/{wf.owner.name}", run, on_error=gave_up)
-        book.last = op
+        book.last = op.ended  # (not the op: its closure holds the workflow, the book's key)
         self.actuator.submit(wf.key, op, lane=STATUS)
 
-    def _slot_write(self, wf: Workflow, index: int) -> Op | None:
+    def _slot_write(self, wf: Workflow, index: int) -> asyncio.Event | None:
         """The status write a release in stage `index` waits for: the one that persists
         the stage's idle slot (so that a restart neither forgets nor repeats the delay),
         while the slot is not in the API yet; None otherwise."""
@@ -298,7 +298,7 @@ class Writer:
         if index not in wf.idle_slots or book is None or index in book.persisted:
             return None
         last = book.last
-        return last if last is not None and not last.ended.is_set() else None
+        return last if last is not None and not last.is_set() else None
 
     def _flush_status(self, wf: Workflow) -> None:
         wf.status_timer = None
@@ -327,8 +327,9 @@ class _StatusBook:
 
     persisted: set[int]
     """Stages whose idle slot a status write has put in the API."""
-    last: Op | None = None
-    """The latest status write queued (it writes the state as it is when it runs)."""
+    last: asyncio.Event | None = None
+    """The `ended` of the latest status write queued (it writes the state as it is when
+    it runs)."""
 
 
 def pod_lane(name: str) -> tuple[str, str]:
