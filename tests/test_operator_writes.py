@@ -503,3 +503,31 @@ async def test_a_finished_workflow_leaves_no_status_book_behind():
     assert h.kube.status("w")["phase"] == "Succeeded"
     gc.collect()
     assert len(h.bridge.writes._status) == 0  # (weakly keyed: the workflow is gone)
+
+
+@pytest.mark.asyncio
+async def test_an_outage_is_requests_unanswered_for_a_second_not_one_dropped_connection():
+    metrics = Metrics(1, "fifo")
+    health = ApiHealth(metrics)
+    recoveries: list[float] = []
+    health.on_recovery(recoveries.append)
+    kube = FakeKube()
+    api = ObservedApi(kube, health)
+    kube.fail["ping"] = [ApiError(0, "ProtocolError", "reset")]
+    with pytest.raises(ApiError):
+        await api.ping()
+    await asyncio.sleep(0.5)
+    await api.ping()  # answered within the second: no outage, nothing to recover from
+    assert health.up and recoveries == [] and metrics.value("idlegate_api_up") == 1
+    t0 = now()
+    kube.fault = Window(t0, t0 + 10, unavailable)
+    while now() < t0 + 10:
+        with pytest.raises(ApiError):
+            await api.ping()
+        assert health.up == (now() - t0 < 1.0)  # down once a second passed unanswered
+        await asyncio.sleep(0.25)
+    await api.ping()
+    assert health.up and recoveries == [pytest.approx(10.0)]
+    assert metrics.value("idlegate_api_unreachable_seconds_total") == pytest.approx(10.0)
+    assert metrics.value("idlegate_api_errors_total", status="0") == 1
+    assert metrics.value("idlegate_api_errors_total", status="503") == 40

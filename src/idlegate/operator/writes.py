@@ -172,7 +172,9 @@ class Writer:
         op = Op(what, run, on_error=rejected, wanted=wanted, after=after)
         self.actuator.submit(wf.key, op, lane=pod_lane(name))
 
-    async def _rerelease(self, kube: KubeApi, owner: Owner, name: str, executor: int) -> Any:
+    async def _rerelease(
+        self, kube: KubeApi, owner: Owner, name: str, executor: int
+    ) -> dict[str, Any]:
         """The guarded gate removal was refused (409, 422): read the pod and finish the job.
         Its gate has moved (another controller removed one before it: patch again), or it
         is gone (an unanswered try removed it, or someone else did): record the executor."""
