@@ -6,7 +6,9 @@ alternating between the two trees round by round, each tree in a fresh interpret
 (the same one). Prints per interarrival the seconds per episode of each tree (the
 fastest of the rounds per episode, median over seeds), the ratio REF / current per
 episode, and whether every job's JCT is the same to the last digit in both trees.
-Exits 1 when a JCT differs: a speed change must not change a result.
+Exits 1 when a JCT differs: a speed change must not change a result. Times are CPU
+seconds of the episode's process by default (`--clock wall` for wall time): on shared
+cores they move less than wall time.
 
     python benchmarks/sim_regression.py --against REF [--seeds 3] [--rounds 3]
 
@@ -24,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -47,16 +50,18 @@ def package_root(tree: Path, scratch: Path) -> Path:
     raise SystemExit(f"Error: {tree} holds no idlegate package (neither src/idlegate nor sim/)")
 
 
-def worker(seeds: int, scheduler: str, where: str) -> None:
+def worker(seeds: int, scheduler: str, where: str, clock: str) -> None:
     """Run the episodes with the idlegate on PYTHONPATH; print their times and JCTs as JSON."""
     sys.path.insert(0, str(HERE))
     from sim_speed import episode  # the one definition of an episode
+
+    timer = time.process_time if clock == "cpu" else time.perf_counter
 
     episode(INTERARRIVALS[0], 0, scheduler, where)  # warm caches (trace parsing)
     out = []
     for interarrival in INTERARRIVALS:
         for seed in range(seeds):
-            seconds, result = episode(interarrival, seed, scheduler, where)
+            seconds, result = episode(interarrival, seed, scheduler, where, timer)
             jcts = [r.finish - r.arrival for r in sorted(result.records, key=lambda r: r.id)]
             out.append({"interarrival": interarrival, "seed": seed, "s": seconds, "jct": jcts})
     json.dump(out, sys.stdout)
@@ -66,7 +71,7 @@ def run_tree(root: Path, args: argparse.Namespace) -> list[dict]:
     """One round of every episode in a fresh interpreter importing idlegate from `root`."""
     command = [sys.executable, str(Path(__file__).resolve()), "--worker"]
     command += ["--seeds", str(args.seeds), "--scheduler", args.scheduler]
-    command += ["--tpch-dir", args.tpch_dir]
+    command += ["--tpch-dir", args.tpch_dir, "--clock", args.clock]
     env = {**os.environ, "PYTHONPATH": str(root)}
     # a neutral cwd, so that no idlegate folder there shadows the tree's
     done = subprocess.run(
@@ -107,10 +112,16 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="runs of every episode per tree")
     parser.add_argument("--scheduler", default="fair")
     parser.add_argument("--tpch-dir", default=None)
+    parser.add_argument(
+        "--clock",
+        choices=("cpu", "wall"),
+        default="cpu",
+        help="cpu: the process's CPU time (steadier while other work shares the cores)",
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.seeds, args.scheduler, args.tpch_dir)
+        worker(args.seeds, args.scheduler, args.tpch_dir, args.clock)
         return 0
     from idlegate.errors import IdlegateError
     from idlegate.sim.tpch import resolve_tpch_dir
@@ -151,7 +162,7 @@ def main() -> int:
             )
     print(
         f"{args.scheduler}, TPC-H, 50 executors, 1 + 200 jobs, seeds 0-{args.seeds - 1}; "
-        f"fastest of {args.rounds} interleaved rounds per episode"
+        f"{args.clock} seconds, fastest of {args.rounds} interleaved rounds per episode"
     )
     return 0 if report(runs["current"], runs[label], label) else 1
 

@@ -20,6 +20,7 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable
 
 from idlegate.errors import IdlegateError
 from idlegate.policy import make_scheduler
@@ -30,8 +31,13 @@ from idlegate.sim.workloads import build_workload
 
 
 def episode(
-    interarrival: float, seed: int, scheduler: str, tpch_dir: str
+    interarrival: float,
+    seed: int,
+    scheduler: str,
+    tpch_dir: str,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> tuple[float, SimResult]:
+    """One episode: the seconds `simulate` took on `clock` (the workload is built before)."""
     workload = build_workload(
         "tpch",
         seed=seed,
@@ -41,9 +47,9 @@ def episode(
         num_stream=200,
         interarrival=interarrival,
     )
-    start = time.perf_counter()
+    start = clock()
     result = simulate(workload, make_scheduler(scheduler), seed=seed)
-    return time.perf_counter() - start, result
+    return clock() - start, result
 
 
 def main() -> int:
