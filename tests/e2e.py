@@ -63,6 +63,8 @@ class PodMonitor:
         """Pods that carried the operator's gate at some point."""
         self.released: set[str] = set()
         """Pods whose gate was removed (each one release, whoever removed it)."""
+        self.gated_now: set[str] = set()
+        """Pods carrying the gate now (work ready to run, waiting for an executor)."""
         self._lock = threading.Lock()
         self._unsubscribe = api.call(lambda: api.emulator.subscribe(self._on_event))
 
@@ -91,6 +93,10 @@ class PodMonitor:
                     annotations.get(ANNOTATION_ATTEMPT, "0"),
                 )
                 self.tasks[task] += 1
+            if GATE in gates and etype != "DELETED":
+                self.gated_now.add(name)
+            else:
+                self.gated_now.discard(name)
             if GATE in gates:
                 self.gated.add(name)
             elif name in self.gated and etype != "DELETED":
@@ -118,6 +124,11 @@ class PodMonitor:
         """The pods holding an executor now."""
         with self._lock:
             return set(self.occupying)
+
+    def counts(self) -> tuple[int, int]:
+        """(pods holding an executor, gated pods waiting for one) now."""
+        with self._lock:
+            return len(self.occupying), len(self.gated_now)
 
 
 def released_pods(operator: Operator) -> set[str] | None:
