@@ -102,3 +102,16 @@ def test_the_readmes_picture_is_drawn_from_the_schedules_its_caption_gives() -> 
     idled = gantt.run(gantt.IdleFirst(gantt.make_scheduler("sjf-cp"), "A", 2.0))
     assert {r.name: r.jct for r in at_once.records} == {"A": 20.0, "B": 22.0}
     assert {r.name: r.jct for r in idled.records} == {"A": 26.0, "B": 4.0}
+
+
+def test_api_faults_recovery_is_from_the_return_to_the_pool_full() -> None:
+    api_faults = load_benchmark("api_faults")
+    sampler = api_faults.Sampler(monitor=None)
+    # (time, pods running, gated pods): the API returns at t = 10; the pool of 4 is full
+    # at t = 12; the full pool before the return does not count
+    sampler.samples = [(9.0, 4, 8), (10.0, 0, 8), (11.0, 3, 5), (12.0, 4, 4), (13.0, 4, 0)]
+    assert sampler.recovery(10.0, 4) == 2.0
+    # with less work than the pool (2 running, none waiting), that is the pool full
+    sampler.samples = [(10.0, 0, 2), (10.5, 2, 0)]
+    assert sampler.recovery(10.0, 4) == 0.5
+    assert sampler.recovery(11.0, 4) is None  # never after t = 11
