@@ -33,11 +33,15 @@ its measured durations, else its estimates). Every candidate sees the same M fut
 and the same duration seeds (common random numbers), so their difference is not
 drowned in sampling noise.
 
-Two ways to spend less on a plan (both off by default): `max_decisions` cuts BASE's
-rollout of each future after that many decisions and compares every candidate over the
-horizon reached (an adaptive horizon: BASE, the learned policy, costs most per
-decision); `race` drops, after the first future, every candidate whose cost is more
-than that fraction above the best one's (racing with common random numbers).
+Spending less on a plan: `max_decisions` cuts BASE's rollout of each future after that
+many decisions and compares every candidate over the horizon reached (an adaptive
+horizon: BASE, the learned policy, costs most per decision); `race` drops, after the
+first future, every candidate whose cost is more than that fraction above the best
+one's (racing with common random numbers); both are off by default. Above
+`plan_window` jobs in the system (64), a plan forks only the learned policy's window
+of them (`policy.bounded`: the oldest, newest and smallest launchable jobs) and the
+jobs holding executors, so a plan with 1,000 queued workflows costs about what one
+with 60 does; the jobs left out wait through every candidate's future alike.
 
 Modes
 -----
@@ -107,7 +111,7 @@ from idlegate.sim.cluster import Cluster
 from idlegate.sim.durations import duration_model
 from idlegate.sim.engine import JobArrival
 from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision, Job, Scheduler
-from idlegate.sim.rollout import Future, planning_fork, rollout
+from idlegate.sim.rollout import Future, compare, planning_fork
 
 SchedulerFactory = Callable[[], Scheduler]
 
@@ -361,7 +365,7 @@ class LookaheadScheduler:
         """
         started, cpu = time.perf_counter(), time.thread_time()
         names = list(self._rollout)
-        costs, raced_out, horizon = self._evaluate(
+        costs, raced_out, horizon = self._compare(
             request.fork,
             request.futures,
             request.horizon,
@@ -415,7 +419,7 @@ class LookaheadScheduler:
         horizon = self.horizon(view)
         futures = self.sample_futures(view, horizon)
         policy = self._rollout[self.base_name]
-        costs, raced_out, _ = self._evaluate(
+        costs, raced_out, _ = self._compare(
             self._fork(view), futures, horizon, [(a, policy) for a in options]
         )
         best = self._cheapest(costs, raced_out)
@@ -505,51 +509,6 @@ class LookaheadScheduler:
             futures.append(Future(tuple(arrivals), int(rng.integers(2**63))))
         return futures
 
-    def _evaluate(
-        self,
-        fork: Cluster,
-        futures: Sequence[Future],
-        horizon: float,
-        plans: list[tuple[Action | None, Scheduler]],
-    ) -> tuple[list[float], list[int], float]:
-        """Mean rollout cost of each (first action, policy after it) over common futures,
-        the plans raced out after the first future, and the shortest horizon used.
-
-        In each future plan 0 (BASE's) runs first, within `max_decisions`; the others
-        run to the horizon it reached.
-        """
-        cfg = self.config
-        totals = [0.0] * len(plans)
-        runs = [0] * len(plans)
-        alive = list(range(len(plans)))
-        shortest = horizon
-        for m, future in enumerate(futures):
-            cut = horizon
-            for i in alive:
-                first, policy = plans[i]
-                budget = cfg.max_decisions if i == 0 else None
-                done = rollout(
-                    fork,
-                    policy,
-                    future,
-                    cut,
-                    first=first,
-                    terminal_weight=cfg.terminal_weight,
-                    rng_seed=future.seed,
-                    max_decisions=budget,
-                )
-                if i == 0:
-                    cut = done.end - fork.now
-                totals[i] += done.cost
-                runs[i] += 1
-            shortest = min(shortest, cut)
-            if m == 0 and cfg.race is not None and len(alive) > 1:
-                best = min(totals[i] for i in alive)
-                alive = [i for i in alive if totals[i] <= best * (1.0 + cfg.race)]
-        costs = [totals[i] / runs[i] for i in range(len(plans))]
-        raced_out = [i for i in range(len(plans)) if runs[i] < len(futures)]
-        return costs, raced_out, shortest
-
     def _fork(self, view: Cluster) -> Cluster:
         """The plan's fork: of every job, or above `plan_window` jobs of the window's."""
         threshold = self.config.plan_window
@@ -557,6 +516,24 @@ class LookaheadScheduler:
             return planning_fork(view)
         visible, _ = select_window(view, _PLAN_WINDOW)
         return planning_fork(view, visible)
+
+    def _compare(
+        self,
+        fork: Cluster,
+        futures: Sequence[Future],
+        horizon: float,
+        plans: list[tuple[Action | None, Scheduler]],
+    ) -> tuple[list[float], list[int], float]:
+        cfg = self.config
+        return compare(
+            fork,
+            futures,
+            horizon,
+            plans,
+            terminal_weight=cfg.terminal_weight,
+            max_decisions=cfg.max_decisions,
+            race=cfg.race,
+        )
 
     def _cheapest(self, costs: list[float], raced_out: list[int]) -> int:
         """The cheapest plan's index among those not raced out: 0 (BASE's) unless another

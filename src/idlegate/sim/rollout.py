@@ -33,7 +33,7 @@ after the horizon, which are the same for every candidate a planner compares.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -152,6 +152,54 @@ def rollout(
     if terminal_weight:
         cost += terminal_weight * remaining_flow_estimate(sim)
     return Rollout(cost, end)
+
+
+def compare(
+    fork: Cluster,
+    futures: Sequence[Future],
+    horizon: float,
+    plans: Sequence[tuple[Action | None, Scheduler]],
+    *,
+    terminal_weight: float = 1.0,
+    max_decisions: int | None = None,
+    race: float | None = None,
+) -> tuple[list[float], list[int], float]:
+    """Mean cost of each plan (first action, policy after it) over common futures, the
+    plans raced out after the first future, and the shortest horizon used.
+
+    In each future plan 0 runs first, within `max_decisions`, and the others run to the
+    horizon it reached. With `race`, plans costing more than the best one by that
+    fraction in the first future see no other (their mean is over that one).
+    """
+    totals = [0.0] * len(plans)
+    runs = [0] * len(plans)
+    alive = list(range(len(plans)))
+    shortest = horizon
+    for m, future in enumerate(futures):
+        cut = horizon
+        for i in alive:
+            first, policy = plans[i]
+            done = rollout(
+                fork,
+                policy,
+                future,
+                cut,
+                first=first,
+                terminal_weight=terminal_weight,
+                rng_seed=future.seed,
+                max_decisions=max_decisions if i == 0 else None,
+            )
+            if i == 0:
+                cut = done.end - fork.now
+            totals[i] += done.cost
+            runs[i] += 1
+        shortest = min(shortest, cut)
+        if m == 0 and race is not None and len(alive) > 1:
+            best = min(totals[i] for i in alive)
+            alive = [i for i in alive if totals[i] <= best * (1.0 + race)]
+    costs = [totals[i] / runs[i] for i in range(len(plans))]
+    raced_out = [i for i in range(len(plans)) if runs[i] < len(futures)]
+    return costs, raced_out, shortest
 
 
 def planning_fork(cluster: Cluster, only: Iterable[Job] | None = None) -> Cluster:
