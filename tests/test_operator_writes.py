@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from idlegate.operator import intake
-from idlegate.operator.actuator import Actuator, Op
+from idlegate.operator.actuator import Actuator, Op, Priority
 from idlegate.operator.health import ApiHealth, ObservedApi, retry_delay
 from idlegate.operator.kube import ApiError, KubernetesApi, retry_after
 from idlegate.operator.metrics import Metrics
@@ -531,3 +531,30 @@ async def test_an_outage_is_requests_unanswered_for_a_second_not_one_dropped_con
     assert metrics.value("idlegate_api_unreachable_seconds_total") == pytest.approx(10.0)
     assert metrics.value("idlegate_api_errors_total", status="0") == 1
     assert metrics.value("idlegate_api_errors_total", status="503") == 40
+
+
+@pytest.mark.asyncio
+async def test_a_pod_about_to_run_takes_the_next_free_connection_before_status_and_events():
+    health = ApiHealth(Metrics(1, "fifo"))
+    actuator = Actuator(
+        FakeKube(), retry_delays=(1.0,), retry_after_cap=60, health=health, concurrency=2
+    )
+    order: list[str] = []
+
+    def op(name: str, priority: Priority, seconds: float = 0.5) -> Op:
+        async def run(api: Any) -> None:
+            await asyncio.sleep(seconds)
+            order.append(name)
+
+        return Op(name, run, priority=priority)
+
+    for i in range(2):  # both connections busy
+        actuator.submit("w", op(f"status-{i}", Priority.STATUS), lane=f"s{i}")
+    await asyncio.sleep(0)
+    actuator.submit("w", op("event", Priority.EVENT, 0.1), lane="e")
+    actuator.submit("w", op("status", Priority.STATUS, 0.1), lane="s")
+    actuator.submit("w", op("gated", Priority.POD, 0.1), lane="p1")
+    actuator.submit("w", op("release", Priority.RUN, 0.1), lane="p2")
+    await actuator.wait_idle(5)
+    assert order[:2] == ["status-0", "status-1"]
+    assert order[2:] == ["release", "gated", "status", "event"]

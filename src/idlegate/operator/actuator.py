@@ -8,7 +8,8 @@ different ones, proceed in parallel. The writer (:mod:`idlegate.operator.writes`
 each pod its own lane (its creation, gate removal and deletion happen in the order they
 were decided: a pod is created before its gate is removed), and each workflow one lane for
 its status and one for its Events. So a status write or an Event waiting out its back-off
-never delays a pod creation or a gate release, which is what keeps the pool full. The one
+never delays a pod creation or a gate release, which is what keeps the pool full; nor
+does it take the API client's last free connection from one (:class:`Slots`). The one
 order across lanes that matters is stated per op (:attr:`Op.after`: the release of a
 stage waits for the status write that persists its idle slot).
 
@@ -25,11 +26,15 @@ held).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import heapq
+import itertools
 import logging
 import random
 from collections import deque
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
+from enum import IntEnum
 
 from idlegate.operator.health import ApiHealth, retry_delay
 from idlegate.operator.kube import ApiError, KubeApi
@@ -40,6 +45,55 @@ STATUS = "status"
 """The lane of a workflow's status writes."""
 EVENTS = "events"
 """The lane of a workflow's Events."""
+
+
+class Priority(IntEnum):
+    """Who goes first when more ops are ready than the API concurrency allows."""
+
+    RUN = 0
+    """A pod about to run: a gate removal, or a creation without gate."""
+    POD = 1
+    """Another pod write: a gated creation (ahead of its release), a deletion."""
+    STATUS = 2
+    EVENT = 3
+
+
+class Slots:
+    """At most `size` ops talking to the API at once (the client's concurrency, so that
+    none queues in its thread pool, first come first served); the most urgent waiting op
+    takes the next free slot. So a gate removal waits behind no status write or Event."""
+
+    def __init__(self, size: int) -> None:
+        self.free = size
+        self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._order = itertools.count()
+
+    @contextlib.asynccontextmanager
+    async def taken(self, priority: Priority) -> AsyncIterator[None]:
+        """Hold a slot for the block (waiting for one, by `priority`, then arrival)."""
+        if self.free > 0 and not self._waiting:
+            self.free -= 1
+        else:
+            turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            heapq.heappush(self._waiting, (priority, next(self._order), turn))
+            try:
+                await turn
+            except asyncio.CancelledError:
+                if turn.done() and not turn.cancelled():
+                    self._give()  # handed a slot as it was cancelled: pass it on
+                raise
+        try:
+            yield
+        finally:
+            self._give()
+
+    def _give(self) -> None:
+        while self._waiting:
+            _, _, turn = heapq.heappop(self._waiting)
+            if not turn.done():
+                turn.set_result(None)
+                return
+        self.free += 1
 
 
 class Retry(Exception):
@@ -58,6 +112,8 @@ class Op:
     creation, or any other exception (a bug, or input no check caught); the op is dropped."""
     wanted: Callable[[], bool] = field(default=lambda: True)
     """Checked before each attempt: an op no longer wanted is dropped silently."""
+    priority: Priority = Priority.POD
+    """Its turn for a slot of the API's concurrency (:class:`Slots`)."""
     after: asyncio.Event | None = None
     """Not started before this is set: another op's `ended` (of another lane), to keep an
     order across lanes; it is set however that op ends (done, given up or dropped)."""
@@ -79,6 +135,7 @@ class Actuator:
         retry_delays: tuple[float, ...],
         retry_after_cap: float,
         health: ApiHealth,
+        concurrency: int | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self.kube = kube
@@ -87,6 +144,8 @@ class Actuator:
         self.retry_delays = retry_delays
         self.retry_after_cap = retry_after_cap
         self.health = health
+        self.slots = Slots(concurrency) if concurrency is not None else None
+        """The API client's concurrency, handed out by priority; None: no limit."""
         self.rng = rng or random.Random()
         """The jitter's source (tests pass a seeded one)."""
         self._lanes: dict[LaneKey, deque[Op]] = {}
@@ -177,7 +236,11 @@ class Actuator:
         failures = 0
         while op.wanted():
             try:
-                await op.run(self.kube)
+                if self.slots is None:
+                    await op.run(self.kube)
+                else:
+                    async with self.slots.taken(op.priority):
+                        await op.run(self.kube)
                 return
             except (ApiError, Retry) as exc:
                 wait = None

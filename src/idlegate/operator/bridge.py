@@ -101,6 +101,7 @@ class Bridge:
             retry_delays=settings.retry_delays,
             retry_after_cap=settings.retry_after_cap,
             health=self.health,
+            concurrency=settings.api_concurrency,
         )
         self.cluster = Cluster(settings.pool_size)
         self.workflows: dict[WorkflowKey, Workflow] = {}

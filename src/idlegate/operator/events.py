@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from idlegate.operator.actuator import EVENTS, Actuator, Op
+from idlegate.operator.actuator import EVENTS, Actuator, Op, Priority
 from idlegate.operator.kube import ApiError, KubeApi
 from idlegate.operator.pods import Owner
 from idlegate.operator.status import clip
@@ -179,4 +179,5 @@ class EventRecorder:
                 log.warning("Event %s on %s not posted: %s", posted.reason, owner.name, exc)
 
         what = f"event {posted.reason} on {owner.name}"
-        self.actuator.submit((owner.namespace, owner.name), Op(what, run), lane=EVENTS)
+        op = Op(what, run, priority=Priority.EVENT)
+        self.actuator.submit((owner.namespace, owner.name), op, lane=EVENTS)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from idlegate.errors import IdlegateError
-from idlegate.operator.actuator import STATUS, Actuator, Op, Retry
+from idlegate.operator.actuator import STATUS, Actuator, Op, Priority, Retry
 from idlegate.operator.clock import Steady
 from idlegate.operator.counts import PodWriteCounts, Write
 from idlegate.operator.events import EventRecorder
@@ -128,7 +128,8 @@ class Writer:
 
         what = f"create {'gated ' if gated else ''}pod {owner.namespace}/{name}"
         after = None if gated else self._slot_write(wf, track.index)
-        op = Op(what, run, on_error=rejected, wanted=wanted, after=after)
+        priority = Priority.POD if gated else Priority.RUN
+        op = Op(what, run, on_error=rejected, wanted=wanted, priority=priority, after=after)
         self.actuator.submit(wf.key, op, lane=pod_lane(name))
 
     def release_pod(self, wf: Workflow, track: StageTrack, task: Task) -> None:
@@ -169,7 +170,7 @@ class Writer:
 
         what = f"release pod {owner.namespace}/{name} on executor {executor}"
         after = self._slot_write(wf, track.index)
-        op = Op(what, run, on_error=rejected, wanted=wanted, after=after)
+        op = Op(what, run, on_error=rejected, wanted=wanted, priority=Priority.RUN, after=after)
         self.actuator.submit(wf.key, op, lane=pod_lane(name))
 
     async def _rerelease(
@@ -288,7 +289,8 @@ class Writer:
         def gave_up(exc: Exception) -> None:
             wf.status_queued = False
 
-        op = Op(f"status of {wf.owner.namespace}/{wf.owner.name}", run, on_error=gave_up)
+        what = f"status of {wf.owner.namespace}/{wf.owner.name}"
+        op = Op(what, run, on_error=gave_up, priority=Priority.STATUS)
         book.last = op.ended  # (not the op: its closure holds the workflow, the book's key)
         self.actuator.submit(wf.key, op, lane=STATUS)
 
@@ -320,7 +322,8 @@ class Writer:
                 await kube.patch_workflow_status(owner.namespace, owner.name, body)
 
         key = (owner.namespace, owner.name)
-        self.actuator.submit(key, Op(f"status of {owner.name}", run), lane=STATUS)
+        op = Op(f"status of {owner.name}", run, priority=Priority.STATUS)
+        self.actuator.submit(key, op, lane=STATUS)
 
 
 @dataclass(slots=True)
