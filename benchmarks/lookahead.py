@@ -10,6 +10,10 @@ says how its mean JCT differs from the first planner's, paired per seed. With `-
 every planner is told the true remaining arrivals (one future, the real one) instead of
 sampling them: the ceiling of what its estimates could give.
 
+With `--queued N` it instead times plans with N workflows of the workload queued at
+once on the cluster (after BASE's first round): the planners' request (on the owner's
+thread) and plan, p50 and max over `--seeds` repetitions, side by side.
+
 For each seed every scheduler runs on the same arrival sequence. The table gives mean,
 p95 and maximum JCT (each averaged over seeds), the paired change of the mean against
 the base and against fair, and the p95 against fair's; then, per planner, how many
@@ -132,12 +136,51 @@ def report(args: argparse.Namespace, rows: list[Row], workload_options: dict) ->
         )
 
 
+def _ms(seconds: list[float]) -> str:
+    return f"p50 {np.median(seconds) * 1e3:.1f} ms, max {np.max(seconds) * 1e3:.1f} ms"
+
+
+def queued(args: argparse.Namespace, rows: list[Row], workload_options: dict) -> None:
+    """Plan times with `args.queued` workflows in the system at once."""
+    from idlegate.sim.cluster import Cluster
+    from idlegate.sim.protocol import WAIT
+    from idlegate.sim.workloads import build_workload
+
+    options = {**workload_options, "num_stream": args.queued}
+    w = build_workload(args.workload, args.first_seed, **options)
+    print(f"{args.queued} workflows of {args.workload} {options} queued at once")
+    for row in rows[2:]:
+        planner = make_scheduler(row.spec)
+        if not isinstance(planner, LookaheadScheduler):
+            raise IdlegateError(f"{row.spec.format()} is no planner")
+        planner.reset(np.random.default_rng(args.first_seed))
+        cluster = Cluster(w.num_executors)
+        for a in w.jobs[: args.queued]:
+            cluster.add_job(a.dag, 0.0, a.name, a.durations)
+        cluster.needs_schedule = False
+        while (step := cluster.decide_once(planner, 0.0)) is not None and step[0] is not WAIT:
+            pass
+        requests, plans = [], []
+        for _ in range(args.seeds):
+            started = time.perf_counter()
+            request = planner.request(cluster)
+            requests.append(time.perf_counter() - started)
+            plans.append(planner.plan(request).cpu_seconds)
+        print(
+            f"{row.spec.format()}: {len(cluster.jobs)} jobs; request {_ms(requests)}; "
+            f"plan (CPU) {_ms(plans)}"
+        )
+
+
 def run(args: argparse.Namespace) -> None:
     workload_options = {"num_executors": args.executors, "load": args.load}
     if args.jobs_count:
         workload_options["num_stream"] = args.jobs_count - 1
     workload_options = {k: v for k, v in workload_options.items() if v is not None}
     rows = rows_of(args)
+    if args.queued:
+        queued(args, rows, workload_options)
+        return
     started = time.perf_counter()
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         run_seed(args, rows, workload_options, seed)
@@ -159,6 +202,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--also", action="append", default=[], help="another planner's options, KEY=V&KEY=V"
     )
+    parser.add_argument("--queued", type=int, default=0, help="time plans with N queued")
     args = parser.parse_args(argv)
     try:
         run(args)
