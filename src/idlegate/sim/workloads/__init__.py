@@ -25,6 +25,12 @@ Workloads:
 * `k8s-batch` — Argo/Airflow-style pipelines of pods that run for minutes (ETL chains,
   fan-out/fan-in, train→eval), no moving delay, a start latency in every pod; cron
   bursts (every 15 min, jittered) plus ad-hoc Poisson jobs.
+* `follow` — each long job (`size_ratio` × a short one) followed after a random lag by a
+  session of 3–4 short jobs, plus a share of uncorrelated Poisson jobs: arrivals that
+  tell what comes next.
+* `push` — one trigger starts one long and several short workflows a few seconds apart.
+* `recurring` — named pipelines on cron-like schedules (`Schedule`: period, phase,
+  jitter), the same DAG and similar work every run, plus ad-hoc jobs.
 * `file` — workflows from a YAML/JSON file, all at t=0, as a stream, or replayed at the
   arrival times a history file records (with measured task durations, `sim.history`).
 
@@ -45,6 +51,10 @@ The package, by concern (everything public is re-exported here, so
 * `options` — the typed configs of the generated workloads.
 * `generators` — the synthetic, bursty, tpch, tpch-like and mixed generators.
 * `k8s_batch` — the `k8s-batch` workload (its config, pipelines and pod durations).
+* `triggered` — what `follow` and `push` share (triggers releasing long and short jobs,
+  `job_class`); `follow` and `push` — their configs and generators.
+* `schedule` — `Schedule`, a recurring start time (reused by cron-like resources).
+* `recurring` — the `recurring` workload (`RecurringPipeline`, `RecurringConfig`).
 * `file` — the `file` workload (workflow files and replayed histories).
 * `registry` — `WORKLOADS`, `workload_config`, `build_workload`, `describe_workloads`.
 """
@@ -67,6 +77,7 @@ from idlegate.sim.workloads.file import (
     FileConfig,
     file_workload,
 )
+from idlegate.sim.workloads.follow import FollowConfig, follow_workload
 from idlegate.sim.workloads.generators import (
     bursty_workload,
     mean_job_work,
@@ -91,6 +102,13 @@ from idlegate.sim.workloads.options import (
     TpchOptions,
     TwoTypeOptions,
 )
+from idlegate.sim.workloads.push import PushConfig, push_workload
+from idlegate.sim.workloads.recurring import (
+    DEFAULT_PIPELINES,
+    RecurringConfig,
+    RecurringPipeline,
+    recurring_workload,
+)
 from idlegate.sim.workloads.registry import (
     WORKLOADS,
     WorkloadKind,
@@ -99,6 +117,7 @@ from idlegate.sim.workloads.registry import (
     workload_config,
     workload_kind,
 )
+from idlegate.sim.workloads.schedule import Schedule
 from idlegate.sim.workloads.sources import (
     DEFAULT_SIZE_SHAPE,
     MAX_TASK_SECONDS,
@@ -124,8 +143,10 @@ from idlegate.sim.workloads.tpch_like import (
     estimate_tpch_like_work,
     tpch_like_spec,
 )
+from idlegate.sim.workloads.triggered import LagDistribution, TriggeredOptions, job_class
 
 __all__ = [
+    "DEFAULT_PIPELINES",
     "DEFAULT_SIZE_SHAPE",
     "ESTIMATE_SAMPLES",
     "ESTIMATE_SEED",
@@ -143,12 +164,18 @@ __all__ = [
     "DagShape",
     "DrawnJob",
     "FileConfig",
+    "FollowConfig",
     "JobShape",
     "JobSource",
     "K8sBatchConfig",
     "K8sPodDurations",
+    "LagDistribution",
     "MixSource",
     "MixedConfig",
+    "PushConfig",
+    "RecurringConfig",
+    "RecurringPipeline",
+    "Schedule",
     "SeedLike",
     "SizeDistribution",
     "StreamOptions",
@@ -158,6 +185,7 @@ __all__ = [
     "TpchLikeSource",
     "TpchOptions",
     "TpchSource",
+    "TriggeredOptions",
     "TwoTypeOptions",
     "TwoTypeSource",
     "WorkloadKind",
@@ -167,13 +195,17 @@ __all__ = [
     "describe_workloads",
     "estimate_tpch_like_work",
     "file_workload",
+    "follow_workload",
     "interarrival_for_load",
+    "job_class",
     "k8s_batch_workload",
     "mean_job_work",
     "mean_pipeline_work",
     "mixed_workload",
     "offered_load",
     "poisson_times",
+    "push_workload",
+    "recurring_workload",
     "session_arrivals",
     "size_factors",
     "split_streams",

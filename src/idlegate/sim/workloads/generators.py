@@ -1,6 +1,6 @@
 """The generators of the streamed workloads: synthetic, bursty, tpch, tpch-like, mixed.
 
-(`k8s-batch` has its own module, `k8s_batch`.)
+(`k8s-batch`, `follow`, `push` and `recurring` have their own modules.)
 
 Each is a pure function of (config, seed): a job source draws the jobs from one stream of
 the seed, the arrival times come from the other (`base.split_streams`). `mean_job_work`
@@ -34,7 +34,9 @@ from idlegate.sim.workloads.options import (
     TpchConfig,
     TpchLikeConfig,
 )
+from idlegate.sim.workloads.recurring import RecurringConfig
 from idlegate.sim.workloads.sources import JobSource, MixSource, TpchLikeSource
+from idlegate.sim.workloads.triggered import TriggeredOptions
 
 
 def _stream(
@@ -161,6 +163,8 @@ def mean_job_work(config: BaseModel) -> float:
         return MixSource(config.two_type_source(), config.dag_source(), config.alpha).mean_work()
     if isinstance(config, K8sBatchConfig):
         return mean_pipeline_work(config)
+    if isinstance(config, TriggeredOptions | RecurringConfig):
+        return config.mean_job_work()
     if isinstance(config, FileConfig):
         dags = [Dag.from_spec(h.spec) for h in load_history(config.path)]
         return _mean_work_of(config.job_order(len(dags)), dags)()

@@ -20,6 +20,7 @@ from idlegate.sim.lublin import LublinConfig, lublin_workload
 from idlegate.sim.swf import SwfConfig, swf_workload
 from idlegate.sim.workloads.base import SeedLike, _Options, as_rng
 from idlegate.sim.workloads.file import FileConfig, file_workload
+from idlegate.sim.workloads.follow import FollowConfig, follow_workload
 from idlegate.sim.workloads.generators import (
     bursty_workload,
     mixed_workload,
@@ -35,6 +36,8 @@ from idlegate.sim.workloads.options import (
     TpchConfig,
     TpchLikeConfig,
 )
+from idlegate.sim.workloads.push import PushConfig, push_workload
+from idlegate.sim.workloads.recurring import RecurringConfig, recurring_workload
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,24 @@ WORKLOADS: dict[str, WorkloadKind] = {
             k8s_batch_workload,
             "Argo/Airflow-style pod pipelines of minutes: cron bursts every 15 min + ad-hoc "
             "jobs, load 0.7",
+        ),
+        WorkloadKind(
+            "follow",
+            FollowConfig,
+            follow_workload,
+            "each long job followed after a random lag by a session of 3-4 short jobs, load 0.7",
+        ),
+        WorkloadKind(
+            "push",
+            PushConfig,
+            push_workload,
+            "one long and 3-4 short workflows per push, seconds apart, load 0.7",
+        ),
+        WorkloadKind(
+            "recurring",
+            RecurringConfig,
+            recurring_workload,
+            "named pipelines on cron-like schedules (period, phase, jitter) + ad-hoc jobs",
         ),
         WorkloadKind(
             "file",
