@@ -71,6 +71,8 @@ class FakeKube:
         (the connection drops after the server acted: the caller sees no response)."""
         self.done: list[tuple[float, str, str]] = []
         """Writes that took effect: (loop time, method, object name)."""
+        self.on_effect: Callable[[str, str], None] | None = None
+        """Called as a write takes effect, before it is answered (a watch event, say)."""
         self.attempts: list[tuple[float, str, str]] = []
         """Every call: (loop time, method, object name or "")."""
         self._uids = itertools.count(1)
@@ -88,6 +90,8 @@ class FakeKube:
     def _took_effect(self, method: str, name: str) -> None:
         """A write took effect; its answer is lost if `lose` says so."""
         self.done.append((asyncio.get_running_loop().time(), method, name))
+        if self.on_effect is not None:
+            self.on_effect(method, name)
         if self.lose.get(method):
             self.lose[method] -= 1
             raise ApiError(0, "ProtocolError", f"{method} {name}: connection reset by peer")

@@ -558,3 +558,18 @@ async def test_a_pod_about_to_run_takes_the_next_free_connection_before_status_a
     await actuator.wait_idle(5)
     assert order[:2] == ["status-0", "status-1"]
     assert order[2:] == ["release", "gated", "status", "event"]
+
+
+@pytest.mark.asyncio
+async def test_a_watch_event_during_a_retry_is_not_counted_besides_the_retrys_answer():
+    h = harness(pool=1)
+    h.kube.fail["create_pod"] = [ApiError(0, "ConnectionError", "dropped before the server")]
+    h.kube.fail["patch_pod"] = [ApiError(0, "ConnectionError", "dropped before the server")]
+
+    def watch(method: str, name: str) -> None:  # the event arrives before the answer
+        h.bridge.observe_pod(copy.deepcopy(h.kube.pods[("default", name)]))
+
+    h.kube.on_effect = watch
+    await h.submit("w", {"stages": [stage("a")]})
+    assert h.released() == ["w-a-0"]
+    assert counted(h) == (1, 1)

@@ -13,7 +13,9 @@ counted once a look at the pod shows its effect, whichever look comes first:
   retry's own write, when it succeeds, is);
 * a watch event of the pod (:meth:`PodWriteCounts.observed`), which may come before the
   retry, or instead of it when the retry is no longer wanted (the pod ran and finished in
-  the meantime). An event may be older than the write, so it only ever confirms.
+  the meantime). An event may be older than the write, so it only ever confirms; and while
+  a retry of the write is on its way, the event may show the retry's own effect, which its
+  answer counts, so an unconfirmed write is held back from the watch meanwhile.
 
 What shows a creation: the pod exists, owned by the workflow that wrote it. Pod names are
 per workflow, stage, task and attempt, and the writes on one pod name run one after the
@@ -71,30 +73,51 @@ class PodWriteCounts:
         self._open: OrderedDict[tuple[str, str], dict[Write, Unconfirmed]] = OrderedDict()
         """Per pod (namespace, name), its unconfirmed writes."""
 
-    def confirmed(self, namespace: str, name: str, write: Write) -> None:
-        """The API answered the write with success: it happened, and no unanswered try of
-        it did (or this one would have been refused). A creation also settles a removal
-        that was unanswered: that was of an earlier pod of the name, now gone."""
-        key = (namespace, name)
-        entries = self._open.get(key)
-        if entries is not None:
-            entries.pop(write, None)
-            if write is Write.CREATE or not entries:
-                del self._open[key]
+    def sending(self, namespace: str, name: str) -> dict[Write, Unconfirmed]:
+        """A write of the pod is about to be sent: its unconfirmed writes are held back
+        until it is answered (a watch event meanwhile may show this write's own effect,
+        which its answer will count); hand them to :meth:`answered`."""
+        return self._open.pop((namespace, name), {})
+
+    def answered(
+        self, namespace: str, name: str, write: Write, held: dict[Write, Unconfirmed], ok: bool
+    ) -> None:
+        """The write sent after :meth:`sending` got an answer: success (`ok`: it happened,
+        and no unanswered try of it did, or it would have been refused), or a refusal
+        (the held writes are back, for the read that follows to settle)."""
+        if not ok:
+            self._restore(namespace, name, held)
+            return
         self._count(write)
+        if write is Write.RELEASE and Write.CREATE in held:
+            self._count(Write.CREATE)  # the patched pod exists: that creation happened
 
     def unanswered(
-        self, namespace: str, name: str, write: Write, owner_uid: str, executor: int | None
+        self,
+        namespace: str,
+        name: str,
+        write: Write,
+        owner_uid: str,
+        executor: int | None,
+        held: dict[Write, Unconfirmed] | None = None,
     ) -> None:
-        """The write got no answer: it may have happened."""
+        """The write got no answer: it may have happened (as may the `held` ones)."""
+        self._restore(namespace, name, held or {})
+        self._note(namespace, name, Unconfirmed(write, owner_uid, executor))
+
+    def _restore(self, namespace: str, name: str, held: dict[Write, Unconfirmed]) -> None:
+        for pending in held.values():
+            self._note(namespace, name, pending)
+
+    def _note(self, namespace: str, name: str, pending: Unconfirmed) -> None:
         key = (namespace, name)
         entries = self._open.setdefault(key, {})
         self._open.move_to_end(key)
-        if write is Write.CREATE:
+        if pending.write is Write.CREATE:
             entries.pop(Write.RELEASE, None)  # (of an earlier pod of the name, now gone)
         elif Write.CREATE in entries:
             return  # a pod this creation made is released already: no gate to remove
-        entries[write] = Unconfirmed(write, owner_uid, executor)
+        entries[pending.write] = pending
         while len(self._open) > self.limit:
             self._open.popitem(last=False)
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import weakref
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -199,14 +199,9 @@ class Writer:
         executor: int | None,
     ) -> dict[str, Any]:
         """Create a pod, counting it once confirmed (:mod:`idlegate.operator.counts`)."""
-        try:
-            body = await kube.create_pod(owner.namespace, manifest)
-        except ApiError as exc:
-            if not exc.answered:
-                self.counts.unanswered(owner.namespace, name, Write.CREATE, owner.uid, executor)
-            raise
-        self.counts.confirmed(owner.namespace, name, Write.CREATE)
-        return body
+        return await self._counted(
+            kube.create_pod(owner.namespace, manifest), owner, name, Write.CREATE, executor
+        )
 
     async def _release(
         self,
@@ -219,13 +214,33 @@ class Writer:
         """Apply a gate-removing patch, counting it once confirmed."""
         if not ops:
             raise IdlegateError(f"pod {name} of the operator's own making carries no gate")
+        return await self._counted(
+            kube.patch_pod(owner.namespace, name, ops), owner, name, Write.RELEASE, executor
+        )
+
+    async def _counted(
+        self,
+        request: Awaitable[dict[str, Any]],
+        owner: Owner,
+        name: str,
+        write: Write,
+        executor: int | None,
+    ) -> dict[str, Any]:
+        """Send a counted pod write: counted by its success, or noted as unconfirmed when
+        it gets no answer (:mod:`idlegate.operator.counts`)."""
+        held = self.counts.sending(owner.namespace, name)
         try:
-            body = await kube.patch_pod(owner.namespace, name, ops)
+            body = await request
         except ApiError as exc:
-            if not exc.answered:
-                self.counts.unanswered(owner.namespace, name, Write.RELEASE, owner.uid, executor)
+            if exc.answered:
+                self.counts.answered(owner.namespace, name, write, held, ok=False)
+            else:
+                self.counts.unanswered(owner.namespace, name, write, owner.uid, executor, held)
             raise
-        self.counts.confirmed(owner.namespace, name, Write.RELEASE)
+        except BaseException:
+            self.counts.answered(owner.namespace, name, write, held, ok=False)
+            raise
+        self.counts.answered(owner.namespace, name, write, held, ok=True)
         return body
 
     def observed(self, namespace: str, pod: TaskPod) -> None:
