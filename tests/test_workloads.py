@@ -52,6 +52,9 @@ NO_DATA = {
     "bursty": {},
     "heavy-tailed": {"size_distribution": "pareto"},
     "k8s-batch": {},
+    "follow": {},
+    "push": {},
+    "recurring": {},
 }
 
 
@@ -307,6 +310,9 @@ def test_registry_names():
         "mixed",
         "bursty",
         "k8s-batch",
+        "follow",
+        "push",
+        "recurring",
         "file",
         "swf",
         "lublin",

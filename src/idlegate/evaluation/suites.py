@@ -23,6 +23,11 @@ Workloads (:func:`suite_cases`), full suite:
 * ``k8s-batch-0.7`` — Argo/Airflow-style pipelines of pods running minutes, cron bursts
   every 15 min plus ad-hoc jobs, no moving delay, the workload's defaults (40 executors,
   offered load 0.7, 200 jobs; 50 in the quick suite);
+* ``follow-0.7``, ``push-0.7``, ``recurring-0.7`` — arrivals with structure (4 executors,
+  one-stage jobs, offered load 0.7; 100 jobs, 50 in the quick suite): each long job
+  followed after a random lag by a session of short ones; one long and several short
+  workflows per push, seconds apart; named pipelines on cron-like schedules plus ad-hoc
+  jobs. Where idling pays with perfect knowledge (docs/idle.md);
 * ``mixed-0.5`` — one stream, half synthetic two-type jobs, half TPC-H jobs (TPC-H-like
   generated DAGs when the traces are absent; the report says which), 50 executors,
   1 + 200 jobs, mean interarrival 25 s.
@@ -123,8 +128,8 @@ class WorkloadCase:
     """Short, file-name safe identity (the report's sub-directory), e.g. "tpch-15s"."""
     title: str
     family: str
-    """"synthetic", "tpch", "tpch-like", "bursty", "k8s-batch" or "mixed" (selects the
-    headline targets)."""
+    """"synthetic", "tpch", "tpch-like", "bursty", "k8s-batch", "follow", "push",
+    "recurring" or "mixed" (selects the headline targets)."""
     workload: str
     options: WorkloadOptions
     skip_reason: str | None = None
@@ -286,6 +291,7 @@ def suite_cases(suite: str, tpch_dir: Path | None = None) -> tuple[WorkloadCase,
         )
     )
     cases.append(_k8s_batch_case(quick))
+    cases += [_structured_case(name, quick) for name in STRUCTURED]
     dags = "tpch-like" if missing else "tpch"
     source = "TPC-H-like generated DAGs (no TPC-H traces)" if missing else "TPC-H"
     cases.append(
@@ -317,6 +323,31 @@ def _k8s_batch_case(quick: bool) -> WorkloadCase:
         "k8s-batch",
         "k8s-batch",
         WorkloadOptions(extra={"num_jobs": jobs}),
+    )
+
+
+STRUCTURED: Final = ("follow", "push", "recurring")
+"""The workloads with arrival structure (issue 23), each a case at its defaults."""
+
+_STRUCTURED_TITLES: Final = {
+    "follow": "long jobs each followed by a session of short ones",
+    "push": "one long and several short workflows per push, seconds apart",
+    "recurring": "named pipelines on cron-like schedules + ad-hoc jobs",
+}
+
+
+def _structured_case(name: str, quick: bool) -> WorkloadCase:
+    """A workload with arrival structure at its defaults (load 0.7), fewer jobs if quick."""
+    config = workload_config(name)
+    jobs = 50 if quick else config.num_jobs
+    load = 0.7
+    return WorkloadCase(
+        f"{name}-{load}",
+        f"{name}: {_STRUCTURED_TITLES[name]}, load {load} ({config.num_executors} executors, "
+        f"{jobs} jobs)",
+        name,
+        name,
+        WorkloadOptions(load=load, extra={"num_jobs": jobs}),
     )
 
 
