@@ -313,6 +313,9 @@ def test_suite_has_the_issues_workloads(tmp_path):
         "tpch-like",
         "bursty",
         "k8s-batch",
+        "follow",
+        "push",
+        "recurring",
         "mixed",
     }
     k8s = "k8s-batch-0.7"
