@@ -232,3 +232,13 @@ def test_above_the_plan_window_a_plan_simulates_the_window_and_the_holders():
     everything = planner("lookahead:srpt", planner="worker", plan_window=None)
     everything.reset(np.random.default_rng(0))
     assert len(everything.request(c).fork.jobs) == 100
+
+
+def test_a_plan_out_of_budget_keeps_the_futures_simulated_by_then():
+    c = operator_like_cluster()
+    p = planner("lookahead:srpt", planner="worker", samples=4)
+    p.reset(np.random.default_rng(0))
+    request = p.request(c)
+    assert p.plan(request).futures == 4
+    hurried = p.plan(request, budget=0.0)
+    assert hurried.futures == 1 and not hurried.raced_out and set(hurried.costs) == set(p._rollout)

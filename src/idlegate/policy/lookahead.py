@@ -37,11 +37,13 @@ Spending less on a plan: `max_decisions` cuts BASE's rollout of each future afte
 many decisions and compares every candidate over the horizon reached (an adaptive
 horizon: BASE, the learned policy, costs most per decision); `race` drops, after the
 first future, every candidate whose cost is more than that fraction above the best
-one's (racing with common random numbers); both are off by default. Above
-`plan_window` jobs in the system (64), a plan forks only the learned policy's window
-of them (`policy.bounded`: the oldest, newest and smallest launchable jobs) and the
-jobs holding executors, so a plan with 1,000 queued workflows costs about what one
-with 60 does; the jobs left out wait through every candidate's future alike.
+one's (racing with common random numbers). Above `plan_window` jobs in the system, a
+plan forks only the learned policy's window of them (`policy.bounded`: the oldest,
+newest and smallest launchable jobs) and the jobs holding executors, so a plan with
+1,000 queued workflows costs about what one with 60 does; the jobs left out wait
+through every candidate's future alike. All three are off by default, so the planner
+(the shipped policy's teacher) plans as it always did; `FAST_PLANNING` is the setting
+measured in docs/lookahead.md for planning at an operator's pace.
 
 Modes
 -----
@@ -111,7 +113,7 @@ from idlegate.sim.cluster import Cluster
 from idlegate.sim.durations import duration_model
 from idlegate.sim.engine import JobArrival
 from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision, Job, Scheduler
-from idlegate.sim.rollout import Future, compare, planning_fork
+from idlegate.sim.rollout import Comparison, Future, compare, planning_fork
 
 SchedulerFactory = Callable[[], Scheduler]
 
@@ -157,7 +159,7 @@ class LookaheadConfig(Config):
     race: NonNegative | None = None
     """After the first future, drop the candidates costing more than the best one's cost
     by this fraction (None: every candidate sees every future)."""
-    plan_window: StrictInt | None = Field(64, ge=1)
+    plan_window: StrictInt | None = Field(None, ge=1)
     """Above this many jobs in the system, plans simulate only the learned policy's window
     of them (`policy.bounded`: the oldest, newest and smallest launchable jobs) and the
     jobs holding executors, so a plan's cost stays bounded (None: always every job)."""
@@ -214,7 +216,9 @@ class Plan:
     costs: Mapping[str, float]
     """Mean rollout cost C of each policy (of the futures it ran, when raced out)."""
     raced_out: tuple[str, ...]
-    """Policies dropped after the first future (`LookaheadConfig.race`)."""
+    """Policies that saw fewer futures than the others (`LookaheadConfig.race`)."""
+    futures: int
+    """Futures the policies not raced out saw (fewer than M when the budget ran out)."""
     horizon: float
     """The horizon planned over, in seconds (the shortest one when cut short)."""
     planned_at: float
@@ -358,26 +362,31 @@ class LookaheadScheduler:
         futures = tuple(self.sample_futures(view, horizon))
         return PlanRequest(key, self._fork(view), futures, horizon, view.now)
 
-    def plan(self, request: PlanRequest) -> Plan:
+    def plan(self, request: PlanRequest, budget: float | None = None) -> Plan:
         """Any one thread: simulate every policy on the request's futures; the cheapest.
 
         Touches only `request` and the planner's rollout schedulers (module docstring).
+        With a `budget` (wall seconds), no future starts after it is spent: the plan is
+        made from the futures simulated by then (at least the first).
         """
         started, cpu = time.perf_counter(), time.thread_time()
         names = list(self._rollout)
-        costs, raced_out, horizon = self._compare(
+        deadline = None if budget is None else started + budget
+        found = self._compare(
             request.fork,
             request.futures,
             request.horizon,
             [(None, self._rollout[n]) for n in names],
+            deadline,
         )
-        best = self._cheapest(costs, raced_out)
+        best = self._cheapest(found.costs, found.raced_out)
         return Plan(
             key=request.key,
             choice=names[best],
-            costs=dict(zip(names, costs, strict=True)),
-            raced_out=tuple(names[i] for i in raced_out),
-            horizon=horizon,
+            costs=dict(zip(names, found.costs, strict=True)),
+            raced_out=tuple(names[i] for i in found.raced_out),
+            futures=found.futures,
+            horizon=found.horizon,
             planned_at=request.now,
             seconds=time.perf_counter() - started,
             cpu_seconds=time.thread_time() - cpu,
@@ -402,14 +411,11 @@ class LookaheadScheduler:
     def _record(self, plan: Plan, *, adopted: bool) -> None:
         s = self.stats
         s.planned += 1
-        s.rollouts += sum(len(self._futures_of(plan, n)) for n in plan.costs)
+        s.rollouts += sum(1 if n in plan.raced_out else plan.futures for n in plan.costs)
         s.changed += plan.choice != self.base_name
         s.dropped += not adopted
         s.plan_seconds.append(plan.seconds)
         s.plan_cpu_seconds.append(plan.cpu_seconds)
-
-    def _futures_of(self, plan: Plan, name: str) -> range:
-        return range(1 if name in plan.raced_out else self.config.samples)
 
     # -- decision mode ----------------------------------------------------------------
 
@@ -419,13 +425,11 @@ class LookaheadScheduler:
         horizon = self.horizon(view)
         futures = self.sample_futures(view, horizon)
         policy = self._rollout[self.base_name]
-        costs, raced_out, _ = self._compare(
-            self._fork(view), futures, horizon, [(a, policy) for a in options]
-        )
-        best = self._cheapest(costs, raced_out)
+        found = self._compare(self._fork(view), futures, horizon, [(a, policy) for a in options])
+        best = self._cheapest(found.costs, found.raced_out)
         s = self.stats
         s.planned += 1
-        s.rollouts += len(options) * len(futures) - len(raced_out) * (len(futures) - 1)
+        s.rollouts += len(options) * found.futures - len(found.raced_out) * (found.futures - 1)
         s.changed += best != 0
         s.plan_seconds.append(time.perf_counter() - started)
         s.plan_cpu_seconds.append(time.thread_time() - cpu)
@@ -523,7 +527,8 @@ class LookaheadScheduler:
         futures: Sequence[Future],
         horizon: float,
         plans: list[tuple[Action | None, Scheduler]],
-    ) -> tuple[list[float], list[int], float]:
+        deadline: float | None = None,
+    ) -> Comparison:
         cfg = self.config
         return compare(
             fork,
@@ -533,6 +538,7 @@ class LookaheadScheduler:
             terminal_weight=cfg.terminal_weight,
             max_decisions=cfg.max_decisions,
             race=cfg.race,
+            out_of_time=None if deadline is None else lambda: time.perf_counter() > deadline,
         )
 
     def _cheapest(self, costs: list[float], raced_out: list[int]) -> int:

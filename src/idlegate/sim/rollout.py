@@ -33,7 +33,7 @@ after the horizon, which are the same for every candidate a planner compares.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -154,6 +154,19 @@ def rollout(
     return Rollout(cost, end)
 
 
+class Comparison(NamedTuple):
+    """What `compare` found."""
+
+    costs: list[float]
+    """Mean cost of each plan over the futures it saw."""
+    raced_out: list[int]
+    """Plans that saw fewer futures than the others (raced out after the first)."""
+    horizon: float
+    """The shortest horizon used (cut by `max_decisions`)."""
+    futures: int
+    """Futures the plans not raced out saw."""
+
+
 def compare(
     fork: Cluster,
     futures: Sequence[Future],
@@ -163,13 +176,15 @@ def compare(
     terminal_weight: float = 1.0,
     max_decisions: int | None = None,
     race: float | None = None,
-) -> tuple[list[float], list[int], float]:
-    """Mean cost of each plan (first action, policy after it) over common futures, the
-    plans raced out after the first future, and the shortest horizon used.
+    out_of_time: Callable[[], bool] | None = None,
+) -> Comparison:
+    """Mean cost of each plan (first action, policy after it) over common futures.
 
     In each future plan 0 runs first, within `max_decisions`, and the others run to the
     horizon it reached. With `race`, plans costing more than the best one by that
-    fraction in the first future see no other (their mean is over that one).
+    fraction in the first future see no other (their mean is over that one). When
+    `out_of_time()` says so after a future, the futures simulated so far are all
+    (the first one always is complete).
     """
     totals = [0.0] * len(plans)
     runs = [0] * len(plans)
@@ -197,9 +212,12 @@ def compare(
         if m == 0 and race is not None and len(alive) > 1:
             best = min(totals[i] for i in alive)
             alive = [i for i in alive if totals[i] <= best * (1.0 + race)]
+        if out_of_time is not None and out_of_time():
+            break
     costs = [totals[i] / runs[i] for i in range(len(plans))]
-    raced_out = [i for i in range(len(plans)) if runs[i] < len(futures)]
-    return costs, raced_out, shortest
+    most = max(runs)
+    raced_out = [i for i in range(len(plans)) if runs[i] < most]
+    return Comparison(costs, raced_out, shortest, most)
 
 
 def planning_fork(cluster: Cluster, only: Iterable[Job] | None = None) -> Cluster:
