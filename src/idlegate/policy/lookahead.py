@@ -37,10 +37,12 @@ Spending less on a plan: `max_decisions` cuts BASE's rollout of each future afte
 many decisions and compares every candidate over the horizon reached (an adaptive
 horizon: BASE, the learned policy, costs most per decision); `race` drops, after the
 first future, every candidate whose cost is more than that fraction above the best
-one's (racing with common random numbers). Above `plan_window` jobs in the system, a
-plan forks only the learned policy's window of them (`policy.bounded`: the oldest,
-newest and smallest launchable jobs) and the jobs holding executors, so a plan with
-1,000 queued workflows costs about what one with 60 does; the jobs left out wait
+one's, stopping its rollout as soon as its integral passes that bar (racing with common
+random numbers; BASE is simulated last then, since it costs most). Above `plan_window`
+jobs in the system, a plan forks only the learned policy's window of them
+(`policy.bounded`: the oldest, newest and smallest launchable jobs) and the jobs
+holding executors, so a plan with 1,000 queued workflows costs about what one with 60
+does; the jobs left out wait
 through every candidate's future alike. All three are off by default, so the planner
 (the shipped policy's teacher) plans as it always did; `FAST_PLANNING` is the setting
 measured in docs/lookahead.md for planning at an operator's pace.
@@ -158,7 +160,8 @@ class LookaheadConfig(Config):
     horizon is compared over the shorter horizon it reached (None: the full horizon)."""
     race: NonNegative | None = None
     """After the first future, drop the candidates costing more than the best one's cost
-    by this fraction (None: every candidate sees every future)."""
+    by this fraction, stopping each rollout once it is that far behind (None: every
+    candidate sees every future to its horizon)."""
     plan_window: StrictInt | None = Field(None, ge=1)
     """Above this many jobs in the system, plans simulate only the learned policy's window
     of them (`policy.bounded`: the oldest, newest and smallest launchable jobs) and the
@@ -214,7 +217,8 @@ class Plan:
     choice: str
     """Name of the policy to follow (BASE's or a candidate's)."""
     costs: Mapping[str, float]
-    """Mean rollout cost C of each policy (of the futures it ran, when raced out)."""
+    """Mean rollout cost C of each policy (raced out: of the futures it ran, its first
+    rollout stopped where it passed the bar, so a lower bound)."""
     raced_out: tuple[str, ...]
     """Policies that saw fewer futures than the others (`LookaheadConfig.race`)."""
     futures: int

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from math import inf
 from typing import NamedTuple
 
 import numpy as np
@@ -76,8 +77,15 @@ class Rollout(NamedTuple):
     """What one simulated future gave: its cost C and the time it was cut at."""
 
     cost: float
+    """C; for a rollout `stopped`, the integral so far (a lower bound of C)."""
     end: float
     """t₀ + H, or earlier when the scheduler used up `max_decisions`."""
+    stopped: bool = False
+    """True when the integral passed `stop_above` before the horizon."""
+
+
+STOP_CHECKS = 16
+"""A rollout with `stop_above` compares its integral with it this many times."""
 
 
 def rollout_cost(
@@ -118,12 +126,16 @@ def rollout(
     terminal_weight: float = 1.0,
     rng_seed: int = 0,
     max_decisions: int | None = None,
+    stop_above: float | None = None,
 ) -> Rollout:
-    """`rollout_cost`, also cut short once `scheduler` made `max_decisions` decisions.
+    """`rollout_cost`, also cut short once `scheduler` made `max_decisions` decisions, or
+    stopped once its cost is sure to exceed `stop_above`.
 
     A cut rollout ends at the time of the event whose round used up the budget, with the
     integral up to then and R from then: a planner that cuts its costliest candidate
     this way compares the others over the same shorter horizon (an adaptive horizon).
+    The integral only grows and R ≥ 0, so a rollout whose integral passed `stop_above`
+    (checked `STOP_CHECKS` times over the horizon) can only end above it: it stops there.
     """
     sim = planning_fork(cluster)
     scheduler.reset(np.random.default_rng(rng_seed))
@@ -140,7 +152,13 @@ def rollout(
         if first is not None:
             engine.start(sim.apply(_on_fork(sim, first), now), now)  # type: ignore[arg-type]
         engine.schedule()
-    if max_decisions is None:
+    if stop_above is not None and max_decisions is None:
+        for k in range(1, STOP_CHECKS + 1):
+            engine.run(now + horizon * k / STOP_CHECKS)  # k = STOP_CHECKS: exactly `end`
+            so_far = sim.jobs_time_integral - start_area
+            if so_far > stop_above:
+                return Rollout(so_far, sim.now, stopped=True)
+    elif max_decisions is None:
         engine.run(end)
     else:
         while sim.decisions < limit and engine.peek() <= end:
@@ -180,20 +198,28 @@ def compare(
 ) -> Comparison:
     """Mean cost of each plan (first action, policy after it) over common futures.
 
-    In each future plan 0 runs first, within `max_decisions`, and the others run to the
-    horizon it reached. With `race`, plans costing more than the best one by that
-    fraction in the first future see no other (their mean is over that one). When
+    With `max_decisions`, plan 0 runs first in each future, within that budget, and the
+    others run to the horizon it reached. With `race`, plans costing more than the best
+    one by that fraction in the first future see no other (their mean is over that
+    one; a rollout already behind that far is stopped at once, `stop_above`, and plan 0
+    runs last so that the cheaper plans set the bar). When
     `out_of_time()` says so after a future, the futures simulated so far are all
     (the first one always is complete).
     """
     totals = [0.0] * len(plans)
     runs = [0] * len(plans)
     alive = list(range(len(plans)))
+    dropped: set[int] = set()
+    # racing: in the first future, a plan stops once it is sure to trail the best so far;
+    # BASE (plan 0, often the costliest) goes last then, unless its budget sets the horizon
+    order = alive if max_decisions is not None else [*alive[1:], *alive[:1]]
     shortest = horizon
     for m, future in enumerate(futures):
         cut = horizon
-        for i in alive:
+        best = inf
+        for i in order if m == 0 else alive:
             first, policy = plans[i]
+            racing = m == 0 and race is not None and best < inf
             done = rollout(
                 fork,
                 policy,
@@ -203,20 +229,24 @@ def compare(
                 terminal_weight=terminal_weight,
                 rng_seed=future.seed,
                 max_decisions=max_decisions if i == 0 else None,
+                stop_above=best * (1.0 + race) if racing else None,  # type: ignore[operator]
             )
-            if i == 0:
+            if i == 0 and max_decisions is not None:
                 cut = done.end - fork.now
             totals[i] += done.cost
             runs[i] += 1
+            if done.stopped:
+                dropped.add(i)
+            else:
+                best = min(best, done.cost)
         shortest = min(shortest, cut)
-        if m == 0 and race is not None and len(alive) > 1:
-            best = min(totals[i] for i in alive)
-            alive = [i for i in alive if totals[i] <= best * (1.0 + race)]
+        if m == 0 and race is not None:
+            alive = [i for i in alive if i not in dropped and totals[i] <= best * (1.0 + race)]
         if out_of_time is not None and out_of_time():
             break
     costs = [totals[i] / runs[i] for i in range(len(plans))]
     most = max(runs)
-    raced_out = [i for i in range(len(plans)) if runs[i] < most]
+    raced_out = [i for i in range(len(plans)) if runs[i] < most or i in dropped]
     return Comparison(costs, raced_out, shortest, most)
 
 
