@@ -9,7 +9,7 @@ import pytest
 
 from idlegate.errors import IdlegateError
 from idlegate.policy import make_scheduler
-from idlegate.policy.lookahead import LookaheadConfig, LookaheadScheduler, effect
+from idlegate.policy.lookahead import FAST_PLANNING, LookaheadConfig, LookaheadScheduler, effect
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.engine import JobArrival, simulate
 from idlegate.sim.protocol import WAIT, Decision
@@ -242,3 +242,9 @@ def test_a_plan_out_of_budget_keeps_the_futures_simulated_by_then():
     assert p.plan(request).futures == 4
     hurried = p.plan(request, budget=0.0)
     assert hurried.futures == 1 and not hurried.raced_out and set(hurried.costs) == set(p._rollout)
+
+
+def test_fast_planning_options_make_a_valid_planner():
+    p = planner("lookahead:srpt", **FAST_PLANNING)
+    assert p.config.max_decisions == FAST_PLANNING["max_decisions"]
+    assert LookaheadConfig().max_decisions is None and LookaheadConfig().race is None
