@@ -42,10 +42,9 @@ random numbers; BASE is simulated last then, since it costs most). Above `plan_w
 jobs in the system, a plan forks only the learned policy's window of them
 (`policy.bounded`: the oldest, newest and smallest launchable jobs) and the jobs
 holding executors, so a plan with 1,000 queued workflows costs about what one with 60
-does; the jobs left out wait
-through every candidate's future alike. All three are off by default, so the planner
-(the shipped policy's teacher) plans as it always did; `FAST_PLANNING` is the setting
-measured in docs/lookahead.md for planning at an operator's pace.
+does; the jobs left out wait through every candidate's future alike. All three are off
+by default, so the planner (the shipped policy's teacher) plans as it always did;
+`FAST_PLANNING` is the setting measured for an operator's pace (docs/lookahead.md).
 
 Modes
 -----
