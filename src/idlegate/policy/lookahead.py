@@ -58,10 +58,9 @@ use when the future is known well, e.g. a batch of jobs submitted together.
 
 Asynchronous planning (switch mode)
 -----------------------------------
-Switch mode is a fast *follower* and a slow *plan*. `decide` always answers with the
-policy followed now (`following`), at that policy's speed; a plan says which policy to
-follow for one job set (`job_set`: the ids of the jobs in the system). The planning
-steps are public so that a driver can plan off its own thread (the operator's worker):
+Switch mode is a fast *follower* and a slow *plan*. `decide` answers with the policy
+followed now (`following`), at its speed; a plan says which policy to follow for one
+job set (`job_set`). The steps are public, for a driver's planning worker:
 
     if planner.needs_plan(cluster):            # owner thread: the job set changed
         request = planner.request(cluster)     # owner thread: fork + futures (cheap)
