@@ -131,7 +131,6 @@ def until(predicate: Any, timeout: float, proc: Any) -> bool:
     return True
 
 
-# long: one run is one sequence (operator up, workflows in, the fault, the end, the figures)
 def run(
     api: ApiServer, proxy: FaultProxy, name: str, fault: Fault, args: argparse.Namespace, log: Any
 ) -> dict[str, Any]:
