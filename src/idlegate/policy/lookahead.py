@@ -64,7 +64,7 @@ job set (`job_set`). The steps are public, for a driver's planning worker:
 
     if planner.needs_plan(cluster):            # owner thread: the job set changed
         request = planner.request(cluster)     # owner thread: fork + futures (cheap)
-        plan = planner.plan(request)           # ANY one thread: the expensive part
+        plan = planner.plan(request, budget)   # ANY one thread; budget: wall seconds
         planner.adopt(plan, cluster)           # owner thread: switch, or drop if stale
 
 Threading rules. The *owner* thread is the one that changes the cluster and calls
