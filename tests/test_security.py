@@ -565,7 +565,7 @@ AGREEMENT = [
         ),
     ),
     (
-        "operator gate",
+        "scheduling gates",
         ("baseline", None),
         edit(("spec.schedulingGates", [{"name": "mine"}, {"name": "idlegate.io/release"}])),
     ),

@@ -19,7 +19,7 @@ module judges a template before any pod exists, as Pod Security admission judges
 * at every level a template names no service account but ``default`` or one on the
   namespace's allow-list (annotation ``idlegate.io/allowed-service-accounts: a,b``),
   gets a service account token only for one on that list, and leaves alone what the
-  operator owns: the namespace, its labels and annotations, its scheduling gate.
+  operator owns: the namespace, its labels and annotations, the scheduling gates.
 
 Each problem is a :class:`Violation` naming the field path and the control. The same
 rules run at the API server as the ValidatingAdmissionPolicy of
@@ -38,7 +38,6 @@ from idlegate.operator.pods import (
     ANNOTATION_ATTEMPT,
     ANNOTATION_EXECUTOR,
     DEFAULT_SERVICE_ACCOUNT,
-    GATE,
     LABEL_STAGE,
     LABEL_TASK,
     LABEL_WORKFLOW,
@@ -568,12 +567,12 @@ def _operator_metadata(pod: _Pod) -> Iterator[str]:
 
 
 @_rule(
-    "Operator Gate",
-    f"the operator's scheduling gate {GATE} cannot be set by a template",
+    "Scheduling Gates",
+    "a template cannot set schedulingGates: the operator gates its task pods itself, and a pod "
+    "kept by another gate would hold an executor without running",
     _EVERY,
     pss=False,
 )
-def _operator_gate(pod: _Pod) -> Iterator[str]:
-    for i, gate in _items(pod.spec.get("schedulingGates")):
-        if gate.get("name") == GATE:
-            yield f"spec.schedulingGates[{i}].name"
+def _scheduling_gates(pod: _Pod) -> Iterator[str]:
+    for i, _gate in enumerate(_list(pod.spec.get("schedulingGates"))):
+        yield f"spec.schedulingGates[{i}]"
