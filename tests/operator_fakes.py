@@ -75,6 +75,9 @@ class FakeKube:
         """Called as a write takes effect, before it is answered (a watch event, say)."""
         self.attempts: list[tuple[float, str, str]] = []
         """Every call: (loop time, method, object name or "")."""
+        self.webhook_gates: list[str] = []
+        """Scheduling gates a mutating webhook puts first on every new pod (as Kueue's pod
+        integration does; a template itself may set none)."""
         self._uids = itertools.count(1)
 
     def _maybe_fail(self, method: str, name: str = "") -> None:
@@ -136,6 +139,11 @@ class FakeKube:
                 out.append(copy.deepcopy(pod))
         return out
 
+    async def get_workflow(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self._maybe_fail("get_workflow", name)
+        body = self.workflows.get((namespace, name))
+        return None if body is None else copy.deepcopy(body)
+
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
         self._maybe_fail("get_pod", name)
         pod = self.pods.get((namespace, name))
@@ -149,6 +157,9 @@ class FakeKube:
         if (namespace, name) in self.pods:
             raise ApiError(409, "AlreadyExists", f'pods "{name}" already exists')
         pod = copy.deepcopy(body)
+        if self.webhook_gates:
+            gates = pod["spec"].get("schedulingGates") or []
+            pod["spec"]["schedulingGates"] = [{"name": g} for g in self.webhook_gates] + gates
         pod["metadata"]["uid"] = f"pod-{next(self._uids)}"
         pod["status"] = {"phase": "Pending"}
         self.pods[(namespace, name)] = pod

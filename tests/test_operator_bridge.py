@@ -332,13 +332,8 @@ async def test_deleting_a_workflow_frees_its_executors_for_the_others():
 
 async def test_only_the_operators_own_gate_is_removed():
     h = harness(pool=1)
-    template = {
-        "spec": {
-            "schedulingGates": [{"name": "example.com/quota"}],
-            "containers": [{"name": "c", "image": "busybox"}],
-        }
-    }
-    await h.submit("g", {"stages": [stage("a", template=template)]})
+    h.kube.webhook_gates = ["example.com/quota"]
+    await h.submit("g", {"stages": [stage("a")]})
     pod = h.kube.pods[("default", "g-a-0")]
     assert pod["spec"]["schedulingGates"] == [{"name": "example.com/quota"}]
     assert pod["metadata"]["annotations"][ANNOTATION_EXECUTOR] == "0"
@@ -429,18 +424,39 @@ async def test_a_workflow_recreated_under_the_same_name_replaces_the_old_one():
 async def test_a_shifted_gate_index_makes_the_guarded_patch_fail_and_the_release_retry():
     h = harness(pool=1)
     await h.submit("hold", {"stages": [stage("a", duration=100)]})  # takes the only executor
-    template = {
-        "spec": {
-            "schedulingGates": [{"name": "x/first"}],
-            "containers": [{"name": "c", "image": "busybox"}],
-        }
-    }
-    await h.submit("shift", {"stages": [stage("a", template=template)]})
+    h.kube.webhook_gates = ["x/first"]
+    await h.submit("shift", {"stages": [stage("a")]})
     pod = h.kube.pods[("default", "shift-a-0")]
     assert [g["name"] for g in pod["spec"]["schedulingGates"]] == ["x/first", GATE]
-    pod["spec"]["schedulingGates"].pop(0)  # the other controller releases its gate first
-    await h.finish("hold-a-0", after=100)
+    await h.finish("hold-a-0", after=100)  # the patch guards index 0, where x/first is now
     pod = h.kube.pods[("default", "shift-a-0")]
-    assert "schedulingGates" not in pod["spec"] or pod["spec"]["schedulingGates"] == []
+    assert pod["spec"]["schedulingGates"] == [{"name": "x/first"}]
     assert pod["metadata"]["annotations"][ANNOTATION_EXECUTOR] == "0"
     assert h.kube.calls.count("get_pod") == 1  # the 422 made it read the pod again
+
+
+async def test_pods_of_a_deleted_workflow_deleted_before_it_are_not_created_again():
+    """The garbage collector's pod deletions may be reported before the workflow's own:
+    the operator checks the workflow before creating a pod again, and forgets it."""
+    h = harness(pool=2)
+    await h.submit("gone", {"stages": [stage("a", tasks=3, backoffLimit=2)]})
+    assert len(h.released("gone")) == 2 and len(h.kube.pods_of("gone")) == 3
+    del h.kube.workflows[("default", "gone")]
+    for key in [k for k in h.kube.pods if k[1].startswith("gone-")]:
+        h.bridge.observe_pod(h.kube.pods.pop(key), deleted=True)
+    await h.settle()
+    assert not h.kube.pods_of("gone")
+    assert ("default", "gone") not in h.bridge.workflows and h.bridge.busy == 0
+    assert h.kube.calls.count("create_pod") == 3  # (the first three; none again)
+    await h.submit("next", {"stages": [stage("a", tasks=2)]})
+    assert h.released() == ["next-a-0", "next-a-1"]
+
+
+async def test_a_pod_deleted_by_hand_is_created_again_after_one_check_of_its_workflow():
+    h = harness(pool=1)
+    await h.submit("w", {"stages": [stage("a", backoffLimit=2)]})
+    h.bridge.observe_pod(h.kube.pods.pop(("default", "w-a-0")), deleted=True)
+    await h.settle()
+    assert h.released() == ["w-a-0-r1"]
+    assert h.kube.calls.count("get_workflow") == 1
+    assert not h.bridge.workflows[("default", "w")].pod_vanished

@@ -430,13 +430,8 @@ async def test_a_gate_removed_by_someone_else_is_not_counted_as_the_operators():
 async def test_a_gate_moved_by_another_controller_is_removed_and_counted_once():
     h = harness(pool=1)
     await h.submit("hold", {"stages": [stage("a", duration=100)]})
-    template = {
-        "spec": {
-            "schedulingGates": [{"name": "x/first"}],
-            "containers": [{"name": "c", "image": "busybox"}],
-        }
-    }
-    await h.submit("shift", {"stages": [stage("a", template=template)]})
+    h.kube.webhook_gates = ["x/first"]
+    await h.submit("shift", {"stages": [stage("a")]})
     h.kube.pods[("default", "shift-a-0")]["spec"]["schedulingGates"].pop(0)
     complete(h, "hold-a-0")
     await h.settle()

@@ -259,6 +259,7 @@ class Bridge:
         if track is None or task is None or task.attempt != info.attempt:
             return  # not ours, or an attempt already dealt with
         if (deleted or info.deleting) and not info.terminal:
+            wf.pod_vanished = True
             if task.state is TaskState.RELEASED:
                 self._task_failed(
                     wf, track, task, f"pod {info.name} was deleted before it finished"

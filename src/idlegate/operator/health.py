@@ -162,6 +162,10 @@ class ObservedApi:
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
         return await self._observe(f"get pod {name}", self.inner.get_pod(namespace, name))
 
+    async def get_workflow(self, namespace: str, name: str) -> dict[str, Any] | None:
+        call = self.inner.get_workflow(namespace, name)
+        return await self._observe(f"get workflow {name}", call)
+
     async def create_pod(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         return await self._observe("create pod", self.inner.create_pod(namespace, body))
 

@@ -32,7 +32,7 @@ from idlegate.operator.pods import LABEL_WORKFLOW, pod_name, task_pod
 from idlegate.operator.podsecurity import namespace_policy
 from idlegate.operator.status import Phase
 from idlegate.operator.tracking import StageTrack, Task, TaskState, Workflow, WorkflowKey
-from idlegate.operator.writes import PodWritten
+from idlegate.operator.writes import PodWritten, WorkflowGone
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -200,6 +200,9 @@ async def follow_writes(bridge: Bridge) -> None:
         try:
             if isinstance(outcome, PodWritten):
                 bridge.observe_pod(outcome.body)
+            elif isinstance(outcome, WorkflowGone):
+                owner = outcome.workflow.owner
+                bridge.forget(owner.namespace, owner.name, owner.uid)
             else:
                 bridge.fail(outcome.workflow, outcome.reason, outcome.message)
                 bridge.schedule()

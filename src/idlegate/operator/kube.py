@@ -90,6 +90,9 @@ class KubeApi(Protocol):
         self, namespace: str | None, label_selector: str
     ) -> list[dict[str, Any]]: ...
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any]: ...
+    async def get_workflow(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The DagWorkflow `name`; None if there is none."""
+
     async def create_pod(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]: ...
     async def patch_pod(
         self, namespace: str, name: str, ops: list[dict[str, Any]]
@@ -256,6 +259,15 @@ class KubernetesApi:
 
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
         return await self._request("GET", f"/api/v1{self._ns(namespace)}/pods/{name}")
+
+    async def get_workflow(self, namespace: str, name: str) -> dict[str, Any] | None:
+        path = f"/apis/{GROUP}/{VERSION}{self._ns(namespace)}/{PLURAL}/{quote(name, safe='')}"
+        try:
+            return await self._request("GET", path)
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
 
     async def create_pod(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         return await self._request("POST", f"/api/v1{self._ns(namespace)}/pods", body=body)

@@ -175,6 +175,10 @@ class Workflow:
         """Its tasks released by others while no executor was free: they run beyond the
         pool until one is. Each with a sequence number of the bridge (oldest first)."""
         self.completion: float | None = None
+        self.pod_vanished = False
+        """A pod of it was deleted by someone else: before the next pod is created, check
+        that the workflow itself still exists (the pods of a deleted workflow, collected
+        by the garbage collector, may be reported before the workflow's own deletion)."""
         self.active = True
         self.status_queued = False
         self.status_timer: asyncio.TimerHandle | None = None

@@ -63,7 +63,15 @@ class PodWriteFailed:
     message: str
 
 
-Outcome = PodWritten | PodWriteFailed
+@dataclass(frozen=True, slots=True)
+class WorkflowGone:
+    """A pod was to be created again for a workflow the API no longer holds: it was
+    deleted, and the bridge forgets it (its deletion event may come later, or never)."""
+
+    workflow: Workflow
+
+
+Outcome = PodWritten | PodWriteFailed | WorkflowGone
 
 
 class Writer:
@@ -103,6 +111,8 @@ class Writer:
         name = pod_name(owner.name, spec.name, index, attempt)
 
         async def run(kube: KubeApi) -> None:
+            if not await self._still_there(kube, wf):
+                return
             manifest = task_pod(owner, spec, index, attempt, gated=gated, executor=executor)
             try:
                 body = await self._create(kube, owner, name, manifest, executor)
@@ -148,6 +158,8 @@ class Writer:
                 )
             except ApiError as exc:
                 if exc.status == 404:  # it went away: create it released
+                    if not await self._still_there(kube, wf):
+                        return
                     released = task_pod(owner, spec, index, attempt, gated=False, executor=executor)
                     try:
                         body = await self._create(kube, owner, name, released, executor)
@@ -172,6 +184,18 @@ class Writer:
         after = self._slot_write(wf, track.index)
         op = Op(what, run, on_error=rejected, wanted=wanted, priority=Priority.RUN, after=after)
         self.actuator.submit(wf.key, op, lane=pod_lane(name))
+
+    async def _still_there(self, kube: KubeApi, wf: Workflow) -> bool:
+        """False, with a WorkflowGone outcome, if a pod of `wf` vanished (`pod_vanished`)
+        because the workflow itself is deleted; the check is made once per vanishing."""
+        if not wf.pod_vanished:
+            return True
+        body = await kube.get_workflow(wf.owner.namespace, wf.owner.name)
+        if body is None or (body.get("metadata") or {}).get("uid") != wf.owner.uid:
+            self.outcomes.put_nowait(WorkflowGone(wf))
+            return False
+        wf.pod_vanished = False
+        return True
 
     async def _rerelease(
         self, kube: KubeApi, owner: Owner, name: str, executor: int
