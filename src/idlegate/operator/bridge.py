@@ -592,18 +592,6 @@ class Bridge:
             sum(not s.released for wf in self.workflows.values() for s in wf.idle_slots.values())
         )
 
-    def summary(self) -> dict[str, Any]:
-        """A snapshot for the health probe and logs."""
-        return {
-            "ready": self.rebuilt,
-            "workflows": len(self.workflows),
-            "busyExecutors": self.busy,
-            "poolSize": self.settings.pool_size,
-            "decisions": int(self.metrics.decision_count()),
-            "pendingWrites": self.actuator.pending(),
-            "policy": self.scheduler.name,
-        }
-
 
 def _timer_key(wf: Workflow, stage_index: int) -> str:
     return f"{wf.owner.uid}/{stage_index}"

@@ -222,9 +222,18 @@ class Operator:
 
     def summary(self) -> dict[str, Any]:
         """The health probe's payload."""
-        if self._bridge is None:
+        bridge = self._bridge
+        if bridge is None:
             return {"ready": False, "policy": self.scheduler.name}
-        return self._bridge.summary()
+        return {
+            "ready": bridge.rebuilt,
+            "workflows": len(bridge.workflows),
+            "busyExecutors": bridge.busy,
+            "poolSize": self.settings.pool_size,
+            "decisions": int(self.metrics.decision_count()),
+            "pendingWrites": bridge.actuator.pending(),
+            "policy": self.scheduler.name,
+        }
 
 
 def configure_kopf(settings: kopf.OperatorSettings, ours: Settings) -> None:
