@@ -153,7 +153,8 @@ def change(runs: Runs, label: str, base: str, fn: str = "mean") -> tuple[float, 
 
 
 def fmt(c: tuple[float, float]) -> str:
-    return f"{c[0]:+.1%} ± {c[1]:.1%}"
+    """A paired change and its half-width (none with one seed)."""
+    return f"{c[0]:+.1%}" + ("" if np.isnan(c[1]) else f" ± {c[1]:.1%}")
 
 
 def triple(runs: Runs, label: str) -> str:

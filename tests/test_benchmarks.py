@@ -115,3 +115,26 @@ def test_api_faults_recovery_is_from_the_return_to_the_pool_full() -> None:
     sampler.samples = [(10.0, 0, 2), (10.5, 2, 0)]
     assert sampler.recovery(10.0, 4) == 0.5
     assert sampler.recovery(11.0, 4) is None  # never after t = 11
+
+
+def test_default_targets_checks_each_target_against_its_limit() -> None:
+    default_targets = load_benchmark("default_targets")
+    argv = ["--quick", "--workloads", "synthetic-0.6", "--seeds", "2", "--overload-jobs", "6"]
+    checks = default_targets.main([*argv, "--samples", "10", "-j", "1"])
+    by_target = {c.target: c for c in checks}
+    overload = next(t for t in by_target if "overload" in t).split(":")[0]
+    assert set(by_target) == {
+        "synthetic-0.6: mean vs best",
+        "synthetic-0.6: p95 vs fair",
+        "synthetic-0.6: delayed vs sync",
+        f"{overload}: mean vs fair",
+        f"{overload}: p95 vs fair",
+        f"{overload}: delayed vs sync",
+        "decision p99 at 20 jobs (CPU)",
+        "decision p99 at 50 jobs (CPU)",
+    }
+    for c in checks:
+        within = abs(c.value) <= c.limit if "delayed" in c.target else c.value <= c.limit
+        assert c.passed == within, c
+    assert by_target[f"{overload}: mean vs fair"].limit == -0.05
+    assert 0 < by_target["decision p99 at 20 jobs (CPU)"].value < 100
