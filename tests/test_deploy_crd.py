@@ -102,7 +102,7 @@ def test_printer_columns():
     columns = {
         c["name"]: c for c in committed_crd()["spec"]["versions"][0]["additionalPrinterColumns"]
     }
-    assert list(columns) == ["Phase", "Stages", "JCT", "Idle", "Age"]
+    assert list(columns) == ["Phase", "Stages", "JCT", "Idle", "Policy", "Age"]
     assert columns["Phase"]["jsonPath"] == ".status.phase"
     assert (columns["Stages"]["jsonPath"], columns["Stages"]["type"]) == (
         ".status.stagesSummary",
@@ -110,6 +110,7 @@ def test_printer_columns():
     )
     assert columns["JCT"]["jsonPath"] == ".status.jctSeconds"
     assert columns["Idle"]["jsonPath"] == ".status.idleInsertedSeconds"
+    assert columns["Policy"]["jsonPath"] == ".status.policy"
     assert (columns["Age"]["jsonPath"], columns["Age"]["type"]) == (
         ".metadata.creationTimestamp",
         "date",

@@ -60,6 +60,7 @@ from idlegate.operator.decisions import Answer, Decider, post_failures
 from idlegate.operator.health import ApiHealth, ObservedApi
 from idlegate.operator.kube import KubeApi
 from idlegate.operator.metrics import Metrics
+from idlegate.operator.planning import note_rule, planning_worker
 from idlegate.operator.pods import Owner, TaskPod, pod_name, read_task_pod
 from idlegate.operator.podsecurity import NamespacePolicy
 from idlegate.operator.settings import Settings
@@ -112,6 +113,8 @@ class Bridge:
         self._beyond = itertools.count()
         """Sequence numbers of the tasks running beyond the pool (oldest adopted first)."""
         self.decider = Decider(scheduler, metrics, settings.seed)  # (it resets the policy)
+        self.planning = planning_worker(self)
+        """A lookahead planner's worker (:mod:`idlegate.operator.planning`), else None."""
 
     def now(self) -> float:
         return self.time.now()
@@ -315,8 +318,10 @@ class Bridge:
                 post_failures(done, self.cluster, self.writes.event)
                 self._note_waiting(done.waited)
             self._arm_new_timers()
+            if self.planning is not None:
+                self.planning.poke()
         finally:
-            self._gauges()
+            self.metrics.set_gauges(self.busy, self.workflows.values(), self.cluster)
 
     def _launch(self, taken: list[Answer]) -> None:
         """Release the launched tasks, one Event per stage (the last decision's cap)."""
@@ -328,6 +333,9 @@ class Bridge:
         for stage, (last, launches) in launched.items():
             wf: Workflow = stage.job.payload
             track = wf.stages[stage.index]
+            switched = note_rule(self.planning, wf, track, last.rule)
+            if switched is not None:
+                self.writes.event(wf.owner, *switched)
             for launch in launches:
                 self._release(wf, track, track.next_to_release(), launch.executor)
             notice = messages.released(len(launches), last.decision, last.by)
@@ -381,8 +389,7 @@ class Bridge:
         """Release task `index` onto `executor`: remove its gate, or create it ungated."""
         task = track.task(index)
         had_pod = task.state is TaskState.GATED
-        track.set_state(task, TaskState.RELEASED)
-        task.executor = executor
+        wf.released(track, task, executor, self.now())
         started = wf.phase is Phase.PENDING
         if started:
             wf.phase = Phase.RUNNING
@@ -415,6 +422,7 @@ class Bridge:
         executor = task.executor
         assert executor is not None
         track.set_state(task, TaskState.SUCCEEDED)
+        wf.measured(track, task, self.now())
         following = self.cluster.task_finished(executor, self.now())
         if following is not None:
             self._release(wf, track, track.next_to_release(), executor)
@@ -579,18 +587,6 @@ class Bridge:
             wf.status_timer = None
         if self.workflows.get(wf.key) is wf:
             del self.workflows[wf.key]
-
-    # -- metrics and introspection ---------------------------------------------------------
-
-    def _gauges(self) -> None:
-        m = self.metrics
-        m.busy_executors.set(self.busy)
-        m.active_workflows.set(len(self.workflows))
-        m.pending_workflows.set(sum(wf.phase is Phase.PENDING for wf in self.workflows.values()))
-        m.runnable_stages.set(sum(len(j.runnable) for j in self.cluster.jobs))
-        m.idle_slots.set(
-            sum(not s.released for wf in self.workflows.values() for s in wf.idle_slots.values())
-        )
 
 
 def _timer_key(wf: Workflow, stage_index: int) -> str:

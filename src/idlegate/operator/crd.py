@@ -375,6 +375,12 @@ PRINTER_COLUMNS: tuple[dict[str, str], ...] = (
         "description": "Deliberate idle time inserted (s)",
         "jsonPath": ".status.idleInsertedSeconds",
     },
+    {
+        "name": "Policy",
+        "type": "string",
+        "description": "The rule that released its tasks last",
+        "jsonPath": ".status.policy",
+    },
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 )
 

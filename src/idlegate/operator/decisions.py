@@ -141,6 +141,8 @@ class Answer:
     launches: list[Launch]
     by: str
     """Who decided, as Events say it (`messages.decided_by`)."""
+    rule: str
+    """The rule that decided: the policy followed (`followed`), or the fallback rule."""
 
 
 @dataclass(frozen=True)
@@ -167,6 +169,23 @@ class Round:
     failures: list[Failure] = field(default_factory=list)
     waited: str | None = None
     """Why the round ended with free executors (`messages.waiting`'s phrase), or None."""
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One question answered: the action, its launches, who answered (`Answer.by`) and
+    the rule that did (`Answer.rule`)."""
+
+    action: Action
+    launches: list[Launch]
+    by: str
+    rule: str
+
+
+def followed(policy: Scheduler) -> str:
+    """The rule `policy` follows now: a lookahead planner's (`following`), else itself."""
+    following = getattr(policy, "following", None)
+    return following if isinstance(following, str) else policy.name
 
 
 def _describe(exc: BaseException) -> str:
@@ -201,18 +220,16 @@ class Decider:
             step = self._ask(cluster, now, done)
             if step is None:
                 return done
-            action, launches, by = step
+            action, launches, by = step.action, step.launches, step.by
             self.metrics.decision_duration.observe(time.perf_counter() - start)
             if not isinstance(action, Decision):
                 self.metrics.decisions.labels("wait").inc()
                 done.waited = by
                 return done
             self.metrics.decisions.labels("idle" if action.idle_delay > 0 else "launch").inc()
-            done.taken.append(Answer(action, launches, by))
+            done.taken.append(Answer(action, launches, by, step.rule))
 
-    def _ask(
-        self, cluster: Cluster, now: float, done: Round
-    ) -> tuple[Action, list[Launch], str] | None:
+    def _ask(self, cluster: Cluster, now: float, done: Round) -> _Step | None:
         """One question: the policy's answer, else the first fallback's that works, else
         WAIT; with the phrase that says who answered (for a WAIT: why nothing started)."""
         asked = _Recorder(self.policy)
@@ -223,21 +240,24 @@ class Decider:
         if step is None:
             return None
         action, launches = step
-        by = messages.decided_by(self.policy.name)
-        return action, launches, by if isinstance(action, Decision) else messages.chose_wait(by)
+        rule = followed(self.policy)
+        by = messages.decided_by(self.policy.name, following=rule)
+        if not isinstance(action, Decision):
+            by = messages.chose_wait(by)
+        return _Step(action, launches, by, rule)
 
     def _fall_back(
         self, cluster: Cluster, now: float, done: Round, asked: _Recorder, exc: Exception
-    ) -> tuple[Action, list[Launch], str] | None:
+    ) -> _Step | None:
         policy = self.policy.name
-        self._note_error(policy, exc)
+        self.note_error(policy, exc)
         named = asked.answer.stage if isinstance(asked.answer, Decision) else None
         errors: list[str] = []
         for rule in self.fallbacks:
             try:
                 step = cluster.decide_once(rule, now)
             except Exception as fallback_exc:  # the next rule, or WAIT
-                self._note_error(rule.name, fallback_exc)
+                self.note_error(rule.name, fallback_exc)
                 errors.append(_describe(fallback_exc))
                 continue
             action, launches = step if step is not None else (WAIT, [])
@@ -247,13 +267,15 @@ class Decider:
             if step is None:  # (a policy that changed the state before it failed)
                 return None
             by = messages.decided_by(policy, rule.name)
-            return action, launches, by if stage is not None else messages.chose_wait(by)
+            by = by if stage is not None else messages.chose_wait(by)
+            return _Step(action, launches, by, rule.name)
         done.failures.append(Failure(policy, _describe(exc), None, tuple(errors), named))
         names = [r.name for r in self.fallbacks]
-        return WAIT, [], messages.all_rules_failed(policy, names)
+        return _Step(WAIT, [], messages.all_rules_failed(policy, names), policy)
 
-    def _note_error(self, rule: str, exc: Exception) -> None:
-        """Count the error; log its traceback the first time it is seen, repeats sparsely."""
+    def note_error(self, rule: str, exc: Exception, what: str = "decide") -> None:
+        """Count the error; log its traceback the first time it is seen, repeats sparsely.
+        `what` failed: ``decide`` (a fallback rule answered instead) or ``plan``."""
         self.metrics.policy_errors.labels(rule).inc()
         key = (rule, type(exc).__name__, str(exc))
         seen = self.errors.pop(key, 0) + 1
@@ -261,16 +283,24 @@ class Decider:
         if len(self.errors) > MAX_DISTINCT_ERRORS:
             self.errors.popitem(last=False)
         if seen == 1:
+            then = _THEN[what]
             log.error(
-                "The policy %r failed to decide (%s); the next fallback rule answers instead "
-                "(the PolicyError Event says which). Repeats of this error are counted, not "
+                "The policy %r failed to %s (%s); %s. Repeats of this error are counted, not "
                 "logged with a traceback.",
                 rule,
+                what,
                 _describe(exc),
+                then,
                 exc_info=exc,
             )
         elif _round_number(seen):
             log.error("The policy %r failed the same way %d times: %s", rule, seen, _describe(exc))
+
+
+_THEN = {
+    "decide": "the next fallback rule answers instead (the PolicyError Event says which)",
+    "plan": "it keeps following the policy it follows until the next plan",
+}
 
 
 def _round_number(n: int) -> bool:

@@ -46,7 +46,7 @@ from idlegate.operator import intake
 from idlegate.operator.admission import AdmitLaterError
 from idlegate.operator.bridge import Bridge
 from idlegate.operator.crd import GROUP, PLURAL, VERSION
-from idlegate.operator.decisions import load_scheduler
+from idlegate.operator.decisions import followed, load_scheduler
 from idlegate.operator.endpoints import Endpoints
 from idlegate.operator.health import ApiHealth
 from idlegate.operator.kube import (
@@ -214,6 +214,8 @@ class Operator:
             self._kopf_log.uninstall()
             self._kopf_log = None
         if self._bridge is not None:
+            if self._bridge.planning is not None:
+                self._bridge.planning.close()
             await self._bridge.actuator.close()
         await self.endpoints.stop()
         if self._owns_kube and self._kube is not None:
@@ -233,6 +235,7 @@ class Operator:
             "decisions": int(self.metrics.decision_count()),
             "pendingWrites": bridge.actuator.pending(),
             "policy": self.scheduler.name,
+            "following": followed(self.scheduler),
         }
 
 

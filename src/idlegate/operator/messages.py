@@ -9,12 +9,17 @@ that varies between repetitions, so that repeats aggregate into one Event
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from idlegate.operator.clock import to_datetime
 from idlegate.operator.pods import GATE
 from idlegate.operator.status import SlotState
 from idlegate.operator.tracking import StageTrack, Task
 from idlegate.sim.dag import Dag
 from idlegate.sim.protocol import Decision, Job, Stage
+
+if TYPE_CHECKING:
+    from idlegate.policy.lookahead import Plan
 
 Notice = tuple[str, str, str]
 """(type, reason, message) of an Event."""
@@ -44,9 +49,12 @@ def invalid(problem: str) -> Notice:
     return ("Warning", "InvalidSpec", f"The workflow is invalid: {problem}")
 
 
-def decided_by(policy: str, fallback: str | None = None) -> str:
-    """Who made a decision: the policy, or the fallback rule that answered for it."""
+def decided_by(policy: str, fallback: str | None = None, following: str | None = None) -> str:
+    """Who made a decision: the policy (a planner: and the rule it `following`), or the
+    fallback rule that answered for it."""
     if fallback is None:
+        if following is not None and following != policy:
+            return f"policy {policy} (following {following})"
         return f"policy {policy}"
     return f"the fallback rule {fallback} (policy {policy} failed)"
 
@@ -76,6 +84,29 @@ def policy_error(
     else:
         then = f"{failed_too}; nothing was decided: free executors stay free until the next event."
     return ("Warning", "PolicyError", f"Policy {policy} failed to decide ({error}){then}")
+
+
+def following(rule: str, since: float, plan: Plan | None, previous: str | None = None) -> str:
+    """Which rule a lookahead planner follows, since when and why (its last `plan`), e.g.
+    "following srpt (was fair) since 12:03:05: the planner expects -8.0 % vs fair over
+    the next 120 s"."""
+    was = f" (was {previous})" if previous is not None and previous != rule else ""
+    head = f"following {rule}{was} since {to_datetime(since):%H:%M:%S}"
+    if plan is None:
+        return f"{head}: the planner's base, until its first plan"
+    change = plan.expected_change("fair")
+    expects = "it cheapest" if change is None else f"{change * 100:+.1f} % vs fair"
+    return (
+        f"{head}: the planner expects {expects} over the next {plan.horizon:.0f} s "
+        f"(in job-seconds; a plan of {plan.seconds * 1000:.0f} ms over {plan.futures} "
+        "sampled future(s))"
+    )
+
+
+def policy_switched(why: str) -> Notice:
+    """A workflow's next tasks are released by another rule than its last ones; `why`:
+    `following`."""
+    return ("Normal", "PolicySwitched", f"The planner is now {why}.")
 
 
 def released(tasks: int, decision: Decision, by: str) -> Notice:

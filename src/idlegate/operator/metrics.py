@@ -6,12 +6,22 @@ process); :class:`idlegate.operator.endpoints.Endpoints` serves it at ``/metrics
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from typing import TYPE_CHECKING
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from idlegate.operator.status import Phase
+
+if TYPE_CHECKING:
+    from idlegate.operator.tracking import Workflow
+    from idlegate.sim.cluster import Cluster
 
 JCT_BUCKETS = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 43200, 86400)
 ADMISSION_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 300, 1800, 3600)
 DECISION_BUCKETS = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0)
 DECISION_KINDS = ("launch", "idle", "wait")
+PLANNING_BUCKETS = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 
 
 class Metrics:
@@ -156,10 +166,54 @@ class Metrics:
             registry=r,
         )
         self.policy_errors.labels(policy)
+        self.policy_switches = Counter(
+            "idlegate_policy_switches",
+            "Times the lookahead planner switched the policy it follows, by the policy "
+            "followed from then on.",
+            ["to"],
+            registry=r,
+        )
+        self.planning_duration = Histogram(
+            "idlegate_planning_duration_seconds",
+            "Wall time of one plan of the lookahead planner's worker (decisions never wait "
+            "on it; --plan-budget-ms bounds it).",
+            buckets=PLANNING_BUCKETS,
+            registry=r,
+        )
+        self.plans_dropped = Counter(
+            "idlegate_plans_dropped",
+            "Plans dropped as stale: the set of workflows changed while they were made "
+            "(the worker plans again at once).",
+            registry=r,
+        )
+        self.following = Gauge(
+            "idlegate_policy_following",
+            "The policy the operator's policy follows now (value 1; for a lookahead "
+            "planner the policy of its last plan, else the policy itself).",
+            ["policy"],
+            registry=r,
+        )
+        self._followed: set[str] = set()
+        self.follow(policy)
         self.info = Gauge(
             "idlegate_operator_info", "The operator's policy (value 1).", ["policy"], registry=r
         )
         self.info.labels(policy).set(1)
+
+    def follow(self, policy: str) -> None:
+        """`policy` is followed from now on (the gauge of the others drops to 0)."""
+        for other in self._followed:
+            self.following.labels(other).set(0)
+        self._followed.add(policy)
+        self.following.labels(policy).set(1)
+
+    def set_gauges(self, busy: int, workflows: Collection[Workflow], cluster: Cluster) -> None:
+        """The gauges of the operator's state, after each scheduling round."""
+        self.busy_executors.set(busy)
+        self.active_workflows.set(len(workflows))
+        self.pending_workflows.set(sum(wf.phase is Phase.PENDING for wf in workflows))
+        self.runnable_stages.set(sum(len(j.runnable) for j in cluster.jobs))
+        self.idle_slots.set(sum(not s.released for wf in workflows for s in wf.idle_slots.values()))
 
     def value(self, name: str, **labels: str) -> float:
         """The current value of one sample (tests and the probe): 0.0 if absent."""

@@ -29,6 +29,12 @@ CONDITION_TYPE_PATTERN = (
     r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
 )
 CONDITION_REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+MAX_POLICY = 253
+_POLICY = (
+    "The rule that decided the last release of tasks: the policy, the policy a lookahead "
+    "planner followed then (its PolicySwitched Events say why), or the fallback rule that "
+    "answered for a failing policy"
+)
 
 
 class Phase(StrEnum):
@@ -93,6 +99,9 @@ class StageStatus(_StatusModel):
     succeeded: int = Field(default=0, ge=0, description="Tasks that have succeeded.")
     failed: int = Field(
         default=0, ge=0, description="Failed task pod attempts so far (retries included)."
+    )
+    policy: str | None = Field(
+        default=None, max_length=MAX_POLICY, description=_POLICY + " of this stage."
     )
 
 
@@ -177,6 +186,9 @@ class WorkflowStatus(_StatusModel):
     )
     idle_inserted_seconds: float | None = Field(
         default=None, ge=0, description="Total deliberate idle time inserted into this workflow."
+    )
+    policy: str | None = Field(
+        default=None, max_length=MAX_POLICY, description=_POLICY + " (a printer column)."
     )
     kopf: dict[str, Any] | None = Field(
         default=None, description="Reserved for kopf's own bookkeeping (progress of handlers)."

@@ -27,6 +27,7 @@ from idlegate.operator.status import (
     dump,
 )
 from idlegate.sim.dag import Dag
+from idlegate.sim.durations import MeasuredDurations
 from idlegate.sim.protocol import Job
 from idlegate.sim.spec import StageSpec, WorkflowSpec
 
@@ -49,7 +50,15 @@ class TaskState(Enum):
 class Task:
     """One task of a stage: its current attempt and where it runs."""
 
-    __slots__ = ("attempt", "executor", "failures", "finished_unaccounted", "index", "state")
+    __slots__ = (
+        "attempt",
+        "executor",
+        "failures",
+        "finished_unaccounted",
+        "index",
+        "released_at",
+        "state",
+    )
 
     def __init__(self, index: int) -> None:
         self.index = index
@@ -61,6 +70,9 @@ class Task:
         executor was free (it runs beyond the pool until one is)."""
         self.finished_unaccounted = False
         """Such a task succeeded before an executor was free for it."""
+        self.released_at: float | None = None
+        """Clock time the operator released it onto its executor (None: released before a
+        restart, or by others)."""
 
 
 class StageTrack:
@@ -78,6 +90,8 @@ class StageTrack:
         self.materialized = False
         """The stage's parents are done and its gated pods have been created."""
         self.waiting_noted = False
+        self.policy: str | None = None
+        """The rule that released its tasks last (`Answer.rule`)."""
         self._unreleased: list[int] | None = None
         self._uncreated: list[int] | None = None
 
@@ -179,6 +193,12 @@ class Workflow:
         """A pod of it was deleted by someone else: before the next pod is created, check
         that the workflow itself still exists (the pods of a deleted workflow, collected
         by the garbage collector, may be reported before the workflow's own deletion)."""
+        self.durations = MeasuredDurations([s.task_duration_seconds for s in spec.stages])
+        """What a planner's rollouts draw this workflow's task durations from
+        (`sim.durations.duration_model`): each stage's measured run times (`measured`),
+        its estimate until one was measured."""
+        self.policy: str | None = None
+        """The rule that released its tasks last (`Answer.rule`)."""
         self.active = True
         self.status_queued = False
         self.status_timer: asyncio.TimerHandle | None = None
@@ -208,6 +228,7 @@ class Workflow:
                     running=running,
                     succeeded=stage.finished,
                     failed=track.failed,
+                    policy=track.policy,
                 )
             )
         done = sum(s.complete for s in self.job.stages)
@@ -229,8 +250,27 @@ class Workflow:
                 completion_time=to_datetime(completion) if completion is not None else None,
                 jct_seconds=round(completion - self.arrival, 3) if completion is not None else None,
                 idle_inserted_seconds=round(job.idle_inserted, 6),
+                policy=self.policy,
             )
         )
+
+    def released(self, track: StageTrack, task: Task, executor: int, now: float) -> None:
+        """`task` is released onto `executor` at `now` (its run time is measured from it)."""
+        track.set_state(task, TaskState.RELEASED)
+        task.executor = executor
+        task.released_at = now
+
+    def measured(self, track: StageTrack, task: Task, now: float) -> None:
+        """`task` succeeded at `now`: its run time joins the stage's measured durations.
+
+        Measured from the operator's release to its observed success: how long the task
+        held its executor, pod start latency and the watch's lag included, which is what
+        a rollout must simulate (an executor is busy for that long). Only first attempts
+        released by the operator count: a retried task's time includes its failures, and
+        one released before a restart or by others has no release time.
+        """
+        if task.released_at is not None and task.failures == 0 and task.attempt == 0:
+            self.durations.record(track.index, max(0.0, now - task.released_at))
 
     def refresh_conditions(self, now: float) -> None:
         """Set the Running condition from the current state (Valid/Complete/Failed are set
