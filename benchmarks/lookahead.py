@@ -8,7 +8,8 @@ planner with those options instead (``KEY=VALUE&KEY=VALUE``; "" for the defaults
 run on the same seeds, so option changes are compared side by side in one run: its row
 says how its mean JCT differs from the first planner's, paired per seed. With `--oracle`
 every planner is told the true remaining arrivals (one future, the real one) instead of
-sampling them: the ceiling of what its estimates could give.
+sampling them (``futures=oracle``, `policy.futures`): the ceiling of what its estimates
+could give.
 
 With `--queued N` it instead times plans with N workflows of the workload queued at
 once on the cluster (after BASE's first round): the planners' request (on the owner's
@@ -36,16 +37,6 @@ from idlegate.policy import SchedulerSpec, make_scheduler
 from idlegate.policy.lookahead import LookaheadScheduler
 from idlegate.sim.engine import simulate
 from idlegate.sim.metrics import paired_relative_change
-from idlegate.sim.rollout import Future
-
-
-class OraclePlanner(LookaheadScheduler):
-    """A planner whose one future is the workload's true remaining arrivals."""
-
-    arrivals: tuple = ()
-
-    def sample_futures(self, view, horizon):
-        return [Future(tuple(a for a in self.arrivals if a.time > view.now), 0)]
 
 
 @dataclass
@@ -73,6 +64,8 @@ def rows_of(args: argparse.Namespace) -> list[Row]:
     base = SchedulerSpec.parse(args.base)
     rows = [Row(args.base, base), Row("fair", SchedulerSpec.parse("fair"))]
     queries = ["&".join(args.option), *args.also]
+    if args.oracle:  # the planner's own oracle future source (policy.futures)
+        queries = ["&".join(q for q in (query, "futures=oracle") if q) for query in queries]
     for i, query in enumerate(queries):
         spec = SchedulerSpec.parse(f"lookahead{'?' + query if query else ''}:{args.base}")
         rows.append(Row(f"lookahead {i + 1}" if len(queries) > 1 else "lookahead", spec))
@@ -85,9 +78,6 @@ def run_seed(args: argparse.Namespace, rows: list[Row], workload_options: dict, 
     w = build_workload(args.workload, seed, **workload_options)
     for row in rows:
         scheduler = make_scheduler(row.spec)
-        if isinstance(scheduler, LookaheadScheduler) and args.oracle:
-            scheduler.__class__ = OraclePlanner
-            scheduler.arrivals = w.jobs
         result = simulate(w, scheduler, seed)
         row.add([r.jct for r in result.records])
         if isinstance(scheduler, LookaheadScheduler):

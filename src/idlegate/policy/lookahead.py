@@ -24,14 +24,16 @@ a decision where every candidate does the same thing costs no simulation at all.
 
 Futures (`sample_futures`)
 --------------------------
-The true future is never used. Arrivals after now form a Poisson process whose rate is
-the Gamma–Poisson estimate of the analytic rule over the last `window` arrivals
-(`policy.analytic.estimate_arrivals`); each arrival is a copy of a uniformly drawn job
-among the last `window` jobs seen (its DAG and duration model). Task durations come from
-the jobs' duration models (`sim.durations.duration_model`: an operator workflow's are
-its measured durations, else its estimates). Every candidate sees the same M futures
-and the same duration seeds (common random numbers), so their difference is not
-drowned in sampling noise.
+From the source `futures` (`policy.futures`): ``poisson`` (the default: the analytic
+rule's Gamma–Poisson rate over the last `window` arrivals, each arrival a copy of a
+recent job), ``conditional`` (an arrival model fitted on the arrivals seen: what
+followed similar histories, by size class and lag, and the schedules of recurring
+workflows), ``auto`` (the conditional model while its held-out log-likelihood beats
+Poisson's) or ``oracle`` (the true remaining arrivals, which the simulator tells the
+planner, `foresee`). Task durations come from the jobs' duration models
+(`sim.durations.duration_model`: an operator workflow's are its measured durations,
+else its estimates). Every candidate sees the same M futures and the same duration
+seeds (common random numbers), so their difference is not drowned in sampling noise.
 
 Spending less on a plan: `max_decisions` cuts BASE's rollout of each future after that
 many decisions and compares every candidate over the horizon reached (an adaptive
@@ -103,11 +105,10 @@ from pydantic import ConfigDict, Field, StrictBool, StrictInt
 
 from idlegate.config import Config, NonNegative, Positive
 from idlegate.errors import IdlegateError, reject_unknown
-from idlegate.policy.analytic import AnalyticIdleConfig, estimate_arrivals
 from idlegate.policy.bounded import WindowConfig, select_window
+from idlegate.policy.futures import FutureKind, OracleSource, make_source
 from idlegate.policy.spec import SchedulerSpec
 from idlegate.sim.cluster import Cluster
-from idlegate.sim.durations import duration_model
 from idlegate.sim.engine import JobArrival
 from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision, Job, Scheduler
 from idlegate.sim.rollout import Comparison, Future, compare, planning_fork
@@ -154,6 +155,11 @@ class LookaheadConfig(Config):
     """w: weight of the cost-to-go estimate R at the horizon (0: none)."""
     window: StrictInt = Field(50, ge=1)
     """Recent arrivals behind the arrival-rate estimate and the job mix."""
+    futures: FutureKind = "poisson"
+    """Where futures come from: poisson, conditional, auto (conditional while it predicts
+    better) or oracle (the true arrivals; simulator only). See `policy.futures`."""
+    futures_history: str | None = None
+    """conditional/auto: a history file (docs/workloads.md, `file`) fitted on as the past."""
     margin: NonNegative = 0.0
     """A candidate replaces BASE's pick only if its cost is lower by this fraction."""
     max_decisions: StrictInt | None = Field(None, ge=1)
@@ -281,6 +287,8 @@ class LookaheadScheduler:
             self._rollout[key] = make()
         self.base_name = first.name
         self._rng = np.random.default_rng(0)
+        self.futures = make_source(config.futures, history=config.futures_history)
+        """The future source (`policy.futures`)."""
         self.reset_state()
 
     def __repr__(self) -> str:
@@ -295,6 +303,7 @@ class LookaheadScheduler:
         """Forget the run: follow BASE, no plan, no job seen."""
         self._seen: list[Job] = []
         self._next_id = 0
+        self.futures.reset()
         self.following = self.base_name
         """Name of the policy `decide` follows now."""
         self.followed_since = 0.0
@@ -304,6 +313,11 @@ class LookaheadScheduler:
         self._requested: JobSet | None = None
         self._pending: tuple[float, Plan] | None = None
         self.stats = PlannerStats()
+
+    def foresee(self, arrivals: Sequence[JobArrival]) -> None:
+        """The simulator tells the run's arrivals (used by ``futures=oracle`` only)."""
+        if isinstance(self.futures, OracleSource):
+            self.futures.foresee(arrivals)
 
     def reset(self, rng: Any) -> None:
         """Start of a run: the planner's futures come from `rng` (the run's Generator)."""
@@ -476,6 +490,7 @@ class LookaheadScheduler:
         for job in view.jobs:
             if job.id >= self._next_id:
                 self._seen.append(job)
+                self.futures.observe(job)
         if view.jobs:
             self._next_id = max(self._next_id, view.jobs[-1].id + 1)
         window = self.config.window
@@ -493,30 +508,8 @@ class LookaheadScheduler:
 
     def sample_futures(self, view: Cluster, horizon: float) -> list[Future]:
         """M futures of arrivals over (now, now + horizon], each with a duration seed."""
-        cfg = self.config
-        recent = self._seen[-cfg.window :]
-        rng = self._rng
-        futures = []
-        rate = 0.0
-        if recent and view.arrival_log:
-            rate = estimate_arrivals(
-                view.arrival_log, view.now, view.num_executors, _ARRIVAL_CONFIG
-            ).rate
-        models: dict[int, Any] = {}
-        for m in range(cfg.samples):
-            arrivals: list[JobArrival] = []
-            t = view.now
-            while rate > 0:
-                t += float(rng.exponential(1.0 / rate))
-                if t > view.now + horizon:
-                    break
-                i = int(rng.integers(len(recent)))
-                if i not in models:  # frozen once per job: the plan may run in another thread
-                    models[i] = duration_model(recent[i].payload)
-                name = f"future-{m}-{len(arrivals)}"
-                arrivals.append(JobArrival(t, name, recent[i].dag, models[i]))
-            futures.append(Future(tuple(arrivals), int(rng.integers(2**63))))
-        return futures
+        recent = self._seen[-self.config.window :]
+        return self.futures.futures(view, recent, horizon, self.config.samples, self._rng)
 
     def _fork(self, view: Cluster) -> Cluster:
         """The plan's fork: of every job, or above `plan_window` jobs of the window's."""
@@ -574,9 +567,6 @@ def _changed_between(view: Cluster, start: float, end: float) -> bool:
 
 _PLAN_WINDOW = WindowConfig()
 """Which jobs a plan above `plan_window` jobs simulates (the learned policy's default)."""
-
-_ARRIVAL_CONFIG = AnalyticIdleConfig()
-"""The arrival-rate estimate's prior (the analytic rule's defaults; window set per call)."""
 
 
 def make_lookahead(spec: SchedulerSpec, /, **options: Any) -> LookaheadScheduler:

@@ -171,6 +171,9 @@ class Engine:
         scheduler_seed = rng.integers(2**63)
         if scheduler is not None:
             scheduler.reset(np.random.default_rng(scheduler_seed))
+            # a planner with futures=oracle is told the run's arrivals (policy.futures)
+            if callable(foresee := getattr(scheduler, "foresee", None)):
+                foresee(workload.jobs)
         events: list[tuple[float, str, int, int, Any]] | None = [] if trace else None
         sink = None if events is None else lambda *e: events.append(e)
         cluster = Cluster(

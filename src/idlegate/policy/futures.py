@@ -1,0 +1,284 @@
+"""What arrives next: the lookahead planner's future sources, and the arrival model behind them.
+
+A planner's futures (`policy.lookahead`, `LookaheadConfig.futures`) come from a *source*:
+
+* ``poisson`` (the default): arrivals after now form a Poisson process whose rate is the
+  analytic rule's Gamma–Poisson estimate over the recent arrivals
+  (`policy.analytic.estimate_arrivals`), each a copy of a uniformly drawn recent job.
+  It cannot know that short jobs follow long ones.
+* ``conditional``: the `ConditionalModel` (`policy.arrival_model`: what followed similar
+  recent histories, by size class and lag, and the schedules of recurring workflows),
+  fitted on the arrivals seen so far.
+* ``auto``: the conditional model when its held-out log-likelihood beats the Poisson
+  model's on the recent arrivals (`Selector`), else ``poisson``.
+* ``oracle``: the workload's true remaining arrivals, one future (the simulator tells the
+  planner them, `foresee`): the ceiling of any model, and the teacher of distillation.
+
+Selection by evidence (`Selector`): each model is scored on every arrival interval by
+the model fitted before it (prequential held-out log-likelihood, Dawid 1984); the
+conditional model's futures are used while its score over the last `score_window`
+arrivals beats the Poisson model's by `margin` nats per arrival.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import numpy as np
+
+from idlegate.errors import IdlegateError
+from idlegate.policy.analytic import AnalyticIdleConfig, estimate_arrivals
+from idlegate.policy.arrival_model import Arrival, ConditionalModel, FuturesConfig, stem
+from idlegate.sim.cluster import Cluster
+from idlegate.sim.durations import duration_model
+from idlegate.sim.engine import JobArrival
+from idlegate.sim.protocol import Job
+from idlegate.sim.rollout import Future
+
+FutureKind = Literal["poisson", "conditional", "auto", "oracle"]
+
+
+# -- selection by evidence ----------------------------------------------------------------
+
+
+@dataclass
+class Selector:
+    """The conditional model and its prequential duel with Poisson (module docstring).
+
+    `update` scores the arrivals since the last update under the models fitted before
+    them, then refits: every score is out of sample.
+    """
+
+    model: ConditionalModel
+    scores: list[tuple[float, float, int]] = field(default_factory=list)
+    """Per update: (conditional log p, Poisson log p, arrivals scored)."""
+    fitted_at: float | None = None
+    fitted_on: int = 0
+
+    def update(self, arrivals: Sequence[Arrival], now: float) -> None:
+        """Score (fitted_at, now] and refit, when arrivals came since the last fit."""
+        if len(arrivals) == self.fitted_on or len(arrivals) < self.model.config.min_arrivals:
+            return
+        if self.fitted_at is not None and now > self.fitted_at:
+            new = sum(1 for a in arrivals if self.fitted_at < a.time <= now)
+            self.scores.append(
+                (
+                    self.model.log_likelihood(arrivals, self.fitted_at, now),
+                    self.model.poisson_log_likelihood(arrivals, self.fitted_at, now),
+                    new,
+                )
+            )
+        self.model.fit(arrivals, now)
+        self.fitted_at, self.fitted_on = now, len(arrivals)
+
+    def advantage(self) -> float | None:
+        """Mean nats per arrival the conditional model gained over Poisson on the last
+        `score_window` arrivals scored (None: fewer scored than half of that)."""
+        gained, n = 0.0, 0
+        for cond, pois, count in reversed(self.scores):
+            if n >= self.model.config.score_window:
+                break
+            gained, n = gained + cond - pois, n + count
+        if n < self.model.config.score_window / 2:
+            return None
+        return gained / n
+
+    def conditional_wins(self) -> bool:
+        """True when the conditional model beat Poisson by the margin (`auto`)."""
+        gain = self.advantage()
+        return gain is not None and gain > self.model.config.margin
+
+
+# -- the planner's future sources ---------------------------------------------------------
+
+
+class FutureSource(Protocol):
+    """Where a lookahead planner's futures come from (module docstring)."""
+
+    def reset(self) -> None:
+        """A new run: forget what was seen."""
+
+    def observe(self, job: Job) -> None:
+        """A job arrived (called once per job, in arrival order)."""
+
+    def futures(
+        self,
+        view: Cluster,
+        recent: Sequence[Job],
+        horizon: float,
+        samples: int,
+        rng: np.random.Generator,
+    ) -> list[Future]:
+        """Futures of arrivals over (now, now + horizon], each with a duration seed."""
+
+
+_ARRIVAL_CONFIG = AnalyticIdleConfig()
+"""The Poisson rate estimate's prior (the analytic rule's defaults)."""
+
+
+def poisson_futures(
+    view: Cluster, recent: Sequence[Job], horizon: float, samples: int, rng: np.random.Generator
+) -> list[Future]:
+    """`samples` Poisson futures: the Gamma–Poisson rate of the recent arrivals, each
+    arrival a copy of a uniformly drawn job of `recent` (its DAG and duration model)."""
+    rate = 0.0
+    if recent and view.arrival_log:
+        rate = estimate_arrivals(
+            view.arrival_log, view.now, view.num_executors, _ARRIVAL_CONFIG
+        ).rate
+    models: dict[int, Any] = {}
+    futures = []
+    for m in range(samples):
+        arrivals: list[JobArrival] = []
+        t = view.now
+        while rate > 0:
+            t += float(rng.exponential(1.0 / rate))
+            if t > view.now + horizon:
+                break
+            i = int(rng.integers(len(recent)))
+            if i not in models:  # frozen once per job: the plan may run in another thread
+                models[i] = duration_model(recent[i].payload)
+            arrivals.append(JobArrival(t, f"future-{m}-{len(arrivals)}", recent[i].dag, models[i]))
+        futures.append(Future(tuple(arrivals), int(rng.integers(2**63))))
+    return futures
+
+
+class PoissonSource:
+    """``futures=poisson``: `poisson_futures`."""
+
+    def reset(self) -> None:
+        pass
+
+    def observe(self, job: Job) -> None:
+        pass
+
+    def futures(
+        self,
+        view: Cluster,
+        recent: Sequence[Job],
+        horizon: float,
+        samples: int,
+        rng: np.random.Generator,
+    ) -> list[Future]:
+        return poisson_futures(view, recent, horizon, samples, rng)
+
+
+def _content(job: Job | JobArrival) -> tuple[Any, Any]:
+    """A template's (DAG, duration model): of a job seen, or of a history's arrival."""
+    if isinstance(job, JobArrival):
+        return job.dag, job.durations
+    return job.dag, duration_model(job.payload)
+
+
+class ConditionalSource:
+    """``futures=conditional`` (always the model once fitted) or ``auto`` (the model
+    while it beats Poisson, `Selector`); Poisson futures before `min_arrivals`.
+
+    `prior` (e.g. `history_arrivals` of a history file) is taken as the past just before
+    the run starts: the model is fitted on it from the first decision on.
+    """
+
+    def __init__(self, config: FuturesConfig, *, auto: bool, prior: Sequence[Arrival] = ()) -> None:
+        self.config, self.auto, self.prior = config, auto, tuple(prior)
+        self.reset()
+
+    def reset(self) -> None:
+        self.selector = Selector(ConditionalModel(self.config))
+        self.arrivals: list[Arrival] = []
+        if self.prior:
+            gap = (self.prior[-1].time - self.prior[0].time) / max(len(self.prior) - 1, 1)
+            shift = -gap - self.prior[-1].time
+            self.arrivals = [a._replace(time=a.time + shift) for a in self.prior]
+        self.used_model = 0
+        """Futures drawn from the conditional model (the others were Poisson)."""
+        self.used_poisson = 0
+
+    def observe(self, job: Job) -> None:
+        self.arrivals.append(Arrival(job.arrival, job.dag.total_work, stem(job.name), job))
+        if len(self.arrivals) > 2 * self.config.history:
+            del self.arrivals[: -self.config.history]
+
+    def futures(
+        self,
+        view: Cluster,
+        recent: Sequence[Job],
+        horizon: float,
+        samples: int,
+        rng: np.random.Generator,
+    ) -> list[Future]:
+        self.selector.update(self.arrivals, view.now)
+        use = self.selector.fitted_at is not None and (
+            not self.auto or self.selector.conditional_wins()
+        )
+        if not use:
+            self.used_poisson += 1
+            return poisson_futures(view, recent, horizon, samples, rng)
+        self.used_model += 1
+        futures = []
+        contents: dict[int, tuple[Any, Any]] = {}  # frozen once per plan (thread safety)
+        for m in range(samples):
+            arrivals = []
+            for i, (t, job) in enumerate(self.selector.model.sample(view.now, horizon, rng)):
+                if id(job) not in contents:
+                    contents[id(job)] = _content(job)
+                arrivals.append(JobArrival(t, f"future-{m}-{i}", *contents[id(job)]))
+            futures.append(Future(tuple(arrivals), int(rng.integers(2**63))))
+        return futures
+
+
+class OracleSource:
+    """``futures=oracle``: one future, the workload's true remaining arrivals, which the
+    simulator tells the planner before the run (`foresee`); a live cluster has none."""
+
+    def __init__(self) -> None:
+        self.arrivals: tuple[JobArrival, ...] | None = None
+
+    def reset(self) -> None:
+        self.arrivals = None
+
+    def foresee(self, arrivals: Sequence[JobArrival]) -> None:
+        """The run's arrivals, all of them (the simulator calls this after `reset`)."""
+        self.arrivals = tuple(arrivals)
+
+    def observe(self, job: Job) -> None:
+        pass
+
+    def futures(
+        self,
+        view: Cluster,
+        recent: Sequence[Job],
+        horizon: float,
+        samples: int,
+        rng: np.random.Generator,
+    ) -> list[Future]:
+        if self.arrivals is None:
+            raise IdlegateError(
+                "futures=oracle needs the run's future arrivals, which only the simulator "
+                "knows (it tells them through foresee); on a live cluster use "
+                "futures=poisson, conditional or auto"
+            )
+        return [Future(tuple(a for a in self.arrivals if a.time > view.now), 0)]
+
+
+def history_arrivals(path: str) -> list[Arrival]:
+    """The arrivals of a history file (docs/workloads.md, `file`), at their recorded times,
+    to fit a model offline (`ConditionalModel.fit`) or as a `ConditionalSource`'s prior."""
+    from idlegate.sim.workloads import build_workload  # the file workload's reader
+
+    jobs = build_workload("file", 0, path=path, arrival="recorded").jobs
+    return [Arrival(a.time, a.dag.total_work, stem(a.name), a) for a in jobs]
+
+
+def make_source(
+    kind: FutureKind, config: FuturesConfig | None = None, history: str | None = None
+) -> FutureSource:
+    """The future source `kind` (module docstring); `history` (conditional, auto): a
+    history file fitted on as the past before the run."""
+    if kind == "poisson":
+        return PoissonSource()
+    if kind == "oracle":
+        return OracleSource()
+    prior = history_arrivals(history) if history else ()
+    return ConditionalSource(config or FuturesConfig(), auto=kind == "auto", prior=prior)
