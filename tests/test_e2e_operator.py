@@ -558,3 +558,51 @@ def test_the_namespace_decides_what_its_task_pods_may_be(api, ns, kubelet, monit
     valid = {c["type"]: c for c in status["conditions"]}["Valid"]
     assert "at Pod Security level restricted" in valid["message"]
     assert pods_of(api, ns, "loose") == []
+
+
+def test_the_lookahead_planner_runs_the_operator_planning_in_its_worker(api, ns, kubelet, monitor):
+    # the issue's `lookahead:learned:…` (with the measured fast options): decisions by the
+    # policy followed, plans in the worker thread beside them
+    spec = "lookahead?max_decisions=100&race=0.05&plan_window=64:learned:default"
+    shapes = [
+        (stage("a", 3, 4), stage("b", 1, 2, ("a",))),
+        (stage("a", 1, 8),),
+        (stage("a", 2, 2), stage("b", 2, 3, ("a",)), stage("c", 1, 1, ("a",))),
+    ]
+    names = [f"plan-{i:02d}" for i in range(12)]
+    with running_operator(api, ns, pool=4, policy=spec, plan_budget_ms=150) as op:
+        planner = op.scheduler
+        assert op.bridge.planning is not None and planner.config.planner == "worker"
+        for i, name in enumerate(names):
+            api.create(DWF, workflow(name, *shapes[i % len(shapes)]), ns)
+            time.sleep(0.05)
+        statuses = {n: wait_phase(api, ns, n, ("Succeeded", "Failed"), timeout=90) for n in names}
+        wait(lambda: op.bridge.planning.running is None, 10, "the last plan")
+        planned = op.metrics.value("idlegate_planning_duration_seconds_count")
+        switches = planner.stats.switches
+        dropped = op.metrics.value("idlegate_plans_dropped_total")
+        assert op.metrics.value("idlegate_policy_errors_total", policy=planner.name) == 0
+    assert {s["phase"] for s in statuses.values()} == {"Succeeded"}
+    assert not monitor.duplicates and monitor.max_total <= 4
+    assert sum(monitor.created.values()) == sum(
+        sum(s["tasks"] for s in shapes[i % len(shapes)]) for i in range(len(names))
+    )
+    assert planned >= 1 and planned == planner.stats.planned
+    assert dropped == planner.stats.dropped
+    rules = set(planner._followers)
+    assert all(s["policy"] in rules for s in statuses.values())
+    assert all(st["policy"] in rules for s in statuses.values() for st in s["stages"])
+    total = sum(op.metrics.value("idlegate_policy_switches_total", to=r) for r in rules)
+    assert total == switches
+    posted = 0
+    for name, status in statuses.items():  # released by two policies: the Event says why
+        reasons = {e["reason"] for e in events_of(api, ns, name)}
+        posted += "PolicySwitched" in reasons
+        if len({st["policy"] for st in status["stages"]}) > 1:
+            assert "PolicySwitched" in reasons, name
+    seconds = sorted(planner.stats.plan_seconds)
+    print(
+        f"plans {planned:.0f}, switches {switches}, dropped {dropped:.0f}, workflows with "
+        f"PolicySwitched {posted}, plan p50 {seconds[len(seconds) // 2] * 1000:.0f} ms, "
+        f"max {seconds[-1] * 1000:.0f} ms"
+    )
