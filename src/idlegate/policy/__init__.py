@@ -111,7 +111,8 @@ def make_scheduler(spec: SchedulerSpec | str, /, **params: Any) -> Scheduler:
 
         return make_window(s, **params)
     if s.kind == "default":
-        return make_scheduler(replace(DEFAULT_SCHEDULER, params=s.params), **params)
+        own = dict(DEFAULT_SCHEDULER.params) | dict(s.params)  # (default?K=V overrides its own)
+        return make_scheduler(replace(DEFAULT_SCHEDULER, params=tuple(own.items())), **params)
     keywords = s.keywords(params)
     if s.kind == "learned":
         return make_learned(s.argument or "", **keywords)
