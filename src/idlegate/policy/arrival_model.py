@@ -58,9 +58,9 @@ class FuturesConfig(Config):
     """At most this many size classes."""
     class_ratio: Positive = 2.0
     """Two size classes are cut only where the works' ratio jumps by at least this."""
-    max_lag: Positive = 120.0
+    max_lag: Positive = 60.0
     """L: seconds after an arrival over which it may bring others."""
-    lag_bins: StrictInt = Field(24, ge=1)
+    lag_bins: StrictInt = Field(20, ge=1)
     """Bins of the lag density h over (0, L]."""
     iterations: StrictInt = Field(30, ge=1)
     """EM iterations per fit."""
@@ -157,9 +157,11 @@ def schedule_density(s: Schedule, last: float, t: float) -> float:
 
 def kernel_cdf(h: np.ndarray, width: float, x: Any) -> np.ndarray:
     """H(x): the mass of the histogram density h (bins of `width` from lag 0, on its last
-    axis) up to lag x (0 below 0, 1 beyond the last bin); x broadcasts to h.shape[:-1]."""
+    axis) up to lag x (0 below 0, 1 beyond the last bin); x broadcasts with h.shape[:-1]."""
     bins = h.shape[-1]
-    pos = np.broadcast_to(np.clip(np.asarray(x, float) / width, 0.0, bins), h.shape[:-1])
+    shape = np.broadcast_shapes(h.shape[:-1], np.shape(x))
+    h = np.broadcast_to(h, (*shape, bins))
+    pos = np.broadcast_to(np.clip(np.asarray(x, float) / width, 0.0, bins), shape)
     whole = np.minimum(pos.astype(int), bins - 1)[..., None]
     below = np.cumsum(h, axis=-1) - h
     inside = np.take_along_axis(h, whole, -1)[..., 0] * (pos - whole[..., 0])
