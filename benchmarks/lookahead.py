@@ -167,6 +167,9 @@ def run(args: argparse.Namespace) -> None:
     if args.jobs_count:
         workload_options["num_stream"] = args.jobs_count - 1
     workload_options = {k: v for k, v in workload_options.items() if v is not None}
+    for item in args.workload_option:
+        key, _, value = item.partition("=")
+        workload_options[key] = float(value) if value.replace(".", "", 1).isdigit() else value
     rows = rows_of(args)
     if args.queued:
         queued(args, rows, workload_options)
@@ -184,6 +187,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("-k", "--executors", type=int, default=None)
     parser.add_argument("--load", type=float, default=None)
     parser.add_argument("--jobs-count", type=int, default=None)
+    parser.add_argument(
+        "-w", "--workload-option", action="append", default=[], help="workload KEY=VALUE"
+    )
     parser.add_argument("--base", default="srpt")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--first-seed", type=int, default=1000)
