@@ -377,11 +377,11 @@ def test_kubectl_apply_get_and_describe(api, ns, kubelet, monitor):
     assert status["phase"] == "Succeeded"
     # extract 5 s -> right 8 s (left's 4 s beside it) -> merge 3 s
     assert status["jctSeconds"] >= 16 - 0.5
-    assert table[0].split() == ["NAME", "PHASE", "STAGES", "JCT", "IDLE", "AGE"]
+    assert table[0].split() == ["NAME", "PHASE", "STAGES", "JCT", "IDLE", "POLICY", "AGE"]
     rows = {line.split()[0]: line.split() for line in table[1:]}
     assert rows["diamond"][1:3] == ["Succeeded", "4/4"]
     assert float(rows["diamond"][3]) == pytest.approx(status["jctSeconds"], abs=0.01)
-    assert rows["diamond"][4] == "0"
+    assert rows["diamond"][4:6] == ["0", "fair"]  # no idle time; released by fair
     assert rows["invalid-cycle"][1] == "Invalid"
     assert "Released" in described and "Succeeded" in described
     assert len(pods) == 8

@@ -8,7 +8,8 @@ idle timer fires -> ``idle_expired``; then the policy is asked
 (:class:`idlegate.operator.decisions.Decider`) and its launches become gate removals. The
 scheduling semantics (what is runnable, caps, idle slots, which executor) and every count
 of tasks and executors are the state machine's; the bridge keeps the pods' bookkeeping
-(:mod:`idlegate.operator.tracking`) and translates.
+(:mod:`idlegate.operator.tracking`) and translates. A lookahead planner's plans are made
+beside the decisions, in a worker thread started after a round (:mod:`.planning`).
 
 Pods are created gated, stage by stage: a stage's pods are created when the stage becomes
 runnable (its parents are done), at most `Settings.window` of them ahead of their release;
