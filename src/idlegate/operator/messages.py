@@ -88,10 +88,10 @@ def policy_error(
 
 def following(rule: str, since: float, plan: Plan | None, previous: str | None = None) -> str:
     """Which rule a lookahead planner follows, since when and why (its last `plan`), e.g.
-    "following srpt (was fair) since 12:03:05: the planner expects -8.0 % vs fair over
+    "following srpt (was fair) since 12:03:05 UTC: the planner expects -8.0 % vs fair over
     the next 120 s"."""
     was = f" (was {previous})" if previous is not None and previous != rule else ""
-    head = f"following {rule}{was} since {to_datetime(since):%H:%M:%S}"
+    head = f"following {rule}{was} since {to_datetime(since):%H:%M:%S} UTC"
     if plan is None:
         return f"{head}: the planner's base, until its first plan"
     change = plan.expected_change("fair")

@@ -30,14 +30,15 @@ stage's ``policy`` name the rule that released its tasks last, and the Released 
 say "policy lookahead:… (following srpt)". A workflow whose tasks are released by
 another followed policy than its previous ones gets a ``PolicySwitched`` Event saying
 which one, since when and why ("The planner is now following srpt (was default) since
-12:03:05: the planner expects -8.0 % vs fair over the next 120 s ..."). Only those
+12:03:05 UTC: the planner expects -8.0 % vs fair over the next 120 s ..."). Only those
 workflows, at their next release: posting every switch on every workflow in the system
 would cost one API write per workflow per switch (a thousand queued workflows, a
 thousand Events) and tell most of them nothing, since the switch changed nothing of
 theirs yet.
 
-Stopping (:meth:`PlanningWorker.close`) drops the plan that is running: its thread ends
-with it (a plan starts no future after its budget, so within about one future's time).
+Stopping (:meth:`PlanningWorker.close`) drops the plan that is running: its thread
+finishes it and ends (a plan starts no future after its budget, so within about one
+future's time of it); nothing of it is adopted.
 """
 
 from __future__ import annotations
