@@ -84,9 +84,11 @@ def value(h: Harness, name: str, **labels: str) -> float:
 
 async def test_a_switch_is_adopted_in_the_loop_and_starts_what_the_old_policy_held_back():
     plan = Scripted("fifo")
+    plan.gate.clear()
     h = harness(pool=2, scheduler=planner(Hold, {"fifo": "fifo"}, plan))
     await h.submit("w", CHAIN)
     assert h.released() == []  # "hold" follows until the plan is adopted
+    plan.gate.set()
     await settled(h)
     assert h.released() == ["w-a-0"]  # the switch scheduled at once, no event needed
     assert plan.threads and all(t.startswith("idlegate-planner") for t in plan.threads)
