@@ -383,6 +383,38 @@ async def test_a_creation_whose_answer_was_lost_is_counted_by_the_watch_if_it_co
 
 
 @pytest.mark.asyncio
+async def test_a_creation_counted_by_the_watch_is_not_counted_again_if_its_retry_is_lost_too():
+    h = harness(pool=1, retry_delays=(2.0,))
+    h.kube.lose["create_pod"] = 1
+    body = h.kube.add_workflow("w", {"stages": [stage("a")]})
+    await intake.admit(h.bridge, copy.deepcopy(body))
+    await until(lambda: ("default", "w-a-0") in h.kube.pods)
+    await asyncio.sleep(0)  # (the lost answer is noted)
+    h.bridge.observe_pod(copy.deepcopy(h.kube.pods[("default", "w-a-0")]))  # the watch
+    assert counted(h) == (1, 0)
+    # the retry's 409 is lost as well; the next retry's 409 and read find the same pod
+    h.kube.fail["create_pod"] = [ApiError(0, "ConnectionError", "the 409 was dropped")]
+    await h.settle()
+    assert counted(h) == (1, 1) and h.kube.calls.count("create_pod") == 3
+
+
+@pytest.mark.asyncio
+async def test_a_release_counted_by_the_watch_is_not_counted_again_if_its_retry_is_lost_too():
+    h = harness(pool=1, retry_delays=(2.0,))
+    await h.submit("hold", {"stages": [stage("a", duration=100)]})
+    await h.submit("w", {"stages": [stage("a")]})
+    h.kube.lose["patch_pod"] = 1
+    complete(h, "hold-a-0")
+    await until(lambda: h.released() == ["w-a-0"])  # it took effect; the answer was lost
+    await asyncio.sleep(0)
+    h.bridge.observe_pod(copy.deepcopy(h.kube.pods[("default", "w-a-0")]))  # the watch
+    assert counted(h) == (2, 2)
+    h.kube.fail["patch_pod"] = [ApiError(0, "ConnectionError", "the 422 was dropped")]
+    await h.settle()
+    assert counted(h) == (2, 2) and h.kube.calls.count("patch_pod") == 4
+
+
+@pytest.mark.asyncio
 async def test_a_release_whose_answer_was_lost_is_counted_by_the_watch_when_no_retry_comes():
     h = harness(pool=1, retry_delays=(2.0,))
     await h.submit("hold", {"stages": [stage("a", duration=100)]})

@@ -253,8 +253,7 @@ class Bridge:
         if info is None:
             return
         namespace = (body.get("metadata") or {}).get("namespace", "")
-        if not deleted:
-            self.writes.observed(namespace, info)  # it may confirm a write that got no answer
+        self.writes.observed(namespace, info, deleted=deleted)  # may confirm an unanswered write
         wf = self.workflows.get((namespace, info.workflow))
         if wf is None or not wf.active or wf.owner.uid != info.owner_uid:
             return

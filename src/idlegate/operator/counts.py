@@ -17,6 +17,10 @@ counted once a look at the pod shows its effect, whichever look comes first:
   a retry of the write is on its way, the event may show the retry's own effect, which its
   answer counts, so an unconfirmed write is held back from the watch meanwhile.
 
+A write confirmed by a look is remembered until its pod is deleted: a retry of it that
+goes unanswered again (the server acted on the first try, then dropped the retry's
+answer too) is not noted a second time, or the next look would count the effect twice.
+
 What shows a creation: the pod exists, owned by the workflow that wrote it. Pod names are
 per workflow, stage, task and attempt, and the writes on one pod name run one after the
 other (one lane per pod, :mod:`idlegate.operator.actuator`), so no other write of the
@@ -72,6 +76,8 @@ class PodWriteCounts:
         self.limit = limit
         self._open: OrderedDict[tuple[str, str], dict[Write, Unconfirmed]] = OrderedDict()
         """Per pod (namespace, name), its unconfirmed writes."""
+        self._confirmed: OrderedDict[tuple[str, str], set[Unconfirmed]] = OrderedDict()
+        """Per pod, the unanswered writes a look confirmed (and counted) already."""
 
     def sending(self, namespace: str, name: str) -> dict[Write, Unconfirmed]:
         """A write of the pod is about to be sent: its unconfirmed writes are held back
@@ -111,6 +117,8 @@ class PodWriteCounts:
 
     def _note(self, namespace: str, name: str, pending: Unconfirmed) -> None:
         key = (namespace, name)
+        if pending in self._confirmed.get(key, ()):
+            return  # a retry of a write whose effect was seen and counted
         entries = self._open.setdefault(key, {})
         self._open.move_to_end(key)
         if pending.write is Write.CREATE:
@@ -126,22 +134,33 @@ class PodWriteCounts:
         counts the unconfirmed writes it shows, forgets the others."""
         for pending in self._open.pop((namespace, name), {}).values():
             if pod is not None and pending.shown(pod):
-                self._count(pending.write)
+                self._confirm(namespace, name, pending)
 
-    def observed(self, namespace: str, pod: TaskPod) -> None:
+    def observed(self, namespace: str, pod: TaskPod, *, deleted: bool = False) -> None:
         """A watch event of the pod: counts the unconfirmed writes it shows."""
-        if not self._open or pod.deleting:
-            return
         key = (namespace, pod.name)
+        if deleted or pod.deleting:
+            self._confirmed.pop(key, None)  # (a pod of the name may be written again)
+            return
+        if not self._open:
+            return
         entries = self._open.get(key)
         if entries is None:
             return
         for write, pending in list(entries.items()):
             if pending.shown(pod):
                 del entries[write]
-                self._count(write)
+                self._confirm(namespace, pod.name, pending)
         if not entries:
             del self._open[key]
+
+    def _confirm(self, namespace: str, name: str, pending: Unconfirmed) -> None:
+        key = (namespace, name)
+        self._confirmed.setdefault(key, set()).add(pending)
+        self._confirmed.move_to_end(key)
+        while len(self._confirmed) > self.limit:
+            self._confirmed.popitem(last=False)
+        self._count(pending.write)
 
     def unconfirmed(self) -> int:
         """Writes that got no answer and whose effect was not seen yet."""

@@ -267,9 +267,9 @@ class Writer:
         self.counts.answered(owner.namespace, name, write, held, ok=True)
         return body
 
-    def observed(self, namespace: str, pod: TaskPod) -> None:
+    def observed(self, namespace: str, pod: TaskPod, *, deleted: bool = False) -> None:
         """A watch event of one of the operator's pods: it may confirm an unanswered write."""
-        self.counts.observed(namespace, pod)
+        self.counts.observed(namespace, pod, deleted=deleted)
 
     def _pod_failed(self, wf: Workflow, action: str, pod: str, stage: str, exc: Exception) -> None:
         """A pod write failed for good: the workflow fails (Failed condition naming the
