@@ -12,7 +12,8 @@ It also checks what must hold whatever the machine: every workflow succeeded, no
 created twice and the pool was never exceeded (tests/test_e2e_operator.py checks the
 same on a small burst).
 
-    python -m benchmarks.operator_burst [--workflows 200] [--pool 16] [--out burst.json]
+    python -m benchmarks.operator_burst [--workflows 200] [--pool 16] [--scheduler fair]
+        [--out burst.json]
 
 (run from the repository root: the script imports the test API server from tests/k8s).
 """
@@ -125,12 +126,13 @@ def operator(
     *,
     namespace: str = NAMESPACE,
     kubeconfig: Path | None = None,
+    scheduler: str = "fair",
 ) -> subprocess.Popen:
     """``idlegate operator`` serving `namespace` through `kubeconfig` (default: the API
-    server's own), its output into `log`."""
+    server's own) with `scheduler`, its output into `log`."""
     command = [
         *(sys.executable, "-m", "idlegate", "operator", "--standalone"),
-        *(f"--pool-size={pool}", "--scheduler", "fair", "--namespace", namespace),
+        *(f"--pool-size={pool}", "--scheduler", scheduler, "--namespace", namespace),
         *("--metrics-port", str(metrics), "--health-port", str(health)),
         *("--kubeconfig", str(kubeconfig or api.kubeconfig)),
     ]
@@ -138,11 +140,13 @@ def operator(
     return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
 
 
-def burst(api: ApiServer, count: int, pool: int, log: Any) -> dict[str, Any]:
+def burst(
+    api: ApiServer, count: int, pool: int, log: Any, scheduler: str = "fair"
+) -> dict[str, Any]:
     metrics, health = free_port(), free_port()
     occupancy = Occupancy()
     unsubscribe = api.call(api.emulator.subscribe, occupancy)
-    proc = operator(api, pool, metrics, health, log)
+    proc = operator(api, pool, metrics, health, log, scheduler=scheduler)
     try:
         with SimKubelet(api, NAMESPACE):
             wait(lambda: fetch(f"http://127.0.0.1:{health}/healthz"), 60, "the operator")
@@ -171,12 +175,14 @@ def burst(api: ApiServer, count: int, pool: int, log: Any) -> dict[str, Any]:
         proc.wait(30)
     workflows = api.list(DWF, NAMESPACE)
     decisions = metric(text, "idlegate_decisions_total")
+    plans = metric(text, "idlegate_planning_duration_seconds_count")
     policy_seconds = metric(text, "idlegate_decision_duration_seconds_sum")
     own = resource.getrusage(resource.RUSAGE_SELF)
     return {
         "workflows": count,
         "pods": count * PODS_PER_WORKFLOW,
         "pool": pool,
+        "scheduler": scheduler,
         "phases": dict(Counter(w["status"]["phase"] for w in workflows)),
         "pods_created_twice": sum(n > 1 for n in occupancy.created.values()),
         "most_pods_holding_an_executor": occupancy.most,
@@ -188,6 +194,7 @@ def burst(api: ApiServer, count: int, pool: int, log: Any) -> dict[str, Any]:
         if policy_seconds
         else None,
         "gate_removals": int(metric(text, "idlegate_gate_removals_total")),
+        "plans": int(plans),
         "mean_jct_seconds": round(sum(w["status"]["jctSeconds"] for w in workflows) / count, 2),
         "operator": figures,
         "this_process": {
@@ -201,13 +208,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workflows", type=int, default=200)
     parser.add_argument("--pool", type=int, default=16)
+    parser.add_argument("--scheduler", default="fair", help="the operator's --scheduler")
     parser.add_argument("--out", type=Path, help="also write the figures here (JSON)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, ApiServer(Path(tmp)) as api:
         api.create("customresourcedefinitions", render_crd())
         api.create("namespaces", {"metadata": {"name": NAMESPACE}})
         with (Path(tmp) / "operator.log").open("w") as log:
-            report = burst(api, args.workflows, args.pool, log)
+            report = burst(api, args.workflows, args.pool, log, args.scheduler)
         held = report["most_pods_holding_an_executor"] > args.pool
         broken = report["phases"] != {"Succeeded": args.workflows} or report["pods_created_twice"]
         if broken or held:
