@@ -33,6 +33,7 @@ measured figure and PASS / FAIL.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
@@ -102,6 +103,8 @@ def cases_of(args: argparse.Namespace) -> list[Case]:
     suite = "quick" if args.quick else "full"
     chosen = select_cases(suite_cases(suite), args.workloads)
     cases = [Case(c.key, c.workload, c.options) for c in chosen if c.skip_reason is None]
+    if args.overload_load == 0:
+        return cases
     try:
         tpch = any(resolve_tpch_dir(None).glob("*/q*.json"))
     except IdlegateError:
@@ -133,6 +136,7 @@ def run_all(args: argparse.Namespace, cases: Sequence[Case]) -> dict[str, Runs]:
             done = next(as_completed(todo))
             todo.remove(done)
             key, label, seed, jcts, cpu = done.result()
+            print(f"{key} {label} seed {seed}: {np.mean(jcts):.2f} s", file=sys.stderr, flush=True)
             r = runs[key]
             r.jcts.setdefault(label, {})[seed] = jcts
             if label != "sync":
@@ -234,7 +238,6 @@ def checks(cases: Sequence[Case], runs: dict[str, Runs], latency: dict[int, floa
 def decision_latency(samples: int) -> tuple[dict[int, float], dict[int, float]]:
     """The shipped ONNX policy's decision p99 (CPU, wall) at 20 and 50 jobs, in ms."""
     import importlib.util
-    import sys
 
     path = Path(__file__).with_name("inference.py")
     spec = importlib.util.spec_from_file_location("benchmarks_inference", path)
@@ -278,7 +281,7 @@ def main(argv: list[str] | None = None) -> list[Check]:
     parser.add_argument("--first-seed", type=int, default=1000)
     parser.add_argument("-j", "--jobs", type=int, default=2, help="worker processes")
     parser.add_argument("--workloads", type=lambda s: s.split(","), default=None)
-    parser.add_argument("--overload-load", type=float, default=1.2)
+    parser.add_argument("--overload-load", type=float, default=1.2, help="0: no overload row")
     parser.add_argument("--overload-jobs", type=int, default=None, help="default 101; 41 quick")
     parser.add_argument(
         "--samples", type=int, default=None, help="latency samples (500; 100 quick)"
