@@ -2,13 +2,16 @@
 
     python benchmarks/default_targets.py [--quick] [--seeds 3] [--first-seed 1000] [-j 2]
         [--workloads KEY,...] [--overload-load 1.2] [--overload-jobs 101] [--samples 500]
+        [--candidates fair+srpt+sjf-cp+weighted-fair+analytic:sjf-cp]
 
 The candidate is the planner over the shipped ONNX policy with `FAST_PLANNING`
 (``lookahead?max_decisions=100&race=0.05&plan_window=64:learned:default``), modelled
 with ``planning_delay`` = the p99 of its own planning time: on every workload the
 synchronous planner runs first, its plans' CPU time gives that workload's p99 (CPU,
 not wall: the machine may be shared), and the delayed planner then runs on the same
-seeds. Every row is paired per seed on held-out seeds (1000 and up):
+seeds. `--candidates` replaces the planner's switch candidates (`LookaheadConfig`), e.g.
+to add the analytic idle rule, which a spec's query cannot name. Every row is paired per
+seed on held-out seeds (1000 and up):
 
 1. per workload of the evaluation suite (`--quick`: the quick suite, else the full
    one; TPC-H rows where the traces are found): the candidate's mean JCT against the
@@ -88,9 +91,11 @@ class Runs:
         return [float(f(a)) for _, a in sorted(self.jcts[label].items())]
 
 
-def run_one(case: Case, label: str, spec: str, seed: int) -> tuple[str, str, int, np.ndarray, list]:
-    """Simulate `spec` on `case`'s workload for `seed` (in a worker process)."""
-    scheduler = make_scheduler(spec)
+def run_one(
+    case: Case, label: str, spec: str, seed: int, params: dict | None = None
+) -> tuple[str, str, int, np.ndarray, list]:
+    """Simulate `spec` built with `params` on `case`'s workload for `seed` (in a worker)."""
+    scheduler = make_scheduler(spec, **(params or {}))
     result = simulate(build(case.workload, seed, case.options), scheduler, seed=seed)
     if result.unfinished:
         raise IdlegateError(f"{spec} left {result.unfinished} jobs of {case.key} unfinished")
@@ -125,10 +130,12 @@ def run_all(args: argparse.Namespace, cases: Sequence[Case]) -> dict[str, Runs]:
     runs = {c.key: Runs() for c in cases}
     by_key = {c.key: c for c in cases}
     pending = {c.key: len(seeds) for c in cases}
+    # the planner's switch candidates, if given (a spec's query cannot hold "analytic:…")
+    planner = {"candidates": tuple(args.candidates.split("+"))} if args.candidates else None
     with ProcessPoolExecutor(args.jobs) as pool:
         todo: set[Future] = set()
         for c in cases:  # the slow runs first
-            todo |= {pool.submit(run_one, c, "sync", SYNC, s) for s in seeds}
+            todo |= {pool.submit(run_one, c, "sync", SYNC, s, planner) for s in seeds}
         for c in cases:
             others = [("onnx", ONNX), *(BASELINES if not c.overload else [("fair", "fair")])]
             todo |= {pool.submit(run_one, c, lab, spec, s) for lab, spec in others for s in seeds}
@@ -146,7 +153,8 @@ def run_all(args: argparse.Namespace, cases: Sequence[Case]) -> dict[str, Runs]:
             if pending[key] == 0:
                 r.delay = float(np.percentile(r.plan_cpu, 99)) if r.plan_cpu else 0.0
                 spec = delayed(r.delay)
-                todo |= {pool.submit(run_one, by_key[key], "candidate", spec, s) for s in seeds}
+                case = by_key[key]
+                todo |= {pool.submit(run_one, case, "candidate", spec, s, planner) for s in seeds}
     return runs
 
 
@@ -284,6 +292,9 @@ def main(argv: list[str] | None = None) -> list[Check]:
     parser.add_argument("--overload-load", type=float, default=1.2, help="0: no overload row")
     parser.add_argument("--overload-jobs", type=int, default=None, help="default 101; 41 quick")
     parser.add_argument(
+        "--candidates", default=None, help="the planner's switch candidates, A+B+… (any spec)"
+    )
+    parser.add_argument(
         "--samples", type=int, default=None, help="latency samples (500; 100 quick)"
     )
     args = parser.parse_args(argv)
@@ -294,7 +305,8 @@ def main(argv: list[str] | None = None) -> list[Check]:
     runs = run_all(args, cases)
     cpu, wall = decision_latency(args.samples or (100 if args.quick else 500))
     seeds = f"{args.first_seed}–{args.first_seed + args.seeds - 1}"
-    print(f"candidate: {delayed(0.0).replace('0.0000', 'p99')}; held-out seeds {seeds}")
+    switch = f", candidates {args.candidates}" if args.candidates else ""
+    print(f"candidate: {delayed(0.0).replace('0.0000', 'p99')}{switch}; held-out seeds {seeds}")
     workload_table(cases, runs)
     print(
         "decision latency, ONNX follower (p99 CPU / wall ms): "
