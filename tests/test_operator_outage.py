@@ -413,14 +413,14 @@ def test_without_the_crd_the_operator_waits_for_it_then_serves(tmp_path: Path, c
         try:
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline:
-                try:
-                    seen["readyz"] = _readyz(port)
+                try:  # the gauge first: once it says 1, readiness already says why
                     metrics = _get(f"http://127.0.0.1:{port}/metrics")[1].decode()
+                    readyz = _readyz(port)
                 except OSError:
                     time.sleep(0.05)
                     continue
                 if "\nidlegate_crd_missing 1.0" in metrics:
-                    seen["metrics"] = metrics
+                    seen["metrics"], seen["readyz"] = metrics, readyz
                     break
                 time.sleep(0.05)
             time.sleep(1.0)  # a few looks more: it keeps waiting, quietly
