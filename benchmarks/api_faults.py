@@ -226,7 +226,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument(
         "--faults",
         default="outage,storm,latency,watch-cuts,drop-before,drop-after,long-outage",
-        help="comma-separated; the run without faults always comes first",
+        help="comma-separated, from: outage, storm, latency, watch-cuts, drop-before, "
+        "drop-after, long-outage; the run without faults always comes first",
     )
     args = parser.parse_args(argv)
     known = faults(args)

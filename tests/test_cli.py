@@ -169,3 +169,11 @@ def test_python_dash_m_error_exit_code():
     )
     assert r.returncode == 1
     assert r.stderr.startswith("Error: ") and "Traceback" not in r.stderr
+
+
+def test_operator_with_a_kubeconfig_that_does_not_exist_is_one_line_and_exit_1(tmp_path):
+    missing = tmp_path / "nowhere" / "kubeconfig"
+    result = runner.invoke(app, ["operator", "--pool-size", "2", "--kubeconfig", str(missing)])
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    assert f"the kubeconfig file {missing} does not exist" in result.output

@@ -42,6 +42,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # plain help: rich's tables cut long flag names at 80 columns (and when piped)
+    rich_markup_mode=None,
 )
 
 DEMO_SCHEDULERS: tuple[str, ...] = (

@@ -138,6 +138,11 @@ def load_configuration(kubeconfig: Path | None = None) -> Any:
         except kubernetes.config.ConfigException:
             pass
     path = str(kubeconfig) if kubeconfig is not None else os.environ.get("KUBECONFIG")
+    if kubeconfig is not None and not kubeconfig.is_file():
+        raise IdlegateError(
+            f"the kubeconfig file {kubeconfig} does not exist; pass --kubeconfig with the "
+            "path of an existing file, or leave it out to use KUBECONFIG or ~/.kube/config"
+        )
     try:
         kubernetes.config.load_kube_config(config_file=path, client_configuration=configuration)
     except (kubernetes.config.ConfigException, OSError) as exc:

@@ -349,6 +349,9 @@ def run(settings: Settings, *, verbose: bool = False, debug: bool = False) -> No
     if not (verbose or debug):
         logging.getLogger("kopf.objects").addFilter(QuietEventHandlers())
     operator = Operator(settings)
+    # the credentials first: without them the process has nothing to do, and a wrong path
+    # is one line of the CLI rather than a startup kopf retries every minute
+    _ = operator.configuration
     kopf.run(
         registry=build_registry(operator),
         standalone=settings.standalone,

@@ -109,10 +109,10 @@ class Settings(Config):
     Event; repetitions in between are written with the next update. 0: every repetition."""
 
     plan_budget_ms: float = Field(200.0, gt=0)
-    """Wall milliseconds one plan of a lookahead planner (``--scheduler lookahead:…``) may
+    """Wall milliseconds one plan of a lookahead planner (--scheduler lookahead:...) may
     take: its worker thread starts no further sampled future once they are spent (one
     future that started still runs to its end). Decisions never wait on a plan: they are
-    made by the policy followed meanwhile (:mod:`idlegate.operator.planning`)."""
+    made by the policy followed meanwhile."""
 
     seed: int = 0
     """Seed of the scheduler's random generator (for policies that sample)."""
