@@ -96,10 +96,10 @@ def test_plots_are_skipped_with_a_note_without_matplotlib(tmp_path, monkeypatch,
 
 @pytest.mark.parametrize("command", sorted(typer.main.get_command(cli.app).commands))  # type: ignore[attr-defined]
 def test_install_hints_in_the_help_name_real_extras(command: str) -> None:
-    # rich reads `[ray]` in a help text as markup and drops it unless it is escaped
+    # the help is plain text (rich would read `[ray]` as markup and drop it)
     result = CliRunner().invoke(cli.app, [command, "--help"], env={"COLUMNS": "400"})
     assert result.exit_code == 0, result.output
-    hints = re.findall(r"pip install '(idlegate\S*)'", result.output)
+    hints = re.findall(r"pip install\s+'(idlegate\S*)'", result.output)  # (wrapped lines)
     if "--ray" in result.output:
         assert "idlegate[ray]" in hints, f"idlegate {command} --help: {hints}"
     extras = set(PROJECT["optional-dependencies"])

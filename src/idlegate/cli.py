@@ -75,7 +75,7 @@ RayOpt = Annotated[
         help="Run the simulations on Ray instead of local processes (--jobs is then unused): "
         "auto (a new local instance on all cores) or a running cluster's head address "
         "host:port (each node needs idlegate and the files named on the command line). "
-        "Needs pip install 'idlegate\\[ray]'.",  # \[: rich markup would eat [ray]
+        "Needs pip install 'idlegate[ray]'.",
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]

@@ -33,7 +33,6 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 import typer
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
-from rich.markup import escape
 
 from idlegate.config import Flag, describe
 from idlegate.errors import IdlegateError
@@ -113,7 +112,7 @@ def _option(field: str, info: FieldInfo, defaults: bool) -> dict[str, Any] | Non
     names = _names(field, info)
     if kind is bool:
         names = [f"{names[0]}/--no-{names[0][2:]}", *names[1:]]
-    help_text = escape(" ".join((info.description or "").split()))
+    help_text = " ".join((info.description or "").split())  # (plain help: no markup)
     required = info.is_required()
     default = ... if required else _shown(info.get_default(call_default_factory=True))
     choices = _choices(info.annotation)
