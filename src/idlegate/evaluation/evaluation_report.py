@@ -146,6 +146,7 @@ def _est(e: Estimate, digits: int) -> str:
     return f"{e.mean:.{digits}f}"
 
 
+# long: the report's sections in the order a reader meets them; each is a few lines
 def to_markdown(ev: Evaluation) -> str:
     """The combined report: models, headline deltas, each workload's table, the plots."""
     cfg = ev.config

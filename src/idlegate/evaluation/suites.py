@@ -229,6 +229,7 @@ def _tpch_available(tpch_dir: Path | None) -> str | None:
     return None
 
 
+# long: one declaration per workload case, read top to bottom as the suite's table
 def suite_cases(suite: str, tpch_dir: Path | None = None) -> tuple[WorkloadCase, ...]:
     """The workloads of `suite` ("quick" or "full"); TPC-H cases carry a skip reason if needed."""
     if suite not in SUITES:

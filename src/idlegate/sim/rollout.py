@@ -185,6 +185,8 @@ class Comparison(NamedTuple):
     """Futures the plans not raced out saw."""
 
 
+# long: the race's state (the best cost so far, the horizon plan 0 reached, the plans still
+# in) is shared by both loops; split into functions, it would travel through every call
 def compare(
     fork: Cluster,
     futures: Sequence[Future],
