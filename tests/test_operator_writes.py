@@ -398,13 +398,20 @@ async def test_a_creation_counted_by_the_watch_is_not_counted_again_if_its_retry
     assert counted(h) == (1, 1) and h.kube.calls.count("create_pod") == 3
 
 
-@pytest.mark.asyncio
-async def test_a_release_counted_by_the_watch_is_not_counted_again_if_its_retry_is_lost_too():
-    h = harness(pool=1, retry_delays=(2.0,))
+async def release_with_lost_answer(retry_delays: tuple[float, ...]) -> Harness:
+    """`hold` on the pool's one executor and `w` gated behind it; then `hold` ends, so `w`'s
+    release (its gate removal) is sent, and its answer will be lost."""
+    h = harness(pool=1, retry_delays=retry_delays)
     await h.submit("hold", {"stages": [stage("a", duration=100)]})
-    await h.submit("w", {"stages": [stage("a")]})
+    await h.submit("w", {"stages": [stage("a")]})  # gated: the pool is full
     h.kube.lose["patch_pod"] = 1
     complete(h, "hold-a-0")
+    return h
+
+
+@pytest.mark.asyncio
+async def test_a_release_counted_by_the_watch_is_not_counted_again_if_its_retry_is_lost_too():
+    h = await release_with_lost_answer(retry_delays=(2.0,))
     await until(lambda: h.released() == ["w-a-0"])  # it took effect; the answer was lost
     await asyncio.sleep(0)
     h.bridge.observe_pod(copy.deepcopy(h.kube.pods[("default", "w-a-0")]))  # the watch
@@ -416,11 +423,7 @@ async def test_a_release_counted_by_the_watch_is_not_counted_again_if_its_retry_
 
 @pytest.mark.asyncio
 async def test_a_release_whose_answer_was_lost_is_counted_by_the_watch_when_no_retry_comes():
-    h = harness(pool=1, retry_delays=(2.0,))
-    await h.submit("hold", {"stages": [stage("a", duration=100)]})
-    await h.submit("w", {"stages": [stage("a")]})
-    h.kube.lose["patch_pod"] = 1
-    complete(h, "hold-a-0")
+    h = await release_with_lost_answer(retry_delays=(2.0,))
     await until(lambda: h.released() == ["w-a-0"])  # it took effect; the answer was lost
     complete(h, "w-a-0")  # it ran and ended before the retry: the retry is not wanted
     await h.settle()
@@ -431,11 +434,7 @@ async def test_a_release_whose_answer_was_lost_is_counted_by_the_watch_when_no_r
 
 @pytest.mark.asyncio
 async def test_a_release_whose_answer_was_lost_is_counted_once_through_the_422():
-    h = harness(pool=1, retry_delays=DELAYS)
-    await h.submit("hold", {"stages": [stage("a", duration=100)]})
-    await h.submit("w", {"stages": [stage("a")]})  # gated: the pool is full
-    h.kube.lose["patch_pod"] = 1
-    complete(h, "hold-a-0")
+    h = await release_with_lost_answer(retry_delays=DELAYS)
     await h.settle()
     assert h.released() == ["w-a-0"]
     assert h.kube.calls.count("get_pod") == 1  # the retry's test op failed: it read the pod
