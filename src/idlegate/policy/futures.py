@@ -22,9 +22,10 @@ arrivals beats the Poisson model's by `margin` nats per arrival.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import numpy as np
 
@@ -94,15 +95,17 @@ class Selector:
 # -- the planner's future sources ---------------------------------------------------------
 
 
-class FutureSource(Protocol):
-    """Where a lookahead planner's futures come from (module docstring)."""
+class FutureSource(ABC):
+    """Where a lookahead planner's futures come from (module docstring). A source that
+    keeps no state leaves `reset` and `observe` as they are here."""
 
-    def reset(self) -> None:
+    def reset(self) -> None:  # noqa: B027 (a stateless source has nothing to forget)
         """A new run: forget what was seen."""
 
-    def observe(self, job: Job) -> None:
+    def observe(self, job: Job) -> None:  # noqa: B027 (a stateless source ignores jobs)
         """A job arrived (called once per job, in arrival order)."""
 
+    @abstractmethod
     def futures(
         self,
         view: Cluster,
@@ -145,14 +148,8 @@ def poisson_futures(
     return futures
 
 
-class PoissonSource:
+class PoissonSource(FutureSource):
     """``futures=poisson``: `poisson_futures`."""
-
-    def reset(self) -> None:
-        pass
-
-    def observe(self, job: Job) -> None:
-        pass
 
     def futures(
         self,
@@ -172,7 +169,7 @@ def _content(job: Job | JobArrival) -> tuple[Any, Any]:
     return job.dag, duration_model(job.payload)
 
 
-class ConditionalSource:
+class ConditionalSource(FutureSource):
     """``futures=conditional`` (always the model once fitted) or ``auto`` (the model
     while it beats Poisson, `Selector`); Poisson futures before `min_arrivals`.
 
@@ -228,7 +225,7 @@ class ConditionalSource:
         return futures
 
 
-class OracleSource:
+class OracleSource(FutureSource):
     """``futures=oracle``: one future, the workload's true remaining arrivals, which the
     simulator tells the planner before the run (`foresee`); a live cluster has none."""
 
@@ -241,9 +238,6 @@ class OracleSource:
     def foresee(self, arrivals: Sequence[JobArrival]) -> None:
         """The run's arrivals, all of them (the simulator calls this after `reset`)."""
         self.arrivals = tuple(arrivals)
-
-    def observe(self, job: Job) -> None:
-        pass
 
     def futures(
         self,
