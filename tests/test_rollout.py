@@ -14,7 +14,7 @@ from idlegate.sim.cluster import Cluster
 from idlegate.sim.durations import MeasuredDurations, Uniforms, duration_model
 from idlegate.sim.engine import JobArrival, simulate
 from idlegate.sim.protocol import WAIT, Decision
-from idlegate.sim.rollout import Future, remaining_flow_estimate, rollout, rollout_cost
+from idlegate.sim.rollout import Future, remaining_flow_estimate, rollout
 from idlegate.sim.workloads import build_workload
 from tests.helpers import chain, dag
 
@@ -95,7 +95,7 @@ def test_a_fork_never_changes_the_original(steps, seed, policy):
     future = Future(
         tuple(JobArrival(c.now + 1.0 + i, f"f{i}", a.dag) for i, a in enumerate(w.jobs[3:])), 1
     )
-    cost = rollout_cost(c, make_scheduler(policy), future, 1e9, terminal_weight=0)
+    cost = rollout(c, make_scheduler(policy), future, 1e9, terminal_weight=0).cost
     assert cost >= 0
     assert snapshot(c) == before
 
@@ -106,9 +106,9 @@ def test_a_rollout_with_the_true_future_reproduces_the_simulator(policy):
     w = build_workload("tpch-like", 3, num_executors=6, num_stream=12, load=0.85)
     truth = simulate(w, make_scheduler(policy), 0)
     assert truth.unfinished == 0
-    cost = rollout_cost(
+    cost = rollout(
         Cluster(6), make_scheduler(policy), Future(w.jobs, 0), 1e9, terminal_weight=0
-    )
+    ).cost
     assert cost == pytest.approx(truth.jobs_time_integral, rel=1e-12)
 
 
@@ -118,9 +118,9 @@ def test_the_motivating_example_costs_21_then_15_per_job():
     c.add_job(chain(20.0), 0.0, "A")
     future = Future((JobArrival(2.0, "B", chain(4.0)),), 0)
     srpt = make_scheduler("srpt")
-    assert rollout_cost(c, srpt, future, 100.0) == pytest.approx(42.0)
+    assert rollout(c, srpt, future, 100.0).cost == pytest.approx(42.0)
     slot = Decision(c.jobs[0].stages[0], 1, 2.0)
-    assert rollout_cost(c, srpt, future, 100.0, first=slot) == pytest.approx(30.0)
+    assert rollout(c, srpt, future, 100.0, first=slot).cost == pytest.approx(30.0)
     assert c.jobs[0].stages[0].idle_until is None  # the slot stayed on the fork
 
 
@@ -128,11 +128,11 @@ def test_wait_first_leaves_the_event_alone_and_the_horizon_cuts_the_integral():
     c = Cluster(1)
     c.add_job(chain(10.0), 0.0, "A")
     # waiting with nothing running: the job just sits there for the whole horizon
-    assert rollout_cost(
+    assert rollout(
         c, make_scheduler("fifo"), Future((), 0), 5.0, first=WAIT, terminal_weight=0
-    ) == pytest.approx(5.0)
+    ).cost == pytest.approx(5.0)
     # 5 s into a 10 s task: 5 s of integral, then R = max(10/1, 10) = 10 (no progress counted)
-    assert rollout_cost(c, make_scheduler("fifo"), Future((), 0), 5.0) == pytest.approx(5.0 + 10.0)
+    assert rollout(c, make_scheduler("fifo"), Future((), 0), 5.0).cost == pytest.approx(5.0 + 10.0)
 
 
 def test_remaining_flow_estimate_is_srpt_on_perfectly_packed_executors():
@@ -156,7 +156,7 @@ def test_a_rollout_of_jobs_with_driver_payloads_takes_their_estimates():
     """The operator's bug: its payload has no `sample` (AttributeError in the engine)."""
     c = Cluster(1)
     c.add_job(dag(("a", 3, 10.0, [])), 0.0, "w", DriverObject())
-    cost = rollout_cost(c, make_scheduler("fifo"), Future((), 0), 1e9, terminal_weight=0)
+    cost = rollout(c, make_scheduler("fifo"), Future((), 0), 1e9, terminal_weight=0).cost
     assert cost == pytest.approx(30.0)  # three tasks of their 10 s estimate
 
 
@@ -165,7 +165,7 @@ def test_a_rollout_draws_from_the_measured_durations_once_a_stage_has_some():
     measured.record(0, 2.0)
     c = Cluster(1)
     c.add_job(dag(("a", 3, 10.0, []), ("b", 1, 4.0, ["a"])), 0.0, "w", DriverObject(measured))
-    cost = rollout_cost(c, make_scheduler("fifo"), Future((), 0), 1e9, terminal_weight=0)
+    cost = rollout(c, make_scheduler("fifo"), Future((), 0), 1e9, terminal_weight=0).cost
     assert cost == pytest.approx(3 * 2.0 + 4.0)  # a measured (2 s), b not yet (its 4 s)
     assert isinstance(c.jobs[0].payload, DriverObject)  # only the fork's payloads change
 

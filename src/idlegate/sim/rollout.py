@@ -88,34 +88,6 @@ STOP_CHECKS = 16
 """A rollout with `stop_above` compares its integral with it this many times."""
 
 
-def rollout_cost(
-    cluster: Cluster,
-    scheduler: Scheduler,
-    future: Future,
-    horizon: float,
-    *,
-    first: Action | None = None,
-    terminal_weight: float = 1.0,
-    rng_seed: int = 0,
-) -> float:
-    """C of `future` when `first` (if given) is carried out now and `scheduler` decides the rest.
-
-    Works on a fork: `cluster` is left as it was. `first` is a Decision (applied, then
-    `scheduler` is asked for the rest of this event) or WAIT (nothing more this event);
-    None lets `scheduler` decide from the start. `rng_seed` seeds the scheduler's own
-    random choices.
-    """
-    return rollout(
-        cluster,
-        scheduler,
-        future,
-        horizon,
-        first=first,
-        terminal_weight=terminal_weight,
-        rng_seed=rng_seed,
-    ).cost
-
-
 def rollout(
     cluster: Cluster,
     scheduler: Scheduler,
@@ -128,8 +100,14 @@ def rollout(
     max_decisions: int | None = None,
     stop_above: float | None = None,
 ) -> Rollout:
-    """`rollout_cost`, also cut short once `scheduler` made `max_decisions` decisions, or
-    stopped once its cost is sure to exceed `stop_above`.
+    """C of `future` when `first` (if given) is carried out now and `scheduler` decides the
+    rest; cut short once `scheduler` made `max_decisions` decisions, or stopped once its
+    cost is sure to exceed `stop_above`.
+
+    Works on a fork: `cluster` is left as it was. `first` is a Decision (applied, then
+    `scheduler` is asked for the rest of this event) or WAIT (nothing more this event);
+    None lets `scheduler` decide from the start. `rng_seed` seeds the scheduler's own
+    random choices.
 
     A cut rollout ends at the time of the event whose round used up the budget, with the
     integral up to then and R from then: a planner that cuts its costliest candidate
