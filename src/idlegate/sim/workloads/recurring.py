@@ -55,6 +55,7 @@ from idlegate.sim.workloads.sources import (
     _sized_dag,
 )
 from idlegate.sim.workloads.tpch_like import SMALL_DAG, _Plan, _plan
+from idlegate.sim.workloads.triggered import poisson_times
 
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
@@ -206,7 +207,7 @@ def recurring_workload(config: RecurringConfig | None = None, seed: SeedLike = 0
         who.append(np.full(n, i))
     gaps_rng, kinds_rng = split_streams(arrivals)
     if f > 0:
-        times.append(np.cumsum(-np.log1p(-gaps_rng.random(n))) * (c.nominal_gap() * scale / f))
+        times.append(poisson_times(gaps_rng, n, c.nominal_gap() * scale / f))
         who.append(np.where(kinds_rng.random(n) < c.adhoc_long_fraction, -1, -2))
         factors.append(np.ones(n))
     all_times, all_who = np.concatenate(times), np.concatenate(who)

@@ -112,6 +112,12 @@ def lags(u: np.ndarray, mean: float, distribution: LagDistribution) -> np.ndarra
     return np.full_like(u, mean)
 
 
+def poisson_times(rng: np.random.Generator, n: int, mean_gap: float) -> np.ndarray:
+    """The first `n` arrival times of a Poisson stream of mean gap `mean_gap`, one uniform
+    per gap read in order (so a prefix of the draws gives a prefix of the times)."""
+    return np.cumsum(-np.log1p(-rng.random(n))) * mean_gap
+
+
 def session_counts(u: np.ndarray, mean: float) -> np.ndarray:
     """floor(mean) or ceil(mean) per uniform, ceil with probability mean - floor(mean)."""
     whole = math.floor(mean)
@@ -137,14 +143,14 @@ def triggered_workload(
     if share < 1:
         trigger_gaps, per_trigger = split_streams(trigger_stream)
         every = gap * (1 + c.session_size) / (1 - share)
-        starts = np.cumsum(-np.log1p(-trigger_gaps.random(n))) * every
+        starts = poisson_times(trigger_gaps, n, every)
         offsets, long = releases(per_trigger, n)
         at = starts[:, None] + offsets
         times.append(at[~np.isnan(at)])
         is_long.append(long[~np.isnan(at)])
     if share > 0:
         gaps_rng, kinds_rng = split_streams(free_stream)
-        times.append(np.cumsum(-np.log1p(-gaps_rng.random(n))) * (gap / share))
+        times.append(poisson_times(gaps_rng, n, gap / share))
         is_long.append(kinds_rng.random(n) < c.long_share())
     all_times, all_long = np.concatenate(times), np.concatenate(is_long)
     first = np.argsort(all_times, kind="stable")[:n]
