@@ -30,10 +30,11 @@ from __future__ import annotations
 import multiprocessing
 import os
 import socket
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, Protocol, TypeVar
+from typing import Any, Self, TypeVar
 from urllib.parse import urlsplit
 
 from idlegate.errors import IdlegateError
@@ -50,19 +51,21 @@ RAY_CONNECT_TIMEOUT = 5.0
 itself retries an unreachable address for minutes)."""
 
 
-class TaskPool(Protocol):
-    """Maps a function over tasks, results in task order; a context manager."""
+class TaskPool(ABC):
+    """Maps a function over tasks, results in task order; a context manager that closes
+    the pool on exit."""
 
     @property
+    @abstractmethod
     def workers(self) -> int:
         """How many tasks may run at once (the cluster's CPUs for Ray)."""
-        ...
 
     @property
+    @abstractmethod
     def description(self) -> str:
         """Where tasks run, for logs (``"2 local processes"``, ``"Ray at host:6379"``)."""
-        ...
 
+    @abstractmethod
     def map(
         self,
         fn: Callable[..., R],
@@ -72,15 +75,16 @@ class TaskPool(Protocol):
         progress: Progress | None = None,
     ) -> list[R]:
         """``[fn(*shared, item) for item in items]``, computed in parallel."""
-        ...
 
+    @abstractmethod
     def close(self) -> None:
         """Stop the workers (idempotent); the pool may not be used afterwards."""
-        ...
 
-    def __enter__(self) -> TaskPool: ...
+    def __enter__(self) -> Self:
+        return self
 
-    def __exit__(self, *exc: object) -> None: ...
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def open_pool(
@@ -113,7 +117,7 @@ def available_cpus() -> int:
 # local processes
 
 
-class LocalPool:
+class LocalPool(TaskPool):
     """A process pool on this machine, started on first use and kept until `close`.
 
     With ``workers <= 1`` every task runs in the calling process. `preload` names
@@ -215,12 +219,6 @@ class LocalPool:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
 
-    def __enter__(self) -> LocalPool:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
 
 # ---------------------------------------------------------------------------------------
 # Ray
@@ -276,7 +274,7 @@ def _check_reachable(address: str, timeout: float = RAY_CONNECT_TIMEOUT) -> None
         ) from None
 
 
-class RayPool:
+class RayPool(TaskPool):
     """Tasks as Ray tasks, on a new local instance (``"auto"``) or a running cluster.
 
     Connects when made. Shuts Ray down on `close` only if this pool started or joined it;
@@ -367,12 +365,6 @@ class RayPool:
         if self._remote is not None and self._owner:
             self._ray.shutdown()
         self._remote = None
-
-    def __enter__(self) -> RayPool:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _translate(ray: Any, exc: BaseException) -> BaseException:
