@@ -8,7 +8,9 @@ is given, and what the emulator really holds.
   executor (ungated, not ended), the most at once, and each pod's creations (a duplicate
   is a name created twice);
 * :func:`workflow`, :func:`stage`: DagWorkflow bodies; :func:`wait_phase`, :func:`status_of`,
-  :func:`events_of`, :func:`pods_of`: what the API holds about one.
+  :func:`events_of`, :func:`pods_of`: what the API holds about one;
+* :func:`serving_proxy`: a :class:`~tests.k8s.faults.FaultProxy` before the API server, for
+  a module fixture.
 
 Used by tests/test_e2e_operator.py, tests/test_e2e_faults.py and benchmarks/api_faults.py.
 """
@@ -40,6 +42,7 @@ from idlegate.operator.pods import (
 from idlegate.operator.settings import Settings
 from idlegate.operator.tracking import TaskState
 from tests.k8s.apiserver import PODS
+from tests.k8s.faults import FaultProxy
 from tests.k8s.harness import ApiServer
 
 SPEED = 20.0
@@ -203,6 +206,13 @@ class HeldSampler:
             since = self._held.setdefault(pod, max(now, calm))
             if now - since > self.worst:
                 self.worst, self.worst_pod = now - since, pod
+
+
+def serving_proxy(api: ApiServer, directory: Path) -> Iterator[FaultProxy]:
+    """A fault proxy before `api`, writing its kubeconfig in `directory`, for a module
+    fixture to ``yield from`` (after one serving `api` with ``serving_crd``)."""
+    with FaultProxy(api, directory) as proxy:
+        yield proxy
 
 
 @contextlib.contextmanager

@@ -43,6 +43,7 @@ from tests.e2e import (
     HeldSampler,
     PodMonitor,
     running_operator,
+    serving_proxy,
     stage,
     wait,
     workflow,
@@ -70,8 +71,7 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
 
 @pytest.fixture(scope="module")
 def proxy(api: ApiServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultProxy]:
-    with FaultProxy(api, tmp_path_factory.mktemp("proxy")) as p:
-        yield p
+    yield from serving_proxy(api, tmp_path_factory.mktemp("proxy"))
 
 
 @pytest.fixture()

@@ -37,7 +37,16 @@ from idlegate.operator.health import ApiHealth
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.tracking import TaskState
 from idlegate.operator.watchdog import KopfRequestLog, OperatorPod, RetryForever, resource_of
-from tests.e2e import DWF, SPEED, PodMonitor, running_operator, stage, wait, workflow
+from tests.e2e import (
+    DWF,
+    SPEED,
+    PodMonitor,
+    running_operator,
+    serving_proxy,
+    stage,
+    wait,
+    workflow,
+)
 from tests.k8s.faults import FaultProxy
 from tests.k8s.harness import ApiServer, serving_crd
 from tests.k8s.kubelet import SimKubelet
@@ -291,8 +300,7 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
 
 @pytest.fixture(scope="module")
 def proxy(api: ApiServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultProxy]:
-    with FaultProxy(api, tmp_path_factory.mktemp("proxy")) as p:
-        yield p
+    yield from serving_proxy(api, tmp_path_factory.mktemp("proxy"))
 
 
 def _namespace(api: ApiServer) -> str:
