@@ -32,14 +32,13 @@ import argparse
 import dataclasses
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from benchmarks.operator_burst import fetch, free_port, metric, operator
 from idlegate.operator.crd import render_crd
-from tests.e2e import DWF, PodMonitor, stage, workflow
+from tests.e2e import DWF, Periodic, PodMonitor, stage, workflow
 from tests.k8s.faults import FaultProxy, Faults
 from tests.k8s.harness import ApiServer
 from tests.k8s.kubelet import SimKubelet
@@ -86,26 +85,16 @@ def bodies(count: int, seconds: float) -> list[dict[str, Any]]:
     return out
 
 
-class Sampler:
+class Sampler(Periodic):
     """(time, pods running, gated pods) every 50 ms, in a thread."""
 
     def __init__(self, monitor: PodMonitor) -> None:
+        super().__init__(0.05, "pool-sampler")
         self.monitor = monitor
         self.samples: list[tuple[float, int, int]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> Sampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(5)
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.05):
-            self.samples.append((time.monotonic(), *self.monitor.counts()))
+    def tick(self) -> None:
+        self.samples.append((time.monotonic(), *self.monitor.counts()))
 
     def recovery(self, since: float, pool: int) -> float | None:
         """Seconds from `since` to the first sample with the pool full (or all the work

@@ -9,6 +9,8 @@ is given, and what the emulator really holds.
   is a name created twice);
 * :func:`workflow`, :func:`stage`: DagWorkflow bodies; :func:`wait_phase`, :func:`status_of`,
   :func:`events_of`, :func:`pods_of`: what the API holds about one;
+* :class:`Periodic`: a thread taking one observation every so often (:class:`HeldSampler`'s,
+  and benchmarks/api_faults.py's pool sampler);
 * :func:`serving_proxy`: a :class:`~tests.k8s.faults.FaultProxy` before the API server, for
   a module fixture.
 
@@ -23,7 +25,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import kmock
 from kopf.testing import KopfRunner
@@ -149,7 +151,32 @@ def released_pods(operator: Operator) -> set[str] | None:
         return None
 
 
-class HeldSampler:
+class Periodic:
+    """Calls :meth:`tick` every `interval` s in a daemon thread, from enter to exit."""
+
+    def __init__(self, interval: float, name: str) -> None:
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.tick()
+
+    def tick(self) -> None:
+        """One observation (a subclass says what)."""
+        raise NotImplementedError
+
+
+class HeldSampler(Periodic):
     """Every `interval` s, the executors the operator counts busy against the pods really
     holding one (:class:`PodMonitor`), in a thread from enter to exit.
 
@@ -169,27 +196,16 @@ class HeldSampler:
         interval: float = 0.05,
     ) -> None:
         self.operator, self.monitor, self.calm_since = operator, monitor, calm_since
-        self.interval = interval
+        super().__init__(interval, "held-sampler")
         self.worst = 0.0
         self.worst_pod = ""
         self.samples: list[tuple[float, int, int]] = []
         self._held: dict[str, float] = {}  # pod -> since when (clipped to the calm)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="held-sampler", daemon=True)
 
-    def __enter__(self) -> HeldSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(5)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            released = released_pods(self.operator)
-            if released is not None:
-                self.sample(released, self.monitor.running(), time.monotonic())
+    def tick(self) -> None:
+        released = released_pods(self.operator)
+        if released is not None:
+            self.sample(released, self.monitor.running(), time.monotonic())
 
     def sample(self, released: set[str], running: set[str], now: float) -> None:
         """Take in one observation: `released` by the operator, `running` in the API."""
