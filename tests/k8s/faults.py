@@ -33,7 +33,6 @@ is the time the last outage or throttling ended: a test's bound on recovery coun
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import dataclasses
 import json
@@ -47,7 +46,7 @@ from typing import Any
 import aiohttp
 import aiohttp.web
 
-from tests.k8s.harness import ApiServer, write_kubeconfig
+from tests.k8s.harness import ApiServer, LoopThread, write_kubeconfig
 
 HOP_BY_HOP = frozenset(
     {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "upgrade"}
@@ -114,10 +113,13 @@ def _status(code: int, reason: str, message: str) -> aiohttp.web.Response:
     return aiohttp.web.json_response(body, status=code)
 
 
-class FaultProxy:
+class FaultProxy(LoopThread):
     """The proxy in a background thread (see the module docstring)."""
 
+    what = "the fault proxy"
+
     def __init__(self, upstream: ApiServer, directory: Path, *, seed: int = 0) -> None:
+        super().__init__("fault-proxy")
         self.upstream = upstream
         self.kubeconfig = Path(directory) / "kubeconfig-proxy"
         self.url = ""
@@ -127,23 +129,8 @@ class FaultProxy:
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._watches: dict[asyncio.Event, Hit] = {}  # open watch streams -> their cut
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=asyncio.run, args=(self._serve(),), daemon=True)
 
     # -- from the test thread ----------------------------------------------------------------
-
-    def __enter__(self) -> FaultProxy:
-        self._thread.start()
-        if not self._ready.wait(10):
-            raise TimeoutError("the fault proxy did not start within 10 s")
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(10)
 
     def set(self, **changes: Any) -> Faults:
         """Switch faults (fields of :class:`Faults`); returns the faults before. Turning an
@@ -155,7 +142,7 @@ class FaultProxy:
             if self.faults.calm and not before.calm:
                 self.calm_since = time.monotonic()
         if self.faults.outage and not before.outage:
-            self._in_loop(self._cut_all, "outage")
+            self.call(self._cut_all, "outage")
         return before
 
     @contextlib.contextmanager
@@ -171,19 +158,6 @@ class FaultProxy:
         """A copy of the record so far."""
         with self._lock:
             return list(self.hits)
-
-    def _in_loop(self, fn: Any, *args: Any) -> None:
-        assert self._loop is not None, "the proxy is not running"
-        done: concurrent.futures.Future[None] = concurrent.futures.Future()
-
-        def run() -> None:
-            try:
-                done.set_result(fn(*args))
-            except BaseException as exc:
-                done.set_exception(exc)
-
-        self._loop.call_soon_threadsafe(run)
-        done.result(10)
 
     # -- in the proxy's loop -----------------------------------------------------------------
 

@@ -17,7 +17,7 @@ import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import kmock
 import yaml
@@ -28,23 +28,23 @@ from tests.k8s.apiserver import Emulator
 T = TypeVar("T")
 
 
-class ApiServer:
-    """An :class:`Emulator` served in a background thread (see the module docstring)."""
+class LoopThread:
+    """A server on its own event loop in a daemon thread, from enter to exit: a subclass's
+    :meth:`_serve` sets ``_loop`` and ``_stop``, sets ``_ready`` once it listens, and returns
+    once ``_stop`` is set. `what` names it in errors."""
 
-    def __init__(self, directory: Path) -> None:
-        self.emulator = Emulator()
-        self.directory = Path(directory)
-        self.kubeconfig = self.directory / "kubeconfig"
-        self.url = ""
+    what = "the server"
+
+    def __init__(self, thread_name: str) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._main, name="k8s-api", daemon=True)
+        self._thread = threading.Thread(target=self._main, name=thread_name, daemon=True)
 
-    def __enter__(self) -> ApiServer:
+    def __enter__(self) -> Self:
         self._thread.start()
         if not self._ready.wait(10):
-            raise TimeoutError("the test API server did not start within 10 s")
+            raise TimeoutError(f"{self.what} did not start within 10 s")
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -56,17 +56,11 @@ class ApiServer:
         asyncio.run(self._serve())
 
     async def _serve(self) -> None:
-        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
-        async with kmock.Server(self.emulator) as server:
-            self.url = f"http://{server.host}:{server.port}"
-            write_kubeconfig(self.kubeconfig, self.url)
-            self._ready.set()
-            await self._stop.wait()
-            self.emulator.close_watches()
+        raise NotImplementedError
 
     def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """``fn(*args, **kwargs)`` run in the server's loop (where the emulator lives)."""
-        assert self._loop is not None, "the server is not running"
+        """``fn(*args, **kwargs)`` run in the server's loop."""
+        assert self._loop is not None, f"{self.what} is not running"
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
 
         def run() -> None:
@@ -77,6 +71,28 @@ class ApiServer:
 
         self._loop.call_soon_threadsafe(run)
         return future.result(30)
+
+
+class ApiServer(LoopThread):
+    """An :class:`Emulator` served in a background thread (see the module docstring)."""
+
+    what = "the test API server"
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__("k8s-api")
+        self.emulator = Emulator()
+        self.directory = Path(directory)
+        self.kubeconfig = self.directory / "kubeconfig"
+        self.url = ""
+
+    async def _serve(self) -> None:
+        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
+        async with kmock.Server(self.emulator) as server:
+            self.url = f"http://{server.host}:{server.port}"
+            write_kubeconfig(self.kubeconfig, self.url)
+            self._ready.set()
+            await self._stop.wait()
+            self.emulator.close_watches()
 
     def resource(self, spec: kmock.resource | str) -> kmock.resource:
         """The served resource `spec` names: ``pods``, ``v1/pods``, ``group/version/plural``."""
