@@ -581,6 +581,41 @@ def test_history_file_round_trip(history_file: Path):
     assert w.jobs[0].dag.durations == (10.0,)  # the estimate is what schedulers see
 
 
+@pytest.mark.parametrize("suffix", [".yaml", ".json", ".jsonl"])
+def test_written_history_reads_back_equal(history_file: Path, tmp_path: Path, suffix: str):
+    from dataclasses import replace
+
+    from idlegate.sim.history import write_history
+
+    history = load_history(history_file)
+    history[0] = replace(history[0], jct=12.5, outcome="Succeeded", policy="fair", pool_size=4)
+    again = load_history(write_history(tmp_path / f"copy{suffix}", history))
+    strip = [replace(h, source="") for h in history]
+    assert [replace(h, source="") for h in again] == strip
+    a = build_workload("file", 0, path=history_file, num_executors=2)
+    b = build_workload("file", 0, path=tmp_path / f"copy{suffix}", num_executors=2)
+    assert jcts(simulate(a, Scripted(fifo_rule))) == jcts(simulate(b, Scripted(fifo_rule)))
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "said"),
+    [
+        ("jctSeconds", -1, "jctSeconds must be"),
+        ("outcome", "Done", "outcome must be one of Succeeded, Failed"),
+        ("policy", "", "policy must be a scheduler spec"),
+        ("poolSize", 0, "poolSize must be a whole number"),
+    ],
+)
+def test_bad_record_keys_are_named(tmp_path: Path, key: str, value: object, said: str):
+    path = tmp_path / "bad.yaml"
+    path.write_text(
+        f"- {{name: w, arrival: 0, {key}: {value!r}, stages: "
+        "[{name: a, tasks: 1, taskDurationSeconds: 1}]}\n"
+    )
+    with pytest.raises(IdlegateError, match=said):
+        load_history(path)
+
+
 def test_history_in_json_reads_like_yaml(history_file: Path, tmp_path: Path):
     import yaml
 

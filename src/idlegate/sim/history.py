@@ -1,8 +1,8 @@
 """A user's own workflow history: past workflows, when they arrived, and how long tasks ran.
 
-A history file is a workflow file (`sim.spec.load_workflow_file`: YAML or JSON, one
-workflow, a list, a multi-document stream, or `DagWorkflow` resources) whose workflows
-may carry three more keys, so the simulator can replay the past:
+A history file is a workflow file (`sim.spec.load_workflow_file`: YAML, JSON or JSON
+Lines, one workflow, a list, a multi-document stream, or `DagWorkflow` resources) whose
+workflows may carry more keys, so the simulator can replay the past:
 
 * `arrival` (or `submitTime`) at the top of a workflow (next to `stages`, or next to
   `spec` in a `DagWorkflow`): when it was submitted, in seconds. Only differences
@@ -13,6 +13,13 @@ may carry three more keys, so the simulator can replay the past:
   seconds. The simulator draws each task's *real* duration from this list (uniformly,
   with replacement), while schedulers keep seeing `taskDurationSeconds` as the estimate;
   without `taskDurationSeconds` the estimate is the mean of the measurements.
+* what happened, beside `arrival` (all optional; the replay ignores them, reports
+  compare with them): `jctSeconds` (arrival to finish), `outcome` (`Succeeded` or
+  `Failed`), `policy` (the scheduler spec that ran it) and `poolSize` (the executors
+  of its pool then).
+
+`history_record` and `write_history` write this format (what `idlegate history export`
+and the operator's `--history-file` sink produce), and `load_history` reads it back.
 
 Drawing with replacement rather than handing measurement i to task i is deliberate: the
 tasks of a stage are interchangeable and a different schedule runs them in a different
@@ -23,12 +30,15 @@ with all measurements equal, therefore replays exactly.
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
 from idlegate.errors import SpecError
 from idlegate.sim.durations import Uniforms
@@ -43,6 +53,10 @@ ARRIVAL_KEYS = ("arrival", "submitTime")
 """Keys naming a workflow's submission time (seconds); give at most one."""
 MEASURED_KEY = "measuredDurationSeconds"
 """Stage key: the measured task durations in seconds."""
+OUTCOMES = ("Succeeded", "Failed")
+"""The values of a record's `outcome`."""
+RECORD_KEYS = ("jctSeconds", "outcome", "policy", "poolSize")
+"""Top-level keys of what happened to a workflow (beside `arrival`)."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +92,14 @@ class HistoryWorkflow:
     """Per stage, in spec order: the measured task durations, or None."""
     source: str
     """Where it is in the file, for error messages."""
+    jct: float | None = None
+    """Its job completion time in seconds, arrival to finish (None: not recorded)."""
+    outcome: str | None = None
+    """`Succeeded` or `Failed` (None: not recorded)."""
+    policy: str | None = None
+    """The scheduler spec that ran it (None: not recorded)."""
+    pool_size: int | None = None
+    """The executors of its pool when it ran (None: not recorded)."""
 
     def durations(self) -> MeasuredDurations | None:
         """The simulator's duration model for this workflow's jobs (None if nothing measured)."""
@@ -102,14 +124,95 @@ def load_history(path: str | Path) -> list[HistoryWorkflow]:
             name = _name(body, item.source)
             where = item.source if name is None else f"{item.source[:-1]} {name!r})"
         arrival = _arrival(raw, where)
+        record = _record_keys(raw, where)
         if spec is raw:  # a plain workflow: history keys sit beside `stages`
-            for key in ARRIVAL_KEYS:
+            for key in (*ARRIVAL_KEYS, *RECORD_KEYS):
                 body.pop(key, None)
         stages, measured = _strip_measurements(body.get("stages"), where)
         if stages is not None:
             body["stages"] = stages
         parsed = parse_workflow(body, where)
-        out.append(HistoryWorkflow(parsed, name, arrival, measured, where))
+        out.append(HistoryWorkflow(parsed, name, arrival, measured, where, **record))
+    return out
+
+
+def history_record(workflow: HistoryWorkflow) -> dict[str, Any]:
+    """One workflow as a plain history document (`load_history` reads it back equal).
+
+    Pod templates are left out: a replay does not need them, and they may hold what a
+    history file should not (images, environment).
+    """
+    out: dict[str, Any] = {}
+    if workflow.name is not None:
+        out["name"] = workflow.name
+    if workflow.arrival is not None:
+        out["arrival"] = workflow.arrival
+    stages = []
+    for stage, measured in zip(workflow.spec.stages, workflow.measured, strict=True):
+        doc = stage.model_dump(by_alias=True, exclude={"template"}, exclude_defaults=True)
+        doc["taskDurationSeconds"] = stage.task_duration_seconds
+        if doc.get("dependsOn") is not None:
+            doc["dependsOn"] = list(doc["dependsOn"])
+        if measured:
+            doc[MEASURED_KEY] = list(measured)
+        stages.append(doc)
+    out["stages"] = stages
+    extra = zip(
+        RECORD_KEYS,
+        (workflow.jct, workflow.outcome, workflow.policy, workflow.pool_size),
+        strict=True,
+    )
+    out.update({key: value for key, value in extra if value is not None})
+    return out
+
+
+def write_history(path: str | Path, workflows: Sequence[HistoryWorkflow]) -> Path:
+    """Write `workflows` as a history file: JSON Lines for `.jsonl`, JSON for `.json`, else YAML."""
+    p = Path(path)
+    docs = [history_record(w) for w in workflows]
+    if p.suffix == ".jsonl":
+        text = "".join(json.dumps(d, separators=(",", ":")) + "\n" for d in docs)
+    elif p.suffix == ".json":
+        text = json.dumps(docs, indent=1) + "\n"
+    else:
+        text = yaml.safe_dump(docs, sort_keys=False)
+    try:
+        p.write_text(text)
+    except OSError as exc:
+        raise SpecError(f"cannot write history file {p}: {exc.strerror}") from None
+    return p
+
+
+def _record_keys(top: dict[str, Any], where: str) -> dict[str, Any]:
+    """The optional record keys of a workflow (`RECORD_KEYS`), checked."""
+    out: dict[str, Any] = {}
+    jct = top.get("jctSeconds")
+    if jct is not None:
+        ok = isinstance(jct, int | float) and not isinstance(jct, bool) and math.isfinite(jct)
+        if not ok or jct < 0:
+            raise SpecError(f"{where}: jctSeconds must be a number of seconds >= 0, got {jct!r}")
+        out["jct"] = float(jct)
+    outcome = top.get("outcome")
+    if outcome is not None:
+        if outcome not in OUTCOMES:
+            raise SpecError(
+                f"{where}: outcome must be one of {', '.join(OUTCOMES)}, got {outcome!r}"
+            )
+        out["outcome"] = outcome
+    policy = top.get("policy")
+    if policy is not None:
+        if not isinstance(policy, str) or not policy:
+            raise SpecError(
+                f"{where}: policy must be a scheduler spec such as 'fair', got {policy!r}"
+            )
+        out["policy"] = policy
+    pool = top.get("poolSize")
+    if pool is not None:
+        if isinstance(pool, bool) or not isinstance(pool, int) or pool < 1:
+            raise SpecError(
+                f"{where}: poolSize must be a whole number of executors >= 1, got {pool!r}"
+            )
+        out["pool_size"] = pool
     return out
 
 

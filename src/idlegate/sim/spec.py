@@ -171,7 +171,7 @@ def _describe(exc: ValidationError) -> str:
 
 
 def load_workflow_file(path: str | Path) -> list[WorkflowSpec]:
-    """Read workflows from a YAML or JSON file.
+    """Read workflows from a YAML, JSON or JSON Lines (`.jsonl`) file.
 
     Accepts one workflow (`{stages: [...]}`), a `DagWorkflow` resource (its `spec`),
     a list of either, or a multi-document YAML stream.
@@ -206,6 +206,8 @@ def read_workflow_items(path: str | Path) -> list[WorkflowItem]:
     try:
         if p.suffix == ".json":
             docs = [json.loads(text)]
+        elif p.suffix == ".jsonl":  # JSON Lines, e.g. the operator's history sink
+            docs = [json.loads(line) for line in text.splitlines() if line.strip()]
         else:
             docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
