@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -35,9 +36,19 @@ def planner(spec: str, **options) -> LookaheadScheduler:
 
 def test_spec_and_parameters():
     p = planner("lookahead:srpt", samples=3, candidates="fair+sjf-cp", mode="decision")
-    assert p.name == "lookahead:srpt"
+    assert p.name == "lookahead?samples=3&candidates=fair+sjf-cp&mode=decision:srpt"
     assert p.config.samples == 3 and p.config.candidates == ("fair", "sjf-cp")
     assert make_scheduler("lookahead:learned:default").name.startswith("lookahead:")
+
+
+def test_a_planners_name_says_its_options_so_two_rows_differ():
+    fast = "lookahead?max_decisions=100&race=0.05:learned:default"
+    assert planner(fast).name == fast
+    assert planner("lookahead:srpt").name == "lookahead:srpt"
+    assert planner("lookahead?margin=0.1:srpt").name != planner("lookahead?margin=0.2:srpt").name
+    both = planner("lookahead?horizon=60:srpt", candidates=("fair", "analytic:sjf-cp"))
+    assert both.name == "lookahead?horizon=60&candidates=fair+analytic:sjf-cp:srpt"
+    assert planner("lookahead?race=0.05:srpt", name="mine").name == "mine"
 
 
 @pytest.mark.parametrize(
@@ -248,3 +259,20 @@ def test_fast_planning_options_make_a_valid_planner():
     p = planner("lookahead:srpt", **FAST_PLANNING)
     assert p.config.max_decisions == FAST_PLANNING["max_decisions"]
     assert LookaheadConfig().max_decisions is None and LookaheadConfig().race is None
+
+
+def test_in_switch_mode_the_margin_keeps_the_followed_policy_unless_another_gains_more():
+    c = Cluster(2)
+    c.add_job(chain(30.0, 30.0), 0.0, "long", DriverObject())
+    for i in range(4):
+        c.add_job(chain(1.0), 0.0, f"short{i}", DriverObject())
+    p = planner("lookahead:srpt", planner="worker", candidates="fair", horizon=100.0)
+    p.reset(np.random.default_rng(0))
+    request = replace(p.request(c), following="fair")
+    free = p.plan(request)
+    gain = 1.0 - free.costs["srpt"] / free.costs["fair"]
+    assert free.choice == "srpt" and gain > 0.01  # SRPT empties the short jobs first
+    p.config = p.config.model_copy(update={"margin": gain + 0.01})
+    assert p.plan(request).choice == "fair"  # the gain is below the margin: stay
+    p.config = p.config.model_copy(update={"margin": gain - 0.01})
+    assert p.plan(request).choice == "srpt"

@@ -161,7 +161,9 @@ class LookaheadConfig(Config):
     futures_history: str | None = None
     """conditional/auto: a history file (docs/workloads.md, `file`) fitted on as the past."""
     margin: NonNegative = 0.0
-    """A candidate replaces BASE's pick only if its cost is lower by this fraction."""
+    """A candidate replaces the incumbent only if its cost is lower by this fraction. The
+    incumbent is BASE's pick (``decision``) or the policy followed when the plan was
+    requested (``switch``: hysteresis, since every switch moves executors)."""
     max_decisions: StrictInt | None = Field(None, ge=1)
     """Budget of BASE's decisions per rollout: a future where BASE uses it up before the
     horizon is compared over the shorter horizon it reached (None: the full horizon)."""
@@ -210,6 +212,8 @@ class PlanRequest:
     key: JobSet
     fork: Cluster
     """A `planning_fork` of the live cluster: the plan's alone."""
+    following: str
+    """The policy followed when the plan was requested (the incumbent, `margin`)."""
     futures: tuple[Future, ...]
     horizon: float
     now: float
@@ -379,7 +383,7 @@ class LookaheadScheduler:
         self._requested = key
         horizon = self.horizon(view)
         futures = tuple(self.sample_futures(view, horizon))
-        return PlanRequest(key, self._fork(view), futures, horizon, view.now)
+        return PlanRequest(key, self._fork(view), self.following, futures, horizon, view.now)
 
     def plan(self, request: PlanRequest, budget: float | None = None) -> Plan:
         """Any one thread: simulate every policy on the request's futures; the cheapest.
@@ -398,7 +402,7 @@ class LookaheadScheduler:
             [(None, self._rollout[n]) for n in names],
             deadline,
         )
-        best = self._cheapest(found.costs, found.raced_out)
+        best = self._cheapest(found.costs, found.raced_out, names.index(request.following))
         return Plan(
             key=request.key,
             choice=names[best],
@@ -539,13 +543,13 @@ class LookaheadScheduler:
             out_of_time=None if deadline is None else lambda: time.perf_counter() > deadline,
         )
 
-    def _cheapest(self, costs: list[float], raced_out: list[int]) -> int:
-        """The cheapest plan's index among those not raced out: 0 (BASE's) unless another
-        is cheaper by the margin."""
+    def _cheapest(self, costs: list[float], raced_out: list[int], incumbent: int = 0) -> int:
+        """The cheapest plan's index among those not raced out: the incumbent's (BASE's
+        pick, or the policy followed) unless another is cheaper by the margin."""
         ranked = [inf if i in raced_out else c for i, c in enumerate(costs)]
         best = int(np.argmin(ranked))
-        if ranked[best] >= ranked[0] * (1.0 - self.config.margin):
-            best = 0
+        if ranked[best] >= ranked[incumbent] * (1.0 - self.config.margin):
+            best = incumbent
         return best
 
 
@@ -581,10 +585,29 @@ def make_lookahead(spec: SchedulerSpec, /, **options: Any) -> LookaheadScheduler
         options["candidates"] = tuple(c for c in options["candidates"].split("+") if c)
     config = LookaheadConfig(**options)
     base = spec.base or SchedulerSpec("sjf-cp")
+    title = _title(spec, options, base)
     # BASE is always a candidate; simulating it twice would only cost time (a bad spec
     # fails when the planner builds its schedulers, with the spec's own message)
     text = base.format()
     candidates = {c: (lambda c=c: make_scheduler(c)) for c in config.candidates if c != text}
-    return LookaheadScheduler(
-        lambda: make_scheduler(base), candidates, config, name=name or f"lookahead:{text}"
-    )
+    return LookaheadScheduler(lambda: make_scheduler(base), candidates, config, name=name or title)
+
+
+def _title(spec: SchedulerSpec, options: Mapping[str, Any], base: SchedulerSpec) -> str:
+    """The planner's name: ``lookahead?OPTIONS:BASE`` with the spec's options and the
+    keyword ones (rows of two planners that differ only in options must differ)."""
+    given = {k: v for k, v in spec.params if k != "name"}
+    for key, value in options.items():
+        if key not in given:  # the keyword ones (the spec's are kept as written)
+            given[key] = _text(value)
+    query = "&".join(f"{k}={v}" for k, v in given.items())
+    return f"lookahead{'?' + query if query else ''}:{base.format()}"
+
+
+def _text(value: Any) -> str:
+    """A keyword option as a spec's query writes it (candidates joined with ``+``)."""
+    if isinstance(value, tuple | list):
+        return "+".join(str(v) for v in value)
+    if value is None or isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
