@@ -147,12 +147,12 @@ def parse_workflow(data: Any, source: str = "workflow") -> WorkflowSpec:
     try:
         return WorkflowSpec.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(f"{source}: {_describe(exc)}") from None
+        raise SpecError(f"{source}: {describe_validation_error(exc)}") from None
     except SpecError as exc:
         raise SpecError(f"{source}: {exc}") from None
 
 
-def _describe(exc: ValidationError) -> str:
+def describe_validation_error(exc: ValidationError) -> str:
     """One readable sentence per pydantic error, with the path into the document."""
     errors = exc.errors()
     # a bad stage also makes pydantic report the stage list as too short: noise
