@@ -66,17 +66,19 @@ DEFAULT_TEMPLATE: dict[str, Any] = {
 
 @dataclass(frozen=True, slots=True)
 class Owner:
-    """The DagWorkflow a pod belongs to (for ownerReferences, labels and Events)."""
+    """The object a pod, a run or an Event belongs to (for ownerReferences, labels, Events)."""
 
     namespace: str
     name: str
     uid: str
+    kind: str = KIND
+    """Its kind: a DagWorkflow, or a DagCronWorkflow (the owner of its runs)."""
 
     def reference(self) -> dict[str, Any]:
         """An ownerReference: controller, and blocking the owner's foreground deletion."""
         return {
             "apiVersion": API_VERSION,
-            "kind": KIND,
+            "kind": self.kind,
             "name": self.name,
             "uid": self.uid,
             "controller": True,
@@ -87,7 +89,7 @@ class Owner:
         """The involvedObject of an Event about the workflow."""
         return {
             "apiVersion": API_VERSION,
-            "kind": KIND,
+            "kind": self.kind,
             "namespace": self.namespace,
             "name": self.name,
             "uid": self.uid,
