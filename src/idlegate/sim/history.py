@@ -20,6 +20,14 @@ workflows may carry more keys, so the simulator can replay the past:
 
 `history_record` and `write_history` write this format (what `idlegate history export`
 and the operator's `--history-file` sink produce), and `load_history` reads it back.
+`simulate_history` makes a history without a cluster: a workload run in the simulator,
+recorded as the operator would have recorded it (`idlegate history simulate`).
+
+A *time split* keeps a replay honest: `split_history` cuts a history at a fraction of
+its recorded span into a train part (the workflows that arrived before the cut) and a
+test part (the rest), so a policy trained on the first part is judged on the last.
+`history_facts` names a history file (its hash, span and size, the pool and policy it
+records) for reports and a trained model's metadata.
 
 Drawing with replacement rather than handing measurement i to task i is deliberate: the
 tasks of a stage are interchangeable and a different schedule runs them in a different
@@ -30,8 +38,10 @@ with all measurements equal, therefore replays exactly.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,8 +50,10 @@ from typing import Any
 import numpy as np
 import yaml
 
-from idlegate.errors import SpecError
+from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim.durations import Uniforms
+from idlegate.sim.engine import Workload, simulate
+from idlegate.sim.protocol import Scheduler
 from idlegate.sim.spec import (
     MAX_TASK_SECONDS,
     WorkflowSpec,
@@ -57,6 +69,8 @@ OUTCOMES = ("Succeeded", "Failed")
 """The values of a record's `outcome`."""
 RECORD_KEYS = ("jctSeconds", "outcome", "policy", "poolSize")
 """Top-level keys of what happened to a workflow (beside `arrival`)."""
+PARTS = ("all", "train", "test")
+"""Parts of a history a replay may take: all of it, or one side of the time split."""
 
 
 @dataclass(frozen=True)
@@ -166,21 +180,169 @@ def history_record(workflow: HistoryWorkflow) -> dict[str, Any]:
     return out
 
 
-def write_history(path: str | Path, workflows: Sequence[HistoryWorkflow]) -> Path:
-    """Write `workflows` as a history file: JSON Lines for `.jsonl`, JSON for `.json`, else YAML."""
-    p = Path(path)
+def history_text(workflows: Sequence[HistoryWorkflow], suffix: str = ".yaml") -> str:
+    """`workflows` as the text of a history file: JSON Lines for `.jsonl`, JSON for `.json`,
+    else YAML."""
     docs = [history_record(w) for w in workflows]
-    if p.suffix == ".jsonl":
-        text = "".join(json.dumps(d, separators=(",", ":")) + "\n" for d in docs)
-    elif p.suffix == ".json":
-        text = json.dumps(docs, indent=1) + "\n"
-    else:
-        text = yaml.safe_dump(docs, sort_keys=False)
+    if suffix == ".jsonl":
+        return "".join(json.dumps(d, separators=(",", ":")) + "\n" for d in docs)
+    if suffix == ".json":
+        return json.dumps(docs, indent=1) + "\n"
+    return yaml.safe_dump(docs, sort_keys=False)
+
+
+def write_history(path: str | Path, workflows: Sequence[HistoryWorkflow]) -> Path:
+    """Write `workflows` as a history file (`history_text`, by the file's suffix)."""
+    p = Path(path)
+    text = history_text(workflows, p.suffix)
     try:
         p.write_text(text)
     except OSError as exc:
         raise SpecError(f"cannot write history file {p}: {exc.strerror}") from None
     return p
+
+
+@dataclass(frozen=True)
+class HistoryFacts:
+    """What names a history file: its content's hash and size, and what it records."""
+
+    sha256: str
+    """SHA-256 of the file's bytes (hex): the same history, byte for byte."""
+    workflows: int
+    """How many workflows it holds."""
+    span_seconds: float
+    """Seconds from the first recorded arrival to the last (0 without arrivals)."""
+    pool_size: int | None
+    """The pool size its workflows record most often (None: none recorded)."""
+    policy: str | None
+    """The scheduler spec its workflows record most often (None: none recorded)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {
+            "sha256": self.sha256,
+            "workflows": self.workflows,
+            "span_seconds": self.span_seconds,
+            "pool_size": self.pool_size,
+            "policy": self.policy,
+        }
+
+
+def history_facts(path: str | Path) -> HistoryFacts:
+    """The `HistoryFacts` of the history file at `path` (read and checked by `load_history`)."""
+    workflows = load_history(path)
+    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    times = [w.arrival for w in workflows if w.arrival is not None]
+    span = max(times) - min(times) if times else 0.0
+    return HistoryFacts(
+        digest,
+        len(workflows),
+        span,
+        most_recorded([w.pool_size for w in workflows]),
+        most_recorded([w.policy for w in workflows]),
+    )
+
+
+def most_recorded(values: Sequence[Any]) -> Any:
+    """The value recorded most often (ties: the one recorded first); None if none is."""
+    counts = Counter(v for v in values if v is not None)
+    return counts.most_common(1)[0][0] if counts else None
+
+
+def split_history(
+    workflows: Sequence[HistoryWorkflow], train_fraction: float
+) -> tuple[list[HistoryWorkflow], list[HistoryWorkflow]]:
+    """(train part, test part) of a history cut at `train_fraction` of its recorded span.
+
+    The train part holds the workflows that arrived before first arrival +
+    train_fraction × span, the test part the rest, each in file order. IdlegateError if a
+    workflow records no arrival or if either part is empty.
+    """
+    if not 0 < train_fraction < 1:
+        raise IdlegateError(
+            f"the train fraction must be between 0 and 1 (e.g. 0.7), got {train_fraction}"
+        )
+    require_arrivals(workflows)
+    times = [w.arrival or 0.0 for w in workflows]
+    cut = min(times) + train_fraction * (max(times) - min(times))
+    train = [w for w, t in zip(workflows, times, strict=True) if t < cut]
+    test = [w for w, t in zip(workflows, times, strict=True) if t >= cut]
+    for name, part in (("train", train), ("test", test)):
+        if not part:
+            raise IdlegateError(
+                f"the {name} part of the history is empty: {len(workflows)} workflow(s) "
+                f"recorded, cut at {train_fraction:g} of their arrival span; record more "
+                "workflows or choose another train fraction"
+            )
+    return train, test
+
+
+def history_part(
+    workflows: Sequence[HistoryWorkflow], part: str, train_fraction: float
+) -> list[HistoryWorkflow]:
+    """The workflows of `part` (`PARTS`): all of them, or one side of `split_history`."""
+    if part == "all":
+        return list(workflows)
+    if part not in PARTS:
+        raise IdlegateError(f"unknown history part {part!r}; choose one of: {', '.join(PARTS)}")
+    train, test = split_history(workflows, train_fraction)
+    return train if part == "train" else test
+
+
+def require_arrivals(workflows: Sequence[HistoryWorkflow]) -> None:
+    """IdlegateError unless there are workflows and every one records its arrival."""
+    if not workflows:
+        raise IdlegateError("the history holds no workflow; record or export some first")
+    missing = [w for w in workflows if w.arrival is None]
+    if missing:
+        raise IdlegateError(
+            f"{missing[0].source} has no arrival (or submitTime), and {len(missing)} of "
+            f"{len(workflows)} workflow(s) lack one; a replay of the history needs each "
+            "workflow's arrival in seconds"
+        )
+
+
+def simulate_history(
+    workload: Workload, scheduler: Scheduler, seed: int = 0, policy: str | None = None
+) -> list[HistoryWorkflow]:
+    """A history of `workload` run in the simulator under `scheduler` (seed `seed`).
+
+    Each job becomes what the operator records of a finished workflow: its name, arrival,
+    DAG and estimates, each stage's measured task durations as the simulator ran them
+    (a moved executor's delay included, as a pod's start is), its JCT, outcome Succeeded,
+    `policy` (the scheduler's spec text, if given) and the workload's pool size. Every
+    job of the workload must have a workflow spec (the DAG's), as generated ones do.
+    """
+    result = simulate(workload, scheduler, seed=seed, record_tasks=True)
+    ran: dict[tuple[int, int], list[float]] = {}
+    for task in result.tasks or ():
+        ran.setdefault((task.job, task.stage), []).append(task.end - task.start)
+    out = []
+    for record in result.records:
+        job = workload.jobs[record.id]
+        spec = job.dag.spec
+        if spec is None:
+            raise IdlegateError(
+                f"job {job.name!r} of workload {workload.name!r} has no workflow spec, so it "
+                "cannot be written as a history; use a workload whose jobs are workflows"
+            )
+        measured = tuple(
+            tuple(ran.get((record.id, i), ())) or None for i in range(len(spec.stages))
+        )
+        out.append(
+            HistoryWorkflow(
+                spec,
+                job.name,
+                record.arrival,
+                measured,
+                f"simulated job {job.name!r}",
+                jct=record.jct,
+                outcome="Succeeded",
+                policy=policy,
+                pool_size=workload.num_executors,
+            )
+        )
+    return out
 
 
 def _record_keys(top: dict[str, Any], where: str) -> dict[str, Any]:
