@@ -13,6 +13,7 @@ import asyncio
 import copy
 import itertools
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from idlegate.operator import intake
@@ -59,6 +60,7 @@ class FakeKube:
             self.add_namespace(name)
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}
         self.workflows: dict[tuple[str, str], dict[str, Any]] = {}
+        self.cron_workflows: dict[tuple[str, str], dict[str, Any]] = {}
         self.events: list[dict[str, Any]] = []
         self.calls: list[str] = []
         self.fail: dict[str, list[ApiError]] = {}
@@ -123,21 +125,66 @@ class FakeKube:
         self.workflows[(namespace, name)] = body
         return body
 
-    async def list_workflows(self, namespace: str | None) -> list[dict[str, Any]]:
+    async def list_workflows(
+        self, namespace: str | None, label_selector: str | None = None
+    ) -> list[dict[str, Any]]:
         self._maybe_fail("list_workflows")
-        return [
-            copy.deepcopy(w) for (ns, _), w in self.workflows.items() if namespace in (None, ns)
-        ]
+        return _select(self.workflows, namespace, label_selector)
 
     async def list_pods(self, namespace: str | None, label_selector: str) -> list[dict[str, Any]]:
         self._maybe_fail("list_pods")
-        key, _, value = label_selector.partition("=")
-        out = []
-        for (ns, _), pod in self.pods.items():
-            labels = pod["metadata"].get("labels") or {}
-            if namespace in (None, ns) and key in labels and (not value or labels[key] == value):
-                out.append(copy.deepcopy(pod))
-        return out
+        return _select(self.pods, namespace, label_selector)
+
+    def add_cron_workflow(
+        self, name: str, spec: dict[str, Any], namespace: str = "default", created: float = 0.0
+    ) -> dict[str, Any]:
+        """A DagCronWorkflow created at epoch second `created`."""
+        stamp = datetime.fromtimestamp(created, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = {
+            "apiVersion": "idlegate.io/v1alpha1",
+            "kind": "DagCronWorkflow",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "uid": f"uid-{name}-{next(self._uids)}",
+                "generation": 1,
+                "creationTimestamp": stamp,
+            },
+            "spec": spec,
+        }
+        self.cron_workflows[(namespace, name)] = body
+        return copy.deepcopy(body)
+
+    async def create_workflow(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        name = body["metadata"]["name"]
+        self._maybe_fail("create_workflow", name)
+        if (namespace, name) in self.workflows:
+            raise ApiError(409, "AlreadyExists", f'dagworkflows "{name}" already exists')
+        created = copy.deepcopy(body)
+        created["metadata"]["uid"] = f"uid-{name}-{next(self._uids)}"
+        self.workflows[(namespace, name)] = created
+        self._took_effect("create_workflow", name)
+        return copy.deepcopy(created)
+
+    async def delete_workflow(self, namespace: str, name: str) -> None:
+        self._maybe_fail("delete_workflow", name)
+        if self.workflows.pop((namespace, name), None) is None:
+            raise ApiError(404, "NotFound", f'dagworkflows "{name}" not found')
+        self._took_effect("delete_workflow", name)
+
+    async def get_cron_workflow(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self._maybe_fail("get_cron_workflow", name)
+        body = self.cron_workflows.get((namespace, name))
+        return None if body is None else copy.deepcopy(body)
+
+    async def patch_cron_status(self, namespace: str, name: str, status: dict) -> dict:
+        self._maybe_fail("patch_cron_status", name)
+        body = self.cron_workflows.get((namespace, name))
+        if body is None:
+            raise ApiError(404, "NotFound", f'dagcronworkflows "{name}" not found')
+        body.setdefault("status", {}).update(copy.deepcopy(status))
+        self._took_effect("patch_cron_status", name)
+        return copy.deepcopy(body)
 
     async def get_workflow(self, namespace: str, name: str) -> dict[str, Any] | None:
         self._maybe_fail("get_workflow", name)
@@ -241,6 +288,20 @@ class FakeKube:
 
     def reasons(self, workflow: str) -> list[str]:
         return [e["reason"] for e in self.events if e["involvedObject"]["name"] == workflow]
+
+
+def _select(
+    objects: dict[tuple[str, str], dict[str, Any]], namespace: str | None, selector: str | None
+) -> list[dict[str, Any]]:
+    """Copies of the objects in `namespace` (None: all) matching ``key`` or ``key=value``."""
+    key, _, value = (selector or "").partition("=")
+    out = []
+    for (ns, _), body in objects.items():
+        labels = body["metadata"].get("labels") or {}
+        matches = not key or (key in labels and (not value or labels[key] == value))
+        if namespace in (None, ns) and matches:
+            out.append(copy.deepcopy(body))
+    return out
 
 
 class FakeTimers:

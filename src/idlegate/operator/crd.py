@@ -41,6 +41,8 @@ SINGULAR = "dagworkflow"
 SHORT_NAMES = ("dwf",)
 CATEGORIES = ("idlegate",)
 CRD_NAME = f"{PLURAL}.{GROUP}"
+CRON_KIND = "DagCronWorkflow"
+CRON_PLURAL = "dagcronworkflows"
 
 MAX_WORKFLOW_NAME_LENGTH = 63
 """A DagWorkflow's name is a label value on each of its task pods: at most 63 characters."""

@@ -153,8 +153,11 @@ class ObservedApi:
         self.health.answered()
         return result
 
-    async def list_workflows(self, namespace: str | None) -> list[dict[str, Any]]:
-        return await self._observe("list workflows", self.inner.list_workflows(namespace))
+    async def list_workflows(
+        self, namespace: str | None, label_selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        call = self.inner.list_workflows(namespace, label_selector)
+        return await self._observe("list workflows", call)
 
     async def list_pods(self, namespace: str | None, label_selector: str) -> list[dict[str, Any]]:
         return await self._observe("list pods", self.inner.list_pods(namespace, label_selector))
@@ -182,6 +185,22 @@ class ObservedApi:
     ) -> dict[str, Any]:
         call = self.inner.patch_workflow_status(namespace, name, status)
         return await self._observe(f"status of {name}", call)
+
+    async def create_workflow(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        return await self._observe("create workflow", self.inner.create_workflow(namespace, body))
+
+    async def delete_workflow(self, namespace: str, name: str) -> None:
+        await self._observe(f"delete workflow {name}", self.inner.delete_workflow(namespace, name))
+
+    async def get_cron_workflow(self, namespace: str, name: str) -> dict[str, Any] | None:
+        call = self.inner.get_cron_workflow(namespace, name)
+        return await self._observe(f"get cron workflow {name}", call)
+
+    async def patch_cron_status(
+        self, namespace: str, name: str, status: dict[str, Any]
+    ) -> dict[str, Any]:
+        call = self.inner.patch_cron_status(namespace, name, status)
+        return await self._observe(f"status of cron workflow {name}", call)
 
     async def create_event(self, namespace: str, body: dict[str, Any]) -> None:
         await self._observe("create event", self.inner.create_event(namespace, body))

@@ -24,7 +24,7 @@ from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
 
 from idlegate.errors import IdlegateError
-from idlegate.operator.crd import GROUP, PLURAL, VERSION
+from idlegate.operator.crd import CRON_PLURAL, GROUP, PLURAL, VERSION
 
 T = TypeVar("T")
 RETRYABLE = frozenset({0, 408, 425, 429, 500, 502, 503, 504})
@@ -85,7 +85,9 @@ def retry_after(header: str | None, status: Any = None) -> float | None:
 class KubeApi(Protocol):
     """What the operator asks of the API server (async; bodies are plain dicts)."""
 
-    async def list_workflows(self, namespace: str | None) -> list[dict[str, Any]]: ...
+    async def list_workflows(
+        self, namespace: str | None, label_selector: str | None = None
+    ) -> list[dict[str, Any]]: ...
     async def list_pods(
         self, namespace: str | None, label_selector: str
     ) -> list[dict[str, Any]]: ...
@@ -104,6 +106,18 @@ class KubeApi(Protocol):
         self, namespace: str, name: str, status: dict[str, Any]
     ) -> dict[str, Any]:
         """Merge-patch the DagWorkflow's status through the status subresource."""
+
+    async def create_workflow(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Create a DagWorkflow (a cron workflow's run)."""
+
+    async def delete_workflow(self, namespace: str, name: str) -> None: ...
+    async def get_cron_workflow(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The DagCronWorkflow `name`; None if there is none."""
+
+    async def patch_cron_status(
+        self, namespace: str, name: str, status: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Merge-patch a DagCronWorkflow's status through the status subresource."""
 
     async def create_event(self, namespace: str, body: dict[str, Any]) -> None: ...
     async def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
@@ -256,8 +270,43 @@ class KubernetesApi:
     def _ns(namespace: str | None) -> str:
         return f"/namespaces/{quote(namespace, safe='')}" if namespace else ""
 
-    async def list_workflows(self, namespace: str | None) -> list[dict[str, Any]]:
-        return await self._list(f"/apis/{GROUP}/{VERSION}{self._ns(namespace)}/{PLURAL}")
+    async def list_workflows(
+        self, namespace: str | None, label_selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        return await self._list(self._objects(PLURAL, namespace), label_selector)
+
+    def _objects(self, plural: str, namespace: str | None) -> str:
+        return f"/apis/{GROUP}/{VERSION}{self._ns(namespace)}/{plural}"
+
+    async def create_workflow(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        return await self._request("POST", self._objects(PLURAL, namespace), body=body)
+
+    async def delete_workflow(self, namespace: str, name: str) -> None:
+        await self._request(
+            "DELETE",
+            f"{self._objects(PLURAL, namespace)}/{quote(name, safe='')}",
+            body={"propagationPolicy": "Background"},
+        )
+
+    async def get_cron_workflow(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return await self._request(
+                "GET", f"{self._objects(CRON_PLURAL, namespace)}/{quote(name, safe='')}"
+            )
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    async def patch_cron_status(
+        self, namespace: str, name: str, status: dict[str, Any]
+    ) -> dict[str, Any]:
+        return await self._request(
+            "PATCH",
+            f"{self._objects(CRON_PLURAL, namespace)}/{quote(name, safe='')}/status",
+            body={"status": status},
+            content_type="application/merge-patch+json",
+        )
 
     async def list_pods(self, namespace: str | None, label_selector: str) -> list[dict[str, Any]]:
         return await self._list(f"/api/v1{self._ns(namespace)}/pods", label_selector)

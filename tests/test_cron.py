@@ -1,0 +1,253 @@
+"""DagCronWorkflow: the schedule's times, which run is due, and the controller's syncs."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from idlegate.errors import SpecError
+from idlegate.operator.cron import LABEL_CRON, CronController
+from idlegate.operator.cron_spec import Schedule, due, parse_cron_spec, run_name
+from tests.operator_fakes import FakeClock, FakeKube, FakeTimers
+
+T0 = datetime(2026, 1, 5, 0, 0, tzinfo=UTC).timestamp()  # a Monday, midnight UTC
+HOUR = 3600.0
+WORKFLOW = {"stages": [{"name": "only", "tasks": 1, "taskDurationSeconds": 5}]}
+
+
+# -- the schedule ---------------------------------------------------------------------------
+
+
+def test_hourly_fires_on_the_hour_and_strictly_after():
+    s = Schedule.parse("@hourly")
+    assert s.next_after(T0) == T0 + HOUR
+    assert s.next_after(T0 + 1) == T0 + HOUR
+    assert list(s.times(T0, T0 + 3 * HOUR)) == [T0 + HOUR, T0 + 2 * HOUR, T0 + 3 * HOUR]
+
+
+def test_time_zone_shifts_the_schedule():
+    berlin = Schedule.parse("0 2 * * *", "Europe/Berlin")  # 02:00 CET = 01:00 UTC in January
+    assert berlin.next_after(T0) == T0 + HOUR
+
+
+@pytest.mark.parametrize(
+    ("schedule", "zone", "said"),
+    [
+        ("61 * * * *", "UTC", "not valid cron syntax"),
+        ("* * *", "UTC", "five fields"),
+        ("@sometimes", "UTC", "@hourly"),
+        ("@daily", "Mars/Olympus", "not a known IANA time zone"),
+    ],
+)
+def test_bad_schedules_say_what_is_wrong(schedule: str, zone: str, said: str):
+    with pytest.raises(SpecError, match=said):
+        Schedule.parse(schedule, zone)
+
+
+def test_spec_errors_name_the_object_and_field():
+    with pytest.raises(SpecError, match="cw: workflowSpec"):
+        parse_cron_spec({"schedule": "@daily", "workflowSpec": {"stages": []}}, "cw")
+    with pytest.raises(SpecError, match="concurrencyPolicy"):
+        parse_cron_spec(
+            {"schedule": "@daily", "workflowSpec": WORKFLOW, "concurrencyPolicy": "Never"}, "cw"
+        )
+
+
+# -- which run is due -------------------------------------------------------------------------
+
+
+def _due(now: float, last: float | None = None, deadline: float | None = None):
+    return due(
+        Schedule.parse("@hourly"),
+        now=now,
+        last_scheduled=last,
+        created=T0 + 60,
+        starting_deadline=deadline,
+    )
+
+
+def test_nothing_is_due_before_the_first_time():
+    d = _due(T0 + 1800)
+    assert (d.run_at, d.missed, d.too_late, d.next_at) == (None, 0, None, T0 + HOUR)
+
+
+def test_only_the_latest_unmet_run_is_started_and_the_rest_are_missed():
+    d = _due(T0 + 5 * HOUR + 60, last=T0 + HOUR)
+    assert (d.run_at, d.missed, d.next_at) == (T0 + 5 * HOUR, 3, T0 + 6 * HOUR)
+
+
+def test_a_run_past_its_starting_deadline_is_not_started():
+    late = _due(T0 + 5 * HOUR + 900, last=T0 + HOUR, deadline=600)
+    assert late.run_at is None and late.too_late is None  # older ones are not even counted
+    assert late.missed == 0
+    in_time = _due(T0 + 5 * HOUR + 300, last=T0 + HOUR, deadline=600)
+    assert in_time.run_at == T0 + 5 * HOUR and in_time.missed == 0
+
+
+def test_run_names_are_the_scheduled_minute():
+    assert run_name("nightly", T0 + HOUR) == f"nightly-{int((T0 + HOUR) // 60)}"
+
+
+# -- the controller ---------------------------------------------------------------------------
+
+
+class Env:
+    def __init__(self, **spec: Any) -> None:
+        self.kube = FakeKube()
+        self.clock = FakeClock(T0)
+        self.timers = FakeTimers()
+        self.events: list[tuple[str, str, str]] = []
+        self.kube.add_cron_workflow(
+            "cw", {"schedule": "@hourly", "workflowSpec": WORKFLOW, **spec}, created=T0 + 5
+        )
+        self.controller = self.restart()
+
+    def restart(self) -> CronController:
+        """A new controller on the same API (an operator restart)."""
+        self.timers = FakeTimers()
+        self.controller = CronController(
+            self.kube, self.timers, self.clock, lambda o, t, r, m: self.events.append((t, r, m))
+        )
+        return self.controller
+
+    async def at(self, t: float) -> None:
+        self.clock.advance(t - self.clock.now())
+        await self.controller.resync("default", "cw")
+
+    def runs(self) -> list[str]:
+        return sorted(
+            name
+            for (_, name), w in self.kube.workflows.items()
+            if (w["metadata"].get("labels") or {}).get(LABEL_CRON) == "cw"
+        )
+
+    def finish(self, name: str, phase: str = "Succeeded") -> None:
+        self.kube.workflows[("default", name)]["status"] = {"phase": phase}
+
+    def status(self) -> dict[str, Any]:
+        return self.kube.cron_workflows[("default", "cw")]["status"]
+
+    def reasons(self) -> list[str]:
+        return [r for _, r, _ in self.events]
+
+
+def name_at(t: float) -> str:
+    return run_name("cw", t)
+
+
+@pytest.mark.asyncio
+async def test_a_run_starts_when_due_owned_and_labelled_and_the_next_timer_is_armed():
+    env = Env()
+    await env.at(T0 + 10)
+    assert env.runs() == []
+    assert env.timers.armed["cron/default/cw"][0] == T0 + HOUR
+    await env.at(T0 + HOUR + 1)
+    assert env.runs() == [name_at(T0 + HOUR)]
+    run = env.kube.workflows[("default", name_at(T0 + HOUR))]
+    assert run["metadata"]["ownerReferences"][0]["kind"] == "DagCronWorkflow"
+    assert run["spec"] == WORKFLOW
+    status = env.status()
+    assert status["lastScheduleTime"].startswith("2026-01-05T01:00:00")
+    assert status["active"] == [name_at(T0 + HOUR)]
+    assert status["nextScheduleTime"].startswith("2026-01-05T02:00:00")
+    assert env.timers.armed["cron/default/cw"][0] == T0 + 2 * HOUR
+    assert "RunStarted" in env.reasons()
+
+
+@pytest.mark.asyncio
+async def test_a_restart_neither_doubles_nor_forgets_a_run():
+    env = Env()
+    await env.at(T0 + HOUR + 1)
+    env.kube.cron_workflows[("default", "cw")]["status"].pop("lastScheduleTime")  # lost write
+    env.restart()
+    await env.at(T0 + HOUR + 2)
+    assert env.runs() == [name_at(T0 + HOUR)]  # the create answered 409: the same run
+    env.restart()
+    await env.at(T0 + 2 * HOUR + 5)
+    assert env.runs() == [name_at(T0 + HOUR), name_at(T0 + 2 * HOUR)]
+
+
+@pytest.mark.asyncio
+async def test_after_a_long_outage_the_deadline_decides():
+    env = Env(startingDeadlineSeconds=600)
+    await env.at(T0 + HOUR + 1)
+    env.finish(name_at(T0 + HOUR))
+    await env.at(T0 + 5 * HOUR + 300)  # 4 h later, 5 min past the last due time: in time
+    assert env.runs() == [name_at(T0 + HOUR), name_at(T0 + 5 * HOUR)]
+    env.finish(name_at(T0 + 5 * HOUR))
+    await env.at(T0 + 7 * HOUR + 900)  # 15 min late: skipped
+    assert env.runs() == [name_at(T0 + HOUR), name_at(T0 + 5 * HOUR)]
+
+
+@pytest.mark.asyncio
+async def test_without_a_deadline_missed_runs_are_counted_and_only_the_latest_starts():
+    env = Env()
+    await env.at(T0 + HOUR + 1)
+    await env.at(T0 + 4 * HOUR + 1)
+    assert env.runs() == [name_at(T0 + HOUR), name_at(T0 + 4 * HOUR)]
+    assert any("2 earlier run(s) were missed" in m for _, _, m in env.events)
+
+
+@pytest.mark.asyncio
+async def test_forbid_skips_while_active_then_starts_within_the_deadline():
+    env = Env(concurrencyPolicy="Forbid", startingDeadlineSeconds=1200)
+    await env.at(T0 + HOUR + 1)
+    await env.at(T0 + 2 * HOUR + 1)
+    assert env.runs() == [name_at(T0 + HOUR)]
+    assert "RunAlreadyActive" in env.reasons()
+    env.finish(name_at(T0 + HOUR))
+    await env.at(T0 + 2 * HOUR + 600)  # the first run finished: the due one starts
+    assert env.runs() == [name_at(T0 + HOUR), name_at(T0 + 2 * HOUR)]
+
+
+@pytest.mark.asyncio
+async def test_replace_deletes_the_active_run_first():
+    env = Env(concurrencyPolicy="Replace")
+    await env.at(T0 + HOUR + 1)
+    await env.at(T0 + 2 * HOUR + 1)
+    assert env.runs() == [name_at(T0 + 2 * HOUR)]
+    assert "Replaced" in env.reasons()
+
+
+@pytest.mark.asyncio
+async def test_finished_runs_beyond_the_history_limits_are_deleted_oldest_first():
+    env = Env(successfulJobsHistoryLimit=2, failedJobsHistoryLimit=0)
+    for h in range(1, 5):
+        await env.at(T0 + h * HOUR + 1)
+        env.finish(name_at(T0 + h * HOUR), "Failed" if h == 2 else "Succeeded")
+    await env.at(T0 + 4 * HOUR + 2)
+    assert env.runs() == [name_at(T0 + 3 * HOUR), name_at(T0 + 4 * HOUR)]
+    assert env.status()["lastSuccessfulTime"].startswith("2026-01-05T04:00:00")
+
+
+@pytest.mark.asyncio
+async def test_suspend_holds_runs_and_resume_starts_the_latest_in_time():
+    env = Env(suspend=True, startingDeadlineSeconds=600)
+    await env.at(T0 + HOUR + 1)
+    await env.at(T0 + 2 * HOUR + 1)
+    assert env.runs() == []
+    env.kube.cron_workflows[("default", "cw")]["spec"]["suspend"] = False
+    await env.at(T0 + 2 * HOUR + 120)
+    assert env.runs() == [name_at(T0 + 2 * HOUR)]
+
+
+@pytest.mark.asyncio
+async def test_an_invalid_schedule_is_reported_and_arms_no_timer():
+    env = Env()
+    env.kube.cron_workflows[("default", "cw")]["spec"]["schedule"] = "every hour"
+    await env.at(T0 + HOUR + 1)
+    valid = env.status()["conditions"][0]
+    assert (valid["type"], valid["status"], valid["reason"]) == ("Valid", "False", "Invalid")
+    assert "not valid cron syntax" in valid["message"]
+    assert env.timers.armed == {} and env.runs() == []
+
+
+@pytest.mark.asyncio
+async def test_a_deleted_cron_workflow_drops_its_timer():
+    env = Env()
+    await env.at(T0 + 10)
+    del env.kube.cron_workflows[("default", "cw")]
+    await env.at(T0 + 20)
+    assert env.timers.armed == {}
