@@ -20,7 +20,7 @@ from idlegate.evaluation.sweep import SweepResult
 from idlegate.evaluation.training_log import TrainingCurve
 from idlegate.sim.metrics import Estimate
 
-__all__ = ["plot_idle_sweep", "plot_jct_cdf", "plot_training_curve"]
+__all__ = ["plot_idle_sweep", "plot_jct_by_hour", "plot_jct_cdf", "plot_training_curve"]
 
 
 def plot_jct_cdf(cmp: Comparison, path: str | Path, title: str | None = None) -> Path | None:
@@ -56,6 +56,50 @@ def plot_jct_cdf(cmp: Comparison, path: str | Path, title: str | None = None) ->
     ax.legend(loc="lower right", fontsize="small")
     fig.tight_layout()
     return _save(fig, Path(path))
+
+
+def plot_jct_by_hour(
+    cmp: Comparison,
+    arrivals: np.ndarray,
+    path: str | Path,
+    recorded: tuple[np.ndarray, np.ndarray] | None = None,
+    title: str | None = None,
+) -> Path | None:
+    """The average JCT of the jobs arriving in each hour, pooled over seeds, one line per
+    scheduler (and the `recorded` (arrival, JCT) pairs as a dashed line), as a PNG.
+
+    `arrivals` are the jobs' arrival times in seconds, by job id: every run of `cmp` must
+    have finished every job (a replay without a time limit does).
+    """
+    figure = _figure(Path(path), 1, 1, (8, 4.5))
+    if figure is None:
+        return None
+    fig, axes = figure
+    ax = axes[0][0]
+    hours = np.floor(np.asarray(arrivals, dtype=float) / 3600).astype(int)
+    for r in cmp.results:
+        jct = np.concatenate(r.jct) if r.jct else np.empty(0)
+        if jct.size != hours.size * len(r.jct):
+            continue  # a run left jobs unfinished: its JCTs do not line up with arrivals
+        xs, ys = _hourly(np.tile(hours, len(r.jct)), jct)
+        ax.plot(xs, ys, marker="o", markersize=3, linewidth=1.3, label=r.name)
+    if recorded is not None:
+        xs, ys = _hourly(np.floor(recorded[0] / 3600).astype(int), recorded[1])
+        ax.plot(xs, ys, "k--", marker="x", linewidth=1.3, label="recorded")
+    ax.set_xlabel("hour of arrival (from the first reported arrival)")
+    ax.set_ylabel("average JCT (s)")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.set_title(title or f"Average JCT by hour of arrival — {cmp.config.workload}")
+    ax.legend(fontsize="small", ncol=2)
+    fig.tight_layout()
+    return _save(fig, Path(path))
+
+
+def _hourly(hours: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(hours that have values, the mean value of each)."""
+    present = np.unique(hours)
+    return present, np.asarray([values[hours == h].mean() for h in present])
 
 
 def _figure(path: Path, rows: int, cols: int, size: tuple[float, float]) -> Any | None:

@@ -17,7 +17,7 @@ from pydantic import Field, field_validator, model_validator
 from idlegate.errors import IdlegateError
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import JobArrival, Workload
-from idlegate.sim.history import HistoryWorkflow, load_history
+from idlegate.sim.history import HistoryWorkflow, history_part, load_history
 from idlegate.sim.workloads.base import (
     MAX_JOBS,
     ArrivalOptions,
@@ -54,6 +54,12 @@ class FileConfig(ArrivalOptions):
     """Executors of the cluster."""
     moving_delay: float = Field(0.0, ge=0)
     """Seconds an executor needs to move to another job."""
+    part: Literal["all", "train", "test"] = "all"
+    """Which workflows of a history: all, or one side of its time split (train: those
+    that arrived in the first train_fraction of the recorded span, test: the rest;
+    `sim.history.split_history`)."""
+    train_fraction: float = Field(0.7, gt=0, lt=1)
+    """Where the time split cuts the recorded span (part train or test)."""
 
     @field_validator("path", mode="before")
     @classmethod
@@ -98,7 +104,7 @@ def file_workload(config: FileConfig, seed: SeedLike = 0) -> Workload:
     (`sim.history.MeasuredDurations`); their estimate stays `taskDurationSeconds`.
     """
     c = config
-    history = load_history(c.path)
+    history = history_part(load_history(c.path), c.part, c.train_fraction)
     dags = [Dag.from_spec(h.spec) for h in history]
     models = [h.durations() for h in history]
     stem = Path(c.path).stem
