@@ -29,7 +29,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -72,17 +72,28 @@ def load_scheduler(spec: str | None) -> Scheduler:
     Only ``default`` falls back: any other spec with a missing or broken model raises
     IdlegateError (the operator does not start).
     """
-    from idlegate.policy import SchedulerSpec, make_scheduler
+    from idlegate.policy import SchedulerSpec
 
     parsed = SchedulerSpec.parse(spec or "default")
     if parsed.kind == "default":
         return _bundled(parsed)
+    return build_scheduler(parsed)
+
+
+def build_scheduler(spec: SchedulerSpec | str | None) -> Scheduler:
+    """The scheduler `spec` names (None: ``default``), without any fallback: the check a
+    policy passes at the start and at every reload of its model files
+    (:mod:`idlegate.operator.reload`). An ONNX model is probed on a small state as it
+    loads (`idlegate.policy.onnx_runtime`). IdlegateError says what is wrong."""
+    from idlegate.policy import SchedulerSpec, make_scheduler
+
+    parsed = SchedulerSpec.of(spec or "default")
     try:
         return make_scheduler(parsed)
     except ImportError as exc:
         raise IdlegateError(
-            f"cannot use the scheduler {spec!r}: the ONNX runtime is not available ({exc}); "
-            "install the operator extra (pip install 'idlegate[operator]')"
+            f"cannot use the scheduler {parsed.format()!r}: the ONNX runtime is not available "
+            f"({exc}); install the operator extra (pip install 'idlegate[operator]')"
         ) from None
 
 
@@ -192,20 +203,72 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+class ErrorLog:
+    """Which errors were seen, for logging each once: its traceback the first time its
+    (rule, type, message) is seen, one line at the 10th, 100th, … time. The most recent
+    MAX_DISTINCT_ERRORS are remembered (messages may carry numbers: bounded)."""
+
+    def __init__(self) -> None:
+        self.seen: OrderedDict[tuple[str, str, str], int] = OrderedDict()
+        """(rule, error type, message) -> times seen."""
+
+    def note(self, rule: str, exc: Exception, what: str, then: str) -> None:
+        """Log that `rule` failed to `what` with `exc`, and `then` what happened instead."""
+        key = (rule, type(exc).__name__, str(exc))
+        seen = self.seen.pop(key, 0) + 1
+        self.seen[key] = seen
+        if len(self.seen) > MAX_DISTINCT_ERRORS:
+            self.seen.popitem(last=False)
+        if seen == 1:
+            log.error(
+                "The policy %r failed to %s (%s); %s. Repeats of this error are counted, not "
+                "logged with a traceback.",
+                rule,
+                what,
+                _describe(exc),
+                then,
+                exc_info=exc,
+            )
+        elif _round_number(seen):
+            log.error("The policy %r failed the same way %d times: %s", rule, seen, _describe(exc))
+
+
+class Onlooker(Protocol):
+    """What watches the rounds beside the Decider (:class:`idlegate.operator.shadow.Shadow`):
+    `begin` before a round's first question gives a record whose `actions` the Decider
+    fills with the answers applied (or None: not this round), `submit` takes it after."""
+
+    def begin(self, cluster: Cluster, active: Scheduler) -> Any: ...
+
+    def submit(self, shadowed: Any, now: float) -> None: ...
+
+
 class Decider:
     """Asks the policy through decision rounds, falling back on the module's rules.
 
     It starts the operator's run: the policy is reset with `seed` (and ``fair``, the last
-    fallback rule, too).
+    fallback rule, too). A `shadow` (:mod:`idlegate.operator.shadow`), if set, is handed
+    every round's state and answers, to compare its own answers with off this path.
     """
 
     def __init__(self, policy: Scheduler, metrics: Metrics, seed: int = 0) -> None:
-        self.policy = policy
         self.metrics = metrics
-        policy.reset(np.random.default_rng(seed))
-        self.fallbacks = fallback_rules(policy, seed)
-        self.errors: OrderedDict[tuple[str, str, str], int] = OrderedDict()
+        self.seed = seed
+        self.error_log = ErrorLog()
+        self.shadow: Onlooker | None = None
+        self.use(policy)
+
+    @property
+    def errors(self) -> OrderedDict[tuple[str, str, str], int]:
         """(rule, error type, message) -> times seen (the most recent MAX_DISTINCT_ERRORS)."""
+        return self.error_log.seen
+
+    def use(self, policy: Scheduler) -> None:
+        """Ask `policy` from the next question on (the start, or a reload between two
+        rounds): it is reset with the run's seed, and its fallback rules follow it."""
+        self.policy = policy
+        policy.reset(np.random.default_rng(self.seed))
+        self.fallbacks = fallback_rules(policy, self.seed)
 
     def decide(self, cluster: Cluster, now: float) -> Round:
         """Ask until an answer is WAIT or nothing more can start, each answer applied at
@@ -215,17 +278,29 @@ class Decider:
         """
         cluster.needs_schedule = False
         done = Round()
+        shadowed = None if self.shadow is None else self.shadow.begin(cluster, self.policy)
+        try:
+            self._round(cluster, now, done, None if shadowed is None else shadowed.actions)
+        finally:
+            if shadowed is not None and self.shadow is not None:
+                self.shadow.submit(shadowed, now)
+        return done
+
+    def _round(self, cluster: Cluster, now: float, done: Round, seen: list[Action] | None) -> None:
+        """The questions of one round; each answer applied is added to `seen` too."""
         while True:
             start = time.perf_counter()
             step = self._ask(cluster, now, done)
             if step is None:
-                return done
+                return
             action, launches, by = step.action, step.launches, step.by
             self.metrics.decision_duration.observe(time.perf_counter() - start)
+            if seen is not None:
+                seen.append(action)
             if not isinstance(action, Decision):
                 self.metrics.decisions.labels("wait").inc()
                 done.waited = by
-                return done
+                return
             self.metrics.decisions.labels("idle" if action.idle_delay > 0 else "launch").inc()
             done.taken.append(Answer(action, launches, by, step.rule))
 
@@ -277,24 +352,7 @@ class Decider:
         """Count the error; log its traceback the first time it is seen, repeats sparsely.
         `what` failed: ``decide`` (a fallback rule answered instead) or ``plan``."""
         self.metrics.policy_errors.labels(rule).inc()
-        key = (rule, type(exc).__name__, str(exc))
-        seen = self.errors.pop(key, 0) + 1
-        self.errors[key] = seen
-        if len(self.errors) > MAX_DISTINCT_ERRORS:
-            self.errors.popitem(last=False)
-        if seen == 1:
-            then = _THEN[what]
-            log.error(
-                "The policy %r failed to %s (%s); %s. Repeats of this error are counted, not "
-                "logged with a traceback.",
-                rule,
-                what,
-                _describe(exc),
-                then,
-                exc_info=exc,
-            )
-        elif _round_number(seen):
-            log.error("The policy %r failed the same way %d times: %s", rule, seen, _describe(exc))
+        self.error_log.note(rule, exc, what, _THEN[what])
 
 
 _THEN = {

@@ -56,11 +56,15 @@ from idlegate.operator.kube import (
     connection_info,
     load_configuration,
 )
+from idlegate.operator.messages import Notice
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.pods import LABEL_WORKFLOW
+from idlegate.operator.reload import policy_watches, replace_policy
 from idlegate.operator.settings import Settings
+from idlegate.operator.shadow import make_shadow
 from idlegate.operator.timers import IdleTimers
 from idlegate.operator.watchdog import KopfRequestLog, OperatorPod, RetryForever, Watchdog
+from idlegate.sim.protocol import Scheduler
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +80,17 @@ class Operator:
         self.settings = settings
         self.scheduler = settings.scheduler or load_scheduler(settings.policy)
         self.metrics = Metrics(settings.pool_size, self.scheduler.name)
+        self.shadow = make_shadow(settings, self.metrics)
+        """The shadow policy (--shadow), compared beside the policy, or None."""
+        self.watches = policy_watches(
+            settings,
+            active=lambda: self.scheduler,
+            use=self.use_policy,
+            shadow=self.shadow,
+            metrics=self.metrics,
+            report=self.report,
+        )
+        """The model files watched for hot reload (:mod:`idlegate.operator.reload`)."""
         self.health = ApiHealth(self.metrics)
         """Whether the API server answers: fed by every request (the operator's own and
         kopf's watches), read by the writes' back-offs and by readiness."""
@@ -142,6 +157,7 @@ class Operator:
                 timers=self.timers,
                 health=self.health,
             )
+            self._bridge.decider.shadow = self.shadow
         if self._kopf_log is None:
             self._kopf_log = KopfRequestLog(self.health, asyncio.get_running_loop())
             self._kopf_log.install()
@@ -151,6 +167,8 @@ class Operator:
                 asyncio.create_task(intake.follow_writes(self._bridge)),
                 asyncio.create_task(self._serve(self._watchdog)),
             ]
+            interval = s.policy_reload_interval or 0.0
+            self._tasks += [asyncio.create_task(w.run(interval)) for w in self.watches]
         if s.metrics_port is not None and self.endpoints.port is None:
             port = await self.endpoints.start(s.metrics_port, s.listen_host)
             log.info("Metrics at http://%s:%d/metrics, readiness at /readyz", s.listen_host, port)
@@ -161,6 +179,20 @@ class Operator:
             f"namespaces {', '.join(s.namespaces)}" if s.namespaces else "all namespaces",
             s.clock,
         )
+
+    def use_policy(self, policy: Scheduler) -> None:
+        """Decide with `policy` from the next round on (a hot reload of its model)."""
+        self.scheduler = policy
+        if self._bridge is not None:
+            replace_policy(self._bridge, policy)
+        if self.shadow is not None:
+            self.shadow.active_changed()
+
+    def report(self, notice: Notice) -> None:
+        """An Event of the operator's own on its Pod (outside a Pod: logged only)."""
+        reporter = OperatorPod.from_env()
+        if reporter is not None and self._bridge is not None:
+            self._bridge.writes.event(reporter, *notice)
 
     async def _serve(self, watchdog: Watchdog) -> None:
         await self.warn_missing_namespaces()
@@ -213,6 +245,8 @@ class Operator:
         if self._kopf_log is not None:
             self._kopf_log.uninstall()
             self._kopf_log = None
+        if self.shadow is not None:
+            self.shadow.close()
         if self._bridge is not None:
             if self._bridge.planning is not None:
                 self._bridge.planning.close()

@@ -195,6 +195,52 @@ class Metrics:
         )
         self._followed: set[str] = set()
         self.follow(policy)
+        self.policy_reloads = Counter(
+            "idlegate_policy_reloads",
+            "Reloads of a policy after its model file changed, by role (active, shadow) and "
+            "result (ok; failed: the new model was refused and the policy in use kept).",
+            ["role", "result"],
+            registry=r,
+        )
+        for role in ("active", "shadow"):
+            for result in ("ok", "failed"):
+                self.policy_reloads.labels(role, result)
+        self.shadow_decisions = Counter(
+            "idlegate_shadow_decisions",
+            "Decisions the shadow policy (--shadow) was compared at, by whether it would have "
+            "done the same now (the same stage, executors started and idle delay; or wait).",
+            ["agree"],
+            registry=r,
+        )
+        for agree in ("true", "false"):
+            self.shadow_decisions.labels(agree)
+        self.shadow_agreement = Gauge(
+            "idlegate_shadow_agreement_ratio",
+            "Decisions where the shadow agreed, over those compared, since the start (NaN "
+            "before the first).",
+            registry=r,
+        )
+        self.shadow_agreement.set(float("nan"))
+        self.shadow_errors = Counter(
+            "idlegate_shadow_errors",
+            "Decisions at which the shadow policy raised or answered illegally (not compared; "
+            "the active policy is never affected).",
+            registry=r,
+        )
+        self.shadow_skipped = Counter(
+            "idlegate_shadow_skipped_rounds",
+            "Scheduling rounds not compared because the shadow's worker had "
+            "--shadow-backlog rounds waiting already.",
+            registry=r,
+        )
+        self.shadow_expected_change = Gauge(
+            "idlegate_shadow_expected_change",
+            "C(shadow) / C(active) - 1: the relative change of job-seconds over a planner's "
+            "horizon if the shadow policy were followed instead (negative: fewer), from the "
+            "latest plan that simulated both (NaN: none yet).",
+            registry=r,
+        )
+        self.shadow_expected_change.set(float("nan"))
         self.info = Gauge(
             "idlegate_operator_info", "The operator's policy (value 1).", ["policy"], registry=r
         )

@@ -29,6 +29,25 @@ class Settings(Config):
     scheduler: SkipValidation[Scheduler | None] = None
     """A scheduler object to use instead of `policy` (for tests and embedding)."""
 
+    policy_reload_interval: float | None = Field(5.0, gt=0)
+    """Seconds between two looks at the model files the policy's spec names (and the
+    shadow's): when their content changed, the new model is probed as at the start and
+    used from the next decision round; a model that fails keeps the one in use. None:
+    never reloaded."""
+
+    shadow: str | None = None
+    """A scheduler spec (as `policy`) answered beside the policy at every decision, off the
+    decision path, only to compare (metrics idlegate_shadow_*); it gates nothing."""
+
+    shadow_backlog: int = Field(16, ge=1)
+    """Decision rounds that may wait for the shadow's worker; a round beyond is not
+    compared (idlegate_shadow_skipped_rounds_total)."""
+
+    shadow_estimate: bool = True
+    """Estimate the JCT difference of shadow and policy by rollouts of both when neither
+    is a lookahead planner (one plan per change of the set of workflows, in the
+    shadow's worker)."""
+
     namespaces: Annotated[tuple[str, ...], Flag("--namespace", "-n")] = ()
     """Serve only this namespace (repeatable); none: all namespaces."""
 

@@ -1,0 +1,260 @@
+"""Hot reload: the operator follows the model files of its policy without restarting.
+
+The spec of ``--scheduler`` (and of ``--shadow``) may name model files:
+``learned:PATH.onnx`` (a bare ``PATH.onnx``), ``window:PATH``, ``inspect:PATH:BASE``, and
+any of them inside a wrapper such as ``lookahead:learned:PATH`` (:func:`model_files`;
+``default`` names the bundled model). A :class:`PolicyWatch` looks at them every
+``--policy-reload-interval`` seconds (loop time: tests step it with :meth:`PolicyWatch.check`):
+
+* by the file each path resolves to now, its inode, size and modification time (a
+  ConfigMap volume replaces its files by swapping a ``..data`` symlink to a new
+  directory; the path the operator was given never changes, what it resolves to does),
+  and, when any of these changed, by the SHA-256 of the content: a touched file, or a
+  ConfigMap update that left this key alone, reloads nothing;
+* a new content is built from the same spec by
+  :func:`idlegate.operator.decisions.build_scheduler`, the same code and the same probe as
+  at the start (an ONNX model whose outputs are not finite on a small state is refused),
+  in a thread, so the event loop keeps deciding meanwhile;
+* the new policy is handed to `apply` in the event loop, so it takes over between two
+  decision rounds, never inside one (:func:`replace_policy` for the active policy:
+  the Decider asks it from the next question on, a lookahead planner gets a new worker;
+  the cluster's state, the workflows and their pods are not touched);
+* a model that fails keeps the policy in use: a Warning Event ``PolicyReloadFailed`` on
+  the operator's Pod (as ``ApiUnreachable``; logged only outside a Pod), an ERROR line,
+  ``idlegate_policy_reloads_total{role,result="failed"}``. Each content fails once: the
+  next attempt is the next change. A reload that works is a Normal Event
+  ``PolicyReloaded`` and ``result="ok"``.
+
+A file written in place (not swapped) may be read half-written; that content fails the
+probe and the complete one, a moment later, reloads. Swap files in (write elsewhere,
+then rename), as a ConfigMap does, to avoid the Warning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from idlegate.errors import IdlegateError
+from idlegate.operator.decisions import build_scheduler, followed
+from idlegate.operator.messages import Notice
+from idlegate.operator.planning import planning_worker
+from idlegate.sim.protocol import Scheduler
+
+if TYPE_CHECKING:
+    from idlegate.operator.bridge import Bridge
+    from idlegate.operator.metrics import Metrics
+    from idlegate.operator.settings import Settings
+    from idlegate.operator.shadow import Shadow
+    from idlegate.policy.spec import SchedulerSpec
+
+log = logging.getLogger(__name__)
+
+Stamp = tuple[str, int, int, int] | None
+"""(resolved path, inode, size, mtime in ns) of one file; None: it is missing."""
+
+
+def model_files(spec: SchedulerSpec | str | None) -> tuple[Path, ...]:
+    """The model files `spec` (None: ``default``) loads, in the order they appear."""
+    from idlegate.policy import DEFAULT_POLICY_PATH, DEFAULT_SCHEDULER, SchedulerSpec
+
+    s: SchedulerSpec | None = SchedulerSpec.of(spec or "default")
+    found: list[Path] = []
+    while s is not None:
+        if s.kind == "default":
+            s = DEFAULT_SCHEDULER
+        if s.kind in ("learned", "window", "inspect") and s.argument is not None:
+            default = s.kind == "learned" and s.argument == "default"
+            found.append(DEFAULT_POLICY_PATH if default else Path(s.argument).expanduser())
+        s = s.base
+    return tuple(found)
+
+
+def stamps(paths: tuple[Path, ...]) -> tuple[Stamp, ...]:
+    """What each path resolves to now and that file's identity (cheap: no read)."""
+    out: list[Stamp] = []
+    for path in paths:
+        try:
+            real = path.resolve(strict=True)
+            st = os.stat(real)
+        except OSError:
+            out.append(None)
+            continue
+        out.append((str(real), st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+def digest(paths: tuple[Path, ...]) -> str:
+    """SHA-256 over the contents of `paths`; IdlegateError naming a file that cannot be read."""
+    sha = hashlib.sha256()
+    for path in paths:
+        try:
+            with path.open("rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    sha.update(block)
+        except OSError as exc:
+            raise IdlegateError(
+                f"the model file {str(path)!r} cannot be read ({exc.strerror or exc}); "
+                "check that the volume or ConfigMap still holds it"
+            ) from None
+        sha.update(b"\0")
+    return sha.hexdigest()
+
+
+def reloaded(role: str, policy: str, paths: tuple[Path, ...], sha: str) -> Notice:
+    """The Event of a reload that worked (on the operator's Pod)."""
+    where = ", ".join(str(p) for p in paths)
+    return (
+        "Normal",
+        "PolicyReloaded",
+        f"The {role} policy {policy} was reloaded from {where} (sha256 {sha[:12]}); it "
+        "decides from the next decision round on.",
+    )
+
+
+def reload_failed(role: str, policy: str, paths: tuple[Path, ...], problem: str) -> Notice:
+    """The Event of a reload that failed: the policy in use is kept (on the operator's Pod)."""
+    where = ", ".join(str(p) for p in paths)
+    return (
+        "Warning",
+        "PolicyReloadFailed",
+        f"The {role} policy's model changed ({where}) but cannot be used: {problem}. The "
+        f"operator keeps the policy {policy} it had; fix or replace the file to try again.",
+    )
+
+
+class PolicyWatch:
+    """The model files of one policy spec, looked at on demand or every interval."""
+
+    def __init__(
+        self,
+        spec: str | None,
+        *,
+        role: str,
+        current: Callable[[], Scheduler],
+        apply: Callable[[Scheduler], None],
+        metrics: Metrics,
+        report: Callable[[Notice], None] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.role = role
+        """``active`` or ``shadow``: the metric's label and the Events' word."""
+        self.current = current
+        """The policy in use now (named in the Events)."""
+        self.apply = apply
+        """Called in the event loop with the new policy, between two rounds."""
+        self.metrics = metrics
+        self.report = report
+        self.files = model_files(spec)
+        self.stamps = stamps(self.files)
+        self.digest: str | None = None
+        """The content in use (the files as they were when this watch was made)."""
+        if self.files and None not in self.stamps:
+            self.digest = digest(self.files)
+
+    async def run(self, interval: float) -> None:
+        """Look every `interval` seconds, for ever (cancel to stop)."""
+        while True:
+            await asyncio.sleep(interval)
+            await self.check()
+
+    async def check(self) -> bool | None:
+        """One look: True if a new model was loaded and applied, False if one failed, None
+        if nothing changed."""
+        now = stamps(self.files)
+        if not self.files or now == self.stamps:
+            return None
+        self.stamps = now
+        try:
+            sha = await asyncio.to_thread(digest, self.files)
+            if sha == self.digest:
+                return None  # touched, or its directory swapped with the same content
+            policy = await asyncio.to_thread(build_scheduler, self.spec)
+        except Exception as exc:  # whatever the new files do, the policy in use stays
+            self._failed(exc)
+            return False
+        self.digest = sha
+        self.apply(policy)
+        self.metrics.policy_reloads.labels(self.role, "ok").inc()
+        notice = reloaded(self.role, policy.name, self.files, sha)
+        log.info("%s", notice[2])
+        self._post(notice)
+        return True
+
+    def _failed(self, exc: Exception) -> None:
+        self.metrics.policy_reloads.labels(self.role, "failed").inc()
+        problem = str(exc) if isinstance(exc, IdlegateError) else f"{type(exc).__name__}: {exc}"
+        notice = reload_failed(self.role, self.current().name, self.files, problem)
+        # an error of our own is told as it is; anything else gets its traceback
+        log.error("%s", notice[2], exc_info=None if isinstance(exc, IdlegateError) else exc)
+        self._post(notice)
+
+    def _post(self, notice: Notice) -> None:
+        if self.report is not None:
+            self.report(notice)
+
+
+def replace_policy(bridge: Bridge, policy: Scheduler) -> None:
+    """Event loop, between two rounds: `bridge` decides with `policy` from now on. The
+    Decider resets it, a lookahead planner's worker is replaced by the new planner's
+    (the plan running is dropped), and the metrics name it; then a round runs at once,
+    for what the old policy held back."""
+    old = bridge.scheduler
+    if bridge.planning is not None:
+        bridge.planning.close()
+    bridge.scheduler = policy
+    bridge.decider.use(policy)
+    bridge.planning = planning_worker(bridge)
+    metrics = bridge.metrics
+    if old.name != policy.name:
+        metrics.info.labels(old.name).set(0)
+    metrics.info.labels(policy.name).set(1)
+    metrics.policy_errors.labels(policy.name)
+    metrics.follow(followed(policy))
+    bridge.cluster.needs_schedule = True
+    bridge.schedule()
+
+
+def policy_watches(
+    settings: Settings,
+    *,
+    active: Callable[[], Scheduler],
+    use: Callable[[Scheduler], None],
+    shadow: Shadow | None,
+    metrics: Metrics,
+    report: Callable[[Notice], None],
+) -> list[PolicyWatch]:
+    """The watches of the operator: of the active policy's model files (unless the policy
+    is an object given in `settings.scheduler`, or reloads are off), and of the shadow's;
+    a spec without files needs none. `use` takes the active policy's new model."""
+    if settings.policy_reload_interval is None:
+        return []
+    watches: list[PolicyWatch] = []
+    if settings.scheduler is None:
+        watches.append(
+            PolicyWatch(
+                settings.policy,
+                role="active",
+                current=active,
+                apply=use,
+                metrics=metrics,
+                report=report,
+            )
+        )
+    if shadow is not None and settings.shadow is not None:
+        watches.append(
+            PolicyWatch(
+                settings.shadow,
+                role="shadow",
+                current=lambda: shadow.policy,
+                apply=shadow.replace,
+                metrics=metrics,
+                report=report,
+            )
+        )
+    return [w for w in watches if w.files]
