@@ -22,6 +22,7 @@ from rich.console import Console
 
 from idlegate import __version__
 from idlegate.errors import IdlegateError
+from idlegate.evaluation.advise import AdviseConfig
 from idlegate.evaluation.comparison import CompareConfig, WorkloadOptions, run_one
 from idlegate.evaluation.console import print_compare, render_run_table, run_compare
 from idlegate.evaluation.suites import (
@@ -233,6 +234,83 @@ def lint(
         raise typer.Exit(1)
 
 
+history_app = typer.Typer(
+    help="The cluster's own history: export it as a history file (docs/workloads.md).",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(history_app, name="history")
+
+
+@history_app.command("export")
+def history_export(
+    source: Annotated[
+        str | None,
+        typer.Argument(
+            help="Read DagWorkflows from this document instead of the API: - for standard "
+            "input (kubectl get dwf -A -o json | idlegate history export -), or a file.",
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Write the history here (.jsonl: JSON Lines, .json: JSON, else YAML); "
+            "default: YAML on standard output.",
+        ),
+    ] = None,
+    from_sink: Annotated[
+        Path | None,
+        typer.Option(
+            "--from-sink",
+            help="Read the operator's --history-file (with its rotated files PATH.1, ...).",
+        ),
+    ] = None,
+    namespace: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--namespace",
+            "-n",
+            help="Live workflows of this namespace (repeatable); default: the current context's.",
+        ),
+    ] = None,
+    all_namespaces: Annotated[
+        bool, typer.Option("--all-namespaces", "-A", help="Live workflows of every namespace.")
+    ] = False,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            help="Only workflows that arrived in this last span (7d, 36h, 90m, 600s) or "
+            "since this RFC 3339 time.",
+        ),
+    ] = None,
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option(
+            "--kubeconfig",
+            help="A kubeconfig file; default: in-cluster, else $KUBECONFIG or ~/.kube/config.",
+        ),
+    ] = None,
+) -> None:
+    """Write the finished workflows' history file: live DagWorkflows, a sink or a document."""
+    with user_errors():
+        from idlegate.operator.export import export
+
+        found = export(
+            out=out,
+            source=source,
+            sink=from_sink,
+            kubeconfig=kubeconfig,
+            namespaces=namespace or (),
+            all_namespaces=all_namespaces,
+            since=since,
+        )
+    where = f" to {out}" if out is not None else ""
+    typer.echo(f"{len(found)} finished workflow(s) exported{where}.", err=True)
+
+
 @app.command()
 @flags(defaults=False, settings=TrainConfig, options=WorkloadOptions)
 def train(
@@ -251,6 +329,24 @@ def train(
             "it too), e.g. --workload file --file history.yaml.",
         ),
     ] = None,
+    history: Annotated[
+        Path | None,
+        typer.Option(
+            "--history",
+            help="Train on the first part of this cluster history (with --preset cluster; "
+            "--executors overrides its recorded poolSize); idlegate advise reports on the "
+            "rest.",
+        ),
+    ] = None,
+    train_fraction: Annotated[
+        float,
+        typer.Option(
+            "--train-fraction",
+            min=0.01,
+            max=0.99,
+            help="With --history: train on the workflows of this first fraction of its span.",
+        ),
+    ] = 0.7,
 ) -> None:
     """Train the learned policy (BC warm start, then REINFORCE) and write checkpoints.
 
@@ -261,7 +357,11 @@ def train(
 
     opts = WorkloadOptions(**options).to_kwargs()
     preset = settings.pop("preset", None)
-    cfg = load_config(config, preset, workload=train_workload(workload, opts), **settings)
+    if history is not None:
+        settings |= history_training(history, train_fraction, workload, opts)
+    else:
+        settings["workload"] = train_workload(workload, opts)
+    cfg = load_config(config, preset, **settings)
     result = run_training(cfg)
     console = _stdout()
     refs = ", ".join(f"{k} {v:.2f}" for k, v in result.reference_jct.items())
@@ -285,6 +385,59 @@ def train_workload(name: str | None, options: dict[str, Any]) -> dict[str, Any] 
             )
         return None
     return {"name": name, "options": options}
+
+
+def history_training(
+    path: Path, train_fraction: float, workload: str | None, options: dict[str, Any]
+) -> dict[str, Any]:
+    """`train`'s settings for --history: its history section and train-part workload."""
+    from idlegate.training.config import history_settings, history_source
+
+    pool = options.pop("num_executors", None)
+    if workload is not None or options:
+        raise IdlegateError(
+            "--history replays the history itself; drop --workload and the workload "
+            "options (only --executors, the pool size, applies)"
+        )
+    return history_settings(history_source(path, train_fraction, pool))
+
+
+@app.command()
+@flags(config=AdviseConfig)
+def advise(
+    config: Given,
+    history: Annotated[
+        Path,
+        typer.Argument(help="A history file (idlegate history export or history simulate)."),
+    ],
+    out: OutOpt = None,
+    ray: RayOpt = None,
+) -> None:
+    """Replay a cluster's history under every candidate and recommend what to run.
+
+    Reports on the last part of the history (--train-fraction), paired against what the
+    cluster ran; --out gets advise.md/.json, jct_cdf.png and jct_by_hour.png.
+    """
+    from idlegate.evaluation.advise import run_advise
+    from idlegate.evaluation.advise_report import to_markdown, write_advice
+    from idlegate.evaluation.console import stderr_progress
+    from idlegate.evaluation.files import check_out_dir
+    from idlegate.evaluation.pool import open_runs_pool
+
+    settings = AdviseConfig(**config)
+    if out is not None:
+        check_out_dir(out)  # fail before the runs, not after
+    typer.echo(f"replaying {history} ({settings.seeds} seeds per candidate) ...", err=True)
+    with open_runs_pool(settings.jobs, ray) as pool, stderr_progress("replaying", None) as bar:
+        advice = run_advise(
+            history,
+            settings,
+            lambda done, total, name, seed: bar(done, total, f"{name} seed {seed}"),
+            pool,
+        )
+    typer.echo(to_markdown(advice))
+    for p in (write_advice(advice, out) if out is not None else {}).values():
+        typer.echo(f"wrote {p}", err=True)
 
 
 @app.command("export-onnx")

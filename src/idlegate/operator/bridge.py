@@ -1,15 +1,15 @@
 """The bridge between Kubernetes objects and the cluster state machine.
 
-It maps DagWorkflows to jobs of :class:`idlegate.sim.cluster.Cluster` and task pods to
-(stage, task index, executor slot), and drives the one state machine with the operator's
-clock: a workflow appears -> ``add_job``; a pod succeeds -> ``task_finished`` (the executor
-continues with the stage's next task: that task's pod is released on the same slot); an
-idle timer fires -> ``idle_expired``; then the policy is asked
-(:class:`idlegate.operator.decisions.Decider`) and its launches become gate removals. The
-scheduling semantics (what is runnable, caps, idle slots, which executor) and every count
-of tasks and executors are the state machine's; the bridge keeps the pods' bookkeeping
-(:mod:`idlegate.operator.tracking`) and translates. A lookahead planner's plans are made
-beside the decisions, in a worker thread started after a round (:mod:`.planning`).
+It maps DagWorkflows to jobs of :class:`idlegate.sim.cluster.Cluster` and task pods to (stage,
+task index, executor slot), and drives the one state machine with the operator's clock: a
+workflow appears -> ``add_job``; a pod succeeds -> ``task_finished`` (the executor continues
+with the stage's next task: that task's pod is released on the same slot); an idle timer fires
+-> ``idle_expired``; then the policy is asked (:class:`idlegate.operator.decisions.Decider`)
+and its launches become gate removals. The scheduling semantics (what is runnable, caps, idle
+slots, which executor) and every count of tasks and executors are the state machine's; the
+bridge keeps the pods' bookkeeping (:mod:`idlegate.operator.tracking`) and translates. A
+lookahead planner's plans are made beside the decisions, in a worker thread started after a
+round (:mod:`.planning`). A finished workflow's record goes to the history (:mod:`.history`).
 
 Pods are created gated, stage by stage: a stage's pods are created when the stage becomes
 runnable (its parents are done), at most `Settings.window` of them ahead of their release;
@@ -24,11 +24,11 @@ idempotent), running tasks keep their executors, and a delay persisted in the st
 neither forgotten nor repeated.
 
 A gated pod that loses its gate without the operator (``kubectl patch`` by hand, another
-controller) runs, so it counts against the pool: its task is launched in the state machine
-on a free executor as if the policy had released it, or, with none free, runs *beyond the
-pool* (``Workflow.beyond``) until the next executor that frees up is its own, before the
-policy is asked again. It is the one path where the cluster's state changes without a
-decision of the policy.
+controller) runs, so it counts against the pool: its task is launched in the state machine on a
+free executor as if the policy had released it, or, with none free, runs *beyond the pool*
+(``Workflow.beyond``) until the next executor that frees up is its own, before the policy is
+asked again. It is the one path where the cluster's state changes without a decision of the
+policy.
 
 Everything here runs in the operator's event loop, one event at a time, synchronously:
 what is read from the API (a workflow's pods, the outcome of a write) is handed in by
@@ -59,6 +59,7 @@ from idlegate.operator.admission import (
 from idlegate.operator.clock import Steady
 from idlegate.operator.decisions import Answer, Decider, post_failures
 from idlegate.operator.health import ApiHealth, ObservedApi
+from idlegate.operator.history import HistoryRecorder
 from idlegate.operator.kube import KubeApi
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.planning import note_rule, planning_worker
@@ -116,6 +117,7 @@ class Bridge:
         self.decider = Decider(scheduler, metrics, settings.seed)  # (it resets the policy)
         self.planning = planning_worker(self)
         """A lookahead planner's worker (:mod:`idlegate.operator.planning`), else None."""
+        self.history = HistoryRecorder(settings, metrics, self.writes, self.actuator)
 
     def now(self) -> float:
         return self.time.now()
@@ -146,6 +148,7 @@ class Bridge:
         phase = status.get("phase")
         if phase == Phase.FAILED:
             self._delete_leftovers(owner, pods)
+        self.history.finished_before(body)  # (if it has finished)
         if phase in (Phase.SUCCEEDED, Phase.FAILED) or (phase == Phase.INVALID and judged(body)):
             return None
         now = self.now()
@@ -161,6 +164,7 @@ class Bridge:
             self._reject(owner, body, str(exc))
             return None
         self.workflows[wf.key] = wf
+        wf.restore_samples(status)
         self._restore(wf, restore)
         message = f"A valid DAG of {len(wf.stages)} stages."
         wf.conditions.set("Valid", True, "SpecValid", message, wf.generation, now)
@@ -281,7 +285,7 @@ class Bridge:
         if task.executor is None:  # released by others, beyond the pool
             self._beyond_ended(wf, track, task, info)
         elif info.phase == "Succeeded":
-            self._task_succeeded(wf, track, task)
+            self._task_succeeded(wf, track, task, self.history.seconds(info))
         else:
             self._task_failed(wf, track, task, f"pod {info.name} failed: {info.reason}")
         self.schedule()
@@ -368,7 +372,7 @@ class Bridge:
             async def fire(key: WorkflowKey = key, uid: str = uid, index: int = index) -> None:
                 self.idle_expired(key, uid, index)
 
-            self.timers.arm(_timer_key(wf, index), stage.idle_until, fire)
+            self.timers.arm(wf.timer_key(index), stage.idle_until, fire)
         self.cluster.new_timers.clear()
 
     def _note_waiting(self, why: str | None) -> None:
@@ -418,11 +422,13 @@ class Bridge:
             track.set_state(task, TaskState.GATED)
             self.writes.create_pod(wf, track, task, gated=True)
 
-    def _task_succeeded(self, wf: Workflow, track: StageTrack, task: Task) -> None:
+    def _task_succeeded(
+        self, wf: Workflow, track: StageTrack, task: Task, ran: float | None
+    ) -> None:
         executor = task.executor
         assert executor is not None
         track.set_state(task, TaskState.SUCCEEDED)
-        wf.measured(track, task, self.now())
+        wf.measured(track, task, self.now(), ran, self.settings.history_samples)
         following = self.cluster.task_finished(executor, self.now())
         if following is not None:
             self._release(wf, track, track.next_to_release(), executor)
@@ -482,7 +488,7 @@ class Bridge:
         stage, now = wf.job.stages[track.index], self.now()
         if stage.idle_until is not None:  # it has started: its idle slot is over
             self.cluster.idle_expired(stage, now)
-            self.timers.cancel(_timer_key(wf, track.index))
+            self.timers.cancel(wf.timer_key(track.index))
             slot = wf.idle_slots.get(track.index)
             if slot is not None:
                 slot.released = True
@@ -515,7 +521,7 @@ class Bridge:
                 wf.beyond.remove((seq, track, task))
                 if task.finished_unaccounted:
                     task.finished_unaccounted = False
-                    self._task_succeeded(wf, track, task)
+                    self._task_succeeded(wf, track, task, None)
 
     def _beyond_ended(self, wf: Workflow, track: StageTrack, task: Task, info: TaskPod) -> None:
         """A task running beyond the pool ended before an executor was free for it."""
@@ -547,6 +553,7 @@ class Bridge:
         self.metrics.completion_time.labels("succeeded").observe(jct)
         self.metrics.workflows_finished.labels("succeeded").inc()
         self.writes.event(wf.owner, *messages.succeeded(wf.dag, jct, job.idle_inserted))
+        self.history.finished(wf)
         self.writes.status(wf, urgent=True)
         wf.active = False
         self._drop(wf, remove_job=False)
@@ -572,6 +579,7 @@ class Bridge:
         self.metrics.completion_time.labels("failed").observe(now - wf.arrival)
         self.metrics.workflows_finished.labels("failed").inc()
         self.writes.event(wf.owner, "Warning", reason, message)
+        self.history.finished(wf)
         self.writes.status(wf, urgent=True)
         log.warning("%s/%s failed: %s", wf.owner.namespace, wf.owner.name, message)
 
@@ -581,13 +589,9 @@ class Bridge:
             self.cluster.remove_job(wf.job, self.now())
         for index, slot in wf.idle_slots.items():
             if not slot.released:
-                self.timers.cancel(_timer_key(wf, index))
+                self.timers.cancel(wf.timer_key(index))
         if wf.status_timer is not None:  # a final write, if any, is queued by the caller
             wf.status_timer.cancel()
             wf.status_timer = None
         if self.workflows.get(wf.key) is wf:
             del self.workflows[wf.key]
-
-
-def _timer_key(wf: Workflow, stage_index: int) -> str:
-    return f"{wf.owner.uid}/{stage_index}"

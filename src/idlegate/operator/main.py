@@ -250,6 +250,7 @@ class Operator:
         if self._bridge is not None:
             if self._bridge.planning is not None:
                 self._bridge.planning.close()
+            self._bridge.history.close()  # (its queued records are written first)
             await self._bridge.actuator.close()
         await self.endpoints.stop()
         if self._owns_kube and self._kube is not None:

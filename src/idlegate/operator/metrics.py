@@ -241,6 +241,17 @@ class Metrics:
             registry=r,
         )
         self.shadow_expected_change.set(float("nan"))
+        self.history_records = Counter(
+            "idlegate_history_records",
+            "Records of finished workflows written to the history file (--history-file).",
+            registry=r,
+        )
+        self.history_errors = Counter(
+            "idlegate_history_errors",
+            "Records the history file failed to take (each a Warning Event; the workflow "
+            "is not affected).",
+            registry=r,
+        )
         self.info = Gauge(
             "idlegate_operator_info", "The operator's policy (value 1).", ["policy"], registry=r
         )

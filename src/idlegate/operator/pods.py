@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from idlegate.operator.clock import from_datetime
 from idlegate.operator.crd import API_VERSION, KIND
 from idlegate.sim.spec import StageSpec
 
@@ -236,6 +237,9 @@ class TaskPod:
     deleting: bool
     reason: str
     """Why a failed pod failed: the pod's reason, else its container's (e.g. Error, exit 1)."""
+    ran: tuple[float, float] | None = None
+    """A succeeded pod's run, (start, finish) in wall epoch seconds (`ran`), if its status
+    tells it."""
 
     @property
     def terminal(self) -> bool:
@@ -263,6 +267,27 @@ def failure_reason(pod: Mapping[str, Any]) -> str:
                 f"{reason} (container {cs.get('name')} exited with code {terminated['exitCode']})"
             )
     return "Failed"
+
+
+def ran(pod: Mapping[str, Any]) -> tuple[float, float] | None:
+    """When a finished pod ran, (start, finish) in wall epoch seconds: its first
+    container's start and its last one's finish (init containers included), as its status'
+    terminated states say; None when they do not (a kubelet that did not report them, or
+    a run shorter than their 1 s precision)."""
+    status = pod.get("status") or {}
+    states = [
+        (cs.get("state") or {}).get("terminated") or {}
+        for key in ("initContainerStatuses", "containerStatuses")
+        for cs in status.get(key) or []
+    ]
+    try:
+        starts = [from_datetime(t["startedAt"]) for t in states if t.get("startedAt")]
+        ends = [from_datetime(t["finishedAt"]) for t in states if t.get("finishedAt")]
+    except (TypeError, ValueError):
+        return None
+    if not starts or not ends or max(ends) <= min(starts):
+        return None
+    return min(starts), max(ends)
 
 
 def read_task_pod(pod: Mapping[str, Any]) -> TaskPod | None:
@@ -297,4 +322,5 @@ def read_task_pod(pod: Mapping[str, Any]) -> TaskPod | None:
         phase=phase,
         deleting=bool(meta.get("deletionTimestamp")),
         reason=failure_reason(pod) if phase == "Failed" else "",
+        ran=ran(pod) if phase == "Succeeded" else None,
     )

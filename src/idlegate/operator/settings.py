@@ -10,6 +10,7 @@ from pydantic import ConfigDict, Field, SkipValidation, StrictInt, field_validat
 from idlegate.config import Config, Flag
 from idlegate.operator.clock import Clock, WallClock
 from idlegate.operator.podsecurity import DEFAULT_LEVEL, Level
+from idlegate.operator.status import MAX_MEASURED
 from idlegate.sim.protocol import Scheduler
 
 
@@ -132,6 +133,20 @@ class Settings(Config):
     take: its worker thread starts no further sampled future once they are spent (one
     future that started still runs to its end). Decisions never wait on a plan: they are
     made by the policy followed meanwhile."""
+
+    history_file: Path | None = None
+    """A JSON Lines history file (on a volume) that gets one record per finished workflow,
+    for `idlegate history export --from-sink` and replays (docs/workloads.md); None: none
+    (the records stay in the workflows' status until they are deleted)."""
+
+    history_max_bytes: int = Field(10 * 2**20, ge=4096)
+    """Size in bytes at which the history file is rotated to PATH.1 (PATH.1 to PATH.2, ...)."""
+
+    history_backups: int = Field(5, ge=1)
+    """Rotated history files kept (PATH.1 .. PATH.N; the oldest is dropped)."""
+
+    history_samples: int = Field(20, ge=1, le=MAX_MEASURED)
+    """Measured task run times a finished stage keeps in its status (a uniform sample)."""
 
     seed: int = 0
     """Seed of the scheduler's random generator (for policies that sample)."""

@@ -30,6 +30,8 @@ CONDITION_TYPE_PATTERN = (
 )
 CONDITION_REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
 MAX_POLICY = 253
+MAX_MEASURED = 64
+"""Most measured task durations a stage's status keeps (`Settings.history_samples`'s bound)."""
 _POLICY = (
     "The rule that decided the last release of tasks: the policy, the policy a lookahead "
     "planner followed then (its PolicySwitched Events say why), or the fallback rule that "
@@ -102,6 +104,14 @@ class StageStatus(_StatusModel):
     )
     policy: str | None = Field(
         default=None, max_length=MAX_POLICY, description=_POLICY + " of this stage."
+    )
+    measured_duration_seconds: list[float] | None = Field(
+        default=None,
+        max_length=MAX_MEASURED,
+        description="Run times in seconds (pod start to finish) of succeeded tasks: all of "
+        "them, or a uniform sample of them once there are more than the operator keeps "
+        "(--history-samples); what `idlegate history export` records as the stage's "
+        "measuredDurationSeconds.",
     )
 
 
@@ -189,6 +199,16 @@ class WorkflowStatus(_StatusModel):
     )
     policy: str | None = Field(
         default=None, max_length=MAX_POLICY, description=_POLICY + " (a printer column)."
+    )
+    pool_size: int | None = Field(
+        default=None,
+        ge=1,
+        description="Executors of the operator's pool (--pool-size) when the workflow finished.",
+    )
+    history_recorded: bool | None = Field(
+        default=None,
+        description="The finished workflow's record is in the operator's --history-file (it "
+        "is written once: not again after a restart).",
     )
     kopf: dict[str, Any] | None = Field(
         default=None, description="Reserved for kopf's own bookkeeping (progress of handlers)."

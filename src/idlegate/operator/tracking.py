@@ -11,6 +11,7 @@ Plain state, changed by the bridge (:mod:`idlegate.operator.bridge`).
 from __future__ import annotations
 
 import asyncio
+import random
 from enum import Enum
 from heapq import heappop, heappush
 from typing import Any
@@ -92,6 +93,10 @@ class StageTrack:
         self.waiting_noted = False
         self.policy: str | None = None
         """The rule that released its tasks last (`Answer.rule`)."""
+        self.samples: list[float] = []
+        """Run times of its succeeded tasks for the history (`sample`): a uniform sample."""
+        self.sampled = 0
+        """Run times offered to `sample` so far (restored as the succeeded count)."""
         self._unreleased: list[int] | None = None
         self._uncreated: list[int] | None = None
 
@@ -105,6 +110,20 @@ class StageTrack:
         """Move `task` to `state` (the one place the count of gated pods changes)."""
         self.gated += (state is TaskState.GATED) - (task.state is TaskState.GATED)
         task.state = state
+
+    def sample(self, seconds: float, keep: int, rng: random.Random) -> None:
+        """Offer one task's run time to the stage's history sample of at most `keep`.
+
+        A reservoir (Algorithm R), so the kept run times are a uniform sample of all the
+        stage's tasks: keeping the first ones would keep the short ones, which finish first.
+        """
+        self.sampled += 1
+        if len(self.samples) < keep:
+            self.samples.append(seconds)
+            return
+        slot = rng.randrange(self.sampled)
+        if slot < keep:
+            self.samples[slot] = seconds
 
     def attempt_failed(self, task: Task, attempts: int = 1) -> None:
         task.failures += attempts
@@ -199,9 +218,19 @@ class Workflow:
         its estimate until one was measured."""
         self.policy: str | None = None
         """The rule that released its tasks last (`Answer.rule`)."""
+        self.pool_size: int | None = None
+        """The operator's pool when the workflow finished (for its history record)."""
+        self.history_recorded = False
+        """Its record is in the history sink (`status.historyRecorded`)."""
+        self.history_rng = random.Random(owner.uid)
+        """Draws of the stages' history samples (seeded: the same pods, the same sample)."""
         self.active = True
         self.status_queued = False
         self.status_timer: asyncio.TimerHandle | None = None
+
+    def timer_key(self, stage_index: int) -> str:
+        """The key of the idle timer of its stage `stage_index`."""
+        return f"{self.owner.uid}/{stage_index}"
 
     def running(self, track: StageTrack | None = None) -> int:
         """Task pods running now (of one stage): on executors of the state machine, and
@@ -229,6 +258,7 @@ class Workflow:
                     succeeded=stage.finished,
                     failed=track.failed,
                     policy=track.policy,
+                    measured_duration_seconds=[round(x, 3) for x in track.samples] or None,
                 )
             )
         done = sum(s.complete for s in self.job.stages)
@@ -251,6 +281,8 @@ class Workflow:
                 jct_seconds=round(completion - self.arrival, 3) if completion is not None else None,
                 idle_inserted_seconds=round(job.idle_inserted, 6),
                 policy=self.policy,
+                pool_size=self.pool_size,
+                history_recorded=self.history_recorded or None,
             )
         )
 
@@ -260,7 +292,9 @@ class Workflow:
         task.executor = executor
         task.released_at = now
 
-    def measured(self, track: StageTrack, task: Task, now: float) -> None:
+    def measured(
+        self, track: StageTrack, task: Task, now: float, pod_seconds: float | None, keep: int
+    ) -> None:
         """`task` succeeded at `now`: its run time joins the stage's measured durations.
 
         Measured from the operator's release to its observed success: how long the task
@@ -268,9 +302,28 @@ class Workflow:
         a rollout must simulate (an executor is busy for that long). Only first attempts
         released by the operator count: a retried task's time includes its failures, and
         one released before a restart or by others has no release time.
+
+        The history's sample (`StageTrack.sample`, at most `keep` per stage) takes the
+        pod's own run time, `pod_seconds` (its containers' start to finish, what a replay
+        under another policy draws from), else the time measured here.
         """
+        held = None
         if task.released_at is not None and task.failures == 0 and task.attempt == 0:
-            self.durations.record(track.index, max(0.0, now - task.released_at))
+            held = max(0.0, now - task.released_at)
+            self.durations.record(track.index, held)
+        seconds = pod_seconds or held
+        if seconds:
+            track.sample(seconds, keep, self.history_rng)
+
+    def restore_samples(self, status: dict[str, Any]) -> None:
+        """Take back the history samples a status holds (after a restart)."""
+        for stage in status.get("stages") or []:
+            track = self.by_name.get(stage.get("name")) if isinstance(stage, dict) else None
+            values = stage.get("measuredDurationSeconds") if track is not None else None
+            if track is None or not isinstance(values, list):
+                continue
+            track.samples = [float(v) for v in values if isinstance(v, int | float) and v > 0]
+            track.sampled = max(len(track.samples), int(stage.get("succeeded") or 0))
 
     def refresh_conditions(self, now: float) -> None:
         """Set the Running condition from the current state (Valid/Complete/Failed are set
