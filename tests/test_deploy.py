@@ -53,6 +53,7 @@ def test_kustomize_builds_the_expected_objects(built):
         [
             "Namespace",
             "CustomResourceDefinition",
+            "CustomResourceDefinition",  # DagWorkflow and DagCronWorkflow
             "ServiceAccount",
             "ClusterRole",
             "ClusterRole",  # idlegate-edit and idlegate-view, for workflow authors
@@ -66,10 +67,15 @@ def test_kustomize_builds_the_expected_objects(built):
         if obj["kind"] in ("ServiceAccount", "Deployment", "Service"):
             assert obj["metadata"]["namespace"] == NAMESPACE, obj["kind"]
     # kustomize passes the generated CRD through untouched, apart from the common labels
-    out_crd = copy.deepcopy(only(built, "CustomResourceDefinition"))
-    committed = committed_crd()
-    out_crd["metadata"]["labels"] = committed["metadata"]["labels"]
-    assert out_crd == committed
+    for committed in (committed_crd(), load_yaml(BASE / "cron-crd.yaml")):
+        (out_crd,) = [
+            copy.deepcopy(d)
+            for d in built
+            if d["kind"] == "CustomResourceDefinition"
+            and d["metadata"]["name"] == committed["metadata"]["name"]
+        ]
+        out_crd["metadata"]["labels"] = committed["metadata"]["labels"]
+        assert out_crd == committed
 
 
 def test_namespace_enforces_restricted_pod_security(built):
@@ -237,16 +243,20 @@ def _allows(rules: list[dict[str, Any]], group: str, resource: str, verb: str) -
 
 
 REQUIRED_ACCESS = [
-    *[("idlegate.io", "dagworkflows", v) for v in ("get", "list", "watch", "patch")],
+    # create and delete: a cron workflow's runs (no more than its pods: it creates those)
+    *[("idlegate.io", "dagworkflows", v) for v in ("get", "list", "watch", "patch", "create")],
+    ("idlegate.io", "dagworkflows", "delete"),
     *[("idlegate.io", "dagworkflows/status", v) for v in ("patch", "update")],
+    *[("idlegate.io", "dagcronworkflows", v) for v in ("get", "list", "watch", "patch")],
+    *[("idlegate.io", "dagcronworkflows/status", v) for v in ("patch", "update")],
     *[("", "pods", v) for v in ("get", "list", "watch", "create", "patch", "delete")],
     *[(g, "events", v) for g in ("", "events.k8s.io") for v in ("create", "patch")],
     *[("apiextensions.k8s.io", "customresourcedefinitions", v) for v in ("list", "watch")],
     *[("", "namespaces", v) for v in ("get", "list", "watch")],
 ]
 FORBIDDEN_ACCESS = [
-    ("idlegate.io", "dagworkflows", "create"),
-    ("idlegate.io", "dagworkflows", "delete"),
+    ("idlegate.io", "dagcronworkflows", "create"),
+    ("idlegate.io", "dagcronworkflows", "delete"),
     ("", "pods/exec", "create"),
     ("", "secrets", "get"),
     ("", "secrets", "list"),

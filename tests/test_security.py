@@ -783,11 +783,12 @@ def test_workflow_roles_aggregate_into_the_built_in_ones(base):
     assert f"{aggregate}view" not in edit_role["metadata"]["labels"]
     assert view_role["metadata"]["labels"][f"{aggregate}view"] == "true"
     assert not {f"{aggregate}edit", f"{aggregate}admin"} & set(view_role["metadata"]["labels"])
+    kinds = ["dagworkflows", "dagcronworkflows"]
     (rule,) = edit_role["rules"]
-    assert (rule["apiGroups"], rule["resources"]) == (["idlegate.io"], ["dagworkflows"])
+    assert (rule["apiGroups"], rule["resources"]) == (["idlegate.io"], kinds)
     assert set(rule["verbs"]) == {"create", "update", "patch", "delete", "get", "list", "watch"}
     (rule,) = view_role["rules"]
-    assert (rule["resources"], set(rule["verbs"])) == (["dagworkflows"], {"get", "list", "watch"})
+    assert (rule["resources"], set(rule["verbs"])) == (kinds, {"get", "list", "watch"})
     # the operator's own role is aggregated into nothing
     operator = _named(base, "ClusterRole", "idlegate-operator")
     assert not [k for k in operator["metadata"]["labels"] if k.startswith(aggregate)]

@@ -21,6 +21,7 @@ import argparse
 import copy
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ import yaml
 from pydantic import BaseModel
 
 from idlegate.errors import SpecError
+from idlegate.operator.cron_spec import MAX_CRON_NAME_LENGTH, CronWorkflowSpec, CronWorkflowStatus
 from idlegate.operator.status import WorkflowStatus
 from idlegate.sim.spec import MAX_NAME_LENGTH, MAX_STAGES, NAME_PATTERN, WorkflowSpec
 
@@ -59,6 +61,7 @@ def check_workflow_name(name: str) -> None:
 
 
 REGENERATE_COMMAND = "python -m idlegate.operator.crd > deploy/base/crd.yaml"
+"""The command that writes deploy/base/crd.yaml (`regenerate_command` for any kind)."""
 CRD_PATH = Path("deploy/base/crd.yaml")
 """Where the repository keeps the generated CRD (it is not part of the package)."""
 
@@ -387,23 +390,102 @@ PRINTER_COLUMNS: tuple[dict[str, str], ...] = (
 )
 
 
-def render_crd() -> dict[str, Any]:
-    """The CustomResourceDefinition as a plain dict (apiextensions.k8s.io/v1)."""
+CRON_PRINTER_COLUMNS: tuple[dict[str, str], ...] = (
+    {"name": "Schedule", "type": "string", "jsonPath": ".spec.schedule"},
+    {"name": "Suspend", "type": "boolean", "jsonPath": ".spec.suspend"},
+    {
+        "name": "Active",
+        "type": "string",
+        "description": "Runs not finished",
+        "jsonPath": ".status.active",
+    },
+    {"name": "Last Schedule", "type": "date", "jsonPath": ".status.lastScheduleTime"},
+    {"name": "Next", "type": "date", "jsonPath": ".status.nextScheduleTime"},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+)
+
+
+def cron_open_api_v3_schema() -> dict[str, Any]:
+    """The DagCronWorkflow schema: its spec with `workflowSpec` exactly a DagWorkflow's spec."""
+    spec = structural_schema(CronWorkflowSpec)
+    workflow = spec_schema()
+    workflow["description"] = spec["properties"]["workflowSpec"]["description"]
+    spec["properties"]["workflowSpec"] = workflow
+    status = structural_schema(CronWorkflowStatus, nullable_optionals=False)
+    status["description"] = "Observed state, written by the idlegate operator (status subresource)."
+    conditions = _at(status, "conditions")
+    conditions["x-kubernetes-list-type"] = "map"
+    conditions["x-kubernetes-list-map-keys"] = ["type"]
+    _reorder(status, conditions)
+    return {
+        "description": "A DagWorkflow started on a cron schedule, as a CronJob starts Jobs: "
+        "each run is a DagWorkflow named after its scheduled minute.",
+        "type": "object",
+        "required": ["spec"],
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": spec,
+            "status": status,
+        },
+        "x-kubernetes-validations": [
+            {
+                "rule": f"size(self.metadata.name) <= {MAX_CRON_NAME_LENGTH}",
+                "message": f"a DagCronWorkflow's name has at most {MAX_CRON_NAME_LENGTH} "
+                "characters: each run is named NAME-<minutes since the epoch>",
+            }
+        ],
+    }
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One of the operator's custom resources: its names, schema and printer columns."""
+
+    kind: str
+    plural: str
+    singular: str
+    short_names: tuple[str, ...]
+    schema: Callable[[], dict[str, Any]]
+    columns: tuple[dict[str, str], ...]
+    path: Path
+    """Where the repository keeps its generated CRD."""
+
+
+KINDS = {
+    KIND: Kind(KIND, PLURAL, SINGULAR, SHORT_NAMES, open_api_v3_schema, PRINTER_COLUMNS, CRD_PATH),
+    CRON_KIND: Kind(
+        CRON_KIND,
+        CRON_PLURAL,
+        "dagcronworkflow",
+        ("dcwf",),
+        cron_open_api_v3_schema,
+        CRON_PRINTER_COLUMNS,
+        Path("deploy/base/cron-crd.yaml"),
+    ),
+}
+"""The custom resources, by kind."""
+
+
+def render_crd(kind: str = KIND) -> dict[str, Any]:
+    """The CustomResourceDefinition of `kind` as a plain dict (apiextensions.k8s.io/v1)."""
+    k = KINDS[kind]
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {
-            "name": CRD_NAME,
+            "name": f"{k.plural}.{GROUP}",
             "labels": {"app.kubernetes.io/name": "idlegate", "app.kubernetes.io/component": "crd"},
         },
         "spec": {
             "group": GROUP,
             "names": {
-                "kind": KIND,
-                "listKind": LIST_KIND,
-                "plural": PLURAL,
-                "singular": SINGULAR,
-                "shortNames": list(SHORT_NAMES),
+                "kind": k.kind,
+                "listKind": f"{k.kind}List",
+                "plural": k.plural,
+                "singular": k.singular,
+                "shortNames": list(k.short_names),
                 "categories": list(CATEGORIES),
             },
             "scope": "Namespaced",
@@ -412,13 +494,19 @@ def render_crd() -> dict[str, Any]:
                     "name": VERSION,
                     "served": True,
                     "storage": True,
-                    "schema": {"openAPIV3Schema": open_api_v3_schema()},
+                    "schema": {"openAPIV3Schema": k.schema()},
                     "subresources": {"status": {}},
-                    "additionalPrinterColumns": [dict(c) for c in PRINTER_COLUMNS],
+                    "additionalPrinterColumns": [dict(c) for c in k.columns],
                 }
             ],
         },
     }
+
+
+def regenerate_command(kind: str = KIND) -> str:
+    """The command that writes the committed CRD of `kind`."""
+    flag = "" if kind == KIND else f" --kind {kind}"
+    return f"python -m idlegate.operator.crd{flag} > {KINDS[kind].path}"
 
 
 class _Dumper(yaml.SafeDumper):
@@ -428,16 +516,25 @@ class _Dumper(yaml.SafeDumper):
         super().increase_indent(flow, False)
 
 
-def render_crd_yaml() -> str:
-    """The CRD as the YAML committed at deploy/base/crd.yaml."""
-    body = yaml.dump(render_crd(), Dumper=_Dumper, sort_keys=False, width=100, allow_unicode=True)
-    return f"# Generated from the pydantic models; do not edit. Regenerate with:\n#   {REGENERATE_COMMAND}\n{body}"
+def render_crd_yaml(kind: str = KIND) -> str:
+    """The CRD of `kind` as the YAML committed in deploy/base (`Kind.path`)."""
+    body = yaml.dump(
+        render_crd(kind), Dumper=_Dumper, sort_keys=False, width=100, allow_unicode=True
+    )
+    header = "# Generated from the pydantic models; do not edit. Regenerate with:"
+    return f"{header}\n#   {regenerate_command(kind)}\n{body}"
 
 
 def main(argv: list[str] | None = None, out: Callable[[str], object] = sys.stdout.write) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m idlegate.operator.crd",
-        description="Print the DagWorkflow CRD (YAML), generated from the pydantic models.",
+        description="Print a CRD (YAML), generated from the pydantic models.",
+    )
+    parser.add_argument(
+        "--kind",
+        choices=sorted(KINDS),
+        default=KIND,
+        help=f"the custom resource (default {KIND})",
     )
     parser.add_argument(
         "--check",
@@ -446,7 +543,7 @@ def main(argv: list[str] | None = None, out: Callable[[str], object] = sys.stdou
         help=f"exit 1 if FILE differs from the generated CRD (e.g. {CRD_PATH.name})",
     )
     args = parser.parse_args(argv)
-    text = render_crd_yaml()
+    text = render_crd_yaml(args.kind)
     if args.check is None:
         out(text)
         return 0
@@ -457,7 +554,8 @@ def main(argv: list[str] | None = None, out: Callable[[str], object] = sys.stdou
         return 1
     if current != text:
         print(
-            f"{args.check} is out of date; regenerate with: {REGENERATE_COMMAND}", file=sys.stderr
+            f"{args.check} is out of date; regenerate with: {regenerate_command(args.kind)}",
+            file=sys.stderr,
         )
         return 1
     return 0

@@ -34,14 +34,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from apscheduler.triggers.cron import CronTrigger
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from idlegate.errors import SpecError
 from idlegate.operator.status import Condition
 from idlegate.sim.spec import WorkflowSpec, describe_validation_error, parse_workflow
+
+if TYPE_CHECKING:  # the CRD generator imports the models without the operator extra
+    from apscheduler.triggers.cron import CronTrigger
 
 MAX_CRON_NAME_LENGTH = 52
 """A run is named ``NAME-<minutes>`` (up to 11 more characters) and a DagWorkflow's name
@@ -161,6 +164,8 @@ class Schedule:
     @classmethod
     def parse(cls, schedule: str, time_zone: str = "UTC") -> Schedule:
         """The schedule, or a SpecError saying what is wrong with it."""
+        from apscheduler.triggers.cron import CronTrigger
+
         try:
             zone = ZoneInfo(time_zone)
         except (ZoneInfoNotFoundError, ValueError):
