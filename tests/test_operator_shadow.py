@@ -4,8 +4,10 @@ estimated difference from each source, a raising shadow and a slow one."""
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import re
 import threading
 from typing import Any
 
@@ -14,10 +16,9 @@ import pytest
 from idlegate.operator.shadow import Shadow, estimator
 from idlegate.policy import make_scheduler
 from idlegate.sim.protocol import Action, ClusterView
+from tests.deploy_files import DEPLOY
 from tests.operator_fakes import Harness, harness, stage
 from tests.test_operator_planning import CHAIN, Scripted, planner, settled
-
-pytestmark = pytest.mark.asyncio
 
 
 def shadowed(h: Harness, policy: Any, **kw: Any) -> Shadow:
@@ -44,6 +45,7 @@ async def queue_of_three(h: Harness, shadow: Shadow) -> None:
     await shadow.idle()
 
 
+@pytest.mark.asyncio
 async def test_the_same_policy_as_shadow_agrees_at_every_decision():
     h = harness(pool=1, scheduler=make_scheduler("fifo"))
     shadow = shadowed(h, make_scheduler("fifo"))
@@ -53,6 +55,7 @@ async def test_the_same_policy_as_shadow_agrees_at_every_decision():
     assert h.metrics.value("idlegate_shadow_agreement_ratio") == 1.0
 
 
+@pytest.mark.asyncio
 async def test_lcfs_beside_fifo_disagrees_once_at_the_queue_and_gates_nothing():
     h = harness(pool=1, scheduler=make_scheduler("fifo"))
     shadow = shadowed(h, make_scheduler("lcfs"))
@@ -73,6 +76,7 @@ class Raising:
         raise RuntimeError("shadow exploded")
 
 
+@pytest.mark.asyncio
 async def test_a_raising_shadow_is_counted_and_logged_once_and_never_touches_the_active(caplog):
     h = harness(pool=1, scheduler=make_scheduler("fifo"))
     shadow = shadowed(h, Raising())
@@ -103,6 +107,7 @@ class Blocked:
         return self.fifo.decide(view)
 
 
+@pytest.mark.asyncio
 async def test_a_slow_shadow_never_holds_a_pod_back_and_its_backlog_is_bounded():
     h = harness(pool=1, scheduler=make_scheduler("fifo"))
     slow = Blocked()
@@ -118,6 +123,7 @@ async def test_a_slow_shadow_never_holds_a_pod_back_and_its_backlog_is_bounded()
     assert compared(h) == (1, 0)  # the one round it took
 
 
+@pytest.mark.asyncio
 async def test_the_active_planners_plan_gives_the_estimate_when_the_shadow_is_a_candidate():
     h = harness(pool=1, scheduler=planner("fifo", {"srpt": "srpt"}, Scripted("srpt")))
     shadow = shadowed(h, make_scheduler("fair"))  # Scripted's costs: fair 100, srpt 92
@@ -129,6 +135,7 @@ async def test_the_active_planners_plan_gives_the_estimate_when_the_shadow_is_a_
     assert value == pytest.approx(100 / 92 - 1)
 
 
+@pytest.mark.asyncio
 async def test_a_shadow_planner_estimates_against_the_active_rule_it_simulated():
     h = harness(pool=2, scheduler=make_scheduler("fifo"))
     spec = "lookahead?candidates=fifo&max_decisions=30:srpt"
@@ -143,6 +150,7 @@ async def test_a_shadow_planner_estimates_against_the_active_rule_it_simulated()
     assert math.isfinite(value) and value <= 1e-12  # it follows the cheaper of the two
 
 
+@pytest.mark.asyncio
 async def test_without_a_planner_the_estimator_rolls_out_both_policies():
     h = harness(pool=2, scheduler=make_scheduler("fifo"))
     shadow = shadowed(h, make_scheduler("srpt"), estimate=estimator("fifo", "srpt"))
@@ -153,3 +161,22 @@ async def test_without_a_planner_the_estimator_rolls_out_both_policies():
     await shadow.idle()
     value = h.metrics.value("idlegate_shadow_expected_change")
     assert math.isfinite(value) and -1 < value < 1
+
+
+def test_the_dashboard_shows_agreement_expected_change_errors_and_reloads():
+    dashboard = json.loads((DEPLOY / "components/monitoring/idlegate-dashboard.json").read_text())
+    used = {
+        name
+        for panel in dashboard["panels"]
+        for t in panel["targets"]
+        for name in re.findall(r"\bidlegate_\w+", t["expr"])
+    }
+    for series in (
+        "idlegate_shadow_decisions_total",
+        "idlegate_shadow_agreement_ratio",
+        "idlegate_shadow_expected_change",
+        "idlegate_shadow_errors_total",
+        "idlegate_shadow_skipped_rounds_total",
+        "idlegate_policy_reloads_total",
+    ):
+        assert series in used, series
