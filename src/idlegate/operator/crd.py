@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -50,9 +51,27 @@ MAX_WORKFLOW_NAME_LENGTH = 63
 """A DagWorkflow's name is a label value on each of its task pods: at most 63 characters."""
 
 
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+"""RFC 1123 subdomain: the API server's rule for the names of objects (custom ones too)."""
+
+
 def check_workflow_name(name: str) -> None:
-    """Raise SpecError if `name` is too long for a DagWorkflow: the operator's admission
-    marks such a workflow Invalid, and ``idlegate lint`` reports it, with this message."""
+    """Raise SpecError if `name` cannot be a DagWorkflow's: the operator's admission marks
+    such a workflow Invalid, and ``idlegate lint`` reports it, with this message.
+
+    The API server's rule (an RFC 1123 subdomain: lowercase alphanumerics, '-' and '.',
+    starting and ending with an alphanumeric) and the operator's (a label value: at most
+    63 characters). A name that passes gives valid task pod names too
+    (:func:`idlegate.operator.pods.pod_name`: the name, '-', a stage name, which is a DNS
+    label, '-', digits; a long one cut after an alphanumeric and ended by a hash).
+    """
+    if not DNS_SUBDOMAIN.match(name):
+        hint = re.sub(r"[^a-z0-9.-]+", "-", name.lower()).strip("-.") or "my-workflow"
+        raise SpecError(
+            f"the name {name!r} is not a valid Kubernetes object name: use lowercase letters, "
+            "digits, '-' and '.', starting and ending with a letter or digit (RFC 1123, as "
+            f"the API server requires and task pod names need), e.g. {hint!r}"
+        )
     if len(name) > MAX_WORKFLOW_NAME_LENGTH:
         raise SpecError(
             f"the name {name!r} is longer than {MAX_WORKFLOW_NAME_LENGTH} characters; it is a "

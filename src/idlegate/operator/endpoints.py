@@ -11,19 +11,45 @@ lives, without locks:
 
 Liveness is kopf's ``/healthz`` on `Settings.health_port`: it stays healthy during an
 outage (a restart would not bring the API server back).
+
+The port is bound before kopf starts (:meth:`Endpoints.reserve`, :func:`check_free` for
+kopf's own), so a port in use (two operators on one host) is one error line naming it,
+not a traceback of kopf's startup handler retried every minute.
 """
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Callable
 
 import aiohttp.web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from idlegate.errors import IdlegateError
 from idlegate.operator.metrics import Metrics
 
 Readiness = Callable[[], tuple[bool, str]]
 """(ready, why not) of the operator, now."""
+
+
+def bind(host: str, port: int, flag: str = "--metrics-port") -> socket.socket:
+    """A listening socket on `host`:`port` (0: any free port); IdlegateError naming the
+    port and `flag` when it cannot be had (in use by another operator or program)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family)
+    except OSError as exc:
+        why = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise IdlegateError(
+            f"cannot listen on {host}:{port} ({why}): another operator or "
+            f"program uses port {port}; stop it or pass another {flag}"
+        ) from None
+
+
+def check_free(host: str, port: int, flag: str) -> None:
+    """Raise IdlegateError (as `bind`) if `host`:`port` cannot be listened on now."""
+    bind(host, port, flag).close()
 
 
 class Endpoints:
@@ -33,22 +59,31 @@ class Endpoints:
         self.metrics = metrics
         self.readiness = readiness
         self._runner: aiohttp.web.AppRunner | None = None
+        self._reserved: socket.socket | None = None
         self.port: int | None = None
 
+    def reserve(self, port: int, host: str = "0.0.0.0") -> None:
+        """Bind the port now, to be served by `start` (raises IdlegateError, as `bind`)."""
+        self._reserved = bind(host, port)
+
     async def start(self, port: int, host: str = "0.0.0.0") -> int:
-        """Listen on `port` (0: any free port); returns the port."""
+        """Listen on `port` (0: any free port), or on the socket `reserve` bound; returns
+        the port."""
+        sock, self._reserved = self._reserved or bind(host, port), None
         app = aiohttp.web.Application()
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/readyz", self._readyz)
         runner = aiohttp.web.AppRunner(app, handle_signals=False, access_log=None)
         await runner.setup()
-        site = aiohttp.web.TCPSite(runner, host, port)
-        await site.start()
+        await aiohttp.web.SockSite(runner, sock).start()
         self._runner = runner
-        self.port = int(runner.addresses[0][1])
+        self.port = int(sock.getsockname()[1])
         return self.port
 
     async def stop(self) -> None:
+        if self._reserved is not None:
+            self._reserved.close()
+            self._reserved = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

@@ -4,8 +4,9 @@ Three sources, one record per finished workflow (:func:`idlegate.operator.histor
 
 * the live DagWorkflows, read through the API (kubeconfig or in-cluster credentials, as
   the operator's): their status keeps what the history needs until they are deleted;
-* the operator's sink (``--history-file``), with its rotated files (``PATH.N`` .. ``PATH.1``,
-  ``PATH``, oldest first): it keeps the records of deleted workflows too;
+* the operator's sink (``--history-file``), with its rotated files (``history.N.jsonl`` ..
+  ``history.1.jsonl``, ``history.jsonl``: oldest first): it keeps the records of deleted
+  workflows too;
 * a document of DagWorkflows (``kubectl get dwf -A -o json``, a List; or YAML), from a file
   or standard input (``-``).
 
@@ -18,6 +19,7 @@ RFC 3339 time. Workflows that have not finished are left out.
 from __future__ import annotations
 
 import asyncio
+import glob
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -30,7 +32,7 @@ import yaml
 from idlegate.errors import IdlegateError
 from idlegate.operator.clock import from_datetime
 from idlegate.operator.crd import KIND, LIST_KIND
-from idlegate.operator.history import object_history
+from idlegate.operator.history import object_history, rotated
 from idlegate.sim.history import HistoryWorkflow, history_text, load_history, write_history
 
 STDIN = "-"
@@ -93,19 +95,19 @@ def from_document(text: str, source: str) -> list[HistoryWorkflow]:
 
 
 def sink_files(path: Path) -> list[Path]:
-    """The sink's files, oldest first: the rotated ``PATH.N`` .. ``PATH.1``, then ``PATH``."""
-    rotated = []
-    for p in path.parent.glob(path.name + ".*"):
-        suffix = p.name[len(path.name) + 1 :]
-        if suffix.isdigit():
-            rotated.append((int(suffix), p))
-    files = [p for _, p in sorted(rotated, reverse=True)]
+    """The sink's files, oldest first: the rotated ones (`rotated`), then `path`."""
+    numbers = []
+    for p in path.parent.glob(f"{glob.escape(path.stem)}.*{glob.escape(path.suffix)}"):
+        n = p.name[len(path.stem) + 1 : len(p.name) - len(path.suffix)]
+        if n.isdigit() and p == rotated(path, int(n)):
+            numbers.append(int(n))
+    files = [rotated(path, n) for n in sorted(numbers, reverse=True)]
     if path.is_file():
         files.append(path)
     if not files:
         raise IdlegateError(
-            f"no history file at {path} (nor rotated ones, {path.name}.1, ...): pass the "
-            "operator's --history-file path"
+            f"no history file at {path} (nor rotated ones, {rotated(path, 1).name}, ...): pass "
+            "the operator's --history-file path"
         )
     return files
 

@@ -15,8 +15,9 @@ are the same:
   the pods' container states: :func:`idlegate.operator.pods.ran`).
 
 The optional sink (``--history-file PATH``, meant for a volume) is a JSON Lines history
-file, one line per finished workflow, rotated at ``--history-max-bytes`` into ``PATH.1``
-.. ``PATH.<--history-backups>`` (the standard library's ``RotatingFileHandler``). Lines
+file, one line per finished workflow, rotated at ``--history-max-bytes`` (the standard
+library's ``RotatingFileHandler``): ``history.jsonl`` becomes ``history.1.jsonl``, that one
+``history.2.jsonl``, up to ``--history-backups`` files, each a history file itself. Lines
 are written by one worker thread, so a slow or failing volume never stalls the event
 loop or the pool: a failed write is a Warning Event and ``idlegate_history_errors``, the
 workflow goes on. Once written, the status says ``historyRecorded: true``, and a
@@ -117,6 +118,18 @@ def _positive(values: Any) -> tuple[float, ...] | None:
     return kept or None
 
 
+def rotated(path: Path, n: int) -> Path:
+    """The sink's `n`-th rotated file: ``history.jsonl`` -> ``history.<n>.jsonl`` (the
+    suffix kept, so that it reads as a history file of its own)."""
+    return path.with_name(f"{path.stem}.{n}{path.suffix}")
+
+
+def _rotation_name(default: str) -> str:
+    """RotatingFileHandler's ``PATH.<n>`` as `rotated` names it."""
+    base, _, n = default.rpartition(".")
+    return str(rotated(Path(base), int(n)))
+
+
 class _Handler(logging.handlers.RotatingFileHandler):
     """The standard library's size-based rotation, raising what it fails with."""
 
@@ -144,6 +157,7 @@ class HistorySink:
             self._handler = _Handler(
                 self.path, maxBytes=self._max_bytes, backupCount=self._backups, encoding="utf-8"
             )
+            self._handler.namer = _rotation_name
         message = logging.LogRecord("idlegate.history", logging.INFO, "", 0, line, None, None)
         self._handler.emit(message)
         self._handler.flush()

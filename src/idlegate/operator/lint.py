@@ -5,8 +5,10 @@ cluster, whether the operator would mark a workflow ``Invalid``. The checks are 
 re-implemented here; a DagWorkflow passes exactly when the operator's admission
 (:meth:`idlegate.operator.admission.Admission.admit`) would accept it:
 
-* ``metadata.name``: :func:`idlegate.operator.crd.check_workflow_name` (a label value on
-  every task pod; the CRD's CEL rule says the same);
+* ``metadata.name``: :func:`idlegate.operator.crd.check_workflow_name` (an RFC 1123
+  subdomain, as the API server requires of every object's name, so that task pod names
+  derived from it are valid; and a label value on every task pod, as the CRD's CEL rule
+  says);
 * ``spec``: :func:`idlegate.sim.spec.parse_workflow` (types, bounds, names, unknown
   dependencies, cycles: the simulator's model);
 * each stage's pod template: :func:`idlegate.operator.template.check_templates`, with a

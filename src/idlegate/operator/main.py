@@ -47,7 +47,7 @@ from idlegate.operator.admission import AdmitLaterError
 from idlegate.operator.bridge import Bridge
 from idlegate.operator.crd import GROUP, PLURAL, VERSION
 from idlegate.operator.decisions import followed, load_scheduler
-from idlegate.operator.endpoints import Endpoints
+from idlegate.operator.endpoints import Endpoints, check_free
 from idlegate.operator.health import ApiHealth
 from idlegate.operator.kube import (
     ApiError,
@@ -387,6 +387,11 @@ def run(settings: Settings, *, verbose: bool = False, debug: bool = False) -> No
     # the credentials first: without them the process has nothing to do, and a wrong path
     # is one line of the CLI rather than a startup kopf retries every minute
     _ = operator.configuration
+    # the ports too: one in use (a second operator on the host) is one line naming it
+    if settings.metrics_port is not None:
+        operator.endpoints.reserve(settings.metrics_port, settings.listen_host)
+    if settings.health_port is not None:
+        check_free(settings.listen_host, settings.health_port, "--health-port")
     kopf.run(
         registry=build_registry(operator),
         standalone=settings.standalone,
