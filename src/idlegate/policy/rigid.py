@@ -29,17 +29,25 @@ reservation), and `sjf` orders by total work, which for a rigid job is r·n (SAF
 rigid orders are reached by the names ``fcfs``, ``saf``, ``srf``, ``f1`` and by the spec
 kinds below, where BASE is one of the six names above:
 
-* ``strict:BASE`` — no backfilling. The highest-priority waiting job is the *pick*; if it
-  fits the free executors it starts, else it becomes the committed head and nothing else
-  starts until it does (SchedInspector's `skip_for_resources`: a later arrival with a
-  higher priority does not displace it). ``fcfs`` is ``strict:fcfs`` and so on.
+* ``strict:BASE`` — no backfilling. The *pick* is fixed as SchedInspector's simulator
+  fixes it: right after every start it is the highest-priority job waiting then, and
+  while none waits, the next job to arrive. If it fits the free executors it starts,
+  else it is the committed head and nothing else starts until it does: a later arrival
+  with a higher priority does not displace it (SchedInspector's `skip_for_resources`).
+  ``fcfs`` is ``strict:fcfs`` and so on. ``?lock_in=false`` is the greedier variant: the
+  pick is the highest-priority waiting job whenever the cluster asks, which it does
+  only when some job fits, so a pick that cannot start is not committed until then.
+  Example: a 256-executor job arrives while the machine is full, then a 1-executor
+  job; when one executor frees, ``strict:sjf`` waits for the big job (committed at its
+  arrival, the queue being empty) and ``strict:sjf?lock_in=false`` starts the small one.
 * ``easy:BASE`` — EASY backfilling (Lifka 1995; Mu'alem & Feitelson 2001). The blocked
   head gets a reservation at the *shadow time*, the earliest time enough executors are
   free if running jobs end at their start + requested time; the *extra* executors are
   those free then beyond the head's need. Other waiting jobs (in FCFS order, or the
   base's with ``backfill_order="base"``) start now if they fit and either end by the
   shadow time (now + r ≤ shadow) or use at most the extra executors
-  (``extra_nodes=False`` keeps only the first condition, as SchedInspector's simulator).
+  (``extra_nodes=False`` keeps only the first condition, strictly before the shadow
+  time, as SchedInspector's simulator). The pick is fixed as for ``strict:``.
   The reservation is recomputed at every decision, so a job ending before its request
   pulls the shadow time in.
 * ``reject:BASE`` (also ``reject:easy:BASE``) — the reject rule: whenever the base's pick
@@ -47,10 +55,12 @@ kinds below, where BASE is one of the six names above:
   next one (an arrival or completion) the base picks again — possibly another job. A job
   is rejected at most ``max_rejections`` times (72, SchedInspector's 12 h cap at one
   rejection per 600 s); after that the pick is accepted and waits as the committed head
-  (backfilled around with ``easy:``). Rejections are counted at each scheduling point
-  where something could start, plus one per ``interval`` seconds (600) the same job
-  stays the rejected pick in between, as SchedInspector's inspector is re-asked every
-  600 s without an event.
+  (backfilled around with ``easy:``). Rejections are counted at SchedInspector's
+  scheduling points: right after every start, at every arrival and every completion
+  (one each, also when several share a time), and every ``interval`` seconds (600)
+  after a rejection without an event. The cluster asks only when some job fits, so the
+  points in between are replayed at the next question (`RejectScheduler.replay`); a
+  pick accepted at a 600 s point the cluster did not stop at starts at the next event.
 
 Every rule here starts a gang stage whole or not at all (the cluster enforces it).
 """
@@ -102,6 +112,11 @@ def _finish(record: Any) -> float:
     return float(record.finish)
 
 
+def _size(record: Any) -> int:
+    """The executors a finished rigid job held (its record's work / critical path)."""
+    return round(record.total_work / record.critical_path) if record.critical_path > 0 else 0
+
+
 PriorityKey = Callable[[Job], tuple[float, ...]]
 
 ORDERS: dict[str, PriorityKey] = {
@@ -140,22 +155,41 @@ def fits(stage: Stage, free: int) -> bool:
 
 
 class StrictScheduler:
-    """The base's pick starts if it fits, else it is the committed head (see the module doc)."""
+    """The base's pick starts if it fits, else it is the committed head (see the module doc).
 
-    def __init__(self, order: str = "fcfs") -> None:
+    With `lock_in` (the default) the pick is fixed as SchedInspector's simulator fixes
+    it: right after every start of a pick (`next_pick`, the best of the jobs waiting
+    then) and, while none waits, at the next arrival (`fresh`: the earliest-arrived
+    waiting job). Without it the pick is the best waiting job whenever the cluster asks,
+    which is only when some job fits, so a later arrival may overtake a blocked pick.
+    """
+
+    def __init__(self, order: str = "fcfs", *, lock_in: bool = True) -> None:
+        if not isinstance(lock_in, bool):
+            raise IdlegateError(f"lock_in must be true or false, got {lock_in!r}")
         self.order = order_name(order)
+        self.lock_in = lock_in
         self._key = ORDERS[self.order]
         self._keys: dict[int, tuple[float, ...]] = {}
         self.head: Job | None = None
         """The committed blocked pick, or None."""
+        self.next_pick: Job | None = None
+        """The pick fixed right after the last start, not yet questioned (lock-in only)."""
+        self.next_pick_time = 0.0
+        """When `next_pick` was fixed."""
+        self.fresh = True
+        """No job waited after the last start: the next pick is the next arrival."""
         self.name = self._name()
 
     def _name(self) -> str:
-        return f"strict:{self.order}"
+        suffix = "" if self.lock_in else "?lock_in=false"
+        return f"strict:{self.order}{suffix}"
 
     def reset(self, rng: Any) -> None:
-        """Forget the head and the cached keys (a new run)."""
+        """Forget the head, the fixed pick and the cached keys (a new run)."""
         self.head = None
+        self.next_pick = None
+        self.fresh = True
         self._keys = {}
 
     def __repr__(self) -> str:
@@ -168,23 +202,34 @@ class StrictScheduler:
             k = self._keys[job.id] = self._key(job)
         return k
 
+    def best(self, jobs: list[Job]) -> Job:
+        """The highest-priority job of `jobs` (not empty)."""
+        return min(jobs, key=self.key)
+
     def waiting(self, view: ClusterView) -> list[Job]:
         """Jobs with a stage to launch, in arrival order."""
         return [j for j in view.jobs if j.runnable]
 
     def pick(self, view: ClusterView) -> Job | None:
-        """The committed head if it still waits, else the highest-priority waiting job."""
-        head = self.head
-        if head is not None and head.finish is None and head.runnable:
-            return head
-        self.head = None
+        """The committed head or the fixed pick if it still waits, else the next pick:
+        the earliest arrival while `fresh`, else the highest-priority waiting job."""
+        for fixed in (self.head, self.next_pick):
+            if fixed is not None and fixed.finish is None and fixed.runnable:
+                return fixed
+        self.head = self.next_pick = None
         jobs = self.waiting(view)
-        return min(jobs, key=self.key) if jobs else None
+        if not jobs:
+            return None
+        if not (self.lock_in and self.fresh):
+            return self.best(jobs)
+        first = jobs[0]  # waiting() is in arrival order
+        if first.arrival < view.now:
+            # it could not start when it arrived (the cluster did not ask): fixed since
+            self.next_pick, self.next_pick_time, self.fresh = first, first.arrival, False
+        return first
 
     def candidate(self, view: ClusterView) -> tuple[Job | None, Stage | None]:
-        """(`pick`, its best stage); (None, None) while no executor is free."""
-        if view.free_executors <= 0:
-            return None, None
+        """(`pick`, its best stage)."""
         job = self.pick(view)
         return job, None if job is None else best_stage(job, view.num_executors)
 
@@ -193,10 +238,29 @@ class StrictScheduler:
         if job is None or stage is None:
             return WAIT
         if fits(stage, view.free_executors):
-            self.head = None
+            self.started(view, job, stage)
             return launch_decision(stage, view.num_executors)
         self.head = job
+        self.next_pick = None
+        self.fresh = False
         return self.blocked(view, job, stage)
+
+    def started(self, view: ClusterView, job: Job, stage: Stage) -> None:
+        """The pick `job` starts `stage` now: fix the next pick (see the class doc).
+
+        A fresh pick that starts at once leaves the simulator's queue empty, so the next
+        pick is again the next arrival (jobs arriving together are taken one by one).
+        """
+        self.head = self.next_pick = None
+        if not self.lock_in or self.fresh:
+            return
+        done = stage.gang and job.runnable == [stage]
+        others = [j for j in self.waiting(view) if j is not job or not done]
+        if others:
+            self.next_pick = self.best(others)
+            self.next_pick_time = view.now
+        else:
+            self.fresh = True
 
     def blocked(self, view: ClusterView, head: Job, stage: Stage) -> Action:
         """What to do while `head` cannot start: nothing, without backfilling."""
@@ -241,7 +305,12 @@ class EasyScheduler(StrictScheduler):
     """EASY backfilling around the base's blocked pick (see the module docstring)."""
 
     def __init__(
-        self, order: str = "fcfs", *, extra_nodes: bool = True, backfill_order: str = "fcfs"
+        self,
+        order: str = "fcfs",
+        *,
+        extra_nodes: bool = True,
+        backfill_order: str = "fcfs",
+        lock_in: bool = True,
     ) -> None:
         if not isinstance(extra_nodes, bool):
             raise IdlegateError(f"extra_nodes must be true or false, got {extra_nodes!r}")
@@ -249,10 +318,10 @@ class EasyScheduler(StrictScheduler):
             raise IdlegateError(f"backfill_order must be 'fcfs' or 'base', got {backfill_order!r}")
         self.extra_nodes = extra_nodes
         self.backfill_order = backfill_order
-        super().__init__(order)
+        super().__init__(order, lock_in=lock_in)
 
     def _name(self) -> str:
-        return f"easy:{self.order}"
+        return super()._name().replace("strict:", "easy:", 1)
 
     def blocked(self, view: ClusterView, head: Job, stage: Stage) -> Action:
         free = view.free_executors
@@ -266,7 +335,8 @@ class EasyScheduler(StrictScheduler):
             if candidate is None:
                 continue
             used = candidate.tasks if candidate.gang else min(free, candidate.remaining)
-            if estimated_end(candidate, now, used) <= shadow or (
+            end = estimated_end(candidate, now, used)
+            if (end < shadow if not self.extra_nodes else end <= shadow) or (
                 self.extra_nodes and used <= extra
             ):
                 if candidate.gang:
@@ -303,54 +373,121 @@ class RejectScheduler:
         self.name = f"reject:{base.name.removeprefix('strict:')}"
         self.rejections: dict[int, int] = {}
         """Rejections so far, by job id."""
-        self._last: tuple[int, float] | None = None
+        self._since: tuple[float, bool] | None = None
+        """(time, a rejection there?) of the last point this rule answered while no pick
+        is committed (a start, or a rejection); None while one is."""
 
     def reset(self, rng: Any) -> None:
         self.base.reset(rng)
         self.rejections = {}
-        self._last = None
+        self._since = None
 
     def __repr__(self) -> str:
         return f"RejectScheduler({self.name!r}, max_rejections={self.max_rejections})"
 
-    def missed_points(self, view: ClusterView, since: float) -> int:
-        """Scheduling points in (since, now) where this rule was not asked.
-
-        The cluster asks only when something could start; SchedInspector's inspector is
-        asked at every arrival and completion, and every `interval` seconds without one.
-        Arrivals come from `view.arrival_log`, completions from the cluster's finished
-        jobs (`done`, when the view has it).
-        """
-        now = view.now
-        times = [
-            t for t, _ in view.arrival_log[bisect_right(view.arrival_log, (since, math.inf)) :]
-        ]
-        done = getattr(view, "done", ())
-        times += [r.finish for r in done[bisect_right(done, since, key=_finish) :]]
-        points = sorted(t for t in times if t < now)
-        count = len(points)
-        previous = since
-        for t in [*points, now]:
-            count += max(0, math.ceil((t - previous) / self.interval) - 1)
-            previous = t
-        return count
-
     def decide(self, view: ClusterView) -> Action:
         base = self.base
+        if self._since is not None:
+            self.replay(view, *self._since)
         job, stage = base.candidate(view)
         if job is None:
             return WAIT
         if base.head is job or stage is None or not self.inspects(view, stage):
-            return base.decide(view)  # committed, nothing to start, or not in question
+            return self._base_decides(view)  # committed, nothing to start, or not in question
         count = self.rejections.get(job.id, 0)
-        if self._last is not None and self._last[0] == job.id:
-            count += self.missed_points(view, self._last[1])
-        self.rejections[job.id] = count
         if count >= self.max_rejections or not self.rejects(view, job, stage, count):
-            return base.decide(view)  # accepted: the base commits to it (and backfills)
-        self.rejections[job.id] = count + 1
-        self._last = (job.id, view.now)
+            return self._base_decides(view)  # accepted: the base commits to it (and backfills)
+        self.reject(job, view.now)
         return WAIT
+
+    def _base_decides(self, view: ClusterView) -> Action:
+        action = self.base.decide(view)
+        if self.base.head is not None:
+            self._since = None  # committed: nothing is asked until it starts
+        elif action is not WAIT:
+            self._since = (view.now, False)  # the pick started: the next one is asked now
+        return action
+
+    def reject(self, job: Job, now: float) -> None:
+        """Count one rejection of the pick `job` at `now`; the next point picks afresh."""
+        self.rejections[job.id] = self.rejections.get(job.id, 0) + 1
+        self._since = (now, True)
+        self.base.next_pick = None
+        self.base.fresh = False
+
+    def replay(self, view: ClusterView, since: float, rejected: bool) -> None:
+        """Answer the scheduling points between `since` and now the cluster did not ask about.
+
+        SchedInspector asks right after every start, at every arrival and every
+        completion (one point each, also when several share a time: arrivals first, then
+        completions one by one), and `interval` seconds after a rejection without an
+        event. The cluster asks only when some job fits, so at the points it skipped
+        nothing could start: the pick there, the best job waiting then, is rejected or
+        accepted (`rejects`, judged on the present view; always accepted at the cap), and
+        an accepted pick is committed. The last point, now, is the present question.
+        """
+        now = view.now
+        if since >= now:
+            return
+        waiting = self.base.waiting(view)  # nothing started since `since`
+        points = self._points(view, waiting, since, rejected)
+        if points and points[-1][0] == now:
+            points.pop()
+        last = since if rejected else None
+        for t, arrived, free in [*points, (now, -1, 0)]:
+            while last is not None and last + self.interval < t:
+                last += self.interval
+                if self._missed(view, waiting, last, len(waiting), 0) is None:
+                    return
+            if arrived < 0:
+                return
+            outcome = self._missed(view, waiting, t, arrived, free)
+            if outcome is None:
+                return
+            last = t if outcome else None
+
+    def _points(
+        self, view: ClusterView, waiting: list[Job], since: float, rejected: bool
+    ) -> list[tuple[float, int, int]]:
+        """(time, jobs of `waiting` arrived by then, free executors if at now) per point."""
+        now = view.now
+        done = getattr(view, "done", ())
+        ended = [r for r in done[bisect_right(done, since, key=_finish) :] if r.finish <= now]
+        free = view.free_executors - sum(_size(r) for r in ended if r.finish == now)
+        points = [] if rejected else [(since, len(waiting), 0)]
+        points += [
+            (j.arrival, i + 1, free if j.arrival == now else 0)
+            for i, j in enumerate(waiting)
+            if j.arrival > since
+        ]
+        for r in ended:
+            if r.finish == now:
+                free += _size(r)
+            points.append((r.finish, len(waiting), free if r.finish == now else 0))
+        points.sort(key=lambda p: p[0])  # stable: arrivals before completions at a time
+        return points
+
+    def _missed(
+        self, view: ClusterView, waiting: list[Job], t: float, arrived: int, free: int
+    ) -> bool | None:
+        """One skipped point at `t`: True for a rejection, False for an empty queue, None
+        when replaying ends there (the pick is committed, or starts now)."""
+        queue = [j for j in waiting[:arrived] if j.arrival <= t]
+        if not queue:
+            return False
+        job = self.base.best(queue)
+        stage = best_stage(job, view.num_executors)
+        if stage is None or (t == view.now and fits(stage, free)):
+            return None  # it starts at this point, as it will in `decide`
+        count = self.rejections.get(job.id, 0)
+        # the judge sees the system as it is now (the view of `t` is gone)
+        if count >= self.max_rejections or not self.rejects(view, job, stage, count):
+            self.base.head = job  # accepted: committed until it starts
+            self.base.next_pick = None
+            self._since = None
+            return None
+        self.reject(job, t)
+        return True
 
     def inspects(self, view: ClusterView, stage: Stage) -> bool:
         """Whether the base's pick is in question at all: the rule questions only a pick
@@ -372,18 +509,19 @@ def make_base(spec: SchedulerSpec | str, /, **params: Any) -> StrictScheduler:
     s = SchedulerSpec.of(spec)
     params = s.keywords(params)
     if s.kind == "easy":
-        reject_unknown(params, ("extra_nodes", "backfill_order"), "easy:BASE")
+        reject_unknown(params, ("extra_nodes", "backfill_order", "lock_in"), "easy:BASE")
         return EasyScheduler(s.argument or "", **params)
     if s.kind != "strict" and (s.argument is not None or s.base is not None):
         raise IdlegateError(
             f"a rigid base is ORDER, strict:ORDER or easy:ORDER (e.g. easy:sjf), got {s}"
         )
+    lock_in = params.pop("lock_in", True)
     if params:
         raise IdlegateError(
-            f"strict:BASE takes no parameter (got {sorted(params)[0]!r}); backfilling "
+            f"strict:BASE takes only lock_in (got {sorted(params)[0]!r}); backfilling "
             "options belong to easy:BASE"
         )
-    return StrictScheduler(s.argument or s.kind)
+    return StrictScheduler(s.argument or s.kind, lock_in=lock_in)
 
 
 def make_rigid(spec: SchedulerSpec, /, **params: Any) -> Scheduler:
