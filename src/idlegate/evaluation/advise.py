@@ -199,7 +199,8 @@ def history_meta(path: Path) -> dict[str, Any] | None:
     None if it names none)."""
     from idlegate.policy.onnx_runtime import open_session
 
-    _, meta = open_session(path)
+    remedy = "give the policy.onnx written by idlegate train --preset cluster --history"
+    _, meta = open_session(path, threads=1, what="policy", remedy=remedy)
     text = meta.get("idlegate.history")
     return json.loads(text) if text else None
 

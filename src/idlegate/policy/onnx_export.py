@@ -60,6 +60,7 @@ METADATA_KEYS: Final = (
     "idlegate.ablation.cp_features",  # "true" / "false"
     "idlegate.wait_action",  # "true" / "false"
     "idlegate.trained_on",  # JSON: preset, teacher, workloads, iterations (`trained_on`)
+    "idlegate.history",  # JSON: the cluster history trained on (`trained_history`), or ""
 )
 ONNX_FORMAT: Final = "idlegate-policy-onnx"
 
@@ -130,6 +131,21 @@ def trained_on(training_config: Any) -> str:
         "workloads": [w for w in workloads if w],
     }
     return json.dumps(summary, sort_keys=True, default=str)
+
+
+def trained_history(training_config: Any) -> str:
+    """The cluster history a policy was trained on, as JSON: the file's name and sha256,
+    its workflow count and recorded span, the train fraction and pool size.
+
+    Empty when the training config has no history section (`idlegate train --history`).
+    """
+    history = training_config.get("history") if isinstance(training_config, dict) else None
+    if not isinstance(history, dict):
+        return ""
+    keep = ("sha256", "workflows", "span_seconds", "train_fraction", "pool_size")
+    summary = {k: history.get(k) for k in keep}
+    summary["file"] = Path(str(history.get("path", ""))).name
+    return json.dumps(summary, sort_keys=True)
 
 
 def onnx_bytes(
@@ -216,6 +232,7 @@ def policy_onnx(model: PolicyNet, *, training_config: Any = None) -> tuple[bytes
         "idlegate.ablation.cp_features": str(cfg.features.cp_features).lower(),
         "idlegate.wait_action": str(cfg.actions.wait_action).lower(),
         "idlegate.trained_on": trained_on(training_config),
+        "idlegate.history": trained_history(training_config),
     }
     data = onnx_bytes(
         model,

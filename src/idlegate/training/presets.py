@@ -19,6 +19,13 @@ Presets (wall times measured on this shared 2-core machine with 2 workers):
   simulation) distilled by behaviour cloning and 2 DAgger rounds over a mixture of
   workloads (the demo's TPC-H-like setting, TPC-H at 25 s and 15 s, TPC-H-like on 10
   executors, synthetic two-type, bursty; needs the TPC-H traces); no RL iterations.
+* ``cluster`` — a cluster's own history (``--history HISTORY``, required): the train
+  part of its time split replayed at its recorded arrivals on its pool, validated on the
+  same part (4 duration seeds); BC warm start from the planner (`lookahead:srpt`) with
+  1 DAgger round, then 20 REINFORCE iterations of 4 whole-part rollouts with small
+  steps. `idlegate advise HISTORY --policy out/train-cluster/policy.onnx` reports on
+  the rest of the history. Wall time on a 1,000-workflow k8s-batch history: see
+  docs/advise.md (≤ 30 minutes on 2 cores is the goal).
 """
 
 from __future__ import annotations
@@ -139,6 +146,32 @@ PRESETS: dict[str, dict[str, Any]] = {
             "dagger_rounds": 2,
         },
         "out_dir": "out/train-default",
+    },
+    "cluster": {
+        "preset": "cluster",
+        "seed": 0,
+        # the workload and the history section come from --history (history_settings)
+        "validation": {
+            "seeds": list(range(1_000_000, 1_000_004)),
+            "every": 5,
+            "reference_schedulers": ["fair", "sjf-cp", "srpt"],
+        },
+        "iterations": 20,
+        "rollouts_per_sequence": 4,
+        "lr": 3e-4,
+        "entropy": {"weight": 0.001, "decay": 0.0, "minimum": 0.001},
+        # a history is one recorded arrival sequence: every rollout replays all of its
+        # train part (a memoryless cut would only ever show its beginning)
+        "curriculum": {"enabled": False},
+        "max_update_decisions": 8192,
+        "bc": {
+            "heuristic": "lookahead:srpt",
+            "episodes": 4,
+            "epochs": 5,
+            "batch_size": 512,
+            "dagger_rounds": 1,
+        },
+        "out_dir": "out/train-cluster",
     },
 }
 """Preset name → config data (merged under a YAML file's values)."""
