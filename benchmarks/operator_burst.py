@@ -12,8 +12,13 @@ It also checks what must hold whatever the machine: every workflow succeeded, no
 created twice and the pool was never exceeded (tests/test_e2e_operator.py checks the
 same on a small burst).
 
+With ``--restart-at F`` the operator is killed (SIGKILL: no clean shutdown) once a
+fraction F of the workflows has ended, and a new one takes over the rest: its memory is
+that of a restart in the middle of a burst (it rebuilds the state of every workflow
+left at once); the first one's figures are under ``operator_before_restart``.
+
     python -m benchmarks.operator_burst [--workflows 200] [--pool 16] [--scheduler fair]
-        [--out burst.json]
+        [--restart-at 0.5] [--out burst.json]
 
 (run from the repository root: the script imports the test API server from tests/k8s).
 """
@@ -141,12 +146,18 @@ def operator(
 
 
 def burst(
-    api: ApiServer, count: int, pool: int, log: Any, scheduler: str = "fair"
+    api: ApiServer,
+    count: int,
+    pool: int,
+    log: Any,
+    scheduler: str = "fair",
+    restart_at: float | None = None,
 ) -> dict[str, Any]:
     metrics, health = free_port(), free_port()
     occupancy = Occupancy()
     unsubscribe = api.call(api.emulator.subscribe, occupancy)
     proc = operator(api, pool, metrics, health, log, scheduler=scheduler)
+    before: dict[str, Any] | None = None
     try:
         with SimKubelet(api, NAMESPACE):
             wait(lambda: fetch(f"http://127.0.0.1:{health}/healthz"), 60, "the operator")
@@ -161,10 +172,16 @@ def burst(
                 api.create(DWF, body, NAMESPACE)
             submitted = time.monotonic() - start
 
-            def ended() -> bool:
+            def ended(at_least: int = count) -> bool:
                 phases = [(w.get("status") or {}).get("phase") for w in api.list(DWF, NAMESPACE)]
-                return sum(p in ("Succeeded", "Failed") for p in phases) == count
+                return sum(p in ("Succeeded", "Failed") for p in phases) >= at_least
 
+            if restart_at is not None:
+                wait(lambda: ended(int(restart_at * count)), 300, "the restart point")
+                before = process(proc.pid)
+                proc.kill()
+                proc.wait(30)
+                proc = operator(api, pool, metrics, health, log, scheduler=scheduler)
             wait(ended, 300, f"{count} workflows to end")
             elapsed = time.monotonic() - start
             text = fetch(f"http://127.0.0.1:{metrics}/metrics")
@@ -197,6 +214,7 @@ def burst(
         "plans": int(plans),
         "mean_jct_seconds": round(sum(w["status"]["jctSeconds"] for w in workflows) / count, 2),
         "operator": figures,
+        "operator_before_restart": before,
         "this_process": {
             "cpu_seconds": round(own.ru_utime + own.ru_stime, 1),
             "peak_rss_mib": round(own.ru_maxrss / 1024, 1),
@@ -209,13 +227,19 @@ def main() -> None:
     parser.add_argument("--workflows", type=int, default=200)
     parser.add_argument("--pool", type=int, default=16)
     parser.add_argument("--scheduler", default="fair", help="the operator's --scheduler")
+    parser.add_argument(
+        "--restart-at",
+        type=float,
+        help="kill the operator once this fraction of the workflows has ended, and start "
+        "another (see above)",
+    )
     parser.add_argument("--out", type=Path, help="also write the figures here (JSON)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, ApiServer(Path(tmp)) as api:
         api.create("customresourcedefinitions", render_crd())
         api.create("namespaces", {"metadata": {"name": NAMESPACE}})
         with (Path(tmp) / "operator.log").open("w") as log:
-            report = burst(api, args.workflows, args.pool, log, args.scheduler)
+            report = burst(api, args.workflows, args.pool, log, args.scheduler, args.restart_at)
         held = report["most_pods_holding_an_executor"] > args.pool
         broken = report["phases"] != {"Succeeded": args.workflows} or report["pods_created_twice"]
         if broken or held:
