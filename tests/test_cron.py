@@ -251,3 +251,18 @@ async def test_a_deleted_cron_workflow_drops_its_timer():
     del env.kube.cron_workflows[("default", "cw")]
     await env.at(T0 + 20)
     assert env.timers.armed == {}
+
+
+@pytest.mark.asyncio
+async def test_a_timer_whose_sync_fails_is_armed_again():
+    from idlegate.operator.kube import ApiError
+
+    env = Env()
+    await env.at(T0 + 10)
+    env.clock.advance(HOUR)
+    env.kube.fail["get_cron_workflow"] = [ApiError(503, "ServiceUnavailable", "down")]
+    assert await env.timers.fire_due(env.clock.now()) == 1
+    assert env.timers.armed["cron/default/cw"][0] == env.clock.now() + 5
+    env.clock.advance(5)
+    await env.timers.fire_due(env.clock.now())
+    assert env.runs() == [name_at(T0 + HOUR)]

@@ -22,7 +22,7 @@ from typing import Any, Self, TypeVar
 import kmock
 import yaml
 
-from idlegate.operator.crd import render_crd
+from idlegate.operator.crd import KINDS, render_crd
 from tests.k8s.apiserver import Emulator
 
 T = TypeVar("T")
@@ -169,9 +169,10 @@ def write_kubeconfig(path: Path, url: str) -> None:
 
 
 def serving_crd(directory: Path) -> Iterator[ApiServer]:
-    """An API server serving the project's real CRD (printer columns, status), for a module
+    """An API server serving the project's real CRDs (printer columns, status), for a module
     fixture to ``yield from``; at the end it fails if the emulator crashed on a request."""
     with ApiServer(directory) as server:
-        server.create("customresourcedefinitions", render_crd())
+        for kind in KINDS:
+            server.create("customresourcedefinitions", render_crd(kind))
         yield server
         server.assert_no_internal_errors()

@@ -57,6 +57,8 @@ LABEL_CRON = "idlegate.io/cron-workflow"
 ANNOTATION_SCHEDULED = "idlegate.io/scheduled-time"
 """Annotation on each run: the schedule time it was started for (epoch seconds)."""
 FINISHED = (Phase.SUCCEEDED, Phase.FAILED, Phase.INVALID)
+RETRY_SECONDS = 5.0
+"""A timer's sync that the API did not answer is tried again after this long."""
 
 
 Record = Callable[[Owner, str, str, str], None]
@@ -129,7 +131,8 @@ class CronController:
             status.last_successful_time = to_datetime(_scheduled(succeeded[-1]))
         # 4. the due run
         last = status.last_schedule_time.timestamp() if status.last_schedule_time else None
-        created = _created(meta, now)
+        stamp = _created(meta)  # an API timestamp: wall time
+        created = now if stamp is None else self.clock.from_wall(stamp)
         when = due(
             schedule,
             now=now,
@@ -147,7 +150,17 @@ class CronController:
         status.next_schedule_time = to_datetime(when.next_at)
         await self._write(ns, name, status, conditions)
         # 6. the next look
-        self.timers.arm(_timer_key(ns, name), when.next_at, lambda: self.resync(ns, name))
+        self._arm(ns, name, when.next_at)
+
+    def _arm(self, ns: str, name: str, at: float) -> None:
+        async def fire() -> None:
+            try:
+                await self.resync(ns, name)
+            except ApiError as exc:  # the API is away: look again soon, or no run ever starts
+                log.info("Cannot sync cron workflow %s/%s (%s); retrying.", ns, name, exc)
+                self._arm(ns, name, self.clock.now() + RETRY_SECONDS)
+
+        self.timers.arm(_timer_key(ns, name), at, fire)
 
     async def _start_due(
         self,
@@ -251,19 +264,20 @@ def _name(run: dict[str, Any]) -> str:
 
 
 def _scheduled(run: dict[str, Any]) -> float:
-    """A run's scheduled time: its annotation (else its creation, for a hand-made one)."""
+    """A run's scheduled time: its annotation (else its creation, for a hand-made one, which
+    only orders it among the others)."""
     meta = run.get("metadata") or {}
     value = (meta.get("annotations") or {}).get(ANNOTATION_SCHEDULED)
     try:
         return float(value)
     except (TypeError, ValueError):
-        return _created(meta, 0.0)
+        return _created(meta) or 0.0
 
 
-def _created(meta: dict[str, Any], default: float) -> float:
+def _created(meta: dict[str, Any]) -> float | None:
     stamp = meta.get("creationTimestamp")
     if not stamp:
-        return default
+        return None
     return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
 
 

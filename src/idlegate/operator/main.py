@@ -45,7 +45,8 @@ import kopf
 from idlegate.operator import intake
 from idlegate.operator.admission import AdmitLaterError
 from idlegate.operator.bridge import Bridge
-from idlegate.operator.crd import GROUP, PLURAL, VERSION
+from idlegate.operator.crd import CRON_PLURAL, GROUP, PLURAL, VERSION
+from idlegate.operator.cron import FINISHED, LABEL_CRON, CronController
 from idlegate.operator.decisions import followed, load_scheduler
 from idlegate.operator.endpoints import Endpoints, check_free
 from idlegate.operator.health import ApiHealth
@@ -99,6 +100,7 @@ class Operator:
         self._owns_kube = kube is None
         self._configuration: Any = None
         self._bridge: Bridge | None = None
+        self._cron: CronController | None = None
         self._watchdog: Watchdog | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._kopf_log: KopfRequestLog | None = None
@@ -120,6 +122,15 @@ class Operator:
         if self._bridge is None:
             raise RuntimeError("the operator has not started yet")
         return self._bridge
+
+    @property
+    def cron(self) -> CronController:
+        """The controller of DagCronWorkflows (it writes through the bridge's API and Events)."""
+        if self._cron is None:
+            bridge = self.bridge
+            record = bridge.writes.events.record
+            self._cron = CronController(bridge.kube, self.timers, self.settings.clock, record)
+        return self._cron
 
     @property
     def kube(self) -> KubeApi:
@@ -198,6 +209,11 @@ class Operator:
         await self.warn_missing_namespaces()
         await watchdog.run()
 
+    @property
+    def ready(self) -> bool:
+        """The state is rebuilt from the API (the bridge and its controllers may act)."""
+        return self._watchdog is not None and self._watchdog.rebuilt.is_set()
+
     def readiness(self) -> tuple[bool, str]:
         """(ready, why not): what /readyz answers."""
         if self._watchdog is None:
@@ -242,6 +258,7 @@ class Operator:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
         self._watchdog = None
+        self._cron = None
         if self._kopf_log is not None:
             self._kopf_log.uninstall()
             self._kopf_log = None
@@ -353,6 +370,35 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
         meta = body.get("metadata") or {}
         if type == "DELETED" or meta.get("deletionTimestamp"):
             operator.bridge.forget(meta.get("namespace", ""), meta.get("name", ""), meta.get("uid"))
+
+    @kopf.on.resume(GROUP, VERSION, CRON_PLURAL, registry=registry, id="cron")
+    @kopf.on.create(GROUP, VERSION, CRON_PLURAL, registry=registry, id="cron")
+    @kopf.on.update(GROUP, VERSION, CRON_PLURAL, registry=registry, id="cron", field="spec")
+    async def cron_sync(body: kopf.Body, **_: Any) -> None:
+        await operator.ready_to_admit()
+        try:
+            await operator.cron.sync(plain(body))
+        except ApiError as exc:
+            raise _temporary(exc) from exc
+
+    @kopf.on.event(GROUP, VERSION, CRON_PLURAL, registry=registry, id="cron-events")
+    async def cron_event(type: str | None, body: kopf.Body, **_: Any) -> None:
+        if type == "DELETED" and operator.ready:
+            meta = body.get("metadata") or {}
+            operator.cron.forget(meta.get("namespace", ""), meta.get("name", ""))
+
+    @kopf.on.event(
+        GROUP, VERSION, PLURAL, registry=registry, id="cron-runs", labels={LABEL_CRON: kopf.PRESENT}
+    )
+    async def cron_run_event(type: str | None, body: kopf.Body, **_: Any) -> None:
+        # a run that finishes (or goes) may let a Forbid cron start, or exceed a history limit
+        phase = (body.get("status") or {}).get("phase")
+        if operator.ready and (type == "DELETED" or phase in FINISHED):
+            meta = body.get("metadata") or {}
+            try:
+                await operator.cron.resync(meta.get("namespace", ""), meta["labels"][LABEL_CRON])
+            except ApiError as exc:
+                log.info("Cannot sync the cron workflow of %s now: %s", meta.get("name"), exc)
 
     @kopf.on.event(
         "v1", "pods", registry=registry, id="pod-events", labels={LABEL_WORKFLOW: kopf.PRESENT}
