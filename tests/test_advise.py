@@ -156,3 +156,14 @@ def test_trained_on_reported_data_is_flagged(tmp_path: Path) -> None:
     assert "trained" in [r.name for r in advice.comparison.results]
     assert any("names no training history" in n for n in advice.notes)
     assert np.isfinite(advice.comparison["trained"].summary["avg_jct"].mean)
+
+
+def test_history_simulate_cli_writes_a_replayable_history(tmp_path: Path) -> None:
+    out = tmp_path / "h.jsonl"
+    args = ["history", "simulate", "-w", "k8s-batch", "-s", "srpt", "--jobs-count", "9"]
+    result = CliRunner().invoke(app, [*args, "-k", "3", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    history = load_history(out)
+    assert len(history) == 9
+    assert {(h.policy, h.pool_size, h.outcome) for h in history} == {("srpt", 3, "Succeeded")}
+    assert all(h.jct is not None and h.jct > 0 for h in history)

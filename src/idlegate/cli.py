@@ -311,6 +311,43 @@ def history_export(
     typer.echo(f"{len(found)} finished workflow(s) exported{where}.", err=True)
 
 
+@history_app.command("simulate")
+@flags(options=WorkloadOptions)
+def history_simulate(
+    options: Given,
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out", help="Write the history here (.jsonl: JSON Lines, .json: JSON, else YAML)."
+        ),
+    ],
+    workload: Annotated[
+        str,
+        typer.Option("--workload", "-w", help=CompareConfig.model_fields["workload"].description),
+    ] = "k8s-batch",
+    scheduler: Annotated[
+        str,
+        typer.Option("--scheduler", "-s", help="The scheduler spec the simulated cluster runs."),
+    ] = "fair",
+    seed: Annotated[int, typer.Option("--seed", help="Seed of arrivals and durations.")] = 0,
+) -> None:
+    """Make a history without a cluster: a workload run in the simulator, recorded as the
+    operator records finished workflows (arrival, DAG, measured durations, JCT, policy,
+    pool size)."""
+    from idlegate.evaluation.comparison import build, check_names
+    from idlegate.policy import SchedulerSpec, make_scheduler
+    from idlegate.sim.history import simulate_history, write_history
+
+    check_names(workload)
+    spec = SchedulerSpec.parse(scheduler)
+    built = build(workload, seed, WorkloadOptions(**options))
+    history = simulate_history(built, make_scheduler(spec), seed, spec.format())
+    write_history(out, history)
+    typer.echo(
+        f"{len(history)} workflow(s) of {workload} run by {spec} written to {out}.", err=True
+    )
+
+
 @app.command()
 @flags(defaults=False, settings=TrainConfig, options=WorkloadOptions)
 def train(
