@@ -210,10 +210,11 @@ async def test_the_operator_watches_its_policy_and_its_shadow(tmp_path, monkeypa
         await asyncio.wait_for(operator.watchdog.rebuilt.wait(), 5)
         swap_in(active, variant(tmp_path / "a2.onnx", "a2"))
         swap_in(shadow, variant(tmp_path / "s2.onnx", "s2", nan=True))
-        for _ in range(200):  # the watches look every 0.05 s of loop time
+        value = operator.metrics.value
+        for _ in range(500):  # the watches look every 0.05 s of loop time
             await asyncio.sleep(0.02)
-            if operator.metrics.value(
-                "idlegate_policy_reloads_total", role="shadow", result="failed"
+            if value("idlegate_policy_reloads_total", role="shadow", result="failed") and value(
+                "idlegate_policy_reloads_total", role="active", result="ok"
             ):
                 break
         assert marker(operator.scheduler) == marker(operator.bridge.scheduler) == "a2"

@@ -5,6 +5,8 @@ that ``idlegate simulate`` uses too (`idlegate.policy.make_scheduler`): a heuris
 name, ``analytic:BASE``, ``lookahead:BASE`` or ``learned:PATH.onnx`` (onnxruntime only;
 the operator never imports torch). The default is the ONNX model bundled in
 ``idlegate/policy/``; when it is missing or broken the operator warns and runs ``fair``.
+Any other spec is built by :func:`build_scheduler`, with no fallback: the same check at
+the start, for ``--shadow``, and at each hot reload of a model (:mod:`.reload`).
 
 :class:`Decider` asks it on the bridge's behalf: it times and counts every answer and
 hands back the round (:class:`Round`): the decisions with who made them, so the bridge's
@@ -20,6 +22,10 @@ the first time its type and message are seen (repeats are counted, and logged as
 line at the 10th, 100th, ... time), and becomes a Warning Event ``PolicyError``
 (:func:`post_failures`). Only when every rule fails is the answer WAIT, and the
 Events then say so instead of a choice to wait.
+
+A policy changes only between two rounds (:meth:`Decider.use`, a hot reload). A shadow
+policy (:mod:`.shadow`) is handed each round's starting state and answers, and compares
+in its own thread: nothing of it is on the decision path but a copy of the state.
 """
 
 from __future__ import annotations

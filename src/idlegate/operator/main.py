@@ -178,8 +178,8 @@ class Operator:
                 asyncio.create_task(intake.follow_writes(self._bridge)),
                 asyncio.create_task(self._serve(self._watchdog)),
             ]
-            interval = s.policy_reload_interval or 0.0
-            self._tasks += [asyncio.create_task(w.run(interval)) for w in self.watches]
+            every = s.policy_reload_interval
+            self._tasks += [asyncio.create_task(w.run(every)) for w in self.watches]
         if s.metrics_port is not None and self.endpoints.port is None:
             port = await self.endpoints.start(s.metrics_port, s.listen_host)
             log.info("Metrics at http://%s:%d/metrics, readiness at /readyz", s.listen_host, port)
@@ -190,6 +190,9 @@ class Operator:
             f"namespaces {', '.join(s.namespaces)}" if s.namespaces else "all namespaces",
             s.clock,
         )
+        if self.shadow is not None:
+            where = self.shadow.source(self.scheduler)
+            log.info("Shadow policy %s beside it; expected change from %s.", s.shadow, where)
 
     def use_policy(self, policy: Scheduler) -> None:
         """Decide with `policy` from the next round on (a hot reload of its model)."""

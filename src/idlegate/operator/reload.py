@@ -230,9 +230,9 @@ def policy_watches(
     report: Callable[[Notice], None],
 ) -> list[PolicyWatch]:
     """The watches of the operator: of the active policy's model files (unless the policy
-    is an object given in `settings.scheduler`, or reloads are off), and of the shadow's;
+    is an object given in `settings.scheduler`, or the interval is 0: no reloads), and of the shadow's;
     a spec without files needs none. `use` takes the active policy's new model."""
-    if settings.policy_reload_interval is None:
+    if not settings.policy_reload_interval:
         return []
     watches: list[PolicyWatch] = []
     if settings.scheduler is None:

@@ -30,11 +30,11 @@ class Settings(Config):
     scheduler: SkipValidation[Scheduler | None] = None
     """A scheduler object to use instead of `policy` (for tests and embedding)."""
 
-    policy_reload_interval: float | None = Field(5.0, gt=0)
+    policy_reload_interval: float = Field(5.0, ge=0)
     """Seconds between two looks at the model files the policy's spec names (and the
     shadow's): when their content changed, the new model is probed as at the start and
-    used from the next decision round; a model that fails keeps the one in use. None:
-    never reloaded."""
+    used from the next decision round; a model that fails keeps the one in use. 0: never
+    reloaded."""
 
     shadow: str | None = None
     """A scheduler spec (as `policy`) answered beside the policy at every decision, off the
