@@ -1,162 +1,176 @@
-"""Calibration of the rigid-job schedulers against SchedInspector's published figures.
+"""Calibration of the rigid-job schedulers against SchedInspector's own simulator.
 
-SchedInspector (Zhang et al., HPDC 2022) reports, on the Lublin-256 trace, 50 sequences of
-256 jobs (seed 1), requested time = run time, the average bounded slowdown of SJF 333 / 59
-and F1 291 / 51 (without / with backfilling), FCFS 2166 / 103, and that rejecting the
-heuristic's pick whenever it cannot start cuts SJF's by about 67 % / 32 %.
+The reference file (``lublin_256.si-reference.json`` beside the trace) holds what
+SchedInspector's simulator (HPCSimSkip of Zhang et al., HPDC 2022) gives on its 50
+windows of 256 jobs of ``lublin_256.swf`` drawn its way with seed 1, requested time = run
+time: the windows' first job ids, and per window the average bounded slowdown, average
+wait and utilisation of FCFS, SJF and F1 without and with its backfilling, and of its
+reject rule on SJF (bsld and wait only).
 
-This script runs idlegate's versions on the same protocol: 50 windows of 256 consecutive
-jobs of the trace whose first jobs are drawn uniformly with numpy's Generator seeded 1
-(SchedInspector draws them with gym's seeding of its own RandomState, so the windows are
-not the same ones), every scheduler on the same windows. Rows:
+This script runs idlegate's versions on the very same windows (found by their first job
+ids) and prints, per row, idlegate's mean beside SchedInspector's, their difference and
+how many windows agree to 0.1 %. Rows (idlegate's spec in brackets):
 
-* ``X`` / ``easy:X`` — strict order / EASY backfilling (FCFS backfill order, a job may
-  backfill if it ends by the shadow time or fits the extra executors);
-* ``easy:X (ends only)`` — SchedInspector's backfilling variant: only jobs that end
-  before the shadow time backfill (``extra_nodes=False``);
-* ``reject:X`` / ``reject:easy:X`` — the reject rule (72 rejections per job at most).
+* ``FCFS`` / ``SJF`` / ``F1`` [``fcfs``, ``strict:sjf``, ``f1``]: strict order, the pick
+  locked in (the default);
+* ``X+bf`` [``easy:X?extra_nodes=false``]: SchedInspector's EASY variant (a job backfills
+  only if it ends before the shadow time);
+* ``reject:SJF`` / ``reject:SJF+bf`` [``reject:sjf``, ``reject:easy:sjf?extra_nodes=false``]:
+  the reject rule, 72 rejections per job at most;
+* ``greedy …`` [``?lock_in=false``]: the greedier pick, for comparison (no reference).
 
-It prints the mean over windows of each run's average bounded slowdown next to the
-published figure, and the reject rule's cut against its base. docs/rigid.md holds the
-results.
+docs/rigid.md holds the results.
 
-    python benchmarks/rigid_calibration.py [--trace PATH] [--sequences 50] [--seed 1]
+    python benchmarks/rigid_calibration.py [--trace PATH] [--reference PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from idlegate.errors import IdlegateError
 from idlegate.policy import make_scheduler
-from idlegate.policy.rigid import F1_SUBMIT_WEIGHT, ORDERS, job_size, log10_floor, requested_time
-from idlegate.sim.engine import simulate
-from idlegate.sim.metrics import mean_ci, run_metrics
-from idlegate.sim.protocol import Job
+from idlegate.sim.engine import Workload, simulate
+from idlegate.sim.metrics import run_metrics
 from idlegate.sim.swf import read_swf
 from idlegate.sim.workloads import build_workload
 
-DEFAULT_TRACE = Path(__file__).resolve().parents[2] / "shared" / "data" / "swf" / "lublin_256.swf"
-SEQUENCE = 256
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "swf"
+DEFAULT_TRACE = DATA / "lublin_256.swf"
+DEFAULT_REFERENCE = DATA / "lublin_256.si-reference.json"
+AGREE = 1e-3
+"""Relative difference under which a window's figure counts as the same."""
 
-PUBLISHED: dict[str, float] = {
-    "fcfs": 2166,
-    "easy:fcfs": 103,
-    "strict:sjf": 333,
-    "easy:sjf": 59,
-    "f1": 291,
-    "easy:f1": 51,
-    "reject:sjf": 333 * (1 - 0.67),
-    "reject:easy:sjf": 59 * (1 - 0.32),
-}
-"""SchedInspector's average bsld (the reject rows: its base's figure cut by 67 % / 32 %)."""
-
-NO_CAP = 10**9
-
-F1_ARRIVAL = "f1-arrival"
-"""F1 on the run's own clock (submit = arrival, 0 at the window's first job) instead of the
-trace's absolute submit times, to show how much the 870·log10(s) term matters. Registered
-in `ORDERS` only while `run` builds its schedulers, so importing this script (as a test
-does) leaves the library's orders as they are."""
-
-
-def _f1_arrival(job: Job) -> tuple[float, ...]:
-    return (
-        log10_floor(requested_time(job)) * job_size(job)
-        + F1_SUBMIT_WEIGHT * log10_floor(job.arrival),
-        job.id,
-    )
-
-
+SI_BACKFILL = {"extra_nodes": False}
 ROWS: tuple[tuple[str, str, dict[str, Any]], ...] = (
-    ("fcfs", "fcfs", {}),
-    ("easy:fcfs", "easy:fcfs", {}),
-    ("easy:fcfs (ends only)", "easy:fcfs", {"extra_nodes": False}),
-    ("strict:sjf", "strict:sjf", {}),
-    ("easy:sjf", "easy:sjf", {}),
-    ("easy:sjf (ends only)", "easy:sjf", {"extra_nodes": False}),
-    ("f1", "f1", {}),
-    ("easy:f1", "easy:f1", {}),
-    ("easy:f1 (ends only)", "easy:f1", {"extra_nodes": False}),
-    ("reject:sjf", "reject:sjf", {}),
-    ("reject:easy:sjf", "reject:easy:sjf", {}),
-    ("reject:easy:sjf (ends only)", "reject:easy:sjf", {"extra_nodes": False}),
-    ("reject:sjf (no cap)", "reject:sjf", {"max_rejections": NO_CAP}),
-    ("reject:easy:sjf (no cap)", "reject:easy:sjf", {"max_rejections": NO_CAP}),
-    ("f1 (s = arrival)", f"strict:{F1_ARRIVAL}", {}),
-    ("easy:f1 (s = arrival)", f"easy:{F1_ARRIVAL}", {}),
+    ("FCFS", "fcfs", {}),
+    ("SJF", "strict:sjf", {}),
+    ("F1", "f1", {}),
+    ("FCFS+bf", "easy:fcfs", SI_BACKFILL),
+    ("SJF+bf", "easy:sjf", SI_BACKFILL),
+    ("F1+bf", "easy:f1", SI_BACKFILL),
+    ("reject:SJF", "reject:sjf", {}),
+    ("reject:SJF+bf", "reject:easy:sjf", SI_BACKFILL),
+    ("greedy SJF", "strict:sjf", {"lock_in": False}),
+    ("greedy F1", "strict:f1", {"lock_in": False}),
 )
+"""(row, idlegate spec, its parameters); a row named as in the reference is compared."""
+METRICS = ("bsld", "wait", "util")
 
 
-def window_starts(num_jobs: int, sequences: int, seed: int) -> list[int]:
-    """First-job indices of the windows, uniform over those that fit."""
-    rng = np.random.default_rng(seed)
-    return rng.integers(num_jobs - SEQUENCE + 1, size=sequences).tolist()
+@dataclass(frozen=True)
+class Row:
+    """One scheduler on every window: idlegate's figures and the reference's (if any)."""
+
+    label: str
+    spec: str
+    ours: dict[str, list[float]]
+    theirs: dict[str, list[float]]
+
+    def agreeing(self, metric: str) -> int:
+        """Windows whose `metric` agrees with the reference to `AGREE` (relative)."""
+        pairs = zip(self.ours[metric], self.theirs[metric], strict=True)
+        return sum(abs(a - b) <= AGREE * max(abs(b), 1e-9) for a, b in pairs)
+
+    def gap(self, metric: str) -> float:
+        """(our mean − their mean) / their mean."""
+        theirs = statistics.fmean(self.theirs[metric])
+        return statistics.fmean(self.ours[metric]) / theirs - 1
 
 
-def run(trace: Path, sequences: int, seed: int) -> dict[str, list[float]]:
-    """Average bsld per window for every row."""
-    starts = window_starts(len(read_swf(trace).jobs), sequences, seed)
-    workloads = [
-        build_workload("swf", path=trace, num_jobs=SEQUENCE, start=s, requested_time="run")
-        for s in starts
+def load_reference(path: Path) -> dict[str, Any]:
+    """The reference file, or an IdlegateError naming what is missing."""
+    if not path.is_file():
+        raise IdlegateError(f"no reference file at {path}; pass --reference PATH")
+    reference = json.loads(path.read_text())
+    for key in ("window_first_job_ids", "window_length", "per_window"):
+        if key not in reference:
+            raise IdlegateError(f"{path} has no {key!r}; is it SchedInspector's reference?")
+    return reference
+
+
+def reference_windows(trace: Path, reference: dict[str, Any]) -> list[Workload]:
+    """The reference's windows of `trace`, requested time = run time."""
+    index = {job.id: i for i, job in enumerate(read_swf(trace).jobs)}
+    missing = [j for j in reference["window_first_job_ids"] if j not in index]
+    if missing:
+        raise IdlegateError(
+            f"job {missing[0]} (a window's first job) is not among {trace}'s usable jobs; "
+            "is this the trace the reference was made on?"
+        )
+    return [
+        build_workload(
+            "swf",
+            path=trace,
+            num_jobs=reference["window_length"],
+            start=index[j],
+            requested_time="run",
+        )
+        for j in reference["window_first_job_ids"]
     ]
-    out: dict[str, list[float]] = {}
-    ORDERS[F1_ARRIVAL] = _f1_arrival
-    try:
-        for label, spec, params in ROWS:
-            values = []
-            for w in workloads:
-                result = simulate(w, make_scheduler(spec, **params), seed)
-                values.append(run_metrics(result).avg_bsld)
-            out[label] = values
-    finally:
-        del ORDERS[F1_ARRIVAL]
-    return out
 
 
-def render(results: dict[str, list[float]]) -> str:
-    lines = [
-        f"{'scheduler':<30} {'avg bsld':>9} {'95% CI':>15} {'published':>9} {'ratio':>6}",
-    ]
-    for label, values in results.items():
-        est = mean_ci(values)
-        ref = PUBLISHED.get(label)
-        pub = f"{ref:9.0f}" if ref is not None else f"{'':>9}"
-        ratio = f"{est.mean / ref:6.2f}" if ref is not None else f"{'':>6}"
-        ci = f"{est.low:.0f}-{est.high:.0f}"
-        lines.append(f"{label:<30} {est.mean:9.1f} {ci:>15} {pub} {ratio}")
-    for reject, base, cut in (
-        ("reject:sjf", "strict:sjf", 0.67),
-        ("reject:easy:sjf", "easy:sjf", 0.32),
-    ):
-        got = 1 - statistics.fmean(results[reject]) / statistics.fmean(results[base])
-        lines.append(f"{reject} cuts {base}'s bsld by {got:.0%} (published: about {cut:.0%})")
+def run(trace: Path, reference: dict[str, Any]) -> list[Row]:
+    """Every row of `ROWS` on the reference's windows."""
+    workloads = reference_windows(trace, reference)
+    rows = []
+    for label, spec, params in ROWS:
+        ours: dict[str, list[float]] = {m: [] for m in METRICS}
+        for w in workloads:
+            m = run_metrics(simulate(w, make_scheduler(spec, **params), 1))
+            ours["bsld"].append(m.avg_bsld)
+            ours["wait"].append(m.avg_wait)
+            ours["util"].append(m.utilisation)
+        theirs = reference["per_window"].get(label, {})
+        shown = "&".join(f"{k}={str(v).lower()}" for k, v in params.items())
+        rows.append(Row(label, f"{spec}?{shown}" if shown else spec, ours, theirs))
+    return rows
+
+
+def render(rows: list[Row]) -> str:
+    """The table: per metric idlegate's mean / SchedInspector's, gap, agreeing windows."""
+    head = f"{'row':<18} {'idlegate spec':<36}"
+    lines = [head + "".join(f" {m + ' (ours / SI, gap, same)':>36}" for m in METRICS)]
+    for row in rows:
+        line = f"{row.label:<18} {row.spec:<36}"
+        for metric in METRICS:
+            ours = statistics.fmean(row.ours[metric])
+            digits = 3 if metric == "util" else 1
+            if metric not in row.theirs:
+                line += f" {ours:>16.{digits}f}{'':>20}"
+                continue
+            theirs = statistics.fmean(row.theirs[metric])
+            same = f"{row.agreeing(metric)}/{len(row.ours[metric])}"
+            line += (
+                f" {ours:>10.{digits}f} / {theirs:<10.{digits}f} {row.gap(metric):+6.1%} {same:>5}"
+            )
+        lines.append(line)
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", type=Path, default=DEFAULT_TRACE, help="The SWF trace.")
-    parser.add_argument("--sequences", type=int, default=50, help="Windows of 256 jobs.")
-    parser.add_argument("--seed", type=int, default=1, help="Seed of the window starts.")
+    parser.add_argument(
+        "--reference", type=Path, default=DEFAULT_REFERENCE, help="SchedInspector's figures."
+    )
     args = parser.parse_args(argv)
     try:
         start = time.perf_counter()
-        results = run(args.trace, args.sequences, args.seed)
+        rows = run(args.trace, load_reference(args.reference))
     except IdlegateError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 1
-    print(render(results))
+    print(render(rows))
     print(
-        f"{args.sequences} windows x {len(ROWS)} schedulers in {time.perf_counter() - start:.1f} s"
+        f"{len(rows[0].ours['bsld'])} windows x {len(rows)} rows in {time.perf_counter() - start:.1f} s"
     )
     return 0
 

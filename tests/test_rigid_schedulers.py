@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -152,13 +153,24 @@ def test_rigid_orders_also_run_dag_workloads() -> None:
     assert isinstance(make_scheduler("saf"), StrictScheduler)
 
 
-def test_calibration_benchmark_windows_and_table() -> None:
+def test_calibration_benchmark_table() -> None:
     bench = load_benchmark("rigid_calibration")
-    assert set(ORDERS) == {"fcfs", "lcfs", "sjf", "saf", "srf", "f1"}  # import adds none
-    starts = bench.window_starts(10_000, 50, 1)
-    assert starts == bench.window_starts(10_000, 50, 1) and len(starts) == 50
-    assert all(0 <= s <= 10_000 - 256 for s in starts)
-    fake = {label: [2.0, 4.0] for label, _, _ in bench.ROWS}
-    table = bench.render(fake)
-    assert "strict:sjf" in table and "333" in table
-    assert "reject:sjf cuts strict:sjf's bsld by 0%" in table
+    assert set(ORDERS) == {"fcfs", "lcfs", "sjf", "saf", "srf", "f1"}
+    ours = {"bsld": [2.0, 4.0], "wait": [10.0, 30.0], "util": [0.5, 0.5]}
+    theirs = {"bsld": [2.0, 2.0], "wait": [10.0, 30.0]}
+    row = bench.Row("SJF", "strict:sjf", ours, theirs)
+    assert row.agreeing("bsld") == 1 and row.gap("bsld") == pytest.approx(0.5)
+    table = bench.render([row])
+    assert "3.0 / 2.0" in table and "+50.0%" in table and "1/2" in table and "2/2" in table
+    with pytest.raises(IdlegateError, match="no reference file"):
+        bench.load_reference(Path("/nonexistent/ref.json"))
+
+
+def test_lock_in_keeps_the_blocked_pick_and_greedy_lets_a_later_job_overtake() -> None:
+    # the one-line example of docs/rigid.md and the module docstring: the machine is busy
+    # until t=100; B (4 executors) is the pick when it arrives, C (1, shorter) after it
+    jobs = [(0, 100, 4, 100), (1, 50, 4, 50), (2, 10, 1, 10)]
+    assert _starts(jobs, "strict:sjf") == [0, 100, 150]
+    assert _starts(jobs, "strict:sjf", lock_in=False) == [0, 110, 100]
+    assert make_scheduler("strict:sjf?lock_in=false").name == "strict:sjf?lock_in=false"
+    assert make_scheduler("easy:sjf?lock_in=false").lock_in is False
