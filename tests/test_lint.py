@@ -224,7 +224,7 @@ def test_a_dagworkflow_under_the_wrong_api_version_or_kind_is_an_error(tmp_path)
         f"{f}[0] apiVersion: 'idlegate.io/v1' does not serve DagWorkflow; use idlegate.io/v1alpha1",
         f"{f}[1] kind: 'Dagworkflow' is not DagWorkflow: kinds are case-sensitive; use kind: "
         "DagWorkflow",
-        f"{f}[2] kind: 'DagWorkflowTemplate' is not a kind of idlegate.io; use kind: DagWorkflow",
+        f"{f}[2] kind: 'DagWorkflowTemplate' is not a kind of idlegate.io; use kind: DagWorkflow (or DagCronWorkflow)",
         f"{f}[3] kind: is missing; use kind: DagWorkflow",
         f"{f}[4] apiVersion: is missing; use idlegate.io/v1alpha1",
     ]
@@ -352,3 +352,64 @@ def test_the_lint_command_needs_only_the_base_package(tmp_path):
     loaded = {m.split(".")[0] for m in modules.split()}
     assert not loaded & {"kopf", "kubernetes", "torch"}
     assert "idlegate" in loaded
+
+
+# -- DagCronWorkflow ---------------------------------------------------------------------------
+
+
+def cron(name: str = "nightly", **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "idlegate.io/v1alpha1",
+        "kind": "DagCronWorkflow",
+        "metadata": {"name": name},
+        "spec": {"schedule": "@daily", "workflowSpec": workflow()["spec"], **spec},
+    }
+
+
+def test_a_valid_cron_workflow_passes_and_is_counted_apart(tmp_path):
+    f = write(tmp_path / "ok.yaml", workflow("one"), cron(timeZone="Europe/Berlin"))
+    code, out, err = lint(str(f))
+    assert (code, out) == (0, [])
+    assert "1 DagWorkflow(s) and 1 DagCronWorkflow(s) in 1 file(s): 0 invalid" in err
+
+
+@pytest.mark.parametrize(
+    ("manifest", "line"),
+    [
+        pytest.param(
+            cron(schedule="every night"),
+            "spec.schedule: 'every night' is not valid cron syntax",
+            id="schedule",
+        ),
+        pytest.param(
+            cron(timeZone="Mars/Olympus"),
+            "spec.timeZone: 'Mars/Olympus' is not a known IANA time zone",
+            id="time-zone",
+        ),
+        pytest.param(
+            cron(concurrencyPolicy="Never"),
+            "spec.concurrencyPolicy: Input should be 'Allow', 'Forbid' or 'Replace'",
+            id="policy",
+        ),
+        pytest.param(
+            cron(workflowSpec={"stages": [stage("a"), stage("b", "x")]}),
+            "spec.workflowSpec.stages[1].dependsOn: stage 'b' depends on 'x'",
+            id="workflow",
+        ),
+        pytest.param(
+            cron("n" * 53),
+            "metadata.name: the name 'nnnnn",
+            id="name",
+        ),
+    ],
+)
+def test_each_cron_problem_has_its_field_path(tmp_path, manifest, line):
+    f = write(tmp_path / "bad.yaml", manifest)
+    (out,) = problems(str(f))
+    assert out.startswith(f"{f}[0] {line}"), out
+
+
+def test_a_miscased_cron_kind_is_named(tmp_path):
+    bad = {**cron(), "kind": "DagCronworkflow"}
+    (out,) = problems(str(write(tmp_path / "k.yaml", bad)))
+    assert "is not DagCronWorkflow: kinds are case-sensitive; use kind: DagCronWorkflow" in out

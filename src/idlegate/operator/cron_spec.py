@@ -170,7 +170,7 @@ class Schedule:
             zone = ZoneInfo(time_zone)
         except (ZoneInfoNotFoundError, ValueError):
             raise SpecError(
-                f"timeZone {time_zone!r} is not a known IANA time zone; use e.g. UTC or "
+                f"timeZone: {time_zone!r} is not a known IANA time zone; use e.g. UTC or "
                 "Europe/Berlin"
             ) from None
         expression = MACROS.get(schedule.strip(), schedule.strip())
@@ -178,7 +178,7 @@ class Schedule:
             return cls(CronTrigger.from_crontab(expression, timezone=zone))
         except ValueError as exc:
             raise SpecError(
-                f"schedule {schedule!r} is not valid cron syntax ({exc}); use five fields "
+                f"schedule: {schedule!r} is not valid cron syntax ({exc}); use five fields "
                 "'minute hour day-of-month month day-of-week', e.g. '*/15 * * * *', or "
                 f"one of {', '.join(MACROS)}"
             ) from None

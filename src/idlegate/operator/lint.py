@@ -35,6 +35,11 @@ messages into one :class:`Problem` per field, and locates the stage a DAG messag
 (``stage 'b' depends on 'x' …`` is ``spec.stages[1].dependsOn``); a message it cannot
 split is kept whole, so no wording of the checks is lost.
 
+A ``DagCronWorkflow`` is checked the same way (:func:`cron_problems`): its name leaves
+room for its runs' names, its schedule, time zone and policies parse
+(:func:`idlegate.operator.cron_spec.parse_cron_spec`), and its ``workflowSpec`` passes the
+checks above as each run's spec will, with its problems under ``spec.workflowSpec``.
+
 This module imports neither kopf nor kubernetes (nor torch): linting needs only the base
 package.
 """
@@ -53,7 +58,15 @@ from typing import Any, TextIO
 import yaml
 
 from idlegate.errors import IdlegateError
-from idlegate.operator.crd import API_VERSION, GROUP, KIND, LIST_KIND, check_workflow_name
+from idlegate.operator.crd import (
+    API_VERSION,
+    CRON_KIND,
+    GROUP,
+    KIND,
+    LIST_KIND,
+    check_workflow_name,
+)
+from idlegate.operator.cron_spec import check_cron_name, parse_cron_spec
 from idlegate.operator.podsecurity import NamespacePolicy
 from idlegate.operator.template import check_templates, describe
 from idlegate.sim.cluster import Cluster
@@ -136,7 +149,9 @@ class LintReport:
     files: int = 0
     """Files read (standard input counts as one)."""
     workflows: int = 0
-    """DagWorkflow objects checked."""
+    """DagWorkflow and DagCronWorkflow objects checked."""
+    cron_workflows: int = 0
+    """Of those, DagCronWorkflows."""
     invalid: int = 0
     """Of those, how many have at least one problem."""
 
@@ -147,7 +162,11 @@ class LintReport:
 
     def summary(self) -> str:
         """One line: what was checked and what was found."""
-        text = f"{self.workflows} DagWorkflow(s) in {self.files} file(s): {self.invalid} invalid"
+        plain = self.workflows - self.cron_workflows
+        what = f"{plain} DagWorkflow(s)"
+        if self.cron_workflows:
+            what += f" and {self.cron_workflows} DagCronWorkflow(s)"
+        text = f"{what} in {self.files} file(s): {self.invalid} invalid"
         if self.problems:
             text += f", {len(self.problems)} problem(s)"
         skipped = sum(1 for n in self.notes if n.document is not None)
@@ -194,13 +213,57 @@ def admission_errors(
     return errors
 
 
+PLACEHOLDER_WORKFLOW = {"stages": [{"name": "a", "tasks": 1, "taskDurationSeconds": 1}]}
+"""Stands in for a cron workflow's workflowSpec while its own fields are checked (the
+workflowSpec's problems are its runs', found by `admission_errors`)."""
+
+
+def cron_problems(
+    obj: Mapping[str, Any], pool_size: int | None = None, policy: NamespacePolicy | None = None
+) -> list[tuple[str | None, str]]:
+    """(field path, text) of what the operator would refuse in DagCronWorkflow `obj`: its
+    name (room for its runs' names), its schedule, time zone and other fields, and its
+    workflowSpec, checked as each run's spec will be."""
+    out: list[tuple[str | None, str]] = []
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    if isinstance(name, str):
+        try:
+            check_cron_name(name)
+        except IdlegateError as exc:
+            out.append(("metadata.name", str(exc)))
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        return [
+            *out,
+            ("spec", f"must be a mapping with schedule and workflowSpec, not {describe(spec)}"),
+        ]
+    try:
+        parse_cron_spec({**spec, "workflowSpec": PLACEHOLDER_WORKFLOW}, "spec")
+    except IdlegateError as exc:
+        out.extend(split_message(str(exc), spec))
+    if "workflowSpec" not in spec:
+        return out
+    run = {"metadata": {"name": f"{name or 'run'}-0"}, "spec": spec["workflowSpec"]}
+    for message in admission_errors(run, pool_size, policy):
+        for path, text in split_message(message, spec["workflowSpec"]):
+            if path is not None and path.startswith("spec") and not path.startswith("metadata"):
+                path = "spec.workflowSpec" + path.removeprefix("spec")
+            out.append((path, text))
+    return out
+
+
 def _has(meta: Any, key: str) -> bool:
     return isinstance(meta, Mapping) and _text(meta.get(key))
 
 
+KINDS = (KIND, CRON_KIND)
+"""The kinds lint checks."""
+
+
 def _ours(kind: Any, api: Any) -> bool:
-    """A DagWorkflow, or meant to be one: its kind (in any case) or its API group says so."""
-    return (_text(kind) and kind.lower() == KIND.lower()) or (
+    """One of ours, or meant to be: its kind (in any case) or its API group says so."""
+    return (_text(kind) and kind.lower() in {k.lower() for k in KINDS}) or (
         _text(api) and api.split("/")[0] == GROUP
     )
 
@@ -388,7 +451,11 @@ class _Linter:
         if doc is None:  # an empty document (e.g. after a trailing ---): kubectl skips it too
             return
         kind = doc.get("kind") if isinstance(doc, Mapping) else None
-        if kind in ("List", LIST_KIND) and isinstance(doc, Mapping) and "items" in doc:
+        if (
+            kind in ("List", LIST_KIND, f"{CRON_KIND}List")
+            and isinstance(doc, Mapping)
+            and "items" in doc
+        ):
             items = doc["items"]
             if not isinstance(items, list):
                 self._problem(
@@ -423,13 +490,15 @@ class _Linter:
         before = len(self.report.problems)
         if not _text(kind):
             self._problem(source, index, item, "kind", f"is missing; use kind: {KIND}")
-        elif kind != KIND:
+        elif kind not in KINDS:
+            meant = [k for k in KINDS if k.lower() == kind.lower()]
             why = (
-                f"is not {KIND}: kinds are case-sensitive"
-                if kind.lower() == KIND.lower()
+                f"is not {meant[0]}: kinds are case-sensitive"
+                if meant
                 else f"is not a kind of {GROUP}"
             )
-            self._problem(source, index, item, "kind", f"{kind!r} {why}; use kind: {KIND}")
+            use = meant[0] if meant else f"{KIND} (or {CRON_KIND})"
+            self._problem(source, index, item, "kind", f"{kind!r} {why}; use kind: {use}")
         if not _text(api):
             self._problem(source, index, item, "apiVersion", f"is missing; use {API_VERSION}")
         elif api != API_VERSION:
@@ -438,12 +507,20 @@ class _Linter:
                 index,
                 item,
                 "apiVersion",
-                f"{api!r} does not serve {KIND}; use {API_VERSION}",
+                f"{api!r} does not serve {kind if kind in KINDS else KIND}; use {API_VERSION}",
             )
         self._metadata(source, index, item, obj.get("metadata"))
-        for message in admission_errors(obj, self.pool_size, self.policy):
-            for path, text in split_message(message, obj.get("spec")):
-                self._problem(source, index, item, path, text)
+        if _text(kind) and kind.lower() == CRON_KIND.lower():  # miscased: still checked as one
+            self.report.cron_workflows += 1
+            found = cron_problems(obj, self.pool_size, self.policy)
+        else:
+            found = [
+                pair
+                for message in admission_errors(obj, self.pool_size, self.policy)
+                for pair in split_message(message, obj.get("spec"))
+            ]
+        for path, text in found:
+            self._problem(source, index, item, path, text)
         if len(self.report.problems) > before:
             self.report.invalid += 1
 
