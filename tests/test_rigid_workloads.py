@@ -6,7 +6,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
+from idlegate.cli import app
 from idlegate.errors import IdlegateError
 from idlegate.policy import make_scheduler
 from idlegate.sim.engine import simulate
@@ -63,6 +65,21 @@ def test_reader_machine_size_from_nodes_or_jobs() -> None:
     body = "1 0 -1 10 3 -1 -1 -1 -1\n"
     assert parse_swf(("; MaxNodes: 64\n" + body).splitlines()).machine_size == 64
     assert parse_swf(body.splitlines()).machine_size == 3
+
+
+@pytest.mark.parametrize(
+    ("header", "size"),
+    [
+        ("; MaxNodes: 338 (batch partition; 512 total)", 338),  # a real trace's header
+        ("; MaxProcs: 1024.0", 1024),
+        ("; MaxProcs: 1e3 processors", 1000),
+        ("; MaxNodes: unknown", 3),  # no number: the widest job's size
+        ("; MaxNodes: -5", 3),
+    ],
+)
+def test_reader_takes_the_number_a_header_value_starts_with(header: str, size: int) -> None:
+    body = "1 0 -1 10 3 -1 -1 -1 -1\n"
+    assert parse_swf((header + "\n" + body).splitlines()).machine_size == size
 
 
 def test_read_errors_are_sentences(tmp_path: Path) -> None:
@@ -192,3 +209,15 @@ def test_swf_sample_window_runs(tmp_path: Path) -> None:
     w = build_workload("swf", seed=1, path=LUBLIN_256, num_jobs=256, requested_time="run")
     result = simulate(w, make_scheduler("fcfs"))
     assert result.unfinished == 0 and len(result.records) == 256
+
+
+@pytest.mark.parametrize("command", ["simulate", "compare"])
+def test_workload_help_lists_the_rigid_workloads(command: str) -> None:
+    result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    first = next(i for i, x in enumerate(lines) if "--workload" in x)
+    rest = [x for x in lines[first + 1 :] if x.strip()]
+    end = next((i for i, x in enumerate(rest) if x.lstrip().startswith("-")), len(rest))
+    text = " ".join([lines[first], *rest[:end]])  # the option's wrapped help
+    assert "lublin" in text and "swf" in text, text

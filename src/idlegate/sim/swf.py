@@ -3,7 +3,8 @@
 SWF (Feitelson's Parallel Workloads Archive) is one job per line, 18 whitespace-separated
 fields, header lines starting with ``;``. idlegate reads:
 
-* header ``MaxProcs`` (else ``MaxNodes``): the machine's size, the default executor count;
+* header ``MaxProcs`` (else ``MaxNodes``): the machine's size, the default executor count
+  (the number a value starts with: ``; MaxNodes: 338 (batch partition; 512 total)`` is 338);
 * field 1 job number, 2 submit time, 4 run time, 5 allocated processors (else field 8,
   requested processors, when field 5 is missing or -1), 9 requested time (missing or -1:
   the run time).
@@ -22,6 +23,7 @@ starting at a seeded random job as SchedInspector samples its 256-job sequences 
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -38,6 +40,7 @@ from idlegate.sim.rigid import RequestedTime, RigidJob, rigid_workload
 from idlegate.sim.spec import MAX_TASK_SECONDS
 
 MAX_SWF_JOBS = 10_000_000
+_LEADING_NUMBER = re.compile(r"\s*[+-]?\d+(\.\d*)?([eE][+-]?\d+)?")
 
 
 @dataclass(frozen=True)
@@ -101,10 +104,12 @@ def parse_swf(lines: Any, path: str = "<swf>") -> SwfTrace:
 
 
 def _header_int(value: str) -> int | None:
-    try:
-        number = int(float(value.strip()))
-    except ValueError:
+    """The number a header value starts with: real traces comment after it, e.g.
+    ``338 (batch partition; 512 total)``; None when it starts with none or is not > 0."""
+    match = _LEADING_NUMBER.match(value)
+    if match is None:
         return None
+    number = int(float(match.group()))
     return number if number > 0 else None
 
 
