@@ -33,6 +33,7 @@ from tests.deploy_files import (
     SAMPLES,
     VALID_SAMPLES,
     committed_crd,
+    load_all,
     load_yaml,
     sample_files,
     sample_workflows,
@@ -444,8 +445,9 @@ def test_samples_directory_lints_clean_except_the_invalid_sample():
     )
     assert out.returncode == 1, out.stderr
     assert out.stdout.splitlines() == [INVALID_SAMPLE_LINT]
-    workflows, files = len(sample_workflows()), len(sample_files())
-    assert f"{workflows} DagWorkflow(s) in {files} file(s): 1 invalid" in out.stderr
+    workflows, files = len(sample_workflows()), len(sample_files()) + 1  # + cron/
+    summary = f"{workflows} DagWorkflow(s) and 1 DagCronWorkflow(s) in {files} file(s): 1 invalid"
+    assert summary in out.stderr
 
 
 def _diamond() -> dict[str, Any]:
@@ -596,3 +598,15 @@ def test_converter_refuses_what_kubernetes_cannot_express():
         crd.structural_schema(Either)
     with pytest.raises(ValueError, match="recursive model"):
         crd.structural_schema(Node)
+
+
+def test_the_cron_sample_passes_its_crd_lint_and_the_model():
+    from idlegate.operator.cron_spec import parse_cron_spec
+
+    path = SAMPLES / "cron" / "nightly-report.yaml"
+    (sample,) = load_all(path)
+    cron_schema = load_yaml(BASE / "cron-crd.yaml")["spec"]["versions"][0]["schema"]
+    assert api_server_problems(sample, cron_schema["openAPIV3Schema"]) == []
+    spec = parse_cron_spec(sample["spec"], path.name)
+    assert spec.concurrency_policy == "Forbid" and spec.time_zone == "Europe/Berlin"
+    assert lint_paths([str(path)]).ok
