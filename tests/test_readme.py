@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import typer.core
 import typer.main
 
 from idlegate import cli
@@ -29,10 +30,12 @@ def _code(text: str) -> str:
     return "\n".join(blocks + re.findall(r"`[^`\n]+`", rest)).replace("\\\n", " ")
 
 
-def _invocations(text: str) -> Iterator[tuple[str, list[str]]]:
-    """(command, its --flags) of every ``idlegate COMMAND ...`` up to the line's end or a pipe."""
+def _invocations(text: str) -> Iterator[tuple[str, str, list[str]]]:
+    """(command, the word after it, its --flags) of every ``idlegate COMMAND ...`` up to the
+    line's end or a pipe (the word names the command of a group, e.g. ``history export``)."""
     for match in re.finditer(r"\bidlegate ([a-z][a-z-]*)([^\n`|;&]*)", _code(text)):
-        yield match[1], re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", match[2])
+        word = match[2].split()[0] if match[2].split() else ""
+        yield match[1], word, re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", match[2])
 
 
 def test_the_two_commands_are_makefile_targets() -> None:
@@ -48,11 +51,17 @@ def test_the_two_commands_are_makefile_targets() -> None:
 def test_every_idlegate_command_and_flag_written_exists(name: str) -> None:
     commands = typer.main.get_command(cli.app).commands  # type: ignore[attr-defined]
     wrong = []
-    for command, flags in _invocations((ROOT / name).read_text()):
+    for command, word, flags in _invocations((ROOT / name).read_text()):
         if command not in commands:
             wrong.append(f"idlegate {command}")
             continue
-        params = commands[command].params
+        found = commands[command]
+        if isinstance(found, typer.core.TyperGroup):  # a sub-app: the next word is its command
+            if word not in found.commands:
+                wrong.append(f"idlegate {command} {word}")
+                continue
+            found = found.commands[word]
+        params = found.params
         known = {"--help", *(o for p in params for o in (*p.opts, *p.secondary_opts))}
         wrong += [f"idlegate {command} {flag}" for flag in flags if flag not in known]
     assert not wrong, f"{name} tells the user to run what does not exist: {sorted(set(wrong))}"
