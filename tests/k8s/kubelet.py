@@ -98,6 +98,7 @@ class SimKubelet:
         terminated = {
             "exitCode": code,
             "reason": "Completed" if code == 0 else "Error",
+            "startedAt": (pod.get("status") or {}).get("startTime") or now(),
             "finishedAt": now(),
         }
         containers = [
