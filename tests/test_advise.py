@@ -167,3 +167,42 @@ def test_history_simulate_cli_writes_a_replayable_history(tmp_path: Path) -> Non
     assert len(history) == 9
     assert {(h.policy, h.pool_size, h.outcome) for h in history} == {("srpt", 3, "Succeeded")}
     assert all(h.jct is not None and h.jct > 0 for h in history)
+
+
+def test_cluster_preset_needs_a_history() -> None:
+    from idlegate.training.config import load_config
+
+    with pytest.raises(IdlegateError, match="give --history HISTORY"):
+        load_config(None, "cluster")
+
+
+def test_train_on_a_history_names_it_in_the_onnx_metadata(tmp_path: Path) -> None:
+    """A tiny run of the cluster preset: train part as workload and validation, metadata."""
+    pytest.importorskip("torch")
+    from idlegate.policy.onnx_runtime import open_session
+    from idlegate.training.config import load_config
+    from idlegate.training.history import history_settings, history_source
+    from idlegate.training.reinforce import train
+
+    path = _history(tmp_path, jobs=16)
+    tiny = {
+        "iterations": 1,
+        "rollouts_per_sequence": 2,
+        "workers": 1,
+        "validation": {"seeds": [1_000_000], "every": 1, "reference_schedulers": ["fifo"]},
+        "bc": {"heuristic": "srpt", "episodes": 1, "epochs": 1, "dagger_rounds": 0},
+        "out_dir": str(tmp_path / "run"),
+    }
+    settings = history_settings(history_source(path, 0.6))
+    config = load_config(None, "cluster", **settings, **tiny)
+    assert config.validation_workload == config.workload
+    assert config.workload.options["part"] == "train"
+    result = train(config)
+    _, meta = open_session(
+        Path(result.out_dir) / "policy.onnx", threads=1, what="policy", remedy="-"
+    )
+    named = json.loads(meta["idlegate.history"])
+    facts = history_facts(path)
+    assert named["sha256"] == facts.sha256
+    assert (named["workflows"], named["train_fraction"], named["pool_size"]) == (16, 0.6, 6)
+    assert named["span_seconds"] == pytest.approx(facts.span_seconds)

@@ -428,7 +428,7 @@ def history_training(
     path: Path, train_fraction: float, workload: str | None, options: dict[str, Any]
 ) -> dict[str, Any]:
     """`train`'s settings for --history: its history section and train-part workload."""
-    from idlegate.training.config import history_settings, history_source
+    from idlegate.training.history import history_settings, history_source
 
     pool = options.pop("num_executors", None)
     if workload is not None or options:
