@@ -2,35 +2,35 @@
 
 SchedInspector's protocol (`docs/inspector.md`): windows of 256 consecutive jobs of an
 SWF trace drawn (numpy ``default_rng(seed)``) from its *test part*, the jobs after the
-first 20 % the inspector trained on; requested time = run time. Every scheduler runs on
-the same windows:
+first 20 % the inspector trained on; requested time = run time. With ``--lublin N``, N
+Lublin-model windows of the test seeds (`training.inspector.lublin_window`: machine
+sizes 64–512, inter-arrival scales 0.5–1.5, never the training's seeds) join them. Every
+scheduler runs on the same windows:
 
 * ``BASE`` — the heuristic alone (e.g. ``easy:sjf``);
 * ``reject:BASE`` — the reject rule (reject the pick whenever it cannot start, 72 times
   per job at most);
-* ``inspect:MODEL:BASE`` — the learned inspector;
+* ``inspector`` (``--model``), and more with ``--model`` repeated (``inspector-2``, …);
 * with ``--delay-rule S``: a hand-set inspector on the same mechanics that accepts a
   blocked pick when it could start within S seconds (its ``start_delay`` feature) and
   rejects it otherwise — a yardstick for what a learned inspector could gain.
 
-It prints per scheduler the mean over windows of the average bounded slowdown with its
-95 % interval; against the base and against the reject rule, the paired difference of
-that mean (``- base``: mean of per-window differences, with its interval) and the
-paired relative change (``/ base - 1``: mean of per-window ratios − 1, with its
-interval; heavy-tailed windows make the two disagree); the mean utilisation and average
-wait; and on how many windows it beats the base.
+It prints, for the trace's windows, the Lublin windows and all of them, per scheduler
+and per metric (average bounded slowdown, average wait, utilisation) the mean over
+windows with its 95 % interval, and the paired differences of that mean against the
+base and against the reject rule (mean of per-window differences, with its interval).
 
     python benchmarks/inspector.py --model out/insp.onnx --base easy:sjf [--sequences 50]
-        [--delay-rule 300]
+        [--lublin 50] [--delay-rule 300]
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -40,10 +40,11 @@ from idlegate.policy import SchedulerSpec, make_scheduler
 from idlegate.policy.inspector import FEATURE_NAMES, WAIT_SCALE, InspectorScheduler, log_scaled
 from idlegate.policy.rigid import make_base
 from idlegate.sim.engine import simulate
-from idlegate.sim.metrics import RunMetrics, mean_ci, paired_relative_change, run_metrics
+from idlegate.sim.metrics import RunMetrics, mean_ci, run_metrics
 from idlegate.sim.protocol import Scheduler
 from idlegate.sim.swf import read_swf, trace_part
 from idlegate.sim.workloads import build_workload
+from idlegate.training.inspector import lublin_window
 
 DEFAULT_TRACE = Path(__file__).resolve().parents[2] / "shared" / "data" / "swf" / "lublin_256.swf"
 SEQUENCE = 256
@@ -68,83 +69,106 @@ def delay_rule(base: SchedulerSpec, seconds: float) -> Scheduler:
 
 def run(
     trace: Path,
-    model: Path | None,
+    models: list[Path],
     base: SchedulerSpec,
     sequences: int,
     seed: int,
     delay_seconds: float | None = None,
-) -> dict[str, list[RunMetrics]]:
-    """Per scheduler label, the metrics of every test window (same windows for all)."""
+    lublin: int = 0,
+) -> dict[str, dict[str, list[RunMetrics]]]:
+    """Per window group (``trace``, ``lublin``) and scheduler label, the metrics of every
+    window (the same windows for all)."""
     reject = SchedulerSpec("reject", base=base)
     makers: dict[str, Callable[[], Scheduler]] = {
         str(base): lambda: make_scheduler(base),
         str(reject): lambda: make_scheduler(reject),
     }
-    if model is not None:
+    for i, model in enumerate(models):
         inspect = SchedulerSpec("inspect", str(model), base)
-        makers["inspector"] = lambda: make_scheduler(inspect)
+        makers["inspector" if i == 0 else f"inspector-{i + 1}"] = partial(make_scheduler, inspect)
     if delay_seconds is not None:
         makers[f"delay<{delay_seconds:g}s"] = lambda: delay_rule(base, delay_seconds)
-    workloads = [
-        build_workload(
-            "swf",
-            path=trace,
-            num_jobs=SEQUENCE,
-            start=s,
-            part="test",
-            train_fraction=TRAIN_FRACTION,
-            requested_time="run",
-        )
-        for s in window_starts(trace, sequences, seed)
-    ]
+    groups = {
+        "trace": [
+            build_workload(
+                "swf",
+                path=trace,
+                num_jobs=SEQUENCE,
+                start=s,
+                part="test",
+                train_fraction=TRAIN_FRACTION,
+                requested_time="run",
+            )
+            for s in window_starts(trace, sequences, seed)
+        ],
+        "lublin": [lublin_window(i, "test") for i in range(lublin)],
+    }
     return {
-        label: [run_metrics(simulate(w, make(), 0)) for w in workloads]
-        for label, make in makers.items()
+        group: {
+            label: [run_metrics(simulate(w, make(), 0)) for w in workloads]
+            for label, make in makers.items()
+        }
+        for group, workloads in groups.items()
+        if workloads
     }
 
 
-def _change(values: list[float], reference: list[float]) -> str:
-    est = paired_relative_change(values, reference)
-    return f"{est.mean:+.0%} [{est.low:+.0%}, {est.high:+.0%}]"
+METRICS: dict[str, tuple[str, str]] = {
+    "avg_bsld": ("avg bsld", ".1f"),
+    "avg_wait": ("avg wait (s)", ".0f"),
+    "utilisation": ("utilisation", ".3f"),
+}
 
 
-def _difference(values: list[float], reference: list[float]) -> str:
+def _difference(values: list[float], reference: list[float], form: str) -> str:
     if values == reference:
         return "0"
     est = mean_ci([x - r for x, r in zip(values, reference, strict=True)])
-    return f"{est.mean:+.1f} [{est.low:+.1f}, {est.high:+.1f}]"
+    return f"{est.mean:+{form}} [{est.low:+{form}}, {est.high:+{form}}]"
 
 
 def render(results: dict[str, list[RunMetrics]], base: SchedulerSpec) -> str:
+    """One group's table: per scheduler and metric, mean [95 % CI], − base, − reject."""
     reject, base_text = str(SchedulerSpec("reject", base=base)), str(base)
-    bsld = {k: [m.avg_bsld for m in v] for k, v in results.items()}
     lines = [
-        f"{'scheduler':<18} {'avg bsld':>9} {'95% CI':>13} {'- base':>21} {'- reject':>21} "
-        f"{'/ base - 1':>18} {'/ reject - 1':>18} {'util':>6} {'avg wait':>9} {'beats base':>10}"
+        f"{'scheduler':<18} {'metric':<13} {'mean':>9} {'95% CI':>17} {'- base':>27} "
+        f"{'- reject':>27}"
     ]
-    for label, metrics in results.items():
-        est = mean_ci(bsld[label])
-        wins = sum(x < b for x, b in zip(bsld[label], bsld[base_text], strict=True))
-        lines.append(
-            f"{label:<18} {est.mean:9.1f} {est.low:6.1f}-{est.high:<6.1f} "
-            f"{_difference(bsld[label], bsld[base_text]):>21} "
-            f"{_difference(bsld[label], bsld[reject]):>21} "
-            f"{_change(bsld[label], bsld[base_text]):>18} "
-            f"{_change(bsld[label], bsld[reject]):>18} "
-            f"{statistics.fmean(m.utilisation for m in metrics):6.3f} "
-            f"{statistics.fmean(m.avg_wait for m in metrics):9.0f} "
-            f"{wins:>4}/{len(metrics)}"
-        )
+    for label in results:
+        for field, (name, form) in METRICS.items():
+            values = {k: [getattr(m, field) for m in v] for k, v in results.items()}
+            est = mean_ci(values[label])
+            lines.append(
+                f"{label if field == 'avg_bsld' else '':<18} {name:<13} {est.mean:9{form}} "
+                f"{f'{est.low:{form}}-{est.high:{form}}':>17} "
+                f"{_difference(values[label], values[base_text], form):>27} "
+                f"{_difference(values[label], values[reject], form):>27}"
+            )
     return "\n".join(lines)
+
+
+def render_all(groups: dict[str, dict[str, list[RunMetrics]]], base: SchedulerSpec) -> str:
+    """A table per window group, and one for all windows together when there are two."""
+    tables = dict(groups)
+    if len(groups) > 1:
+        labels = next(iter(groups.values()))
+        tables["all"] = {k: [m for g in groups.values() for m in g[k]] for k in labels}
+    return "\n\n".join(
+        f"{name} ({len(next(iter(t.values())))} windows)\n{render(t, base)}"
+        for name, t in tables.items()
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", type=Path, help="The ONNX inspector (optional).")
+    parser.add_argument(
+        "--model", type=Path, action="append", default=[], help="An ONNX inspector (repeatable)."
+    )
     parser.add_argument("--base", default="easy:sjf", help="Its base (as it was trained).")
     parser.add_argument("--trace", type=Path, default=DEFAULT_TRACE, help="The SWF trace.")
     parser.add_argument("--sequences", type=int, default=50, help="Test windows of 256 jobs.")
     parser.add_argument("--seed", type=int, default=1, help="Seed of the window starts.")
+    parser.add_argument("--lublin", type=int, default=0, help="Lublin-model test windows.")
     parser.add_argument(
         "--delay-rule", type=float, help="Add the hand-set rule: accept if it starts within S s."
     )
@@ -152,15 +176,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         start = time.perf_counter()
         base = SchedulerSpec.parse(args.base)
-        results = run(args.trace, args.model, base, args.sequences, args.seed, args.delay_rule)
+        results = run(
+            args.trace, args.model, base, args.sequences, args.seed, args.delay_rule, args.lublin
+        )
     except IdlegateError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 1
-    print(render(results, base))
-    print(
-        f"{args.sequences} test windows x {len(results)} schedulers in "
-        f"{time.perf_counter() - start:.1f} s"
-    )
+    print(render_all(results, base))
+    print(f"in {time.perf_counter() - start:.1f} s")
     return 0
 
 

@@ -306,6 +306,32 @@ def test_warm_start_clones_the_delay_rule(tmp_path):
     assert cloned > 0 and agreement >= 0.95
 
 
+def test_training_mixes_lublin_windows_and_rewards_on_wait(tmp_path):
+    from idlegate.training.inspector import Windows, lublin_window
+
+    trace = str(_swf(tmp_path / "tiny.swf"))
+    only_trace = Windows(InspectorConfig(trace=trace, sequence_length=32), "train")
+    assert all(k >= 0 for k in only_trace.draw(np.random.default_rng(0), 20))
+    cfg = InspectorConfig(
+        trace=trace,
+        sequence_length=32,
+        reward="wait",
+        lublin_share=1.0,
+        lublin_executors=(16, 32),
+        lublin_interarrival=(0.5,),
+    )
+    windows = Windows(cfg, "train")
+    keys = windows.draw(np.random.default_rng(0), 8)
+    assert all(k < 0 for k in keys)
+    sizes = {windows.workload(k).num_executors for k in keys}
+    assert sizes <= {16, 32} and len(windows.workload(keys[0]).jobs) == 32
+    base = windows.base_metrics(keys[0])
+    assert windows.base_score(keys[0]) == base.avg_wait != base.avg_bsld
+    # the test part's Lublin windows are other jobs than the train part's of the same index
+    train, test = lublin_window(0, "train", cfg), lublin_window(0, "test", cfg)
+    assert [j.time for j in train.jobs] != [j.time for j in test.jobs]
+
+
 def test_the_shipped_inspector_loads_and_says_what_it_was_trained_on():
     path = ROOT / "src" / "idlegate" / "policy" / "inspectors" / "easy-sjf.onnx"
     scheduler = make_scheduler(f"inspect:{path}:easy:sjf")

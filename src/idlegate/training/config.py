@@ -397,6 +397,16 @@ class InspectorConfig(Config):
     requested_time: Literal["run", "trace"] = "run"
     """run: requested time = run time (SchedInspector's setting); trace: the trace's
     requested times."""
+    reward: Literal["bsld", "wait"] = "bsld"
+    """The metric of the percentage reward: the window's average bounded slowdown or its
+    average wait."""
+    lublin_share: float = Field(0.0, ge=0, le=1)
+    """Share of training windows drawn from the Lublin model instead of the trace (a
+    mixture of machine sizes and loads)."""
+    lublin_executors: tuple[int, ...] = Field((64, 128, 256, 512), min_length=1)
+    """Machine sizes of the Lublin windows (one drawn per window)."""
+    lublin_interarrival: tuple[float, ...] = Field((0.5, 0.75, 1.0, 1.5), min_length=1)
+    """Inter-arrival scales of the Lublin windows (below 1: more load; one per window)."""
     advantage: Literal["probes", "rollouts"] = "probes"
     """probes: run each window greedily and flip `probes` of its decisions, each rerun's
     R minus the greedy run's R is the flipped decision's advantage; rollouts: sample

@@ -8,11 +8,15 @@ al., HPDC 2022):
   SWF trace, starting at a seeded random job of its *train part* (the first
   `train_fraction`, 20 %, of its jobs); the rest of the trace is left for testing
   (`benchmarks/inspector.py`). Validation windows come from the train part too, drawn
-  from their own seed.
+  from their own seed. With `lublin_share` > 0 that share of the windows comes from the
+  Lublin–Feitelson model instead (`lublin_window`: a machine size from
+  `lublin_executors` and a load from `lublin_interarrival` per window), so the
+  inspector sees other machine sizes and loads than the trace's; the test part's
+  Lublin windows use other seeds.
 * **Reward**: one per episode, the percentage reward on the window's average bounded
-  slowdown, R = (b − s) / max(b, s), b the base heuristic alone on the same window
-  (computed once per window and cached), s the inspected run; R ∈ (−1, 1), > 0 when
-  the inspector helps.
+  slowdown (``reward="bsld"``) or average wait (``"wait"``), R = (b − s) / max(b, s),
+  b the base heuristic alone on the same window (computed once per window and cached),
+  s the inspected run; R ∈ (−1, 1), > 0 when the inspector helps.
 * **Advantage** (`advantage`), two estimators:
 
   - ``probes`` (the default): run the window with the current policy's greedy
@@ -53,7 +57,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 import numpy as np
 import torch
@@ -75,7 +79,7 @@ from idlegate.policy.onnx_export import check_parity, save_onnx
 from idlegate.policy.onnx_export import onnx_bytes as export_bytes
 from idlegate.policy.rigid import RejectScheduler
 from idlegate.sim.engine import Workload, simulate
-from idlegate.sim.metrics import run_metrics
+from idlegate.sim.metrics import RunMetrics, run_metrics
 from idlegate.sim.swf import read_swf, trace_part
 from idlegate.sim.workloads import build_workload
 from idlegate.training.config import InspectorConfig
@@ -116,16 +120,46 @@ def group_advantages(rewards: np.ndarray) -> np.ndarray:
 
 @dataclass
 class Episode:
-    """One inspected run of a window: its average bsld, utilisation and decisions."""
+    """One inspected run of a window: its metrics, its reward metric and its decisions."""
 
     bsld: float
+    wait: float
     utilisation: float
+    score: float
+    """The reward's metric (`InspectorConfig.reward`): avg bsld or avg wait."""
     features: list[np.ndarray]
     actions: list[int]
 
 
+LUBLIN_SALT: Final = {"train": 0, "test": 1}
+"""Seeds Lublin windows apart by part, so test windows are never trained on."""
+
+
+def lublin_window(
+    index: int, part: Literal["train", "test"], cfg: InspectorConfig | None = None
+) -> Workload:
+    """The `index`-th Lublin-model window of `part`: machine size and load drawn from
+    `cfg.lublin_executors` and `cfg.lublin_interarrival` (the defaults without `cfg`),
+    then `cfg.sequence_length` jobs of the model, all seeded by (index, part)."""
+    cfg = cfg or InspectorConfig(trace="")
+    rng = np.random.default_rng([index, LUBLIN_SALT[part]])
+    executors = int(rng.choice(cfg.lublin_executors))
+    scale = float(rng.choice(cfg.lublin_interarrival))
+    return build_workload(
+        "lublin",
+        seed=rng,
+        num_jobs=cfg.sequence_length,
+        num_executors=executors,
+        interarrival_scale=scale,
+    )
+
+
 class Windows:
-    """The trace's windows of one part, their workloads and the base's bsld (cached)."""
+    """The training windows of one part and the base's metrics on each (cached).
+
+    A window is a key: k >= 0 the window of the trace's part starting at its k-th job,
+    k < 0 the Lublin-model window ``lublin_window(-1 - k, part)``.
+    """
 
     def __init__(self, cfg: InspectorConfig, part: Literal["train", "test"]) -> None:
         self.cfg = cfg
@@ -138,34 +172,57 @@ class Windows:
                 f"{cfg.sequence_length}; use a longer trace or a shorter --sequence-length"
             )
         self._workloads: dict[int, Workload] = {}
-        self._base: dict[int, float] = {}
+        self._base: dict[int, RunMetrics] = {}
         make_base(cfg.base)  # a wrong base fails here, before any simulation
 
     def draw(self, rng: np.random.Generator, n: int) -> list[int]:
-        """`n` window starts, uniform over the windows that fit."""
-        return [int(s) for s in rng.integers(self.count, size=n)]
+        """`n` window keys: a Lublin window with probability `lublin_share`, else a trace
+        window uniform over those that fit."""
+        share = self.cfg.lublin_share
+        return [
+            -1 - int(rng.integers(2**31 - 1))
+            if share > 0 and rng.random() < share
+            else int(rng.integers(self.count))
+            for _ in range(n)
+        ]
 
     def workload(self, start: int) -> Workload:
         w = self._workloads.get(start)
         if w is None:
-            w = self._workloads[start] = build_workload(
-                "swf",
-                path=self.cfg.trace,
-                num_jobs=self.cfg.sequence_length,
-                start=start,
-                part=self.part,
-                train_fraction=self.cfg.train_fraction,
-                requested_time=self.cfg.requested_time,
-            )
+            if start < 0:
+                w = lublin_window(-1 - start, self.part, self.cfg)
+            else:
+                w = build_workload(
+                    "swf",
+                    path=self.cfg.trace,
+                    num_jobs=self.cfg.sequence_length,
+                    start=start,
+                    part=self.part,
+                    train_fraction=self.cfg.train_fraction,
+                    requested_time=self.cfg.requested_time,
+                )
+            self._workloads[start] = w
         return w
 
-    def base_bsld(self, start: int) -> float:
-        """The base heuristic's average bsld on the window (computed once)."""
-        b = self._base.get(start)
-        if b is None:
+    def base_metrics(self, start: int) -> RunMetrics:
+        """The base heuristic alone on the window (computed once)."""
+        m = self._base.get(start)
+        if m is None:
             result = simulate(self.workload(start), make_base(self.cfg.base), 0)
-            b = self._base[start] = run_metrics(result).avg_bsld
-        return b
+            m = self._base[start] = run_metrics(result)
+        return m
+
+    def base_bsld(self, start: int) -> float:
+        """The base heuristic's average bsld on the window."""
+        return self.base_metrics(start).avg_bsld
+
+    def base_score(self, start: int) -> float:
+        """The base heuristic's reward metric on the window."""
+        return self.score(self.base_metrics(start))
+
+    def score(self, metrics: RunMetrics) -> float:
+        """The reward's metric of a run: its average bsld or average wait."""
+        return metrics.avg_wait if self.cfg.reward == "wait" else metrics.avg_bsld
 
     def reject_bsld(self, start: int) -> float:
         """The reject rule's average bsld on the window (the inspector that always rejects)."""
@@ -185,8 +242,10 @@ class Windows:
             max_rejections=cfg.max_rejections,
             interval=cfg.interval,
         )
-        metrics = run_metrics(simulate(self.workload(start), scheduler, 0))
-        return Episode(metrics.avg_bsld, metrics.utilisation, judge.features, judge.actions)
+        m = run_metrics(simulate(self.workload(start), scheduler, 0))
+        return Episode(
+            m.avg_bsld, m.avg_wait, m.utilisation, self.score(m), judge.features, judge.actions
+        )
 
 
 def validate(windows: Windows, starts: list[int], mlp: NumpyMlp) -> tuple[float, float]:
@@ -194,7 +253,7 @@ def validate(windows: Windows, starts: list[int], mlp: NumpyMlp) -> tuple[float,
     rewards, bslds = [], []
     for s in starts:
         ep = windows.run(s, ReplayJudge(mlp))
-        rewards.append(percentage_reward(windows.base_bsld(s), ep.bsld))
+        rewards.append(percentage_reward(windows.base_score(s), ep.score))
         bslds.append(ep.bsld)
     return statistics.fmean(rewards), statistics.fmean(bslds)
 
@@ -254,7 +313,7 @@ def rollout_batch(
         row = []
         for j in range(cfg.rollouts):
             ep = windows.run(s, SamplingJudge(mlp, rng))
-            rewards[i, j] = percentage_reward(windows.base_bsld(s), ep.bsld)
+            rewards[i, j] = percentage_reward(windows.base_score(s), ep.score)
             row.append(ep)
         episodes.append(row)
     adv = group_advantages(rewards) if cfg.rollouts > 1 else rewards
@@ -285,9 +344,9 @@ def probe_batch(
     batch = Batch()
     rewards = []
     for s in starts:
-        base = windows.base_bsld(s)
+        base = windows.base_score(s)
         greedy = windows.run(s, ReplayJudge(mlp))
-        r = percentage_reward(base, greedy.bsld)
+        r = percentage_reward(base, greedy.score)
         rewards.append(r)
         count = len(greedy.actions)
         for k in rng.choice(count, size=min(cfg.probes, count), replace=False).tolist():
@@ -299,7 +358,7 @@ def probe_batch(
                     "simulation of rigid jobs must be deterministic for probes (use "
                     "advantage='rollouts' otherwise)"
                 )
-            gain = percentage_reward(base, ep.bsld) - r
+            gain = percentage_reward(base, ep.score) - r
             batch.features += [greedy.features[k], greedy.features[k]]
             batch.actions += [flipped, greedy.actions[k]]
             batch.advantages += [gain, -gain]
