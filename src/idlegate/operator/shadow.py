@@ -179,7 +179,11 @@ class Shadow:
         estimate = None
         if isinstance(active, LookaheadScheduler):
             estimate = plan_estimate(active.last_plan, self.policy.name, active.following)
-        return ShadowRound(planning_fork(cluster), followed(active), estimate)
+        # duration models are copied only for what simulates futures (a planner, the
+        # estimator): a heuristic's or an ONNX policy's answer reads the state alone
+        needs = self._estimate is not None or is_planner(self.policy)
+        fork = planning_fork(cluster) if needs else cluster.fork()
+        return ShadowRound(fork, followed(active), estimate)
 
     def submit(self, shadowed: ShadowRound, now: float) -> None:
         """Event loop, after the round: hand it to the worker (a round without answers is
