@@ -5,9 +5,10 @@ picks the job it would start; the *inspector* looks at that pick and the system 
 says **accept** (the base goes on as usual) or **reject** (nothing starts now; at the
 next scheduling point the base picks again, possibly another job). The mechanics are
 those of the reject rule (`RejectScheduler`, which this class extends): a rejection
-lasts until the next arrival or completion, scheduling points the cluster did not ask
-about and every `interval` seconds (600) without an event count as rejections too, and
-after `max_rejections` (72) a job is accepted without asking. The decision is an MLP in
+lasts until the next scheduling point (a start, an arrival, a completion, or `interval`
+seconds, 600, without an event); the points the cluster did not stop at are replayed at
+its next question, the judge seeing the system as it is then; after `max_rejections`
+(72) a job is accepted without asking. The decision is an MLP in
 ONNX (hidden 32-16-8, two logits: accept, reject), run by onnxruntime and numpy only.
 
 Which picks are inspected (``ask``, from the model's metadata):
