@@ -29,7 +29,7 @@ from idlegate.policy.lookahead import LookaheadScheduler
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.engine import simulate
 from idlegate.sim.workloads import build_workload
-from tests.helpers import chain
+from tests.helpers import chain, workload
 
 HISTORY = "src/idlegate/training/examples/history.yaml"
 
@@ -248,3 +248,64 @@ def test_a_history_prior_fits_from_the_first_decision():
     source.observe(job)
     futures = source.futures(c, [job], 50.0, 2, np.random.default_rng(0))
     assert source.used_model == 1 and len(futures) == 2
+
+
+# -- the expected future and idle candidates at arrivals --------------------------------
+
+
+def test_the_expected_future_holds_the_session_a_long_job_brings():
+    arr = arrivals_of(build_workload("follow", 3, num_executors=2, load=0.7, num_jobs=200))
+    long_job = max(arr, key=lambda a: a.work)
+    after = arr[-1].time + 100.0  # past every earlier arrival's lags
+    m = ConditionalModel().fit([*arr, long_job._replace(time=after)], after)
+    drawn = m.expected(after, 30.0, 64, np.random.default_rng(0))
+    plain = ConditionalModel().fit(arr, after).expected(after, 30.0, 64, np.random.default_rng(0))
+
+    def shorts(future: list) -> int:
+        return sum(job.dag.total_work < 30 for _, job in future)
+
+    # 80 % of long jobs bring 3-4 short ones, most within 30 s: 2-3 more expected
+    assert 2 <= shorts(drawn) - shorts(plain) <= 4
+    assert all(after < t <= after + 30.0 for t, _ in drawn)
+    assert [t for t, _ in drawn] == sorted(t for t, _ in drawn)
+    again = m.expected(after, 30.0, 64, np.random.default_rng(0))
+    assert [t for t, _ in again] == [t for t, _ in drawn]
+
+
+def test_the_expected_count_is_the_rounded_mean_count():
+    # a scheduled stem every 100 s: one run expected in the next 100 s, at its time
+    times = [100.0 * i for i in range(6)]
+    arr = [Arrival(t, 50.0, "nightly", f"job-{i}") for i, t in enumerate(times)]
+    m = ConditionalModel(FuturesConfig(min_arrivals=2)).fit(arr, 520.0)
+    drawn = m.expected(520.0, 100.0, 32, np.random.default_rng(1))
+    assert len(drawn) == 1 and abs(drawn[0][0] - 600.0) < 5.0 and drawn[0][1] == "job-5"
+
+
+def test_the_expected_source_plans_on_one_future_and_none_without_evidence():
+    source = make_source("expected")
+    w = build_workload("follow", 5, num_executors=2, load=0.7, num_jobs=150)
+    c = Cluster(2)
+    jobs = [c.add_job(a.dag, a.time, a.name, a.durations) for a in w.jobs]
+    for job in jobs[:20]:
+        source.observe(job)
+    c.now = jobs[19].arrival
+    empty = source.futures(c, jobs[:20], 100.0, 4, np.random.default_rng(0))
+    assert len(empty) == 1 and empty[0].arrivals == ()  # too few arrivals scored yet
+    for i in range(20, 150):
+        source.observe(jobs[i])
+        c.now = jobs[i].arrival
+        futures = source.futures(c, jobs[: i + 1], 100.0, 4, np.random.default_rng(0))
+        assert len(futures) == 1
+    assert source.used_model > 0 and futures[0].arrivals
+    assert all(c.now < a.time <= c.now + 100.0 for a in futures[0].arrivals)
+
+
+def test_idle_candidates_end_at_the_next_arrivals():
+    """DESIGN.md's example with no idle levels: the slot that ends at B's arrival (2 s)."""
+    w = workload((0.0, "A", chain(20.0)), (2.0, "B", chain(4.0)))
+    options = "mode=decision&futures=oracle&horizon=100&idle_levels=0&wait=false&candidates=fair"
+    without = make_scheduler(f"lookahead?{options}:srpt")
+    assert {r.name: r.jct for r in simulate(w, without, 0).records} == {"A": 20.0, "B": 22.0}
+    p = make_scheduler(f"lookahead?{options}&idle_at_arrivals=1:srpt")
+    assert {r.name: r.jct for r in simulate(w, p, 0).records} == {"A": 26.0, "B": 4.0}
+    assert p.stats.idles == 1

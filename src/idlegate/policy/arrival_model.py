@@ -33,7 +33,7 @@ and the scheduled runs; each arrival copies a recent job of its type.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from math import erf, log, sqrt
 from typing import Any, NamedTuple
@@ -71,8 +71,10 @@ class FuturesConfig(Config):
     score_window: StrictInt = Field(40, ge=1)
     """``auto``: the arrivals over which the two models' held-out scores are compared."""
     margin: NonNegative = 0.05
-    """``auto``: the conditional model is used when it beats Poisson by this many nats
-    per arrival."""
+    """``auto``, ``expected``: the conditional model is used when it beats Poisson by
+    this many nats per arrival."""
+    expected_draws: StrictInt = Field(32, ge=1)
+    """``expected``: sampled futures behind the one expected future."""
 
 
 class Arrival(NamedTuple):
@@ -380,10 +382,21 @@ class ConditionalModel:
         self, now: float, horizon: float, rng: np.random.Generator
     ) -> list[tuple[float, Any]]:
         """One future over (now, now + horizon]: (time, job to copy), sorted by time."""
+        return self._draw(now, horizon, rng, lambda kind: self._template(kind, rng))
+
+    def _draw(
+        self,
+        now: float,
+        horizon: float,
+        rng: np.random.Generator,
+        label: Callable[[Any], Any],
+    ) -> list[tuple[float, Any]]:
+        """One future: (time, `label` of its type), sorted; `label` is called in drawing
+        order (it may draw from `rng` too)."""
         end = now + horizon
         out: list[tuple[float, Any]] = []
         if self.hawkes is not None:
-            out += self._sample_hawkes(now, end, rng)
+            out += [(t, label(c)) for t, c in self._sample_hawkes(now, end, rng)]
         for s, sch in self.schedules.items():
             last = max(a.time for a in self.seen if a.stem == s)
             k = 1
@@ -392,14 +405,37 @@ class ConditionalModel:
                 if t <= now:  # overdue: it comes soon
                     t = now + float(rng.exponential(sch.spread))
                 if t <= end:
-                    out.append((t, self._template(s, rng)))
+                    out.append((t, label(s)))
                 k += 1
+        out.sort(key=lambda x: x[0])
+        return out
+
+    def expected(
+        self, now: float, horizon: float, draws: int, rng: np.random.Generator
+    ) -> list[tuple[float, Any]]:
+        """The expected future over (now, now + horizon]: (time, job to copy), sorted.
+
+        Of each type, round(n̄) arrivals, n̄ its mean count over `draws` sampled futures;
+        the k-th at the time where the mean count of that type passes k − 1/2 (a median
+        time), each a copy of the type's latest job. One deterministic future instead of
+        a few noisy ones: a planner compares its candidates without sampling noise.
+        """
+        times: dict[Any, list[float]] = {}
+        for _ in range(draws):
+            for t, kind in self._draw(now, horizon, rng, lambda kind: kind):
+                times.setdefault(kind, []).append(t)
+        out: list[tuple[float, Any]] = []
+        for kind, ts in times.items():
+            ts.sort()
+            template = (self.templates.get(kind) or [a.job for a in self.seen])[-1]
+            for k in range(1, int(len(ts) / draws + 0.5) + 1):
+                out.append((ts[min(int((k - 0.5) * draws), len(ts) - 1)], template))
         out.sort(key=lambda x: x[0])
         return out
 
     def _sample_hawkes(
         self, now: float, end: float, rng: np.random.Generator
-    ) -> list[tuple[float, Any]]:
+    ) -> list[tuple[float, int]]:
         hk = self.hawkes
         if hk is None:
             return []
@@ -414,14 +450,15 @@ class ConditionalModel:
         cap = 20 * (len(queue) + 10)
         while queue and len(new) < cap:
             t, a, elapsed = queue.pop()
-            left = 1.0 - kernel_cdf(hk.h[a], hk.width, elapsed)
+            # H may pass 1 by a rounding error: a negative Poisson mean is an error
+            left = np.maximum(1.0 - kernel_cdf(hk.h[a], hk.width, elapsed), 0.0)
             for b in range(len(hk.mu)):
                 n = int(rng.poisson(hk.alpha[a, b] * left[b]))
                 for lag in sample_lags(hk.h[a, b], hk.width, elapsed, n, rng):
                     if t + lag <= end and t + lag > now:
                         new.append((t + float(lag), b))
                         queue.append((t + float(lag), b, 0.0))
-        return [(t, self._template(c, rng)) for t, c in new]
+        return new
 
     def _template(self, kind: Any, rng: np.random.Generator) -> Any:
         jobs = self.templates.get(kind) or [a.job for a in self.seen]

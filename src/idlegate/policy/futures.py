@@ -11,6 +11,11 @@ A planner's futures (`policy.lookahead`, `LookaheadConfig.futures`) come from a 
   fitted on the arrivals seen so far.
 * ``auto``: the conditional model when its held-out log-likelihood beats the Poisson
   model's on the recent arrivals (`Selector`), else ``poisson``.
+* ``expected``: one future, the conditional model's *expected* arrivals
+  (`ConditionalModel.expected`: of each type its mean count, at median times), while
+  the model beats Poisson as in ``auto``; else one future without arrivals (idling for
+  arrivals nobody can predict never pays). No sampling noise between candidates, and
+  its arrival times are the idle candidates of `LookaheadConfig.idle_at_arrivals`.
 * ``oracle``: the workload's true remaining arrivals, one future (the simulator tells the
   planner them, `foresee`): the ceiling of any model, and the teacher of distillation.
 
@@ -38,7 +43,7 @@ from idlegate.sim.engine import JobArrival
 from idlegate.sim.protocol import Job
 from idlegate.sim.rollout import Future
 
-FutureKind = Literal["poisson", "conditional", "auto", "oracle"]
+FutureKind = Literal["poisson", "conditional", "auto", "expected", "oracle"]
 
 
 # -- selection by evidence ----------------------------------------------------------------
@@ -169,6 +174,23 @@ def _content(job: Job | JobArrival) -> tuple[Any, Any]:
     return job.dag, duration_model(job.payload)
 
 
+def _future(
+    drawn: Sequence[tuple[float, Any]],
+    m: int,
+    contents: dict[int, tuple[Any, Any]],
+    rng: np.random.Generator,
+) -> Future:
+    """Future `m` of a plan from a model's (time, job to copy); `contents` holds each
+    template's (DAG, duration model), frozen once per plan (the plan may run in another
+    thread)."""
+    arrivals = []
+    for i, (t, job) in enumerate(drawn):
+        if id(job) not in contents:
+            contents[id(job)] = _content(job)
+        arrivals.append(JobArrival(t, f"future-{m}-{i}", *contents[id(job)]))
+    return Future(tuple(arrivals), int(rng.integers(2**63)))
+
+
 class ConditionalSource(FutureSource):
     """``futures=conditional`` (always the model once fitted) or ``auto`` (the model
     while it beats Poisson, `Selector`); Poisson futures before `min_arrivals`.
@@ -213,16 +235,35 @@ class ConditionalSource(FutureSource):
             self.used_poisson += 1
             return poisson_futures(view, recent, horizon, samples, rng)
         self.used_model += 1
-        futures = []
         contents: dict[int, tuple[Any, Any]] = {}  # frozen once per plan (thread safety)
-        for m in range(samples):
-            arrivals = []
-            for i, (t, job) in enumerate(self.selector.model.sample(view.now, horizon, rng)):
-                if id(job) not in contents:
-                    contents[id(job)] = _content(job)
-                arrivals.append(JobArrival(t, f"future-{m}-{i}", *contents[id(job)]))
-            futures.append(Future(tuple(arrivals), int(rng.integers(2**63))))
-        return futures
+        return [
+            _future(self.selector.model.sample(view.now, horizon, rng), m, contents, rng)
+            for m in range(samples)
+        ]
+
+
+class ExpectedSource(ConditionalSource):
+    """``futures=expected``: one future, the model's expected arrivals while it beats
+    Poisson (`Selector`), else one without arrivals (module docstring)."""
+
+    def __init__(self, config: FuturesConfig, *, prior: Sequence[Arrival] = ()) -> None:
+        super().__init__(config, auto=True, prior=prior)
+
+    def futures(
+        self,
+        view: Cluster,
+        recent: Sequence[Job],
+        horizon: float,
+        samples: int,
+        rng: np.random.Generator,
+    ) -> list[Future]:
+        self.selector.update(self.arrivals, view.now)
+        if self.selector.fitted_at is None or not self.selector.conditional_wins():
+            self.used_poisson += 1
+            return [Future((), 0)]
+        self.used_model += 1
+        drawn = self.selector.model.expected(view.now, horizon, self.config.expected_draws, rng)
+        return [_future(drawn, 0, {}, rng)]
 
 
 class OracleSource(FutureSource):
@@ -275,4 +316,6 @@ def make_source(
     if kind == "oracle":
         return OracleSource()
     prior = history_arrivals(history) if history else ()
+    if kind == "expected":
+        return ExpectedSource(config or FuturesConfig(), prior=prior)
     return ConditionalSource(config or FuturesConfig(), auto=kind == "auto", prior=prior)

@@ -17,7 +17,9 @@ Candidates (`LookaheadConfig`)
 * the picks of BASE and of a few heuristics (`candidates`), each with its cap;
 * WAIT, when some executor is busy (so the wait ends at a completion);
 * for BASE's pick, when its stage has neither started nor idled: idle slots of
-  d = r · l · g / G seconds, g = 1..G (the learned policy's idle levels);
+  d = r · l · g / G seconds, g = 1..G (the learned policy's idle levels), and with
+  `idle_at_arrivals` = N (decision mode) slots ending at each of the first N arrivals
+  of the first future within r · l (the true next arrivals under ``futures=oracle``);
 
 deduplicated by what they do *now* (the stage, how many executors start, the delay), so
 a decision where every candidate does the same thing costs no simulation at all.
@@ -151,6 +153,9 @@ class LookaheadConfig(Config):
     """G: idle candidates d = r·l·g/G, g = 1..G, for BASE's pick (0: none)."""
     idle_ratio: Positive = 1.0
     """r: the longest idle candidate is r times the stage's task length."""
+    idle_at_arrivals: StrictInt = Field(0, ge=0)
+    """``decision``: also idle candidates for BASE's pick that end at each of the first N
+    arrivals of the first future within r·l ("wait for the job that is coming")."""
     terminal_weight: NonNegative = 1.0
     """w: weight of the cost-to-go estimate R at the horizon (0: none)."""
     window: StrictInt = Field(50, ge=1)
@@ -345,8 +350,11 @@ class LookaheadScheduler:
                 self._plan_inline(view)
             action = self._followers[self.following].decide(view)
         else:
-            options = self._options(view)
-            best = 0 if len(options) == 1 else self._plan_decision(view, options)
+            # futures before the options only when they name idle candidates: drawing
+            # them at single-option decisions too would shift every other run's stream
+            futures = self._futures_now(view) if self.config.idle_at_arrivals else None
+            options = self._options(view, futures)
+            best = 0 if len(options) == 1 else self._plan_decision(view, options, futures)
             action = options[best]
         if action is WAIT:
             self.stats.waits += 1
@@ -442,11 +450,21 @@ class LookaheadScheduler:
 
     # -- decision mode ----------------------------------------------------------------
 
-    def _plan_decision(self, view: Cluster, options: list[Action]) -> int:
-        """Index of the cheapest option: 0 (BASE's pick) unless another is cheaper by the margin."""
-        started, cpu = time.perf_counter(), time.thread_time()
+    def _futures_now(self, view: Cluster) -> tuple[float, list[Future]]:
+        """The horizon and the futures of a decision."""
         horizon = self.horizon(view)
-        futures = self.sample_futures(view, horizon)
+        return horizon, self.sample_futures(view, horizon)
+
+    def _plan_decision(
+        self,
+        view: Cluster,
+        options: list[Action],
+        drawn: tuple[float, list[Future]] | None = None,
+    ) -> int:
+        """Index of the cheapest option: 0 (BASE's pick) unless another is cheaper by the
+        margin; `drawn`: the decision's horizon and futures when drawn already."""
+        started, cpu = time.perf_counter(), time.thread_time()
+        horizon, futures = drawn or self._futures_now(view)
         policy = self._rollout[self.base_name]
         found = self._compare(self._fork(view), futures, horizon, [(a, policy) for a in options])
         best = self._cheapest(found.costs, found.raced_out)
@@ -458,8 +476,11 @@ class LookaheadScheduler:
         s.plan_cpu_seconds.append(time.thread_time() - cpu)
         return best
 
-    def _options(self, view: Cluster) -> list[Action]:
-        """BASE's pick first, then every candidate that does something else now."""
+    def _options(
+        self, view: Cluster, drawn: tuple[float, list[Future]] | None = None
+    ) -> list[Action]:
+        """BASE's pick first, then every candidate that does something else now
+        (`drawn`: the decision's futures, whose first arrivals give idle candidates)."""
         base_pick = self.base.decide(view)
         options = [base_pick]
         seen = {effect(view, base_pick)}
@@ -476,16 +497,26 @@ class LookaheadScheduler:
         if self.config.wait and view.free_executors < view.num_executors:
             offer(WAIT)
         if isinstance(base_pick, Decision):
-            self._offer_idle(base_pick, offer)
+            self._offer_idle(base_pick, offer, view.now, drawn[1] if drawn else [])
         return options
 
-    def _offer_idle(self, pick: Decision, offer: Callable[[Action], None]) -> None:
+    def _offer_idle(
+        self,
+        pick: Decision,
+        offer: Callable[[Action], None],
+        now: float,
+        futures: Sequence[Future],
+    ) -> None:
         stage, levels = pick.stage, self.config.idle_levels
-        if levels == 0 or pick.idle_delay > 0 or stage.launched or stage.delayed:
+        if pick.idle_delay > 0 or stage.launched or stage.delayed:
             return
-        unit = self.config.idle_ratio * stage.duration / levels
+        longest = self.config.idle_ratio * stage.duration
         for g in range(1, levels + 1):
-            offer(Decision(stage, pick.parallelism_cap, unit * g))
+            offer(Decision(stage, pick.parallelism_cap, longest * g / levels))
+        if futures and self.config.idle_at_arrivals:
+            times = sorted({a.time for a in futures[0].arrivals if now < a.time <= now + longest})
+            for t in times[: self.config.idle_at_arrivals]:
+                offer(Decision(stage, pick.parallelism_cap, t - now))
 
     # -- futures ----------------------------------------------------------------------
 
