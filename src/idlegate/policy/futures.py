@@ -16,6 +16,9 @@ A planner's futures (`policy.lookahead`, `LookaheadConfig.futures`) come from a 
   the model beats Poisson as in ``auto``; else one future without arrivals (idling for
   arrivals nobody can predict never pays). No sampling noise between candidates, and
   its arrival times are the idle candidates of `LookaheadConfig.idle_at_arrivals`.
+* ``known``: the arrivals known in advance (the upcoming runs of cron workflows, which
+  the simulator tells the planner, `foresee`, as the operator can from its
+  DagCronWorkflows), with Poisson futures of the others (ad-hoc jobs) around them.
 * ``oracle``: the workload's true remaining arrivals, one future (the simulator tells the
   planner them, `foresee`): the ceiling of any model, and the teacher of distillation.
 
@@ -43,7 +46,7 @@ from idlegate.sim.engine import JobArrival
 from idlegate.sim.protocol import Job
 from idlegate.sim.rollout import Future
 
-FutureKind = Literal["poisson", "conditional", "auto", "expected", "oracle"]
+FutureKind = Literal["poisson", "conditional", "auto", "expected", "known", "oracle"]
 
 
 # -- selection by evidence ----------------------------------------------------------------
@@ -127,15 +130,24 @@ _ARRIVAL_CONFIG = AnalyticIdleConfig()
 
 
 def poisson_futures(
-    view: Cluster, recent: Sequence[Job], horizon: float, samples: int, rng: np.random.Generator
+    view: Cluster,
+    recent: Sequence[Job],
+    horizon: float,
+    samples: int,
+    rng: np.random.Generator,
+    share: float = 1.0,
 ) -> list[Future]:
-    """`samples` Poisson futures: the Gamma–Poisson rate of the recent arrivals, each
-    arrival a copy of a uniformly drawn job of `recent` (its DAG and duration model)."""
+    """`samples` Poisson futures: the Gamma–Poisson rate of the recent arrivals (times
+    `share`, the part of the stream they stand for), each arrival a copy of a uniformly
+    drawn job of `recent` (its DAG and duration model)."""
     rate = 0.0
     if recent and view.arrival_log:
-        rate = estimate_arrivals(
-            view.arrival_log, view.now, view.num_executors, _ARRIVAL_CONFIG
-        ).rate
+        rate = (
+            share
+            * estimate_arrivals(
+                view.arrival_log, view.now, view.num_executors, _ARRIVAL_CONFIG
+            ).rate
+        )
     models: dict[int, Any] = {}
     futures = []
     for m in range(samples):
@@ -297,6 +309,41 @@ class OracleSource(FutureSource):
         return [Future(tuple(a for a in self.arrivals if a.time > view.now), 0)]
 
 
+class KnownSource(FutureSource):
+    """``futures=known``: the scheduled arrivals it is told (`foresee` keeps those marked
+    `JobArrival.scheduled`), in every future, plus Poisson futures of the rest: the rate of
+    the recent arrivals times the share of them not scheduled, copies of those."""
+
+    def __init__(self) -> None:
+        self.known: tuple[JobArrival, ...] = ()
+        self._names: frozenset[str] = frozenset()
+
+    def reset(self) -> None:
+        self.known, self._names = (), frozenset()
+
+    def foresee(self, arrivals: Sequence[JobArrival]) -> None:
+        """Arrivals known in advance; only the scheduled ones are kept (a live cluster
+        tells only those)."""
+        self.known = tuple(sorted((a for a in arrivals if a.scheduled), key=lambda a: a.time))
+        self._names = frozenset(a.name for a in self.known)
+
+    def futures(
+        self,
+        view: Cluster,
+        recent: Sequence[Job],
+        horizon: float,
+        samples: int,
+        rng: np.random.Generator,
+    ) -> list[Future]:
+        ahead = tuple(a for a in self.known if view.now < a.time <= view.now + horizon)
+        others = [j for j in recent if j.name not in self._names]
+        share = len(others) / len(recent) if recent else 0.0
+        sampled = poisson_futures(view, others, horizon, samples, rng, share)
+        return [
+            Future(tuple(sorted(ahead + f.arrivals, key=lambda a: a.time)), f.seed) for f in sampled
+        ]
+
+
 def history_arrivals(path: str) -> list[Arrival]:
     """The arrivals of a history file (docs/workloads.md, `file`), at their recorded times,
     to fit a model offline (`ConditionalModel.fit`) or as a `ConditionalSource`'s prior."""
@@ -315,6 +362,8 @@ def make_source(
         return PoissonSource()
     if kind == "oracle":
         return OracleSource()
+    if kind == "known":
+        return KnownSource()
     prior = history_arrivals(history) if history else ()
     if kind == "expected":
         return ExpectedSource(config or FuturesConfig(), prior=prior)

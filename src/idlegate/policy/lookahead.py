@@ -108,7 +108,7 @@ from pydantic import ConfigDict, Field, StrictBool, StrictInt
 from idlegate.config import Config, NonNegative, Positive
 from idlegate.errors import IdlegateError, reject_unknown
 from idlegate.policy.bounded import WindowConfig, select_window
-from idlegate.policy.futures import FutureKind, OracleSource, make_source
+from idlegate.policy.futures import FutureKind, KnownSource, OracleSource, make_source
 from idlegate.policy.spec import SchedulerSpec
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.engine import JobArrival
@@ -162,7 +162,8 @@ class LookaheadConfig(Config):
     """Recent arrivals behind the arrival-rate estimate and the job mix."""
     futures: FutureKind = "poisson"
     """Where futures come from: poisson, conditional, auto (conditional while it predicts
-    better) or oracle (the true arrivals; simulator only). See `policy.futures`."""
+    better), expected, known (the scheduled arrivals told in advance, Poisson for the rest)
+    or oracle (the true arrivals; simulator only). See `policy.futures`."""
     futures_history: str | None = None
     """conditional/auto: a history file (docs/workloads.md, `file`) fitted on as the past."""
     margin: NonNegative = 0.0
@@ -324,8 +325,9 @@ class LookaheadScheduler:
         self.stats = PlannerStats()
 
     def foresee(self, arrivals: Sequence[JobArrival]) -> None:
-        """The simulator tells the run's arrivals (used by ``futures=oracle`` only)."""
-        if isinstance(self.futures, OracleSource):
+        """Arrivals known in advance: the simulator tells the run's (``futures=oracle``
+        uses them all, ``known`` the scheduled ones)."""
+        if isinstance(self.futures, OracleSource | KnownSource):
             self.futures.foresee(arrivals)
 
     def reset(self, rng: Any) -> None:

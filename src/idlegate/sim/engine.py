@@ -32,6 +32,9 @@ class JobArrival:
     dag: Dag
     durations: DurationModel | None = None
     """None: every task takes exactly its estimated duration."""
+    scheduled: bool = False
+    """A run of a schedule (a cron workflow's): known before it arrives, so a planner with
+    ``futures=known`` is told it in advance (`policy.futures.KnownSource`)."""
 
 
 @dataclass(frozen=True)

@@ -271,7 +271,8 @@ def k8s_batch_workload(config: K8sBatchConfig | None = None, seed: SeedLike = 0)
     ):
         label, dag, runs = _draw_pipeline(content, c)
         model = K8sPodDurations(c.start_latency, runs, c.task_sigma)
-        jobs.append(JobArrival(t, f"{'adhoc' if ad_hoc else 'cron'}-{label}-{i}", dag, model))
+        name = f"{'adhoc' if ad_hoc else 'cron'}-{label}-{i}"
+        jobs.append(JobArrival(t, name, dag, model, scheduled=not ad_hoc))
     return Workload("k8s-batch", tuple(jobs), c.num_executors, K8S_FIDELITY)
 
 

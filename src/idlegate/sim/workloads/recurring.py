@@ -224,5 +224,6 @@ def recurring_workload(config: RecurringConfig | None = None, seed: SeedLike = 0
             jobs.append(JobArrival(t, f"adhoc-{drawn.label}-{i}", drawn.dag))
         else:
             p = c.pipelines[w]
-            jobs.append(JobArrival(t, f"{p.name}-{i}", _run_dag(p, plans[w], factor)))
+            dag = _run_dag(p, plans[w], factor)
+            jobs.append(JobArrival(t, f"{p.name}-{i}", dag, scheduled=True))
     return Workload("recurring", tuple(jobs), c.num_executors, _fidelity(c.moving_delay, False))
