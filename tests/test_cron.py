@@ -107,8 +107,13 @@ class Env:
     def restart(self) -> CronController:
         """A new controller on the same API (an operator restart)."""
         self.timers = FakeTimers()
+        self.told: dict[tuple[str, str], tuple] = {}
         self.controller = CronController(
-            self.kube, self.timers, self.clock, lambda o, t, r, m: self.events.append((t, r, m))
+            self.kube,
+            self.timers,
+            self.clock,
+            lambda o, t, r, m: self.events.append((t, r, m)),
+            lambda key, runs: self.told.__setitem__(key, runs),
         )
         return self.controller
 
@@ -266,3 +271,21 @@ async def test_a_timer_whose_sync_fails_is_armed_again():
     env.clock.advance(5)
     await env.timers.fire_due(env.clock.now())
     assert env.runs() == [name_at(T0 + HOUR)]
+
+
+@pytest.mark.asyncio
+async def test_the_upcoming_runs_are_told_and_withdrawn():
+    env = Env()
+    await env.at(T0 + 10)
+    runs = env.told[("default", "cw")]
+    assert [r.time for r in runs] == [T0 + h * HOUR for h in range(1, 9)]  # FORESEE_RUNS
+    assert runs[0].name == name_at(T0 + HOUR) and all(r.scheduled for r in runs)
+    assert runs[0].dag.num_stages == 1 and runs[0].dag.total_work == 5.0
+    env.kube.cron_workflows[("default", "cw")]["spec"]["suspend"] = True
+    await env.at(T0 + 20)
+    assert env.told[("default", "cw")] == ()
+    env.kube.cron_workflows[("default", "cw")]["spec"]["suspend"] = False
+    await env.at(T0 + 30)
+    del env.kube.cron_workflows[("default", "cw")]
+    await env.at(T0 + 40)
+    assert env.told[("default", "cw")] == ()

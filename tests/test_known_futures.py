@@ -63,3 +63,21 @@ def test_a_planner_with_known_futures_runs_every_job():
     planner = make_scheduler("lookahead?futures=known&max_decisions=20:srpt")
     result = simulate(w, planner, seed=1)
     assert len(result.records) == 40
+
+
+def test_the_operator_tells_its_planner_the_known_runs_again_after_a_reload():
+    from idlegate.operator.decisions import Decider
+    from idlegate.operator.metrics import Metrics
+    from idlegate.sim.engine import JobArrival
+
+    w = build_workload("k8s-batch", 1, num_jobs=10)
+    runs = [JobArrival(j.time, j.name, j.dag, None, scheduled=True) for j in w.jobs[:3]]
+    first = make_scheduler("lookahead?futures=known:srpt")
+    decider = Decider(first, Metrics(4, first.name))
+    decider.foresee(runs)
+    assert first.futures.known == tuple(runs)
+    second = make_scheduler("lookahead?futures=known:fair")
+    decider.use(second)  # a hot reload: the new planner starts with the same knowledge
+    assert second.futures.known == tuple(runs)
+    decider.foresee([])
+    assert second.futures.known == ()

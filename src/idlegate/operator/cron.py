@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import itertools
 import logging
 from collections.abc import Callable
 from datetime import datetime
@@ -49,6 +50,8 @@ from idlegate.operator.kube import ApiError, KubeApi
 from idlegate.operator.pods import Owner
 from idlegate.operator.status import Conditions, Phase
 from idlegate.operator.timers import Timers
+from idlegate.sim.dag import Dag
+from idlegate.sim.engine import JobArrival
 
 log = logging.getLogger(__name__)
 
@@ -57,22 +60,39 @@ LABEL_CRON = "idlegate.io/cron-workflow"
 ANNOTATION_SCHEDULED = "idlegate.io/scheduled-time"
 """Annotation on each run: the schedule time it was started for (epoch seconds)."""
 FINISHED = (Phase.SUCCEEDED, Phase.FAILED, Phase.INVALID)
+FORESEE_SECONDS = 24 * 3600.0
+"""How far ahead a cron workflow's runs are told to the planner."""
+FORESEE_RUNS = 8
+"""At most this many runs of one cron workflow are told (a '* * * * *' schedule would
+otherwise tell 1,440 a day)."""
 RETRY_SECONDS = 5.0
 """A timer's sync that the API did not answer is tried again after this long."""
 
 
 Record = Callable[[Owner, str, str, str], None]
 """Posts an Event: (owner, type, reason, message)."""
+Foresee = Callable[[tuple[str, str], tuple[JobArrival, ...]], None]
+"""Takes a cron workflow's (namespace, name) and its upcoming runs."""
 
 
 class CronController:
     """Syncs DagCronWorkflows (see the module docstring); one per operator."""
 
-    def __init__(self, kube: KubeApi, timers: Timers, clock: Clock, record: Record) -> None:
+    def __init__(
+        self,
+        kube: KubeApi,
+        timers: Timers,
+        clock: Clock,
+        record: Record,
+        foresee: Foresee | None = None,
+    ) -> None:
         self.kube = kube
         self.timers = timers
         self.clock = clock
         self.record = record
+        self.foresee = foresee
+        """Told each cron workflow's upcoming runs after every sync (the planner's
+        ``futures=known``), and () when it has none (invalid, suspended, deleted)."""
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
 
     async def sync(self, body: dict[str, Any]) -> None:
@@ -92,9 +112,14 @@ class CronController:
         await self.sync(body)
 
     def forget(self, namespace: str, name: str) -> None:
-        """The cron workflow is gone: drop its timer."""
+        """The cron workflow is gone: drop its timer and its upcoming runs."""
         self.timers.cancel(_timer_key(namespace, name))
         self._locks.pop((namespace, name), None)
+        self._tell(namespace, name, ())
+
+    def _tell(self, ns: str, name: str, runs: tuple[JobArrival, ...]) -> None:
+        if self.foresee is not None:
+            self.foresee((ns, name), runs)
 
     # long: the numbered pipeline of the module docstring, one step per block
     async def _sync(self, body: dict[str, Any]) -> None:
@@ -117,6 +142,7 @@ class CronController:
             self.record(owner, "Warning", "Invalid", str(exc))
             await self._write(ns, name, status, conditions)
             self.timers.cancel(_timer_key(ns, name))
+            self._tell(ns, name, ())
             return
         conditions.set(
             "Valid", True, "Valid", "the schedule and workflowSpec are valid", generation, now
@@ -149,8 +175,10 @@ class CronController:
         status.active = sorted(_name(r) for r in active)
         status.next_schedule_time = to_datetime(when.next_at)
         await self._write(ns, name, status, conditions)
-        # 6. the next look
+        # 6. the next look, and the runs ahead for the planner
         self._arm(ns, name, when.next_at)
+        upcoming = () if spec.suspend else _upcoming(name, spec, schedule, now)
+        self._tell(ns, name, upcoming)
 
     def _arm(self, ns: str, name: str, at: float) -> None:
         async def fire() -> None:
@@ -253,6 +281,16 @@ class CronController:
         except ApiError as exc:
             if exc.status != 404:  # deleted meanwhile: nothing to write
                 raise
+
+
+def _upcoming(
+    name: str, spec: CronWorkflowSpec, schedule: Schedule, now: float
+) -> tuple[JobArrival, ...]:
+    """The runs due in the next `FORESEE_SECONDS` (at most `FORESEE_RUNS`), as arrivals
+    whose tasks take their estimates (``taskDurationSeconds``)."""
+    dag = Dag.from_spec(spec.workflow_spec)
+    times = itertools.islice(schedule.times(now, now + FORESEE_SECONDS), FORESEE_RUNS)
+    return tuple(JobArrival(t, run_name(name, t), dag, None, scheduled=True) for t in times)
 
 
 def _timer_key(namespace: str, name: str) -> str:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -43,6 +43,7 @@ from idlegate.errors import IdlegateError
 from idlegate.operator import messages
 from idlegate.operator.metrics import Metrics
 from idlegate.sim.cluster import Cluster
+from idlegate.sim.engine import JobArrival
 from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision, Launch, Scheduler, Stage
 
 if TYPE_CHECKING:
@@ -262,6 +263,9 @@ class Decider:
         self.seed = seed
         self.error_log = ErrorLog()
         self.shadow: Onlooker | None = None
+        self.known: tuple[JobArrival, ...] = ()
+        """Arrivals known in advance (the cron workflows' upcoming runs), told to every
+        policy used that takes them (``futures=known`` planners)."""
         self.use(policy)
 
     @property
@@ -275,6 +279,16 @@ class Decider:
         self.policy = policy
         policy.reset(np.random.default_rng(self.seed))
         self.fallbacks = fallback_rules(policy, self.seed)
+        self.foresee(self.known)  # a reset forgets them
+
+    def foresee(self, arrivals: Sequence[JobArrival]) -> None:
+        """The arrivals known in advance, now (they replace those told before)."""
+        if not arrivals and not self.known:
+            return  # nothing to tell (an oracle planner keeps its own error, say)
+        self.known = tuple(arrivals)
+        tell = getattr(self.policy, "foresee", None)
+        if callable(tell):
+            tell(self.known)
 
     def decide(self, cluster: Cluster, now: float) -> Round:
         """Ask until an answer is WAIT or nothing more can start, each answer applied at

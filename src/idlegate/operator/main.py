@@ -36,6 +36,7 @@ CRD's schema prunes.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -65,6 +66,7 @@ from idlegate.operator.settings import Settings
 from idlegate.operator.shadow import make_shadow
 from idlegate.operator.timers import IdleTimers
 from idlegate.operator.watchdog import KopfRequestLog, OperatorPod, RetryForever, Watchdog
+from idlegate.sim.engine import JobArrival
 from idlegate.sim.protocol import Scheduler
 
 log = logging.getLogger(__name__)
@@ -101,6 +103,8 @@ class Operator:
         self._configuration: Any = None
         self._bridge: Bridge | None = None
         self._cron: CronController | None = None
+        self._upcoming: dict[tuple[str, str], tuple[JobArrival, ...]] = {}
+        """Each cron workflow's upcoming runs, told to the policy (``futures=known``)."""
         self._watchdog: Watchdog | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._kopf_log: KopfRequestLog | None = None
@@ -129,8 +133,18 @@ class Operator:
         if self._cron is None:
             bridge = self.bridge
             record = bridge.writes.events.record
-            self._cron = CronController(bridge.kube, self.timers, self.settings.clock, record)
+            self._cron = CronController(
+                bridge.kube, self.timers, self.settings.clock, record, self._foresee
+            )
         return self._cron
+
+    def _foresee(self, key: tuple[str, str], runs: tuple[JobArrival, ...]) -> None:
+        if runs:
+            self._upcoming[key] = runs
+        elif self._upcoming.pop(key, None) is None:
+            return
+        merged = sorted(itertools.chain(*self._upcoming.values()), key=lambda a: a.time)
+        self.bridge.decider.foresee(merged)
 
     @property
     def kube(self) -> KubeApi:
