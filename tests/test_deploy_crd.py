@@ -105,8 +105,12 @@ def test_printer_columns():
     columns = {
         c["name"]: c for c in committed_crd()["spec"]["versions"][0]["additionalPrinterColumns"]
     }
-    assert list(columns) == ["Phase", "Stages", "JCT", "Idle", "Policy", "Age"]
+    assert list(columns) == ["Phase", "Suspended", "Stages", "JCT", "Idle", "Policy", "Age"]
     assert columns["Phase"]["jsonPath"] == ".status.phase"
+    assert (columns["Suspended"]["jsonPath"], columns["Suspended"]["type"]) == (
+        ".spec.suspend",
+        "boolean",
+    )
     assert (columns["Stages"]["jsonPath"], columns["Stages"]["type"]) == (
         ".status.stagesSummary",
         "string",

@@ -387,6 +387,7 @@ async def test_a_spec_change_of_a_running_workflow_is_refused_and_an_invalid_one
     body = await h.submit("run", {"stages": [stage("a")]})
     changed = copy.deepcopy(body)
     changed["metadata"]["generation"] = 2
+    changed["spec"]["stages"][0]["tasks"] = 2  # (suspend, deadline, TTL, pod GC may change)
     await intake.spec_changed(h.bridge, changed)
     await h.settle()
     (warning,) = [e for e in h.kube.events if e["reason"] == "SpecChangeIgnored"]

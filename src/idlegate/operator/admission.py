@@ -24,7 +24,7 @@ from idlegate.operator.clock import Clock, from_datetime, timestamp_precision
 from idlegate.operator.crd import check_workflow_name
 from idlegate.operator.pods import Owner, TaskPod, read_task_pod
 from idlegate.operator.podsecurity import NamespacePolicy
-from idlegate.operator.status import Conditions, IdleSlot, SlotState
+from idlegate.operator.status import Conditions, IdleSlot, SlotState, parse_indexes
 from idlegate.operator.template import check_templates
 from idlegate.operator.tracking import StageTrack, Task, TaskState, Workflow
 from idlegate.sim.cluster import Cluster
@@ -121,18 +121,26 @@ def classify(
 ) -> Restore:
     """Read the tasks' state from the pods (into `wf`'s tracks) and the idle slots from the
     status, and place the tasks that hold an executor on free executors of `cluster` (which
-    is not changed). Raises AdmitLaterError if too few executors are free."""
+    is not changed). Raises AdmitLaterError if too few executors are free.
+
+    A task without pods that ``status.stages[].completedIndexes`` names succeeded (pod GC
+    deleted its pod after that status was written). A pod being deleted that has not ended
+    is taken for gone: it was evicted (``spec.suspend``) or is on its way out, and its task
+    runs again, with a pod of the same name once the old one is gone."""
     found = Restore(finished=[0] * len(wf.stages))
     attempts: dict[tuple[str, int], list[TaskPod]] = defaultdict(list)
     for pod in pods:
         info = read_task_pod(pod)
         if info is None or info.owner_uid != wf.owner.uid:
             continue  # e.g. a pod of an earlier workflow of the same name, being collected
+        if info.deleting and not info.terminal:
+            continue
         track = wf.by_name.get(info.stage)
         if track is not None and 0 <= info.index < track.spec.tasks:
             attempts[(info.stage, info.index)].append(info)
     for (stage, index), infos in attempts.items():
         _classify_task(wf.by_name[stage], index, infos, found)
+    _restore_collected(wf, status, found)
     for raw in status.get("idleSlots") or []:
         try:
             slot = IdleSlot.model_validate(raw)
@@ -149,12 +157,31 @@ def classify(
     return found
 
 
+def _restore_collected(wf: Workflow, status: Mapping[str, Any], found: Restore) -> None:
+    """The succeeded tasks whose pods were deleted (by pod GC), from the status, and the
+    failed attempts it counts (their pods may be deleted too)."""
+    for raw in status.get("stages") or []:
+        track = wf.by_name.get(raw.get("name")) if isinstance(raw, dict) else None
+        if track is None:
+            continue
+        for index in parse_indexes(raw.get("completedIndexes"), track.spec.tasks):
+            task = track.task(index)
+            if task.state is TaskState.PLANNED:
+                track.set_state(task, TaskState.SUCCEEDED)
+                found.finished[track.index] += 1
+        failed = raw.get("failed")
+        if isinstance(failed, int) and failed > track.failed:
+            track.failed = failed
+
+
 def _classify_task(track: StageTrack, index: int, infos: list[TaskPod], found: Restore) -> None:
-    """One task's state from the pods of its attempts."""
+    """One task's state from the pods of its attempts (earlier ones may be deleted: attempt
+    n follows n failures)."""
     task = track.task(index)
     latest = max(infos, key=lambda p: p.attempt)
     task.attempt = latest.attempt
-    track.attempt_failed(task, sum(p.phase == "Failed" for p in infos))
+    failed = sum(p.phase == "Failed" for p in infos)
+    track.attempt_failed(task, max(failed, latest.attempt + (latest.phase == "Failed")))
     if any(p.phase == "Succeeded" for p in infos):
         track.set_state(task, TaskState.SUCCEEDED)
         found.finished[track.index] += 1

@@ -51,22 +51,23 @@ from idlegate.operator.admission import (
     AdmitLaterError,
     Restore,
     classify,
-    generation_of,
     judged,
     new_workflow,
     owner_of,
 )
+from idlegate.operator.cleanup import Cleanup
 from idlegate.operator.clock import Steady
 from idlegate.operator.decisions import Answer, Decider, post_failures
 from idlegate.operator.health import ApiHealth, ObservedApi
 from idlegate.operator.history import HistoryRecorder
 from idlegate.operator.kube import KubeApi
+from idlegate.operator.lifecycle import Lifecycle
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.planning import note_rule, planning_worker
 from idlegate.operator.pods import Owner, TaskPod, pod_name, read_task_pod
 from idlegate.operator.podsecurity import NamespacePolicy
 from idlegate.operator.settings import Settings
-from idlegate.operator.status import Conditions, Phase, SlotState, invalid_status
+from idlegate.operator.status import Phase, SlotState
 from idlegate.operator.timers import Timers
 from idlegate.operator.tracking import StageTrack, Task, TaskState, Workflow, WorkflowKey
 from idlegate.operator.writes import Writer
@@ -118,6 +119,10 @@ class Bridge:
         self.planning = planning_worker(self)
         """A lookahead planner's worker (:mod:`idlegate.operator.planning`), else None."""
         self.history = HistoryRecorder(settings, metrics, self.writes, self.actuator)
+        self.cleanup = Cleanup(settings, self.writes, timers)
+        """Pod GC and TTL deletion (:mod:`.cleanup`)."""
+        self.lifecycle = Lifecycle(self)
+        """Rejection, suspension and deadlines (:mod:`.lifecycle`)."""
 
     def now(self) -> float:
         return self.time.now()
@@ -146,14 +151,17 @@ class Bridge:
             self.forget(owner.namespace, owner.name, previous.owner.uid, schedule=False)
         status = body.get("status") or {}
         phase = status.get("phase")
-        if phase == Phase.FAILED:
-            self._delete_leftovers(owner, pods)
         self.history.finished_before(body)  # (if it has finished)
-        if phase in (Phase.SUCCEEDED, Phase.FAILED) or (phase == Phase.INVALID and judged(body)):
+        if phase in (Phase.SUCCEEDED, Phase.FAILED):
+            self.cleanup.finished_before(body, pods)
+            return None
+        if phase == Phase.INVALID and judged(body):
             return None
         now = self.now()
         try:
             wf = new_workflow(body, now, self.settings.clock, policy)
+            if self.lifecycle.hold(wf, body):
+                return None
             restore = classify(wf, pods, status, self.cluster)
             wf.job = self.cluster.add_job(
                 wf.dag, now, f"{owner.namespace}/{owner.name}", wf, arrival=wf.arrival
@@ -161,13 +169,15 @@ class Bridge:
         except AdmitLaterError:
             raise
         except IdlegateError as exc:  # an invalid spec, or a gang larger than the pool
-            self._reject(owner, body, str(exc))
+            self.lifecycle.reject(owner, body, str(exc))
             return None
         self.workflows[wf.key] = wf
         wf.restore_samples(status)
         self._restore(wf, restore)
+        self.cleanup.admitted(wf, pods)
         message = f"A valid DAG of {len(wf.stages)} stages."
         wf.conditions.set("Valid", True, "SpecValid", message, wf.generation, now)
+        self.lifecycle.admitted(wf)
         if not status.get("startTime"):
             self.metrics.admission_lag.observe(wf.admitted - wf.arrival)
             notice = messages.accepted(wf.dag, self.scheduler.name, self.settings.pool_size)
@@ -215,27 +225,6 @@ class Bridge:
             self._arm_new_timers()
             self.writes.status(wf, urgent=True)
 
-    def _reject(self, owner: Owner, body: Mapping[str, Any], message: str) -> None:
-        conditions = Conditions((body.get("status") or {}).get("conditions"))
-        for type_ in ("Running", "Complete", "Failed"):
-            conditions.remove(type_)
-        generation = generation_of(body)
-        conditions.set("Valid", False, "InvalidSpec", message, generation, self.now())
-        spec = body.get("spec")
-        stages = spec.get("stages") if isinstance(spec, dict) else None
-        total = len(stages) if isinstance(stages, list) and len(stages) <= 500 else None
-        self.metrics.invalid_workflows.inc()
-        log.warning("%s/%s is invalid: %s", owner.namespace, owner.name, message)
-        self.writes.invalid_status(owner, invalid_status(conditions, generation, total))
-        self.writes.event(owner, *messages.invalid(message))
-
-    def _delete_leftovers(self, owner: Owner, pods: Iterable[Mapping[str, Any]]) -> None:
-        """Delete the unfinished pods of a failed workflow (the operator stopped before)."""
-        for pod in pods:
-            info = read_task_pod(pod)
-            if info and info.owner_uid == owner.uid and not info.terminal and not info.deleting:
-                self.writes.delete_pod(owner, info.name)
-
     # -- pod events, timers, deletions -----------------------------------------------------
 
     def forget(self, namespace: str, name: str, uid: str | None, *, schedule: bool = True) -> None:
@@ -245,7 +234,7 @@ class Bridge:
             return
         wf.active = False
         self.actuator.clear(wf.key)
-        self._drop(wf)
+        self.drop(wf)
         self.metrics.workflows_finished.labels("deleted").inc()
         log.info("%s/%s was deleted; its executors are free.", namespace, name)
         if schedule:
@@ -428,6 +417,7 @@ class Bridge:
         executor = task.executor
         assert executor is not None
         track.set_state(task, TaskState.SUCCEEDED)
+        self.cleanup.task_ended(wf, track, task, succeeded=True)
         wf.measured(track, task, self.now(), ran, self.settings.history_samples)
         following = self.cluster.task_finished(executor, self.now())
         if following is not None:
@@ -446,6 +436,7 @@ class Bridge:
     def _task_failed(self, wf: Workflow, track: StageTrack, task: Task, reason: str) -> None:
         track.attempt_failed(task)
         self.metrics.task_failures.inc()
+        self.cleanup.task_ended(wf, track, task, succeeded=False)
         if task.failures > track.spec.backoff_limit:
             self._fail_task_for_good(wf, track, task, reason)
             return
@@ -556,7 +547,7 @@ class Bridge:
         self.history.finished(wf)
         self.writes.status(wf, urgent=True)
         wf.active = False
-        self._drop(wf, remove_job=False)
+        self.drop(wf, remove_job=False)
 
     def fail(self, wf: Workflow, reason: str, message: str) -> None:
         """Fail the workflow: its unfinished pods are deleted, its executors return to the
@@ -569,7 +560,7 @@ class Bridge:
         wf.completion = now
         self.actuator.clear(wf.key)  # drop the creations and releases not done yet
         wf.status_queued = False  # (the queued write, if any, was dropped too)
-        self._drop(wf)
+        self.drop(wf)
         for track in wf.stages:
             for task in track.tasks.values():
                 if task.state in (TaskState.GATED, TaskState.RELEASED):
@@ -583,8 +574,9 @@ class Bridge:
         self.writes.status(wf, urgent=True)
         log.warning("%s/%s failed: %s", wf.owner.namespace, wf.owner.name, message)
 
-    def _drop(self, wf: Workflow, *, remove_job: bool = True) -> None:
+    def drop(self, wf: Workflow, *, remove_job: bool = True) -> None:
         """Take the workflow out of the operator's memory (its last writes are queued)."""
+        self.lifecycle.dropped(wf)
         if remove_job:
             self.cluster.remove_job(wf.job, self.now())
         for index, slot in wf.idle_slots.items():

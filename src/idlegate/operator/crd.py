@@ -330,16 +330,22 @@ def _spec_overlay(spec: dict[str, Any]) -> None:
     _reorder(spec, stages, stage, depends_on, depends_on["items"])
 
 
-def _status_overlay(status: dict[str, Any]) -> None:
+def _conditions_overlay(status: dict[str, Any]) -> None:
+    """A status written by the operator, whose conditions are a map list keyed by type."""
     status["description"] = "Observed state, written by the idlegate operator (status subresource)."
     conditions = _at(status, "conditions")
     conditions["x-kubernetes-list-type"] = "map"
     conditions["x-kubernetes-list-map-keys"] = ["type"]
+    _reorder(status, conditions)
+
+
+def _status_overlay(status: dict[str, Any]) -> None:
+    _conditions_overlay(status)
     for name in ("stages", "idleSlots"):
         node = _at(status, name)
         node["x-kubernetes-list-type"] = "map"
         node["x-kubernetes-list-map-keys"] = ["name" if name == "stages" else "stage"]
-    _reorder(status, conditions, _at(status, "stages"), _at(status, "idleSlots"))
+    _reorder(status, _at(status, "stages"), _at(status, "idleSlots"))
 
 
 def spec_schema() -> dict[str, Any]:
@@ -356,31 +362,48 @@ def status_schema() -> dict[str, Any]:
     return status
 
 
-def open_api_v3_schema() -> dict[str, Any]:
+def resource_schema(
+    description: str, spec: dict[str, Any], status: dict[str, Any], name_rule: dict[str, str]
+) -> dict[str, Any]:
+    """The openAPIV3Schema of one of our kinds: its spec, its status and a CEL rule on its
+    name's length."""
     return {
-        "description": "A DAG workflow whose stages run as task pods, released by the idlegate "
-        "operator's scheduling policy (which stage next, how many executors, whether to wait).",
+        "description": description,
         "type": "object",
         "required": ["spec"],
         "properties": {
             "apiVersion": {"type": "string"},
             "kind": {"type": "string"},
             "metadata": {"type": "object"},
-            "spec": spec_schema(),
-            "status": status_schema(),
+            "spec": spec,
+            "status": status,
         },
-        "x-kubernetes-validations": [
-            {
-                "rule": f"size(self.metadata.name) <= {MAX_WORKFLOW_NAME_LENGTH}",
-                "message": f"a DagWorkflow's name has at most {MAX_WORKFLOW_NAME_LENGTH} "
-                "characters: it is a label value on every task pod",
-            }
-        ],
+        "x-kubernetes-validations": [name_rule],
     }
+
+
+def open_api_v3_schema() -> dict[str, Any]:
+    return resource_schema(
+        "A DAG workflow whose stages run as task pods, released by the idlegate operator's "
+        "scheduling policy (which stage next, how many executors, whether to wait).",
+        spec_schema(),
+        status_schema(),
+        {
+            "rule": f"size(self.metadata.name) <= {MAX_WORKFLOW_NAME_LENGTH}",
+            "message": f"a DagWorkflow's name has at most {MAX_WORKFLOW_NAME_LENGTH} "
+            "characters: it is a label value on every task pod",
+        },
+    )
 
 
 PRINTER_COLUMNS: tuple[dict[str, str], ...] = (
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+    {
+        "name": "Suspended",
+        "type": "boolean",
+        "description": "Held out of the pool (spec.suspend)",
+        "jsonPath": ".spec.suspend",
+    },
     {
         "name": "Stages",
         "type": "string",
@@ -431,31 +454,18 @@ def cron_open_api_v3_schema() -> dict[str, Any]:
     workflow["description"] = spec["properties"]["workflowSpec"]["description"]
     spec["properties"]["workflowSpec"] = workflow
     status = structural_schema(CronWorkflowStatus, nullable_optionals=False)
-    status["description"] = "Observed state, written by the idlegate operator (status subresource)."
-    conditions = _at(status, "conditions")
-    conditions["x-kubernetes-list-type"] = "map"
-    conditions["x-kubernetes-list-map-keys"] = ["type"]
-    _reorder(status, conditions)
-    return {
-        "description": "A DagWorkflow started on a cron schedule, as a CronJob starts Jobs: "
-        "each run is a DagWorkflow named after its scheduled minute.",
-        "type": "object",
-        "required": ["spec"],
-        "properties": {
-            "apiVersion": {"type": "string"},
-            "kind": {"type": "string"},
-            "metadata": {"type": "object"},
-            "spec": spec,
-            "status": status,
+    _conditions_overlay(status)
+    return resource_schema(
+        "A DagWorkflow started on a cron schedule, as a CronJob starts Jobs: each run is a "
+        "DagWorkflow named after its scheduled minute.",
+        spec,
+        status,
+        {
+            "rule": f"size(self.metadata.name) <= {MAX_CRON_NAME_LENGTH}",
+            "message": f"a DagCronWorkflow's name has at most {MAX_CRON_NAME_LENGTH} "
+            "characters: each run is named NAME-<minutes since the epoch>",
         },
-        "x-kubernetes-validations": [
-            {
-                "rule": f"size(self.metadata.name) <= {MAX_CRON_NAME_LENGTH}",
-                "message": f"a DagCronWorkflow's name has at most {MAX_CRON_NAME_LENGTH} "
-                "characters: each run is named NAME-<minutes since the epoch>",
-            }
-        ],
-    }
+    )
 
 
 @dataclass(frozen=True)

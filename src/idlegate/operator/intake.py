@@ -18,6 +18,7 @@ import logging
 from collections.abc import Awaitable, Mapping
 from typing import Any, TypeVar
 
+from idlegate.errors import IdlegateError
 from idlegate.operator import messages
 from idlegate.operator.admission import (
     AdmitLaterError,
@@ -28,11 +29,13 @@ from idlegate.operator.admission import (
 )
 from idlegate.operator.bridge import Bridge
 from idlegate.operator.kube import ApiError
+from idlegate.operator.lifecycle import only_mutable_changed
 from idlegate.operator.pods import LABEL_WORKFLOW, pod_name, task_pod
 from idlegate.operator.podsecurity import namespace_policy
 from idlegate.operator.status import Phase
 from idlegate.operator.tracking import StageTrack, Task, TaskState, Workflow, WorkflowKey
 from idlegate.operator.writes import PodWritten, WorkflowGone
+from idlegate.sim.spec import parse_workflow
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -179,14 +182,26 @@ async def _namespaces(read: Awaitable[T]) -> T:
 
 
 async def spec_changed(bridge: Bridge, body: Mapping[str, Any]) -> None:
-    """The spec changed: re-validate a rejected workflow; refuse to change a running one."""
+    """The spec changed: take in a change of its mutable fields (suspend, deadline, TTL, pod
+    GC; :mod:`idlegate.operator.lifecycle`), refuse any other change of an admitted
+    workflow; admit one that was held (suspended) or rejected; re-arm a finished one's TTL."""
     owner = owner_of(body)
     wf = bridge.workflows.get((owner.namespace, owner.name))
     if wf is not None and wf.owner.uid == owner.uid:
+        try:
+            spec = parse_workflow(body.get("spec"), "spec")
+        except IdlegateError:
+            spec = None
+        if spec is not None and only_mutable_changed(wf.spec, spec):
+            bridge.lifecycle.updated(wf, spec, generation_of(body))
+            return
         notice = messages.spec_change_ignored(generation_of(body), wf.generation)
         bridge.writes.event(owner, *notice)
         return
-    if (body.get("status") or {}).get("phase") == Phase.INVALID and not judged(body):
+    phase = (body.get("status") or {}).get("phase")
+    if phase in (Phase.SUCCEEDED, Phase.FAILED):
+        bridge.cleanup.seen(body)
+    elif phase != Phase.INVALID or not judged(body):
         await admit(bridge, body)
 
 

@@ -22,7 +22,7 @@ The kopf handlers are thin, level-triggered, and all in one registry per operato
 * DagWorkflow **update of spec** -> re-validate an invalid workflow, refuse to change a
   running one (a Warning Event).
 * DagWorkflow **events** -> a deleted (or foreground-deleting) workflow leaves the state
-  machine. No finalizer: the pods are owned by the workflow and garbage-collected with
+  machine; a finished one gets its TTL and pod GC (:mod:`idlegate.operator.cleanup`). No finalizer: the pods are owned by the workflow and garbage-collected with
   it, the operator's only clean-up is in memory, and a workflow deleted while the
   operator is down simply is not there when it rebuilds. A finalizer would only block
   deletions whenever the operator is not running.
@@ -46,6 +46,7 @@ import kopf
 from idlegate.operator import intake
 from idlegate.operator.admission import AdmitLaterError
 from idlegate.operator.bridge import Bridge
+from idlegate.operator.cleanup import FINISHED as CLEANED
 from idlegate.operator.crd import CRON_PLURAL, GROUP, PLURAL, VERSION
 from idlegate.operator.cron import FINISHED, LABEL_CRON, CronController
 from idlegate.operator.decisions import followed, load_scheduler
@@ -386,7 +387,10 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     async def workflow_event(type: str | None, body: kopf.Body, **_: Any) -> None:
         meta = body.get("metadata") or {}
         if type == "DELETED" or meta.get("deletionTimestamp"):
+            operator.bridge.cleanup.forget(meta.get("uid"))
             operator.bridge.forget(meta.get("namespace", ""), meta.get("name", ""), meta.get("uid"))
+        elif (body.get("status") or {}).get("phase") in CLEANED:
+            operator.bridge.cleanup.seen(plain(body))  # its TTL, its pods
 
     @kopf.on.resume(GROUP, VERSION, CRON_PLURAL, registry=registry, id="cron")
     @kopf.on.create(GROUP, VERSION, CRON_PLURAL, registry=registry, id="cron")

@@ -12,6 +12,7 @@ from idlegate.operator.clock import Clock, WallClock
 from idlegate.operator.podsecurity import DEFAULT_LEVEL, Level
 from idlegate.operator.status import MAX_MEASURED
 from idlegate.sim.protocol import Scheduler
+from idlegate.sim.spec import PodGCStrategy
 
 
 class Settings(Config):
@@ -147,6 +148,14 @@ class Settings(Config):
 
     history_samples: int = Field(20, ge=1, le=MAX_MEASURED)
     """Measured task run times a finished stage keeps in its status (a uniform sample)."""
+
+    ttl_after_finished: int | None = Field(None, ge=0)
+    """Seconds after which a finished (Succeeded or Failed) workflow is deleted, with its
+    pods, when its spec.ttlSecondsAfterFinished is unset; None: kept until deleted."""
+
+    pod_gc: PodGCStrategy = PodGCStrategy.NEVER
+    """When task pods are deleted for a workflow whose spec.podGC is unset: OnPodCompletion,
+    OnPodSuccess, OnWorkflowCompletion, OnWorkflowSuccess or Never."""
 
     seed: int = 0
     """Seed of the scheduler's random generator (for policies that sample)."""

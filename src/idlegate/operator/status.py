@@ -30,6 +30,8 @@ CONDITION_TYPE_PATTERN = (
 )
 CONDITION_REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
 MAX_POLICY = 253
+MAX_COMPLETED_INDEXES = 2**19
+"""Longest completedIndexes: every other task of the largest stage (100,000 tasks) fits."""
 MAX_MEASURED = 64
 """Most measured task durations a stage's status keeps (`Settings.history_samples`'s bound)."""
 _POLICY = (
@@ -104,6 +106,14 @@ class StageStatus(_StatusModel):
     )
     policy: str | None = Field(
         default=None, max_length=MAX_POLICY, description=_POLICY + " of this stage."
+    )
+    completed_indexes: str | None = Field(
+        default=None,
+        max_length=MAX_COMPLETED_INDEXES,
+        pattern=r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$",
+        description="Indexes of the succeeded tasks in a Job's completedIndexes format "
+        "(e.g. 0-3,7: runs of three or more as first-last): a restarted operator reads the "
+        "tasks whose pods pod GC deleted from it.",
     )
     measured_duration_seconds: list[float] | None = Field(
         default=None,
@@ -275,8 +285,36 @@ class Conditions:
         self._by_type.pop(type_, None)
 
     def models(self) -> list[Condition]:
-        order = {"Valid": 0, "Running": 1, "Complete": 2, "Failed": 3}
+        order = {"Valid": 0, "Suspended": 1, "Running": 2, "Complete": 3, "Failed": 4}
         return sorted(self._by_type.values(), key=lambda c: (order.get(c.type, 9), c.type))
+
+
+def format_indexes(indexes: list[int]) -> str | None:
+    """Sorted task indexes in a Job's completedIndexes format: "0-3,5,6" (None: none)."""
+    parts: list[str] = []
+    start = 0
+    for i in range(1, len(indexes) + 1):
+        if i == len(indexes) or indexes[i] != indexes[i - 1] + 1:
+            first, last = indexes[start], indexes[i - 1]
+            if last - first >= 2:
+                parts.append(f"{first}-{last}")
+            else:
+                parts.extend(str(x) for x in range(first, last + 1))
+            start = i
+    return ",".join(parts) or None
+
+
+def parse_indexes(text: Any, limit: int) -> set[int]:
+    """The indexes below `limit` of a completedIndexes string (nothing from a malformed one)."""
+    found: set[int] = set()
+    if not isinstance(text, str):
+        return found
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        if not first.isdigit() or not (last or first).isdigit():
+            return set()
+        found.update(range(int(first), min(int(last or first), limit - 1) + 1))
+    return found
 
 
 def dump(status: WorkflowStatus) -> dict[str, Any]:

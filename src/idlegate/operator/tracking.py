@@ -26,6 +26,7 @@ from idlegate.operator.status import (
     StageStatus,
     WorkflowStatus,
     dump,
+    format_indexes,
 )
 from idlegate.sim.dag import Dag
 from idlegate.sim.durations import MeasuredDurations
@@ -124,6 +125,11 @@ class StageTrack:
         slot = rng.randrange(self.sampled)
         if slot < keep:
             self.samples[slot] = seconds
+
+    def completed_indexes(self) -> str | None:
+        """The succeeded tasks' indexes (`status.stages[].completedIndexes`)."""
+        done = sorted(i for i, t in self.tasks.items() if t.state is TaskState.SUCCEEDED)
+        return format_indexes(done)
 
     def attempt_failed(self, task: Task, attempts: int = 1) -> None:
         task.failures += attempts
@@ -224,6 +230,11 @@ class Workflow:
         """Its record is in the history sink (`status.historyRecorded`)."""
         self.history_rng = random.Random(owner.uid)
         """Draws of the stages' history samples (seeded: the same pods, the same sample)."""
+        self.collectable: list[str] = []
+        """Ended pods whose outcome is in the state, oldest first: pod GC deletes each once
+        a status write that began after it was added has landed (:mod:`.cleanup`)."""
+        self.suspended = False
+        """Taken out of the pool by ``spec.suspend`` (its last status is being written)."""
         self.active = True
         self.status_queued = False
         self.status_timer: asyncio.TimerHandle | None = None
@@ -258,6 +269,7 @@ class Workflow:
                     succeeded=stage.finished,
                     failed=track.failed,
                     policy=track.policy,
+                    completed_indexes=track.completed_indexes(),
                     measured_duration_seconds=[round(x, 3) for x in track.samples] or None,
                 )
             )
@@ -339,7 +351,10 @@ class Workflow:
             return
         running = self.running()
         idle = [s for s in self.idle_slots.values() if not s.released]
-        if running:
+        if self.suspended:
+            message = "Suspended (spec.suspend): no task runs until it is set back to false."
+            self.conditions.set("Running", False, "Suspended", message, gen, now)
+        elif running:
             cap = f", parallelism cap {self.job.cap}" if self.job.cap else ""
             message = f"{running} task pod(s) released{cap}."
             self.conditions.set("Running", True, "TasksRunning", message, gen, now)

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import weakref
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +44,10 @@ from idlegate.operator.pods import (
 from idlegate.operator.settings import Settings
 from idlegate.operator.tracking import StageTrack, Task, TaskState, Workflow
 
+log = logging.getLogger(__name__)
 _HAS_POD = (TaskState.GATED, TaskState.RELEASED)
+FINISHED = ("Succeeded", "Failed")
+"""The phases of a finished workflow (the TTL's)."""
 _EXECUTOR_PATH = "/metadata/annotations/" + ANNOTATION_EXECUTOR.replace("/", "~1")
 
 
@@ -103,6 +107,9 @@ class Writer:
             interval=settings.event_interval,
         )
         self._status: weakref.WeakKeyDictionary[Workflow, _StatusBook] = weakref.WeakKeyDictionary()
+        self.landing: Callable[[Workflow], Callable[[dict[str, Any]], None]] | None = None
+        """Told as a workflow's status write begins; what it returns is called with the
+        status once the write has landed (pod GC, :mod:`idlegate.operator.cleanup`)."""
 
     def create_pod(self, wf: Workflow, track: StageTrack, task: Task, *, gated: bool) -> None:
         """Create the pod of the task's current attempt: gated, or released on its executor."""
@@ -317,13 +324,17 @@ class Writer:
             wf.status_queued = False
             wf.refresh_conditions(self.time.now())
             carried = set(wf.idle_slots)
+            landed = self.landing(wf) if self.landing is not None else None
+            body = wf.status()
             try:
                 with _gone_is_fine():  # (deleted meanwhile)
-                    await kube.patch_workflow_status(wf.owner.namespace, wf.owner.name, wf.status())
+                    await kube.patch_workflow_status(wf.owner.namespace, wf.owner.name, body)
             except Exception:
                 wf.status_queued = True  # its retry writes the state as it is then
                 raise
             book.persisted |= carried
+            if landed is not None:
+                landed(body)
 
         def gave_up(exc: Exception) -> None:
             wf.status_queued = False
@@ -332,6 +343,24 @@ class Writer:
         op = Op(what, run, on_error=gave_up, priority=Priority.STATUS)
         book.last = op.ended  # (not the op: its closure holds the workflow, the book's key)
         self.actuator.submit(wf.key, op, lane=STATUS)
+
+    def delete_workflow(self, owner: Owner, why: str) -> None:
+        """Delete the DagWorkflow `owner` (its pods go with it), if it is still that very
+        object (its uid) and has finished (`why`: for the log)."""
+
+        async def run(kube: KubeApi) -> None:
+            body = await kube.get_workflow(owner.namespace, owner.name)
+            meta = (body or {}).get("metadata") or {}
+            phase = ((body or {}).get("status") or {}).get("phase")
+            if meta.get("uid") != owner.uid or phase not in FINISHED:
+                return  # gone, re-created under its name, or running again
+            with _gone_is_fine():
+                await kube.delete_workflow(owner.namespace, owner.name)
+            log.info("Deleted %s/%s: %s.", owner.namespace, owner.name, why)
+
+        key = (owner.namespace, owner.name)
+        op = Op(f"delete workflow {owner.name}", run, priority=Priority.STATUS)
+        self.actuator.submit(key, op, lane="delete")
 
     def _slot_write(self, wf: Workflow, index: int) -> asyncio.Event | None:
         """The status write a release in stage `index` waits for: the one that persists
@@ -353,8 +382,9 @@ class Writer:
         with equal ones posted before (:mod:`idlegate.operator.events`)."""
         self.events.record(owner, type_, reason, message)
 
-    def invalid_status(self, owner: Owner, body: dict[str, Any]) -> None:
-        """Write the status of a rejected workflow (it has no Workflow record)."""
+    def patch_status(self, owner: Owner, body: dict[str, Any]) -> None:
+        """Merge `body` into the status of a workflow the bridge holds no record of (one
+        rejected, or held out of the pool by spec.suspend)."""
 
         async def run(kube: KubeApi) -> None:
             with _gone_is_fine():

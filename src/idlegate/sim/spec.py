@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -86,13 +87,72 @@ class StageSpec(BaseModel):
         return self.tasks * self.task_duration_seconds
 
 
+class PodGCStrategy(StrEnum):
+    """When the operator deletes a workflow's task pods (Argo Workflows' podGC strategies)."""
+
+    ON_POD_COMPLETION = "OnPodCompletion"
+    ON_POD_SUCCESS = "OnPodSuccess"
+    ON_WORKFLOW_COMPLETION = "OnWorkflowCompletion"
+    ON_WORKFLOW_SUCCESS = "OnWorkflowSuccess"
+    NEVER = "Never"
+
+
+class PodGC(BaseModel):
+    """Deletion of the workflow's task pods (operator only), in Argo Workflows' shape."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
+
+    strategy: PodGCStrategy = Field(
+        description="OnPodCompletion (each pod once it ended), OnPodSuccess (each pod once "
+        "it succeeded), OnWorkflowCompletion (all pods once the workflow ended), "
+        "OnWorkflowSuccess (all pods once it succeeded) or Never. A pod is deleted only "
+        "after the status that counts its outcome is written, and the workflow-level "
+        "strategies wait for the workflow's history record."
+    )
+
+
 class WorkflowSpec(BaseModel):
-    """A DAG workflow: stages and their dependencies. Validated on construction."""
+    """A DAG workflow: stages and their dependencies. Validated on construction.
+
+    The workflow-level fields after `stages` (TTL, pod GC, deadline, suspend) are the
+    operator's only; the simulator ignores them."""
 
     model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
 
     stages: tuple[StageSpec, ...] = Field(
         min_length=1, max_length=MAX_STAGES, description="The stages of the workflow."
+    )
+    ttl_seconds_after_finished: int | None = Field(
+        default=None,
+        alias="ttlSecondsAfterFinished",
+        ge=0,
+        strict=True,
+        description="Delete the workflow (and with it its pods) this many seconds after it "
+        "succeeded or failed (operator only; an Invalid one is kept for a fix). Unset: the "
+        "operator's --ttl-after-finished, else kept.",
+    )
+    pod_gc: PodGC | None = Field(
+        default=None,
+        alias="podGC",
+        description="When to delete the task pods (operator only). Unset: the operator's "
+        "--pod-gc (default Never).",
+    )
+    active_deadline_seconds: int | None = Field(
+        default=None,
+        alias="activeDeadlineSeconds",
+        ge=1,
+        strict=True,
+        description="Fail the workflow (reason DeadlineExceeded: its pods deleted, its "
+        "executors freed) once this many seconds have passed since the operator admitted "
+        "it (status.startTime), time suspended included (operator only).",
+    )
+    suspend: bool = Field(
+        default=False,
+        strict=True,
+        description="Keep the workflow out of the pool while true: no task is released "
+        "and the policy does not see it. Set on a running workflow, its running task pods "
+        "are deleted (evicted, as Kueue does) and run again after it is set back to false "
+        "(operator only).",
     )
 
     def model_post_init(self, __context: Any) -> None:
