@@ -20,6 +20,8 @@ Used by tests/test_e2e_operator.py, tests/test_e2e_faults.py and benchmarks/api_
 from __future__ import annotations
 
 import contextlib
+import itertools
+import os
 import threading
 import time
 from collections import Counter
@@ -275,6 +277,16 @@ def running_operator(
             raise
     if runner.exception is not None or runner.exit_code != 0:
         raise AssertionError(f"the operator failed:\n{runner.output}") from runner.exception
+
+
+_namespaces = itertools.count()
+
+
+def new_namespace(api: ApiServer, prefix: str) -> str:
+    """A fresh namespace on `api`, unique across tests and xdist workers."""
+    name = f"{prefix}-{os.getpid() % 10000}-{next(_namespaces)}"
+    api.create("namespaces", {"metadata": {"name": name}})
+    return name
 
 
 def wait(predicate: Any, timeout: float, what: str) -> Any:

@@ -25,8 +25,6 @@ as the operator configures it, and the outage longer than kopf's default watch b
 
 from __future__ import annotations
 
-import itertools
-import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -42,6 +40,7 @@ from tests.e2e import (
     SPEED,
     HeldSampler,
     PodMonitor,
+    new_namespace,
     running_operator,
     serving_proxy,
     stage,
@@ -61,8 +60,6 @@ STORM_BOUND = 5.0
 RETRY_AFTER = 3
 CHURN = 1.0
 
-_namespaces = itertools.count()
-
 
 @pytest.fixture(scope="module")
 def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
@@ -77,9 +74,7 @@ def proxy(api: ApiServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 @pytest.fixture()
 def ns(api: ApiServer, proxy: FaultProxy) -> str:
     proxy.set(**asdict(Faults()))
-    name = f"faults-{os.getpid() % 10000}-{next(_namespaces)}"
-    api.create("namespaces", {"metadata": {"name": name}})
-    return name
+    return new_namespace(api, "faults")
 
 
 def calm_since(proxy: FaultProxy) -> Callable[[], float | None]:

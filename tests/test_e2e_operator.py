@@ -17,7 +17,6 @@ order and occupancy instead (which pods ran together, which job started first).
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import os
 import shutil
@@ -44,6 +43,7 @@ from tests.e2e import (
     SPEED,
     PodMonitor,
     events_of,
+    new_namespace,
     pods_of,
     running_operator,
     stage,
@@ -60,9 +60,6 @@ from tests.test_security import ESCALATIONS, ISSUE_EXAMPLE, PREFIX, escalated
 
 SAMPLES = Path(__file__).resolve().parent.parent / "deploy" / "samples"
 
-_namespaces = itertools.count()
-
-
 # -- fixtures and helpers -----------------------------------------------------------------------
 
 
@@ -73,9 +70,7 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
 
 @pytest.fixture()
 def ns(api: ApiServer) -> str:
-    name = f"e2e-{os.getpid() % 10000}-{next(_namespaces)}"
-    api.create("namespaces", {"metadata": {"name": name}})
-    return name
+    return new_namespace(api, "e2e")
 
 
 @pytest.fixture()

@@ -17,7 +17,6 @@ import asyncio
 import itertools
 import json
 import logging
-import os
 import socket
 import threading
 import time
@@ -41,6 +40,7 @@ from tests.e2e import (
     DWF,
     SPEED,
     PodMonitor,
+    new_namespace,
     running_operator,
     serving_proxy,
     stage,
@@ -290,8 +290,6 @@ def test_the_outage_event_is_about_the_operators_own_pod(monkeypatch):
 
 # -- end to end ------------------------------------------------------------------------------
 
-_namespaces = itertools.count()
-
 
 @pytest.fixture(scope="module")
 def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
@@ -304,9 +302,7 @@ def proxy(api: ApiServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 
 def _namespace(api: ApiServer) -> str:
-    name = f"outage-{os.getpid() % 10000}-{next(_namespaces)}"
-    api.create("namespaces", {"metadata": {"name": name}})
-    return name
+    return new_namespace(api, "outage")
 
 
 def _readyz(port: int | None) -> tuple[int, dict[str, Any]]:
