@@ -245,8 +245,9 @@ class Workflow:
 
     def running(self, track: StageTrack | None = None) -> int:
         """Task pods running now (of one stage): on executors of the state machine, and
-        beyond the pool. A failed workflow runs nothing more (its pods are deleted)."""
-        if self.phase is Phase.FAILED:
+        beyond the pool. A failed or suspended workflow runs nothing more (its pods are
+        deleted)."""
+        if self.phase is Phase.FAILED or self.suspended:
             return 0
         if track is None:
             return self.job.held + len(self.beyond)
