@@ -1,0 +1,178 @@
+"""Cleanup, deadlines and suspend end to end: the real kopf operator against the emulated API
+server and kubelet (tests/e2e.py), the clock and the kubelet 20 times faster than the wall.
+
+* a burst under pod GC and a TTL: every pod is collected while the workflows still exist,
+  then every workflow is deleted by its TTL, and the history sink has every one of them;
+* a deadline mid-stage: the workflow fails with DeadlineExceeded, its running and gated
+  pods are deleted and its executors go to the next workflow;
+* suspend at creation and mid-run, and resume: nothing runs while suspended, the evicted
+  tasks run again, every task succeeds once;
+* a restart between a workflow's finish and its TTL: deleted once, not before its time.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import kmock
+import pytest
+
+from idlegate.operator.clock import ScaledClock, from_datetime
+from idlegate.sim.history import load_history
+from tests.e2e import (
+    DWF,
+    SPEED,
+    PodMonitor,
+    events_of,
+    pods_of,
+    running_operator,
+    stage,
+    status_of,
+    wait,
+    wait_phase,
+    workflow,
+)
+from tests.k8s.harness import ApiServer, serving_crd
+from tests.k8s.kubelet import SimKubelet
+
+pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
+
+_namespaces = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
+    yield from serving_crd(tmp_path_factory.mktemp("k8s"))
+
+
+@pytest.fixture()
+def ns(api: ApiServer) -> str:
+    name = f"clean-{os.getpid() % 10000}-{next(_namespaces)}"
+    api.create("namespaces", {"metadata": {"name": name}})
+    return name
+
+
+@pytest.fixture()
+def kubelet(api: ApiServer, ns: str) -> Iterator[SimKubelet]:
+    with SimKubelet(api, ns, time_factor=1 / SPEED) as k:
+        yield k
+
+
+@pytest.fixture()
+def monitor(api: ApiServer, ns: str) -> Iterator[PodMonitor]:
+    mon = PodMonitor(api, ns)
+    yield mon
+    mon.close()
+
+
+def condition(api: ApiServer, ns: str, name: str, type_: str) -> dict | None:
+    found = [c for c in status_of(api, ns, name).get("conditions", []) if c["type"] == type_]
+    return found[0] if found else None
+
+
+def test_a_burst_leaves_no_pod_then_no_workflow_and_a_complete_history(
+    api, ns, kubelet, monitor, tmp_path: Path
+):
+    sink = tmp_path / "history.jsonl"
+    names = [f"b{i}" for i in range(12)]
+    with running_operator(
+        api, ns, pool=4, history_file=sink, pod_gc="OnWorkflowCompletion", ttl_after_finished=60
+    ):
+        for i, name in enumerate(names):
+            body = workflow(name, stage("a", 2, 2), stage("b", 1, 2, ("a",)))
+            if i % 2:  # half collect each pod as it ends, the rest take the operator's default
+                body["spec"]["podGC"] = {"strategy": "OnPodCompletion"}
+            api.create(DWF, body, namespace=ns)
+        for name in names:
+            wait_phase(api, ns, name, ("Succeeded",), timeout=60)
+        # every pod collected while the workflows are still there (their TTL is 60 s)
+        wait(lambda: not api.list("pods", ns), 20, "pod GC")
+        assert all(api.get(DWF, ns, name) for name in names)
+        wait(lambda: not api.list(DWF, ns), 30, "the TTL to delete every workflow")
+    assert monitor.duplicates == []  # no task ran twice
+    assert sorted(monitor.created) == sorted(
+        f"{n}-{s}-{i}" for n in names for s, i in (("a", 0), ("a", 1), ("b", 0))
+    )
+    records = load_history(sink)
+    assert sorted(r.name for r in records) == sorted(f"{ns}/{n}" for n in names)
+    assert all(r.outcome == "Succeeded" and all(r.measured) for r in records)
+
+
+def test_a_deadline_fails_the_workflow_mid_stage(api, ns, kubelet, monitor):
+    slow = workflow("slow", stage("a", 4, 20))  # two waves of 20 s on a pool of 2
+    slow["spec"]["activeDeadlineSeconds"] = 30
+    with running_operator(api, ns, pool=2):
+        api.create(DWF, slow, namespace=ns)
+        wait(lambda: len(monitor.running()) == 2, 10, "the first wave")
+        api.create(DWF, workflow("next", stage("x", 2, 2)), namespace=ns)
+        status = wait_phase(api, ns, "slow", ("Failed",), timeout=30)
+        wait_phase(api, ns, "next", ("Succeeded",), timeout=30)
+    failed = condition(api, ns, "slow", "Failed")
+    assert failed is not None and failed["reason"] == "DeadlineExceeded"
+    assert status["stages"][0]["succeeded"] == 2  # the first wave; the second was cut
+    assert from_datetime(status["completionTime"]) - from_datetime(status["startTime"]) >= 30
+    left = pods_of(api, ns, "slow")
+    assert sorted(p["metadata"]["name"] for p in left) == ["slow-a-0", "slow-a-1"]
+    assert all(p["status"]["phase"] == "Succeeded" for p in left)
+    assert "DeadlineExceeded" in [e["reason"] for e in events_of(api, ns, "slow")]
+    assert monitor.max_total <= 2
+
+
+def test_suspend_and_resume(api, ns, kubelet, monitor):
+    held = workflow("held", stage("a", 1, 2))
+    held["spec"]["suspend"] = True
+    with running_operator(api, ns, pool=2):
+        api.create(DWF, held, namespace=ns)
+        wait(lambda: condition(api, ns, "held", "Suspended"), 10, "the Suspended condition")
+        api.create(DWF, workflow("mid", stage("a", 4, 20), stage("b", 1, 2, ("a",))), ns)
+        wait(lambda: len(monitor.running()) == 2, 10, "mid's first wave")
+        assert pods_of(api, ns, "held") == []
+        api.patch(DWF, ns, "mid", {"spec": {"suspend": True}})
+        wait(lambda: not monitor.running(), 10, "mid's running pods to be evicted")
+        suspended = condition(api, ns, "mid", "Suspended")
+        assert suspended is not None and suspended["status"] == "True"
+        api.patch(DWF, ns, "held", {"spec": {"suspend": False}})
+        wait_phase(api, ns, "held", ("Succeeded",), timeout=20)
+        time.sleep(10 / SPEED)  # mid stays out of the pool meanwhile
+        assert not any(monitor.occupying.get(p) == "mid" for p in monitor.running())
+        api.patch(DWF, ns, "mid", {"spec": {"suspend": False}})
+        status = wait_phase(api, ns, "mid", ("Succeeded", "Failed"), timeout=30)
+    assert status["phase"] == "Succeeded" and status["stages"][0]["failed"] == 0
+    assert condition(api, ns, "mid", "Suspended")["reason"] == "Resumed"  # type: ignore[index]
+    reasons = [e["reason"] for e in events_of(api, ns, "mid")]
+    assert "Suspended" in reasons and "Resumed" in reasons
+    assert monitor.max_total <= 2
+
+
+def test_a_restart_between_finish_and_ttl_deletes_once_on_time(api, ns, kubelet):
+    clock = ScaledClock(SPEED)  # one clock across both operator runs, as the wall is
+    deletions: list[float] = []
+    lock = threading.Lock()
+
+    def on_event(res: kmock.resource, etype: str, obj: dict) -> None:
+        meta = obj.get("metadata") or {}
+        if etype == "DELETED" and meta.get("namespace") == ns and meta.get("name") == "short":
+            with lock:
+                deletions.append(clock.now())
+
+    unsubscribe = api.call(lambda: api.emulator.subscribe(on_event))
+    body = workflow("short", stage("a", 1, 2))
+    body["spec"]["ttlSecondsAfterFinished"] = 60
+    try:
+        with running_operator(api, ns, pool=1, clock=clock):
+            api.create(DWF, body, namespace=ns)
+            status = wait_phase(api, ns, "short", ("Succeeded",), timeout=20)
+        time.sleep(20 / SPEED)  # the operator is down for 20 of the 60 s
+        assert api.get(DWF, ns, "short")
+        with running_operator(api, ns, pool=1, clock=clock):
+            wait(lambda: deletions, 20, "the TTL's deletion")
+            time.sleep(10 / SPEED)
+    finally:
+        api.call(unsubscribe)
+    due = from_datetime(status["completionTime"]) + 60
+    assert len(deletions) == 1 and deletions[0] >= due - 0.5, (deletions, due)
