@@ -20,6 +20,8 @@ VALID_SAMPLES = ("diamond.yaml", "tpch-q3.yaml")
 INVALID_SAMPLE = "invalid-cycle.yaml"
 RIGID_SAMPLE = "rigid-jobs.yaml"
 """Several one-stage gang workflows (rigid jobs) in one file."""
+CLEANUP_SAMPLE = "cleanup.yaml"
+"""A workflow with every cleanup, deadline and suspend field set."""
 MIN_KUBERNETES = (1, 30)  # pod scheduling gates are GA from 1.30 on
 NAMESPACE = "idlegate-system"
 

@@ -26,6 +26,7 @@ from idlegate.operator.status import Condition, IdleSlot, Phase, StageStatus, Wo
 from idlegate.sim.spec import MAX_STAGES, StageSpec, WorkflowSpec, parse_workflow
 from tests.deploy_files import (
     BASE,
+    CLEANUP_SAMPLE,
     INVALID_SAMPLE,
     KIND_UP,
     RIGID_SAMPLE,
@@ -392,7 +393,7 @@ def test_invalid_sample_passes_admission_but_not_the_operators_validation(schema
 
 
 def test_samples_are_all_accounted_for():
-    assert set(sample_files()) == {*VALID_SAMPLES, RIGID_SAMPLE, INVALID_SAMPLE}
+    assert set(sample_files()) == {*VALID_SAMPLES, RIGID_SAMPLE, CLEANUP_SAMPLE, INVALID_SAMPLE}
     # deploy/kind-up.sh expects lint to fail exactly on the samples named invalid-*
     assert [n for n in sample_files() if n.startswith("invalid-")] == [INVALID_SAMPLE]
 
@@ -422,6 +423,20 @@ def test_rigid_sample_is_gang_jobs_that_show_backfilling(schema):
     assert easy["rigid-small"] < easy["rigid-wide-b"] <= easy["rigid-long"]
     assert easy["rigid-wide-b"] == strict["rigid-wide-b"]  # backfilling did not delay it
     assert strict["rigid-small"] > strict["rigid-wide-b"]  # without it, small waits
+
+
+def test_cleanup_sample_sets_every_lifecycle_field(schema):
+    sample = samples()[CLEANUP_SAMPLE]
+    assert api_server_problems(sample, schema) == []
+    spec = parse_workflow(sample["spec"], CLEANUP_SAMPLE)
+    assert spec.ttl_seconds_after_finished == 3600 and spec.active_deadline_seconds == 600
+    assert spec.pod_gc is not None and spec.pod_gc.strategy == "OnPodSuccess"
+    assert spec.suspend is False and "suspend" in sample["spec"]
+    report = lint_paths([str(SAMPLES / CLEANUP_SAMPLE)])
+    assert report.problems == [] and (report.workflows, report.invalid) == (1, 0)
+    bad = copy.deepcopy(sample)
+    bad["spec"]["podGC"] = {"strategy": "OnSundays"}
+    assert api_server_problems(bad, schema)  # the enum is in the CRD
 
 
 INVALID_SAMPLE_LINT = (
