@@ -22,10 +22,12 @@ Presets (wall times measured on this shared 2-core machine with 2 workers):
 * ``cluster`` — a cluster's own history (``--history HISTORY``, required): the train
   part of its time split replayed at its recorded arrivals on its pool, validated on the
   same part (4 duration seeds); BC warm start from the planner (`lookahead:srpt`) with
-  1 DAgger round, then 20 REINFORCE iterations of 4 whole-part rollouts with small
-  steps. `idlegate advise HISTORY --policy out/train-cluster/policy.onnx` reports on
-  the rest of the history. Wall time on a 1,000-workflow k8s-batch history: see
-  docs/advise.md (≤ 30 minutes on 2 cores is the goal).
+  1 DAgger round, no RL iterations (``--iterations N`` adds REINFORCE steps over whole
+  replays of the part; 5 and 10 of them did not lower the validation JCT on k8s-batch).
+  22 minutes on a 1,000-workflow k8s-batch history (700 in the train part), measured on
+  this 2-core machine shared with five other jobs; the planner's teacher episodes
+  dominate (docs/advise.md). `idlegate advise HISTORY --policy
+  out/train-cluster/policy.onnx` reports on the rest of the history.
 """
 
 from __future__ import annotations
@@ -156,7 +158,8 @@ PRESETS: dict[str, dict[str, Any]] = {
             "every": 5,
             "reference_schedulers": ["fair", "sjf-cp", "srpt"],
         },
-        "iterations": 20,
+        # RL on top did not help (docs/advise.md); the settings below serve --iterations N
+        "iterations": 0,
         "rollouts_per_sequence": 4,
         "lr": 3e-4,
         "entropy": {"weight": 0.001, "decay": 0.0, "minimum": 0.001},
