@@ -8,6 +8,7 @@ pytest.importorskip("torch")
 
 from idlegate.errors import IdlegateError
 from idlegate.policy.actions import WAIT_CHOICE
+from idlegate.policy.columns import ARRIVAL_FEATURES, NUM_GLOBAL_FEATURES
 from idlegate.policy.model_config import ModelConfig
 from idlegate.sim.workloads import build_workload
 from idlegate.training.bc import record_demonstrations
@@ -69,3 +70,37 @@ def test_the_export_says_what_a_policy_was_trained_on():
         w.name for w in TrainConfig.model_validate(PRESETS["default"]).training_workloads
     ]
     assert trained_on(None) == ""
+
+
+def test_the_oracle_teacher_is_told_the_future_and_labels_idle_slots():
+    """The Imitator passes the simulator's arrivals on to the oracle planner (without
+    them it raises), and the student's labels include idle levels."""
+    from idlegate.training.presets import IDLE_TEACHER, PRESETS
+
+    w = build_workload("follow", 0, num_executors=2, load=0.7, num_jobs=16)
+    demos = record_demonstrations(
+        w, 0, heuristic=IDLE_TEACHER, model_config=PRESETS["idle"]["model"]
+    )
+    assert demos.choices and demos.avg_jct > 0
+    assert any(c.idle_level > 0 for c in demos.choices)
+    width = {o.global_x.shape[1] for o in demos.observations}
+    assert width == {NUM_GLOBAL_FEATURES + len(ARRIVAL_FEATURES)}
+
+
+def test_a_policy_with_arrival_features_exports_with_parity(tmp_path):
+    from idlegate.policy import make_scheduler
+    from idlegate.policy.features import MODEL_INPUTS
+    from idlegate.policy.model import PolicyNet
+    from idlegate.policy.onnx_export import check_parity, example_inputs, policy_onnx
+    from idlegate.sim.engine import simulate
+
+    cfg = ModelConfig.of({"features": {"arrival_features": True}})
+    net = PolicyNet(cfg)
+    data, _ = policy_onnx(net)
+    inputs = example_inputs(global_width=NUM_GLOBAL_FEATURES + len(ARRIVAL_FEATURES), seed=3)
+    arrays = {name: t.numpy() for name, t in zip(MODEL_INPUTS, inputs, strict=True)}
+    assert check_parity(net, data, arrays) < 1e-4
+    path = tmp_path / "arrivals.onnx"
+    path.write_bytes(data)
+    w = build_workload("follow", 1, num_executors=2, load=0.7, num_jobs=20)
+    assert simulate(w, make_scheduler(f"learned:{path}"), 1).unfinished == 0

@@ -9,6 +9,7 @@ import pytest
 
 from idlegate.errors import IdlegateError
 from idlegate.policy.columns import (
+    ARRIVAL_FEATURES,
     GLOBAL_FEATURES,
     JOB_FEATURES,
     NUM_GLOBAL_FEATURES,
@@ -23,6 +24,7 @@ from idlegate.policy.features import (
     MODEL_INPUTS,
     Featurizer,
     Observation,
+    arrival_history,
     compute_features,
 )
 from idlegate.policy.heuristics import FairScheduler
@@ -309,3 +311,38 @@ def test_cache_never_changes_the_features() -> None:
     checker = _Checker(FeatureConfig(max_cap_levels=6))
     simulate(workload, checker, seed=1)
     assert checker.calls > 100
+
+
+# -- the optional arrival-history columns ---------------------------------------------------
+
+
+def test_arrival_history_known_values() -> None:
+    window = [(0.0, 10.0), (5.0, 100.0), (8.0, 10.0), (9.0, 12.0)]  # one large (≥ 4 × 10)
+    got = arrival_history(window, 20.0, FeatureConfig(arrival_features=True))
+    expected = dict(
+        since_large=log1p(15),
+        since_small=log1p(11),
+        large_recent=log1p(1),
+        small_recent=log1p(3),
+        small_after_large=log1p(2),
+    )
+    np.testing.assert_allclose(got, [expected[n] for n in ARRIVAL_FEATURES])
+    short = FeatureConfig(arrival_features=True, recent_seconds=12.0)  # from t = 8 on
+    assert arrival_history(window, 20.0, short)[2:4] == [0.0, log1p(2)]
+    alike = [(0.0, 10.0), (3.0, 12.0)]  # nothing large: since the oldest, none after
+    got = arrival_history(alike, 5.0, FeatureConfig(arrival_features=True))
+    np.testing.assert_allclose(got, [log1p(5), log1p(2), 0.0, log1p(2), 0.0])
+
+
+def test_arrival_columns_only_when_enabled(state) -> None:
+    c, _, _, _ = state
+    plain = compute_features(c).global_x
+    assert plain.shape == (1, NUM_GLOBAL_FEATURES)
+    cfg = FeatureConfig(arrival_features=True)
+    wide = compute_features(c, cfg).global_x
+    assert wide.shape == (1, NUM_GLOBAL_FEATURES + len(ARRIVAL_FEATURES))
+    np.testing.assert_array_equal(wide[:, :NUM_GLOBAL_FEATURES], plain)
+    # A (work 14) at t = 0 and B (10) at t = 1, now 2: neither is 4 × the other
+    np.testing.assert_allclose(
+        wide[0, NUM_GLOBAL_FEATURES:], [log1p(2), log1p(1), 0.0, log1p(2), 0.0], rtol=1e-6
+    )

@@ -62,7 +62,21 @@ size_max           maximum of the same
 since_arrival      log1p((now − latest arrival) / time_unit)
 =================  ======================================================================
 
-Schema history: 2 added `wait_mask` (the WAIT action); 1 was the first release.
+Arrival-history features (`global_x`, after the columns above, only with
+``FeatureConfig(arrival_features=True)``; off by default, so every model trained without
+them keeps its input width and its answers). Over the same window, an arrival is
+*large* when its work is at least `large_ratio` times the window's smallest:
+
+=================  ======================================================================
+since_large        log1p((now − latest large arrival) / time_unit); none: of the oldest
+since_small        the same for the latest small arrival
+large_recent       log1p(large arrivals in the last `recent_seconds`)
+small_recent       log1p(small arrivals in the last `recent_seconds`)
+small_after_large  log1p(small arrivals since the latest large one)
+=================  ======================================================================
+
+Schema history: 2 added `wait_mask` (the WAIT action), later the optional arrival-history
+columns (absent unless enabled: version 2 models are unchanged); 1 was the first release.
 """
 
 from __future__ import annotations
@@ -116,6 +130,13 @@ GLOBAL_FEATURES: Final = (
     "size_max",
     "since_arrival",
 )
+ARRIVAL_FEATURES: Final = (
+    "since_large",
+    "since_small",
+    "large_recent",
+    "small_recent",
+    "small_after_large",
+)
 CP_STAGE_FEATURES: Final = ("bottom_level",)
 CP_JOB_FEATURES: Final = ("remaining_cp", "average_width", "remaining_width")
 NUM_STAGE_FEATURES: Final = len(STAGE_FEATURES)
@@ -138,6 +159,17 @@ class FeatureConfig(Config):
     """Most cap levels offered; clusters with more executors get geometric levels."""
     load_clip: float = Field(4.0, gt=0)
     """Upper clip of the offered-load estimate (bursts at t=0 would give infinity)."""
+    arrival_features: StrictBool = False
+    """True: append the arrival-history columns (`ARRIVAL_FEATURES`) to `global_x`."""
+    large_ratio: float = Field(4.0, gt=1)
+    """Arrival history: an arrival is large at this many times the window's least work."""
+    recent_seconds: float = Field(60.0, gt=0)
+    """Arrival history: the span of the recent-arrival counts."""
+
+
+def num_global_features(config: FeatureConfig) -> int:
+    """The width of `global_x` under `config` (the arrival-history columns when enabled)."""
+    return NUM_GLOBAL_FEATURES + (len(ARRIVAL_FEATURES) if config.arrival_features else 0)
 
 
 def cap_levels(num_executors: int, max_levels: int) -> np.ndarray:

@@ -65,6 +65,7 @@ from idlegate.policy.columns import (
     NUM_STAGE_FEATURES,
     FeatureConfig,
     cap_levels,
+    num_global_features,
 )
 from idlegate.policy.feature_rows import (
     JOB_COLUMN,
@@ -120,7 +121,7 @@ class Observation:
     job_x: np.ndarray
     """[J, NUM_JOB_FEATURES] float32."""
     global_x: np.ndarray
-    """[1, NUM_GLOBAL_FEATURES] float32."""
+    """[1, num_global_features(config)] float32 (`policy.columns`)."""
     edge_src: np.ndarray
     """[E] int64: child rows."""
     edge_dst: np.ndarray
@@ -385,7 +386,7 @@ class Featurizer:
         unit = cfg.time_unit
         now = view.now
         log = view.arrival_log
-        g = np.zeros((1, NUM_GLOBAL_FEATURES), dtype=np.float32)
+        g = np.zeros((1, num_global_features(cfg)), dtype=np.float32)
         out = g[0]
         out[0] = free / k
         out[1] = log1p(num_jobs)
@@ -400,6 +401,8 @@ class Featurizer:
             out[7] = size_std
             out[8] = size_max
             out[9] = log1p(max(now - last, 0.0) / unit)
+            if cfg.arrival_features:
+                out[NUM_GLOBAL_FEATURES:] = arrival_history(log[-cfg.arrival_window :], now, cfg)
         return g
 
     def _window_stats(
@@ -422,6 +425,31 @@ class Featurizer:
         )
         self._window = (len(log), *stats)
         return stats
+
+
+def arrival_history(
+    window: list[tuple[float, float]], now: float, cfg: FeatureConfig
+) -> list[float]:
+    """The arrival-history columns (`columns.ARRIVAL_FEATURES`) of a window of
+    (time, work) arrivals, oldest first."""
+    times, works = np.asarray(window, dtype=np.float64).T
+    large = works >= cfg.large_ratio * works.min()
+    recent = now - times <= cfg.recent_seconds
+    big = np.flatnonzero(large)
+    small = np.flatnonzero(~large)
+
+    def since(rows: np.ndarray) -> float:
+        last = times[rows[-1]] if rows.size else times[0]
+        return log1p(max(now - last, 0.0) / cfg.time_unit)
+
+    after = int((~large[big[-1] :]).sum()) if big.size else 0
+    return [
+        since(big),
+        since(small),
+        log1p(int((large & recent).sum())),
+        log1p(int((~large & recent).sum())),
+        log1p(after),
+    ]
 
 
 def _wait_mask(

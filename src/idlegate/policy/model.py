@@ -59,9 +59,9 @@ from idlegate.policy.actions import (
 )
 from idlegate.policy.columns import (
     FEATURE_SCHEMA_VERSION,
-    NUM_GLOBAL_FEATURES,
     NUM_JOB_FEATURES,
     NUM_STAGE_FEATURES,
+    num_global_features,
 )
 from idlegate.policy.features import Observation
 from idlegate.policy.model_config import ModelConfig
@@ -321,7 +321,7 @@ class PolicyNet(nn.Module):
         self.embed = StageEmbedding(NUM_STAGE_FEATURES, NUM_JOB_FEATURES, d, s)
         self.message = MessagePassing(d, cfg.mp_steps, s)
         self.job_summary = JobSummary(d, NUM_JOB_FEATURES, s)
-        self.global_summary = GlobalSummary(d, NUM_GLOBAL_FEATURES, s)
+        self.global_summary = GlobalSummary(d, num_global_features(cfg.features), s)
         self.stage_head = StageHead(d, h, s)
         lh = cfg.level_hidden_dim
         self.cap_head = LevelHead(d, lh, s)

@@ -40,6 +40,7 @@ from idlegate.policy.columns import (
     NUM_GLOBAL_FEATURES,
     NUM_JOB_FEATURES,
     NUM_STAGE_FEATURES,
+    num_global_features,
 )
 from idlegate.policy.features import MODEL_INPUTS
 from idlegate.policy.model import PolicyNet, load_checkpoint, model_from_checkpoint
@@ -81,7 +82,10 @@ _DYNAMIC_AXES: Final = {
 
 
 def example_inputs(
-    stages: tuple[int, ...] = (3, 2), levels: int = 5, seed: int = 0
+    stages: tuple[int, ...] = (3, 2),
+    levels: int = 5,
+    seed: int = 0,
+    global_width: int = NUM_GLOBAL_FEATURES,
 ) -> tuple[torch.Tensor, ...]:
     """Random model inputs for jobs with `stages` stages each (chains), in `MODEL_INPUTS` order."""
     rng = np.random.default_rng(seed)
@@ -91,7 +95,7 @@ def example_inputs(
     arrays = {
         "stage_x": rng.standard_normal((n, NUM_STAGE_FEATURES)).astype(np.float32),
         "job_x": rng.standard_normal((j, NUM_JOB_FEATURES)).astype(np.float32),
-        "global_x": rng.standard_normal((1, NUM_GLOBAL_FEATURES)).astype(np.float32),
+        "global_x": rng.standard_normal((1, global_width)).astype(np.float32),
         "edge_src": src.astype(np.int64),
         "edge_dst": (src - 1).astype(np.int64),
         "stage_job": np.repeat(np.arange(j), stages).astype(np.int64),
@@ -236,7 +240,7 @@ def policy_onnx(model: PolicyNet, *, training_config: Any = None) -> tuple[bytes
     }
     data = onnx_bytes(
         model,
-        example_inputs(),
+        example_inputs(global_width=num_global_features(cfg.features)),
         input_names=list(MODEL_INPUTS),
         output_names=list(MODEL_OUTPUTS),
         dynamic_axes=_DYNAMIC_AXES,

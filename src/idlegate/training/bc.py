@@ -18,6 +18,11 @@ A cloned policy drifts into states the teacher never visits, where it has no exa
 (its errors compound). `BCSpec.dagger_rounds` adds DAgger rounds (Ross, Gordon & Bagnell,
 AISTATS 2011): the cloned policy acts, the teacher labels every state it visits
 (`Imitator` with an `actor`), and the model is fitted again on all decisions so far.
+
+The teacher may know the future: the simulator tells the `Imitator` the run's arrivals
+(`foresee`) and it passes them on, so the oracle planner
+(``lookahead?futures=oracle:BASE``) labels states while the student sees only the past
+(the ``idle`` preset, `training.presets`).
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from idlegate.policy.columns import FeatureConfig
 from idlegate.policy.features import Featurizer, Observation
 from idlegate.policy.model import PolicyNet, evaluate_batch
 from idlegate.policy.model_config import ModelConfig
-from idlegate.sim.engine import Workload, simulate
+from idlegate.sim.engine import JobArrival, Workload, simulate
 from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision, Scheduler
 from idlegate.training.rollout import PackedObservations, onnx_evaluator
 
@@ -100,6 +105,12 @@ class Imitator:
         self.teacher.reset(rng)
         self.featurizer.reset()
         self.observations, self.choices = [], []
+
+    def foresee(self, arrivals: Sequence[JobArrival]) -> None:
+        """The simulator tells the run's arrivals: passed on to a teacher that uses them
+        (the oracle planner, ``futures=oracle``); the student never sees them."""
+        if callable(tell := getattr(self.teacher, "foresee", None)):
+            tell(arrivals)
 
     def decide(self, view: ClusterView) -> Action:
         action = self.teacher.decide(view)

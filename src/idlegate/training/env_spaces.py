@@ -66,12 +66,12 @@ from idlegate.errors import IdlegateError
 from idlegate.policy.actions import WAIT_CHOICE, ActionConfig, Choice
 from idlegate.policy.features import (
     MODEL_INPUTS,
-    NUM_GLOBAL_FEATURES,
     NUM_JOB_FEATURES,
     NUM_STAGE_FEATURES,
     FeatureConfig,
     Observation,
     cap_levels,
+    num_global_features,
 )
 
 _LOG1P_MAX: Final = math.ceil(math.log1p(np.finfo(np.float64).max))
@@ -113,7 +113,7 @@ class EnvSpaces:
             {
                 "stage_x": spaces.Box(-1.0, high, (s, NUM_STAGE_FEATURES), np.float32),
                 "job_x": spaces.Box(-1.0, high, (j, NUM_JOB_FEATURES), np.float32),
-                "global_x": spaces.Box(-1.0, high, (NUM_GLOBAL_FEATURES,), np.float32),
+                "global_x": spaces.Box(-1.0, high, (num_global_features(features),), np.float32),
                 "edge_src": spaces.Box(0, s - 1, (e,), np.int64),
                 "edge_dst": spaces.Box(0, s - 1, (e,), np.int64),
                 "stage_job": spaces.Box(0, j - 1, (s,), np.int64),

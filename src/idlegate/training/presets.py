@@ -34,6 +34,17 @@ from __future__ import annotations
 
 from typing import Any
 
+IDLE_TEACHER = (
+    "lookahead?mode=decision&horizon=100000&terminal_weight=0&futures=oracle"
+    "&idle_levels=8&idle_ratio=0.5:analytic:sjf"
+)
+"""The ``idle`` preset's teacher: the oracle planner, its idle slots the student's levels."""
+
+
+def _structured(name: str, k: int, **options: Any) -> dict[str, Any]:
+    return {"name": name, "options": {"num_executors": k, "load": 0.7, **options}}
+
+
 _QUICK_WORKLOAD = {
     "name": "tpch-like",
     "options": {"num_executors": 10, "init": 1, "num_stream": 60, "load": 0.85},
@@ -175,6 +186,37 @@ PRESETS: dict[str, dict[str, Any]] = {
             "dagger_rounds": 1,
         },
         "out_dir": "out/train-cluster",
+    },
+    "idle": {
+        "preset": "idle",
+        "seed": 0,
+        "workload": _structured("follow", 2),
+        "mixture": [
+            _structured("push", 2),
+            _structured("recurring", 2),
+            _structured("follow", 3),
+            _structured("push", 3),
+            _structured("recurring", 3),
+            _structured("follow", 2, uncorrelated=1.0),
+        ],
+        "validation": {
+            "seeds": list(range(1_000_000, 1_000_006)),
+            "every": 10,
+            "reference_schedulers": ["fair", "sjf"],
+        },
+        "model": {
+            "features": {"arrival_features": True},
+            "actions": {"idle_levels": 8, "idle_ratio": 0.5},
+        },
+        "iterations": 0,
+        "bc": {
+            "heuristic": IDLE_TEACHER,
+            "episodes": 14,
+            "epochs": 8,
+            "batch_size": 256,
+            "dagger_rounds": 2,
+        },
+        "out_dir": "out/train-idle",
     },
 }
 """Preset name → config data (merged under a YAML file's values)."""
