@@ -99,7 +99,7 @@ def to_markdown(advice: Advice) -> str:
     lines += ["", advice.recommendation.text, ""]
     facts = advice.facts
     lines.append(
-        f"History: {facts.workflows} workflows over {facts.span_seconds / 3600:.1f} h, "
+        f"History: {facts.workflows:,} workflows over {facts.span_seconds / 3600:.1f} h, "
         f"sha256 {facts.sha256[:16]}."
     )
     lines += [f"Note: {n}." for n in advice.notes]
@@ -110,7 +110,9 @@ def to_markdown(advice: Advice) -> str:
 def write_advice(advice: Advice, out_dir: str | Path) -> dict[str, Path]:
     """Write advise.md, advise.json, jct_cdf.png and jct_by_hour.png into `out_dir`."""
     out = check_out_dir(out_dir)
-    title = f"JCT CDF — {advice.path.name}, {advice.part}, pool {advice.pool_size}"
+    title = (
+        f"JCT CDF — {advice.path.name}, {len(advice.reported)} workflows, pool {advice.pool_size}"
+    )
     paths = {
         "markdown": write_text(out / "advise.md", to_markdown(advice)),
         "json": write_text(out / "advise.json", json.dumps(advice.to_dict(), indent=2) + "\n"),
@@ -120,7 +122,8 @@ def write_advice(advice: Advice, out_dir: str | Path) -> dict[str, Path]:
             advice.arrivals,
             out / "jct_by_hour.png",
             recorded=_recorded_points(advice),
-            title=f"Average JCT by hour of arrival — {advice.path.name}, {advice.part}",
+            title=f"Average JCT by hour of arrival — {advice.path.name}, "
+            f"{len(advice.reported)} workflows",
         ),
     }
     return {name: p for name, p in paths.items() if p is not None}  # None: no matplotlib
