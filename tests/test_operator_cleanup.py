@@ -283,6 +283,7 @@ async def test_a_suspended_workflow_still_meets_its_deadline():
         await asyncio.sleep(0.01)
     assert conditions(h, "wf")["Failed"]["reason"] == "DeadlineExceeded"
     assert h.kube.pods_of("wf") == [] and h.bridge.cluster.free_executors == 1
+    assert "Resumed" not in h.kube.reasons("wf")  # admitted only to be failed
 
 
 def _fifo() -> Any:

@@ -143,7 +143,8 @@ class Lifecycle:
     def admitted(self, wf: Workflow) -> None:
         """`wf` entered the pool: resumed if it was suspended; its deadline is armed."""
         suspended = wf.conditions.get("Suspended")
-        if suspended is not None and suspended.status == "True":
+        expiring = wf.owner.uid in self._expiring  # (admitted only to fail by its deadline)
+        if suspended is not None and suspended.status == "True" and not expiring:
             message = "spec.suspend was set to false: the workflow is back in the pool."
             now = self.bridge.now()
             wf.conditions.set("Suspended", False, "Resumed", message, wf.generation, now)
