@@ -206,3 +206,18 @@ def test_train_on_a_history_names_it_in_the_onnx_metadata(tmp_path: Path) -> Non
     assert named["sha256"] == facts.sha256
     assert (named["workflows"], named["train_fraction"], named["pool_size"]) == (16, 0.6, 6)
     assert named["span_seconds"] == pytest.approx(facts.span_seconds)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--preset", "cluster"], "give --history HISTORY"),
+        (["--preset", "cluster", "--history", "H", "--workload", "k8s-batch"], "drop --workload"),
+    ],
+)
+def test_train_history_errors_are_sentences(tmp_path: Path, args: list[str], message: str) -> None:
+    path = _history(tmp_path, jobs=8)
+    args = [str(path) if a == "H" else a for a in args]
+    result = CliRunner().invoke(app, ["train", *args, "--out", str(tmp_path / "run")])
+    assert result.exit_code == 1
+    assert message in result.stderr and "Traceback" not in result.output
