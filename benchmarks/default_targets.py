@@ -3,6 +3,7 @@
     python benchmarks/default_targets.py [--quick] [--seeds 3] [--first-seed 1000] [-j 2]
         [--workloads KEY,...] [--overload-load 1.2] [--overload-jobs 101] [--samples 500]
         [--candidates fair+srpt+sjf-cp+weighted-fair+analytic:sjf-cp] [--options margin=0.02]
+        [--also QUERY ...]
 
 The candidate is the planner over the shipped ONNX policy with `FAST_PLANNING`
 (``lookahead?max_decisions=100&race=0.05&plan_window=64:learned:default``), modelled
@@ -11,8 +12,12 @@ synchronous planner runs first, its plans' CPU time gives that workload's p99 (C
 not wall: the machine may be shared), and the delayed planner then runs on the same
 seeds. `--candidates` replaces the planner's switch candidates (`LookaheadConfig`), e.g.
 to add the analytic idle rule, which a spec's query cannot name; `--options` adds planner
-options to `FAST_PLANNING`'s (``KEY=VALUE&KEY=VALUE``, e.g. ``margin=0.02``). Every row
-is paired per seed on held-out seeds (1000 and up):
+options to `FAST_PLANNING`'s (``KEY=VALUE&KEY=VALUE``, e.g. ``margin=0.02``). Each
+`--also QUERY` runs another synchronous planner, `FAST_PLANNING`'s options and QUERY's
+(with `--candidates` unless QUERY names its own; ``analytic`` is the analytic rule over
+SJF-CP), on the same seeds, and a second table compares it with the candidate's
+synchronous run: option changes side by side in one run. Every row is paired per seed on
+held-out seeds (1000 and up):
 
 1. per workload of the evaluation suite (`--quick`: the quick suite, else the full
    one; TPC-H rows where the traces are found): the candidate's mean JCT against the
@@ -85,11 +90,12 @@ class Case:
 
 @dataclass
 class Runs:
-    """Per scheduler label, per seed: the JCTs; and the synchronous planner's plan CPU times."""
+    """Per scheduler label, per seed: the JCTs; per planner label, its plans' CPU times."""
 
     jcts: dict[str, dict[int, np.ndarray]] = field(default_factory=dict)
-    plan_cpu: list[float] = field(default_factory=list)
+    plan_cpu: dict[str, list[float]] = field(default_factory=dict)
     delay: float = 0.0
+    """The synchronous candidate's plan CPU p99: the delayed candidate's planning delay."""
 
     def stat(self, label: str, fn: str) -> list[float]:
         """Per seed (in seed order), the mean, p95 or max of `label`'s JCTs."""
@@ -143,6 +149,10 @@ def run_all(args: argparse.Namespace, cases: Sequence[Case]) -> dict[str, Runs]:
         todo: set[Future] = set()
         for c in cases:  # the slow runs first
             todo |= {pool.submit(run_one, c, "sync", sync, s, planner) for s in seeds}
+            for i, query in enumerate(args.also):
+                own = None if "candidates=" in query else planner
+                spec = planner_spec(query)
+                todo |= {pool.submit(run_one, c, f"also {i + 1}", spec, s, own) for s in seeds}
         for c in cases:
             others = [("onnx", ONNX), *(BASELINES if not c.overload else [("fair", "fair")])]
             todo |= {pool.submit(run_one, c, lab, spec, s) for lab, spec in others for s in seeds}
@@ -153,16 +163,21 @@ def run_all(args: argparse.Namespace, cases: Sequence[Case]) -> dict[str, Runs]:
             print(f"{key} {label} seed {seed}: {np.mean(jcts):.2f} s", file=sys.stderr, flush=True)
             r = runs[key]
             r.jcts.setdefault(label, {})[seed] = jcts
+            r.plan_cpu.setdefault(label, []).extend(cpu)
             if label != "sync":
                 continue
-            r.plan_cpu += cpu
             pending[key] -= 1
             if pending[key] == 0:
-                r.delay = float(np.percentile(r.plan_cpu, 99)) if r.plan_cpu else 0.0
+                r.delay = p99_ms(r.plan_cpu["sync"]) / 1e3
                 spec = planner_spec(args.options, r.delay)
                 case = by_key[key]
                 todo |= {pool.submit(run_one, case, "candidate", spec, s, planner) for s in seeds}
     return runs
+
+
+def p99_ms(seconds: list[float]) -> float:
+    """The p99 of plan times in seconds, in ms (0 without a plan)."""
+    return float(np.percentile(seconds, 99)) * 1e3 if seconds else 0.0
 
 
 def change(runs: Runs, label: str, base: str, fn: str = "mean") -> tuple[float, float]:
@@ -203,6 +218,26 @@ def workload_table(cases: Sequence[Case], runs: dict[str, Runs]) -> None:
             f"{fmt(change(r, 'candidate', 'fair', 'p95'))} | "
             f"{r.delay * 1e3:.0f} ms | {fmt(change(r, 'candidate', 'sync'))} |"
         )
+
+
+def also_table(cases: Sequence[Case], runs: dict[str, Runs], also: Sequence[str]) -> None:
+    """Each `--also` planner against the candidate's synchronous run, paired per seed."""
+    print(
+        "| workload | options | mean | mean vs the candidate (sync) | mean vs ONNX alone | "
+        "p95 vs fair | plan p99 (CPU) |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for c in cases:
+        r = runs[c.key]
+        for i, query in enumerate(["(the candidate)", *also]):
+            label = "sync" if i == 0 else f"also {i}"
+            versus = "—" if i == 0 else fmt(change(r, label, "sync"))
+            print(
+                f"| {c.key} | {query or '(FAST_PLANNING only)'} | "
+                f"{np.mean(r.stat(label, 'mean')):.2f} | {versus} | "
+                f"{fmt(change(r, label, 'onnx'))} | {fmt(change(r, label, 'fair', 'p95'))} | "
+                f"{p99_ms(r.plan_cpu.get(label, [])):.0f} ms |"
+            )
 
 
 @dataclass(frozen=True)
@@ -320,6 +355,12 @@ def main(argv: list[str] | None = None) -> list[Check]:
         "--options", default="", help="planner options added to FAST's, KEY=VALUE&KEY=VALUE"
     )
     parser.add_argument(
+        "--also",
+        action="append",
+        default=[],
+        help="another synchronous planner: FAST's options and QUERY's (repeatable)",
+    )
+    parser.add_argument(
         "--samples", type=int, default=None, help="latency samples (500; 100 quick)"
     )
     args = parser.parse_args(argv)
@@ -334,6 +375,8 @@ def main(argv: list[str] | None = None) -> list[Check]:
     spec = planner_spec(args.options, 0.0).replace("0.0000", "p99")
     print(f"candidate: {spec}{switch}; held-out seeds {seeds}")
     workload_table(cases, runs)
+    if args.also:
+        also_table(cases, runs, args.also)
     print(
         "decision latency, ONNX follower (p99 CPU / wall ms): "
         + ", ".join(f"{n} jobs {cpu[n]:.3f} / {wall[n]:.3f}" for n in cpu)
