@@ -121,7 +121,8 @@ FAST_PLANNING: Final[Mapping[str, Any]] = MappingProxyType(
     {"max_decisions": 100, "race": 0.05, "plan_window": 64}
 )
 """`LookaheadConfig` options for planning at an operator's pace (docs/lookahead.md,
-"Planning time": several times cheaper plans, about 1 % of mean JCT given up)."""
+"Planning time": plans 12 times cheaper at p99 for about 2.5 % of mean JCT on its busiest
+setting)."""
 
 JobSet = tuple[int, ...]
 """The ids of the jobs in the system, in arrival order: what a switch-mode plan is for."""
@@ -404,6 +405,8 @@ class LookaheadScheduler:
         """
         started, cpu = time.perf_counter(), time.thread_time()
         names = list(self._rollout)
+        if not request.futures:  # the source has none to offer (futures=expected): BASE
+            return Plan(request.key, self.base_name, {}, (), 0, request.horizon, request.now, 0, 0)
         deadline = None if budget is None else started + budget
         found = self._compare(
             request.fork,
@@ -467,6 +470,8 @@ class LookaheadScheduler:
         margin; `drawn`: the decision's horizon and futures when drawn already."""
         started, cpu = time.perf_counter(), time.thread_time()
         horizon, futures = drawn or self._futures_now(view)
+        if not futures:  # the source has no future to offer (futures=expected): BASE's pick
+            return 0
         policy = self._rollout[self.base_name]
         found = self._compare(self._fork(view), futures, horizon, [(a, policy) for a in options])
         best = self._cheapest(found.costs, found.raced_out)
