@@ -283,21 +283,24 @@ def test_the_expected_count_is_the_rounded_mean_count():
 
 def test_the_expected_source_plans_on_one_future_and_none_without_evidence():
     source = make_source("expected")
-    w = build_workload("follow", 5, num_executors=2, load=0.7, num_jobs=150)
+    w = build_workload("follow", 5, num_executors=2, load=0.7, num_jobs=80)
     c = Cluster(2)
     jobs = [c.add_job(a.dag, a.time, a.name, a.durations) for a in w.jobs]
     for job in jobs[:20]:
         source.observe(job)
     c.now = jobs[19].arrival
-    empty = source.futures(c, jobs[:20], 100.0, 4, np.random.default_rng(0))
-    assert len(empty) == 1 and empty[0].arrivals == ()  # too few arrivals scored yet
-    for i in range(20, 150):
+    # too few arrivals scored yet: no future, the planner keeps BASE's pick
+    assert source.futures(c, jobs[:20], 100.0, 4, np.random.default_rng(0)) == []
+    offered = []
+    for i in range(20, 80):
         source.observe(jobs[i])
         c.now = jobs[i].arrival
         futures = source.futures(c, jobs[: i + 1], 100.0, 4, np.random.default_rng(0))
-        assert len(futures) == 1
-    assert source.used_model > 0 and futures[0].arrivals
-    assert all(c.now < a.time <= c.now + 100.0 for a in futures[0].arrivals)
+        assert len(futures) == (1 if source.selector.conditional_wins() else 0)
+        offered += [(c.now, f) for f in futures]
+    assert source.used_model == len(offered) > 0
+    for now, future in offered:
+        assert all(now < a.time <= now + 100.0 for a in future.arrivals)
 
 
 def test_idle_candidates_end_at_the_next_arrivals():
@@ -309,3 +312,14 @@ def test_idle_candidates_end_at_the_next_arrivals():
     p = make_scheduler(f"lookahead?{options}&idle_at_arrivals=1:srpt")
     assert {r.name: r.jct for r in simulate(w, p, 0).records} == {"A": 26.0, "B": 4.0}
     assert p.stats.idles == 1
+
+
+@pytest.mark.parametrize("mode", ["decision", "switch"])
+def test_without_a_future_to_offer_the_planner_follows_its_base(mode):
+    # 12 arrivals: the expected source has nothing fitted yet, so no future at all
+    w = build_workload("follow", 2, num_executors=2, load=0.7, num_jobs=12)
+    p = make_scheduler(f"lookahead?mode={mode}&futures=expected:analytic:sjf")
+    alone = simulate(w, make_scheduler("analytic:sjf"), 2)
+    planned = simulate(w, p, 2)
+    assert [r.jct for r in planned.records] == [r.jct for r in alone.records]
+    assert p.stats.changed == 0

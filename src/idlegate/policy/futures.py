@@ -13,9 +13,10 @@ A planner's futures (`policy.lookahead`, `LookaheadConfig.futures`) come from a 
   model's on the recent arrivals (`Selector`), else ``poisson``.
 * ``expected``: one future, the conditional model's *expected* arrivals
   (`ConditionalModel.expected`: of each type its mean count, at median times), while
-  the model beats Poisson as in ``auto``; else one future without arrivals (idling for
-  arrivals nobody can predict never pays). No sampling noise between candidates, and
-  its arrival times are the idle candidates of `LookaheadConfig.idle_at_arrivals`.
+  the model beats Poisson as in ``auto``; else none, and the planner keeps BASE's pick
+  (a future without arrivals would undo every idle slot of an idling BASE). No sampling
+  noise between candidates, and its arrival times are the idle candidates of
+  `LookaheadConfig.idle_at_arrivals`.
 * ``known``: the arrivals known in advance (the upcoming runs of cron workflows, which
   the simulator tells the planner, `foresee`, as the operator can from its
   DagCronWorkflows), with Poisson futures of the others (ad-hoc jobs) around them.
@@ -122,7 +123,8 @@ class FutureSource(ABC):
         samples: int,
         rng: np.random.Generator,
     ) -> list[Future]:
-        """Futures of arrivals over (now, now + horizon], each with a duration seed."""
+        """Futures of arrivals over (now, now + horizon], each with a duration seed; none
+        when the source has no future to offer (the planner then keeps BASE's pick)."""
 
 
 _ARRIVAL_CONFIG = AnalyticIdleConfig()
@@ -256,7 +258,7 @@ class ConditionalSource(FutureSource):
 
 class ExpectedSource(ConditionalSource):
     """``futures=expected``: one future, the model's expected arrivals while it beats
-    Poisson (`Selector`), else one without arrivals (module docstring)."""
+    Poisson (`Selector`), else none (module docstring)."""
 
     def __init__(self, config: FuturesConfig, *, prior: Sequence[Arrival] = ()) -> None:
         super().__init__(config, auto=True, prior=prior)
@@ -272,7 +274,7 @@ class ExpectedSource(ConditionalSource):
         self.selector.update(self.arrivals, view.now)
         if self.selector.fitted_at is None or not self.selector.conditional_wins():
             self.used_poisson += 1
-            return [Future((), 0)]
+            return []
         self.used_model += 1
         drawn = self.selector.model.expected(view.now, horizon, self.config.expected_draws, rng)
         return [_future(drawn, 0, {}, rng)]
