@@ -36,6 +36,7 @@ from typer.testing import CliRunner
 
 from idlegate.cli import app
 from idlegate.operator.clock import ScaledClock
+from idlegate.operator.main import Operator
 from idlegate.operator.reload import digest
 from idlegate.policy import DEFAULT_POLICY_PATH
 from idlegate.sim.history import history_facts, load_history
@@ -297,6 +298,8 @@ def test_from_a_history_to_a_new_policy_in_production(
     assert {r.policy for r in records if r.name in {f"{ns}/{n}" for n in switched}} == {"model"}
 
 
-def settle_shadow(op: Any) -> None:
+def settle_shadow(op: Operator) -> None:
     """Wait until the shadow's worker has replayed every round handed to it so far."""
-    wait(lambda: all(f.done() for f in list(op.shadow._pending)), 20, "the shadow's worker")
+    shadow = op.shadow
+    assert shadow is not None
+    wait(lambda: all(f.done() for f in list(shadow._pending)), 20, "the shadow's worker")
