@@ -40,8 +40,9 @@ def spec_change_ignored(generation: int, admitted: int) -> Notice:
         "Warning",
         "SpecChangeIgnored",
         f"The spec changed (generation {generation}) after the workflow was admitted with "
-        f"generation {admitted}; a running workflow keeps its spec. Delete and re-create it "
-        "to run the new spec.",
+        f"generation {admitted}; a running workflow keeps its stages (only suspend, "
+        "activeDeadlineSeconds, ttlSecondsAfterFinished and podGC may change). Delete and "
+        "re-create it to run the new spec.",
     )
 
 
