@@ -18,7 +18,6 @@ This module imports neither kopf nor kubernetes: the tests and the generator run
 from __future__ import annotations
 
 import argparse
-import copy
 import re
 import sys
 from collections.abc import Callable
@@ -27,9 +26,16 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel
 
 from idlegate.errors import SpecError
+from idlegate.operator.crd_schema import (
+    add_rules,
+    at,
+    conditions_overlay,
+    reorder,
+    resource_schema,
+    structural_schema,
+)
 from idlegate.operator.cron_spec import MAX_CRON_NAME_LENGTH, CronWorkflowSpec, CronWorkflowStatus
 from idlegate.operator.status import WorkflowStatus
 from idlegate.sim.spec import MAX_NAME_LENGTH, MAX_STAGES, NAME_PATTERN, WorkflowSpec
@@ -84,209 +90,6 @@ REGENERATE_COMMAND = "python -m idlegate.operator.crd > deploy/base/crd.yaml"
 CRD_PATH = Path("deploy/base/crd.yaml")
 """Where the repository keeps the generated CRD (it is not part of the package)."""
 
-# -- JSON Schema -> Kubernetes structural schema ---------------------------------------------
-
-# the keywords of JSONSchemaProps kept as they are; anything else pydantic emits is an error,
-# so a model change that Kubernetes cannot express fails here rather than at `kubectl apply`
-_KEPT = frozenset(
-    {
-        "description",
-        "type",
-        "format",
-        "enum",
-        "default",
-        "minimum",
-        "maximum",
-        "minLength",
-        "maxLength",
-        "pattern",
-        "minItems",
-        "maxItems",
-        "minProperties",
-        "maxProperties",
-        "required",
-    }
-)
-_DROPPED = frozenset({"title", "$defs", "definitions", "examples"})
-
-# key order in the YAML: what a reader looks for first
-_ORDER = (
-    "description",
-    "type",
-    "format",
-    "nullable",
-    "enum",
-    "default",
-    "minimum",
-    "exclusiveMinimum",
-    "maximum",
-    "exclusiveMaximum",
-    "minLength",
-    "maxLength",
-    "pattern",
-    "minItems",
-    "maxItems",
-    "required",
-    "properties",
-    "additionalProperties",
-    "items",
-)
-
-
-def _resolve(node: dict[str, Any], defs: dict[str, Any], seen: tuple[str, ...]) -> dict[str, Any]:
-    ref = node.get("$ref")
-    if ref is None:
-        return node
-    name = ref.rsplit("/", 1)[-1]
-    if name in seen:
-        raise ValueError(f"recursive model {name!r} cannot be inlined into a structural schema")
-    if name not in defs:
-        raise ValueError(f"unresolvable $ref {ref!r}")
-    # sibling keys of a $ref (e.g. a field's description) win over the referenced model's
-    merged = {**copy.deepcopy(defs[name]), **{k: v for k, v in node.items() if k != "$ref"}}
-    return _resolve(merged, defs, (*seen, name))
-
-
-def _infer_type(values: list[Any]) -> str:
-    kinds = {type(v) for v in values}
-    if kinds <= {str}:
-        return "string"
-    if kinds <= {bool}:
-        return "boolean"
-    if kinds <= {int}:
-        return "integer"
-    if kinds <= {int, float}:
-        return "number"
-    raise ValueError(f"enum of mixed types {sorted(k.__name__ for k in kinds)}")
-
-
-def _convert(
-    node: dict[str, Any],
-    defs: dict[str, Any],
-    path: str,
-    seen: tuple[str, ...] = (),
-    *,
-    nullable_optionals: bool = True,
-) -> dict[str, Any]:
-    """Convert one pydantic JSON Schema node (recursively) into a structural schema node.
-
-    ``X | None`` becomes ``nullable: true`` when `nullable_optionals`, else plain ``X`` (for
-    status fields, where None means "absent": the operator dumps with exclude_none).
-    """
-    node, nullable, seen = _flatten(node, defs, path, seen)
-
-    def sub(value: dict[str, Any], where: str) -> dict[str, Any]:
-        return _convert(value, defs, where, seen, nullable_optionals=nullable_optionals)
-
-    out: dict[str, Any] = {"nullable": True} if nullable and nullable_optionals else {}
-    if "const" in node:
-        node.setdefault("enum", [node.pop("const")])
-    if "enum" in node and "type" not in node:
-        node["type"] = _infer_type(node["enum"])
-    for key, value in node.items():
-        if key in _KEPT:
-            out[key] = copy.deepcopy(value)
-        elif key == "properties":
-            out[key] = {name: sub(schema, f"{path}.{name}") for name, schema in value.items()}
-        elif key == "items":
-            out[key] = sub(value, f"{path}[]")
-        elif key == "additionalProperties" and isinstance(value, dict):
-            out[key] = sub(value, f"{path}{{}}")
-        elif key not in _DROPPED:
-            _keyword(node, key, value, out, path)
-    if out.get("type") == "object" and not {"properties", "additionalProperties"} & out.keys():
-        out["x-kubernetes-preserve-unknown-fields"] = True
-    if "type" not in out:
-        raise ValueError(f"{path}: no type (a structural schema needs one on every node)")
-    return _ordered(out)
-
-
-def _flatten(
-    node: dict[str, Any], defs: dict[str, Any], path: str, seen: tuple[str, ...]
-) -> tuple[dict[str, Any], bool, tuple[str, ...]]:
-    """`node` with its $ref inlined and its one non-null branch of ``anyOf``/``oneOf``
-    merged in; whether a null branch was dropped; the models inlined on the way."""
-    seen_here = seen
-    if "$ref" in node:
-        seen_here = (*seen, node["$ref"].rsplit("/", 1)[-1])
-        node = _resolve(node, defs, seen)
-    node = dict(node)
-    nullable = False
-    for union in ("anyOf", "oneOf"):
-        if union not in node:
-            continue
-        branches = node.pop(union)
-        non_null = [b for b in branches if b.get("type") != "null"]
-        if len(non_null) != 1:
-            raise ValueError(
-                f"{path}: {union} of {len(non_null)} non-null schemas is not structural; "
-                "use one type (or a discriminated model flattened by hand)"
-            )
-        nullable = len(non_null) < len(branches)
-        branch = _resolve(non_null[0], defs, seen_here)
-        if "$ref" in non_null[0]:
-            seen_here = (*seen_here, non_null[0]["$ref"].rsplit("/", 1)[-1])
-        node = {**branch, **node}  # the field's own description/default win
-    if node.get("default", 0) is None:
-        del node["default"]  # absent and null mean the same to the models
-    return node, nullable, seen_here
-
-
-def _keyword(node: dict[str, Any], key: str, value: Any, out: dict[str, Any], path: str) -> None:
-    """The structural form of a JSON Schema keyword that is not kept as it is."""
-    if key in ("exclusiveMinimum", "exclusiveMaximum"):
-        # JSON Schema 2020-12 gives the bound; OpenAPI v3.0 (Kubernetes) a boolean flag
-        bound = "minimum" if key == "exclusiveMinimum" else "maximum"
-        if bound in node:
-            raise ValueError(f"{path}: both {bound} and {key}")
-        out[bound] = value
-        out[key] = True
-    elif key == "additionalProperties":
-        if value is True:
-            if node.get("properties"):
-                raise ValueError(f"{path}: properties with additionalProperties: true")
-            # a free-form object (the pod template, kopf's bookkeeping): keep it whole
-            out["x-kubernetes-preserve-unknown-fields"] = True
-        # False: Kubernetes forbids it; unknown fields are pruned (or rejected by kubectl's
-        # strict field validation) instead, which matches extra="forbid"
-    elif key == "uniqueItems":
-        if value:
-            out["x-kubernetes-list-type"] = "set"
-    else:
-        raise ValueError(f"{path}: JSON Schema keyword {key!r} has no structural equivalent")
-
-
-def _ordered(node: dict[str, Any]) -> dict[str, Any]:
-    rank = {k: i for i, k in enumerate(_ORDER)}
-    return dict(sorted(node.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0])))
-
-
-def _reorder(*nodes: dict[str, Any]) -> None:
-    """Put the keys of nodes changed after conversion back into the canonical order, in place."""
-    for node in nodes:
-        ordered = _ordered(node)
-        node.clear()
-        node.update(ordered)
-
-
-def structural_schema(model: type[BaseModel], *, nullable_optionals: bool = True) -> dict[str, Any]:
-    """The model's JSON Schema (by alias, validation mode) as a Kubernetes structural schema."""
-    raw = model.model_json_schema(by_alias=True, mode="validation")
-    defs = raw.pop("$defs", {})
-    return _convert(raw, defs, model.__name__, nullable_optionals=nullable_optionals)
-
-
-def _at(schema: dict[str, Any], path: str) -> dict[str, Any]:
-    """The node at a dotted path of property names; `[]` steps into list items."""
-    node = schema
-    for part in path.split("."):
-        node = node["items"] if part == "[]" else node["properties"][part]
-    return node
-
-
-def _add_rules(node: dict[str, Any], *rules: dict[str, str]) -> None:
-    node.setdefault("x-kubernetes-validations", []).extend(rules)
-
 
 # Kubernetes-only additions to the generated spec schema. `setdefault` everywhere: once the
 # pydantic model states a bound itself, the model's value wins and the output is unchanged.
@@ -299,7 +102,7 @@ def _spec_overlay(spec: dict[str, Any]) -> None:
     # names an unknown stage). Cheap (linear); the full cycle and unknown-dependency checks
     # need a graph walk or O(stages^2 x dependsOn) comparisons, beyond CEL's cost budget, and
     # are the operator's job (phase Invalid, condition Valid=False).
-    _add_rules(
+    add_rules(
         spec,
         {
             "rule": "self.stages.exists(s, !has(s.dependsOn) || size(s.dependsOn) == 0)",
@@ -307,13 +110,13 @@ def _spec_overlay(spec: dict[str, Any]) -> None:
             "a workflow in which every stage waits for another can never start",
         },
     )
-    stages = _at(spec, "stages")
+    stages = at(spec, "stages")
     # stage names unique, enforced by the API server itself (no quadratic CEL rule), and
     # server-side apply merges stages by name
     stages["x-kubernetes-list-type"] = "map"
     stages["x-kubernetes-list-map-keys"] = ["name"]
     stage = stages["items"]
-    _add_rules(
+    add_rules(
         stage,
         {
             "rule": "!has(self.dependsOn) || !(self.name in self.dependsOn)",
@@ -321,31 +124,22 @@ def _spec_overlay(spec: dict[str, Any]) -> None:
             "fieldPath": ".dependsOn",
         },
     )
-    depends_on = _at(stage, "dependsOn")
+    depends_on = at(stage, "dependsOn")
     depends_on["x-kubernetes-list-type"] = "set"  # no duplicates, checked by the API server
     depends_on.setdefault("maxItems", MAX_STAGES)
     depends_on["items"].setdefault("minLength", 1)
     depends_on["items"].setdefault("maxLength", MAX_NAME_LENGTH)
     depends_on["items"].setdefault("pattern", NAME_PATTERN)
-    _reorder(spec, stages, stage, depends_on, depends_on["items"])
-
-
-def _conditions_overlay(status: dict[str, Any]) -> None:
-    """A status written by the operator, whose conditions are a map list keyed by type."""
-    status["description"] = "Observed state, written by the idlegate operator (status subresource)."
-    conditions = _at(status, "conditions")
-    conditions["x-kubernetes-list-type"] = "map"
-    conditions["x-kubernetes-list-map-keys"] = ["type"]
-    _reorder(status, conditions)
+    reorder(spec, stages, stage, depends_on, depends_on["items"])
 
 
 def _status_overlay(status: dict[str, Any]) -> None:
-    _conditions_overlay(status)
+    conditions_overlay(status)
     for name in ("stages", "idleSlots"):
-        node = _at(status, name)
+        node = at(status, name)
         node["x-kubernetes-list-type"] = "map"
         node["x-kubernetes-list-map-keys"] = ["name" if name == "stages" else "stage"]
-    _reorder(status, _at(status, "stages"), _at(status, "idleSlots"))
+    reorder(status, at(status, "stages"), at(status, "idleSlots"))
 
 
 def spec_schema() -> dict[str, Any]:
@@ -360,26 +154,6 @@ def status_schema() -> dict[str, Any]:
     status = structural_schema(WorkflowStatus, nullable_optionals=False)
     _status_overlay(status)
     return status
-
-
-def resource_schema(
-    description: str, spec: dict[str, Any], status: dict[str, Any], name_rule: dict[str, str]
-) -> dict[str, Any]:
-    """The openAPIV3Schema of one of our kinds: its spec, its status and a CEL rule on its
-    name's length."""
-    return {
-        "description": description,
-        "type": "object",
-        "required": ["spec"],
-        "properties": {
-            "apiVersion": {"type": "string"},
-            "kind": {"type": "string"},
-            "metadata": {"type": "object"},
-            "spec": spec,
-            "status": status,
-        },
-        "x-kubernetes-validations": [name_rule],
-    }
 
 
 def open_api_v3_schema() -> dict[str, Any]:
@@ -454,7 +228,7 @@ def cron_open_api_v3_schema() -> dict[str, Any]:
     workflow["description"] = spec["properties"]["workflowSpec"]["description"]
     spec["properties"]["workflowSpec"] = workflow
     status = structural_schema(CronWorkflowStatus, nullable_optionals=False)
-    _conditions_overlay(status)
+    conditions_overlay(status)
     return resource_schema(
         "A DagWorkflow started on a cron schedule, as a CronJob starts Jobs: each run is a "
         "DagWorkflow named after its scheduled minute.",
