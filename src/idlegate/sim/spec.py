@@ -114,7 +114,7 @@ class PodGC(BaseModel):
 class WorkflowSpec(BaseModel):
     """A DAG workflow: stages and their dependencies. Validated on construction.
 
-    The workflow-level fields after `stages` (TTL, pod GC, deadline, suspend) are the
+    The workflow-level fields after `stages` (TTL, pod GC, deadline, suspend, pool) are the
     operator's only; the simulator ignores them."""
 
     model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
@@ -153,6 +153,16 @@ class WorkflowSpec(BaseModel):
         "and the policy does not see it. Set on a running workflow, its running task pods "
         "are deleted (evicted, as Kueue does) and run again after it is set back to false "
         "(operator only).",
+    )
+    pool: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        description="The ExecutorPool to run in, by name (operator only). Unset: the pool "
+        "whose namespaceSelector selects the workflow's namespace, else the operator's "
+        "default pool (--pool-size). A named pool that does not exist makes the workflow "
+        "wait (condition PoolReady=False) until it does.",
     )
 
     def model_post_init(self, __context: Any) -> None:
@@ -256,6 +266,11 @@ class WorkflowItem:
     """A DagWorkflow's `metadata.name`, else None."""
 
 
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's safe loader where PyYAML was built with it (the same documents, parsed
+several times faster: large history files are YAML too)."""
+
+
 def read_workflow_items(path: str | Path) -> list[WorkflowItem]:
     """The workflow documents of a YAML or JSON file, unvalidated (see `load_workflow_file`)."""
     p = Path(path)
@@ -269,7 +284,7 @@ def read_workflow_items(path: str | Path) -> list[WorkflowItem]:
         elif p.suffix == ".jsonl":  # JSON Lines, e.g. the operator's history sink
             docs = [json.loads(line) for line in text.splitlines() if line.strip()]
         else:
-            docs = [d for d in yaml.safe_load_all(text) if d is not None]
+            docs = [d for d in yaml.load_all(text, Loader=_YAML_LOADER) if d is not None]
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise SpecError(f"{p} is not valid {p.suffix.lstrip('.') or 'YAML'}: {exc}") from None
     items: list[Any] = []
