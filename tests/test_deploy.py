@@ -53,7 +53,8 @@ def test_kustomize_builds_the_expected_objects(built):
         [
             "Namespace",
             "CustomResourceDefinition",
-            "CustomResourceDefinition",  # DagWorkflow and DagCronWorkflow
+            "CustomResourceDefinition",
+            "CustomResourceDefinition",  # DagWorkflow, DagCronWorkflow and ExecutorPool
             "ServiceAccount",
             "ClusterRole",
             "ClusterRole",  # idlegate-edit and idlegate-view, for workflow authors
@@ -67,7 +68,10 @@ def test_kustomize_builds_the_expected_objects(built):
         if obj["kind"] in ("ServiceAccount", "Deployment", "Service"):
             assert obj["metadata"]["namespace"] == NAMESPACE, obj["kind"]
     # kustomize passes the generated CRD through untouched, apart from the common labels
-    for committed in (committed_crd(), load_yaml(BASE / "cron-crd.yaml")):
+    committed_crds = [committed_crd()] + [
+        load_yaml(BASE / f) for f in ("cron-crd.yaml", "pool-crd.yaml")
+    ]
+    for committed in committed_crds:
         (out_crd,) = [
             copy.deepcopy(d)
             for d in built
@@ -249,6 +253,8 @@ REQUIRED_ACCESS = [
     *[("idlegate.io", "dagworkflows/status", v) for v in ("patch", "update")],
     *[("idlegate.io", "dagcronworkflows", v) for v in ("get", "list", "watch", "patch")],
     *[("idlegate.io", "dagcronworkflows/status", v) for v in ("patch", "update")],
+    *[("idlegate.io", "executorpools", v) for v in ("get", "list", "watch", "patch")],
+    *[("idlegate.io", "executorpools/status", v) for v in ("patch", "update")],
     *[("", "pods", v) for v in ("get", "list", "watch", "create", "patch", "delete")],
     *[(g, "events", v) for g in ("", "events.k8s.io") for v in ("create", "patch")],
     *[("apiextensions.k8s.io", "customresourcedefinitions", v) for v in ("list", "watch")],
@@ -257,6 +263,8 @@ REQUIRED_ACCESS = [
 FORBIDDEN_ACCESS = [
     ("idlegate.io", "dagcronworkflows", "create"),
     ("idlegate.io", "dagcronworkflows", "delete"),
+    ("idlegate.io", "executorpools", "create"),  # pools are the platform team's
+    ("idlegate.io", "executorpools", "delete"),
     ("", "pods/exec", "create"),
     ("", "secrets", "get"),
     ("", "secrets", "list"),

@@ -37,6 +37,7 @@ from idlegate.operator.crd_schema import (
     structural_schema,
 )
 from idlegate.operator.cron_spec import MAX_CRON_NAME_LENGTH, CronWorkflowSpec, CronWorkflowStatus
+from idlegate.operator.pool_spec import DEFAULT_POOL, ExecutorPoolSpec, ExecutorPoolStatus
 from idlegate.operator.status import WorkflowStatus
 from idlegate.sim.spec import MAX_NAME_LENGTH, MAX_STAGES, NAME_PATTERN, WorkflowSpec
 
@@ -52,6 +53,8 @@ CATEGORIES = ("idlegate",)
 CRD_NAME = f"{PLURAL}.{GROUP}"
 CRON_KIND = "DagCronWorkflow"
 CRON_PLURAL = "dagcronworkflows"
+POOL_KIND = "ExecutorPool"
+POOL_PLURAL = "executorpools"
 
 MAX_WORKFLOW_NAME_LENGTH = 63
 """A DagWorkflow's name is a label value on each of its task pods: at most 63 characters."""
@@ -242,6 +245,54 @@ def cron_open_api_v3_schema() -> dict[str, Any]:
     )
 
 
+POOL_PRINTER_COLUMNS: tuple[dict[str, str], ...] = (
+    {"name": "Size", "type": "integer", "jsonPath": ".spec.size"},
+    {
+        "name": "Busy",
+        "type": "integer",
+        "description": "Executors running task pods",
+        "jsonPath": ".status.busy",
+    },
+    {
+        "name": "Pending",
+        "type": "integer",
+        "description": "Workflows in the pool not finished",
+        "jsonPath": ".status.pending",
+    },
+    {"name": "Policy", "type": "string", "jsonPath": ".status.policy"},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+)
+
+
+def pool_open_api_v3_schema() -> dict[str, Any]:
+    """The ExecutorPool schema (cluster-scoped): its spec, its status, a name that is not
+    the implicit default pool's."""
+    spec = structural_schema(ExecutorPoolSpec)
+    spec["description"] = "The pool's executors, policy and namespaces."
+    requirement = at(spec, "namespaceSelector.matchExpressions.[]")
+    add_rules(
+        requirement,
+        {
+            "rule": "(self.operator in ['In', 'NotIn']) == (has(self.values) && "
+            "size(self.values) > 0)",
+            "message": "In and NotIn need values; Exists and DoesNotExist take none",
+        },
+    )
+    status = structural_schema(ExecutorPoolStatus, nullable_optionals=False)
+    conditions_overlay(status)
+    return resource_schema(
+        "A pool of executors with its own scheduling policy: the DagWorkflows of the "
+        "namespaces it selects (or naming it in spec.pool) share its executors.",
+        spec,
+        status,
+        {
+            "rule": f"self.metadata.name != '{DEFAULT_POOL}'",
+            "message": f"{DEFAULT_POOL!r} is the operator's implicit pool (--pool-size); "
+            "give the ExecutorPool another name",
+        },
+    )
+
+
 @dataclass(frozen=True)
 class Kind:
     """One of the operator's custom resources: its names, schema and printer columns."""
@@ -254,6 +305,7 @@ class Kind:
     columns: tuple[dict[str, str], ...]
     path: Path
     """Where the repository keeps its generated CRD."""
+    scope: str = "Namespaced"
 
 
 KINDS = {
@@ -266,6 +318,16 @@ KINDS = {
         cron_open_api_v3_schema,
         CRON_PRINTER_COLUMNS,
         Path("deploy/base/cron-crd.yaml"),
+    ),
+    POOL_KIND: Kind(
+        POOL_KIND,
+        POOL_PLURAL,
+        "executorpool",
+        ("xpool",),
+        pool_open_api_v3_schema,
+        POOL_PRINTER_COLUMNS,
+        Path("deploy/base/pool-crd.yaml"),
+        scope="Cluster",
     ),
 }
 """The custom resources, by kind."""
@@ -291,7 +353,7 @@ def render_crd(kind: str = KIND) -> dict[str, Any]:
                 "shortNames": list(k.short_names),
                 "categories": list(CATEGORIES),
             },
-            "scope": "Namespaced",
+            "scope": k.scope,
             "versions": [
                 {
                     "name": VERSION,

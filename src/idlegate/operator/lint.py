@@ -38,7 +38,9 @@ split is kept whole, so no wording of the checks is lost.
 A ``DagCronWorkflow`` is checked the same way (:func:`cron_problems`): its name leaves
 room for its runs' names, its schedule, time zone and policies parse
 (:func:`idlegate.operator.cron_spec.parse_cron_spec`), and its ``workflowSpec`` passes the
-checks above as each run's spec will, with its problems under ``spec.workflowSpec``.
+checks above as each run's spec will, with its problems under ``spec.workflowSpec``. An
+``ExecutorPool`` (:func:`idlegate.operator.pool_spec.pool_problems`): its spec, its
+policy's syntax, no namespace and not the implicit pool's name.
 
 This module imports neither kopf nor kubernetes (nor torch): linting needs only the base
 package.
@@ -64,10 +66,12 @@ from idlegate.operator.crd import (
     GROUP,
     KIND,
     LIST_KIND,
+    POOL_KIND,
     check_workflow_name,
 )
 from idlegate.operator.cron_spec import check_cron_name, parse_cron_spec
 from idlegate.operator.podsecurity import NamespacePolicy
+from idlegate.operator.pool_spec import pool_problems
 from idlegate.operator.template import check_templates, describe
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
@@ -152,6 +156,8 @@ class LintReport:
     """DagWorkflow and DagCronWorkflow objects checked."""
     cron_workflows: int = 0
     """Of those, DagCronWorkflows."""
+    pools: int = 0
+    """ExecutorPools checked (counted among `workflows`, as objects checked)."""
     invalid: int = 0
     """Of those, how many have at least one problem."""
 
@@ -162,10 +168,12 @@ class LintReport:
 
     def summary(self) -> str:
         """One line: what was checked and what was found."""
-        plain = self.workflows - self.cron_workflows
+        plain = self.workflows - self.cron_workflows - self.pools
         what = f"{plain} DagWorkflow(s)"
         if self.cron_workflows:
             what += f" and {self.cron_workflows} DagCronWorkflow(s)"
+        if self.pools:
+            what += f" and {self.pools} ExecutorPool(s)"
         text = f"{what} in {self.files} file(s): {self.invalid} invalid"
         if self.problems:
             text += f", {len(self.problems)} problem(s)"
@@ -257,7 +265,7 @@ def _has(meta: Any, key: str) -> bool:
     return isinstance(meta, Mapping) and _text(meta.get(key))
 
 
-KINDS = (KIND, CRON_KIND)
+KINDS = (KIND, CRON_KIND, POOL_KIND)
 """The kinds lint checks."""
 
 
@@ -452,7 +460,7 @@ class _Linter:
             return
         kind = doc.get("kind") if isinstance(doc, Mapping) else None
         if (
-            kind in ("List", LIST_KIND, f"{CRON_KIND}List")
+            kind in ("List", LIST_KIND, f"{CRON_KIND}List", f"{POOL_KIND}List")
             and isinstance(doc, Mapping)
             and "items" in doc
         ):
@@ -513,6 +521,9 @@ class _Linter:
         if _text(kind) and kind.lower() == CRON_KIND.lower():  # miscased: still checked as one
             self.report.cron_workflows += 1
             found = cron_problems(obj, self.pool_size, self.policy)
+        elif _text(kind) and kind.lower() == POOL_KIND.lower():
+            self.report.pools += 1
+            found = pool_problems(obj)
         else:
             found = [
                 pair

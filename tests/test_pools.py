@@ -1,0 +1,159 @@
+"""ExecutorPool: label selection, routing of workflows to pools, the model, lint, the CRD."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from idlegate.errors import SpecError
+from idlegate.operator import crd
+from idlegate.operator.lint import lint_paths
+from idlegate.operator.pool_spec import (
+    DEFAULT_POOL,
+    ExecutorPoolSpec,
+    LabelSelector,
+    parse_pool_spec,
+    pool_problems,
+    route,
+    selects,
+)
+from idlegate.sim.spec import parse_workflow
+
+
+def selector(**raw: object) -> LabelSelector:
+    return LabelSelector.model_validate(raw)
+
+
+@pytest.mark.parametrize(
+    ("raw", "labels", "expected"),
+    [
+        ({}, {}, True),  # {} selects everything
+        ({}, {"team": "a"}, True),
+        ({"matchLabels": {"team": "a"}}, {"team": "a", "x": "y"}, True),
+        ({"matchLabels": {"team": "a"}}, {"team": "b"}, False),
+        ({"matchLabels": {"team": "a"}}, {}, False),
+        ({"matchExpressions": [{"key": "team", "operator": "In", "values": ["a", "b"]}]},
+         {"team": "b"}, True),
+        ({"matchExpressions": [{"key": "team", "operator": "In", "values": ["a"]}]}, {}, False),
+        ({"matchExpressions": [{"key": "team", "operator": "NotIn", "values": ["a"]}]},
+         {}, True),  # absent is not in the set, as in Kubernetes
+        ({"matchExpressions": [{"key": "team", "operator": "NotIn", "values": ["a"]}]},
+         {"team": "a"}, False),
+        ({"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}, {"gpu": ""}, True),
+        ({"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}, {}, False),
+        ({"matchExpressions": [{"key": "gpu", "operator": "DoesNotExist"}]}, {}, True),
+        ({"matchExpressions": [{"key": "gpu", "operator": "DoesNotExist"}]}, {"gpu": "1"}, False),
+        # matchLabels and every expression are ANDed
+        ({"matchLabels": {"team": "a"},
+          "matchExpressions": [{"key": "gpu", "operator": "Exists"}]}, {"team": "a"}, False),
+    ],
+)  # fmt: skip
+def test_selects_as_kubernetes_does(raw, labels, expected):
+    assert selects(selector(**raw), labels) is expected
+
+
+def test_an_absent_selector_selects_nothing():
+    assert not selects(None, {})
+    assert not selects(None, {"team": "a"})
+
+
+@pytest.mark.parametrize(
+    "requirement",
+    [
+        {"key": "a", "operator": "In"},
+        {"key": "a", "operator": "NotIn", "values": []},
+        {"key": "a", "operator": "Exists", "values": ["x"]},
+        {"key": "a", "operator": "Near", "values": ["x"]},
+    ],
+)
+def test_requirements_whose_values_do_not_fit_their_operator_are_refused(requirement):
+    with pytest.raises(SpecError, match="ExecutorPool 'p'"):
+        parse_pool_spec({"size": 1, "namespaceSelector": {"matchExpressions": [requirement]}}, "p")
+
+
+def test_a_pool_needs_a_size_of_at_least_one():
+    for raw in ({}, {"size": 0}, {"size": "2"}, None):
+        with pytest.raises(SpecError, match="size"):
+            parse_pool_spec(raw, "p")
+    spec = parse_pool_spec({"size": 3, "policy": "fair", "planBudgetMs": 50}, "p")
+    assert (spec.size, spec.policy, spec.plan_budget_ms) == (3, "fair", 50)
+
+
+def pools(**selectors: dict | None) -> list[tuple[str, ExecutorPoolSpec]]:
+    return [
+        (name, ExecutorPoolSpec.model_validate({"size": 1, "namespaceSelector": raw}))
+        for name, raw in selectors.items()
+    ]
+
+
+def test_route_prefers_the_named_pool_then_the_selector_then_the_default():
+    known = pools(batch={"matchLabels": {"team": "batch"}}, gpu=None)
+    assert route("gpu", {"team": "batch"}, known) == "gpu"  # named wins over the selector
+    assert route(None, {"team": "batch"}, known) == "batch"
+    assert route(None, {"team": "web"}, known) == DEFAULT_POOL
+    assert route(DEFAULT_POOL, {"team": "batch"}, known) == DEFAULT_POOL
+    assert route(None, {}, []) == DEFAULT_POOL  # no pools at all: as before pools
+
+
+def test_a_named_pool_that_does_not_exist_routes_nowhere():
+    assert route("missing", {"team": "batch"}, pools(batch={})) is None
+
+
+def test_several_selecting_pools_route_to_the_first_by_name():
+    known = pools(zeta={}, alpha={"matchLabels": {"team": "a"}}, beta={})
+    assert route(None, {"team": "a"}, known) == "alpha"
+    assert route(None, {"team": "b"}, known) == "beta"
+
+
+def test_spec_pool_is_a_valid_object_name():
+    stages = [{"name": "a", "tasks": 1, "taskDurationSeconds": 1}]
+    assert parse_workflow({"stages": stages, "pool": "team-a"}, "w").pool == "team-a"
+    assert parse_workflow({"stages": stages}, "w").pool is None
+    with pytest.raises(SpecError, match="pool"):
+        parse_workflow({"stages": stages, "pool": "Team A"}, "w")
+
+
+def pool_object(**overrides: object) -> dict:
+    obj = {
+        "apiVersion": crd.API_VERSION,
+        "kind": crd.POOL_KIND,
+        "metadata": {"name": "batch"},
+        "spec": {"size": 4, "namespaceSelector": {"matchLabels": {"team": "batch"}}},
+    }
+    return {**obj, **overrides}
+
+
+def test_pool_problems():
+    assert pool_problems(pool_object()) == []
+    assert [p for p, _ in pool_problems(pool_object(metadata={"name": DEFAULT_POOL}))] == [
+        "metadata.name"
+    ]
+    namespaced = pool_object(metadata={"name": "x", "namespace": "team-a"})
+    assert [p for p, _ in pool_problems(namespaced)] == ["metadata.namespace"]
+    bad_policy = pool_object(spec={"size": 2, "policy": "bogus:x"})
+    ((path, text),) = pool_problems(bad_policy)
+    assert path == "spec.policy" and "unknown scheduler 'bogus'" in text
+    ((path, text),) = pool_problems(pool_object(spec={"size": 0}))
+    assert path == "spec" and "size" in text
+
+
+def test_lint_knows_the_pool_kind(tmp_path):
+    good, bad = pool_object(), pool_object(spec={"size": 1, "policy": "nope"})
+    (tmp_path / "pools.yaml").write_text(yaml.safe_dump_all([good, bad]))
+    report = lint_paths([str(tmp_path)])
+    assert report.pools == 2 and report.invalid == 1
+    assert [p.field for p in report.problems] == ["spec.policy"]
+    assert "2 ExecutorPool(s)" in report.summary()
+
+
+def test_the_pool_crd_is_cluster_scoped_with_its_columns():
+    body = crd.render_crd(crd.POOL_KIND)
+    assert body["spec"]["scope"] == "Cluster"
+    assert body["metadata"]["name"] == "executorpools.idlegate.io"
+    version = body["spec"]["versions"][0]
+    assert [c["name"] for c in version["additionalPrinterColumns"]] == [
+        "Size", "Busy", "Pending", "Policy", "Age"
+    ]  # fmt: skip
+    spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert spec["properties"]["size"]["minimum"] == 1
+    assert crd.render_crd(crd.KIND)["spec"]["scope"] == "Namespaced"
