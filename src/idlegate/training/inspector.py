@@ -382,6 +382,16 @@ def onnx_bytes(net: InspectorNet, cfg: InspectorConfig, iterations: int) -> byte
         "sequence_length": cfg.sequence_length,
         "train_fraction": cfg.train_fraction,
         "requested_time": cfg.requested_time,
+        "reward": cfg.reward,
+        "lublin_share": cfg.lublin_share,
+        **(
+            {
+                "lublin_executors": cfg.lublin_executors,
+                "lublin_interarrival": cfg.lublin_interarrival,
+            }
+            if cfg.lublin_share > 0
+            else {}
+        ),
     }
     return export_bytes(
         copy.deepcopy(net),  # the training net keeps its mode
