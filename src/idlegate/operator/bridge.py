@@ -90,6 +90,7 @@ class Bridge:
         timers: Timers,
         health: ApiHealth | None = None,
         actuator: Actuator | None = None,
+        beside: Bridge | None = None,
     ) -> None:
         self.settings = settings
         self.health = health or ApiHealth(metrics)
@@ -100,17 +101,26 @@ class Bridge:
         self.metrics = metrics
         self.timers = timers
         self.time = Steady(settings.clock)
-        self.actuator = actuator or Actuator(
-            self.kube,
-            retry_delays=settings.retry_delays,
-            retry_after_cap=settings.retry_after_cap,
-            health=self.health,
-            concurrency=settings.api_concurrency,
+        self.actuator = actuator or (
+            beside.actuator
+            if beside
+            else Actuator(
+                self.kube,
+                retry_delays=settings.retry_delays,
+                retry_after_cap=settings.retry_after_cap,
+                health=self.health,
+                concurrency=settings.api_concurrency,
+            )
         )
         self.cluster = Cluster(settings.pool_size)
         self.workflows: dict[WorkflowKey, Workflow] = {}
-        instance = os.environ.get("POD_ID") or socket.gethostname()
-        self.writes = Writer(settings, self.actuator, metrics, time=self.time, instance=instance)
+        pod = os.environ.get("POD_ID") or socket.gethostname()
+        if beside is not None:  # another pool's: one writer, history and cleanup for all
+            self.writes, self.history, self.cleanup = beside.writes, beside.history, beside.cleanup
+        else:
+            self.writes = Writer(settings, self.actuator, metrics, time=self.time, instance=pod)
+            self.history = HistoryRecorder(settings, metrics, self.writes, self.actuator)
+            self.cleanup = Cleanup(settings, self.writes, timers)
         self.rebuilt = False
         """Every workflow there was at the start is admitted (:func:`intake.rebuild`): ready."""
         self._beyond = itertools.count()
@@ -118,9 +128,6 @@ class Bridge:
         self.decider = Decider(scheduler, metrics, settings.seed)  # (it resets the policy)
         self.planning = planning_worker(self)
         """A lookahead planner's worker (:mod:`idlegate.operator.planning`), else None."""
-        self.history = HistoryRecorder(settings, metrics, self.writes, self.actuator)
-        self.cleanup = Cleanup(settings, self.writes, timers)
-        """Pod GC and TTL deletion (:mod:`.cleanup`)."""
         self.lifecycle = Lifecycle(self)
         """Rejection, suspension and deadlines (:mod:`.lifecycle`)."""
 

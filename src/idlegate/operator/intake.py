@@ -30,8 +30,9 @@ from idlegate.operator.admission import (
 from idlegate.operator.bridge import Bridge
 from idlegate.operator.kube import ApiError
 from idlegate.operator.lifecycle import only_mutable_changed
-from idlegate.operator.pods import LABEL_WORKFLOW, pod_name, task_pod
+from idlegate.operator.pods import LABEL_WORKFLOW, Owner, pod_name, task_pod
 from idlegate.operator.podsecurity import namespace_policy
+from idlegate.operator.pools import Pools, namespace_labels
 from idlegate.operator.status import Phase
 from idlegate.operator.tracking import StageTrack, Task, TaskState, Workflow, WorkflowKey
 from idlegate.operator.writes import PodWritten, WorkflowGone
@@ -41,13 +42,14 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-async def rebuild(bridge: Bridge) -> tuple[int, int]:
+async def rebuild(bridge: Pools | Bridge) -> tuple[int, int]:
     """The state from the API as it is now, level-triggered; returns the DagWorkflows and
     pods listed. At the start, every DagWorkflow is admitted with its pods, oldest first,
     before the first decision (see :mod:`idlegate.operator.admission`). After an outage
     (:mod:`idlegate.operator.watchdog`) the same reading also catches up with what the
     watches may have missed: the pods as they are now, pods deleted, workflows gone, and
     workflows created meanwhile."""
+    bridge = Pools.of(bridge)
     known = dict(bridge.workflows)  # (only these may be gone: others came after the lists)
     with_pods = _tasks_with_pods(bridge)
     bodies: list[dict[str, Any]] = []
@@ -85,7 +87,7 @@ _Held = tuple[Workflow, StageTrack, Task, str, int, TaskState]
 attempt, state)."""
 
 
-def _tasks_with_pods(bridge: Bridge) -> list[_Held]:
+def _tasks_with_pods(bridge: Pools) -> list[_Held]:
     found: list[_Held] = []
     for wf in bridge.workflows.values():
         for track in wf.stages:
@@ -96,7 +98,7 @@ def _tasks_with_pods(bridge: Bridge) -> list[_Held]:
     return found
 
 
-async def _notice_deleted(bridge: Bridge, missing: list[_Held]) -> None:
+async def _notice_deleted(bridge: Pools, missing: list[_Held]) -> None:
     """Tell the bridge of the pods deleted while it did not watch (a watch that resumes
     after an outage may not replay a deletion). A pod not listed may still be on its way,
     created by a write of the operator's own: so only a task whose workflow has no write
@@ -129,7 +131,7 @@ async def _notice_deleted(bridge: Bridge, missing: list[_Held]) -> None:
 
 
 def _admit_unknown(
-    bridge: Bridge,
+    bridge: Pools,
     bodies: list[dict[str, Any]],
     pods: list[dict[str, Any]],
     namespaces: Mapping[str | None, dict[str, Any]],
@@ -148,15 +150,18 @@ def _admit_unknown(
             continue
         try:
             own = by_workflow.get((owner.namespace, owner.name), ())
-            policy = namespace_policy(namespaces.get(owner.namespace), bridge.settings.pod_security)
-            admitted += bridge.admit(body, own, policy, schedule=False) is not None
+            namespace = namespaces.get(owner.namespace)
+            policy = namespace_policy(namespace, bridge.settings.pod_security)
+            labels = namespace_labels(namespace)
+            admitted += bridge.admit(body, own, policy, labels=labels, schedule=False) is not None
         except AdmitLaterError as exc:
             log.warning("%s/%s is admitted later: %s", owner.namespace, owner.name, exc)
     return admitted
 
 
-async def admit(bridge: Bridge, body: Mapping[str, Any]) -> None:
+async def admit(bridge: Pools | Bridge, body: Mapping[str, Any]) -> None:
     """Admit a workflow (kopf's create/resume), reading its pods and namespace first."""
+    bridge = Pools.of(bridge)
     owner = owner_of(body)
     if bridge.known(owner) or (body.get("metadata") or {}).get("deletionTimestamp"):
         return
@@ -166,7 +171,8 @@ async def admit(bridge: Bridge, body: Mapping[str, Any]) -> None:
     pods = await bridge.kube.list_pods(owner.namespace, f"{LABEL_WORKFLOW}={owner.name}")
     namespace = await _namespaces(bridge.kube.get_namespace(owner.namespace))
     if not bridge.known(owner):  # (another handler may have admitted it meanwhile)
-        bridge.admit(body, pods, namespace_policy(namespace, bridge.settings.pod_security))
+        policy = namespace_policy(namespace, bridge.settings.pod_security)
+        bridge.admit(body, pods, policy, labels=namespace_labels(namespace))
 
 
 async def _namespaces(read: Awaitable[T]) -> T:
@@ -181,19 +187,21 @@ async def _namespaces(read: Awaitable[T]) -> T:
         raise
 
 
-async def spec_changed(bridge: Bridge, body: Mapping[str, Any]) -> None:
+async def spec_changed(bridge: Pools | Bridge, body: Mapping[str, Any]) -> None:
     """The spec changed: take in a change of its mutable fields (suspend, deadline, TTL, pod
     GC; :mod:`idlegate.operator.lifecycle`), refuse any other change of an admitted
     workflow; admit one that was held (suspended) or rejected; re-arm a finished one's TTL."""
+    bridge = Pools.of(bridge)
     owner = owner_of(body)
-    wf = bridge.workflows.get((owner.namespace, owner.name))
-    if wf is not None and wf.owner.uid == owner.uid:
+    holder = bridge.holder((owner.namespace, owner.name))
+    wf = holder.workflows.get((owner.namespace, owner.name)) if holder else None
+    if holder is not None and wf is not None and wf.owner.uid == owner.uid:
         try:
             spec = parse_workflow(body.get("spec"), "spec")
         except IdlegateError:
             spec = None
         if spec is not None and only_mutable_changed(wf.spec, spec):
-            bridge.lifecycle.updated(wf, spec, generation_of(body))
+            holder.lifecycle.updated(wf, spec, generation_of(body))
             return
         notice = messages.spec_change_ignored(generation_of(body), wf.generation)
         bridge.writes.event(owner, *notice)
@@ -205,10 +213,11 @@ async def spec_changed(bridge: Bridge, body: Mapping[str, Any]) -> None:
         await admit(bridge, body)
 
 
-async def follow_writes(bridge: Bridge) -> None:
+async def follow_writes(bridge: Pools | Bridge) -> None:
     """Carry the outcomes of the bridge's writes into it, as they come (until cancelled): a
     pod the API returned is read like a watch event; a pod write that failed for good fails
     its workflow, whose executors return to the pool."""
+    bridge = Pools.of(bridge)
     outcomes = bridge.writes.outcomes
     while True:
         outcome = await outcomes.get()
@@ -225,3 +234,18 @@ async def follow_writes(bridge: Bridge) -> None:
             log.exception("Could not take in the outcome of a write: %r", outcome)
         finally:
             outcomes.task_done()
+
+
+async def readmit(pools: Pools, owners: list[Owner]) -> None:
+    """Admit again, from the API, the workflows that left a pool (it changed or went): each
+    lands in its pool now, or waits for one. One that cannot be read now is admitted by
+    the next rebuild (it is not known to any pool)."""
+    for owner in owners:
+        try:
+            body = await pools.kube.get_workflow(owner.namespace, owner.name)
+            if body is not None and owner_of(body).uid == owner.uid:
+                await admit(pools, body)
+        except (AdmitLaterError, ApiError) as exc:
+            pools.later[(owner.namespace, owner.name)] = owner
+            log.info("%s/%s is admitted later: %s", owner.namespace, owner.name, exc)
+    pools.schedule()

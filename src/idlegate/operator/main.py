@@ -39,15 +39,17 @@ import asyncio
 import itertools
 import logging
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import kopf
 
+from idlegate.errors import IdlegateError
 from idlegate.operator import intake
 from idlegate.operator.admission import AdmitLaterError
 from idlegate.operator.bridge import Bridge
 from idlegate.operator.cleanup import FINISHED as CLEANED
-from idlegate.operator.crd import CRON_PLURAL, GROUP, PLURAL, VERSION
+from idlegate.operator.crd import CRON_PLURAL, GROUP, PLURAL, POOL_PLURAL, VERSION
 from idlegate.operator.cron import FINISHED, LABEL_CRON, CronController
 from idlegate.operator.decisions import followed, load_scheduler
 from idlegate.operator.endpoints import Endpoints, check_free
@@ -62,6 +64,8 @@ from idlegate.operator.kube import (
 from idlegate.operator.messages import Notice
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.pods import LABEL_WORKFLOW
+from idlegate.operator.pool_spec import parse_pool_spec
+from idlegate.operator.pools import Pools, pool_status
 from idlegate.operator.reload import policy_watches, replace_policy
 from idlegate.operator.settings import Settings
 from idlegate.operator.shadow import make_shadow
@@ -103,6 +107,7 @@ class Operator:
         self._owns_kube = kube is None
         self._configuration: Any = None
         self._bridge: Bridge | None = None
+        self._pools: Pools | None = None
         self._cron: CronController | None = None
         self._upcoming: dict[tuple[str, str], tuple[JobArrival, ...]] = {}
         """Each cron workflow's upcoming runs, told to the policy (``futures=known``)."""
@@ -127,6 +132,13 @@ class Operator:
         if self._bridge is None:
             raise RuntimeError("the operator has not started yet")
         return self._bridge
+
+    @property
+    def pools(self) -> Pools:
+        """Every pool's bridge (:mod:`idlegate.operator.pools`); `bridge` is the default's."""
+        if self._pools is None:
+            raise RuntimeError("the operator has not started yet")
+        return self._pools
 
     @property
     def cron(self) -> CronController:
@@ -184,13 +196,15 @@ class Operator:
                 health=self.health,
             )
             self._bridge.decider.shadow = self.shadow
+            self._pools = Pools(self._bridge)
         if self._kopf_log is None:
             self._kopf_log = KopfRequestLog(self.health, asyncio.get_running_loop())
             self._kopf_log.install()
         if self._watchdog is None:
-            self._watchdog = Watchdog(self._bridge, self.health, reporter=OperatorPod.from_env())
+            self._watchdog = Watchdog(self.pools, self.health, reporter=OperatorPod.from_env())
             self._tasks = [
-                asyncio.create_task(intake.follow_writes(self._bridge)),
+                asyncio.create_task(intake.follow_writes(self.pools)),
+                asyncio.create_task(self._admit_later(RETRY_DELAY)),
                 asyncio.create_task(self._serve(self._watchdog)),
             ]
             every = s.policy_reload_interval
@@ -222,6 +236,32 @@ class Operator:
         reporter = OperatorPod.from_env()
         if reporter is not None and self._bridge is not None:
             self._bridge.writes.event(reporter, *notice)
+
+    async def _admit_later(self, every: float) -> None:
+        """Retry, every `every` seconds, the workflows that left a pool and could not be
+        admitted again yet (a pool made smaller than what runs in it, an API error)."""
+        while True:
+            await asyncio.sleep(every)
+            if self.pools.later:
+                owners = list(self.pools.later.values())
+                self.pools.later.clear()
+                await intake.readmit(self.pools, owners)
+
+    async def pool_changed(self, name: str, spec: Any) -> dict[str, Any]:
+        """ExecutorPool `name` was created or changed: its pool runs with `spec` (a
+        SpecError or IdlegateError if it cannot); returns its status."""
+        pools = await self.ready_pools()
+        moved = pools.apply(name, parse_pool_spec(spec, name))
+        await intake.readmit(pools, moved)
+        return pool_status(name, pools)
+
+    async def pool_deleted(self, name: str) -> None:
+        pools = await self.ready_pools()
+        await intake.readmit(pools, pools.remove(name))
+
+    async def ready_pools(self) -> Pools:
+        await self.watchdog.rebuilt.wait()
+        return self.pools
 
     async def _serve(self, watchdog: Watchdog) -> None:
         await self.warn_missing_namespaces()
@@ -368,7 +408,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry, id="admit")
     async def admit(body: kopf.Body, **_: Any) -> None:
         try:
-            await intake.admit(await operator.ready_to_admit(), plain(body))
+            await intake.admit(await operator.ready_pools(), plain(body))
         except AdmitLaterError as exc:
             raise _temporary(exc) from exc
         except ApiError as exc:
@@ -379,7 +419,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     @kopf.on.update(GROUP, VERSION, PLURAL, registry=registry, id="spec", field="spec")
     async def spec_changed(body: kopf.Body, **_: Any) -> None:
         try:
-            await intake.spec_changed(await operator.ready_to_admit(), plain(body))
+            await intake.spec_changed(await operator.ready_pools(), plain(body))
         except (AdmitLaterError, ApiError) as exc:
             raise _temporary(exc) from exc
 
@@ -388,7 +428,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
         meta = body.get("metadata") or {}
         if type == "DELETED" or meta.get("deletionTimestamp"):
             operator.bridge.cleanup.forget(meta.get("uid"))
-            operator.bridge.forget(meta.get("namespace", ""), meta.get("name", ""), meta.get("uid"))
+            operator.pools.forget(meta.get("namespace", ""), meta.get("name", ""), meta.get("uid"))
         elif (body.get("status") or {}).get("phase") in CLEANED:
             operator.bridge.cleanup.seen(plain(body))  # its TTL, its pods
 
@@ -425,9 +465,49 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
         "v1", "pods", registry=registry, id="pod-events", labels={LABEL_WORKFLOW: kopf.PRESENT}
     )
     async def pod_event(type: str | None, event: kopf.RawEvent, **_: Any) -> None:
-        operator.bridge.observe_pod(event["object"], deleted=type == "DELETED")
+        operator.pools.observe_pod(event["object"], deleted=type == "DELETED")
+
+    @kopf.on.resume(GROUP, VERSION, POOL_PLURAL, registry=registry, id="pool")
+    @kopf.on.create(GROUP, VERSION, POOL_PLURAL, registry=registry, id="pool")
+    @kopf.on.update(GROUP, VERSION, POOL_PLURAL, registry=registry, id="pool", field="spec")
+    async def pool_sync(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+        name = (body.get("metadata") or {}).get("name", "")
+        generation = (body.get("metadata") or {}).get("generation")
+        try:
+            status = await operator.pool_changed(name, plain(body.get("spec")))
+        except ApiError as exc:
+            raise _temporary(exc) from exc
+        except IdlegateError as exc:  # a spec or policy that cannot run: said, not retried
+            patch.status["conditions"] = [pool_condition(False, "Invalid", str(exc))]
+            return
+        ready = pool_condition(True, "Running", "The pool runs its workflows.")
+        patch.status.update({**status, "observedGeneration": generation, "conditions": [ready]})
+
+    @kopf.timer(GROUP, VERSION, POOL_PLURAL, registry=registry, id="pool-status", interval=5.0)
+    async def pool_counts(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+        name = (body.get("metadata") or {}).get("name", "")
+        if operator.ready and name in operator.pools.bridges:
+            patch.status.update(pool_status(name, operator.pools))
+
+    @kopf.on.event(GROUP, VERSION, POOL_PLURAL, registry=registry, id="pool-events")
+    async def pool_event(type: str | None, body: kopf.Body, **_: Any) -> None:
+        if type == "DELETED" and operator.ready:
+            await operator.pool_deleted((body.get("metadata") or {}).get("name", ""))
 
     return registry
+
+
+def pool_condition(ok: bool, reason: str, message: str) -> dict[str, Any]:
+    """The Ready condition of an ExecutorPool's status."""
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    status = "True" if ok else "False"
+    return {
+        "type": "Ready",
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": now,
+    }
 
 
 def liveness_endpoint(settings: Settings) -> str | None:

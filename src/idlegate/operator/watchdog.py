@@ -50,6 +50,7 @@ from idlegate.operator.health import ApiHealth
 from idlegate.operator.kube import ApiError
 from idlegate.operator.messages import Notice
 from idlegate.operator.pods import Owner
+from idlegate.operator.pools import Pools
 
 log = logging.getLogger(__name__)
 
@@ -186,8 +187,10 @@ def api_unreachable(seconds: float, workflows: int, pods: int) -> Notice:
 class Watchdog:
     """The first rebuild, the probes during outages and the rebuild after each one."""
 
-    def __init__(self, bridge: Bridge, health: ApiHealth, *, reporter: Owner | None) -> None:
-        self.bridge = bridge
+    def __init__(
+        self, bridge: Pools | Bridge, health: ApiHealth, *, reporter: Owner | None
+    ) -> None:
+        self.bridge = Pools.of(bridge)
         self.health = health
         self.reporter = reporter
         """Where the outage Events go (the operator's Pod); None: logged only."""

@@ -1,0 +1,276 @@
+"""The operator's pools: one state machine (:class:`~idlegate.operator.bridge.Bridge`) per
+ExecutorPool, and which pool holds each workflow.
+
+:class:`Pools` stands where the one bridge stood for :mod:`.intake`, :mod:`.watchdog` and
+the kopf handlers: it routes an admission to the pool :func:`~.pool_spec.route` picks, and
+a pod event, a deletion or the outcome of a write to the bridge that holds its workflow.
+Each pool's bridge has its own cluster state machine, policy (``spec.policy``, else
+``--scheduler``), planning worker and size; all share the API writes, the history and the
+cleanup, so an object is written by one queue whatever its pool. The implicit pool
+:data:`~.pool_spec.DEFAULT_POOL` is the bridge of ``--pool-size`` and ``--scheduler``:
+without ExecutorPools the operator works as it did before pools.
+
+A pool created, changed or deleted at run time (:meth:`Pools.apply`, :meth:`Pools.remove`)
+moves the workflows whose pool changed as a restart would (:mod:`.admission`): each leaves
+its old bridge (in memory only: no pod is touched, so no running task is preempted) and is
+admitted again from the API with its pods. Running pods keep executors; a pool made
+smaller than what runs in it admits the workflows that still fit and the others wait
+(AdmitLaterError, retried) until executors free up. A workflow whose pool is gone, or
+names a pool that does not exist, waits with condition ``PoolReady=False`` saying which
+pool it waits for; it is admitted once that pool exists.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from idlegate.errors import IdlegateError
+from idlegate.operator.admission import generation_of, owner_of
+from idlegate.operator.bridge import Bridge
+from idlegate.operator.decisions import load_scheduler
+from idlegate.operator.metrics import Metrics
+from idlegate.operator.pods import Owner, read_task_pod
+from idlegate.operator.podsecurity import NamespacePolicy
+from idlegate.operator.pool_spec import DEFAULT_POOL, POOL_CONDITION, ExecutorPoolSpec, route
+from idlegate.operator.status import Conditions, Phase, WorkflowStatus, dump
+from idlegate.operator.tracking import Workflow, WorkflowKey
+
+log = logging.getLogger(__name__)
+
+
+class Pools:
+    """Every pool's bridge, the ExecutorPools known, and the workflows waiting for a pool."""
+
+    def __init__(self, default: Bridge) -> None:
+        self.default = default
+        self.bridges: dict[str, Bridge] = {DEFAULT_POOL: default}
+        self.specs: dict[str, ExecutorPoolSpec] = {}
+        self.waiting: dict[WorkflowKey, str] = {}
+        """Workflows routed to a pool that does not exist: the pool each waits for."""
+        self.labels: dict[str, dict[str, str]] = {}
+        """The labels of each namespace, as last read (routing by namespaceSelector)."""
+        self.later: dict[WorkflowKey, Owner] = {}
+        """Workflows that left a pool and could not be admitted again yet (retried)."""
+
+    @classmethod
+    def of(cls, bridge: Pools | Bridge) -> Pools:
+        """`bridge` as pools: a lone bridge (tests, embedding) is the default pool alone."""
+        return bridge if isinstance(bridge, Pools) else cls(bridge)
+
+    # -- what intake, the watchdog and the handlers use of a bridge ----------------------------
+
+    @property
+    def kube(self) -> Any:
+        return self.default.kube
+
+    @property
+    def settings(self) -> Any:
+        return self.default.settings
+
+    @property
+    def writes(self) -> Any:
+        return self.default.writes
+
+    @property
+    def actuator(self) -> Any:
+        return self.default.actuator
+
+    @property
+    def cleanup(self) -> Any:
+        return self.default.cleanup
+
+    @property
+    def rebuilt(self) -> bool:
+        return self.default.rebuilt
+
+    @rebuilt.setter
+    def rebuilt(self, value: bool) -> None:
+        for bridge in self.bridges.values():
+            bridge.rebuilt = value
+
+    @property
+    def workflows(self) -> dict[WorkflowKey, Workflow]:
+        """Every pool's workflows (a fresh dict)."""
+        return {k: wf for b in self.bridges.values() for k, wf in b.workflows.items()}
+
+    @property
+    def busy(self) -> int:
+        return sum(b.busy for b in self.bridges.values())
+
+    def holder(self, key: WorkflowKey) -> Bridge | None:
+        """The bridge that holds workflow `key`, if any."""
+        return next((b for b in self.bridges.values() if key in b.workflows), None)
+
+    def pool_of(self, bridge: Bridge) -> str:
+        return next(name for name, b in self.bridges.items() if b is bridge)
+
+    def known(self, owner: Owner) -> bool:
+        return any(b.known(owner) for b in self.bridges.values())
+
+    def admit(
+        self,
+        body: Mapping[str, Any],
+        pods: Any,
+        policy: NamespacePolicy,
+        *,
+        labels: Mapping[str, str] | None = None,
+        schedule: bool = True,
+    ) -> Workflow | None:
+        """Admit `body` into the pool it routes to (`labels`: its namespace's), or make it
+        wait for its pool (None)."""
+        owner = owner_of(body)
+        if labels is not None:
+            self.labels[owner.namespace] = dict(labels)
+        wanted = ((body.get("spec") or {}) if isinstance(body.get("spec"), Mapping) else {}).get(
+            "pool"
+        )
+        name = route(
+            wanted if isinstance(wanted, str) else None,
+            self.labels.get(owner.namespace, {}),
+            self.specs.items(),
+        )
+        if name is None:
+            self._wait(body, str(wanted))
+            return None
+        self.waiting.pop((owner.namespace, owner.name), None)
+        return self.bridges[name].admit(body, pods, policy, schedule=schedule)
+
+    def _wait(self, body: Mapping[str, Any], pool: str) -> None:
+        """Hold `body` out of every pool until `pool` exists, with a condition saying so."""
+        owner = owner_of(body)
+        key = (owner.namespace, owner.name)
+        if self.waiting.get(key) == pool:
+            return
+        self.waiting[key] = pool
+        status = body.get("status") or {}
+        conditions = Conditions(status.get("conditions"))
+        message = (
+            f"ExecutorPool {pool!r} does not exist: the workflow waits until it is created "
+            "(kubectl get executorpools), or spec.pool names another."
+        )
+        generation = generation_of(body)
+        conditions.set(POOL_CONDITION, False, "PoolNotFound", message, generation, self.now())
+        waiting = WorkflowStatus(
+            observed_generation=generation,
+            phase=status.get("phase") or Phase.PENDING,
+            conditions=conditions.models(),
+        )
+        self.writes.patch_status(owner, dump(waiting))
+        self.writes.event(owner, "Warning", "PoolNotFound", message)
+        log.info("%s/%s waits for ExecutorPool %r.", owner.namespace, owner.name, pool)
+
+    def now(self) -> float:
+        return self.default.now()
+
+    def forget(self, namespace: str, name: str, uid: str | None, *, schedule: bool = True) -> None:
+        self.waiting.pop((namespace, name), None)
+        bridge = self.holder((namespace, name))
+        if bridge is not None:
+            bridge.forget(namespace, name, uid, schedule=schedule)
+
+    def observe_pod(self, body: Mapping[str, Any], *, deleted: bool = False) -> None:
+        info = read_task_pod(body)
+        namespace = (body.get("metadata") or {}).get("namespace", "")
+        bridge = self.holder((namespace, info.workflow)) if info is not None else None
+        # (an unknown workflow's pod still goes to one bridge: it may confirm a write)
+        (bridge or self.default).observe_pod(body, deleted=deleted)
+
+    def fail(self, wf: Workflow, reason: str, message: str) -> None:
+        bridge = self.holder(wf.key)
+        if bridge is not None:
+            bridge.fail(wf, reason, message)
+
+    def schedule(self) -> None:
+        for bridge in list(self.bridges.values()):
+            bridge.schedule()
+
+    def __iter__(self) -> Iterator[tuple[str, Bridge]]:
+        return iter(list(self.bridges.items()))
+
+    # -- pools appearing, changing and going ---------------------------------------------------
+
+    def apply(self, name: str, spec: ExecutorPoolSpec) -> list[Owner]:
+        """ExecutorPool `name` is created or changed: (re)build its bridge if its size,
+        policy or budget changed; returns the workflows to admit again from the API (those
+        leaving a pool and those waiting for this one)."""
+        previous = self.specs.get(name)
+        self.specs[name] = spec
+        moved: list[Owner] = []
+        if previous is None or _engine(previous) != _engine(spec) or name not in self.bridges:
+            old = self.bridges.get(name)
+            self.bridges[name] = self._bridge(spec)
+            if old is not None:
+                moved += self._evacuate(old)
+        moved += self._rerouted()
+        return moved
+
+    def remove(self, name: str) -> list[Owner]:
+        """ExecutorPool `name` is deleted: its workflows leave it (no pod is touched) and
+        are admitted again, to wait for it unless another pool now selects them."""
+        self.specs.pop(name, None)
+        old = self.bridges.pop(name, None)
+        return self._evacuate(old) if old is not None else []
+
+    def _bridge(self, spec: ExecutorPoolSpec) -> Bridge:
+        d = self.default
+        update: dict[str, Any] = {"pool_size": spec.size}
+        if spec.plan_budget_ms is not None:
+            update["plan_budget_ms"] = spec.plan_budget_ms
+        settings = d.settings.model_copy(update=update)
+        scheduler = load_scheduler(spec.policy) if spec.policy else d.scheduler
+        metrics = Metrics(spec.size, scheduler.name)
+        bridge = Bridge(settings, d.kube, scheduler, metrics=metrics, timers=d.timers, beside=d)
+        bridge.rebuilt = d.rebuilt
+        return bridge
+
+    def _evacuate(self, bridge: Bridge) -> list[Owner]:
+        owners = []
+        for wf in list(bridge.workflows.values()):
+            wf.active = False
+            bridge.drop(wf)
+            owners.append(wf.owner)
+        bridge.schedule()
+        if bridge.planning is not None:
+            bridge.planning.close()
+        return owners
+
+    def _rerouted(self) -> list[Owner]:
+        """Workflows waiting for a pool, and those whose namespace another pool selects now."""
+        out = []
+        for name, bridge in list(self.bridges.items()):
+            for wf in list(bridge.workflows.values()):
+                wanted = wf.spec.pool
+                target = route(wanted, self.labels.get(wf.owner.namespace, {}), self.specs.items())
+                if target != name and not (wanted is None and wf.phase is Phase.RUNNING):
+                    # (a running workflow stays where it runs unless its pool goes)
+                    wf.active = False
+                    bridge.drop(wf)
+                    out.append(wf.owner)
+        return out
+
+
+def _engine(spec: ExecutorPoolSpec) -> tuple[int, str | None, float | None]:
+    return spec.size, spec.policy, spec.plan_budget_ms
+
+
+def namespace_labels(namespace: Mapping[str, Any] | None) -> dict[str, str]:
+    """The labels of a Namespace object as the API returns it."""
+    labels = ((namespace or {}).get("metadata") or {}).get("labels") or {}
+    return {str(k): str(v) for k, v in labels.items()}
+
+
+def pool_status(name: str, pools: Pools) -> dict[str, Any]:
+    """The status an ExecutorPool is patched with: its busy and pending counts, its policy."""
+    bridge = pools.bridges.get(name)
+    if bridge is None:
+        raise IdlegateError(f"no pool {name!r} runs; it is created from its ExecutorPool")
+    pending = sum(wf.phase is not Phase.SUCCEEDED for wf in bridge.workflows.values())
+    pending += sum(1 for pool in pools.waiting.values() if pool == name)
+    return {
+        "size": bridge.settings.pool_size,
+        "busy": bridge.busy,
+        "pending": pending,
+        "policy": bridge.scheduler.name,
+    }
