@@ -157,3 +157,44 @@ def test_the_pool_crd_is_cluster_scoped_with_its_columns():
     spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
     assert spec["properties"]["size"]["minimum"] == 1
     assert crd.render_crd(crd.KIND)["spec"]["scope"] == "Namespaced"
+
+
+# -- Pools over the fakes: routing, waiting, resize, deletion --------------------------------
+
+
+@pytest.mark.asyncio
+async def test_pools_route_wait_resize_and_delete_without_preempting():
+    import copy
+
+    from idlegate.operator import intake
+    from idlegate.operator.pools import Pools
+    from tests.operator_fakes import harness, stage
+
+    h = harness(pool=3)
+    h.kube.add_namespace("default", labels={"team": "batch"})
+    pools = Pools(h.bridge)
+    batch = ExecutorPoolSpec.model_validate({"size": 1, "namespaceSelector": {}})
+    assert pools.apply("batch", batch) == []
+    body = h.kube.add_workflow("w1", {"stages": [stage("a", tasks=2, duration=10.0)]})
+    await intake.admit(pools, copy.deepcopy(body))
+    await h.settle()
+    assert ("default", "w1") in pools.bridges["batch"].workflows
+    assert len(h.released("w1")) == 1  # a pool of 1
+    lost = h.kube.add_workflow("w2", {"stages": [stage("a")], "pool": "gpu"})
+    await intake.admit(pools, copy.deepcopy(lost))
+    await h.settle()
+    assert pools.waiting == {("default", "w2"): "gpu"}
+    (cond,) = [c for c in h.kube.status("w2")["conditions"] if c["type"] == "PoolReady"]
+    assert (cond["status"], cond["reason"]) == ("False", "PoolNotFound")
+    running = h.released("w1")
+    await intake.readmit(pools, pools.apply("batch", batch.model_copy(update={"size": 2})))
+    await h.settle()
+    assert set(running) <= set(h.released("w1")) and len(h.released("w1")) == 2
+    gpu = ExecutorPoolSpec.model_validate({"size": 1})
+    await intake.readmit(pools, pools.apply("gpu", gpu))
+    await h.settle()
+    assert ("default", "w2") in pools.bridges["gpu"].workflows and not pools.waiting
+    await intake.readmit(pools, pools.remove("gpu"))
+    await h.settle()
+    assert pools.waiting == {("default", "w2"): "gpu"}  # its pool went: it waits again
+    assert h.released("w2")  # and its running pod was not deleted

@@ -51,6 +51,7 @@ class Pools:
         """Workflows routed to a pool that does not exist: the pool each waits for."""
         self.labels: dict[str, dict[str, str]] = {}
         """The labels of each namespace, as last read (routing by namespaceSelector)."""
+        self._waiting_owner: dict[WorkflowKey, Owner] = {}
         self.later: dict[WorkflowKey, Owner] = {}
         """Workflows that left a pool and could not be admitted again yet (retried)."""
 
@@ -144,6 +145,7 @@ class Pools:
         if self.waiting.get(key) == pool:
             return
         self.waiting[key] = pool
+        self._waiting_owner[key] = owner
         status = body.get("status") or {}
         conditions = Conditions(status.get("conditions"))
         message = (
@@ -204,7 +206,11 @@ class Pools:
             if old is not None:
                 moved += self._evacuate(old)
         moved += self._rerouted()
-        return moved
+        return moved + [o for k, o in self._waiting_owner.items() if self.waiting.get(k) == name]
+
+    def waiting_owners(self) -> list[Owner]:
+        """The owners of the workflows waiting for a pool (admitted again once it exists)."""
+        return [self._waiting_owner[k] for k in self.waiting if k in self._waiting_owner]
 
     def remove(self, name: str) -> list[Owner]:
         """ExecutorPool `name` is deleted: its workflows leave it (no pod is touched) and
