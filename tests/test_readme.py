@@ -1,6 +1,7 @@
 """What the README and the docs tell a user to run or open exists: the two front-door
 commands are Makefile targets, every ``idlegate COMMAND --flag`` written in a code block or
-span is a command taking that flag, and every local link and image resolves."""
+span is a command taking that flag, and every local link and image resolves, and a Deployment written in a YAML block patches the
+operator's container with flags it has and volumes it declares."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 import typer.core
 import typer.main
+import yaml
 
 from idlegate import cli
 
@@ -74,3 +76,36 @@ def test_local_links_and_images_exist(name: str) -> None:
     local = [t for t in targets if not re.match(r"[a-z]+:", t)]
     missing = [t for t in local if not (path.parent / t).exists()]
     assert not missing, f"{name} links to missing files: {missing}"
+
+
+def _deployments(text: str) -> Iterator[dict]:
+    """The Deployments (whole, or patches) written in a document's YAML code blocks."""
+    for block in re.findall(r"```ya?ml\n(.*?)```", text, re.DOTALL):
+        try:
+            docs = list(yaml.safe_load_all(block))
+        except yaml.YAMLError:
+            continue  # (a fragment, e.g. a few lines of a manifest)
+        yield from (d for d in docs if isinstance(d, dict) and d.get("kind") == "Deployment")
+
+
+@pytest.mark.parametrize("name", DOCUMENTS)
+def test_a_deployment_written_runs_operator_flags_and_mounts_its_volumes(name: str) -> None:
+    base = yaml.safe_load((ROOT / "deploy/base/deployment.yaml").read_text())
+    base_spec = base["spec"]["template"]["spec"]
+    operator = typer.main.get_command(cli.app).commands["operator"]  # type: ignore[attr-defined]
+    known = {o for p in operator.params for o in (*p.opts, *p.secondary_opts)}
+    wrong = []
+    for deployment in _deployments((ROOT / name).read_text()):
+        assert deployment["metadata"]["name"] == base["metadata"]["name"], name
+        spec = deployment["spec"]["template"]["spec"]
+        volumes = {v["name"] for v in (*base_spec["volumes"], *spec.get("volumes", []))}
+        for container in spec["containers"]:
+            assert container["name"] in {c["name"] for c in base_spec["containers"]}, name
+            flags = [a.split("=")[0] for a in container.get("args", []) if a.startswith("--")]
+            wrong += [f"idlegate operator {f}" for f in flags if f not in known]
+            wrong += [
+                f"volumeMount {m['name']}"
+                for m in container.get("volumeMounts", [])
+                if m["name"] not in volumes
+            ]
+    assert not wrong, f"{name} writes a Deployment the operator would not run: {wrong}"
