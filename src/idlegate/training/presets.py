@@ -35,7 +35,7 @@ from __future__ import annotations
 from typing import Any
 
 IDLE_TEACHER = (
-    "lookahead?mode=decision&horizon=100000&terminal_weight=0&futures=oracle"
+    "lookahead?mode=decision&horizon=600&terminal_weight=0&futures=oracle"
     "&idle_levels=8&idle_ratio=0.5:analytic:sjf"
 )
 """The ``idle`` preset's teacher: the oracle planner, its idle slots the student's levels."""
@@ -211,10 +211,10 @@ PRESETS: dict[str, dict[str, Any]] = {
         "iterations": 0,
         "bc": {
             "heuristic": IDLE_TEACHER,
-            "episodes": 14,
+            "episodes": 7,
             "epochs": 8,
             "batch_size": 256,
-            "dagger_rounds": 2,
+            "dagger_rounds": 1,
         },
         "out_dir": "out/train-idle",
     },
