@@ -160,9 +160,20 @@ def test_rollout_rewards_sum_to_the_jobs_time_integral():
 # config
 
 
-def test_presets_validate():
+def test_presets_validate(tmp_path):
+    from idlegate.policy import make_scheduler
+    from idlegate.sim.history import simulate_history, write_history
+    from idlegate.sim.workloads import build_workload
+    from idlegate.training.history import history_settings, history_source
+
+    w = build_workload("k8s-batch", 0, num_jobs=20)
+    path = write_history(
+        tmp_path / "h.jsonl", simulate_history(w, make_scheduler("fair"), 0, "fair")
+    )
     for name in PRESETS:
-        cfg = load_config(preset=name)
+        # the cluster preset trains on a history, which it must be given
+        extra = history_settings(history_source(path)) if name == "cluster" else {}
+        cfg = load_config(preset=name, **extra)
         assert cfg.preset == name
         assert cfg.model.actions.idle_head
         assert not set(cfg.validation.seeds) & {0}
