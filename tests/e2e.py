@@ -265,7 +265,9 @@ def running_operator(
         watch_client_timeout=90,
     )
     operator = Operator(Settings(**{**fields, **overrides}))
-    args = ["run", "--standalone", "--namespace", namespace]
+    args = ["run", "--standalone"]
+    for served in operator.settings.namespaces:  # (overrides may serve several)
+        args += ["--namespace", served]
     with KopfRunner(args, registry=build_registry(operator), timeout=60) as runner:
         wait(lambda: operator._bridge is not None and operator.bridge.rebuilt, 20, "operator start")
         try:

@@ -1,0 +1,142 @@
+"""Two ExecutorPools end to end: the real kopf operator against the emulated API server and
+kubelets (tests/e2e.py), the clock and the kubelets 20 times faster than the wall.
+
+Pool ``team-a`` (2 executors, ``fair``) selects the namespace labelled ``team=a``, pool
+``team-b`` (1 executor, ``srpt``) the one labelled ``team=b``; the operator's own pool
+(``--pool-size``) would take any other. Each namespace gets a burst of workflows; mid-run
+``team-b`` grows to 3 and ``team-a`` shrinks to 1. Checked: every workflow of both
+namespaces succeeds with every task run once (nothing preempted, nothing lost), no pool
+ever runs more pods than its size at the time, the grown pool does run 3 at once, and the
+pools' status shows their busy and pending counts and the policy each follows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from idlegate.operator.crd import API_VERSION, GROUP, POOL_KIND, POOL_PLURAL, VERSION
+from idlegate.operator.pods import LABEL_WORKFLOW
+from tests.e2e import (
+    DWF,
+    SPEED,
+    PodMonitor,
+    new_namespace,
+    running_operator,
+    stage,
+    wait,
+    wait_phase,
+    workflow,
+)
+from tests.k8s.harness import ApiServer, serving_crd
+from tests.k8s.kubelet import SimKubelet
+
+pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
+
+POOLS = f"{GROUP}/{VERSION}/{POOL_PLURAL}"
+WORKFLOWS = 3
+TASKS = 4
+DURATION = 20.0  # simulated seconds: 1 s of wall per task
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
+    yield from serving_crd(tmp_path_factory.mktemp("k8s"))
+
+
+def team_namespace(api: ApiServer, team: str) -> str:
+    name = new_namespace(api, f"pools-{team}")
+    api.patch("namespaces", None, name, {"metadata": {"labels": {"team": team}}})
+    return name
+
+
+def pool(name: str, size: int, policy: str, team: str) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": POOL_KIND,
+        "metadata": {"name": name},
+        "spec": {
+            "size": size,
+            "policy": policy,
+            "namespaceSelector": {"matchLabels": {"team": team}},
+        },
+    }
+
+
+def pool_status(api: ApiServer, name: str) -> dict[str, Any]:
+    return (api.get(POOLS, None, name) or {}).get("status") or {}
+
+
+def ready(api: ApiServer, name: str, generation: int) -> bool:
+    status = pool_status(api, name)
+    conditions = {c["type"]: c["status"] for c in status.get("conditions", [])}
+    return conditions.get("Ready") == "True" and status.get("observedGeneration") == generation
+
+
+def resize(api: ApiServer, name: str, size: int) -> None:
+    body = api.patch(POOLS, None, name, {"spec": {"size": size}})
+    generation = body["metadata"]["generation"]
+    wait(lambda: pool_status(api, name).get("size") == size, 10, f"{name} resized to {size}")
+    wait(lambda: ready(api, name, generation), 10, f"{name} ready at generation {generation}")
+
+
+def start_peak(monitor: PodMonitor) -> None:
+    """Count the most pods held at once from now on (from what holds one now)."""
+    monitor.max_total = len(monitor.running())
+
+
+def test_two_pools_with_their_policies_and_a_resize_mid_run(api: ApiServer) -> None:
+    ns_a, ns_b = team_namespace(api, "a"), team_namespace(api, "b")
+    monitors = {ns: PodMonitor(api, ns) for ns in (ns_a, ns_b)}
+    names = [f"w{i}" for i in range(WORKFLOWS)]
+    try:
+        with (
+            SimKubelet(api, ns_a, time_factor=1 / SPEED),
+            SimKubelet(api, ns_b, time_factor=1 / SPEED),
+            running_operator(api, ns_a, pool=8, namespaces=(ns_a, ns_b)) as operator,
+        ):
+            api.create(POOLS, pool("team-a", 2, "fair", "a"))
+            api.create(POOLS, pool("team-b", 1, "srpt", "b"))
+            for name in ("team-a", "team-b"):
+                wait(lambda name=name: ready(api, name, 1), 10, f"pool {name} ready")
+            for ns in (ns_a, ns_b):
+                for name in names:
+                    api.create(DWF, workflow(name, stage("s", TASKS, DURATION)), namespace=ns)
+            a, b = monitors[ns_a], monitors[ns_b]
+            wait(lambda: len(b.running()) == 1 and len(a.running()) == 2, 10, "both pools busy")
+            routed = {n: sorted(k[0] for k in br.workflows) for n, br in operator.pools}
+            assert routed["team-a"] == [ns_a] * WORKFLOWS
+            assert routed["team-b"] == [ns_b] * WORKFLOWS
+            assert routed["default"] == []
+            # the status timer (every 5 s) shows both pools at work
+            wait(lambda: pool_status(api, "team-b").get("busy") == 1, 10, "team-b's busy count")
+            status_b = pool_status(api, "team-b")
+            assert status_b["policy"] == "srpt" and status_b["pending"] >= 1
+            assert pool_status(api, "team-a")["policy"] == "fair"
+            assert (a.max_total, b.max_total) == (2, 1)
+
+            resize(api, "team-b", 3)
+            wait(lambda: len(b.running()) == 3, 10, "team-b to run 3 at once")
+            wait(lambda: len(a.running()) == 2, 10, "team-a to run 2 at once")
+            resize(api, "team-a", 1)  # while 2 run: neither is preempted
+            wait(lambda: len(a.running()) <= 1, 10, "team-a to drain to its new size")
+            start_peak(a)
+            for ns in (ns_a, ns_b):
+                for name in names:
+                    status = wait_phase(api, ns, name, ("Succeeded", "Failed"), timeout=30)
+                    assert status["phase"] == "Succeeded", (ns, name, status)
+                    assert status["stages"][0]["succeeded"] == TASKS
+            assert a.max_total <= 1 and b.max_total == 3
+            wait(lambda: pool_status(api, "team-a").get("pending") == 0, 10, "team-a drained")
+            final = pool_status(api, "team-a")
+            assert (final["size"], final["busy"], final["policy"]) == (1, 0, "fair")
+    finally:
+        for monitor in monitors.values():
+            monitor.close()
+    for ns, monitor in monitors.items():
+        assert monitor.duplicates == [], ns  # no task ran twice: nothing was preempted
+        pods = api.list("pods", ns, label_selector=LABEL_WORKFLOW)
+        assert len(pods) == WORKFLOWS * TASKS
+        assert {p["status"]["phase"] for p in pods} == {"Succeeded"}
