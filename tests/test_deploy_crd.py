@@ -464,8 +464,12 @@ def test_samples_directory_lints_clean_except_the_invalid_sample():
     )
     assert out.returncode == 1, out.stderr
     assert out.stdout.splitlines() == [INVALID_SAMPLE_LINT]
-    workflows, files = len(sample_workflows()), len(sample_files()) + 1  # + cron/
-    summary = f"{workflows} DagWorkflow(s) and 1 DagCronWorkflow(s) in {files} file(s): 1 invalid"
+    workflows = len(sample_workflows()) + 1  # + pools/'s workflow naming its pool
+    files = len(sample_files()) + 2  # + cron/, pools/
+    summary = (
+        f"{workflows} DagWorkflow(s) and 1 DagCronWorkflow(s) and 2 ExecutorPool(s) in {files} "
+        "file(s): 1 invalid"
+    )
     assert summary in out.stderr
 
 
@@ -629,3 +633,38 @@ def test_the_cron_sample_passes_its_crd_lint_and_the_model():
     spec = parse_cron_spec(sample["spec"], path.name)
     assert spec.concurrency_policy == "Forbid" and spec.time_zone == "Europe/Berlin"
     assert lint_paths([str(path)]).ok
+
+
+def test_the_pools_sample_passes_its_crd_lint_and_the_model():
+    from idlegate.operator.pool_spec import parse_pool_spec, pool_problems, route
+
+    path = SAMPLES / "pools" / "team-pools.yaml"
+    *pools, pinned = load_all(path)
+    pool_schema = load_yaml(BASE / "pool-crd.yaml")["spec"]["versions"][0]["schema"]
+    specs = []
+    for pool in pools:
+        assert api_server_problems(pool, pool_schema["openAPIV3Schema"]) == []
+        assert pool_problems(pool) == []
+        specs.append((pool["metadata"]["name"], parse_pool_spec(pool["spec"], "sample")))
+    assert {n for n, s in specs if s.namespace_selector is None} == {"interactive"}
+    # the routing its header and deploy/README.md describe
+    assert route(None, {"team": "analytics"}, specs) == "analytics"
+    assert route(None, {"team": "analytics", "env": "dev"}, specs) == "default"
+    wanted = parse_workflow(pinned["spec"], "sample").pool
+    assert route(wanted, {"team": "analytics"}, specs) == "interactive"
+    report = lint_paths([str(path)])
+    assert report.ok and (report.pools, report.workflows - report.pools) == (2, 1)
+
+
+def test_the_readme_documents_every_pool_field():
+    from idlegate.operator.pool_spec import ExecutorPoolSpec, ExecutorPoolStatus, LabelSelector
+
+    text = (ROOT / "deploy" / "README.md").read_text()
+    section = text.split("### Executor pools", 1)[1].split("\n## ", 1)[0]
+    for model in (ExecutorPoolSpec, LabelSelector):
+        for name, field in model.model_fields.items():
+            assert f"{field.alias or name}:" in section, name
+    for name, field in ExecutorPoolStatus.model_fields.items():
+        assert f"`status.{field.alias or name}" in section, name
+    for operator in ("In", "NotIn", "Exists", "DoesNotExist", "PoolNotFound", "spec.pool"):
+        assert operator in section
