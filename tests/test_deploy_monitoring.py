@@ -227,3 +227,37 @@ def test_dashboard_panels_do_not_overlap():
             for y in range(g["y"], g["y"] + g["h"]):
                 assert (x, y) not in cells, f"{panel['title']!r} overlaps {cells[(x, y)]!r}"
                 cells[(x, y)] = panel["title"]
+
+
+def _per_pool_series() -> set[str]:
+    """The series names of the families that carry a ``pool`` label."""
+    from idlegate.operator.metrics import POOL, MetricFamilies
+
+    families = MetricFamilies()
+    names = set()
+    # (from the declarations, not a scrape: a family with no child yet exports nothing)
+    for family in vars(families).values():
+        if POOL in getattr(family, "_labelnames", ()):
+            names |= {family._name + suffix for suffix in _SUFFIXES[family._type]}
+    return names
+
+
+def test_dashboard_has_a_pool_variable_that_filters_every_per_pool_series():
+    dashboard = _dashboard()
+    (pool,) = [v for v in dashboard["templating"]["list"] if v["name"] == "pool"]
+    assert pool["type"] == "query" and pool["multi"] and pool["includeAll"]
+    assert pool["datasource"]["uid"] == "${datasource}"
+    assert re.fullmatch(r"label_values\(idlegate_\w+, pool\)", pool["definition"])
+    per_pool = _per_pool_series()
+    assert {"idlegate_busy_executors", "idlegate_decisions_total"} <= per_pool
+    assert "idlegate_api_up" not in per_pool  # operator-wide series have no pool
+    filtered = 0
+    for panel in dashboard["panels"]:
+        for target in panel["targets"]:
+            for name, labels in re.findall(r"\b(idlegate_\w+)(\{[^}]*\})?", target["expr"]):
+                if name in per_pool:
+                    assert 'pool=~"$pool"' in labels, (panel["title"], target["expr"])
+                    filtered += 1
+                else:
+                    assert "pool" not in labels, (panel["title"], target["expr"])
+    assert filtered >= 20

@@ -198,3 +198,38 @@ async def test_pools_route_wait_resize_and_delete_without_preempting():
     await h.settle()
     assert pools.waiting == {("default", "w2"): "gpu"}  # its pool went: it waits again
     assert h.released("w2")  # and its running pod was not deleted
+    metrics = h.bridge.metrics
+    assert metrics.registry.get_sample_value("idlegate_executors", {"pool": "batch"}) == 2
+    assert metrics.registry.get_sample_value("idlegate_executors", {"pool": "gpu"}) is None
+
+
+# -- metrics: one registry, a pool label ------------------------------------------------------
+
+
+def test_each_pool_writes_its_own_series_into_one_registry():
+    from prometheus_client import generate_latest
+
+    from idlegate.operator.metrics import Metrics
+
+    default = Metrics(8, "fair")
+    batch = Metrics(2, "srpt", pool="batch", beside=default)
+    assert batch.registry is default.registry
+    default.decisions.labels("launch").inc()
+    batch.decisions.labels("launch").inc(3)
+    batch.busy_executors.set(2)
+    default.api_up.set(0)  # operator-wide: one series, no pool
+    assert default.value("idlegate_decisions_total", kind="launch") == 1
+    assert batch.value("idlegate_decisions_total", kind="launch") == 3
+    assert (default.value("idlegate_busy_executors"), batch.value("idlegate_busy_executors")) == (
+        0,
+        2,
+    )
+    assert batch.value("idlegate_api_up") == 0
+    text = generate_latest(default.registry).decode()
+    assert 'idlegate_executors{pool="default"} 8.0' in text
+    assert 'idlegate_executors{pool="batch"} 2.0' in text
+    assert 'idlegate_operator_info{policy="srpt",pool="batch"} 1.0' in text
+    assert "idlegate_api_up 0.0" in text
+    batch.remove()  # the pool is gone: a scrape no longer shows it
+    text = generate_latest(default.registry).decode()
+    assert 'pool="batch"' not in text and 'idlegate_executors{pool="default"} 8.0' in text

@@ -1,13 +1,20 @@
 """Prometheus metrics of the operator, named in the style of Kueue's (``idlegate_*``).
 
-Every :class:`Metrics` has its own registry (several operators may live in one test
-process); :class:`idlegate.operator.endpoints.Endpoints` serves it at ``/metrics``.
+One :class:`MetricFamilies` holds every series in its own registry (several operators may
+live in one test process); :class:`idlegate.operator.endpoints.Endpoints` serves it at
+``/metrics``. The series of one pool's state machine (its queue, executors, decisions,
+planning, policy) carry a ``pool`` label: each pool's bridge gets a :class:`Metrics`, a view
+of the shared families with its pool bound, so the call sites write
+``metrics.decisions.labels("launch")`` or ``metrics.busy_executors.set(n)`` whatever their
+pool and one scrape serves every pool. The operator-wide series (the API's health, the
+writes' counts, history, reloads, the shadow policy of the default pool) have no ``pool``
+label.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -22,76 +29,91 @@ ADMISSION_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 300, 1800, 3600)
 DECISION_BUCKETS = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0)
 DECISION_KINDS = ("launch", "idle", "wait")
 PLANNING_BUCKETS = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
+POOL = "pool"
+"""The label naming the pool of a per-pool series."""
+DEFAULT_POOL = "default"
+"""The operator's implicit pool (:data:`idlegate.operator.pool_spec.DEFAULT_POOL`)."""
+M = TypeVar("M", Counter, Gauge, Histogram)
 
 
-class Metrics:
-    """The operator's series; the names are the contract (see deploy/README.md)."""
+class MetricFamilies:
+    """Every series of the operator, in one registry; those of one pool carry a `pool`
+    label (a :class:`Metrics` view binds it). The names are the contract (see
+    deploy/README.md)."""
 
     # long: one declaration per series, in the order of the exposition; split up, the
     # contract would be harder to read as one list
-    def __init__(self, pool_size: int, policy: str) -> None:
+    def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.completion_time = Histogram(
             "idlegate_workflow_completion_time_seconds",
             "Job completion time of finished workflows: completion minus creation (arrival).",
-            ["result"],
+            [POOL, "result"],
             buckets=JCT_BUCKETS,
             registry=r,
         )
-        for result in ("succeeded", "failed"):
-            self.completion_time.labels(result)
         self.admission_lag = Histogram(
             "idlegate_admission_lag_seconds",
             "Time from a workflow's creation (metadata.creationTimestamp) to its admission by "
             "the operator; part of its completion time.",
             buckets=ADMISSION_BUCKETS,
+            labelnames=[POOL],
             registry=r,
         )
         self.pending_workflows = Gauge(
             "idlegate_pending_workflows",
             "Workflows admitted whose first task has not been released yet (the queue).",
+            labelnames=[POOL],
             registry=r,
         )
         self.active_workflows = Gauge(
             "idlegate_active_workflows",
             "Workflows in the system: admitted, not finished.",
+            labelnames=[POOL],
             registry=r,
         )
         self.runnable_stages = Gauge(
             "idlegate_runnable_stages",
             "Stages that could take executors now (parents done, tasks left, not idling).",
+            labelnames=[POOL],
             registry=r,
         )
         self.busy_executors = Gauge(
             "idlegate_busy_executors",
             "Executors of the pool running a task pod.",
+            labelnames=[POOL],
             registry=r,
         )
         self.pool_size = Gauge(
-            "idlegate_executors", "Size of the executor pool (--pool-size).", registry=r
+            "idlegate_executors",
+            "Size of the executor pool (--pool-size).",
+            labelnames=[POOL],
+            registry=r,
         )
-        self.pool_size.set(pool_size)
         self.idle_slots = Gauge(
-            "idlegate_idle_slots", "Stages inside a deliberate idle slot now.", registry=r
+            "idlegate_idle_slots",
+            "Stages inside a deliberate idle slot now.",
+            labelnames=[POOL],
+            registry=r,
         )
         self.idle_inserted = Counter(
             "idlegate_idle_inserted_seconds",
             "Deliberate idle time the policy inserted before stages.",
+            labelnames=[POOL],
             registry=r,
         )
         self.decisions = Counter(
             "idlegate_decisions",
             "Scheduler decisions by kind: launch a stage, idle it, or wait.",
-            ["kind"],
+            [POOL, "kind"],
             registry=r,
         )
-        for kind in DECISION_KINDS:
-            self.decisions.labels(kind)
         self.decision_duration = Histogram(
             "idlegate_decision_duration_seconds",
             "Time the scheduler takes for one decision.",
             buckets=DECISION_BUCKETS,
+            labelnames=[POOL],
             registry=r,
         )
         self.gate_removals = Counter(
@@ -103,24 +125,26 @@ class Metrics:
             "idlegate_foreign_gate_removals",
             "Task pods whose idlegate.io/release gate was removed by someone other than the "
             "operator (by hand, another controller); each counts against the pool.",
+            labelnames=[POOL],
             registry=r,
         )
         self.pods_created = Counter(
             "idlegate_pods_created", "Task pods created (gated or not).", registry=r
         )
         self.task_failures = Counter(
-            "idlegate_task_failures", "Failed task pod attempts.", registry=r
+            "idlegate_task_failures", "Failed task pod attempts.", labelnames=[POOL], registry=r
         )
         self.workflows_finished = Counter(
             "idlegate_workflows_finished",
             "Workflows that left the system, by result.",
-            ["result"],
+            [POOL, "result"],
             registry=r,
         )
-        for result in ("succeeded", "failed", "deleted"):
-            self.workflows_finished.labels(result)
         self.invalid_workflows = Counter(
-            "idlegate_invalid_workflows", "Workflows rejected as invalid.", registry=r
+            "idlegate_invalid_workflows",
+            "Workflows rejected as invalid.",
+            labelnames=[POOL],
+            registry=r,
         )
         self.api_errors = Counter(
             "idlegate_api_errors",
@@ -162,15 +186,14 @@ class Metrics:
         self.policy_errors = Counter(
             "idlegate_policy_errors",
             "Decisions for which the policy raised; each was made by the fallback rule.",
-            ["policy"],
+            [POOL, "policy"],
             registry=r,
         )
-        self.policy_errors.labels(policy)
         self.policy_switches = Counter(
             "idlegate_policy_switches",
             "Times the lookahead planner switched the policy it follows, by the policy "
             "followed from then on.",
-            ["to"],
+            [POOL, "to"],
             registry=r,
         )
         self.planning_duration = Histogram(
@@ -178,23 +201,23 @@ class Metrics:
             "Wall time of one plan of the lookahead planner's worker (decisions never wait "
             "on it; --plan-budget-ms bounds it).",
             buckets=PLANNING_BUCKETS,
+            labelnames=[POOL],
             registry=r,
         )
         self.plans_dropped = Counter(
             "idlegate_plans_dropped",
             "Plans dropped as stale: the set of workflows changed while they were made "
             "(the worker plans again at once).",
+            labelnames=[POOL],
             registry=r,
         )
         self.following = Gauge(
             "idlegate_policy_following",
             "The policy the operator's policy follows now (value 1; for a lookahead "
             "planner the policy of its last plan, else the policy itself).",
-            ["policy"],
+            [POOL, "policy"],
             registry=r,
         )
-        self._followed: set[str] = set()
-        self.follow(policy)
         self.policy_reloads = Counter(
             "idlegate_policy_reloads",
             "Reloads of a policy after its model file changed, by role (active, shadow) and "
@@ -253,9 +276,114 @@ class Metrics:
             registry=r,
         )
         self.info = Gauge(
-            "idlegate_operator_info", "The operator's policy (value 1).", ["policy"], registry=r
+            "idlegate_operator_info",
+            "The operator's policy (value 1).",
+            [POOL, "policy"],
+            registry=r,
         )
+
+
+class PoolFamily(Generic[M]):
+    """A labelled per-pool family seen from one pool: ``labels(*values)`` is the family's
+    child with the pool first. It remembers the children it made (:meth:`remove_all`)."""
+
+    def __init__(self, family: M, pool: str) -> None:
+        self._family, self._pool = family, pool
+        self._made: set[tuple[str, ...]] = set()
+
+    def labels(self, *values: str) -> M:
+        self._made.add(values)
+        return self._family.labels(self._pool, *values)
+
+    def remove_all(self) -> None:
+        for values in self._made:
+            self._family.remove(self._pool, *values)
+        self._made.clear()
+
+
+class Metrics:
+    """The series as one pool's bridge sees them: its own (`pool` bound) and the operator's.
+
+    ``Metrics(size, policy)`` has families of its own (an operator, a test); a pool beside
+    the default one is ``Metrics(size, policy, pool=NAME, beside=default_metrics)``.
+    """
+
+    # long: one binding per series, as declared in MetricFamilies
+    def __init__(
+        self,
+        pool_size: int,
+        policy: str,
+        *,
+        pool: str = DEFAULT_POOL,
+        beside: Metrics | None = None,
+    ) -> None:
+        self.families = f = beside.families if beside is not None else MetricFamilies()
+        self.registry = f.registry
+        self.pool = pool
+        self._bound: list[PoolFamily[Any]] = []
+        self._children: list[Any] = []
+        # the pool's series
+        self.completion_time = self._family(f.completion_time)
+        self.admission_lag = self._child(f.admission_lag)
+        self.pending_workflows = self._child(f.pending_workflows)
+        self.active_workflows = self._child(f.active_workflows)
+        self.runnable_stages = self._child(f.runnable_stages)
+        self.busy_executors = self._child(f.busy_executors)
+        self.pool_size = self._child(f.pool_size)
+        self.idle_slots = self._child(f.idle_slots)
+        self.idle_inserted = self._child(f.idle_inserted)
+        self.decisions = self._family(f.decisions)
+        self.decision_duration = self._child(f.decision_duration)
+        self.foreign_releases = self._child(f.foreign_releases)
+        self.task_failures = self._child(f.task_failures)
+        self.workflows_finished = self._family(f.workflows_finished)
+        self.invalid_workflows = self._child(f.invalid_workflows)
+        self.policy_errors = self._family(f.policy_errors)
+        self.policy_switches = self._family(f.policy_switches)
+        self.planning_duration = self._child(f.planning_duration)
+        self.plans_dropped = self._child(f.plans_dropped)
+        self.following = self._family(f.following)
+        self.info = self._family(f.info)
+        # the operator's
+        self.gate_removals, self.pods_created = f.gate_removals, f.pods_created
+        self.api_errors, self.api_throttled = f.api_errors, f.api_throttled
+        self.api_up, self.api_unreachable = f.api_up, f.api_unreachable
+        self.watch_restarts, self.crd_missing = f.watch_restarts, f.crd_missing
+        self.policy_reloads = f.policy_reloads
+        self.shadow_decisions, self.shadow_agreement = f.shadow_decisions, f.shadow_agreement
+        self.shadow_errors, self.shadow_skipped = f.shadow_errors, f.shadow_skipped
+        self.shadow_expected_change = f.shadow_expected_change
+        self.history_records, self.history_errors = f.history_records, f.history_errors
+        # what a scrape shows of the pool before anything happened in it
+        for result in ("succeeded", "failed"):
+            self.completion_time.labels(result)
+        for kind in DECISION_KINDS:
+            self.decisions.labels(kind)
+        for result in ("succeeded", "failed", "deleted"):
+            self.workflows_finished.labels(result)
+        self.pool_size.set(pool_size)
+        self.policy_errors.labels(policy)
+        self._followed: set[str] = set()
+        self.follow(policy)
         self.info.labels(policy).set(1)
+
+    def _child(self, family: M) -> M:
+        child = family.labels(self.pool)
+        self._children.append(family)
+        return child
+
+    def _family(self, family: M) -> PoolFamily[M]:
+        bound = PoolFamily(family, self.pool)
+        self._bound.append(bound)
+        return bound
+
+    def remove(self) -> None:
+        """Remove the pool's series from the registry (its ExecutorPool is gone or rebuilt:
+        a scrape no longer shows it)."""
+        for family in self._children:
+            family.remove(self.pool)
+        for bound in self._bound:
+            bound.remove_all()
 
     def follow(self, policy: str) -> None:
         """`policy` is followed from now on (the gauge of the others drops to 0)."""
@@ -273,8 +401,11 @@ class Metrics:
         self.idle_slots.set(sum(not s.released for wf in workflows for s in wf.idle_slots.values()))
 
     def value(self, name: str, **labels: str) -> float:
-        """The current value of one sample (tests and the probe): 0.0 if absent."""
-        found = self.registry.get_sample_value(name, labels or None)
+        """The current value of one sample (tests and the probe), of this pool if the series
+        has a pool label: 0.0 if absent."""
+        found = self.registry.get_sample_value(name, {POOL: self.pool, **labels})
+        if found is None:
+            found = self.registry.get_sample_value(name, labels or None)
         return 0.0 if found is None else float(found)
 
     def decision_count(self) -> float:

@@ -202,9 +202,9 @@ class Pools:
         moved: list[Owner] = []
         if previous is None or _engine(previous) != _engine(spec) or name not in self.bridges:
             old = self.bridges.get(name)
-            self.bridges[name] = self._bridge(spec)
-            if old is not None:
+            if old is not None:  # (out first: its last round must not write the new series)
                 moved += self._evacuate(old)
+            self.bridges[name] = self._bridge(name, spec)
         moved += self._rerouted()
         return moved + [o for k, o in self._waiting_owner.items() if self.waiting.get(k) == name]
 
@@ -219,14 +219,14 @@ class Pools:
         old = self.bridges.pop(name, None)
         return self._evacuate(old) if old is not None else []
 
-    def _bridge(self, spec: ExecutorPoolSpec) -> Bridge:
+    def _bridge(self, name: str, spec: ExecutorPoolSpec) -> Bridge:
         d = self.default
         update: dict[str, Any] = {"pool_size": spec.size}
         if spec.plan_budget_ms is not None:
             update["plan_budget_ms"] = spec.plan_budget_ms
         settings = d.settings.model_copy(update=update)
         scheduler = load_scheduler(spec.policy) if spec.policy else d.scheduler
-        metrics = Metrics(spec.size, scheduler.name)
+        metrics = Metrics(spec.size, scheduler.name, pool=name, beside=d.metrics)
         bridge = Bridge(settings, d.kube, scheduler, metrics=metrics, timers=d.timers, beside=d)
         bridge.rebuilt = d.rebuilt
         return bridge
@@ -240,6 +240,7 @@ class Pools:
         bridge.schedule()
         if bridge.planning is not None:
             bridge.planning.close()
+        bridge.metrics.remove()  # (a rebuilt pool declares its series again)
         return owners
 
     def _rerouted(self) -> list[Owner]:
