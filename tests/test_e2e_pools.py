@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from idlegate.operator.clock import from_datetime
 from idlegate.operator.crd import API_VERSION, GROUP, POOL_KIND, POOL_PLURAL, VERSION
 from idlegate.operator.pods import LABEL_WORKFLOW
 from tests.e2e import (
@@ -97,10 +98,15 @@ def test_two_pools_with_their_policies_and_a_resize_mid_run(api: ApiServer) -> N
             SimKubelet(api, ns_b, time_factor=1 / SPEED),
             running_operator(api, ns_a, pool=8, namespaces=(ns_a, ns_b)) as operator,
         ):
+            clock = operator.settings.clock
+            before = clock.now()
             api.create(POOLS, pool("team-a", 2, "fair", "a"))
             api.create(POOLS, pool("team-b", 1, "srpt", "b"))
             for name in ("team-a", "team-b"):
                 wait(lambda name=name: ready(api, name, 1), 10, f"pool {name} ready")
+            (cond,) = pool_status(api, "team-b")["conditions"]
+            # the operator's clock (20 times the wall's pace here), not the wall
+            assert before - 1 <= from_datetime(cond["lastTransitionTime"]) <= clock.now() + 1
             for ns in (ns_a, ns_b):
                 for name in names:
                     api.create(DWF, workflow(name, stage("s", TASKS, DURATION)), namespace=ns)

@@ -784,11 +784,19 @@ def test_workflow_roles_aggregate_into_the_built_in_ones(base):
     assert view_role["metadata"]["labels"][f"{aggregate}view"] == "true"
     assert not {f"{aggregate}edit", f"{aggregate}admin"} & set(view_role["metadata"]["labels"])
     kinds = ["dagworkflows", "dagcronworkflows"]
-    (rule,) = edit_role["rules"]
+    rule, pools = edit_role["rules"]
     assert (rule["apiGroups"], rule["resources"]) == (["idlegate.io"], kinds)
     assert set(rule["verbs"]) == {"create", "update", "patch", "delete", "get", "list", "watch"}
+    # executor pools (the cluster admin's) are read-only to workflow authors
+    assert (pools["apiGroups"], pools["resources"]) == (["idlegate.io"], ["executorpools"])
+    assert set(pools["verbs"]) == {"get", "list", "watch"}
     (rule,) = view_role["rules"]
-    assert (rule["resources"], set(rule["verbs"])) == (kinds, {"get", "list", "watch"})
+    assert (rule["resources"], set(rule["verbs"])) == (
+        [*kinds, "executorpools"],
+        {"get", "list", "watch"},
+    )
+    for role in (edit_role, view_role):
+        assert not [r for r in role["rules"] if "executorpools/status" in r["resources"]]
     # the operator's own role is aggregated into nothing
     operator = _named(base, "ClusterRole", "idlegate-operator")
     assert not [k for k in operator["metadata"]["labels"] if k.startswith(aggregate)]

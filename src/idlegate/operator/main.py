@@ -39,7 +39,6 @@ import asyncio
 import itertools
 import logging
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 import kopf
@@ -49,6 +48,7 @@ from idlegate.operator import intake
 from idlegate.operator.admission import AdmitLaterError
 from idlegate.operator.bridge import Bridge
 from idlegate.operator.cleanup import FINISHED as CLEANED
+from idlegate.operator.clock import to_datetime
 from idlegate.operator.crd import CRON_PLURAL, GROUP, PLURAL, POOL_PLURAL, VERSION
 from idlegate.operator.cron import FINISHED, LABEL_CRON, CronController
 from idlegate.operator.decisions import followed, load_scheduler
@@ -478,9 +478,11 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
         except ApiError as exc:
             raise _temporary(exc) from exc
         except IdlegateError as exc:  # a spec or policy that cannot run: said, not retried
-            patch.status["conditions"] = [pool_condition(False, "Invalid", str(exc))]
+            now = operator.settings.clock.now()
+            patch.status["conditions"] = [pool_condition(False, "Invalid", str(exc), now)]
             return
-        ready = pool_condition(True, "Running", "The pool runs its workflows.")
+        now = operator.settings.clock.now()
+        ready = pool_condition(True, "Running", "The pool runs its workflows.", now)
         patch.status.update({**status, "observedGeneration": generation, "conditions": [ready]})
 
     @kopf.timer(GROUP, VERSION, POOL_PLURAL, registry=registry, id="pool-status", interval=5.0)
@@ -497,16 +499,16 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     return registry
 
 
-def pool_condition(ok: bool, reason: str, message: str) -> dict[str, Any]:
-    """The Ready condition of an ExecutorPool's status."""
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def pool_condition(ok: bool, reason: str, message: str, now: float) -> dict[str, Any]:
+    """The Ready condition of an ExecutorPool's status, changed at `now` (the operator's
+    clock, as every time it writes)."""
     status = "True" if ok else "False"
     return {
         "type": "Ready",
         "status": status,
         "reason": reason,
         "message": message,
-        "lastTransitionTime": now,
+        "lastTransitionTime": to_datetime(now).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
 
 
