@@ -243,6 +243,7 @@ app.add_typer(history_app, name="history")
 
 
 @history_app.command("export")
+# long: one typer declaration per flag; the work is operator.export.export
 def history_export(
     source: Annotated[
         str | None,
@@ -350,6 +351,7 @@ def history_simulate(
 
 @app.command()
 @flags(defaults=False, settings=TrainConfig, options=WorkloadOptions)
+# long: the flags of train that are no config field are declared here
 def train(
     settings: Given,
     options: Given,

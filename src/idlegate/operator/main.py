@@ -432,6 +432,21 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
         elif (body.get("status") or {}).get("phase") in CLEANED:
             operator.bridge.cleanup.seen(plain(body))  # its TTL, its pods
 
+    @kopf.on.event(
+        "v1", "pods", registry=registry, id="pod-events", labels={LABEL_WORKFLOW: kopf.PRESENT}
+    )
+    async def pod_event(type: str | None, event: kopf.RawEvent, **_: Any) -> None:
+        operator.pools.observe_pod(event["object"], deleted=type == "DELETED")
+
+    _cron_handlers(registry, operator)
+    _pool_handlers(registry, operator)
+    return registry
+
+
+def _cron_handlers(registry: kopf.OperatorRegistry, operator: Operator) -> None:
+    """DagCronWorkflows: synced on every change, forgotten when deleted, and synced again
+    when one of their runs finishes or goes."""
+
     @kopf.on.resume(GROUP, VERSION, CRON_PLURAL, registry=registry, id="cron")
     @kopf.on.create(GROUP, VERSION, CRON_PLURAL, registry=registry, id="cron")
     @kopf.on.update(GROUP, VERSION, CRON_PLURAL, registry=registry, id="cron", field="spec")
@@ -461,11 +476,10 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
             except ApiError as exc:
                 log.info("Cannot sync the cron workflow of %s now: %s", meta.get("name"), exc)
 
-    @kopf.on.event(
-        "v1", "pods", registry=registry, id="pod-events", labels={LABEL_WORKFLOW: kopf.PRESENT}
-    )
-    async def pod_event(type: str | None, event: kopf.RawEvent, **_: Any) -> None:
-        operator.pools.observe_pod(event["object"], deleted=type == "DELETED")
+
+def _pool_handlers(registry: kopf.OperatorRegistry, operator: Operator) -> None:
+    """ExecutorPools: a change rebuilds the pool's state machine; the status counts are
+    refreshed every 5 s; a deletion sends its workflows to wait."""
 
     @kopf.on.resume(GROUP, VERSION, POOL_PLURAL, registry=registry, id="pool")
     @kopf.on.create(GROUP, VERSION, POOL_PLURAL, registry=registry, id="pool")
@@ -495,8 +509,6 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     async def pool_event(type: str | None, body: kopf.Body, **_: Any) -> None:
         if type == "DELETED" and operator.ready:
             await operator.pool_deleted((body.get("metadata") or {}).get("name", ""))
-
-    return registry
 
 
 def pool_condition(ok: bool, reason: str, message: str, now: float) -> dict[str, Any]:
