@@ -177,3 +177,38 @@ def test_operator_with_a_kubeconfig_that_does_not_exist_is_one_line_and_exit_1(t
     assert result.exit_code == 1, result.output
     assert "Traceback" not in result.output
     assert f"the kubeconfig file {missing} does not exist" in result.output
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [("garbage: [\n", "while parsing"), ("", "file is empty")],
+    ids=["malformed", "empty"],
+)
+def test_operator_with_an_unreadable_kubeconfig_is_one_line_and_exit_1(tmp_path, content, said):
+    bad = tmp_path / "kubeconfig"
+    bad.write_text(content)
+    result = runner.invoke(app, ["operator", "--pool-size", "2", "--kubeconfig", str(bad)])
+    assert result.exit_code == 1, result.output
+    assert f"cannot read Kubernetes credentials from {bad}" in result.output
+    assert said in result.output and "fix that file" in result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("blocked", "args", "extra"),
+    [
+        ("kopf", ["operator", "--pool-size", "2"], "operator"),
+        ("torch", ["train", "--preset", "quick", "--iterations", "0"], "train"),
+    ],
+)
+def test_a_command_whose_extra_is_missing_says_which_to_install(blocked, args, extra):
+    # a base install (`make demo`) has neither kopf nor torch: one sentence, not a traceback
+    code = (
+        f"import sys; sys.modules[{blocked!r}] = None\n"
+        "from idlegate.cli import main\n"
+        f"main({args!r})\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1, out.stderr
+    assert f"needs the '{extra}' extra" in out.stderr and f"idlegate[{extra}]" in out.stderr
+    assert "Traceback" not in out.stderr

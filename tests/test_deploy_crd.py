@@ -467,7 +467,7 @@ def test_samples_directory_lints_clean_except_the_invalid_sample():
     workflows = len(sample_workflows()) + 1  # + pools/'s workflow naming its pool
     files = len(sample_files()) + 2  # + cron/, pools/
     summary = (
-        f"{workflows} DagWorkflow(s) and 1 DagCronWorkflow(s) and 2 ExecutorPool(s) in {files} "
+        f"{workflows} DagWorkflow(s), 1 DagCronWorkflow(s) and 2 ExecutorPool(s) in {files} "
         "file(s): 1 invalid"
     )
     assert summary in out.stderr

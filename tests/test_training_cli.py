@@ -66,3 +66,22 @@ def test_bad_yaml_setting_names_the_field(tmp_path):
     r = runner.invoke(app, ["train", "--config", str(cfg)])
     assert r.exit_code == 1
     assert "entropy.weight: Input should be greater than or equal to 0" in r.output
+
+
+def test_history_without_the_cluster_preset_is_refused(tmp_path):
+    from typer.testing import CliRunner
+
+    from idlegate.cli import app
+    from idlegate.policy import make_scheduler
+    from idlegate.sim.history import simulate_history, write_history
+    from idlegate.sim.workloads import build_workload
+
+    w = build_workload("k8s-batch", 0, num_jobs=20)
+    path = write_history(
+        tmp_path / "h.jsonl", simulate_history(w, make_scheduler("fair"), 0, "fair")
+    )
+    result = CliRunner().invoke(
+        app, ["train", "--history", str(path), "--out", str(tmp_path / "o")]
+    )
+    assert result.exit_code == 1, result.output
+    assert "--history trains with --preset cluster" in result.output

@@ -32,7 +32,7 @@ from idlegate.evaluation.suites import (
     DEMO_WORKLOAD,
     EvaluateConfig,
 )
-from idlegate.flags import Given, flags, one_line, user_errors
+from idlegate.flags import Given, flags, missing_extra, one_line, user_errors
 from idlegate.operator.podsecurity import Level
 from idlegate.operator.settings import Settings
 from idlegate.training.config import InspectorConfig, TrainConfig, WindowTrainConfig
@@ -546,4 +546,10 @@ def main(argv: list[str] | None = None) -> None:
         run(args=argv if argv is not None else sys.argv[1:], prog_name="idlegate")
     except IdlegateError as e:  # raised outside a command (the commands catch their own)
         typer.echo(f"Error: {one_line(e)}", err=True)
+        sys.exit(1)
+    except ModuleNotFoundError as e:  # an optional dependency a command needs
+        error = missing_extra(e)
+        if error is None:
+            raise
+        typer.echo(f"Error: {one_line(error)}", err=True)
         sys.exit(1)

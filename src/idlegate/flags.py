@@ -45,12 +45,49 @@ _SCALARS = (bool, int, float, str, Path)
 
 @contextmanager
 def user_errors() -> Iterator[None]:
-    """Turn an IdlegateError into one line on stderr and exit code 1 (and only that type)."""
+    """Turn an IdlegateError, or a missing optional dependency (`missing_extra`), into one
+    line on stderr and exit code 1."""
     try:
         yield
     except IdlegateError as e:
         typer.echo(f"Error: {one_line(e)}", err=True)
         raise typer.Exit(1) from None
+    except ModuleNotFoundError as e:
+        error = missing_extra(e)
+        if error is None:
+            raise
+        typer.echo(f"Error: {one_line(error)}", err=True)
+        raise typer.Exit(1) from None
+
+
+EXTRAS = {
+    "kopf": "operator",
+    "kubernetes": "operator",
+    "prometheus_client": "operator",
+    "torch": "train",
+    "onnx": "train",
+    "gymnasium": "train",
+    "matplotlib": "plots",
+    "ray": "ray",
+    "ortools": "dev",
+    "kmock": "dev",
+}
+"""Optional dependencies, by top-level module, and the extra of pyproject.toml that installs
+each."""
+
+
+def missing_extra(error: ModuleNotFoundError) -> IdlegateError | None:
+    """The sentence for an optional dependency that is not installed (None: not one of
+    ours, a real bug)."""
+    module = (error.name or "").split(".")[0]
+    extra = EXTRAS.get(module)
+    if extra is None:
+        return None
+    return IdlegateError(
+        f"this needs the '{extra}' extra, which is not installed (no module {module!r}): "
+        f"pip install -c constraints.txt 'idlegate[{extra}]', or from a clone "
+        f".venv/bin/pip install -c constraints.txt -e '.[{extra}]'"
+    )
 
 
 def one_line(error: IdlegateError) -> str:

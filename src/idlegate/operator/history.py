@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from idlegate.errors import IdlegateError
-from idlegate.operator.actuator import STATUS, Op, Priority
 from idlegate.operator.clock import Clock, from_datetime, timestamp_precision
 from idlegate.operator.pods import Owner, TaskPod
 from idlegate.operator.status import Phase
@@ -254,6 +253,9 @@ class HistoryRecorder:
     def _mark(self, owner: Owner) -> None:
         async def run(kube: KubeApi) -> None:
             await kube.patch_workflow_status(owner.namespace, owner.name, {"historyRecorded": True})
+
+        # here, not at the top: export reads records with the base package alone
+        from idlegate.operator.actuator import STATUS, Op, Priority
 
         op = Op(f"historyRecorded of {owner.name}", run, priority=Priority.STATUS)
         self.actuator.submit((owner.namespace, owner.name), op, lane=STATUS)

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
 
+import yaml
+
 from idlegate.errors import IdlegateError
 from idlegate.operator.crd import CRON_PLURAL, GROUP, PLURAL, VERSION
 
@@ -157,13 +159,18 @@ def load_configuration(kubeconfig: Path | None = None) -> Any:
             f"the kubeconfig file {kubeconfig} does not exist; pass --kubeconfig with the "
             "path of an existing file, or leave it out to use KUBECONFIG or ~/.kube/config"
         )
+    where = path or "~/.kube/config"
+    if path is None and not Path(os.path.expanduser(where)).is_file():
+        raise IdlegateError(
+            "cannot find Kubernetes credentials: not in a cluster, no KUBECONFIG and no "
+            "~/.kube/config; pass --kubeconfig FILE or set KUBECONFIG"
+        )
     try:
         kubernetes.config.load_kube_config(config_file=path, client_configuration=configuration)
-    except (kubernetes.config.ConfigException, OSError) as exc:
-        where = path or "~/.kube/config"
+    except (kubernetes.config.ConfigException, OSError, yaml.YAMLError) as exc:
+        fix = "fix that file" if path else "pass --kubeconfig or set KUBECONFIG"
         raise IdlegateError(
-            f"cannot find Kubernetes credentials: not in a cluster, and {where} is unusable "
-            f"({exc}); pass --kubeconfig or set KUBECONFIG"
+            f"cannot read Kubernetes credentials from {where} ({' '.join(str(exc).split())}); {fix}"
         ) from None
     return configuration
 

@@ -169,11 +169,12 @@ class LintReport:
     def summary(self) -> str:
         """One line: what was checked and what was found."""
         plain = self.workflows - self.cron_workflows - self.pools
-        what = f"{plain} DagWorkflow(s)"
+        kinds = [f"{plain} DagWorkflow(s)"]
         if self.cron_workflows:
-            what += f" and {self.cron_workflows} DagCronWorkflow(s)"
+            kinds.append(f"{self.cron_workflows} DagCronWorkflow(s)")
         if self.pools:
-            what += f" and {self.pools} ExecutorPool(s)"
+            kinds.append(f"{self.pools} ExecutorPool(s)")
+        what = kinds[0] if len(kinds) == 1 else f"{', '.join(kinds[:-1])} and {kinds[-1]}"
         text = f"{what} in {self.files} file(s): {self.invalid} invalid"
         if self.problems:
             text += f", {len(self.problems)} problem(s)"

@@ -185,8 +185,9 @@ class TrainConfig(Config):
     model_config = ConfigDict(title="the training config")
 
     preset: str | None = None
-    """The preset a config file's settings are merged over: quick (≤ 10 min), full or
-    default (the shipped policy's); a file's own preset key, else quick."""
+    """The preset a config file's settings are merged over: quick (≤ 10 min), full,
+    default (the shipped policy's), cluster (a cluster's history: needs --history) or idle
+    (distils the oracle planner; docs/idle.md); a file's own preset key, else quick."""
     seed: int = Field(0, ge=0)
     """Seeds model init and every random draw."""
     workload: WorkloadSpec = WorkloadSpec()
@@ -272,6 +273,11 @@ class TrainConfig(Config):
             raise ValueError(
                 "preset cluster trains on a cluster's own history: give --history HISTORY "
                 "(a history file: idlegate history export or idlegate history simulate)"
+            )
+        if self.history is not None and self.preset != "cluster":
+            raise ValueError(
+                "--history trains with --preset cluster; add --preset cluster, or train "
+                "another preset on the file with --workload file --file HISTORY"
             )
         return self
 
