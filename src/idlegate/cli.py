@@ -265,7 +265,8 @@ def history_export(
         Path | None,
         typer.Option(
             "--from-sink",
-            help="Read the operator's --history-file (with its rotated files PATH.1, ...).",
+            help="Read the operator's --history-file and its rotated files (history.jsonl: "
+            "history.1.jsonl, history.2.jsonl, ... too).",
         ),
     ] = None,
     namespace: Annotated[
