@@ -228,6 +228,19 @@ class ConditionalSource(FutureSource):
         """Futures drawn from the conditional model (the others were Poisson)."""
         self.used_poisson = 0
 
+    def model_ready(self, now: float) -> bool:
+        """Refit on the arrivals so far; whether the model's futures are used now (fitted,
+        and for ``auto`` beating Poisson), counted in `used_model` / `used_poisson`."""
+        self.selector.update(self.arrivals, now)
+        use = self.selector.fitted_at is not None and (
+            not self.auto or self.selector.conditional_wins()
+        )
+        if use:
+            self.used_model += 1
+        else:
+            self.used_poisson += 1
+        return use
+
     def observe(self, job: Job) -> None:
         self.arrivals.append(Arrival(job.arrival, job.dag.total_work, stem(job.name), job))
         if len(self.arrivals) > 2 * self.config.history:
@@ -241,14 +254,8 @@ class ConditionalSource(FutureSource):
         samples: int,
         rng: np.random.Generator,
     ) -> list[Future]:
-        self.selector.update(self.arrivals, view.now)
-        use = self.selector.fitted_at is not None and (
-            not self.auto or self.selector.conditional_wins()
-        )
-        if not use:
-            self.used_poisson += 1
+        if not self.model_ready(view.now):
             return poisson_futures(view, recent, horizon, samples, rng)
-        self.used_model += 1
         contents: dict[int, tuple[Any, Any]] = {}  # frozen once per plan (thread safety)
         return [
             _future(self.selector.model.sample(view.now, horizon, rng), m, contents, rng)
@@ -271,11 +278,8 @@ class ExpectedSource(ConditionalSource):
         samples: int,
         rng: np.random.Generator,
     ) -> list[Future]:
-        self.selector.update(self.arrivals, view.now)
-        if self.selector.fitted_at is None or not self.selector.conditional_wins():
-            self.used_poisson += 1
+        if not self.model_ready(view.now):
             return []
-        self.used_model += 1
         drawn = self.selector.model.expected(view.now, horizon, self.config.expected_draws, rng)
         return [_future(drawn, 0, {}, rng)]
 
