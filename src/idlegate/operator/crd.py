@@ -173,54 +173,35 @@ def open_api_v3_schema() -> dict[str, Any]:
     )
 
 
+def column(name: str, kind: str, path: str, description: str = "") -> dict[str, str]:
+    """An additionalPrinterColumn: `kubectl get` shows `path` under `name`."""
+    out = {"name": name, "type": kind}
+    if description:
+        out["description"] = description
+    return {**out, "jsonPath": path}
+
+
+AGE = column("Age", "date", ".metadata.creationTimestamp")
+"""Every kind's last column, as kubectl's own."""
+
 PRINTER_COLUMNS: tuple[dict[str, str], ...] = (
-    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
-    {
-        "name": "Suspended",
-        "type": "boolean",
-        "description": "Held out of the pool (spec.suspend)",
-        "jsonPath": ".spec.suspend",
-    },
-    {
-        "name": "Stages",
-        "type": "string",
-        "description": "Stages done/total",
-        "jsonPath": ".status.stagesSummary",
-    },
-    {
-        "name": "JCT",
-        "type": "number",
-        "description": "Job completion time (s)",
-        "jsonPath": ".status.jctSeconds",
-    },
-    {
-        "name": "Idle",
-        "type": "number",
-        "description": "Deliberate idle time inserted (s)",
-        "jsonPath": ".status.idleInsertedSeconds",
-    },
-    {
-        "name": "Policy",
-        "type": "string",
-        "description": "The rule that released its tasks last",
-        "jsonPath": ".status.policy",
-    },
-    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    column("Phase", "string", ".status.phase"),
+    column("Suspended", "boolean", ".spec.suspend", "Held out of the pool (spec.suspend)"),
+    column("Stages", "string", ".status.stagesSummary", "Stages done/total"),
+    column("JCT", "number", ".status.jctSeconds", "Job completion time (s)"),
+    column("Idle", "number", ".status.idleInsertedSeconds", "Deliberate idle time inserted (s)"),
+    column("Policy", "string", ".status.policy", "The rule that released its tasks last"),
+    AGE,
 )
 
 
 CRON_PRINTER_COLUMNS: tuple[dict[str, str], ...] = (
-    {"name": "Schedule", "type": "string", "jsonPath": ".spec.schedule"},
-    {"name": "Suspend", "type": "boolean", "jsonPath": ".spec.suspend"},
-    {
-        "name": "Active",
-        "type": "string",
-        "description": "Runs not finished",
-        "jsonPath": ".status.active",
-    },
-    {"name": "Last Schedule", "type": "date", "jsonPath": ".status.lastScheduleTime"},
-    {"name": "Next", "type": "date", "jsonPath": ".status.nextScheduleTime"},
-    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    column("Schedule", "string", ".spec.schedule"),
+    column("Suspend", "boolean", ".spec.suspend"),
+    column("Active", "string", ".status.active", "Runs not finished"),
+    column("Last Schedule", "date", ".status.lastScheduleTime"),
+    column("Next", "date", ".status.nextScheduleTime"),
+    AGE,
 )
 
 
@@ -246,21 +227,11 @@ def cron_open_api_v3_schema() -> dict[str, Any]:
 
 
 POOL_PRINTER_COLUMNS: tuple[dict[str, str], ...] = (
-    {"name": "Size", "type": "integer", "jsonPath": ".spec.size"},
-    {
-        "name": "Busy",
-        "type": "integer",
-        "description": "Executors running task pods",
-        "jsonPath": ".status.busy",
-    },
-    {
-        "name": "Pending",
-        "type": "integer",
-        "description": "Workflows in the pool not finished",
-        "jsonPath": ".status.pending",
-    },
-    {"name": "Policy", "type": "string", "jsonPath": ".status.policy"},
-    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    column("Size", "integer", ".spec.size"),
+    column("Busy", "integer", ".status.busy", "Executors running task pods"),
+    column("Pending", "integer", ".status.pending", "Workflows in the pool not finished"),
+    column("Policy", "string", ".status.policy"),
+    AGE,
 )
 
 
