@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -20,3 +21,44 @@ def one_torch_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+# -- the emulated cluster of the end-to-end tests ------------------------------------------------
+# Imported lazily: the modules that use them import kopf and kmock; the others need neither.
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """An emulated API server serving the project's CRDs, for one test module."""
+    from tests.k8s.harness import serving_crd
+
+    yield from serving_crd(tmp_path_factory.mktemp("k8s"))
+
+
+@pytest.fixture()
+def ns(request: pytest.FixtureRequest, api: Any) -> str:
+    """A fresh namespace, named after the test module (test_e2e_cron: e2e-cron-...)."""
+    from tests.e2e import new_namespace
+
+    module = request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")
+    return new_namespace(api, module.replace("_", "-"))
+
+
+@pytest.fixture()
+def kubelet(api: Any, ns: str) -> Iterator[Any]:
+    """A simulated kubelet running the namespace's pods, at the e2e clock's speed."""
+    from tests.e2e import SPEED
+    from tests.k8s.kubelet import SimKubelet
+
+    with SimKubelet(api, ns, time_factor=1 / SPEED) as k:
+        yield k
+
+
+@pytest.fixture()
+def monitor(api: Any, ns: str) -> Iterator[Any]:
+    """The namespace's pods watched: created, running at once, duplicates."""
+    from tests.e2e import PodMonitor
+
+    mon = PodMonitor(api, ns)
+    yield mon
+    mon.close()

@@ -12,11 +12,8 @@ server and kubelet (tests/e2e.py), the clock and the kubelet 20 times faster tha
 
 from __future__ import annotations
 
-import itertools
-import os
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import kmock
@@ -27,7 +24,6 @@ from idlegate.sim.history import load_history
 from tests.e2e import (
     DWF,
     SPEED,
-    PodMonitor,
     events_of,
     pods_of,
     running_operator,
@@ -37,37 +33,9 @@ from tests.e2e import (
     wait_phase,
     workflow,
 )
-from tests.k8s.harness import ApiServer, serving_crd
-from tests.k8s.kubelet import SimKubelet
+from tests.k8s.harness import ApiServer
 
 pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
-
-_namespaces = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
-    yield from serving_crd(tmp_path_factory.mktemp("k8s"))
-
-
-@pytest.fixture()
-def ns(api: ApiServer) -> str:
-    name = f"clean-{os.getpid() % 10000}-{next(_namespaces)}"
-    api.create("namespaces", {"metadata": {"name": name}})
-    return name
-
-
-@pytest.fixture()
-def kubelet(api: ApiServer, ns: str) -> Iterator[SimKubelet]:
-    with SimKubelet(api, ns, time_factor=1 / SPEED) as k:
-        yield k
-
-
-@pytest.fixture()
-def monitor(api: ApiServer, ns: str) -> Iterator[PodMonitor]:
-    mon = PodMonitor(api, ns)
-    yield mon
-    mon.close()
 
 
 def condition(api: ApiServer, ns: str, name: str, type_: str) -> dict | None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,8 +19,8 @@ import pytest
 from idlegate.operator.clock import ScaledClock
 from idlegate.operator.crd import API_VERSION
 from idlegate.operator.cron import ANNOTATION_SCHEDULED, LABEL_CRON
-from tests.e2e import events_of, new_namespace, running_operator, stage, wait
-from tests.k8s.harness import ApiServer, serving_crd
+from tests.e2e import events_of, running_operator, stage, wait
+from tests.k8s.harness import ApiServer
 from tests.k8s.kubelet import SimKubelet
 
 pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
@@ -32,16 +31,6 @@ fire 2.5 s late to miss one)."""
 HOUR = 3600.0
 DCWF = "idlegate.io/v1alpha1/dagcronworkflows"
 DWF = "idlegate.io/v1alpha1/dagworkflows"
-
-
-@pytest.fixture(scope="module")
-def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
-    yield from serving_crd(tmp_path_factory.mktemp("k8s"))
-
-
-@pytest.fixture()
-def ns(api: ApiServer) -> str:
-    return new_namespace(api, "cron")
 
 
 def cron(name: str, **spec: Any) -> dict[str, Any]:

@@ -48,7 +48,7 @@ from tests.e2e import (
     workflow,
 )
 from tests.k8s.faults import FaultProxy, Faults, retries_after
-from tests.k8s.harness import ApiServer, serving_crd
+from tests.k8s.harness import ApiServer
 from tests.k8s.kubelet import SimKubelet
 
 BACKOFF_SCALE = 4.0
@@ -59,11 +59,6 @@ STORM_BOUND = 5.0
 """The same after a 429 storm ends (its Retry-After of `RETRY_AFTER` s included)."""
 RETRY_AFTER = 3
 CHURN = 1.0
-
-
-@pytest.fixture(scope="module")
-def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
-    yield from serving_crd(tmp_path_factory.mktemp("k8s"))
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,6 @@ import os
 import shlex
 import shutil
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +44,6 @@ from tests.e2e import (
     SPEED,
     PodMonitor,
     events_of,
-    new_namespace,
     running_operator,
     stage,
     status_of,
@@ -53,7 +51,7 @@ from tests.e2e import (
     wait_phase,
     workflow,
 )
-from tests.k8s.harness import ApiServer, serving_crd
+from tests.k8s.harness import ApiServer
 from tests.k8s.kubelet import SimKubelet
 
 pytestmark = pytest.mark.slow
@@ -66,29 +64,6 @@ validation: {seeds: [1000000], every: 1, reference_schedulers: [fifo]}
 bc: {heuristic: srpt, episodes: 1, epochs: 1, dagger_rounds: 0}
 """
 """The smallest training that still learns from a teacher and exports an ONNX policy."""
-
-
-@pytest.fixture(scope="module")
-def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
-    yield from serving_crd(tmp_path_factory.mktemp("k8s"))
-
-
-@pytest.fixture()
-def ns(api: ApiServer) -> str:
-    return new_namespace(api, "ops")
-
-
-@pytest.fixture()
-def kubelet(api: ApiServer, ns: str) -> Iterator[SimKubelet]:
-    with SimKubelet(api, ns, time_factor=1 / SPEED) as k:
-        yield k
-
-
-@pytest.fixture()
-def monitor(api: ApiServer, ns: str) -> Iterator[PodMonitor]:
-    mon = PodMonitor(api, ns)
-    yield mon
-    mon.close()
 
 
 def wave(i: int) -> list[dict[str, Any]]:

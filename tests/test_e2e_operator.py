@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,6 @@ from tests.e2e import (
     SPEED,
     PodMonitor,
     events_of,
-    new_namespace,
     pods_of,
     running_operator,
     stage,
@@ -53,7 +52,7 @@ from tests.e2e import (
     workflow,
 )
 from tests.helpers import CappedFifo
-from tests.k8s.harness import ApiServer, serving_crd
+from tests.k8s.harness import ApiServer
 from tests.k8s.kubelet import SimKubelet
 from tests.operator_fakes import IdleRootsOnce
 from tests.test_security import ESCALATIONS, ISSUE_EXAMPLE, PREFIX, escalated
@@ -61,29 +60,6 @@ from tests.test_security import ESCALATIONS, ISSUE_EXAMPLE, PREFIX, escalated
 SAMPLES = Path(__file__).resolve().parent.parent / "deploy" / "samples"
 
 # -- fixtures and helpers -----------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
-    yield from serving_crd(tmp_path_factory.mktemp("k8s"))
-
-
-@pytest.fixture()
-def ns(api: ApiServer) -> str:
-    return new_namespace(api, "e2e")
-
-
-@pytest.fixture()
-def monitor(api: ApiServer, ns: str) -> Iterator[PodMonitor]:
-    mon = PodMonitor(api, ns)
-    yield mon
-    mon.close()
-
-
-@pytest.fixture()
-def kubelet(api: ApiServer, ns: str) -> Iterator[SimKubelet]:
-    with SimKubelet(api, ns, time_factor=1 / SPEED) as k:
-        yield k
 
 
 def rejected_beside_a_valid_one(api: ApiServer, ns: str, bad: dict, pool: int) -> dict:

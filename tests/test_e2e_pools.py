@@ -14,7 +14,6 @@ admitted again (a known gap: the test is then marked xfail, every other check st
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -33,7 +32,7 @@ from tests.e2e import (
     wait_phase,
     workflow,
 )
-from tests.k8s.harness import ApiServer, serving_crd
+from tests.k8s.harness import ApiServer
 from tests.k8s.kubelet import SimKubelet
 
 pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
@@ -42,11 +41,6 @@ POOLS = f"{GROUP}/{VERSION}/{POOL_PLURAL}"
 WORKFLOWS = 3
 TASKS = 4
 DURATION = 20.0  # simulated seconds: 1 s of wall per task
-
-
-@pytest.fixture(scope="module")
-def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
-    yield from serving_crd(tmp_path_factory.mktemp("k8s"))
 
 
 def team_namespace(api: ApiServer, team: str) -> str:

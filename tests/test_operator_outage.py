@@ -48,7 +48,7 @@ from tests.e2e import (
     workflow,
 )
 from tests.k8s.faults import FaultProxy
-from tests.k8s.harness import ApiServer, serving_crd
+from tests.k8s.harness import ApiServer
 from tests.k8s.kubelet import SimKubelet
 from tests.operator_fakes import harness
 from tests.operator_fakes import stage as fake_stage
@@ -289,11 +289,6 @@ def test_the_outage_event_is_about_the_operators_own_pod(monkeypatch):
 
 
 # -- end to end ------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
-    yield from serving_crd(tmp_path_factory.mktemp("k8s"))
 
 
 @pytest.fixture(scope="module")
