@@ -44,6 +44,7 @@ from idlegate.errors import IdlegateError
 from idlegate.operator.decisions import build_scheduler, followed
 from idlegate.operator.messages import Notice
 from idlegate.operator.planning import planning_worker
+from idlegate.policy.spec import model_files
 from idlegate.sim.protocol import Scheduler
 
 if TYPE_CHECKING:
@@ -51,28 +52,11 @@ if TYPE_CHECKING:
     from idlegate.operator.metrics import Metrics
     from idlegate.operator.settings import Settings
     from idlegate.operator.shadow import Shadow
-    from idlegate.policy.spec import SchedulerSpec
 
 log = logging.getLogger(__name__)
 
 Stamp = tuple[str, int, int, int] | None
 """(resolved path, inode, size, mtime in ns) of one file; None: it is missing."""
-
-
-def model_files(spec: SchedulerSpec | str | None) -> tuple[Path, ...]:
-    """The model files `spec` (None: ``default``) loads, in the order they appear."""
-    from idlegate.policy import DEFAULT_POLICY_PATH, DEFAULT_SCHEDULER, SchedulerSpec
-
-    s: SchedulerSpec | None = SchedulerSpec.of(spec or "default")
-    found: list[Path] = []
-    while s is not None:
-        if s.kind == "default":
-            s = DEFAULT_SCHEDULER
-        if s.kind in ("learned", "window", "inspect") and s.argument is not None:
-            default = s.kind == "learned" and s.argument == "default"
-            found.append(DEFAULT_POLICY_PATH if default else Path(s.argument).expanduser())
-        s = s.base
-    return tuple(found)
 
 
 def stamps(paths: tuple[Path, ...]) -> tuple[Stamp, ...]:
