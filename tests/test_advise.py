@@ -142,6 +142,46 @@ def test_advise_errors_are_sentences(
     assert message in result.stderr and "Traceback" not in result.output
 
 
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        (lambda d: d / "none.yaml", "does not exist"),
+        (lambda d: d, "is not a file"),
+        (lambda d: _write(d / "h.yaml", ""), "is empty"),
+        (lambda d: _write(d / "h.jsonl", "\n  \n"), "is empty"),
+    ],
+    ids=["missing", "directory", "empty", "blank"],
+)
+def test_the_history_file_is_checked_before_the_options(tmp_path: Path, make, said: str) -> None:
+    path = make(tmp_path)
+    result = CliRunner().invoke(app, ["advise", "--seeds", "1", str(path)])  # --seeds 1: bad
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and said in lines[0], lines
+    assert str(path) in lines[0] and "--seeds" not in lines[0]
+    with pytest.raises(IdlegateError, match=said):
+        run_advise(path, AdviseConfig())
+
+
+def test_an_unreadable_history_file_is_one_sentence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _write(tmp_path / "h.yaml", "- {}\n")
+
+    def refuse(self: Path, *args: object, **kwargs: object) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "open", refuse)  # (as root, chmod would not stop the read)
+    result = CliRunner().invoke(app, ["advise", str(path), "--seeds", "1"])
+    assert result.exit_code == 1
+    assert f"cannot read the history file {path} (Permission denied)" in result.stderr
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
 def test_trained_on_reported_data_is_flagged(tmp_path: Path) -> None:
     """The report says when the trained policy saw what it reports on (here: no metadata)."""
     pytest.importorskip("torch")

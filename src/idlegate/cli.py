@@ -442,13 +442,26 @@ def history_training(
     return history_settings(history_source(path, train_fraction, pool))
 
 
+def _history_file(path: Path) -> Path:
+    """The history argument, checked as click reads it: before the options' values, which
+    the command checks after (a wrong file is reported first)."""
+    from idlegate.sim.history import check_history_file
+
+    with user_errors():
+        check_history_file(path)
+    return path
+
+
 @app.command()
 @flags(config=AdviseConfig)
 def advise(
     config: Given,
     history: Annotated[
         Path,
-        typer.Argument(help="A history file (idlegate history export or history simulate)."),
+        typer.Argument(
+            help="A history file (idlegate history export or history simulate).",
+            callback=_history_file,
+        ),
     ],
     out: OutOpt = None,
     ray: RayOpt = None,

@@ -48,6 +48,7 @@ from idlegate.policy import DEFAULT_SCHEDULER, SchedulerSpec
 from idlegate.sim.history import (
     HistoryFacts,
     HistoryWorkflow,
+    check_history_file,
     history_facts,
     load_history,
     most_recorded,
@@ -216,6 +217,7 @@ def run_advise(
     The runs go to `pool` if given, else to ``config.jobs`` local processes.
     """
     p = Path(path)
+    check_history_file(p)
     facts = history_facts(p)
     workflows = load_history(p)
     require_arrivals(workflows)

@@ -123,6 +123,27 @@ class HistoryWorkflow:
         return MeasuredDurations(self.measured, estimates)
 
 
+def check_history_file(path: str | Path) -> None:
+    """IdlegateError, one sentence, unless `path` is a readable file with some content:
+    checked before anything else about a command that reads a history, so that a wrong
+    path is the first thing reported."""
+    p = Path(path)
+    hint = "give a history file written by `idlegate history export` or `idlegate history simulate`"
+    if not p.exists():
+        raise IdlegateError(f"the history file {p} does not exist; {hint}")
+    if not p.is_file():
+        raise IdlegateError(f"{p} is not a file; {hint}")
+    try:
+        with p.open("rb") as f:
+            empty = not any(chunk.strip() for chunk in iter(lambda: f.read(1 << 16), b""))
+    except OSError as exc:
+        raise IdlegateError(
+            f"cannot read the history file {p} ({exc.strerror or exc}); check its permissions"
+        ) from None
+    if empty:
+        raise IdlegateError(f"the history file {p} is empty, so it records no workflow; {hint}")
+
+
 def load_history(path: str | Path) -> list[HistoryWorkflow]:
     """The workflows of a history file, in file order (see the module docstring)."""
     out = []
