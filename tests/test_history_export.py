@@ -195,6 +195,34 @@ def test_since_keeps_the_last_span_or_from_a_time():
     assert [w.name for w in select(reversed(found), None)] == ["team/w0", "team/w1", "team/w2"]
 
 
+def test_since_that_keeps_nothing_says_when_the_newest_arrived(tmp_path):
+    objects = [
+        dwf(f"w{i}", START + 100 * i, 1.0, [{"name": "a", "tasks": 1, "taskDurationSeconds": 1}])
+        for i in range(3)
+    ]
+    out = tmp_path / "h.yaml"
+    args = ["history", "export", "-", "--since", "1d", "-o", str(out)]
+    result = CliRunner().invoke(app, args, input=kubectl_list(objects))
+    assert result.exit_code == 0, result.output  # as for any export that finds nothing
+    lines = result.stderr.strip().splitlines()
+    assert lines[0].startswith("note: 3 finished workflow(s) read, none arrived since ")
+    assert lines[0].endswith("(--since 1d); the newest arrived at 2024-06-01T00:03:20Z")
+    assert lines[1] == f"0 finished workflow(s) exported to {out}."
+    assert out.read_text().strip() == "[]"  # the empty history, as without --since
+    # a simulated history's arrivals count from 0: the note says so
+    simulated = tmp_path / "sim.jsonl"
+    made = ["history", "simulate", "-w", "k8s-batch", "--jobs-count", "4", "-k", "2"]
+    assert CliRunner().invoke(app, [*made, "--out", str(simulated)]).exit_code == 0
+    again = ["history", "export", "--from-sink", str(simulated), "--since", "7d"]
+    result = CliRunner().invoke(app, again)
+    assert result.exit_code == 0, result.output
+    assert "4 finished workflow(s) read" in result.stderr
+    assert "counts from 0" in result.stderr and "drop --since" in result.stderr
+    # something kept: no note
+    kept = CliRunner().invoke(app, ["history", "export", "--from-sink", str(simulated)])
+    assert "note:" not in kept.stderr and "4 finished workflow(s) exported" in kept.stderr
+
+
 # -- the sink: rotation --------------------------------------------------------------------------
 
 

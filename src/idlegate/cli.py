@@ -309,8 +309,10 @@ def history_export(
             all_namespaces=all_namespaces,
             since=since,
         )
+    if found.note is not None:
+        typer.echo(f"note: {found.note}", err=True)
     where = f" to {out}" if out is not None else ""
-    typer.echo(f"{len(found)} finished workflow(s) exported{where}.", err=True)
+    typer.echo(f"{len(found.workflows)} finished workflow(s) exported{where}.", err=True)
 
 
 @history_app.command("simulate")

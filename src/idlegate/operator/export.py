@@ -13,7 +13,9 @@ Three sources, one record per finished workflow (:func:`idlegate.operator.histor
 The records are sorted by arrival, a record seen twice (a sink line written again by an
 operator that stopped before marking it) is kept once, and ``--since`` keeps the
 workflows that arrived in the last span (``7d``, ``36h``, ``90m``, ``600s``) or since an
-RFC 3339 time. Workflows that have not finished are left out.
+RFC 3339 time. Workflows that have not finished are left out. When ``--since`` leaves
+out every record read, the export is the empty history and a note says when the newest
+record arrived (`since_note`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import glob
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -30,7 +33,7 @@ from typing import Any, TextIO
 import yaml
 
 from idlegate.errors import IdlegateError
-from idlegate.operator.clock import from_datetime
+from idlegate.operator.clock import from_datetime, to_datetime
 from idlegate.operator.crd import KIND, LIST_KIND
 from idlegate.operator.history import object_history, rotated
 from idlegate.sim.history import HistoryWorkflow, history_text, load_history, write_history
@@ -40,6 +43,21 @@ STDIN = "-"
 _SPAN = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+EPOCH_ARRIVALS = 1e9
+"""Arrivals below this (before September 2001) do not count from the epoch: a simulated
+history's count from 0, so no `--since` keeps them."""
+
+
+@dataclass(frozen=True)
+class Exported:
+    """What `export` read and wrote."""
+
+    read: int
+    """Finished workflows read from the source."""
+    workflows: list[HistoryWorkflow]
+    """Those written, in arrival order (`select`)."""
+    note: str | None = None
+    """Why none was written although some were read (`--since` left them all out)."""
 
 
 def since_time(since: str | None, now: float) -> float | None:
@@ -168,6 +186,28 @@ def select(workflows: Iterable[HistoryWorkflow], since: float | None) -> list[Hi
     return sorted(seen.values(), key=lambda w: (w.arrival or 0.0, w.name or ""))
 
 
+def since_note(found: Sequence[HistoryWorkflow], since: str, earliest: float) -> str:
+    """Why `--since` kept none of the records `found`: when the newest of them arrived."""
+    head = (
+        f"{len(found)} finished workflow(s) read, none arrived since {_stamp(earliest)} "
+        f"(--since {since})"
+    )
+    arrivals = [w.arrival for w in found if w.arrival is not None]
+    if not arrivals:
+        return f"{head}; none records its arrival"
+    newest = max(arrivals)
+    if newest < EPOCH_ARRIVALS:
+        return (
+            f"{head}; the newest arrived at {newest:g} s, which counts from 0 (as a simulated "
+            "history's arrivals do), not from 1970: drop --since to export them"
+        )
+    return f"{head}; the newest arrived at {_stamp(newest)}"
+
+
+def _stamp(t: float) -> str:
+    return to_datetime(t).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
 def export(
     *,
     out: Path | None,
@@ -179,7 +219,7 @@ def export(
     since: str | None = None,
     stdin: TextIO | None = None,
     stdout: TextIO | None = None,
-) -> list[HistoryWorkflow]:
+) -> Exported:
     """Read the history from one source and write it to `out` (None: YAML on stdout)."""
     if source is not None and sink is not None:
         raise IdlegateError("give a document (a path or -) or --from-sink, not both")
@@ -202,7 +242,10 @@ def export(
         (stdout or sys.stdout).write(history_text(workflows))
     else:
         write_history(out, workflows)
-    return workflows
+    note = None
+    if found and not workflows and since is not None and earliest is not None:
+        note = since_note(found, since, earliest)
+    return Exported(len(found), workflows, note)
 
 
 def _read(path: Path) -> str:
