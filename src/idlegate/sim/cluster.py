@@ -146,11 +146,12 @@ class Cluster:
         self._emit("arrive", job.id, -1, job.name)
         return job
 
-    def task_finished(self, executor: int, now: float) -> Stage | None:
+    def task_finished(self, executor: int, now: float, *, keep: bool = True) -> Stage | None:
         """The task on `executor` finished.
 
         Returns the stage whose next task the executor starts right away (not its first
-        on the stage, no move), or None when the executor was freed.
+        on the stage, no move), or None when the executor was freed. `keep=False` frees it
+        even so (the operator: a task pod running beyond its pool is owed the executor).
         """
         if now < self.now:
             self.advance(now)  # raises
@@ -163,7 +164,7 @@ class Cluster:
         job = stage.job
         stage.finished += 1
         job.remaining_work -= stage.duration
-        if stage.launched < stage.tasks:
+        if keep and stage.launched < stage.tasks:
             stage.launched += 1
             job.unlaunched -= 1
             self._task_start[executor] = now
