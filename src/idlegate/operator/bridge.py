@@ -57,7 +57,7 @@ from idlegate.operator.admission import (
 )
 from idlegate.operator.cleanup import Cleanup
 from idlegate.operator.clock import Steady
-from idlegate.operator.decisions import Answer, Decider, post_failures
+from idlegate.operator.decisions import Answer, Decider, post_round
 from idlegate.operator.health import ApiHealth, ObservedApi
 from idlegate.operator.history import HistoryRecorder
 from idlegate.operator.kube import KubeApi
@@ -315,7 +315,7 @@ class Bridge:
                     if answer.decision.idle_delay > 0:
                         self._idle_started(answer)
                 self._launch(done.taken)
-                post_failures(done, self.cluster, self.writes.event)
+                post_round(done, self.cluster, self.writes.event)
                 self._note_waiting(done.waited)
             self._arm_new_timers()
             if self.planning is not None:
@@ -352,7 +352,7 @@ class Bridge:
         stage, delay = answer.decision.stage, answer.decision.idle_delay
         wf: Workflow = stage.job.payload
         until = stage.idle_until if stage.idle_until is not None else self.now()
-        reason = messages.idle_reason(answer.by, delay, answer.decision.parallelism_cap)
+        reason = messages.idle_reason(answer)
         slot = wf.idle_slots[stage.index] = SlotState(stage.name, delay, until, False, reason)
         self.metrics.idle_inserted.inc(delay)
         self.writes.status(wf, urgent=True)  # persisted before anything else of it happens

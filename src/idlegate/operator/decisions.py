@@ -20,8 +20,15 @@ failure counts in ``idlegate_policy_errors_total{policy}`` (under the name of th
 that failed: the policy, or a fallback that failed too), is logged with its traceback
 the first time its type and message are seen (repeats are counted, and logged as one
 line at the 10th, 100th, ... time), and becomes a Warning Event ``PolicyError``
-(:func:`post_failures`). Only when every rule fails is the answer WAIT, and the
+(:func:`post_round`). Only when every rule fails is the answer WAIT, and the
 Events then say so instead of a choice to wait.
+
+A lookahead planner in decision mode says when its answer holds a stage back for the
+arrivals it expects (`idlegate.policy.plans.Hold`, its `hold`): the Decider carries it
+with the idle slot's answer (:attr:`Answer.hold`, quoted in the slot's reason), and for a
+WAIT while the stage could start it hands the round a Normal Event ``Holding`` to post
+(:func:`post_round`), once per hold: not again while later rounds hold the same stage.
+Both count in ``idlegate_holds_total``.
 
 A policy changes only between two rounds (:meth:`Decider.use`, a hot reload). A shadow
 policy (:mod:`.shadow`) is handed each round's starting state and answers, and compares
@@ -47,6 +54,7 @@ from idlegate.sim.engine import JobArrival
 from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision, Launch, Scheduler, Stage
 
 if TYPE_CHECKING:
+    from idlegate.policy.plans import Hold
     from idlegate.policy.spec import SchedulerSpec
 
 log = logging.getLogger(__name__)
@@ -161,6 +169,8 @@ class Answer:
     """Who decided, as Events say it (`messages.decided_by`)."""
     rule: str
     """The rule that decided: the policy followed (`followed`), or the fallback rule."""
+    hold: Hold | None = None
+    """An idle slot's expected arrivals, when the policy said (`held_for`)."""
 
 
 @dataclass(frozen=True)
@@ -187,6 +197,9 @@ class Round:
     failures: list[Failure] = field(default_factory=list)
     waited: str | None = None
     """Why the round ended with free executors (`messages.waiting`'s phrase), or None."""
+    holding: tuple[Hold, str] | None = None
+    """A new hold by the WAIT that ended the round, and who chose it (`decided_by`): the
+    Holding Event to post."""
 
 
 @dataclass(frozen=True)
@@ -198,12 +211,22 @@ class _Step:
     launches: list[Launch]
     by: str
     rule: str
+    hold: Hold | None = None
 
 
 def followed(policy: Scheduler) -> str:
     """The rule `policy` follows now: a lookahead planner's (`following`), else itself."""
     following = getattr(policy, "following", None)
     return following if isinstance(following, str) else policy.name
+
+
+def held_for(policy: Scheduler) -> Hold | None:
+    """What `policy`'s last answer held a stage back for (a lookahead planner's `hold`),
+    else None."""
+    from idlegate.policy.plans import Hold
+
+    hold = getattr(policy, "hold", None)
+    return hold if isinstance(hold, Hold) else None
 
 
 def _describe(exc: BaseException) -> str:
@@ -266,6 +289,8 @@ class Decider:
         self.known: tuple[JobArrival, ...] = ()
         """Arrivals known in advance (the cron workflows' upcoming runs), told to every
         policy used that takes them (``futures=known`` planners)."""
+        self.holding: tuple[int, int] | None = None
+        """The stage (`Stage.key`) that WAITs hold now, its Holding Event posted."""
         self.use(policy)
 
     @property
@@ -279,6 +304,7 @@ class Decider:
         self.policy = policy
         policy.reset(np.random.default_rng(self.seed))
         self.fallbacks = fallback_rules(policy, self.seed)
+        self.holding = None
         self.foresee(self.known)  # a reset forgets them
 
     def foresee(self, arrivals: Sequence[JobArrival]) -> None:
@@ -320,9 +346,24 @@ class Decider:
             if not isinstance(action, Decision):
                 self.metrics.decisions.labels("wait").inc()
                 done.waited = by
+                self._note_hold(step.hold, done)
                 return
             self.metrics.decisions.labels("idle" if action.idle_delay > 0 else "launch").inc()
-            done.taken.append(Answer(action, launches, by, step.rule))
+            if step.hold is not None:
+                self.metrics.holds.inc()
+            if launches and action.stage.key == self.holding:
+                self.holding = None  # the held stage started: a later hold is a new one
+            done.taken.append(Answer(action, launches, by, step.rule, step.hold))
+
+    def _note_hold(self, hold: Hold | None, done: Round) -> None:
+        """A round ended with WAIT: a hold of another stage than the last round's (or the
+        first) gets its Holding Event and is counted; the same one goes on silently."""
+        key = None if hold is None else hold.stage.key
+        if hold is not None and key != self.holding:
+            self.metrics.holds.inc()
+            by = messages.decided_by(self.policy.name, following=followed(self.policy))
+            done.holding = (hold, by)
+        self.holding = key
 
     def _ask(self, cluster: Cluster, now: float, done: Round) -> _Step | None:
         """One question: the policy's answer, else the first fallback's that works, else
@@ -339,7 +380,8 @@ class Decider:
         by = messages.decided_by(self.policy.name, following=rule)
         if not isinstance(action, Decision):
             by = messages.chose_wait(by)
-        return _Step(action, launches, by, rule)
+        launching = isinstance(action, Decision) and action.idle_delay == 0
+        return _Step(action, launches, by, rule, None if launching else held_for(self.policy))
 
     def _fall_back(
         self, cluster: Cluster, now: float, done: Round, asked: _Recorder, exc: Exception
@@ -386,13 +428,17 @@ def _round_number(n: int) -> bool:
     return n >= 10 and str(n).rstrip("0") == "1"
 
 
-def post_failures(done: Round, cluster: Cluster, event: Callable[..., None]) -> None:
-    """Post the round's Warning Events ``PolicyError`` (`event(owner, type, reason,
-    message)`, the Writer's) on the workflow of the stage each failed question was about
-    (`Failure.stage`); when that is not known (every rule failed before naming one), on
-    each workflow left with a runnable stage, since any of them may have been the one held
-    back. Equal messages aggregate into one Event per workflow
+def post_round(done: Round, cluster: Cluster, event: Callable[..., None]) -> None:
+    """Post the round's Events of the policy's own (`event(owner, type, reason, message)`,
+    the Writer's): the Normal ``Holding`` of a new hold (`Round.holding`) on the held
+    stage's workflow, and the Warning ``PolicyError`` on the workflow of the stage each
+    failed question was about (`Failure.stage`); when that is not known (every rule failed
+    before naming one), on each workflow left with a runnable stage, since any of them may
+    have been the one held back. Equal messages aggregate into one Event per workflow
     (:mod:`idlegate.operator.events`)."""
+    if done.holding is not None:
+        hold, by = done.holding
+        event(hold.stage.job.payload.owner, *messages.held(hold, by))
     for failure in done.failures:
         notice = messages.policy_error(
             failure.policy, failure.error, failure.fallback, failure.fallback_errors

@@ -19,7 +19,9 @@ from idlegate.sim.dag import Dag
 from idlegate.sim.protocol import Decision, Job, Stage
 
 if TYPE_CHECKING:
+    from idlegate.operator.decisions import Answer
     from idlegate.policy.lookahead import Plan
+    from idlegate.policy.plans import Hold
 
 Notice = tuple[str, str, str]
 """(type, reason, message) of an Event."""
@@ -145,9 +147,34 @@ def released_by_others(pod: str, stage: str, pool: int, adopted: bool) -> Notice
     )
 
 
-def idle_reason(by: str, delay: float, cap: int) -> str:
-    """Why a stage idles (in the Event and persisted with the slot); `by`: `decided_by`."""
-    return f"{by} held the stage back for {delay:g} s, parallelism cap {cap}"
+def holding(hold: Hold) -> str:
+    """The arrivals a planner holds a stage back for, e.g. "holding extract: 3 short
+    workflows expected within 40 s (p = 0.8)" (short: less work than the held
+    workflow has left)."""
+    n = f"{hold.expected:g} short workflow{'' if hold.expected == 1 else 's'}"
+    within = f"within {round(hold.window, 1):g} s"
+    return f"holding {hold.stage.name}: {n} expected {within} (p = {hold.p:.2g})"
+
+
+def idle_reason(answer: Answer) -> str:
+    """Why a stage idles (in the Event and persisted with the slot): the arrivals the
+    planner holds it for when it says (`Answer.hold`), and who held it for how long."""
+    decision = answer.decision
+    held = f"{answer.by} held the stage back for {decision.idle_delay:g} s"
+    why = f"{held}, parallelism cap {decision.parallelism_cap}"
+    return why if answer.hold is None else f"{holding(answer.hold)}; {why}"
+
+
+def held(hold: Hold, by: str) -> Notice:
+    """A planner answered WAIT while `hold`'s stage could start (executors free), for the
+    arrivals it expects; `by`: `decided_by`. Posted once per hold."""
+    text = holding(hold)
+    return (
+        "Normal",
+        "Holding",
+        f"{text[:1].upper()}{text[1:]}: {by} chose to wait with executors free rather than "
+        "start the stage now.",
+    )
 
 
 def idle_slot(slot: SlotState, busy: int, pool: int) -> Notice:

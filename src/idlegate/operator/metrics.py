@@ -103,6 +103,13 @@ class MetricFamilies:
             labelnames=[POOL],
             registry=r,
         )
+        self.holds = Counter(
+            "idlegate_holds",
+            "Stages a planner held back for arrivals it expects (an idle slot, or waits "
+            "while the stage could start), once per hold.",
+            labelnames=[POOL],
+            registry=r,
+        )
         self.decisions = Counter(
             "idlegate_decisions",
             "Scheduler decisions by kind: launch a stage, idle it, or wait.",
@@ -332,6 +339,7 @@ class Metrics:
         self.pool_size = self._child(f.pool_size)
         self.idle_slots = self._child(f.idle_slots)
         self.idle_inserted = self._child(f.idle_inserted)
+        self.holds = self._child(f.holds)
         self.decisions = self._family(f.decisions)
         self.decision_duration = self._child(f.decision_duration)
         self.foreign_releases = self._child(f.foreign_releases)

@@ -32,6 +32,7 @@ arrivals beats the Poisson model's by `margin` nats per arrival.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from bisect import insort
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -107,6 +108,12 @@ class Selector:
 class FutureSource(ABC):
     """Where a lookahead planner's futures come from (module docstring). A source that
     keeps no state leaves `reset` and `observe` as they are here."""
+
+    informed: bool = False
+    """Whether the futures drawn last carry what the source knows of the arrivals (a
+    model's, known or true ones), so that a hold for them can be explained
+    (`policy.plans.hold_of`); False for Poisson draws, which know nothing of what comes
+    after what."""
 
     def reset(self) -> None:  # noqa: B027 (a stateless source has nothing to forget)
         """A new run: forget what was seen."""
@@ -210,7 +217,11 @@ class ConditionalSource(FutureSource):
     while it beats Poisson, `Selector`); Poisson futures before `min_arrivals`.
 
     `prior` (e.g. `history_arrivals` of a history file) is taken as the past just before
-    the run starts: the model is fitted on it from the first decision on.
+    the run: it ends one mean gap before the first time the source sees (its first
+    arrival, or its first decision), whatever the clock (the simulator's from 0, the
+    operator's epoch seconds), and the model is fitted on it from the first decision on.
+    Arrivals are kept sorted by time (an operator rebuilding its state after a restart
+    sees the workflows in the system in any order).
     """
 
     def __init__(self, config: FuturesConfig, *, auto: bool, prior: Sequence[Arrival] = ()) -> None:
@@ -219,18 +230,32 @@ class ConditionalSource(FutureSource):
 
     def reset(self) -> None:
         self.selector = Selector(ConditionalModel(self.config))
-        self.arrivals: list[Arrival] = []
-        if self.prior:
-            gap = (self.prior[-1].time - self.prior[0].time) / max(len(self.prior) - 1, 1)
-            shift = -gap - self.prior[-1].time
-            self.arrivals = [a._replace(time=a.time + shift) for a in self.prior]
+        self.arrivals: list[Arrival] = self._prior_before(0.0)
+        self._anchored = False
+        self.informed = False
         self.used_model = 0
         """Futures drawn from the conditional model (the others were Poisson)."""
         self.used_poisson = 0
 
+    def _prior_before(self, start: float) -> list[Arrival]:
+        """The prior, shifted to end one mean gap before `start`."""
+        if not self.prior:
+            return []
+        gap = (self.prior[-1].time - self.prior[0].time) / max(len(self.prior) - 1, 1)
+        shift = start - gap - self.prior[-1].time
+        return [a._replace(time=a.time + shift) for a in self.prior]
+
+    def _anchor(self, start: float) -> None:
+        """`start` is the first time the source sees (nothing live arrived before it):
+        the prior moves to end just before it."""
+        if not self._anchored:
+            self._anchored = True
+            self.arrivals = self._prior_before(start)
+
     def model_ready(self, now: float) -> bool:
         """Refit on the arrivals so far; whether the model's futures are used now (fitted,
         and for ``auto`` beating Poisson), counted in `used_model` / `used_poisson`."""
+        self._anchor(now)
         self.selector.update(self.arrivals, now)
         use = self.selector.fitted_at is not None and (
             not self.auto or self.selector.conditional_wins()
@@ -242,7 +267,9 @@ class ConditionalSource(FutureSource):
         return use
 
     def observe(self, job: Job) -> None:
-        self.arrivals.append(Arrival(job.arrival, job.dag.total_work, stem(job.name), job))
+        self._anchor(job.arrival)
+        arrival = Arrival(job.arrival, job.dag.total_work, stem(job.name), job)
+        insort(self.arrivals, arrival, key=_time)
         if len(self.arrivals) > 2 * self.config.history:
             del self.arrivals[: -self.config.history]
 
@@ -254,7 +281,8 @@ class ConditionalSource(FutureSource):
         samples: int,
         rng: np.random.Generator,
     ) -> list[Future]:
-        if not self.model_ready(view.now):
+        self.informed = self.model_ready(view.now)
+        if not self.informed:
             return poisson_futures(view, recent, horizon, samples, rng)
         contents: dict[int, tuple[Any, Any]] = {}  # frozen once per plan (thread safety)
         return [
@@ -278,7 +306,8 @@ class ExpectedSource(ConditionalSource):
         samples: int,
         rng: np.random.Generator,
     ) -> list[Future]:
-        if not self.model_ready(view.now):
+        self.informed = self.model_ready(view.now)
+        if not self.informed:
             return []
         drawn = self.selector.model.expected(view.now, horizon, self.config.expected_draws, rng)
         return [_future(drawn, 0, {}, rng)]
@@ -287,6 +316,8 @@ class ExpectedSource(ConditionalSource):
 class OracleSource(FutureSource):
     """``futures=oracle``: one future, the workload's true remaining arrivals, which the
     simulator tells the planner before the run (`foresee`); a live cluster has none."""
+
+    informed = True
 
     def __init__(self) -> None:
         self.arrivals: tuple[JobArrival, ...] | None = None
@@ -326,6 +357,7 @@ class KnownSource(FutureSource):
 
     def reset(self) -> None:
         self.known, self._names = (), frozenset()
+        self.informed = False
 
     def foresee(self, arrivals: Sequence[JobArrival]) -> None:
         """Arrivals known in advance; only the scheduled ones are kept (a live cluster
@@ -345,9 +377,14 @@ class KnownSource(FutureSource):
         others = [j for j in recent if j.name not in self._names]
         share = len(others) / len(recent) if recent else 0.0
         sampled = poisson_futures(view, others, horizon, samples, rng, share)
+        self.informed = bool(ahead)
         return [
             Future(tuple(sorted(ahead + f.arrivals, key=lambda a: a.time)), f.seed) for f in sampled
         ]
+
+
+def _time(a: Arrival) -> float:
+    return a.time
 
 
 def history_arrivals(path: str) -> list[Arrival]:

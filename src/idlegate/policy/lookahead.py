@@ -58,7 +58,11 @@ the cheapest until the next such event (policy switching, Chang, Givan & Chong 2
 with exact evaluation, at least as good as every policy it switches between).
 ``decision`` plans every decision as above; with sampled futures it did worse than its
 base, with the true future a little better (`docs/lookahead.md`), so it is the mode to
-use when the future is known well, e.g. a batch of jobs submitted together.
+use when the future is known well, e.g. a batch of jobs submitted together. When its
+choice holds a stage back (an idle slot, or WAIT over BASE's launch) and its futures
+are not Poisson, `hold` says for which expected arrivals (`policy.plans.Hold`: "3 short
+workflows expected within 40 s (p = 0.8)"); the operator's Events quote it. Switch mode
+chooses policies, not holds: its `hold` is always None.
 
 Asynchronous planning (switch mode)
 -----------------------------------
@@ -108,7 +112,16 @@ from idlegate.config import Config, NonNegative, Positive
 from idlegate.errors import IdlegateError, reject_unknown
 from idlegate.policy.bounded import WindowConfig, select_window
 from idlegate.policy.futures import FutureKind, KnownSource, OracleSource, make_source
-from idlegate.policy.plans import JobSet, Plan, PlannerStats, PlanRequest, job_set
+from idlegate.policy.plans import (
+    Hold,
+    JobSet,
+    Plan,
+    PlannerStats,
+    PlanRequest,
+    changed_between,
+    hold_of,
+    job_set,
+)
 from idlegate.policy.spec import SchedulerSpec
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.engine import JobArrival
@@ -248,6 +261,10 @@ class LookaheadScheduler:
         self._requested: JobSet | None = None
         self._pending: tuple[float, Plan] | None = None
         self.stats = PlannerStats()
+        self.hold: Hold | None = None
+        """Why the last decision holds a stage back for expected arrivals (decision mode,
+        futures not Poisson: `policy.plans.Hold`), else None; what the operator's Events
+        say of it."""
 
     def foresee(self, arrivals: Sequence[JobArrival]) -> None:
         """Arrivals known in advance: the simulator tells the run's (``futures=oracle``
@@ -272,22 +289,33 @@ class LookaheadScheduler:
             )
         self._observe(view)
         self.stats.decisions += 1
+        self.hold = None
         if self.config.mode == "switch":
             if self.config.planner == "inline":
                 self._plan_inline(view)
             action = self._followers[self.following].decide(view)
         else:
-            # futures before the options only when they name idle candidates: drawing
-            # them at single-option decisions too would shift every other run's stream
-            futures = self._futures_now(view) if self.config.idle_at_arrivals else None
-            options = self._options(view, futures)
-            best = 0 if len(options) == 1 else self._plan_decision(view, options, futures)
-            action = options[best]
+            action = self._decide_by_plan(view)
         if action is WAIT:
             self.stats.waits += 1
         elif action.idle_delay > 0:  # type: ignore[union-attr]
             self.stats.idles += 1
         return action
+
+    def _decide_by_plan(self, view: Cluster) -> Action:
+        """Decision mode: the cheapest option, and its `hold` when it holds a stage back."""
+        # futures before the options only when they name idle candidates: drawing
+        # them at single-option decisions too would shift every other run's stream
+        drawn = self._futures_now(view) if self.config.idle_at_arrivals else None
+        options = self._options(view, drawn)
+        if len(options) == 1:
+            return options[0]
+        drawn = drawn or self._futures_now(view)
+        chosen = options[self._plan_decision(view, options, drawn)]
+        if self.futures.informed:  # (Poisson futures know nothing of what is coming)
+            self.hold = hold_of(view, options[0], chosen, drawn[1])
+            self.stats.holds += self.hold is not None
+        return chosen
 
     def _plan_inline(self, view: Cluster) -> None:
         """The simulator's planning worker: plans take `planning_delay` seconds."""
@@ -295,7 +323,7 @@ class LookaheadScheduler:
         if self._pending is not None and view.now >= self._pending[0]:
             ready, plan = self._pending
             self._pending = None
-            if _changed_between(view, plan.planned_at, ready):
+            if changed_between(view, plan.planned_at, ready):
                 self._record(plan, adopted=False)
             else:
                 self._switch(plan, ready)
@@ -314,6 +342,7 @@ class LookaheadScheduler:
 
     def request(self, view: Cluster) -> PlanRequest:
         """Owner thread: what a plan of the present needs (a fork and sampled futures)."""
+        self._observe(view)  # (arrivals while no executor was free were never decided on)
         key = job_set(view)
         self._requested = key
         horizon = self.horizon(view)
@@ -385,15 +414,12 @@ class LookaheadScheduler:
         return horizon, self.sample_futures(view, horizon)
 
     def _plan_decision(
-        self,
-        view: Cluster,
-        options: list[Action],
-        drawn: tuple[float, list[Future]] | None = None,
+        self, view: Cluster, options: list[Action], drawn: tuple[float, list[Future]]
     ) -> int:
         """Index of the cheapest option: 0 (BASE's pick) unless another is cheaper by the
-        margin; `drawn`: the decision's horizon and futures when drawn already."""
+        margin; `drawn`: the decision's horizon and futures."""
         started, cpu = time.perf_counter(), time.thread_time()
-        horizon, futures = drawn or self._futures_now(view)
+        horizon, futures = drawn
         if not futures:  # the source has no future to offer (futures=expected): BASE's pick
             return 0
         policy = self._rollout[self.base_name]
@@ -513,22 +539,6 @@ class LookaheadScheduler:
         if ranked[best] >= ranked[incumbent] * (1.0 - self.config.margin):
             best = incumbent
         return best
-
-
-def _changed_between(view: Cluster, start: float, end: float) -> bool:
-    """True when a job arrived, finished or was removed in (start, end]."""
-    for log, when in (
-        (view.arrival_log, lambda e: e[0]),
-        (view.done, lambda r: r.finish),
-        (view.removed, lambda j: j.finish),
-    ):
-        for entry in reversed(log):
-            t = when(entry)
-            if t <= start:
-                break
-            if t <= end:
-                return True
-    return False
 
 
 _PLAN_WINDOW = WindowConfig()
