@@ -4,6 +4,7 @@ report (every candidate, the recommendation, the files), and its errors."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,7 @@ from idlegate.cli import app
 from idlegate.errors import IdlegateError
 from idlegate.evaluation.advise import AdviseConfig, run_advise
 from idlegate.evaluation.advise_report import advice_rows, to_markdown, write_advice
-from idlegate.policy import make_scheduler
+from idlegate.policy import DEFAULT_POLICY_PATH, make_scheduler
 from idlegate.sim.engine import simulate
 from idlegate.sim.history import (
     history_facts,
@@ -28,10 +29,17 @@ from idlegate.sim.workloads import build_workload
 FAST = ("fifo", "fair")
 
 
-def _history(tmp_path: Path, jobs: int = 30, sigma: float = 0.3, name: str = "h.jsonl") -> Path:
-    """A k8s-batch history of `jobs` workflows run by fair on a pool of 6."""
+def _history(
+    tmp_path: Path,
+    jobs: int = 30,
+    sigma: float = 0.3,
+    name: str = "h.jsonl",
+    policy: str = "fair",
+) -> Path:
+    """A k8s-batch history of `jobs` workflows run by fair on a pool of 6, recorded as run
+    by `policy`."""
     w = build_workload("k8s-batch", 3, num_jobs=jobs, num_executors=6, task_sigma=sigma)
-    return write_history(tmp_path / name, simulate_history(w, make_scheduler("fair"), 0, "fair"))
+    return write_history(tmp_path / name, simulate_history(w, make_scheduler("fair"), 0, policy))
 
 
 def test_simulated_history_records_what_the_simulator_ran(tmp_path: Path) -> None:
@@ -180,6 +188,31 @@ def test_an_unreadable_history_file_is_one_sentence(
 def _write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+def test_a_recorded_learned_policy_is_replayed_or_its_missing_file_named(tmp_path: Path) -> None:
+    model = tmp_path / "models" / "model.onnx"
+    model.parent.mkdir()
+    shutil.copyfile(DEFAULT_POLICY_PATH, model)
+    config = AdviseConfig(heuristics=("fifo",), seeds=2)
+    path = _history(tmp_path, jobs=12, policy=f"learned:{model}")
+    advice = run_advise(path, config)
+    assert (advice.cluster, advice.cluster_source) == (f"learned:{model}", "recorded")
+    model.unlink()  # the history of another machine: one sentence, before any run
+    result = CliRunner().invoke(app, ["advise", str(path), "--heuristics", "fifo", "--seeds", "2"])
+    assert result.exit_code == 1
+    [line] = [x for x in result.stderr.splitlines() if x.startswith("Error: ")]
+    assert f"model file {model} is not on this machine" in line and "--cluster-policy" in line
+    assert "Recommendation" not in result.stdout
+    given = run_advise(path, AdviseConfig(heuristics=("fifo",), seeds=2, cluster_policy="fair"))
+    assert (given.cluster, given.cluster_source) == ("fair", "given")
+
+
+def test_an_old_history_naming_a_model_file_asks_for_the_cluster_policy(tmp_path: Path) -> None:
+    path = _history(tmp_path, jobs=12, policy="model")  # what the operator recorded before
+    assert {w.policy for w in load_history(path)} == {"model"}  # still readable
+    with pytest.raises(IdlegateError, match=r"records policy 'model', .* --cluster-policy SPEC"):
+        run_advise(path, AdviseConfig(heuristics=("fifo",), seeds=2))
 
 
 def test_trained_on_reported_data_is_flagged(tmp_path: Path) -> None:

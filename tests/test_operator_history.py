@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from idlegate.operator import intake
 from idlegate.operator.export import from_document
 from idlegate.operator.pods import Owner, ran, task_pod
 from idlegate.operator.tracking import StageTrack
-from idlegate.policy import make_scheduler
+from idlegate.policy import DEFAULT_POLICY_PATH, SchedulerSpec, make_scheduler
 from idlegate.sim.history import load_history
 from idlegate.sim.spec import StageSpec
 from tests.operator_fakes import FakeClock, FakeKube, Harness, harness, stage
@@ -94,6 +95,24 @@ async def test_a_finished_workflow_keeps_its_run_times_and_is_recorded_once(tmp_
     assert second.metrics.value("idlegate_history_records_total") == 0
     first.bridge.history.close()
     second.bridge.history.close()
+
+
+@pytest.mark.asyncio
+async def test_the_sink_records_the_scheduler_spec_a_replay_can_rebuild(tmp_path: Path):
+    model = tmp_path / "models" / "model.onnx"
+    model.parent.mkdir()
+    shutil.copyfile(DEFAULT_POLICY_PATH, model)
+    spec = f"learned:{model}"
+    sink = tmp_path / "history.jsonl"
+    kube, clock = FakeKube(), FakeClock(1_717_200_000)
+    h = Harness(kube, clock, 2, make_scheduler(spec), history_file=sink, policy=str(model))
+    await run_etl(h)
+    await recorded(h, 1)
+    h.bridge.history.close()
+    assert kube.status("etl")["policy"] == "model"  # the status names the rule
+    [record] = load_history(sink)
+    assert record.policy == spec  # the sink: --scheduler's canonical text (a bare PATH.onnx)
+    assert SchedulerSpec.parse(record.policy) == SchedulerSpec.parse(spec)
 
 
 @pytest.mark.asyncio

@@ -45,6 +45,7 @@ from idlegate.evaluation.comparison import (
 )
 from idlegate.parallel import TaskPool
 from idlegate.policy import DEFAULT_SCHEDULER, SchedulerSpec
+from idlegate.policy.spec import model_files
 from idlegate.sim.history import (
     HistoryFacts,
     HistoryWorkflow,
@@ -284,12 +285,21 @@ def _cluster_policy(
     if recorded is None:
         return SchedulerSpec("default"), "not recorded; default, what the operator runs"
     try:
-        return SchedulerSpec.parse(recorded), "recorded"
-    except IdlegateError as exc:
+        spec = SchedulerSpec.parse(recorded)
+    except IdlegateError:
         raise IdlegateError(
-            f"the history records policy {recorded!r}, which is not a scheduler spec ({exc}); "
-            "name what the cluster ran with --cluster-policy SPEC"
+            f"the history records policy {recorded!r}, which is not a scheduler spec (an "
+            "older operator recorded a learned policy by its file's name, model for "
+            "learned:/m/model.onnx); name what the cluster ran with --cluster-policy SPEC"
         ) from None
+    missing = [f for f in model_files(spec) if not f.is_file()]
+    if missing:
+        raise IdlegateError(
+            f"the history records that the cluster ran {recorded}, whose model file "
+            f"{missing[0]} is not on this machine; give what the cluster ran with "
+            "--cluster-policy SPEC (e.g. learned:PATH.onnx with the model's path here)"
+        )
+    return spec, "recorded"
 
 
 def _candidates(config: AdviseConfig, cluster: SchedulerSpec) -> tuple[SchedulerSpec, ...]:

@@ -6,13 +6,18 @@ each stage's measured task durations, its outcome, its JCT, the policy that ran 
 pool size. It is built by one function, :func:`history_workflow`, from what the
 operator writes into the workflow's status, so the records of the sink and those
 ``idlegate history export`` reads from live objects (:mod:`idlegate.operator.export`)
-are the same:
+are the same but for ``policy``:
 
 * ``arrival``: ``completionTime - jctSeconds``, the arrival the operator measured the JCT
   from (``metadata.creationTimestamp`` on its clock), else the creation timestamp;
 * ``measuredDurationSeconds``: ``status.stages[].measuredDurationSeconds``, a uniform
   sample of at most ``--history-samples`` run times per stage (pod start to finish, from
-  the pods' container states: :func:`idlegate.operator.pods.ran`).
+  the pods' container states: :func:`idlegate.operator.pods.ran`);
+* ``policy``: in the sink, the operator's ``--scheduler`` spec as its canonical text
+  (``learned:/models/policy.onnx``), which ``idlegate advise`` rebuilds
+  (:func:`recorded_spec`); without ``--scheduler``, for a workflow that finished before
+  this operator started, and in a record of a live object, the status's ``policy``: the
+  name of the rule that released its last tasks (``policy`` for that spec).
 
 The optional sink (``--history-file PATH``, meant for a volume) is a JSON Lines history
 file, one line per finished workflow, rotated at ``--history-max-bytes`` (the standard
@@ -34,6 +39,7 @@ import logging
 import logging.handlers
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +47,7 @@ from idlegate.errors import IdlegateError
 from idlegate.operator.clock import Clock, from_datetime, timestamp_precision
 from idlegate.operator.pods import Owner, TaskPod
 from idlegate.operator.status import Phase
+from idlegate.policy.spec import SchedulerSpec
 from idlegate.sim.history import HistoryWorkflow, history_record
 from idlegate.sim.spec import WorkflowSpec, parse_workflow
 
@@ -94,6 +101,15 @@ def history_workflow(
         policy=status.get("policy") or None,
         pool_size=pool if isinstance(pool, int) and pool >= 1 else None,
     )
+
+
+def recorded_spec(settings: Settings) -> str | None:
+    """The policy the sink records: the canonical text of ``--scheduler``, which a replay
+    can rebuild (the status names a rule, ``model`` for ``learned:/m/model.onnx``); None
+    without it, or with a scheduler object (tests, embedding), whose spec is unknown."""
+    if settings.policy is None or settings.scheduler is not None:
+        return None
+    return SchedulerSpec.parse(settings.policy).format()
 
 
 def object_history(obj: Mapping[str, Any]) -> HistoryWorkflow | None:
@@ -179,6 +195,7 @@ class HistoryRecorder:
         self.metrics, self.writes, self.actuator = metrics, writes, actuator
         self.clock: Clock = s.clock
         self.keep = s.history_samples
+        self.spec = recorded_spec(s)
         self.sink = (
             HistorySink(s.history_file, s.history_max_bytes, s.history_backups)
             if s.history_file is not None
@@ -199,8 +216,11 @@ class HistoryRecorder:
             return
         name = f"{wf.owner.namespace}/{wf.owner.name}"
         record = history_workflow(name, wf.spec, wf.status())
-        if record is not None:
-            self._write(self.sink, record, wf.owner, lambda: self._recorded(wf))
+        if record is None:
+            return
+        if self.spec is not None:
+            record = replace(record, policy=self.spec)
+        self._write(self.sink, record, wf.owner, lambda: self._recorded(wf))
 
     def finished_before(self, body: Mapping[str, Any]) -> None:
         """A workflow that finished before this operator started: record it in the sink if
