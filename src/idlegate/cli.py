@@ -337,7 +337,13 @@ def history_simulate(
 ) -> None:
     """Make a history without a cluster: a workload run in the simulator, recorded as the
     operator records finished workflows (arrival, DAG, measured durations, JCT, policy,
-    pool size)."""
+    pool size).
+
+    Each stage keeps its estimate (taskDurationSeconds) beside the durations drawn
+    (measuredDurationSeconds). No lower bound is computed here; that of simulate and
+    compare is over the estimates by design (the ones schedulers see), so a replay whose
+    draws run shorter than the estimates can show a JCT / lower bound ratio below 1.
+    """
     from idlegate.evaluation.comparison import build, check_names
     from idlegate.policy import SchedulerSpec, make_scheduler
     from idlegate.sim.history import simulate_history, write_history
