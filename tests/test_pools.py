@@ -233,3 +233,80 @@ def test_each_pool_writes_its_own_series_into_one_registry():
     batch.remove()  # the pool is gone: a scrape no longer shows it
     text = generate_latest(default.registry).decode()
     assert 'pool="batch"' not in text and 'idlegate_executors{pool="default"} 8.0' in text
+
+
+# -- a pool shrunk below what runs in it: its running pods counted beyond the pool ------------
+
+
+@pytest.mark.asyncio
+async def test_a_shrunk_pool_counts_the_running_pods_that_do_not_fit_and_releases_nothing_new():
+    import copy
+
+    from idlegate.operator import intake
+    from idlegate.operator.pools import Pools
+    from tests.operator_fakes import harness, stage
+
+    h = harness(pool=1)
+    pools = Pools(h.bridge)
+    h.bridge = pools  # (the harness's pod events and settling go through the pools)
+    fifo = {"size": 3, "policy": "fifo", "namespaceSelector": {}}
+    pools.apply("batch", ExecutorPoolSpec.model_validate(fifo))
+    first = {"stages": [stage("a", duration=1.0), stage("b", tasks=3, deps=("a",))]}
+    for name, spec in (("first", first), ("second", {"stages": [stage("a", tasks=2)]})):
+        await intake.admit(pools, copy.deepcopy(h.kube.add_workflow(name, spec)))
+        await h.settle()
+    await h.finish("first-a-0", after=1.0)
+    running = ["first-b-0", "second-a-0", "second-a-1"]
+    assert h.released() == running  # the pool of 3 is full; first's b-1 and b-2 wait
+    shrunk = ExecutorPoolSpec.model_validate({**fifo, "size": 2})
+    with pools.moving():  # first is admitted again before second: it must not fill second's
+        await intake.readmit(pools, pools.apply("batch", shrunk))
+    await h.settle()
+    batch = pools.bridges["batch"]
+    assert h.released() == running and batch.busy == 3  # none deleted, none new
+    assert [len(wf.beyond) for wf in batch.workflows.values()] == [0, 1]
+    conditions = {c["type"]: c for c in h.kube.status("second")["conditions"]}
+    assert (conditions["Running"]["status"], conditions["Running"]["reason"]) == (
+        "True",
+        "TasksRunning",
+    )
+    assert conditions["Running"]["message"].startswith("2 task pod(s) released")
+    assert "1 of them beyond the pool" in conditions["Running"]["message"]
+    await h.finish("first-b-0", after=1.0)
+    # the freed executor is the pod's that ran beyond the pool: still nothing new
+    assert h.released() == running[1:] and batch.busy == 2
+    await h.finish("second-a-0", after=1.0)
+    assert h.released() == ["first-b-1", "second-a-1"] and batch.busy == 2
+    h.max_occupying = 0
+    await h.run_to_completion()
+    assert h.max_occupying == 2  # the new size from here on
+    for name in ("first", "second"):
+        status = h.kube.status(name)
+        assert status["phase"] == "Succeeded"
+        assert [s["succeeded"] for s in status["stages"]] == [s["tasks"] for s in status["stages"]]
+    assert all(h.kube.pods[("default", n)]["status"]["phase"] == "Succeeded" for n in running)
+
+
+@pytest.mark.asyncio
+async def test_a_restart_with_a_smaller_pool_size_counts_the_running_pods_beyond_it():
+    from idlegate.operator import intake
+    from idlegate.policy import make_scheduler
+    from tests.operator_fakes import FakeClock, FakeKube, Harness, stage
+
+    kube, clock = FakeKube(), FakeClock()
+    before = Harness(kube, clock, 3, make_scheduler("fifo"))
+    await before.submit("wide", {"stages": [stage("a", tasks=3), stage("z", deps=("a",))]})
+    await before.submit("next", {"stages": [stage("a")]})
+    running = ["wide-a-0", "wide-a-1", "wide-a-2"]
+    assert before.released() == running
+    after = Harness(kube, clock, 1, make_scheduler("fifo"))  # --pool-size 3 -> 1
+    await intake.rebuild(after.bridge)
+    await after.settle()
+    assert after.released() == running and after.bridge.busy == 3
+    await after.finish("wide-a-0", after=10)
+    await after.finish("wide-a-1")
+    assert after.released() == ["wide-a-2"] and after.bridge.busy == 1
+    after.max_occupying = 0
+    await after.run_to_completion()
+    assert after.max_occupying == 1
+    assert {kube.status(n)["phase"] for n in ("wide", "next")} == {"Succeeded"}

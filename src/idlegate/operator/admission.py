@@ -6,7 +6,9 @@ the checks and times of a new workflow (:func:`new_workflow`: its spec, and its 
 against its namespace's Pod Security level and service-account allow-list; an invalid
 spec is rejected by the bridge with a status and an Event, never admitted), and the
 progress its pods and status record (:func:`classify`): finished tasks, running ones on
-the executor slot recorded on their pod, idle slots from ``status.idleSlots``. The bridge puts that progress
+the executor slot recorded on their pod, idle slots from ``status.idleSlots``. Running pods
+that find no free executor (a pool made smaller than what runs in it) are never preempted:
+they run beyond the pool (:mod:`.beyond`). The bridge puts that progress
 into the state machine before its first decision (:meth:`Bridge.admit
 <idlegate.operator.bridge.Bridge.admit>`), so no pod is created twice, running tasks keep
 their executors, and a persisted delay is neither forgotten nor repeated.
@@ -32,8 +34,8 @@ from idlegate.sim.spec import parse_workflow
 
 
 class AdmitLaterError(IdlegateError):
-    """The workflow cannot be admitted now: its running pods need more free executors, or
-    its namespace (whose policy its templates must meet) cannot be read."""
+    """The workflow cannot be admitted now: its namespace (whose policy its templates must
+    meet) cannot be read."""
 
 
 def arrival_key(body: Mapping[str, Any]) -> tuple[str, str]:
@@ -106,14 +108,11 @@ class Restore:
     """Idle slots persisted in ``status.idleSlots``, by stage index."""
     cap: int = 0
     """The parallelism cap persisted in ``status.parallelismCap`` (0: none)."""
-
-    @property
-    def holders(self) -> list[tuple[StageTrack, Task]]:
-        """The tasks that hold an executor: running, awaiting a retry, or failed for good."""
-        held = self.running + self.retry
-        if self.failed_for_good is not None:
-            held.append(self.failed_for_good[:2])
-        return held
+    holders: list[tuple[StageTrack, Task]] = field(default_factory=list)
+    """The tasks that hold an executor of the pool (running, awaiting a retry, or failed
+    for good), each on the one it holds (:func:`_place`)."""
+    beyond: list[tuple[StageTrack, Task]] = field(default_factory=list)
+    """Running tasks for which no executor was free: they run beyond the pool."""
 
 
 def classify(
@@ -121,7 +120,7 @@ def classify(
 ) -> Restore:
     """Read the tasks' state from the pods (into `wf`'s tracks) and the idle slots from the
     status, and place the tasks that hold an executor on free executors of `cluster` (which
-    is not changed). Raises AdmitLaterError if too few executors are free.
+    is not changed); with too few free, some run beyond the pool (:func:`_place`).
 
     A task without pods that ``status.stages[].completedIndexes`` names succeeded (pod GC
     deleted its pod after that status was written). A pod being deleted that has not ended
@@ -153,7 +152,7 @@ def classify(
                 slot.stage, slot.delay_seconds, release, slot.released, slot.reason or ""
             )
     found.cap = int(status.get("parallelismCap") or 0)
-    _place(found.holders, cluster)
+    _place(found, cluster)
     return found
 
 
@@ -199,20 +198,40 @@ def _classify_task(track: StageTrack, index: int, infos: list[TaskPod], found: R
         found.retry.append((track, task))
 
 
-def _place(holders: list[tuple[StageTrack, Task]], cluster: Cluster) -> None:
-    """Give each task that holds an executor a free one: its recorded slot if that is free."""
-    if len(holders) > cluster.free_executors:
-        raise AdmitLaterError(
-            f"{len(holders)} of its task pods are running but only "
-            f"{cluster.free_executors} executors are free"
-        )
+def _place(found: Restore, cluster: Cluster) -> None:
+    """Give each task that holds an executor a free one, its recorded slot if that is free.
+
+    With too few free (a pool made smaller than what runs in it), none is preempted: the
+    running tasks left over run beyond the pool (`found.beyond`), a retry left over waits
+    for the policy like any task, and a task failed for good needs none (its workflow
+    fails). A gang stage's tasks are placed first, all or none: a gang starts as one."""
     taken = {executor for executor, _, _ in cluster.running_tasks()}
-    free = sorted(set(range(cluster.num_executors)) - taken)
-    for _, task in holders:
-        e = task.executor
-        if e is None or not 0 <= e < cluster.num_executors or e in taken:
-            e = free[0]  # enough by the check above
-        if e in free:
-            free.remove(e)
-        taken.add(e)
-        task.executor = e
+    free = set(range(cluster.num_executors)) - taken
+    gangs: dict[int, list[tuple[StageTrack, Task]]] = defaultdict(list)
+    singles: list[list[tuple[StageTrack, Task]]] = []
+    held = [*found.running, *([found.failed_for_good[:2]] if found.failed_for_good else [])]
+    for track, task in [*held, *found.retry]:
+        if track.spec.gang:
+            gangs[track.index].append((track, task))
+        else:
+            singles.append([(track, task)])
+    room = len(free)
+    for group in [*gangs.values(), *singles]:
+        if len(group) <= room:
+            room -= len(group)
+            found.holders += group
+    placed = {id(task) for _, task in found.holders}
+    found.beyond = [(s, t) for s, t in found.running if id(t) not in placed]
+    for track, task in found.retry:
+        if id(task) not in placed:
+            task.attempt += 1
+            track.replan(task)
+    found.retry = [(s, t) for s, t in found.retry if id(t) in placed]
+    unplaced = []
+    for _, task in found.holders:  # first the recorded slots that are free
+        if task.executor in free:
+            free.discard(task.executor)
+        else:
+            unplaced.append(task)
+    for task, executor in zip(unplaced, sorted(free), strict=False):
+        task.executor = executor

@@ -26,9 +26,10 @@ neither forgotten nor repeated.
 A gated pod that loses its gate without the operator (``kubectl patch`` by hand, another
 controller) runs, so it counts against the pool: its task is launched in the state machine on a
 free executor as if the policy had released it, or, with none free, runs *beyond the pool*
-(``Workflow.beyond``) until the next executor that frees up is its own, before the policy is
-asked again. It is the one path where the cluster's state changes without a decision of the
-policy.
+(:mod:`.beyond`) until the next executor that frees up is its own, before the policy is
+asked again. A workflow admitted with more running pods than free executors (a pool made
+smaller than what runs in it) runs the rest beyond the pool the same way. It is the one path
+where the cluster's state changes without a decision of the policy.
 
 Everything here runs in the operator's event loop, one event at a time, synchronously:
 what is read from the API (a workflow's pods, the outcome of a write) is handed in by
@@ -37,7 +38,6 @@ what is read from the API (a workflow's pods, the outcome of a write) is handed 
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 import socket
@@ -48,13 +48,13 @@ from idlegate.errors import IdlegateError
 from idlegate.operator import messages
 from idlegate.operator.actuator import Actuator
 from idlegate.operator.admission import (
-    AdmitLaterError,
     Restore,
     classify,
     judged,
     new_workflow,
     owner_of,
 )
+from idlegate.operator.beyond import Beyond
 from idlegate.operator.cleanup import Cleanup
 from idlegate.operator.clock import Steady
 from idlegate.operator.decisions import Answer, Decider, post_round
@@ -64,7 +64,7 @@ from idlegate.operator.kube import KubeApi
 from idlegate.operator.lifecycle import Lifecycle
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.planning import note_rule, planning_worker
-from idlegate.operator.pods import Owner, TaskPod, pod_name, read_task_pod
+from idlegate.operator.pods import Owner, pod_name, read_task_pod
 from idlegate.operator.podsecurity import NamespacePolicy
 from idlegate.operator.settings import Settings
 from idlegate.operator.status import Phase, SlotState
@@ -72,7 +72,7 @@ from idlegate.operator.timers import Timers
 from idlegate.operator.tracking import StageTrack, Task, TaskState, Workflow, WorkflowKey
 from idlegate.operator.writes import Writer
 from idlegate.sim.cluster import Cluster
-from idlegate.sim.protocol import Decision, Launch, Scheduler, Stage
+from idlegate.sim.protocol import Launch, Scheduler, Stage
 
 log = logging.getLogger(__name__)
 
@@ -123,8 +123,12 @@ class Bridge:
             self.cleanup = Cleanup(settings, self.writes, timers)
         self.rebuilt = False
         """Every workflow there was at the start is admitted (:func:`intake.rebuild`): ready."""
-        self._beyond = itertools.count()
-        """Sequence numbers of the tasks running beyond the pool (oldest adopted first)."""
+        self.beyond = Beyond(self)
+        """Task pods running beyond the pool (:mod:`.beyond`)."""
+        self.paused = False
+        """While workflows move into the pool (:meth:`Pools.moving
+        <idlegate.operator.pools.Pools.moving>`) no round runs: each one's running pods must
+        be counted before the pool releases anything."""
         self.decider = Decider(scheduler, metrics, settings.seed)  # (it resets the policy)
         self.planning = planning_worker(self)
         """A lookahead planner's worker (:mod:`idlegate.operator.planning`), else None."""
@@ -149,8 +153,8 @@ class Bridge:
         schedule: bool = True,
     ) -> Workflow | None:
         """Admit one DagWorkflow with its existing pods, its templates checked against its
-        namespace's `policy`; None if it needs no job (finished, invalid). Raises
-        AdmitLaterError when its running pods need more free executors."""
+        namespace's `policy`; None if it needs no job (finished, invalid). Its running pods
+        that find no free executor run beyond the pool (:mod:`.beyond`)."""
         owner = owner_of(body)
         previous = self.workflows.get((owner.namespace, owner.name))
         if previous is not None and previous.owner.uid != owner.uid:
@@ -173,8 +177,6 @@ class Bridge:
             wf.job = self.cluster.add_job(
                 wf.dag, now, f"{owner.namespace}/{owner.name}", wf, arrival=wf.arrival
             )
-        except AdmitLaterError:
-            raise
         except IdlegateError as exc:  # an invalid spec, or a gang larger than the pool
             self.lifecycle.reject(owner, body, str(exc))
             return None
@@ -213,7 +215,9 @@ class Bridge:
             if not slot.released and job.stages[i].idle_until is None:
                 slot.released = True  # it ended while the operator was away
                 self.writes.event(wf.owner, *messages.idle_slot_ended(slot, while_away=True))
-        if any(s.launched for s in job.stages):
+        for track, task in found.beyond:
+            self.beyond.add(wf, track, task)
+        if found.beyond or any(s.launched for s in job.stages):
             wf.phase = Phase.RUNNING
 
     def _resume(self, wf: Workflow, found: Restore) -> None:
@@ -222,7 +226,7 @@ class Bridge:
             self._complete(wf)
         elif found.failed_for_good:
             track, task, reason = found.failed_for_good
-            self._fail_task_for_good(wf, track, task, reason)
+            self.fail_task_for_good(wf, track, task, reason)
         else:
             for track, task in found.retry:
                 self._retry(wf, track, task)
@@ -272,16 +276,16 @@ class Bridge:
             self.schedule()
             return
         if task.state is TaskState.GATED and not info.gated:
-            self._released_by_others(wf, track, task, info.name)
+            self.beyond.released_by_others(wf, track, task, info.name)
             if not info.terminal:
                 self.schedule()
                 return
         if task.state is not TaskState.RELEASED or not info.terminal:
             return
         if task.executor is None:  # released by others, beyond the pool
-            self._beyond_ended(wf, track, task, info)
+            self.beyond.ended(wf, track, task, info)
         elif info.phase == "Succeeded":
-            self._task_succeeded(wf, track, task, self.history.seconds(info))
+            self.task_succeeded(wf, track, task, self.history.seconds(info))
         else:
             self._task_failed(wf, track, task, f"pod {info.name} failed: {info.reason}")
         self.schedule()
@@ -307,9 +311,12 @@ class Bridge:
     def schedule(self) -> None:
         """Ask the policy (if an event made it necessary) and carry out its launches."""
         try:
+            if self.paused:
+                return
             if self.cluster.free_executors:
-                self._adopt_beyond()
-            if self.cluster.needs_schedule:
+                self.beyond.adopt_waiting()
+            # (while a task runs beyond the pool, the pool is over its size: nothing new)
+            if self.cluster.needs_schedule and not self.beyond.count():
                 done = self.decider.decide(self.cluster, self.now())
                 for answer in done.taken:
                     if answer.decision.idle_delay > 0:
@@ -337,7 +344,7 @@ class Bridge:
             if switched is not None:
                 self.writes.event(wf.owner, *switched)
             for launch in launches:
-                self._release(wf, track, track.next_to_release(), launch.executor)
+                self.release(wf, track, track.next_to_release(), launch.executor)
             notice = messages.released(len(launches), last.decision, last.by)
             self.writes.event(wf.owner, *notice)
 
@@ -345,8 +352,7 @@ class Bridge:
     def busy(self) -> int:
         """Executors running task pods: the state machine's, plus pods running beyond the
         pool (released by others while no executor was free)."""
-        beyond = sum(len(wf.beyond) for wf in self.workflows.values())
-        return self.settings.pool_size - self.cluster.free_executors + beyond
+        return self.settings.pool_size - self.cluster.free_executors + self.beyond.count()
 
     def _idle_started(self, answer: Answer) -> None:
         stage, delay = answer.decision.stage, answer.decision.idle_delay
@@ -385,7 +391,7 @@ class Bridge:
 
     # -- tasks -----------------------------------------------------------------------------
 
-    def _release(self, wf: Workflow, track: StageTrack, index: int, executor: int) -> None:
+    def release(self, wf: Workflow, track: StageTrack, index: int, executor: int) -> None:
         """Release task `index` onto `executor`: remove its gate, or create it ungated."""
         task = track.task(index)
         had_pod = task.state is TaskState.GATED
@@ -397,7 +403,7 @@ class Bridge:
             self.writes.release_pod(wf, track, task)
         else:
             self.writes.create_pod(wf, track, task, gated=False)
-        self._top_up(wf, track)
+        self.top_up(wf, track)
         self.writes.status(wf, urgent=started)
 
     def _materialize(self, wf: Workflow, track: StageTrack) -> None:
@@ -405,9 +411,9 @@ class Bridge:
         if track.materialized or wf.job.stages[track.index].complete:
             return
         track.materialized = True
-        self._top_up(wf, track)
+        self.top_up(wf, track)
 
-    def _top_up(self, wf: Workflow, track: StageTrack) -> None:
+    def top_up(self, wf: Workflow, track: StageTrack) -> None:
         if not track.materialized:
             return
         while track.gated < self.settings.window:
@@ -418,7 +424,7 @@ class Bridge:
             track.set_state(task, TaskState.GATED)
             self.writes.create_pod(wf, track, task, gated=True)
 
-    def _task_succeeded(
+    def task_succeeded(
         self, wf: Workflow, track: StageTrack, task: Task, ran: float | None
     ) -> None:
         executor = task.executor
@@ -426,9 +432,11 @@ class Bridge:
         track.set_state(task, TaskState.SUCCEEDED)
         self.cleanup.task_ended(wf, track, task, succeeded=True)
         wf.measured(track, task, self.now(), ran, self.settings.history_samples)
-        following = self.cluster.task_finished(executor, self.now())
+        # (a task running beyond the pool is owed the executor: it does not go on)
+        keep = not self.beyond.count()
+        following = self.cluster.task_finished(executor, self.now(), keep=keep)
         if following is not None:
-            self._release(wf, track, track.next_to_release(), executor)
+            self.release(wf, track, track.next_to_release(), executor)
             self.writes.event(wf.owner, *messages.released_next(track.spec.name))
         job = wf.job
         if job.finish is not None:
@@ -445,7 +453,7 @@ class Bridge:
         self.metrics.task_failures.inc()
         self.cleanup.task_ended(wf, track, task, succeeded=False)
         if task.failures > track.spec.backoff_limit:
-            self._fail_task_for_good(wf, track, task, reason)
+            self.fail_task_for_good(wf, track, task, reason)
             return
         self.writes.event(wf.owner, *messages.task_failure(track, task, reason))
         self._retry(wf, track, task)
@@ -455,87 +463,10 @@ class Bridge:
         task.attempt += 1
         self.writes.create_pod(wf, track, task, gated=False)
 
-    def _fail_task_for_good(self, wf: Workflow, track: StageTrack, task: Task, reason: str) -> None:
+    def fail_task_for_good(self, wf: Workflow, track: StageTrack, task: Task, reason: str) -> None:
         track.set_state(task, TaskState.FAILED)  # its pod has failed: kept (logs)
         _, failure, message = messages.task_failure(track, task, reason)
         self.fail(wf, failure, message)
-
-    # -- tasks released by others ----------------------------------------------------------
-
-    def _released_by_others(self, wf: Workflow, track: StageTrack, task: Task, pod: str) -> None:
-        """A gated pod of ours lost the gate without the operator releasing it: it runs, so
-        its task is launched in the state machine on a free executor (ending its stage's
-        idle slot, if any), or, with none free, runs beyond the pool."""
-        self.metrics.foreign_releases.inc()
-        track.set_state(task, TaskState.RELEASED)
-        task.executor = None
-        if wf.phase is Phase.PENDING:
-            wf.phase = Phase.RUNNING
-        adopted = self._adopt(wf, track, task)
-        if not adopted:
-            wf.beyond.append((next(self._beyond), track, task))
-        self._top_up(wf, track)
-        pool = self.settings.pool_size
-        notice = messages.released_by_others(pod, track.spec.name, pool, adopted)
-        self.writes.event(wf.owner, *notice)
-        self.writes.status(wf, urgent=True)
-
-    def _adopt(self, wf: Workflow, track: StageTrack, task: Task) -> bool:
-        """Launch `task` (running already) in the state machine on a free executor, with the
-        rest of its gang; False if that is not possible now."""
-        stage, now = wf.job.stages[track.index], self.now()
-        if stage.idle_until is not None:  # it has started: its idle slot is over
-            self.cluster.idle_expired(stage, now)
-            self.timers.cancel(wf.timer_key(track.index))
-            slot = wf.idle_slots.get(track.index)
-            if slot is not None:
-                slot.released = True
-        need = stage.tasks - stage.launched if stage.gang else 1
-        if need > self.cluster.free_executors:
-            return False
-        # a cap of exactly what it needs: the policy's next decision for the job sets its own
-        decision = Decision(stage, stage.job.held + need)
-        try:
-            self.cluster.check(decision)
-        except IdlegateError:
-            return False
-        launches = self.cluster.apply(decision, now)
-        task.executor = launches[0].executor
-        for launch in launches[1:]:  # the gang's other tasks start with it
-            self._release(wf, track, track.next_to_release(), launch.executor)
-        return True
-
-    def _adopt_beyond(self) -> None:
-        """Give free executors to the tasks running beyond the pool, oldest first."""
-        waiting = sorted(
-            (seq, wf, track, task)
-            for wf in self.workflows.values()
-            for seq, track, task in wf.beyond
-        )
-        for seq, wf, track, task in waiting:
-            if not wf.active or task.state is not TaskState.RELEASED or task.executor is not None:
-                continue
-            if self._adopt(wf, track, task):
-                wf.beyond.remove((seq, track, task))
-                if task.finished_unaccounted:
-                    task.finished_unaccounted = False
-                    self._task_succeeded(wf, track, task, None)
-
-    def _beyond_ended(self, wf: Workflow, track: StageTrack, task: Task, info: TaskPod) -> None:
-        """A task running beyond the pool ended before an executor was free for it."""
-        if info.phase == "Succeeded":
-            # it is counted in the state machine once an executor is its own
-            task.finished_unaccounted = True
-            return
-        wf.beyond = [b for b in wf.beyond if b[2] is not task]
-        track.attempt_failed(task)
-        self.metrics.task_failures.inc()
-        if task.failures > track.spec.backoff_limit:
-            self._fail_task_for_good(wf, track, task, f"pod {info.name} failed: {info.reason}")
-            return
-        task.attempt += 1
-        track.replan(task)  # the retry waits for the policy like any task
-        self.writes.status(wf)
 
     # -- workflow outcomes -----------------------------------------------------------------
 

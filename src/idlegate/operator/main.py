@@ -239,25 +239,28 @@ class Operator:
 
     async def _admit_later(self, every: float) -> None:
         """Retry, every `every` seconds, the workflows that left a pool and could not be
-        admitted again yet (a pool made smaller than what runs in it, an API error)."""
+        read again yet (an API error)."""
         while True:
             await asyncio.sleep(every)
             if self.pools.later:
                 owners = list(self.pools.later.values())
                 self.pools.later.clear()
-                await intake.readmit(self.pools, owners)
+                with self.pools.moving():
+                    await intake.readmit(self.pools, owners)
 
     async def pool_changed(self, name: str, spec: Any) -> dict[str, Any]:
         """ExecutorPool `name` was created or changed: its pool runs with `spec` (a
         SpecError or IdlegateError if it cannot); returns its status."""
         pools = await self.ready_pools()
-        moved = pools.apply(name, parse_pool_spec(spec, name))
-        await intake.readmit(pools, moved)
+        parsed = parse_pool_spec(spec, name)
+        with pools.moving():
+            await intake.readmit(pools, pools.apply(name, parsed))
         return pool_status(name, pools)
 
     async def pool_deleted(self, name: str) -> None:
         pools = await self.ready_pools()
-        await intake.readmit(pools, pools.remove(name))
+        with pools.moving():
+            await intake.readmit(pools, pools.remove(name))
 
     async def ready_pools(self) -> Pools:
         await self.watchdog.rebuilt.wait()

@@ -13,17 +13,20 @@ without ExecutorPools the operator works as it did before pools.
 A pool created, changed or deleted at run time (:meth:`Pools.apply`, :meth:`Pools.remove`)
 moves the workflows whose pool changed as a restart would (:mod:`.admission`): each leaves
 its old bridge (in memory only: no pod is touched, so no running task is preempted) and is
-admitted again from the API with its pods. Running pods keep executors; a pool made
-smaller than what runs in it admits the workflows that still fit and the others wait
-(AdmitLaterError, retried) until executors free up. A workflow whose pool is gone, or
-names a pool that does not exist, waits with condition ``PoolReady=False`` saying which
-pool it waits for; it is admitted once that pool exists.
+admitted again from the API with its pods (:meth:`Pools.moving`: meanwhile no pool
+releases anything). Running pods keep executors; in a pool made smaller than what runs in
+it, those left without one run *beyond the pool* (:mod:`.beyond`): counted, never
+preempted, each taking the next executor that frees up, and nothing new is released until
+the pool is back within its size. A workflow whose pool is gone, or names a pool that does
+not exist, waits with condition ``PoolReady=False`` saying which pool it waits for; it is
+admitted once that pool exists.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from idlegate.errors import IdlegateError
@@ -53,7 +56,9 @@ class Pools:
         """The labels of each namespace, as last read (routing by namespaceSelector)."""
         self._waiting_owner: dict[WorkflowKey, Owner] = {}
         self.later: dict[WorkflowKey, Owner] = {}
-        """Workflows that left a pool and could not be admitted again yet (retried)."""
+        """Workflows that left a pool and could not be read again yet (retried)."""
+        self._moving = 0
+        """Moves of workflows between pools under way (:meth:`moving`)."""
 
     @classmethod
     def of(cls, bridge: Pools | Bridge) -> Pools:
@@ -193,6 +198,27 @@ class Pools:
 
     # -- pools appearing, changing and going ---------------------------------------------------
 
+    @contextmanager
+    def moving(self) -> Iterator[None]:
+        """While workflows move between pools (:meth:`apply` or :meth:`remove`, then their
+        admission again from the API), no pool runs a round: a moved workflow's running
+        pods must be counted where it lands before that pool releases anything, or the pool
+        would fill executors its pods still hold. Every pool waits, as a workflow may land
+        in any of them; one round each afterwards."""
+        self._moving += 1
+        self._pause()
+        try:
+            yield
+        finally:
+            self._moving -= 1
+            self._pause()
+            if not self._moving:
+                self.schedule()
+
+    def _pause(self) -> None:
+        for bridge in self.bridges.values():
+            bridge.paused = self._moving > 0
+
     def apply(self, name: str, spec: ExecutorPoolSpec) -> list[Owner]:
         """ExecutorPool `name` is created or changed: (re)build its bridge if its size,
         policy or budget changed; returns the workflows to admit again from the API (those
@@ -235,6 +261,7 @@ class Pools:
         metrics = Metrics(spec.size, scheduler.name, pool=name, beside=d.metrics)
         bridge = Bridge(settings, d.kube, scheduler, metrics=metrics, timers=d.timers, beside=d)
         bridge.rebuilt = d.rebuilt
+        bridge.paused = self._moving > 0
         return bridge
 
     def _evacuate(self, bridge: Bridge) -> list[Owner]:

@@ -358,6 +358,12 @@ class Workflow:
         elif running:
             cap = f", parallelism cap {self.job.cap}" if self.job.cap else ""
             message = f"{running} task pod(s) released{cap}."
+            if self.beyond:  # (they hold no executor of the pool: it is over its size)
+                message += (
+                    f" {len(self.beyond)} of them beyond the pool: it runs more than its size "
+                    "(made smaller, or a gate removed by others), so nothing new is released "
+                    "until they have executors."
+                )
             self.conditions.set("Running", True, "TasksRunning", message, gen, now)
         elif idle:
             slot = idle[0]
