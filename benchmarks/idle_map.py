@@ -29,6 +29,7 @@ is independent: `-j N` spreads them over N local processes (`idlegate.parallel`)
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import statistics
@@ -37,6 +38,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import ModuleType
 
 from idlegate.errors import IdlegateError
 from idlegate.parallel import LocalPool
@@ -46,10 +48,21 @@ from idlegate.sim.metrics import paired_relative_change
 from idlegate.sim.workloads import build_workload
 from idlegate.sim.workloads.follow import FollowConfig
 
-HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:  # the sibling script optimum.py holds the CP-SAT model
-    sys.path.insert(0, str(HERE))
-import optimum  # noqa: E402
+
+def _sibling(name: str) -> ModuleType:
+    """benchmarks/<name>.py, which is no package (loaded once, as benchmarks_<name>)."""
+    key = f"benchmarks_{name}"
+    if key not in sys.modules:
+        path = Path(__file__).with_name(f"{name}.py")
+        spec = importlib.util.spec_from_file_location(key, path)
+        if spec is None or spec.loader is None:
+            raise IdlegateError(f"cannot load {path}; run from a checkout of idlegate")
+        sys.modules[key] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[key])
+    return sys.modules[key]
+
+
+optimum = _sibling("optimum")  # the CP-SAT model and its run_instance
 
 WORKLOAD = "follow"
 BEST = "analytic:sjf"
