@@ -40,11 +40,25 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from idlegate.flags import missing_extra, one_line
 from idlegate.operator.crd import API_VERSION, render_crd
 from idlegate.operator.pods import GATE
-from tests.k8s.apiserver import PODS
-from tests.k8s.harness import ApiServer
-from tests.k8s.kubelet import SimKubelet
+
+try:  # the test API server needs the dev extra (kmock), the operator run its own extra
+    import kopf  # noqa: F401 (not used here: the operator subprocess needs it)
+
+    from tests.k8s.apiserver import PODS
+    from tests.k8s.harness import ApiServer
+    from tests.k8s.kubelet import SimKubelet
+except ModuleNotFoundError as exc:
+    if __name__ != "__main__":
+        raise
+    if exc.name == "tests":
+        sys.exit("Error: run it from the repository root: python -m benchmarks.operator_burst")
+    error = missing_extra(exc)
+    if error is None:
+        raise
+    sys.exit(f"Error: {one_line(error)}")
 
 DWF = "idlegate.io/v1alpha1/dagworkflows"
 NAMESPACE = "burst"

@@ -79,9 +79,17 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
-from ortools.sat.python import cp_model
-
 from idlegate.errors import IdlegateError
+from idlegate.flags import missing_extra, one_line
+
+try:
+    from ortools.sat.python import cp_model
+except ModuleNotFoundError as exc:  # the dev extra: one Error line, as the CLI's
+    error = missing_extra(exc)
+    if __name__ != "__main__" or error is None:
+        raise
+    sys.exit(f"Error: {one_line(error)}")
+
 from idlegate.policy import make_scheduler
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import Fidelity, SimResult, Workload, simulate

@@ -212,3 +212,21 @@ def test_a_command_whose_extra_is_missing_says_which_to_install(blocked, args, e
     assert out.returncode == 1, out.stderr
     assert f"needs the '{extra}' extra" in out.stderr and f"idlegate[{extra}]" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("script", "blocked", "extra"),
+    [("optimum", "ortools", "dev"), ("operator_burst", "kmock", "dev")],
+)
+def test_a_benchmark_whose_extra_is_missing_says_which_to_install(script, blocked, extra):
+    root = Path(__file__).parents[1]
+    code = (
+        f"import runpy, sys; sys.modules[{blocked!r}] = None; sys.argv = ['x', '--help']\n"
+        f"runpy.run_module('benchmarks.{script}', run_name='__main__')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=root
+    )
+    assert out.returncode == 1, out.stderr
+    [line] = out.stderr.splitlines()
+    assert line.startswith("Error: ") and f"-e '.[{extra}]'" in line and blocked in line
