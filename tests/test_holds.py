@@ -260,38 +260,45 @@ async def test_a_switch_planner_in_the_worker_sees_arrivals_while_no_executor_is
     assert source.selector.fitted_at is not None  # fitted for the worker's plans
 
 
-def write_history(path: Path, n: int, start: float = 1_717_225_200.0) -> Path:
-    """A history of `n` workflows, a long one then two short ones, 4 s apart."""
-    flows = [
-        {
-            "name": f"job-{i}",
-            "submitTime": start + 4 * i,
-            "stages": [
-                {"name": "run", "tasks": 1, "taskDurationSeconds": 60.0 if i % 3 == 0 else 5.0}
-            ],
-        }
-        for i in range(n)
-    ]
+def write_history(path: Path, sessions: int, start: float = 1_717_225_200.0) -> list[float]:
+    """A history of `sessions` long workflows (``etl-N``, one every 40–80 s), each followed
+    3–10 s later by two short ones (``query-N``, 2 s apart); its submit times."""
+    rng = np.random.default_rng(5)
+    flows, t = [], start
+    for i in range(sessions):
+        lag = t + rng.uniform(3.0, 10.0)
+        for name, at, seconds in ((f"etl-{i}", t, 60.0), (f"query-{2 * i}", lag, 5.0)):
+            flows.append({"name": name, "submitTime": at, "stages": [stage("run", 1, seconds)]})
+        flows.append(
+            {
+                "name": f"query-{2 * i + 1}",
+                "submitTime": lag + 2.0,
+                "stages": [stage("run", 1, 5.0)],
+            }
+        )
+        t += rng.uniform(40.0, 80.0)
     path.write_text(yaml.safe_dump(flows))
-    return path
+    return [f["submitTime"] for f in flows]
 
 
 @pytest.mark.asyncio
-async def test_a_history_makes_the_model_ready_from_the_operators_first_arrival(tmp_path):
-    history = write_history(tmp_path / "history.yaml", 30)
-    spec = f"lookahead?mode=decision&futures=conditional&futures_history={history}:sjf"
+@pytest.mark.parametrize("kind", ["conditional", "auto", "expected"])
+async def test_a_history_makes_the_model_ready_from_the_operators_first_arrival(tmp_path, kind):
+    times = write_history(tmp_path / "history.yaml", 30)
+    path = tmp_path / "history.yaml"
+    spec = f"lookahead?mode=decision&futures={kind}&futures_history={path}:sjf"
     h = harness(pool=2, scheduler=make_scheduler(spec))
     await h.submit("busy", {"stages": [stage("run", duration=50.0)]})
     source = source_of(h)
     first = h.clock.now()
     # the history is the past just before the first arrival (not before the epoch)
     prior = source.arrivals[:-1]
-    assert len(prior) == 30 and first - 8.0 < prior[-1].time < first
-    assert prior[-1].time - prior[0].time == pytest.approx(4 * 29)
-    await h.submit("etl", {"stages": [stage("extract", duration=100.0)]})
-    assert source.used_model >= 1 and source.used_poisson == 0  # fitted from the start
+    gap = (times[-1] - times[0]) / (len(times) - 1)
+    assert len(prior) == 90 and prior[-1].time == pytest.approx(first - gap)
+    assert prior[-1].time - prior[0].time == pytest.approx(times[-1] - times[0])
+    assert source.used_model == 1 and source.used_poisson == 0  # the model from the start
     span = source.selector.fitted_at - source.selector.model.seen[0].time
-    assert span < 200.0  # the rates are of the history's pace (not of 54 years)
+    assert span < times[-1] - times[0] + 2 * gap  # the history's pace, not 54 years'
 
 
 def test_arrivals_seen_out_of_order_are_kept_in_time_order():

@@ -219,7 +219,8 @@ class ConditionalSource(FutureSource):
     `prior` (e.g. `history_arrivals` of a history file) is taken as the past just before
     the run: it ends one mean gap before the first time the source sees (its first
     arrival, or its first decision), whatever the clock (the simulator's from 0, the
-    operator's epoch seconds), and the model is fitted on it from the first decision on.
+    operator's epoch seconds), and the model is fitted on it, and scored through it for
+    ``auto``/``expected``, before the first decision.
     Arrivals are kept sorted by time (an operator rebuilding its state after a restart
     sees the workflows in the system in any order).
     """
@@ -247,10 +248,16 @@ class ConditionalSource(FutureSource):
 
     def _anchor(self, start: float) -> None:
         """`start` is the first time the source sees (nothing live arrived before it):
-        the prior moves to end just before it."""
-        if not self._anchored:
-            self._anchored = True
-            self.arrivals = self._prior_before(start)
+        the prior moves to end just before it, and the model is scored and fitted
+        through it as if it had been live (every quarter `score_window` arrivals), so
+        that ``auto`` and ``expected`` have their held-out evidence from the start."""
+        if self._anchored:
+            return
+        self._anchored = True
+        self.arrivals = self._prior_before(start)
+        step = max(1, self.config.score_window // 4)
+        for k in range(self.config.min_arrivals, len(self.arrivals) + 1, step):
+            self.selector.update(self.arrivals[:k], self.arrivals[k - 1].time)
 
     def model_ready(self, now: float) -> bool:
         """Refit on the arrivals so far; whether the model's futures are used now (fitted,
