@@ -310,3 +310,29 @@ async def test_a_restart_with_a_smaller_pool_size_counts_the_running_pods_beyond
     await after.run_to_completion()
     assert after.max_occupying == 1
     assert {kube.status(n)["phase"] for n in ("wide", "next")} == {"Succeeded"}
+
+
+def test_the_pool_status_refresh_and_ready_time_come_from_the_operators_clock():
+    pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
+    from idlegate.operator.clock import ScaledClock, from_datetime
+    from idlegate.operator.main import Operator, build_registry, pool_condition
+    from idlegate.operator.settings import Settings
+    from tests.operator_fakes import FakeClock, FakeKube
+
+    def refresh_every(clock: object) -> float:
+        operator = Operator(Settings(pool_size=2, clock=clock), kube=FakeKube())
+        handlers = build_registry(operator)._spawning.get_all_handlers()
+        (timer,) = [h for h in handlers if h.id == "pool-status"]
+        return timer.interval
+
+    # 5 s of the operator's clock: a quarter of a second of the loop's when it runs 20x
+    assert refresh_every(ScaledClock(20)) == pytest.approx(0.25)
+    assert refresh_every(FakeClock()) == pytest.approx(5.0)
+    t = 1_700_000_000.0
+    ready = pool_condition(True, "Running", "runs", t)
+    assert from_datetime(ready["lastTransitionTime"]) == t
+    # still Ready later: the transition keeps its time; Invalid then is a new one
+    body = {"status": {"conditions": [ready]}}
+    assert pool_condition(True, "Running", "runs", t + 60, body) == ready
+    invalid = pool_condition(False, "Invalid", "bad", t + 60, body)
+    assert from_datetime(invalid["lastTransitionTime"]) == t + 60

@@ -79,6 +79,8 @@ log = logging.getLogger(__name__)
 ANNOTATION_PREFIX = "idlegate.io"
 """kopf's own annotations (handler progress, last handled spec) use this prefix."""
 RETRY_DELAY = 5.0
+POOL_STATUS_SECONDS = 5.0
+"""Seconds of the operator's clock between two refreshes of an ExecutorPool's counts."""
 
 
 class Operator:
@@ -482,7 +484,10 @@ def _cron_handlers(registry: kopf.OperatorRegistry, operator: Operator) -> None:
 
 def _pool_handlers(registry: kopf.OperatorRegistry, operator: Operator) -> None:
     """ExecutorPools: a change rebuilds the pool's state machine; the status counts are
-    refreshed every 5 s; a deletion sends its workflows to wait."""
+    refreshed every :data:`POOL_STATUS_SECONDS` of the operator's clock (kopf's timer runs
+    on the loop: the clock says how long that is there); a deletion sends its workflows
+    to wait."""
+    clock = operator.settings.clock
 
     @kopf.on.resume(GROUP, VERSION, POOL_PLURAL, registry=registry, id="pool")
     @kopf.on.create(GROUP, VERSION, POOL_PLURAL, registry=registry, id="pool")
@@ -495,14 +500,16 @@ def _pool_handlers(registry: kopf.OperatorRegistry, operator: Operator) -> None:
         except ApiError as exc:
             raise _temporary(exc) from exc
         except IdlegateError as exc:  # a spec or policy that cannot run: said, not retried
-            now = operator.settings.clock.now()
-            patch.status["conditions"] = [pool_condition(False, "Invalid", str(exc), now)]
+            invalid = pool_condition(False, "Invalid", str(exc), clock.now(), body)
+            patch.status["conditions"] = [invalid]
             return
-        now = operator.settings.clock.now()
-        ready = pool_condition(True, "Running", "The pool runs its workflows.", now)
+        message = "The pool runs its workflows."
+        ready = pool_condition(True, "Running", message, clock.now(), body)
         patch.status.update({**status, "observedGeneration": generation, "conditions": [ready]})
 
-    @kopf.timer(GROUP, VERSION, POOL_PLURAL, registry=registry, id="pool-status", interval=5.0)
+    every = clock.wall_delay(POOL_STATUS_SECONDS)
+
+    @kopf.timer(GROUP, VERSION, POOL_PLURAL, registry=registry, id="pool-status", interval=every)
     async def pool_counts(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
         name = (body.get("metadata") or {}).get("name", "")
         if operator.ready and name in operator.pools.bridges:
@@ -514,16 +521,23 @@ def _pool_handlers(registry: kopf.OperatorRegistry, operator: Operator) -> None:
             await operator.pool_deleted((body.get("metadata") or {}).get("name", ""))
 
 
-def pool_condition(ok: bool, reason: str, message: str, now: float) -> dict[str, Any]:
-    """The Ready condition of an ExecutorPool's status, changed at `now` (the operator's
-    clock, as every time it writes)."""
+def pool_condition(
+    ok: bool, reason: str, message: str, now: float, body: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The Ready condition of an ExecutorPool's status; its transition is at `now` (the
+    operator's clock, as every time it writes) unless `body`'s Ready condition already had
+    this status (then it keeps that time, as Kubernetes conditions do)."""
     status = "True" if ok else "False"
+    since = to_datetime(now).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for old in ((body or {}).get("status") or {}).get("conditions") or []:
+        if old.get("type") == "Ready" and old.get("status") == status:
+            since = old.get("lastTransitionTime") or since
     return {
         "type": "Ready",
         "status": status,
         "reason": reason,
         "message": message,
-        "lastTransitionTime": to_datetime(now).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "lastTransitionTime": since,
     }
 
 
