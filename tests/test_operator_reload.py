@@ -227,3 +227,43 @@ async def test_the_operator_watches_its_policy_and_its_shadow(tmp_path, monkeypa
         assert reasons == ["PolicyReloadFailed", "PolicyReloaded"]
     finally:
         await operator.stop()
+
+
+@pytest.mark.asyncio
+async def test_every_pool_reloads_its_policy_with_an_object_of_its_own(tmp_path):
+    """A pool without spec.policy takes --scheduler's new model (its own object); a pool
+    whose spec.policy names a file reloads from that file; a deleted pool's watch stops."""
+    active = variant(tmp_path / "active.onnx", "a1")
+    own = variant(tmp_path / "own.onnx", "o1")
+    settings = Settings(
+        pool_size=2,
+        policy=str(active),
+        policy_reload_interval=0.05,
+        metrics_port=None,
+        health_port=None,
+        clock=FakeClock(),
+        event_interval=0.0,
+    )
+    operator = Operator(settings, kube=FakeKube())
+    await operator.start()
+    try:
+        await asyncio.wait_for(operator.watchdog.rebuilt.wait(), 5)
+        await operator.pool_changed("follows", {"size": 1})
+        await operator.pool_changed("owns", {"size": 1, "policy": f"learned:{own}"})
+        bridges = operator.pools.bridges
+        assert [marker(bridges[n].scheduler) for n in ("follows", "owns")] == ["a1", "o1"]
+        swap_in(active, variant(tmp_path / "a2.onnx", "a2"))
+        swap_in(own, variant(tmp_path / "o2.onnx", "o2"))
+        value = operator.metrics.value
+        for _ in range(500):  # the watches look every 0.05 s of loop time
+            await asyncio.sleep(0.02)
+            if value("idlegate_policy_reloads_total", role="active", result="ok") == 2:
+                break
+        assert marker(bridges["default"].scheduler) == "a2"
+        assert marker(bridges["follows"].scheduler) == "a2"
+        assert bridges["follows"].scheduler is not bridges["default"].scheduler
+        assert marker(bridges["owns"].scheduler) == "o2"
+        await operator.pool_deleted("owns")
+        assert "owns" not in operator.pool_reloads._watches
+    finally:
+        await operator.stop()

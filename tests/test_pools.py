@@ -336,3 +336,40 @@ def test_the_pool_status_refresh_and_ready_time_come_from_the_operators_clock():
     assert pool_condition(True, "Running", "runs", t + 60, body) == ready
     invalid = pool_condition(False, "Invalid", "bad", t + 60, body)
     assert from_datetime(invalid["lastTransitionTime"]) == t + 60
+
+
+@pytest.mark.asyncio
+async def test_the_known_cron_runs_are_told_to_the_pool_their_runs_land_in():
+    from idlegate.operator.pools import Pools
+    from idlegate.sim.dag import Dag
+    from idlegate.sim.engine import JobArrival
+    from tests.operator_fakes import harness
+
+    pools = Pools(harness(pool=2).bridge)
+    dag = Dag.from_spec(
+        parse_workflow({"stages": [{"name": "a", "tasks": 1, "taskDurationSeconds": 5}]}, "w")
+    )
+    batch_runs = (JobArrival(100.0, "nightly-1", dag, None, scheduled=True),)
+    gpu_runs = (JobArrival(50.0, "train-1", dag, None, scheduled=True),)
+    pools.apply(
+        "batch",
+        ExecutorPoolSpec.model_validate(
+            {"size": 1, "namespaceSelector": {"matchLabels": {"team": "batch"}}}
+        ),
+    )
+    pools.labels["analytics"] = {"team": "batch"}
+    pools.cron_pools[("analytics", "nightly")] = None  # by its namespace's labels
+    pools.cron_pools[("analytics", "train")] = "gpu"  # workflowSpec.pool: not there yet
+    pools.foresee(("analytics", "nightly"), batch_runs)
+    pools.foresee(("analytics", "train"), gpu_runs)
+
+    def known() -> dict[str, list[str]]:
+        return {name: [a.name for a in b.decider.known] for name, b in pools}
+
+    assert known() == {"default": [], "batch": ["nightly-1"]}
+    pools.apply("gpu", ExecutorPoolSpec.model_validate({"size": 1}))  # its runs land there now
+    assert known() == {"default": [], "batch": ["nightly-1"], "gpu": ["train-1"]}
+    pools.remove("batch")  # nightly's runs go to the default pool, as its workflows would
+    assert known() == {"default": ["nightly-1"], "gpu": ["train-1"]}
+    pools.foresee(("analytics", "train"), ())  # suspended or deleted: withdrawn
+    assert known() == {"default": ["nightly-1"], "gpu": []}

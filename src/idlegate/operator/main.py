@@ -36,7 +36,6 @@ CRD's schema prunes.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -65,13 +64,12 @@ from idlegate.operator.messages import Notice
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.pods import LABEL_WORKFLOW
 from idlegate.operator.pool_spec import parse_pool_spec
-from idlegate.operator.pools import Pools, pool_status
-from idlegate.operator.reload import policy_watches, replace_policy
+from idlegate.operator.pools import Pools, namespace_labels, pool_status
+from idlegate.operator.reload import PoolReloads, policy_watches, replace_policy
 from idlegate.operator.settings import Settings
 from idlegate.operator.shadow import make_shadow
 from idlegate.operator.timers import IdleTimers
 from idlegate.operator.watchdog import KopfRequestLog, OperatorPod, RetryForever, Watchdog
-from idlegate.sim.engine import JobArrival
 from idlegate.sim.protocol import Scheduler
 
 log = logging.getLogger(__name__)
@@ -92,6 +90,8 @@ class Operator:
         self.metrics = Metrics(settings.pool_size, self.scheduler.name)
         self.shadow = make_shadow(settings, self.metrics)
         """The shadow policy (--shadow), compared beside the policy, or None."""
+        self.pool_reloads = PoolReloads(settings, self.metrics, self.report)
+        """Hot reload of the ExecutorPools' policies (:mod:`idlegate.operator.reload`)."""
         self.watches = policy_watches(
             settings,
             active=lambda: self.scheduler,
@@ -99,6 +99,7 @@ class Operator:
             shadow=self.shadow,
             metrics=self.metrics,
             report=self.report,
+            others=self.pool_reloads.following,
         )
         """The model files watched for hot reload (:mod:`idlegate.operator.reload`)."""
         self.health = ApiHealth(self.metrics)
@@ -111,8 +112,6 @@ class Operator:
         self._bridge: Bridge | None = None
         self._pools: Pools | None = None
         self._cron: CronController | None = None
-        self._upcoming: dict[tuple[str, str], tuple[JobArrival, ...]] = {}
-        """Each cron workflow's upcoming runs, told to the policy (``futures=known``)."""
         self._watchdog: Watchdog | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._kopf_log: KopfRequestLog | None = None
@@ -149,17 +148,27 @@ class Operator:
             bridge = self.bridge
             record = bridge.writes.events.record
             self._cron = CronController(
-                bridge.kube, self.timers, self.settings.clock, record, self._foresee
+                bridge.kube, self.timers, self.settings.clock, record, self.pools.foresee
             )
         return self._cron
 
-    def _foresee(self, key: tuple[str, str], runs: tuple[JobArrival, ...]) -> None:
-        if runs:
-            self._upcoming[key] = runs
-        elif self._upcoming.pop(key, None) is None:
+    async def cron_seen(self, body: Mapping[str, Any]) -> None:
+        """Note where the runs of cron workflow `body` go: its ``workflowSpec.pool`` and its
+        namespace's labels (kept as they were if the API cannot show them now)."""
+        meta = body.get("metadata") or {}
+        namespace = meta.get("namespace", "")
+        spec = (body.get("spec") or {}).get("workflowSpec") or {}
+        pool = spec.get("pool") if isinstance(spec, Mapping) else None
+        self.pools.cron_pools[(namespace, meta.get("name", ""))] = (
+            pool if isinstance(pool, str) else None
+        )
+        try:
+            found = await self.kube.get_namespace(namespace)
+        except ApiError as exc:
+            log.info("Cannot read namespace %s now (%s): its labels as last read.", namespace, exc)
             return
-        merged = sorted(itertools.chain(*self._upcoming.values()), key=lambda a: a.time)
-        self.bridge.decider.foresee(merged)
+        if found is not None:
+            self.pools.labels[namespace] = namespace_labels(found)
 
     @property
     def kube(self) -> KubeApi:
@@ -198,7 +207,7 @@ class Operator:
                 health=self.health,
             )
             self._bridge.decider.shadow = self.shadow
-            self._pools = Pools(self._bridge)
+            self._pools = self.pool_reloads.pools = Pools(self._bridge)
         if self._kopf_log is None:
             self._kopf_log = KopfRequestLog(self.health, asyncio.get_running_loop())
             self._kopf_log.install()
@@ -257,12 +266,14 @@ class Operator:
         parsed = parse_pool_spec(spec, name)
         with pools.moving():
             await intake.readmit(pools, pools.apply(name, parsed))
+        self.pool_reloads.changed(name)
         return pool_status(name, pools)
 
     async def pool_deleted(self, name: str) -> None:
         pools = await self.ready_pools()
         with pools.moving():
             await intake.readmit(pools, pools.remove(name))
+        self.pool_reloads.changed(name)
 
     async def ready_pools(self) -> Pools:
         await self.watchdog.rebuilt.wait()
@@ -316,6 +327,7 @@ class Operator:
     async def stop(self) -> None:
         """Drop timers and pending writes (the state to resume from is in the API)."""
         self.timers.shutdown()
+        self.pool_reloads.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -458,6 +470,7 @@ def _cron_handlers(registry: kopf.OperatorRegistry, operator: Operator) -> None:
     async def cron_sync(body: kopf.Body, **_: Any) -> None:
         await operator.ready_to_admit()
         try:
+            await operator.cron_seen(plain(body))
             await operator.cron.sync(plain(body))
         except ApiError as exc:
             raise _temporary(exc) from exc
@@ -466,7 +479,9 @@ def _cron_handlers(registry: kopf.OperatorRegistry, operator: Operator) -> None:
     async def cron_event(type: str | None, body: kopf.Body, **_: Any) -> None:
         if type == "DELETED" and operator.ready:
             meta = body.get("metadata") or {}
-            operator.cron.forget(meta.get("namespace", ""), meta.get("name", ""))
+            key = (meta.get("namespace", ""), meta.get("name", ""))
+            operator.cron.forget(*key)
+            operator.pools.cron_pools.pop(key, None)
 
     @kopf.on.event(
         GROUP, VERSION, PLURAL, registry=registry, id="cron-runs", labels={LABEL_CRON: kopf.PRESENT}

@@ -39,6 +39,7 @@ from idlegate.operator.podsecurity import NamespacePolicy
 from idlegate.operator.pool_spec import DEFAULT_POOL, POOL_CONDITION, ExecutorPoolSpec, route
 from idlegate.operator.status import Conditions, Phase, WorkflowStatus, dump
 from idlegate.operator.tracking import Workflow, WorkflowKey
+from idlegate.sim.engine import JobArrival
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,10 @@ class Pools:
         """Workflows that left a pool and could not be read again yet (retried)."""
         self._moving = 0
         """Moves of workflows between pools under way (:meth:`moving`)."""
+        self.upcoming: dict[WorkflowKey, tuple[JobArrival, ...]] = {}
+        """Each cron workflow's upcoming runs (told to its pool's policy: :meth:`foresee`)."""
+        self.cron_pools: dict[WorkflowKey, str | None] = {}
+        """Each cron workflow's ``workflowSpec.pool`` (where its runs are routed)."""
 
     @classmethod
     def of(cls, bridge: Pools | Bridge) -> Pools:
@@ -196,6 +201,27 @@ class Pools:
     def __iter__(self) -> Iterator[tuple[str, Bridge]]:
         return iter(list(self.bridges.items()))
 
+    def foresee(self, key: WorkflowKey, runs: tuple[JobArrival, ...]) -> None:
+        """Cron workflow `key`'s upcoming runs are now `runs` (none: it has none)."""
+        if runs:
+            self.upcoming[key] = runs
+        elif self.upcoming.pop(key, None) is None:
+            return
+        self.tell()
+
+    def tell(self) -> None:
+        """Tell each pool's policy the upcoming runs of the cron workflows routed to it, as
+        their runs will be: by ``workflowSpec.pool``, else their namespace's labels (again
+        whenever pools change: a new pool's policy knows nothing yet)."""
+        told: dict[str, list[JobArrival]] = {name: [] for name in self.bridges}
+        for (namespace, name), runs in self.upcoming.items():
+            wanted = self.cron_pools.get((namespace, name))
+            pool = route(wanted, self.labels.get(namespace, {}), self.specs.items())
+            if pool in told:  # (None: its pool does not exist; its runs will wait for it)
+                told[pool] += runs
+        for name, bridge in self:
+            bridge.decider.foresee(sorted(told[name], key=lambda a: a.time))
+
     # -- pools appearing, changing and going ---------------------------------------------------
 
     @contextmanager
@@ -232,6 +258,7 @@ class Pools:
                 moved += self._evacuate(old)
             self.bridges[name] = self._bridge(name, spec)
         moved += self._rerouted()
+        self.tell()
         return moved + [o for k, o in self._waiting_owner.items() if self.waiting.get(k) == name]
 
     def waiting_owners(self) -> list[Owner]:
@@ -243,6 +270,7 @@ class Pools:
         are admitted again, to wait for it unless another pool now selects them."""
         self.specs.pop(name, None)
         old = self.bridges.pop(name, None)
+        self.tell()
         return self._evacuate(old) if old is not None else []
 
     def _bridge(self, name: str, spec: ExecutorPoolSpec) -> Bridge:

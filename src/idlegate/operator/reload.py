@@ -28,6 +28,11 @@ any of them inside a wrapper such as ``lookahead:learned:PATH`` (:func:`model_fi
 A file written in place (not swapped) may be read half-written; that content fails the
 probe and the complete one, a moment later, reloads. Swap files in (write elsewhere,
 then rename), as a ConfigMap does, to avoid the Warning.
+
+Every pool reloads (:class:`PoolReloads`): an ExecutorPool without ``spec.policy`` follows
+``--scheduler``, so the watch of ``--scheduler`` hands it a policy object of its own built
+from the same new files (pools never share one); a pool whose ``spec.policy`` names model
+files has a watch of its own, from its creation or last change of spec until the next.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ import hashlib
 import logging
 import os
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,12 +50,14 @@ from idlegate.errors import IdlegateError
 from idlegate.operator.decisions import build_scheduler, followed
 from idlegate.operator.messages import Notice
 from idlegate.operator.planning import planning_worker
+from idlegate.operator.pool_spec import DEFAULT_POOL
 from idlegate.policy.spec import model_files
 from idlegate.sim.protocol import Scheduler
 
 if TYPE_CHECKING:
     from idlegate.operator.bridge import Bridge
     from idlegate.operator.metrics import Metrics
+    from idlegate.operator.pools import Pools
     from idlegate.operator.settings import Settings
     from idlegate.operator.shadow import Shadow
 
@@ -124,6 +132,7 @@ class PolicyWatch:
         apply: Callable[[Scheduler], None],
         metrics: Metrics,
         report: Callable[[Notice], None] | None = None,
+        others: Callable[[], list[Callable[[Scheduler], None]]] | None = None,
     ) -> None:
         self.spec = spec
         self.role = role
@@ -132,6 +141,9 @@ class PolicyWatch:
         """The policy in use now (named in the Events)."""
         self.apply = apply
         """Called in the event loop with the new policy, between two rounds."""
+        self.others = others
+        """Further users of the same files (pools following ``--scheduler``): each is handed
+        a policy object of its own, built with the first."""
         self.metrics = metrics
         self.report = report
         self.files = model_files(spec)
@@ -158,12 +170,16 @@ class PolicyWatch:
             sha = await asyncio.to_thread(digest, self.files)
             if sha == self.digest:
                 return None  # touched, or its directory swapped with the same content
-            policy = await asyncio.to_thread(build_scheduler, self.spec)
+            others = self.others() if self.others is not None else []
+            built = await asyncio.to_thread(_build, self.spec, 1 + len(others))
         except Exception as exc:  # whatever the new files do, the policy in use stays
             self._failed(exc)
             return False
         self.digest = sha
+        policy = built[0]
         self.apply(policy)
+        for use, own in zip(others, built[1:], strict=True):
+            use(own)
         self.metrics.policy_reloads.labels(self.role, "ok").inc()
         notice = reloaded(self.role, policy.name, self.files, sha)
         log.info("%s", notice[2])
@@ -181,6 +197,11 @@ class PolicyWatch:
     def _post(self, notice: Notice) -> None:
         if self.report is not None:
             self.report(notice)
+
+
+def _build(spec: str | None, n: int) -> list[Scheduler]:
+    """`n` policy objects of `spec` (each user its own)."""
+    return [build_scheduler(spec) for _ in range(n)]
 
 
 def replace_policy(bridge: Bridge, policy: Scheduler) -> None:
@@ -212,10 +233,12 @@ def policy_watches(
     shadow: Shadow | None,
     metrics: Metrics,
     report: Callable[[Notice], None],
+    others: Callable[[], list[Callable[[Scheduler], None]]] | None = None,
 ) -> list[PolicyWatch]:
     """The watches of the operator: of the active policy's model files (unless the policy
     is an object given in `settings.scheduler`, or the interval is 0: no reloads), and of the shadow's;
-    a spec without files needs none. `use` takes the active policy's new model."""
+    a spec without files needs none. `use` takes the active policy's new model, and each
+    of `others()` (:meth:`PoolReloads.following`) an object of its own."""
     if not settings.policy_reload_interval:
         return []
     watches: list[PolicyWatch] = []
@@ -228,6 +251,7 @@ def policy_watches(
                 apply=use,
                 metrics=metrics,
                 report=report,
+                others=others,
             )
         )
     if shadow is not None and settings.shadow is not None:
@@ -242,3 +266,61 @@ def policy_watches(
             )
         )
     return [w for w in watches if w.files]
+
+
+class PoolReloads:
+    """Hot reload of the ExecutorPools' policies (the default pool's is the operator's)."""
+
+    def __init__(
+        self, settings: Settings, metrics: Metrics, report: Callable[[Notice], None]
+    ) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self.report = report
+        self.pools: Pools | None = None
+        """Set once the operator has started."""
+        self._watches: dict[str, tuple[Bridge, asyncio.Task[None]]] = {}
+
+    def following(self) -> list[Callable[[Scheduler], None]]:
+        """Who takes a new model of ``--scheduler`` besides the default pool: each pool
+        without ``spec.policy`` (unless the operator was given a policy object)."""
+        if self.pools is None or self.settings.scheduler is not None:
+            return []
+        return [
+            partial(self._use, name, bridge)
+            for name, bridge in self.pools
+            if name != DEFAULT_POOL and not self.pools.specs[name].policy
+        ]
+
+    def _use(self, name: str, bridge: Bridge, policy: Scheduler) -> None:
+        if self.pools is not None and self.pools.bridges.get(name) is bridge:
+            replace_policy(bridge, policy)  # (a pool rebuilt meanwhile loaded the files itself)
+
+    def changed(self, name: str) -> None:
+        """Pool `name` was applied (or removed): a pool rebuilt with a ``spec.policy`` that
+        names model files gets a watch of its own, and a gone pool's watch stops."""
+        bridge = self.pools.bridges.get(name) if self.pools is not None else None
+        old = self._watches.get(name)
+        if old is not None and old[0] is bridge:
+            return  # (the same state machine: its watch goes on)
+        self.stop(name)
+        every = self.settings.policy_reload_interval
+        spec = self.pools.specs[name].policy if self.pools and bridge else None
+        if bridge is None or not spec or not every or not model_files(spec):
+            return
+        watch = PolicyWatch(
+            spec,
+            role="active",
+            current=lambda: bridge.scheduler,
+            apply=partial(self._use, name, bridge),
+            metrics=self.metrics,
+            report=self.report,
+        )
+        self._watches[name] = (bridge, asyncio.get_running_loop().create_task(watch.run(every)))
+
+    def stop(self, name: str | None = None) -> None:
+        """Stop the watch of pool `name` (None: every one)."""
+        for pool in [name] if name is not None else list(self._watches):
+            entry = self._watches.pop(pool, None)
+            if entry is not None:
+                entry[1].cancel()
