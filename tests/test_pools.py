@@ -373,3 +373,33 @@ async def test_the_known_cron_runs_are_told_to_the_pool_their_runs_land_in():
     assert known() == {"default": ["nightly-1"], "gpu": ["train-1"]}
     pools.foresee(("analytics", "train"), ())  # suspended or deleted: withdrawn
     assert known() == {"default": ["nightly-1"], "gpu": []}
+
+
+@pytest.mark.asyncio
+async def test_the_shadow_watches_the_default_pool_only():
+    pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
+    import asyncio
+
+    from idlegate.operator.main import Operator
+    from idlegate.operator.settings import Settings
+    from tests.operator_fakes import FakeClock, FakeKube
+
+    settings = Settings(
+        pool_size=2,
+        policy="fair",
+        shadow="fifo",
+        shadow_estimate=False,
+        metrics_port=None,
+        health_port=None,
+        clock=FakeClock(),
+    )
+    operator = Operator(settings, kube=FakeKube())
+    await operator.start()
+    try:
+        await asyncio.wait_for(operator.watchdog.rebuilt.wait(), 5)
+        await operator.pool_changed("batch", {"size": 1})
+        assert operator.shadow is not None
+        assert operator.bridge.decider.shadow is operator.shadow
+        assert operator.pools.bridges["batch"].decider.shadow is None  # (deploy/README.md)
+    finally:
+        await operator.stop()
