@@ -358,7 +358,7 @@ class Bridge:
         stage, delay = answer.decision.stage, answer.decision.idle_delay
         wf: Workflow = stage.job.payload
         until = stage.idle_until if stage.idle_until is not None else self.now()
-        reason = messages.idle_reason(answer)
+        reason = messages.idle_reason(answer.by, answer.decision, answer.hold)
         slot = wf.idle_slots[stage.index] = SlotState(stage.name, delay, until, False, reason)
         self.metrics.idle_inserted.inc(delay)
         self.writes.status(wf, urgent=True)  # persisted before anything else of it happens

@@ -19,7 +19,6 @@ from idlegate.sim.dag import Dag
 from idlegate.sim.protocol import Decision, Job, Stage
 
 if TYPE_CHECKING:
-    from idlegate.operator.decisions import Answer
     from idlegate.policy.lookahead import Plan
     from idlegate.policy.plans import Hold
 
@@ -156,13 +155,12 @@ def holding(hold: Hold) -> str:
     return f"holding {hold.stage.name}: {n} expected {within} (p = {hold.p:.2g})"
 
 
-def idle_reason(answer: Answer) -> str:
-    """Why a stage idles (in the Event and persisted with the slot): the arrivals the
-    planner holds it for when it says (`Answer.hold`), and who held it for how long."""
-    decision = answer.decision
-    held = f"{answer.by} held the stage back for {decision.idle_delay:g} s"
+def idle_reason(by: str, decision: Decision, hold: Hold | None = None) -> str:
+    """Why a stage idles (in the Event and persisted with the slot): the arrivals a
+    planner holds it for when it says (`hold`), and who (`decided_by`) held it how long."""
+    held = f"{by} held the stage back for {decision.idle_delay:g} s"
     why = f"{held}, parallelism cap {decision.parallelism_cap}"
-    return why if answer.hold is None else f"{holding(answer.hold)}; {why}"
+    return why if hold is None else f"{holding(hold)}; {why}"
 
 
 def held(hold: Hold, by: str) -> Notice:
