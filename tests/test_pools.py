@@ -403,3 +403,27 @@ async def test_the_shadow_watches_the_default_pool_only():
         assert operator.pools.bridges["batch"].decider.shadow is None  # (deploy/README.md)
     finally:
         await operator.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_gang_with_tasks_done_running_beyond_a_smaller_pool_is_adopted_and_finishes():
+    """A gang stage restored with one task done and two running beyond the pool starts its
+    two remaining tasks together once two executors are free, so the pool does not stall."""
+    from idlegate.operator import intake
+    from idlegate.policy import make_scheduler
+    from tests.operator_fakes import FakeClock, FakeKube, Harness, stage
+
+    kube, clock = FakeKube(), FakeClock()
+    before = Harness(kube, clock, 5, make_scheduler("fifo"))
+    await before.submit("other", {"stages": [stage("a", tasks=2, duration=30.0)]})
+    await before.submit("z", {"stages": [stage("a", tasks=3, gang=True), stage("z", deps=("a",))]})
+    assert before.released() == ["other-a-0", "other-a-1", "z-a-0", "z-a-1", "z-a-2"]
+    await before.finish("z-a-0", after=5.0)
+    after = Harness(kube, clock, 3, make_scheduler("fifo"))  # --pool-size 5 -> 3
+    await intake.rebuild(after.bridge)
+    await after.settle()
+    assert after.bridge.busy == 4 and after.bridge.beyond.count() >= 1
+    after.max_occupying = 0
+    await after.run_to_completion()
+    assert after.max_occupying <= 4
+    assert {kube.status(n)["phase"] for n in ("z", "other")} == {"Succeeded"}

@@ -9,7 +9,8 @@ Semantics (Decima and the idle-slot papers):
 * K identical executors; a task occupies one executor, non-preemptively.
 * A stage is *runnable* when its job has arrived, all its parent stages are complete,
   it has tasks not yet launched and it is not inside an idle slot. A gang stage is
-  runnable only while enough executors are free to start all its tasks at once.
+  runnable only while enough executors are free to start all its tasks at once (a gang
+  restored with some tasks done, by the operator, starts the rest of them at once).
 * An executor that finishes a task keeps working on the same stage while the stage has
   tasks left, without asking the scheduler (the `task_finished` return value).
 * Scheduling events: job arrival, a stage running out of tasks or completing, an
@@ -396,9 +397,11 @@ class Cluster:
                 "raise the cap above what the job holds, or return WAIT"
             )
         n = min(self.free_executors, cap - job.held, stage.tasks - stage.launched)
-        if delay == 0 and stage.gang and n < stage.tasks:
+        # (a restored gang, some of whose tasks ran before, starts the rest together)
+        if delay == 0 and stage.gang and n < stage.tasks - stage.launched:
             raise IllegalDecisionError(
-                f"gang stage {job.name}/{stage.name} needs {stage.tasks} executors at once, "
+                f"gang stage {job.name}/{stage.name} needs {stage.tasks - stage.launched} "
+                "executors at once, "
                 f"but the cap {cap} and {self.free_executors} free executors allow {n}"
             )
 
