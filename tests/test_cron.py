@@ -9,7 +9,13 @@ import pytest
 
 from idlegate.errors import SpecError
 from idlegate.operator.cron import LABEL_CRON, CronController
-from idlegate.operator.cron_spec import Schedule, due, parse_cron_spec, run_name
+from idlegate.operator.cron_spec import (
+    Schedule,
+    cron_spec_problems,
+    due,
+    parse_cron_spec,
+    run_name,
+)
 from tests.operator_fakes import FakeClock, FakeKube, FakeTimers
 
 T0 = datetime(2026, 1, 5, 0, 0, tzinfo=UTC).timestamp()  # a Monday, midnight UTC
@@ -289,3 +295,44 @@ async def test_the_upcoming_runs_are_told_and_withdrawn():
     del env.kube.cron_workflows[("default", "cw")]
     await env.at(T0 + 40)
     assert env.told[("default", "cw")] == ()
+
+
+def test_a_bad_time_zone_or_policy_does_not_hide_a_bad_schedule():
+    with pytest.raises(SpecError) as exc:
+        Schedule.parse("every night", "Mars/Olympus")
+    assert str(exc.value).startswith("timeZone: 'Mars/Olympus' is not a known IANA time zone")
+    assert "; schedule: 'every night' is not valid cron syntax" in str(exc.value)
+    raw = {
+        "schedule": "every night",
+        "concurrencyPolicy": "Never",
+        "suspend": "true",
+        "workflowSpec": {"stages": [{"name": "a", "tasks": "1", "taskDurationSeconds": 1}]},
+    }
+    with pytest.raises(SpecError) as exc:
+        parse_cron_spec(raw, "cw")
+    said = str(exc.value)
+    assert said.startswith("cw: workflowSpec: stages[0].tasks: must be an integer"), said
+    for part in ("; concurrencyPolicy: ", "; suspend: must be true or false", "; schedule: "):
+        assert part in said, said
+    assert cron_spec_problems(raw)[0] == (
+        "concurrencyPolicy",
+        "Input should be 'Allow', 'Forbid' or 'Replace'",
+    )
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("suspend", "yes"),
+        ("suspend", 1),
+        ("startingDeadlineSeconds", "3600"),
+        ("successfulJobsHistoryLimit", "3"),
+        ("failedJobsHistoryLimit", True),
+    ],
+)
+def test_cron_fields_take_only_the_types_the_crd_gives_them(field, value):
+    raw = {"schedule": "@daily", "workflowSpec": WORKFLOW, field: value}
+    ((path, _),) = cron_spec_problems(raw)
+    assert path == field
+    with pytest.raises(SpecError, match=field):
+        parse_cron_spec(raw, "cw")

@@ -113,11 +113,13 @@ def test_several_problems_of_one_check_are_one_line_each(tmp_path):
     bad = [stage("a", tasks="2"), stage("B", taskDurationSeconds=float("nan"), extra=1)]
     f = write(tmp_path / "bad.yaml", workflow("w", bad))
     assert problems(str(f)) == [
-        f"{f}[0] spec.stages[0].tasks: Input should be a valid integer",
-        f"{f}[0] spec.stages[1].name: String should match pattern "
-        "'^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'",
+        f"{f}[0] spec.stages[0].tasks: must be an integer, not the string '2' (write it "
+        "without quotes)",
+        f"{f}[0] spec.stages[1].name: 'B' must be a DNS label (lower case letters, digits and "
+        "'-', starting and ending with a letter or digit)",
         f"{f}[0] spec.stages[1].taskDurationSeconds: must be a finite number of seconds, e.g. 12.5",
-        f"{f}[0] spec.stages[1].extra: Extra inputs are not permitted",
+        f"{f}[0] spec.stages[1].extra: is not a field here; the fields are name, tasks, "
+        "taskDurationSeconds, dependsOn, gang, backoffLimit, template",
     ]
     template = {"metadata": {"labels": {"team": 7}}, "spec": {"containers": [{"name": "t"}]}}
     f = write(tmp_path / "tmpl.yaml", workflow("t", [stage("a", template=template)]))
@@ -413,3 +415,73 @@ def test_a_miscased_cron_kind_is_named(tmp_path):
     bad = {**cron(), "kind": "DagCronworkflow"}
     (out,) = problems(str(write(tmp_path / "k.yaml", bad)))
     assert "is not DagCronWorkflow: kinds are case-sensitive; use kind: DagCronWorkflow" in out
+
+
+UNQUOTE = " (write it without quotes)"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        ("suspend", "yes", "must be true or false, not the string 'yes'" + UNQUOTE),
+        ("suspend", "true", "must be true or false, not the string 'true'" + UNQUOTE),
+        ("suspend", "no", "must be true or false, not the string 'no'" + UNQUOTE),
+        ("suspend", 1, "must be true or false, not 1"),
+        ("startingDeadlineSeconds", "3600", "must be an integer, not the string '3600'" + UNQUOTE),
+        ("successfulJobsHistoryLimit", "3", "must be an integer, not the string '3'" + UNQUOTE),
+        ("failedJobsHistoryLimit", 1.5, "must be an integer, not 1.5"),
+    ],
+)
+def test_cron_fields_are_as_strict_as_the_crd_types_them(tmp_path, field, value, said):
+    # kubectl apply refuses a string where the CRD says boolean or integer: so does lint
+    f = write(tmp_path / "c.yaml", cron(**{field: value}))
+    assert problems(str(f)) == [f"{f}[0] spec.{field}: {said}"]
+    if field == "suspend":  # the same value on a DagWorkflow: refused in the same words
+        f = write(tmp_path / "w.yaml", workflow(spec={**workflow()["spec"], "suspend": value}))
+        assert problems(str(f)) == [f"{f}[0] spec.suspend: {said}"]
+
+
+def test_every_independent_cron_problem_is_reported_at_once(tmp_path):
+    bad = cron(
+        schedule="bad",
+        timeZone="Nowhere/X",
+        concurrencyPolicy="Sometimes",
+        workflowSpec={"stages": [stage("a", tasks=0)]},
+    )
+    f = write(tmp_path / "c.yaml", bad)
+    fields = [line.split(" ")[1].rstrip(":") for line in problems(str(f))]
+    assert fields == [
+        "spec.concurrencyPolicy",
+        "spec.timeZone",
+        "spec.schedule",
+        "spec.workflowSpec.stages[0].tasks",
+    ]
+
+
+def test_pool_problems_are_one_line_per_field_with_no_kubectl_advice(tmp_path):
+    pool = {
+        "apiVersion": "idlegate.io/v1alpha1",
+        "kind": "ExecutorPool",
+        "metadata": {"name": "p"},
+        "spec": {
+            "size": "3",
+            "planBudgetMs": -1,
+            "policy": "bogus:x",
+            "namespaceSelecter": {},
+        },
+    }
+    f = write(tmp_path / "p.yaml", pool)
+    lines = problems(str(f))
+    assert lines[:3] == [
+        f"{f}[0] spec.size: must be an integer, not the string '3' (write it without quotes)",
+        f"{f}[0] spec.planBudgetMs: Input should be greater than 0",
+        f"{f}[0] spec.namespaceSelecter: is not a field here; did you mean namespaceSelector?",
+    ]
+    assert lines[3].startswith(f"{f}[0] spec.policy: unknown scheduler 'bogus'"), lines
+    code, out, _ = lint("--json", str(f))
+    fields = [p["field"] for p in json.loads("\n".join(out))["problems"]]
+    assert (code, fields) == (
+        1,
+        ["spec.size", "spec.planBudgetMs", "spec.namespaceSelecter", "spec.policy"],
+    )
+    assert "kubectl edit" not in "\n".join(out)

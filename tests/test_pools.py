@@ -134,7 +134,7 @@ def test_pool_problems():
     ((path, text),) = pool_problems(bad_policy)
     assert path == "spec.policy" and "unknown scheduler 'bogus'" in text
     ((path, text),) = pool_problems(pool_object(spec={"size": 0}))
-    assert path == "spec" and "size" in text
+    assert path == "spec.size" and text == "Input should be greater than or equal to 1"
 
 
 def test_lint_knows_the_pool_kind(tmp_path):
@@ -427,3 +427,42 @@ async def test_a_gang_with_tasks_done_running_beyond_a_smaller_pool_is_adopted_a
     await after.run_to_completion()
     assert after.max_occupying <= 4
     assert {kube.status(n)["phase"] for n in ("z", "other")} == {"Succeeded"}
+
+
+def test_one_source_of_pool_problems_two_renderings():
+    raw = {"size": 0, "planBudgetMs": "100", "namespaceSelecter": {}}
+    with pytest.raises(SpecError) as exc:
+        parse_pool_spec(raw, "p")
+    # the operator's status and Event: every problem, and how to fix it in the cluster
+    assert str(exc.value) == (
+        "ExecutorPool 'p': size: Input should be greater than or equal to 1; planBudgetMs: "
+        "must be a number, not the string '100' (write it without quotes); namespaceSelecter: "
+        "is not a field here; did you mean namespaceSelector?; fix its spec (kubectl edit "
+        "executorpool p)"
+    )
+    # lint: the same problems, one per field, with no advice about a cluster
+    found = pool_problems(pool_object(spec=raw))
+    assert [path for path, _ in found] == [
+        "spec.size",
+        "spec.planBudgetMs",
+        "spec.namespaceSelecter",
+    ]
+    assert all(text in str(exc.value) for _, text in found)
+
+
+def test_a_selector_problem_does_not_hide_a_bad_policy():
+    bad = pool_object(
+        spec={"size": 2, "policy": "bogus:x", "namespaceSelector": {"matchLabels": {"a": 1}}}
+    )
+    assert pool_problems(bad) == [
+        ("spec.namespaceSelector.matchLabels.a", "must be a string, not 1: quote it ('1')"),
+        ("spec.policy", pool_problems(pool_object(spec={"size": 2, "policy": "bogus:x"}))[0][1]),
+    ]
+
+
+def test_a_spec_that_is_not_a_mapping_names_the_fields():
+    ((path, text),) = pool_problems(pool_object(spec="big"))
+    assert (path, text) == (
+        "spec",
+        "is an object (a mapping with size, namespaceSelector, policy, planBudgetMs), not a string",
+    )

@@ -31,12 +31,28 @@ def st(name, tasks=1, dur=1.0, deps=(), **kw):
         ),
         ({"stages": [st("a", dur=0)]}, r"taskDurationSeconds: Input should be greater than 0"),
         ({"stages": [st("a", dur="ten")]}, "must be a number of seconds"),
-        ({"stages": [st("a", tasks="3")]}, "tasks: Input should be a valid integer"),
-        ({"stages": [st("Bad_Name")]}, "name: String should match pattern"),
+        ({"stages": [st("a", tasks="3")]}, "tasks: must be an integer, not the string '3'"),
+        ({"stages": [st("Bad_Name")]}, "name: 'Bad_Name' must be a DNS label"),
         ({"stages": [st("a", tasks=10**6)]}, "less than or equal to 100000"),
         ({"stages": [st(f"s{i}") for i in range(MAX_STAGES + 1)]}, "at most 500 items"),
-        ({"stages": [st("a", colour="red")]}, "colour: Extra inputs are not permitted"),
+        (
+            {"stages": [st("a", colour="red")]},
+            "colour: is not a field here; the fields are name, tasks",
+        ),
         ([1, 2], "expected a mapping"),
+        ({"stages": [st("a", dependson=["b"])]}, r"dependson: .*did you mean dependsOn\?"),
+        ({"stages": [st("a")], "podGc": {}}, r"podGc: .*did you mean podGC\?"),
+        (
+            {"stages": [st("a")], "podGC": "OnPodSuccess"},
+            r"podGC: is an object, not a string: write podGC: \{strategy: OnPodSuccess\}",
+        ),
+        (
+            {"stages": [st("a")], "pool": "Team_A"},
+            r"pool: 'Team_A' must be a DNS subdomain name \(lower case letters, digits, '-' "
+            "and '.'",
+        ),
+        ({"stages": [st("a")], "suspend": "true"}, "suspend: must be true or false"),
+        ({"stages": [st("a", gang=1)]}, "gang: must be true or false, not 1"),
     ],
 )
 def test_invalid_specs_say_what_is_wrong(doc, message):

@@ -39,7 +39,13 @@ from idlegate.operator.crd_schema import (
 from idlegate.operator.cron_spec import MAX_CRON_NAME_LENGTH, CronWorkflowSpec, CronWorkflowStatus
 from idlegate.operator.pool_spec import DEFAULT_POOL, ExecutorPoolSpec, ExecutorPoolStatus
 from idlegate.operator.status import WorkflowStatus
-from idlegate.sim.spec import MAX_NAME_LENGTH, MAX_STAGES, NAME_PATTERN, WorkflowSpec
+from idlegate.sim.spec import (
+    DNS_SUBDOMAIN_PATTERN,
+    MAX_NAME_LENGTH,
+    MAX_STAGES,
+    NAME_PATTERN,
+    WorkflowSpec,
+)
 
 GROUP = "idlegate.io"
 VERSION = "v1alpha1"
@@ -60,7 +66,7 @@ MAX_WORKFLOW_NAME_LENGTH = 63
 """A DagWorkflow's name is a label value on each of its task pods: at most 63 characters."""
 
 
-DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+DNS_SUBDOMAIN = re.compile(DNS_SUBDOMAIN_PATTERN)
 """RFC 1123 subdomain: the API server's rule for the names of objects (custom ones too)."""
 
 

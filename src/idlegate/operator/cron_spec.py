@@ -30,18 +30,18 @@ plain times so that tests drive them without a clock.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from idlegate.errors import SpecError
 from idlegate.operator.status import Condition
-from idlegate.sim.spec import WorkflowSpec, describe_validation_error, parse_workflow
+from idlegate.sim.spec import WorkflowSpec, parse_workflow, validation_problems
 
 if TYPE_CHECKING:  # the CRD generator imports the models without the operator extra
     from apscheduler.triggers.cron import CronTrigger
@@ -103,11 +103,13 @@ class CronWorkflowSpec(BaseModel):
         default=None,
         alias="startingDeadlineSeconds",
         ge=0,
+        strict=True,
         description="A run later than this (e.g. after an operator restart) is skipped, "
         "not started. Unset: started however late.",
     )
     suspend: bool = Field(
         default=False,
+        strict=True,
         description="No new runs while true (active ones go on). Runs due meanwhile are "
         "missed: on resume the latest starts if within startingDeadlineSeconds, as a CronJob's.",
     )
@@ -116,6 +118,7 @@ class CronWorkflowSpec(BaseModel):
         alias="successfulJobsHistoryLimit",
         ge=0,
         le=1000,
+        strict=True,
         description="Succeeded runs kept; older ones are deleted.",
     )
     failed_jobs_history_limit: int = Field(
@@ -123,6 +126,7 @@ class CronWorkflowSpec(BaseModel):
         alias="failedJobsHistoryLimit",
         ge=0,
         le=1000,
+        strict=True,
         description="Failed runs kept; older ones are deleted.",
     )
 
@@ -163,25 +167,12 @@ class Schedule:
 
     @classmethod
     def parse(cls, schedule: str, time_zone: str = "UTC") -> Schedule:
-        """The schedule, or a SpecError saying what is wrong with it."""
-        from apscheduler.triggers.cron import CronTrigger
-
-        try:
-            zone = ZoneInfo(time_zone)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise SpecError(
-                f"timeZone: {time_zone!r} is not a known IANA time zone; use e.g. UTC or "
-                "Europe/Berlin"
-            ) from None
-        expression = MACROS.get(schedule.strip(), schedule.strip())
-        try:
-            return cls(CronTrigger.from_crontab(expression, timezone=zone))
-        except ValueError as exc:
-            raise SpecError(
-                f"schedule: {schedule!r} is not valid cron syntax ({exc}); use five fields "
-                "'minute hour day-of-month month day-of-week', e.g. '*/15 * * * *', or "
-                f"one of {', '.join(MACROS)}"
-            ) from None
+        """The schedule, or a SpecError saying what is wrong with it (the time zone and the
+        schedule both, when both are wrong)."""
+        trigger, problems = _read_schedule(schedule, time_zone)
+        if trigger is None:
+            raise SpecError("; ".join(f"{path}: {text}" for path, text in problems))
+        return cls(trigger)
 
     def next_after(self, t: float) -> float:
         """The first time the schedule fires strictly after epoch second `t`."""
@@ -244,21 +235,77 @@ def run_name(cron_name: str, scheduled: float) -> str:
     return f"{cron_name}-{int(scheduled // 60)}"
 
 
+def _read_schedule(
+    schedule: str, time_zone: str
+) -> tuple[CronTrigger | None, list[tuple[str, str]]]:
+    """The trigger of `schedule` in `time_zone`, or None and (field, sentence) of each
+    problem: a bad time zone does not hide a bad schedule (read in UTC to check it)."""
+    from apscheduler.triggers.cron import CronTrigger
+
+    problems = []
+    try:
+        zone = ZoneInfo(time_zone)
+    except (ZoneInfoNotFoundError, ValueError):
+        problems.append(
+            (
+                "timeZone",
+                f"{time_zone!r} is not a known IANA time zone; use e.g. UTC or Europe/Berlin",
+            )
+        )
+        zone = ZoneInfo("UTC")
+    expression = MACROS.get(schedule.strip(), schedule.strip())
+    try:
+        trigger = CronTrigger.from_crontab(expression, timezone=zone)
+    except ValueError as exc:
+        problems.append(
+            (
+                "schedule",
+                f"{schedule!r} is not valid cron syntax ({exc}); use five fields 'minute hour "
+                "day-of-month month day-of-week', e.g. '*/15 * * * *', or one of "
+                f"{', '.join(MACROS)}",
+            )
+        )
+        trigger = None
+    return (None if problems else trigger), problems
+
+
+PLACEHOLDER_WORKFLOW = {"stages": [{"name": "a", "tasks": 1, "taskDurationSeconds": 1}]}
+"""Stands in for a cron workflow's workflowSpec while its own fields are checked (the
+workflowSpec's problems are its runs', found by the workflow's own checks)."""
+
+
+def cron_spec_problems(data: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(path in the spec, sentence) of each problem of a DagCronWorkflow spec's own fields:
+    all but what is inside workflowSpec (each run's spec, checked as a DagWorkflow's). The
+    schedule is read even when other fields are wrong, so every problem shows at once."""
+    own = {**data, "workflowSpec": PLACEHOLDER_WORKFLOW} if "workflowSpec" in data else data
+    try:
+        CronWorkflowSpec.model_validate(own)
+        out: list[tuple[str, str]] = []
+    except ValidationError as exc:
+        out = validation_problems(exc, CronWorkflowSpec)
+    schedule, zone = data.get("schedule"), data.get("timeZone", "UTC")
+    if isinstance(schedule, str) and schedule.strip():  # else the model says what is wrong
+        told = {path for path, _ in out}
+        _, found = _read_schedule(schedule, zone if isinstance(zone, str) else "UTC")
+        out.extend(p for p in found if p[0] not in told)
+    return out
+
+
 def parse_cron_spec(data: object, source: str) -> CronWorkflowSpec:
-    """Validate a DagCronWorkflow's spec (schedule and time zone included)."""
+    """Validate a DagCronWorkflow's spec (schedule and time zone included); the SpecError
+    names every problem: the workflowSpec's, then those of :func:`cron_spec_problems`."""
     if not isinstance(data, dict):
         raise SpecError(f"{source}: the spec must be a mapping with schedule and workflowSpec")
-    if "workflowSpec" in data:  # first, for the workflow parser's own messages
-        parse_workflow(data["workflowSpec"], f"{source}: workflowSpec")
-    try:
-        spec = CronWorkflowSpec.model_validate(data)
-    except ValidationError as exc:
-        raise SpecError(f"{source}: {describe_validation_error(exc)}") from None
-    try:
-        Schedule.parse(spec.schedule, spec.time_zone)
-    except SpecError as exc:
-        raise SpecError(f"{source}: {exc}") from None
-    return spec
+    parts = [f"{path}: {text}" if path else text for path, text in cron_spec_problems(data)]
+    if "workflowSpec" in data:
+        try:
+            parse_workflow(data["workflowSpec"], "workflowSpec")
+        except SpecError as exc:
+            parts.insert(0, str(exc))
+    if parts:
+        raise SpecError(f"{source}: {'; '.join(parts)}")
+    return CronWorkflowSpec.model_validate(data)
 
 
 def check_cron_name(name: str) -> None:

@@ -1,4 +1,4 @@
-"""``idlegate lint``: check DagWorkflow manifests offline, with the operator's own checks.
+"""``idlegate lint``: check DagWorkflow, DagCronWorkflow and ExecutorPool manifests offline.
 
 What `argo lint` is to Argo users: run it before ``kubectl apply`` and learn, without a
 cluster, whether the operator would mark a workflow ``Invalid``. The checks are not
@@ -37,10 +37,12 @@ split is kept whole, so no wording of the checks is lost.
 
 A ``DagCronWorkflow`` is checked the same way (:func:`cron_problems`): its name leaves
 room for its runs' names, its schedule, time zone and policies parse
-(:func:`idlegate.operator.cron_spec.parse_cron_spec`), and its ``workflowSpec`` passes the
-checks above as each run's spec will, with its problems under ``spec.workflowSpec``. An
-``ExecutorPool`` (:func:`idlegate.operator.pool_spec.pool_problems`): its spec, its
-policy's syntax, no namespace and not the implicit pool's name.
+(:func:`idlegate.operator.cron_spec.cron_spec_problems`, the problems the operator's
+message joins), and its ``workflowSpec`` passes the checks above as each run's spec will,
+with its problems under ``spec.workflowSpec``. An ``ExecutorPool``
+(:func:`idlegate.operator.pool_spec.pool_problems`): its spec, its policy's syntax, no
+namespace and not the implicit pool's name. Those two kinds' problems come one per field
+from the models' checks, not from splitting a message.
 
 This module imports neither kopf nor kubernetes (nor torch): linting needs only the base
 package.
@@ -69,7 +71,7 @@ from idlegate.operator.crd import (
     POOL_KIND,
     check_workflow_name,
 )
-from idlegate.operator.cron_spec import check_cron_name, parse_cron_spec
+from idlegate.operator.cron_spec import check_cron_name, cron_spec_problems
 from idlegate.operator.podsecurity import NamespacePolicy
 from idlegate.operator.pool_spec import pool_problems
 from idlegate.operator.template import check_templates, describe
@@ -222,11 +224,6 @@ def admission_errors(
     return errors
 
 
-PLACEHOLDER_WORKFLOW = {"stages": [{"name": "a", "tasks": 1, "taskDurationSeconds": 1}]}
-"""Stands in for a cron workflow's workflowSpec while its own fields are checked (the
-workflowSpec's problems are its runs', found by `admission_errors`)."""
-
-
 def cron_problems(
     obj: Mapping[str, Any], pool_size: int | None = None, policy: NamespacePolicy | None = None
 ) -> list[tuple[str | None, str]]:
@@ -247,10 +244,7 @@ def cron_problems(
             *out,
             ("spec", f"must be a mapping with schedule and workflowSpec, not {describe(spec)}"),
         ]
-    try:
-        parse_cron_spec({**spec, "workflowSpec": PLACEHOLDER_WORKFLOW}, "spec")
-    except IdlegateError as exc:
-        out.extend(split_message(str(exc), spec))
+    out.extend((f"spec.{p}" if p else "spec", text) for p, text in cron_spec_problems(spec))
     if "workflowSpec" not in spec:
         return out
     run = {"metadata": {"name": f"{name or 'run'}-0"}, "spec": spec["workflowSpec"]}

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.operator.status import Condition
-from idlegate.sim.spec import describe_validation_error
+from idlegate.sim.spec import describe_validation_error, validation_problems
 
 DEFAULT_POOL = "default"
 """The implicit pool of ``--pool-size`` executors. An ExecutorPool may not take this name
@@ -140,6 +140,7 @@ class ExecutorPoolSpec(BaseModel):
         default=None,
         alias="planBudgetMs",
         gt=0,
+        strict=True,
         description="Wall milliseconds one plan of a lookahead policy may take. Unset: the "
         "operator's --plan-budget-ms.",
     )
@@ -168,14 +169,26 @@ class ExecutorPoolStatus(BaseModel):
 
 
 def parse_pool_spec(raw: Any, name: str) -> ExecutorPoolSpec:
-    """The spec of ExecutorPool `name`; SpecError says what is wrong with it."""
+    """The spec of ExecutorPool `name`; SpecError says what is wrong with it (the pool's
+    status and Event: the problems of :func:`pool_spec_problems`, and how to fix them in
+    the cluster)."""
     try:
         return ExecutorPoolSpec.model_validate(raw if raw is not None else {})
     except ValidationError as exc:
         raise SpecError(
-            f"ExecutorPool {name!r}: {describe_validation_error(exc)}; fix its spec "
-            "(kubectl edit executorpool " + name + ")"
+            f"ExecutorPool {name!r}: {describe_validation_error(exc, ExecutorPoolSpec)}; fix "
+            "its spec (kubectl edit executorpool " + name + ")"
         ) from None
+
+
+def pool_spec_problems(raw: Any) -> list[tuple[str, str]]:
+    """(path in the spec, sentence) of each problem of an ExecutorPool's spec (the path is
+    empty for the spec itself); empty when :func:`parse_pool_spec` accepts it."""
+    try:
+        ExecutorPoolSpec.model_validate(raw if raw is not None else {})
+    except ValidationError as exc:
+        return validation_problems(exc, ExecutorPoolSpec)
+    return []
 
 
 def route(
@@ -208,13 +221,12 @@ def pool_problems(obj: Mapping[str, Any]) -> list[tuple[str | None, str]]:
         out.append(("metadata.name", f"{DEFAULT_POOL!r} is the operator's implicit pool"))
     if isinstance(meta, Mapping) and meta.get("namespace"):
         out.append(("metadata.namespace", "an ExecutorPool is cluster-scoped; remove it"))
-    try:
-        spec = parse_pool_spec(obj.get("spec"), str(name or "pool"))
-    except SpecError as exc:
-        return [*out, ("spec", str(exc))]
-    if spec.policy is not None:
+    raw = obj.get("spec")
+    out.extend((f"spec.{p}" if p else "spec", text) for p, text in pool_spec_problems(raw))
+    policy = raw.get("policy") if isinstance(raw, Mapping) else None
+    if isinstance(policy, str) and policy:  # checked even beside other problems of the spec
         try:
-            SchedulerSpec.parse(spec.policy)
+            SchedulerSpec.parse(policy)
         except IdlegateError as exc:
             out.append(("spec.policy", str(exc)))
     return out

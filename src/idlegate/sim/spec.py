@@ -6,8 +6,10 @@ describes `spec` of a `DagWorkflow` custom resource; Python code uses snake_case
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
+import typing
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -27,6 +29,15 @@ MAX_TASK_SECONDS = 7 * 24 * 3600
 """Longest task duration (`taskDurationSeconds`) a stage may have: 7 days."""
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 """Stage names become parts of pod names and labels: DNS-1123 labels."""
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+"""RFC 1123 subdomain: the API server's rule for the names of objects (custom ones too)."""
+PATTERN_MEANINGS = {
+    NAME_PATTERN: "must be a DNS label (lower case letters, digits and '-', starting and "
+    "ending with a letter or digit)",
+    DNS_SUBDOMAIN_PATTERN: "must be a DNS subdomain name (lower case letters, digits, '-' "
+    "and '.', starting and ending with a letter or digit)",
+}
+"""What a name pattern means, said instead of the raw regular expression."""
 MAX_NAME_LENGTH = 40
 
 
@@ -158,7 +169,7 @@ class WorkflowSpec(BaseModel):
         default=None,
         min_length=1,
         max_length=253,
-        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        pattern=DNS_SUBDOMAIN_PATTERN,
         description="The ExecutorPool to run in, by name (operator only). Unset: the pool "
         "whose namespaceSelector selects the workflow's namespace, else the operator's "
         "default pool (--pool-size). A named pool that does not exist makes the workflow "
@@ -217,27 +228,99 @@ def parse_workflow(data: Any, source: str = "workflow") -> WorkflowSpec:
     try:
         return WorkflowSpec.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(f"{source}: {describe_validation_error(exc)}") from None
+        raise SpecError(f"{source}: {describe_validation_error(exc, WorkflowSpec)}") from None
     except SpecError as exc:
         raise SpecError(f"{source}: {exc}") from None
 
 
-def describe_validation_error(exc: ValidationError) -> str:
-    """One readable sentence per pydantic error, with the path into the document."""
+def describe_validation_error(exc: ValidationError, model: type[BaseModel] | None = None) -> str:
+    """One readable sentence per pydantic error, with the path into the document, joined by
+    ``"; "`` (the first five, then how many more); see :func:`validation_problems`."""
+    problems = validation_problems(exc, model)
+    parts = [f"{loc}: {msg}" if loc else msg for loc, msg in problems[:5]]
+    if len(problems) > 5:
+        parts.append(f"and {len(problems) - 5} more problem(s)")
+    return "; ".join(parts)
+
+
+def validation_problems(
+    exc: ValidationError, model: type[BaseModel] | None = None
+) -> list[tuple[str, str]]:
+    """(path into the document, sentence) of each pydantic error, e.g.
+    ``("stages[1].tasks", "must be an integer, not the string '3' (remove the quotes)")``;
+    the path is empty for the document itself. `model` (the model validated) lets an
+    unknown field be answered with the field it most likely meant."""
     errors = exc.errors()
     # a bad stage also makes pydantic report the stage list as too short: noise
     nested = any(len(e["loc"]) > 1 for e in errors)
     errors = [e for e in errors if not (nested and e["type"] == "too_short")]
-    parts = []
-    for err in errors[:5]:
+    out = []
+    for err in errors:
         loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
-        loc = loc.lstrip(".")
-        msg = err["msg"].removeprefix("Value error, ")
-        parts.append(f"{loc}: {msg}" if loc else msg)
-    more = len(errors) - 5
-    if more > 0:
-        parts.append(f"and {more} more problem(s)")
-    return "; ".join(parts)
+        out.append((loc.lstrip("."), _sentence(err, model)))
+    return out
+
+
+_TYPE_NAMES = {"int_type": "an integer", "bool_type": "true or false", "float_type": "a number"}
+
+
+def _sentence(err: Any, model: type[BaseModel] | None) -> str:
+    """Pydantic's message for one error, said in the manifest's terms where it is unclear."""
+    kind, value, loc = err["type"], err.get("input"), err["loc"]
+    if kind == "extra_forbidden" and loc:
+        fields = _fields_at(model, loc[:-1])
+        if fields:
+            close = difflib.get_close_matches(str(loc[-1]), fields, n=1)
+            if close:
+                return f"is not a field here; did you mean {close[0]}?"
+            return f"is not a field here; the fields are {', '.join(fields)}"
+        return "is not a field here; remove it"
+    if kind in _TYPE_NAMES and isinstance(value, str):
+        return f"must be {_TYPE_NAMES[kind]}, not the string {value!r} (write it without quotes)"
+    if kind in _TYPE_NAMES and isinstance(value, int | float):
+        return f"must be {_TYPE_NAMES[kind]}, not {json.dumps(value)}"
+    if kind == "string_type" and isinstance(value, int | float):  # e.g. a label `a: 1`
+        return f"must be a string, not {json.dumps(value)}: quote it ('{json.dumps(value)}')"
+    if kind in ("model_type", "model_attributes_type", "dict_type") and isinstance(value, str):
+        fields = _fields_at(model, loc)
+        if fields and loc and len(fields) == 1:
+            return f"is an object, not a string: write {loc[-1]}: {{{fields[0]}: {value}}}"
+        if fields:
+            return f"is an object (a mapping with {', '.join(fields)}), not a string"
+    if kind == "string_pattern_mismatch":
+        meaning = PATTERN_MEANINGS.get(str((err.get("ctx") or {}).get("pattern")))
+        if meaning:
+            return f"{value!r} {meaning}" if isinstance(value, str) else meaning
+    return str(err["msg"]).removeprefix("Value error, ")
+
+
+def _fields_at(model: type[BaseModel] | None, loc: tuple[int | str, ...]) -> list[str]:
+    """The field names (their aliases, as written in a manifest) of the model found at
+    `loc` under `model`; empty if there is none there."""
+    for part in loc:
+        if model is None:
+            return []
+        if isinstance(part, int):  # an item of a list: the model of the list's items
+            continue
+        field = next(
+            (f for n, f in model.model_fields.items() if part in (n, f.alias)),
+            None,
+        )
+        model = _model_in(field.annotation) if field is not None else None
+    if model is None:
+        return []
+    return [f.alias or n for n, f in model.model_fields.items()]
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The model a field's type holds (``PodGC | None``, ``tuple[StageSpec, ...]``)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
 
 
 def load_workflow_file(path: str | Path) -> list[WorkflowSpec]:
