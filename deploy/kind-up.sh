@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Bring idlegate up on a local kind cluster and smoke-test it:
 #   create the cluster (deploy/kind/kind-config.yaml), build the operator image, check
-#   deploy/samples/ with `idlegate lint` (in that image), load the image into the cluster,
-#   apply deploy/base and the pod-security admission policy, wait for the operator, submit
-#   deploy/samples/, check that the API server refuses a hostNetwork template, wait for the
-#   diamond to succeed and the invalid sample to be marked Invalid, show `get dwf`.
+#   every sample under deploy/samples/ (cron/ and pools/ included) with `idlegate lint` (in
+#   that image), load the image into the cluster, apply deploy/base (its three CRDs) and the
+#   pod-security admission policy, wait for the operator, submit every sample (apply -R),
+#   check that the API server refuses a hostNetwork template, wait for the diamond to
+#   succeed and the invalid sample to be marked Invalid, show the workflows and pools.
 #
 # Usage: deploy/kind-up.sh            (from anywhere; needs docker, kind and kubectl)
 # Environment:
@@ -47,7 +48,8 @@ k() { kubectl --context "$CONTEXT" "$@"; }
 # Print what helps when a wait fails, then fail.
 diagnose() {
     log "diagnostics"
-    k get dwf -A -o wide || true
+    k get dwf,dcwf -A -o wide || true
+    k get xpool -o wide || true
     k describe dwf -A || true
     k get pods -A -l idlegate.io/workflow -o wide || true
     k -n "$NAMESPACE" get pods -o wide || true
@@ -71,9 +73,12 @@ fi
 # operator would mark Invalid stops here, before anything is loaded or applied. Each
 # file goes in on stdin (no bind mount: nothing to share with Docker, no SELinux labels).
 lint() { docker run --rm -i "$IMAGE" lint - < "$1" 2>&1; }
-log "linting deploy/samples (idlegate lint: the operator's checks, offline)"
-for sample in "$ROOT"/deploy/samples/*.yaml; do
-    name="deploy/samples/${sample##*/}"
+log "linting deploy/samples, recursively (idlegate lint: the operator's checks, offline)"
+linted=0
+# (a loop over find's lines rather than mapfile: macOS ships bash 3.2)
+while IFS= read -r sample; do
+    linted=$((linted + 1))
+    name="deploy/samples/${sample#"$ROOT/deploy/samples/"}"
     if [[ "${sample##*/}" == invalid-* ]]; then
         # invalid on purpose: lint must find what the operator will report
         if out="$(lint "$sample")"; then
@@ -83,7 +88,8 @@ for sample in "$ROOT"/deploy/samples/*.yaml; do
     else
         out="$(lint "$sample")" || die "$name does not pass idlegate lint:"$'\n'"$out"
     fi
-done
+done < <(find "$ROOT/deploy/samples" -type f -name '*.yaml' | LC_ALL=C sort)
+[[ "$linted" -gt 0 ]] || die "no sample under deploy/samples"
 
 log "loading $IMAGE into the cluster"
 kind load docker-image "$IMAGE" --name "$CLUSTER_NAME"
@@ -96,20 +102,21 @@ if [[ "$IMAGE" != "$DEFAULT_IMAGE" ]]; then
     k -n "$NAMESPACE" set image "deploy/$DEPLOYMENT" "operator=$IMAGE"
 fi
 
-log "waiting for the CRD and the operator"
-k wait --for=condition=Established "crd/dagworkflows.idlegate.io" --timeout="$TIMEOUT"
+log "waiting for the CRDs and the operator"
+k wait --for=condition=Established "crd/dagworkflows.idlegate.io" \
+    "crd/dagcronworkflows.idlegate.io" "crd/executorpools.idlegate.io" --timeout="$TIMEOUT"
 # a rebuilt image under the same tag needs a new pod to be picked up
 k -n "$NAMESPACE" rollout restart "deploy/$DEPLOYMENT"
 k -n "$NAMESPACE" rollout status "deploy/$DEPLOYMENT" --timeout="$TIMEOUT" ||
     diagnose "the operator did not become ready"
 
-log "submitting deploy/samples"
+log "submitting deploy/samples, recursively (cron/ and pools/ too)"
 # a re-run starts the samples afresh rather than finding them finished
-k delete -f "$ROOT/deploy/samples/" --ignore-not-found --wait=true
-k apply -f "$ROOT/deploy/samples/"
+k delete -R -f "$ROOT/deploy/samples/" --ignore-not-found --wait=true
+k apply -R -f "$ROOT/deploy/samples/"
 
 if [[ "${SKIP_SMOKE:-0}" == 1 ]]; then
-    k get dwf
+    k get dwf,dcwf,xpool
     exit 0
 fi
 
@@ -166,5 +173,5 @@ k wait dwf/invalid-cycle --for=jsonpath='{.status.phase}'=Invalid --timeout="$TI
 pods="$(k get pods -l idlegate.io/workflow=invalid-cycle -o name)"
 [[ -z "$pods" ]] || diagnose "the invalid workflow has pods: $pods"
 
-k get dwf
+k get dwf,dcwf,xpool
 log "idlegate is up (diamond JCT ${jct}s). Next: kubectl describe dwf diamond; kubectl get dwf -w"

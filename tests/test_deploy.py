@@ -28,6 +28,7 @@ from tests.deploy_files import (
     MIN_KUBERNETES,
     NAMESPACE,
     ROOT,
+    SAMPLES,
     committed_crd,
     kustomize,
     load_yaml,
@@ -436,9 +437,13 @@ def test_kind_up_lints_the_samples_before_applying_them(tmp_path):
     out, calls = _run_kind_up(ROOT, tmp_path)
     assert out.returncode == 0, out.stderr
     lints = [i for i, c in enumerate(calls) if c.startswith("docker run") and " lint -" in c]
-    assert len(lints) == len(sample_files())
-    first_apply = min(i for i, c in enumerate(calls) if c.startswith("kubectl") and " apply " in c)
-    assert max(lints) < first_apply
+    # every sample, those in folders (cron/, pools/) too
+    nested = sorted(p.relative_to(SAMPLES) for p in SAMPLES.rglob("*.yaml"))
+    assert {"cron", "pools"} <= {p.parts[0] for p in nested if len(p.parts) > 1}
+    assert len(lints) == len(nested) > len(sample_files())
+    applies = [i for i, c in enumerate(calls) if c.startswith("kubectl") and " apply " in c]
+    assert max(lints) < min(applies)
+    assert any(" apply -R -f " in calls[i] and calls[i].endswith("/samples/") for i in applies)
 
     # a broken valid sample stops the script before anything is applied, with lint's words
     tree = tmp_path / "tree"
@@ -449,6 +454,18 @@ def test_kind_up_lints_the_samples_before_applying_them(tmp_path):
     assert out.returncode == 1
     assert "deploy/samples/diamond.yaml does not pass idlegate lint" in out.stderr
     assert "depends on 'extrakt', which is not a stage of this workflow" in out.stderr
+    assert not [c for c in calls if c.startswith("kubectl") and " apply " in c]
+
+    # so does a broken sample in a folder
+    broken.write_text((SAMPLES / "diamond.yaml").read_text())
+    cron = tree / "deploy" / "samples" / "cron" / "nightly-report.yaml"
+    cron.write_text(
+        cron.read_text().replace("startingDeadlineSeconds: 3600", 'startingDeadlineSeconds: "3600"')
+    )
+    out, calls = _run_kind_up(tree, tmp_path)
+    assert out.returncode == 1
+    assert "deploy/samples/cron/nightly-report.yaml does not pass idlegate lint" in out.stderr
+    assert "spec.startingDeadlineSeconds: must be an integer" in out.stderr
     assert not [c for c in calls if c.startswith("kubectl") and " apply " in c]
 
 
