@@ -170,7 +170,8 @@ class RoomResult:
 def run_task(task: Task) -> RoomResult | dict[str, float]:
     """A room task's `RoomResult`, or a capture task's mean JCT per scheduler."""
     if task.kind == "room":
-        family = KnobFamily(text=label(task.point), name=WORKLOAD, point=task.point)
+        knobs = tuple((k, v) for k, v in task.point if k != "executors")  # K: its own
+        family = KnobFamily(text=label(knobs), name=WORKLOAD, point=task.point)
         limits = argparse.Namespace(time_limit=task.time_limit, workers=1, no_idle=True)
         k = int(dict(task.point)["executors"])
         row = optimum.run_instance(family, task.seed, k, task.jobs, ROOM_SPECS, limits)
@@ -180,7 +181,7 @@ def run_task(task: Task) -> RoomResult | dict[str, float]:
         proven = row.optimum.proven and no_idle.proven
         return RoomResult(row.optimum.avg_jct, no_idle.avg_jct, proven, row.schedulers)
     w = build_workload(WORKLOAD, task.seed, num_jobs=task.jobs, **workload_options(task.point))
-    out = {}
+    out: dict[str, float] = {}
     for spec in (BEST, *CAPTURED.values()):
         result = simulate(w, make_scheduler(spec), task.seed)
         if result.unfinished:
@@ -274,7 +275,7 @@ def print_knob(knob: str, summaries: Sequence[PointSummary]) -> None:
 
 
 def tasks_of(args: argparse.Namespace, grid: Sequence[Point]) -> list[Task]:
-    """Room tasks first (they are the slow ones to schedule early), then capture tasks."""
+    """Every point's room tasks, then every point's capture tasks."""
     rooms = [
         Task("room", p, s, args.jobs, args.time_limit) for p in grid for s in range(args.room_seeds)
     ]
