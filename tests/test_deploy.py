@@ -31,6 +31,7 @@ from tests.deploy_files import (
     SAMPLES,
     committed_crd,
     kustomize,
+    load_all,
     load_yaml,
     only,
     parse_node_image,
@@ -486,3 +487,49 @@ def test_readme_documents_the_deploy_commands():
         "idlegate.io/release",
     ):
         assert needle in text, needle
+
+
+def _readme_section(title: str) -> str:
+    """The text of deploy/README.md from the line starting with `title` to the next
+    heading."""
+    text = (DEPLOY / "README.md").read_text()
+    start = text.index(title)
+    end = text.find("\n#", start + len(title))
+    return text[start : end if end > 0 else len(text)]
+
+
+def test_readme_rbac_table_is_the_operators_cluster_role():
+    role = next(
+        d
+        for d in load_all(BASE / "rbac.yaml")
+        if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "idlegate-operator"
+    )
+    granted = {
+        (group or "core", resource): set(rule["verbs"])
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+    table = _readme_section("- **RBAC** (`base/rbac.yaml`")
+    documented: dict[tuple[str, str], set[str]] = {}
+    for row in re.findall(r"^\s*\| (`.+?) \| (.+?) \| (.+?) \|", table, re.M):
+        resources, group, verbs = row
+        for resource in re.findall(r"`([^`]+)`", resources):
+            documented[(group.strip("`"), resource)] = {v.strip() for v in verbs.split(",")}
+    assert documented == granted
+
+
+def test_readme_lists_every_event_reason_the_operator_posts():
+    posted: set[str] = set()
+    patterns = (
+        r'"(?:Warning|Normal)",\s*"([A-Z]\w+)"',  # an Event with its reason
+        r'\.fail\(\s*\w+,\s*"([A-Z]\w+)"',  # a workflow failed: Event reason = condition's
+        r'reason, cause = "([A-Z]\w+)"',  # a pod write that failed
+    )
+    for path in sorted((ROOT / "src" / "idlegate" / "operator").glob("*.py")):
+        source = path.read_text()
+        for pattern in patterns:
+            posted.update(re.findall(pattern, source))
+    assert {"Holding", "DeadlineExceeded", "MissedSchedule", "PodRejected"} <= posted
+    listed = set(re.findall(r"`([A-Z]\w+)`", _readme_section("Event reasons")))
+    assert posted - listed == set()

@@ -215,7 +215,8 @@ def lint(
     ] = "",
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
-    """Check DagWorkflow manifests offline with the operator's checks; exit 1 if any fails."""
+    """Check DagWorkflow, DagCronWorkflow and ExecutorPool manifests offline with the
+    operator's checks; exit 1 if any fails."""
     with user_errors():
         from idlegate.operator.lint import lint_paths
         from idlegate.operator.podsecurity import NamespacePolicy, parse_service_accounts

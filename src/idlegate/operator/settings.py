@@ -21,7 +21,8 @@ class Settings(Config):
     model_config = ConfigDict(title="the operator's settings", arbitrary_types_allowed=True)
 
     pool_size: StrictInt = Field(ge=1)
-    """Executors: task pods that may run at once, cluster-wide."""
+    """Executors of the default pool: task pods that may run at once over the workflows no
+    ExecutorPool takes (with no ExecutorPools: over all of them)."""
 
     policy: Annotated[str | None, Flag("--scheduler", "-s")] = None
     """A scheduler spec as for `simulate` (fair, analytic:fair, learned:PATH.onnx, a bare
@@ -93,7 +94,9 @@ class Settings(Config):
     answer; the first answer ends the outage (readiness, a Warning Event, a resync)."""
 
     crd_retry_interval: float = Field(5.0, gt=0)
-    """Seconds between two looks for the DagWorkflow CRD while it is not installed."""
+    """Seconds between two looks for the DagWorkflow CRD while it is not installed (the
+    operator is not ready meanwhile). A missing DagCronWorkflow or ExecutorPool CRD does not
+    stop it: kopf serves that kind once its CRD is installed."""
 
     gated_pods_per_stage: int | None = Field(None, ge=0)
     """Task pods created ahead (gated) for a runnable stage; the rest are created as the
@@ -141,10 +144,12 @@ class Settings(Config):
     (the records stay in the workflows' status until they are deleted)."""
 
     history_max_bytes: int = Field(10 * 2**20, ge=4096)
-    """Size in bytes at which the history file is rotated to PATH.1 (PATH.1 to PATH.2, ...)."""
+    """Size in bytes at which the history file is rotated: history.jsonl to history.1.jsonl
+    (history.1.jsonl to history.2.jsonl, ...; the suffix is kept)."""
 
     history_backups: int = Field(5, ge=1)
-    """Rotated history files kept (PATH.1 .. PATH.N; the oldest is dropped)."""
+    """Rotated history files kept (history.1.jsonl .. history.N.jsonl for a history.jsonl;
+    the oldest is dropped)."""
 
     history_samples: int = Field(20, ge=1, le=MAX_MEASURED)
     """Measured task run times a finished stage keeps in its status (a uniform sample)."""
