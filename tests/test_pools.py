@@ -194,6 +194,8 @@ async def test_pools_route_wait_resize_and_delete_without_preempting():
     await intake.readmit(pools, pools.apply("gpu", gpu))
     await h.settle()
     assert ("default", "w2") in pools.bridges["gpu"].workflows and not pools.waiting
+    (cond,) = [c for c in h.kube.status("w2")["conditions"] if c["type"] == "PoolReady"]
+    assert (cond["status"], cond["reason"]) == ("True", "PoolFound")
     await intake.readmit(pools, pools.remove("gpu"))
     await h.settle()
     assert pools.waiting == {("default", "w2"): "gpu"}  # its pool went: it waits again

@@ -145,8 +145,15 @@ class Pools:
         if name is None:
             self._wait(body, str(wanted))
             return None
-        self.waiting.pop((owner.namespace, owner.name), None)
-        return self.bridges[name].admit(body, pods, policy, schedule=schedule)
+        waited = self.waiting.pop((owner.namespace, owner.name), None)
+        bridge = self.bridges[name]
+        wf = bridge.admit(body, pods, policy, schedule=schedule)
+        if wf is not None and (waited is not None or wf.conditions.get(POOL_CONDITION)):
+            # (a workflow that waited for its pool says it has one now)
+            message = f"In ExecutorPool {name!r}."
+            wf.conditions.set(POOL_CONDITION, True, "PoolFound", message, wf.generation, self.now())
+            bridge.writes.status(wf, urgent=True)
+        return wf
 
     def _wait(self, body: Mapping[str, Any], pool: str) -> None:
         """Hold `body` out of every pool until `pool` exists, with a condition saying so."""
