@@ -45,6 +45,7 @@ docs/lookahead.md).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 import time
 from collections.abc import Sequence
@@ -57,6 +58,7 @@ import numpy as np
 from idlegate.errors import IdlegateError
 from idlegate.evaluation.comparison import WorkloadOptions, build
 from idlegate.evaluation.suites import BASELINES, select_cases, suite_cases
+from idlegate.flags import missing_extra, one_line
 from idlegate.policy import DEFAULT_POLICY_PATH, make_scheduler
 from idlegate.policy.lookahead import LookaheadScheduler
 from idlegate.sim.engine import simulate
@@ -70,6 +72,17 @@ MEAN_TARGET, P95_TARGET, OVERLOAD_TARGET, DELAY_TARGET = 0.005, 0.10, -0.05, 0.0
 LATENCY_TARGET_MS, PLAN_TARGET_MS = 1.0, 50.0
 ONNX_SLACK = 0.005
 """How far the candidate may trail the ONNX policy alone on any workload to replace it."""
+EXTRA_MODULES = ("torch", "onnx")
+"""What the decision-latency check imports through `inference.py` beyond the base install
+(the `train` extra): checked at the start, so a missing one costs no simulations."""
+
+
+def check_extras(modules: Sequence[str]) -> None:
+    """Raise the `missing_extra` sentence for the first of `modules` that is not installed."""
+    for module in modules:
+        if importlib.util.find_spec(module) is None:
+            error = missing_extra(ModuleNotFoundError(name=module))
+            raise error or IdlegateError(f"this needs the module {module!r}; install it")
 
 
 def planner_spec(options: str, delay: float | None = None) -> str:
@@ -344,7 +357,9 @@ def main(argv: list[str] | None = None) -> list[Check]:
     parser.add_argument("--quick", action="store_true", help="the quick suite, 2 seeds")
     parser.add_argument("--seeds", type=int, default=None, help="seeds (default 3; 2 quick)")
     parser.add_argument("--first-seed", type=int, default=1000)
-    parser.add_argument("-j", "--jobs", type=int, default=2, help="worker processes")
+    parser.add_argument(
+        "-j", "--jobs", type=int, default=2, help="worker processes (default %(default)s)"
+    )
     parser.add_argument("--workloads", type=lambda s: s.split(","), default=None)
     parser.add_argument("--overload-load", type=float, default=1.2, help="0: no overload row")
     parser.add_argument("--overload-jobs", type=int, default=None, help="default 101; 41 quick")
@@ -364,6 +379,15 @@ def main(argv: list[str] | None = None) -> list[Check]:
         "--samples", type=int, default=None, help="latency samples (500; 100 quick)"
     )
     args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except IdlegateError as exc:
+        parser.exit(1, f"Error: {one_line(exc)}\n")
+
+
+def run(args: argparse.Namespace) -> list[Check]:
+    """Every check of `args`, printed; the checks."""
+    check_extras(EXTRA_MODULES)
     args.seeds = args.seeds or (2 if args.quick else 3)
     args.overload_jobs = args.overload_jobs or (41 if args.quick else 101)
     started = time.perf_counter()

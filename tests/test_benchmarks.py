@@ -138,3 +138,18 @@ def test_default_targets_checks_each_target_against_its_limit() -> None:
         assert c.passed == within, c
     assert by_target[f"{overload}: mean vs fair"].limit == -0.05
     assert 0 < by_target["decision p99 at 20 jobs (CPU)"].value < 100
+
+
+def test_default_targets_stops_at_its_start_without_its_extra(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from idlegate import flags
+
+    default_targets = load_benchmark("default_targets")
+    monkeypatch.setitem(flags.EXTRAS, "idlegate_absent_module", "train")
+    monkeypatch.setattr(default_targets, "EXTRA_MODULES", ("numpy", "idlegate_absent_module"))
+    with pytest.raises(SystemExit) as stopped:
+        default_targets.main(["--quick", "-j", "1"])
+    assert stopped.value.code == 1
+    err = capsys.readouterr().err
+    assert err.startswith("Error: this needs the 'train' extra") and err.count("\n") == 1
