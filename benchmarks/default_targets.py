@@ -62,7 +62,7 @@ from idlegate.flags import missing_extra, one_line
 from idlegate.policy import DEFAULT_POLICY_PATH, make_scheduler
 from idlegate.policy.lookahead import LookaheadScheduler
 from idlegate.sim.engine import simulate
-from idlegate.sim.metrics import paired_relative_change
+from idlegate.sim.metrics import change_text, paired_relative_change
 from idlegate.sim.tpch import resolve_tpch_dir
 
 FAST = "max_decisions=100&race=0.05&plan_window=64"
@@ -200,8 +200,8 @@ def change(runs: Runs, label: str, base: str, fn: str = "mean") -> tuple[float, 
 
 
 def fmt(c: tuple[float, float]) -> str:
-    """A paired change and its half-width (none with one seed)."""
-    return f"{c[0]:+.1%}" + ("" if np.isnan(c[1]) else f" ± {c[1]:.1%}")
+    """A paired change and its half-width ("n/a" with one seed)."""
+    return change_text(*c)
 
 
 def triple(runs: Runs, label: str) -> str:

@@ -4,8 +4,8 @@ One knob of the `follow` workload at a time is swept around a base point (K = 2
 executors, load 0.7, the generator's defaults for the rest: size ratio 10, lag of mean
 10 s, sessions of 3.5 short jobs); per point two measurements:
 
-* **The room** (`optimum.py`'s CP-SAT machinery, its `run_instance`): the first `--jobs`
-  jobs of seeds 0..`--room-seeds`-1, solved exactly with idling and without (non-delay
+* **The room** (`optimum.py`'s CP-SAT machinery, its `run_instance`): the first
+  `--instance-jobs` jobs of seeds 0..`--room-seeds`-1, solved exactly with idling and without (non-delay
   schedules), each within `--time-limit` seconds on one CP-SAT worker. Both are given in
   % of the best heuristic's (`analytic:sjf`'s) mean JCT on the same instance: `idling`
   = (non-delay optimum − optimum) / it, the cut only idling can give; `below best` =
@@ -20,9 +20,11 @@ executors, load 0.7, the generator's defaults for the rest: size ratio 10, lag o
   than `MIN_ORACLE_GAIN`: a share of noise).
 
 It prints a markdown table per knob. Every task (one instance, or one seed's four runs)
-is independent: `-j N` spreads them over N local processes (`idlegate.parallel`).
+is independent: `-j/--jobs N` spreads them over N local processes (`idlegate.parallel`),
+as in `idlegate compare` and `default_targets.py`. It needs the `dev` extra (ortools, through
+`optimum.py`): without it, it stops with one `Error:` line naming it.
 
-    python benchmarks/idle_map.py [-j 2] [--room-seeds 10] [--capture-seeds 10] \
+    python benchmarks/idle_map.py [-j 2] [--instance-jobs 14] [--room-seeds 10] [--capture-seeds 10] \
         [--sweep size_ratio=3,5,10,20 ...] [--json map.json]
 """
 
@@ -41,10 +43,11 @@ from pathlib import Path
 from types import ModuleType
 
 from idlegate.errors import IdlegateError
+from idlegate.flags import missing_extra, one_line
 from idlegate.parallel import LocalPool
 from idlegate.policy import make_scheduler
 from idlegate.sim.engine import Workload, simulate
-from idlegate.sim.metrics import paired_relative_change
+from idlegate.sim.metrics import change_text, paired_relative_change
 from idlegate.sim.workloads import build_workload
 from idlegate.sim.workloads.follow import FollowConfig
 
@@ -62,7 +65,13 @@ def _sibling(name: str) -> ModuleType:
     return sys.modules[key]
 
 
-optimum = _sibling("optimum")  # the CP-SAT model and its run_instance
+try:
+    optimum = _sibling("optimum")  # the CP-SAT model and its run_instance
+except ModuleNotFoundError as exc:  # ortools (the dev extra): one Error line, as the CLI's
+    error = missing_extra(exc)
+    if __name__ != "__main__" or error is None:
+        raise
+    sys.exit(f"Error: {one_line(error)}")
 
 WORKLOAD = "follow"
 BEST = "analytic:sjf"
@@ -263,7 +272,7 @@ def print_knob(knob: str, summaries: Sequence[PointSummary]) -> None:
             f"{s.proven}/{s.instances}",
             _share_text(s.oracle_of_room),
             f"{s.best_jct:.1f}",
-            *(f"{-g:+.1%} ± {hw:.1%}" for g, hw in gains.values()),
+            *(change_text(-g, hw) for g, hw in gains.values()),
             _share_text(share(gains["default"][0], oracle)),
             _share_text(share(gains["learned-future planner"][0], oracle)),
         ]
@@ -277,7 +286,9 @@ def print_knob(knob: str, summaries: Sequence[PointSummary]) -> None:
 def tasks_of(args: argparse.Namespace, grid: Sequence[Point]) -> list[Task]:
     """Every point's room tasks, then every point's capture tasks."""
     rooms = [
-        Task("room", p, s, args.jobs, args.time_limit) for p in grid for s in range(args.room_seeds)
+        Task("room", p, s, args.instance_jobs, args.time_limit)
+        for p in grid
+        for s in range(args.room_seeds)
     ]
     capture = range(args.first_seed, args.first_seed + args.capture_seeds)
     return rooms + [Task("capture", p, s, 100, args.time_limit) for p in grid for s in capture]
@@ -295,9 +306,13 @@ def _sweep(text: str) -> tuple[str, tuple[float, ...]]:
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-j", "--jobs-parallel", type=int, default=1, help="worker processes")
+    parser.add_argument(
+        "-j", "--jobs", type=int, default=1, help="worker processes (default %(default)s)"
+    )
     parser.add_argument("--room-seeds", type=int, default=10, help="CP-SAT instances per point")
-    parser.add_argument("--jobs", type=int, default=14, help="jobs of a CP-SAT instance")
+    parser.add_argument(
+        "--instance-jobs", type=int, default=14, help="jobs of a CP-SAT instance (default 14)"
+    )
     parser.add_argument("--time-limit", type=float, default=10.0, help="s per CP-SAT solve")
     parser.add_argument("--capture-seeds", type=int, default=10, help="100-job runs per point")
     parser.add_argument("--first-seed", type=int, default=1000, help="first held-out seed")
@@ -305,7 +320,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--sweep",
         type=_sweep,
         action="append",
-        help="KNOB=V1,V2,... (repeatable; default: every knob of SWEEPS)",
+        help=f"KNOB=V1,V2,..., KNOB one of {', '.join(SWEEPS)} (repeatable; default: each "
+        "knob over its SWEEPS values)",
     )
     parser.add_argument("--json", metavar="PATH", help="write every point's figures here")
     return parser.parse_args(argv)
@@ -326,15 +342,15 @@ def run(args: argparse.Namespace) -> None:
             flush=True,
         )
 
-    with LocalPool(args.jobs_parallel, preload=("idlegate.policy",)) as pool:
+    with LocalPool(args.jobs, preload=("idlegate.policy",)) as pool:
         results = pool.map(run_task, tasks, progress=progress)
     by_point: dict[Point, tuple[list, list]] = {p: ([], []) for p in grid}
     for t, r in zip(tasks, results, strict=True):
         by_point[t.point][t.kind == "capture"].append(r)
     summaries = {p: summarize(p, *by_point[p]) for p in grid}
     print(
-        f"{WORKLOAD}, base {label(tuple(sorted(BASE.items())))}; room: {args.jobs} jobs, seeds "
-        f"0-{args.room_seeds - 1}, CP-SAT {args.time_limit:g} s x 1 worker; capture: 100 jobs, "
+        f"{WORKLOAD}, base {label(tuple(sorted(BASE.items())))}; room: {args.instance_jobs} "
+        f"jobs, seeds 0-{args.room_seeds - 1}, CP-SAT {args.time_limit:g} s x 1 worker; capture: 100 jobs, "
         f"seeds {args.first_seed}-{args.first_seed + args.capture_seeds - 1}"
     )
     for knob, values in sweeps.items():

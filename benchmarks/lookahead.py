@@ -36,7 +36,7 @@ from idlegate.errors import IdlegateError
 from idlegate.policy import SchedulerSpec, make_scheduler
 from idlegate.policy.lookahead import LookaheadScheduler
 from idlegate.sim.engine import simulate
-from idlegate.sim.metrics import paired_relative_change
+from idlegate.sim.metrics import change_text, paired_relative_change
 
 
 @dataclass
@@ -96,7 +96,7 @@ def run_seed(args: argparse.Namespace, rows: list[Row], workload_options: dict, 
 
 def change(values: list[float], baseline: list[float]) -> str:
     c = paired_relative_change(values, baseline)
-    return f"{c.mean:+.1%} ± {c.half_width:.1%}"
+    return change_text(c.mean, c.half_width)
 
 
 def report(args: argparse.Namespace, rows: list[Row], workload_options: dict) -> None:

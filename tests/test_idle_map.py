@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from tests.helpers import load_benchmark
@@ -49,3 +53,37 @@ def test_a_points_figures_against_the_best_heuristic() -> None:
     assert s.gains["default"][0] == pytest.approx(-0.10)
     assert s.gains["learned-future planner"][0] == pytest.approx(0.02)
     assert s.gains["oracle planner"] == (pytest.approx(0.08), pytest.approx(0.0))
+
+
+def test_options_match_the_projects_and_sweep_names_its_knobs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = idle_map.parse(["-j", "2", "--instance-jobs", "8", "--sweep", "lag=2,10"])
+    assert (args.jobs, args.instance_jobs, args.sweep) == (2, 8, [("lag", (2.0, 10.0))])
+    assert idle_map.parse(["--jobs", "3"]).jobs == 3  # worker processes, as compare's -j
+    with pytest.raises(SystemExit):
+        idle_map.parse(["--help"])
+    assert "KNOB one of size_ratio, lag, session_size, load, executors" in " ".join(
+        capsys.readouterr().out.split()
+    )
+
+
+def test_one_seed_prints_n_a_not_nan(capsys: pytest.CaptureFixture[str]) -> None:
+    best, oracle, learned = idle_map.BEST, idle_map.ORACLE, idle_map.LEARNED
+    rooms = [idle_map.RoomResult(40.0, 45.0, True, {best: 50.0, oracle: 45.0})]
+    runs = [{best: 100.0, "default": 110.0, learned: 98.0, oracle: 92.0}]
+    idle_map.print_knob("lag", [idle_map.summarize((("lag", 10.0),), rooms, runs)])
+    row = capsys.readouterr().out.splitlines()[-1]
+    assert "nan" not in row and "+10.0% ± n/a" in row and "-8.0% ± n/a" in row
+
+
+def test_without_ortools_it_stops_with_one_error_line() -> None:
+    script = Path(__file__).parents[1] / "benchmarks" / "idle_map.py"
+    hide_ortools = (
+        "import runpy, sys; sys.modules['ortools'] = None; sys.argv = ['idle_map.py', '--help']; "
+        f"runpy.run_path({str(script)!r}, run_name='__main__')"
+    )
+    done = subprocess.run([sys.executable, "-c", hide_ortools], capture_output=True, text=True)
+    assert done.returncode == 1
+    assert done.stderr.startswith("Error: this needs the 'dev' extra") and done.stdout == ""
+    assert done.stderr.count("\n") == 1

@@ -50,6 +50,7 @@ __all__ = [
     "Estimate",
     "JobMetrics",
     "RunMetrics",
+    "change_text",
     "job_metrics",
     "mean_ci",
     "paired_relative_change",
@@ -297,6 +298,13 @@ def paired_relative_change(
         raise IdlegateError("the baseline is 0 for some seed; a relative change is undefined")
     est = mean_ci(x / b, confidence)
     return Estimate(est.mean - 1, est.low - 1, est.high - 1, est.n, confidence)
+
+
+def change_text(mean: float, half_width: float) -> str:
+    """A relative change as "+1.2% ± 0.8%"; "± n/a" when the interval is undefined (one
+    seed), so tables never show "nan"."""
+    spread = f"{half_width:.1%}" if math.isfinite(half_width) else "n/a"
+    return f"{mean:+.1%} ± {spread}"
 
 
 # ---------------------------------------------------------------------------------------
