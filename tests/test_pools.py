@@ -468,3 +468,36 @@ def test_a_spec_that_is_not_a_mapping_names_the_fields():
         "spec",
         "is an object (a mapping with size, namespaceSelector, policy, planBudgetMs), not a string",
     )
+
+
+@pytest.mark.asyncio
+async def test_a_gang_wider_than_its_pool_waits_for_the_pool_to_grow():
+    import copy
+
+    from idlegate.operator import intake
+    from idlegate.operator.pools import Pools
+    from tests.operator_fakes import harness, stage
+
+    h = harness(pool=4)
+    pools = Pools(h.bridge)
+    h.bridge = pools
+    small = ExecutorPoolSpec.model_validate({"size": 2, "namespaceSelector": {}})
+    pools.apply("batch", small)
+    body = h.kube.add_workflow("g", {"stages": [stage("a", tasks=3, gang=True)]})
+    await intake.admit(pools, copy.deepcopy(body))
+    await h.settle()
+    assert pools.waiting == {("default", "g"): "batch"} and h.released() == []
+    status = h.kube.status("g")
+    assert status["phase"] == "Pending"  # waiting, not Invalid: the pool can grow
+    (cond,) = [c for c in status["conditions"] if c["type"] == "PoolReady"]
+    assert (cond["status"], cond["reason"]) == ("False", "PoolTooSmall")
+    assert "gang stage of 3 tasks" in cond["message"] and "has 2" in cond["message"]
+    assert h.kube.reasons("g").count("PoolTooSmall") == 1
+    grown = small.model_copy(update={"size": 3})
+    await intake.readmit(pools, pools.apply("batch", grown))
+    await h.settle()
+    assert not pools.waiting and h.released() == ["g-a-0", "g-a-1", "g-a-2"]
+    (cond,) = [c for c in h.kube.status("g")["conditions"] if c["type"] == "PoolReady"]
+    assert (cond["status"], cond["reason"]) == ("True", "PoolFound")
+    await h.run_to_completion()
+    assert h.kube.status("g")["phase"] == "Succeeded"

@@ -40,6 +40,7 @@ from idlegate.operator.pool_spec import DEFAULT_POOL, POOL_CONDITION, ExecutorPo
 from idlegate.operator.status import Conditions, Phase, WorkflowStatus, dump
 from idlegate.operator.tracking import Workflow, WorkflowKey
 from idlegate.sim.engine import JobArrival
+from idlegate.sim.spec import parse_workflow
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,8 @@ class Pools:
         self.labels: dict[str, dict[str, str]] = {}
         """The labels of each namespace, as last read (routing by namespaceSelector)."""
         self._waiting_owner: dict[WorkflowKey, Owner] = {}
+        self._waiting_why: dict[WorkflowKey, str] = {}
+        """The reason each waits (PoolNotFound, PoolTooSmall)."""
         self.later: dict[WorkflowKey, Owner] = {}
         """Workflows that left a pool and could not be read again yet (retried)."""
         self._moving = 0
@@ -143,10 +146,26 @@ class Pools:
             self.specs.items(),
         )
         if name is None:
-            self._wait(body, str(wanted))
+            message = (
+                f"ExecutorPool {str(wanted)!r} does not exist: the workflow waits until it is "
+                "created (kubectl get executorpools), or spec.pool names another."
+            )
+            self._wait(body, str(wanted), "PoolNotFound", message)
+            return None
+        bridge = self.bridges[name]
+        wide = _widest_gang(body)
+        if name != DEFAULT_POOL and wide > bridge.settings.pool_size:
+            # (a pool can grow again: the workflow waits for it, as for a missing pool;
+            # the default pool's size is the operator's flag, so there it is Invalid)
+            message = (
+                f"A gang stage of {wide} tasks needs at least {wide} executors, and "
+                f"ExecutorPool {name!r} has {bridge.settings.pool_size}: the workflow waits "
+                "until the pool is resized (kubectl edit executorpool), or spec.pool names "
+                "a larger one."
+            )
+            self._wait(body, name, "PoolTooSmall", message)
             return None
         waited = self.waiting.pop((owner.namespace, owner.name), None)
-        bridge = self.bridges[name]
         wf = bridge.admit(body, pods, policy, schedule=schedule)
         if wf is not None and (waited is not None or wf.conditions.get(POOL_CONDITION)):
             # (a workflow that waited for its pool says it has one now)
@@ -155,36 +174,35 @@ class Pools:
             bridge.writes.status(wf, urgent=True)
         return wf
 
-    def _wait(self, body: Mapping[str, Any], pool: str) -> None:
-        """Hold `body` out of every pool until `pool` exists, with a condition saying so."""
+    def _wait(self, body: Mapping[str, Any], pool: str, reason: str, message: str) -> None:
+        """Hold `body` out of every pool until `pool` exists or changes (it is admitted
+        again then), with a condition and a Warning saying why (`reason`, `message`)."""
         owner = owner_of(body)
         key = (owner.namespace, owner.name)
-        if self.waiting.get(key) == pool:
+        if self.waiting.get(key) == pool and self._waiting_why.get(key) == reason:
             return
         self.waiting[key] = pool
+        self._waiting_why[key] = reason
         self._waiting_owner[key] = owner
         status = body.get("status") or {}
         conditions = Conditions(status.get("conditions"))
-        message = (
-            f"ExecutorPool {pool!r} does not exist: the workflow waits until it is created "
-            "(kubectl get executorpools), or spec.pool names another."
-        )
         generation = generation_of(body)
-        conditions.set(POOL_CONDITION, False, "PoolNotFound", message, generation, self.now())
+        conditions.set(POOL_CONDITION, False, reason, message, generation, self.now())
         waiting = WorkflowStatus(
             observed_generation=generation,
             phase=status.get("phase") or Phase.PENDING,
             conditions=conditions.models(),
         )
         self.writes.patch_status(owner, dump(waiting))
-        self.writes.event(owner, "Warning", "PoolNotFound", message)
-        log.info("%s/%s waits for ExecutorPool %r.", owner.namespace, owner.name, pool)
+        self.writes.event(owner, "Warning", reason, message)
+        log.info("%s/%s waits for ExecutorPool %r (%s).", owner.namespace, owner.name, pool, reason)
 
     def now(self) -> float:
         return self.default.now()
 
     def forget(self, namespace: str, name: str, uid: str | None, *, schedule: bool = True) -> None:
         self.waiting.pop((namespace, name), None)
+        self._waiting_why.pop((namespace, name), None)
         bridge = self.holder((namespace, name))
         if bridge is not None:
             bridge.forget(namespace, name, uid, schedule=schedule)
@@ -349,3 +367,13 @@ def pool_status(name: str, pools: Pools) -> dict[str, Any]:
         "pending": pending,
         "policy": bridge.scheduler.name,
     }
+
+
+def _widest_gang(body: Mapping[str, Any]) -> int:
+    """Tasks of the widest gang stage of a DagWorkflow (0: none, or a spec the bridge will
+    reject as invalid anyway)."""
+    try:
+        spec = parse_workflow(body.get("spec"))
+    except IdlegateError:
+        return 0
+    return max((s.tasks for s in spec.stages if s.gang), default=0)
