@@ -485,3 +485,41 @@ def test_pool_problems_are_one_line_per_field_with_no_kubectl_advice(tmp_path):
         ["spec.size", "spec.planBudgetMs", "spec.namespaceSelecter", "spec.policy"],
     )
     assert "kubectl edit" not in "\n".join(out)
+
+
+def _pool(policy: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "idlegate.io/v1alpha1",
+        "kind": "ExecutorPool",
+        "metadata": {"name": "planner"},
+        "spec": {"size": 4, "policy": policy},
+    }
+
+
+def test_a_pools_planner_options_are_checked_as_the_operator_does(tmp_path):
+    from idlegate.policy import make_scheduler
+
+    cases = {  # policy: the start of its one problem, which the operator's build gives too
+        "lookahead?mode=decisionx&bogus=1:analytic:sjf": "the lookahead planner has no "
+        "parameter 'bogus'; it takes mode,",
+        "lookahead?mode=decisionx:analytic:sjf": "the lookahead planner: mode: Input should be",
+        "lookahead?candidates=fair+sjff:sjf": "the lookahead planner's candidate 'sjff': unknown",
+        "analytic?bogus=1:sjf": "scheduler 'analytic' has no parameter 'bogus'",
+        "lookahead:learned:default?windoww=3": "a learned policy has no parameter 'windoww'",
+    }
+    for policy, start in cases.items():
+        f = write(tmp_path / "p.yaml", _pool(policy))
+        lines = problems(str(f))
+        assert len(lines) == 1 and lines[0].startswith(f"{f}[0] spec.policy: {start}"), lines
+        with pytest.raises(IdlegateError) as built:
+            make_scheduler(policy)
+        assert start in str(built.value)
+
+
+def test_a_pools_planner_is_linted_without_its_model_or_history_files(tmp_path):
+    policy = (
+        "lookahead?mode=decision&futures=conditional&futures_history=/history/history.jsonl"
+        ":learned:/models/absent.onnx?window=32"
+    )
+    f = write(tmp_path / "p.yaml", _pool(policy))
+    assert lint(str(f))[0] == 0

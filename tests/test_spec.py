@@ -191,3 +191,19 @@ def test_any_text_is_a_spec_or_an_idlegate_error(text: str):
     except IdlegateError:
         return
     assert S.parse(spec.format()) == spec
+
+
+def test_a_candidate_with_a_colon_is_named_and_underscores_stay() -> None:
+    spec = "lookahead?candidates=fair+analytic:sjf-cp&planning_delay=0.187:learned:default"
+    with pytest.raises(IdlegateError) as caught:
+        SchedulerSpec.parse(spec)
+    message = str(caught.value)
+    assert "the candidate 'analytic:sjf-cp' cannot be written in a spec" in message
+    assert "(analytic is analytic:sjf-cp), from fifo, sjf, sjf-cp," in message
+    assert "planning-delay" not in message
+    with pytest.raises(IdlegateError, match="unknown scheduler 'sjf_cpx'"):
+        SchedulerSpec.parse("sjf_cpx")
+    # the form docs/lookahead.md gives: `analytic` is the analytic rule over sjf-cp
+    planner = make_scheduler("lookahead?candidates=fair+srpt+sjf-cp+weighted-fair+analytic:sjf")
+    assert planner.config.candidates[-1] == "analytic"
+    assert make_scheduler("analytic").name == make_scheduler("analytic:sjf-cp").name

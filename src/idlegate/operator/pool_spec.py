@@ -210,9 +210,11 @@ def route(
 
 def pool_problems(obj: Mapping[str, Any]) -> list[tuple[str | None, str]]:
     """(field path, text) of what is wrong with ExecutorPool `obj` (``idlegate lint``): its
-    name, its spec, and its policy's syntax (whether the policy's model files load is the
-    cluster's business: the pool's Ready condition says)."""
-    from idlegate.policy import SchedulerSpec  # (no torch: the spec's syntax only)
+    name, its spec, and its policy's syntax and parameters, a planner's options and
+    candidates included, as the operator checks them at start (`check_params`; whether the
+    policy's model and history files load is the cluster's business: the pool's Ready
+    condition says)."""
+    from idlegate.policy.spec import check_params  # (no torch, no model file loaded)
 
     out: list[tuple[str | None, str]] = []
     meta = obj.get("metadata")
@@ -226,7 +228,7 @@ def pool_problems(obj: Mapping[str, Any]) -> list[tuple[str | None, str]]:
     policy = raw.get("policy") if isinstance(raw, Mapping) else None
     if isinstance(policy, str) and policy:  # checked even beside other problems of the spec
         try:
-            SchedulerSpec.parse(policy)
+            check_params(policy)
         except IdlegateError as exc:
             out.append(("spec.policy", str(exc)))
     return out

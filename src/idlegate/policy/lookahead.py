@@ -122,7 +122,7 @@ from idlegate.policy.plans import (
     hold_of,
     job_set,
 )
-from idlegate.policy.spec import SchedulerSpec
+from idlegate.policy.spec import SchedulerSpec, parse_part
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.engine import JobArrival
 from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision, Job, Scheduler
@@ -218,11 +218,7 @@ class LookaheadScheduler:
         *,
         name: str = "lookahead",
     ) -> None:
-        if config.planner == "worker" and config.mode != "switch":
-            raise IdlegateError(
-                "the lookahead planner plans in a worker only in switch mode "
-                "(decision mode plans every decision itself); use mode=switch or planner=inline"
-            )
+        _check_planner(config)
         self.name = name
         self.config = config
         first = base()
@@ -550,19 +546,37 @@ def make_lookahead(spec: SchedulerSpec, /, **options: Any) -> LookaheadScheduler
     `LookaheadConfig` field and ``name``."""
     from idlegate.policy import make_scheduler  # the builder of every spec kind
 
-    options = spec.keywords(options)
-    name = options.pop("name", None)
-    reject_unknown(options, LookaheadConfig.model_fields, "the lookahead planner")
-    if "candidates" in options and isinstance(options["candidates"], str):
-        options["candidates"] = tuple(c for c in options["candidates"].split("+") if c)
-    config = LookaheadConfig(**options)
+    config, options, name = planner_config(spec, options)
     base = spec.base or SchedulerSpec("sjf-cp")
     title = _title(spec, options, base)
-    # BASE is always a candidate; simulating it twice would only cost time (a bad spec
-    # fails when the planner builds its schedulers, with the spec's own message)
+    # BASE is always a candidate; simulating it twice would only cost time
     text = base.format()
     candidates = {c: (lambda c=c: make_scheduler(c)) for c in config.candidates if c != text}
     return LookaheadScheduler(lambda: make_scheduler(base), candidates, config, name=name or title)
+
+
+def planner_config(
+    spec: SchedulerSpec, options: Mapping[str, Any]
+) -> tuple[LookaheadConfig, dict[str, Any], str | None]:
+    """(config, options, ``name``) of `spec` and the keyword `options`; nothing is built."""
+    given = spec.keywords(options)
+    name = given.pop("name", None)
+    reject_unknown(given, LookaheadConfig.model_fields, "the lookahead planner")
+    if "candidates" in given and isinstance(given["candidates"], str):
+        given["candidates"] = tuple(c for c in given["candidates"].split("+") if c)
+    config = LookaheadConfig(**given)
+    for candidate in config.candidates:  # an error names the candidate not understood
+        parse_part(candidate, "the lookahead planner's candidate")
+    _check_planner(config)
+    return config, given, name
+
+
+def _check_planner(config: LookaheadConfig) -> None:
+    if config.planner == "worker" and config.mode != "switch":
+        raise IdlegateError(
+            "the lookahead planner plans in a worker only in switch mode "
+            "(decision mode plans every decision itself); use mode=switch or planner=inline"
+        )
 
 
 def _title(spec: SchedulerSpec, options: Mapping[str, Any], base: SchedulerSpec) -> str:

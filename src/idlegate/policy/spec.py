@@ -230,6 +230,33 @@ def model_files(spec: SchedulerSpec | str | None) -> tuple[Path, ...]:
     return tuple(found)
 
 
+def check_params(spec: SchedulerSpec | str) -> None:
+    """IdlegateError for the first parameter of `spec`, its base or a planner's candidate
+    that its builder would reject, loading no file: what ``idlegate lint`` checks of a
+    pool's policy (whether its model and history files load is the cluster's business).
+    A ``window:`` or ``inspect:`` spec's parameters are its model's and are not checked."""
+    from idlegate.policy import _LEARNED_KEYWORDS, DEFAULT_SCHEDULER, _window, make_scheduler
+
+    s = SchedulerSpec.of(spec)
+    if s.kind == "default":  # as make_scheduler: default?K=V overrides its own
+        s = replace(DEFAULT_SCHEDULER, params=(*DEFAULT_SCHEDULER.params, *s.params))
+        s = replace(s, params=tuple(dict(s.params).items()))
+    if s.kind == "lookahead":
+        from idlegate.policy.lookahead import planner_config
+
+        config = planner_config(s, {})[0]
+        for part in (s.base or SchedulerSpec("sjf-cp"), *config.candidates):
+            check_params(part)
+    elif s.kind == "analytic" and s.base is not None:
+        make_scheduler(replace(s, base=SchedulerSpec("sjf-cp")))  # its own parameters
+        check_params(s.base)
+    elif s.kind == "learned":
+        rest = {k: v for k, v in s.keywords().items() if k not in _LEARNED_KEYWORDS}
+        _window(rest.pop("window", None), rest)
+    elif s.kind not in ("window", "inspect"):
+        make_scheduler(s)  # a heuristic or a rigid order: no file, cheap to build
+
+
 def _value(text: str) -> Any:
     low = text.lower()
     if low in ("true", "false"):
@@ -251,13 +278,18 @@ def _parse_body(text: str, whole: str) -> SchedulerSpec:
     if kind not in (*names(), *PATH_KINDS, *BASE_KINDS):
         if text.partition("?")[0].strip().endswith(".onnx"):  # a bare policy file
             return _parse_body(f"learned:{text}", whole)
-        raise _unknown(kind, whole)
+        raise _unknown(text[:cut].strip(), whole)  # as written: `_` stays `_`
     params: tuple[tuple[str, str], ...] = ()
     if kind in BASE_KINDS:
+        query = ""
         if rest.startswith("?"):
-            query, colon, tail = rest[1:].partition(":")
-            params, rest = _params(query), colon + tail
-        argument, base = _base(kind, rest[1:].strip(), whole) if rest else (None, None)
+            query, colon, rest = rest[1:].partition(":")
+            params, rest = _params(query), colon + rest
+        try:
+            argument, base = _base(kind, rest[1:].strip(), whole) if rest else (None, None)
+        except IdlegateError:
+            _check_cut(kind, query, rest[1:], whole)  # a clearer reason, if that is it
+            raise
         return SchedulerSpec(kind, argument, base, params)
     argument, query_mark, query = rest.removeprefix(":").partition("?")
     if query_mark:
@@ -278,6 +310,35 @@ def _base(kind: str, text: str, whole: str) -> tuple[str | None, SchedulerSpec]:
             "and a base, e.g. inspect:out/insp.onnx:easy:sjf"
         )
     return path.strip() + ".onnx", _parse_body(base, whole)
+
+
+def _check_cut(kind: str, query: str, tail: str, whole: str) -> None:
+    """A value holding ``:`` ends KIND's parameters early, and its rest reads as the base
+    (``lookahead?candidates=fair+analytic:sjf-cp&margin=0.02:srpt``): name that value."""
+    head = re.split(r"[:?]", tail, maxsplit=1)[0]
+    if not query or not set(head) & set("&="):
+        return
+    key, _, value = query.rpartition("&")[2].partition("=")
+    part = f"{value.rpartition('+')[2]}:{head.partition('&')[0]}"
+    what = "candidate" if key == "candidates" else f"value of {key}"
+    hint = (
+        f"name candidates without ':' (analytic is analytic:sjf-cp), from {', '.join(names())}"
+        if key == "candidates"
+        else "give it as a keyword option instead"
+    )
+    raise IdlegateError(
+        f"{whole!r}: the {what} {part!r} cannot be written in a spec, since ':' ends "
+        f"{kind}'s parameters; {hint}"
+    )
+
+
+def parse_part(text: str, role: str) -> SchedulerSpec:
+    """The spec `text` names as `role` inside another (e.g. a planner's candidate); its
+    IdlegateError names the part, e.g. ``the lookahead planner's candidate 'bogus': …``."""
+    try:
+        return SchedulerSpec.parse(text)
+    except IdlegateError as exc:
+        raise IdlegateError(f"{role} {text!r}: {exc}") from None
 
 
 def _params(query: str) -> tuple[tuple[str, str], ...]:
