@@ -533,3 +533,15 @@ def test_readme_lists_every_event_reason_the_operator_posts():
     assert {"Holding", "DeadlineExceeded", "MissedSchedule", "PodRejected"} <= posted
     listed = set(re.findall(r"`([A-Z]\w+)`", _readme_section("Event reasons")))
     assert posted - listed == set()
+
+
+def test_readme_metrics_table_lists_every_series_the_operator_defines():
+    source = (ROOT / "src" / "idlegate" / "operator" / "metrics.py").read_text()
+    defined = {
+        name + ("_total" if kind == "Counter" else "")
+        for kind, name in re.findall(r'(Counter|Gauge|Histogram)\(\s*"(idlegate_\w+)"', source)
+    }
+    assert {"idlegate_holds_total", "idlegate_policy_errors_total"} <= defined
+    table = _readme_section("| series | type | meaning |")
+    listed = set(re.findall(r"`(idlegate_\w+)(?:\{[^}]*\})?`", table))
+    assert defined - listed == set()
