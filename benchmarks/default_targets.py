@@ -11,7 +11,8 @@ with ``planning_delay`` = the p99 of its own planning time: on every workload th
 synchronous planner runs first, its plans' CPU time gives that workload's p99 (CPU,
 not wall: the machine may be shared), and the delayed planner then runs on the same
 seeds. `--candidates` replaces the planner's switch candidates (`LookaheadConfig`), e.g.
-to add the analytic idle rule, which a spec's query cannot name; `--options` adds planner
+to add the analytic idle rule as ``analytic:sjf-cp`` (in a spec's query: ``analytic``,
+since a ``:`` there ends the planner's parameters); `--options` adds planner
 options to `FAST_PLANNING`'s (``KEY=VALUE&KEY=VALUE``, e.g. ``margin=0.02``). Each
 `--also QUERY` runs another synchronous planner, `FAST_PLANNING`'s options and QUERY's
 (with `--candidates` unless QUERY names its own; ``analytic`` is the analytic rule over

@@ -39,7 +39,7 @@ class Settings(Config):
     reloaded."""
 
     shadow: str | None = None
-    """A scheduler spec (as `policy`) answered beside the policy at every decision, off the
+    """A scheduler spec (as `--scheduler`) answered beside the policy at every decision, off the
     decision path, only to compare (metrics idlegate_shadow_*); it gates nothing."""
 
     shadow_backlog: int = Field(16, ge=1)
