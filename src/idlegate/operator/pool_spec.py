@@ -214,7 +214,7 @@ def pool_problems(obj: Mapping[str, Any]) -> list[tuple[str | None, str]]:
     candidates included, as the operator checks them at start (`check_params`; whether the
     policy's model and history files load is the cluster's business: the pool's Ready
     condition says)."""
-    from idlegate.policy.spec import check_params  # (no torch, no model file loaded)
+    from idlegate.policy import check_params  # (no torch, no model file loaded)
 
     out: list[tuple[str | None, str]] = []
     meta = obj.get("metadata")

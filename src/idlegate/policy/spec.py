@@ -230,33 +230,6 @@ def model_files(spec: SchedulerSpec | str | None) -> tuple[Path, ...]:
     return tuple(found)
 
 
-def check_params(spec: SchedulerSpec | str) -> None:
-    """IdlegateError for the first parameter of `spec`, its base or a planner's candidate
-    that its builder would reject, loading no file: what ``idlegate lint`` checks of a
-    pool's policy (whether its model and history files load is the cluster's business).
-    A ``window:`` or ``inspect:`` spec's parameters are its model's and are not checked."""
-    from idlegate.policy import _LEARNED_KEYWORDS, DEFAULT_SCHEDULER, _window, make_scheduler
-
-    s = SchedulerSpec.of(spec)
-    if s.kind == "default":  # as make_scheduler: default?K=V overrides its own
-        s = replace(DEFAULT_SCHEDULER, params=(*DEFAULT_SCHEDULER.params, *s.params))
-        s = replace(s, params=tuple(dict(s.params).items()))
-    if s.kind == "lookahead":
-        from idlegate.policy.lookahead import planner_config
-
-        config = planner_config(s, {})[0]
-        for part in (s.base or SchedulerSpec("sjf-cp"), *config.candidates):
-            check_params(part)
-    elif s.kind == "analytic" and s.base is not None:
-        make_scheduler(replace(s, base=SchedulerSpec("sjf-cp")))  # its own parameters
-        check_params(s.base)
-    elif s.kind == "learned":
-        rest = {k: v for k, v in s.keywords().items() if k not in _LEARNED_KEYWORDS}
-        _window(rest.pop("window", None), rest)
-    elif s.kind not in ("window", "inspect"):
-        make_scheduler(s)  # a heuristic or a rigid order: no file, cheap to build
-
-
 def _value(text: str) -> Any:
     low = text.lower()
     if low in ("true", "false"):
