@@ -21,6 +21,15 @@ class IllegalDecisionError(IdlegateError):
     """A scheduler returned a decision the cluster state machine cannot carry out."""
 
 
+class GangTooWideError(IdlegateError):
+    """A gang stage has more tasks than the cluster has executors, so it could never start."""
+
+    def __init__(self, message: str, tasks: int) -> None:
+        super().__init__(message)
+        self.tasks = tasks
+        """The gang's tasks: the fewest executors it needs."""
+
+
 def reject_unknown(
     given: Iterable[str], accepted: Iterable[str], owner: str, *, noun: str = "parameter"
 ) -> None:

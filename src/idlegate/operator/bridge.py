@@ -44,7 +44,7 @@ import socket
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from idlegate.errors import IdlegateError
+from idlegate.errors import GangTooWideError, IdlegateError
 from idlegate.operator import messages
 from idlegate.operator.actuator import Actuator
 from idlegate.operator.admission import (
@@ -151,10 +151,13 @@ class Bridge:
         policy: NamespacePolicy,
         *,
         schedule: bool = True,
+        gang_waits: bool = False,
     ) -> Workflow | None:
         """Admit one DagWorkflow with its existing pods, its templates checked against its
         namespace's `policy`; None if it needs no job (finished, invalid). Its running pods
-        that find no free executor run beyond the pool (:mod:`.beyond`)."""
+        that find no free executor run beyond the pool (:mod:`.beyond`). A gang stage wider
+        than the pool makes it Invalid, or with `gang_waits` (a pool that may grow again)
+        raises GangTooWideError for the caller to make it wait."""
         owner = owner_of(body)
         previous = self.workflows.get((owner.namespace, owner.name))
         if previous is not None and previous.owner.uid != owner.uid:
@@ -178,6 +181,8 @@ class Bridge:
                 wf.dag, now, f"{owner.namespace}/{owner.name}", wf, arrival=wf.arrival
             )
         except IdlegateError as exc:  # an invalid spec, or a gang larger than the pool
+            if isinstance(exc, GangTooWideError) and gang_waits:
+                raise
             self.lifecycle.reject(owner, body, str(exc))
             return None
         self.workflows[wf.key] = wf

@@ -29,7 +29,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from idlegate.errors import IdlegateError
+from idlegate.errors import GangTooWideError, IdlegateError
 from idlegate.operator.admission import generation_of, owner_of
 from idlegate.operator.bridge import Bridge
 from idlegate.operator.decisions import load_scheduler
@@ -40,7 +40,6 @@ from idlegate.operator.pool_spec import DEFAULT_POOL, POOL_CONDITION, ExecutorPo
 from idlegate.operator.status import Conditions, Phase, WorkflowStatus, dump
 from idlegate.operator.tracking import Workflow, WorkflowKey
 from idlegate.sim.engine import JobArrival
-from idlegate.sim.spec import parse_workflow
 
 log = logging.getLogger(__name__)
 
@@ -153,12 +152,14 @@ class Pools:
             self._wait(body, str(wanted), "PoolNotFound", message)
             return None
         bridge = self.bridges[name]
-        wide = _widest_gang(body)
-        if name != DEFAULT_POOL and wide > bridge.settings.pool_size:
-            # (a pool can grow again: the workflow waits for it, as for a missing pool;
-            # the default pool's size is the operator's flag, so there it is Invalid)
+        try:
+            # (an ExecutorPool may grow again; the default pool is --pool-size's)
+            wf = bridge.admit(
+                body, pods, policy, schedule=schedule, gang_waits=name != DEFAULT_POOL
+            )
+        except GangTooWideError as exc:
             message = (
-                f"A gang stage of {wide} tasks needs at least {wide} executors, and "
+                f"A gang stage of {exc.tasks} tasks needs at least {exc.tasks} executors, and "
                 f"ExecutorPool {name!r} has {bridge.settings.pool_size}: the workflow waits "
                 "until the pool is resized (kubectl edit executorpool), or spec.pool names "
                 "a larger one."
@@ -166,7 +167,6 @@ class Pools:
             self._wait(body, name, "PoolTooSmall", message)
             return None
         waited = self.waiting.pop((owner.namespace, owner.name), None)
-        wf = bridge.admit(body, pods, policy, schedule=schedule)
         if wf is not None and (waited is not None or wf.conditions.get(POOL_CONDITION)):
             # (a workflow that waited for its pool says it has one now)
             message = f"In ExecutorPool {name!r}."
@@ -367,13 +367,3 @@ def pool_status(name: str, pools: Pools) -> dict[str, Any]:
         "pending": pending,
         "policy": bridge.scheduler.name,
     }
-
-
-def _widest_gang(body: Mapping[str, Any]) -> int:
-    """Tasks of the widest gang stage of a DagWorkflow (0: none, or a spec the bridge will
-    reject as invalid anyway)."""
-    try:
-        spec = parse_workflow(body.get("spec"))
-    except IdlegateError:
-        return 0
-    return max((s.tasks for s in spec.stages if s.gang), default=0)

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from math import inf
 from typing import Any
 
-from idlegate.errors import IdlegateError, IllegalDecisionError
+from idlegate.errors import GangTooWideError, IdlegateError, IllegalDecisionError
 from idlegate.sim.dag import Dag
 from idlegate.sim.protocol import WAIT, Action, Decision, Job, JobRecord, Launch, Scheduler, Stage
 
@@ -132,10 +132,11 @@ class Cluster:
             raise IllegalDecisionError(f"arrival {arrival} is in the future (now is {now})")
         for i, (gang, tasks) in enumerate(zip(dag.gang, dag.tasks, strict=True)):
             if gang and tasks > self.num_executors:
-                raise IdlegateError(
+                raise GangTooWideError(
                     f"stage {dag.names[i]!r} of {name or 'the job'} is a gang of {tasks} tasks, "
                     f"but the cluster has only {self.num_executors} executors, so it could "
-                    "never start; use fewer tasks or more executors"
+                    "never start; use fewer tasks or more executors",
+                    tasks,
                 )
         arrived = now if arrival is None else arrival
         job = Job(self._next_id, name or f"job-{self._next_id}", dag, arrived, payload)
