@@ -261,7 +261,8 @@ class ConditionalSource(FutureSource):
 
     def model_ready(self, now: float) -> bool:
         """Refit on the arrivals so far; whether the model's futures are used now (fitted,
-        and for ``auto`` beating Poisson), counted in `used_model` / `used_poisson`."""
+        and for ``auto`` beating Poisson), counted in `used_model` / `used_poisson` and
+        kept as `informed`."""
         self._anchor(now)
         self.selector.update(self.arrivals, now)
         use = self.selector.fitted_at is not None and (
@@ -271,6 +272,7 @@ class ConditionalSource(FutureSource):
             self.used_model += 1
         else:
             self.used_poisson += 1
+        self.informed = use
         return use
 
     def observe(self, job: Job) -> None:
@@ -288,8 +290,7 @@ class ConditionalSource(FutureSource):
         samples: int,
         rng: np.random.Generator,
     ) -> list[Future]:
-        self.informed = self.model_ready(view.now)
-        if not self.informed:
+        if not self.model_ready(view.now):
             return poisson_futures(view, recent, horizon, samples, rng)
         contents: dict[int, tuple[Any, Any]] = {}  # frozen once per plan (thread safety)
         return [
@@ -313,8 +314,7 @@ class ExpectedSource(ConditionalSource):
         samples: int,
         rng: np.random.Generator,
     ) -> list[Future]:
-        self.informed = self.model_ready(view.now)
-        if not self.informed:
+        if not self.model_ready(view.now):
             return []
         drawn = self.selector.model.expected(view.now, horizon, self.config.expected_draws, rng)
         return [_future(drawn, 0, {}, rng)]
