@@ -80,6 +80,9 @@ RayOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
+WorkloadOpt = Annotated[
+    str, typer.Option("--workload", "-w", help=CompareConfig.model_fields["workload"].description)
+]
 
 
 @app.command()
@@ -92,10 +95,7 @@ def version() -> None:
 @flags(options=WorkloadOptions)
 def simulate(
     options: Given,
-    workload: Annotated[
-        str,
-        typer.Option("--workload", "-w", help=CompareConfig.model_fields["workload"].description),
-    ] = "tpch-like",
+    workload: WorkloadOpt = "tpch-like",
     scheduler: Annotated[
         str,
         typer.Option(
@@ -326,10 +326,7 @@ def history_simulate(
             "--out", help="Write the history here (.jsonl: JSON Lines, .json: JSON, else YAML)."
         ),
     ],
-    workload: Annotated[
-        str,
-        typer.Option("--workload", "-w", help=CompareConfig.model_fields["workload"].description),
-    ] = "k8s-batch",
+    workload: WorkloadOpt = "k8s-batch",
     scheduler: Annotated[
         str,
         typer.Option("--scheduler", "-s", help="The scheduler spec the simulated cluster runs."),
