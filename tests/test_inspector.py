@@ -311,7 +311,7 @@ def test_training_mixes_lublin_windows_and_rewards_on_wait(tmp_path):
 
     trace = str(_swf(tmp_path / "tiny.swf"))
     only_trace = Windows(InspectorConfig(trace=trace, sequence_length=32), "train")
-    assert all(k >= 0 for k in only_trace.draw(np.random.default_rng(0), 20))
+    assert all(0 <= k < only_trace.count for k in only_trace.draw(np.random.default_rng(0), 20))
     cfg = InspectorConfig(
         trace=trace,
         sequence_length=32,
