@@ -1,0 +1,193 @@
+"""The operator core's intents (the writes it wants) and their outcomes (what the API said).
+
+The core never writes: given what happened (a workflow, a pod change, a timer, an
+outcome) it returns a list of intents, in the order they are to be carried out, and the
+edge's applier carries them out against the API. Every intent names the object it writes
+(:attr:`lane`): the applier keeps the intents of one object in the order given and may run
+those of different objects side by side, so one workflow's blocked write never blocks
+another's. When a write ends, the applier hands the core an outcome: :class:`Confirmed`
+with the object the API returned, or :class:`Refused` with the API's status and reason
+and whether retrying could help. What the core must see of an outcome is read from these
+fields only, so they stay as they are; new fields are added with defaults.
+
+Pod writes are idempotent by design: a pod's name is a function of its workflow, stage,
+task and attempt (:func:`idlegate.operator.pods.pod_name`), so a creation that finds its
+pod there (409) with the same owner's uid is a success, and a gate removal whose pod has
+lost the gate already records the executor and is a success too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from idlegate.operator.pods import Owner
+
+STATUS_LANE = "status"
+"""The lane suffix of a workflow's status and Events (apart from its pods' writes)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePod:
+    """Create the pod of one attempt of one task: gated (``executor`` None, it waits for a
+    :class:`RemoveGate`) or released on ``executor`` (a retry, or a task released before
+    its gated pod was made).
+
+    A 409 is success when the pod found has ``owner``'s uid and is not being deleted (an
+    earlier, unanswered try made it; a released creation then removes the gate it finds);
+    a pod of another uid (an older workflow of the same name, still being deleted) is
+    waited out and tried again.
+    """
+
+    owner: Owner
+    stage: str
+    index: int
+    attempt: int
+    name: str
+    """The pod's name (`pod_name`), also ``manifest``'s."""
+    manifest: Mapping[str, Any]
+    """The whole pod to create (`idlegate.operator.pods.task_pod`)."""
+    executor: int | None = None
+    """The executor slot it runs on, for a pod created released; None: created gated."""
+    after_status: bool = False
+    """Send it only once the workflow's latest :class:`PatchStatus` given before it has
+    landed: the status that persists the stage's idle slot, so a restart neither forgets
+    nor repeats a delay whose end this pod follows."""
+
+    @property
+    def gated(self) -> bool:
+        return self.executor is None
+
+    @property
+    def lane(self) -> tuple[str, str, str]:
+        return ("pod", self.owner.namespace, self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveGate:
+    """Release a gated pod onto executor slot ``executor``: record the slot in the pod's
+    ``idlegate.io/executor`` annotation and remove the ``idlegate.io/release`` gate (only
+    that gate; a JSON patch whose ``test`` op guards its index, `release_patch`).
+
+    A refused guard (409, 422: the gates moved) reads the pod and patches again, or, if
+    the gate is gone already, records the executor: success. A 404 (the pod vanished)
+    creates ``released`` instead, unless the workflow itself is gone.
+    """
+
+    owner: Owner
+    stage: str
+    index: int
+    attempt: int
+    name: str
+    executor: int
+    released: Mapping[str, Any]
+    """The pod as it should be once released (`task_pod(..., gated=False, executor=...)`):
+    created when the gated pod is gone."""
+    after_status: bool = False
+    """As :attr:`CreatePod.after_status`."""
+
+    @property
+    def lane(self) -> tuple[str, str, str]:
+        return ("pod", self.owner.namespace, self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class DeletePod:
+    """Delete a pod (gone already is success)."""
+
+    owner: Owner
+    name: str
+
+    @property
+    def lane(self) -> tuple[str, str, str]:
+        return ("pod", self.owner.namespace, self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class PatchStatus:
+    """Merge ``status`` into the status subresource of the workflow ``owner`` (a 404 is
+    success: it was deleted meanwhile).
+
+    Writes of one workflow's status coalesce: a later PatchStatus of the same owner
+    replaces one not sent yet (its body is the whole state then). ``urgent`` False (only
+    counts changed) lets the applier hold it for the status interval to batch changes.
+    """
+
+    owner: Owner
+    status: Mapping[str, Any]
+    urgent: bool = True
+
+    @property
+    def lane(self) -> tuple[str, str, str]:
+        return (STATUS_LANE, self.owner.namespace, self.owner.name)
+
+
+@dataclass(frozen=True, slots=True)
+class PostEvent:
+    """Post an Event on ``owner`` (core/v1, shown by ``kubectl describe``); equal Events
+    aggregate as client-go's recorder does. ``type`` is ``Normal`` or ``Warning``;
+    ``reason`` is a CamelCase word, ``message`` one or two sentences."""
+
+    owner: Owner
+    type: str
+    reason: str
+    message: str
+
+    @property
+    def lane(self) -> tuple[str, str, str]:
+        return (STATUS_LANE, self.owner.namespace, self.owner.name)
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteWorkflow:
+    """Delete the workflow ``owner`` (its pods go by garbage collection), only if it is
+    still that very object (``owner.uid``) and has finished (phase Succeeded or Failed);
+    ``why`` is for the log (a TTL, a history limit)."""
+
+    owner: Owner
+    why: str
+
+    @property
+    def lane(self) -> tuple[str, str, str]:
+        return ("delete", self.owner.namespace, self.owner.name)
+
+
+Intent = CreatePod | RemoveGate | DeletePod | PatchStatus | PostEvent | DeleteWorkflow
+"""Everything the core asks the edge to write."""
+
+
+@dataclass(frozen=True, slots=True)
+class Confirmed:
+    """``intent`` was carried out: ``body`` is the object the API returned (a pod for pod
+    writes, read like a watch event; None for a deletion, an Event, or a write that found
+    nothing to do)."""
+
+    intent: Intent
+    body: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """The API refused ``intent`` and the applier stopped trying.
+
+    ``status`` is the HTTP status (None: no answer came, the request's fate is unknown),
+    ``reason`` the API's Status reason (``Forbidden``, ``Invalid``, ``NotFound``, …, or the
+    exception's type when there was no Status), ``message`` its message. ``permanent``:
+    retrying the same write cannot succeed (a 4xx other than 409/429; a pod write refused
+    for good fails its workflow); False: the applier gave up on a transient failure (its
+    retries ran out), and the core may ask again.
+    """
+
+    intent: Intent
+    status: int | None
+    reason: str
+    message: str
+    permanent: bool = True
+    gone: bool = field(default=False)
+    """The workflow the intent was for no longer exists (or has another uid): the core
+    forgets it (its deletion's event may come later, or never)."""
+
+
+Outcome = Confirmed | Refused
+"""What the applier hands back for an intent that needed an answer."""
