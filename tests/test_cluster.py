@@ -242,3 +242,67 @@ def test_remove_job_frees_its_executors():
     assert sorted(c.remove_job(job, 0.5)) == [0, 1, 2]
     assert c.free_executors == 4 and c.jobs == [other] and c.removed == [job] and not c.done
     assert c.remove_job(job, 0.6) == []
+
+
+# -- tasks beyond the pool ------------------------------------------------------------------
+
+
+def test_a_task_started_unasked_takes_a_free_executor_and_ends_its_idle_slot():
+    c = Cluster(2)
+    job = c.add_job(chain(1.0, tasks=3), 0.0)
+    stage = job.stages[0]
+    c.apply(Decision(stage, 2, idle_delay=5.0), 0.0)
+    assert stage.idle_until == 5.0
+    ((launch, token),) = c.started_unasked(stage, 1.0, "pod-0")
+    assert token == "pod-0" and launch.stage is stage and stage.idle_until is None
+    assert c.beyond == [] and c.busy == 1 and job.held == 1 and stage.launched == 1
+
+
+def test_with_no_executor_free_a_task_runs_beyond_the_pool_and_nothing_new_starts():
+    c = Cluster(1)
+    a = c.add_job(chain(1.0, tasks=2), 0.0)
+    b = c.add_job(chain(1.0, tasks=2), 0.0)
+    (launch,) = c.apply(Decision(a.stages[0], 1), 0.0)
+    assert c.started_unasked(b.stages[0], 0.5, "b-0") == []
+    assert c.beyond == [(b.stages[0], "b-0")] and c.busy == 2 and b.stages[0].launched == 0
+    # a's executor does not go on with a's second task: it is owed to b's task
+    assert c.task_finished(launch.executor, 1.0) is None
+    assert not c.can_schedule()
+    ((adopted, token),) = c.adopt_beyond(1.0)
+    assert token == "b-0" and adopted.executor == launch.executor
+    assert c.beyond == [] and b.held == 1 and c.busy == 1
+    assert c.task_finished(adopted.executor, 2.0) is b.stages[0]  # nothing beyond: it goes on
+
+
+def test_the_oldest_task_beyond_the_pool_gets_the_freed_executor_first():
+    c = Cluster(1)
+    a = c.add_job(chain(1.0, tasks=1), 0.0)
+    b = c.add_job(chain(1.0, tasks=1), 0.0)
+    d = c.add_job(chain(1.0, tasks=1), 0.0)
+    (launch,) = c.apply(Decision(a.stages[0], 1), 0.0)
+    c.run_beyond(d.stages[0], "d-0")
+    c.run_beyond(b.stages[0], "b-0")
+    c.task_finished(launch.executor, 1.0)
+    assert [token for _, token in c.adopt_beyond(1.0)] == ["d-0"]
+    assert c.beyond == [(b.stages[0], "b-0")] and c.busy == 2
+
+
+def test_a_gang_beyond_the_pool_is_adopted_whole_with_its_new_tasks_to_start():
+    c = Cluster(3)
+    job = c.add_job(diamond(gang_d=True), 0.0)
+    d = job.stages[3]
+    c.restore_progress(job, finished=[2, 3, 1, 0])
+    c.run_beyond(d, "d-0")
+    adopted = c.adopt_beyond(0.0)
+    assert [token for _, token in adopted] == ["d-0", None]  # the gang's second task: new
+    assert d.launched == 2 and job.held == 2 and c.beyond == []
+
+
+def test_a_job_that_leaves_forgets_its_tasks_beyond_the_pool():
+    c = Cluster(1)
+    a = c.add_job(chain(1.0, tasks=1), 0.0)
+    c.apply(Decision(a.stages[0], 1), 0.0)
+    b = c.add_job(chain(1.0, tasks=1), 0.0)
+    c.run_beyond(b.stages[0], "b-0")
+    c.remove_job(b, 1.0)
+    assert c.beyond == [] and c.busy == 1

@@ -8,7 +8,7 @@ spec is rejected by the bridge with a status and an Event, never admitted), and 
 progress its pods and status record (:func:`classify`): finished tasks, running ones on
 the executor slot recorded on their pod, idle slots from ``status.idleSlots``. Running pods
 that find no free executor (a pool made smaller than what runs in it) are never preempted:
-they run beyond the pool (:mod:`.beyond`). The bridge puts that progress
+they run beyond the pool (``Cluster.run_beyond``). The bridge puts that progress
 into the state machine before its first decision (:meth:`Bridge.admit
 <idlegate.operator.bridge.Bridge.admit>`), so no pod is created twice, running tasks keep
 their executors, and a persisted delay is neither forgotten nor repeated.

@@ -26,10 +26,10 @@ neither forgotten nor repeated.
 A gated pod that loses its gate without the operator (``kubectl patch`` by hand, another
 controller) runs, so it counts against the pool: its task is launched in the state machine on a
 free executor as if the policy had released it, or, with none free, runs *beyond the pool*
-(:mod:`.beyond`) until the next executor that frees up is its own, before the policy is
-asked again. A workflow admitted with more running pods than free executors (a pool made
-smaller than what runs in it) runs the rest beyond the pool the same way. It is the one path
-where the cluster's state changes without a decision of the policy.
+(``Cluster.started_unasked``) until the next executor that frees up is its own, before the
+policy is asked again. A workflow admitted with more running pods than free executors (a pool
+made smaller than what runs in it) runs the rest beyond the pool the same way. It is the one
+path where the cluster's state changes without a decision of the policy.
 
 Everything here runs in the operator's event loop, one event at a time, synchronously:
 what is read from the API (a workflow's pods, the outcome of a write) is handed in by
@@ -54,7 +54,6 @@ from idlegate.operator.admission import (
     new_workflow,
     owner_of,
 )
-from idlegate.operator.beyond import Beyond
 from idlegate.operator.cleanup import Cleanup
 from idlegate.operator.clock import Steady
 from idlegate.operator.decisions import Answer, Decider, post_round
@@ -64,7 +63,7 @@ from idlegate.operator.kube import KubeApi
 from idlegate.operator.lifecycle import Lifecycle
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.planning import note_rule, planning_worker
-from idlegate.operator.pods import Owner, pod_name, read_task_pod
+from idlegate.operator.pods import Owner, TaskPod, pod_name, read_task_pod
 from idlegate.operator.podsecurity import NamespacePolicy
 from idlegate.operator.settings import Settings
 from idlegate.operator.status import Phase, SlotState
@@ -123,8 +122,6 @@ class Bridge:
             self.cleanup = Cleanup(settings, self.writes, timers)
         self.rebuilt = False
         """Every workflow there was at the start is admitted (:func:`intake.rebuild`): ready."""
-        self.beyond = Beyond(self)
-        """Task pods running beyond the pool (:mod:`.beyond`)."""
         self.paused = False
         """While workflows move into the pool (:meth:`Pools.moving
         <idlegate.operator.pools.Pools.moving>`) no round runs: each one's running pods must
@@ -155,7 +152,7 @@ class Bridge:
     ) -> Workflow | None:
         """Admit one DagWorkflow with its existing pods, its templates checked against its
         namespace's `policy`; None if it needs no job (finished, invalid). Its running pods
-        that find no free executor run beyond the pool (:mod:`.beyond`). A gang stage wider
+        that find no free executor run beyond the pool (``Cluster.run_beyond``). A gang stage wider
         than the pool makes it Invalid, or with `gang_waits` (a pool that may grow again)
         raises GangTooWideError for the caller to make it wait."""
         owner = owner_of(body)
@@ -221,7 +218,8 @@ class Bridge:
                 slot.released = True  # it ended while the operator was away
                 self.writes.event(wf.owner, *messages.idle_slot_ended(slot, while_away=True))
         for track, task in found.beyond:
-            self.beyond.add(wf, track, task)
+            task.executor = None
+            self.cluster.run_beyond(job.stages[track.index], task)
         if found.beyond or any(s.launched for s in job.stages):
             wf.phase = Phase.RUNNING
 
@@ -281,14 +279,14 @@ class Bridge:
             self.schedule()
             return
         if task.state is TaskState.GATED and not info.gated:
-            self.beyond.released_by_others(wf, track, task, info.name)
+            self._released_by_others(wf, track, task, info.name)
             if not info.terminal:
                 self.schedule()
                 return
         if task.state is not TaskState.RELEASED or not info.terminal:
             return
         if task.executor is None:  # released by others, beyond the pool
-            self.beyond.ended(wf, track, task, info)
+            self._ended_beyond(wf, track, task, info)
         elif info.phase == "Succeeded":
             self.task_succeeded(wf, track, task, self.history.seconds(info))
         else:
@@ -318,10 +316,10 @@ class Bridge:
         try:
             if self.paused:
                 return
-            if self.cluster.free_executors:
-                self.beyond.adopt_waiting()
+            if self.cluster.beyond and self.cluster.free_executors:
+                self._adopted(self.cluster.adopt_beyond(self.now()))
             # (while a task runs beyond the pool, the pool is over its size: nothing new)
-            if self.cluster.needs_schedule and not self.beyond.count():
+            if self.cluster.needs_schedule and not self.cluster.beyond:
                 done = self.decider.decide(self.cluster, self.now())
                 for answer in done.taken:
                     if answer.decision.idle_delay > 0:
@@ -355,9 +353,64 @@ class Bridge:
 
     @property
     def busy(self) -> int:
-        """Executors running task pods: the state machine's, plus pods running beyond the
-        pool (released by others while no executor was free)."""
-        return self.settings.pool_size - self.cluster.free_executors + self.beyond.count()
+        """Task pods running: on the pool's executors, and beyond the pool."""
+        return self.cluster.busy
+
+    # -- beyond the pool -------------------------------------------------------------------
+
+    def _released_by_others(self, wf: Workflow, track: StageTrack, task: Task, pod: str) -> None:
+        """A gated pod of ours lost the gate without the operator releasing it: it runs, so
+        its task is launched in the state machine on a free executor (ending its stage's
+        idle slot, if any), or, with none free, runs beyond the pool."""
+        self.metrics.foreign_releases.inc()
+        track.set_state(task, TaskState.RELEASED)
+        task.executor = None
+        if wf.phase is Phase.PENDING:
+            wf.phase = Phase.RUNNING
+        stage = wf.job.stages[track.index]
+        if stage.idle_until is not None:  # it has started: its idle slot is over
+            self.timers.cancel(wf.timer_key(track.index))
+            slot = wf.idle_slots.get(track.index)
+            if slot is not None:
+                slot.released = True
+        adopted = self.cluster.started_unasked(stage, self.now(), task)
+        self._adopted(adopted)
+        self.top_up(wf, track)
+        notice = messages.released_by_others(
+            pod, track.spec.name, self.settings.pool_size, bool(adopted)
+        )
+        self.writes.event(wf.owner, *notice)
+        self.writes.status(wf, urgent=True)
+
+    def _adopted(self, launches: list[tuple[Launch, Task | None]]) -> None:
+        """Tasks that ran beyond the pool (or started unasked) have executors now: a gang's
+        tasks without one (None) are released with it; one that ended meanwhile is counted."""
+        for launch, task in launches:
+            wf: Workflow = launch.stage.job.payload
+            track = wf.stages[launch.stage.index]
+            if task is None:
+                self.release(wf, track, track.next_to_release(), launch.executor)
+                continue
+            task.executor = launch.executor
+            if task.finished_unaccounted:  # it ended before it had an executor
+                task.finished_unaccounted = False
+                self.task_succeeded(wf, track, task, None)
+
+    def _ended_beyond(self, wf: Workflow, track: StageTrack, task: Task, info: TaskPod) -> None:
+        """A task running beyond the pool ended before an executor was free for it: a
+        success is counted once it has one; a failure is retried through the policy."""
+        if info.phase == "Succeeded":
+            task.finished_unaccounted = True
+            return
+        self.cluster.drop_beyond(task)
+        track.attempt_failed(task)
+        self.metrics.task_failures.inc()
+        if task.failures > track.spec.backoff_limit:
+            self.fail_task_for_good(wf, track, task, f"pod {info.name} failed: {info.reason}")
+            return
+        task.attempt += 1
+        track.replan(task)  # the retry waits for the policy like any task
+        self.writes.status(wf)
 
     def _idle_started(self, answer: Answer) -> None:
         stage, delay = answer.decision.stage, answer.decision.idle_delay
@@ -437,9 +490,7 @@ class Bridge:
         track.set_state(task, TaskState.SUCCEEDED)
         self.cleanup.task_ended(wf, track, task, succeeded=True)
         wf.measured(track, task, self.now(), ran, self.settings.history_samples)
-        # (a task running beyond the pool is owed the executor: it does not go on)
-        keep = not self.beyond.count()
-        following = self.cluster.task_finished(executor, self.now(), keep=keep)
+        following = self.cluster.task_finished(executor, self.now())
         if following is not None:
             self.release(wf, track, track.next_to_release(), executor)
             self.writes.event(wf.owner, *messages.released_next(track.spec.name))

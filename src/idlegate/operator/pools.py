@@ -15,7 +15,7 @@ moves the workflows whose pool changed as a restart would (:mod:`.admission`): e
 its old bridge (in memory only: no pod is touched, so no running task is preempted) and is
 admitted again from the API with its pods (:meth:`Pools.moving`: meanwhile no pool
 releases anything). Running pods keep executors; in a pool made smaller than what runs in
-it, those left without one run *beyond the pool* (:mod:`.beyond`): counted, never
+it, those left without one run *beyond the pool* (``Cluster.beyond``): counted, never
 preempted, each taking the next executor that frees up, and nothing new is released until
 the pool is back within its size. A workflow whose pool is gone, or names a pool that does
 not exist, waits with condition ``PoolReady=False`` saying which pool it waits for; it is

@@ -210,9 +210,6 @@ class Workflow:
         self.phase = Phase.PENDING
         self.job: Job = None  # type: ignore[assignment]  # set right after add_job
         self.idle_slots: dict[int, SlotState] = {}
-        self.beyond: list[tuple[int, StageTrack, Task]] = []
-        """Its tasks released by others while no executor was free: they run beyond the
-        pool until one is. Each with a sequence number of the bridge (oldest first)."""
         self.completion: float | None = None
         self.pod_vanished = False
         """A pod of it was deleted by someone else: before the next pod is created, check
@@ -250,9 +247,18 @@ class Workflow:
         if self.phase is Phase.FAILED or self.suspended:
             return 0
         if track is None:
-            return self.job.held + len(self.beyond)
-        beyond = sum(t is track for _, t, _ in self.beyond)
-        return self.job.stages[track.index].running + beyond
+            return self.job.held + self.beyond()
+        return self.job.stages[track.index].running + self.beyond(track)
+
+    def beyond(self, track: StageTrack | None = None) -> int:
+        """Its tasks (of one stage) running beyond the pool (``Cluster.beyond``): released,
+        with no executor of the pool."""
+        tracks = self.stages if track is None else (track,)
+        return sum(
+            t.state is TaskState.RELEASED and t.executor is None
+            for s in tracks
+            for t in s.tasks.values()
+        )
 
     def status(self) -> dict[str, Any]:
         """The full status, as the API takes it."""
@@ -358,9 +364,10 @@ class Workflow:
         elif running:
             cap = f", parallelism cap {self.job.cap}" if self.job.cap else ""
             message = f"{running} task pod(s) released{cap}."
-            if self.beyond:  # (they hold no executor of the pool: it is over its size)
+            beyond = self.beyond()
+            if beyond:  # (they hold no executor of the pool: it is over its size)
                 message += (
-                    f" {len(self.beyond)} of them beyond the pool: it runs more than its size "
+                    f" {beyond} of them beyond the pool: it runs more than its size "
                     "(made smaller, or a gate removed by others), so nothing new is released "
                     "until they have executors."
                 )

@@ -24,6 +24,14 @@ Semantics (Decima and the idle-slot papers):
   and the slot's end is an event.
 * Caps never preempt: a decision may not set a cap below the executors the job holds,
   so a job never holds more executors than its cap.
+* Tasks *beyond the pool* (the operator's; the simulator never has any): a task that
+  runs although no executor was free for it, because the driver found it running (a
+  pool made smaller than what runs in it) or it started without a decision (a pod's gate
+  removed by someone else, `started_unasked`). It is not launched in the machine until
+  an executor is its own. While any exists, nothing new starts: no decision round
+  (`can_schedule` is False), and an executor that finishes a task does not go on with
+  its stage but is freed, for the oldest task beyond the pool (`adopt_beyond`). So a
+  pool made smaller drains to its size as its tasks end, and never preempts one.
 """
 
 from __future__ import annotations
@@ -110,6 +118,8 @@ class Cluster:
         self.new_timers: list[Stage] = []
         """Stages whose idle slot began; the driver arms a timer for each and clears the list."""
         self.decisions = 0
+        self.beyond: list[tuple[Stage, Any]] = []
+        """Tasks running beyond the pool, oldest first: (stage, the driver's token)."""
         self._busy_since: list[float] = [0.0] * num_executors
         self._task_start: list[float] = [0.0] * num_executors
         self._busy_done = 0.0
@@ -148,12 +158,12 @@ class Cluster:
         self._emit("arrive", job.id, -1, job.name)
         return job
 
-    def task_finished(self, executor: int, now: float, *, keep: bool = True) -> Stage | None:
+    def task_finished(self, executor: int, now: float) -> Stage | None:
         """The task on `executor` finished.
 
         Returns the stage whose next task the executor starts right away (not its first
-        on the stage, no move), or None when the executor was freed. `keep=False` frees it
-        even so (the operator: a task pod running beyond its pool is owed the executor).
+        on the stage, no move), or None when the executor was freed (also while a task
+        runs beyond the pool: it is owed the executor).
         """
         if now < self.now:
             self.advance(now)  # raises
@@ -166,7 +176,7 @@ class Cluster:
         job = stage.job
         stage.finished += 1
         job.remaining_work -= stage.duration
-        if keep and stage.launched < stage.tasks:
+        if stage.launched < stage.tasks and not self.beyond:
             stage.launched += 1
             job.unlaunched -= 1
             self._task_start[executor] = now
@@ -279,6 +289,69 @@ class Cluster:
         self.needs_schedule = True
         self._emit("idle-end", stage.job.id, stage.index, None)
 
+    # -- beyond the pool ------------------------------------------------------------
+
+    @property
+    def busy(self) -> int:
+        """Tasks running: on executors of the pool, and beyond it."""
+        return self.num_executors - self.free_executors + len(self.beyond)
+
+    def run_beyond(self, stage: Stage, token: Any) -> None:
+        """A task of `stage` (the driver's `token`) runs beyond the pool until an executor
+        is its own (`adopt_beyond`)."""
+        self.beyond.append((stage, token))
+
+    def started_unasked(self, stage: Stage, now: float, token: Any) -> list[tuple[Launch, Any]]:
+        """A task of `stage` started without a decision (its gate removed by someone else).
+
+        It has started, so the stage's idle slot (if any) is over. It is launched on a free
+        executor, as `adopt_beyond` launches one, or, with none free, runs beyond the pool
+        (the answer is then empty).
+        """
+        self.idle_expired(stage, now)
+        launched = self._adopt(stage, token, now)
+        if launched is None:
+            self.run_beyond(stage, token)
+            return []
+        return launched
+
+    def adopt_beyond(self, now: float) -> list[tuple[Launch, Any]]:
+        """Give free executors to the tasks running beyond the pool, oldest first.
+
+        Each is launched on its stage with a cap of what the job holds plus what it needs
+        (the policy's next decision sets its own): one executor, or for a gang every task
+        it has left (the gang's other tasks beyond the pool first, then new ones, whose
+        token is None: the driver starts them). A task whose gang does not fit waits.
+        Returns each launch with its token.
+        """
+        adopted: list[tuple[Launch, Any]] = []
+        for stage, token in list(self.beyond):
+            if not self.free_executors:
+                break
+            if any(t is token for _, t in self.beyond):  # (not adopted with its gang)
+                adopted += self._adopt(stage, token, now) or []
+        return adopted
+
+    def drop_beyond(self, token: Any) -> None:
+        """The task `token` ended beyond the pool without being counted (it failed: its
+        retry waits for a decision like any task)."""
+        self.beyond = [(s, t) for s, t in self.beyond if t is not token]
+
+    def _adopt(self, stage: Stage, token: Any, now: float) -> list[tuple[Launch, Any]] | None:
+        need = stage.tasks - stage.launched if stage.gang else 1
+        if need > self.free_executors:
+            return None
+        decision = Decision(stage, stage.job.held + need)
+        try:
+            self.check(decision)
+        except IllegalDecisionError:
+            return None
+        launches = self.apply(decision, now)
+        mates = [t for s, t in self.beyond if s is stage and t is not token]
+        tokens = [token, *mates][: len(launches)]
+        self.beyond = [(s, t) for s, t in self.beyond if not any(t is k for k in tokens)]
+        return list(zip(launches, [*tokens, *[None] * (len(launches) - len(tokens))], strict=True))
+
     # -- scheduling ------------------------------------------------------------------
 
     def runnable_stages(self) -> list[Stage]:
@@ -292,7 +365,7 @@ class Cluster:
 
     def can_schedule(self) -> bool:
         free = self.free_executors
-        if free == 0:
+        if free == 0 or self.beyond:
             return False
         for job in self.jobs:
             for stage in job.runnable:
@@ -486,8 +559,11 @@ class Cluster:
         self._emit("job-done", job.id, -1, now - job.arrival)
 
     def _release_executors(self, job: Job) -> None:
-        """A job left: its free executors become unattached, its idle timers moot."""
+        """A job left: its free executors become unattached, its idle timers moot, its
+        tasks beyond the pool forgotten (they are stopped)."""
         self._free[None].extend(self._free.pop(job, []))
+        if self.beyond:
+            self.beyond = [(s, t) for s, t in self.beyond if s.job is not job]
         for e in range(self.num_executors):
             if self._exec_job[e] is job:
                 self._exec_job[e] = None
@@ -551,6 +627,7 @@ class Cluster:
         twin.needs_schedule = self.needs_schedule
         twin.new_timers = [jobs[s.job].stages[s.index] for s in self.new_timers if s.job in jobs]
         twin.decisions = self.decisions
+        twin.beyond = [(jobs[s.job].stages[s.index], t) for s, t in self.beyond if s.job in jobs]
         twin._busy_since = list(self._busy_since)
         twin._task_start = list(self._task_start)
         twin._busy_done = self._busy_done
