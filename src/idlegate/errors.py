@@ -20,6 +20,9 @@ class SpecError(IdlegateError):
 class IllegalDecisionError(IdlegateError):
     """A scheduler returned a decision the cluster state machine cannot carry out."""
 
+    decision: object = None
+    """The illegal decision itself, when a scheduler's answer was (`Cluster.decide_once`)."""
+
 
 class GangTooWideError(IdlegateError):
     """A gang stage has more tasks than the cluster has executors, so it could never start."""

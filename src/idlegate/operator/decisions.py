@@ -50,8 +50,8 @@ from idlegate.errors import IdlegateError
 from idlegate.operator import messages
 from idlegate.operator.metrics import Metrics
 from idlegate.sim.cluster import Cluster
-from idlegate.sim.engine import JobArrival
-from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision, Launch, Scheduler, Stage
+from idlegate.sim.engine import Answered, JobArrival, decision_round
+from idlegate.sim.protocol import Action, Decision, Launch, Scheduler, Stage
 
 if TYPE_CHECKING:
     from idlegate.policy.plans import Hold
@@ -142,23 +142,6 @@ def fallback_rules(policy: Scheduler, seed: int = 0) -> tuple[Scheduler, ...]:
     return tuple(rules)
 
 
-class _Recorder:
-    """A rule as `Cluster.decide_once` sees it, keeping its last answer (an illegal one is
-    traced to its stage)."""
-
-    def __init__(self, rule: Scheduler) -> None:
-        self.rule, self.name = rule, rule.name
-        self.answer: Any = None
-
-    def reset(self, rng: Any) -> None:
-        self.rule.reset(rng)
-
-    def decide(self, view: ClusterView) -> Action:
-        self.answer = None
-        self.answer = self.rule.decide(view)
-        return self.answer
-
-
 @dataclass(frozen=True)
 class Answer:
     """One decision of a round, with its launches and who made it."""
@@ -200,18 +183,6 @@ class Round:
     holding: tuple[Hold, str] | None = None
     """A new hold by the WAIT that ended the round, and who chose it (`decided_by`): the
     Holding Event to post."""
-
-
-@dataclass(frozen=True)
-class _Step:
-    """One question answered: the action, its launches, who answered (`Answer.by`) and
-    the rule that did (`Answer.rule`)."""
-
-    action: Action
-    launches: list[Launch]
-    by: str
-    rule: str
-    hold: Hold | None = None
 
 
 def followed(policy: Scheduler) -> str:
@@ -333,27 +304,30 @@ class Decider:
         return done
 
     def _round(self, cluster: Cluster, now: float, done: Round, seen: list[Action] | None) -> None:
-        """The questions of one round; each answer applied is added to `seen` too."""
+        """The questions of one round (the Engine's `decision_round`, with the fallback
+        rules); each answer applied is added to `seen` too."""
+        questions = decision_round(cluster, self.policy, now, self.fallbacks)
         while True:
             start = time.perf_counter()
-            step = self._ask(cluster, now, done)
-            if step is None:
+            answered = next(questions, None)
+            if answered is None:
                 return
-            action, launches, by = step.action, step.launches, step.by
             self.metrics.decision_duration.observe(time.perf_counter() - start)
+            action, launches = answered.action, answered.launches
+            by, rule, hold = self._who(answered, done)
             if seen is not None:
                 seen.append(action)
             if not isinstance(action, Decision):
                 self.metrics.decisions.labels("wait").inc()
                 done.waited = by
-                self._note_hold(step.hold, done)
+                self._note_hold(hold, done)
                 return
             self.metrics.decisions.labels("idle" if action.idle_delay > 0 else "launch").inc()
-            if step.hold is not None:
+            if hold is not None:
                 self.metrics.holds.inc()
             if launches and action.stage.key == self.holding:
                 self.holding = None  # the held stage started: a later hold is a new one
-            done.taken.append(Answer(action, launches, by, step.rule, step.hold))
+            done.taken.append(Answer(action, launches, by, rule, hold))
 
     def _note_hold(self, hold: Hold | None, done: Round) -> None:
         """A round ended with WAIT: a hold of another stage than the last round's (or the
@@ -365,50 +339,31 @@ class Decider:
             done.holding = (hold, by)
         self.holding = key
 
-    def _ask(self, cluster: Cluster, now: float, done: Round) -> _Step | None:
-        """One question: the policy's answer, else the first fallback's that works, else
-        WAIT; with the phrase that says who answered (for a WAIT: why nothing started)."""
-        asked = _Recorder(self.policy)
-        try:
-            step = cluster.decide_once(asked, now)
-        except Exception as exc:  # whatever the policy does, the operator goes on
-            return self._fall_back(cluster, now, done, asked, exc)
-        if step is None:
-            return None
-        action, launches = step
-        rule = followed(self.policy)
-        by = messages.decided_by(self.policy.name, following=rule)
-        if not isinstance(action, Decision):
-            by = messages.chose_wait(by)
-        launching = isinstance(action, Decision) and action.idle_delay == 0
-        return _Step(action, launches, by, rule, None if launching else held_for(self.policy))
-
-    def _fall_back(
-        self, cluster: Cluster, now: float, done: Round, asked: _Recorder, exc: Exception
-    ) -> _Step | None:
-        policy = self.policy.name
-        self.note_error(policy, exc)
-        named = asked.answer.stage if isinstance(asked.answer, Decision) else None
-        errors: list[str] = []
-        for rule in self.fallbacks:
-            try:
-                step = cluster.decide_once(rule, now)
-            except Exception as fallback_exc:  # the next rule, or WAIT
-                self.note_error(rule.name, fallback_exc)
-                errors.append(_describe(fallback_exc))
-                continue
-            action, launches = step if step is not None else (WAIT, [])
-            stage = action.stage if isinstance(action, Decision) else None
-            failure = Failure(policy, _describe(exc), rule.name, tuple(errors), named or stage)
-            done.failures.append(failure)
-            if step is None:  # (a policy that changed the state before it failed)
-                return None
-            by = messages.decided_by(policy, rule.name)
-            by = by if stage is not None else messages.chose_wait(by)
-            return _Step(action, launches, by, rule.name)
-        done.failures.append(Failure(policy, _describe(exc), None, tuple(errors), named))
-        names = [r.name for r in self.fallbacks]
-        return _Step(WAIT, [], messages.all_rules_failed(policy, names), policy)
+    def _who(self, answered: Answered, done: Round) -> tuple[str, str, Hold | None]:
+        """Who answered, as Events say it (for a WAIT: why nothing started), the rule that
+        did, and the policy's hold; a question the policy failed is noted in `done`."""
+        action, policy = answered.action, self.policy.name
+        stage = action.stage if isinstance(action, Decision) else None
+        if not answered.errors:
+            rule = followed(self.policy)
+            by = messages.decided_by(policy, following=rule)
+            launching = stage is not None and action.idle_delay == 0
+            hold = None if launching else held_for(self.policy)
+            return (by if stage is not None else messages.chose_wait(by)), rule, hold
+        for failed, exc in answered.errors:
+            self.note_error(failed.name, exc)
+        first = answered.errors[0][1]
+        illegal = getattr(first, "decision", None)
+        named = illegal.stage if isinstance(illegal, Decision) else None
+        later = tuple(_describe(exc) for _, exc in answered.errors[1:])
+        if answered.rule is None:
+            done.failures.append(Failure(policy, _describe(first), None, later, named))
+            names = [r.name for r in self.fallbacks]
+            return messages.all_rules_failed(policy, names), policy, None
+        fallback = answered.rule.name
+        done.failures.append(Failure(policy, _describe(first), fallback, later, named or stage))
+        by = messages.decided_by(policy, fallback)
+        return (by if stage is not None else messages.chose_wait(by)), fallback, None
 
     def note_error(self, rule: str, exc: Exception, what: str = "decide") -> None:
         """Count the error; log its traceback the first time it is seen, repeats sparsely.

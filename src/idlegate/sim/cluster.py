@@ -394,7 +394,11 @@ class Cluster:
                 f"scheduler {getattr(scheduler, 'name', scheduler)!r} returned {action!r}; "
                 "decide() must return a Decision or WAIT"
             )
-        return action, self.apply(action, now)
+        try:
+            return action, self.apply(action, now)
+        except IllegalDecisionError as exc:
+            exc.decision = action  # (which stage a driver's fallback is about)
+            raise
 
     def apply(self, decision: Decision, now: float) -> list[Launch]:
         """Carry out one decision; raises IllegalDecisionError, changing nothing, if it is not

@@ -6,7 +6,7 @@ Pure (no wall clock, no I/O): a run is a function of (workload, scheduler, seed,
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import count
 from math import inf
@@ -313,12 +313,9 @@ class Engine:
         self._round = []
         scheduler = self.scheduler
         if scheduler is not None:
-            # `_ask` until the round closes, written out: most events hold a round
-            cluster, launched = self.cluster, self._round
-            while (step := cluster.decide_once(scheduler, cluster.now)) is not None:
-                launched.extend(step[1])
-                if step[0] is WAIT:
-                    break
+            launched = self._round
+            for answered in decision_round(self.cluster, scheduler, self.cluster.now):
+                launched.extend(answered.launches)
             self._close()
         elif not self.cluster.can_schedule():
             self._close()
@@ -382,6 +379,57 @@ class Engine:
             tasks=self.task_log,
             overhead_seconds=self.overhead,
         )
+
+
+class Answered(NamedTuple):
+    """One question of a decision round, answered and applied."""
+
+    action: Action
+    launches: list[Launch]
+    rule: Scheduler | None
+    """Who answered: the scheduler, else the first fallback rule that could; None when
+    every rule failed (the answer is then WAIT)."""
+    errors: tuple[tuple[Scheduler, Exception], ...] = ()
+    """The rules that failed this question before `rule` answered, the scheduler first,
+    each with what it raised (an illegal answer's IllegalDecisionError carries it as
+    ``decision``)."""
+
+
+def decision_round(
+    cluster: Cluster, scheduler: Scheduler, now: float, fallbacks: Sequence[Scheduler] = ()
+) -> Iterator[Answered]:
+    """The questions of one decision round at `now`, each answer applied at once.
+
+    `scheduler` is asked (`Cluster.decide_once`) until it answers WAIT or nothing more can
+    start. Without `fallbacks` whatever it raises propagates (a simulation: a broken policy
+    is the run's error). With them, the operator's case, a question it fails (it raises, or
+    answers illegally: nothing of that answer is applied, the round's earlier launches
+    stand) is answered by the first fallback rule that does; when every rule fails the
+    answer is WAIT and the round ends. The Engine and the operator both decide through
+    this one round.
+    """
+    rules = (scheduler, *fallbacks)
+    while True:
+        errors: list[tuple[Scheduler, Exception]] = []
+        for rule in rules:
+            try:
+                step = cluster.decide_once(rule, now)
+            except Exception as exc:
+                if not fallbacks:
+                    raise
+                errors.append((rule, exc))
+                continue
+            break
+        else:
+            yield Answered(WAIT, [], None, tuple(errors))
+            return
+        if step is None:
+            if errors:  # (a rule that changed the state before it failed)
+                yield Answered(WAIT, [], rule, tuple(errors))
+            return
+        yield Answered(step[0], step[1], rule, tuple(errors))
+        if step[0] is WAIT:
+            return
 
 
 class _Given:
