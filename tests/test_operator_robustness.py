@@ -441,7 +441,7 @@ def test_a_pod_released_by_hand_takes_a_free_executor_and_ends_its_idle_slot():
         await _remove_gate(h, "idle-a-1")
         assert h.metrics.value("idlegate_foreign_gate_removals_total") == 1
         wf = h.bridge.workflows[("default", "idle")]
-        assert wf.idle_slots[0].released and h.timers.armed == {}
+        assert wf.job.stages[0].idle_until is None and h.timers.armed == {}
         # the stage is runnable again: the policy releases the other task on the other executor
         assert h.released() == ["idle-a-0", "idle-a-1"]
         await h.run_to_completion()

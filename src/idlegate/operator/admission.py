@@ -106,6 +106,8 @@ class Restore:
     """Succeeded tasks, per stage."""
     slots: dict[int, SlotState] = field(default_factory=dict)
     """Idle slots persisted in ``status.idleSlots``, by stage index."""
+    over: set[int] = field(default_factory=set)
+    """The stages whose persisted slot was over (``released``)."""
     cap: int = 0
     """The parallelism cap persisted in ``status.parallelismCap`` (0: none)."""
     holders: list[tuple[StageTrack, Task]] = field(default_factory=list)
@@ -149,8 +151,10 @@ def classify(
         if track is not None:
             release = from_datetime(slot.release_time)
             found.slots[track.index] = SlotState(
-                slot.stage, slot.delay_seconds, release, slot.released, slot.reason or ""
+                slot.stage, slot.delay_seconds, release, slot.reason or ""
             )
+            if slot.released:
+                found.over.add(track.index)
     found.cap = int(status.get("parallelismCap") or 0)
     _place(found, cluster)
     return found

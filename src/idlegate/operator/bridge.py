@@ -208,14 +208,13 @@ class Bridge:
                 job,
                 finished=found.finished,
                 running=[(track.index, task.executor) for track, task in holders],
-                delayed=[i for i, s in found.slots.items() if s.released],
-                idle_until={i: s.release for i, s in found.slots.items() if not s.released},
+                delayed=found.over,
+                idle_until={i: s.release for i, s in found.slots.items() if i not in found.over},
                 cap=found.cap,
                 idle_inserted=sum(s.delay for s in found.slots.values()),
             )
         for i, slot in wf.idle_slots.items():
-            if not slot.released and job.stages[i].idle_until is None:
-                slot.released = True  # it ended while the operator was away
+            if i not in found.over and job.stages[i].idle_until is None:  # ended meanwhile
                 self.writes.event(wf.owner, *messages.idle_slot_ended(slot, while_away=True))
         for track, task in found.beyond:
             task.executor = None
@@ -304,7 +303,6 @@ class Bridge:
         self.cluster.idle_expired(stage, self.now())
         slot = wf.idle_slots.get(stage_index)
         if slot is not None:
-            slot.released = True
             self.writes.event(wf.owner, *messages.idle_slot_ended(slot, while_away=False))
         self.writes.status(wf, urgent=True)
         self.schedule()
@@ -370,9 +368,6 @@ class Bridge:
         stage = wf.job.stages[track.index]
         if stage.idle_until is not None:  # it has started: its idle slot is over
             self.timers.cancel(wf.timer_key(track.index))
-            slot = wf.idle_slots.get(track.index)
-            if slot is not None:
-                slot.released = True
         adopted = self.cluster.started_unasked(stage, self.now(), task)
         self._adopted(adopted)
         self.top_up(wf, track)
@@ -417,7 +412,7 @@ class Bridge:
         wf: Workflow = stage.job.payload
         until = stage.idle_until if stage.idle_until is not None else self.now()
         reason = messages.idle_reason(answer.by, answer.decision, answer.hold)
-        slot = wf.idle_slots[stage.index] = SlotState(stage.name, delay, until, False, reason)
+        slot = wf.idle_slots[stage.index] = SlotState(stage.name, delay, until, reason)
         self.metrics.idle_inserted.inc(delay)
         self.writes.status(wf, urgent=True)  # persisted before anything else of it happens
         self.writes.event(wf.owner, *messages.idle_slot(slot, self.busy, self.settings.pool_size))
@@ -573,9 +568,8 @@ class Bridge:
         self.lifecycle.dropped(wf)
         if remove_job:
             self.cluster.remove_job(wf.job, self.now())
-        for index, slot in wf.idle_slots.items():
-            if not slot.released:
-                self.timers.cancel(wf.timer_key(index))
+        for index in wf.idle_slots:
+            self.timers.cancel(wf.timer_key(index))  # (one that fired is gone: a no-op)
         if wf.status_timer is not None:  # a final write, if any, is queued by the caller
             wf.status_timer.cancel()
             wf.status_timer = None

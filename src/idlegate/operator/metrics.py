@@ -406,7 +406,7 @@ class Metrics:
         self.active_workflows.set(len(workflows))
         self.pending_workflows.set(sum(wf.phase is Phase.PENDING for wf in workflows))
         self.runnable_stages.set(sum(len(j.runnable) for j in cluster.jobs))
-        self.idle_slots.set(sum(not s.released for wf in workflows for s in wf.idle_slots.values()))
+        self.idle_slots.set(sum(s.idle_until is not None for j in cluster.jobs for s in j.stages))
 
     def value(self, name: str, **labels: str) -> float:
         """The current value of one sample (tests and the probe), of this pool if the series

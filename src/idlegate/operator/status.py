@@ -230,23 +230,23 @@ def clip(message: str, limit: int = MAX_MESSAGE) -> str:
     return message if len(message) <= limit else message[: limit - 1] + "…"
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class SlotState:
-    """One idle slot of a workflow, as the operator tracks and persists it."""
+    """One idle slot a policy gave a stage: what was decided, for the status and Events.
+    Whether the stage is in it now is the state machine's (``Stage.idle_until``)."""
 
     stage: str
     delay: float
     release: float
-    """Release time, clock seconds."""
-    released: bool = False
+    """When it was to end, clock seconds (it ends earlier if the stage starts unasked)."""
     reason: str = ""
 
-    def model(self) -> IdleSlot:
+    def model(self, *, released: bool) -> IdleSlot:
         return IdleSlot(
             stage=self.stage,
             delay_seconds=round(self.delay, 6),
             release_time=to_datetime(self.release),
-            released=self.released,
+            released=released,
             reason=clip(self.reason) or None,
         )
 

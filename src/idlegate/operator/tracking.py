@@ -293,7 +293,11 @@ class Workflow:
                 stages_summary=f"{done}/{total}",
                 stages=stages,
                 parallelism_cap=job.cap or None,
-                idle_slots=[slot.model() for slot in self.idle_slots.values()] or None,
+                idle_slots=[
+                    slot.model(released=self.job.stages[i].idle_until is None)
+                    for i, slot in self.idle_slots.items()
+                ]
+                or None,
                 start_time=to_datetime(self.admitted),
                 admission_lag_seconds=round(self.admitted - self.arrival, 3),
                 completion_time=to_datetime(completion) if completion is not None else None,
@@ -357,7 +361,7 @@ class Workflow:
             self.conditions.set("Running", False, "Failed", message, gen, now)
             return
         running = self.running()
-        idle = [s for s in self.idle_slots.values() if not s.released]
+        idle = [s for i, s in self.idle_slots.items() if self.job.stages[i].idle_until is not None]
         if self.suspended:
             message = "Suspended (spec.suspend): no task runs until it is set back to false."
             self.conditions.set("Running", False, "Suspended", message, gen, now)
