@@ -313,6 +313,7 @@ def test_registry_names():
         "follow",
         "push",
         "recurring",
+        "shift",
         "file",
         "swf",
         "lublin",

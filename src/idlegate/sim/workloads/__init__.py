@@ -31,6 +31,8 @@ Workloads:
 * `push` — one trigger starts one long and several short workflows a few seconds apart.
 * `recurring` — named pipelines on cron-like schedules (`Schedule`: period, phase,
   jitter), the same DAG and similar work every run, plus ad-hoc jobs.
+* `shift` — a regime shift: one generated workload, then another on the same cluster
+  (TPC-H-like DAGs, then minute-scale pods by default).
 * `file` — workflows from a YAML/JSON file, all at t=0, as a stream, or replayed at the
   arrival times a history file records (with measured task durations, `sim.history`).
 
@@ -55,6 +57,7 @@ The package, by concern (everything public is re-exported here, so
   `job_class`); `follow` and `push` — their configs and generators.
 * `schedule` — `Schedule`, a recurring start time (reused by cron-like resources).
 * `recurring` — the `recurring` workload (`RecurringPipeline`, `RecurringConfig`).
+* `shift` — the `shift` workload (two generated phases on one cluster, `ShiftConfig`).
 * `file` — the `file` workload (workflow files and replayed histories).
 * `registry` — `WORKLOADS`, `workload_config`, `build_workload`, `describe_workloads`.
 """
@@ -118,6 +121,13 @@ from idlegate.sim.workloads.registry import (
     workload_kind,
 )
 from idlegate.sim.workloads.schedule import Schedule
+from idlegate.sim.workloads.shift import (
+    PHASE_WORKLOADS,
+    ShiftConfig,
+    shift_phase,
+    shift_workload,
+    switch_time,
+)
 from idlegate.sim.workloads.sources import (
     DEFAULT_SIZE_SHAPE,
     MAX_TASK_SECONDS,
@@ -154,6 +164,7 @@ __all__ = [
     "MAX_JOBS",
     "MAX_TASK_SECONDS",
     "MEDIAN_TASKS",
+    "PHASE_WORKLOADS",
     "SMALL_DAG",
     "STAGE_SKEW",
     "TASKS_SIGMA",
@@ -177,6 +188,7 @@ __all__ = [
     "RecurringPipeline",
     "Schedule",
     "SeedLike",
+    "ShiftConfig",
     "SizeDistribution",
     "StreamOptions",
     "SyntheticConfig",
@@ -207,8 +219,11 @@ __all__ = [
     "push_workload",
     "recurring_workload",
     "session_arrivals",
+    "shift_phase",
+    "shift_workload",
     "size_factors",
     "split_streams",
+    "switch_time",
     "synthetic_workload",
     "tpch_like_spec",
     "tpch_like_workload",

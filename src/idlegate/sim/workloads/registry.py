@@ -38,6 +38,7 @@ from idlegate.sim.workloads.options import (
 )
 from idlegate.sim.workloads.push import PushConfig, push_workload
 from idlegate.sim.workloads.recurring import RecurringConfig, recurring_workload
+from idlegate.sim.workloads.shift import ShiftConfig, shift_workload
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,13 @@ WORKLOADS: dict[str, WorkloadKind] = {
             RecurringConfig,
             recurring_workload,
             "named pipelines on cron-like schedules (period, phase, jitter) + ad-hoc jobs",
+        ),
+        WorkloadKind(
+            "shift",
+            ShiftConfig,
+            shift_workload,
+            "a regime shift: one generated workload, then another on the same cluster "
+            "(TPC-H-like DAGs, then k8s-batch pods)",
         ),
         WorkloadKind(
             "file",
