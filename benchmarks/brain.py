@@ -1,0 +1,750 @@
+"""Is the self-tuning scheduler ever beaten by a fixed candidate? Issue 30's evaluation.
+
+    python benchmarks/brain.py [--quick] [--seeds 10] [--first-seed 1000] [-j 2]
+        [--workloads KEY,...] [--brain SPEC] [--jobs-count N] [--windows 10]
+        [--tpch-dir DIR] [--json PATH]
+
+The scheduler under test (`--brain`, default ``portfolio``: `idlegate.policy.portfolio`)
+and every fixed candidate of its portfolio run on the same arrival sequences, each
+seed's (common random numbers): the rules, the tuned-parameter variants of its grids
+(`portfolio.candidate_specs`), the shipped ONNX policy, and the analytic idle rule at
+each threshold of its grid over the workload's best plain rule (the brain tries it over
+each round's best plain rule; here the best over the seeds is taken, which flatters
+the fixed side). Every change is the paired mean over seeds of the per-seed ratio of
+mean JCTs, minus 1, with its 95 % half-width (`sim.metrics.paired_relative_change`);
+"best" is the fixed candidate with the lowest mean over the seeds, a choice that flatters
+it too.
+
+Workloads: every case of the full evaluation suite (`evaluation.suites`: synthetic 0.6
+and 0.8, TPC-H at 15 s and 25 s, TPC-H-like in the demo's setting, bursty, k8s-batch,
+follow, push, recurring, mixed) as long streams: `--jobs-count` workflows each (default
+1,000; `--quick` 200), `k8s-batch` 24 hours of arrivals (`--quick`: 24 h × 200/1,000).
+TPC-H rows need the traces (`--tpch-dir` or ``IDLEGATE_TPCH_DIR``) and are skipped with
+the reason otherwise. Then:
+
+* ``shift``: the regime shift (`sim.workloads.shift`): half the jobs of TPC-H at 25 s
+  interarrival (TPC-H-like DAGs at load 0.85 without the traces) on 50 executors, then
+  half of `k8s-batch` pods at load 0.7. Besides the whole stream it reports each phase
+  against the best fixed candidate of that phase, the JCT gap of the brain to the
+  second phase's best candidate over `--windows` windows of the second phase's jobs
+  (arrival order), and how long the brain takes to adapt: from the switch until the
+  candidate it follows is within 2 % of the second phase's best on that phase (and
+  until it follows that best itself), per seed, from its rounds' choices taking effect.
+* ``demo``: `idlegate demo`'s own setting and seeds (1 + 100 TPC-H-like jobs, 50
+  executors, load 0.85, seeds 0–4) with the demo's rows: is the brain its best row?
+
+Printed: per workload the best fixed candidate, the brain against it, the best plain
+rule, the best tuned candidate against that rule, `learned:default` against the best,
+and what the brain followed longest; every candidate against each workload's best; the
+shift's phases, windows and adaptation; the targets of issue 30 with PASS / FAIL.
+`--json` writes every per-seed figure. Progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from idlegate.cli import DEMO_SCHEDULERS, DEMO_SEEDS
+from idlegate.errors import IdlegateError
+from idlegate.evaluation.comparison import WorkloadOptions, build
+from idlegate.evaluation.suites import (
+    DEMO_EXECUTORS,
+    DEMO_LOAD,
+    DEMO_STREAMED_JOBS,
+    DEMO_WORKLOAD,
+    select_cases,
+    suite_cases,
+)
+from idlegate.flags import one_line
+from idlegate.parallel import LocalPool
+from idlegate.policy import make_scheduler
+
+try:
+    from idlegate.policy.portfolio import (
+        PortfolioScheduler,
+        analytic_specs,
+        candidate_specs,
+        kind_of,
+        portfolio_config,
+    )
+except ImportError:  # a checkout from before the portfolio scheduler: `run` says so
+    PortfolioScheduler = None  # type: ignore[assignment,misc]
+from idlegate.policy.spec import SchedulerSpec
+from idlegate.sim.engine import simulate
+from idlegate.sim.metrics import change_text, paired_relative_change
+from idlegate.sim.tpch import resolve_tpch_dir
+from idlegate.sim.workloads import shift_phase, switch_time, workload_config
+
+BRAIN = "portfolio"
+"""The scheduler under test unless `--brain` says otherwise."""
+LONG_JOBS, QUICK_JOBS = 1000, 200
+POD_HOURS = 24.0
+"""Hours of `k8s-batch` arrivals at `LONG_JOBS` (scaled with the job count)."""
+MEAN_TARGET, SHIFT_TARGET, STRUCTURED_TARGET, TUNED_TARGET = 0.01, 0.02, 0.005, -0.03
+STRUCTURED = ("follow", "push", "recurring")
+ADAPTED = 0.02
+"""A followed candidate within this fraction of the second phase's best (on that phase,
+as a fixed candidate) counts as adapted."""
+WORKERS = 2
+
+
+@dataclass(frozen=True)
+class Case:
+    """A workload to evaluate: its build arguments, seeds and fixed rows (None: the
+    portfolio's)."""
+
+    key: str
+    family: str
+    workload: str
+    options: WorkloadOptions
+    seeds: tuple[int, ...]
+    fixed: tuple[tuple[str, str], ...] | None = None
+    """(label, spec) of the fixed rows; None: the portfolio's candidates."""
+
+
+@dataclass(frozen=True)
+class Task:
+    case: Case
+    label: str
+    spec: str
+    seed: int
+
+
+@dataclass
+class Run:
+    """One simulated run: per job (id order) its JCT, arrival and phase; the brain's
+    rounds as (round start, choice effective, candidate followed)."""
+
+    jct: np.ndarray
+    arrival: np.ndarray
+    phase: np.ndarray | None
+    rounds: list[tuple[float, float, str]]
+    start: str | None
+    end: float
+    cpu: float
+    choices: list[dict[str, Any]] = field(default_factory=list)
+    """Every round's `portfolio.Choice` as a dict (its reason, best and scores)."""
+
+
+@dataclass
+class Results:
+    """Per case key, label, seed: the run."""
+
+    runs: dict[str, dict[str, dict[int, Run]]] = field(default_factory=dict)
+
+    def add(self, task: Task, run: Run) -> None:
+        self.runs.setdefault(task.case.key, {}).setdefault(task.label, {})[task.seed] = run
+
+    def means(self, key: str, label: str, phase: int | None = None) -> list[float]:
+        """Per seed (in seed order) the mean JCT of `label` (of `phase`'s jobs if given)."""
+        out = []
+        for _, run in sorted(self.runs[key][label].items()):
+            jct = run.jct if phase is None else run.jct[run.phase == phase]
+            out.append(float(np.mean(jct)))
+        return out
+
+
+# ---------------------------------------------------------------------------------------
+# cases
+
+
+def long_options(case_workload: str, options: WorkloadOptions, jobs: int) -> WorkloadOptions:
+    """`options` with `jobs` workflows (24 h × jobs/1,000 of arrivals for `k8s-batch`)."""
+    extra = dict(options.extra)
+    if case_workload == "k8s-batch":
+        gap = workload_config("k8s-batch", **options.to_kwargs()).mean_gap()
+        extra["num_jobs"] = max(1, round(POD_HOURS * 3600 * jobs / LONG_JOBS / gap))
+    elif "num_stream" in extra:
+        extra["num_stream"] = jobs - int(extra.get("init", 1))
+    else:
+        extra["num_jobs"] = jobs
+    return options.model_copy(update={"extra": extra})
+
+
+def shift_case(tpch: bool, jobs: int, seeds: tuple[int, ...]) -> Case:
+    """TPC-H at 25 s (TPC-H-like at load 0.85 without traces), then k8s-batch pods."""
+    first = ("tpch", "interarrival=25") if tpch else ("tpch-like", "load=0.85")
+    extra = {
+        "first": first[0],
+        "first_options": first[1],
+        "second": "k8s-batch",
+        "second_options": "load=0.7",
+        "first_jobs": jobs // 2,
+        "second_jobs": jobs - jobs // 2,
+    }
+    return Case("shift", "shift", "shift", WorkloadOptions(num_executors=50, extra=extra), seeds)
+
+
+def demo_case() -> Case:
+    """`idlegate demo`'s setting, seeds and rows."""
+    options = WorkloadOptions(
+        num_executors=DEMO_EXECUTORS, load=DEMO_LOAD, extra={"num_stream": DEMO_STREAMED_JOBS}
+    )
+    rows = tuple(
+        (s.title, s.format(label=False)) for s in map(SchedulerSpec.parse, DEMO_SCHEDULERS)
+    )
+    return Case("demo", "demo", DEMO_WORKLOAD, options, tuple(range(DEMO_SEEDS)), rows)
+
+
+def tpch_found(tpch_dir: Path | None) -> bool:
+    try:
+        return any(resolve_tpch_dir(tpch_dir).glob("*/q*.json"))
+    except IdlegateError:
+        return False
+
+
+def cases_of(args: argparse.Namespace) -> tuple[list[Case], list[str]]:
+    """The runnable cases and a line per skipped one."""
+    seeds = tuple(range(args.first_seed, args.first_seed + args.seeds))
+    suite = suite_cases("full", args.tpch_dir)
+    keys = {c.key for c in suite} | {c.family for c in suite} | {"shift", "demo"}
+    wanted = args.workloads
+    if wanted is not None:
+        unknown = [w for w in wanted if w not in keys]
+        if unknown:
+            raise IdlegateError(
+                f"unknown workload {unknown[0]!r}; choose from: {', '.join(sorted(keys))}"
+            )
+    chosen = select_cases(
+        suite, [w for w in wanted if w in keys - {"shift", "demo"}] if wanted else None
+    )
+    cases, skipped = [], []
+    for c in chosen:
+        if c.skip_reason is not None:
+            skipped.append(f"{c.key}: {c.skip_reason}")
+            continue
+        options = long_options(c.workload, c.options, args.jobs_count)
+        cases.append(Case(c.key, c.family, c.workload, options, seeds))
+    if wanted is None or "shift" in wanted:
+        cases.append(shift_case(tpch_found(args.tpch_dir), args.jobs_count, seeds))
+    if wanted is None or "demo" in wanted:
+        cases.append(demo_case())
+    return cases, skipped
+
+
+# ---------------------------------------------------------------------------------------
+# running
+
+
+@lru_cache(maxsize=4)
+def _built(workload: str, seed: int, options: str) -> Any:
+    return build(workload, seed, WorkloadOptions.model_validate_json(options))
+
+
+def run_task(task: Task) -> Run:
+    """Simulate `task` (in a worker): per-job JCTs, arrivals, phases, and the brain's rounds."""
+    case = task.case
+    workload = _built(case.workload, task.seed, case.options.model_dump_json())
+    scheduler = make_scheduler(task.spec)
+    start = getattr(scheduler, "following", None)  # the portfolio's cold-start candidate
+    started = time.process_time()
+    result = simulate(workload, scheduler, seed=task.seed)
+    cpu = time.process_time() - started
+    if result.unfinished:
+        raise IdlegateError(f"{task.spec} left {result.unfinished} jobs of {case.key} unfinished")
+    records = sorted(result.records, key=lambda r: r.id)
+    phase = None
+    if case.workload == "shift":
+        phase = np.array([shift_phase(r.name) for r in records])
+    rounds = []
+    if isinstance(scheduler, PortfolioScheduler):
+        delay = scheduler.config.replay_delay
+        for c in scheduler.rounds:
+            effect = (
+                c.at
+                if c.reason == "prior history"
+                else c.at + (c.modelled_seconds if delay is None else delay)
+            )
+            rounds.append((c.at, effect, c.candidate))
+    choices = [c.to_dict() for c in getattr(scheduler, "rounds", ())]
+    return Run(
+        np.array([r.jct for r in records]),
+        np.array([r.arrival for r in records]),
+        phase,
+        rounds,
+        start,
+        result.end_time,
+        cpu,
+        choices,
+    )
+
+
+def fixed_rows(case: Case, brain: str) -> list[tuple[str, str]]:
+    """(label, spec) of `case`'s fixed rows before the analytic rule."""
+    if case.fixed is not None:
+        return list(case.fixed)
+    config, _ = portfolio_config(SchedulerSpec.parse(brain), {})
+    return [(s, s) for s in candidate_specs(config)]
+
+
+def analytic_rows(case: Case, brain: str, results: Results) -> list[tuple[str, str]]:
+    """The analytic rule at each threshold over `case`'s best plain rule (portfolio cases)."""
+    config, _ = portfolio_config(SchedulerSpec.parse(brain), {})
+    if case.fixed is not None or "analytic" not in config.portfolio():
+        return []
+    plain = [lab for lab, _ in fixed_rows(case, brain) if kind_of(lab) == "rule" and "?" not in lab]
+    base = min(plain, key=lambda lab: float(np.mean(results.means(case.key, lab))))
+    return [(s, s) for s in analytic_specs(config, base)]
+
+
+def run_stage(pool: LocalPool, tasks: list[Task], results: Results, started: float) -> None:
+    """Run `tasks` in `pool`, printing each as it finishes; results into `results`."""
+
+    def progress(done: int, total: int, index: int) -> None:
+        t = tasks[index]
+        print(
+            f"[{done}/{total}] {t.case.key} {t.label} seed {t.seed} "
+            f"({time.perf_counter() - started:.0f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    for task, run in zip(tasks, pool.map(run_task, tasks, progress=progress), strict=True):
+        results.add(task, run)
+
+
+def run_all(args: argparse.Namespace, cases: Sequence[Case]) -> Results:
+    """The brain and the fixed rows first, then the analytic rule over each best rule."""
+    results = Results()
+    started = time.perf_counter()
+    first = [Task(c, "brain", args.brain, s) for c in cases for s in c.seeds]  # slow first
+    first += [
+        Task(c, label, spec, s)
+        for c in cases
+        for label, spec in fixed_rows(c, args.brain)
+        for s in c.seeds
+    ]
+    with LocalPool(args.jobs, preload=["idlegate.policy"]) as pool:
+        run_stage(pool, first, results, started)
+        more = [
+            Task(c, label, spec, s)
+            for c in cases
+            for label, spec in analytic_rows(c, args.brain, results)
+            for s in c.seeds
+        ]
+        run_stage(pool, more, results, started)
+    return results
+
+
+# ---------------------------------------------------------------------------------------
+# figures
+
+
+def change(
+    results: Results, key: str, label: str, base: str, phase: int | None = None
+) -> tuple[float, float]:
+    """Paired relative change of `label`'s mean JCT against `base`'s: (mean, half-width)."""
+    c = paired_relative_change(results.means(key, label, phase), results.means(key, base, phase))
+    return c.mean, c.half_width
+
+
+def fixed_labels(results: Results, key: str) -> list[str]:
+    return [lab for lab in results.runs[key] if lab != "brain"]
+
+
+def best_of(results: Results, key: str, labels: Sequence[str], phase: int | None = None) -> str:
+    """The label with the lowest mean JCT averaged over the seeds."""
+    return min(labels, key=lambda lab: float(np.mean(results.means(key, lab, phase))))
+
+
+def plain(labels: Sequence[str]) -> list[str]:
+    """The rules at their default parameters."""
+    return [lab for lab in labels if kind_of(lab) == "rule" and "?" not in lab]
+
+
+def tuned(labels: Sequence[str]) -> list[str]:
+    """The rules with a parameter set (the tuned families, the analytic thresholds)."""
+    return [lab for lab in labels if kind_of(lab) == "rule" and "?" in lab]
+
+
+def timeline(run: Run, end: float | None = None) -> list[tuple[float, float, str]]:
+    """(from, to, candidate followed) segments of a brain run up to `end` (its end)."""
+    stop = run.end if end is None else end
+    points = [(0.0, run.start or "?")] + [(effect, cand) for _, effect, cand in run.rounds]
+    out = []
+    for (t0, cand), (t1, _) in zip(points, [*points[1:], (stop, "")], strict=True):
+        if min(t1, stop) > t0:
+            out.append((t0, min(t1, stop), cand))
+    return out
+
+
+def followed_longest(runs: dict[int, Run]) -> tuple[str, float]:
+    """The candidate the brain followed for the largest share of simulated time, and it."""
+    time_of: dict[str, float] = {}
+    for run in runs.values():
+        for t0, t1, cand in timeline(run):
+            time_of[cand] = time_of.get(cand, 0.0) + t1 - t0
+    if not time_of:
+        return "—", 0.0
+    top = max(time_of, key=time_of.__getitem__)
+    return top, time_of[top] / sum(time_of.values())
+
+
+def fmt(c: tuple[float, float]) -> str:
+    return change_text(*c)
+
+
+def workload_table(cases: Sequence[Case], results: Results) -> list[dict[str, Any]]:
+    """The main table: per workload the best fixed candidate and the brain against it."""
+    print(
+        "| workload | jobs | best fixed | its mean | brain mean | brain vs best | best plain rule | "
+        "best tuned vs that rule | learned:default vs best | followed longest | rounds / switches / "
+        "kept by the margin, per run | CPU per run: brain / best |"
+    )
+    print("|---|---:|---|---:|---:|---:|---|---:|---:|---|---:|---:|")
+    rows = []
+    for c in cases:
+        r, key = results, c.key
+        labels = fixed_labels(r, key)
+        best = best_of(r, key, labels)
+        rule = best_of(r, key, plain(labels))
+        tuned_ = tuned(labels)
+        best_tuned = best_of(r, key, tuned_) if tuned_ else None
+        brain = r.runs[key]["brain"]
+        follow, share = followed_longest(brain)
+        onnx = next((lab for lab in labels if lab in ("learned:default", "learned")), None)
+        jobs = len(next(iter(brain.values())).jct)
+        row = {
+            "workload": key,
+            "jobs": jobs,
+            "best": best,
+            "best_mean": float(np.mean(r.means(key, best))),
+            "brain_mean": float(np.mean(r.means(key, "brain"))),
+            "brain_vs_best": change(r, key, "brain", best),
+            "best_rule": rule,
+            "best_tuned": best_tuned,
+            "tuned_vs_rule": change(r, key, best_tuned, rule) if best_tuned else None,
+            "onnx_vs_best": change(r, key, onnx, best) if onnx else None,
+            "followed_longest": [follow, share],
+            "rounds": float(np.mean([len(run.rounds) for run in brain.values()])),
+            "switches": float(np.mean([_switches(run) for run in brain.values()])),
+            "kept": float(np.mean([_kept(run) for run in brain.values()])),
+            "cpu_brain": float(np.mean([run.cpu for run in brain.values()])),
+            "cpu_best": float(np.mean([run.cpu for run in r.runs[key][best].values()])),
+        }
+        rows.append(row)
+        tuned_text = f"{best_tuned}: {fmt(row['tuned_vs_rule'])}" if best_tuned else "—"
+        print(
+            f"| {key} | {jobs} | {best} | {row['best_mean']:.1f} | {row['brain_mean']:.1f} | "
+            f"{fmt(row['brain_vs_best'])} | {rule} | {tuned_text} | "
+            f"{fmt(row['onnx_vs_best']) if onnx else '—'} | {follow} ({share:.0%}) | "
+            f"{row['rounds']:.0f} / {row['switches']:.1f} / {row['kept']:.1f} | "
+            f"{row['cpu_brain']:.1f} / "
+            f"{row['cpu_best']:.2f} s |"
+        )
+    return rows
+
+
+def _kept(run: Run) -> int:
+    """Rounds whose best candidate was not followed: not better by the margin."""
+    return sum(c.get("reason") == "kept" for c in run.choices)
+
+
+def _switches(run: Run) -> int:
+    followed = [run.start, *(cand for _, _, cand in run.rounds)]
+    return sum(a != b for a, b in itertools.pairwise(followed))
+
+
+def candidates_table(cases: Sequence[Case], results: Results) -> None:
+    """Every fixed candidate (and the brain) against each workload's best, paired."""
+    keys = [c.key for c in cases if c.fixed is None]
+    if not keys:
+        return
+    labels = list(dict.fromkeys(lab for k in keys for lab in results.runs[k]))
+    print("| candidate | " + " | ".join(keys) + " |")
+    print("|---|" + "---:|" * len(keys))
+    for lab in labels:
+        cells = []
+        for k in keys:
+            if lab not in results.runs[k]:
+                cells.append("—")
+                continue
+            best = best_of(results, k, fixed_labels(results, k))
+            cells.append("best" if lab == best else fmt(change(results, k, lab, best)))
+        print(f"| {lab} | " + " | ".join(cells) + " |")
+
+
+# ---------------------------------------------------------------------------------------
+# the regime shift
+
+
+def shift_report(case: Case, results: Results, windows: int) -> dict[str, Any]:
+    """Phases, the gap over windows of the second phase, and the time to adapt."""
+    r, key = results, case.key
+    labels = fixed_labels(r, key)
+    config = workload_config("shift", **case.options.to_kwargs())
+    switches = {s: switch_time(config, s) for s in case.seeds}
+    out: dict[str, Any] = {"switch": switches, "phases": {}}
+    print(
+        "| phase | jobs | best fixed | its mean | brain mean | brain vs best | followed longest |"
+    )
+    print("|---|---:|---|---:|---:|---:|---|")
+    for phase in (1, 2):
+        best = best_of(r, key, labels, phase)
+        runs = r.runs[key]["brain"]
+        segments: dict[str, float] = {}
+        for s, run in runs.items():
+            lo, hi = (0.0, switches[s]) if phase == 1 else (switches[s], run.end)
+            for t0, t1, cand in timeline(run):
+                overlap = min(t1, hi) - max(t0, lo)
+                if overlap > 0:
+                    segments[cand] = segments.get(cand, 0.0) + overlap
+        top = max(segments, key=segments.__getitem__) if segments else "—"
+        share = segments.get(top, 0.0) / sum(segments.values()) if segments else 0.0
+        jobs = int(np.sum(next(iter(runs.values())).phase == phase))
+        ch = change(r, key, "brain", best, phase)
+        out["phases"][phase] = {"best": best, "brain_vs_best": ch, "followed_longest": [top, share]}
+        print(
+            f"| {phase} | {jobs} | {best} | {np.mean(r.means(key, best, phase)):.1f} | "
+            f"{np.mean(r.means(key, 'brain', phase)):.1f} | {fmt(ch)} | {top} ({share:.0%}) |"
+        )
+    best2 = out["phases"][2]["best"]
+    out["windows"] = window_gaps(case, results, best2, switches, windows)
+    out["adaptation"] = adaptation(case, results, best2, switches)
+    return out
+
+
+def window_gaps(
+    case: Case, results: Results, best2: str, switches: dict[int, float], windows: int
+) -> list[dict[str, Any]]:
+    """The brain's JCT against `best2`'s over equal-count windows of the second phase."""
+    runs, base = results.runs[case.key]["brain"], results.runs[case.key][best2]
+    print(f"| window of phase 2 (jobs) | arrivals from (h after the switch) | brain vs {best2} |")
+    print("|---|---:|---:|")
+    out = []
+    for w in range(windows):
+        brain_m, base_m, starts = [], [], []
+        for s in case.seeds:
+            idx = np.array_split(np.flatnonzero(runs[s].phase == 2), windows)[w]
+            brain_m.append(float(np.mean(runs[s].jct[idx])))
+            base_m.append(float(np.mean(base[s].jct[idx])))
+            starts.append((runs[s].arrival[idx[0]] - switches[s]) / 3600)
+        c = paired_relative_change(brain_m, base_m)
+        n = len(np.array_split(np.flatnonzero(runs[case.seeds[0]].phase == 2), windows)[w])
+        out.append(
+            {
+                "window": w + 1,
+                "jobs": n,
+                "from_hours": float(np.mean(starts)),
+                "change": (c.mean, c.half_width),
+            }
+        )
+        print(f"| {w + 1} ({n}) | {np.mean(starts):.2f} | {change_text(c.mean, c.half_width)} |")
+    return out
+
+
+def adaptation(
+    case: Case, results: Results, best2: str, switches: dict[int, float]
+) -> dict[str, Any]:
+    """Per seed, minutes from the switch until the brain follows a candidate within
+    `ADAPTED` of `best2` on the second phase (and `best2` itself); None: never."""
+    r, key = results, case.key
+    target = float(np.mean(r.means(key, best2, 2)))
+    good = {
+        lab
+        for lab in fixed_labels(r, key)
+        if np.mean(r.means(key, lab, 2)) <= (1 + ADAPTED) * target
+    }
+    near, exact = {}, {}
+    for s, run in r.runs[key]["brain"].items():
+        near[s] = _first_following(run, switches[s], good)
+        exact[s] = _first_following(run, switches[s], {best2})
+
+    def text(values: dict[int, float | None]) -> str:
+        return ", ".join("never" if v is None else f"{v:.0f}" for _, v in sorted(values.items()))
+
+    print(
+        f"adaptation after the switch, minutes per seed (within {ADAPTED:.0%} of {best2} on phase 2: "
+        f"{', '.join(sorted(good))}): {text(near)}; until following {best2} itself: {text(exact)}"
+    )
+    return {"good": sorted(good), "minutes_to_good": near, "minutes_to_best": exact}
+
+
+def _first_following(run: Run, switch: float, good: set[str]) -> float | None:
+    """Minutes after `switch` at which `run` first follows a candidate in `good`."""
+    for t0, t1, cand in timeline(run):
+        if t1 > switch and cand in good:
+            return max(t0 - switch, 0.0) / 60
+    return None
+
+
+# ---------------------------------------------------------------------------------------
+# targets
+
+
+@dataclass(frozen=True)
+class Check:
+    """One target of issue 30: what, the measured figure, its limit, whether it holds."""
+
+    target: str
+    value: float
+    limit: float
+    passed: bool
+
+
+def checks(cases: Sequence[Case], results: Results) -> list[Check]:
+    """Every target with its figure (changes are paired means over the seeds)."""
+    out = []
+    for c in cases:
+        r, key = results, c.key
+        labels = fixed_labels(r, key)
+        if c.family == "demo":
+            means = {lab: float(np.mean(r.means(key, lab))) for lab in [*labels, "brain"]}
+            other = min(labels, key=means.__getitem__)
+            v = means["brain"] / means[other] - 1
+            out.append(Check(f"demo: the brain is the best row (vs {other}, means)", v, 0.0, v < 0))
+            continue
+        best = best_of(r, key, labels)
+        v = change(r, key, "brain", best)[0]
+        limit = SHIFT_TARGET if c.family == "shift" else MEAN_TARGET
+        out.append(Check(f"{key}: brain vs best fixed ({best})", v, limit, v <= limit))
+        if c.family in STRUCTURED:
+            ok = v <= STRUCTURED_TARGET
+            out.append(Check(f"{key}: brain vs best candidate", v, STRUCTURED_TARGET, ok))
+        if c.family == "tpch" and tuned(labels):
+            rule, best_tuned = best_of(r, key, plain(labels)), best_of(r, key, tuned(labels))
+            v = change(r, key, best_tuned, rule)[0]
+            out.append(
+                Check(
+                    f"{key}: best tuned ({best_tuned}) vs best rule ({rule})",
+                    v,
+                    TUNED_TARGET,
+                    v <= TUNED_TARGET,
+                )
+            )
+    return out
+
+
+def report(checks_: Sequence[Check]) -> None:
+    print("| target | measured | limit | result |")
+    print("|---|---:|---:|---|")
+    for c in checks_:
+        print(
+            f"| {c.target} | {c.value:+.2%} | ≤ {c.limit:+.1%} | {'PASS' if c.passed else 'FAIL'} |"
+        )
+    failed = sum(not c.passed for c in checks_)
+    print(f"{len(checks_) - failed} of {len(checks_)} targets met")
+
+
+def to_json(
+    args: argparse.Namespace,
+    cases: Sequence[Case],
+    results: Results,
+    rows: list[dict[str, Any]],
+    shift: dict[str, Any] | None,
+    checks_: Sequence[Check],
+) -> dict[str, Any]:
+    """Every per-seed mean JCT and CPU time, the brain's rounds, the tables and targets."""
+    out_cases = {}
+    for c in cases:
+        runs = results.runs[c.key]
+        out_cases[c.key] = {
+            "workload": c.workload,
+            "options": c.options.to_kwargs(),
+            "seeds": list(c.seeds),
+            "mean_jct": {lab: results.means(c.key, lab) for lab in runs},
+            "cpu_seconds": {lab: [runs[lab][s].cpu for s in c.seeds] for lab in runs},
+            "brain_rounds": {s: runs["brain"][s].rounds for s in c.seeds},
+            "brain_start": {s: runs["brain"][s].start for s in c.seeds},
+            "brain_choices": {s: runs["brain"][s].choices for s in c.seeds},
+        }
+    return {
+        "command": " ".join(["python", "benchmarks/brain.py", *sys.argv[1:]]),
+        "brain": args.brain,
+        "jobs_count": args.jobs_count,
+        "cases": out_cases,
+        "table": rows,
+        "shift": shift,
+        "targets": [c.__dict__ for c in checks_],
+    }
+
+
+def main(argv: list[str] | None = None) -> list[Check]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="3 seeds, 200-workflow streams")
+    parser.add_argument("--seeds", type=int, default=None, help="paired seeds (10; 3 quick)")
+    parser.add_argument("--first-seed", type=int, default=1000)
+    parser.add_argument(
+        "-j", "--jobs", type=int, default=WORKERS, help="worker processes (default %(default)s)"
+    )
+    parser.add_argument(
+        "--workloads",
+        type=lambda s: s.split(","),
+        default=None,
+        help="keys or families, and shift, demo",
+    )
+    parser.add_argument(
+        "--brain", default=BRAIN, help="the scheduler under test (default %(default)s)"
+    )
+    parser.add_argument(
+        "--jobs-count", type=int, default=None, help="workflows per stream (1000; 200 quick)"
+    )
+    parser.add_argument(
+        "--windows", type=int, default=10, help="windows of the shift's second phase"
+    )
+    parser.add_argument("--tpch-dir", type=Path, default=None)
+    parser.add_argument("--json", type=Path, default=None, help="write every figure here")
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except IdlegateError as exc:
+        parser.exit(1, f"Error: {one_line(exc)}\n")
+
+
+def run(args: argparse.Namespace) -> list[Check]:
+    """Every run of `args`, the tables printed; the checks."""
+    args.seeds = args.seeds or (3 if args.quick else 10)
+    args.jobs_count = args.jobs_count or (QUICK_JOBS if args.quick else LONG_JOBS)
+    if args.jobs_count < 2 or args.seeds < 1:
+        raise IdlegateError("give at least 2 workflows per stream and 1 seed")
+    if PortfolioScheduler is None:
+        raise IdlegateError(
+            "this needs the portfolio scheduler (idlegate.policy.portfolio), which this "
+            "checkout does not have; update it"
+        )
+    make_scheduler(args.brain)  # a bad spec stops here, before any run
+    started = time.perf_counter()
+    cases, skipped = cases_of(args)
+    for line in skipped:
+        print(f"skipped {line}")
+    results = run_all(args, cases)
+    seeds = f"{args.first_seed}–{args.first_seed + args.seeds - 1}"
+    print(
+        f"brain: {args.brain}; seeds {seeds} (demo: 0–{DEMO_SEEDS - 1}); {args.jobs_count} workflows per stream"
+    )
+    rows = workload_table(cases, results)
+    candidates_table(cases, results)
+    shift = None
+    for c in cases:
+        if c.family == "shift":
+            shift = shift_report(c, results, args.windows)
+    result = checks(cases, results)
+    report(result)
+    if args.json is not None:
+        args.json.write_text(
+            json.dumps(to_json(args, cases, results, rows, shift, result), indent=1, default=_plain)
+        )
+    print(f"{time.perf_counter() - started:.0f} s in all")
+    return result
+
+
+def _plain(value: Any) -> Any:
+    """JSON for numpy numbers and tuples' NaN half-widths."""
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"not JSON: {type(value).__name__}")
+
+
+if __name__ == "__main__":
+    main()

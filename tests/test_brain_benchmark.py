@@ -1,0 +1,88 @@
+"""benchmarks/brain.py: the self-tuning scheduler against every fixed candidate."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.helpers import load_benchmark
+
+pytest.importorskip(
+    "idlegate.policy.portfolio", reason="the portfolio scheduler the benchmark evaluates"
+)
+
+SMALL_BRAIN = (
+    "portfolio?candidates=fifo+srpt+fair+analytic&tune=false&window=20&min_window=5&every=5"
+)
+"""A portfolio of three rules and the idle rule that replays every 5 finished workflows: quick, and it
+has rounds to report on a short stream."""
+
+
+@pytest.fixture(scope="module")
+def brain():
+    return load_benchmark("brain")
+
+
+def test_a_run_pairs_every_candidate_and_reports_the_shift(brain, tmp_path: Path) -> None:
+    out = tmp_path / "brain.json"
+    argv = ["--workloads", "synthetic-0.6,shift", "--seeds", "2", "--jobs-count", "40"]
+    argv += ["-j", "1", "--brain", SMALL_BRAIN, "--windows", "3", "--json", str(out)]
+    argv += ["--tpch-dir", str(tmp_path / "no-traces")]
+    checks = brain.main(argv)
+    data = json.loads(out.read_text())
+    assert set(data["cases"]) == {"synthetic-0.6", "shift"}
+    for case in data["cases"].values():
+        labels = set(case["mean_jct"])
+        # the portfolio's fixed candidates, the analytic rule over the best of them, the brain
+        assert {"brain", "fifo", "srpt", "fair"} <= labels
+        assert any(lab.startswith("analytic?") for lab in labels)
+        assert all(len(v) == 2 for v in case["mean_jct"].values())
+    shift = data["cases"]["shift"]
+    assert shift["options"]["first"] == "tpch-like"  # no traces: TPC-H-like DAGs first
+    assert any(shift["brain_rounds"].values())
+    assert len(data["shift"]["windows"]) == 3
+    assert set(data["shift"]["adaptation"]["minutes_to_good"]) == {"1000", "1001"}
+    targets = [c.target for c in checks]
+    assert sum(t.startswith("synthetic-0.6: brain vs best fixed") for t in targets) == 1
+    assert sum(t.startswith("shift: brain vs best fixed") for t in targets) == 1
+    limits = {c.target.split(":")[0]: c.limit for c in checks}
+    assert limits == {"synthetic-0.6": brain.MEAN_TARGET, "shift": brain.SHIFT_TARGET}
+    for c in checks:
+        assert c.passed == (c.value <= c.limit)
+
+
+def _run(brain, start: str, rounds: list[tuple[float, float, str]], end: float):
+    return brain.Run(np.zeros(1), np.zeros(1), None, rounds, start, end, 0.0)
+
+
+def test_adaptation_counts_from_the_switch_to_the_first_good_candidate(brain) -> None:
+    run = _run(brain, "fair", [(50, 60, "fair"), (90, 100, "fifo"), (140, 150, "srpt")], 400)
+    assert brain.timeline(run) == [
+        (0.0, 60, "fair"),
+        (60, 100, "fair"),
+        (100, 150, "fifo"),
+        (150, 400, "srpt"),
+    ]
+    # switch at 70 s: fifo from 100 s (30 s = 0.5 min later), srpt from 150 s
+    assert brain._first_following(run, 70.0, {"fifo", "srpt"}) == pytest.approx(0.5)
+    assert brain._first_following(run, 70.0, {"srpt"}) == pytest.approx(80 / 60)
+    # already following a good candidate at the switch: adapted at once
+    assert brain._first_following(run, 120.0, {"fifo"}) == 0.0
+    assert brain._first_following(run, 70.0, {"sjf-cp"}) is None
+    assert brain._switches(run) == 2
+    assert brain.followed_longest({0: run}) == ("srpt", pytest.approx(250 / 400))
+
+
+def test_long_streams_have_the_stated_length(brain) -> None:
+    from idlegate.evaluation.comparison import WorkloadOptions
+    from idlegate.sim.workloads import workload_config
+
+    stream = brain.long_options("tpch-like", WorkloadOptions(extra={"num_stream": 5}), 1000)
+    assert stream.extra["num_stream"] == 999  # 1 at t = 0 and 999 streamed
+    assert brain.long_options("follow", WorkloadOptions(), 300).extra["num_jobs"] == 300
+    pods = brain.long_options("k8s-batch", WorkloadOptions(), 1000).extra["num_jobs"]
+    gap = workload_config("k8s-batch").mean_gap()
+    assert abs(pods * gap - 24 * 3600) <= gap  # 24 hours of arrivals
