@@ -548,7 +548,8 @@ def adaptation(
     case: Case, results: Results, best2: str, switches: dict[int, float]
 ) -> dict[str, Any]:
     """Per seed, minutes from the switch until the brain follows a candidate within
-    `ADAPTED` of `best2` on the second phase (and `best2` itself); None: never."""
+    `ADAPTED` of `best2` on the second phase: first (`_first_following`) and for good
+    (`_settled`); and until it first follows `best2` itself. None: never."""
     r, key = results, case.key
     target = float(np.mean(r.means(key, best2, 2)))
     good = {
@@ -556,19 +557,26 @@ def adaptation(
         for lab in fixed_labels(r, key)
         if np.mean(r.means(key, lab, 2)) <= (1 + ADAPTED) * target
     }
-    near, exact = {}, {}
+    first, settled, exact = {}, {}, {}
     for s, run in r.runs[key]["brain"].items():
-        near[s] = _first_following(run, switches[s], good)
+        first[s] = _first_following(run, switches[s], good)
+        settled[s] = _settled(run, switches[s], good)
         exact[s] = _first_following(run, switches[s], {best2})
 
     def text(values: dict[int, float | None]) -> str:
         return ", ".join("never" if v is None else f"{v:.0f}" for _, v in sorted(values.items()))
 
     print(
-        f"adaptation after the switch, minutes per seed (within {ADAPTED:.0%} of {best2} on phase 2: "
-        f"{', '.join(sorted(good))}): {text(near)}; until following {best2} itself: {text(exact)}"
+        f"minutes from the switch, per seed, until the brain follows a candidate within "
+        f"{ADAPTED:.0%} of {best2} on phase 2 ({', '.join(sorted(good))}): first {text(first)}; "
+        f"for good {text(settled)}; until it follows {best2} itself: {text(exact)}"
     )
-    return {"good": sorted(good), "minutes_to_good": near, "minutes_to_best": exact}
+    return {
+        "good": sorted(good),
+        "minutes_to_good": first,
+        "minutes_to_good_for_good": settled,
+        "minutes_to_best": exact,
+    }
 
 
 def _first_following(run: Run, switch: float, good: set[str]) -> float | None:
@@ -577,6 +585,16 @@ def _first_following(run: Run, switch: float, good: set[str]) -> float | None:
         if t1 > switch and cand in good:
             return max(t0 - switch, 0.0) / 60
     return None
+
+
+def _settled(run: Run, switch: float, good: set[str]) -> float | None:
+    """Minutes after `switch` from which `run` follows candidates in `good` to its end."""
+    since = None
+    for t0, _, cand in reversed(timeline(run)):
+        if cand not in good:
+            break
+        since = t0
+    return None if since is None else max(since - switch, 0.0) / 60
 
 
 # ---------------------------------------------------------------------------------------

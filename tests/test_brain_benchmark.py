@@ -72,6 +72,10 @@ def test_adaptation_counts_from_the_switch_to_the_first_good_candidate(brain) ->
     # already following a good candidate at the switch: adapted at once
     assert brain._first_following(run, 120.0, {"fifo"}) == 0.0
     assert brain._first_following(run, 70.0, {"sjf-cp"}) is None
+    # for good: from the start of the last stretch of good candidates to the end
+    assert brain._settled(run, 70.0, {"fifo", "srpt"}) == pytest.approx(0.5)
+    assert brain._settled(run, 70.0, {"fair", "srpt"}) == pytest.approx(80 / 60)
+    assert brain._settled(run, 70.0, {"fair", "fifo"}) is None
     assert brain._switches(run) == 2
     assert brain.followed_longest({0: run}) == ("srpt", pytest.approx(250 / 400))
 
