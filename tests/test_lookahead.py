@@ -258,6 +258,34 @@ def test_a_plan_out_of_budget_keeps_the_futures_simulated_by_then():
     assert hurried.futures == 1 and not hurried.raced_out and set(hurried.costs) == set(p._rollout)
 
 
+class _FakeClock:
+    """Wall seconds that advance by `step` at every reading."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def test_a_plan_that_overruns_its_budget_is_abandoned_not_applied_late():
+    c = operator_like_cluster()
+    p = planner("lookahead:srpt", planner="worker", candidates="fair", samples=2)
+    p.reset(np.random.default_rng(0))
+    p.clock = _FakeClock(step=1.0)  # every reading a second later: any plan takes seconds
+    request = replace(p.request(c), following="fair")  # so any choice would be a switch
+    late = p.plan(request, budget=0.5)
+    assert late.overran and late.seconds > 0.5
+    assert not p.adopt(late, c) and p.following == "srpt"
+    assert p.stats.overran == 1 and p.stats.dropped == 1
+    assert not p.needs_plan(c)  # the job set is the same: no plan again at once
+    p.clock = _FakeClock(step=1e-6)
+    on_time = p.plan(request, budget=0.5)
+    assert not on_time.overran and p.adopt(on_time, c) and p.stats.overran == 1
+    assert not p.plan(request).overran  # no budget, no overrun
+
+
 def test_fast_planning_options_make_a_valid_planner():
     p = planner("lookahead:srpt", **FAST_PLANNING)
     assert p.config.max_decisions == FAST_PLANNING["max_decisions"]

@@ -24,6 +24,11 @@ class IllegalDecisionError(IdlegateError):
     """The illegal decision itself, when a scheduler's answer was (`Cluster.decide_once`)."""
 
 
+class PolicyOutputError(IdlegateError):
+    """A policy's outputs at a decision are not finite (NaN or infinite scores), so its
+    decision would be arbitrary: the caller decides with a safe rule instead."""
+
+
 class GangTooWideError(IdlegateError):
     """A gang stage has more tasks than the cluster has executors, so it could never start."""
 

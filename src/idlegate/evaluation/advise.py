@@ -45,6 +45,7 @@ from idlegate.evaluation.comparison import (
 )
 from idlegate.parallel import TaskPool
 from idlegate.policy import DEFAULT_SCHEDULER, SchedulerSpec
+from idlegate.policy.portfolio import RULES
 from idlegate.policy.spec import model_files
 from idlegate.sim.history import (
     HistoryFacts,
@@ -88,9 +89,7 @@ class AdviseConfig(Config):
     cluster_policy: SchedulerSpec | None = None
     """What the cluster ran, the reference of the change column (default: the policy the
     history records, else default)."""
-    heuristics: Schedulers = Field(
-        parse_list("fifo,sjf-cp,srpt,fair,weighted-fair"), validate_default=True
-    )
+    heuristics: Schedulers = Field(parse_list(",".join(RULES)), validate_default=True)
     """The heuristics compared, comma-separated scheduler specs."""
     seeds: int = Field(10, ge=2)
     """Duration seeds: each resamples the measured task durations (paired runs)."""

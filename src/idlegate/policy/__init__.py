@@ -28,6 +28,16 @@ from idlegate.sim.protocol import Scheduler
 SCHEDULERS["analytic"] = make_analytic
 SCHEDULERS.update(RIGID_SCHEDULERS)
 
+
+def _portfolio(**options: Any) -> Scheduler:
+    """The registry's entry for ``portfolio`` (`idlegate.policy.portfolio`)."""
+    from idlegate.policy.portfolio import make_portfolio
+
+    return make_portfolio(SchedulerSpec("portfolio"), **options)
+
+
+SCHEDULERS["portfolio"] = _portfolio
+
 DEFAULT_POLICY_PATH = Path(__file__).resolve().parent / "default.onnx"
 """The learned policy shipped with the package (how it was trained: docs/results.md, §5)."""
 
@@ -110,6 +120,10 @@ def make_scheduler(spec: SchedulerSpec | str, /, **params: Any) -> Scheduler:
         from idlegate.policy.window import make_window  # onnxruntime only when needed
 
         return make_window(s, **params)
+    if s.kind == "portfolio":
+        from idlegate.policy.portfolio import make_portfolio
+
+        return make_portfolio(s, **params)
     if s.kind == "default":
         own = dict(DEFAULT_SCHEDULER.params) | dict(s.params)  # (default?K=V overrides its own)
         return make_scheduler(replace(DEFAULT_SCHEDULER, params=tuple(own.items())), **params)
@@ -156,5 +170,9 @@ def check_params(spec: SchedulerSpec | str) -> None:
     elif s.kind == "learned":
         rest = {k: v for k, v in s.keywords().items() if k not in _LEARNED_KEYWORDS}
         _window(rest.pop("window", None), rest)
+    elif s.kind == "portfolio":
+        from idlegate.policy.portfolio import portfolio_config
+
+        portfolio_config(s, {})
     elif s.kind not in ("window", "inspect"):
         make_scheduler(s)  # a heuristic or a rigid order: no file, cheap to build

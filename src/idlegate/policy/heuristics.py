@@ -221,21 +221,31 @@ class FairScheduler(_Baseline):
 
     `keep_source=True` follows Decima's code exactly in step 1: the executors a job freed
     go back to it even when it is at or above its share (cap `held + free from it`).
+    `scale` = s widens (s > 1) or narrows (s < 1) every share to ceil(s · K / n), at least
+    1: the cap the `portfolio` scheduler tunes (s = 1, the default, is Decima's rule).
     """
 
     name = "fair"
 
-    def __init__(self, *, keep_source: bool = False) -> None:
+    def __init__(self, *, keep_source: bool = False, scale: float = 1.0) -> None:
         if not isinstance(keep_source, bool):
             raise IdlegateError(f"keep_source must be true or false, got {keep_source!r}")
+        if isinstance(scale, bool) or not isinstance(scale, int | float) or not scale > 0:
+            raise IdlegateError(f"scale must be a number > 0 (1 is fair's share), got {scale!r}")
+        if not isfinite(scale):
+            raise IdlegateError(f"scale must be a finite number > 0, got {scale!r}")
         self.keep_source = keep_source
+        self.scale = float(scale)
 
     def _params(self) -> dict[str, Any]:
-        return {"keep_source": self.keep_source}
+        return {"keep_source": self.keep_source, "scale": self.scale}
 
     def shares(self, num_executors: int, jobs: list[Job]) -> list[int]:
         """Per job of `jobs` (all with tasks to launch): how many executors it may hold."""
-        return [fair_share(num_executors, len(jobs))] * len(jobs)
+        if self.scale == 1.0:
+            return [fair_share(num_executors, len(jobs))] * len(jobs)
+        share = max(1, ceil(self.scale * num_executors / len(jobs) - _ROUNDING_SLACK))
+        return [share] * len(jobs)
 
     def decide(self, view: ClusterView) -> Action:
         free = view.free_executors

@@ -88,6 +88,10 @@ Staleness (`adopt`): a plan is for the job set it was requested for (`Plan.key`)
 the set changed meanwhile (a job arrived, finished or was removed), it is dropped
 (False, `stats.dropped`) and the follower keeps its policy; `needs_plan` is then True,
 so the worker plans again at once: a fresh plan is at most one plan's time away.
+A plan that took longer than its `budget` (`Plan.overran`, timed by the planner's
+`clock`) is abandoned the same way (`stats.overran`), not applied late: its choice was
+for a moment that has passed. The job set has not changed, so no new plan starts until
+it does (planning again at once would overrun again).
 
 With ``planner=inline`` (the default) `decide` drives those steps itself at the first
 decision after the job set changed; with `planning_delay` = d > 0 the switch takes
@@ -231,6 +235,8 @@ class LookaheadScheduler:
             self._rollout[key] = make()
         self.base_name = first.name
         self._rng = np.random.default_rng(0)
+        self.clock: Callable[[], float] = time.perf_counter
+        """Wall seconds, for plan budgets (a test injects a fake clock)."""
         self.futures = make_source(config.futures, history=config.futures_history)
         """The future source (`policy.futures`)."""
         self.reset_state()
@@ -350,9 +356,11 @@ class LookaheadScheduler:
 
         Touches only `request` and the planner's rollout schedulers (module docstring).
         With a `budget` (wall seconds), no future starts after it is spent: the plan is
-        made from the futures simulated by then (at least the first).
+        made from the futures simulated by then (at least the first), and if it still
+        took longer than the budget it is marked `overran` (`adopt` abandons it).
         """
-        started, cpu = time.perf_counter(), time.thread_time()
+        clock = self.clock
+        started, cpu = clock(), time.thread_time()
         names = list(self._rollout)
         if not request.futures:  # the source has none to offer (futures=expected): BASE
             return Plan(request.key, self.base_name, {}, (), 0, request.horizon, request.now, 0, 0)
@@ -365,6 +373,7 @@ class LookaheadScheduler:
             deadline,
         )
         best = self._cheapest(found.costs, found.raced_out, names.index(request.following))
+        seconds = clock() - started
         return Plan(
             key=request.key,
             choice=names[best],
@@ -373,14 +382,16 @@ class LookaheadScheduler:
             futures=found.futures,
             horizon=found.horizon,
             planned_at=request.now,
-            seconds=time.perf_counter() - started,
+            seconds=seconds,
             cpu_seconds=time.thread_time() - cpu,
+            overran=budget is not None and seconds > budget,
         )
 
     def adopt(self, plan: Plan, view: ClusterView) -> bool:
         """Owner thread: follow `plan`'s choice from now on, unless the job set changed
-        since its request (then it is dropped: False)."""
-        if job_set(view) != plan.key:
+        since its request or the plan overran its budget (then it is dropped: False)."""
+        if plan.overran or job_set(view) != plan.key:
+            self.stats.overran += plan.overran
             self._record(plan, adopted=False)
             return False
         self._switch(plan, view.now)
@@ -524,7 +535,7 @@ class LookaheadScheduler:
             terminal_weight=cfg.terminal_weight,
             max_decisions=cfg.max_decisions,
             race=cfg.race,
-            out_of_time=None if deadline is None else lambda: time.perf_counter() > deadline,
+            out_of_time=None if deadline is None else lambda: self.clock() > deadline,
         )
 
     def _cheapest(self, costs: list[float], raced_out: list[int], incumbent: int = 0) -> int:

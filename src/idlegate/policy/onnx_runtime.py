@@ -8,7 +8,11 @@ run's Generator given to `reset`). The feature and action configs come from the
 model's metadata, so the file alone describes how to use it. At load, a probe inference
 on a small built-in state refuses a model whose outputs are not finite (weights
 overwritten with NaN, an overflowing export), which would otherwise load and schedule
-silently (every argmax of NaNs picks the first entry).
+silently (every argmax of NaNs picks the first entry). A model can still turn
+non-finite on a larger state than the probe's (an overflow past some queue length): every
+decision checks the scores it decodes and raises `PolicyOutputError` rather than deciding
+on them, so the caller's fallback (the operator's safe rules, a Warning and
+``idlegate_policy_errors_total``) takes over.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from idlegate.errors import IdlegateError
+from idlegate.errors import IdlegateError, PolicyOutputError
 from idlegate.policy.actions import MODEL_OUTPUTS, ActionConfig, Choice, choose, decode
 from idlegate.policy.bounded import WindowConfig, WindowSelector
 from idlegate.policy.columns import FEATURE_SCHEMA_VERSION, FeatureConfig
@@ -178,8 +182,20 @@ class OnnxPolicy:
         return stage_logp, cap_logp, idle_logp, wait_logp
 
     def choose(self, obs: Observation) -> Choice:
-        """The action indices for `obs` (argmax, or a draw from the run's Generator)."""
-        return choose(obs, *self.evaluate(obs), greedy=self.greedy, rng=self._rng)
+        """The action indices for `obs` (argmax, or a draw from the run's Generator).
+
+        PolicyOutputError if a score is NaN or infinite (masked entries are large
+        negative numbers, never infinities).
+        """
+        outputs = self.evaluate(obs)
+        for name, out in zip(self._outputs, outputs, strict=True):
+            if not np.isfinite(out).all():
+                raise PolicyOutputError(
+                    f"the ONNX policy {self.name} gave non-finite {name} scores (NaN or "
+                    f"infinite) on a state of {len(obs.job_x)} job(s), so it cannot decide; "
+                    "retrain it or export it again from a good checkpoint"
+                )
+        return choose(obs, *outputs, greedy=self.greedy, rng=self._rng)
 
     def observe(self, view: ClusterView) -> Observation:
         """The features of `view`: of every job, or of the window's jobs above its threshold."""

@@ -44,7 +44,10 @@ class PlannerStats:
     switches: int = 0
     """Times the followed policy changed (switch mode)."""
     dropped: int = 0
-    """Plans dropped because the job set changed while they were made (switch mode)."""
+    """Plans dropped because the job set changed while they were made, or because they
+    overran their budget (switch mode)."""
+    overran: int = 0
+    """Plans abandoned because they took longer than their budget (switch mode)."""
     plan_seconds: list[float] = field(default_factory=list)
     """Wall seconds of each plan (of each planned decision)."""
     plan_cpu_seconds: list[float] = field(default_factory=list)
@@ -88,6 +91,8 @@ class Plan:
     """Wall seconds `plan` took."""
     cpu_seconds: float
     """CPU seconds of the planning thread (what `plan` costs without contention)."""
+    overran: bool = False
+    """It took longer than its budget: `adopt` abandons it rather than apply it late."""
 
     def expected_change(self, versus: str = "fair") -> float | None:
         """C(choice) / C(versus) − 1 over the horizon (−0.08: 8 % fewer job-seconds), or

@@ -15,6 +15,9 @@ Kinds (KIND is case-blind; ``_`` reads as ``-``):
   ``srf``, ``f1``;
 * ``default``: what the operator runs when no ``--scheduler`` is given, today
   ``learned:default``;
+* ``portfolio``: the scheduler that follows the candidate (rules, tuned rules, ONNX
+  policies, the planner) its replays of the recent past find best
+  (`idlegate.policy.portfolio`), e.g. ``portfolio?window=100&margin=0.05``;
 * ``learned:PATH.onnx``: an exported policy, ``learned:default`` the one shipped in the
   package (`idlegate.policy.make_learned`). A bare ``PATH.onnx`` is short for it;
 * ``window:PATH.onnx``: the split-window agent for rigid jobs (`idlegate.policy.window`);
@@ -226,6 +229,10 @@ def model_files(spec: SchedulerSpec | str | None) -> tuple[Path, ...]:
         if s.kind in ("learned", "window", "inspect") and s.argument is not None:
             default = s.kind == "learned" and s.argument == "default"
             found.append(DEFAULT_POLICY_PATH if default else Path(s.argument).expanduser())
+        if s.kind == "portfolio":
+            from idlegate.policy.portfolio import portfolio_model_files
+
+            found.extend(portfolio_model_files(s))
         s = s.base
     return tuple(found)
 

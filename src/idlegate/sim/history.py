@@ -51,8 +51,9 @@ import numpy as np
 import yaml
 
 from idlegate.errors import IdlegateError, SpecError
+from idlegate.sim.dag import Dag
 from idlegate.sim.durations import Uniforms
-from idlegate.sim.engine import Workload, simulate
+from idlegate.sim.engine import Fidelity, JobArrival, Workload, simulate
 from idlegate.sim.protocol import Scheduler
 from idlegate.sim.spec import (
     MAX_TASK_SECONDS,
@@ -321,6 +322,53 @@ def require_arrivals(workflows: Sequence[HistoryWorkflow]) -> None:
             f"{len(workflows)} workflow(s) lack one; a replay of the history needs each "
             "workflow's arrival in seconds"
         )
+
+
+def recorded_order(workflows: Sequence[HistoryWorkflow]) -> tuple[list[int], list[float]]:
+    """The workflows' indices in the order they arrived (ties: file order), and each one's
+    arrival in seconds after the first: the one rule of a replay's clock. IdlegateError
+    if a workflow records no arrival."""
+    require_arrivals(workflows)
+    times = [w.arrival or 0.0 for w in workflows]
+    order = sorted(range(len(workflows)), key=times.__getitem__)
+    start = times[order[0]]
+    return order, [times[i] - start for i in order]
+
+
+def history_arrivals(workflows: Sequence[HistoryWorkflow]) -> list[JobArrival]:
+    """Recorded workflows as the simulator's arrivals, in arrival order from t = 0
+    (`recorded_order`): each with its DAG and its measured durations (`durations`).
+
+    What a replay of finished workflows takes, whether they come from a history file
+    (`idlegate advise`, the `file` workload) or from an operator's records (the
+    `portfolio` scheduler's window, `policy.portfolio`).
+    """
+    order, times = recorded_order(workflows)
+    out = []
+    for i, t in zip(order, times, strict=True):
+        w = workflows[i]
+        label = w.name or f"workflow-{i}"
+        out.append(JobArrival(t, label, Dag.from_spec(w.spec), w.durations()))
+    return out
+
+
+def replay_workload(
+    arrivals: Sequence[JobArrival], num_executors: int, *, moving_delay: float = 0.0
+) -> Workload:
+    """`arrivals` (finished workflows, any order, any clock) as a workload on a pool of
+    `num_executors`, shifted to start at t = 0, each job keeping its duration model.
+
+    A job with a duration model runs for its draws (`Fidelity.wave_durations`), one
+    without for its estimates; `moving_delay` is the live cluster's.
+    """
+    if not arrivals:
+        raise IdlegateError("a replay needs at least one finished workflow")
+    ordered = sorted(arrivals, key=lambda a: a.time)
+    start = ordered[0].time
+    jobs = tuple(
+        JobArrival(a.time - start, a.name, a.dag, a.durations, a.scheduled) for a in ordered
+    )
+    return Workload("replay", jobs, num_executors, Fidelity(moving_delay, wave_durations=True))
 
 
 def simulate_history(

@@ -17,7 +17,7 @@ from pydantic import Field, field_validator, model_validator
 from idlegate.errors import IdlegateError
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import JobArrival, Workload
-from idlegate.sim.history import HistoryWorkflow, history_part, load_history
+from idlegate.sim.history import HistoryWorkflow, history_part, load_history, recorded_order
 from idlegate.sim.workloads.base import (
     MAX_JOBS,
     ArrivalOptions,
@@ -158,9 +158,7 @@ def _recorded(
                 "fixed to ignore them"
             )
     k = len(history)
-    start = min(h.arrival for h in history if h.arrival is not None)
-    by_time = sorted(range(k), key=lambda w: history[w].arrival or 0.0)
-    base = [(history[w].arrival or 0.0) - start for w in by_time]
+    by_time, base = recorded_order(history)
     period = base[-1] * k / (k - 1) if k > 1 else 0.0  # the span plus one mean gap
     n = c.num_jobs if c.num_jobs is not None else (c.repeat or 1) * k
     order = [by_time[i % k] for i in range(n)]

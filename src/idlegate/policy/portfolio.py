@@ -1,0 +1,676 @@
+"""`portfolio`: a scheduler that chooses and tunes its policy by replaying the recent past.
+
+Each rule is best somewhere and far off elsewhere, and a cluster runs one workload. So
+this scheduler keeps a *portfolio* of candidates and follows the one that would have done
+best on the cluster's own recent workflows:
+
+* the rules (`RULES`, and ``sjf`` on request);
+* rules with a parameter, tuned on the same replays (`TUNING`): weighted fair's
+  ``alpha`` (Decima's "tuned weighted fair"), fair's ``scale`` (its cap), and the
+  analytic idle rule's threshold ``min_gain`` over the best plain rule of the round
+  (``analytic``: the idle rule, so idling is chosen where the replay says it pays);
+* the shipped ONNX policy (``learned``), an ONNX policy trained on this cluster's
+  history (``trained``, with ``policy=PATH.onnx``), and the expected-future planner
+  (``planner``: ``lookahead`` over srpt at the operator's pace, `FAST_PLANNING`).
+
+**A round.** Every `every` newly finished workflows (and at least `period` seconds of
+the scheduler's clock after the last round), the last `window` finished workflows are
+replayed in the simulator from an empty pool of the live size, once per candidate, with
+their recorded arrivals and duration models and the same seed for every candidate
+(common random numbers; `replay_portfolio`). A candidate's *score* is the mean JCT of
+the replayed workflows (`seeds` > 1 averages that many seeds). The tuned families are
+searched on a small grid each (`TUNING`); the analytic rule is tried over the round's
+best plain rule. A candidate that fails in the replay (raises, e.g. a policy error)
+scores infinity.
+
+**Following with a margin.** The best-scoring candidate replaces the one followed only
+when its score is lower by more than `margin` (a fraction) of the followed one's score,
+so replay noise does not make it flap (`select`). The outcome is a `Choice`: which
+candidate is followed and why (its score, the runner-up's, the window's size), as data
+and as a sentence: "following srpt: 642 s vs fair 734 s over the last 48 workflows".
+
+**Cold start.** With ``history=PATH`` (a history file, `sim.history`) the first round
+replays the last `window` workflows of that file at the first decision, and its choice
+applies at once (it stands for what the operator knew before it started). Otherwise the
+scheduler follows `start` (``learned``, the shipped policy) until `min_window` workflows
+have finished.
+
+**Delivered quality.** A round runs in a worker, so decisions never wait for it: the
+followed candidate decides meanwhile. With ``replayer=inline`` (the simulator) `decide`
+runs the round itself and its choice takes effect at the first decision at or after
+t + d, d the round's modelled CPU seconds (`replay_delay`, or if None `modelled_seconds`:
+the replayed events and decisions at the measured cost of each candidate kind,
+benchmarks/brain_cost.py), as `planning_delay` models the planner's worker. So a figure
+from the simulator is what a cluster whose worker needs that long would get. With
+``replayer=worker`` `decide` only follows, and a driver's worker calls the steps:
+
+    if brain.needs_replay(now):               # owner thread
+        request = brain.request(view)         # owner thread: the window (cheap)
+        choice = brain.replay(request)        # ANY one thread
+        brain.adopt(choice)                   # owner thread
+
+**Records.** With ``records=cluster`` (the default) the scheduler records every job
+that finishes in the cluster it decides on (its DAG, arrival and duration model, read
+from the view: in the simulator the model stands in for the measured durations). With
+``records=fed`` it records only what its driver gives `record` (`JobArrival` values,
+e.g. `sim.history.history_arrivals` of an operator's history records).
+
+Deterministic: the replays' seeds and the followers' resets come from the run's
+Generator (`reset`), so the same seed gives the same run.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import numpy as np
+from pydantic import ConfigDict, Field, StrictBool, StrictInt, field_validator
+
+from idlegate.config import Config, NonNegative
+from idlegate.errors import IdlegateError, reject_unknown
+from idlegate.policy.spec import SchedulerSpec
+from idlegate.sim.engine import JobArrival, simulate
+from idlegate.sim.history import check_history_file, history_arrivals, load_history
+from idlegate.sim.history import replay_workload as _replay_workload
+from idlegate.sim.protocol import Action, ClusterView, Job, Scheduler
+
+__all__ = [
+    "CANDIDATES",
+    "RULES",
+    "TUNING",
+    "Choice",
+    "PortfolioConfig",
+    "PortfolioScheduler",
+    "ReplayRequest",
+    "Scores",
+    "make_portfolio",
+    "modelled_seconds",
+    "portfolio_config",
+    "portfolio_model_files",
+    "replay_portfolio",
+    "select",
+]
+
+RULES: Final = ("fifo", "sjf-cp", "srpt", "fair", "weighted-fair")
+"""The rules a replay compares by default (also `idlegate advise`'s default heuristics)."""
+TUNING: Final[Mapping[str, tuple[str, tuple[float, ...]]]] = {
+    "weighted-fair": ("alpha", (-2.0, -1.0, -0.5, 0.5, 1.0)),
+    "fair": ("scale", (0.5, 1.0, 2.0)),
+    "analytic": ("min_gain", (0.0, 0.05, 0.2)),
+}
+"""Per tuned family: its parameter and the grid a round searches (``tune=true``)."""
+CANDIDATES: Final = (
+    "fifo",
+    "sjf",
+    "sjf-cp",
+    "srpt",
+    "fair",
+    "weighted-fair",
+    "analytic",
+    "learned",
+    "trained",
+    "planner",
+)
+"""The names ``candidates=`` takes (joined with ``+``)."""
+DEFAULT_CANDIDATES: Final = (*RULES, "analytic", "learned")
+"""The portfolio without ``candidates=`` (``trained`` joins it with ``policy=``)."""
+PLANNER: Final = "lookahead?max_decisions=100&race=0.05&plan_window=64:srpt"
+"""The ``planner`` candidate: the planner over srpt at the operator's pace (`FAST_PLANNING`)."""
+_PLAIN_RULES: Final = ("fifo", "sjf", "sjf-cp", "srpt", "fair", "weighted-fair")
+
+# modelled CPU seconds of a replay (`modelled_seconds`): per simulated event, and per
+# decision of each kind of candidate; measured by benchmarks/brain_cost.py
+EVENT_SECONDS: Final = 4e-6
+"""CPU seconds per simulated event (the engine's loop and the cluster's bookkeeping)."""
+DECISION_SECONDS: Final[Mapping[str, float]] = {"rule": 8e-6, "learned": 1.5e-4, "planner": 2e-2}
+"""CPU seconds per decision of a rule, an ONNX policy and the planner."""
+
+
+class PortfolioConfig(Config):
+    """The portfolio, its replays and how it follows (every field has a working default)."""
+
+    model_config = ConfigDict(title="the portfolio scheduler")
+
+    candidates: tuple[str, ...] = DEFAULT_CANDIDATES
+    """The candidates (`CANDIDATES`), joined with ``+`` in a spec."""
+    policy: str | None = None
+    """An ONNX policy trained on this cluster's history: the candidate ``trained``."""
+    history: str | None = None
+    """A history file (`sim.history`) to start from: the first round replays its last
+    `window` workflows."""
+    start: str = "learned"
+    """The candidate followed before the first round (cold start without a history)."""
+    window: StrictInt = Field(200, ge=2)
+    """Finished workflows a round replays (the most recent ones)."""
+    min_window: StrictInt = Field(20, ge=2)
+    """Finished workflows needed before the first round."""
+    every: StrictInt = Field(25, ge=1)
+    """A round after this many newly finished workflows."""
+    period: NonNegative = 0.0
+    """... and at least this many seconds of the clock after the last round."""
+    margin: NonNegative = 0.02
+    """Switch only to a candidate whose score is lower by more than this fraction."""
+    seeds: StrictInt = Field(1, ge=1)
+    """Duration seeds per candidate and round (the score is their mean)."""
+    tune: StrictBool = True
+    """Search the tuned families' grids (`TUNING`); false: their default values only."""
+    replay_delay: NonNegative | None = None
+    """Seconds from a round's start to its choice taking effect (``replayer=inline``);
+    None: the round's modelled CPU seconds (`modelled_seconds`)."""
+    replayer: Literal["inline", "worker"] = "inline"
+    """``inline``: `decide` runs the rounds (the simulator); ``worker``: a driver does."""
+    records: Literal["cluster", "fed"] = "cluster"
+    """``cluster``: record the jobs that finish in the view; ``fed``: only `record`'s."""
+
+    @field_validator("candidates", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        return tuple(c for c in value.split("+") if c) if isinstance(value, str) else value
+
+    @field_validator("candidates")
+    @classmethod
+    def _known(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        names = tuple(dict.fromkeys(c.strip().lower().replace("_", "-") for c in value))
+        unknown = [c for c in names if c not in CANDIDATES]
+        if unknown:
+            raise ValueError(
+                f"unknown candidate {unknown[0]!r}; choose from {', '.join(CANDIDATES)} "
+                "joined with +"
+            )
+        if not names:
+            raise ValueError("give at least one candidate")
+        return names
+
+    def portfolio(self) -> tuple[str, ...]:
+        """The candidates, ``trained`` added when a `policy` is given."""
+        extra = ("trained",) if self.policy and "trained" not in self.candidates else ()
+        return (*self.candidates, *extra)
+
+
+# ---------------------------------------------------------------------------------------
+# what a round says
+
+
+@dataclass(frozen=True)
+class Scores:
+    """One round's replay: each candidate's mean JCT, and what the replay cost."""
+
+    means: Mapping[str, float]
+    """Candidate spec text → mean JCT in seconds over the window (inf: it failed)."""
+    workflows: int
+    """Workflows replayed."""
+    events: int
+    decisions: Mapping[str, int]
+    """Decisions each candidate made in the replay (its cost)."""
+    failed: Mapping[str, str] = field(default_factory=dict)
+    """Candidates whose replay raised, with the error."""
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Which candidate is followed and why (what the operator shows)."""
+
+    candidate: str
+    """The spec text of the candidate followed."""
+    score: float | None
+    """Its mean JCT in the round's replay, seconds (None: no replay yet)."""
+    runner_up: str | None
+    """The best other candidate of the round."""
+    runner_up_score: float | None
+    workflows: int
+    """Finished workflows the round replayed (0: no replay yet)."""
+    reason: Literal["cold start", "prior history", "best", "kept"]
+    """cold start: no round yet; prior history: the round on the history file; best: the
+    round's best; kept: the round's best was not better by the margin."""
+    best: str | None = None
+    """The round's best candidate (kept: the one that did not beat the margin)."""
+    scores: Mapping[str, float] = field(default_factory=dict)
+    """Every candidate's score in the round."""
+    at: float = 0.0
+    """Clock time of the state the round replayed."""
+    modelled_seconds: float = 0.0
+    """The round's modelled CPU seconds (`modelled_seconds`)."""
+    cpu_seconds: float = 0.0
+    """The round's measured CPU seconds (thread time; for reports, never for choices)."""
+
+    @property
+    def text(self) -> str:
+        """``following srpt: 642 s vs fair 734 s over the last 48 workflows``."""
+        if self.score is None:
+            return f"following {self.candidate} ({self.reason}: no finished workflow replayed yet)"
+        versus = ""
+        if self.runner_up is not None and self.runner_up_score is not None:
+            versus = f" vs {self.runner_up} {_seconds(self.runner_up_score)}"
+        return (
+            f"following {self.candidate}: {_seconds(self.score)}{versus} over the last "
+            f"{self.workflows} workflows"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (inf scores as None)."""
+        return {
+            "candidate": self.candidate,
+            "score": _finite(self.score),
+            "runner_up": self.runner_up,
+            "runner_up_score": _finite(self.runner_up_score),
+            "workflows": self.workflows,
+            "reason": self.reason,
+            "best": self.best,
+            "scores": {k: _finite(v) for k, v in self.scores.items()},
+            "at": self.at,
+            "modelled_seconds": self.modelled_seconds,
+            "cpu_seconds": self.cpu_seconds,
+            "text": self.text,
+        }
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.0f} s" if math.isfinite(value) else "failed"
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def select(
+    scores: Mapping[str, float], following: str, margin: float
+) -> tuple[str, str | None, Literal["best", "kept"]]:
+    """(candidate to follow, the runner-up, why) after a round with `scores`.
+
+    The best-scoring candidate (ties: the first in `scores`' order) replaces `following`
+    only when its score is lower than following's by more than `margin` × following's
+    score; a following candidate missing from `scores` (or failed, inf) is always
+    replaced. The runner-up is the best other candidate than the one followed.
+    """
+    if not scores:
+        raise IdlegateError("a round needs at least one candidate's score")
+    best = min(scores, key=scores.__getitem__)
+    current = scores.get(following, math.inf)
+    keep = following in scores and not current * (1.0 - margin) > scores[best]
+    chosen = following if keep else best
+    others = [c for c in scores if c != chosen]
+    runner_up = min(others, key=scores.__getitem__) if others else None
+    return chosen, runner_up, "kept" if keep and best != following else "best"
+
+
+# ---------------------------------------------------------------------------------------
+# the replay
+
+
+def candidate_specs(config: PortfolioConfig) -> list[str]:
+    """The spec texts a round replays before the analytic rule (`tune`: with the grids)."""
+    out: list[str] = []
+    for name in config.portfolio():
+        if name in _PLAIN_RULES:
+            out.append(name)
+            if config.tune and name in TUNING:
+                key, grid = TUNING[name]
+                out.extend(f"{name}?{key}={_num(v)}" for v in grid if not _is_default(name, v))
+        elif name == "learned":
+            out.append("learned:default")
+        elif name == "trained":
+            if not config.policy:
+                raise IdlegateError(
+                    "the candidate trained needs policy=PATH.onnx (a policy trained on this "
+                    "cluster's history)"
+                )
+            out.append(f"learned:{config.policy}")
+        elif name == "planner":
+            out.append(PLANNER)
+    return list(dict.fromkeys(out))
+
+
+def analytic_specs(config: PortfolioConfig, base: str) -> list[str]:
+    """The analytic idle rule over `base` (a plain rule's spec), at each threshold."""
+    key, grid = TUNING["analytic"]
+    values = grid if config.tune else (0.0,)
+    return [f"analytic?{key}={_num(v)}:{base}" for v in values]
+
+
+def _num(value: float) -> str:
+    return f"{value:g}"
+
+
+def _is_default(name: str, value: float) -> bool:
+    return (name, value) in (("fair", 1.0), ("weighted-fair", -1.0))
+
+
+def kind_of(spec: str) -> str:
+    """The cost class of a candidate: ``rule``, ``learned`` (ONNX) or ``planner``."""
+    if spec.startswith("lookahead"):
+        return "planner"
+    return "learned" if spec.startswith("learned") else "rule"
+
+
+def modelled_seconds(scores: Scores) -> float:
+    """The CPU seconds a round like `scores` is modelled to take: its events and each
+    candidate's decisions at the measured costs (`EVENT_SECONDS`, `DECISION_SECONDS`)."""
+    decisions = sum(DECISION_SECONDS[kind_of(c)] * n for c, n in scores.decisions.items())
+    return scores.events * EVENT_SECONDS + decisions
+
+
+def replay_portfolio(
+    window: Sequence[JobArrival],
+    schedulers: Mapping[str, Scheduler],
+    num_executors: int,
+    seed: int,
+    *,
+    seeds: int = 1,
+    moving_delay: float = 0.0,
+) -> Scores:
+    """Replay the finished workflows `window` under each scheduler (spec text → instance)
+    on a pool of `num_executors`, with the seeds seed, seed + 1, …: every candidate sees
+    the same arrivals and the same seeds (common random numbers)."""
+    workload = _replay_workload(window, num_executors, moving_delay=moving_delay)
+    means: dict[str, float] = {}
+    decisions: dict[str, int] = {}
+    failed: dict[str, str] = {}
+    events = 0
+    for text, scheduler in schedulers.items():
+        total, made = 0.0, 0
+        try:
+            for s in range(seeds):
+                result = simulate(workload, scheduler, seed=seed + s)
+                events += result.events
+                made += result.decisions
+                total += float(np.mean([r.jct for r in result.records])) if result.records else 0.0
+                if result.unfinished:  # (a replay runs until every workflow finished)
+                    raise IdlegateError(f"{result.unfinished} workflow(s) never finished")
+        except Exception as exc:  # a failing candidate loses the round, the others go on
+            failed[text] = f"{type(exc).__name__}: {exc}"
+            total = math.inf
+        means[text] = total / seeds
+        decisions[text] = made
+    return Scores(means, len(workload.jobs), events, decisions, failed)
+
+
+@dataclass(frozen=True)
+class ReplayRequest:
+    """What a round needs, taken on the owner's thread (`PortfolioScheduler.request`)."""
+
+    window: tuple[JobArrival, ...]
+    num_executors: int
+    moving_delay: float
+    following: str
+    seed: int
+    at: float
+    reason: Literal["prior history", "best"] = "best"
+
+
+# ---------------------------------------------------------------------------------------
+# the scheduler
+
+
+SchedulerBuilder = Callable[[str], Scheduler]
+
+
+class PortfolioScheduler:
+    """`portfolio`: follows the candidate its replays of the recent past find best
+    (module docstring)."""
+
+    def __init__(
+        self, config: PortfolioConfig, build: SchedulerBuilder, *, name: str = "portfolio"
+    ) -> None:
+        self.config = config
+        self.name = name
+        self._build = build
+        start = self._start_spec()
+        self._followers: dict[str, Scheduler] = {start: build(start)}
+        """The followed candidates' instances (owner thread), by spec text."""
+        self._replayers: dict[str, Scheduler] = {}
+        """The replay's instances (the worker's alone), by spec text."""
+        self._prior: tuple[JobArrival, ...] = ()
+        if config.history is not None:
+            check_history_file(config.history)
+            self._prior = tuple(history_arrivals(load_history(config.history)))
+        self._rng = np.random.default_rng(0)
+        self.reset_state()
+
+    def __repr__(self) -> str:
+        return f"PortfolioScheduler({self.name!r}, {self.config!r})"
+
+    def _start_spec(self) -> str:
+        start = self.config.start
+        specs = {"learned": "learned:default", "trained": f"learned:{self.config.policy}"}
+        if start in specs:
+            return specs[start]
+        if start == "planner":
+            return PLANNER
+        return start if start in _PLAIN_RULES else SchedulerSpec.parse(start).format()
+
+    # -- state ------------------------------------------------------------------------
+
+    def reset_state(self) -> None:
+        """Forget the run: no record, follow `start` (or the prior history's choice)."""
+        start = self._start_spec()
+        self.following = start
+        self.choice = Choice(start, None, None, None, 0, "cold start")
+        """Which candidate is followed and why (`Choice`)."""
+        self.rounds: list[Choice] = []
+        """Every round's outcome, in order."""
+        self.switches = 0
+        self._finished: list[JobArrival] = []
+        self._jobs: dict[int, Job] = {}
+        self._next_id = 0
+        self._done_seen = 0
+        self._since_round = 0
+        self._last_round = -math.inf
+        self._pending: tuple[float, Choice] | None = None
+        self._prior_due = bool(self._prior)
+
+    def reset(self, rng: Any) -> None:
+        """Start of a run: seeds and followers' streams come from `rng` (the run's)."""
+        self._rng = rng
+        self.reset_state()
+        self._follower().reset(self._child_rng())
+
+    def _child_rng(self) -> np.random.Generator:
+        return np.random.default_rng(int(self._rng.integers(2**63)))
+
+    def _follower(self) -> Scheduler:
+        spec = self.following
+        if spec not in self._followers:
+            self._followers[spec] = self._build(spec)
+        return self._followers[spec]
+
+    # -- records ----------------------------------------------------------------------
+
+    def record(self, finished: Iterable[JobArrival]) -> None:
+        """Finished workflows (arrival, DAG, duration model) for the next rounds."""
+        added = list(finished)
+        self._finished.extend(added)
+        self._since_round += len(added)
+        extra = len(self._finished) - self.config.window
+        if extra > 0:
+            del self._finished[:extra]
+
+    def _observe(self, view: ClusterView) -> None:
+        """Record the jobs that finished in `view` since the last decision (records=cluster)."""
+        jobs = self._jobs
+        for job in reversed(view.jobs):  # the new ones are at the end (arrival order)
+            if job.id < self._next_id:
+                break
+            jobs[job.id] = job
+        if view.jobs:
+            self._next_id = max(self._next_id, view.jobs[-1].id + 1)
+        done = getattr(view, "done", None)
+        if done is None or len(done) == self._done_seen:
+            return
+        new = []
+        for rec in done[self._done_seen :]:
+            job = jobs.pop(rec.id, None)
+            if job is not None:  # (every job that ran was seen at a decision)
+                new.append(JobArrival(job.arrival, job.name, job.dag, job.payload))
+        self._done_seen = len(done)
+        self.record(new)
+
+    # -- rounds -----------------------------------------------------------------------
+
+    def needs_replay(self, now: float) -> bool:
+        """Owner thread: True when a round is due (module docstring, "A round")."""
+        if self._prior_due:
+            return True
+        cfg = self.config
+        if len(self._finished) < cfg.min_window or self._since_round < cfg.every:
+            return False
+        return now >= self._last_round + cfg.period
+
+    def request(self, view: ClusterView) -> ReplayRequest:
+        """Owner thread: the round's window (the prior history's at the first one)."""
+        self._since_round = 0
+        self._last_round = view.now
+        prior, self._prior_due = self._prior_due, False
+        window = self._prior[-self.config.window :] if prior else tuple(self._finished)
+        return ReplayRequest(
+            window=tuple(window),
+            num_executors=view.num_executors,
+            moving_delay=float(getattr(view, "moving_delay", 0.0)),
+            following=self.following,
+            seed=int(self._rng.integers(2**31)),
+            at=view.now,
+            reason="prior history" if prior else "best",
+        )
+
+    def replay(self, request: ReplayRequest) -> Choice:
+        """Any one thread: replay the window under every candidate; the choice."""
+        started = time.thread_time()
+        cfg = self.config
+        specs = candidate_specs(cfg)
+        scores = self._replay(request, specs)
+        if "analytic" in cfg.portfolio():
+            rules = {s: v for s, v in scores.means.items() if kind_of(s) == "rule"}
+            if rules:
+                base = min(rules, key=rules.__getitem__)
+                more = self._replay(request, analytic_specs(cfg, base))
+                scores = _merged(scores, more)
+        chosen, runner_up, why = select(scores.means, request.following, cfg.margin)
+        reason = "prior history" if request.reason == "prior history" else why
+        best = min(scores.means, key=scores.means.__getitem__)
+        means = scores.means
+        return Choice(
+            candidate=chosen,
+            score=means[chosen],
+            runner_up=runner_up,
+            runner_up_score=None if runner_up is None else means[runner_up],
+            workflows=scores.workflows,
+            reason=reason,
+            best=best,
+            scores=dict(means),
+            at=request.at,
+            modelled_seconds=modelled_seconds(scores),
+            cpu_seconds=time.thread_time() - started,
+        )
+
+    def _replay(self, request: ReplayRequest, specs: Sequence[str]) -> Scores:
+        for spec in specs:
+            if spec not in self._replayers:
+                self._replayers[spec] = self._build(spec)
+        return replay_portfolio(
+            request.window,
+            {s: self._replayers[s] for s in specs},
+            request.num_executors,
+            request.seed,
+            seeds=self.config.seeds,
+            moving_delay=request.moving_delay,
+        )
+
+    def adopt(self, choice: Choice) -> None:
+        """Owner thread: follow `choice` from the next decision on."""
+        self.rounds.append(choice)
+        self.choice = choice
+        if choice.candidate != self.following:
+            self.switches += 1
+            self.following = choice.candidate
+            self._follower().reset(self._child_rng())
+
+    # -- the decision -----------------------------------------------------------------
+
+    def decide(self, view: ClusterView) -> Action:
+        if self.config.records == "cluster":
+            self._observe(view)
+        if self.config.replayer == "inline":
+            self._replay_inline(view)
+        return self._follower().decide(view)
+
+    def _replay_inline(self, view: ClusterView) -> None:
+        """The simulator's worker: a round's choice applies `delay` seconds after it starts."""
+        now = view.now
+        if self._pending is not None and now >= self._pending[0]:
+            self.adopt(self._pending[1])
+            self._pending = None
+        if self._pending is not None or not self.needs_replay(now):
+            return
+        request = self.request(view)
+        choice = self.replay(request)
+        delay = self.config.replay_delay
+        if delay is None:
+            delay = choice.modelled_seconds
+        if request.reason == "prior history" or delay == 0:
+            self.adopt(choice)
+        else:
+            self._pending = (now + delay, choice)
+
+
+def _merged(a: Scores, b: Scores) -> Scores:
+    return Scores(
+        {**a.means, **b.means},
+        a.workflows,
+        a.events + b.events,
+        {**a.decisions, **b.decisions},
+        {**a.failed, **b.failed},
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# building
+
+
+def portfolio_config(
+    spec: SchedulerSpec, options: Mapping[str, Any]
+) -> tuple[PortfolioConfig, str | None]:
+    """(config, ``name``) of a ``portfolio`` spec and keyword `options`; nothing is loaded."""
+    given = spec.keywords(options)
+    name = given.pop("name", None)
+    reject_unknown(given, PortfolioConfig.model_fields, "the portfolio scheduler")
+    for key in ("policy", "history", "start"):
+        if key in given and given[key] is not None:
+            given[key] = str(given[key])
+    config = PortfolioConfig(**given)
+    if "trained" in config.candidates and not config.policy:
+        raise IdlegateError(
+            "the portfolio's candidate trained needs policy=PATH.onnx (a policy trained on "
+            "this cluster's history)"
+        )
+    return config, name
+
+
+def make_portfolio(spec: SchedulerSpec, /, **options: Any) -> PortfolioScheduler:
+    """Build a ``portfolio`` spec with its and the keyword options (`PortfolioConfig`
+    fields and ``name``); IdlegateError for a bad option or a missing file."""
+    from idlegate.policy import make_scheduler  # the builder of every spec kind
+
+    config, name = portfolio_config(spec, options)
+    if config.policy is not None and not Path(config.policy).expanduser().is_file():
+        raise IdlegateError(
+            f"the portfolio's policy {config.policy} does not exist; give a policy.onnx "
+            "trained on this cluster's history (idlegate train --preset cluster --history)"
+        )
+    return PortfolioScheduler(config, make_scheduler, name=name or spec.format(label=False))
+
+
+def portfolio_model_files(spec: SchedulerSpec) -> tuple[Path, ...]:
+    """The model files a ``portfolio`` spec loads (for reloads and replays elsewhere)."""
+    from idlegate.policy import DEFAULT_POLICY_PATH
+
+    config, _ = portfolio_config(spec, {})
+    out = []
+    if "learned" in config.portfolio() or config.start == "learned":
+        out.append(DEFAULT_POLICY_PATH)
+    if config.policy is not None:
+        out.append(Path(config.policy).expanduser())
+    return tuple(out)

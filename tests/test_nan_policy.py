@@ -1,0 +1,66 @@
+"""A policy whose outputs turn non-finite at decision time is an error there, not a
+silent change of its decisions: the ONNX policy raises PolicyOutputError, the operator
+falls back to its safe rule (a Warning and the error metric), and the portfolio scores
+such a candidate as failed."""
+
+from __future__ import annotations
+
+import pytest
+
+from idlegate.errors import PolicyOutputError
+from idlegate.policy import make_scheduler
+from idlegate.sim.engine import simulate
+from idlegate.sim.workloads import build_workload
+from tests.nan_model import nan_after
+
+pytest.importorskip("onnxruntime")
+
+
+@pytest.fixture(scope="module")
+def nan_model(tmp_path_factory):
+    return nan_after(tmp_path_factory.mktemp("nan") / "nan.onnx", jobs=2)
+
+
+def test_the_model_loads_and_decides_while_it_sees_two_jobs(nan_model):
+    # the load-time probe holds two jobs, so it cannot tell this model from a good one
+    workload = build_workload("k8s-batch", 0, num_jobs=2)
+    result = simulate(workload, make_scheduler(f"learned:{nan_model}"), seed=0)
+    assert result.unfinished == 0
+
+
+def test_non_finite_scores_raise_a_policy_error_at_decision_time(nan_model):
+    workload = build_workload("tpch-like", 0, num_jobs=20)
+    for spec in (f"learned:{nan_model}", f"learned:{nan_model}?starvation_factor=none"):
+        with pytest.raises(PolicyOutputError) as raised:
+            simulate(workload, make_scheduler(spec), seed=0)
+        assert "stage_logp" in str(raised.value)
+
+
+def test_the_portfolio_never_follows_a_candidate_whose_replay_fails(nan_model):
+    spec = (
+        f"portfolio?candidates=srpt+trained&policy={nan_model}&start=srpt"
+        "&min_window=10&every=10&window=30"
+    )
+    brain = make_scheduler(spec)
+    simulate(build_workload("k8s-batch", 2, num_jobs=80), brain, seed=2)
+    assert brain.rounds
+    trained = f"learned:{nan_model}"
+    assert all(c.scores[trained] == float("inf") for c in brain.rounds)
+    assert all(c.candidate == "srpt" for c in brain.rounds)
+
+
+@pytest.mark.asyncio
+async def test_in_the_operator_a_nan_model_falls_back_with_a_warning_and_the_metric(nan_model):
+    from tests.operator_fakes import harness, stage
+
+    policy = make_scheduler(f"learned:{nan_model}")
+    h = harness(pool=2, scheduler=policy)
+    names = [f"w{i}" for i in range(5)]
+    for name in names:  # five at once: more than two jobs, so the scores turn NaN
+        await h.submit(name, {"stages": [stage("a", 2), stage("b", 1, deps=("a",))]})
+    await h.run_to_completion()
+    assert all(h.kube.status(w)["phase"] == "Succeeded" for w in names)
+    assert h.metrics.value("idlegate_policy_errors_total", policy=policy.name) > 0
+    errors = [e for e in h.kube.events if e["reason"] == "PolicyError"]
+    assert errors and all(e["type"] == "Warning" for e in errors)
+    assert any("PolicyOutputError" in e["message"] for e in errors)

@@ -1,0 +1,214 @@
+"""The portfolio scheduler: selection with a margin, the tuning search, replay rounds,
+cold start, delivered quality (the replay's delay) and determinism."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from idlegate.errors import IdlegateError
+from idlegate.policy import SchedulerSpec, check_params, make_scheduler
+from idlegate.policy.portfolio import (
+    Choice,
+    PortfolioScheduler,
+    candidate_specs,
+    portfolio_config,
+    select,
+)
+from idlegate.policy.spec import model_files
+from idlegate.sim.cluster import Cluster
+from idlegate.sim.engine import JobArrival, simulate
+from idlegate.sim.history import simulate_history, write_history
+from idlegate.sim.workloads import build_workload
+from tests.helpers import dag
+
+# -- selection with a margin ------------------------------------------------------------
+
+
+def test_the_best_replaces_the_followed_only_beyond_the_margin():
+    scores = {"fair": 100.0, "srpt": 97.0, "fifo": 120.0}
+    assert select(scores, "fair", 0.05) == ("fair", "srpt", "kept")  # 3 % < 5 %
+    assert select(scores, "fair", 0.02) == ("srpt", "fair", "best")  # 3 % > 2 %
+    assert select(scores, "srpt", 0.02) == ("srpt", "fair", "best")  # already the best
+    assert select(scores, "fifo", 0.0) == ("srpt", "fair", "best")
+
+
+def test_a_followed_candidate_without_a_score_or_failed_is_always_replaced():
+    assert select({"fair": 100.0, "srpt": 99.9}, "learned:default", 0.5)[0] == "srpt"
+    assert select({"fair": math.inf, "srpt": 1e9}, "fair", 0.5)[0] == "srpt"
+
+
+def test_ties_go_to_the_first_candidate_and_one_candidate_has_no_runner_up():
+    assert select({"a": 1.0, "b": 1.0}, "c", 0.0) == ("a", "b", "best")
+    assert select({"a": 1.0}, "a", 0.0) == ("a", None, "best")
+    with pytest.raises(IdlegateError):
+        select({}, "a", 0.0)
+
+
+def test_the_choice_says_what_is_followed_and_why():
+    choice = Choice("srpt", 642.0, "fair", 734.0, 48, "best", "srpt", {"srpt": 642.0})
+    assert choice.text == "following srpt: 642 s vs fair 734 s over the last 48 workflows"
+    data = choice.to_dict()
+    assert (data["candidate"], data["runner_up"], data["workflows"]) == ("srpt", "fair", 48)
+    assert (data["score"], data["runner_up_score"]) == (642.0, 734.0)
+
+
+# -- known answers of whole rounds -------------------------------------------------------
+
+
+def _fed(candidates: str, **options: object) -> PortfolioScheduler:
+    extra = "".join(f"&{k}={v}" for k, v in options.items())
+    spec = f"portfolio?candidates={candidates}&replayer=worker&records=fed&start=fifo{extra}"
+    brain = make_scheduler(spec)
+    assert isinstance(brain, PortfolioScheduler)
+    return brain
+
+
+def _round(brain: PortfolioScheduler, window: list[JobArrival], executors: int) -> Choice:
+    brain.record(window)
+    view = Cluster(executors)
+    request = brain.request(view)
+    choice = brain.replay(request)
+    brain.adopt(choice)
+    return choice
+
+
+def test_a_round_finds_srpt_when_a_short_job_arrives_with_a_long_one():
+    # one executor, both at t=0: FIFO runs the long job first (JCTs 10 and 11), SRPT the
+    # short one (1 and 11)
+    window = [
+        JobArrival(0.0, "long", dag(("a", 1, 10.0, []))),
+        JobArrival(0.0, "short", dag(("a", 1, 1.0, []))),
+    ]
+    brain = _fed("fifo+srpt")
+    choice = _round(brain, window, executors=1)
+    assert choice.scores == {"fifo": 10.5, "srpt": 6.0}
+    assert (choice.candidate, choice.runner_up, choice.workflows) == ("srpt", "fifo", 2)
+    assert brain.following == "srpt" and brain.switches == 1
+
+
+def test_the_tuning_search_gives_small_jobs_more_under_weighted_fair():
+    # two executors, a 10-task job and a 2-task job at t=0: alpha > 0 gives the big job
+    # both executors first (JCTs 5 and 6), alpha < 0 one each (2 and 6)
+    window = [
+        JobArrival(0.0, "big", dag(("a", 10, 1.0, []))),
+        JobArrival(0.0, "small", dag(("a", 2, 1.0, []))),
+    ]
+    brain = _fed("weighted-fair")
+    choice = _round(brain, window, executors=2)
+    grid = candidate_specs(brain.config)
+    assert grid[0] == "weighted-fair" and set(choice.scores) == set(grid)
+    assert choice.scores["weighted-fair?alpha=1"] == 5.5
+    assert choice.scores["weighted-fair?alpha=-2"] == 4.0
+    assert choice.candidate in (
+        "weighted-fair",
+        "weighted-fair?alpha=-2",
+        "weighted-fair?alpha=-0.5",
+    )
+    assert choice.score == 4.0
+
+
+def test_without_tuning_only_the_default_values_are_replayed():
+    brain = _fed("weighted-fair+fair+analytic", tune="false")
+    window = [JobArrival(0.0, "one", dag(("a", 2, 1.0, [])))]
+    choice = _round(brain, window, executors=2)
+    assert set(choice.scores) == {"weighted-fair", "fair", "analytic?min_gain=0:weighted-fair"}
+
+
+def test_a_candidate_that_fails_in_the_replay_scores_infinity_and_is_not_followed():
+    window = [JobArrival(0.0, "one", dag(("a", 1, 1.0, [])))]
+    brain = _fed("fifo+srpt")
+    brain._replayers["srpt"] = _Failing()
+    choice = _round(brain, window, executors=1)
+    assert choice.scores["srpt"] == math.inf and choice.candidate == "fifo"
+    assert choice.to_dict()["scores"]["srpt"] is None
+
+
+class _Failing:
+    name = "failing"
+
+    def reset(self, rng: object) -> None:
+        pass
+
+    def decide(self, view: object) -> object:
+        raise RuntimeError("broken")
+
+
+# -- the spec ---------------------------------------------------------------------------
+
+
+def test_the_spec_parses_formats_and_checks_its_options(tmp_path):
+    text = "portfolio?candidates=srpt+fair&window=50&margin=0.05"
+    spec = SchedulerSpec.parse(text)
+    assert spec.format() == text
+    config, _ = portfolio_config(spec, {})
+    assert (config.candidates, config.window, config.margin) == (("srpt", "fair"), 50, 0.05)
+    check_params(text)
+    for bad in ("portfolio?candidates=srpt+bogus", "portfolio?window=1", "portfolio?horizon=3"):
+        with pytest.raises(IdlegateError):
+            check_params(bad)
+    with pytest.raises(IdlegateError, match="policy"):
+        check_params("portfolio?candidates=trained")
+    with pytest.raises(IdlegateError, match="does not exist"):
+        make_scheduler(f"portfolio?policy={tmp_path / 'missing.onnx'}")
+    assert len(model_files("portfolio")) == 1  # the shipped policy
+    assert model_files("portfolio?candidates=srpt&start=srpt") == ()
+
+
+# -- runs in the simulator --------------------------------------------------------------
+
+CHEAP = "portfolio?candidates=fifo+srpt+fair&start=fair&window=40&min_window=10&every=10"
+
+
+def _run(spec: str, seed: int = 3, jobs: int = 150):
+    workload = build_workload("k8s-batch", seed, num_jobs=jobs)
+    brain = make_scheduler(spec)
+    result = simulate(workload, brain, seed=seed)
+    return brain, result
+
+
+def test_same_seed_same_result():
+    (a, ra), (b, rb) = _run(CHEAP), _run(CHEAP)
+    assert [r.finish for r in ra.records] == [r.finish for r in rb.records]
+    assert [c.to_dict() | {"cpu_seconds": 0} for c in a.rounds] == [
+        c.to_dict() | {"cpu_seconds": 0} for c in b.rounds
+    ]
+    assert len(a.rounds) >= 5  # rounds did happen
+
+
+def test_a_round_takes_effect_only_after_its_replay_delay():
+    prompt, _ = _run(CHEAP + "&replay_delay=0")
+    assert prompt.rounds and prompt.rounds[0].reason != "cold start"
+    never, result = _run(CHEAP + "&replay_delay=1e9")
+    assert never.rounds == [] and never.following == "fair"  # every choice still pending
+    fair = simulate(build_workload("k8s-batch", 3, num_jobs=150), make_scheduler("fair"), 3)
+    assert [r.finish for r in result.records] == [r.finish for r in fair.records]
+
+
+def test_a_prior_history_chooses_before_the_first_decision(tmp_path):
+    past = build_workload("k8s-batch", 7, num_jobs=60)
+    path = write_history(tmp_path / "past.jsonl", simulate_history(past, make_scheduler("fair")))
+    brain, _ = _run(f"portfolio?candidates=fifo+srpt&history={path}&every=1000", jobs=40)
+    (first,) = brain.rounds
+    assert first.reason == "prior history" and first.workflows == 60
+    assert first.candidate == min(first.scores, key=first.scores.__getitem__)
+
+
+def test_every_job_that_finishes_is_recorded_once():
+    spec = "portfolio?candidates=srpt&start=srpt&window=1000&every=100000"
+    brain, result = _run(spec, jobs=80)
+    seen = [a.name for a in brain._finished]
+    assert len(seen) == len(set(seen)) and len(seen) >= len(result.records) - 2
+    # those not seen yet finished after the last decision: the last ones to finish
+    by_finish = [r.name for r in sorted(result.records, key=lambda r: r.finish)]
+    assert set(seen) == set(by_finish[: len(seen)])
+
+
+def test_the_followed_candidate_decides():
+    brain = make_scheduler("portfolio?candidates=srpt&start=srpt&every=100000")
+    workload = build_workload("k8s-batch", 1, num_jobs=60)
+    ours, srpt = simulate(workload, brain, 1), simulate(workload, make_scheduler("srpt"), 1)
+    assert [r.finish for r in ours.records] == [r.finish for r in srpt.records]
+    assert np.isfinite([r.jct for r in ours.records]).all()
