@@ -77,7 +77,7 @@ from idlegate.policy.spec import SchedulerSpec
 from idlegate.sim.engine import JobArrival, simulate
 from idlegate.sim.history import check_history_file, history_arrivals, load_history
 from idlegate.sim.history import replay_workload as _replay_workload
-from idlegate.sim.protocol import Action, ClusterView, Job, Scheduler
+from idlegate.sim.protocol import WAIT, Action, ClusterView, Job, Scheduler
 
 __all__ = [
     "CANDIDATES",
@@ -595,6 +595,8 @@ class PortfolioScheduler:
             self._observe(view)
         if self.config.replayer == "inline":
             self._replay_inline(view)
+        if view.free_executors <= 0:  # (nothing to decide; an ONNX follower cannot say so)
+            return WAIT
         return self._follower().decide(view)
 
     def _replay_inline(self, view: ClusterView) -> None:
