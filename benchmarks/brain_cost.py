@@ -1,0 +1,147 @@
+"""What the portfolio scheduler costs: a replay round's CPU, and its decisions' latency.
+
+    .venv/bin/python benchmarks/brain_cost.py [--rounds 5] [--pool 40] [--hours 2]
+
+* **A round.** Windows of `--hours` of `k8s-batch` (1,000 workflows, pool `--pool`,
+  seed 0; the windows end at 6, 10, 14, ... hours) are replayed under the whole default
+  portfolio (`policy.portfolio.DEFAULT_CANDIDATES`: the rules, the tuned grids, the
+  analytic rule over the round's best rule, the shipped ONNX policy), as one round of
+  ``portfolio`` does. Printed: the round's CPU seconds (thread time) and the modelled
+  seconds the simulator charges for it (`modelled_seconds`), per round and their maximum;
+  then the same for the planner candidate alone (left out of the round's figure, as its
+  cost is its own).
+* **A decision.** The portfolio following srpt (``replayer=worker``: rounds happen
+  elsewhere) decides on the whole 1,000-workflow stream; printed: p50, p99 and max of
+  one `decide` call in wall microseconds, beside srpt's own.
+* **The model's constants.** Per simulated event and per decision of a rule and of the
+  ONNX policy, fitted on the round's runs: what `EVENT_SECONDS` and `DECISION_SECONDS`
+  should read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from idlegate.policy import make_scheduler
+from idlegate.policy.portfolio import (
+    PLANNER,
+    PortfolioScheduler,
+    ReplayRequest,
+    replay_portfolio,
+)
+from idlegate.sim.engine import JobArrival, simulate
+from idlegate.sim.protocol import Action, ClusterView
+from idlegate.sim.workloads import build_workload
+
+HOUR = 3600.0
+
+
+def windows(pool: int, hours: float, rounds: int) -> list[tuple[JobArrival, ...]]:
+    """`rounds` windows of `hours` of k8s-batch, ending 6 h, 10 h, ... into the stream."""
+    workload = build_workload("k8s-batch", 0, num_jobs=1000, num_executors=pool)
+    out = []
+    for r in range(rounds):
+        end = (6 + 4 * r) * HOUR
+        out.append(tuple(j for j in workload.jobs if end - hours * HOUR <= j.time < end))
+    return out
+
+
+def round_cost(brain: PortfolioScheduler, window: tuple[JobArrival, ...], pool: int) -> tuple:
+    request = ReplayRequest(window, pool, 0.0, brain.following, 0, 0.0)
+    started = time.thread_time()
+    choice = brain.replay(request)
+    return time.thread_time() - started, choice
+
+
+def planner_cost(window: tuple[JobArrival, ...], pool: int) -> float:
+    started = time.thread_time()
+    replay_portfolio(window, {PLANNER: make_scheduler(PLANNER)}, pool, 0)
+    return time.thread_time() - started
+
+
+class Timed:
+    """Times each `decide` of `inner` (wall microseconds)."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner, self.name, self.micros = inner, "timed", []
+
+    def reset(self, rng: object) -> None:
+        self.inner.reset(rng)  # type: ignore[attr-defined]
+
+    def decide(self, view: ClusterView) -> Action:
+        started = time.perf_counter()
+        action = self.inner.decide(view)  # type: ignore[attr-defined]
+        self.micros.append((time.perf_counter() - started) * 1e6)
+        return action
+
+
+def decision_latency(pool: int) -> dict[str, np.ndarray]:
+    workload = build_workload("k8s-batch", 0, num_jobs=1000, num_executors=pool)
+    out = {}
+    for label, spec in (
+        ("srpt", "srpt"),
+        ("portfolio following srpt", "portfolio?start=srpt&replayer=worker"),
+    ):
+        timed = Timed(make_scheduler(spec))
+        simulate(workload, timed, seed=0)
+        out[label] = np.asarray(timed.micros)
+    return out
+
+
+def constants(window: tuple[JobArrival, ...], pool: int) -> tuple[float, float, float]:
+    """(seconds per event, per rule decision, per ONNX decision) fitted on replays."""
+    rows, costs = [], []
+    for spec in ("fifo", "srpt", "fair", "weighted-fair", "learned:default"):
+        scheduler = make_scheduler(spec)
+        for seed in range(3):
+            started = time.thread_time()
+            result = replay_portfolio(window, {spec: scheduler}, pool, seed)
+            costs.append(time.thread_time() - started)
+            learned = spec.startswith("learned")
+            made = result.decisions[spec]
+            rows.append([result.events, 0 if learned else made, made if learned else 0])
+    fit, *_ = np.linalg.lstsq(np.asarray(rows, float), np.asarray(costs), rcond=None)
+    return tuple(float(x) for x in fit)  # type: ignore[return-value]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--pool", type=int, default=40)
+    parser.add_argument("--hours", type=float, default=2.0)
+    args = parser.parse_args()
+    brain = make_scheduler("portfolio")
+    assert isinstance(brain, PortfolioScheduler)
+    print(f"k8s-batch, pool {args.pool}, windows of {args.hours:g} h, default portfolio")
+    cpu, modelled = [], []
+    for i, window in enumerate(windows(args.pool, args.hours, args.rounds)):
+        seconds, choice = round_cost(brain, window, args.pool)
+        cpu.append(seconds)
+        modelled.append(choice.modelled_seconds)
+        print(
+            f"  round {i}: {len(window)} workflows, {len(choice.scores)} candidates, "
+            f"{seconds:.3f} s CPU (modelled {choice.modelled_seconds:.3f} s); {choice.text}"
+        )
+    print(
+        f"  max {max(cpu):.3f} s CPU, mean {np.mean(cpu):.3f} s (modelled max {max(modelled):.3f} s)"
+    )
+    last = windows(args.pool, args.hours, args.rounds)[-1]
+    print(f"planner candidate alone ({PLANNER}): {planner_cost(last, args.pool):.3f} s CPU")
+    for label, micros in decision_latency(args.pool).items():
+        p50, p99 = np.percentile(micros, [50, 99])
+        print(
+            f"decide, {label}: p50 {p50:.0f} us, p99 {p99:.0f} us, max {micros.max():.0f} us "
+            f"({micros.size} decisions)"
+        )
+    event, rule, onnx = constants(last, args.pool)
+    print(
+        f"fitted: {event * 1e6:.1f} us per event, {rule * 1e6:.1f} us per rule decision, "
+        f"{onnx * 1e6:.0f} us per ONNX decision"
+    )
+
+
+if __name__ == "__main__":
+    main()
