@@ -3,6 +3,7 @@ cold start, delivered quality (the replay's delay) and determinism."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -87,6 +88,19 @@ def test_a_round_finds_srpt_when_a_short_job_arrives_with_a_long_one():
     assert choice.scores == {"fifo": 10.5, "srpt": 6.0}
     assert (choice.candidate, choice.runner_up, choice.workflows) == ("srpt", "fifo", 2)
     assert brain.following == "srpt" and brain.switches == 1
+
+
+def test_the_margin_protects_a_rounds_choice_but_not_the_cold_start():
+    window = [
+        JobArrival(0.0, "long", dag(("a", 1, 10.0, []))),
+        JobArrival(0.0, "short", dag(("a", 1, 1.0, []))),
+    ]
+    brain = _fed("fifo+srpt", margin=0.9)  # srpt is 43 % better: within the margin
+    assert _round(brain, window, executors=1).candidate == "srpt"  # from the cold start
+    brain = _fed("fifo+srpt", margin=0.9)
+    brain.adopt(Choice("fifo", 10.5, "srpt", 6.0, 2, "best"))  # as if a round chose fifo
+    choice = _round(brain, window, executors=1)
+    assert (choice.candidate, choice.reason, choice.best) == ("fifo", "kept", "srpt")
 
 
 def test_the_tuning_search_gives_small_jobs_more_under_weighted_fair():
@@ -187,17 +201,28 @@ def test_a_round_takes_effect_only_after_its_replay_delay():
     assert [r.finish for r in result.records] == [r.finish for r in fair.records]
 
 
+def test_rounds_come_by_the_clock_as_well_as_by_finished_workflows():
+    base = "portfolio?candidates=srpt+fair&start=fair&min_window=10&every=100000"
+    by_clock, _ = _run(base + "&period=600")
+    assert len(by_clock.rounds) >= 3
+    times = [c.at for c in by_clock.rounds]
+    assert all(later - earlier >= 600 for earlier, later in itertools.pairwise(times))
+    never, _ = _run(base + "&period=none")
+    assert never.rounds == []
+
+
 def test_a_prior_history_chooses_before_the_first_decision(tmp_path):
     past = build_workload("k8s-batch", 7, num_jobs=60)
     path = write_history(tmp_path / "past.jsonl", simulate_history(past, make_scheduler("fair")))
-    brain, _ = _run(f"portfolio?candidates=fifo+srpt&history={path}&every=1000", jobs=40)
+    spec = f"portfolio?candidates=fifo+srpt&history={path}&every=1000&period=none"
+    brain, _ = _run(spec, jobs=40)
     (first,) = brain.rounds
     assert first.reason == "prior history" and first.workflows == 60
     assert first.candidate == min(first.scores, key=first.scores.__getitem__)
 
 
 def test_every_job_that_finishes_is_recorded_once():
-    spec = "portfolio?candidates=srpt&start=srpt&window=1000&every=100000"
+    spec = "portfolio?candidates=srpt&start=srpt&window=1000&every=100000&period=none"
     brain, result = _run(spec, jobs=80)
     seen = [a.name for a in brain._finished]
     assert len(seen) == len(set(seen)) and len(seen) >= len(result.records) - 2

@@ -13,8 +13,9 @@ best on the cluster's own recent workflows:
   history (``trained``, with ``policy=PATH.onnx``), and the expected-future planner
   (``planner``: ``lookahead`` over srpt at the operator's pace, `FAST_PLANNING`).
 
-**A round.** Every `every` newly finished workflows (and at least `period` seconds of
-the scheduler's clock after the last round), the last `window` finished workflows are
+**A round.** After `every` newly finished workflows, or `period` seconds of the
+scheduler's clock after the last round if a workflow finished since (minute-scale pods
+finish a few an hour), the last `window` finished workflows are
 replayed in the simulator from an empty pool of the live size, once per candidate, with
 their recorded arrivals and duration models and the same seed for every candidate
 (common random numbers; `replay_portfolio`). A candidate's *score* is the mean JCT of
@@ -25,7 +26,8 @@ scores infinity.
 
 **Following with a margin.** The best-scoring candidate replaces the one followed only
 when its score is lower by more than `margin` (a fraction) of the followed one's score,
-so replay noise does not make it flap (`select`). The outcome is a `Choice`: which
+so replay noise does not make it flap (`select`). The margin protects only a candidate
+a round chose: the cold start's is replaced by the first round's best. The outcome is a `Choice`: which
 candidate is followed and why (its score, the runner-up's, the window's size), as data
 and as a sentence: "following srpt: 642 s vs fair 734 s over the last 48 workflows".
 
@@ -71,7 +73,7 @@ from typing import Any, Final, Literal
 import numpy as np
 from pydantic import ConfigDict, Field, StrictBool, StrictInt, field_validator
 
-from idlegate.config import Config, NonNegative
+from idlegate.config import Config, NonNegative, Positive
 from idlegate.errors import IdlegateError, reject_unknown
 from idlegate.policy.spec import SchedulerSpec
 from idlegate.sim.engine import JobArrival, simulate
@@ -147,12 +149,13 @@ class PortfolioConfig(Config):
     """The candidate followed before the first round (cold start without a history)."""
     window: StrictInt = Field(200, ge=2)
     """Finished workflows a round replays (the most recent ones)."""
-    min_window: StrictInt = Field(20, ge=2)
+    min_window: StrictInt = Field(40, ge=2)
     """Finished workflows needed before the first round."""
     every: StrictInt = Field(25, ge=1)
     """A round after this many newly finished workflows."""
-    period: NonNegative = 0.0
-    """... and at least this many seconds of the clock after the last round."""
+    period: Positive | None = 900.0
+    """... or this many seconds of the clock after the last round, if a workflow finished
+    since (None: only by `every`)."""
     margin: NonNegative = 0.02
     """Switch only to a candidate whose score is lower by more than this fraction."""
     seeds: StrictInt = Field(1, ge=1)
@@ -400,6 +403,9 @@ class ReplayRequest:
     seed: int
     at: float
     reason: Literal["prior history", "best"] = "best"
+    protected: bool = True
+    """The candidate followed was a round's choice, so the margin protects it (False at
+    the cold start)."""
 
 
 # ---------------------------------------------------------------------------------------
@@ -516,9 +522,11 @@ class PortfolioScheduler:
         if self._prior_due:
             return True
         cfg = self.config
-        if len(self._finished) < cfg.min_window or self._since_round < cfg.every:
+        if len(self._finished) < cfg.min_window or self._since_round == 0:
             return False
-        return now >= self._last_round + cfg.period
+        if self._since_round >= cfg.every:
+            return True
+        return cfg.period is not None and now >= self._last_round + cfg.period
 
     def request(self, view: ClusterView) -> ReplayRequest:
         """Owner thread: the round's window (the prior history's at the first one)."""
@@ -534,6 +542,7 @@ class PortfolioScheduler:
             seed=int(self._rng.integers(2**31)),
             at=view.now,
             reason="prior history" if prior else "best",
+            protected=self.choice.reason != "cold start",
         )
 
     def replay(self, request: ReplayRequest) -> Choice:
@@ -548,7 +557,8 @@ class PortfolioScheduler:
                 base = min(rules, key=rules.__getitem__)
                 more = self._replay(request, analytic_specs(cfg, base))
                 scores = _merged(scores, more)
-        chosen, runner_up, why = select(scores.means, request.following, cfg.margin)
+        margin = cfg.margin if request.protected else 0.0
+        chosen, runner_up, why = select(scores.means, request.following, margin)
         reason = "prior history" if request.reason == "prior history" else why
         best = min(scores.means, key=scores.means.__getitem__)
         means = scores.means
