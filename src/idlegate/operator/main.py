@@ -69,7 +69,7 @@ from idlegate.operator.reload import PoolReloads, policy_watches, replace_policy
 from idlegate.operator.settings import Settings
 from idlegate.operator.shadow import make_shadow
 from idlegate.operator.timers import IdleTimers
-from idlegate.operator.watchdog import KopfRequestLog, OperatorPod, RetryForever, Watchdog
+from idlegate.operator.watchdog import KopfRetryLog, OperatorPod, RetryForever, Watchdog
 from idlegate.sim.protocol import Scheduler
 
 log = logging.getLogger(__name__)
@@ -114,7 +114,7 @@ class Operator:
         self._cron: CronController | None = None
         self._watchdog: Watchdog | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        self._kopf_log: KopfRequestLog | None = None
+        self._kopf_log: KopfRetryLog | None = None
         self.endpoints = Endpoints(self.metrics, self.readiness)
 
     @property
@@ -209,7 +209,7 @@ class Operator:
             self._bridge.decider.shadow = self.shadow
             self._pools = self.pool_reloads.pools = Pools(self._bridge)
         if self._kopf_log is None:
-            self._kopf_log = KopfRequestLog(self.health, asyncio.get_running_loop())
+            self._kopf_log = KopfRetryLog()
             self._kopf_log.install()
         if self._watchdog is None:
             self._watchdog = Watchdog(self.pools, self.health, reporter=OperatorPod.from_env())
@@ -325,7 +325,10 @@ class Operator:
         return missing
 
     async def stop(self) -> None:
-        """Drop timers and pending writes (the state to resume from is in the API)."""
+        """Write what is pending (for at most `Settings.shutdown_timeout` seconds), then drop
+        timers and the rest (the state to resume from is in the API)."""
+        if self._bridge is not None:
+            await self._bridge.writes.drain(self.settings.shutdown_timeout)
         self.timers.shutdown()
         self.pool_reloads.stop()
         for task in self._tasks:
@@ -343,7 +346,6 @@ class Operator:
             if self._bridge.planning is not None:
                 self._bridge.planning.close()
             self._bridge.history.close()  # (its queued records are written first)
-            await self._bridge.actuator.close()
         await self.endpoints.stop()
         if self._owns_kube and self._kube is not None:
             self._kube.close()
@@ -366,8 +368,11 @@ class Operator:
         }
 
 
-def configure_kopf(settings: kopf.OperatorSettings, ours: Settings) -> None:
-    """kopf's settings as its documentation advises for this operator."""
+def configure_kopf(
+    settings: kopf.OperatorSettings, ours: Settings, metrics: Metrics | None = None
+) -> None:
+    """kopf's settings as its documentation advises for this operator (its retries
+    counted in `metrics`)."""
     # watches: the server closes each after server_timeout; a silent connection is given up
     # after client_timeout (without them a stuck watch is never noticed)
     settings.watching.server_timeout = ours.watch_server_timeout
@@ -375,7 +380,8 @@ def configure_kopf(settings: kopf.OperatorSettings, ours: Settings) -> None:
     settings.watching.connect_timeout = min(60.0, ours.watch_server_timeout)
     settings.networking.request_timeout = max(ours.api_timeout, 30.0)
     # retried for ever: kopf's default gives up after ~54 s and the operator would exit
-    settings.networking.error_backoffs = RetryForever(ours.watch_retry_cap)
+    on_retry = metrics.watch_restarts.inc if metrics is not None else None
+    settings.networking.error_backoffs = RetryForever(ours.watch_retry_cap, on_retry)
     # kopf's bookkeeping in annotations only: the status is ours (and schema-pruned)
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(
         prefix=ANNOTATION_PREFIX
@@ -406,7 +412,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
 
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
-        configure_kopf(settings, operator.settings)
+        configure_kopf(settings, operator.settings, operator.metrics)
         await operator.start()
 
     @kopf.on.cleanup(registry=registry)

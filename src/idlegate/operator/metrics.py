@@ -179,12 +179,9 @@ class MetricFamilies:
         )
         self.watch_restarts = Counter(
             "idlegate_watch_restarts",
-            "Watch requests that failed and were retried, by resource (pods, dagworkflows).",
-            ["resource"],
+            "Requests of kopf's (its watches, lists and patches) that failed and were retried.",
             registry=r,
         )
-        for resource in ("pods", "dagworkflows"):
-            self.watch_restarts.labels(resource)
         self.crd_missing = Gauge(
             "idlegate_crd_missing",
             "1 while the operator waits for the DagWorkflow CRD to be installed.",

@@ -119,6 +119,10 @@ class Settings(Config):
     Retry-After (429, 503): a longer one is cut to this. Shorter ones are honoured, with
     up to 20 % jitter."""
 
+    shutdown_timeout: float = Field(10.0, ge=0)
+    """Seconds the operator, told to stop, waits for its queued writes (the batched status
+    writes included) before it exits."""
+
     status_interval: float = Field(1.0, ge=0)
     """Wall-clock seconds over which changes of a workflow's task counts are batched into
     one status write; phase changes and idle slots are written at once. 0: every change."""

@@ -1,8 +1,10 @@
-"""Idle-slot timers on APScheduler's AsyncIOScheduler, in the operator's event loop.
+"""One-shot timers (idle slots, deadlines, TTLs, a cron's next run) on the event loop.
 
-A timer is armed for the release time persisted in the workflow's status, so after a
-restart the same timers are armed again from the status (past ones fire at once). Jobs are
-coroutines, so they run in the loop itself (a plain function would run in a thread).
+A timer is armed for a time of the operator's clock, usually one persisted in the status
+(an idle slot's release, a deadline), so a restart arms the same timers again (past ones
+fire at once). It is the loop's own ``call_later``, after the clock's `wall_delay`; the
+coroutine it fires runs as a task of the loop, and a newer timer of the same key
+replaces it.
 """
 
 from __future__ import annotations
@@ -10,11 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta
 from typing import Protocol
-
-from apscheduler.schedulers.asyncio import AsyncIOScheduler
-from apscheduler.triggers.date import DateTrigger
 
 from idlegate.operator.clock import Clock
 
@@ -22,7 +20,7 @@ log = logging.getLogger(__name__)
 
 
 class Timers(Protocol):
-    """What the bridge needs of idle-slot timers (:class:`IdleTimers`, a fake in unit tests)."""
+    """What the bridge needs of one-shot timers (:class:`IdleTimers`, a fake in unit tests)."""
 
     def arm(self, key: str, at: float, fire: Callable[[], Awaitable[None]]) -> None: ...
     def cancel(self, key: str) -> None: ...
@@ -33,45 +31,49 @@ class IdleTimers:
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
-        self._scheduler: AsyncIOScheduler | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._armed: dict[str, asyncio.TimerHandle] = {}
+        self._firing: set[asyncio.Task[None]] = set()
 
     def start(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
-        """Start in the running loop (call from a coroutine, e.g. kopf's startup handler)."""
-        if self._scheduler is not None:
-            return
-        self._scheduler = AsyncIOScheduler(
-            event_loop=loop or asyncio.get_running_loop(), timezone=UTC
-        )
-        self._scheduler.start()
+        """Arm in the running loop from now on (call from a coroutine, e.g. kopf's startup)."""
+        self._loop = loop or asyncio.get_running_loop()
 
     def shutdown(self) -> None:
         """Drop every timer (they live on in the status, for the next start)."""
-        if self._scheduler is not None:
-            self._scheduler.shutdown(wait=False)
-            self._scheduler = None
+        for handle in self._armed.values():
+            handle.cancel()
+        self._armed.clear()
+        for task in self._firing:
+            task.cancel()
+        self._loop = None
 
     @property
     def running(self) -> bool:
-        return self._scheduler is not None
+        return self._loop is not None
 
     def arm(self, key: str, at: float, fire: Callable[[], Awaitable[None]]) -> None:
         """Fire `fire()` at clock time `at` (replacing a timer with the same key)."""
-        if self._scheduler is None:
+        if self._loop is None:
             raise RuntimeError("the idle timers are not started")
-        wall = datetime.now(UTC) + timedelta(seconds=self.clock.wall_delay(at - self.clock.now()))
-        self._scheduler.add_job(
-            fire,
-            trigger=DateTrigger(run_date=wall, timezone=UTC),
-            id=key,
-            name=key,
-            replace_existing=True,
-            misfire_grace_time=None,
-            coalesce=True,
-        )
+        self.cancel(key)
+        delay = self.clock.wall_delay(at - self.clock.now())
+        self._armed[key] = self._loop.call_later(delay, self._fire, key, fire)
 
     def cancel(self, key: str) -> None:
-        if self._scheduler is None:
-            return
-        job = self._scheduler.get_job(key)
-        if job is not None:
-            job.remove()
+        handle = self._armed.pop(key, None)
+        if handle is not None:
+            handle.cancel()
+
+    def _fire(self, key: str, fire: Callable[[], Awaitable[None]]) -> None:
+        self._armed.pop(key, None)
+        task = asyncio.get_running_loop().create_task(self._run(key, fire), name=key)
+        self._firing.add(task)
+        task.add_done_callback(self._firing.discard)
+
+    @staticmethod
+    async def _run(key: str, fire: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await fire()
+        except Exception:  # one failing timer must not stop the others
+            log.exception("Timer %s failed.", key)

@@ -7,15 +7,13 @@ every outage of a minute would become a restart. Three pieces keep the operator 
   :class:`RetryForever`: 0.1 s at first, doubling up to `Settings.watch_retry_cap`, for
   ever. kopf's default gives up after 1+1+2+3+5+8+13+21 s (about 54 s) and the process
   stops ("Resource observer has failed").
-* :class:`KopfRequestLog` reads kopf's "Request attempt #N failed; will retry: GET <url>
-  -> <error>" lines (kopf has no other hook on its requests): each counts in
-  `idlegate_watch_restarts_total{resource}`, and one that got no answer (refused, timed
-  out, 5xx) marks the API down in the shared :class:`~idlegate.operator.health.ApiHealth`.
-  During an outage only the first such line of each resource is logged.
+  Each retry counts in `idlegate_watch_restarts_total`; :class:`KopfRetryLog` logs the
+  first failed attempt of each object at WARNING, not every attempt at ERROR.
 * :class:`Watchdog`, a task of the operator, makes the first rebuild of the state (after
   waiting for the DagWorkflow CRD, if it is not installed: a log line, then
-  `idlegate_crd_missing` 1 until it appears), probes the API about once a second while it
-  does not answer (:meth:`KubeApi.ping`), and after each outage rebuilds the state from
+  `idlegate_crd_missing` 1 until it appears), probes the API about once a second
+  (:meth:`KubeApi.ping`; with the operator's own writes, the requests whose errors tell
+  :class:`~idlegate.operator.health.ApiHealth` of an outage), and after each outage rebuilds the state from
   the API, as at a start (:func:`idlegate.operator.intake.rebuild`), then posts a Warning
   Event ``ApiUnreachable`` saying how long the API did not answer.
 
@@ -35,12 +33,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
-import re
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from idlegate.operator import intake
 from idlegate.operator.admission import AdmitLaterError
@@ -65,96 +63,62 @@ class RetryForever:
     kopf retries a request once per delay it gets from iterating this, and numbers the
     attempts "#N/total" only for a Sized iterable; an iterable without a length that never
     ends makes it retry for ever. Each iteration starts anew (a fresh generator), since
-    kopf iterates once per request.
+    kopf iterates once per request: it takes the first delay before the first attempt,
+    so every delay after it is a retry, counted by `on_retry`.
     """
 
-    def __init__(self, cap: float) -> None:
+    def __init__(self, cap: float, on_retry: Callable[[], None] | None = None) -> None:
         self.cap = cap
+        self.on_retry = on_retry
 
     def __iter__(self) -> Iterator[float]:
         delay = min(FIRST_RETRY, self.cap)
+        yield delay  # (taken before the first attempt)
         while True:
-            yield delay
             delay = min(2 * delay, self.cap)
+            if self.on_retry is not None:
+                self.on_retry()
+            yield delay
 
 
-_FAILED = re.compile(
-    r"Request attempt #\d+(?:/\d+)? failed; (?:will retry|escalating): "
-    r"(?P<method>[A-Z]+) (?P<url>\S+) -> (?P<error>\w+)"
-)
-_ANSWERS = frozenset(
-    {"APIClientError", "APIUnauthorizedError", "APIForbiddenError", "APITooManyRequestsError"}
-)
-"""kopf's errors for a request the server did answer (a 4xx)."""
+class KopfRetryLog(logging.Filter):
+    """kopf logs each failed attempt of its requests at ERROR ("Request attempt #N failed;
+    will retry: PATCH <url> -> <error>"): hundreds of lines for one outage. This filter,
+    on kopf's loggers, lets the first such line of each object (its URL without the
+    query) through at WARNING and drops its repetitions for `quiet` seconds. kopf's
+    other lines pass unchanged."""
 
-
-def resource_of(url: str) -> str | None:
-    """The resource (plural) a list or watch URL is about; None for discovery URLs."""
-    parts = [p for p in urlsplit(url).path.split("/") if p]
-    if parts[:1] == ["api"]:
-        rest = parts[2:]
-    elif parts[:1] == ["apis"]:
-        rest = parts[3:]
-    else:
-        return None
-    if rest[:1] == ["namespaces"] and len(rest) >= 3:
-        rest = rest[2:]
-    return rest[0] if rest else None
-
-
-class KopfRequestLog(logging.Filter):
-    """Counts and reports kopf's failed requests from its log (see the module docstring).
-
-    Attached to the loggers kopf's watchers log with; it acts only on records logged in
-    the operator's own event loop (several operators may share a test process).
-    """
-
-    LOGGERS = ("kopf._cogs.clients.watching", "kopf._core.reactor.observation")
-
-    def __init__(self, health: ApiHealth, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, quiet: float = 60.0) -> None:
         super().__init__()
-        self.health = health
-        self.loop = loop
-        self._told: set[str] = set()
-        """Resources whose failure this outage has been logged (the rest are dropped)."""
-        health.on_recovery(lambda _seconds: self._told.clear())
+        self.quiet = quiet
+        self._told: dict[str, float] = {}
+        """Monotonic time each object's retry was last logged."""
+        self._loggers: list[logging.Logger] = []
 
     def install(self) -> None:
-        for name in self.LOGGERS:
-            logging.getLogger(name).addFilter(self)
+        names = [n for n in logging.root.manager.loggerDict if n.split(".")[0] == "kopf"]
+        self._loggers = [logging.getLogger(n) for n in {*names, "kopf.objects"}]
+        for logger in self._loggers:
+            logger.addFilter(self)
 
     def uninstall(self) -> None:
-        for name in self.LOGGERS:
-            logging.getLogger(name).removeFilter(self)
+        for logger in self._loggers:
+            logger.removeFilter(self)
+        self._loggers = []
 
     def filter(self, record: logging.LogRecord) -> bool:
-        found = _FAILED.match(record.getMessage())
-        if found is None or not self._in_our_loop():
+        message = record.getMessage()
+        if not (message.startswith("Request attempt") and "will retry" in message):
             return True
-        resource = resource_of(found["url"])
-        metrics = self.health.metrics
-        if resource is not None:
-            metrics.watch_restarts.labels(resource).inc()
-        error = found["error"]
-        if error == "APITooManyRequestsError":
-            metrics.api_throttled.inc()
-        if error in _ANSWERS:
-            self.health.answered()  # (a 4xx: the server is there)
-        else:
-            self.health.unanswered(f"{found['method']} {urlsplit(found['url']).path}: {error}")
-        if self.health.up:
-            return True
-        key = resource or ""
-        if key in self._told:
-            return False  # counted; the outage is logged once per resource
-        self._told.add(key)
-        return True
-
-    def _in_our_loop(self) -> bool:
-        try:
-            return asyncio.get_running_loop() is self.loop
-        except RuntimeError:
+        what = message.partition(": ")[2].partition(" -> ")[0].partition("?")[0]
+        now = time.monotonic()
+        if now - self._told.get(what, -math.inf) < self.quiet:
             return False
+        if len(self._told) > 4096:  # (forget the objects of long ago)
+            self._told = {k: t for k, t in self._told.items() if now - t < self.quiet}
+        self._told[what] = now
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,8 +185,7 @@ class Watchdog:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.settings.api_probe_interval)
             self._wake.clear()
-            if not self.health.up:
-                await self._probe()
+            await self._probe()
             if self.health.up and self._unsynced:
                 await self._resync()
 

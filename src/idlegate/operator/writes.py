@@ -107,6 +107,8 @@ class Writer:
             interval=settings.event_interval,
         )
         self._status: weakref.WeakKeyDictionary[Workflow, _StatusBook] = weakref.WeakKeyDictionary()
+        self._batched: weakref.WeakSet[Workflow] = weakref.WeakSet()
+        """Workflows whose status write waits for its batch (`Settings.status_interval`)."""
         self.landing: Callable[[Workflow], Callable[[dict[str, Any]], None]] | None = None
         """Told as a workflow's status write begins; what it returns is called with the
         status once the write has landed (pod GC, :mod:`idlegate.operator.cleanup`)."""
@@ -309,6 +311,7 @@ class Writer:
             if wf.status_timer is None:
                 loop = asyncio.get_running_loop()
                 wf.status_timer = loop.call_later(interval, self._flush_status, wf)
+                self._batched.add(wf)
             return
         if wf.status_timer is not None:
             wf.status_timer.cancel()
@@ -374,8 +377,23 @@ class Writer:
 
     def _flush_status(self, wf: Workflow) -> None:
         wf.status_timer = None
+        self._batched.discard(wf)
         if wf.active:  # (a workflow the bridge dropped has its timer cancelled, too)
             self.status(wf, urgent=True)
+
+    async def drain(self, timeout: float) -> None:
+        """At shutdown: queue the batched status writes now, wait up to `timeout` seconds
+        for every queued write to end, then stop the lanes; a write decided after this is
+        dropped (logged), never started against a closed client."""
+        for wf in list(self._batched):
+            if wf.status_timer is not None:
+                wf.status_timer.cancel()
+                self._flush_status(wf)
+        try:
+            await self.actuator.wait_idle(timeout)
+        except TimeoutError:
+            log.warning("Stopping with %d write(s) not done.", self.actuator.pending())
+        await self.actuator.close()
 
     def event(self, owner: Owner, type_: str, reason: str, message: str) -> None:
         """An Event on the DagWorkflow (core/v1, shown by `kubectl describe dwf`), aggregated
