@@ -9,7 +9,7 @@ write the status (batched and coalesced), post an Event (aggregated,
 the order decided, a workflow's status and its Events apart from them; what a write reads
 of the workflow's state, it reads when it runs. A release whose stage's idle slot is not in
 the API yet waits for the status write that puts it there. Pod creations and gate
-removals are counted once confirmed (:mod:`idlegate.operator.counts`). What the bridge
+removals are counted once confirmed (:class:`PodCounts`). What the bridge
 must know of a write's outcome (the pod the API returned, a pod write that failed for
 good) goes into :attr:`Writer.outcomes`, which the bridge drains
 (:func:`idlegate.operator.intake.follow_writes`).
@@ -21,14 +21,15 @@ import asyncio
 import contextlib
 import logging
 import weakref
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from idlegate.errors import IdlegateError
 from idlegate.operator.actuator import STATUS, Actuator, Op, Priority, Retry
 from idlegate.operator.clock import Steady
-from idlegate.operator.counts import PodWriteCounts, Write
 from idlegate.operator.events import EventRecorder
 from idlegate.operator.kube import ApiError, KubeApi
 from idlegate.operator.metrics import Metrics
@@ -97,7 +98,7 @@ class Writer:
         """The operator's time (for conditions' transition times)."""
         self.outcomes: asyncio.Queue[Outcome] = asyncio.Queue()
         """What the bridge must carry into its state, in the order the writes ended."""
-        self.counts = PodWriteCounts(metrics)
+        self.counts = PodCounts(metrics)
         """The pod creations and gate removals, each counted once it is confirmed."""
         self.events = EventRecorder(
             actuator,
@@ -130,7 +131,7 @@ class Writer:
                     raise
                 body = await kube.get_pod(owner.namespace, name)
                 info = read_task_pod(body)
-                self.counts.looked(owner.namespace, name, info)  # an unanswered try made it?
+                self.counts.seen(owner.namespace, info)  # an unanswered try made it?
                 if info is None or info.owner_uid != owner.uid or info.deleting:
                     raise Retry(f"pod {name} exists and is not this workflow's (yet)") from None
                 if executor is not None and info.gated:
@@ -214,7 +215,7 @@ class Writer:
         is gone (an unanswered try removed it, or someone else did): record the executor."""
         current = await kube.get_pod(owner.namespace, name)
         info = read_task_pod(current)
-        self.counts.looked(owner.namespace, name, info)
+        self.counts.seen(owner.namespace, info)
         ops = release_patch(current, executor)
         if ops:
             return await self._release(kube, owner, name, ops, executor)
@@ -231,7 +232,7 @@ class Writer:
         manifest: dict[str, Any],
         executor: int | None,
     ) -> dict[str, Any]:
-        """Create a pod, counting it once confirmed (:mod:`idlegate.operator.counts`)."""
+        """Create a pod, counting it once confirmed (:class:`PodCounts`)."""
         return await self._counted(
             kube.create_pod(owner.namespace, manifest), owner, name, Write.CREATE, executor
         )
@@ -259,26 +260,26 @@ class Writer:
         write: Write,
         executor: int | None,
     ) -> dict[str, Any]:
-        """Send a counted pod write: counted by its success, or noted as unconfirmed when
-        it gets no answer (:mod:`idlegate.operator.counts`)."""
-        held = self.counts.sending(owner.namespace, name)
+        """Send a pod write, counted once confirmed (:class:`PodCounts`)."""
+        key = (owner.namespace, name)
+        self.counts.sending(key, write, owner.uid, executor)
         try:
             body = await request
         except ApiError as exc:
-            if exc.answered:
-                self.counts.answered(owner.namespace, name, write, held, ok=False)
-            else:
-                self.counts.unanswered(owner.namespace, name, write, owner.uid, executor, held)
+            self.counts.answered(key, write, ok=False, unanswered=not exc.answered)
             raise
         except BaseException:
-            self.counts.answered(owner.namespace, name, write, held, ok=False)
+            self.counts.answered(key, write, ok=False)
             raise
-        self.counts.answered(owner.namespace, name, write, held, ok=True)
+        self.counts.answered(key, write, ok=True)
         return body
 
     def observed(self, namespace: str, pod: TaskPod, *, deleted: bool = False) -> None:
         """A watch event of one of the operator's pods: it may confirm an unanswered write."""
-        self.counts.observed(namespace, pod, deleted=deleted)
+        if deleted or pod.deleting:
+            self.counts.forget((namespace, pod.name))
+        else:
+            self.counts.seen(namespace, pod)
 
     def _pod_failed(self, wf: Workflow, action: str, pod: str, stage: str, exc: Exception) -> None:
         """A pod write failed for good: the workflow fails (Failed condition naming the
@@ -411,6 +412,98 @@ class Writer:
         key = (owner.namespace, owner.name)
         op = Op(f"status of {owner.name}", run, priority=Priority.STATUS)
         self.actuator.submit(key, op, lane=STATUS)
+
+
+class Write(Enum):
+    """The pod writes that are counted."""
+
+    CREATE = "create"
+    RELEASE = "release"
+
+
+@dataclass(slots=True)
+class _Sent:
+    uid: str
+    executor: int | None
+    unanswered: bool = False
+    """An attempt got no answer: it may have happened, shown by a later look at the pod."""
+    sending: bool = True
+    """An attempt is on its way: a look meanwhile may show its effect, which its answer
+    counts, so looks do not count this write until it is answered."""
+
+
+class PodCounts:
+    """`idlegate_pods_created_total` and `idlegate_gate_removals_total`, each write counted
+    once, when confirmed: by its success; or, after an attempt that got no answer (it may or
+    may not have happened), by the first look at the pod that shows its effect (a watch
+    event, or the read after a retry's 409 or 422). A creation shows as the pod owned by
+    the workflow that wrote it; a gate removal as no gate and the executor annotation the
+    removal set. A write refused at its first answer did nothing (a pod found on the first
+    try is not the operator's creation). What a look counted is remembered until the pod is
+    deleted, so a retry whose answer is lost again is not counted twice."""
+
+    def __init__(self, metrics: Metrics, *, limit: int = 4096) -> None:
+        self.metrics = metrics
+        self.limit = limit
+        self._sent: OrderedDict[tuple[str, str], dict[Write, _Sent]] = OrderedDict()
+        self._looked: OrderedDict[tuple[str, str], set[Write]] = OrderedDict()
+        """Per pod, the writes a look counted."""
+
+    def sending(self, key: tuple[str, str], write: Write, uid: str, executor: int | None) -> None:
+        sent = self._sent.setdefault(key, {})
+        self._sent.move_to_end(key)
+        if write is Write.CREATE:  # (a removal sent before was of a pod now gone)
+            sent.pop(Write.RELEASE, None)
+        if write not in self._looked.get(key, ()):
+            sent.setdefault(write, _Sent(uid, executor)).sending = True
+        while len(self._sent) > self.limit:
+            self._sent.popitem(last=False)
+
+    def answered(
+        self, key: tuple[str, str], write: Write, *, ok: bool, unanswered: bool = False
+    ) -> None:
+        sent = self._sent.get(key, {})
+        if ok:
+            created = sent.pop(Write.CREATE, None) if write is Write.RELEASE else None
+            if created is not None and created.unanswered:
+                self._count(Write.CREATE)  # the patched pod exists: that creation happened
+            sent.pop(write, None)
+            self._count(write)
+        elif write in sent:
+            sent[write].sending = False
+            sent[write].unanswered |= unanswered
+            if not sent[write].unanswered:
+                del sent[write]
+
+    def seen(self, namespace: str, pod: TaskPod | None) -> None:
+        """A look at a pod (None: not a task pod) counts the unanswered writes it shows."""
+        if pod is None or not self._sent:
+            return
+        key = (namespace, pod.name)
+        sent = self._sent.get(key, {})
+        for write, one in list(sent.items()):
+            if one.sending or not one.unanswered or pod.owner_uid != one.uid:
+                continue
+            ours = not pod.gated and pod.executor is not None and pod.executor == one.executor
+            if write is Write.CREATE or ours:
+                del sent[write]
+                self._looked.setdefault(key, set()).add(write)
+                self._looked.move_to_end(key)
+                while len(self._looked) > self.limit:
+                    self._looked.popitem(last=False)
+                self._count(write)
+
+    def unconfirmed(self) -> int:
+        """Writes that got no answer and whose effect was not seen yet."""
+        return sum(s.unanswered for sent in self._sent.values() for s in sent.values())
+
+    def forget(self, key: tuple[str, str]) -> None:
+        """The pod is deleted: a pod of its name may be written again."""
+        self._sent.pop(key, None)
+        self._looked.pop(key, None)
+
+    def _count(self, write: Write) -> None:
+        (self.metrics.pods_created if write is Write.CREATE else self.metrics.gate_removals).inc()
 
 
 @dataclass(slots=True)
