@@ -195,7 +195,6 @@ def running_operator(
         clock=clock or ScaledClock(SPEED),
         retry_delays=(0.05, 0.2, 0.5),
         status_interval=0.2,
-        event_interval=0.2,
         watch_server_timeout=60,
         watch_client_timeout=90,
     )

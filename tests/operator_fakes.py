@@ -367,7 +367,7 @@ class Harness:
             pool_size=pool,
             clock=clock,
             status_interval=status_interval,
-            **{"event_interval": 0.0, "retry_delays": (0.0,), **settings_kw},
+            **{"retry_delays": (0.0,), **settings_kw},
         )
         self.metrics = Metrics(pool, scheduler.name)
         self.bridge = Bridge(settings, kube, scheduler, metrics=self.metrics, timers=self.timers)

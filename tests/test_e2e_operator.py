@@ -247,20 +247,15 @@ def test_a_gate_removed_by_hand_is_noticed_and_counted(api, ns, kubelet, monitor
     assert monitor.max_total == 2  # the hand-released pod and hold; never third on top
 
 
-def test_a_wide_stage_posts_a_few_aggregated_events(api, ns, kubelet, monitor):
-    with running_operator(api, ns, pool=2):
+def test_a_wide_stage_posts_a_few_events(api, ns, kubelet, monitor):
+    with running_operator(api, ns, pool=2) as op:
         api.create(DWF, workflow("wide", stage("s", 30, 1)), namespace=ns)
         wait_phase(api, ns, "wide", ("Succeeded",))
-
-        def released() -> list[dict[str, Any]]:
-            return [e for e in events_of(api, ns, "wide") if e["reason"] == "Released"]
-
-        # one Event per decision and one for the executors continuing, their counts patched
-        wait(lambda: sum(e.get("count", 1) for e in released()) == 29, 10, "the counts")
+        wait(lambda: op.bridge.actuator.pending() == 0, 10, "the last writes")
     events = events_of(api, ns, "wide")
+    # one Event per decision and one for the executors continuing (posted once)
     assert len(events) <= 4, [(e["reason"], e["message"]) for e in events]
-    continuing = next(e for e in released() if "continues" in e["message"])
-    assert continuing["count"] == 28 and continuing["lastTimestamp"] >= continuing["firstTimestamp"]
+    assert any("continues" in e["message"] for e in events if e["reason"] == "Released")
 
 
 def test_restart_in_the_middle_of_a_delay_neither_duplicates_nor_repeats(api, ns, kubelet, monitor):

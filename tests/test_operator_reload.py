@@ -201,7 +201,6 @@ async def test_the_operator_watches_its_policy_and_its_shadow(tmp_path, monkeypa
         metrics_port=None,
         health_port=None,
         clock=FakeClock(),
-        event_interval=0.0,
     )
     operator = Operator(settings, kube=kube)
     assert [w.role for w in operator.watches] == ["active", "shadow"]
@@ -242,7 +241,6 @@ async def test_every_pool_reloads_its_policy_with_an_object_of_its_own(tmp_path)
         metrics_port=None,
         health_port=None,
         clock=FakeClock(),
-        event_interval=0.0,
     )
     operator = Operator(settings, kube=FakeKube())
     await operator.start()

@@ -205,9 +205,6 @@ class ObservedApi:
     async def create_event(self, namespace: str, body: dict[str, Any]) -> None:
         await self._observe("create event", self.inner.create_event(namespace, body))
 
-    async def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
-        await self._observe("patch event", self.inner.patch_event(namespace, name, patch))
-
     async def list_namespaces(self) -> list[dict[str, Any]]:
         return await self._observe("list namespaces", self.inner.list_namespaces())
 

@@ -122,9 +122,6 @@ class KubeApi(Protocol):
         """Merge-patch a DagCronWorkflow's status through the status subresource."""
 
     async def create_event(self, namespace: str, body: dict[str, Any]) -> None: ...
-    async def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
-        """Merge-patch an Event (its count and lastTimestamp, when it repeats)."""
-
     async def list_namespaces(self) -> list[dict[str, Any]]:
         """The cluster's Namespace objects."""
 
@@ -362,14 +359,6 @@ class KubernetesApi:
 
     async def create_event(self, namespace: str, body: dict[str, Any]) -> None:
         await self._request("POST", f"/api/v1{self._ns(namespace)}/events", body=body)
-
-    async def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
-        await self._request(
-            "PATCH",
-            f"/api/v1{self._ns(namespace)}/events/{quote(name, safe='')}",
-            body=patch,
-            content_type="application/merge-patch+json",
-        )
 
     async def list_namespaces(self) -> list[dict[str, Any]]:
         return await self._list("/api/v1/namespaces")

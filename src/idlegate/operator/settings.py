@@ -128,13 +128,8 @@ class Settings(Config):
     one status write; phase changes and idle slots are written at once. 0: every change."""
 
     max_events_per_workflow: int = Field(30, ge=1)
-    """Distinct Events one workflow gets; further messages are folded into one Event per
-    type and reason ("(combined from similar events): ..."). Repeats of an Event only
-    raise its count."""
-
-    event_interval: float = Field(5.0, ge=0)
-    """Wall-clock seconds between two updates (count, lastTimestamp) of one repeated
-    Event; repetitions in between are written with the next update. 0: every repetition."""
+    """Distinct Events one workflow gets; after them, only the first Event of each new type
+    and reason. An Event equal to one posted before is not posted again."""
 
     plan_budget_ms: float = Field(200.0, gt=0)
     """Wall milliseconds one plan of a lookahead planner (--scheduler lookahead:...) may

@@ -105,7 +105,6 @@ class Writer:
             component=settings.component,
             instance=instance,
             per_workflow=settings.max_events_per_workflow,
-            interval=settings.event_interval,
         )
         self._status: weakref.WeakKeyDictionary[Workflow, _StatusBook] = weakref.WeakKeyDictionary()
         self._batched: weakref.WeakSet[Workflow] = weakref.WeakSet()
