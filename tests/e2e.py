@@ -32,7 +32,7 @@ from typing import Any, Self
 import kmock
 from kopf.testing import KopfRunner
 
-from idlegate.operator.clock import Clock, ScaledClock
+from idlegate.operator.clock import Clock
 from idlegate.operator.crd import API_VERSION
 from idlegate.operator.main import Operator, build_registry
 from idlegate.operator.pods import (
@@ -43,6 +43,7 @@ from idlegate.operator.pods import (
     LABEL_WORKFLOW,
 )
 from idlegate.operator.settings import Settings
+from tests.clocks import ScaledClock
 from tests.k8s.apiserver import PODS
 from tests.k8s.faults import FaultProxy
 from tests.k8s.harness import ApiServer

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from idlegate.operator.clock import ScaledClock
 from idlegate.operator.crd import API_VERSION
 from idlegate.operator.cron import ANNOTATION_SCHEDULED, LABEL_CRON
+from tests.clocks import ScaledClock
 from tests.e2e import events_of, running_operator, stage, wait
 from tests.k8s.harness import ApiServer
 from tests.k8s.kubelet import SimKubelet

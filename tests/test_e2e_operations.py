@@ -34,11 +34,11 @@ import pytest
 from typer.testing import CliRunner
 
 from idlegate.cli import app
-from idlegate.operator.clock import ScaledClock
 from idlegate.operator.main import Operator
 from idlegate.operator.reload import digest
 from idlegate.policy import DEFAULT_POLICY_PATH
 from idlegate.sim.history import history_facts, load_history
+from tests.clocks import ScaledClock
 from tests.e2e import (
     DWF,
     SPEED,

@@ -30,7 +30,6 @@ from typing import Any
 
 import pytest
 
-from idlegate.operator.clock import ScaledClock
 from idlegate.operator.pods import GATE
 from idlegate.operator.podsecurity import (
     LEVEL_LABEL,
@@ -38,6 +37,7 @@ from idlegate.operator.podsecurity import (
     Level,
     check_template,
 )
+from tests.clocks import ScaledClock
 from tests.e2e import (
     DWF,
     SPEED,

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.operator import intake
 from idlegate.operator.admission import AdmitLaterError
-from idlegate.operator.clock import ScaledClock, from_datetime, to_datetime
+from idlegate.operator.clock import from_datetime, to_datetime
 from idlegate.operator.decisions import load_scheduler
 from idlegate.operator.kube import ApiError
 from idlegate.operator.main import Operator
@@ -30,6 +30,7 @@ from idlegate.operator.settings import Settings
 from idlegate.operator.template import check_template
 from idlegate.policy import DEFAULT_POLICY_PATH
 from idlegate.sim.spec import StageSpec, parse_workflow
+from tests.clocks import ScaledClock
 from tests.operator_fakes import FakeKube, IdleRootsOnce, harness, stage
 
 CONTAINER = {"name": "task", "image": "busybox:1.36.1"}

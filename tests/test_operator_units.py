@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from idlegate.cli import app
 from idlegate.errors import IdlegateError
-from idlegate.operator.clock import ScaledClock, Steady, WallClock, from_datetime, to_datetime
+from idlegate.operator.clock import Steady, WallClock, from_datetime, to_datetime
 from idlegate.operator.decisions import Decider, load_scheduler
 from idlegate.operator.metrics import DECISION_KINDS, Metrics
 from idlegate.operator.pods import (
@@ -38,6 +38,7 @@ from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.protocol import Decision
 from idlegate.sim.spec import StageSpec, parse_workflow
+from tests.clocks import ScaledClock
 
 OWNER = Owner("team", "wf", "uid-1")
 ROOT = Path(__file__).resolve().parent.parent

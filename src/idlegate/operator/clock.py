@@ -1,9 +1,9 @@
 """Time for the operator: an injectable clock, so tests can run in accelerated or fake time.
 
 The cluster state machine takes plain float seconds (`now`). The operator reads them from a
-:class:`Clock`: epoch seconds for the real thing (:class:`WallClock`), or epoch seconds that
-run `speed` times faster than the wall for end-to-end tests against a simulated kubelet
-that is accelerated by the same factor (:class:`ScaledClock`). Timestamps written into the
+:class:`Clock`: epoch seconds for the real thing (:class:`WallClock`); tests inject their
+own (a fake one, or one running faster than the wall for end-to-end runs against a
+simulated kubelet accelerated by the same factor). Timestamps written into the
 status (`startTime`, `releaseTime`, ...) are the clock's time as UTC datetimes, and timers
 (idle slots) are armed on the wall clock after `wall_delay`. The bridge and its writes read
 the clock through one :class:`Steady`, which never goes back.
@@ -77,29 +77,3 @@ class WallClock:
 
     def __repr__(self) -> str:
         return "WallClock()"
-
-
-class ScaledClock:
-    """Time that runs `speed` times faster than the wall clock from `anchor` on.
-
-    ``now() = anchor + (time.time() - anchor) * speed``. Share one instance between
-    operator runs in a test (a restart) so that persisted timestamps stay meaningful.
-    """
-
-    def __init__(self, speed: float, anchor: float | None = None) -> None:
-        if not speed > 0:
-            raise ValueError(f"a clock's speed must be positive, got {speed!r}")
-        self.speed = float(speed)
-        self.anchor = time.time() if anchor is None else float(anchor)
-
-    def now(self) -> float:
-        return self.anchor + (time.time() - self.anchor) * self.speed
-
-    def wall_delay(self, seconds: float) -> float:
-        return max(0.0, seconds) / self.speed
-
-    def from_wall(self, t: float) -> float:
-        return self.anchor + (t - self.anchor) * self.speed
-
-    def __repr__(self) -> str:
-        return f"ScaledClock(speed={self.speed:g})"
