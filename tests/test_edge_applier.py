@@ -1,0 +1,174 @@
+"""The applier of the core's intents (src/idlegate/operator/edge/applier.py), on the
+in-memory API of tests/operator_fakes.py, in fake loop time (looptime): the outcomes it
+hands back, the order of one object's writes, and that one workflow's blocked write never
+blocks another's."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import Any
+
+import pytest
+
+from idlegate.operator.actuator import Actuator
+from idlegate.operator.core.intents import (
+    Confirmed,
+    CreatePod,
+    DeletePod,
+    PatchStatus,
+    PostEvent,
+    Refused,
+    RemoveGate,
+)
+from idlegate.operator.edge.applier import Applier
+from idlegate.operator.events import EventRecorder
+from idlegate.operator.health import ApiHealth, ObservedApi
+from idlegate.operator.kube import ApiError
+from idlegate.operator.metrics import Metrics
+from idlegate.operator.pods import GATE, Owner, pod_name, task_pod
+from idlegate.operator.writes import PodCounts
+from idlegate.sim.spec import parse_workflow
+from tests.operator_fakes import FakeKube, stage
+
+pytestmark = [pytest.mark.looptime, pytest.mark.asyncio]
+
+
+class Edge:
+    """An applier over a FakeKube, with the outcomes it handed back."""
+
+    def __init__(self, *, status_interval: float = 0.0) -> None:
+        self.kube = FakeKube()
+        self.metrics = Metrics(4, "fair")
+        health = ApiHealth(self.metrics)
+        api = ObservedApi(self.kube, health)
+        actuator = Actuator(api, retry_delays=(0.5, 1.0), retry_after_cap=60.0, health=health)
+        events = EventRecorder(actuator, component="idlegate", instance="i", per_workflow=30)
+        self.outcomes: list[Any] = []
+        self.applier = Applier(
+            actuator,
+            events,
+            PodCounts(self.metrics),
+            self.outcomes.append,
+            status_interval=status_interval,
+        )
+        self.actuator = actuator
+
+    def workflow(self, name: str, tasks: int = 2) -> tuple[Owner, Any]:
+        body = self.kube.add_workflow(name, {"stages": [stage("a", tasks=tasks)]})
+        owner = Owner("default", name, body["metadata"]["uid"])
+        return owner, parse_workflow(body["spec"], "spec").stages[0]
+
+    async def settle(self) -> None:
+        await self.actuator.wait_idle(600)
+
+    def counted(self) -> tuple[float, float]:
+        return (
+            self.metrics.value("idlegate_pods_created_total"),
+            self.metrics.value("idlegate_gate_removals_total"),
+        )
+
+
+def create(owner: Owner, spec: Any, index: int, executor: int | None = None) -> CreatePod:
+    name = pod_name(owner.name, spec.name, index, 0)
+    manifest = task_pod(owner, spec, index, 0, gated=executor is None, executor=executor)
+    return CreatePod(owner, spec.name, index, 0, name, manifest, executor)
+
+
+def release(owner: Owner, spec: Any, index: int, executor: int) -> RemoveGate:
+    name = pod_name(owner.name, spec.name, index, 0)
+    released = task_pod(owner, spec, index, 0, gated=False, executor=executor)
+    return RemoveGate(owner, spec.name, index, 0, name, executor, released)
+
+
+async def test_a_pod_is_created_then_released_and_each_write_confirmed_and_counted():
+    e = Edge()
+    owner, spec = e.workflow("w")
+    e.applier.apply([create(owner, spec, 0), release(owner, spec, 0, executor=3)])
+    await e.settle()
+    pod = e.kube.pods[("default", "w-a-0")]
+    assert GATE not in [g["name"] for g in pod["spec"].get("schedulingGates") or []]
+    assert [type(o.intent).__name__ for o in e.outcomes] == ["CreatePod", "RemoveGate"]
+    assert all(isinstance(o, Confirmed) and o.body for o in e.outcomes)
+    assert e.counted() == (1, 1)
+
+
+async def test_a_creation_whose_answer_was_lost_is_confirmed_through_the_409_counted_once():
+    e = Edge()
+    owner, spec = e.workflow("w")
+    e.kube.lose["create_pod"] = 1
+    e.applier.apply([create(owner, spec, 0, executor=1)])
+    await e.settle()
+    (outcome,) = e.outcomes
+    assert isinstance(outcome, Confirmed) and outcome.body["metadata"]["name"] == "w-a-0"
+    assert e.counted() == (1, 0)
+
+
+async def test_one_workflows_blocked_write_never_blocks_anothers():
+    e = Edge()
+    old, spec = e.workflow("w")
+    e.kube.pods.clear()
+    # a pod of an older workflow of the same name, still there: w's creation waits it out
+    blocker = task_pod(Owner("default", "w", "uid-older"), spec, 0, 0, gated=True)
+    e.kube.pods[("default", "w-a-0")] = blocker
+    other, other_spec = e.workflow("v")
+    e.applier.apply([create(old, spec, 0), create(other, other_spec, 0)])
+    await asyncio.sleep(5)
+    assert [o.intent.owner.name for o in e.outcomes] == ["v"]  # v's went; w's still waits
+    del e.kube.pods[("default", "w-a-0")]  # the older pod is gone at last
+    await e.settle()
+    assert [o.intent.owner.name for o in e.outcomes] == ["v", "w"]
+
+
+async def test_a_release_of_a_vanished_pod_creates_it_released_unless_the_workflow_is_gone():
+    e = Edge()
+    owner, spec = e.workflow("w")
+    e.applier.apply([create(owner, spec, 0), create(owner, spec, 1)])
+    await e.settle()
+    del e.kube.pods[("default", "w-a-0")]
+    e.applier.apply([release(owner, spec, 0, executor=0)])
+    await e.settle()
+    assert e.kube.pods[("default", "w-a-0")]["spec"].get("schedulingGates") in (None, [])
+    del e.kube.pods[("default", "w-a-1")]
+    del e.kube.workflows[("default", "w")]
+    e.applier.apply([release(owner, spec, 1, executor=1)])
+    await e.settle()
+    last = e.outcomes[-1]
+    assert isinstance(last, Refused) and last.gone and ("default", "w-a-1") not in e.kube.pods
+
+
+async def test_a_refused_creation_is_a_permanent_refusal():
+    e = Edge()
+    owner, spec = e.workflow("w")
+    e.kube.fail["create_pod"] = [ApiError(422, "Invalid", "spec.containers: Required value")]
+    e.applier.apply([create(owner, spec, 0), DeletePod(owner, "w-a-9")])
+    await e.settle()
+    refused, deleted = e.outcomes
+    assert isinstance(refused, Refused) and (refused.status, refused.permanent) == (422, True)
+    assert isinstance(deleted, Confirmed)  # (a pod already gone: deleting it is success)
+
+
+async def test_statuses_coalesce_and_a_release_waits_for_the_status_before_it():
+    e = Edge(status_interval=1.0)
+    owner, spec = e.workflow("w")
+    e.applier.apply([create(owner, spec, 0)])
+    await e.settle()
+    e.kube.fault = lambda method: (
+        ApiError(503, "ServiceUnavailable", "down") if method == "patch_workflow_status" else None
+    )
+    e.applier.apply(
+        [
+            PatchStatus(owner, {"phase": "Running", "n": 1}, urgent=False),
+            PatchStatus(owner, {"phase": "Running", "n": 2}),  # (replaces the first)
+            PostEvent(owner, "Normal", "IdleSlotEnded", "the slot ended"),
+            dataclasses.replace(release(owner, spec, 0, 2), after_status=True),
+        ]
+    )
+    await asyncio.sleep(3)
+    assert e.counted() == (1, 0)  # the release waits for the status, failing meanwhile
+    assert [ev["reason"] for ev in e.kube.events] == ["IdleSlotEnded"]  # (not held by it)
+    e.kube.fault = None
+    await e.settle()
+    assert e.kube.workflows[("default", "w")]["status"]["n"] == 2 and e.counted() == (1, 1)
+    statuses = [o for o in e.outcomes if isinstance(o.intent, PatchStatus)]
+    assert [o.intent.status["n"] for o in statuses] == [2]
