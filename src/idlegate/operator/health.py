@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import random
 from collections.abc import Awaitable, Callable
@@ -131,11 +132,21 @@ class ObservedApi:
     """A :class:`~idlegate.operator.kube.KubeApi` whose every request reports its outcome:
     to :class:`ApiHealth` (answered or not) and to the metrics (`idlegate_api_errors_total`
     by status, `idlegate_api_throttled_requests_total` for a 429). The operator's own reads
-    and writes all go through one of these."""
+    and writes all go through one of these: each coroutine method of `kube` is observed."""
 
     def __init__(self, kube: KubeApi, health: ApiHealth) -> None:
         self.inner = kube
         self.health = health
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.inner, name)
+        if not inspect.iscoroutinefunction(method):
+            return method
+
+        async def observed(*args: Any, **kwargs: Any) -> Any:
+            return await self._observe(name, method(*args, **kwargs))
+
+        return observed
 
     async def _observe(self, what: str, call: Awaitable[T]) -> T:
         try:
@@ -152,67 +163,3 @@ class ObservedApi:
             raise
         self.health.answered()
         return result
-
-    async def list_workflows(
-        self, namespace: str | None, label_selector: str | None = None
-    ) -> list[dict[str, Any]]:
-        call = self.inner.list_workflows(namespace, label_selector)
-        return await self._observe("list workflows", call)
-
-    async def list_pods(self, namespace: str | None, label_selector: str) -> list[dict[str, Any]]:
-        return await self._observe("list pods", self.inner.list_pods(namespace, label_selector))
-
-    async def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
-        return await self._observe(f"get pod {name}", self.inner.get_pod(namespace, name))
-
-    async def get_workflow(self, namespace: str, name: str) -> dict[str, Any] | None:
-        call = self.inner.get_workflow(namespace, name)
-        return await self._observe(f"get workflow {name}", call)
-
-    async def create_pod(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        return await self._observe("create pod", self.inner.create_pod(namespace, body))
-
-    async def patch_pod(
-        self, namespace: str, name: str, ops: list[dict[str, Any]]
-    ) -> dict[str, Any]:
-        return await self._observe(f"patch pod {name}", self.inner.patch_pod(namespace, name, ops))
-
-    async def delete_pod(self, namespace: str, name: str) -> None:
-        await self._observe(f"delete pod {name}", self.inner.delete_pod(namespace, name))
-
-    async def patch_workflow_status(
-        self, namespace: str, name: str, status: dict[str, Any]
-    ) -> dict[str, Any]:
-        call = self.inner.patch_workflow_status(namespace, name, status)
-        return await self._observe(f"status of {name}", call)
-
-    async def create_workflow(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        return await self._observe("create workflow", self.inner.create_workflow(namespace, body))
-
-    async def delete_workflow(self, namespace: str, name: str) -> None:
-        await self._observe(f"delete workflow {name}", self.inner.delete_workflow(namespace, name))
-
-    async def get_cron_workflow(self, namespace: str, name: str) -> dict[str, Any] | None:
-        call = self.inner.get_cron_workflow(namespace, name)
-        return await self._observe(f"get cron workflow {name}", call)
-
-    async def patch_cron_status(
-        self, namespace: str, name: str, status: dict[str, Any]
-    ) -> dict[str, Any]:
-        call = self.inner.patch_cron_status(namespace, name, status)
-        return await self._observe(f"status of cron workflow {name}", call)
-
-    async def create_event(self, namespace: str, body: dict[str, Any]) -> None:
-        await self._observe("create event", self.inner.create_event(namespace, body))
-
-    async def list_namespaces(self) -> list[dict[str, Any]]:
-        return await self._observe("list namespaces", self.inner.list_namespaces())
-
-    async def get_namespace(self, name: str) -> dict[str, Any] | None:
-        return await self._observe(f"get namespace {name}", self.inner.get_namespace(name))
-
-    async def ping(self) -> None:
-        await self._observe("ping", self.inner.ping())
-
-    def close(self) -> None:
-        self.inner.close()
