@@ -281,17 +281,13 @@ async def test_ops_of_a_cleared_workflow_end_and_release_the_ops_after_them():
 # -- 2. Retry-After ----------------------------------------------------------------------------
 
 
-def test_retry_after_is_read_from_the_header_or_the_status_details():
-    assert retry_after("3") == 3.0
-    assert retry_after(" 1.5 ") == 1.5
-    assert retry_after("-2") == 0.0
-    assert retry_after("inf") is None and retry_after("soon") is None
+def test_retry_after_is_read_from_the_header_in_seconds_or_as_a_date():
+    assert retry_after("3") == 3.0 and retry_after(" 3 ") == 3.0
+    assert retry_after("soon") is None and retry_after(None) is None
     later = datetime.now(UTC) + timedelta(seconds=30)
     assert 28 <= (retry_after(format_datetime(later, usegmt=True)) or 0) <= 30
-    assert retry_after(None, {"details": {"retryAfterSeconds": 4}}) == 4.0
-    assert retry_after("2", {"details": {"retryAfterSeconds": 4}}) == 2.0
-    assert retry_after(None, {"details": {"retryAfterSeconds": True}}) is None
-    assert retry_after(None, {"details": "x"}) is None and retry_after(None, None) is None
+    earlier = datetime.now(UTC) - timedelta(seconds=30)
+    assert retry_after(format_datetime(earlier, usegmt=True)) == 0.0
 
 
 def test_retry_delay_honours_retry_after_with_jitter_and_a_cap():
@@ -339,10 +335,6 @@ def test_kubernetes_api_reads_retry_after_from_the_response():
         _api(_Response(429, status, {"Retry-After": "3"}))._request_sync("GET", "/api/v1/pods")
     assert caught.value.status == 429 and caught.value.retry_after == 3.0
     assert caught.value.retryable and caught.value.answered
-    details = b'{"reason": "TooManyRequests", "details": {"retryAfterSeconds": 2}}'
-    with pytest.raises(ApiError) as caught:
-        _api(_Response(429, details, {}))._request_sync("GET", "/api/v1/pods")
-    assert caught.value.retry_after == 2.0
     with pytest.raises(ApiError) as caught:
         _api(_Response(503, b"upstream down", {}))._request_sync("GET", "/api/v1/pods")
     assert caught.value.retry_after is None and not caught.value.answered

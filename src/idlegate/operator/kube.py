@@ -12,13 +12,10 @@ are plain dicts, both ways. Unit tests implement the same protocol in memory.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
-import math
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
@@ -45,8 +42,8 @@ class ApiError(Exception):
         self.reason = reason
         self.message = message
         self.retry_after = retry_after
-        """Seconds the server asked to wait before a retry (its Retry-After header, else
-        the Status' details.retryAfterSeconds); None if it did not say."""
+        """Seconds the server asked to wait before a retry (its Retry-After header); None
+        if it did not say."""
 
     @property
     def retryable(self) -> bool:
@@ -60,28 +57,16 @@ class ApiError(Exception):
         return 0 < self.status < 500
 
 
-def retry_after(header: str | None, status: Any = None) -> float | None:
-    """Seconds to wait from a response's Retry-After header (seconds or an HTTP date) or,
-    without one, from its Status body's details.retryAfterSeconds; None if neither says."""
-    if header:
-        header = header.strip()
-        try:
-            seconds = float(header)
-        except ValueError:
-            pass
-        else:
-            return max(0.0, seconds) if math.isfinite(seconds) else None
-        try:
-            when = email.utils.parsedate_to_datetime(header)
-        except (TypeError, ValueError):
-            when = None
-        if when is not None and when.tzinfo is not None:
-            return max(0.0, (when - datetime.now(UTC)).total_seconds())
-    details = status.get("details") if isinstance(status, dict) else None
-    seconds = details.get("retryAfterSeconds") if isinstance(details, dict) else None
-    if isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds >= 0:
-        return float(seconds)
-    return None
+def retry_after(header: str | None) -> float | None:
+    """Seconds to wait from a response's Retry-After header (seconds or an HTTP date, as
+    urllib3's :class:`~urllib3.util.Retry` reads it); None without a valid one."""
+    from urllib3.exceptions import InvalidHeader
+    from urllib3.util import Retry
+
+    try:
+        return float(Retry().parse_retry_after(header.strip())) if header else None
+    except InvalidHeader:
+        return None
 
 
 class KubeApi(Protocol):
@@ -244,9 +229,8 @@ class KubernetesApi:
                 status = json.loads(data)
                 reason, message = status.get("reason", ""), status.get("message", "")
             except (ValueError, AttributeError):
-                status = None
                 reason, message = response.reason or "", (data or b"").decode(errors="replace")
-            wait = retry_after(response.headers.get("Retry-After"), status)
+            wait = retry_after(response.headers.get("Retry-After"))
             raise ApiError(
                 response.status, reason or str(response.reason), message, retry_after=wait
             )
