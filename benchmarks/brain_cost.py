@@ -13,9 +13,9 @@
 * **A decision.** The portfolio following srpt (``replayer=worker``: rounds happen
   elsewhere) decides on the whole 1,000-workflow stream; printed: p50, p99 and max of
   one `decide` call in wall microseconds, beside srpt's own.
-* **The model's constants.** Per simulated event and per decision of a rule and of the
-  ONNX policy, fitted on the round's runs: what `EVENT_SECONDS` and `DECISION_SECONDS`
-  should read.
+* **The model's constants.** Per simulated event (a rule's decisions included) and per
+  decision of the ONNX policy beyond that, fitted on replays of the last window: what
+  `EVENT_SECONDS` and `DECISION_SECONDS` should read.
 """
 
 from __future__ import annotations
@@ -91,8 +91,9 @@ def decision_latency(pool: int) -> dict[str, np.ndarray]:
     return out
 
 
-def constants(window: tuple[JobArrival, ...], pool: int) -> tuple[float, float, float]:
-    """(seconds per event, per rule decision, per ONNX decision) fitted on replays."""
+def constants(window: tuple[JobArrival, ...], pool: int) -> tuple[float, float]:
+    """(seconds per event with a rule deciding, per ONNX decision beyond that) fitted on
+    replays (a rule's decisions go with the events: they are proportional)."""
     rows, costs = [], []
     for spec in ("fifo", "srpt", "fair", "weighted-fair", "learned:default"):
         scheduler = make_scheduler(spec)
@@ -102,7 +103,7 @@ def constants(window: tuple[JobArrival, ...], pool: int) -> tuple[float, float, 
             costs.append(time.thread_time() - started)
             learned = spec.startswith("learned")
             made = result.decisions[spec]
-            rows.append([result.events, 0 if learned else made, made if learned else 0])
+            rows.append([result.events, made if learned else 0])
     fit, *_ = np.linalg.lstsq(np.asarray(rows, float), np.asarray(costs), rcond=None)
     return tuple(float(x) for x in fit)  # type: ignore[return-value]
 
@@ -136,11 +137,8 @@ def main() -> None:
             f"decide, {label}: p50 {p50:.0f} us, p99 {p99:.0f} us, max {micros.max():.0f} us "
             f"({micros.size} decisions)"
         )
-    event, rule, onnx = constants(last, args.pool)
-    print(
-        f"fitted: {event * 1e6:.1f} us per event, {rule * 1e6:.1f} us per rule decision, "
-        f"{onnx * 1e6:.0f} us per ONNX decision"
-    )
+    event, onnx = constants(last, args.pool)
+    print(f"fitted: {event * 1e6:.1f} us per event, {onnx * 1e6:.0f} us per ONNX decision")
 
 
 if __name__ == "__main__":
