@@ -569,6 +569,7 @@ AGREEMENT = [
         ("baseline", None),
         edit(("spec.schedulingGates", [{"name": "mine"}, {"name": "idlegate.io/release"}])),
     ),
+    ("node name", ("privileged", None), edit(("spec.nodeName", "node-1"))),
     ("unknown level label", ("Baseline", None), edit((SC0, {}))),
     (
         "privileged level",
@@ -666,6 +667,142 @@ def test_the_policy_judges_only_new_specs():
     changed["spec"]["stages"][0]["tasks"] = 2
     assert policy.denials(changed, namespace(), "UPDATE", old=bad)
     assert policy.denials(workflow(None, restricted_template()), namespace("restricted")) == []
+
+
+# -- what the API server would refuse of any pod: nodeName beside gates, fields of a wrong type ----
+
+
+def test_a_template_naming_a_node_is_refused_at_every_level():
+    template = escalated(edit(("spec.nodeName", "node-1")))
+    (v,) = check_template(template, level=Level.PRIVILEGED, path_prefix=PREFIX)
+    assert (v.path, v.control) == (f"{PREFIX}.spec.nodeName", "Node Name")
+    spec = parse_workflow(workflow(template)["spec"], "spec")
+    with pytest.raises(SpecError):
+        check_templates(spec, "spec", NamespacePolicy(Level.PRIVILEGED))
+    assert [p for p, _ in lint_one(workflow(template))] == [f"{PREFIX}.spec.nodeName"]
+    assert admission_policy().denials(workflow(template), namespace("privileged")) == [str(v)]
+
+
+# (change, the field refused): each a value the API server would not decode into its type
+WRONG_TYPES = [
+    (edit((f"{SC0}.privileged", "true")), "spec.containers[0].securityContext.privileged"),
+    (edit(("spec.hostNetwork", "true")), "spec.hostNetwork"),
+    (edit(("spec.hostPID", 1)), "spec.hostPID"),
+    (
+        edit(("spec.automountServiceAccountToken", "yes")),
+        "spec.automountServiceAccountToken",
+    ),
+    (edit((f"{SC0}.runAsUser", "0")), "spec.containers[0].securityContext.runAsUser"),
+    (edit((f"{SC0}.runAsNonRoot", "false")), "spec.containers[0].securityContext.runAsNonRoot"),
+    (
+        edit((f"{SC0}.allowPrivilegeEscalation", "false")),
+        "spec.containers[0].securityContext.allowPrivilegeEscalation",
+    ),
+    (
+        edit((f"{SC0}.capabilities", {"add": "SYS_ADMIN"})),
+        "spec.containers[0].securityContext.capabilities.add",
+    ),
+    (
+        edit((f"{C0}.ports", [{"containerPort": 80, "hostPort": "80"}])),
+        "spec.containers[0].ports[0].hostPort",
+    ),
+    (
+        edit(("spec.volumes", [{"name": "root", "hostPath": "/"}])),
+        "spec.volumes[0].hostPath",
+    ),
+    (
+        edit(("spec.securityContext.windowsOptions", {"hostProcess": "true"})),
+        "spec.securityContext.windowsOptions.hostProcess",
+    ),
+    (edit(("spec.serviceAccountName", True)), "spec.serviceAccountName"),
+]
+
+
+@pytest.mark.parametrize(("change", "path"), WRONG_TYPES, ids=[w[1] for w in WRONG_TYPES])
+def test_a_field_of_the_wrong_type_is_refused_by_the_operator_and_lint(change, path):
+    # at privileged (where the value, read as meant, would be allowed): only its type refuses it
+    obj = workflow(escalated(change))
+    spec = parse_workflow(obj["spec"], "spec")
+    with pytest.raises(SpecError):
+        check_templates(spec, "spec", NamespacePolicy(Level.PRIVILEGED))
+    check_templates(parse_workflow(workflow(restricted_template())["spec"], "spec"), "spec")
+    assert [p for p, _ in lint_one(obj, NamespacePolicy(Level.PRIVILEGED))] == [f"{PREFIX}.{path}"]
+
+
+# -- DagCronWorkflows: their workflowSpec is judged as each run's will be --------------------------
+
+CRON_PREFIX = "spec.workflowSpec.stages[0].template"
+HOST_PATH = edit(
+    (f"{SC0}.privileged", True),
+    ("spec.volumes", [{"name": "root", "hostPath": {"path": "/"}}]),
+)
+
+
+def cron_workflow(template: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "idlegate.io/v1alpha1",
+        "kind": "DagCronWorkflow",
+        "metadata": {"name": "cw", "namespace": "team-a"},
+        "spec": {"schedule": "* * * * *", "workflowSpec": workflow(template)["spec"]},
+    }
+
+
+async def _sync_cron(
+    template: dict[str, Any], ns: dict[str, Any], **settings: Any
+) -> tuple[Any, Any, list]:
+    """One sync of a cron workflow in namespace `ns`, a minute after it was created, by a
+    controller with `settings`: the fake API (its runs, its status), the timers, the
+    Events recorded."""
+    from idlegate.operator.cron import CronController
+    from tests.operator_fakes import FakeClock, FakeKube, FakeTimers
+
+    kube, timers, clock, events = FakeKube(), FakeTimers(), FakeClock(1_700_000_000.0), []
+    kube.namespaces["team-a"] = ns
+    kube.add_cron_workflow("cw", cron_workflow(template)["spec"], "team-a", created=clock.now())
+    clock.advance(90)
+    record = lambda o, t, r, m: events.append((t, r, m))  # noqa: E731
+    controller = CronController(kube, timers, clock, record, **settings)
+    await controller.resync("team-a", "cw")
+    return kube, timers, events
+
+
+@pytest.mark.asyncio
+async def test_a_cron_workflow_whose_runs_exceed_its_namespace_is_invalid_and_starts_none():
+    template = escalated(HOST_PATH)
+    kube, timers, events = await _sync_cron(template, namespace())
+    (valid,) = [c for c in kube.cron_workflows[("team-a", "cw")]["status"]["conditions"]]
+    assert (valid["type"], valid["status"], valid["reason"]) == ("Valid", "False", "Invalid")
+    violations = check_template(template, level=Level.BASELINE, path_prefix=CRON_PREFIX)
+    assert [v.control for v in violations] == ["Privileged Containers", "HostPath Volumes"]
+    assert all(str(v) in valid["message"] for v in violations)
+    assert [(t, r) for t, r, _ in events] == [("Warning", "Invalid")]
+    assert kube.workflows == {} and timers.armed == {}
+    # the same workflowSpec where the namespace allows it: valid, and its run starts
+    kube, timers, events = await _sync_cron(template, namespace("privileged"))
+    (valid,) = kube.cron_workflows[("team-a", "cw")]["status"]["conditions"]
+    assert (valid["status"], len(kube.workflows), len(timers.armed)) == ("True", 1, 1)
+
+
+@pytest.mark.asyncio
+async def test_a_cron_workflow_in_an_unlabelled_namespace_is_held_to_the_operators_level():
+    loose = escalated(edit((SC0, {})))  # baseline, not restricted
+    kube, _, _ = await _sync_cron(loose, namespace())
+    (valid,) = kube.cron_workflows[("team-a", "cw")]["status"]["conditions"]
+    assert valid["status"] == "True" and len(kube.workflows) == 1
+    kube, _, events = await _sync_cron(loose, namespace(), pod_security=Level.RESTRICTED)
+    (valid,) = kube.cron_workflows[("team-a", "cw")]["status"]["conditions"]
+    assert (valid["status"], kube.workflows, events[0][1]) == ("False", {}, "Invalid")
+    assert f"{CRON_PREFIX}.spec.containers[0].securityContext" in valid["message"]
+
+
+def test_the_admission_policy_judges_a_cron_workflows_runs():
+    template = escalated(HOST_PATH)
+    violations = check_template(template, level=Level.BASELINE, path_prefix=CRON_PREFIX)
+    denials = admission_policy().denials(cron_workflow(template), namespace())
+    assert denials == first_per_rule(violations)
+    assert admission_policy().denials(cron_workflow(template), namespace("privileged")) == []
+    ok = cron_workflow(restricted_template())
+    assert admission_policy().denials(ok, namespace("restricted")) == []
 
 
 # -- the namespace's policy ----------------------------------------------------------------------
@@ -821,7 +958,10 @@ def test_policy_manifests_pass_kubernetes_validate(version):
     assert binding["spec"] == {"policyName": "idlegate-pod-security", "validationActions": ["Deny"]}
     assert vap["spec"]["failurePolicy"] == "Fail"
     (rule,) = vap["spec"]["matchConstraints"]["resourceRules"]
-    assert (rule["apiGroups"], rule["resources"]) == (["idlegate.io"], ["dagworkflows"])
+    assert (rule["apiGroups"], rule["resources"]) == (
+        ["idlegate.io"],
+        ["dagworkflows", "dagcronworkflows"],
+    )
     assert set(rule["operations"]) == {"CREATE", "UPDATE"}
     assert all(
         "message" not in v and v["reason"] == "Forbidden" for v in vap["spec"]["validations"]

@@ -6,8 +6,9 @@ after a restart, a missed timer or a change of spec does the right thing. The
 semantics (which run is due, the starting deadline, the concurrency policy, the history
 limits) are `operator.cron_spec`'s; a sync is this pipeline:
 
-1. validate the spec (an invalid one gets condition Valid=False, reason Invalid, and no
-   timer until it changes);
+1. validate the spec, its workflowSpec's templates held to the namespace's Pod Security
+   level as each run's will be (an invalid one gets condition Valid=False, reason
+   Invalid, a Warning, no run and no timer until it changes);
 2. sort the runs into active, succeeded and failed (``status.phase``);
 3. delete the finished runs beyond the history limits, oldest first;
 4. unless suspended, find the due run (`cron_spec.due`) and apply the concurrency
@@ -48,6 +49,7 @@ from idlegate.operator.cron_spec import (
 )
 from idlegate.operator.kube import ApiError, KubeApi
 from idlegate.operator.pods import Owner
+from idlegate.operator.podsecurity import DEFAULT_LEVEL, Level, namespace_policy
 from idlegate.operator.status import Conditions, Phase
 from idlegate.operator.timers import Timers
 from idlegate.sim.dag import Dag
@@ -85,8 +87,11 @@ class CronController:
         clock: Clock,
         record: Record,
         foresee: Foresee | None = None,
+        pod_security: Level = DEFAULT_LEVEL,
     ) -> None:
         self.kube = kube
+        self.pod_security = pod_security
+        """The level of a namespace without the label (the operator's --pod-security)."""
         self.timers = timers
         self.clock = clock
         self.record = record
@@ -132,10 +137,11 @@ class CronController:
         )
         now = self.clock.now()
         generation = int(meta.get("generation") or 0)
-        # 1. validate
+        # 1. validate (the runs' templates as their admission will: by the namespace)
+        policy = namespace_policy(await self.kube.get_namespace(ns), self.pod_security)
         try:
             check_cron_name(name)
-            spec = parse_cron_spec(body.get("spec"), f"DagCronWorkflow {ns}/{name}")
+            spec = parse_cron_spec(body.get("spec"), f"DagCronWorkflow {ns}/{name}", policy)
             schedule = Schedule.parse(spec.schedule, spec.time_zone)
         except SpecError as exc:
             conditions.set("Valid", False, "Invalid", str(exc), generation, now)

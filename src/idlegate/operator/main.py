@@ -148,7 +148,12 @@ class Operator:
             bridge = self.bridge
             record = bridge.writes.events.record
             self._cron = CronController(
-                bridge.kube, self.timers, self.settings.clock, record, self.pools.foresee
+                bridge.kube,
+                self.timers,
+                self.settings.clock,
+                record,
+                self.pools.foresee,
+                pod_security=self.settings.pod_security,
             )
         return self._cron
 

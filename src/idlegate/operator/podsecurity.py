@@ -19,7 +19,8 @@ module judges a template before any pod exists, as Pod Security admission judges
 * at every level a template names no service account but ``default`` or one on the
   namespace's allow-list (annotation ``idlegate.io/allowed-service-accounts: a,b``),
   gets a service account token only for one on that list, and leaves alone what the
-  operator owns: the namespace, its labels and annotations, the scheduling gates.
+  operator owns: the namespace, its labels and annotations, the scheduling gates, and
+  the placement (``nodeName``, which the API server refuses beside scheduling gates).
 
 Each problem is a :class:`Violation` naming the field path and the control. The same
 rules run at the API server as the ValidatingAdmissionPolicy of
@@ -576,3 +577,15 @@ def _operator_metadata(pod: _Pod) -> Iterator[str]:
 def _scheduling_gates(pod: _Pod) -> Iterator[str]:
     for i, _gate in enumerate(_list(pod.spec.get("schedulingGates"))):
         yield f"spec.schedulingGates[{i}]"
+
+
+@_rule(
+    "Node Name",
+    "a template cannot set nodeName: the operator gates every task pod until it releases it, "
+    "and the API server refuses a pod with both nodeName and schedulingGates",
+    _EVERY,
+    pss=False,
+)
+def _node_name(pod: _Pod) -> Iterator[str]:
+    if pod.spec.get("nodeName") not in (None, ""):
+        yield "spec.nodeName"

@@ -6,8 +6,12 @@ builds every task pod from the template (:func:`idlegate.operator.pods.task_pod`
 ``metadata.labels`` and ``metadata.annotations``, adds environment variables to every
 ``spec.containers[]`` and ``spec.initContainers[]``, and adds or removes its own entry in
 ``spec.schedulingGates``. :class:`PodTemplate` states the shape of exactly those fields
-(strictly: a string where a list belongs is an error, not coerced) plus what every pod
-needs (at least one container, each with a name and an image).
+plus what every pod needs (at least one container, each with a name and an image), and
+the type of every field the Pod Security checks read (host namespaces, security
+contexts, ports, volumes, probes, service account), all as strictly as the API's own
+types: a string where a list or a boolean belongs (``privileged: "true"``) is an error, not
+coerced. The API server refuses such a pod, and a check that read ``"true"`` as not
+``true`` would let the workflow in only for every pod of it to be refused.
 
 Given the namespace's :class:`~idlegate.operator.podsecurity.NamespacePolicy`, a template
 of that shape is then held to the namespace's Pod Security level and service-account
@@ -48,12 +52,116 @@ class EnvVar(_Open):
     name: str = Field(min_length=1, description="The variable's name.")
 
 
+# -- the fields the Pod Security checks read, typed as the API types them ---------------------
+
+
+class Profile(_Open):
+    """A seccompProfile or appArmorProfile."""
+
+    type: str | None = None
+
+
+class SELinuxOptions(_Open):
+    user: str | None = None
+    role: str | None = None
+    type: str | None = None
+    level: str | None = None
+
+
+class WindowsOptions(_Open):
+    host_process: bool | None = Field(default=None, alias="hostProcess")
+
+
+class Capabilities(_Open):
+    add: list[str] | None = None
+    drop: list[str] | None = None
+
+
+class Sysctl(_Open):
+    name: str
+    value: str | None = None
+
+
+class _Contexts(_Open):
+    """What pod and container security contexts share."""
+
+    run_as_non_root: bool | None = Field(default=None, alias="runAsNonRoot")
+    run_as_user: int | None = Field(default=None, alias="runAsUser")
+    seccomp_profile: Profile | None = Field(default=None, alias="seccompProfile")
+    app_armor_profile: Profile | None = Field(default=None, alias="appArmorProfile")
+    se_linux_options: SELinuxOptions | None = Field(default=None, alias="seLinuxOptions")
+    windows_options: WindowsOptions | None = Field(default=None, alias="windowsOptions")
+
+
+class SecurityContext(_Contexts):
+    """A container's securityContext."""
+
+    privileged: bool | None = None
+    allow_privilege_escalation: bool | None = Field(default=None, alias="allowPrivilegeEscalation")
+    proc_mount: str | None = Field(default=None, alias="procMount")
+    capabilities: Capabilities | None = None
+
+
+class PodSecurityContext(_Contexts):
+    """The pod's securityContext."""
+
+    sysctls: list[Sysctl] | None = None
+
+
+class ContainerPort(_Open):
+    host_port: int | None = Field(default=None, alias="hostPort")
+
+
+class HostHandler(_Open):
+    """An httpGet or tcpSocket action: the host it may name."""
+
+    host: str | None = None
+
+
+class Handler(_Open):
+    """A probe or lifecycle hook."""
+
+    http_get: HostHandler | None = Field(default=None, alias="httpGet")
+    tcp_socket: HostHandler | None = Field(default=None, alias="tcpSocket")
+
+
+class Lifecycle(_Open):
+    post_start: Handler | None = Field(default=None, alias="postStart")
+    pre_stop: Handler | None = Field(default=None, alias="preStop")
+
+
 class Container(_Open):
     """A container or init container: the operator adds the task's environment to it."""
 
     name: str = Field(min_length=1, description="The container's name (required by Pods).")
     image: str = Field(min_length=1, description="The image to run (required by Pods).")
     env: list[EnvVar] | None = Field(default=None, description="Environment variables.")
+    security_context: SecurityContext | None = Field(default=None, alias="securityContext")
+    ports: list[ContainerPort] | None = None
+    liveness_probe: Handler | None = Field(default=None, alias="livenessProbe")
+    readiness_probe: Handler | None = Field(default=None, alias="readinessProbe")
+    startup_probe: Handler | None = Field(default=None, alias="startupProbe")
+    lifecycle: Lifecycle | None = None
+
+
+class ProjectedSource(_Open):
+    service_account_token: _Open | None = Field(default=None, alias="serviceAccountToken")
+
+
+class Projected(_Open):
+    sources: list[ProjectedSource] | None = None
+
+
+class Volume(_Open):
+    """A volume: its name, and the sources the checks look at (others pass through)."""
+
+    name: str = Field(min_length=1)
+    host_path: _Open | None = Field(default=None, alias="hostPath")
+    projected: Projected | None = None
+
+
+class PodOS(_Open):
+    name: str | None = None
 
 
 class SchedulingGate(_Open):
@@ -85,6 +193,20 @@ class TemplatePodSpec(_Open):
         alias="schedulingGates",
         description="The template's own gates (kept; the operator only removes its own).",
     )
+    ephemeral_containers: list[Container] | None = Field(default=None, alias="ephemeralContainers")
+    security_context: PodSecurityContext | None = Field(default=None, alias="securityContext")
+    volumes: list[Volume] | None = None
+    host_network: bool | None = Field(default=None, alias="hostNetwork")
+    host_pid: bool | None = Field(default=None, alias="hostPID")
+    host_ipc: bool | None = Field(default=None, alias="hostIPC")
+    host_users: bool | None = Field(default=None, alias="hostUsers")
+    os: PodOS | None = None
+    service_account_name: str | None = Field(default=None, alias="serviceAccountName")
+    service_account: str | None = Field(default=None, alias="serviceAccount")
+    automount_service_account_token: bool | None = Field(
+        default=None, alias="automountServiceAccountToken"
+    )
+    node_name: str | None = Field(default=None, alias="nodeName")
 
 
 class PodTemplate(BaseModel):
@@ -106,6 +228,8 @@ _EXPECTED = {
     "dict_type": "must be a mapping (an object)",
     "list_type": "must be a list",
     "string_type": "must be a string",
+    "bool_type": "must be a boolean (true or false)",
+    "int_type": "must be an integer",
 }
 
 
