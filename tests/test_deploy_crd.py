@@ -125,6 +125,35 @@ def test_printer_columns():
     )
 
 
+def _field(schema: dict[str, Any], json_path: str) -> dict[str, Any]:
+    """The schema node a printer column's dotted jsonPath (``.spec.suspend``) reads."""
+    node = schema
+    for key in json_path.strip(".").split("."):
+        node = node["properties"][key]
+    return node
+
+
+FUTURE_TIMES = {".status.nextScheduleTime"}
+"""Times ahead of now: a ``date`` column prints the age (time since), which they have not."""
+
+
+@pytest.mark.parametrize("kind", sorted(crd.KINDS))
+def test_printer_columns_read_as_meant(kind):
+    rendered = crd.render_crd(kind)["spec"]["versions"][0]
+    schema = rendered["schema"]["openAPIV3Schema"]
+    for column in rendered["additionalPrinterColumns"]:
+        path = column["jsonPath"]
+        if column["type"] == "date":
+            assert path not in FUTURE_TIMES, f"{column['name']}: a time ahead shown as an age"
+        if path.startswith(".spec.") and column["type"] == "boolean":
+            # the API server applies the default, so an unset flag shows false, not <none>
+            assert _field(schema, path)["default"] is False, column["name"]
+    if kind == crd.CRON_KIND:
+        (nxt,) = [c for c in rendered["additionalPrinterColumns"] if c["name"] == "Next"]
+        assert (nxt["jsonPath"], nxt["type"]) == (".status.nextScheduleTime", "string")
+        assert _field(schema, nxt["jsonPath"])["format"] == "date-time"
+
+
 # -- the schema is structural ----------------------------------------------------------------
 
 _NOT_STRUCTURAL = ("$ref", "$defs", "definitions", "anyOf", "oneOf", "allOf", "not", "const")
@@ -226,7 +255,14 @@ def test_spec_schema_follows_the_model(schema):
 def test_status_schema(schema):
     status = schema["properties"]["status"]
     props = status["properties"]
-    assert props["phase"]["enum"] == ["Pending", "Running", "Succeeded", "Failed", "Invalid"]
+    assert props["phase"]["enum"] == [
+        "Pending",
+        "Running",
+        "Suspended",
+        "Succeeded",
+        "Failed",
+        "Invalid",
+    ]
     for name in (
         "observedGeneration",
         "conditions",

@@ -241,7 +241,7 @@ async def test_a_workflow_created_suspended_waits_out_of_the_pool_until_resumed(
     assert [j.name for j in h.bridge.cluster.jobs] == ["default/other"]  # the policy's view
     held = conditions(h, "held")
     assert held["Suspended"]["status"] == "True" and held["Running"]["reason"] == "Suspended"
-    assert h.kube.status("held")["phase"] == "Pending"
+    assert h.kube.status("held")["phase"] == "Suspended"
     await change_spec(h, "held", suspend=False)
     assert conditions(h, "held")["Suspended"]["reason"] == "Resumed"
     await h.finish("other-a-0", after=50)
@@ -259,7 +259,7 @@ async def test_suspending_mid_run_evicts_running_tasks_and_resume_runs_them_agai
     assert h.released() == ["other-x-0"]  # the evicted tasks' executors went on at once
     assert sorted(p["metadata"]["name"] for p in h.kube.pods_of("wf")) == ["wf-a-0"]
     status = h.kube.status("wf")
-    assert conditions(h, "wf")["Suspended"]["status"] == "True"
+    assert conditions(h, "wf")["Suspended"]["status"] == "True" and status["phase"] == "Suspended"
     assert status["stages"][0]["running"] == 0 and status["stages"][0]["succeeded"] == 1
     assert "Suspended" in h.kube.reasons("wf")
     await change_spec(h, "wf", suspend=False)

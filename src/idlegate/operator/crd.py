@@ -206,7 +206,8 @@ CRON_PRINTER_COLUMNS: tuple[dict[str, str], ...] = (
     column("Suspend", "boolean", ".spec.suspend"),
     column("Active", "string", ".status.active", "Runs not finished"),
     column("Last Schedule", "date", ".status.lastScheduleTime"),
-    column("Next", "date", ".status.nextScheduleTime"),
+    # a date column prints an age (time since): a time ahead would read as a negative one
+    column("Next", "string", ".status.nextScheduleTime", "When the next run is due"),
     AGE,
 )
 

@@ -4,8 +4,8 @@
   phase Invalid, condition Valid=False, an Event; it is never admitted.
 * **Suspended** (``spec.suspend: true``). A suspended workflow is kept out of the pool: it
   is not admitted, so the state machine, and with it the policy's view, does not hold it,
-  and no pod of it is released (:meth:`Lifecycle.hold` writes condition Suspended=True and
-  Running=False, reason Suspended). Set on a running workflow (a spec update,
+  and no pod of it is released (:meth:`Lifecycle.hold` writes phase Suspended, condition
+  Suspended=True and Running=False, reason Suspended). Set on a running workflow (a spec update,
   :func:`idlegate.operator.intake.spec_changed`), it leaves the pool at once
   (:meth:`Lifecycle.suspend`): its running task pods are deleted (evicted, as Kueue
   evicts a workload) and their executors freed; its gated pods, finished tasks and idle
@@ -130,9 +130,10 @@ class Lifecycle:
         wf.conditions.set("Suspended", True, "Suspended", message, wf.generation, now)
         running = "Suspended (spec.suspend): no task runs until it is set back to false."
         wf.conditions.set("Running", False, "Suspended", running, wf.generation, now)
-        phase = status.get("phase") or Phase.PENDING
         held = WorkflowStatus(
-            observed_generation=wf.generation, phase=phase, conditions=wf.conditions.models()
+            observed_generation=wf.generation,
+            phase=Phase.SUSPENDED,
+            conditions=wf.conditions.models(),
         )
         b.writes.patch_status(wf.owner, dump(held))
         if status.get("startTime"):
@@ -165,7 +166,7 @@ class Lifecycle:
         its executors freed; it is admitted again once spec.suspend is false."""
         b, now = self.bridge, self.bridge.now()
         busy = b.busy
-        wf.active, wf.suspended = False, True
+        wf.active, wf.suspended, wf.phase = False, True, Phase.SUSPENDED
         b.actuator.clear(wf.key)  # drop its creations and releases not done yet
         wf.status_queued = False
         b.drop(wf)
@@ -234,7 +235,11 @@ class Lifecycle:
             body = await b.kube.get_workflow(owner.namespace, owner.name)
             if body is None or (body.get("metadata") or {}).get("uid") != owner.uid:
                 return
-            if (body.get("status") or {}).get("phase") not in (Phase.PENDING, Phase.RUNNING):
+            if (body.get("status") or {}).get("phase") not in (
+                Phase.PENDING,
+                Phase.RUNNING,
+                Phase.SUSPENDED,
+            ):
                 return
             pods = await b.kube.list_pods(owner.namespace, f"{LABEL_WORKFLOW}={owner.name}")
             namespace = await b.kube.get_namespace(owner.namespace)

@@ -46,6 +46,8 @@ class Phase(StrEnum):
 
     PENDING = "Pending"
     RUNNING = "Running"
+    SUSPENDED = "Suspended"
+    """Out of the pool by ``spec.suspend`` (no task runs); Pending or Running once resumed."""
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
     INVALID = "Invalid"
