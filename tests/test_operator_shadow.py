@@ -18,7 +18,7 @@ from idlegate.policy import make_scheduler
 from idlegate.sim.protocol import Action, ClusterView
 from tests.deploy_files import DEPLOY
 from tests.operator_fakes import Harness, harness, stage
-from tests.test_operator_planning import CHAIN, Scripted, planner, settled
+from tests.planning_helpers import CHAIN, Scripted, planner, settled
 
 
 def shadowed(h: Harness, policy: Any, **kw: Any) -> Shadow:
