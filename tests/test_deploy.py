@@ -104,6 +104,48 @@ def test_built_objects_pass_kubernetes_validate(built, version):
             pytest.fail(f"{obj['kind']}/{obj['metadata']['name']} at {path}: {exc.message}")
 
 
+# -- the overlay for any cluster but kind: your registry's image -----------------------------------
+
+REGISTRY_OVERLAY = DEPLOY / "overlays" / "registry"
+
+
+@pytest.fixture(scope="module")
+def registry_built() -> list[dict[str, Any]]:
+    return kustomize(REGISTRY_OVERLAY)
+
+
+def test_the_registry_overlay_runs_the_image_it_names(built, registry_built):
+    (image,) = load_yaml(REGISTRY_OVERLAY / "kustomization.yaml")["images"]
+    assert image["name"] == "idlegate-operator"  # the base's image, replaced
+    deployment = only(registry_built, "Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == f"{image['newName']}:{image['newTag']}"
+    assert "." in image["newName"].split("/")[0]  # a registry host, not a local name
+    assert container["imagePullPolicy"] == "Always"
+    # otherwise the base as it is, plus the admission policy
+    base_container = only(built, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert {k: v for k, v in container.items() if k not in ("image", "imagePullPolicy")} == {
+        k: v for k, v in base_container.items() if k not in ("image", "imagePullPolicy")
+    }
+    extra = sorted(
+        o["kind"] for o in registry_built if o not in built and o["kind"] != "Deployment"
+    )
+    assert extra == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
+
+
+@pytest.mark.parametrize("version", validate_versions())
+def test_the_registry_overlay_passes_kubernetes_validate(registry_built, version):
+    kv = pytest.importorskip(
+        "kubernetes_validate", reason="kubernetes-validate is not installed (dev dependency)"
+    )
+    for obj in registry_built:
+        try:
+            kv.validate(obj, version, strict=True)
+        except kv.ValidationError as exc:
+            path = ".".join(str(p) for p in exc.path)
+            pytest.fail(f"{obj['kind']}/{obj['metadata']['name']} at {path}: {exc.message}")
+
+
 @pytest.mark.parametrize("version", validate_versions())
 def test_sample_pod_templates_are_valid_pod_templates(version):
     kv = pytest.importorskip(
@@ -468,25 +510,6 @@ def test_kind_up_lints_the_samples_before_applying_them(tmp_path):
     assert "deploy/samples/cron/nightly-report.yaml does not pass idlegate lint" in out.stderr
     assert "spec.startingDeadlineSeconds: must be an integer" in out.stderr
     assert not [c for c in calls if c.startswith("kubectl") and " apply " in c]
-
-
-def test_readme_documents_the_deploy_commands():
-    text = (DEPLOY / "README.md").read_text()
-    for needle in (
-        "deploy/kind-up.sh",
-        "kubectl apply -k deploy/base",
-        "kubectl apply -f deploy/samples/",
-        "idlegate lint deploy/samples",
-        crd.REGENERATE_COMMAND,
-        "TASK_DURATION_SECONDS",
-        "--pool-size",
-        "--standalone",
-        "/healthz",
-        "/readyz",
-        "/metrics",
-        "idlegate.io/release",
-    ):
-        assert needle in text, needle
 
 
 def _readme_section(title: str) -> str:

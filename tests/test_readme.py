@@ -109,3 +109,26 @@ def test_a_deployment_written_runs_operator_flags_and_mounts_its_volumes(name: s
                 if m["name"] not in volumes
             ]
     assert not wrong, f"{name} writes a Deployment the operator would not run: {wrong}"
+
+
+_KUSTOMIZATIONS = re.compile(
+    r"\bkubectl (?:apply|create|delete|diff)\b[^\n`|;&#]*?-k ([^\s`]+)|\bkubectl kustomize ([^\s`|]+)"
+)
+
+
+@pytest.mark.parametrize("name", DOCUMENTS)
+def test_every_kustomization_written_is_a_directory_kubectl_builds(name: str) -> None:
+    # `kubectl kustomize` takes one directory and has no subcommands (`kustomize edit` is
+    # the standalone kustomize's); a path under deploy/ must be one of the repository's
+    wrong = []
+    text = (ROOT / name).read_text()
+    for match in _KUSTOMIZATIONS.finditer(_code(text)):
+        path = match[1] or match[2]
+        if path.startswith("deploy/"):
+            if not (ROOT / path / "kustomization.yaml").is_file():
+                wrong.append(path)
+        elif "/" not in path and path != ".":  # a user's own overlay is a path, not a word
+            wrong.append(path)
+    # the docs ask for kubectl only: the standalone kustomize's commands are not there
+    wrong += re.findall(r"(?<!kubectl )\bkustomize (?:edit|build|create)\b", _code(text))
+    assert not wrong, f"{name} names kustomizations kubectl cannot build: {wrong}"
