@@ -9,10 +9,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import pytest
+
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import JobArrival, Workload
 from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision, Stage
 from idlegate.sim.spec import parse_workflow
+from idlegate.sim.tpch import ENV_VAR, default_tpch_dir
 
 
 def dag(
@@ -139,3 +142,14 @@ def load_benchmark(name: str) -> ModuleType:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def tpch_traces() -> Path:
+    """The TPC-H traces the simulator finds by itself (``IDLEGATE_TPCH_DIR``, else the
+    checkout's ``../shared/data/tpch``: :func:`idlegate.sim.tpch.default_tpch_dir`), or skip
+    the calling test saying how to provide them."""
+    found = default_tpch_dir()
+    if found is None or not found.is_dir():
+        where = "no checkout's ../shared/data/tpch" if found is None else f"{found} is missing"
+        pytest.skip(f"TPC-H traces not found ({where}): set {ENV_VAR} to their directory")
+    return found

@@ -12,7 +12,7 @@ from idlegate.policy import make_scheduler
 from idlegate.sim.engine import Engine, simulate
 from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision, Stage
 from idlegate.sim.workloads import build_workload
-from tests.helpers import Scripted, chain, workload
+from tests.helpers import Scripted, chain, tpch_traces, workload
 
 
 def drive(engine: Engine, scheduler, until: float = inf) -> int:
@@ -42,6 +42,8 @@ def idle_or_wait(view: ClusterView, stages: list[Stage]) -> Action:
 )
 def test_a_driver_deciding_step_by_step_gets_exactly_the_simulated_run(name, spec, max_time):
     """Moving delays and sampled waves (tpch), idle slots, WAIT, a cut at max_time."""
+    if name == "tpch":
+        tpch_traces()
     w = build_workload(name, 2, num_executors=6, num_stream=8, load=0.9)
     make = (lambda: Scripted(idle_or_wait)) if spec is None else (lambda: make_scheduler(spec))
     expected = simulate(w, make(), 7, max_time=max_time, trace=True)

@@ -15,6 +15,7 @@ from idlegate.sim.engine import simulate
 from idlegate.sim.tpch import (
     ENV_VAR,
     TpchLibrary,
+    checkout_tpch_dir,
     default_tpch_dir,
     load_tpch_file,
     normalize_size,
@@ -173,6 +174,22 @@ def test_default_dir_prefers_the_environment(monkeypatch: pytest.MonkeyPatch, tm
     monkeypatch.delenv(ENV_VAR)
     found = default_tpch_dir()
     assert found is None or found.is_dir()
+
+
+def test_the_default_dir_is_a_checkouts_only(tmp_path: Path):
+    """Found beside a checkout (src/idlegate/sim/tpch.py next to pyproject.toml), never
+    guessed for an installed package, however its directories happen to be named."""
+    traces = tmp_path / "shared" / "data" / "tpch"
+    traces.mkdir(parents=True)
+    module = Path("src/idlegate/sim/tpch.py")
+    assert checkout_tpch_dir(tmp_path / "repo" / module) is None  # no pyproject.toml
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "repo" / "pyproject.toml").touch()
+    assert checkout_tpch_dir(tmp_path / "repo" / module) == traces
+    site = tmp_path / "lib" / "site-packages" / "idlegate" / "sim" / "tpch.py"
+    assert checkout_tpch_dir(site) is None
+    traces.rmdir()
+    assert checkout_tpch_dir(tmp_path / "repo" / module) is None
 
 
 # ---------------------------------------------------------------------------------------

@@ -77,13 +77,28 @@ class TpchQuery:
 
 
 def default_tpch_dir() -> Path | None:
-    """`$IDLEGATE_TPCH_DIR` if set, else `<repo>/../shared/data/tpch` (a checkout installed
-    with `pip install -e`: this file is `<repo>/src/idlegate/sim/tpch.py`) if it exists, else None."""
+    """`$IDLEGATE_TPCH_DIR` if set, else the checkout's traces (:func:`checkout_tpch_dir`),
+    else None: never a guess from the working directory."""
     env = os.environ.get(ENV_VAR)
     if env:
         return Path(env).expanduser()
-    guess = Path(__file__).resolve().parents[4] / "shared" / "data" / "tpch"
-    return guess if guess.is_dir() else None
+    return checkout_tpch_dir()
+
+
+def checkout_tpch_dir(module: Path = Path(__file__)) -> Path | None:
+    """``<checkout>/../shared/data/tpch`` if this package runs from a checkout and that
+    directory exists, else None.
+
+    A checkout is recognised by its layout, not assumed: `module` (this file) is
+    ``<checkout>/src/idlegate/sim/tpch.py`` beside ``<checkout>/pyproject.toml`` (an editable
+    install, or ``PYTHONPATH=src``). An installed package (site-packages) has no checkout,
+    and so no default: give ``--tpch-dir`` or ``IDLEGATE_TPCH_DIR``."""
+    src = module.resolve().parents[2]
+    checkout = src.parent
+    if src.name != "src" or not (checkout / "pyproject.toml").is_file():
+        return None
+    found = checkout.parent / "shared" / "data" / "tpch"
+    return found if found.is_dir() else None
 
 
 def resolve_tpch_dir(directory: str | Path | None = None) -> Path:
