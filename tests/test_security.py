@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import io
+import json
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -320,9 +321,9 @@ def test_escalation_is_refused_by_the_admission_policy(name, change, path):
 
 def test_the_issues_example_is_invalid_at_baseline():
     violations = check_template(ISSUE_EXAMPLE, level=Level.BASELINE, path_prefix=PREFIX)
-    assert str(violations[0]) == (
-        "spec.stages[0].template.spec.hostNetwork: "
-        "host namespaces are not allowed at Pod Security level baseline"
+    assert (violations[0].path, violations[0].control) == (
+        f"{PREFIX}.spec.hostNetwork",
+        "Host Namespaces",
     )
     assert {v.control for v in violations} == {
         "Host Namespaces",
@@ -639,13 +640,21 @@ def test_violations_name_the_stage_and_container():
     spec = parse_workflow(obj["spec"], "spec")
     with pytest.raises(SpecError) as exc:
         check_templates(spec, "spec", NamespacePolicy(Level.RESTRICTED))
-    message = str(exc.value)
     # rule by rule (privileged before privilege escalation), each field in visiting order
-    assert message.startswith(
-        "invalid pod template: spec.stages[2].template.spec.containers[0].securityContext"
-        ".privileged: privileged containers are not allowed at Pod Security level restricted; "
-        "spec.stages[2].template.spec.initContainers[0].securityContext.allowPrivilegeEscalation:"
+    found = check_template(
+        escalated(bad), level=Level.RESTRICTED, path_prefix="spec.stages[2].template"
     )
+    assert [(v.path, v.control) for v in found[:2]] == [
+        (
+            "spec.stages[2].template.spec.containers[0].securityContext.privileged",
+            "Privileged Containers",
+        ),
+        (
+            "spec.stages[2].template.spec.initContainers[0].securityContext.allowPrivilegeEscalation",
+            "Privilege Escalation",
+        ),
+    ]
+    assert f"{found[0]}; {found[1]}" in str(exc.value)  # the operator's message, in that order
     # the policy names the same first field of each rule
     denials = admission_policy().denials(obj, namespace("restricted"))
     assert denials is not None and denials[0].startswith(
@@ -846,11 +855,12 @@ def test_lint_cli_options(tmp_path):
     path.write_text(yaml.safe_dump(workflow(escalated(edit((SC0, {}))))))
     runner = CliRunner()
     assert runner.invoke(app, ["lint", str(path)]).exit_code == 0
-    strict = runner.invoke(app, ["lint", "--pod-security", "restricted", str(path)])
+    strict = runner.invoke(app, ["lint", "--json", "--pod-security", "restricted", str(path)])
     assert strict.exit_code == 1
-    assert (
-        "allowPrivilegeEscalation must be false at Pod Security level restricted" in strict.stdout
-    )
+    assert [p["field"] for p in json.loads(strict.stdout)["problems"]] == [
+        f"{PREFIX}.spec.containers[0].securityContext.allowPrivilegeEscalation",
+        f"{PREFIX}.spec.containers[0].securityContext.capabilities.drop",
+    ]
     sa = tmp_path / "sa.yaml"
     sa.write_text(yaml.safe_dump(workflow(escalated(edit(("spec.serviceAccountName", "etl"))))))
     assert runner.invoke(app, ["lint", str(sa)]).exit_code == 1
