@@ -55,7 +55,7 @@ from tests.helpers import CappedFifo
 from tests.k8s.harness import ApiServer
 from tests.k8s.kubelet import SimKubelet
 from tests.operator_fakes import IdleRootsOnce
-from tests.test_security import ESCALATIONS, ISSUE_EXAMPLE, PREFIX, escalated
+from tests.security_cases import ESCALATIONS, ISSUE_EXAMPLE, PREFIX, escalated
 
 SAMPLES = Path(__file__).resolve().parent.parent / "deploy" / "samples"
 
