@@ -488,15 +488,14 @@ def test_kind_up_lints_the_samples_before_applying_them(tmp_path):
     assert max(lints) < min(applies)
     assert any(" apply -R -f " in calls[i] and calls[i].endswith("/samples/") for i in applies)
 
-    # a broken valid sample stops the script before anything is applied, with lint's words
+    # a broken valid sample stops the script before anything is applied, naming it and why
     tree = tmp_path / "tree"
     shutil.copytree(DEPLOY, tree / "deploy", ignore=shutil.ignore_patterns("__pycache__"))
     broken = tree / "deploy" / "samples" / "diamond.yaml"
     broken.write_text(broken.read_text().replace("dependsOn: [extract]", "dependsOn: [extrakt]", 1))
     out, calls = _run_kind_up(tree, tmp_path)
     assert out.returncode == 1
-    assert "deploy/samples/diamond.yaml does not pass idlegate lint" in out.stderr
-    assert "depends on 'extrakt', which is not a stage of this workflow" in out.stderr
+    assert "deploy/samples/diamond.yaml" in out.stderr and "extrakt" in out.stderr
     assert not [c for c in calls if c.startswith("kubectl") and " apply " in c]
 
     # so does a broken sample in a folder
@@ -507,8 +506,9 @@ def test_kind_up_lints_the_samples_before_applying_them(tmp_path):
     )
     out, calls = _run_kind_up(tree, tmp_path)
     assert out.returncode == 1
-    assert "deploy/samples/cron/nightly-report.yaml does not pass idlegate lint" in out.stderr
-    assert "spec.startingDeadlineSeconds: must be an integer" in out.stderr
+    # it names the sample and the field lint refused (lint's own words are lint's tests')
+    assert "deploy/samples/cron/nightly-report.yaml" in out.stderr
+    assert "spec.startingDeadlineSeconds" in out.stderr
     assert not [c for c in calls if c.startswith("kubectl") and " apply " in c]
 
 
