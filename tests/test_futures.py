@@ -3,6 +3,8 @@ policy.arrival_model)."""
 
 from __future__ import annotations
 
+from importlib.resources import files
+
 import numpy as np
 import pytest
 
@@ -31,7 +33,7 @@ from idlegate.sim.engine import simulate
 from idlegate.sim.workloads import build_workload
 from tests.helpers import chain, workload
 
-HISTORY = "src/idlegate/training/examples/history.yaml"
+HISTORY = str(files("idlegate.training") / "examples" / "history.yaml")  # from any directory
 
 
 def arrivals_of(workload) -> list[Arrival]:
