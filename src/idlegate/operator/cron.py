@@ -51,6 +51,7 @@ from idlegate.operator.kube import ApiError, KubeApi
 from idlegate.operator.pods import Owner
 from idlegate.operator.podsecurity import DEFAULT_LEVEL, Level, namespace_policy
 from idlegate.operator.status import Conditions, Phase
+from idlegate.operator.template import check_templates
 from idlegate.operator.timers import Timers
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import JobArrival
@@ -141,7 +142,8 @@ class CronController:
         policy = namespace_policy(await self.kube.get_namespace(ns), self.pod_security)
         try:
             check_cron_name(name)
-            spec = parse_cron_spec(body.get("spec"), f"DagCronWorkflow {ns}/{name}", policy)
+            spec = parse_cron_spec(body.get("spec"), f"DagCronWorkflow {ns}/{name}")
+            check_templates(spec.workflow_spec, "spec.workflowSpec", policy)
             schedule = Schedule.parse(spec.schedule, spec.time_zone)
         except SpecError as exc:
             conditions.set("Valid", False, "Invalid", str(exc), generation, now)

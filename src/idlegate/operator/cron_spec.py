@@ -46,8 +46,6 @@ from idlegate.sim.spec import WorkflowSpec, parse_workflow, validation_problems
 if TYPE_CHECKING:  # the CRD generator imports the models without the operator extra
     from apscheduler.triggers.cron import CronTrigger
 
-    from idlegate.operator.podsecurity import NamespacePolicy
-
 MAX_CRON_NAME_LENGTH = 52
 """A run is named ``NAME-<minutes>`` (up to 11 more characters) and a DagWorkflow's name
 has at most 63: the cron workflow's name has at most 52, as a CronJob's."""
@@ -294,27 +292,15 @@ def cron_spec_problems(data: Mapping[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def parse_cron_spec(
-    data: object, source: str, policy: NamespacePolicy | None = None
-) -> CronWorkflowSpec:
+def parse_cron_spec(data: object, source: str) -> CronWorkflowSpec:
     """Validate a DagCronWorkflow's spec (schedule and time zone included); the SpecError
-    names every problem: the workflowSpec's, then those of :func:`cron_spec_problems`.
-
-    With `policy` (its namespace's), the workflowSpec's pod templates are held to it by
-    the check each run's admission makes (:func:`idlegate.operator.template.check_templates`,
-    paths under ``spec.workflowSpec``): a cron workflow whose runs would all be refused is
-    refused itself, instead of starting an Invalid run at every schedule time."""
+    names every problem: the workflowSpec's, then those of :func:`cron_spec_problems`."""
     if not isinstance(data, dict):
         raise SpecError(f"{source}: the spec must be a mapping with schedule and workflowSpec")
     parts = [f"{path}: {text}" if path else text for path, text in cron_spec_problems(data)]
     if "workflowSpec" in data:
         try:
-            workflow = parse_workflow(data["workflowSpec"], "workflowSpec")
-            if policy is not None:
-                # imported here: template -> pods -> crd imports this module
-                from idlegate.operator.template import check_templates
-
-                check_templates(workflow, "spec.workflowSpec", policy)
+            parse_workflow(data["workflowSpec"], "workflowSpec")
         except SpecError as exc:
             parts.insert(0, str(exc))
     if parts:
