@@ -172,9 +172,12 @@ def long_options(case_workload: str, options: WorkloadOptions, jobs: int) -> Wor
     return options.model_copy(update={"extra": extra})
 
 
-def shift_case(tpch: bool, jobs: int, seeds: tuple[int, ...]) -> Case:
+def shift_case(tpch_dir: Path | None, jobs: int, seeds: tuple[int, ...]) -> Case:
     """TPC-H at 25 s (TPC-H-like at load 0.85 without traces), then k8s-batch pods."""
-    first = ("tpch", "interarrival=25") if tpch else ("tpch-like", "load=0.85")
+    first = ("tpch-like", "load=0.85")
+    if tpch_found(tpch_dir):
+        where = f"&tpch_dir={tpch_dir}" if tpch_dir is not None else ""
+        first = ("tpch", f"interarrival=25{where}")
     extra = {
         "first": first[0],
         "first_options": first[1],
@@ -227,7 +230,7 @@ def cases_of(args: argparse.Namespace) -> tuple[list[Case], list[str]]:
         options = long_options(c.workload, c.options, args.jobs_count)
         cases.append(Case(c.key, c.family, c.workload, options, seeds))
     if wanted is None or "shift" in wanted:
-        cases.append(shift_case(tpch_found(args.tpch_dir), args.jobs_count, seeds))
+        cases.append(shift_case(args.tpch_dir, args.jobs_count, seeds))
     if wanted is None or "demo" in wanted:
         cases.append(demo_case())
     return cases, skipped

@@ -90,3 +90,13 @@ def test_long_streams_have_the_stated_length(brain) -> None:
     pods = brain.long_options("k8s-batch", WorkloadOptions(), 1000).extra["num_jobs"]
     gap = workload_config("k8s-batch").mean_gap()
     assert abs(pods * gap - 24 * 3600) <= gap  # 24 hours of arrivals
+
+
+def test_the_shift_starts_with_tpch_from_the_given_traces(brain, tmp_path: Path) -> None:
+    (tmp_path / "2g").mkdir()
+    (tmp_path / "2g" / "q1.json").write_text("{}")
+    extra = brain.shift_case(tmp_path, 10, (1,)).options.extra
+    assert extra["first"] == "tpch" and f"tpch_dir={tmp_path}" in extra["first_options"]
+    assert (extra["first_jobs"], extra["second_jobs"]) == (5, 5)
+    missing = brain.shift_case(tmp_path / "none", 10, (1,)).options.extra
+    assert missing["first"] == "tpch-like"
