@@ -1,0 +1,50 @@
+"""Argo's own material in ../shared/data/argo, for the Argo tests: examples and recorded
+statuses, read as documents. Tests calling these skip with a reason when it is absent."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ARGO_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "argo"
+EXAMPLES = ARGO_DATA / "examples"
+RECORDED = ARGO_DATA / "controller-testdata"
+
+
+def need(path: Path) -> Path:
+    """`path`, or skip the test when ../shared/data/argo is absent."""
+    if not path.exists():
+        pytest.skip(f"Argo's material not found at {path.resolve()} (../shared/data is absent)")
+    return path
+
+
+def documents(path: Path) -> list[dict[str, Any]]:
+    """The non-empty YAML documents of a file."""
+    return [d for d in yaml.safe_load_all(need(path).read_text()) if d]
+
+
+def example(name: str) -> dict[str, Any]:
+    """The first document of examples/`name`."""
+    return documents(EXAMPLES / name)[0]
+
+
+def recorded(name: str) -> dict[str, Any]:
+    """A Workflow of controller-testdata/`name` (some omit apiVersion and kind)."""
+    doc = documents(RECORDED / name)[0]
+    doc.setdefault("apiVersion", "argoproj.io/v1alpha1")
+    doc.setdefault("kind", "Workflow")
+    return doc
+
+
+def all_examples() -> list[tuple[str, int, dict[str, Any]]]:
+    """(relative path, document index, document) of every example."""
+    root = need(EXAMPLES)
+    out = []
+    for path in sorted(root.rglob("*.yaml")):
+        for i, doc in enumerate(yaml.safe_load_all(path.read_text())):
+            if doc:
+                out.append((str(path.relative_to(root)), i, doc))
+    return out
