@@ -316,7 +316,13 @@ def test_no_free_executor_means_wait():
 
 def test_registry_names_and_parameters():
     baselines = ["fifo", "sjf", "sjf-cp", "srpt", "lcfs", "fair", "weighted-fair", "random"]
-    assert list(SCHEDULERS) == [*baselines, "analytic", "fcfs", "saf", "srf", "f1", "portfolio"]
+    assert list(SCHEDULERS) == [
+        *baselines,
+        "analytic",
+        *("fcfs", "saf", "srf", "f1"),
+        "argo",
+        "portfolio",
+    ]
     for name in baselines:
         assert make_scheduler(name).name == name
     assert make_scheduler("analytic").name == "analytic+sjf-cp"

@@ -216,7 +216,7 @@ def lint(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Check DagWorkflow, DagCronWorkflow and ExecutorPool manifests offline with the
-    operator's checks; exit 1 if any fails."""
+    operator's checks, and print the job each Argo Workflow maps to; exit 1 if any fails."""
     with user_errors():
         from idlegate.operator.lint import lint_paths
         from idlegate.operator.podsecurity import NamespacePolicy, parse_service_accounts
@@ -226,6 +226,8 @@ def lint(
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2))
     else:
+        for job in report.argo_jobs:
+            typer.echo("\n".join(job.lines()))
         for problem in report.problems:
             typer.echo(str(problem))
         for note in report.notes:

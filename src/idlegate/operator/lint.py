@@ -72,9 +72,11 @@ from idlegate.operator.crd import (
     check_workflow_name,
 )
 from idlegate.operator.cron_spec import check_cron_name, cron_spec_problems
+from idlegate.operator.lint_argo import ArgoDocument, ArgoLintJob, lint_argo
 from idlegate.operator.podsecurity import NamespacePolicy
 from idlegate.operator.pool_spec import pool_problems
 from idlegate.operator.template import check_templates, describe
+from idlegate.sim.argo import is_argo
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.spec import parse_workflow
@@ -162,6 +164,8 @@ class LintReport:
     """ExecutorPools checked (counted among `workflows`, as objects checked)."""
     invalid: int = 0
     """Of those, how many have at least one problem."""
+    argo_jobs: list[ArgoLintJob] = field(default_factory=list)
+    """The Argo workflows that map to a job (:mod:`idlegate.operator.lint_argo`)."""
 
     @property
     def ok(self) -> bool:
@@ -180,6 +184,8 @@ class LintReport:
         text = f"{what} in {self.files} file(s): {self.invalid} invalid"
         if self.problems:
             text += f", {len(self.problems)} problem(s)"
+        if self.argo_jobs:
+            text += f"; {len(self.argo_jobs)} Argo workflow(s) mapped to jobs"
         skipped = sum(1 for n in self.notes if n.document is not None)
         return text + (f"; {skipped} other document(s) skipped" if skipped else "")
 
@@ -192,6 +198,7 @@ class LintReport:
             "invalid": self.invalid,
             "problems": [{**asdict(p), "text": str(p)} for p in self.problems],
             "notes": [{**asdict(n), "text": str(n)} for n in self.notes],
+            "argo": [job.to_json() for job in self.argo_jobs],
         }
 
 
@@ -449,6 +456,8 @@ class _Linter:
     report: LintReport
     pool_size: int | None
     policy: NamespacePolicy
+    argo: list[ArgoDocument] = field(default_factory=list)
+    """Argo's documents, mapped once every input is read (templates may be anywhere)."""
 
     def document(self, source: str, index: int, doc: Any) -> None:
         if doc is None:  # an empty document (e.g. after a trailing ---): kubectl skips it too
@@ -477,6 +486,9 @@ class _Linter:
             self.report.notes.append(Note(source, f"skipped: {what}", index, item))
             return
         kind, api = obj.get("kind"), obj.get("apiVersion")
+        if is_argo(obj):
+            self.argo.append(ArgoDocument(source, index, item, obj))
+            return
         if not _ours(kind, api):
             what = f"a {kind} ({api})" if _text(kind) else "a document with no kind"
             # e.g. a workflow file of `idlegate simulate`: a bare spec, no manifest
@@ -577,4 +589,16 @@ def lint_paths(
             linter.document(source.name, index, doc)
         if not documents and not any(p.file == source.name for p in report.problems):
             report.notes.append(Note(source.name, "holds no document; nothing to check"))
+    _add_argo(report, linter.argo)
     return report
+
+
+def _add_argo(report: LintReport, documents: list[ArgoDocument]) -> None:
+    """The Argo documents' jobs, notes and problems, into the report."""
+    found = lint_argo(documents)
+    report.argo_jobs.extend(found.jobs)
+    for doc, text in found.notes:
+        report.notes.append(Note(doc.file, text, doc.document, doc.item))
+    for doc, text in found.problems:
+        report.problems.append(Problem(doc.file, text, doc.document, doc.item))
+    report.invalid += len({(d.file, d.document, d.item) for d, _ in found.problems})

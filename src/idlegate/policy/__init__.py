@@ -17,6 +17,7 @@ from idlegate.errors import IdlegateError, reject_unknown
 
 # analytic imports heuristics, so it registers itself here rather than in heuristics
 from idlegate.policy.analytic import make_analytic
+from idlegate.policy.argo import ArgoScheduler
 from idlegate.policy.bounded import WINDOW_FIELDS, WindowConfig, window_config
 from idlegate.policy.heuristics import SCHEDULERS
 from idlegate.policy.heuristics import make_scheduler as make_registered
@@ -27,6 +28,7 @@ from idlegate.sim.protocol import Scheduler
 
 SCHEDULERS["analytic"] = make_analytic
 SCHEDULERS.update(RIGID_SCHEDULERS)
+SCHEDULERS["argo"] = ArgoScheduler  # Argo Workflows' own order, a baseline for its users
 
 
 def _portfolio(**options: Any) -> Scheduler:

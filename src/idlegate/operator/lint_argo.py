@@ -1,0 +1,135 @@
+"""``idlegate lint`` on Argo manifests: the job each Workflow maps to, or why it does not.
+
+Lint collects the documents of Argo's group (``apiVersion: argoproj.io/...``) while it reads
+its inputs, then maps them all at the end (:func:`lint_argo`), so a ``templateRef`` or
+``workflowTemplateRef`` finds a WorkflowTemplate given in any input. Each Workflow,
+WorkflowTemplate, ClusterWorkflowTemplate and CronWorkflow that maps becomes an
+:class:`ArgoLintJob` (its counts and stages, printed by the CLI); one that idlegate would not
+schedule (recursion, a daemon, a template library with no entrypoint, no pod) becomes a
+note with the reason, since it is valid for Argo; a broken one (a task depending on a task
+that does not exist, a cycle, a bad ``idlegate.io/task-duration-seconds``) is a problem.
+Other kinds of Argo's group (WorkflowEventBinding, ...) are skipped with a note.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from idlegate.errors import IdlegateError
+from idlegate.sim.argo import (
+    WORKFLOW_KINDS,
+    ArgoJob,
+    ArgoRefusal,
+    RefusalReason,
+    map_workflow,
+    template_index,
+)
+
+PROBLEM_REASONS = frozenset({RefusalReason.BAD_DAG, RefusalReason.INVALID})
+"""Refusals that are mistakes in the manifest (a problem), not features idlegate leaves to
+Argo (a note)."""
+
+
+@dataclass(frozen=True)
+class ArgoDocument:
+    """One Argo object lint read: where it is, and the object."""
+
+    file: str
+    document: int
+    item: int | None
+    obj: Any
+
+
+@dataclass(frozen=True)
+class ArgoLintJob:
+    """An Argo manifest that maps to a job."""
+
+    file: str
+    document: int
+    item: int | None
+    job: ArgoJob
+
+    def lines(self) -> list[str]:
+        """The job as lint prints it: a head line with the counts, one line per stage."""
+        where = f"{self.file}[{self.document}]" + (
+            f".items[{self.item}]" if self.item is not None else ""
+        )
+        c = self.job.counts
+        head = (
+            f"{where}: {self.job.kind} {self.job.name} maps to {c['stages']} stages, "
+            f"{c['edges']} edges, {c['tasks']} tasks"
+        )
+        if self.job.parallelism is not None:
+            head += f", parallelism {self.job.parallelism}"
+        out = [head]
+        for stage in self.job.live_stages:
+            count = f"{stage.tasks} task{'s' if stage.tasks != 1 else ''}"
+            if not stage.tasks_known:
+                count = "? tasks (known as it runs)"
+            line = f"  {stage.name}: {count} x {stage.duration:g} s ({stage.duration_source})"
+            if stage.depends_on:
+                line += f" after {', '.join(stage.depends_on)}"
+            if stage.condition is not None:
+                line += f"; may be skipped ({stage.condition})"
+            out.append(line)
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """Machine output: where, kind, name, counts and stages."""
+        return {
+            "file": self.file,
+            "document": self.document,
+            "item": self.item,
+            "kind": self.job.kind,
+            "name": self.job.name,
+            "counts": self.job.counts,
+            "parallelism": self.job.parallelism,
+            "stages": [
+                {
+                    "name": s.name,
+                    "path": s.path,
+                    "tasks": s.tasks,
+                    "tasks_known": s.tasks_known,
+                    "duration_seconds": s.duration,
+                    "duration_source": str(s.duration_source),
+                    "depends_on": list(s.depends_on),
+                    "retries": s.retries,
+                    "condition": None if s.condition is None else str(s.condition),
+                }
+                for s in self.job.live_stages
+            ],
+        }
+
+
+@dataclass
+class ArgoLintResult:
+    """What lint found in the Argo documents: jobs, notes and problems (file, document,
+    item, field, message)."""
+
+    jobs: list[ArgoLintJob] = field(default_factory=list)
+    notes: list[tuple[ArgoDocument, str]] = field(default_factory=list)
+    problems: list[tuple[ArgoDocument, str]] = field(default_factory=list)
+
+
+def lint_argo(documents: list[ArgoDocument]) -> ArgoLintResult:
+    """Map every Argo workflow of `documents` (templates looked up among all of them)."""
+    lookup = template_index(d.obj for d in documents)
+    out = ArgoLintResult()
+    for doc in documents:
+        kind = doc.obj.get("kind")
+        if kind not in WORKFLOW_KINDS:
+            out.notes.append((doc, f"skipped: a {kind} of Argo, not a workflow"))
+            continue
+        try:
+            job = map_workflow(doc.obj, templates=lookup)
+            job.spec()
+        except ArgoRefusal as exc:
+            target = out.problems if exc.reason in PROBLEM_REASONS else out.notes
+            target.append((doc, f"not scheduled by idlegate ({exc.reason}): {exc}"))
+            continue
+        except IdlegateError as exc:
+            out.problems.append((doc, str(exc)))
+            continue
+        out.jobs.append(ArgoLintJob(doc.file, doc.document, doc.item, job))
+    return out
