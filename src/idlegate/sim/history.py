@@ -18,6 +18,11 @@ workflows may carry more keys, so the simulator can replay the past:
   `Failed`), `policy` (the scheduler spec that ran it) and `poolSize` (the executors
   of its pool then).
 
+Argo Workflows may stand in a history file too (`idlegate.sim.argo.runs`): each maps to
+its job (`idlegate.sim.argo`), its arrival and measured pod run times come from its
+metadata and `status.nodes` unless the keys above say them, and the WorkflowTemplates
+beside them are what their references resolve to.
+
 `history_record` and `write_history` write this format (what `idlegate history export`
 and the operator's `--history-file` sink produce), and `load_history` reads it back.
 `simulate_history` makes a history without a cluster: a workload run in the simulator,
@@ -51,6 +56,8 @@ import numpy as np
 import yaml
 
 from idlegate.errors import IdlegateError, SpecError
+from idlegate.sim.argo import ArgoRefusal, is_argo
+from idlegate.sim.argo.runs import argo_run, run_documents
 from idlegate.sim.dag import Dag
 from idlegate.sim.durations import Uniforms
 from idlegate.sim.engine import Fidelity, JobArrival, Workload, simulate
@@ -148,8 +155,14 @@ def check_history_file(path: str | Path) -> None:
 def load_history(path: str | Path) -> list[HistoryWorkflow]:
     """The workflows of a history file, in file order (see the module docstring)."""
     out = []
-    for item in read_workflow_items(path):
+    items = read_workflow_items(path)
+    objects = [item.raw for item in items]
+    for item, run in zip(items, run_documents(objects), strict=True):
         raw, spec = item.raw, item.spec
+        if is_argo(raw):  # an Argo Workflow's run, or a template its references use
+            if run:
+                out.append(_argo_workflow(raw, objects, item.source))
+            continue
         if not isinstance(raw, dict) or not isinstance(spec, dict):
             out.append(_plain(parse_workflow(spec, item.source), item.source))
             continue
@@ -445,6 +458,29 @@ def _record_keys(top: dict[str, Any], where: str) -> dict[str, Any]:
             )
         out["pool_size"] = pool
     return out
+
+
+def _argo_workflow(raw: dict[str, Any], objects: list[Any], source: str) -> HistoryWorkflow:
+    """An Argo workflow of a history file (`idlegate.sim.argo.runs`): its job, and its
+    arrival, measurements and outcome from its status unless the file's keys say them."""
+    try:
+        run = argo_run(raw, objects)
+        spec = run.job.spec()
+    except ArgoRefusal as exc:
+        raise ArgoRefusal(exc.reason, f"{source}: {exc}") from None
+    except SpecError as exc:
+        raise SpecError(f"{source}: {exc}") from None
+    where = f"{source[:-1]} {run.name!r})"
+    arrival = _arrival(raw, where)
+    record = {"jct": run.jct, "outcome": run.outcome, **_record_keys(raw, where)}
+    return HistoryWorkflow(
+        spec,
+        run.name,
+        arrival if arrival is not None else run.arrival,
+        run.measured,
+        where,
+        **record,
+    )
 
 
 def _plain(spec: WorkflowSpec, source: str) -> HistoryWorkflow:

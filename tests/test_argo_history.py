@@ -1,0 +1,93 @@
+"""A history file may hold Argo Workflows: `load_history` maps them, and the `file`
+workload replays them (`idlegate simulate -w file`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from idlegate.policy import make_scheduler
+from idlegate.sim.argo import ArgoRefusal, RefusalReason
+from idlegate.sim.engine import simulate
+from idlegate.sim.history import load_history
+from idlegate.sim.workloads import build_workload
+from tests.argo_data import RECORDED, need
+
+LIBRARY = {
+    "apiVersion": "argoproj.io/v1alpha1",
+    "kind": "WorkflowTemplate",
+    "metadata": {"name": "lib"},
+    "spec": {
+        "templates": [
+            {
+                "name": "pod",
+                "metadata": {"annotations": {"idlegate.io/task-duration-seconds": "120"}},
+                "container": {"image": "busybox"},
+            }
+        ]
+    },
+}
+
+
+def _run(name: str, arrival: float, tasks: list[dict]) -> dict:
+    return {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Workflow",
+        "metadata": {"name": name},
+        "arrival": arrival,
+        "spec": {"entrypoint": "main", "templates": [{"name": "main", "dag": {"tasks": tasks}}]},
+    }
+
+
+def _ref(name: str, **more: object) -> dict:
+    return {"name": name, "templateRef": {"name": "lib", "template": "pod"}, **more}
+
+
+def _history(tmp_path: Path) -> Path:
+    path = tmp_path / "argo.yaml"
+    etl = _run("etl", 0, [_ref("extract", withItems=[1, 2, 3, 4]), _ref("load", depends="extract")])
+    one = _run("one", 30, [_ref("only")])
+    path.write_text(yaml.safe_dump_all([LIBRARY, etl, one]))
+    return path
+
+
+def test_argo_workflows_of_a_history_are_its_runs_and_templates_resolve_them(tmp_path):
+    runs = load_history(_history(tmp_path))
+    assert [(w.name, w.arrival) for w in runs] == [("etl", 0.0), ("one", 30.0)]
+    etl = runs[0].spec
+    assert [(s.name, s.tasks, s.depends_on) for s in etl.stages] == [
+        ("extract", 4, ()),
+        ("load", 1, ("extract",)),
+    ]
+    assert {s.task_duration_seconds for s in etl.stages} == {120.0}  # the annotation
+
+
+def test_simulate_replays_argo_workflows_at_their_recorded_times(tmp_path):
+    workload = build_workload("file", path=str(_history(tmp_path)), num_executors=2)
+    assert [a.time for a in workload.jobs] == [0.0, 30.0]
+    result = simulate(workload, make_scheduler("argo"))
+    # etl: 4 x 120 s on 2 executors, then 120 s; one waits for a free executor at t=240
+    assert {r.name.rsplit("-", 1)[0]: r.jct for r in result.records} == {
+        "etl": 360.0,
+        "one": 330.0,
+    }
+
+
+def test_a_recorded_run_brings_its_measured_pod_times_jct_and_outcome():
+    (run,) = load_history(need(RECORDED / "dag-disable-fail-fast.yaml"))
+    assert run.outcome == "Failed"
+    assert run.jct == 48.0  # 09:11:58 to 09:12:46
+    by_stage = dict(zip([s.name for s in run.spec.stages], run.measured, strict=True))
+    assert by_stage == {"a": (4.0,), "b": (33.0,), "c": None, "d": (4.0,), "e": (3.0,)}
+
+
+def test_a_refused_argo_workflow_in_a_history_says_which_and_why(tmp_path):
+    path = tmp_path / "bad.yaml"
+    bad = _run("loop", 0, [{"name": "a", "template": "main"}])
+    path.write_text(yaml.safe_dump(bad))
+    with pytest.raises(ArgoRefusal) as refused:
+        load_history(path)
+    assert refused.value.reason is RefusalReason.RECURSION
+    assert str(path) in str(refused.value)
