@@ -25,6 +25,9 @@ Workloads:
 * `k8s-batch` — Argo/Airflow-style pipelines of pods that run for minutes (ETL chains,
   fan-out/fan-in, train→eval), no moving delay, a start latency in every pod; cron
   bursts (every 15 min, jittered) plus ad-hoc Poisson jobs.
+* `argo-shapes` — Argo Workflows in the shapes of Argo's own examples (diamonds, steps,
+  loops, map-reduce, nested DAGs, CI pipelines), mapped by `idlegate.sim.argo`, pods of
+  minutes as in `k8s-batch`, Poisson arrivals.
 * `follow` — each long job (`size_ratio` × a short one) followed after a random lag by a
   session of 3–4 short jobs, plus a share of uncorrelated Poisson jobs: arrivals that
   tell what comes next.
@@ -53,6 +56,7 @@ The package, by concern (everything public is re-exported here, so
 * `options` — the typed configs of the generated workloads.
 * `generators` — the synthetic, bursty, tpch, tpch-like and mixed generators.
 * `k8s_batch` — the `k8s-batch` workload (its config, pipelines and pod durations).
+* `argo_shapes` — the `argo-shapes` workload (Argo example shapes as manifests).
 * `triggered` — what `follow` and `push` share (triggers releasing long and short jobs,
   `job_class`); `follow` and `push` — their configs and generators.
 * `schedule` — `Schedule`, a recurring start time (reused by cron-like resources).
@@ -64,6 +68,11 @@ The package, by concern (everything public is re-exported here, so
 
 from __future__ import annotations
 
+from idlegate.sim.workloads.argo_shapes import (
+    ArgoShapesConfig,
+    argo_shapes_workload,
+    mean_shape_work,
+)
 from idlegate.sim.workloads.base import (
     MAX_JOBS,
     ArrivalOptions,
@@ -169,6 +178,7 @@ __all__ = [
     "STAGE_SKEW",
     "TASKS_SIGMA",
     "WORKLOADS",
+    "ArgoShapesConfig",
     "ArrivalMode",
     "ArrivalOptions",
     "BurstyConfig",
@@ -201,6 +211,7 @@ __all__ = [
     "TwoTypeOptions",
     "TwoTypeSource",
     "WorkloadKind",
+    "argo_shapes_workload",
     "as_rng",
     "build_workload",
     "bursty_workload",
@@ -213,6 +224,7 @@ __all__ = [
     "k8s_batch_workload",
     "mean_job_work",
     "mean_pipeline_work",
+    "mean_shape_work",
     "mixed_workload",
     "offered_load",
     "poisson_times",

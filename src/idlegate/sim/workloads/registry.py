@@ -18,6 +18,7 @@ from idlegate.errors import IdlegateError, reject_unknown
 from idlegate.sim.engine import Workload
 from idlegate.sim.lublin import LublinConfig, lublin_workload
 from idlegate.sim.swf import SwfConfig, swf_workload
+from idlegate.sim.workloads.argo_shapes import ArgoShapesConfig, argo_shapes_workload
 from idlegate.sim.workloads.base import SeedLike, _Options, as_rng
 from idlegate.sim.workloads.file import FileConfig, file_workload
 from idlegate.sim.workloads.follow import FollowConfig, follow_workload
@@ -96,6 +97,13 @@ WORKLOADS: dict[str, WorkloadKind] = {
             k8s_batch_workload,
             "Argo/Airflow-style pod pipelines of minutes: cron bursts every 15 min + ad-hoc "
             "jobs, load 0.7",
+        ),
+        WorkloadKind(
+            "argo-shapes",
+            ArgoShapesConfig,
+            argo_shapes_workload,
+            "Argo Workflows shaped like Argo's examples (diamonds, steps, loops, map-reduce, "
+            "CI), pods of minutes, load 0.7",
         ),
         WorkloadKind(
             "follow",
