@@ -1,0 +1,150 @@
+"""The stand-in for Argo's controller (tests/k8s/argo_controller.py) on the emulated API
+server with the real Workflow CRD: the status.nodes it writes have the structure Argo's
+controller recorded (controller-testdata), its pods carry Argo's labels, annotations,
+owner reference and idlegate's gate, and the mapping reads its nodes."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import pytest
+import yaml
+
+from idlegate.sim.argo import map_workflow
+from tests.argo_data import ARGO_DATA, need, recorded
+from tests.k8s.apiserver import PODS
+from tests.k8s.argo_controller import (
+    GATE,
+    NODE_ID,
+    NODE_NAME,
+    WORKFLOW_LABEL,
+    WORKFLOWS,
+    ArgoController,
+)
+from tests.k8s.harness import ApiServer
+from tests.k8s.kubelet import SimKubelet
+
+NAMESPACE = "argo"
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
+    crd = yaml.safe_load(need(ARGO_DATA / "crds" / "argoproj.io_workflows.yaml").read_text())
+    with ApiServer(tmp_path_factory.mktemp("argo")) as server:
+        server.create("customresourcedefinitions", crd)
+        yield server
+        server.assert_no_internal_errors()
+
+
+def _structure(nodes: Mapping[str, Any], root: str) -> dict[str, tuple]:
+    """Per node (by name relative to the workflow): type, phase, the names of its children
+    and of its boundary, its template."""
+    by_id = {n["id"]: n for n in nodes.values()}
+
+    def rel(node_id: str | None) -> str | None:
+        return None if node_id is None else by_id[node_id]["name"].removeprefix(root)
+
+    return {
+        n["name"].removeprefix(root): (
+            n["type"],
+            n.get("phase"),
+            sorted(rel(c) or "" for c in n.get("children") or []),
+            rel(n.get("boundaryID")),
+            n.get("templateName") if n["type"] != "Retry" else None,
+        )
+        for n in nodes.values()
+    }
+
+
+def _release_gates(api: ApiServer) -> Callable[[], None]:
+    """Stand in for idlegate: remove the gate of every pod as soon as it appears."""
+
+    def on_event(res: Any, etype: str, pod: dict[str, Any]) -> None:
+        if res == PODS and etype == "ADDED" and pod["spec"].get("schedulingGates"):
+            meta = pod["metadata"]
+            patch = {"spec": {"schedulingGates": None}}
+            api.emulator.patch(PODS, meta["namespace"], meta["name"], patch)
+
+    return api.call(api.emulator.subscribe, on_event)
+
+
+def _run(api: ApiServer, doc: dict[str, Any], fails: Any, release: bool = True) -> dict[str, Any]:
+    """Create the recorded workflow (without its status) and run it to its end."""
+    finished = threading.Event()
+
+    def watch(res: Any, etype: str, obj: dict[str, Any]) -> None:
+        if res == WORKFLOWS and (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            finished.set()
+
+    body = {k: v for k, v in doc.items() if k != "status"}
+    body["metadata"] = {"name": doc["metadata"]["name"]}
+    subscriptions = [api.call(api.emulator.subscribe, watch)]
+    if release:
+        subscriptions.append(_release_gates(api))
+    with (
+        SimKubelet(api, NAMESPACE, time_factor=0.01, failure=fails),
+        ArgoController(api, NAMESPACE),
+    ):
+        api.create(WORKFLOWS, body, NAMESPACE)
+        assert finished.wait(60), "the workflow did not finish"
+    for unsubscribe in subscriptions:
+        api.call(unsubscribe)
+    return api.get(WORKFLOWS, NAMESPACE, doc["metadata"]["name"])
+
+
+def _template_of(pod: Mapping[str, Any]) -> str:
+    return pod["metadata"]["annotations"][NODE_NAME].split(".")[-1]
+
+
+def test_a_dag_with_retries_and_a_failure_records_what_argo_recorded(api):
+    doc = recorded("dag-disable-fail-fast.yaml")
+    # C fails on each attempt (exit 2), everything else succeeds, as in the recording
+    run = _run(api, doc, lambda pod: 2 if _template_of(pod).startswith("C(") else 0)
+    root = doc["metadata"]["name"]
+    assert _structure(run["status"]["nodes"], root) == _structure(doc["status"]["nodes"], root)
+    assert run["status"]["phase"] == doc["status"]["phase"] == "Failed"
+
+
+def test_retries_until_an_attempt_succeeds_as_recorded(api):
+    doc = recorded("dag_retry_succeeded.yaml")
+    run = _run(api, doc, lambda pod: 1 if _template_of(pod) in ("step1(0)", "step1(1)") else 0)
+    root = doc["metadata"]["name"]
+    mine = _structure(run["status"]["nodes"], root)
+    theirs = _structure(doc["status"]["nodes"], root)
+    theirs[""] = (*theirs[""][:1], "Succeeded", *theirs[""][2:])  # recorded before it ended
+    assert mine == theirs
+
+
+def test_pods_carry_argos_labels_annotations_owner_and_the_gate(api):
+    doc = recorded("dag-loop.yaml")
+    doc["metadata"] = {"name": "loops-gated"}
+    selector = f"{WORKFLOW_LABEL}=loops-gated"
+    created = threading.Event()
+
+    def count(res: Any, etype: str, obj: dict[str, Any]) -> None:
+        if res == PODS and len(api.emulator.list(PODS, NAMESPACE, label_selector=selector)) == 2:
+            created.set()
+
+    unsubscribe = api.call(api.emulator.subscribe, count)
+    # nobody releases: B's two item pods are created gated and stay Pending
+    with SimKubelet(api, NAMESPACE, time_factor=0.01), ArgoController(api, NAMESPACE):
+        wf = api.create(WORKFLOWS, doc, NAMESPACE)
+        assert created.wait(30)
+        pods = api.list(PODS, NAMESPACE, label_selector=selector)
+    api.call(unsubscribe)
+    assert sorted(_template_of(p) for p in pods) == ["B(0:foo)", "B(1:bar)"]
+    for pod in pods:
+        assert pod["spec"]["schedulingGates"] == [{"name": GATE}]
+        assert pod["status"]["phase"] == "Pending"
+        assert pod["metadata"]["annotations"][NODE_ID] == pod["metadata"]["name"]
+        (owner,) = pod["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["uid"], owner["controller"]) == (
+            "Workflow",
+            wf["metadata"]["uid"],
+            True,
+        )
+    # the mapping reads the stand-in's nodes: B's items, C still to come
+    job = map_workflow(api.get(WORKFLOWS, NAMESPACE, "loops-gated"))
+    assert {s.name: s.tasks for s in job.stages} == {"b": 2, "c": 2}
