@@ -27,6 +27,7 @@ from typing import Any
 
 import networkx as nx
 
+from idlegate.errors import SpecError
 from idlegate.sim.argo.model import (
     ArgoJob,
     ArgoRefusal,
@@ -533,8 +534,6 @@ def _annotation_seconds(raw: Any, where: str) -> float:
     except (TypeError, ValueError):
         value = math.nan
     if not (math.isfinite(value) and 0 < value <= MAX_TASK_SECONDS):
-        from idlegate.errors import SpecError
-
         raise SpecError(
             f"{where}: the annotation {DURATION_ANNOTATION} must be a number of seconds "
             f'> 0 and <= {MAX_TASK_SECONDS} (e.g. "90"), got {raw!r}'

@@ -11,6 +11,7 @@ skipped are left out of it, their dependents wired to what they depended on.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -189,5 +190,5 @@ class ArgoJob:
         return ArgoSpec(stages=tuple(stages), parallelism=self.parallelism)
 
 
-def _unique(names: object) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(names))  # type: ignore[arg-type]
+def _unique(names: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(names))
