@@ -9,11 +9,18 @@ import pytest
 import yaml
 
 from idlegate.policy import make_scheduler
-from idlegate.sim.argo import ArgoRefusal, RefusalReason
+from idlegate.sim.argo import (
+    DEFAULT_PRIOR,
+    ArgoRefusal,
+    DurationSource,
+    RefusalReason,
+    map_workflow,
+)
+from idlegate.sim.argo.runs import argo_run, duration_lookup
 from idlegate.sim.engine import simulate
 from idlegate.sim.history import load_history
 from idlegate.sim.workloads import build_workload
-from tests.argo_data import RECORDED, need
+from tests.argo_data import RECORDED, need, recorded
 
 LIBRARY = {
     "apiVersion": "argoproj.io/v1alpha1",
@@ -91,3 +98,12 @@ def test_a_refused_argo_workflow_in_a_history_says_which_and_why(tmp_path):
         load_history(path)
     assert refused.value.reason is RefusalReason.RECURSION
     assert str(path) in str(refused.value)
+
+
+def test_measured_runs_become_the_estimates_of_the_next_run_of_the_template():
+    doc = recorded("dag-disable-fail-fast.yaml")
+    lookup = duration_lookup([argo_run(doc, [doc])])
+    job = map_workflow(doc, durations=lookup)
+    by_stage = {s.name: (s.duration, s.duration_source) for s in job.stages}
+    assert by_stage["b"] == (33.0, DurationSource.HISTORY)
+    assert by_stage["c"] == (DEFAULT_PRIOR, DurationSource.PRIOR)  # no pod of c succeeded

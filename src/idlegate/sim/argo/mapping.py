@@ -167,7 +167,8 @@ def _with_workflow_template(
     ref = spec.get("workflowTemplateRef")
     if not isinstance(ref, Mapping):
         key = labels.get(TEMPLATE_LABEL) if isinstance(labels, Mapping) else None
-        return spec, str(key or workflow_name(obj))
+        stem = str((obj.get("metadata") or {}).get("generateName") or "").rstrip("-")
+        return spec, str(key or stem or workflow_name(obj))
     kind = "ClusterWorkflowTemplate" if ref.get("clusterScope") else "WorkflowTemplate"
     ref_name = str(ref.get("name"))
     base = lookup.get((kind, ref_name))

@@ -117,8 +117,8 @@ class ArgoJob:
     """Workflow, WorkflowTemplate, ClusterWorkflowTemplate or CronWorkflow."""
     template_key: str
     """What a history is looked up by: the WorkflowTemplate it runs (workflowTemplateRef,
-    or the label ``workflows.argoproj.io/workflow-template``), else the workflow's name
-    stem (generateName without its trailing '-')."""
+    or the label ``workflows.argoproj.io/workflow-template``), else its generateName
+    without the trailing '-' (the same for every run), else its name."""
     stages: tuple[ArgoStage, ...]
     parallelism: int | None = None
     """Argo's ``spec.parallelism`` (None: unlimited)."""

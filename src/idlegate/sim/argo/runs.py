@@ -11,6 +11,9 @@ idlegate's workflows. `argo_runs` reads them as a cluster would have them:
 * a finished run's `status.nodes` give each stage's measured pod run times (succeeded
   pods, finishedAt - startedAt), its JCT (`status.startedAt` to `finishedAt`) and its
   outcome (`status.phase` Succeeded or Failed).
+
+`duration_lookup` turns runs into the history lookup of the duration rule: the next
+workflow of the same template gets each stage's mean measured run time as its estimate.
 """
 
 from __future__ import annotations
@@ -86,3 +89,15 @@ def argo_run(
         jct=end - start if start is not None and end is not None and end >= start else None,
         outcome=phase if phase in OUTCOMES else None,
     )
+
+
+def duration_lookup(runs: Sequence[ArgoRun]) -> DurationLookup:
+    """A history lookup for `map_workflow(durations=...)`: the mean measured pod run time
+    of each (template key, stage) over `runs`; None where nothing was measured."""
+    seen: dict[tuple[str, str], list[float]] = {}
+    for run in runs:
+        for stage, measured in zip(run.job.live_stages, run.measured, strict=True):
+            if measured:
+                seen.setdefault((run.job.template_key, stage.name), []).extend(measured)
+    means = {key: sum(values) / len(values) for key, values in seen.items()}
+    return lambda key, stage: means.get((key, stage))
