@@ -9,6 +9,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import numpy as np
 import pytest
 
 from idlegate.sim.dag import Dag
@@ -153,3 +154,22 @@ def tpch_traces() -> Path:
         where = "no checkout's ../shared/data/tpch" if found is None else f"{found} is missing"
         pytest.skip(f"TPC-H traces not found ({where}): set {ENV_VAR} to their directory")
     return found
+
+
+def gang_workload(seed: int, jobs: int = 25, executors: int = 6) -> Workload:
+    """Small random DAGs, about a third of their stages gangs, Poisson arrivals."""
+    rng = np.random.default_rng(seed)
+    arrivals, t = [], 0.0
+    for i in range(jobs):
+        n = int(rng.integers(1, 6))
+        stages = []
+        for k in range(n):
+            gang = bool(rng.random() < 0.35)
+            tasks = int(rng.integers(1, executors + 1 if gang else 12))
+            parents = (
+                sorted({f"s{int(p)}" for p in rng.integers(0, k, size=min(k, 2))}) if k else []
+            )
+            stages.append((f"s{k}", tasks, float(rng.uniform(0.5, 4)), parents, gang))
+        arrivals.append(JobArrival(t, f"j{i}", dag(*stages)))
+        t += float(rng.exponential(3.0))
+    return Workload("gangs", tuple(arrivals), executors)

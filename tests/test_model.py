@@ -37,11 +37,11 @@ from idlegate.policy.model import (  # noqa: E402
 )
 from idlegate.policy.model_config import ModelConfig  # noqa: E402
 from idlegate.sim.cluster import Cluster  # noqa: E402
-from idlegate.sim.engine import JobArrival, Workload, simulate  # noqa: E402
+from idlegate.sim.engine import simulate  # noqa: E402
 from idlegate.sim.protocol import WAIT, Decision  # noqa: E402
 from idlegate.sim.workloads import build_workload  # noqa: E402
 from idlegate.training.rollout import RecordingPolicy, torch_evaluator  # noqa: E402
-from tests.helpers import dag  # noqa: E402
+from tests.helpers import dag, gang_workload  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -324,25 +324,6 @@ def test_entropy_of_a_model_that_scores_everything_alike() -> None:
 
 # ---------------------------------------------------------------------------------------
 # full runs: masking keeps every decision legal
-
-
-def gang_workload(seed: int, jobs: int = 25, executors: int = 6) -> Workload:
-    """Small random DAGs, about a third of their stages gangs, Poisson arrivals."""
-    rng = np.random.default_rng(seed)
-    arrivals, t = [], 0.0
-    for i in range(jobs):
-        n = int(rng.integers(1, 6))
-        stages = []
-        for k in range(n):
-            gang = bool(rng.random() < 0.35)
-            tasks = int(rng.integers(1, executors + 1 if gang else 12))
-            parents = (
-                sorted({f"s{int(p)}" for p in rng.integers(0, k, size=min(k, 2))}) if k else []
-            )
-            stages.append((f"s{k}", tasks, float(rng.uniform(0.5, 4)), parents, gang))
-        arrivals.append(JobArrival(t, f"j{i}", dag(*stages)))
-        t += float(rng.exponential(3.0))
-    return Workload("gangs", tuple(arrivals), executors)
 
 
 @pytest.mark.parametrize("greedy", [False, True])

@@ -31,6 +31,7 @@ from idlegate.policy.onnx_runtime import OnnxPolicy  # noqa: E402
 from idlegate.sim.engine import simulate  # noqa: E402
 from idlegate.sim.protocol import ClusterView  # noqa: E402
 from idlegate.sim.workloads import build_workload  # noqa: E402
+from tests.helpers import gang_workload  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -242,8 +243,6 @@ def test_onnx_policy_runs_a_tpch_like_workload(exported, greedy) -> None:
 
 
 def test_onnx_policy_runs_gang_stages_without_idle_head(exported) -> None:
-    from tests.test_model import gang_workload
-
     for name in ("default", "no-idle"):
         policy = OnnxPolicy(exported[name][1], greedy=False)
         result = simulate(gang_workload(11), policy, seed=4)
