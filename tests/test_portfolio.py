@@ -97,6 +97,11 @@ def test_the_margin_protects_a_rounds_choice_but_not_the_cold_start():
     ]
     brain = _fed("fifo+srpt", margin=0.9)  # srpt is 43 % better: within the margin
     assert _round(brain, window, executors=1).candidate == "srpt"  # from the cold start
+    tied = _fed("srpt+fifo")  # starts on fifo; a tie with the cold start's: the round's best
+    tie = [JobArrival(0.0, "one", dag(("a", 1, 1.0, [])))]
+    first = _round(tied, tie, executors=1)
+    assert first.scores == {"srpt": 1.0, "fifo": 1.0}
+    assert (first.candidate, first.reason) == ("srpt", "best")
     brain = _fed("fifo+srpt", margin=0.9)
     brain.adopt(Choice("fifo", 10.5, "srpt", 6.0, 2, "best"))  # as if a round chose fifo
     choice = _round(brain, window, executors=1)

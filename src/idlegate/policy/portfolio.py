@@ -27,7 +27,7 @@ scores infinity.
 **Following with a margin.** The best-scoring candidate replaces the one followed only
 when its score is lower by more than `margin` (a fraction) of the followed one's score,
 so replay noise does not make it flap (`select`). The margin protects only a candidate
-a round chose: the cold start's is replaced by the first round's best. The outcome is a `Choice`: which
+a round chose: the cold start's is replaced by the first round's best, even on a tie. The outcome is a `Choice`: which
 candidate is followed and why (its score, the runner-up's, the window's size), as data
 and as a sentence: "following srpt: 642 s vs fair 734 s over the last 48 workflows".
 
@@ -558,8 +558,9 @@ class PortfolioScheduler:
                 base = min(rules, key=rules.__getitem__)
                 more = self._replay(request, analytic_specs(cfg, base))
                 scores = _merged(scores, more)
-        margin = cfg.margin if request.protected else 0.0
-        chosen, runner_up, why = select(scores.means, request.following, margin)
+        # the cold start's candidate is no choice: the round's best replaces it, ties too
+        following = request.following if request.protected else ""
+        chosen, runner_up, why = select(scores.means, following, cfg.margin)
         reason = "prior history" if request.reason == "prior history" else why
         best = min(scores.means, key=scores.means.__getitem__)
         means = scores.means
