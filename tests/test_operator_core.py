@@ -1,15 +1,66 @@
-"""The operator's pure core: intents in, intents out, no API."""
+"""The operator's pure core: what happened in (plain calls, `now` given), intents out.
+
+No API, no kopf, no event loop: each test drives :class:`Core` and asserts on the intents
+its outbox holds.
+"""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from typing import Any
+
+from idlegate.operator.core.core import Core
 from idlegate.operator.core.intents import (
     CreatePod,
     DeletePod,
     PatchStatus,
     PostEvent,
     RemoveGate,
+    SetTimer,
 )
-from idlegate.operator.pods import Owner
+from idlegate.operator.core.outbox import LiveStatus
+from idlegate.operator.metrics import Metrics
+from idlegate.operator.pods import Owner, task_pod
+from idlegate.operator.podsecurity import NamespacePolicy
+from idlegate.operator.settings import Settings
+from idlegate.policy import make_scheduler
+from idlegate.sim.protocol import Decision, Scheduler
+from idlegate.sim.spec import StageSpec
+
+T0 = 1_700_000_000.0
+
+
+def workflow(name: str, *stages: dict[str, Any]) -> dict[str, Any]:
+    meta = {
+        "name": name,
+        "namespace": "default",
+        "uid": f"uid-{name}",
+        "generation": 1,
+        "creationTimestamp": "2023-11-14T22:13:20Z",
+    }
+    return {"metadata": meta, "spec": {"stages": list(stages)}}
+
+
+def stage(name: str, tasks: int = 1, seconds: float = 10.0, **kw: Any) -> dict[str, Any]:
+    return {"name": name, "tasks": tasks, "taskDurationSeconds": seconds, **kw}
+
+
+def core_of(pool: int = 1, policy: str | Scheduler = "fifo") -> Core:
+    scheduler = make_scheduler(policy) if isinstance(policy, str) else policy
+    return Core(Settings(pool_size=pool), scheduler, metrics=Metrics(pool, scheduler.name))
+
+
+def pod(name: str, spec: dict[str, Any], index: int, phase: str, executor: int) -> dict[str, Any]:
+    """The pod of task `index` of stage `spec` of workflow `name`, as the API reports it."""
+    owner = Owner("default", name, f"uid-{name}")
+    body = task_pod(owner, StageSpec.model_validate(spec), index, executor=executor, gated=False)
+    body["status"] = {"phase": phase}
+    return body
+
+
+def kinds(intents: list[Any]) -> list[str]:
+    return [type(i).__name__ for i in intents]
 
 
 def test_a_pods_writes_share_one_lane_and_a_workflows_status_and_events_another() -> None:
@@ -21,3 +72,125 @@ def test_a_pods_writes_share_one_lane_and_a_workflows_status_and_events_another(
     assert PatchStatus(owner, {}).lane == PostEvent(owner, "Normal", "R", "m").lane
     assert PatchStatus(owner, {}).lane != PatchStatus(other, {}).lane
     assert PatchStatus(owner, {}).lane != create.lane
+
+
+def test_a_new_workflow_gets_gated_pods_and_its_first_task_is_released_on_an_executor() -> None:
+    core = core_of(pool=1)
+    core.admit(workflow("w", stage("a", tasks=2)), [], NamespacePolicy(), now=T0)
+    intents = core.intents.take()
+    created = [i for i in intents if isinstance(i, CreatePod)]
+    assert [(c.name, c.gated) for c in created] == [("w-a-0", True), ("w-a-1", True)]
+    (released,) = [i for i in intents if isinstance(i, RemoveGate)]
+    assert (released.name, released.executor) == ("w-a-0", 0)
+    # the gate is removed after the pod was asked for, and the status follows the release
+    assert intents.index(created[0]) < intents.index(released)
+    statuses = [i for i in intents if isinstance(i, PatchStatus)]
+    assert statuses and all(isinstance(s.status, LiveStatus) for s in statuses)
+    assert statuses[-1].status["phase"] == "Running"
+    reasons = [i.reason for i in intents if isinstance(i, PostEvent)]
+    assert reasons[0] == "Accepted" and "Released" in reasons
+    assert core.cluster.busy == 1 and core.intents.take() == []
+
+
+def test_a_succeeded_pod_lets_its_executor_go_on_with_the_stages_next_task() -> None:
+    core = core_of(pool=1)
+    spec = stage("a", tasks=2)
+    core.admit(workflow("w", spec), [], NamespacePolicy(), now=T0)
+    core.intents.take()
+    core.observe_pod(pod("w", spec, 0, "Succeeded", executor=0), now=T0 + 10)
+    intents = core.intents.take()
+    (released,) = [i for i in intents if isinstance(i, RemoveGate)]
+    assert (released.name, released.executor) == ("w-a-1", 0)
+    assert "Released" in [i.reason for i in intents if isinstance(i, PostEvent)]
+    core.observe_pod(pod("w", spec, 1, "Succeeded", executor=0), now=T0 + 20)
+    status = [i for i in core.intents.take() if isinstance(i, PatchStatus)][-1].status
+    assert status["phase"] == "Succeeded" and status["jctSeconds"] > 0
+
+
+def test_the_same_pod_state_twice_changes_nothing() -> None:
+    core = core_of(pool=1)
+    spec = stage("a", tasks=2)
+    core.admit(workflow("w", spec), [], NamespacePolicy(), now=T0)
+    core.intents.take()
+    running = pod("w", spec, 0, "Running", executor=0)
+    core.observe_pod(running, now=T0 + 1)
+    core.observe_pod(running, now=T0 + 2)
+    assert core.intents.take() == []
+
+
+class _Idles:
+    """A policy that puts every stage into an idle slot of 30 s once, then follows fifo."""
+
+    name = "idles"
+
+    def __init__(self) -> None:
+        self.fifo = make_scheduler("fifo")
+
+    def reset(self, rng: Any) -> None:
+        self.fifo.reset(rng)
+
+    def decide(self, view: Any) -> Any:
+        stage = view.runnable_stages()[0]
+        if not stage.delayed:
+            return Decision(stage, stage.job.held + 1, idle_delay=30.0)
+        return self.fifo.decide(view)
+
+
+def test_an_idle_slot_sets_a_timer_and_its_end_releases_the_stage() -> None:
+    core = core_of(pool=1, policy=_Idles())
+    core.admit(workflow("w", stage("a")), [], NamespacePolicy(), now=T0)
+    intents = core.intents.take()
+    (timer,) = [i for i in intents if isinstance(i, SetTimer)]
+    assert timer.at == T0 + 30 and timer.stage == 0
+    assert not [i for i in intents if isinstance(i, RemoveGate)]
+    status = [i for i in intents if isinstance(i, PatchStatus)][-1].status
+    assert status["idleSlots"][0]["released"] is False
+    core.idle_expired(("default", "w"), "uid-w", 0, now=T0 + 30)
+    intents = core.intents.take()
+    assert [i.name for i in intents if isinstance(i, RemoveGate)] == ["w-a-0"]
+    assert "IdleSlotEnded" in [i.reason for i in intents if isinstance(i, PostEvent)]
+    assert [i for i in intents if isinstance(i, PatchStatus)][-1].status["idleSlots"][0]["released"]
+
+
+class _Raises:
+    name = "raises"
+
+    def reset(self, rng: Any) -> None:
+        pass
+
+    def decide(self, view: Any) -> Any:
+        raise RuntimeError("broken policy")
+
+
+def test_a_policy_that_raises_is_answered_by_the_fallback_rule_with_a_warning() -> None:
+    core = core_of(pool=1, policy=_Raises())
+    core.admit(workflow("w", stage("a")), [], NamespacePolicy(), now=T0)
+    intents = core.intents.take()
+    assert [i.name for i in intents if isinstance(i, RemoveGate)] == ["w-a-0"]
+    warnings = [i for i in intents if isinstance(i, PostEvent) and i.type == "Warning"]
+    assert [w.reason for w in warnings] == ["PolicyError"]
+    assert core.metrics.value("idlegate_policy_errors_total", policy="raises") == 1
+
+
+def test_a_gate_removed_by_others_with_no_executor_free_runs_beyond_the_pool() -> None:
+    core = core_of(pool=1)
+    spec = stage("a", tasks=2)
+    core.admit(workflow("w", spec), [], NamespacePolicy(), now=T0)
+    core.intents.take()
+    core.observe_pod(pod("w", spec, 1, "Running", executor=0), now=T0 + 1)
+    assert len(core.cluster.beyond) == 1 and core.cluster.busy == 2
+    assert "ReleasedByOthers" in [i.reason for i in core.intents.take() if hasattr(i, "reason")]
+    # the first task ends: its executor is owed to the task beyond the pool, nothing new
+    core.observe_pod(pod("w", spec, 0, "Succeeded", executor=0), now=T0 + 10)
+    assert not [i for i in core.intents.take() if isinstance(i, RemoveGate | CreatePod)]
+    assert core.cluster.beyond == [] and core.cluster.busy == 1
+
+
+def test_the_core_loads_neither_kopf_nor_a_kubernetes_client() -> None:
+    code = (
+        "import sys, idlegate.operator.core.core\n"
+        "heavy = {'kopf', 'kubernetes', 'aiohttp', 'apscheduler', 'torch'}\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

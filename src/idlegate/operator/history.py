@@ -44,8 +44,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from idlegate.errors import IdlegateError
-from idlegate.operator.clock import Clock, from_datetime, timestamp_precision
-from idlegate.operator.pods import Owner, TaskPod
+from idlegate.operator.clock import from_datetime, timestamp_precision
+from idlegate.operator.pods import Owner
 from idlegate.operator.status import Phase
 from idlegate.policy.spec import SchedulerSpec
 from idlegate.sim.history import HistoryWorkflow, history_record
@@ -193,7 +193,6 @@ class HistoryRecorder:
         s = settings
         self.pool_size = s.pool_size
         self.metrics, self.writes, self.actuator = metrics, writes, actuator
-        self.clock: Clock = s.clock
         self.keep = s.history_samples
         self.spec = recorded_spec(s)
         self.sink = (
@@ -201,13 +200,6 @@ class HistoryRecorder:
             if s.history_file is not None
             else None
         )
-
-    def seconds(self, pod: TaskPod) -> float | None:
-        """A succeeded pod's run time on the operator's clock, if its status tells it."""
-        if pod.ran is None:
-            return None
-        start, end = pod.ran
-        return self.clock.from_wall(end) - self.clock.from_wall(start)
 
     def finished(self, wf: Workflow) -> None:
         """`wf` has just finished (its final status is queued): record it in the sink."""

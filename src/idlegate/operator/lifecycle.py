@@ -1,7 +1,7 @@
 """A workflow's life outside the policy's decisions: rejected, suspended, resumed, timed out.
 
-* **Invalid.** A spec the operator cannot run is rejected (:meth:`Lifecycle.reject`):
-  phase Invalid, condition Valid=False, an Event; it is never admitted.
+* **Invalid.** A spec the operator cannot run is rejected (:func:`idlegate.operator.core.
+  core.reject`): phase Invalid, condition Valid=False, an Event; it is never admitted.
 * **Suspended** (``spec.suspend: true``). A suspended workflow is kept out of the pool: it
   is not admitted, so the state machine, and with it the policy's view, does not hold it,
   and no pod of it is released (:meth:`Lifecycle.hold` writes phase Suspended, condition
@@ -35,16 +35,15 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-from idlegate.operator import messages
 from idlegate.operator.actuator import Actuator
-from idlegate.operator.admission import generation_of, owner_of
+from idlegate.operator.admission import owner_of
 from idlegate.operator.clock import from_datetime, to_datetime
 from idlegate.operator.kube import ApiError, KubeApi
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.pods import LABEL_WORKFLOW, Owner, pod_name
 from idlegate.operator.podsecurity import NamespacePolicy, namespace_policy
 from idlegate.operator.settings import Settings
-from idlegate.operator.status import Conditions, Phase, WorkflowStatus, dump, invalid_status
+from idlegate.operator.status import Phase, WorkflowStatus, dump
 from idlegate.operator.timers import Timers
 from idlegate.operator.tracking import TaskState, Workflow, WorkflowKey
 from idlegate.operator.writes import Writer
@@ -100,22 +99,6 @@ class Lifecycle:
         """Uids of suspended workflows being admitted to be failed by their deadline."""
         self._tasks: set[asyncio.Task[None]] = set()
         """Reads of suspended workflows whose deadline passed (held till they end)."""
-
-    def reject(self, owner: Owner, body: Mapping[str, Any], message: str) -> None:
-        """Mark a workflow the operator cannot run Invalid (status, condition, Event)."""
-        b = self.bridge
-        conditions = Conditions((body.get("status") or {}).get("conditions"))
-        for type_ in ("Running", "Complete", "Failed", "Suspended"):
-            conditions.remove(type_)
-        generation = generation_of(body)
-        conditions.set("Valid", False, "InvalidSpec", message, generation, b.now())
-        spec = body.get("spec")
-        stages = spec.get("stages") if isinstance(spec, dict) else None
-        total = len(stages) if isinstance(stages, list) and len(stages) <= 500 else None
-        b.metrics.invalid_workflows.inc()
-        log.warning("%s/%s is invalid: %s", owner.namespace, owner.name, message)
-        b.writes.patch_status(owner, invalid_status(conditions, generation, total))
-        b.writes.event(owner, *messages.invalid(message))
 
     # -- suspend and resume ----------------------------------------------------------------
 

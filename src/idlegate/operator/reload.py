@@ -212,7 +212,6 @@ def replace_policy(bridge: Bridge, policy: Scheduler) -> None:
     old = bridge.scheduler
     if bridge.planning is not None:
         bridge.planning.close()
-    bridge.scheduler = policy
     bridge.decider.use(policy)
     bridge.planning = planning_worker(bridge)
     metrics = bridge.metrics

@@ -191,3 +191,35 @@ class Refused:
 
 Outcome = Confirmed | Refused
 """What the applier hands back for an intent that needed an answer."""
+
+
+@dataclass(frozen=True, slots=True)
+class SetTimer:
+    """Tell the core at ``at`` (its clock's seconds) that the idle slot of stage ``stage``
+    of ``owner`` ended (``idle_expired``). A SetTimer of the same ``key`` replaces it."""
+
+    key: str
+    at: float
+    owner: Owner
+    stage: int
+
+
+@dataclass(frozen=True, slots=True)
+class CancelTimer:
+    """Drop the timer ``key`` (one that fired, or was never set, is no error)."""
+
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class CancelWrites:
+    """The workflow ``owner`` left (deleted, failed, suspended): its pod creations and gate
+    removals not sent yet are dropped, and a status write waiting to be batched with
+    others is sent with the next PatchStatus instead. Intents given after this one are
+    carried out as usual."""
+
+    owner: Owner
+
+
+Timing = SetTimer | CancelTimer | CancelWrites
+"""What the core asks of the edge besides writes (additions to :data:`Intent`'s list)."""

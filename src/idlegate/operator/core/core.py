@@ -1,0 +1,611 @@
+"""The operator's core: DagWorkflows and pods in, the cluster state machine in the middle,
+intents out.
+
+It maps DagWorkflows to jobs of :class:`idlegate.sim.cluster.Cluster` and task pods to (stage,
+task index, executor slot), and drives the one state machine with the time each event
+carries: a workflow appears -> ``add_job``; a pod succeeds -> ``task_finished`` (the executor
+continues with the stage's next task: that task's pod is released on the same slot); an idle
+timer fires -> ``idle_expired``; then the policy is asked through the Engine's decision round
+(:class:`idlegate.operator.decisions.Decider`) and its launches become gate removals. The
+scheduling semantics (what is runnable, caps, idle slots, which executor, tasks beyond the
+pool) and every count of tasks and executors are the state machine's; the core keeps the
+pods' bookkeeping (:mod:`idlegate.operator.tracking`) and translates.
+
+Nothing here reads the API, waits, or reads a clock: each entry point takes `now` (the
+operator's clock seconds) and what was read, and says what to write by adding intents to
+:attr:`Core.intents` (:mod:`.outbox`, :mod:`.intents`) in the order they are to be carried
+out; the edge (:class:`idlegate.operator.bridge.Bridge`) applies them. The features that
+have I/O of their own (history, cleanup, deadlines: ``history``, ``cleanup``,
+``lifecycle``) are optional: a core without them schedules all the same.
+
+Pods are created gated, stage by stage: a stage's pods are created when the stage becomes
+runnable (its parents are done), at most `Settings.window` of them ahead of their release;
+the rest as the stage's tasks are released. Creating every pod of a workflow up front
+would flood the API server (and every watcher of pods) with objects that may wait for
+hours: a 500-stage workflow of large stages is hundreds of thousands of pods.
+
+Restart: every DagWorkflow is admitted with its pods and each job's progress restored
+(:mod:`idlegate.operator.admission`) before the first scheduling decision, so no pod is
+created twice (names are deterministic and creation is idempotent), running tasks keep
+their executors, and a delay persisted in the status is neither forgotten nor repeated.
+
+A gated pod that loses its gate without the operator (``kubectl patch`` by hand, another
+controller) runs, so it counts against the pool: its task is launched in the state machine on a
+free executor as if the policy had released it, or, with none free, runs *beyond the pool*
+(``Cluster.started_unasked``) until the next executor that frees up is its own, before the
+policy is asked again. A workflow admitted with more running pods than free executors (a pool
+made smaller than what runs in it) runs the rest beyond the pool the same way. It is the one
+path where the cluster's state changes without a decision of the policy.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from idlegate.errors import GangTooWideError, IdlegateError
+from idlegate.operator import messages
+from idlegate.operator.admission import (
+    Restore,
+    classify,
+    generation_of,
+    judged,
+    new_workflow,
+    owner_of,
+)
+from idlegate.operator.core.outbox import Outbox
+from idlegate.operator.decisions import Answer, Decider, post_round
+from idlegate.operator.metrics import Metrics
+from idlegate.operator.planning import PlanningWorker, note_rule
+from idlegate.operator.pods import Owner, TaskPod, pod_name, read_task_pod
+from idlegate.operator.podsecurity import NamespacePolicy
+from idlegate.operator.settings import Settings
+from idlegate.operator.status import Conditions, Phase, SlotState, invalid_status
+from idlegate.operator.tracking import StageTrack, Task, TaskState, Workflow, WorkflowKey
+from idlegate.sim.cluster import Cluster
+from idlegate.sim.protocol import Launch, Scheduler, Stage
+
+if TYPE_CHECKING:
+    from idlegate.operator.cleanup import Cleanup
+    from idlegate.operator.history import HistoryRecorder
+    from idlegate.operator.lifecycle import Lifecycle
+
+log = logging.getLogger(__name__)
+
+
+def reject(
+    intents: Outbox,
+    metrics: Metrics,
+    owner: Owner,
+    body: Mapping[str, Any],
+    message: str,
+    now: float,
+) -> None:
+    """Mark a workflow the operator cannot run Invalid (status, condition, Event)."""
+    conditions = Conditions((body.get("status") or {}).get("conditions"))
+    for type_ in ("Running", "Complete", "Failed", "Suspended"):
+        conditions.remove(type_)
+    generation = generation_of(body)
+    conditions.set("Valid", False, "InvalidSpec", message, generation, now)
+    spec = body.get("spec")
+    stages = spec.get("stages") if isinstance(spec, dict) else None
+    total = len(stages) if isinstance(stages, list) and len(stages) <= 500 else None
+    metrics.invalid_workflows.inc()
+    log.warning("%s/%s is invalid: %s", owner.namespace, owner.name, message)
+    intents.patch_status(owner, invalid_status(conditions, generation, total))
+    intents.event(owner, *messages.invalid(message))
+
+
+class Core:
+    """One pool's workflows, pods and state machine; what to write, as intents."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        scheduler: Scheduler,
+        *,
+        metrics: Metrics,
+        intents: Outbox | None = None,
+    ) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self.intents = intents if intents is not None else Outbox()
+        """What to write, in order (the edge takes and applies them)."""
+        self.at = 0.0
+        """The time of the event being handled (operator clock seconds)."""
+        self.cluster = Cluster(settings.pool_size)
+        self.workflows: dict[WorkflowKey, Workflow] = {}
+        self.rebuilt = False
+        """Every workflow there was at the start is admitted (:func:`intake.rebuild`): ready."""
+        self.paused = False
+        """While workflows move into the pool (:meth:`Pools.moving
+        <idlegate.operator.pools.Pools.moving>`) no round runs: each one's running pods must
+        be counted before the pool releases anything."""
+        self.decider = Decider(scheduler, metrics, settings.seed)  # (it resets the policy)
+        self.planning: PlanningWorker | None = None
+        """A lookahead planner's worker (:mod:`idlegate.operator.planning`), if any."""
+        self.history: HistoryRecorder | None = None
+        self.cleanup: Cleanup | None = None
+        self.lifecycle: Lifecycle | None = None
+        """Suspension and deadlines (:mod:`idlegate.operator.lifecycle`)."""
+
+    @property
+    def scheduler(self) -> Scheduler:
+        """The policy deciding now (the Decider's: one copy)."""
+        return self.decider.policy
+
+    def now(self) -> float:
+        """The time of the event being handled (the last `now` given)."""
+        return self.at
+
+    def _at(self, now: float | None) -> None:
+        if now is not None:
+            self.at = now
+
+    # -- admission -------------------------------------------------------------------------
+
+    def known(self, owner: Owner) -> bool:
+        wf = self.workflows.get((owner.namespace, owner.name))
+        return wf is not None and wf.owner.uid == owner.uid
+
+    def admit(
+        self,
+        body: Mapping[str, Any],
+        pods: Iterable[Mapping[str, Any]],
+        policy: NamespacePolicy,
+        *,
+        schedule: bool = True,
+        gang_waits: bool = False,
+        now: float | None = None,
+    ) -> Workflow | None:
+        """Admit one DagWorkflow with its existing pods, its templates checked against its
+        namespace's `policy`; None if it needs no job (finished, invalid). Its running pods
+        that find no free executor run beyond the pool (``Cluster.run_beyond``). A gang stage wider
+        than the pool makes it Invalid, or with `gang_waits` (a pool that may grow again)
+        raises GangTooWideError for the caller to make it wait."""
+        self._at(now)
+        owner = owner_of(body)
+        previous = self.workflows.get((owner.namespace, owner.name))
+        if previous is not None and previous.owner.uid != owner.uid:
+            # re-created under the same name before the deletion's event arrived
+            self.forget(owner.namespace, owner.name, previous.owner.uid, schedule=False)
+        status = body.get("status") or {}
+        phase = status.get("phase")
+        if self.history is not None:
+            self.history.finished_before(body)  # (if it has finished)
+        if phase in (Phase.SUCCEEDED, Phase.FAILED):
+            if self.cleanup is not None:
+                self.cleanup.finished_before(body, pods)
+            return None
+        if phase == Phase.INVALID and judged(body):
+            return None
+        now = self.now()
+        try:
+            wf = new_workflow(body, now, self.settings.clock, policy)
+            if self.lifecycle is not None and self.lifecycle.hold(wf, body):
+                return None
+            restore = classify(wf, pods, status, self.cluster)
+            wf.job = self.cluster.add_job(
+                wf.dag, now, f"{owner.namespace}/{owner.name}", wf, arrival=wf.arrival
+            )
+        except IdlegateError as exc:  # an invalid spec, or a gang larger than the pool
+            if isinstance(exc, GangTooWideError) and gang_waits:
+                raise
+            reject(self.intents, self.metrics, owner, body, str(exc), now)
+            return None
+        self.workflows[wf.key] = wf
+        wf.restore_samples(status)
+        self._restore(wf, restore)
+        if self.cleanup is not None:
+            self.cleanup.admitted(wf, pods)
+        message = f"A valid DAG of {len(wf.stages)} stages."
+        wf.conditions.set("Valid", True, "SpecValid", message, wf.generation, now)
+        if self.lifecycle is not None:
+            self.lifecycle.admitted(wf)
+        if not status.get("startTime"):
+            self.metrics.admission_lag.observe(wf.admitted - wf.arrival)
+            notice = messages.accepted(wf.dag, self.decider.policy.name, self.settings.pool_size)
+            self.intents.event(owner, *notice)
+        self._resume(wf, restore)
+        if schedule:
+            self.schedule()
+        return wf
+
+    def _restore(self, wf: Workflow, found: Restore) -> None:
+        """Put the progress read by `classify` into the state machine."""
+        job = wf.job
+        holders = found.holders
+        wf.idle_slots = dict(sorted(found.slots.items()))
+        if holders or found.slots or found.cap or any(found.finished):
+            self.cluster.restore_progress(
+                job,
+                finished=found.finished,
+                running=[(track.index, task.executor) for track, task in holders],
+                delayed=found.over,
+                idle_until={i: s.release for i, s in found.slots.items() if i not in found.over},
+                cap=found.cap,
+                idle_inserted=sum(s.delay for s in found.slots.values()),
+            )
+        for i, slot in wf.idle_slots.items():
+            if i not in found.over and job.stages[i].idle_until is None:  # ended meanwhile
+                self.intents.event(wf.owner, *messages.idle_slot_ended(slot, while_away=True))
+        for track, task in found.beyond:
+            task.executor = None
+            self.cluster.run_beyond(job.stages[track.index], task)
+        if found.beyond or any(s.launched for s in job.stages):
+            wf.phase = Phase.RUNNING
+
+    def _resume(self, wf: Workflow, found: Restore) -> None:
+        """Carry on where the restored workflow stands: done, failed, or its next pods."""
+        if wf.job.finish is not None:
+            self._complete(wf)
+        elif found.failed_for_good:
+            track, task, reason = found.failed_for_good
+            self.fail_task_for_good(wf, track, task, reason)
+        else:
+            for track, task in found.retry:
+                self._retry(wf, track, task)
+            for track in wf.stages:
+                if wf.job.stages[track.index].parents_left == 0:
+                    self._materialize(wf, track)
+            self._arm_new_timers()
+            self.intents.status(wf, urgent=True)
+
+    # -- pod events, timers, deletions -----------------------------------------------------
+
+    def forget(
+        self,
+        namespace: str,
+        name: str,
+        uid: str | None,
+        *,
+        schedule: bool = True,
+        now: float | None = None,
+    ) -> None:
+        """The DagWorkflow is being deleted: take its job out (its pods go with it, by GC)."""
+        self._at(now)
+        wf = self.workflows.get((namespace, name))
+        if wf is None or (uid and wf.owner.uid != uid):
+            return
+        wf.active = False
+        self.intents.cancel_writes(wf.owner)
+        self.drop(wf)
+        self.metrics.workflows_finished.labels("deleted").inc()
+        log.info("%s/%s was deleted; its executors are free.", namespace, name)
+        if schedule:
+            self.schedule()
+
+    def observe_pod(
+        self, body: Mapping[str, Any], *, deleted: bool = False, now: float | None = None
+    ) -> None:
+        """A task pod as it is now (level-triggered: the same state twice is a no-op)."""
+        self._at(now)
+        info = read_task_pod(body)
+        if info is None:
+            return
+        namespace = (body.get("metadata") or {}).get("namespace", "")
+        wf = self.workflows.get((namespace, info.workflow))
+        if wf is None or not wf.active or wf.owner.uid != info.owner_uid:
+            return
+        track = wf.by_name.get(info.stage)
+        task = track.tasks.get(info.index) if track is not None else None
+        if track is None or task is None or task.attempt != info.attempt:
+            return  # not ours, or an attempt already dealt with
+        if (deleted or info.deleting) and not info.terminal:
+            wf.pod_vanished = True
+            if task.state is TaskState.RELEASED:
+                self._task_failed(
+                    wf, track, task, f"pod {info.name} was deleted before it finished"
+                )
+            elif task.state is TaskState.GATED and deleted:
+                track.forget_pod(task)
+            self.schedule()
+            return
+        if task.state is TaskState.GATED and not info.gated:
+            self._released_by_others(wf, track, task, info.name)
+            if not info.terminal:
+                self.schedule()
+                return
+        if task.state is not TaskState.RELEASED or not info.terminal:
+            return
+        if task.executor is None:  # released by others, beyond the pool
+            self._ended_beyond(wf, track, task, info)
+        elif info.phase == "Succeeded":
+            self.task_succeeded(wf, track, task, self._ran(info))
+        else:
+            self._task_failed(wf, track, task, f"pod {info.name} failed: {info.reason}")
+        self.schedule()
+
+    def _ran(self, pod: TaskPod) -> float | None:
+        """A succeeded pod's run time on the operator's clock, if its status tells it."""
+        if pod.ran is None:
+            return None
+        start, end = pod.ran
+        clock = self.settings.clock
+        return clock.from_wall(end) - clock.from_wall(start)
+
+    def idle_expired(
+        self, key: WorkflowKey, uid: str, stage_index: int, *, now: float | None = None
+    ) -> None:
+        """An idle slot's timer fired: the stage is runnable again."""
+        self._at(now)
+        wf = self.workflows.get(key)
+        if wf is None or wf.owner.uid != uid or not wf.active:
+            return
+        stage = wf.job.stages[stage_index]
+        if stage.idle_until is None:
+            return
+        self.cluster.idle_expired(stage, self.now())
+        slot = wf.idle_slots.get(stage_index)
+        if slot is not None:
+            self.intents.event(wf.owner, *messages.idle_slot_ended(slot, while_away=False))
+        self.intents.status(wf, urgent=True)
+        self.schedule()
+
+    # -- scheduling ------------------------------------------------------------------------
+
+    def schedule(self, *, now: float | None = None) -> None:
+        """Ask the policy (if an event made it necessary) and carry out its launches."""
+        self._at(now)
+        try:
+            if self.paused:
+                return
+            if self.cluster.beyond and self.cluster.free_executors:
+                self._adopted(self.cluster.adopt_beyond(self.now()))
+            # (while a task runs beyond the pool, the pool is over its size: nothing new)
+            if self.cluster.needs_schedule and not self.cluster.beyond:
+                done = self.decider.decide(self.cluster, self.now())
+                for answer in done.taken:
+                    if answer.decision.idle_delay > 0:
+                        self._idle_started(answer)
+                self._launch(done.taken)
+                post_round(done, self.cluster, self.intents.event)
+                self._note_waiting(done.waited)
+            self._arm_new_timers()
+            if self.planning is not None:
+                self.planning.poke()
+        finally:
+            self.metrics.set_gauges(self.busy, self.workflows.values(), self.cluster)
+
+    def _launch(self, taken: list[Answer]) -> None:
+        """Release the launched tasks, one Event per stage (the last decision's cap)."""
+        launched: dict[Stage, tuple[Answer, list[Launch]]] = {}
+        for answer in taken:
+            if answer.launches:
+                _, before = launched.get(answer.decision.stage, (answer, []))
+                launched[answer.decision.stage] = (answer, before + answer.launches)
+        for stage, (last, launches) in launched.items():
+            wf: Workflow = stage.job.payload
+            track = wf.stages[stage.index]
+            switched = note_rule(self.planning, wf, track, last.rule)
+            if switched is not None:
+                self.intents.event(wf.owner, *switched)
+            for launch in launches:
+                self.release(wf, track, track.next_to_release(), launch.executor)
+            notice = messages.released(len(launches), last.decision, last.by)
+            self.intents.event(wf.owner, *notice)
+
+    @property
+    def busy(self) -> int:
+        """Task pods running: on the pool's executors, and beyond the pool."""
+        return self.cluster.busy
+
+    # -- beyond the pool -------------------------------------------------------------------
+
+    def _released_by_others(self, wf: Workflow, track: StageTrack, task: Task, pod: str) -> None:
+        """A gated pod of ours lost the gate without the operator releasing it: it runs, so
+        its task is launched in the state machine on a free executor (ending its stage's
+        idle slot, if any), or, with none free, runs beyond the pool."""
+        self.metrics.foreign_releases.inc()
+        track.set_state(task, TaskState.RELEASED)
+        task.executor = None
+        if wf.phase is Phase.PENDING:
+            wf.phase = Phase.RUNNING
+        stage = wf.job.stages[track.index]
+        if stage.idle_until is not None:  # it has started: its idle slot is over
+            self.intents.cancel_timer(wf.timer_key(track.index))
+        adopted = self.cluster.started_unasked(stage, self.now(), task)
+        self._adopted(adopted)
+        self.top_up(wf, track)
+        notice = messages.released_by_others(
+            pod, track.spec.name, self.settings.pool_size, bool(adopted)
+        )
+        self.intents.event(wf.owner, *notice)
+        self.intents.status(wf, urgent=True)
+
+    def _adopted(self, launches: list[tuple[Launch, Task | None]]) -> None:
+        """Tasks that ran beyond the pool (or started unasked) have executors now: a gang's
+        tasks without one (None) are released with it; one that ended meanwhile is counted."""
+        for launch, task in launches:
+            wf: Workflow = launch.stage.job.payload
+            track = wf.stages[launch.stage.index]
+            if task is None:
+                self.release(wf, track, track.next_to_release(), launch.executor)
+                continue
+            task.executor = launch.executor
+            if task.finished_unaccounted:  # it ended before it had an executor
+                task.finished_unaccounted = False
+                self.task_succeeded(wf, track, task, None)
+
+    def _ended_beyond(self, wf: Workflow, track: StageTrack, task: Task, info: TaskPod) -> None:
+        """A task running beyond the pool ended before an executor was free for it: a
+        success is counted once it has one; a failure is retried through the policy."""
+        if info.phase == "Succeeded":
+            task.finished_unaccounted = True
+            return
+        self.cluster.drop_beyond(task)
+        track.attempt_failed(task)
+        self.metrics.task_failures.inc()
+        if task.failures > track.spec.backoff_limit:
+            self.fail_task_for_good(wf, track, task, f"pod {info.name} failed: {info.reason}")
+            return
+        task.attempt += 1
+        track.replan(task)  # the retry waits for the policy like any task
+        self.intents.status(wf)
+
+    def _idle_started(self, answer: Answer) -> None:
+        stage, delay = answer.decision.stage, answer.decision.idle_delay
+        wf: Workflow = stage.job.payload
+        until = stage.idle_until if stage.idle_until is not None else self.now()
+        reason = messages.idle_reason(answer.by, answer.decision, answer.hold)
+        slot = wf.idle_slots[stage.index] = SlotState(stage.name, delay, until, reason)
+        self.metrics.idle_inserted.inc(delay)
+        self.intents.status(wf, urgent=True)  # persisted before anything else of it happens
+        self.intents.event(wf.owner, *messages.idle_slot(slot, self.busy, self.settings.pool_size))
+
+    def _arm_new_timers(self) -> None:
+        for stage in self.cluster.new_timers:
+            wf: Workflow = stage.job.payload
+            if stage.idle_until is not None and wf.active:
+                key = wf.timer_key(stage.index)
+                self.intents.set_timer(key, stage.idle_until, wf.owner, stage.index)
+        self.cluster.new_timers.clear()
+
+    def _note_waiting(self, why: str | None) -> None:
+        """One Event per stage that became runnable but got no executor: why it waits."""
+        free, pool = self.cluster.free_executors, self.settings.pool_size
+        for job in self.cluster.jobs:
+            wf: Workflow = job.payload
+            for stage in job.runnable:
+                track = wf.stages[stage.index]
+                if not stage.launched and not track.waiting_noted:
+                    track.waiting_noted = True
+                    notice = messages.waiting(stage, job, free, pool, why or "")
+                    self.intents.event(wf.owner, *notice)
+
+    # -- tasks -----------------------------------------------------------------------------
+
+    def release(self, wf: Workflow, track: StageTrack, index: int, executor: int) -> None:
+        """Release task `index` onto `executor`: remove its gate, or create it ungated."""
+        task = track.task(index)
+        had_pod = task.state is TaskState.GATED
+        wf.released(track, task, executor, self.now())
+        started = wf.phase is Phase.PENDING
+        if started:
+            wf.phase = Phase.RUNNING
+        if had_pod:
+            self.intents.release_pod(wf, track, task)
+        else:
+            self.intents.create_pod(wf, track, task, gated=False)
+        self.top_up(wf, track)
+        self.intents.status(wf, urgent=started)
+
+    def _materialize(self, wf: Workflow, track: StageTrack) -> None:
+        """The stage became runnable: create its gated pods (up to the window)."""
+        if track.materialized or wf.job.stages[track.index].complete:
+            return
+        track.materialized = True
+        self.top_up(wf, track)
+
+    def top_up(self, wf: Workflow, track: StageTrack) -> None:
+        if not track.materialized:
+            return
+        while track.gated < self.settings.window:
+            index = track.next_to_create()
+            if index is None:
+                return
+            task = track.task(index)
+            track.set_state(task, TaskState.GATED)
+            self.intents.create_pod(wf, track, task, gated=True)
+
+    def task_succeeded(
+        self, wf: Workflow, track: StageTrack, task: Task, ran: float | None
+    ) -> None:
+        executor = task.executor
+        assert executor is not None
+        track.set_state(task, TaskState.SUCCEEDED)
+        if self.cleanup is not None:
+            self.cleanup.task_ended(wf, track, task, succeeded=True)
+        wf.measured(track, task, self.now(), ran, self.settings.history_samples)
+        following = self.cluster.task_finished(executor, self.now())
+        if following is not None:
+            self.release(wf, track, track.next_to_release(), executor)
+            self.intents.event(wf.owner, *messages.released_next(track.spec.name))
+        job = wf.job
+        if job.finish is not None:
+            self._complete(wf)
+            return
+        if job.stages[track.index].complete:
+            for child in job.stages[track.index].children:
+                if job.stages[child].parents_left == 0:
+                    self._materialize(wf, wf.stages[child])
+        self.intents.status(wf)
+
+    def _task_failed(self, wf: Workflow, track: StageTrack, task: Task, reason: str) -> None:
+        track.attempt_failed(task)
+        self.metrics.task_failures.inc()
+        if self.cleanup is not None:
+            self.cleanup.task_ended(wf, track, task, succeeded=False)
+        if task.failures > track.spec.backoff_limit:
+            self.fail_task_for_good(wf, track, task, reason)
+            return
+        self.intents.event(wf.owner, *messages.task_failure(track, task, reason))
+        self._retry(wf, track, task)
+        self.intents.status(wf)
+
+    def _retry(self, wf: Workflow, track: StageTrack, task: Task) -> None:
+        task.attempt += 1
+        self.intents.create_pod(wf, track, task, gated=False)
+
+    def fail_task_for_good(self, wf: Workflow, track: StageTrack, task: Task, reason: str) -> None:
+        track.set_state(task, TaskState.FAILED)  # its pod has failed: kept (logs)
+        _, failure, message = messages.task_failure(track, task, reason)
+        self.fail(wf, failure, message)
+
+    # -- workflow outcomes -----------------------------------------------------------------
+
+    def _complete(self, wf: Workflow) -> None:
+        job = wf.job
+        now = self.now()
+        wf.phase = Phase.SUCCEEDED
+        wf.completion = job.finish if job.finish is not None else now
+        wf.conditions.set(
+            "Complete", True, "Succeeded", "All stages succeeded.", wf.generation, now
+        )
+        jct = wf.completion - wf.arrival
+        self.metrics.completion_time.labels("succeeded").observe(jct)
+        self.metrics.workflows_finished.labels("succeeded").inc()
+        self.intents.event(wf.owner, *messages.succeeded(wf.dag, jct, job.idle_inserted))
+        if self.history is not None:
+            self.history.finished(wf)
+        self.intents.status(wf, urgent=True)
+        wf.active = False
+        self.drop(wf, remove_job=False)
+
+    def fail(self, wf: Workflow, reason: str, message: str, *, now: float | None = None) -> None:
+        """Fail the workflow: its unfinished pods are deleted, its executors return to the
+        pool (the caller schedules)."""
+        self._at(now)
+        if not wf.active:
+            return
+        now = self.now()
+        wf.active = False
+        wf.phase = Phase.FAILED
+        wf.completion = now
+        self.intents.cancel_writes(wf.owner)  # drop the creations and releases not done yet
+        self.drop(wf)
+        for track in wf.stages:
+            for task in track.tasks.values():
+                if task.state in (TaskState.GATED, TaskState.RELEASED):
+                    name = pod_name(wf.owner.name, track.spec.name, task.index, task.attempt)
+                    self.intents.delete_pod(wf.owner, name)
+        wf.conditions.set("Failed", True, reason, message, wf.generation, now)
+        self.metrics.completion_time.labels("failed").observe(now - wf.arrival)
+        self.metrics.workflows_finished.labels("failed").inc()
+        self.intents.event(wf.owner, "Warning", reason, message)
+        if self.history is not None:
+            self.history.finished(wf)
+        self.intents.status(wf, urgent=True)
+        log.warning("%s/%s failed: %s", wf.owner.namespace, wf.owner.name, message)
+
+    def drop(self, wf: Workflow, *, remove_job: bool = True) -> None:
+        """Take the workflow out of the operator's memory (its last writes are queued)."""
+        if self.lifecycle is not None:
+            self.lifecycle.dropped(wf)
+        if remove_job:
+            self.cluster.remove_job(wf.job, self.now())
+        for index in wf.idle_slots:
+            self.intents.cancel_timer(wf.timer_key(index))  # (one that fired: a no-op)
+        if self.workflows.get(wf.key) is wf:
+            del self.workflows[wf.key]
