@@ -12,10 +12,12 @@ from typing import Any
 
 from idlegate.operator.core.core import Core
 from idlegate.operator.core.intents import (
+    Confirmed,
     CreatePod,
     DeletePod,
     PatchStatus,
     PostEvent,
+    Refused,
     RemoveGate,
     SetTimer,
 )
@@ -194,3 +196,27 @@ def test_the_core_loads_neither_kopf_nor_a_kubernetes_client() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_pod_write_refused_for_good_fails_its_workflow_and_frees_its_executor() -> None:
+    core = core_of(pool=1)
+    core.admit(workflow("w", stage("a", tasks=2)), [], NamespacePolicy(), now=T0)
+    (released,) = [i for i in core.intents.take() if isinstance(i, RemoveGate)]
+    core.outcome(Refused(released, 403, "Forbidden", "no", permanent=True), now=T0 + 1)
+    intents = core.intents.take()
+    assert [i.reason for i in intents if isinstance(i, PostEvent)] == ["PodRejected"]
+    assert {i.name for i in intents if isinstance(i, DeletePod)} == {"w-a-0", "w-a-1"}
+    assert [i for i in intents if isinstance(i, PatchStatus)][-1].status["phase"] == "Failed"
+    assert core.cluster.busy == 0 and core.workflows == {}
+
+
+def test_a_confirmed_write_is_read_like_a_watch_event_and_a_transient_refusal_is_kept() -> None:
+    core = core_of(pool=1)
+    spec = stage("a", tasks=2)
+    core.admit(workflow("w", spec), [], NamespacePolicy(), now=T0)
+    (released,) = [i for i in core.intents.take() if isinstance(i, RemoveGate)]
+    core.outcome(Refused(released, None, "Timeout", "no answer", permanent=False), now=T0 + 1)
+    assert core.intents.take() == [] and core.workflows
+    done = pod("w", spec, 0, "Succeeded", executor=0)
+    core.outcome(Confirmed(released, done), now=T0 + 10)
+    assert [i.name for i in core.intents.take() if isinstance(i, RemoveGate)] == ["w-a-1"]

@@ -32,22 +32,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
-from idlegate.operator.actuator import Actuator
 from idlegate.operator.admission import owner_of
 from idlegate.operator.clock import from_datetime, to_datetime
-from idlegate.operator.kube import ApiError, KubeApi
-from idlegate.operator.metrics import Metrics
+from idlegate.operator.kube import ApiError
 from idlegate.operator.pods import LABEL_WORKFLOW, Owner, pod_name
-from idlegate.operator.podsecurity import NamespacePolicy, namespace_policy
-from idlegate.operator.settings import Settings
+from idlegate.operator.podsecurity import namespace_policy
 from idlegate.operator.status import Phase, WorkflowStatus, dump
-from idlegate.operator.timers import Timers
-from idlegate.operator.tracking import TaskState, Workflow, WorkflowKey
-from idlegate.operator.writes import Writer
+from idlegate.operator.tracking import TaskState, Workflow
 from idlegate.sim.spec import WorkflowSpec
+
+if TYPE_CHECKING:
+    from idlegate.operator.bridge import Bridge
 
 log = logging.getLogger(__name__)
 
@@ -62,38 +60,10 @@ def only_mutable_changed(old: WorkflowSpec, new: WorkflowSpec) -> bool:
     return new.model_copy(update={f: getattr(old, f) for f in MUTABLE}) == old
 
 
-class Host(Protocol):
-    """What the lifecycle needs of the bridge (:class:`idlegate.operator.bridge.Bridge`)."""
-
-    settings: Settings
-    kube: KubeApi
-    metrics: Metrics
-    timers: Timers
-    actuator: Actuator
-    writes: Writer
-    workflows: dict[WorkflowKey, Workflow]
-
-    @property
-    def busy(self) -> int: ...
-    def now(self) -> float: ...
-    def known(self, owner: Owner) -> bool: ...
-    def admit(
-        self,
-        body: Mapping[str, Any],
-        pods: Iterable[Mapping[str, Any]],
-        policy: NamespacePolicy,
-        *,
-        schedule: bool = True,
-    ) -> Workflow | None: ...
-    def fail(self, wf: Workflow, reason: str, message: str) -> None: ...
-    def drop(self, wf: Workflow, *, remove_job: bool = True) -> None: ...
-    def schedule(self) -> None: ...
-
-
 class Lifecycle:
     """Rejection, suspension and deadlines of the bridge's workflows."""
 
-    def __init__(self, bridge: Host) -> None:
+    def __init__(self, bridge: Bridge) -> None:
         self.bridge = bridge
         self._expiring: set[str] = set()
         """Uids of suspended workflows being admitted to be failed by their deadline."""

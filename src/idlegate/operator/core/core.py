@@ -54,6 +54,7 @@ from idlegate.operator.admission import (
     new_workflow,
     owner_of,
 )
+from idlegate.operator.core.intents import Confirmed, CreatePod, Outcome, RemoveGate
 from idlegate.operator.core.outbox import Outbox
 from idlegate.operator.decisions import Answer, Decider, post_round
 from idlegate.operator.metrics import Metrics
@@ -316,6 +317,32 @@ class Core:
         else:
             self._task_failed(wf, track, task, f"pod {info.name} failed: {info.reason}")
         self.schedule()
+
+    def outcome(self, outcome: Outcome, *, now: float | None = None) -> None:
+        """A write ended (the edge's report): a pod the API returned is read like a watch
+        event; a pod write refused for good fails its workflow (its executors return to the
+        pool); a write whose workflow is gone makes the core forget it."""
+        self._at(now)
+        intent = outcome.intent
+        if isinstance(outcome, Confirmed):
+            if isinstance(intent, CreatePod | RemoveGate) and outcome.body is not None:
+                self.observe_pod(outcome.body)
+            return
+        owner = intent.owner
+        wf = self.workflows.get((owner.namespace, owner.name))
+        if wf is None or wf.owner.uid != owner.uid or not wf.active:
+            return
+        if outcome.gone:
+            self.forget(owner.namespace, owner.name, owner.uid)
+        elif outcome.permanent and isinstance(intent, CreatePod | RemoveGate):
+            action = "create" if isinstance(intent, CreatePod) else "release"
+            cause = f"the API server refused it ({outcome.status}): {outcome.message}"
+            message = (
+                f"The operator could not {action} task pod {intent.name} of stage "
+                f"{intent.stage!r}; {cause}."
+            )
+            self.fail(wf, "PodRejected", message)
+            self.schedule()
 
     def _ran(self, pod: TaskPod) -> float | None:
         """A succeeded pod's run time on the operator's clock, if its status tells it."""
