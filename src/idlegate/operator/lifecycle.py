@@ -88,7 +88,7 @@ class Lifecycle:
             phase=Phase.SUSPENDED,
             conditions=wf.conditions.models(),
         )
-        b.writes.patch_status(wf.owner, dump(held))
+        b.intents.patch_status(wf.owner, dump(held))
         if status.get("startTime"):
             started = from_datetime(status["startTime"])
             self.arm_deadline(wf.owner, wf.spec.active_deadline_seconds, started)
@@ -102,7 +102,7 @@ class Lifecycle:
             message = "spec.suspend was set to false: the workflow is back in the pool."
             now = self.bridge.now()
             wf.conditions.set("Suspended", False, "Resumed", message, wf.generation, now)
-            self.bridge.writes.event(wf.owner, "Normal", "Resumed", message)
+            self.bridge.intents.event(wf.owner, "Normal", "Resumed", message)
         self.arm_deadline(wf.owner, wf.spec.active_deadline_seconds, wf.admitted)
 
     def updated(self, wf: Workflow, spec: WorkflowSpec, generation: int) -> None:
@@ -112,7 +112,7 @@ class Lifecycle:
             self.suspend(wf)
             return
         self.arm_deadline(wf.owner, spec.active_deadline_seconds, wf.admitted)
-        self.bridge.writes.status(wf, urgent=True)
+        self.bridge.intents.status(wf, urgent=True)
 
     def suspend(self, wf: Workflow) -> None:
         """Take the running `wf` out of the pool: its running pods are deleted (evicted) and
@@ -120,15 +120,14 @@ class Lifecycle:
         b, now = self.bridge, self.bridge.now()
         busy = b.busy
         wf.active, wf.suspended, wf.phase = False, True, Phase.SUSPENDED
-        b.actuator.clear(wf.key)  # drop its creations and releases not done yet
-        wf.status_queued = False
+        b.intents.cancel_writes(wf.owner)  # drop its creations and releases not done yet
         b.drop(wf)
         evicted = 0
         for track in wf.stages:
             for task in track.tasks.values():
                 if task.state is TaskState.RELEASED:
                     name = pod_name(wf.owner.name, track.spec.name, task.index, task.attempt)
-                    b.writes.delete_pod(wf.owner, name)
+                    b.intents.delete_pod(wf.owner, name)
                     evicted += 1
         freed = busy - b.busy
         message = (
@@ -136,8 +135,8 @@ class Lifecycle:
             f"when it is resumed; {freed} executor(s) back to the pool."
         )
         wf.conditions.set("Suspended", True, "Suspended", message, wf.generation, now)
-        b.writes.status(wf, urgent=True)
-        b.writes.event(wf.owner, "Normal", "Suspended", message)
+        b.intents.status(wf, urgent=True)
+        b.intents.event(wf.owner, "Normal", "Suspended", message)
         self.arm_deadline(wf.owner, wf.spec.active_deadline_seconds, wf.admitted)
         b.schedule()
 

@@ -171,7 +171,7 @@ class Pools:
             # (a workflow that waited for its pool says it has one now)
             message = f"In ExecutorPool {name!r}."
             wf.conditions.set(POOL_CONDITION, True, "PoolFound", message, wf.generation, self.now())
-            bridge.writes.status(wf, urgent=True)
+            bridge.intents.status(wf, urgent=True)
         return wf
 
     def _wait(self, body: Mapping[str, Any], pool: str, reason: str, message: str) -> None:
@@ -193,8 +193,8 @@ class Pools:
             phase=status.get("phase") or Phase.PENDING,
             conditions=conditions.models(),
         )
-        self.writes.patch_status(owner, dump(waiting))
-        self.writes.event(owner, "Warning", reason, message)
+        self.default.intents.patch_status(owner, dump(waiting))
+        self.default.intents.event(owner, "Warning", reason, message)
         log.info("%s/%s waits for ExecutorPool %r (%s).", owner.namespace, owner.name, pool, reason)
 
     def now(self) -> float:
