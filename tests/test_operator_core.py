@@ -15,13 +15,13 @@ from idlegate.operator.core.intents import (
     Confirmed,
     CreatePod,
     DeletePod,
+    LiveStatus,
     PatchStatus,
     PostEvent,
     Refused,
     RemoveGate,
     SetTimer,
 )
-from idlegate.operator.core.outbox import LiveStatus
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.pods import Owner, task_pod
 from idlegate.operator.podsecurity import NamespacePolicy

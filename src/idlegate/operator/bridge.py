@@ -28,13 +28,13 @@ from idlegate.operator.core.intents import (
     DeletePod,
     DeleteWorkflow,
     Intent,
+    LiveStatus,
     PatchStatus,
     PostEvent,
     RemoveGate,
     SetTimer,
     Timing,
 )
-from idlegate.operator.core.outbox import LiveStatus
 from idlegate.operator.health import ApiHealth, ObservedApi
 from idlegate.operator.history import HistoryRecorder
 from idlegate.operator.kube import KubeApi

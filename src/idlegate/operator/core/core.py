@@ -54,8 +54,7 @@ from idlegate.operator.admission import (
     new_workflow,
     owner_of,
 )
-from idlegate.operator.core.intents import Confirmed, CreatePod, Outcome, RemoveGate
-from idlegate.operator.core.outbox import Outbox
+from idlegate.operator.core.intents import Confirmed, CreatePod, Outbox, Outcome, RemoveGate
 from idlegate.operator.decisions import Answer, Decider, post_round
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.planning import PlanningWorker, note_rule
