@@ -116,9 +116,6 @@ class Pools:
         """The bridge that holds workflow `key`, if any."""
         return next((b for b in self.bridges.values() if key in b.workflows), None)
 
-    def pool_of(self, bridge: Bridge) -> str:
-        return next(name for name, b in self.bridges.items() if b is bridge)
-
     def known(self, owner: Owner) -> bool:
         return any(b.known(owner) for b in self.bridges.values())
 
@@ -285,10 +282,6 @@ class Pools:
         moved += self._rerouted()
         self.tell()
         return moved + [o for k, o in self._waiting_owner.items() if self.waiting.get(k) == name]
-
-    def waiting_owners(self) -> list[Owner]:
-        """The owners of the workflows waiting for a pool (admitted again once it exists)."""
-        return [self._waiting_owner[k] for k in self.waiting if k in self._waiting_owner]
 
     def remove(self, name: str) -> list[Owner]:
         """ExecutorPool `name` is deleted: its workflows leave it (no pod is touched) and
