@@ -92,7 +92,7 @@ class Bridge(Core):
             self.writes = Writer(settings, self.actuator, metrics, time=self.time, instance=pod)
             self.history = HistoryRecorder(settings, metrics, self.writes, self.actuator)
             self.cleanup = Cleanup(settings, self.writes, timers)
-        self.lifecycle = Lifecycle(self)
+        self.lifecycle = Lifecycle(self, self.kube, timers)
         self.planning = planning_worker(self)
 
     def now(self) -> float:

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from idlegate.operator.admission import owner_of
 from idlegate.operator.clock import from_datetime, to_datetime
-from idlegate.operator.kube import ApiError
+from idlegate.operator.kube import ApiError, KubeApi
 from idlegate.operator.pods import LABEL_WORKFLOW, Owner, pod_name
 from idlegate.operator.podsecurity import namespace_policy
 from idlegate.operator.status import Phase, WorkflowStatus, dump
@@ -45,7 +45,8 @@ from idlegate.operator.tracking import TaskState, Workflow
 from idlegate.sim.spec import WorkflowSpec
 
 if TYPE_CHECKING:
-    from idlegate.operator.bridge import Bridge
+    from idlegate.operator.core.core import Core
+    from idlegate.operator.timers import Timers
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +64,9 @@ def only_mutable_changed(old: WorkflowSpec, new: WorkflowSpec) -> bool:
 class Lifecycle:
     """Rejection, suspension and deadlines of the bridge's workflows."""
 
-    def __init__(self, bridge: Bridge) -> None:
-        self.bridge = bridge
+    def __init__(self, core: Core, kube: KubeApi, timers: Timers) -> None:
+        self.bridge = core
+        self.kube, self.timers = kube, timers
         self._expiring: set[str] = set()
         """Uids of suspended workflows being admitted to be failed by their deadline."""
         self._tasks: set[asyncio.Task[None]] = set()
@@ -148,18 +150,18 @@ class Lifecycle:
         """Arm (or re-arm, or with `seconds` None drop) the deadline of the workflow
         admitted at `started`, to fire at its end (or at `at`, a retry)."""
         if seconds is None:
-            self.bridge.timers.cancel(_deadline_key(owner.uid))
+            self.timers.cancel(_deadline_key(owner.uid))
             return
 
         async def fire() -> None:
             self.deadline_passed(owner, seconds, started)
 
         when = started + seconds if at is None else at
-        self.bridge.timers.arm(_deadline_key(owner.uid), when, fire)
+        self.timers.arm(_deadline_key(owner.uid), when, fire)
 
     def dropped(self, wf: Workflow) -> None:
         """`wf` left the bridge (finished, failed, deleted or suspended): no deadline."""
-        self.bridge.timers.cancel(_deadline_key(wf.owner.uid))
+        self.timers.cancel(_deadline_key(wf.owner.uid))
 
     def deadline_passed(self, owner: Owner, seconds: int, started: float) -> None:
         """Fail the workflow `owner` by its deadline: now if it is admitted, else (it is
@@ -184,7 +186,7 @@ class Lifecycle:
     async def _expire_held(self, owner: Owner, seconds: int, started: float, message: str) -> None:
         b = self.bridge
         try:
-            body = await b.kube.get_workflow(owner.namespace, owner.name)
+            body = await self.kube.get_workflow(owner.namespace, owner.name)
             if body is None or (body.get("metadata") or {}).get("uid") != owner.uid:
                 return
             if (body.get("status") or {}).get("phase") not in (
@@ -193,8 +195,8 @@ class Lifecycle:
                 Phase.SUSPENDED,
             ):
                 return
-            pods = await b.kube.list_pods(owner.namespace, f"{LABEL_WORKFLOW}={owner.name}")
-            namespace = await b.kube.get_namespace(owner.namespace)
+            pods = await self.kube.list_pods(owner.namespace, f"{LABEL_WORKFLOW}={owner.name}")
+            namespace = await self.kube.get_namespace(owner.namespace)
         except ApiError as exc:
             where = f"{owner.namespace}/{owner.name}"
             log.info("Cannot read %s for its deadline (%s); retrying.", where, exc)

@@ -47,7 +47,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from idlegate.operator import messages
 from idlegate.operator.messages import Notice
@@ -55,9 +55,9 @@ from idlegate.sim.cluster import Cluster
 from idlegate.sim.protocol import Scheduler
 
 if TYPE_CHECKING:
-    from idlegate.operator.core.core import Core
     from idlegate.operator.decisions import Decider
     from idlegate.operator.metrics import Metrics
+    from idlegate.operator.settings import Settings
     from idlegate.operator.tracking import StageTrack, Workflow
     from idlegate.policy.lookahead import LookaheadScheduler, Plan
 
@@ -169,7 +169,19 @@ class PlanningWorker:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
 
-def planning_worker(bridge: Core) -> PlanningWorker | None:
+class Driver(Protocol):
+    """What a worker is made of (the pool's core, :class:`idlegate.operator.core.core.Core`)."""
+
+    scheduler: Scheduler
+    cluster: Cluster
+    settings: Settings
+    metrics: Metrics
+    decider: Decider
+
+    def schedule(self) -> None: ...
+
+
+def planning_worker(bridge: Driver) -> PlanningWorker | None:
     """The worker of the bridge's policy when it is a planner that plans beside its
     decisions (its budget: ``--plan-budget-ms``), else None."""
     planner = worker_planner(bridge.scheduler)

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from idlegate.errors import GangTooWideError, IdlegateError
 from idlegate.operator import messages
@@ -66,12 +66,34 @@ from idlegate.operator.tracking import StageTrack, Task, TaskState, Workflow, Wo
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.protocol import Launch, Scheduler, Stage
 
-if TYPE_CHECKING:
-    from idlegate.operator.cleanup import Cleanup
-    from idlegate.operator.history import HistoryRecorder
-    from idlegate.operator.lifecycle import Lifecycle
-
 log = logging.getLogger(__name__)
+
+
+class Lifecycle(Protocol):
+    """What the core tells suspension and deadlines (:mod:`idlegate.operator.lifecycle`)."""
+
+    def hold(self, wf: Workflow, body: Mapping[str, Any]) -> bool: ...
+    def admitted(self, wf: Workflow) -> None: ...
+    def dropped(self, wf: Workflow) -> None: ...
+
+
+class Cleanup(Protocol):
+    """What the core tells pod and workflow GC (:mod:`idlegate.operator.cleanup`)."""
+
+    def finished_before(
+        self, body: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]
+    ) -> None: ...
+    def admitted(self, wf: Workflow, pods: Iterable[Mapping[str, Any]]) -> None: ...
+    def task_ended(
+        self, wf: Workflow, track: StageTrack, task: Task, *, succeeded: bool
+    ) -> None: ...
+
+
+class History(Protocol):
+    """What the core tells the history (:mod:`idlegate.operator.history`)."""
+
+    def finished_before(self, body: Mapping[str, Any]) -> None: ...
+    def finished(self, wf: Workflow) -> None: ...
 
 
 def reject(
@@ -125,7 +147,7 @@ class Core:
         self.decider = Decider(scheduler, metrics, settings.seed)  # (it resets the policy)
         self.planning: PlanningWorker | None = None
         """A lookahead planner's worker (:mod:`idlegate.operator.planning`), if any."""
-        self.history: HistoryRecorder | None = None
+        self.history: History | None = None
         self.cleanup: Cleanup | None = None
         self.lifecycle: Lifecycle | None = None
         """Suspension and deadlines (:mod:`idlegate.operator.lifecycle`)."""
