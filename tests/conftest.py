@@ -6,6 +6,17 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests judge what they generate, never how fast: no per-example deadline and no
+# health check that fails a test for slow generation (a loaded machine is no defect). A test's
+# own @settings still overrides the rest (its number of examples).
+settings.register_profile(
+    "idlegate",
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.load_profile("idlegate")
 
 
 @pytest.fixture(scope="module")

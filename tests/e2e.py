@@ -9,6 +9,9 @@ is given, and what the emulator really holds.
   is a name created twice);
 * :func:`workflow`, :func:`stage`: DagWorkflow bodies; :func:`wait_phase`, :func:`status_of`,
   :func:`events_of`, :func:`pods_of`: what the API holds about one;
+* :class:`Journal`: every pod and workflow write of a namespace, in order (what happened
+  before what, which a poll can miss);
+* :func:`holding_first_runs`: a kubelet's pod durations that keep chosen pods running;
 * :class:`Periodic`: a thread taking one observation every so often (benchmarks/api_faults.py's
   pool sampler);
 * :func:`serving_proxy`: a :class:`~tests.k8s.faults.FaultProxy` before the API server, for
@@ -25,7 +28,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Self
 
@@ -47,10 +50,14 @@ from tests.clocks import ScaledClock
 from tests.k8s.apiserver import PODS
 from tests.k8s.faults import FaultProxy
 from tests.k8s.harness import ApiServer
+from tests.k8s.kubelet import duration_of
 
 SPEED = 20.0
 """Simulated seconds per wall second, for the operator's clock and the kubelet alike."""
 DWF = "idlegate.io/v1alpha1/dagworkflows"
+HANG_SECONDS = 300.0
+"""The least wall-clock time a :func:`wait` (or the operator's exit) gets before it is
+taken for a hang: a safety net, never a bound on speed."""
 
 
 class PodMonitor:
@@ -137,6 +144,74 @@ class PodMonitor:
             return len(self.occupying), len(self.gated_now)
 
 
+class Journal:
+    """Every write to pods and DagWorkflows of one namespace, in the emulator's order, as
+    (plural, event type, name, phase, the workflow a pod belongs to): what happened before
+    what, without polling (a poll can miss a state that lasts less than its interval)."""
+
+    def __init__(self, api: ApiServer, namespace: str) -> None:
+        self.api, self.namespace = api, namespace
+        self.entries: list[tuple[str, str, str, str, str]] = []
+        self._lock = threading.Lock()
+        self._unsubscribe = api.call(lambda: api.emulator.subscribe(self._on_event))
+
+    def _on_event(self, res: kmock.resource, etype: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        if meta.get("namespace") != self.namespace or res.plural not in ("pods", "dagworkflows"):
+            return
+        phase = (obj.get("status") or {}).get("phase") or ""
+        owner = (meta.get("labels") or {}).get(LABEL_WORKFLOW, "")
+        with self._lock:
+            self.entries.append((res.plural, etype, meta["name"], phase, owner))
+
+    def close(self) -> None:
+        self.api.call(self._unsubscribe)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def index(
+        self, plural: str, name: str, etype: str | None = None, phase: str | None = None
+    ) -> int | None:
+        """The position of the first write to `name` of that type (any if None) leaving it in
+        that phase (any if None), or None if there was none (yet)."""
+        with self._lock:
+            for i, (p, e, n, ph, _) in enumerate(self.entries):
+                if (p, n) == (plural, name) and etype in (None, e) and phase in (None, ph):
+                    return i
+        return None
+
+    def pods_of(self, workflow: str) -> set[str]:
+        """The names of every pod of `workflow` ever written."""
+        with self._lock:
+            return {n for p, _, n, _, owner in self.entries if p == "pods" and owner == workflow}
+
+
+HOLD_SECONDS = 1e6
+"""A run time no test waits out: the pod ends only when deleted (evicted, cut, collected)."""
+
+
+def holding_first_runs(*names: str) -> Callable[[Mapping[str, Any]], float]:
+    """A :class:`~tests.k8s.kubelet.SimKubelet` ``durations``: the first run of each pod named
+    in `names` lasts :data:`HOLD_SECONDS`; later runs, and every other pod, what they declare.
+
+    A test that needs a pod still running when something happens (a deadline, a suspend)
+    holds it so, instead of betting that the operator acts before the pod's time is up."""
+    started: set[str] = set()
+
+    def durations(pod: Mapping[str, Any]) -> float:
+        name = pod["metadata"]["name"]
+        if name in names and name not in started:
+            started.add(name)
+            return HOLD_SECONDS
+        return duration_of(pod)
+
+    return durations
+
+
 class Periodic:
     """Calls :meth:`tick` every `interval` s in a daemon thread, from enter to exit."""
 
@@ -203,7 +278,7 @@ def running_operator(
     args = ["run", "--standalone"]
     for served in operator.settings.namespaces:  # (overrides may serve several)
         args += ["--namespace", served]
-    with KopfRunner(args, registry=build_registry(operator), timeout=60) as runner:
+    with KopfRunner(args, registry=build_registry(operator), timeout=HANG_SECONDS) as runner:
         wait(lambda: operator._bridge is not None and operator.bridge.rebuilt, 20, "operator start")
         try:
             yield operator
@@ -227,13 +302,19 @@ def new_namespace(api: ApiServer, prefix: str) -> str:
 
 
 def wait(predicate: Any, timeout: float, what: str) -> Any:
+    """Polls `predicate` until it returns something truthy, and returns that.
+
+    The tests wait on events (what the emulator holds), never on the wall clock's pace:
+    `timeout` (at least :data:`HANG_SECONDS`) is only a safety net that turns a hang into a
+    failure naming `what`, however slow or loaded the machine is."""
+    timeout = max(timeout, HANG_SECONDS)
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout} s waiting for {what}")
+            raise TimeoutError(f"no {what} after {timeout} s: taken for a hang")
         time.sleep(0.02)
 
 

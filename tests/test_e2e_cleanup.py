@@ -25,7 +25,9 @@ from tests.clocks import ScaledClock
 from tests.e2e import (
     DWF,
     SPEED,
+    Journal,
     events_of,
+    holding_first_runs,
     pods_of,
     running_operator,
     stage,
@@ -49,20 +51,30 @@ def test_a_burst_leaves_no_pod_then_no_workflow_and_a_complete_history(
 ):
     sink = tmp_path / "history.jsonl"
     names = [f"b{i}" for i in range(12)]
-    with running_operator(
-        api, ns, pool=4, history_file=sink, pod_gc="OnWorkflowCompletion", ttl_after_finished=60
+    # The order of the writes is what is checked (the journal), not what a poll finds at some
+    # moment: on a slow machine the first workflows' TTL ends before the last ones finish.
+    with (
+        Journal(api, ns) as journal,
+        running_operator(
+            api, ns, pool=4, history_file=sink, pod_gc="OnWorkflowCompletion", ttl_after_finished=60
+        ),
     ):
         for i, name in enumerate(names):
             body = workflow(name, stage("a", 2, 2), stage("b", 1, 2, ("a",)))
             if i % 2:  # half collect each pod as it ends, the rest take the operator's default
                 body["spec"]["podGC"] = {"strategy": "OnPodCompletion"}
             api.create(DWF, body, namespace=ns)
-        for name in names:
-            wait_phase(api, ns, name, ("Succeeded",), timeout=60)
-        # every pod collected while the workflows are still there (their TTL is 60 s)
-        wait(lambda: not api.list("pods", ns), 20, "pod GC")
-        assert all(api.get(DWF, ns, name) for name in names)
-        wait(lambda: not api.list(DWF, ns), 30, "the TTL to delete every workflow")
+        deleted = {n: lambda n=n: journal.index("dagworkflows", n, "DELETED") for n in names}
+        wait(lambda: all(d() is not None for d in deleted.values()), 60, "the TTL's deletions")
+        assert api.list("pods", ns) == [] and api.list(DWF, ns) == []
+    for name in names:
+        end = journal.index("dagworkflows", name, phase="Succeeded")
+        assert end is not None and end < deleted[name](), name  # finished, then deleted
+        pods = journal.pods_of(name)
+        assert pods == {f"{name}-a-0", f"{name}-a-1", f"{name}-b-0"}
+        gone = [journal.index("pods", pod, "DELETED") for pod in pods]
+        # every pod collected while its workflow still existed (its TTL is 60 s)
+        assert all(g is not None and g < deleted[name]() for g in gone), (name, gone)
     assert monitor.duplicates == []  # no task ran twice
     assert sorted(monitor.created) == sorted(
         f"{n}-{s}-{i}" for n in names for s, i in (("a", 0), ("a", 1), ("b", 0))
@@ -73,8 +85,12 @@ def test_a_burst_leaves_no_pod_then_no_workflow_and_a_complete_history(
 
 
 def test_a_deadline_fails_the_workflow_mid_stage(api, ns, kubelet, monitor):
-    slow = workflow("slow", stage("a", 4, 20))  # two waves of 20 s on a pool of 2
-    slow["spec"]["activeDeadlineSeconds"] = 30
+    # Two waves on a pool of 2: the first of 20 s; the second held running until the deadline
+    # cuts it, however late it starts. The deadline leaves the first wave 180 s of slack
+    # (9 wall seconds) for the operator to create and release its pods.
+    kubelet.durations = holding_first_runs("slow-a-2", "slow-a-3")
+    slow = workflow("slow", stage("a", 4, 20))
+    slow["spec"]["activeDeadlineSeconds"] = 200
     with running_operator(api, ns, pool=2):
         api.create(DWF, slow, namespace=ns)
         wait(lambda: len(monitor.running()) == 2, 10, "the first wave")
@@ -84,7 +100,7 @@ def test_a_deadline_fails_the_workflow_mid_stage(api, ns, kubelet, monitor):
     failed = condition(api, ns, "slow", "Failed")
     assert failed is not None and failed["reason"] == "DeadlineExceeded"
     assert status["stages"][0]["succeeded"] == 2  # the first wave; the second was cut
-    assert from_datetime(status["completionTime"]) - from_datetime(status["startTime"]) >= 30
+    assert from_datetime(status["completionTime"]) - from_datetime(status["startTime"]) >= 200
     left = pods_of(api, ns, "slow")
     assert sorted(p["metadata"]["name"] for p in left) == ["slow-a-0", "slow-a-1"]
     assert all(p["status"]["phase"] == "Succeeded" for p in left)
@@ -93,6 +109,9 @@ def test_a_deadline_fails_the_workflow_mid_stage(api, ns, kubelet, monitor):
 
 
 def test_suspend_and_resume(api, ns, kubelet, monitor):
+    # mid's first wave runs until the suspend evicts it, however late that comes; run again
+    # after the resume, its tasks take their 20 s
+    kubelet.durations = holding_first_runs("mid-a-0", "mid-a-1")
     held = workflow("held", stage("a", 1, 2))
     held["spec"]["suspend"] = True
     with running_operator(api, ns, pool=2):
@@ -131,17 +150,18 @@ def test_a_restart_between_finish_and_ttl_deletes_once_on_time(api, ns, kubelet)
 
     unsubscribe = api.call(lambda: api.emulator.subscribe(on_event))
     body = workflow("short", stage("a", 1, 2))
-    body["spec"]["ttlSecondsAfterFinished"] = 60
+    # a TTL long enough (10 wall seconds) for the first operator to stop before it is due
+    body["spec"]["ttlSecondsAfterFinished"] = 200
     try:
         with running_operator(api, ns, pool=1, clock=clock):
             api.create(DWF, body, namespace=ns)
             status = wait_phase(api, ns, "short", ("Succeeded",), timeout=20)
-        time.sleep(20 / SPEED)  # the operator is down for 20 of the 60 s
+        time.sleep(20 / SPEED)  # the operator is down for 20 of the 200 s
         assert api.get(DWF, ns, "short")
         with running_operator(api, ns, pool=1, clock=clock):
             wait(lambda: deletions, 20, "the TTL's deletion")
             time.sleep(10 / SPEED)
     finally:
         api.call(unsubscribe)
-    due = from_datetime(status["completionTime"]) + 60
+    due = from_datetime(status["completionTime"]) + 200
     assert len(deletions) == 1 and deletions[0] >= due - 0.5, (deletions, due)

@@ -6,7 +6,8 @@ status writes reach kopf's watches as a real kubelet's would. For every pod it
 1. leaves it ``Pending`` while ``spec.schedulingGates`` is non-empty;
 2. then marks it ``Running`` at once (there is no scheduler, node or image to wait for);
 3. after its ``TASK_DURATION_SECONDS`` (the operator's pod contract: an env var of the first
-   container) times `time_factor` wall seconds, ends it ``Succeeded``, or ``Failed`` with the
+   container; or what ``durations(pod)`` says, for a test that gives tasks of one stage
+   different run times) times `time_factor` wall seconds, ends it ``Succeeded``, or ``Failed`` with the
    exit code ``failure(pod)`` returns, reported in ``containerStatuses`` as a kubelet does.
 
 A deleted pod is simply gone: deletion is immediate on the test API server.
@@ -42,9 +43,12 @@ class SimKubelet:
         *,
         time_factor: float = 1.0,
         failure: Callable[[Mapping[str, Any]], int | None] | None = None,
+        durations: Callable[[Mapping[str, Any]], float] = duration_of,
     ) -> None:
         self.api, self.emulator, self.namespace = api, api.emulator, namespace
         self.time_factor, self.failure = time_factor, failure
+        self.durations = durations
+        """A pod's simulated run time; a test may replace it before it creates the pods."""
         self._timers: dict[str, asyncio.TimerHandle] = {}  # pod name -> its end
         self._unsubscribe: Callable[[], None] | None = None
 
@@ -83,7 +87,7 @@ class SimKubelet:
             return
         if pod["spec"].get("schedulingGates") or pod["metadata"].get("deletionTimestamp"):
             return
-        seconds = duration_of(pod) * self.time_factor
+        seconds = self.durations(pod) * self.time_factor
         loop = asyncio.get_running_loop()
         self._timers[name] = loop.call_later(seconds, self.emulator._safely, self._finish, name)
         self._status(name, {"phase": "Running", "startTime": now()})
