@@ -103,7 +103,13 @@ def stages_of(drawn: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+    ],
 )
 @given(st.lists(workflow, min_size=1, max_size=6), st.sampled_from([".yaml", ".json", ".jsonl"]))
 def test_an_exported_history_replays_the_jcts_of_the_history_it_records(

@@ -36,6 +36,7 @@ from idlegate.operator.tracking import TaskState
 from idlegate.operator.watchdog import KopfRetryLog, OperatorPod, RetryForever
 from tests.e2e import (
     DWF,
+    HANG_SECONDS,
     SPEED,
     PodMonitor,
     new_namespace,
@@ -369,7 +370,7 @@ def test_without_the_crd_the_operator_waits_for_it_then_serves(tmp_path: Path, c
     def install_when_waiting(api: ApiServer) -> None:
         """While the operator waits: readiness and the gauge say why; then the CRD."""
         try:
-            deadline = time.monotonic() + 20
+            deadline = time.monotonic() + HANG_SECONDS  # a safety net, not a bound on speed
             while time.monotonic() < deadline:
                 try:  # the gauge first: once it says 1, readiness already says why
                     metrics = _get(f"http://127.0.0.1:{port}/metrics")[1].decode()
