@@ -232,7 +232,7 @@ class Writer:
         executor: int | None,
     ) -> dict[str, Any]:
         """Create a pod, counting it once confirmed (:class:`PodCounts`)."""
-        return await self._counted(
+        return await self.counts.counted(
             kube.create_pod(owner.namespace, manifest), owner, name, Write.CREATE, executor
         )
 
@@ -247,31 +247,9 @@ class Writer:
         """Apply a gate-removing patch, counting it once confirmed."""
         if not ops:
             raise IdlegateError(f"pod {name} of the operator's own making carries no gate")
-        return await self._counted(
+        return await self.counts.counted(
             kube.patch_pod(owner.namespace, name, ops), owner, name, Write.RELEASE, executor
         )
-
-    async def _counted(
-        self,
-        request: Awaitable[dict[str, Any]],
-        owner: Owner,
-        name: str,
-        write: Write,
-        executor: int | None,
-    ) -> dict[str, Any]:
-        """Send a pod write, counted once confirmed (:class:`PodCounts`)."""
-        key = (owner.namespace, name)
-        self.counts.sending(key, write, owner.uid, executor)
-        try:
-            body = await request
-        except ApiError as exc:
-            self.counts.answered(key, write, ok=False, unanswered=not exc.answered)
-            raise
-        except BaseException:
-            self.counts.answered(key, write, ok=False)
-            raise
-        self.counts.answered(key, write, ok=True)
-        return body
 
     def observed(self, namespace: str, pod: TaskPod, *, deleted: bool = False) -> None:
         """A watch event of one of the operator's pods: it may confirm an unanswered write."""
@@ -457,6 +435,28 @@ class PodCounts:
             sent.setdefault(write, _Sent(uid, executor)).sending = True
         while len(self._sent) > self.limit:
             self._sent.popitem(last=False)
+
+    async def counted(
+        self,
+        request: Awaitable[dict[str, Any]],
+        owner: Owner,
+        name: str,
+        write: Write,
+        executor: int | None,
+    ) -> dict[str, Any]:
+        """Send pod `name`'s `write` (awaiting `request`), counted once confirmed."""
+        key = (owner.namespace, name)
+        self.sending(key, write, owner.uid, executor)
+        try:
+            body = await request
+        except ApiError as exc:
+            self.answered(key, write, ok=False, unanswered=not exc.answered)
+            raise
+        except BaseException:
+            self.answered(key, write, ok=False)
+            raise
+        self.answered(key, write, ok=True)
+        return body
 
     def answered(
         self, key: tuple[str, str], write: Write, *, ok: bool, unanswered: bool = False

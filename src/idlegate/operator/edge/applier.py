@@ -124,7 +124,7 @@ class Applier:
     async def _create(self, kube: KubeApi, intent: CreatePod) -> Mapping[str, Any] | None:
         owner, name = intent.owner, intent.name
         try:
-            return await self._counted(
+            return await self.counts.counted(
                 kube.create_pod(owner.namespace, dict(intent.manifest)),
                 owner,
                 name,
@@ -184,28 +184,7 @@ class Applier:
         if not ops:
             raise ApiError(422, "Invalid", f"pod {name} of the operator's making has no gate")
         request = kube.patch_pod(owner.namespace, name, ops)
-        return await self._counted(request, owner, name, Write.RELEASE, executor)
-
-    async def _counted(
-        self,
-        request: Awaitable[dict[str, Any]],
-        owner: Owner,
-        name: str,
-        write: Write,
-        executor: int | None,
-    ) -> dict[str, Any]:
-        key = (owner.namespace, name)
-        self.counts.sending(key, write, owner.uid, executor)
-        try:
-            body = await request
-        except ApiError as exc:
-            self.counts.answered(key, write, ok=False, unanswered=not exc.answered)
-            raise
-        except BaseException:
-            self.counts.answered(key, write, ok=False)
-            raise
-        self.counts.answered(key, write, ok=True)
-        return body
+        return await self.counts.counted(request, owner, name, Write.RELEASE, executor)
 
     @staticmethod
     async def _delete_pod(kube: KubeApi, intent: DeletePod) -> None:
