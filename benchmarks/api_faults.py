@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.operator_burst import fetch, free_port, metric, operator
-from idlegate.operator.crd import render_crd
+from idlegate.api.crd import render_crd
 from tests.e2e import DWF, Periodic, PodMonitor, stage, workflow
 from tests.k8s.faults import FaultProxy, Faults
 from tests.k8s.harness import ApiServer

@@ -40,9 +40,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from idlegate.api.crd import API_VERSION, render_crd
+from idlegate.api.labels import GATE
 from idlegate.flags import missing_extra, one_line
-from idlegate.operator.crd import API_VERSION, render_crd
-from idlegate.operator.pods import GATE
 
 try:  # the test API server needs the dev extra (kmock), the operator run its own extra
     import kopf  # noqa: F401 (not used here: the operator subprocess needs it)

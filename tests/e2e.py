@@ -35,16 +35,10 @@ from typing import Any, Self
 import kmock
 from kopf.testing import KopfRunner
 
+from idlegate.api.crd import API_VERSION
+from idlegate.api.labels import ANNOTATION_ATTEMPT, GATE, LABEL_STAGE, LABEL_TASK, LABEL_WORKFLOW
 from idlegate.operator.clock import Clock
-from idlegate.operator.crd import API_VERSION
 from idlegate.operator.main import Operator, build_registry
-from idlegate.operator.pods import (
-    ANNOTATION_ATTEMPT,
-    GATE,
-    LABEL_STAGE,
-    LABEL_TASK,
-    LABEL_WORKFLOW,
-)
 from idlegate.operator.settings import Settings
 from tests.clocks import ScaledClock
 from tests.k8s.apiserver import PODS

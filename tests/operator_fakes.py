@@ -16,11 +16,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from idlegate.operator import intake
-from idlegate.operator.bridge import Bridge
-from idlegate.operator.kube import ApiError
-from idlegate.operator.metrics import Metrics
-from idlegate.operator.pods import LABEL_WORKFLOW
+from idlegate.api.labels import LABEL_WORKFLOW
+from idlegate.operator.edge import intake
+from idlegate.operator.edge.bridge import Bridge
+from idlegate.operator.edge.kube import ApiError
+from idlegate.operator.edge.metrics import Metrics
 from idlegate.operator.settings import Settings
 from idlegate.policy import make_scheduler
 from idlegate.sim.protocol import Action, ClusterView, Decision

@@ -8,7 +8,7 @@ import threading
 import time
 from typing import Any
 
-from idlegate.operator.planning import PlanningWorker
+from idlegate.operator.features.planning import PlanningWorker
 from idlegate.policy import make_scheduler
 from idlegate.policy.lookahead import LookaheadConfig, LookaheadScheduler, Plan, PlanRequest
 from tests.operator_fakes import Harness, stage

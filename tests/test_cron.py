@@ -7,15 +7,15 @@ from typing import Any
 
 import pytest
 
-from idlegate.errors import SpecError
-from idlegate.operator.cron import LABEL_CRON, CronController
-from idlegate.operator.cron_spec import (
+from idlegate.api.cron_spec import (
     Schedule,
     cron_spec_problems,
     due,
     parse_cron_spec,
     run_name,
 )
+from idlegate.errors import SpecError
+from idlegate.operator.features.cron import LABEL_CRON, CronController
 from tests.operator_fakes import FakeClock, FakeKube, FakeTimers
 
 T0 = datetime(2026, 1, 5, 0, 0, tzinfo=UTC).timestamp()  # a Monday, midnight UTC
@@ -266,7 +266,7 @@ async def test_a_deleted_cron_workflow_drops_its_timer():
 
 @pytest.mark.asyncio
 async def test_a_timer_whose_sync_fails_is_armed_again():
-    from idlegate.operator.kube import ApiError
+    from idlegate.operator.edge.kube import ApiError
 
     env = Env()
     await env.at(T0 + 10)

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from idlegate.operator import crd
+from idlegate.api import crd
 from tests.deploy_files import (
     BASE,
     DEPLOY,
@@ -549,7 +549,7 @@ def test_readme_lists_every_event_reason_the_operator_posts():
         r'\.fail\(\s*\w+,\s*"([A-Z]\w+)"',  # a workflow failed: Event reason = condition's
         r'reason, cause = "([A-Z]\w+)"',  # a pod write that failed
     )
-    for path in sorted((ROOT / "src" / "idlegate" / "operator").glob("*.py")):
+    for path in sorted((ROOT / "src" / "idlegate" / "operator").rglob("*.py")):
         source = path.read_text()
         for pattern in patterns:
             posted.update(re.findall(pattern, source))
@@ -559,7 +559,7 @@ def test_readme_lists_every_event_reason_the_operator_posts():
 
 
 def test_readme_metrics_table_lists_every_series_the_operator_defines():
-    source = (ROOT / "src" / "idlegate" / "operator" / "metrics.py").read_text()
+    source = (ROOT / "src" / "idlegate" / "operator" / "edge" / "metrics.py").read_text()
     defined = {
         name + ("_total" if kind == "Counter" else "")
         for kind, name in re.findall(r'(Counter|Gauge|Histogram)\(\s*"(idlegate_\w+)"', source)

@@ -20,10 +20,10 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
+from idlegate.api import crd
+from idlegate.api.lint import lint_paths
+from idlegate.api.status import Condition, IdleSlot, Phase, StageStatus, WorkflowStatus
 from idlegate.errors import SpecError
-from idlegate.operator import crd
-from idlegate.operator.lint import lint_paths
-from idlegate.operator.status import Condition, IdleSlot, Phase, StageStatus, WorkflowStatus
 from idlegate.sim.spec import MAX_STAGES, StageSpec, WorkflowSpec, parse_workflow
 from tests.deploy_files import (
     BASE,
@@ -69,7 +69,7 @@ def test_generator_runs_without_kopf_or_kubernetes():
         "sys.modules['kopf'] = None\n"
         "sys.modules['kubernetes'] = None\n"
         "sys.argv = ['crd']\n"
-        "runpy.run_module('idlegate.operator.crd', run_name='__main__', alter_sys=True)\n"
+        "runpy.run_module('idlegate.api.crd', run_name='__main__', alter_sys=True)\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
@@ -653,7 +653,7 @@ def test_converter_refuses_what_kubernetes_cannot_express():
 
 
 def test_the_cron_sample_passes_its_crd_lint_and_the_model():
-    from idlegate.operator.cron_spec import parse_cron_spec
+    from idlegate.api.cron_spec import parse_cron_spec
 
     path = SAMPLES / "cron" / "nightly-report.yaml"
     (sample,) = load_all(path)
@@ -665,7 +665,7 @@ def test_the_cron_sample_passes_its_crd_lint_and_the_model():
 
 
 def test_the_pools_sample_passes_its_crd_lint_and_the_model():
-    from idlegate.operator.pool_spec import parse_pool_spec, pool_problems, route
+    from idlegate.api.pool_spec import parse_pool_spec, pool_problems, route
 
     path = SAMPLES / "pools" / "team-pools.yaml"
     *pools, pinned = load_all(path)
@@ -686,7 +686,7 @@ def test_the_pools_sample_passes_its_crd_lint_and_the_model():
 
 
 def test_the_readme_documents_every_pool_field():
-    from idlegate.operator.pool_spec import ExecutorPoolSpec, ExecutorPoolStatus, LabelSelector
+    from idlegate.api.pool_spec import ExecutorPoolSpec, ExecutorPoolStatus, LabelSelector
 
     text = (ROOT / "deploy" / "README.md").read_text()
     section = text.split("### Executor pools", 1)[1].split("\n## ", 1)[0]

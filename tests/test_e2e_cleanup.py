@@ -19,7 +19,7 @@ from pathlib import Path
 import kmock
 import pytest
 
-from idlegate.operator.clock import from_datetime
+from idlegate.api.timestamps import from_datetime
 from idlegate.sim.history import load_history
 from tests.clocks import ScaledClock
 from tests.e2e import (

@@ -30,8 +30,8 @@ from typing import Any
 
 import pytest
 
-from idlegate.operator.pods import GATE
-from idlegate.operator.podsecurity import (
+from idlegate.api.labels import GATE
+from idlegate.api.podsecurity import (
     LEVEL_LABEL,
     SERVICE_ACCOUNTS_ANNOTATION,
     Level,

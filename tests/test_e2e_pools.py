@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from idlegate.operator.clock import from_datetime
-from idlegate.operator.crd import API_VERSION, GROUP, POOL_KIND, POOL_PLURAL, VERSION
-from idlegate.operator.pods import LABEL_WORKFLOW
+from idlegate.api.crd import API_VERSION, GROUP, POOL_KIND, POOL_PLURAL, VERSION
+from idlegate.api.labels import LABEL_WORKFLOW
+from idlegate.api.timestamps import from_datetime
 from tests.e2e import (
     DWF,
     SPEED,

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from idlegate.operator.actuator import Actuator
+from idlegate.api.labels import GATE
 from idlegate.operator.core.intents import (
     Confirmed,
     CreatePod,
@@ -21,13 +21,14 @@ from idlegate.operator.core.intents import (
     Refused,
     RemoveGate,
 )
+from idlegate.operator.core.pods import Owner, pod_name, task_pod
+from idlegate.operator.edge.actuator import Actuator
 from idlegate.operator.edge.applier import Applier
-from idlegate.operator.events import EventRecorder
-from idlegate.operator.health import ApiHealth, ObservedApi
-from idlegate.operator.kube import ApiError
-from idlegate.operator.metrics import Metrics
-from idlegate.operator.pods import GATE, Owner, pod_name, task_pod
-from idlegate.operator.writes import PodCounts
+from idlegate.operator.edge.events import EventRecorder
+from idlegate.operator.edge.health import ApiHealth, ObservedApi
+from idlegate.operator.edge.kube import ApiError
+from idlegate.operator.edge.metrics import Metrics
+from idlegate.operator.edge.writes import PodCounts
 from idlegate.sim.spec import parse_workflow
 from tests.operator_fakes import FakeKube, stage
 

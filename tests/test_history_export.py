@@ -1,5 +1,5 @@
-"""`idlegate history export` (operator/export.py) and the history sink's rotation
-(operator/history.py): a history exported from DagWorkflows, a sink or a kubectl document
+"""`idlegate history export` (operator/features/export.py) and the history sink's rotation
+(operator/features/history.py): a history exported from DagWorkflows, a sink or a kubectl document
 reads back as the `file` workload, and replays the same JCTs as the history it came from."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 
 from idlegate.cli import app
 from idlegate.errors import IdlegateError
-from idlegate.operator.export import from_document, select, since_time, sink_files
-from idlegate.operator.history import HistorySink, history_workflow
+from idlegate.operator.features.export import from_document, select, since_time, sink_files
+from idlegate.operator.features.history import HistorySink, history_workflow
 from idlegate.policy import make_scheduler
 from idlegate.sim.engine import simulate
 from idlegate.sim.history import HistoryWorkflow, load_history, write_history

@@ -21,11 +21,11 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from idlegate.api.crd import CRON_KIND, KIND
+from idlegate.api.lint import LintReport, admission_errors, lint_paths, split_message
+from idlegate.api.template import check_templates
 from idlegate.cli import app
 from idlegate.errors import IdlegateError, SpecError
-from idlegate.operator.crd import CRON_KIND, KIND
-from idlegate.operator.lint import LintReport, admission_errors, lint_paths, split_message
-from idlegate.operator.template import check_templates
 from idlegate.sim.spec import parse_workflow
 
 runner = CliRunner()

@@ -9,8 +9,8 @@ from pathlib import Path
 import yaml
 from typer.testing import CliRunner
 
+from idlegate.api.lint import lint_paths
 from idlegate.cli import app
-from idlegate.operator.lint import lint_paths
 from tests.argo_data import EXAMPLES, need
 
 runner = CliRunner()

@@ -1,4 +1,4 @@
-"""Unit tests of the operator's bridge (operator/bridge.py) against the in-memory fakes of
+"""Unit tests of the operator's bridge (operator/edge/bridge.py) against the in-memory fakes of
 tests/operator_fakes.py: a fake clock, timers fired by hand, an API that applies creations,
 JSON patches and status merges the way the API server does, and the test as the kubelet.
 """
@@ -10,10 +10,11 @@ import copy
 
 import pytest
 
-from idlegate.operator import intake
-from idlegate.operator.clock import from_datetime
-from idlegate.operator.kube import ApiError
-from idlegate.operator.pods import ANNOTATION_EXECUTOR, GATE, LABEL_WORKFLOW, pod_name
+from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE, LABEL_WORKFLOW
+from idlegate.api.timestamps import from_datetime
+from idlegate.operator.core.pods import pod_name
+from idlegate.operator.edge import intake
+from idlegate.operator.edge.kube import ApiError
 from tests.helpers import CappedFifo
 from tests.operator_fakes import FakeClock, FakeKube, Harness, IdleRootsOnce, harness, stage
 

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from idlegate.operator import intake
-from idlegate.operator.clock import from_datetime
-from idlegate.operator.status import format_indexes, parse_indexes
+from idlegate.api.status import format_indexes, parse_indexes
+from idlegate.api.timestamps import from_datetime
+from idlegate.operator.edge import intake
 from idlegate.sim.spec import SpecError, parse_workflow
 from tests.operator_fakes import FakeClock, FakeKube, Harness, harness, stage
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from typing import Any
 
+from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.operator.core.core import Core
 from idlegate.operator.core.intents import (
     Confirmed,
@@ -22,9 +23,8 @@ from idlegate.operator.core.intents import (
     RemoveGate,
     SetTimer,
 )
-from idlegate.operator.metrics import Metrics
-from idlegate.operator.pods import Owner, task_pod
-from idlegate.operator.podsecurity import NamespacePolicy
+from idlegate.operator.core.pods import Owner, task_pod
+from idlegate.operator.edge.metrics import Metrics
 from idlegate.operator.settings import Settings
 from idlegate.policy import make_scheduler
 from idlegate.sim.protocol import Decision, Scheduler

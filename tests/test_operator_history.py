@@ -1,4 +1,4 @@
-"""The operator records its history (operator/history.py, tracking.py) against the in-memory
+"""The operator records its history (operator/features/history.py, tracking.py) against the in-memory
 fakes of tests/operator_fakes.py: run times from the pods' container states kept in the
 status (a bounded, uniform sample), one sink line per finished workflow, written once
 across restarts, and a failing sink that warns without stalling the pool."""
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from idlegate.operator import intake
-from idlegate.operator.export import from_document
-from idlegate.operator.pods import Owner, ran, task_pod
-from idlegate.operator.tracking import StageTrack
+from idlegate.operator.core.pods import Owner, ran, task_pod
+from idlegate.operator.core.tracking import StageTrack
+from idlegate.operator.edge import intake
+from idlegate.operator.features.export import from_document
 from idlegate.policy import DEFAULT_POLICY_PATH, SchedulerSpec, make_scheduler
 from idlegate.sim.history import load_history
 from idlegate.sim.spec import StageSpec

@@ -27,13 +27,13 @@ from typing import Any
 
 import pytest
 
-from idlegate.operator import intake
-from idlegate.operator.actuator import Op
-from idlegate.operator.crd import render_crd
-from idlegate.operator.endpoints import Endpoints
-from idlegate.operator.metrics import Metrics
-from idlegate.operator.tracking import TaskState
-from idlegate.operator.watchdog import KopfRetryLog, OperatorPod, RetryForever
+from idlegate.api.crd import render_crd
+from idlegate.operator.core.tracking import TaskState
+from idlegate.operator.edge import intake
+from idlegate.operator.edge.actuator import Op
+from idlegate.operator.edge.endpoints import Endpoints
+from idlegate.operator.edge.metrics import Metrics
+from idlegate.operator.edge.watchdog import KopfRetryLog, OperatorPod, RetryForever
 from tests.e2e import (
     DWF,
     HANG_SECONDS,
@@ -363,7 +363,7 @@ def _free_port() -> int:
 
 
 def test_without_the_crd_the_operator_waits_for_it_then_serves(tmp_path: Path, caplog):
-    caplog.set_level(logging.INFO, logger="idlegate.operator.watchdog")
+    caplog.set_level(logging.INFO, logger="idlegate.operator.edge.watchdog")
     port = _free_port()
     seen: dict[str, Any] = {}
 
@@ -406,7 +406,7 @@ def test_without_the_crd_the_operator_waits_for_it_then_serves(tmp_path: Path, c
     assert status == 503 and body["reason"].startswith("the DagWorkflow CRD is not installed")
     assert "kubectl apply -k deploy/base" in body["reason"]
     assert "metrics" in seen, "idlegate_crd_missing never said 1"
-    said = [r.getMessage() for r in caplog.records if r.name == "idlegate.operator.watchdog"]
+    said = [r.getMessage() for r in caplog.records if r.name == "idlegate.operator.edge.watchdog"]
     missing = [m for m in said if "CRD (dagworkflows.idlegate.io) is not installed" in m]
     assert len(missing) == 1 and "kubectl apply -k deploy/base" in missing[0], said
     assert "The DagWorkflow CRD is installed: serving." in said

@@ -13,9 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from idlegate.api.crd import DNS_SUBDOMAIN, MAX_WORKFLOW_NAME_LENGTH
 from idlegate.cli import app
-from idlegate.operator.crd import DNS_SUBDOMAIN, MAX_WORKFLOW_NAME_LENGTH
-from idlegate.operator.pods import pod_name
+from idlegate.operator.core.pods import pod_name
 from idlegate.sim.spec import MAX_NAME_LENGTH
 from tests.operator_fakes import harness, stage
 

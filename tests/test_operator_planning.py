@@ -1,8 +1,8 @@
-"""The lookahead planner's worker in the operator (operator/planning.py): plans run in a
+"""The lookahead planner's worker in the operator (operator/features/planning.py): plans run in a
 thread while the event loop keeps deciding, are adopted there (a switch schedules at
 once and shows in status, Events and metrics), dropped when stale, and a plan that
 raises is counted and logged once while the planner keeps its policy. Also: each
-workflow's measured task durations (operator/tracking.py)."""
+workflow's measured task durations (operator/core/tracking.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from idlegate.operator.planning import worker_planner
+from idlegate.operator.features.planning import worker_planner
 from idlegate.policy import make_scheduler
 from idlegate.sim.durations import MeasuredDurations, duration_model
 from idlegate.sim.protocol import WAIT, Action, ClusterView

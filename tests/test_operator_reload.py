@@ -1,4 +1,4 @@
-"""Hot reload of the policy's model files (operator/reload.py): a new model takes over
+"""Hot reload of the policy's model files (operator/features/reload.py): a new model takes over
 between two rounds, a bad one keeps the policy in use with a Warning Event and a metric,
 a ConfigMap's symlink swap is seen, and a planner's spec over an ONNX file reloads too.
 Against the fake API of tests/operator_fakes.py, and the operator itself once."""
@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from idlegate.operator.decisions import build_scheduler
+from idlegate.operator.edge.watchdog import OperatorPod
+from idlegate.operator.features.reload import PolicyWatch, model_files, replace_policy
 from idlegate.operator.main import Operator
-from idlegate.operator.reload import PolicyWatch, model_files, replace_policy
 from idlegate.operator.settings import Settings
-from idlegate.operator.watchdog import OperatorPod
 from idlegate.policy import DEFAULT_POLICY_PATH
 from idlegate.policy.lookahead import LookaheadScheduler
 from tests.operator_fakes import FakeClock, FakeKube, Harness, harness, stage

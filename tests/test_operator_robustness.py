@@ -17,17 +17,18 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from idlegate.api.labels import GATE
+from idlegate.api.podsecurity import LEVEL_LABEL
+from idlegate.api.template import check_template
+from idlegate.api.timestamps import from_datetime, to_datetime
 from idlegate.errors import IdlegateError, SpecError
-from idlegate.operator import intake
-from idlegate.operator.admission import AdmitLaterError
-from idlegate.operator.clock import from_datetime, to_datetime
+from idlegate.operator.core.admission import AdmitLaterError
+from idlegate.operator.core.pods import Owner, task_pod
 from idlegate.operator.decisions import load_scheduler
-from idlegate.operator.kube import ApiError
+from idlegate.operator.edge import intake
+from idlegate.operator.edge.kube import ApiError
 from idlegate.operator.main import Operator
-from idlegate.operator.pods import GATE, Owner, task_pod
-from idlegate.operator.podsecurity import LEVEL_LABEL
 from idlegate.operator.settings import Settings
-from idlegate.operator.template import check_template
 from idlegate.policy import DEFAULT_POLICY_PATH
 from idlegate.sim.spec import StageSpec, parse_workflow
 from tests.clocks import ScaledClock
@@ -96,7 +97,7 @@ def test_a_bad_template_is_invalid_with_its_path_and_holds_no_executor(name):
 
 
 def test_any_error_while_creating_a_pod_fails_the_workflow_and_frees_its_executors(monkeypatch):
-    import idlegate.operator.writes as writes
+    import idlegate.operator.edge.writes as writes
 
     real = writes.task_pod
 
@@ -123,7 +124,7 @@ def test_any_error_while_creating_a_pod_fails_the_workflow_and_frees_its_executo
 
 
 def test_an_error_while_releasing_a_pod_fails_the_workflow_too(monkeypatch):
-    import idlegate.operator.writes as writes
+    import idlegate.operator.edge.writes as writes
 
     async def scenario() -> None:
         h = harness(pool=1)

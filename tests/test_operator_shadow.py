@@ -1,4 +1,4 @@
-"""Shadow mode (operator/shadow.py): a second policy is compared with the active one at
+"""Shadow mode (operator/features/shadow.py): a second policy is compared with the active one at
 every decision in a worker thread, gating nothing. Agreement with known policies, the
 estimated difference from each source, a raising shadow and a slow one."""
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from idlegate.operator.shadow import Shadow, estimator
+from idlegate.operator.features.shadow import Shadow, estimator
 from idlegate.policy import make_scheduler
 from idlegate.sim.protocol import Action, ClusterView
 from tests.deploy_files import DEPLOY

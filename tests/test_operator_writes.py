@@ -22,12 +22,12 @@ from typing import Any
 
 import pytest
 
-from idlegate.operator import intake
-from idlegate.operator.actuator import Actuator, Op, Priority
-from idlegate.operator.health import ApiHealth, ObservedApi, retry_delay
-from idlegate.operator.kube import ApiError, KubernetesApi, retry_after
-from idlegate.operator.metrics import Metrics
-from idlegate.operator.pods import ANNOTATION_EXECUTOR, GATE, LABEL_WORKFLOW
+from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE, LABEL_WORKFLOW
+from idlegate.operator.edge import intake
+from idlegate.operator.edge.actuator import Actuator, Op, Priority
+from idlegate.operator.edge.health import ApiHealth, ObservedApi, retry_delay
+from idlegate.operator.edge.kube import ApiError, KubernetesApi, retry_after
+from idlegate.operator.edge.metrics import Metrics
 from tests.operator_fakes import FakeClock, FakeKube, Harness, IdleRootsOnce, harness, stage
 
 pytestmark = pytest.mark.looptime

@@ -5,10 +5,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from idlegate.errors import SpecError
-from idlegate.operator import crd
-from idlegate.operator.lint import lint_paths
-from idlegate.operator.pool_spec import (
+from idlegate.api import crd
+from idlegate.api.lint import lint_paths
+from idlegate.api.pool_spec import (
     DEFAULT_POOL,
     ExecutorPoolSpec,
     LabelSelector,
@@ -17,6 +16,7 @@ from idlegate.operator.pool_spec import (
     route,
     selects,
 )
+from idlegate.errors import SpecError
 from idlegate.sim.spec import parse_workflow
 
 
@@ -166,8 +166,8 @@ def test_the_pool_crd_is_cluster_scoped_with_its_columns():
 async def test_pools_route_wait_resize_and_delete_without_preempting():
     import copy
 
-    from idlegate.operator import intake
-    from idlegate.operator.pools import Pools
+    from idlegate.operator.edge import intake
+    from idlegate.operator.features.pools import Pools
     from tests.operator_fakes import harness, stage
 
     h = harness(pool=3)
@@ -211,7 +211,7 @@ async def test_pools_route_wait_resize_and_delete_without_preempting():
 def test_each_pool_writes_its_own_series_into_one_registry():
     from prometheus_client import generate_latest
 
-    from idlegate.operator.metrics import Metrics
+    from idlegate.operator.edge.metrics import Metrics
 
     default = Metrics(8, "fair")
     batch = Metrics(2, "srpt", pool="batch", beside=default)
@@ -244,8 +244,8 @@ def test_each_pool_writes_its_own_series_into_one_registry():
 async def test_a_shrunk_pool_counts_the_running_pods_that_do_not_fit_and_releases_nothing_new():
     import copy
 
-    from idlegate.operator import intake
-    from idlegate.operator.pools import Pools
+    from idlegate.operator.edge import intake
+    from idlegate.operator.features.pools import Pools
     from tests.operator_fakes import harness, stage
 
     h = harness(pool=1)
@@ -291,7 +291,7 @@ async def test_a_shrunk_pool_counts_the_running_pods_that_do_not_fit_and_release
 
 @pytest.mark.asyncio
 async def test_a_restart_with_a_smaller_pool_size_counts_the_running_pods_beyond_it():
-    from idlegate.operator import intake
+    from idlegate.operator.edge import intake
     from idlegate.policy import make_scheduler
     from tests.operator_fakes import FakeClock, FakeKube, Harness, stage
 
@@ -316,7 +316,7 @@ async def test_a_restart_with_a_smaller_pool_size_counts_the_running_pods_beyond
 
 def test_the_pool_status_refresh_and_ready_time_come_from_the_operators_clock():
     pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
-    from idlegate.operator.clock import from_datetime
+    from idlegate.api.timestamps import from_datetime
     from idlegate.operator.main import Operator, build_registry, pool_condition
     from idlegate.operator.settings import Settings
     from tests.clocks import ScaledClock
@@ -343,7 +343,7 @@ def test_the_pool_status_refresh_and_ready_time_come_from_the_operators_clock():
 
 @pytest.mark.asyncio
 async def test_the_known_cron_runs_are_told_to_the_pool_their_runs_land_in():
-    from idlegate.operator.pools import Pools
+    from idlegate.operator.features.pools import Pools
     from idlegate.sim.dag import Dag
     from idlegate.sim.engine import JobArrival
     from tests.operator_fakes import harness
@@ -412,7 +412,7 @@ async def test_the_shadow_watches_the_default_pool_only():
 async def test_a_gang_with_tasks_done_running_beyond_a_smaller_pool_is_adopted_and_finishes():
     """A gang stage restored with one task done and two running beyond the pool starts its
     two remaining tasks together once two executors are free, so the pool does not stall."""
-    from idlegate.operator import intake
+    from idlegate.operator.edge import intake
     from idlegate.policy import make_scheduler
     from tests.operator_fakes import FakeClock, FakeKube, Harness, stage
 
@@ -475,8 +475,8 @@ def test_a_spec_that_is_not_a_mapping_names_the_fields():
 async def test_a_gang_wider_than_its_pool_waits_for_the_pool_to_grow():
     import copy
 
-    from idlegate.operator import intake
-    from idlegate.operator.pools import Pools
+    from idlegate.operator.edge import intake
+    from idlegate.operator.features.pools import Pools
     from tests.operator_fakes import harness, stage
 
     h = harness(pool=4)

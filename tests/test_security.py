@@ -1,7 +1,7 @@
 """Creating a DagWorkflow is no way around RBAC and Pod Security (docs/security.md).
 
 One table of escalation attempts, each refused with its field path and control in the
-three places that judge a template: the operator's check (`idlegate.operator.podsecurity`,
+three places that judge a template: the operator's check (`idlegate.api.podsecurity`,
 through `template.check_templates`), `idlegate lint`, and the ValidatingAdmissionPolicy of
 deploy/components/pod-security, whose CEL runs here under cel-python. A second table covers
 every rule and the exemptions; on both, the policy's messages must equal the Python
@@ -25,10 +25,8 @@ from typing import Any
 import pytest
 import yaml
 
-from idlegate.errors import IdlegateError, SpecError
-from idlegate.operator.lint import lint_paths
-from idlegate.operator.pods import DEFAULT_TEMPLATE, Owner, task_pod
-from idlegate.operator.podsecurity import (
+from idlegate.api.lint import lint_paths
+from idlegate.api.podsecurity import (
     RULES,
     Level,
     NamespacePolicy,
@@ -37,8 +35,10 @@ from idlegate.operator.podsecurity import (
     namespace_policy,
     parse_service_accounts,
 )
+from idlegate.api.template import check_templates
+from idlegate.errors import IdlegateError, SpecError
+from idlegate.operator.core.pods import DEFAULT_TEMPLATE, Owner, task_pod
 from idlegate.operator.settings import Settings
-from idlegate.operator.template import check_templates
 from idlegate.sim.spec import StageSpec, parse_workflow
 from tests.security_cases import (
     C0,
@@ -649,7 +649,7 @@ async def _sync_cron(
     """One sync of a cron workflow in namespace `ns`, a minute after it was created, by a
     controller with `settings`: the fake API (its runs, its status), the timers, the
     Events recorded."""
-    from idlegate.operator.cron import CronController
+    from idlegate.operator.features.cron import CronController
     from tests.operator_fakes import FakeClock, FakeKube, FakeTimers
 
     kube, timers, clock, events = FakeKube(), FakeTimers(), FakeClock(1_700_000_000.0), []

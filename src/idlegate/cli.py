@@ -21,6 +21,7 @@ import typer
 from rich.console import Console
 
 from idlegate import __version__
+from idlegate.api.podsecurity import Level
 from idlegate.errors import IdlegateError
 from idlegate.evaluation.advise import AdviseConfig
 from idlegate.evaluation.comparison import CompareConfig, WorkloadOptions, run_one
@@ -33,7 +34,6 @@ from idlegate.evaluation.suites import (
     EvaluateConfig,
 )
 from idlegate.flags import Given, flags, missing_extra, one_line, user_errors
-from idlegate.operator.podsecurity import Level
 from idlegate.operator.settings import Settings
 from idlegate.training.config import InspectorConfig, TrainConfig, WindowTrainConfig
 
@@ -218,8 +218,8 @@ def lint(
     """Check DagWorkflow, DagCronWorkflow and ExecutorPool manifests offline with the
     operator's checks, and print the job each Argo Workflow maps to; exit 1 if any fails."""
     with user_errors():
-        from idlegate.operator.lint import lint_paths
-        from idlegate.operator.podsecurity import NamespacePolicy, parse_service_accounts
+        from idlegate.api.lint import lint_paths
+        from idlegate.api.podsecurity import NamespacePolicy, parse_service_accounts
 
         policy = NamespacePolicy(pod_security, parse_service_accounts(allowed_service_accounts))
         report = lint_paths(files, pool_size=pool_size, policy=policy)
@@ -301,7 +301,7 @@ def history_export(
 ) -> None:
     """Write the finished workflows' history file: live DagWorkflows, a sink or a document."""
     with user_errors():
-        from idlegate.operator.export import export
+        from idlegate.operator.features.export import export
 
         found = export(
             out=out,

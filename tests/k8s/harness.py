@@ -22,7 +22,7 @@ from typing import Any, Self, TypeVar
 import kmock
 import yaml
 
-from idlegate.operator.crd import KINDS, render_crd
+from idlegate.api.crd import KINDS, render_crd
 from tests.k8s.apiserver import Emulator
 
 T = TypeVar("T")

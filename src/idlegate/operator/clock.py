@@ -12,7 +12,6 @@ the clock through one :class:`Steady`, which never goes back.
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 
 
@@ -28,26 +27,6 @@ class Clock(Protocol):
 
     def from_wall(self, t: float) -> float:
         """The clock's time at the wall-clock epoch time `t` (e.g. an API timestamp)."""
-
-
-def to_datetime(t: float) -> datetime:
-    """Clock seconds as an aware UTC datetime (what the status stores)."""
-    return datetime.fromtimestamp(t, UTC)
-
-
-def timestamp_precision(value: str) -> float:
-    """Seconds of precision of an RFC 3339 timestamp: 1 for the API server's usual
-    ``2024-01-01T00:00:00Z`` (metav1.Time), 0 for one with a fraction (metav1.MicroTime)."""
-    return 0.0 if "." in value else 1.0
-
-
-def from_datetime(value: datetime | str) -> float:
-    """An aware datetime, or an RFC 3339 string as the API server returns it, as seconds."""
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value.timestamp()
 
 
 class Steady:

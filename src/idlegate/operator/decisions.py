@@ -47,8 +47,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from idlegate.errors import IdlegateError
-from idlegate.operator import messages
-from idlegate.operator.metrics import Metrics
+from idlegate.operator.core import messages
+from idlegate.operator.edge.metrics import Metrics
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.engine import Answered, JobArrival, decision_round
 from idlegate.sim.protocol import Action, Decision, Launch, Scheduler, Stage
@@ -98,7 +98,7 @@ def load_scheduler(spec: str | None) -> Scheduler:
 def build_scheduler(spec: SchedulerSpec | str | None) -> Scheduler:
     """The scheduler `spec` names (None: ``default``), without any fallback: the check a
     policy passes at the start and at every reload of its model files
-    (:mod:`idlegate.operator.reload`). An ONNX model is probed on a small state as it
+    (:mod:`idlegate.operator.features.reload`). An ONNX model is probed on a small state as it
     loads (`idlegate.policy.onnx_runtime`). IdlegateError says what is wrong."""
     from idlegate.policy import SchedulerSpec, make_scheduler
 
@@ -235,7 +235,7 @@ class ErrorLog:
 
 
 class Onlooker(Protocol):
-    """What watches the rounds beside the Decider (:class:`idlegate.operator.shadow.Shadow`):
+    """What watches the rounds beside the Decider (:class:`idlegate.operator.features.shadow.Shadow`):
     `begin` before a round's first question gives a record whose `actions` the Decider
     fills with the answers applied (or None: not this round), `submit` takes it after."""
 
@@ -248,7 +248,7 @@ class Decider:
     """Asks the policy through decision rounds, falling back on the module's rules.
 
     It starts the operator's run: the policy is reset with `seed` (and ``fair``, the last
-    fallback rule, too). A `shadow` (:mod:`idlegate.operator.shadow`), if set, is handed
+    fallback rule, too). A `shadow` (:mod:`idlegate.operator.features.shadow`), if set, is handed
     every round's state and answers, to compare its own answers with off this path.
     """
 
@@ -390,7 +390,7 @@ def post_round(done: Round, cluster: Cluster, event: Callable[..., None]) -> Non
     failed question was about (`Failure.stage`); when that is not known (every rule failed
     before naming one), on each workflow left with a runnable stage, since any of them may
     have been the one held back. Equal messages aggregate into one Event per workflow
-    (:mod:`idlegate.operator.events`)."""
+    (:mod:`idlegate.operator.edge.events`)."""
     if done.holding is not None:
         hold, by = done.holding
         event(hold.stage.job.payload.owner, *messages.held(hold, by))

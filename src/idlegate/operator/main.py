@@ -8,7 +8,7 @@ simulator's state machine, never torch.
 The kopf handlers are thin, level-triggered, and all in one registry per operator:
 
 * **startup** -> timers, the endpoints ``/metrics`` and ``/readyz``
-  (:mod:`idlegate.operator.endpoints`) and the watchdog (:mod:`idlegate.operator.watchdog`),
+  (:mod:`idlegate.operator.edge.endpoints`) and the watchdog (:mod:`idlegate.operator.edge.watchdog`),
   which rebuilds the state from the API in the background: waiting for the API server or
   the DagWorkflow CRD if need be, never failing. kopf's own requests are retried for ever
   (:func:`configure_kopf`), so no outage ends the process.
@@ -22,7 +22,7 @@ The kopf handlers are thin, level-triggered, and all in one registry per operato
 * DagWorkflow **update of spec** -> re-validate an invalid workflow, refuse to change a
   running one (a Warning Event).
 * DagWorkflow **events** -> a deleted (or foreground-deleting) workflow leaves the state
-  machine; a finished one gets its TTL and pod GC (:mod:`idlegate.operator.cleanup`). No finalizer: the pods are owned by the workflow and garbage-collected with
+  machine; a finished one gets its TTL and pod GC (:mod:`idlegate.operator.features.cleanup`). No finalizer: the pods are owned by the workflow and garbage-collected with
   it, the operator's only clean-up is in memory, and a workflow deleted while the
   operator is down simply is not there when it rebuilds. A finalizer would only block
   deletions whenever the operator is not running.
@@ -42,34 +42,34 @@ from typing import Any
 
 import kopf
 
+from idlegate.api.crd import CRON_PLURAL, GROUP, PLURAL, POOL_PLURAL, VERSION
+from idlegate.api.labels import LABEL_WORKFLOW
+from idlegate.api.pool_spec import parse_pool_spec
+from idlegate.api.timestamps import to_datetime
 from idlegate.errors import IdlegateError
-from idlegate.operator import intake
-from idlegate.operator.admission import AdmitLaterError
-from idlegate.operator.bridge import Bridge
-from idlegate.operator.cleanup import FINISHED as CLEANED
-from idlegate.operator.clock import to_datetime
-from idlegate.operator.crd import CRON_PLURAL, GROUP, PLURAL, POOL_PLURAL, VERSION
-from idlegate.operator.cron import FINISHED, LABEL_CRON, CronController
+from idlegate.operator.core.admission import AdmitLaterError
+from idlegate.operator.core.messages import Notice
 from idlegate.operator.decisions import followed, load_scheduler
-from idlegate.operator.endpoints import Endpoints, check_free
-from idlegate.operator.health import ApiHealth
-from idlegate.operator.kube import (
+from idlegate.operator.edge import intake
+from idlegate.operator.edge.bridge import Bridge
+from idlegate.operator.edge.endpoints import Endpoints, check_free
+from idlegate.operator.edge.health import ApiHealth
+from idlegate.operator.edge.kube import (
     ApiError,
     KubeApi,
     KubernetesApi,
     connection_info,
     load_configuration,
 )
-from idlegate.operator.messages import Notice
-from idlegate.operator.metrics import Metrics
-from idlegate.operator.pods import LABEL_WORKFLOW
-from idlegate.operator.pool_spec import parse_pool_spec
-from idlegate.operator.pools import Pools, namespace_labels, pool_status
-from idlegate.operator.reload import PoolReloads, policy_watches, replace_policy
+from idlegate.operator.edge.metrics import Metrics
+from idlegate.operator.edge.timers import IdleTimers
+from idlegate.operator.edge.watchdog import KopfRetryLog, OperatorPod, RetryForever, Watchdog
+from idlegate.operator.features.cleanup import FINISHED as CLEANED
+from idlegate.operator.features.cron import FINISHED, LABEL_CRON, CronController
+from idlegate.operator.features.pools import Pools, namespace_labels, pool_status
+from idlegate.operator.features.reload import PoolReloads, policy_watches, replace_policy
+from idlegate.operator.features.shadow import make_shadow
 from idlegate.operator.settings import Settings
-from idlegate.operator.shadow import make_shadow
-from idlegate.operator.timers import IdleTimers
-from idlegate.operator.watchdog import KopfRetryLog, OperatorPod, RetryForever, Watchdog
 from idlegate.sim.protocol import Scheduler
 
 log = logging.getLogger(__name__)
@@ -91,7 +91,7 @@ class Operator:
         self.shadow = make_shadow(settings, self.metrics)
         """The shadow policy (--shadow), compared beside the policy, or None."""
         self.pool_reloads = PoolReloads(settings, self.metrics, self.report)
-        """Hot reload of the ExecutorPools' policies (:mod:`idlegate.operator.reload`)."""
+        """Hot reload of the ExecutorPools' policies (:mod:`idlegate.operator.features.reload`)."""
         self.watches = policy_watches(
             settings,
             active=lambda: self.scheduler,
@@ -101,7 +101,7 @@ class Operator:
             report=self.report,
             others=self.pool_reloads.following,
         )
-        """The model files watched for hot reload (:mod:`idlegate.operator.reload`)."""
+        """The model files watched for hot reload (:mod:`idlegate.operator.features.reload`)."""
         self.health = ApiHealth(self.metrics)
         """Whether the API server answers: fed by every request (the operator's own and
         kopf's watches), read by the writes' back-offs and by readiness."""
@@ -136,7 +136,7 @@ class Operator:
 
     @property
     def pools(self) -> Pools:
-        """Every pool's bridge (:mod:`idlegate.operator.pools`); `bridge` is the default's."""
+        """Every pool's bridge (:mod:`idlegate.operator.features.pools`); `bridge` is the default's."""
         if self._pools is None:
             raise RuntimeError("the operator has not started yet")
         return self._pools

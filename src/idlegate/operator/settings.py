@@ -7,10 +7,10 @@ from typing import Annotated
 
 from pydantic import ConfigDict, Field, SkipValidation, StrictInt, field_validator, model_validator
 
+from idlegate.api.podsecurity import DEFAULT_LEVEL, Level
+from idlegate.api.status import MAX_MEASURED
 from idlegate.config import Config, Flag
 from idlegate.operator.clock import Clock, WallClock
-from idlegate.operator.podsecurity import DEFAULT_LEVEL, Level
-from idlegate.operator.status import MAX_MEASURED
 from idlegate.sim.protocol import Scheduler
 from idlegate.sim.spec import PodGCStrategy
 

@@ -9,12 +9,12 @@ timer fires -> ``idle_expired``; then the policy is asked through the Engine's d
 (:class:`idlegate.operator.decisions.Decider`) and its launches become gate removals. The
 scheduling semantics (what is runnable, caps, idle slots, which executor, tasks beyond the
 pool) and every count of tasks and executors are the state machine's; the core keeps the
-pods' bookkeeping (:mod:`idlegate.operator.tracking`) and translates.
+pods' bookkeeping (:mod:`idlegate.operator.core.tracking`) and translates.
 
 Nothing here reads the API, waits, or reads a clock: each entry point takes `now` (the
 operator's clock seconds) and what was read, and says what to write by adding intents to
 :attr:`Core.intents` (:mod:`.outbox`, :mod:`.intents`) in the order they are to be carried
-out; the edge (:class:`idlegate.operator.bridge.Bridge`) applies them. The features that
+out; the edge (:class:`idlegate.operator.edge.bridge.Bridge`) applies them. The features that
 have I/O of their own (history, cleanup, deadlines: ``history``, ``cleanup``,
 ``lifecycle``) are optional: a core without them schedules all the same.
 
@@ -25,7 +25,7 @@ would flood the API server (and every watcher of pods) with objects that may wai
 hours: a 500-stage workflow of large stages is hundreds of thousands of pods.
 
 Restart: every DagWorkflow is admitted with its pods and each job's progress restored
-(:mod:`idlegate.operator.admission`) before the first scheduling decision, so no pod is
+(:mod:`idlegate.operator.core.admission`) before the first scheduling decision, so no pod is
 created twice (names are deterministic and creation is idempotent), running tasks keep
 their executors, and a delay persisted in the status is neither forgotten nor repeated.
 
@@ -44,9 +44,11 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
+from idlegate.api.podsecurity import NamespacePolicy
+from idlegate.api.status import Conditions, Phase, SlotState, invalid_status
 from idlegate.errors import GangTooWideError, IdlegateError
-from idlegate.operator import messages
-from idlegate.operator.admission import (
+from idlegate.operator.core import messages
+from idlegate.operator.core.admission import (
     Restore,
     classify,
     generation_of,
@@ -55,14 +57,12 @@ from idlegate.operator.admission import (
     owner_of,
 )
 from idlegate.operator.core.intents import Confirmed, CreatePod, Outbox, Outcome, RemoveGate
+from idlegate.operator.core.pods import Owner, TaskPod, pod_name, read_task_pod
+from idlegate.operator.core.tracking import StageTrack, Task, TaskState, Workflow, WorkflowKey
 from idlegate.operator.decisions import Answer, Decider, post_round
-from idlegate.operator.metrics import Metrics
-from idlegate.operator.planning import PlanningWorker, note_rule
-from idlegate.operator.pods import Owner, TaskPod, pod_name, read_task_pod
-from idlegate.operator.podsecurity import NamespacePolicy
+from idlegate.operator.edge.metrics import Metrics
+from idlegate.operator.features.planning import PlanningWorker, note_rule
 from idlegate.operator.settings import Settings
-from idlegate.operator.status import Conditions, Phase, SlotState, invalid_status
-from idlegate.operator.tracking import StageTrack, Task, TaskState, Workflow, WorkflowKey
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.protocol import Launch, Scheduler, Stage
 
@@ -70,7 +70,7 @@ log = logging.getLogger(__name__)
 
 
 class Lifecycle(Protocol):
-    """What the core tells suspension and deadlines (:mod:`idlegate.operator.lifecycle`)."""
+    """What the core tells suspension and deadlines (:mod:`idlegate.operator.features.lifecycle`)."""
 
     def hold(self, wf: Workflow, body: Mapping[str, Any]) -> bool: ...
     def admitted(self, wf: Workflow) -> None: ...
@@ -78,7 +78,7 @@ class Lifecycle(Protocol):
 
 
 class Cleanup(Protocol):
-    """What the core tells pod and workflow GC (:mod:`idlegate.operator.cleanup`)."""
+    """What the core tells pod and workflow GC (:mod:`idlegate.operator.features.cleanup`)."""
 
     def finished_before(
         self, body: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]
@@ -90,7 +90,7 @@ class Cleanup(Protocol):
 
 
 class History(Protocol):
-    """What the core tells the history (:mod:`idlegate.operator.history`)."""
+    """What the core tells the history (:mod:`idlegate.operator.features.history`)."""
 
     def finished_before(self, body: Mapping[str, Any]) -> None: ...
     def finished(self, wf: Workflow) -> None: ...
@@ -142,15 +142,15 @@ class Core:
         """Every workflow there was at the start is admitted (:func:`intake.rebuild`): ready."""
         self.paused = False
         """While workflows move into the pool (:meth:`Pools.moving
-        <idlegate.operator.pools.Pools.moving>`) no round runs: each one's running pods must
+        <idlegate.operator.features.pools.Pools.moving>`) no round runs: each one's running pods must
         be counted before the pool releases anything."""
         self.decider = Decider(scheduler, metrics, settings.seed)  # (it resets the policy)
         self.planning: PlanningWorker | None = None
-        """A lookahead planner's worker (:mod:`idlegate.operator.planning`), if any."""
+        """A lookahead planner's worker (:mod:`idlegate.operator.features.planning`), if any."""
         self.history: History | None = None
         self.cleanup: Cleanup | None = None
         self.lifecycle: Lifecycle | None = None
-        """Suspension and deadlines (:mod:`idlegate.operator.lifecycle`)."""
+        """Suspension and deadlines (:mod:`idlegate.operator.features.lifecycle`)."""
 
     @property
     def scheduler(self) -> Scheduler:

@@ -11,7 +11,7 @@ and whether retrying could help. What the core must see of an outcome is read fr
 fields only, so they stay as they are; new fields are added with defaults.
 
 Pod writes are idempotent by design: a pod's name is a function of its workflow, stage,
-task and attempt (:func:`idlegate.operator.pods.pod_name`), so a creation that finds its
+task and attempt (:func:`idlegate.operator.core.pods.pod_name`), so a creation that finds its
 pod there (409) with the same owner's uid is a success, and a gate removal whose pod has
 lost the gate already records the executor and is a success too.
 
@@ -30,10 +30,10 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from idlegate.operator.pods import Owner, pod_name, task_pod
+from idlegate.operator.core.pods import Owner, pod_name, task_pod
 
 if TYPE_CHECKING:
-    from idlegate.operator.tracking import StageTrack, Task, Workflow
+    from idlegate.operator.core.tracking import StageTrack, Task, Workflow
 
 STATUS_LANE = "status"
 """The lane suffix of a workflow's status and Events (apart from its pods' writes)."""
@@ -58,7 +58,7 @@ class CreatePod:
     name: str
     """The pod's name (`pod_name`), also ``manifest``'s."""
     manifest: Mapping[str, Any]
-    """The whole pod to create (`idlegate.operator.pods.task_pod`)."""
+    """The whole pod to create (`idlegate.operator.core.pods.task_pod`)."""
     executor: int | None = None
     """The executor slot it runs on, for a pod created released; None: created gated."""
     after_status: bool = False

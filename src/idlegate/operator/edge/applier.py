@@ -2,14 +2,14 @@
 
 The core (:mod:`idlegate.operator.core`) never writes; it returns intents
 (:mod:`idlegate.operator.core.intents`). :meth:`Applier.apply` queues each on the
-:class:`~idlegate.operator.actuator.Actuator` lane the intent names, so one object's
+:class:`~idlegate.operator.edge.actuator.Actuator` lane the intent names, so one object's
 writes keep the order given and different objects' writes run side by side: one
 workflow's blocked write never blocks another's. Each write is retried as the actuator
 retries (no answer, 429 with its Retry-After, 5xx; woken by the API's return), and its
 end becomes an outcome for the core (`on_outcome`): :class:`Confirmed` with the object
 the API returned, or :class:`Refused` with the API's status. Pod creations and gate
-removals are counted from their confirmations (:class:`~idlegate.operator.writes.PodCounts`),
-Events are posted by the :class:`~idlegate.operator.events.EventRecorder`.
+removals are counted from their confirmations (:class:`~idlegate.operator.edge.writes.PodCounts`),
+Events are posted by the :class:`~idlegate.operator.edge.events.EventRecorder`.
 
 What makes a pod write idempotent (names per attempt, a 409 of the same owner is
 success, a guarded gate removal re-read when refused) is told in the intents' docstrings
@@ -25,7 +25,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
-from idlegate.operator.actuator import Actuator, Op, Priority, Retry
+from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE
 from idlegate.operator.core.intents import (
     Confirmed,
     CreatePod,
@@ -38,10 +38,11 @@ from idlegate.operator.core.intents import (
     Refused,
     RemoveGate,
 )
-from idlegate.operator.events import EventRecorder
-from idlegate.operator.kube import ApiError, KubeApi
-from idlegate.operator.pods import ANNOTATION_EXECUTOR, GATE, Owner, read_task_pod, release_patch
-from idlegate.operator.writes import PodCounts, Write
+from idlegate.operator.core.pods import Owner, read_task_pod, release_patch
+from idlegate.operator.edge.actuator import Actuator, Op, Priority, Retry
+from idlegate.operator.edge.events import EventRecorder
+from idlegate.operator.edge.kube import ApiError, KubeApi
+from idlegate.operator.edge.writes import PodCounts, Write
 
 log = logging.getLogger(__name__)
 

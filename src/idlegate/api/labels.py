@@ -1,0 +1,19 @@
+"""The labels, annotations and gate on task pods: the contract between the operator and its pods.
+
+A task pod says which workflow, stage and task it belongs to (labels), which attempt it is
+and, once released, which executor slot it runs on (annotations). It is created with the
+scheduling gate :data:`GATE`, which only the operator removes.
+"""
+
+GATE = "idlegate.io/release"
+"""The scheduling gate the operator puts on every task pod and removes to release it."""
+LABEL_WORKFLOW = "idlegate.io/workflow"
+LABEL_STAGE = "idlegate.io/stage"
+LABEL_TASK = "idlegate.io/task"
+ANNOTATION_ATTEMPT = "idlegate.io/attempt"
+"""0 for the first pod of a task, n for its n-th retry."""
+ANNOTATION_EXECUTOR = "idlegate.io/executor"
+"""The executor slot (0 .. pool-1) the task was released on; set with the gate removal."""
+DEFAULT_SERVICE_ACCOUNT = "default"
+"""Task pods run as this service account, without a token, unless the template names one
+the namespace allows (:mod:`idlegate.api.podsecurity`)."""

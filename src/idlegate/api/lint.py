@@ -1,0 +1,604 @@
+"""``idlegate lint``: check DagWorkflow, DagCronWorkflow and ExecutorPool manifests offline.
+
+What `argo lint` is to Argo users: run it before ``kubectl apply`` and learn, without a
+cluster, whether the operator would mark a workflow ``Invalid``. The checks are not
+re-implemented here; a DagWorkflow passes exactly when the operator's admission
+(:meth:`idlegate.operator.core.admission.Admission.admit`) would accept it:
+
+* ``metadata.name``: :func:`idlegate.api.crd.check_workflow_name` (an RFC 1123
+  subdomain, as the API server requires of every object's name, so that task pod names
+  derived from it are valid; and a label value on every task pod, as the CRD's CEL rule
+  says);
+* ``spec``: :func:`idlegate.sim.spec.parse_workflow` (types, bounds, names, unknown
+  dependencies, cycles: the simulator's model);
+* each stage's pod template: :func:`idlegate.api.template.check_templates`, with a
+  :class:`~idlegate.api.podsecurity.NamespacePolicy` standing in for the namespace
+  the manifest will be applied to (there is none offline): the Pod Security level of
+  ``--pod-security`` (default baseline, the operator's default for a namespace without
+  the label) and the service accounts of ``--allowed-service-accounts``;
+* with ``pool_size`` (the operator's ``--pool-size``): no gang stage larger than the pool,
+  checked by :meth:`idlegate.sim.cluster.Cluster.add_job` as the operator does. Without
+  it this check is skipped, since the pool is a property of the cluster, not the manifest.
+
+Around them, what ``kubectl apply`` would trip over first: YAML or JSON that does not
+parse (with its line and column; also duplicate keys, which kubectl's strict decoding
+rejects but PyYAML silently resolves to the last), an unreadable file, a DagWorkflow under
+the wrong or no ``apiVersion``, another kind in the ``idlegate.io`` group (or
+``DagWorkflow`` in another case), a missing name. Everything else (a ConfigMap, a
+Kustomization, a document with no kind such as a dashboard JSON or a bare workflow of
+``idlegate simulate``) is skipped with a note, and ``List``/``DagWorkflowList`` documents
+are checked item by item, so a directory of mixed files can be linted as a whole.
+
+The operator reports one problem at a time in its ``Valid`` condition (one message per
+check that fails; a message may list several fields, joined by ``"; "``). Lint splits such
+messages into one :class:`Problem` per field, and locates the stage a DAG message names
+(``stage 'b' depends on 'x' …`` is ``spec.stages[1].dependsOn``); a message it cannot
+split is kept whole, so no wording of the checks is lost.
+
+A ``DagCronWorkflow`` is checked the same way (:func:`cron_problems`): its name leaves
+room for its runs' names, its schedule, time zone and policies parse
+(:func:`idlegate.api.cron_spec.cron_spec_problems`, the problems the operator's
+message joins), and its ``workflowSpec`` passes the checks above as each run's spec will,
+with its problems under ``spec.workflowSpec``. An ``ExecutorPool``
+(:func:`idlegate.api.pool_spec.pool_problems`): its spec, its policy's syntax, no
+namespace and not the implicit pool's name. Those two kinds' problems come one per field
+from the models' checks, not from splitting a message.
+
+This module imports neither kopf nor kubernetes (nor torch): linting needs only the base
+package.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+
+from idlegate.api.crd import (
+    API_VERSION,
+    CRON_KIND,
+    GROUP,
+    KIND,
+    LIST_KIND,
+    POOL_KIND,
+    check_workflow_name,
+)
+from idlegate.api.cron_spec import check_cron_name, cron_spec_problems
+from idlegate.api.lint_argo import ArgoDocument, ArgoLintJob, lint_argo
+from idlegate.api.podsecurity import NamespacePolicy
+from idlegate.api.pool_spec import pool_problems
+from idlegate.api.template import check_templates, describe
+from idlegate.errors import IdlegateError
+from idlegate.sim.argo import is_argo
+from idlegate.sim.cluster import Cluster
+from idlegate.sim.dag import Dag
+from idlegate.sim.spec import parse_workflow
+
+STDIN = "-"
+"""The path that means standard input."""
+STDIN_NAME = "<stdin>"
+"""How standard input is named in problems."""
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+"""Files a directory is searched for (recursively, hidden ones left out); a file named
+explicitly is always read."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One reason a manifest would be refused (by kubectl, or by the operator as Invalid)."""
+
+    file: str
+    """The file as given (or found in a directory given), ``<stdin>`` for standard input."""
+    message: str
+    """What is wrong, in the operator's words where the operator checks it."""
+    document: int | None = None
+    """0-based index of the YAML document in the file (None: the file as a whole)."""
+    item: int | None = None
+    """0-based index in the ``items`` of a ``List`` document, else None."""
+    field: str | None = None
+    """Path of the offending field in the object, e.g. ``spec.stages[1].dependsOn``."""
+    line: int | None = None
+    """1-based line of a syntax error, else None."""
+    column: int | None = None
+    """1-based column of a syntax error, else None."""
+
+    def where(self) -> str:
+        """``file``, ``file[doc]`` or ``file[doc].items[i]``."""
+        out = self.file
+        if self.document is not None:
+            out += f"[{self.document}]"
+        if self.item is not None:
+            out += f".items[{self.item}]"
+        return out
+
+    def __str__(self) -> str:
+        place = []
+        if self.line is not None:
+            place.append(f"line {self.line}, column {self.column}")
+        if self.field:
+            place.append(self.field)
+        head = " ".join([self.where(), *place])
+        return " ".join(f"{head}: {self.message}".split())  # one line, whatever the message
+
+
+@dataclass(frozen=True)
+class Note:
+    """Something lint did not check, and why (e.g. a document of another kind)."""
+
+    file: str
+    """The file the note is about."""
+    message: str
+    """The note."""
+    document: int | None = None
+    """0-based document index, as in :class:`Problem`."""
+    item: int | None = None
+    """0-based index in a ``List``'s items, as in :class:`Problem`."""
+
+    def __str__(self) -> str:
+        where = Problem(self.file, "", self.document, self.item).where()
+        return f"{where}: {self.message}"
+
+
+@dataclass
+class LintReport:
+    """The outcome of linting some inputs: valid exactly when there is no problem."""
+
+    problems: list[Problem] = field(default_factory=list)
+    """Every problem found, in input order."""
+    notes: list[Note] = field(default_factory=list)
+    """Documents skipped (other kinds) and inputs with nothing to check."""
+    files: int = 0
+    """Files read (standard input counts as one)."""
+    workflows: int = 0
+    """DagWorkflow and DagCronWorkflow objects checked."""
+    cron_workflows: int = 0
+    """Of those, DagCronWorkflows."""
+    pools: int = 0
+    """ExecutorPools checked (counted among `workflows`, as objects checked)."""
+    invalid: int = 0
+    """Of those, how many have at least one problem."""
+    argo_jobs: list[ArgoLintJob] = field(default_factory=list)
+    """The Argo workflows that map to a job (:mod:`idlegate.api.lint_argo`)."""
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing would be refused."""
+        return not self.problems
+
+    def summary(self) -> str:
+        """One line: what was checked and what was found."""
+        plain = self.workflows - self.cron_workflows - self.pools
+        kinds = [f"{plain} DagWorkflow(s)"]
+        if self.cron_workflows:
+            kinds.append(f"{self.cron_workflows} DagCronWorkflow(s)")
+        if self.pools:
+            kinds.append(f"{self.pools} ExecutorPool(s)")
+        what = kinds[0] if len(kinds) == 1 else f"{', '.join(kinds[:-1])} and {kinds[-1]}"
+        text = f"{what} in {self.files} file(s): {self.invalid} invalid"
+        if self.problems:
+            text += f", {len(self.problems)} problem(s)"
+        if self.argo_jobs:
+            text += f"; {len(self.argo_jobs)} Argo workflow(s) mapped to jobs"
+        skipped = sum(1 for n in self.notes if n.document is not None)
+        return text + (f"; {skipped} other document(s) skipped" if skipped else "")
+
+    def to_json(self) -> dict[str, Any]:
+        """Machine output: counts, problems (with their rendered line as ``text``), notes."""
+        return {
+            "valid": self.ok,
+            "files": self.files,
+            "workflows": self.workflows,
+            "invalid": self.invalid,
+            "problems": [{**asdict(p), "text": str(p)} for p in self.problems],
+            "notes": [{**asdict(n), "text": str(n)} for n in self.notes],
+            "argo": [job.to_json() for job in self.argo_jobs],
+        }
+
+
+# -- the operator's admission checks ----------------------------------------------------------
+
+
+def admission_errors(
+    obj: Mapping[str, Any], pool_size: int | None = None, policy: NamespacePolicy | None = None
+) -> list[str]:
+    """The messages the operator would mark DagWorkflow `obj` ``Invalid`` with, one per
+    check that fails (empty: it would be admitted). `pool_size`: also check gang stages
+    against a pool of that many executors; `policy`: also hold the templates to what a
+    namespace allows."""
+    errors = []
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    if isinstance(name, str):
+        try:
+            check_workflow_name(name)
+        except IdlegateError as exc:
+            errors.append(str(exc))
+    try:
+        spec = parse_workflow(obj.get("spec"), "spec")
+        check_templates(spec, "spec", policy)
+        if pool_size is not None:
+            job = f"{meta['namespace']}/{name}" if _has(meta, "namespace") else name
+            Cluster(pool_size).add_job(Dag.from_spec(spec), 0.0, str(job or "the workflow"))
+    except IdlegateError as exc:
+        errors.append(str(exc))
+    return errors
+
+
+def cron_problems(
+    obj: Mapping[str, Any], pool_size: int | None = None, policy: NamespacePolicy | None = None
+) -> list[tuple[str | None, str]]:
+    """(field path, text) of what the operator would refuse in DagCronWorkflow `obj`: its
+    name (room for its runs' names), its schedule, time zone and other fields, and its
+    workflowSpec, checked as each run's spec will be."""
+    out: list[tuple[str | None, str]] = []
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    if isinstance(name, str):
+        try:
+            check_cron_name(name)
+        except IdlegateError as exc:
+            out.append(("metadata.name", str(exc)))
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        return [
+            *out,
+            ("spec", f"must be a mapping with schedule and workflowSpec, not {describe(spec)}"),
+        ]
+    out.extend((f"spec.{p}" if p else "spec", text) for p, text in cron_spec_problems(spec))
+    if "workflowSpec" not in spec:
+        return out
+    run = {"metadata": {"name": f"{name or 'run'}-0"}, "spec": spec["workflowSpec"]}
+    for message in admission_errors(run, pool_size, policy):
+        for path, text in split_message(message, spec["workflowSpec"]):
+            if path is not None and path.startswith("spec") and not path.startswith("metadata"):
+                path = "spec.workflowSpec" + path.removeprefix("spec")
+            out.append((path, text))
+    return out
+
+
+def _has(meta: Any, key: str) -> bool:
+    return isinstance(meta, Mapping) and _text(meta.get(key))
+
+
+KINDS = (KIND, CRON_KIND, POOL_KIND)
+"""The kinds lint checks."""
+
+
+def _ours(kind: Any, api: Any) -> bool:
+    """One of ours, or meant to be: its kind (in any case) or its API group says so."""
+    return (_text(kind) and kind.lower() in {k.lower() for k in KINDS}) or (
+        _text(api) and api.split("/")[0] == GROUP
+    )
+
+
+def _text(value: Any) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
+# -- splitting the operator's messages into fields ------------------------------------------
+
+_PATH = r"[A-Za-z_]\w*(?:\[\d+\]|\.[A-Za-z_]\w*)*"
+_SPEC_PREFIX = "spec: "
+_TEMPLATE_PREFIX = "invalid pod template: "
+_SPEC_PARTS = re.compile(rf"; (?={_PATH}: |and \d+ more problem)")
+_SPEC_FIELD = re.compile(rf"^({_PATH}): (.*)$", re.S)
+_TEMPLATE_PARTS = re.compile(r"; (?=spec\.stages\[\d+\]\.template|and \d+ more problem)")
+# shape problems read "PATH must ...", namespace rules "PATH: ... is not allowed"
+_TEMPLATE_FIELD = re.compile(r"^(spec\.stages\[\d+\]\.template\S*?):? (.*)$", re.S)
+_NAMED_STAGE = re.compile(r"^stage (?:name )?'([^']+)'(.*)$", re.S)
+_CYCLE = re.compile(r"^the dependencies form a cycle: ([^ ]+) ->")
+
+
+def split_message(message: str, spec: Any) -> list[tuple[str | None, str]]:
+    """(field path, text) pairs of one operator message; `spec` (the raw ``spec``) is used
+    to find the index of a stage the message names. A message of unknown form is one pair
+    with no field."""
+    if message.startswith(_TEMPLATE_PREFIX):
+        parts = _TEMPLATE_PARTS.split(message.removeprefix(_TEMPLATE_PREFIX))
+        return [_match(_TEMPLATE_FIELD, p, "spec", "invalid pod template: ") for p in parts]
+    if message.startswith(_SPEC_PREFIX):
+        return [_spec_part(p, spec) for p in _SPEC_PARTS.split(message.removeprefix(_SPEC_PREFIX))]
+    if message.startswith("the name "):
+        return [("metadata.name", message)]
+    named = _NAMED_STAGE.match(message)  # a gang larger than the pool
+    if named and "is a gang" in named.group(2):
+        return [(_stage_path(spec, named.group(1), "tasks"), message)]
+    return [(None, message)]
+
+
+def _match(pattern: re.Pattern[str], part: str, default: str, context: str) -> tuple[str, str]:
+    found = pattern.match(part)
+    return (found.group(1), found.group(2)) if found else (default, context + part)
+
+
+def _spec_part(part: str, spec: Any) -> tuple[str | None, str]:
+    found = _SPEC_FIELD.match(part)
+    if found:
+        return f"spec.{found.group(1)}", found.group(2)
+    named = _NAMED_STAGE.match(part)
+    if named:
+        rest = named.group(2)
+        if rest.startswith(" appears twice"):
+            return _stage_path(spec, named.group(1), "name", occurrence=2), part
+        return _stage_path(spec, named.group(1), "dependsOn"), part
+    cycle = _CYCLE.match(part)
+    if cycle:  # the first stage of the cycle depends on the next one: its dependsOn
+        return _stage_path(spec, cycle.group(1), "dependsOn"), part
+    return "spec", part
+
+
+def _stage_path(spec: Any, name: str, leaf: str, occurrence: int = 1) -> str:
+    """``spec.stages[i].<leaf>`` of the `occurrence`-th stage named `name`, else
+    ``spec.stages``."""
+    stages = spec.get("stages") if isinstance(spec, Mapping) else None
+    seen = 0
+    for i, stage in enumerate(stages if isinstance(stages, list) else []):
+        if isinstance(stage, Mapping) and stage.get("name") == name:
+            seen += 1
+            if seen == occurrence:
+                return f"spec.stages[{i}].{leaf}"
+    return "spec.stages"
+
+
+# -- reading manifests ---------------------------------------------------------------------------
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing duplicate keys in a mapping (as kubectl does)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor` may repeat keys
+                continue
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else id(key_node)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    f"found duplicate key {key!r} (kubectl refuses duplicate fields)",
+                    key_node.start_mark,
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+@dataclass(frozen=True)
+class _Source:
+    name: str
+    path: Path | None  # None: standard input
+
+
+def _sources(paths: Sequence[str], report: LintReport) -> Iterator[_Source]:
+    for raw in paths:
+        if raw == STDIN:
+            yield _Source(STDIN_NAME, None)
+            continue
+        path = Path(raw)
+        if not path.is_dir():
+            yield _Source(raw, path)
+            continue
+        found = sorted(_manifests_under(path))
+        if not found:
+            report.problems.append(
+                Problem(raw, "is a directory with no *.yaml, *.yml or *.json file in it")
+            )
+        for p in found:
+            yield _Source(str(p), p)
+
+
+def _manifests_under(root: Path) -> Iterator[Path]:
+    """The manifest files under `root`, skipping hidden files and directories (``.git``,
+    ``.venv``: linting a repository's root should not wade through them)."""
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for name in files:
+            if not name.startswith(".") and Path(name).suffix.lower() in MANIFEST_SUFFIXES:
+                yield Path(folder, name)
+
+
+def _read(source: _Source, stdin: TextIO) -> str:
+    if source.path is None:
+        return stdin.read()
+    try:
+        return source.path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise IdlegateError("cannot read: no such file or directory") from None
+    except UnicodeDecodeError:
+        raise IdlegateError("cannot read: not a UTF-8 text file") from None
+    except OSError as exc:
+        raise IdlegateError(f"cannot read: {exc.strerror or exc}") from None
+
+
+def _documents(text: str, source: _Source, report: LintReport) -> Iterator[tuple[int, Any]]:
+    """(index, parsed document) of each document; a syntax error becomes a problem (with
+    the index of the document it is in) and ends the file."""
+    if source.path is not None and source.path.suffix.lower() == ".json":
+        try:
+            yield 0, json.loads(text)
+        except json.JSONDecodeError as exc:
+            report.problems.append(
+                Problem(
+                    source.name, f"invalid JSON: {exc.msg}", 0, None, None, exc.lineno, exc.colno
+                )
+            )
+        return
+    count = 0  # documents parsed so far: the index of the one a syntax error is in
+    try:
+        for doc in yaml.load_all(text, Loader=_StrictLoader):
+            yield count, doc
+            count += 1
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        what = ", ".join(filter(None, [exc.context, exc.problem]))
+        line, column = (mark.line + 1, mark.column + 1) if mark else (None, None)
+        report.problems.append(
+            Problem(source.name, f"invalid YAML: {what}", count, None, None, line, column)
+        )
+    except yaml.YAMLError as exc:  # e.g. a character YAML does not allow (with no mark)
+        report.problems.append(Problem(source.name, f"invalid YAML: {exc}", count))
+
+
+# -- checking objects ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Linter:
+    """Checks documents into a report."""
+
+    report: LintReport
+    pool_size: int | None
+    policy: NamespacePolicy
+    argo: list[ArgoDocument] = field(default_factory=list)
+    """Argo's documents, mapped once every input is read (templates may be anywhere)."""
+
+    def document(self, source: str, index: int, doc: Any) -> None:
+        if doc is None:  # an empty document (e.g. after a trailing ---): kubectl skips it too
+            return
+        kind = doc.get("kind") if isinstance(doc, Mapping) else None
+        if (
+            kind in ("List", LIST_KIND, f"{CRON_KIND}List", f"{POOL_KIND}List")
+            and isinstance(doc, Mapping)
+            and "items" in doc
+        ):
+            items = doc["items"]
+            if not isinstance(items, list):
+                self._problem(
+                    source, index, None, "items", f"must be a list, not {describe(items)}"
+                )
+                return
+            for i, item in enumerate(items):
+                self.object(source, index, i, item)
+            return
+        self.object(source, index, None, doc)
+
+    def object(self, source: str, index: int, item: int | None, obj: Any) -> None:
+        """One object (a document, or an item of a List)."""
+        if not isinstance(obj, Mapping):
+            what = f"{describe(obj)}, not a Kubernetes object"
+            self.report.notes.append(Note(source, f"skipped: {what}", index, item))
+            return
+        kind, api = obj.get("kind"), obj.get("apiVersion")
+        if is_argo(obj):
+            self.argo.append(ArgoDocument(source, index, item, obj))
+            return
+        if not _ours(kind, api):
+            what = f"a {kind} ({api})" if _text(kind) else "a document with no kind"
+            # e.g. a workflow file of `idlegate simulate`: a bare spec, no manifest
+            hint = (
+                f" (to lint a bare workflow, put it under spec of a {KIND})"
+                if "stages" in obj
+                else ""
+            )
+            self.report.notes.append(
+                Note(source, f"skipped: {what}, not a {KIND}{hint}", index, item)
+            )
+            return
+        self.report.workflows += 1
+        before = len(self.report.problems)
+        if not _text(kind):
+            self._problem(source, index, item, "kind", f"is missing; use kind: {KIND}")
+        elif kind not in KINDS:
+            meant = [k for k in KINDS if k.lower() == kind.lower()]
+            why = (
+                f"is not {meant[0]}: kinds are case-sensitive"
+                if meant
+                else f"is not a kind of {GROUP}"
+            )
+            use = meant[0] if meant else f"{KIND} (or {CRON_KIND})"
+            self._problem(source, index, item, "kind", f"{kind!r} {why}; use kind: {use}")
+        if not _text(api):
+            self._problem(source, index, item, "apiVersion", f"is missing; use {API_VERSION}")
+        elif api != API_VERSION:
+            self._problem(
+                source,
+                index,
+                item,
+                "apiVersion",
+                f"{api!r} does not serve {kind if kind in KINDS else KIND}; use {API_VERSION}",
+            )
+        self._metadata(source, index, item, obj.get("metadata"))
+        if _text(kind) and kind.lower() == CRON_KIND.lower():  # miscased: still checked as one
+            self.report.cron_workflows += 1
+            found = cron_problems(obj, self.pool_size, self.policy)
+        elif _text(kind) and kind.lower() == POOL_KIND.lower():
+            self.report.pools += 1
+            found = pool_problems(obj)
+        else:
+            found = [
+                pair
+                for message in admission_errors(obj, self.pool_size, self.policy)
+                for pair in split_message(message, obj.get("spec"))
+            ]
+        for path, text in found:
+            self._problem(source, index, item, path, text)
+        if len(self.report.problems) > before:
+            self.report.invalid += 1
+
+    def _metadata(self, source: str, index: int, item: int | None, meta: Any) -> None:
+        if not isinstance(meta, Mapping):
+            what = "is missing" if meta is None else f"must be a mapping, not {describe(meta)}"
+            self._problem(source, index, item, "metadata", f"{what}; a {KIND} needs a name")
+        elif not _has(meta, "name") and not _has(meta, "generateName"):
+            self._problem(
+                source,
+                index,
+                item,
+                "metadata.name",
+                "is missing; give the workflow a name (or a generateName, for kubectl create)",
+            )
+
+    def _problem(
+        self, source: str, index: int, item: int | None, path: str | None, message: str
+    ) -> None:
+        self.report.problems.append(Problem(source, message, index, item, path))
+
+
+def lint_paths(
+    paths: Sequence[str],
+    *,
+    pool_size: int | None = None,
+    policy: NamespacePolicy | None = None,
+    stdin: TextIO | None = None,
+) -> LintReport:
+    """Lint files, directories (recursively, their ``*.yaml``/``*.yml``/``*.json`` files)
+    and ``-`` (standard input, read as YAML), holding templates to `policy` (by default
+    baseline, no service account but ``default``). Unreadable files and syntax errors are
+    problems of the report, not exceptions; an IdlegateError only for a bad `pool_size`."""
+    if pool_size is not None and pool_size < 1:
+        raise IdlegateError(f"--pool-size must be at least 1, got {pool_size}")
+    report = LintReport()
+    linter = _Linter(report, pool_size, policy or NamespacePolicy())
+    for source in _sources(paths, report):
+        try:
+            text = _read(source, stdin or sys.stdin)
+        except IdlegateError as exc:
+            report.problems.append(Problem(source.name, str(exc)))
+            continue
+        report.files += 1
+        documents = 0
+        for index, doc in _documents(text, source, report):
+            documents += doc is not None
+            linter.document(source.name, index, doc)
+        if not documents and not any(p.file == source.name for p in report.problems):
+            report.notes.append(Note(source.name, "holds no document; nothing to check"))
+    _add_argo(report, linter.argo)
+    return report
+
+
+def _add_argo(report: LintReport, documents: list[ArgoDocument]) -> None:
+    """The Argo documents' jobs, notes and problems, into the report."""
+    found = lint_argo(documents)
+    report.argo_jobs.extend(found.jobs)
+    for doc, text in found.notes:
+        report.notes.append(Note(doc.file, text, doc.document, doc.item))
+    for doc, text in found.problems:
+        report.problems.append(Problem(doc.file, text, doc.document, doc.item))
+    report.invalid += len({(d.file, d.document, d.item) for d, _ in found.problems})

@@ -1,0 +1,234 @@
+"""`ExecutorPool`: a cluster-scoped pool of executors with its own policy, and which
+namespaces' workflows land in it.
+
+An `ExecutorPool` is to the operator what a ClusterQueue is to Kueue: `size` executors
+shared by the DagWorkflows routed to it, released by its own scheduling `policy`. A
+workflow is routed (:func:`route`) in this order:
+
+1. ``spec.pool`` names a pool: that one. If it does not exist (yet, or any more), the
+   workflow waits, with condition ``PoolReady=False`` saying which pool it waits for; it
+   is never routed elsewhere behind its author's back.
+2. Else the pool whose `namespaceSelector` selects the workflow's namespace; when several
+   do, the first by name (deterministic, and the pools' status says so).
+3. Else the operator's implicit default pool (``--pool-size``, ``--scheduler``), which is
+   how the operator worked before pools: a cluster without ExecutorPools is unchanged.
+
+`namespaceSelector` is a Kubernetes label selector (``matchLabels`` and
+``matchExpressions``, ANDed) with Kubernetes' meaning: ``{}`` selects every namespace; an
+absent selector selects none (the pool is reached through ``spec.pool`` only), as Kueue's
+ClusterQueue does. :func:`selects` implements the matching; the models here generate the
+CRD (:mod:`idlegate.api.crd`) and import neither kopf nor kubernetes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from idlegate.api.status import Condition
+from idlegate.errors import IdlegateError, SpecError
+from idlegate.sim.spec import describe_validation_error, validation_problems
+
+DEFAULT_POOL = "default"
+"""The implicit pool of ``--pool-size`` executors. An ExecutorPool may not take this name
+(the CRD's CEL rule): a workflow naming it means the operator's own pool."""
+POOL_CONDITION = "PoolReady"
+"""The workflow condition that says whether its pool exists (False: it waits for it)."""
+
+
+class Operator(StrEnum):
+    """A label selector requirement's operator (Kubernetes' set-based requirements)."""
+
+    IN = "In"
+    NOT_IN = "NotIn"
+    EXISTS = "Exists"
+    DOES_NOT_EXIST = "DoesNotExist"
+
+
+class Requirement(BaseModel):
+    """One requirement of a label selector: `key` `operator` `values`."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
+
+    key: str = Field(min_length=1, max_length=317, description="The label's key.")
+    operator: Operator = Field(description="In, NotIn, Exists or DoesNotExist.")
+    values: tuple[str, ...] = Field(
+        default=(),
+        max_length=256,
+        description="The values for In and NotIn (at least one); empty for Exists and "
+        "DoesNotExist.",
+    )
+
+    @model_validator(mode="after")
+    def _values_fit_operator(self) -> Requirement:
+        wants_values = self.operator in (Operator.IN, Operator.NOT_IN)
+        if wants_values and not self.values:
+            raise ValueError(f"{self.operator} needs at least one value (key {self.key!r})")
+        if not wants_values and self.values:
+            raise ValueError(f"{self.operator} takes no values (key {self.key!r})")
+        return self
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        present = self.key in labels
+        if self.operator is Operator.EXISTS:
+            return present
+        if self.operator is Operator.DOES_NOT_EXIST:
+            return not present
+        inside = present and labels[self.key] in self.values
+        return inside if self.operator is Operator.IN else not inside
+
+
+class LabelSelector(BaseModel):
+    """A Kubernetes label selector: every `matchLabels` pair and every requirement hold."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
+
+    match_labels: dict[str, str] = Field(
+        default_factory=dict,
+        alias="matchLabels",
+        description="Labels the namespace must have, with these values.",
+    )
+    match_expressions: tuple[Requirement, ...] = Field(
+        default=(),
+        alias="matchExpressions",
+        max_length=64,
+        description="Requirements the namespace's labels must meet.",
+    )
+
+
+def selects(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:
+    """Whether `selector` selects an object with `labels` (None selects nothing; an empty
+    selector everything, as in Kubernetes)."""
+    if selector is None:
+        return False
+    if any(labels.get(k) != v for k, v in selector.match_labels.items()):
+        return False
+    return all(r.matches(labels) for r in selector.match_expressions)
+
+
+class ExecutorPoolSpec(BaseModel):
+    """The spec of an ExecutorPool."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
+
+    size: int = Field(
+        ge=1,
+        strict=True,
+        description="Executors in the pool: task pods of its workflows running at once. "
+        "Changed at run time, no running task is preempted: a smaller pool releases "
+        "nothing until fewer than `size` are busy.",
+    )
+    namespace_selector: LabelSelector | None = Field(
+        default=None,
+        alias="namespaceSelector",
+        description="The namespaces whose workflows land in this pool (unless their "
+        "spec.pool names another). {} selects every namespace; unset, none (the pool is "
+        "reached through spec.pool only). Several pools selecting one namespace: the first "
+        "by name wins.",
+    )
+    policy: str | None = Field(
+        default=None,
+        min_length=1,
+        description="The scheduling policy, a scheduler spec as for the operator's "
+        "--scheduler (fair, analytic:sjf, learned:PATH.onnx, lookahead:...). Unset: the "
+        "operator's --scheduler.",
+    )
+    plan_budget_ms: float | None = Field(
+        default=None,
+        alias="planBudgetMs",
+        gt=0,
+        strict=True,
+        description="Wall milliseconds one plan of a lookahead policy may take. Unset: the "
+        "operator's --plan-budget-ms.",
+    )
+
+
+class ExecutorPoolStatus(BaseModel):
+    """The observed state of an ExecutorPool, written by the operator."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+
+    size: int | None = Field(default=None, description="The size the operator runs it with.")
+    busy: int | None = Field(default=None, description="Executors running task pods.")
+    pending: int | None = Field(
+        default=None, description="Workflows in the pool that have not finished."
+    )
+    policy: str | None = Field(default=None, description="The policy the pool follows.")
+    observed_generation: int | None = Field(
+        default=None,
+        alias="observedGeneration",
+        description="The spec generation this status reflects.",
+    )
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        description="Ready: the pool runs (False: its policy cannot be loaded, and why).",
+    )
+
+
+def parse_pool_spec(raw: Any, name: str) -> ExecutorPoolSpec:
+    """The spec of ExecutorPool `name`; SpecError says what is wrong with it (the pool's
+    status and Event: the problems of :func:`pool_spec_problems`, and how to fix them in
+    the cluster)."""
+    try:
+        return ExecutorPoolSpec.model_validate(raw if raw is not None else {})
+    except ValidationError as exc:
+        raise SpecError(
+            f"ExecutorPool {name!r}: {describe_validation_error(exc, ExecutorPoolSpec)}; fix "
+            "its spec (kubectl edit executorpool " + name + ")"
+        ) from None
+
+
+def pool_spec_problems(raw: Any) -> list[tuple[str, str]]:
+    """(path in the spec, sentence) of each problem of an ExecutorPool's spec (the path is
+    empty for the spec itself); empty when :func:`parse_pool_spec` accepts it."""
+    try:
+        ExecutorPoolSpec.model_validate(raw if raw is not None else {})
+    except ValidationError as exc:
+        return validation_problems(exc, ExecutorPoolSpec)
+    return []
+
+
+def route(
+    wanted: str | None,
+    namespace_labels: Mapping[str, str],
+    pools: Iterable[tuple[str, ExecutorPoolSpec]],
+) -> str | None:
+    """The pool a workflow lands in: `wanted` (its spec.pool) if that pool exists, else the
+    first pool by name whose selector selects its namespace, else :data:`DEFAULT_POOL`;
+    None when `wanted` names a pool that does not exist (the workflow waits)."""
+    known = dict(pools)
+    if wanted is not None:
+        return wanted if wanted == DEFAULT_POOL or wanted in known else None
+    for name in sorted(known):
+        if selects(known[name].namespace_selector, namespace_labels):
+            return name
+    return DEFAULT_POOL
+
+
+def pool_problems(obj: Mapping[str, Any]) -> list[tuple[str | None, str]]:
+    """(field path, text) of what is wrong with ExecutorPool `obj` (``idlegate lint``): its
+    name, its spec, and its policy's syntax and parameters, a planner's options and
+    candidates included, as the operator checks them at start (`check_params`; whether the
+    policy's model and history files load is the cluster's business: the pool's Ready
+    condition says)."""
+    from idlegate.policy import check_params  # (no torch, no model file loaded)
+
+    out: list[tuple[str | None, str]] = []
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    if name == DEFAULT_POOL:
+        out.append(("metadata.name", f"{DEFAULT_POOL!r} is the operator's implicit pool"))
+    if isinstance(meta, Mapping) and meta.get("namespace"):
+        out.append(("metadata.namespace", "an ExecutorPool is cluster-scoped; remove it"))
+    raw = obj.get("spec")
+    out.extend((f"spec.{p}" if p else "spec", text) for p, text in pool_spec_problems(raw))
+    policy = raw.get("policy") if isinstance(raw, Mapping) else None
+    if isinstance(policy, str) and policy:  # checked even beside other problems of the spec
+        try:
+            check_params(policy)
+        except IdlegateError as exc:
+            out.append(("spec.policy", str(exc)))
+    return out

@@ -1,0 +1,343 @@
+"""The DagWorkflow status the operator writes: its models (:class:`WorkflowStatus`; the CRD's
+status schema is generated from them, :mod:`idlegate.api.crd`), conditions in
+metav1.Condition style, idle slots as persisted, and the status of a rejected workflow (an
+admitted one's is :meth:`idlegate.operator.core.tracking.Workflow.status`).
+
+Regenerate the CRD after changing a model (``python -m idlegate.api.crd``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from idlegate.api.timestamps import to_datetime
+from idlegate.sim.spec import MAX_NAME_LENGTH, MAX_STAGES, NAME_PATTERN
+
+MAX_CONDITIONS = 16
+MAX_MESSAGE = 1024
+"""Longest condition or Event message the operator writes (longer ones are cut)."""
+
+# metav1.Condition's own validation (k8s.io/apimachinery/pkg/apis/meta/v1/types.go)
+CONDITION_TYPE_PATTERN = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
+)
+CONDITION_REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+MAX_POLICY = 253
+MAX_COMPLETED_INDEXES = 2**19
+"""Longest completedIndexes: every other task of the largest stage (100,000 tasks) fits."""
+MAX_MEASURED = 64
+"""Most measured task durations a stage's status keeps (`Settings.history_samples`'s bound)."""
+_POLICY = (
+    "The rule that decided the last release of tasks: the policy, the policy a lookahead "
+    "planner followed then (its PolicySwitched Events say why), or the fallback rule that "
+    "answered for a failing policy"
+)
+
+
+class Phase(StrEnum):
+    """Where a workflow is in its life."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUSPENDED = "Suspended"
+    """Out of the pool by ``spec.suspend`` (no task runs); Pending or Running once resumed."""
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    INVALID = "Invalid"
+
+
+class _StatusModel(BaseModel):
+    # camelCase on the wire, snake_case in Python; the operator dumps with
+    # model_dump(mode="json", by_alias=True, exclude_none=True)
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+
+class Condition(_StatusModel):
+    """A condition in the shape of metav1.Condition."""
+
+    type: str = Field(
+        max_length=316,
+        pattern=CONDITION_TYPE_PATTERN,
+        description="Type of the condition in CamelCase, e.g. Valid, Complete, Failed.",
+    )
+    status: Literal["True", "False", "Unknown"] = Field(
+        description="Status of the condition: True, False or Unknown."
+    )
+    observed_generation: int | None = Field(
+        default=None,
+        ge=0,
+        description="The .metadata.generation the condition was set for.",
+    )
+    last_transition_time: datetime = Field(
+        description="When the condition last changed from one status to another."
+    )
+    reason: str = Field(
+        min_length=1,
+        max_length=1024,
+        pattern=CONDITION_REASON_PATTERN,
+        description="Programmatic identifier of the reason for the last transition, in CamelCase.",
+    )
+    message: str = Field(
+        max_length=32768, description="Human-readable details of the last transition."
+    )
+
+
+class StageStatus(_StatusModel):
+    """Task counts of one stage."""
+
+    name: str = Field(
+        min_length=1, max_length=MAX_NAME_LENGTH, pattern=NAME_PATTERN, description="Stage name."
+    )
+    tasks: int = Field(ge=0, description="Tasks of the stage (spec.stages[].tasks).")
+    pending: int = Field(
+        default=0,
+        ge=0,
+        description="Tasks not running yet: not created, gated, or waiting for a node.",
+    )
+    running: int = Field(default=0, ge=0, description="Task pods running now.")
+    succeeded: int = Field(default=0, ge=0, description="Tasks that have succeeded.")
+    failed: int = Field(
+        default=0, ge=0, description="Failed task pod attempts so far (retries included)."
+    )
+    policy: str | None = Field(
+        default=None, max_length=MAX_POLICY, description=_POLICY + " of this stage."
+    )
+    completed_indexes: str | None = Field(
+        default=None,
+        max_length=MAX_COMPLETED_INDEXES,
+        pattern=r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$",
+        description="Indexes of the succeeded tasks in a Job's completedIndexes format "
+        "(e.g. 0-3,7: runs of three or more as first-last): a restarted operator reads the "
+        "tasks whose pods pod GC deleted from it.",
+    )
+    measured_duration_seconds: list[float] | None = Field(
+        default=None,
+        max_length=MAX_MEASURED,
+        description="Run times in seconds (pod start to finish) of succeeded tasks: all of "
+        "them, or a uniform sample of them once there are more than the operator keeps "
+        "(--history-samples); what `idlegate history export` records as the stage's "
+        "measuredDurationSeconds.",
+    )
+
+
+class IdleSlot(_StatusModel):
+    """A deliberate idle slot: the stage is held back until releaseTime (at most once per stage)."""
+
+    stage: str = Field(
+        min_length=1,
+        max_length=MAX_NAME_LENGTH,
+        pattern=NAME_PATTERN,
+        description="The stage held back.",
+    )
+    delay_seconds: float = Field(ge=0, description="Length of the idle slot in seconds.")
+    release_time: datetime = Field(
+        description="When the stage is released; persisted so a restarted operator neither "
+        "forgets nor repeats the delay."
+    )
+    released: bool = Field(
+        default=False, description="The slot is over and the stage has been released."
+    )
+    reason: str | None = Field(
+        default=None,
+        max_length=1024,
+        description="Why the policy waited (shown in Events as well).",
+    )
+
+
+class WorkflowStatus(_StatusModel):
+    """Observed state of a DagWorkflow, written by the idlegate operator."""
+
+    observed_generation: int | None = Field(
+        default=None, ge=0, description="The .metadata.generation this status describes."
+    )
+    phase: Phase | None = Field(
+        default=None, description="Pending, Running, Succeeded, Failed or Invalid."
+    )
+    conditions: list[Condition] | None = Field(
+        default=None,
+        max_length=MAX_CONDITIONS,
+        description="Latest observations of the workflow's state (Valid, Complete, Failed, ...).",
+    )
+    stages_total: int | None = Field(default=None, ge=0, description="Number of stages.")
+    stages_done: int | None = Field(
+        default=None, ge=0, description="Stages whose tasks have all succeeded."
+    )
+    stages_summary: str | None = Field(
+        default=None,
+        max_length=16,
+        pattern=r"^[0-9]+/[0-9]+$",
+        description="stagesDone/stagesTotal, e.g. 3/5 (a printer column).",
+    )
+    stages: list[StageStatus] | None = Field(
+        default=None, max_length=MAX_STAGES, description="Task counts per stage."
+    )
+    parallelism_cap: int | None = Field(
+        default=None,
+        ge=0,
+        description="Executors (running task pods) this workflow may hold, as last set by the policy.",
+    )
+    idle_slots: list[IdleSlot] | None = Field(
+        default=None,
+        max_length=MAX_STAGES,
+        description="Deliberate idle slots, pending and past (each stage is delayed at most once).",
+    )
+    start_time: datetime | None = Field(
+        default=None, description="When the operator first saw (admitted) the workflow."
+    )
+    admission_lag_seconds: float | None = Field(
+        default=None,
+        ge=0,
+        description="startTime - metadata.creationTimestamp: how long the workflow waited "
+        "for the operator (e.g. while it was down), to the timestamp's one-second precision.",
+    )
+    completion_time: datetime | None = Field(
+        default=None, description="When the last task succeeded or the workflow failed."
+    )
+    jct_seconds: float | None = Field(
+        default=None,
+        ge=0,
+        description="Job completion time: completionTime - metadata.creationTimestamp (its "
+        "arrival), admission lag included.",
+    )
+    idle_inserted_seconds: float | None = Field(
+        default=None, ge=0, description="Total deliberate idle time inserted into this workflow."
+    )
+    policy: str | None = Field(
+        default=None, max_length=MAX_POLICY, description=_POLICY + " (a printer column)."
+    )
+    pool_size: int | None = Field(
+        default=None,
+        ge=1,
+        description="Executors of the operator's pool (--pool-size) when the workflow finished.",
+    )
+    history_recorded: bool | None = Field(
+        default=None,
+        description="The finished workflow's record is in the operator's --history-file (it "
+        "is written once: not again after a restart).",
+    )
+    kopf: dict[str, Any] | None = Field(
+        default=None, description="Reserved for kopf's own bookkeeping (progress of handlers)."
+    )
+
+
+def clip(message: str, limit: int = MAX_MESSAGE) -> str:
+    """`message` cut to `limit` characters (with an ellipsis)."""
+    return message if len(message) <= limit else message[: limit - 1] + "…"
+
+
+@dataclass(frozen=True, slots=True)
+class SlotState:
+    """One idle slot a policy gave a stage: what was decided, for the status and Events.
+    Whether the stage is in it now is the state machine's (``Stage.idle_until``)."""
+
+    stage: str
+    delay: float
+    release: float
+    """When it was to end, clock seconds (it ends earlier if the stage starts unasked)."""
+    reason: str = ""
+
+    def model(self, *, released: bool) -> IdleSlot:
+        return IdleSlot(
+            stage=self.stage,
+            delay_seconds=round(self.delay, 6),
+            release_time=to_datetime(self.release),
+            released=released,
+            reason=clip(self.reason) or None,
+        )
+
+
+class Conditions:
+    """The workflow's conditions; lastTransitionTime moves only when a status changes."""
+
+    def __init__(self, existing: list[dict[str, Any]] | None = None) -> None:
+        self._by_type: dict[str, Condition] = {}
+        for raw in existing or []:
+            try:
+                cond = Condition.model_validate(raw)
+            except ValueError:
+                continue
+            self._by_type[cond.type] = cond
+
+    def set(
+        self, type_: str, status: bool, reason: str, message: str, generation: int, now: float
+    ) -> None:
+        value = "True" if status else "False"
+        old = self._by_type.get(type_)
+        when = old.last_transition_time if old is not None and old.status == value else None
+        self._by_type[type_] = Condition(
+            type=type_,
+            status=value,
+            reason=reason,
+            message=clip(message),
+            observed_generation=generation,
+            last_transition_time=when or to_datetime(now),
+        )
+
+    def get(self, type_: str) -> Condition | None:
+        return self._by_type.get(type_)
+
+    def remove(self, type_: str) -> None:
+        self._by_type.pop(type_, None)
+
+    def models(self) -> list[Condition]:
+        order = {"Valid": 0, "Suspended": 1, "Running": 2, "Complete": 3, "Failed": 4}
+        return sorted(self._by_type.values(), key=lambda c: (order.get(c.type, 9), c.type))
+
+
+def format_indexes(indexes: list[int]) -> str | None:
+    """Sorted task indexes in a Job's completedIndexes format: "0-3,5,6" (None: none)."""
+    parts: list[str] = []
+    start = 0
+    for i in range(1, len(indexes) + 1):
+        if i == len(indexes) or indexes[i] != indexes[i - 1] + 1:
+            first, last = indexes[start], indexes[i - 1]
+            if last - first >= 2:
+                parts.append(f"{first}-{last}")
+            else:
+                parts.extend(str(x) for x in range(first, last + 1))
+            start = i
+    return ",".join(parts) or None
+
+
+def parse_indexes(text: Any, limit: int) -> set[int]:
+    """The indexes below `limit` of a completedIndexes string (nothing from a malformed one)."""
+    found: set[int] = set()
+    if not isinstance(text, str):
+        return found
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        if not first.isdigit() or not (last or first).isdigit():
+            return set()
+        found.update(range(int(first), min(int(last or first), limit - 1) + 1))
+    return found
+
+
+def dump(status: WorkflowStatus) -> dict[str, Any]:
+    """The status as the API takes it (camelCase, no nulls)."""
+    return status.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def invalid_status(
+    conditions: Conditions, generation: int, stages_total: int | None
+) -> dict[str, Any]:
+    """The status of a workflow the operator rejected."""
+    return dump(
+        WorkflowStatus(
+            observed_generation=generation,
+            phase=Phase.INVALID,
+            conditions=conditions.models(),
+            stages_total=stages_total,
+            stages_done=0 if stages_total is not None else None,
+            stages_summary=f"0/{stages_total}" if stages_total is not None else None,
+            # an empty list replaces the task counts of an earlier judgement (a merge patch
+            # replaces lists): an invalid workflow has no pending tasks
+            stages=[],
+        )
+    )

@@ -1,0 +1,241 @@
+"""What the operator's Events on a DagWorkflow say: one function per occasion, each giving
+(type, reason, message) for :meth:`idlegate.operator.edge.writes.Writer.event`.
+
+These are what a user reads in ``kubectl describe dwf`` (deploy/README.md lists the
+reasons). A message names the stage, the policy and its choice, never a task or executor
+that varies between repetitions, so that repeats aggregate into one Event
+(:mod:`idlegate.operator.edge.events`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from idlegate.api.labels import GATE
+from idlegate.api.status import SlotState
+from idlegate.api.timestamps import to_datetime
+from idlegate.operator.core.tracking import StageTrack, Task
+from idlegate.sim.dag import Dag
+from idlegate.sim.protocol import Decision, Job, Stage
+
+if TYPE_CHECKING:
+    from idlegate.policy.lookahead import Plan
+    from idlegate.policy.plans import Hold
+
+Notice = tuple[str, str, str]
+"""(type, reason, message) of an Event."""
+
+
+def accepted(dag: Dag, policy: str, pool: int) -> Notice:
+    return (
+        "Normal",
+        "Accepted",
+        f"Accepted: {dag.num_stages} stages, {sum(dag.tasks)} tasks, critical path "
+        f"{dag.critical_path:g} s, total work {dag.total_work:g} executor-seconds; "
+        f"policy {policy}, pool of {pool} executors.",
+    )
+
+
+def spec_change_ignored(generation: int, admitted: int) -> Notice:
+    return (
+        "Warning",
+        "SpecChangeIgnored",
+        f"The spec changed (generation {generation}) after the workflow was admitted with "
+        f"generation {admitted}; a running workflow keeps its stages (only suspend, "
+        "activeDeadlineSeconds, ttlSecondsAfterFinished and podGC may change). Delete and "
+        "re-create it to run the new spec.",
+    )
+
+
+def invalid(problem: str) -> Notice:
+    return ("Warning", "InvalidSpec", f"The workflow is invalid: {problem}")
+
+
+def decided_by(policy: str, fallback: str | None = None, following: str | None = None) -> str:
+    """Who made a decision: the policy (a planner: and the rule it `following`), or the
+    fallback rule that answered for it."""
+    if fallback is None:
+        if following is not None and following != policy:
+            return f"policy {policy} (following {following})"
+        return f"policy {policy}"
+    return f"the fallback rule {fallback} (policy {policy} failed)"
+
+
+def chose_wait(by: str) -> str:
+    """Why free executors stay free when a rule (`decided_by`) answered WAIT."""
+    return f"{by} chose to wait for a better moment"
+
+
+def all_rules_failed(policy: str, fallbacks: list[str]) -> str:
+    """Why free executors stay free when the policy and every fallback rule failed."""
+    if not fallbacks:
+        return f"policy {policy} failed to decide and has no fallback rule, so nothing was decided"
+    return (
+        f"policy {policy} failed to decide and so did its fallback rule(s) "
+        f"{', '.join(fallbacks)}, so nothing was decided"
+    )
+
+
+def policy_error(
+    policy: str, error: str, fallback: str | None, fallback_errors: tuple[str, ...]
+) -> Notice:
+    """A policy failed a question (raised, or answered illegally); who answered instead."""
+    failed_too = "".join(f"; the fallback rule failed too ({e})" for e in fallback_errors)
+    if fallback is not None:
+        then = f"{failed_too}; the fallback rule {fallback} decided instead."
+    else:
+        then = f"{failed_too}; nothing was decided: free executors stay free until the next event."
+    return ("Warning", "PolicyError", f"Policy {policy} failed to decide ({error}){then}")
+
+
+def following(rule: str, since: float, plan: Plan | None, previous: str | None = None) -> str:
+    """Which rule a lookahead planner follows, since when and why (its last `plan`), e.g.
+    "following srpt (was fair) since 12:03:05 UTC: the planner expects -8.0 % vs fair over
+    the next 120 s"."""
+    was = f" (was {previous})" if previous is not None and previous != rule else ""
+    head = f"following {rule}{was} since {to_datetime(since):%H:%M:%S} UTC"
+    if plan is None:
+        return f"{head}: the planner's base, until its first plan"
+    change = plan.expected_change("fair")
+    expects = "it cheapest" if change is None else f"{change * 100:+.1f} % vs fair"
+    return (
+        f"{head}: the planner expects {expects} over the next {plan.horizon:.0f} s "
+        f"(in job-seconds; a plan of {plan.seconds * 1000:.0f} ms over {plan.futures} "
+        "sampled future(s))"
+    )
+
+
+def policy_switched(why: str) -> Notice:
+    """A workflow's next tasks are released by another rule than its last ones; `why`:
+    `following`."""
+    return ("Normal", "PolicySwitched", f"The planner is now {why}.")
+
+
+def released(tasks: int, decision: Decision, by: str) -> Notice:
+    """`by`: who made the decision (`decided_by`)."""
+    return (
+        "Normal",
+        "Released",
+        f"Released {tasks} task(s) of stage {decision.stage.name!r}: {by} chose the stage "
+        f"with parallelism cap {decision.parallelism_cap}.",
+    )
+
+
+def released_next(stage: str) -> Notice:
+    return (
+        "Normal",
+        "Released",
+        f"Released the next task of stage {stage!r} on the executor that finished one of its "
+        "tasks (an executor continues with its stage).",
+    )
+
+
+def released_by_others(pod: str, stage: str, pool: int, adopted: bool) -> Notice:
+    where = (
+        "it took a free executor"
+        if adopted
+        else "no executor was free, so it runs beyond the pool and takes the next executor "
+        "that frees up"
+    )
+    return (
+        "Warning",
+        "ReleasedByOthers",
+        f"Task pod {pod} of stage {stage!r} lost its {GATE} scheduling gate without the "
+        "operator releasing it (removed by hand or by another controller); it counts "
+        f"against the pool of {pool} executors: {where}.",
+    )
+
+
+def holding(hold: Hold) -> str:
+    """The arrivals a planner holds a stage back for, e.g. "holding extract: 3 short
+    workflows expected within 40 s (p = 0.8)" (short: less work than the held
+    workflow has left)."""
+    n = f"{hold.expected:g} short workflow{'' if hold.expected == 1 else 's'}"
+    within = f"within {round(hold.window, 1):g} s"
+    return f"holding {hold.stage.name}: {n} expected {within} (p = {hold.p:.2g})"
+
+
+def idle_reason(by: str, decision: Decision, hold: Hold | None = None) -> str:
+    """Why a stage idles (in the Event and persisted with the slot): the arrivals a
+    planner holds it for when it says (`hold`), and who (`decided_by`) held it how long."""
+    held = f"{by} held the stage back for {decision.idle_delay:g} s"
+    why = f"{held}, parallelism cap {decision.parallelism_cap}"
+    return why if hold is None else f"{holding(hold)}; {why}"
+
+
+def held(hold: Hold, by: str) -> Notice:
+    """A planner answered WAIT while `hold`'s stage could start (executors free), for the
+    arrivals it expects; `by`: `decided_by`. Posted once per hold."""
+    text = holding(hold)
+    return (
+        "Normal",
+        "Holding",
+        f"{text[:1].upper()}{text[1:]}: {by} chose to wait with executors free rather than "
+        "start the stage now.",
+    )
+
+
+def idle_slot(slot: SlotState, busy: int, pool: int) -> Notice:
+    return (
+        "Normal",
+        "IdleSlot",
+        f"Stage {slot.stage!r} waits {slot.delay:g} s on purpose (deliberate idle slot) until "
+        f"{to_datetime(slot.release):%Y-%m-%dT%H:%M:%S}Z: {slot.reason}; {busy}/{pool} "
+        "executors busy.",
+    )
+
+
+def idle_slot_ended(slot: SlotState, *, while_away: bool) -> Notice:
+    then = (
+        "ended while the operator was not running; the stage is runnable again."
+        if while_away
+        else "is over; the stage is runnable again and waits for the policy's next decision."
+    )
+    return (
+        "Normal",
+        "IdleSlotEnded",
+        f"Stage {slot.stage!r}: the idle slot of {slot.delay:g} s {then}",
+    )
+
+
+def waiting(stage: Stage, job: Job, free: int, pool: int, why: str) -> Notice:
+    """Why a runnable stage got no executor; `why`: how the decision round ended with
+    executors free (`chose_wait` or `all_rules_failed`), which is the reason unless the
+    pool is full, a gang does not fit, or the workflow is at its cap."""
+    if free == 0:
+        why = f"all {pool} executors of the pool are busy"
+    elif stage.gang and stage.tasks > free:
+        why = f"it is a gang of {stage.tasks} tasks and only {free} executors are free"
+    elif job.cap and job.held >= job.cap:
+        why = f"the workflow holds its parallelism cap of {job.cap} executors"
+    else:
+        why = f"{why}; {free} executor(s) stay free until the next event"
+    message = f"Stage {stage.name!r} is runnable and waits for an executor: {why}."
+    return ("Normal", "Waiting", message)
+
+
+def task_failure(track: StageTrack, task: Task, reason: str) -> Notice:
+    """A task's attempt failed: it is retried, or, beyond the backoffLimit, fails its stage."""
+    spec = track.spec
+    if task.failures > spec.backoff_limit:
+        return (
+            "Warning",
+            "TaskFailed",
+            f"Stage {spec.name!r} failed: task {task.index} failed {task.failures} time(s), "
+            f"more than its backoffLimit of {spec.backoff_limit}; last: {reason}.",
+        )
+    retry = f"retry {task.failures} of {spec.backoff_limit} on the same executor {task.executor}"
+    return (
+        "Warning",
+        "TaskRetry",
+        f"Task {task.index} of stage {spec.name!r} failed ({reason}); {retry}.",
+    )
+
+
+def succeeded(dag: Dag, jct: float, idle: float) -> Notice:
+    return (
+        "Normal",
+        "Succeeded",
+        f"All {dag.num_stages} stages ({sum(dag.tasks)} tasks) succeeded: job completion "
+        f"time {jct:.1f} s, {idle:g} s of it deliberately idle.",
+    )

@@ -1,0 +1,322 @@
+"""Task pods: deterministic names, manifests from the stage's template, and reading them back.
+
+A task pod is one attempt of one task of one stage. Its name is a function of (workflow,
+stage, task index, attempt) only, so an operator that restarts finds the pods it created
+instead of creating them again. What the operator needs to rebuild its state is on the pod
+itself: the labels (workflow, stage, task), the attempt and, once released, the executor
+slot (annotations), the gate, the phase and the ownerReference.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from idlegate.api.crd import API_VERSION, KIND
+from idlegate.api.labels import (
+    ANNOTATION_ATTEMPT,
+    ANNOTATION_EXECUTOR,
+    DEFAULT_SERVICE_ACCOUNT,
+    GATE,
+    LABEL_STAGE,
+    LABEL_TASK,
+    LABEL_WORKFLOW,
+)
+from idlegate.api.timestamps import from_datetime
+from idlegate.sim.spec import StageSpec
+
+MAX_POD_NAME = 63
+"""Pod names are kept to a DNS label, so that the pod's hostname is its whole name."""
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+DEFAULT_TEMPLATE: dict[str, Any] = {
+    "metadata": {"labels": {"app.kubernetes.io/part-of": "idlegate"}},
+    "spec": {
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 65534,
+            "runAsGroup": 65534,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [
+            {
+                "name": "task",
+                "image": "busybox:1.36.1",
+                "command": ["sleep", "$(TASK_DURATION_SECONDS)"],
+                "resources": {
+                    "requests": {"cpu": "10m", "memory": "8Mi"},
+                    "limits": {"cpu": "100m", "memory": "16Mi"},
+                },
+                "securityContext": {
+                    "allowPrivilegeEscalation": False,
+                    "readOnlyRootFilesystem": True,
+                    "capabilities": {"drop": ["ALL"]},
+                },
+            }
+        ],
+    },
+}
+"""The template of a stage without one: sleep for the task duration (as the samples do)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """The object a pod, a run or an Event belongs to (for ownerReferences, labels, Events)."""
+
+    namespace: str
+    name: str
+    uid: str
+    kind: str = KIND
+    """Its kind: a DagWorkflow, or a DagCronWorkflow (the owner of its runs)."""
+
+    def reference(self) -> dict[str, Any]:
+        """An ownerReference: controller, and blocking the owner's foreground deletion."""
+        return {
+            "apiVersion": API_VERSION,
+            "kind": self.kind,
+            "name": self.name,
+            "uid": self.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+
+    def object_reference(self) -> dict[str, Any]:
+        """The involvedObject of an Event about the workflow."""
+        return {
+            "apiVersion": API_VERSION,
+            "kind": self.kind,
+            "namespace": self.namespace,
+            "name": self.name,
+            "uid": self.uid,
+        }
+
+
+def pod_name(workflow: str, stage: str, index: int, attempt: int = 0) -> str:
+    """``<workflow>-<stage>-<index>`` (``-r<attempt>`` for retries), at most 63 characters.
+
+    Longer names keep a prefix and end in a hash of the full name, so two tasks never
+    share a name and the same task always gets the same one.
+    """
+    full = f"{workflow}-{stage}-{index}" + (f"-r{attempt}" if attempt else "")
+    if len(full) <= MAX_POD_NAME:
+        return full
+    digest = hashlib.sha256(full.encode()).hexdigest()[:10]
+    prefix = full[: MAX_POD_NAME - len(digest) - 1].rstrip("-.")
+    return f"{prefix}-{digest}"
+
+
+def format_seconds(seconds: float) -> str:
+    """A duration as a plain decimal that `sleep` accepts: 5, 2.2, 0.25 (never 1e-05)."""
+    text = f"{seconds:.6f}".rstrip("0").rstrip(".")
+    return text or "0"
+
+
+def task_env(owner: Owner, stage: StageSpec, index: int) -> list[dict[str, str]]:
+    """The environment every container of a task pod gets."""
+    return [
+        {"name": "TASK_DURATION_SECONDS", "value": format_seconds(stage.task_duration_seconds)},
+        {"name": "TASK_INDEX", "value": str(index)},
+        {"name": "STAGE_NAME", "value": stage.name},
+        {"name": "WORKFLOW_NAME", "value": owner.name},
+    ]
+
+
+def task_pod(
+    owner: Owner,
+    stage: StageSpec,
+    index: int,
+    attempt: int = 0,
+    *,
+    gated: bool = True,
+    executor: int | None = None,
+) -> dict[str, Any]:
+    """The manifest of one task pod, built from the stage's template (or the default one).
+
+    The template's labels and annotations are kept, the operator's win on conflict; its
+    own scheduling gates are kept (the operator only ever removes its own);
+    ``restartPolicy`` is forced to ``Never`` (a retry is a new pod); the task environment
+    replaces same-named variables in every container and init container; a template that
+    names no service account (or ``default``) runs as ``default`` with no token mounted.
+    """
+    template = copy.deepcopy(stage.template) if stage.template else copy.deepcopy(DEFAULT_TEMPLATE)
+    meta = template.get("metadata") or {}
+    spec = template.get("spec") or {}
+    labels = {
+        **(meta.get("labels") or {}),
+        LABEL_WORKFLOW: owner.name,
+        LABEL_STAGE: stage.name,
+        LABEL_TASK: str(index),
+    }
+    annotations = {**(meta.get("annotations") or {}), ANNOTATION_ATTEMPT: str(attempt)}
+    if executor is not None:
+        annotations[ANNOTATION_EXECUTOR] = str(executor)
+    _fill_spec(spec, task_env(owner, stage, index), gated)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": pod_name(owner.name, stage.name, index, attempt),
+            "namespace": owner.namespace,
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [owner.reference()],
+        },
+        "spec": spec,
+    }
+
+
+def _fill_spec(spec: dict[str, Any], env: list[dict[str, str]], gated: bool) -> None:
+    """The operator's part of a task pod's spec, in place (see `task_pod`)."""
+    names = {e["name"] for e in env}
+    for key in ("containers", "initContainers"):
+        for container in spec.get(key) or []:
+            kept = [e for e in container.get("env") or [] if e.get("name") not in names]
+            container["env"] = kept + copy.deepcopy(env)
+    spec["restartPolicy"] = "Never"
+    account = spec.get("serviceAccountName") or spec.get("serviceAccount")
+    if account in (None, "", DEFAULT_SERVICE_ACCOUNT):
+        spec["serviceAccountName"] = DEFAULT_SERVICE_ACCOUNT
+        spec.setdefault("automountServiceAccountToken", False)
+    gates = [g for g in spec.get("schedulingGates") or [] if g.get("name") != GATE]
+    if gated:
+        gates.append({"name": GATE})
+    if gates:
+        spec["schedulingGates"] = gates
+    else:
+        spec.pop("schedulingGates", None)
+
+
+def release_patch(pod: Mapping[str, Any], executor: int) -> list[dict[str, Any]] | None:
+    """The JSON patch releasing `pod` onto `executor`, or None if it carries no gate of ours.
+
+    It records the executor slot and removes only the ``idlegate.io/release`` entry of
+    ``spec.schedulingGates``; a ``test`` op guards the index, so a concurrent change of
+    the gates makes the patch fail (422) instead of removing someone else's gate.
+    """
+    gates = (pod.get("spec") or {}).get("schedulingGates") or []
+    index = next((i for i, g in enumerate(gates) if g.get("name") == GATE), None)
+    if index is None:
+        return None
+    ops: list[dict[str, Any]] = []
+    if not (pod.get("metadata") or {}).get("annotations"):
+        ops.append({"op": "add", "path": "/metadata/annotations", "value": {}})
+    ops += [
+        {
+            "op": "add",
+            "path": "/metadata/annotations/" + ANNOTATION_EXECUTOR.replace("/", "~1"),
+            "value": str(executor),
+        },
+        {"op": "test", "path": f"/spec/schedulingGates/{index}/name", "value": GATE},
+        {"op": "remove", "path": f"/spec/schedulingGates/{index}"},
+    ]
+    return ops
+
+
+# -- reading pods back ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPod:
+    """What the operator reads from one of its pods."""
+
+    name: str
+    workflow: str
+    stage: str
+    index: int
+    attempt: int
+    owner_uid: str | None
+    gated: bool
+    executor: int | None
+    phase: str
+    deleting: bool
+    reason: str
+    """Why a failed pod failed: the pod's reason, else its container's (e.g. Error, exit 1)."""
+    ran: tuple[float, float] | None = None
+    """A succeeded pod's run, (start, finish) in wall epoch seconds (`ran`), if its status
+    tells it."""
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in TERMINAL_PHASES
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def failure_reason(pod: Mapping[str, Any]) -> str:
+    """A short description of why a pod failed, from its status."""
+    status = pod.get("status") or {}
+    if status.get("reason"):
+        message = status.get("message")
+        return f"{status['reason']}: {message}" if message else str(status["reason"])
+    for cs in status.get("containerStatuses") or []:
+        terminated = (cs.get("state") or {}).get("terminated")
+        if terminated and terminated.get("exitCode") not in (None, 0):
+            reason = terminated.get("reason") or "Error"
+            return (
+                f"{reason} (container {cs.get('name')} exited with code {terminated['exitCode']})"
+            )
+    return "Failed"
+
+
+def ran(pod: Mapping[str, Any]) -> tuple[float, float] | None:
+    """When a finished pod ran, (start, finish) in wall epoch seconds: its first
+    container's start and its last one's finish (init containers included), as its status'
+    terminated states say; None when they do not (a kubelet that did not report them, or
+    a run shorter than their 1 s precision)."""
+    status = pod.get("status") or {}
+    states = [
+        (cs.get("state") or {}).get("terminated") or {}
+        for key in ("initContainerStatuses", "containerStatuses")
+        for cs in status.get(key) or []
+    ]
+    try:
+        starts = [from_datetime(t["startedAt"]) for t in states if t.get("startedAt")]
+        ends = [from_datetime(t["finishedAt"]) for t in states if t.get("finishedAt")]
+    except (TypeError, ValueError):
+        return None
+    if not starts or not ends or max(ends) <= min(starts):
+        return None
+    return min(starts), max(ends)
+
+
+def read_task_pod(pod: Mapping[str, Any]) -> TaskPod | None:
+    """The task identity and state of `pod`, or None if it is not a well-formed task pod."""
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    annotations = meta.get("annotations") or {}
+    index = _int(labels.get(LABEL_TASK))
+    workflow, stage = labels.get(LABEL_WORKFLOW), labels.get(LABEL_STAGE)
+    if index is None or not workflow or not stage:
+        return None
+    attempt = _int(annotations.get(ANNOTATION_ATTEMPT)) or 0
+    owner_uid = next(
+        (
+            ref.get("uid")
+            for ref in meta.get("ownerReferences") or []
+            if ref.get("kind") == KIND and ref.get("controller")
+        ),
+        None,
+    )
+    gates = (pod.get("spec") or {}).get("schedulingGates") or []
+    phase = (pod.get("status") or {}).get("phase") or "Pending"
+    return TaskPod(
+        name=meta.get("name", ""),
+        workflow=workflow,
+        stage=stage,
+        index=index,
+        attempt=attempt,
+        owner_uid=owner_uid,
+        gated=any(g.get("name") == GATE for g in gates),
+        executor=_int(annotations.get(ANNOTATION_EXECUTOR)),
+        phase=phase,
+        deleting=bool(meta.get("deletionTimestamp")),
+        reason=failure_reason(pod) if phase == "Failed" else "",
+        ran=ran(pod) if phase == "Succeeded" else None,
+    )

@@ -1,0 +1,388 @@
+"""The operator's bookkeeping of one workflow: its task pods, their gates, its idle slots.
+
+A :class:`Workflow` is one admitted DagWorkflow with its job in the cluster state machine
+(``job``). Every count of tasks launched, running or finished, and every executor, is the
+state machine's (``job.stages``, ``job.held``); a :class:`StageTrack` keeps only what
+Kubernetes adds to a stage: the task pods (which attempt, gated or released, on which
+executor slot). The status the operator writes is built from both (:meth:`Workflow.status`).
+Plain state, changed by the bridge (:mod:`idlegate.operator.edge.bridge`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from enum import Enum
+from heapq import heappop, heappush
+from typing import Any
+
+from idlegate.api.status import (
+    Conditions,
+    Phase,
+    SlotState,
+    StageStatus,
+    WorkflowStatus,
+    dump,
+    format_indexes,
+)
+from idlegate.api.timestamps import to_datetime
+from idlegate.errors import IdlegateError
+from idlegate.operator.core.pods import Owner
+from idlegate.sim.dag import Dag
+from idlegate.sim.durations import MeasuredDurations
+from idlegate.sim.protocol import Job
+from idlegate.sim.spec import StageSpec, WorkflowSpec
+
+WorkflowKey = tuple[str, str]
+"""(namespace, name) of a DagWorkflow."""
+
+
+class TaskState(Enum):
+    PLANNED = "planned"
+    """No pod (yet) for the current attempt."""
+    GATED = "gated"
+    """Its pod exists (or is being created) and carries the gate."""
+    RELEASED = "released"
+    """Released onto an executor: running as far as the state machine is concerned."""
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    """Failed more often than the stage's backoffLimit (its last pod is kept)."""
+
+
+class Task:
+    """One task of a stage: its current attempt and where it runs."""
+
+    __slots__ = (
+        "attempt",
+        "executor",
+        "failures",
+        "finished_unaccounted",
+        "index",
+        "released_at",
+        "state",
+    )
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.state = TaskState.PLANNED
+        self.attempt = 0
+        self.failures = 0
+        self.executor: int | None = None
+        """The executor slot of a released task; None for one released by others while no
+        executor was free (it runs beyond the pool until one is)."""
+        self.finished_unaccounted = False
+        """Such a task succeeded before an executor was free for it."""
+        self.released_at: float | None = None
+        """Clock time the operator released it onto its executor (None: released before a
+        restart, or by others)."""
+
+
+class StageTrack:
+    """The task pods of one stage (its counts of tasks are the state machine's Stage)."""
+
+    def __init__(self, spec: StageSpec, index: int) -> None:
+        self.spec = spec
+        self.index = index
+        self.tasks: dict[int, Task] = {}
+        """Tasks with a pod or a state (sparse: untouched tasks are absent)."""
+        self.gated = 0
+        """Gated pods of the stage, kept in step with the tasks' states by `set_state`."""
+        self.failed = 0
+        """Failed attempts so far."""
+        self.materialized = False
+        """The stage's parents are done and its gated pods have been created."""
+        self.waiting_noted = False
+        self.policy: str | None = None
+        """The rule that released its tasks last (`Answer.rule`)."""
+        self.samples: list[float] = []
+        """Run times of its succeeded tasks for the history (`sample`): a uniform sample."""
+        self.sampled = 0
+        """Run times offered to `sample` so far (restored as the succeeded count)."""
+        self._unreleased: list[int] | None = None
+        self._uncreated: list[int] | None = None
+
+    def task(self, index: int) -> Task:
+        task = self.tasks.get(index)
+        if task is None:
+            task = self.tasks[index] = Task(index)
+        return task
+
+    def set_state(self, task: Task, state: TaskState) -> None:
+        """Move `task` to `state` (the one place the count of gated pods changes)."""
+        self.gated += (state is TaskState.GATED) - (task.state is TaskState.GATED)
+        task.state = state
+
+    def sample(self, seconds: float, keep: int, rng: random.Random) -> None:
+        """Offer one task's run time to the stage's history sample of at most `keep`.
+
+        A reservoir (Algorithm R), so the kept run times are a uniform sample of all the
+        stage's tasks: keeping the first ones would keep the short ones, which finish first.
+        """
+        self.sampled += 1
+        if len(self.samples) < keep:
+            self.samples.append(seconds)
+            return
+        slot = rng.randrange(self.sampled)
+        if slot < keep:
+            self.samples[slot] = seconds
+
+    def completed_indexes(self) -> str | None:
+        """The succeeded tasks' indexes (`status.stages[].completedIndexes`)."""
+        done = sorted(i for i, t in self.tasks.items() if t.state is TaskState.SUCCEEDED)
+        return format_indexes(done)
+
+    def attempt_failed(self, task: Task, attempts: int = 1) -> None:
+        task.failures += attempts
+        self.failed += attempts
+
+    def _build(self) -> tuple[list[int], list[int]]:
+        if self._unreleased is None or self._uncreated is None:
+            unreleased, uncreated = [], []
+            for i in range(self.spec.tasks):
+                task = self.tasks.get(i)
+                state = TaskState.PLANNED if task is None else task.state
+                if state in (TaskState.PLANNED, TaskState.GATED):
+                    unreleased.append(i)
+                if state is TaskState.PLANNED:
+                    uncreated.append(i)
+            self._unreleased, self._uncreated = unreleased, uncreated  # sorted: valid heaps
+        return self._unreleased, self._uncreated
+
+    def next_to_release(self) -> int:
+        """The lowest task index not released yet (the state machine counts, we pick)."""
+        unreleased, _ = self._build()
+        while unreleased:
+            i = heappop(unreleased)
+            task = self.tasks.get(i)
+            if task is None or task.state in (TaskState.PLANNED, TaskState.GATED):
+                return i
+        raise IdlegateError(f"stage {self.spec.name!r} has no task left to release")
+
+    def next_to_create(self) -> int | None:
+        """The lowest task index without a pod that is not released yet, or None."""
+        _, uncreated = self._build()
+        while uncreated:
+            i = heappop(uncreated)
+            task = self.tasks.get(i)
+            if task is None or task.state is TaskState.PLANNED:
+                return i
+        return None
+
+    def replan(self, task: Task) -> None:
+        """A released task goes back to waiting for a release (and a new pod)."""
+        self.set_state(task, TaskState.PLANNED)
+        task.executor = None
+        unreleased, uncreated = self._build()
+        heappush(unreleased, task.index)  # duplicates are skipped when popped
+        heappush(uncreated, task.index)
+
+    def forget_pod(self, task: Task) -> None:
+        """The gated pod of `task` disappeared: create it again when needed."""
+        self.set_state(task, TaskState.PLANNED)
+        heappush(self._build()[1], task.index)
+
+
+class Workflow:
+    """One admitted DagWorkflow: its spec, job, stage tracks, idle slots and conditions."""
+
+    def __init__(
+        self,
+        owner: Owner,
+        generation: int,
+        spec: WorkflowSpec,
+        arrival: float,
+        conditions: Conditions,
+        *,
+        admitted: float | None = None,
+    ) -> None:
+        self.owner = owner
+        self.key: WorkflowKey = (owner.namespace, owner.name)
+        self.generation = generation
+        self.spec = spec
+        self.dag = Dag.from_spec(spec)
+        self.stages = [StageTrack(s, i) for i, s in enumerate(spec.stages)]
+        self.by_name = {t.spec.name: t for t in self.stages}
+        self.arrival = arrival
+        """Clock time of its creation (``metadata.creationTimestamp``): the job's arrival."""
+        self.admitted = arrival if admitted is None else admitted
+        """Clock time the operator first saw it (``status.startTime``)."""
+        self.conditions = conditions
+        self.phase = Phase.PENDING
+        self.job: Job = None  # type: ignore[assignment]  # set right after add_job
+        self.idle_slots: dict[int, SlotState] = {}
+        self.completion: float | None = None
+        self.pod_vanished = False
+        """A pod of it was deleted by someone else: before the next pod is created, check
+        that the workflow itself still exists (the pods of a deleted workflow, collected
+        by the garbage collector, may be reported before the workflow's own deletion)."""
+        self.durations = MeasuredDurations([s.task_duration_seconds for s in spec.stages])
+        """What a planner's rollouts draw this workflow's task durations from
+        (`sim.durations.duration_model`): each stage's measured run times (`measured`),
+        its estimate until one was measured."""
+        self.policy: str | None = None
+        """The rule that released its tasks last (`Answer.rule`)."""
+        self.pool_size: int | None = None
+        """The operator's pool when the workflow finished (for its history record)."""
+        self.history_recorded = False
+        """Its record is in the history sink (`status.historyRecorded`)."""
+        self.history_rng = random.Random(owner.uid)
+        """Draws of the stages' history samples (seeded: the same pods, the same sample)."""
+        self.collectable: list[str] = []
+        """Ended pods whose outcome is in the state, oldest first: pod GC deletes each once
+        a status write that began after it was added has landed (:mod:`.cleanup`)."""
+        self.suspended = False
+        """Taken out of the pool by ``spec.suspend`` (its last status is being written)."""
+        self.active = True
+        self.status_queued = False
+        self.status_timer: asyncio.TimerHandle | None = None
+
+    def timer_key(self, stage_index: int) -> str:
+        """The key of the idle timer of its stage `stage_index`."""
+        return f"{self.owner.uid}/{stage_index}"
+
+    def running(self, track: StageTrack | None = None) -> int:
+        """Task pods running now (of one stage): on executors of the state machine, and
+        beyond the pool. A failed or suspended workflow runs nothing more (its pods are
+        deleted)."""
+        if self.phase is Phase.FAILED or self.suspended:
+            return 0
+        if track is None:
+            return self.job.held + self.beyond()
+        return self.job.stages[track.index].running + self.beyond(track)
+
+    def beyond(self, track: StageTrack | None = None) -> int:
+        """Its tasks (of one stage) running beyond the pool (``Cluster.beyond``): released,
+        with no executor of the pool."""
+        tracks = self.stages if track is None else (track,)
+        return sum(
+            t.state is TaskState.RELEASED and t.executor is None
+            for s in tracks
+            for t in s.tasks.values()
+        )
+
+    def status(self) -> dict[str, Any]:
+        """The full status, as the API takes it."""
+        stages = []
+        over = self.phase is Phase.FAILED  # its unfinished tasks are not pending
+        for track, stage in zip(self.stages, self.job.stages, strict=True):
+            running = self.running(track)
+            pending = 0 if over else max(0, stage.tasks - running - stage.finished)
+            stages.append(
+                StageStatus(
+                    name=stage.name,
+                    tasks=stage.tasks,
+                    pending=pending,
+                    running=running,
+                    succeeded=stage.finished,
+                    failed=track.failed,
+                    policy=track.policy,
+                    completed_indexes=track.completed_indexes(),
+                    measured_duration_seconds=[round(x, 3) for x in track.samples] or None,
+                )
+            )
+        done = sum(s.complete for s in self.job.stages)
+        total = len(self.stages)
+        job, completion = self.job, self.completion
+        return dump(
+            WorkflowStatus(
+                observed_generation=self.generation,
+                phase=self.phase,
+                conditions=self.conditions.models(),
+                stages_total=total,
+                stages_done=done,
+                stages_summary=f"{done}/{total}",
+                stages=stages,
+                parallelism_cap=job.cap or None,
+                idle_slots=[
+                    slot.model(released=self.job.stages[i].idle_until is None)
+                    for i, slot in self.idle_slots.items()
+                ]
+                or None,
+                start_time=to_datetime(self.admitted),
+                admission_lag_seconds=round(self.admitted - self.arrival, 3),
+                completion_time=to_datetime(completion) if completion is not None else None,
+                jct_seconds=round(completion - self.arrival, 3) if completion is not None else None,
+                idle_inserted_seconds=round(job.idle_inserted, 6),
+                policy=self.policy,
+                pool_size=self.pool_size,
+                history_recorded=self.history_recorded or None,
+            )
+        )
+
+    def released(self, track: StageTrack, task: Task, executor: int, now: float) -> None:
+        """`task` is released onto `executor` at `now` (its run time is measured from it)."""
+        track.set_state(task, TaskState.RELEASED)
+        task.executor = executor
+        task.released_at = now
+
+    def measured(
+        self, track: StageTrack, task: Task, now: float, pod_seconds: float | None, keep: int
+    ) -> None:
+        """`task` succeeded at `now`: its run time joins the stage's measured durations.
+
+        Measured from the operator's release to its observed success: how long the task
+        held its executor, pod start latency and the watch's lag included, which is what
+        a rollout must simulate (an executor is busy for that long). Only first attempts
+        released by the operator count: a retried task's time includes its failures, and
+        one released before a restart or by others has no release time.
+
+        The history's sample (`StageTrack.sample`, at most `keep` per stage) takes the
+        pod's own run time, `pod_seconds` (its containers' start to finish, what a replay
+        under another policy draws from), else the time measured here.
+        """
+        held = None
+        if task.released_at is not None and task.failures == 0 and task.attempt == 0:
+            held = max(0.0, now - task.released_at)
+            self.durations.record(track.index, held)
+        seconds = pod_seconds or held
+        if seconds:
+            track.sample(seconds, keep, self.history_rng)
+
+    def restore_samples(self, status: dict[str, Any]) -> None:
+        """Take back the history samples a status holds (after a restart)."""
+        for stage in status.get("stages") or []:
+            track = self.by_name.get(stage.get("name")) if isinstance(stage, dict) else None
+            values = stage.get("measuredDurationSeconds") if track is not None else None
+            if track is None or not isinstance(values, list):
+                continue
+            track.samples = [float(v) for v in values if isinstance(v, int | float) and v > 0]
+            track.sampled = max(len(track.samples), int(stage.get("succeeded") or 0))
+
+    def refresh_conditions(self, now: float) -> None:
+        """Set the Running condition from the current state (Valid/Complete/Failed are set
+        where they change)."""
+        gen = self.generation
+        if self.phase is Phase.SUCCEEDED:
+            self.conditions.set("Running", False, "Succeeded", "All stages succeeded.", gen, now)
+            return
+        if self.phase is Phase.FAILED:
+            failed = self.conditions.get("Failed")
+            message = failed.message if failed is not None else "The workflow failed."
+            self.conditions.set("Running", False, "Failed", message, gen, now)
+            return
+        running = self.running()
+        idle = [s for i, s in self.idle_slots.items() if self.job.stages[i].idle_until is not None]
+        if self.suspended:
+            message = "Suspended (spec.suspend): no task runs until it is set back to false."
+            self.conditions.set("Running", False, "Suspended", message, gen, now)
+        elif running:
+            cap = f", parallelism cap {self.job.cap}" if self.job.cap else ""
+            message = f"{running} task pod(s) released{cap}."
+            beyond = self.beyond()
+            if beyond:  # (they hold no executor of the pool: it is over its size)
+                message += (
+                    f" {beyond} of them beyond the pool: it runs more than its size "
+                    "(made smaller, or a gate removed by others), so nothing new is released "
+                    "until they have executors."
+                )
+            self.conditions.set("Running", True, "TasksRunning", message, gen, now)
+        elif idle:
+            slot = idle[0]
+            message = (
+                f"Stage {slot.stage!r} is held back in a deliberate idle slot of {slot.delay:g} s "
+                f"until {to_datetime(slot.release):%Y-%m-%dT%H:%M:%SZ} ({slot.reason})."
+            )
+            self.conditions.set("Running", False, "IdleSlot", message, gen, now)
+        else:
+            message = "No task is running: the runnable stages wait for a free executor."
+            self.conditions.set("Running", False, "WaitingForExecutors", message, gen, now)

@@ -1,0 +1,95 @@
+"""The operator's Events (core/v1, shown by ``kubectl describe``), posted through its API
+client in each workflow's lane of Events (:mod:`idlegate.operator.edge.actuator`), apart from
+its pod writes, which they never delay; an Event that cannot be posted is logged and
+dropped, it never fails a workflow.
+
+Only a tiny dedup: an Event equal to one posted on the same object before (type, reason,
+message) is not posted again, and an object gets at most `per_workflow` distinct Events,
+after which only the first of each new type and reason is posted (a workflow's Failed or
+Succeeded always is). The operator's messages are written so that repetitions are equal
+(a release names the stage, how many tasks, the cap and the policy, not which task on
+which executor), so a stage of 100,000 tasks leaves a handful of Events, not 100,000.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from datetime import UTC, datetime
+from typing import Any
+
+from idlegate.api.status import clip
+from idlegate.operator.core.pods import Owner
+from idlegate.operator.edge.actuator import EVENTS, Actuator, Op, Priority
+from idlegate.operator.edge.kube import ApiError, KubeApi
+
+log = logging.getLogger(__name__)
+
+MAX_BOOKS = 4096
+"""Objects whose posted Events are remembered (the least recent are forgotten)."""
+
+
+class EventRecorder:
+    """Posts the Events of the operator (one instance per operator)."""
+
+    def __init__(
+        self, actuator: Actuator, *, component: str, instance: str, per_workflow: int
+    ) -> None:
+        self.actuator = actuator
+        self.component = component
+        self.instance = instance
+        self.per_workflow = per_workflow
+        self._books: OrderedDict[str, set[tuple[str, str, str | None]]] = OrderedDict()
+        self._last_ns = 0
+
+    def record(self, owner: Owner, type_: str, reason: str, message: str) -> None:
+        """An Event on `owner`: posted, unless an equal one was (see the module docstring)."""
+        message = clip(message)
+        log.info("%s/%s %s: %s", owner.namespace, owner.name, reason, message)
+        key = owner.uid or f"{owner.namespace}/{owner.name}"
+        book = self._books.pop(key, set())
+        self._books[key] = book
+        while len(self._books) > MAX_BOOKS:
+            self._books.popitem(last=False)
+        posted = sum(m is not None for _, _, m in book)
+        if (type_, reason, message) in book or (
+            posted >= self.per_workflow and (type_, reason, None) in book
+        ):
+            return
+        book |= {(type_, reason, message), (type_, reason, None)}
+        self._submit(owner, self._body(owner, type_, reason, message))
+
+    def _body(self, owner: Owner, type_: str, reason: str, message: str) -> dict[str, Any]:
+        # client-go names Events <object>.<unix nanoseconds in hex>; kept strictly
+        # increasing here, so that two Events of one instant never share a name
+        self._last_ns = max(time.time_ns(), self._last_ns + 1)
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{owner.name}.{self._last_ns:x}", "namespace": owner.namespace},
+            "involvedObject": owner.object_reference(),
+            "type": type_,
+            "reason": reason,
+            "message": message,
+            "source": {"component": self.component},
+            "reportingComponent": self.component,
+            "reportingInstance": self.instance,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+
+    def _submit(self, owner: Owner, body: dict[str, Any]) -> None:
+        async def run(kube: KubeApi) -> None:
+            try:
+                await kube.create_event(owner.namespace, body)
+            except ApiError as exc:
+                if exc.retryable:
+                    raise
+                if exc.status != 409:  # (409: an earlier, unanswered try posted it)
+                    log.warning("Event %s on %s not posted: %s", body["reason"], owner.name, exc)
+
+        op = Op(f"event {body['reason']} on {owner.name}", run, priority=Priority.EVENT)
+        self.actuator.submit((owner.namespace, owner.name), op, lane=EVENTS)

@@ -1,0 +1,252 @@
+"""What the operator reads from the API into the bridge: the DagWorkflows and their pods at
+startup and after an outage, and when kopf reports a workflow, and the outcomes of the
+bridge's own writes.
+
+The bridge (:class:`idlegate.operator.edge.bridge.Bridge`) changes state synchronously, one
+event at a time, and never waits for the API; these coroutines do the waiting (read the
+pods and the namespace of a workflow before it is admitted, take the next outcome of a
+write) and then hand the bridge what they read.
+
+A workflow's templates are judged by its namespace's Pod Security level and
+service-account allow-list, so a namespace the API does not show the operator (403) or
+cannot show now is never guessed: the admission is retried later (AdmitLaterError).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Mapping
+from typing import Any, TypeVar
+
+from idlegate.api.labels import LABEL_WORKFLOW
+from idlegate.api.podsecurity import namespace_policy
+from idlegate.api.status import Phase
+from idlegate.errors import IdlegateError
+from idlegate.operator.core import messages
+from idlegate.operator.core.admission import (
+    AdmitLaterError,
+    arrival_key,
+    generation_of,
+    judged,
+    owner_of,
+)
+from idlegate.operator.core.pods import Owner, pod_name, task_pod
+from idlegate.operator.core.tracking import StageTrack, Task, TaskState, Workflow, WorkflowKey
+from idlegate.operator.edge.bridge import Bridge
+from idlegate.operator.edge.kube import ApiError
+from idlegate.operator.edge.writes import PodWritten, WorkflowGone
+from idlegate.operator.features.lifecycle import only_mutable_changed
+from idlegate.operator.features.pools import Pools, namespace_labels
+from idlegate.sim.spec import parse_workflow
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+async def rebuild(bridge: Pools | Bridge) -> tuple[int, int]:
+    """The state from the API as it is now, level-triggered; returns the DagWorkflows and
+    pods listed. At the start, every DagWorkflow is admitted with its pods, oldest first,
+    before the first decision (see :mod:`idlegate.operator.core.admission`). After an outage
+    (:mod:`idlegate.operator.edge.watchdog`) the same reading also catches up with what the
+    watches may have missed: the pods as they are now, pods deleted, workflows gone, and
+    workflows created meanwhile."""
+    bridge = Pools.of(bridge)
+    known = dict(bridge.workflows)  # (only these may be gone: others came after the lists)
+    with_pods = _tasks_with_pods(bridge)
+    bodies: list[dict[str, Any]] = []
+    pods: list[dict[str, Any]] = []
+    for namespace in bridge.settings.namespaces or (None,):
+        bodies += await bridge.kube.list_workflows(namespace)
+        pods += await bridge.kube.list_pods(namespace, LABEL_WORKFLOW)
+    # after the workflows: each one's namespace is listed (unless it is being deleted)
+    namespaces = {
+        (ns.get("metadata") or {}).get("name"): ns
+        for ns in await _namespaces(bridge.kube.list_namespaces())
+    }
+    listed = {(owner.namespace, owner.name, owner.uid) for owner in map(owner_of, bodies)}
+    for key, wf in known.items():
+        if bridge.workflows.get(key) is wf and (*key, wf.owner.uid) not in listed:
+            bridge.forget(*key, wf.owner.uid, schedule=False)
+    names = {((p.get("metadata") or {}).get("namespace"), p["metadata"]["name"]) for p in pods}
+    await _notice_deleted(bridge, [t for t in with_pods if (t[0].key[0], t[3]) not in names])
+    for pod in pods:
+        bridge.observe_pod(pod)
+    admitted = _admit_unknown(bridge, bodies, pods, namespaces)
+    bridge.rebuilt = True
+    log.info(
+        "Rebuilt the state from %d DagWorkflow(s) and %d pod(s); %d workflow(s) admitted.",
+        len(bodies),
+        len(pods),
+        admitted,
+    )
+    bridge.schedule()
+    return len(bodies), len(pods)
+
+
+_Held = tuple[Workflow, StageTrack, Task, str, int, TaskState]
+"""A task whose pod exists, as the bridge believes: (workflow, stage, task, pod name,
+attempt, state)."""
+
+
+def _tasks_with_pods(bridge: Pools) -> list[_Held]:
+    found: list[_Held] = []
+    for wf in bridge.workflows.values():
+        for track in wf.stages:
+            for task in track.tasks.values():
+                if task.state in (TaskState.GATED, TaskState.RELEASED):
+                    name = pod_name(wf.owner.name, track.spec.name, task.index, task.attempt)
+                    found.append((wf, track, task, name, task.attempt, task.state))
+    return found
+
+
+async def _notice_deleted(bridge: Pools, missing: list[_Held]) -> None:
+    """Tell the bridge of the pods deleted while it did not watch (a watch that resumes
+    after an outage may not replay a deletion). A pod not listed may still be on its way,
+    created by a write of the operator's own: so only a task whose workflow has no write
+    left (every write decided before the lists has ended) is read again, and its pod taken
+    for deleted if it is still not there and nothing changed meanwhile."""
+
+    def unchanged(held: _Held) -> bool:
+        wf, _, task, _, attempt, state = held
+        return wf.active and task.attempt == attempt and task.state is state
+
+    current = [held for held in missing if unchanged(held)]
+    settled = [held for held in current if bridge.actuator.settled(held[0].key)]
+    if len(settled) < len(current):
+        log.info(
+            "%d pod(s) not listed are being written: not read again.", len(current) - len(settled)
+        )
+    for held in settled:
+        wf, track, task, name, attempt, state = held
+        try:
+            body = await bridge.kube.get_pod(wf.owner.namespace, name)
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            if unchanged(held) and bridge.actuator.settled(wf.key):
+                gated = state is TaskState.GATED
+                gone = task_pod(wf.owner, track.spec, task.index, attempt, gated=gated)
+                bridge.observe_pod(gone, deleted=True)
+            continue
+        bridge.observe_pod(body)
+
+
+def _admit_unknown(
+    bridge: Pools,
+    bodies: list[dict[str, Any]],
+    pods: list[dict[str, Any]],
+    namespaces: Mapping[str | None, dict[str, Any]],
+) -> int:
+    """Admit the workflows the bridge does not know, each with its pods, oldest first."""
+    by_workflow: dict[WorkflowKey, list[dict[str, Any]]] = {}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        workflow = (meta.get("labels") or {}).get(LABEL_WORKFLOW)
+        if workflow:
+            by_workflow.setdefault((meta.get("namespace", ""), workflow), []).append(pod)
+    admitted = 0
+    for body in sorted(bodies, key=arrival_key):
+        owner = owner_of(body)
+        if bridge.known(owner):
+            continue
+        try:
+            own = by_workflow.get((owner.namespace, owner.name), ())
+            namespace = namespaces.get(owner.namespace)
+            policy = namespace_policy(namespace, bridge.settings.pod_security)
+            labels = namespace_labels(namespace)
+            admitted += bridge.admit(body, own, policy, labels=labels, schedule=False) is not None
+        except AdmitLaterError as exc:
+            log.warning("%s/%s is admitted later: %s", owner.namespace, owner.name, exc)
+    return admitted
+
+
+async def admit(bridge: Pools | Bridge, body: Mapping[str, Any]) -> None:
+    """Admit a workflow (kopf's create/resume), reading its pods and namespace first."""
+    bridge = Pools.of(bridge)
+    owner = owner_of(body)
+    if bridge.known(owner) or (body.get("metadata") or {}).get("deletionTimestamp"):
+        return
+    phase = (body.get("status") or {}).get("phase")
+    if phase == Phase.SUCCEEDED or (phase == Phase.INVALID and judged(body)):
+        return
+    pods = await bridge.kube.list_pods(owner.namespace, f"{LABEL_WORKFLOW}={owner.name}")
+    namespace = await _namespaces(bridge.kube.get_namespace(owner.namespace))
+    if not bridge.known(owner):  # (another handler may have admitted it meanwhile)
+        policy = namespace_policy(namespace, bridge.settings.pod_security)
+        bridge.admit(body, pods, policy, labels=namespace_labels(namespace))
+
+
+async def _namespaces(read: Awaitable[T]) -> T:
+    """What `read` of namespaces returns; AdmitLaterError if the API refuses it (403) or
+    fails in a way worth retrying: without the namespace, its level would be a guess."""
+    try:
+        return await read
+    except ApiError as exc:
+        if exc.status == 403 or exc.retryable:
+            message = f"cannot read the namespace whose Pod Security level applies: {exc}"
+            raise AdmitLaterError(message) from exc
+        raise
+
+
+async def spec_changed(bridge: Pools | Bridge, body: Mapping[str, Any]) -> None:
+    """The spec changed: take in a change of its mutable fields (suspend, deadline, TTL, pod
+    GC; :mod:`idlegate.operator.features.lifecycle`), refuse any other change of an admitted
+    workflow; admit one that was held (suspended) or rejected; re-arm a finished one's TTL."""
+    bridge = Pools.of(bridge)
+    owner = owner_of(body)
+    holder = bridge.holder((owner.namespace, owner.name))
+    wf = holder.workflows.get((owner.namespace, owner.name)) if holder else None
+    if holder is not None and wf is not None and wf.owner.uid == owner.uid:
+        try:
+            spec = parse_workflow(body.get("spec"), "spec")
+        except IdlegateError:
+            spec = None
+        if spec is not None and only_mutable_changed(wf.spec, spec):
+            holder.lifecycle.updated(wf, spec, generation_of(body))
+            return
+        notice = messages.spec_change_ignored(generation_of(body), wf.generation)
+        bridge.writes.event(owner, *notice)
+        return
+    phase = (body.get("status") or {}).get("phase")
+    if phase in (Phase.SUCCEEDED, Phase.FAILED):
+        bridge.cleanup.seen(body)
+    elif phase != Phase.INVALID or not judged(body):
+        await admit(bridge, body)
+
+
+async def follow_writes(bridge: Pools | Bridge) -> None:
+    """Carry the outcomes of the bridge's writes into it, as they come (until cancelled): a
+    pod the API returned is read like a watch event; a pod write that failed for good fails
+    its workflow, whose executors return to the pool."""
+    bridge = Pools.of(bridge)
+    outcomes = bridge.writes.outcomes
+    while True:
+        outcome = await outcomes.get()
+        try:
+            if isinstance(outcome, PodWritten):
+                bridge.observe_pod(outcome.body)
+            elif isinstance(outcome, WorkflowGone):
+                owner = outcome.workflow.owner
+                bridge.forget(owner.namespace, owner.name, owner.uid)
+            else:
+                bridge.fail(outcome.workflow, outcome.reason, outcome.message)
+                bridge.schedule()
+        except Exception:  # one bad outcome must not stop the others
+            log.exception("Could not take in the outcome of a write: %r", outcome)
+        finally:
+            outcomes.task_done()
+
+
+async def readmit(pools: Pools, owners: list[Owner]) -> None:
+    """Admit again, from the API, the workflows that left a pool (it changed or went): each
+    lands in its pool now, or waits for one. One that cannot be read now is admitted by
+    the next rebuild (it is not known to any pool)."""
+    for owner in owners:
+        try:
+            body = await pools.kube.get_workflow(owner.namespace, owner.name)
+            if body is not None and owner_of(body).uid == owner.uid:
+                await admit(pools, body)
+        except (AdmitLaterError, ApiError) as exc:
+            pools.later[(owner.namespace, owner.name)] = owner
+            log.info("%s/%s is admitted later: %s", owner.namespace, owner.name, exc)
+    pools.schedule()

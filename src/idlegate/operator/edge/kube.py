@@ -1,0 +1,359 @@
+"""The few Kubernetes API calls the operator makes itself, as one small async interface.
+
+kopf watches (DagWorkflows and pods) and talks to the API with its own client; the
+operator's own reads (pods, namespaces) and writes (pods, gate removals, status, Events)
+go through :class:`KubeApi`.
+:class:`KubernetesApi` implements it with the official ``kubernetes`` client's
+configuration loading and HTTP layer (every kubeconfig flavour, in-cluster service
+accounts, token refresh), run in a small thread pool, without its model classes: bodies
+are plain dicts, both ways. Unit tests implement the same protocol in memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+from urllib.parse import quote
+
+import yaml
+
+from idlegate.api.crd import CRON_PLURAL, GROUP, PLURAL, VERSION
+from idlegate.errors import IdlegateError
+
+T = TypeVar("T")
+RETRYABLE = frozenset({0, 408, 425, 429, 500, 502, 503, 504})
+"""Statuses worth retrying (0: no response at all)."""
+LIST_PAGE = 500
+
+
+class ApiError(Exception):
+    """A request failed: `status` is the HTTP status (0 when there was no response)."""
+
+    def __init__(
+        self, status: int, reason: str, message: str, *, retry_after: float | None = None
+    ) -> None:
+        super().__init__(f"{status} {reason}: {message}" if status else message)
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.retry_after = retry_after
+        """Seconds the server asked to wait before a retry (its Retry-After header); None
+        if it did not say."""
+
+    @property
+    def retryable(self) -> bool:
+        return self.status in RETRYABLE
+
+    @property
+    def answered(self) -> bool:
+        """The server answered (any status but a 5xx): it is there. Without an answer (no
+        response, a timeout, a 5xx, maybe from a proxy in between) the request may or may
+        not have been carried out."""
+        return 0 < self.status < 500
+
+
+def retry_after(header: str | None) -> float | None:
+    """Seconds to wait from a response's Retry-After header (seconds or an HTTP date, as
+    urllib3's :class:`~urllib3.util.Retry` reads it); None without a valid one."""
+    from urllib3.exceptions import InvalidHeader
+    from urllib3.util import Retry
+
+    try:
+        return float(Retry().parse_retry_after(header.strip())) if header else None
+    except InvalidHeader:
+        return None
+
+
+class KubeApi(Protocol):
+    """What the operator asks of the API server (async; bodies are plain dicts)."""
+
+    async def list_workflows(
+        self, namespace: str | None, label_selector: str | None = None
+    ) -> list[dict[str, Any]]: ...
+    async def list_pods(
+        self, namespace: str | None, label_selector: str
+    ) -> list[dict[str, Any]]: ...
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any]: ...
+    async def get_workflow(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The DagWorkflow `name`; None if there is none."""
+
+    async def create_pod(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]: ...
+    async def patch_pod(
+        self, namespace: str, name: str, ops: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """Apply a JSON patch (RFC 6902)."""
+
+    async def delete_pod(self, namespace: str, name: str) -> None: ...
+    async def patch_workflow_status(
+        self, namespace: str, name: str, status: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Merge-patch the DagWorkflow's status through the status subresource."""
+
+    async def create_workflow(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Create a DagWorkflow (a cron workflow's run)."""
+
+    async def delete_workflow(self, namespace: str, name: str) -> None: ...
+    async def get_cron_workflow(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The DagCronWorkflow `name`; None if there is none."""
+
+    async def patch_cron_status(
+        self, namespace: str, name: str, status: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Merge-patch a DagCronWorkflow's status through the status subresource."""
+
+    async def create_event(self, namespace: str, body: dict[str, Any]) -> None: ...
+    async def list_namespaces(self) -> list[dict[str, Any]]:
+        """The cluster's Namespace objects."""
+
+    async def get_namespace(self, name: str) -> dict[str, Any] | None:
+        """The Namespace object `name`; None if there is none."""
+
+    async def ping(self) -> None:
+        """A cheap request (GET /version) that succeeds whenever the API server answers."""
+
+    def close(self) -> None: ...
+
+
+def load_configuration(kubeconfig: Path | None = None) -> Any:
+    """Credentials: the in-cluster service account, else a kubeconfig file.
+
+    With `kubeconfig` None, ``$KUBECONFIG`` is read now (the kubernetes client reads it
+    only once, at import).
+    """
+    import kubernetes.client
+    import kubernetes.config
+
+    configuration = kubernetes.client.Configuration()
+    if kubeconfig is None:
+        try:
+            kubernetes.config.load_incluster_config(client_configuration=configuration)
+            return configuration
+        except kubernetes.config.ConfigException:
+            pass
+    path = str(kubeconfig) if kubeconfig is not None else os.environ.get("KUBECONFIG")
+    if kubeconfig is not None and not kubeconfig.is_file():
+        raise IdlegateError(
+            f"the kubeconfig file {kubeconfig} does not exist; pass --kubeconfig with the "
+            "path of an existing file, or leave it out to use KUBECONFIG or ~/.kube/config"
+        )
+    where = path or "~/.kube/config"
+    if path is None and not Path(os.path.expanduser(where)).is_file():
+        raise IdlegateError(
+            "cannot find Kubernetes credentials: not in a cluster, no KUBECONFIG and no "
+            "~/.kube/config; pass --kubeconfig FILE or set KUBECONFIG"
+        )
+    try:
+        kubernetes.config.load_kube_config(config_file=path, client_configuration=configuration)
+    except (kubernetes.config.ConfigException, OSError, yaml.YAMLError) as exc:
+        fix = "fix that file" if path else "pass --kubeconfig or set KUBECONFIG"
+        raise IdlegateError(
+            f"cannot read Kubernetes credentials from {where} ({' '.join(str(exc).split())}); {fix}"
+        ) from None
+    return configuration
+
+
+def connection_info(configuration: Any) -> Any:
+    """kopf's ConnectionInfo for the same credentials (one source of truth for both)."""
+    import kopf
+
+    header = configuration.get_api_key_with_prefix(
+        "BearerToken"
+    ) or configuration.get_api_key_with_prefix("authorization")
+    parts = header.split(" ", 1) if header else []
+    scheme, token = (
+        (None, None) if not parts else (None, parts[0]) if len(parts) == 1 else (parts[0], parts[1])
+    )
+    return kopf.ConnectionInfo(
+        server=configuration.host,
+        ca_path=configuration.ssl_ca_cert,
+        insecure=not configuration.verify_ssl,
+        username=configuration.username or None,
+        password=configuration.password or None,
+        scheme=scheme,
+        token=token,
+        certificate_path=configuration.cert_file,
+        private_key_path=configuration.key_file,
+    )
+
+
+class KubernetesApi:
+    """:class:`KubeApi` over the ``kubernetes`` client's HTTP layer, in a thread pool."""
+
+    def __init__(self, configuration: Any, *, concurrency: int = 8, timeout: float = 30.0) -> None:
+        import kubernetes.client
+
+        configuration.connection_pool_maxsize = max(
+            concurrency, configuration.connection_pool_maxsize or 0
+        )
+        self.configuration = configuration
+        self.client = kubernetes.client.ApiClient(configuration)
+        self.timeout = timeout
+        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="idlegate-api")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self.client.close()
+
+    async def _run(self, fn: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
+
+    def _request_sync(
+        self,
+        method: str,
+        path: str,
+        query: list[tuple[str, str]] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> Any:
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        try:
+            prepared = self.client.param_serialize(
+                method,
+                path,
+                query_params=query or None,
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+            )
+            response = self.client.call_api(*prepared, _request_timeout=self.timeout)
+            data = response.read()
+        except Exception as exc:  # urllib3 and socket errors: no response at all
+            raise ApiError(0, type(exc).__name__, f"{method} {path} failed: {exc}") from None
+        if not 200 <= response.status < 300:
+            try:
+                status = json.loads(data)
+                reason, message = status.get("reason", ""), status.get("message", "")
+            except (ValueError, AttributeError):
+                reason, message = response.reason or "", (data or b"").decode(errors="replace")
+            wait = retry_after(response.headers.get("Retry-After"))
+            raise ApiError(
+                response.status, reason or str(response.reason), message, retry_after=wait
+            )
+        return json.loads(data) if data else None
+
+    async def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+        return await self._run(lambda: self._request_sync(method, path, **kwargs))
+
+    async def _list(self, path: str, label_selector: str | None = None) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        token = ""
+        while True:
+            query = [("limit", str(LIST_PAGE))]
+            if label_selector:
+                query.append(("labelSelector", label_selector))
+            if token:
+                query.append(("continue", token))
+            page = await self._request("GET", path, query=query)
+            items.extend(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue") or ""
+            if not token:
+                return items
+
+    @staticmethod
+    def _ns(namespace: str | None) -> str:
+        return f"/namespaces/{quote(namespace, safe='')}" if namespace else ""
+
+    async def list_workflows(
+        self, namespace: str | None, label_selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        return await self._list(self._objects(PLURAL, namespace), label_selector)
+
+    def _objects(self, plural: str, namespace: str | None) -> str:
+        return f"/apis/{GROUP}/{VERSION}{self._ns(namespace)}/{plural}"
+
+    async def create_workflow(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        return await self._request("POST", self._objects(PLURAL, namespace), body=body)
+
+    async def delete_workflow(self, namespace: str, name: str) -> None:
+        await self._request(
+            "DELETE",
+            f"{self._objects(PLURAL, namespace)}/{quote(name, safe='')}",
+            body={"propagationPolicy": "Background"},
+        )
+
+    async def get_cron_workflow(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return await self._request(
+                "GET", f"{self._objects(CRON_PLURAL, namespace)}/{quote(name, safe='')}"
+            )
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    async def patch_cron_status(
+        self, namespace: str, name: str, status: dict[str, Any]
+    ) -> dict[str, Any]:
+        return await self._request(
+            "PATCH",
+            f"{self._objects(CRON_PLURAL, namespace)}/{quote(name, safe='')}/status",
+            body={"status": status},
+            content_type="application/merge-patch+json",
+        )
+
+    async def list_pods(self, namespace: str | None, label_selector: str) -> list[dict[str, Any]]:
+        return await self._list(f"/api/v1{self._ns(namespace)}/pods", label_selector)
+
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
+        return await self._request("GET", f"/api/v1{self._ns(namespace)}/pods/{name}")
+
+    async def get_workflow(self, namespace: str, name: str) -> dict[str, Any] | None:
+        path = f"/apis/{GROUP}/{VERSION}{self._ns(namespace)}/{PLURAL}/{quote(name, safe='')}"
+        try:
+            return await self._request("GET", path)
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    async def create_pod(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        return await self._request("POST", f"/api/v1{self._ns(namespace)}/pods", body=body)
+
+    async def patch_pod(
+        self, namespace: str, name: str, ops: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        return await self._request(
+            "PATCH",
+            f"/api/v1{self._ns(namespace)}/pods/{name}",
+            body=ops,
+            content_type="application/json-patch+json",
+        )
+
+    async def delete_pod(self, namespace: str, name: str) -> None:
+        await self._request(
+            "DELETE",
+            f"/api/v1{self._ns(namespace)}/pods/{name}",
+            body={"propagationPolicy": "Background"},
+        )
+
+    async def patch_workflow_status(
+        self, namespace: str, name: str, status: dict[str, Any]
+    ) -> dict[str, Any]:
+        return await self._request(
+            "PATCH",
+            f"/apis/{GROUP}/{VERSION}{self._ns(namespace)}/{PLURAL}/{name}/status",
+            body={"status": status},
+            content_type="application/merge-patch+json",
+        )
+
+    async def create_event(self, namespace: str, body: dict[str, Any]) -> None:
+        await self._request("POST", f"/api/v1{self._ns(namespace)}/events", body=body)
+
+    async def list_namespaces(self) -> list[dict[str, Any]]:
+        return await self._list("/api/v1/namespaces")
+
+    async def ping(self) -> None:
+        await self._request("GET", "/version")
+
+    async def get_namespace(self, name: str) -> dict[str, Any] | None:
+        try:
+            return await self._request("GET", f"/api/v1/namespaces/{quote(name, safe='')}")
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise

@@ -1,0 +1,253 @@
+"""The operator through API-server outages and a missing CRD: it waits, never exits.
+
+An outage of the API server, however long, must not end the process: in a Deployment,
+every outage of a minute would become a restart. Three pieces keep the operator serving:
+
+* kopf retries its failed requests (its watches and lists of DagWorkflows and pods) by
+  :class:`RetryForever`: 0.1 s at first, doubling up to `Settings.watch_retry_cap`, for
+  ever. kopf's default gives up after 1+1+2+3+5+8+13+21 s (about 54 s) and the process
+  stops ("Resource observer has failed").
+  Each retry counts in `idlegate_watch_restarts_total`; :class:`KopfRetryLog` logs the
+  first failed attempt of each object at WARNING, not every attempt at ERROR.
+* :class:`Watchdog`, a task of the operator, makes the first rebuild of the state (after
+  waiting for the DagWorkflow CRD, if it is not installed: a log line, then
+  `idlegate_crd_missing` 1 until it appears), probes the API about once a second
+  (:meth:`KubeApi.ping`; with the operator's own writes, the requests whose errors tell
+  :class:`~idlegate.operator.edge.health.ApiHealth` of an outage), and after each outage rebuilds the state from
+  the API, as at a start (:func:`idlegate.operator.edge.intake.rebuild`), then posts a Warning
+  Event ``ApiUnreachable`` saying how long the API did not answer.
+
+The Event's involved object is the operator's own Pod (`POD_ID`, `POD_NAMESPACE` and
+`POD_UID`, set by the Deployment through the downward API; ``kubectl describe pod``
+shows it): an outage concerns the operator, not one workflow, and an Event on every
+active workflow would be noise. Without those variables (a local run) the outage is
+only logged.
+
+:meth:`Watchdog.readiness` is what ``/readyz`` answers: not ready before the first
+rebuild, while the CRD is missing and while the API does not answer; liveness (kopf's
+``/healthz``) stays healthy throughout, since a restart would not bring the API back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from idlegate.api.crd import GROUP, PLURAL
+from idlegate.operator.core.admission import AdmitLaterError
+from idlegate.operator.core.messages import Notice
+from idlegate.operator.core.pods import Owner
+from idlegate.operator.edge import intake
+from idlegate.operator.edge.bridge import Bridge
+from idlegate.operator.edge.health import ApiHealth
+from idlegate.operator.edge.kube import ApiError
+from idlegate.operator.features.pools import Pools
+
+log = logging.getLogger(__name__)
+
+FIRST_RETRY = 0.1
+"""Seconds before kopf's first retry of a failed request (doubling up to the cap)."""
+INSTALL_CRD = "kubectl apply -k deploy/base (or kubectl apply -f deploy/base/crd.yaml)"
+
+
+class RetryForever:
+    """kopf's ``settings.networking.error_backoffs``: 0.1 s, doubling up to `cap`, for ever.
+
+    kopf retries a request once per delay it gets from iterating this, and numbers the
+    attempts "#N/total" only for a Sized iterable; an iterable without a length that never
+    ends makes it retry for ever. Each iteration starts anew (a fresh generator), since
+    kopf iterates once per request: it takes the first delay before the first attempt,
+    so every delay after it is a retry, counted by `on_retry`.
+    """
+
+    def __init__(self, cap: float, on_retry: Callable[[], None] | None = None) -> None:
+        self.cap = cap
+        self.on_retry = on_retry
+
+    def __iter__(self) -> Iterator[float]:
+        delay = min(FIRST_RETRY, self.cap)
+        yield delay  # (taken before the first attempt)
+        while True:
+            delay = min(2 * delay, self.cap)
+            if self.on_retry is not None:
+                self.on_retry()
+            yield delay
+
+
+class KopfRetryLog(logging.Filter):
+    """kopf logs each failed attempt of its requests at ERROR ("Request attempt #N failed;
+    will retry: PATCH <url> -> <error>"): hundreds of lines for one outage. This filter,
+    on kopf's loggers, lets the first such line of each object (its URL without the
+    query) through at WARNING and drops its repetitions for `quiet` seconds. kopf's
+    other lines pass unchanged."""
+
+    def __init__(self, quiet: float = 60.0) -> None:
+        super().__init__()
+        self.quiet = quiet
+        self._told: dict[str, float] = {}
+        """Monotonic time each object's retry was last logged."""
+        self._loggers: list[logging.Logger] = []
+
+    def install(self) -> None:
+        names = [n for n in logging.root.manager.loggerDict if n.split(".")[0] == "kopf"]
+        self._loggers = [logging.getLogger(n) for n in {*names, "kopf.objects"}]
+        for logger in self._loggers:
+            logger.addFilter(self)
+
+    def uninstall(self) -> None:
+        for logger in self._loggers:
+            logger.removeFilter(self)
+        self._loggers = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if not (message.startswith("Request attempt") and "will retry" in message):
+            return True
+        what = message.partition(": ")[2].partition(" -> ")[0].partition("?")[0]
+        now = time.monotonic()
+        if now - self._told.get(what, -math.inf) < self.quiet:
+            return False
+        if len(self._told) > 4096:  # (forget the objects of long ago)
+            self._told = {k: t for k, t in self._told.items() if now - t < self.quiet}
+        self._told[what] = now
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorPod(Owner):
+    """The operator's own Pod, as the involved object of its outage Events."""
+
+    @classmethod
+    def from_env(cls) -> OperatorPod | None:
+        """The Pod the downward API names (POD_ID, POD_NAMESPACE, POD_UID); None outside one."""
+        name, namespace = os.environ.get("POD_ID"), os.environ.get("POD_NAMESPACE")
+        if not name or not namespace:
+            return None
+        return cls(namespace, name, os.environ.get("POD_UID", ""))
+
+    def object_reference(self) -> dict[str, Any]:
+        reference = {"apiVersion": "v1", "kind": "Pod", "namespace": self.namespace}
+        return {**reference, "name": self.name, **({"uid": self.uid} if self.uid else {})}
+
+
+def api_unreachable(seconds: float, workflows: int, pods: int) -> Notice:
+    """The Event after an outage (on the operator's Pod)."""
+    return (
+        "Warning",
+        "ApiUnreachable",
+        f"The API server did not answer the operator for {seconds:.0f} s; the state was "
+        f"rebuilt from it ({workflows} DagWorkflow(s), {pods} pod(s)).",
+    )
+
+
+class Watchdog:
+    """The first rebuild, the probes during outages and the rebuild after each one."""
+
+    def __init__(
+        self, bridge: Pools | Bridge, health: ApiHealth, *, reporter: Owner | None
+    ) -> None:
+        self.bridge = Pools.of(bridge)
+        self.health = health
+        self.reporter = reporter
+        """Where the outage Events go (the operator's Pod); None: logged only."""
+        self.settings = bridge.settings
+        self.crd_missing = False
+        self.rebuilt = asyncio.Event()
+        """Set once the first rebuild is done: handlers that admit wait for it."""
+        self._unsynced = 0.0
+        """Seconds of the outages that ended since the state was last rebuilt."""
+        self._wake = asyncio.Event()
+        health.on_recovery(self._recovered)
+
+    def readiness(self) -> tuple[bool, str]:
+        """(ready, why not): what ``/readyz`` answers."""
+        if self.crd_missing:
+            return False, f"the DagWorkflow CRD is not installed: {INSTALL_CRD}"
+        if self.health.down_since is not None:
+            seconds = asyncio.get_running_loop().time() - self.health.down_since
+            return False, f"the API server has not answered for {seconds:.0f} s"
+        if not self.rebuilt.is_set():
+            return False, "rebuilding the state from the API"
+        return True, "ok"
+
+    async def run(self) -> None:
+        """Until cancelled: the first rebuild, then probes and rebuilds after outages."""
+        await self._first_rebuild()
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.settings.api_probe_interval)
+            self._wake.clear()
+            await self._probe()
+            if self.health.up and self._unsynced:
+                await self._resync()
+
+    def _recovered(self, seconds: float) -> None:
+        self._unsynced += seconds
+        self._wake.set()
+
+    async def _probe(self) -> None:
+        # (the bridge's API reports every outcome to the health: an answer ends the outage)
+        with contextlib.suppress(ApiError):
+            await self.bridge.kube.ping()
+
+    async def _rebuild(self) -> tuple[int, int] | None:
+        """Rebuild from the API; None if it failed (reported, to be tried again)."""
+        try:
+            return await intake.rebuild(self.bridge)
+        except ApiError as exc:
+            if exc.status == 404 and not self.rebuilt.is_set():
+                self._missing_crd()
+            elif exc.answered:  # (no answer: the outage is logged already)
+                log.warning("Cannot rebuild the state from the API (%s); trying again.", exc)
+        except AdmitLaterError as exc:
+            if self.health.up:
+                log.warning("Cannot rebuild the state from the API (%s); trying again.", exc)
+        return None
+
+    async def _first_rebuild(self) -> None:
+        s = self.settings
+        while (await self._rebuild()) is None:
+            wait = s.crd_retry_interval if self.crd_missing else s.api_probe_interval
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), wait)
+            self._wake.clear()
+        if self.crd_missing:
+            log.info("The DagWorkflow CRD is installed: serving.")
+            self.crd_missing = False
+            self.health.metrics.crd_missing.set(0)
+        self._unsynced = 0.0
+        self.rebuilt.set()
+
+    def _missing_crd(self) -> None:
+        if not self.crd_missing:
+            log.warning(
+                "The DagWorkflow CRD (%s.%s) is not installed; install it with %s. Waiting "
+                "for it (looking every %g s).",
+                PLURAL,
+                GROUP,
+                INSTALL_CRD,
+                self.settings.crd_retry_interval,
+            )
+        self.crd_missing = True
+        self.health.metrics.crd_missing.set(1)
+
+    async def _resync(self) -> None:
+        seconds = self._unsynced
+        counts = await self._rebuild()
+        if counts is None or not self.health.up:
+            return
+        self._unsynced = 0.0
+        workflows, pods = counts
+        notice = api_unreachable(seconds, workflows, pods)
+        if self.reporter is None:
+            log.warning("%s", notice[2])
+        else:
+            self.bridge.writes.event(self.reporter, *notice)

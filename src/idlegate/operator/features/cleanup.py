@@ -1,0 +1,209 @@
+"""Cleanup: deleting task pods (``spec.podGC``) and finished workflows
+(``spec.ttlSecondsAfterFinished``), and never before what they hold is written elsewhere.
+
+A platform that runs thousands of workflows a day cannot keep every pod and every finished
+workflow: thousands of completed pods slow the API server and every watcher of pods. The
+two knobs are Argo Workflows' and a Kubernetes Job's, each with an operator default for a
+workflow that does not set it (``--pod-gc``, default Never; ``--ttl-after-finished``,
+default none: nothing changes for anyone who sets neither):
+
+* **Pod GC.** ``OnPodCompletion`` deletes each task pod once it has ended,
+  ``OnPodSuccess`` once it has succeeded (a failed one is kept for its logs),
+  ``OnWorkflowCompletion`` every pod once the workflow has succeeded or failed,
+  ``OnWorkflowSuccess`` every pod once it has succeeded.
+* **TTL.** A workflow that succeeded or failed is deleted ``ttlSecondsAfterFinished``
+  after its ``status.completionTime`` (its pods go with it, by their ownerReferences). An
+  Invalid workflow is never deleted by its TTL: it waits for its spec to be fixed (and an
+  invalid spec's TTL could not be trusted anyway).
+
+What is deleted must be recorded first, so cleanup loses no data:
+
+* a pod only after a status write that counts its outcome has landed: the bridge hands
+  each ended pod to :meth:`Cleanup.task_ended` once the state machine has it, and the
+  pods noted before a status write *began* are deleted when that write has landed
+  (:attr:`idlegate.operator.edge.writes.Writer.landing`). The status names the succeeded
+  tasks (``stages[].completedIndexes``), so a restarted operator that finds no pod for
+  them knows they are done (:mod:`idlegate.operator.core.admission`), and deleting such a pod
+  is never taken for a lost task: its task has succeeded (or moved on to its next
+  attempt), so the bridge ignores the pod's deletion and frees no executor;
+* the workflow-level strategies and the TTL wait for the workflow's history record
+  (``status.historyRecorded``) when a history sink is configured (``--history-file``);
+  until it is written (a failing volume), the workflow and its pods are kept.
+
+Finished workflows are handled from the API's view of them (:meth:`Cleanup.seen`: every
+watch event of a DagWorkflow, and each one a rebuild lists), so what the checks read has
+landed by definition. The TTL timer is derived from the persisted completion time, so
+a restart arms it again at the same time (a past one fires at once): nothing is forgotten,
+and the deletion, which checks the workflow's uid and phase first, happens once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from idlegate.api.labels import LABEL_WORKFLOW
+from idlegate.api.status import Phase
+from idlegate.api.timestamps import from_datetime
+from idlegate.errors import IdlegateError
+from idlegate.operator.core.admission import owner_of
+from idlegate.operator.core.pods import Owner, TaskPod, pod_name, read_task_pod
+from idlegate.operator.core.tracking import StageTrack, Task, Workflow
+from idlegate.operator.edge.actuator import Op, Priority
+from idlegate.operator.edge.kube import KubeApi
+from idlegate.operator.edge.timers import Timers
+from idlegate.operator.edge.writes import Writer
+from idlegate.operator.settings import Settings
+from idlegate.sim.spec import PodGCStrategy, WorkflowSpec, parse_workflow
+
+log = logging.getLogger(__name__)
+
+FINISHED = (Phase.SUCCEEDED.value, Phase.FAILED.value)
+"""The phases cleanup acts on (an Invalid workflow is kept for a fix)."""
+POD_LEVEL = (PodGCStrategy.ON_POD_COMPLETION, PodGCStrategy.ON_POD_SUCCESS)
+MAX_SWEPT = 65536
+"""Finished workflows remembered as swept (the oldest are forgotten: a later event of one
+lists its pods again, and finds them gone)."""
+
+
+class Cleanup:
+    """Pod GC and TTL deletion, queued on the bridge's writer (see the module docstring)."""
+
+    def __init__(self, settings: Settings, writes: Writer, timers: Timers) -> None:
+        self.default_gc = settings.pod_gc
+        self.default_ttl = settings.ttl_after_finished
+        self.needs_record = settings.history_file is not None
+        """A history sink is configured: workflow-level cleanup waits for the record."""
+        self.writes = writes
+        self.timers = timers
+        self._swept: OrderedDict[str, None] = OrderedDict()
+        """Uids of finished workflows whose pods were swept."""
+        writes.landing = self.landing
+
+    def strategy(self, spec: WorkflowSpec) -> PodGCStrategy:
+        return spec.pod_gc.strategy if spec.pod_gc is not None else self.default_gc
+
+    def ttl(self, spec: WorkflowSpec) -> int | None:
+        ttl = spec.ttl_seconds_after_finished
+        return ttl if ttl is not None else self.default_ttl
+
+    # -- while a workflow runs -------------------------------------------------------------
+
+    def task_ended(self, wf: Workflow, track: StageTrack, task: Task, *, succeeded: bool) -> None:
+        """The state machine has the outcome of the task's current attempt: its pod is
+        deleted after the next status write (a pod-level strategy permitting)."""
+        strategy = self.strategy(wf.spec)
+        if strategy is PodGCStrategy.ON_POD_COMPLETION or (
+            succeeded and strategy is PodGCStrategy.ON_POD_SUCCESS
+        ):
+            wf.collectable.append(
+                pod_name(wf.owner.name, track.spec.name, task.index, task.attempt)
+            )
+
+    def admitted(self, wf: Workflow, pods: Iterable[Mapping[str, Any]]) -> None:
+        """A workflow admitted with its pods (a restart, a resume): the ended ones, whose
+        outcome its state now holds, are deleted after its first status write."""
+        strategy = self.strategy(wf.spec)
+        if strategy not in POD_LEVEL:
+            return
+        for pod in pods:
+            info = read_task_pod(pod)
+            if info is not None and info.owner_uid == wf.owner.uid and _wanted(strategy, info):
+                wf.collectable.append(info.name)
+
+    def landing(self, wf: Workflow) -> Callable[[dict[str, Any]], None]:
+        """A status write of `wf` begins: it counts the pods noted so far."""
+        counted = len(wf.collectable)
+
+        def landed(_: dict[str, Any]) -> None:
+            names = wf.collectable[:counted]
+            del wf.collectable[:counted]
+            for name in names:
+                self.writes.delete_pod(wf.owner, name)
+
+        return landed
+
+    # -- finished workflows ----------------------------------------------------------------
+
+    def finished_before(self, body: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> None:
+        """A finished workflow met at its admission (a restart): the unfinished pods of a
+        failed one are deleted (the operator stopped before it could), then as :meth:`seen`."""
+        owner = owner_of(body)
+        if (body.get("status") or {}).get("phase") == Phase.FAILED:
+            for pod in pods:
+                info = read_task_pod(pod)
+                if info and info.owner_uid == owner.uid and not info.terminal and not info.deleting:
+                    self.writes.delete_pod(owner, info.name)
+        self.seen(body)
+
+    def seen(self, body: Mapping[str, Any]) -> None:
+        """A DagWorkflow as the API holds it (a watch event): once it has finished, and its
+        record is written where one is wanted, its TTL is armed and its pods are swept."""
+        status = body.get("status") or {}
+        phase = status.get("phase")
+        if phase not in FINISHED:
+            return
+        try:
+            spec = parse_workflow(body.get("spec"), "spec")
+        except IdlegateError:
+            return  # (it cannot have finished)
+        owner = owner_of(body)
+        recorded = not self.needs_record or bool(status.get("historyRecorded"))
+        ttl = self.ttl(spec)
+        completion = status.get("completionTime")
+        if recorded and ttl is not None and isinstance(completion, str):
+            self._arm_ttl(owner, from_datetime(completion) + ttl, ttl)
+        strategy = self.strategy(spec)
+        if strategy is PodGCStrategy.NEVER or owner.uid in self._swept:
+            return
+        if strategy in POD_LEVEL or recorded:
+            self._sweep(owner, strategy, phase)
+
+    def forget(self, uid: str | None) -> None:
+        """The workflow was deleted: no TTL left to wait for."""
+        if uid:
+            self.timers.cancel(_ttl_key(uid))
+            self._swept.pop(uid, None)
+
+    def _arm_ttl(self, owner: Owner, at: float, ttl: int) -> None:
+        async def fire() -> None:
+            why = f"ttlSecondsAfterFinished ({ttl} s) after it finished"
+            self.writes.delete_workflow(owner, why)
+
+        self.timers.arm(_ttl_key(owner.uid), at, fire)
+
+    def _sweep(self, owner: Owner, strategy: PodGCStrategy, phase: str) -> None:
+        """Delete the finished workflow's pods that `strategy` lets go."""
+        self._swept[owner.uid] = None
+        while len(self._swept) > MAX_SWEPT:
+            self._swept.popitem(last=False)
+        if strategy is PodGCStrategy.ON_WORKFLOW_SUCCESS and phase != Phase.SUCCEEDED:
+            return
+
+        async def run(kube: KubeApi) -> None:
+            selector = f"{LABEL_WORKFLOW}={owner.name}"
+            for pod in await kube.list_pods(owner.namespace, selector):
+                info = read_task_pod(pod)
+                if info is None or info.owner_uid != owner.uid or info.deleting:
+                    continue
+                if strategy not in POD_LEVEL or _wanted(strategy, info):
+                    self.writes.delete_pod(owner, info.name)
+
+        key = (owner.namespace, owner.name)
+        self.writes.actuator.submit(
+            key, Op(f"pod GC of {owner.name}", run, priority=Priority.STATUS), lane="gc"
+        )
+        log.info("Pod GC (%s) of %s/%s.", strategy.value, owner.namespace, owner.name)
+
+
+def _wanted(strategy: PodGCStrategy, pod: TaskPod) -> bool:
+    """Whether a pod-level `strategy` deletes `pod`: it has ended (and succeeded)."""
+    if pod.deleting or not pod.terminal:
+        return False
+    return strategy is PodGCStrategy.ON_POD_COMPLETION or pod.phase == "Succeeded"
+
+
+def _ttl_key(uid: str) -> str:
+    return f"ttl/{uid}"

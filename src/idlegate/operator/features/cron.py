@@ -1,0 +1,344 @@
+"""The controller of `DagCronWorkflow`s: start each run when it is due, and tidy up after.
+
+One sync of a cron workflow is level-triggered: it reads the object and its runs (the
+DagWorkflows labelled with its name) from the API and acts on what it finds, so a sync
+after a restart, a missed timer or a change of spec does the right thing. The
+semantics (which run is due, the starting deadline, the concurrency policy, the history
+limits) are `operator.cron_spec`'s; a sync is this pipeline:
+
+1. validate the spec, its workflowSpec's templates held to the namespace's Pod Security
+   level as each run's will be (an invalid one gets condition Valid=False, reason
+   Invalid, a Warning, no run and no timer until it changes);
+2. sort the runs into active, succeeded and failed (``status.phase``);
+3. delete the finished runs beyond the history limits, oldest first;
+4. unless suspended, find the due run (`cron_spec.due`) and apply the concurrency
+   policy: start it (Allow), skip it while a run is active (Forbid), or delete the active
+   runs and start it (Replace);
+5. write the status (lastScheduleTime, lastSuccessfulTime, active, nextScheduleTime);
+6. arm one timer for the next schedule time, which syncs again.
+
+A run is created with the name of its scheduled time (`cron_spec.run_name`), so a second
+create of it (a restart between the create and the status write) answers 409 and is
+taken as done: no run is doubled. Runs are owned by their cron workflow
+(ownerReferences), so deleting it deletes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import itertools
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from idlegate.api.crd import API_VERSION, CRON_KIND, KIND
+from idlegate.api.cron_spec import (
+    ConcurrencyPolicy,
+    CronWorkflowSpec,
+    CronWorkflowStatus,
+    Due,
+    Schedule,
+    check_cron_name,
+    due,
+    parse_cron_spec,
+    run_name,
+)
+from idlegate.api.podsecurity import DEFAULT_LEVEL, Level, namespace_policy
+from idlegate.api.status import Conditions, Phase
+from idlegate.api.template import check_templates
+from idlegate.api.timestamps import to_datetime
+from idlegate.errors import SpecError
+from idlegate.operator.clock import Clock
+from idlegate.operator.core.pods import Owner
+from idlegate.operator.edge.kube import ApiError, KubeApi
+from idlegate.operator.edge.timers import Timers
+from idlegate.sim.dag import Dag
+from idlegate.sim.engine import JobArrival
+
+log = logging.getLogger(__name__)
+
+LABEL_CRON = "idlegate.io/cron-workflow"
+"""Label on each run: the name of the cron workflow that started it."""
+ANNOTATION_SCHEDULED = "idlegate.io/scheduled-time"
+"""Annotation on each run: the schedule time it was started for (epoch seconds)."""
+FINISHED = (Phase.SUCCEEDED, Phase.FAILED, Phase.INVALID)
+FORESEE_SECONDS = 24 * 3600.0
+"""How far ahead a cron workflow's runs are told to the planner."""
+FORESEE_RUNS = 8
+"""At most this many runs of one cron workflow are told (a '* * * * *' schedule would
+otherwise tell 1,440 a day)."""
+RETRY_SECONDS = 5.0
+"""A timer's sync that the API did not answer is tried again after this long."""
+
+
+Record = Callable[[Owner, str, str, str], None]
+"""Posts an Event: (owner, type, reason, message)."""
+Foresee = Callable[[tuple[str, str], tuple[JobArrival, ...]], None]
+"""Takes a cron workflow's (namespace, name) and its upcoming runs."""
+
+
+class CronController:
+    """Syncs DagCronWorkflows (see the module docstring); one per operator."""
+
+    def __init__(
+        self,
+        kube: KubeApi,
+        timers: Timers,
+        clock: Clock,
+        record: Record,
+        foresee: Foresee | None = None,
+        pod_security: Level = DEFAULT_LEVEL,
+    ) -> None:
+        self.kube = kube
+        self.pod_security = pod_security
+        """The level of a namespace without the label (the operator's --pod-security)."""
+        self.timers = timers
+        self.clock = clock
+        self.record = record
+        self.foresee = foresee
+        """Told each cron workflow's upcoming runs after every sync (the planner's
+        ``futures=known``), and () when it has none (invalid, suspended, deleted)."""
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+
+    async def sync(self, body: dict[str, Any]) -> None:
+        """One sync of the cron workflow `body` (serialised per object)."""
+        meta = body.get("metadata") or {}
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            await self._sync(body)
+
+    async def resync(self, namespace: str, name: str) -> None:
+        """Sync the cron workflow as it is now in the API (a timer, or a run finished)."""
+        body = await self.kube.get_cron_workflow(namespace, name)
+        if body is None:
+            self.forget(namespace, name)
+            return
+        await self.sync(body)
+
+    def forget(self, namespace: str, name: str) -> None:
+        """The cron workflow is gone: drop its timer and its upcoming runs."""
+        self.timers.cancel(_timer_key(namespace, name))
+        self._locks.pop((namespace, name), None)
+        self._tell(namespace, name, ())
+
+    def _tell(self, ns: str, name: str, runs: tuple[JobArrival, ...]) -> None:
+        if self.foresee is not None:
+            self.foresee((ns, name), runs)
+
+    # long: the numbered pipeline of the module docstring, one step per block
+    async def _sync(self, body: dict[str, Any]) -> None:
+        meta = body.get("metadata") or {}
+        ns, name = meta.get("namespace", ""), meta.get("name", "")
+        owner = Owner(ns, name, meta.get("uid", ""), CRON_KIND)
+        status = CronWorkflowStatus.model_validate(body.get("status") or {})
+        conditions = Conditions(
+            [c.model_dump(mode="json", by_alias=True) for c in status.conditions]
+        )
+        now = self.clock.now()
+        generation = int(meta.get("generation") or 0)
+        # 1. validate (the runs' templates as their admission will: by the namespace)
+        policy = namespace_policy(await self.kube.get_namespace(ns), self.pod_security)
+        try:
+            check_cron_name(name)
+            spec = parse_cron_spec(body.get("spec"), f"DagCronWorkflow {ns}/{name}")
+            check_templates(spec.workflow_spec, "spec.workflowSpec", policy)
+            schedule = Schedule.parse(spec.schedule, spec.time_zone)
+        except SpecError as exc:
+            conditions.set("Valid", False, "Invalid", str(exc), generation, now)
+            self.record(owner, "Warning", "Invalid", str(exc))
+            await self._write(ns, name, status, conditions)
+            self.timers.cancel(_timer_key(ns, name))
+            self._tell(ns, name, ())
+            return
+        conditions.set(
+            "Valid", True, "Valid", "the schedule and workflowSpec are valid", generation, now
+        )
+        # 2. sort the runs
+        runs = await self.kube.list_workflows(ns, f"{LABEL_CRON}={name}")
+        active, succeeded, failed = _sort(runs)
+        # 3. history limits
+        await self._prune(ns, succeeded, spec.successful_jobs_history_limit)
+        await self._prune(ns, failed, spec.failed_jobs_history_limit)
+        if succeeded:
+            status.last_successful_time = to_datetime(_scheduled(succeeded[-1]))
+        # 4. the due run
+        last = status.last_schedule_time.timestamp() if status.last_schedule_time else None
+        stamp = _created(meta)  # an API timestamp: wall time
+        created = now if stamp is None else self.clock.from_wall(stamp)
+        when = due(
+            schedule,
+            now=now,
+            last_scheduled=last,
+            created=created,
+            starting_deadline=spec.starting_deadline_seconds,
+        )
+        if not spec.suspend:  # suspended: due runs wait, as missed ones (see the spec)
+            raw = copy.deepcopy(body["spec"]["workflowSpec"])  # as written: no defaults added
+            started = await self._start_due(owner, spec, raw, when, active)
+            if started is not None:
+                status.last_schedule_time = to_datetime(started)
+        # 5. the status
+        status.active = sorted(_name(r) for r in active)
+        status.next_schedule_time = to_datetime(when.next_at)
+        await self._write(ns, name, status, conditions)
+        # 6. the next look, and the runs ahead for the planner
+        self._arm(ns, name, when.next_at)
+        upcoming = () if spec.suspend else _upcoming(name, spec, schedule, now)
+        self._tell(ns, name, upcoming)
+
+    def _arm(self, ns: str, name: str, at: float) -> None:
+        async def fire() -> None:
+            try:
+                await self.resync(ns, name)
+            except ApiError as exc:  # the API is away: look again soon, or no run ever starts
+                log.info("Cannot sync cron workflow %s/%s (%s); retrying.", ns, name, exc)
+                self._arm(ns, name, self.clock.now() + RETRY_SECONDS)
+
+        self.timers.arm(_timer_key(ns, name), at, fire)
+
+    async def _start_due(
+        self,
+        owner: Owner,
+        spec: CronWorkflowSpec,
+        workflow: dict[str, Any],
+        when: Due,
+        active: list[dict[str, Any]],
+    ) -> float | None:
+        """Start the due run if the policy allows; the scheduled time it was started for."""
+        if when.too_late is not None:
+            self.record(
+                owner,
+                "Warning",
+                "MissedSchedule",
+                f"the run due at {_stamp(when.too_late)} was not started: it is more than "
+                f"startingDeadlineSeconds ({spec.starting_deadline_seconds}) late",
+            )
+            return None
+        if when.run_at is None:
+            return None
+        if when.missed:
+            self.record(
+                owner,
+                "Warning",
+                "MissedSchedule",
+                f"{when.missed} earlier run(s) were missed; starting only the latest, due at "
+                f"{_stamp(when.run_at)}",
+            )
+        if active and spec.concurrency_policy is ConcurrencyPolicy.FORBID:
+            self.record(
+                owner,
+                "Normal",
+                "RunAlreadyActive",
+                f"not starting the run due at {_stamp(when.run_at)}: concurrencyPolicy is "
+                f"Forbid and {_name(active[0])} is still active",
+            )
+            return None
+        if active and spec.concurrency_policy is ConcurrencyPolicy.REPLACE:
+            for run in active:
+                await self._delete(owner.namespace, _name(run))
+                self.record(owner, "Normal", "Replaced", f"deleted the active run {_name(run)}")
+            active.clear()
+        run = await self._create(owner, workflow, when.run_at)
+        active.append(run)
+        return when.run_at
+
+    async def _create(self, owner: Owner, workflow: dict[str, Any], at: float) -> dict[str, Any]:
+        name = run_name(owner.name, at)
+        body = {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "metadata": {
+                "name": name,
+                "namespace": owner.namespace,
+                "labels": {LABEL_CRON: owner.name},
+                "annotations": {ANNOTATION_SCHEDULED: f"{at:.0f}"},
+                "ownerReferences": [owner.reference()],
+            },
+            "spec": workflow,
+        }
+        try:
+            created = await self.kube.create_workflow(owner.namespace, body)
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+            return body  # created before a restart: the same run, not a second one
+        self.record(owner, "Normal", "RunStarted", f"started {name} (due at {_stamp(at)})")
+        return created
+
+    async def _prune(self, ns: str, finished: list[dict[str, Any]], keep: int) -> None:
+        for run in finished[: max(0, len(finished) - keep)]:
+            await self._delete(ns, _name(run))
+        del finished[: max(0, len(finished) - keep)]
+
+    async def _delete(self, ns: str, name: str) -> None:
+        try:
+            await self.kube.delete_workflow(ns, name)
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+
+    async def _write(
+        self, ns: str, name: str, status: CronWorkflowStatus, conditions: Conditions
+    ) -> None:
+        status.conditions = conditions.models()
+        body = status.model_dump(mode="json", by_alias=True, exclude_none=True)
+        try:
+            await self.kube.patch_cron_status(ns, name, body)
+        except ApiError as exc:
+            if exc.status != 404:  # deleted meanwhile: nothing to write
+                raise
+
+
+def _upcoming(
+    name: str, spec: CronWorkflowSpec, schedule: Schedule, now: float
+) -> tuple[JobArrival, ...]:
+    """The runs due in the next `FORESEE_SECONDS` (at most `FORESEE_RUNS`), as arrivals
+    whose tasks take their estimates (``taskDurationSeconds``)."""
+    dag = Dag.from_spec(spec.workflow_spec)
+    times = itertools.islice(schedule.times(now, now + FORESEE_SECONDS), FORESEE_RUNS)
+    return tuple(JobArrival(t, run_name(name, t), dag, None, scheduled=True) for t in times)
+
+
+def _timer_key(namespace: str, name: str) -> str:
+    return f"cron/{namespace}/{name}"
+
+
+def _name(run: dict[str, Any]) -> str:
+    return str((run.get("metadata") or {}).get("name", ""))
+
+
+def _scheduled(run: dict[str, Any]) -> float:
+    """A run's scheduled time: its annotation (else its creation, for a hand-made one, which
+    only orders it among the others)."""
+    meta = run.get("metadata") or {}
+    value = (meta.get("annotations") or {}).get(ANNOTATION_SCHEDULED)
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return _created(meta) or 0.0
+
+
+def _created(meta: dict[str, Any]) -> float | None:
+    stamp = meta.get("creationTimestamp")
+    if not stamp:
+        return None
+    return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+
+
+def _sort(
+    runs: list[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """(active, succeeded, failed) runs, each oldest first."""
+    runs = sorted(runs, key=_scheduled)
+    phases = [(r.get("status") or {}).get("phase") for r in runs]
+    active = [r for r, p in zip(runs, phases, strict=True) if p not in FINISHED]
+    succeeded = [r for r, p in zip(runs, phases, strict=True) if p == Phase.SUCCEEDED]
+    failed = [r for r, p in zip(runs, phases, strict=True) if p in (Phase.FAILED, Phase.INVALID)]
+    return active, succeeded, failed
+
+
+def _stamp(t: float) -> str:
+    return to_datetime(t).strftime("%Y-%m-%dT%H:%M:%SZ")

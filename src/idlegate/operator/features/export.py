@@ -1,0 +1,255 @@
+"""``idlegate history export``: the cluster's history as a history file of the `file` workload.
+
+Three sources, one record per finished workflow (:func:`idlegate.operator.features.history.history_workflow`):
+
+* the live DagWorkflows, read through the API (kubeconfig or in-cluster credentials, as
+  the operator's): their status keeps what the history needs until they are deleted;
+* the operator's sink (``--history-file``), with its rotated files (``history.N.jsonl`` ..
+  ``history.1.jsonl``, ``history.jsonl``: oldest first): it keeps the records of deleted
+  workflows too;
+* a document of DagWorkflows (``kubectl get dwf -A -o json``, a List; or YAML), from a file
+  or standard input (``-``).
+
+The records are sorted by arrival, a record seen twice (a sink line written again by an
+operator that stopped before marking it) is kept once, and ``--since`` keeps the
+workflows that arrived in the last span (``7d``, ``36h``, ``90m``, ``600s``) or since an
+RFC 3339 time. Workflows that have not finished are left out. When ``--since`` leaves
+out every record read, the export is the empty history and a note says when the newest
+record arrived (`since_note`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import glob
+import re
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+
+from idlegate.api.crd import KIND, LIST_KIND
+from idlegate.api.timestamps import from_datetime, to_datetime
+from idlegate.errors import IdlegateError
+from idlegate.operator.features.history import object_history, rotated
+from idlegate.sim.history import HistoryWorkflow, history_text, load_history, write_history
+
+STDIN = "-"
+"""The source that means standard input."""
+_SPAN = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+EPOCH_ARRIVALS = 1e9
+"""Arrivals below this (before September 2001) do not count from the epoch: a simulated
+history's count from 0, so no `--since` keeps them."""
+
+
+@dataclass(frozen=True)
+class Exported:
+    """What `export` read and wrote."""
+
+    read: int
+    """Finished workflows read from the source."""
+    workflows: list[HistoryWorkflow]
+    """Those written, in arrival order (`select`)."""
+    note: str | None = None
+    """Why none was written although some were read (`--since` left them all out)."""
+
+
+def since_time(since: str | None, now: float) -> float | None:
+    """The earliest arrival `--since` keeps, in epoch seconds (None: every workflow)."""
+    if since is None:
+        return None
+    span = _SPAN.match(since.strip())
+    if span:
+        return now - float(span.group(1)) * _UNIT[span.group(2)]
+    try:
+        return from_datetime(since.strip())
+    except ValueError:
+        raise IdlegateError(
+            f"--since {since!r} is neither a span (e.g. 7d, 36h, 90m, 600s) nor an RFC 3339 "
+            "time (e.g. 2024-06-01T00:00:00Z)"
+        ) from None
+
+
+def from_objects(objects: Iterable[Any]) -> list[HistoryWorkflow]:
+    """The records of the finished DagWorkflows among `objects` (others are skipped)."""
+    out = []
+    for obj in objects:
+        if isinstance(obj, Mapping) and obj.get("kind") in (KIND, None):
+            record = object_history(obj)
+            if record is not None:
+                out.append(record)
+    return out
+
+
+def from_document(text: str, source: str) -> list[HistoryWorkflow]:
+    """The records of a ``kubectl get dwf -o json`` (or ``-o yaml``) document: a List, one
+    DagWorkflow, or a YAML stream of them."""
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        raise IdlegateError(
+            f"{source} is not a JSON or YAML document ({' '.join(str(exc).split())}); pipe "
+            "`kubectl get dwf -A -o json` into it"
+        ) from None
+    objects: list[Any] = []
+    for doc in docs:
+        kind = doc.get("kind") if isinstance(doc, Mapping) else None
+        if kind in ("List", LIST_KIND) and isinstance(doc.get("items"), list):
+            objects.extend({"kind": KIND, **item} for item in doc["items"])
+        elif kind == KIND:
+            objects.append(doc)
+        else:
+            raise IdlegateError(
+                f"{source} holds a {kind or 'document with no kind'}, not DagWorkflows; pipe "
+                "`kubectl get dwf -A -o json` into it"
+            )
+    return from_objects(objects)
+
+
+def sink_files(path: Path) -> list[Path]:
+    """The sink's files, oldest first: the rotated ones (`rotated`), then `path`."""
+    numbers = []
+    for p in path.parent.glob(f"{glob.escape(path.stem)}.*{glob.escape(path.suffix)}"):
+        n = p.name[len(path.stem) + 1 : len(p.name) - len(path.suffix)]
+        if n.isdigit() and p == rotated(path, int(n)):
+            numbers.append(int(n))
+    files = [rotated(path, n) for n in sorted(numbers, reverse=True)]
+    if path.is_file():
+        files.append(path)
+    if not files:
+        raise IdlegateError(
+            f"no history file at {path} (nor rotated ones, {rotated(path, 1).name}, ...): pass "
+            "the operator's --history-file path"
+        )
+    return files
+
+
+def from_sink(path: Path) -> list[HistoryWorkflow]:
+    """The records of the operator's sink file and its rotated files."""
+    return [w for p in sink_files(path) for w in load_history(p)]
+
+
+def current_namespace(kubeconfig: Path | None) -> str:
+    """The namespace kubectl would use: the service account's in a cluster, else the
+    kubeconfig's current context's (default ``default``)."""
+    if kubeconfig is None and IN_CLUSTER_NAMESPACE.is_file():
+        return IN_CLUSTER_NAMESPACE.read_text().strip()
+    import kubernetes.config
+
+    try:
+        _, active = kubernetes.config.list_kube_config_contexts(
+            config_file=str(kubeconfig) if kubeconfig is not None else None
+        )
+    except (kubernetes.config.ConfigException, OSError):
+        return "default"  # (load_configuration reports unusable credentials)
+    return (active or {}).get("context", {}).get("namespace") or "default"
+
+
+def from_cluster(
+    kubeconfig: Path | None, namespaces: Sequence[str] | None
+) -> list[HistoryWorkflow]:
+    """The records of the live DagWorkflows of `namespaces` (None: all namespaces)."""
+    from idlegate.operator.edge.kube import ApiError, KubernetesApi, load_configuration
+
+    api = KubernetesApi(load_configuration(kubeconfig))
+
+    async def read() -> list[dict[str, Any]]:
+        if namespaces is None:
+            return await api.list_workflows(None)
+        found = await asyncio.gather(*(api.list_workflows(ns) for ns in namespaces))
+        return [obj for objects in found for obj in objects]
+
+    try:
+        objects = asyncio.run(read())
+    except ApiError as exc:
+        raise IdlegateError(
+            f"cannot list DagWorkflows: {exc}; check the credentials (--kubeconfig) and that "
+            "the CRD is installed, or export from a sink file (--from-sink)"
+        ) from None
+    finally:
+        api.close()
+    return from_objects(objects)
+
+
+def select(workflows: Iterable[HistoryWorkflow], since: float | None) -> list[HistoryWorkflow]:
+    """Sorted by arrival, each record once, only those that arrived at `since` or later."""
+    seen: dict[tuple[str | None, float | None], HistoryWorkflow] = {}
+    for w in workflows:
+        if since is None or (w.arrival is not None and w.arrival >= since):
+            seen.setdefault((w.name, w.arrival), w)
+    return sorted(seen.values(), key=lambda w: (w.arrival or 0.0, w.name or ""))
+
+
+def since_note(found: Sequence[HistoryWorkflow], since: str, earliest: float) -> str:
+    """Why `--since` kept none of the records `found`: when the newest of them arrived."""
+    head = (
+        f"{len(found)} finished workflow(s) read, none arrived since {_stamp(earliest)} "
+        f"(--since {since})"
+    )
+    arrivals = [w.arrival for w in found if w.arrival is not None]
+    if not arrivals:
+        return f"{head}; none records its arrival"
+    newest = max(arrivals)
+    if newest < EPOCH_ARRIVALS:
+        return (
+            f"{head}; the newest arrived at {newest:g} s, which counts from 0 (as a simulated "
+            "history's arrivals do), not from 1970: drop --since to export them"
+        )
+    return f"{head}; the newest arrived at {_stamp(newest)}"
+
+
+def _stamp(t: float) -> str:
+    return to_datetime(t).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def export(
+    *,
+    out: Path | None,
+    source: str | None = None,
+    sink: Path | None = None,
+    kubeconfig: Path | None = None,
+    namespaces: Sequence[str] = (),
+    all_namespaces: bool = False,
+    since: str | None = None,
+    stdin: TextIO | None = None,
+    stdout: TextIO | None = None,
+) -> Exported:
+    """Read the history from one source and write it to `out` (None: YAML on stdout)."""
+    if source is not None and sink is not None:
+        raise IdlegateError("give a document (a path or -) or --from-sink, not both")
+    if (source is not None or sink is not None) and (namespaces or all_namespaces):
+        raise IdlegateError("--namespace and --all-namespaces select live objects; drop them")
+    if namespaces and all_namespaces:
+        raise IdlegateError("give --namespace or --all-namespaces, not both")
+    earliest = since_time(since, datetime.now(UTC).timestamp())
+    if source == STDIN:
+        found = from_document((stdin or sys.stdin).read(), "standard input")
+    elif source is not None:
+        found = from_document(_read(Path(source)), source)
+    elif sink is not None:
+        found = from_sink(sink)
+    else:
+        chosen = None if all_namespaces else list(namespaces) or [current_namespace(kubeconfig)]
+        found = from_cluster(kubeconfig, chosen)
+    workflows = select(found, earliest)
+    if out is None:
+        (stdout or sys.stdout).write(history_text(workflows))
+    else:
+        write_history(out, workflows)
+    note = None
+    if found and not workflows and since is not None and earliest is not None:
+        note = since_note(found, since, earliest)
+    return Exported(len(found), workflows, note)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise IdlegateError(f"cannot read {path}: {exc.strerror or exc}") from None

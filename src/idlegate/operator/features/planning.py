@@ -1,0 +1,211 @@
+"""The lookahead planner's worker: plans run in a thread, decisions never wait on them.
+
+A switch-mode lookahead planner (``--scheduler lookahead:BASE``,
+:mod:`idlegate.policy.lookahead`) is a fast follower and a slow plan. In the operator
+its decisions are always the followed policy's, at that policy's speed (an ONNX policy's
+or a heuristic's); a :class:`PlanningWorker` makes the plans beside them:
+
+* after every scheduling round of the bridge (:meth:`PlanningWorker.poke`, in kopf's
+  event loop, the thread that owns the cluster): when the planner needs a plan (the set
+  of workflows changed) and none is running, it takes the planner's request there (a
+  fork of the cluster and sampled futures: cheap) and hands the plan to its one worker
+  thread (``loop.run_in_executor``) with the budget ``--plan-budget-ms``;
+* when the plan is done, back in the event loop: the planner adopts it. If the followed
+  policy changed, the switch is counted, logged and the bridge schedules at once (the
+  new policy may start what the old one held back). A plan for a set of workflows that
+  has changed since is dropped (`idlegate_plans_dropped_total`) and the next one starts
+  at once;
+* a plan that raises is counted in ``idlegate_policy_errors_total{policy}`` and logged
+  with its traceback once per distinct error (:meth:`Decider.note_error`); the planner
+  keeps following its policy, and plans again when the set of workflows changes.
+
+A planner given in ``inline`` mode (the simulator's, e.g. the spec ``default`` when it
+names the planner) plans in the worker here all the same: the operator's decisions
+never wait on a plan. Its ``planning_delay`` is the simulator's model of this worker and
+has no effect here. A ``decision``-mode planner plans every decision itself (there is
+nothing to do beside it) and gets no worker.
+
+Where the switches show (:func:`note_rule`): a workflow's ``status.policy`` and each
+stage's ``policy`` name the rule that released its tasks last, and the Released Events
+say "policy lookahead:… (following srpt)". A workflow whose tasks are released by
+another followed policy than its previous ones gets a ``PolicySwitched`` Event saying
+which one, since when and why ("The planner is now following srpt (was default) since
+12:03:05 UTC: the planner expects -8.0 % vs fair over the next 120 s ..."). Only those
+workflows, at their next release: posting every switch on every workflow in the system
+would cost one API write per workflow per switch (a thousand queued workflows, a
+thousand Events) and tell most of them nothing, since the switch changed nothing of
+theirs yet.
+
+Stopping (:meth:`PlanningWorker.close`) drops the plan that is running: its thread
+finishes it and ends (a plan starts no future after its budget, so within about one
+future's time of it); nothing of it is adopted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Protocol
+
+from idlegate.operator.core import messages
+from idlegate.operator.core.messages import Notice
+from idlegate.sim.cluster import Cluster
+from idlegate.sim.protocol import Scheduler
+
+if TYPE_CHECKING:
+    from idlegate.operator.core.tracking import StageTrack, Workflow
+    from idlegate.operator.decisions import Decider
+    from idlegate.operator.edge.metrics import Metrics
+    from idlegate.operator.settings import Settings
+    from idlegate.policy.lookahead import LookaheadScheduler, Plan
+
+log = logging.getLogger(__name__)
+
+
+def worker_planner(policy: Scheduler) -> LookaheadScheduler | None:
+    """`policy` as a planner that plans in a worker (a switch-mode lookahead planner, set
+    to ``planner=worker``), else None."""
+    from idlegate.policy.lookahead import LookaheadScheduler
+
+    if not isinstance(policy, LookaheadScheduler) or policy.config.mode != "switch":
+        return None
+    if policy.config.planner != "worker":
+        policy.config = policy.config.model_copy(update={"planner": "worker"})
+    return policy
+
+
+class PlanningWorker:
+    """Plans of one planner in one worker thread, adopted in the event loop."""
+
+    def __init__(
+        self,
+        planner: LookaheadScheduler,
+        cluster: Cluster,
+        *,
+        budget: float,
+        metrics: Metrics,
+        decider: Decider,
+        schedule: Callable[[], None],
+    ) -> None:
+        self.planner = planner
+        self.cluster = cluster
+        self.budget = budget
+        """Wall seconds one plan may take (`Settings.plan_budget_ms`)."""
+        self.metrics = metrics
+        self.decider = decider
+        self.schedule = schedule
+        """The bridge's scheduling round (run after a switch)."""
+        self.running: asyncio.Future[Plan] | None = None
+        """The plan being made, if any."""
+        self.plans = 0
+        """Plans finished (adopted, dropped or failed)."""
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="idlegate-planner")
+        self._closed = False
+        metrics.follow(planner.following)
+
+    def poke(self) -> None:
+        """Event loop, after a scheduling round: start a plan if one is needed and none is
+        running."""
+        planner = self.planner
+        if self._closed or self.running is not None or not planner.needs_plan(self.cluster):
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # (a bridge driven without a loop plans nothing)
+            return
+        try:
+            request = planner.request(self.cluster)
+        except Exception as exc:  # planning never stops decisions
+            self.decider.note_error(planner.name, exc, "plan")
+            return
+        self.running = loop.run_in_executor(self._executor, planner.plan, request, self.budget)
+        self.running.add_done_callback(self._done)
+
+    def _done(self, running: asyncio.Future[Plan]) -> None:
+        """Event loop: a plan ended. Adopt it, drop it, or note its error; plan again."""
+        self.running = None
+        if self._closed or running.cancelled():
+            return
+        self.plans += 1
+        planner = self.planner
+        before = planner.following
+        try:
+            plan = running.result()
+            self.metrics.planning_duration.observe(plan.seconds)
+            adopted = planner.adopt(plan, self.cluster)
+        except Exception as exc:  # the planner keeps its policy
+            self.decider.note_error(planner.name, exc, "plan")
+            self.poke()  # (only if the workflows changed meanwhile: the same plan fails)
+            return
+        if not adopted:
+            self.metrics.plans_dropped.inc()
+        elif planner.following != before:
+            self.metrics.policy_switches.labels(planner.following).inc()
+            self.metrics.follow(planner.following)
+            log.info("The planner is now %s.", self.why(before))
+            self.cluster.needs_schedule = True
+            self.schedule()  # (it pokes again)
+        self.poke()
+
+    def why(self, previous: str | None = None) -> str:
+        """Which policy the planner follows, since when and why (`messages.following`)."""
+        p = self.planner
+        return messages.following(p.following, p.followed_since, p.last_plan, previous)
+
+    async def idle(self) -> None:
+        """Until no plan runs (tests; a plan adopted may start the next one)."""
+        while self.running is not None:
+            await asyncio.wait([self.running])
+            await asyncio.sleep(0)  # (its done callback runs)
+
+    def close(self) -> None:
+        """Stop planning: the running plan is dropped, its thread ends with it."""
+        self._closed = True
+        if self.running is not None:
+            self.running.cancel()
+            self.running = None
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+class Driver(Protocol):
+    """What a worker is made of (the pool's core, :class:`idlegate.operator.core.core.Core`)."""
+
+    scheduler: Scheduler
+    cluster: Cluster
+    settings: Settings
+    metrics: Metrics
+    decider: Decider
+
+    def schedule(self) -> None: ...
+
+
+def planning_worker(bridge: Driver) -> PlanningWorker | None:
+    """The worker of the bridge's policy when it is a planner that plans beside its
+    decisions (its budget: ``--plan-budget-ms``), else None."""
+    planner = worker_planner(bridge.scheduler)
+    if planner is None:
+        return None
+    return PlanningWorker(
+        planner,
+        bridge.cluster,
+        budget=bridge.settings.plan_budget_ms / 1000,
+        metrics=bridge.metrics,
+        decider=bridge.decider,
+        schedule=bridge.schedule,
+    )
+
+
+def note_rule(
+    worker: PlanningWorker | None, wf: Workflow, track: StageTrack, rule: str
+) -> Notice | None:
+    """`rule` (`Answer.rule`) releases tasks of `track`: remember it in the status; the
+    PolicySwitched Event to post on the workflow when it is a planner's newly followed
+    policy (its tasks were released by another one before), else None."""
+    previous, wf.policy, track.policy = wf.policy, rule, rule
+    if worker is None or previous is None or previous == rule:
+        return None
+    if rule != worker.planner.following:  # a fallback rule answered: PolicyError says so
+        return None
+    return messages.policy_switched(worker.why(previous))

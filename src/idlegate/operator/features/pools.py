@@ -1,0 +1,362 @@
+"""The operator's pools: one state machine (:class:`~idlegate.operator.edge.bridge.Bridge`) per
+ExecutorPool, and which pool holds each workflow.
+
+:class:`Pools` stands where the one bridge stood for :mod:`.intake`, :mod:`.watchdog` and
+the kopf handlers: it routes an admission to the pool :func:`~.pool_spec.route` picks, and
+a pod event, a deletion or the outcome of a write to the bridge that holds its workflow.
+Each pool's bridge has its own cluster state machine, policy (``spec.policy``, else
+``--scheduler``), planning worker and size; all share the API writes, the history and the
+cleanup, so an object is written by one queue whatever its pool. The implicit pool
+:data:`~.pool_spec.DEFAULT_POOL` is the bridge of ``--pool-size`` and ``--scheduler``:
+without ExecutorPools the operator works as it did before pools.
+
+A pool created, changed or deleted at run time (:meth:`Pools.apply`, :meth:`Pools.remove`)
+moves the workflows whose pool changed as a restart would (:mod:`.admission`): each leaves
+its old bridge (in memory only: no pod is touched, so no running task is preempted) and is
+admitted again from the API with its pods (:meth:`Pools.moving`: meanwhile no pool
+releases anything). Running pods keep executors; in a pool made smaller than what runs in
+it, those left without one run *beyond the pool* (``Cluster.beyond``): counted, never
+preempted, each taking the next executor that frees up, and nothing new is released until
+the pool is back within its size. A workflow whose pool is gone, or names a pool that does
+not exist, waits with condition ``PoolReady=False`` saying which pool it waits for; it is
+admitted once that pool exists.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from idlegate.api.podsecurity import NamespacePolicy
+from idlegate.api.pool_spec import DEFAULT_POOL, POOL_CONDITION, ExecutorPoolSpec, route
+from idlegate.api.status import Conditions, Phase, WorkflowStatus, dump
+from idlegate.errors import GangTooWideError, IdlegateError
+from idlegate.operator.core.admission import generation_of, owner_of
+from idlegate.operator.core.pods import Owner, read_task_pod
+from idlegate.operator.core.tracking import Workflow, WorkflowKey
+from idlegate.operator.decisions import load_scheduler
+from idlegate.operator.edge.bridge import Bridge
+from idlegate.operator.edge.metrics import Metrics
+from idlegate.sim.engine import JobArrival
+
+log = logging.getLogger(__name__)
+
+
+class Pools:
+    """Every pool's bridge, the ExecutorPools known, and the workflows waiting for a pool."""
+
+    def __init__(self, default: Bridge) -> None:
+        self.default = default
+        self.bridges: dict[str, Bridge] = {DEFAULT_POOL: default}
+        self.specs: dict[str, ExecutorPoolSpec] = {}
+        self.waiting: dict[WorkflowKey, str] = {}
+        """Workflows routed to a pool that does not exist: the pool each waits for."""
+        self.labels: dict[str, dict[str, str]] = {}
+        """The labels of each namespace, as last read (routing by namespaceSelector)."""
+        self._waiting_owner: dict[WorkflowKey, Owner] = {}
+        self._waiting_why: dict[WorkflowKey, str] = {}
+        """The reason each waits (PoolNotFound, PoolTooSmall)."""
+        self.later: dict[WorkflowKey, Owner] = {}
+        """Workflows that left a pool and could not be read again yet (retried)."""
+        self._moving = 0
+        """Moves of workflows between pools under way (:meth:`moving`)."""
+        self.upcoming: dict[WorkflowKey, tuple[JobArrival, ...]] = {}
+        """Each cron workflow's upcoming runs (told to its pool's policy: :meth:`foresee`)."""
+        self.cron_pools: dict[WorkflowKey, str | None] = {}
+        """Each cron workflow's ``workflowSpec.pool`` (where its runs are routed)."""
+
+    @classmethod
+    def of(cls, bridge: Pools | Bridge) -> Pools:
+        """`bridge` as pools: a lone bridge (tests, embedding) is the default pool alone."""
+        return bridge if isinstance(bridge, Pools) else cls(bridge)
+
+    # -- what intake, the watchdog and the handlers use of a bridge ----------------------------
+
+    @property
+    def kube(self) -> Any:
+        return self.default.kube
+
+    @property
+    def settings(self) -> Any:
+        return self.default.settings
+
+    @property
+    def writes(self) -> Any:
+        return self.default.writes
+
+    @property
+    def actuator(self) -> Any:
+        return self.default.actuator
+
+    @property
+    def cleanup(self) -> Any:
+        return self.default.cleanup
+
+    @property
+    def rebuilt(self) -> bool:
+        return self.default.rebuilt
+
+    @rebuilt.setter
+    def rebuilt(self, value: bool) -> None:
+        for bridge in self.bridges.values():
+            bridge.rebuilt = value
+
+    @property
+    def workflows(self) -> dict[WorkflowKey, Workflow]:
+        """Every pool's workflows (a fresh dict)."""
+        return {k: wf for b in self.bridges.values() for k, wf in b.workflows.items()}
+
+    @property
+    def busy(self) -> int:
+        return sum(b.busy for b in self.bridges.values())
+
+    def holder(self, key: WorkflowKey) -> Bridge | None:
+        """The bridge that holds workflow `key`, if any."""
+        return next((b for b in self.bridges.values() if key in b.workflows), None)
+
+    def known(self, owner: Owner) -> bool:
+        return any(b.known(owner) for b in self.bridges.values())
+
+    def admit(
+        self,
+        body: Mapping[str, Any],
+        pods: Any,
+        policy: NamespacePolicy,
+        *,
+        labels: Mapping[str, str] | None = None,
+        schedule: bool = True,
+    ) -> Workflow | None:
+        """Admit `body` into the pool it routes to (`labels`: its namespace's), or make it
+        wait for its pool (None)."""
+        owner = owner_of(body)
+        if labels is not None:
+            self.labels[owner.namespace] = dict(labels)
+        wanted = ((body.get("spec") or {}) if isinstance(body.get("spec"), Mapping) else {}).get(
+            "pool"
+        )
+        name = route(
+            wanted if isinstance(wanted, str) else None,
+            self.labels.get(owner.namespace, {}),
+            self.specs.items(),
+        )
+        if name is None:
+            message = (
+                f"ExecutorPool {str(wanted)!r} does not exist: the workflow waits until it is "
+                "created (kubectl get executorpools), or spec.pool names another."
+            )
+            self._wait(body, str(wanted), "PoolNotFound", message)
+            return None
+        bridge = self.bridges[name]
+        try:
+            # (an ExecutorPool may grow again; the default pool is --pool-size's)
+            wf = bridge.admit(
+                body, pods, policy, schedule=schedule, gang_waits=name != DEFAULT_POOL
+            )
+        except GangTooWideError as exc:
+            message = (
+                f"A gang stage of {exc.tasks} tasks needs at least {exc.tasks} executors, and "
+                f"ExecutorPool {name!r} has {bridge.settings.pool_size}: the workflow waits "
+                "until the pool is resized (kubectl edit executorpool), or spec.pool names "
+                "a larger one."
+            )
+            self._wait(body, name, "PoolTooSmall", message)
+            return None
+        waited = self.waiting.pop((owner.namespace, owner.name), None)
+        if wf is not None and (waited is not None or wf.conditions.get(POOL_CONDITION)):
+            # (a workflow that waited for its pool says it has one now)
+            message = f"In ExecutorPool {name!r}."
+            wf.conditions.set(POOL_CONDITION, True, "PoolFound", message, wf.generation, self.now())
+            bridge.intents.status(wf, urgent=True)
+        return wf
+
+    def _wait(self, body: Mapping[str, Any], pool: str, reason: str, message: str) -> None:
+        """Hold `body` out of every pool until `pool` exists or changes (it is admitted
+        again then), with a condition and a Warning saying why (`reason`, `message`)."""
+        owner = owner_of(body)
+        key = (owner.namespace, owner.name)
+        if self.waiting.get(key) == pool and self._waiting_why.get(key) == reason:
+            return
+        self.waiting[key] = pool
+        self._waiting_why[key] = reason
+        self._waiting_owner[key] = owner
+        status = body.get("status") or {}
+        conditions = Conditions(status.get("conditions"))
+        generation = generation_of(body)
+        conditions.set(POOL_CONDITION, False, reason, message, generation, self.now())
+        waiting = WorkflowStatus(
+            observed_generation=generation,
+            phase=status.get("phase") or Phase.PENDING,
+            conditions=conditions.models(),
+        )
+        self.default.intents.patch_status(owner, dump(waiting))
+        self.default.intents.event(owner, "Warning", reason, message)
+        log.info("%s/%s waits for ExecutorPool %r (%s).", owner.namespace, owner.name, pool, reason)
+
+    def now(self) -> float:
+        return self.default.now()
+
+    def forget(self, namespace: str, name: str, uid: str | None, *, schedule: bool = True) -> None:
+        self.waiting.pop((namespace, name), None)
+        self._waiting_why.pop((namespace, name), None)
+        bridge = self.holder((namespace, name))
+        if bridge is not None:
+            bridge.forget(namespace, name, uid, schedule=schedule)
+
+    def observe_pod(self, body: Mapping[str, Any], *, deleted: bool = False) -> None:
+        info = read_task_pod(body)
+        namespace = (body.get("metadata") or {}).get("namespace", "")
+        bridge = self.holder((namespace, info.workflow)) if info is not None else None
+        # (an unknown workflow's pod still goes to one bridge: it may confirm a write)
+        (bridge or self.default).observe_pod(body, deleted=deleted)
+
+    def fail(self, wf: Workflow, reason: str, message: str) -> None:
+        bridge = self.holder(wf.key)
+        if bridge is not None:
+            bridge.fail(wf, reason, message)
+
+    def schedule(self) -> None:
+        for bridge in list(self.bridges.values()):
+            bridge.schedule()
+
+    def __iter__(self) -> Iterator[tuple[str, Bridge]]:
+        return iter(list(self.bridges.items()))
+
+    def foresee(self, key: WorkflowKey, runs: tuple[JobArrival, ...]) -> None:
+        """Cron workflow `key`'s upcoming runs are now `runs` (none: it has none)."""
+        if runs:
+            self.upcoming[key] = runs
+        elif self.upcoming.pop(key, None) is None:
+            return
+        self.tell()
+
+    def tell(self) -> None:
+        """Tell each pool's policy the upcoming runs of the cron workflows routed to it, as
+        their runs will be: by ``workflowSpec.pool``, else their namespace's labels (again
+        whenever pools change: a new pool's policy knows nothing yet)."""
+        told: dict[str, list[JobArrival]] = {name: [] for name in self.bridges}
+        for (namespace, name), runs in self.upcoming.items():
+            wanted = self.cron_pools.get((namespace, name))
+            pool = route(wanted, self.labels.get(namespace, {}), self.specs.items())
+            if pool in told:  # (None: its pool does not exist; its runs will wait for it)
+                told[pool] += runs
+        for name, bridge in self:
+            bridge.decider.foresee(sorted(told[name], key=lambda a: a.time))
+
+    # -- pools appearing, changing and going ---------------------------------------------------
+
+    @contextmanager
+    def moving(self) -> Iterator[None]:
+        """While workflows move between pools (:meth:`apply` or :meth:`remove`, then their
+        admission again from the API), no pool runs a round: a moved workflow's running
+        pods must be counted where it lands before that pool releases anything, or the pool
+        would fill executors its pods still hold. Every pool waits, as a workflow may land
+        in any of them; one round each afterwards."""
+        self._moving += 1
+        self._pause()
+        try:
+            yield
+        finally:
+            self._moving -= 1
+            self._pause()
+            if not self._moving:
+                self.schedule()
+
+    def _pause(self) -> None:
+        for bridge in self.bridges.values():
+            bridge.paused = self._moving > 0
+
+    def apply(self, name: str, spec: ExecutorPoolSpec) -> list[Owner]:
+        """ExecutorPool `name` is created or changed: (re)build its bridge if its size,
+        policy or budget changed; returns the workflows to admit again from the API (those
+        leaving a pool and those waiting for this one)."""
+        previous = self.specs.get(name)
+        self.specs[name] = spec
+        moved: list[Owner] = []
+        if previous is None or _engine(previous) != _engine(spec) or name not in self.bridges:
+            old = self.bridges.get(name)
+            if old is not None:  # (out first: its last round must not write the new series)
+                moved += self._evacuate(old)
+            self.bridges[name] = self._bridge(name, spec)
+        moved += self._rerouted()
+        self.tell()
+        return moved + [o for k, o in self._waiting_owner.items() if self.waiting.get(k) == name]
+
+    def remove(self, name: str) -> list[Owner]:
+        """ExecutorPool `name` is deleted: its workflows leave it (no pod is touched) and
+        are admitted again, to wait for it unless another pool now selects them."""
+        self.specs.pop(name, None)
+        old = self.bridges.pop(name, None)
+        self.tell()
+        return self._evacuate(old) if old is not None else []
+
+    def _bridge(self, name: str, spec: ExecutorPoolSpec) -> Bridge:
+        d = self.default
+        update: dict[str, Any] = {"pool_size": spec.size}
+        if spec.plan_budget_ms is not None:
+            update["plan_budget_ms"] = spec.plan_budget_ms
+        settings = d.settings.model_copy(update=update)
+        if spec.policy or d.settings.scheduler is None:
+            # a policy object of its own: its Decider resets it and it keeps one pool's
+            # state, so pools never share one (without spec.policy: --scheduler, as its
+            # model files are now)
+            scheduler = load_scheduler(spec.policy or d.settings.policy)
+        else:
+            scheduler = d.scheduler  # (a scheduler object given to the operator: embedding)
+        metrics = Metrics(spec.size, scheduler.name, pool=name, beside=d.metrics)
+        bridge = Bridge(settings, d.kube, scheduler, metrics=metrics, timers=d.timers, beside=d)
+        bridge.rebuilt = d.rebuilt
+        bridge.paused = self._moving > 0
+        return bridge
+
+    def _evacuate(self, bridge: Bridge) -> list[Owner]:
+        owners = []
+        for wf in list(bridge.workflows.values()):
+            wf.active = False
+            bridge.drop(wf)
+            owners.append(wf.owner)
+        bridge.schedule()
+        if bridge.planning is not None:
+            bridge.planning.close()
+        bridge.metrics.remove()  # (a rebuilt pool declares its series again)
+        return owners
+
+    def _rerouted(self) -> list[Owner]:
+        """Workflows waiting for a pool, and those whose namespace another pool selects now."""
+        out = []
+        for name, bridge in list(self.bridges.items()):
+            for wf in list(bridge.workflows.values()):
+                wanted = wf.spec.pool
+                target = route(wanted, self.labels.get(wf.owner.namespace, {}), self.specs.items())
+                if target != name and not (wanted is None and wf.phase is Phase.RUNNING):
+                    # (a running workflow stays where it runs unless its pool goes)
+                    wf.active = False
+                    bridge.drop(wf)
+                    out.append(wf.owner)
+        return out
+
+
+def _engine(spec: ExecutorPoolSpec) -> tuple[int, str | None, float | None]:
+    return spec.size, spec.policy, spec.plan_budget_ms
+
+
+def namespace_labels(namespace: Mapping[str, Any] | None) -> dict[str, str]:
+    """The labels of a Namespace object as the API returns it."""
+    labels = ((namespace or {}).get("metadata") or {}).get("labels") or {}
+    return {str(k): str(v) for k, v in labels.items()}
+
+
+def pool_status(name: str, pools: Pools) -> dict[str, Any]:
+    """The status an ExecutorPool is patched with: its busy and pending counts, its policy."""
+    bridge = pools.bridges.get(name)
+    if bridge is None:
+        raise IdlegateError(f"no pool {name!r} runs; it is created from its ExecutorPool")
+    pending = sum(wf.phase is not Phase.SUCCEEDED for wf in bridge.workflows.values())
+    pending += sum(1 for pool in pools.waiting.values() if pool == name)
+    return {
+        "size": bridge.settings.pool_size,
+        "busy": bridge.busy,
+        "pending": pending,
+        "policy": bridge.scheduler.name,
+    }

@@ -1,0 +1,325 @@
+"""Hot reload: the operator follows the model files of its policy without restarting.
+
+The spec of ``--scheduler`` (and of ``--shadow``) may name model files:
+``learned:PATH.onnx`` (a bare ``PATH.onnx``), ``window:PATH``, ``inspect:PATH:BASE``, and
+any of them inside a wrapper such as ``lookahead:learned:PATH`` (:func:`model_files`;
+``default`` names the bundled model). A :class:`PolicyWatch` looks at them every
+``--policy-reload-interval`` seconds (loop time: tests step it with :meth:`PolicyWatch.check`):
+
+* by the file each path resolves to now, its inode, size and modification time (a
+  ConfigMap volume replaces its files by swapping a ``..data`` symlink to a new
+  directory; the path the operator was given never changes, what it resolves to does),
+  and, when any of these changed, by the SHA-256 of the content: a touched file, or a
+  ConfigMap update that left this key alone, reloads nothing;
+* a new content is built from the same spec by
+  :func:`idlegate.operator.decisions.build_scheduler`, the same code and the same probe as
+  at the start (an ONNX model whose outputs are not finite on a small state is refused),
+  in a thread, so the event loop keeps deciding meanwhile;
+* the new policy is handed to `apply` in the event loop, so it takes over between two
+  decision rounds, never inside one (:func:`replace_policy` for the active policy:
+  the Decider asks it from the next question on, a lookahead planner gets a new worker;
+  the cluster's state, the workflows and their pods are not touched);
+* a model that fails keeps the policy in use: a Warning Event ``PolicyReloadFailed`` on
+  the operator's Pod (as ``ApiUnreachable``; logged only outside a Pod), an ERROR line,
+  ``idlegate_policy_reloads_total{role,result="failed"}``. Each content fails once: the
+  next attempt is the next change. A reload that works is a Normal Event
+  ``PolicyReloaded`` and ``result="ok"``.
+
+A file written in place (not swapped) may be read half-written; that content fails the
+probe and the complete one, a moment later, reloads. Swap files in (write elsewhere,
+then rename), as a ConfigMap does, to avoid the Warning.
+
+Every pool reloads (:class:`PoolReloads`): an ExecutorPool without ``spec.policy`` follows
+``--scheduler``, so the watch of ``--scheduler`` hands it a policy object of its own built
+from the same new files (pools never share one); a pool whose ``spec.policy`` names model
+files has a watch of its own, from its creation or last change of spec until the next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from idlegate.api.pool_spec import DEFAULT_POOL
+from idlegate.errors import IdlegateError
+from idlegate.operator.core.messages import Notice
+from idlegate.operator.decisions import build_scheduler, followed
+from idlegate.operator.features.planning import planning_worker
+from idlegate.policy.spec import model_files
+from idlegate.sim.protocol import Scheduler
+
+if TYPE_CHECKING:
+    from idlegate.operator.edge.bridge import Bridge
+    from idlegate.operator.edge.metrics import Metrics
+    from idlegate.operator.features.pools import Pools
+    from idlegate.operator.features.shadow import Shadow
+    from idlegate.operator.settings import Settings
+
+log = logging.getLogger(__name__)
+
+Stamp = tuple[str, int, int, int] | None
+"""(resolved path, inode, size, mtime in ns) of one file; None: it is missing."""
+
+
+def stamps(paths: tuple[Path, ...]) -> tuple[Stamp, ...]:
+    """What each path resolves to now and that file's identity (cheap: no read)."""
+    out: list[Stamp] = []
+    for path in paths:
+        try:
+            real = path.resolve(strict=True)
+            st = os.stat(real)
+        except OSError:
+            out.append(None)
+            continue
+        out.append((str(real), st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+def digest(paths: tuple[Path, ...]) -> str:
+    """SHA-256 over the contents of `paths`; IdlegateError naming a file that cannot be read."""
+    sha = hashlib.sha256()
+    for path in paths:
+        try:
+            with path.open("rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    sha.update(block)
+        except OSError as exc:
+            raise IdlegateError(
+                f"the model file {str(path)!r} cannot be read ({exc.strerror or exc}); "
+                "check that the volume or ConfigMap still holds it"
+            ) from None
+        sha.update(b"\0")
+    return sha.hexdigest()
+
+
+def reloaded(role: str, policy: str, paths: tuple[Path, ...], sha: str) -> Notice:
+    """The Event of a reload that worked (on the operator's Pod)."""
+    where = ", ".join(str(p) for p in paths)
+    return (
+        "Normal",
+        "PolicyReloaded",
+        f"The {role} policy {policy} was reloaded from {where} (sha256 {sha[:12]}); it "
+        "decides from the next decision round on.",
+    )
+
+
+def reload_failed(role: str, policy: str, paths: tuple[Path, ...], problem: str) -> Notice:
+    """The Event of a reload that failed: the policy in use is kept (on the operator's Pod)."""
+    where = ", ".join(str(p) for p in paths)
+    return (
+        "Warning",
+        "PolicyReloadFailed",
+        f"The {role} policy's model changed ({where}) but cannot be used: {problem}. The "
+        f"operator keeps the policy {policy} it had; fix or replace the file to try again.",
+    )
+
+
+class PolicyWatch:
+    """The model files of one policy spec, looked at on demand or every interval."""
+
+    def __init__(
+        self,
+        spec: str | None,
+        *,
+        role: str,
+        current: Callable[[], Scheduler],
+        apply: Callable[[Scheduler], None],
+        metrics: Metrics,
+        report: Callable[[Notice], None] | None = None,
+        others: Callable[[], list[Callable[[Scheduler], None]]] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.role = role
+        """``active`` or ``shadow``: the metric's label and the Events' word."""
+        self.current = current
+        """The policy in use now (named in the Events)."""
+        self.apply = apply
+        """Called in the event loop with the new policy, between two rounds."""
+        self.others = others
+        """Further users of the same files (pools following ``--scheduler``): each is handed
+        a policy object of its own, built with the first."""
+        self.metrics = metrics
+        self.report = report
+        self.files = model_files(spec)
+        self.stamps = stamps(self.files)
+        self.digest: str | None = None
+        """The content in use (the files as they were when this watch was made)."""
+        if self.files and None not in self.stamps:
+            self.digest = digest(self.files)
+
+    async def run(self, interval: float) -> None:
+        """Look every `interval` seconds, for ever (cancel to stop)."""
+        while True:
+            await asyncio.sleep(interval)
+            await self.check()
+
+    async def check(self) -> bool | None:
+        """One look: True if a new model was loaded and applied, False if one failed, None
+        if nothing changed."""
+        now = stamps(self.files)
+        if not self.files or now == self.stamps:
+            return None
+        self.stamps = now
+        try:
+            sha = await asyncio.to_thread(digest, self.files)
+            if sha == self.digest:
+                return None  # touched, or its directory swapped with the same content
+            others = self.others() if self.others is not None else []
+            built = await asyncio.to_thread(_build, self.spec, 1 + len(others))
+        except Exception as exc:  # whatever the new files do, the policy in use stays
+            self._failed(exc)
+            return False
+        self.digest = sha
+        policy = built[0]
+        self.apply(policy)
+        for use, own in zip(others, built[1:], strict=True):
+            use(own)
+        self.metrics.policy_reloads.labels(self.role, "ok").inc()
+        notice = reloaded(self.role, policy.name, self.files, sha)
+        log.info("%s", notice[2])
+        self._post(notice)
+        return True
+
+    def _failed(self, exc: Exception) -> None:
+        self.metrics.policy_reloads.labels(self.role, "failed").inc()
+        problem = str(exc) if isinstance(exc, IdlegateError) else f"{type(exc).__name__}: {exc}"
+        notice = reload_failed(self.role, self.current().name, self.files, problem)
+        # an error of our own is told as it is; anything else gets its traceback
+        log.error("%s", notice[2], exc_info=None if isinstance(exc, IdlegateError) else exc)
+        self._post(notice)
+
+    def _post(self, notice: Notice) -> None:
+        if self.report is not None:
+            self.report(notice)
+
+
+def _build(spec: str | None, n: int) -> list[Scheduler]:
+    """`n` policy objects of `spec` (each user its own)."""
+    return [build_scheduler(spec) for _ in range(n)]
+
+
+def replace_policy(bridge: Bridge, policy: Scheduler) -> None:
+    """Event loop, between two rounds: `bridge` decides with `policy` from now on. The
+    Decider resets it, a lookahead planner's worker is replaced by the new planner's
+    (the plan running is dropped), and the metrics name it; then a round runs at once,
+    for what the old policy held back."""
+    old = bridge.scheduler
+    if bridge.planning is not None:
+        bridge.planning.close()
+    bridge.decider.use(policy)
+    bridge.planning = planning_worker(bridge)
+    metrics = bridge.metrics
+    if old.name != policy.name:
+        metrics.info.labels(old.name).set(0)
+    metrics.info.labels(policy.name).set(1)
+    metrics.policy_errors.labels(policy.name)
+    metrics.follow(followed(policy))
+    bridge.cluster.needs_schedule = True
+    bridge.schedule()
+
+
+def policy_watches(
+    settings: Settings,
+    *,
+    active: Callable[[], Scheduler],
+    use: Callable[[Scheduler], None],
+    shadow: Shadow | None,
+    metrics: Metrics,
+    report: Callable[[Notice], None],
+    others: Callable[[], list[Callable[[Scheduler], None]]] | None = None,
+) -> list[PolicyWatch]:
+    """The watches of the operator: of the active policy's model files (unless the policy
+    is an object given in `settings.scheduler`, or the interval is 0: no reloads), and of the shadow's;
+    a spec without files needs none. `use` takes the active policy's new model, and each
+    of `others()` (:meth:`PoolReloads.following`) an object of its own."""
+    if not settings.policy_reload_interval:
+        return []
+    watches: list[PolicyWatch] = []
+    if settings.scheduler is None:
+        watches.append(
+            PolicyWatch(
+                settings.policy,
+                role="active",
+                current=active,
+                apply=use,
+                metrics=metrics,
+                report=report,
+                others=others,
+            )
+        )
+    if shadow is not None and settings.shadow is not None:
+        watches.append(
+            PolicyWatch(
+                settings.shadow,
+                role="shadow",
+                current=lambda: shadow.policy,
+                apply=shadow.replace,
+                metrics=metrics,
+                report=report,
+            )
+        )
+    return [w for w in watches if w.files]
+
+
+class PoolReloads:
+    """Hot reload of the ExecutorPools' policies (the default pool's is the operator's)."""
+
+    def __init__(
+        self, settings: Settings, metrics: Metrics, report: Callable[[Notice], None]
+    ) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self.report = report
+        self.pools: Pools | None = None
+        """Set once the operator has started."""
+        self._watches: dict[str, tuple[Bridge, asyncio.Task[None]]] = {}
+
+    def following(self) -> list[Callable[[Scheduler], None]]:
+        """Who takes a new model of ``--scheduler`` besides the default pool: each pool
+        without ``spec.policy`` (unless the operator was given a policy object)."""
+        if self.pools is None or self.settings.scheduler is not None:
+            return []
+        return [
+            partial(self._use, name, bridge)
+            for name, bridge in self.pools
+            if name != DEFAULT_POOL and not self.pools.specs[name].policy
+        ]
+
+    def _use(self, name: str, bridge: Bridge, policy: Scheduler) -> None:
+        if self.pools is not None and self.pools.bridges.get(name) is bridge:
+            replace_policy(bridge, policy)  # (a pool rebuilt meanwhile loaded the files itself)
+
+    def changed(self, name: str) -> None:
+        """Pool `name` was applied (or removed): a pool rebuilt with a ``spec.policy`` that
+        names model files gets a watch of its own, and a gone pool's watch stops."""
+        bridge = self.pools.bridges.get(name) if self.pools is not None else None
+        old = self._watches.get(name)
+        if old is not None and old[0] is bridge:
+            return  # (the same state machine: its watch goes on)
+        self.stop(name)
+        every = self.settings.policy_reload_interval
+        spec = self.pools.specs[name].policy if self.pools and bridge else None
+        if bridge is None or not spec or not every or not model_files(spec):
+            return
+        watch = PolicyWatch(
+            spec,
+            role="active",
+            current=lambda: bridge.scheduler,
+            apply=partial(self._use, name, bridge),
+            metrics=self.metrics,
+            report=self.report,
+        )
+        self._watches[name] = (bridge, asyncio.get_running_loop().create_task(watch.run(every)))
+
+    def stop(self, name: str | None = None) -> None:
+        """Stop the watch of pool `name` (None: every one)."""
+        for pool in [name] if name is not None else list(self._watches):
+            entry = self._watches.pop(pool, None)
+            if entry is not None:
+                entry[1].cancel()
