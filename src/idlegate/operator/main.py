@@ -64,6 +64,7 @@ from idlegate.operator.edge.kube import (
 from idlegate.operator.edge.metrics import Metrics
 from idlegate.operator.edge.timers import IdleTimers
 from idlegate.operator.edge.watchdog import KopfRetryLog, OperatorPod, RetryForever, Watchdog
+from idlegate.operator.features import argo
 from idlegate.operator.features.cleanup import FINISHED as CLEANED
 from idlegate.operator.features.cron import FINISHED, LABEL_CRON, CronController
 from idlegate.operator.features.pools import Pools, namespace_labels, pool_status
@@ -468,6 +469,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
 
     _cron_handlers(registry, operator)
     _pool_handlers(registry, operator)
+    argo.register(registry, operator.settings)
     return registry
 
 

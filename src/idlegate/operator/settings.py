@@ -161,6 +161,15 @@ class Settings(Config):
     """When task pods are deleted for a workflow whose spec.podGC is unset: OnPodCompletion,
     OnPodSuccess, OnWorkflowCompletion, OnWorkflowSuccess or Never."""
 
+    argo: bool = False
+    """Schedule Argo Workflows' pods too (docs/argo.md; RBAC from deploy/components/argo)."""
+
+    argo_webhook_port: int | None = Field(None, ge=0, le=65535)
+    """Port of the admission webhook that gates Argo's pods at creation; None: none."""
+
+    argo_webhook_certs: Path | None = None
+    """Directory with the webhook's tls.crt and tls.key; None: plain HTTP (tests only)."""
+
     seed: int = 0
     """Seed of the scheduler's random generator (for policies that sample)."""
 

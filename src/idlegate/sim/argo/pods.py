@@ -1,0 +1,100 @@
+"""Argo's pods as idlegate sees them: which are gated, and which node each one runs.
+
+Argo's controller creates one pod per node that runs a pod template, labelled
+``workflows.argoproj.io/workflow: <workflow>`` and annotated
+``workflows.argoproj.io/node-name`` (``<workflow>.extract``, ``<workflow>[1].b(0:x)``,
+``<workflow>.a(1)`` for a retry attempt) and ``workflows.argoproj.io/node-id``. Its other
+pods (the agent of ``http`` and ``plugin`` templates, the executor of a ``resource``
+template's cleanup) carry no node name: they are no stage's, and idlegate leaves them
+alone.
+
+* `gates_with_ours` is what the admission webhook does to a pod at creation: the pod's
+  scheduling gates with ``idlegate.io/release`` appended, or None when nothing is to
+  change (not a pod of a node, or gated already). Pure, so the webhook is idempotent.
+* `ArgoPod.of` reads a pod: its workflow, node name and id, and whether idlegate's gate
+  is still on it; `ArgoPod.path` is its node's place in the workflow as the mapping names
+  stages (`canonical_path`), so the pod finds its stage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from idlegate.api.labels import GATE
+from idlegate.sim.argo.status import canonical_path
+
+WORKFLOW_LABEL = "workflows.argoproj.io/workflow"
+"""Label of every pod Argo creates for a workflow: the workflow's name."""
+NODE_NAME = "workflows.argoproj.io/node-name"
+"""Annotation of a node's pod: the node's full name."""
+NODE_ID = "workflows.argoproj.io/node-id"
+"""Annotation of a node's pod: the node's id (its key in ``status.nodes``)."""
+
+
+def _meta(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = pod.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _node_name(pod: Mapping[str, Any]) -> str | None:
+    """The pod's node name, if it is a node's pod of an Argo workflow."""
+    meta = _meta(pod)
+    labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
+    notes = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else {}
+    name = notes.get(NODE_NAME)
+    return name if labels.get(WORKFLOW_LABEL) and isinstance(name, str) and name else None
+
+
+def gates_with_ours(pod: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The scheduling gates a node's pod of an Argo workflow is to be created with (its own,
+    then idlegate's); None for any other pod, or one that has idlegate's gate already."""
+    if _node_name(pod) is None:
+        return None
+    spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
+    gates = [dict(g) for g in spec.get("schedulingGates") or [] if isinstance(g, Mapping)]
+    if any(g.get("name") == GATE for g in gates):
+        return None
+    return [*gates, {"name": GATE}]
+
+
+@dataclass(frozen=True)
+class ArgoPod:
+    """One node's pod of an Argo workflow, as read from the pod."""
+
+    namespace: str
+    name: str
+    workflow: str
+    node_name: str
+    node_id: str
+    gated: bool
+    """idlegate's gate is still on it (not released yet)."""
+    phase: str
+    """The pod's status.phase (Pending if none yet)."""
+
+    @classmethod
+    def of(cls, pod: Mapping[str, Any]) -> ArgoPod | None:
+        """The pod as a node's pod of an Argo workflow, or None if it is not one."""
+        node = _node_name(pod)
+        if node is None:
+            return None
+        meta = _meta(pod)
+        notes = meta.get("annotations") or {}
+        spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
+        status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
+        gates = spec.get("schedulingGates") or []
+        return cls(
+            namespace=str(meta.get("namespace", "")),
+            name=str(meta.get("name", "")),
+            workflow=str(meta["labels"][WORKFLOW_LABEL]),
+            node_name=node,
+            node_id=str(notes.get(NODE_ID, "")),
+            gated=any(isinstance(g, Mapping) and g.get("name") == GATE for g in gates),
+            phase=str(status.get("phase") or "Pending"),
+        )
+
+    def path(self, retry_nodes: tuple[str, ...] = ()) -> str | None:
+        """The node's path relative to the workflow, items and attempts folded as the
+        mapping names stages (`retry_nodes`: the Retry nodes' paths, longest first)."""
+        return canonical_path(self.node_name, self.workflow, retry_nodes)

@@ -1,0 +1,154 @@
+"""The gate on Argo's pods: what the admission webhook adds to which pod
+(idlegate.sim.argo.pods), and the kopf handler that serves it (operator/features/argo.py)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import kopf
+import pytest
+from kopf._core.engines.admission import build_webhooks
+
+from idlegate.api.labels import GATE
+from idlegate.operator.features import argo
+from idlegate.operator.settings import Settings
+from idlegate.sim.argo.pods import NODE_ID, NODE_NAME, WORKFLOW_LABEL, ArgoPod, gates_with_ours
+from tests.deploy_files import DEPLOY, load_all
+
+
+def argo_pod(gates: list[str] | None = None, *, node: str | None = "wf-1.extract") -> dict:
+    """A node's pod as Argo's controller creates it (the parts the gate looks at)."""
+    annotations = {NODE_ID: "wf-1-2093436122"}
+    if node is not None:
+        annotations[NODE_NAME] = node
+    pod: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "wf-1-2093436122",
+            "namespace": "etl",
+            "labels": {WORKFLOW_LABEL: "wf-1"},
+            "annotations": annotations,
+        },
+        "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+    }
+    if gates is not None:
+        pod["spec"]["schedulingGates"] = [{"name": g} for g in gates]
+    return pod
+
+
+def test_a_nodes_pod_gets_idlegates_gate():
+    assert gates_with_ours(argo_pod()) == [{"name": GATE}]
+    assert gates_with_ours(argo_pod([])) == [{"name": GATE}]
+
+
+def test_other_gates_are_kept_and_ours_comes_last():
+    assert gates_with_ours(argo_pod(["kueue.x-k8s.io/admission"])) == [
+        {"name": "kueue.x-k8s.io/admission"},
+        {"name": GATE},
+    ]
+
+
+def test_the_gate_is_added_once():
+    pod = argo_pod()
+    pod["spec"]["schedulingGates"] = gates_with_ours(pod)
+    assert gates_with_ours(pod) is None
+    assert gates_with_ours(argo_pod(["other", GATE])) is None
+
+
+def test_pods_that_are_no_nodes_pods_are_left_alone():
+    plain = argo_pod()
+    del plain["metadata"]["labels"][WORKFLOW_LABEL]
+    assert gates_with_ours(plain) is None
+    # Argo's agent pod (http and plugin templates) has the workflow label but no node
+    assert gates_with_ours(argo_pod(node=None)) is None
+    assert gates_with_ours({"metadata": None, "spec": None}) is None
+
+
+def test_argo_pod_reads_workflow_node_and_gate():
+    pod = argo_pod([GATE])
+    pod["status"] = {"phase": "Pending"}
+    found = ArgoPod.of(pod)
+    assert found is not None
+    assert (found.namespace, found.name, found.workflow) == ("etl", "wf-1-2093436122", "wf-1")
+    assert (found.node_name, found.node_id, found.gated) == (
+        "wf-1.extract",
+        "wf-1-2093436122",
+        True,
+    )
+    assert found.path() == ".extract"
+    assert ArgoPod.of(argo_pod(["other"])).gated is False
+    assert ArgoPod.of(argo_pod(node=None)) is None
+    # a fan-out item and a retry attempt fold into their stage's path
+    assert ArgoPod.of(argo_pod(node="wf-1.b(2:x)")).path() == ".b(2)"
+    assert ArgoPod.of(argo_pod(node="wf-1.a(1)")).path((".a",)) == ".a"
+
+
+# -- the kopf handler ---------------------------------------------------------------------------
+
+
+def _registry(**settings: Any) -> kopf.OperatorRegistry:
+    registry = kopf.OperatorRegistry()
+    argo.register(registry, Settings(pool_size=1, **settings))
+    return registry
+
+
+def _webhooks(registry: kopf.OperatorRegistry) -> list[Any]:
+    return list(registry._webhooks.get_all_handlers())
+
+
+def test_no_webhook_unless_asked():
+    # kopf refuses to start with an admission handler and no webhook server
+    assert _webhooks(_registry()) == []
+    assert _webhooks(_registry(argo=True)) == []
+    assert _webhooks(_registry(argo_webhook_port=9443)) == []
+    (handler,) = _webhooks(_registry(argo=True, argo_webhook_port=9443))
+    assert handler.id == argo.WEBHOOK_ID
+
+
+@pytest.mark.parametrize(
+    ("gates", "ops"),
+    [
+        (None, [{"op": "add", "path": "/spec/schedulingGates", "value": [{"name": GATE}]}]),
+        (["other"], [{"op": "add", "path": "/spec/schedulingGates/1", "value": {"name": GATE}}]),
+        ([GATE], []),
+    ],
+)
+def test_the_handler_answers_with_a_json_patch_adding_only_the_gate(gates, ops):
+    (handler,) = _webhooks(_registry(argo=True, argo_webhook_port=9443))
+    raw = argo_pod(gates)
+    before = copy.deepcopy(raw)
+    patch = kopf.Patch()
+    handler.fn(body=kopf.Body(raw), patch=patch)
+    assert patch.as_json_patch(kopf.Body(raw)) == ops
+    assert raw == before  # the request's object is not changed in place
+
+
+def test_the_components_webhook_configuration_matches_the_handler():
+    """What the component registers (deploy/components/argo/webhook.yaml) is what kopf
+    would register for the handler: the same rules, object selector, path and policies."""
+    (handler,) = _webhooks(_registry(argo=True, argo_webhook_port=9443))
+    client = kopf.WebhookClientConfig(url="https://idlegate.example/")
+    (expected,) = build_webhooks(
+        [handler],
+        resources=[kopf.Resource("", "v1", "pods")],
+        name_suffix="idlegate.io",
+        client_config=client,
+    )
+    configuration = next(
+        d
+        for d in load_all(DEPLOY / "components" / "argo" / "webhook.yaml")
+        if d["kind"] == "MutatingWebhookConfiguration"
+    )
+    (ours,) = configuration["webhooks"]
+    (rule,) = ours["rules"]
+    (kopf_rule,) = expected["rules"]
+    for key in ("apiGroups", "apiVersions", "resources", "operations"):
+        assert rule[key] == kopf_rule[key], key
+    assert ours["objectSelector"] == expected["objectSelector"]
+    assert ours["clientConfig"]["service"]["path"] == "/" + argo.WEBHOOK_ID
+    assert expected["clientConfig"]["url"].endswith("/" + argo.WEBHOOK_ID)
+    for key in ("sideEffects", "failurePolicy", "matchPolicy"):
+        assert ours[key] == expected[key], key
+    assert ours["failurePolicy"] == "Fail"  # down: no pod escapes the pool ungated
