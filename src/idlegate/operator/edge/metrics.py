@@ -13,7 +13,8 @@ label.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
+from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -41,250 +42,211 @@ class MetricFamilies:
     label (a :class:`Metrics` view binds it). The names are the contract (see
     deploy/README.md)."""
 
-    # long: one declaration per series, in the order of the exposition; split up, the
+    # long: one declaration per series, the pools' then the operator's; split up, the
     # contract would be harder to read as one list
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        r = self.registry
-        self.completion_time = Histogram(
+        self._pooled: dict[int, bool] = {}
+        """id() of each per-pool family -> whether it has labels besides the pool."""
+        counter, gauge, histogram = self._kinds(pool=True)  # the pools' series
+        self.completion_time = histogram(
             "idlegate_workflow_completion_time_seconds",
             "Job completion time of finished workflows: completion minus creation (arrival).",
-            [POOL, "result"],
+            "result",
             buckets=JCT_BUCKETS,
-            registry=r,
         )
-        self.admission_lag = Histogram(
+        self.admission_lag = histogram(
             "idlegate_admission_lag_seconds",
             "Time from a workflow's creation (metadata.creationTimestamp) to its admission by "
             "the operator; part of its completion time.",
             buckets=ADMISSION_BUCKETS,
-            labelnames=[POOL],
-            registry=r,
         )
-        self.pending_workflows = Gauge(
+        self.pending_workflows = gauge(
             "idlegate_pending_workflows",
             "Workflows admitted whose first task has not been released yet (the queue).",
-            labelnames=[POOL],
-            registry=r,
         )
-        self.active_workflows = Gauge(
-            "idlegate_active_workflows",
-            "Workflows in the system: admitted, not finished.",
-            labelnames=[POOL],
-            registry=r,
+        self.active_workflows = gauge(
+            "idlegate_active_workflows", "Workflows in the system: admitted, not finished."
         )
-        self.runnable_stages = Gauge(
+        self.runnable_stages = gauge(
             "idlegate_runnable_stages",
             "Stages that could take executors now (parents done, tasks left, not idling).",
-            labelnames=[POOL],
-            registry=r,
         )
-        self.busy_executors = Gauge(
-            "idlegate_busy_executors",
-            "Executors of the pool running a task pod.",
-            labelnames=[POOL],
-            registry=r,
+        self.busy_executors = gauge(
+            "idlegate_busy_executors", "Executors of the pool running a task pod."
         )
-        self.pool_size = Gauge(
-            "idlegate_executors",
-            "Size of the executor pool (--pool-size).",
-            labelnames=[POOL],
-            registry=r,
-        )
-        self.idle_slots = Gauge(
-            "idlegate_idle_slots",
-            "Stages inside a deliberate idle slot now.",
-            labelnames=[POOL],
-            registry=r,
-        )
-        self.idle_inserted = Counter(
+        self.pool_size = gauge("idlegate_executors", "Size of the executor pool (--pool-size).")
+        self.idle_slots = gauge("idlegate_idle_slots", "Stages inside a deliberate idle slot now.")
+        self.idle_inserted = counter(
             "idlegate_idle_inserted_seconds",
             "Deliberate idle time the policy inserted before stages.",
-            labelnames=[POOL],
-            registry=r,
         )
-        self.holds = Counter(
+        self.holds = counter(
             "idlegate_holds",
             "Stages a planner held back for arrivals it expects (an idle slot, or waits "
             "while the stage could start), once per hold.",
-            labelnames=[POOL],
-            registry=r,
         )
-        self.decisions = Counter(
+        self.decisions = counter(
             "idlegate_decisions",
             "Scheduler decisions by kind: launch a stage, idle it, or wait.",
-            [POOL, "kind"],
-            registry=r,
+            "kind",
         )
-        self.decision_duration = Histogram(
+        self.decision_duration = histogram(
             "idlegate_decision_duration_seconds",
             "Time the scheduler takes for one decision.",
             buckets=DECISION_BUCKETS,
-            labelnames=[POOL],
-            registry=r,
         )
-        self.gate_removals = Counter(
-            "idlegate_gate_removals",
-            "Task pods released by removing the idlegate.io/release scheduling gate.",
-            registry=r,
-        )
-        self.foreign_releases = Counter(
+        self.foreign_releases = counter(
             "idlegate_foreign_gate_removals",
             "Task pods whose idlegate.io/release gate was removed by someone other than the "
             "operator (by hand, another controller); each counts against the pool.",
-            labelnames=[POOL],
-            registry=r,
         )
-        self.pods_created = Counter(
-            "idlegate_pods_created", "Task pods created (gated or not).", registry=r
+        self.task_failures = counter("idlegate_task_failures", "Failed task pod attempts.")
+        self.workflows_finished = counter(
+            "idlegate_workflows_finished", "Workflows that left the system, by result.", "result"
         )
-        self.task_failures = Counter(
-            "idlegate_task_failures", "Failed task pod attempts.", labelnames=[POOL], registry=r
+        self.invalid_workflows = counter(
+            "idlegate_invalid_workflows", "Workflows rejected as invalid."
         )
-        self.workflows_finished = Counter(
-            "idlegate_workflows_finished",
-            "Workflows that left the system, by result.",
-            [POOL, "result"],
-            registry=r,
-        )
-        self.invalid_workflows = Counter(
-            "idlegate_invalid_workflows",
-            "Workflows rejected as invalid.",
-            labelnames=[POOL],
-            registry=r,
-        )
-        self.api_errors = Counter(
-            "idlegate_api_errors",
-            "API requests of the operator that failed, by HTTP status (0: no response).",
-            ["status"],
-            registry=r,
-        )
-        self.api_throttled = Counter(
-            "idlegate_api_throttled_requests",
-            "API requests of the operator answered 429 Too Many Requests (retried after the "
-            "server's Retry-After, with jitter).",
-            registry=r,
-        )
-        self.api_up = Gauge(
-            "idlegate_api_up",
-            "1 while the API server answers the operator, 0 during an outage: then the "
-            "gauges above keep their last values and are stale.",
-            registry=r,
-        )
-        self.api_up.set(1)
-        self.api_unreachable = Counter(
-            "idlegate_api_unreachable_seconds",
-            "Time the API server did not answer the operator (outages, added when they end).",
-            registry=r,
-        )
-        self.watch_restarts = Counter(
-            "idlegate_watch_restarts",
-            "Requests of kopf's (its watches, lists and patches) that failed and were retried.",
-            registry=r,
-        )
-        self.crd_missing = Gauge(
-            "idlegate_crd_missing",
-            "1 while the operator waits for the DagWorkflow CRD to be installed.",
-            registry=r,
-        )
-        self.policy_errors = Counter(
+        self.policy_errors = counter(
             "idlegate_policy_errors",
             "Decisions for which the policy raised; each was made by the fallback rule.",
-            [POOL, "policy"],
-            registry=r,
+            "policy",
         )
-        self.policy_switches = Counter(
+        self.policy_switches = counter(
             "idlegate_policy_switches",
             "Times the lookahead planner switched the policy it follows, by the policy "
             "followed from then on.",
-            [POOL, "to"],
-            registry=r,
+            "to",
         )
-        self.planning_duration = Histogram(
+        self.planning_duration = histogram(
             "idlegate_planning_duration_seconds",
             "Wall time of one plan of the lookahead planner's worker (decisions never wait "
             "on it; --plan-budget-ms bounds it).",
             buckets=PLANNING_BUCKETS,
-            labelnames=[POOL],
-            registry=r,
         )
-        self.plans_dropped = Counter(
+        self.plans_dropped = counter(
             "idlegate_plans_dropped",
             "Plans dropped as stale: the set of workflows changed while they were made "
             "(the worker plans again at once).",
-            labelnames=[POOL],
-            registry=r,
         )
-        self.following = Gauge(
+        self.following = gauge(
             "idlegate_policy_following",
             "The policy the operator's policy follows now (value 1; for a lookahead "
             "planner the policy of its last plan, else the policy itself).",
-            [POOL, "policy"],
-            registry=r,
+            "policy",
         )
-        self.policy_reloads = Counter(
+        self.info = gauge("idlegate_operator_info", "The operator's policy (value 1).", "policy")
+
+        counter, gauge, histogram = self._kinds(pool=False)  # the operator's
+        self.gate_removals = counter(
+            "idlegate_gate_removals",
+            "Task pods released by removing the idlegate.io/release scheduling gate.",
+        )
+        self.pods_created = counter("idlegate_pods_created", "Task pods created (gated or not).")
+        self.api_errors = counter(
+            "idlegate_api_errors",
+            "API requests of the operator that failed, by HTTP status (0: no response).",
+            "status",
+        )
+        self.api_throttled = counter(
+            "idlegate_api_throttled_requests",
+            "API requests of the operator answered 429 Too Many Requests (retried after the "
+            "server's Retry-After, with jitter).",
+        )
+        self.api_up = gauge(
+            "idlegate_api_up",
+            "1 while the API server answers the operator, 0 during an outage: then the "
+            "gauges above keep their last values and are stale.",
+        )
+        self.api_up.set(1)
+        self.api_unreachable = counter(
+            "idlegate_api_unreachable_seconds",
+            "Time the API server did not answer the operator (outages, added when they end).",
+        )
+        self.watch_restarts = counter(
+            "idlegate_watch_restarts",
+            "Requests of kopf's (its watches, lists and patches) that failed and were retried.",
+        )
+        self.crd_missing = gauge(
+            "idlegate_crd_missing",
+            "1 while the operator waits for the DagWorkflow CRD to be installed.",
+        )
+        self.policy_reloads = counter(
             "idlegate_policy_reloads",
             "Reloads of a policy after its model file changed, by role (active, shadow) and "
             "result (ok; failed: the new model was refused and the policy in use kept).",
-            ["role", "result"],
-            registry=r,
+            "role",
+            "result",
         )
         for role in ("active", "shadow"):
             for result in ("ok", "failed"):
                 self.policy_reloads.labels(role, result)
-        self.shadow_decisions = Counter(
+        self.shadow_decisions = counter(
             "idlegate_shadow_decisions",
             "Decisions the shadow policy (--shadow) was compared at, by whether it would have "
             "done the same now (the same stage, executors started and idle delay; or wait).",
-            ["agree"],
-            registry=r,
+            "agree",
         )
         for agree in ("true", "false"):
             self.shadow_decisions.labels(agree)
-        self.shadow_agreement = Gauge(
+        self.shadow_agreement = gauge(
             "idlegate_shadow_agreement_ratio",
             "Decisions where the shadow agreed, over those compared, since the start (NaN "
             "before the first).",
-            registry=r,
         )
         self.shadow_agreement.set(float("nan"))
-        self.shadow_errors = Counter(
+        self.shadow_errors = counter(
             "idlegate_shadow_errors",
             "Decisions at which the shadow policy raised or answered illegally (not compared; "
             "the active policy is never affected).",
-            registry=r,
         )
-        self.shadow_skipped = Counter(
+        self.shadow_skipped = counter(
             "idlegate_shadow_skipped_rounds",
             "Scheduling rounds not compared because the shadow's worker had "
             "--shadow-backlog rounds waiting already.",
-            registry=r,
         )
-        self.shadow_expected_change = Gauge(
+        self.shadow_expected_change = gauge(
             "idlegate_shadow_expected_change",
             "C(shadow) / C(active) - 1: the relative change of job-seconds over a planner's "
             "horizon if the shadow policy were followed instead (negative: fewer), from the "
             "latest plan that simulated both (NaN: none yet).",
-            registry=r,
         )
         self.shadow_expected_change.set(float("nan"))
-        self.history_records = Counter(
+        self.history_records = counter(
             "idlegate_history_records",
             "Records of finished workflows written to the history file (--history-file).",
-            registry=r,
         )
-        self.history_errors = Counter(
+        self.history_errors = counter(
             "idlegate_history_errors",
             "Records the history file failed to take (each a Warning Event; the workflow "
             "is not affected).",
-            registry=r,
         )
-        self.info = Gauge(
-            "idlegate_operator_info",
-            "The operator's policy (value 1).",
-            [POOL, "policy"],
-            registry=r,
+
+    def _series(
+        self, kind: type[M], name: str, doc: str, *labels: str, pool: bool, **options: Any
+    ) -> M:
+        """A family in the registry: a per-pool one (`pool`) has the ``pool`` label first."""
+        family = kind(
+            name, doc, (POOL, *labels) if pool else labels, registry=self.registry, **options
         )
+        if pool:
+            self._pooled[id(family)] = bool(labels)
+        return family
+
+    def _kinds(self, *, pool: bool) -> tuple[Callable[..., Any], ...]:
+        """How to declare a counter, a gauge and a histogram: per pool or operator-wide."""
+        return tuple(partial(self._series, k, pool=pool) for k in (Counter, Gauge, Histogram))
+
+    def split(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The families by attribute name: (per pool, operator-wide)."""
+        series = {a: f for a, f in vars(self).items() if isinstance(f, Counter | Gauge | Histogram)}
+        pooled = {a: f for a, f in series.items() if id(f) in self._pooled}
+        return pooled, {a: f for a, f in series.items() if a not in pooled}
+
+    def labelled(self, family: Any) -> bool:
+        """Whether per-pool `family` has labels besides the pool."""
+        return self._pooled[id(family)]
 
 
 class PoolFamily(Generic[M]):
@@ -308,11 +270,13 @@ class PoolFamily(Generic[M]):
 class Metrics:
     """The series as one pool's bridge sees them: its own (`pool` bound) and the operator's.
 
-    ``Metrics(size, policy)`` has families of its own (an operator, a test); a pool beside
-    the default one is ``Metrics(size, policy, pool=NAME, beside=default_metrics)``.
+    Each series of :class:`MetricFamilies` is an attribute of the same name: a per-pool
+    one bound to `pool` (its child, or a :class:`PoolFamily` when it has further labels),
+    an operator-wide one as it is. ``Metrics(size, policy)`` has families of its own (an
+    operator, a test); a pool beside the default one is ``Metrics(size, policy, pool=NAME,
+    beside=default_metrics)``.
     """
 
-    # long: one binding per series, as declared in MetricFamilies
     def __init__(
         self,
         pool_size: int,
@@ -326,39 +290,11 @@ class Metrics:
         self.pool = pool
         self._bound: list[PoolFamily[Any]] = []
         self._children: list[Any] = []
-        # the pool's series
-        self.completion_time = self._family(f.completion_time)
-        self.admission_lag = self._child(f.admission_lag)
-        self.pending_workflows = self._child(f.pending_workflows)
-        self.active_workflows = self._child(f.active_workflows)
-        self.runnable_stages = self._child(f.runnable_stages)
-        self.busy_executors = self._child(f.busy_executors)
-        self.pool_size = self._child(f.pool_size)
-        self.idle_slots = self._child(f.idle_slots)
-        self.idle_inserted = self._child(f.idle_inserted)
-        self.holds = self._child(f.holds)
-        self.decisions = self._family(f.decisions)
-        self.decision_duration = self._child(f.decision_duration)
-        self.foreign_releases = self._child(f.foreign_releases)
-        self.task_failures = self._child(f.task_failures)
-        self.workflows_finished = self._family(f.workflows_finished)
-        self.invalid_workflows = self._child(f.invalid_workflows)
-        self.policy_errors = self._family(f.policy_errors)
-        self.policy_switches = self._family(f.policy_switches)
-        self.planning_duration = self._child(f.planning_duration)
-        self.plans_dropped = self._child(f.plans_dropped)
-        self.following = self._family(f.following)
-        self.info = self._family(f.info)
-        # the operator's
-        self.gate_removals, self.pods_created = f.gate_removals, f.pods_created
-        self.api_errors, self.api_throttled = f.api_errors, f.api_throttled
-        self.api_up, self.api_unreachable = f.api_up, f.api_unreachable
-        self.watch_restarts, self.crd_missing = f.watch_restarts, f.crd_missing
-        self.policy_reloads = f.policy_reloads
-        self.shadow_decisions, self.shadow_agreement = f.shadow_decisions, f.shadow_agreement
-        self.shadow_errors, self.shadow_skipped = f.shadow_errors, f.shadow_skipped
-        self.shadow_expected_change = f.shadow_expected_change
-        self.history_records, self.history_errors = f.history_records, f.history_errors
+        pooled, wide = f.split()
+        for attr, family in pooled.items():  # (a child made now: a scrape shows it at once)
+            setattr(self, attr, self._family(family) if f.labelled(family) else self._child(family))
+        for attr, family in wide.items():
+            setattr(self, attr, family)
         # what a scrape shows of the pool before anything happened in it
         for result in ("succeeded", "failed"):
             self.completion_time.labels(result)
