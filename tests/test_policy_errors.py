@@ -92,8 +92,8 @@ async def test_distinct_errors_each_log_one_traceback_and_repeats_are_counted(ca
         "AttributeError: other",
     ]
     decider = h.bridge.decider
-    assert decider.errors[("raising", "AttributeError", "stuck")] == 1
-    assert decider.errors[("raising", "AttributeError", "other")] == 11
+    assert decider.errors.seen[("raising", "AttributeError", "stuck")] == 1
+    assert decider.errors.seen[("raising", "AttributeError", "other")] == 11
     # the 10th repeat is logged again, as one line without a traceback
     assert any("failed the same way 10 times" in r.getMessage() for r in caplog.records)
 

@@ -42,7 +42,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -54,6 +54,7 @@ from idlegate.sim.engine import Answered, JobArrival, decision_round
 from idlegate.sim.protocol import Action, Decision, Launch, Scheduler, Stage
 
 if TYPE_CHECKING:
+    from idlegate.operator.features.shadow import Shadow
     from idlegate.policy.plans import Hold
     from idlegate.policy.spec import SchedulerSpec
 
@@ -63,13 +64,22 @@ MAX_DISTINCT_ERRORS = 1000
 """Distinct errors remembered for log-once (messages may carry numbers: bounded)."""
 
 
-def _bundled(spec: SchedulerSpec) -> Scheduler:
-    """The spec ``default`` (the bundled ONNX policy), or ``fair`` with a warning when it
-    cannot be built (a missing or broken file)."""
-    from idlegate.policy import make_scheduler
+def load_scheduler(spec: str | None) -> Scheduler:
+    """The scheduler for ``--scheduler`` (`idlegate.policy.spec`: ``fair``,
+    ``analytic:fair``, ``learned:PATH.onnx``, a bare ``PATH.onnx``, …); None is the spec
+    ``default``: the bundled ONNX policy, else ``fair`` with a warning (a missing or
+    broken file).
 
+    Only ``default`` falls back: any other spec with a missing or broken model raises
+    IdlegateError (the operator does not start).
+    """
+    from idlegate.policy import SchedulerSpec, make_scheduler
+
+    parsed = SchedulerSpec.parse(spec or "default")
+    if parsed.kind != "default":
+        return build_scheduler(parsed)
     try:
-        return make_scheduler(spec)
+        return make_scheduler(parsed)
     except IdlegateError as exc:
         log.warning(
             "The default scheduler cannot be used (%s); using %r. Pass --scheduler to choose one.",
@@ -77,22 +87,6 @@ def _bundled(spec: SchedulerSpec) -> Scheduler:
             DEFAULT_HEURISTIC,
         )
         return make_scheduler(DEFAULT_HEURISTIC)
-
-
-def load_scheduler(spec: str | None) -> Scheduler:
-    """The scheduler for ``--scheduler`` (`idlegate.policy.spec`: ``fair``,
-    ``analytic:fair``, ``learned:PATH.onnx``, a bare ``PATH.onnx``, …); None is the spec
-    ``default``: the bundled ONNX policy, else ``fair``.
-
-    Only ``default`` falls back: any other spec with a missing or broken model raises
-    IdlegateError (the operator does not start).
-    """
-    from idlegate.policy import SchedulerSpec
-
-    parsed = SchedulerSpec.parse(spec or "default")
-    if parsed.kind == "default":
-        return _bundled(parsed)
-    return build_scheduler(parsed)
 
 
 def build_scheduler(spec: SchedulerSpec | str | None) -> Scheduler:
@@ -112,29 +106,14 @@ def build_scheduler(spec: SchedulerSpec | str | None) -> Scheduler:
         ) from None
 
 
-def _planner_base(policy: Scheduler) -> Scheduler | None:
-    """The base of a lookahead planner (`idlegate.policy.lookahead`), else None.
-
-    Read defensively: the planner's attribute is `base` or, today, `_base`; anything
-    without a `decide` is no base.
-    """
-    try:
-        from idlegate.policy.lookahead import LookaheadScheduler
-    except ImportError:
-        return None
-    if not isinstance(policy, LookaheadScheduler):
-        return None
-    base = getattr(policy, "base", None) or getattr(policy, "_base", None)
-    return base if callable(getattr(base, "decide", None)) else None
-
-
 def fallback_rules(policy: Scheduler, seed: int = 0) -> tuple[Scheduler, ...]:
     """The rules that answer, in order, a question `policy` failed: a lookahead planner's
     base (the planner's own instance, already reset by it), then ``fair`` (reset with
     `seed`), which a failing base falls back to in turn. ``fair`` itself has none."""
     from idlegate.policy import make_scheduler
+    from idlegate.policy.lookahead import LookaheadScheduler
 
-    rules = [r for r in (_planner_base(policy),) if r is not None]
+    rules = [policy.base] if isinstance(policy, LookaheadScheduler) else []
     if DEFAULT_HEURISTIC not in (policy.name, *(r.name for r in rules)):
         fair = make_scheduler(DEFAULT_HEURISTIC)
         fair.reset(np.random.default_rng(seed))
@@ -234,16 +213,6 @@ class ErrorLog:
             log.error("The policy %r failed the same way %d times: %s", rule, seen, _describe(exc))
 
 
-class Onlooker(Protocol):
-    """What watches the rounds beside the Decider (:class:`idlegate.operator.features.shadow.Shadow`):
-    `begin` before a round's first question gives a record whose `actions` the Decider
-    fills with the answers applied (or None: not this round), `submit` takes it after."""
-
-    def begin(self, cluster: Cluster, active: Scheduler) -> Any: ...
-
-    def submit(self, shadowed: Any, now: float) -> None: ...
-
-
 class Decider:
     """Asks the policy through decision rounds, falling back on the module's rules.
 
@@ -255,19 +224,14 @@ class Decider:
     def __init__(self, policy: Scheduler, metrics: Metrics, seed: int = 0) -> None:
         self.metrics = metrics
         self.seed = seed
-        self.error_log = ErrorLog()
-        self.shadow: Onlooker | None = None
+        self.errors = ErrorLog()
+        self.shadow: Shadow | None = None
         self.known: tuple[JobArrival, ...] = ()
         """Arrivals known in advance (the cron workflows' upcoming runs), told to every
         policy used that takes them (``futures=known`` planners)."""
         self.holding: tuple[int, int] | None = None
         """The stage (`Stage.key`) that WAITs hold now, its Holding Event posted."""
         self.use(policy)
-
-    @property
-    def errors(self) -> OrderedDict[tuple[str, str, str], int]:
-        """(rule, error type, message) -> times seen (the most recent MAX_DISTINCT_ERRORS)."""
-        return self.error_log.seen
 
     def use(self, policy: Scheduler) -> None:
         """Ask `policy` from the next question on (the start, or a reload between two
@@ -369,7 +333,7 @@ class Decider:
         """Count the error; log its traceback the first time it is seen, repeats sparsely.
         `what` failed: ``decide`` (a fallback rule answered instead) or ``plan``."""
         self.metrics.policy_errors.labels(rule).inc()
-        self.error_log.note(rule, exc, what, _THEN[what])
+        self.errors.note(rule, exc, what, _THEN[what])
 
 
 _THEN = {
