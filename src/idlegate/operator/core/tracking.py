@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from dataclasses import dataclass
 from enum import Enum
 from heapq import heappop, heappush
 from typing import Any
@@ -49,32 +50,22 @@ class TaskState(Enum):
     """Failed more often than the stage's backoffLimit (its last pod is kept)."""
 
 
+@dataclass(slots=True, eq=False)  # (identity: the same task, not an equal one)
 class Task:
     """One task of a stage: its current attempt and where it runs."""
 
-    __slots__ = (
-        "attempt",
-        "executor",
-        "failures",
-        "finished_unaccounted",
-        "index",
-        "released_at",
-        "state",
-    )
-
-    def __init__(self, index: int) -> None:
-        self.index = index
-        self.state = TaskState.PLANNED
-        self.attempt = 0
-        self.failures = 0
-        self.executor: int | None = None
-        """The executor slot of a released task; None for one released by others while no
-        executor was free (it runs beyond the pool until one is)."""
-        self.finished_unaccounted = False
-        """Such a task succeeded before an executor was free for it."""
-        self.released_at: float | None = None
-        """Clock time the operator released it onto its executor (None: released before a
-        restart, or by others)."""
+    index: int
+    state: TaskState = TaskState.PLANNED
+    attempt: int = 0
+    failures: int = 0
+    executor: int | None = None
+    """The executor slot of a released task; None for one released by others while no
+    executor was free (it runs beyond the pool until one is)."""
+    finished_unaccounted: bool = False
+    """Such a task succeeded before an executor was free for it."""
+    released_at: float | None = None
+    """Clock time the operator released it onto its executor (None: released before a
+    restart, or by others)."""
 
 
 class StageTrack:
