@@ -183,7 +183,7 @@ async def test_pools_route_wait_resize_and_delete_without_preempting():
     lost = h.kube.add_workflow("w2", {"stages": [stage("a")], "pool": "gpu"})
     await intake.admit(pools, copy.deepcopy(lost))
     await h.settle()
-    assert pools.waiting == {("default", "w2"): "gpu"}
+    assert {k: w.pool for k, w in pools.waiting.items()} == {("default", "w2"): "gpu"}
     (cond,) = [c for c in h.kube.status("w2")["conditions"] if c["type"] == "PoolReady"]
     assert (cond["status"], cond["reason"]) == ("False", "PoolNotFound")
     running = h.released("w1")
@@ -198,7 +198,9 @@ async def test_pools_route_wait_resize_and_delete_without_preempting():
     assert (cond["status"], cond["reason"]) == ("True", "PoolFound")
     await intake.readmit(pools, pools.remove("gpu"))
     await h.settle()
-    assert pools.waiting == {("default", "w2"): "gpu"}  # its pool went: it waits again
+    assert {k: w.pool for k, w in pools.waiting.items()} == {
+        ("default", "w2"): "gpu"
+    }  # its pool went: it waits again
     assert h.released("w2")  # and its running pod was not deleted
     metrics = h.bridge.metrics
     assert metrics.registry.get_sample_value("idlegate_executors", {"pool": "batch"}) == 2
@@ -487,7 +489,9 @@ async def test_a_gang_wider_than_its_pool_waits_for_the_pool_to_grow():
     body = h.kube.add_workflow("g", {"stages": [stage("a", tasks=3, gang=True)]})
     await intake.admit(pools, copy.deepcopy(body))
     await h.settle()
-    assert pools.waiting == {("default", "g"): "batch"} and h.released() == []
+    assert {k: w.pool for k, w in pools.waiting.items()} == {
+        ("default", "g"): "batch"
+    } and h.released() == []
     status = h.kube.status("g")
     assert status["phase"] == "Pending"  # waiting, not Invalid: the pool can grow
     (cond,) = [c for c in status["conditions"] if c["type"] == "PoolReady"]

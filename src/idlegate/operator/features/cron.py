@@ -30,7 +30,6 @@ import copy
 import itertools
 import logging
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 from idlegate.api.crd import API_VERSION, CRON_KIND, KIND
@@ -48,7 +47,7 @@ from idlegate.api.cron_spec import (
 from idlegate.api.podsecurity import DEFAULT_LEVEL, Level, namespace_policy
 from idlegate.api.status import Conditions, Phase
 from idlegate.api.template import check_templates
-from idlegate.api.timestamps import to_datetime
+from idlegate.api.timestamps import from_datetime, to_datetime
 from idlegate.errors import SpecError
 from idlegate.operator.clock import Clock
 from idlegate.operator.core.pods import Owner
@@ -97,7 +96,7 @@ class CronController:
         self.timers = timers
         self.clock = clock
         self.record = record
-        self.foresee = foresee
+        self.foresee: Foresee = foresee or (lambda key, runs: None)
         """Told each cron workflow's upcoming runs after every sync (the planner's
         ``futures=known``), and () when it has none (invalid, suspended, deleted)."""
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
@@ -122,11 +121,7 @@ class CronController:
         """The cron workflow is gone: drop its timer and its upcoming runs."""
         self.timers.cancel(_timer_key(namespace, name))
         self._locks.pop((namespace, name), None)
-        self._tell(namespace, name, ())
-
-    def _tell(self, ns: str, name: str, runs: tuple[JobArrival, ...]) -> None:
-        if self.foresee is not None:
-            self.foresee((ns, name), runs)
+        self.foresee((namespace, name), ())
 
     # long: the numbered pipeline of the module docstring, one step per block
     async def _sync(self, body: dict[str, Any]) -> None:
@@ -151,7 +146,7 @@ class CronController:
             self.record(owner, "Warning", "Invalid", str(exc))
             await self._write(ns, name, status, conditions)
             self.timers.cancel(_timer_key(ns, name))
-            self._tell(ns, name, ())
+            self.foresee((ns, name), ())
             return
         conditions.set(
             "Valid", True, "Valid", "the schedule and workflowSpec are valid", generation, now
@@ -187,7 +182,7 @@ class CronController:
         # 6. the next look, and the runs ahead for the planner
         self._arm(ns, name, when.next_at)
         upcoming = () if spec.suspend else _upcoming(name, spec, schedule, now)
-        self._tell(ns, name, upcoming)
+        self.foresee((ns, name), upcoming)
 
     def _arm(self, ns: str, name: str, at: float) -> None:
         async def fire() -> None:
@@ -323,9 +318,7 @@ def _scheduled(run: dict[str, Any]) -> float:
 
 def _created(meta: dict[str, Any]) -> float | None:
     stamp = meta.get("creationTimestamp")
-    if not stamp:
-        return None
-    return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+    return from_datetime(stamp) if stamp else None
 
 
 def _sort(

@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.pool_spec import DEFAULT_POOL, POOL_CONDITION, ExecutorPoolSpec, route
@@ -42,6 +42,18 @@ from idlegate.operator.edge.metrics import Metrics
 from idlegate.sim.engine import JobArrival
 
 log = logging.getLogger(__name__)
+SHARED = frozenset({"kube", "settings", "writes", "actuator", "cleanup"})
+"""What the pools' bridges share, read from the default one."""
+
+
+class Waiting(NamedTuple):
+    """A workflow held out of every pool (:meth:`Pools._wait`)."""
+
+    pool: str
+    """The pool it waits for."""
+    reason: str
+    """Why: PoolNotFound, PoolTooSmall."""
+    owner: Owner
 
 
 class Pools:
@@ -51,13 +63,10 @@ class Pools:
         self.default = default
         self.bridges: dict[str, Bridge] = {DEFAULT_POOL: default}
         self.specs: dict[str, ExecutorPoolSpec] = {}
-        self.waiting: dict[WorkflowKey, str] = {}
-        """Workflows routed to a pool that does not exist: the pool each waits for."""
+        self.waiting: dict[WorkflowKey, Waiting] = {}
+        """Workflows held out of every pool, each with the pool it waits for."""
         self.labels: dict[str, dict[str, str]] = {}
         """The labels of each namespace, as last read (routing by namespaceSelector)."""
-        self._waiting_owner: dict[WorkflowKey, Owner] = {}
-        self._waiting_why: dict[WorkflowKey, str] = {}
-        """The reason each waits (PoolNotFound, PoolTooSmall)."""
         self.later: dict[WorkflowKey, Owner] = {}
         """Workflows that left a pool and could not be read again yet (retried)."""
         self._moving = 0
@@ -74,25 +83,12 @@ class Pools:
 
     # -- what intake, the watchdog and the handlers use of a bridge ----------------------------
 
-    @property
-    def kube(self) -> Any:
-        return self.default.kube
-
-    @property
-    def settings(self) -> Any:
-        return self.default.settings
-
-    @property
-    def writes(self) -> Any:
-        return self.default.writes
-
-    @property
-    def actuator(self) -> Any:
-        return self.default.actuator
-
-    @property
-    def cleanup(self) -> Any:
-        return self.default.cleanup
+    def __getattr__(self, name: str) -> Any:
+        """What every pool shares is the default bridge's (`SHARED`: the API client, the
+        settings, the writes, the cleanup)."""
+        if name in SHARED:
+            return getattr(self.default, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def rebuilt(self) -> bool:
@@ -133,14 +129,9 @@ class Pools:
         owner = owner_of(body)
         if labels is not None:
             self.labels[owner.namespace] = dict(labels)
-        wanted = ((body.get("spec") or {}) if isinstance(body.get("spec"), Mapping) else {}).get(
-            "pool"
-        )
-        name = route(
-            wanted if isinstance(wanted, str) else None,
-            self.labels.get(owner.namespace, {}),
-            self.specs.items(),
-        )
+        spec = body.get("spec")
+        wanted = spec.get("pool") if isinstance(spec, Mapping) else None
+        name = self._route(wanted if isinstance(wanted, str) else None, owner.namespace)
         if name is None:
             message = (
                 f"ExecutorPool {str(wanted)!r} does not exist: the workflow waits until it is "
@@ -176,11 +167,9 @@ class Pools:
         again then), with a condition and a Warning saying why (`reason`, `message`)."""
         owner = owner_of(body)
         key = (owner.namespace, owner.name)
-        if self.waiting.get(key) == pool and self._waiting_why.get(key) == reason:
+        if self.waiting.get(key, Waiting("", "", owner))[:2] == (pool, reason):
             return
-        self.waiting[key] = pool
-        self._waiting_why[key] = reason
-        self._waiting_owner[key] = owner
+        self.waiting[key] = Waiting(pool, reason, owner)
         status = body.get("status") or {}
         conditions = Conditions(status.get("conditions"))
         generation = generation_of(body)
@@ -197,9 +186,13 @@ class Pools:
     def now(self) -> float:
         return self.default.now()
 
+    def _route(self, wanted: str | None, namespace: str) -> str | None:
+        """The pool a workflow of `namespace` asking for pool `wanted` goes to (None: its
+        pool does not exist)."""
+        return route(wanted, self.labels.get(namespace, {}), self.specs.items())
+
     def forget(self, namespace: str, name: str, uid: str | None, *, schedule: bool = True) -> None:
         self.waiting.pop((namespace, name), None)
-        self._waiting_why.pop((namespace, name), None)
         bridge = self.holder((namespace, name))
         if bridge is not None:
             bridge.forget(namespace, name, uid, schedule=schedule)
@@ -237,8 +230,7 @@ class Pools:
         whenever pools change: a new pool's policy knows nothing yet)."""
         told: dict[str, list[JobArrival]] = {name: [] for name in self.bridges}
         for (namespace, name), runs in self.upcoming.items():
-            wanted = self.cron_pools.get((namespace, name))
-            pool = route(wanted, self.labels.get(namespace, {}), self.specs.items())
+            pool = self._route(self.cron_pools.get((namespace, name)), namespace)
             if pool in told:  # (None: its pool does not exist; its runs will wait for it)
                 told[pool] += runs
         for name, bridge in self:
@@ -281,7 +273,7 @@ class Pools:
             self.bridges[name] = self._bridge(name, spec)
         moved += self._rerouted()
         self.tell()
-        return moved + [o for k, o in self._waiting_owner.items() if self.waiting.get(k) == name]
+        return moved + [w.owner for w in self.waiting.values() if w.pool == name]
 
     def remove(self, name: str) -> list[Owner]:
         """ExecutorPool `name` is deleted: its workflows leave it (no pod is touched) and
@@ -327,9 +319,8 @@ class Pools:
         out = []
         for name, bridge in list(self.bridges.items()):
             for wf in list(bridge.workflows.values()):
-                wanted = wf.spec.pool
-                target = route(wanted, self.labels.get(wf.owner.namespace, {}), self.specs.items())
-                if target != name and not (wanted is None and wf.phase is Phase.RUNNING):
+                target = self._route(wf.spec.pool, wf.owner.namespace)
+                if target != name and not (wf.spec.pool is None and wf.phase is Phase.RUNNING):
                     # (a running workflow stays where it runs unless its pool goes)
                     wf.active = False
                     bridge.drop(wf)
@@ -353,7 +344,7 @@ def pool_status(name: str, pools: Pools) -> dict[str, Any]:
     if bridge is None:
         raise IdlegateError(f"no pool {name!r} runs; it is created from its ExecutorPool")
     pending = sum(wf.phase is not Phase.SUCCEEDED for wf in bridge.workflows.values())
-    pending += sum(1 for pool in pools.waiting.values() if pool == name)
+    pending += sum(1 for waiting in pools.waiting.values() if waiting.pool == name)
     return {
         "size": bridge.settings.pool_size,
         "busy": bridge.busy,
