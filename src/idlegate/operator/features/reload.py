@@ -131,8 +131,8 @@ class PolicyWatch:
         current: Callable[[], Scheduler],
         apply: Callable[[Scheduler], None],
         metrics: Metrics,
-        report: Callable[[Notice], None] | None = None,
-        others: Callable[[], list[Callable[[Scheduler], None]]] | None = None,
+        report: Callable[[Notice], None] = lambda notice: None,
+        others: Callable[[], list[Callable[[Scheduler], None]]] = list,
     ) -> None:
         self.spec = spec
         self.role = role
@@ -170,8 +170,11 @@ class PolicyWatch:
             sha = await asyncio.to_thread(digest, self.files)
             if sha == self.digest:
                 return None  # touched, or its directory swapped with the same content
-            others = self.others() if self.others is not None else []
-            built = await asyncio.to_thread(_build, self.spec, 1 + len(others))
+            others = self.others()
+            # (each user gets a policy object of its own)
+            built = await asyncio.to_thread(
+                lambda: [build_scheduler(self.spec) for _ in range(1 + len(others))]
+            )
         except Exception as exc:  # whatever the new files do, the policy in use stays
             self._failed(exc)
             return False
@@ -183,7 +186,7 @@ class PolicyWatch:
         self.metrics.policy_reloads.labels(self.role, "ok").inc()
         notice = reloaded(self.role, policy.name, self.files, sha)
         log.info("%s", notice[2])
-        self._post(notice)
+        self.report(notice)
         return True
 
     def _failed(self, exc: Exception) -> None:
@@ -192,16 +195,7 @@ class PolicyWatch:
         notice = reload_failed(self.role, self.current().name, self.files, problem)
         # an error of our own is told as it is; anything else gets its traceback
         log.error("%s", notice[2], exc_info=None if isinstance(exc, IdlegateError) else exc)
-        self._post(notice)
-
-    def _post(self, notice: Notice) -> None:
-        if self.report is not None:
-            self.report(notice)
-
-
-def _build(spec: str | None, n: int) -> list[Scheduler]:
-    """`n` policy objects of `spec` (each user its own)."""
-    return [build_scheduler(spec) for _ in range(n)]
+        self.report(notice)
 
 
 def replace_policy(bridge: Bridge, policy: Scheduler) -> None:
@@ -232,7 +226,7 @@ def policy_watches(
     shadow: Shadow | None,
     metrics: Metrics,
     report: Callable[[Notice], None],
-    others: Callable[[], list[Callable[[Scheduler], None]]] | None = None,
+    others: Callable[[], list[Callable[[Scheduler], None]]] = list,
 ) -> list[PolicyWatch]:
     """The watches of the operator: of the active policy's model files (unless the policy
     is an object given in `settings.scheduler`, or the interval is 0: no reloads), and of the shadow's;
@@ -240,30 +234,15 @@ def policy_watches(
     of `others()` (:meth:`PoolReloads.following`) an object of its own."""
     if not settings.policy_reload_interval:
         return []
-    watches: list[PolicyWatch] = []
+    watch = partial(PolicyWatch, metrics=metrics, report=report)
+    watches = []
     if settings.scheduler is None:
         watches.append(
-            PolicyWatch(
-                settings.policy,
-                role="active",
-                current=active,
-                apply=use,
-                metrics=metrics,
-                report=report,
-                others=others,
-            )
+            watch(settings.policy, role="active", current=active, apply=use, others=others)
         )
     if shadow is not None and settings.shadow is not None:
-        watches.append(
-            PolicyWatch(
-                settings.shadow,
-                role="shadow",
-                current=lambda: shadow.policy,
-                apply=shadow.replace,
-                metrics=metrics,
-                report=report,
-            )
-        )
+        current, replace = (lambda: shadow.policy), shadow.replace
+        watches.append(watch(settings.shadow, role="shadow", current=current, apply=replace))
     return [w for w in watches if w.files]
 
 
