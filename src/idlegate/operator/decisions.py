@@ -42,7 +42,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -54,7 +54,6 @@ from idlegate.sim.engine import Answered, JobArrival, decision_round
 from idlegate.sim.protocol import Action, Decision, Launch, Scheduler, Stage
 
 if TYPE_CHECKING:
-    from idlegate.operator.features.shadow import Shadow
     from idlegate.policy.plans import Hold
     from idlegate.policy.spec import SchedulerSpec
 
@@ -213,6 +212,17 @@ class ErrorLog:
             log.error("The policy %r failed the same way %d times: %s", rule, seen, _describe(exc))
 
 
+class Onlooker(Protocol):
+    """What watches the rounds beside the Decider (:class:`idlegate.operator.features.shadow.Shadow`,
+    which imports this module): `begin` before a round's first question gives a record whose
+    `actions` the Decider fills with the answers applied (or None: not this round), `submit`
+    takes it after."""
+
+    def begin(self, cluster: Cluster, active: Scheduler) -> Any: ...
+
+    def submit(self, shadowed: Any, now: float) -> None: ...
+
+
 class Decider:
     """Asks the policy through decision rounds, falling back on the module's rules.
 
@@ -225,7 +235,7 @@ class Decider:
         self.metrics = metrics
         self.seed = seed
         self.errors = ErrorLog()
-        self.shadow: Shadow | None = None
+        self.shadow: Onlooker | None = None
         self.known: tuple[JobArrival, ...] = ()
         """Arrivals known in advance (the cron workflows' upcoming runs), told to every
         policy used that takes them (``futures=known`` planners)."""
