@@ -71,17 +71,6 @@ class Owner:
     kind: str = KIND
     """Its kind: a DagWorkflow, or a DagCronWorkflow (the owner of its runs)."""
 
-    def reference(self) -> dict[str, Any]:
-        """An ownerReference: controller, and blocking the owner's foreground deletion."""
-        return {
-            "apiVersion": API_VERSION,
-            "kind": self.kind,
-            "name": self.name,
-            "uid": self.uid,
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
-
     def object_reference(self) -> dict[str, Any]:
         """The involvedObject of an Event about the workflow."""
         return {
@@ -91,6 +80,13 @@ class Owner:
             "name": self.name,
             "uid": self.uid,
         }
+
+    def reference(self) -> dict[str, Any]:
+        """An ownerReference (no namespace: the same one's): controller, and blocking the
+        owner's foreground deletion."""
+        ref = self.object_reference()
+        del ref["namespace"]
+        return {**ref, "controller": True, "blockOwnerDeletion": True}
 
 
 def pod_name(workflow: str, stage: str, index: int, attempt: int = 0) -> str:

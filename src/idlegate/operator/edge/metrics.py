@@ -250,8 +250,9 @@ class MetricFamilies:
 
 
 class PoolFamily(Generic[M]):
-    """A labelled per-pool family seen from one pool: ``labels(*values)`` is the family's
-    child with the pool first. It remembers the children it made (:meth:`remove_all`)."""
+    """A per-pool family seen from one pool: ``labels(*values)`` is the family's child with
+    the pool first (``labels()`` for one with no other label). It remembers the children it
+    made (:meth:`remove_all`)."""
 
     def __init__(self, family: M, pool: str) -> None:
         self._family, self._pool = family, pool
@@ -289,10 +290,12 @@ class Metrics:
         self.registry = f.registry
         self.pool = pool
         self._bound: list[PoolFamily[Any]] = []
-        self._children: list[Any] = []
         pooled, wide = f.split()
-        for attr, family in pooled.items():  # (a child made now: a scrape shows it at once)
-            setattr(self, attr, self._family(family) if f.labelled(family) else self._child(family))
+        for attr, family in pooled.items():
+            bound = PoolFamily(family, pool)
+            self._bound.append(bound)
+            # (a family with the pool label alone: its child, made now, so a scrape shows it)
+            setattr(self, attr, bound if f.labelled(family) else bound.labels())
         for attr, family in wide.items():
             setattr(self, attr, family)
         # what a scrape shows of the pool before anything happened in it
@@ -308,21 +311,9 @@ class Metrics:
         self.follow(policy)
         self.info.labels(policy).set(1)
 
-    def _child(self, family: M) -> M:
-        child = family.labels(self.pool)
-        self._children.append(family)
-        return child
-
-    def _family(self, family: M) -> PoolFamily[M]:
-        bound = PoolFamily(family, self.pool)
-        self._bound.append(bound)
-        return bound
-
     def remove(self) -> None:
         """Remove the pool's series from the registry (its ExecutorPool is gone or rebuilt:
         a scrape no longer shows it)."""
-        for family in self._children:
-            family.remove(self.pool)
         for bound in self._bound:
             bound.remove_all()
 
