@@ -15,6 +15,11 @@ def to_datetime(t: float) -> datetime:
     return datetime.fromtimestamp(t, UTC)
 
 
+def stamp(t: float) -> str:
+    """Clock seconds as the API writes a time, to the second: ``2024-01-01T00:00:00Z``."""
+    return f"{to_datetime(t):%Y-%m-%dT%H:%M:%SZ}"
+
+
 def timestamp_precision(value: str) -> float:
     """Seconds of precision of an RFC 3339 timestamp: 1 for the API server's usual
     ``2024-01-01T00:00:00Z`` (metav1.Time), 0 for one with a fraction (metav1.MicroTime)."""

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from idlegate.api.labels import GATE
 from idlegate.api.status import SlotState
-from idlegate.api.timestamps import to_datetime
+from idlegate.api.timestamps import stamp, to_datetime
 from idlegate.operator.core.tracking import StageTrack, Task
 from idlegate.sim.dag import Dag
 from idlegate.sim.protocol import Decision, Job, Stage
@@ -180,7 +180,7 @@ def idle_slot(slot: SlotState, busy: int, pool: int) -> Notice:
         "Normal",
         "IdleSlot",
         f"Stage {slot.stage!r} waits {slot.delay:g} s on purpose (deliberate idle slot) until "
-        f"{to_datetime(slot.release):%Y-%m-%dT%H:%M:%S}Z: {slot.reason}; {busy}/{pool} "
+        f"{stamp(slot.release)}: {slot.reason}; {busy}/{pool} "
         "executors busy.",
     )
 

@@ -26,7 +26,7 @@ from idlegate.api.status import (
     dump,
     format_indexes,
 )
-from idlegate.api.timestamps import to_datetime
+from idlegate.api.timestamps import stamp, to_datetime
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.pods import Owner
 from idlegate.sim.dag import Dag
@@ -371,7 +371,7 @@ class Workflow:
             slot = idle[0]
             message = (
                 f"Stage {slot.stage!r} is held back in a deliberate idle slot of {slot.delay:g} s "
-                f"until {to_datetime(slot.release):%Y-%m-%dT%H:%M:%SZ} ({slot.reason})."
+                f"until {stamp(slot.release)} ({slot.reason})."
             )
             self.conditions.set("Running", False, "IdleSlot", message, gen, now)
         else:

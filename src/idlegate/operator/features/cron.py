@@ -47,7 +47,7 @@ from idlegate.api.cron_spec import (
 from idlegate.api.podsecurity import DEFAULT_LEVEL, Level, namespace_policy
 from idlegate.api.status import Conditions, Phase
 from idlegate.api.template import check_templates
-from idlegate.api.timestamps import from_datetime, to_datetime
+from idlegate.api.timestamps import from_datetime, stamp, to_datetime
 from idlegate.errors import SpecError
 from idlegate.operator.clock import Clock
 from idlegate.operator.core.pods import Owner
@@ -208,7 +208,7 @@ class CronController:
                 owner,
                 "Warning",
                 "MissedSchedule",
-                f"the run due at {_stamp(when.too_late)} was not started: it is more than "
+                f"the run due at {stamp(when.too_late)} was not started: it is more than "
                 f"startingDeadlineSeconds ({spec.starting_deadline_seconds}) late",
             )
             return None
@@ -220,14 +220,14 @@ class CronController:
                 "Warning",
                 "MissedSchedule",
                 f"{when.missed} earlier run(s) were missed; starting only the latest, due at "
-                f"{_stamp(when.run_at)}",
+                f"{stamp(when.run_at)}",
             )
         if active and spec.concurrency_policy is ConcurrencyPolicy.FORBID:
             self.record(
                 owner,
                 "Normal",
                 "RunAlreadyActive",
-                f"not starting the run due at {_stamp(when.run_at)}: concurrencyPolicy is "
+                f"not starting the run due at {stamp(when.run_at)}: concurrencyPolicy is "
                 f"Forbid and {_name(active[0])} is still active",
             )
             return None
@@ -260,7 +260,7 @@ class CronController:
             if exc.status != 409:
                 raise
             return body  # created before a restart: the same run, not a second one
-        self.record(owner, "Normal", "RunStarted", f"started {name} (due at {_stamp(at)})")
+        self.record(owner, "Normal", "RunStarted", f"started {name} (due at {stamp(at)})")
         return created
 
     async def _prune(self, ns: str, finished: list[dict[str, Any]], keep: int) -> None:
@@ -331,7 +331,3 @@ def _sort(
     succeeded = [r for r, p in zip(runs, phases, strict=True) if p == Phase.SUCCEEDED]
     failed = [r for r, p in zip(runs, phases, strict=True) if p in (Phase.FAILED, Phase.INVALID)]
     return active, succeeded, failed
-
-
-def _stamp(t: float) -> str:
-    return to_datetime(t).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -33,7 +33,7 @@ from typing import Any, TextIO
 import yaml
 
 from idlegate.api.crd import KIND, LIST_KIND
-from idlegate.api.timestamps import from_datetime, to_datetime
+from idlegate.api.timestamps import from_datetime, stamp
 from idlegate.errors import IdlegateError
 from idlegate.operator.features.history import object_history, rotated
 from idlegate.sim.history import HistoryWorkflow, history_text, load_history, write_history
@@ -189,7 +189,7 @@ def select(workflows: Iterable[HistoryWorkflow], since: float | None) -> list[Hi
 def since_note(found: Sequence[HistoryWorkflow], since: str, earliest: float) -> str:
     """Why `--since` kept none of the records `found`: when the newest of them arrived."""
     head = (
-        f"{len(found)} finished workflow(s) read, none arrived since {_stamp(earliest)} "
+        f"{len(found)} finished workflow(s) read, none arrived since {stamp(earliest)} "
         f"(--since {since})"
     )
     arrivals = [w.arrival for w in found if w.arrival is not None]
@@ -201,11 +201,7 @@ def since_note(found: Sequence[HistoryWorkflow], since: str, earliest: float) ->
             f"{head}; the newest arrived at {newest:g} s, which counts from 0 (as a simulated "
             "history's arrivals do), not from 1970: drop --since to export them"
         )
-    return f"{head}; the newest arrived at {_stamp(newest)}"
-
-
-def _stamp(t: float) -> str:
-    return to_datetime(t).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return f"{head}; the newest arrived at {stamp(newest)}"
 
 
 def export(

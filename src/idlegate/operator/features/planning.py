@@ -47,7 +47,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeGuard
 
 from idlegate.operator.core import messages
 from idlegate.operator.core.messages import Notice
@@ -64,12 +64,17 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def is_planner(policy: Scheduler) -> TypeGuard[LookaheadScheduler]:
+    """Whether `policy` is a switch-mode lookahead planner (it makes plans of policies)."""
+    from idlegate.policy.lookahead import LookaheadScheduler
+
+    return isinstance(policy, LookaheadScheduler) and policy.config.mode == "switch"
+
+
 def worker_planner(policy: Scheduler) -> LookaheadScheduler | None:
     """`policy` as a planner that plans in a worker (a switch-mode lookahead planner, set
     to ``planner=worker``), else None."""
-    from idlegate.policy.lookahead import LookaheadScheduler
-
-    if not isinstance(policy, LookaheadScheduler) or policy.config.mode != "switch":
+    if not is_planner(policy):
         return None
     if policy.config.planner != "worker":
         policy.config = policy.config.model_copy(update={"planner": "worker"})

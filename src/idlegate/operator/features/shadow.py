@@ -59,6 +59,7 @@ import numpy as np
 
 from idlegate.errors import IllegalDecisionError
 from idlegate.operator.decisions import ErrorLog, build_scheduler, followed
+from idlegate.operator.features.planning import is_planner
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.protocol import WAIT, Action, Decision, Job, Scheduler
 
@@ -86,13 +87,6 @@ class ShadowRound:
     """The active planner's estimate (source 1), if any."""
     actions: list[Action] = field(default_factory=list)
     """The answers the round applied, in order (the Decider adds them)."""
-
-
-def is_planner(policy: Scheduler) -> bool:
-    """Whether `policy` is a switch-mode lookahead planner (it makes plans of policies)."""
-    from idlegate.policy.lookahead import LookaheadScheduler
-
-    return isinstance(policy, LookaheadScheduler) and policy.config.mode == "switch"
 
 
 def plan_estimate(plan: Plan | None, shadow: str, active: str) -> float | None:
