@@ -129,9 +129,7 @@ class CronController:
         ns, name = meta.get("namespace", ""), meta.get("name", "")
         owner = Owner(ns, name, meta.get("uid", ""), CRON_KIND)
         status = CronWorkflowStatus.model_validate(body.get("status") or {})
-        conditions = Conditions(
-            [c.model_dump(mode="json", by_alias=True) for c in status.conditions]
-        )
+        conditions = Conditions((body.get("status") or {}).get("conditions"))
         now = self.clock.now()
         generation = int(meta.get("generation") or 0)
         # 1. validate (the runs' templates as their admission will: by the namespace)

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Protocol, TypeGuard
 
@@ -84,31 +83,22 @@ def worker_planner(policy: Scheduler) -> LookaheadScheduler | None:
 class PlanningWorker:
     """Plans of one planner in one worker thread, adopted in the event loop."""
 
-    def __init__(
-        self,
-        planner: LookaheadScheduler,
-        cluster: Cluster,
-        *,
-        budget: float,
-        metrics: Metrics,
-        decider: Decider,
-        schedule: Callable[[], None],
-    ) -> None:
+    def __init__(self, planner: LookaheadScheduler, driver: Driver) -> None:
         self.planner = planner
-        self.cluster = cluster
-        self.budget = budget
-        """Wall seconds one plan may take (`Settings.plan_budget_ms`)."""
-        self.metrics = metrics
-        self.decider = decider
-        self.schedule = schedule
-        """The bridge's scheduling round (run after a switch)."""
+        self.cluster = driver.cluster
+        self.budget = driver.settings.plan_budget_ms / 1000
+        """Wall seconds one plan may take (``--plan-budget-ms``)."""
+        self.metrics = driver.metrics
+        self.decider = driver.decider
+        self.schedule = driver.schedule
+        """The pool's scheduling round (run after a switch)."""
         self.running: asyncio.Future[Plan] | None = None
         """The plan being made, if any."""
         self.plans = 0
         """Plans finished (adopted, dropped or failed)."""
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="idlegate-planner")
         self._closed = False
-        metrics.follow(planner.following)
+        self.metrics.follow(planner.following)
 
     def poke(self) -> None:
         """Event loop, after a scheduling round: start a plan if one is needed and none is
@@ -186,20 +176,11 @@ class Driver(Protocol):
     def schedule(self) -> None: ...
 
 
-def planning_worker(bridge: Driver) -> PlanningWorker | None:
-    """The worker of the bridge's policy when it is a planner that plans beside its
-    decisions (its budget: ``--plan-budget-ms``), else None."""
-    planner = worker_planner(bridge.scheduler)
-    if planner is None:
-        return None
-    return PlanningWorker(
-        planner,
-        bridge.cluster,
-        budget=bridge.settings.plan_budget_ms / 1000,
-        metrics=bridge.metrics,
-        decider=bridge.decider,
-        schedule=bridge.schedule,
-    )
+def planning_worker(driver: Driver) -> PlanningWorker | None:
+    """The worker of the pool's policy when it is a planner that plans beside its
+    decisions, else None."""
+    planner = worker_planner(driver.scheduler)
+    return None if planner is None else PlanningWorker(planner, driver)
 
 
 def note_rule(
