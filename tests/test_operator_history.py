@@ -147,6 +147,21 @@ async def test_a_failing_sink_warns_and_the_pool_goes_on(tmp_path: Path):
 
 
 @pytest.mark.asyncio
+async def test_a_restarted_operator_keeps_the_run_times_measured_before_it():
+    kube, clock = FakeKube(), FakeClock(1_717_200_000)
+    first = Harness(kube, clock, 2, make_scheduler("fifo"))
+    await first.submit("etl", ETL)
+    for i, seconds in enumerate((7, 9)):
+        await finish_ran(first, f"etl-a-{i}", seconds)
+    second = Harness(kube, clock, 2, first.bridge.scheduler)
+    await intake.rebuild(second.bridge)
+    await finish_ran(second, "etl-a-2", 12)
+    await finish_ran(second, "etl-b-0", 3)
+    a, b = (s["measuredDurationSeconds"] for s in kube.status("etl")["stages"])
+    assert sorted(a) == [7, 9, 12] and b == [3]
+
+
+@pytest.mark.asyncio
 async def test_a_stage_keeps_a_bounded_sample_of_its_run_times():
     h = harness(pool=4, history_samples=5)
     await h.submit("wide", {"stages": [stage("a", tasks=40, duration=1)]})

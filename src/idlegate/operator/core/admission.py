@@ -162,8 +162,8 @@ def classify(
 
 
 def _restore_collected(wf: Workflow, status: Mapping[str, Any], found: Restore) -> None:
-    """The succeeded tasks whose pods were deleted (by pod GC), from the status, and the
-    failed attempts it counts (their pods may be deleted too)."""
+    """The succeeded tasks whose pods were deleted (by pod GC), from the status, the
+    failed attempts it counts (their pods may be deleted too) and the history samples."""
     for raw in status.get("stages") or []:
         track = wf.by_name.get(raw.get("name")) if isinstance(raw, dict) else None
         if track is None:
@@ -176,6 +176,10 @@ def _restore_collected(wf: Workflow, status: Mapping[str, Any], found: Restore) 
         failed = raw.get("failed")
         if isinstance(failed, int) and failed > track.failed:
             track.failed = failed
+        values = raw.get("measuredDurationSeconds")
+        if isinstance(values, list):
+            track.samples = [float(v) for v in values if isinstance(v, int | float) and v > 0]
+            track.sampled = max(len(track.samples), int(raw.get("succeeded") or 0))
 
 
 def _classify_task(track: StageTrack, index: int, infos: list[TaskPod], found: Restore) -> None:

@@ -217,7 +217,6 @@ class Core:
             reject(self.intents, self.metrics, owner, body, str(exc), now)
             return None
         self.workflows[wf.key] = wf
-        wf.restore_samples(status)
         self._restore(wf, restore)
         if self.cleanup is not None:
             self.cleanup.admitted(wf, pods)

@@ -329,16 +329,6 @@ class Workflow:
         if seconds:
             track.sample(seconds, keep, self.history_rng)
 
-    def restore_samples(self, status: dict[str, Any]) -> None:
-        """Take back the history samples a status holds (after a restart)."""
-        for stage in status.get("stages") or []:
-            track = self.by_name.get(stage.get("name")) if isinstance(stage, dict) else None
-            values = stage.get("measuredDurationSeconds") if track is not None else None
-            if track is None or not isinstance(values, list):
-                continue
-            track.samples = [float(v) for v in values if isinstance(v, int | float) and v > 0]
-            track.sampled = max(len(track.samples), int(stage.get("succeeded") or 0))
-
     def refresh_conditions(self, now: float) -> None:
         """Set the Running condition from the current state (Valid/Complete/Failed are set
         where they change)."""
