@@ -135,6 +135,8 @@ class Run:
     cpu: float
     choices: list[dict[str, Any]] = field(default_factory=list)
     """Every round's `portfolio.Choice` as a dict (its reason, best and scores)."""
+    label: str = ""
+    """The row it belongs to (its candidate's spec, or ``brain``)."""
 
 
 @dataclass
@@ -280,6 +282,7 @@ def run_task(task: Task) -> Run:
         result.end_time,
         cpu,
         choices,
+        task.label,
     )
 
 
@@ -478,6 +481,64 @@ def candidates_table(cases: Sequence[Case], results: Results) -> None:
         print(f"| {lab} | " + " | ".join(cells) + " |")
 
 
+def following_at(run: Run, times: np.ndarray) -> list[str]:
+    """The candidate `run` (a brain run) followed at each of `times`."""
+    points = [(0.0, run.start or "?")] + [(effect, cand) for _, effect, cand in run.rounds]
+    starts = np.array([t for t, _ in points])
+    idx = np.searchsorted(starts, times, side="right") - 1
+    return [points[max(i, 0)][1] for i in idx]
+
+
+def loss_parts(run: Run, best: Run) -> dict[str, float]:
+    """Where `run` (the brain) loses to `best` (a fixed candidate on the same arrivals):
+    the JCT difference summed over the jobs that arrived while the brain followed its
+    cold-start candidate, `best` itself, or another candidate, each over `best`'s JCT
+    sum (so the three add up to the brain's change against `best` on this seed)."""
+    followed = following_at(run, run.arrival)
+    first = run.rounds[0][1] if run.rounds else run.end
+    total = float(np.sum(best.jct))
+    parts = {"cold start": 0.0, "the best": 0.0, "another": 0.0}
+    jobs = {"cold start": 0, "the best": 0, "another": 0}
+    for i, cand in enumerate(followed):
+        if run.arrival[i] < first:
+            part = "cold start"
+        elif cand == best.label:
+            part = "the best"
+        else:
+            part = "another"
+        parts[part] += (float(run.jct[i]) - float(best.jct[i])) / total
+        jobs[part] += 1
+    return {**parts, **{f"{k} jobs": v / len(run.jct) for k, v in jobs.items()}}
+
+
+def losses_table(cases: Sequence[Case], results: Results) -> dict[str, dict[str, float]]:
+    """Per workload, the brain's change against the best fixed candidate split by what it
+    followed when each job arrived (`loss_parts`), averaged over the seeds."""
+    print(
+        "| workload | best fixed | brain vs best (sum of JCTs) | cold start: loss (jobs) | "
+        "following the best: loss (jobs) | following another: loss (jobs) |"
+    )
+    print("|---|---|---:|---:|---:|---:|")
+    out = {}
+    for c in cases:
+        if c.fixed is not None:
+            continue
+        r, key = results, c.key
+        best = best_of(r, key, fixed_labels(r, key))
+        per_seed = []
+        for s in c.seeds:
+            per_seed.append(loss_parts(r.runs[key]["brain"][s], r.runs[key][best][s]))
+        mean = {k: float(np.mean([p[k] for p in per_seed])) for k in per_seed[0]}
+        out[key] = mean
+        total = mean["cold start"] + mean["the best"] + mean["another"]
+        cells = [
+            f"{mean[k]:+.2%} ({mean[k + ' jobs']:.0%})"
+            for k in ("cold start", "the best", "another")
+        ]
+        print(f"| {key} | {best} | {total:+.2%} | " + " | ".join(cells) + " |")
+    return out
+
+
 # ---------------------------------------------------------------------------------------
 # the regime shift
 
@@ -665,6 +726,7 @@ def to_json(
     rows: list[dict[str, Any]],
     shift: dict[str, Any] | None,
     checks_: Sequence[Check],
+    losses: dict[str, dict[str, float]] | None = None,
 ) -> dict[str, Any]:
     """Every per-seed mean JCT and CPU time, the brain's rounds, the tables and targets."""
     out_cases = {}
@@ -687,6 +749,7 @@ def to_json(
         "cases": out_cases,
         "table": rows,
         "shift": shift,
+        "losses": losses,
         "targets": [c.__dict__ for c in checks_],
     }
 
@@ -746,6 +809,7 @@ def run(args: argparse.Namespace) -> list[Check]:
     )
     rows = workload_table(cases, results)
     candidates_table(cases, results)
+    losses = losses_table(cases, results)
     shift = None
     for c in cases:
         if c.family == "shift":
@@ -754,7 +818,9 @@ def run(args: argparse.Namespace) -> list[Check]:
     report(result)
     if args.json is not None:
         args.json.write_text(
-            json.dumps(to_json(args, cases, results, rows, shift, result), indent=1, default=_plain)
+            json.dumps(
+                to_json(args, cases, results, rows, shift, result, losses), indent=1, default=_plain
+            )
         )
     print(f"{time.perf_counter() - started:.0f} s in all")
     return result

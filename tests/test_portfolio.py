@@ -15,8 +15,11 @@ from idlegate.policy.portfolio import (
     Choice,
     PortfolioScheduler,
     candidate_specs,
+    paired_error,
     portfolio_config,
+    recency_weights,
     select,
+    won,
 )
 from idlegate.policy.spec import model_files
 from idlegate.sim.cluster import Cluster
@@ -41,11 +44,42 @@ def test_a_followed_candidate_without_a_score_or_failed_is_always_replaced():
     assert select({"fair": math.inf, "srpt": 1e9}, "fair", 0.5)[0] == "srpt"
 
 
-def test_ties_go_to_the_first_candidate_and_one_candidate_has_no_runner_up():
+def test_ties_keep_the_followed_candidate_else_go_to_the_first():
     assert select({"a": 1.0, "b": 1.0}, "c", 0.0) == ("a", "b", "best")
+    assert select({"a": 1.0, "b": 1.0}, "b", 0.0) == ("b", "a", "best")
+    assert select({"a": 1.0, "b": 1.0}, "b", 0.0, protected=False)[0] == "b"
     assert select({"a": 1.0}, "a", 0.0) == ("a", None, "best")
     with pytest.raises(IdlegateError):
         select({}, "a", 0.0)
+
+
+def test_an_unprotected_candidate_gives_way_to_any_better_score():
+    scores = {"fair": 100.0, "srpt": 99.0}
+    assert select(scores, "fair", 0.05)[0] == "fair"
+    assert select(scores, "fair", 0.05, protected=False)[0] == "srpt"
+
+
+def test_only_an_outright_win_protects():
+    assert won({"a": 1.0, "b": 2.0}, "a")
+    assert not won({"a": 1.0, "b": 1.0}, "a")  # a tie is no evidence
+    assert not won({"a": 1.0, "b": 2.0}, "b")
+
+
+def test_confidence_asks_for_a_gap_beyond_the_noise_of_paired_differences():
+    # b beats a by 2 on average, but the per-workflow differences swing by +-10
+    noisy = {"a": np.array([10.0, 30.0, 10.0, 30.0]), "b": np.array([18.0, 18.0, 18.0, 18.0])}
+    steady = {"a": np.array([20.0, 20.0, 20.0, 20.0]), "b": np.array([18.0, 18.0, 18.0, 18.0])}
+    scores = {"a": 20.0, "b": 18.0}
+    assert select(scores, "a", 0.01, jcts=noisy, confidence=1.0)[0] == "a"
+    assert select(scores, "a", 0.01, jcts=steady, confidence=1.0)[0] == "b"
+    assert select(scores, "a", 0.01, jcts=noisy)[0] == "b"  # confidence 0: the margin alone
+    assert paired_error(noisy["a"], noisy["b"]) == pytest.approx(10 / math.sqrt(4))
+
+
+def test_recency_weights_halve_every_half_life():
+    w = recency_weights(5, 2.0)
+    assert w is not None and w[-1] == 1.0 and w[-3] == pytest.approx(0.5)
+    assert recency_weights(5, None) is None
 
 
 def test_the_choice_says_what_is_followed_and_why():
@@ -90,21 +124,22 @@ def test_a_round_finds_srpt_when_a_short_job_arrives_with_a_long_one():
     assert brain.following == "srpt" and brain.switches == 1
 
 
-def test_the_margin_protects_a_rounds_choice_but_not_the_cold_start():
+def test_the_margin_protects_an_outright_winner_but_not_the_cold_start_or_a_tie():
     window = [
         JobArrival(0.0, "long", dag(("a", 1, 10.0, []))),
         JobArrival(0.0, "short", dag(("a", 1, 1.0, []))),
     ]
     brain = _fed("fifo+srpt", margin=0.9)  # srpt is 43 % better: within the margin
     assert _round(brain, window, executors=1).candidate == "srpt"  # from the cold start
-    tied = _fed("srpt+fifo")  # starts on fifo; a tie with the cold start's: the round's best
+    tied = _fed("srpt+fifo", margin=0.9)  # starts on fifo; a tie keeps it, unprotected
     tie = [JobArrival(0.0, "one", dag(("a", 1, 1.0, [])))]
     first = _round(tied, tie, executors=1)
     assert first.scores == {"srpt": 1.0, "fifo": 1.0}
-    assert (first.candidate, first.reason) == ("srpt", "best")
+    assert (first.candidate, first.reason) == ("fifo", "best")
+    assert _round(tied, window, executors=1).candidate == "srpt"  # the margin did not hold
     brain = _fed("fifo+srpt", margin=0.9)
-    brain.adopt(Choice("fifo", 10.5, "srpt", 6.0, 2, "best"))  # as if a round chose fifo
-    choice = _round(brain, window, executors=1)
+    brain.adopt(Choice("fifo", 10.5, "srpt", 6.0, 2, "best", "fifo", {"fifo": 1.0}))
+    choice = _round(brain, window, executors=1)  # fifo won a round: the margin holds
     assert (choice.candidate, choice.reason, choice.best) == ("fifo", "kept", "srpt")
 
 

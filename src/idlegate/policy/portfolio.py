@@ -26,8 +26,14 @@ scores infinity.
 
 **Following with a margin.** The best-scoring candidate replaces the one followed only
 when its score is lower by more than `margin` (a fraction) of the followed one's score,
-so replay noise does not make it flap (`select`). The margin protects only a candidate
-a round chose: the cold start's is replaced by the first round's best, even on a tie. The outcome is a `Choice`: which
+and with `confidence` > 0 by more than that many standard errors of the paired
+per-workflow differences, so replay noise does not make it flap (`select`). Ties (the
+same score: the same decisions on the window) keep the candidate followed. The margin
+protects only a candidate that won a round outright (`won`): the cold start's, or one
+kept only by ties, gives way to any better score. Scores may weigh recent workflows
+more (`half_life`). After a round that switches nothing the next comes later
+(`backoff`), until a switch or until the finished workflows change size (`change`).
+The outcome is a `Choice`: which
 candidate is followed and why (its score, the runner-up's, the window's size), as data
 and as a sentence: "following srpt: 642 s vs fair 734 s over the last 48 workflows".
 
@@ -92,10 +98,14 @@ __all__ = [
     "Scores",
     "make_portfolio",
     "modelled_seconds",
+    "paired_error",
     "portfolio_config",
     "portfolio_model_files",
+    "recency_weights",
     "replay_portfolio",
     "select",
+    "tied_best",
+    "won",
 ]
 
 RULES: Final = ("fifo", "sjf-cp", "srpt", "fair", "weighted-fair")
@@ -157,8 +167,21 @@ class PortfolioConfig(Config):
     period: Positive | None = 900.0
     """... or this many seconds of the clock after the last round, if a workflow finished
     since (None: only by `every`)."""
+    backoff: StrictInt = Field(1, ge=1)
+    """After a round that switches nothing, the next comes twice as late (`every` and
+    `period` stretched), up to this factor; a switch, or the finished workflows changing
+    character (`change`), brings back the first pace."""
+    change: float = Field(3.0, gt=1.0)
+    """The workload changed when the median work (task-seconds) of at least 5 workflows
+    finished since the last round differs from the rest of the window's by this factor."""
     margin: NonNegative = 0.02
     """Switch only to a candidate whose score is lower by more than this fraction."""
+    confidence: NonNegative = 0.0
+    """... and by more than this many standard errors of the paired per-workflow JCT
+    differences (0: the flat `margin` alone)."""
+    half_life: Positive | None = None
+    """Weigh the window's workflows by recency: a workflow this many arrivals older than
+    the newest counts half as much (None: every workflow the same)."""
     seeds: StrictInt = Field(1, ge=1)
     """Duration seeds per candidate and round (the score is their mean)."""
     tune: StrictBool = True
@@ -205,7 +228,8 @@ class Scores:
     """One round's replay: each candidate's mean JCT, and what the replay cost."""
 
     means: Mapping[str, float]
-    """Candidate spec text → mean JCT in seconds over the window (inf: it failed)."""
+    """Candidate spec text → mean JCT in seconds over the window, weighted by `weights`
+    (inf: it failed)."""
     workflows: int
     """Workflows replayed."""
     events: int
@@ -213,6 +237,11 @@ class Scores:
     """Decisions each candidate made in the replay (its cost)."""
     failed: Mapping[str, str] = field(default_factory=dict)
     """Candidates whose replay raised, with the error."""
+    jcts: Mapping[str, np.ndarray] = field(default_factory=dict)
+    """Candidate → each replayed workflow's JCT (arrival order; the seeds' mean), for
+    the candidates that finished their replay."""
+    weights: np.ndarray | None = None
+    """Each workflow's weight in `means` (arrival order; None: equal)."""
 
 
 @dataclass(frozen=True)
@@ -282,24 +311,78 @@ def _finite(value: float | None) -> float | None:
 
 
 def select(
-    scores: Mapping[str, float], following: str, margin: float
+    scores: Mapping[str, float],
+    following: str,
+    margin: float,
+    *,
+    protected: bool = True,
+    jcts: Mapping[str, np.ndarray] | None = None,
+    weights: np.ndarray | None = None,
+    confidence: float = 0.0,
 ) -> tuple[str, str | None, Literal["best", "kept"]]:
     """(candidate to follow, the runner-up, why) after a round with `scores`.
 
-    The best-scoring candidate (ties: the first in `scores`' order) replaces `following`
-    only when its score is lower than following's by more than `margin` × following's
-    score; a following candidate missing from `scores` (or failed, inf) is always
-    replaced. The runner-up is the best other candidate than the one followed.
+    The best score wins; among candidates tied with it (`tied_best`) the one followed
+    stays, else the first in `scores`' order. When `protected` (the followed candidate
+    earned its place: `won`), the best replaces `following` only when its score is lower
+    than following's by more than `margin` × following's score and, with `confidence` > 0
+    and both candidates' per-workflow JCTs in `jcts`, by more than `confidence` standard
+    errors of their paired differences (`paired_error`, weighted by `weights`); an
+    unprotected one gives way to any better score. A following candidate missing from
+    `scores` (or failed, inf) is always replaced. The runner-up is the best other
+    candidate than the one followed.
     """
     if not scores:
         raise IdlegateError("a round needs at least one candidate's score")
-    best = min(scores, key=scores.__getitem__)
+    tied = tied_best(scores)
+    best = following if following in tied else tied[0]
     current = scores.get(following, math.inf)
-    keep = following in scores and not current * (1.0 - margin) > scores[best]
+    gap = current - scores[best]
+    needed = margin * current if protected else 0.0
+    if protected and confidence > 0 and jcts is not None and following in jcts and best in jcts:
+        needed = max(needed, confidence * paired_error(jcts[following], jcts[best], weights))
+    keep = following in scores and math.isfinite(current) and not gap > needed
     chosen = following if keep else best
     others = [c for c in scores if c != chosen]
     runner_up = min(others, key=scores.__getitem__) if others else None
     return chosen, runner_up, "kept" if keep and best != following else "best"
+
+
+def tied_best(scores: Mapping[str, float]) -> list[str]:
+    """The candidates whose score equals the lowest (to a relative 1e-9: a replay of the
+    same decisions), in `scores`' order."""
+    low = min(scores.values())
+    return [c for c, v in scores.items() if v <= low + 1e-9 * abs(low)]
+
+
+def won(choice_scores: Mapping[str, float], candidate: str) -> bool:
+    """True if `candidate` alone had the round's best score (no tie): the evidence that
+    lets the margin protect it."""
+    return bool(choice_scores) and tied_best(choice_scores) == [candidate]
+
+
+def paired_error(a: np.ndarray, b: np.ndarray, weights: np.ndarray | None = None) -> float:
+    """Standard error of the weighted mean of the per-workflow differences a − b.
+
+    The workflows of one replay share a queue, so their differences are not independent
+    and this understates the error; it scales the margin with how much the candidates'
+    per-workflow outcomes disagree, which is what a flat margin cannot.
+    """
+    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    w = np.ones_like(d) if weights is None else np.asarray(weights, dtype=float)
+    if len(d) < 2:
+        return math.inf
+    total = float(np.sum(w))
+    mean = float(np.sum(w * d)) / total
+    return math.sqrt(float(np.sum(w * w * (d - mean) ** 2))) / total
+
+
+def recency_weights(n: int, half_life: float | None) -> np.ndarray | None:
+    """Weights of `n` workflows in arrival order: halving every `half_life` arrivals back
+    from the newest (None: equal weights)."""
+    if half_life is None:
+        return None
+    return 0.5 ** ((n - 1 - np.arange(n)) / half_life)
 
 
 # ---------------------------------------------------------------------------------------
@@ -366,31 +449,39 @@ def replay_portfolio(
     *,
     seeds: int = 1,
     moving_delay: float = 0.0,
+    half_life: float | None = None,
 ) -> Scores:
     """Replay the finished workflows `window` under each scheduler (spec text → instance)
     on a pool of `num_executors`, with the seeds seed, seed + 1, …: every candidate sees
-    the same arrivals and the same seeds (common random numbers)."""
+    the same arrivals and the same seeds (common random numbers). Scores are mean JCTs
+    weighted by recency (`recency_weights` with `half_life`)."""
     workload = _replay_workload(window, num_executors, moving_delay=moving_delay)
+    n = len(workload.jobs)
+    weights = recency_weights(n, half_life)
     means: dict[str, float] = {}
+    jcts: dict[str, np.ndarray] = {}
     decisions: dict[str, int] = {}
     failed: dict[str, str] = {}
     events = 0
     for text, scheduler in schedulers.items():
-        total, made = 0.0, 0
+        total, made = np.zeros(n), 0
         try:
             for s in range(seeds):
                 result = simulate(workload, scheduler, seed=seed + s)
                 events += result.events
                 made += result.decisions
-                total += float(np.mean([r.jct for r in result.records])) if result.records else 0.0
                 if result.unfinished:  # (a replay runs until every workflow finished)
                     raise IdlegateError(f"{result.unfinished} workflow(s) never finished")
+                for r in result.records:  # (record ids are the replay's arrival order)
+                    total[r.id] += r.jct
         except Exception as exc:  # a failing candidate loses the round, the others go on
             failed[text] = f"{type(exc).__name__}: {exc}"
-            total = math.inf
-        means[text] = total / seeds
+            means[text] = math.inf
+        else:
+            jcts[text] = total / seeds
+            means[text] = float(np.average(jcts[text], weights=weights))
         decisions[text] = made
-    return Scores(means, len(workload.jobs), events, decisions, failed)
+    return Scores(means, n, events, decisions, failed, jcts, weights)
 
 
 @dataclass(frozen=True)
@@ -405,8 +496,8 @@ class ReplayRequest:
     at: float
     reason: Literal["prior history", "best"] = "best"
     protected: bool = True
-    """The candidate followed was a round's choice, so the margin protects it (False at
-    the cold start)."""
+    """The candidate followed won a round outright, so the margin protects it (`won`;
+    False at the cold start and for a candidate kept only by ties)."""
 
 
 # ---------------------------------------------------------------------------------------
@@ -462,6 +553,10 @@ class PortfolioScheduler:
         """Every round's outcome, in order."""
         self.switches = 0
         self._finished: list[JobArrival] = []
+        self._work: list[float] = []
+        """Log total work of each of `_finished` (the change detector's)."""
+        self._stretch = 1
+        """The factor on `every` and `period` (`backoff`)."""
         self._jobs: dict[int, Job] = {}
         self._next_id = 0
         self._done_seen = 0
@@ -469,6 +564,7 @@ class PortfolioScheduler:
         self._last_round = -math.inf
         self._pending: tuple[float, Choice] | None = None
         self._prior_due = bool(self._prior)
+        self._protected = False
 
     def reset(self, rng: Any) -> None:
         """Start of a run: seeds and followers' streams come from `rng` (the run's)."""
@@ -490,11 +586,27 @@ class PortfolioScheduler:
     def record(self, finished: Iterable[JobArrival]) -> None:
         """Finished workflows (arrival, DAG, duration model) for the next rounds."""
         added = list(finished)
+        if not added:
+            return
         self._finished.extend(added)
+        self._work.extend(math.log(max(a.dag.total_work(), 1e-9)) for a in added)
         self._since_round += len(added)
         extra = len(self._finished) - self.config.window
         if extra > 0:
             del self._finished[:extra]
+            del self._work[:extra]
+        if self._stretch > 1 and self._changed_character():
+            self._stretch = 1
+
+    def _changed_character(self) -> bool:
+        """True when the workflows finished since the last round (at least 5) are of
+        another size than the window's others: median work apart by `change`."""
+        new = min(self._since_round, len(self._work))
+        if new < 5 or len(self._work) - new < 5:
+            return False
+        recent = float(np.median(self._work[-new:]))
+        before = float(np.median(self._work[:-new]))
+        return abs(recent - before) > math.log(self.config.change)
 
     def _observe(self, view: ClusterView) -> None:
         """Record the jobs that finished in `view` since the last decision (records=cluster)."""
@@ -525,9 +637,9 @@ class PortfolioScheduler:
         cfg = self.config
         if len(self._finished) < cfg.min_window or self._since_round == 0:
             return False
-        if self._since_round >= cfg.every:
+        if self._since_round >= cfg.every * self._stretch:
             return True
-        return cfg.period is not None and now >= self._last_round + cfg.period
+        return cfg.period is not None and now >= self._last_round + cfg.period * self._stretch
 
     def request(self, view: ClusterView) -> ReplayRequest:
         """Owner thread: the round's window (the prior history's at the first one)."""
@@ -543,7 +655,7 @@ class PortfolioScheduler:
             seed=int(self._rng.integers(2**31)),
             at=view.now,
             reason="prior history" if prior else "best",
-            protected=self.choice.reason != "cold start",
+            protected=self._protected,
         )
 
     def replay(self, request: ReplayRequest) -> Choice:
@@ -558,9 +670,15 @@ class PortfolioScheduler:
                 base = min(rules, key=rules.__getitem__)
                 more = self._replay(request, analytic_specs(cfg, base))
                 scores = _merged(scores, more)
-        # the cold start's candidate is no choice: the round's best replaces it, ties too
-        following = request.following if request.protected else ""
-        chosen, runner_up, why = select(scores.means, following, cfg.margin)
+        chosen, runner_up, why = select(
+            scores.means,
+            request.following,
+            cfg.margin,
+            protected=request.protected,
+            jcts=scores.jcts,
+            weights=scores.weights,
+            confidence=cfg.confidence,
+        )
         reason = "prior history" if request.reason == "prior history" else why
         best = min(scores.means, key=scores.means.__getitem__)
         means = scores.means
@@ -589,13 +707,19 @@ class PortfolioScheduler:
             request.seed,
             seeds=self.config.seeds,
             moving_delay=request.moving_delay,
+            half_life=self.config.half_life,
         )
 
     def adopt(self, choice: Choice) -> None:
         """Owner thread: follow `choice` from the next decision on."""
         self.rounds.append(choice)
         self.choice = choice
-        if choice.candidate != self.following:
+        outright = won(choice.scores, choice.candidate)
+        self._protected = outright or (self._protected and choice.candidate == self.following)
+        if choice.candidate == self.following:
+            self._stretch = min(self._stretch * 2, self.config.backoff)
+        else:
+            self._stretch = 1
             self.switches += 1
             self.following = choice.candidate
             self._follower().reset(self._child_rng())
@@ -637,6 +761,8 @@ def _merged(a: Scores, b: Scores) -> Scores:
         a.events + b.events,
         {**a.decisions, **b.decisions},
         {**a.failed, **b.failed},
+        {**a.jcts, **b.jcts},
+        a.weights,
     )
 
 
