@@ -15,7 +15,6 @@ from idlegate.policy.portfolio import (
     Choice,
     PortfolioScheduler,
     candidate_specs,
-    paired_error,
     portfolio_config,
     recency_weights,
     select,
@@ -63,17 +62,6 @@ def test_only_an_outright_win_protects():
     assert won({"a": 1.0, "b": 2.0}, "a")
     assert not won({"a": 1.0, "b": 1.0}, "a")  # a tie is no evidence
     assert not won({"a": 1.0, "b": 2.0}, "b")
-
-
-def test_confidence_asks_for_a_gap_beyond_the_noise_of_paired_differences():
-    # b beats a by 2 on average, but the per-workflow differences swing by +-10
-    noisy = {"a": np.array([10.0, 30.0, 10.0, 30.0]), "b": np.array([18.0, 18.0, 18.0, 18.0])}
-    steady = {"a": np.array([20.0, 20.0, 20.0, 20.0]), "b": np.array([18.0, 18.0, 18.0, 18.0])}
-    scores = {"a": 20.0, "b": 18.0}
-    assert select(scores, "a", 0.01, jcts=noisy, confidence=1.0)[0] == "a"
-    assert select(scores, "a", 0.01, jcts=steady, confidence=1.0)[0] == "b"
-    assert select(scores, "a", 0.01, jcts=noisy)[0] == "b"  # confidence 0: the margin alone
-    assert paired_error(noisy["a"], noisy["b"]) == pytest.approx(10 / math.sqrt(4))
 
 
 def test_recency_weights_halve_every_half_life():
@@ -277,3 +265,40 @@ def test_the_followed_candidate_decides():
     ours, srpt = simulate(workload, brain, 1), simulate(workload, make_scheduler("srpt"), 1)
     assert [r.finish for r in ours.records] == [r.finish for r in srpt.records]
     assert np.isfinite([r.jct for r in ours.records]).all()
+
+
+def _fed_round(brain: PortfolioScheduler, executors: int = 1) -> Choice:
+    choice = brain.replay(brain.request(Cluster(executors)))
+    brain.adopt(choice)
+    return choice
+
+
+def _jobs(prefix: str, count: int, seconds: float) -> list[JobArrival]:
+    return [JobArrival(float(i), f"{prefix}{i}", dag(("a", 1, seconds, []))) for i in range(count)]
+
+
+def test_rounds_back_off_while_nothing_switches_and_a_change_of_size_restores_the_pace():
+    def settled() -> PortfolioScheduler:
+        brain = _fed("srpt", backoff=4, min_window=2, every=5, period="none")
+        brain.record(_jobs("s", 10, 1.0))
+        _fed_round(brain)  # fifo (the start) -> srpt: the first pace
+        brain.record(_jobs("t", 5, 1.0))
+        assert brain.needs_replay(0.0)
+        _fed_round(brain)  # srpt kept: the next round after 10
+        return brain
+
+    same = settled()
+    same.record(_jobs("u", 5, 1.0))
+    assert not same.needs_replay(0.0)
+    same.record(_jobs("v", 5, 1.0))
+    assert same.needs_replay(0.0)
+    bigger = settled()
+    bigger.record(_jobs("big", 5, 100.0))  # 100 times the work: the workload changed
+    assert bigger.needs_replay(0.0)
+    flat = _fed("srpt", min_window=2, every=5, period="none")  # backoff 1: every 5
+    flat.record(_jobs("s", 10, 1.0))
+    _fed_round(flat)
+    flat.record(_jobs("t", 5, 1.0))
+    _fed_round(flat)
+    flat.record(_jobs("u", 5, 1.0))
+    assert flat.needs_replay(0.0)

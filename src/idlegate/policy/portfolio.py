@@ -26,8 +26,7 @@ scores infinity.
 
 **Following with a margin.** The best-scoring candidate replaces the one followed only
 when its score is lower by more than `margin` (a fraction) of the followed one's score,
-and with `confidence` > 0 by more than that many standard errors of the paired
-per-workflow differences, so replay noise does not make it flap (`select`). Ties (the
+so replay noise does not make it flap (`select`). Ties (the
 same score: the same decisions on the window) keep the candidate followed. The margin
 protects only a candidate that won a round outright (`won`): the cold start's, or one
 kept only by ties, gives way to any better score. Scores may weigh recent workflows
@@ -98,7 +97,6 @@ __all__ = [
     "Scores",
     "make_portfolio",
     "modelled_seconds",
-    "paired_error",
     "portfolio_config",
     "portfolio_model_files",
     "recency_weights",
@@ -176,9 +174,6 @@ class PortfolioConfig(Config):
     finished since the last round differs from the rest of the window's by this factor."""
     margin: NonNegative = 0.02
     """Switch only to a candidate whose score is lower by more than this fraction."""
-    confidence: NonNegative = 0.0
-    """... and by more than this many standard errors of the paired per-workflow JCT
-    differences (0: the flat `margin` alone)."""
     half_life: Positive | None = None
     """Weigh the window's workflows by recency: a workflow this many arrivals older than
     the newest counts half as much (None: every workflow the same)."""
@@ -237,11 +232,6 @@ class Scores:
     """Decisions each candidate made in the replay (its cost)."""
     failed: Mapping[str, str] = field(default_factory=dict)
     """Candidates whose replay raised, with the error."""
-    jcts: Mapping[str, np.ndarray] = field(default_factory=dict)
-    """Candidate → each replayed workflow's JCT (arrival order; the seeds' mean), for
-    the candidates that finished their replay."""
-    weights: np.ndarray | None = None
-    """Each workflow's weight in `means` (arrival order; None: equal)."""
 
 
 @dataclass(frozen=True)
@@ -311,37 +301,25 @@ def _finite(value: float | None) -> float | None:
 
 
 def select(
-    scores: Mapping[str, float],
-    following: str,
-    margin: float,
-    *,
-    protected: bool = True,
-    jcts: Mapping[str, np.ndarray] | None = None,
-    weights: np.ndarray | None = None,
-    confidence: float = 0.0,
+    scores: Mapping[str, float], following: str, margin: float, *, protected: bool = True
 ) -> tuple[str, str | None, Literal["best", "kept"]]:
     """(candidate to follow, the runner-up, why) after a round with `scores`.
 
     The best score wins; among candidates tied with it (`tied_best`) the one followed
     stays, else the first in `scores`' order. When `protected` (the followed candidate
     earned its place: `won`), the best replaces `following` only when its score is lower
-    than following's by more than `margin` × following's score and, with `confidence` > 0
-    and both candidates' per-workflow JCTs in `jcts`, by more than `confidence` standard
-    errors of their paired differences (`paired_error`, weighted by `weights`); an
-    unprotected one gives way to any better score. A following candidate missing from
-    `scores` (or failed, inf) is always replaced. The runner-up is the best other
-    candidate than the one followed.
+    than following's by more than `margin` × following's score; an unprotected one gives
+    way to any better score. A following candidate missing from `scores` (or failed,
+    inf) is always replaced. The runner-up is the best other candidate than the one
+    followed.
     """
     if not scores:
         raise IdlegateError("a round needs at least one candidate's score")
     tied = tied_best(scores)
     best = following if following in tied else tied[0]
     current = scores.get(following, math.inf)
-    gap = current - scores[best]
     needed = margin * current if protected else 0.0
-    if protected and confidence > 0 and jcts is not None and following in jcts and best in jcts:
-        needed = max(needed, confidence * paired_error(jcts[following], jcts[best], weights))
-    keep = following in scores and math.isfinite(current) and not gap > needed
+    keep = following in scores and math.isfinite(current) and not current - scores[best] > needed
     chosen = following if keep else best
     others = [c for c in scores if c != chosen]
     runner_up = min(others, key=scores.__getitem__) if others else None
@@ -359,22 +337,6 @@ def won(choice_scores: Mapping[str, float], candidate: str) -> bool:
     """True if `candidate` alone had the round's best score (no tie): the evidence that
     lets the margin protect it."""
     return bool(choice_scores) and tied_best(choice_scores) == [candidate]
-
-
-def paired_error(a: np.ndarray, b: np.ndarray, weights: np.ndarray | None = None) -> float:
-    """Standard error of the weighted mean of the per-workflow differences a − b.
-
-    The workflows of one replay share a queue, so their differences are not independent
-    and this understates the error; it scales the margin with how much the candidates'
-    per-workflow outcomes disagree, which is what a flat margin cannot.
-    """
-    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
-    w = np.ones_like(d) if weights is None else np.asarray(weights, dtype=float)
-    if len(d) < 2:
-        return math.inf
-    total = float(np.sum(w))
-    mean = float(np.sum(w * d)) / total
-    return math.sqrt(float(np.sum(w * w * (d - mean) ** 2))) / total
 
 
 def recency_weights(n: int, half_life: float | None) -> np.ndarray | None:
@@ -459,7 +421,6 @@ def replay_portfolio(
     n = len(workload.jobs)
     weights = recency_weights(n, half_life)
     means: dict[str, float] = {}
-    jcts: dict[str, np.ndarray] = {}
     decisions: dict[str, int] = {}
     failed: dict[str, str] = {}
     events = 0
@@ -478,10 +439,9 @@ def replay_portfolio(
             failed[text] = f"{type(exc).__name__}: {exc}"
             means[text] = math.inf
         else:
-            jcts[text] = total / seeds
-            means[text] = float(np.average(jcts[text], weights=weights))
+            means[text] = float(np.average(total / seeds, weights=weights))
         decisions[text] = made
-    return Scores(means, n, events, decisions, failed, jcts, weights)
+    return Scores(means, n, events, decisions, failed)
 
 
 @dataclass(frozen=True)
@@ -557,6 +517,10 @@ class PortfolioScheduler:
         """Log total work of each of `_finished` (the change detector's)."""
         self._stretch = 1
         """The factor on `every` and `period` (`backoff`)."""
+        self._change_due = False
+        """The finished workflows changed size since the last round (`change`)."""
+        self._regime = 0
+        """Workflows recorded since the last change of size (or the start)."""
         self._jobs: dict[int, Job] = {}
         self._next_id = 0
         self._done_seen = 0
@@ -589,24 +553,35 @@ class PortfolioScheduler:
         if not added:
             return
         self._finished.extend(added)
-        self._work.extend(math.log(max(a.dag.total_work(), 1e-9)) for a in added)
+        self._work.extend(math.log(max(a.dag.total_work, 1e-9)) for a in added)
         self._since_round += len(added)
+        self._regime += len(added)
         extra = len(self._finished) - self.config.window
         if extra > 0:
             del self._finished[:extra]
             del self._work[:extra]
-        if self._stretch > 1 and self._changed_character():
+        if self._changed_character():
+            # another workload now: the followed candidate won on the old one, so the
+            # margin no longer protects it, and a round comes at once, then at the first pace
             self._stretch = 1
+            self._protected = False
+            self._change_due = True
 
     def _changed_character(self) -> bool:
         """True when the workflows finished since the last round (at least 5) are of
-        another size than the window's others: median work apart by `change`."""
+        another size than those before them since the last change (at least 5): their
+        median work apart by more than the factor `change`. Marks the new ones as the
+        regime's start."""
         new = min(self._since_round, len(self._work))
-        if new < 5 or len(self._work) - new < 5:
+        regime = min(self._regime, len(self._work))
+        if new < 5 or regime - new < 5:
             return False
         recent = float(np.median(self._work[-new:]))
-        before = float(np.median(self._work[:-new]))
-        return abs(recent - before) > math.log(self.config.change)
+        before = float(np.median(self._work[-regime:-new]))
+        if abs(recent - before) <= math.log(self.config.change):
+            return False
+        self._regime = new
+        return True
 
     def _observe(self, view: ClusterView) -> None:
         """Record the jobs that finished in `view` since the last decision (records=cluster)."""
@@ -637,13 +612,14 @@ class PortfolioScheduler:
         cfg = self.config
         if len(self._finished) < cfg.min_window or self._since_round == 0:
             return False
-        if self._since_round >= cfg.every * self._stretch:
+        if self._since_round >= cfg.every * self._stretch or self._change_due:
             return True
         return cfg.period is not None and now >= self._last_round + cfg.period * self._stretch
 
     def request(self, view: ClusterView) -> ReplayRequest:
         """Owner thread: the round's window (the prior history's at the first one)."""
         self._since_round = 0
+        self._change_due = False
         self._last_round = view.now
         prior, self._prior_due = self._prior_due, False
         window = self._prior[-self.config.window :] if prior else tuple(self._finished)
@@ -675,9 +651,6 @@ class PortfolioScheduler:
             request.following,
             cfg.margin,
             protected=request.protected,
-            jcts=scores.jcts,
-            weights=scores.weights,
-            confidence=cfg.confidence,
         )
         reason = "prior history" if request.reason == "prior history" else why
         best = min(scores.means, key=scores.means.__getitem__)
@@ -761,8 +734,6 @@ def _merged(a: Scores, b: Scores) -> Scores:
         a.events + b.events,
         {**a.decisions, **b.decisions},
         {**a.failed, **b.failed},
-        {**a.jcts, **b.jcts},
-        a.weights,
     )
 
 
