@@ -16,7 +16,6 @@ from idlegate.policy.portfolio import (
     PortfolioScheduler,
     candidate_specs,
     portfolio_config,
-    recency_weights,
     select,
     won,
 )
@@ -62,12 +61,6 @@ def test_only_an_outright_win_protects():
     assert won({"a": 1.0, "b": 2.0}, "a")
     assert not won({"a": 1.0, "b": 1.0}, "a")  # a tie is no evidence
     assert not won({"a": 1.0, "b": 2.0}, "b")
-
-
-def test_recency_weights_halve_every_half_life():
-    w = recency_weights(5, 2.0)
-    assert w is not None and w[-1] == 1.0 and w[-3] == pytest.approx(0.5)
-    assert recency_weights(5, None) is None
 
 
 def test_the_choice_says_what_is_followed_and_why():
@@ -295,7 +288,7 @@ def test_rounds_back_off_while_nothing_switches_and_a_change_of_size_restores_th
     bigger = settled()
     bigger.record(_jobs("big", 5, 100.0))  # 100 times the work: the workload changed
     assert bigger.needs_replay(0.0)
-    flat = _fed("srpt", min_window=2, every=5, period="none")  # backoff 1: every 5
+    flat = _fed("srpt", backoff=1, min_window=2, every=5, period="none")  # every 5
     flat.record(_jobs("s", 10, 1.0))
     _fed_round(flat)
     flat.record(_jobs("t", 5, 1.0))

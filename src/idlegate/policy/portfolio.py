@@ -29,8 +29,7 @@ when its score is lower by more than `margin` (a fraction) of the followed one's
 so replay noise does not make it flap (`select`). Ties (the
 same score: the same decisions on the window) keep the candidate followed. The margin
 protects only a candidate that won a round outright (`won`): the cold start's, or one
-kept only by ties, gives way to any better score. Scores may weigh recent workflows
-more (`half_life`). After a round that switches nothing the next comes later
+kept only by ties, gives way to any better score. After a round that switches nothing the next comes later
 (`backoff`), until a switch or until the finished workflows change size (`change`).
 The outcome is a `Choice`: which
 candidate is followed and why (its score, the runner-up's, the window's size), as data
@@ -99,7 +98,6 @@ __all__ = [
     "modelled_seconds",
     "portfolio_config",
     "portfolio_model_files",
-    "recency_weights",
     "replay_portfolio",
     "select",
     "tied_best",
@@ -165,7 +163,7 @@ class PortfolioConfig(Config):
     period: Positive | None = 900.0
     """... or this many seconds of the clock after the last round, if a workflow finished
     since (None: only by `every`)."""
-    backoff: StrictInt = Field(1, ge=1)
+    backoff: StrictInt = Field(4, ge=1)
     """After a round that switches nothing, the next comes twice as late (`every` and
     `period` stretched), up to this factor; a switch, or the finished workflows changing
     character (`change`), brings back the first pace."""
@@ -174,9 +172,6 @@ class PortfolioConfig(Config):
     finished since the last round differs from the rest of the window's by this factor."""
     margin: NonNegative = 0.02
     """Switch only to a candidate whose score is lower by more than this fraction."""
-    half_life: Positive | None = None
-    """Weigh the window's workflows by recency: a workflow this many arrivals older than
-    the newest counts half as much (None: every workflow the same)."""
     seeds: StrictInt = Field(1, ge=1)
     """Duration seeds per candidate and round (the score is their mean)."""
     tune: StrictBool = True
@@ -339,14 +334,6 @@ def won(choice_scores: Mapping[str, float], candidate: str) -> bool:
     return bool(choice_scores) and tied_best(choice_scores) == [candidate]
 
 
-def recency_weights(n: int, half_life: float | None) -> np.ndarray | None:
-    """Weights of `n` workflows in arrival order: halving every `half_life` arrivals back
-    from the newest (None: equal weights)."""
-    if half_life is None:
-        return None
-    return 0.5 ** ((n - 1 - np.arange(n)) / half_life)
-
-
 # ---------------------------------------------------------------------------------------
 # the replay
 
@@ -411,15 +398,12 @@ def replay_portfolio(
     *,
     seeds: int = 1,
     moving_delay: float = 0.0,
-    half_life: float | None = None,
 ) -> Scores:
     """Replay the finished workflows `window` under each scheduler (spec text → instance)
     on a pool of `num_executors`, with the seeds seed, seed + 1, …: every candidate sees
-    the same arrivals and the same seeds (common random numbers). Scores are mean JCTs
-    weighted by recency (`recency_weights` with `half_life`)."""
+    the same arrivals and the same seeds (common random numbers)."""
     workload = _replay_workload(window, num_executors, moving_delay=moving_delay)
     n = len(workload.jobs)
-    weights = recency_weights(n, half_life)
     means: dict[str, float] = {}
     decisions: dict[str, int] = {}
     failed: dict[str, str] = {}
@@ -439,7 +423,7 @@ def replay_portfolio(
             failed[text] = f"{type(exc).__name__}: {exc}"
             means[text] = math.inf
         else:
-            means[text] = float(np.average(total / seeds, weights=weights))
+            means[text] = float(np.mean(total)) / seeds
         decisions[text] = made
     return Scores(means, n, events, decisions, failed)
 
@@ -680,7 +664,6 @@ class PortfolioScheduler:
             request.seed,
             seeds=self.config.seeds,
             moving_delay=request.moving_delay,
-            half_life=self.config.half_life,
         )
 
     def adopt(self, choice: Choice) -> None:
