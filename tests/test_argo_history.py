@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from idlegate.errors import SpecError
 from idlegate.policy import make_scheduler
 from idlegate.sim.argo import (
     DEFAULT_PRIOR,
@@ -16,9 +17,9 @@ from idlegate.sim.argo import (
     RefusalReason,
     map_workflow,
 )
-from idlegate.sim.argo.runs import argo_run, duration_lookup
+from idlegate.sim.argo.runs import DurationHistory, argo_run, duration_lookup
 from idlegate.sim.engine import simulate
-from idlegate.sim.history import load_history
+from idlegate.sim.history import argo_durations, argo_history, load_history, write_history
 from idlegate.sim.workloads import build_workload
 from tests.argo_data import RECORDED, need, recorded
 
@@ -107,3 +108,45 @@ def test_measured_runs_become_the_estimates_of_the_next_run_of_the_template():
     by_stage = {s.name: (s.duration, s.duration_source) for s in job.stages}
     assert by_stage["b"] == (33.0, DurationSource.HISTORY)
     assert by_stage["c"] == (DEFAULT_PRIOR, DurationSource.PRIOR)  # no pod of c succeeded
+
+
+def test_a_finished_argo_workflow_is_a_history_record_that_names_its_template(tmp_path):
+    doc = recorded("dag-disable-fail-fast.yaml")
+    record = argo_history(doc, name="ns/dag", policy="fair", pool_size=4)
+    assert record is not None
+    assert (record.name, record.outcome, record.jct) == ("ns/dag", "Failed", 48.0)
+    assert (record.policy, record.pool_size) == ("fair", 4)
+    assert record.template == map_workflow(doc).template_key
+    # the sink's format: written and read back the same, template included
+    path = write_history(tmp_path / "h.jsonl", [record])
+    (back,) = load_history(path)
+    assert (back.template, back.measured, back.jct) == (record.template, record.measured, 48.0)
+    # and what the next run of that template is estimated from
+    lookup = argo_durations([back, *load_history(_history(tmp_path))])
+    assert lookup(record.template, "b") == 33.0
+    assert lookup(record.template, "c") is None
+    assert len(lookup) == 4  # a, b, d, e: the plain workflows of the other file add nothing
+
+
+def test_a_running_argo_workflow_has_no_record_yet():
+    doc = recorded("dag-disable-fail-fast.yaml")
+    doc["status"]["phase"] = "Running"
+    doc["status"].pop("finishedAt", None)
+    assert argo_history(doc) is None
+
+
+def test_a_template_in_a_history_must_be_a_name(tmp_path):
+    path = tmp_path / "h.yaml"
+    path.write_text(yaml.safe_dump([{"stages": [{"name": "a"}], "template": 3}]))
+    with pytest.raises(SpecError, match="template"):
+        load_history(path)
+
+
+def test_the_duration_history_keeps_the_most_recent_run_times():
+    history = DurationHistory(keep=3)
+    history.add("etl", ["extract", "load"], [(10.0, 20.0), None])
+    assert history("etl", "extract") == 15.0
+    assert history("etl", "load") is None and history("other", "extract") is None
+    history.add("etl", ["extract", "load"], [(30.0, 40.0), (5.0,)])
+    assert history("etl", "extract") == 30.0  # 20, 30, 40
+    assert history("etl", "load") == 5.0

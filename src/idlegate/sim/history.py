@@ -15,8 +15,9 @@ workflows may carry more keys, so the simulator can replay the past:
   without `taskDurationSeconds` the estimate is the mean of the measurements.
 * what happened, beside `arrival` (all optional; the replay ignores them, reports
   compare with them): `jctSeconds` (arrival to finish), `outcome` (`Succeeded` or
-  `Failed`), `policy` (the scheduler spec that ran it) and `poolSize` (the executors
-  of its pool then).
+  `Failed`), `policy` (the scheduler spec that ran it), `poolSize` (the executors
+  of its pool then) and `template` (an Argo workflow's template key,
+  `ArgoJob.template_key`: what later runs of it look their estimates up by).
 
 Argo Workflows may stand in a history file too (`idlegate.sim.argo.runs`): each maps to
 its job (`idlegate.sim.argo`), its arrival and measured pod run times come from its
@@ -47,7 +48,7 @@ import hashlib
 import json
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,7 +58,7 @@ import yaml
 
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim.argo import ArgoRefusal, is_argo
-from idlegate.sim.argo.runs import argo_run, run_documents
+from idlegate.sim.argo.runs import DurationHistory, argo_run, run_documents
 from idlegate.sim.dag import Dag
 from idlegate.sim.durations import Uniforms
 from idlegate.sim.engine import Fidelity, JobArrival, Workload, simulate
@@ -75,7 +76,7 @@ MEASURED_KEY = "measuredDurationSeconds"
 """Stage key: the measured task durations in seconds."""
 OUTCOMES = ("Succeeded", "Failed")
 """The values of a record's `outcome`."""
-RECORD_KEYS = ("jctSeconds", "outcome", "policy", "poolSize")
+RECORD_KEYS = ("jctSeconds", "outcome", "policy", "poolSize", "template")
 """Top-level keys of what happened to a workflow (beside `arrival`)."""
 PARTS = ("all", "train", "test")
 """Parts of a history a replay may take: all of it, or one side of the time split."""
@@ -122,6 +123,9 @@ class HistoryWorkflow:
     """The scheduler spec that ran it (None: not recorded)."""
     pool_size: int | None = None
     """The executors of its pool when it ran (None: not recorded)."""
+    template: str | None = None
+    """An Argo workflow's template key (`ArgoJob.template_key`), for the estimates of its
+    later runs (None: not an Argo workflow, or not recorded)."""
 
     def durations(self) -> MeasuredDurations | None:
         """The simulator's duration model for this workflow's jobs (None if nothing measured)."""
@@ -208,7 +212,7 @@ def history_record(workflow: HistoryWorkflow) -> dict[str, Any]:
     out["stages"] = stages
     extra = zip(
         RECORD_KEYS,
-        (workflow.jct, workflow.outcome, workflow.policy, workflow.pool_size),
+        (workflow.jct, workflow.outcome, workflow.policy, workflow.pool_size, workflow.template),
         strict=True,
     )
     out.update({key: value for key, value in extra if value is not None})
@@ -457,6 +461,13 @@ def _record_keys(top: dict[str, Any], where: str) -> dict[str, Any]:
                 f"{where}: poolSize must be a whole number of executors >= 1, got {pool!r}"
             )
         out["pool_size"] = pool
+    template = top.get("template")
+    if template is not None:
+        if not isinstance(template, str) or not template:
+            raise SpecError(
+                f"{where}: template must be the name of an Argo workflow template, got {template!r}"
+            )
+        out["template"] = template
     return out
 
 
@@ -472,7 +483,12 @@ def _argo_workflow(raw: dict[str, Any], objects: list[Any], source: str) -> Hist
         raise SpecError(f"{source}: {exc}") from None
     where = f"{source[:-1]} {run.name!r})"
     arrival = _arrival(raw, where)
-    record = {"jct": run.jct, "outcome": run.outcome, **_record_keys(raw, where)}
+    record = {
+        "jct": run.jct,
+        "outcome": run.outcome,
+        "template": run.job.template_key,
+        **_record_keys(raw, where),
+    }
     return HistoryWorkflow(
         spec,
         run.name,
@@ -481,6 +497,45 @@ def _argo_workflow(raw: dict[str, Any], objects: list[Any], source: str) -> Hist
         where,
         **record,
     )
+
+
+def argo_history(
+    obj: Mapping[str, Any],
+    objects: Sequence[Any] = (),
+    *,
+    name: str | None = None,
+    policy: str | None = None,
+    pool_size: int | None = None,
+) -> HistoryWorkflow | None:
+    """The history record of a finished Argo Workflow `obj` as the API returns it (its
+    `status.nodes` measured; the WorkflowTemplates its references use among `objects`),
+    labelled `name` (default: its own); None while it has not finished. ArgoRefusal or
+    SpecError if it does not map."""
+    run = argo_run(obj, [obj, *objects])
+    if run.outcome is None or run.jct is None:
+        return None
+    return HistoryWorkflow(
+        run.job.spec(),
+        name or run.name,
+        run.arrival,
+        run.measured,
+        name or run.name,
+        jct=run.jct,
+        outcome=run.outcome,
+        policy=policy,
+        pool_size=pool_size,
+        template=run.job.template_key,
+    )
+
+
+def argo_durations(workflows: Sequence[HistoryWorkflow], keep: int = 50) -> DurationHistory:
+    """The Argo estimates' history lookup (`DurationHistory`) from the records of
+    `workflows` that name a template; the others are not Argo's."""
+    history = DurationHistory(keep)
+    for w in workflows:
+        if w.template is not None:
+            history.add(w.template, (s.name for s in w.spec.stages), w.measured)
+    return history
 
 
 def _plain(spec: WorkflowSpec, source: str) -> HistoryWorkflow:

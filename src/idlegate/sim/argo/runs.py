@@ -12,13 +12,16 @@ idlegate's workflows. `argo_runs` reads them as a cluster would have them:
   pods, finishedAt - startedAt), its JCT (`status.startedAt` to `finishedAt`) and its
   outcome (`status.phase` Succeeded or Failed).
 
-`duration_lookup` turns runs into the history lookup of the duration rule: the next
-workflow of the same template gets each stage's mean measured run time as its estimate.
+`DurationHistory` is the history lookup of the duration rule: the next workflow of the
+same template gets each stage's mean measured run time as its estimate (`duration_lookup`
+builds one from runs; the operator feeds one the Argo workflows it sees finish, and the
+records of its history sink).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,13 +94,39 @@ def argo_run(
     )
 
 
-def duration_lookup(runs: Sequence[ArgoRun]) -> DurationLookup:
-    """A history lookup for `map_workflow(durations=...)`: the mean measured pod run time
-    of each (template key, stage) over `runs`; None where nothing was measured."""
-    seen: dict[tuple[str, str], list[float]] = {}
+class DurationHistory:
+    """The history lookup of the duration rule, by (template key, stage): the mean of the
+    most recent measured pod run times (at most `keep` per stage), None where nothing was
+    measured. Call it as a `DurationLookup`; `add` what a finished run measured."""
+
+    def __init__(self, keep: int = 50) -> None:
+        self.keep = keep
+        self._seen: dict[tuple[str, str], deque[float]] = {}
+
+    def add(
+        self,
+        template: str,
+        stages: Iterable[str],
+        measured: Iterable[tuple[float, ...] | None],
+    ) -> None:
+        """One run of `template`: per stage (by name), its measured pod run times."""
+        for stage, values in zip(stages, measured, strict=True):
+            if values:
+                kept = self._seen.setdefault((template, stage), deque(maxlen=self.keep))
+                kept.extend(v for v in values if v > 0)
+
+    def __call__(self, template: str, stage: str) -> float | None:
+        kept = self._seen.get((template, stage))
+        return sum(kept) / len(kept) if kept else None
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+
+def duration_lookup(runs: Sequence[ArgoRun]) -> DurationHistory:
+    """A history lookup for `map_workflow(durations=...)` from `runs`: the mean measured pod
+    run time of each (template key, stage); None where nothing was measured."""
+    history = DurationHistory(keep=2**31)
     for run in runs:
-        for stage, measured in zip(run.job.live_stages, run.measured, strict=True):
-            if measured:
-                seen.setdefault((run.job.template_key, stage.name), []).extend(measured)
-    means = {key: sum(values) / len(values) for key, values in seen.items()}
-    return lambda key, stage: means.get((key, stage))
+        history.add(run.job.template_key, (s.name for s in run.job.live_stages), run.measured)
+    return history
