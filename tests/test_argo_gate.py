@@ -77,12 +77,31 @@ def test_argo_pod_reads_workflow_node_and_gate():
         "wf-1-2093436122",
         True,
     )
-    assert found.path() == ".extract"
+    assert (found.task_path, found.stage_path, found.executor) == (".extract", ".extract", None)
     assert ArgoPod.of(argo_pod(["other"])).gated is False
     assert ArgoPod.of(argo_pod(node=None)) is None
-    # a fan-out item and a retry attempt fold into their stage's path
-    assert ArgoPod.of(argo_pod(node="wf-1.b(2:x)")).path() == ".b(2)"
-    assert ArgoPod.of(argo_pod(node="wf-1.a(1)")).path((".a",)) == ".a"
+
+
+@pytest.mark.parametrize(
+    ("node", "task", "stage"),
+    [
+        ("wf-1.b(2:x)", ".b(2)", ".b"),  # a fan-out item
+        ("wf-1.a(1)", ".a", ".a"),  # a retry attempt
+        ('wf-1.a(0:{"k":1})(3)', ".a(0)", ".a"),  # an item's retry attempt
+        ("wf-1.B(1:y).C", ".B(1).C", ".B(1).C"),  # a task in copy 1 of a looped DAG
+        ("wf-1[1].hello2b", "[1].hello2b", "[1].hello2b"),  # a step
+        ("other.a", None, None),  # not under the workflow's node
+    ],
+)
+def test_a_pods_node_name_finds_its_task_and_stage(node, task, stage):
+    pod = ArgoPod.of(argo_pod(node=node))
+    assert (pod.task_path, pod.stage_path) == (task, stage)
+
+
+def test_the_executor_idlegate_released_a_pod_on_is_read_back():
+    pod = argo_pod()
+    pod["metadata"]["annotations"]["idlegate.io/executor"] = "3"
+    assert ArgoPod.of(pod).executor == 3
 
 
 # -- the kopf handler ---------------------------------------------------------------------------

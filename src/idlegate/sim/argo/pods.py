@@ -11,18 +11,20 @@ alone.
 * `gates_with_ours` is what the admission webhook does to a pod at creation: the pod's
   scheduling gates with ``idlegate.io/release`` appended, or None when nothing is to
   change (not a pod of a node, or gated already). Pure, so the webhook is idempotent.
-* `ArgoPod.of` reads a pod: its workflow, node name and id, and whether idlegate's gate
-  is still on it; `ArgoPod.path` is its node's place in the workflow as the mapping names
-  stages (`canonical_path`), so the pod finds its stage.
+* `ArgoPod.of` reads a pod: its workflow, node name and id, whether idlegate's gate
+  is still on it and the executor slot it was released on; `ArgoPod.stage_path` is its
+  stage's path as the mapping names stages (`canonical_path`; items and retry attempts
+  folded into their stage), so the pod finds its stage.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from idlegate.api.labels import GATE
+from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE
 from idlegate.sim.argo.status import canonical_path
 
 WORKFLOW_LABEL = "workflows.argoproj.io/workflow"
@@ -45,6 +47,10 @@ def _node_name(pod: Mapping[str, Any]) -> str | None:
     notes = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else {}
     name = notes.get(NODE_NAME)
     return name if labels.get(WORKFLOW_LABEL) and isinstance(name, str) and name else None
+
+
+def _executor(value: Any) -> int | None:
+    return int(value) if isinstance(value, str) and value.isdigit() else None
 
 
 def gates_with_ours(pod: Mapping[str, Any]) -> list[dict[str, Any]] | None:
@@ -72,6 +78,8 @@ class ArgoPod:
     """idlegate's gate is still on it (not released yet)."""
     phase: str
     """The pod's status.phase (Pending if none yet)."""
+    executor: int | None = None
+    """The executor slot idlegate released it on (``idlegate.io/executor``), if it did."""
 
     @classmethod
     def of(cls, pod: Mapping[str, Any]) -> ArgoPod | None:
@@ -92,9 +100,29 @@ class ArgoPod:
             node_id=str(notes.get(NODE_ID, "")),
             gated=any(isinstance(g, Mapping) and g.get("name") == GATE for g in gates),
             phase=str(status.get("phase") or "Pending"),
+            executor=_executor(notes.get(ANNOTATION_EXECUTOR)),
         )
 
-    def path(self, retry_nodes: tuple[str, ...] = ()) -> str | None:
-        """The node's path relative to the workflow, items and attempts folded as the
-        mapping names stages (`retry_nodes`: the Retry nodes' paths, longest first)."""
-        return canonical_path(self.node_name, self.workflow, retry_nodes)
+    @property
+    def task_path(self) -> str | None:
+        """The node's place in the workflow as the mapping names it, retry attempts left
+        out: ``.b(2)`` for item 2 of task b, ``.a`` for any attempt of a retried task a
+        (Argo names attempts ``<node>(<n>)``, items ``<node>(<i>:<item>)``); None outside
+        the workflow's tree."""
+        return canonical_path(_ATTEMPT.sub("", self.node_name), self.workflow)
+
+    @property
+    def stage_path(self) -> str | None:
+        """The path of its stage (`ArgoStage.path`): `task_path` without the item index."""
+        path = self.task_path
+        return None if path is None else _ITEM_TAIL.sub("", path)
+
+    @property
+    def terminal(self) -> bool:
+        """It has ended (Succeeded or Failed)."""
+        return self.phase in ("Succeeded", "Failed")
+
+
+_ATTEMPT = re.compile(r"\(\d+\)(?=$|[.\[(])")
+"""A retry attempt's suffix: a number in parentheses, without the item's colon."""
+_ITEM_TAIL = re.compile(r"\(\d+\)$")

@@ -1,0 +1,393 @@
+"""One running Argo workflow in the cluster state machine: its job, and its pods paired
+with the executors the machine gives its stages.
+
+Argo's controller, not idlegate, creates the pods: one per node once the node is ready,
+gated at creation (`idlegate.sim.argo.pods`). idlegate decides when each runs. A
+`LiveArgo` holds the workflow's job in a `Cluster` (the pool's, beside DagWorkflows) and
+pairs the two sides, each of which may come first:
+
+* a **launch** of one of its stages on an executor (a decision of the policy, or the
+  executor going on with the stage's next task) takes the oldest gated pod of that stage
+  waiting, or, when Argo has not created one yet, is *owed* the next pod of the stage
+  that appears (Argo creates a node's pod as soon as the node is ready, which the
+  job's dependencies mirror, so the wait is short);
+* a **gated pod** appearing takes an executor owed to its stage, or waits for a launch.
+
+Each pairing is a `Release` (remove the pod's gate, recording the executor on it). A
+released pod that succeeds finishes its task on its executor (`Cluster.task_finished`);
+one that fails leaves its executor owed to its stage, for the retry Argo creates (the
+job counts a task, not its attempts) unless its stage's retries are spent. A pod whose
+gate someone else removed runs as the operator's DagWorkflow pods do in that case:
+launched on a free executor, or beyond the pool until one frees (`Cluster.started_unasked`).
+
+What Argo decides as it runs (a fan-out's size, a skipped node) changes the job: `remap`
+puts the new job in place of the old with the progress carried over (finished tasks,
+running pods on their executors, idle slots), as a restart would. `admit` is that
+restart: everything it needs is on the pods (gate, phase, ``idlegate.io/executor``), so
+nothing is released twice and running pods keep their executors.
+
+Pure: pods and the cluster in, releases out; the operator writes them and says why.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from idlegate.sim.argo.model import ArgoJob, ArgoSpec
+from idlegate.sim.argo.pods import ArgoPod
+from idlegate.sim.cluster import Cluster
+from idlegate.sim.dag import Dag
+from idlegate.sim.protocol import Job, Launch
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Release:
+    """Remove the gate of pod `pod` (of stage `stage`), recording `executor` on it."""
+
+    pod: str
+    stage: str
+    executor: int
+
+
+@dataclass
+class _Running:
+    stage: int
+    executor: int | None
+    """None: released by someone else while no executor was free (beyond the pool)."""
+    ended: str | None = None
+    """Succeeded or Failed once its pod ended while beyond the pool (counted on adoption)."""
+
+
+@dataclass
+class LiveArgo:
+    """One Argo workflow's job in a cluster and its pods (see the module docstring)."""
+
+    key: tuple[str, str]
+    """(namespace, name) of the Workflow."""
+    mapped: ArgoJob
+    payload: Any = None
+    """What the cluster's job carries (the operator's object for the workflow)."""
+    job: Job = field(init=False)
+    spec: ArgoSpec = field(init=False)
+    waiting: list[deque[ArgoPod]] = field(init=False)
+    """Per stage: gated pods not released yet, oldest first."""
+    owed: list[list[int]] = field(init=False)
+    """Per stage: executors launched on it that wait for a pod."""
+    running: dict[str, _Running] = field(default_factory=dict)
+    """Released pods that have not ended (or ended beyond the pool, not yet counted)."""
+    done: set[str] = field(default_factory=set)
+    """Pods whose end is counted (or that no stage takes): never looked at again."""
+    unplaced: dict[str, ArgoPod] = field(default_factory=dict)
+    """Gated pods no stage of the job takes (yet): the next `remap` may place them."""
+    failures: dict[str, int] = field(default_factory=dict)
+    """Failed attempts per task path."""
+
+    # -- the job ---------------------------------------------------------------------------
+
+    def _index(self) -> dict[str, int]:
+        paths = {s.name: s.path for s in self.mapped.live_stages}
+        return {paths[s.name]: i for i, s in enumerate(self.spec.stages)}
+
+    def admit(
+        self, cluster: Cluster, now: float, arrival: float, pods: Iterable[ArgoPod]
+    ) -> list[Release]:
+        """Add the job at `now` (arrived at `arrival`) with the progress its `pods` show."""
+        self.spec = self.mapped.spec()
+        self.job = cluster.add_job(
+            Dag.from_spec(self.spec), now, "/".join(self.key), self.payload, arrival=arrival
+        )
+        self.waiting = [deque() for _ in self.spec.stages]
+        self.owed = [[] for _ in self.spec.stages]
+        pods = list(pods)
+        index = self._index()
+        finished = [0] * len(self.spec.stages)
+        succeeded: set[str] = set()
+        held: list[tuple[ArgoPod, int]] = []
+        for pod in pods:
+            stage = index.get(pod.stage_path or "")
+            if stage is None:
+                if pod.gated:
+                    self.unplaced[pod.name] = pod
+                else:
+                    self.done.add(pod.name)
+            elif pod.phase == "Succeeded" and (pod.task_path or pod.name) not in succeeded:
+                succeeded.add(pod.task_path or pod.name)
+                finished[stage] += 1
+                self.done.add(pod.name)
+            elif pod.terminal:
+                self.done.add(pod.name)
+                if pod.phase == "Failed":
+                    self._failed(pod)
+            elif pod.gated:
+                self.waiting[stage].append(pod)
+            else:
+                held.append((pod, stage))
+        tasks = [s.tasks for s in self.spec.stages]
+        finished = [min(f, t) for f, t in zip(finished, tasks, strict=True)]
+        room = [t - f for f, t in zip(finished, tasks, strict=True)]
+        on_pool: list[tuple[ArgoPod, int]] = []
+        beyond: list[tuple[ArgoPod, int]] = []
+        for pod, stage in held:
+            if room[stage] == 0:
+                self.done.add(pod.name)  # more pods than tasks: not counted twice
+                continue
+            room[stage] -= 1
+            fits = pod.executor is not None and len(on_pool) < cluster.free_executors
+            (on_pool if fits else beyond).append((pod, stage))
+        claimed = cluster.restore_progress(
+            self.job, finished=finished, running=[(s, p.executor) for p, s in on_pool]
+        )
+        for (pod, stage), executor in zip(on_pool, claimed, strict=True):
+            self.running[pod.name] = _Running(stage, executor)
+        for pod, stage in beyond:
+            self.running[pod.name] = _Running(stage, None)
+            cluster.run_beyond(self.job.stages[stage], pod.name)
+        return []
+
+    def remap(self, cluster: Cluster, mapped: ArgoJob, now: float) -> list[Release]:
+        """Put the job `mapped` (the workflow's status settled more of it) in place of the
+        current one, progress carried over; nothing changes if the job is the same."""
+        spec = mapped.spec()
+        self.mapped = mapped
+        if spec == self.spec:
+            return self._place(cluster, now)
+        old_index = {s.name: i for i, s in enumerate(self.spec.stages)}
+        old_job, old_waiting = self.job, self.waiting
+        running = [(name, r) for name, r in self.running.items()]
+        owed = [
+            (s.name, e)
+            for s, executors in zip(self.spec.stages, self.owed, strict=True)
+            for e in executors
+        ]
+        cluster.remove_job(old_job, now)
+        self.spec = spec
+        self.job = cluster.add_job(
+            Dag.from_spec(spec), now, old_job.name, self.payload, arrival=old_job.arrival
+        )
+        self.waiting = [deque() for _ in spec.stages]
+        self.owed = [[] for _ in spec.stages]
+        new_index = {s.name: i for i, s in enumerate(spec.stages)}
+        moved = {old_index[name]: new_index.get(name) for name in old_index}
+        finished = [0] * len(spec.stages)
+        delayed, idle = [], {}
+        for old, new in moved.items():
+            if new is None:
+                self.unplaced.update((p.name, p) for p in old_waiting[old])
+                continue
+            stage = old_job.stages[old]
+            finished[new] = min(stage.finished, spec.stages[new].tasks)
+            self.waiting[new] = old_waiting[old]
+            if stage.delayed:
+                delayed.append(new)
+            if stage.idle_until is not None:
+                idle[new] = stage.idle_until
+        room = [s.tasks - f for s, f in zip(spec.stages, finished, strict=True)]
+        keep: list[tuple[str | None, int, int]] = []  # (pod or None: owed, stage, executor)
+        self.running = {}
+        for name, r in running:
+            new = moved.get(r.stage)
+            if new is None or room[new] == 0:
+                self.done.add(name)  # its stage left the job: it runs unscheduled
+                continue
+            room[new] -= 1
+            if r.executor is None:
+                self.running[name] = _Running(new, None, r.ended)
+                cluster.run_beyond(self.job.stages[new], name)
+            else:
+                keep.append((name, new, r.executor))
+        for stage_name, executor in owed:
+            new = new_index.get(stage_name)
+            if new is not None and room[new] > 0:
+                room[new] -= 1
+                keep.append((None, new, executor))
+        claimed = cluster.restore_progress(
+            self.job,
+            finished=finished,
+            running=[(stage, executor) for _, stage, executor in keep],
+            delayed=delayed,
+            idle_until=idle,
+            cap=old_job.cap,
+            first_start=old_job.first_start,
+            idle_inserted=old_job.idle_inserted,
+        )
+        for (name, stage, _), executor in zip(keep, claimed, strict=True):
+            if name is None:
+                self.owed[stage].append(executor)
+            else:
+                self.running[name] = _Running(stage, executor)
+        return self._pair_all() + self._place(cluster, now)
+
+    def _place(self, cluster: Cluster, now: float) -> list[Release]:
+        """Gated pods that found no stage before: those that have one now join it."""
+        out: list[Release] = []
+        index = self._index()
+        for name, pod in list(self.unplaced.items()):
+            if (pod.stage_path or "") in index:
+                del self.unplaced[name]
+                out += self.observe(cluster, pod, now)
+        return out
+
+    def _pair_all(self) -> list[Release]:
+        out = []
+        for stage in range(len(self.spec.stages)):
+            while self.owed[stage] and self.waiting[stage]:
+                pod = self.waiting[stage].popleft()
+                out.append(self._release(stage, pod.name, self.owed[stage].pop(0)))
+        return out
+
+    def _release(self, stage: int, pod: str, executor: int) -> Release:
+        self.running[pod] = _Running(stage, executor)
+        return Release(pod, self.spec.stages[stage].name, executor)
+
+    # -- what happens to it ----------------------------------------------------------------
+
+    def launched(self, launches: Iterable[Launch]) -> list[Release]:
+        """The machine launched tasks of its stages (a decision, an adoption of a gang)."""
+        out = []
+        for launch in launches:
+            out += self._executor_for(launch.stage.index, launch.executor)
+        return out
+
+    def _executor_for(self, stage: int, executor: int) -> list[Release]:
+        if self.waiting[stage]:
+            return [self._release(stage, self.waiting[stage].popleft().name, executor)]
+        self.owed[stage].append(executor)
+        return []
+
+    def observe(self, cluster: Cluster, pod: ArgoPod, now: float) -> list[Release]:
+        """A pod of the workflow as it is now (level-triggered: the same state twice does
+        nothing)."""
+        if pod.name in self.done:
+            return []
+        index = self._index()
+        stage = index.get(pod.stage_path or "")
+        known = self.running.get(pod.name)
+        if known is None and stage is None:
+            if pod.gated:
+                self.unplaced[pod.name] = pod
+            return []
+        if known is None:
+            queued = next((p for p in self.waiting[stage] if p.name == pod.name), None)
+            if queued is not None:
+                if pod.gated:
+                    return []
+                self.waiting[stage].remove(queued)
+            elif pod.gated:
+                return self._executor_for_pod(stage, pod)
+            return self._started_unasked(cluster, pod, stage, now)
+        if not pod.terminal:
+            return []
+        return self._ended(cluster, pod, known, now)
+
+    def _executor_for_pod(self, stage: int, pod: ArgoPod) -> list[Release]:
+        if self.owed[stage]:
+            return [self._release(stage, pod.name, self.owed[stage].pop(0))]
+        self.waiting[stage].append(pod)
+        return []
+
+    def _started_unasked(
+        self, cluster: Cluster, pod: ArgoPod, stage: int, now: float
+    ) -> list[Release]:
+        """Its gate was removed by someone else: it runs, so it counts against the pool."""
+        model = self.job.stages[stage]
+        if model.launched >= model.tasks or self.job.finish is not None:
+            self.done.add(pod.name)  # an attempt beyond the job's tasks: not counted twice
+            return []
+        self.running[pod.name] = _Running(stage, None)
+        adopted = cluster.started_unasked(model, now, pod.name)
+        out = self.adopted(cluster, adopted, now)
+        if pod.terminal:
+            out += self.observe(cluster, pod, now)
+        return out
+
+    def adopted(
+        self, cluster: Cluster, adopted: Iterable[tuple[Launch, Any]], now: float
+    ) -> list[Release]:
+        """Tasks that ran beyond the pool have executors now (`Cluster.adopt_beyond`)."""
+        out: list[Release] = []
+        for launch, token in adopted:
+            if launch.stage.job is not self.job:
+                continue
+            if token is None:  # a gang's task with no pod of its own
+                out += self._executor_for(launch.stage.index, launch.executor)
+                continue
+            r = self.running[token]
+            r.executor = launch.executor
+            if r.ended is not None:
+                out += self._count_end(cluster, token, r, r.ended, now)
+        return out
+
+    def _ended(self, cluster: Cluster, pod: ArgoPod, r: _Running, now: float) -> list[Release]:
+        if r.executor is None:  # beyond the pool: counted once it has an executor
+            if pod.phase == "Succeeded":
+                r.ended = pod.phase
+            else:
+                cluster.drop_beyond(pod.name)
+                del self.running[pod.name]
+                self.done.add(pod.name)
+                self._failed(pod)
+            return []
+        return self._count_end(cluster, pod.name, r, pod.phase, now, pod)
+
+    def _count_end(
+        self,
+        cluster: Cluster,
+        name: str,
+        r: _Running,
+        phase: str,
+        now: float,
+        pod: ArgoPod | None = None,
+    ) -> list[Release]:
+        del self.running[name]
+        self.done.add(name)
+        executor = r.executor
+        assert executor is not None
+        if phase != "Succeeded" and pod is not None and not self._spent(pod, r.stage):
+            self._failed(pod)
+            return self._executor_for(r.stage, executor)  # for the retry Argo creates
+        following = cluster.task_finished(executor, now)
+        if following is not None and following.job is self.job:
+            return self._executor_for(following.index, executor)
+        return []
+
+    def _failed(self, pod: ArgoPod) -> None:
+        key = pod.task_path or pod.name
+        self.failures[key] = self.failures.get(key, 0) + 1
+
+    def _spent(self, pod: ArgoPod, stage: int) -> bool:
+        """A failed attempt after which Argo retries no more: the task is over (its
+        dependents are omitted by Argo, and leave the job at the next remap)."""
+        key = pod.task_path or pod.name
+        return self.failures.get(key, 0) + 1 > self.spec.stages[stage].backoff_limit
+
+    def take_unplaced(self) -> list[ArgoPod]:
+        """The gated pods no stage of the job takes (the caller releases them
+        unscheduled, saying so); they are not looked at again."""
+        pods = list(self.unplaced.values())
+        self.unplaced.clear()
+        self.done.update(p.name for p in pods)
+        return pods
+
+    def drop(self, cluster: Cluster, now: float) -> None:
+        """The workflow finished or went: its job leaves the machine, its executors free."""
+        if self.job.finish is None:
+            cluster.remove_job(self.job, now)
+
+    # -- what it says ----------------------------------------------------------------------
+
+    def counts(self) -> dict[str, int]:
+        """Pods released and running, gated and waiting, and tasks of the job."""
+        return {
+            "running": sum(r.executor is not None for r in self.running.values()),
+            "beyond": sum(r.executor is None for r in self.running.values()),
+            "waiting": sum(len(w) for w in self.waiting),
+            "owed": sum(len(o) for o in self.owed),
+            "tasks": sum(s.tasks for s in self.spec.stages),
+            "finished": sum(s.finished for s in self.job.stages),
+        }
