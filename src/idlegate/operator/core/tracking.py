@@ -127,16 +127,11 @@ class StageTrack:
         self.failed += attempts
 
     def _build(self) -> tuple[list[int], list[int]]:
+        """(unreleased, uncreated): heaps of task indexes, made at first use; an entry whose
+        task has moved on is skipped when popped (`next_to_release`, `next_to_create`)."""
         if self._unreleased is None or self._uncreated is None:
-            unreleased, uncreated = [], []
-            for i in range(self.spec.tasks):
-                task = self.tasks.get(i)
-                state = TaskState.PLANNED if task is None else task.state
-                if state in (TaskState.PLANNED, TaskState.GATED):
-                    unreleased.append(i)
-                if state is TaskState.PLANNED:
-                    uncreated.append(i)
-            self._unreleased, self._uncreated = unreleased, uncreated  # sorted: valid heaps
+            self._unreleased = list(range(self.spec.tasks))
+            self._uncreated = list(range(self.spec.tasks))
         return self._unreleased, self._uncreated
 
     def next_to_release(self) -> int:
