@@ -68,12 +68,10 @@ def chose_wait(by: str) -> str:
 
 def all_rules_failed(policy: str, fallbacks: list[str]) -> str:
     """Why free executors stay free when the policy and every fallback rule failed."""
-    if not fallbacks:
-        return f"policy {policy} failed to decide and has no fallback rule, so nothing was decided"
-    return (
-        f"policy {policy} failed to decide and so did its fallback rule(s) "
-        f"{', '.join(fallbacks)}, so nothing was decided"
-    )
+    rules = "has no fallback rule"
+    if fallbacks:
+        rules = f"so did its fallback rule(s) {', '.join(fallbacks)}"
+    return f"policy {policy} failed to decide and {rules}, so nothing was decided"
 
 
 def policy_error(
