@@ -220,3 +220,24 @@ def test_a_confirmed_write_is_read_like_a_watch_event_and_a_transient_refusal_is
     done = pod("w", spec, 0, "Succeeded", executor=0)
     core.outcome(Confirmed(released, done), now=T0 + 10)
     assert [i.name for i in core.intents.take() if isinstance(i, RemoveGate)] == ["w-a-1"]
+
+
+def test_a_workflow_it_finished_is_not_admitted_again_from_a_stale_read() -> None:
+    """After an outage the rebuild (or kopf) hands in the workflow as the API showed it
+    before its final status landed: Running, its last stage's pods still running. The
+    core finished it meanwhile (the pods' Succeeded events came first): admitting it again
+    would write that stale Running status after the final one and count it twice."""
+    core = core_of(pool=1)
+    a, b = stage("a"), stage("b", dependsOn=["a"])
+    body = workflow("w", a, b)
+    core.admit(body, [], NamespacePolicy(), now=T0)
+    core.observe_pod(pod("w", a, 0, "Succeeded", executor=0), now=T0 + 10)
+    stale = {**body, "status": {"phase": "Running", "startTime": "2023-11-14T22:13:20Z"}}
+    stale_pods = [pod("w", a, 0, "Succeeded", executor=0), pod("w", b, 0, "Running", executor=0)]
+    core.observe_pod(pod("w", b, 0, "Succeeded", executor=0), now=T0 + 20)
+    assert core.workflows == {}  # finished: out of the pool
+    core.intents.take()
+    assert core.admit(stale, stale_pods, NamespacePolicy(), now=T0 + 21) is None
+    assert core.known(Owner("default", "w", "uid-w"))
+    assert core.intents.take() == [] and core.cluster.busy == 0
+    assert core.metrics.value("idlegate_workflows_finished_total", result="succeeded") == 1

@@ -13,6 +13,7 @@ with readiness down and ``idlegate_crd_missing`` 1, and serves once it is instal
 from __future__ import annotations
 
 import asyncio
+import copy
 import itertools
 import json
 import logging
@@ -145,6 +146,36 @@ def test_the_rebuild_after_an_outage_catches_up_with_what_the_watches_missed():
         await intake.rebuild(h.bridge)
         await h.settle()
         assert h.released() == ["a-x-1-r1", "c-z-0"] and h.bridge.busy == 2
+
+    asyncio.run(scenario())
+
+
+def test_a_workflow_that_finishes_while_the_rebuild_reads_is_not_admitted_again():
+    """The rebuild after an outage lists the workflows and pods, then the namespaces; the
+    watch's events that come meanwhile finish a workflow, whose lists are older: its
+    final status stays the last written, and it is counted finished once."""
+
+    async def scenario() -> None:
+        h = harness(pool=1)
+        spec = {"stages": [fake_stage("a"), fake_stage("b", deps=("a",))]}
+        await h.submit("w", spec)
+        await h.finish("w-a-0", after=10)
+        assert h.released() == ["w-b-0"]
+
+        def the_watch_meanwhile(_: str) -> None:
+            pod = h.kube.pods[("default", "w-b-0")]
+            pod["status"]["phase"] = "Succeeded"
+            h.bridge.observe_pod(copy.deepcopy(pod))
+
+        h.kube.fault = lambda method: (
+            the_watch_meanwhile(method) if method == "list_namespaces" else None
+        )
+        await intake.rebuild(h.bridge)
+        h.kube.fault = None
+        await h.settle()
+        assert h.kube.status("w")["phase"] == "Succeeded"
+        assert h.metrics.value("idlegate_workflows_finished_total", result="succeeded") == 1
+        assert h.bridge.workflows == {}
 
     asyncio.run(scenario())
 

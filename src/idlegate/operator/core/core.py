@@ -68,6 +68,9 @@ from idlegate.sim.protocol import Launch, Scheduler, Stage
 
 log = logging.getLogger(__name__)
 
+ENDED_KEPT = 20_000
+"""How many uids of workflows that ended here (finished, failed, deleted) are remembered."""
+
 
 class Lifecycle(Protocol):
     """What the core tells suspension and deadlines (:mod:`idlegate.operator.features.lifecycle`)."""
@@ -138,6 +141,12 @@ class Core:
         """The time of the event being handled (operator clock seconds)."""
         self.cluster = Cluster(settings.pool_size)
         self.workflows: dict[WorkflowKey, Workflow] = {}
+        self.ended: dict[str, None] = {}
+        """The uids of workflows that ended here (the latest :data:`ENDED_KEPT`, oldest
+        first). A read of the API may predate the end's status write (the lists of a
+        rebuild after an outage, a kopf event): such a workflow is known, never admitted
+        again, or its stale status would be written after the final one and its end
+        counted twice."""
         self.rebuilt = False
         """Every workflow there was at the start is admitted (:func:`intake.rebuild`): ready."""
         self.paused = False
@@ -168,8 +177,9 @@ class Core:
     # -- admission -------------------------------------------------------------------------
 
     def known(self, owner: Owner) -> bool:
+        """Admitted, or ended here (:attr:`ended`): not to be admitted (again)."""
         wf = self.workflows.get((owner.namespace, owner.name))
-        return wf is not None and wf.owner.uid == owner.uid
+        return (wf is not None and wf.owner.uid == owner.uid) or owner.uid in self.ended
 
     def admit(
         self,
@@ -188,6 +198,8 @@ class Core:
         raises GangTooWideError for the caller to make it wait."""
         self._at(now)
         owner = owner_of(body)
+        if owner.uid in self.ended:
+            return None
         previous = self.workflows.get((owner.namespace, owner.name))
         if previous is not None and previous.owner.uid != owner.uid:
             # re-created under the same name before the deletion's event arrived
@@ -292,6 +304,7 @@ class Core:
         wf.active = False
         self.intents.cancel_writes(wf.owner)
         self.drop(wf)
+        self._ended(wf)
         self.metrics.workflows_finished.labels("deleted").inc()
         log.info("%s/%s was deleted; its executors are free.", namespace, name)
         if schedule:
@@ -619,6 +632,7 @@ class Core:
         self.intents.status(wf, urgent=True)
         wf.active = False
         self.drop(wf, remove_job=False)
+        self._ended(wf)
 
     def fail(self, wf: Workflow, reason: str, message: str, *, now: float | None = None) -> None:
         """Fail the workflow: its unfinished pods are deleted, its executors return to the
@@ -632,6 +646,7 @@ class Core:
         wf.completion = now
         self.intents.cancel_writes(wf.owner)  # drop the creations and releases not done yet
         self.drop(wf)
+        self._ended(wf)
         for track in wf.stages:
             for task in track.tasks.values():
                 if task.state in (TaskState.GATED, TaskState.RELEASED):
@@ -645,6 +660,11 @@ class Core:
             self.history.finished(wf)
         self.intents.status(wf, urgent=True)
         log.warning("%s/%s failed: %s", wf.owner.namespace, wf.owner.name, message)
+
+    def _ended(self, wf: Workflow) -> None:
+        self.ended[wf.owner.uid] = None
+        while len(self.ended) > ENDED_KEPT:
+            del self.ended[next(iter(self.ended))]
 
     def drop(self, wf: Workflow, *, remove_job: bool = True) -> None:
         """Take the workflow out of the operator's memory (its last writes are queued)."""
