@@ -263,7 +263,7 @@ def running_operator(
         health_port=None,
         kubeconfig=kubeconfig or api.kubeconfig,
         clock=clock or ScaledClock(SPEED),
-        retry_delays=(0.05, 0.2, 0.5),
+        retry_backoff_max=0.5,
         status_interval=0.2,
         watch_server_timeout=60,
         watch_client_timeout=90,

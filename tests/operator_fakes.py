@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import inspect
 import itertools
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -350,8 +351,55 @@ class IdleRootsOnce:
         return self.fifo.decide(view)
 
 
+class Throttled(ApiError):
+    """A 429 with a Retry-After of `seconds` (what the API client honours)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(429, "TooManyRequests", "slow down")
+        self.retry_after = seconds
+
+
+class Retrying:
+    """What the operator's API client does about a failed try (urllib3's ``Retry``,
+    :func:`idlegate.operator.edge.kube.client_retry`), over a :class:`FakeKube`: a request
+    that gets no answer, a 429 or a 5xx is tried again, for ever, after 0, 0.2, 0.4, ...
+    seconds up to `backoff_max` (a 429's Retry-After instead); each failed try goes to
+    `report`; an error that ends the request says whether an earlier try got no answer
+    (`ApiError.lost`)."""
+
+    def __init__(self, kube: FakeKube, *, backoff_max: float = 1.0) -> None:
+        self.inner = kube
+        self.backoff_max = backoff_max
+        self.report: Callable[[str, int], None] | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.inner, name)
+        if not inspect.iscoroutinefunction(method):
+            return method
+
+        async def retried(*args: Any, **kwargs: Any) -> Any:
+            lost, failed = False, 0
+            while True:
+                try:
+                    return await method(*args, **kwargs)
+                except ApiError as exc:
+                    if not exc.retryable:
+                        exc.lost = exc.lost or lost
+                        raise
+                    if self.report is not None:
+                        self.report(name, exc.status)
+                    lost |= not exc.answered
+                    wait = getattr(exc, "retry_after", None)
+                    if wait is None:
+                        wait = 0.0 if failed == 0 else min(self.backoff_max, 0.1 * 2**failed)
+                    failed += 1
+                    await asyncio.sleep(wait)
+
+        return retried
+
+
 class Harness:
-    """One bridge against the fakes, with the operator's task that follows its writes."""
+    """One bridge against the fakes."""
 
     def __init__(
         self,
@@ -367,24 +415,18 @@ class Harness:
             pool_size=pool,
             clock=clock,
             status_interval=status_interval,
-            **{"retry_delays": (0.0,), **settings_kw},
+            **settings_kw,
         )
         self.metrics = Metrics(pool, scheduler.name)
-        self.bridge = Bridge(settings, kube, scheduler, metrics=self.metrics, timers=self.timers)
-        # (a task of the running loop: it ends when the test's loop closes)
-        self.follower = asyncio.get_running_loop().create_task(intake.follow_writes(self.bridge))
+        client = Retrying(kube, backoff_max=settings.retry_backoff_max)
+        self.bridge = Bridge(settings, client, scheduler, metrics=self.metrics, timers=self.timers)  # type: ignore[arg-type]
+        client.report = self.bridge.health.report
         self.max_occupying = 0
 
     async def settle(self) -> None:
-        """Until every write is done and its outcome taken in."""
-        outcomes = self.bridge.writes.outcomes
-        for _ in range(100):
-            await self.bridge.actuator.wait_idle(timeout=5)
-            await asyncio.wait_for(outcomes.join(), 5)
-            self.max_occupying = max(self.max_occupying, len(self.kube.occupying()))
-            if not self.bridge.actuator.pending() and outcomes.empty():
-                return
-        raise AssertionError("the actuator never settled")
+        """Until every write is done (its outcome is taken in as it ends)."""
+        await self.bridge.lanes.wait_idle(timeout=5)
+        self.max_occupying = max(self.max_occupying, len(self.kube.occupying()))
 
     async def submit(self, name: str, spec: dict[str, Any]) -> dict[str, Any]:
         body = self.kube.add_workflow(name, spec)

@@ -15,10 +15,8 @@ than events: latency, watch cuts, dropped connections) and asserts the same thre
 
 No test here bounds a wall-clock time, which a busy machine breaks: how soon the pool is
 full again after an outage or a storm is measured on fake time by
-tests/test_operator_writes.py and in wall seconds by benchmarks/api_faults.py. The write
-back-offs are the operator's defaults divided by `BACKOFF_SCALE`, so that an 8 s outage
-outlasts them as the issue's 20 s one outlasts the defaults (a write that failed as it
-began is in its longest back-off when the API returns).
+tests/test_operator_writes.py and in wall seconds by benchmarks/api_faults.py. The API
+client's retries (urllib3's ``Retry``) are the operator's, with its default back-off.
 """
 
 from __future__ import annotations
@@ -48,8 +46,6 @@ from tests.k8s.faults import FaultProxy, Faults, retries_after
 from tests.k8s.harness import ApiServer
 from tests.k8s.kubelet import SimKubelet
 
-BACKOFF_SCALE = 4.0
-RETRY_DELAYS = tuple(d / BACKOFF_SCALE for d in Settings.model_fields["retry_delays"].default)
 RETRY_AFTER = 3
 CHURN = 1.0
 KOPF_DEFAULT_RETRIES = 8
@@ -113,7 +109,7 @@ def run_under(
                 ns,
                 pool=pool,
                 kubeconfig=proxy.kubeconfig,
-                retry_delays=RETRY_DELAYS,
+                retry_backoff_max=Settings.model_fields["retry_backoff_max"].default,
                 **settings,
             ) as op,
         ):
@@ -123,7 +119,7 @@ def run_under(
             fault(op, monitor)
             wait(lambda: finished(api, ns) == count, timeout, f"{count} workflows to end")
             wait(lambda: op.bridge.busy == 0, 10, "no executor counted busy")
-            wait(lambda: op.bridge.actuator.pending() == 0, 10, "the last writes")
+            wait(lambda: op.bridge.lanes.pending() == 0, 10, "the last writes")
             counters = {
                 name: op.metrics.value(name)
                 for name in ("idlegate_pods_created_total", "idlegate_gate_removals_total")

@@ -265,7 +265,7 @@ def test_from_a_history_to_a_new_policy_in_production(
         [(kind, _, message)] = [e for e in pod_events(api, ns) if e[1] == "PolicyReloadFailed"]
         assert kind == "Warning" and "keeps the policy model" in message
         after = run_waves(api, ns, range(8, 9))
-        wait(lambda: op.bridge.actuator.pending() == 0, 5, "the last writes")
+        wait(lambda: op.bridge.lanes.pending() == 0, 5, "the last writes")
     assert not monitor.duplicates and monitor.max_total <= POOL
     # the sink kept recording across the restart: the next week's history is there too
     records = load_history(sink)

@@ -89,7 +89,7 @@ def test_diamond_completes_with_the_right_jct(api, ns, kubelet, monitor):
     with running_operator(api, ns, pool=4) as op:
         api.create(DWF, diamond, namespace=ns)
         status = wait_phase(api, ns, "diamond", ("Succeeded", "Failed"))
-        wait(lambda: op.bridge.actuator.pending() == 0, 5, "the last writes")
+        wait(lambda: op.bridge.lanes.pending() == 0, 5, "the last writes")
     assert status["phase"] == "Succeeded", status
     # critical path a -> c -> d = 40 s; b runs beside c
     assert status["jctSeconds"] >= 40.0 - 0.5
@@ -251,7 +251,7 @@ def test_a_wide_stage_posts_a_few_events(api, ns, kubelet, monitor):
     with running_operator(api, ns, pool=2) as op:
         api.create(DWF, workflow("wide", stage("s", 30, 1)), namespace=ns)
         wait_phase(api, ns, "wide", ("Succeeded",))
-        wait(lambda: op.bridge.actuator.pending() == 0, 10, "the last writes")
+        wait(lambda: op.bridge.lanes.pending() == 0, 10, "the last writes")
     events = events_of(api, ns, "wide")
     # one Event per decision and one for the executors continuing (posted once)
     assert len(events) <= 4, [(e["reason"], e["message"]) for e in events]
@@ -268,7 +268,7 @@ def test_restart_in_the_middle_of_a_delay_neither_duplicates_nor_repeats(api, ns
         api.create(DWF, workflow("held", stage("a", 1, 5), stage("b", 1, 5, ("a",))), namespace=ns)
         wait(lambda: status_of(api, ns, "held").get("idleSlots"), 10, "the persisted slot")
         wait(lambda: len(monitor.occupying) == 2, 10, "busy's two tasks running")
-        wait(lambda: first.bridge.actuator.pending() == 0, 5, "the writes")
+        wait(lambda: first.bridge.lanes.pending() == 0, 5, "the writes")
     # the operator is gone in the middle of the slot; the tasks of "busy" keep running
     time.sleep(1.0)  # 20 s or more of simulated downtime: a repeated delay would end late
     (slot,) = status_of(api, ns, "held")["idleSlots"]

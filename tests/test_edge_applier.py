@@ -22,15 +22,14 @@ from idlegate.operator.core.intents import (
     RemoveGate,
 )
 from idlegate.operator.core.pods import Owner, pod_name, task_pod
-from idlegate.operator.edge.actuator import Actuator
 from idlegate.operator.edge.applier import Applier
 from idlegate.operator.edge.events import EventRecorder
 from idlegate.operator.edge.health import ApiHealth, ObservedApi
 from idlegate.operator.edge.kube import ApiError
+from idlegate.operator.edge.lanes import Lanes
 from idlegate.operator.edge.metrics import Metrics
-from idlegate.operator.edge.writes import PodCounts
 from idlegate.sim.spec import parse_workflow
-from tests.operator_fakes import FakeKube, stage
+from tests.operator_fakes import FakeKube, Retrying, stage
 
 pytestmark = [pytest.mark.looptime, pytest.mark.asyncio]
 
@@ -42,18 +41,18 @@ class Edge:
         self.kube = FakeKube()
         self.metrics = Metrics(4, "fair")
         health = ApiHealth(self.metrics)
-        api = ObservedApi(self.kube, health)
-        actuator = Actuator(api, retry_delays=(0.5, 1.0), retry_after_cap=60.0, health=health)
-        events = EventRecorder(actuator, component="idlegate", instance="i", per_workflow=30)
+        api = ObservedApi(Retrying(self.kube), health)
+        lanes = Lanes(api)  # type: ignore[arg-type]
+        events = EventRecorder(lanes, component="idlegate", instance="i", per_workflow=30)
         self.outcomes: list[Any] = []
         self.applier = Applier(
-            actuator,
+            lanes,
             events,
-            PodCounts(self.metrics),
+            self.metrics,
             self.outcomes.append,
             status_interval=status_interval,
         )
-        self.actuator = actuator
+        self.lanes = lanes
 
     def workflow(self, name: str, tasks: int = 2) -> tuple[Owner, Any]:
         body = self.kube.add_workflow(name, {"stages": [stage("a", tasks=tasks)]})
@@ -61,7 +60,7 @@ class Edge:
         return owner, parse_workflow(body["spec"], "spec").stages[0]
 
     async def settle(self) -> None:
-        await self.actuator.wait_idle(600)
+        await self.lanes.wait_idle(600)
 
     def counted(self) -> tuple[float, float]:
         return (
@@ -72,14 +71,12 @@ class Edge:
 
 def create(owner: Owner, spec: Any, index: int, executor: int | None = None) -> CreatePod:
     name = pod_name(owner.name, spec.name, index, 0)
-    manifest = task_pod(owner, spec, index, 0, gated=executor is None, executor=executor)
-    return CreatePod(owner, spec.name, index, 0, name, manifest, executor)
+    return CreatePod(owner, spec.name, index, 0, name, spec, executor)
 
 
 def release(owner: Owner, spec: Any, index: int, executor: int) -> RemoveGate:
     name = pod_name(owner.name, spec.name, index, 0)
-    released = task_pod(owner, spec, index, 0, gated=False, executor=executor)
-    return RemoveGate(owner, spec.name, index, 0, name, executor, released)
+    return RemoveGate(owner, spec.name, index, 0, name, executor, spec)
 
 
 async def test_a_pod_is_created_then_released_and_each_write_confirmed_and_counted():

@@ -31,8 +31,8 @@ import pytest
 from idlegate.api.crd import render_crd
 from idlegate.operator.core.tracking import TaskState
 from idlegate.operator.edge import intake
-from idlegate.operator.edge.actuator import Op
 from idlegate.operator.edge.endpoints import Endpoints
+from idlegate.operator.edge.lanes import Op
 from idlegate.operator.edge.metrics import Metrics
 from idlegate.operator.edge.watchdog import KopfRetryLog, OperatorPod, RetryForever
 from tests.e2e import (
@@ -193,7 +193,7 @@ def test_a_pod_not_listed_while_its_workflow_has_a_write_running_is_not_taken_fo
         async def held(_: Any) -> None:
             await lifted.wait()
 
-        h.bridge.actuator.submit(("default", "a"), Op("a write on its way", held), lane="test")
+        h.bridge.lanes.submit(("default", "a"), Op("a write on its way", held), lane="test")
         pod = h.kube.pods.pop(("default", "a-x-1"))  # "not created yet", as the list sees it
         await intake.rebuild(h.bridge)
         track = h.bridge.workflows[("default", "a")].stages[0]
@@ -340,7 +340,7 @@ def test_an_outage_beyond_kopfs_default_retries_is_survived_seen_and_caught_up(
         api.create(DWF, doomed, namespace=ns)  # it waits for an executor
         wait(
             lambda: (
-                (ns, "doomed") in op.bridge.workflows and op.bridge.actuator.settled((ns, "doomed"))
+                (ns, "doomed") in op.bridge.workflows and op.bridge.lanes.settled((ns, "doomed"))
             ),
             10,
             "doomed's gated pods",

@@ -61,7 +61,7 @@ def marker(policy: Any) -> str | None:
 def watch(h: Harness, spec: str, posted: list[tuple[str, str, str]]) -> PolicyWatch:
     def report(notice: tuple[str, str, str]) -> None:
         posted.append(notice)
-        h.bridge.writes.event(POD, *notice)
+        h.bridge.intents.event(POD, *notice)
 
     return PolicyWatch(
         spec,
@@ -221,7 +221,7 @@ async def test_the_operator_watches_its_policy_and_its_shadow(tmp_path, monkeypa
             operator.metrics.value("idlegate_policy_reloads_total", role="active", result="ok") == 1
         )
         assert operator.shadow is not None and marker(operator.shadow.policy) == "s1"
-        await operator.bridge.actuator.wait_idle(timeout=5)
+        await operator.bridge.lanes.wait_idle(timeout=5)
         reasons = sorted(e["reason"] for e in kube.events)
         assert reasons == ["PolicyReloadFailed", "PolicyReloaded"]
     finally:

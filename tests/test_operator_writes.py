@@ -12,28 +12,30 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import gc
 import itertools
-import random
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
-from email.utils import format_datetime
 from typing import Any
 
 import pytest
 
 from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE, LABEL_WORKFLOW
 from idlegate.operator.edge import intake
-from idlegate.operator.edge.actuator import Actuator, Op, Priority
-from idlegate.operator.edge.health import ApiHealth, ObservedApi, retry_delay
-from idlegate.operator.edge.kube import ApiError, KubernetesApi, retry_after
+from idlegate.operator.edge.health import ApiHealth, ObservedApi
+from idlegate.operator.edge.kube import ApiError
+from idlegate.operator.edge.lanes import Lanes, Op, Priority
 from idlegate.operator.edge.metrics import Metrics
-from tests.operator_fakes import FakeClock, FakeKube, Harness, IdleRootsOnce, harness, stage
+from tests.operator_fakes import (
+    FakeClock,
+    FakeKube,
+    Harness,
+    IdleRootsOnce,
+    Throttled,
+    harness,
+    stage,
+)
 
 pytestmark = pytest.mark.looptime
 
-DELAYS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
-"""The operator's default back-off."""
 TWO_STAGES = {"stages": [stage("a", tasks=4, duration=10), stage("b", tasks=4, deps=("a",))]}
 
 
@@ -69,7 +71,7 @@ def unavailable() -> ApiError:
 
 
 def throttled(seconds: float = 3.0) -> Callable[[], ApiError]:
-    return lambda: ApiError(429, "TooManyRequests", "slow down", retry_after=seconds)
+    return lambda: Throttled(seconds)
 
 
 @contextlib.asynccontextmanager
@@ -106,7 +108,7 @@ def running(h: Harness, stage_name: str) -> list[str]:
 
 @pytest.mark.asyncio
 async def test_after_a_20_s_outage_the_pool_is_full_again_within_2_s():
-    h = harness(pool=4, retry_delays=DELAYS)
+    h = harness(pool=4)
     await h.submit("w", TWO_STAGES)
     assert len(running(h, "a")) == 4
     start = now() + 1
@@ -128,8 +130,7 @@ async def test_after_a_20_s_outage_the_pool_is_full_again_within_2_s():
 
 @pytest.mark.asyncio
 async def test_after_a_429_storm_with_retry_after_the_pool_is_full_within_5_s():
-    h = harness(pool=4, retry_delays=DELAYS)
-    h.bridge.actuator.rng = random.Random(1)
+    h = harness(pool=4)
     await h.submit("w", TWO_STAGES)
     start = now() + 1
     h.kube.fault = Window(start, start + 20, throttled(3.0))
@@ -138,20 +139,20 @@ async def test_after_a_429_storm_with_retry_after_the_pool_is_full_within_5_s():
         complete(h, f"w-a-{i}")
     full = await until(lambda: len(running(h, "b")) == 4)
     assert full - (start + 20) <= 5.0
-    # every retry waited the server's 3 s, plus at most 20 % jitter; never our 0.5/1/2 s
+    # every retry waited the server's 3 s, never the client's back-off
     by_write: dict[tuple[str, str], list[float]] = {}
     for at, method, name in h.kube.attempts:
         if start <= at and name and method != "get_pod":
             by_write.setdefault((method, name), []).append(at)
     gaps = [b - a for times in by_write.values() for a, b in itertools.pairwise(times)]
-    assert gaps and min(gaps) >= 3.0 - 1e-6 and max(gaps) <= 3.6 + 1e-6
+    assert gaps and min(gaps) >= 3.0 - 1e-6
     assert h.metrics.value("idlegate_api_throttled_requests_total") > 0
     assert h.metrics.value("idlegate_api_up") == 1  # throttled is not down
 
 
 @pytest.mark.asyncio
 async def test_a_status_write_in_back_off_never_delays_pods_and_is_coalesced():
-    h = harness(pool=4, retry_delays=DELAYS)
+    h = harness(pool=4)
     h.kube.fault = Window(0, 1e9, throttled(30.0), only="patch_workflow_status")
     body = h.kube.add_workflow("w", TWO_STAGES)
     t0 = now()
@@ -160,19 +161,19 @@ async def test_a_status_write_in_back_off_never_delays_pods_and_is_coalesced():
     for i in range(4):  # many status changes while its write waits
         complete(h, f"w-a-{i}")
     assert await until(lambda: len(running(h, "b")) == 4) - t0 < 0.2
-    assert h.bridge.workflows[("default", "w")].status_queued  # its retry will write them
     assert h.kube.calls.count("patch_workflow_status") == 1
     h.kube.fault = None
     await until(lambda: "status" in h.kube.workflows[("default", "w")], limit=40)
     status = h.kube.status("w")
     assert status["stages"][0]["succeeded"] == 4 and status["stages"][1]["running"] == 4
     written = [m for _, m, _ in h.kube.attempts if m == "patch_workflow_status"]
-    assert len(written) == 2  # one refused, its retry wrote the newest state
+    # one refused; the client's retry of the same body; then one with the newest state
+    assert len(written) == 3
 
 
 @pytest.mark.asyncio
 async def test_a_pod_is_created_before_its_gate_is_removed():
-    h = harness(pool=1, retry_delays=DELAYS)
+    h = harness(pool=1)
     await h.submit("hold", {"stages": [stage("a", duration=100)]})
     h.kube.fail["create_pod"] = [unavailable() for _ in range(3)]
     body = h.kube.add_workflow("next", {"stages": [stage("a")]})
@@ -186,7 +187,7 @@ async def test_a_pod_is_created_before_its_gate_is_removed():
 
 @pytest.mark.asyncio
 async def test_a_release_waits_for_the_status_write_that_persists_its_idle_slot():
-    h = Harness(FakeKube(), FakeClock(), 1, IdleRootsOnce(delay=7), retry_delays=DELAYS)
+    h = Harness(FakeKube(), FakeClock(), 1, IdleRootsOnce(delay=7))
     refused = Window(0, 1e9, throttled(5.0), only="patch_workflow_status")
     h.kube.fault = refused
     body = h.kube.add_workflow("late", {"stages": [stage("a")]})
@@ -205,7 +206,7 @@ async def test_a_release_waits_for_the_status_write_that_persists_its_idle_slot(
 
 @pytest.mark.asyncio
 async def test_a_persisted_idle_slot_does_not_hold_the_release_behind_a_later_status_write():
-    h = Harness(FakeKube(), FakeClock(), 1, IdleRootsOnce(delay=7), retry_delays=DELAYS)
+    h = Harness(FakeKube(), FakeClock(), 1, IdleRootsOnce(delay=7))
     await h.submit("late", {"stages": [stage("a")]})
     assert h.kube.status("late")["idleSlots"][0]["released"] is False
     h.kube.fault = Window(0, 1e9, throttled(30.0), only="patch_workflow_status")
@@ -216,42 +217,8 @@ async def test_a_persisted_idle_slot_does_not_hold_the_release_behind_a_later_st
 
 
 @pytest.mark.asyncio
-async def test_a_retry_woken_by_the_apis_return_starts_its_back_off_over():
-    metrics = Metrics(1, "fifo")
-    health = ApiHealth(metrics)
-    kube = FakeKube()
-    actuator = Actuator(
-        ObservedApi(kube, health), retry_delays=DELAYS, retry_after_cap=60, health=health
-    )
-    tries: list[float] = []
-    outcomes = iter([unavailable()] * 6 + [None, unavailable(), None])
-
-    async def write(api: Any) -> None:
-        tries.append(now())
-        error = next(outcomes)
-        if error is not None:
-            health.unanswered("write")
-            raise error
-
-    t0 = now()
-    actuator.submit("w", Op("write", write), lane="x")
-    await asyncio.sleep(25)  # 6 failures: sleeping the 30 s step now
-    health.answered()  # (a probe): the API is back
-    await actuator.wait_idle(5)
-    offsets = [round(t - t0, 1) for t in tries]
-    # 0, 0.5, 1.5, 3.5, 8.5, 18.5 (+ jitter), then at once when the API answered
-    assert len(offsets) == 7 and offsets[-1] == 25.0
-    assert all(a <= b for a, b in itertools.pairwise(offsets))
-    actuator.submit("w", Op("again", write), lane="x")
-    await actuator.wait_idle(5)
-    assert 0.5 <= tries[-1] - tries[-2] <= 0.6  # a fresh failure: the first back-off step
-
-
-@pytest.mark.asyncio
 async def test_ops_of_a_cleared_workflow_end_and_release_the_ops_after_them():
-    metrics = Metrics(1, "fifo")
-    health = ApiHealth(metrics)
-    actuator = Actuator(FakeKube(), retry_delays=(1.0,), retry_after_cap=60, health=health)
+    lanes = Lanes(FakeKube())  # type: ignore[arg-type]
     gate = asyncio.Event()
     ran: list[str] = []
 
@@ -264,80 +231,21 @@ async def test_ops_of_a_cleared_workflow_end_and_release_the_ops_after_them():
 
     first = Op("first", blocked)
     queued = Op("queued", record)
-    actuator.submit("w", first, lane="a")
-    actuator.submit("w", queued, lane="a")
+    lanes.submit("w", first, lane="a")
+    lanes.submit("w", queued, lane="a")
     waiting = Op("after", record, after=queued.ended)
-    actuator.submit("w", waiting, lane="b")
+    lanes.submit("w", waiting, lane="b")
     await asyncio.sleep(0)  # the lanes' workers start: "first" runs, "after" waits
-    assert actuator.pending("w") == 1 and not actuator.settled("w")
-    assert actuator.clear("w") == 1 and queued.ended.is_set()
+    assert lanes.pending("w") == 1 and not lanes.settled("w")
+    assert lanes.clear("w") == 1 and queued.ended.is_set()
     await asyncio.sleep(0.1)
     assert ran == ["second"]  # "after" went on once "queued" was dropped
     gate.set()
-    await actuator.wait_idle(1)
-    assert ran == ["second", "first"] and actuator.settled("w")
+    await lanes.wait_idle(1)
+    assert ran == ["second", "first"] and lanes.settled("w")
 
 
 # -- 2. Retry-After ----------------------------------------------------------------------------
-
-
-def test_retry_after_is_read_from_the_header_in_seconds_or_as_a_date():
-    assert retry_after("3") == 3.0 and retry_after(" 3 ") == 3.0
-    assert retry_after("soon") is None and retry_after(None) is None
-    later = datetime.now(UTC) + timedelta(seconds=30)
-    assert 28 <= (retry_after(format_datetime(later, usegmt=True)) or 0) <= 30
-    earlier = datetime.now(UTC) - timedelta(seconds=30)
-    assert retry_after(format_datetime(earlier, usegmt=True)) == 0.0
-
-
-def test_retry_delay_honours_retry_after_with_jitter_and_a_cap():
-    rng = random.Random(0)
-    delays = [retry_delay(0.5, 3.0, rng) for _ in range(200)]
-    assert min(delays) >= 3.0 and max(delays) <= 3.6 and max(delays) - min(delays) > 0.3
-    assert 0.5 <= retry_delay(0.5, None, rng) <= 0.6
-    assert 60 <= retry_delay(0.5, 3600.0, rng, cap=60) <= 72
-
-
-class _Response:
-    def __init__(self, status: int, body: bytes, headers: dict[str, str]) -> None:
-        self.status, self.reason, self.headers, self._body = (
-            status,
-            "Too Many Requests",
-            headers,
-            body,
-        )
-
-    def read(self) -> bytes:
-        return self._body
-
-
-class _Client:
-    def __init__(self, response: _Response) -> None:
-        self.response = response
-
-    def param_serialize(self, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
-        return ()
-
-    def call_api(self, *args: Any, **kwargs: Any) -> _Response:
-        return self.response
-
-
-def _api(response: _Response) -> KubernetesApi:
-    api = KubernetesApi.__new__(KubernetesApi)
-    api.client = _Client(response)  # type: ignore[assignment]
-    api.timeout = 1.0
-    return api
-
-
-def test_kubernetes_api_reads_retry_after_from_the_response():
-    status = b'{"kind": "Status", "reason": "TooManyRequests", "message": "slow down"}'
-    with pytest.raises(ApiError) as caught:
-        _api(_Response(429, status, {"Retry-After": "3"}))._request_sync("GET", "/api/v1/pods")
-    assert caught.value.status == 429 and caught.value.retry_after == 3.0
-    assert caught.value.retryable and caught.value.answered
-    with pytest.raises(ApiError) as caught:
-        _api(_Response(503, b"upstream down", {}))._request_sync("GET", "/api/v1/pods")
-    assert caught.value.retry_after is None and not caught.value.answered
 
 
 # -- 3. counters equal what the API holds ------------------------------------------------------
@@ -352,48 +260,38 @@ def counted(h: Harness) -> tuple[float, float]:
 
 @pytest.mark.asyncio
 async def test_a_creation_whose_answer_was_lost_is_counted_once_through_the_409():
-    h = harness(pool=2, retry_delays=DELAYS)
+    h = harness(pool=2)
     h.kube.lose["create_pod"] = 1  # the first creation happens, its answer is lost
     await h.submit("w", {"stages": [stage("a", tasks=2)]})
     assert len(h.kube.pods) == 2 and h.kube.calls.count("create_pod") == 3
     assert counted(h) == (2, 2)  # each creation and each release counted once
-    assert h.bridge.writes.counts.unconfirmed() == 0
+
+
+def watched(h: Harness) -> None:
+    """The watch reports each pod write as it takes effect (before its answer comes)."""
+
+    def event(method: str, name: str) -> None:
+        if method in ("create_pod", "patch_pod"):
+            h.bridge.observe_pod(copy.deepcopy(h.kube.pods[("default", name)]))
+
+    h.kube.on_effect = event
 
 
 @pytest.mark.asyncio
-async def test_a_creation_whose_answer_was_lost_is_counted_by_the_watch_if_it_comes_first():
-    h = harness(pool=1, retry_delays=(2.0,))
-    h.kube.lose["create_pod"] = 1
-    body = h.kube.add_workflow("w", {"stages": [stage("a")]})
-    await intake.admit(h.bridge, copy.deepcopy(body))
-    await until(lambda: ("default", "w-a-0") in h.kube.pods)
-    assert counted(h) == (0, 0)
-    h.bridge.observe_pod(copy.deepcopy(h.kube.pods[("default", "w-a-0")]))  # the watch
-    assert counted(h) == (1, 0)
-    await h.settle()  # the retry finds it (409): not counted again
-    assert counted(h) == (1, 1) and h.kube.calls.count("create_pod") == 2
-
-
-@pytest.mark.asyncio
-async def test_a_creation_counted_by_the_watch_is_not_counted_again_if_its_retry_is_lost_too():
-    h = harness(pool=1, retry_delays=(2.0,))
-    h.kube.lose["create_pod"] = 1
-    body = h.kube.add_workflow("w", {"stages": [stage("a")]})
-    await intake.admit(h.bridge, copy.deepcopy(body))
-    await until(lambda: ("default", "w-a-0") in h.kube.pods)
-    await asyncio.sleep(0)  # (the lost answer is noted)
-    h.bridge.observe_pod(copy.deepcopy(h.kube.pods[("default", "w-a-0")]))  # the watch
-    assert counted(h) == (1, 0)
+async def test_a_creation_whose_answers_are_lost_twice_is_counted_once_with_the_watch_between():
+    h = harness(pool=1)
+    watched(h)
+    h.kube.lose["create_pod"] = 1  # it happens, its answer is lost
     # the retry's 409 is lost as well; the next retry's 409 and read find the same pod
     h.kube.fail["create_pod"] = [ApiError(0, "ConnectionError", "the 409 was dropped")]
-    await h.settle()
+    await h.submit("w", {"stages": [stage("a")]})
     assert counted(h) == (1, 1) and h.kube.calls.count("create_pod") == 3
 
 
-async def release_with_lost_answer(retry_delays: tuple[float, ...]) -> Harness:
+async def release_with_lost_answer() -> Harness:
     """`hold` on the pool's one executor and `w` gated behind it; then `hold` ends, so `w`'s
     release (its gate removal) is sent, and its answer will be lost."""
-    h = harness(pool=1, retry_delays=retry_delays)
+    h = harness(pool=1)
     await h.submit("hold", {"stages": [stage("a", duration=100)]})
     await h.submit("w", {"stages": [stage("a")]})  # gated: the pool is full
     h.kube.lose["patch_pod"] = 1
@@ -402,31 +300,18 @@ async def release_with_lost_answer(retry_delays: tuple[float, ...]) -> Harness:
 
 
 @pytest.mark.asyncio
-async def test_a_release_counted_by_the_watch_is_not_counted_again_if_its_retry_is_lost_too():
-    h = await release_with_lost_answer(retry_delays=(2.0,))
-    await until(lambda: h.released() == ["w-a-0"])  # it took effect; the answer was lost
-    await asyncio.sleep(0)
-    h.bridge.observe_pod(copy.deepcopy(h.kube.pods[("default", "w-a-0")]))  # the watch
-    assert counted(h) == (2, 2)
+async def test_a_release_whose_answers_are_lost_twice_is_counted_once_with_the_watch_between():
+    h = await release_with_lost_answer()
+    watched(h)
     h.kube.fail["patch_pod"] = [ApiError(0, "ConnectionError", "the 422 was dropped")]
     await h.settle()
+    assert h.released() == ["w-a-0"]
     assert counted(h) == (2, 2) and h.kube.calls.count("patch_pod") == 4
 
 
 @pytest.mark.asyncio
-async def test_a_release_whose_answer_was_lost_is_counted_by_the_watch_when_no_retry_comes():
-    h = await release_with_lost_answer(retry_delays=(2.0,))
-    await until(lambda: h.released() == ["w-a-0"])  # it took effect; the answer was lost
-    complete(h, "w-a-0")  # it ran and ended before the retry: the retry is not wanted
-    await h.settle()
-    assert h.kube.status("w")["phase"] == "Succeeded"
-    assert h.kube.calls.count("patch_pod") == 2  # (hold's release and w's)
-    assert counted(h) == (2, 2)  # w's removal counted by the watch event
-
-
-@pytest.mark.asyncio
 async def test_a_release_whose_answer_was_lost_is_counted_once_through_the_422():
-    h = await release_with_lost_answer(retry_delays=DELAYS)
+    h = await release_with_lost_answer()
     await h.settle()
     assert h.released() == ["w-a-0"]
     assert h.kube.calls.count("get_pod") == 1  # the retry's test op failed: it read the pod
@@ -436,7 +321,7 @@ async def test_a_release_whose_answer_was_lost_is_counted_once_through_the_422()
 
 @pytest.mark.asyncio
 async def test_a_gate_removed_by_someone_else_is_not_counted_as_the_operators():
-    h = harness(pool=1, retry_delays=DELAYS)
+    h = harness(pool=1)
     await h.submit("hold", {"stages": [stage("a", duration=100)]})
     await h.submit("w", {"stages": [stage("a")]})
     pod = h.kube.pods[("default", "w-a-0")]
@@ -464,7 +349,7 @@ async def test_a_gate_moved_by_another_controller_is_removed_and_counted_once():
 
 @pytest.mark.asyncio
 async def test_a_pod_that_went_away_is_created_released_and_counted_as_a_creation():
-    h = harness(pool=1, retry_delays=DELAYS)
+    h = harness(pool=1)
     await h.submit("hold", {"stages": [stage("a", duration=100)]})
     await h.submit("w", {"stages": [stage("a")]})
     del h.kube.pods[("default", "w-a-0")]  # deleted; the watch has not told yet
@@ -478,11 +363,10 @@ async def test_a_pod_that_went_away_is_created_released_and_counted_as_a_creatio
 
 @pytest.mark.asyncio
 async def test_an_unanswered_write_that_did_not_happen_is_counted_once_by_its_retry():
-    h = harness(pool=1, retry_delays=DELAYS)
+    h = harness(pool=1)
     h.kube.fail["create_pod"] = [ApiError(0, "ConnectTimeout", "timed out")]
     await h.submit("w", {"stages": [stage("a")]})
     assert counted(h) == (1, 1) and len(h.kube.pods) == 1
-    assert h.bridge.writes.counts.unconfirmed() == 0
 
 
 @pytest.mark.asyncio
@@ -511,16 +395,6 @@ async def test_a_pod_found_on_the_first_try_is_not_counted_as_the_operators():
     await h.settle()
     assert h.released() == ["w-a-0"]
     assert counted(h) == (0, 1)  # its release is the operator's; its creation is not
-
-
-@pytest.mark.asyncio
-async def test_a_finished_workflow_leaves_no_status_book_behind():
-    h = harness(pool=2)
-    await h.submit("w", {"stages": [stage("a", tasks=2, duration=1)]})
-    await h.run_to_completion()
-    assert h.kube.status("w")["phase"] == "Succeeded"
-    gc.collect()
-    assert len(h.bridge.writes._status) == 0  # (weakly keyed: the workflow is gone)
 
 
 @pytest.mark.asyncio
@@ -553,10 +427,7 @@ async def test_an_outage_is_requests_unanswered_for_a_second_not_one_dropped_con
 
 @pytest.mark.asyncio
 async def test_a_pod_about_to_run_takes_the_next_free_connection_before_status_and_events():
-    health = ApiHealth(Metrics(1, "fifo"))
-    actuator = Actuator(
-        FakeKube(), retry_delays=(1.0,), retry_after_cap=60, health=health, concurrency=2
-    )
+    lanes = Lanes(FakeKube(), concurrency=2)  # type: ignore[arg-type]
     order: list[str] = []
 
     def op(name: str, priority: Priority, seconds: float = 0.5) -> Op:
@@ -567,13 +438,13 @@ async def test_a_pod_about_to_run_takes_the_next_free_connection_before_status_a
         return Op(name, run, priority=priority)
 
     for i in range(2):  # both connections busy
-        actuator.submit("w", op(f"status-{i}", Priority.STATUS), lane=f"s{i}")
+        lanes.submit("w", op(f"status-{i}", Priority.STATUS), lane=f"s{i}")
     await asyncio.sleep(0)
-    actuator.submit("w", op("event", Priority.EVENT, 0.1), lane="e")
-    actuator.submit("w", op("status", Priority.STATUS, 0.1), lane="s")
-    actuator.submit("w", op("gated", Priority.POD, 0.1), lane="p1")
-    actuator.submit("w", op("release", Priority.RUN, 0.1), lane="p2")
-    await actuator.wait_idle(5)
+    lanes.submit("w", op("event", Priority.EVENT, 0.1), lane="e")
+    lanes.submit("w", op("status", Priority.STATUS, 0.1), lane="s")
+    lanes.submit("w", op("gated", Priority.POD, 0.1), lane="p1")
+    lanes.submit("w", op("release", Priority.RUN, 0.1), lane="p2")
+    await lanes.wait_idle(5)
     assert order[:2] == ["status-0", "status-1"]
     assert order[2:] == ["release", "gated", "status", "event"]
 

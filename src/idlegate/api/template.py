@@ -19,7 +19,7 @@ allow-list (:func:`idlegate.api.podsecurity.check_template`): the operator creat
 pods with its own rights, so it must refuse what the namespace would refuse its author.
 Everything else is passed through to the API server, which judges it when the pod is
 created (and a pod the API server refuses fails its workflow, see
-:mod:`idlegate.operator.edge.writes`).
+:mod:`idlegate.operator.edge.applier`).
 
 A template that fails here makes the workflow ``Invalid`` at admission, with the path of
 the offending field, before any executor is given to it.

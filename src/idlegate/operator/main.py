@@ -147,7 +147,7 @@ class Operator:
         """The controller of DagCronWorkflows (it writes through the bridge's API and Events)."""
         if self._cron is None:
             bridge = self.bridge
-            record = bridge.writes.events.record
+            record = bridge.intents.event
             self._cron = CronController(
                 bridge.kube,
                 self.timers,
@@ -179,10 +179,14 @@ class Operator:
     @property
     def kube(self) -> KubeApi:
         if self._kube is None:
+            s = self.settings
             self._kube = KubernetesApi(
                 self.configuration,
-                concurrency=self.settings.api_concurrency,
-                timeout=self.settings.api_timeout,
+                concurrency=s.api_concurrency,
+                timeout=s.api_timeout,
+                backoff_max=s.retry_backoff_max,
+                retry_after_max=s.retry_after_cap,
+                report=self.health.report,
             )
         return self._kube
 
@@ -220,7 +224,6 @@ class Operator:
         if self._watchdog is None:
             self._watchdog = Watchdog(self.pools, self.health, reporter=OperatorPod.from_env())
             self._tasks = [
-                asyncio.create_task(intake.follow_writes(self.pools)),
                 asyncio.create_task(self._admit_later(RETRY_DELAY)),
                 asyncio.create_task(self._serve(self._watchdog)),
             ]
@@ -252,7 +255,7 @@ class Operator:
         """An Event of the operator's own on its Pod (outside a Pod: logged only)."""
         reporter = OperatorPod.from_env()
         if reporter is not None and self._bridge is not None:
-            self._bridge.writes.event(reporter, *notice)
+            self._bridge.intents.event(reporter, *notice)
 
     async def _admit_later(self, every: float) -> None:
         """Retry, every `every` seconds, the workflows that left a pool and could not be
@@ -334,7 +337,7 @@ class Operator:
         """Write what is pending (for at most `Settings.shutdown_timeout` seconds), then drop
         timers and the rest (the state to resume from is in the API)."""
         if self._bridge is not None:
-            await self._bridge.writes.drain(self.settings.shutdown_timeout)
+            await self._bridge.applier.drain(self.settings.shutdown_timeout)
         self.timers.shutdown()
         self.pool_reloads.stop()
         for task in self._tasks:
@@ -368,7 +371,7 @@ class Operator:
             "busyExecutors": bridge.busy,
             "poolSize": self.settings.pool_size,
             "decisions": int(self.metrics.decision_count()),
-            "pendingWrites": bridge.actuator.pending(),
+            "pendingWrites": bridge.lanes.pending(),
             "policy": self.scheduler.name,
             "following": followed(self.scheduler),
         }

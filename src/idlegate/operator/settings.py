@@ -108,16 +108,15 @@ class Settings(Config):
     api_timeout: float = 30.0
     """Seconds before one API request of the operator's own is given up and retried."""
 
-    retry_delays: tuple[Annotated[float, Field(ge=0)], ...] = Field(
-        (0.5, 1.0, 2.0, 5.0, 10.0, 30.0), min_length=1
-    )
-    """Back-off between retries of a failed API write (the last one repeats). A write
-    sleeping it out is woken by the API's return after an outage, and starts over."""
+    retry_backoff_max: float = Field(1.0, gt=0)
+    """Longest back-off, in seconds, between two tries of a request that got no answer or a
+    5xx (the API client's retries: 0.2 s, doubling up to this, with jitter). Nothing wakes
+    a sleeping retry when the API returns, so this bounds how long after an outage the
+    writes resume."""
 
     retry_after_cap: float = Field(60.0, ge=0)
-    """Longest wait, in seconds, before retrying a write the API server refused with a
-    Retry-After (429, 503): a longer one is cut to this. Shorter ones are honoured, with
-    up to 20 % jitter."""
+    """Longest wait, in seconds, before retrying a request the API server refused with a
+    Retry-After (429, 503): a longer one is cut to this. Shorter ones are honoured."""
 
     shutdown_timeout: float = Field(10.0, ge=0)
     """Seconds the operator, told to stop, waits for its queued writes (the batched status

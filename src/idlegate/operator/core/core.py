@@ -56,7 +56,15 @@ from idlegate.operator.core.admission import (
     new_workflow,
     owner_of,
 )
-from idlegate.operator.core.intents import Confirmed, CreatePod, Outbox, Outcome, RemoveGate
+from idlegate.operator.core.intents import (
+    Confirmed,
+    CreatePod,
+    LiveStatus,
+    Outbox,
+    Outcome,
+    PatchStatus,
+    RemoveGate,
+)
 from idlegate.operator.core.pods import Owner, TaskPod, pod_name, read_task_pod
 from idlegate.operator.core.tracking import StageTrack, Task, TaskState, Workflow, WorkflowKey
 from idlegate.operator.decisions import Answer, Decider, post_round
@@ -90,6 +98,7 @@ class Cleanup(Protocol):
     def task_ended(
         self, wf: Workflow, track: StageTrack, task: Task, *, succeeded: bool
     ) -> None: ...
+    def landed(self, wf: Workflow, counted: int) -> None: ...
 
 
 class History(Protocol):
@@ -250,6 +259,7 @@ class Core:
         job = wf.job
         holders = found.holders
         wf.idle_slots = dict(sorted(found.slots.items()))
+        wf.persisted_slots = set(found.slots)
         if holders or found.slots or found.cap or any(found.finished):
             self.cluster.restore_progress(
                 job,
@@ -359,7 +369,13 @@ class Core:
         intent = outcome.intent
         if isinstance(outcome, Confirmed):
             if isinstance(intent, CreatePod | RemoveGate) and outcome.body is not None:
+                if isinstance(intent, CreatePod) and intent.owner_check:
+                    wf = self.workflows.get((intent.owner.namespace, intent.owner.name))
+                    if wf is not None and wf.owner.uid == intent.owner.uid:
+                        wf.pod_vanished = False  # (the workflow is there)
                 self.observe_pod(outcome.body)
+            elif isinstance(intent, PatchStatus) and isinstance(intent.status, LiveStatus):
+                self._status_landed(intent.status, outcome.body is not None)
             return
         owner = intent.owner
         wf = self.workflows.get((owner.namespace, owner.name))
@@ -369,13 +385,24 @@ class Core:
             self.forget(owner.namespace, owner.name, owner.uid)
         elif outcome.permanent and isinstance(intent, CreatePod | RemoveGate):
             action = "create" if isinstance(intent, CreatePod) else "release"
-            cause = f"the API server refused it ({outcome.status}): {outcome.message}"
+            if outcome.status is None:  # not the API's refusal: an error of the operator's
+                reason, cause = "PodError", f"{outcome.reason}: {outcome.message}"
+            else:
+                reason = "PodRejected"
+                cause = f"the API server refused it ({outcome.status}): {outcome.message}"
             message = (
                 f"The operator could not {action} task pod {intent.name} of stage "
                 f"{intent.stage!r}; {cause}."
             )
-            self.fail(wf, "PodRejected", message)
+            self.fail(wf, reason, message)
             self.schedule()
+
+    def _status_landed(self, status: LiveStatus, found: bool) -> None:
+        """A status write landed (`found`: the workflow was there): what it carried is in
+        the API, its idle slots and its ended pods (which pod GC may now delete)."""
+        status.workflow.persisted_slots |= status.slots
+        if self.cleanup is not None and found:
+            self.cleanup.landed(status.workflow, status.counted)
 
     def _ran(self, pod: TaskPod) -> float | None:
         """A succeeded pod's run time on the operator's clock, if its status tells it."""

@@ -34,6 +34,7 @@ from idlegate.operator.core.pods import Owner, pod_name, task_pod
 
 if TYPE_CHECKING:
     from idlegate.operator.core.tracking import StageTrack, Task, Workflow
+    from idlegate.sim.spec import StageSpec
 
 STATUS_LANE = "status"
 """The lane suffix of a workflow's status and Events (apart from its pods' writes)."""
@@ -56,19 +57,29 @@ class CreatePod:
     index: int
     attempt: int
     name: str
-    """The pod's name (`pod_name`), also ``manifest``'s."""
-    manifest: Mapping[str, Any]
-    """The whole pod to create (`idlegate.operator.core.pods.task_pod`)."""
+    """The pod's name (`pod_name`), also :attr:`manifest`'s."""
+    spec: StageSpec
+    """The stage, whose template the pod is made of."""
     executor: int | None = None
     """The executor slot it runs on, for a pod created released; None: created gated."""
     after_status: bool = False
     """Send it only once the workflow's latest :class:`PatchStatus` given before it has
     landed: the status that persists the stage's idle slot, so a restart neither forgets
     nor repeats a delay whose end this pod follows."""
+    owner_check: bool = False
+    """Read the workflow first: a pod of it vanished, maybe with the workflow itself (a
+    workflow gone, or of another uid, is refused with ``gone``)."""
 
     @property
     def gated(self) -> bool:
         return self.executor is None
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        """The whole pod to create (made when it is sent: `task_pod`)."""
+        return task_pod(
+            self.owner, self.spec, self.index, self.attempt, gated=self.gated, executor=self.executor
+        )
 
     @property
     def lane(self) -> tuple[str, str, str]:
@@ -92,11 +103,16 @@ class RemoveGate:
     attempt: int
     name: str
     executor: int
-    released: Mapping[str, Any]
-    """The pod as it should be once released (`task_pod(..., gated=False, executor=...)`):
-    created when the gated pod is gone."""
+    spec: StageSpec
+    """The stage, whose template the pod is made of."""
     after_status: bool = False
     """As :attr:`CreatePod.after_status`."""
+
+    @property
+    def released(self) -> CreatePod:
+        """The pod created released instead, when the gated pod is gone."""
+        owner, spec = self.owner, self.spec
+        return CreatePod(owner, spec.name, self.index, self.attempt, self.name, spec, self.executor)
 
     @property
     def lane(self) -> tuple[str, str, str]:
@@ -244,6 +260,18 @@ class LiveStatus(Mapping[str, Any]):
 
     def __init__(self, wf: Workflow) -> None:
         self.workflow = wf
+        self.counted = 0
+        """The pods the status counted when it was :meth:`read` (the first that many of
+        `Workflow.collectable`: pod GC deletes them once this write has landed)."""
+        self.slots: frozenset[int] = frozenset()
+        """The stages whose idle slot it carried when it was read."""
+
+    def read(self, now: float) -> dict[str, Any]:
+        """The status as it is at `now` (the operator's clock), to be sent."""
+        wf = self.workflow
+        wf.refresh_conditions(now)
+        self.counted, self.slots = len(wf.collectable), frozenset(wf.idle_slots)
+        return wf.status()
 
     def _now(self) -> dict[str, Any]:
         return self.workflow.status()
@@ -282,10 +310,10 @@ class Outbox:
         """The pod of the task's current attempt: gated, or released on its executor."""
         owner, spec, index, attempt = wf.owner, track.spec, task.index, task.attempt
         executor = None if gated else task.executor
-        manifest = task_pod(owner, spec, index, attempt, gated=gated, executor=executor)
         name = pod_name(owner.name, spec.name, index, attempt)
-        after = not gated and track.index in wf.idle_slots
-        self.add(CreatePod(owner, spec.name, index, attempt, name, manifest, executor, after))
+        after = not gated and _unpersisted(wf, track.index)
+        check = wf.pod_vanished
+        self.add(CreatePod(owner, spec.name, index, attempt, name, spec, executor, after, check))
 
     def release_pod(self, wf: Workflow, track: StageTrack, task: Task) -> None:
         """Remove the gate of the task's pod, recording its executor on it."""
@@ -293,10 +321,9 @@ class Outbox:
         executor = task.executor
         if executor is None:
             raise ValueError(f"task {index} of stage {spec.name!r} is released on no executor")
-        released = task_pod(owner, spec, index, attempt, gated=False, executor=executor)
         name = pod_name(owner.name, spec.name, index, attempt)
-        after = track.index in wf.idle_slots
-        self.add(RemoveGate(owner, spec.name, index, attempt, name, executor, released, after))
+        after = _unpersisted(wf, track.index)
+        self.add(RemoveGate(owner, spec.name, index, attempt, name, executor, spec, after))
 
     def delete_pod(self, owner: Owner, name: str) -> None:
         self.add(DeletePod(owner, name))
@@ -323,3 +350,8 @@ class Outbox:
 
     def cancel_timer(self, key: str) -> None:
         self.add(CancelTimer(key))
+
+
+def _unpersisted(wf: Workflow, stage: int) -> bool:
+    """The stage's idle slot is not in the API yet: its release waits for the status."""
+    return stage in wf.idle_slots and stage not in wf.persisted_slots

@@ -1,5 +1,5 @@
 """What the operator's Events on a DagWorkflow say: one function per occasion, each giving
-(type, reason, message) for :meth:`idlegate.operator.edge.writes.Writer.event`.
+(type, reason, message) for :meth:`idlegate.operator.core.intents.Outbox.event`.
 
 These are what a user reads in ``kubectl describe dwf`` (deploy/README.md lists the
 reasons). A message names the stage, the policy and its choice, never a task or executor

@@ -10,7 +10,6 @@ Plain state, changed by the bridge (:mod:`idlegate.operator.edge.bridge`).
 
 from __future__ import annotations
 
-import asyncio
 import random
 from dataclasses import dataclass
 from enum import Enum
@@ -213,14 +212,15 @@ class Workflow:
         """Its record is in the history sink (`status.historyRecorded`)."""
         self.history_rng = random.Random(owner.uid)
         """Draws of the stages' history samples (seeded: the same pods, the same sample)."""
+        self.persisted_slots: set[int] = set()
+        """Stages whose idle slot a status write has put in the API (a release in such a
+        stage need not wait for the status writes before it)."""
         self.collectable: list[str] = []
         """Ended pods whose outcome is in the state, oldest first: pod GC deletes each once
         a status write that began after it was added has landed (:mod:`.cleanup`)."""
         self.suspended = False
         """Taken out of the pool by ``spec.suspend`` (its last status is being written)."""
         self.active = True
-        self.status_queued = False
-        self.status_timer: asyncio.TimerHandle | None = None
 
     def timer_key(self, stage_index: int) -> str:
         """The key of the idle timer of its stage `stage_index`."""

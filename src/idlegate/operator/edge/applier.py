@@ -1,48 +1,62 @@
 """The applier: carries out the core's intents against the API and hands back outcomes.
 
-The core (:mod:`idlegate.operator.core`) never writes; it returns intents
+The core (:mod:`idlegate.operator.core`) never writes; it says intents
 (:mod:`idlegate.operator.core.intents`). :meth:`Applier.apply` queues each on the
-:class:`~idlegate.operator.edge.actuator.Actuator` lane the intent names, so one object's
-writes keep the order given and different objects' writes run side by side: one
-workflow's blocked write never blocks another's. Each write is retried as the actuator
-retries (no answer, 429 with its Retry-After, 5xx; woken by the API's return), and its
-end becomes an outcome for the core (`on_outcome`): :class:`Confirmed` with the object
-the API returned, or :class:`Refused` with the API's status. Pod creations and gate
-removals are counted from their confirmations (:class:`~idlegate.operator.edge.writes.PodCounts`),
-Events are posted by the :class:`~idlegate.operator.edge.events.EventRecorder`.
+:class:`~idlegate.operator.edge.lanes.Lanes` lane the intent names, so one object's writes
+keep the order given and different objects' writes run side by side: one workflow's
+blocked write never blocks another's. Each request is retried by the API client until
+the API takes it (no answer, 429 with its Retry-After, 5xx:
+:mod:`idlegate.operator.edge.kube`),
+and each write's end becomes an outcome for the core (`on_outcome`): :class:`Confirmed`
+with the object the API returned (for a status write: the status sent), or
+:class:`Refused` with the API's status. Events are posted by the
+:class:`~idlegate.operator.edge.events.EventRecorder`.
+
+Pod creations and gate removals (`idlegate_pods_created_total`,
+`idlegate_gate_removals_total`) are counted once each, when confirmed: by their success,
+or, when an earlier try of the request got no answer (`ApiError.lost`: it may have been
+carried out), by the read after the refusal that followed (a 409, a refused guard)
+showing the write's effect: the pod owned by the workflow; the gate gone and the executor
+recorded. A pod found on a first try's 409 is not the operator's creation.
 
 What makes a pod write idempotent (names per attempt, a 409 of the same owner is
 success, a guarded gate removal re-read when refused) is told in the intents' docstrings
-and done here; a write that waits for another lane (``after_status``) waits for the end of
-the workflow's latest status write given before it.
+and done here. A workflow's status writes are one at a time and coalesced
+(:class:`_StatusLane`): a write waiting to be sent is replaced by the next, and the
+status is read when it is sent, so the last write to land is always the latest state. A
+write that waits for another lane (``after_status``) waits for the end of the workflow's
+status writes given before it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
+import dataclasses
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
-from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE
+from idlegate.api.labels import ANNOTATION_EXECUTOR
 from idlegate.operator.core.intents import (
     Confirmed,
     CreatePod,
     DeletePod,
     DeleteWorkflow,
     Intent,
+    LiveStatus,
     Outcome,
+    Owner,
     PatchStatus,
     PostEvent,
     Refused,
     RemoveGate,
 )
-from idlegate.operator.core.pods import Owner, read_task_pod, release_patch
-from idlegate.operator.edge.actuator import Actuator, Op, Priority, Retry
+from idlegate.operator.core.pods import read_task_pod, release_patch, task_pod
 from idlegate.operator.edge.events import EventRecorder
 from idlegate.operator.edge.kube import ApiError, KubeApi
-from idlegate.operator.edge.writes import PodCounts, Write
+from idlegate.operator.edge.lanes import Lanes, Op, Priority, Retry
+from idlegate.operator.edge.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -51,21 +65,25 @@ _EXECUTOR_PATH = "/metadata/annotations/" + ANNOTATION_EXECUTOR.replace("/", "~1
 
 
 class Applier:
-    """Queues intents on the actuator's lanes; reports each write's end to `on_outcome`."""
+    """Queues intents on the lanes; reports each write's end to `on_outcome`."""
 
     def __init__(
         self,
-        actuator: Actuator,
+        lanes: Lanes,
         events: EventRecorder,
-        counts: PodCounts,
+        metrics: Metrics,
         on_outcome: Callable[[Outcome], None],
         *,
         status_interval: float = 0.0,
+        now: Callable[[], float] = time.time,
     ) -> None:
-        self.actuator = actuator
+        self.lanes = lanes
+        self.now = now
+        """The operator's clock (a status's condition times)."""
         self.events = events
-        self.counts = counts
+        self.metrics = metrics
         self.on_outcome = on_outcome
+        """Where outcomes go (the core, or the pools that route them to theirs)."""
         self.status_interval = status_interval
         """Seconds a PatchStatus that is not urgent waits, to be sent with later ones."""
         self._status: dict[tuple[str, str], _StatusLane] = {}
@@ -80,16 +98,24 @@ class Applier:
             else:
                 self._submit(intent)
 
+    def cancel(self, owner: Owner) -> None:
+        """The workflow left: its writes not started yet are dropped (a status write held
+        for its batch is sent with the next PatchStatus instead)."""
+        self.lanes.clear(_key(owner))
+        lane = self._status.get(_key(owner))
+        if lane is not None:
+            lane.dropped()
+
     async def drain(self, timeout: float) -> None:
         """At shutdown: send the statuses held for batching, wait up to `timeout` s for
         every write to end, then stop the lanes (later intents are dropped, logged)."""
-        for lane in self._status.values():
+        for lane in list(self._status.values()):
             lane.flush()
         try:
-            await self.actuator.wait_idle(timeout)
+            await self.lanes.wait_idle(timeout)
         except TimeoutError:
-            log.warning("Stopping with %d write(s) not done.", self.actuator.pending())
-        await self.actuator.close()
+            log.warning("Stopping with %d write(s) not done.", self.lanes.pending())
+        await self.lanes.close()
 
     # -- pods, deletions ---------------------------------------------------------------
 
@@ -97,9 +123,8 @@ class Applier:
         run: Callable[[KubeApi], Awaitable[Mapping[str, Any] | None]]
         after = None
         if isinstance(intent, CreatePod):
-            run, priority = (lambda k: self._create(k, intent)), Priority.RUN
-            if intent.gated:
-                priority = Priority.POD
+            run = lambda k: self._create(k, intent)  # noqa: E731
+            priority = Priority.POD if intent.gated else Priority.RUN
             after = self._after(intent.owner, intent.after_status)
         elif isinstance(intent, RemoveGate):
             run, priority = (lambda k: self._release(k, intent)), Priority.RUN
@@ -120,60 +145,52 @@ class Applier:
 
         what = f"{type(intent).__name__} {'/'.join(intent.lane)}"
         op = Op(what, attempt, on_error=refused, priority=priority, after=after)
-        self.actuator.submit(_key(intent.owner), op, lane=intent.lane)
+        self.lanes.submit(_key(intent.owner), op, lane=intent.lane)
 
     async def _create(self, kube: KubeApi, intent: CreatePod) -> Mapping[str, Any] | None:
         owner, name = intent.owner, intent.name
+        if intent.owner_check and not await _still_there(kube, owner):
+            raise _Gone()
+        manifest = intent.manifest
         try:
-            return await self.counts.counted(
-                kube.create_pod(owner.namespace, dict(intent.manifest)),
-                owner,
-                name,
-                Write.CREATE,
-                intent.executor,
-            )
+            body = await kube.create_pod(owner.namespace, manifest)
         except ApiError as exc:
             if exc.status != 409:
                 raise
+            lost = exc.lost
+        else:
+            self.metrics.pods_created.inc()
+            return body
         body = await kube.get_pod(owner.namespace, name)
         info = read_task_pod(body)
-        self.counts.seen(owner.namespace, info)  # (an unanswered try made it?)
         if info is None or info.owner_uid != owner.uid or info.deleting:
             raise Retry(f"pod {name} exists and is not this workflow's (yet)")
+        if lost:  # a try whose answer was lost made it
+            self.metrics.pods_created.inc()
         if intent.executor is not None and info.gated:
             return await self._patch_gate(kube, owner, name, body, intent.executor)
         return body
 
     async def _release(self, kube: KubeApi, intent: RemoveGate) -> Mapping[str, Any] | None:
         owner, name = intent.owner, intent.name
-        gated = copy.deepcopy(dict(intent.released))
-        spec = gated.setdefault("spec", {})
-        spec["schedulingGates"] = [*(spec.get("schedulingGates") or []), {"name": GATE}]
+        gated = task_pod(owner, intent.spec, intent.index, intent.attempt, gated=True)
         try:
             return await self._patch_gate(kube, owner, name, gated, intent.executor)
         except ApiError as exc:
             if exc.status == 404:  # it went away: create it released (its workflow there?)
-                if not await _still_there(kube, owner):
-                    raise _Gone() from None
-                create = CreatePod(
-                    owner,
-                    intent.stage,
-                    intent.index,
-                    intent.attempt,
-                    name,
-                    intent.released,
-                    intent.executor,
-                )
+                create = dataclasses.replace(intent.released, owner_check=True)
                 return await self._create(kube, create)
             if exc.status not in (409, 422):
                 raise
+            lost = exc.lost
         # the guarded removal was refused: the gates moved (patch again), or ours is gone
         current = await kube.get_pod(owner.namespace, name)
         info = read_task_pod(current)
-        self.counts.seen(owner.namespace, info)
         if release_patch(current, intent.executor):
             return await self._patch_gate(kube, owner, name, current, intent.executor)
         if info is not None and info.executor == intent.executor:
+            if lost:  # a try whose answer was lost removed it
+                self.metrics.gate_removals.inc()
             return current
         add = [{"op": "add", "path": _EXECUTOR_PATH, "value": str(intent.executor)}]
         return await kube.patch_pod(owner.namespace, name, add)
@@ -184,8 +201,9 @@ class Applier:
         ops = release_patch(pod, executor)
         if not ops:
             raise ApiError(422, "Invalid", f"pod {name} of the operator's making has no gate")
-        request = kube.patch_pod(owner.namespace, name, ops)
-        return await self.counts.counted(request, owner, name, Write.RELEASE, executor)
+        body = await kube.patch_pod(owner.namespace, name, ops)
+        self.metrics.gate_removals.inc()
+        return body
 
     @staticmethod
     async def _delete_pod(kube: KubeApi, intent: DeletePod) -> None:
@@ -217,7 +235,7 @@ class Applier:
     def _patch_status(self, intent: PatchStatus) -> None:
         key = _key(intent.owner)
         lane = self._status.get(key)
-        if lane is None:
+        if lane is None or lane.owner.uid != intent.owner.uid:
             lane = self._status[key] = _StatusLane(self, intent.owner)
         lane.give(intent)
 
@@ -227,8 +245,9 @@ class Applier:
 
 
 class _StatusLane:
-    """One workflow's status writes: coalesced (a PatchStatus not sent yet is replaced by
-    the next one), batched when not urgent, and `landed` set once the latest has ended."""
+    """One workflow's status writes: one at a time, coalesced (a PatchStatus not sent yet
+    is replaced by the next one), batched when not urgent; `landed` is set once the latest
+    has ended. It forgets itself once idle."""
 
     def __init__(self, applier: Applier, owner: Owner) -> None:
         self.applier, self.owner = applier, owner
@@ -254,34 +273,48 @@ class _StatusLane:
         if self.queued or self.waiting is None:
             return
         self.queued = True
+        op = Op(f"status of {self.owner.name}", self._send, priority=Priority.STATUS)
+        self.applier.lanes.submit(_key(self.owner), op, lane=_STATUS)
 
-        async def run(kube: KubeApi) -> None:
-            intent, self.queued = self.waiting, False
-            if intent is None:
-                return
-            self.waiting = None
-            try:
-                await kube.patch_workflow_status(
-                    self.owner.namespace, self.owner.name, dict(intent.status)
-                )
-            except ApiError as exc:
-                if exc.status != 404:  # (404: deleted meanwhile)
-                    self.waiting = self.waiting or intent  # its retry sends the latest
-                    self.queued = True
-                    raise
-            if self.waiting is None:
-                self.landed.set()
-            self.applier.on_outcome(Confirmed(intent))
+    def dropped(self) -> None:
+        """The workflow left and the lanes dropped its writes not started: the one held
+        or queued here goes too (the next PatchStatus carries the whole state anyway)."""
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        self.queued, self.waiting = False, None
+        self._ended()
 
-        def refused(exc: Exception) -> None:
-            self.queued = False
-            if self.waiting is not None:
-                self.applier.on_outcome(_refused(self.waiting, exc))
-                self.waiting = None
-            self.landed.set()
+    async def _send(self, kube: KubeApi) -> None:
+        intent, self.queued, self.waiting = self.waiting, False, None
+        if intent is None:
+            return
+        outcome: Outcome
+        try:
+            status = intent.status
+            live = isinstance(status, LiveStatus)
+            sent = status.read(self.applier.now()) if live else dict(status)
+            await kube.patch_workflow_status(self.owner.namespace, self.owner.name, sent)
+            outcome = Confirmed(intent, sent)
+        except ApiError as exc:  # (404: deleted meanwhile)
+            outcome = Confirmed(intent) if exc.status == 404 else _refused(intent, exc)
+        except Exception as exc:
+            log.exception("Could not write the status of %s.", self.owner.name)
+            outcome = _refused(intent, exc)
+        self._ended()
+        self.applier.on_outcome(outcome)
 
-        op = Op(f"status of {self.owner.name}", run, on_error=refused, priority=Priority.STATUS)
-        self.applier.actuator.submit(_key(self.owner), op, lane="status")
+    def _ended(self) -> None:
+        if self.waiting is not None:  # given while this one was sent: send it now
+            self.flush()
+            return
+        self.landed.set()
+        lanes = self.applier._status
+        if self.timer is None and not self.queued and lanes.get(_key(self.owner)) is self:
+            del lanes[_key(self.owner)]
+
+
+_STATUS = "status"
 
 
 class _Gone(Exception):

@@ -1,5 +1,5 @@
 """The operator's Events (core/v1, shown by ``kubectl describe``), posted through its API
-client in each workflow's lane of Events (:mod:`idlegate.operator.edge.actuator`), apart from
+client in each workflow's lane of Events (:mod:`idlegate.operator.edge.lanes`), apart from
 its pod writes, which they never delay; an Event that cannot be posted is logged and
 dropped, it never fails a workflow.
 
@@ -21,8 +21,8 @@ from typing import Any
 
 from idlegate.api.status import clip
 from idlegate.operator.core.pods import Owner
-from idlegate.operator.edge.actuator import EVENTS, Actuator, Op, Priority
 from idlegate.operator.edge.kube import ApiError, KubeApi
+from idlegate.operator.edge.lanes import Lanes, Op, Priority
 
 log = logging.getLogger(__name__)
 
@@ -33,10 +33,8 @@ MAX_BOOKS = 4096
 class EventRecorder:
     """Posts the Events of the operator (one instance per operator)."""
 
-    def __init__(
-        self, actuator: Actuator, *, component: str, instance: str, per_workflow: int
-    ) -> None:
-        self.actuator = actuator
+    def __init__(self, lanes: Lanes, *, component: str, instance: str, per_workflow: int) -> None:
+        self.lanes = lanes
         self.component = component
         self.instance = instance
         self.per_workflow = per_workflow
@@ -86,10 +84,8 @@ class EventRecorder:
             try:
                 await kube.create_event(owner.namespace, body)
             except ApiError as exc:
-                if exc.retryable:
-                    raise
                 if exc.status != 409:  # (409: an earlier, unanswered try posted it)
                     log.warning("Event %s on %s not posted: %s", body["reason"], owner.name, exc)
 
         op = Op(f"event {body['reason']} on {owner.name}", run, priority=Priority.EVENT)
-        self.actuator.submit((owner.namespace, owner.name), op, lane=EVENTS)
+        self.lanes.submit((owner.namespace, owner.name), op, lane="events")

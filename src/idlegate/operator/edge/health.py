@@ -1,33 +1,26 @@
 """Whether the API server answers the operator: one shared view, fed by every request.
 
-Every outcome of the operator's own requests is reported here (by :class:`ObservedApi`,
-through which they all go): :meth:`ApiHealth.answered` for any HTTP answer that is not a
-5xx (a 404 or a 409 still proves the server is there), :meth:`ApiHealth.unanswered` for no
-response, a timeout or a 5xx. The first unanswered request starts an *outage* if none is
-answered for the next second (:data:`GRACE`); the next answered one ends it. Three things
-follow:
+Every outcome of the operator's own requests is reported here: each failed try as it
+happens, from the API client's retries (:meth:`ApiHealth.report`,
+:mod:`idlegate.operator.edge.kube`), and each request's end (:class:`ObservedApi`, through
+which they all go). An HTTP answer that is not a 5xx is an answer (a 404 or a 409 still
+proves the server is there; a 429 is an answer too, counted as throttled); no response,
+a timeout or a 5xx is none. The first unanswered try starts an *outage* if none is
+answered for the next second (:data:`GRACE`); the next answered one ends it. Then:
 
-1. A write waiting out its back-off sleeps in :meth:`ApiHealth.backoff`: the first answer
-   after an outage wakes every such sleep at once, so a 30 s back-off that began just
-   before the API came back does not keep the pool idle for 30 s.
-2. While the API is down, `idlegate_api_up` is 0 (the other gauges are stale), and the
+1. While the API is down, `idlegate_api_up` is 0 (the other gauges are stale), and the
    readiness probe says not ready; liveness stays healthy, since restarting the process
    would not bring the API back.
-3. When an outage ends, its length is added to `idlegate_api_unreachable_seconds` and each
+2. When an outage ends, its length is added to `idlegate_api_unreachable_seconds` and each
    callback given to :meth:`ApiHealth.on_recovery` runs (a Warning Event, a resync of the
    state from the API).
-
-A 429 is an answer (the server is up, only busy); it is counted as throttled and the
-write waits for the server's Retry-After (:func:`retry_delay`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import logging
-import random
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -39,25 +32,9 @@ T = TypeVar("T")
 
 GRACE = 1.0
 """Seconds of unanswered requests, with no answer in between, that make an outage. One
-dropped connection among answers is no outage (its write retries after its back-off), nor
-is one endpoint that keeps failing while the others answer: either would otherwise flap
-the API up and down, waking every retry and rebuilding the state at each flap."""
-JITTER = 0.2
-"""Relative jitter added to every retry delay, so that writes that failed together do
-not all come back at the API in the same instant."""
-
-
-def retry_delay(
-    backoff: float, retry_after: float | None, rng: random.Random, *, cap: float | None = None
-) -> float:
-    """Seconds to wait before retrying: the server's Retry-After when it gave one (it knows
-    best when it can take the request), else our back-off; plus up to `JITTER` of it. A
-    Retry-After above `cap` is taken as `cap` (a server asking for an hour must not stop
-    the operator's writes for an hour)."""
-    base = retry_after if retry_after is not None else backoff
-    if cap is not None:
-        base = min(base, cap)
-    return base * (1.0 + JITTER * rng.random())
+dropped connection among answers is no outage, nor is one endpoint that keeps failing
+while the others answer: either would otherwise flap the API up and down, rebuilding the
+state at each flap."""
 
 
 class ApiHealth:
@@ -116,16 +93,15 @@ class ApiHealth:
             except Exception:  # one failing reaction must not stop the others
                 log.exception("A reaction to the API's recovery failed.")
 
-    async def backoff(self, seconds: float) -> bool:
-        """Sleep `seconds`, or less: during an outage, until the API answers again. True if
-        the API's return cut the sleep short (a retry may start its back-off over)."""
-        if self.up:
-            await asyncio.sleep(seconds)
-            return False
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._answered.wait(), seconds)
-            return True
-        return False
+    def report(self, what: str, status: int) -> None:
+        """A try of a request failed with `status` (0: no response); the client retries it."""
+        self.metrics.api_errors.labels(str(status)).inc()
+        if status == 429:
+            self.metrics.api_throttled.inc()
+        if 0 < status < 500:
+            self.answered()
+        else:
+            self.unanswered(what)
 
 
 class ObservedApi:
@@ -152,14 +128,7 @@ class ObservedApi:
         try:
             result = await call
         except ApiError as exc:
-            metrics = self.health.metrics
-            metrics.api_errors.labels(str(exc.status)).inc()
-            if exc.status == 429:
-                metrics.api_throttled.inc()
-            if exc.answered:
-                self.health.answered()
-            else:
-                self.health.unanswered(f"{what}: {exc}")
+            self.health.report(f"{what}: {exc}", exc.status)
             raise
         self.health.answered()
         return result

@@ -1,11 +1,10 @@
 """What the operator reads from the API into the bridge: the DagWorkflows and their pods at
-startup and after an outage, and when kopf reports a workflow, and the outcomes of the
-bridge's own writes.
+startup and after an outage, and when kopf reports a workflow.
 
 The bridge (:class:`idlegate.operator.edge.bridge.Bridge`) changes state synchronously, one
 event at a time, and never waits for the API; these coroutines do the waiting (read the
-pods and the namespace of a workflow before it is admitted, take the next outcome of a
-write) and then hand the bridge what they read.
+pods and the namespace of a workflow before it is admitted) and then hand the bridge what
+they read.
 
 A workflow's templates are judged by its namespace's Pod Security level and
 service-account allow-list, so a namespace the API does not show the operator (403) or
@@ -34,7 +33,6 @@ from idlegate.operator.core.pods import Owner, pod_name, task_pod
 from idlegate.operator.core.tracking import StageTrack, Task, TaskState, Workflow, WorkflowKey
 from idlegate.operator.edge.bridge import Bridge
 from idlegate.operator.edge.kube import ApiError
-from idlegate.operator.edge.writes import PodWritten, WorkflowGone
 from idlegate.operator.features.lifecycle import only_mutable_changed
 from idlegate.operator.features.pools import Pools, namespace_labels
 from idlegate.sim.spec import parse_workflow
@@ -111,7 +109,7 @@ async def _notice_deleted(bridge: Pools, missing: list[_Held]) -> None:
         return wf.active and task.attempt == attempt and task.state is state
 
     current = [held for held in missing if unchanged(held)]
-    settled = [held for held in current if bridge.actuator.settled(held[0].key)]
+    settled = [held for held in current if bridge.lanes.settled(held[0].key)]
     if len(settled) < len(current):
         log.info(
             "%d pod(s) not listed are being written: not read again.", len(current) - len(settled)
@@ -123,7 +121,7 @@ async def _notice_deleted(bridge: Pools, missing: list[_Held]) -> None:
         except ApiError as exc:
             if exc.status != 404:
                 raise
-            if unchanged(held) and bridge.actuator.settled(wf.key):
+            if unchanged(held) and bridge.lanes.settled(wf.key):
                 gated = state is TaskState.GATED
                 gone = task_pod(wf.owner, track.spec, task.index, attempt, gated=gated)
                 bridge.observe_pod(gone, deleted=True)
@@ -205,36 +203,13 @@ async def spec_changed(bridge: Pools | Bridge, body: Mapping[str, Any]) -> None:
             holder.lifecycle.updated(wf, spec, generation_of(body))
             return
         notice = messages.spec_change_ignored(generation_of(body), wf.generation)
-        bridge.writes.event(owner, *notice)
+        bridge.intents.event(owner, *notice)
         return
     phase = (body.get("status") or {}).get("phase")
     if phase in (Phase.SUCCEEDED, Phase.FAILED):
         bridge.cleanup.seen(body)
     elif phase != Phase.INVALID or not judged(body):
         await admit(bridge, body)
-
-
-async def follow_writes(bridge: Pools | Bridge) -> None:
-    """Carry the outcomes of the bridge's writes into it, as they come (until cancelled): a
-    pod the API returned is read like a watch event; a pod write that failed for good fails
-    its workflow, whose executors return to the pool."""
-    bridge = Pools.of(bridge)
-    outcomes = bridge.writes.outcomes
-    while True:
-        outcome = await outcomes.get()
-        try:
-            if isinstance(outcome, PodWritten):
-                bridge.observe_pod(outcome.body)
-            elif isinstance(outcome, WorkflowGone):
-                owner = outcome.workflow.owner
-                bridge.forget(owner.namespace, owner.name, owner.uid)
-            else:
-                bridge.fail(outcome.workflow, outcome.reason, outcome.message)
-                bridge.schedule()
-        except Exception:  # one bad outcome must not stop the others
-            log.exception("Could not take in the outcome of a write: %r", outcome)
-        finally:
-            outcomes.task_done()
 
 
 async def readmit(pools: Pools, owners: list[Owner]) -> None:

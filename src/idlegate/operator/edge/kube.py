@@ -7,13 +7,25 @@ go through :class:`KubeApi`.
 configuration loading and HTTP layer (every kubeconfig flavour, in-cluster service
 accounts, token refresh), run in a small thread pool, without its model classes: bodies
 are plain dicts, both ways. Unit tests implement the same protocol in memory.
+
+A request that gets no answer, a 429 or a 5xx is retried by the client itself: urllib3's
+``Retry`` on the client's configuration (:class:`ClientRetry`), for ever and for every
+method (each write of the operator is idempotent: names per attempt, guarded patches,
+merge patches of the whole state, deletions where gone is fine), with exponential
+back-off capped at `backoff_max` (nothing wakes a sleeping retry when the API returns,
+so the cap is what bounds the pool's refill after an outage) and the server's
+Retry-After honoured up to `retry_after_max`. Each failed try is reported as it happens
+(`report`: the outage bookkeeping, the metrics) and logged once per request at WARNING;
+closing the client ends the retries, so a stopping operator is never held by one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -25,25 +37,27 @@ import yaml
 from idlegate.api.crd import CRON_PLURAL, GROUP, PLURAL, VERSION
 from idlegate.errors import IdlegateError
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 RETRYABLE = frozenset({0, 408, 425, 429, 500, 502, 503, 504})
 """Statuses worth retrying (0: no response at all)."""
 LIST_PAGE = 500
+Report = Callable[[str, int], None]
+"""Told of each failed try of a request, in the client's thread: (what, HTTP status, 0
+for no answer)."""
 
 
 class ApiError(Exception):
     """A request failed: `status` is the HTTP status (0 when there was no response)."""
 
-    def __init__(
-        self, status: int, reason: str, message: str, *, retry_after: float | None = None
-    ) -> None:
+    def __init__(self, status: int, reason: str, message: str, *, lost: bool = False) -> None:
         super().__init__(f"{status} {reason}: {message}" if status else message)
         self.status = status
         self.reason = reason
         self.message = message
-        self.retry_after = retry_after
-        """Seconds the server asked to wait before a retry (its Retry-After header); None
-        if it did not say."""
+        self.lost = lost
+        """An earlier try of the same request got no answer: it may have been carried out
+        (so a 409 or a refused guard may be that try's own effect)."""
 
     @property
     def retryable(self) -> bool:
@@ -57,16 +71,39 @@ class ApiError(Exception):
         return 0 < self.status < 500
 
 
-def retry_after(header: str | None) -> float | None:
-    """Seconds to wait from a response's Retry-After header (seconds or an HTTP date, as
-    urllib3's :class:`~urllib3.util.Retry` reads it); None without a valid one."""
-    from urllib3.exceptions import InvalidHeader
+def client_retry(
+    *, backoff_max: float, retry_after_max: float, report: Report, stop: threading.Event
+) -> Any:
+    """The urllib3 ``Retry`` of the operator's API client (see the module docstring): each
+    failed try goes to `report`; `stop` set ends the retries."""
     from urllib3.util import Retry
 
-    try:
-        return float(Retry().parse_retry_after(header.strip())) if header else None
-    except InvalidHeader:
-        return None
+    class _Retry(Retry):
+        def is_exhausted(self) -> bool:
+            return stop.is_set() or super().is_exhausted()
+
+        def increment(self, method: str | None = None, url: str | None = None, *a: Any, **kw: Any):  # type: ignore[no-untyped-def]
+            response, error = kw.get("response"), kw.get("error")
+            status = response.status if response is not None else 0
+            what = f"{method} {(url or '').split('?')[0]}"
+            report(what, status)
+            if not self.history:  # (once per request)
+                cause = str(status) if status else f"{type(error).__name__}: {error}"
+                log.warning("Retrying %s until the API takes it: %s", what, cause)
+            return super().increment(method, url, *a, **kw)
+
+    return _Retry(
+        total=None,  # (no count set: never exhausted, but by `stop`)
+        redirect=0,
+        allowed_methods=None,  # every method: the operator's writes are idempotent
+        status_forcelist=sorted(RETRYABLE - {0}),
+        backoff_factor=0.1,
+        backoff_max=backoff_max,
+        backoff_jitter=0.2 * backoff_max,
+        respect_retry_after_header=True,
+        retry_after_max=retry_after_max,
+        raise_on_status=False,
+    )
 
 
 class KubeApi(Protocol):
@@ -184,23 +221,51 @@ def connection_info(configuration: Any) -> Any:
 class KubernetesApi:
     """:class:`KubeApi` over the ``kubernetes`` client's HTTP layer, in a thread pool."""
 
-    def __init__(self, configuration: Any, *, concurrency: int = 8, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        configuration: Any,
+        *,
+        concurrency: int = 8,
+        timeout: float = 30.0,
+        backoff_max: float = 1.0,
+        retry_after_max: float = 60.0,
+        report: Report | None = None,
+    ) -> None:
         import kubernetes.client
 
+        # (threads beyond the writes' concurrency: reads and the probe never wait for them)
+        threads = concurrency + 4
         configuration.connection_pool_maxsize = max(
-            concurrency, configuration.connection_pool_maxsize or 0
+            threads, configuration.connection_pool_maxsize or 0
+        )
+        self.report = report
+        """Told of each failed try, in the event loop (the outage bookkeeping, metrics)."""
+        self._stop = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        configuration.retries = client_retry(
+            backoff_max=backoff_max,
+            retry_after_max=retry_after_max,
+            report=self._report,
+            stop=self._stop,
         )
         self.configuration = configuration
         self.client = kubernetes.client.ApiClient(configuration)
         self.timeout = timeout
-        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="idlegate-api")
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="idlegate-api")
 
     def close(self) -> None:
+        self._stop.set()
         self._pool.shutdown(wait=False, cancel_futures=True)
         self.client.close()
 
+    def _report(self, what: str, status: int) -> None:
+        loop = self._loop
+        if self.report is not None and loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self.report, what, status)
+
     async def _run(self, fn: Callable[[], T]) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
+        self._loop = asyncio.get_running_loop()
+        return await self._loop.run_in_executor(self._pool, fn)
 
     def _request_sync(
         self,
@@ -222,7 +287,7 @@ class KubernetesApi:
             )
             response = self.client.call_api(*prepared, _request_timeout=self.timeout)
             data = response.read()
-        except Exception as exc:  # urllib3 and socket errors: no response at all
+        except Exception as exc:  # retries ended (the client closes): no response at all
             raise ApiError(0, type(exc).__name__, f"{method} {path} failed: {exc}") from None
         if not 200 <= response.status < 300:
             try:
@@ -230,10 +295,9 @@ class KubernetesApi:
                 reason, message = status.get("reason", ""), status.get("message", "")
             except (ValueError, AttributeError):
                 reason, message = response.reason or "", (data or b"").decode(errors="replace")
-            wait = retry_after(response.headers.get("Retry-After"))
-            raise ApiError(
-                response.status, reason or str(response.reason), message, retry_after=wait
-            )
+            tries = getattr(getattr(response, "response", None), "retries", None)
+            lost = any(h.status is None or h.status >= 500 for h in getattr(tries, "history", ()))
+            raise ApiError(response.status, reason or str(response.reason), message, lost=lost)
         return json.loads(data) if data else None
 
     async def _request(self, method: str, path: str, **kwargs: Any) -> Any:

@@ -250,4 +250,4 @@ class Watchdog:
         if self.reporter is None:
             log.warning("%s", notice[2])
         else:
-            self.bridge.writes.event(self.reporter, *notice)
+            self.bridge.intents.event(self.reporter, *notice)

@@ -20,8 +20,8 @@ What is deleted must be recorded first, so cleanup loses no data:
 
 * a pod only after a status write that counts its outcome has landed: the bridge hands
   each ended pod to :meth:`Cleanup.task_ended` once the state machine has it, and the
-  pods noted before a status write *began* are deleted when that write has landed
-  (:attr:`idlegate.operator.edge.writes.Writer.landing`). The status names the succeeded
+  pods noted before a status write was *sent* are deleted when the core is told that write
+  has landed (:meth:`Cleanup.landed`, from the write's outcome). The status names the succeeded
   tasks (``stages[].completedIndexes``), so a restarted operator that finds no pod for
   them knows they are done (:mod:`idlegate.operator.core.admission`), and deleting such a pod
   is never taken for a lost task: its task has succeeded (or moved on to its next
@@ -39,9 +39,10 @@ and the deletion, which checks the workflow's uid and phase first, happens once.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from idlegate.api.labels import LABEL_WORKFLOW
@@ -49,12 +50,11 @@ from idlegate.api.status import Phase
 from idlegate.api.timestamps import from_datetime
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.admission import owner_of
+from idlegate.operator.core.intents import Outbox
 from idlegate.operator.core.pods import Owner, TaskPod, pod_name, read_task_pod
 from idlegate.operator.core.tracking import StageTrack, Task, Workflow
-from idlegate.operator.edge.actuator import Op, Priority
-from idlegate.operator.edge.kube import KubeApi
+from idlegate.operator.edge.kube import ApiError, KubeApi
 from idlegate.operator.edge.timers import Timers
-from idlegate.operator.edge.writes import Writer
 from idlegate.operator.settings import Settings
 from idlegate.sim.spec import PodGCStrategy, WorkflowSpec, parse_workflow
 
@@ -69,18 +69,17 @@ lists its pods again, and finds them gone)."""
 
 
 class Cleanup:
-    """Pod GC and TTL deletion, queued on the bridge's writer (see the module docstring)."""
+    """Pod GC and TTL deletion, said as intents (see the module docstring)."""
 
-    def __init__(self, settings: Settings, writes: Writer, timers: Timers) -> None:
+    def __init__(self, settings: Settings, intents: Outbox, kube: KubeApi, timers: Timers) -> None:
         self.default_gc = settings.pod_gc
         self.default_ttl = settings.ttl_after_finished
         self.needs_record = settings.history_file is not None
         """A history sink is configured: workflow-level cleanup waits for the record."""
-        self.writes = writes
-        self.timers = timers
+        self.intents, self.kube, self.timers = intents, kube, timers
         self._swept: OrderedDict[str, None] = OrderedDict()
         """Uids of finished workflows whose pods were swept."""
-        writes.landing = self.landing
+        self._sweeps: set[asyncio.Task[None]] = set()
 
     def strategy(self, spec: WorkflowSpec) -> PodGCStrategy:
         return spec.pod_gc.strategy if spec.pod_gc is not None else self.default_gc
@@ -113,17 +112,12 @@ class Cleanup:
             if info is not None and info.owner_uid == wf.owner.uid and _wanted(strategy, info):
                 wf.collectable.append(info.name)
 
-    def landing(self, wf: Workflow) -> Callable[[dict[str, Any]], None]:
-        """A status write of `wf` begins: it counts the pods noted so far."""
-        counted = len(wf.collectable)
-
-        def landed(_: dict[str, Any]) -> None:
-            names = wf.collectable[:counted]
-            del wf.collectable[:counted]
-            for name in names:
-                self.writes.delete_pod(wf.owner, name)
-
-        return landed
+    def landed(self, wf: Workflow, counted: int) -> None:
+        """A status write of `wf` has landed; it counted the first `counted` pods noted."""
+        names = wf.collectable[:counted]
+        del wf.collectable[:counted]
+        for name in names:
+            self.intents.delete_pod(wf.owner, name)
 
     # -- finished workflows ----------------------------------------------------------------
 
@@ -135,7 +129,7 @@ class Cleanup:
             for pod in pods:
                 info = read_task_pod(pod)
                 if info and info.owner_uid == owner.uid and not info.terminal and not info.deleting:
-                    self.writes.delete_pod(owner, info.name)
+                    self.intents.delete_pod(owner, info.name)
         self.seen(body)
 
     def seen(self, body: Mapping[str, Any]) -> None:
@@ -170,7 +164,7 @@ class Cleanup:
     def _arm_ttl(self, owner: Owner, at: float, ttl: int) -> None:
         async def fire() -> None:
             why = f"ttlSecondsAfterFinished ({ttl} s) after it finished"
-            self.writes.delete_workflow(owner, why)
+            self.intents.delete_workflow(owner, why)
 
         self.timers.arm(_ttl_key(owner.uid), at, fire)
 
@@ -181,21 +175,24 @@ class Cleanup:
             self._swept.popitem(last=False)
         if strategy is PodGCStrategy.ON_WORKFLOW_SUCCESS and phase != Phase.SUCCEEDED:
             return
-
-        async def run(kube: KubeApi) -> None:
-            selector = f"{LABEL_WORKFLOW}={owner.name}"
-            for pod in await kube.list_pods(owner.namespace, selector):
-                info = read_task_pod(pod)
-                if info is None or info.owner_uid != owner.uid or info.deleting:
-                    continue
-                if strategy not in POD_LEVEL or _wanted(strategy, info):
-                    self.writes.delete_pod(owner, info.name)
-
-        key = (owner.namespace, owner.name)
-        self.writes.actuator.submit(
-            key, Op(f"pod GC of {owner.name}", run, priority=Priority.STATUS), lane="gc"
-        )
+        task = asyncio.get_running_loop().create_task(self._sweep_pods(owner, strategy))
+        self._sweeps.add(task)
+        task.add_done_callback(self._sweeps.discard)
         log.info("Pod GC (%s) of %s/%s.", strategy.value, owner.namespace, owner.name)
+
+    async def _sweep_pods(self, owner: Owner, strategy: PodGCStrategy) -> None:
+        try:
+            pods = await self.kube.list_pods(owner.namespace, f"{LABEL_WORKFLOW}={owner.name}")
+        except ApiError as exc:  # (its next event sweeps again)
+            self._swept.pop(owner.uid, None)
+            log.warning("Pod GC of %s/%s not done: %s", owner.namespace, owner.name, exc)
+            return
+        for pod in pods:
+            info = read_task_pod(pod)
+            if info is None or info.owner_uid != owner.uid or info.deleting:
+                continue
+            if strategy not in POD_LEVEL or _wanted(strategy, info):
+                self.intents.delete_pod(owner, info.name)
 
 
 def _wanted(strategy: PodGCStrategy, pod: TaskPod) -> bool:

@@ -52,11 +52,9 @@ from idlegate.sim.history import HistoryWorkflow, history_record
 from idlegate.sim.spec import WorkflowSpec, parse_workflow
 
 if TYPE_CHECKING:
+    from idlegate.operator.core.intents import Outbox
     from idlegate.operator.core.tracking import Workflow
-    from idlegate.operator.edge.actuator import Actuator
-    from idlegate.operator.edge.kube import KubeApi
     from idlegate.operator.edge.metrics import Metrics
-    from idlegate.operator.edge.writes import Writer
     from idlegate.operator.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -187,12 +185,10 @@ class HistorySink:
 class HistoryRecorder:
     """The bridge's side of the history: run times, records of finished workflows, sink."""
 
-    def __init__(
-        self, settings: Settings, metrics: Metrics, writes: Writer, actuator: Actuator
-    ) -> None:
+    def __init__(self, settings: Settings, metrics: Metrics, intents: Outbox) -> None:
         s = settings
         self.pool_size = s.pool_size
-        self.metrics, self.writes, self.actuator = metrics, writes, actuator
+        self.metrics, self.intents = metrics, intents
         self.keep = s.history_samples
         self.spec = recorded_spec(s)
         self.sink = (
@@ -243,7 +239,7 @@ class HistoryRecorder:
     def _written(
         self, future: Future[None], path: Path, owner: Owner, done: Callable[[], None]
     ) -> None:
-        metrics, writes = self.metrics, self.writes
+        metrics = self.metrics
         error = future.exception()
         if error is None:
             metrics.history_records.inc()
@@ -256,21 +252,14 @@ class HistoryRecorder:
             "history from the live objects with `idlegate history export`."
         )
         log.warning("%s/%s: %s", owner.namespace, owner.name, message)
-        writes.event(owner, "Warning", "HistoryNotRecorded", message)
+        self.intents.event(owner, "Warning", "HistoryNotRecorded", message)
 
     def _recorded(self, wf: Workflow) -> None:
         wf.history_recorded = True
-        self.writes.status(wf, urgent=True)
+        self.intents.status(wf, urgent=True)
 
     def _mark(self, owner: Owner) -> None:
-        async def run(kube: KubeApi) -> None:
-            await kube.patch_workflow_status(owner.namespace, owner.name, {"historyRecorded": True})
-
-        # here, not at the top: export reads records with the base package alone
-        from idlegate.operator.edge.actuator import STATUS, Op, Priority
-
-        op = Op(f"historyRecorded of {owner.name}", run, priority=Priority.STATUS)
-        self.actuator.submit((owner.namespace, owner.name), op, lane=STATUS)
+        self.intents.patch_status(owner, {"historyRecorded": True})
 
     def close(self) -> None:
         if self.sink is not None:

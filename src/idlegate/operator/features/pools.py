@@ -34,6 +34,7 @@ from idlegate.api.pool_spec import DEFAULT_POOL, POOL_CONDITION, ExecutorPoolSpe
 from idlegate.api.status import Conditions, Phase, WorkflowStatus, dump
 from idlegate.errors import GangTooWideError, IdlegateError
 from idlegate.operator.core.admission import generation_of, owner_of
+from idlegate.operator.core.intents import Outcome
 from idlegate.operator.core.pods import Owner, read_task_pod
 from idlegate.operator.core.tracking import Workflow, WorkflowKey
 from idlegate.operator.decisions import load_scheduler
@@ -42,7 +43,7 @@ from idlegate.operator.edge.metrics import Metrics
 from idlegate.sim.engine import JobArrival
 
 log = logging.getLogger(__name__)
-SHARED = frozenset({"kube", "settings", "writes", "actuator", "cleanup"})
+SHARED = frozenset({"kube", "settings", "intents", "lanes", "cleanup"})
 """What the pools' bridges share, read from the default one."""
 
 
@@ -62,6 +63,7 @@ class Pools:
     def __init__(self, default: Bridge) -> None:
         self.default = default
         self.bridges: dict[str, Bridge] = {DEFAULT_POOL: default}
+        default.applier.on_outcome = self.outcome  # (one applier for every pool)
         self.specs: dict[str, ExecutorPoolSpec] = {}
         self.waiting: dict[WorkflowKey, Waiting] = {}
         """Workflows held out of every pool, each with the pool it waits for."""
@@ -85,7 +87,7 @@ class Pools:
 
     def __getattr__(self, name: str) -> Any:
         """What every pool shares is the default bridge's (`SHARED`: the API client, the
-        settings, the writes, the cleanup)."""
+        settings, the outbox, the writes' lanes, the cleanup)."""
         if name in SHARED:
             return getattr(self.default, name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
@@ -203,6 +205,11 @@ class Pools:
         bridge = self.holder((namespace, info.workflow)) if info is not None else None
         # (an unknown workflow's pod still goes to one bridge: it may confirm a write)
         (bridge or self.default).observe_pod(body, deleted=deleted)
+
+    def outcome(self, outcome: Outcome) -> None:
+        """A write ended: to the pool holding its workflow (or the default pool)."""
+        owner = outcome.intent.owner
+        (self.holder((owner.namespace, owner.name)) or self.default).outcome(outcome)
 
     def fail(self, wf: Workflow, reason: str, message: str) -> None:
         bridge = self.holder(wf.key)

@@ -1,26 +1,22 @@
-"""Carrying out the bridge's decisions against the API: in lanes that never wait for each
-other, retried until the API takes them.
+"""Lanes: the operator's API writes, each object's in order, different objects' side by side.
 
-The bridge decides synchronously (one event at a time, in the event loop) and hands the
-API writes to the :class:`Actuator` as :class:`Op` objects, each for a workflow and a
-*lane* of it. A lane is a FIFO worked by its own task; lanes, of one workflow or of
-different ones, proceed in parallel. The writer (:mod:`idlegate.operator.edge.writes`) gives
-each pod its own lane (its creation, gate removal and deletion happen in the order they
-were decided: a pod is created before its gate is removed), and each workflow one lane for
-its status and one for its Events. So a status write or an Event waiting out its back-off
-never delays a pod creation or a gate release, which is what keeps the pool full; nor
-does it take the API client's last free connection from one (:class:`Slots`). The one
-order across lanes that matters is stated per op (:attr:`Op.after`: the release of a
-stage waits for the status write that persists its idle slot).
+The applier (:mod:`idlegate.operator.edge.applier`) hands each write to :class:`Lanes` as an
+:class:`Op` for a workflow key and a *lane* of it (a pod, the workflow's status, its
+Events). A lane is a FIFO worked by its own task; lanes, of one workflow or of different
+ones, proceed in parallel. So a pod is created before its gate is removed, and a status
+write or an Event that waits for the API never delays a pod creation or a gate release,
+which is what keeps the pool full; nor does it take the API client's last free
+connection from one (:class:`Slots`). The one order across lanes that matters is stated
+per op (:attr:`Op.after`: the release of a stage waits for the status write that
+persists its idle slot).
 
-A write that fails for a reason worth retrying (no response, 409 from a pod of an older
-workflow with the same name, 429, 5xx) is retried after a back-off (`retry_delays`, or the
-server's Retry-After, with jitter: :func:`idlegate.operator.edge.health.retry_delay`), slept in
-:meth:`idlegate.operator.edge.health.ApiHealth.backoff`: the first answer after an outage wakes
-every sleeping retry at once and starts its back-off over. Any other failure, an API error
-or any other exception, is handed to the op's `on_error`, once (for pod writes: the
-workflow fails and its executors return to the pool, so no error ever leaves an executor
-held).
+Retries of a failed request (no answer, 429 with its Retry-After, 5xx) are the API
+client's (urllib3's ``Retry``, :mod:`idlegate.operator.edge.kube`): an op's request
+returns once the API has taken it or refused it for good. An op may still raise
+:class:`Retry` for a condition of its own that time resolves (a pod name held by an
+older workflow's pod being deleted): it runs again after `Lanes.wait`. Any other failure
+is handed to the op's `on_error`, once (for pod writes: the workflow fails and its
+executors return to the pool, so no error ever leaves an executor held).
 """
 
 from __future__ import annotations
@@ -30,21 +26,14 @@ import contextlib
 import heapq
 import itertools
 import logging
-import random
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from idlegate.operator.edge.health import ApiHealth, retry_delay
 from idlegate.operator.edge.kube import ApiError, KubeApi
 
 log = logging.getLogger(__name__)
-
-STATUS = "status"
-"""The lane of a workflow's status writes."""
-EVENTS = "events"
-"""The lane of a workflow's Events."""
 
 
 class Priority(IntEnum):
@@ -97,7 +86,7 @@ class Slots:
 
 
 class Retry(Exception):
-    """Raised by an op to be retried after the usual back-off (e.g. a name still taken)."""
+    """Raised by an op to run again after `Lanes.wait` (e.g. a pod name still taken)."""
 
 
 @dataclass(eq=False)
@@ -105,57 +94,39 @@ class Op:
     """One API write (or a short sequence of them) for a workflow."""
 
     what: str
-    """For logs: what the op does, e.g. "create pod wf-a-0"."""
+    """For logs: what the op does, e.g. "CreatePod pod/ns/wf-a-0"."""
     run: Callable[[KubeApi], Awaitable[None]]
     on_error: Callable[[Exception], None] | None = None
-    """Called once for a failure that retrying cannot fix: an ApiError such as 422 on pod
-    creation, or any other exception (a bug, or input no check caught); the op is dropped."""
-    wanted: Callable[[], bool] = field(default=lambda: True)
-    """Checked before each attempt: an op no longer wanted is dropped silently."""
+    """Called once for a failure the op cannot get past (an ApiError such as 422 on pod
+    creation, or any other exception: a bug, or input no check caught); the op ends."""
     priority: Priority = Priority.POD
     """Its turn for a slot of the API's concurrency (:class:`Slots`)."""
     after: asyncio.Event | None = None
-    """Not started before this is set: another op's `ended` (of another lane), to keep an
-    order across lanes; it is set however that op ends (done, given up or dropped)."""
+    """Not started before this is set: another lane's write, to keep an order across
+    lanes; it is set however that write ends."""
     ended: asyncio.Event = field(default_factory=asyncio.Event, init=False, repr=False)
-    """Set once the op is over: done, given up, or dropped."""
+    """Set once the op is over: done, failed, or dropped."""
 
 
 LaneKey = tuple[Hashable, Hashable]
 """(workflow key, lane)."""
 
 
-class Actuator:
+class Lanes:
     """Lanes of :class:`Op` (FIFO each), worked concurrently."""
 
-    def __init__(
-        self,
-        kube: KubeApi,
-        *,
-        retry_delays: tuple[float, ...],
-        retry_after_cap: float,
-        health: ApiHealth,
-        concurrency: int | None = None,
-        rng: random.Random | None = None,
-    ) -> None:
+    def __init__(self, kube: KubeApi, *, concurrency: int | None = None, wait: float = 1.0) -> None:
         self.kube = kube
-        """The API, reporting every request's outcome to `health`
-        (:class:`idlegate.operator.edge.health.ObservedApi`)."""
-        self.retry_delays = retry_delays
-        self.retry_after_cap = retry_after_cap
-        self.health = health
         self.slots = Slots(concurrency) if concurrency is not None else None
         """The API client's concurrency, handed out by priority; None: no limit."""
-        self.rng = rng or random.Random()
-        """The jitter's source (tests pass a seeded one)."""
+        self.wait = wait
+        """Seconds before an op that raised :class:`Retry` runs again."""
         self._lanes: dict[LaneKey, deque[Op]] = {}
         self._of_key: dict[Hashable, set[Hashable]] = {}
         """The lanes of each workflow key that have ops queued or running."""
         self._workers: dict[LaneKey, asyncio.Task[None]] = {}
         self._idle = asyncio.Event()
         self._idle.set()
-        self.done = 0
-        """Ops completed (successfully or given up)."""
         self.closed = False
         """Closed (the operator stops): ops submitted now are dropped."""
 
@@ -171,7 +142,7 @@ class Actuator:
         if lane_key not in self._workers:
             self._idle.clear()
             self._workers[lane_key] = asyncio.get_running_loop().create_task(
-                self._work(lane_key), name=f"idlegate-actuator-{key}-{lane}"
+                self._work(lane_key), name=f"idlegate-lane-{key}-{lane}"
             )
 
     def clear(self, key: Hashable) -> int:
@@ -225,7 +196,6 @@ class Actuator:
                     await self._attempt(op)
                 finally:
                     op.ended.set()
-                self.done += 1
         finally:
             self._workers.pop(lane_key, None)
             if not queue and self._lanes.get(lane_key) is queue:
@@ -240,8 +210,7 @@ class Actuator:
                 self._idle.set()
 
     async def _attempt(self, op: Op) -> None:
-        failures = 0
-        while op.wanted():
+        while not self.closed:
             try:
                 if self.slots is None:
                     await op.run(self.kube)
@@ -249,23 +218,16 @@ class Actuator:
                     async with self.slots.taken(op.priority):
                         await op.run(self.kube)
                 return
-            except (ApiError, Retry) as exc:
-                wait = None
-                if isinstance(exc, ApiError):
-                    if not exc.retryable:
-                        log.warning("Giving up: %s: %s", op.what, exc)
-                        if op.on_error is not None:
-                            op.on_error(exc)
-                        return
-                    wait = exc.retry_after
-                backoff = self.retry_delays[min(failures, len(self.retry_delays) - 1)]
-                delay = retry_delay(backoff, wait, self.rng, cap=self.retry_after_cap)
-                failures += 1
-                log.info("Retrying in %.1f s: %s: %s", delay, op.what, exc)
-                if await self.health.backoff(delay):
-                    failures = 0  # the API is back: a new failure starts the back-off over
+            except Retry as exc:
+                log.info("Again in %.1f s: %s: %s", self.wait, op.what, exc)
+                await asyncio.sleep(self.wait)
             except asyncio.CancelledError:
                 raise
+            except ApiError as exc:
+                log.warning("Not done: %s: %s", op.what, exc)
+                if op.on_error is not None:
+                    op.on_error(exc)
+                return
             except Exception as exc:
                 log.exception("Unexpected error in %s; the operation is dropped.", op.what)
                 if op.on_error is not None:
