@@ -77,11 +77,9 @@ class Applier:
         status_interval: float = 0.0,
         now: Callable[[], float] = time.time,
     ) -> None:
-        self.lanes = lanes
+        self.lanes, self.events, self.metrics = lanes, events, metrics
         self.now = now
         """The operator's clock (a status's condition times)."""
-        self.events = events
-        self.metrics = metrics
         self.on_outcome = on_outcome
         """Where outcomes go (the core, or the pools that route them to theirs)."""
         self.status_interval = status_interval
