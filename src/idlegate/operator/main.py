@@ -104,8 +104,8 @@ class Operator:
         )
         """The model files watched for hot reload (:mod:`idlegate.operator.features.reload`)."""
         self.health = ApiHealth(self.metrics)
-        """Whether the API server answers: fed by every request (the operator's own and
-        kopf's watches), read by the writes' back-offs and by readiness."""
+        """Whether the API server answers: fed by every try of the operator's own requests
+        (the client's retries included), read by readiness and the watchdog."""
         self.timers = IdleTimers(settings.clock)
         self._kube = kube
         self._owns_kube = kube is None

@@ -78,7 +78,12 @@ class CreatePod:
     def manifest(self) -> dict[str, Any]:
         """The whole pod to create (made when it is sent: `task_pod`)."""
         return task_pod(
-            self.owner, self.spec, self.index, self.attempt, gated=self.gated, executor=self.executor
+            self.owner,
+            self.spec,
+            self.index,
+            self.attempt,
+            gated=self.gated,
+            executor=self.executor,
         )
 
     @property

@@ -58,7 +58,11 @@ class Bridge(Core):
         self.timers = timers
         self.time = Steady(settings.clock)
         if beside is not None:  # another pool's: one applier, history and cleanup for all
-            self.applier, self.history, self.cleanup = beside.applier, beside.history, beside.cleanup
+            self.applier, self.history, self.cleanup = (
+                beside.applier,
+                beside.history,
+                beside.cleanup,
+            )
         else:
             lanes = Lanes(self.kube, concurrency=settings.api_concurrency)
             pod = os.environ.get("POD_ID") or socket.gethostname()
