@@ -26,8 +26,9 @@ from tests.k8s.kubelet import SimKubelet
 pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
 
 SPEED = 1440.0
-"""A simulated day in 60 wall seconds; an hourly run every 2.5 s (a timer would have to
-fire 2.5 s late to miss one)."""
+"""A simulated day in 60 wall seconds; an hourly run every 2.5 s (a timer that fires 2.5 s
+late misses one, as CronJob semantics say: the test accepts such a gap when the run after
+it counts the missed one)."""
 HOUR = 3600.0
 DCWF = "idlegate.io/v1alpha1/dagcronworkflows"
 DWF = "idlegate.io/v1alpha1/dagworkflows"
@@ -73,21 +74,23 @@ def test_a_day_of_hourly_runs_with_a_restart_in_the_middle(api: ApiServer, ns: s
             )
     times = runs(api, ns, "hourly")
     gaps = [round((b - a) / HOUR) for a, b in itertools.pairwise(times)]
-    long_gaps = [g for g in gaps if g != 1]
-    # one gap: the hours the operator was down, all missed but the latest (within 2 h)
-    assert len(long_gaps) == 1 and long_gaps[0] >= 3, gaps
+    # one gap of three hours or more: those the operator was down, all missed but the
+    # latest (within 2 h), started on the restart
+    assert len([g for g in gaps if g >= 3]) == 1, gaps
     assert times[: len(before)] == before  # nothing started twice, nothing lost
     assert all(t % HOUR == 0 for t in times)
     events = events_of(api, ns, "hourly")
     started = [e for e in events if e["reason"] == "RunStarted"]
     assert sum(e.get("count", 1) for e in started) == len(times)
-    # the restart's Event: those missed within the deadline (2 h) of it are counted
-    restarted = times[gaps.index(long_gaps[0]) + 1]
-    due = datetime.fromtimestamp(restarted, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    (missed,) = [
-        e for e in events if e["reason"] == "MissedSchedule" and e["message"].endswith(due)
-    ]
-    assert 1 <= int(missed["message"].split(" ")[0]) <= min(long_gaps[0] - 1, 2)
+    # every run after a gap (the restart's; or a timer that fired an hour late, 2.5 s of
+    # wall time on a busy machine) counts the runs it missed within the deadline (2 h)
+    missed = [e for e in events if e["reason"] == "MissedSchedule"]
+    for gap, after in zip(gaps, times[1:], strict=True):
+        if gap == 1:
+            continue
+        due = datetime.fromtimestamp(after, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        (said,) = [e for e in missed if e["message"].endswith(due)]
+        assert 1 <= int(said["message"].split(" ")[0]) <= min(gap - 1, 2)
     status = api.get(DCWF, ns, "hourly")["status"]
     valid = {c["type"]: c for c in status["conditions"]}["Valid"]
     assert valid["status"] == "True"

@@ -388,8 +388,8 @@ class Core:
             if outcome.status is None:  # not the API's refusal: an error of the operator's
                 reason, cause = "PodError", f"{outcome.reason}: {outcome.message}"
             else:
-                reason = "PodRejected"
-                cause = f"the API server refused it ({outcome.status}): {outcome.message}"
+                refused = f"the API server refused it ({outcome.status}): {outcome.message}"
+                reason, cause = "PodRejected", refused
             message = (
                 f"The operator could not {action} task pod {intent.name} of stage "
                 f"{intent.stage!r}; {cause}."
