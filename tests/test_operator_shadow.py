@@ -9,6 +9,7 @@ import logging
 import math
 import re
 import threading
+from functools import partial
 from typing import Any
 
 import pytest
@@ -153,7 +154,7 @@ async def test_a_shadow_planner_estimates_against_the_active_rule_it_simulated()
 @pytest.mark.asyncio
 async def test_without_a_planner_the_estimator_rolls_out_both_policies():
     h = harness(pool=2, scheduler=make_scheduler("fifo"))
-    shadow = shadowed(h, make_scheduler("srpt"), estimate=estimator("fifo", "srpt"))
+    shadow = shadowed(h, make_scheduler("srpt"), estimate=partial(estimator, "fifo", "srpt"))
     assert "rollouts" in shadow.source(h.bridge.scheduler)
     await h.submit("long", {"stages": [stage("a", 4, duration=30)]})
     await h.submit("short", {"stages": [stage("a", 1, duration=3)]})

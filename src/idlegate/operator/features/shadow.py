@@ -53,6 +53,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -99,21 +100,18 @@ def plan_estimate(plan: Plan | None, shadow: str, active: str) -> float | None:
     return costs[shadow] / costs[active] - 1.0
 
 
-def estimator(active: str | None, shadow: str) -> Callable[[], LookaheadScheduler]:
-    """What builds the estimator of source 3 for the specs `active` (None: ``default``)
-    and `shadow`: the planner over the active spec with the shadow spec as candidate."""
+def estimator(active: str | None, shadow: str) -> LookaheadScheduler:
+    """The estimator of source 3 for the specs `active` (None: ``default``) and `shadow`:
+    the planner over the active spec with the shadow spec as candidate."""
     from idlegate.policy.lookahead import FAST_PLANNING, LookaheadConfig, LookaheadScheduler
 
-    def build() -> LookaheadScheduler:
-        options = {**FAST_PLANNING, "race": None, "candidates": (SHADOW,)}
-        return LookaheadScheduler(
-            lambda: build_scheduler(active),
-            {SHADOW: lambda: build_scheduler(shadow)},
-            LookaheadConfig(**options),
-            name="shadow-estimator",
-        )
-
-    return build
+    options = {**FAST_PLANNING, "race": None, "candidates": (SHADOW,)}
+    return LookaheadScheduler(
+        lambda: build_scheduler(active),
+        {SHADOW: lambda: build_scheduler(shadow)},
+        LookaheadConfig(**options),
+        name="shadow-estimator",
+    )
 
 
 class Shadow:
@@ -291,6 +289,6 @@ def make_shadow(settings: Settings, metrics: Metrics) -> Shadow | None:
     policy = build_scheduler(settings.shadow)
     estimate = None
     if settings.shadow_estimate and settings.scheduler is None:
-        estimate = estimator(settings.policy, settings.shadow)
+        estimate = partial(estimator, settings.policy, settings.shadow)
     backlog, seed = settings.shadow_backlog, settings.seed
     return Shadow(policy, metrics, backlog=backlog, seed=seed, estimate=estimate)
