@@ -159,8 +159,8 @@ class CronController:
             status.last_successful_time = to_datetime(_scheduled(succeeded[-1]))
         # 4. the due run
         last = status.last_schedule_time.timestamp() if status.last_schedule_time else None
-        stamp = _created(meta)  # an API timestamp: wall time
-        created = now if stamp is None else self.clock.from_wall(stamp)
+        wall = _created(meta)  # an API timestamp: wall time
+        created = now if wall is None else self.clock.from_wall(wall)
         when = due(
             schedule,
             now=now,
@@ -315,8 +315,8 @@ def _scheduled(run: dict[str, Any]) -> float:
 
 
 def _created(meta: dict[str, Any]) -> float | None:
-    stamp = meta.get("creationTimestamp")
-    return from_datetime(stamp) if stamp else None
+    created = meta.get("creationTimestamp")
+    return from_datetime(created) if created else None
 
 
 def _sort(
