@@ -236,7 +236,7 @@ async def test_ops_of_a_cleared_workflow_end_and_release_the_ops_after_them():
     waiting = Op("after", record, after=queued.ended)
     lanes.submit("w", waiting, lane="b")
     await asyncio.sleep(0)  # the lanes' workers start: "first" runs, "after" waits
-    assert lanes.pending("w") == 1 and not lanes.settled("w")
+    assert lanes.pending() == 1 and not lanes.settled("w")
     assert lanes.clear("w") == 1 and queued.ended.is_set()
     await asyncio.sleep(0.1)
     assert ran == ["second"]  # "after" went on once "queued" was dropped

@@ -285,6 +285,8 @@ class Operator:
         self.pool_reloads.changed(name)
 
     async def ready_pools(self) -> Pools:
+        """The pools, once the first rebuild of the state is done (admissions wait for it:
+        before, a workflow's running pods could still be unknown)."""
         await self.watchdog.rebuilt.wait()
         return self.pools
 
@@ -302,12 +304,6 @@ class Operator:
         if self._watchdog is None:
             return False, "starting"
         return self._watchdog.readiness()
-
-    async def ready_to_admit(self) -> Bridge:
-        """The bridge, once the first rebuild of the state is done (admissions wait for it:
-        before, a workflow's running pods could still be unknown)."""
-        await self.watchdog.rebuilt.wait()
-        return self.bridge
 
     async def warn_missing_namespaces(self) -> list[str]:
         """Log a warning for each ``--namespace`` that does not exist (a typo serves nothing,
@@ -484,7 +480,7 @@ def _cron_handlers(registry: kopf.OperatorRegistry, operator: Operator) -> None:
     @kopf.on.create(GROUP, VERSION, CRON_PLURAL, registry=registry, id="cron")
     @kopf.on.update(GROUP, VERSION, CRON_PLURAL, registry=registry, id="cron", field="spec")
     async def cron_sync(body: kopf.Body, **_: Any) -> None:
-        await operator.ready_to_admit()
+        await operator.ready_pools()
         try:
             await operator.cron_seen(plain(body))
             await operator.cron.sync(plain(body))

@@ -48,8 +48,6 @@ class ApiHealth:
         current outage; None while the API answers."""
         self._first_miss: float | None = None
         """Loop time of the first unanswered request since the last answer."""
-        self._answered = asyncio.Event()
-        self._answered.set()
         self._on_recovery: list[Callable[[float], None]] = []
 
     @property
@@ -72,7 +70,6 @@ class ApiHealth:
         if now - self._first_miss < self.grace:
             return
         self.down_since = self._first_miss
-        self._answered.clear()
         self.metrics.api_up.set(0)
         log.warning("The API server does not answer (%s); retrying until it does.", what)
 
@@ -83,7 +80,6 @@ class ApiHealth:
             return
         seconds = max(0.0, asyncio.get_running_loop().time() - self.down_since)
         self.down_since = None
-        self._answered.set()
         self.metrics.api_up.set(1)
         self.metrics.api_unreachable.inc(seconds)
         log.warning("The API server answers again after %.1f s.", seconds)

@@ -340,15 +340,17 @@ class KubernetesApi:
             body={"propagationPolicy": "Background"},
         )
 
-    async def get_cron_workflow(self, namespace: str, name: str) -> dict[str, Any] | None:
+    async def _found(self, path: str) -> dict[str, Any] | None:
+        """GET `path`; None if there is no such object (404)."""
         try:
-            return await self._request(
-                "GET", f"{self._objects(CRON_PLURAL, namespace)}/{quote(name, safe='')}"
-            )
+            return await self._request("GET", path)
         except ApiError as exc:
             if exc.status == 404:
                 return None
             raise
+
+    async def get_cron_workflow(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return await self._found(f"{self._objects(CRON_PLURAL, namespace)}/{quote(name, safe='')}")
 
     async def patch_cron_status(
         self, namespace: str, name: str, status: dict[str, Any]
@@ -367,13 +369,7 @@ class KubernetesApi:
         return await self._request("GET", f"/api/v1{self._ns(namespace)}/pods/{name}")
 
     async def get_workflow(self, namespace: str, name: str) -> dict[str, Any] | None:
-        path = f"/apis/{GROUP}/{VERSION}{self._ns(namespace)}/{PLURAL}/{quote(name, safe='')}"
-        try:
-            return await self._request("GET", path)
-        except ApiError as exc:
-            if exc.status == 404:
-                return None
-            raise
+        return await self._found(f"{self._objects(PLURAL, namespace)}/{quote(name, safe='')}")
 
     async def create_pod(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         return await self._request("POST", f"/api/v1{self._ns(namespace)}/pods", body=body)
@@ -415,9 +411,4 @@ class KubernetesApi:
         await self._request("GET", "/version")
 
     async def get_namespace(self, name: str) -> dict[str, Any] | None:
-        try:
-            return await self._request("GET", f"/api/v1/namespaces/{quote(name, safe='')}")
-        except ApiError as exc:
-            if exc.status == 404:
-                return None
-            raise
+        return await self._found(f"/api/v1/namespaces/{quote(name, safe='')}")

@@ -155,10 +155,8 @@ class Lanes:
                 dropped += 1
         return dropped
 
-    def pending(self, key: Hashable | None = None) -> int:
-        """Ops not started yet, for one workflow or all."""
-        if key is not None:
-            return sum(len(self._lanes.get((key, lane), ())) for lane in self._of_key.get(key, ()))
+    def pending(self) -> int:
+        """Ops not started yet."""
         return sum(len(q) for q in self._lanes.values())
 
     def settled(self, key: Hashable) -> bool:
