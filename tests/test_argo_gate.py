@@ -12,6 +12,7 @@ from kopf._core.engines.admission import build_webhooks
 
 from idlegate.api.labels import GATE
 from idlegate.operator.features import argo
+from idlegate.operator.main import Operator
 from idlegate.operator.settings import Settings
 from idlegate.sim.argo.pods import NODE_ID, NODE_NAME, WORKFLOW_LABEL, ArgoPod, gates_with_ours
 from tests.deploy_files import DEPLOY, load_all
@@ -109,7 +110,7 @@ def test_the_executor_idlegate_released_a_pod_on_is_read_back():
 
 def _registry(**settings: Any) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
-    argo.register(registry, Settings(pool_size=1, **settings))
+    argo.register(registry, Operator(Settings(pool_size=1, policy="fair", **settings)))
     return registry
 
 

@@ -468,7 +468,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
 
     _cron_handlers(registry, operator)
     _pool_handlers(registry, operator)
-    argo.register(registry, operator.settings)
+    argo.register(registry, operator)
     return registry
 
 

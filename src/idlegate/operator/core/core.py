@@ -101,6 +101,20 @@ class Cleanup(Protocol):
     def landed(self, wf: Workflow, counted: int) -> None: ...
 
 
+class OtherKind(Protocol):
+    """The job of another kind of workflow in the pool (an Argo Workflow,
+    :mod:`idlegate.operator.features.argo`): what the core decides for its stages is
+    handed to it, and it writes what it needs itself."""
+
+    owner: Owner
+
+    def launched(self, stage: Stage, launches: list[Launch], answer: Answer) -> None: ...
+    def adopted(self, launch: Launch, token: Any) -> None: ...
+    def idle_started(self, answer: Answer) -> None: ...
+    def arm_timer(self, stage: Stage) -> None: ...
+    def waiting(self, stage: Stage, notice: messages.Notice) -> None: ...
+
+
 class History(Protocol):
     """What the core tells the history (:mod:`idlegate.operator.features.history`)."""
 
@@ -463,7 +477,10 @@ class Core:
                 _, before = launched.get(answer.decision.stage, (answer, []))
                 launched[answer.decision.stage] = (answer, before + answer.launches)
         for stage, (last, launches) in launched.items():
-            wf: Workflow = stage.job.payload
+            wf = stage.job.payload
+            if not isinstance(wf, Workflow):
+                wf.launched(stage, launches, last)
+                continue
             track = wf.stages[stage.index]
             switched = note_rule(self.planning, wf, track, last.rule)
             if switched is not None:
@@ -505,7 +522,10 @@ class Core:
         """Tasks that ran beyond the pool (or started unasked) have executors now: a gang's
         tasks without one (None) are released with it; one that ended meanwhile is counted."""
         for launch, task in launches:
-            wf: Workflow = launch.stage.job.payload
+            wf = launch.stage.job.payload
+            if not isinstance(wf, Workflow):
+                wf.adopted(launch, task)
+                continue
             track = wf.stages[launch.stage.index]
             if task is None:
                 self.release(wf, track, track.next_to_release(), launch.executor)
@@ -533,7 +553,10 @@ class Core:
 
     def _idle_started(self, answer: Answer) -> None:
         stage, delay = answer.decision.stage, answer.decision.idle_delay
-        wf: Workflow = stage.job.payload
+        wf = stage.job.payload
+        if not isinstance(wf, Workflow):
+            wf.idle_started(answer)
+            return
         until = stage.idle_until if stage.idle_until is not None else self.now()
         reason = messages.idle_reason(answer.by, answer.decision, answer.hold)
         slot = wf.idle_slots[stage.index] = SlotState(stage.name, delay, until, reason)
@@ -543,8 +566,10 @@ class Core:
 
     def _arm_new_timers(self) -> None:
         for stage in self.cluster.new_timers:
-            wf: Workflow = stage.job.payload
-            if stage.idle_until is not None and wf.active:
+            wf = stage.job.payload
+            if not isinstance(wf, Workflow):
+                wf.arm_timer(stage)
+            elif stage.idle_until is not None and wf.active:
                 key = wf.timer_key(stage.index)
                 self.intents.set_timer(key, stage.idle_until, wf.owner, stage.index)
         self.cluster.new_timers.clear()
@@ -553,8 +578,11 @@ class Core:
         """One Event per stage that became runnable but got no executor: why it waits."""
         free, pool = self.cluster.free_executors, self.settings.pool_size
         for job in self.cluster.jobs:
-            wf: Workflow = job.payload
+            wf = job.payload
             for stage in job.runnable:
+                if not isinstance(wf, Workflow):
+                    wf.waiting(stage, messages.waiting(stage, job, free, pool, why or ""))
+                    continue
                 track = wf.stages[stage.index]
                 if not stage.launched and not track.waiting_noted:
                     track.waiting_noted = True

@@ -70,11 +70,13 @@ class Owner:
     uid: str
     kind: str = KIND
     """Its kind: a DagWorkflow, or a DagCronWorkflow (the owner of its runs)."""
+    api_version: str = API_VERSION
+    """Its apiVersion (another API's for an Argo Workflow, whose Events the operator posts)."""
 
     def object_reference(self) -> dict[str, Any]:
         """The involvedObject of an Event about the workflow."""
         return {
-            "apiVersion": API_VERSION,
+            "apiVersion": self.api_version,
             "kind": self.kind,
             "namespace": self.namespace,
             "name": self.name,

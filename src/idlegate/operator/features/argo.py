@@ -1,29 +1,79 @@
-"""Argo Workflows in the operator: their pods gated at creation (docs/argo.md).
+"""Argo Workflows in the operator: their pods gated at creation, then released under the
+default pool's state machine and policy beside DagWorkflows (docs/argo.md).
 
-With ``--argo-webhook-port`` the operator serves a mutating admission webhook (kopf's
-webhook server, path ``/argo-gate``) that adds idlegate's gate ``idlegate.io/release`` to
-every node's pod of an Argo workflow as it is created (`gates_with_ours`: the pod's
-other gates kept, any other pod left alone, a pod gated already unchanged). Which pods
-reach it is the MutatingWebhookConfiguration's choice (deploy/components/argo: namespaces
-labelled ``idlegate.io/argo: enabled``, pods labelled ``workflows.argoproj.io/workflow``).
+* **The gate.** With ``--argo-webhook-port`` the operator serves a mutating admission
+  webhook (kopf's webhook server, path ``/argo-gate``) that adds ``idlegate.io/release``
+  to every node's pod of an Argo workflow as it is created (`gates_with_ours`); which
+  pods reach it is the MutatingWebhookConfiguration's choice (deploy/components/argo).
+  It keeps no state and answers before the operator has rebuilt its own.
+* **The job.** With ``--argo`` every Argo Workflow that has not finished is mapped
+  (`idlegate.sim.argo.map_workflow`, estimates from the history of its template, else
+  its annotation, else the prior, and an Event naming the stages left to the prior) and
+  its job joins the default pool's cluster state machine (`LiveArgo`), restored from its
+  pods (a restart neither releases a pod twice nor moves a running one off its
+  executor). Each change of the Workflow maps it again with its ``status.nodes``: a
+  fan-out Argo expanded, a node it skipped. A Workflow that does not map (recursion, a
+  daemon) is not scheduled: its pods are released as Argo creates them, with a Warning.
+* **The releases.** The core hands the launches of an Argo stage to its
+  `ArgoWorkflow` (`OtherKind`); each pairs with a gated pod of that stage and becomes a
+  guarded patch of the pod (the executor recorded, only idlegate's gate removed). Pods
+  are never created or deleted here, and Argo's objects never written: what the
+  operator says goes into Events on the Workflow ("Holding …", "Released 4 of 12 …").
+* **The history.** A Workflow that finishes while the operator runs goes into the
+  history sink (`argo_history`, ``template`` naming it), and its measured pod run
+  times into the estimates of the next runs of its template; the sink's records feed
+  them at the start.
 
-The webhook writes nothing and keeps no state, so it answers before the operator has
-rebuilt its state; while the operator is down Argo cannot create pods there (the
-configuration's ``failurePolicy: Fail``) and retries, and the pods created before stay
-gated until the operator is back.
+Only the default pool runs Argo workflows (ExecutorPools route DagWorkflows).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Protocol
 
 import kopf
+from prometheus_client import Counter, Gauge
 
+from idlegate.api.labels import GATE
+from idlegate.errors import IdlegateError
+from idlegate.operator.core.messages import Notice
+from idlegate.operator.core.pods import Owner, release_patch
+from idlegate.operator.decisions import Answer
+from idlegate.operator.edge.actuator import Op, Priority
+from idlegate.operator.edge.kube import ApiError, KubeApi
 from idlegate.operator.settings import Settings
-from idlegate.sim.argo.pods import WORKFLOW_LABEL, gates_with_ours
+from idlegate.sim.argo import (
+    DEFAULT_PRIOR,
+    GROUP,
+    ArgoJob,
+    DurationSource,
+    map_workflow,
+    parse_time,
+    template_index,
+)
+from idlegate.sim.argo.live import LiveArgo, Release
+from idlegate.sim.argo.pods import WORKFLOW_LABEL, ArgoPod, gates_with_ours
+from idlegate.sim.argo.runs import DurationHistory
+from idlegate.sim.history import HistoryWorkflow, argo_durations, argo_history, load_history
+from idlegate.sim.protocol import Launch, Stage
+
+if TYPE_CHECKING:
+    from idlegate.operator.edge.bridge import Bridge
+    from idlegate.operator.edge.metrics import Metrics
+    from idlegate.operator.features.pools import Pools
+
+log = logging.getLogger(__name__)
 
 WEBHOOK_ID = "argo-gate"
 """The webhook's handler id, which is its URL path (``/argo-gate``)."""
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+DONE = ("Succeeded", "Failed", "Error")
+"""Phases of a finished Argo Workflow."""
+TEMPLATE_PLURALS = ("workflowtemplates", "clusterworkflowtemplates")
 
 
 def webhook_server(settings: Settings) -> kopf.WebhookServer | None:
@@ -40,26 +90,419 @@ def webhook_server(settings: Settings) -> kopf.WebhookServer | None:
     )
 
 
-def register(registry: kopf.OperatorRegistry, settings: Settings) -> None:
-    """Add the Argo handlers to the operator's registry (nothing without ``--argo``)."""
-    server = webhook_server(settings) if settings.argo else None
-    if server is None:
-        return
-
-    @kopf.on.startup(registry=registry)
-    def serve_webhook(settings: kopf.OperatorSettings, **_: Any) -> None:
-        settings.admission.server = server
-
-    @kopf.on.mutate(
-        "v1",
-        "pods",
-        registry=registry,
-        id=WEBHOOK_ID,
-        operations=["CREATE"],
-        labels={WORKFLOW_LABEL: kopf.PRESENT},
-        side_effects=False,
+def owner_of(body: Mapping[str, Any]) -> Owner:
+    """The Workflow as the owner of Events."""
+    meta = body.get("metadata") or {}
+    return Owner(
+        meta.get("namespace", ""),
+        meta.get("name", ""),
+        meta.get("uid", ""),
+        kind="Workflow",
+        api_version=API_VERSION,
     )
-    def gate(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
-        gates = gates_with_ours(body)
-        if gates is not None:
-            patch.spec["schedulingGates"] = gates
+
+
+class Host(Protocol):
+    """What this module uses of the operator (:class:`idlegate.operator.main.Operator`)."""
+
+    settings: Settings
+    metrics: Metrics
+
+    @property
+    def pools(self) -> Pools: ...
+    @property
+    def ready(self) -> bool: ...
+    async def ready_pools(self) -> Pools: ...
+
+
+class ArgoWorkflow:
+    """One Argo Workflow in the pool: the payload of its job, to which the core hands what
+    it decides for its stages (`idlegate.operator.core.core.OtherKind`)."""
+
+    def __init__(self, side: ArgoSide, owner: Owner, live: LiveArgo) -> None:
+        self.side, self.owner, self.live = side, owner, live
+        live.payload = self
+        self.noted: set[str] = set()
+        """Stages whose wait was said (once each)."""
+        self.active = True
+
+    def launched(self, stage: Stage, launches: list[Launch], answer: Answer) -> None:
+        self.side.write(self, self.live.launched(launches))
+        tasks, done = stage.tasks, stage.launched
+        cap = answer.decision.parallelism_cap
+        self.side.event(
+            self,
+            "Normal",
+            "Released",
+            f"Released {len(launches)} of {tasks} pod(s) of stage {stage.name!r} ({done} of "
+            f"{tasks} so far): {answer.by} chose the stage with parallelism cap {cap}.",
+        )
+
+    def adopted(self, launch: Launch, token: Any) -> None:
+        now = self.side.bridge.now()
+        self.side.write(self, self.live.adopted(self.side.bridge.cluster, [(launch, token)], now))
+
+    def idle_started(self, answer: Answer) -> None:
+        decision = answer.decision
+        self.side.event(
+            self,
+            "Normal",
+            "IdleSlot",
+            f"Holding {decision.stage.name}: it waits {decision.idle_delay:g} s on purpose "
+            f"(deliberate idle slot), as {answer.by} chose.",
+        )
+
+    def arm_timer(self, stage: Stage) -> None:
+        if stage.idle_until is None or not self.active:
+            return
+        name, bridge = stage.name, self.side.bridge
+
+        async def fire() -> None:
+            current = next((s for s in self.live.job.stages if s.name == name), None)
+            if self.active and current is not None:
+                bridge.cluster.idle_expired(current, bridge.now())
+                bridge.schedule()
+
+        bridge.timers.arm(f"{self.owner.uid}/argo/{name}", stage.idle_until, fire)
+
+    def waiting(self, stage: Stage, notice: Notice) -> None:
+        if stage.launched or stage.name in self.noted:
+            return
+        self.noted.add(stage.name)
+        type_, reason, message = notice
+        self.side.event(self, type_, reason, f"Holding {stage.name}: {message}")
+
+
+class ArgoSide:
+    """The operator's Argo Workflows (see the module docstring)."""
+
+    def __init__(self, operator: Host) -> None:
+        self.operator = operator
+        self.workflows: dict[tuple[str, str], ArgoWorkflow] = {}
+        self.refused: dict[tuple[str, str], str] = {}
+        """Workflows not scheduled, and why: their pods are released as they come."""
+        self.pending: dict[tuple[str, str], list[ArgoPod]] = {}
+        """Pods seen while their workflow is being admitted (replayed after)."""
+        self.ended: set[tuple[str, str]] = set()
+        """Workflows that finished or went while being admitted."""
+        self.templates: dict[tuple[str, str, str], Mapping[str, Any]] = {}
+        """(namespace or "", kind, name) -> WorkflowTemplate or ClusterWorkflowTemplate."""
+        self.durations = DurationHistory()
+        self.recorded: set[str] = set()
+        registry = operator.metrics.registry
+        self.active = Gauge(
+            "idlegate_active_workflows_by_kind",
+            "Workflows in the pools, by kind (dagworkflow, argo).",
+            ["kind"],
+            registry=registry,
+        )
+        self.released = Counter(
+            "idlegate_argo_pods_released",
+            "Pods of Argo workflows released by idlegate (scheduled: by the policy; "
+            "unscheduled: of a workflow or stage idlegate cannot schedule).",
+            ["how"],
+            registry=registry,
+        )
+        self._loaded = False
+
+    @property
+    def bridge(self) -> Bridge:
+        return self.operator.pools.default
+
+    # -- what is seen ------------------------------------------------------------------------
+
+    def template_seen(self, deleted: bool, body: Mapping[str, Any]) -> None:
+        meta = body.get("metadata") or {}
+        key = (meta.get("namespace", ""), str(body.get("kind")), meta.get("name", ""))
+        if deleted:
+            self.templates.pop(key, None)
+        else:
+            self.templates[key] = body
+
+    async def workflow_seen(self, deleted: bool, body: Mapping[str, Any]) -> None:
+        await self.operator.ready_pools()
+        self._load_history()
+        meta = body.get("metadata") or {}
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        phase = (body.get("status") or {}).get("phase")
+        wf = self.workflows.get(key)
+        if wf is not None and wf.owner.uid != meta.get("uid"):
+            self._drop(wf)  # (deleted and created again under the name)
+            wf = None
+        if deleted or meta.get("deletionTimestamp") or phase in DONE:
+            self.refused.pop(key, None)
+            if key in self.pending:
+                self.ended.add(key)
+            if wf is not None:
+                self._drop(wf)
+                if phase in DONE and not deleted:
+                    self._record(body)
+            elif phase in DONE:
+                self._learn(body)
+            self.bridge.schedule()
+            return
+        if key in self.refused or key in self.pending:
+            return
+        if wf is None:
+            await self._admit(key, body)
+        else:
+            self._remap(wf, body)
+        self._gauges()
+        self.bridge.schedule()
+
+    async def pod_seen(self, deleted: bool, body: Mapping[str, Any]) -> None:
+        pod = ArgoPod.of(body)
+        if pod is None or not self.operator.ready:
+            return
+        if deleted and not pod.terminal:  # gone before it ended: its executor is free
+            pod = replace(pod, phase="Failed", gated=False)
+        key = (pod.namespace, pod.workflow)
+        if key in self.pending:
+            self.pending[key].append(pod)
+        elif key in self.refused:
+            if pod.gated and not deleted:
+                self._unscheduled(pod, self.refused[key])
+        elif key in self.workflows:
+            wf = self.workflows[key]
+            self.write(wf, wf.live.observe(self.bridge.cluster, pod, self.bridge.now()))
+            self.bridge.schedule()
+
+    # -- admission and changes ----------------------------------------------------------------
+
+    def _map(self, body: Mapping[str, Any]) -> ArgoJob:
+        namespace = (body.get("metadata") or {}).get("namespace", "")
+        objects = [o for (ns, _, _), o in self.templates.items() if ns in ("", namespace)]
+        return map_workflow(body, templates=template_index(objects), durations=self.durations)
+
+    async def _admit(self, key: tuple[str, str], body: Mapping[str, Any]) -> None:
+        owner = owner_of(body)
+        try:
+            mapped = self._map(body)
+        except IdlegateError as exc:
+            self._refuse(key, owner, str(exc))
+            return
+        self.pending[key] = []
+        try:
+            listed = await self.bridge.kube.list_pods(key[0], f"{WORKFLOW_LABEL}={key[1]}")
+        except ApiError as exc:
+            del self.pending[key]
+            raise kopf.TemporaryError(f"cannot list the workflow's pods: {exc}", delay=1) from exc
+        seen = self.pending.pop(key)
+        pods = [p for p in (ArgoPod.of(b) for b in listed) if p is not None]
+        bridge = self.bridge
+        now = bridge.now()
+        created = parse_time((body.get("metadata") or {}).get("creationTimestamp"))
+        arrival = min(now, bridge.settings.clock.from_wall(created)) if created else now
+        live = LiveArgo(key, mapped)
+        wf = ArgoWorkflow(self, owner, live)
+        try:
+            live.admit(bridge.cluster, now, arrival, pods)
+        except IdlegateError as exc:
+            self._refuse(key, owner, str(exc))
+            return
+        self.workflows[key] = wf
+        if key in self.ended:  # it finished while its pods were listed
+            self.ended.discard(key)
+            self._drop(wf)
+            return
+        for pod in seen:
+            self.write(wf, live.observe(bridge.cluster, pod, now))
+        counts = mapped.counts
+        guessed = [s.name for s in mapped.live_stages if s.duration_source is DurationSource.PRIOR]
+        message = (
+            f"Scheduled by idlegate: {counts['stages']} stages, {counts['edges']} edges, "
+            f"{counts['tasks']} pods, in the pool of {bridge.settings.pool_size} executors."
+        )
+        self.event(wf, "Normal", "Accepted", message)
+        if guessed:
+            self.event(
+                wf,
+                "Normal",
+                "Estimated",
+                f"No history of {mapped.template_key} and no annotation "
+                f"idlegate.io/task-duration-seconds for stage(s) {', '.join(guessed[:10])}: "
+                f"their pods are estimated at {DEFAULT_PRIOR:g} s each (the prior) until runs "
+                "of the template are measured.",
+            )
+
+    def _remap(self, wf: ArgoWorkflow, body: Mapping[str, Any]) -> None:
+        try:
+            mapped = self._map(body)
+            releases = wf.live.remap(self.bridge.cluster, mapped, self.bridge.now())
+        except IdlegateError as exc:
+            log.warning("%s/%s no longer maps (%s): kept as it was.", *wf.live.key, exc)
+            return
+        self.write(wf, releases)
+        for pod in wf.live.take_unplaced():
+            self._unscheduled(pod, "its node is no stage of the job idlegate mapped")
+
+    def _refuse(self, key: tuple[str, str], owner: Owner, why: str) -> None:
+        self.refused[key] = why
+        self.bridge.writes.event(
+            owner,
+            "Warning",
+            "NotScheduled",
+            f"Not scheduled by idlegate: {why}. Its pods are released as Argo creates them.",
+        )
+
+    def _drop(self, wf: ArgoWorkflow) -> None:
+        wf.active = False
+        wf.live.drop(self.bridge.cluster, self.bridge.now())
+        if self.workflows.get(wf.live.key) is wf:
+            del self.workflows[wf.live.key]
+        self._gauges()
+
+    # -- history ------------------------------------------------------------------------------
+
+    def _load_history(self) -> None:
+        """The estimates from the sink's records, once (a restart keeps what it learned)."""
+        path = self.bridge.settings.history_file
+        if self._loaded or path is None:
+            self._loaded = True
+            return
+        self._loaded = True
+        try:
+            self.durations = argo_durations(load_history(path)) if path.exists() else self.durations
+        except (IdlegateError, OSError) as exc:
+            log.warning("Argo estimates start without the history file %s: %s", path, exc)
+
+    def _learn(self, body: Mapping[str, Any]) -> HistoryWorkflow | None:
+        """A finished Workflow's record (None if it has none); its run times join the
+        estimates of its template."""
+        meta = body.get("metadata") or {}
+        namespace = meta.get("namespace", "")
+        objects = [o for (ns, _, _), o in self.templates.items() if ns in ("", namespace)]
+        try:
+            record = argo_history(
+                body,
+                objects,
+                name=f"{namespace}/{meta.get('name', '')}",
+                pool_size=self.bridge.settings.pool_size,
+            )
+        except IdlegateError:
+            return None
+        if record is not None and meta.get("uid") not in self.recorded:
+            self.recorded.add(meta.get("uid", ""))
+            self.durations.add(
+                record.template or "", (s.name for s in record.spec.stages), record.measured
+            )
+        return record
+
+    def _record(self, body: Mapping[str, Any]) -> None:
+        """A Workflow that finished while the operator ran: into the sink, if any."""
+        fresh = (body.get("metadata") or {}).get("uid") not in self.recorded
+        record = self._learn(body)
+        sink = self.bridge.history.sink
+        if record is None or sink is None or not fresh:
+            return
+        future = sink.write(record)
+        metrics = self.bridge.metrics
+        future.add_done_callback(
+            lambda f: (metrics.history_errors if f.exception() else metrics.history_records).inc()
+        )
+
+    # -- what is written ----------------------------------------------------------------------
+
+    def write(self, wf: ArgoWorkflow, releases: list[Release]) -> None:
+        """Release each pod: the executor recorded on it, idlegate's gate removed."""
+        for release in releases:
+            self._patch(wf.owner, release.pod, release.executor)
+            self.released.labels("scheduled").inc()
+
+    def _unscheduled(self, pod: ArgoPod, why: str) -> None:
+        owner = Owner(pod.namespace, pod.workflow, "", kind="Workflow", api_version=API_VERSION)
+        self._patch(owner, pod.name, None)
+        self.released.labels("unscheduled").inc()
+        log.warning("Released pod %s/%s unscheduled: %s.", pod.namespace, pod.name, why)
+
+    def _patch(self, owner: Owner, name: str, executor: int | None) -> None:
+        namespace = owner.namespace
+
+        async def run(kube: KubeApi) -> None:
+            for _ in range(3):  # the gates moved under the guard: read again
+                try:
+                    pod = await kube.get_pod(namespace, name)
+                    ops = _release_ops(pod, executor)
+                    if ops:
+                        await kube.patch_pod(namespace, name, ops)
+                    return
+                except ApiError as exc:
+                    if exc.status == 404:
+                        return  # gone: its deletion is an event of its own
+                    if exc.status not in (409, 422):
+                        raise
+
+        def failed(exc: Exception) -> None:
+            self.bridge.writes.event(
+                owner, "Warning", "PodError", f"Cannot release pod {name}: {exc}"
+            )
+
+        op = Op(f"release pod {name}", run, on_error=failed, priority=Priority.RUN)
+        self.bridge.actuator.submit((namespace, f"argo/{owner.name}"), op, lane=name)
+
+    def event(self, wf: ArgoWorkflow, type_: str, reason: str, message: str) -> None:
+        self.bridge.writes.event(wf.owner, type_, reason, message)
+
+    def _gauges(self) -> None:
+        self.active.labels("argo").set(len(self.workflows))
+        self.active.labels("dagworkflow").set(len(self.operator.pools.workflows))
+
+
+def _release_ops(pod: Mapping[str, Any], executor: int | None) -> list[dict[str, Any]] | None:
+    """The guarded JSON patch removing idlegate's gate (recording `executor` if given);
+    None if the pod carries no gate of idlegate's."""
+    if executor is not None:
+        return release_patch(pod, executor)
+    gates = (pod.get("spec") or {}).get("schedulingGates") or []
+    index = next((i for i, g in enumerate(gates) if g.get("name") == GATE), None)
+    if index is None:
+        return None
+    return [
+        {"op": "test", "path": f"/spec/schedulingGates/{index}/name", "value": GATE},
+        {"op": "remove", "path": f"/spec/schedulingGates/{index}"},
+    ]
+
+
+def register(registry: kopf.OperatorRegistry, operator: Host) -> None:
+    """Add the Argo handlers to the operator's registry (nothing without ``--argo``)."""
+    settings = operator.settings
+    if not settings.argo:
+        return
+    server = webhook_server(settings)
+    if server is not None:
+
+        @kopf.on.startup(registry=registry)
+        def serve_webhook(settings: kopf.OperatorSettings, **_: Any) -> None:
+            settings.admission.server = server
+
+        @kopf.on.mutate(
+            "v1",
+            "pods",
+            registry=registry,
+            id=WEBHOOK_ID,
+            operations=["CREATE"],
+            labels={WORKFLOW_LABEL: kopf.PRESENT},
+            side_effects=False,
+        )
+        def gate(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+            gates = gates_with_ours(body)
+            if gates is not None:
+                patch.spec["schedulingGates"] = gates
+
+    side = ArgoSide(operator)
+
+    @kopf.on.event(GROUP, VERSION, "workflows", registry=registry, id="argo-workflows")
+    async def workflow_event(type: str | None, event: kopf.RawEvent, **_: Any) -> None:
+        await side.workflow_seen(type == "DELETED", event["object"])
+
+    @kopf.on.event(
+        "v1", "pods", registry=registry, id="argo-pods", labels={WORKFLOW_LABEL: kopf.PRESENT}
+    )
+    async def pod_event(type: str | None, event: kopf.RawEvent, **_: Any) -> None:
+        await side.pod_seen(type == "DELETED", event["object"])
+
+    for plural in TEMPLATE_PLURALS:
+
+        @kopf.on.event(GROUP, VERSION, plural, registry=registry, id=f"argo-{plural}")
+        async def template_event(type: str | None, event: kopf.RawEvent, **_: Any) -> None:
+            side.template_seen(type == "DELETED", event["object"])

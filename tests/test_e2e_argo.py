@@ -1,0 +1,283 @@
+"""Argo Workflows scheduled by the real operator, end to end: the emulated API server with
+Argo's real Workflow CRD, the stand-in for Argo's controller (tests/k8s/argo_controller.py,
+which creates each ready node's pod gated, as the webhook makes it), the simulated kubelet,
+and the operator with ``--argo`` in one pool beside DagWorkflows. Waits are on what the
+emulator holds, never on the wall clock's pace (tests/e2e.py's `wait`)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import idlegate
+from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE
+from idlegate.sim.argo import DURATION_ANNOTATION
+from idlegate.sim.argo.pods import NODE_NAME, WORKFLOW_LABEL
+from tests.argo_data import ARGO_DATA, need
+from tests.e2e import (
+    DWF,
+    SPEED,
+    PodMonitor,
+    events_of,
+    running_operator,
+    stage,
+    status_of,
+    wait,
+    workflow,
+)
+from tests.k8s.apiserver import PODS
+from tests.k8s.argo_controller import WORKFLOWS, ArgoController
+from tests.k8s.harness import ApiServer, serving_crd
+from tests.k8s.kubelet import SimKubelet
+
+pytestmark = pytest.mark.slow
+DONE = ("Succeeded", "Failed", "Error")
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
+    crd = yaml.safe_load(need(ARGO_DATA / "crds" / "argoproj.io_workflows.yaml").read_text())
+    for server in serving_crd(tmp_path_factory.mktemp("k8s")):
+        server.create("customresourcedefinitions", crd)
+        yield server
+
+
+# -- Argo workflows of the shapes users run -------------------------------------------------------
+
+
+def _pod(name: str, seconds: float, retries: int | None = None) -> dict[str, Any]:
+    template: dict[str, Any] = {
+        "name": name,
+        "metadata": {"annotations": {DURATION_ANNOTATION: str(seconds)}},
+        "container": {"image": "busybox"},
+    }
+    if retries is not None:
+        template["retryStrategy"] = {"limit": retries}
+    return template
+
+
+def argo(name: str, main: dict[str, Any], *pods: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Workflow",
+        "metadata": {"name": name},
+        "spec": {"entrypoint": "main", "templates": [{"name": "main", **main}, *pods]},
+    }
+
+
+def diamond(name: str, seconds: float = 10) -> dict[str, Any]:
+    tasks = [
+        {"name": "a", "template": "p"},
+        {"name": "b", "template": "p", "dependencies": ["a"]},
+        {"name": "c", "template": "p", "dependencies": ["a"]},
+        {"name": "d", "template": "p", "dependencies": ["b", "c"]},
+    ]
+    return argo(name, {"dag": {"tasks": tasks}}, _pod("p", seconds))
+
+
+def loop(name: str, items: int, seconds: float = 10) -> dict[str, Any]:
+    tasks = [
+        {"name": "split", "template": "p"},
+        {
+            "name": "map",
+            "template": "p",
+            "dependencies": ["split"],
+            "withItems": list(range(items)),
+        },
+        {"name": "reduce", "template": "p", "dependencies": ["map"]},
+    ]
+    return argo(name, {"dag": {"tasks": tasks}}, _pod("p", seconds))
+
+
+def steps(name: str, seconds: float = 10) -> dict[str, Any]:
+    groups = [
+        [{"name": "build", "template": "p"}],
+        [
+            {"name": "test", "template": "p", "withItems": ["x", "y"]},
+            {"name": "lint", "template": "p"},
+        ],
+        [{"name": "ship", "template": "p"}],
+    ]
+    return argo(name, {"steps": groups}, _pod("p", seconds))
+
+
+def flaky(name: str, seconds: float = 10) -> dict[str, Any]:
+    """A task whose first attempt fails (see `first_attempt_of_flaky_fails`), retried."""
+    tasks = [
+        {"name": "fetch", "template": "f"},
+        {"name": "load", "template": "p", "dependencies": ["fetch"]},
+    ]
+    return argo(name, {"dag": {"tasks": tasks}}, _pod("f", seconds, retries=2), _pod("p", seconds))
+
+
+def first_attempt_of_flaky_fails(pod: Mapping[str, Any]) -> int | None:
+    node = pod["metadata"]["annotations"].get(NODE_NAME, "")
+    return 1 if node.startswith("flaky") and node.endswith(".fetch(0)") else None
+
+
+# -- what the emulator holds ----------------------------------------------------------------------
+
+
+def phase(api: ApiServer, ns: str, name: str) -> str | None:
+    return ((api.get(WORKFLOWS, ns, name) or {}).get("status") or {}).get("phase")
+
+
+def all_finished(api: ApiServer, ns: str, argo_names: list[str], dag_names: list[str]) -> bool:
+    return all(phase(api, ns, n) in DONE for n in argo_names) and all(
+        status_of(api, ns, n).get("phase") in ("Succeeded", "Failed") for n in dag_names
+    )
+
+
+class Releases:
+    """Every executor ever recorded on each pod: a pod released twice would show two."""
+
+    def __init__(self, api: ApiServer, namespace: str) -> None:
+        self.api, self.namespace = api, namespace
+        self.executors: dict[str, set[str]] = {}
+        self._lock = threading.Lock()
+        self._unsubscribe = api.call(api.emulator.subscribe, self._on_event)
+
+    def _on_event(self, res: Any, etype: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        if res != PODS or meta.get("namespace") != self.namespace:
+            return
+        executor = (meta.get("annotations") or {}).get(ANNOTATION_EXECUTOR)
+        if executor is not None:
+            with self._lock:
+                self.executors.setdefault(meta["name"], set()).add(executor)
+
+    def twice(self) -> list[str]:
+        with self._lock:
+            return [pod for pod, seen in self.executors.items() if len(seen) > 1]
+
+    def close(self) -> None:
+        self.api.call(self._unsubscribe)
+
+
+# -- scenarios ------------------------------------------------------------------------------------
+
+
+def test_an_argo_diamond_runs_under_the_pool_with_events_on_the_workflow(api, ns):
+    monitor = PodMonitor(api, ns)
+    with (
+        SimKubelet(api, ns, time_factor=1 / SPEED),
+        ArgoController(api, ns),
+        running_operator(api, ns, pool=1, argo=True) as op,
+    ):
+        api.create(WORKFLOWS, diamond("dia"), ns)
+        wait(lambda: phase(api, ns, "dia") in DONE, 60, "the Argo diamond to finish")
+        assert op.bridge.cluster.jobs == []  # its job left the pool
+    monitor.close()
+    assert phase(api, ns, "dia") == "Succeeded"
+    assert monitor.max_total == 1  # one executor: one pod at a time
+    pods = api.list(PODS, ns, label_selector=f"{WORKFLOW_LABEL}=dia")
+    assert len(pods) == 4 and all(not p["spec"].get("schedulingGates") for p in pods)
+    assert {p["metadata"]["annotations"][ANNOTATION_EXECUTOR] for p in pods} == {"0"}
+    events = events_of(api, ns, "dia")
+    assert {e["involvedObject"]["kind"] for e in events} == {"Workflow"}
+    reasons = [e["reason"] for e in events]
+    assert reasons.count("Accepted") == 1 and reasons.count("Released") >= 4
+    assert "Waiting" in reasons  # b or c waited for the one executor
+    # the estimates came from the template's annotation: no Event about the prior
+    assert "Estimated" not in reasons
+
+
+def _operator_process(api: ApiServer, ns: str, pool: int, log: Path) -> subprocess.Popen[bytes]:
+    """`idlegate operator --argo` as a process of its own (so that it can be killed -9),
+    its output in `log`."""
+    ports = []
+    for _ in range(2):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+    src = str(Path(idlegate.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    args = [
+        sys.executable,
+        "-m",
+        "idlegate",
+        "operator",
+        f"--pool-size={pool}",
+        "--standalone",
+        "--argo",
+        "--scheduler=fair",
+        f"--namespace={ns}",
+        f"--kubeconfig={api.kubeconfig}",
+        "--listen-host=127.0.0.1",
+        f"--metrics-port={ports[0]}",
+        f"--health-port={ports[1]}",
+        "--status-interval=0.2",
+    ]
+    with log.open("wb") as out:
+        return subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+def test_fifty_argo_and_twenty_dag_workflows_share_one_pool_through_a_kill(api, ns, tmp_path):
+    pool = 6
+    monitor = PodMonitor(api, ns)
+    releases = Releases(api, ns)
+    argo_docs = (
+        [diamond(f"dia-{i}") for i in range(15)]
+        + [loop(f"loop-{i}", 2 + i % 5) for i in range(15)]
+        + [steps(f"steps-{i}") for i in range(12)]
+        + [flaky(f"flaky-{i}") for i in range(8)]
+    )
+    dags = [workflow(f"dwf-{i}", stage("a", 2, 10), stage("b", 1, 10, ("a",))) for i in range(20)]
+    argo_names = [d["metadata"]["name"] for d in argo_docs]
+    dag_names = [d["metadata"]["name"] for d in dags]
+    first = second = None
+    try:
+        with (
+            SimKubelet(api, ns, time_factor=1 / SPEED, failure=first_attempt_of_flaky_fails),
+            ArgoController(api, ns),
+        ):
+            first = _operator_process(api, ns, pool, tmp_path / "first.log")
+            for i, doc in enumerate(argo_docs):
+                api.create(WORKFLOWS, doc, ns)
+                if i < len(dags):
+                    api.create(DWF, dags[i], namespace=ns)
+            wait(
+                lambda: sum(phase(api, ns, n) in DONE for n in argo_names) >= 15,
+                120,
+                "15 Argo workflows to finish",
+            )
+            assert monitor.counts()[0] > 0  # it is killed with pods running
+            first.send_signal(signal.SIGKILL)
+            first.wait(30)
+            second = _operator_process(api, ns, pool, tmp_path / "second.log")
+            wait(lambda: all_finished(api, ns, argo_names, dag_names), 300, "every workflow")
+    except TimeoutError as exc:
+        logs = "\n".join(p.read_text()[-3000:] for p in sorted(tmp_path.glob("*.log")))
+        raise AssertionError(f"{exc}; the operators' last output:\n{logs}") from exc
+    finally:
+        for process in (first, second):
+            if process is not None and process.poll() is None:
+                process.send_signal(signal.SIGKILL)
+                process.wait(30)
+        monitor.close()
+        releases.close()
+    assert {n: phase(api, ns, n) for n in argo_names} == dict.fromkeys(argo_names, "Succeeded")
+    assert {n: status_of(api, ns, n)["phase"] for n in dag_names} == dict.fromkeys(
+        dag_names, "Succeeded"
+    )
+    assert monitor.max_total <= pool, monitor.max_total
+    assert releases.twice() == []
+    # no pod created twice; no DagWorkflow task with two pods (Argo's pods have no such labels)
+    assert [d for d in monitor.duplicates if isinstance(d, str) or d[0]] == []
+    pods = api.list(PODS, ns)
+    assert not [
+        p["metadata"]["name"] for p in pods if GATE in str(p["spec"].get("schedulingGates"))
+    ]
+    # Argo's retries ran: each flaky fetch failed once and succeeded on its second attempt
+    failed = [p for p in pods if (p.get("status") or {}).get("phase") == "Failed"]
+    assert len(failed) == 8
