@@ -23,6 +23,7 @@ import idlegate
 from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE
 from idlegate.sim.argo import DURATION_ANNOTATION
 from idlegate.sim.argo.pods import NODE_NAME, WORKFLOW_LABEL
+from idlegate.sim.history import load_history
 from tests.argo_data import ARGO_DATA, need
 from tests.e2e import (
     DWF,
@@ -64,6 +65,11 @@ def _pod(name: str, seconds: float, retries: int | None = None) -> dict[str, Any
     if retries is not None:
         template["retryStrategy"] = {"limit": retries}
     return template
+
+
+def _bare(name: str) -> dict[str, Any]:
+    """A pod template without an estimate (no annotation)."""
+    return {"name": name, "container": {"image": "busybox"}}
 
 
 def argo(name: str, main: dict[str, Any], *pods: dict[str, Any]) -> dict[str, Any]:
@@ -190,6 +196,35 @@ def test_an_argo_diamond_runs_under_the_pool_with_events_on_the_workflow(api, ns
     assert "Waiting" in reasons  # b or c waited for the one executor
     # the estimates came from the template's annotation: no Event about the prior
     assert "Estimated" not in reasons
+
+
+def test_estimates_come_from_the_templates_history_which_the_sink_records(api, ns, tmp_path):
+    sink = tmp_path / "history.jsonl"
+
+    def run(name: str) -> dict[str, Any]:
+        doc = argo(name, {"dag": {"tasks": [{"name": "a", "template": "p"}]}}, _bare("p"))
+        doc["metadata"]["labels"] = {"workflows.argoproj.io/workflow-template": "etl"}
+        api.create(WORKFLOWS, doc, ns)
+        wait(lambda: phase(api, ns, name) in DONE, 60, f"{name} to finish")
+        return {e["reason"] for e in events_of(api, ns, name)}
+
+    # the pods run 2 wall seconds, so that Argo's whole-second node times measure them
+    with (
+        SimKubelet(api, ns, time_factor=1 / SPEED, durations=lambda pod: 2 * SPEED),
+        ArgoController(api, ns),
+        running_operator(api, ns, pool=1, argo=True, history_file=sink),
+    ):
+        first = run("etl-1")  # no history, no annotation: the prior, and an Event says so
+        wait(lambda: sink.exists() and sink.read_text(), 30, "the first record in the sink")
+        second = run("etl-2")  # the first run's measured time is its estimate
+        wait(lambda: len(sink.read_text().splitlines()) == 2, 30, "the second record")
+    assert "Estimated" in first and "Estimated" not in second
+    records = load_history(sink)
+    assert [(r.name, r.template, r.outcome) for r in records] == [
+        (f"{ns}/etl-1", "etl", "Succeeded"),
+        (f"{ns}/etl-2", "etl", "Succeeded"),
+    ]
+    assert all(r.measured[0] for r in records)
 
 
 def _operator_process(api: ApiServer, ns: str, pool: int, log: Path) -> subprocess.Popen[bytes]:
