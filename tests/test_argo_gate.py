@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import jsonpatch
 import kopf
 import pytest
 from kopf._core.engines.admission import build_webhooks
@@ -14,7 +15,14 @@ from idlegate.api.labels import GATE
 from idlegate.operator.features import argo
 from idlegate.operator.main import Operator
 from idlegate.operator.settings import Settings
-from idlegate.sim.argo.pods import NODE_ID, NODE_NAME, WORKFLOW_LABEL, ArgoPod, gates_with_ours
+from idlegate.sim.argo.pods import (
+    NODE_ID,
+    NODE_NAME,
+    WORKFLOW_LABEL,
+    ArgoPod,
+    gates_with_ours,
+    ungate_patch,
+)
 from tests.deploy_files import DEPLOY, load_all
 
 
@@ -103,6 +111,19 @@ def test_the_executor_idlegate_released_a_pod_on_is_read_back():
     pod = argo_pod()
     pod["metadata"]["annotations"]["idlegate.io/executor"] = "3"
     assert ArgoPod.of(pod).executor == 3
+
+
+def test_ungating_removes_only_idlegates_gate_guarded_by_its_index():
+    pod = argo_pod(["kueue.x-k8s.io/admission", GATE])
+    ops = ungate_patch(pod)
+    assert ops == [
+        {"op": "test", "path": "/spec/schedulingGates/1/name", "value": GATE},
+        {"op": "remove", "path": "/spec/schedulingGates/1"},
+    ]
+    assert jsonpatch.apply_patch(pod, ops)["spec"]["schedulingGates"] == [
+        {"name": "kueue.x-k8s.io/admission"}
+    ]
+    assert ungate_patch(argo_pod(["other"])) is None and ungate_patch(argo_pod()) is None
 
 
 # -- the kopf handler ---------------------------------------------------------------------------

@@ -181,11 +181,20 @@ def test_an_argo_diamond_runs_under_the_pool_with_events_on_the_workflow(api, ns
         running_operator(api, ns, pool=1, argo=True) as op,
     ):
         api.create(WORKFLOWS, diamond("dia"), ns)
+        # a daemon step does not map to a job: its pods are released as Argo creates them
+        daemon = argo("daemon", {"dag": {"tasks": [{"name": "db", "template": "p"}]}}, _pod("p", 5))
+        daemon["spec"]["templates"][1]["daemon"] = True
+        api.create(WORKFLOWS, daemon, ns)
         wait(lambda: phase(api, ns, "dia") in DONE, 60, "the Argo diamond to finish")
+        wait(lambda: phase(api, ns, "daemon") in DONE, 60, "the daemon workflow to finish")
         assert op.bridge.cluster.jobs == []  # its job left the pool
     monitor.close()
-    assert phase(api, ns, "dia") == "Succeeded"
-    assert monitor.max_total == 1  # one executor: one pod at a time
+    assert phase(api, ns, "dia") == phase(api, ns, "daemon") == "Succeeded"
+    assert [e["reason"] for e in events_of(api, ns, "daemon")] == ["NotScheduled"]
+    (unscheduled,) = api.list(PODS, ns, label_selector=f"{WORKFLOW_LABEL}=daemon")
+    assert ANNOTATION_EXECUTOR not in unscheduled["metadata"].get("annotations", {})
+    # the diamond ran on the one executor, one pod at a time (the daemon's beside it)
+    assert monitor.max_per_workflow[""] <= 2
     pods = api.list(PODS, ns, label_selector=f"{WORKFLOW_LABEL}=dia")
     assert len(pods) == 4 and all(not p["spec"].get("schedulingGates") for p in pods)
     assert {p["metadata"]["annotations"][ANNOTATION_EXECUTOR] for p in pods} == {"0"}

@@ -1,30 +1,21 @@
-"""Argo Workflows in the operator: their pods gated at creation, then released under the
-default pool's state machine and policy beside DagWorkflows (docs/argo.md).
+"""Argo Workflows in the operator (``--argo``; docs/argo.md): their pods gated at
+creation, released by the default pool's state machine and policy beside DagWorkflows.
 
-* **The gate.** With ``--argo-webhook-port`` the operator serves a mutating admission
-  webhook (kopf's webhook server, path ``/argo-gate``) that adds ``idlegate.io/release``
-  to every node's pod of an Argo workflow as it is created (`gates_with_ours`); which
-  pods reach it is the MutatingWebhookConfiguration's choice (deploy/components/argo).
-  It keeps no state and answers before the operator has rebuilt its own.
-* **The job.** With ``--argo`` every Argo Workflow that has not finished is mapped
-  (`idlegate.sim.argo.map_workflow`, estimates from the history of its template, else
-  its annotation, else the prior, and an Event naming the stages left to the prior) and
-  its job joins the default pool's cluster state machine (`LiveArgo`), restored from its
-  pods (a restart neither releases a pod twice nor moves a running one off its
-  executor). Each change of the Workflow maps it again with its ``status.nodes``: a
-  fan-out Argo expanded, a node it skipped. A Workflow that does not map (recursion, a
-  daemon) is not scheduled: its pods are released as Argo creates them, with a Warning.
-* **The releases.** The core hands the launches of an Argo stage to its
-  `ArgoWorkflow` (`OtherKind`); each pairs with a gated pod of that stage and becomes a
-  guarded patch of the pod (the executor recorded, only idlegate's gate removed). Pods
-  are never created or deleted here, and Argo's objects never written: what the
-  operator says goes into Events on the Workflow ("Holding …", "Released 4 of 12 …").
-* **The history.** A Workflow that finishes while the operator runs goes into the
-  history sink (`argo_history`, ``template`` naming it), and its measured pod run
-  times into the estimates of the next runs of its template; the sink's records feed
-  them at the start.
-
-Only the default pool runs Argo workflows (ExecutorPools route DagWorkflows).
+* **Gate.** With ``--argo-webhook-port``, a mutating admission webhook (kopf's server,
+  path ``/argo-gate``) adds ``idlegate.io/release`` to each node's pod Argo creates
+  (`gates_with_ours`); it keeps no state, so it answers before the rebuild.
+* **Job.** Each Workflow that has not finished is mapped (`map_workflow`: estimates from
+  its template's history, else its annotation, else the prior, which an Event names)
+  and its job (`LiveArgo`) joins the default pool's cluster, restored from its pods; each
+  change of the Workflow maps it again with its ``status.nodes``. One that does not map
+  is not scheduled: its pods are released as Argo creates them, with a Warning.
+* **Releases.** The core hands an Argo stage's launches to its `ArgoWorkflow`
+  (`OtherKind`); each becomes a guarded patch of a gated pod of that stage. No pod is
+  created or deleted here and Argo's objects are never written: Events on the Workflow say
+  what happens ("Holding …", "Released 4 of 12 …").
+* **History.** A Workflow that finishes while the operator runs goes into the history
+  sink (a record naming its ``template``) and its pod run times into the estimates of
+  its template's next runs; the sink's records feed them at the start.
 """
 
 from __future__ import annotations
@@ -37,7 +28,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 import kopf
 from prometheus_client import Counter, Gauge
 
-from idlegate.api.labels import GATE
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.messages import Notice
 from idlegate.operator.core.pods import Owner, release_patch
@@ -49,13 +39,15 @@ from idlegate.sim.argo import (
     DEFAULT_PRIOR,
     GROUP,
     ArgoJob,
+    ArgoRefusal,
     DurationSource,
+    RefusalReason,
     map_workflow,
     parse_time,
     template_index,
 )
 from idlegate.sim.argo.live import LiveArgo, Release
-from idlegate.sim.argo.pods import WORKFLOW_LABEL, ArgoPod, gates_with_ours
+from idlegate.sim.argo.pods import WORKFLOW_LABEL, ArgoPod, gates_with_ours, ungate_patch
 from idlegate.sim.argo.runs import DurationHistory
 from idlegate.sim.history import HistoryWorkflow, argo_durations, argo_history, load_history
 from idlegate.sim.protocol import Launch, Stage
@@ -74,6 +66,10 @@ API_VERSION = f"{GROUP}/{VERSION}"
 DONE = ("Succeeded", "Failed", "Error")
 """Phases of a finished Argo Workflow."""
 TEMPLATE_PLURALS = ("workflowtemplates", "clusterworkflowtemplates")
+MISSING = (RefusalReason.MISSING_TEMPLATE, RefusalReason.MISSING_WORKFLOW_TEMPLATE)
+"""Refusals that a template seen later may lift."""
+RETRY = 5.0
+"""Seconds (operator clock) before a workflow that could not be admitted is tried again."""
 
 
 def webhook_server(settings: Settings) -> kopf.WebhookServer | None:
@@ -93,13 +89,8 @@ def webhook_server(settings: Settings) -> kopf.WebhookServer | None:
 def owner_of(body: Mapping[str, Any]) -> Owner:
     """The Workflow as the owner of Events."""
     meta = body.get("metadata") or {}
-    return Owner(
-        meta.get("namespace", ""),
-        meta.get("name", ""),
-        meta.get("uid", ""),
-        kind="Workflow",
-        api_version=API_VERSION,
-    )
+    names = (meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", ""))
+    return Owner(*names, kind="Workflow", api_version=API_VERSION)
 
 
 class Host(Protocol):
@@ -131,7 +122,7 @@ class ArgoWorkflow:
         tasks, done = stage.tasks, stage.launched
         cap = answer.decision.parallelism_cap
         self.side.event(
-            self,
+            self.owner,
             "Normal",
             "Released",
             f"Released {len(launches)} of {tasks} pod(s) of stage {stage.name!r} ({done} of "
@@ -145,7 +136,7 @@ class ArgoWorkflow:
     def idle_started(self, answer: Answer) -> None:
         decision = answer.decision
         self.side.event(
-            self,
+            self.owner,
             "Normal",
             "IdleSlot",
             f"Holding {decision.stage.name}: it waits {decision.idle_delay:g} s on purpose "
@@ -170,7 +161,7 @@ class ArgoWorkflow:
             return
         self.noted.add(stage.name)
         type_, reason, message = notice
-        self.side.event(self, type_, reason, f"Holding {stage.name}: {message}")
+        self.side.event(self.owner, type_, reason, f"Holding {stage.name}: {message}")
 
 
 class ArgoSide:
@@ -278,15 +269,27 @@ class ArgoSide:
         owner = owner_of(body)
         try:
             mapped = self._map(body)
+        except ArgoRefusal as exc:
+            if exc.reason not in MISSING:
+                await self._refuse(key, body, str(exc))
+                return
+            # (its templates may not have been seen yet, as at a start): its pods wait
+            self.event(
+                owner, "Warning", "TemplateMissing", f"{exc}; tried again every {RETRY:g} s."
+            )
+            self._later(body)
+            return
         except IdlegateError as exc:
-            self._refuse(key, owner, str(exc))
+            await self._refuse(key, body, str(exc))
             return
         self.pending[key] = []
         try:
             listed = await self.bridge.kube.list_pods(key[0], f"{WORKFLOW_LABEL}={key[1]}")
         except ApiError as exc:
             del self.pending[key]
-            raise kopf.TemporaryError(f"cannot list the workflow's pods: {exc}", delay=1) from exc
+            log.info("Cannot list the pods of %s/%s now (%s): admitted later.", *key, exc)
+            self._later(body)
+            return
         seen = self.pending.pop(key)
         pods = [p for p in (ArgoPod.of(b) for b in listed) if p is not None]
         bridge = self.bridge
@@ -295,11 +298,7 @@ class ArgoSide:
         arrival = min(now, bridge.settings.clock.from_wall(created)) if created else now
         live = LiveArgo(key, mapped)
         wf = ArgoWorkflow(self, owner, live)
-        try:
-            live.admit(bridge.cluster, now, arrival, pods)
-        except IdlegateError as exc:
-            self._refuse(key, owner, str(exc))
-            return
+        live.admit(bridge.cluster, now, arrival, pods)
         self.workflows[key] = wf
         if key in self.ended:  # it finished while its pods were listed
             self.ended.discard(key)
@@ -313,10 +312,10 @@ class ArgoSide:
             f"Scheduled by idlegate: {counts['stages']} stages, {counts['edges']} edges, "
             f"{counts['tasks']} pods, in the pool of {bridge.settings.pool_size} executors."
         )
-        self.event(wf, "Normal", "Accepted", message)
+        self.event(wf.owner, "Normal", "Accepted", message)
         if guessed:
             self.event(
-                wf,
+                wf.owner,
                 "Normal",
                 "Estimated",
                 f"No history of {mapped.template_key} and no annotation "
@@ -324,6 +323,16 @@ class ArgoSide:
                 f"their pods are estimated at {DEFAULT_PRIOR:g} s each (the prior) until runs "
                 "of the template are measured.",
             )
+
+    def _later(self, body: Mapping[str, Any]) -> None:
+        """See `body` again in `RETRY` seconds (a later event of it may come first)."""
+        meta = body.get("metadata") or {}
+
+        async def again() -> None:
+            await self.workflow_seen(False, body)
+
+        key = f"argo-admit/{meta.get('namespace')}/{meta.get('name')}"
+        self.bridge.timers.arm(key, self.bridge.now() + RETRY, again)
 
     def _remap(self, wf: ArgoWorkflow, body: Mapping[str, Any]) -> None:
         try:
@@ -336,14 +345,21 @@ class ArgoSide:
         for pod in wf.live.take_unplaced():
             self._unscheduled(pod, "its node is no stage of the job idlegate mapped")
 
-    def _refuse(self, key: tuple[str, str], owner: Owner, why: str) -> None:
+    async def _refuse(self, key: tuple[str, str], body: Mapping[str, Any], why: str) -> None:
+        """Not scheduled: its pods are released as they come, those there already now."""
         self.refused[key] = why
-        self.bridge.writes.event(
-            owner,
-            "Warning",
-            "NotScheduled",
-            f"Not scheduled by idlegate: {why}. Its pods are released as Argo creates them.",
-        )
+        message = f"Not scheduled by idlegate: {why}. Its pods are released as Argo creates them."
+        self.event(owner_of(body), "Warning", "NotScheduled", message)
+        try:
+            listed = await self.bridge.kube.list_pods(key[0], f"{WORKFLOW_LABEL}={key[1]}")
+        except ApiError as exc:
+            log.info("Cannot list the pods of %s/%s now (%s): tried again.", *key, exc)
+            del self.refused[key]
+            self._later(body)
+            return
+        for pod in (ArgoPod.of(b) for b in listed):
+            if pod is not None and pod.gated:
+                self._unscheduled(pod, why)
 
     def _drop(self, wf: ArgoWorkflow) -> None:
         wf.active = False
@@ -422,7 +438,7 @@ class ArgoSide:
             for _ in range(3):  # the gates moved under the guard: read again
                 try:
                     pod = await kube.get_pod(namespace, name)
-                    ops = _release_ops(pod, executor)
+                    ops = ungate_patch(pod) if executor is None else release_patch(pod, executor)
                     if ops:
                         await kube.patch_pod(namespace, name, ops)
                     return
@@ -433,34 +449,17 @@ class ArgoSide:
                         raise
 
         def failed(exc: Exception) -> None:
-            self.bridge.writes.event(
-                owner, "Warning", "PodError", f"Cannot release pod {name}: {exc}"
-            )
+            self.event(owner, "Warning", "PodError", f"Cannot release pod {name}: {exc}")
 
         op = Op(f"release pod {name}", run, on_error=failed, priority=Priority.RUN)
         self.bridge.actuator.submit((namespace, f"argo/{owner.name}"), op, lane=name)
 
-    def event(self, wf: ArgoWorkflow, type_: str, reason: str, message: str) -> None:
-        self.bridge.writes.event(wf.owner, type_, reason, message)
+    def event(self, owner: Owner, type_: str, reason: str, message: str) -> None:
+        self.bridge.intents.event(owner, type_, reason, message)
 
     def _gauges(self) -> None:
         self.active.labels("argo").set(len(self.workflows))
         self.active.labels("dagworkflow").set(len(self.operator.pools.workflows))
-
-
-def _release_ops(pod: Mapping[str, Any], executor: int | None) -> list[dict[str, Any]] | None:
-    """The guarded JSON patch removing idlegate's gate (recording `executor` if given);
-    None if the pod carries no gate of idlegate's."""
-    if executor is not None:
-        return release_patch(pod, executor)
-    gates = (pod.get("spec") or {}).get("schedulingGates") or []
-    index = next((i for i, g in enumerate(gates) if g.get("name") == GATE), None)
-    if index is None:
-        return None
-    return [
-        {"op": "test", "path": f"/spec/schedulingGates/{index}/name", "value": GATE},
-        {"op": "remove", "path": f"/spec/schedulingGates/{index}"},
-    ]
 
 
 def register(registry: kopf.OperatorRegistry, operator: Host) -> None:
