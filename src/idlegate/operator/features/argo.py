@@ -32,8 +32,8 @@ from idlegate.errors import IdlegateError
 from idlegate.operator.core.messages import Notice
 from idlegate.operator.core.pods import Owner, release_patch
 from idlegate.operator.decisions import Answer
-from idlegate.operator.edge.actuator import Op, Priority
 from idlegate.operator.edge.kube import ApiError, KubeApi
+from idlegate.operator.edge.lanes import Op, Priority
 from idlegate.operator.settings import Settings
 from idlegate.sim.argo import (
     DEFAULT_PRIOR,
@@ -452,7 +452,7 @@ class ArgoSide:
             self.event(owner, "Warning", "PodError", f"Cannot release pod {name}: {exc}")
 
         op = Op(f"release pod {name}", run, on_error=failed, priority=Priority.RUN)
-        self.bridge.actuator.submit((namespace, f"argo/{owner.name}"), op, lane=name)
+        self.bridge.lanes.submit((namespace, f"argo/{owner.name}"), op, lane=name)
 
     def event(self, owner: Owner, type_: str, reason: str, message: str) -> None:
         self.bridge.intents.event(owner, type_, reason, message)
