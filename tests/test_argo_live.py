@@ -77,7 +77,8 @@ class Run:
         return out
 
     def finish(self, p: ArgoPod, phase: str = "Succeeded") -> list[Release]:
-        (executor,) = [r.executor for r in self.released if r.pod == p.name][-1:]
+        released = [r.executor for r in self.released if r.pod == p.name]
+        executor = released[-1] if released else p.executor  # (or restored)
         return self.see(ArgoPod(p.namespace, p.name, WF, p.node_name, "", False, phase, executor))
 
     def twice(self) -> list[str]:
@@ -262,3 +263,18 @@ def test_no_pod_is_released_twice_whatever_the_order(seed):
         assert run.cluster.free_executors >= 0
         assert len(run.live.running) <= 3  # the pool bound
     assert run.twice() == [] and len(run.released) == 6
+
+
+def test_pods_running_beyond_a_full_pool_take_the_next_free_executor():
+    loop = workflow([{"name": "x", "template": "pod", "withItems": [1, 2]}])
+    running = [pod(f".x({i}:{i + 1})", "Running", gated=False, executor=i) for i in range(2)]
+    run = Run(loop, executors=1, pods=running)  # a pool made smaller than what runs in it
+    assert run.cluster.free_executors == 0 and len(run.cluster.beyond) == 1
+    (beyond,) = [name for name, r in run.live.running.items() if r.executor is None]
+    (held,) = [p for p in running if p.name != beyond]
+    run.finish(held)
+    adopted = run.cluster.adopt_beyond(run.now)
+    assert run.live.adopted(run.cluster, adopted, run.now) == []
+    assert run.live.running[beyond].executor is not None and run.cluster.beyond == []
+    run.finish(next(p for p in running if p.name == beyond))
+    assert run.live.job.finish is not None and run.cluster.free_executors == 1
