@@ -270,28 +270,39 @@ def _jobs(prefix: str, count: int, seconds: float) -> list[JobArrival]:
     return [JobArrival(float(i), f"{prefix}{i}", dag(("a", 1, seconds, []))) for i in range(count)]
 
 
+def _mix(prefix: str, count: int, big: float) -> list[JobArrival]:
+    return [
+        JobArrival(float(i), f"{prefix}{i}", dag(("a", 1, big if i % 2 else 1.0, [])))
+        for i in range(count)
+    ]
+
+
 def test_rounds_back_off_while_nothing_switches_and_a_change_of_size_restores_the_pace():
-    def settled() -> PortfolioScheduler:
-        brain = _fed("srpt", backoff=4, min_window=2, every=5, period="none")
-        brain.record(_jobs("s", 10, 1.0))
+    def settled(big: float = 1.0) -> PortfolioScheduler:
+        # `big` != 1: every other job that size, a two-size mix
+        brain = _fed("srpt", backoff=4, min_window=2, every=10, period="none")
+        brain.record(_mix("s", 20, big))
         _fed_round(brain)  # fifo (the start) -> srpt: the first pace
-        brain.record(_jobs("t", 5, 1.0))
+        brain.record(_mix("t", 10, big))
         assert brain.needs_replay(0.0)
-        _fed_round(brain)  # srpt kept: the next round after 10
+        _fed_round(brain)  # srpt kept: the next round after 20
         return brain
 
     same = settled()
-    same.record(_jobs("u", 5, 1.0))
+    same.record(_jobs("u", 10, 1.0))
     assert not same.needs_replay(0.0)
-    same.record(_jobs("v", 5, 1.0))
+    same.record(_jobs("v", 10, 1.0))
     assert same.needs_replay(0.0)
     bigger = settled()
-    bigger.record(_jobs("big", 5, 100.0))  # 100 times the work: the workload changed
+    bigger.record(_jobs("big", 10, 100.0))  # 100 times the work: the workload changed
     assert bigger.needs_replay(0.0)
-    flat = _fed("srpt", backoff=1, min_window=2, every=5, period="none")  # every 5
-    flat.record(_jobs("s", 10, 1.0))
+    mixed = settled(big=100.0)  # half small, half big; now 7 big of 10: the same mix
+    mixed.record(_jobs("m", 7, 100.0) + _jobs("n", 3, 1.0))
+    assert not mixed.needs_replay(0.0)
+    flat = _fed("srpt", backoff=1, min_window=2, every=10, period="none")  # every 10
+    flat.record(_jobs("s", 20, 1.0))
     _fed_round(flat)
-    flat.record(_jobs("t", 5, 1.0))
+    flat.record(_jobs("t", 10, 1.0))
     _fed_round(flat)
-    flat.record(_jobs("u", 5, 1.0))
+    flat.record(_jobs("u", 10, 1.0))
     assert flat.needs_replay(0.0)

@@ -129,6 +129,8 @@ DEFAULT_CANDIDATES: Final = (*RULES, "analytic", "learned")
 """The portfolio without ``candidates=`` (``trained`` joins it with ``policy=``)."""
 PLANNER: Final = "lookahead?max_decisions=100&race=0.05&plan_window=64:srpt"
 """The ``planner`` candidate: the planner over srpt at the operator's pace (`FAST_PLANNING`)."""
+CHANGE_MIN: Final = 10
+"""Finished workflows on each side of a comparison that can find a change of workload."""
 _PLAIN_RULES: Final = ("fifo", "sjf", "sjf-cp", "srpt", "fair", "weighted-fair")
 
 # modelled CPU seconds of a replay (`modelled_seconds`): per simulated event, and per
@@ -168,8 +170,9 @@ class PortfolioConfig(Config):
     `period` stretched), up to this factor; a switch, or the finished workflows changing
     character (`change`), brings back the first pace."""
     change: float = Field(3.0, gt=1.0)
-    """The workload changed when the median work (task-seconds) of at least 5 workflows
-    finished since the last round differs from the rest of the window's by this factor."""
+    """The workload changed when the geometric mean work (task-seconds) of the workflows
+    finished since the last round (at least `CHANGE_MIN`) differs from that of those
+    before them since the last change by more than this factor."""
     margin: NonNegative = 0.02
     """Switch only to a candidate whose score is lower by more than this fraction."""
     seeds: StrictInt = Field(1, ge=1)
@@ -552,16 +555,18 @@ class PortfolioScheduler:
             self._change_due = True
 
     def _changed_character(self) -> bool:
-        """True when the workflows finished since the last round (at least 5) are of
-        another size than those before them since the last change (at least 5): their
-        median work apart by more than the factor `change`. Marks the new ones as the
-        regime's start."""
+        """True when the workflows finished since the last round (at least `CHANGE_MIN`)
+        are of another size than those before them since the last change (at least as
+        many): their mean log work apart by more than log `change`, i.e. a geometric
+        mean `change` times larger or smaller. Marks the new ones as the regime's start.
+        (A mean of logs, not a median: the median of a few workflows of a two-size mix
+        jumps between the sizes.)"""
         new = min(self._since_round, len(self._work))
         regime = min(self._regime, len(self._work))
-        if new < 5 or regime - new < 5:
+        if new < CHANGE_MIN or regime - new < CHANGE_MIN:
             return False
-        recent = float(np.median(self._work[-new:]))
-        before = float(np.median(self._work[-regime:-new]))
+        recent = float(np.mean(self._work[-new:]))
+        before = float(np.mean(self._work[-regime:-new]))
         if abs(recent - before) <= math.log(self.config.change):
             return False
         self._regime = new
