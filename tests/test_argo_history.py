@@ -19,7 +19,13 @@ from idlegate.sim.argo import (
 )
 from idlegate.sim.argo.runs import DurationHistory, argo_run, duration_lookup
 from idlegate.sim.engine import simulate
-from idlegate.sim.history import argo_durations, argo_history, load_history, write_history
+from idlegate.sim.history import (
+    ArgoLearning,
+    argo_durations,
+    argo_history,
+    load_history,
+    write_history,
+)
 from idlegate.sim.workloads import build_workload
 from tests.argo_data import RECORDED, need, recorded
 
@@ -150,3 +156,21 @@ def test_the_duration_history_keeps_the_most_recent_run_times():
     history.add("etl", ["extract", "load"], [(30.0, 40.0), (5.0,)])
     assert history("etl", "extract") == 30.0  # 20, 30, 40
     assert history("etl", "load") == 5.0
+
+
+def test_argo_learning_learns_each_finished_workflow_once_and_from_a_sink(tmp_path):
+    doc = recorded("dag-disable-fail-fast.yaml")
+    doc["metadata"]["uid"] = "u-1"
+    learning = ArgoLearning()
+    record = learning.learn(doc, name="ns/dag")
+    assert record is not None and record.name == "ns/dag"
+    assert learning.learn(doc) is None  # the same workflow again: nothing new
+    assert learning.durations(record.template, "b") == 33.0
+    running = {**doc, "metadata": {**doc["metadata"], "uid": "u-2"}, "status": {"phase": "Running"}}
+    assert learning.learn(running) is None
+    # a restart: the sink's records teach the same
+    fresh = ArgoLearning()
+    fresh.load(write_history(tmp_path / "sink.jsonl", [record]))
+    assert fresh.durations(record.template, "b") == 33.0
+    fresh.load(tmp_path / "missing.jsonl")  # no sink yet: nothing learned, no error
+    assert fresh.durations(record.template, "b") == 33.0

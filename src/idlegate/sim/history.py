@@ -528,6 +528,40 @@ def argo_history(
     )
 
 
+class ArgoLearning:
+    """What finished Argo workflows teach the estimates of their templates' next runs
+    (the operator's, which starts from its history sink's records)."""
+
+    def __init__(self, keep: int = 50) -> None:
+        self.durations = DurationHistory(keep)
+        """The estimates' history lookup (`map_workflow(durations=...)`)."""
+        self.learned: set[str] = set()
+        """The uids of the workflows learned from (each once)."""
+
+    def load(self, path: Path) -> None:
+        """Learn from the Argo records of the history file `path` (if it exists)."""
+        if path.exists():
+            self.durations = argo_durations(load_history(path), self.durations.keep)
+
+    def learn(
+        self, obj: Mapping[str, Any], objects: Sequence[Any] = (), **record: Any
+    ) -> HistoryWorkflow | None:
+        """The record of the finished Workflow `obj` (`argo_history` with `objects` and
+        `record`'s keywords) if it was not learned from yet, its run times learned now;
+        None for one learned before, not finished, or that does not map."""
+        uid = str((obj.get("metadata") or {}).get("uid", ""))
+        try:
+            found = argo_history(obj, objects, **record)
+        except SpecError:
+            return None
+        if found is None or uid in self.learned:
+            return None
+        self.learned.add(uid)
+        stages = (s.name for s in found.spec.stages)
+        self.durations.add(found.template or "", stages, found.measured)
+        return found
+
+
 def argo_durations(workflows: Sequence[HistoryWorkflow], keep: int = 50) -> DurationHistory:
     """The Argo estimates' history lookup (`DurationHistory`) from the records of
     `workflows` that name a template; the others are not Argo's."""

@@ -48,8 +48,7 @@ from idlegate.sim.argo import (
 )
 from idlegate.sim.argo.live import LiveArgo, Release
 from idlegate.sim.argo.pods import WORKFLOW_LABEL, ArgoPod, gates_with_ours, ungate_patch
-from idlegate.sim.argo.runs import DurationHistory
-from idlegate.sim.history import HistoryWorkflow, argo_durations, argo_history, load_history
+from idlegate.sim.history import ArgoLearning
 from idlegate.sim.protocol import Launch, Stage
 
 if TYPE_CHECKING:
@@ -178,8 +177,8 @@ class ArgoSide:
         """Workflows that finished or went while being admitted."""
         self.templates: dict[tuple[str, str, str], Mapping[str, Any]] = {}
         """(namespace or "", kind, name) -> WorkflowTemplate or ClusterWorkflowTemplate."""
-        self.durations = DurationHistory()
-        self.recorded: set[str] = set()
+        self.learning = ArgoLearning()
+        self._loaded = False
         registry = operator.metrics.registry
         self.active = Gauge(
             "idlegate_active_workflows_by_kind",
@@ -194,7 +193,6 @@ class ArgoSide:
             ["how"],
             registry=registry,
         )
-        self._loaded = False
 
     @property
     def bridge(self) -> Bridge:
@@ -212,7 +210,13 @@ class ArgoSide:
 
     async def workflow_seen(self, deleted: bool, body: Mapping[str, Any]) -> None:
         await self.operator.ready_pools()
-        self._load_history()
+        path = self.bridge.settings.history_file
+        if not self._loaded and path is not None:
+            self._loaded = True  # (a restart keeps what the sink's records taught)
+            try:
+                self.learning.load(path)
+            except (IdlegateError, OSError) as exc:
+                log.warning("Argo estimates start without the history %s: %s", path, exc)
         meta = body.get("metadata") or {}
         key = (meta.get("namespace", ""), meta.get("name", ""))
         phase = (body.get("status") or {}).get("phase")
@@ -226,10 +230,8 @@ class ArgoSide:
                 self.ended.add(key)
             if wf is not None:
                 self._drop(wf)
-                if phase in DONE and not deleted:
-                    self._record(body)
-            elif phase in DONE:
-                self._learn(body)
+            if phase in DONE and not deleted:
+                self._record(body, sink=wf is not None)
             self.bridge.schedule()
             return
         if key in self.refused or key in self.pending:
@@ -260,10 +262,15 @@ class ArgoSide:
 
     # -- admission and changes ----------------------------------------------------------------
 
+    def _objects(self, namespace: str) -> list[Mapping[str, Any]]:
+        """The templates a Workflow of `namespace` may reference."""
+        return [o for (ns, _, _), o in self.templates.items() if ns in ("", namespace)]
+
     def _map(self, body: Mapping[str, Any]) -> ArgoJob:
-        namespace = (body.get("metadata") or {}).get("namespace", "")
-        objects = [o for (ns, _, _), o in self.templates.items() if ns in ("", namespace)]
-        return map_workflow(body, templates=template_index(objects), durations=self.durations)
+        objects = self._objects((body.get("metadata") or {}).get("namespace", ""))
+        return map_workflow(
+            body, templates=template_index(objects), durations=self.learning.durations
+        )
 
     async def _admit(self, key: tuple[str, str], body: Mapping[str, Any]) -> None:
         owner = owner_of(body)
@@ -370,52 +377,25 @@ class ArgoSide:
 
     # -- history ------------------------------------------------------------------------------
 
-    def _load_history(self) -> None:
-        """The estimates from the sink's records, once (a restart keeps what it learned)."""
-        path = self.bridge.settings.history_file
-        if self._loaded or path is None:
-            self._loaded = True
-            return
-        self._loaded = True
-        try:
-            self.durations = argo_durations(load_history(path)) if path.exists() else self.durations
-        except (IdlegateError, OSError) as exc:
-            log.warning("Argo estimates start without the history file %s: %s", path, exc)
-
-    def _learn(self, body: Mapping[str, Any]) -> HistoryWorkflow | None:
-        """A finished Workflow's record (None if it has none); its run times join the
-        estimates of its template."""
+    def _record(self, body: Mapping[str, Any], *, sink: bool) -> None:
+        """A finished Workflow: learned from, and if it finished while the operator ran
+        (`sink`) into the history sink, if any (one that finished before is not: a
+        restart would record it again)."""
         meta = body.get("metadata") or {}
-        namespace = meta.get("namespace", "")
-        objects = [o for (ns, _, _), o in self.templates.items() if ns in ("", namespace)]
-        try:
-            record = argo_history(
-                body,
-                objects,
-                name=f"{namespace}/{meta.get('name', '')}",
-                pool_size=self.bridge.settings.pool_size,
-            )
-        except IdlegateError:
-            return None
-        if record is not None and meta.get("uid") not in self.recorded:
-            self.recorded.add(meta.get("uid", ""))
-            self.durations.add(
-                record.template or "", (s.name for s in record.spec.stages), record.measured
-            )
-        return record
-
-    def _record(self, body: Mapping[str, Any]) -> None:
-        """A Workflow that finished while the operator ran: into the sink, if any."""
-        fresh = (body.get("metadata") or {}).get("uid") not in self.recorded
-        record = self._learn(body)
-        sink = self.bridge.history.sink
-        if record is None or sink is None or not fresh:
-            return
-        future = sink.write(record)
-        metrics = self.bridge.metrics
-        future.add_done_callback(
-            lambda f: (metrics.history_errors if f.exception() else metrics.history_records).inc()
+        record = self.learning.learn(
+            body,
+            self._objects(meta.get("namespace", "")),
+            name=f"{meta.get('namespace', '')}/{meta.get('name', '')}",
+            pool_size=self.bridge.settings.pool_size,
         )
+        out = self.bridge.history.sink
+        if record is not None and out is not None and sink:
+            metrics = self.bridge.metrics
+            out.write(record).add_done_callback(
+                lambda f: (
+                    metrics.history_errors if f.exception() else metrics.history_records
+                ).inc()
+            )
 
     # -- what is written ----------------------------------------------------------------------
 
