@@ -173,8 +173,8 @@ class ArgoSide:
         """Workflows not scheduled, and why: their pods are released as they come."""
         self.pending: dict[tuple[str, str], list[ArgoPod]] = {}
         """Pods seen while their workflow is being admitted (replayed after)."""
-        self.ended: set[tuple[str, str]] = set()
-        """Workflows that finished or went while being admitted."""
+        self.gone: set[str] = set()
+        """The uids of Workflows seen finished or deleted (never admitted again)."""
         self.templates: dict[tuple[str, str, str], Mapping[str, Any]] = {}
         """(namespace or "", kind, name) -> WorkflowTemplate or ClusterWorkflowTemplate."""
         self.learning = ArgoLearning()
@@ -225,9 +225,8 @@ class ArgoSide:
             self._drop(wf)  # (deleted and created again under the name)
             wf = None
         if deleted or meta.get("deletionTimestamp") or phase in DONE:
+            self.gone.add(meta.get("uid", ""))
             self.refused.pop(key, None)
-            if key in self.pending:
-                self.ended.add(key)
             if wf is not None:
                 self._drop(wf)
             if phase in DONE and not deleted:
@@ -307,8 +306,7 @@ class ArgoSide:
         wf = ArgoWorkflow(self, owner, live)
         live.admit(bridge.cluster, now, arrival, pods)
         self.workflows[key] = wf
-        if key in self.ended:  # it finished while its pods were listed
-            self.ended.discard(key)
+        if owner.uid in self.gone:  # it finished or went while its pods were listed
             self._drop(wf)
             return
         for pod in seen:
@@ -336,7 +334,10 @@ class ArgoSide:
         meta = body.get("metadata") or {}
 
         async def again() -> None:
-            await self.workflow_seen(False, body)
+            key = (meta.get("namespace", ""), meta.get("name", ""))
+            # (unless it went meanwhile, or a later event of it came first)
+            if meta.get("uid") not in self.gone and key not in self.workflows:
+                await self.workflow_seen(False, body)
 
         key = f"argo-admit/{meta.get('namespace')}/{meta.get('name')}"
         self.bridge.timers.arm(key, self.bridge.now() + RETRY, again)
