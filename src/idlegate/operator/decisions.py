@@ -30,6 +30,11 @@ WAIT while the stage could start it hands the round a Normal Event ``Holding`` t
 (:func:`post_round`), once per hold: not again while later rounds hold the same stage.
 Both count in ``idlegate_holds_total``.
 
+A portfolio (`idlegate.policy.portfolio`, any policy with a `Choice`) that follows
+another candidate after a round says so once: the gauge ``idlegate_policy_following``
+and the Normal Event ``PolicyFollowed`` with the choice's figures (:attr:`Round.followed`),
+on the pool's own object (:func:`post_round`'s `reporter`).
+
 A policy changes only between two rounds (:meth:`Decider.use`, a hot reload). A shadow
 policy (:mod:`.shadow`) is handed each round's starting state and answers, and compares
 in its own thread: nothing of it is on the decision path but a copy of the state.
@@ -54,7 +59,9 @@ from idlegate.sim.engine import Answered, JobArrival, decision_round
 from idlegate.sim.protocol import Action, Decision, Launch, Scheduler, Stage
 
 if TYPE_CHECKING:
+    from idlegate.operator.core.pods import Owner
     from idlegate.policy.plans import Hold
+    from idlegate.policy.portfolio import Choice, PortfolioScheduler
     from idlegate.policy.spec import SchedulerSpec
 
 log = logging.getLogger(__name__)
@@ -161,12 +168,35 @@ class Round:
     holding: tuple[Hold, str] | None = None
     """A new hold by the WAIT that ended the round, and who chose it (`decided_by`): the
     Holding Event to post."""
+    followed: Choice | None = None
+    """A portfolio's choice of another candidate in the round: the PolicyFollowed Event."""
 
 
 def followed(policy: Scheduler) -> str:
-    """The rule `policy` follows now: a lookahead planner's (`following`), else itself."""
+    """The rule `policy` follows now: a planner's or a portfolio's (`following`), else itself."""
     following = getattr(policy, "following", None)
     return following if isinstance(following, str) else policy.name
+
+
+def fed_portfolio(policy: Scheduler) -> PortfolioScheduler | None:
+    """`policy` as a portfolio that learns only the finished workflows the operator gives
+    it (set to ``records=fed``: the jobs of the operator's cluster carry workflows, not
+    the duration models its replays need), else None."""
+    from idlegate.policy.portfolio import PortfolioScheduler
+
+    if not isinstance(policy, PortfolioScheduler):
+        return None
+    if policy.config.records != "fed":
+        policy.config = policy.config.model_copy(update={"records": "fed"})
+    return policy
+
+
+def choice_of(policy: Scheduler) -> Choice | None:
+    """Why `policy` follows what it follows: a portfolio's last `Choice`, else None."""
+    from idlegate.policy.portfolio import Choice
+
+    choice = getattr(policy, "choice", None)
+    return choice if isinstance(choice, Choice) else None
 
 
 def held_for(policy: Scheduler) -> Hold | None:
@@ -250,6 +280,11 @@ class Decider:
         policy.reset(np.random.default_rng(self.seed))
         self.fallbacks = fallback_rules(policy, self.seed)
         self.holding = None
+        self.following = followed(policy)
+        """The candidate followed as last told (the gauge; a portfolio's Event)."""
+        self.learns = fed_portfolio(policy)
+        """A portfolio, told each workflow that finishes (its replays' window)."""
+        self.metrics.follow(self.following)
         self.foresee(self.known)  # a reset forgets them
 
     def foresee(self, arrivals: Sequence[JobArrival]) -> None:
@@ -275,7 +310,21 @@ class Decider:
         finally:
             if shadowed is not None and self.shadow is not None:
                 self.shadow.submit(shadowed, now)
+        self._note_choice(done)
         return done
+
+    def _note_choice(self, done: Round) -> None:
+        """A portfolio that follows another candidate since the last round: the gauge,
+        and its choice in `done` for the Event (a planner's switches are its worker's)."""
+        choice = choice_of(self.policy)
+        if choice is None or choice.candidate == self.following:
+            return
+        self.following = choice.candidate
+        self.metrics.follow(choice.candidate)
+        done.followed = choice
+        log.info(
+            "Pool %s: the policy %s is now %s.", self.metrics.pool, self.policy.name, choice.text
+        )
 
     def _round(self, cluster: Cluster, now: float, done: Round, seen: list[Action] | None) -> None:
         """The questions of one round (the Engine's `decision_round`, with the fallback
@@ -357,14 +406,19 @@ def _round_number(n: int) -> bool:
     return n >= 10 and str(n).rstrip("0") == "1"
 
 
-def post_round(done: Round, cluster: Cluster, event: Callable[..., None]) -> None:
+def post_round(
+    done: Round, cluster: Cluster, event: Callable[..., None], reporter: Owner | None = None
+) -> None:
     """Post the round's Events of the policy's own (`event(owner, type, reason, message)`,
-    the Writer's): the Normal ``Holding`` of a new hold (`Round.holding`) on the held
-    stage's workflow, and the Warning ``PolicyError`` on the workflow of the stage each
+    the Writer's): the Normal ``PolicyFollowed`` of a portfolio's new candidate on the
+    pool's `reporter` (its ExecutorPool; the operator's Pod; None: logged only), the
+    Normal ``Holding`` of a new hold (`Round.holding`) on the held stage's workflow, and the Warning ``PolicyError`` on the workflow of the stage each
     failed question was about (`Failure.stage`); when that is not known (every rule failed
     before naming one), on each workflow left with a runnable stage, since any of them may
     have been the one held back. Equal messages aggregate into one Event per workflow
     (:mod:`idlegate.operator.edge.events`)."""
+    if done.followed is not None and reporter is not None:
+        event(reporter, *messages.policy_followed(done.followed))
     if done.holding is not None:
         hold, by = done.holding
         event(hold.stage.job.payload.owner, *messages.held(hold, by))

@@ -217,6 +217,7 @@ class Operator:
                 health=self.health,
             )
             self._bridge.decider.shadow = self.shadow
+            self._bridge.reporter = OperatorPod.from_env()
             self._pools = self.pool_reloads.pools = Pools(self._bridge)
         if self._kopf_log is None:
             self._kopf_log = KopfRetryLog()
@@ -268,13 +269,13 @@ class Operator:
                 with self.pools.moving():
                     await intake.readmit(self.pools, owners)
 
-    async def pool_changed(self, name: str, spec: Any) -> dict[str, Any]:
-        """ExecutorPool `name` was created or changed: its pool runs with `spec` (a
+    async def pool_changed(self, name: str, spec: Any, uid: str = "") -> dict[str, Any]:
+        """ExecutorPool `name` (`uid`) was created or changed: its pool runs with `spec` (a
         SpecError or IdlegateError if it cannot); returns its status."""
         pools = await self.ready_pools()
         parsed = parse_pool_spec(spec, name)
         with pools.moving():
-            await intake.readmit(pools, pools.apply(name, parsed))
+            await intake.readmit(pools, pools.apply(name, parsed, uid))
         self.pool_reloads.changed(name)
         return pool_status(name, pools)
 
@@ -520,10 +521,10 @@ def _pool_handlers(registry: kopf.OperatorRegistry, operator: Operator) -> None:
     @kopf.on.create(GROUP, VERSION, POOL_PLURAL, registry=registry, id="pool")
     @kopf.on.update(GROUP, VERSION, POOL_PLURAL, registry=registry, id="pool", field="spec")
     async def pool_sync(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
-        name = (body.get("metadata") or {}).get("name", "")
-        generation = (body.get("metadata") or {}).get("generation")
+        meta = body.get("metadata") or {}
+        name, generation, uid = meta.get("name", ""), meta.get("generation"), meta.get("uid", "")
         try:
-            status = await operator.pool_changed(name, plain(body.get("spec")))
+            status = await operator.pool_changed(name, plain(body.get("spec")), uid)
         except ApiError as exc:
             raise _temporary(exc) from exc
         except IdlegateError as exc:  # a spec or policy that cannot run: said, not retried

@@ -69,6 +69,7 @@ from idlegate.operator.core.pods import Owner, TaskPod, pod_name, read_task_pod
 from idlegate.operator.core.tracking import StageTrack, Task, TaskState, Workflow, WorkflowKey
 from idlegate.operator.decisions import Answer, Decider, post_round
 from idlegate.operator.edge.metrics import Metrics
+from idlegate.operator.features.history import replay_arrival
 from idlegate.operator.features.planning import PlanningWorker, note_rule
 from idlegate.operator.settings import Settings
 from idlegate.sim.cluster import Cluster
@@ -183,6 +184,8 @@ class Core:
         self.cleanup: Cleanup | None = None
         self.lifecycle: Lifecycle | None = None
         """Suspension and deadlines (:mod:`idlegate.operator.features.lifecycle`)."""
+        self.reporter: Owner | None = None
+        """Where the pool's own Events go (its ExecutorPool, the operator's Pod), if anywhere."""
 
     @property
     def scheduler(self) -> Scheduler:
@@ -461,7 +464,7 @@ class Core:
                     if answer.decision.idle_delay > 0:
                         self._idle_started(answer)
                 self._launch(done.taken)
-                post_round(done, self.cluster, self.intents.event)
+                post_round(done, self.cluster, self.intents.event, self.reporter)
                 self._note_waiting(done.waited)
             self._arm_new_timers()
             if self.planning is not None:
@@ -684,6 +687,8 @@ class Core:
         self.intents.event(wf.owner, *messages.succeeded(wf.dag, jct, job.idle_inserted))
         if self.history is not None:
             self.history.finished(wf)
+        if self.decider.learns is not None and (arrival := replay_arrival(wf)) is not None:
+            self.decider.learns.record([arrival])
         self.intents.status(wf, urgent=True)
         wf.active = False
         self.drop(wf, remove_job=False)

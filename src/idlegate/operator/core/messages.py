@@ -21,6 +21,7 @@ from idlegate.sim.protocol import Decision, Job, Stage
 if TYPE_CHECKING:
     from idlegate.policy.lookahead import Plan
     from idlegate.policy.plans import Hold
+    from idlegate.policy.portfolio import Choice
 
 Notice = tuple[str, str, str]
 """(type, reason, message) of an Event."""
@@ -101,6 +102,11 @@ def following(rule: str, since: float, plan: Plan | None, previous: str | None =
         f"(in job-seconds; a plan of {plan.seconds * 1000:.0f} ms over {plan.futures} "
         "sampled future(s))"
     )
+
+
+def policy_followed(choice: Choice) -> Notice:
+    """A portfolio follows another candidate, with its replay's figures (on the pool's object)."""
+    return ("Normal", "PolicyFollowed", f"The portfolio is now {choice.text} ({choice.reason}).")
 
 
 def policy_switched(why: str) -> Notice:

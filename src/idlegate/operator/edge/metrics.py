@@ -133,7 +133,8 @@ class MetricFamilies:
         self.following = gauge(
             "idlegate_policy_following",
             "The policy the operator's policy follows now (value 1; for a lookahead "
-            "planner the policy of its last plan, else the policy itself).",
+            "planner the policy of its last plan, for a portfolio its candidate, else the "
+            "policy itself).",
             "policy",
         )
         self.info = gauge("idlegate_operator_info", "The operator's policy (value 1).", "policy")

@@ -48,6 +48,7 @@ from idlegate.api.timestamps import from_datetime, timestamp_precision
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.pods import Owner
 from idlegate.policy.spec import SchedulerSpec
+from idlegate.sim.engine import JobArrival
 from idlegate.sim.history import HistoryWorkflow, history_record
 from idlegate.sim.spec import WorkflowSpec, parse_workflow
 
@@ -99,6 +100,14 @@ def history_workflow(
         policy=status.get("policy") or None,
         pool_size=pool if isinstance(pool, int) and pool >= 1 else None,
     )
+
+
+def replay_arrival(wf: Workflow) -> JobArrival | None:
+    """`wf`, just finished, as a replay's arrival: its arrival, DAG and measured durations
+    (its record's: what a portfolio's window replays, `Decider.learns`)."""
+    name = f"{wf.owner.namespace}/{wf.owner.name}"
+    record = history_workflow(name, wf.spec, wf.status())
+    return None if record is None else JobArrival(wf.arrival, name, wf.dag, record.durations())
 
 
 def recorded_spec(settings: Settings) -> str | None:

@@ -27,8 +27,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from idlegate.api.crd import API_VERSION, POOL_KIND
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.pool_spec import DEFAULT_POOL, POOL_CONDITION, ExecutorPoolSpec, route
 from idlegate.api.status import Conditions, Phase, WorkflowStatus, dump
@@ -55,6 +57,17 @@ class Waiting(NamedTuple):
     reason: str
     """Why: PoolNotFound, PoolTooSmall."""
     owner: Owner
+
+
+@dataclass(frozen=True, slots=True)
+class PoolObject(Owner):
+    """An ExecutorPool as the involved object of its pool's own Events (a portfolio's
+    PolicyFollowed): cluster-scoped, so they go to the namespace ``default``, as
+    Kubernetes' own Events of cluster-scoped objects do."""
+
+    def object_reference(self) -> dict[str, Any]:
+        reference = {"apiVersion": API_VERSION, "kind": POOL_KIND, "name": self.name}
+        return {**reference, **({"uid": self.uid} if self.uid else {})}
 
 
 class Pools:
@@ -266,9 +279,9 @@ class Pools:
         for bridge in self.bridges.values():
             bridge.paused = self._moving > 0
 
-    def apply(self, name: str, spec: ExecutorPoolSpec) -> list[Owner]:
-        """ExecutorPool `name` is created or changed: (re)build its bridge if its size,
-        policy or budget changed; returns the workflows to admit again from the API (those
+    def apply(self, name: str, spec: ExecutorPoolSpec, uid: str = "") -> list[Owner]:
+        """ExecutorPool `name` (`uid`) is created or changed: (re)build its bridge if its
+        size, policy or budget changed; returns the workflows to admit again from the API (those
         leaving a pool and those waiting for this one)."""
         previous = self.specs.get(name)
         self.specs[name] = spec
@@ -278,6 +291,7 @@ class Pools:
             if old is not None:  # (out first: its last round must not write the new series)
                 moved += self._evacuate(old)
             self.bridges[name] = self._bridge(name, spec)
+            self.bridges[name].reporter = PoolObject("default", name, uid)
         moved += self._rerouted()
         self.tell()
         return moved + [w.owner for w in self.waiting.values() if w.pool == name]

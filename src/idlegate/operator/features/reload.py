@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING
 from idlegate.api.pool_spec import DEFAULT_POOL
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.messages import Notice
-from idlegate.operator.decisions import build_scheduler, followed
+from idlegate.operator.decisions import build_scheduler
 from idlegate.operator.features.planning import planning_worker
 from idlegate.policy.spec import model_files
 from idlegate.sim.protocol import Scheduler
@@ -213,7 +213,6 @@ def replace_policy(bridge: Bridge, policy: Scheduler) -> None:
         metrics.info.labels(old.name).set(0)
     metrics.info.labels(policy.name).set(1)
     metrics.policy_errors.labels(policy.name)
-    metrics.follow(followed(policy))
     bridge.cluster.needs_schedule = True
     bridge.schedule()
 

@@ -1,0 +1,75 @@
+"""The portfolio in the operator: which candidate it follows shows in the gauge, an Event
+on the pool's object and each workflow's status.policy; each ExecutorPool has its own."""
+
+from __future__ import annotations
+
+import pytest
+
+from idlegate.api.pool_spec import parse_pool_spec
+from idlegate.operator.edge import intake
+from idlegate.operator.edge.watchdog import OperatorPod
+from idlegate.operator.features.pools import Pools
+from idlegate.policy import make_scheduler
+from tests.operator_fakes import harness, stage
+
+# a pool of one: fifo runs the long workflow first, srpt the short ones; the first round
+# (two finished workflows) replays both and follows srpt at once
+PORTFOLIO = "portfolio?candidates=fifo+srpt&start=fifo&min_window=2&every=2&replay_delay=0"
+
+
+def followed_events(kube, kind: str) -> list[dict]:
+    return [
+        e
+        for e in kube.events
+        if e["reason"] == "PolicyFollowed" and e["involvedObject"]["kind"] == kind
+    ]
+
+
+@pytest.mark.asyncio
+async def test_a_switch_of_candidate_is_said_once_in_the_gauge_an_event_and_the_status():
+    h = harness(pool=1, scheduler=make_scheduler(PORTFOLIO))
+    h.bridge.reporter = OperatorPod("idlegate-system", "operator-0", "pod-uid")
+    value = h.metrics.value
+    assert value("idlegate_policy_following", policy="fifo") == 1
+    await h.submit("long", {"stages": [stage("a", duration=100.0)]})
+    for name in ("s1", "s2", "s3", "s4"):
+        await h.submit(name, {"stages": [stage("a", duration=1.0)]})
+    await h.run_to_completion()
+    (event,) = followed_events(h.kube, "Pod")
+    assert (event["type"], event["involvedObject"]["name"]) == ("Normal", "operator-0")
+    assert value("idlegate_policy_following", policy="srpt") == 1
+    assert value("idlegate_policy_following", policy="fifo") == 0
+    choice = h.bridge.scheduler.choice
+    assert (choice.candidate, choice.reason, choice.runner_up) == ("srpt", "best", "fifo")
+    assert choice.score < choice.runner_up_score and len(h.bridge.scheduler.rounds) > 1
+    policies = [h.kube.status(n)["policy"] for n in ("long", "s1", "s2", "s3", "s4")]
+    assert policies == ["fifo", "fifo", "srpt", "srpt", "srpt"]  # (the Policy column)
+
+
+@pytest.mark.asyncio
+async def test_each_executor_pool_has_a_portfolio_of_its_own_and_its_events():
+    h = harness(pool=1, scheduler=make_scheduler(PORTFOLIO))
+    pools = Pools(h.bridge)
+    await intake.readmit(
+        pools,
+        pools.apply(
+            "batch", parse_pool_spec({"size": 1, "policy": PORTFOLIO}, "batch"), uid="pool-uid"
+        ),
+    )
+    h.bridge = pools  # (the harness's kubelet tells every pool)
+    batch = pools.bridges["batch"]
+    assert batch.scheduler is not pools.default.scheduler
+    await h.submit("long", {"stages": [stage("a", duration=100.0)], "pool": "batch"})
+    for name in ("s1", "s2", "s3"):
+        await h.submit(name, {"stages": [stage("a", duration=1.0)], "pool": "batch"})
+    await h.run_to_completion()
+    (event,) = followed_events(h.kube, "ExecutorPool")
+    assert event["involvedObject"] == {
+        "apiVersion": "idlegate.io/v1alpha1", "kind": "ExecutorPool", "name": "batch",
+        "uid": "pool-uid",
+    }  # fmt: skip
+    assert event["metadata"]["namespace"] == "default"  # (a cluster-scoped object's)
+    sample = batch.metrics.registry.get_sample_value
+    assert sample("idlegate_policy_following", {"pool": "batch", "policy": "srpt"}) == 1
+    assert sample("idlegate_policy_following", {"pool": "default", "policy": "fifo"}) == 1
+    assert batch.scheduler.rounds and not pools.default.scheduler.rounds
