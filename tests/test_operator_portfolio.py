@@ -3,13 +3,17 @@ on the pool's object and each workflow's status.policy; each ExecutorPool has it
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from idlegate.api.pool_spec import parse_pool_spec
+from idlegate.operator.decisions import build_scheduler
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.watchdog import OperatorPod
 from idlegate.operator.features.pools import Pools
-from idlegate.policy import make_scheduler
+from idlegate.operator.features.reload import model_files, replace_policy
+from idlegate.policy import DEFAULT_POLICY_PATH, make_scheduler
 from tests.operator_fakes import harness, stage
 
 # a pool of one: fifo runs the long workflow first, srpt the short ones; the first round
@@ -73,3 +77,45 @@ async def test_each_executor_pool_has_a_portfolio_of_its_own_and_its_events():
     assert sample("idlegate_policy_following", {"pool": "batch", "policy": "srpt"}) == 1
     assert sample("idlegate_policy_following", {"pool": "default", "policy": "fifo"}) == 1
     assert batch.scheduler.rounds and not pools.default.scheduler.rounds
+
+
+async def finished_in(h, pool: str | None = None) -> None:
+    """A long workflow and three short ones through a pool of one, to the end."""
+    where = {} if pool is None else {"pool": pool}
+    await h.submit("long", {"stages": [stage("a", duration=100.0)], **where})
+    for name in ("s1", "s2", "s3"):
+        await h.submit(name, {"stages": [stage("a", duration=1.0)], **where})
+    await h.run_to_completion()
+
+
+@pytest.mark.asyncio
+async def test_a_pool_whose_portfolio_gains_a_candidate_keeps_its_window():
+    h = harness(pool=1)
+    pools = Pools(h.bridge)
+    spec = parse_pool_spec({"size": 1, "policy": PORTFOLIO}, "batch")
+    await intake.readmit(pools, pools.apply("batch", spec))
+    h.bridge = pools
+    await finished_in(h, "batch")
+    old = pools.bridges["batch"].scheduler
+    more = PORTFOLIO.replace("fifo+srpt", "fifo+srpt+fair")
+    await intake.readmit(pools, pools.apply("batch", spec.model_copy(update={"policy": more})))
+    new = pools.bridges["batch"].scheduler
+    assert new is not old and new.finished == old.finished and len(new.finished) == 4
+    await h.submit("next", {"stages": [stage("a", duration=1.0)], "pool": "batch"})
+    await h.run_to_completion()
+    (first, *_) = new.rounds  # at once, on the window it was given, with the new candidate
+    assert first.workflows >= 4 and "fair" in first.scores
+
+
+@pytest.mark.asyncio
+async def test_a_reloaded_portfolio_keeps_the_window_and_watches_its_trained_policy(tmp_path):
+    trained = tmp_path / "trained.onnx"
+    shutil.copyfile(DEFAULT_POLICY_PATH, trained)
+    spec = f"{PORTFOLIO}&policy={trained}"
+    assert trained in model_files(spec)  # (the watch of the pool's policy looks at it)
+    h = harness(pool=1, scheduler=build_scheduler(spec))
+    await finished_in(h)
+    old = h.bridge.scheduler
+    replace_policy(h.bridge, build_scheduler(spec))  # (what a reload hands over)
+    assert h.bridge.scheduler is not old and h.bridge.scheduler.finished == old.finished
+    assert len(old.finished) == 4

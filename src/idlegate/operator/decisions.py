@@ -271,21 +271,34 @@ class Decider:
         policy used that takes them (``futures=known`` planners)."""
         self.holding: tuple[int, int] | None = None
         """The stage (`Stage.key`) that WAITs hold now, its Holding Event posted."""
+        self.learns: PortfolioScheduler | None = None
+        """A portfolio, told each workflow that finishes (its replays' window)."""
         self.use(policy)
 
     def use(self, policy: Scheduler) -> None:
         """Ask `policy` from the next question on (the start, or a reload between two
-        rounds): it is reset with the run's seed, and its fallback rules follow it."""
+        rounds): it is reset with the run's seed, and its fallback rules follow it; a
+        portfolio is given the finished workflows of the one before, if any."""
+        window = self.window()
         self.policy = policy
         policy.reset(np.random.default_rng(self.seed))
         self.fallbacks = fallback_rules(policy, self.seed)
         self.holding = None
         self.following = followed(policy)
         """The candidate followed as last told (the gauge; a portfolio's Event)."""
-        self.learns = fed_portfolio(policy)
-        """A portfolio, told each workflow that finishes (its replays' window)."""
         self.metrics.follow(self.following)
+        self.learns = fed_portfolio(policy)
+        self.learn(window)
         self.foresee(self.known)  # a reset forgets them
+
+    def learn(self, finished: Sequence[JobArrival]) -> None:
+        """Workflows that finished, with their measured durations: a portfolio's window."""
+        if self.learns is not None and finished:
+            self.learns.record(finished)
+
+    def window(self) -> tuple[JobArrival, ...]:
+        """A portfolio's finished workflows (for the policy that replaces it), else none."""
+        return self.learns.finished if self.learns is not None else ()
 
     def foresee(self, arrivals: Sequence[JobArrival]) -> None:
         """The arrivals known in advance, now (they replace those told before)."""

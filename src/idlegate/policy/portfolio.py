@@ -534,6 +534,12 @@ class PortfolioScheduler:
 
     # -- records ----------------------------------------------------------------------
 
+    @property
+    def finished(self) -> tuple[JobArrival, ...]:
+        """The finished workflows recorded, the last `window` (what a successor with other
+        candidates is given to `record`, so it does not start cold)."""
+        return tuple(self._finished)
+
     def record(self, finished: Iterable[JobArrival]) -> None:
         """Finished workflows (arrival, DAG, duration model) for the next rounds."""
         added = list(finished)

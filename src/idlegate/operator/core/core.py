@@ -688,7 +688,7 @@ class Core:
         if self.history is not None:
             self.history.finished(wf)
         if self.decider.learns is not None and (arrival := replay_arrival(wf)) is not None:
-            self.decider.learns.record([arrival])
+            self.decider.learn([arrival])
         self.intents.status(wf, urgent=True)
         wf.active = False
         self.drop(wf, remove_job=False)

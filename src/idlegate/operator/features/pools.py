@@ -281,7 +281,8 @@ class Pools:
 
     def apply(self, name: str, spec: ExecutorPoolSpec, uid: str = "") -> list[Owner]:
         """ExecutorPool `name` (`uid`) is created or changed: (re)build its bridge if its
-        size, policy or budget changed; returns the workflows to admit again from the API (those
+        size, policy or budget changed (a portfolio keeps the finished workflows of the
+        old one: `Decider.window`); returns the workflows to admit again from the API (those
         leaving a pool and those waiting for this one)."""
         previous = self.specs.get(name)
         self.specs[name] = spec
@@ -290,8 +291,10 @@ class Pools:
             old = self.bridges.get(name)
             if old is not None:  # (out first: its last round must not write the new series)
                 moved += self._evacuate(old)
-            self.bridges[name] = self._bridge(name, spec)
-            self.bridges[name].reporter = PoolObject("default", name, uid)
+            self.bridges[name] = new = self._bridge(name, spec)
+            new.reporter = PoolObject("default", name, uid)
+            if old is not None:  # (a portfolio goes on from the old one's window)
+                new.decider.learn(old.decider.window())
         moved += self._rerouted()
         self.tell()
         return moved + [w.owner for w in self.waiting.values() if w.pool == name]

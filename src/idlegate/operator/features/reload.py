@@ -18,7 +18,8 @@ any of them inside a wrapper such as ``lookahead:learned:PATH`` (:func:`model_fi
 * the new policy is handed to `apply` in the event loop, so it takes over between two
   decision rounds, never inside one (:func:`replace_policy` for the active policy:
   the Decider asks it from the next question on, a lookahead planner gets a new worker;
-  the cluster's state, the workflows and their pods are not touched);
+  the cluster's state, the workflows and their pods are not touched; a portfolio is
+  given the finished workflows of the one it replaces, `Decider.use`);
 * a model that fails keeps the policy in use: a Warning Event ``PolicyReloadFailed`` on
   the operator's Pod (as ``ApiUnreachable``; logged only outside a Pod), an ERROR line,
   ``idlegate_policy_reloads_total{role,result="failed"}``. Each content fails once: the
