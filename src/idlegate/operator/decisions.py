@@ -30,10 +30,11 @@ WAIT while the stage could start it hands the round a Normal Event ``Holding`` t
 (:func:`post_round`), once per hold: not again while later rounds hold the same stage.
 Both count in ``idlegate_holds_total``.
 
-A portfolio (`idlegate.policy.portfolio`, any policy with a `Choice`) that follows
-another candidate after a round says so once: the gauge ``idlegate_policy_following``
-and the Normal Event ``PolicyFollowed`` with the choice's figures (:attr:`Round.followed`),
-on the pool's own object (:func:`post_round`'s `reporter`).
+A portfolio (`idlegate.policy.portfolio`) learns each workflow that finishes
+(:meth:`Decider.learn`; a new portfolio goes on from the window of the one it replaces),
+and when a round makes it follow another candidate it says so once: the gauge
+``idlegate_policy_following`` and the Normal Event ``PolicyFollowed`` with the choice's
+figures (:attr:`Round.followed`), on the pool's own object (:func:`post_round`).
 
 A policy changes only between two rounds (:meth:`Decider.use`, a hot reload). A shadow
 policy (:mod:`.shadow`) is handed each round's starting state and answers, and compares
@@ -191,14 +192,6 @@ def fed_portfolio(policy: Scheduler) -> PortfolioScheduler | None:
     return policy
 
 
-def choice_of(policy: Scheduler) -> Choice | None:
-    """Why `policy` follows what it follows: a portfolio's last `Choice`, else None."""
-    from idlegate.policy.portfolio import Choice
-
-    choice = getattr(policy, "choice", None)
-    return choice if isinstance(choice, Choice) else None
-
-
 def held_for(policy: Scheduler) -> Hold | None:
     """What `policy`'s last answer held a stage back for (a lookahead planner's `hold`),
     else None."""
@@ -329,9 +322,9 @@ class Decider:
     def _note_choice(self, done: Round) -> None:
         """A portfolio that follows another candidate since the last round: the gauge,
         and its choice in `done` for the Event (a planner's switches are its worker's)."""
-        choice = choice_of(self.policy)
-        if choice is None or choice.candidate == self.following:
+        if self.learns is None or self.learns.following == self.following:
             return
+        choice = self.learns.choice
         self.following = choice.candidate
         self.metrics.follow(choice.candidate)
         done.followed = choice
@@ -425,10 +418,11 @@ def post_round(
     """Post the round's Events of the policy's own (`event(owner, type, reason, message)`,
     the Writer's): the Normal ``PolicyFollowed`` of a portfolio's new candidate on the
     pool's `reporter` (its ExecutorPool; the operator's Pod; None: logged only), the
-    Normal ``Holding`` of a new hold (`Round.holding`) on the held stage's workflow, and the Warning ``PolicyError`` on the workflow of the stage each
-    failed question was about (`Failure.stage`); when that is not known (every rule failed
-    before naming one), on each workflow left with a runnable stage, since any of them may
-    have been the one held back. Equal messages aggregate into one Event per workflow
+    Normal ``Holding`` of a new hold (`Round.holding`) on the held stage's workflow, and
+    the Warning ``PolicyError`` on the workflow of the stage each failed question was
+    about (`Failure.stage`); when that is not known (every rule failed before naming one),
+    on each workflow left with a runnable stage, since any of them may have been the one
+    held back. Equal messages aggregate into one Event per workflow
     (:mod:`idlegate.operator.edge.events`)."""
     if done.followed is not None and reporter is not None:
         event(reporter, *messages.policy_followed(done.followed))
