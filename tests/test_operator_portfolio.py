@@ -11,7 +11,7 @@ from idlegate.api.pool_spec import parse_pool_spec
 from idlegate.operator.decisions import build_scheduler
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.watchdog import OperatorPod
-from idlegate.operator.features.pools import Pools
+from idlegate.operator.features.pools import Pools, pool_status
 from idlegate.operator.features.reload import model_files, replace_policy
 from idlegate.policy import DEFAULT_POLICY_PATH, make_scheduler
 from tests.operator_fakes import harness, stage
@@ -77,6 +77,9 @@ async def test_each_executor_pool_has_a_portfolio_of_its_own_and_its_events():
     assert sample("idlegate_policy_following", {"pool": "batch", "policy": "srpt"}) == 1
     assert sample("idlegate_policy_following", {"pool": "default", "policy": "fifo"}) == 1
     assert batch.scheduler.rounds and not pools.default.scheduler.rounds
+    # the ExecutorPool's status says what it follows and why (the choice's figures)
+    assert pool_status("batch", pools)["following"] == batch.scheduler.choice.text
+    assert pool_status("default", Pools(harness(pool=1).bridge))["following"] == "fifo"
 
 
 async def finished_in(h, pool: str | None = None) -> None:

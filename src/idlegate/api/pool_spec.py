@@ -157,6 +157,11 @@ class ExecutorPoolStatus(BaseModel):
         default=None, description="Workflows in the pool that have not finished."
     )
     policy: str | None = Field(default=None, description="The policy the pool follows.")
+    following: str | None = Field(
+        default=None,
+        description="What the policy follows now and why: a portfolio's candidate with its "
+        "replay's figures, else the rule followed.",
+    )
     observed_generation: int | None = Field(
         default=None,
         alias="observedGeneration",

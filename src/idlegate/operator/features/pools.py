@@ -363,10 +363,12 @@ def namespace_labels(namespace: Mapping[str, Any] | None) -> dict[str, str]:
 
 
 def pool_status(name: str, pools: Pools) -> dict[str, Any]:
-    """The status an ExecutorPool is patched with: its busy and pending counts, its policy."""
+    """The status an ExecutorPool is patched with: its busy and pending counts, its policy
+    and what it follows (a portfolio's choice, with its figures)."""
     bridge = pools.bridges.get(name)
     if bridge is None:
         raise IdlegateError(f"no pool {name!r} runs; it is created from its ExecutorPool")
+    learns = bridge.decider.learns
     pending = sum(wf.phase is not Phase.SUCCEEDED for wf in bridge.workflows.values())
     pending += sum(1 for waiting in pools.waiting.values() if waiting.pool == name)
     return {
@@ -374,4 +376,5 @@ def pool_status(name: str, pools: Pools) -> dict[str, Any]:
         "busy": bridge.busy,
         "pending": pending,
         "policy": bridge.scheduler.name,
+        "following": learns.choice.text if learns is not None else bridge.decider.following,
     }
