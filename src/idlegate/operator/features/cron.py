@@ -4,7 +4,7 @@ One sync of a cron workflow is level-triggered: it reads the object and its runs
 DagWorkflows labelled with its name) from the API and acts on what it finds, so a sync
 after a restart, a missed timer or a change of spec does the right thing. The
 semantics (which run is due, the starting deadline, the concurrency policy, the history
-limits) are `operator.cron_spec`'s; a sync is this pipeline:
+limits) are `api.cron_spec`'s; a sync is this pipeline:
 
 1. validate the spec, its workflowSpec's templates held to the namespace's Pod Security
    level as each run's will be (an invalid one gets condition Valid=False, reason
