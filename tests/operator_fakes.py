@@ -22,6 +22,7 @@ from idlegate.operator.edge import intake
 from idlegate.operator.edge.bridge import Bridge
 from idlegate.operator.edge.kube import ApiError
 from idlegate.operator.edge.metrics import Metrics
+from idlegate.operator.features.planning import ReplayWorker
 from idlegate.operator.settings import Settings
 from idlegate.policy import make_scheduler
 from idlegate.sim.protocol import Action, ClusterView, Decision
@@ -425,6 +426,9 @@ class Harness:
 
     async def settle(self) -> None:
         """Until every write is done (its outcome is taken in as it ends)."""
+        for bridge in getattr(self.bridge, "bridges", {"": self.bridge}).values():
+            if isinstance(bridge.planning, ReplayWorker):  # (a portfolio's round)
+                await bridge.planning.idle()
         await self.bridge.lanes.wait_idle(timeout=5)
         self.max_occupying = max(self.max_occupying, len(self.kube.occupying()))
 

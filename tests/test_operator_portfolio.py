@@ -3,7 +3,9 @@ on the pool's object and each workflow's status.policy; each ExecutorPool has it
 
 from __future__ import annotations
 
+import copy
 import shutil
+import threading
 
 import pytest
 
@@ -11,13 +13,14 @@ from idlegate.api.pool_spec import parse_pool_spec
 from idlegate.operator.decisions import build_scheduler
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.watchdog import OperatorPod
+from idlegate.operator.features.planning import ReplayWorker
 from idlegate.operator.features.pools import Pools, pool_status
 from idlegate.operator.features.reload import model_files, replace_policy
 from idlegate.policy import DEFAULT_POLICY_PATH, make_scheduler
 from tests.operator_fakes import harness, stage
 
 # a pool of one: fifo runs the long workflow first, srpt the short ones; the first round
-# (two finished workflows) replays both and follows srpt at once
+# (two finished workflows) replays both and follows srpt once the worker is done
 PORTFOLIO = "portfolio?candidates=fifo+srpt&start=fifo&min_window=2&every=2&replay_delay=0"
 
 
@@ -47,7 +50,9 @@ async def test_a_switch_of_candidate_is_said_once_in_the_gauge_an_event_and_the_
     assert (choice.candidate, choice.reason, choice.runner_up) == ("srpt", "best", "fifo")
     assert choice.score < choice.runner_up_score and len(h.bridge.scheduler.rounds) > 1
     policies = [h.kube.status(n)["policy"] for n in ("long", "s1", "s2", "s3", "s4")]
-    assert policies == ["fifo", "fifo", "srpt", "srpt", "srpt"]  # (the Policy column)
+    # (the Policy column) s2's release is decided by fifo: the round s1's finish brings runs
+    # in the worker while the pool goes on deciding, and srpt is followed from s3 on
+    assert policies == ["fifo", "fifo", "fifo", "srpt", "srpt"]
 
 
 @pytest.mark.asyncio
@@ -122,3 +127,31 @@ async def test_a_reloaded_portfolio_keeps_the_window_and_watches_its_trained_pol
     replace_policy(h.bridge, build_scheduler(spec))  # (what a reload hands over)
     assert h.bridge.scheduler is not old and h.bridge.scheduler.finished == old.finished
     assert len(old.finished) == 4
+
+
+@pytest.mark.asyncio
+async def test_decisions_never_wait_for_a_round_which_runs_in_the_worker():
+    h = harness(pool=1, scheduler=make_scheduler(PORTFOLIO))
+    brain, gate = h.bridge.scheduler, threading.Event()
+    replay = brain.replay
+
+    def held(request):  # a round that takes as long as the test says
+        gate.wait(timeout=60)
+        return replay(request)
+
+    brain.replay = held
+    worker = h.bridge.planning
+    assert isinstance(worker, ReplayWorker) and brain.config.replayer == "worker"
+    for name in ("a", "b", "c"):
+        await h.submit(name, {"stages": [stage("a", duration=1.0)]})
+    for _ in range(2):  # two finish (not through h.finish, which waits for the worker)
+        (running,) = h.released()
+        pod = h.kube.pods[("default", running)]
+        pod["status"]["phase"] = "Succeeded"
+        h.bridge.observe_pod(copy.deepcopy(pod))
+        await h.bridge.lanes.wait_idle(timeout=5)
+    assert worker.running is not None and not brain.rounds  # the round is held...
+    assert h.released() and h.kube.status("c")["policy"] == "fifo"  # ...c went meanwhile
+    gate.set()
+    await worker.idle()
+    assert len(brain.rounds) == 1 and brain.choice is brain.rounds[0]  # adopted in the loop

@@ -182,13 +182,15 @@ def followed(policy: Scheduler) -> str:
 def fed_portfolio(policy: Scheduler) -> PortfolioScheduler | None:
     """`policy` as a portfolio that learns only the finished workflows the operator gives
     it (set to ``records=fed``: the jobs of the operator's cluster carry workflows, not
-    the duration models its replays need), else None."""
+    the duration models its replays need) and whose rounds run in a worker
+    (``replayer=worker``), else None."""
     from idlegate.policy.portfolio import PortfolioScheduler
 
     if not isinstance(policy, PortfolioScheduler):
         return None
-    if policy.config.records != "fed":
-        policy.config = policy.config.model_copy(update={"records": "fed"})
+    fed = {"records": "fed", "replayer": "worker"}  # (its rounds: features.planning)
+    if any(getattr(policy.config, k) != v for k, v in fed.items()):
+        policy.config = policy.config.model_copy(update=fed)
     return policy
 
 

@@ -70,7 +70,7 @@ from idlegate.operator.core.tracking import StageTrack, Task, TaskState, Workflo
 from idlegate.operator.decisions import Answer, Decider, post_round
 from idlegate.operator.edge.metrics import Metrics
 from idlegate.operator.features.history import replay_arrival
-from idlegate.operator.features.planning import PlanningWorker, note_rule
+from idlegate.operator.features.planning import PlanningWorker, ReplayWorker, note_rule
 from idlegate.operator.settings import Settings
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.protocol import Launch, Scheduler, Stage
@@ -178,8 +178,9 @@ class Core:
         <idlegate.operator.features.pools.Pools.moving>`) no round runs: each one's running pods must
         be counted before the pool releases anything."""
         self.decider = Decider(scheduler, metrics, settings.seed)  # (it resets the policy)
-        self.planning: PlanningWorker | None = None
-        """A lookahead planner's worker (:mod:`idlegate.operator.features.planning`), if any."""
+        self.planning: PlanningWorker | ReplayWorker | None = None
+        """A lookahead planner's or a portfolio's worker
+        (:mod:`idlegate.operator.features.planning`), if any."""
         self.history: History | None = None
         self.cleanup: Cleanup | None = None
         self.lifecycle: Lifecycle | None = None

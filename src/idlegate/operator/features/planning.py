@@ -1,4 +1,5 @@
 """The lookahead planner's worker: plans run in a thread, decisions never wait on them.
+A portfolio's rounds run the same way (:class:`ReplayWorker`, at the end).
 
 A switch-mode lookahead planner (``--scheduler lookahead:BASE``,
 :mod:`idlegate.policy.lookahead`) is a fast follower and a slow plan. In the operator
@@ -45,8 +46,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Protocol, TypeGuard
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 
 from idlegate.operator.core import messages
 from idlegate.operator.core.messages import Notice
@@ -59,6 +61,7 @@ if TYPE_CHECKING:
     from idlegate.operator.edge.metrics import Metrics
     from idlegate.operator.settings import Settings
     from idlegate.policy.lookahead import LookaheadScheduler, Plan
+    from idlegate.policy.portfolio import Choice, PortfolioScheduler
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +83,44 @@ def worker_planner(policy: Scheduler) -> LookaheadScheduler | None:
     return policy
 
 
-class PlanningWorker:
+class _Worker:
+    """One worker thread whose result is taken back in the event loop."""
+
+    def __init__(self, name: str) -> None:
+        self.running: asyncio.Future[Any] | None = None
+        """The work under way, if any."""
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"idlegate-{name}")
+        self._closed = False
+
+    def _start(self, work: Callable[..., Any], *args: Any) -> None:
+        loop = asyncio.get_running_loop()
+        self.running = loop.run_in_executor(self._executor, work, *args)
+        self.running.add_done_callback(self._ended)
+
+    def _ended(self, running: asyncio.Future[Any]) -> None:
+        self.running = None
+        if not self._closed and not running.cancelled():
+            self._done(running)
+
+    def _done(self, running: asyncio.Future[Any]) -> None:
+        raise NotImplementedError
+
+    async def idle(self) -> None:
+        """Until no work runs (tests; work taken back may start the next)."""
+        while self.running is not None:
+            await asyncio.wait([self.running])
+            await asyncio.sleep(0)  # (its done callback runs)
+
+    def close(self) -> None:
+        """Stop: the work under way is dropped, its thread ends with it."""
+        self._closed = True
+        if self.running is not None:
+            self.running.cancel()
+            self.running = None
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+class PlanningWorker(_Worker):
     """Plans of one planner in one worker thread, adopted in the event loop."""
 
     def __init__(self, planner: LookaheadScheduler, driver: Driver) -> None:
@@ -92,12 +132,9 @@ class PlanningWorker:
         self.decider = driver.decider
         self.schedule = driver.schedule
         """The pool's scheduling round (run after a switch)."""
-        self.running: asyncio.Future[Plan] | None = None
-        """The plan being made, if any."""
         self.plans = 0
         """Plans finished (adopted, dropped or failed)."""
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="idlegate-planner")
-        self._closed = False
+        super().__init__("planner")
         self.metrics.follow(planner.following)
 
     def poke(self) -> None:
@@ -107,7 +144,7 @@ class PlanningWorker:
         if self._closed or self.running is not None or not planner.needs_plan(self.cluster):
             return
         try:
-            loop = asyncio.get_running_loop()
+            asyncio.get_running_loop()
         except RuntimeError:  # (a bridge driven without a loop plans nothing)
             return
         try:
@@ -115,14 +152,10 @@ class PlanningWorker:
         except Exception as exc:  # planning never stops decisions
             self.decider.note_error(planner.name, exc, "plan")
             return
-        self.running = loop.run_in_executor(self._executor, planner.plan, request, self.budget)
-        self.running.add_done_callback(self._done)
+        self._start(planner.plan, request, self.budget)
 
     def _done(self, running: asyncio.Future[Plan]) -> None:
         """Event loop: a plan ended. Adopt it, drop it, or note its error; plan again."""
-        self.running = None
-        if self._closed or running.cancelled():
-            return
         self.plans += 1
         planner = self.planner
         before = planner.following
@@ -149,19 +182,45 @@ class PlanningWorker:
         p = self.planner
         return messages.following(p.following, p.followed_since, p.last_plan, previous)
 
-    async def idle(self) -> None:
-        """Until no plan runs (tests; a plan adopted may start the next one)."""
-        while self.running is not None:
-            await asyncio.wait([self.running])
-            await asyncio.sleep(0)  # (its done callback runs)
 
-    def close(self) -> None:
-        """Stop planning: the running plan is dropped, its thread ends with it."""
-        self._closed = True
-        if self.running is not None:
-            self.running.cancel()
-            self.running = None
-        self._executor.shutdown(wait=False, cancel_futures=True)
+class ReplayWorker(_Worker):
+    """A portfolio's rounds (:mod:`idlegate.policy.portfolio`, ``replayer=worker``) in one
+    worker thread: its decisions follow the candidate it has meanwhile, never waiting for
+    a round (0.4-0.6 s of CPU for a 2 h window, docs/brain.md). The round's window is
+    taken in the event loop, and its choice adopted there; then the pool schedules at
+    once, so the Decider says the new candidate (PolicyFollowed) at its next round."""
+
+    def __init__(self, portfolio: PortfolioScheduler, driver: Driver) -> None:
+        self.portfolio = portfolio
+        self.cluster = driver.cluster
+        self.decider = driver.decider
+        self.schedule = driver.schedule
+        super().__init__("replay")
+
+    def poke(self) -> None:
+        """Event loop, after a scheduling round: start a round if one is due."""
+        brain = self.portfolio
+        if self._closed or self.running is not None or not brain.needs_replay(self.cluster.now):
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # (a bridge driven without a loop replays nothing)
+            return
+        try:
+            request = brain.request(self.cluster)
+        except Exception as exc:  # a round never stops decisions
+            self.decider.note_error(brain.name, exc, "replay")
+            return
+        self._start(brain.replay, request)
+
+    def _done(self, running: asyncio.Future[Choice]) -> None:
+        try:
+            self.portfolio.adopt(running.result())
+        except Exception as exc:  # the portfolio keeps its candidate
+            self.decider.note_error(self.portfolio.name, exc, "replay")
+            return
+        self.cluster.needs_schedule = True
+        self.schedule()  # (it pokes again)
 
 
 class Driver(Protocol):
@@ -176,21 +235,24 @@ class Driver(Protocol):
     def schedule(self) -> None: ...
 
 
-def planning_worker(driver: Driver) -> PlanningWorker | None:
+def planning_worker(driver: Driver) -> PlanningWorker | ReplayWorker | None:
     """The worker of the pool's policy when it is a planner that plans beside its
-    decisions, else None."""
+    decisions or a portfolio the operator feeds (`Decider.learns`), else None."""
     planner = worker_planner(driver.scheduler)
-    return None if planner is None else PlanningWorker(planner, driver)
+    if planner is not None:
+        return PlanningWorker(planner, driver)
+    brain = driver.decider.learns
+    return None if brain is None else ReplayWorker(brain, driver)
 
 
 def note_rule(
-    worker: PlanningWorker | None, wf: Workflow, track: StageTrack, rule: str
+    worker: PlanningWorker | ReplayWorker | None, wf: Workflow, track: StageTrack, rule: str
 ) -> Notice | None:
     """`rule` (`Answer.rule`) releases tasks of `track`: remember it in the status; the
     PolicySwitched Event to post on the workflow when it is a planner's newly followed
     policy (its tasks were released by another one before), else None."""
     previous, wf.policy, track.policy = wf.policy, rule, rule
-    if worker is None or previous is None or previous == rule:
+    if not isinstance(worker, PlanningWorker) or previous is None or previous == rule:
         return None
     if rule != worker.planner.following:  # a fallback rule answered: PolicyError says so
         return None
