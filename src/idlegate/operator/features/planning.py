@@ -84,18 +84,47 @@ def worker_planner(policy: Scheduler) -> LookaheadScheduler | None:
 
 
 class _Worker:
-    """One worker thread whose result is taken back in the event loop."""
+    """One worker thread beside a pool's decisions, its result taken back in the event
+    loop: `poke` starts the work when `_due`, with what `_request` takes in the loop."""
 
-    def __init__(self, name: str) -> None:
+    what = ""
+    """The work, as the error metric and log say it ("plan", "replay")."""
+    thread = ""
+    """Its thread's name."""
+
+    def __init__(self, policy: Scheduler, driver: Driver) -> None:
+        self.policy = policy
+        self.cluster = driver.cluster
+        self.decider = driver.decider
+        self.schedule = driver.schedule
+        """The pool's scheduling round (run when the work changed what it follows)."""
         self.running: asyncio.Future[Any] | None = None
         """The work under way, if any."""
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"idlegate-{name}")
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix=self.thread)
         self._closed = False
 
-    def _start(self, work: Callable[..., Any], *args: Any) -> None:
-        loop = asyncio.get_running_loop()
+    def poke(self) -> None:
+        """Event loop, after a scheduling round: start the work if it is due and none runs."""
+        if self._closed or self.running is not None or not self._due():
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # (a bridge driven without a loop starts nothing)
+            return
+        try:
+            work, *args = self._request()
+        except Exception as exc:  # the work never stops decisions
+            self.decider.note_error(self.policy.name, exc, self.what)
+            return
         self.running = loop.run_in_executor(self._executor, work, *args)
         self.running.add_done_callback(self._ended)
+
+    def _due(self) -> bool:
+        raise NotImplementedError
+
+    def _request(self) -> tuple[Callable[..., Any], *tuple[Any, ...]]:
+        """Event loop: the function the thread runs, and its arguments."""
+        raise NotImplementedError
 
     def _ended(self, running: asyncio.Future[Any]) -> None:
         self.running = None
@@ -123,36 +152,23 @@ class _Worker:
 class PlanningWorker(_Worker):
     """Plans of one planner in one worker thread, adopted in the event loop."""
 
+    what, thread = "plan", "idlegate-planner"
+
     def __init__(self, planner: LookaheadScheduler, driver: Driver) -> None:
+        super().__init__(planner, driver)
         self.planner = planner
-        self.cluster = driver.cluster
         self.budget = driver.settings.plan_budget_ms / 1000
         """Wall seconds one plan may take (``--plan-budget-ms``)."""
         self.metrics = driver.metrics
-        self.decider = driver.decider
-        self.schedule = driver.schedule
-        """The pool's scheduling round (run after a switch)."""
         self.plans = 0
         """Plans finished (adopted, dropped or failed)."""
-        super().__init__("planner")
         self.metrics.follow(planner.following)
 
-    def poke(self) -> None:
-        """Event loop, after a scheduling round: start a plan if one is needed and none is
-        running."""
-        planner = self.planner
-        if self._closed or self.running is not None or not planner.needs_plan(self.cluster):
-            return
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:  # (a bridge driven without a loop plans nothing)
-            return
-        try:
-            request = planner.request(self.cluster)
-        except Exception as exc:  # planning never stops decisions
-            self.decider.note_error(planner.name, exc, "plan")
-            return
-        self._start(planner.plan, request, self.budget)
+    def _due(self) -> bool:
+        return self.planner.needs_plan(self.cluster)
+
+    def _request(self) -> tuple[Callable[..., Any], *tuple[Any, ...]]:
+        return self.planner.plan, self.planner.request(self.cluster), self.budget
 
     def _done(self, running: asyncio.Future[Plan]) -> None:
         """Event loop: a plan ended. Adopt it, drop it, or note its error; plan again."""
@@ -190,28 +206,17 @@ class ReplayWorker(_Worker):
     taken in the event loop, and its choice adopted there; then the pool schedules at
     once, so the Decider says the new candidate (PolicyFollowed) at its next round."""
 
-    def __init__(self, portfolio: PortfolioScheduler, driver: Driver) -> None:
-        self.portfolio = portfolio
-        self.cluster = driver.cluster
-        self.decider = driver.decider
-        self.schedule = driver.schedule
-        super().__init__("replay")
+    what, thread = "replay", "idlegate-replay"
 
-    def poke(self) -> None:
-        """Event loop, after a scheduling round: start a round if one is due."""
-        brain = self.portfolio
-        if self._closed or self.running is not None or not brain.needs_replay(self.cluster.now):
-            return
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:  # (a bridge driven without a loop replays nothing)
-            return
-        try:
-            request = brain.request(self.cluster)
-        except Exception as exc:  # a round never stops decisions
-            self.decider.note_error(brain.name, exc, "replay")
-            return
-        self._start(brain.replay, request)
+    def __init__(self, portfolio: PortfolioScheduler, driver: Driver) -> None:
+        super().__init__(portfolio, driver)
+        self.portfolio = portfolio
+
+    def _due(self) -> bool:
+        return self.portfolio.needs_replay(self.cluster.now)
+
+    def _request(self) -> tuple[Callable[..., Any], *tuple[Any, ...]]:
+        return self.portfolio.replay, self.portfolio.request(self.cluster)
 
     def _done(self, running: asyncio.Future[Choice]) -> None:
         try:
