@@ -447,13 +447,15 @@ def _record_keys(top: dict[str, Any], where: str) -> dict[str, Any]:
                 f"{where}: outcome must be one of {', '.join(OUTCOMES)}, got {outcome!r}"
             )
         out["outcome"] = outcome
-    policy = top.get("policy")
-    if policy is not None:
-        if not isinstance(policy, str) or not policy:
-            raise SpecError(
-                f"{where}: policy must be a scheduler spec such as 'fair', got {policy!r}"
-            )
-        out["policy"] = policy
+    for key, what in (
+        ("policy", "a scheduler spec such as 'fair'"),
+        ("template", "the name of an Argo workflow template"),
+    ):
+        text = top.get(key)
+        if text is not None:
+            if not isinstance(text, str) or not text:
+                raise SpecError(f"{where}: {key} must be {what}, got {text!r}")
+            out[key] = text
     pool = top.get("poolSize")
     if pool is not None:
         if isinstance(pool, bool) or not isinstance(pool, int) or pool < 1:
@@ -461,13 +463,6 @@ def _record_keys(top: dict[str, Any], where: str) -> dict[str, Any]:
                 f"{where}: poolSize must be a whole number of executors >= 1, got {pool!r}"
             )
         out["pool_size"] = pool
-    template = top.get("template")
-    if template is not None:
-        if not isinstance(template, str) or not template:
-            raise SpecError(
-                f"{where}: template must be the name of an Argo workflow template, got {template!r}"
-            )
-        out["template"] = template
     return out
 
 
