@@ -723,7 +723,12 @@ class Core:
         log.warning("%s/%s failed: %s", wf.owner.namespace, wf.owner.name, message)
 
     def _ended(self, wf: Workflow) -> None:
-        self.ended[wf.owner.uid] = None
+        self.end(wf.owner.uid)
+
+    def end(self, uid: str) -> None:
+        """The workflow of `uid` ended (here, or for a kind the core does not hold): it is
+        never admitted again (:attr:`ended`)."""
+        self.ended[uid] = None
         while len(self.ended) > ENDED_KEPT:
             del self.ended[next(iter(self.ended))]
 

@@ -173,8 +173,6 @@ class ArgoSide:
         """Workflows not scheduled, and why: their pods are released as they come."""
         self.pending: dict[tuple[str, str], list[ArgoPod]] = {}
         """Pods seen while their workflow is being admitted (replayed after)."""
-        self.gone: set[str] = set()
-        """The uids of Workflows seen finished or deleted (never admitted again)."""
         self.templates: dict[tuple[str, str, str], Mapping[str, Any]] = {}
         """(namespace or "", kind, name) -> WorkflowTemplate or ClusterWorkflowTemplate."""
         self.learning = ArgoLearning()
@@ -225,7 +223,7 @@ class ArgoSide:
             self._drop(wf)  # (deleted and created again under the name)
             wf = None
         if deleted or meta.get("deletionTimestamp") or phase in DONE:
-            self.gone.add(meta.get("uid", ""))
+            self.bridge.end(meta.get("uid", ""))  # (never admitted again)
             self.refused.pop(key, None)
             if wf is not None:
                 self._drop(wf)
@@ -306,7 +304,7 @@ class ArgoSide:
         wf = ArgoWorkflow(self, owner, live)
         live.admit(bridge.cluster, now, arrival, pods)
         self.workflows[key] = wf
-        if owner.uid in self.gone:  # it finished or went while its pods were listed
+        if owner.uid in bridge.ended:  # it finished or went while its pods were listed
             self._drop(wf)
             return
         for pod in seen:
@@ -336,7 +334,7 @@ class ArgoSide:
         async def again() -> None:
             key = (meta.get("namespace", ""), meta.get("name", ""))
             # (unless it went meanwhile, or a later event of it came first)
-            if meta.get("uid") not in self.gone and key not in self.workflows:
+            if meta.get("uid") not in self.bridge.ended and key not in self.workflows:
                 await self.workflow_seen(False, body)
 
         key = f"argo-admit/{meta.get('namespace')}/{meta.get('name')}"
