@@ -23,8 +23,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
+
+from idlegate.api.timestamps import from_datetime
 
 SKIPPED_PHASES = frozenset({"Skipped", "Omitted"})
 """Node phases that mean the node will not run."""
@@ -144,11 +146,9 @@ def _seconds(start: Any, end: Any) -> float | None:
 def parse_time(value: Any) -> float | None:
     """Epoch seconds of a Kubernetes timestamp (``2019-01-03T01:23:18Z``, or the datetime
     YAML reads it as); None if unset."""
-    if isinstance(value, datetime):
-        return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
-    if not isinstance(value, str) or not value:
+    if not isinstance(value, datetime | str) or not value:
         return None
     try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
+        return from_datetime(value)
+    except ValueError:  # (a malformed one: unset)
         return None
