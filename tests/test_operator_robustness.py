@@ -346,7 +346,10 @@ def test_a_large_stage_leaves_a_few_events_not_one_per_task():
         released = [e for e in events if e["reason"] == "Released"]
         assert len(released) == 2  # 1 decision of 2 tasks; 58 equal continuations, posted once
         decision = next(e for e in released if "policy" in e["message"])
-        assert "2 task(s) of stage 's'" in decision["message"] and "cap" in decision["message"]
+        assert (
+            "2 of 60 task(s) of stage 's' (2 of 60 so far)" in decision["message"]
+            and "cap" in decision["message"]
+        )
 
     run(scenario())
 

@@ -116,12 +116,15 @@ def policy_switched(why: str) -> Notice:
 
 
 def released(tasks: int, decision: Decision, by: str) -> Notice:
-    """`by`: who made the decision (`decided_by`)."""
+    """`tasks` of the decision's stage released (counted in ``stage.launched``, of a
+    DagWorkflow or an Argo Workflow); `by`: who made the decision (`decided_by`)."""
+    stage = decision.stage
     return (
         "Normal",
         "Released",
-        f"Released {tasks} task(s) of stage {decision.stage.name!r}: {by} chose the stage "
-        f"with parallelism cap {decision.parallelism_cap}.",
+        f"Released {tasks} of {stage.tasks} task(s) of stage {stage.name!r} ({stage.launched} "
+        f"of {stage.tasks} so far): {by} chose the stage with parallelism cap "
+        f"{decision.parallelism_cap}.",
     )
 
 

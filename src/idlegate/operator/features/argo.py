@@ -28,7 +28,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 import kopf
 from prometheus_client import Counter, Gauge
 
+from idlegate.api.status import SlotState
 from idlegate.errors import IdlegateError
+from idlegate.operator.core import messages
 from idlegate.operator.core.messages import Notice
 from idlegate.operator.core.pods import Owner, release_patch
 from idlegate.operator.decisions import Answer
@@ -118,28 +120,19 @@ class ArgoWorkflow:
 
     def launched(self, stage: Stage, launches: list[Launch], answer: Answer) -> None:
         self.side.write(self, self.live.launched(launches))
-        tasks, done = stage.tasks, stage.launched
-        cap = answer.decision.parallelism_cap
-        self.side.event(
-            self.owner,
-            "Normal",
-            "Released",
-            f"Released {len(launches)} of {tasks} pod(s) of stage {stage.name!r} ({done} of "
-            f"{tasks} so far): {answer.by} chose the stage with parallelism cap {cap}.",
-        )
+        self.side.event(self.owner, *messages.released(len(launches), answer.decision, answer.by))
 
     def adopted(self, launch: Launch, token: Any) -> None:
         now = self.side.bridge.now()
         self.side.write(self, self.live.adopted(self.side.bridge.cluster, [(launch, token)], now))
 
     def idle_started(self, answer: Answer) -> None:
-        decision = answer.decision
+        decision, bridge = answer.decision, self.side.bridge
+        until = bridge.now() + decision.idle_delay
+        why = messages.idle_reason(answer.by, decision)
+        slot = SlotState(decision.stage.name, decision.idle_delay, until, why)
         self.side.event(
-            self.owner,
-            "Normal",
-            "IdleSlot",
-            f"Holding {decision.stage.name}: it waits {decision.idle_delay:g} s on purpose "
-            f"(deliberate idle slot), as {answer.by} chose.",
+            self.owner, *messages.idle_slot(slot, bridge.busy, bridge.settings.pool_size)
         )
 
     def arm_timer(self, stage: Stage) -> None:
@@ -159,8 +152,7 @@ class ArgoWorkflow:
         if stage.launched or stage.name in self.noted:
             return
         self.noted.add(stage.name)
-        type_, reason, message = notice
-        self.side.event(self.owner, type_, reason, f"Holding {stage.name}: {message}")
+        self.side.event(self.owner, *notice)
 
 
 class ArgoSide:
