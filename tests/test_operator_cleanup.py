@@ -286,6 +286,17 @@ async def test_a_suspended_workflow_still_meets_its_deadline():
     assert "Resumed" not in h.kube.reasons("wf")  # admitted only to be failed
 
 
+async def test_resumed_without_its_deadline_a_workflow_is_not_failed_by_it():
+    h = harness(pool=1)
+    await h.submit("wf", {"stages": [stage("a", 1, 100)], "activeDeadlineSeconds": 60})
+    await change_spec(h, "wf", suspend=True)  # held with its deadline running
+    await change_spec(h, "wf", suspend=False, activeDeadlineSeconds=None)
+    assert conditions(h, "wf")["Suspended"]["reason"] == "Resumed"
+    assert await h.timers.fire_due(h.clock.advance(60)) == 0
+    await h.settle()
+    assert h.kube.status("wf")["phase"] == "Running" and h.released() == ["wf-a-0"]
+
+
 def _fifo() -> Any:
     from idlegate.policy import make_scheduler
 

@@ -244,7 +244,7 @@ class Core:
         now = self.now()
         try:
             wf = new_workflow(body, now, self.settings.clock, policy)
-            if self.lifecycle is not None and self.lifecycle.hold(wf, body):
+            if wf.spec.suspend and self.lifecycle is not None and self.lifecycle.hold(wf, body):
                 return None
             restore = classify(wf, pods, status, self.cluster)
             wf.job = self.cluster.add_job(
@@ -257,11 +257,12 @@ class Core:
             return None
         self.workflows[wf.key] = wf
         self._restore(wf, restore)
-        if self.cleanup is not None:
+        if self.cleanup is not None and pods:  # (a new workflow has none to collect)
             self.cleanup.admitted(wf, pods)
         message = f"A valid DAG of {len(wf.stages)} stages."
         wf.conditions.set("Valid", True, "SpecValid", message, wf.generation, now)
-        if self.lifecycle is not None:
+        held = wf.conditions.get("Suspended")  # (a workflow suspended before, now resumed)
+        if self.lifecycle is not None and (held or wf.spec.active_deadline_seconds is not None):
             self.lifecycle.admitted(wf)
         if not status.get("startTime"):
             self.metrics.admission_lag.observe(wf.admitted - wf.arrival)

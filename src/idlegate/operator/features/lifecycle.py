@@ -76,9 +76,9 @@ class Lifecycle:
     # -- suspend and resume ----------------------------------------------------------------
 
     def hold(self, wf: Workflow, body: Mapping[str, Any]) -> bool:
-        """Keep a suspended workflow out of the pool (True), with a status that says so; its
+        """Keep the suspended `wf` out of the pool (True), with a status that says so; its
         deadline, if it has started, still runs."""
-        if not wf.spec.suspend or wf.owner.uid in self._expiring:
+        if wf.owner.uid in self._expiring:  # (admitted only to fail by its deadline)
             return False
         b, status = self.bridge, body.get("status") or {}
         now = b.now()
@@ -175,7 +175,8 @@ class Lifecycle:
             "deleted and its executors freed."
         )
         if wf is not None and wf.owner.uid == owner.uid:
-            if wf.active:
+            # (a timer armed while it was held, its deadline dropped since: nothing)
+            if wf.active and wf.spec.active_deadline_seconds is not None:
                 b.fail(wf, "DeadlineExceeded", message)
                 b.schedule()
             return
