@@ -114,14 +114,18 @@ class Env:
         """A new controller on the same API (an operator restart)."""
         self.timers = FakeTimers()
         self.told: dict[tuple[str, str], tuple] = {}
+        self.told_pool: dict[tuple[str, str], str | None] = {}
         self.controller = CronController(
             self.kube,
             self.timers,
             self.clock,
             lambda o, t, r, m: self.events.append((t, r, m)),
-            lambda key, runs: self.told.__setitem__(key, runs),
+            self.foresee,
         )
         return self.controller
+
+    def foresee(self, key: tuple[str, str], runs: tuple, pool: str | None) -> None:
+        self.told[key], self.told_pool[key] = runs, pool
 
     async def at(self, t: float) -> None:
         self.clock.advance(t - self.clock.now())
@@ -287,6 +291,10 @@ async def test_the_upcoming_runs_are_told_and_withdrawn():
     assert [r.time for r in runs] == [T0 + h * HOUR for h in range(1, 9)]  # FORESEE_RUNS
     assert runs[0].name == name_at(T0 + HOUR) and all(r.scheduled for r in runs)
     assert runs[0].dag.num_stages == 1 and runs[0].dag.total_work == 5.0
+    assert env.told_pool[("default", "cw")] is None  # (by its namespace's labels)
+    env.kube.cron_workflows[("default", "cw")]["spec"]["workflowSpec"] = {**WORKFLOW, "pool": "gpu"}
+    await env.at(T0 + 15)
+    assert env.told_pool[("default", "cw")] == "gpu"  # where its runs will be routed
     env.kube.cron_workflows[("default", "cw")]["spec"]["suspend"] = True
     await env.at(T0 + 20)
     assert env.told[("default", "cw")] == ()

@@ -363,10 +363,8 @@ async def test_the_known_cron_runs_are_told_to_the_pool_their_runs_land_in():
         ),
     )
     pools.labels["analytics"] = {"team": "batch"}
-    pools.cron_pools[("analytics", "nightly")] = None  # by its namespace's labels
-    pools.cron_pools[("analytics", "train")] = "gpu"  # workflowSpec.pool: not there yet
-    pools.foresee(("analytics", "nightly"), batch_runs)
-    pools.foresee(("analytics", "train"), gpu_runs)
+    pools.foresee(("analytics", "nightly"), batch_runs)  # by its namespace's labels
+    pools.foresee(("analytics", "train"), gpu_runs, "gpu")  # workflowSpec.pool: not there yet
 
     def known() -> dict[str, list[str]]:
         return {name: [a.name for a in b.decider.known] for name, b in pools}

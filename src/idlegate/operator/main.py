@@ -159,15 +159,9 @@ class Operator:
         return self._cron
 
     async def cron_seen(self, body: Mapping[str, Any]) -> None:
-        """Note where the runs of cron workflow `body` go: its ``workflowSpec.pool`` and its
-        namespace's labels (kept as they were if the API cannot show them now)."""
-        meta = body.get("metadata") or {}
-        namespace = meta.get("namespace", "")
-        spec = (body.get("spec") or {}).get("workflowSpec") or {}
-        pool = spec.get("pool") if isinstance(spec, Mapping) else None
-        self.pools.cron_pools[(namespace, meta.get("name", ""))] = (
-            pool if isinstance(pool, str) else None
-        )
+        """Note the labels of cron workflow `body`'s namespace, by which its runs may be
+        routed (kept as they were if the API cannot show them now)."""
+        namespace = (body.get("metadata") or {}).get("namespace", "")
         try:
             found = await self.kube.get_namespace(namespace)
         except ApiError as exc:
@@ -492,9 +486,7 @@ def _cron_handlers(registry: kopf.OperatorRegistry, operator: Operator) -> None:
     async def cron_event(type: str | None, body: kopf.Body, **_: Any) -> None:
         if type == "DELETED" and operator.ready:
             meta = body.get("metadata") or {}
-            key = (meta.get("namespace", ""), meta.get("name", ""))
-            operator.cron.forget(*key)
-            operator.pools.cron_pools.pop(key, None)
+            operator.cron.forget(meta.get("namespace", ""), meta.get("name", ""))
 
     @kopf.on.event(
         GROUP, VERSION, PLURAL, registry=registry, id="cron-runs", labels={LABEL_CRON: kopf.PRESENT}

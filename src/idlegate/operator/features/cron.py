@@ -74,8 +74,9 @@ RETRY_SECONDS = 5.0
 
 Record = Callable[[Owner, str, str, str], None]
 """Posts an Event: (owner, type, reason, message)."""
-Foresee = Callable[[tuple[str, str], tuple[JobArrival, ...]], None]
-"""Takes a cron workflow's (namespace, name) and its upcoming runs."""
+Foresee = Callable[[tuple[str, str], tuple[JobArrival, ...], str | None], None]
+"""Takes a cron workflow's (namespace, name), its upcoming runs and the pool its
+``workflowSpec.pool`` names."""
 
 
 class CronController:
@@ -96,7 +97,7 @@ class CronController:
         self.timers = timers
         self.clock = clock
         self.record = record
-        self.foresee: Foresee = foresee or (lambda key, runs: None)
+        self.foresee: Foresee = foresee or (lambda key, runs, pool: None)
         """Told each cron workflow's upcoming runs after every sync (the planner's
         ``futures=known``), and () when it has none (invalid, suspended, deleted)."""
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
@@ -121,7 +122,7 @@ class CronController:
         """The cron workflow is gone: drop its timer and its upcoming runs."""
         self.timers.cancel(_timer_key(namespace, name))
         self._locks.pop((namespace, name), None)
-        self.foresee((namespace, name), ())
+        self.foresee((namespace, name), (), None)
 
     # long: the numbered pipeline of the module docstring, one step per block
     async def _sync(self, body: dict[str, Any]) -> None:
@@ -144,7 +145,7 @@ class CronController:
             self.record(owner, "Warning", "Invalid", str(exc))
             await self._write(ns, name, status, conditions)
             self.timers.cancel(_timer_key(ns, name))
-            self.foresee((ns, name), ())
+            self.foresee((ns, name), (), None)
             return
         conditions.set(
             "Valid", True, "Valid", "the schedule and workflowSpec are valid", generation, now
@@ -180,7 +181,7 @@ class CronController:
         # 6. the next look, and the runs ahead for the planner
         self._arm(ns, name, when.next_at)
         upcoming = () if spec.suspend else _upcoming(name, spec, schedule, now)
-        self.foresee((ns, name), upcoming)
+        self.foresee((ns, name), upcoming, spec.workflow_spec.pool)
 
     def _arm(self, ns: str, name: str, at: float) -> None:
         async def fire() -> None:

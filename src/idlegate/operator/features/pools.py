@@ -45,8 +45,6 @@ from idlegate.operator.edge.metrics import Metrics
 from idlegate.sim.engine import JobArrival
 
 log = logging.getLogger(__name__)
-SHARED = frozenset({"kube", "settings", "intents", "lanes", "cleanup"})
-"""What the pools' bridges share, read from the default one."""
 
 
 class Waiting(NamedTuple):
@@ -77,6 +75,9 @@ class Pools:
         self.default = default
         self.bridges: dict[str, Bridge] = {DEFAULT_POOL: default}
         default.applier.on_outcome = self.outcome  # (one applier for every pool)
+        # what every pool shares is the default bridge's
+        self.kube, self.settings, self.intents = default.kube, default.settings, default.intents
+        self.lanes, self.cleanup = default.lanes, default.cleanup
         self.specs: dict[str, ExecutorPoolSpec] = {}
         self.waiting: dict[WorkflowKey, Waiting] = {}
         """Workflows held out of every pool, each with the pool it waits for."""
@@ -86,10 +87,8 @@ class Pools:
         """Workflows that left a pool and could not be read again yet (retried)."""
         self._moving = 0
         """Moves of workflows between pools under way (:meth:`moving`)."""
-        self.upcoming: dict[WorkflowKey, tuple[JobArrival, ...]] = {}
-        """Each cron workflow's upcoming runs (told to its pool's policy: :meth:`foresee`)."""
-        self.cron_pools: dict[WorkflowKey, str | None] = {}
-        """Each cron workflow's ``workflowSpec.pool`` (where its runs are routed)."""
+        self.upcoming: dict[WorkflowKey, tuple[str | None, tuple[JobArrival, ...]]] = {}
+        """Each cron workflow's ``workflowSpec.pool`` and upcoming runs (:meth:`foresee`)."""
 
     @classmethod
     def of(cls, bridge: Pools | Bridge) -> Pools:
@@ -97,13 +96,6 @@ class Pools:
         return bridge if isinstance(bridge, Pools) else cls(bridge)
 
     # -- what intake, the watchdog and the handlers use of a bridge ----------------------------
-
-    def __getattr__(self, name: str) -> Any:
-        """What every pool shares is the default bridge's (`SHARED`: the API client, the
-        settings, the outbox, the writes' lanes, the cleanup)."""
-        if name in SHARED:
-            return getattr(self.default, name)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def rebuilt(self) -> bool:
@@ -236,10 +228,13 @@ class Pools:
     def __iter__(self) -> Iterator[tuple[str, Bridge]]:
         return iter(list(self.bridges.items()))
 
-    def foresee(self, key: WorkflowKey, runs: tuple[JobArrival, ...]) -> None:
-        """Cron workflow `key`'s upcoming runs are now `runs` (none: it has none)."""
+    def foresee(
+        self, key: WorkflowKey, runs: tuple[JobArrival, ...], pool: str | None = None
+    ) -> None:
+        """Cron workflow `key`'s upcoming runs are now `runs` (none: it has none), for the
+        pool its ``workflowSpec.pool`` names (None: the one its namespace's labels pick)."""
         if runs:
-            self.upcoming[key] = runs
+            self.upcoming[key] = (pool, runs)
         elif self.upcoming.pop(key, None) is None:
             return
         self.tell()
@@ -249,8 +244,8 @@ class Pools:
         their runs will be: by ``workflowSpec.pool``, else their namespace's labels (again
         whenever pools change: a new pool's policy knows nothing yet)."""
         told: dict[str, list[JobArrival]] = {name: [] for name in self.bridges}
-        for (namespace, name), runs in self.upcoming.items():
-            pool = self._route(self.cron_pools.get((namespace, name)), namespace)
+        for (namespace, _), (wanted, runs) in self.upcoming.items():
+            pool = self._route(wanted, namespace)
             if pool in told:  # (None: its pool does not exist; its runs will wait for it)
                 told[pool] += runs
         for name, bridge in self:
