@@ -4,6 +4,8 @@ on the pool's object and each workflow's status.policy; each ExecutorPool has it
 from __future__ import annotations
 
 import copy
+import json
+import logging
 import shutil
 import threading
 
@@ -13,11 +15,13 @@ from idlegate.api.pool_spec import parse_pool_spec
 from idlegate.operator.decisions import build_scheduler
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.watchdog import OperatorPod
+from idlegate.operator.features.history import read_prior, rotated, sink_files
 from idlegate.operator.features.planning import ReplayWorker
 from idlegate.operator.features.pools import Pools, pool_status
 from idlegate.operator.features.reload import model_files, replace_policy
 from idlegate.policy import DEFAULT_POLICY_PATH, make_scheduler
-from tests.operator_fakes import harness, stage
+from idlegate.sim.history import load_history, tail_history
+from tests.operator_fakes import FakeClock, FakeKube, Harness, harness, stage
 
 # a pool of one: fifo runs the long workflow first, srpt the short ones; the first round
 # (two finished workflows) replays both and follows srpt once the worker is done
@@ -155,3 +159,111 @@ async def test_decisions_never_wait_for_a_round_which_runs_in_the_worker():
     gate.set()
     await worker.idle()
     assert len(brain.rounds) == 1 and brain.choice is brain.rounds[0]  # adopted in the loop
+
+
+def sink_line(name: str, arrival: float, **keys) -> str:
+    """A line of the history sink: a finished one-stage workflow."""
+    record = {"name": name, "arrival": arrival, "stages": [stage("a", duration=5.0)], **keys}
+    return json.dumps(record)
+
+
+@pytest.mark.asyncio
+async def test_a_restarted_operator_starts_its_portfolio_from_the_history_sink(tmp_path):
+    sink = tmp_path / "history.jsonl"
+    first = Harness(FakeKube(), FakeClock(1_717_200_000), 1, make_scheduler(PORTFOLIO),
+                    history_file=sink)  # fmt: skip
+    await finished_in(first)
+    first.bridge.history.close()  # (the records queued are written)
+    assert len(sink.read_text().splitlines()) == 4
+    # the next operator: the workflows are gone, only the sink remembers them
+    second = Harness(FakeKube(), FakeClock(1_717_300_000), 1, make_scheduler(PORTFOLIO),
+                     history_file=sink)  # fmt: skip
+    await second.submit("next", {"stages": [stage("a", duration=1.0)]})
+    brain = second.bridge.scheduler
+    (first_round, *_) = brain.rounds  # the first replay: the sink's four, applied at once
+    assert (first_round.reason, first_round.workflows) == ("prior history", 4)
+    assert (first_round.prior, first_round.source) == (4, "history sink")
+    assert brain.following == "srpt" and first_round.scores["srpt"] < first_round.scores["fifo"]
+    assert pool_status("default", Pools(second.bridge))["replayed"] == {
+        "workflows": 4, "prior": 4, "source": "history sink"
+    }  # fmt: skip
+    second.bridge.history.close()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("sink", ["missing", "empty", "corrupt"])
+async def test_a_portfolio_starts_cold_when_the_sink_has_no_record_to_give(tmp_path, sink):
+    path = tmp_path / "history.jsonl"
+    if sink != "missing":
+        path.write_text("" if sink == "empty" else 'not json\n[1, 2]\n{"stages": 3}\n')
+    h = harness(pool=1, scheduler=make_scheduler(PORTFOLIO), history_file=path)
+    await h.submit("next", {"stages": [stage("a", duration=1.0)]})
+    brain = h.bridge.scheduler
+    assert brain.rounds == [] and brain.following == "fifo" and brain.finished == ()
+    assert h.metrics.value("idlegate_policy_errors_total", policy=brain.name) == 0
+    assert h.released() == ["next-a-0"]  # (the pool goes on)
+    h.bridge.history.close()
+
+
+def test_the_sink_gives_a_pools_last_records_and_counts_what_it_leaves_out(tmp_path):
+    path = tmp_path / "history.jsonl"
+    rotated(path, 1).write_text(
+        "\n".join([sink_line("default/old", 1.0), sink_line("default/b0", 2.0, pool="batch")])
+    )
+    rotated(path, 2).write_bytes(b"\xff\xfe not text\n")
+    path.write_text(
+        "\n".join(
+            [
+                sink_line("default/b1", 3.0, pool="batch"),
+                "{broken",
+                '"a string"',
+                sink_line("default/x", 4.0, pool="other"),
+                json.dumps({"name": "default/no-arrival", "stages": [stage("a")], "pool": "batch"}),
+                json.dumps({"name": "default/bad", "arrival": 6, "stages": [], "pool": "batch"}),
+                sink_line("default/b2", 7.0, pool="batch"),
+                sink_line("default/d1", 8.0),  # (no pool: the default pool's)
+            ]
+        )
+    )
+    batch = read_prior(path, "batch", 10)
+    assert [a.name for a in batch] == ["default/b0", "default/b1", "default/b2"]
+    assert [a.time for a in batch] == [2.0, 3.0, 7.0]
+    tail = tail_history(sink_files(path), 10, lambda w: w.pool == "batch")
+    assert [w.name for w in tail.workflows] == ["default/b0", "default/b1", "default/b2"]
+    assert tail.skipped == {"malformed": 3, "no arrival": 1, "unreadable": 1}
+    last = tail_history(sink_files(path), 1, lambda w: w.pool is None)  # it reads no further
+    assert [w.name for w in last.workflows] == ["default/d1"] and not last.skipped
+    assert [a.name for a in read_prior(path, "default", 1)] == ["default/d1"]
+    assert read_prior(tmp_path / "none.jsonl", "default", 10) == []
+
+
+@pytest.mark.asyncio
+async def test_a_named_pools_records_carry_its_name_and_size(tmp_path):
+    sink = tmp_path / "history.jsonl"
+    h = harness(pool=2, history_file=sink)
+    pools = Pools(h.bridge)
+    spec = parse_pool_spec({"size": 1, "policy": PORTFOLIO}, "batch")
+    await intake.readmit(pools, pools.apply("batch", spec))
+    h.bridge = pools
+    await finished_in(h, "batch")
+    pools.default.history.close()
+    records = load_history(sink)
+    assert {(r.pool, r.pool_size) for r in records} == {("batch", 1)} and len(records) == 4
+    assert len(read_prior(sink, "batch", 10)) == 4 and read_prior(sink, "default", 10) == []
+
+
+@pytest.mark.asyncio
+async def test_a_failing_round_is_an_error_noted_and_the_candidate_is_kept(caplog):
+    h = harness(pool=1, scheduler=make_scheduler(PORTFOLIO))
+    brain = h.bridge.scheduler
+
+    def failing(request):
+        raise RuntimeError("replay failed")
+
+    brain.replay = failing
+    with caplog.at_level(logging.ERROR):
+        await finished_in(h)
+    assert h.metrics.value("idlegate_policy_errors_total", policy=brain.name) >= 1
+    assert brain.following == "fifo" and not brain.rounds
+    (noted, *_) = [r for r in caplog.records if r.exc_info is not None]
+    assert noted.args[:2] == (brain.name, "replay")

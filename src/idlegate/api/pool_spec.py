@@ -146,6 +146,21 @@ class ExecutorPoolSpec(BaseModel):
     )
 
 
+class ReplayedWindow(BaseModel):
+    """The finished workflows a portfolio's last round replayed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    workflows: int = Field(description="Finished workflows replayed.")
+    prior: int = Field(
+        description="Of them, those that finished before the operator started (from its "
+        "history sink)."
+    )
+    source: str | None = Field(
+        default=None, description="Where those came from: history sink, or history file."
+    )
+
+
 class ExecutorPoolStatus(BaseModel):
     """The observed state of an ExecutorPool, written by the operator."""
 
@@ -161,6 +176,11 @@ class ExecutorPoolStatus(BaseModel):
         default=None,
         description="What the policy follows now and why: a portfolio's candidate with its "
         "replay's figures, else the rule followed.",
+    )
+    replayed: ReplayedWindow | None = Field(
+        default=None,
+        description="A portfolio's last round: the finished workflows it replayed, and how "
+        "many finished before the operator started.",
     )
     observed_generation: int | None = Field(
         default=None,

@@ -398,7 +398,7 @@ class Decider:
 
     def note_error(self, rule: str, exc: Exception, what: str = "decide") -> None:
         """Count the error; log its traceback the first time it is seen, repeats sparsely.
-        `what` failed: ``decide`` (a fallback rule answered instead) or ``plan``."""
+        `what` failed: ``decide`` (a fallback rule answered instead), ``plan`` or ``replay``."""
         self.metrics.policy_errors.labels(rule).inc()
         self.errors.note(rule, exc, what, _THEN[what])
 
@@ -406,6 +406,7 @@ class Decider:
 _THEN = {
     "decide": "the next fallback rule answers instead (the PolicyError Event says which)",
     "plan": "it keeps following the policy it follows until the next plan",
+    "replay": "it keeps following its candidate until the next round",
 }
 
 

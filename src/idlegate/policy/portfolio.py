@@ -37,7 +37,11 @@ and as a sentence: "following srpt: 642 s vs fair 734 s over the last 48 workflo
 
 **Cold start.** With ``history=PATH`` (a history file, `sim.history`) the first round
 replays the last `window` workflows of that file at the first decision, and its choice
-applies at once (it stands for what the operator knew before it started). Otherwise the
+applies at once (it stands for what the operator knew before it started). A driver may
+instead `seed` the window with the workflows that finished before it started (an
+operator's history sink before a restart): with at least `min_window` of them the first
+round replays the window at once, its choice applied at once; the rounds' `Choice` says
+how many of the window's workflows came from there (`prior`, `source`). Otherwise the
 scheduler follows `start` (``learned``, the shipped policy) until `min_window` workflows
 have finished.
 
@@ -246,8 +250,9 @@ class Choice:
     workflows: int
     """Finished workflows the round replayed (0: no replay yet)."""
     reason: Literal["cold start", "prior history", "best", "kept"]
-    """cold start: no round yet; prior history: the round on the history file; best: the
-    round's best; kept: the round's best was not better by the margin."""
+    """cold start: no round yet; prior history: the first round, on the history file or a
+    seeded window (`PortfolioScheduler.seed`); best: the round's best; kept: the round's
+    best was not better by the margin."""
     best: str | None = None
     """The round's best candidate (kept: the one that did not beat the margin)."""
     scores: Mapping[str, float] = field(default_factory=dict)
@@ -258,6 +263,11 @@ class Choice:
     """The round's modelled CPU seconds (`modelled_seconds`)."""
     cpu_seconds: float = 0.0
     """The round's measured CPU seconds (thread time; for reports, never for choices)."""
+    prior: int = 0
+    """Of `workflows`, those that finished before the scheduler started."""
+    source: str | None = None
+    """Where those came from: ``history file`` (``history=``) or a driver's `seed` source
+    (``history sink``)."""
 
     @property
     def text(self) -> str:
@@ -267,10 +277,20 @@ class Choice:
         versus = ""
         if self.runner_up is not None and self.runner_up_score is not None:
             versus = f" vs {self.runner_up} {_seconds(self.runner_up_score)}"
+        prior = f" ({self.prior} from the {self.source})" if self.prior else ""
         return (
             f"following {self.candidate}: {_seconds(self.score)}{versus} over the last "
-            f"{self.workflows} workflows"
+            f"{self.workflows} workflows{prior}"
         )
+
+    @property
+    def replayed(self) -> dict[str, Any] | None:
+        """The window the round replayed (an ExecutorPool's ``status.replayed``): its size,
+        and how many of its workflows came from before the start, and whence (None: no
+        round yet)."""
+        if not self.workflows:
+            return None
+        return {"workflows": self.workflows, "prior": self.prior, "source": self.source}
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (inf scores as None)."""
@@ -286,6 +306,8 @@ class Choice:
             "at": self.at,
             "modelled_seconds": self.modelled_seconds,
             "cpu_seconds": self.cpu_seconds,
+            "prior": self.prior,
+            "source": self.source,
             "text": self.text,
         }
 
@@ -445,6 +467,9 @@ class ReplayRequest:
     protected: bool = True
     """The candidate followed won a round outright, so the margin protects it (`won`;
     False at the cold start and for a candidate kept only by ties)."""
+    prior: int = 0
+    """Of `window`, the workflows that finished before the scheduler started."""
+    source: str | None = None
 
 
 # ---------------------------------------------------------------------------------------
@@ -515,6 +540,10 @@ class PortfolioScheduler:
         self._last_round = -math.inf
         self._pending: tuple[float, Choice] | None = None
         self._prior_due = bool(self._prior)
+        self._seeded = 0
+        """Of `_finished`, those given by `seed` (the oldest)."""
+        self._seed_source: str | None = None
+        self._seed_due = False
         self._protected = False
 
     def reset(self, rng: Any) -> None:
@@ -546,19 +575,40 @@ class PortfolioScheduler:
         if not added:
             return
         self._finished.extend(added)
-        self._work.extend(math.log(max(a.dag.total_work, 1e-9)) for a in added)
+        self._work.extend(_log_work(a) for a in added)
         self._since_round += len(added)
         self._regime += len(added)
-        extra = len(self._finished) - self.config.window
-        if extra > 0:
-            del self._finished[:extra]
-            del self._work[:extra]
+        self._trim()
         if self._changed_character():
             # another workload now: the followed candidate won on the old one, so the
             # margin no longer protects it, and a round comes at once, then at the first pace
             self._stretch = 1
             self._protected = False
             self._change_due = True
+
+    def seed(self, finished: Sequence[JobArrival], source: str) -> None:
+        """Workflows that finished before the scheduler started, on the clock of those it
+        records (an operator's history sink before a restart), oldest first: they go
+        before the window's own, but for those of the same name, and with `min_window` in
+        the window the first round comes at once, its choice applied at once."""
+        known = {a.name for a in self._finished}
+        new = [a for a in finished if a.name not in known][-self.config.window :]
+        if not new:
+            return
+        self._finished[:0] = new
+        self._work[:0] = [_log_work(a) for a in new]
+        self._seeded, self._seed_source = len(new), source
+        self._regime += len(new)
+        self._trim()
+        self._seed_due = len(self._finished) >= self.config.min_window
+
+    def _trim(self) -> None:
+        """Keep the last `window` finished workflows."""
+        extra = len(self._finished) - self.config.window
+        if extra > 0:
+            del self._finished[:extra]
+            del self._work[:extra]
+            self._seeded = max(0, self._seeded - extra)
 
     def _changed_character(self) -> bool:
         """True when the workflows finished since the last round (at least `CHANGE_MIN`)
@@ -602,7 +652,7 @@ class PortfolioScheduler:
 
     def needs_replay(self, now: float) -> bool:
         """Owner thread: True when a round is due (module docstring, "A round")."""
-        if self._prior_due:
+        if self._prior_due or self._seed_due:
             return True
         cfg = self.config
         if len(self._finished) < cfg.min_window or self._since_round == 0:
@@ -616,8 +666,14 @@ class PortfolioScheduler:
         self._since_round = 0
         self._change_due = False
         self._last_round = view.now
-        prior, self._prior_due = self._prior_due, False
-        window = self._prior[-self.config.window :] if prior else tuple(self._finished)
+        first = self._prior_due or self._seed_due
+        if self._prior_due and not self._seed_due:  # (a seeded window is the more recent)
+            window = self._prior[-self.config.window :]
+            prior, source = len(window), "history file"
+        else:
+            window = tuple(self._finished)
+            prior, source = self._seeded, self._seed_source if self._seeded else None
+        self._prior_due = self._seed_due = False
         return ReplayRequest(
             window=tuple(window),
             num_executors=view.num_executors,
@@ -625,8 +681,10 @@ class PortfolioScheduler:
             following=self.following,
             seed=int(self._rng.integers(2**31)),
             at=view.now,
-            reason="prior history" if prior else "best",
+            reason="prior history" if first else "best",
             protected=self._protected,
+            prior=prior,
+            source=source,
         )
 
     def replay(self, request: ReplayRequest) -> Choice:
@@ -662,6 +720,8 @@ class PortfolioScheduler:
             at=request.at,
             modelled_seconds=modelled_seconds(scores),
             cpu_seconds=time.thread_time() - started,
+            prior=request.prior,
+            source=request.source,
         )
 
     def _replay(self, request: ReplayRequest, specs: Sequence[str]) -> Scores:
@@ -719,6 +779,10 @@ class PortfolioScheduler:
             self.adopt(choice)
         else:
             self._pending = (now + delay, choice)
+
+
+def _log_work(arrival: JobArrival) -> float:
+    return math.log(max(arrival.dag.total_work, 1e-9))
 
 
 def _merged(a: Scores, b: Scores) -> Scores:

@@ -16,8 +16,9 @@ workflows may carry more keys, so the simulator can replay the past:
 * what happened, beside `arrival` (all optional; the replay ignores them, reports
   compare with them): `jctSeconds` (arrival to finish), `outcome` (`Succeeded` or
   `Failed`), `policy` (the scheduler spec that ran it), `poolSize` (the executors
-  of its pool then) and `template` (an Argo workflow's template key,
-  `ArgoJob.template_key`: what later runs of it look their estimates up by).
+  of its pool then), `pool` (the ExecutorPool that ran it) and `template` (an Argo
+  workflow's template key, `ArgoJob.template_key`: what later runs of it look their
+  estimates up by).
 
 Argo Workflows may stand in a history file too (`idlegate.sim.argo.runs`): each maps to
 its job (`idlegate.sim.argo`), its arrival and measured pod run times come from its
@@ -46,9 +47,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,13 +72,14 @@ from idlegate.sim.spec import (
     read_workflow_items,
 )
 
+log = logging.getLogger(__name__)
 ARRIVAL_KEYS = ("arrival", "submitTime")
 """Keys naming a workflow's submission time (seconds); give at most one."""
 MEASURED_KEY = "measuredDurationSeconds"
 """Stage key: the measured task durations in seconds."""
 OUTCOMES = ("Succeeded", "Failed")
 """The values of a record's `outcome`."""
-RECORD_KEYS = ("jctSeconds", "outcome", "policy", "poolSize", "template")
+RECORD_KEYS = ("jctSeconds", "outcome", "policy", "poolSize", "template", "pool")
 """Top-level keys of what happened to a workflow (beside `arrival`)."""
 PARTS = ("all", "train", "test")
 """Parts of a history a replay may take: all of it, or one side of the time split."""
@@ -126,6 +129,8 @@ class HistoryWorkflow:
     template: str | None = None
     """An Argo workflow's template key (`ArgoJob.template_key`), for the estimates of its
     later runs (None: not an Argo workflow, or not recorded)."""
+    pool: str | None = None
+    """The ExecutorPool that ran it (the operator's sink; None: not recorded)."""
 
     def durations(self) -> MeasuredDurations | None:
         """The simulator's duration model for this workflow's jobs (None if nothing measured)."""
@@ -169,24 +174,98 @@ def load_history(path: str | Path) -> list[HistoryWorkflow]:
             continue
         if not isinstance(raw, dict) or not isinstance(spec, dict):
             out.append(_plain(parse_workflow(spec, item.source), item.source))
-            continue
-        body = dict(spec)
-        if item.name is not None:  # a DagWorkflow: its source already names it
-            name, where = item.name, item.source
         else:
-            name = _name(body, item.source)
-            where = item.source if name is None else f"{item.source[:-1]} {name!r})"
-        arrival = _arrival(raw, where)
-        record = _record_keys(raw, where)
-        if spec is raw:  # a plain workflow: history keys sit beside `stages`
-            for key in (*ARRIVAL_KEYS, *RECORD_KEYS):
-                body.pop(key, None)
-        stages, measured = _strip_measurements(body.get("stages"), where)
-        if stages is not None:
-            body["stages"] = stages
-        parsed = parse_workflow(body, where)
-        out.append(HistoryWorkflow(parsed, name, arrival, measured, where, **record))
+            out.append(_recorded(raw, spec, item.name, item.source))
     return out
+
+
+@dataclass(frozen=True)
+class Tail:
+    """The last workflows of JSON Lines history files (`tail_history`)."""
+
+    workflows: list[HistoryWorkflow]
+    """Oldest first, each with its arrival."""
+    skipped: Counter[str]
+    """What was left out by reason: ``malformed`` lines, records with ``no arrival``,
+    ``unreadable`` files."""
+
+
+def tail_history(
+    files: Sequence[Path], count: int, keep: Callable[[HistoryWorkflow], bool]
+) -> Tail:
+    """The last `count` workflows that `keep` keeps in the JSON Lines history files
+    `files` (oldest first: an operator's sink and its rotated files), read from the end.
+
+    Tolerant, for a reader of files others write (a restarted operator's): a line that is
+    not a plain workflow record, a record without an arrival and a file that cannot be
+    read are left out, counted by reason and logged, never raised.
+    """
+    found: list[HistoryWorkflow] = []
+    skipped: Counter[str] = Counter()
+    for path in reversed(files):
+        if len(found) == count:
+            break
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            log.warning("Cannot read the history file %s (%s); left out.", path, exc)
+            skipped["unreadable"] += 1
+            continue
+        for n in range(len(lines) - 1, -1, -1):
+            if len(found) == count:
+                break
+            if not lines[n].strip():
+                continue
+            try:
+                workflow = _line_record(lines[n], f"{path} (line {n + 1})")
+            except (ValueError, IdlegateError) as exc:
+                if not skipped["malformed"]:
+                    log.warning("Left out of the history: %s", exc)
+                skipped["malformed"] += 1
+                continue
+            if not keep(workflow):
+                continue
+            if workflow.arrival is None:
+                skipped["no arrival"] += 1
+            else:
+                found.append(workflow)
+    if skipped:
+        log.warning("Left out of the history %s: %s.", files[-1], dict(skipped))
+    return Tail(found[::-1], skipped)
+
+
+def _line_record(line: str, source: str) -> HistoryWorkflow:
+    """A plain workflow record on one line of JSON."""
+    try:
+        doc = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise SpecError(f"{source} is not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise SpecError(f"{source} is not a workflow record (a JSON object)")
+    return _recorded(doc, doc, None, source)
+
+
+def _recorded(
+    raw: dict[str, Any], spec: dict[str, Any], name: str | None, source: str
+) -> HistoryWorkflow:
+    """A workflow with its record keys: a plain one (`spec` is `raw`), or a DagWorkflow
+    (`raw` the object, `name` its metadata.name)."""
+    body = dict(spec)
+    if name is not None:  # a DagWorkflow: its source already names it
+        where = source
+    else:
+        name = _name(body, source)
+        where = source if name is None else f"{source[:-1]} {name!r})"
+    arrival = _arrival(raw, where)
+    record = _record_keys(raw, where)
+    if spec is raw:  # a plain workflow: history keys sit beside `stages`
+        for key in (*ARRIVAL_KEYS, *RECORD_KEYS):
+            body.pop(key, None)
+    stages, measured = _strip_measurements(body.get("stages"), where)
+    if stages is not None:
+        body["stages"] = stages
+    parsed = parse_workflow(body, where)
+    return HistoryWorkflow(parsed, name, arrival, measured, where, **record)
 
 
 def history_record(workflow: HistoryWorkflow) -> dict[str, Any]:
@@ -212,7 +291,14 @@ def history_record(workflow: HistoryWorkflow) -> dict[str, Any]:
     out["stages"] = stages
     extra = zip(
         RECORD_KEYS,
-        (workflow.jct, workflow.outcome, workflow.policy, workflow.pool_size, workflow.template),
+        (
+            workflow.jct,
+            workflow.outcome,
+            workflow.policy,
+            workflow.pool_size,
+            workflow.template,
+            workflow.pool,
+        ),
         strict=True,
     )
     out.update({key: value for key, value in extra if value is not None})
@@ -450,6 +536,7 @@ def _record_keys(top: dict[str, Any], where: str) -> dict[str, Any]:
     for key, what in (
         ("policy", "a scheduler spec such as 'fair'"),
         ("template", "the name of an Argo workflow template"),
+        ("pool", "the name of an ExecutorPool"),
     ):
         text = top.get(key)
         if text is not None:

@@ -57,12 +57,9 @@ class Bridge(Core):
         """The API (the applier writes; :mod:`idlegate.operator.edge.intake` reads)."""
         self.timers = timers
         self.time = Steady(settings.clock)
-        if beside is not None:  # another pool's: one applier, history and cleanup for all
-            self.applier, self.history, self.cleanup = (
-                beside.applier,
-                beside.history,
-                beside.cleanup,
-            )
+        if beside is not None:  # another pool's: one applier, history sink and cleanup for all
+            self.applier, self.cleanup = beside.applier, beside.cleanup
+            self.history = HistoryRecorder(settings, metrics, self.intents, beside.history)
         else:
             lanes = Lanes(self.kube, concurrency=settings.api_concurrency)
             pod = os.environ.get("POD_ID") or socket.gethostname()

@@ -21,7 +21,6 @@ record arrived (`since_note`).
 from __future__ import annotations
 
 import asyncio
-import glob
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -35,7 +34,7 @@ import yaml
 from idlegate.api.crd import KIND, LIST_KIND
 from idlegate.api.timestamps import from_datetime, stamp
 from idlegate.errors import IdlegateError
-from idlegate.operator.features.history import object_history, rotated
+from idlegate.operator.features.history import object_history, sink_files
 from idlegate.sim.history import HistoryWorkflow, history_text, load_history, write_history
 
 STDIN = "-"
@@ -110,24 +109,6 @@ def from_document(text: str, source: str) -> list[HistoryWorkflow]:
                 "`kubectl get dwf -A -o json` into it"
             )
     return from_objects(objects)
-
-
-def sink_files(path: Path) -> list[Path]:
-    """The sink's files, oldest first: the rotated ones (`rotated`), then `path`."""
-    numbers = []
-    for p in path.parent.glob(f"{glob.escape(path.stem)}.*{glob.escape(path.suffix)}"):
-        n = p.name[len(path.stem) + 1 : len(p.name) - len(path.suffix)]
-        if n.isdigit() and p == rotated(path, int(n)):
-            numbers.append(int(n))
-    files = [rotated(path, n) for n in sorted(numbers, reverse=True)]
-    if path.is_file():
-        files.append(path)
-    if not files:
-        raise IdlegateError(
-            f"no history file at {path} (nor rotated ones, {rotated(path, 1).name}, ...): pass "
-            "the operator's --history-file path"
-        )
-    return files
 
 
 def from_sink(path: Path) -> list[HistoryWorkflow]:

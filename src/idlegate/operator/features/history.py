@@ -20,20 +20,26 @@ are the same but for ``policy``:
   name of the rule that released its last tasks (``policy`` for that spec).
 
 The optional sink (``--history-file PATH``, meant for a volume) is a JSON Lines history
-file, one line per finished workflow, rotated at ``--history-max-bytes`` (the standard
-library's ``RotatingFileHandler``): ``history.jsonl`` becomes ``history.1.jsonl``, that one
-``history.2.jsonl``, up to ``--history-backups`` files, each a history file itself. Lines
-are written by one worker thread, so a slow or failing volume never stalls the event
-loop or the pool: a failed write is a Warning Event and ``idlegate_history_errors``, the
-workflow goes on. Once written, the status says ``historyRecorded: true``, and a
-restarted operator does not write it again; a finished workflow without it (finished
-while the sink failed, or before it was configured) is recorded when the operator
-admits it at a restart.
+file, one line per finished workflow (with ``pool``, the ExecutorPool that ran it),
+rotated at ``--history-max-bytes`` (the standard library's ``RotatingFileHandler``):
+``history.jsonl`` becomes ``history.1.jsonl``, that one ``history.2.jsonl``, up to
+``--history-backups`` files, each a history file itself. One worker thread writes the
+lines, so a slow or failing volume never stalls the event loop or the pool: a failed
+write is a Warning Event and ``idlegate_history_errors``, the workflow goes on. Once
+written, the status says ``historyRecorded: true``, and a restarted operator does not
+write it again; a finished workflow without it (finished while the sink failed, or
+before it was configured) is recorded when the operator admits it at a restart.
+
+The same thread reads a pool's most recent records back (:meth:`HistorySink.prior`): a
+restarted operator's portfolio starts from them (:mod:`.planning`). Lines that are not
+such a record, and files that cannot be read, are left out, counted by reason and
+logged (`sim.history.tail_history`); no sink is no record.
 """
 
 from __future__ import annotations
 
 import asyncio
+import glob
 import json
 import logging
 import logging.handlers
@@ -43,13 +49,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from idlegate.api.pool_spec import DEFAULT_POOL
 from idlegate.api.status import Phase
 from idlegate.api.timestamps import from_datetime, timestamp_precision
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.pods import Owner
 from idlegate.policy.spec import SchedulerSpec
+from idlegate.sim.dag import Dag
 from idlegate.sim.engine import JobArrival
-from idlegate.sim.history import HistoryWorkflow, history_record
+from idlegate.sim.history import HistoryWorkflow, history_record, tail_history
 from idlegate.sim.spec import WorkflowSpec, parse_workflow
 
 if TYPE_CHECKING:
@@ -146,6 +154,39 @@ def rotated(path: Path, n: int) -> Path:
     return path.with_name(f"{path.stem}.{n}{path.suffix}")
 
 
+def sink_files(path: Path) -> list[Path]:
+    """The sink's files, oldest first: the rotated ones (`rotated`), then `path`."""
+    numbers = []
+    for p in path.parent.glob(f"{glob.escape(path.stem)}.*{glob.escape(path.suffix)}"):
+        n = p.name[len(path.stem) + 1 : len(p.name) - len(path.suffix)]
+        if n.isdigit() and p == rotated(path, int(n)):
+            numbers.append(int(n))
+    files = [rotated(path, n) for n in sorted(numbers, reverse=True)]
+    if path.is_file():
+        files.append(path)
+    if not files:
+        raise IdlegateError(
+            f"no history file at {path} (nor rotated ones, {rotated(path, 1).name}, ...): pass "
+            "the operator's --history-file path"
+        )
+    return files
+
+
+def read_prior(path: Path, pool: str, count: int) -> list[JobArrival]:
+    """The last `count` records of `pool` in the sink at `path` and its rotated files, as
+    arrivals on the operator's clock (a record without ``pool`` is the default pool's, as
+    before pools were recorded; what is left out is logged, `tail_history`)."""
+    try:
+        files = sink_files(path)
+    except IdlegateError:  # no sink yet: no record
+        return []
+    tail = tail_history(files, count, lambda w: (w.pool or DEFAULT_POOL) == pool)
+    return [
+        JobArrival(w.arrival or 0.0, w.name or w.source, Dag.from_spec(w.spec), w.durations())
+        for w in tail.workflows
+    ]
+
+
 def _rotation_name(default: str) -> str:
     """RotatingFileHandler's ``PATH.<n>`` as `rotated` names it."""
     base, _, n = default.rpartition(".")
@@ -184,6 +225,10 @@ class HistorySink:
         self._handler.emit(message)
         self._handler.flush()
 
+    def prior(self, pool: str, count: int) -> Future[list[JobArrival]]:
+        """Read `pool`'s last `count` records (`read_prior`) after the lines queued."""
+        return self._worker.submit(read_prior, self.path, pool, count)
+
     def close(self) -> None:
         """Write what is queued, then close the file."""
         self._worker.shutdown(wait=True)
@@ -192,19 +237,26 @@ class HistorySink:
 
 
 class HistoryRecorder:
-    """The bridge's side of the history: run times, records of finished workflows, sink."""
+    """A pool's side of the history: records of its finished workflows, in the sink that
+    it shares with the recorder `beside` it (another pool's), if given."""
 
-    def __init__(self, settings: Settings, metrics: Metrics, intents: Outbox) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        metrics: Metrics,
+        intents: Outbox,
+        beside: HistoryRecorder | None = None,
+    ) -> None:
         s = settings
-        self.pool_size = s.pool_size
+        self.pool, self.pool_size = metrics.pool, s.pool_size
         self.metrics, self.intents = metrics, intents
-        self.keep = s.history_samples
         self.spec = recorded_spec(s)
-        self.sink = (
-            HistorySink(s.history_file, s.history_max_bytes, s.history_backups)
-            if s.history_file is not None
-            else None
-        )
+        if beside is not None:
+            self.sink = beside.sink
+        elif s.history_file is not None:
+            self.sink = HistorySink(s.history_file, s.history_max_bytes, s.history_backups)
+        else:
+            self.sink = None
 
     def finished(self, wf: Workflow) -> None:
         """`wf` has just finished (its final status is queued): record it in the sink."""
@@ -215,8 +267,7 @@ class HistoryRecorder:
         record = history_workflow(name, wf.spec, wf.status())
         if record is None:
             return
-        if self.spec is not None:
-            record = replace(record, policy=self.spec)
+        record = replace(record, policy=self.spec or record.policy, pool=self.pool)
         self._write(self.sink, record, wf.owner, lambda: self._recorded(wf))
 
     def finished_before(self, body: Mapping[str, Any]) -> None:
@@ -234,6 +285,7 @@ class HistoryRecorder:
             return
         meta = body.get("metadata") or {}
         owner = Owner(meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", ""))
+        record = replace(record, pool=self.pool)  # (where it is admitted: where it ran)
         self._write(self.sink, record, owner, lambda: self._mark(owner))
 
     def _write(

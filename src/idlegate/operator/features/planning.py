@@ -47,7 +47,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 
 from idlegate.operator.core import messages
@@ -59,9 +59,11 @@ if TYPE_CHECKING:
     from idlegate.operator.core.tracking import StageTrack, Workflow
     from idlegate.operator.decisions import Decider
     from idlegate.operator.edge.metrics import Metrics
+    from idlegate.operator.features.history import HistoryRecorder
     from idlegate.operator.settings import Settings
     from idlegate.policy.lookahead import LookaheadScheduler, Plan
     from idlegate.policy.portfolio import Choice, PortfolioScheduler
+    from idlegate.sim.engine import JobArrival
 
 log = logging.getLogger(__name__)
 
@@ -204,23 +206,40 @@ class ReplayWorker(_Worker):
     worker thread: its decisions follow the candidate it has meanwhile, never waiting for
     a round (0.4-0.6 s of CPU for a 2 h window, docs/brain.md). The round's window is
     taken in the event loop, and its choice adopted there; then the pool schedules at
-    once, so the Decider says the new candidate (PolicyFollowed) at its next round."""
+    once, so the Decider says the new candidate (PolicyFollowed) at its next round.
+
+    A portfolio that starts with an empty window (not one handed over by a reload) starts
+    from its pool's last `window` records in the history sink, read on the sink's thread
+    (`HistorySink.prior`) and seeded at the first poke (`PortfolioScheduler.seed`)."""
 
     what, thread = "replay", "idlegate-replay"
 
     def __init__(self, portfolio: PortfolioScheduler, driver: Driver) -> None:
         super().__init__(portfolio, driver)
         self.portfolio = portfolio
+        history = driver.history
+        self._prior: Future[list[JobArrival]] | None = None
+        """The pool's last records in the sink, being read (a portfolio starting empty)."""
+        if history is not None and history.sink is not None and not portfolio.finished:
+            self._prior = history.sink.prior(history.pool, portfolio.config.window)
 
     def _due(self) -> bool:
-        return self.portfolio.needs_replay(self.cluster.now)
+        return self._prior is not None or self.portfolio.needs_replay(self.cluster.now)
 
     def _request(self) -> tuple[Callable[..., Any], *tuple[Any, ...]]:
+        if self._prior is not None:
+            read, self._prior = self._prior, None
+            return (read.result,)  # (this thread waits for the sink's)
         return self.portfolio.replay, self.portfolio.request(self.cluster)
 
-    def _done(self, running: asyncio.Future[Choice]) -> None:
+    def _done(self, running: asyncio.Future[Choice | list[JobArrival]]) -> None:
         try:
-            self.portfolio.adopt(running.result())
+            done = running.result()
+            if isinstance(done, list):  # (the sink's records)
+                self.portfolio.seed(done, "history sink")
+                self.poke()
+                return
+            self.portfolio.adopt(done)
         except Exception as exc:  # the portfolio keeps its candidate
             self.decider.note_error(self.portfolio.name, exc, "replay")
             return
@@ -236,6 +255,7 @@ class Driver(Protocol):
     settings: Settings
     metrics: Metrics
     decider: Decider
+    history: HistoryRecorder | None
 
     def schedule(self) -> None: ...
 

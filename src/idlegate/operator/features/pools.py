@@ -372,4 +372,5 @@ def pool_status(name: str, pools: Pools) -> dict[str, Any]:
         "pending": pending,
         "policy": bridge.scheduler.name,
         "following": learns.choice.text if learns is not None else bridge.decider.following,
+        "replayed": learns.choice.replayed if learns is not None else None,
     }
