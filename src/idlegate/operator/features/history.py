@@ -286,7 +286,8 @@ class HistoryRecorder:
         meta = body.get("metadata") or {}
         owner = Owner(meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", ""))
         record = replace(record, pool=self.pool)  # (where it is admitted: where it ran)
-        self._write(self.sink, record, owner, lambda: self._mark(owner))
+        mark = {"historyRecorded": True}
+        self._write(self.sink, record, owner, lambda: self.intents.patch_status(owner, mark))
 
     def _write(
         self, sink: HistorySink, record: HistoryWorkflow, owner: Owner, done: Callable[[], None]
@@ -318,9 +319,6 @@ class HistoryRecorder:
     def _recorded(self, wf: Workflow) -> None:
         wf.history_recorded = True
         self.intents.status(wf, urgent=True)
-
-    def _mark(self, owner: Owner) -> None:
-        self.intents.patch_status(owner, {"historyRecorded": True})
 
     def close(self) -> None:
         if self.sink is not None:

@@ -20,22 +20,17 @@ or a heuristic's); a :class:`PlanningWorker` makes the plans beside them:
   with its traceback once per distinct error (:meth:`Decider.note_error`); the planner
   keeps following its policy, and plans again when the set of workflows changes.
 
-A planner given in ``inline`` mode (the simulator's, e.g. the spec ``default`` when it
-names the planner) plans in the worker here all the same: the operator's decisions
-never wait on a plan. Its ``planning_delay`` is the simulator's model of this worker and
-has no effect here. A ``decision``-mode planner plans every decision itself (there is
-nothing to do beside it) and gets no worker.
+A planner given in ``inline`` mode (the simulator's) plans in the worker here all the
+same, so decisions never wait on a plan: its ``planning_delay`` models this worker and
+has no effect here. A ``decision``-mode planner plans every decision itself and gets no
+worker.
 
 Where the switches show (:func:`note_rule`): a workflow's ``status.policy`` and each
-stage's ``policy`` name the rule that released its tasks last, and the Released Events
-say "policy lookahead:… (following srpt)". A workflow whose tasks are released by
-another followed policy than its previous ones gets a ``PolicySwitched`` Event saying
-which one, since when and why ("The planner is now following srpt (was default) since
-12:03:05 UTC: the planner expects -8.0 % vs fair over the next 120 s ..."). Only those
-workflows, at their next release: posting every switch on every workflow in the system
-would cost one API write per workflow per switch (a thousand queued workflows, a
-thousand Events) and tell most of them nothing, since the switch changed nothing of
-theirs yet.
+stage's ``policy`` name the rule that released its tasks last. A workflow whose tasks
+are released by another followed policy than before gets a ``PolicySwitched`` Event
+(which one, since when and why: `messages.following`), at that release only: an Event
+of every switch on every workflow would cost a thousand API writes for a thousand
+queued workflows, and tell most of them nothing.
 
 Stopping (:meth:`PlanningWorker.close`) drops the plan that is running: its thread
 finishes it and ends (a plan starts no future after its budget, so within about one
