@@ -1,5 +1,5 @@
 """An accelerated clock for the end-to-end tests: the operator's injectable
-:class:`~idlegate.operator.clock.Clock`, running as fast as the simulated kubelet."""
+:class:`~idlegate.operator.settings.Clock`, running as fast as the simulated kubelet."""
 
 from __future__ import annotations
 

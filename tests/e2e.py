@@ -37,9 +37,8 @@ from kopf.testing import KopfRunner
 
 from idlegate.api.crd import API_VERSION
 from idlegate.api.labels import ANNOTATION_ATTEMPT, GATE, LABEL_STAGE, LABEL_TASK, LABEL_WORKFLOW
-from idlegate.operator.clock import Clock
 from idlegate.operator.main import Operator, build_registry
-from idlegate.operator.settings import Settings
+from idlegate.operator.settings import Clock, Settings
 from tests.clocks import ScaledClock
 from tests.k8s.apiserver import PODS
 from tests.k8s.faults import FaultProxy

@@ -25,7 +25,6 @@ from idlegate.api.labels import (
 from idlegate.api.timestamps import from_datetime, to_datetime
 from idlegate.cli import app
 from idlegate.errors import IdlegateError
-from idlegate.operator.clock import Steady, WallClock
 from idlegate.operator.core.pods import (
     Owner,
     format_seconds,
@@ -36,12 +35,13 @@ from idlegate.operator.core.pods import (
 )
 from idlegate.operator.decisions import Decider, load_scheduler
 from idlegate.operator.edge.metrics import DECISION_KINDS, Metrics
-from idlegate.operator.settings import Settings
+from idlegate.operator.settings import Settings, WallClock
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.protocol import Decision
 from idlegate.sim.spec import StageSpec, parse_workflow
 from tests.clocks import ScaledClock
+from tests.operator_fakes import harness
 
 OWNER = Owner("team", "wf", "uid-1")
 ROOT = Path(__file__).resolve().parent.parent
@@ -171,11 +171,10 @@ def test_clocks():
     assert fast.from_wall(before) <= scaled <= fast.from_wall(after)
     assert fast.from_wall(fast.anchor + 1) == pytest.approx(fast.anchor + 50)
     assert fast.wall_delay(10) == pytest.approx(0.2)
-    set_back = WallClock()  # ... by NTP, say
+    set_back = harness()  # its clock set back (by NTP, say): the bridge's time never is
     readings = iter([5.0, 3.0, 7.0])
-    set_back.now = lambda: next(readings)  # type: ignore[method-assign]
-    steady = Steady(set_back)
-    assert [steady.now() for _ in range(3)] == [5.0, 5.0, 7.0]
+    set_back.clock.now = lambda: next(readings)  # type: ignore[method-assign]
+    assert [set_back.bridge.now() for _ in range(3)] == [5.0, 5.0, 7.0]
     assert from_datetime(to_datetime(1234.5)) == 1234.5
     assert from_datetime("2024-01-01T00:00:00Z") == 1704067200
     with pytest.raises(ValueError):
@@ -295,7 +294,7 @@ def test_the_operator_process_never_imports_torch():
         import sys
         import idlegate.cli
         from idlegate.operator.main import Operator, build_registry
-        from idlegate.operator.settings import Settings
+        from idlegate.operator.settings import Settings, WallClock
         operator = Operator(Settings(pool_size=2))
         build_registry(operator)
         import idlegate.operator.edge.bridge, idlegate.operator.edge.intake, idlegate.policy

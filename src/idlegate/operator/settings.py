@@ -1,18 +1,54 @@
-"""The operator's settings: one typed object, filled from the command line (or by tests)."""
+"""The operator's settings: one typed object, filled from the command line (or by tests),
+and the clock it gets its time from."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Protocol, runtime_checkable
 
 from pydantic import ConfigDict, Field, SkipValidation, StrictInt, field_validator, model_validator
 
 from idlegate.api.podsecurity import DEFAULT_LEVEL, Level
 from idlegate.api.status import MAX_MEASURED
 from idlegate.config import Config, Flag
-from idlegate.operator.clock import Clock, WallClock
 from idlegate.sim.protocol import Scheduler
 from idlegate.sim.spec import PodGCStrategy
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """Where the operator gets its time from: epoch seconds for the real thing
+    (:class:`WallClock`); tests inject their own (a fake one, or one running faster than
+    the wall for end-to-end runs against a kubelet accelerated by the same factor).
+    Timestamps written into the status (`startTime`, `releaseTime`, ...) are the clock's
+    time as UTC datetimes; timers are armed on the wall clock after `wall_delay`; the
+    bridge reads it through `Bridge.now`, which never goes back."""
+
+    def now(self) -> float:
+        """Seconds since the epoch, in the clock's time."""
+
+    def wall_delay(self, seconds: float) -> float:
+        """Wall-clock seconds that `seconds` of the clock's time take."""
+
+    def from_wall(self, t: float) -> float:
+        """The clock's time at the wall-clock epoch time `t` (e.g. an API timestamp)."""
+
+
+class WallClock:
+    """The real time: `time.time()`, one second per second."""
+
+    def now(self) -> float:
+        return time.time()
+
+    def wall_delay(self, seconds: float) -> float:
+        return max(0.0, seconds)
+
+    def from_wall(self, t: float) -> float:
+        return t
+
+    def __repr__(self) -> str:
+        return "WallClock()"
 
 
 class Settings(Config):

@@ -15,7 +15,6 @@ import logging
 import os
 import socket
 
-from idlegate.operator.clock import Steady
 from idlegate.operator.core.core import Core
 from idlegate.operator.core.intents import CancelTimer, CancelWrites, Intent, SetTimer, Timing
 from idlegate.operator.edge.applier import Applier
@@ -56,7 +55,7 @@ class Bridge(Core):
         self.kube = ObservedApi(kube, self.health)
         """The API (the applier writes; :mod:`idlegate.operator.edge.intake` reads)."""
         self.timers = timers
-        self.time = Steady(settings.clock)
+        self._last = float("-inf")
         if beside is not None:  # another pool's: one applier, history sink and cleanup for all
             self.applier, self.cleanup = beside.applier, beside.cleanup
             self.history = HistoryRecorder(settings, metrics, self.intents, beside.history)
@@ -87,7 +86,10 @@ class Bridge(Core):
         return self.applier.lanes
 
     def now(self) -> float:
-        return self.time.now()
+        """The operator's clock, never going back (the state machine refuses to): one
+        reading shared by the core and its writes."""
+        self._last = max(self._last, self.settings.clock.now())
+        return self._last
 
     def carry_out(self, intent: Intent | Timing) -> None:
         """Queue the write (or set the timer) `intent` asks for."""

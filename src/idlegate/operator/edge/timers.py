@@ -14,7 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from idlegate.operator.clock import Clock
+from idlegate.operator.settings import Clock
 
 log = logging.getLogger(__name__)
 

@@ -49,10 +49,10 @@ from idlegate.api.status import Conditions, Phase
 from idlegate.api.template import check_templates
 from idlegate.api.timestamps import from_datetime, stamp, to_datetime
 from idlegate.errors import SpecError
-from idlegate.operator.clock import Clock
 from idlegate.operator.core.pods import Owner
 from idlegate.operator.edge.kube import ApiError, KubeApi
 from idlegate.operator.edge.timers import Timers
+from idlegate.operator.settings import Clock
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import JobArrival
 
