@@ -22,6 +22,7 @@ from idlegate.operator.edge import intake
 from idlegate.operator.edge.bridge import Bridge
 from idlegate.operator.edge.kube import ApiError
 from idlegate.operator.edge.metrics import Metrics
+from idlegate.operator.edge.watchdog import ApiHealth
 from idlegate.operator.features.planning import ReplayWorker
 from idlegate.operator.settings import Settings
 from idlegate.policy import make_scheduler
@@ -364,14 +365,29 @@ class Retrying:
     """What the operator's API client does about a failed try (urllib3's ``Retry``,
     :func:`idlegate.operator.edge.kube.client_retry`), over a :class:`FakeKube`: a request
     that gets no answer, a 429 or a 5xx is tried again, for ever, after 0, 0.2, 0.4, ...
-    seconds up to `backoff_max` (a 429's Retry-After instead); each failed try goes to
-    `report`; an error that ends the request says whether an earlier try got no answer
-    (`ApiError.lost`)."""
+    seconds up to `backoff_max` (a 429's Retry-After instead); each failed try, the error
+    that ends a request and the first answer after a failure go to `report`; that error
+    says whether an earlier try got no answer (`ApiError.lost`)."""
 
-    def __init__(self, kube: FakeKube, *, backoff_max: float = 1.0) -> None:
+    def __init__(
+        self,
+        kube: FakeKube,
+        *,
+        backoff_max: float = 1.0,
+        report: Callable[[str, int], None] | None = None,
+    ) -> None:
         self.inner = kube
         self.backoff_max = backoff_max
-        self.report: Callable[[str, int], None] | None = None
+        self.report = report
+        self.doubt = False
+        """A failure was reported and no answer since."""
+
+    def _report(self, what: str, status: int) -> None:
+        if status == 200 and not self.doubt:
+            return
+        self.doubt = not 0 < status < 500
+        if self.report is not None:
+            self.report(what, status)
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self.inner, name)
@@ -382,19 +398,21 @@ class Retrying:
             lost, failed = False, 0
             while True:
                 try:
-                    return await method(*args, **kwargs)
+                    answer = await method(*args, **kwargs)
                 except ApiError as exc:
+                    self._report(name, exc.status)
                     if not exc.retryable:
                         exc.lost = exc.lost or lost
                         raise
-                    if self.report is not None:
-                        self.report(name, exc.status)
                     lost |= not exc.answered
                     wait = getattr(exc, "retry_after", None)
                     if wait is None:
                         wait = 0.0 if failed == 0 else min(self.backoff_max, 0.1 * 2**failed)
                     failed += 1
                     await asyncio.sleep(wait)
+                    continue
+                self._report(name, 200)
+                return answer
 
         return retried
 
@@ -419,9 +437,9 @@ class Harness:
             **settings_kw,
         )
         self.metrics = Metrics(pool, scheduler.name)
-        client = Retrying(kube, backoff_max=settings.retry_backoff_max)
+        self.health = ApiHealth(self.metrics)
+        client = Retrying(kube, backoff_max=settings.retry_backoff_max, report=self.health.report)
         self.bridge = Bridge(settings, client, scheduler, metrics=self.metrics, timers=self.timers)  # type: ignore[arg-type]
-        client.report = self.bridge.health.report
         self.max_occupying = 0
 
     async def settle(self) -> None:

@@ -24,10 +24,10 @@ from idlegate.operator.core.intents import (
 from idlegate.operator.core.pods import Owner, pod_name, task_pod
 from idlegate.operator.edge.applier import Applier
 from idlegate.operator.edge.events import EventRecorder
-from idlegate.operator.edge.health import ApiHealth, ObservedApi
 from idlegate.operator.edge.kube import ApiError
 from idlegate.operator.edge.lanes import Lanes
 from idlegate.operator.edge.metrics import Metrics
+from idlegate.operator.edge.watchdog import ApiHealth
 from idlegate.sim.spec import parse_workflow
 from tests.operator_fakes import FakeKube, Retrying, stage
 
@@ -40,8 +40,7 @@ class Edge:
     def __init__(self, *, status_interval: float = 0.0) -> None:
         self.kube = FakeKube()
         self.metrics = Metrics(4, "fair")
-        health = ApiHealth(self.metrics)
-        api = ObservedApi(Retrying(self.kube), health)
+        api = Retrying(self.kube, report=ApiHealth(self.metrics).report)
         lanes = Lanes(api)  # type: ignore[arg-type]
         events = EventRecorder(lanes, component="idlegate", instance="i", per_workflow=30)
         self.outcomes: list[Any] = []

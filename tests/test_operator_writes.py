@@ -20,10 +20,10 @@ import pytest
 
 from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE, LABEL_WORKFLOW
 from idlegate.operator.edge import intake
-from idlegate.operator.edge.health import ApiHealth, ObservedApi
 from idlegate.operator.edge.kube import ApiError
 from idlegate.operator.edge.lanes import Lanes, Op, Priority
 from idlegate.operator.edge.metrics import Metrics
+from idlegate.operator.edge.watchdog import ApiHealth
 from tests.operator_fakes import (
     FakeClock,
     FakeKube,
@@ -403,26 +403,22 @@ async def test_an_outage_is_requests_unanswered_for_a_second_not_one_dropped_con
     health = ApiHealth(metrics)
     recoveries: list[float] = []
     health.on_recovery(recoveries.append)
-    kube = FakeKube()
-    api = ObservedApi(kube, health)
-    kube.fail["ping"] = [ApiError(0, "ProtocolError", "reset")]
-    with pytest.raises(ApiError):
-        await api.ping()
+    health.report("GET /version", 0)  # (as the API client reports its tries)
     await asyncio.sleep(0.5)
-    await api.ping()  # answered within the second: no outage, nothing to recover from
+    health.report("GET /version", 200)  # answered within the second: no outage
     assert health.up and recoveries == [] and metrics.value("idlegate_api_up") == 1
     t0 = now()
-    kube.fault = Window(t0, t0 + 10, unavailable)
     while now() < t0 + 10:
-        with pytest.raises(ApiError):
-            await api.ping()
+        health.report("GET /version", 503)
         assert health.up == (now() - t0 < 1.0)  # down once a second passed unanswered
         await asyncio.sleep(0.25)
-    await api.ping()
+    health.report("GET /version", 404)  # (an error, but an answer)
     assert health.up and recoveries == [pytest.approx(10.0)]
     assert metrics.value("idlegate_api_unreachable_seconds_total") == pytest.approx(10.0)
     assert metrics.value("idlegate_api_errors_total", status="0") == 1
     assert metrics.value("idlegate_api_errors_total", status="503") == 40
+    assert metrics.value("idlegate_api_errors_total", status="404") == 1
+    assert metrics.value("idlegate_api_errors_total", status="200") == 0
 
 
 @pytest.mark.asyncio

@@ -53,17 +53,21 @@ from idlegate.operator.decisions import followed, load_scheduler
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.bridge import Bridge
 from idlegate.operator.edge.endpoints import Endpoints, check_free
-from idlegate.operator.edge.health import ApiHealth
 from idlegate.operator.edge.kube import (
     ApiError,
     KubeApi,
-    KubernetesApi,
     connection_info,
     load_configuration,
 )
 from idlegate.operator.edge.metrics import Metrics
 from idlegate.operator.edge.timers import IdleTimers
-from idlegate.operator.edge.watchdog import KopfRetryLog, OperatorPod, RetryForever, Watchdog
+from idlegate.operator.edge.watchdog import (
+    ApiHealth,
+    KopfRetryLog,
+    OperatorPod,
+    RetryForever,
+    Watchdog,
+)
 from idlegate.operator.features import argo
 from idlegate.operator.features.cleanup import FINISHED as CLEANED
 from idlegate.operator.features.cron import FINISHED, LABEL_CRON, CronController
@@ -104,8 +108,8 @@ class Operator:
         )
         """The model files watched for hot reload (:mod:`idlegate.operator.features.reload`)."""
         self.health = ApiHealth(self.metrics)
-        """Whether the API server answers: fed by every try of the operator's own requests
-        (the client's retries included), read by readiness and the watchdog."""
+        """Whether the API server answers: fed by the operator's own client, read by
+        readiness and the watchdog."""
         self.timers = IdleTimers(settings.clock)
         self._kube = kube
         self._owns_kube = kube is None
@@ -174,7 +178,7 @@ class Operator:
     def kube(self) -> KubeApi:
         if self._kube is None:
             s = self.settings
-            self._kube = KubernetesApi(
+            self._kube = KubeApi(
                 self.configuration,
                 concurrency=s.api_concurrency,
                 timeout=s.api_timeout,
@@ -208,7 +212,6 @@ class Operator:
                 self.scheduler,
                 metrics=self.metrics,
                 timers=self.timers,
-                health=self.health,
             )
             self._bridge.decider.shadow = self.shadow
             self._bridge.reporter = OperatorPod.from_env()

@@ -19,7 +19,6 @@ from idlegate.operator.core.core import Core
 from idlegate.operator.core.intents import CancelTimer, CancelWrites, Intent, SetTimer, Timing
 from idlegate.operator.edge.applier import Applier
 from idlegate.operator.edge.events import EventRecorder
-from idlegate.operator.edge.health import ApiHealth, ObservedApi
 from idlegate.operator.edge.kube import KubeApi
 from idlegate.operator.edge.lanes import Lanes
 from idlegate.operator.edge.metrics import Metrics
@@ -45,14 +44,11 @@ class Bridge(Core):
         *,
         metrics: Metrics,
         timers: Timers,
-        health: ApiHealth | None = None,
         beside: Bridge | None = None,
     ) -> None:
         super().__init__(settings, scheduler, metrics=metrics)
         self.intents.sink = self.carry_out
-        self.health = health or ApiHealth(metrics)
-        """Whether the API answers; every request of the operator's own reports to it."""
-        self.kube = ObservedApi(kube, self.health)
+        self.kube = kube
         """The API (the applier writes; :mod:`idlegate.operator.edge.intake` reads)."""
         self.timers = timers
         self._last = float("-inf")

@@ -2,11 +2,10 @@
 
 kopf watches (DagWorkflows and pods) and talks to the API with its own client; the
 operator's own reads (pods, namespaces) and writes (pods, gate removals, status, Events)
-go through :class:`KubeApi`.
-:class:`KubernetesApi` implements it with the official ``kubernetes`` client's
-configuration loading and HTTP layer (every kubeconfig flavour, in-cluster service
-accounts, token refresh), run in a small thread pool, without its model classes: bodies
-are plain dicts, both ways. Unit tests implement the same protocol in memory.
+go through :class:`KubeApi`, over the official ``kubernetes`` client's configuration
+loading and HTTP layer (every kubeconfig flavour, in-cluster service accounts, token
+refresh), run in a small thread pool, without its model classes: bodies are plain dicts,
+both ways. Unit tests use a fake with the same methods, in memory.
 
 A request that gets no answer, a 429 or a 5xx is retried by the client itself: urllib3's
 ``Retry`` on the client's configuration (:class:`ClientRetry`), for ever and for every
@@ -15,8 +14,10 @@ merge patches of the whole state, deletions where gone is fine), with exponentia
 back-off capped at `backoff_max` (nothing wakes a sleeping retry when the API returns,
 so the cap is what bounds the pool's refill after an outage) and the server's
 Retry-After honoured up to `retry_after_max`. Each failed try is reported as it happens
-(`report`: the outage bookkeeping, the metrics) and logged once per request at WARNING;
-closing the client ends the retries, so a stopping operator is never held by one.
+(`report`: the outage bookkeeping, the metrics) and logged once per request at WARNING, so
+are a request's final error and the first answer after a failure (an answer is news only
+then: :class:`idlegate.operator.edge.watchdog.ApiHealth`); closing the client ends the
+retries, so a stopping operator is never held by one.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import yaml
@@ -42,9 +43,11 @@ T = TypeVar("T")
 RETRYABLE = frozenset({0, 408, 425, 429, 500, 502, 503, 504})
 """Statuses worth retrying (0: no response at all)."""
 LIST_PAGE = 500
+CORE = "/api/v1"
+OURS = f"/apis/{GROUP}/{VERSION}"
 Report = Callable[[str, int], None]
-"""Told of each failed try of a request, in the client's thread: (what, HTTP status, 0
-for no answer)."""
+"""Told of a request's outcome (see the module docstring): (what, HTTP status, 0 for no
+answer)."""
 
 
 class ApiError(Exception):
@@ -104,56 +107,6 @@ def client_retry(
         retry_after_max=retry_after_max,
         raise_on_status=False,
     )
-
-
-class KubeApi(Protocol):
-    """What the operator asks of the API server (async; bodies are plain dicts)."""
-
-    async def list_workflows(
-        self, namespace: str | None, label_selector: str | None = None
-    ) -> list[dict[str, Any]]: ...
-    async def list_pods(
-        self, namespace: str | None, label_selector: str
-    ) -> list[dict[str, Any]]: ...
-    async def get_pod(self, namespace: str, name: str) -> dict[str, Any]: ...
-    async def get_workflow(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """The DagWorkflow `name`; None if there is none."""
-
-    async def create_pod(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]: ...
-    async def patch_pod(
-        self, namespace: str, name: str, ops: list[dict[str, Any]]
-    ) -> dict[str, Any]:
-        """Apply a JSON patch (RFC 6902)."""
-
-    async def delete_pod(self, namespace: str, name: str) -> None: ...
-    async def patch_workflow_status(
-        self, namespace: str, name: str, status: dict[str, Any]
-    ) -> dict[str, Any]:
-        """Merge-patch the DagWorkflow's status through the status subresource."""
-
-    async def create_workflow(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        """Create a DagWorkflow (a cron workflow's run)."""
-
-    async def delete_workflow(self, namespace: str, name: str) -> None: ...
-    async def get_cron_workflow(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """The DagCronWorkflow `name`; None if there is none."""
-
-    async def patch_cron_status(
-        self, namespace: str, name: str, status: dict[str, Any]
-    ) -> dict[str, Any]:
-        """Merge-patch a DagCronWorkflow's status through the status subresource."""
-
-    async def create_event(self, namespace: str, body: dict[str, Any]) -> None: ...
-    async def list_namespaces(self) -> list[dict[str, Any]]:
-        """The cluster's Namespace objects."""
-
-    async def get_namespace(self, name: str) -> dict[str, Any] | None:
-        """The Namespace object `name`; None if there is none."""
-
-    async def ping(self) -> None:
-        """A cheap request (GET /version) that succeeds whenever the API server answers."""
-
-    def close(self) -> None: ...
 
 
 def load_configuration(kubeconfig: Path | None = None) -> Any:
@@ -218,8 +171,9 @@ def connection_info(configuration: Any) -> Any:
     )
 
 
-class KubernetesApi:
-    """:class:`KubeApi` over the ``kubernetes`` client's HTTP layer, in a thread pool."""
+class KubeApi:
+    """What the operator asks of the API server (async; bodies are plain dicts), over the
+    ``kubernetes`` client's HTTP layer in a thread pool."""
 
     def __init__(
         self,
@@ -239,7 +193,9 @@ class KubernetesApi:
             threads, configuration.connection_pool_maxsize or 0
         )
         self.report = report
-        """Told of each failed try, in the event loop (the outage bookkeeping, metrics)."""
+        """Told of the outcomes, in the event loop (the outage bookkeeping, metrics)."""
+        self._doubt = False
+        """A failure was reported and no answer since."""
         self._stop = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         configuration.retries = client_retry(
@@ -259,6 +215,9 @@ class KubernetesApi:
         self.client.close()
 
     def _report(self, what: str, status: int) -> None:
+        if 200 <= status < 300 and not self._doubt:
+            return  # (an answer is news only after a failure)
+        self._doubt = not 0 < status < 500
         loop = self._loop
         if self.report is not None and loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self.report, what, status)
@@ -288,7 +247,9 @@ class KubernetesApi:
             response = self.client.call_api(*prepared, _request_timeout=self.timeout)
             data = response.read()
         except Exception as exc:  # retries ended (the client closes): no response at all
+            self._report(f"{method} {path}", 0)
             raise ApiError(0, type(exc).__name__, f"{method} {path} failed: {exc}") from None
+        self._report(f"{method} {path}", response.status)
         if not 200 <= response.status < 300:
             try:
                 status = json.loads(data)
@@ -318,28 +279,6 @@ class KubernetesApi:
             if not token:
                 return items
 
-    @staticmethod
-    def _ns(namespace: str | None) -> str:
-        return f"/namespaces/{quote(namespace, safe='')}" if namespace else ""
-
-    async def list_workflows(
-        self, namespace: str | None, label_selector: str | None = None
-    ) -> list[dict[str, Any]]:
-        return await self._list(self._objects(PLURAL, namespace), label_selector)
-
-    def _objects(self, plural: str, namespace: str | None) -> str:
-        return f"/apis/{GROUP}/{VERSION}{self._ns(namespace)}/{plural}"
-
-    async def create_workflow(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        return await self._request("POST", self._objects(PLURAL, namespace), body=body)
-
-    async def delete_workflow(self, namespace: str, name: str) -> None:
-        await self._request(
-            "DELETE",
-            f"{self._objects(PLURAL, namespace)}/{quote(name, safe='')}",
-            body={"propagationPolicy": "Background"},
-        )
-
     async def _found(self, path: str) -> dict[str, Any] | None:
         """GET `path`; None if there is no such object (404)."""
         try:
@@ -349,66 +288,84 @@ class KubernetesApi:
                 return None
             raise
 
-    async def get_cron_workflow(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return await self._found(f"{self._objects(CRON_PLURAL, namespace)}/{quote(name, safe='')}")
+    async def _delete(self, path: str) -> None:
+        await self._request("DELETE", path, body={"propagationPolicy": "Background"})
 
-    async def patch_cron_status(
-        self, namespace: str, name: str, status: dict[str, Any]
-    ) -> dict[str, Any]:
+    async def _merge_status(self, path: str, status: dict[str, Any]) -> dict[str, Any]:
+        """Merge-patch an object's status through its status subresource."""
+        merge = "application/merge-patch+json"
         return await self._request(
-            "PATCH",
-            f"{self._objects(CRON_PLURAL, namespace)}/{quote(name, safe='')}/status",
-            body={"status": status},
-            content_type="application/merge-patch+json",
+            "PATCH", f"{path}/status", body={"status": status}, content_type=merge
         )
 
-    async def list_pods(self, namespace: str | None, label_selector: str) -> list[dict[str, Any]]:
-        return await self._list(f"/api/v1{self._ns(namespace)}/pods", label_selector)
-
-    async def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
-        return await self._request("GET", f"/api/v1{self._ns(namespace)}/pods/{name}")
+    async def list_workflows(
+        self, namespace: str | None, label_selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        return await self._list(_path(OURS, PLURAL, namespace), label_selector)
 
     async def get_workflow(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return await self._found(f"{self._objects(PLURAL, namespace)}/{quote(name, safe='')}")
+        """The DagWorkflow `name`; None if there is none."""
+        return await self._found(_path(OURS, PLURAL, namespace, name))
 
-    async def create_pod(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        return await self._request("POST", f"/api/v1{self._ns(namespace)}/pods", body=body)
+    async def create_workflow(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Create a DagWorkflow (a cron workflow's run)."""
+        return await self._request("POST", _path(OURS, PLURAL, namespace), body=body)
 
-    async def patch_pod(
-        self, namespace: str, name: str, ops: list[dict[str, Any]]
-    ) -> dict[str, Any]:
-        return await self._request(
-            "PATCH",
-            f"/api/v1{self._ns(namespace)}/pods/{name}",
-            body=ops,
-            content_type="application/json-patch+json",
-        )
-
-    async def delete_pod(self, namespace: str, name: str) -> None:
-        await self._request(
-            "DELETE",
-            f"/api/v1{self._ns(namespace)}/pods/{name}",
-            body={"propagationPolicy": "Background"},
-        )
+    async def delete_workflow(self, namespace: str, name: str) -> None:
+        await self._delete(_path(OURS, PLURAL, namespace, name))
 
     async def patch_workflow_status(
         self, namespace: str, name: str, status: dict[str, Any]
     ) -> dict[str, Any]:
-        return await self._request(
-            "PATCH",
-            f"/apis/{GROUP}/{VERSION}{self._ns(namespace)}/{PLURAL}/{name}/status",
-            body={"status": status},
-            content_type="application/merge-patch+json",
-        )
+        return await self._merge_status(_path(OURS, PLURAL, namespace, name), status)
+
+    async def get_cron_workflow(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The DagCronWorkflow `name`; None if there is none."""
+        return await self._found(_path(OURS, CRON_PLURAL, namespace, name))
+
+    async def patch_cron_status(
+        self, namespace: str, name: str, status: dict[str, Any]
+    ) -> dict[str, Any]:
+        return await self._merge_status(_path(OURS, CRON_PLURAL, namespace, name), status)
+
+    async def list_pods(self, namespace: str | None, label_selector: str) -> list[dict[str, Any]]:
+        return await self._list(_path(CORE, "pods", namespace), label_selector)
+
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
+        return await self._request("GET", _path(CORE, "pods", namespace, name))
+
+    async def create_pod(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        return await self._request("POST", _path(CORE, "pods", namespace), body=body)
+
+    async def patch_pod(
+        self, namespace: str, name: str, ops: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """Apply a JSON patch (RFC 6902)."""
+        path, json_patch = _path(CORE, "pods", namespace, name), "application/json-patch+json"
+        return await self._request("PATCH", path, body=ops, content_type=json_patch)
+
+    async def delete_pod(self, namespace: str, name: str) -> None:
+        await self._delete(_path(CORE, "pods", namespace, name))
 
     async def create_event(self, namespace: str, body: dict[str, Any]) -> None:
-        await self._request("POST", f"/api/v1{self._ns(namespace)}/events", body=body)
+        await self._request("POST", _path(CORE, "events", namespace), body=body)
 
     async def list_namespaces(self) -> list[dict[str, Any]]:
-        return await self._list("/api/v1/namespaces")
-
-    async def ping(self) -> None:
-        await self._request("GET", "/version")
+        return await self._list(_path(CORE, "namespaces", None))
 
     async def get_namespace(self, name: str) -> dict[str, Any] | None:
-        return await self._found(f"/api/v1/namespaces/{quote(name, safe='')}")
+        """The Namespace object `name`; None if there is none."""
+        return await self._found(_path(CORE, "namespaces", None, name))
+
+    async def ping(self) -> None:
+        """A cheap request (GET /version) that succeeds whenever the API server answers."""
+        await self._request("GET", "/version")
+
+
+def _path(api: str, plural: str, namespace: str | None, name: str = "") -> str:
+    """The path of the `plural` objects of `api` in `namespace` (None: of every namespace or
+    cluster-scoped), or of the one named `name`."""
+    path = (
+        f"{api}/namespaces/{quote(namespace, safe='')}/{plural}" if namespace else f"{api}/{plural}"
+    )
+    return f"{path}/{quote(name, safe='')}" if name else path

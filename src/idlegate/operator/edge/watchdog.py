@@ -1,7 +1,7 @@
 """The operator through API-server outages and a missing CRD: it waits, never exits.
 
 An outage of the API server, however long, must not end the process: in a Deployment,
-every outage of a minute would become a restart. Three pieces keep the operator serving:
+every outage of a minute would become a restart. Four pieces keep the operator serving:
 
 * kopf retries its failed requests (its watches and lists of DagWorkflows and pods) by
   :class:`RetryForever`: 0.1 s at first, doubling up to `Settings.watch_retry_cap`, for
@@ -9,13 +9,21 @@ every outage of a minute would become a restart. Three pieces keep the operator 
   stops ("Resource observer has failed").
   Each retry counts in `idlegate_watch_restarts_total`; :class:`KopfRetryLog` logs the
   first failed attempt of each object at WARNING, not every attempt at ERROR.
+* :class:`ApiHealth` sees outages from the operator's own API client
+  (:mod:`idlegate.operator.edge.kube`), which reports each failed try as it happens, each
+  request's final error and the first answer after a failure. An HTTP answer that is not
+  a 5xx is an answer (a 404 or a 409 still proves the server is there; a 429 is an answer
+  too, counted as throttled); no response, a timeout or a 5xx is none. The first
+  unanswered try starts an *outage* if none is answered for the next second
+  (:data:`GRACE`); the next answered one ends it. While the API is down, `idlegate_api_up`
+  is 0 (the other gauges are stale); when the outage ends, its length is added to
+  `idlegate_api_unreachable_seconds`.
 * :class:`Watchdog`, a task of the operator, makes the first rebuild of the state (after
   waiting for the DagWorkflow CRD, if it is not installed: a log line, then
   `idlegate_crd_missing` 1 until it appears), probes the API about once a second
-  (:meth:`KubeApi.ping`; with the operator's own writes, the requests whose errors tell
-  :class:`~idlegate.operator.edge.health.ApiHealth` of an outage), and after each outage rebuilds the state from
-  the API, as at a start (:func:`idlegate.operator.edge.intake.rebuild`), then posts a Warning
-  Event ``ApiUnreachable`` saying how long the API did not answer.
+  (:meth:`KubeApi.ping`), and after each outage rebuilds the state from the API, as at a
+  start (:func:`idlegate.operator.edge.intake.rebuild`), then posts a Warning Event
+  ``ApiUnreachable`` saying how long the API did not answer.
 
 The Event's involved object is the operator's own Pod (`POD_ID`, `POD_NAMESPACE` and
 `POD_UID`, set by the Deployment through the downward API; ``kubectl describe pod``
@@ -46,8 +54,8 @@ from idlegate.operator.core.messages import Notice
 from idlegate.operator.core.pods import Owner
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.bridge import Bridge
-from idlegate.operator.edge.health import ApiHealth
 from idlegate.operator.edge.kube import ApiError
+from idlegate.operator.edge.metrics import Metrics
 from idlegate.operator.features.pools import Pools
 
 log = logging.getLogger(__name__)
@@ -55,6 +63,76 @@ log = logging.getLogger(__name__)
 FIRST_RETRY = 0.1
 """Seconds before kopf's first retry of a failed request (doubling up to the cap)."""
 INSTALL_CRD = "kubectl apply -k deploy/base (or kubectl apply -f deploy/base/crd.yaml)"
+GRACE = 1.0
+"""Seconds of unanswered requests, with no answer in between, that make an outage. One
+dropped connection among answers is no outage, nor is one endpoint that keeps failing
+while the others answer: either would otherwise flap the API up and down, rebuilding the
+state at each flap."""
+
+
+class ApiHealth:
+    """Outage bookkeeping shared by the operator's writes, probes and watches."""
+
+    def __init__(self, metrics: Metrics, *, grace: float = GRACE) -> None:
+        self.metrics = metrics
+        self.grace = grace
+        self.down_since: float | None = None
+        """The event loop's time (wall seconds) of the first unanswered request of the
+        current outage; None while the API answers."""
+        self._first_miss: float | None = None
+        """Loop time of the first unanswered request since the last answer."""
+        self._on_recovery: list[Callable[[float], None]] = []
+
+    @property
+    def up(self) -> bool:
+        return self.down_since is None
+
+    def on_recovery(self, callback: Callable[[float], None]) -> None:
+        """Call `callback(outage_seconds)` each time an outage ends."""
+        self._on_recovery.append(callback)
+
+    def unanswered(self, what: str) -> None:
+        """A request got no answer (connection refused or dropped, timeout, 5xx). It is an
+        outage once requests have gone unanswered for `grace` seconds with no answer in
+        between (it began with the first of them)."""
+        if self.down_since is not None:
+            return
+        now = asyncio.get_running_loop().time()
+        if self._first_miss is None:
+            self._first_miss = now
+        if now - self._first_miss < self.grace:
+            return
+        self.down_since = self._first_miss
+        self.metrics.api_up.set(0)
+        log.warning("The API server does not answer (%s); retrying until it does.", what)
+
+    def answered(self) -> None:
+        """A request got an answer: the API server is there (ends an outage)."""
+        self._first_miss = None
+        if self.down_since is None:
+            return
+        seconds = max(0.0, asyncio.get_running_loop().time() - self.down_since)
+        self.down_since = None
+        self.metrics.api_up.set(1)
+        self.metrics.api_unreachable.inc(seconds)
+        log.warning("The API server answers again after %.1f s.", seconds)
+        for callback in list(self._on_recovery):
+            try:
+                callback(seconds)
+            except Exception:  # one failing reaction must not stop the others
+                log.exception("A reaction to the API's recovery failed.")
+
+    def report(self, what: str, status: int) -> None:
+        """The client's report of a request's try (`kube.Report`): `status` 0 for no
+        response; an error is counted by its status."""
+        if not 200 <= status < 300:
+            self.metrics.api_errors.labels(str(status)).inc()
+        if status == 429:
+            self.metrics.api_throttled.inc()
+        if 0 < status < 500:
+            self.answered()
+        else:
+            self.unanswered(what)
 
 
 class RetryForever:

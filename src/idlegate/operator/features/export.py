@@ -136,9 +136,9 @@ def from_cluster(
     kubeconfig: Path | None, namespaces: Sequence[str] | None
 ) -> list[HistoryWorkflow]:
     """The records of the live DagWorkflows of `namespaces` (None: all namespaces)."""
-    from idlegate.operator.edge.kube import ApiError, KubernetesApi, load_configuration
+    from idlegate.operator.edge.kube import ApiError, KubeApi, load_configuration
 
-    api = KubernetesApi(load_configuration(kubeconfig))
+    api = KubeApi(load_configuration(kubeconfig))
 
     async def read() -> list[dict[str, Any]]:
         if namespaces is None:
