@@ -333,7 +333,7 @@ def test_an_outage_beyond_kopfs_default_retries_is_survived_seen_and_caught_up(
             watch_retry_cap=KOPF_CAP,
         ) as op,
     ):
-        m, port = op.metrics, op.metrics_port
+        m, port = op.metrics, op.endpoints.port
         wait(lambda: _readyz(port)[0] == 200, 10, "ready")
         api.create(DWF, long, namespace=ns)
         wait(lambda: len(monitor.occupying) == pool, 20, "the pool to fill")

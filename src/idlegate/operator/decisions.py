@@ -83,11 +83,11 @@ def load_scheduler(spec: str | None) -> Scheduler:
     from idlegate.policy import SchedulerSpec, make_scheduler
 
     parsed = SchedulerSpec.parse(spec or "default")
-    if parsed.kind != "default":
-        return build_scheduler(parsed)
     try:
-        return make_scheduler(parsed)
+        return build_scheduler(parsed)
     except IdlegateError as exc:
+        if parsed.kind != "default":
+            raise
         log.warning(
             "The default scheduler cannot be used (%s); using %r. Pass --scheduler to choose one.",
             exc,

@@ -60,7 +60,7 @@ from idlegate.operator.edge.kube import (
     load_configuration,
 )
 from idlegate.operator.edge.metrics import Metrics
-from idlegate.operator.edge.timers import IdleTimers
+from idlegate.operator.edge.timers import Timers
 from idlegate.operator.edge.watchdog import (
     ApiHealth,
     KopfRetryLog,
@@ -110,7 +110,7 @@ class Operator:
         self.health = ApiHealth(self.metrics)
         """Whether the API server answers: fed by the operator's own client, read by
         readiness and the watchdog."""
-        self.timers = IdleTimers(settings.clock)
+        self.timers = Timers(settings.clock)
         self._kube = kube
         self._owns_kube = kube is None
         self._configuration: Any = None
@@ -119,7 +119,7 @@ class Operator:
         self._cron: CronController | None = None
         self._watchdog: Watchdog | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        self._kopf_log: KopfRetryLog | None = None
+        self.kopf_log = KopfRetryLog()
         self.endpoints = Endpoints(self.metrics, self.readiness)
 
     @property
@@ -128,10 +128,6 @@ class Operator:
         if self._configuration is None:
             self._configuration = load_configuration(self.settings.kubeconfig)
         return self._configuration
-
-    def connection_info(self) -> kopf.ConnectionInfo:
-        """kopf's credentials: the same as the operator's own client."""
-        return connection_info(self.configuration)
 
     @property
     def bridge(self) -> Bridge:
@@ -194,11 +190,6 @@ class Operator:
             raise RuntimeError("the operator has not started yet")
         return self._watchdog
 
-    @property
-    def metrics_port(self) -> int | None:
-        """The port of /metrics and /readyz once they are served."""
-        return self.endpoints.port
-
     async def start(self) -> None:
         """Start timers, endpoints and the watchdog, which rebuilds the state from the API
         in the background (idempotent). Nothing here waits for the API: kopf's liveness
@@ -206,19 +197,12 @@ class Operator:
         s = self.settings
         self.timers.start()
         if self._bridge is None:
-            self._bridge = Bridge(
-                s,
-                self.kube,
-                self.scheduler,
-                metrics=self.metrics,
-                timers=self.timers,
-            )
-            self._bridge.decider.shadow = self.shadow
-            self._bridge.reporter = OperatorPod.from_env()
-            self._pools = self.pool_reloads.pools = Pools(self._bridge)
-        if self._kopf_log is None:
-            self._kopf_log = KopfRetryLog()
-            self._kopf_log.install()
+            bridge = Bridge(s, self.kube, self.scheduler, metrics=self.metrics, timers=self.timers)
+            self._bridge = bridge
+            bridge.decider.shadow = self.shadow
+            bridge.reporter = OperatorPod.from_env()
+            self._pools = self.pool_reloads.pools = Pools(bridge)
+        self.kopf_log.install()
         if self._watchdog is None:
             self._watchdog = Watchdog(self.pools, self.health, reporter=OperatorPod.from_env())
             self._tasks = [
@@ -340,9 +324,7 @@ class Operator:
         self._tasks = []
         self._watchdog = None
         self._cron = None
-        if self._kopf_log is not None:
-            self._kopf_log.uninstall()
-            self._kopf_log = None
+        self.kopf_log.uninstall()
         if self.shadow is not None:
             self.shadow.close()
         if self._bridge is not None:
@@ -371,9 +353,7 @@ class Operator:
         }
 
 
-def configure_kopf(
-    settings: kopf.OperatorSettings, ours: Settings, metrics: Metrics | None = None
-) -> None:
+def configure_kopf(settings: kopf.OperatorSettings, ours: Settings, metrics: Metrics) -> None:
     """kopf's settings as its documentation advises for this operator (its retries
     counted in `metrics`)."""
     # watches: the server closes each after server_timeout; a silent connection is given up
@@ -383,8 +363,8 @@ def configure_kopf(
     settings.watching.connect_timeout = min(60.0, ours.watch_server_timeout)
     settings.networking.request_timeout = max(ours.api_timeout, 30.0)
     # retried for ever: kopf's default gives up after ~54 s and the operator would exit
-    on_retry = metrics.watch_restarts.inc if metrics is not None else None
-    settings.networking.error_backoffs = RetryForever(ours.watch_retry_cap, on_retry)
+    backoffs = RetryForever(ours.watch_retry_cap, metrics.watch_restarts.inc)
+    settings.networking.error_backoffs = backoffs
     # kopf's bookkeeping in annotations only: the status is ours (and schema-pruned)
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(
         prefix=ANNOTATION_PREFIX
@@ -424,7 +404,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
 
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:
-        return operator.connection_info()
+        return connection_info(operator.configuration)  # (the operator's own client's)
 
     @kopf.on.probe(registry=registry, id="idlegate")
     async def probe(**_: Any) -> dict[str, Any]:
@@ -564,13 +544,6 @@ def pool_condition(
     }
 
 
-def liveness_endpoint(settings: Settings) -> str | None:
-    """kopf's health endpoint URL (``/healthz``), or None without a health port."""
-    if settings.health_port is None:
-        return None
-    return f"http://{settings.listen_host}:{settings.health_port}/healthz"
-
-
 class QuietEventHandlers(logging.Filter):
     """Drops kopf's "Handler 'pod-events' succeeded." lines: one per watch event, noise."""
 
@@ -591,12 +564,14 @@ def run(settings: Settings, *, verbose: bool = False, debug: bool = False) -> No
     # the ports too: one in use (a second operator on the host) is one line naming it
     if settings.metrics_port is not None:
         operator.endpoints.reserve(settings.metrics_port, settings.listen_host)
+    liveness = None  # kopf's /healthz
     if settings.health_port is not None:
         check_free(settings.listen_host, settings.health_port, "--health-port")
+        liveness = f"http://{settings.listen_host}:{settings.health_port}/healthz"
     kopf.run(
         registry=build_registry(operator),
         standalone=settings.standalone,
         clusterwide=not settings.namespaces,
         namespaces=list(settings.namespaces),
-        liveness_endpoint=liveness_endpoint(settings),
+        liveness_endpoint=liveness,
     )

@@ -18,12 +18,9 @@ from idlegate.sim.spec import PodGCStrategy
 
 @runtime_checkable
 class Clock(Protocol):
-    """Where the operator gets its time from: epoch seconds for the real thing
-    (:class:`WallClock`); tests inject their own (a fake one, or one running faster than
-    the wall for end-to-end runs against a kubelet accelerated by the same factor).
-    Timestamps written into the status (`startTime`, `releaseTime`, ...) are the clock's
-    time as UTC datetimes; timers are armed on the wall clock after `wall_delay`; the
-    bridge reads it through `Bridge.now`, which never goes back."""
+    """Where the operator gets its time (epoch seconds): :class:`WallClock`, or a test's
+    fake or accelerated clock. The status's timestamps are its time; timers are armed on
+    the wall clock after `wall_delay`; the bridge reads it by `Bridge.now`."""
 
     def now(self) -> float:
         """Seconds since the epoch, in the clock's time."""

@@ -12,22 +12,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Protocol
 
 from idlegate.operator.settings import Clock
 
 log = logging.getLogger(__name__)
 
 
-class Timers(Protocol):
-    """What the bridge needs of one-shot timers (:class:`IdleTimers`, a fake in unit tests)."""
-
-    def arm(self, key: str, at: float, fire: Callable[[], Awaitable[None]]) -> None: ...
-    def cancel(self, key: str) -> None: ...
-
-
-class IdleTimers:
-    """Timers keyed by a string, firing a coroutine at a time of the operator's clock."""
+class Timers:
+    """Timers keyed by a string, firing a coroutine at a time of the operator's clock (unit
+    tests use a fake with `arm` and `cancel` that they fire by hand)."""
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
@@ -47,10 +40,6 @@ class IdleTimers:
         for task in self._firing:
             task.cancel()
         self._loop = None
-
-    @property
-    def running(self) -> bool:
-        return self._loop is not None
 
     def arm(self, key: str, at: float, fire: Callable[[], Awaitable[None]]) -> None:
         """Fire `fire()` at clock time `at` (replacing a timer with the same key)."""

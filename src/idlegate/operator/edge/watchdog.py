@@ -53,7 +53,6 @@ from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.messages import Notice
 from idlegate.operator.core.pods import Owner
 from idlegate.operator.edge import intake
-from idlegate.operator.edge.bridge import Bridge
 from idlegate.operator.edge.kube import ApiError
 from idlegate.operator.edge.metrics import Metrics
 from idlegate.operator.features.pools import Pools
@@ -227,16 +226,14 @@ def api_unreachable(seconds: float, workflows: int, pods: int) -> Notice:
 
 
 class Watchdog:
-    """The first rebuild, the probes during outages and the rebuild after each one."""
+    """The rebuilds of the state (the first, and one after each outage) and the probes."""
 
-    def __init__(
-        self, bridge: Pools | Bridge, health: ApiHealth, *, reporter: Owner | None
-    ) -> None:
-        self.bridge = Pools.of(bridge)
+    def __init__(self, pools: Pools, health: ApiHealth, *, reporter: Owner | None) -> None:
+        self.pools = pools
         self.health = health
         self.reporter = reporter
         """Where the outage Events go (the operator's Pod); None: logged only."""
-        self.settings = bridge.settings
+        self.settings = pools.settings
         self.crd_missing = False
         self.rebuilt = asyncio.Event()
         """Set once the first rebuild is done: handlers that admit wait for it."""
@@ -257,52 +254,54 @@ class Watchdog:
         return True, "ok"
 
     async def run(self) -> None:
-        """Until cancelled: the first rebuild, then probes and rebuilds after outages."""
-        await self._first_rebuild()
+        """Until cancelled: rebuild until the first rebuild is done and after each outage;
+        between, probe the API (the client retries a probe until the API answers)."""
+        s = self.settings
         while True:
+            if not self.rebuilt.is_set() or (self.health.up and self._unsynced):
+                await self._sync()
+            wait = s.crd_retry_interval if self.crd_missing else s.api_probe_interval
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.settings.api_probe_interval)
+                await asyncio.wait_for(self._wake.wait(), wait)
             self._wake.clear()
-            await self._probe()
-            if self.health.up and self._unsynced:
-                await self._resync()
+            with contextlib.suppress(ApiError):  # (an answer ends an outage: `_recovered`)
+                await self.pools.kube.ping()
 
     def _recovered(self, seconds: float) -> None:
         self._unsynced += seconds
         self._wake.set()
 
-    async def _probe(self) -> None:
-        # (the bridge's API reports every outcome to the health: an answer ends the outage)
-        with contextlib.suppress(ApiError):
-            await self.bridge.kube.ping()
-
-    async def _rebuild(self) -> tuple[int, int] | None:
-        """Rebuild from the API; None if it failed (reported, to be tried again)."""
+    async def _sync(self) -> None:
+        """Rebuild the state from the API; after an outage, say so (an Event). A rebuild
+        that fails is reported and tried again later."""
+        seconds = self._unsynced
         try:
-            return await intake.rebuild(self.bridge)
+            workflows, pods = await intake.rebuild(self.pools)
         except ApiError as exc:
             if exc.status == 404 and not self.rebuilt.is_set():
                 self._missing_crd()
             elif exc.answered:  # (no answer: the outage is logged already)
                 log.warning("Cannot rebuild the state from the API (%s); trying again.", exc)
+            return
         except AdmitLaterError as exc:
             if self.health.up:
                 log.warning("Cannot rebuild the state from the API (%s); trying again.", exc)
-        return None
-
-    async def _first_rebuild(self) -> None:
-        s = self.settings
-        while (await self._rebuild()) is None:
-            wait = s.crd_retry_interval if self.crd_missing else s.api_probe_interval
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), wait)
-            self._wake.clear()
-        if self.crd_missing:
-            log.info("The DagWorkflow CRD is installed: serving.")
-            self.crd_missing = False
-            self.health.metrics.crd_missing.set(0)
+            return
+        if not self.health.up:
+            return
         self._unsynced = 0.0
-        self.rebuilt.set()
+        if not self.rebuilt.is_set():  # (the outages before it are no news)
+            if self.crd_missing:
+                log.info("The DagWorkflow CRD is installed: serving.")
+                self.crd_missing = False
+                self.health.metrics.crd_missing.set(0)
+            self.rebuilt.set()
+            return
+        notice = api_unreachable(seconds, workflows, pods)
+        if self.reporter is None:
+            log.warning("%s", notice[2])
+        else:
+            self.pools.intents.event(self.reporter, *notice)
 
     def _missing_crd(self) -> None:
         if not self.crd_missing:
@@ -316,16 +315,3 @@ class Watchdog:
             )
         self.crd_missing = True
         self.health.metrics.crd_missing.set(1)
-
-    async def _resync(self) -> None:
-        seconds = self._unsynced
-        counts = await self._rebuild()
-        if counts is None or not self.health.up:
-            return
-        self._unsynced = 0.0
-        workflows, pods = counts
-        notice = api_unreachable(seconds, workflows, pods)
-        if self.reporter is None:
-            log.warning("%s", notice[2])
-        else:
-            self.bridge.intents.event(self.reporter, *notice)
