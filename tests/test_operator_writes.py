@@ -402,7 +402,7 @@ async def test_an_outage_is_requests_unanswered_for_a_second_not_one_dropped_con
     metrics = Metrics(1, "fifo")
     health = ApiHealth(metrics)
     recoveries: list[float] = []
-    health.on_recovery(recoveries.append)
+    health.on_recovery = recoveries.append
     health.report("GET /version", 0)  # (as the API client reports its tries)
     await asyncio.sleep(0.5)
     health.report("GET /version", 200)  # answered within the second: no outage

@@ -1,44 +1,32 @@
 """The operator's scheduler: loading a policy by name or file, and asking it for decisions.
 
 The policy is any `idlegate.sim.protocol.Scheduler`, named by the scheduler spec grammar
-that ``idlegate simulate`` uses too (`idlegate.policy.make_scheduler`): a heuristic by
-name, ``analytic:BASE``, ``lookahead:BASE`` or ``learned:PATH.onnx`` (onnxruntime only;
-the operator never imports torch). The default is the ONNX model bundled in
-``idlegate/policy/``; when it is missing or broken the operator warns and runs ``fair``.
-Any other spec is built by :func:`build_scheduler`, with no fallback: the same check at
-the start, for ``--shadow``, and at each hot reload of a model (:mod:`.reload`).
+that ``idlegate simulate`` uses too (`idlegate.policy.make_scheduler`; onnxruntime only,
+never torch). The default is the ONNX model bundled in ``idlegate/policy/``; when it is
+missing or broken the operator warns and runs ``fair``. Any other spec is built by
+:func:`build_scheduler`, with no fallback: the same check at the start, for ``--shadow``,
+and at each hot reload of a model (:mod:`.reload`).
 
-:class:`Decider` asks it on the bridge's behalf: it times and counts every answer and
-hands back the round (:class:`Round`): the decisions with who made them, so the bridge's
-Events can say *why* (policy, cap, idle length), and the policy's failures.
+:class:`Decider` asks it on the bridge's behalf, through the Engine's one decision round
+(`idlegate.sim.engine.decision_round`): it times and counts every answer and hands back
+the round (:class:`Round`): the decisions with who made them, so the Events can say *why*
+(policy, cap, idle length), and the policy's failures.
 
 A policy error never stalls the pool. When the policy raises, or answers illegally
 (`Cluster.decide_once` checks before it applies, so nothing of a bad answer is applied
 and the launches of the round so far stand), that one question is answered by the
 fallback rules (:func:`fallback_rules`): a lookahead planner's base, then ``fair``. Each
 failure counts in ``idlegate_policy_errors_total{policy}`` (under the name of the rule
-that failed: the policy, or a fallback that failed too), is logged with its traceback
-the first time its type and message are seen (repeats are counted, and logged as one
-line at the 10th, 100th, ... time), and becomes a Warning Event ``PolicyError``
-(:func:`post_round`). Only when every rule fails is the answer WAIT, and the
-Events then say so instead of a choice to wait.
+that failed), is logged with its traceback the first time its type and message are seen
+(:class:`ErrorLog`), and becomes a Warning Event ``PolicyError`` (:func:`post_round`).
+Only when every rule fails is the answer WAIT, and the Events then say so.
 
-A lookahead planner in decision mode says when its answer holds a stage back for the
-arrivals it expects (`idlegate.policy.plans.Hold`, its `hold`): the Decider carries it
-with the idle slot's answer (:attr:`Answer.hold`, quoted in the slot's reason), and for a
-WAIT while the stage could start it hands the round a Normal Event ``Holding`` to post
-(:func:`post_round`), once per hold: not again while later rounds hold the same stage.
-Both count in ``idlegate_holds_total``.
-
-A portfolio (`idlegate.policy.portfolio`) learns each workflow that finishes
-(:meth:`Decider.learn`; a new portfolio goes on from the window of the one it replaces),
-and when a round makes it follow another candidate it says so once: the gauge
-``idlegate_policy_following`` and the Normal Event ``PolicyFollowed`` with the choice's
-figures (:attr:`Round.followed`), on the pool's own object (:func:`post_round`).
-
-A policy changes only between two rounds (:meth:`Decider.use`, a hot reload). A shadow
-policy (:mod:`.shadow`) is handed each round's starting state and answers, and compares
-in its own thread: nothing of it is on the decision path but a copy of the state.
+A planner's hold of a stage for the arrivals it expects (a ``Holding`` Event, once per
+hold), a portfolio's change of the candidate it follows (``PolicyFollowed``) and the
+workflows it learns are the Decider's too (:meth:`Decider.learn`). A policy changes only
+between two rounds (:meth:`Decider.use`, a hot reload). A shadow policy (:mod:`.shadow`)
+is handed each round's starting state and answers, and compares in its own thread:
+nothing of it is on the decision path but a copy of the state.
 """
 
 from __future__ import annotations

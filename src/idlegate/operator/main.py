@@ -52,7 +52,7 @@ from idlegate.operator.core.messages import Notice
 from idlegate.operator.decisions import followed, load_scheduler
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.bridge import Bridge
-from idlegate.operator.edge.endpoints import Endpoints, check_free
+from idlegate.operator.edge.endpoints import Endpoints, bind
 from idlegate.operator.edge.kube import (
     ApiError,
     KubeApi,
@@ -111,6 +111,8 @@ class Operator:
         """Whether the API server answers: fed by the operator's own client, read by
         readiness and the watchdog."""
         self.timers = Timers(settings.clock)
+        self.pod = OperatorPod.from_env()
+        """The operator's own Pod, where its own Events go; None outside one."""
         self._kube = kube
         self._owns_kube = kube is None
         self._configuration: Any = None
@@ -200,11 +202,11 @@ class Operator:
             bridge = Bridge(s, self.kube, self.scheduler, metrics=self.metrics, timers=self.timers)
             self._bridge = bridge
             bridge.decider.shadow = self.shadow
-            bridge.reporter = OperatorPod.from_env()
+            bridge.reporter = self.pod
             self._pools = self.pool_reloads.pools = Pools(bridge)
         self.kopf_log.install()
         if self._watchdog is None:
-            self._watchdog = Watchdog(self.pools, self.health, reporter=OperatorPod.from_env())
+            self._watchdog = Watchdog(self.pools, self.health, reporter=self.pod)
             self._tasks = [
                 asyncio.create_task(self._admit_later(RETRY_DELAY)),
                 asyncio.create_task(self._serve(self._watchdog)),
@@ -235,9 +237,8 @@ class Operator:
 
     def report(self, notice: Notice) -> None:
         """An Event of the operator's own on its Pod (outside a Pod: logged only)."""
-        reporter = OperatorPod.from_env()
-        if reporter is not None and self._bridge is not None:
-            self._bridge.intents.event(reporter, *notice)
+        if self.pod is not None and self._bridge is not None:
+            self._bridge.intents.event(self.pod, *notice)
 
     async def _admit_later(self, every: float) -> None:
         """Retry, every `every` seconds, the workflows that left a pool and could not be
@@ -552,10 +553,10 @@ class QuietEventHandlers(logging.Filter):
         return not (message.startswith("Handler '") and message.endswith("-events' succeeded."))
 
 
-def run(settings: Settings, *, verbose: bool = False, debug: bool = False) -> None:
+def run(settings: Settings, *, verbose: bool = False) -> None:
     """Run the operator in this process until it is stopped (SIGINT/SIGTERM)."""
-    kopf.configure(verbose=verbose, debug=debug)
-    if not (verbose or debug):
+    kopf.configure(verbose=verbose)
+    if not verbose:
         logging.getLogger("kopf.objects").addFilter(QuietEventHandlers())
     operator = Operator(settings)
     # the credentials first: without them the process has nothing to do, and a wrong path
@@ -566,7 +567,7 @@ def run(settings: Settings, *, verbose: bool = False, debug: bool = False) -> No
         operator.endpoints.reserve(settings.metrics_port, settings.listen_host)
     liveness = None  # kopf's /healthz
     if settings.health_port is not None:
-        check_free(settings.listen_host, settings.health_port, "--health-port")
+        bind(settings.listen_host, settings.health_port, "--health-port").close()  # (kopf binds it)
         liveness = f"http://{settings.listen_host}:{settings.health_port}/healthz"
     kopf.run(
         registry=build_registry(operator),

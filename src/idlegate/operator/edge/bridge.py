@@ -11,7 +11,6 @@ Everything runs in the operator's event loop, one event at a time, synchronously
 
 from __future__ import annotations
 
-import logging
 import os
 import socket
 
@@ -29,8 +28,6 @@ from idlegate.operator.features.lifecycle import Lifecycle
 from idlegate.operator.features.planning import planning_worker
 from idlegate.operator.settings import Settings
 from idlegate.sim.protocol import Scheduler
-
-log = logging.getLogger(__name__)
 
 
 class Bridge(Core):

@@ -12,7 +12,7 @@ lives, without locks:
 Liveness is kopf's ``/healthz`` on `Settings.health_port`: it stays healthy during an
 outage (a restart would not bring the API server back).
 
-The port is bound before kopf starts (:meth:`Endpoints.reserve`, :func:`check_free` for
+The port is bound before kopf starts (:meth:`Endpoints.reserve`, :func:`bind` checks
 kopf's own), so a port in use (two operators on one host) is one error line naming it,
 not a traceback of kopf's startup handler retried every minute.
 """
@@ -45,11 +45,6 @@ def bind(host: str, port: int, flag: str = "--metrics-port") -> socket.socket:
             f"cannot listen on {host}:{port} ({why}): another operator or "
             f"program uses port {port}; stop it or pass another {flag}"
         ) from None
-
-
-def check_free(host: str, port: int, flag: str) -> None:
-    """Raise IdlegateError (as `bind`) if `host`:`port` cannot be listened on now."""
-    bind(host, port, flag).close()
 
 
 class Endpoints:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from idlegate.api.pool_spec import DEFAULT_POOL
 from idlegate.api.status import Phase
 
 if TYPE_CHECKING:
@@ -32,8 +33,6 @@ DECISION_KINDS = ("launch", "idle", "wait")
 PLANNING_BUCKETS = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 POOL = "pool"
 """The label naming the pool of a per-pool series."""
-DEFAULT_POOL = "default"
-"""The operator's implicit pool (:data:`idlegate.api.pool_spec.DEFAULT_POOL`)."""
 M = TypeVar("M", Counter, Gauge, Histogram)
 
 

@@ -70,7 +70,7 @@ state at each flap."""
 
 
 class ApiHealth:
-    """Outage bookkeeping shared by the operator's writes, probes and watches."""
+    """Whether the API answers, as the operator's own API client reports its requests."""
 
     def __init__(self, metrics: Metrics, *, grace: float = GRACE) -> None:
         self.metrics = metrics
@@ -80,15 +80,12 @@ class ApiHealth:
         current outage; None while the API answers."""
         self._first_miss: float | None = None
         """Loop time of the first unanswered request since the last answer."""
-        self._on_recovery: list[Callable[[float], None]] = []
+        self.on_recovery: Callable[[float], None] | None = None
+        """Called with the outage's seconds when one ends (the watchdog's resync)."""
 
     @property
     def up(self) -> bool:
         return self.down_since is None
-
-    def on_recovery(self, callback: Callable[[float], None]) -> None:
-        """Call `callback(outage_seconds)` each time an outage ends."""
-        self._on_recovery.append(callback)
 
     def unanswered(self, what: str) -> None:
         """A request got no answer (connection refused or dropped, timeout, 5xx). It is an
@@ -115,11 +112,8 @@ class ApiHealth:
         self.metrics.api_up.set(1)
         self.metrics.api_unreachable.inc(seconds)
         log.warning("The API server answers again after %.1f s.", seconds)
-        for callback in list(self._on_recovery):
-            try:
-                callback(seconds)
-            except Exception:  # one failing reaction must not stop the others
-                log.exception("A reaction to the API's recovery failed.")
+        if self.on_recovery is not None:
+            self.on_recovery(seconds)
 
     def report(self, what: str, status: int) -> None:
         """The client's report of a request's try (`kube.Report`): `status` 0 for no
@@ -240,7 +234,7 @@ class Watchdog:
         self._unsynced = 0.0
         """Seconds of the outages that ended since the state was last rebuilt."""
         self._wake = asyncio.Event()
-        health.on_recovery(self._recovered)
+        health.on_recovery = self._recovered
 
     def readiness(self) -> tuple[bool, str]:
         """(ready, why not): what ``/readyz`` answers."""
