@@ -12,6 +12,7 @@ import pytest
 from kopf._core.engines.admission import build_webhooks
 
 from idlegate.api.labels import GATE
+from idlegate.operator.core.pods import release_patch
 from idlegate.operator.features import argo
 from idlegate.operator.main import Operator
 from idlegate.operator.settings import Settings
@@ -21,7 +22,6 @@ from idlegate.sim.argo.pods import (
     WORKFLOW_LABEL,
     ArgoPod,
     gates_with_ours,
-    ungate_patch,
 )
 from tests.deploy_files import DEPLOY, load_all
 
@@ -113,9 +113,9 @@ def test_the_executor_idlegate_released_a_pod_on_is_read_back():
     assert ArgoPod.of(pod).executor == 3
 
 
-def test_ungating_removes_only_idlegates_gate_guarded_by_its_index():
+def test_releasing_unscheduled_removes_only_idlegates_gate_guarded_by_its_index():
     pod = argo_pod(["kueue.x-k8s.io/admission", GATE])
-    ops = ungate_patch(pod)
+    ops = release_patch(pod, None)
     assert ops == [
         {"op": "test", "path": "/spec/schedulingGates/1/name", "value": GATE},
         {"op": "remove", "path": "/spec/schedulingGates/1"},
@@ -123,7 +123,8 @@ def test_ungating_removes_only_idlegates_gate_guarded_by_its_index():
     assert jsonpatch.apply_patch(pod, ops)["spec"]["schedulingGates"] == [
         {"name": "kueue.x-k8s.io/admission"}
     ]
-    assert ungate_patch(argo_pod(["other"])) is None and ungate_patch(argo_pod()) is None
+    assert release_patch(argo_pod(["other"]), None) is None
+    assert release_patch(argo_pod(), None) is None
 
 
 # -- the kopf handler ---------------------------------------------------------------------------

@@ -169,3 +169,36 @@ async def test_statuses_coalesce_and_a_release_waits_for_the_status_before_it():
     assert e.kube.workflows[("default", "w")]["status"]["n"] == 2 and e.counted() == (1, 1)
     statuses = [o for o in e.outcomes if isinstance(o.intent, PatchStatus)]
     assert [o.intent.status["n"] for o in statuses] == [2]
+
+
+async def test_an_argo_pods_release_is_read_then_patched_keeping_the_other_gates():
+    """Argo made the pod (its webhook appended idlegate's gate after Kueue's): the release
+    finds the gate's index by reading the pod, records the executor, keeps Argo's
+    annotations; a pod gone meanwhile is no error and is not created."""
+    e = Edge()
+    argo = Owner("default", "etl", "uid-etl", kind="Workflow", api_version="argoproj.io/v1alpha1")
+    notes = {"workflows.argoproj.io/node-name": "etl.a"}
+    for name in ("etl-a", "etl-b"):
+        gates = [{"name": "kueue.x-k8s.io/admission"}, {"name": GATE}]
+        meta = {"name": name, "namespace": "default", "annotations": dict(notes)}
+        e.kube.pods[("default", name)] = {"metadata": meta, "spec": {"schedulingGates": gates}}
+    e.applier.apply(
+        [
+            RemoveGate(argo, "a", 0, 0, "etl-a", 2, None),
+            RemoveGate(argo, "", 0, 0, "etl-b", None, None),  # released unscheduled
+            RemoveGate(argo, "a", 0, 0, "etl-gone", 3, None),
+        ]
+    )
+    await e.settle()
+    a, b = e.kube.pods[("default", "etl-a")], e.kube.pods[("default", "etl-b")]
+    for pod in (a, b):
+        assert pod["spec"]["schedulingGates"] == [{"name": "kueue.x-k8s.io/admission"}]
+    assert a["metadata"]["annotations"] == {**notes, "idlegate.io/executor": "2"}
+    assert b["metadata"]["annotations"] == notes
+    assert ("default", "etl-gone") not in e.kube.pods
+    assert all(isinstance(o, Confirmed) for o in e.outcomes) and len(e.outcomes) == 3
+    released = {
+        how: e.metrics.value("idlegate_argo_pods_released_total", how=how)
+        for how in ("scheduled", "unscheduled")
+    }
+    assert released == {"scheduled": 1, "unscheduled": 1} and e.counted() == (0, 0)

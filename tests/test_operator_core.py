@@ -24,9 +24,13 @@ from idlegate.operator.core.intents import (
     SetTimer,
 )
 from idlegate.operator.core.pods import Owner, task_pod
+from idlegate.operator.core.tracking import ArgoWorkflow
 from idlegate.operator.edge.metrics import Metrics
 from idlegate.operator.settings import Settings
 from idlegate.policy import make_scheduler
+from idlegate.sim.argo import map_workflow
+from idlegate.sim.argo.live import LiveArgo
+from idlegate.sim.argo.pods import ArgoPod
 from idlegate.sim.protocol import Decision, Scheduler
 from idlegate.sim.spec import StageSpec
 
@@ -241,3 +245,90 @@ def test_a_workflow_it_finished_is_not_admitted_again_from_a_stale_read() -> Non
     assert core.known(Owner("default", "w", "uid-w"))
     assert core.intents.take() == [] and core.cluster.busy == 0
     assert core.metrics.value("idlegate_workflows_finished_total", result="succeeded") == 1
+
+
+# -- Argo Workflows: their pods are Argo's, released by the same core ---------------------------
+
+ARGO = Owner("default", "etl", "uid-etl", kind="Workflow", api_version="argoproj.io/v1alpha1")
+ARGO_META = {"name": "etl", "namespace": "default", "uid": "uid-etl"}
+
+
+def argo_diamond() -> dict[str, Any]:
+    pod = {"name": "p", "container": {"image": "busybox"}}
+    tasks = [
+        {"name": "a", "template": "p"},
+        {"name": "b", "template": "p", "dependencies": ["a"]},
+        {"name": "c", "template": "p", "dependencies": ["a"]},
+    ]
+    main = {"name": "main", "dag": {"tasks": tasks}}
+    spec = {"entrypoint": "main", "templates": [main, pod]}
+    return {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Workflow",
+        "metadata": ARGO_META,
+        "spec": spec,
+    }
+
+
+def argo_pod(node: str, phase: str = "Pending", gated: bool = True) -> ArgoPod:
+    """The pod Argo made for node `node` of the Workflow (``.a``)."""
+    return ArgoPod("default", f"etl-{node.strip('.')}-1234", "etl", "etl" + node, "", gated, phase)
+
+
+def argo_in(core: Core, pods: list[ArgoPod]) -> ArgoWorkflow:
+    """The Argo diamond in the core's pool with its `pods` (as features/argo.py admits it)."""
+    wf = ArgoWorkflow(ARGO, LiveArgo(("default", "etl"), map_workflow(argo_diamond())))
+    wf.live.admit(core.cluster, T0, T0, pods)
+    core.argo[wf.live.key] = wf
+    return wf
+
+
+def test_an_argo_stages_launch_is_a_remove_gate_of_a_gated_pod_of_that_stage() -> None:
+    core = core_of(pool=1)
+    wf = argo_in(core, [argo_pod(".a")])
+    core.schedule(now=T0)
+    intents = core.intents.take()
+    (released,) = [i for i in intents if isinstance(i, RemoveGate)]
+    assert (released.name, released.stage, released.executor) == ("etl-a-1234", "a", 0)
+    assert released.owner == ARGO and released.spec is None  # Argo's pod: never created here
+    assert [(i.owner, i.reason) for i in intents if isinstance(i, PostEvent)] == [
+        (ARGO, "Released")
+    ]
+    assert not [i for i in intents if isinstance(i, CreatePod | PatchStatus)]
+    # a's pod succeeds; b's and c's appear gated: the one executor goes to one of them
+    for pod in (argo_pod(".a", "Succeeded", gated=False), argo_pod(".b"), argo_pod(".c")):
+        assert wf.live.observe(core.cluster, pod, T0 + 10) == []
+    core.schedule(now=T0 + 10)
+    intents = core.intents.take()
+    (released,) = [i for i in intents if isinstance(i, RemoveGate)]
+    assert (released.name, released.stage, released.executor) == ("etl-b-1234", "b", 0)
+    assert [i.reason for i in intents if isinstance(i, PostEvent)] == ["Released", "Waiting"]
+
+
+def test_an_argo_stages_idle_slot_is_a_timer_whose_end_releases_its_pod() -> None:
+    core = core_of(pool=1, policy=_Idles())
+    argo_in(core, [argo_pod(".a")])
+    core.schedule(now=T0)
+    intents = core.intents.take()
+    (timer,) = [i for i in intents if isinstance(i, SetTimer)]
+    assert (timer.at, timer.owner, timer.stage) == (T0 + 30, ARGO, 0)
+    assert not [i for i in intents if isinstance(i, RemoveGate | PatchStatus)]
+    assert [i.reason for i in intents if isinstance(i, PostEvent)] == ["IdleSlot"]
+    core.idle_expired(("default", "etl"), "uid-other", 0, now=T0 + 30)  # not this workflow
+    assert core.intents.take() == []
+    core.idle_expired(("default", "etl"), "uid-etl", 0, now=T0 + 30)
+    intents = core.intents.take()
+    assert [(i.name, i.executor) for i in intents if isinstance(i, RemoveGate)] == [
+        ("etl-a-1234", 0)
+    ]
+
+
+def test_a_refused_argo_release_is_a_warning_on_the_workflow_which_goes_on() -> None:
+    core = core_of(pool=1)
+    argo_in(core, [argo_pod(".a")])
+    core.schedule(now=T0)
+    (released,) = [i for i in core.intents.take() if isinstance(i, RemoveGate)]
+    core.outcome(Refused(released, 403, "Forbidden", "no", permanent=True), now=T0 + 1)
+    (warning,) = core.intents.take()
+    assert isinstance(warning, PostEvent) and (warning.owner, warning.reason) == (ARGO, "PodError")
+    assert ("default", "etl") in core.argo and core.cluster.busy == 1

@@ -36,6 +36,12 @@ free executor as if the policy had released it, or, with none free, runs *beyond
 policy is asked again. A workflow admitted with more running pods than free executors (a pool
 made smaller than what runs in it) runs the rest beyond the pool the same way. It is the one
 path where the cluster's state changes without a decision of the policy.
+
+Argo Workflows (:class:`ArgoWorkflow`, admitted by :mod:`idlegate.operator.features.argo`)
+share the state machine. Argo creates their pods; :class:`idlegate.sim.argo.live.LiveArgo`
+pairs each launch of one of their stages with a gated pod of that stage, and the core says
+each pairing as a :class:`RemoveGate` of that pod, and their idle slots as timers and their
+waits as Events on the Workflow, as for DagWorkflows.
 """
 
 from __future__ import annotations
@@ -66,7 +72,14 @@ from idlegate.operator.core.intents import (
     RemoveGate,
 )
 from idlegate.operator.core.pods import Owner, TaskPod, pod_name, read_task_pod
-from idlegate.operator.core.tracking import StageTrack, Task, TaskState, Workflow, WorkflowKey
+from idlegate.operator.core.tracking import (
+    ArgoWorkflow,
+    StageTrack,
+    Task,
+    TaskState,
+    Workflow,
+    WorkflowKey,
+)
 from idlegate.operator.decisions import Answer, Decider, post_round
 from idlegate.operator.edge.metrics import Metrics
 from idlegate.operator.features.history import replay_arrival
@@ -100,20 +113,6 @@ class Cleanup(Protocol):
         self, wf: Workflow, track: StageTrack, task: Task, *, succeeded: bool
     ) -> None: ...
     def landed(self, wf: Workflow, counted: int) -> None: ...
-
-
-class OtherKind(Protocol):
-    """The job of another kind of workflow in the pool (an Argo Workflow,
-    :mod:`idlegate.operator.features.argo`): what the core decides for its stages is
-    handed to it, and it writes what it needs itself."""
-
-    owner: Owner
-
-    def launched(self, stage: Stage, launches: list[Launch], answer: Answer) -> None: ...
-    def adopted(self, launch: Launch, token: Any) -> None: ...
-    def idle_started(self, answer: Answer) -> None: ...
-    def arm_timer(self, stage: Stage) -> None: ...
-    def waiting(self, stage: Stage, notice: messages.Notice) -> None: ...
 
 
 class History(Protocol):
@@ -165,6 +164,8 @@ class Core:
         """The time of the event being handled (operator clock seconds)."""
         self.cluster = Cluster(settings.pool_size)
         self.workflows: dict[WorkflowKey, Workflow] = {}
+        self.argo: dict[WorkflowKey, ArgoWorkflow] = {}
+        """Argo Workflows in the pool (:mod:`idlegate.operator.features.argo` admits them)."""
         self.ended: dict[str, None] = {}
         """The uids of workflows that ended here (the latest :data:`ENDED_KEPT`, oldest
         first). A read of the API may predate the end's status write (the lists of a
@@ -397,6 +398,10 @@ class Core:
                 self._status_landed(intent.status, outcome.body is not None)
             return
         owner = intent.owner
+        if isinstance(intent, RemoveGate) and intent.spec is None:  # an Argo pod's
+            message = f"Cannot release pod {intent.name}: {outcome.message}"
+            self.intents.event(owner, "Warning", "PodError", message)
+            return
         wf = self.workflows.get((owner.namespace, owner.name))
         if wf is None or wf.owner.uid != owner.uid or not wf.active:
             return
@@ -436,17 +441,20 @@ class Core:
     ) -> None:
         """An idle slot's timer fired: the stage is runnable again."""
         self._at(now)
-        wf = self.workflows.get(key)
+        wf: Workflow | ArgoWorkflow | None = self.workflows.get(key)
+        if wf is None or wf.owner.uid != uid:
+            wf = self.argo.get(key)
         if wf is None or wf.owner.uid != uid or not wf.active:
             return
         stage = wf.job.stages[stage_index]
         if stage.idle_until is None:
             return
         self.cluster.idle_expired(stage, self.now())
-        slot = wf.idle_slots.get(stage_index)
-        if slot is not None:
-            self.intents.event(wf.owner, *messages.idle_slot_ended(slot, while_away=False))
-        self.intents.status(wf, urgent=True)
+        if isinstance(wf, Workflow):
+            slot = wf.idle_slots.get(stage_index)
+            if slot is not None:
+                self.intents.event(wf.owner, *messages.idle_slot_ended(slot, while_away=False))
+            self.intents.status(wf, urgent=True)
         self.schedule()
 
     # -- scheduling ------------------------------------------------------------------------
@@ -483,15 +491,15 @@ class Core:
                 launched[answer.decision.stage] = (answer, before + answer.launches)
         for stage, (last, launches) in launched.items():
             wf = stage.job.payload
-            if not isinstance(wf, Workflow):
-                wf.launched(stage, launches, last)
-                continue
-            track = wf.stages[stage.index]
-            switched = note_rule(self.planning, wf, track, last.rule)
-            if switched is not None:
-                self.intents.event(wf.owner, *switched)
-            for launch in launches:
-                self.release(wf, track, track.next_to_release(), launch.executor)
+            if isinstance(wf, ArgoWorkflow):
+                self.intents.release_argo(wf.owner, wf.live.launched(launches))
+            else:
+                track = wf.stages[stage.index]
+                switched = note_rule(self.planning, wf, track, last.rule)
+                if switched is not None:
+                    self.intents.event(wf.owner, *switched)
+                for launch in launches:
+                    self.release(wf, track, track.next_to_release(), launch.executor)
             notice = messages.released(len(launches), last.decision, last.by)
             self.intents.event(wf.owner, *notice)
 
@@ -523,13 +531,15 @@ class Core:
         self.intents.event(wf.owner, *notice)
         self.intents.status(wf, urgent=True)
 
-    def _adopted(self, launches: list[tuple[Launch, Task | None]]) -> None:
+    def _adopted(self, launches: list[tuple[Launch, Any]]) -> None:
         """Tasks that ran beyond the pool (or started unasked) have executors now: a gang's
-        tasks without one (None) are released with it; one that ended meanwhile is counted."""
+        tasks without one (None) are released with it; one that ended meanwhile is counted.
+        (A DagWorkflow's task is a Task, an Argo Workflow's its pod's name.)"""
         for launch, task in launches:
             wf = launch.stage.job.payload
-            if not isinstance(wf, Workflow):
-                wf.adopted(launch, task)
+            if isinstance(wf, ArgoWorkflow):
+                adopted = wf.live.adopted(self.cluster, [(launch, task)], self.now())
+                self.intents.release_argo(wf.owner, adopted)
                 continue
             track = wf.stages[launch.stage.index]
             if task is None:
@@ -559,22 +569,19 @@ class Core:
     def _idle_started(self, answer: Answer) -> None:
         stage, delay = answer.decision.stage, answer.decision.idle_delay
         wf = stage.job.payload
-        if not isinstance(wf, Workflow):
-            wf.idle_started(answer)
-            return
         until = stage.idle_until if stage.idle_until is not None else self.now()
         reason = messages.idle_reason(answer.by, answer.decision, answer.hold)
-        slot = wf.idle_slots[stage.index] = SlotState(stage.name, delay, until, reason)
-        self.metrics.idle_inserted.inc(delay)
-        self.intents.status(wf, urgent=True)  # persisted before anything else of it happens
+        slot = SlotState(stage.name, delay, until, reason)
+        if isinstance(wf, Workflow):
+            wf.idle_slots[stage.index] = slot
+            self.metrics.idle_inserted.inc(delay)
+            self.intents.status(wf, urgent=True)  # persisted before anything else of it happens
         self.intents.event(wf.owner, *messages.idle_slot(slot, self.busy, self.settings.pool_size))
 
     def _arm_new_timers(self) -> None:
         for stage in self.cluster.new_timers:
             wf = stage.job.payload
-            if not isinstance(wf, Workflow):
-                wf.arm_timer(stage)
-            elif stage.idle_until is not None and wf.active:
+            if stage.idle_until is not None and wf.active:
                 key = wf.timer_key(stage.index)
                 self.intents.set_timer(key, stage.idle_until, wf.owner, stage.index)
         self.cluster.new_timers.clear()
@@ -585,12 +592,8 @@ class Core:
         for job in self.cluster.jobs:
             wf = job.payload
             for stage in job.runnable:
-                if not isinstance(wf, Workflow):
-                    wf.waiting(stage, messages.waiting(stage, job, free, pool, why or ""))
-                    continue
-                track = wf.stages[stage.index]
-                if not stage.launched and not track.waiting_noted:
-                    track.waiting_noted = True
+                if not stage.launched and stage.name not in wf.noted:
+                    wf.noted.add(stage.name)
                     notice = messages.waiting(stage, job, free, pool, why or "")
                     self.intents.event(wf.owner, *notice)
 

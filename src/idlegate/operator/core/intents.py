@@ -26,7 +26,7 @@ latest state.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +34,7 @@ from idlegate.operator.core.pods import Owner, pod_name, task_pod
 
 if TYPE_CHECKING:
     from idlegate.operator.core.tracking import StageTrack, Task, Workflow
+    from idlegate.sim.argo.live import Release
     from idlegate.sim.spec import StageSpec
 
 STATUS_LANE = "status"
@@ -100,6 +101,10 @@ class RemoveGate:
     A refused guard (409, 422: the gates moved) reads the pod and patches again, or, if
     the gate is gone already, records the executor: success. A 404 (the pod vanished)
     creates ``released`` instead, unless the workflow itself is gone.
+
+    A pod of an Argo Workflow (``spec`` None; ``index`` and ``attempt`` 0) is Argo's
+    making: it is read before it is patched, and a 404 is left to its deletion's event.
+    With ``executor`` None it is released unscheduled: only the gate goes.
     """
 
     owner: Owner
@@ -107,9 +112,9 @@ class RemoveGate:
     index: int
     attempt: int
     name: str
-    executor: int
-    spec: StageSpec
-    """The stage, whose template the pod is made of."""
+    executor: int | None
+    spec: StageSpec | None
+    """The stage, whose template the pod is made of (None: an Argo Workflow's pod)."""
     after_status: bool = False
     """As :attr:`CreatePod.after_status`."""
 
@@ -329,6 +334,16 @@ class Outbox:
         name = pod_name(owner.name, spec.name, index, attempt)
         after = _unpersisted(wf, track.index)
         self.add(RemoveGate(owner, spec.name, index, attempt, name, executor, spec, after))
+
+    def release_argo(self, owner: Owner, releases: Iterable[Release]) -> None:
+        """Remove the gate of each Argo pod released (`LiveArgo`'s pairings), recording its
+        executor on it."""
+        for release in releases:
+            self.add(RemoveGate(owner, release.stage, 0, 0, release.pod, release.executor, None))
+
+    def release_unscheduled(self, owner: Owner, name: str) -> None:
+        """Remove the gate of Argo pod `name`, which no job of the pool takes."""
+        self.add(RemoveGate(owner, "", 0, 0, name, None, None))
 
     def delete_pod(self, owner: Owner, name: str) -> None:
         self.add(DeletePod(owner, name))

@@ -186,26 +186,25 @@ def _fill_spec(spec: dict[str, Any], env: list[dict[str, str]], gated: bool) -> 
         spec.pop("schedulingGates", None)
 
 
-def release_patch(pod: Mapping[str, Any], executor: int) -> list[dict[str, Any]] | None:
+def release_patch(pod: Mapping[str, Any], executor: int | None) -> list[dict[str, Any]] | None:
     """The JSON patch releasing `pod` onto `executor`, or None if it carries no gate of ours.
 
-    It records the executor slot and removes only the ``idlegate.io/release`` entry of
-    ``spec.schedulingGates``; a ``test`` op guards the index, so a concurrent change of
-    the gates makes the patch fail (422) instead of removing someone else's gate.
+    It records the executor slot (none if `executor` is None: a pod released unscheduled)
+    and removes only the ``idlegate.io/release`` entry of ``spec.schedulingGates``; a
+    ``test`` op guards the index, so a concurrent change of the gates makes the patch fail
+    (422) instead of removing someone else's gate.
     """
     gates = (pod.get("spec") or {}).get("schedulingGates") or []
     index = next((i for i, g in enumerate(gates) if g.get("name") == GATE), None)
     if index is None:
         return None
     ops: list[dict[str, Any]] = []
-    if not (pod.get("metadata") or {}).get("annotations"):
-        ops.append({"op": "add", "path": "/metadata/annotations", "value": {}})
+    if executor is not None:
+        if not (pod.get("metadata") or {}).get("annotations"):
+            ops.append({"op": "add", "path": "/metadata/annotations", "value": {}})
+        path = "/metadata/annotations/" + ANNOTATION_EXECUTOR.replace("/", "~1")
+        ops.append({"op": "add", "path": path, "value": str(executor)})
     ops += [
-        {
-            "op": "add",
-            "path": "/metadata/annotations/" + ANNOTATION_EXECUTOR.replace("/", "~1"),
-            "value": str(executor),
-        },
         {"op": "test", "path": f"/spec/schedulingGates/{index}/name", "value": GATE},
         {"op": "remove", "path": f"/spec/schedulingGates/{index}"},
     ]

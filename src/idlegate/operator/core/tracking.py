@@ -5,16 +5,17 @@ A :class:`Workflow` is one admitted DagWorkflow with its job in the cluster stat
 state machine's (``job.stages``, ``job.held``); a :class:`StageTrack` keeps only what
 Kubernetes adds to a stage: the task pods (which attempt, gated or released, on which
 executor slot). The status the operator writes is built from both (:meth:`Workflow.status`).
-Plain state, changed by the bridge (:mod:`idlegate.operator.edge.bridge`).
+An :class:`ArgoWorkflow` is an Argo Workflow's job beside them, whose pods Argo makes.
+Plain state, changed by the core (:mod:`idlegate.operator.core.core`).
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from heapq import heappop, heappush
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from idlegate.api.status import (
     Conditions,
@@ -32,6 +33,9 @@ from idlegate.sim.dag import Dag
 from idlegate.sim.durations import MeasuredDurations
 from idlegate.sim.protocol import Job
 from idlegate.sim.spec import StageSpec, WorkflowSpec
+
+if TYPE_CHECKING:
+    from idlegate.sim.argo.live import LiveArgo
 
 WorkflowKey = tuple[str, str]
 """(namespace, name) of a DagWorkflow."""
@@ -81,7 +85,6 @@ class StageTrack:
         """Failed attempts so far."""
         self.materialized = False
         """The stage's parents are done and its gated pods have been created."""
-        self.waiting_noted = False
         self.policy: str | None = None
         """The rule that released its tasks last (`Answer.rule`)."""
         self.samples: list[float] = []
@@ -221,6 +224,8 @@ class Workflow:
         self.suspended = False
         """Taken out of the pool by ``spec.suspend`` (its last status is being written)."""
         self.active = True
+        self.noted: set[str] = set()
+        """Stages whose wait for an executor an Event said (once each)."""
 
     def timer_key(self, stage_index: int) -> str:
         """The key of the idle timer of its stage `stage_index`."""
@@ -362,3 +367,28 @@ class Workflow:
         else:
             message = "No task is running: the runnable stages wait for a free executor."
             self.conditions.set("Running", False, "WaitingForExecutors", message, gen, now)
+
+
+@dataclass(eq=False)
+class ArgoWorkflow:
+    """One Argo Workflow in the pool (:mod:`idlegate.operator.features.argo` admits it): its
+    job and pods as :class:`idlegate.sim.argo.live.LiveArgo` pairs them. Argo creates and
+    deletes its pods; the core only releases them (and says why on the Workflow)."""
+
+    owner: Owner
+    live: LiveArgo
+    noted: set[str] = field(default_factory=set)
+    """Stages whose wait for an executor an Event said (once each)."""
+    active: bool = True
+
+    def __post_init__(self) -> None:
+        self.live.payload = self  # (what the cluster's job carries)
+
+    @property
+    def job(self) -> Job:
+        """Its job now (`LiveArgo.remap` replaces it as Argo settles the workflow)."""
+        return self.live.job
+
+    def timer_key(self, stage_index: int) -> str:
+        """The key of the idle timer of its stage `stage_index` (of the job now)."""
+        return f"{self.owner.uid}/{stage_index}"

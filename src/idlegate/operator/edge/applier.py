@@ -37,6 +37,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
+from idlegate.api.crd import KIND
 from idlegate.api.labels import ANNOTATION_EXECUTOR
 from idlegate.operator.core.intents import (
     Confirmed,
@@ -171,6 +172,8 @@ class Applier:
 
     async def _release(self, kube: KubeApi, intent: RemoveGate) -> Mapping[str, Any] | None:
         owner, name = intent.owner, intent.name
+        if intent.spec is None:
+            return await self._release_argo(kube, intent)
         gated = task_pod(owner, intent.spec, intent.index, intent.attempt, gated=True)
         try:
             return await self._patch_gate(kube, owner, name, gated, intent.executor)
@@ -192,6 +195,28 @@ class Applier:
             return current
         add = [{"op": "add", "path": _EXECUTOR_PATH, "value": str(intent.executor)}]
         return await kube.patch_pod(owner.namespace, name, add)
+
+    async def _release_argo(self, kube: KubeApi, intent: RemoveGate) -> Mapping[str, Any] | None:
+        """Release a pod Argo made: read it, then patch (read again while the gates move
+        under the guard); one gone is left to its deletion's event, one that lost the gate
+        already to its watch event."""
+        namespace, name, executor = intent.owner.namespace, intent.name, intent.executor
+        for _ in range(3):
+            try:
+                pod = await kube.get_pod(namespace, name)
+                ops = release_patch(pod, executor)
+                if not ops:
+                    return pod
+                body = await kube.patch_pod(namespace, name, ops)
+                how = "unscheduled" if executor is None else "scheduled"
+                self.metrics.argo_released.labels(how).inc()
+                return body
+            except ApiError as exc:
+                if exc.status == 404:
+                    return None
+                if exc.status not in (409, 422):
+                    raise
+        return None
 
     async def _patch_gate(
         self, kube: KubeApi, owner: Owner, name: str, pod: Mapping[str, Any], executor: int
@@ -325,7 +350,9 @@ async def _still_there(kube: KubeApi, owner: Owner) -> bool:
 
 
 def _key(owner: Owner) -> tuple[str, str]:
-    return (owner.namespace, owner.name)
+    """The lanes' key of a workflow's writes (another kind's apart from a DagWorkflow of
+    the same name)."""
+    return (owner.namespace, owner.name if owner.kind == KIND else f"{owner.kind}/{owner.name}")
 
 
 def _refused(intent: Intent, exc: Exception) -> Refused:

@@ -144,6 +144,12 @@ class MetricFamilies:
             "Task pods released by removing the idlegate.io/release scheduling gate.",
         )
         self.pods_created = counter("idlegate_pods_created", "Task pods created (gated or not).")
+        self.argo_released = counter(
+            "idlegate_argo_pods_released",
+            "Pods of Argo workflows released by idlegate (scheduled: by the policy; "
+            "unscheduled: of a workflow or stage idlegate cannot schedule).",
+            "how",
+        )
         self.api_errors = counter(
             "idlegate_api_errors",
             "API requests of the operator that failed, by HTTP status (0: no response).",

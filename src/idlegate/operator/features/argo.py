@@ -9,10 +9,13 @@ creation, released by the default pool's state machine and policy beside DagWork
   and its job (`LiveArgo`) joins the default pool's cluster, restored from its pods; each
   change of the Workflow maps it again with its ``status.nodes``. One that does not map
   is not scheduled: its pods are released as Argo creates them, with a Warning.
-* **Releases.** The core hands an Argo stage's launches to its `ArgoWorkflow`
-  (`OtherKind`); each becomes a guarded patch of a gated pod of that stage. No pod is
-  created or deleted here and Argo's objects are never written: Events on the Workflow say
-  what happens ("Holding …", "Released 4 of 12 …").
+* **Releases.** The job's payload is an `ArgoWorkflow` of the core's (`Core.argo`), which
+  releases its pods as it does a DagWorkflow's: each launch of a stage, paired with a
+  gated pod of that stage, is a `RemoveGate` the applier carries out (a guarded patch),
+  an idle slot is a `SetTimer`. What its pods and ``status.nodes`` show is handed to its
+  `LiveArgo` here, and the pods that pairs releases become RemoveGates too. No pod is
+  created or deleted and Argo's objects are never written: Events on the Workflow say
+  what happens ("Released 4 of 12 …").
 * **History.** A Workflow that finishes while the operator runs goes into the history
   sink (a record naming its ``template``) and its pod run times into the estimates of
   its template's next runs; the sink's records feed them at the start.
@@ -26,16 +29,12 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 import kopf
-from prometheus_client import Counter, Gauge
+from prometheus_client import Gauge
 
-from idlegate.api.status import SlotState
 from idlegate.errors import IdlegateError
-from idlegate.operator.core import messages
-from idlegate.operator.core.messages import Notice
-from idlegate.operator.core.pods import Owner, release_patch
-from idlegate.operator.decisions import Answer
-from idlegate.operator.edge.kube import ApiError, KubeApi
-from idlegate.operator.edge.lanes import Op, Priority
+from idlegate.operator.core.pods import Owner
+from idlegate.operator.core.tracking import ArgoWorkflow
+from idlegate.operator.edge.kube import ApiError
 from idlegate.operator.settings import Settings
 from idlegate.sim.argo import (
     DEFAULT_PRIOR,
@@ -48,10 +47,9 @@ from idlegate.sim.argo import (
     parse_time,
     template_index,
 )
-from idlegate.sim.argo.live import LiveArgo, Release
-from idlegate.sim.argo.pods import WORKFLOW_LABEL, ArgoPod, gates_with_ours, ungate_patch
+from idlegate.sim.argo.live import LiveArgo
+from idlegate.sim.argo.pods import WORKFLOW_LABEL, ArgoPod, gates_with_ours
 from idlegate.sim.history import ArgoLearning
-from idlegate.sim.protocol import Launch, Stage
 
 if TYPE_CHECKING:
     from idlegate.operator.edge.bridge import Bridge
@@ -107,60 +105,11 @@ class Host(Protocol):
     async def ready_pools(self) -> Pools: ...
 
 
-class ArgoWorkflow:
-    """One Argo Workflow in the pool: the payload of its job, to which the core hands what
-    it decides for its stages (`idlegate.operator.core.core.OtherKind`)."""
-
-    def __init__(self, side: ArgoSide, owner: Owner, live: LiveArgo) -> None:
-        self.side, self.owner, self.live = side, owner, live
-        live.payload = self
-        self.noted: set[str] = set()
-        """Stages whose wait was said (once each)."""
-        self.active = True
-
-    def launched(self, stage: Stage, launches: list[Launch], answer: Answer) -> None:
-        self.side.write(self, self.live.launched(launches))
-        self.side.event(self.owner, *messages.released(len(launches), answer.decision, answer.by))
-
-    def adopted(self, launch: Launch, token: Any) -> None:
-        now = self.side.bridge.now()
-        self.side.write(self, self.live.adopted(self.side.bridge.cluster, [(launch, token)], now))
-
-    def idle_started(self, answer: Answer) -> None:
-        decision, bridge = answer.decision, self.side.bridge
-        until = bridge.now() + decision.idle_delay
-        why = messages.idle_reason(answer.by, decision)
-        slot = SlotState(decision.stage.name, decision.idle_delay, until, why)
-        self.side.event(
-            self.owner, *messages.idle_slot(slot, bridge.busy, bridge.settings.pool_size)
-        )
-
-    def arm_timer(self, stage: Stage) -> None:
-        if stage.idle_until is None or not self.active:
-            return
-        name, bridge = stage.name, self.side.bridge
-
-        async def fire() -> None:
-            current = next((s for s in self.live.job.stages if s.name == name), None)
-            if self.active and current is not None:
-                bridge.cluster.idle_expired(current, bridge.now())
-                bridge.schedule()
-
-        bridge.timers.arm(f"{self.owner.uid}/argo/{name}", stage.idle_until, fire)
-
-    def waiting(self, stage: Stage, notice: Notice) -> None:
-        if stage.launched or stage.name in self.noted:
-            return
-        self.noted.add(stage.name)
-        self.side.event(self.owner, *notice)
-
-
 class ArgoSide:
     """The operator's Argo Workflows (see the module docstring)."""
 
     def __init__(self, operator: Host) -> None:
         self.operator = operator
-        self.workflows: dict[tuple[str, str], ArgoWorkflow] = {}
         self.refused: dict[tuple[str, str], str] = {}
         """Workflows not scheduled, and why: their pods are released as they come."""
         self.pending: dict[tuple[str, str], list[ArgoPod]] = {}
@@ -174,13 +123,6 @@ class ArgoSide:
             "idlegate_active_workflows_by_kind",
             "Workflows in the pools, by kind (dagworkflow, argo).",
             ["kind"],
-            registry=registry,
-        )
-        self.released = Counter(
-            "idlegate_argo_pods_released",
-            "Pods of Argo workflows released by idlegate (scheduled: by the policy; "
-            "unscheduled: of a workflow or stage idlegate cannot schedule).",
-            ["how"],
             registry=registry,
         )
 
@@ -210,7 +152,7 @@ class ArgoSide:
         meta = body.get("metadata") or {}
         key = (meta.get("namespace", ""), meta.get("name", ""))
         phase = (body.get("status") or {}).get("phase")
-        wf = self.workflows.get(key)
+        wf = self.bridge.argo.get(key)
         if wf is not None and wf.owner.uid != meta.get("uid"):
             self._drop(wf)  # (deleted and created again under the name)
             wf = None
@@ -244,9 +186,10 @@ class ArgoSide:
         elif key in self.refused:
             if pod.gated and not deleted:
                 self._unscheduled(pod, self.refused[key])
-        elif key in self.workflows:
-            wf = self.workflows[key]
-            self.write(wf, wf.live.observe(self.bridge.cluster, pod, self.bridge.now()))
+        elif key in self.bridge.argo:
+            wf = self.bridge.argo[key]
+            releases = wf.live.observe(self.bridge.cluster, pod, self.bridge.now())
+            self.bridge.intents.release_argo(wf.owner, releases)
             self.bridge.schedule()
 
     # -- admission and changes ----------------------------------------------------------------
@@ -270,9 +213,8 @@ class ArgoSide:
                 await self._refuse(key, body, str(exc))
                 return
             # (its templates may not have been seen yet, as at a start): its pods wait
-            self.event(
-                owner, "Warning", "TemplateMissing", f"{exc}; tried again every {RETRY:g} s."
-            )
+            message = f"{exc}; tried again every {RETRY:g} s."
+            self.bridge.intents.event(owner, "Warning", "TemplateMissing", message)
             self._later(body)
             return
         except IdlegateError as exc:
@@ -293,24 +235,24 @@ class ArgoSide:
         created = parse_time((body.get("metadata") or {}).get("creationTimestamp"))
         arrival = min(now, bridge.settings.clock.from_wall(created)) if created else now
         live = LiveArgo(key, mapped)
-        wf = ArgoWorkflow(self, owner, live)
+        wf = ArgoWorkflow(owner, live)
         live.admit(bridge.cluster, now, arrival, pods)
-        self.workflows[key] = wf
+        bridge.argo[key] = wf
         if owner.uid in bridge.ended:  # it finished or went while its pods were listed
             self._drop(wf)
             return
         for pod in seen:
-            self.write(wf, live.observe(bridge.cluster, pod, now))
+            bridge.intents.release_argo(owner, live.observe(bridge.cluster, pod, now))
         counts = mapped.counts
         guessed = [s.name for s in mapped.live_stages if s.duration_source is DurationSource.PRIOR]
         message = (
             f"Scheduled by idlegate: {counts['stages']} stages, {counts['edges']} edges, "
             f"{counts['tasks']} pods, in the pool of {bridge.settings.pool_size} executors."
         )
-        self.event(wf.owner, "Normal", "Accepted", message)
+        bridge.intents.event(owner, "Normal", "Accepted", message)
         if guessed:
-            self.event(
-                wf.owner,
+            bridge.intents.event(
+                owner,
                 "Normal",
                 "Estimated",
                 f"No history of {mapped.template_key} and no annotation "
@@ -326,20 +268,25 @@ class ArgoSide:
         async def again() -> None:
             key = (meta.get("namespace", ""), meta.get("name", ""))
             # (unless it went meanwhile, or a later event of it came first)
-            if meta.get("uid") not in self.bridge.ended and key not in self.workflows:
+            if meta.get("uid") not in self.bridge.ended and key not in self.bridge.argo:
                 await self.workflow_seen(False, body)
 
         key = f"argo-admit/{meta.get('namespace')}/{meta.get('name')}"
         self.bridge.timers.arm(key, self.bridge.now() + RETRY, again)
 
     def _remap(self, wf: ArgoWorkflow, body: Mapping[str, Any]) -> None:
+        job = wf.job
         try:
             mapped = self._map(body)
             releases = wf.live.remap(self.bridge.cluster, mapped, self.bridge.now())
         except IdlegateError as exc:
             log.warning("%s/%s no longer maps (%s): kept as it was.", *wf.live.key, exc)
             return
-        self.write(wf, releases)
+        if wf.job is not job:  # a new job: its idle slots' timers are set under its indexes
+            for stage in job.stages:
+                if stage.idle_until is not None:
+                    self.bridge.intents.cancel_timer(wf.timer_key(stage.index))
+        self.bridge.intents.release_argo(wf.owner, releases)
         for pod in wf.live.take_unplaced():
             self._unscheduled(pod, "its node is no stage of the job idlegate mapped")
 
@@ -347,7 +294,7 @@ class ArgoSide:
         """Not scheduled: its pods are released as they come, those there already now."""
         self.refused[key] = why
         message = f"Not scheduled by idlegate: {why}. Its pods are released as Argo creates them."
-        self.event(owner_of(body), "Warning", "NotScheduled", message)
+        self.bridge.intents.event(owner_of(body), "Warning", "NotScheduled", message)
         try:
             listed = await self.bridge.kube.list_pods(key[0], f"{WORKFLOW_LABEL}={key[1]}")
         except ApiError as exc:
@@ -360,10 +307,10 @@ class ArgoSide:
                 self._unscheduled(pod, why)
 
     def _drop(self, wf: ArgoWorkflow) -> None:
-        wf.active = False
+        wf.active = False  # (its idle timers fire for nothing)
         wf.live.drop(self.bridge.cluster, self.bridge.now())
-        if self.workflows.get(wf.live.key) is wf:
-            del self.workflows[wf.live.key]
+        if self.bridge.argo.get(wf.live.key) is wf:
+            del self.bridge.argo[wf.live.key]
         self._gauges()
 
     # -- history ------------------------------------------------------------------------------
@@ -388,48 +335,13 @@ class ArgoSide:
                 ).inc()
             )
 
-    # -- what is written ----------------------------------------------------------------------
-
-    def write(self, wf: ArgoWorkflow, releases: list[Release]) -> None:
-        """Release each pod: the executor recorded on it, idlegate's gate removed."""
-        for release in releases:
-            self._patch(wf.owner, release.pod, release.executor)
-            self.released.labels("scheduled").inc()
-
     def _unscheduled(self, pod: ArgoPod, why: str) -> None:
         owner = Owner(pod.namespace, pod.workflow, "", kind="Workflow", api_version=API_VERSION)
-        self._patch(owner, pod.name, None)
-        self.released.labels("unscheduled").inc()
+        self.bridge.intents.release_unscheduled(owner, pod.name)
         log.warning("Released pod %s/%s unscheduled: %s.", pod.namespace, pod.name, why)
 
-    def _patch(self, owner: Owner, name: str, executor: int | None) -> None:
-        namespace = owner.namespace
-
-        async def run(kube: KubeApi) -> None:
-            for _ in range(3):  # the gates moved under the guard: read again
-                try:
-                    pod = await kube.get_pod(namespace, name)
-                    ops = ungate_patch(pod) if executor is None else release_patch(pod, executor)
-                    if ops:
-                        await kube.patch_pod(namespace, name, ops)
-                    return
-                except ApiError as exc:
-                    if exc.status == 404:
-                        return  # gone: its deletion is an event of its own
-                    if exc.status not in (409, 422):
-                        raise
-
-        def failed(exc: Exception) -> None:
-            self.event(owner, "Warning", "PodError", f"Cannot release pod {name}: {exc}")
-
-        op = Op(f"release pod {name}", run, on_error=failed, priority=Priority.RUN)
-        self.bridge.lanes.submit((namespace, f"argo/{owner.name}"), op, lane=name)
-
-    def event(self, owner: Owner, type_: str, reason: str, message: str) -> None:
-        self.bridge.intents.event(owner, type_, reason, message)
-
     def _gauges(self) -> None:
-        self.active.labels("argo").set(len(self.workflows))
+        self.active.labels("argo").set(len(self.bridge.argo))
         self.active.labels("dagworkflow").set(len(self.operator.pools.workflows))
 
 

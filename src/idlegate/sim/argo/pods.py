@@ -65,22 +65,6 @@ def gates_with_ours(pod: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     return [*gates, {"name": GATE}]
 
 
-def ungate_patch(pod: Mapping[str, Any]) -> list[dict[str, Any]] | None:
-    """The JSON patch removing only idlegate's gate from `pod` (a ``test`` op guards its
-    index: a concurrent change of the gates fails it rather than remove another's);
-    None if the pod does not carry it. The operator's releases also record the
-    executor (`idlegate.operator.core.pods.release_patch`)."""
-    spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
-    gates = spec.get("schedulingGates") or []
-    index = next((i for i, g in enumerate(gates) if g.get("name") == GATE), None)
-    if index is None:
-        return None
-    return [
-        {"op": "test", "path": f"/spec/schedulingGates/{index}/name", "value": GATE},
-        {"op": "remove", "path": f"/spec/schedulingGates/{index}"},
-    ]
-
-
 @dataclass(frozen=True)
 class ArgoPod:
     """One node's pod of an Argo workflow, as read from the pod."""
