@@ -1,40 +1,23 @@
 """Cleanup: deleting task pods (``spec.podGC``) and finished workflows
-(``spec.ttlSecondsAfterFinished``), and never before what they hold is written elsewhere.
+(``spec.ttlSecondsAfterFinished``), never before what they hold is written elsewhere.
 
-A platform that runs thousands of workflows a day cannot keep every pod and every finished
-workflow: thousands of completed pods slow the API server and every watcher of pods. The
-two knobs are Argo Workflows' and a Kubernetes Job's, each with an operator default for a
-workflow that does not set it (``--pod-gc``, default Never; ``--ttl-after-finished``,
-default none: nothing changes for anyone who sets neither):
+The strategies and the TTL, with the operator's defaults (``--pod-gc``,
+``--ttl-after-finished``), are the user's contract in deploy/README.md ("Cleanup,
+deadlines and suspend"). What is deleted is recorded first:
 
-* **Pod GC.** ``OnPodCompletion`` deletes each task pod once it has ended,
-  ``OnPodSuccess`` once it has succeeded (a failed one is kept for its logs),
-  ``OnWorkflowCompletion`` every pod once the workflow has succeeded or failed,
-  ``OnWorkflowSuccess`` every pod once it has succeeded.
-* **TTL.** A workflow that succeeded or failed is deleted ``ttlSecondsAfterFinished``
-  after its ``status.completionTime`` (its pods go with it, by their ownerReferences). An
-  Invalid workflow is never deleted by its TTL: it waits for its spec to be fixed (and an
-  invalid spec's TTL could not be trusted anyway).
-
-What is deleted must be recorded first, so cleanup loses no data:
-
-* a pod only after a status write that counts its outcome has landed: the bridge hands
+* a pod only after a status write that counts its outcome has landed: the core hands
   each ended pod to :meth:`Cleanup.task_ended` once the state machine has it, and the
-  pods noted before a status write was *sent* are deleted when the core is told that write
-  has landed (:meth:`Cleanup.landed`, from the write's outcome). The status names the succeeded
-  tasks (``stages[].completedIndexes``), so a restarted operator that finds no pod for
-  them knows they are done (:mod:`idlegate.operator.core.admission`), and deleting such a pod
-  is never taken for a lost task: its task has succeeded (or moved on to its next
-  attempt), so the bridge ignores the pod's deletion and frees no executor;
+  pods noted before a status write was *sent* are deleted once that write has landed
+  (:meth:`Cleanup.landed`). The status names the succeeded tasks
+  (``stages[].completedIndexes``), so a restarted operator that finds no pod for them
+  knows they are done, and a deleted pod is never taken for a lost task;
 * the workflow-level strategies and the TTL wait for the workflow's history record
-  (``status.historyRecorded``) when a history sink is configured (``--history-file``);
-  until it is written (a failing volume), the workflow and its pods are kept.
+  (``status.historyRecorded``) when a history sink is configured (``--history-file``).
 
 Finished workflows are handled from the API's view of them (:meth:`Cleanup.seen`: every
 watch event of a DagWorkflow, and each one a rebuild lists), so what the checks read has
-landed by definition. The TTL timer is derived from the persisted completion time, so
-a restart arms it again at the same time (a past one fires at once): nothing is forgotten,
-and the deletion, which checks the workflow's uid and phase first, happens once.
+landed. The TTL timer is derived from the persisted completion time: a restart arms it
+for the same time, and the deletion, which checks the uid and phase first, happens once.
 """
 
 from __future__ import annotations
@@ -42,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from idlegate.api.labels import LABEL_WORKFLOW
@@ -105,12 +88,8 @@ class Cleanup:
         """A workflow admitted with its pods (a restart, a resume): the ended ones, whose
         outcome its state now holds, are deleted after its first status write."""
         strategy = self.strategy(wf.spec)
-        if strategy not in POD_LEVEL:
-            return
-        for pod in pods:
-            info = read_task_pod(pod)
-            if info is not None and info.owner_uid == wf.owner.uid and _wanted(strategy, info):
-                wf.collectable.append(info.name)
+        if strategy in POD_LEVEL:
+            wf.collectable += [p.name for p in _own(pods, wf.owner) if _wanted(strategy, p)]
 
     def landed(self, wf: Workflow, counted: int) -> None:
         """A status write of `wf` has landed; it counted the first `counted` pods noted."""
@@ -126,10 +105,9 @@ class Cleanup:
         failed one are deleted (the operator stopped before it could), then as :meth:`seen`."""
         owner = owner_of(body)
         if (body.get("status") or {}).get("phase") == Phase.FAILED:
-            for pod in pods:
-                info = read_task_pod(pod)
-                if info and info.owner_uid == owner.uid and not info.terminal and not info.deleting:
-                    self.intents.delete_pod(owner, info.name)
+            for pod in _own(pods, owner):
+                if not pod.terminal:
+                    self.intents.delete_pod(owner, pod.name)
         self.seen(body)
 
     def seen(self, body: Mapping[str, Any]) -> None:
@@ -187,19 +165,24 @@ class Cleanup:
             self._swept.pop(owner.uid, None)
             log.warning("Pod GC of %s/%s not done: %s", owner.namespace, owner.name, exc)
             return
-        for pod in pods:
-            info = read_task_pod(pod)
-            if info is None or info.owner_uid != owner.uid or info.deleting:
-                continue
-            if strategy not in POD_LEVEL or _wanted(strategy, info):
-                self.intents.delete_pod(owner, info.name)
+        for pod in _own(pods, owner):
+            if strategy not in POD_LEVEL or _wanted(strategy, pod):
+                self.intents.delete_pod(owner, pod.name)
+
+
+def _own(pods: Iterable[Mapping[str, Any]], owner: Owner) -> Iterator[TaskPod]:
+    """The task pods of `owner`'s workflow (that very object: its uid) not being deleted."""
+    for pod in pods:
+        info = read_task_pod(pod)
+        if info is not None and info.owner_uid == owner.uid and not info.deleting:
+            yield info
 
 
 def _wanted(strategy: PodGCStrategy, pod: TaskPod) -> bool:
     """Whether a pod-level `strategy` deletes `pod`: it has ended (and succeeded)."""
-    if pod.deleting or not pod.terminal:
-        return False
-    return strategy is PodGCStrategy.ON_POD_COMPLETION or pod.phase == "Succeeded"
+    return pod.terminal and (
+        strategy is PodGCStrategy.ON_POD_COMPLETION or pod.phase == "Succeeded"
+    )
 
 
 def _ttl_key(uid: str) -> str:

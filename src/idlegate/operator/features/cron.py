@@ -29,7 +29,7 @@ import asyncio
 import copy
 import itertools
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from idlegate.api.crd import API_VERSION, CRON_KIND, KIND
@@ -203,32 +203,24 @@ class CronController:
     ) -> float | None:
         """Start the due run if the policy allows; the scheduled time it was started for."""
         if when.too_late is not None:
-            self.record(
-                owner,
-                "Warning",
-                "MissedSchedule",
+            late = (
                 f"the run due at {stamp(when.too_late)} was not started: it is more than "
-                f"startingDeadlineSeconds ({spec.starting_deadline_seconds}) late",
+                f"startingDeadlineSeconds ({spec.starting_deadline_seconds}) late"
             )
+            self.record(owner, "Warning", "MissedSchedule", late)
             return None
         if when.run_at is None:
             return None
+        due_at = stamp(when.run_at)
         if when.missed:
-            self.record(
-                owner,
-                "Warning",
-                "MissedSchedule",
-                f"{when.missed} earlier run(s) were missed; starting only the latest, due at "
-                f"{stamp(when.run_at)}",
-            )
+            missed = f"{when.missed} earlier run(s) were missed; starting only the latest"
+            self.record(owner, "Warning", "MissedSchedule", f"{missed}, due at {due_at}")
         if active and spec.concurrency_policy is ConcurrencyPolicy.FORBID:
-            self.record(
-                owner,
-                "Normal",
-                "RunAlreadyActive",
-                f"not starting the run due at {stamp(when.run_at)}: concurrencyPolicy is "
-                f"Forbid and {_name(active[0])} is still active",
+            forbid = (
+                f"not starting the run due at {due_at}: concurrencyPolicy is Forbid and "
+                f"{_name(active[0])} is still active"
             )
+            self.record(owner, "Normal", "RunAlreadyActive", forbid)
             return None
         if active and spec.concurrency_policy is ConcurrencyPolicy.REPLACE:
             for run in active:
@@ -268,22 +260,23 @@ class CronController:
         del finished[: max(0, len(finished) - keep)]
 
     async def _delete(self, ns: str, name: str) -> None:
-        try:
-            await self.kube.delete_workflow(ns, name)
-        except ApiError as exc:
-            if exc.status != 404:
-                raise
+        await _unless_gone(self.kube.delete_workflow(ns, name))
 
     async def _write(
         self, ns: str, name: str, status: CronWorkflowStatus, conditions: Conditions
     ) -> None:
         status.conditions = conditions.models()
         body = status.model_dump(mode="json", by_alias=True, exclude_none=True)
-        try:
-            await self.kube.patch_cron_status(ns, name, body)
-        except ApiError as exc:
-            if exc.status != 404:  # deleted meanwhile: nothing to write
-                raise
+        await _unless_gone(self.kube.patch_cron_status(ns, name, body))
+
+
+async def _unless_gone(request: Awaitable[Any]) -> None:
+    """Await `request`; a 404 (its object was deleted meanwhile) leaves nothing to do."""
+    try:
+        await request
+    except ApiError as exc:
+        if exc.status != 404:
+            raise
 
 
 def _upcoming(

@@ -1,36 +1,24 @@
-"""A workflow's life outside the policy's decisions: rejected, suspended, resumed, timed out.
+"""A workflow's life outside the policy's decisions: suspended, resumed, timed out.
 
-* **Invalid.** A spec the operator cannot run is rejected (:func:`idlegate.operator.core.
-  core.reject`): phase Invalid, condition Valid=False, an Event; it is never admitted.
-* **Suspended** (``spec.suspend: true``). A suspended workflow is kept out of the pool: it
-  is not admitted, so the state machine, and with it the policy's view, does not hold it,
-  and no pod of it is released (:meth:`Lifecycle.hold` writes phase Suspended, condition
-  Suspended=True and Running=False, reason Suspended). Set on a running workflow (a spec update,
-  :func:`idlegate.operator.edge.intake.spec_changed`), it leaves the pool at once
-  (:meth:`Lifecycle.suspend`): its running task pods are deleted (evicted, as Kueue
-  evicts a workload) and their executors freed; its gated pods, finished tasks and idle
-  slots are kept. Argo lets running tasks finish instead, but a workflow that still held
-  executors would still be in the policy's view and take the pool's capacity while
-  "suspended". Set back to false, it is admitted as a restarted operator admits it: its
-  progress is read from its pods and status, and the evicted tasks run again (their
-  eviction is no failure: it does not count against backoffLimit).
-* **Deadline** (``spec.activeDeadlineSeconds``). Counted from the workflow's admission
-  (``status.startTime``, as a Job's from its startTime), time spent suspended included, as
-  Argo counts it: a workflow created suspended has no startTime until it is first
-  resumed. When it passes, the workflow fails with condition Failed, reason
-  DeadlineExceeded: its pods (running and gated) are deleted, its executors freed, and a
-  Warning Event says so (:meth:`idlegate.operator.edge.bridge.Bridge.fail`). The timer is
-  derived from the persisted startTime, so a restart arms it again at the same time. A
-  suspended workflow whose deadline passes is admitted and failed at once.
+What ``spec.suspend`` and ``spec.activeDeadlineSeconds`` mean to a user, and which spec
+fields may change on an admitted workflow (:data:`MUTABLE`), is in deploy/README.md
+("Cleanup, deadlines and suspend"). How:
 
-``suspend``, ``activeDeadlineSeconds``, ``ttlSecondsAfterFinished`` and ``podGC`` may
-change on an admitted workflow (:data:`MUTABLE`); a change of anything else is refused
-with an Event, as before.
+* A workflow created suspended is not admitted, so the state machine, and with it the
+  policy's view, does not hold it (:meth:`Lifecycle.hold` writes its status). Suspended
+  while it runs (a spec update, :func:`idlegate.operator.edge.intake.spec_changed`), it
+  leaves the pool at once (:meth:`Lifecycle.suspend`): its running task pods are deleted
+  and their executors freed; its gated pods, finished tasks and idle slots are kept.
+  Resumed, it is admitted as a restarted operator admits it: its progress is read from
+  its pods and status, and the evicted tasks run again.
+* The deadline's timer is derived from the persisted ``status.startTime``, so a restart
+  arms it again for the same time. When it passes, the workflow fails
+  (:meth:`idlegate.operator.edge.bridge.Bridge.fail`); a suspended one is read from the
+  API, admitted and failed at once.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -70,8 +58,6 @@ class Lifecycle:
         self.kube, self.timers = kube, timers
         self._expiring: set[str] = set()
         """Uids of suspended workflows being admitted to be failed by their deadline."""
-        self._tasks: set[asyncio.Task[None]] = set()
-        """Reads of suspended workflows whose deadline passed (held till they end)."""
 
     # -- suspend and resume ----------------------------------------------------------------
 
@@ -155,7 +141,7 @@ class Lifecycle:
             return
 
         async def fire() -> None:
-            self.deadline_passed(owner, seconds, started)
+            await self.deadline_passed(owner, seconds, started)
 
         when = started + seconds if at is None else at
         self.timers.arm(_deadline_key(owner.uid), when, fire)
@@ -164,7 +150,7 @@ class Lifecycle:
         """`wf` left the bridge (finished, failed, deleted or suspended): no deadline."""
         self.timers.cancel(_deadline_key(wf.owner.uid))
 
-    def deadline_passed(self, owner: Owner, seconds: int, started: float) -> None:
+    async def deadline_passed(self, owner: Owner, seconds: int, started: float) -> None:
         """Fail the workflow `owner` by its deadline: now if it is admitted, else (it is
         suspended) once it is read from the API and admitted."""
         b = self.bridge
@@ -180,10 +166,7 @@ class Lifecycle:
                 b.fail(wf, "DeadlineExceeded", message)
                 b.schedule()
             return
-        read = self._expire_held(owner, seconds, started, message)
-        task = asyncio.get_running_loop().create_task(read)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        await self._expire_held(owner, seconds, started, message)
 
     async def _expire_held(self, owner: Owner, seconds: int, started: float, message: str) -> None:
         b = self.bridge

@@ -1,36 +1,23 @@
 """Hot reload: the operator follows the model files of its policy without restarting.
 
-The spec of ``--scheduler`` (and of ``--shadow``) may name model files:
-``learned:PATH.onnx`` (a bare ``PATH.onnx``), ``window:PATH``, ``inspect:PATH:BASE``, and
-any of them inside a wrapper such as ``lookahead:learned:PATH`` (:func:`model_files`;
-``default`` names the bundled model). A :class:`PolicyWatch` looks at them every
-``--policy-reload-interval`` seconds (loop time: tests step it with :meth:`PolicyWatch.check`):
+What a user sees (the specs whose files are watched, the Events, the metric) is in
+deploy/README.md ("Hot reload and shadow mode"). A :class:`PolicyWatch` looks at the files
+of one spec (:func:`model_files`) every ``--policy-reload-interval`` seconds (loop time:
+tests step it with :meth:`PolicyWatch.check`):
 
-* by the file each path resolves to now, its inode, size and modification time (a
-  ConfigMap volume replaces its files by swapping a ``..data`` symlink to a new
-  directory; the path the operator was given never changes, what it resolves to does),
-  and, when any of these changed, by the SHA-256 of the content: a touched file, or a
+* first at what each path resolves to now, its inode, size and modification time (a
+  ConfigMap volume swaps a ``..data`` symlink: the path stays, what it resolves to
+  changes), then, when any changed, at the SHA-256 of the content: a touched file, or a
   ConfigMap update that left this key alone, reloads nothing;
 * a new content is built from the same spec by
-  :func:`idlegate.operator.decisions.build_scheduler`, the same code and the same probe as
-  at the start (an ONNX model whose outputs are not finite on a small state is refused),
-  in a thread, so the event loop keeps deciding meanwhile;
-* the new policy is handed to `apply` in the event loop, so it takes over between two
-  decision rounds, never inside one (:func:`replace_policy` for the active policy:
-  the Decider asks it from the next question on, a lookahead planner gets a new worker;
-  the cluster's state, the workflows and their pods are not touched; a portfolio is
-  given the finished workflows of the one it replaces, `Decider.use`);
-* a model that fails keeps the policy in use: a Warning Event ``PolicyReloadFailed`` on
-  the operator's Pod (as ``ApiUnreachable``; logged only outside a Pod), an ERROR line,
-  ``idlegate_policy_reloads_total{role,result="failed"}``. Each content fails once: the
-  next attempt is the next change. A reload that works is a Normal Event
-  ``PolicyReloaded`` and ``result="ok"``.
+  :func:`idlegate.operator.decisions.build_scheduler` (the same probe as at the start) in
+  a thread, and handed to `apply` in the event loop, between two decision rounds
+  (:func:`replace_policy`: the cluster's state, the workflows and their pods are not
+  touched);
+* a content that fails keeps the policy in use, and is tried once: the next attempt is
+  the next change.
 
-A file written in place (not swapped) may be read half-written; that content fails the
-probe and the complete one, a moment later, reloads. Swap files in (write elsewhere,
-then rename), as a ConfigMap does, to avoid the Warning.
-
-Every pool reloads (:class:`PoolReloads`): an ExecutorPool without ``spec.policy`` follows
+Every pool reloads (:class:`PoolReloads`): a pool without ``spec.policy`` follows
 ``--scheduler``, so the watch of ``--scheduler`` hands it a policy object of its own built
 from the same new files (pools never share one); a pool whose ``spec.policy`` names model
 files has a watch of its own, from its creation or last change of spec until the next.
@@ -99,28 +86,6 @@ def digest(paths: tuple[Path, ...]) -> str:
     return sha.hexdigest()
 
 
-def reloaded(role: str, policy: str, paths: tuple[Path, ...], sha: str) -> Notice:
-    """The Event of a reload that worked (on the operator's Pod)."""
-    where = ", ".join(str(p) for p in paths)
-    return (
-        "Normal",
-        "PolicyReloaded",
-        f"The {role} policy {policy} was reloaded from {where} (sha256 {sha[:12]}); it "
-        "decides from the next decision round on.",
-    )
-
-
-def reload_failed(role: str, policy: str, paths: tuple[Path, ...], problem: str) -> Notice:
-    """The Event of a reload that failed: the policy in use is kept (on the operator's Pod)."""
-    where = ", ".join(str(p) for p in paths)
-    return (
-        "Warning",
-        "PolicyReloadFailed",
-        f"The {role} policy's model changed ({where}) but cannot be used: {problem}. The "
-        f"operator keeps the policy {policy} it had; fix or replace the file to try again.",
-    )
-
-
 class PolicyWatch:
     """The model files of one policy spec, looked at on demand or every interval."""
 
@@ -184,18 +149,32 @@ class PolicyWatch:
         self.apply(policy)
         for use, own in zip(others, built[1:], strict=True):
             use(own)
-        self.metrics.policy_reloads.labels(self.role, "ok").inc()
-        notice = reloaded(self.role, policy.name, self.files, sha)
-        log.info("%s", notice[2])
-        self.report(notice)
+        reloaded = (
+            f"The {self.role} policy {policy.name} was reloaded from {self.where} (sha256 "
+            f"{sha[:12]}); it decides from the next decision round on."
+        )
+        self._tell("ok", ("Normal", "PolicyReloaded", reloaded))
         return True
 
     def _failed(self, exc: Exception) -> None:
-        self.metrics.policy_reloads.labels(self.role, "failed").inc()
-        problem = str(exc) if isinstance(exc, IdlegateError) else f"{type(exc).__name__}: {exc}"
-        notice = reload_failed(self.role, self.current().name, self.files, problem)
-        # an error of our own is told as it is; anything else gets its traceback
-        log.error("%s", notice[2], exc_info=None if isinstance(exc, IdlegateError) else exc)
+        ours = isinstance(exc, IdlegateError)  # (told as it is; anything else, its traceback)
+        problem = str(exc) if ours else f"{type(exc).__name__}: {exc}"
+        failed = (
+            f"The {self.role} policy's model changed ({self.where}) but cannot be used: "
+            f"{problem}. The operator keeps the policy {self.current().name} it had; fix or "
+            "replace the file to try again."
+        )
+        self._tell("failed", ("Warning", "PolicyReloadFailed", failed), None if ours else exc)
+
+    @property
+    def where(self) -> str:
+        return ", ".join(str(p) for p in self.files)
+
+    def _tell(self, result: str, notice: Notice, exc: Exception | None = None) -> None:
+        """Count, log and report (as an Event on the operator's Pod) a reload's `result`."""
+        self.metrics.policy_reloads.labels(self.role, result).inc()
+        level = logging.INFO if result == "ok" else logging.ERROR
+        log.log(level, "%s", notice[2], exc_info=exc)
         self.report(notice)
 
 

@@ -1,45 +1,33 @@
-"""Shadow mode: a second policy answers every decision beside the active one, gating nothing.
-
-``idlegate operator --shadow SPEC`` builds the shadow policy as ``--scheduler`` builds the
-active one (the same spec grammar and the same load-time probe) and compares it with the
-active policy at every decision, so a new policy can be watched on the live cluster
-before it is trusted:
+"""Shadow mode: a second policy (``--shadow SPEC``) answers every decision beside the
+active one, gating nothing. What it shows and costs is in deploy/README.md ("Hot reload
+and shadow mode"). How:
 
 * :meth:`Shadow.begin`, in the event loop as a scheduling round starts, takes a fork of
-  the cluster (`idlegate.sim.rollout.planning_fork`: the jobs copied, the workflows'
-  duration models frozen); the :class:`idlegate.operator.decisions.Decider` adds each
-  answer the round applied (the active policy's, or a fallback rule's) and
-  :meth:`Shadow.submit` hands the round to the shadow's one worker thread;
-* the worker replays the round on the fork: at each answer it asks the shadow what it
-  would do in that state, compares what the two do *now* (`idlegate.policy.lookahead.
-  effect`: the stage, how many executors start, the idle delay; or both wait), then
-  applies the active answer, so the next question is asked in the state the cluster
-  really went through. ``idlegate_shadow_decisions_total{agree}`` counts the outcomes
-  and ``idlegate_shadow_agreement_ratio`` is agree / compared since the start.
+  the cluster (`idlegate.sim.rollout.planning_fork` where futures are simulated: the
+  jobs copied, the duration models frozen); the
+  :class:`idlegate.operator.decisions.Decider` adds each answer the round applied (the
+  active policy's or a fallback rule's) and :meth:`Shadow.submit` hands the round to the
+  shadow's one worker thread;
+* the worker replays the round on the fork: at each answer it asks the shadow, compares
+  what the two do *now* (`idlegate.policy.lookahead.effect`), then applies the active
+  answer, so the next question is asked in the state the cluster went through.
 
-Nothing of the shadow is on the decision path but the fork: the active answers never
-wait for it. The worker is bounded: at most `Settings.shadow_backlog` rounds wait for
-it; a round beyond is not compared and is counted in
-``idlegate_shadow_skipped_rounds_total`` (a shadow slower than the cluster's pace shows
-there rather than in memory). A shadow that raises, or answers illegally, is counted in
-``idlegate_shadow_errors_total`` and logged once per distinct error
-(:class:`idlegate.operator.decisions.ErrorLog`); that decision is not compared, and the
-active policy never sees it.
+Only the fork is on the decision path. At most `Settings.shadow_backlog` rounds wait for
+the worker; a round beyond is not compared (counted). A shadow that raises or answers
+illegally is counted and logged once per distinct error
+(:class:`idlegate.operator.decisions.ErrorLog`); the active policy never sees it.
 
-The estimated difference, ``idlegate_shadow_expected_change``: C(shadow) / C(active) − 1,
-the relative change of job-seconds (the integral of workflows in the system, which is
-mean JCT times the arrival rate) over a planner's horizon if the cluster followed the
-shadow instead of the active policy. Negative: the shadow expects fewer job-seconds. It
-comes from, in this order:
+``idlegate_shadow_expected_change``, C(shadow) / C(active) − 1 in job-seconds over a
+planner's horizon, comes from the first of:
 
 1. the active policy, when it is a lookahead planner whose last plan simulated the
    shadow (the shadow's name is one of its candidates);
 2. the shadow, when it is a switch-mode lookahead planner (it plans inline in the
    worker) whose last plan simulated the active policy's followed rule;
-3. otherwise, with `Settings.shadow_estimate` and both specs known, an estimator: a
-   lookahead planner whose base is the active spec and whose one candidate is the shadow
-   spec, planned in the worker each time the set of workflows changes (one plan, with the
-   operator's fast options, `idlegate.policy.lookahead.FAST_PLANNING` without racing).
+3. with `Settings.shadow_estimate` and both specs known, an estimator: a lookahead
+   planner over the active spec whose one candidate is the shadow spec, planned in the
+   worker each time the set of workflows changes (`idlegate.policy.lookahead.
+   FAST_PLANNING` without racing).
 
 When none applies the gauge is NaN (the log says so at the start).
 """
