@@ -203,7 +203,7 @@ async def test_the_operator_watches_its_policy_and_its_shadow(tmp_path, monkeypa
         clock=FakeClock(),
     )
     operator = Operator(settings, kube=kube)
-    assert [w.role for w in operator.watches] == ["active", "shadow"]
+    assert [w.role for w in operator.reloads.watches] == ["active", "shadow"]
     await operator.start()
     try:
         await asyncio.wait_for(operator.watchdog.rebuilt.wait(), 5)
@@ -262,6 +262,6 @@ async def test_every_pool_reloads_its_policy_with_an_object_of_its_own(tmp_path)
         assert bridges["follows"].scheduler is not bridges["default"].scheduler
         assert marker(bridges["owns"].scheduler) == "o2"
         await operator.pool_deleted("owns")
-        assert "owns" not in operator.pool_reloads._watches
+        assert "owns" not in operator.reloads._pools
     finally:
         await operator.stop()

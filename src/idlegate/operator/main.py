@@ -72,7 +72,7 @@ from idlegate.operator.features import argo
 from idlegate.operator.features.cleanup import FINISHED as CLEANED
 from idlegate.operator.features.cron import FINISHED, LABEL_CRON, CronController
 from idlegate.operator.features.pools import Pools, namespace_labels, pool_status
-from idlegate.operator.features.reload import PoolReloads, policy_watches, replace_policy
+from idlegate.operator.features.reload import Reloads, replace_policy
 from idlegate.operator.features.shadow import make_shadow
 from idlegate.operator.settings import Settings
 from idlegate.sim.protocol import Scheduler
@@ -95,16 +95,13 @@ class Operator:
         self.metrics = Metrics(settings.pool_size, self.scheduler.name)
         self.shadow = make_shadow(settings, self.metrics)
         """The shadow policy (--shadow), compared beside the policy, or None."""
-        self.pool_reloads = PoolReloads(settings, self.metrics, self.report)
-        """Hot reload of the ExecutorPools' policies (:mod:`idlegate.operator.features.reload`)."""
-        self.watches = policy_watches(
+        self.reloads = Reloads(
             settings,
+            self.metrics,
+            self.report,
             active=lambda: self.scheduler,
             use=self.use_policy,
             shadow=self.shadow,
-            metrics=self.metrics,
-            report=self.report,
-            others=self.pool_reloads.following,
         )
         """The model files watched for hot reload (:mod:`idlegate.operator.features.reload`)."""
         self.health = ApiHealth(self.metrics)
@@ -203,7 +200,7 @@ class Operator:
             self._bridge = bridge
             bridge.decider.shadow = self.shadow
             bridge.reporter = self.pod
-            self._pools = self.pool_reloads.pools = Pools(bridge)
+            self._pools = Pools(bridge)
         self.kopf_log.install()
         if self._watchdog is None:
             self._watchdog = Watchdog(self.pools, self.health, reporter=self.pod)
@@ -211,8 +208,7 @@ class Operator:
                 asyncio.create_task(self._admit_later(RETRY_DELAY)),
                 asyncio.create_task(self._serve(self._watchdog)),
             ]
-            every = s.policy_reload_interval
-            self._tasks += [asyncio.create_task(w.run(every)) for w in self.watches]
+            self.reloads.start(self.pools)
         if s.metrics_port is not None and self.endpoints.port is None:
             port = await self.endpoints.start(s.metrics_port, s.listen_host)
             log.info("Metrics at http://%s:%d/metrics, readiness at /readyz", s.listen_host, port)
@@ -258,14 +254,14 @@ class Operator:
         parsed = parse_pool_spec(spec, name)
         with pools.moving():
             await intake.readmit(pools, pools.apply(name, parsed, uid))
-        self.pool_reloads.changed(name)
+        self.reloads.changed(name)
         return pool_status(name, pools)
 
     async def pool_deleted(self, name: str) -> None:
         pools = await self.ready_pools()
         with pools.moving():
             await intake.readmit(pools, pools.remove(name))
-        self.pool_reloads.changed(name)
+        self.reloads.changed(name)
 
     async def ready_pools(self) -> Pools:
         """The pools, once the first rebuild of the state is done (admissions wait for it:
@@ -318,7 +314,7 @@ class Operator:
         if self._bridge is not None:
             await self._bridge.applier.drain(self.settings.shutdown_timeout)
         self.timers.shutdown()
-        self.pool_reloads.stop()
+        await self.reloads.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -17,7 +17,7 @@ tests step it with :meth:`PolicyWatch.check`):
 * a content that fails keeps the policy in use, and is tried once: the next attempt is
   the next change.
 
-Every pool reloads (:class:`PoolReloads`): a pool without ``spec.policy`` follows
+Every pool reloads (:class:`Reloads`): a pool without ``spec.policy`` follows
 ``--scheduler``, so the watch of ``--scheduler`` hands it a policy object of its own built
 from the same new files (pools never share one); a pool whose ``spec.policy`` names model
 files has a watch of its own, from its creation or last change of spec until the next.
@@ -197,51 +197,60 @@ def replace_policy(bridge: Bridge, policy: Scheduler) -> None:
     bridge.schedule()
 
 
-def policy_watches(
-    settings: Settings,
-    *,
-    active: Callable[[], Scheduler],
-    use: Callable[[Scheduler], None],
-    shadow: Shadow | None,
-    metrics: Metrics,
-    report: Callable[[Notice], None],
-    others: Callable[[], list[Callable[[Scheduler], None]]] = list,
-) -> list[PolicyWatch]:
-    """The watches of the operator: of the active policy's model files (unless the policy
-    is an object given in `settings.scheduler`, or the interval is 0: no reloads), and of the shadow's;
-    a spec without files needs none. `use` takes the active policy's new model, and each
-    of `others()` (:meth:`PoolReloads.following`) an object of its own."""
-    if not settings.policy_reload_interval:
-        return []
-    watch = partial(PolicyWatch, metrics=metrics, report=report)
-    watches = []
-    if settings.scheduler is None:
-        watches.append(
-            watch(settings.policy, role="active", current=active, apply=use, others=others)
-        )
-    if shadow is not None and settings.shadow is not None:
-        current, replace = (lambda: shadow.policy), shadow.replace
-        watches.append(watch(settings.shadow, role="shadow", current=current, apply=replace))
-    return [w for w in watches if w.files]
-
-
-class PoolReloads:
-    """Hot reload of the ExecutorPools' policies (the default pool's is the operator's)."""
+class Reloads:
+    """Every watch of model files: ``--scheduler``'s (its new model goes to the default pool
+    and, as an object of its own, to each pool without ``spec.policy``), ``--shadow``'s, and
+    each ExecutorPool's ``spec.policy``'s, from its creation or last change of spec until
+    the next. None with an interval of 0, for a policy object given in
+    `Settings.scheduler`, or for a spec without files."""
 
     def __init__(
-        self, settings: Settings, metrics: Metrics, report: Callable[[Notice], None]
+        self,
+        settings: Settings,
+        metrics: Metrics,
+        report: Callable[[Notice], None],
+        *,
+        active: Callable[[], Scheduler],
+        use: Callable[[Scheduler], None],
+        shadow: Shadow | None = None,
     ) -> None:
         self.settings = settings
-        self.metrics = metrics
-        self.report = report
         self.pools: Pools | None = None
-        """Set once the operator has started."""
-        self._watches: dict[str, tuple[Bridge, asyncio.Task[None]]] = {}
+        """Set by :meth:`start`."""
+        self._watch = watch = partial(PolicyWatch, metrics=metrics, report=report)
+        watches = []
+        if settings.scheduler is None:
+            others = self.following  # (its new model goes to them too)
+            watches.append(
+                watch(settings.policy, role="active", current=active, apply=use, others=others)
+            )
+        if shadow is not None and settings.shadow is not None:
+            current, replace = (lambda: shadow.policy), shadow.replace
+            watches.append(watch(settings.shadow, role="shadow", current=current, apply=replace))
+        self.watches = [w for w in watches if w.files and settings.policy_reload_interval]
+        """The operator's own: of its policy and of its shadow."""
+        self._tasks: list[asyncio.Task[None]] = []
+        self._pools: dict[str, tuple[Bridge, asyncio.Task[None]]] = {}
+        """Each pool's own watch, with the state machine it reloads."""
+
+    def start(self, pools: Pools) -> None:
+        """Run the operator's watches in the running loop; the pools' follow :meth:`changed`."""
+        self.pools = pools
+        loop, every = asyncio.get_running_loop(), self.settings.policy_reload_interval
+        self._tasks = [loop.create_task(w.run(every)) for w in self.watches]
+
+    async def stop(self) -> None:
+        """Stop every watch."""
+        tasks = self._tasks + [task for _, task in self._pools.values()]
+        self._tasks, self._pools = [], {}
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def following(self) -> list[Callable[[Scheduler], None]]:
         """Who takes a new model of ``--scheduler`` besides the default pool: each pool
-        without ``spec.policy`` (unless the operator was given a policy object)."""
-        if self.pools is None or self.settings.scheduler is not None:
+        without ``spec.policy``."""
+        if self.pools is None:
             return []
         return [
             partial(self._use, name, bridge)
@@ -257,27 +266,16 @@ class PoolReloads:
         """Pool `name` was applied (or removed): a pool rebuilt with a ``spec.policy`` that
         names model files gets a watch of its own, and a gone pool's watch stops."""
         bridge = self.pools.bridges.get(name) if self.pools is not None else None
-        old = self._watches.get(name)
+        old = self._pools.get(name)
         if old is not None and old[0] is bridge:
             return  # (the same state machine: its watch goes on)
-        self.stop(name)
+        if old is not None:
+            old[1].cancel()
+            del self._pools[name]
         every = self.settings.policy_reload_interval
         spec = self.pools.specs[name].policy if self.pools and bridge else None
         if bridge is None or not spec or not every or not model_files(spec):
             return
-        watch = PolicyWatch(
-            spec,
-            role="active",
-            current=lambda: bridge.scheduler,
-            apply=partial(self._use, name, bridge),
-            metrics=self.metrics,
-            report=self.report,
-        )
-        self._watches[name] = (bridge, asyncio.get_running_loop().create_task(watch.run(every)))
-
-    def stop(self, name: str | None = None) -> None:
-        """Stop the watch of pool `name` (None: every one)."""
-        for pool in [name] if name is not None else list(self._watches):
-            entry = self._watches.pop(pool, None)
-            if entry is not None:
-                entry[1].cancel()
+        current, use = (lambda: bridge.scheduler), partial(self._use, name, bridge)
+        watch = self._watch(spec, role="active", current=current, apply=use)
+        self._pools[name] = (bridge, asyncio.get_running_loop().create_task(watch.run(every)))
