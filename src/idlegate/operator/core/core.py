@@ -234,9 +234,9 @@ class Core:
             self.forget(owner.namespace, owner.name, previous.owner.uid, schedule=False)
         status = body.get("status") or {}
         phase = status.get("phase")
-        if self.history is not None:
-            self.history.finished_before(body)  # (if it has finished)
-        if phase in (Phase.SUCCEEDED, Phase.FAILED):
+        if phase in (Phase.SUCCEEDED, Phase.FAILED):  # (recorded and cleaned up, not admitted)
+            if self.history is not None:
+                self.history.finished_before(body)
             if self.cleanup is not None:
                 self.cleanup.finished_before(body, pods)
             return None

@@ -14,12 +14,8 @@ A pool created, changed or deleted at run time (:meth:`Pools.apply`, :meth:`Pool
 moves the workflows whose pool changed as a restart would (:mod:`.admission`): each leaves
 its old bridge (in memory only: no pod is touched, so no running task is preempted) and is
 admitted again from the API with its pods (:meth:`Pools.moving`: meanwhile no pool
-releases anything). Running pods keep executors; in a pool made smaller than what runs in
-it, those left without one run *beyond the pool* (``Cluster.beyond``): counted, never
-preempted, each taking the next executor that frees up, and nothing new is released until
-the pool is back within its size. A workflow whose pool is gone, or names a pool that does
-not exist, waits with condition ``PoolReady=False`` saying which pool it waits for; it is
-admitted once that pool exists.
+releases anything). What that means to a user (tasks beyond a pool made smaller, workflows
+waiting with ``PoolReady=False``) is in deploy/README.md ("Executor pools").
 """
 
 from __future__ import annotations
@@ -99,12 +95,12 @@ class Pools:
 
     @property
     def rebuilt(self) -> bool:
+        """The operator's readiness: the default pool's."""
         return self.default.rebuilt
 
     @rebuilt.setter
     def rebuilt(self, value: bool) -> None:
-        for bridge in self.bridges.values():
-            bridge.rebuilt = value
+        self.default.rebuilt = value
 
     @property
     def workflows(self) -> dict[WorkflowKey, Workflow]:
@@ -317,7 +313,6 @@ class Pools:
             scheduler = d.scheduler  # (a scheduler object given to the operator: embedding)
         metrics = Metrics(spec.size, scheduler.name, pool=name, beside=d.metrics)
         bridge = Bridge(settings, d.kube, scheduler, metrics=metrics, timers=d.timers, beside=d)
-        bridge.rebuilt = d.rebuilt
         bridge.paused = self._moving > 0
         return bridge
 
