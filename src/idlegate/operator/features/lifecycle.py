@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 
 MUTABLE = ("suspend", "active_deadline_seconds", "ttl_seconds_after_finished", "pod_gc")
 """Spec fields an admitted workflow may change (the rest of its spec is fixed)."""
+UNFINISHED = (Phase.PENDING, Phase.RUNNING, Phase.SUSPENDED)
+"""The phases of a workflow whose deadline may still fail it."""
 DEADLINE_RETRY = 5.0
 """Seconds before a deadline whose workflow the API did not give is tried again."""
 
@@ -51,7 +53,7 @@ def only_mutable_changed(old: WorkflowSpec, new: WorkflowSpec) -> bool:
 
 
 class Lifecycle:
-    """Rejection, suspension and deadlines of the bridge's workflows."""
+    """Suspension and deadlines of one pool's workflows."""
 
     def __init__(self, core: Core, kube: KubeApi, timers: Timers) -> None:
         self.bridge = core
@@ -166,19 +168,10 @@ class Lifecycle:
                 b.fail(wf, "DeadlineExceeded", message)
                 b.schedule()
             return
-        await self._expire_held(owner, seconds, started, message)
-
-    async def _expire_held(self, owner: Owner, seconds: int, started: float, message: str) -> None:
-        b = self.bridge
         try:
             body = await self.kube.get_workflow(owner.namespace, owner.name)
-            if body is None or (body.get("metadata") or {}).get("uid") != owner.uid:
-                return
-            if (body.get("status") or {}).get("phase") not in (
-                Phase.PENDING,
-                Phase.RUNNING,
-                Phase.SUSPENDED,
-            ):
+            phase = ((body or {}).get("status") or {}).get("phase")
+            if body is None or owner_of(body).uid != owner.uid or phase not in UNFINISHED:
                 return
             pods = await self.kube.list_pods(owner.namespace, f"{LABEL_WORKFLOW}={owner.name}")
             namespace = await self.kube.get_namespace(owner.namespace)
