@@ -224,7 +224,7 @@ class CronController:
             return None
         if active and spec.concurrency_policy is ConcurrencyPolicy.REPLACE:
             for run in active:
-                await self._delete(owner.namespace, _name(run))
+                await _unless_gone(self.kube.delete_workflow(owner.namespace, _name(run)))
                 self.record(owner, "Normal", "Replaced", f"deleted the active run {_name(run)}")
             active.clear()
         run = await self._create(owner, workflow, when.run_at)
@@ -256,11 +256,8 @@ class CronController:
 
     async def _prune(self, ns: str, finished: list[dict[str, Any]], keep: int) -> None:
         for run in finished[: max(0, len(finished) - keep)]:
-            await self._delete(ns, _name(run))
+            await _unless_gone(self.kube.delete_workflow(ns, _name(run)))
         del finished[: max(0, len(finished) - keep)]
-
-    async def _delete(self, ns: str, name: str) -> None:
-        await _unless_gone(self.kube.delete_workflow(ns, name))
 
     async def _write(
         self, ns: str, name: str, status: CronWorkflowStatus, conditions: Conditions
