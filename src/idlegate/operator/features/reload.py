@@ -13,7 +13,8 @@ tests step it with :meth:`PolicyWatch.check`):
   :func:`idlegate.operator.decisions.build_scheduler` (the same probe as at the start) in
   a thread, and handed to `apply` in the event loop, between two decision rounds
   (:func:`replace_policy`: the cluster's state, the workflows and their pods are not
-  touched);
+  touched; a portfolio goes on from the finished workflows of the one it replaces,
+  `Decider.use`);
 * a content that fails keeps the policy in use, and is tried once: the next attempt is
   the next change.
 
