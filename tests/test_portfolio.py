@@ -306,3 +306,22 @@ def test_rounds_back_off_while_nothing_switches_and_a_change_of_size_restores_th
     _fed_round(flat)
     flat.record(_jobs("u", 10, 1.0))
     assert flat.needs_replay(0.0)
+
+
+def test_a_seeded_window_replays_at_once_and_says_where_it_came_from():
+    brain = _fed("fifo+srpt", min_window=4, window=6)
+    brain.record(_jobs("live", 1, 1.0))
+    brain.seed(_jobs("old", 3, 1.0) + _jobs("old", 1, 1.0) + _jobs("live", 1, 1.0), "history sink")
+    assert [a.name for a in brain.finished] == ["old0", "old1", "old2", "live0"]  # once each
+    assert brain.needs_replay(0.0)  # min_window reached: at once
+    first = _fed_round(brain)
+    assert (first.reason, first.workflows, first.prior, first.source) == (
+        "prior history", 4, 3, "history sink"
+    )  # fmt: skip
+    assert first.replayed == {"workflows": 4, "prior": 3, "source": "history sink"}
+    brain.record(_jobs("new", 3, 1.0))  # the window keeps 6: the oldest seeded leave first
+    second = _fed_round(brain)
+    assert (second.reason, second.workflows, second.prior) == ("best", 6, 2)
+    few = _fed("fifo+srpt", min_window=4)
+    few.seed(_jobs("old", 2, 1.0), "history sink")
+    assert not few.needs_replay(0.0) and len(few.finished) == 2  # below min_window: they wait

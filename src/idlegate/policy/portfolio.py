@@ -592,7 +592,8 @@ class PortfolioScheduler:
         before the window's own, but for those of the same name, and with `min_window` in
         the window the first round comes at once, its choice applied at once."""
         known = {a.name for a in self._finished}
-        new = [a for a in finished if a.name not in known][-self.config.window :]
+        unique = {a.name: a for a in finished if a.name not in known}  # (a line written twice)
+        new = list(unique.values())[-self.config.window :]
         if not new:
             return
         self._finished[:0] = new
