@@ -334,7 +334,7 @@ class Core:
         wf.active = False
         self.intents.cancel_writes(wf.owner)
         self.drop(wf)
-        self._ended(wf)
+        self.end(wf.owner.uid)
         self.metrics.workflows_finished.labels("deleted").inc()
         log.info("%s/%s was deleted; its executors are free.", namespace, name)
         if schedule:
@@ -581,7 +581,8 @@ class Core:
     def _arm_new_timers(self) -> None:
         for stage in self.cluster.new_timers:
             wf = stage.job.payload
-            if stage.idle_until is not None and wf.active:
+            # (not for a job that left: one of an Argo Workflow that its remap replaced)
+            if stage.idle_until is not None and wf.active and stage.job.finish is None:
                 key = wf.timer_key(stage.index)
                 self.intents.set_timer(key, stage.idle_until, wf.owner, stage.index)
         self.cluster.new_timers.clear()
@@ -697,7 +698,7 @@ class Core:
         self.intents.status(wf, urgent=True)
         wf.active = False
         self.drop(wf, remove_job=False)
-        self._ended(wf)
+        self.end(wf.owner.uid)
 
     def fail(self, wf: Workflow, reason: str, message: str, *, now: float | None = None) -> None:
         """Fail the workflow: its unfinished pods are deleted, its executors return to the
@@ -711,7 +712,7 @@ class Core:
         wf.completion = now
         self.intents.cancel_writes(wf.owner)  # drop the creations and releases not done yet
         self.drop(wf)
-        self._ended(wf)
+        self.end(wf.owner.uid)
         for track in wf.stages:
             for task in track.tasks.values():
                 if task.state in (TaskState.GATED, TaskState.RELEASED):
@@ -725,9 +726,6 @@ class Core:
             self.history.finished(wf)
         self.intents.status(wf, urgent=True)
         log.warning("%s/%s failed: %s", wf.owner.namespace, wf.owner.name, message)
-
-    def _ended(self, wf: Workflow) -> None:
-        self.end(wf.owner.uid)
 
     def end(self, uid: str) -> None:
         """The workflow of `uid` ended (here, or for a kind the core does not hold): it is

@@ -378,16 +378,3 @@ class LiveArgo:
         """The workflow finished or went: its job leaves the machine, its executors free."""
         if self.job.finish is None:
             cluster.remove_job(self.job, now)
-
-    # -- what it says ----------------------------------------------------------------------
-
-    def counts(self) -> dict[str, int]:
-        """Pods released and running, gated and waiting, and tasks of the job."""
-        return {
-            "running": sum(r.executor is not None for r in self.running.values()),
-            "beyond": sum(r.executor is None for r in self.running.values()),
-            "waiting": sum(len(w) for w in self.waiting),
-            "owed": sum(len(o) for o in self.owed),
-            "tasks": sum(s.tasks for s in self.spec.stages),
-            "finished": sum(s.finished for s in self.job.stages),
-        }
