@@ -83,7 +83,7 @@ from idlegate.operator.core.tracking import (
 from idlegate.operator.decisions import Answer, Decider, post_round
 from idlegate.operator.edge.metrics import Metrics
 from idlegate.operator.features.history import replay_arrival
-from idlegate.operator.features.planning import PlanningWorker, ReplayWorker, note_rule
+from idlegate.operator.features.planning import PlanningWorker, ReplayWorker, policy_switched
 from idlegate.operator.settings import Settings
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.protocol import Launch, Scheduler, Stage
@@ -495,9 +495,11 @@ class Core:
                 self.intents.release_argo(wf.owner, wf.live.launched(launches))
             else:
                 track = wf.stages[stage.index]
-                switched = note_rule(self.planning, wf, track, last.rule)
-                if switched is not None:
-                    self.intents.event(wf.owner, *switched)
+                previous, wf.policy, track.policy = wf.policy, last.rule, last.rule
+                if previous is not None and previous != last.rule:  # (a planner's switch?)
+                    switched = policy_switched(self.planning, previous, last.rule)
+                    if switched is not None:
+                        self.intents.event(wf.owner, *switched)
                 for launch in launches:
                     self.release(wf, track, track.next_to_release(), launch.executor)
             notice = messages.released(len(launches), last.decision, last.by)

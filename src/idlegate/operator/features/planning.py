@@ -25,7 +25,7 @@ same, so decisions never wait on a plan: its ``planning_delay`` models this work
 has no effect here. A ``decision``-mode planner plans every decision itself and gets no
 worker.
 
-Where the switches show (:func:`note_rule`): a workflow's ``status.policy`` and each
+Where the switches show (:func:`policy_switched`): a workflow's ``status.policy`` and each
 stage's ``policy`` name the rule that released its tasks last. A workflow whose tasks
 are released by another followed policy than before gets a ``PolicySwitched`` Event
 (which one, since when and why: `messages.following`), at that release only: an Event
@@ -51,7 +51,6 @@ from idlegate.sim.cluster import Cluster
 from idlegate.sim.protocol import Scheduler
 
 if TYPE_CHECKING:
-    from idlegate.operator.core.tracking import StageTrack, Workflow
     from idlegate.operator.decisions import Decider
     from idlegate.operator.edge.metrics import Metrics
     from idlegate.operator.features.history import HistoryRecorder
@@ -265,15 +264,12 @@ def planning_worker(driver: Driver) -> PlanningWorker | ReplayWorker | None:
     return None if brain is None else ReplayWorker(brain, driver)
 
 
-def note_rule(
-    worker: PlanningWorker | ReplayWorker | None, wf: Workflow, track: StageTrack, rule: str
+def policy_switched(
+    worker: PlanningWorker | ReplayWorker | None, previous: str, rule: str
 ) -> Notice | None:
-    """`rule` (`Answer.rule`) releases tasks of `track`: remember it in the status; the
-    PolicySwitched Event to post on the workflow when it is a planner's newly followed
-    policy (its tasks were released by another one before), else None."""
-    previous, wf.policy, track.policy = wf.policy, rule, rule
-    if not isinstance(worker, PlanningWorker) or previous is None or previous == rule:
-        return None
-    if rule != worker.planner.following:  # a fallback rule answered: PolicyError says so
-        return None
-    return messages.policy_switched(worker.why(previous))
+    """The PolicySwitched Event to post on a workflow whose tasks `rule` (`Answer.rule`)
+    releases, after `previous` released them: when `rule` is a planner's newly followed
+    policy, else None (a fallback rule answered: PolicyError says so)."""
+    if isinstance(worker, PlanningWorker) and rule == worker.planner.following:
+        return messages.policy_switched(worker.why(previous))
+    return None
