@@ -1,7 +1,7 @@
 """The operator through API-server outages and a missing CRD: it waits, never exits.
 
 An outage of the API server, however long, must not end the process: in a Deployment,
-every outage of a minute would become a restart. Four pieces keep the operator serving:
+every outage of a minute would become a restart. Three pieces keep the operator serving:
 
 * kopf retries its failed requests (its watches and lists of DagWorkflows and pods) by
   :class:`RetryForever`: 0.1 s at first, doubling up to `Settings.watch_retry_cap`, for
@@ -9,15 +9,12 @@ every outage of a minute would become a restart. Four pieces keep the operator s
   stops ("Resource observer has failed").
   Each retry counts in `idlegate_watch_restarts_total`; :class:`KopfRetryLog` logs the
   first failed attempt of each object at WARNING, not every attempt at ERROR.
-* :class:`ApiHealth` sees outages from the operator's own API client
-  (:mod:`idlegate.operator.edge.kube`), which reports each failed try as it happens, each
-  request's final error and the first answer after a failure. An HTTP answer that is not
-  a 5xx is an answer (a 404 or a 409 still proves the server is there; a 429 is an answer
-  too, counted as throttled); no response, a timeout or a 5xx is none. The first
-  unanswered try starts an *outage* if none is answered for the next second
-  (:data:`GRACE`); the next answered one ends it. While the API is down, `idlegate_api_up`
-  is 0 (the other gauges are stale); when the outage ends, its length is added to
-  `idlegate_api_unreachable_seconds`.
+* :class:`ApiHealth` sees outages in what the operator's own API client reports
+  (:mod:`idlegate.operator.edge.kube`): an HTTP answer that is not a 5xx is an answer (a
+  404 still proves the server is there; a 429 is counted as throttled); no response, a
+  timeout or a 5xx is none. Requests unanswered for a second (:data:`GRACE`) are an
+  *outage*, which the next answer ends: meanwhile `idlegate_api_up` is 0 (the other
+  gauges are stale), after it its length is added to `idlegate_api_unreachable_seconds`.
 * :class:`Watchdog`, a task of the operator, makes the first rebuild of the state (after
   waiting for the DagWorkflow CRD, if it is not installed: a log line, then
   `idlegate_crd_missing` 1 until it appears), probes the API about once a second
