@@ -67,7 +67,7 @@ def watch(h: Harness, spec: str, posted: list[tuple[str, str, str]]) -> PolicyWa
         spec,
         role="active",
         current=lambda: h.bridge.scheduler,
-        apply=lambda policy: replace_policy(h.bridge, policy),
+        users=lambda: [lambda policy: replace_policy(h.bridge, policy)],
         metrics=h.metrics,
         report=report,
     )

@@ -96,21 +96,19 @@ class PolicyWatch:
         *,
         role: str,
         current: Callable[[], Scheduler],
-        apply: Callable[[Scheduler], None],
+        users: Callable[[], list[Callable[[Scheduler], None]]],
         metrics: Metrics,
         report: Callable[[Notice], None] = lambda notice: None,
-        others: Callable[[], list[Callable[[Scheduler], None]]] = list,
     ) -> None:
         self.spec = spec
         self.role = role
         """``active`` or ``shadow``: the metric's label and the Events' word."""
         self.current = current
         """The policy in use now (named in the Events)."""
-        self.apply = apply
-        """Called in the event loop with the new policy, between two rounds."""
-        self.others = others
-        """Further users of the same files (pools following ``--scheduler``): each is handed
-        a policy object of its own, built with the first."""
+        self.users = users
+        """Who takes a new model (the first is named in the Events; more: the pools that
+        follow ``--scheduler``), each a policy object of its own, in the event loop between
+        two rounds."""
         self.metrics = metrics
         self.report = report
         self.files = model_files(spec)
@@ -137,21 +135,16 @@ class PolicyWatch:
             sha = await asyncio.to_thread(digest, self.files)
             if sha == self.digest:
                 return None  # touched, or its directory swapped with the same content
-            others = self.others()
-            # (each user gets a policy object of its own)
-            built = await asyncio.to_thread(
-                lambda: [build_scheduler(self.spec) for _ in range(1 + len(others))]
-            )
+            users = self.users()
+            built = await asyncio.to_thread(lambda: [build_scheduler(self.spec) for _ in users])
         except Exception as exc:  # whatever the new files do, the policy in use stays
             self._failed(exc)
             return False
         self.digest = sha
-        policy = built[0]
-        self.apply(policy)
-        for use, own in zip(others, built[1:], strict=True):
-            use(own)
+        for use, policy in zip(users, built, strict=True):
+            use(policy)
         reloaded = (
-            f"The {self.role} policy {policy.name} was reloaded from {self.where} (sha256 "
+            f"The {self.role} policy {built[0].name} was reloaded from {self.where} (sha256 "
             f"{sha[:12]}); it decides from the next decision round on."
         )
         self._tell("ok", ("Normal", "PolicyReloaded", reloaded))
@@ -221,13 +214,11 @@ class Reloads:
         self._watch = watch = partial(PolicyWatch, metrics=metrics, report=report)
         watches = []
         if settings.scheduler is None:
-            others = self.following  # (its new model goes to them too)
-            watches.append(
-                watch(settings.policy, role="active", current=active, apply=use, others=others)
-            )
+            users = partial(self._following, use)
+            watches.append(watch(settings.policy, role="active", current=active, users=users))
         if shadow is not None and settings.shadow is not None:
-            current, replace = (lambda: shadow.policy), shadow.replace
-            watches.append(watch(settings.shadow, role="shadow", current=current, apply=replace))
+            current, replace = (lambda: shadow.policy), (lambda: [shadow.replace])
+            watches.append(watch(settings.shadow, role="shadow", current=current, users=replace))
         self.watches = [w for w in watches if w.files and settings.policy_reload_interval]
         """The operator's own: of its policy and of its shadow."""
         self._tasks: list[asyncio.Task[None]] = []
@@ -248,12 +239,12 @@ class Reloads:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    def following(self) -> list[Callable[[Scheduler], None]]:
-        """Who takes a new model of ``--scheduler`` besides the default pool: each pool
-        without ``spec.policy``."""
+    def _following(self, use: Callable[[Scheduler], None]) -> list[Callable[[Scheduler], None]]:
+        """Who takes a new model of ``--scheduler``: the default pool (`use`), then each
+        pool without ``spec.policy``."""
         if self.pools is None:
-            return []
-        return [
+            return [use]
+        return [use] + [
             partial(self._use, name, bridge)
             for name, bridge in self.pools
             if name != DEFAULT_POOL and not self.pools.specs[name].policy
@@ -277,6 +268,6 @@ class Reloads:
         spec = self.pools.specs[name].policy if self.pools and bridge else None
         if bridge is None or not spec or not every or not model_files(spec):
             return
-        current, use = (lambda: bridge.scheduler), partial(self._use, name, bridge)
-        watch = self._watch(spec, role="active", current=current, apply=use)
+        current, users = (lambda: bridge.scheduler), (lambda: [partial(self._use, name, bridge)])
+        watch = self._watch(spec, role="active", current=current, users=users)
         self._pools[name] = (bridge, asyncio.get_running_loop().create_task(watch.run(every)))
