@@ -85,11 +85,13 @@ class Run:
         return [p for p, n in Counter(r.pod for r in self.released).items() if n > 1]
 
 
-def test_a_launch_waits_for_its_pod_and_a_pod_for_its_launch():
+def test_a_stage_runs_once_its_pod_exists_and_a_pod_waits_for_its_launch():
     run = Run(DIAMOND)
     a = pod(".a")
-    assert run.launch("a") == []  # Argo has not created a's pod yet: the executor is owed
-    (release,) = run.see(a)
+    assert run.live.job.runnable == [] and not run.cluster.can_schedule()  # no pod yet
+    assert run.see(a) == []
+    assert [s.name for s in run.live.job.runnable] == ["a"]
+    (release,) = run.launch("a")
     assert (release.pod, release.stage) == (a.name, "a")
     assert run.see(a) == []  # the same state twice does nothing
     run.finish(a)
@@ -101,8 +103,8 @@ def test_a_launch_waits_for_its_pod_and_a_pod_for_its_launch():
     run.finish(b)
     run.finish(c)
     d = pod(".d")
-    run.launch("d")
     run.see(d)
+    run.launch("d")
     run.finish(d)
     assert run.live.job.finish is not None and run.cluster.free_executors == 2
     assert run.twice() == []
@@ -208,7 +210,7 @@ def test_a_fan_out_known_only_as_it_runs_grows_when_argo_expands_it():
     assert run.cluster.free_executors == 4
 
 
-def test_a_skipped_stage_leaves_the_job_with_the_executor_it_was_owed():
+def test_a_skipped_stage_holds_no_executor_and_leaves_the_job():
     doc = workflow(
         [
             {"name": "a", "template": "pod"},
@@ -220,11 +222,40 @@ def test_a_skipped_stage_leaves_the_job_with_the_executor_it_was_owed():
     run.see(a)
     run.launch("a")
     run.finish(a)
-    run.launch("b")  # owed: Argo will skip b, so no pod comes
-    assert run.cluster.free_executors == 0
+    assert run.live.job.runnable == []  # Argo will skip b, so no pod comes
+    assert run.cluster.free_executors == 1
     nodes = {f"{WF}-b": {"id": f"{WF}-b", "name": f"{WF}.b", "phase": "Skipped"}}
     run.live.remap(run.cluster, map_workflow(doc, nodes=nodes), run.now)
     assert run.live.job.finish is not None and run.cluster.free_executors == 1
+
+
+def test_argos_parallelism_cannot_stall_the_pool():
+    """Argo creates no pod while `parallelism` pods exist, gated ones included: a policy
+    that prefers the stage without a pod must not hold the only executor for it."""
+    doc = workflow(
+        [
+            {"name": "a", "template": "pod", "withItems": [1, 2]},
+            {"name": "b", "template": "pod"},
+        ]
+    )
+    doc["spec"]["parallelism"] = 2
+    run = Run(doc, executors=1)
+    to_create = [pod(".a(0:1)"), pod(".a(1:2)"), pod(".b")]
+    alive: list[ArgoPod] = []
+    for _ in range(20):
+        while to_create and len(alive) < 2:  # Argo's controller under its parallelism
+            alive.append(to_create.pop(0))
+            run.see(alive[-1])
+        while run.cluster.can_schedule():
+            run.launch(run.cluster.runnable_stages()[-1].name)  # the latest stage first
+        released = {r.pod for r in run.released}
+        running = [p for p in alive if p.name in released]
+        if not running:
+            break
+        run.finish(running[0])
+        alive.remove(running[0])
+    assert run.live.job.finish is not None, run.live.owed
+    assert run.twice() == [] and run.cluster.free_executors == 1
 
 
 def test_a_pod_of_no_stage_is_handed_back_unplaced():

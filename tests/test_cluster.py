@@ -8,6 +8,7 @@ from idlegate.errors import IdlegateError, IllegalDecisionError
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.protocol import WAIT, Decision
+from idlegate.sim.rollout import planning_fork
 from idlegate.sim.spec import parse_workflow
 from tests.helpers import chain
 
@@ -306,3 +307,41 @@ def test_a_job_that_leaves_forgets_its_tasks_beyond_the_pool():
     c.run_beyond(b.stages[0], "b-0")
     c.remove_job(b, 1.0)
     assert c.beyond == [] and c.busy == 1
+
+
+def test_a_stage_launches_only_its_available_tasks():
+    c = Cluster(3)
+    job = c.add_job(chain(1.0, tasks=3), 0.0)
+    stage = job.stages[0]
+    c.tasks_available(stage, 1, 0.0)
+    (only,) = c.apply(Decision(stage, 3), 0.0)  # room for 3, one available
+    assert c.runnable_stages() == [] and c.free_executors == 2
+    c.needs_schedule = False
+    c.tasks_available(stage, 2, 0.5)
+    assert c.runnable_stages() == [stage] and c.needs_schedule  # a decision round is due
+    assert len(c.apply(Decision(stage, 3), 0.5)) == 1
+    assert c.task_finished(only.executor, 1.0) is None  # no third task to go on with
+    fork = c.fork()
+    assert fork.runnable_stages() == [] and fork.jobs[0].stages[0].available == 2
+    planned = planning_fork(c)  # a simulated future: nothing would make more available
+    assert [s.name for s in planned.runnable_stages()] == ["s0"]
+    with pytest.raises(IllegalDecisionError):
+        c.tasks_available(stage, 1, 1.0)  # below what was launched
+    c.tasks_available(stage, 3, 1.0)
+    assert len(c.apply(Decision(stage, 3), 1.0)) == 1
+    for executor, _, _ in c.running_tasks():
+        assert c.task_finished(executor, 2.0) is None
+    assert job.finish == 2.0
+
+
+def test_a_child_with_no_available_task_is_not_runnable_when_its_parents_complete():
+    c = Cluster(2)
+    job = c.add_job(diamond(), 0.0)
+    for stage in job.stages[1:3]:
+        c.tasks_available(stage, 0, 0.0)
+    c.apply(Decision(job.stages[0], 2), 0.0)
+    c.task_finished(0, 1.0)
+    c.task_finished(1, 1.0)
+    assert c.runnable_stages() == [] and c.free_executors == 2
+    c.tasks_available(job.stages[2], 1, 2.0)
+    assert [s.name for s in c.runnable_stages()] == ["c"]

@@ -32,6 +32,11 @@ Semantics (Decima and the idle-slot papers):
   (`can_schedule` is False), and an executor that finishes a task does not go on with
   its stage but is freed, for the oldest task beyond the pool (`adopt_beyond`). So a
   pool made smaller drains to its size as its tasks end, and never preempts one.
+* Tasks *available* (the operator's Argo jobs; in the simulator all tasks are): a driver
+  whose tasks appear as the job runs (Argo creates a node's pods itself, within its
+  `parallelism`) says how many of a stage's tasks can start so far (`tasks_available`).
+  A stage is runnable only while fewer are launched, and an executor goes on with its
+  stage only to an available task, so no executor waits for a task that does not exist.
 """
 
 from __future__ import annotations
@@ -81,7 +86,7 @@ def _recount(job: Job) -> None:
     job.runnable = [
         s
         for s in job.stages
-        if s.parents_left == 0 and s.launched < s.tasks and s.idle_until is None
+        if s.parents_left == 0 and s.launched < s.available and s.idle_until is None
     ]
 
 
@@ -176,11 +181,11 @@ class Cluster:
         job = stage.job
         stage.finished += 1
         job.remaining_work -= stage.duration
-        if stage.launched < stage.tasks and not self.beyond:
+        if stage.launched < stage.available and not self.beyond:
             stage.launched += 1
             job.unlaunched -= 1
             self._task_start[executor] = now
-            if stage.launched == stage.tasks:
+            if stage.launched == stage.available:
                 self._out_of_tasks(stage)
             return stage
         # the executor is freed; it stays associated with its job for locality
@@ -284,10 +289,35 @@ class Cluster:
         if stage.idle_until is None:
             return  # the job left, or the timer was already handled (restart)
         stage.idle_until = None
-        if stage.job.finish is None and stage.launched < stage.tasks:
+        if stage.job.finish is None and stage.launched < stage.available:
             stage.job.runnable.append(stage)
         self.needs_schedule = True
         self._emit("idle-end", stage.job.id, stage.index, None)
+
+    def tasks_available(self, stage: Stage, n: int, now: float) -> None:
+        """`n` of the tasks of `stage` can start so far, those launched included (at most
+        its tasks). A stage that becomes runnable by it is a scheduling event."""
+        self.advance(now)
+        if stage.gang:
+            raise IllegalDecisionError(f"gang stage {stage.name}: its tasks start together")
+        n = min(n, stage.tasks)
+        if n < stage.launched:
+            raise IllegalDecisionError(
+                f"stage {stage.name}: {n} tasks available but {stage.launched} launched"
+            )
+        stage.available = n
+        job = stage.job
+        runnable = (
+            job.finish is None
+            and stage.parents_left == 0
+            and stage.idle_until is None
+            and stage.launched < n
+        )
+        if runnable and stage not in job.runnable:
+            job.runnable.append(stage)
+            self.needs_schedule = True
+        elif not runnable and stage in job.runnable:
+            job.runnable.remove(stage)
 
     # -- beyond the pool ------------------------------------------------------------
 
@@ -418,11 +448,11 @@ class Cluster:
             self.new_timers.append(stage)
             self._emit("idle", job.id, stage.index, delay)
             return []
-        n = min(self.free_executors, cap - job.held, stage.tasks - stage.launched)
+        n = min(self.free_executors, cap - job.held, stage.available - stage.launched)
         launches = self._start(self._take_executors(job, n), stage)
         stage.launched += n
         job.unlaunched -= n
-        if stage.launched == stage.tasks:
+        if stage.launched == stage.available:
             self._out_of_tasks(stage)
         if job.first_start is None:
             job.first_start = now
@@ -445,7 +475,8 @@ class Cluster:
             )
         if stage not in job.runnable:
             raise IllegalDecisionError(
-                f"{where} is not runnable (parents unfinished or no task left to launch); "
+                f"{where} is not runnable (parents unfinished or no task left to launch "
+                "or available); "
                 "choose one of view.runnable_stages()"
             )
         if isinstance(cap, bool) or not isinstance(cap, int):
@@ -474,7 +505,7 @@ class Cluster:
                 f"cap {cap} leaves {job.name} no room for another executor (it holds {job.held}); "
                 "raise the cap above what the job holds, or return WAIT"
             )
-        n = min(self.free_executors, cap - job.held, stage.tasks - stage.launched)
+        n = min(self.free_executors, cap - job.held, stage.available - stage.launched)
         # (a restored gang, some of whose tasks ran before, starts the rest together)
         if delay == 0 and stage.gang and n < stage.tasks - stage.launched:
             raise IllegalDecisionError(
@@ -537,7 +568,7 @@ class Cluster:
         for c in stage.children:
             child = job.stages[c]
             child.parents_left -= 1
-            if child.parents_left == 0:
+            if child.parents_left == 0 and child.launched < child.available:
                 job.runnable.append(child)
         job.remaining_cp = _remaining_cp(job)
         if job.stages_left == 0:

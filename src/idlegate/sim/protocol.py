@@ -22,6 +22,7 @@ class Stage:
     """One stage of a job in the system. Schedulers read these fields; they never write them."""
 
     __slots__ = (
+        "available",
         "bottom_level",
         "children",
         "delayed",
@@ -52,6 +53,9 @@ class Stage:
         self.parents_left = len(dag.parents[index])
         self.launched = 0
         """Tasks started so far (running or finished)."""
+        self.available = self.tasks
+        """Tasks the driver can start so far (`Cluster.tasks_available`); all of them but
+        for a driver whose tasks appear as the job runs (Argo's pods)."""
         self.finished = 0
         self.executors = 0
         """Executors working on this stage now."""

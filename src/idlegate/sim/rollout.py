@@ -238,11 +238,16 @@ def planning_fork(cluster: Cluster, only: Iterable[Job] | None = None) -> Cluste
     durations from the payloads (`Engine`). A job of another driver carries that
     driver's object instead (the operator's Workflow), so each payload is replaced by
     `duration_model` of it; payloads that are models already stay, so forking a
-    planning fork again costs no conversion.
+    planning fork again costs no conversion. Every task of the fork is available
+    (`Cluster.tasks_available`): nothing in a simulated future would make more so, and
+    Argo creates a node's pods as soon as it may.
     """
     sim = cluster.fork(only)
     for job in sim.jobs:
         job.payload = duration_model(job.payload)
+        for stage in job.stages:
+            if stage.available < stage.tasks:
+                sim.tasks_available(stage, stage.tasks, sim.now)
     return sim
 
 

@@ -8,10 +8,12 @@ pairs the two sides, each of which may come first:
 
 * a **launch** of one of its stages on an executor (a decision of the policy, or the
   executor going on with the stage's next task) takes the oldest gated pod of that stage
-  waiting, or, when Argo has not created one yet, is *owed* the next pod of the stage
-  that appears (Argo creates a node's pod as soon as the node is ready, which the
-  job's dependencies mirror, so the wait is short);
-* a **gated pod** appearing takes an executor owed to its stage, or waits for a launch.
+  waiting. A stage offers the cluster only the tasks that have a pod
+  (`Cluster.tasks_available`): Argo creates a node's pod once the node is ready and
+  its `parallelism` allows, and an executor held for a pod Argo holds back could wait
+  for ever (its gated pods hold the parallelism);
+* a **gated pod** appearing takes an executor owed to its stage (a failed attempt's, for
+  Argo's retry), or waits for a launch.
 
 Each pairing is a `Release` (remove the pod's gate, recording the executor on it). A
 released pod that succeeds finishes its task on its executor (`Cluster.task_finished`);
@@ -32,7 +34,7 @@ Pure: pods and the cluster in, releases out; the operator writes them and says w
 from __future__ import annotations
 
 import logging
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -148,6 +150,7 @@ class LiveArgo:
         for pod, stage in beyond:
             self.running[pod.name] = _Running(stage, None)
             cluster.run_beyond(self.job.stages[stage], pod.name)
+        self._offer(cluster, now)
         return []
 
     def remap(self, cluster: Cluster, mapped: ArgoJob, now: float) -> list[Release]:
@@ -221,7 +224,9 @@ class LiveArgo:
                 self.owed[stage].append(executor)
             else:
                 self.running[name] = _Running(stage, executor)
-        return self._pair_all() + self._place(cluster, now)
+        out = self._pair_all() + self._place(cluster, now)
+        self._offer(cluster, now)
+        return out
 
     def _place(self, cluster: Cluster, now: float) -> list[Release]:
         """Gated pods that found no stage before: those that have one now join it."""
@@ -232,6 +237,15 @@ class LiveArgo:
                 del self.unplaced[name]
                 out += self.observe(cluster, pod, now)
         return out
+
+    def _offer(self, cluster: Cluster, now: float) -> None:
+        """Tell the cluster which tasks of each stage have a pod: launched, gated and
+        waiting, or running beyond the pool."""
+        if self.job.finish is not None:
+            return
+        beyond = Counter(r.stage for r in self.running.values() if r.executor is None)
+        for i, stage in enumerate(self.job.stages):
+            cluster.tasks_available(stage, stage.launched + len(self.waiting[i]) + beyond[i], now)
 
     def _pair_all(self) -> list[Release]:
         out = []
@@ -263,6 +277,11 @@ class LiveArgo:
     def observe(self, cluster: Cluster, pod: ArgoPod, now: float) -> list[Release]:
         """A pod of the workflow as it is now (level-triggered: the same state twice does
         nothing)."""
+        out = self._see(cluster, pod, now)
+        self._offer(cluster, now)
+        return out
+
+    def _see(self, cluster: Cluster, pod: ArgoPod, now: float) -> list[Release]:
         if pod.name in self.done:
             return []
         index = self._index()
@@ -300,10 +319,11 @@ class LiveArgo:
             self.done.add(pod.name)  # an attempt beyond the job's tasks: not counted twice
             return []
         self.running[pod.name] = _Running(stage, None)
+        self._offer(cluster, now)  # (its task is available: it runs)
         adopted = cluster.started_unasked(model, now, pod.name)
         out = self.adopted(cluster, adopted, now)
         if pod.terminal:
-            out += self.observe(cluster, pod, now)
+            out += self._see(cluster, pod, now)
         return out
 
     def adopted(
