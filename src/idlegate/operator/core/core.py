@@ -12,43 +12,38 @@ pool) and every count of tasks and executors are the state machine's; the core k
 pods' bookkeeping (:mod:`idlegate.operator.core.tracking`) and translates.
 
 Nothing here reads the API, waits, or reads a clock: each entry point takes `now` (the
-operator's clock seconds) and what was read, and says what to write by adding intents to
-:attr:`Core.intents` (:mod:`.outbox`, :mod:`.intents`) in the order they are to be carried
-out; the edge (:class:`idlegate.operator.edge.bridge.Bridge`) applies them. The features that
-have I/O of their own (history, cleanup, deadlines: ``history``, ``cleanup``,
-``lifecycle``) are optional: a core without them schedules all the same.
+operator's clock seconds) and what was read, and adds intents to :attr:`Core.intents`
+(:mod:`.intents`) in the order they are to be carried out; the edge
+(:class:`idlegate.operator.edge.bridge.Bridge`) applies them. The features with I/O of
+their own (``history``, ``cleanup``, ``lifecycle``) are optional.
 
-Pods are created gated, stage by stage: a stage's pods are created when the stage becomes
-runnable (its parents are done), at most `Settings.window` of them ahead of their release;
-the rest as the stage's tasks are released. Creating every pod of a workflow up front
-would flood the API server (and every watcher of pods) with objects that may wait for
-hours: a 500-stage workflow of large stages is hundreds of thousands of pods.
+Pods are created gated, stage by stage: when the stage becomes runnable, at most
+`Settings.window` of them ahead of their release, the rest as its tasks are released.
+Creating every pod up front would flood the API server (and every watcher of pods): a
+500-stage workflow of large stages is hundreds of thousands of pods.
 
-Restart: every DagWorkflow is admitted with its pods and each job's progress restored
-(:mod:`idlegate.operator.core.admission`) before the first scheduling decision, so no pod is
-created twice (names are deterministic and creation is idempotent), running tasks keep
-their executors, and a delay persisted in the status is neither forgotten nor repeated.
+Restart: every DagWorkflow is admitted with its pods and its job's progress restored
+(:mod:`idlegate.operator.core.admission`) before the first decision, so no pod is created
+twice, running tasks keep their executors, and a persisted delay is neither forgotten nor
+repeated.
 
-A gated pod that loses its gate without the operator (``kubectl patch`` by hand, another
-controller) runs, so it counts against the pool: its task is launched in the state machine on a
-free executor as if the policy had released it, or, with none free, runs *beyond the pool*
-(``Cluster.started_unasked``) until the next executor that frees up is its own, before the
-policy is asked again. A workflow admitted with more running pods than free executors (a pool
-made smaller than what runs in it) runs the rest beyond the pool the same way. It is the one
-path where the cluster's state changes without a decision of the policy.
+A gated pod that loses its gate without the operator (``kubectl patch``, another
+controller) counts against the pool: its task is launched on a free executor, or runs
+*beyond the pool* (``Cluster.started_unasked``) until an executor frees up; so do the
+running pods of a workflow admitted into a pool made smaller. It is the one path where
+the cluster's state changes without a decision of the policy.
 
 Argo Workflows (:class:`ArgoWorkflow`, admitted by :mod:`idlegate.operator.features.argo`)
-share the state machine. Argo creates their pods; :class:`idlegate.sim.argo.live.LiveArgo`
-pairs each launch of one of their stages with a gated pod of that stage, and the core says
-each pairing as a :class:`RemoveGate` of that pod, and their idle slots as timers and their
-waits as Events on the Workflow, as for DagWorkflows.
+share the state machine: Argo creates their pods, :class:`idlegate.sim.argo.live.LiveArgo`
+pairs each launch with a gated pod, and the core says each pairing as a
+:class:`RemoveGate`, as for DagWorkflows.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.status import Conditions, Phase, SlotState, invalid_status
@@ -88,38 +83,15 @@ from idlegate.operator.settings import Settings
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.protocol import Launch, Scheduler, Stage
 
+if TYPE_CHECKING:
+    from idlegate.operator.features.cleanup import Cleanup
+    from idlegate.operator.features.history import HistoryRecorder
+    from idlegate.operator.features.lifecycle import Lifecycle
+
 log = logging.getLogger(__name__)
 
 ENDED_KEPT = 20_000
 """How many uids of workflows that ended here (finished, failed, deleted) are remembered."""
-
-
-class Lifecycle(Protocol):
-    """What the core tells suspension and deadlines (:mod:`idlegate.operator.features.lifecycle`)."""
-
-    def hold(self, wf: Workflow, body: Mapping[str, Any]) -> bool: ...
-    def admitted(self, wf: Workflow) -> None: ...
-    def dropped(self, wf: Workflow) -> None: ...
-
-
-class Cleanup(Protocol):
-    """What the core tells pod and workflow GC (:mod:`idlegate.operator.features.cleanup`)."""
-
-    def finished_before(
-        self, body: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]
-    ) -> None: ...
-    def admitted(self, wf: Workflow, pods: Iterable[Mapping[str, Any]]) -> None: ...
-    def task_ended(
-        self, wf: Workflow, track: StageTrack, task: Task, *, succeeded: bool
-    ) -> None: ...
-    def landed(self, wf: Workflow, counted: int) -> None: ...
-
-
-class History(Protocol):
-    """What the core tells the history (:mod:`idlegate.operator.features.history`)."""
-
-    def finished_before(self, body: Mapping[str, Any]) -> None: ...
-    def finished(self, wf: Workflow) -> None: ...
 
 
 def reject(
@@ -182,7 +154,7 @@ class Core:
         self.planning: PlanningWorker | ReplayWorker | None = None
         """A lookahead planner's or a portfolio's worker
         (:mod:`idlegate.operator.features.planning`), if any."""
-        self.history: History | None = None
+        self.history: HistoryRecorder | None = None
         self.cleanup: Cleanup | None = None
         self.lifecycle: Lifecycle | None = None
         """Suspension and deadlines (:mod:`idlegate.operator.features.lifecycle`)."""
@@ -606,7 +578,8 @@ class Core:
         """Release task `index` onto `executor`: remove its gate, or create it ungated."""
         task = track.task(index)
         had_pod = task.state is TaskState.GATED
-        wf.released(track, task, executor, self.now())
+        track.set_state(task, TaskState.RELEASED)
+        task.executor, task.released_at = executor, self.now()
         started = wf.phase is Phase.PENDING
         if started:
             wf.phase = Phase.RUNNING

@@ -1,27 +1,19 @@
 """The operator core's intents (the writes it wants) and their outcomes (what the API said).
 
 The core never writes: given what happened (a workflow, a pod change, a timer, an
-outcome) it returns a list of intents, in the order they are to be carried out, and the
-edge's applier carries them out against the API. Every intent names the object it writes
-(:attr:`lane`): the applier keeps the intents of one object in the order given and may run
-those of different objects side by side, so one workflow's blocked write never blocks
-another's. When a write ends, the applier hands the core an outcome: :class:`Confirmed`
-with the object the API returned, or :class:`Refused` with the API's status and reason
-and whether retrying could help. What the core must see of an outcome is read from these
-fields only, so they stay as they are; new fields are added with defaults.
+outcome) it makes intents, in the order they are to be carried out, and the edge's
+applier carries them out. Every intent names the object it writes (:attr:`lane`): one
+object's intents keep the order given, different objects' run side by side, so one
+workflow's blocked write never blocks another's. When a write ends, the applier hands
+the core an outcome: :class:`Confirmed` with the object the API returned, or
+:class:`Refused` with the API's status and whether retrying could help (new fields are
+added with defaults). Pod writes are idempotent by design: a pod's name is a function of
+its workflow, stage, task and attempt (:func:`idlegate.operator.core.pods.pod_name`).
 
-Pod writes are idempotent by design: a pod's name is a function of its workflow, stage,
-task and attempt (:func:`idlegate.operator.core.pods.pod_name`), so a creation that finds its
-pod there (409) with the same owner's uid is a success, and a gate removal whose pod has
-lost the gate already records the executor and is a success too.
-
-:class:`Outbox` is how the core (and the features over it) say what to write: each method
-makes one intent. With a `sink` (the edge's), each intent goes to it as it is made, so the
-writes keep the order of the decisions; without one (tests, a driver stepping the core)
-they are kept until :meth:`Outbox.take`. A workflow's status is given as
-:class:`LiveStatus`: the status of the workflow *as it is when the write is sent*, so a
-later change of the same workflow needs no second body and coalesced writes carry the
-latest state.
+:class:`Outbox` is how the core (and the features over it) say what to write, one
+intent a method: handed to its `sink` as made (the edge's), else kept until
+:meth:`Outbox.take` (tests). A workflow's status is given as :class:`LiveStatus`, read
+*when the write is sent*, so coalesced writes carry the latest state.
 """
 
 from __future__ import annotations

@@ -300,12 +300,6 @@ class Workflow:
             )
         )
 
-    def released(self, track: StageTrack, task: Task, executor: int, now: float) -> None:
-        """`task` is released onto `executor` at `now` (its run time is measured from it)."""
-        track.set_state(task, TaskState.RELEASED)
-        task.executor = executor
-        task.released_at = now
-
     def measured(
         self, track: StageTrack, task: Task, now: float, pod_seconds: float | None, keep: int
     ) -> None:

@@ -1,31 +1,21 @@
-"""The applier: carries out the core's intents against the API and hands back outcomes.
+"""The applier: carries out the core's intents (:mod:`idlegate.operator.core.intents`)
+against the API and hands back outcomes.
 
-The core (:mod:`idlegate.operator.core`) never writes; it says intents
-(:mod:`idlegate.operator.core.intents`). :meth:`Applier.apply` queues each on the
-:class:`~idlegate.operator.edge.lanes.Lanes` lane the intent names, so one object's writes
-keep the order given and different objects' writes run side by side: one workflow's
-blocked write never blocks another's. Each request is retried by the API client until
-the API takes it (no answer, 429 with its Retry-After, 5xx:
-:mod:`idlegate.operator.edge.kube`),
-and each write's end becomes an outcome for the core (`on_outcome`): :class:`Confirmed`
-with the object the API returned (for a status write: the status sent), or
-:class:`Refused` with the API's status. Events are posted by the
-:class:`~idlegate.operator.edge.events.EventRecorder`.
+:meth:`Applier.apply` queues each intent on the :class:`~idlegate.operator.edge.lanes.Lanes`
+lane it names; the API client retries each request until the API takes it
+(:mod:`idlegate.operator.edge.kube`), and each write's end goes to `on_outcome`.
+Events are posted by the :class:`~idlegate.operator.edge.events.EventRecorder`.
 
 Pod creations and gate removals (`idlegate_pods_created_total`,
 `idlegate_gate_removals_total`) are counted once each, when confirmed: by their success,
-or, when an earlier try of the request got no answer (`ApiError.lost`: it may have been
-carried out), by the read after the refusal that followed (a 409, a refused guard)
-showing the write's effect: the pod owned by the workflow; the gate gone and the executor
-recorded. A pod found on a first try's 409 is not the operator's creation.
+or, when an earlier try got no answer (`ApiError.lost`: it may have been carried out), by
+the read after the refusal that followed (a 409, a refused guard) showing the write's
+effect. A pod found on a first try's 409 is not the operator's creation.
 
-What makes a pod write idempotent (names per attempt, a 409 of the same owner is
-success, a guarded gate removal re-read when refused) is told in the intents' docstrings
-and done here. A workflow's status writes are one at a time and coalesced
-(:class:`_StatusLane`): a write waiting to be sent is replaced by the next, and the
-status is read when it is sent, so the last write to land is always the latest state. A
-write that waits for another lane (``after_status``) waits for the end of the workflow's
-status writes given before it.
+A workflow's status writes are one at a time and coalesced (:class:`_StatusLane`): a
+write waiting to be sent is replaced by the next, and the status is read when it is
+sent, so the last write to land is the latest state. A write that waits for another lane
+(``after_status``) waits for the workflow's status writes given before it.
 """
 
 from __future__ import annotations
