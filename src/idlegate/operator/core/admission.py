@@ -1,17 +1,12 @@
 """Admission: reading a DagWorkflow, and the pods it already has, into a :class:`Workflow`.
 
-A workflow is admitted when kopf reports it (create, resume) and, after a restart, when
-the bridge rebuilds its state from every DagWorkflow and its pods. This module only reads:
-the checks and times of a new workflow (:func:`new_workflow`: its spec, and its templates
-against its namespace's Pod Security level and service-account allow-list; an invalid
-spec is rejected by the bridge with a status and an Event, never admitted), and the
-progress its pods and status record (:func:`classify`): finished tasks, running ones on
-the executor slot recorded on their pod, idle slots from ``status.idleSlots``. Running pods
-that find no free executor (a pool made smaller than what runs in it) are never preempted:
-they run beyond the pool (``Cluster.run_beyond``). The bridge puts that progress
-into the state machine before its first decision (:meth:`Bridge.admit
-<idlegate.operator.edge.bridge.Bridge.admit>`), so no pod is created twice, running tasks keep
-their executors, and a persisted delay is neither forgotten nor repeated.
+This module only reads: the checks and times of a new workflow (:func:`new_workflow`:
+its spec, and its templates against its namespace's Pod Security level and
+service-account allow-list), and the progress its pods and status record
+(:func:`classify`): finished tasks, running ones on the executor slot recorded on their
+pod, idle slots from ``status.idleSlots``. :meth:`Core.admit
+<idlegate.operator.core.core.Core.admit>` rejects an invalid spec and puts that progress
+into the state machine before its first decision.
 """
 
 from __future__ import annotations

@@ -30,6 +30,8 @@ from idlegate.sim.spec import StageSpec
 
 MAX_POD_NAME = 63
 """Pod names are kept to a DNS label, so that the pod's hostname is its whole name."""
+EXECUTOR_PATH = "/metadata/annotations/" + ANNOTATION_EXECUTOR.replace("/", "~1")
+"""The JSON-patch path of the executor annotation."""
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 DEFAULT_TEMPLATE: dict[str, Any] = {
     "metadata": {"labels": {"app.kubernetes.io/part-of": "idlegate"}},
@@ -202,8 +204,7 @@ def release_patch(pod: Mapping[str, Any], executor: int | None) -> list[dict[str
     if executor is not None:
         if not (pod.get("metadata") or {}).get("annotations"):
             ops.append({"op": "add", "path": "/metadata/annotations", "value": {}})
-        path = "/metadata/annotations/" + ANNOTATION_EXECUTOR.replace("/", "~1")
-        ops.append({"op": "add", "path": path, "value": str(executor)})
+        ops.append({"op": "add", "path": EXECUTOR_PATH, "value": str(executor)})
     ops += [
         {"op": "test", "path": f"/spec/schedulingGates/{index}/name", "value": GATE},
         {"op": "remove", "path": f"/spec/schedulingGates/{index}"},

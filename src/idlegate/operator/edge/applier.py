@@ -28,7 +28,6 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from idlegate.api.crd import KIND
-from idlegate.api.labels import ANNOTATION_EXECUTOR
 from idlegate.operator.core.intents import (
     Confirmed,
     CreatePod,
@@ -43,7 +42,7 @@ from idlegate.operator.core.intents import (
     Refused,
     RemoveGate,
 )
-from idlegate.operator.core.pods import read_task_pod, release_patch, task_pod
+from idlegate.operator.core.pods import EXECUTOR_PATH, read_task_pod, release_patch, task_pod
 from idlegate.operator.edge.events import EventRecorder
 from idlegate.operator.edge.kube import ApiError, KubeApi
 from idlegate.operator.edge.lanes import Lanes, Op, Priority, Retry
@@ -52,7 +51,6 @@ from idlegate.operator.edge.metrics import Metrics
 log = logging.getLogger(__name__)
 
 FINISHED = ("Succeeded", "Failed")
-_EXECUTOR_PATH = "/metadata/annotations/" + ANNOTATION_EXECUTOR.replace("/", "~1")
 
 
 class Applier:
@@ -183,7 +181,7 @@ class Applier:
             if lost:  # a try whose answer was lost removed it
                 self.metrics.gate_removals.inc()
             return current
-        add = [{"op": "add", "path": _EXECUTOR_PATH, "value": str(intent.executor)}]
+        add = [{"op": "add", "path": EXECUTOR_PATH, "value": str(intent.executor)}]
         return await kube.patch_pod(owner.namespace, name, add)
 
     async def _release_argo(self, kube: KubeApi, intent: RemoveGate) -> Mapping[str, Any] | None:

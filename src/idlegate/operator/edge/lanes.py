@@ -28,7 +28,7 @@ import itertools
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import IntEnum
 
 from idlegate.operator.edge.kube import ApiError, KubeApi
@@ -104,8 +104,6 @@ class Op:
     after: asyncio.Event | None = None
     """Not started before this is set: another lane's write, to keep an order across
     lanes; it is set however that write ends."""
-    ended: asyncio.Event = field(default_factory=asyncio.Event, init=False, repr=False)
-    """Set once the op is over: done, failed, or dropped."""
 
 
 LaneKey = tuple[Hashable, Hashable]
@@ -134,7 +132,6 @@ class Lanes:
         """Queue `op` behind the other ops of lane `lane` of workflow `key`."""
         if self.closed:
             log.info("Not written, the operator is stopping: %s.", op.what)
-            op.ended.set()
             return
         lane_key = (key, lane)
         self._lanes.setdefault(lane_key, deque()).append(op)
@@ -149,10 +146,9 @@ class Lanes:
         """Drop the ops of `key` (every lane) not started yet; returns how many."""
         dropped = 0
         for lane in self._of_key.get(key, ()):
-            queue = self._lanes.get((key, lane))
-            while queue:
-                queue.popleft().ended.set()
-                dropped += 1
+            queue = self._lanes.get((key, lane), deque())
+            dropped += len(queue)
+            queue.clear()
         return dropped
 
     def pending(self) -> int:
@@ -175,9 +171,6 @@ class Lanes:
         for task in workers:
             task.cancel()
         await asyncio.gather(*workers, return_exceptions=True)
-        for queue in self._lanes.values():
-            for op in queue:
-                op.ended.set()
         self._workers.clear()
         self._lanes.clear()
         self._of_key.clear()
@@ -188,12 +181,9 @@ class Lanes:
         try:
             while queue:
                 op = queue.popleft()
-                try:
-                    if op.after is not None:
-                        await op.after.wait()
-                    await self._attempt(op)
-                finally:
-                    op.ended.set()
+                if op.after is not None:
+                    await op.after.wait()
+                await self._attempt(op)
         finally:
             self._workers.pop(lane_key, None)
             if not queue and self._lanes.get(lane_key) is queue:
@@ -210,24 +200,18 @@ class Lanes:
     async def _attempt(self, op: Op) -> None:
         while not self.closed:
             try:
-                if self.slots is None:
+                slot = self.slots.taken(op.priority) if self.slots else contextlib.nullcontext()
+                async with slot:
                     await op.run(self.kube)
-                else:
-                    async with self.slots.taken(op.priority):
-                        await op.run(self.kube)
                 return
             except Retry as exc:
                 log.info("Again in %.1f s: %s: %s", self.wait, op.what, exc)
                 await asyncio.sleep(self.wait)
-            except asyncio.CancelledError:
-                raise
-            except ApiError as exc:
-                log.warning("Not done: %s: %s", op.what, exc)
-                if op.on_error is not None:
-                    op.on_error(exc)
-                return
             except Exception as exc:
-                log.exception("Unexpected error in %s; the operation is dropped.", op.what)
+                if isinstance(exc, ApiError):
+                    log.warning("Not done: %s: %s", op.what, exc)
+                else:
+                    log.exception("Unexpected error in %s; the operation is dropped.", op.what)
                 if op.on_error is not None:
                     op.on_error(exc)
                 return
