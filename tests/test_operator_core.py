@@ -16,6 +16,7 @@ from idlegate.operator.core.intents import (
     Confirmed,
     CreatePod,
     DeletePod,
+    DeleteWorkflow,
     LiveStatus,
     PatchStatus,
     PostEvent,
@@ -69,15 +70,13 @@ def kinds(intents: list[Any]) -> list[str]:
     return [type(i).__name__ for i in intents]
 
 
-def test_a_pods_writes_share_one_lane_and_a_workflows_status_and_events_another() -> None:
+def test_a_pods_writes_share_one_lane_and_a_workflows_deletion_another() -> None:
     owner = Owner("ns", "wf", "uid-1")
-    other = Owner("ns", "wf2", "uid-2")
     create = CreatePod(owner, "a", 0, 0, "wf-a-0", {})
     release = RemoveGate(owner, "a", 0, 0, "wf-a-0", 3, {})
     assert create.gated and create.lane == release.lane == DeletePod(owner, "wf-a-0").lane
-    assert PatchStatus(owner, {}).lane == PostEvent(owner, "Normal", "R", "m").lane
-    assert PatchStatus(owner, {}).lane != PatchStatus(other, {}).lane
-    assert PatchStatus(owner, {}).lane != create.lane
+    assert create.lane != DeletePod(owner, "wf-a-1").lane
+    assert DeleteWorkflow(owner, "ttl").lane not in (create.lane, DeletePod(owner, "wf").lane)
 
 
 def test_a_new_workflow_gets_gated_pods_and_its_first_task_is_released_on_an_executor() -> None:

@@ -94,29 +94,6 @@ ENDED_KEPT = 20_000
 """How many uids of workflows that ended here (finished, failed, deleted) are remembered."""
 
 
-def reject(
-    intents: Outbox,
-    metrics: Metrics,
-    owner: Owner,
-    body: Mapping[str, Any],
-    message: str,
-    now: float,
-) -> None:
-    """Mark a workflow the operator cannot run Invalid (status, condition, Event)."""
-    conditions = Conditions((body.get("status") or {}).get("conditions"))
-    for type_ in ("Running", "Complete", "Failed", "Suspended"):
-        conditions.remove(type_)
-    generation = generation_of(body)
-    conditions.set("Valid", False, "InvalidSpec", message, generation, now)
-    spec = body.get("spec")
-    stages = spec.get("stages") if isinstance(spec, dict) else None
-    total = len(stages) if isinstance(stages, list) and len(stages) <= 500 else None
-    metrics.invalid_workflows.inc()
-    log.warning("%s/%s is invalid: %s", owner.namespace, owner.name, message)
-    intents.patch_status(owner, invalid_status(conditions, generation, total))
-    intents.event(owner, *messages.invalid(message))
-
-
 class Core:
     """One pool's workflows, pods and state machine; what to write, as intents."""
 
@@ -226,7 +203,7 @@ class Core:
         except IdlegateError as exc:  # an invalid spec, or a gang larger than the pool
             if isinstance(exc, GangTooWideError) and gang_waits:
                 raise
-            reject(self.intents, self.metrics, owner, body, str(exc), now)
+            self._reject(owner, body, str(exc))
             return None
         self.workflows[wf.key] = wf
         self._restore(wf, restore)
@@ -245,6 +222,21 @@ class Core:
         if schedule:
             self.schedule()
         return wf
+
+    def _reject(self, owner: Owner, body: Mapping[str, Any], message: str) -> None:
+        """Mark a workflow the operator cannot run Invalid (status, condition, Event)."""
+        conditions = Conditions((body.get("status") or {}).get("conditions"))
+        for type_ in ("Running", "Complete", "Failed", "Suspended"):
+            conditions.remove(type_)
+        generation = generation_of(body)
+        conditions.set("Valid", False, "InvalidSpec", message, generation, self.now())
+        spec = body.get("spec")
+        stages = spec.get("stages") if isinstance(spec, dict) else None
+        total = len(stages) if isinstance(stages, list) and len(stages) <= 500 else None
+        self.metrics.invalid_workflows.inc()
+        log.warning("%s/%s is invalid: %s", owner.namespace, owner.name, message)
+        self.intents.patch_status(owner, invalid_status(conditions, generation, total))
+        self.intents.event(owner, *messages.invalid(message))
 
     def _restore(self, wf: Workflow, found: Restore) -> None:
         """Put the progress read by `classify` into the state machine."""

@@ -2,8 +2,9 @@
 
 The core never writes: given what happened (a workflow, a pod change, a timer, an
 outcome) it makes intents, in the order they are to be carried out, and the edge's
-applier carries them out. Every intent names the object it writes (:attr:`lane`): one
-object's intents keep the order given, different objects' run side by side, so one
+applier carries them out. A pod write or a deletion names the object it writes
+(:attr:`lane`; a workflow's status writes and Events have lanes of their own): one
+object's writes keep the order given, different objects' run side by side, so one
 workflow's blocked write never blocks another's. When a write ends, the applier hands
 the core an outcome: :class:`Confirmed` with the object the API returned, or
 :class:`Refused` with the API's status and whether retrying could help (new fields are
@@ -28,9 +29,6 @@ if TYPE_CHECKING:
     from idlegate.operator.core.tracking import StageTrack, Task, Workflow
     from idlegate.sim.argo.live import Release
     from idlegate.sim.spec import StageSpec
-
-STATUS_LANE = "status"
-"""The lane suffix of a workflow's status and Events (apart from its pods' writes)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,10 +145,6 @@ class PatchStatus:
     status: Mapping[str, Any]
     urgent: bool = True
 
-    @property
-    def lane(self) -> tuple[str, str, str]:
-        return (STATUS_LANE, self.owner.namespace, self.owner.name)
-
 
 @dataclass(frozen=True, slots=True)
 class PostEvent:
@@ -162,10 +156,6 @@ class PostEvent:
     type: str
     reason: str
     message: str
-
-    @property
-    def lane(self) -> tuple[str, str, str]:
-        return (STATUS_LANE, self.owner.namespace, self.owner.name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,17 +265,14 @@ class LiveStatus(Mapping[str, Any]):
         self.counted, self.slots = len(wf.collectable), frozenset(wf.idle_slots)
         return wf.status()
 
-    def _now(self) -> dict[str, Any]:
-        return self.workflow.status()
-
     def __getitem__(self, key: str) -> Any:
-        return self._now()[key]
+        return self.workflow.status()[key]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._now())
+        return iter(self.workflow.status())
 
     def __len__(self) -> int:
-        return len(self._now())
+        return len(self.workflow.status())
 
 
 class Outbox:
