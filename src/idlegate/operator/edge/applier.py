@@ -136,7 +136,7 @@ class Applier:
 
     async def _create(self, kube: KubeApi, intent: CreatePod) -> Mapping[str, Any] | None:
         owner, name = intent.owner, intent.name
-        if intent.owner_check and not await _still_there(kube, owner):
+        if intent.owner_check and await _workflow(kube, owner) is None:
             raise _Gone()
         manifest = intent.manifest
         try:
@@ -227,12 +227,8 @@ class Applier:
     @staticmethod
     async def _delete_workflow(kube: KubeApi, intent: DeleteWorkflow) -> None:
         owner = intent.owner
-        body = await kube.get_workflow(owner.namespace, owner.name)
-        meta = (body or {}).get("metadata") or {}
-        if (
-            meta.get("uid") != owner.uid
-            or ((body or {}).get("status") or {}).get("phase") not in FINISHED
-        ):
+        body = await _workflow(kube, owner)
+        if body is None or (body.get("status") or {}).get("phase") not in FINISHED:
             return  # gone, re-created under its name, or running again
         try:
             await kube.delete_workflow(owner.namespace, owner.name)
@@ -332,9 +328,11 @@ class _Gone(Exception):
     """The workflow a write was for no longer exists (or has another uid)."""
 
 
-async def _still_there(kube: KubeApi, owner: Owner) -> bool:
+async def _workflow(kube: KubeApi, owner: Owner) -> Mapping[str, Any] | None:
+    """The workflow `owner` as it is now; None if it is gone (or has another uid)."""
     body = await kube.get_workflow(owner.namespace, owner.name)
-    return body is not None and (body.get("metadata") or {}).get("uid") == owner.uid
+    same = body is not None and (body.get("metadata") or {}).get("uid") == owner.uid
+    return body if same else None
 
 
 def _key(owner: Owner) -> tuple[str, str]:
