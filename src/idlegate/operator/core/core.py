@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.status import Conditions, Phase, SlotState, invalid_status
@@ -86,12 +86,20 @@ from idlegate.sim.protocol import Launch, Scheduler, Stage
 if TYPE_CHECKING:
     from idlegate.operator.features.cleanup import Cleanup
     from idlegate.operator.features.history import HistoryRecorder
-    from idlegate.operator.features.lifecycle import Lifecycle
 
 log = logging.getLogger(__name__)
 
 ENDED_KEPT = 20_000
 """How many uids of workflows that ended here (finished, failed, deleted) are remembered."""
+
+
+class Lifecycle(Protocol):
+    """What the core tells suspension and deadlines (:mod:`idlegate.operator.features.lifecycle`,
+    which imports this module)."""
+
+    def hold(self, wf: Workflow, body: Mapping[str, Any]) -> bool: ...
+    def admitted(self, wf: Workflow) -> None: ...
+    def dropped(self, wf: Workflow) -> None: ...
 
 
 class Core:
