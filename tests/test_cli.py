@@ -230,3 +230,24 @@ def test_a_benchmark_whose_extra_is_missing_says_which_to_install(script, blocke
     assert out.returncode == 1, out.stderr
     [line] = out.stderr.splitlines()
     assert line.startswith("Error: ") and f"-e '.[{extra}]'" in line and blocked in line
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        {"metadata": {"generateName": "runs-"}, "spec": {"entrypoint": "main"}},  # no kind
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {}},
+    ],
+)
+def test_simulating_a_document_that_is_no_workflow_says_which_kinds_a_file_takes(
+    tmp_path: Path, document: dict
+):
+    from idlegate.sim.argo import WORKFLOW_KINDS
+
+    f = tmp_path / "runs.yaml"
+    f.write_text(json.dumps(document))
+    r = invoke("simulate", "--workload", "file", "--file", str(f))
+    assert r.exit_code == 1, r.output
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith("Error: ")
+    assert all(kind in line for kind in ("DagWorkflow", *WORKFLOW_KINDS))

@@ -59,7 +59,7 @@ import numpy as np
 import yaml
 
 from idlegate.errors import IdlegateError, SpecError
-from idlegate.sim.argo import ArgoRefusal, is_argo
+from idlegate.sim.argo import WORKFLOW_KINDS, ArgoRefusal, is_argo
 from idlegate.sim.argo.runs import DurationHistory, argo_run, run_documents
 from idlegate.sim.dag import Dag
 from idlegate.sim.durations import Uniforms
@@ -172,11 +172,42 @@ def load_history(path: str | Path) -> list[HistoryWorkflow]:
             if run:
                 out.append(_argo_workflow(raw, objects, item.source))
             continue
+        if item.name is None:
+            _check_kind(raw, item.source)
         if not isinstance(raw, dict) or not isinstance(spec, dict):
             out.append(_plain(parse_workflow(spec, item.source), item.source))
         else:
             out.append(_recorded(raw, spec, item.name, item.source))
     return out
+
+
+ACCEPTED = (
+    "bare workflows (a mapping with a 'stages' list), DagWorkflows (apiVersion: "
+    f"idlegate.io/v1alpha1) and Argo's {', '.join(WORKFLOW_KINDS)} (apiVersion: "
+    "argoproj.io/v1alpha1)"
+)
+"""What a workflow file may hold, for the message about a document it may not."""
+
+
+def _check_kind(raw: Any, source: str) -> None:
+    """SpecError for a Kubernetes-style object that is no workflow a file may hold: one of
+    another kind, or one with no kind (metadata and spec but no apiVersion and kind), which
+    would otherwise be validated as a bare workflow and blamed for lacking `stages`. A
+    mapping without `kind`, `apiVersion`, `metadata` or `spec` is left to be validated as a
+    bare workflow, whose message says what it lacks."""
+    if not isinstance(raw, Mapping) or "stages" in raw:
+        return
+    kind, api = raw.get("kind"), raw.get("apiVersion")
+    if isinstance(kind, str) and kind:
+        what = f"is a {kind} of apiVersion {api!r}, which is no workflow this file may hold"
+    elif any(key in raw for key in ("kind", "apiVersion", "metadata", "spec")):
+        what = "has no kind (it looks like a Kubernetes object: metadata or spec, no kind)"
+    else:
+        return
+    raise SpecError(
+        f"{source} {what}; a workflow file holds {ACCEPTED}: give the document its "
+        "apiVersion and kind, or leave it out"
+    )
 
 
 @dataclass(frozen=True)
