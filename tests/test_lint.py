@@ -287,11 +287,23 @@ def test_a_directory_is_searched_recursively_for_manifests(tmp_path):
 
 def test_an_unreadable_file_is_a_problem_and_the_others_are_still_checked(tmp_path):
     ok = write(tmp_path / "ok.yaml", workflow())
-    missing = tmp_path / "missing.yaml"
-    report = check(missing, ok)
-    assert places(report) == [(str(missing), None, None, None)]
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"\xff\xfe\x00kind")
+    report = check(binary, ok)
+    assert places(report) == [(str(binary), None, None, None)]
     assert counts(report) == (1, 1, 0, 1)
-    assert lint(str(missing), str(ok))[0] == 1
+    assert lint(str(binary), str(ok))[0] == 1
+
+
+def test_a_path_that_does_not_exist_is_an_error_of_the_command(tmp_path):
+    ok = write(tmp_path / "ok.yaml", workflow())
+    missing = tmp_path / "missing.yaml"
+    with pytest.raises(IdlegateError, match=r"missing\.yaml"):
+        check(missing, ok)
+    result = CliRunner().invoke(app, ["lint", str(ok), str(missing)])
+    assert result.exit_code == 1 and result.stdout == ""
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("Error: ") and str(missing) in line and str(ok) not in line
 
 
 def test_json_output(tmp_path):
@@ -314,6 +326,7 @@ def test_json_output(tmp_path):
         "field": "spec.stages[0].tasks",
         "line": None,
         "column": None,
+        "reason": None,
         "text": f"{f}[1] spec.stages[0].tasks: {expected.message}",
     }
     code, report = lint_json(str(write(tmp_path / "ok.yaml", workflow())))

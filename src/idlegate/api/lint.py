@@ -22,7 +22,8 @@ re-implemented here; a DagWorkflow passes exactly when the operator's admission
 
 Around them, what ``kubectl apply`` would trip over first: YAML or JSON that does not
 parse (with its line and column; also duplicate keys, which kubectl's strict decoding
-rejects but PyYAML silently resolves to the last), an unreadable file, a DagWorkflow under
+rejects but PyYAML silently resolves to the last), an unreadable file (a path that does
+not exist is an error of the command, as in every command), a DagWorkflow under
 the wrong or no ``apiVersion``, another kind in the ``idlegate.io`` group (or
 ``DagWorkflow`` in another case), a missing name. Everything else (a ConfigMap, a
 Kustomization, a document with no kind such as a dashboard JSON or a bare workflow of
@@ -108,6 +109,9 @@ class Problem:
     """1-based line of a syntax error, else None."""
     column: int | None = None
     """1-based column of a syntax error, else None."""
+    reason: str | None = None
+    """Why an Argo workflow does not map (:class:`~idlegate.sim.argo.RefusalReason`, e.g.
+    ``missing-template``), else None."""
 
     def where(self) -> str:
         """``file``, ``file[doc]`` or ``file[doc].items[i]``."""
@@ -140,6 +144,8 @@ class Note:
     """0-based document index, as in :class:`Problem`."""
     item: int | None = None
     """0-based index in a ``List``'s items, as in :class:`Problem`."""
+    reason: str | None = None
+    """Why idlegate leaves an Argo workflow to Argo (e.g. ``daemon``), else None."""
 
     def __str__(self) -> str:
         where = Problem(self.file, "", self.document, self.item).where()
@@ -166,6 +172,9 @@ class LintReport:
     """Of those, how many have at least one problem."""
     argo_jobs: list[ArgoLintJob] = field(default_factory=list)
     """The Argo workflows that map to a job (:mod:`idlegate.api.lint_argo`)."""
+    argo_workflows: int = 0
+    """Argo workflows checked (Workflow, WorkflowTemplate, ...): mapped, left to Argo (a
+    note with a reason) or broken. Not among `workflows`, which are idlegate's objects."""
 
     @property
     def ok(self) -> bool:
@@ -175,18 +184,23 @@ class LintReport:
     def summary(self) -> str:
         """One line: what was checked and what was found."""
         plain = self.workflows - self.cron_workflows - self.pools
-        kinds = [f"{plain} DagWorkflow(s)"]
-        if self.cron_workflows:
-            kinds.append(f"{self.cron_workflows} DagCronWorkflow(s)")
-        if self.pools:
-            kinds.append(f"{self.pools} ExecutorPool(s)")
+        counted = {
+            "DagWorkflow": plain,
+            "DagCronWorkflow": self.cron_workflows,
+            "ExecutorPool": self.pools,
+            "Argo workflow": self.argo_workflows,
+        }
+        kinds = [f"{n} {kind}(s)" for kind, n in counted.items() if n] or ["0 workflow(s)"]
         what = kinds[0] if len(kinds) == 1 else f"{', '.join(kinds[:-1])} and {kinds[-1]}"
         text = f"{what} in {self.files} file(s): {self.invalid} invalid"
         if self.problems:
             text += f", {len(self.problems)} problem(s)"
-        if self.argo_jobs:
-            text += f"; {len(self.argo_jobs)} Argo workflow(s) mapped to jobs"
-        skipped = sum(1 for n in self.notes if n.document is not None)
+        if self.argo_workflows:
+            text += f"; of the Argo workflows, {len(self.argo_jobs)} map to jobs"
+        left = sum(1 for n in self.notes if n.reason)  # checked, so not among the skipped
+        if left:
+            text += f", {left} are left to Argo (the notes say why)"
+        skipped = sum(1 for n in self.notes if n.document is not None) - left
         return text + (f"; {skipped} other document(s) skipped" if skipped else "")
 
     def to_json(self) -> dict[str, Any]:
@@ -195,6 +209,7 @@ class LintReport:
             "valid": self.ok,
             "files": self.files,
             "workflows": self.workflows,
+            "argo_workflows": self.argo_workflows,
             "invalid": self.invalid,
             "problems": [{**asdict(p), "text": str(p)} for p in self.problems],
             "notes": [{**asdict(n), "text": str(n)} for n in self.notes],
@@ -571,9 +586,17 @@ def lint_paths(
     """Lint files, directories (recursively, their ``*.yaml``/``*.yml``/``*.json`` files)
     and ``-`` (standard input, read as YAML), holding templates to `policy` (by default
     baseline, no service account but ``default``). Unreadable files and syntax errors are
-    problems of the report, not exceptions; an IdlegateError only for a bad `pool_size`."""
+    problems of the report, not exceptions. IdlegateError for a bad `pool_size` and for
+    paths that do not exist (a mistake in the command, not in a manifest: reported before
+    anything is linted, as every command reports its arguments' mistakes)."""
     if pool_size is not None and pool_size < 1:
         raise IdlegateError(f"--pool-size must be at least 1, got {pool_size}")
+    missing = [p for p in paths if p != STDIN and not Path(p).exists()]
+    if missing:
+        raise IdlegateError(
+            f"no such file or directory: {', '.join(missing)}; name manifest files, "
+            f"directories of them, or {STDIN} for standard input"
+        )
     report = LintReport()
     linter = _Linter(report, pool_size, policy or NamespacePolicy())
     for source in _sources(paths, report):
@@ -597,8 +620,9 @@ def _add_argo(report: LintReport, documents: list[ArgoDocument]) -> None:
     """The Argo documents' jobs, notes and problems, into the report."""
     found = lint_argo(documents)
     report.argo_jobs.extend(found.jobs)
-    for doc, text in found.notes:
-        report.notes.append(Note(doc.file, text, doc.document, doc.item))
-    for doc, text in found.problems:
-        report.problems.append(Problem(doc.file, text, doc.document, doc.item))
-    report.invalid += len({(d.file, d.document, d.item) for d, _ in found.problems})
+    report.argo_workflows += found.workflows
+    for doc, text, reason in found.notes:
+        report.notes.append(Note(doc.file, text, doc.document, doc.item, reason))
+    for doc, text, reason in found.problems:
+        report.problems.append(Problem(doc.file, text, doc.document, doc.item, reason=reason))
+    report.invalid += len({(d.file, d.document, d.item) for d, _, _ in found.problems})

@@ -6,8 +6,10 @@ its inputs, then maps them all at the end (:func:`lint_argo`), so a ``templateRe
 WorkflowTemplate, ClusterWorkflowTemplate and CronWorkflow that maps becomes an
 :class:`ArgoLintJob` (its counts and stages, printed by the CLI); one that idlegate would not
 schedule (recursion, a daemon, a template library with no entrypoint, no pod) becomes a
-note with the reason, since it is valid for Argo; a broken one (a task depending on a task
-that does not exist, a cycle, a bad ``idlegate.io/task-duration-seconds``) is a problem.
+note with the reason, since it is valid for Argo; a broken one (an entrypoint or task
+calling a template that is not defined, ``dag.tasks`` or ``steps`` of the wrong shape, a
+task depending on a task that does not exist, a cycle, a bad
+``idlegate.io/task-duration-seconds``) is a problem.
 Other kinds of Argo's group (WorkflowEventBinding, ...) are skipped with a note.
 """
 
@@ -26,9 +28,12 @@ from idlegate.sim.argo import (
     template_index,
 )
 
-PROBLEM_REASONS = frozenset({RefusalReason.BAD_DAG, RefusalReason.INVALID})
-"""Refusals that are mistakes in the manifest (a problem), not features idlegate leaves to
-Argo (a note)."""
+PROBLEM_REASONS = frozenset(
+    {RefusalReason.BAD_DAG, RefusalReason.INVALID, RefusalReason.MISSING_TEMPLATE}
+)
+"""Refusals that are mistakes in the manifest, which Argo refuses too (a problem), not
+features idlegate leaves to Argo (a note). A template missing from the manifest is one; a
+WorkflowTemplate not given may exist in the cluster, so it is a note."""
 
 
 @dataclass(frozen=True)
@@ -104,12 +109,14 @@ class ArgoLintJob:
 
 @dataclass
 class ArgoLintResult:
-    """What lint found in the Argo documents: jobs, notes and problems (file, document,
-    item, field, message)."""
+    """What lint found in the Argo documents: jobs, notes and problems, each note and
+    problem as (document, message, the refusal's reason or None)."""
 
     jobs: list[ArgoLintJob] = field(default_factory=list)
-    notes: list[tuple[ArgoDocument, str]] = field(default_factory=list)
-    problems: list[tuple[ArgoDocument, str]] = field(default_factory=list)
+    notes: list[tuple[ArgoDocument, str, RefusalReason | None]] = field(default_factory=list)
+    problems: list[tuple[ArgoDocument, str, RefusalReason | None]] = field(default_factory=list)
+    workflows: int = 0
+    """Documents of a workflow kind (`WORKFLOW_KINDS`): mapped, left to Argo or broken."""
 
 
 def lint_argo(documents: list[ArgoDocument]) -> ArgoLintResult:
@@ -119,17 +126,18 @@ def lint_argo(documents: list[ArgoDocument]) -> ArgoLintResult:
     for doc in documents:
         kind = doc.obj.get("kind")
         if kind not in WORKFLOW_KINDS:
-            out.notes.append((doc, f"skipped: a {kind} of Argo, not a workflow"))
+            out.notes.append((doc, f"skipped: a {kind} of Argo, not a workflow", None))
             continue
+        out.workflows += 1
         try:
             job = map_workflow(doc.obj, templates=lookup)
             job.spec()
         except ArgoRefusal as exc:
             target = out.problems if exc.reason in PROBLEM_REASONS else out.notes
-            target.append((doc, f"not scheduled by idlegate ({exc.reason}): {exc}"))
+            target.append((doc, f"not scheduled by idlegate ({exc.reason}): {exc}", exc.reason))
             continue
         except IdlegateError as exc:
-            out.problems.append((doc, str(exc)))
+            out.problems.append((doc, str(exc), None))
             continue
         out.jobs.append(ArgoLintJob(doc.file, doc.document, doc.item, job))
     return out

@@ -17,13 +17,14 @@ resolve in it), so flattening follows Argo's scoping. Everything is pure: dicts 
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import networkx as nx
 
@@ -243,7 +244,7 @@ class _Walker:
     _names: set[str] = field(default_factory=set)
 
     def run(self, spec: Mapping[str, Any]) -> None:
-        scope = _Scope(self.where, _by_name(spec.get("templates")))
+        scope = _Scope(self.where, _by_name(spec.get("templates"), self.where))
         entry = spec.get("entrypoint")
         if not isinstance(entry, str) or not entry:
             raise ArgoRefusal(
@@ -353,7 +354,8 @@ class _Walker:
                     f"{ref.get('name')!r}, which is not given; pass it along",
                 )
             inner = _Scope(
-                f"{kind} {ref.get('name')}", _by_name((obj.get("spec") or {}).get("templates"))
+                f"{kind} {ref.get('name')}",
+                _by_name((obj.get("spec") or {}).get("templates"), f"{kind} {ref.get('name')}"),
             )
             return self.find(inner, str(ref.get("template")), path), inner
         return self.find(scope, str(task.get("template")), path), scope
@@ -364,7 +366,7 @@ class _Walker:
             raise ArgoRefusal(
                 RefusalReason.MISSING_TEMPLATE,
                 f"{self.where}: {path or 'the entrypoint'} calls template {name!r}, which "
-                f"{scope.label} does not define",
+                f"{scope.label} does not define; {_defined(name, scope.templates)}",
             )
         return template
 
@@ -444,11 +446,9 @@ class _Walker:
 
     def steps(self, template: Mapping[str, Any], scope: _Scope, call: _Call) -> tuple[str, ...]:
         deps = call.deps
-        for g, group in enumerate(template.get("steps") or []):
+        for g, group in enumerate(self.steps_of(template)):
             exits: tuple[str, ...] = ()
-            for step in group or []:
-                if not isinstance(step, Mapping):
-                    continue
+            for step in group:
                 sub = _Call(
                     f"{call.path}[{g}].{step.get('name')}",
                     deps,
@@ -460,9 +460,64 @@ class _Walker:
             deps = _unique(exits) if group else deps
         return deps
 
+    def steps_of(self, template: Mapping[str, Any]) -> list[list[Mapping[str, Any]]]:
+        """A `steps` template's groups; INVALID unless it is a list of groups, each a list
+        of steps (Argo refuses any other shape: a group is a list even of one step)."""
+        groups = template.get("steps")
+        if not isinstance(groups, list):
+            self.malformed(
+                template, "steps", "a list of step groups (steps: [[...], [...]])", groups
+            )
+        out = []
+        for g, group in enumerate(groups):
+            group = group or []  # an empty group (`- `) runs nothing
+            if not isinstance(group, list):
+                self.malformed(
+                    template,
+                    f"steps[{g}]",
+                    "a group: a list of steps run in parallel, even of one step "
+                    "(steps: [[{name: a, template: t}]])",
+                    group,
+                )
+            out.append(self.all_mappings(template, f"steps[{g}]", group, "step"))
+        return out
+
+    def dag_tasks(self, template: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+        """A `dag` template's tasks by name; INVALID unless `dag.tasks` is a list of tasks."""
+        body = template.get("dag")
+        if not isinstance(body, Mapping):
+            self.malformed(template, "dag", "a mapping with a list of tasks", body)
+        tasks = body.get("tasks")
+        if not isinstance(tasks, list):
+            self.malformed(
+                template, "dag.tasks", "a list of tasks (tasks: [{name: a, template: t}])", tasks
+            )
+        return {
+            str(t.get("name")): t for t in self.all_mappings(template, "dag.tasks", tasks, "task")
+        }
+
+    def all_mappings(
+        self, template: Mapping[str, Any], key: str, items: list[Any], what: str
+    ) -> list[Mapping[str, Any]]:
+        """`items`, each checked to be a mapping (a step or task)."""
+        for i, item in enumerate(items):
+            if not isinstance(item, Mapping):
+                self.malformed(
+                    template, f"{key}[{i}]", f"a {what} (name: ..., template: ...)", item
+                )
+        return items
+
+    def malformed(self, template: Mapping[str, Any], key: str, expected: str, got: Any) -> NoReturn:
+        """Refuse a template whose `key` does not have the shape Argo expects."""
+        raise ArgoRefusal(
+            RefusalReason.INVALID,
+            f"{self.where}: template {template.get('name')!r}: {key} must be {expected}, "
+            f"not {_shape(got)}",
+        )
+
     def dag(self, template: Mapping[str, Any], scope: _Scope, call: _Call) -> tuple[str, ...]:
-        body = template.get("dag") or {}
-        tasks = {str(t.get("name")): t for t in body.get("tasks") or [] if isinstance(t, Mapping)}
+        body = template["dag"]
+        tasks = self.dag_tasks(template)
         needs = {name: _dependencies(task) for name, task in tasks.items()}
         graph = nx.DiGraph()
         graph.add_nodes_from(tasks)
@@ -476,10 +531,12 @@ class _Walker:
                     )
                 graph.add_edge(dep, name)
         if not nx.is_directed_acyclic_graph(graph):
+            cycle = [edge[0] for edge in nx.find_cycle(graph)]
             raise ArgoRefusal(
                 RefusalReason.BAD_DAG,
                 f"{self.where}: the tasks of template {template.get('name')!r} depend on each "
-                "other in a cycle",
+                f"other in a cycle: {' -> '.join([*cycle, cycle[0]])}; break it by removing "
+                "one of these dependencies",
             )
         wanted = _targets(body.get("target"), call.params, self.workflow_params, graph)
         exits_of: dict[str, tuple[str, ...]] = {}
@@ -542,8 +599,34 @@ def _annotation_seconds(raw: Any, where: str) -> float:
     return value
 
 
-def _by_name(templates: Any) -> dict[str, Mapping[str, Any]]:
+def _by_name(templates: Any, owner: str) -> dict[str, Mapping[str, Any]]:
+    """`owner`'s `spec.templates` by name; INVALID unless it is a list (or absent)."""
+    if templates is not None and not isinstance(templates, list):
+        raise ArgoRefusal(
+            RefusalReason.INVALID,
+            f"{owner}: spec.templates must be a list of templates "
+            f"(templates: [{{name: main, container: ...}}]), not {_shape(templates)}",
+        )
     return {str(t.get("name")): t for t in templates or [] if isinstance(t, Mapping)}
+
+
+def _defined(name: str, templates: Mapping[str, Any]) -> str:
+    """The templates there are (the closest to `name` first), for a missing one's message."""
+    if not templates:
+        return "it defines no template"
+    close = difflib.get_close_matches(name, list(templates), n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return f"{hint}it defines {', '.join(map(repr, templates))}"
+
+
+def _shape(value: Any) -> str:
+    """What a parsed YAML value is, for a message: "a mapping", "a list", "null"..."""
+    if value is None:
+        return "missing (null)"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    names = {bool: "a boolean", str: "a string", int: "a number", float: "a number"}
+    return names.get(type(value), f"a {type(value).__name__}")
 
 
 def _kind(template: Mapping[str, Any]) -> str | None:
