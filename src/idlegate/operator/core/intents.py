@@ -20,7 +20,7 @@ intent a method: handed to its `sink` as made (the edge's), else kept until
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from idlegate.operator.core.pods import Owner, pod_name, task_pod
@@ -203,7 +203,7 @@ class Refused:
     reason: str
     message: str
     permanent: bool = True
-    gone: bool = field(default=False)
+    gone: bool = False
     """The workflow the intent was for no longer exists (or has another uid): the core
     forgets it (its deletion's event may come later, or never)."""
 
@@ -307,12 +307,9 @@ class Outbox:
     def release_pod(self, wf: Workflow, track: StageTrack, task: Task) -> None:
         """Remove the gate of the task's pod, recording its executor on it."""
         owner, spec, index, attempt = wf.owner, track.spec, task.index, task.attempt
-        executor = task.executor
-        if executor is None:
-            raise ValueError(f"task {index} of stage {spec.name!r} is released on no executor")
         name = pod_name(owner.name, spec.name, index, attempt)
         after = _unpersisted(wf, track.index)
-        self.add(RemoveGate(owner, spec.name, index, attempt, name, executor, spec, after))
+        self.add(RemoveGate(owner, spec.name, index, attempt, name, task.executor, spec, after))
 
     def release_argo(self, owner: Owner, releases: Iterable[Release]) -> None:
         """Remove the gate of each Argo pod released (`LiveArgo`'s pairings), recording its

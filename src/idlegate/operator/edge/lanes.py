@@ -2,21 +2,16 @@
 
 The applier (:mod:`idlegate.operator.edge.applier`) hands each write to :class:`Lanes` as an
 :class:`Op` for a workflow key and a *lane* of it (a pod, the workflow's status, its
-Events). A lane is a FIFO worked by its own task; lanes, of one workflow or of different
-ones, proceed in parallel. So a pod is created before its gate is removed, and a status
-write or an Event that waits for the API never delays a pod creation or a gate release,
-which is what keeps the pool full; nor does it take the API client's last free
-connection from one (:class:`Slots`). The one order across lanes that matters is stated
-per op (:attr:`Op.after`: the release of a stage waits for the status write that
-persists its idle slot).
+Events). Each lane is a FIFO worked by its own task, all lanes in parallel: a pod is
+created before its gate is removed, and a status write or an Event that waits for the
+API never delays a pod write, nor takes the API client's last free connection from one
+(:class:`Slots`). The one order across lanes is stated per op (:attr:`Op.after`).
 
-Retries of a failed request (no answer, 429 with its Retry-After, 5xx) are the API
-client's (urllib3's ``Retry``, :mod:`idlegate.operator.edge.kube`): an op's request
-returns once the API has taken it or refused it for good. An op may still raise
-:class:`Retry` for a condition of its own that time resolves (a pod name held by an
-older workflow's pod being deleted): it runs again after `Lanes.wait`. Any other failure
-is handed to the op's `on_error`, once (for pod writes: the workflow fails and its
-executors return to the pool, so no error ever leaves an executor held).
+Retries of a failed request are the API client's (:mod:`idlegate.operator.edge.kube`).
+An op may raise :class:`Retry` for a condition of its own that time resolves (a pod name
+held by an older workflow's pod being deleted): it runs again after `Lanes.wait`. Any
+other failure goes to the op's `on_error`, once (for pod writes: the workflow fails and
+its executors return to the pool, so no error ever leaves an executor held).
 """
 
 from __future__ import annotations
