@@ -148,3 +148,34 @@ def test_pods_carry_argos_labels_annotations_owner_and_the_gate(api):
     # the mapping reads the stand-in's nodes: B's items, C still to come
     job = map_workflow(api.get(WORKFLOWS, NAMESPACE, "loops-gated"))
     assert {s.name: s.tasks for s in job.stages} == {"b": 2, "c": 2}
+
+
+def test_parallelism_holds_back_pods_while_that_many_have_not_ended(api):
+    tasks = [{"name": "x", "template": "p", "withItems": list(range(5))}]
+    doc = {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Workflow",
+        "metadata": {"name": "wide"},
+        "spec": {
+            "entrypoint": "main",
+            "parallelism": 2,
+            "templates": [
+                {"name": "main", "dag": {"tasks": tasks}},
+                {"name": "p", "container": {"image": "busybox"}},
+            ],
+        },
+    }
+    most = []
+
+    def alive(res: Any, etype: str, obj: dict[str, Any]) -> None:
+        if res == PODS:
+            pods = api.emulator.list(PODS, NAMESPACE, label_selector=f"{WORKFLOW_LABEL}=wide")
+            ended = ("Succeeded", "Failed")
+            most.append(sum((p.get("status") or {}).get("phase") not in ended for p in pods))
+
+    unsubscribe = api.call(api.emulator.subscribe, alive)
+    run = _run(api, doc, lambda pod: 0)
+    api.call(unsubscribe)
+    assert run["status"]["phase"] == "Succeeded"
+    assert len(api.list(PODS, NAMESPACE, label_selector=f"{WORKFLOW_LABEL}=wide")) == 5
+    assert max(most) == 2

@@ -24,6 +24,7 @@ from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE
 from idlegate.sim.argo import DURATION_ANNOTATION
 from idlegate.sim.argo.pods import NODE_NAME, WORKFLOW_LABEL
 from idlegate.sim.history import load_history
+from idlegate.sim.protocol import Decision
 from tests.argo_data import ARGO_DATA, need
 from tests.e2e import (
     DWF,
@@ -36,6 +37,7 @@ from tests.e2e import (
     wait,
     workflow,
 )
+from tests.helpers import Scripted
 from tests.k8s.apiserver import PODS
 from tests.k8s.argo_controller import WORKFLOWS, ArgoController
 from tests.k8s.harness import ApiServer, serving_crd
@@ -205,6 +207,30 @@ def test_an_argo_diamond_runs_under_the_pool_with_events_on_the_workflow(api, ns
     assert "Waiting" in reasons  # b or c waited for the one executor
     # the estimates came from the template's annotation: no Event about the prior
     assert "Estimated" not in reasons
+
+
+def test_argos_parallelism_holds_back_pods_and_the_pool_goes_on(api, ns):
+    """Argo creates no pod while `parallelism` pods exist, gated ones included: a policy
+    that prefers the stage whose pod Argo holds back must not hold the executor for it."""
+    tasks = [
+        {"name": "x", "template": "p", "withItems": list(range(5))},
+        {"name": "y", "template": "p"},
+    ]
+    doc = argo("wide", {"dag": {"tasks": tasks}}, _pod("p", 5))
+    doc["spec"]["parallelism"] = 2
+    latest_first = Scripted(lambda view, stages: Decision(stages[-1], view.num_executors))
+    with (
+        SimKubelet(api, ns, time_factor=1 / SPEED),
+        ArgoController(api, ns),
+        running_operator(api, ns, pool=1, argo=True, scheduler=latest_first) as op,
+    ):
+        api.create(WORKFLOWS, doc, ns)
+        wait(lambda: phase(api, ns, "wide") in DONE, 60, "the workflow to finish")
+        assert op.bridge.cluster.jobs == []
+    assert phase(api, ns, "wide") == "Succeeded"
+    pods = api.list(PODS, ns, label_selector=f"{WORKFLOW_LABEL}=wide")
+    assert len(pods) == 6
+    assert {p["metadata"]["annotations"][ANNOTATION_EXECUTOR] for p in pods} == {"0"}
 
 
 def test_estimates_come_from_the_templates_history_which_the_sink_records(api, ns, tmp_path):

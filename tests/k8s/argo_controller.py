@@ -21,6 +21,9 @@ controller does, from ``status.nodes`` alone (so it is restart-safe by construct
   enclosing DAG or Steps node, and ``children`` as Argo links them: a DAG node to its root
   tasks, a task to the tasks that depend on it (a retried task through its succeeded
   attempt), a Steps node to its first group, a group to its steps, a step to the next group;
+* ``parallelism``: a node's pod is created only while fewer than that many of the
+  workflow's pods have not ended (gated pods count, as they do for Argo); a node held back
+  is recorded Pending without a pod (Argo postpones the node itself);
 * phases: a pod node follows its pod, a Retry node is Succeeded with a succeeded attempt
   and Failed ("No more retries left") when the last allowed attempt failed, a DAG or Steps
   node ends when nothing more can run (Failed if any of its tasks failed), and the
@@ -30,9 +33,9 @@ Left out (a test that needs one of these needs a real Argo): ``when`` and ``depe
 expressions beyond the task names they list (every named task must succeed),
 ``withParam`` and ``withSequence``, outputs, parameters and artifacts, ``templateRef`` and
 ``workflowTemplateRef``, nested DAG or steps templates below the entrypoint, ``onExit`` and
-hooks, suspend, resource, http and daemon templates, ``parallelism``, ``failFast`` (tasks
-not depending on a failure always go on), retry back-off and policies, pod GC, the
-workflow's labels and finalizers, ``outboundNodes``, timestamps beyond startedAt and
+hooks, suspend, resource, http and daemon templates, a template's ``parallelism``,
+``failFast`` (tasks not depending on a failure always go on), retry back-off and
+policies, pod GC, the workflow's labels and finalizers, ``outboundNodes``, timestamps beyond startedAt and
 finishedAt, and the real pod spec (one ``main`` container with the template's image).
 """
 
@@ -163,6 +166,14 @@ class _Run:
         """The node the last template run hands its dependents to."""
         self.entries: list[dict[str, Any]] = []
         """The nodes of the last DAG task that its parents link to."""
+        limit = wf["spec"].get("parallelism")
+        self.room = None if limit is None else int(limit) - self.live_pods()
+        """Pods the workflow's ``parallelism`` lets this reconciliation create (None: any)."""
+
+    def live_pods(self) -> int:
+        selector = f"{WORKFLOW_LABEL}={self.workflow}"
+        pods = self.owner.emulator.list(PODS, self.owner.namespace, label_selector=selector)
+        return sum((p.get("status") or {}).get("phase") not in DONE for p in pods)
 
     def node(
         self, name: str, kind: str, boundary: str | None, display: str, template: str | None = None
@@ -247,6 +258,10 @@ class _Run:
         try:
             pod = self.owner.emulator.get(PODS, self.owner.namespace, node["id"])
         except kmock.KubernetesError:
+            if self.room is not None:
+                if self.room <= 0:
+                    return node["phase"]  # held back by the workflow's parallelism
+                self.room -= 1
             self.owner.create_pod(self.wf, node, template)
             return node["phase"]
         phase = (pod.get("status") or {}).get("phase", "Pending")
