@@ -140,17 +140,48 @@ def test_a_restart_reads_progress_from_the_pods_and_releases_nothing_again():
     assert run.live.running[pods[1].name].executor == 1
 
 
-def test_a_failed_attempt_keeps_its_executor_for_argos_retry():
+def test_a_failed_attempt_frees_its_executor_and_its_retry_waits_for_a_launch():
     doc = workflow([{"name": "a", "template": "pod"}], retries=2)
     run = Run(doc, executors=1)
     first = pod(".a(0)")
     run.see(first)
-    (r0,) = run.launch("a")
-    assert run.finish(first, "Failed") == []  # owed to stage a, not freed
-    assert run.cluster.free_executors == 0
+    run.launch("a")
+    assert run.finish(first, "Failed") == []
+    assert run.cluster.free_executors == 1 and run.live.job.runnable == []  # no retry yet
     retry = pod(".a(1)")
-    (r1,) = run.see(retry)
-    assert r1.executor == r0.executor and r1.pod == retry.name
+    assert run.see(retry) == []
+    (r1,) = run.launch("a")
+    assert r1.pod == retry.name
+    run.finish(retry)
+    assert run.live.job.finish is not None and run.twice() == []
+    assert run.stage("a").finished == 1  # a task, not its attempts
+
+
+def test_a_retry_argo_holds_back_holds_no_executor():
+    """Parallelism 2: a's first attempt fails and Argo creates b's second pod before a's
+    retry, which it then holds back while b's two gated pods exist."""
+    doc = workflow(
+        [
+            {"name": "a", "template": "pod"},
+            {"name": "b", "template": "pod", "withItems": [1, 2]},
+        ],
+        retries=1,
+    )
+    run = Run(doc, executors=1)
+    a0, b0, b1 = pod(".a(0)"), pod(".b(0:1)"), pod(".b(1:2)")
+    run.see(a0)
+    run.see(b0)
+    run.launch("a")
+    run.finish(a0, "Failed")
+    run.see(b1)
+    (release,) = run.launch("b")  # the executor a's first attempt had
+    assert release.pod == b0.name
+    (following,) = run.finish(b0)
+    assert following.pod == b1.name
+    run.finish(b1)
+    retry = pod(".a(1)")
+    run.see(retry)
+    run.launch("a")
     run.finish(retry)
     assert run.live.job.finish is not None and run.twice() == []
 

@@ -345,3 +345,17 @@ def test_a_child_with_no_available_task_is_not_runnable_when_its_parents_complet
     assert c.runnable_stages() == [] and c.free_executors == 2
     c.tasks_available(job.stages[2], 1, 2.0)
     assert [s.name for s in c.runnable_stages()] == ["c"]
+
+
+def test_a_failed_task_frees_its_executor_and_is_launched_again():
+    c = Cluster(2)
+    job = c.add_job(chain(1.0, tasks=2), 0.0)
+    stage = job.stages[0]
+    c.tasks_available(stage, 1, 0.0)
+    (launch,) = c.apply(Decision(stage, 2), 0.0)
+    c.needs_schedule = False
+    c.task_failed(launch.executor, 1.0)
+    assert (stage.launched, stage.finished, job.held, job.unlaunched) == (0, 0, 0, 2)
+    assert c.free_executors == 2 and c.needs_schedule
+    assert c.runnable_stages() == [stage]  # its task is available again
+    assert len(c.apply(Decision(stage, 2), 1.0)) == 1

@@ -37,6 +37,8 @@ Semantics (Decima and the idle-slot papers):
   `parallelism`) says how many of a stage's tasks can start so far (`tasks_available`).
   A stage is runnable only while fewer are launched, and an executor goes on with its
   stage only to an available task, so no executor waits for a task that does not exist.
+  A task that failed, to be retried by the driver (`task_failed`), frees its executor
+  and is not launched any more.
 """
 
 from __future__ import annotations
@@ -188,7 +190,28 @@ class Cluster:
             if stage.launched == stage.available:
                 self._out_of_tasks(stage)
             return stage
-        # the executor is freed; it stays associated with its job for locality
+        self._free_executor(executor, stage, now)
+        if stage.finished == stage.tasks:
+            self._stage_complete(stage, now)
+        return None
+
+    def task_failed(self, executor: int, now: float) -> None:
+        """The task on `executor` failed, to be tried again by a retry the driver does not
+        have yet (Argo's): the executor is freed and the task is not launched any more."""
+        self.advance(now)
+        stage = self._exec_stage[executor]
+        if stage is None:
+            raise IllegalDecisionError(f"executor {executor} failed a task but was not running one")
+        job = stage.job
+        stage.launched -= 1
+        job.unlaunched += 1
+        self._free_executor(executor, stage, now)
+        if stage.idle_until is None and stage not in job.runnable:
+            job.runnable.append(stage)
+
+    def _free_executor(self, executor: int, stage: Stage, now: float) -> None:
+        # the executor stays associated with its job for locality
+        job = stage.job
         self._exec_stage[executor] = None
         stage.executors -= 1
         job.held -= 1
@@ -196,9 +219,6 @@ class Cluster:
         self._busy_done += now - self._busy_since[executor]
         self._free.setdefault(job, []).append(executor)
         self.needs_schedule = True
-        if stage.finished == stage.tasks:
-            self._stage_complete(stage, now)
-        return None
 
     def remove_job(self, job: Job, now: float) -> list[int]:
         """Take `job` out without completing it (deleted, or failed for good).

@@ -12,13 +12,15 @@ pairs the two sides, each of which may come first:
   (`Cluster.tasks_available`): Argo creates a node's pod once the node is ready and
   its `parallelism` allows, and an executor held for a pod Argo holds back could wait
   for ever (its gated pods hold the parallelism);
-* a **gated pod** appearing takes an executor owed to its stage (a failed attempt's, for
-  Argo's retry), or waits for a launch.
+* a **gated pod** appearing waits for a launch, or takes an executor *owed* to its stage
+  (a launch that found no pod waiting, which offering only the tasks with a pod rules
+  out; kept so that such an executor is never lost).
 
 Each pairing is a `Release` (remove the pod's gate, recording the executor on it). A
 released pod that succeeds finishes its task on its executor (`Cluster.task_finished`);
-one that fails leaves its executor owed to its stage, for the retry Argo creates (the
-job counts a task, not its attempts) unless its stage's retries are spent. A pod whose
+one that fails frees its executor and its task waits for the retry Argo creates (which
+`parallelism` may hold back), as a task not launched (`Cluster.task_failed`: the job
+counts a task, not its attempts), unless its stage's retries are spent. A pod whose
 gate someone else removed runs as the operator's DagWorkflow pods do in that case:
 launched on a free executor, or beyond the pool until one frees (`Cluster.started_unasked`).
 
@@ -370,7 +372,8 @@ class LiveArgo:
         assert executor is not None
         if phase != "Succeeded" and pod is not None and not self._spent(pod, r.stage):
             self._failed(pod)
-            return self._executor_for(r.stage, executor)  # for the retry Argo creates
+            cluster.task_failed(executor, now)  # its retry waits for Argo's pod, then a launch
+            return []
         following = cluster.task_finished(executor, now)
         if following is not None and following.job is self.job:
             return self._executor_for(following.index, executor)
