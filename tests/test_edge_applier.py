@@ -117,6 +117,27 @@ async def test_one_workflows_blocked_write_never_blocks_anothers():
     assert [o.intent.owner.name for o in e.outcomes] == ["v", "w"]
 
 
+@pytest.mark.parametrize("frees", [True, False])
+async def test_a_release_waits_for_the_deletions_of_pods_whose_executors_were_given_back(frees):
+    e = Edge()
+    failed, spec = e.workflow("w")
+    other, other_spec = e.workflow("v")
+    e.applier.apply([create(failed, spec, 0), create(other, other_spec, 0)])
+    await e.settle()
+    e.kube.fault = lambda method: (
+        ApiError(503, "ServiceUnavailable", "down") if method == "delete_pod" else None
+    )
+    e.applier.apply(
+        [DeletePod(failed, "w-a-0", frees=frees), release(other, other_spec, 0, executor=0)]
+    )
+    await asyncio.sleep(3)
+    # the deletion still fails: a release handing out its executor waits; another does not
+    assert e.counted() == (2, 0 if frees else 1)
+    e.kube.fault = None
+    await e.settle()
+    assert ("default", "w-a-0") not in e.kube.pods and e.counted() == (2, 1)
+
+
 async def test_a_release_of_a_vanished_pod_creates_it_released_unless_the_workflow_is_gone():
     e = Edge()
     owner, spec = e.workflow("w")

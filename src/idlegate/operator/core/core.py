@@ -692,7 +692,7 @@ class Core:
             for task in track.tasks.values():
                 if task.state in (TaskState.GATED, TaskState.RELEASED):
                     name = pod_name(wf.owner.name, track.spec.name, task.index, task.attempt)
-                    self.intents.delete_pod(wf.owner, name)
+                    self.intents.delete_pod(wf.owner, name, frees=task.state is TaskState.RELEASED)
         wf.conditions.set("Failed", True, reason, message, wf.generation, now)
         self.metrics.completion_time.labels("failed").observe(now - wf.arrival)
         self.metrics.workflows_finished.labels("failed").inc()

@@ -121,10 +121,14 @@ class RemoveGate:
 
 @dataclass(frozen=True, slots=True)
 class DeletePod:
-    """Delete a pod (gone already is success)."""
+    """Delete a pod (gone already is success). `frees`: the pod holds an executor the core
+    has given back already (a failed or suspended workflow's running pod), so a gate
+    removal decided after it waits until it has ended: the pool's bound holds in the
+    API, not only in the core's count."""
 
     owner: Owner
     name: str
+    frees: bool = False
 
     @property
     def lane(self) -> tuple[str, str, str]:
@@ -321,8 +325,8 @@ class Outbox:
         """Remove the gate of Argo pod `name`, which no job of the pool takes."""
         self.add(RemoveGate(owner, "", 0, 0, name, None, None))
 
-    def delete_pod(self, owner: Owner, name: str) -> None:
-        self.add(DeletePod(owner, name))
+    def delete_pod(self, owner: Owner, name: str, *, frees: bool = False) -> None:
+        self.add(DeletePod(owner, name, frees))
 
     def status(self, wf: Workflow, *, urgent: bool = False) -> None:
         """Write the workflow's status as it is when the write is sent."""

@@ -74,6 +74,9 @@ class Applier:
         self.status_interval = status_interval
         """Seconds a PatchStatus that is not urgent waits, to be sent with later ones."""
         self._status: dict[tuple[str, str], _StatusLane] = {}
+        self._freeing: dict[tuple[str, str], set[asyncio.Event]] = {}
+        """Per workflow, the deletions not ended yet of pods whose executors were given back."""
+        self._waiting: set[asyncio.Task[None]] = set()
 
     def apply(self, intents: Iterable[Intent]) -> None:
         """Queue `intents`, in order (each behind the earlier writes of its lane)."""
@@ -89,6 +92,8 @@ class Applier:
         """The workflow left: its writes not started yet are dropped (a status write held
         for its batch is sent with the next PatchStatus instead)."""
         self.lanes.clear(_key(owner))
+        for ended in self._freeing.pop(_key(owner), ()):
+            ended.set()  # (dropped, or running on: the release need not wait for it)
         lane = self._status.get(_key(owner))
         if lane is not None:
             lane.dropped()
@@ -103,21 +108,26 @@ class Applier:
         except TimeoutError:
             log.warning("Stopping with %d write(s) not done.", self.lanes.pending())
         await self.lanes.close()
+        for task in list(self._waiting):
+            task.cancel()
 
     # -- pods, deletions ---------------------------------------------------------------
 
     def _submit(self, intent: Intent) -> None:
         run: Callable[[KubeApi], Awaitable[Mapping[str, Any] | None]]
-        after = None
+        after, ended = None, None
         if isinstance(intent, CreatePod):
             run = lambda k: self._create(k, intent)  # noqa: E731
             priority = Priority.POD if intent.gated else Priority.RUN
             after = self._after(intent.owner, intent.after_status)
         elif isinstance(intent, RemoveGate):
             run, priority = (lambda k: self._release(k, intent)), Priority.RUN
-            after = self._after(intent.owner, intent.after_status)
+            after = self._after_freed(self._after(intent.owner, intent.after_status))
         elif isinstance(intent, DeletePod):
             run, priority = (lambda k: self._delete_pod(k, intent)), Priority.POD
+            if intent.frees:
+                ended = asyncio.Event()
+                self._freeing.setdefault(_key(intent.owner), set()).add(ended)
         elif isinstance(intent, DeleteWorkflow):
             run, priority = (lambda k: self._delete_workflow(k, intent)), Priority.STATUS
         else:
@@ -125,9 +135,11 @@ class Applier:
 
         async def attempt(kube: KubeApi) -> None:
             body = await run(kube)
+            self._ended(intent, ended)
             self.on_outcome(Confirmed(intent, body))
 
         def refused(exc: Exception) -> None:
+            self._ended(intent, ended)
             self.on_outcome(_refused(intent, exc))
 
         what = f"{type(intent).__name__} {'/'.join(intent.lane)}"
@@ -245,6 +257,36 @@ class Applier:
         if lane is None or lane.owner.uid != intent.owner.uid:
             lane = self._status[key] = _StatusLane(self, intent.owner)
         lane.give(intent)
+
+    def _ended(self, intent: Intent, ended: asyncio.Event | None) -> None:
+        if ended is None:
+            return
+        ended.set()
+        events = self._freeing.get(_key(intent.owner))
+        if events is not None:
+            events.discard(ended)
+            if not events:
+                del self._freeing[_key(intent.owner)]
+
+    def _after_freed(self, after: asyncio.Event | None) -> asyncio.Event | None:
+        """`after`, and the end of every deletion asked before of a pod whose executor was
+        given back: the executor a gate removal hands out may be one of theirs."""
+        waits = [e for events in self._freeing.values() for e in events]
+        if not waits:
+            return after
+        if after is not None:
+            waits.append(after)
+        done = asyncio.Event()
+
+        async def wait_all() -> None:
+            for event in waits:
+                await event.wait()
+            done.set()
+
+        task = asyncio.get_running_loop().create_task(wait_all())
+        self._waiting.add(task)
+        task.add_done_callback(self._waiting.discard)
+        return done
 
     def _after(self, owner: Owner, wanted: bool) -> asyncio.Event | None:
         lane = self._status.get(_key(owner)) if wanted else None

@@ -118,7 +118,7 @@ class Lifecycle:
             for task in track.tasks.values():
                 if task.state is TaskState.RELEASED:
                     name = pod_name(wf.owner.name, track.spec.name, task.index, task.attempt)
-                    b.intents.delete_pod(wf.owner, name)
+                    b.intents.delete_pod(wf.owner, name, frees=True)
                     evicted += 1
         freed = busy - b.busy
         message = (
