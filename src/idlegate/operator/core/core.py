@@ -74,6 +74,7 @@ from idlegate.operator.core.tracking import (
     TaskState,
     Workflow,
     WorkflowKey,
+    timer_key,
 )
 from idlegate.operator.decisions import Answer, Decider, post_round
 from idlegate.operator.edge.metrics import Metrics
@@ -495,7 +496,7 @@ class Core:
             wf.phase = Phase.RUNNING
         stage = wf.job.stages[track.index]
         if stage.idle_until is not None:  # it has started: its idle slot is over
-            self.intents.cancel_timer(wf.timer_key(track.index))
+            self.intents.cancel_timer(timer_key(wf.owner, track.index))
         adopted = self.cluster.started_unasked(stage, self.now(), task)
         self._adopted(adopted)
         self.top_up(wf, track)
@@ -557,7 +558,7 @@ class Core:
             wf = stage.job.payload
             # (not for a job that left: one of an Argo Workflow that its remap replaced)
             if stage.idle_until is not None and wf.active and stage.job.finish is None:
-                key = wf.timer_key(stage.index)
+                key = timer_key(wf.owner, stage.index)
                 self.intents.set_timer(key, stage.idle_until, wf.owner, stage.index)
         self.cluster.new_timers.clear()
 
@@ -716,6 +717,6 @@ class Core:
         if remove_job:
             self.cluster.remove_job(wf.job, self.now())
         for index in wf.idle_slots:
-            self.intents.cancel_timer(wf.timer_key(index))  # (one that fired: a no-op)
+            self.intents.cancel_timer(timer_key(wf.owner, index))  # (one that fired: a no-op)
         if self.workflows.get(wf.key) is wf:
             del self.workflows[wf.key]

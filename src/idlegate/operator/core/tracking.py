@@ -41,6 +41,12 @@ WorkflowKey = tuple[str, str]
 """(namespace, name) of a DagWorkflow."""
 
 
+def timer_key(owner: Owner, stage_index: int) -> str:
+    """The key of the idle timer of stage `stage_index` of the workflow `owner` (of either
+    kind; of an Argo job, the stage's index in its job now)."""
+    return f"{owner.uid}/{stage_index}"
+
+
 class TaskState(Enum):
     PLANNED = "planned"
     """No pod (yet) for the current attempt."""
@@ -227,10 +233,6 @@ class Workflow:
         self.noted: set[str] = set()
         """Stages whose wait for an executor an Event said (once each)."""
 
-    def timer_key(self, stage_index: int) -> str:
-        """The key of the idle timer of its stage `stage_index`."""
-        return f"{self.owner.uid}/{stage_index}"
-
     def running(self, track: StageTrack | None = None) -> int:
         """Task pods running now (of one stage): on executors of the state machine, and
         beyond the pool. A failed or suspended workflow runs nothing more (its pods are
@@ -382,7 +384,3 @@ class ArgoWorkflow:
     def job(self) -> Job:
         """Its job now (`LiveArgo.remap` replaces it as Argo settles the workflow)."""
         return self.live.job
-
-    def timer_key(self, stage_index: int) -> str:
-        """The key of the idle timer of its stage `stage_index` (of the job now)."""
-        return f"{self.owner.uid}/{stage_index}"

@@ -33,7 +33,7 @@ from prometheus_client import Gauge
 
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.pods import Owner
-from idlegate.operator.core.tracking import ArgoWorkflow
+from idlegate.operator.core.tracking import ArgoWorkflow, timer_key
 from idlegate.operator.edge.kube import ApiError
 from idlegate.operator.settings import Settings
 from idlegate.sim.argo import (
@@ -285,7 +285,7 @@ class ArgoSide:
         if wf.job is not job:  # a new job: its idle slots' timers are set under its indexes
             for stage in job.stages:
                 if stage.idle_until is not None:
-                    self.bridge.intents.cancel_timer(wf.timer_key(stage.index))
+                    self.bridge.intents.cancel_timer(timer_key(wf.owner, stage.index))
         self.bridge.intents.release_argo(wf.owner, releases)
         for pod in wf.live.take_unplaced():
             self._unscheduled(pod, "its node is no stage of the job idlegate mapped")
