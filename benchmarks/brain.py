@@ -264,14 +264,7 @@ def run_task(task: Task) -> Run:
         phase = np.array([shift_phase(r.name) for r in records])
     rounds = []
     if isinstance(scheduler, PortfolioScheduler):
-        delay = scheduler.config.replay_delay
-        for c in scheduler.rounds:
-            effect = (
-                c.at
-                if c.reason == "prior history"
-                else c.at + (c.modelled_seconds if delay is None else delay)
-            )
-            rounds.append((c.at, effect, c.candidate))
+        rounds = [(c.at, scheduler.took_effect(c), c.candidate) for c in scheduler.rounds]
     choices = [c.to_dict() for c in getattr(scheduler, "rounds", ())]
     return Run(
         np.array([r.jct for r in records]),

@@ -48,6 +48,22 @@ def test_simulate_json_parses_and_is_deterministic():
     assert json.loads(other.stdout)["avg_jct"] != data["avg_jct"]
 
 
+def test_simulate_shows_what_a_self_tuning_scheduler_followed():
+    spec = "portfolio?candidates=fifo+srpt&start=fifo&min_window=5&every=5"
+    r = invoke("simulate", *SMALL, "--scheduler", spec, "--json")
+    assert r.exit_code == 0, r.output
+    followed = json.loads(r.stdout)["followed"]
+    assert followed["start"] == "fifo" and followed["rounds"]
+    assert {c["candidate"] for c in followed["rounds"]} <= {"fifo", "srpt"}
+    assert sum(followed["time_followed"].values()) == pytest.approx(
+        json.loads(r.stdout)["makespan"]
+    )
+    table = invoke("simulate", *SMALL, "--scheduler", spec)
+    assert table.exit_code == 0 and "Followed: fifo" in table.stdout
+    plain = invoke("simulate", *SMALL, "--scheduler", "fifo", "--json")
+    assert "followed" not in json.loads(plain.stdout)
+
+
 def test_simulate_passes_workload_flags():
     r = invoke("simulate", *SMALL, "--executors", "3", "--load", "0.5", "--json")
     assert r.exit_code == 0, r.output

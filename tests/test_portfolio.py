@@ -222,6 +222,23 @@ def test_a_round_takes_effect_only_after_its_replay_delay():
     assert [r.finish for r in result.records] == [r.finish for r in fair.records]
 
 
+def test_the_account_splits_the_run_by_when_each_choice_took_effect():
+    brain = make_scheduler("portfolio?candidates=srpt+fair&start=fair&replay_delay=5")
+    assert isinstance(brain, PortfolioScheduler)
+    for at, candidate in ((100.0, "srpt"), (300.0, "srpt"), (600.0, "fair")):
+        brain.adopt(Choice(candidate, 1.0, None, None, 10, "best", at=at))
+    assert brain.followed_from() == [
+        (0.0, "fair"),
+        (105.0, "srpt"),
+        (305.0, "srpt"),
+        (605.0, "fair"),
+    ]
+    assert brain.time_followed(1000.0) == {"srpt": 500.0, "fair": 500.0}
+    assert brain.time_followed(200.0) == {"fair": 105.0, "srpt": 95.0}
+    account = brain.account(1000.0)
+    assert (account["start"], account["switches"], len(account["rounds"])) == ("fair", 2, 3)
+
+
 def test_rounds_come_by_the_clock_as_well_as_by_finished_workflows():
     base = "portfolio?candidates=srpt+fair&start=fair&min_window=10&every=100000"
     by_clock, _ = _run(base + "&period=600")

@@ -25,7 +25,12 @@ from idlegate.api.podsecurity import Level
 from idlegate.errors import IdlegateError
 from idlegate.evaluation.advise import AdviseConfig
 from idlegate.evaluation.comparison import CompareConfig, WorkloadOptions, run_one
-from idlegate.evaluation.console import print_compare, render_run_table, run_compare
+from idlegate.evaluation.console import (
+    print_compare,
+    render_followed,
+    render_run_table,
+    run_compare,
+)
 from idlegate.evaluation.suites import (
     DEMO_EXECUTORS,
     DEMO_LOAD,
@@ -107,12 +112,16 @@ def simulate(
     seed: Annotated[int, typer.Option("--seed", help="Seed of arrivals and durations.")] = 0,
     as_json: JsonOpt = False,
 ) -> None:
-    """Simulate one scheduler on one workload and print its metrics."""
+    """Simulate one scheduler on one workload and print its metrics (a self-tuning
+    scheduler also prints what it followed, round by round, and why)."""
     out = run_one(workload, scheduler, seed, WorkloadOptions(**options))
     if as_json:
-        typer.echo(json.dumps(out.metrics.to_dict(), indent=2))
+        followed = {} if out.followed is None else {"followed": out.followed}
+        typer.echo(json.dumps({**out.metrics.to_dict(), **followed}, indent=2))
     else:
         _stdout().print(render_run_table(out.metrics))
+        if out.followed is not None:
+            _stdout().print(render_followed(out.followed))
 
 
 @app.command()

@@ -27,6 +27,7 @@ from idlegate.evaluation.pool import run_tasks
 from idlegate.evaluation.setting import Setting, describe_setting
 from idlegate.parallel import TaskPool
 from idlegate.policy import SchedulerSpec, make_scheduler
+from idlegate.policy.portfolio import PortfolioScheduler
 from idlegate.sim.engine import Workload, simulate
 from idlegate.sim.metrics import (
     Estimate,
@@ -242,12 +243,18 @@ class RunOutcome:
 
     metrics: RunMetrics
     jobs: JobMetrics
+    followed: dict[str, Any] | None = None
+    """A self-tuning scheduler's account of what it followed and why
+    (`PortfolioScheduler.account`); None for any other scheduler."""
 
 
 def _simulate(workload: Workload, scheduler: Scheduler, seed: int) -> RunOutcome:
     result = simulate(workload, scheduler, seed=seed)
     jm = job_metrics(result)
-    return RunOutcome(run_metrics(result, jm), jm)
+    followed = None
+    if isinstance(scheduler, PortfolioScheduler):
+        followed = scheduler.account(result.end_time)
+    return RunOutcome(run_metrics(result, jm), jm, followed)
 
 
 def run_one(

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from idlegate.evaluation.compare_report import (
     caption,
@@ -36,6 +36,7 @@ __all__ = [
     "idle_table",
     "print_compare",
     "render_comparison_table",
+    "render_followed",
     "render_run_table",
     "run_cli",
     "run_compare",
@@ -85,6 +86,37 @@ def render_run_table(m: RunMetrics) -> Table:
     ]
     for name, value in rows:
         table.add_row(name, value)
+    return table
+
+
+def render_followed(account: Mapping[str, Any]) -> Table:
+    """A rich Table of what a self-tuning scheduler followed and why
+    (`PortfolioScheduler.account`): one row per round, the share of the run each
+    candidate was followed in the caption."""
+    from rich.table import Table
+
+    spans = account["time_followed"]
+    total = sum(spans.values()) or 1.0
+    shares = ", ".join(f"{name} {seconds / total:.0%}" for name, seconds in spans.items())
+    table = Table(
+        title=f"Followed: {account['start']} until the first round, then {len(account['rounds'])} "
+        f"rounds, {account['switches']} switches",
+        caption=f"share of the run: {shares}",
+    )
+    for header in ("at (s)", "followed", "reason", "window", "its replay (s)", "runner-up (s)"):
+        table.add_column(header, justify="left" if header in ("followed", "reason") else "right")
+    for r in account["rounds"]:
+        runner = "—"
+        if r["runner_up"] is not None:
+            runner = f"{r['runner_up']} {fmt_number(r['runner_up_score'], 1)}"
+        table.add_row(
+            fmt_number(r["at"], 0),
+            r["candidate"],
+            r["reason"],
+            str(r["workflows"]),
+            fmt_number(r["score"], 1),
+            runner,
+        )
     return table
 
 

@@ -752,6 +752,42 @@ class PortfolioScheduler:
             self.following = choice.candidate
             self._follower().reset(self._child_rng())
 
+    # -- the run's account ------------------------------------------------------------
+
+    def took_effect(self, choice: Choice) -> float:
+        """When `choice` began to be followed: the prior history's round at once, another
+        round after its replay's delay (`replay_delay`, else its modelled CPU seconds)."""
+        if choice.reason == "prior history":
+            return choice.at
+        delay = self.config.replay_delay
+        return choice.at + (choice.modelled_seconds if delay is None else delay)
+
+    def followed_from(self) -> list[tuple[float, str]]:
+        """(time, candidate) of the run so far: the cold start's candidate from 0, then each
+        round's from when it took effect (a round that kept its candidate included)."""
+        return [(0.0, self._start_spec())] + [
+            (self.took_effect(c), c.candidate) for c in self.rounds
+        ]
+
+    def time_followed(self, end: float) -> dict[str, float]:
+        """Seconds of the clock up to `end` that each candidate was followed, longest first."""
+        points = self.followed_from()
+        spans: dict[str, float] = {}
+        for (t0, candidate), (t1, _) in zip(points, [*points[1:], (end, "")], strict=True):
+            if min(t1, end) > t0:
+                spans[candidate] = spans.get(candidate, 0.0) + min(t1, end) - t0
+        return dict(sorted(spans.items(), key=lambda kv: -kv[1]))
+
+    def account(self, end: float) -> dict[str, Any]:
+        """What the run followed and why (``simulate``'s report): the cold start's candidate,
+        the seconds each candidate was followed up to `end`, every round's `Choice`."""
+        return {
+            "start": self._start_spec(),
+            "switches": self.switches,
+            "time_followed": self.time_followed(end),
+            "rounds": [c.to_dict() for c in self.rounds],
+        }
+
     # -- the decision -----------------------------------------------------------------
 
     def decide(self, view: ClusterView) -> Action:
