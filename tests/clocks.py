@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import time
 
+from idlegate.operator.settings import Clock
 
-class ScaledClock:
+
+class ScaledClock(Clock):
     """Time that runs `speed` times faster than the wall clock from `anchor` on.
 
     ``now() = anchor + (time.time() - anchor) * speed``. Share one instance between

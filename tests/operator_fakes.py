@@ -24,13 +24,13 @@ from idlegate.operator.edge.kube import ApiError
 from idlegate.operator.edge.metrics import Metrics
 from idlegate.operator.edge.watchdog import ApiHealth
 from idlegate.operator.features.planning import ReplayWorker
-from idlegate.operator.settings import Settings
+from idlegate.operator.settings import Clock, Settings
 from idlegate.policy import make_scheduler
 from idlegate.sim.protocol import Action, ClusterView, Decision
 from tests.k8s._patching import PatchFailed, apply_json_patch
 
 
-class FakeClock:
+class FakeClock(Clock):
     """A clock that moves only when told to; it counts epoch seconds, like the wall."""
 
     def __init__(self, start: float = 1_700_000_000.0) -> None:
@@ -45,12 +45,6 @@ class FakeClock:
             raise ValueError("a fake clock does not go backwards")
         self.t += seconds
         return self.t
-
-    def wall_delay(self, seconds: float) -> float:
-        return max(0.0, seconds)
-
-    def from_wall(self, t: float) -> float:
-        return t
 
 
 class FakeKube:

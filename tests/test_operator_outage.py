@@ -34,7 +34,7 @@ from idlegate.operator.edge import intake
 from idlegate.operator.edge.endpoints import Endpoints
 from idlegate.operator.edge.lanes import Op
 from idlegate.operator.edge.metrics import Metrics
-from idlegate.operator.edge.watchdog import KopfRetryLog, OperatorPod, RetryForever
+from idlegate.operator.edge.watchdog import KopfRetryLog, RetryForever, operator_pod
 from tests.e2e import (
     DWF,
     HANG_SECONDS,
@@ -263,11 +263,11 @@ def test_metrics_and_readiness_are_served_on_one_port():
 
 def test_the_outage_event_is_about_the_operators_own_pod(monkeypatch):
     monkeypatch.delenv("POD_ID", raising=False)
-    assert OperatorPod.from_env() is None
+    assert operator_pod() is None
     monkeypatch.setenv("POD_ID", "idlegate-operator-7d9f")
     monkeypatch.setenv("POD_NAMESPACE", "idlegate-system")
     monkeypatch.setenv("POD_UID", "u-1")
-    assert OperatorPod.from_env().object_reference() == {
+    assert operator_pod().object_reference() == {
         "apiVersion": "v1",
         "kind": "Pod",
         "namespace": "idlegate-system",

@@ -12,9 +12,9 @@ import threading
 import pytest
 
 from idlegate.api.pool_spec import parse_pool_spec
+from idlegate.operator.core.pods import Owner
 from idlegate.operator.decisions import build_scheduler
 from idlegate.operator.edge import intake
-from idlegate.operator.edge.watchdog import OperatorPod
 from idlegate.operator.features.history import read_prior, rotated, sink_files
 from idlegate.operator.features.planning import ReplayWorker
 from idlegate.operator.features.pools import Pools, pool_status
@@ -39,7 +39,9 @@ def followed_events(kube, kind: str) -> list[dict]:
 @pytest.mark.asyncio
 async def test_a_switch_of_candidate_is_said_once_in_the_gauge_an_event_and_the_status():
     h = harness(pool=1, scheduler=make_scheduler(PORTFOLIO))
-    h.bridge.reporter = OperatorPod("idlegate-system", "operator-0", "pod-uid")
+    h.bridge.reporter = Owner(
+        "idlegate-system", "operator-0", "pod-uid", kind="Pod", api_version="v1"
+    )
     value = h.metrics.value
     assert value("idlegate_policy_following", policy="fifo") == 1
     await h.submit("long", {"stages": [stage("a", duration=100.0)]})

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from idlegate.operator.core.pods import Owner
 from idlegate.operator.decisions import build_scheduler
-from idlegate.operator.edge.watchdog import OperatorPod
 from idlegate.operator.features.reload import PolicyWatch, model_files, replace_policy
 from idlegate.operator.main import Operator
 from idlegate.operator.settings import Settings
@@ -23,7 +23,7 @@ from idlegate.policy.lookahead import LookaheadScheduler
 from tests.operator_fakes import FakeClock, FakeKube, Harness, harness, stage
 
 MARKER = "idlegate.test_marker"
-POD = OperatorPod("idlegate-system", "idlegate-operator-0", "uid-op")
+POD = Owner("idlegate-system", "idlegate-operator-0", "uid-op", kind="Pod", api_version="v1")
 
 
 def variant(path: Path, marker: str, *, nan: bool = False) -> Path:

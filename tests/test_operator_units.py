@@ -35,7 +35,7 @@ from idlegate.operator.core.pods import (
 )
 from idlegate.operator.decisions import Decider, load_scheduler
 from idlegate.operator.edge.metrics import DECISION_KINDS, Metrics
-from idlegate.operator.settings import Settings, WallClock
+from idlegate.operator.settings import Clock, Settings
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.protocol import Decision
@@ -165,7 +165,7 @@ def test_clocks():
     # bracketed by wall readings taken around it: true however long the machine pauses
     fast = ScaledClock(speed=50, anchor=time.time() - 1)
     before = time.time()
-    wall, scaled = WallClock().now(), fast.now()
+    wall, scaled = Clock().now(), fast.now()
     after = time.time()
     assert before <= wall <= after
     assert fast.from_wall(before) <= scaled <= fast.from_wall(after)
@@ -294,7 +294,7 @@ def test_the_operator_process_never_imports_torch():
         import sys
         import idlegate.cli
         from idlegate.operator.main import Operator, build_registry
-        from idlegate.operator.settings import Settings, WallClock
+        from idlegate.operator.settings import Settings, Clock
         operator = Operator(Settings(pool_size=2))
         build_registry(operator)
         import idlegate.operator.edge.bridge, idlegate.operator.edge.intake, idlegate.policy

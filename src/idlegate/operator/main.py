@@ -64,9 +64,9 @@ from idlegate.operator.edge.timers import Timers
 from idlegate.operator.edge.watchdog import (
     ApiHealth,
     KopfRetryLog,
-    OperatorPod,
     RetryForever,
     Watchdog,
+    operator_pod,
 )
 from idlegate.operator.features import argo
 from idlegate.operator.features.cleanup import FINISHED as CLEANED
@@ -108,7 +108,7 @@ class Operator:
         """Whether the API server answers: fed by the operator's own client, read by
         readiness and the watchdog."""
         self.timers = Timers(settings.clock)
-        self.pod = OperatorPod.from_env()
+        self.pod = operator_pod()
         """The operator's own Pod, where its own Events go; None outside one."""
         self._kube = kube
         self._owns_kube = kube is None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Protocol, runtime_checkable
+from typing import Annotated
 
 from pydantic import ConfigDict, Field, SkipValidation, StrictInt, field_validator, model_validator
 
@@ -16,36 +16,26 @@ from idlegate.sim.protocol import Scheduler
 from idlegate.sim.spec import PodGCStrategy
 
 
-@runtime_checkable
-class Clock(Protocol):
-    """Where the operator gets its time (epoch seconds): :class:`WallClock`, or a test's
-    fake or accelerated clock. The status's timestamps are its time; timers are armed on
-    the wall clock after `wall_delay`; the bridge reads it by `Bridge.now`."""
+class Clock:
+    """Where the operator gets its time (epoch seconds): the real time, one second per
+    second; tests inject a subclass (a fake or an accelerated clock). The status's
+    timestamps are its time; timers are armed on the wall clock after `wall_delay`; the
+    bridge reads it by `Bridge.now`."""
 
     def now(self) -> float:
         """Seconds since the epoch, in the clock's time."""
-
-    def wall_delay(self, seconds: float) -> float:
-        """Wall-clock seconds that `seconds` of the clock's time take."""
-
-    def from_wall(self, t: float) -> float:
-        """The clock's time at the wall-clock epoch time `t` (e.g. an API timestamp)."""
-
-
-class WallClock:
-    """The real time: `time.time()`, one second per second."""
-
-    def now(self) -> float:
         return time.time()
 
     def wall_delay(self, seconds: float) -> float:
+        """Wall-clock seconds that `seconds` of the clock's time take."""
         return max(0.0, seconds)
 
     def from_wall(self, t: float) -> float:
+        """The clock's time at the wall-clock epoch time `t` (e.g. an API timestamp)."""
         return t
 
     def __repr__(self) -> str:
-        return "WallClock()"
+        return "Clock()"
 
 
 class Settings(Config):
@@ -208,7 +198,7 @@ class Settings(Config):
     component: str = "idlegate-operator"
     """The Events' source and reporting component."""
 
-    clock: Clock = Field(default_factory=WallClock)
+    clock: Clock = Field(default_factory=Clock)
     """Where time comes from (tests pass an accelerated or fake clock)."""
 
     @field_validator("namespaces")

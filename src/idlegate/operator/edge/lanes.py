@@ -115,8 +115,7 @@ class Lanes:
         self.wait = wait
         """Seconds before an op that raised :class:`Retry` runs again."""
         self._lanes: dict[LaneKey, deque[Op]] = {}
-        self._of_key: dict[Hashable, set[Hashable]] = {}
-        """The lanes of each workflow key that have ops queued or running."""
+        """The lanes that have ops queued or running."""
         self._workers: dict[LaneKey, asyncio.Task[None]] = {}
         self._idle = asyncio.Event()
         self._idle.set()
@@ -130,7 +129,6 @@ class Lanes:
             return
         lane_key = (key, lane)
         self._lanes.setdefault(lane_key, deque()).append(op)
-        self._of_key.setdefault(key, set()).add(lane)
         if lane_key not in self._workers:
             self._idle.clear()
             self._workers[lane_key] = asyncio.get_running_loop().create_task(
@@ -140,10 +138,10 @@ class Lanes:
     def clear(self, key: Hashable) -> int:
         """Drop the ops of `key` (every lane) not started yet; returns how many."""
         dropped = 0
-        for lane in self._of_key.get(key, ()):
-            queue = self._lanes.get((key, lane), deque())
-            dropped += len(queue)
-            queue.clear()
+        for (of, _), queue in self._lanes.items():
+            if of == key:
+                dropped += len(queue)
+                queue.clear()
         return dropped
 
     def pending(self) -> int:
@@ -153,7 +151,7 @@ class Lanes:
     def settled(self, key: Hashable) -> bool:
         """No op of workflow `key` is queued or running: every write decided for it so far
         has ended (what a rebuild needs to tell a deleted pod from one not created yet)."""
-        return key not in self._of_key
+        return all(of != key for of, _ in self._lanes)
 
     async def wait_idle(self, timeout: float | None = None) -> None:
         """Until every lane is empty and no op runs (tests, shutdown)."""
@@ -168,7 +166,6 @@ class Lanes:
         await asyncio.gather(*workers, return_exceptions=True)
         self._workers.clear()
         self._lanes.clear()
-        self._of_key.clear()
         self._idle.set()
 
     async def _work(self, lane_key: LaneKey) -> None:
@@ -183,12 +180,6 @@ class Lanes:
             self._workers.pop(lane_key, None)
             if not queue and self._lanes.get(lane_key) is queue:
                 del self._lanes[lane_key]
-                key, lane = lane_key
-                lanes = self._of_key.get(key)
-                if lanes is not None:
-                    lanes.discard(lane)
-                    if not lanes:
-                        del self._of_key[key]
             if not self._workers:
                 self._idle.set()
 

@@ -45,8 +45,8 @@ class MetricFamilies:
     # contract would be harder to read as one list
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self._pooled: dict[int, bool] = {}
-        """id() of each per-pool family -> whether it has labels besides the pool."""
+        self.pooled: dict[Any, bool] = {}
+        """Each per-pool family -> whether it has labels besides the pool."""
         counter, gauge, histogram = self._kinds(pool=True)  # the pools' series
         self.completion_time = histogram(
             "idlegate_workflow_completion_time_seconds",
@@ -237,41 +237,23 @@ class MetricFamilies:
             name, doc, (POOL, *labels) if pool else labels, registry=self.registry, **options
         )
         if pool:
-            self._pooled[id(family)] = bool(labels)
+            self.pooled[family] = bool(labels)
         return family
 
     def _kinds(self, *, pool: bool) -> tuple[Callable[..., Any], ...]:
         """How to declare a counter, a gauge and a histogram: per pool or operator-wide."""
         return tuple(partial(self._series, k, pool=pool) for k in (Counter, Gauge, Histogram))
 
-    def split(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        """The families by attribute name: (per pool, operator-wide)."""
-        series = {a: f for a, f in vars(self).items() if isinstance(f, Counter | Gauge | Histogram)}
-        pooled = {a: f for a, f in series.items() if id(f) in self._pooled}
-        return pooled, {a: f for a, f in series.items() if a not in pooled}
-
-    def labelled(self, family: Any) -> bool:
-        """Whether per-pool `family` has labels besides the pool."""
-        return self._pooled[id(family)]
-
 
 class PoolFamily(Generic[M]):
     """A per-pool family seen from one pool: ``labels(*values)`` is the family's child with
-    the pool first (``labels()`` for one with no other label). It remembers the children it
-    made (:meth:`remove_all`)."""
+    the pool first."""
 
     def __init__(self, family: M, pool: str) -> None:
         self._family, self._pool = family, pool
-        self._made: set[tuple[str, ...]] = set()
 
     def labels(self, *values: str) -> M:
-        self._made.add(values)
         return self._family.labels(self._pool, *values)
-
-    def remove_all(self) -> None:
-        for values in self._made:
-            self._family.remove(self._pool, *values)
-        self._made.clear()
 
 
 class Metrics:
@@ -295,15 +277,15 @@ class Metrics:
         self.families = f = beside.families if beside is not None else MetricFamilies()
         self.registry = f.registry
         self.pool = pool
-        self._bound: list[PoolFamily[Any]] = []
-        pooled, wide = f.split()
-        for attr, family in pooled.items():
-            bound = PoolFamily(family, pool)
-            self._bound.append(bound)
-            # (a family with the pool label alone: its child, made now, so a scrape shows it)
-            setattr(self, attr, bound if f.labelled(family) else bound.labels())
-        for attr, family in wide.items():
-            setattr(self, attr, family)
+        for attr, family in vars(f).items():
+            if not isinstance(family, Counter | Gauge | Histogram):
+                continue
+            if family in f.pooled:
+                bound = PoolFamily(family, pool)
+                # (a family with the pool label alone: its child, made now, so a scrape shows it)
+                setattr(self, attr, bound if f.pooled[family] else bound.labels())
+            else:
+                setattr(self, attr, family)
         # what a scrape shows of the pool before anything happened in it
         for result in ("succeeded", "failed"):
             self.completion_time.labels(result)
@@ -320,8 +302,8 @@ class Metrics:
     def remove(self) -> None:
         """Remove the pool's series from the registry (its ExecutorPool is gone or rebuilt:
         a scrape no longer shows it)."""
-        for bound in self._bound:
-            bound.remove_all()
+        for family in self.families.pooled:
+            family.remove_by_labels({POOL: self.pool})
 
     def follow(self, policy: str) -> None:
         """`policy` is followed from now on (the gauge of the others drops to 0)."""

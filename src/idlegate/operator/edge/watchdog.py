@@ -42,8 +42,6 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any
 
 from idlegate.api.crd import GROUP, PLURAL
 from idlegate.operator.core.admission import AdmitLaterError
@@ -189,21 +187,13 @@ class KopfRetryLog(logging.Filter):
         return True
 
 
-@dataclass(frozen=True, slots=True)
-class OperatorPod(Owner):
-    """The operator's own Pod, as the involved object of its outage Events."""
-
-    @classmethod
-    def from_env(cls) -> OperatorPod | None:
-        """The Pod the downward API names (POD_ID, POD_NAMESPACE, POD_UID); None outside one."""
-        name, namespace = os.environ.get("POD_ID"), os.environ.get("POD_NAMESPACE")
-        if not name or not namespace:
-            return None
-        return cls(namespace, name, os.environ.get("POD_UID", ""))
-
-    def object_reference(self) -> dict[str, Any]:
-        reference = {"apiVersion": "v1", "kind": "Pod", "namespace": self.namespace}
-        return {**reference, "name": self.name, **({"uid": self.uid} if self.uid else {})}
+def operator_pod() -> Owner | None:
+    """The operator's own Pod, as the involved object of its outage Events: the one the
+    downward API names (POD_ID, POD_NAMESPACE, POD_UID); None outside one."""
+    name, namespace = os.environ.get("POD_ID"), os.environ.get("POD_NAMESPACE")
+    if not name or not namespace:
+        return None
+    return Owner(namespace, name, os.environ.get("POD_UID", ""), kind="Pod", api_version="v1")
 
 
 def api_unreachable(seconds: float, workflows: int, pods: int) -> Notice:
