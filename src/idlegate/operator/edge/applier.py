@@ -76,7 +76,6 @@ class Applier:
         self._status: dict[tuple[str, str], _StatusLane] = {}
         self._freeing: dict[tuple[str, str], set[asyncio.Event]] = {}
         """Per workflow, the deletions not ended yet of pods whose executors were given back."""
-        self._waiting: set[asyncio.Task[None]] = set()
 
     def apply(self, intents: Iterable[Intent]) -> None:
         """Queue `intents`, in order (each behind the earlier writes of its lane)."""
@@ -108,21 +107,22 @@ class Applier:
         except TimeoutError:
             log.warning("Stopping with %d write(s) not done.", self.lanes.pending())
         await self.lanes.close()
-        for task in list(self._waiting):
-            task.cancel()
 
     # -- pods, deletions ---------------------------------------------------------------
 
     def _submit(self, intent: Intent) -> None:
         run: Callable[[KubeApi], Awaitable[Mapping[str, Any] | None]]
-        after, ended = None, None
+        after: tuple[asyncio.Event, ...] = ()
+        ended = None
         if isinstance(intent, CreatePod):
             run = lambda k: self._create(k, intent)  # noqa: E731
             priority = Priority.POD if intent.gated else Priority.RUN
             after = self._after(intent.owner, intent.after_status)
         elif isinstance(intent, RemoveGate):
             run, priority = (lambda k: self._release(k, intent)), Priority.RUN
-            after = self._after_freed(self._after(intent.owner, intent.after_status))
+            # (the executor it hands out may be one of a pod whose deletion was asked before)
+            freeing = [e for events in self._freeing.values() for e in events]
+            after = (*self._after(intent.owner, intent.after_status), *freeing)
         elif isinstance(intent, DeletePod):
             run, priority = (lambda k: self._delete_pod(k, intent)), Priority.POD
             if intent.frees:
@@ -268,29 +268,9 @@ class Applier:
             if not events:
                 del self._freeing[_key(intent.owner)]
 
-    def _after_freed(self, after: asyncio.Event | None) -> asyncio.Event | None:
-        """`after`, and the end of every deletion asked before of a pod whose executor was
-        given back: the executor a gate removal hands out may be one of theirs."""
-        waits = [e for events in self._freeing.values() for e in events]
-        if not waits:
-            return after
-        if after is not None:
-            waits.append(after)
-        done = asyncio.Event()
-
-        async def wait_all() -> None:
-            for event in waits:
-                await event.wait()
-            done.set()
-
-        task = asyncio.get_running_loop().create_task(wait_all())
-        self._waiting.add(task)
-        task.add_done_callback(self._waiting.discard)
-        return done
-
-    def _after(self, owner: Owner, wanted: bool) -> asyncio.Event | None:
+    def _after(self, owner: Owner, wanted: bool) -> tuple[asyncio.Event, ...]:
         lane = self._status.get(_key(owner)) if wanted else None
-        return lane.landed if lane is not None and not lane.landed.is_set() else None
+        return (lane.landed,) if lane is not None else ()
 
 
 class _StatusLane:

@@ -1,22 +1,18 @@
 """The few Kubernetes API calls the operator makes itself, as one small async interface.
 
-kopf watches (DagWorkflows and pods) and talks to the API with its own client; the
-operator's own reads (pods, namespaces) and writes (pods, gate removals, status, Events)
-go through :class:`KubeApi`, over the official ``kubernetes`` client's configuration
-loading and HTTP layer (every kubeconfig flavour, in-cluster service accounts, token
-refresh), run in a small thread pool, without its model classes: bodies are plain dicts,
-both ways. Unit tests use a fake with the same methods, in memory.
+kopf watches with its own client; the operator's own reads (pods, namespaces) and writes
+(pods, gate removals, status, Events) go through :class:`KubeApi`: the official
+``kubernetes`` client's configuration loading and HTTP layer (every kubeconfig flavour,
+in-cluster service accounts, token refresh) in a small thread pool, without its model
+classes (bodies are plain dicts, both ways). Unit tests use a fake with the same methods.
 
-A request that gets no answer, a 429 or a 5xx is retried by the client itself: urllib3's
-``Retry`` on the client's configuration (:class:`ClientRetry`), for ever and for every
-method (each write of the operator is idempotent: names per attempt, guarded patches,
-merge patches of the whole state, deletions where gone is fine), with exponential
-back-off capped at `backoff_max` (nothing wakes a sleeping retry when the API returns,
-so the cap is what bounds the pool's refill after an outage) and the server's
-Retry-After honoured up to `retry_after_max`. Each failed try is reported as it happens
-(`report`: the outage bookkeeping, the metrics) and logged once per request at WARNING, so
-are a request's final error and the first answer after a failure (an answer is news only
-then: :class:`idlegate.operator.edge.watchdog.ApiHealth`); closing the client ends the
+A request that gets no answer, a 429 or a 5xx is retried by the client itself, urllib3's
+``Retry`` (:func:`client_retry`; the back-off is in deploy/README.md): for ever and for
+every method, since each write of the operator is idempotent (names per attempt, guarded
+patches, merge patches of the whole state, deletions where gone is fine). Each failed try
+is reported as it happens (`report`: the outage bookkeeping of
+:class:`idlegate.operator.edge.watchdog.ApiHealth`, the metrics) and logged once per
+request at WARNING; after a failure, so is the first answer. Closing the client ends the
 retries, so a stopping operator is never held by one.
 """
 
@@ -151,21 +147,17 @@ def connection_info(configuration: Any) -> Any:
     """kopf's ConnectionInfo for the same credentials (one source of truth for both)."""
     import kopf
 
-    header = configuration.get_api_key_with_prefix(
-        "BearerToken"
-    ) or configuration.get_api_key_with_prefix("authorization")
-    parts = header.split(" ", 1) if header else []
-    scheme, token = (
-        (None, None) if not parts else (None, parts[0]) if len(parts) == 1 else (parts[0], parts[1])
-    )
+    header = configuration.get_api_key_with_prefix("BearerToken")
+    header = header or configuration.get_api_key_with_prefix("authorization") or ""
+    scheme, _, token = header.rpartition(" ")  # ("Bearer", " ", token), or a bare token
     return kopf.ConnectionInfo(
         server=configuration.host,
         ca_path=configuration.ssl_ca_cert,
         insecure=not configuration.verify_ssl,
         username=configuration.username or None,
         password=configuration.password or None,
-        scheme=scheme,
-        token=token,
+        scheme=scheme or None,
+        token=token or None,
         certificate_path=configuration.cert_file,
         private_key_path=configuration.key_file,
     )
@@ -204,7 +196,6 @@ class KubeApi:
             report=self._report,
             stop=self._stop,
         )
-        self.configuration = configuration
         self.client = kubernetes.client.ApiClient(configuration)
         self.timeout = timeout
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="idlegate-api")

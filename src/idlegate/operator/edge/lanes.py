@@ -96,9 +96,9 @@ class Op:
     creation, or any other exception: a bug, or input no check caught); the op ends."""
     priority: Priority = Priority.POD
     """Its turn for a slot of the API's concurrency (:class:`Slots`)."""
-    after: asyncio.Event | None = None
-    """Not started before this is set: another lane's write, to keep an order across
-    lanes; it is set however that write ends."""
+    after: tuple[asyncio.Event, ...] = ()
+    """Not started before these are set: other lanes' writes, to keep an order across
+    lanes; each is set however its write ends."""
 
 
 LaneKey = tuple[Hashable, Hashable]
@@ -173,8 +173,8 @@ class Lanes:
         try:
             while queue:
                 op = queue.popleft()
-                if op.after is not None:
-                    await op.after.wait()
+                for event in op.after:
+                    await event.wait()
                 await self._attempt(op)
         finally:
             self._workers.pop(lane_key, None)

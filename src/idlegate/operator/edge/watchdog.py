@@ -1,36 +1,18 @@
-"""The operator through API-server outages and a missing CRD: it waits, never exits.
+"""The operator through API-server outages and a missing CRD: it waits, never exits (in a
+Deployment, every outage of a minute would otherwise become a restart). deploy/README.md
+("API-server outages and a missing CRD") tells it from the user's side. The pieces:
 
-An outage of the API server, however long, must not end the process: in a Deployment,
-every outage of a minute would become a restart. Three pieces keep the operator serving:
-
-* kopf retries its failed requests (its watches and lists of DagWorkflows and pods) by
-  :class:`RetryForever`: 0.1 s at first, doubling up to `Settings.watch_retry_cap`, for
-  ever. kopf's default gives up after 1+1+2+3+5+8+13+21 s (about 54 s) and the process
-  stops ("Resource observer has failed").
-  Each retry counts in `idlegate_watch_restarts_total`; :class:`KopfRetryLog` logs the
-  first failed attempt of each object at WARNING, not every attempt at ERROR.
-* :class:`ApiHealth` sees outages in what the operator's own API client reports
-  (:mod:`idlegate.operator.edge.kube`): an HTTP answer that is not a 5xx is an answer (a
-  404 still proves the server is there; a 429 is counted as throttled); no response, a
-  timeout or a 5xx is none. Requests unanswered for a second (:data:`GRACE`) are an
-  *outage*, which the next answer ends: meanwhile `idlegate_api_up` is 0 (the other
-  gauges are stale), after it its length is added to `idlegate_api_unreachable_seconds`.
+* :class:`RetryForever`: kopf retries its failed requests (its watches and lists) for ever;
+  :class:`KopfRetryLog` logs the first failed attempt of each object at WARNING.
+* :class:`ApiHealth` sees outages in what the operator's own API client reports.
 * :class:`Watchdog`, a task of the operator, makes the first rebuild of the state (after
-  waiting for the DagWorkflow CRD, if it is not installed: a log line, then
-  `idlegate_crd_missing` 1 until it appears), probes the API about once a second
-  (:meth:`KubeApi.ping`), and after each outage rebuilds the state from the API, as at a
-  start (:func:`idlegate.operator.edge.intake.rebuild`), then posts a Warning Event
-  ``ApiUnreachable`` saying how long the API did not answer.
+  waiting for the DagWorkflow CRD), probes the API, and after each outage rebuilds the
+  state as at a start (:func:`idlegate.operator.edge.intake.rebuild`), then posts a
+  Warning Event ``ApiUnreachable`` on the operator's own Pod (:func:`operator_pod`; an
+  outage concerns the operator, not one workflow), or only logs it outside a Pod.
 
-The Event's involved object is the operator's own Pod (`POD_ID`, `POD_NAMESPACE` and
-`POD_UID`, set by the Deployment through the downward API; ``kubectl describe pod``
-shows it): an outage concerns the operator, not one workflow, and an Event on every
-active workflow would be noise. Without those variables (a local run) the outage is
-only logged.
-
-:meth:`Watchdog.readiness` is what ``/readyz`` answers: not ready before the first
-rebuild, while the CRD is missing and while the API does not answer; liveness (kopf's
-``/healthz``) stays healthy throughout, since a restart would not bring the API back.
+:meth:`Watchdog.readiness` is what ``/readyz`` answers; liveness (kopf's ``/healthz``)
+stays healthy throughout, since a restart would not bring the API back.
 """
 
 from __future__ import annotations
@@ -65,7 +47,11 @@ state at each flap."""
 
 
 class ApiHealth:
-    """Whether the API answers, as the operator's own API client reports its requests."""
+    """Whether the API answers, as the operator's own API client reports its requests
+    (:mod:`idlegate.operator.edge.kube`). An HTTP answer that is not a 5xx is an answer (a
+    404 still proves the server is there); no response, a timeout or a 5xx is none.
+    During an outage `idlegate_api_up` is 0 (the other gauges are stale); after it, its
+    length is added to `idlegate_api_unreachable_seconds`."""
 
     def __init__(self, metrics: Metrics, *, grace: float = GRACE) -> None:
         self.metrics = metrics
@@ -124,13 +110,13 @@ class ApiHealth:
 
 
 class RetryForever:
-    """kopf's ``settings.networking.error_backoffs``: 0.1 s, doubling up to `cap`, for ever.
+    """kopf's ``settings.networking.error_backoffs``: 0.1 s, doubling up to `cap`, for ever
+    (kopf's default gives up after about 54 s, and the process stops).
 
-    kopf retries a request once per delay it gets from iterating this, and numbers the
-    attempts "#N/total" only for a Sized iterable; an iterable without a length that never
-    ends makes it retry for ever. Each iteration starts anew (a fresh generator), since
-    kopf iterates once per request: it takes the first delay before the first attempt,
-    so every delay after it is a retry, counted by `on_retry`.
+    kopf iterates this once per request (so each iteration starts anew) and retries once
+    per delay; without a length it never gives up. It takes the first delay before the
+    first attempt, so every delay after it is a retry, counted by `on_retry`
+    (`idlegate_watch_restarts_total`).
     """
 
     def __init__(self, cap: float, on_retry: Callable[[], None] | None = None) -> None:
@@ -214,7 +200,6 @@ class Watchdog:
         self.health = health
         self.reporter = reporter
         """Where the outage Events go (the operator's Pod); None: logged only."""
-        self.settings = pools.settings
         self.crd_missing = False
         self.rebuilt = asyncio.Event()
         """Set once the first rebuild is done: handlers that admit wait for it."""
@@ -237,7 +222,7 @@ class Watchdog:
     async def run(self) -> None:
         """Until cancelled: rebuild until the first rebuild is done and after each outage;
         between, probe the API (the client retries a probe until the API answers)."""
-        s = self.settings
+        s = self.pools.settings
         while True:
             if not self.rebuilt.is_set() or (self.health.up and self._unsynced):
                 await self._sync()
@@ -292,7 +277,7 @@ class Watchdog:
                 PLURAL,
                 GROUP,
                 INSTALL_CRD,
-                self.settings.crd_retry_interval,
+                self.pools.settings.crd_retry_interval,
             )
         self.crd_missing = True
         self.health.metrics.crd_missing.set(1)
