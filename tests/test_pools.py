@@ -319,7 +319,7 @@ async def test_a_restart_with_a_smaller_pool_size_counts_the_running_pods_beyond
 def test_the_pool_status_refresh_and_ready_time_come_from_the_operators_clock():
     pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
     from idlegate.api.timestamps import from_datetime
-    from idlegate.operator.main import Operator, build_registry, pool_condition
+    from idlegate.operator.main import Operator, build_registry, pool_conditions
     from idlegate.operator.settings import Settings
     from tests.clocks import ScaledClock
     from tests.operator_fakes import FakeClock, FakeKube
@@ -334,12 +334,12 @@ def test_the_pool_status_refresh_and_ready_time_come_from_the_operators_clock():
     assert refresh_every(ScaledClock(20)) == pytest.approx(0.25)
     assert refresh_every(FakeClock()) == pytest.approx(5.0)
     t = 1_700_000_000.0
-    ready = pool_condition(True, "Running", "runs", t)
+    (ready,) = pool_conditions(True, "Running", "runs", t, {})
     assert from_datetime(ready["lastTransitionTime"]) == t
     # still Ready later: the transition keeps its time; Invalid then is a new one
     body = {"status": {"conditions": [ready]}}
-    assert pool_condition(True, "Running", "runs", t + 60, body) == ready
-    invalid = pool_condition(False, "Invalid", "bad", t + 60, body)
+    assert pool_conditions(True, "Running", "runs", t + 60, body) == [ready]
+    (invalid,) = pool_conditions(False, "Invalid", "bad", t + 60, body)
     assert from_datetime(invalid["lastTransitionTime"]) == t + 60
 
 

@@ -1,32 +1,20 @@
-"""The operator's scheduler: loading a policy by name or file, and asking it for decisions.
+"""The operator's scheduler: loading a policy (:func:`load_scheduler`), and asking it.
 
-The policy is any `idlegate.sim.protocol.Scheduler`, named by the scheduler spec grammar
-that ``idlegate simulate`` uses too (`idlegate.policy.make_scheduler`; onnxruntime only,
-never torch). The default is the ONNX model bundled in ``idlegate/policy/``; when it is
-missing or broken the operator warns and runs ``fair``. Any other spec is built by
-:func:`build_scheduler`, with no fallback: the same check at the start, for ``--shadow``,
-and at each hot reload of a model (:mod:`.reload`).
+:class:`Decider` asks the policy through the Engine's one decision round
+(`idlegate.sim.engine.decision_round`), times and counts every answer, and hands back the
+round (:class:`Round`): the decisions with who made them, for the Events' *why*, and the
+policy's failures.
 
-:class:`Decider` asks it on the bridge's behalf, through the Engine's one decision round
-(`idlegate.sim.engine.decision_round`): it times and counts every answer and hands back
-the round (:class:`Round`): the decisions with who made them, so the Events can say *why*
-(policy, cap, idle length), and the policy's failures.
+A policy error never stalls the pool. A question the policy fails (it raises, or answers
+illegally: `Cluster.decide_once` applies nothing of it) is answered by the fallback rules
+(:func:`fallback_rules`); each failure is counted in ``idlegate_policy_errors_total``,
+logged with its traceback the first time (:class:`ErrorLog`) and posted as a Warning
+``PolicyError`` (:func:`post_round`). Only when every rule fails is the answer WAIT.
 
-A policy error never stalls the pool. When the policy raises, or answers illegally
-(`Cluster.decide_once` checks before it applies, so nothing of a bad answer is applied
-and the launches of the round so far stand), that one question is answered by the
-fallback rules (:func:`fallback_rules`): a lookahead planner's base, then ``fair``. Each
-failure counts in ``idlegate_policy_errors_total{policy}`` (under the name of the rule
-that failed), is logged with its traceback the first time its type and message are seen
-(:class:`ErrorLog`), and becomes a Warning Event ``PolicyError`` (:func:`post_round`).
-Only when every rule fails is the answer WAIT, and the Events then say so.
-
-A planner's hold of a stage for the arrivals it expects (a ``Holding`` Event, once per
-hold), a portfolio's change of the candidate it follows (``PolicyFollowed``) and the
-workflows it learns are the Decider's too (:meth:`Decider.learn`). A policy changes only
-between two rounds (:meth:`Decider.use`, a hot reload). A shadow policy (:mod:`.shadow`)
-is handed each round's starting state and answers, and compares in its own thread:
-nothing of it is on the decision path but a copy of the state.
+The Decider also posts a planner's holds (``Holding``) and a portfolio's change of
+candidate (``PolicyFollowed``), feeds a portfolio the finished workflows
+(:meth:`Decider.learn`), changes policy only between rounds (:meth:`Decider.use`), and
+hands a shadow (:mod:`.shadow`) a copy of each round's state and answers.
 """
 
 from __future__ import annotations
@@ -60,14 +48,10 @@ MAX_DISTINCT_ERRORS = 1000
 
 
 def load_scheduler(spec: str | None) -> Scheduler:
-    """The scheduler for ``--scheduler`` (`idlegate.policy.spec`: ``fair``,
-    ``analytic:fair``, ``learned:PATH.onnx``, a bare ``PATH.onnx``, …); None is the spec
-    ``default``: the bundled ONNX policy, else ``fair`` with a warning (a missing or
-    broken file).
-
-    Only ``default`` falls back: any other spec with a missing or broken model raises
-    IdlegateError (the operator does not start).
-    """
+    """The scheduler for ``--scheduler`` (`idlegate.policy.spec`; None: ``default``, the
+    bundled ONNX policy). Only ``default`` falls back, to ``fair`` with a warning, when its
+    model is missing or broken; any other spec that cannot be built raises IdlegateError
+    (the operator does not start)."""
     from idlegate.policy import SchedulerSpec, make_scheduler
 
     parsed = SchedulerSpec.parse(spec or "default")
@@ -127,7 +111,7 @@ class Answer:
     rule: str
     """The rule that decided: the policy followed (`followed`), or the fallback rule."""
     hold: Hold | None = None
-    """An idle slot's expected arrivals, when the policy said (`held_for`)."""
+    """An idle slot's expected arrivals, when the policy said (a planner's `hold`)."""
 
 
 @dataclass(frozen=True)
@@ -168,10 +152,9 @@ def followed(policy: Scheduler) -> str:
 
 
 def fed_portfolio(policy: Scheduler) -> PortfolioScheduler | None:
-    """`policy` as a portfolio that learns only the finished workflows the operator gives
-    it (set to ``records=fed``: the jobs of the operator's cluster carry workflows, not
-    the duration models its replays need) and whose rounds run in a worker
-    (``replayer=worker``), else None."""
+    """`policy` as a portfolio set to learn only the finished workflows the operator
+    gives it (``records=fed``: its jobs carry no duration models to replay) and to run
+    its rounds in a worker (``replayer=worker``), else None."""
     from idlegate.policy.portfolio import PortfolioScheduler
 
     if not isinstance(policy, PortfolioScheduler):
@@ -180,15 +163,6 @@ def fed_portfolio(policy: Scheduler) -> PortfolioScheduler | None:
     if any(getattr(policy.config, k) != v for k, v in fed.items()):
         policy.config = policy.config.model_copy(update=fed)
     return policy
-
-
-def held_for(policy: Scheduler) -> Hold | None:
-    """What `policy`'s last answer held a stage back for (a lookahead planner's `hold`),
-    else None."""
-    from idlegate.policy.plans import Hold
-
-    hold = getattr(policy, "hold", None)
-    return hold if isinstance(hold, Hold) else None
 
 
 def _describe(exc: BaseException) -> str:
@@ -221,7 +195,7 @@ class ErrorLog:
                 then,
                 exc_info=exc,
             )
-        elif _round_number(seen):
+        elif seen >= 10 and str(seen).rstrip("0") == "1":  # the 10th, 100th, … time
             log.error("The policy %r failed the same way %d times: %s", rule, seen, _describe(exc))
 
 
@@ -237,12 +211,9 @@ class Onlooker(Protocol):
 
 
 class Decider:
-    """Asks the policy through decision rounds, falling back on the module's rules.
-
-    It starts the operator's run: the policy is reset with `seed` (and ``fair``, the last
-    fallback rule, too). A `shadow` (:mod:`idlegate.operator.features.shadow`), if set, is handed
-    every round's state and answers, to compare its own answers with off this path.
-    """
+    """Asks the policy through decision rounds, falling back on the module's rules. The
+    policy (and ``fair``, the last fallback rule) is reset with `seed`; a `shadow`, if
+    set, is handed every round's state and answers."""
 
     def __init__(self, policy: Scheduler, metrics: Metrics, seed: int = 0) -> None:
         self.metrics = metrics
@@ -367,7 +338,8 @@ class Decider:
             rule = followed(self.policy)
             by = messages.decided_by(policy, following=rule)
             launching = stage is not None and action.idle_delay == 0
-            hold = None if launching else held_for(self.policy)
+            # what a lookahead planner's last answer held a stage back for
+            hold = None if launching else getattr(self.policy, "hold", None)
             return (by if stage is not None else messages.chose_wait(by)), rule, hold
         for failed, exc in answered.errors:
             self.note_error(failed.name, exc)
@@ -398,23 +370,15 @@ _THEN = {
 }
 
 
-def _round_number(n: int) -> bool:
-    """10, 100, 1000, …: when a repeated error is logged again."""
-    return n >= 10 and str(n).rstrip("0") == "1"
-
-
 def post_round(
     done: Round, cluster: Cluster, event: Callable[..., None], reporter: Owner | None = None
 ) -> None:
-    """Post the round's Events of the policy's own (`event(owner, type, reason, message)`,
-    the Writer's): the Normal ``PolicyFollowed`` of a portfolio's new candidate on the
-    pool's `reporter` (its ExecutorPool; the operator's Pod; None: logged only), the
-    Normal ``Holding`` of a new hold (`Round.holding`) on the held stage's workflow, and
-    the Warning ``PolicyError`` on the workflow of the stage each failed question was
-    about (`Failure.stage`); when that is not known (every rule failed before naming one),
-    on each workflow left with a runnable stage, since any of them may have been the one
-    held back. Equal messages aggregate into one Event per workflow
-    (:mod:`idlegate.operator.edge.events`)."""
+    """Post the round's Events (`event(owner, type, reason, message)`): ``PolicyFollowed``
+    of a portfolio's new candidate on the pool's `reporter` (None: logged only),
+    ``Holding`` of a new hold on the held stage's workflow, and the Warning ``PolicyError``
+    on the workflow of the stage each failed question was about (`Failure.stage`); when
+    that is not known, on each workflow with a runnable stage, any of which may have been
+    held back."""
     if done.followed is not None and reporter is not None:
         event(reporter, *messages.policy_followed(done.followed))
     if done.holding is not None:

@@ -1,33 +1,29 @@
-"""The operator process: the settings, the bridge, timers and metrics wired into kopf.
+"""The operator process: the settings, the pools, timers and metrics wired into kopf.
 
-``idlegate operator --standalone --pool-size=8`` ends up in :func:`run`. Tests build an
-:class:`Operator` and run ``build_registry(operator)`` with ``kopf.testing.KopfRunner``.
-The process imports kopf, the kubernetes client, onnxruntime (for an ONNX policy) and the
-simulator's state machine, never torch.
+``idlegate operator`` ends up in :func:`run`; tests build an :class:`Operator` and run
+``build_registry(operator)`` with ``kopf.testing.KopfRunner``. The process never imports
+torch (an ONNX policy runs on onnxruntime).
 
-The kopf handlers are thin, level-triggered, and all in one registry per operator:
+The kopf handlers are thin and level-triggered, all in one registry per operator:
 
-* **startup** -> timers, the endpoints ``/metrics`` and ``/readyz``
-  (:mod:`idlegate.operator.edge.endpoints`) and the watchdog (:mod:`idlegate.operator.edge.watchdog`),
-  which rebuilds the state from the API in the background: waiting for the API server or
-  the DagWorkflow CRD if need be, never failing. kopf's own requests are retried for ever
-  (:func:`configure_kopf`), so no outage ends the process.
+* **startup** -> timers, ``/metrics`` and ``/readyz`` (:mod:`idlegate.operator.edge.endpoints`)
+  and the watchdog (:mod:`idlegate.operator.edge.watchdog`), which rebuilds the state from
+  the API in the background, waiting for the API server or the CRD if need be. kopf's
+  own requests are retried for ever (:func:`configure_kopf`): no outage ends the process.
 * DagWorkflow **create** and **resume** -> once the first rebuild is done, admit the
-  workflow (idempotent: a workflow the bridge knows is skipped; its pods are read first,
-  so a restart never duplicates them, and its namespace, whose Pod Security level its
-  templates must meet).
-  Retries use ``kopf.TemporaryError(delay=...)``; what retrying cannot fix raises
-  ``kopf.PermanentError``. An invalid spec is not an error of the handler: the workflow
-  is marked ``Invalid`` (status, condition, Event) and the handler succeeds.
+  workflow (:func:`idlegate.operator.edge.intake.admit`: idempotent, its pods and its
+  namespace read first). What retrying may fix raises ``kopf.TemporaryError``, the rest
+  ``kopf.PermanentError``; an invalid spec is marked ``Invalid`` and the handler succeeds.
 * DagWorkflow **update of spec** -> re-validate an invalid workflow, refuse to change a
   running one (a Warning Event).
 * DagWorkflow **events** -> a deleted (or foreground-deleting) workflow leaves the state
-  machine; a finished one gets its TTL and pod GC (:mod:`idlegate.operator.features.cleanup`). No finalizer: the pods are owned by the workflow and garbage-collected with
-  it, the operator's only clean-up is in memory, and a workflow deleted while the
-  operator is down simply is not there when it rebuilds. A finalizer would only block
-  deletions whenever the operator is not running.
+  machine; a finished one gets its TTL and pod GC (:mod:`idlegate.operator.features.cleanup`).
+  No finalizer: the pods are owned by the workflow and garbage-collected with it, the
+  operator's only clean-up is in memory, and a finalizer would only block deletions
+  whenever the operator is not running.
 * Pod **events** (pods labelled ``idlegate.io/workflow``) -> the bridge reads the pod as
   it is now; the same state twice is a no-op.
+* DagCronWorkflows and ExecutorPools: below; Argo Workflows: :mod:`.features.argo`.
 
 Handlers return nothing: kopf would store results in ``status.<handler-id>``, which the
 CRD's schema prunes.
@@ -36,6 +32,7 @@ CRD's schema prunes.
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -45,7 +42,7 @@ import kopf
 from idlegate.api.crd import CRON_PLURAL, GROUP, PLURAL, POOL_PLURAL, VERSION
 from idlegate.api.labels import LABEL_WORKFLOW
 from idlegate.api.pool_spec import parse_pool_spec
-from idlegate.api.timestamps import to_datetime
+from idlegate.api.status import Conditions
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.messages import Notice
@@ -113,10 +110,11 @@ class Operator:
         self._kube = kube
         self._owns_kube = kube is None
         self._configuration: Any = None
-        self._bridge: Bridge | None = None
         self._pools: Pools | None = None
-        self._cron: CronController | None = None
-        self._watchdog: Watchdog | None = None
+        """Every pool's bridge, from :meth:`start` on (with `cron` and `watchdog`)."""
+        self.cron: CronController
+        """The controller of DagCronWorkflows (it writes through the bridge's API and Events)."""
+        self.watchdog: Watchdog
         self._tasks: list[asyncio.Task[None]] = []
         self.kopf_log = KopfRetryLog()
         self.endpoints = Endpoints(self.metrics, self.readiness)
@@ -129,33 +127,16 @@ class Operator:
         return self._configuration
 
     @property
-    def bridge(self) -> Bridge:
-        if self._bridge is None:
-            raise RuntimeError("the operator has not started yet")
-        return self._bridge
-
-    @property
     def pools(self) -> Pools:
-        """Every pool's bridge (:mod:`idlegate.operator.features.pools`); `bridge` is the default's."""
+        """Every pool's bridge (:mod:`idlegate.operator.features.pools`)."""
         if self._pools is None:
             raise RuntimeError("the operator has not started yet")
         return self._pools
 
     @property
-    def cron(self) -> CronController:
-        """The controller of DagCronWorkflows (it writes through the bridge's API and Events)."""
-        if self._cron is None:
-            bridge = self.bridge
-            record = bridge.intents.event
-            self._cron = CronController(
-                bridge.kube,
-                self.timers,
-                self.settings.clock,
-                record,
-                self.pools.foresee,
-                pod_security=self.settings.pod_security,
-            )
-        return self._cron
+    def bridge(self) -> Bridge:
+        """The default pool's bridge."""
+        return self.pools.default
 
     async def cron_seen(self, body: Mapping[str, Any]) -> None:
         """Note the labels of cron workflow `body`'s namespace, by which its runs may be
@@ -183,32 +164,33 @@ class Operator:
             )
         return self._kube
 
-    @property
-    def watchdog(self) -> Watchdog:
-        if self._watchdog is None:
-            raise RuntimeError("the operator has not started yet")
-        return self._watchdog
-
     async def start(self) -> None:
         """Start timers, endpoints and the watchdog, which rebuilds the state from the API
-        in the background (idempotent). Nothing here waits for the API: kopf's liveness
-        probe is served once this returns, also while the API or the CRD is missing."""
+        in the background (idempotent: kopf retries a startup handler that raised). Nothing
+        here waits for the API: kopf's liveness probe is served once this returns, also
+        while the API or the CRD is missing."""
         s = self.settings
         self.timers.start()
-        if self._bridge is None:
+        self.kopf_log.install()
+        if self._pools is None:
             bridge = Bridge(s, self.kube, self.scheduler, metrics=self.metrics, timers=self.timers)
-            self._bridge = bridge
             bridge.decider.shadow = self.shadow
             bridge.reporter = self.pod
-            self._pools = Pools(bridge)
-        self.kopf_log.install()
-        if self._watchdog is None:
-            self._watchdog = Watchdog(self.pools, self.health, reporter=self.pod)
+            self._pools = pools = Pools(bridge)
+            self.cron = CronController(
+                bridge.kube,
+                self.timers,
+                s.clock,
+                bridge.intents.event,
+                pools.foresee,
+                pod_security=s.pod_security,
+            )
+            self.watchdog = Watchdog(pools, self.health, reporter=self.pod)
             self._tasks = [
                 asyncio.create_task(self._admit_later(RETRY_DELAY)),
-                asyncio.create_task(self._serve(self._watchdog)),
+                asyncio.create_task(self._serve(self.watchdog)),
             ]
-            self.reloads.start(self.pools)
+            self.reloads.start(pools)
         if s.metrics_port is not None and self.endpoints.port is None:
             port = await self.endpoints.start(s.metrics_port, s.listen_host)
             log.info("Metrics at http://%s:%d/metrics, readiness at /readyz", s.listen_host, port)
@@ -226,15 +208,15 @@ class Operator:
     def use_policy(self, policy: Scheduler) -> None:
         """Decide with `policy` from the next round on (a hot reload of its model)."""
         self.scheduler = policy
-        if self._bridge is not None:
-            replace_policy(self._bridge, policy)
+        if self._pools is not None:
+            replace_policy(self.bridge, policy)
         if self.shadow is not None:
             self.shadow.active_changed()
 
     def report(self, notice: Notice) -> None:
         """An Event of the operator's own on its Pod (outside a Pod: logged only)."""
-        if self.pod is not None and self._bridge is not None:
-            self._bridge.intents.event(self.pod, *notice)
+        if self.pod is not None and self._pools is not None:
+            self.bridge.intents.event(self.pod, *notice)
 
     async def _admit_later(self, every: float) -> None:
         """Retry, every `every` seconds, the workflows that left a pool and could not be
@@ -276,13 +258,13 @@ class Operator:
     @property
     def ready(self) -> bool:
         """The state is rebuilt from the API (the bridge and its controllers may act)."""
-        return self._watchdog is not None and self._watchdog.rebuilt.is_set()
+        return self._pools is not None and self.watchdog.rebuilt.is_set()
 
     def readiness(self) -> tuple[bool, str]:
         """(ready, why not): what /readyz answers."""
-        if self._watchdog is None:
+        if self._pools is None:
             return False, "starting"
-        return self._watchdog.readiness()
+        return self.watchdog.readiness()
 
     async def warn_missing_namespaces(self) -> list[str]:
         """Log a warning for each ``--namespace`` that does not exist (a typo serves nothing,
@@ -310,24 +292,22 @@ class Operator:
 
     async def stop(self) -> None:
         """Write what is pending (for at most `Settings.shutdown_timeout` seconds), then drop
-        timers and the rest (the state to resume from is in the API)."""
-        if self._bridge is not None:
-            await self._bridge.applier.drain(self.settings.shutdown_timeout)
+        timers and the rest (the state to resume from is in the API). kopf calls it once
+        every handler has stopped."""
+        if self._pools is not None:
+            await self.bridge.applier.drain(self.settings.shutdown_timeout)
         self.timers.shutdown()
         await self.reloads.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks = []
-        self._watchdog = None
-        self._cron = None
         self.kopf_log.uninstall()
         if self.shadow is not None:
             self.shadow.close()
-        if self._bridge is not None:
-            if self._bridge.planning is not None:
-                self._bridge.planning.close()
-            self._bridge.history.close()  # (its queued records are written first)
+        if self._pools is not None:
+            if self.bridge.planning is not None:
+                self.bridge.planning.close()
+            self.bridge.history.close()  # (its queued records are written first)
         await self.endpoints.stop()
         if self._owns_kube and self._kube is not None:
             self._kube.close()
@@ -335,9 +315,9 @@ class Operator:
 
     def summary(self) -> dict[str, Any]:
         """The health probe's payload."""
-        bridge = self._bridge
-        if bridge is None:
+        if self._pools is None:
             return {"ready": False, "policy": self.scheduler.name}
+        bridge = self.bridge
         return {
             "ready": bridge.rebuilt,
             "workflows": len(bridge.workflows),
@@ -373,13 +353,9 @@ def configure_kopf(settings: kopf.OperatorSettings, ours: Settings, metrics: Met
     settings.posting.level = logging.WARNING
 
 
-def plain(value: Any) -> Any:
-    """kopf's read-only views of a body as plain dicts and lists (what the bridge reads)."""
-    if isinstance(value, Mapping):
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [plain(v) for v in value]
-    return value
+def plain(body: kopf.Body) -> dict[str, Any]:
+    """A copy of kopf's read-only view of `body` as plain dicts and lists (what the bridge reads)."""
+    return copy.deepcopy(dict(body))
 
 
 def _temporary(exc: Exception) -> kopf.TemporaryError:
@@ -389,6 +365,7 @@ def _temporary(exc: Exception) -> kopf.TemporaryError:
 def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     """A fresh registry with the operator's handlers (one per operator instance)."""
     registry = kopf.OperatorRegistry()
+    clock = operator.settings.clock
 
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
@@ -406,6 +383,8 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     @kopf.on.probe(registry=registry, id="idlegate")
     async def probe(**_: Any) -> dict[str, Any]:
         return operator.summary()
+
+    # -- DagWorkflows and their pods ------------------------------------------------------------
 
     @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry, id="admit")
     @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry, id="admit")
@@ -427,12 +406,13 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
             raise _temporary(exc) from exc
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry, id="workflow-events")
-    async def workflow_event(type: str | None, body: kopf.Body, **_: Any) -> None:
-        meta = body.get("metadata") or {}
+    async def workflow_event(
+        type: str | None, body: kopf.Body, meta: kopf.Meta, status: kopf.Status, **_: Any
+    ) -> None:
         if type == "DELETED" or meta.get("deletionTimestamp"):
             operator.bridge.cleanup.forget(meta.get("uid"))
             operator.pools.forget(meta.get("namespace", ""), meta.get("name", ""), meta.get("uid"))
-        elif (body.get("status") or {}).get("phase") in CLEANED:
+        elif status.get("phase") in CLEANED:
             operator.bridge.cleanup.seen(plain(body))  # its TTL, its pods
 
     @kopf.on.event(
@@ -441,15 +421,8 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     async def pod_event(type: str | None, event: kopf.RawEvent, **_: Any) -> None:
         operator.pools.observe_pod(event["object"], deleted=type == "DELETED")
 
-    _cron_handlers(registry, operator)
-    _pool_handlers(registry, operator)
-    argo.register(registry, operator)
-    return registry
-
-
-def _cron_handlers(registry: kopf.OperatorRegistry, operator: Operator) -> None:
-    """DagCronWorkflows: synced on every change, forgotten when deleted, and synced again
-    when one of their runs finishes or goes."""
+    # -- DagCronWorkflows: synced on every change, forgotten when deleted, and synced again
+    # when one of their runs finishes or goes
 
     @kopf.on.resume(GROUP, VERSION, CRON_PLURAL, registry=registry, id="cron")
     @kopf.on.create(GROUP, VERSION, CRON_PLURAL, registry=registry, id="cron")
@@ -463,82 +436,74 @@ def _cron_handlers(registry: kopf.OperatorRegistry, operator: Operator) -> None:
             raise _temporary(exc) from exc
 
     @kopf.on.event(GROUP, VERSION, CRON_PLURAL, registry=registry, id="cron-events")
-    async def cron_event(type: str | None, body: kopf.Body, **_: Any) -> None:
+    async def cron_event(type: str | None, meta: kopf.Meta, **_: Any) -> None:
         if type == "DELETED" and operator.ready:
-            meta = body.get("metadata") or {}
             operator.cron.forget(meta.get("namespace", ""), meta.get("name", ""))
 
     @kopf.on.event(
         GROUP, VERSION, PLURAL, registry=registry, id="cron-runs", labels={LABEL_CRON: kopf.PRESENT}
     )
-    async def cron_run_event(type: str | None, body: kopf.Body, **_: Any) -> None:
+    async def cron_run_event(
+        type: str | None, meta: kopf.Meta, status: kopf.Status, **_: Any
+    ) -> None:
         # a run that finishes (or goes) may let a Forbid cron start, or exceed a history limit
-        phase = (body.get("status") or {}).get("phase")
-        if operator.ready and (type == "DELETED" or phase in FINISHED):
-            meta = body.get("metadata") or {}
+        if operator.ready and (type == "DELETED" or status.get("phase") in FINISHED):
             try:
                 await operator.cron.resync(meta.get("namespace", ""), meta["labels"][LABEL_CRON])
             except ApiError as exc:
                 log.info("Cannot sync the cron workflow of %s now: %s", meta.get("name"), exc)
 
-
-def _pool_handlers(registry: kopf.OperatorRegistry, operator: Operator) -> None:
-    """ExecutorPools: a change rebuilds the pool's state machine; the status counts are
-    refreshed every :data:`POOL_STATUS_SECONDS` of the operator's clock (kopf's timer runs
-    on the loop: the clock says how long that is there); a deletion sends its workflows
-    to wait."""
-    clock = operator.settings.clock
+    # -- ExecutorPools: a change rebuilds the pool's state machine; the status counts are
+    # refreshed every POOL_STATUS_SECONDS of the operator's clock (kopf's timer runs on the
+    # loop: the clock says how long that is there); a deletion sends its workflows to wait
 
     @kopf.on.resume(GROUP, VERSION, POOL_PLURAL, registry=registry, id="pool")
     @kopf.on.create(GROUP, VERSION, POOL_PLURAL, registry=registry, id="pool")
     @kopf.on.update(GROUP, VERSION, POOL_PLURAL, registry=registry, id="pool", field="spec")
-    async def pool_sync(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
-        meta = body.get("metadata") or {}
-        name, generation, uid = meta.get("name", ""), meta.get("generation"), meta.get("uid", "")
+    async def pool_sync(body: kopf.Body, meta: kopf.Meta, patch: kopf.Patch, **_: Any) -> None:
+        name = meta.get("name", "")
         try:
-            status = await operator.pool_changed(name, plain(body.get("spec")), uid)
+            status = await operator.pool_changed(name, body.get("spec"), meta.get("uid", ""))
         except ApiError as exc:
             raise _temporary(exc) from exc
         except IdlegateError as exc:  # a spec or policy that cannot run: said, not retried
-            invalid = pool_condition(False, "Invalid", str(exc), clock.now(), body)
-            patch.status["conditions"] = [invalid]
+            patch.status["conditions"] = pool_conditions(
+                False, "Invalid", str(exc), clock.now(), body
+            )
             return
-        message = "The pool runs its workflows."
-        ready = pool_condition(True, "Running", message, clock.now(), body)
-        patch.status.update({**status, "observedGeneration": generation, "conditions": [ready]})
+        ready = pool_conditions(True, "Running", "The pool runs its workflows.", clock.now(), body)
+        patch.status.update(
+            {**status, "observedGeneration": meta.get("generation"), "conditions": ready}
+        )
 
     every = clock.wall_delay(POOL_STATUS_SECONDS)
 
     @kopf.timer(GROUP, VERSION, POOL_PLURAL, registry=registry, id="pool-status", interval=every)
-    async def pool_counts(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
-        name = (body.get("metadata") or {}).get("name", "")
+    async def pool_counts(meta: kopf.Meta, patch: kopf.Patch, **_: Any) -> None:
+        name = meta.get("name", "")
         if operator.ready and name in operator.pools.bridges:
             patch.status.update(pool_status(name, operator.pools))
 
     @kopf.on.event(GROUP, VERSION, POOL_PLURAL, registry=registry, id="pool-events")
-    async def pool_event(type: str | None, body: kopf.Body, **_: Any) -> None:
+    async def pool_event(type: str | None, meta: kopf.Meta, **_: Any) -> None:
         if type == "DELETED" and operator.ready:
-            await operator.pool_deleted((body.get("metadata") or {}).get("name", ""))
+            await operator.pool_deleted(meta.get("name", ""))
+
+    argo.register(registry, operator)
+    return registry
 
 
-def pool_condition(
-    ok: bool, reason: str, message: str, now: float, body: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
-    """The Ready condition of an ExecutorPool's status; its transition is at `now` (the
-    operator's clock, as every time it writes) unless `body`'s Ready condition already had
-    this status (then it keeps that time, as Kubernetes conditions do)."""
-    status = "True" if ok else "False"
-    since = to_datetime(now).strftime("%Y-%m-%dT%H:%M:%SZ")
-    for old in ((body or {}).get("status") or {}).get("conditions") or []:
-        if old.get("type") == "Ready" and old.get("status") == status:
-            since = old.get("lastTransitionTime") or since
-    return {
-        "type": "Ready",
-        "status": status,
-        "reason": reason,
-        "message": message,
-        "lastTransitionTime": since,
-    }
+def pool_conditions(
+    ok: bool, reason: str, message: str, now: float, body: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """An ExecutorPool's conditions with Ready set at `now` (the operator's clock, as every
+    time it writes); a Ready that keeps its status keeps its transition time (`Conditions`)."""
+    generation = (body.get("metadata") or {}).get("generation")
+    conditions = Conditions((body.get("status") or {}).get("conditions"))
+    conditions.set("Ready", ok, reason, message, generation, now)
+    return [
+        c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in conditions.models()
+    ]
 
 
 class QuietEventHandlers(logging.Filter):
