@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from idlegate.operator.features.planning import worker_planner
 from idlegate.policy import make_scheduler
 from idlegate.sim.durations import MeasuredDurations, duration_model
 from idlegate.sim.protocol import WAIT, Action, ClusterView
@@ -151,10 +150,8 @@ async def test_measured_durations_are_release_to_success_of_first_attempts():
 
 
 async def test_only_a_switch_mode_lookahead_planner_gets_a_worker():
-    assert worker_planner(make_scheduler("fair")) is None
-    assert worker_planner(make_scheduler("lookahead?mode=decision:srpt")) is None
-    h = harness(pool=1, scheduler=make_scheduler("fifo"))
-    assert h.bridge.planning is None
+    for policy in ("fifo", "lookahead?mode=decision:srpt"):
+        assert harness(pool=1, scheduler=make_scheduler(policy)).bridge.planning is None
     h = harness(pool=1, scheduler=make_scheduler("lookahead:srpt"))
     assert h.bridge.planning is not None
     h.bridge.planning.close()

@@ -1,40 +1,27 @@
-"""The lookahead planner's worker: plans run in a thread, decisions never wait on them.
-A portfolio's rounds run the same way (:class:`ReplayWorker`, at the end).
+"""The lookahead planner's worker, and a portfolio's (:class:`ReplayWorker`): their work
+runs in a thread, and decisions never wait on it. What a user sees of the planner is in
+deploy/README.md ("The lookahead planner").
 
-A switch-mode lookahead planner (``--scheduler lookahead:BASE``,
-:mod:`idlegate.policy.lookahead`) is a fast follower and a slow plan. In the operator
-its decisions are always the followed policy's, at that policy's speed (an ONNX policy's
-or a heuristic's); a :class:`PlanningWorker` makes the plans beside them:
+A switch-mode planner (``--scheduler lookahead:BASE``, :mod:`idlegate.policy.lookahead`)
+decides as the policy it follows, at that policy's speed; a :class:`PlanningWorker` makes
+its plans beside the decisions:
 
-* after every scheduling round of the bridge (:meth:`PlanningWorker.poke`, in kopf's
-  event loop, the thread that owns the cluster): when the planner needs a plan (the set
-  of workflows changed) and none is running, it takes the planner's request there (a
-  fork of the cluster and sampled futures: cheap) and hands the plan to its one worker
-  thread (``loop.run_in_executor``) with the budget ``--plan-budget-ms``;
-* when the plan is done, back in the event loop: the planner adopts it. If the followed
-  policy changed, the switch is counted, logged and the bridge schedules at once (the
-  new policy may start what the old one held back). A plan for a set of workflows that
-  has changed since is dropped (`idlegate_plans_dropped_total`) and the next one starts
-  at once;
-* a plan that raises is counted in ``idlegate_policy_errors_total{policy}`` and logged
-  with its traceback once per distinct error (:meth:`Decider.note_error`); the planner
-  keeps following its policy, and plans again when the set of workflows changes.
+* after every scheduling round (:meth:`PlanningWorker.poke`, in the event loop, which owns
+  the cluster), when the planner needs a plan and none runs, the planner's request (a
+  fork of the cluster, sampled futures) is taken and planned in the one worker thread
+  within ``--plan-budget-ms``;
+* back in the event loop, the planner adopts the plan. A switch of the followed policy is
+  counted and logged, and the pool schedules at once; a plan for a set of workflows that
+  has changed since is dropped (`idlegate_plans_dropped_total`) and the next one starts;
+* a plan that raises is counted and logged as a policy error (:meth:`Decider.note_error`);
+  the planner keeps its policy.
 
-A planner given in ``inline`` mode (the simulator's) plans in the worker here all the
-same, so decisions never wait on a plan: its ``planning_delay`` models this worker and
-has no effect here. A ``decision``-mode planner plans every decision itself and gets no
-worker.
-
-Where the switches show (:func:`policy_switched`): a workflow's ``status.policy`` and each
-stage's ``policy`` name the rule that released its tasks last. A workflow whose tasks
-are released by another followed policy than before gets a ``PolicySwitched`` Event
-(which one, since when and why: `messages.following`), at that release only: an Event
-of every switch on every workflow would cost a thousand API writes for a thousand
-queued workflows, and tell most of them nothing.
-
-Stopping (:meth:`PlanningWorker.close`) drops the plan that is running: its thread
-finishes it and ends (a plan starts no future after its budget, so within about one
-future's time of it); nothing of it is adopted.
+An ``inline``-mode planner plans in the worker all the same (its ``planning_delay`` models
+this worker); a ``decision``-mode one plans every decision itself and gets no worker. A
+workflow whose tasks another followed policy releases than before gets a
+``PolicySwitched`` Event (:func:`policy_switched`). Stopping (:meth:`_Worker.close`)
+drops the plan running: its thread finishes it (a plan starts no future past its
+budget), and nothing of it is adopted.
 """
 
 from __future__ import annotations
@@ -67,16 +54,6 @@ def is_planner(policy: Scheduler) -> TypeGuard[LookaheadScheduler]:
     from idlegate.policy.lookahead import LookaheadScheduler
 
     return isinstance(policy, LookaheadScheduler) and policy.config.mode == "switch"
-
-
-def worker_planner(policy: Scheduler) -> LookaheadScheduler | None:
-    """`policy` as a planner that plans in a worker (a switch-mode lookahead planner, set
-    to ``planner=worker``), else None."""
-    if not is_planner(policy):
-        return None
-    if policy.config.planner != "worker":
-        policy.config = policy.config.model_copy(update={"planner": "worker"})
-    return policy
 
 
 class _Worker:
@@ -255,10 +232,13 @@ class Driver(Protocol):
 
 
 def planning_worker(driver: Driver) -> PlanningWorker | ReplayWorker | None:
-    """The worker of the pool's policy when it is a planner that plans beside its
-    decisions or a portfolio the operator feeds (`Decider.learns`), else None."""
-    planner = worker_planner(driver.scheduler)
-    if planner is not None:
+    """The worker of the pool's policy when it is a switch-mode planner (set to plan in a
+    worker: ``planner=worker``) or a portfolio the operator feeds (`Decider.learns`), else
+    None."""
+    planner = driver.scheduler
+    if is_planner(planner):
+        if planner.config.planner != "worker":
+            planner.config = planner.config.model_copy(update={"planner": "worker"})
         return PlanningWorker(planner, driver)
     brain = driver.decider.learns
     return None if brain is None else ReplayWorker(brain, driver)

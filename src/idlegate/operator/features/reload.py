@@ -3,25 +3,16 @@
 What a user sees (the specs whose files are watched, the Events, the metric) is in
 deploy/README.md ("Hot reload and shadow mode"). A :class:`PolicyWatch` looks at the files
 of one spec (:func:`model_files`) every ``--policy-reload-interval`` seconds (loop time:
-tests step it with :meth:`PolicyWatch.check`):
-
-* first at what each path resolves to now, its inode, size and modification time (a
-  ConfigMap volume swaps a ``..data`` symlink: the path stays, what it resolves to
-  changes), then, when any changed, at the SHA-256 of the content: a touched file, or a
-  ConfigMap update that left this key alone, reloads nothing;
-* a new content is built from the same spec by
-  :func:`idlegate.operator.decisions.build_scheduler` (the same probe as at the start) in
-  a thread, and handed to `apply` in the event loop, between two decision rounds
-  (:func:`replace_policy`: the cluster's state, the workflows and their pods are not
-  touched; a portfolio goes on from the finished workflows of the one it replaces,
-  `Decider.use`);
-* a content that fails keeps the policy in use, and is tried once: the next attempt is
-  the next change.
+tests step it with :meth:`PolicyWatch.check`): at what each path resolves to now, its
+inode, size and mtime (a ConfigMap swaps a ``..data`` symlink), and when any changed, at
+the SHA-256 of the content, so a touched file reloads nothing. A new content is built by
+`build_scheduler` (the start's probe) in a thread and handed over in the event loop
+between two rounds (:func:`replace_policy`); one that fails keeps the policy in use, and
+is tried once.
 
 Every pool reloads (:class:`Reloads`): a pool without ``spec.policy`` follows
-``--scheduler``, so the watch of ``--scheduler`` hands it a policy object of its own built
-from the same new files (pools never share one); a pool whose ``spec.policy`` names model
-files has a watch of its own, from its creation or last change of spec until the next.
+``--scheduler`` and gets a policy object of its own built from the same new files; a pool
+whose ``spec.policy`` names model files has a watch of its own.
 """
 
 from __future__ import annotations

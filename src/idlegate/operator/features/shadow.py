@@ -2,32 +2,22 @@
 active one, gating nothing. What it shows and costs is in deploy/README.md ("Hot reload
 and shadow mode"). How:
 
-* :meth:`Shadow.begin`, in the event loop as a scheduling round starts, takes a fork of
-  the cluster (`idlegate.sim.rollout.planning_fork` where futures are simulated: the
-  jobs copied, the duration models frozen); the
-  :class:`idlegate.operator.decisions.Decider` adds each answer the round applied (the
-  active policy's or a fallback rule's) and :meth:`Shadow.submit` hands the round to the
-  shadow's one worker thread;
+* :meth:`Shadow.begin`, in the event loop as a round starts, takes a fork of the cluster
+  (`idlegate.sim.rollout.planning_fork` where futures are simulated); the Decider adds each
+  answer the round applied, and :meth:`Shadow.submit` hands the round to the worker thread;
 * the worker replays the round on the fork: at each answer it asks the shadow, compares
   what the two do *now* (`idlegate.policy.lookahead.effect`), then applies the active
   answer, so the next question is asked in the state the cluster went through.
 
-Only the fork is on the decision path. At most `Settings.shadow_backlog` rounds wait for
-the worker; a round beyond is not compared (counted). A shadow that raises or answers
-illegally is counted and logged once per distinct error
-(:class:`idlegate.operator.decisions.ErrorLog`); the active policy never sees it.
+Only the fork is on the decision path; rounds beyond `Settings.shadow_backlog` are not
+compared (counted). ``idlegate_shadow_expected_change`` comes from the first of:
 
-``idlegate_shadow_expected_change``, C(shadow) / C(active) − 1 in job-seconds over a
-planner's horizon, comes from the first of:
-
-1. the active policy, when it is a lookahead planner whose last plan simulated the
-   shadow (the shadow's name is one of its candidates);
-2. the shadow, when it is a switch-mode lookahead planner (it plans inline in the
-   worker) whose last plan simulated the active policy's followed rule;
-3. with `Settings.shadow_estimate` and both specs known, an estimator: a lookahead
-   planner over the active spec whose one candidate is the shadow spec, planned in the
-   worker each time the set of workflows changes (`idlegate.policy.lookahead.
-   FAST_PLANNING` without racing).
+1. the active lookahead planner's last plan, when it simulated the shadow;
+2. the shadow's own last plan, when it is a switch-mode planner (planning inline in the
+   worker) and simulated the active policy's followed rule;
+3. with `Settings.shadow_estimate` and both specs known, an estimator: a planner over the
+   active spec whose one candidate is the shadow spec, planned in the worker at each
+   change of the set of workflows (`idlegate.policy.lookahead.FAST_PLANNING`, no racing).
 
 When none applies the gauge is NaN (the log says so at the start).
 """
