@@ -165,9 +165,8 @@ class FakeKube:
 
     async def delete_workflow(self, namespace: str, name: str) -> None:
         self._maybe_fail("delete_workflow", name)
-        if self.workflows.pop((namespace, name), None) is None:
-            raise ApiError(404, "NotFound", f'dagworkflows "{name}" not found')
-        self._took_effect("delete_workflow", name)
+        if self.workflows.pop((namespace, name), None) is not None:  # (gone already: fine)
+            self._took_effect("delete_workflow", name)
 
     async def get_cron_workflow(self, namespace: str, name: str) -> dict[str, Any] | None:
         self._maybe_fail("get_cron_workflow", name)
@@ -224,8 +223,7 @@ class FakeKube:
 
     async def delete_pod(self, namespace: str, name: str) -> None:
         self._maybe_fail("delete_pod", name)
-        if self.pods.pop((namespace, name), None) is None:
-            raise ApiError(404, "NotFound", f'pods "{name}" not found')
+        self.pods.pop((namespace, name), None)  # (gone already: fine)
 
     async def patch_workflow_status(self, namespace: str, name: str, status: dict) -> dict:
         self._maybe_fail("patch_workflow_status", name)

@@ -230,11 +230,7 @@ class Applier:
 
     @staticmethod
     async def _delete_pod(kube: KubeApi, intent: DeletePod) -> None:
-        try:
-            await kube.delete_pod(intent.owner.namespace, intent.name)
-        except ApiError as exc:
-            if exc.status != 404:
-                raise
+        await kube.delete_pod(intent.owner.namespace, intent.name)
 
     @staticmethod
     async def _delete_workflow(kube: KubeApi, intent: DeleteWorkflow) -> None:
@@ -242,11 +238,7 @@ class Applier:
         body = await _workflow(kube, owner)
         if body is None or (body.get("status") or {}).get("phase") not in FINISHED:
             return  # gone, re-created under its name, or running again
-        try:
-            await kube.delete_workflow(owner.namespace, owner.name)
-        except ApiError as exc:
-            if exc.status != 404:
-                raise
+        await kube.delete_workflow(owner.namespace, owner.name)
         log.info("Deleted %s/%s: %s.", owner.namespace, owner.name, intent.why)
 
     # -- status ------------------------------------------------------------------------
@@ -321,8 +313,9 @@ class _StatusLane:
         outcome: Outcome
         try:
             status = intent.status
-            live = isinstance(status, LiveStatus)
-            sent = status.read(self.applier.now()) if live else dict(status)
+            sent = (
+                status.read(self.applier.now()) if isinstance(status, LiveStatus) else dict(status)
+            )
             await kube.patch_workflow_status(self.owner.namespace, self.owner.name, sent)
             outcome = Confirmed(intent, sent)
         except ApiError as exc:  # (404: deleted meanwhile)

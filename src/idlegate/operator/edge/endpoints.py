@@ -1,20 +1,11 @@
-"""The operator's HTTP endpoints besides kopf's: ``/metrics`` and ``/readyz``, one server.
+"""The operator's HTTP endpoints besides kopf's: ``/metrics`` (the Prometheus text of the
+operator's registry) and ``/readyz`` (200 when the operator serves, 503 with the reason
+as JSON ``{"ready": ..., "reason": ...}`` while it cannot), on `Settings.metrics_port`.
 
-Both are served on `Settings.metrics_port` by one aiohttp server (aiohttp comes with kopf)
-in the operator's event loop, so that ``/readyz`` reads the operator's state where it
-lives, without locks:
-
-* ``/metrics``: the Prometheus text format of the operator's registry;
-* ``/readyz``: 200 when the operator serves, 503 while it cannot (before the first rebuild
-  of its state, while the DagWorkflow CRD is missing, while the API server does not
-  answer); the body says why, as JSON ``{"ready": ..., "reason": ...}``.
-
-Liveness is kopf's ``/healthz`` on `Settings.health_port`: it stays healthy during an
-outage (a restart would not bring the API server back).
-
-The port is bound before kopf starts (:meth:`Endpoints.reserve`, :func:`bind` checks
-kopf's own), so a port in use (two operators on one host) is one error line naming it,
-not a traceback of kopf's startup handler retried every minute.
+One aiohttp server (aiohttp comes with kopf) in the operator's event loop, so ``/readyz``
+reads the operator's state where it lives, without locks. The port is bound before kopf
+starts (:meth:`Endpoints.reserve`), so a port in use is one error line naming it, not a
+traceback of kopf's startup handler retried every minute.
 """
 
 from __future__ import annotations
@@ -28,9 +19,6 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from idlegate.errors import IdlegateError
 from idlegate.operator.edge.metrics import Metrics
-
-Readiness = Callable[[], tuple[bool, str]]
-"""(ready, why not) of the operator, now."""
 
 
 def bind(host: str, port: int, flag: str = "--metrics-port") -> socket.socket:
@@ -50,9 +38,10 @@ def bind(host: str, port: int, flag: str = "--metrics-port") -> socket.socket:
 class Endpoints:
     """``/metrics`` and ``/readyz`` on one port (see the module docstring)."""
 
-    def __init__(self, metrics: Metrics, readiness: Readiness) -> None:
+    def __init__(self, metrics: Metrics, readiness: Callable[[], tuple[bool, str]]) -> None:
         self.metrics = metrics
         self.readiness = readiness
+        """(ready, why not) of the operator, now."""
         self._runner: aiohttp.web.AppRunner | None = None
         self._reserved: socket.socket | None = None
         self.port: int | None = None

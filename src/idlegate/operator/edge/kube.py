@@ -25,8 +25,9 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import quote
 
 import yaml
@@ -35,7 +36,6 @@ from idlegate.api.crd import CRON_PLURAL, GROUP, PLURAL, VERSION
 from idlegate.errors import IdlegateError
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 RETRYABLE = frozenset({0, 408, 425, 429, 500, 502, 503, 504})
 """Statuses worth retrying (0: no response at all)."""
 LIST_PAGE = 500
@@ -213,10 +213,6 @@ class KubeApi:
         if self.report is not None and loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self.report, what, status)
 
-    async def _run(self, fn: Callable[[], T]) -> T:
-        self._loop = asyncio.get_running_loop()
-        return await self._loop.run_in_executor(self._pool, fn)
-
     def _request_sync(
         self,
         method: str,
@@ -253,7 +249,9 @@ class KubeApi:
         return json.loads(data) if data else None
 
     async def _request(self, method: str, path: str, **kwargs: Any) -> Any:
-        return await self._run(lambda: self._request_sync(method, path, **kwargs))
+        self._loop = asyncio.get_running_loop()
+        request = partial(self._request_sync, method, path, **kwargs)
+        return await self._loop.run_in_executor(self._pool, request)
 
     async def _list(self, path: str, label_selector: str | None = None) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
@@ -280,7 +278,12 @@ class KubeApi:
             raise
 
     async def _delete(self, path: str) -> None:
-        await self._request("DELETE", path, body={"propagationPolicy": "Background"})
+        """Delete an object (its dependents in the background); one gone already is fine."""
+        try:
+            await self._request("DELETE", path, body={"propagationPolicy": "Background"})
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
 
     async def _merge_status(self, path: str, status: dict[str, Any]) -> dict[str, Any]:
         """Merge-patch an object's status through its status subresource."""

@@ -1,14 +1,11 @@
 """Prometheus metrics of the operator, named in the style of Kueue's (``idlegate_*``).
 
 One :class:`MetricFamilies` holds every series in its own registry (several operators may
-live in one test process); :class:`idlegate.operator.edge.endpoints.Endpoints` serves it at
-``/metrics``. The series of one pool's state machine (its queue, executors, decisions,
-planning, policy) carry a ``pool`` label: each pool's bridge gets a :class:`Metrics`, a view
-of the shared families with its pool bound, so the call sites write
-``metrics.decisions.labels("launch")`` or ``metrics.busy_executors.set(n)`` whatever their
-pool and one scrape serves every pool. The operator-wide series (the API's health, the
-writes' counts, history, reloads, the shadow policy of the default pool) have no ``pool``
-label.
+live in one test process), served at ``/metrics``. The series of one pool's state machine
+(its queue, executors, decisions, planning, policy) carry a ``pool`` label, bound by the
+pool's :class:`Metrics` view, so the call sites write ``metrics.decisions.labels("launch")``
+whatever their pool. The operator-wide series (the API's health, the writes' counts,
+history, reloads, the shadow policy) have no ``pool`` label.
 """
 
 from __future__ import annotations
@@ -37,8 +34,7 @@ M = TypeVar("M", Counter, Gauge, Histogram)
 
 
 class MetricFamilies:
-    """Every series of the operator, in one registry; those of one pool carry a `pool`
-    label (a :class:`Metrics` view binds it). The names are the contract (see
+    """Every series of the operator, in one registry. The names are the contract (see
     deploy/README.md)."""
 
     # long: one declaration per series, the pools' then the operator's; split up, the
@@ -257,14 +253,11 @@ class PoolFamily(Generic[M]):
 
 
 class Metrics:
-    """The series as one pool's bridge sees them: its own (`pool` bound) and the operator's.
-
-    Each series of :class:`MetricFamilies` is an attribute of the same name: a per-pool
-    one bound to `pool` (its child, or a :class:`PoolFamily` when it has further labels),
-    an operator-wide one as it is. ``Metrics(size, policy)`` has families of its own (an
-    operator, a test); a pool beside the default one is ``Metrics(size, policy, pool=NAME,
-    beside=default_metrics)``.
-    """
+    """The series as one pool's bridge sees them, each an attribute named as in
+    :class:`MetricFamilies`: a per-pool one bound to `pool` (its child, or a
+    :class:`PoolFamily` when it has further labels), an operator-wide one as it is. A pool
+    beside the default one shares its families: ``Metrics(size, policy, pool=NAME,
+    beside=default_metrics)``."""
 
     def __init__(
         self,

@@ -28,9 +28,9 @@ class Timers:
         self._armed: dict[str, asyncio.TimerHandle] = {}
         self._firing: set[asyncio.Task[None]] = set()
 
-    def start(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+    def start(self) -> None:
         """Arm in the running loop from now on (call from a coroutine, e.g. kopf's startup)."""
-        self._loop = loop or asyncio.get_running_loop()
+        self._loop = asyncio.get_running_loop()
 
     def shutdown(self) -> None:
         """Drop every timer (they live on in the status, for the next start)."""

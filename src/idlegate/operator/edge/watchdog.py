@@ -68,45 +68,34 @@ class ApiHealth:
     def up(self) -> bool:
         return self.down_since is None
 
-    def unanswered(self, what: str) -> None:
-        """A request got no answer (connection refused or dropped, timeout, 5xx). It is an
-        outage once requests have gone unanswered for `grace` seconds with no answer in
-        between (it began with the first of them)."""
-        if self.down_since is not None:
-            return
+    def report(self, what: str, status: int) -> None:
+        """The client's report of a request's try (`kube.Report`; `status` 0 for no
+        response): an error is counted by its status. Requests unanswered for `grace`
+        seconds with no answer in between are an outage, which began with the first of
+        them; the next answer ends it."""
+        if not 200 <= status < 300:
+            self.metrics.api_errors.labels(str(status)).inc()
+        if status == 429:
+            self.metrics.api_throttled.inc()
         now = asyncio.get_running_loop().time()
-        if self._first_miss is None:
-            self._first_miss = now
-        if now - self._first_miss < self.grace:
+        if not 0 < status < 500:  # no answer (connection refused or dropped, timeout, 5xx)
+            if self._first_miss is None:
+                self._first_miss = now
+            if self.down_since is None and now - self._first_miss >= self.grace:
+                self.down_since = self._first_miss
+                self.metrics.api_up.set(0)
+                log.warning("The API server does not answer (%s); retrying until it does.", what)
             return
-        self.down_since = self._first_miss
-        self.metrics.api_up.set(0)
-        log.warning("The API server does not answer (%s); retrying until it does.", what)
-
-    def answered(self) -> None:
-        """A request got an answer: the API server is there (ends an outage)."""
         self._first_miss = None
         if self.down_since is None:
             return
-        seconds = max(0.0, asyncio.get_running_loop().time() - self.down_since)
+        seconds = max(0.0, now - self.down_since)
         self.down_since = None
         self.metrics.api_up.set(1)
         self.metrics.api_unreachable.inc(seconds)
         log.warning("The API server answers again after %.1f s.", seconds)
         if self.on_recovery is not None:
             self.on_recovery(seconds)
-
-    def report(self, what: str, status: int) -> None:
-        """The client's report of a request's try (`kube.Report`): `status` 0 for no
-        response; an error is counted by its status."""
-        if not 200 <= status < 300:
-            self.metrics.api_errors.labels(str(status)).inc()
-        if status == 429:
-            self.metrics.api_throttled.inc()
-        if 0 < status < 500:
-            self.answered()
-        else:
-            self.unanswered(what)
 
 
 class RetryForever:
