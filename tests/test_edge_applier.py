@@ -28,6 +28,7 @@ from idlegate.operator.edge.kube import ApiError
 from idlegate.operator.edge.lanes import Lanes
 from idlegate.operator.edge.metrics import Metrics
 from idlegate.operator.edge.watchdog import ApiHealth
+from idlegate.operator.settings import Settings
 from idlegate.sim.spec import parse_workflow
 from tests.operator_fakes import FakeKube, Retrying, stage
 
@@ -42,7 +43,7 @@ class Edge:
         self.metrics = Metrics(4, "fair")
         api = Retrying(self.kube, report=ApiHealth(self.metrics).report)
         lanes = Lanes(api)  # type: ignore[arg-type]
-        events = EventRecorder(lanes, component="idlegate", instance="i", per_workflow=30)
+        events = EventRecorder(lanes, Settings(pool_size=4, component="idlegate"))
         self.outcomes: list[Any] = []
         self.applier = Applier(
             lanes,

@@ -11,9 +11,6 @@ Everything runs in the operator's event loop, one event at a time, synchronously
 
 from __future__ import annotations
 
-import os
-import socket
-
 from idlegate.operator.core.core import Core
 from idlegate.operator.core.intents import CancelTimer, CancelWrites, Intent, SetTimer, Timing
 from idlegate.operator.edge.applier import Applier
@@ -54,16 +51,9 @@ class Bridge(Core):
             self.history = HistoryRecorder(settings, metrics, self.intents, beside.history)
         else:
             lanes = Lanes(self.kube, concurrency=settings.api_concurrency)
-            pod = os.environ.get("POD_ID") or socket.gethostname()
-            events = EventRecorder(
-                lanes,
-                component=settings.component,
-                instance=pod,
-                per_workflow=settings.max_events_per_workflow,
-            )
             self.applier = Applier(
                 lanes,
-                events,
+                EventRecorder(lanes, settings),
                 metrics,
                 self.outcome,
                 status_interval=settings.status_interval,

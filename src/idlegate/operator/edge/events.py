@@ -14,6 +14,8 @@ which executor), so a stage of 100,000 tasks leaves a handful of Events, not 100
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import time
 from collections import OrderedDict
 from datetime import UTC, datetime
@@ -23,6 +25,7 @@ from idlegate.api.status import clip
 from idlegate.operator.core.pods import Owner
 from idlegate.operator.edge.kube import ApiError, KubeApi
 from idlegate.operator.edge.lanes import Lanes, Op, Priority
+from idlegate.operator.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -33,11 +36,12 @@ MAX_BOOKS = 4096
 class EventRecorder:
     """Posts the Events of the operator (one instance per operator)."""
 
-    def __init__(self, lanes: Lanes, *, component: str, instance: str, per_workflow: int) -> None:
+    def __init__(self, lanes: Lanes, settings: Settings) -> None:
         self.lanes = lanes
-        self.component = component
-        self.instance = instance
-        self.per_workflow = per_workflow
+        self.component = settings.component
+        self.instance = os.environ.get("POD_ID") or socket.gethostname()
+        """The Events' reporting instance: this replica's Pod."""
+        self.per_workflow = settings.max_events_per_workflow
         self._books: OrderedDict[str, set[tuple[str, str, str | None]]] = OrderedDict()
         self._last_ns = 0
 

@@ -72,10 +72,8 @@ async def rebuild(bridge: Pools | Bridge) -> tuple[int, int]:
     admitted = _admit_unknown(bridge, bodies, pods, namespaces)
     bridge.rebuilt = True
     log.info(
-        "Rebuilt the state from %d DagWorkflow(s) and %d pod(s); %d workflow(s) admitted.",
-        len(bodies),
-        len(pods),
-        admitted,
+        f"Rebuilt the state from {len(bodies)} DagWorkflow(s) and {len(pods)} pod(s); "
+        f"{admitted} workflow(s) admitted."
     )
     bridge.schedule()
     return len(bodies), len(pods)

@@ -260,13 +260,10 @@ class Watchdog:
 
     def _missing_crd(self) -> None:
         if not self.crd_missing:
+            every = self.pools.settings.crd_retry_interval
             log.warning(
-                "The DagWorkflow CRD (%s.%s) is not installed; install it with %s. Waiting "
-                "for it (looking every %g s).",
-                PLURAL,
-                GROUP,
-                INSTALL_CRD,
-                self.pools.settings.crd_retry_interval,
+                f"The DagWorkflow CRD ({PLURAL}.{GROUP}) is not installed; install it with "
+                f"{INSTALL_CRD}. Waiting for it (looking every {every:g} s)."
             )
         self.crd_missing = True
         self.health.metrics.crd_missing.set(1)
