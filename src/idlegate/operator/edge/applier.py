@@ -124,7 +124,8 @@ class Applier:
             freeing = [e for events in self._freeing.values() for e in events]
             after = (*self._after(intent.owner, intent.after_status), *freeing)
         elif isinstance(intent, DeletePod):
-            run, priority = (lambda k: self._delete_pod(k, intent)), Priority.POD
+            run = lambda k: k.delete_pod(intent.owner.namespace, intent.name)  # noqa: E731
+            priority = Priority.POD
             if intent.frees:
                 ended = asyncio.Event()
                 self._freeing.setdefault(_key(intent.owner), set()).add(ended)
@@ -150,9 +151,8 @@ class Applier:
         owner, name = intent.owner, intent.name
         if intent.owner_check and await _workflow(kube, owner) is None:
             raise _Gone()
-        manifest = intent.manifest
         try:
-            body = await kube.create_pod(owner.namespace, manifest)
+            body = await kube.create_pod(owner.namespace, intent.manifest)
         except ApiError as exc:
             if exc.status != 409:
                 raise
@@ -227,10 +227,6 @@ class Applier:
         body = await kube.patch_pod(owner.namespace, name, ops)
         self.metrics.gate_removals.inc()
         return body
-
-    @staticmethod
-    async def _delete_pod(kube: KubeApi, intent: DeletePod) -> None:
-        await kube.delete_pod(intent.owner.namespace, intent.name)
 
     @staticmethod
     async def _delete_workflow(kube: KubeApi, intent: DeleteWorkflow) -> None:

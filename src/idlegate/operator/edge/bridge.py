@@ -1,12 +1,11 @@
 """The edge of one pool: the core (:class:`idlegate.operator.core.core.Core`) wired to the
 API, the operator's clock and its timers.
 
-The core decides and says what to write (intents, :mod:`idlegate.operator.core.intents`);
-this module hands each intent, as it is made, to the applier
-(:mod:`idlegate.operator.edge.applier`, which writes it in its lane and hands the core each
-write's outcome) or to the timers, and gives the core the time of each event. What is
-read from the API (a workflow's pods) is handed in by :mod:`idlegate.operator.edge.intake`.
-Everything runs in the operator's event loop, one event at a time, synchronously.
+The core says what to write (intents, :mod:`idlegate.operator.core.intents`);
+:meth:`Bridge.carry_out` hands each, as it is made, to the applier (which writes it in its
+lane and hands the core its outcome) or to the timers. What is read from the API is
+handed in by :mod:`idlegate.operator.edge.intake`. Everything runs in the operator's event
+loop, one event at a time, synchronously.
 """
 
 from __future__ import annotations

@@ -121,14 +121,14 @@ def load_configuration(kubeconfig: Path | None = None) -> Any:
             return configuration
         except kubernetes.config.ConfigException:
             pass
-    path = str(kubeconfig) if kubeconfig is not None else os.environ.get("KUBECONFIG")
     if kubeconfig is not None and not kubeconfig.is_file():
         raise IdlegateError(
             f"the kubeconfig file {kubeconfig} does not exist; pass --kubeconfig with the "
             "path of an existing file, or leave it out to use KUBECONFIG or ~/.kube/config"
         )
+    path = str(kubeconfig) if kubeconfig is not None else os.environ.get("KUBECONFIG")
     where = path or "~/.kube/config"
-    if path is None and not Path(os.path.expanduser(where)).is_file():
+    if path is None and not Path(where).expanduser().is_file():
         raise IdlegateError(
             "cannot find Kubernetes credentials: not in a cluster, no KUBECONFIG and no "
             "~/.kube/config; pass --kubeconfig FILE or set KUBECONFIG"
@@ -298,7 +298,6 @@ class KubeApi:
         return await self._list(_path(OURS, PLURAL, namespace), label_selector)
 
     async def get_workflow(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """The DagWorkflow `name`; None if there is none."""
         return await self._found(_path(OURS, PLURAL, namespace, name))
 
     async def create_workflow(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -314,7 +313,6 @@ class KubeApi:
         return await self._merge_status(_path(OURS, PLURAL, namespace, name), status)
 
     async def get_cron_workflow(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """The DagCronWorkflow `name`; None if there is none."""
         return await self._found(_path(OURS, CRON_PLURAL, namespace, name))
 
     async def patch_cron_status(
@@ -348,7 +346,6 @@ class KubeApi:
         return await self._list(_path(CORE, "namespaces", None))
 
     async def get_namespace(self, name: str) -> dict[str, Any] | None:
-        """The Namespace object `name`; None if there is none."""
         return await self._found(_path(CORE, "namespaces", None, name))
 
     async def ping(self) -> None:

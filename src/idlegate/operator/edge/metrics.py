@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from functools import partial
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -241,23 +242,12 @@ class MetricFamilies:
         return tuple(partial(self._series, k, pool=pool) for k in (Counter, Gauge, Histogram))
 
 
-class PoolFamily(Generic[M]):
-    """A per-pool family seen from one pool: ``labels(*values)`` is the family's child with
-    the pool first."""
-
-    def __init__(self, family: M, pool: str) -> None:
-        self._family, self._pool = family, pool
-
-    def labels(self, *values: str) -> M:
-        return self._family.labels(self._pool, *values)
-
-
 class Metrics:
     """The series as one pool's bridge sees them, each an attribute named as in
-    :class:`MetricFamilies`: a per-pool one bound to `pool` (its child, or a
-    :class:`PoolFamily` when it has further labels), an operator-wide one as it is. A pool
-    beside the default one shares its families: ``Metrics(size, policy, pool=NAME,
-    beside=default_metrics)``."""
+    :class:`MetricFamilies`: a per-pool one bound to `pool` (its child, or, when it has
+    further labels, an object whose ``labels(*values)`` is the child with the pool first),
+    an operator-wide one as it is. A pool beside the default one shares its families:
+    ``Metrics(size, policy, pool=NAME, beside=default_metrics)``."""
 
     def __init__(
         self,
@@ -273,12 +263,12 @@ class Metrics:
         for attr, family in vars(f).items():
             if not isinstance(family, Counter | Gauge | Histogram):
                 continue
-            if family in f.pooled:
-                bound = PoolFamily(family, pool)
-                # (a family with the pool label alone: its child, made now, so a scrape shows it)
-                setattr(self, attr, bound if f.pooled[family] else bound.labels())
-            else:
+            if family not in f.pooled:
                 setattr(self, attr, family)
+            elif f.pooled[family]:  # (its labels(*values) puts the pool first)
+                setattr(self, attr, SimpleNamespace(labels=partial(family.labels, pool)))
+            else:  # (its child, made now, so a scrape shows it)
+                setattr(self, attr, family.labels(pool))
         # what a scrape shows of the pool before anything happened in it
         for result in ("succeeded", "failed"):
             self.completion_time.labels(result)

@@ -27,7 +27,6 @@ from collections.abc import Callable, Iterator
 
 from idlegate.api.crd import GROUP, PLURAL
 from idlegate.operator.core.admission import AdmitLaterError
-from idlegate.operator.core.messages import Notice
 from idlegate.operator.core.pods import Owner
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.kube import ApiError
@@ -53,9 +52,8 @@ class ApiHealth:
     During an outage `idlegate_api_up` is 0 (the other gauges are stale); after it, its
     length is added to `idlegate_api_unreachable_seconds`."""
 
-    def __init__(self, metrics: Metrics, *, grace: float = GRACE) -> None:
+    def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
-        self.grace = grace
         self.down_since: float | None = None
         """The event loop's time (wall seconds) of the first unanswered request of the
         current outage; None while the API answers."""
@@ -70,7 +68,7 @@ class ApiHealth:
 
     def report(self, what: str, status: int) -> None:
         """The client's report of a request's try (`kube.Report`; `status` 0 for no
-        response): an error is counted by its status. Requests unanswered for `grace`
+        response): an error is counted by its status. Requests unanswered for :data:`GRACE`
         seconds with no answer in between are an outage, which began with the first of
         them; the next answer ends it."""
         if not 200 <= status < 300:
@@ -81,7 +79,7 @@ class ApiHealth:
         if not 0 < status < 500:  # no answer (connection refused or dropped, timeout, 5xx)
             if self._first_miss is None:
                 self._first_miss = now
-            if self.down_since is None and now - self._first_miss >= self.grace:
+            if self.down_since is None and now - self._first_miss >= GRACE:
                 self.down_since = self._first_miss
                 self.metrics.api_up.set(0)
                 log.warning("The API server does not answer (%s); retrying until it does.", what)
@@ -171,16 +169,6 @@ def operator_pod() -> Owner | None:
     return Owner(namespace, name, os.environ.get("POD_UID", ""), kind="Pod", api_version="v1")
 
 
-def api_unreachable(seconds: float, workflows: int, pods: int) -> Notice:
-    """The Event after an outage (on the operator's Pod)."""
-    return (
-        "Warning",
-        "ApiUnreachable",
-        f"The API server did not answer the operator for {seconds:.0f} s; the state was "
-        f"rebuilt from it ({workflows} DagWorkflow(s), {pods} pod(s)).",
-    )
-
-
 class Watchdog:
     """The rebuilds of the state (the first, and one after each outage) and the probes."""
 
@@ -252,11 +240,14 @@ class Watchdog:
                 self.health.metrics.crd_missing.set(0)
             self.rebuilt.set()
             return
-        notice = api_unreachable(seconds, workflows, pods)
+        message = (
+            f"The API server did not answer the operator for {seconds:.0f} s; the state was "
+            f"rebuilt from it ({workflows} DagWorkflow(s), {pods} pod(s))."
+        )
         if self.reporter is None:
-            log.warning("%s", notice[2])
+            log.warning("%s", message)
         else:
-            self.pools.intents.event(self.reporter, *notice)
+            self.pools.intents.event(self.reporter, "Warning", "ApiUnreachable", message)
 
     def _missing_crd(self) -> None:
         if not self.crd_missing:
