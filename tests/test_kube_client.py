@@ -161,3 +161,26 @@ def test_closing_the_client_ends_its_retries() -> None:
 
     with serving([(503, {})]) as server:
         asyncio.run(scenario(server))
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "prefix", "expected"),
+    [
+        ("authorization", "Bearer t-1", None, ("Bearer", "t-1")),  # (a kubeconfig's token)
+        ("BearerToken", "t-2", "Bearer", ("Bearer", "t-2")),  # (in-cluster)
+        ("BearerToken", "t-3", None, (None, "t-3")),
+        (None, None, None, (None, None)),  # (client certificates, no token)
+    ],
+)
+def test_kopf_logs_in_with_the_clients_own_credentials(key, value, prefix, expected):
+    from idlegate.operator.edge.kube import connection_info
+
+    configuration = kubernetes.client.Configuration()
+    configuration.host = "https://api.example:6443"
+    if key is not None:
+        configuration.api_key[key] = value
+    if prefix is not None:
+        configuration.api_key_prefix[key] = prefix
+    info = connection_info(configuration)
+    assert (info.scheme, info.token) == expected
+    assert info.server == "https://api.example:6443"
