@@ -347,12 +347,11 @@ class Decider:
         illegal = getattr(first, "decision", None)
         named = illegal.stage if isinstance(illegal, Decision) else None
         later = tuple(_describe(exc) for _, exc in answered.errors[1:])
-        if answered.rule is None:
-            done.failures.append(Failure(policy, _describe(first), None, later, named))
+        fallback = None if answered.rule is None else answered.rule.name
+        done.failures.append(Failure(policy, _describe(first), fallback, later, named or stage))
+        if fallback is None:  # (the answer is WAIT: no stage but the one named)
             names = [r.name for r in self.fallbacks]
             return messages.all_rules_failed(policy, names), policy, None
-        fallback = answered.rule.name
-        done.failures.append(Failure(policy, _describe(first), fallback, later, named or stage))
         by = messages.decided_by(policy, fallback)
         return (by if stage is not None else messages.chose_wait(by)), fallback, None
 

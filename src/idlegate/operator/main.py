@@ -6,16 +6,13 @@ torch (an ONNX policy runs on onnxruntime).
 
 The kopf handlers are thin and level-triggered, all in one registry per operator:
 
-* **startup** -> timers, ``/metrics`` and ``/readyz`` (:mod:`idlegate.operator.edge.endpoints`)
-  and the watchdog (:mod:`idlegate.operator.edge.watchdog`), which rebuilds the state from
-  the API in the background, waiting for the API server or the CRD if need be. kopf's
-  own requests are retried for ever (:func:`configure_kopf`): no outage ends the process.
+* **startup** -> :meth:`Operator.start`; kopf's own requests are retried for ever
+  (:func:`configure_kopf`), so no outage ends the process.
 * DagWorkflow **create** and **resume** -> once the first rebuild is done, admit the
-  workflow (:func:`idlegate.operator.edge.intake.admit`: idempotent, its pods and its
-  namespace read first). What retrying may fix raises ``kopf.TemporaryError``, the rest
-  ``kopf.PermanentError``; an invalid spec is marked ``Invalid`` and the handler succeeds.
-* DagWorkflow **update of spec** -> re-validate an invalid workflow, refuse to change a
-  running one (a Warning Event).
+  workflow (:func:`idlegate.operator.edge.intake.admit`). What retrying may fix raises
+  ``kopf.TemporaryError``, the rest ``kopf.PermanentError``; an invalid spec is marked
+  ``Invalid`` and the handler succeeds. An **update of spec** re-validates an invalid
+  workflow and refuses to change a running one (a Warning Event).
 * DagWorkflow **events** -> a deleted (or foreground-deleting) workflow leaves the state
   machine; a finished one gets its TTL and pod GC (:mod:`idlegate.operator.features.cleanup`).
   No finalizer: the pods are owned by the workflow and garbage-collected with it, the
@@ -35,6 +32,7 @@ import asyncio
 import copy
 import logging
 from collections.abc import Mapping
+from functools import cached_property
 from typing import Any
 
 import kopf
@@ -109,7 +107,6 @@ class Operator:
         """The operator's own Pod, where its own Events go; None outside one."""
         self._kube = kube
         self._owns_kube = kube is None
-        self._configuration: Any = None
         self._pools: Pools | None = None
         """Every pool's bridge, from :meth:`start` on (with `cron` and `watchdog`)."""
         self.cron: CronController
@@ -119,12 +116,10 @@ class Operator:
         self.kopf_log = KopfRetryLog()
         self.endpoints = Endpoints(self.metrics, self.readiness)
 
-    @property
+    @cached_property
     def configuration(self) -> Any:
         """The kubernetes client's configuration (credentials), loaded on first use."""
-        if self._configuration is None:
-            self._configuration = load_configuration(self.settings.kubeconfig)
-        return self._configuration
+        return load_configuration(self.settings.kubeconfig)
 
     @property
     def pools(self) -> Pools:
@@ -138,10 +133,9 @@ class Operator:
         """The default pool's bridge."""
         return self.pools.default
 
-    async def cron_seen(self, body: Mapping[str, Any]) -> None:
-        """Note the labels of cron workflow `body`'s namespace, by which its runs may be
+    async def cron_seen(self, namespace: str) -> None:
+        """Note the labels of a cron workflow's `namespace`, by which its runs may be
         routed (kept as they were if the API cannot show them now)."""
-        namespace = (body.get("metadata") or {}).get("namespace", "")
         try:
             found = await self.kube.get_namespace(namespace)
         except ApiError as exc:
@@ -427,10 +421,10 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     @kopf.on.resume(GROUP, VERSION, CRON_PLURAL, registry=registry, id="cron")
     @kopf.on.create(GROUP, VERSION, CRON_PLURAL, registry=registry, id="cron")
     @kopf.on.update(GROUP, VERSION, CRON_PLURAL, registry=registry, id="cron", field="spec")
-    async def cron_sync(body: kopf.Body, **_: Any) -> None:
+    async def cron_sync(body: kopf.Body, namespace: str, **_: Any) -> None:
         await operator.ready_pools()
         try:
-            await operator.cron_seen(plain(body))
+            await operator.cron_seen(namespace)
             await operator.cron.sync(plain(body))
         except ApiError as exc:
             raise _temporary(exc) from exc
@@ -506,19 +500,18 @@ def pool_conditions(
     ]
 
 
-class QuietEventHandlers(logging.Filter):
-    """Drops kopf's "Handler 'pod-events' succeeded." lines: one per watch event, noise."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        return not (message.startswith("Handler '") and message.endswith("-events' succeeded."))
+def quiet_event_handlers(record: logging.LogRecord) -> bool:
+    """A log filter without kopf's "Handler 'pod-events' succeeded." lines: one per watch
+    event, noise."""
+    message = record.getMessage()
+    return not (message.startswith("Handler '") and message.endswith("-events' succeeded."))
 
 
 def run(settings: Settings, *, verbose: bool = False) -> None:
     """Run the operator in this process until it is stopped (SIGINT/SIGTERM)."""
     kopf.configure(verbose=verbose)
     if not verbose:
-        logging.getLogger("kopf.objects").addFilter(QuietEventHandlers())
+        logging.getLogger("kopf.objects").addFilter(quiet_event_handlers)
     operator = Operator(settings)
     # the credentials first: without them the process has nothing to do, and a wrong path
     # is one line of the CLI rather than a startup kopf retries every minute

@@ -5,19 +5,16 @@ The strategies and the TTL, with the operator's defaults (``--pod-gc``,
 ``--ttl-after-finished``), are the user's contract in deploy/README.md ("Cleanup,
 deadlines and suspend"). What is deleted is recorded first:
 
-* a pod only after a status write that counts its outcome has landed: the core hands
-  each ended pod to :meth:`Cleanup.task_ended` once the state machine has it, and the
-  pods noted before a status write was *sent* are deleted once that write has landed
-  (:meth:`Cleanup.landed`). The status names the succeeded tasks
-  (``stages[].completedIndexes``), so a restarted operator that finds no pod for them
-  knows they are done, and a deleted pod is never taken for a lost task;
+* a pod only after a status write that counts its outcome has landed (:meth:`Cleanup.landed`):
+  the status names the succeeded tasks (``stages[].completedIndexes``), so a restarted
+  operator that finds no pod for them knows they are done;
 * the workflow-level strategies and the TTL wait for the workflow's history record
   (``status.historyRecorded``) when a history sink is configured (``--history-file``).
 
-Finished workflows are handled from the API's view of them (:meth:`Cleanup.seen`: every
-watch event of a DagWorkflow, and each one a rebuild lists), so what the checks read has
-landed. The TTL timer is derived from the persisted completion time: a restart arms it
-for the same time, and the deletion, which checks the uid and phase first, happens once.
+Finished workflows are handled from the API's view of them (:meth:`Cleanup.seen`), so
+what the checks read has landed. The TTL timer is derived from the persisted completion
+time: a restart arms it for the same time, and the deletion, which checks the uid and
+phase first, happens once.
 """
 
 from __future__ import annotations

@@ -2,19 +2,13 @@
 
 What ``spec.suspend`` and ``spec.activeDeadlineSeconds`` mean to a user, and which spec
 fields may change on an admitted workflow (:data:`MUTABLE`), is in deploy/README.md
-("Cleanup, deadlines and suspend"). How:
-
-* A workflow created suspended is not admitted, so the state machine, and with it the
-  policy's view, does not hold it (:meth:`Lifecycle.hold` writes its status). Suspended
-  while it runs (a spec update, :func:`idlegate.operator.edge.intake.spec_changed`), it
-  leaves the pool at once (:meth:`Lifecycle.suspend`): its running task pods are deleted
-  and their executors freed; its gated pods, finished tasks and idle slots are kept.
-  Resumed, it is admitted as a restarted operator admits it: its progress is read from
-  its pods and status, and the evicted tasks run again.
-* The deadline's timer is derived from the persisted ``status.startTime``, so a restart
-  arms it again for the same time. When it passes, the workflow fails
-  (:meth:`idlegate.operator.edge.bridge.Bridge.fail`); a suspended one is read from the
-  API, admitted and failed at once.
+("Cleanup, deadlines and suspend"). A workflow created suspended is not admitted
+(:meth:`Lifecycle.hold` writes its status). Suspended while it runs, it leaves the pool at
+once (:meth:`Lifecycle.suspend`): its running task pods are deleted and their executors
+freed; its gated pods, finished tasks and idle slots are kept. Resumed, it is admitted as
+a restarted operator admits it, from its pods and status. The deadline's timer is derived
+from the persisted ``status.startTime``, so a restart arms it for the same time; a
+suspended workflow whose deadline passes is read from the API, admitted and failed.
 """
 
 from __future__ import annotations

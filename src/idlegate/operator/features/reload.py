@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import os
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -47,18 +46,14 @@ Stamp = tuple[str, int, int, int] | None
 """(resolved path, inode, size, mtime in ns) of one file; None: it is missing."""
 
 
-def stamps(paths: tuple[Path, ...]) -> tuple[Stamp, ...]:
-    """What each path resolves to now and that file's identity (cheap: no read)."""
-    out: list[Stamp] = []
-    for path in paths:
-        try:
-            real = path.resolve(strict=True)
-            st = os.stat(real)
-        except OSError:
-            out.append(None)
-            continue
-        out.append((str(real), st.st_ino, st.st_size, st.st_mtime_ns))
-    return tuple(out)
+def stamp(path: Path) -> Stamp:
+    """What `path` resolves to now and that file's identity (cheap: no read)."""
+    try:
+        real = path.resolve(strict=True)
+        st = real.stat()
+    except OSError:
+        return None
+    return (str(real), st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def digest(paths: tuple[Path, ...]) -> str:
@@ -103,7 +98,7 @@ class PolicyWatch:
         self.metrics = metrics
         self.report = report
         self.files = model_files(spec)
-        self.stamps = stamps(self.files)
+        self.stamps = tuple(map(stamp, self.files))
         self.digest: str | None = None
         """The content in use (the files as they were when this watch was made)."""
         if self.files and None not in self.stamps:
@@ -118,7 +113,7 @@ class PolicyWatch:
     async def check(self) -> bool | None:
         """One look: True if a new model was loaded and applied, False if one failed, None
         if nothing changed."""
-        now = stamps(self.files)
+        now = tuple(map(stamp, self.files))
         if not self.files or now == self.stamps:
             return None
         self.stamps = now
@@ -200,8 +195,8 @@ class Reloads:
         shadow: Shadow | None = None,
     ) -> None:
         self.settings = settings
-        self.pools: Pools | None = None
-        """Set by :meth:`start`."""
+        self.pools: Pools
+        """Set by :meth:`start`, before any watch runs or a pool changes."""
         self._watch = watch = partial(PolicyWatch, metrics=metrics, report=report)
         watches = []
         if settings.scheduler is None:
@@ -233,8 +228,6 @@ class Reloads:
     def _following(self, use: Callable[[Scheduler], None]) -> list[Callable[[Scheduler], None]]:
         """Who takes a new model of ``--scheduler``: the default pool (`use`), then each
         pool without ``spec.policy``."""
-        if self.pools is None:
-            return [use]
         return [use] + [
             partial(self._use, name, bridge)
             for name, bridge in self.pools
@@ -242,13 +235,13 @@ class Reloads:
         ]
 
     def _use(self, name: str, bridge: Bridge, policy: Scheduler) -> None:
-        if self.pools is not None and self.pools.bridges.get(name) is bridge:
+        if self.pools.bridges.get(name) is bridge:
             replace_policy(bridge, policy)  # (a pool rebuilt meanwhile loaded the files itself)
 
     def changed(self, name: str) -> None:
         """Pool `name` was applied (or removed): a pool rebuilt with a ``spec.policy`` that
         names model files gets a watch of its own, and a gone pool's watch stops."""
-        bridge = self.pools.bridges.get(name) if self.pools is not None else None
+        bridge = self.pools.bridges.get(name)
         old = self._pools.get(name)
         if old is not None and old[0] is bridge:
             return  # (the same state machine: its watch goes on)
@@ -256,7 +249,7 @@ class Reloads:
             old[1].cancel()
             del self._pools[name]
         every = self.settings.policy_reload_interval
-        spec = self.pools.specs[name].policy if self.pools and bridge else None
+        spec = self.pools.specs[name].policy if bridge else None
         if bridge is None or not spec or not every or not model_files(spec):
             return
         current, users = (lambda: bridge.scheduler), (lambda: [partial(self._use, name, bridge)])

@@ -70,9 +70,7 @@ class ShadowRound:
 
 def plan_estimate(plan: Plan | None, shadow: str, active: str) -> float | None:
     """C(shadow) / C(active) − 1 from `plan`'s costs, or None when it lacks either."""
-    if plan is None:
-        return None
-    costs = plan.costs
+    costs = {} if plan is None else plan.costs
     if costs.get(active, 0.0) <= 0 or shadow not in costs:
         return None
     return costs[shadow] / costs[active] - 1.0
