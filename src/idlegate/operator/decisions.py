@@ -200,10 +200,9 @@ class ErrorLog:
 
 
 class Onlooker(Protocol):
-    """What watches the rounds beside the Decider (:class:`idlegate.operator.features.shadow.Shadow`,
-    which imports this module): `begin` before a round's first question gives a record whose
-    `actions` the Decider fills with the answers applied (or None: not this round), `submit`
-    takes it after."""
+    """The shadow (:class:`idlegate.operator.features.shadow.Shadow`, which imports this
+    module): `begin` gives a round's record (or None), whose `actions` the Decider fills
+    with the answers applied, and `submit` takes it after."""
 
     def begin(self, cluster: Cluster, active: Scheduler) -> Any: ...
 
@@ -223,8 +222,6 @@ class Decider:
         self.known: tuple[JobArrival, ...] = ()
         """Arrivals known in advance (the cron workflows' upcoming runs), told to every
         policy used that takes them (``futures=known`` planners)."""
-        self.holding: tuple[int, int] | None = None
-        """The stage (`Stage.key`) that WAITs hold now, its Holding Event posted."""
         self.learns: PortfolioScheduler | None = None
         """A portfolio, told each workflow that finishes (its replays' window)."""
         self.use(policy)
@@ -237,7 +234,8 @@ class Decider:
         self.policy = policy
         policy.reset(np.random.default_rng(self.seed))
         self.fallbacks = fallback_rules(policy, self.seed)
-        self.holding = None
+        self.holding: tuple[int, int] | None = None
+        """The stage (`Stage.key`) that WAITs hold now, its Holding Event posted."""
         self.following = followed(policy)
         """The candidate followed as last told (the gauge; a portfolio's Event)."""
         self.metrics.follow(self.following)
@@ -265,10 +263,7 @@ class Decider:
 
     def decide(self, cluster: Cluster, now: float) -> Round:
         """Ask until an answer is WAIT or nothing more can start, each answer applied at
-        once (the operator's `Cluster.schedule`): the round's decisions, in order.
-
-        Every answer is timed and counted by kind (launch, idle, wait).
-        """
+        once, timed and counted by kind (launch, idle, wait): the round's decisions."""
         cluster.needs_schedule = False
         done = Round()
         shadowed = None if self.shadow is None else self.shadow.begin(cluster, self.policy)

@@ -64,10 +64,6 @@ class Cleanup:
     def strategy(self, spec: WorkflowSpec) -> PodGCStrategy:
         return spec.pod_gc.strategy if spec.pod_gc is not None else self.default_gc
 
-    def ttl(self, spec: WorkflowSpec) -> int | None:
-        ttl = spec.ttl_seconds_after_finished
-        return ttl if ttl is not None else self.default_ttl
-
     # -- while a workflow runs -------------------------------------------------------------
 
     def task_ended(self, wf: Workflow, track: StageTrack, task: Task, *, succeeded: bool) -> None:
@@ -120,7 +116,9 @@ class Cleanup:
             return  # (it cannot have finished)
         owner = owner_of(body)
         recorded = not self.needs_record or bool(status.get("historyRecorded"))
-        ttl = self.ttl(spec)
+        ttl = spec.ttl_seconds_after_finished
+        if ttl is None:
+            ttl = self.default_ttl
         completion = status.get("completionTime")
         if recorded and ttl is not None and isinstance(completion, str):
             self._arm_ttl(owner, from_datetime(completion) + ttl, ttl)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from idlegate.api.labels import LABEL_WORKFLOW
@@ -135,10 +136,7 @@ class Lifecycle:
         if seconds is None:
             self.timers.cancel(_deadline_key(owner.uid))
             return
-
-        async def fire() -> None:
-            await self.deadline_passed(owner, seconds, started)
-
+        fire = partial(self.deadline_passed, owner, seconds, started)
         when = started + seconds if at is None else at
         self.timers.arm(_deadline_key(owner.uid), when, fire)
 

@@ -173,15 +173,12 @@ class PlanningWorker(_Worker):
 
 
 class ReplayWorker(_Worker):
-    """A portfolio's rounds (:mod:`idlegate.policy.portfolio`, ``replayer=worker``) in one
-    worker thread: its decisions follow the candidate it has meanwhile, never waiting for
-    a round (0.4-0.6 s of CPU for a 2 h window, docs/brain.md). The round's window is
-    taken in the event loop, and its choice adopted there; then the pool schedules at
-    once, so the Decider says the new candidate (PolicyFollowed) at its next round.
-
-    A portfolio that starts with an empty window (not one handed over by a reload) starts
-    from its pool's last `window` records in the history sink, read on the sink's thread
-    (`HistorySink.prior`) and seeded at the first poke (`PortfolioScheduler.seed`)."""
+    """A portfolio's rounds (``replayer=worker``) in one worker thread, its decisions
+    following the candidate it has meanwhile. The round's window is taken in the event
+    loop, and its choice adopted there; then the pool schedules at once, so the Decider
+    says the new candidate (PolicyFollowed). A portfolio that starts with an empty window
+    (not one handed over by a reload) is first seeded (`PortfolioScheduler.seed`) with its
+    pool's last `window` records in the history sink (`HistorySink.prior`)."""
 
     what, thread = "replay", "idlegate-replay"
 

@@ -98,6 +98,7 @@ class PolicyWatch:
         self.metrics = metrics
         self.report = report
         self.files = model_files(spec)
+        self.where = ", ".join(str(p) for p in self.files)
         self.stamps = tuple(map(stamp, self.files))
         self.digest: str | None = None
         """The content in use (the files as they were when this watch was made)."""
@@ -145,10 +146,6 @@ class PolicyWatch:
             "replace the file to try again."
         )
         self._tell("failed", ("Warning", "PolicyReloadFailed", failed), None if ours else exc)
-
-    @property
-    def where(self) -> str:
-        return ", ".join(str(p) for p in self.files)
 
     def _tell(self, result: str, notice: Notice, exc: Exception | None = None) -> None:
         """Count, log and report (as an Event on the operator's Pod) a reload's `result`."""
