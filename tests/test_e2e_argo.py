@@ -262,6 +262,22 @@ def test_estimates_come_from_the_templates_history_which_the_sink_records(api, n
     assert all(r.measured[0] for r in records)
 
 
+def test_a_record_the_sink_cannot_write_is_a_warning_on_the_workflow(api, ns, tmp_path):
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("")
+    with (
+        SimKubelet(api, ns, time_factor=1 / SPEED),
+        ArgoController(api, ns),
+        running_operator(api, ns, pool=1, argo=True, history_file=blocked / "h.jsonl") as op,
+    ):
+        api.create(WORKFLOWS, diamond("unrecorded"), ns)
+        wait(lambda: phase(api, ns, "unrecorded") in DONE, 60, "the workflow to finish")
+        reasons = lambda: {e["reason"] for e in events_of(api, ns, "unrecorded")}  # noqa: E731
+        wait(lambda: "HistoryNotRecorded" in reasons(), 30, "the Warning on the Workflow")
+        assert op.metrics.value("idlegate_history_errors_total") == 1
+        assert op.metrics.value("idlegate_history_records_total") == 0
+
+
 def _operator_process(api: ApiServer, ns: str, pool: int, log: Path) -> subprocess.Popen[bytes]:
     """`idlegate operator --argo` as a process of its own (so that it can be killed -9),
     its output in `log`."""

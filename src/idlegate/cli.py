@@ -312,7 +312,7 @@ def history_export(
     with user_errors():
         from idlegate.operator.features.export import export
 
-        found = export(
+        workflows, note = export(
             out=out,
             source=source,
             sink=from_sink,
@@ -321,10 +321,10 @@ def history_export(
             all_namespaces=all_namespaces,
             since=since,
         )
-    if found.note is not None:
-        typer.echo(f"note: {found.note}", err=True)
+    if note is not None:
+        typer.echo(f"note: {note}", err=True)
     where = f" to {out}" if out is not None else ""
-    typer.echo(f"{len(found.workflows)} finished workflow(s) exported{where}.", err=True)
+    typer.echo(f"{len(workflows)} finished workflow(s) exported{where}.", err=True)
 
 
 @history_app.command("simulate")

@@ -1,24 +1,20 @@
-"""Argo Workflows in the operator (``--argo``; docs/argo.md): their pods gated at
-creation, released by the default pool's state machine and policy beside DagWorkflows.
+"""Argo Workflows in the operator (``--argo``; docs/argo.md, "How the operator schedules
+them"): their pods gated at creation, released by the default pool's state machine and
+policy beside DagWorkflows.
 
 * **Gate.** With ``--argo-webhook-port``, a mutating admission webhook (kopf's server,
   path ``/argo-gate``) adds ``idlegate.io/release`` to each node's pod Argo creates
   (`gates_with_ours`); it keeps no state, so it answers before the rebuild.
-* **Job.** Each Workflow that has not finished is mapped (`map_workflow`: estimates from
-  its template's history, else its annotation, else the prior, which an Event names)
-  and its job (`LiveArgo`) joins the default pool's cluster, restored from its pods; each
-  change of the Workflow maps it again with its ``status.nodes``. One that does not map
-  is not scheduled: its pods are released as Argo creates them, with a Warning.
-* **Releases.** The job's payload is an `ArgoWorkflow` of the core's (`Core.argo`), which
-  releases its pods as it does a DagWorkflow's: each launch of a stage, paired with a
-  gated pod of that stage, is a `RemoveGate` the applier carries out (a guarded patch),
-  an idle slot is a `SetTimer`. What its pods and ``status.nodes`` show is handed to its
-  `LiveArgo` here, and the pods that pairs releases become RemoveGates too. No pod is
-  created or deleted and Argo's objects are never written: Events on the Workflow say
-  what happens ("Released 4 of 12 …").
+* **Job.** Each Workflow that has not finished is mapped (`map_workflow`) and its job
+  (`LiveArgo`) joins the default pool's cluster, restored from its pods; each change of
+  the Workflow maps it again with its ``status.nodes``. One that does not map is not
+  scheduled: its pods are released as Argo creates them, with a Warning.
+* **Releases.** The job's payload is the core's `ArgoWorkflow`: a launch of a stage,
+  paired with a gated pod of that stage, is a `RemoveGate`, an idle slot a `SetTimer`.
+  What its pods and ``status.nodes`` show is handed to its `LiveArgo` here, and the pods
+  that pairs releases become RemoveGates too. Argo's objects are never written.
 * **History.** A Workflow that finishes while the operator runs goes into the history
-  sink (a record naming its ``template``) and its pod run times into the estimates of
-  its template's next runs; the sink's records feed them at the start.
+  sink and its pod run times into the estimates of its template's next runs.
 """
 
 from __future__ import annotations
@@ -71,20 +67,6 @@ RETRY = 5.0
 """Seconds (operator clock) before a workflow that could not be admitted is tried again."""
 
 
-def webhook_server(settings: Settings) -> kopf.WebhookServer | None:
-    """kopf's webhook server as the settings ask (None without a webhook port)."""
-    if settings.argo_webhook_port is None:
-        return None
-    certs = settings.argo_webhook_certs
-    return kopf.WebhookServer(
-        addr=settings.listen_host,
-        port=settings.argo_webhook_port,
-        certfile=None if certs is None else str(certs / "tls.crt"),
-        pkeyfile=None if certs is None else str(certs / "tls.key"),
-        insecure=certs is None,
-    )
-
-
 def owner_of(body: Mapping[str, Any]) -> Owner:
     """The Workflow as the owner of Events."""
     meta = body.get("metadata") or {}
@@ -117,13 +99,17 @@ class ArgoSide:
         self.templates: dict[tuple[str, str, str], Mapping[str, Any]] = {}
         """(namespace or "", kind, name) -> WorkflowTemplate or ClusterWorkflowTemplate."""
         self.learning = ArgoLearning()
-        self._loaded = False
-        registry = operator.metrics.registry
+        path = operator.settings.history_file
+        if path is not None:  # (a restart keeps what the sink's records taught)
+            try:
+                self.learning.load(path)
+            except (IdlegateError, OSError) as exc:
+                log.warning("Argo estimates start without the history %s: %s", path, exc)
         self.active = Gauge(
             "idlegate_active_workflows_by_kind",
             "Workflows in the pools, by kind (dagworkflow, argo).",
             ["kind"],
-            registry=registry,
+            registry=operator.metrics.registry,
         )
 
     @property
@@ -142,13 +128,6 @@ class ArgoSide:
 
     async def workflow_seen(self, deleted: bool, body: Mapping[str, Any]) -> None:
         await self.operator.ready_pools()
-        path = self.bridge.settings.history_file
-        if not self._loaded and path is not None:
-            self._loaded = True  # (a restart keeps what the sink's records taught)
-            try:
-                self.learning.load(path)
-            except (IdlegateError, OSError) as exc:
-                log.warning("Argo estimates start without the history %s: %s", path, exc)
         meta = body.get("metadata") or {}
         key = (meta.get("namespace", ""), meta.get("name", ""))
         phase = (body.get("status") or {}).get("phase")
@@ -186,8 +165,7 @@ class ArgoSide:
         elif key in self.refused:
             if pod.gated and not deleted:
                 self._unscheduled(pod, self.refused[key])
-        elif key in self.bridge.argo:
-            wf = self.bridge.argo[key]
+        elif (wf := self.bridge.argo.get(key)) is not None:
             releases = wf.live.observe(self.bridge.cluster, pod, self.bridge.now())
             self.bridge.intents.release_argo(wf.owner, releases)
             self.bridge.schedule()
@@ -208,17 +186,14 @@ class ArgoSide:
         owner = owner_of(body)
         try:
             mapped = self._map(body)
-        except ArgoRefusal as exc:
-            if exc.reason not in MISSING:
+        except IdlegateError as exc:
+            if not isinstance(exc, ArgoRefusal) or exc.reason not in MISSING:
                 await self._refuse(key, body, str(exc))
                 return
             # (its templates may not have been seen yet, as at a start): its pods wait
             message = f"{exc}; tried again every {RETRY:g} s."
             self.bridge.intents.event(owner, "Warning", "TemplateMissing", message)
             self._later(body)
-            return
-        except IdlegateError as exc:
-            await self._refuse(key, body, str(exc))
             return
         self.pending[key] = []
         try:
@@ -251,15 +226,13 @@ class ArgoSide:
         )
         bridge.intents.event(owner, "Normal", "Accepted", message)
         if guessed:
-            bridge.intents.event(
-                owner,
-                "Normal",
-                "Estimated",
+            message = (
                 f"No history of {mapped.template_key} and no annotation "
                 f"idlegate.io/task-duration-seconds for stage(s) {', '.join(guessed[:10])}: "
                 f"their pods are estimated at {DEFAULT_PRIOR:g} s each (the prior) until runs "
-                "of the template are measured.",
+                "of the template are measured."
             )
+            bridge.intents.event(owner, "Normal", "Estimated", message)
 
     def _later(self, body: Mapping[str, Any]) -> None:
         """See `body` again in `RETRY` seconds (a later event of it may come first)."""
@@ -317,8 +290,7 @@ class ArgoSide:
 
     def _record(self, body: Mapping[str, Any], *, sink: bool) -> None:
         """A finished Workflow: learned from, and if it finished while the operator ran
-        (`sink`) into the history sink, if any (one that finished before is not: a
-        restart would record it again)."""
+        (`sink`) into the history sink (one that finished before would be again)."""
         meta = body.get("metadata") or {}
         record = self.learning.learn(
             body,
@@ -326,14 +298,8 @@ class ArgoSide:
             name=f"{meta.get('namespace', '')}/{meta.get('name', '')}",
             pool_size=self.bridge.settings.pool_size,
         )
-        out = self.bridge.history.sink
-        if record is not None and out is not None and sink:
-            metrics = self.bridge.metrics
-            out.write(record).add_done_callback(
-                lambda f: (
-                    metrics.history_errors if f.exception() else metrics.history_records
-                ).inc()
-            )
+        if record is not None and sink:
+            self.bridge.history.write(record, owner_of(body))
 
     def _unscheduled(self, pod: ArgoPod, why: str) -> None:
         owner = Owner(pod.namespace, pod.workflow, "", kind="Workflow", api_version=API_VERSION)
@@ -350,8 +316,15 @@ def register(registry: kopf.OperatorRegistry, operator: Host) -> None:
     settings = operator.settings
     if not settings.argo:
         return
-    server = webhook_server(settings)
-    if server is not None:
+    if settings.argo_webhook_port is not None:
+        certs = settings.argo_webhook_certs
+        server = kopf.WebhookServer(
+            addr=settings.listen_host,
+            port=settings.argo_webhook_port,
+            certfile=None if certs is None else str(certs / "tls.crt"),
+            pkeyfile=None if certs is None else str(certs / "tls.key"),
+            insecure=certs is None,
+        )
 
         @kopf.on.startup(registry=registry)
         def serve_webhook(settings: kopf.OperatorSettings, **_: Any) -> None:

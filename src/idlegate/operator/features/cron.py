@@ -1,10 +1,9 @@
 """The controller of `DagCronWorkflow`s: start each run when it is due, and tidy up after.
 
-One sync of a cron workflow is level-triggered: it reads the object and its runs (the
-DagWorkflows labelled with its name) from the API and acts on what it finds, so a sync
-after a restart, a missed timer or a change of spec does the right thing. The
-semantics (which run is due, the starting deadline, the concurrency policy, the history
-limits) are `api.cron_spec`'s; a sync is this pipeline:
+A sync is level-triggered: it reads the object and its runs (the DagWorkflows labelled
+with its name) and acts on what it finds, so a sync after a restart, a missed timer or a
+change of spec does the right thing. What is due, the starting deadline, the concurrency
+policy and the history limits are `api.cron_spec`'s; a sync is this pipeline:
 
 1. validate the spec, its workflowSpec's templates held to the namespace's Pod Security
    level as each run's will be (an invalid one gets condition Valid=False, reason
@@ -17,10 +16,9 @@ limits) are `api.cron_spec`'s; a sync is this pipeline:
 5. write the status (lastScheduleTime, lastSuccessfulTime, active, nextScheduleTime);
 6. arm one timer for the next schedule time, which syncs again.
 
-A run is created with the name of its scheduled time (`cron_spec.run_name`), so a second
-create of it (a restart between the create and the status write) answers 409 and is
-taken as done: no run is doubled. Runs are owned by their cron workflow
-(ownerReferences), so deleting it deletes them.
+A run is named by its scheduled time (`cron_spec.run_name`), so a second create of it (a
+restart between the create and the status write) answers 409 and is taken as done. Runs
+are owned by their cron workflow (ownerReferences), so deleting it deletes them.
 """
 
 from __future__ import annotations
@@ -30,6 +28,7 @@ import copy
 import itertools
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from idlegate.api.crd import API_VERSION, CRON_KIND, KIND
@@ -66,48 +65,35 @@ FINISHED = (Phase.SUCCEEDED, Phase.FAILED, Phase.INVALID)
 FORESEE_SECONDS = 24 * 3600.0
 """How far ahead a cron workflow's runs are told to the planner."""
 FORESEE_RUNS = 8
-"""At most this many runs of one cron workflow are told (a '* * * * *' schedule would
-otherwise tell 1,440 a day)."""
+"""At most this many runs of one cron workflow are told ('* * * * *' would tell 1,440 a day)."""
 RETRY_SECONDS = 5.0
 """A timer's sync that the API did not answer is tried again after this long."""
 
 
-Record = Callable[[Owner, str, str, str], None]
-"""Posts an Event: (owner, type, reason, message)."""
-Foresee = Callable[[tuple[str, str], tuple[JobArrival, ...], str | None], None]
-"""Takes a cron workflow's (namespace, name), its upcoming runs and the pool its
-``workflowSpec.pool`` names."""
-
-
+@dataclass
 class CronController:
     """Syncs DagCronWorkflows (see the module docstring); one per operator."""
 
-    def __init__(
-        self,
-        kube: KubeApi,
-        timers: Timers,
-        clock: Clock,
-        record: Record,
-        foresee: Foresee | None = None,
-        pod_security: Level = DEFAULT_LEVEL,
-    ) -> None:
-        self.kube = kube
-        self.pod_security = pod_security
-        """The level of a namespace without the label (the operator's --pod-security)."""
-        self.timers = timers
-        self.clock = clock
-        self.record = record
-        self.foresee: Foresee = foresee or (lambda key, runs, pool: None)
-        """Told each cron workflow's upcoming runs after every sync (the planner's
-        ``futures=known``), and () when it has none (invalid, suspended, deleted)."""
-        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+    kube: KubeApi
+    timers: Timers
+    clock: Clock
+    record: Callable[[Owner, str, str, str], None]
+    """Posts an Event: (owner, type, reason, message)."""
+    foresee: Callable[[tuple[str, str], tuple[JobArrival, ...], str | None], None] = (
+        lambda key, runs, pool: None
+    )
+    """Told each cron workflow's (namespace, name), upcoming runs and ``workflowSpec.pool``
+    after every sync (the planner's ``futures=known``); () when it has none (invalid,
+    suspended, deleted)."""
+    pod_security: Level = DEFAULT_LEVEL
+    """The level of a namespace without the label (the operator's --pod-security)."""
+    _locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict)
 
     async def sync(self, body: dict[str, Any]) -> None:
         """One sync of the cron workflow `body` (serialised per object)."""
         meta = body.get("metadata") or {}
         key = (meta.get("namespace", ""), meta.get("name", ""))
-        lock = self._locks.setdefault(key, asyncio.Lock())
-        async with lock:
+        async with self._locks.setdefault(key, asyncio.Lock()):
             await self._sync(body)
 
     async def resync(self, namespace: str, name: str) -> None:
@@ -147,9 +133,8 @@ class CronController:
             self.timers.cancel(_timer_key(ns, name))
             self.foresee((ns, name), (), None)
             return
-        conditions.set(
-            "Valid", True, "Valid", "the schedule and workflowSpec are valid", generation, now
-        )
+        valid = "the schedule and workflowSpec are valid"
+        conditions.set("Valid", True, "Valid", valid, generation, now)
         # 2. sort the runs
         runs = await self.kube.list_workflows(ns, f"{LABEL_CRON}={name}")
         active, succeeded, failed = _sort(runs)
@@ -227,8 +212,7 @@ class CronController:
                 await _unless_gone(self.kube.delete_workflow(owner.namespace, _name(run)))
                 self.record(owner, "Normal", "Replaced", f"deleted the active run {_name(run)}")
             active.clear()
-        run = await self._create(owner, workflow, when.run_at)
-        active.append(run)
+        active.append(await self._create(owner, workflow, when.run_at))
         return when.run_at
 
     async def _create(self, owner: Owner, workflow: dict[str, Any], at: float) -> dict[str, Any]:

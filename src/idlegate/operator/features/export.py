@@ -1,21 +1,13 @@
-"""``idlegate history export``: the cluster's history as a history file of the `file` workload.
+"""``idlegate history export``: the cluster's history as a history file of the `file`
+workload (docs/workloads.md, "Exporting the cluster's history").
 
-Three sources, one record per finished workflow (:func:`idlegate.operator.features.history.history_workflow`):
-
-* the live DagWorkflows, read through the API (kubeconfig or in-cluster credentials, as
-  the operator's): their status keeps what the history needs until they are deleted;
-* the operator's sink (``--history-file``), with its rotated files (``history.N.jsonl`` ..
-  ``history.1.jsonl``, ``history.jsonl``: oldest first): it keeps the records of deleted
-  workflows too;
-* a document of DagWorkflows (``kubectl get dwf -A -o json``, a List; or YAML), from a file
-  or standard input (``-``).
-
-The records are sorted by arrival, a record seen twice (a sink line written again by an
-operator that stopped before marking it) is kept once, and ``--since`` keeps the
-workflows that arrived in the last span (``7d``, ``36h``, ``90m``, ``600s``) or since an
-RFC 3339 time. Workflows that have not finished are left out. When ``--since`` leaves
-out every record read, the export is the empty history and a note says when the newest
-record arrived (`since_note`).
+One record per finished workflow (:func:`.history.object_history`), from one source: the
+live DagWorkflows through the API, the operator's sink with its rotated files (which keeps
+the records of deleted workflows too), or a document of DagWorkflows (``kubectl get dwf -A
+-o json``, or YAML) from a file or standard input. The records are sorted by arrival, a
+record seen twice (a sink line written again by an operator that stopped before marking
+it) is kept once, and ``--since`` keeps those that arrived in the last span or since a
+time; when it keeps none of those read, a note says when the newest arrived (`since_note`).
 """
 
 from __future__ import annotations
@@ -24,10 +16,9 @@ import asyncio
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import yaml
 
@@ -38,25 +29,12 @@ from idlegate.operator.features.history import object_history, sink_files
 from idlegate.sim.history import HistoryWorkflow, history_text, load_history, write_history
 
 STDIN = "-"
-"""The source that means standard input."""
 _SPAN = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 EPOCH_ARRIVALS = 1e9
 """Arrivals below this (before September 2001) do not count from the epoch: a simulated
 history's count from 0, so no `--since` keeps them."""
-
-
-@dataclass(frozen=True)
-class Exported:
-    """What `export` read and wrote."""
-
-    read: int
-    """Finished workflows read from the source."""
-    workflows: list[HistoryWorkflow]
-    """Those written, in arrival order (`select`)."""
-    note: str | None = None
-    """Why none was written although some were read (`--since` left them all out)."""
 
 
 def since_time(since: str | None, now: float) -> float | None:
@@ -77,13 +55,8 @@ def since_time(since: str | None, now: float) -> float | None:
 
 def from_objects(objects: Iterable[Any]) -> list[HistoryWorkflow]:
     """The records of the finished DagWorkflows among `objects` (others are skipped)."""
-    out = []
-    for obj in objects:
-        if isinstance(obj, Mapping) and obj.get("kind") in (KIND, None):
-            record = object_history(obj)
-            if record is not None:
-                out.append(record)
-    return out
+    ours = (o for o in objects if isinstance(o, Mapping) and o.get("kind") in (KIND, None))
+    return [record for record in map(object_history, ours) if record is not None]
 
 
 def from_document(text: str, source: str) -> list[HistoryWorkflow]:
@@ -111,11 +84,6 @@ def from_document(text: str, source: str) -> list[HistoryWorkflow]:
     return from_objects(objects)
 
 
-def from_sink(path: Path) -> list[HistoryWorkflow]:
-    """The records of the operator's sink file and its rotated files."""
-    return [w for p in sink_files(path) for w in load_history(p)]
-
-
 def current_namespace(kubeconfig: Path | None) -> str:
     """The namespace kubectl would use: the service account's in a cluster, else the
     kubeconfig's current context's (default ``default``)."""
@@ -141,9 +109,8 @@ def from_cluster(
     api = KubeApi(load_configuration(kubeconfig))
 
     async def read() -> list[dict[str, Any]]:
-        if namespaces is None:
-            return await api.list_workflows(None)
-        found = await asyncio.gather(*(api.list_workflows(ns) for ns in namespaces))
+        chosen = (None,) if namespaces is None else namespaces
+        found = await asyncio.gather(*(api.list_workflows(ns) for ns in chosen))
         return [obj for objects in found for obj in objects]
 
     try:
@@ -194,10 +161,10 @@ def export(
     namespaces: Sequence[str] = (),
     all_namespaces: bool = False,
     since: str | None = None,
-    stdin: TextIO | None = None,
-    stdout: TextIO | None = None,
-) -> Exported:
-    """Read the history from one source and write it to `out` (None: YAML on stdout)."""
+) -> tuple[list[HistoryWorkflow], str | None]:
+    """Read the history from one source and write it to `out` (None: YAML on stdout);
+    returns the records written, in arrival order (`select`), and why none was although
+    some were read (`since_note`: ``--since`` left them all out), or None."""
     if source is not None and sink is not None:
         raise IdlegateError("give a document (a path or -) or --from-sink, not both")
     if (source is not None or sink is not None) and (namespaces or all_namespaces):
@@ -206,23 +173,23 @@ def export(
         raise IdlegateError("give --namespace or --all-namespaces, not both")
     earliest = since_time(since, datetime.now(UTC).timestamp())
     if source == STDIN:
-        found = from_document((stdin or sys.stdin).read(), "standard input")
+        found = from_document(sys.stdin.read(), "standard input")
     elif source is not None:
         found = from_document(_read(Path(source)), source)
     elif sink is not None:
-        found = from_sink(sink)
+        found = [w for p in sink_files(sink) for w in load_history(p)]
     else:
         chosen = None if all_namespaces else list(namespaces) or [current_namespace(kubeconfig)]
         found = from_cluster(kubeconfig, chosen)
     workflows = select(found, earliest)
     if out is None:
-        (stdout or sys.stdout).write(history_text(workflows))
+        sys.stdout.write(history_text(workflows))
     else:
         write_history(out, workflows)
     note = None
     if found and not workflows and since is not None and earliest is not None:
         note = since_note(found, since, earliest)
-    return Exported(len(found), workflows, note)
+    return workflows, note
 
 
 def _read(path: Path) -> str:

@@ -1,39 +1,31 @@
 """The cluster's own history: a record of every finished DagWorkflow, for replays and training.
 
-A finished workflow's record is a :class:`idlegate.sim.history.HistoryWorkflow` (the
-`file` workload's history format, docs/workloads.md): its DAG and estimates, its arrival,
-each stage's measured task durations, its outcome, its JCT, the policy that ran it and the
-pool size. It is built by one function, :func:`history_workflow`, from what the
-operator writes into the workflow's status, so the records of the sink and those
-``idlegate history export`` reads from live objects (:mod:`idlegate.operator.features.export`)
-are the same but for ``policy``:
+A record is a :class:`idlegate.sim.history.HistoryWorkflow` (the `file` workload's history
+format, docs/workloads.md): DAG and estimates, arrival, each stage's measured task
+durations, outcome, JCT, policy and pool size. One function, :func:`history_workflow`,
+builds it from the workflow's status, so the sink's records and those ``idlegate history
+export`` reads from live objects (:mod:`.export`) are the same but for ``policy``:
 
 * ``arrival``: ``completionTime - jctSeconds``, the arrival the operator measured the JCT
-  from (``metadata.creationTimestamp`` on its clock), else the creation timestamp;
-* ``measuredDurationSeconds``: ``status.stages[].measuredDurationSeconds``, a uniform
-  sample of at most ``--history-samples`` run times per stage (pod start to finish, from
-  the pods' container states: :func:`idlegate.operator.core.pods.ran`);
-* ``policy``: in the sink, the operator's ``--scheduler`` spec as its canonical text
-  (``learned:/models/policy.onnx``), which ``idlegate advise`` rebuilds
-  (:func:`recorded_spec`); without ``--scheduler``, for a workflow that finished before
-  this operator started, and in a record of a live object, the status's ``policy``: the
-  name of the rule that released its last tasks (``policy`` for that spec).
+  from (the creation, on its clock), else ``metadata.creationTimestamp``;
+* ``measuredDurationSeconds``: a uniform sample of at most ``--history-samples`` run times
+  per stage (from the pods' container states: :func:`idlegate.operator.core.pods.ran`);
+* ``policy``: in the sink, ``--scheduler``'s canonical text, which ``idlegate advise``
+  rebuilds (`HistoryRecorder.spec`); otherwise the status's ``policy``, the name of the
+  rule that released the workflow's last tasks.
 
-The optional sink (``--history-file PATH``, meant for a volume) is a JSON Lines history
-file, one line per finished workflow (with ``pool``, the ExecutorPool that ran it),
-rotated at ``--history-max-bytes`` (the standard library's ``RotatingFileHandler``):
-``history.jsonl`` becomes ``history.1.jsonl``, that one ``history.2.jsonl``, up to
-``--history-backups`` files, each a history file itself. One worker thread writes the
-lines, so a slow or failing volume never stalls the event loop or the pool: a failed
-write is a Warning Event and ``idlegate_history_errors``, the workflow goes on. Once
-written, the status says ``historyRecorded: true``, and a restarted operator does not
-write it again; a finished workflow without it (finished while the sink failed, or
-before it was configured) is recorded when the operator admits it at a restart.
+The optional sink (``--history-file PATH``; deploy/README.md, "The cluster's history") is
+a JSON Lines history file, one line per finished workflow (with ``pool``, the ExecutorPool
+that ran it), rotated by the standard library's ``RotatingFileHandler`` into
+``history.<n>.jsonl`` (`rotated`), each a history file itself. One worker thread writes
+the lines, so a slow or failing volume never stalls the pool: a failed write is a Warning
+Event and ``idlegate_history_errors``. Once written, the status says
+``historyRecorded: true`` and no operator writes it again; a finished workflow without it
+is recorded when the operator admits it at a restart.
 
-The same thread reads a pool's most recent records back (:meth:`HistorySink.prior`): a
-restarted operator's portfolio starts from them (:mod:`.planning`). Lines that are not
-such a record, and files that cannot be read, are left out, counted by reason and
-logged (`sim.history.tail_history`); no sink is no record.
+The same thread reads a pool's most recent records back (:meth:`HistorySink.prior`) for a
+restarted operator's portfolio (:mod:`.planning`); lines that are not such a record are
+left out, counted and logged (`sim.history.tail_history`).
 """
 
 from __future__ import annotations
@@ -53,6 +45,7 @@ from idlegate.api.pool_spec import DEFAULT_POOL
 from idlegate.api.status import Phase
 from idlegate.api.timestamps import from_datetime, timestamp_precision
 from idlegate.errors import IdlegateError
+from idlegate.operator.core.admission import owner_of
 from idlegate.operator.core.pods import Owner
 from idlegate.policy.spec import SchedulerSpec
 from idlegate.sim.dag import Dag
@@ -75,11 +68,9 @@ FINISHED = (Phase.SUCCEEDED.value, Phase.FAILED.value)
 def history_workflow(
     name: str, spec: WorkflowSpec, status: Mapping[str, Any], created: str | None = None
 ) -> HistoryWorkflow | None:
-    """The record of a finished workflow from its status (None: it has not finished).
-
-    `name` labels it (``namespace/name``); `created` is its ``creationTimestamp``, the
-    arrival when the status does not give the one the operator measured from.
-    """
+    """The record, named `name` (``namespace/name``), of a finished workflow from its status
+    (None: it has not finished); `created` (its ``creationTimestamp``) is the arrival when
+    the status does not give the one the operator measured from."""
     phase, jct = status.get("phase"), status.get("jctSeconds")
     if phase not in FINISHED or not isinstance(jct, int | float):
         return None
@@ -118,20 +109,9 @@ def replay_arrival(wf: Workflow) -> JobArrival | None:
     return None if record is None else JobArrival(wf.arrival, name, wf.dag, record.durations())
 
 
-def recorded_spec(settings: Settings) -> str | None:
-    """The policy the sink records: the canonical text of ``--scheduler``, which a replay
-    can rebuild (the status names a rule, ``model`` for ``learned:/m/model.onnx``); None
-    without it, or with a scheduler object (tests, embedding), whose spec is unknown."""
-    if settings.policy is None or settings.scheduler is not None:
-        return None
-    return SchedulerSpec.parse(settings.policy).format()
-
-
 def object_history(obj: Mapping[str, Any]) -> HistoryWorkflow | None:
-    """The record of a DagWorkflow object as the API returns it (None: not finished).
-
-    Raises SpecError for a finished workflow whose spec is not valid (it cannot be one).
-    """
+    """The record of a DagWorkflow object as the API returns it (None: not finished); a
+    SpecError for a finished one whose spec is not valid (it cannot be one)."""
     meta = obj.get("metadata") or {}
     status = obj.get("status") or {}
     if status.get("phase") not in FINISHED:
@@ -174,8 +154,7 @@ def sink_files(path: Path) -> list[Path]:
 
 def read_prior(path: Path, pool: str, count: int) -> list[JobArrival]:
     """The last `count` records of `pool` in the sink at `path` and its rotated files, as
-    arrivals on the operator's clock (a record without ``pool`` is the default pool's, as
-    before pools were recorded; what is left out is logged, `tail_history`)."""
+    arrivals on the operator's clock (one without ``pool``, as before pools, the default's)."""
     try:
         files = sink_files(path)
     except IdlegateError:  # no sink yet: no record
@@ -187,17 +166,15 @@ def read_prior(path: Path, pool: str, count: int) -> list[JobArrival]:
     ]
 
 
-def _rotation_name(default: str) -> str:
-    """RotatingFileHandler's ``PATH.<n>`` as `rotated` names it."""
-    base, _, n = default.rpartition(".")
-    return str(rotated(Path(base), int(n)))
-
-
 class _Handler(logging.handlers.RotatingFileHandler):
-    """The standard library's size-based rotation, raising what it fails with."""
+    """The standard library's size-based rotation, raising what it fails with, naming as `rotated`."""
 
     def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 (logging's name)
         raise  # (called inside emit's `except`: its exception goes on)
+
+    def rotation_filename(self, default_name: str) -> str:
+        base, _, n = default_name.rpartition(".")  # (the stdlib's PATH.<n>)
+        return str(rotated(Path(base), int(n)))
 
 
 class HistorySink:
@@ -205,8 +182,10 @@ class HistorySink:
 
     def __init__(self, path: Path, max_bytes: int, backups: int) -> None:
         self.path = path
-        self._handler: _Handler | None = None
-        self._max_bytes, self._backups = max_bytes, backups
+        # (opened at the first write: a missing volume is a failed write, not a failed start)
+        self._handler = _Handler(
+            path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8", delay=True
+        )
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="idlegate-history")
 
     def write(self, record: HistoryWorkflow) -> Future[None]:
@@ -215,15 +194,8 @@ class HistorySink:
         return self._worker.submit(self._write, line)
 
     def _write(self, line: str) -> None:
-        if self._handler is None:  # opened on first use: a missing volume is one error
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._handler = _Handler(
-                self.path, maxBytes=self._max_bytes, backupCount=self._backups, encoding="utf-8"
-            )
-            self._handler.namer = _rotation_name
-        message = logging.LogRecord("idlegate.history", logging.INFO, "", 0, line, None, None)
-        self._handler.emit(message)
-        self._handler.flush()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._handler.emit(logging.makeLogRecord({"msg": line}))  # (flushed by emit)
 
     def prior(self, pool: str, count: int) -> Future[list[JobArrival]]:
         """Read `pool`'s last `count` records (`read_prior`) after the lines queued."""
@@ -232,8 +204,7 @@ class HistorySink:
     def close(self) -> None:
         """Write what is queued, then close the file."""
         self._worker.shutdown(wait=True)
-        if self._handler is not None:
-            self._handler.close()
+        self._handler.close()
 
 
 class HistoryRecorder:
@@ -250,7 +221,12 @@ class HistoryRecorder:
         s = settings
         self.pool, self.pool_size = metrics.pool, s.pool_size
         self.metrics, self.intents = metrics, intents
-        self.spec = recorded_spec(s)
+        self.spec: str | None = None
+        """The policy the sink records: ``--scheduler``'s canonical text, which a replay can
+        rebuild (the status names a rule, ``model`` for ``learned:/m/model.onnx``); None
+        without it, or with a scheduler object (tests, embedding), whose spec is unknown."""
+        if s.policy is not None and s.scheduler is None:
+            self.spec = SchedulerSpec.parse(s.policy).format()
         if beside is not None:
             self.sink = beside.sink
         elif s.history_file is not None:
@@ -263,12 +239,11 @@ class HistoryRecorder:
         wf.pool_size = self.pool_size
         if self.sink is None or wf.history_recorded:
             return
-        name = f"{wf.owner.namespace}/{wf.owner.name}"
-        record = history_workflow(name, wf.spec, wf.status())
+        record = history_workflow(f"{wf.owner.namespace}/{wf.owner.name}", wf.spec, wf.status())
         if record is None:
             return
         record = replace(record, policy=self.spec or record.policy, pool=self.pool)
-        self._write(self.sink, record, wf.owner, lambda: self._recorded(wf))
+        self.write(record, wf.owner, lambda: self._recorded(wf))
 
     def finished_before(self, body: Mapping[str, Any]) -> None:
         """A workflow that finished before this operator started: record it in the sink if
@@ -283,38 +258,37 @@ class HistoryRecorder:
             return
         if record is None:
             return
-        meta = body.get("metadata") or {}
-        owner = Owner(meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", ""))
+        owner = owner_of(body)
         record = replace(record, pool=self.pool)  # (where it is admitted: where it ran)
         mark = {"historyRecorded": True}
-        self._write(self.sink, record, owner, lambda: self.intents.patch_status(owner, mark))
+        self.write(record, owner, lambda: self.intents.patch_status(owner, mark))
 
-    def _write(
-        self, sink: HistorySink, record: HistoryWorkflow, owner: Owner, done: Callable[[], None]
+    def write(
+        self, record: HistoryWorkflow, owner: Owner, done: Callable[[], None] = lambda: None
     ) -> None:
-        loop = asyncio.get_running_loop()
-        future = sink.write(record)
-        future.add_done_callback(
-            lambda f: loop.call_soon_threadsafe(self._written, f, sink.path, owner, done)
-        )
-
-    def _written(
-        self, future: Future[None], path: Path, owner: Owner, done: Callable[[], None]
-    ) -> None:
-        metrics = self.metrics
-        error = future.exception()
-        if error is None:
-            metrics.history_records.inc()
-            done()
+        """Queue `record` in the sink, if any. Once it is written, `done` runs in the event
+        loop; a failed write is counted and a Warning on `owner`."""
+        sink = self.sink
+        if sink is None:
             return
-        metrics.history_errors.inc()
-        message = (
-            f"Cannot write the workflow's record to the history file {path}: {error}. The "
-            "workflow is not affected; check the volume (--history-file), or export the "
-            "history from the live objects with `idlegate history export`."
-        )
-        log.warning("%s/%s: %s", owner.namespace, owner.name, message)
-        self.intents.event(owner, "Warning", "HistoryNotRecorded", message)
+        loop = asyncio.get_running_loop()
+
+        def written(future: Future[None]) -> None:
+            error = future.exception()
+            if error is None:
+                self.metrics.history_records.inc()
+                done()
+                return
+            self.metrics.history_errors.inc()
+            message = (
+                f"Cannot write the workflow's record to the history file {sink.path}: {error}. "
+                "The workflow is not affected; check the volume (--history-file), or export "
+                "the history from the live objects with `idlegate history export`."
+            )
+            log.warning("%s/%s: %s", owner.namespace, owner.name, message)
+            self.intents.event(owner, "Warning", "HistoryNotRecorded", message)
+
+        sink.write(record).add_done_callback(lambda f: loop.call_soon_threadsafe(written, f))
 
     def _recorded(self, wf: Workflow) -> None:
         wf.history_recorded = True

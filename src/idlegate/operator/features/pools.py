@@ -3,19 +3,16 @@ ExecutorPool, and which pool holds each workflow.
 
 :class:`Pools` stands where the one bridge stood for :mod:`.intake`, :mod:`.watchdog` and
 the kopf handlers: it routes an admission to the pool :func:`~.pool_spec.route` picks, and
-a pod event, a deletion or the outcome of a write to the bridge that holds its workflow.
-Each pool's bridge has its own cluster state machine, policy (``spec.policy``, else
-``--scheduler``), planning worker and size; all share the API writes, the history and the
-cleanup, so an object is written by one queue whatever its pool. The implicit pool
-:data:`~.pool_spec.DEFAULT_POOL` is the bridge of ``--pool-size`` and ``--scheduler``:
-without ExecutorPools the operator works as it did before pools.
+a pod event, a deletion or a write's outcome to the bridge that holds its workflow. Each
+pool has its own cluster, policy (``spec.policy``, else ``--scheduler``), planning worker
+and size; all share the API writes, the history and the cleanup. The implicit pool
+:data:`~.pool_spec.DEFAULT_POOL` is that of ``--pool-size`` and ``--scheduler``.
 
 A pool created, changed or deleted at run time (:meth:`Pools.apply`, :meth:`Pools.remove`)
-moves the workflows whose pool changed as a restart would (:mod:`.admission`): each leaves
-its old bridge (in memory only: no pod is touched, so no running task is preempted) and is
-admitted again from the API with its pods (:meth:`Pools.moving`: meanwhile no pool
-releases anything). What that means to a user (tasks beyond a pool made smaller, workflows
-waiting with ``PoolReady=False``) is in deploy/README.md ("Executor pools").
+moves the workflows whose pool changed as a restart would: each leaves its old bridge (in
+memory only: no pod is touched, no running task preempted) and is admitted again from the
+API with its pods (:meth:`Pools.moving`). What a user sees of it: deploy/README.md,
+"Executor pools".
 """
 
 from __future__ import annotations
@@ -30,7 +27,7 @@ from idlegate.api.crd import API_VERSION, POOL_KIND
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.pool_spec import DEFAULT_POOL, POOL_CONDITION, ExecutorPoolSpec, route
 from idlegate.api.status import Conditions, Phase, WorkflowStatus, dump
-from idlegate.errors import GangTooWideError, IdlegateError
+from idlegate.errors import GangTooWideError
 from idlegate.operator.core.admission import generation_of, owner_of
 from idlegate.operator.core.intents import Outcome
 from idlegate.operator.core.pods import Owner, read_task_pod
@@ -56,8 +53,7 @@ class Waiting(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class PoolObject(Owner):
     """An ExecutorPool as the involved object of its pool's own Events (a portfolio's
-    PolicyFollowed): cluster-scoped, so they go to the namespace ``default``, as
-    Kubernetes' own Events of cluster-scoped objects do."""
+    PolicyFollowed), in the namespace ``default`` as Kubernetes' own cluster-scoped ones."""
 
     def object_reference(self) -> dict[str, Any]:
         reference = {"apiVersion": API_VERSION, "kind": POOL_KIND, "name": self.name}
@@ -106,10 +102,6 @@ class Pools:
     def workflows(self) -> dict[WorkflowKey, Workflow]:
         """Every pool's workflows (a fresh dict)."""
         return {k: wf for b in self.bridges.values() for k, wf in b.workflows.items()}
-
-    @property
-    def busy(self) -> int:
-        return sum(b.busy for b in self.bridges.values())
 
     def holder(self, key: WorkflowKey) -> Bridge | None:
         """The bridge that holds workflow `key`, if any."""
@@ -161,7 +153,9 @@ class Pools:
         if wf is not None and (waited is not None or wf.conditions.get(POOL_CONDITION)):
             # (a workflow that waited for its pool says it has one now)
             message = f"In ExecutorPool {name!r}."
-            wf.conditions.set(POOL_CONDITION, True, "PoolFound", message, wf.generation, self.now())
+            wf.conditions.set(
+                POOL_CONDITION, True, "PoolFound", message, wf.generation, self.default.now()
+            )
             bridge.intents.status(wf, urgent=True)
         return wf
 
@@ -176,7 +170,7 @@ class Pools:
         status = body.get("status") or {}
         conditions = Conditions(status.get("conditions"))
         generation = generation_of(body)
-        conditions.set(POOL_CONDITION, False, reason, message, generation, self.now())
+        conditions.set(POOL_CONDITION, False, reason, message, generation, self.default.now())
         waiting = WorkflowStatus(
             observed_generation=generation,
             phase=status.get("phase") or Phase.PENDING,
@@ -185,9 +179,6 @@ class Pools:
         self.default.intents.patch_status(owner, dump(waiting))
         self.default.intents.event(owner, "Warning", reason, message)
         log.info("%s/%s waits for ExecutorPool %r (%s).", owner.namespace, owner.name, pool, reason)
-
-    def now(self) -> float:
-        return self.default.now()
 
     def _route(self, wanted: str | None, namespace: str) -> str | None:
         """The pool a workflow of `namespace` asking for pool `wanted` goes to (None: its
@@ -212,11 +203,6 @@ class Pools:
         owner = outcome.intent.owner
         (self.holder((owner.namespace, owner.name)) or self.default).outcome(outcome)
 
-    def fail(self, wf: Workflow, reason: str, message: str) -> None:
-        bridge = self.holder(wf.key)
-        if bridge is not None:
-            bridge.fail(wf, reason, message)
-
     def schedule(self) -> None:
         for bridge in list(self.bridges.values()):
             bridge.schedule()
@@ -236,9 +222,8 @@ class Pools:
         self.tell()
 
     def tell(self) -> None:
-        """Tell each pool's policy the upcoming runs of the cron workflows routed to it, as
-        their runs will be: by ``workflowSpec.pool``, else their namespace's labels (again
-        whenever pools change: a new pool's policy knows nothing yet)."""
+        """Tell each pool's policy the upcoming runs of the cron workflows routed to it (by
+        ``workflowSpec.pool``, else their namespace's labels), again whenever pools change."""
         told: dict[str, list[JobArrival]] = {name: [] for name in self.bridges}
         for (namespace, _), (wanted, runs) in self.upcoming.items():
             pool = self._route(wanted, namespace)
@@ -253,9 +238,8 @@ class Pools:
     def moving(self) -> Iterator[None]:
         """While workflows move between pools (:meth:`apply` or :meth:`remove`, then their
         admission again from the API), no pool runs a round: a moved workflow's running
-        pods must be counted where it lands before that pool releases anything, or the pool
-        would fill executors its pods still hold. Every pool waits, as a workflow may land
-        in any of them; one round each afterwards."""
+        pods must be counted where it lands before its pool releases anything. One round
+        each afterwards."""
         self._moving += 1
         self._pause()
         try:
@@ -272,9 +256,8 @@ class Pools:
 
     def apply(self, name: str, spec: ExecutorPoolSpec, uid: str = "") -> list[Owner]:
         """ExecutorPool `name` (`uid`) is created or changed: (re)build its bridge if its
-        size, policy or budget changed (a portfolio keeps the finished workflows of the
-        old one: `Decider.window`); returns the workflows to admit again from the API (those
-        leaving a pool and those waiting for this one)."""
+        size, policy or budget changed (a portfolio keeps the old one's `Decider.window`);
+        returns the workflows to admit again (those leaving a pool or waiting for this one)."""
         previous = self.specs.get(name)
         self.specs[name] = spec
         moved: list[Owner] = []
@@ -355,9 +338,7 @@ def namespace_labels(namespace: Mapping[str, Any] | None) -> dict[str, str]:
 def pool_status(name: str, pools: Pools) -> dict[str, Any]:
     """The status an ExecutorPool is patched with: its busy and pending counts, its policy
     and what it follows (a portfolio's choice, with its figures)."""
-    bridge = pools.bridges.get(name)
-    if bridge is None:
-        raise IdlegateError(f"no pool {name!r} runs; it is created from its ExecutorPool")
+    bridge = pools.bridges[name]
     learns = bridge.decider.learns
     pending = sum(wf.phase is not Phase.SUCCEEDED for wf in bridge.workflows.values())
     pending += sum(1 for waiting in pools.waiting.values() if waiting.pool == name)
