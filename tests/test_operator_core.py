@@ -191,6 +191,22 @@ def test_a_gate_removed_by_others_with_no_executor_free_runs_beyond_the_pool() -
     assert core.cluster.beyond == [] and core.cluster.busy == 1
 
 
+def test_a_pod_beyond_the_pool_deleted_before_it_ended_is_retried_when_the_policy_says() -> None:
+    core = core_of(pool=1)
+    spec = stage("a", tasks=2, backoffLimit=1)
+    core.admit(workflow("w", spec), [], NamespacePolicy(), now=T0)
+    running = pod("w", spec, 1, "Running", executor=0)
+    core.observe_pod(running, now=T0 + 1)
+    core.intents.take()
+    core.observe_pod(running, deleted=True, now=T0 + 2)
+    # it no longer counts against the pool, and its retry waits for a free executor
+    assert core.cluster.beyond == [] and core.cluster.busy == 1
+    assert not [i for i in core.intents.take() if isinstance(i, RemoveGate | CreatePod)]
+    core.observe_pod(pod("w", spec, 0, "Succeeded", executor=0), now=T0 + 10)
+    created = [i for i in core.intents.take() if isinstance(i, CreatePod)]
+    assert [(c.name, c.executor) for c in created] == [("w-a-1-r1", 0)]
+
+
 def test_the_core_loads_neither_kopf_nor_a_kubernetes_client() -> None:
     code = (
         "import sys, idlegate.operator.core.core\n"

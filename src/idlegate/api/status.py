@@ -53,6 +53,12 @@ class Phase(StrEnum):
     INVALID = "Invalid"
 
 
+FINISHED = (Phase.SUCCEEDED, Phase.FAILED)
+"""The phases of a workflow that ran to its end: it has a record and may be cleaned up."""
+FINISHED_OR_INVALID = (*FINISHED, Phase.INVALID)
+"""The phases of a workflow that runs no more (an Invalid one is kept for a fix)."""
+
+
 class _StatusModel(BaseModel):
     # camelCase on the wire, snake_case in Python; the operator dumps with
     # model_dump(mode="json", by_alias=True, exclude_none=True)

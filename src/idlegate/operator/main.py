@@ -40,7 +40,7 @@ import kopf
 from idlegate.api.crd import CRON_PLURAL, GROUP, PLURAL, POOL_PLURAL, VERSION
 from idlegate.api.labels import LABEL_WORKFLOW
 from idlegate.api.pool_spec import parse_pool_spec
-from idlegate.api.status import Conditions
+from idlegate.api.status import FINISHED, FINISHED_OR_INVALID, Conditions
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.messages import Notice
@@ -64,8 +64,7 @@ from idlegate.operator.edge.watchdog import (
     operator_pod,
 )
 from idlegate.operator.features import argo
-from idlegate.operator.features.cleanup import FINISHED as CLEANED
-from idlegate.operator.features.cron import FINISHED, LABEL_CRON, CronController
+from idlegate.operator.features.cron import LABEL_CRON, CronController
 from idlegate.operator.features.pools import Pools, namespace_labels, pool_status
 from idlegate.operator.features.reload import Reloads, replace_policy
 from idlegate.operator.features.shadow import make_shadow
@@ -406,7 +405,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
         if type == "DELETED" or meta.get("deletionTimestamp"):
             operator.bridge.cleanup.forget(meta.get("uid"))
             operator.pools.forget(meta.get("namespace", ""), meta.get("name", ""), meta.get("uid"))
-        elif status.get("phase") in CLEANED:
+        elif status.get("phase") in FINISHED:
             operator.bridge.cleanup.seen(plain(body))  # its TTL, its pods
 
     @kopf.on.event(
@@ -441,7 +440,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
         type: str | None, meta: kopf.Meta, status: kopf.Status, **_: Any
     ) -> None:
         # a run that finishes (or goes) may let a Forbid cron start, or exceed a history limit
-        if operator.ready and (type == "DELETED" or status.get("phase") in FINISHED):
+        if operator.ready and (type == "DELETED" or status.get("phase") in FINISHED_OR_INVALID):
             try:
                 await operator.cron.resync(meta.get("namespace", ""), meta["labels"][LABEL_CRON])
             except ApiError as exc:

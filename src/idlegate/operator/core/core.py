@@ -6,16 +6,11 @@ task index, executor slot), and drives the one state machine with the time each 
 carries: a workflow appears -> ``add_job``; a pod succeeds -> ``task_finished`` (the executor
 continues with the stage's next task: that task's pod is released on the same slot); an idle
 timer fires -> ``idle_expired``; then the policy is asked through the Engine's decision round
-(:class:`idlegate.operator.decisions.Decider`) and its launches become gate removals. The
-scheduling semantics (what is runnable, caps, idle slots, which executor, tasks beyond the
-pool) and every count of tasks and executors are the state machine's; the core keeps the
-pods' bookkeeping (:mod:`idlegate.operator.core.tracking`) and translates.
-
-Nothing here reads the API, waits, or reads a clock: each entry point takes `now` (the
-operator's clock seconds) and what was read, and adds intents to :attr:`Core.intents`
-(:mod:`.intents`) in the order they are to be carried out; the edge
-(:class:`idlegate.operator.edge.bridge.Bridge`) applies them. The features with I/O of
-their own (``history``, ``cleanup``, ``lifecycle``) are optional.
+(:class:`idlegate.operator.decisions.Decider`) and its launches become gate removals. Every
+count of tasks and executors is the state machine's; the core keeps the pods' bookkeeping
+(:mod:`.tracking`). It reads no API and no clock: the entry points add intents to
+:attr:`Core.intents` (:mod:`.intents`), which the edge
+(:class:`idlegate.operator.edge.bridge.Bridge`) applies.
 
 Pods are created gated, stage by stage: when the stage becomes runnable, at most
 `Settings.window` of them ahead of their release, the rest as its tasks are released.
@@ -46,7 +41,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from idlegate.api.podsecurity import NamespacePolicy
-from idlegate.api.status import Conditions, Phase, SlotState, invalid_status
+from idlegate.api.status import FINISHED, Conditions, Phase, SlotState, invalid_status
 from idlegate.errors import GangTooWideError, IdlegateError
 from idlegate.operator.core import messages
 from idlegate.operator.core.admission import (
@@ -95,8 +90,8 @@ ENDED_KEPT = 20_000
 
 
 class Lifecycle(Protocol):
-    """What the core tells suspension and deadlines (:mod:`idlegate.operator.features.lifecycle`,
-    which imports this module)."""
+    """Suspension and deadlines (:mod:`idlegate.operator.features.lifecycle`, which imports
+    this module)."""
 
     def hold(self, wf: Workflow, body: Mapping[str, Any]) -> bool: ...
     def admitted(self, wf: Workflow) -> None: ...
@@ -112,11 +107,10 @@ class Core:
         scheduler: Scheduler,
         *,
         metrics: Metrics,
-        intents: Outbox | None = None,
     ) -> None:
         self.settings = settings
         self.metrics = metrics
-        self.intents = intents if intents is not None else Outbox()
+        self.intents = Outbox()
         """What to write, in order (the edge takes and applies them)."""
         self.at = 0.0
         """The time of the event being handled (operator clock seconds)."""
@@ -143,7 +137,6 @@ class Core:
         self.history: HistoryRecorder | None = None
         self.cleanup: Cleanup | None = None
         self.lifecycle: Lifecycle | None = None
-        """Suspension and deadlines (:mod:`idlegate.operator.features.lifecycle`)."""
         self.reporter: Owner | None = None
         """Where the pool's own Events go (its ExecutorPool, the operator's Pod), if anywhere."""
 
@@ -192,7 +185,7 @@ class Core:
             self.forget(owner.namespace, owner.name, previous.owner.uid, schedule=False)
         status = body.get("status") or {}
         phase = status.get("phase")
-        if phase in (Phase.SUCCEEDED, Phase.FAILED):  # (recorded and cleaned up, not admitted)
+        if phase in FINISHED:  # (recorded and cleaned up, not admitted)
             if self.history is not None:
                 self.history.finished_before(body)
             if self.cleanup is not None:
@@ -281,7 +274,8 @@ class Core:
             self.fail_task_for_good(wf, track, task, reason)
         else:
             for track, task in found.retry:
-                self._retry(wf, track, task)
+                task.attempt += 1
+                self.intents.create_pod(wf, track, task, gated=False)
             for track in wf.stages:
                 if wf.job.stages[track.index].parents_left == 0:
                     self._materialize(wf, track)
@@ -290,21 +284,11 @@ class Core:
 
     # -- pod events, timers, deletions -----------------------------------------------------
 
-    def forget(
-        self,
-        namespace: str,
-        name: str,
-        uid: str | None,
-        *,
-        schedule: bool = True,
-        now: float | None = None,
-    ) -> None:
+    def forget(self, namespace: str, name: str, uid: str | None, *, schedule: bool = True) -> None:
         """The DagWorkflow is being deleted: take its job out (its pods go with it, by GC)."""
-        self._at(now)
         wf = self.workflows.get((namespace, name))
         if wf is None or (uid and wf.owner.uid != uid):
             return
-        wf.active = False
         self.intents.cancel_writes(wf.owner)
         self.drop(wf)
         self.end(wf.owner.uid)
@@ -346,12 +330,12 @@ class Core:
                 return
         if task.state is not TaskState.RELEASED or not info.terminal:
             return
-        if task.executor is None:  # released by others, beyond the pool
-            self._ended_beyond(wf, track, task, info)
-        elif info.phase == "Succeeded":
-            self.task_succeeded(wf, track, task, self._ran(info))
-        else:
+        if info.phase != "Succeeded":
             self._task_failed(wf, track, task, f"pod {info.name} failed: {info.reason}")
+        elif task.executor is None:  # beyond the pool: counted once it has an executor
+            task.finished_unaccounted = True
+        else:
+            self.task_succeeded(wf, track, task, self._ran(info))
         self.schedule()
 
     def outcome(self, outcome: Outcome, *, now: float | None = None) -> None:
@@ -525,22 +509,6 @@ class Core:
                 task.finished_unaccounted = False
                 self.task_succeeded(wf, track, task, None)
 
-    def _ended_beyond(self, wf: Workflow, track: StageTrack, task: Task, info: TaskPod) -> None:
-        """A task running beyond the pool ended before an executor was free for it: a
-        success is counted once it has one; a failure is retried through the policy."""
-        if info.phase == "Succeeded":
-            task.finished_unaccounted = True
-            return
-        self.cluster.drop_beyond(task)
-        track.attempt_failed(task)
-        self.metrics.task_failures.inc()
-        if task.failures > track.spec.backoff_limit:
-            self.fail_task_for_good(wf, track, task, f"pod {info.name} failed: {info.reason}")
-            return
-        task.attempt += 1
-        track.replan(task)  # the retry waits for the policy like any task
-        self.intents.status(wf)
-
     def _idle_started(self, answer: Answer) -> None:
         stage, delay = answer.decision.stage, answer.decision.idle_delay
         wf = stage.job.payload
@@ -633,6 +601,8 @@ class Core:
         self.intents.status(wf)
 
     def _task_failed(self, wf: Workflow, track: StageTrack, task: Task, reason: str) -> None:
+        """The task's attempt failed: past its backoffLimit it fails the workflow, else it
+        is retried on its executor, or, if it ran beyond the pool, when the policy says."""
         track.attempt_failed(task)
         self.metrics.task_failures.inc()
         if self.cleanup is not None:
@@ -640,13 +610,14 @@ class Core:
         if task.failures > track.spec.backoff_limit:
             self.fail_task_for_good(wf, track, task, reason)
             return
-        self.intents.event(wf.owner, *messages.task_failure(track, task, reason))
-        self._retry(wf, track, task)
-        self.intents.status(wf)
-
-    def _retry(self, wf: Workflow, track: StageTrack, task: Task) -> None:
         task.attempt += 1
-        self.intents.create_pod(wf, track, task, gated=False)
+        if task.executor is None:
+            self.cluster.drop_beyond(task)
+            track.replan(task)
+        else:
+            self.intents.event(wf.owner, *messages.task_failure(track, task, reason))
+            self.intents.create_pod(wf, track, task, gated=False)
+        self.intents.status(wf)
 
     def fail_task_for_good(self, wf: Workflow, track: StageTrack, task: Task, reason: str) -> None:
         track.set_state(task, TaskState.FAILED)  # its pod has failed: kept (logs)
@@ -656,52 +627,45 @@ class Core:
     # -- workflow outcomes -----------------------------------------------------------------
 
     def _complete(self, wf: Workflow) -> None:
-        job = wf.job
-        now = self.now()
-        wf.phase = Phase.SUCCEEDED
-        wf.completion = job.finish if job.finish is not None else now
-        wf.conditions.set(
-            "Complete", True, "Succeeded", "All stages succeeded.", wf.generation, now
-        )
-        jct = wf.completion - wf.arrival
-        self.metrics.completion_time.labels("succeeded").observe(jct)
-        self.metrics.workflows_finished.labels("succeeded").inc()
-        self.intents.event(wf.owner, *messages.succeeded(wf.dag, jct, job.idle_inserted))
-        if self.history is not None:
-            self.history.finished(wf)
+        wf.completion = wf.job.finish
+        message = "All stages succeeded."
+        wf.conditions.set("Complete", True, "Succeeded", message, wf.generation, self.now())
         if self.decider.learns is not None and (arrival := replay_arrival(wf)) is not None:
             self.decider.learn([arrival])
-        self.intents.status(wf, urgent=True)
-        wf.active = False
-        self.drop(wf, remove_job=False)
-        self.end(wf.owner.uid)
+        notice = messages.succeeded(wf.dag, wf.completion - wf.arrival, wf.job.idle_inserted)
+        self._finished(wf, Phase.SUCCEEDED, notice, remove_job=False)
 
-    def fail(self, wf: Workflow, reason: str, message: str, *, now: float | None = None) -> None:
+    def fail(self, wf: Workflow, reason: str, message: str) -> None:
         """Fail the workflow: its unfinished pods are deleted, its executors return to the
         pool (the caller schedules)."""
-        self._at(now)
         if not wf.active:
             return
-        now = self.now()
-        wf.active = False
-        wf.phase = Phase.FAILED
-        wf.completion = now
+        wf.completion = self.now()
         self.intents.cancel_writes(wf.owner)  # drop the creations and releases not done yet
-        self.drop(wf)
-        self.end(wf.owner.uid)
         for track in wf.stages:
             for task in track.tasks.values():
                 if task.state in (TaskState.GATED, TaskState.RELEASED):
                     name = pod_name(wf.owner.name, track.spec.name, task.index, task.attempt)
                     self.intents.delete_pod(wf.owner, name, frees=task.state is TaskState.RELEASED)
-        wf.conditions.set("Failed", True, reason, message, wf.generation, now)
-        self.metrics.completion_time.labels("failed").observe(now - wf.arrival)
-        self.metrics.workflows_finished.labels("failed").inc()
-        self.intents.event(wf.owner, "Warning", reason, message)
+        wf.conditions.set("Failed", True, reason, message, wf.generation, wf.completion)
+        self._finished(wf, Phase.FAILED, ("Warning", reason, message))
+        log.warning("%s/%s failed: %s", wf.owner.namespace, wf.owner.name, message)
+
+    def _finished(
+        self, wf: Workflow, phase: Phase, notice: messages.Notice, *, remove_job: bool = True
+    ) -> None:
+        """`wf` ended in `phase` at `wf.completion`: its metrics, Event, history record and
+        last status; it leaves the pool, never to be admitted again."""
+        wf.phase = phase
+        outcome = phase.lower()
+        self.metrics.completion_time.labels(outcome).observe(wf.completion - wf.arrival)
+        self.metrics.workflows_finished.labels(outcome).inc()
+        self.intents.event(wf.owner, *notice)
         if self.history is not None:
             self.history.finished(wf)
         self.intents.status(wf, urgent=True)
-        log.warning("%s/%s failed: %s", wf.owner.namespace, wf.owner.name, message)
+        self.drop(wf, remove_job=remove_job)
+        self.end(wf.owner.uid)
 
     def end(self, uid: str) -> None:
         """The workflow of `uid` ended (here, or for a kind the core does not hold): it is
@@ -712,6 +676,7 @@ class Core:
 
     def drop(self, wf: Workflow, *, remove_job: bool = True) -> None:
         """Take the workflow out of the operator's memory (its last writes are queued)."""
+        wf.active = False
         if self.lifecycle is not None:
             self.lifecycle.dropped(wf)
         if remove_job:

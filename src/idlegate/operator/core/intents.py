@@ -1,20 +1,12 @@
 """The operator core's intents (the writes it wants) and their outcomes (what the API said).
 
-The core never writes: given what happened (a workflow, a pod change, a timer, an
-outcome) it makes intents, in the order they are to be carried out, and the edge's
-applier carries them out. A pod write or a deletion names the object it writes
+The core never writes: it makes intents, in the order they are to be carried out, and the
+edge's applier carries them out. A pod write or a deletion names the object it writes
 (:attr:`lane`; a workflow's status writes and Events have lanes of their own): one
 object's writes keep the order given, different objects' run side by side, so one
 workflow's blocked write never blocks another's. When a write ends, the applier hands
-the core an outcome: :class:`Confirmed` with the object the API returned, or
-:class:`Refused` with the API's status and whether retrying could help (new fields are
-added with defaults). Pod writes are idempotent by design: a pod's name is a function of
-its workflow, stage, task and attempt (:func:`idlegate.operator.core.pods.pod_name`).
-
-:class:`Outbox` is how the core (and the features over it) say what to write, one
-intent a method: handed to its `sink` as made (the edge's), else kept until
-:meth:`Outbox.take` (tests). A workflow's status is given as :class:`LiveStatus`, read
-*when the write is sent*, so coalesced writes carry the latest state.
+the core an outcome: :class:`Confirmed` or :class:`Refused`. Pod writes are idempotent: a
+pod's name is a function of its workflow, stage, task and attempt (`pods.pod_name`).
 """
 
 from __future__ import annotations
@@ -280,21 +272,19 @@ class LiveStatus(Mapping[str, Any]):
 
 
 class Outbox:
-    """The intents made so far (oldest first), or handed to `sink` as they are made."""
+    """How the core (and the features over it) say what to write, one intent a method. Each
+    goes to :attr:`add`: the edge's applier, or (tests) the list :meth:`take` empties.
+    A workflow's status is a :class:`LiveStatus`, read when the write is sent, so coalesced
+    writes carry the latest state."""
 
-    def __init__(self, sink: Callable[[Intent | Timing], None] | None = None) -> None:
+    def __init__(self) -> None:
         self.intents: list[Intent | Timing] = []
-        self.sink = sink
-
-    def add(self, intent: Intent | Timing) -> None:
-        if self.sink is not None:
-            self.sink(intent)
-        else:
-            self.intents.append(intent)
+        self.add: Callable[[Intent | Timing], None] = self.intents.append
 
     def take(self) -> list[Intent | Timing]:
-        """The intents so far (the box is empty after)."""
-        taken, self.intents = self.intents, []
+        """The intents kept so far (the box is empty after)."""
+        taken = self.intents.copy()
+        self.intents.clear()
         return taken
 
     # -- builders ------------------------------------------------------------------------
@@ -316,14 +306,10 @@ class Outbox:
         self.add(RemoveGate(owner, spec.name, index, attempt, name, task.executor, spec, after))
 
     def release_argo(self, owner: Owner, releases: Iterable[Release]) -> None:
-        """Remove the gate of each Argo pod released (`LiveArgo`'s pairings), recording its
-        executor on it."""
+        """Remove the gate of each Argo pod released (`LiveArgo`'s pairings, or a pod no
+        job of the pool takes), recording its executor on it."""
         for release in releases:
             self.add(RemoveGate(owner, release.stage, 0, 0, release.pod, release.executor, None))
-
-    def release_unscheduled(self, owner: Owner, name: str) -> None:
-        """Remove the gate of Argo pod `name`, which no job of the pool takes."""
-        self.add(RemoveGate(owner, "", 0, 0, name, None, None))
 
     def delete_pod(self, owner: Owner, name: str, *, frees: bool = False) -> None:
         self.add(DeletePod(owner, name, frees))

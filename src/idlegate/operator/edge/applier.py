@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from idlegate.api.crd import KIND
+from idlegate.api.status import FINISHED
 from idlegate.operator.core.intents import (
     Confirmed,
     CreatePod,
@@ -49,8 +50,6 @@ from idlegate.operator.edge.lanes import Lanes, Op, Priority, Retry
 from idlegate.operator.edge.metrics import Metrics
 
 log = logging.getLogger(__name__)
-
-FINISHED = ("Succeeded", "Failed")
 
 
 class Applier:

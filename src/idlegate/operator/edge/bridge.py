@@ -40,7 +40,7 @@ class Bridge(Core):
         beside: Bridge | None = None,
     ) -> None:
         super().__init__(settings, scheduler, metrics=metrics)
-        self.intents.sink = self.carry_out
+        self.intents.add = self.carry_out
         self.kube = kube
         """The API (the applier writes; :mod:`idlegate.operator.edge.intake` reads)."""
         self.timers = timers

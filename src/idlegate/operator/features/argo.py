@@ -43,7 +43,7 @@ from idlegate.sim.argo import (
     parse_time,
     template_index,
 )
-from idlegate.sim.argo.live import LiveArgo
+from idlegate.sim.argo.live import LiveArgo, Release
 from idlegate.sim.argo.pods import WORKFLOW_LABEL, ArgoPod, gates_with_ours
 from idlegate.sim.history import ArgoLearning
 
@@ -303,7 +303,7 @@ class ArgoSide:
 
     def _unscheduled(self, pod: ArgoPod, why: str) -> None:
         owner = Owner(pod.namespace, pod.workflow, "", kind="Workflow", api_version=API_VERSION)
-        self.bridge.intents.release_unscheduled(owner, pod.name)
+        self.bridge.intents.release_argo(owner, [Release(pod.name, "", None)])
         log.warning("Released pod %s/%s unscheduled: %s.", pod.namespace, pod.name, why)
 
     def _gauges(self) -> None:

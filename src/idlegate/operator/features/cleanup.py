@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from idlegate.api.labels import LABEL_WORKFLOW
-from idlegate.api.status import Phase
+from idlegate.api.status import FINISHED, Phase
 from idlegate.api.timestamps import from_datetime
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.admission import owner_of
@@ -40,8 +40,6 @@ from idlegate.sim.spec import PodGCStrategy, WorkflowSpec, parse_workflow
 
 log = logging.getLogger(__name__)
 
-FINISHED = (Phase.SUCCEEDED.value, Phase.FAILED.value)
-"""The phases cleanup acts on (an Invalid workflow is kept for a fix)."""
 POD_LEVEL = (PodGCStrategy.ON_POD_COMPLETION, PodGCStrategy.ON_POD_SUCCESS)
 MAX_SWEPT = 65536
 """Finished workflows remembered as swept (the oldest are forgotten: a later event of one

@@ -44,7 +44,7 @@ from idlegate.api.cron_spec import (
     run_name,
 )
 from idlegate.api.podsecurity import DEFAULT_LEVEL, Level, namespace_policy
-from idlegate.api.status import Conditions, Phase
+from idlegate.api.status import FINISHED_OR_INVALID, Conditions, Phase
 from idlegate.api.template import check_templates
 from idlegate.api.timestamps import from_datetime, stamp, to_datetime
 from idlegate.errors import SpecError
@@ -61,7 +61,6 @@ LABEL_CRON = "idlegate.io/cron-workflow"
 """Label on each run: the name of the cron workflow that started it."""
 ANNOTATION_SCHEDULED = "idlegate.io/scheduled-time"
 """Annotation on each run: the schedule time it was started for (epoch seconds)."""
-FINISHED = (Phase.SUCCEEDED, Phase.FAILED, Phase.INVALID)
 FORESEE_SECONDS = 24 * 3600.0
 """How far ahead a cron workflow's runs are told to the planner."""
 FORESEE_RUNS = 8
@@ -300,7 +299,7 @@ def _sort(
     """(active, succeeded, failed) runs, each oldest first."""
     runs = sorted(runs, key=_scheduled)
     phases = [(r.get("status") or {}).get("phase") for r in runs]
-    active = [r for r, p in zip(runs, phases, strict=True) if p not in FINISHED]
+    active = [r for r, p in zip(runs, phases, strict=True) if p not in FINISHED_OR_INVALID]
     succeeded = [r for r, p in zip(runs, phases, strict=True) if p == Phase.SUCCEEDED]
     failed = [r for r, p in zip(runs, phases, strict=True) if p in (Phase.FAILED, Phase.INVALID)]
     return active, succeeded, failed

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from idlegate.api.pool_spec import DEFAULT_POOL
-from idlegate.api.status import Phase
+from idlegate.api.status import FINISHED
 from idlegate.api.timestamps import from_datetime, timestamp_precision
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.admission import owner_of
@@ -60,9 +60,6 @@ if TYPE_CHECKING:
     from idlegate.operator.settings import Settings
 
 log = logging.getLogger(__name__)
-
-FINISHED = (Phase.SUCCEEDED.value, Phase.FAILED.value)
-"""The phases of a workflow that has a record."""
 
 
 def history_workflow(

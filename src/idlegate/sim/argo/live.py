@@ -52,11 +52,12 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Release:
-    """Remove the gate of pod `pod` (of stage `stage`), recording `executor` on it."""
+    """Remove the gate of pod `pod` (of stage `stage`), recording `executor` on it (None:
+    released unscheduled, as a pod no job of the pool takes)."""
 
     pod: str
     stage: str
-    executor: int
+    executor: int | None
 
 
 @dataclass
