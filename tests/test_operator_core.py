@@ -91,7 +91,7 @@ def test_a_new_workflow_gets_gated_pods_and_its_first_task_is_released_on_an_exe
     assert intents.index(created[0]) < intents.index(released)
     statuses = [i for i in intents if isinstance(i, PatchStatus)]
     assert statuses and all(isinstance(s.status, LiveStatus) for s in statuses)
-    assert statuses[-1].status["phase"] == "Running"
+    assert statuses[-1].status.workflow.status()["phase"] == "Running"
     reasons = [i.reason for i in intents if isinstance(i, PostEvent)]
     assert reasons[0] == "Accepted" and "Released" in reasons
     assert core.cluster.busy == 1 and core.intents.take() == []
@@ -109,6 +109,7 @@ def test_a_succeeded_pod_lets_its_executor_go_on_with_the_stages_next_task() -> 
     assert "Released" in [i.reason for i in intents if isinstance(i, PostEvent)]
     core.observe_pod(pod("w", spec, 1, "Succeeded", executor=0), now=T0 + 20)
     status = [i for i in core.intents.take() if isinstance(i, PatchStatus)][-1].status
+    status = status.workflow.status()
     assert status["phase"] == "Succeeded" and status["jctSeconds"] > 0
 
 
@@ -148,13 +149,14 @@ def test_an_idle_slot_sets_a_timer_and_its_end_releases_the_stage() -> None:
     (timer,) = [i for i in intents if isinstance(i, SetTimer)]
     assert timer.at == T0 + 30 and timer.stage == 0
     assert not [i for i in intents if isinstance(i, RemoveGate)]
-    status = [i for i in intents if isinstance(i, PatchStatus)][-1].status
+    status = [i for i in intents if isinstance(i, PatchStatus)][-1].status.workflow.status()
     assert status["idleSlots"][0]["released"] is False
     core.idle_expired(("default", "w"), "uid-w", 0, now=T0 + 30)
     intents = core.intents.take()
     assert [i.name for i in intents if isinstance(i, RemoveGate)] == ["w-a-0"]
     assert "IdleSlotEnded" in [i.reason for i in intents if isinstance(i, PostEvent)]
-    assert [i for i in intents if isinstance(i, PatchStatus)][-1].status["idleSlots"][0]["released"]
+    status = [i for i in intents if isinstance(i, PatchStatus)][-1].status.workflow.status()
+    assert status["idleSlots"][0]["released"]
 
 
 class _Raises:
@@ -225,7 +227,8 @@ def test_a_pod_write_refused_for_good_fails_its_workflow_and_frees_its_executor(
     intents = core.intents.take()
     assert [i.reason for i in intents if isinstance(i, PostEvent)] == ["PodRejected"]
     assert {i.name for i in intents if isinstance(i, DeletePod)} == {"w-a-0", "w-a-1"}
-    assert [i for i in intents if isinstance(i, PatchStatus)][-1].status["phase"] == "Failed"
+    status = [i for i in intents if isinstance(i, PatchStatus)][-1].status.workflow.status()
+    assert status["phase"] == "Failed"
     assert core.cluster.busy == 0 and core.workflows == {}
 
 

@@ -1,6 +1,2 @@
-"""The operator's pure core: what happened in, intents out (:mod:`.intents`).
-
-Nothing here does I/O, imports kopf or a Kubernetes client, or reads the wall clock: the
-time is passed in. The edge applies the intents against the API and hands their outcomes
-back.
-"""
+"""The operator's pure core: what happened in, intents out (:mod:`.intents`). No I/O, no kopf
+or Kubernetes client, no wall clock: the time is passed in."""

@@ -1,12 +1,9 @@
 """Admission: reading a DagWorkflow, and the pods it already has, into a :class:`Workflow`.
 
-This module only reads: the checks and times of a new workflow (:func:`new_workflow`:
-its spec, and its templates against its namespace's Pod Security level and
-service-account allow-list), and the progress its pods and status record
-(:func:`classify`): finished tasks, running ones on the executor slot recorded on their
-pod, idle slots from ``status.idleSlots``. :meth:`Core.admit
-<idlegate.operator.core.core.Core.admit>` rejects an invalid spec and puts that progress
-into the state machine before its first decision.
+Read only: a new workflow's checks (its spec; its templates against its namespace's Pod
+Security level and service-account allow-list) and times (:func:`new_workflow`), and the
+progress its pods and status record (:func:`classify`). `Core.admit` rejects an invalid
+spec and puts that progress into the state machine before its first decision.
 """
 
 from __future__ import annotations
@@ -30,8 +27,7 @@ from idlegate.sim.spec import parse_workflow
 
 
 class AdmitLaterError(IdlegateError):
-    """The workflow cannot be admitted now: its namespace (whose policy its templates must
-    meet) cannot be read."""
+    """Not admitted now: its namespace (whose policy its templates must meet) is unreadable."""
 
 
 def arrival_key(body: Mapping[str, Any]) -> tuple[str, str]:
@@ -57,8 +53,8 @@ def judged(body: Mapping[str, Any]) -> bool:
 def new_workflow(
     body: Mapping[str, Any], now: float, clock: Clock, policy: NamespacePolicy
 ) -> Workflow:
-    """The workflow of `body`, checked as the operator runs it (raises SpecError) with the
-    `policy` of its namespace, with its arrival and admission times on the operator's clock."""
+    """The workflow of `body`, checked against its namespace's `policy` (raises SpecError),
+    with its arrival and admission times on the operator's clock."""
     owner = owner_of(body)
     check_workflow_name(owner.name)
     spec = parse_workflow(body.get("spec"), "spec")
@@ -68,17 +64,14 @@ def new_workflow(
     admitted = min(from_datetime(started), now) if started else now
     arrival = _arrival((body.get("metadata") or {}).get("creationTimestamp"), admitted, clock)
     conditions = Conditions(status.get("conditions"))
-    return Workflow(owner, generation_of(body), spec, arrival, conditions, admitted=admitted)
+    return Workflow(owner, generation_of(body), spec, arrival, admitted, conditions)
 
 
 def _arrival(created: Any, admitted: float, clock: Clock) -> float:
     """The workflow's arrival: its ``metadata.creationTimestamp`` on the operator's clock, at
-    most `admitted` (when the operator first saw it).
-
-    The API server stamps whole seconds, so the true creation lies in [stamp, stamp + 1 s):
-    the end of that second is taken (never more than the true time before admission). The
-    same inputs give the same arrival after a restart (`admitted` is persisted as
-    ``status.startTime``)."""
+    most `admitted` (when the operator first saw it, persisted as ``status.startTime``: the
+    same after a restart). The API server stamps whole seconds: the end of the stamped
+    second is taken (less than 1 s after the true creation)."""
     if not isinstance(created, str):
         return admitted
     try:
@@ -107,8 +100,7 @@ class Restore:
     cap: int = 0
     """The parallelism cap persisted in ``status.parallelismCap`` (0: none)."""
     holders: list[tuple[StageTrack, Task]] = field(default_factory=list)
-    """The tasks that hold an executor of the pool (running, awaiting a retry, or failed
-    for good), each on the one it holds (:func:`_place`)."""
+    """Tasks holding an executor of the pool (running, awaiting a retry, failed for good)."""
     beyond: list[tuple[StageTrack, Task]] = field(default_factory=list)
     """Running tasks for which no executor was free: they run beyond the pool."""
 
@@ -117,13 +109,12 @@ def classify(
     wf: Workflow, pods: Iterable[Mapping[str, Any]], status: Mapping[str, Any], cluster: Cluster
 ) -> Restore:
     """Read the tasks' state from the pods (into `wf`'s tracks) and the idle slots from the
-    status, and place the tasks that hold an executor on free executors of `cluster` (which
-    is not changed); with too few free, some run beyond the pool (:func:`_place`).
+    status, and place the tasks that hold an executor on free executors of `cluster` (not
+    changed; with too few free, some run beyond the pool: :func:`_place`).
 
     A task without pods that ``status.stages[].completedIndexes`` names succeeded (pod GC
-    deleted its pod after that status was written). A pod being deleted that has not ended
-    is taken for gone: it was evicted (``spec.suspend``) or is on its way out, and its task
-    runs again, with a pod of the same name once the old one is gone."""
+    deleted its pod). A pod being deleted that has not ended is taken for gone (evicted by
+    ``spec.suspend``, or on its way out): its task runs again."""
     found = Restore(finished=[0] * len(wf.stages))
     attempts: dict[tuple[str, int], list[TaskPod]] = defaultdict(list)
     for pod in pods:
@@ -145,10 +136,8 @@ def classify(
             continue
         track = wf.by_name.get(slot.stage)
         if track is not None:
-            release = from_datetime(slot.release_time)
-            found.slots[track.index] = SlotState(
-                slot.stage, slot.delay_seconds, release, slot.reason or ""
-            )
+            release, reason = from_datetime(slot.release_time), slot.reason or ""
+            found.slots[track.index] = SlotState(slot.stage, slot.delay_seconds, release, reason)
             if slot.released:
                 found.over.add(track.index)
     found.cap = int(status.get("parallelismCap") or 0)

@@ -90,8 +90,7 @@ ENDED_KEPT = 20_000
 
 
 class Lifecycle(Protocol):
-    """Suspension and deadlines (:mod:`idlegate.operator.features.lifecycle`, which imports
-    this module)."""
+    """Suspension and deadlines (`features.lifecycle`, which imports this module)."""
 
     def hold(self, wf: Workflow, body: Mapping[str, Any]) -> bool: ...
     def admitted(self, wf: Workflow) -> None: ...
@@ -101,13 +100,7 @@ class Lifecycle(Protocol):
 class Core:
     """One pool's workflows, pods and state machine; what to write, as intents."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        scheduler: Scheduler,
-        *,
-        metrics: Metrics,
-    ) -> None:
+    def __init__(self, settings: Settings, scheduler: Scheduler, *, metrics: Metrics) -> None:
         self.settings = settings
         self.metrics = metrics
         self.intents = Outbox()
@@ -120,20 +113,16 @@ class Core:
         """Argo Workflows in the pool (:mod:`idlegate.operator.features.argo` admits them)."""
         self.ended: dict[str, None] = {}
         """The uids of workflows that ended here (the latest :data:`ENDED_KEPT`, oldest
-        first). A read of the API may predate the end's status write (the lists of a
-        rebuild after an outage, a kopf event): such a workflow is known, never admitted
-        again, or its stale status would be written after the final one and its end
-        counted twice."""
+        first): never admitted again from a read that predates their final status (a
+        rebuild's lists, a kopf event), which would write that stale status after it."""
         self.rebuilt = False
         """Every workflow there was at the start is admitted (:func:`intake.rebuild`): ready."""
         self.paused = False
-        """While workflows move into the pool (:meth:`Pools.moving
-        <idlegate.operator.features.pools.Pools.moving>`) no round runs: each one's running pods must
-        be counted before the pool releases anything."""
+        """While workflows move into the pool (`Pools.moving`) no round runs: each one's
+        running pods must be counted before the pool releases anything."""
         self.decider = Decider(scheduler, metrics, settings.seed)  # (it resets the policy)
         self.planning: PlanningWorker | ReplayWorker | None = None
-        """A lookahead planner's or a portfolio's worker
-        (:mod:`idlegate.operator.features.planning`), if any."""
+        """A lookahead planner's or a portfolio's worker (`features.planning`), if any."""
         self.history: HistoryRecorder | None = None
         self.cleanup: Cleanup | None = None
         self.lifecycle: Lifecycle | None = None
@@ -146,7 +135,6 @@ class Core:
         return self.decider.policy
 
     def now(self) -> float:
-        """The time of the event being handled (the last `now` given)."""
         return self.at
 
     def _at(self, now: float | None) -> None:
@@ -277,8 +265,7 @@ class Core:
                 task.attempt += 1
                 self.intents.create_pod(wf, track, task, gated=False)
             for track in wf.stages:
-                if wf.job.stages[track.index].parents_left == 0:
-                    self._materialize(wf, track)
+                self.top_up(wf, track)
             self._arm_new_timers()
             self.intents.status(wf, urgent=True)
 
@@ -316,9 +303,8 @@ class Core:
         if (deleted or info.deleting) and not info.terminal:
             wf.pod_vanished = True
             if task.state is TaskState.RELEASED:
-                self._task_failed(
-                    wf, track, task, f"pod {info.name} was deleted before it finished"
-                )
+                reason = f"pod {info.name} was deleted before it finished"
+                self._task_failed(wf, track, task, reason)
             elif task.state is TaskState.GATED and deleted:
                 track.forget_pod(task)
             self.schedule()
@@ -352,7 +338,11 @@ class Core:
                         wf.pod_vanished = False  # (the workflow is there)
                 self.observe_pod(outcome.body)
             elif isinstance(intent, PatchStatus) and isinstance(intent.status, LiveStatus):
-                self._status_landed(intent.status, outcome.body is not None)
+                # what it carried is in the API: its idle slots, its ended pods (for pod GC)
+                landed, wf = intent.status, intent.status.workflow
+                wf.persisted_slots |= landed.slots
+                if self.cleanup is not None and outcome.body is not None:  # (it was found)
+                    self.cleanup.landed(wf, landed.counted)
             return
         owner = intent.owner
         if isinstance(intent, RemoveGate) and intent.spec is None:  # an Argo pod's
@@ -377,13 +367,6 @@ class Core:
             )
             self.fail(wf, reason, message)
             self.schedule()
-
-    def _status_landed(self, status: LiveStatus, found: bool) -> None:
-        """A status write landed (`found`: the workflow was there): what it carried is in
-        the API, its idle slots and its ended pods (which pod GC may now delete)."""
-        status.workflow.persisted_slots |= status.slots
-        if self.cleanup is not None and found:
-            self.cleanup.landed(status.workflow, status.counted)
 
     def _ran(self, pod: TaskPod) -> float | None:
         """A succeeded pod's run time on the operator's clock, if its status tells it."""
@@ -470,9 +453,8 @@ class Core:
     # -- beyond the pool -------------------------------------------------------------------
 
     def _released_by_others(self, wf: Workflow, track: StageTrack, task: Task, pod: str) -> None:
-        """A gated pod of ours lost the gate without the operator releasing it: it runs, so
-        its task is launched in the state machine on a free executor (ending its stage's
-        idle slot, if any), or, with none free, runs beyond the pool."""
+        """A gated pod of ours lost the gate without the operator: its task is launched on a
+        free executor (ending its stage's idle slot, if any), or runs beyond the pool."""
         self.metrics.foreign_releases.inc()
         track.set_state(task, TaskState.RELEASED)
         task.executor = None
@@ -491,9 +473,9 @@ class Core:
         self.intents.status(wf, urgent=True)
 
     def _adopted(self, launches: list[tuple[Launch, Any]]) -> None:
-        """Tasks that ran beyond the pool (or started unasked) have executors now: a gang's
-        tasks without one (None) are released with it; one that ended meanwhile is counted.
-        (A DagWorkflow's task is a Task, an Argo Workflow's its pod's name.)"""
+        """Tasks beyond the pool (or started unasked) have executors now (their token: a
+        Task, or an Argo pod's name): a gang's tasks without one (None) are released with
+        it; one that ended meanwhile is counted."""
         for launch, task in launches:
             wf = launch.stage.job.payload
             if isinstance(wf, ArgoWorkflow):
@@ -559,15 +541,11 @@ class Core:
         self.top_up(wf, track)
         self.intents.status(wf, urgent=started)
 
-    def _materialize(self, wf: Workflow, track: StageTrack) -> None:
-        """The stage became runnable: create its gated pods (up to the window)."""
-        if track.materialized or wf.job.stages[track.index].complete:
-            return
-        track.materialized = True
-        self.top_up(wf, track)
-
     def top_up(self, wf: Workflow, track: StageTrack) -> None:
-        if not track.materialized:
+        """Create the stage's gated pods, up to the window ahead of its releases, once its
+        parents are done."""
+        stage = wf.job.stages[track.index]
+        if stage.parents_left or stage.complete:
             return
         while track.gated < self.settings.window:
             index = track.next_to_create()
@@ -594,10 +572,9 @@ class Core:
         if job.finish is not None:
             self._complete(wf)
             return
-        if job.stages[track.index].complete:
+        if job.stages[track.index].complete:  # its children whose parents are all done start
             for child in job.stages[track.index].children:
-                if job.stages[child].parents_left == 0:
-                    self._materialize(wf, wf.stages[child])
+                self.top_up(wf, wf.stages[child])
         self.intents.status(wf)
 
     def _task_failed(self, wf: Workflow, track: StageTrack, task: Task, reason: str) -> None:
@@ -630,10 +607,10 @@ class Core:
         wf.completion = wf.job.finish
         message = "All stages succeeded."
         wf.conditions.set("Complete", True, "Succeeded", message, wf.generation, self.now())
-        if self.decider.learns is not None and (arrival := replay_arrival(wf)) is not None:
-            self.decider.learn([arrival])
         notice = messages.succeeded(wf.dag, wf.completion - wf.arrival, wf.job.idle_inserted)
-        self._finished(wf, Phase.SUCCEEDED, notice, remove_job=False)
+        self._finished(wf, Phase.SUCCEEDED, notice)
+        if self.decider.learns is not None and (arrival := replay_arrival(wf)) is not None:
+            self.decider.learn([arrival])  # (its record: the status of a finished workflow)
 
     def fail(self, wf: Workflow, reason: str, message: str) -> None:
         """Fail the workflow: its unfinished pods are deleted, its executors return to the
@@ -651,9 +628,7 @@ class Core:
         self._finished(wf, Phase.FAILED, ("Warning", reason, message))
         log.warning("%s/%s failed: %s", wf.owner.namespace, wf.owner.name, message)
 
-    def _finished(
-        self, wf: Workflow, phase: Phase, notice: messages.Notice, *, remove_job: bool = True
-    ) -> None:
+    def _finished(self, wf: Workflow, phase: Phase, notice: messages.Notice) -> None:
         """`wf` ended in `phase` at `wf.completion`: its metrics, Event, history record and
         last status; it leaves the pool, never to be admitted again."""
         wf.phase = phase
@@ -664,7 +639,7 @@ class Core:
         if self.history is not None:
             self.history.finished(wf)
         self.intents.status(wf, urgent=True)
-        self.drop(wf, remove_job=remove_job)
+        self.drop(wf)
         self.end(wf.owner.uid)
 
     def end(self, uid: str) -> None:
@@ -674,13 +649,13 @@ class Core:
         while len(self.ended) > ENDED_KEPT:
             del self.ended[next(iter(self.ended))]
 
-    def drop(self, wf: Workflow, *, remove_job: bool = True) -> None:
-        """Take the workflow out of the operator's memory (its last writes are queued)."""
+    def drop(self, wf: Workflow) -> None:
+        """Take the workflow out of the pool and the operator's memory (its last writes are
+        queued); a job that has finished is out of the state machine already."""
         wf.active = False
         if self.lifecycle is not None:
             self.lifecycle.dropped(wf)
-        if remove_job:
-            self.cluster.remove_job(wf.job, self.now())
+        self.cluster.remove_job(wf.job, self.now())
         for index in wf.idle_slots:
             self.intents.cancel_timer(timer_key(wf.owner, index))  # (one that fired: a no-op)
         if self.workflows.get(wf.key) is wf:

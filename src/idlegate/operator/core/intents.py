@@ -11,7 +11,7 @@ pod's name is a function of its workflow, stage, task and attempt (`pods.pod_nam
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,13 +27,9 @@ if TYPE_CHECKING:
 class CreatePod:
     """Create the pod of one attempt of one task: gated (``executor`` None, it waits for a
     :class:`RemoveGate`) or released on ``executor`` (a retry, or a task released before
-    its gated pod was made).
-
-    A 409 is success when the pod found has ``owner``'s uid and is not being deleted (an
-    earlier, unanswered try made it; a released creation then removes the gate it finds);
-    a pod of another uid (an older workflow of the same name, still being deleted) is
-    waited out and tried again.
-    """
+    its gated pod was made). A 409 is success when the pod found has ``owner``'s uid and is
+    not being deleted (an earlier, unanswered try made it; a released creation then removes
+    the gate it finds); a pod of another uid (an older workflow's) is waited out."""
 
     owner: Owner
     stage: str
@@ -44,14 +40,12 @@ class CreatePod:
     spec: StageSpec
     """The stage, whose template the pod is made of."""
     executor: int | None = None
-    """The executor slot it runs on, for a pod created released; None: created gated."""
     after_status: bool = False
-    """Send it only once the workflow's latest :class:`PatchStatus` given before it has
-    landed: the status that persists the stage's idle slot, so a restart neither forgets
-    nor repeats a delay whose end this pod follows."""
+    """Send it once the workflow's latest :class:`PatchStatus` before it has landed: the one
+    persisting the stage's idle slot, so a restart neither forgets nor repeats the delay."""
     owner_check: bool = False
-    """Read the workflow first: a pod of it vanished, maybe with the workflow itself (a
-    workflow gone, or of another uid, is refused with ``gone``)."""
+    """Read the workflow first (a pod of it vanished, maybe with it): gone, or of another
+    uid, it is refused with ``gone``."""
 
     @property
     def gated(self) -> bool:
@@ -76,18 +70,15 @@ class CreatePod:
 
 @dataclass(frozen=True, slots=True)
 class RemoveGate:
-    """Release a gated pod onto executor slot ``executor``: record the slot in the pod's
-    ``idlegate.io/executor`` annotation and remove the ``idlegate.io/release`` gate (only
-    that gate; a JSON patch whose ``test`` op guards its index, `release_patch`).
+    """Release a gated pod onto executor slot ``executor``: record the slot in its
+    ``idlegate.io/executor`` annotation and remove only our gate (`release_patch`, whose
+    ``test`` op guards its index). A refused guard (409, 422: the gates moved) reads the pod
+    and patches again, or, if the gate is gone already, records the executor. A 404 creates
+    ``released`` instead, unless the workflow itself is gone.
 
-    A refused guard (409, 422: the gates moved) reads the pod and patches again, or, if
-    the gate is gone already, records the executor: success. A 404 (the pod vanished)
-    creates ``released`` instead, unless the workflow itself is gone.
-
-    A pod of an Argo Workflow (``spec`` None; ``index`` and ``attempt`` 0) is Argo's
-    making: it is read before it is patched, and a 404 is left to its deletion's event.
-    With ``executor`` None it is released unscheduled: only the gate goes.
-    """
+    An Argo Workflow's pod (``spec`` None; ``index`` and ``attempt`` 0) is read before it
+    is patched, and a 404 is left to its deletion's event; with ``executor`` None only the
+    gate goes (released unscheduled)."""
 
     owner: Owner
     stage: str
@@ -113,10 +104,9 @@ class RemoveGate:
 
 @dataclass(frozen=True, slots=True)
 class DeletePod:
-    """Delete a pod (gone already is success). `frees`: the pod holds an executor the core
-    has given back already (a failed or suspended workflow's running pod), so a gate
-    removal decided after it waits until it has ended: the pool's bound holds in the
-    API, not only in the core's count."""
+    """Delete a pod (gone already is success). `frees`: it holds an executor the core gave
+    back already (a failed or suspended workflow's running pod): a gate removal decided
+    after it waits until it has ended, so the pool's bound holds in the API too."""
 
     owner: Owner
     name: str
@@ -130,15 +120,12 @@ class DeletePod:
 @dataclass(frozen=True, slots=True)
 class PatchStatus:
     """Merge ``status`` into the status subresource of the workflow ``owner`` (a 404 is
-    success: it was deleted meanwhile).
-
-    Writes of one workflow's status coalesce: a later PatchStatus of the same owner
-    replaces one not sent yet (its body is the whole state then). ``urgent`` False (only
-    counts changed) lets the applier hold it for the status interval to batch changes.
-    """
+    success). A later PatchStatus of the same owner replaces one not sent yet (its body is
+    the whole state then); ``urgent`` False (only counts changed) lets the applier hold it
+    for the status interval to batch changes."""
 
     owner: Owner
-    status: Mapping[str, Any]
+    status: Mapping[str, Any] | LiveStatus
     urgent: bool = True
 
 
@@ -184,15 +171,11 @@ class Confirmed:
 
 @dataclass(frozen=True, slots=True)
 class Refused:
-    """The API refused ``intent`` and the applier stopped trying.
-
-    ``status`` is the HTTP status (None: no answer came, the request's fate is unknown),
-    ``reason`` the API's Status reason (``Forbidden``, ``Invalid``, ``NotFound``, …, or the
-    exception's type when there was no Status), ``message`` its message. ``permanent``:
-    retrying the same write cannot succeed (a 4xx other than 409/429; a pod write refused
-    for good fails its workflow); False: the applier gave up on a transient failure (its
-    retries ran out), and the core may ask again.
-    """
+    """The API refused ``intent`` and the applier stopped trying. ``status``: the HTTP
+    status (None: no answer came); ``reason``: the API's Status reason (``Forbidden``,
+    ``NotFound``, …, or the exception's type without a Status). ``permanent``: retrying
+    cannot succeed (a 4xx other than 409/429; a pod write refused for good fails its
+    workflow); False: the applier's retries ran out on a transient failure."""
 
     intent: Intent
     status: int | None
@@ -229,9 +212,8 @@ class CancelTimer:
 @dataclass(frozen=True, slots=True)
 class CancelWrites:
     """The workflow ``owner`` left (deleted, failed, suspended): its pod creations and gate
-    removals not sent yet are dropped, and a status write waiting to be batched with
-    others is sent with the next PatchStatus instead. Intents given after this one are
-    carried out as usual."""
+    removals not sent yet are dropped, and a status write waiting to be batched is sent
+    with the next PatchStatus instead (later intents are carried out as usual)."""
 
     owner: Owner
 
@@ -240,10 +222,7 @@ Timing = SetTimer | CancelTimer | CancelWrites
 """What the core asks of the edge besides writes (additions to :data:`Intent`'s list)."""
 
 
-# -- the outbox: how the core (and the features over it) say their intents -----------------
-
-
-class LiveStatus(Mapping[str, Any]):
+class LiveStatus:
     """The status of a workflow the core holds, read when it is written (`Workflow.status`)."""
 
     def __init__(self, wf: Workflow) -> None:
@@ -261,15 +240,6 @@ class LiveStatus(Mapping[str, Any]):
         self.counted, self.slots = len(wf.collectable), frozenset(wf.idle_slots)
         return wf.status()
 
-    def __getitem__(self, key: str) -> Any:
-        return self.workflow.status()[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.workflow.status())
-
-    def __len__(self) -> int:
-        return len(self.workflow.status())
-
 
 class Outbox:
     """How the core (and the features over it) say what to write, one intent a method. Each
@@ -286,8 +256,6 @@ class Outbox:
         taken = self.intents.copy()
         self.intents.clear()
         return taken
-
-    # -- builders ------------------------------------------------------------------------
 
     def create_pod(self, wf: Workflow, track: StageTrack, task: Task, *, gated: bool) -> None:
         """The pod of the task's current attempt: gated, or released on its executor."""

@@ -1,10 +1,7 @@
-"""What the operator's Events on a DagWorkflow say: one function per occasion, each giving
-(type, reason, message) for :meth:`idlegate.operator.core.intents.Outbox.event`.
-
-These are what a user reads in ``kubectl describe dwf`` (deploy/README.md lists the
-reasons). A message names the stage, the policy and its choice, never a task or executor
-that varies between repetitions, so that repeats aggregate into one Event
-(:mod:`idlegate.operator.edge.events`).
+"""What the operator's Events on a DagWorkflow say (``kubectl describe dwf``; deploy/README.md
+lists the reasons): one function per occasion, each giving (type, reason, message) for
+`Outbox.event`. A message names the stage, the policy and its choice, never a task or
+executor that varies between repetitions, so that repeats aggregate into one Event.
 """
 
 from __future__ import annotations
@@ -88,9 +85,7 @@ def policy_error(
 
 
 def following(rule: str, since: float, plan: Plan | None, previous: str | None = None) -> str:
-    """Which rule a lookahead planner follows, since when and why (its last `plan`), e.g.
-    "following srpt (was fair) since 12:03:05 UTC: the planner expects -8.0 % vs fair over
-    the next 120 s"."""
+    """Which rule a lookahead planner follows, since when and why (its last `plan`)."""
     was = f" (was {previous})" if previous is not None and previous != rule else ""
     head = f"following {rule}{was} since {to_datetime(since):%H:%M:%S} UTC"
     if plan is None:
@@ -110,14 +105,13 @@ def policy_followed(choice: Choice) -> Notice:
 
 
 def policy_switched(why: str) -> Notice:
-    """A workflow's next tasks are released by another rule than its last ones; `why`:
-    `following`."""
+    """A workflow's next tasks are released by another rule than its last; `why`: `following`."""
     return ("Normal", "PolicySwitched", f"The planner is now {why}.")
 
 
 def released(tasks: int, decision: Decision, by: str) -> Notice:
-    """`tasks` of the decision's stage released (counted in ``stage.launched``, of a
-    DagWorkflow or an Argo Workflow); `by`: who made the decision (`decided_by`)."""
+    """`tasks` of the decision's stage released (of either kind of workflow); `by`:
+    `decided_by`."""
     stage = decision.stage
     return (
         "Normal",
@@ -154,17 +148,16 @@ def released_by_others(pod: str, stage: str, pool: int, adopted: bool) -> Notice
 
 
 def holding(hold: Hold) -> str:
-    """The arrivals a planner holds a stage back for, e.g. "holding extract: 3 short
-    workflows expected within 40 s (p = 0.8)" (short: less work than the held
-    workflow has left)."""
+    """The arrivals a planner holds a stage back for (short workflows: less work than the
+    held workflow has left)."""
     n = f"{hold.expected:g} short workflow{'' if hold.expected == 1 else 's'}"
     within = f"within {round(hold.window, 1):g} s"
     return f"holding {hold.stage.name}: {n} expected {within} (p = {hold.p:.2g})"
 
 
 def idle_reason(by: str, decision: Decision, hold: Hold | None = None) -> str:
-    """Why a stage idles (in the Event and persisted with the slot): the arrivals a
-    planner holds it for when it says (`hold`), and who (`decided_by`) held it how long."""
+    """Why a stage idles (in the Event and persisted with the slot): what a planner holds
+    it for (`hold`), and who (`decided_by`) held it how long."""
     held = f"{by} held the stage back for {decision.idle_delay:g} s"
     why = f"{held}, parallelism cap {decision.parallelism_cap}"
     return why if hold is None else f"{holding(hold)}; {why}"
@@ -187,8 +180,7 @@ def idle_slot(slot: SlotState, busy: int, pool: int) -> Notice:
         "Normal",
         "IdleSlot",
         f"Stage {slot.stage!r} waits {slot.delay:g} s on purpose (deliberate idle slot) until "
-        f"{stamp(slot.release)}: {slot.reason}; {busy}/{pool} "
-        "executors busy.",
+        f"{stamp(slot.release)}: {slot.reason}; {busy}/{pool} executors busy.",
     )
 
 
@@ -198,11 +190,8 @@ def idle_slot_ended(slot: SlotState, *, while_away: bool) -> Notice:
         if while_away
         else "is over; the stage is runnable again and waits for the policy's next decision."
     )
-    return (
-        "Normal",
-        "IdleSlotEnded",
-        f"Stage {slot.stage!r}: the idle slot of {slot.delay:g} s {then}",
-    )
+    message = f"Stage {slot.stage!r}: the idle slot of {slot.delay:g} s {then}"
+    return ("Normal", "IdleSlotEnded", message)
 
 
 def waiting(stage: Stage, job: Job, free: int, pool: int, why: str) -> Notice:
@@ -232,11 +221,8 @@ def task_failure(track: StageTrack, task: Task, reason: str) -> Notice:
             f"more than its backoffLimit of {spec.backoff_limit}; last: {reason}.",
         )
     retry = f"retry {task.failures} of {spec.backoff_limit} on the same executor {task.executor}"
-    return (
-        "Warning",
-        "TaskRetry",
-        f"Task {task.index} of stage {spec.name!r} failed ({reason}); {retry}.",
-    )
+    message = f"Task {task.index} of stage {spec.name!r} failed ({reason}); {retry}."
+    return ("Warning", "TaskRetry", message)
 
 
 def succeeded(dag: Dag, jct: float, idle: float) -> Notice:

@@ -1,10 +1,9 @@
 """Task pods: deterministic names, manifests from the stage's template, and reading them back.
 
-A task pod is one attempt of one task of one stage. Its name is a function of (workflow,
-stage, task index, attempt) only, so an operator that restarts finds the pods it created
-instead of creating them again. What the operator needs to rebuild its state is on the pod
-itself: the labels (workflow, stage, task), the attempt and, once released, the executor
-slot (annotations), the gate, the phase and the ownerReference.
+A task pod is one attempt of one task of one stage, named by (workflow, stage, task index,
+attempt) only, so a restarted operator finds the pods it created. What it needs to rebuild
+its state is on the pod: labels (workflow, stage, task), annotations (attempt, executor
+slot), the gate, the phase and the ownerReference.
 """
 
 from __future__ import annotations
@@ -94,11 +93,8 @@ class Owner:
 
 
 def pod_name(workflow: str, stage: str, index: int, attempt: int = 0) -> str:
-    """``<workflow>-<stage>-<index>`` (``-r<attempt>`` for retries), at most 63 characters.
-
-    Longer names keep a prefix and end in a hash of the full name, so two tasks never
-    share a name and the same task always gets the same one.
-    """
+    """``<workflow>-<stage>-<index>`` (``-r<attempt>`` for retries), at most 63 characters:
+    a longer one keeps a prefix and ends in a hash of the full name (unique, and stable)."""
     full = f"{workflow}-{stage}-{index}" + (f"-r{attempt}" if attempt else "")
     if len(full) <= MAX_POD_NAME:
         return full
@@ -109,18 +105,7 @@ def pod_name(workflow: str, stage: str, index: int, attempt: int = 0) -> str:
 
 def format_seconds(seconds: float) -> str:
     """A duration as a plain decimal that `sleep` accepts: 5, 2.2, 0.25 (never 1e-05)."""
-    text = f"{seconds:.6f}".rstrip("0").rstrip(".")
-    return text or "0"
-
-
-def task_env(owner: Owner, stage: StageSpec, index: int) -> list[dict[str, str]]:
-    """The environment every container of a task pod gets."""
-    return [
-        {"name": "TASK_DURATION_SECONDS", "value": format_seconds(stage.task_duration_seconds)},
-        {"name": "TASK_INDEX", "value": str(index)},
-        {"name": "STAGE_NAME", "value": stage.name},
-        {"name": "WORKFLOW_NAME", "value": owner.name},
-    ]
+    return f"{seconds:.6f}".rstrip("0").rstrip(".") or "0"
 
 
 def task_pod(
@@ -152,7 +137,13 @@ def task_pod(
     annotations = {**(meta.get("annotations") or {}), ANNOTATION_ATTEMPT: str(attempt)}
     if executor is not None:
         annotations[ANNOTATION_EXECUTOR] = str(executor)
-    _fill_spec(spec, task_env(owner, stage, index), gated)
+    env = {  # every container's
+        "TASK_DURATION_SECONDS": format_seconds(stage.task_duration_seconds),
+        "TASK_INDEX": str(index),
+        "STAGE_NAME": stage.name,
+        "WORKFLOW_NAME": owner.name,
+    }
+    _fill_spec(spec, env, gated)
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -167,13 +158,12 @@ def task_pod(
     }
 
 
-def _fill_spec(spec: dict[str, Any], env: list[dict[str, str]], gated: bool) -> None:
+def _fill_spec(spec: dict[str, Any], env: dict[str, str], gated: bool) -> None:
     """The operator's part of a task pod's spec, in place (see `task_pod`)."""
-    names = {e["name"] for e in env}
     for key in ("containers", "initContainers"):
         for container in spec.get(key) or []:
-            kept = [e for e in container.get("env") or [] if e.get("name") not in names]
-            container["env"] = kept + copy.deepcopy(env)
+            kept = [e for e in container.get("env") or [] if e.get("name") not in env]
+            container["env"] = kept + [{"name": k, "value": v} for k, v in env.items()]
     spec["restartPolicy"] = "Never"
     account = spec.get("serviceAccountName") or spec.get("serviceAccount")
     if account in (None, "", DEFAULT_SERVICE_ACCOUNT):
@@ -189,13 +179,10 @@ def _fill_spec(spec: dict[str, Any], env: list[dict[str, str]], gated: bool) -> 
 
 
 def release_patch(pod: Mapping[str, Any], executor: int | None) -> list[dict[str, Any]] | None:
-    """The JSON patch releasing `pod` onto `executor`, or None if it carries no gate of ours.
-
-    It records the executor slot (none if `executor` is None: a pod released unscheduled)
-    and removes only the ``idlegate.io/release`` entry of ``spec.schedulingGates``; a
-    ``test`` op guards the index, so a concurrent change of the gates makes the patch fail
-    (422) instead of removing someone else's gate.
-    """
+    """The JSON patch releasing `pod` onto `executor` (None: unscheduled, no slot recorded),
+    or None if it carries no gate of ours. It removes only our entry of
+    ``spec.schedulingGates``; a ``test`` op guards its index, so a concurrent change of the
+    gates makes the patch fail (422) instead of removing someone else's gate."""
     gates = (pod.get("spec") or {}).get("schedulingGates") or []
     index = next((i for i, g in enumerate(gates) if g.get("name") == GATE), None)
     if index is None:
@@ -210,9 +197,6 @@ def release_patch(pod: Mapping[str, Any], executor: int | None) -> list[dict[str
         {"op": "remove", "path": f"/spec/schedulingGates/{index}"},
     ]
     return ops
-
-
-# -- reading pods back ----------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,8 +216,7 @@ class TaskPod:
     reason: str
     """Why a failed pod failed: the pod's reason, else its container's (e.g. Error, exit 1)."""
     ran: tuple[float, float] | None = None
-    """A succeeded pod's run, (start, finish) in wall epoch seconds (`ran`), if its status
-    tells it."""
+    """A succeeded pod's (start, finish) in wall epoch seconds (`ran`)."""
 
     @property
     def terminal(self) -> bool:
@@ -248,7 +231,7 @@ def _int(value: Any) -> int | None:
 
 
 def failure_reason(pod: Mapping[str, Any]) -> str:
-    """A short description of why a pod failed, from its status."""
+    """Why a pod failed, from its status."""
     status = pod.get("status") or {}
     if status.get("reason"):
         message = status.get("message")
@@ -264,10 +247,9 @@ def failure_reason(pod: Mapping[str, Any]) -> str:
 
 
 def ran(pod: Mapping[str, Any]) -> tuple[float, float] | None:
-    """When a finished pod ran, (start, finish) in wall epoch seconds: its first
-    container's start and its last one's finish (init containers included), as its status'
-    terminated states say; None when they do not (a kubelet that did not report them, or
-    a run shorter than their 1 s precision)."""
+    """When a finished pod ran, (start, finish) in wall epoch seconds: its first container's
+    start and its last one's finish (init containers included); None when its status does
+    not say (not reported, or a run shorter than their 1 s precision)."""
     status = pod.get("status") or {}
     states = [
         (cs.get("state") or {}).get("terminated") or {}
@@ -294,14 +276,8 @@ def read_task_pod(pod: Mapping[str, Any]) -> TaskPod | None:
     if index is None or not workflow or not stage:
         return None
     attempt = _int(annotations.get(ANNOTATION_ATTEMPT)) or 0
-    owner_uid = next(
-        (
-            ref.get("uid")
-            for ref in meta.get("ownerReferences") or []
-            if ref.get("kind") == KIND and ref.get("controller")
-        ),
-        None,
-    )
+    refs = meta.get("ownerReferences") or []
+    owners = [r.get("uid") for r in refs if r.get("kind") == KIND and r.get("controller")]
     gates = (pod.get("spec") or {}).get("schedulingGates") or []
     phase = (pod.get("status") or {}).get("phase") or "Pending"
     return TaskPod(
@@ -310,7 +286,7 @@ def read_task_pod(pod: Mapping[str, Any]) -> TaskPod | None:
         stage=stage,
         index=index,
         attempt=attempt,
-        owner_uid=owner_uid,
+        owner_uid=owners[0] if owners else None,
         gated=any(g.get("name") == GATE for g in gates),
         executor=_int(annotations.get(ANNOTATION_EXECUTOR)),
         phase=phase,

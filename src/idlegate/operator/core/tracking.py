@@ -1,12 +1,11 @@
 """The operator's bookkeeping of one workflow: its task pods, their gates, its idle slots.
 
 A :class:`Workflow` is one admitted DagWorkflow with its job in the cluster state machine
-(``job``). Every count of tasks launched, running or finished, and every executor, is the
-state machine's (``job.stages``, ``job.held``); a :class:`StageTrack` keeps only what
-Kubernetes adds to a stage: the task pods (which attempt, gated or released, on which
-executor slot). The status the operator writes is built from both (:meth:`Workflow.status`).
-An :class:`ArgoWorkflow` is an Argo Workflow's job beside them, whose pods Argo makes.
-Plain state, changed by the core (:mod:`idlegate.operator.core.core`).
+(``job``), which has every count of tasks and executors; a :class:`StageTrack` keeps only
+what Kubernetes adds to a stage: the task pods (which attempt, gated or released, on which
+executor slot). The status is built from both (:meth:`Workflow.status`). An
+:class:`ArgoWorkflow` is an Argo Workflow's job, whose pods Argo makes. Plain state, changed
+by the core (:mod:`.core`).
 """
 
 from __future__ import annotations
@@ -14,10 +13,12 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import cached_property
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any
 
 from idlegate.api.status import (
+    FINISHED,
     Conditions,
     Phase,
     SlotState,
@@ -68,13 +69,11 @@ class Task:
     attempt: int = 0
     failures: int = 0
     executor: int | None = None
-    """The executor slot of a released task; None for one released by others while no
-    executor was free (it runs beyond the pool until one is)."""
+    """The executor slot of a released task; None: it runs beyond the pool."""
     finished_unaccounted: bool = False
     """Such a task succeeded before an executor was free for it."""
     released_at: float | None = None
-    """Clock time the operator released it onto its executor (None: released before a
-    restart, or by others)."""
+    """Clock time the operator released it (None: before a restart, or by others)."""
 
 
 class StageTrack:
@@ -89,22 +88,15 @@ class StageTrack:
         """Gated pods of the stage, kept in step with the tasks' states by `set_state`."""
         self.failed = 0
         """Failed attempts so far."""
-        self.materialized = False
-        """The stage's parents are done and its gated pods have been created."""
         self.policy: str | None = None
         """The rule that released its tasks last (`Answer.rule`)."""
         self.samples: list[float] = []
         """Run times of its succeeded tasks for the history (`sample`): a uniform sample."""
         self.sampled = 0
         """Run times offered to `sample` so far (restored as the succeeded count)."""
-        self._unreleased: list[int] | None = None
-        self._uncreated: list[int] | None = None
 
     def task(self, index: int) -> Task:
-        task = self.tasks.get(index)
-        if task is None:
-            task = self.tasks[index] = Task(index)
-        return task
+        return self.tasks.setdefault(index, Task(index))
 
     def set_state(self, task: Task, state: TaskState) -> None:
         """Move `task` to `state` (the one place the count of gated pods changes)."""
@@ -112,11 +104,9 @@ class StageTrack:
         task.state = state
 
     def sample(self, seconds: float, keep: int, rng: random.Random) -> None:
-        """Offer one task's run time to the stage's history sample of at most `keep`.
-
-        A reservoir (Algorithm R), so the kept run times are a uniform sample of all the
-        stage's tasks: keeping the first ones would keep the short ones, which finish first.
-        """
+        """Offer one task's run time to the stage's history sample of at most `keep`: a
+        reservoir (Algorithm R), so a uniform sample of all its tasks (keeping the first
+        ones would keep the short ones, which finish first)."""
         self.sampled += 1
         if len(self.samples) < keep:
             self.samples.append(seconds)
@@ -125,28 +115,24 @@ class StageTrack:
         if slot < keep:
             self.samples[slot] = seconds
 
-    def completed_indexes(self) -> str | None:
-        """The succeeded tasks' indexes (`status.stages[].completedIndexes`)."""
-        done = sorted(i for i, t in self.tasks.items() if t.state is TaskState.SUCCEEDED)
-        return format_indexes(done)
-
     def attempt_failed(self, task: Task, attempts: int = 1) -> None:
         task.failures += attempts
         self.failed += attempts
 
-    def _build(self) -> tuple[list[int], list[int]]:
-        """(unreleased, uncreated): heaps of task indexes, made at first use; an entry whose
-        task has moved on is skipped when popped (`next_to_release`, `next_to_create`)."""
-        if self._unreleased is None or self._uncreated is None:
-            self._unreleased = list(range(self.spec.tasks))
-            self._uncreated = list(range(self.spec.tasks))
-        return self._unreleased, self._uncreated
+    @cached_property
+    def _unreleased(self) -> list[int]:
+        """A heap of the task indexes, made at first use; an entry whose task has moved on
+        is skipped when popped (`next_to_release`; `_uncreated`: `next_to_create`)."""
+        return list(range(self.spec.tasks))
+
+    @cached_property
+    def _uncreated(self) -> list[int]:
+        return list(range(self.spec.tasks))
 
     def next_to_release(self) -> int:
         """The lowest task index not released yet (the state machine counts, we pick)."""
-        unreleased, _ = self._build()
-        while unreleased:
-            i = heappop(unreleased)
+        while self._unreleased:
+            i = heappop(self._unreleased)
             task = self.tasks.get(i)
             if task is None or task.state in (TaskState.PLANNED, TaskState.GATED):
                 return i
@@ -154,9 +140,8 @@ class StageTrack:
 
     def next_to_create(self) -> int | None:
         """The lowest task index without a pod that is not released yet, or None."""
-        _, uncreated = self._build()
-        while uncreated:
-            i = heappop(uncreated)
+        while self._uncreated:
+            i = heappop(self._uncreated)
             task = self.tasks.get(i)
             if task is None or task.state is TaskState.PLANNED:
                 return i
@@ -166,14 +151,13 @@ class StageTrack:
         """A released task goes back to waiting for a release (and a new pod)."""
         self.set_state(task, TaskState.PLANNED)
         task.executor = None
-        unreleased, uncreated = self._build()
-        heappush(unreleased, task.index)  # duplicates are skipped when popped
-        heappush(uncreated, task.index)
+        heappush(self._unreleased, task.index)  # duplicates are skipped when popped
+        heappush(self._uncreated, task.index)
 
     def forget_pod(self, task: Task) -> None:
         """The gated pod of `task` disappeared: create it again when needed."""
         self.set_state(task, TaskState.PLANNED)
-        heappush(self._build()[1], task.index)
+        heappush(self._uncreated, task.index)
 
 
 class Workflow:
@@ -185,9 +169,8 @@ class Workflow:
         generation: int,
         spec: WorkflowSpec,
         arrival: float,
+        admitted: float,
         conditions: Conditions,
-        *,
-        admitted: float | None = None,
     ) -> None:
         self.owner = owner
         self.key: WorkflowKey = (owner.namespace, owner.name)
@@ -198,7 +181,7 @@ class Workflow:
         self.by_name = {t.spec.name: t for t in self.stages}
         self.arrival = arrival
         """Clock time of its creation (``metadata.creationTimestamp``): the job's arrival."""
-        self.admitted = arrival if admitted is None else admitted
+        self.admitted = admitted
         """Clock time the operator first saw it (``status.startTime``)."""
         self.conditions = conditions
         self.phase = Phase.PENDING
@@ -206,13 +189,11 @@ class Workflow:
         self.idle_slots: dict[int, SlotState] = {}
         self.completion: float | None = None
         self.pod_vanished = False
-        """A pod of it was deleted by someone else: before the next pod is created, check
-        that the workflow itself still exists (the pods of a deleted workflow, collected
-        by the garbage collector, may be reported before the workflow's own deletion)."""
+        """A pod of it was deleted by someone else: check that the workflow still exists
+        before the next pod is created (GC's deletions may come before the workflow's)."""
         self.durations = MeasuredDurations([s.task_duration_seconds for s in spec.stages])
-        """What a planner's rollouts draw this workflow's task durations from
-        (`sim.durations.duration_model`): each stage's measured run times (`measured`),
-        its estimate until one was measured."""
+        """What a planner's rollouts draw its task durations from: each stage's measured
+        run times (`measured`), its estimate until one was measured."""
         self.policy: str | None = None
         """The rule that released its tasks last (`Answer.rule`)."""
         self.pool_size: int | None = None
@@ -227,17 +208,14 @@ class Workflow:
         self.collectable: list[str] = []
         """Ended pods whose outcome is in the state, oldest first: pod GC deletes each once
         a status write that began after it was added has landed (:mod:`.cleanup`)."""
-        self.suspended = False
-        """Taken out of the pool by ``spec.suspend`` (its last status is being written)."""
         self.active = True
         self.noted: set[str] = set()
         """Stages whose wait for an executor an Event said (once each)."""
 
     def running(self, track: StageTrack | None = None) -> int:
-        """Task pods running now (of one stage): on executors of the state machine, and
-        beyond the pool. A failed or suspended workflow runs nothing more (its pods are
-        deleted)."""
-        if self.phase is Phase.FAILED or self.suspended:
+        """Task pods running now (of one stage), beyond the pool too; none once failed or
+        suspended (its pods are deleted)."""
+        if self.phase in (Phase.FAILED, Phase.SUSPENDED):
             return 0
         if track is None:
             return self.job.held + self.beyond()
@@ -260,6 +238,7 @@ class Workflow:
         for track, stage in zip(self.stages, self.job.stages, strict=True):
             running = self.running(track)
             pending = 0 if over else max(0, stage.tasks - running - stage.finished)
+            ok = sorted(i for i, t in track.tasks.items() if t.state is TaskState.SUCCEEDED)
             stages.append(
                 StageStatus(
                     name=stage.name,
@@ -269,7 +248,7 @@ class Workflow:
                     succeeded=stage.finished,
                     failed=track.failed,
                     policy=track.policy,
-                    completed_indexes=track.completed_indexes(),
+                    completed_indexes=format_indexes(ok),
                     measured_duration_seconds=[round(x, 3) for x in track.samples] or None,
                 )
             )
@@ -308,14 +287,11 @@ class Workflow:
         """`task` succeeded at `now`: its run time joins the stage's measured durations.
 
         Measured from the operator's release to its observed success: how long the task
-        held its executor, pod start latency and the watch's lag included, which is what
-        a rollout must simulate (an executor is busy for that long). Only first attempts
-        released by the operator count: a retried task's time includes its failures, and
-        one released before a restart or by others has no release time.
-
-        The history's sample (`StageTrack.sample`, at most `keep` per stage) takes the
-        pod's own run time, `pod_seconds` (its containers' start to finish, what a replay
-        under another policy draws from), else the time measured here.
+        held its executor (pod start latency and the watch's lag included), what a rollout
+        must simulate. Only first attempts released by the operator count (a retry's time
+        includes its failures; one released before a restart or by others has no release
+        time). The history's sample (`StageTrack.sample`, at most `keep` per stage) takes
+        the pod's own run time, `pod_seconds`, what a replay draws from, else this time.
         """
         held = None
         if task.released_at is not None and task.failures == 0 and task.attempt == 0:
@@ -329,17 +305,13 @@ class Workflow:
         """Set the Running condition from the current state (Valid/Complete/Failed are set
         where they change)."""
         gen = self.generation
-        if self.phase is Phase.SUCCEEDED:
-            self.conditions.set("Running", False, "Succeeded", "All stages succeeded.", gen, now)
-            return
-        if self.phase is Phase.FAILED:
-            failed = self.conditions.get("Failed")
-            message = failed.message if failed is not None else "The workflow failed."
-            self.conditions.set("Running", False, "Failed", message, gen, now)
+        if self.phase in FINISHED:  # why: the condition set as it ended (`Core._finished`)
+            ended = self.conditions.get("Failed" if self.phase is Phase.FAILED else "Complete")
+            self.conditions.set("Running", False, self.phase.value, ended.message, gen, now)
             return
         running = self.running()
         idle = [s for i, s in self.idle_slots.items() if self.job.stages[i].idle_until is not None]
-        if self.suspended:
+        if self.phase is Phase.SUSPENDED:
             message = "Suspended (spec.suspend): no task runs until it is set back to false."
             self.conditions.set("Running", False, "Suspended", message, gen, now)
         elif running:

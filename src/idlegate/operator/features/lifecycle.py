@@ -105,7 +105,7 @@ class Lifecycle:
         its executors freed; it is admitted again once spec.suspend is false."""
         b, now = self.bridge, self.bridge.now()
         busy = b.busy
-        wf.active, wf.suspended, wf.phase = False, True, Phase.SUSPENDED
+        wf.active, wf.phase = False, Phase.SUSPENDED
         b.intents.cancel_writes(wf.owner)  # drop its creations and releases not done yet
         b.drop(wf)
         evicted = 0
