@@ -69,7 +69,7 @@ RETRY_SECONDS = 5.0
 """A timer's sync that the API did not answer is tried again after this long."""
 
 
-@dataclass
+@dataclass(eq=False)
 class CronController:
     """Syncs DagCronWorkflows (see the module docstring); one per operator."""
 
@@ -86,7 +86,7 @@ class CronController:
     suspended, deleted)."""
     pod_security: Level = DEFAULT_LEVEL
     """The level of a namespace without the label (the operator's --pod-security)."""
-    _locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict)
+    _locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict, init=False)
 
     async def sync(self, body: dict[str, Any]) -> None:
         """One sync of the cron workflow `body` (serialised per object)."""
