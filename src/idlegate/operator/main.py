@@ -429,9 +429,9 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
             raise _temporary(exc) from exc
 
     @kopf.on.event(GROUP, VERSION, CRON_PLURAL, registry=registry, id="cron-events")
-    async def cron_event(type: str | None, meta: kopf.Meta, **_: Any) -> None:
+    async def cron_event(type: str | None, namespace: str, name: str, **_: Any) -> None:
         if type == "DELETED" and operator.ready:
-            operator.cron.forget(meta.get("namespace", ""), meta.get("name", ""))
+            operator.cron.forget(namespace, name)
 
     @kopf.on.event(
         GROUP, VERSION, PLURAL, registry=registry, id="cron-runs", labels={LABEL_CRON: kopf.PRESENT}
@@ -472,15 +472,14 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     every = clock.wall_delay(POOL_STATUS_SECONDS)
 
     @kopf.timer(GROUP, VERSION, POOL_PLURAL, registry=registry, id="pool-status", interval=every)
-    async def pool_counts(meta: kopf.Meta, patch: kopf.Patch, **_: Any) -> None:
-        name = meta.get("name", "")
+    async def pool_counts(name: str, patch: kopf.Patch, **_: Any) -> None:
         if operator.ready and name in operator.pools.bridges:
             patch.status.update(pool_status(name, operator.pools))
 
     @kopf.on.event(GROUP, VERSION, POOL_PLURAL, registry=registry, id="pool-events")
-    async def pool_event(type: str | None, meta: kopf.Meta, **_: Any) -> None:
+    async def pool_event(type: str | None, name: str, **_: Any) -> None:
         if type == "DELETED" and operator.ready:
-            await operator.pool_deleted(meta.get("name", ""))
+            await operator.pool_deleted(name)
 
     argo.register(registry, operator)
     return registry
