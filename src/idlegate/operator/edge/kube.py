@@ -248,10 +248,18 @@ class KubeApi:
             raise ApiError(response.status, reason or str(response.reason), message, lost=lost)
         return json.loads(data) if data else None
 
-    async def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+    async def _request(
+        self, method: str, path: str, *, gone_ok: bool = False, **kwargs: Any
+    ) -> Any:
+        """The answer's body; with `gone_ok`, None if there is no such object (404)."""
         self._loop = asyncio.get_running_loop()
         request = partial(self._request_sync, method, path, **kwargs)
-        return await self._loop.run_in_executor(self._pool, request)
+        try:
+            return await self._loop.run_in_executor(self._pool, request)
+        except ApiError as exc:
+            if exc.status != 404 or not gone_ok:
+                raise
+            return None
 
     async def _list(self, path: str, label_selector: str | None = None) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
@@ -268,22 +276,9 @@ class KubeApi:
             if not token:
                 return items
 
-    async def _found(self, path: str) -> dict[str, Any] | None:
-        """GET `path`; None if there is no such object (404)."""
-        try:
-            return await self._request("GET", path)
-        except ApiError as exc:
-            if exc.status == 404:
-                return None
-            raise
-
     async def _delete(self, path: str) -> None:
         """Delete an object (its dependents in the background); one gone already is fine."""
-        try:
-            await self._request("DELETE", path, body={"propagationPolicy": "Background"})
-        except ApiError as exc:
-            if exc.status != 404:
-                raise
+        await self._request("DELETE", path, gone_ok=True, body={"propagationPolicy": "Background"})
 
     async def _merge_status(self, path: str, status: dict[str, Any]) -> dict[str, Any]:
         """Merge-patch an object's status through its status subresource."""
@@ -298,7 +293,7 @@ class KubeApi:
         return await self._list(_path(OURS, PLURAL, namespace), label_selector)
 
     async def get_workflow(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return await self._found(_path(OURS, PLURAL, namespace, name))
+        return await self._request("GET", _path(OURS, PLURAL, namespace, name), gone_ok=True)
 
     async def create_workflow(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         """Create a DagWorkflow (a cron workflow's run)."""
@@ -313,7 +308,7 @@ class KubeApi:
         return await self._merge_status(_path(OURS, PLURAL, namespace, name), status)
 
     async def get_cron_workflow(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return await self._found(_path(OURS, CRON_PLURAL, namespace, name))
+        return await self._request("GET", _path(OURS, CRON_PLURAL, namespace, name), gone_ok=True)
 
     async def patch_cron_status(
         self, namespace: str, name: str, status: dict[str, Any]
@@ -346,7 +341,7 @@ class KubeApi:
         return await self._list(_path(CORE, "namespaces", None))
 
     async def get_namespace(self, name: str) -> dict[str, Any] | None:
-        return await self._found(_path(CORE, "namespaces", None, name))
+        return await self._request("GET", _path(CORE, "namespaces", None, name), gone_ok=True)
 
     async def ping(self) -> None:
         """A cheap request (GET /version) that succeeds whenever the API server answers."""
