@@ -113,7 +113,7 @@ RULES: Final = ("fifo", "sjf-cp", "srpt", "fair", "weighted-fair")
 TUNING: Final[Mapping[str, tuple[str, tuple[float, ...]]]] = {
     "weighted-fair": ("alpha", (-2.0, -1.0, -0.5, 0.5, 1.0)),
     "fair": ("scale", (0.5, 1.0, 2.0)),
-    "analytic": ("min_gain", (0.0, 0.05, 0.2)),
+    "analytic": ("min_gain", (0.0, 0.2)),
 }
 """Per tuned family: its parameter and the grid a round searches (``tune=true``)."""
 CANDIDATES: Final = (
