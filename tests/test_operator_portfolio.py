@@ -203,6 +203,8 @@ async def test_a_portfolio_starts_cold_when_the_sink_has_no_record_to_give(tmp_p
     brain = h.bridge.scheduler
     assert brain.rounds == [] and brain.following == "fifo" and brain.finished == ()
     assert h.metrics.value("idlegate_policy_errors_total", policy=brain.name) == 0
+    malformed = h.metrics.value("idlegate_history_skipped_lines_total", reason="malformed")
+    assert malformed == (3 if sink == "corrupt" else 0)  # (each line left out, counted)
     assert h.released() == ["next-a-0"]  # (the pool goes on)
     h.bridge.history.close()
 
@@ -227,7 +229,8 @@ def test_the_sink_gives_a_pools_last_records_and_counts_what_it_leaves_out(tmp_p
             ]
         )
     )
-    batch = read_prior(path, "batch", 10)
+    batch, skipped = read_prior(path, "batch", 10)
+    assert skipped == {"malformed": 3, "no arrival": 1, "unreadable": 1}
     assert [a.name for a in batch] == ["default/b0", "default/b1", "default/b2"]
     assert [a.time for a in batch] == [2.0, 3.0, 7.0]
     tail = tail_history(sink_files(path), 10, lambda w: w.pool == "batch")
@@ -235,8 +238,8 @@ def test_the_sink_gives_a_pools_last_records_and_counts_what_it_leaves_out(tmp_p
     assert tail.skipped == {"malformed": 3, "no arrival": 1, "unreadable": 1}
     last = tail_history(sink_files(path), 1, lambda w: w.pool is None)  # it reads no further
     assert [w.name for w in last.workflows] == ["default/d1"] and not last.skipped
-    assert [a.name for a in read_prior(path, "default", 1)] == ["default/d1"]
-    assert read_prior(tmp_path / "none.jsonl", "default", 10) == []
+    assert [a.name for a in read_prior(path, "default", 1)[0]] == ["default/d1"]
+    assert read_prior(tmp_path / "none.jsonl", "default", 10) == ([], {})
 
 
 @pytest.mark.asyncio
@@ -251,7 +254,7 @@ async def test_a_named_pools_records_carry_its_name_and_size(tmp_path):
     pools.default.history.close()
     records = load_history(sink)
     assert {(r.pool, r.pool_size) for r in records} == {("batch", 1)} and len(records) == 4
-    assert len(read_prior(sink, "batch", 10)) == 4 and read_prior(sink, "default", 10) == []
+    assert len(read_prior(sink, "batch", 10)[0]) == 4 and read_prior(sink, "default", 10)[0] == []
 
 
 @pytest.mark.asyncio

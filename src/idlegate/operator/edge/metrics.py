@@ -225,6 +225,12 @@ class MetricFamilies:
             "Records the history file failed to take (each a Warning Event; the workflow "
             "is not affected).",
         )
+        self.history_skipped = counter(
+            "idlegate_history_skipped_lines",
+            "Lines of the history file left out when a pool's portfolio started from it, by "
+            "reason (unreadable, malformed, no arrival; each kind logged once).",
+            "reason",
+        )
 
     def _series(
         self, kind: type[M], name: str, doc: str, *labels: str, pool: bool, **options: Any

@@ -35,6 +35,7 @@ import glob
 import json
 import logging
 import logging.handlers
+from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
@@ -149,18 +150,20 @@ def sink_files(path: Path) -> list[Path]:
     return files
 
 
-def read_prior(path: Path, pool: str, count: int) -> list[JobArrival]:
+def read_prior(path: Path, pool: str, count: int) -> tuple[list[JobArrival], Counter[str]]:
     """The last `count` records of `pool` in the sink at `path` and its rotated files, as
-    arrivals on the operator's clock (one without ``pool``, as before pools, the default's)."""
+    arrivals on the operator's clock (one without ``pool``, as before pools, the default's),
+    and the lines left out, by reason (`tail_history`)."""
     try:
         files = sink_files(path)
     except IdlegateError:  # no sink yet: no record
-        return []
+        return [], Counter()
     tail = tail_history(files, count, lambda w: (w.pool or DEFAULT_POOL) == pool)
-    return [
+    arrivals = [
         JobArrival(w.arrival or 0.0, w.name or w.source, Dag.from_spec(w.spec), w.durations())
         for w in tail.workflows
     ]
+    return arrivals, tail.skipped
 
 
 class _Handler(logging.handlers.RotatingFileHandler):
@@ -194,7 +197,7 @@ class HistorySink:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._handler.emit(logging.makeLogRecord({"msg": line}))  # (flushed by emit)
 
-    def prior(self, pool: str, count: int) -> Future[list[JobArrival]]:
+    def prior(self, pool: str, count: int) -> Future[tuple[list[JobArrival], Counter[str]]]:
         """Read `pool`'s last `count` records (`read_prior`) after the lines queued."""
         return self._worker.submit(read_prior, self.path, pool, count)
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
@@ -185,8 +186,9 @@ class ReplayWorker(_Worker):
     def __init__(self, portfolio: PortfolioScheduler, driver: Driver) -> None:
         super().__init__(portfolio, driver)
         self.portfolio = portfolio
+        self.metrics = driver.metrics
         history = driver.history
-        self._prior: Future[list[JobArrival]] | None = None
+        self._prior: Future[tuple[list[JobArrival], Counter[str]]] | None = None
         """The pool's last records in the sink, being read (a portfolio starting empty)."""
         if history is not None and history.sink is not None and not portfolio.finished:
             self._prior = history.sink.prior(history.pool, portfolio.config.window)
@@ -200,11 +202,16 @@ class ReplayWorker(_Worker):
             return (read.result,)  # (this thread waits for the sink's)
         return self.portfolio.replay, self.portfolio.request(self.cluster)
 
-    def _done(self, running: asyncio.Future[Choice | list[JobArrival]]) -> None:
+    def _done(
+        self, running: asyncio.Future[Choice | tuple[list[JobArrival], Counter[str]]]
+    ) -> None:
         try:
             done = running.result()
-            if isinstance(done, list):  # (the sink's records)
-                self.portfolio.seed(done, "history sink")
+            if isinstance(done, tuple):  # (the sink's records, and the lines left out)
+                arrivals, skipped = done
+                for reason, lines in skipped.items():
+                    self.metrics.history_skipped.labels(reason).inc(lines)
+                self.portfolio.seed(arrivals, "history sink")
                 self.poke()
                 return
             self.portfolio.adopt(done)
