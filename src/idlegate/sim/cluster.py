@@ -76,6 +76,12 @@ def _remaining_cp(job: Job) -> float:
     return max((s.bottom_level for s in job.stages if s.finished < s.tasks), default=0.0)
 
 
+def _can_run(stage: Stage) -> bool:
+    """The stage may take an executor now: its parents are done, it has an available task
+    not launched yet, and it is not in an idle slot (the job's `runnable` holds these)."""
+    return stage.parents_left == 0 and stage.launched < stage.available and stage.idle_until is None
+
+
 def _recount(job: Job) -> None:
     """Derive a job's counts and runnable list from its stages' progress (a restore)."""
     complete = [s.finished == s.tasks for s in job.stages]
@@ -85,11 +91,7 @@ def _recount(job: Job) -> None:
     job.unlaunched = sum(s.tasks - s.launched for s in job.stages)
     job.remaining_work = sum(s.remaining_work for s in job.stages)
     job.remaining_cp = _remaining_cp(job)
-    job.runnable = [
-        s
-        for s in job.stages
-        if s.parents_left == 0 and s.launched < s.available and s.idle_until is None
-    ]
+    job.runnable = [s for s in job.stages if _can_run(s)]
 
 
 class Cluster:
@@ -206,7 +208,7 @@ class Cluster:
         stage.launched -= 1
         job.unlaunched += 1
         self._free_executor(executor, stage, now)
-        if stage.idle_until is None and stage not in job.runnable:
+        if _can_run(stage) and stage not in job.runnable:
             job.runnable.append(stage)
 
     def _free_executor(self, executor: int, stage: Stage, now: float) -> None:
@@ -327,12 +329,7 @@ class Cluster:
             )
         stage.available = n
         job = stage.job
-        runnable = (
-            job.finish is None
-            and stage.parents_left == 0
-            and stage.idle_until is None
-            and stage.launched < n
-        )
+        runnable = job.finish is None and _can_run(stage)
         if runnable and stage not in job.runnable:
             job.runnable.append(stage)
             self.needs_schedule = True
