@@ -135,6 +135,8 @@ class Run:
     cpu: float
     choices: list[dict[str, Any]] = field(default_factory=list)
     """Every round's `portfolio.Choice` as a dict (its reason, best and scores)."""
+    followed: list[tuple[float, str]] = field(default_factory=list)
+    """(time, candidate) from which each was followed (`PortfolioScheduler.followed_from`)."""
     label: str = ""
     """The row it belongs to (its candidate's spec, or ``brain``)."""
 
@@ -262,9 +264,10 @@ def run_task(task: Task) -> Run:
     phase = None
     if case.workload == "shift":
         phase = np.array([shift_phase(r.name) for r in records])
-    rounds = []
+    rounds, followed = [], []
     if isinstance(scheduler, PortfolioScheduler):
         rounds = [(c.at, scheduler.took_effect(c), c.candidate) for c in scheduler.rounds]
+        followed = scheduler.followed_from()
     choices = [c.to_dict() for c in getattr(scheduler, "rounds", ())]
     return Run(
         np.array([r.jct for r in records]),
@@ -275,7 +278,8 @@ def run_task(task: Task) -> Run:
         result.end_time,
         cpu,
         choices,
-        task.label,
+        followed=followed,
+        label=task.label,
     )
 
 
@@ -370,7 +374,7 @@ def tuned(labels: Sequence[str]) -> list[str]:
 def timeline(run: Run, end: float | None = None) -> list[tuple[float, float, str]]:
     """(from, to, candidate followed) segments of a brain run up to `end` (its end)."""
     stop = run.end if end is None else end
-    points = [(0.0, run.start or "?")] + [(effect, cand) for _, effect, cand in run.rounds]
+    points = run.followed
     out = []
     for (t0, cand), (t1, _) in zip(points, [*points[1:], (stop, "")], strict=True):
         if min(t1, stop) > t0:
@@ -476,7 +480,7 @@ def candidates_table(cases: Sequence[Case], results: Results) -> None:
 
 def following_at(run: Run, times: np.ndarray) -> list[str]:
     """The candidate `run` (a brain run) followed at each of `times`."""
-    points = [(0.0, run.start or "?")] + [(effect, cand) for _, effect, cand in run.rounds]
+    points = run.followed
     starts = np.array([t for t, _ in points])
     idx = np.searchsorted(starts, times, side="right") - 1
     return [points[max(i, 0)][1] for i in idx]

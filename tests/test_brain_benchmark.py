@@ -55,7 +55,8 @@ def test_a_run_pairs_every_candidate_and_reports_the_shift(brain, tmp_path: Path
 
 
 def _run(brain, start: str, rounds: list[tuple[float, float, str]], end: float):
-    return brain.Run(np.zeros(1), np.zeros(1), None, rounds, start, end, 0.0)
+    followed = [(0.0, start)] + [(effect, candidate) for _, effect, candidate in rounds]
+    return brain.Run(np.zeros(1), np.zeros(1), None, rounds, start, end, 0.0, followed=followed)
 
 
 def test_adaptation_counts_from_the_switch_to_the_first_good_candidate(brain) -> None:
