@@ -77,6 +77,7 @@ try:
         candidate_specs,
         kind_of,
         portfolio_config,
+        segments,
     )
 except ImportError:  # a checkout from before the portfolio scheduler: `run` says so
     PortfolioScheduler = None  # type: ignore[assignment,misc]
@@ -373,13 +374,7 @@ def tuned(labels: Sequence[str]) -> list[str]:
 
 def timeline(run: Run, end: float | None = None) -> list[tuple[float, float, str]]:
     """(from, to, candidate followed) segments of a brain run up to `end` (its end)."""
-    stop = run.end if end is None else end
-    points = run.followed
-    out = []
-    for (t0, cand), (t1, _) in zip(points, [*points[1:], (stop, "")], strict=True):
-        if min(t1, stop) > t0:
-            out.append((t0, min(t1, stop), cand))
-    return out
+    return segments(run.followed, run.end if end is None else end)
 
 
 def followed_longest(runs: dict[int, Run]) -> tuple[str, float]:

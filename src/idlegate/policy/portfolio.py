@@ -771,11 +771,9 @@ class PortfolioScheduler:
 
     def time_followed(self, end: float) -> dict[str, float]:
         """Seconds of the clock up to `end` that each candidate was followed, longest first."""
-        points = self.followed_from()
         spans: dict[str, float] = {}
-        for (t0, candidate), (t1, _) in zip(points, [*points[1:], (end, "")], strict=True):
-            if min(t1, end) > t0:
-                spans[candidate] = spans.get(candidate, 0.0) + min(t1, end) - t0
+        for t0, t1, candidate in segments(self.followed_from(), end):
+            spans[candidate] = spans.get(candidate, 0.0) + t1 - t0
         return dict(sorted(spans.items(), key=lambda kv: -kv[1]))
 
     def account(self, end: float) -> dict[str, Any]:
@@ -816,6 +814,16 @@ class PortfolioScheduler:
             self.adopt(choice)
         else:
             self._pending = (now + delay, choice)
+
+
+def segments(followed: Sequence[tuple[float, str]], end: float) -> list[tuple[float, float, str]]:
+    """(from, to, candidate) stretches of `followed` ((time, candidate) from which each was
+    followed, `PortfolioScheduler.followed_from`) up to `end`, empty ones left out."""
+    out = []
+    for (t0, candidate), (t1, _) in zip(followed, [*followed[1:], (end, "")], strict=True):
+        if min(t1, end) > t0:
+            out.append((t0, min(t1, end), candidate))
+    return out
 
 
 def _log_work(arrival: JobArrival) -> float:
