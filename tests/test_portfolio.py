@@ -192,6 +192,71 @@ def test_the_spec_parses_formats_and_checks_its_options(tmp_path):
     assert model_files("portfolio?candidates=srpt&start=srpt") == ()
 
 
+# -- standings: leaving out the candidates that trail -----------------------------------
+
+
+def _scored(scores: dict[str, float], new: int) -> Choice:
+    best = min(scores, key=scores.__getitem__)
+    return Choice(best, scores[best], None, None, new, "best", best, scores, new=new)
+
+
+def test_standings_weigh_each_round_by_its_new_workflows_from_window_on():
+    brain = _fed("fifo+srpt+fair", window=4, drop=0.05)
+    brain.adopt(_scored({"srpt": 100.0, "fair": 110.0, "fifo": 120.0}, new=2))
+    assert brain.standings() == {}  # 2 new workflows < window: no standing yet
+    assert brain.dropped() == frozenset()
+    brain.adopt(_scored({"srpt": 100.0, "fair": 100.0, "fifo": 130.0}, new=6))
+    standing = brain.standings()  # (2 x 0.1 + 6 x 0) / 8, (2 x 0.2 + 6 x 0.3) / 8
+    assert standing == pytest.approx({"srpt": 0.0, "fair": 0.025, "fifo": 0.275})
+    assert brain.dropped() == {"fifo"}  # trails the leader srpt by 27.5 % > 5 %
+
+
+def test_the_leader_the_followed_and_their_base_rule_are_never_left_out():
+    brain = _fed("fifo+srpt+analytic", window=2, drop=0.01)
+    brain.adopt(_scored({"analytic?min_gain=0:fifo": 90.0, "fifo": 100.0, "srpt": 120.0}, 5))
+    assert brain.following == "analytic?min_gain=0:fifo"
+    assert brain.dropped() == {"srpt"}  # fifo trails by 11 %, but the leader stands on it
+    brain = _fed("fifo+srpt", window=2, drop=0.01)  # follows fifo (the start)
+    brain.adopt(_scored({"fifo": 120.0, "srpt": 100.0}, 5))
+    brain.following = "fifo"  # (as if a margin had kept it)
+    assert brain.dropped() == frozenset()
+
+
+def test_a_left_out_candidate_comes_back_when_its_rounds_leave_the_memory():
+    brain = _fed("fifo+srpt", window=4, drop=0.05, memory=8)
+    brain.adopt(_scored({"srpt": 100.0, "fifo": 150.0}, new=4))
+    assert brain.dropped() == {"fifo"}
+    brain.adopt(_scored({"srpt": 100.0}, new=4))  # fifo left out of this round
+    assert brain.dropped() == {"fifo"}
+    brain.adopt(_scored({"srpt": 100.0}, new=4))  # the first round leaves the memory
+    assert brain.standings() == {"srpt": 0.0} and brain.dropped() == frozenset()
+
+
+def test_a_round_leaves_out_what_trails_and_says_so():
+    window = [
+        JobArrival(0.0, "long", dag(("a", 1, 10.0, []))),
+        JobArrival(0.0, "short", dag(("a", 1, 1.0, []))),
+    ]
+    brain = _fed("fifo+srpt+fair", window=2, drop=0.05, tune="false")
+    first = _round(brain, window, executors=1)
+    assert set(first.scores) == {"fifo", "srpt", "fair"} and first.left_out == ()
+    assert first.new == 2  # the first round's window is all new
+    brain.record([JobArrival(1.0, "one", dag(("a", 1, 1.0, [])))])
+    second = brain.replay(brain.request(Cluster(1)))
+    assert second.left_out == ("fair", "fifo")  # both 75 % behind srpt in the first round
+    assert set(second.scores) == {"srpt"} and second.to_dict()["left_out"] == ["fair", "fifo"]
+
+
+def test_a_change_of_workload_brings_every_candidate_back():
+    brain = _fed("fifo+srpt", window=40, drop=0.05, every=100, period="none")
+    brain.record(_jobs("s", 40, 1.0))
+    brain.request(Cluster(1))  # (a round: the next records are new)
+    brain.adopt(_scored({"srpt": 100.0, "fifo": 150.0}, new=40))
+    assert brain.dropped() == {"fifo"}
+    brain.record(_jobs("big", 10, 100.0))  # 100 times the work: another workload
+    assert brain.dropped() == frozenset()
+
+
 # -- runs in the simulator --------------------------------------------------------------
 
 CHEAP = "portfolio?candidates=fifo+srpt+fair&start=fair&window=40&min_window=10&every=10"

@@ -103,7 +103,16 @@ def render_followed(account: Mapping[str, Any]) -> Table:
         f"rounds, {account['switches']} switches",
         caption=f"share of the run: {shares}",
     )
-    for header in ("at (s)", "followed", "reason", "window", "its replay (s)", "runner-up (s)"):
+    headers = (
+        "at (s)",
+        "followed",
+        "reason",
+        "window",
+        "its replay (s)",
+        "runner-up (s)",
+        "left out",
+    )
+    for header in headers:
         table.add_column(header, justify="left" if header in ("followed", "reason") else "right")
     for r in account["rounds"]:
         runner = "—"
@@ -116,6 +125,7 @@ def render_followed(account: Mapping[str, Any]) -> Table:
             str(r["workflows"]),
             fmt_number(r["score"], 1),
             runner,
+            str(len(r.get("left_out", ()))),
         )
     return table
 

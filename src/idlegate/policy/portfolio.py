@@ -35,6 +35,17 @@ The outcome is a `Choice`: which
 candidate is followed and why (its score, the runner-up's, the window's size), as data
 and as a sentence: "following srpt: 642 s vs fair 734 s over the last 48 workflows".
 
+**Leaving out the trailing.** Each round's scores over the round's best are remembered
+with the number of workflows new in that round, for the rounds since the last change of
+workload and of the last `memory` new workflows. A candidate's *standing* is its mean
+excess over them, weighted by the new workflows (`standings`; once it has `window` of
+them). A candidate whose standing trails the leader's by more than `drop` is left out of
+the rounds (`dropped`): the fewer candidates a round compares, the less likely its best
+won the window by luck, and the cheaper the round. As its rounds leave the memory, a
+left-out candidate comes back and is judged again, and a change of workload brings every
+candidate back. The leader, the candidate followed, and the rule under either if it is
+the analytic rule are never left out.
+
 **Cold start.** With ``history=PATH`` (a history file, `sim.history`) the first round
 replays the last `window` workflows of that file at the first decision, and its choice
 applies at once (it stands for what the operator knew before it started). A driver may
@@ -179,6 +190,11 @@ class PortfolioConfig(Config):
     before them since the last change by more than this factor."""
     margin: NonNegative = 0.02
     """Switch only to a candidate whose score is lower by more than this fraction."""
+    drop: NonNegative | None = 0.02
+    """Leave out of the rounds a candidate whose standing trails the leader's by more
+    than this (`standings`; None: never)."""
+    memory: StrictInt = Field(1000, ge=1)
+    """The standings remember the rounds of the last this many new workflows."""
     seeds: StrictInt = Field(1, ge=1)
     """Duration seeds per candidate and round (the score is their mean)."""
     tune: StrictBool = True
@@ -268,6 +284,10 @@ class Choice:
     source: str | None = None
     """Where those came from: ``history file`` (``history=``) or a driver's `seed` source
     (``history sink``)."""
+    new: int = 0
+    """Of `workflows`, those finished since the previous round (all, at the first)."""
+    left_out: tuple[str, ...] = ()
+    """Candidates the round left out: their standing trails (`PortfolioScheduler.dropped`)."""
 
     @property
     def text(self) -> str:
@@ -308,6 +328,8 @@ class Choice:
             "cpu_seconds": self.cpu_seconds,
             "prior": self.prior,
             "source": self.source,
+            "new": self.new,
+            "left_out": list(self.left_out),
             "text": self.text,
         }
 
@@ -467,6 +489,10 @@ class ReplayRequest:
     protected: bool = True
     """The candidate followed won a round outright, so the margin protects it (`won`;
     False at the cold start and for a candidate kept only by ties)."""
+    new: int = 0
+    """Of `window`, the workflows finished since the last round."""
+    dropped: frozenset[str] = frozenset()
+    """Candidates left out (`PortfolioScheduler.dropped`)."""
     prior: int = 0
     """Of `window`, the workflows that finished before the scheduler started."""
     source: str | None = None
@@ -545,6 +571,10 @@ class PortfolioScheduler:
         self._seed_source: str | None = None
         self._seed_due = False
         self._protected = False
+        self._stood: list[tuple[int, dict[str, float]]] = []
+        """The rounds since the last change, those of the last `memory` new workflows:
+        each round's new workflows and every candidate's score over the round's best,
+        minus 1 (`standings`)."""
 
     def reset(self, rng: Any) -> None:
         """Start of a run: seeds and followers' streams come from `rng` (the run's)."""
@@ -585,6 +615,7 @@ class PortfolioScheduler:
             self._stretch = 1
             self._protected = False
             self._change_due = True
+            self._stood.clear()
 
     def seed(self, finished: Sequence[JobArrival], source: str) -> None:
         """Workflows that finished before the scheduler started, on the clock of those it
@@ -664,6 +695,7 @@ class PortfolioScheduler:
 
     def request(self, view: ClusterView) -> ReplayRequest:
         """Owner thread: the round's window (the prior history's at the first one)."""
+        new = self._since_round
         self._since_round = 0
         self._change_due = False
         self._last_round = view.now
@@ -675,6 +707,8 @@ class PortfolioScheduler:
             window = tuple(self._finished)
             prior, source = self._seeded, self._seed_source if self._seeded else None
         self._prior_due = self._seed_due = False
+        if first or not self.rounds:
+            new = len(window)  # (the first round's window is all new evidence)
         return ReplayRequest(
             window=tuple(window),
             num_executors=view.num_executors,
@@ -684,21 +718,51 @@ class PortfolioScheduler:
             at=view.now,
             reason="prior history" if first else "best",
             protected=self._protected,
+            new=new,
+            dropped=self.dropped(),
             prior=prior,
             source=source,
         )
+
+    def standings(self) -> dict[str, float]:
+        """Per candidate with at least `window` new workflows of evidence in the rounds
+        remembered (since the last change, the last `memory` workflows), its mean score
+        over each round's best, minus 1, weighted by each round's new workflows."""
+        sums: dict[str, float] = {}
+        seen: dict[str, int] = {}
+        for new, excess in self._stood:
+            for c, v in excess.items():
+                sums[c] = sums.get(c, 0.0) + new * v
+                seen[c] = seen.get(c, 0) + new
+        return {c: v / seen[c] for c, v in sums.items() if seen[c] >= self.config.window}
+
+    def dropped(self) -> frozenset[str]:
+        """The candidates left out of the next round: those whose standing trails the
+        leader's by more than `drop`, but for the leader, the one followed, and the rule
+        under either if it is the analytic rule."""
+        standing = self.standings()
+        if self.config.drop is None or not standing:
+            return frozenset()
+        leader = min(standing, key=standing.__getitem__)
+        keep = {self.following, leader}
+        keep |= {c.split(":", 1)[1] for c in keep if c.startswith("analytic")}
+        # (against the leader's standing, not 0: each round's best is a lucky one)
+        lead = standing[leader] + self.config.drop
+        return frozenset(c for c, v in standing.items() if v > lead) - keep
 
     def replay(self, request: ReplayRequest) -> Choice:
         """Any one thread: replay the window under every candidate; the choice."""
         started = time.thread_time()
         cfg = self.config
-        specs = candidate_specs(cfg)
+        specs = [s for s in candidate_specs(cfg) if s not in request.dropped]
         scores = self._replay(request, specs)
         if "analytic" in cfg.portfolio():
             rules = {s: v for s, v in scores.means.items() if kind_of(s) == "rule"}
             if rules:
                 base = min(rules, key=rules.__getitem__)
-                more = self._replay(request, analytic_specs(cfg, base))
+                more = self._replay(
+                    request, [s for s in analytic_specs(cfg, base) if s not in request.dropped]
+                )
                 scores = _merged(scores, more)
         chosen, runner_up, why = select(
             scores.means,
@@ -723,6 +787,8 @@ class PortfolioScheduler:
             cpu_seconds=time.thread_time() - started,
             prior=request.prior,
             source=request.source,
+            new=request.new,
+            left_out=tuple(sorted(request.dropped)),
         )
 
     def _replay(self, request: ReplayRequest, specs: Sequence[str]) -> Scores:
@@ -742,6 +808,7 @@ class PortfolioScheduler:
         """Owner thread: follow `choice` from the next decision on."""
         self.rounds.append(choice)
         self.choice = choice
+        self._stand(choice)
         outright = won(choice.scores, choice.candidate)
         self._protected = outright or (self._protected and choice.candidate == self.following)
         if choice.candidate == self.following:
@@ -751,6 +818,20 @@ class PortfolioScheduler:
             self.switches += 1
             self.following = choice.candidate
             self._follower().reset(self._child_rng())
+
+    def _stand(self, choice: Choice) -> None:
+        """Remember `choice`'s scores over its best for the standings (`standings`)."""
+        finite = [v for v in choice.scores.values() if math.isfinite(v)]
+        if not finite or choice.new <= 0:
+            return
+        low = min(finite)
+        excess = {
+            c: v / low - 1 if math.isfinite(v) and low > 0 else 1.0
+            for c, v in choice.scores.items()
+        }
+        self._stood.append((choice.new, excess))
+        while sum(n for n, _ in self._stood[1:]) >= self.config.memory:
+            del self._stood[0]
 
     # -- the run's account ------------------------------------------------------------
 
