@@ -241,8 +241,9 @@ def test_a_round_leaves_out_what_trails_and_says_so():
     first = _round(brain, window, executors=1)
     assert set(first.scores) == {"fifo", "srpt", "fair"} and first.left_out == ()
     assert first.new == 2  # the first round's window is all new
-    brain.record([JobArrival(1.0, "one", dag(("a", 1, 1.0, [])))])
+    brain.record([JobArrival(float(t), f"n{t}", dag(("a", 1, 1.0, []))) for t in (1, 2, 3)])
     second = brain.replay(brain.request(Cluster(1)))
+    assert second.new == 2  # 3 finished since, but the round replays a window of 2
     assert second.left_out == ("fair", "fifo")  # both 75 % behind srpt in the first round
     assert set(second.scores) == {"srpt"} and second.to_dict()["left_out"] == ["fair", "fifo"]
 

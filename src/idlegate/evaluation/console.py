@@ -125,7 +125,7 @@ def render_followed(account: Mapping[str, Any]) -> Table:
             str(r["workflows"]),
             fmt_number(r["score"], 1),
             runner,
-            str(len(r.get("left_out", ()))),
+            str(len(r["left_out"])),
         )
     return table
 

@@ -707,8 +707,8 @@ class PortfolioScheduler:
             window = tuple(self._finished)
             prior, source = self._seeded, self._seed_source if self._seeded else None
         self._prior_due = self._seed_due = False
-        if first or not self.rounds:
-            new = len(window)  # (the first round's window is all new evidence)
+        # (a round's evidence is at most its window; a prior window is all new)
+        new = len(window) if first else min(new, len(window))
         return ReplayRequest(
             window=tuple(window),
             num_executors=view.num_executors,
@@ -745,7 +745,9 @@ class PortfolioScheduler:
             return frozenset()
         leader = min(standing, key=standing.__getitem__)
         keep = {self.following, leader}
-        keep |= {c.split(":", 1)[1] for c in keep if c.startswith("analytic")}
+        for spec in map(SchedulerSpec.parse, tuple(keep)):
+            if spec.kind == "analytic" and spec.base is not None:
+                keep.add(spec.base.format(label=False))
         # (against the leader's standing, not 0: each round's best is a lucky one)
         lead = standing[leader] + self.config.drop
         return frozenset(c for c, v in standing.items() if v > lead) - keep
@@ -820,7 +822,8 @@ class PortfolioScheduler:
             self._follower().reset(self._child_rng())
 
     def _stand(self, choice: Choice) -> None:
-        """Remember `choice`'s scores over its best for the standings (`standings`)."""
+        """Remember `choice`'s scores over its best for the standings (`standings`); a
+        candidate that failed counts as 100 % behind."""
         finite = [v for v in choice.scores.values() if math.isfinite(v)]
         if not finite or choice.new <= 0:
             return
