@@ -136,10 +136,17 @@ class Run:
     cpu: float
     choices: list[dict[str, Any]] = field(default_factory=list)
     """Every round's `portfolio.Choice` as a dict (its reason, best and scores)."""
-    followed: list[tuple[float, str]] = field(default_factory=list)
-    """(time, candidate) from which each was followed (`PortfolioScheduler.followed_from`)."""
     label: str = ""
     """The row it belongs to (its candidate's spec, or ``brain``)."""
+
+    @property
+    def followed(self) -> list[tuple[float, str]]:
+        """(time, candidate) from which each was followed: the cold start's from 0, then
+        each round's from when it took effect (`PortfolioScheduler.followed_from`; empty
+        for a fixed candidate's run)."""
+        if self.start is None:
+            return []
+        return [(0.0, self.start)] + [(effect, cand) for _, effect, cand in self.rounds]
 
 
 @dataclass
@@ -265,10 +272,9 @@ def run_task(task: Task) -> Run:
     phase = None
     if case.workload == "shift":
         phase = np.array([shift_phase(r.name) for r in records])
-    rounds, followed = [], []
+    rounds = []
     if isinstance(scheduler, PortfolioScheduler):
         rounds = [(c.at, scheduler.took_effect(c), c.candidate) for c in scheduler.rounds]
-        followed = scheduler.followed_from()
     choices = [c.to_dict() for c in getattr(scheduler, "rounds", ())]
     return Run(
         np.array([r.jct for r in records]),
@@ -279,7 +285,6 @@ def run_task(task: Task) -> Run:
         result.end_time,
         cpu,
         choices,
-        followed=followed,
         label=task.label,
     )
 

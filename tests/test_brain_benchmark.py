@@ -8,6 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from idlegate.evaluation.comparison import WorkloadOptions
+from idlegate.policy import make_scheduler
+from idlegate.sim.engine import simulate
 from tests.helpers import load_benchmark
 
 pytest.importorskip(
@@ -55,8 +58,7 @@ def test_a_run_pairs_every_candidate_and_reports_the_shift(brain, tmp_path: Path
 
 
 def _run(brain, start: str, rounds: list[tuple[float, float, str]], end: float):
-    followed = [(0.0, start)] + [(effect, candidate) for _, effect, candidate in rounds]
-    return brain.Run(np.zeros(1), np.zeros(1), None, rounds, start, end, 0.0, followed=followed)
+    return brain.Run(np.zeros(1), np.zeros(1), None, rounds, start, end, 0.0)
 
 
 def test_adaptation_counts_from_the_switch_to_the_first_good_candidate(brain) -> None:
@@ -101,3 +103,14 @@ def test_the_shift_starts_with_tpch_from_the_given_traces(brain, tmp_path: Path)
     assert (extra["first_jobs"], extra["second_jobs"]) == (5, 5)
     missing = brain.shift_case(tmp_path / "none", 10, (1,)).options.extra
     assert missing["first"] == "tpch-like"
+
+
+def test_a_brain_runs_account_is_what_the_portfolio_followed(brain) -> None:
+    options = WorkloadOptions(extra={"num_jobs": 60})
+    case = brain.Case("k8s-batch-0.7", "k8s-batch", "k8s-batch", options, (3,))
+    run = brain.run_task(brain.Task(case, "brain", SMALL_BRAIN, 3))
+    portfolio = make_scheduler(SMALL_BRAIN)
+    simulate(brain.build("k8s-batch", 3, options), portfolio, seed=3)
+    assert len(run.rounds) > 1  # (a run that switches, so the account has stretches)
+    assert run.followed == portfolio.followed_from()
+    assert brain.Run(run.jct, run.arrival, None, [], None, 1.0, 0.0).followed == []  # a rule's
