@@ -222,6 +222,18 @@ def test_the_leader_the_followed_and_their_base_rule_are_never_left_out():
     assert brain.dropped() == frozenset()
 
 
+def test_the_rule_under_an_analytic_candidate_that_stays_is_not_left_out():
+    # (a round tries the analytic rule over its best rule: were fifo, the only rule under
+    # it, left out, the analytic candidate would vanish from the rounds though it stays)
+    brain = _fed("fifo+srpt+analytic", window=2, drop=0.05)
+    brain.adopt(_scored({"srpt": 100.0, "analytic?min_gain=0:fifo": 101.0, "fifo": 120.0}, 5))
+    assert brain.following == "srpt"
+    assert brain.dropped() == frozenset()  # fifo trails by 20 %, the analytic rule by 1 %
+    brain = _fed("fifo+srpt+analytic", window=2, drop=0.05)
+    brain.adopt(_scored({"srpt": 100.0, "analytic?min_gain=0:fifo": 110.0, "fifo": 120.0}, 5))
+    assert brain.dropped() == {"analytic?min_gain=0:fifo", "fifo"}  # both trail
+
+
 def test_a_left_out_candidate_comes_back_when_its_rounds_leave_the_memory():
     brain = _fed("fifo+srpt", window=4, drop=0.05, memory=8)
     brain.adopt(_scored({"srpt": 100.0, "fifo": 150.0}, new=4))

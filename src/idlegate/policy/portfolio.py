@@ -43,8 +43,9 @@ them). A candidate whose standing trails the leader's by more than `drop` is lef
 the rounds (`dropped`): the fewer candidates a round compares, the less likely its best
 won the window by luck, and the cheaper the round. As its rounds leave the memory, a
 left-out candidate comes back and is judged again, and a change of workload brings every
-candidate back. The leader, the candidate followed, and the rule under either if it is
-the analytic rule are never left out.
+candidate back. The leader and the candidate followed are never left out, nor the rule
+under an analytic candidate that is not (a round tries the analytic rule over its best
+rule, so without one the analytic rule would vanish from the rounds).
 
 **Cold start.** With ``history=PATH`` (a history file, `sim.history`) the first round
 replays the last `window` workflows of that file at the first decision, and its choice
@@ -739,18 +740,21 @@ class PortfolioScheduler:
     def dropped(self) -> frozenset[str]:
         """The candidates left out of the next round: those whose standing trails the
         leader's by more than `drop`, but for the leader, the one followed, and the rule
-        under either if it is the analytic rule."""
+        under any analytic candidate that stays."""
         standing = self.standings()
         if self.config.drop is None or not standing:
             return frozenset()
         leader = min(standing, key=standing.__getitem__)
-        keep = {self.following, leader}
-        for spec in map(SchedulerSpec.parse, tuple(keep)):
-            if spec.kind == "analytic" and spec.base is not None:
-                keep.add(spec.base.format(label=False))
         # (against the leader's standing, not 0: each round's best is a lucky one)
         lead = standing[leader] + self.config.drop
-        return frozenset(c for c, v in standing.items() if v > lead) - keep
+        out = {c for c, v in standing.items() if v > lead} - {self.following, leader}
+        # (a round tries the analytic rule over its best rule: with every rule left out,
+        # an analytic candidate that stays would not be tried at all)
+        stays = (standing.keys() - out) | {self.following}
+        for spec in map(SchedulerSpec.parse, sorted(stays)):
+            if spec.kind == "analytic" and spec.base is not None:
+                out.discard(spec.base.format(label=False))
+        return frozenset(out)
 
     def replay(self, request: ReplayRequest) -> Choice:
         """Any one thread: replay the window under every candidate; the choice."""
