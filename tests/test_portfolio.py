@@ -260,6 +260,25 @@ def test_a_round_leaves_out_what_trails_and_says_so():
     assert set(second.scores) == {"srpt"} and second.to_dict()["left_out"] == ["fair", "fifo"]
 
 
+def test_a_round_replays_the_analytic_candidate_followed_over_another_rule():
+    window = [
+        JobArrival(0.0, "long", dag(("a", 1, 10.0, []))),
+        JobArrival(0.0, "short", dag(("a", 1, 1.0, []))),
+    ]
+    brain = _fed("fifo+srpt+analytic", window=2, tune="false")
+    brain.following = "analytic?min_gain=0:fifo"  # (as an earlier round chose)
+    choice = _round(brain, window, executors=1)
+    # srpt is this round's best rule, so the analytic rule is tried over srpt, and the
+    # one followed, over fifo, is replayed too: no switch without its score
+    assert set(choice.scores) == {
+        "fifo",
+        "srpt",
+        "analytic?min_gain=0:srpt",
+        "analytic?min_gain=0:fifo",
+    }
+    assert choice.scores["analytic?min_gain=0:fifo"] == choice.scores["fifo"] == 10.5
+
+
 def test_a_change_of_workload_brings_every_candidate_back():
     brain = _fed("fifo+srpt", window=40, drop=0.05, every=100, period="none")
     brain.record(_jobs("s", 40, 1.0))

@@ -21,8 +21,9 @@ their recorded arrivals and duration models and the same seed for every candidat
 (common random numbers; `replay_portfolio`). A candidate's *score* is the mean JCT of
 the replayed workflows (`seeds` > 1 averages that many seeds). The tuned families are
 searched on a small grid each (`TUNING`); the analytic rule is tried over the round's
-best plain rule. A candidate that fails in the replay (raises, e.g. a policy error)
-scores infinity.
+best plain rule, and the analytic candidate followed, if over another rule, is replayed
+too (a round never switches away from a candidate it did not replay). A candidate that
+fails in the replay (raises, e.g. a policy error) scores infinity.
 
 **Following with a margin.** The best-scoring candidate replaces the one followed only
 when its score is lower by more than `margin` (a fraction) of the followed one's score,
@@ -770,6 +771,11 @@ class PortfolioScheduler:
                     request, [s for s in analytic_specs(cfg, base) if s not in request.dropped]
                 )
                 scores = _merged(scores, more)
+        followed = request.following
+        if followed not in scores.means and SchedulerSpec.parse(followed).kind == "analytic":
+            # (the analytic rule over an earlier round's best rule: without its own score
+            # a round would switch away from it on no evidence)
+            scores = _merged(scores, self._replay(request, [followed]))
         chosen, runner_up, why = select(
             scores.means,
             request.following,
