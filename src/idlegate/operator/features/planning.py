@@ -27,6 +27,7 @@ budget), and nothing of it is adopted.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections import Counter
 from collections.abc import Callable
@@ -57,9 +58,15 @@ def is_planner(policy: Scheduler) -> TypeGuard[LookaheadScheduler]:
     return isinstance(policy, LookaheadScheduler) and policy.config.mode == "switch"
 
 
+Work = tuple[Callable[[asyncio.Future[Any]], None], Callable[..., Any], *tuple[Any, ...]]
+"""What a worker's `_request` takes in the event loop: the handler of the result (run
+back in the loop), the function the thread runs, and its arguments."""
+
+
 class _Worker:
     """One worker thread beside a pool's decisions, its result taken back in the event
-    loop: `poke` starts the work when `_due`, with what `_request` takes in the loop."""
+    loop: `poke` starts the work when `_due`, with what `_request` takes in the loop, and
+    the request's handler takes the result."""
 
     what = ""
     """The work, as the error metric and log say it ("plan", "replay")."""
@@ -86,27 +93,26 @@ class _Worker:
         except RuntimeError:  # (a bridge driven without a loop starts nothing)
             return
         try:
-            work, *args = self._request()
+            then, work, *args = self._request()
         except Exception as exc:  # the work never stops decisions
             self.decider.note_error(self.policy.name, exc, self.what)
             return
         self.running = loop.run_in_executor(self._executor, work, *args)
-        self.running.add_done_callback(self._ended)
+        self.running.add_done_callback(functools.partial(self._ended, then))
 
     def _due(self) -> bool:
         raise NotImplementedError
 
-    def _request(self) -> tuple[Callable[..., Any], *tuple[Any, ...]]:
-        """Event loop: the function the thread runs, and its arguments."""
+    def _request(self) -> Work:
+        """Event loop: the work to start (`Work`)."""
         raise NotImplementedError
 
-    def _ended(self, running: asyncio.Future[Any]) -> None:
+    def _ended(
+        self, then: Callable[[asyncio.Future[Any]], None], running: asyncio.Future[Any]
+    ) -> None:
         self.running = None
         if not self._closed and not running.cancelled():
-            self._done(running)
-
-    def _done(self, running: asyncio.Future[Any]) -> None:
-        raise NotImplementedError
+            then(running)
 
     async def idle(self) -> None:
         """Until no work runs (tests; work taken back may start the next)."""
@@ -141,10 +147,10 @@ class PlanningWorker(_Worker):
     def _due(self) -> bool:
         return self.planner.needs_plan(self.cluster)
 
-    def _request(self) -> tuple[Callable[..., Any], *tuple[Any, ...]]:
-        return self.planner.plan, self.planner.request(self.cluster), self.budget
+    def _request(self) -> Work:
+        return self._adopt, self.planner.plan, self.planner.request(self.cluster), self.budget
 
-    def _done(self, running: asyncio.Future[Plan]) -> None:
+    def _adopt(self, running: asyncio.Future[Plan]) -> None:
         """Event loop: a plan ended. Adopt it, drop it, or note its error; plan again."""
         self.plans += 1
         planner = self.planner
@@ -196,25 +202,29 @@ class ReplayWorker(_Worker):
     def _due(self) -> bool:
         return self._prior is not None or self.portfolio.needs_replay(self.cluster.now)
 
-    def _request(self) -> tuple[Callable[..., Any], *tuple[Any, ...]]:
+    def _request(self) -> Work:
         if self._prior is not None:
             read, self._prior = self._prior, None
-            return (read.result,)  # (this thread waits for the sink's)
-        return self.portfolio.replay, self.portfolio.request(self.cluster)
+            return self._seed, read.result  # (this thread waits for the sink's)
+        return self._adopt, self.portfolio.replay, self.portfolio.request(self.cluster)
 
-    def _done(
-        self, running: asyncio.Future[Choice | tuple[list[JobArrival], Counter[str]]]
-    ) -> None:
+    def _seed(self, running: asyncio.Future[tuple[list[JobArrival], Counter[str]]]) -> None:
+        """Event loop: the pool's records in the sink were read (and the lines left out,
+        by reason); the portfolio starts from them."""
         try:
-            done = running.result()
-            if isinstance(done, tuple):  # (the sink's records, and the lines left out)
-                arrivals, skipped = done
-                for reason, lines in skipped.items():
-                    self.metrics.history_skipped.labels(reason).inc(lines)
-                self.portfolio.seed(arrivals, "history sink")
-                self.poke()
-                return
-            self.portfolio.adopt(done)
+            arrivals, skipped = running.result()
+            for reason, lines in skipped.items():
+                self.metrics.history_skipped.labels(reason).inc(lines)
+            self.portfolio.seed(arrivals, "history sink")
+        except Exception as exc:  # the portfolio starts empty
+            self.decider.note_error(self.portfolio.name, exc, "replay")
+            return
+        self.poke()
+
+    def _adopt(self, running: asyncio.Future[Choice]) -> None:
+        """Event loop: a round ended. Follow its choice, or note its error."""
+        try:
+            self.portfolio.adopt(running.result())
         except Exception as exc:  # the portfolio keeps its candidate
             self.decider.note_error(self.portfolio.name, exc, "replay")
             return
