@@ -35,7 +35,9 @@ the reason otherwise. Then:
 
 Printed: per workload the best fixed candidate, the brain against it, the best plain
 rule, the best tuned candidate against that rule, `learned:default` against the best,
-and what the brain followed longest; every candidate against each workload's best; the
+and what the brain followed longest; every candidate against each workload's best;
+where the brain's loss is (what it followed when each job arrived); how often a round's
+replay of a full window ranked the stream's best fixed candidate below another; the
 shift's phases, windows and adaptation; the targets of issue 30 with PASS / FAIL.
 `--json` writes every per-seed figure. Progress goes to stderr.
 """
@@ -45,6 +47,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import sys
 import time
 from collections.abc import Sequence
@@ -536,6 +539,56 @@ def losses_table(cases: Sequence[Case], results: Results) -> dict[str, dict[str,
     return out
 
 
+def window_lags(run: Run, best: str, window: int) -> list[float]:
+    """Per round of `run` (a brain run) that replayed a full window (at least `window`
+    workflows) and scored `best`: by how much `best` trailed the window's best score (0
+    where it scored best). How often a window's replay ranks the stream's best candidate
+    first bounds what any rule for choosing on replays can do."""
+    lags = []
+    for choice in run.choices:
+        scores = choice["scores"]
+        if choice["workflows"] < window or best not in scores:
+            continue
+        finite = [v for v in scores.values() if math.isfinite(v)]
+        lags.append(scores[best] / min(finite) - 1)
+    return lags
+
+
+def windows_table(cases: Sequence[Case], results: Results, brain: str) -> dict[str, Any]:
+    """Per workload, over every seed's rounds with a full window: how often another
+    candidate scored better than the best fixed candidate of the stream (`window_lags`)."""
+    window = portfolio_config(SchedulerSpec.parse(brain), {})[0].window
+    print(
+        f"| workload | best fixed | rounds on a full window ({window}) | another ahead | "
+        "ahead by more than 1 % | mean lag where behind |"
+    )
+    print("|---|---|---:|---:|---:|---:|")
+    out = {}
+    for c in cases:
+        if c.fixed is not None:
+            continue
+        r, key = results, c.key
+        best = best_of(r, key, fixed_labels(r, key))
+        lags = np.array(
+            [lag for s in c.seeds for lag in window_lags(r.runs[key]["brain"][s], best, window)]
+        )
+        if not len(lags):
+            continue
+        behind = lags[lags > 0]
+        mean_lag = float(np.mean(behind)) if len(behind) else 0.0
+        out[key] = {
+            "rounds": len(lags),
+            "ahead": float(np.mean(lags > 0)),
+            "ahead_1pc": float(np.mean(lags > 0.01)),
+            "mean_lag": mean_lag,
+        }
+        print(
+            f"| {key} | {best} | {len(lags)} | {np.mean(lags > 0):.0%} | "
+            f"{np.mean(lags > 0.01):.0%} | {mean_lag:+.2%} |"
+        )
+    return out
+
+
 # ---------------------------------------------------------------------------------------
 # the regime shift
 
@@ -724,6 +777,7 @@ def to_json(
     shift: dict[str, Any] | None,
     checks_: Sequence[Check],
     losses: dict[str, dict[str, float]] | None = None,
+    windows: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Every per-seed mean JCT and CPU time, the brain's rounds, the tables and targets."""
     out_cases = {}
@@ -747,6 +801,7 @@ def to_json(
         "table": rows,
         "shift": shift,
         "losses": losses,
+        "windows": windows,
         "targets": [c.__dict__ for c in checks_],
     }
 
@@ -807,6 +862,7 @@ def run(args: argparse.Namespace) -> list[Check]:
     rows = workload_table(cases, results)
     candidates_table(cases, results)
     losses = losses_table(cases, results)
+    windows = windows_table(cases, results, args.brain)
     shift = None
     for c in cases:
         if c.family == "shift":
@@ -816,7 +872,9 @@ def run(args: argparse.Namespace) -> list[Check]:
     if args.json is not None:
         args.json.write_text(
             json.dumps(
-                to_json(args, cases, results, rows, shift, result, losses), indent=1, default=_plain
+                to_json(args, cases, results, rows, shift, result, losses, windows),
+                indent=1,
+                default=_plain,
             )
         )
     print(f"{time.perf_counter() - started:.0f} s in all")

@@ -37,6 +37,8 @@ def test_a_run_pairs_every_candidate_and_reports_the_shift(brain, tmp_path: Path
     checks = brain.main(argv)
     data = json.loads(out.read_text())
     assert set(data["cases"]) == {"synthetic-0.6", "shift"}
+    ranks = data["windows"]["synthetic-0.6"]  # the rounds on full windows of 20 workflows
+    assert ranks["rounds"] > 0 and 0 <= ranks["ahead_1pc"] <= ranks["ahead"] <= 1
     for case in data["cases"].values():
         labels = set(case["mean_jct"])
         # the portfolio's fixed candidates, the analytic rule over the best of them, the brain
@@ -114,3 +116,17 @@ def test_a_brain_runs_account_is_what_the_portfolio_followed(brain) -> None:
     assert len(run.rounds) > 1  # (a run that switches, so the account has stretches)
     assert run.followed == portfolio.followed_from()
     assert brain.Run(run.jct, run.arrival, None, [], None, 1.0, 0.0).followed == []  # a rule's
+
+
+def test_window_lags_count_only_full_windows_that_scored_the_best(brain) -> None:
+    def choice(workflows: int, scores: dict[str, float]) -> dict:
+        return {"workflows": workflows, "scores": scores}
+
+    run = _run(brain, "fair", [], 10.0)
+    run.choices = [
+        choice(40, {"fair": 12.0, "srpt": 10.0}),  # a window not yet full: not counted
+        choice(200, {"fair": 10.0, "srpt": 11.0}),  # the best scored best
+        choice(200, {"fair": 10.5, "srpt": 10.0, "fifo": float("inf")}),  # 5 % behind
+        choice(250, {"srpt": 9.0}),  # the best left out of the round: not counted
+    ]
+    assert brain.window_lags(run, "fair", 200) == pytest.approx([0.0, 0.05])
