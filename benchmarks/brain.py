@@ -50,7 +50,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -511,6 +511,14 @@ def loss_parts(run: Run, best: Run) -> dict[str, float]:
     return {**parts, **{f"{k} jobs": v / len(run.jct) for k, v in jobs.items()}}
 
 
+def brain_cases(cases: Sequence[Case], results: Results) -> Iterator[tuple[Case, str, str]]:
+    """The cases the brain ran on (not a `fixed` workload), each with its key and its best
+    fixed candidate."""
+    for c in cases:
+        if c.fixed is None:
+            yield c, c.key, best_of(results, c.key, fixed_labels(results, c.key))
+
+
 def losses_table(cases: Sequence[Case], results: Results) -> dict[str, dict[str, float]]:
     """Per workload, the brain's change against the best fixed candidate split by what it
     followed when each job arrived (`loss_parts`), averaged over the seeds."""
@@ -520,14 +528,9 @@ def losses_table(cases: Sequence[Case], results: Results) -> dict[str, dict[str,
     )
     print("|---|---|---:|---:|---:|---:|")
     out = {}
-    for c in cases:
-        if c.fixed is not None:
-            continue
-        r, key = results, c.key
-        best = best_of(r, key, fixed_labels(r, key))
-        per_seed = []
-        for s in c.seeds:
-            per_seed.append(loss_parts(r.runs[key]["brain"][s], r.runs[key][best][s]))
+    for c, key, best in brain_cases(cases, results):
+        runs = results.runs[key]
+        per_seed = [loss_parts(runs["brain"][s], runs[best][s]) for s in c.seeds]
         mean = {k: float(np.mean([p[k] for p in per_seed])) for k in per_seed[0]}
         out[key] = mean
         total = mean["cold start"] + mean["the best"] + mean["another"]
@@ -564,14 +567,9 @@ def windows_table(cases: Sequence[Case], results: Results, brain: str) -> dict[s
     )
     print("|---|---|---:|---:|---:|---:|")
     out = {}
-    for c in cases:
-        if c.fixed is not None:
-            continue
-        r, key = results, c.key
-        best = best_of(r, key, fixed_labels(r, key))
-        lags = np.array(
-            [lag for s in c.seeds for lag in window_lags(r.runs[key]["brain"][s], best, window)]
-        )
+    for c, key, best in brain_cases(cases, results):
+        runs = results.runs[key]["brain"]
+        lags = np.array([lag for s in c.seeds for lag in window_lags(runs[s], best, window)])
         if not len(lags):
             continue
         behind = lags[lags > 0]
