@@ -39,6 +39,9 @@ def test_a_run_pairs_every_candidate_and_reports_the_shift(brain, tmp_path: Path
     assert set(data["cases"]) == {"synthetic-0.6", "shift"}
     ranks = data["windows"]["synthetic-0.6"]  # the rounds on full windows of 20 workflows
     assert ranks["rounds"] > 0 and 0 <= ranks["ahead_1pc"] <= ranks["ahead"] <= 1
+    parts = data["losses"]["synthetic-0.6"]  # every job is counted once, the first ones cold
+    shares = [parts[f"{k} jobs"] for k in ("cold start", "the best", "another")]
+    assert sum(shares) == pytest.approx(1) and shares[0] > 0
     for case in data["cases"].values():
         labels = set(case["mean_jct"])
         # the portfolio's fixed candidates, the analytic rule over the best of them, the brain
