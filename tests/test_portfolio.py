@@ -75,6 +75,7 @@ def test_the_choice_says_what_is_followed_and_why():
 
 
 def _fed(candidates: str, **options: object) -> PortfolioScheduler:
+    options.setdefault("min_window", 2)  # (rounds are asked for by hand, on small windows)
     extra = "".join(f"&{k}={v}" for k, v in options.items())
     spec = f"portfolio?candidates={candidates}&replayer=worker&records=fed&start=fifo{extra}"
     brain = make_scheduler(spec)
@@ -186,6 +187,11 @@ def test_the_spec_parses_formats_and_checks_its_options(tmp_path):
             check_params(bad)
     with pytest.raises(IdlegateError, match="policy"):
         check_params("portfolio?candidates=trained")
+    with pytest.raises(IdlegateError, match="window=30 is below min_window=40"):
+        check_params("portfolio?window=30")  # (no round would ever run)
+    check_params("portfolio?window=30&min_window=30")
+    with pytest.raises(IdlegateError, match="runs over the round's best rule"):
+        check_params("portfolio?candidates=analytic+learned")
     with pytest.raises(IdlegateError, match="does not exist"):
         make_scheduler(f"portfolio?policy={tmp_path / 'missing.onnx'}")
     assert len(model_files("portfolio")) == 1  # the shipped policy

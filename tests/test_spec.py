@@ -126,8 +126,14 @@ def test_parameter_values():
         ),
         (
             "learned:default?window",
-            "'learned:default?window': parameter window='': write ?KEY=VALUE&KEY=VALUE with "
-            "names and values without & ? or :, e.g. learned:default?window=64",
+            "'learned:default?window': parameter window has no value: write window=VALUE, "
+            "or leave it out for its default",
+        ),
+        (
+            "portfolio?candidates=analytic:srpt",
+            "'portfolio?candidates=analytic:srpt': parameter candidates='analytic:srpt': write "
+            "?KEY=VALUE&KEY=VALUE with names and values without spaces, & ? or : (they "
+            "separate a spec's parts), e.g. learned:default?window=64",
         ),
         ("fair?a=1&a=2", "'fair?a=1&a=2': a is given twice; give each parameter once"),
     ],
@@ -145,7 +151,7 @@ def test_a_spec_is_checked_when_made_in_code_too():
         S("fair", "x")
     with pytest.raises(IdlegateError, match="a label names a whole spec"):
         S("lookahead", base=S("srpt", label="x"))
-    with pytest.raises(IdlegateError, match="without & \\? or :"):
+    with pytest.raises(IdlegateError, match="without spaces, & \\? or :"):
         S("lookahead", base=S("srpt"), params=(("candidates", "a:b"),))
 
 

@@ -89,6 +89,10 @@ def render_run_table(m: RunMetrics) -> Table:
     return table
 
 
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
 def render_followed(account: Mapping[str, Any]) -> Table:
     """A rich Table of what a self-tuning scheduler followed and why
     (`PortfolioScheduler.account`): one row per round, the share of the run each
@@ -98,9 +102,15 @@ def render_followed(account: Mapping[str, Any]) -> Table:
     spans = account["time_followed"]
     total = sum(spans.values()) or 1.0
     shares = ", ".join(f"{name} {seconds / total:.0%}" for name, seconds in spans.items())
+    rounds, switches = len(account["rounds"]), account["switches"]
+    title = f"Followed: {account['start']}, no round ran"
+    if rounds:
+        title = (
+            f"Followed: {account['start']} until the first round, then {_count(rounds, 'round')}, "
+            f"{_count(switches, 'switch', 'switches')}"
+        )
     table = Table(
-        title=f"Followed: {account['start']} until the first round, then {len(account['rounds'])} "
-        f"rounds, {account['switches']} switches",
+        title=title,
         caption=f"share of the run: {shares}",
     )
     headers = (

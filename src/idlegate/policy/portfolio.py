@@ -92,7 +92,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 import numpy as np
-from pydantic import ConfigDict, Field, StrictBool, StrictInt, field_validator
+from pydantic import ConfigDict, Field, StrictBool, StrictInt, field_validator, model_validator
 
 from idlegate.config import Config, NonNegative, Positive
 from idlegate.errors import IdlegateError, reject_unknown
@@ -142,6 +142,8 @@ CANDIDATES: Final = (
     "planner",
 )
 """The names ``candidates=`` takes (joined with ``+``)."""
+_RULE_NAMES: Final = ("fifo", "sjf", "sjf-cp", "srpt", "fair", "weighted-fair")
+"""The candidates that are plain rules (what the analytic candidate runs over)."""
 DEFAULT_CANDIDATES: Final = (*RULES, "analytic", "learned")
 """The portfolio without ``candidates=`` (``trained`` joins it with ``policy=``)."""
 PLANNER: Final = "lookahead?max_decisions=100&race=0.05&plan_window=64:srpt"
@@ -226,7 +228,22 @@ class PortfolioConfig(Config):
             )
         if not names:
             raise ValueError("give at least one candidate")
+        if "analytic" in names and not set(names) & set(_RULE_NAMES):
+            raise ValueError(
+                "the analytic candidate runs over the round's best rule: add a rule among "
+                f"{', '.join(_RULE_NAMES)}, e.g. candidates=analytic+sjf-cp"
+            )
         return names
+
+    @model_validator(mode="after")
+    def _rounds_can_run(self) -> PortfolioConfig:
+        # (a window smaller than the first round's need would never fill: no round at all)
+        if self.window < self.min_window:
+            raise ValueError(
+                f"window={self.window} is below min_window={self.min_window}, so no round "
+                f"would ever run; raise window or lower min_window to at most {self.window}"
+            )
+        return self
 
     def portfolio(self) -> tuple[str, ...]:
         """The candidates, ``trained`` added when a `policy` is given."""

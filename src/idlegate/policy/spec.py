@@ -135,14 +135,16 @@ class SchedulerSpec:
             raise IdlegateError(f"a label names a whole spec, not the base {self.base.label}=…")
         keys = [k for k, _ in self.params]
         for key, value in self.params:
-            if (
-                not (_KEY.fullmatch(key) and value)
-                or value != value.strip()
-                or set(value) & set("&?:")
-            ):
+            if _KEY.fullmatch(key) and not value:
+                raise IdlegateError(
+                    f"parameter {key} has no value: write {key}=VALUE, or leave it out for "
+                    "its default"
+                )
+            if not _KEY.fullmatch(key) or value != value.strip() or set(value) & set("&?:"):
                 raise IdlegateError(
                     f"parameter {key}={value!r}: write ?KEY=VALUE&KEY=VALUE with names and "
-                    "values without & ? or :, e.g. learned:default?window=64"
+                    "values without spaces, & ? or : (they separate a spec's parts), e.g. "
+                    "learned:default?window=64"
                 )
             if keys.count(key) > 1:
                 raise IdlegateError(f"{key} is given twice; give each parameter once")
