@@ -110,9 +110,11 @@ def constants(window: tuple[JobArrival, ...], pool: int) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--pool", type=int, default=40)
-    parser.add_argument("--hours", type=float, default=2.0)
+    parser.add_argument("--rounds", type=int, default=5, help="windows replayed (default 5)")
+    parser.add_argument("--pool", type=int, default=40, help="executors (default 40)")
+    parser.add_argument(
+        "--hours", type=float, default=2.0, help="length of a window in hours (default 2)"
+    )
     args = parser.parse_args()
     brain = make_scheduler("portfolio")
     assert isinstance(brain, PortfolioScheduler)

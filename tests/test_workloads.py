@@ -863,3 +863,11 @@ def test_k8s_batch_simulates_to_completion():
     w = _k8s(1, num_jobs=40)
     result = simulate(w, Scripted(fifo_rule), seed=1)
     assert result.unfinished == 0 and len(result.records) == 40
+
+
+def test_the_workload_flag_help_names_every_registered_workload():
+    from idlegate.sim.workloads.registry import WORKLOADS
+
+    out = CliRunner().invoke(app, ["simulate", "--help"], terminal_width=200)
+    listed = " ".join(out.stdout.split()).split("Workload: ", 1)[1].split(".", 1)[0]
+    assert [w.strip() for w in listed.split(",")] == list(WORKLOADS)

@@ -146,8 +146,8 @@ class CompareConfig(Config):
     model_config = ConfigDict(title="the comparison")
 
     workload: Annotated[str, Flag("-w")] = "tpch-like"
-    """Workload: synthetic, bursty, tpch, tpch-like, mixed, k8s-batch, follow, push,
-    recurring, file, lublin, swf."""
+    """Workload: synthetic, tpch, tpch-like, mixed, bursty, k8s-batch, argo-shapes,
+    follow, push, recurring, shift, file, swf, lublin."""
     schedulers: Schedulers = Field(
         parse_list("fifo,fair,sjf-cp,weighted-fair"), min_length=1, validate_default=True
     )
