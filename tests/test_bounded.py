@@ -164,7 +164,7 @@ def test_spec_parameters() -> None:
         ("window=8&window_tail=2.5", "window_tail=2.5 \\(observation window\\) is invalid"),
         ("window=8&window_bogus=1", "no parameter 'window_bogus'"),
         ("window_head=2", "needs a window: add window=THRESHOLD"),
-        ("window", "write ?KEY=VALUE"),
+        ("window", "window has no value: write window=VALUE"),
         ("window=8&window=9", "window is given twice"),
         ("threads=two", "threads must be a whole number >= 1, got 'two'"),
     ],

@@ -104,6 +104,17 @@ def test_file_workload_is_deterministic(workflow_file: Path):
     )
 
 
+def test_a_history_replays_on_the_pool_it_records(workflow_file: Path, tmp_path: Path):
+    from idlegate.policy import make_scheduler
+    from idlegate.sim.history import simulate_history, write_history
+
+    ran = build_workload("follow", 0, num_jobs=12)  # 4 executors
+    history = write_history(tmp_path / "h.jsonl", simulate_history(ran, make_scheduler("fair")))
+    assert build_workload("file", 0, path=history).num_executors == 4
+    assert build_workload("file", 0, path=history, num_executors=7).num_executors == 7
+    assert build_workload("file", 0, path=workflow_file).num_executors == 10  # none recorded
+
+
 def test_a_generator_seed_works_like_an_int_seed():
     cfg = SyntheticConfig(num_jobs=30)
     assert signature(synthetic_workload(cfg, 5)) == signature(

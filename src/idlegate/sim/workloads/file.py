@@ -17,7 +17,13 @@ from pydantic import Field, field_validator, model_validator
 from idlegate.errors import IdlegateError
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import JobArrival, Workload
-from idlegate.sim.history import HistoryWorkflow, history_part, load_history, recorded_order
+from idlegate.sim.history import (
+    HistoryWorkflow,
+    history_part,
+    load_history,
+    most_recorded,
+    recorded_order,
+)
 from idlegate.sim.workloads.base import (
     MAX_JOBS,
     ArrivalOptions,
@@ -29,6 +35,8 @@ from idlegate.sim.workloads.base import (
 )
 
 ArrivalMode = Literal["batch", "poisson", "fixed", "recorded"]
+DEFAULT_EXECUTORS = 10
+"""The pool of a file that records none (`FileConfig.num_executors`)."""
 
 
 class FileConfig(ArrivalOptions):
@@ -50,8 +58,9 @@ class FileConfig(ArrivalOptions):
     recorded order one recorded span apart."""
     num_jobs: int | None = Field(None, ge=1, le=MAX_JOBS)
     """Total jobs, cycling through the file's workflows (instead of repeat)."""
-    num_executors: int = Field(10, ge=1, le=100_000)
-    """Executors of the cluster."""
+    num_executors: int | None = Field(None, ge=1, le=100_000)
+    """Executors of the cluster (default: the poolSize the file's workflows record most
+    often, as for a history; 10 when none is recorded)."""
     moving_delay: float = Field(0.0, ge=0)
     """Seconds an executor needs to move to another job."""
     part: Literal["all", "train", "test"] = "all"
@@ -103,8 +112,12 @@ def file_workload(config: FileConfig, seed: SeedLike = 0) -> Workload:
     Stages with measured task durations run for durations drawn from the measurements
     (`sim.history.MeasuredDurations`); their estimate stays `taskDurationSeconds`.
     """
+    workflows = load_history(config.path)
+    if config.num_executors is None:
+        pool = most_recorded([w.pool_size for w in workflows]) or DEFAULT_EXECUTORS
+        config = config.model_copy(update={"num_executors": pool})
     c = config
-    history = history_part(load_history(c.path), c.part, c.train_fraction)
+    history = history_part(workflows, c.part, c.train_fraction)
     dags = [Dag.from_spec(h.spec) for h in history]
     models = [h.durations() for h in history]
     stem = Path(c.path).stem
