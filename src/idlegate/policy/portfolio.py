@@ -142,7 +142,7 @@ CANDIDATES: Final = (
     "planner",
 )
 """The names ``candidates=`` takes (joined with ``+``)."""
-_RULE_NAMES: Final = ("fifo", "sjf", "sjf-cp", "srpt", "fair", "weighted-fair")
+_RULE_NAMES: Final = (*RULES, "sjf")
 """The candidates that are plain rules (what the analytic candidate runs over)."""
 DEFAULT_CANDIDATES: Final = (*RULES, "analytic", "learned")
 """The portfolio without ``candidates=`` (``trained`` joins it with ``policy=``)."""
