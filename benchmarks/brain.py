@@ -573,16 +573,15 @@ def windows_table(cases: Sequence[Case], results: Results, brain: str) -> dict[s
         if not len(lags):
             continue
         behind = lags[lags > 0]
-        mean_lag = float(np.mean(behind)) if len(behind) else 0.0
-        out[key] = {
+        row = out[key] = {
             "rounds": len(lags),
             "ahead": float(np.mean(lags > 0)),
             "ahead_1pc": float(np.mean(lags > 0.01)),
-            "mean_lag": mean_lag,
+            "mean_lag": float(np.mean(behind)) if len(behind) else 0.0,
         }
         print(
-            f"| {key} | {best} | {len(lags)} | {np.mean(lags > 0):.0%} | "
-            f"{np.mean(lags > 0.01):.0%} | {mean_lag:+.2%} |"
+            f"| {key} | {best} | {row['rounds']} | {row['ahead']:.0%} | "
+            f"{row['ahead_1pc']:.0%} | {row['mean_lag']:+.2%} |"
         )
     return out
 
