@@ -1,0 +1,129 @@
+"""`portfolio`: a scheduler that chooses and tunes its policy by replaying the recent past.
+
+Each rule is best somewhere and far off elsewhere, and a cluster runs one workload. So
+this scheduler keeps a *portfolio* of candidates and follows the one that would have done
+best on the cluster's own recent workflows:
+
+* the rules (`RULES`, and ``sjf`` on request);
+* rules with a parameter, tuned on the same replays (`TUNING`): weighted fair's
+  ``alpha`` (Decima's "tuned weighted fair"), fair's ``scale`` (its cap), and the
+  analytic idle rule's threshold ``min_gain`` over the best plain rule of the round
+  (``analytic``: the idle rule, so idling is chosen where the replay says it pays);
+* the shipped ONNX policy (``learned``), an ONNX policy trained on this cluster's
+  history (``trained``, with ``policy=PATH.onnx``), and the expected-future planner
+  (``planner``: ``lookahead`` over srpt at the operator's pace, `FAST_PLANNING`).
+
+The package, by responsibility:
+
+* `candidates`: the candidates, their spec texts and the configuration
+  (`PortfolioConfig`);
+* `replay`: a round's replay of a window under every candidate (`replay_portfolio`),
+  its request and its modelled cost;
+* `rounds`: what a round says (`Scores`, `Choice`) and how it chooses (`select`);
+* `scheduler`: the scheduler (`PortfolioScheduler`): its records, rounds, standings
+  and the decisions;
+* here: building a ``portfolio`` spec (`make_portfolio`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from idlegate.errors import IdlegateError, reject_unknown
+from idlegate.policy.portfolio.candidates import (
+    CANDIDATES,
+    DEFAULT_CANDIDATES,
+    PLANNER,
+    RULES,
+    TUNING,
+    PortfolioConfig,
+    analytic_specs,
+    candidate_specs,
+    kind_of,
+)
+from idlegate.policy.portfolio.replay import (
+    DECISION_SECONDS,
+    EVENT_SECONDS,
+    ReplayRequest,
+    modelled_seconds,
+    replay_portfolio,
+)
+from idlegate.policy.portfolio.rounds import Choice, Scores, select, tied_best, won
+from idlegate.policy.portfolio.scheduler import CHANGE_MIN, PortfolioScheduler, segments
+from idlegate.policy.spec import SchedulerSpec
+
+__all__ = [
+    "CANDIDATES",
+    "CHANGE_MIN",
+    "DECISION_SECONDS",
+    "DEFAULT_CANDIDATES",
+    "EVENT_SECONDS",
+    "PLANNER",
+    "RULES",
+    "TUNING",
+    "Choice",
+    "PortfolioConfig",
+    "PortfolioScheduler",
+    "ReplayRequest",
+    "Scores",
+    "analytic_specs",
+    "candidate_specs",
+    "kind_of",
+    "make_portfolio",
+    "modelled_seconds",
+    "portfolio_config",
+    "portfolio_model_files",
+    "replay_portfolio",
+    "segments",
+    "select",
+    "tied_best",
+    "won",
+]
+
+
+def portfolio_config(
+    spec: SchedulerSpec, options: Mapping[str, Any]
+) -> tuple[PortfolioConfig, str | None]:
+    """(config, ``name``) of a ``portfolio`` spec and keyword `options`; nothing is loaded."""
+    given = spec.keywords(options)
+    name = given.pop("name", None)
+    reject_unknown(given, PortfolioConfig.model_fields, "the portfolio scheduler")
+    for key in ("policy", "history", "start"):
+        if key in given and given[key] is not None:
+            given[key] = str(given[key])
+    config = PortfolioConfig(**given)
+    if "trained" in config.candidates and not config.policy:
+        raise IdlegateError(
+            "the portfolio's candidate trained needs policy=PATH.onnx (a policy trained on "
+            "this cluster's history)"
+        )
+    return config, name
+
+
+def make_portfolio(spec: SchedulerSpec, /, **options: Any) -> PortfolioScheduler:
+    """Build a ``portfolio`` spec with its and the keyword options (`PortfolioConfig`
+    fields and ``name``); IdlegateError for a bad option or a missing file."""
+    from idlegate.policy import make_scheduler  # the builder of every spec kind
+
+    config, name = portfolio_config(spec, options)
+    if config.policy is not None and not Path(config.policy).expanduser().is_file():
+        raise IdlegateError(
+            f"the portfolio's policy {config.policy} does not exist; give a policy.onnx "
+            "trained on this cluster's history (idlegate train --preset cluster --history)"
+        )
+    return PortfolioScheduler(config, make_scheduler, name=name or spec.format(label=False))
+
+
+def portfolio_model_files(spec: SchedulerSpec) -> tuple[Path, ...]:
+    """The model files a ``portfolio`` spec loads (for reloads and replays elsewhere)."""
+    from idlegate.policy import DEFAULT_POLICY_PATH
+
+    config, _ = portfolio_config(spec, {})
+    out = []
+    if "learned" in config.portfolio() or config.start == "learned":
+        out.append(DEFAULT_POLICY_PATH)
+    if config.policy is not None:
+        out.append(Path(config.policy).expanduser())
+    return tuple(out)

@@ -1,0 +1,204 @@
+"""The portfolio's candidates and its configuration (`PortfolioConfig`).
+
+Each rule is best somewhere and far off elsewhere, and a cluster runs one workload. So
+the scheduler keeps a *portfolio* of candidates and follows the one that would have done
+best on the cluster's own recent workflows:
+
+* the rules (`RULES`, and ``sjf`` on request);
+* rules with a parameter, tuned on the same replays (`TUNING`): weighted fair's
+  ``alpha`` (Decima's "tuned weighted fair"), fair's ``scale`` (its cap), and the
+  analytic idle rule's threshold ``min_gain`` over the best plain rule of the round
+  (``analytic``: the idle rule, so idling is chosen where the replay says it pays);
+* the shipped ONNX policy (``learned``), an ONNX policy trained on this cluster's
+  history (``trained``, with ``policy=PATH.onnx``), and the expected-future planner
+  (``planner``: ``lookahead`` over srpt at the operator's pace, `FAST_PLANNING`).
+
+A candidate is named in ``candidates=`` (`CANDIDATES`) and replayed as one or more spec
+texts (`candidate_specs`, `analytic_specs`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final, Literal
+
+from pydantic import ConfigDict, Field, StrictBool, StrictInt, field_validator, model_validator
+
+from idlegate.config import Config, NonNegative, Positive
+from idlegate.errors import IdlegateError
+
+__all__ = [
+    "CANDIDATES",
+    "DEFAULT_CANDIDATES",
+    "PLANNER",
+    "RULES",
+    "TUNING",
+    "PortfolioConfig",
+    "analytic_specs",
+    "candidate_specs",
+    "kind_of",
+]
+
+RULES: Final = ("fifo", "sjf-cp", "srpt", "fair", "weighted-fair")
+"""The rules a replay compares by default (also `idlegate advise`'s default heuristics)."""
+TUNING: Final[Mapping[str, tuple[str, tuple[float, ...]]]] = {
+    "weighted-fair": ("alpha", (-2.0, -1.0, -0.5, 0.5, 1.0)),
+    "fair": ("scale", (0.5, 1.0, 2.0)),
+    "analytic": ("min_gain", (0.0, 0.2)),
+}
+"""Per tuned family: its parameter and the grid a round searches (``tune=true``)."""
+CANDIDATES: Final = (
+    "fifo",
+    "sjf",
+    "sjf-cp",
+    "srpt",
+    "fair",
+    "weighted-fair",
+    "analytic",
+    "learned",
+    "trained",
+    "planner",
+)
+"""The names ``candidates=`` takes (joined with ``+``)."""
+_RULE_NAMES: Final = (*RULES, "sjf")
+"""The candidates that are plain rules (what the analytic candidate runs over)."""
+DEFAULT_CANDIDATES: Final = (*RULES, "analytic", "learned")
+"""The portfolio without ``candidates=`` (``trained`` joins it with ``policy=``)."""
+PLANNER: Final = "lookahead?max_decisions=100&race=0.05&plan_window=64:srpt"
+"""The ``planner`` candidate: the planner over srpt at the operator's pace (`FAST_PLANNING`)."""
+PLAIN_RULES: Final = ("fifo", "sjf", "sjf-cp", "srpt", "fair", "weighted-fair")
+
+
+class PortfolioConfig(Config):
+    """The portfolio, its replays and how it follows (every field has a working default)."""
+
+    model_config = ConfigDict(title="the portfolio scheduler")
+
+    candidates: tuple[str, ...] = DEFAULT_CANDIDATES
+    """The candidates (`CANDIDATES`), joined with ``+`` in a spec."""
+    policy: str | None = None
+    """An ONNX policy trained on this cluster's history: the candidate ``trained``."""
+    history: str | None = None
+    """A history file (`sim.history`) to start from: the first round replays its last
+    `window` workflows."""
+    start: str = "learned"
+    """The candidate followed before the first round (cold start without a history)."""
+    window: StrictInt = Field(200, ge=2)
+    """Finished workflows a round replays (the most recent ones)."""
+    min_window: StrictInt = Field(40, ge=2)
+    """Finished workflows needed before the first round."""
+    every: StrictInt = Field(25, ge=1)
+    """A round after this many newly finished workflows."""
+    period: Positive | None = 900.0
+    """... or this many seconds of the clock after the last round, if a workflow finished
+    since (None: only by `every`)."""
+    backoff: StrictInt = Field(4, ge=1)
+    """After a round that switches nothing, the next comes twice as late (`every` and
+    `period` stretched), up to this factor; a switch, or the finished workflows changing
+    character (`change`), brings back the first pace."""
+    change: float = Field(3.0, gt=1.0)
+    """The workload changed when the geometric mean work (task-seconds) of the workflows
+    finished since the last round (at least `CHANGE_MIN`) differs from that of those
+    before them since the last change by more than this factor."""
+    margin: NonNegative = 0.02
+    """Switch only to a candidate whose score is lower by more than this fraction."""
+    drop: NonNegative | None = 0.02
+    """Leave out of the rounds a candidate whose standing trails the leader's by more
+    than this (`standings`; None: never)."""
+    memory: StrictInt = Field(1000, ge=1)
+    """The standings remember the rounds of the last this many new workflows."""
+    seeds: StrictInt = Field(1, ge=1)
+    """Duration seeds per candidate and round (the score is their mean)."""
+    tune: StrictBool = True
+    """Search the tuned families' grids (`TUNING`); false: their default values only."""
+    replay_delay: NonNegative | None = None
+    """Seconds from a round's start to its choice taking effect (``replayer=inline``);
+    None: the round's modelled CPU seconds (`modelled_seconds`)."""
+    replayer: Literal["inline", "worker"] = "inline"
+    """``inline``: `decide` runs the rounds (the simulator); ``worker``: a driver does."""
+    records: Literal["cluster", "fed"] = "cluster"
+    """``cluster``: record the jobs that finish in the view; ``fed``: only `record`'s."""
+
+    @field_validator("candidates", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        return tuple(c for c in value.split("+") if c) if isinstance(value, str) else value
+
+    @field_validator("candidates")
+    @classmethod
+    def _known(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        names = tuple(dict.fromkeys(c.strip().lower().replace("_", "-") for c in value))
+        unknown = [c for c in names if c not in CANDIDATES]
+        if unknown:
+            raise ValueError(
+                f"unknown candidate {unknown[0]!r}; choose from {', '.join(CANDIDATES)} "
+                "joined with +"
+            )
+        if not names:
+            raise ValueError("give at least one candidate")
+        if "analytic" in names and not set(names) & set(_RULE_NAMES):
+            raise ValueError(
+                "the analytic candidate runs over the round's best rule: add a rule among "
+                f"{', '.join(_RULE_NAMES)}, e.g. candidates=analytic+sjf-cp"
+            )
+        return names
+
+    @model_validator(mode="after")
+    def _rounds_can_run(self) -> PortfolioConfig:
+        # (a window smaller than the first round's need would never fill: no round at all)
+        if self.window < self.min_window:
+            raise ValueError(
+                f"window={self.window} is below min_window={self.min_window}, so no round "
+                f"would ever run; raise window or lower min_window to at most {self.window}"
+            )
+        return self
+
+    def portfolio(self) -> tuple[str, ...]:
+        """The candidates, ``trained`` added when a `policy` is given."""
+        extra = ("trained",) if self.policy and "trained" not in self.candidates else ()
+        return (*self.candidates, *extra)
+
+
+def candidate_specs(config: PortfolioConfig) -> list[str]:
+    """The spec texts a round replays before the analytic rule (`tune`: with the grids)."""
+    out: list[str] = []
+    for name in config.portfolio():
+        if name in PLAIN_RULES:
+            out.append(name)
+            if config.tune and name in TUNING:
+                key, grid = TUNING[name]
+                out.extend(f"{name}?{key}={_num(v)}" for v in grid if not _is_default(name, v))
+        elif name == "learned":
+            out.append("learned:default")
+        elif name == "trained":
+            if not config.policy:
+                raise IdlegateError(
+                    "the candidate trained needs policy=PATH.onnx (a policy trained on this "
+                    "cluster's history)"
+                )
+            out.append(f"learned:{config.policy}")
+        elif name == "planner":
+            out.append(PLANNER)
+    return list(dict.fromkeys(out))
+
+
+def analytic_specs(config: PortfolioConfig, base: str) -> list[str]:
+    """The analytic idle rule over `base` (a plain rule's spec), at each threshold."""
+    key, grid = TUNING["analytic"]
+    values = grid if config.tune else (0.0,)
+    return [f"analytic?{key}={_num(v)}:{base}" for v in values]
+
+
+def _num(value: float) -> str:
+    return f"{value:g}"
+
+
+def _is_default(name: str, value: float) -> bool:
+    return (name, value) in (("fair", 1.0), ("weighted-fair", -1.0))
+
+
+def kind_of(spec: str) -> str:
+    """The cost class of a candidate: ``rule``, ``learned`` (ONNX) or ``planner``."""
+    if spec.startswith("lookahead"):
+        return "planner"
+    return "learned" if spec.startswith("learned") else "rule"

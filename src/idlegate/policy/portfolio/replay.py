@@ -1,0 +1,126 @@
+"""A round's replay: the window under every candidate (`replay_portfolio`).
+
+**A round.** After `every` newly finished workflows, or `period` seconds of the
+scheduler's clock after the last round if a workflow finished since (minute-scale pods
+finish a few an hour), the last `window` finished workflows are
+replayed in the simulator from an empty pool of the live size, once per candidate, with
+their recorded arrivals and duration models and the same seed for every candidate
+(common random numbers; `replay_portfolio`). A candidate's *score* is the mean JCT of
+the replayed workflows (`seeds` > 1 averages that many seeds). The tuned families are
+searched on a small grid each (`TUNING`); the analytic rule is tried over the round's
+best plain rule, and the analytic candidate followed, if over another rule, is replayed
+too (a round never switches away from a candidate it did not replay). A candidate that
+fails in the replay (raises, e.g. a policy error) scores infinity.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final, Literal
+
+import numpy as np
+
+from idlegate.errors import IdlegateError
+from idlegate.policy.portfolio.candidates import kind_of
+from idlegate.policy.portfolio.rounds import Scores
+from idlegate.sim.engine import JobArrival, simulate
+from idlegate.sim.history import replay_workload as _replay_workload
+from idlegate.sim.protocol import Scheduler
+
+__all__ = [
+    "DECISION_SECONDS",
+    "EVENT_SECONDS",
+    "ReplayRequest",
+    "merged",
+    "modelled_seconds",
+    "replay_portfolio",
+]
+
+# modelled CPU seconds of a replay (`modelled_seconds`): per simulated event, and per
+# decision of each kind of candidate; measured by benchmarks/brain_cost.py
+EVENT_SECONDS: Final = 1.2e-5
+"""CPU seconds per simulated event (the engine's loop, the cluster's bookkeeping and a
+rule's decisions)."""
+DECISION_SECONDS: Final[Mapping[str, float]] = {"rule": 0.0, "learned": 4e-4, "planner": 2e-2}
+"""CPU seconds per decision of an ONNX policy and of the planner, beyond the events."""
+
+
+def modelled_seconds(scores: Scores) -> float:
+    """The CPU seconds a round like `scores` is modelled to take: its events and each
+    candidate's decisions at the measured costs (`EVENT_SECONDS`, `DECISION_SECONDS`)."""
+    decisions = sum(DECISION_SECONDS[kind_of(c)] * n for c, n in scores.decisions.items())
+    return scores.events * EVENT_SECONDS + decisions
+
+
+def replay_portfolio(
+    window: Sequence[JobArrival],
+    schedulers: Mapping[str, Scheduler],
+    num_executors: int,
+    seed: int,
+    *,
+    seeds: int = 1,
+    moving_delay: float = 0.0,
+) -> Scores:
+    """Replay the finished workflows `window` under each scheduler (spec text → instance)
+    on a pool of `num_executors`, with the seeds seed, seed + 1, …: every candidate sees
+    the same arrivals and the same seeds (common random numbers)."""
+    workload = _replay_workload(window, num_executors, moving_delay=moving_delay)
+    n = len(workload.jobs)
+    means: dict[str, float] = {}
+    decisions: dict[str, int] = {}
+    failed: dict[str, str] = {}
+    events = 0
+    for text, scheduler in schedulers.items():
+        total, made = np.zeros(n), 0
+        try:
+            for s in range(seeds):
+                result = simulate(workload, scheduler, seed=seed + s)
+                events += result.events
+                made += result.decisions
+                if result.unfinished:  # (a replay runs until every workflow finished)
+                    raise IdlegateError(f"{result.unfinished} workflow(s) never finished")
+                for r in result.records:  # (record ids are the replay's arrival order)
+                    total[r.id] += r.jct
+        except Exception as exc:  # a failing candidate loses the round, the others go on
+            failed[text] = f"{type(exc).__name__}: {exc}"
+            means[text] = math.inf
+        else:
+            means[text] = float(np.mean(total)) / seeds
+        decisions[text] = made
+    return Scores(means, n, events, decisions, failed)
+
+
+@dataclass(frozen=True)
+class ReplayRequest:
+    """What a round needs, taken on the owner's thread (`PortfolioScheduler.request`)."""
+
+    window: tuple[JobArrival, ...]
+    num_executors: int
+    moving_delay: float
+    following: str
+    seed: int
+    at: float
+    reason: Literal["prior history", "best"] = "best"
+    protected: bool = True
+    """The candidate followed won a round outright, so the margin protects it (`won`;
+    False at the cold start and for a candidate kept only by ties)."""
+    new: int = 0
+    """Of `window`, the workflows finished since the last round."""
+    dropped: frozenset[str] = frozenset()
+    """Candidates left out (`PortfolioScheduler.dropped`)."""
+    prior: int = 0
+    """Of `window`, the workflows that finished before the scheduler started."""
+    source: str | None = None
+
+
+def merged(a: Scores, b: Scores) -> Scores:
+    """The scores of `a` and `b`, two replays of the same window."""
+    return Scores(
+        {**a.means, **b.means},
+        a.workflows,
+        a.events + b.events,
+        {**a.decisions, **b.decisions},
+        {**a.failed, **b.failed},
+    )

@@ -1,0 +1,169 @@
+"""What a round says (`Scores`, `Choice`) and how it chooses (`select`).
+
+**Following with a margin.** The best-scoring candidate replaces the one followed only
+when its score is lower by more than `margin` (a fraction) of the followed one's score,
+so replay noise does not make it flap (`select`). Ties (the
+same score: the same decisions on the window) keep the candidate followed. The margin
+protects only a candidate that won a round outright (`won`): the cold start's, or one
+kept only by ties, gives way to any better score. After a round that switches nothing the next comes later
+(`backoff`), until a switch or until the finished workflows change size (`change`).
+The outcome is a `Choice`: which
+candidate is followed and why (its score, the runner-up's, the window's size), as data
+and as a sentence: "following srpt: 642 s vs fair 734 s over the last 48 workflows".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from idlegate.errors import IdlegateError
+
+__all__ = ["Choice", "Scores", "select", "tied_best", "won"]
+
+
+@dataclass(frozen=True)
+class Scores:
+    """One round's replay: each candidate's mean JCT, and what the replay cost."""
+
+    means: Mapping[str, float]
+    """Candidate spec text → mean JCT in seconds over the window, weighted by `weights`
+    (inf: it failed)."""
+    workflows: int
+    """Workflows replayed."""
+    events: int
+    decisions: Mapping[str, int]
+    """Decisions each candidate made in the replay (its cost)."""
+    failed: Mapping[str, str] = field(default_factory=dict)
+    """Candidates whose replay raised, with the error."""
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Which candidate is followed and why (what the operator shows)."""
+
+    candidate: str
+    """The spec text of the candidate followed."""
+    score: float | None
+    """Its mean JCT in the round's replay, seconds (None: no replay yet)."""
+    runner_up: str | None
+    """The best other candidate of the round."""
+    runner_up_score: float | None
+    workflows: int
+    """Finished workflows the round replayed (0: no replay yet)."""
+    reason: Literal["cold start", "prior history", "best", "kept"]
+    """cold start: no round yet; prior history: the first round, on the history file or a
+    seeded window (`PortfolioScheduler.seed`); best: the round's best; kept: the round's
+    best was not better by the margin."""
+    best: str | None = None
+    """The round's best candidate (kept: the one that did not beat the margin)."""
+    scores: Mapping[str, float] = field(default_factory=dict)
+    """Every candidate's score in the round."""
+    at: float = 0.0
+    """Clock time of the state the round replayed."""
+    modelled_seconds: float = 0.0
+    """The round's modelled CPU seconds (`modelled_seconds`)."""
+    cpu_seconds: float = 0.0
+    """The round's measured CPU seconds (thread time; for reports, never for choices)."""
+    prior: int = 0
+    """Of `workflows`, those that finished before the scheduler started."""
+    source: str | None = None
+    """Where those came from: ``history file`` (``history=``) or a driver's `seed` source
+    (``history sink``)."""
+    new: int = 0
+    """Of `workflows`, those finished since the previous round (all, at the first)."""
+    left_out: tuple[str, ...] = ()
+    """Candidates the round left out: their standing trails (`PortfolioScheduler.dropped`)."""
+
+    @property
+    def text(self) -> str:
+        """``following srpt: 642 s vs fair 734 s over the last 48 workflows``."""
+        if self.score is None:
+            return f"following {self.candidate} ({self.reason}: no finished workflow replayed yet)"
+        versus = ""
+        if self.runner_up is not None and self.runner_up_score is not None:
+            versus = f" vs {self.runner_up} {_seconds(self.runner_up_score)}"
+        prior = f" ({self.prior} from the {self.source})" if self.prior else ""
+        return (
+            f"following {self.candidate}: {_seconds(self.score)}{versus} over the last "
+            f"{self.workflows} workflows{prior}"
+        )
+
+    @property
+    def replayed(self) -> dict[str, Any] | None:
+        """The window the round replayed (an ExecutorPool's ``status.replayed``): its size,
+        and how many of its workflows came from before the start, and whence (None: no
+        round yet)."""
+        if not self.workflows:
+            return None
+        return {"workflows": self.workflows, "prior": self.prior, "source": self.source}
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (inf scores as None)."""
+        return {
+            "candidate": self.candidate,
+            "score": _finite(self.score),
+            "runner_up": self.runner_up,
+            "runner_up_score": _finite(self.runner_up_score),
+            "workflows": self.workflows,
+            "reason": self.reason,
+            "best": self.best,
+            "scores": {k: _finite(v) for k, v in self.scores.items()},
+            "at": self.at,
+            "modelled_seconds": self.modelled_seconds,
+            "cpu_seconds": self.cpu_seconds,
+            "prior": self.prior,
+            "source": self.source,
+            "new": self.new,
+            "left_out": list(self.left_out),
+            "text": self.text,
+        }
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.0f} s" if math.isfinite(value) else "failed"
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def select(
+    scores: Mapping[str, float], following: str, margin: float, *, protected: bool = True
+) -> tuple[str, str | None, Literal["best", "kept"]]:
+    """(candidate to follow, the runner-up, why) after a round with `scores`.
+
+    The best score wins; among candidates tied with it (`tied_best`) the one followed
+    stays, else the first in `scores`' order. When `protected` (the followed candidate
+    earned its place: `won`), the best replaces `following` only when its score is lower
+    than following's by more than `margin` × following's score; an unprotected one gives
+    way to any better score. A following candidate missing from `scores` (or failed,
+    inf) is always replaced. The runner-up is the best other candidate than the one
+    followed.
+    """
+    if not scores:
+        raise IdlegateError("a round needs at least one candidate's score")
+    tied = tied_best(scores)
+    best = following if following in tied else tied[0]
+    current = scores.get(following, math.inf)
+    needed = margin * current if protected else 0.0
+    keep = following in scores and math.isfinite(current) and not current - scores[best] > needed
+    chosen = following if keep else best
+    others = [c for c in scores if c != chosen]
+    runner_up = min(others, key=scores.__getitem__) if others else None
+    return chosen, runner_up, "kept" if keep and best != following else "best"
+
+
+def tied_best(scores: Mapping[str, float]) -> list[str]:
+    """The candidates whose score equals the lowest (to a relative 1e-9: a replay of the
+    same decisions), in `scores`' order."""
+    low = min(scores.values())
+    return [c for c, v in scores.items() if v <= low + 1e-9 * abs(low)]
+
+
+def won(choice_scores: Mapping[str, float], candidate: str) -> bool:
+    """True if `candidate` alone had the round's best score (no tie): the evidence that
+    lets the margin protect it."""
+    return bool(choice_scores) and tied_best(choice_scores) == [candidate]
