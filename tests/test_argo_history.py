@@ -1,14 +1,20 @@
 """A history file may hold Argo Workflows: `load_history` maps them, and the `file`
-workload replays them (`idlegate simulate -w file`)."""
+workload replays them (`idlegate simulate -w file`). The operator records the Argo
+Workflows it schedules (operator/features/argo.py), each pod measured by its own run
+time, against the in-memory fakes of tests/operator_fakes.py."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import yaml
 
+from idlegate.api.labels import GATE
 from idlegate.errors import SpecError
+from idlegate.operator.features.argo import ArgoSide
+from idlegate.operator.features.pools import Pools
 from idlegate.policy import make_scheduler
 from idlegate.sim.argo import (
     DEFAULT_PRIOR,
@@ -16,7 +22,9 @@ from idlegate.sim.argo import (
     DurationSource,
     RefusalReason,
     map_workflow,
+    node_id,
 )
+from idlegate.sim.argo.pods import NODE_ID, NODE_NAME, WORKFLOW_LABEL, ArgoPod, run_seconds
 from idlegate.sim.argo.runs import DurationHistory, argo_run, duration_lookup
 from idlegate.sim.engine import simulate
 from idlegate.sim.history import (
@@ -28,6 +36,7 @@ from idlegate.sim.history import (
 )
 from idlegate.sim.workloads import build_workload
 from tests.argo_data import RECORDED, need, recorded
+from tests.operator_fakes import FakeClock, FakeKube, Harness
 
 LIBRARY = {
     "apiVersion": "argoproj.io/v1alpha1",
@@ -174,3 +183,129 @@ def test_argo_learning_learns_each_finished_workflow_once_and_from_a_sink(tmp_pa
     assert fresh.durations(record.template, "b") == 33.0
     fresh.load(tmp_path / "missing.jsonl")  # no sink yet: nothing learned, no error
     assert fresh.durations(record.template, "b") == 33.0
+
+
+# -- the operator's records: each pod's own run time, not its node's -----------------------------
+
+FAN = "fan"
+START = 1_704_103_200  # 2024-01-01T10:00:00Z
+
+
+def _stamp(seconds: float) -> str:
+    return datetime.fromtimestamp(START + seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _fan(phase: str, ends: list[float | None]) -> dict:
+    """Workflow `fan`: three items of one pod template, all created at 0 (gated) and
+    ended at `ends` (None: running); its nodes as Argo records them, each from its pod's
+    creation."""
+    doc = _run(FAN, 0, [{"name": "x", "template": "pod", "withItems": [0, 1, 2]}])
+    del doc["arrival"]
+    doc["spec"]["templates"].append({"name": "pod", "container": {"image": "busybox"}})
+    doc["metadata"].update(namespace="default", uid="uid-fan", creationTimestamp=_stamp(0))
+    nodes = {FAN: {"id": FAN, "name": FAN, "type": "DAG", "phase": phase}}
+    for i, end in enumerate(ends):
+        name = f"{FAN}.x({i}:{i})"
+        node = {"id": node_id(FAN, name), "name": name, "type": "Pod", "startedAt": _stamp(0)}
+        if end is not None:
+            node.update(phase="Succeeded", finishedAt=_stamp(end))
+        nodes[node["id"]] = {"phase": "Running", **node}
+    doc["status"] = {"phase": phase, "startedAt": _stamp(0), "nodes": nodes}
+    if phase == "Succeeded":
+        doc["status"]["finishedAt"] = _stamp(max(e or 0 for e in ends))
+    return doc
+
+
+def _fan_pod(i: int, ran: tuple[float, float] | None = None) -> dict:
+    """Item `i`'s pod, gated; with `ran` (start, end), released and succeeded: its
+    ``main`` container ran then, Argo's ``wait`` beside it a second longer."""
+    name = f"{FAN}.x({i}:{i})"
+    pod: dict = {
+        "metadata": {
+            "name": node_id(FAN, name),
+            "namespace": "default",
+            "labels": {WORKFLOW_LABEL: FAN},
+            "annotations": {NODE_NAME: name, NODE_ID: node_id(FAN, name)},
+        },
+        "spec": {"schedulingGates": [{"name": GATE}], "containers": [{"name": "main"}]},
+        "status": {"phase": "Pending"},
+    }
+    if ran is not None:
+        start, end = ran
+        pod["spec"]["schedulingGates"] = []  # (released)
+        pod["status"] = {
+            "phase": "Succeeded",
+            "containerStatuses": [
+                {"name": "wait", "state": {"terminated": _ended(start, end + 1)}},
+                {"name": "main", "state": {"terminated": _ended(start, end)}},
+            ],
+        }
+    return pod
+
+
+def _ended(start: float, end: float) -> dict:
+    return {"exitCode": 0, "startedAt": _stamp(start), "finishedAt": _stamp(end)}
+
+
+class _Operator:
+    """What ArgoSide uses of the operator (`features.argo.Host`): one Harness's pool."""
+
+    def __init__(self, h: Harness) -> None:
+        self.settings, self.metrics = h.bridge.settings, h.metrics
+        self.pools = Pools.of(h.bridge)
+        self.ready = True
+
+    async def ready_pools(self) -> Pools:
+        return self.pools
+
+
+def test_a_pods_run_time_is_its_main_containers():
+    pod = _fan_pod(0, (3, 5))
+    assert run_seconds(pod) == 2.0  # not 3: Argo's wait container outlives main
+    assert ArgoPod.of(pod).ran == 2.0
+    del pod["status"]["containerStatuses"][1]  # a containerSet's pod: no main
+    assert run_seconds(pod) is None  # (its only container is Argo's wait)
+    assert ArgoPod.of(_fan_pod(0)).ran is None  # not finished
+
+
+@pytest.mark.asyncio
+async def test_the_operator_records_each_pods_own_run_time_not_its_wait_at_the_gate(tmp_path):
+    """On a pool of one, the three pods of `fan` run one after another, 2 s, 2 s and 3 s,
+    each waiting at the gate for the ones before: their nodes say 2, 4 and 7 s."""
+    kube, sink = FakeKube(), tmp_path / "history.jsonl"
+    for i in range(3):
+        kube.pods[("default", node_id(FAN, f"{FAN}.x({i}:{i})"))] = _fan_pod(i)
+    h = Harness(kube, FakeClock(START), 1, make_scheduler("fifo"), history_file=sink)
+    side = ArgoSide(_Operator(h))
+    await side.workflow_seen(False, _fan("Running", [None, None, None]))
+    await h.settle()
+    for i, ran in enumerate([(0, 2), (2, 4)]):
+        key = ("default", node_id(FAN, f"{FAN}.x({i}:{i})"))
+        kube.pods[key] = _fan_pod(i, ran)
+        await side.pod_seen(False, kube.pods[key])
+        await h.settle()
+    del kube.pods[("default", node_id(FAN, f"{FAN}.x(0:0)"))]  # (Argo's pod GC)
+    kube.pods[("default", node_id(FAN, f"{FAN}.x(2:2)"))] = _fan_pod(2, (4, 7))
+    # the Workflow's end comes before its last pod's: that pod is read from the API
+    await side.workflow_seen(False, _fan("Succeeded", [2, 4, 7]))
+    h.bridge.history.close()
+    (record,) = load_history(sink)
+    assert sorted(record.measured[0]) == [2.0, 2.0, 3.0]  # (Argo's nodes: 2, 4 and 7)
+    assert side.learning.durations(record.template, "x") == pytest.approx(7 / 3)
+
+
+@pytest.mark.asyncio
+async def test_a_pod_whose_run_time_is_unknown_is_left_out_not_taken_from_its_node(caplog):
+    """A Workflow that finished before the operator started, one of its pods gone."""
+    kube = FakeKube()
+    for i, ran in enumerate([(0, 2), (2, 4)]):
+        kube.pods[("default", node_id(FAN, f"{FAN}.x({i}:{i})"))] = _fan_pod(i, ran)
+    h = Harness(kube, FakeClock(START + 60), 1, make_scheduler("fifo"))
+    side = ArgoSide(_Operator(h))
+    done = _fan("Succeeded", [2, 4, 6])
+    await side.workflow_seen(False, done)
+    assert side.learning.durations(map_workflow(done).template_key, "x") == 2.0  # not 4
+    assert "1 succeeded pod(s) report no run time" in caplog.text
+    listed = kube.calls.count("list_pods")
+    await side.workflow_seen(False, done)  # the same end again: not listed, not learned again
+    assert kube.calls.count("list_pods") == listed

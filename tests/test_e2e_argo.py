@@ -21,6 +21,7 @@ import yaml
 
 import idlegate
 from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE
+from idlegate.api.timestamps import from_datetime
 from idlegate.sim.argo import DURATION_ANNOTATION
 from idlegate.sim.argo.pods import NODE_NAME, WORKFLOW_LABEL
 from idlegate.sim.history import load_history
@@ -261,6 +262,50 @@ def test_estimates_come_from_the_templates_history_which_the_sink_records(api, n
         (f"{ns}/etl-2", "etl", "Succeeded"),
     ]
     assert all(r.measured[0] for r in records)
+
+
+def _own_seconds(pod: Mapping[str, Any]) -> float:
+    """A finished pod's run time as its container reports it (the kubelet's whole seconds)."""
+    (ended,) = (c["state"]["terminated"] for c in pod["status"]["containerStatuses"])
+    return from_datetime(ended["finishedAt"]) - from_datetime(ended["startedAt"])
+
+
+def test_a_pods_wait_at_the_gate_is_not_recorded_as_its_run_time(api, ns, tmp_path):
+    """Argo starts a node's clock when it creates the node's (gated) pod: on a pool of one,
+    the last of three pods waits for the two before it, and its node's time counts that
+    wait. The records, Argo's and a DagWorkflow's beside it, keep each pod's own run time,
+    which the next runs' estimates are learned from."""
+    sink = tmp_path / "history.jsonl"
+    fan = [{"name": "x", "template": "p", "withItems": [0, 1, 2]}]
+    with (
+        SimKubelet(api, ns, time_factor=1 / SPEED, durations=lambda pod: 2 * SPEED),
+        ArgoController(api, ns),
+        running_operator(api, ns, pool=1, argo=True, history_file=sink),
+    ):
+        api.create(WORKFLOWS, argo("fan", {"dag": {"tasks": fan}}, _pod("p", 2 * SPEED)), ns)
+        api.create(DWF, workflow("dwf", stage("a", 2, 2 * SPEED)), namespace=ns)
+        wait(lambda: all_finished(api, ns, ["fan"], ["dwf"]), 60, "both workflows to finish")
+        wait(
+            lambda: sink.exists() and len(sink.read_text().splitlines()) == 2,
+            30,
+            "both records in the sink",
+        )
+    records = {r.name: r for r in load_history(sink)}
+    pods = api.list(PODS, ns, label_selector=f"{WORKFLOW_LABEL}=fan")
+    own = {p["metadata"]["name"]: _own_seconds(p) for p in pods}
+    nodes = api.get(WORKFLOWS, ns, "fan")["status"]["nodes"]
+    at_node = {
+        n["id"]: from_datetime(n["finishedAt"]) - from_datetime(n["startedAt"])
+        for n in nodes.values()
+        if n["type"] == "Pod"
+    }
+    # the premise: a pod waited 4 s or more at the gate (pods are named by their node's id)
+    assert max(at_node[name] - seconds for name, seconds in own.items()) >= 3
+    assert sorted(records[f"{ns}/fan"].measured[0]) == sorted(own.values())
+    dag_pods = [p for p in api.list(PODS, ns) if p["metadata"]["name"].startswith("dwf-")]
+    dag_own = sorted(SPEED * _own_seconds(p) for p in dag_pods)  # (the operator's clock)
+    assert sorted(status_of(api, ns, "dwf")["stages"][0]["measuredDurationSeconds"]) == dag_own
+    assert sorted(records[f"{ns}/dwf"].measured[0]) == dag_own
 
 
 def test_a_record_the_sink_cannot_write_is_a_warning_on_the_workflow(api, ns, tmp_path):

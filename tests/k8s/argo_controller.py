@@ -14,6 +14,8 @@ controller does, from ``status.nodes`` alone (so it is restart-safe by construct
   Workflow (controller owner reference), gated by ``idlegate.io/release`` (what idlegate's
   admission webhook adds to Argo's pods; `gate=False` leaves it off), and running for the
   template's ``idlegate.io/task-duration-seconds`` (1 s without it) on the simulated kubelet;
+  the node's ``startedAt`` is its creation, as Argo's, so its time counts the pod's wait at
+  the gate (the pod's container times, the kubelet's, do not);
 * the nodes are written as Argo's controller records them (compare controller-testdata):
   ids ``<workflow>-<fnv32a(name)>`` (`idlegate.sim.argo.node_id`), names ``<wf>.<task>``,
   ``<wf>[<group>].<step>``, ``<node>(<attempt>)`` and ``<task>(<i>:<item>)``, types

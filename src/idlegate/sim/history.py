@@ -619,12 +619,15 @@ def argo_history(
     name: str | None = None,
     policy: str | None = None,
     pool_size: int | None = None,
+    ran: Mapping[str, float] | None = None,
 ) -> HistoryWorkflow | None:
-    """The history record of a finished Argo Workflow `obj` as the API returns it (its
-    `status.nodes` measured; the WorkflowTemplates its references use among `objects`),
-    labelled `name` (default: its own); None while it has not finished. ArgoRefusal or
-    SpecError if it does not map."""
-    run = argo_run(obj, [obj, *objects])
+    """The history record of a finished Argo Workflow `obj` as the API returns it (the
+    WorkflowTemplates its references use among `objects`), labelled `name` (default: its
+    own); None while it has not finished. ArgoRefusal or SpecError if it does not map.
+
+    Its measured run times are its pods' own, `ran` (node name -> seconds: `argo_run`),
+    when given; else its `status.nodes`' times, which count a wait at the gate too."""
+    run = argo_run(obj, [obj, *objects], ran=ran)
     if run.outcome is None or run.jct is None:
         return None
     return HistoryWorkflow(
@@ -649,7 +652,8 @@ class ArgoLearning:
         self.durations = DurationHistory(keep)
         """The estimates' history lookup (`map_workflow(durations=...)`)."""
         self.learned: set[str] = set()
-        """The uids of the workflows learned from (each once)."""
+        """The uids of the finished workflows looked at, each once: learned from, or not
+        mapped (which a later look would not change)."""
 
     def load(self, path: Path) -> None:
         """Learn from the Argo records of the history file `path` (if it exists)."""
@@ -660,12 +664,14 @@ class ArgoLearning:
         self, obj: Mapping[str, Any], objects: Sequence[Any] = (), **record: Any
     ) -> HistoryWorkflow | None:
         """The record of the finished Workflow `obj` (`argo_history` with `objects` and
-        `record`'s keywords) if it was not learned from yet, its run times learned now;
-        None for one learned before, not finished, or that does not map."""
+        `record`'s keywords, `ran` among them) if it was not learned from yet, its run
+        times learned now; None for one looked at before, not finished, or that does not
+        map."""
         uid = str((obj.get("metadata") or {}).get("uid", ""))
         try:
             found = argo_history(obj, objects, **record)
         except SpecError:
+            self.learned.add(uid)
             return None
         if found is None or uid in self.learned:
             return None

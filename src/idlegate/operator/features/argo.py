@@ -14,7 +14,9 @@ policy beside DagWorkflows.
   What its pods and ``status.nodes`` show is handed to its `LiveArgo` here, and the pods
   that pairs releases become RemoveGates too. Argo's objects are never written.
 * **History.** A Workflow that finishes while the operator runs goes into the history
-  sink and its pod run times into the estimates of its template's next runs.
+  sink and its pod run times into the estimates of its template's next runs: each pod's
+  own (its main container's, `ArgoPod.ran`), never its node's, which counts the wait at
+  the gate too.
 """
 
 from __future__ import annotations
@@ -140,9 +142,9 @@ class ArgoSide:
             self.refused.pop(key, None)
             if wf is not None:
                 self._drop(wf)
-            if phase in DONE and not deleted:
-                self._record(body, sink=wf is not None)
             self.bridge.schedule()
+            if phase in DONE and not deleted:
+                await self._record(body, wf)
             return
         if key in self.refused or key in self.pending:
             return
@@ -288,17 +290,46 @@ class ArgoSide:
 
     # -- history ------------------------------------------------------------------------------
 
-    def _record(self, body: Mapping[str, Any], *, sink: bool) -> None:
+    async def _record(self, body: Mapping[str, Any], wf: ArgoWorkflow | None) -> None:
         """A finished Workflow: learned from, and if it finished while the operator ran
-        (`sink`) into the history sink (one that finished before would be again)."""
+        (`wf`, its job then) into the history sink (one that finished before would be
+        again).
+
+        Its pods' run times are their own: those its job saw end, and for the others (a
+        pod whose end comes after the Workflow's, a Workflow that finished before) its
+        pods as listed now. A pod whose run time neither tells (deleted unseen, a status
+        without its container's times) is left out of the record, and logged."""
         meta = body.get("metadata") or {}
+        if str(meta.get("uid", "")) in self.learning.learned:
+            return  # (each once: before its pods are listed again)
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        ran = dict(wf.live.ran) if wf is not None else {}
+        unknown = _succeeded_nodes(body) - ran.keys()
+        if unknown:
+            try:
+                listed = await self.bridge.kube.list_pods(key[0], f"{WORKFLOW_LABEL}={key[1]}")
+            except ApiError as exc:
+                listed = []
+                log.info("Cannot list the pods of %s/%s now (%s).", *key, exc)
+            pods = (ArgoPod.of(b) for b in listed)
+            ran.update((p.node_name, p.ran) for p in pods if p is not None and p.ran is not None)
+            unknown -= ran.keys()
+        if unknown:
+            log.warning(
+                "%s/%s: %d succeeded pod(s) report no run time (gone, or no container "
+                "times in their status): left out of its record and of its template's "
+                "estimates, as Argo's node times count the wait at the gate too.",
+                *key,
+                len(unknown),
+            )
         record = self.learning.learn(
             body,
-            self._objects(meta.get("namespace", "")),
-            name=f"{meta.get('namespace', '')}/{meta.get('name', '')}",
+            self._objects(key[0]),
+            name=f"{key[0]}/{key[1]}",
             pool_size=self.bridge.settings.pool_size,
+            ran=ran,
         )
-        if record is not None and sink:
+        if record is not None and wf is not None:
             self.bridge.history.write(record, owner_of(body))
 
     def _unscheduled(self, pod: ArgoPod, why: str) -> None:
@@ -309,6 +340,16 @@ class ArgoSide:
     def _gauges(self) -> None:
         self.active.labels("argo").set(len(self.bridge.argo))
         self.active.labels("dagworkflow").set(len(self.operator.pools.workflows))
+
+
+def _succeeded_nodes(body: Mapping[str, Any]) -> set[str]:
+    """The names of the Workflow's pod nodes that succeeded (``status.nodes``)."""
+    nodes = (body.get("status") or {}).get("nodes") or {}
+    return {
+        str(n.get("name"))
+        for n in nodes.values()
+        if isinstance(n, Mapping) and n.get("type") == "Pod" and n.get("phase") == "Succeeded"
+    }
 
 
 def register(registry: kopf.OperatorRegistry, operator: Host) -> None:

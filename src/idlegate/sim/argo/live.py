@@ -30,6 +30,9 @@ running pods on their executors, idle slots), as a restart would. `admit` is tha
 restart: everything it needs is on the pods (gate, phase, ``idlegate.io/executor``), so
 nothing is released twice and running pods keep their executors.
 
+It keeps each succeeded pod's own run time (`ran`) for the workflow's history record:
+Argo's node times count the wait at the gate too.
+
 Pure: pods and the cluster in, releases out; the operator writes them and says why.
 """
 
@@ -92,6 +95,8 @@ class LiveArgo:
     """Gated pods no stage of the job takes (yet): the next `remap` may place them."""
     failures: dict[str, int] = field(default_factory=dict)
     """Failed attempts per task path."""
+    ran: dict[str, float] = field(default_factory=dict)
+    """Node name -> run time of its succeeded pod (`ArgoPod.ran`), as far as seen."""
 
     # -- the job ---------------------------------------------------------------------------
 
@@ -110,6 +115,8 @@ class LiveArgo:
         self.waiting = [deque() for _ in self.spec.stages]
         self.owed = [[] for _ in self.spec.stages]
         pods = list(pods)
+        for pod in pods:
+            self._timed(pod)
         index = self._index()
         finished = [0] * len(self.spec.stages)
         succeeded: set[str] = set()
@@ -280,6 +287,7 @@ class LiveArgo:
     def observe(self, cluster: Cluster, pod: ArgoPod, now: float) -> list[Release]:
         """A pod of the workflow as it is now (level-triggered: the same state twice does
         nothing)."""
+        self._timed(pod)
         out = self._see(cluster, pod, now)
         self._offer(cluster, now)
         return out
@@ -306,6 +314,10 @@ class LiveArgo:
         if not pod.terminal:
             return []
         return self._ended(cluster, pod, known, now)
+
+    def _timed(self, pod: ArgoPod) -> None:
+        if pod.ran is not None:
+            self.ran[pod.node_name] = pod.ran
 
     def _executor_for_pod(self, stage: int, pod: ArgoPod) -> list[Release]:
         if self.owed[stage]:

@@ -12,7 +12,8 @@ alone.
   scheduling gates with ``idlegate.io/release`` appended, or None when nothing is to
   change (not a pod of a node, or gated already). Pure, so the webhook is idempotent.
 * `ArgoPod.of` reads a pod: its workflow, node name and id, whether idlegate's gate
-  is still on it and the executor slot it was released on; `ArgoPod.stage_path` is its
+  is still on it, the executor slot it was released on and, once it succeeded, how long
+  it ran (`run_seconds`); `ArgoPod.stage_path` is its
   stage's path as the mapping names stages (`canonical_path`; items and retry attempts
   folded into their stage), so the pod finds its stage.
 """
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE
-from idlegate.sim.argo.status import canonical_path
+from idlegate.sim.argo.status import canonical_path, parse_time
 
 WORKFLOW_LABEL = "workflows.argoproj.io/workflow"
 """Label of every pod Argo creates for a workflow: the workflow's name."""
@@ -33,6 +34,10 @@ NODE_NAME = "workflows.argoproj.io/node-name"
 """Annotation of a node's pod: the node's full name."""
 NODE_ID = "workflows.argoproj.io/node-id"
 """Annotation of a node's pod: the node's id (its key in ``status.nodes``)."""
+MAIN = "main"
+"""The container Argo runs a template's container, script or resource in."""
+WAIT = "wait"
+"""Argo's sidecar, which outlives the main container to save its outputs."""
 
 
 def _meta(pod: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -51,6 +56,30 @@ def _node_name(pod: Mapping[str, Any]) -> str | None:
 
 def _executor(value: Any) -> int | None:
     return int(value) if isinstance(value, str) and value.isdigit() else None
+
+
+def run_seconds(pod: Mapping[str, Any]) -> float | None:
+    """How long a finished pod ran: its ``main`` container's start to finish as the
+    kubelet reports them in ``status.containerStatuses`` (without one named ``main``, as
+    a containerSet's pod: the first start to the last finish of its containers but Argo's
+    ``wait``). None when the status does not say, or says a run shorter than its 1 s
+    precision.
+
+    Not the node's ``finishedAt - startedAt``: Argo starts a node's clock when it creates
+    the pod, so that counts the time the pod waited at idlegate's gate too."""
+    status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
+    found = [c for c in status.get("containerStatuses") or [] if isinstance(c, Mapping)]
+    main = [c for c in found if c.get("name") == MAIN]
+    ended = [
+        (c.get("state") or {}).get("terminated") or {}
+        for c in main or [c for c in found if c.get("name") != WAIT]
+    ]
+    starts = [t for t in (parse_time(e.get("startedAt")) for e in ended) if t is not None]
+    ends = [t for t in (parse_time(e.get("finishedAt")) for e in ended) if t is not None]
+    if not ended or len(starts) < len(ended) or len(ends) < len(ended):
+        return None  # (a container not started or not ended: not a run to measure)
+    seconds = max(ends) - min(starts)
+    return seconds if seconds > 0 else None
 
 
 def gates_with_ours(pod: Mapping[str, Any]) -> list[dict[str, Any]] | None:
@@ -80,6 +109,9 @@ class ArgoPod:
     """The pod's status.phase (Pending if none yet)."""
     executor: int | None = None
     """The executor slot idlegate released it on (``idlegate.io/executor``), if it did."""
+    ran: float | None = None
+    """A succeeded pod's run time in seconds (`run_seconds`), None if its status does not
+    tell it."""
 
     @classmethod
     def of(cls, pod: Mapping[str, Any]) -> ArgoPod | None:
@@ -92,6 +124,7 @@ class ArgoPod:
         spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
         status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
         gates = spec.get("schedulingGates") or []
+        phase = str(status.get("phase") or "Pending")
         return cls(
             namespace=str(meta.get("namespace", "")),
             name=str(meta.get("name", "")),
@@ -99,8 +132,9 @@ class ArgoPod:
             node_name=node,
             node_id=str(notes.get(NODE_ID, "")),
             gated=any(isinstance(g, Mapping) and g.get("name") == GATE for g in gates),
-            phase=str(status.get("phase") or "Pending"),
+            phase=phase,
             executor=_executor(notes.get(ANNOTATION_EXECUTOR)),
+            ran=run_seconds(pod) if phase == "Succeeded" else None,
         )
 
     @property

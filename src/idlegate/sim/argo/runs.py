@@ -9,8 +9,9 @@ idlegate's workflows. `argo_runs` reads them as a cluster would have them:
 * a run's arrival is its `arrival` (or `submitTime`) as in any history, else its
   `metadata.creationTimestamp`, else `status.startedAt`;
 * a finished run's `status.nodes` give each stage's measured pod run times (succeeded
-  pods, finishedAt - startedAt), its JCT (`status.startedAt` to `finishedAt`) and its
-  outcome (`status.phase` Succeeded or Failed).
+  pods, finishedAt - startedAt, unless the pods' own run times are given: see
+  `argo_run`), its JCT (`status.startedAt` to `finishedAt`) and its outcome
+  (`status.phase` Succeeded or Failed).
 
 `DurationHistory` is the history lookup of the duration rule: the next workflow of the
 same template gets each stage's mean measured run time as its estimate (`duration_lookup`
@@ -21,7 +22,7 @@ records of its history sink).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,13 +74,19 @@ def argo_run(
     *,
     durations: DurationLookup | None = None,
     prior: float = DEFAULT_PRIOR,
+    ran: Mapping[str, float] | None = None,
 ) -> ArgoRun:
-    """The run `obj` (an Argo workflow among `objects`, whose templates it may use)."""
+    """The run `obj` (an Argo workflow among `objects`, whose templates it may use).
+
+    Its pods' run times are `ran`'s (node name -> the pod's own run time, what the
+    operator read from the pods), else its nodes' times: Argo starts a node's clock when
+    it creates the pod, so those count any wait before the pod ran (at idlegate's gate,
+    or for a node of the cluster) as run time."""
     job = map_workflow(obj, templates=template_index(objects), durations=durations, prior=prior)
     status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
     name = workflow_name(obj)
     observed = Observed.from_nodes(status.get("nodes"), name)
-    measured = tuple(observed.measured(s.path) or None for s in job.live_stages)
+    measured = tuple(observed.measured(s.path, ran) or None for s in job.live_stages)
     meta = obj.get("metadata") or {}
     start, end = parse_time(status.get("startedAt")), parse_time(status.get("finishedAt"))
     arrival = parse_time(meta.get("creationTimestamp"))

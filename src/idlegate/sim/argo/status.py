@@ -15,7 +15,9 @@ one snapshot of the nodes, what the mapping could not know before the workflow r
 * which nodes were skipped (a `when` that was false) or omitted (a `depends` that was),
   phases ``Skipped``/``Omitted``: they and everything nested under them will not run;
 * the pods (type ``Pod``) of each stage path with their phases and times (`pods`), for
-  measured durations and progress.
+  measured durations and progress. A node's times count from its pod's creation, so
+  the time the pod waited at idlegate's gate too: `measured` takes the pods' own run
+  times instead when it is given them.
 """
 
 from __future__ import annotations
@@ -58,13 +60,15 @@ def canonical_path(name: str, root: str, retry_nodes: tuple[str, ...] = ()) -> s
 
 @dataclass(frozen=True)
 class PodNode:
-    """One pod of `status.nodes`: its id, phase and run time."""
+    """One pod of `status.nodes`: its id, name, phase and time."""
 
     id: str
+    name: str
     path: str
     phase: str
     seconds: float | None
-    """finishedAt - startedAt of a finished pod, else None."""
+    """finishedAt - startedAt of a finished pod (its wait for a release included), else
+    None."""
 
 
 @dataclass
@@ -104,7 +108,8 @@ class Observed:
             if node.get("type") == "Pod":
                 stage = _ITEM_TAIL.sub("", path)
                 seconds = _seconds(node.get("startedAt"), node.get("finishedAt"))
-                pod = PodNode(str(node.get("id", "")), path, str(node.get("phase", "")), seconds)
+                ids = str(node.get("id", "")), str(node.get("name", ""))
+                pod = PodNode(*ids, path, str(node.get("phase", "")), seconds)
                 out.pods.setdefault(stage, []).append(pod)
         return out
 
@@ -125,13 +130,16 @@ class Observed:
         """How many items of the fan-out at `path` were skipped (a `when` per item)."""
         return sum(1 for s in self.skipped if _ITEM_TAIL.sub("", s) == path and s != path)
 
-    def measured(self, path: str) -> tuple[float, ...]:
-        """Run times of the stage's succeeded pods."""
-        return tuple(
-            p.seconds
+    def measured(self, path: str, ran: Mapping[str, float] | None = None) -> tuple[float, ...]:
+        """Run times of the stage's succeeded pods: with `ran` (node name -> the pod's own
+        run time, `idlegate.sim.argo.pods.run_seconds`), theirs, a pod it lacks left out;
+        without it, their nodes' times (which count a wait at the gate too)."""
+        found = (
+            p.seconds if ran is None else ran.get(p.name)
             for p in self.pods.get(path, ())
-            if p.phase == "Succeeded" and p.seconds is not None and p.seconds > 0
+            if p.phase == "Succeeded"
         )
+        return tuple(s for s in found if s is not None and s > 0)
 
 
 _INDEXED = re.compile(r"\((\d+)\)(?=$|[.\[(])")
