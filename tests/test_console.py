@@ -38,4 +38,4 @@ def test_the_followed_table_counts_rounds_and_switches(
     table = render_followed(account)
     assert table.title == title
     assert table.row_count == rounds
-    assert table.caption == "share of the run: learned:default 75%, srpt 25%"
+    assert table.caption == "share of the run: learned:default 75 %, srpt 25 %"

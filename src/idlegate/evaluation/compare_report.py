@@ -9,6 +9,7 @@ from pathlib import Path
 from idlegate.evaluation.comparison import Comparison, SchedulerResult
 from idlegate.evaluation.files import check_out_dir, write_text
 from idlegate.evaluation.plots import plot_jct_cdf
+from idlegate.policy.account import followed_line
 from idlegate.sim.metrics import Estimate
 
 __all__ = [
@@ -16,6 +17,8 @@ __all__ = [
     "fmt_estimate",
     "fmt_number",
     "fmt_relative",
+    "followed_lines",
+    "followed_markdown",
     "markdown_table",
     "source_line",
     "table_headers",
@@ -137,6 +140,22 @@ def source_line(cmp: Comparison) -> str | None:
     return None if cmp.setting is None else f"jobs: {cmp.setting.source}"
 
 
+def followed_lines(cmp: Comparison) -> list[str]:
+    """One line per self-tuning row (a portfolio): the share of the run each candidate
+    was followed, averaged over the seeds (`policy.account.followed_line`)."""
+    return [
+        followed_line(r.name, r.shares, len(r.shares_per_seed))
+        for r in cmp.results
+        if r.shares is not None
+    ]
+
+
+def followed_markdown(cmp: Comparison) -> list[str]:
+    """`followed_lines` as a markdown list and a blank line (none: no line)."""
+    lines = [f"- {line}" for line in followed_lines(cmp)]
+    return [*lines, ""] if lines else []
+
+
 def markdown_table(cmp: Comparison) -> str:
     """The comparison table alone as GitHub markdown lines (the best row in bold)."""
     headers = table_headers(cmp)
@@ -163,6 +182,7 @@ def to_markdown(cmp: Comparison) -> str:
         *([source + ".", ""] if source else []),
         markdown_table(cmp),
         "",
+        *followed_markdown(cmp),
     ]
     return "\n".join(lines)
 

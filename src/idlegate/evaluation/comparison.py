@@ -27,6 +27,8 @@ from idlegate.evaluation.pool import run_tasks
 from idlegate.evaluation.setting import Setting, describe_setting
 from idlegate.parallel import TaskPool
 from idlegate.policy import SchedulerSpec, make_scheduler
+from idlegate.policy.account import mean_shares
+from idlegate.policy.account import shares as run_shares
 from idlegate.policy.portfolio import PortfolioScheduler
 from idlegate.sim.engine import Workload, simulate
 from idlegate.sim.metrics import (
@@ -247,6 +249,12 @@ class RunOutcome:
     """A self-tuning scheduler's account of what it followed and why
     (`PortfolioScheduler.account`); None for any other scheduler."""
 
+    @property
+    def shares(self) -> dict[str, float] | None:
+        """The fraction of the run each candidate was followed (`policy.account.shares`);
+        None for a scheduler that follows none."""
+        return None if self.followed is None else run_shares(self.followed["time_followed"])
+
 
 def _simulate(workload: Workload, scheduler: Scheduler, seed: int) -> RunOutcome:
     result = simulate(workload, scheduler, seed=seed)
@@ -269,12 +277,15 @@ def run_one(
     return _simulate(build(workload, seed, options), built, seed)
 
 
-def _pool_run(
-    args: tuple[Workload, SchedulerSpec, int],
-) -> tuple[str, int, RunMetrics, np.ndarray, np.ndarray]:
+_PoolRun = tuple[str, int, RunMetrics, np.ndarray, np.ndarray, dict[str, float] | None]
+"""What a worker sends back of a run: label, seed, metrics, JCTs, idle seconds, and the
+shares of the candidates followed (plain data, not the account's rounds)."""
+
+
+def _pool_run(args: tuple[Workload, SchedulerSpec, int]) -> _PoolRun:
     workload, spec, seed = args
     out = _simulate(workload, make_scheduler(spec), seed)
-    return spec.title, seed, out.metrics, out.jobs.jct, out.jobs.idle_inserted
+    return spec.title, seed, out.metrics, out.jobs.jct, out.jobs.idle_inserted, out.shares
 
 
 @dataclass(frozen=True, eq=False)
@@ -296,6 +307,15 @@ class SchedulerResult:
     bsld_vs_baseline: Estimate | None = None
     """Paired relative change of the average bounded slowdown against the baseline (rigid
     workloads only; None otherwise)."""
+    shares_per_seed: tuple[Mapping[str, float], ...] = ()
+    """Per seed, the fraction of the run each candidate was followed (a self-tuning
+    scheduler's, `RunOutcome.shares`); empty for any other scheduler."""
+
+    @property
+    def shares(self) -> dict[str, float] | None:
+        """The mean over seeds of `shares_per_seed` (`policy.account.mean_shares`),
+        largest first; None for a scheduler that follows none."""
+        return mean_shares(self.shares_per_seed) if self.shares_per_seed else None
 
     def to_dict(self, include_jct: bool = True) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -307,6 +327,9 @@ class SchedulerResult:
         }
         if self.bsld_vs_baseline is not None:
             out["avg_bsld_vs_baseline"] = self.bsld_vs_baseline.to_dict()
+        if self.shares_per_seed:
+            out["followed"] = self.shares
+            out["followed_per_seed"] = [dict(f) for f in self.shares_per_seed]
         if include_jct:
             out["jct"] = [a.tolist() for a in self.jct]
         return out
@@ -369,17 +392,20 @@ def run_comparison(
     metrics: dict[tuple[str, int], RunMetrics] = {}
     jcts: dict[tuple[str, int], np.ndarray] = {}
     idles: dict[tuple[str, int], np.ndarray] = {}
+    followed: dict[tuple[str, int], dict[str, float]] = {}
 
     def report(done: int, total: int, task: tuple[Workload, SchedulerSpec, int]) -> None:
         if progress is not None:
             progress(done, total, task[1].title, task[2])
 
-    for name, seed, m, jct, idle in run_tasks(
+    for name, seed, m, jct, idle, share in run_tasks(
         _pool_run, tasks, config.jobs, report, lambda task: task, pool
     ):
         metrics[name, seed] = m
         jcts[name, seed] = jct
         idles[name, seed] = idle
+        if share is not None:
+            followed[name, seed] = share
 
     first = workloads[seeds[0]]
     rigid = is_rigid(first)
@@ -405,6 +431,7 @@ def run_comparison(
                 bsld_vs_baseline=(
                     _paired(runs, base_runs, "avg_bsld", config.confidence) if rigid else None
                 ),
+                shares_per_seed=tuple(followed[name, s] for s in seeds if (name, s) in followed),
             )
         )
     setting = describe_setting(config.workload, config.options.to_kwargs(), first)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from idlegate.evaluation.compare_report import (
     caption,
     fmt_number,
+    followed_lines,
     source_line,
     table_headers,
     table_rows,
@@ -25,6 +26,7 @@ from idlegate.evaluation.headlines import HEADLINES
 from idlegate.evaluation.pool import open_runs_pool
 from idlegate.evaluation.running import Evaluation, planned_runs, run_evaluation
 from idlegate.evaluation.suites import EvaluateConfig
+from idlegate.policy.account import percents, shares
 from idlegate.sim.metrics import RunMetrics
 
 if TYPE_CHECKING:
@@ -99,9 +101,8 @@ def render_followed(account: Mapping[str, Any]) -> Table:
     candidate was followed in the caption."""
     from rich.table import Table
 
-    spans = account["time_followed"]
-    total = sum(spans.values()) or 1.0
-    shares = ", ".join(f"{name} {seconds / total:.0%}" for name, seconds in spans.items())
+    fractions = percents(shares(account["time_followed"]))
+    parts = ", ".join(f"{name} {p} %" for name, p in fractions.items())
     rounds, switches = len(account["rounds"]), account["switches"]
     title = f"Followed: {account['start']}, no round ran"
     if rounds:
@@ -111,7 +112,7 @@ def render_followed(account: Mapping[str, Any]) -> Table:
         )
     table = Table(
         title=title,
-        caption=f"share of the run: {shares}",
+        caption=f"share of the run: {parts}",
     )
     headers = (
         "at (s)",
@@ -223,6 +224,8 @@ def run_cli(config: EvaluateConfig, out: Path | None, ray: str | None = None) ->
         table = render_comparison_table(c.comparison)
         table.title = c.case.title
         console.print(table)
+        for line in followed_lines(c.comparison):
+            console.print(line, highlight=False)
     console.print(headline_table(ev))
     idle = idle_table(ev)
     console.print(idle if idle is not None else "No scheduler inserted an idle slot.")
@@ -267,6 +270,8 @@ def print_compare(
     """Print the comparison table, where the jobs came from, the run count and time, and
     the files written."""
     console.print(render_comparison_table(cmp))
+    for line in followed_lines(cmp):
+        console.print(line, highlight=False)
     source = source_line(cmp)
     if source:
         console.print(source, highlight=False)

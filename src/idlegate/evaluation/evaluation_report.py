@@ -15,7 +15,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from idlegate import __version__
-from idlegate.evaluation.compare_report import markdown_table, write_json, write_markdown
+from idlegate.evaluation.compare_report import (
+    followed_markdown,
+    markdown_table,
+    write_json,
+    write_markdown,
+)
 from idlegate.evaluation.comparison import Comparison
 from idlegate.evaluation.files import check_out_dir, write_text
 from idlegate.evaluation.headlines import HEADLINES, Headline
@@ -205,6 +210,7 @@ def to_markdown(ev: Evaluation) -> str:
             "",
             markdown_table(c.comparison),
             "",
+            *followed_markdown(c.comparison),
             f"![JCT CDF, {c.case.key}]({c.case.key}/jct_cdf.png)",
             "",
         ]

@@ -13,7 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from idlegate import __version__
-from idlegate.evaluation.comparison import CompareConfig, Comparison, run_comparison
+from idlegate.evaluation.comparison import (
+    CompareConfig,
+    Comparison,
+    SchedulerResult,
+    run_comparison,
+)
 from idlegate.evaluation.headlines import HeadlineValue, IdleUse, compute_headlines
 from idlegate.evaluation.pool import ProgressFn, open_runs_pool
 from idlegate.evaluation.suites import (
@@ -67,17 +72,23 @@ class CaseResult:
             out["setting"] = None if cmp.setting is None else cmp.setting.to_dict()
             out["baseline"] = cmp.config.baseline_name
             out["best"] = cmp.best.name
-            out["schedulers"] = {
-                r.name: {
-                    "summary": {k: v.to_dict() for k, v in r.summary.items()},
-                    "avg_jct_vs_baseline": r.vs_baseline.to_dict(),
-                    "avg_jct_per_seed": [m.to_dict()["avg_jct"] for m in r.runs],
-                }
-                for r in cmp.results
-            }
+            out["schedulers"] = {r.name: _scheduler_summary(r) for r in cmp.results}
             out["headlines"] = {k: v.to_dict() for k, v in self.headlines.items()}
             out["idle"] = {k: v.to_dict() for k, v in self.idle.items()}
         return out
+
+
+def _scheduler_summary(r: SchedulerResult) -> dict[str, Any]:
+    """A scheduler's row of a workload in evaluation.json (a portfolio's with the share of
+    the run each candidate was followed, mean over seeds: `SchedulerResult.shares`)."""
+    out: dict[str, Any] = {
+        "summary": {k: v.to_dict() for k, v in r.summary.items()},
+        "avg_jct_vs_baseline": r.vs_baseline.to_dict(),
+        "avg_jct_per_seed": [m.to_dict()["avg_jct"] for m in r.runs],
+    }
+    if r.shares is not None:
+        out["followed"] = r.shares
+    return out
 
 
 @dataclass(frozen=True)
