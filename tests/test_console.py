@@ -37,5 +37,36 @@ def test_the_followed_table_counts_rounds_and_switches(
     }
     table = render_followed(account)
     assert table.title == title
-    assert table.row_count == rounds
+    assert table.row_count == rounds + 1  # (the cold start's row first)
     assert table.caption == "share of the run: learned:default 75 %, srpt 25 %"
+
+
+def test_each_row_says_what_the_round_did_in_words():
+    switched = {**ROUND, "previous": "learned:default", "margin": None}
+    switched["scores"] = {"srpt": 32.4, "fifo": 33.0, "learned:default": 36.0}
+    switched["why"] = (
+        "switched to srpt: 10 % better than learned:default, which no margin protected"
+    )
+    old = dict(ROUND)  # (an account written before the sentences: said from its fields)
+    account = {
+        "start": "learned:default",
+        "rounds": [switched, old],
+        "switches": 1,
+        "time_followed": {"learned:default": 180.0, "srpt": 60.0},
+    }
+    table = render_followed(account)
+    assert table.columns[1].header == "what it did, and why"
+    assert list(table.columns[1].cells) == [
+        "started with learned:default: no workflow finished yet",
+        switched["why"],
+        "following srpt, the round's best",
+    ]
+
+
+def test_a_run_that_started_from_its_history_has_no_cold_start_row():
+    first = {**ROUND, "reason": "prior history", "prior": 40, "source": "history file"}
+    account = {"start": "learned:default", "rounds": [first], "switches": 1}
+    table = render_followed({**account, "time_followed": {"srpt": 60.0}})
+    assert list(table.columns[1].cells) == [
+        "started with srpt: the best on the last 40 workflows (40 from the history file)"
+    ]

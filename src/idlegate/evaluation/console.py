@@ -26,7 +26,7 @@ from idlegate.evaluation.headlines import HEADLINES
 from idlegate.evaluation.pool import open_runs_pool
 from idlegate.evaluation.running import Evaluation, planned_runs, run_evaluation
 from idlegate.evaluation.suites import EvaluateConfig
-from idlegate.policy.account import percents, shares
+from idlegate.policy.account import percents, sentence, shares
 from idlegate.sim.metrics import RunMetrics
 
 if TYPE_CHECKING:
@@ -97,8 +97,9 @@ def _count(n: int, one: str, many: str | None = None) -> str:
 
 def render_followed(account: Mapping[str, Any]) -> Table:
     """A rich Table of what a self-tuning scheduler followed and why
-    (`PortfolioScheduler.account`): one row per round, the share of the run each
-    candidate was followed in the caption."""
+    (`PortfolioScheduler.account`): the cold start's candidate (unless the first round
+    replayed a prior history), then one row per round, each saying its outcome in words
+    (`Choice.why`); the share of the run each candidate was followed in the caption."""
     from rich.table import Table
 
     fractions = percents(shares(account["time_followed"]))
@@ -114,25 +115,19 @@ def render_followed(account: Mapping[str, Any]) -> Table:
         title=title,
         caption=f"share of the run: {parts}",
     )
-    headers = (
-        "at (s)",
-        "followed",
-        "reason",
-        "window",
-        "its replay (s)",
-        "runner-up (s)",
-        "left out",
-    )
-    for header in headers:
-        table.add_column(header, justify="left" if header in ("followed", "reason") else "right")
+    headers = ("at (s)", "what it did, and why", "window", "its replay (s)", "runner-up (s)")
+    for header in (*headers, "left out"):
+        table.add_column(header, justify="left" if header == headers[1] else "right")
+    if not rounds or account["rounds"][0]["reason"] != "prior history":
+        start = sentence({"reason": "cold start", "candidate": account["start"]})
+        table.add_row("0", start, "—", "—", "—", "—")
     for r in account["rounds"]:
         runner = "—"
         if r["runner_up"] is not None:
             runner = f"{r['runner_up']} {fmt_number(r['runner_up_score'], 1)}"
         table.add_row(
             fmt_number(r["at"], 0),
-            r["candidate"],
-            r["reason"],
+            r.get("why") or sentence(r),  # (an account from before the sentences)
             str(r["workflows"]),
             fmt_number(r["score"], 1),
             runner,

@@ -1,26 +1,165 @@
-"""What a portfolio run followed, in words: the share of the run each candidate had.
+"""What a portfolio run followed and why, in words: each round's sentence, the share of
+the run each candidate had.
 
-The portfolio scheduler (`idlegate.policy.portfolio`) accounts for a run as seconds of
-the clock per candidate followed (`PortfolioScheduler.time_followed`). Every report says
-it the same way, from that plain data alone (so it travels from worker processes):
+The portfolio scheduler (`idlegate.policy.portfolio`) says a round's outcome as a reason
+code and figures (a `Choice`: the candidate followed before and after, every candidate's
+score, the margin that applied), and a run as seconds of the clock per candidate followed
+(`PortfolioScheduler.time_followed`). Every report says them the same way, from that
+plain data alone (so it travels from worker processes and reads back from JSON):
 
+* `sentence`: a round's outcome, e.g. "kept fair: srpt was 1.3 % better, within the 2 %
+  margin". `case` picks the template of `SENTENCES` (the reason code, the outcome
+  ``best`` told apart by its figures: a switch, a tie, an outright win), `figures` fills
+  it. A new reason is one line of `SENTENCES` naming the figures it needs; a new figure
+  that is a fraction is one name in `FRACTIONS`;
 * `shares`: one run's seconds as fractions of the run, longest first;
 * `mean_shares`: the fractions of several runs (seeds) averaged, a candidate a run
   never followed counting 0 in it;
 * `percents`: fractions as whole percents that add up to exactly 100 (largest
   remainder), so a printed line sums to what it claims;
-* `followed_line`: "portfolio followed srpt 71 %, fair 22 %, learned:default 7 %".
+* `followed_line`: "portfolio followed srpt 71 %, fair 22 %, learned:default 7 % of the
+  run".
 
-No import of the scheduler: the reports build on this module, and the scheduler's code
-can move without them.
+The reports build on this module alone; it takes from the scheduler's code only its
+tie rule (`tied_best`), at a call, so that code can move without them.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
-__all__ = ["followed_line", "mean_shares", "percents", "shares"]
+__all__ = [
+    "FRACTIONS",
+    "SENTENCES",
+    "case",
+    "figures",
+    "followed_line",
+    "mean_shares",
+    "percents",
+    "sentence",
+    "shares",
+]
+
+SENTENCES: Final[Mapping[str, str]] = {
+    "cold start": "started with {candidate}: no workflow finished yet",
+    "prior history": (
+        "started with {candidate}: the best on the last {workflows} workflows "
+        "({prior} from the {source})"
+    ),
+    "switched": (
+        "switched to {candidate}: {gain} better than {previous}, beyond the {margin} margin"
+    ),
+    "switched, unprotected": (
+        "switched to {candidate}: {gain} better than {previous}, which no margin protected"
+    ),
+    "switched, failed": "switched to {candidate}: {previous} failed in the replay",
+    "switched, not replayed": "switched to {candidate}: {previous} was not replayed",
+    "kept": "kept {candidate}: {best} was {deficit} better, within the {margin} margin",
+    "noise": (
+        "kept {candidate}: {best} was {deficit} better, within the window's noise of {noise}"
+    ),
+    "tied": "kept {candidate}: tied with {runner_up}",
+    "won": "kept {candidate}: {lead} better than {runner_up}",
+    "alone": "kept {candidate}: the only candidate replayed",
+    "best": "following {candidate}, the round's best",
+}
+"""A round's sentence per `case`, with the `figures` it names in braces."""
+
+FRACTIONS: Final = frozenset({"gain", "deficit", "lead", "margin", "noise"})
+"""The figures that are fractions, said as percents ("1.3 %")."""
+
+
+def case(choice: Mapping[str, Any]) -> str:
+    """The key of `SENTENCES` for `choice` (a round's `Choice`, as its fields): the
+    reason code, but ``best`` told apart by whom the round followed before (`previous`)
+    and the scores: a switch (beyond the margin, with no margin, or away from a
+    candidate without a score), a tie, an outright win, the only candidate; ``best``
+    itself when `previous` is unknown."""
+    reason = str(choice["reason"])
+    if reason != "best":
+        return reason
+    previous, candidate = choice.get("previous"), choice["candidate"]
+    scores = choice.get("scores") or {}
+    if previous is None:
+        return "best"
+    if previous != candidate:
+        before = scores.get(previous)
+        if before is None:
+            return "switched, not replayed"
+        if not math.isfinite(before):
+            return "switched, failed"
+        return "switched" if choice.get("margin") is not None else "switched, unprotected"
+    runner_up = choice.get("runner_up")
+    if runner_up is None:
+        return "alone"
+    return "tied" if _tied(scores.get(candidate), scores.get(runner_up)) else "won"
+
+
+def figures(choice: Mapping[str, Any]) -> dict[str, Any]:
+    """`choice`'s fields with the relative gaps the sentences name, as fractions of the
+    worse score of each pair (so "x % better than y" is (y - x) / y, the margin's measure):
+    ``gain`` of the candidate over `previous`, ``deficit`` of the followed candidate
+    behind the round's best, ``lead`` of the candidate over the runner-up. A gap whose
+    scores are missing or not finite is left out."""
+    scores = choice.get("scores") or {}
+    out = dict(choice)
+    candidate = choice["candidate"]
+    pairs = {
+        "gain": (candidate, choice.get("previous")),
+        "deficit": (choice.get("best"), candidate),
+        "lead": (candidate, choice.get("runner_up")),
+    }
+    for key, (better, worse) in pairs.items():
+        gap = _gap(scores.get(better), scores.get(worse))
+        if gap is not None:
+            out[key] = gap
+    return out
+
+
+def sentence(choice: Mapping[str, Any]) -> str:
+    """`choice`'s outcome in words (module docstring); a figure it lacks reads "?"."""
+    template = SENTENCES.get(case(choice), "following {candidate} ({reason})")
+    return template.format_map(_Said(figures(choice)))
+
+
+class _Said(dict[str, str]):
+    """Figures as said: fractions as percents, anything missing as "?"."""
+
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        super().__init__(
+            {
+                k: _percent(v) if k in FRACTIONS else str(v)
+                for k, v in values.items()
+                if v is not None
+            }
+        )
+
+    def __missing__(self, key: str) -> str:
+        return "?"
+
+
+def _percent(fraction: float) -> str:
+    """0.013 → "1.3 %", 0.02 → "2 %", 0.0004 → "0.04 %"."""
+    p = 100 * float(fraction)
+    text = f"{p:.1f}"
+    if text in ("0.0", "-0.0") and p != 0:
+        text = f"{p:.1g}"
+    return f"{text.removesuffix('.0')} %"
+
+
+def _gap(better: float | None, worse: float | None) -> float | None:
+    if better is None or worse is None or not (math.isfinite(better) and math.isfinite(worse)):
+        return None
+    return (worse - better) / worse if worse > 0 else None
+
+
+def _tied(a: float | None, b: float | None) -> bool:
+    """The same score, as the round's selection counts a tie (`portfolio.tied_best`)."""
+    from idlegate.policy.portfolio import tied_best  # (it imports this module)
+
+    return a is not None and b is not None and len(tied_best({"a": a, "b": b})) == 2
 
 
 def shares(seconds: Mapping[str, float]) -> dict[str, float]:

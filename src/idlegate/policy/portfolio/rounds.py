@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from idlegate.errors import IdlegateError
+from idlegate.policy.account import sentence
 
 __all__ = ["Choice", "Scores", "select", "tied_best", "won"]
 
@@ -76,6 +77,17 @@ class Choice:
     """Of `workflows`, those finished since the previous round (all, at the first)."""
     left_out: tuple[str, ...] = ()
     """Candidates the round left out: their standing trails (`PortfolioScheduler.dropped`)."""
+    previous: str | None = None
+    """The candidate followed before the round."""
+    margin: float | None = None
+    """The margin that protected `previous` in the round (None: it had won no round
+    outright, so any better score replaced it)."""
+
+    @property
+    def why(self) -> str:
+        """The outcome in words (`policy.account.sentence`): ``kept fair: srpt was 1.3 %
+        better, within the 2 % margin``."""
+        return sentence(vars(self))
 
     @property
     def text(self) -> str:
@@ -118,7 +130,10 @@ class Choice:
             "source": self.source,
             "new": self.new,
             "left_out": list(self.left_out),
+            "previous": self.previous,
+            "margin": self.margin,
             "text": self.text,
+            "why": self.why,
         }
 
 

@@ -377,6 +377,8 @@ class PortfolioScheduler:
             source=request.source,
             new=request.new,
             left_out=tuple(sorted(request.dropped)),
+            previous=request.following,
+            margin=cfg.margin if request.protected else None,
         )
 
     def _replay(self, request: ReplayRequest, specs: Sequence[str]) -> Scores:
