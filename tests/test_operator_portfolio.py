@@ -50,6 +50,10 @@ async def test_a_switch_of_candidate_is_said_once_in_the_gauge_an_event_and_the_
     await h.run_to_completion()
     (event,) = followed_events(h.kube, "Pod")
     assert (event["type"], event["involvedObject"]["name"]) == ("Normal", "operator-0")
+    # in words: what the round did and why, then its figures
+    switch = h.bridge.scheduler.rounds[0]
+    assert switch.why.startswith("switched to srpt: ") and "better than fifo" in switch.why
+    assert event["message"] == f"The portfolio {switch.why}. It is now {switch.text}."
     assert value("idlegate_policy_following", policy="srpt") == 1
     assert value("idlegate_policy_following", policy="fifo") == 0
     choice = h.bridge.scheduler.choice

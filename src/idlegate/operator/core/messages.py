@@ -100,8 +100,9 @@ def following(rule: str, since: float, plan: Plan | None, previous: str | None =
 
 
 def policy_followed(choice: Choice) -> Notice:
-    """A portfolio follows another candidate, with its replay's figures (on the pool's object)."""
-    return ("Normal", "PolicyFollowed", f"The portfolio is now {choice.text} ({choice.reason}).")
+    """A portfolio follows another candidate: what the round did and why in words
+    (`Choice.why`), then the replay's figures (on the pool's object)."""
+    return ("Normal", "PolicyFollowed", f"The portfolio {choice.why}. It is now {choice.text}.")
 
 
 def policy_switched(why: str) -> Notice:
