@@ -96,20 +96,55 @@ def lint_one(obj: dict[str, Any], policy: NamespacePolicy | None = None) -> list
 
 
 def _kubernetes_functions() -> dict[str, Callable[..., Any]]:
-    """The Kubernetes CEL library functions the policy uses that cel-python lacks: the
-    strings extension's split and trim, and indexOf of lists (Kubernetes' list library)
-    and of strings (the strings extension)."""
+    """What Kubernetes' CEL (cel-go) has and cel-python lacks, as far as the policy uses it:
+    the strings extension's split and trim, indexOf of lists (Kubernetes' list library)
+    and of strings (the strings extension), and heterogeneous equality (the CEL spec's:
+    values of different types are unequal, numbers compare by value), which `==`, `!=`,
+    `in` and indexOf use; cel-python raises "no such overload" for some such pairs (1 ==
+    true) where Kubernetes answers false."""
     from celpy import celtypes
+    from celpy.evaluation import CELEvalError
+
+    numbers = (celtypes.IntType, celtypes.UintType, celtypes.DoubleType)
+
+    def kind(value: Any) -> Any:
+        if isinstance(value, celtypes.BoolType):
+            return celtypes.BoolType
+        return numbers if isinstance(value, numbers) else type(value)
+
+    def equal(a: Any, b: Any) -> Any:
+        if isinstance(a, CELEvalError) or isinstance(b, CELEvalError):
+            return a if isinstance(a, CELEvalError) else b
+        if kind(a) != kind(b):
+            return celtypes.BoolType(False)
+        if kind(a) is numbers:
+            return celtypes.BoolType(float(a) == float(b))
+        if isinstance(a, celtypes.ListType):
+            same = len(a) == len(b) and all(equal(x, y) for x, y in zip(a, b, strict=True))
+            return celtypes.BoolType(same)
+        if isinstance(a, celtypes.MapType):
+            same = a.keys() == b.keys() and all(equal(a[k], b[k]) for k in a)
+            return celtypes.BoolType(same)
+        return celtypes.BoolType(a == b)
+
+    def contains(item: Any, container: Any) -> Any:
+        if isinstance(container, celtypes.MapType):
+            return celtypes.BoolType(any(equal(item, k) for k in container))
+        return celtypes.BoolType(any(equal(item, x) for x in container))
 
     def index_of(target: Any, item: Any) -> Any:
         if isinstance(target, str):
             return celtypes.IntType(target.find(item))
-        return celtypes.IntType(list(target).index(item) if item in target else -1)
+        found = (i for i, x in enumerate(target) if equal(x, item))
+        return celtypes.IntType(next(found, -1))
 
     return {
         "split": lambda s, sep: celtypes.ListType(celtypes.StringType(p) for p in s.split(sep)),
         "trim": lambda s: celtypes.StringType(s.strip()),
         "indexOf": index_of,
+        "_==_": equal,
+        "_!=_": lambda a, b: celtypes.logical_not(equal(a, b)),
+        "_in_": contains,
     }
 
 
@@ -499,7 +534,8 @@ def test_the_agreement_table_exercises_every_rule():
             hit.add(v.message.removesuffix(f" at Pod Security level {policy.level}"))
     assert hit == {rule.sentence for rule in RULES}
     (vap,) = [d for d in policy_documents() if d["kind"] == "ValidatingAdmissionPolicy"]
-    assert len(vap["spec"]["validations"]) == len(RULES)
+    types, *rules = vap["spec"]["validations"]  # (fields of the wrong type first)
+    assert "variables.wrongTypes" in types["expression"] and len(rules) == len(RULES)
 
 
 def test_exemptions_and_allowances_judged_as_pod_security_admission_does():
@@ -579,50 +615,151 @@ def test_a_template_naming_a_node_is_refused_at_every_level():
     assert admission_policy().denials(workflow(template), namespace("privileged")) == [str(v)]
 
 
-# (change, the field refused): each a value the API server would not decode into its type
+# (change, the field refused): each a value the API server would not decode into its type, one
+# for every field the Pod Security and operator rules read (and so the policy types)
 WRONG_TYPES = [
     (edit((f"{SC0}.privileged", "true")), "spec.containers[0].securityContext.privileged"),
     (edit(("spec.hostNetwork", "true")), "spec.hostNetwork"),
     (edit(("spec.hostPID", 1)), "spec.hostPID"),
+    (edit(("spec.hostIPC", "yes")), "spec.hostIPC"),
+    (edit(("spec.hostUsers", "false")), "spec.hostUsers"),
     (
         edit(("spec.automountServiceAccountToken", "yes")),
         "spec.automountServiceAccountToken",
     ),
     (edit((f"{SC0}.runAsUser", "0")), "spec.containers[0].securityContext.runAsUser"),
+    (edit(("spec.securityContext.runAsUser", 0.5)), "spec.securityContext.runAsUser"),
     (edit((f"{SC0}.runAsNonRoot", "false")), "spec.containers[0].securityContext.runAsNonRoot"),
+    (edit(("spec.securityContext.runAsNonRoot", 1)), "spec.securityContext.runAsNonRoot"),
     (
         edit((f"{SC0}.allowPrivilegeEscalation", "false")),
         "spec.containers[0].securityContext.allowPrivilegeEscalation",
     ),
+    (edit((f"{SC0}.procMount", 1)), "spec.containers[0].securityContext.procMount"),
+    (edit((f"{SC0}.capabilities", "ALL")), "spec.containers[0].securityContext.capabilities"),
     (
         edit((f"{SC0}.capabilities", {"add": "SYS_ADMIN"})),
         "spec.containers[0].securityContext.capabilities.add",
     ),
     (
-        edit((f"{C0}.ports", [{"containerPort": 80, "hostPort": "80"}])),
-        "spec.containers[0].ports[0].hostPort",
+        edit((f"{SC0}.capabilities", {"drop": ["ALL", 1]})),
+        "spec.containers[0].securityContext.capabilities.drop[1]",
     ),
     (
-        edit(("spec.volumes", [{"name": "root", "hostPath": "/"}])),
-        "spec.volumes[0].hostPath",
+        edit(("spec.securityContext.seccompProfile", "RuntimeDefault")),
+        "spec.securityContext.seccompProfile",
     ),
+    (
+        edit((f"{SC0}.seccompProfile", {"type": 1})),
+        "spec.containers[0].securityContext.seccompProfile.type",
+    ),
+    (
+        edit((f"{SC0}.appArmorProfile", {"type": True})),
+        "spec.containers[0].securityContext.appArmorProfile.type",
+    ),
+    (
+        edit(("spec.securityContext.seLinuxOptions", {"user": 0})),
+        "spec.securityContext.seLinuxOptions.user",
+    ),
+    (edit((f"{SC0}.windowsOptions", "x")), "spec.containers[0].securityContext.windowsOptions"),
     (
         edit(("spec.securityContext.windowsOptions", {"hostProcess": "true"})),
         "spec.securityContext.windowsOptions.hostProcess",
     ),
+    (edit(("spec.securityContext.sysctls", {"name": "x"})), "spec.securityContext.sysctls"),
+    (edit(("spec.securityContext.sysctls", ["kernel.msgmax"])), "spec.securityContext.sysctls[0]"),
+    (
+        edit(("spec.securityContext.sysctls", [{"name": 1, "value": "1"}])),
+        "spec.securityContext.sysctls[0].name",
+    ),
+    (edit((SC0, "privileged")), "spec.containers[0].securityContext"),
+    (edit(("spec.securityContext", [])), "spec.securityContext"),
+    (edit((f"{C0}.ports", "80")), "spec.containers[0].ports"),
+    (edit((f"{C0}.ports", [80])), "spec.containers[0].ports[0]"),
+    (
+        edit((f"{C0}.ports", [{"containerPort": 80, "hostPort": "80"}])),
+        "spec.containers[0].ports[0].hostPort",
+    ),
+    (edit((f"{C0}.livenessProbe", "x")), "spec.containers[0].livenessProbe"),
+    (edit((f"{C0}.readinessProbe", {"httpGet": "/"})), "spec.containers[0].readinessProbe.httpGet"),
+    (
+        edit((f"{C0}.lifecycle", {"preStop": {"tcpSocket": {"port": 1, "host": 1}}})),
+        "spec.containers[0].lifecycle.preStop.tcpSocket.host",
+    ),
+    (edit((f"{C0}.lifecycle", {"postStart": "x"})), "spec.containers[0].lifecycle.postStart"),
+    (edit(("spec.volumes", {"name": "v"})), "spec.volumes"),
+    (edit(("spec.volumes", ["v"])), "spec.volumes[0]"),
+    (edit(("spec.volumes", [{"name": "root", "hostPath": "/"}])), "spec.volumes[0].hostPath"),
+    (edit(("spec.volumes", [{"name": "t", "projected": "x"}])), "spec.volumes[0].projected"),
+    (
+        edit(("spec.volumes", [{"name": "t", "projected": {"sources": {}}}])),
+        "spec.volumes[0].projected.sources",
+    ),
+    (
+        edit(("spec.volumes", [{"name": "t", "projected": {"sources": ["x"]}}])),
+        "spec.volumes[0].projected.sources[0]",
+    ),
+    (
+        edit(
+            (
+                "spec.volumes",
+                [{"name": "t", "projected": {"sources": [{"serviceAccountToken": 1}]}}],
+            )
+        ),
+        "spec.volumes[0].projected.sources[0].serviceAccountToken",
+    ),
+    (edit(("spec.os", "linux")), "spec.os"),
+    (edit(("spec.os", {"name": 1})), "spec.os.name"),
     (edit(("spec.serviceAccountName", True)), "spec.serviceAccountName"),
+    (edit(("spec.serviceAccount", 1)), "spec.serviceAccount"),
+    (edit(("spec.nodeName", 5)), "spec.nodeName"),
+    (edit(("spec.initContainers", {})), "spec.initContainers"),
+    (edit(("spec.ephemeralContainers", ["debug"])), "spec.ephemeralContainers[0]"),
+    (edit(("spec.schedulingGates", "mine")), "spec.schedulingGates"),
+    (edit(("metadata", "x")), "metadata"),
+    (edit(("metadata.labels", ["a"])), "metadata.labels"),
+    (edit(("metadata.labels", {"team": 1})), "metadata.labels.team"),
+    (edit(("metadata.annotations", {"note": True})), "metadata.annotations.note"),
+    (lambda t: t.update(spec="x"), "spec"),
 ]
+WRONG_IDS = [w[1] for w in WRONG_TYPES]
 
 
-@pytest.mark.parametrize(("change", "path"), WRONG_TYPES, ids=[w[1] for w in WRONG_TYPES])
+def _first_problem(obj: dict[str, Any], where: str, level: Level) -> str:
+    """The first problem the operator's check reports of workflow `obj` (its spec at `where`)."""
+    spec = obj["spec"] if where == "spec" else obj["spec"]["workflowSpec"]
+    with pytest.raises(SpecError) as exc:
+        check_templates(parse_workflow(spec, where), where, NamespacePolicy(level))
+    return str(exc.value).removeprefix("invalid pod template: ").split("; ")[0]
+
+
+@pytest.mark.parametrize(("change", "path"), WRONG_TYPES, ids=WRONG_IDS)
 def test_a_field_of_the_wrong_type_is_refused_by_the_operator_and_lint(change, path):
     # at privileged (where the value, read as meant, would be allowed): only its type refuses it
     obj = workflow(escalated(change))
-    spec = parse_workflow(obj["spec"], "spec")
-    with pytest.raises(SpecError):
-        check_templates(spec, "spec", NamespacePolicy(Level.PRIVILEGED))
+    assert _first_problem(obj, "spec", Level.PRIVILEGED).startswith(f"{PREFIX}.{path} must be ")
     check_templates(parse_workflow(workflow(restricted_template())["spec"], "spec"), "spec")
     assert [p for p, _ in lint_one(obj, NamespacePolicy(Level.PRIVILEGED))] == [f"{PREFIX}.{path}"]
+
+
+@pytest.mark.parametrize(("change", "path"), WRONG_TYPES, ids=WRONG_IDS)
+def test_a_field_of_the_wrong_type_is_refused_by_the_admission_policy_as_by_the_operator(
+    change, path
+):
+    """Refused as the operator refuses it, first: the message the API server reports (its
+    first failing validation) is the operator's first problem, also at restricted, where
+    the most rules judge the template besides (the validation reads no level)."""
+    obj = workflow(escalated(change))
+    denials = admission_policy().denials(obj, namespace("restricted"))
+    assert denials and denials[0] == _first_problem(obj, "spec", Level.RESTRICTED)
+
+
+@pytest.mark.parametrize(("change", "path"), WRONG_TYPES[:3], ids=WRONG_IDS[:3])
+def test_a_cron_workflows_field_of_the_wrong_type_is_refused_by_the_admission_policy(change, path):
+    obj = cron_workflow(escalated(change))
+    expected = _first_problem(obj, "spec.workflowSpec", Level.PRIVILEGED)
+    assert expected.startswith(f"{CRON_PREFIX}.{path} must be ")
+    assert admission_policy().denials(obj, namespace("privileged")) == [expected]
 
 
 # -- DagCronWorkflows: their workflowSpec is judged as each run's will be --------------------------
@@ -860,9 +997,9 @@ def test_policy_manifests_pass_kubernetes_validate(version):
         ["dagworkflows", "dagcronworkflows"],
     )
     assert set(rule["operations"]) == {"CREATE", "UPDATE"}
-    assert all(
-        "message" not in v and v["reason"] == "Forbidden" for v in vap["spec"]["validations"]
-    )
+    assert all("message" not in v for v in vap["spec"]["validations"])
+    types, *rules = (v["reason"] for v in vap["spec"]["validations"])
+    assert types == "Invalid" and set(rules) == {"Forbidden"}
 
 
 def test_operator_pod_is_hardened(base):
