@@ -58,6 +58,8 @@ class FakeKube:
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}
         self.workflows: dict[tuple[str, str], dict[str, Any]] = {}
         self.cron_workflows: dict[tuple[str, str], dict[str, Any]] = {}
+        self.pools: dict[str, dict[str, Any]] = {}
+        """ExecutorPools by name (cluster-scoped)."""
         self.events: list[dict[str, Any]] = []
         self.calls: list[str] = []
         self.fail: dict[str, list[ApiError]] = {}
@@ -127,6 +129,20 @@ class FakeKube:
     ) -> list[dict[str, Any]]:
         self._maybe_fail("list_workflows")
         return _select(self.workflows, namespace, label_selector)
+
+    def add_pool(self, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        body = {
+            "apiVersion": "idlegate.io/v1alpha1",
+            "kind": "ExecutorPool",
+            "metadata": {"name": name, "uid": f"uid-{name}-{next(self._uids)}", "generation": 1},
+            "spec": spec,
+        }
+        self.pools[name] = body
+        return body
+
+    async def list_pools(self) -> list[dict[str, Any]]:
+        self._maybe_fail("list_pools")
+        return [copy.deepcopy(body) for _, body in sorted(self.pools.items())]
 
     async def list_pods(self, namespace: str | None, label_selector: str) -> list[dict[str, Any]]:
         self._maybe_fail("list_pods")

@@ -21,13 +21,18 @@ import pytest
 from idlegate.api.crd import API_VERSION, GROUP, POOL_KIND, POOL_PLURAL, VERSION
 from idlegate.api.labels import LABEL_WORKFLOW
 from idlegate.api.timestamps import from_datetime
+from idlegate.operator.features.pools import pool_status as live_pool_status
+from tests.clocks import ScaledClock
 from tests.e2e import (
     DWF,
     SPEED,
     PodMonitor,
+    events_of,
+    holding_first_runs,
     new_namespace,
     running_operator,
     stage,
+    status_of,
     wait,
     wait_phase,
     workflow,
@@ -174,3 +179,52 @@ def test_two_pools_with_their_policies_and_a_resize_mid_run(api: ApiServer) -> N
         pods = api.list("pods", ns, label_selector=LABEL_WORKFLOW)
         assert len(pods) == WORKFLOWS * TASKS
         assert {p["status"]["phase"] for p in pods} == {"Succeeded"}
+
+
+def test_a_restart_rebuilds_the_pools_before_it_routes_their_workflows(api: ApiServer) -> None:
+    """Issue 42: a restarted operator admitted the workflows before it knew their pool.
+    Those naming it (``spec.pool``) got PoolNotFound, the finished ones staying in the
+    pool's ``status.pending`` with PoolReady False; those its selector routes went to the
+    default pool and ran beyond the pool's size."""
+    ns = team_namespace(api, "r")
+    named = {"pool": "team-r"}  # (the others by the namespace's label)
+    done = {"d0": {}, "d1": {}, "d2": named, "d3": named}
+    held, queued = {"h0": {}, "h1": named}, {"q0": named}  # q0 waits for h0 or h1 to end
+    unfinished = {**held, **queued}
+    pods = holding_first_runs("h0-s-0", "h1-s-0")
+    clock = ScaledClock(SPEED)  # one clock across both runs, as wall time is for real
+
+    def create(bodies: dict[str, dict[str, Any]]) -> None:
+        for name, spec in bodies.items():
+            body = workflow(name, stage("s", 1, 1))
+            body["spec"].update(spec)
+            api.create(DWF, body, namespace=ns)
+
+    with SimKubelet(api, ns, time_factor=1 / SPEED, durations=pods):
+        with running_operator(api, ns, pool=8, clock=clock) as first:
+            api.create(POOLS, pool("team-r", 2, "fair", "r"))
+            wait(lambda: ready(api, "team-r", 1), 10, "pool team-r ready")
+            create(done)
+            for name in done:
+                wait_phase(api, ns, name, ("Succeeded",))
+            team = first.pools.bridges["team-r"]
+            create(held)
+            wait(lambda: team.busy == 2, 10, "team-r full")
+            create(queued)
+            wait(lambda: len(team.workflows) == 3, 10, "q0 queued")
+            wait(lambda: first.bridge.lanes.pending() == 0, 10, "the writes")
+        with running_operator(api, ns, pool=8, clock=clock) as second:
+            wait(lambda: "team-r" in second.pools.bridges, 10, "pool team-r again")
+            wait(lambda: second.bridge.lanes.pending() == 0, 10, "the writes")
+            team = second.pools.bridges["team-r"]
+            assert sorted(name for _, name in team.workflows) == sorted(unfinished)
+            assert not second.pools.waiting and team.busy == 2
+            assert live_pool_status("team-r", second.pools)["pending"] == 3
+            wait(lambda: pool_status(api, "team-r").get("pending") == 3, 10, "pending 3")
+    for name in [*done, *unfinished]:
+        reasons = [e["reason"] for e in events_of(api, ns, name)]
+        assert "PoolNotFound" not in reasons, (name, reasons)
+        conditions = {c["type"]: c for c in status_of(api, ns, name).get("conditions", [])}
+        assert conditions.get("PoolReady", {}).get("status", "True") == "True", (name, conditions)
+    assert {status_of(api, ns, n)["phase"] for n in done} == {"Succeeded"}
+    assert status_of(api, ns, "q0")["phase"] == "Pending"  # never beyond the pool's size

@@ -207,6 +207,40 @@ async def test_pools_route_wait_resize_and_delete_without_preempting():
     assert metrics.registry.get_sample_value("idlegate_executors", {"pool": "gpu"}) is None
 
 
+@pytest.mark.asyncio
+async def test_a_rebuild_applies_the_pools_first_and_no_finished_workflow_waits():
+    """Issue 42: a restart admitted every workflow before kopf's handler of its pool ran."""
+    from idlegate.operator.edge import intake
+    from idlegate.operator.features.pools import Pools, pool_status
+    from tests.operator_fakes import harness, stage
+
+    h = harness(pool=3)
+    h.kube.add_pool("batch", {"size": 1})
+    # pools that cannot run are left to their handler, which says why on them
+    h.kube.add_pool("broken", {"size": 0})
+    h.kube.add_pool("unloadable", {"size": 1, "policy": "learned:/nonexistent/policy.onnx"})
+    h.kube.add_workflow("run", {"stages": [stage("a")], "pool": "batch"})
+    h.kube.add_workflow("stuck", {"stages": [stage("a")], "pool": "unloadable"})
+    for name, phase, pool in (("ok", "Succeeded", "batch"), ("gone", "Failed", "deleted")):
+        body = h.kube.add_workflow(name, {"stages": [stage("a")], "pool": pool})
+        body["status"] = {"phase": phase, "observedGeneration": 1}
+    pools = Pools(h.bridge)
+    h.bridge = pools
+    await intake.rebuild(pools)
+    await h.settle()
+    assert sorted(pools.bridges) == ["batch", "default"]
+    assert list(pools.bridges["batch"].workflows) == [("default", "run")]
+    # a finished workflow needs no pool, whichever it named; one unfinished waits for it
+    assert {key: w.pool for key, w in pools.waiting.items()} == {("default", "stuck"): "unloadable"}
+    assert pool_status("batch", pools)["pending"] == 1
+    assert h.released("run") == ["run-a-0"]
+    waits = [e["involvedObject"]["name"] for e in h.kube.events if e["reason"] == "PoolNotFound"]
+    assert waits == ["stuck"]
+    for name in ("run", "ok", "gone"):  # (those admitted at once have none)
+        conditions = h.kube.status(name).get("conditions") or []
+        assert "PoolReady" not in {c["type"] for c in conditions}, name
+
+
 # -- metrics: one registry, a pool label ------------------------------------------------------
 
 

@@ -47,10 +47,12 @@ async def rebuild(bridge: Pools | Bridge) -> tuple[int, int]:
     before the first decision (see :mod:`idlegate.operator.core.admission`). After an outage
     (:mod:`idlegate.operator.edge.watchdog`) the same reading also catches up with what the
     watches may have missed: the pods as they are now, pods deleted, workflows gone, and
-    workflows created meanwhile."""
+    workflows created meanwhile. The ExecutorPools are listed too, and applied before any
+    workflow is admitted (:meth:`Pools.restore`), so that each goes to its own pool."""
     bridge = Pools.of(bridge)
     known = dict(bridge.workflows)  # (only these may be gone: others came after the lists)
     with_pods = _tasks_with_pods(bridge)
+    pools = await _pools(bridge)
     bodies: list[dict[str, Any]] = []
     pods: list[dict[str, Any]] = []
     for namespace in bridge.settings.namespaces or (None,):
@@ -67,6 +69,7 @@ async def rebuild(bridge: Pools | Bridge) -> tuple[int, int]:
             bridge.forget(*key, wf.owner.uid, schedule=False)
     names = {((p.get("metadata") or {}).get("namespace"), p["metadata"]["name"]) for p in pods}
     await _notice_deleted(bridge, [t for t in with_pods if (t[0].key[0], t[3]) not in names])
+    bridge.restore(pools)  # (no await from here to the admissions: no round between)
     for pod in pods:
         bridge.observe_pod(pod)
     admitted = _admit_unknown(bridge, bodies, pods, namespaces)
@@ -77,6 +80,17 @@ async def rebuild(bridge: Pools | Bridge) -> tuple[int, int]:
     )
     bridge.schedule()
     return len(bodies), len(pods)
+
+
+async def _pools(bridge: Pools) -> list[dict[str, Any]]:
+    """The ExecutorPools; none if their CRD is not installed or the operator may not see
+    them (kopf's watch of them cannot either: the default pool serves alone)."""
+    try:
+        return await bridge.kube.list_pools()
+    except ApiError as exc:
+        if exc.status not in (403, 404):
+            raise
+        return []
 
 
 _Held = tuple[Workflow, StageTrack, Task, str, int, TaskState]

@@ -32,7 +32,7 @@ from urllib.parse import quote
 
 import yaml
 
-from idlegate.api.crd import CRON_PLURAL, GROUP, PLURAL, VERSION
+from idlegate.api.crd import CRON_PLURAL, GROUP, PLURAL, POOL_PLURAL, VERSION
 from idlegate.errors import IdlegateError
 
 log = logging.getLogger(__name__)
@@ -314,6 +314,10 @@ class KubeApi:
         self, namespace: str, name: str, status: dict[str, Any]
     ) -> dict[str, Any]:
         return await self._merge_status(_path(OURS, CRON_PLURAL, namespace, name), status)
+
+    async def list_pools(self) -> list[dict[str, Any]]:
+        """The ExecutorPools (cluster-scoped)."""
+        return await self._list(_path(OURS, POOL_PLURAL, None))
 
     async def list_pods(self, namespace: str | None, label_selector: str) -> list[dict[str, Any]]:
         return await self._list(_path(CORE, "pods", namespace), label_selector)

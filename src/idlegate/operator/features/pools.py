@@ -18,16 +18,22 @@ API with its pods (:meth:`Pools.moving`). What a user sees of it: deploy/README.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from idlegate.api.crd import API_VERSION, POOL_KIND
 from idlegate.api.podsecurity import NamespacePolicy
-from idlegate.api.pool_spec import DEFAULT_POOL, POOL_CONDITION, ExecutorPoolSpec, route
-from idlegate.api.status import Conditions, Phase, WorkflowStatus, dump
-from idlegate.errors import GangTooWideError
+from idlegate.api.pool_spec import (
+    DEFAULT_POOL,
+    POOL_CONDITION,
+    ExecutorPoolSpec,
+    parse_pool_spec,
+    route,
+)
+from idlegate.api.status import FINISHED, Conditions, Phase, WorkflowStatus, dump
+from idlegate.errors import GangTooWideError, IdlegateError
 from idlegate.operator.core.admission import generation_of, owner_of
 from idlegate.operator.core.intents import Outcome
 from idlegate.operator.core.pods import Owner, read_task_pod
@@ -127,14 +133,15 @@ class Pools:
         spec = body.get("spec")
         wanted = spec.get("pool") if isinstance(spec, Mapping) else None
         name = self._route(wanted if isinstance(wanted, str) else None, owner.namespace)
-        if name is None:
+        finished = (body.get("status") or {}).get("phase") in FINISHED
+        if name is None and not finished:  # (a finished one needs no pool: never waits)
             message = (
                 f"ExecutorPool {str(wanted)!r} does not exist: the workflow waits until it is "
                 "created (kubectl get executorpools), or spec.pool names another."
             )
             self._wait(body, str(wanted), "PoolNotFound", message)
             return None
-        bridge = self.bridges[name]
+        bridge = self.bridges[name] if name is not None else self.default
         try:
             # (an ExecutorPool may grow again; the default pool is --pool-size's)
             wf = bridge.admit(
@@ -259,7 +266,6 @@ class Pools:
         size, policy or budget changed (a portfolio keeps the old one's `Decider.window`);
         returns the workflows to admit again (those leaving a pool or waiting for this one)."""
         previous = self.specs.get(name)
-        self.specs[name] = spec
         moved: list[Owner] = []
         if previous is None or _engine(previous) != _engine(spec) or name not in self.bridges:
             old = self.bridges.get(name)
@@ -269,9 +275,25 @@ class Pools:
             new.reporter = PoolObject("default", name, uid)
             if old is not None:  # (a portfolio goes on from the old one's window)
                 new.decider.learn(old.decider.window())
+        self.specs[name] = spec  # (after its bridge: a policy that cannot run routes nothing)
         moved += self._rerouted()
         self.tell()
         return moved + [w.owner for w in self.waiting.values() if w.pool == name]
+
+    def restore(self, bodies: Iterable[Mapping[str, Any]]) -> None:
+        """The ExecutorPools a rebuild lists (:func:`~idlegate.operator.edge.intake.rebuild`),
+        applied before it admits any workflow, so that each goes to its pool from the first
+        (kopf's handler of a pool runs only after the rebuild: the workflows admitted before
+        it would wait for their pool, or run in the default one). The workflows moved are
+        known to no pool now: the rebuild admits them from its lists. A pool whose spec or
+        policy cannot run is left to its handler, which says why on the pool."""
+        for body in bodies:
+            meta = body.get("metadata") or {}
+            name = str(meta.get("name", ""))
+            try:
+                self.apply(name, parse_pool_spec(body.get("spec"), name), meta.get("uid", ""))
+            except IdlegateError as exc:
+                log.info("ExecutorPool %r is not applied by the rebuild: %s", name, exc)
 
     def remove(self, name: str) -> list[Owner]:
         """ExecutorPool `name` is deleted: its workflows leave it (no pod is touched) and
