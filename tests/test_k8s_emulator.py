@@ -230,3 +230,29 @@ def test_patches_leave_their_arguments_alone() -> None:
         apply_json_patch(doc, [{"op": "test", "path": "/a/b", "value": 2}])
     with pytest.raises(PatchFailed):
         apply_json_patch(doc, [{"op": "remove", "path": "/nothing"}])
+
+
+def test_a_lease_is_replaced_only_at_the_resource_version_it_was_read_at(api: ApiServer) -> None:
+    path = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
+    lease = {"metadata": {"name": "elect"}, "spec": {"holderIdentity": "a"}}
+    status, created = http(api, "POST", path, lease, **{"Content-Type": "application/json"})
+    assert status == 201 and created["kind"] == "Lease"
+    read = created["metadata"]["resourceVersion"]
+    mine = {**created, "spec": {"holderIdentity": "b"}}
+    status, replaced = http(
+        api, "PUT", f"{path}/elect", mine, **{"Content-Type": "application/json"}
+    )
+    assert status == 200 and replaced["spec"] == {"holderIdentity": "b"}
+    assert replaced["metadata"]["resourceVersion"] != read
+    late = {**created, "spec": {"holderIdentity": "c"}}  # read before b's write
+    status, refused = http(
+        api, "PUT", f"{path}/elect", late, **{"Content-Type": "application/json"}
+    )
+    assert (status, refused["reason"]) == (409, "Conflict")
+    merge = {"metadata": {"resourceVersion": read}, "spec": {"holderIdentity": "c"}}
+    status, refused = http(
+        api, "PATCH", f"{path}/elect", merge, **{"Content-Type": "application/merge-patch+json"}
+    )
+    assert (status, refused["reason"]) == (409, "Conflict")
+    assert api.get("leases", "default", "elect")["spec"] == {"holderIdentity": "b"}
+    assert "elect" in api.kubectl("get", "leases", "-n", "default").stdout

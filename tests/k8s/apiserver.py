@@ -15,6 +15,8 @@ Its ``KubernetesEmulator`` cannot serve the operator as it is (read in kmock 0.8
 * PATCH merges the body into the object: the operator's JSON patch (a list whose ``test``
   op guards the gate's index, 422 when it fails) does not apply, and ``/status`` is no
   subresource (a status write may change the spec);
+* no PUT, and no resourceVersion precondition: leader election (a Lease replaced with the
+  resourceVersion it was read at, 409 Conflict if another write came between) needs both;
 * no label or field selectors (the operator lists its pods by label, ``kubectl describe``
   finds Events by field), no ``generateName`` (kopf's Events), no ownerReference garbage
   collection (deleting a workflow collects its pods);
@@ -25,7 +27,7 @@ Its ``KubernetesEmulator`` cannot serve the operator as it is (read in kmock 0.8
 * no server-side Table (``kubectl get`` prints a CRD's printer columns from it).
 
 :class:`Emulator` keeps kmock's store, catalogue and server and replaces its request
-handling with those semantics and no more: no paging, no PUT, no strategic merge, no
+handling with those semantics and no more: no paging, no strategic merge, no
 graceful deletion, no schema pruning or validation (test_deploy checks the CRD's schema),
 and a watch with a selector is refused (400) rather than served wrongly.
 """
@@ -53,12 +55,14 @@ NAMESPACES = kmock.resource("", "v1", "namespaces")
 PODS = kmock.resource("", "v1", "pods")
 EVENTS = kmock.resource("", "v1", "events")
 CRDS = kmock.resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
-VERBS = ("create", "delete", "get", "list", "patch", "watch")
+LEASES = kmock.resource("coordination.k8s.io", "v1", "leases")
+VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
 BUILTIN = {
     NAMESPACES: kmock.ResourceInfo(kind="Namespace", singular="namespace", namespaced=False),
     PODS: kmock.ResourceInfo(kind="Pod", singular="pod", namespaced=True, subresources={"status"}),
     EVENTS: kmock.ResourceInfo(kind="Event", singular="event", namespaced=True),
     CRDS: kmock.ResourceInfo(kind="CustomResourceDefinition", namespaced=False),
+    LEASES: kmock.ResourceInfo(kind="Lease", singular="lease", namespaced=True),
 }
 PATCH_TYPES = {
     "application/merge-patch+json": merge_patch,
@@ -219,6 +223,8 @@ class Emulator(kmock.KubernetesEmulator):
             return _json(
                 self._update((res, namespace, name), lambda cur: patch(cur, data), subresource)
             )
+        if raw.method == "PUT" and name is not None:
+            return _json(self.replace(res, namespace, name, data, subresource=subresource))
         if raw.method == "DELETE" and name is not None:
             return _json(self.delete(res, namespace, name))
         raise api_error(405, "MethodNotAllowed", f"the test API server has no {raw.method} here")
@@ -345,6 +351,21 @@ class Emulator(kmock.KubernetesEmulator):
         apply = {"merge": merge_patch, "json": apply_json_patch}[patch_type]
         return self._update((res, namespace, name), lambda cur: apply(cur, patch), subresource)
 
+    def replace(
+        self,
+        res: kmock.resource,
+        namespace: str | None,
+        name: str,
+        body: Any,
+        *,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
+        """Replace as PUT does: 409 Conflict if `body` carries a resourceVersion that is not
+        the object's (an unconditional replace carries none)."""
+        if not isinstance(body, dict):
+            raise api_error(400, "BadRequest", "the body of a PUT is no JSON object")
+        return self._update((res, namespace, name), lambda _: copy.deepcopy(body), subresource)
+
     def delete(self, res: kmock.resource, namespace: str | None, name: str) -> dict[str, Any]:
         """Delete as DELETE does: at once, or once the finalizers are gone; dependents follow."""
         key = (res, namespace, name)
@@ -403,6 +424,14 @@ class Emulator(kmock.KubernetesEmulator):
             raise api_error(422, "Invalid", str(exc)) from None
         if not isinstance(new, dict) or not isinstance(new.get("metadata", {}), dict):
             raise api_error(400, "BadRequest", "the patched object is no JSON object")
+        version = new.get("metadata", {}).get("resourceVersion")
+        if version is not None and version != current["metadata"]["resourceVersion"]:
+            raise api_error(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on {key[0].plural} "{key[2]}": the object has '
+                "been modified; please apply your changes to the latest version and try again",
+            )
         body = current if subresource == "status" else new
         status = new if subresource == "status" or not has_status else current
         new = {k: v for k, v in body.items() if k != "status"}

@@ -22,6 +22,12 @@ The kopf handlers are thin and level-triggered, all in one registry per operator
   it is now; the same state twice is a no-op.
 * DagCronWorkflows and ExecutorPools: below; Argo Workflows: :mod:`.features.argo`.
 
+With ``--leader-election`` (:mod:`idlegate.operator.edge.leader`) a replica stands by until
+it holds the Lease: its watches run and it serves the Argo webhook, but it builds no state
+and writes nothing (its handlers wait for the first rebuild, as at a start); once elected
+it rebuilds the state from the API as a restarted operator does. A leader that loses the
+Lease stops writing at once and the process ends, to be restarted as a standby.
+
 Handlers return nothing: kopf would store results in ``status.<handler-id>``, which the
 CRD's schema prunes.
 """
@@ -31,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
+import threading
 from collections.abc import Mapping
 from functools import cached_property
 from typing import Any
@@ -44,8 +51,9 @@ from idlegate.api.status import FINISHED, FINISHED_OR_INVALID, Conditions
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.messages import Notice
+from idlegate.operator.core.pods import Owner
 from idlegate.operator.decisions import followed, load_scheduler
-from idlegate.operator.edge import intake
+from idlegate.operator.edge import intake, leader
 from idlegate.operator.edge.bridge import Bridge
 from idlegate.operator.edge.endpoints import Endpoints, bind
 from idlegate.operator.edge.kube import (
@@ -114,6 +122,13 @@ class Operator:
         self._tasks: list[asyncio.Task[None]] = []
         self.kopf_log = KopfRetryLog()
         self.endpoints = Endpoints(self.metrics, self.readiness)
+        self.elector: leader.Elector | None = None
+        """The leader election (--leader-election), from :meth:`start` on."""
+        self.lost = threading.Event()
+        """Set once this replica lost the Lease: :func:`run` stops kopf and ends."""
+        self.kopf_posting: Any = None
+        """kopf's posting settings (its own Events: the leader's only)."""
+        self.metrics.leader.set(0 if settings.leader_election else 1)
 
     @cached_property
     def configuration(self) -> Any:
@@ -179,10 +194,16 @@ class Operator:
                 pod_security=s.pod_security,
             )
             self.watchdog = Watchdog(pools, self.health, reporter=self.pod)
+            if s.leader_election:
+                self.elector = leader.elect(
+                    s, self.kube, bridge.applier, on_elected=self._elected, on_lost=self._lost
+                )
             self._tasks = [
                 asyncio.create_task(self._admit_later(RETRY_DELAY)),
                 asyncio.create_task(self._serve(self.watchdog)),
             ]
+            if self.elector is not None:
+                self._tasks.append(asyncio.create_task(self.elector.run()))
             self.reloads.start(pools)
         if s.metrics_port is not None and self.endpoints.port is None:
             port = await self.endpoints.start(s.metrics_port, s.listen_host)
@@ -246,17 +267,49 @@ class Operator:
 
     async def _serve(self, watchdog: Watchdog) -> None:
         await self.warn_missing_namespaces()
+        if self.elector is not None:  # (a standby builds no state: the leader's may differ)
+            await self.elector.elected.wait()
         await watchdog.run()
+
+    def _elected(self) -> None:
+        """This replica leads from now on: the watchdog rebuilds the state and it writes."""
+        self.metrics.leader.set(1)
+        if self.kopf_posting is not None:
+            self.kopf_posting.enabled = True
+        if (e := self.elector) is None:
+            return
+        lease = Owner(e.namespace, e.name, e.uid, kind="Lease", api_version=leader.API_VERSION)
+        message = f"{e.identity} leads: it rebuilds the state from the API and writes."
+        self.bridge.intents.event(lease, "Normal", "LeaderElected", message)
+
+    def _lost(self, why: str) -> None:
+        """The Lease is lost (writes stopped already): stop kopf; :func:`run` ends."""
+        self.metrics.leader.set(0)
+        if self.kopf_posting is not None:
+            self.kopf_posting.enabled = False
+        self.lost.set()
+
+    @property
+    def standby(self) -> bool:
+        """Not elected yet (with --leader-election): no state, no writes."""
+        return self.elector is not None and not self.elector.elected.is_set()
 
     @property
     def ready(self) -> bool:
-        """The state is rebuilt from the API (the bridge and its controllers may act)."""
-        return self._pools is not None and self.watchdog.rebuilt.is_set()
+        """The state is rebuilt from the API (the bridge and its controllers may act), and
+        this replica writes."""
+        leads = self.elector is None or self.elector.is_leader
+        return self._pools is not None and self.watchdog.rebuilt.is_set() and leads
 
     def readiness(self) -> tuple[bool, str]:
-        """(ready, why not): what /readyz answers."""
+        """(ready, why not): what /readyz answers. A standby is ready while the API
+        answers: it serves the Argo webhook."""
         if self._pools is None:
             return False, "starting"
+        if self.elector is not None and self.standby:
+            if self.health.up:
+                return True, f"standby (the leader: {self.elector.holder or 'none yet'})"
+            return False, "standby; the API server does not answer"
         return self.watchdog.readiness()
 
     async def warn_missing_namespaces(self) -> list[str]:
@@ -289,6 +342,8 @@ class Operator:
         every handler has stopped."""
         if self._pools is not None:
             await self.bridge.applier.drain(self.settings.shutdown_timeout)
+        if self.elector is not None:
+            await self.elector.release()
         self.timers.shutdown()
         await self.reloads.stop()
         for task in self._tasks:
@@ -363,6 +418,8 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
         configure_kopf(settings, operator.settings, operator.metrics)
+        if operator.settings.leader_election:  # (kopf's own Events: the leader's only)
+            operator.kopf_posting, settings.posting.enabled = settings.posting, False
         await operator.start()
 
     @kopf.on.cleanup(registry=registry)
@@ -402,6 +459,8 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     async def workflow_event(
         type: str | None, body: kopf.Body, meta: kopf.Meta, status: kopf.Status, **_: Any
     ) -> None:
+        if operator.standby:  # (its election's rebuild reads every workflow as it is then)
+            return
         if type == "DELETED" or meta.get("deletionTimestamp"):
             operator.bridge.cleanup.forget(meta.get("uid"))
             operator.pools.forget(meta.get("namespace", ""), meta.get("name", ""), meta.get("uid"))
@@ -527,4 +586,10 @@ def run(settings: Settings, *, verbose: bool = False) -> None:
         clusterwide=not settings.namespaces,
         namespaces=list(settings.namespaces),
         liveness_endpoint=liveness,
+        stop_flag=operator.lost,
     )
+    if operator.lost.is_set():
+        raise IdlegateError(
+            "this replica lost the leader's Lease and stopped (see the log for why); it is "
+            "restarted as a standby by its Deployment, or run it again"
+        )

@@ -82,7 +82,33 @@ class Settings(Config):
     pod-security.kubernetes.io/enforce (a labelled namespace's own level applies)."""
 
     standalone: bool = False
-    """No kopf peering: one replica owns the executor pool."""
+    """No kopf peering (kopf's own, on its KopfPeering objects, which pauses every replica but
+    one); replicas that share a pool elect their writer with --leader-election instead."""
+
+    leader_election: bool = False
+    """Elect one writer among the replicas on a coordination.k8s.io/v1 Lease
+    (:mod:`idlegate.operator.edge.leader`): only the leader writes; a standby serves the Argo
+    webhook and takes over, rebuilding its state from the API, once the leader's Lease
+    expires. Off: this process is the only writer."""
+
+    lease_name: str = "idlegate-operator"
+    """Name of the Lease the replicas elect their leader on."""
+
+    lease_namespace: str | None = None
+    """Namespace of the Lease; default: the operator's own (POD_NAMESPACE), else default."""
+
+    lease_duration: StrictInt = Field(15, ge=1)
+    """Seconds a standby waits, from the last renewal it saw, before it takes the Lease of a
+    leader that stopped renewing (a kill -9, a lost node): the longest failover, plus its
+    rebuild of the state."""
+
+    lease_renew_deadline: float = Field(10.0, gt=0)
+    """Seconds a leader may go without renewing its Lease (the API unreachable, its loop
+    stuck) before it stops writing and exits, to come back as a standby; below the
+    lease duration, so that it has stopped before a standby may take over."""
+
+    lease_retry_period: float = Field(2.0, gt=0)
+    """Seconds between two renewals by the leader, and two looks at the Lease by a standby."""
 
     metrics_port: int | None = Field(9090, ge=0, le=65535)
     """Port of the Prometheus endpoint /metrics and of the readiness probe /readyz; None:
@@ -214,6 +240,18 @@ class Settings(Config):
             raise ValueError(
                 f"the watch client timeout ({self.watch_client_timeout:g} s) must exceed the "
                 f"server timeout ({self.watch_server_timeout:g} s)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _lease_times(self) -> Settings:
+        if not self.lease_retry_period < self.lease_renew_deadline < self.lease_duration:
+            raise ValueError(
+                f"the lease times must grow: retry period ({self.lease_retry_period:g} s) < "
+                f"renew deadline ({self.lease_renew_deadline:g} s) < lease duration "
+                f"({self.lease_duration} s), so that a leader renews several times before its "
+                "deadline and stops writing before a standby may take over; change "
+                "--lease-retry-period, --lease-renew-deadline or --lease-duration"
             )
         return self
 

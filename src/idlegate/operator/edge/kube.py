@@ -14,6 +14,11 @@ is reported as it happens (`report`: the outage bookkeeping of
 :class:`idlegate.operator.edge.watchdog.ApiHealth`, the metrics) and logged once per
 request at WARNING; after a failure, so is the first answer. Closing the client ends the
 retries, so a stopping operator is never held by one.
+
+With leader election (:mod:`idlegate.operator.edge.leader`) `may_write` says whether this
+replica may write: every other write is refused here (:class:`NotLeaderError`), whoever
+asks. The Lease's own requests are exempt and have a thread of their own, so that no
+burst of the operator's reads delays a renewal.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ RETRYABLE = frozenset({0, 408, 425, 429, 500, 502, 503, 504})
 LIST_PAGE = 500
 CORE = "/api/v1"
 OURS = f"/apis/{GROUP}/{VERSION}"
+LEASES = "/apis/coordination.k8s.io/v1"
 Report = Callable[[str, int], None]
 """Told of a request's outcome (see the module docstring): (what, HTTP status, 0 for no
 answer)."""
@@ -68,6 +74,13 @@ class ApiError(Exception):
         response, a timeout, a 5xx, maybe from a proxy in between) the request may or may
         not have been carried out."""
         return 0 < self.status < 500
+
+
+class NotLeaderError(ApiError):
+    """A write asked of a replica that is not the leader (it is never sent)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(0, "NotLeader", f"{what}: not sent, this replica is not the leader")
 
 
 def client_retry(
@@ -199,10 +212,14 @@ class KubeApi:
         self.client = kubernetes.client.ApiClient(configuration)
         self.timeout = timeout
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="idlegate-api")
+        self._lease_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="idlegate-lease")
+        self.may_write: Callable[[], bool] | None = None
+        """Whether writes may be sent now (the leader's); None: always."""
 
     def close(self) -> None:
         self._stop.set()
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        for pool in (self._pool, self._lease_pool):
+            pool.shutdown(wait=False, cancel_futures=True)
         self.client.close()
 
     def _report(self, what: str, status: int) -> None:
@@ -253,9 +270,13 @@ class KubeApi:
     ) -> Any:
         """The answer's body; with `gone_ok`, None if there is no such object (404)."""
         self._loop = asyncio.get_running_loop()
+        lease = path.startswith(LEASES)
+        if method != "GET" and not lease and self.may_write is not None and not self.may_write():
+            raise NotLeaderError(f"{method} {path}")
         request = partial(self._request_sync, method, path, **kwargs)
+        pool = self._lease_pool if lease else self._pool
         try:
-            return await self._loop.run_in_executor(self._pool, request)
+            return await self._loop.run_in_executor(pool, request)
         except ApiError as exc:
             if exc.status != 404 or not gone_ok:
                 raise
@@ -346,6 +367,18 @@ class KubeApi:
 
     async def get_namespace(self, name: str) -> dict[str, Any] | None:
         return await self._request("GET", _path(CORE, "namespaces", None, name), gone_ok=True)
+
+    async def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return await self._request("GET", _path(LEASES, "leases", namespace, name), gone_ok=True)
+
+    async def create_lease(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        return await self._request("POST", _path(LEASES, "leases", namespace), body=body)
+
+    async def replace_lease(
+        self, namespace: str, name: str, body: dict[str, Any]
+    ) -> dict[str, Any]:
+        """PUT the Lease: refused (409) unless its metadata.resourceVersion is the current one."""
+        return await self._request("PUT", _path(LEASES, "leases", namespace, name), body=body)
 
     async def ping(self) -> None:
         """A cheap request (GET /version) that succeeds whenever the API server answers."""

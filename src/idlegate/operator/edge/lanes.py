@@ -121,6 +121,9 @@ class Lanes:
         self._idle.set()
         self.closed = False
         """Closed (the operator stops): ops submitted now are dropped."""
+        self.may_write: Callable[[], bool] = lambda: True
+        """Whether this replica may write now (leader election): an op that comes to its
+        turn when it may not is dropped, unsent."""
 
     def submit(self, key: Hashable, op: Op, *, lane: Hashable) -> None:
         """Queue `op` behind the other ops of lane `lane` of workflow `key`."""
@@ -185,6 +188,9 @@ class Lanes:
 
     async def _attempt(self, op: Op) -> None:
         while not self.closed:
+            if not self.may_write():
+                log.info("Not written, this replica is not the leader: %s.", op.what)
+                return
             try:
                 slot = self.slots.taken(op.priority) if self.slots else contextlib.nullcontext()
                 async with slot:

@@ -171,6 +171,11 @@ class MetricFamilies:
             "idlegate_watch_restarts",
             "Requests of kopf's (its watches, lists and patches) that failed and were retried.",
         )
+        self.leader = gauge(
+            "idlegate_leader",
+            "1 while this replica is the leader (the one that writes; always, without "
+            "--leader-election), 0 while it stands by: then its pool gauges are empty.",
+        )
         self.crd_missing = gauge(
             "idlegate_crd_missing",
             "1 while the operator waits for the DagWorkflow CRD to be installed.",

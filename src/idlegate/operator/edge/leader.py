@@ -1,0 +1,334 @@
+"""Leader election on a ``coordination.k8s.io/v1`` Lease: several replicas, one writer.
+
+Each replica runs an :class:`Elector` over the Lease API, through the operator's own API
+client (:class:`idlegate.operator.edge.kube.KubeApi`). The rules are client-go's:
+
+* **Acquire.** A replica takes the Lease when there is none (create: 409 if another
+  created it first), when it has no holder (released by a leader that stopped), or when
+  its holder has not renewed it for ``leaseDurationSeconds`` *as this replica has
+  observed it*: the time counts from when this replica last saw the Lease change, on its
+  own monotonic clock, so no two clocks are compared. Taking it is a PUT guarded by the
+  Lease's resourceVersion: of two standbys that try at once, one gets 409 and stays a
+  standby, cleanly.
+* **Renew.** The leader writes ``renewTime`` every ``retry_period`` (the same guarded PUT).
+  It counts as leader (:attr:`Elector.is_leader`) only while its last successful renewal,
+  timed from *before* it was sent, is less than ``renew_deadline`` old. So it stops
+  writing at the deadline even when a renewal hangs (the API unreachable: the client
+  retries for ever) or its loop is late, and the deadline is shorter than the lease
+  duration: it has stopped before any standby may take over.
+* **Lose.** At the deadline, on a 409, or when the Lease shows another holder, the
+  leader loses for good: ``on_lost`` is called and the elector ends. Its state was built
+  as the writer and may not match what the next leader writes, so the operator then
+  exits and comes back as a standby with an empty state (as controller-runtime's
+  managers do), rather than ever lead again on it.
+* **Release.** A leader that stops on purpose (SIGTERM, a rolling update) empties the
+  holder, so that a standby takes over at its next look rather than after the duration.
+
+Why an elector of its own: the ``kubernetes`` client's ``leaderelection`` runs blocking
+loops in threads on ``time.time`` (a wall-clock jump shortens or stretches a lease), with
+its own API client outside the operator's retries and health bookkeeping, and cannot be
+driven by fake time in a test; kopf's peering elects on its own KopfPeering resources,
+not a Lease, and pauses the standby's handlers entirely. This one is a small async loop
+with the clock injected (tests/test_leader.py drives it in fake time).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import os
+import random
+import socket
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from idlegate.operator.edge.kube import ApiError, KubeApi
+from idlegate.operator.settings import Settings
+
+log = logging.getLogger(__name__)
+
+API_VERSION = "coordination.k8s.io/v1"
+JITTER = 0.2
+"""A standby looks every retry period times 1 to 1 + JITTER (two standbys drift apart)."""
+
+
+class LeaseApi(Protocol):
+    """The Lease requests the elector makes (:class:`~idlegate.operator.edge.kube.KubeApi`'s)."""
+
+    async def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+    async def create_lease(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]: ...
+    async def replace_lease(
+        self, namespace: str, name: str, body: dict[str, Any]
+    ) -> dict[str, Any]: ...
+
+
+def micro_time(t: float) -> str:
+    """`t` (epoch seconds) as the API's MicroTime (RFC 3339, microseconds, UTC)."""
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class Elector:
+    """One replica's side of the election (see the module docstring)."""
+
+    def __init__(
+        self,
+        api: LeaseApi,
+        identity: str,
+        namespace: str,
+        name: str,
+        *,
+        duration: int,
+        renew_deadline: float,
+        retry_period: float,
+        on_elected: Callable[[], None] | None = None,
+        on_lost: Callable[[str], None] | None = None,
+        now: Callable[[], float] | None = None,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.api, self.identity = api, identity
+        self.namespace, self.name = namespace, name
+        self.duration, self.renew_deadline = duration, renew_deadline
+        self.retry_period = retry_period
+        self.on_elected, self.on_lost = on_elected, on_lost
+        self.now = now or (lambda: asyncio.get_running_loop().time())
+        """The clock of every duration: the event loop's (monotonic)."""
+        self.wall = wall
+        """The clock of the times written in the Lease (read by people, not by electors)."""
+        self.elected = asyncio.Event()
+        """Set once this replica has been elected (it stays set after a loss)."""
+        self.ended = False
+        """It lost the lease: it never leads again (a new elector would)."""
+        self.holder = ""
+        """The holder of the Lease as last read ("" for none, or not read yet)."""
+        self.uid = ""
+        """The Lease's uid, as last read (its Events' involved object)."""
+        self._leading = False
+        self._renewed_at = 0.0
+        """`now()` before the leader's last successful acquire or renewal was sent."""
+        self._seen: dict[str, Any] | None = None
+        """The Lease as last read or written."""
+        self._seen_at = 0.0
+        """`now()` when the Lease was last seen to change."""
+        self._attempt: asyncio.Task[bool] | None = None
+        """The acquire or renewal in flight (at most one: a hanging one is awaited, not
+        piled up)."""
+        self._told: set[int] = set()
+        """The statuses of failed attempts already logged."""
+
+    @property
+    def is_leader(self) -> bool:
+        """Whether this replica may write now: elected, and renewed within the deadline."""
+        return self._leading and self.now() - self._renewed_at < self.renew_deadline
+
+    async def run(self) -> None:
+        """Try to acquire, then renew, every retry period, until the lease is lost."""
+        while not self.ended:
+            await self.step()
+            if not self.ended:
+                spread = 1.0 if self._leading else 1.0 + JITTER * random.random()
+                await asyncio.sleep(self.retry_period * spread)
+
+    async def step(self) -> None:
+        """One attempt to acquire or renew; a leader waits for it no longer than its
+        renew deadline (then it has lost)."""
+        if self.ended:
+            return
+        if self._attempt is None:
+            self._attempt = asyncio.ensure_future(self._try(self.now()))
+        attempt = self._attempt
+        limit = None
+        if self._leading:
+            limit = max(0.0, self._renewed_at + self.renew_deadline - self.now())
+        done, _ = await asyncio.wait({attempt}, timeout=limit)
+        if not done:
+            self._lose(f"it could not renew the Lease within {self.renew_deadline:g} s")
+            return
+        self._attempt = None
+        try:
+            attempt.result()
+        except ApiError as exc:
+            self._failed(exc)
+        except Exception:
+            log.exception("The attempt on the Lease %s/%s failed.", self.namespace, self.name)
+        if self._leading and not self.is_leader:
+            self._lose(f"it could not renew the Lease within {self.renew_deadline:g} s")
+
+    async def release(self) -> None:
+        """Give the Lease up (a leader stopping on purpose): its holder emptied, so that a
+        standby takes it at its next look. Best effort, for at most a retry period."""
+        leading, self._leading, self.ended = self.is_leader, False, True
+        if not leading or self._seen is None:
+            return
+        body = copy.deepcopy(self._seen)
+        spec = body.setdefault("spec", {})
+        spec.update(holderIdentity="", leaseDurationSeconds=1, renewTime=micro_time(self.wall()))
+        try:
+            await asyncio.wait_for(
+                self.api.replace_lease(self.namespace, self.name, body), self.retry_period
+            )
+            log.info("Released the Lease %s/%s.", self.namespace, self.name)
+        except (ApiError, TimeoutError) as exc:
+            log.info("Could not release the Lease %s/%s: %s", self.namespace, self.name, exc)
+
+    # -- internals ---------------------------------------------------------------------------
+
+    async def _try(self, started: float) -> bool:
+        """Acquire or renew; True if this replica holds the Lease (from `started` on)."""
+        lease = await self.api.get_lease(self.namespace, self.name)
+        if lease is None:
+            return await self._write(None, started)
+        self._see(lease)
+        spec = lease.get("spec") or {}
+        holder = spec.get("holderIdentity") or ""
+        if holder != self.identity and self._leading:
+            self._lose(f"the Lease is held by {holder or 'nobody'} now")
+            return False
+        held = float(spec.get("leaseDurationSeconds") or self.duration)
+        if holder and holder != self.identity and self.now() < self._seen_at + held:
+            return False
+        return await self._write(lease, started)
+
+    async def _write(self, lease: dict[str, Any] | None, started: float) -> bool:
+        """Create (`lease` None) or replace the Lease as held by this replica; False if
+        another replica wrote it first (409)."""
+        now = micro_time(self.wall())
+        body = copy.deepcopy(lease) if lease is not None else self._new()
+        spec = body.setdefault("spec", {})
+        if spec.get("holderIdentity") != self.identity:
+            spec["acquireTime"] = now
+            if lease is not None:
+                spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
+        spec.update(holderIdentity=self.identity, leaseDurationSeconds=self.duration)
+        spec["renewTime"] = now
+        try:
+            if lease is None:
+                written = await self.api.create_lease(self.namespace, body)
+            else:
+                written = await self.api.replace_lease(self.namespace, self.name, body)
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+            if self._leading:
+                self._lose("another replica wrote the Lease first (409 Conflict)")
+            return False
+        if self.ended:  # (lost while the write was in flight: it is not taken back)
+            return False
+        self._see(written)
+        self._renewed_at = started
+        if not self._leading:
+            self._leading = True
+            self._told.clear()
+            log.warning(
+                "Elected leader on the Lease %s/%s as %s.", self.namespace, self.name, self.identity
+            )
+            self.elected.set()
+            if self.on_elected is not None:
+                self.on_elected()
+        return True
+
+    def _new(self) -> dict[str, Any]:
+        return {
+            "apiVersion": API_VERSION,
+            "kind": "Lease",
+            "metadata": {"name": self.name, "namespace": self.namespace},
+            "spec": {"leaseTransitions": 0},
+        }
+
+    def _see(self, lease: dict[str, Any]) -> None:
+        """Note `lease` as read now: its expiry counts from when it last changed."""
+        meta = lease.get("metadata") or {}
+        seen = (self._seen or {}).get("metadata") or {}
+        if self._seen is None or meta.get("resourceVersion") != seen.get("resourceVersion"):
+            self._seen_at = self.now()
+        self._seen = lease
+        self.uid = meta.get("uid", "")
+        holder = (lease.get("spec") or {}).get("holderIdentity") or ""
+        if holder != self.holder:
+            log.info(
+                "The Lease %s/%s is held by %s.", self.namespace, self.name, holder or "nobody"
+            )
+            self.holder = holder
+
+    def _lose(self, why: str) -> None:
+        if self.ended:
+            return
+        self._leading, self.ended = False, True
+        log.error("Lost the Lease %s/%s: %s. Writing stops now.", self.namespace, self.name, why)
+        if self.on_lost is not None:
+            self.on_lost(why)
+
+    def _failed(self, exc: ApiError) -> None:
+        """An attempt the API refused: said once per status (the next attempt may pass)."""
+        if exc.status in self._told:
+            return
+        self._told.add(exc.status)
+        where = f"{self.namespace}/{self.name}"
+        if exc.status == 403:
+            log.warning(
+                "The operator may not use the Lease %s (%s): its service account needs get, "
+                "create and update on leases.coordination.k8s.io in namespace %s (the Role "
+                "idlegate-operator-leader in deploy/base/rbac.yaml). Trying again.",
+                where,
+                exc,
+                self.namespace,
+            )
+        elif exc.status == 404:
+            log.warning(
+                "Cannot create the Lease %s (%s): does namespace %s exist? Create it or pass "
+                "--lease-namespace. Trying again.",
+                where,
+                exc,
+                self.namespace,
+            )
+        else:
+            log.warning("The attempt on the Lease %s failed (%s); trying again.", where, exc)
+
+
+class Writer(Protocol):
+    """What is gated by the election (:class:`~idlegate.operator.edge.applier.Applier`)."""
+
+    def gate(self, may_write: Callable[[], bool]) -> None: ...
+
+
+def identity() -> str:
+    """This replica's name in the Lease: its Pod's (POD_NAME from the downward API, or
+    kopf's POD_ID), else the host's."""
+    return os.environ.get("POD_NAME") or os.environ.get("POD_ID") or socket.gethostname()
+
+
+def elect(
+    settings: Settings,
+    kube: KubeApi,
+    writer: Writer,
+    *,
+    on_elected: Callable[[], None],
+    on_lost: Callable[[str], None],
+) -> Elector:
+    """The elector of `settings`' Lease, over `kube`; the applier (`writer`) and every
+    other write through `kube` wait for its election and stop at its loss."""
+    namespace = settings.lease_namespace or os.environ.get("POD_NAMESPACE") or "default"
+    elector = Elector(
+        kube,
+        identity(),
+        namespace,
+        settings.lease_name,
+        duration=settings.lease_duration,
+        renew_deadline=settings.lease_renew_deadline,
+        retry_period=settings.lease_retry_period,
+        on_elected=on_elected,
+        on_lost=on_lost,
+    )
+    kube.may_write = writer_gate = lambda: elector.is_leader
+    writer.gate(writer_gate)
+    log.info(
+        "Standing by for the Lease %s/%s as %s (lease %d s, renewed every %g s).",
+        namespace,
+        settings.lease_name,
+        elector.identity,
+        settings.lease_duration,
+        settings.lease_retry_period,
+    )
+    return elector
