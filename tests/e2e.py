@@ -4,6 +4,7 @@ is given, and what the emulator really holds.
 * :func:`running_operator`: the operator in ``kopf.testing.KopfRunner`` with an accelerated
   clock (`SPEED`), serving one namespace, through any kubeconfig (the API server's, or a
   :class:`~tests.k8s.faults.FaultProxy`'s);
+* :class:`OperatorProcess`: ``idlegate operator`` as a process of its own, to be killed -9;
 * :class:`PodMonitor`: every pod write in the emulator, as it happens: which pods hold an
   executor (ungated, not ended), the most at once, and each pod's creations (a duplicate
   is a name created twice);
@@ -17,16 +18,23 @@ is given, and what the emulator really holds.
 * :func:`serving_proxy`: a :class:`~tests.k8s.faults.FaultProxy` before the API server, for
   a module fixture.
 
-Used by tests/test_e2e_operator.py, tests/test_e2e_faults.py and benchmarks/api_faults.py.
+Used by tests/test_e2e_*.py, tests/failover.py and benchmarks/api_faults.py.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
+import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -35,6 +43,7 @@ from typing import Any, Self
 import kmock
 from kopf.testing import KopfRunner
 
+import idlegate
 from idlegate.api.crd import API_VERSION
 from idlegate.api.labels import ANNOTATION_ATTEMPT, GATE, LABEL_STAGE, LABEL_TASK, LABEL_WORKFLOW
 from idlegate.operator.main import Operator, build_registry
@@ -282,6 +291,71 @@ def running_operator(
             raise
     if runner.exception is not None or runner.exit_code != 0:
         raise AssertionError(f"the operator failed:\n{runner.output}") from runner.exception
+
+
+class OperatorProcess:
+    """``idlegate operator`` serving `namespace` as a process of its own (so that it can be
+    killed -9), on free ports of 127.0.0.1, its output in `log`; `flags` are added to its
+    command line, `env` to its environment (e.g. POD_NAME, its name in a Lease)."""
+
+    def __init__(
+        self,
+        api: ApiServer,
+        namespace: str,
+        pool: int,
+        log: Path,
+        *flags: str,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.log = log
+        self.metrics_port, health_port = _free_port(), _free_port()
+        src = str(Path(idlegate.__file__).resolve().parents[1])
+        environ = {**os.environ, **(env or {})}
+        environ["PYTHONPATH"] = src + os.pathsep + os.environ.get("PYTHONPATH", "")
+        args = [
+            sys.executable,
+            "-m",
+            "idlegate",
+            "operator",
+            f"--pool-size={pool}",
+            "--standalone",
+            "--scheduler=fair",
+            f"--namespace={namespace}",
+            f"--kubeconfig={api.kubeconfig}",
+            "--listen-host=127.0.0.1",
+            f"--metrics-port={self.metrics_port}",
+            f"--health-port={health_port}",
+            "--status-interval=0.2",
+            *flags,
+        ]
+        with log.open("wb") as out:
+            self.process = subprocess.Popen(args, env=environ, stdout=out, stderr=subprocess.STDOUT)
+
+    def readiness(self) -> dict[str, Any] | None:
+        """What its /readyz answers now; None before it listens."""
+        url = f"http://127.0.0.1:{self.metrics_port}/readyz"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            return json.loads(exc.read())
+        except OSError:
+            return None
+
+    def kill(self) -> None:
+        """kill -9, and reap it."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+        self.process.wait(30)
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 _namespaces = itertools.count()

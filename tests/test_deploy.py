@@ -62,12 +62,16 @@ def test_kustomize_builds_the_expected_objects(built):
             "ClusterRole",  # idlegate-edit and idlegate-view, for workflow authors
             "ClusterRole",
             "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",  # the leader election's Lease
             "Deployment",
+            "PodDisruptionBudget",
             "Service",
         ]
     )
     for obj in built:
-        if obj["kind"] in ("ServiceAccount", "Deployment", "Service"):
+        namespaced = ("ServiceAccount", "Role", "RoleBinding", "Deployment", "Service")
+        if obj["kind"] in (*namespaced, "PodDisruptionBudget"):
             assert obj["metadata"]["namespace"] == NAMESPACE, obj["kind"]
     # kustomize passes the generated CRD through untouched, apart from the common labels
     committed_crds = [committed_crd()] + [
@@ -247,13 +251,17 @@ def test_sample_templates_follow_the_task_contract():
 def test_operator_deployment_shape(built):
     deployment = only(built, "Deployment")
     spec = deployment["spec"]
-    assert spec["replicas"] == 1
-    assert spec["strategy"] == {"type": "Recreate"}
+    # two replicas, one leader: a rolling update starts the new pod before it stops an old one
+    assert spec["replicas"] == 2
+    assert spec["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
     pod = spec["template"]["spec"]
     assert pod["serviceAccountName"] == only(built, "ServiceAccount")["metadata"]["name"]
     (container,) = pod["containers"]
     assert container["command"] == ["idlegate", "operator"]
-    assert "--standalone" in container["args"]
+    assert {"--standalone", "--leader-election"} <= set(container["args"])
     pool = [a for a in container["args"] if a.startswith("--pool-size=")]
     assert len(pool) == 1 and int(pool[0].split("=", 1)[1]) >= 1
     # deploy/README.md's overlay example replaces args/1 to change the pool size
@@ -267,6 +275,7 @@ def test_operator_deployment_shape(built):
     assert (get["path"], ports[get["port"]]) == ("/readyz", 9090)
     env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"]}
     assert env == {
+        "POD_NAME": "metadata.name",  # its name in the Lease
         "POD_ID": "metadata.name",
         "POD_NAMESPACE": "metadata.namespace",
         "POD_UID": "metadata.uid",
@@ -316,7 +325,7 @@ FORBIDDEN_ACCESS = [
     ("", "nodes", "list"),
     ("", "namespaces", "create"),
     ("apiextensions.k8s.io", "customresourcedefinitions", "patch"),
-    ("coordination.k8s.io", "leases", "create"),  # --standalone: no peering, no leases
+    ("coordination.k8s.io", "leases", "create"),  # only its own Lease: the Role below
     ("rbac.authorization.k8s.io", "clusterroles", "bind"),
 ]
 
@@ -341,7 +350,44 @@ def test_rbac_is_least_privilege(built):
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": sa["metadata"]["name"], "namespace": NAMESPACE}
     ]
-    assert not [d for d in built if d["kind"] in ("Role", "RoleBinding")]
+
+
+def test_the_leader_election_may_use_leases_in_its_namespace_only(built):
+    role, binding = only(built, "Role"), only(built, "RoleBinding")
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == NAMESPACE
+    assert role["rules"] == [
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "verbs": ["get", "create", "update"],
+        }
+    ]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": role["metadata"]["name"],
+    }
+    sa = only(built, "ServiceAccount")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": sa["metadata"]["name"], "namespace": NAMESPACE}
+    ]
+    # its 403 names this Role, and the Lease's default name is the Deployment's
+    from idlegate.operator.settings import Settings
+
+    assert role["metadata"]["name"] in (ROOT / "src/idlegate/operator/edge/leader.py").read_text()
+    assert Settings(pool_size=1).lease_name == only(built, "Deployment")["metadata"]["name"]
+
+
+def test_one_replica_at_a_time_may_be_evicted_and_the_two_spread_over_nodes(built):
+    pdb, deployment = only(built, "PodDisruptionBudget"), only(built, "Deployment")
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert pdb["spec"]["minAvailable"] == 1 < deployment["spec"]["replicas"]
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    affinity = deployment["spec"]["template"]["spec"]["affinity"]
+    assert set(affinity) == {"podAntiAffinity"}
+    (term,) = affinity["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert term["podAffinityTerm"]["labelSelector"]["matchLabels"].items() <= labels.items()
 
 
 # -- image, kind, script, docs -----------------------------------------------------------------

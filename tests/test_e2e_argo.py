@@ -6,20 +6,13 @@ emulator holds, never on the wall clock's pace (tests/e2e.py's `wait`)."""
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-import idlegate
 from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE
 from idlegate.api.timestamps import from_datetime
 from idlegate.sim.argo import DURATION_ANNOTATION
@@ -30,6 +23,7 @@ from tests.argo_data import ARGO_DATA, need
 from tests.e2e import (
     DWF,
     SPEED,
+    OperatorProcess,
     PodMonitor,
     events_of,
     running_operator,
@@ -324,36 +318,6 @@ def test_a_record_the_sink_cannot_write_is_a_warning_on_the_workflow(api, ns, tm
         assert op.metrics.value("idlegate_history_records_total") == 0
 
 
-def _operator_process(api: ApiServer, ns: str, pool: int, log: Path) -> subprocess.Popen[bytes]:
-    """`idlegate operator --argo` as a process of its own (so that it can be killed -9),
-    its output in `log`."""
-    ports = []
-    for _ in range(2):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            ports.append(s.getsockname()[1])
-    src = str(Path(idlegate.__file__).resolve().parents[1])
-    env = {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    args = [
-        sys.executable,
-        "-m",
-        "idlegate",
-        "operator",
-        f"--pool-size={pool}",
-        "--standalone",
-        "--argo",
-        "--scheduler=fair",
-        f"--namespace={ns}",
-        f"--kubeconfig={api.kubeconfig}",
-        "--listen-host=127.0.0.1",
-        f"--metrics-port={ports[0]}",
-        f"--health-port={ports[1]}",
-        "--status-interval=0.2",
-    ]
-    with log.open("wb") as out:
-        return subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT)
-
-
 def test_fifty_argo_and_twenty_dag_workflows_share_one_pool_through_a_kill(api, ns, tmp_path):
     pool = 6
     monitor = PodMonitor(api, ns)
@@ -373,7 +337,7 @@ def test_fifty_argo_and_twenty_dag_workflows_share_one_pool_through_a_kill(api, 
             SimKubelet(api, ns, time_factor=1 / SPEED, failure=first_attempt_of_flaky_fails),
             ArgoController(api, ns),
         ):
-            first = _operator_process(api, ns, pool, tmp_path / "first.log")
+            first = OperatorProcess(api, ns, pool, tmp_path / "first.log", "--argo")
             for i, doc in enumerate(argo_docs):
                 api.create(WORKFLOWS, doc, ns)
                 if i < len(dags):
@@ -384,18 +348,16 @@ def test_fifty_argo_and_twenty_dag_workflows_share_one_pool_through_a_kill(api, 
                 "15 Argo workflows to finish",
             )
             assert monitor.counts()[0] > 0  # it is killed with pods running
-            first.send_signal(signal.SIGKILL)
-            first.wait(30)
-            second = _operator_process(api, ns, pool, tmp_path / "second.log")
+            first.kill()
+            second = OperatorProcess(api, ns, pool, tmp_path / "second.log", "--argo")
             wait(lambda: all_finished(api, ns, argo_names, dag_names), 300, "every workflow")
     except TimeoutError as exc:
         logs = "\n".join(p.read_text()[-3000:] for p in sorted(tmp_path.glob("*.log")))
         raise AssertionError(f"{exc}; the operators' last output:\n{logs}") from exc
     finally:
         for process in (first, second):
-            if process is not None and process.poll() is None:
-                process.send_signal(signal.SIGKILL)
-                process.wait(30)
+            if process is not None:
+                process.kill()
         monitor.close()
         releases.close()
     assert {n: phase(api, ns, n) for n in argo_names} == dict.fromkeys(argo_names, "Succeeded")

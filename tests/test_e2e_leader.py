@@ -1,0 +1,37 @@
+"""Two replicas of the real operator with leader election (``--leader-election``), the
+leader killed -9 in the middle of a burst of 200 workflows (the scenario is
+tests/failover.py's): the standby takes the Lease and releases pods again within the
+lease duration plus 20 s, measured on the emulator's clock; no pod is created twice, no
+workflow is lost and the pool's bound holds throughout."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.failover import failover
+from tests.k8s.harness import ApiServer, serving_crd
+
+pytestmark = pytest.mark.slow
+
+LEASE = (8, 6.0, 1.0)
+"""(duration, renew deadline, retry period) in seconds: docs/operations.md's bound."""
+TAKEOVER_BUDGET = 20.0
+"""Seconds beyond the lease duration the standby may take to release again: its looks at
+the Lease (every retry period), its rebuild of the state, its first decision."""
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
+    yield from serving_crd(tmp_path_factory.mktemp("k8s"))
+
+
+def test_the_standby_takes_over_a_burst_when_the_leader_is_killed(api, tmp_path):
+    pool = 8
+    run = failover(api, tmp_path, workflows=200, pool=pool, lease=LEASE, kill_after=40)
+    assert run.to_release <= LEASE[0] + TAKEOVER_BUDGET, run
+    assert run.to_lease <= run.to_release
+    assert run.duplicates == []
+    assert run.finished == {f"wf-{i}": "Succeeded" for i in range(200)}
+    assert run.max_running <= pool, run.max_running
