@@ -342,11 +342,11 @@ class OperatorProcess:
         except OSError:
             return None
 
-    def kill(self) -> None:
-        """kill -9, and reap it."""
+    def kill(self, how: signal.Signals = signal.SIGKILL) -> None:
+        """kill -9 (or send `how`), and reap it."""
         if self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-        self.process.wait(30)
+            self.process.send_signal(how)
+        self.process.wait(HANG_SECONDS)
 
     def tail(self) -> str:
         return self.log.read_text(errors="replace")[-3000:]

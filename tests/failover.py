@@ -5,7 +5,9 @@ scenario of tests/test_e2e_leader.py and benchmarks/failover.py.
 test API server (:class:`~tests.e2e.OperatorProcess`, the Lease in the test's namespace),
 creates a burst of workflows, kills the leader once some have finished, and waits (on
 what the emulator holds, never on the wall clock's pace) until every workflow has
-finished. :class:`Timeline` records, in the emulator's event loop and on its clock, each
+finished. A replica that ends on its own (it lost the Lease: a renewal held up longer than
+its deadline on a loaded machine) is started again under its name, as its Deployment
+would restart it; the killed one is not (its node is gone). :class:`Timeline` records, in the emulator's event loop and on its clock, each
 gate removal and each change of the Lease's holder, so the failover is measured where
 the writes land: from the kill to the new leader's Lease, and to its first release.
 """
@@ -13,7 +15,9 @@ the writes land: from the kill to the new leader's Lease, and to its first relea
 from __future__ import annotations
 
 import asyncio
+import signal
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +29,7 @@ from tests.e2e import (
     DWF,
     SPEED,
     OperatorProcess,
+    Periodic,
     PodMonitor,
     new_namespace,
     stage,
@@ -110,6 +115,12 @@ class Failover:
     """Pods created twice (by name, or by workflow, stage, task and attempt)."""
     max_running: int
     """The most pods holding an executor at once."""
+    holders: list[str]
+    """The Lease's holders from the kill on ("" once released)."""
+    exit_code: int
+    """The stopped leader's."""
+    restarts: int
+    """Replicas started again after they ended on their own (a lost Lease)."""
 
 
 def failover(
@@ -120,9 +131,11 @@ def failover(
     pool: int = 8,
     lease: tuple[int, float, float] = (8, 6.0, 1.0),
     kill_after: int = 40,
+    how: signal.Signals = signal.SIGKILL,
 ) -> Failover:
     """Run the scenario once (see the module docstring): `lease` is (duration, renew deadline,
-    retry period); the leader is killed once `kill_after` workflows have finished."""
+    retry period); the leader is killed (or sent `how`) once `kill_after` workflows have
+    finished."""
     ns = new_namespace(api, "failover")
     duration, deadline, retry = lease
     flags = (
@@ -134,11 +147,24 @@ def failover(
     )
     monitor, timeline = PodMonitor(api, ns), Timeline(api, ns)
     replicas: dict[str, OperatorProcess] = {}
+
+    def start(name: str) -> None:
+        log = directory / f"{ns}-{name}-{restarts.count(name)}.log"
+        replicas[name] = OperatorProcess(api, ns, pool, log, *flags, env={"POD_NAME": name})
+
+    restarts: list[str] = []
+    leader = ""
+
+    def supervise() -> None:
+        for name, replica in list(replicas.items()):
+            if name != leader and replica.process.poll() is not None:
+                restarts.append(name)
+                start(name)
+
     try:
-        with SimKubelet(api, ns, time_factor=1 / SPEED):
+        with SimKubelet(api, ns, time_factor=1 / SPEED), Supervisor(supervise):
             for name in REPLICAS:
-                log = directory / f"{ns}-{name}.log"
-                replicas[name] = OperatorProcess(api, ns, pool, log, *flags, env={"POD_NAME": name})
+                start(name)
             wait(lambda: timeline.holder() in replicas, 60, "a leader")
             standby = next(r for n, r in replicas.items() if n != timeline.holder())
             wait(lambda: (standby.readiness() or {}).get("ready"), 60, "the standby to be ready")
@@ -148,7 +174,7 @@ def failover(
             wait(lambda: timeline.done() >= kill_after, 120, f"{kill_after} workflows to finish")
             leader = timeline.holder()
             killed = timeline.now()
-            replicas[leader].kill()
+            replicas[leader].kill(how)
             wait(lambda: timeline.holder() not in ("", leader), 120, "a new leader")
             took = next(t for t, h in timeline.holders if t > killed and h not in ("", leader))
             wait(lambda: timeline.first_after(timeline.releases, took), 120, "a release")
@@ -169,4 +195,18 @@ def failover(
         finished=dict(timeline.finished),
         duplicates=monitor.duplicates,
         max_running=monitor.max_total,
+        holders=[h for t, h in timeline.holders if t > killed],
+        exit_code=replicas[leader].process.returncode,
+        restarts=len(restarts),
     )
+
+
+class Supervisor(Periodic):
+    """Calls `check` every 0.2 s (a replica that ended is started again)."""
+
+    def __init__(self, check: Callable[[], None]) -> None:
+        super().__init__(0.2, "failover-supervisor")
+        self.check = check
+
+    def tick(self) -> None:
+        self.check()

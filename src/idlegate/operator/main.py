@@ -37,7 +37,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
-import threading
 from collections.abc import Mapping
 from functools import cached_property
 from typing import Any
@@ -124,8 +123,10 @@ class Operator:
         self.endpoints = Endpoints(self.metrics, self.readiness)
         self.elector: leader.Elector | None = None
         """The leader election (--leader-election), from :meth:`start` on."""
-        self.lost = threading.Event()
-        """Set once this replica lost the Lease: :func:`run` stops kopf and ends."""
+        self.lost = asyncio.Event()
+        """Set once this replica lost the Lease: :func:`run` stops kopf and ends. (An
+        asyncio flag: kopf waits for a threading one in a thread that never ends unless
+        it is set, so the process would never exit after a SIGTERM.)"""
         self.kopf_posting: Any = None
         """kopf's posting settings (its own Events: the leader's only)."""
         self.metrics.leader.set(0 if settings.leader_election else 1)

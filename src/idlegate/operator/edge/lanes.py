@@ -188,12 +188,12 @@ class Lanes:
 
     async def _attempt(self, op: Op) -> None:
         while not self.closed:
-            if not self.may_write():
-                log.info("Not written, this replica is not the leader: %s.", op.what)
-                return
             try:
                 slot = self.slots.taken(op.priority) if self.slots else contextlib.nullcontext()
                 async with slot:
+                    if not self.may_write():  # (checked once its turn has come)
+                        log.info("Not written, this replica is not the leader: %s.", op.what)
+                        return
                     await op.run(self.kube)
                 return
             except Retry as exc:

@@ -174,7 +174,7 @@ class MetricFamilies:
         self.leader = gauge(
             "idlegate_leader",
             "1 while this replica is the leader (the one that writes; always, without "
-            "--leader-election), 0 while it stands by: then its pool gauges are empty.",
+            "--leader-election), 0 while it stands by (no workflows: its pool gauges read 0).",
         )
         self.crd_missing = gauge(
             "idlegate_crd_missing",
