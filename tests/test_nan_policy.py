@@ -5,6 +5,8 @@ such a candidate as failed."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from idlegate.errors import PolicyOutputError
@@ -14,6 +16,7 @@ from idlegate.sim.workloads import build_workload
 from tests.nan_model import nan_after
 
 pytest.importorskip("onnxruntime")
+FOLLOWING = "idlegate_policy_following"
 
 
 @pytest.fixture(scope="module")
@@ -50,15 +53,29 @@ def test_the_portfolio_never_follows_a_candidate_whose_replay_fails(nan_model):
 
 
 @pytest.mark.asyncio
-async def test_in_the_operator_a_nan_model_falls_back_with_a_warning_and_the_metric(nan_model):
+async def test_in_the_operator_a_nan_model_falls_back_with_a_warning_and_the_metric(
+    nan_model, caplog
+):
     from tests.operator_fakes import harness, stage
 
     policy = make_scheduler(f"learned:{nan_model}")
     h = harness(pool=2, scheduler=policy)
+
+    def following() -> tuple[float, float]:
+        value = h.metrics.value
+        return value(FOLLOWING, policy=policy.name), value(FOLLOWING, policy="fair")
+
     names = [f"w{i}" for i in range(5)]
-    for name in names:  # five at once: more than two jobs, so the scores turn NaN
-        await h.submit(name, {"stages": [stage("a", 2), stage("b", 1, deps=("a",))]})
-    await h.run_to_completion()
+    with caplog.at_level(logging.ERROR, "idlegate.operator.decisions"):
+        for name in names:  # five at once: more than two jobs, so the scores turn NaN
+            await h.submit(name, {"stages": [stage("a", 2), stage("b", 1, deps=("a",))]})
+        await h.finish(h.released()[0])  # a question on five jobs
+        assert following() == (0, 1)  # the fallback decides
+        await h.run_to_completion()
+    assert following() == (1, 0)  # the last questions, on two jobs or fewer: the policy's
+    # the error's message names the job count, which changes: still one traceback
+    (traceback,) = [r for r in caplog.records if r.exc_info]
+    assert "PolicyOutputError" in traceback.getMessage()
     assert all(h.kube.status(w)["phase"] == "Succeeded" for w in names)
     assert h.metrics.value("idlegate_policy_errors_total", policy=policy.name) > 0
     errors = [e for e in h.kube.events if e["reason"] == "PolicyError"]

@@ -79,23 +79,82 @@ async def test_a_policy_that_always_raises_still_runs_every_workflow_under_fair(
     assert not any("chose to wait" in e["message"] for e in h.kube.events)
 
 
-async def test_distinct_errors_each_log_one_traceback_and_repeats_are_counted(caplog):
-    policy = Raising(message="stuck")
+class Counting:
+    """Raises `error` with the state's job count in its message, as the ONNX policy's
+    non-finite scores do (`PolicyOutputError`)."""
+
+    name = "counting"
+
+    def __init__(self) -> None:
+        self.error: type[Exception] = AttributeError
+
+    def reset(self, rng: Any) -> None:
+        pass
+
+    def decide(self, view: ClusterView) -> Action:
+        raise self.error(f"stuck on a state of {len(view.jobs)} job(s)")
+
+
+async def test_each_type_of_error_logs_one_traceback_whatever_its_message_says(caplog):
+    policy = Counting()
     h = harness(pool=1, scheduler=policy)
     with caplog.at_level(logging.ERROR, "idlegate.operator.decisions"):
-        for i in range(12):
+        for i in range(12):  # one question now, one at each completion: on 12 to 1 jobs
             await h.submit(f"w{i}", {"stages": [stage("a")]})
-        policy.message = "other"  # the next 11 questions, one at each completion
         await h.run_to_completion()
-    assert [r.getMessage().split("(")[1].split(")")[0] for r in _tracebacks(caplog)] == [
-        "AttributeError: stuck",
-        "AttributeError: other",
+        policy.error = ValueError
+        for i in range(3):
+            await h.submit(f"v{i}", {"stages": [stage("a")]})
+        await h.run_to_completion()
+    assert [r.getMessage().split("(")[1].split(":")[0] for r in _tracebacks(caplog)] == [
+        "AttributeError",
+        "ValueError",
     ]
-    decider = h.bridge.decider
-    assert decider.errors.seen[("raising", "AttributeError", "stuck")] == 1
-    assert decider.errors.seen[("raising", "AttributeError", "other")] == 11
-    # the 10th repeat is logged again, as one line without a traceback
-    assert any("failed the same way 10 times" in r.getMessage() for r in caplog.records)
+    assert h.bridge.decider.errors.seen == {
+        ("counting", "AttributeError"): 12,
+        ("counting", "ValueError"): 3,
+    }
+    # the 10th repeat is logged again, as one line (the latest message) without a traceback
+    (tenth,) = [r for r in caplog.records if "the same way 10 times" in r.getMessage()]
+    assert "AttributeError: stuck on a state of" in tenth.getMessage() and not tenth.exc_info
+
+
+class FailsWhenBusy:
+    """FIFO, but fails on a state of more than two jobs (as tests/nan_model.py's model)."""
+
+    name = "busy-shy"
+
+    def __init__(self) -> None:
+        self.fifo = make_scheduler("fifo")
+
+    def reset(self, rng: Any) -> None:
+        self.fifo.reset(rng)
+
+    def decide(self, view: ClusterView) -> Action:
+        if len(view.jobs) > 2:
+            raise ValueError(f"cannot decide on {len(view.jobs)} jobs")
+        return self.fifo.decide(view)
+
+
+async def test_the_following_gauge_shows_the_fallback_while_it_decides_then_the_policy():
+    h = harness(pool=1, scheduler=FailsWhenBusy())
+
+    def following() -> dict[str, float]:
+        return {
+            p: h.metrics.value("idlegate_policy_following", policy=p) for p in ("busy-shy", "fair")
+        }
+
+    one = {"stages": [stage("a")]}
+    await h.submit("w0", one)  # one job: the policy decides
+    assert following() == {"busy-shy": 1, "fair": 0}
+    for name in ("w1", "w2", "w3"):  # the pool is full: no question yet
+        await h.submit(name, one)
+    await h.finish("w0-a-0")  # a question on three jobs: fair answers it
+    assert h.released() == ["w1-a-0"]
+    assert following() == {"busy-shy": 0, "fair": 1}
+    await h.run_to_completion()  # the last questions are on two jobs or fewer
+    assert following() == {"busy-shy": 1, "fair": 0}
+    assert h.metrics.value("idlegate_policy_errors_total", policy="busy-shy") > 0
 
 
 async def test_an_illegal_answer_falls_back_and_the_event_goes_to_the_named_workflow():

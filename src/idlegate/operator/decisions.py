@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 DEFAULT_HEURISTIC = "fair"
 MAX_DISTINCT_ERRORS = 1000
-"""Distinct errors remembered for log-once (messages may carry numbers: bounded)."""
+"""Distinct errors (rule and type) remembered for log-once (bounded all the same)."""
 
 
 def load_scheduler(spec: str | None) -> Scheduler:
@@ -171,16 +171,18 @@ def _describe(exc: BaseException) -> str:
 
 class ErrorLog:
     """Which errors were seen, for logging each once: its traceback the first time its
-    (rule, type, message) is seen, one line at the 10th, 100th, … time. The most recent
-    MAX_DISTINCT_ERRORS are remembered (messages may carry numbers: bounded)."""
+    (rule, type) is seen, one line (with the latest message) at the 10th, 100th, … time.
+    Not keyed by the message, which may carry the state's figures (a job count): a
+    repeat would look new at every question. The most recent MAX_DISTINCT_ERRORS are
+    remembered."""
 
     def __init__(self) -> None:
-        self.seen: OrderedDict[tuple[str, str, str], int] = OrderedDict()
-        """(rule, error type, message) -> times seen."""
+        self.seen: OrderedDict[tuple[str, str], int] = OrderedDict()
+        """(rule, error type) -> times seen."""
 
     def note(self, rule: str, exc: Exception, what: str, then: str) -> None:
         """Log that `rule` failed to `what` with `exc`, and `then` what happened instead."""
-        key = (rule, type(exc).__name__, str(exc))
+        key = (rule, type(exc).__name__)
         seen = self.seen.pop(key, 0) + 1
         self.seen[key] = seen
         if len(self.seen) > MAX_DISTINCT_ERRORS:
@@ -300,6 +302,8 @@ class Decider:
             self.metrics.decision_duration.observe(time.perf_counter() - start)
             action, launches = answered.action, answered.launches
             by, rule, hold = self._who(answered, done)
+            # (the gauge: a fallback rule while it answers, the policy again once it does)
+            self.metrics.follow(rule)
             if seen is not None:
                 seen.append(action)
             if not isinstance(action, Decision):
@@ -346,7 +350,7 @@ class Decider:
         done.failures.append(Failure(policy, _describe(first), fallback, later, named or stage))
         if fallback is None:  # (the answer is WAIT: no stage but the one named)
             names = [r.name for r in self.fallbacks]
-            return messages.all_rules_failed(policy, names), policy, None
+            return messages.all_rules_failed(policy, names), followed(self.policy), None
         by = messages.decided_by(policy, fallback)
         return (by if stage is not None else messages.chose_wait(by)), fallback, None
 

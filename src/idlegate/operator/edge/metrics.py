@@ -130,7 +130,7 @@ class MetricFamilies:
             "idlegate_policy_following",
             "The policy the operator's policy follows now (value 1; for a lookahead "
             "planner the policy of its last plan, for a portfolio its candidate, else the "
-            "policy itself).",
+            "policy itself; the fallback rule while it answers for a failing policy).",
             "policy",
         )
         self.info = gauge("idlegate_operator_info", "The operator's policy (value 1).", "policy")
@@ -290,6 +290,8 @@ class Metrics:
         self.pool_size.set(pool_size)
         self.policy_errors.labels(policy)
         self._followed: set[str] = set()
+        self.followed = ""
+        """The policy the gauge shows followed now."""
         self.follow(policy)
         self.info.labels(policy).set(1)
 
@@ -301,6 +303,9 @@ class Metrics:
 
     def follow(self, policy: str) -> None:
         """`policy` is followed from now on (the gauge of the others drops to 0)."""
+        if policy == self.followed:
+            return
+        self.followed = policy
         for other in self._followed:
             self.following.labels(other).set(0)
         self._followed.add(policy)
