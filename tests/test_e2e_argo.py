@@ -20,8 +20,10 @@ from idlegate.sim.argo.pods import NODE_NAME, WORKFLOW_LABEL
 from idlegate.sim.history import load_history
 from idlegate.sim.protocol import Decision
 from tests.argo_data import ARGO_DATA, need
+from tests.clocks import ScaledClock
 from tests.e2e import (
     DWF,
+    HOLD_SECONDS,
     SPEED,
     OperatorProcess,
     PodMonitor,
@@ -36,7 +38,7 @@ from tests.helpers import Scripted
 from tests.k8s.apiserver import PODS
 from tests.k8s.argo_controller import WORKFLOWS, ArgoController
 from tests.k8s.harness import ApiServer, serving_crd
-from tests.k8s.kubelet import SimKubelet
+from tests.k8s.kubelet import SimKubelet, duration_of
 
 pytestmark = pytest.mark.slow
 DONE = ("Succeeded", "Failed", "Error")
@@ -316,6 +318,39 @@ def test_a_record_the_sink_cannot_write_is_a_warning_on_the_workflow(api, ns, tm
         wait(lambda: "HistoryNotRecorded" in reasons(), 30, "the Warning on the Workflow")
         assert op.metrics.value("idlegate_history_errors_total") == 1
         assert op.metrics.value("idlegate_history_records_total") == 0
+
+
+def test_a_restart_posts_no_event_again_that_a_workflow_has_already(api, ns):
+    """Issue 42: a restarted operator posted each Argo Workflow's Accepted and Estimated
+    again, the running one's and the queued one's alike."""
+
+    def run_holds(pod: Mapping[str, Any]) -> float:  # (run's one pod runs on and on)
+        held = pod["metadata"]["annotations"].get(NODE_NAME) == "run.a"
+        return HOLD_SECONDS if held else duration_of(pod)
+
+    names = ("run", "queued")  # no estimate for their pods: each gets Estimated too
+    # (run's pod runs, queued's waits gated for the one executor)
+    clock = ScaledClock(SPEED)  # one clock across both runs, as wall time is for real
+    monitor = PodMonitor(api, ns)
+    with (
+        SimKubelet(api, ns, time_factor=1 / SPEED, durations=run_holds),
+        ArgoController(api, ns),
+    ):
+        with running_operator(api, ns, pool=1, argo=True, clock=clock) as first:
+            for name, pods in zip(names, ((1, 0), (1, 1)), strict=True):
+                task = {"name": "a", "template": "p"}
+                api.create(WORKFLOWS, argo(name, {"dag": {"tasks": [task]}}, _bare("p")), ns)
+                wait(lambda pods=pods: monitor.counts() == pods, 30, f"{name}'s pod")
+            wait(lambda: len(first.bridge.argo) == 2, 30, "both admitted")
+            wait(lambda: first.bridge.lanes.pending() == 0, 10, "the writes")
+        with running_operator(api, ns, pool=1, argo=True, clock=clock) as second:
+            wait(lambda: len(second.bridge.argo) == 2, 30, "both admitted again")
+            wait(lambda: second.bridge.lanes.pending() == 0, 10, "the writes")
+    monitor.close()
+    assert phase(api, ns, "queued") not in DONE  # (it waited through the restart)
+    for name in names:
+        reasons = [e["reason"] for e in events_of(api, ns, name)]
+        assert (reasons.count("Accepted"), reasons.count("Estimated")) == (1, 1), (name, reasons)
 
 
 def test_fifty_argo_and_twenty_dag_workflows_share_one_pool_through_a_kill(api, ns, tmp_path):

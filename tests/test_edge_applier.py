@@ -38,8 +38,8 @@ pytestmark = [pytest.mark.looptime, pytest.mark.asyncio]
 class Edge:
     """An applier over a FakeKube, with the outcomes it handed back."""
 
-    def __init__(self, *, status_interval: float = 0.0) -> None:
-        self.kube = FakeKube()
+    def __init__(self, *, status_interval: float = 0.0, kube: FakeKube | None = None) -> None:
+        self.kube = kube or FakeKube()
         self.metrics = Metrics(4, "fair")
         api = Retrying(self.kube, report=ApiHealth(self.metrics).report)
         lanes = Lanes(api)  # type: ignore[arg-type]
@@ -224,3 +224,16 @@ async def test_an_argo_pods_release_is_read_then_patched_keeping_the_other_gates
         for how in ("scheduled", "unscheduled")
     }
     assert released == {"scheduled": 1, "unscheduled": 1} and e.counted() == (0, 0)
+
+
+async def test_an_event_equal_to_one_posted_before_a_restart_is_not_posted_again():
+    edge = Edge()
+    owner, _ = edge.workflow("w")
+    accepted = PostEvent(owner, "Normal", "Accepted", "Scheduled by idlegate: 1 stage.")
+    edge.applier.apply((accepted,))
+    await edge.settle()
+    restarted = Edge(kube=edge.kube)  # (its books are empty) on the same API
+    other = PostEvent(owner, "Normal", "Released", "Released 1 of 2 task(s).")
+    restarted.applier.apply((accepted, other))
+    await restarted.settle()
+    assert [e["reason"] for e in edge.kube.events] == ["Accepted", "Released"]

@@ -9,14 +9,19 @@ after which only the first of each new type and reason is posted (a workflow's F
 Succeeded always is). The operator's messages are written so that repetitions are equal
 (a release names the stage, how many tasks, the cap and the policy, not which task on
 which executor), so a stage of 100,000 tasks leaves a handful of Events, not 100,000.
+
+An Event is named after what makes it equal (its object, type, reason and message), so
+the API server itself refuses an equal one (409) that a restarted operator posts again
+with its books empty (an Argo Workflow's Accepted and Estimated as it is admitted again):
+the dedup holds across restarts for as long as the API keeps the Event.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import socket
-import time
 from collections import OrderedDict
 from datetime import UTC, datetime
 from typing import Any
@@ -43,7 +48,6 @@ class EventRecorder:
         """The Events' reporting instance: this replica's Pod."""
         self.per_workflow = settings.max_events_per_workflow
         self._books: OrderedDict[str, set[tuple[str, str, str | None]]] = OrderedDict()
-        self._last_ns = 0
 
     def record(self, owner: Owner, type_: str, reason: str, message: str) -> None:
         """An Event on `owner`: posted, unless an equal one was (see the module docstring)."""
@@ -60,17 +64,20 @@ class EventRecorder:
         ):
             return
         book |= {(type_, reason, message), (type_, reason, None)}
-        self._submit(owner, self._body(owner, type_, reason, message))
+        self._submit(owner, self._body(owner, key, type_, reason, message))
 
-    def _body(self, owner: Owner, type_: str, reason: str, message: str) -> dict[str, Any]:
-        # client-go names Events <object>.<unix nanoseconds in hex>; kept strictly
-        # increasing here, so that two Events of one instant never share a name
-        self._last_ns = max(time.time_ns(), self._last_ns + 1)
+    def _body(
+        self, owner: Owner, key: str, type_: str, reason: str, message: str
+    ) -> dict[str, Any]:
+        # <object>.<16 hex digits>, as client-go's names; the digits are those of the book's
+        # key (the module docstring), not the time: an equal Event gets the same name
+        equal = "\0".join((key, type_, reason, message)).encode()
+        name = f"{owner.name}.{hashlib.sha256(equal).hexdigest()[:16]}"
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         return {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"name": f"{owner.name}.{self._last_ns:x}", "namespace": owner.namespace},
+            "metadata": {"name": name, "namespace": owner.namespace},
             "involvedObject": owner.object_reference(),
             "type": type_,
             "reason": reason,
@@ -88,7 +95,7 @@ class EventRecorder:
             try:
                 await kube.create_event(owner.namespace, body)
             except ApiError as exc:
-                if exc.status != 409:  # (409: an earlier, unanswered try posted it)
+                if exc.status != 409:  # (409: an equal one is there: posted before)
                     log.warning("Event %s on %s not posted: %s", body["reason"], owner.name, exc)
 
         op = Op(f"event {body['reason']} on {owner.name}", run, priority=Priority.EVENT)
