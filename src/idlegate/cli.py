@@ -225,7 +225,8 @@ def lint(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Check DagWorkflow, DagCronWorkflow and ExecutorPool manifests offline with the
-    operator's checks, and print the job each Argo Workflow maps to; exit 1 if any fails."""
+    operator's checks, and print the job each Argo Workflow and Airflow DAG export maps to; exit 1 if any
+    fails."""
     with user_errors():
         from idlegate.api.lint import lint_paths
         from idlegate.api.podsecurity import NamespacePolicy, parse_service_accounts
@@ -235,7 +236,7 @@ def lint(
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2))
     else:
-        for job in report.argo_jobs:
+        for job in [*report.argo_jobs, *report.airflow_jobs]:
             typer.echo("\n".join(job.lines()))
         for problem in report.problems:
             typer.echo(str(problem))
@@ -325,6 +326,82 @@ def history_export(
         typer.echo(f"note: {note}", err=True)
     where = f" to {out}" if out is not None else ""
     typer.echo(f"{len(workflows)} finished workflow(s) exported{where}.", err=True)
+
+
+@history_app.command("airflow")
+# long: one typer declaration per flag; the work is integrations.airflow.import_history
+def history_airflow(
+    url: Annotated[
+        str, typer.Option("--url", help="Airflow's API server, e.g. http://airflow:8080.")
+    ],
+    dag: Annotated[list[str], typer.Option("--dag", help="A DAG id (repeatable).")],
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Write the history here (.jsonl: JSON Lines, .json: JSON, else YAML); "
+            "default: YAML on standard output. With --raw, the DAG exports as JSON.",
+        ),
+    ] = None,
+    runs: Annotated[
+        int, typer.Option("--runs", min=1, help="The most recent finished runs per DAG.")
+    ] = 25,
+    username: Annotated[
+        str | None,
+        typer.Option(
+            "--username",
+            envvar="AIRFLOW_USERNAME",
+            help="Log in as this user (its password: AIRFLOW_PASSWORD or --password-file).",
+        ),
+    ] = None,
+    password_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--password-file", help="A file holding the password (else AIRFLOW_PASSWORD)."
+        ),
+    ] = None,
+    token_file: Annotated[
+        Path | None,
+        typer.Option("--token-file", help="A file holding an API token (JWT; else AIRFLOW_TOKEN)."),
+    ] = None,
+    api: Annotated[
+        str, typer.Option("--api", help="auto, v2 (Airflow 3) or v1 (Airflow 2).")
+    ] = "auto",
+    raw: Annotated[
+        bool,
+        typer.Option(
+            "--raw",
+            help="Write the DAG exports (the REST API's answers) instead of history "
+            "records: what idlegate lint and simulate -w file read too.",
+        ),
+    ] = False,
+) -> None:
+    """Import the history of Airflow DAGs: their last finished runs, each task instance's
+    duration, as a history file for advise, simulate -w file and the operator's start."""
+    with user_errors():
+        from idlegate.integrations.airflow import AirflowClient, import_history, read_auth
+        from idlegate.sim.history import history_text, write_history
+
+        if api not in ("auto", "v1", "v2"):
+            raise IdlegateError(f"--api must be auto, v1 or v2, got {api!r}")
+        auth = read_auth(username, password_file, token_file)
+        found = import_history(AirflowClient(url, auth, api=api), dag, runs)
+        if raw:
+            text = json.dumps(found.exports, indent=1) + "\n"
+            if out is None:
+                typer.echo(text, nl=False)
+            else:
+                out.write_text(text)
+        elif out is None:
+            typer.echo(history_text(found.workflows), nl=False)
+        else:
+            write_history(out, found.workflows)
+    for note in found.notes:
+        typer.echo(f"note: {note}", err=True)
+    where = f" to {out}" if out is not None else ""
+    what = f"{len(found.exports)} DAG export(s)" if raw else f"{len(found.workflows)} run(s)"
+    typer.echo(f"{what} of {len(dag)} DAG(s) written{where}.", err=True)
 
 
 @history_app.command("simulate")

@@ -72,11 +72,13 @@ from idlegate.api.crd import (
     check_workflow_name,
 )
 from idlegate.api.cron_spec import check_cron_name, cron_spec_problems
+from idlegate.api.lint_airflow import AirflowLintJob, lint_airflow
 from idlegate.api.lint_argo import ArgoDocument, ArgoLintJob, lint_argo
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.pool_spec import pool_problems
 from idlegate.api.template import check_templates, describe
 from idlegate.errors import IdlegateError
+from idlegate.sim.airflow import is_airflow
 from idlegate.sim.argo import is_argo
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
@@ -145,7 +147,10 @@ class Note:
     item: int | None = None
     """0-based index in a ``List``'s items, as in :class:`Problem`."""
     reason: str | None = None
-    """Why idlegate leaves an Argo workflow to Argo (e.g. ``daemon``), else None."""
+    """Why idlegate leaves an Argo workflow to Argo (e.g. ``daemon``) or an Airflow DAG to
+    Airflow (e.g. ``no-tasks``), else None."""
+    airflow: bool = False
+    """The note is about an Airflow DAG export (else an Argo workflow, or none)."""
 
     def __str__(self) -> str:
         where = Problem(self.file, "", self.document, self.item).where()
@@ -175,6 +180,11 @@ class LintReport:
     argo_workflows: int = 0
     """Argo workflows checked (Workflow, WorkflowTemplate, ...): mapped, left to Argo (a
     note with a reason) or broken. Not among `workflows`, which are idlegate's objects."""
+    airflow_jobs: list[AirflowLintJob] = field(default_factory=list)
+    """The Airflow DAG exports that map to a job (:mod:`idlegate.api.lint_airflow`)."""
+    airflow_dags: int = 0
+    """Airflow DAG exports checked: mapped, left to Airflow (a note with a reason) or
+    broken."""
 
     @property
     def ok(self) -> bool:
@@ -189,6 +199,7 @@ class LintReport:
             "DagCronWorkflow": self.cron_workflows,
             "ExecutorPool": self.pools,
             "Argo workflow": self.argo_workflows,
+            "Airflow DAG": self.airflow_dags,
         }
         kinds = [f"{n} {kind}(s)" for kind, n in counted.items() if n] or ["0 workflow(s)"]
         what = kinds[0] if len(kinds) == 1 else f"{', '.join(kinds[:-1])} and {kinds[-1]}"
@@ -197,10 +208,16 @@ class LintReport:
             text += f", {len(self.problems)} problem(s)"
         if self.argo_workflows:
             text += f"; of the Argo workflows, {len(self.argo_jobs)} map to jobs"
-        left = sum(1 for n in self.notes if n.reason)  # checked, so not among the skipped
+        left = sum(1 for n in self.notes if n.reason and not n.airflow)
         if left:
             text += f", {left} are left to Argo (the notes say why)"
-        skipped = sum(1 for n in self.notes if n.document is not None) - left
+        if self.airflow_dags:
+            text += f"; of the Airflow DAGs, {len(self.airflow_jobs)} map to jobs"
+        left_airflow = sum(1 for n in self.notes if n.reason and n.airflow)
+        if left_airflow:
+            text += f", {left_airflow} are left to Airflow (the notes say why)"
+        # checked documents with a reason are not among the skipped
+        skipped = sum(1 for n in self.notes if n.document is not None and not n.reason)
         return text + (f"; {skipped} other document(s) skipped" if skipped else "")
 
     def to_json(self) -> dict[str, Any]:
@@ -214,6 +231,8 @@ class LintReport:
             "problems": [{**asdict(p), "text": str(p)} for p in self.problems],
             "notes": [{**asdict(n), "text": str(n)} for n in self.notes],
             "argo": [job.to_json() for job in self.argo_jobs],
+            "airflow_dags": self.airflow_dags,
+            "airflow": [job.to_json() for job in self.airflow_jobs],
         }
 
 
@@ -492,7 +511,27 @@ class _Linter:
             for i, item in enumerate(items):
                 self.object(source, index, i, item)
             return
+        if isinstance(doc, list) and doc and all(is_airflow(d) for d in doc):
+            for i, item in enumerate(doc):  # a JSON list of DAG exports
+                self.object(source, index, i, item)
+            return
         self.object(source, index, None, doc)
+
+    def airflow(self, source: str, index: int, item: int | None, obj: Mapping[str, Any]) -> None:
+        """An Airflow DAG export: its job, or a note or problem with the reason."""
+        self.report.airflow_dags += 1
+        found = lint_airflow(source, index, item, obj)
+        if found.job is not None:
+            self.report.airflow_jobs.append(found.job)
+        elif found.note is not None:
+            self.report.notes.append(
+                Note(source, found.note, index, item, found.reason, airflow=True)
+            )
+        else:
+            self.report.problems.append(
+                Problem(source, found.problem or "", index, item, reason=found.reason)
+            )
+            self.report.invalid += 1
 
     def object(self, source: str, index: int, item: int | None, obj: Any) -> None:
         """One object (a document, or an item of a List)."""
@@ -503,6 +542,9 @@ class _Linter:
         kind, api = obj.get("kind"), obj.get("apiVersion")
         if is_argo(obj):
             self.argo.append(ArgoDocument(source, index, item, obj))
+            return
+        if is_airflow(obj):
+            self.airflow(source, index, item, obj)
             return
         if not _ours(kind, api):
             what = f"a {kind} ({api})" if _text(kind) else "a document with no kind"

@@ -20,6 +20,11 @@ workflows may carry more keys, so the simulator can replay the past:
   workflow's template key, `ArgoJob.template_key`: what later runs of it look their
   estimates up by).
 
+Airflow DAG exports may stand in it too (`idlegate.sim.airflow.runs`): each finished DAG
+run is a workflow (its arrival, measured task-instance durations, JCT and outcome from
+Airflow's records; its estimates from the runs before it), an export without finished
+runs the DAG itself.
+
 Argo Workflows may stand in a history file too (`idlegate.sim.argo.runs`): each maps to
 its job (`idlegate.sim.argo`), its arrival and measured pod run times come from its
 metadata and `status.nodes` unless the keys above say them, and the WorkflowTemplates
@@ -59,6 +64,7 @@ import numpy as np
 import yaml
 
 from idlegate.errors import IdlegateError, SpecError
+from idlegate.sim.airflow import AirflowRefusal, airflow_runs, is_airflow, map_dag
 from idlegate.sim.argo import WORKFLOW_KINDS, ArgoRefusal, is_argo
 from idlegate.sim.argo.runs import DurationHistory, argo_run, run_documents
 from idlegate.sim.dag import Dag
@@ -172,6 +178,9 @@ def load_history(path: str | Path) -> list[HistoryWorkflow]:
             if run:
                 out.append(_argo_workflow(raw, objects, item.source))
             continue
+        if is_airflow(raw):  # an Airflow DAG export: its finished runs, else the DAG
+            out.extend(airflow_workflows(raw, item.source))
+            continue
         if item.name is None:
             _check_kind(raw, item.source)
         if not isinstance(raw, dict) or not isinstance(spec, dict):
@@ -184,7 +193,8 @@ def load_history(path: str | Path) -> list[HistoryWorkflow]:
 ACCEPTED = (
     "bare workflows (a mapping with a 'stages' list), DagWorkflows (apiVersion: "
     f"idlegate.io/v1alpha1) and Argo's {', '.join(WORKFLOW_KINDS)} (apiVersion: "
-    "argoproj.io/v1alpha1)"
+    "argoproj.io/v1alpha1) and Airflow DAG exports (a mapping of 'dag' and 'tasks' as "
+    "Airflow's REST API gives them: idlegate history airflow --raw)"
 )
 """What a workflow file may hold, for the message about a document it may not."""
 
@@ -610,6 +620,40 @@ def _argo_workflow(raw: dict[str, Any], objects: list[Any], source: str) -> Hist
         where,
         **record,
     )
+
+
+def airflow_workflows(raw: Mapping[str, Any], source: str) -> list[HistoryWorkflow]:
+    """The workflows of an Airflow DAG export (`idlegate.sim.airflow.runs`): one per
+    finished DAG run, else the DAG itself (no arrival, estimates from no history). A run
+    that does not fit the DAG any more is left out with a warning."""
+    try:
+        found = airflow_runs(raw)
+        dag = f"DAG {found.dag_id!r}"
+        where = f"{source[:-1]} {dag})" if source.endswith(")") else f"{source} ({dag})"
+        for text in found.left_out:
+            log.warning("Left out of the history: %s: %s", where, text)
+        if not found.runs:
+            job = map_dag(raw, durations=found.history)
+            spec = job.spec()
+            measured = (None,) * len(spec.stages)
+            return [
+                HistoryWorkflow(spec, job.dag_id, None, measured, where, template=job.template_key)
+            ]
+        return [
+            HistoryWorkflow(
+                run.job.spec(),
+                f"{found.dag_id}/{run.run_id}",
+                run.arrival,
+                run.measured,
+                f"{where[:-1]}, run {run.run_id})",
+                jct=run.jct,
+                outcome=run.outcome,
+                template=run.job.template_key,
+            )
+            for run in found.runs
+        ]
+    except AirflowRefusal as exc:
+        raise AirflowRefusal(exc.reason, f"{source}: {exc}") from None
 
 
 def argo_history(

@@ -7,8 +7,10 @@ describes `spec` of a `DagWorkflow` custom resource; Python code uses snake_case
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import math
+import re
 import typing
 from dataclasses import dataclass
 from enum import StrEnum
@@ -39,6 +41,19 @@ PATTERN_MEANINGS = {
 }
 """What a name pattern means, said instead of the raw regular expression."""
 MAX_NAME_LENGTH = 40
+
+
+def stage_label(text: str, taken: set[str], key: str | None = None) -> str:
+    """A stage name (a DNS label) for a node of another system's workflow (an Argo node,
+    an Airflow task): `text` in lower case with runs of other characters as '-', and a hash
+    of `key` (default: `text`) appended when that name is in `taken` or too long. The name
+    returned is added to `taken`."""
+    plain = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "main"
+    if len(plain) > MAX_NAME_LENGTH or plain in taken:
+        digest = hashlib.sha256((text if key is None else key).encode()).hexdigest()[:6]
+        plain = f"{plain[: MAX_NAME_LENGTH - 7].rstrip('-')}-{digest}"
+    taken.add(plain)
+    return plain
 
 
 class StageSpec(BaseModel):

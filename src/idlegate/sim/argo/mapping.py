@@ -18,7 +18,6 @@ resolve in it), so flattening follows Argo's scoping. Everything is pure: dicts 
 from __future__ import annotations
 
 import difflib
-import hashlib
 import json
 import math
 import re
@@ -38,7 +37,7 @@ from idlegate.sim.argo.model import (
     RefusalReason,
 )
 from idlegate.sim.argo.status import Observed
-from idlegate.sim.spec import MAX_NAME_LENGTH, MAX_STAGES, MAX_TASK_SECONDS, MAX_TASKS_PER_STAGE
+from idlegate.sim.spec import MAX_STAGES, MAX_TASK_SECONDS, MAX_TASKS_PER_STAGE, stage_label
 
 GROUP = "argoproj.io"
 """Argo's API group."""
@@ -563,13 +562,7 @@ class _Walker:
     def stage_name(self, path: str) -> str:
         """A DNS label from the node path (step groups left out); a hash of the path is
         appended when the plain name is taken or too long."""
-        plain = re.sub(r"\[\d+\]", "", path)
-        plain = re.sub(r"[^a-z0-9]+", "-", plain.lower()).strip("-") or "main"
-        if len(plain) > MAX_NAME_LENGTH or plain in self._names:
-            digest = hashlib.sha256(path.encode()).hexdigest()[:6]
-            plain = f"{plain[: MAX_NAME_LENGTH - 7].rstrip('-')}-{digest}"
-        self._names.add(plain)
-        return plain
+        return stage_label(re.sub(r"\[\d+\]", "", path), self._names, key=path)
 
     def estimate(self, template: Mapping[str, Any], stage: str) -> tuple[float, DurationSource]:
         """History, else the template's annotation, else the prior."""

@@ -1,0 +1,225 @@
+"""What an Airflow DAG run maps to: `AirflowJob` (stages, edges, priorities, what is left out).
+
+An `AirflowJob` is the job model of one DAG (or one run of it): its `stages`, each the task
+instances of one Airflow task (one for a plain task, N for a mapped one) that run after
+their `depends_on` stages finish, the DAG's `max_active_tasks`, and the tasks left to
+Airflow (`left`: sensors, deferrable tasks and tasks that run no pod), each with its
+reason. `AirflowJob.spec()` is the same job as an `AirflowSpec`, a `WorkflowSpec` that also
+carries each stage's Airflow priority (`priority_weight` under its weight rule) for the
+`airflow` baseline scheduler; stages the run skipped are left out of it, their dependents
+wired to what they depended on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from pydantic import Field, model_validator
+
+from idlegate.errors import SpecError
+from idlegate.sim.argo.model import DurationSource
+from idlegate.sim.spec import StageSpec, WorkflowSpec
+
+
+class RefusalReason(StrEnum):
+    """Why a DAG does not map to a job (`AirflowRefusal.reason`)."""
+
+    NOT_A_DAG = "not-a-dag"
+    """The document is no Airflow DAG export (no `dag` with a `dag_id`, no `tasks`)."""
+    INVALID = "invalid"
+    """A field does not have the shape Airflow's REST API gives it."""
+    BAD_DAG = "bad-dag"
+    """A downstream task that does not exist, or a cycle."""
+    NO_TASKS = "no-tasks"
+    """Every task is left to Airflow (or the DAG has none): nothing to schedule."""
+    TOO_MANY_STAGES = "too-many-stages"
+    """More tasks, or a wider mapped task, than a job may have."""
+    CHANGED = "changed"
+    """A run's task instances do not fit the DAG's tasks: the DAG changed since."""
+
+
+class AirflowRefusal(SpecError):
+    """A DAG (or run) that does not map to a job; `reason` says which rule refused it and
+    the message says why in a sentence."""
+
+    def __init__(self, reason: RefusalReason, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class LeftReason(StrEnum):
+    """Why a task is left to Airflow rather than scheduled (`LeftTask.reason`)."""
+
+    SENSOR = "sensor"
+    """A sensor waits for something outside the DAG for as long as it takes: no estimate
+    of its run time means anything, and in reschedule mode it is many short pods."""
+    DEFERRABLE = "deferrable"
+    """A deferrable task hands its wait to Airflow's triggerer and comes back as a new
+    pod: its run is not one pod of a known length."""
+    NO_POD = "no-pod"
+    """Airflow marks it done without running it (an EmptyOperator)."""
+
+
+class Condition(StrEnum):
+    """Why a stage may not run at all (`AirflowStage.condition`)."""
+
+    BRANCH = "branch"
+    """It is downstream of a branching task (a branch or short-circuit operator), which
+    may skip it."""
+    TRIGGER_RULE = "trigger-rule"
+    """Its trigger rule is not `all_success`, `all_done` or `always`: it runs or is
+    skipped by how its upstream tasks end."""
+
+
+@dataclass(frozen=True)
+class LeftTask:
+    """A task of the DAG that idlegate leaves to Airflow (its pods run as Airflow starts
+    them), its dependents waiting for what it waited for."""
+
+    task_id: str
+    reason: LeftReason
+    message: str
+    """Why, in a sentence."""
+
+
+@dataclass(frozen=True)
+class AirflowStage:
+    """One stage: the task instances of one Airflow task (a mapped task's every index)."""
+
+    name: str
+    """Stage name in the job (a DNS label derived from `task_id`)."""
+    task_id: str
+    """Airflow's task id (a task group's prefix included, e.g. ``section_1.task_2``)."""
+    operator: str
+    """The task's operator class (``class_ref.class_name``, else ``operator_name``)."""
+    tasks: int
+    """Task instances of the stage: a mapped task's map indexes, else 1."""
+    tasks_known: bool
+    """False for a mapped task whose size only the run shows (`tasks` is 1 until then)."""
+    duration: float
+    """Estimated seconds per task instance."""
+    duration_source: DurationSource
+    depends_on: tuple[str, ...]
+    """Stages (by name) that must finish first."""
+    priority: float
+    """Airflow's priority of its task instances: `priority_weight` under the task's weight
+    rule (downstream: its own plus every downstream task's)."""
+    retries: int = 0
+    """The task's `retries` (capped at 100)."""
+    condition: Condition | None = None
+    """Why the stage may be skipped, if it may."""
+    skipped: bool = False
+    """The run shows it skipped (or removed): it will not run."""
+
+
+class AirflowSpec(WorkflowSpec):
+    """A `WorkflowSpec` mapped from an Airflow DAG: also each stage's priority and the
+    DAG's `max_active_tasks`."""
+
+    priorities: tuple[float, ...] = Field(
+        default=(),
+        description="Airflow's priority of each stage's task instances, in stage order.",
+    )
+    max_active_tasks: int | None = Field(
+        default=None,
+        ge=1,
+        description="Airflow's max_active_tasks: most task instances of the DAG at once.",
+    )
+
+    @model_validator(mode="after")
+    def _one_priority_per_stage(self) -> AirflowSpec:
+        if self.priorities and len(self.priorities) != len(self.stages):
+            raise SpecError(
+                f"priorities gives {len(self.priorities)} values for {len(self.stages)} stages; "
+                "give one per stage, in stage order"
+            )
+        return self
+
+
+@dataclass(frozen=True)
+class AirflowJob:
+    """One Airflow DAG (or one run of it) as a job (see the module docstring)."""
+
+    dag_id: str
+    stages: tuple[AirflowStage, ...]
+    left: tuple[LeftTask, ...] = ()
+    """The tasks left to Airflow, in the DAG's order."""
+    max_active_tasks: int | None = None
+    """The DAG's `max_active_tasks` (None: not given)."""
+    run_id: str | None = None
+    """The DAG run whose task instances settled it (None: the DAG alone)."""
+    notes: tuple[str, ...] = field(default=())
+    """What the mapping approximated, one sentence each."""
+
+    @property
+    def template_key(self) -> str:
+        """What a history is looked up by: ``airflow:`` and the DAG id (every run of a DAG
+        shares it; the prefix keeps it apart from Argo's template names)."""
+        return f"airflow:{self.dag_id}"
+
+    @property
+    def live_stages(self) -> tuple[AirflowStage, ...]:
+        """The stages that may still run (not shown skipped)."""
+        return tuple(s for s in self.stages if not s.skipped)
+
+    def stage(self, name: str) -> AirflowStage:
+        """The stage called `name`; KeyError if there is none."""
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Stages, edges and task instances of the job (skipped stages left out)."""
+        spec = self.spec()
+        return {
+            "stages": len(spec.stages),
+            "edges": sum(len(s.depends_on) for s in spec.stages),
+            "tasks": sum(s.tasks for s in spec.stages),
+        }
+
+    def spec(self) -> AirflowSpec:
+        """The job as a WorkflowSpec; skipped stages left out, dependencies passed through."""
+        by_name = {s.name: s for s in self.stages}
+        resolved: dict[str, tuple[str, ...]] = {}
+
+        def through(name: str) -> tuple[str, ...]:
+            # what a stage's dependents wait for: itself, or (skipped) its own dependencies
+            if name not in resolved:
+                stage = by_name[name]
+                resolved[name] = (
+                    (name,)
+                    if not stage.skipped
+                    else _unique(d for p in stage.depends_on for d in through(p))
+                )
+            return resolved[name]
+
+        live = self.live_stages
+        if not live:
+            raise AirflowRefusal(
+                RefusalReason.NO_TASKS,
+                f"DAG {self.dag_id}: every task was skipped or left to Airflow, so no task "
+                "is left to schedule",
+            )
+        stages = tuple(
+            StageSpec(
+                name=s.name,
+                tasks=s.tasks,
+                task_duration_seconds=s.duration,
+                depends_on=_unique(d for p in s.depends_on for d in through(p)),
+                backoff_limit=s.retries,
+            )
+            for s in live
+        )
+        return AirflowSpec(
+            stages=stages,
+            priorities=tuple(s.priority for s in live),
+            max_active_tasks=self.max_active_tasks,
+        )
+
+
+def _unique(names: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(names))
