@@ -321,6 +321,7 @@ def test_registry_names_and_parameters():
         "analytic",
         *("fcfs", "saf", "srf", "f1"),
         "argo",
+        "airflow",
         "portfolio",
     ]
     for name in baselines:

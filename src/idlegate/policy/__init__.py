@@ -16,6 +16,7 @@ from typing import Any
 from idlegate.errors import IdlegateError, reject_unknown
 
 # analytic imports heuristics, so it registers itself here rather than in heuristics
+from idlegate.policy.airflow import AirflowScheduler
 from idlegate.policy.analytic import make_analytic
 from idlegate.policy.argo import ArgoScheduler
 from idlegate.policy.bounded import WINDOW_FIELDS, WindowConfig, window_config
@@ -29,6 +30,7 @@ from idlegate.sim.protocol import Scheduler
 SCHEDULERS["analytic"] = make_analytic
 SCHEDULERS.update(RIGID_SCHEDULERS)
 SCHEDULERS["argo"] = ArgoScheduler  # Argo Workflows' own order, a baseline for its users
+SCHEDULERS["airflow"] = AirflowScheduler  # Airflow's own order, a baseline for its users
 
 
 def _portfolio(**options: Any) -> Scheduler:
