@@ -14,7 +14,8 @@ waits for the runs to finish. Then it writes, under --out:
 * ``errors.json``: Airflow's answers to a wrong password, a token it did not issue and
   a DAG it does not have;
 * ``examples.json``: every DAG of the example set, its export without runs (details and
-  tasks; of each, only the fields idlegate reads, to keep the file small).
+  tasks; of each, only the fields idlegate reads, to keep the file small), a JSON list
+  `idlegate lint` reads as it is.
 """
 
 from __future__ import annotations
@@ -160,7 +161,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     found["unknown-dag"] = {"status": answer.status, "body": json.loads(answer.body)}
     (args.out / "errors.json").write_text(json.dumps(found, indent=1, sort_keys=True) + "\n")
-    examples = {}
+    examples = []
     for dag in client.pages("dags", "dags", {}):
         dag_id = dag["dag_id"]
         if dag.get("is_stale"):  # no longer in a DAG file (an asset example's leftover)
@@ -171,9 +172,9 @@ def main(argv: list[str] | None = None) -> None:
             print(f"left out of the example set: {exc}")
             continue
         tasks = client.get(f"dags/{dag_id}/tasks")["tasks"]
-        examples[dag_id] = trimmed({"dag": details, "tasks": tasks})
+        examples.append(trimmed({"dag": details, "tasks": tasks}))
     path = args.out / "examples.json"
-    path.write_text(lines(examples))
+    path.write_text("[\n" + ",\n".join(json.dumps(e, sort_keys=True) for e in examples) + "\n]\n")
     print(f"{path}: {len(examples)} DAGs")
 
 

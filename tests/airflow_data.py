@@ -32,7 +32,8 @@ def errors() -> dict[str, Any]:
 
 def examples() -> dict[str, Any]:
     """The example set: DAG id -> its export without runs."""
-    return json.loads((DATA / "examples.json").read_text())
+    found = json.loads((DATA / "examples.json").read_text())
+    return {export["dag"]["dag_id"]: export for export in found}
 
 
 @contextmanager

@@ -323,6 +323,7 @@ def test_registry_names():
         "bursty",
         "k8s-batch",
         "argo-shapes",
+        "airflow-shapes",
         "follow",
         "push",
         "recurring",

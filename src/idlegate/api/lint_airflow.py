@@ -35,7 +35,7 @@ class AirflowLintJob:
         """The job as lint prints it: a head line with the counts, one line per stage,
         one per task left to Airflow."""
         where = f"{self.file}[{self.document}]" + (
-            f"[{self.item}]" if self.item is not None else ""
+            f".items[{self.item}]" if self.item is not None else ""
         )
         c = self.job.counts
         head = (

@@ -149,7 +149,7 @@ class CompareConfig(Config):
 
     workload: Annotated[str, Flag("-w")] = "tpch-like"
     """Workload: synthetic, tpch, tpch-like, mixed, bursty, k8s-batch, argo-shapes,
-    follow, push, recurring, shift, file, swf, lublin."""
+    airflow-shapes, follow, push, recurring, shift, file, swf, lublin."""
     schedulers: Schedulers = Field(
         parse_list("fifo,fair,sjf-cp,weighted-fair"), min_length=1, validate_default=True
     )

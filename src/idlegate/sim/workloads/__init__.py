@@ -28,6 +28,9 @@ Workloads:
 * `argo-shapes` — Argo Workflows in the shapes of Argo's own examples (diamonds, steps,
   loops, map-reduce, nested DAGs, CI pipelines), mapped by `idlegate.sim.argo`, pods of
   minutes as in `k8s-batch`, Poisson arrivals.
+* `airflow-shapes` — Airflow DAG runs in the shapes of Airflow's own example DAGs (task
+  groups, mapped tasks, fan-outs, example_complex), mapped by `idlegate.sim.airflow` with
+  Airflow's priorities, pods of minutes as in `k8s-batch`, Poisson arrivals.
 * `follow` — each long job (`size_ratio` × a short one) followed after a random lag by a
   session of 3–4 short jobs, plus a share of uncorrelated Poisson jobs: arrivals that
   tell what comes next.
@@ -57,6 +60,7 @@ The package, by concern (everything public is re-exported here, so
 * `generators` — the synthetic, bursty, tpch, tpch-like and mixed generators.
 * `k8s_batch` — the `k8s-batch` workload (its config, pipelines and pod durations).
 * `argo_shapes` — the `argo-shapes` workload (Argo example shapes as manifests).
+* `airflow_shapes` — the `airflow-shapes` workload (Airflow example DAGs as exports).
 * `triggered` — what `follow` and `push` share (triggers releasing long and short jobs,
   `job_class`); `follow` and `push` — their configs and generators.
 * `schedule` — `Schedule`, a recurring start time (reused by cron-like resources).
@@ -68,6 +72,7 @@ The package, by concern (everything public is re-exported here, so
 
 from __future__ import annotations
 
+from idlegate.sim.workloads.airflow_shapes import AirflowShapesConfig, airflow_shapes_workload
 from idlegate.sim.workloads.argo_shapes import (
     ArgoShapesConfig,
     argo_shapes_workload,
@@ -178,6 +183,7 @@ __all__ = [
     "STAGE_SKEW",
     "TASKS_SIGMA",
     "WORKLOADS",
+    "AirflowShapesConfig",
     "ArgoShapesConfig",
     "ArrivalMode",
     "ArrivalOptions",
@@ -211,6 +217,7 @@ __all__ = [
     "TwoTypeOptions",
     "TwoTypeSource",
     "WorkloadKind",
+    "airflow_shapes_workload",
     "argo_shapes_workload",
     "as_rng",
     "build_workload",

@@ -18,6 +18,7 @@ from idlegate.errors import IdlegateError, reject_unknown
 from idlegate.sim.engine import Workload
 from idlegate.sim.lublin import LublinConfig, lublin_workload
 from idlegate.sim.swf import SwfConfig, swf_workload
+from idlegate.sim.workloads.airflow_shapes import AirflowShapesConfig, airflow_shapes_workload
 from idlegate.sim.workloads.argo_shapes import ArgoShapesConfig, argo_shapes_workload
 from idlegate.sim.workloads.base import SeedLike, _Options, as_rng
 from idlegate.sim.workloads.file import FileConfig, file_workload
@@ -104,6 +105,13 @@ WORKLOADS: dict[str, WorkloadKind] = {
             argo_shapes_workload,
             "Argo Workflows shaped like Argo's examples (diamonds, steps, loops, map-reduce, "
             "CI), pods of minutes, load 0.7",
+        ),
+        WorkloadKind(
+            "airflow-shapes",
+            AirflowShapesConfig,
+            airflow_shapes_workload,
+            "Airflow DAG runs shaped like Airflow's example DAGs (task groups, mapped tasks, "
+            "fan-outs, example_complex), pods of minutes, load 0.7",
         ),
         WorkloadKind(
             "follow",
