@@ -4,11 +4,13 @@ makes of it, and the clear errors of a bad URL, bad credentials and an unknown D
 
 from __future__ import annotations
 
+import base64
+import json
 import socket
 
 import pytest
 
-from idlegate.integrations.airflow import AirflowAuth, AirflowClient, AirflowError
+from idlegate.integrations.airflow import AirflowAuth, AirflowClient, AirflowError, Answer
 from idlegate.sim.airflow import AirflowRefusal, LeftReason, RefusalReason, airflow_runs, map_dag
 from tests.airflow_data import PASSWORD, SESSIONS, TOKEN, examples, replaying, session
 
@@ -128,3 +130,26 @@ def test_a_deferrable_sensor_seen_in_its_run_leaves_nothing_to_schedule():
         map_dag(export)
     assert caught.value.reason is RefusalReason.NO_TASKS
     assert "wait (sensor)" in str(caught.value) and "finish (no-pod)" in str(caught.value)
+
+
+def test_airflow_2_is_asked_at_api_v1_with_basic_auth():
+    # an Airflow 2 answers /api/v1 only; the recorded bodies stand in for its answers
+    recorded = session("example_dynamic_task_mapping")
+    sent: list[tuple[str, str, str]] = []
+
+    def airflow_2(method: str, url: str, body: bytes | None, headers: dict) -> Answer:
+        path = url.split("127.0.0.1", 1)[1]
+        sent.append((method, path, headers.get("Authorization", "")))
+        if path.startswith("/api/v2") or method == "POST":
+            return Answer(404, b'{"detail": "Not Found"}')
+        path = path.replace("/api/v1", "/api/v2").replace("-execution_date", "-run_after")
+        found = recorded.get(f"GET {path}", {"status": 404, "body": {"detail": "Not Found"}})
+        return Answer(found["status"], json.dumps(found["body"]).encode())
+
+    client = AirflowClient("http://127.0.0.1", ADMIN, transport=airflow_2)
+    export = client.dag_export("example_dynamic_task_mapping", runs=3)
+    assert client.api == "v1" and len(airflow_runs(export).runs) == 3
+    basic = "Basic " + base64.b64encode(f"admin:{PASSWORD}".encode()).decode()
+    assert all(auth == basic for _, path, auth in sent if "/version" not in path)
+    assert not any(method == "POST" for method, _, _ in sent)
+    assert any("order_by=-execution_date" in path for _, path, _ in sent)

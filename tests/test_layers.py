@@ -42,7 +42,7 @@ def test_evaluation_imports_nothing_heavy():
     assert not loaded & {*HEAVY, "matplotlib"}
 
 
-LOWER_LAYERS = ("sim", "policy", "training", "operator")
+LOWER_LAYERS = ("sim", "policy", "training", "operator", "integrations")
 
 
 @pytest.mark.parametrize("layer", LOWER_LAYERS)
@@ -78,3 +78,17 @@ def test_evaluation_imports_only_lower_layers():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("idlegate."):
                 assert node.module.startswith(allowed), f"{path.name}: {node.module}"
+
+
+def test_the_simulator_asks_no_other_systems_api():
+    # sim maps what other systems say (Argo's manifests, Airflow's REST answers) as dicts;
+    # asking them over HTTP is idlegate.integrations', which sits above
+    root = Path(__file__).resolve().parents[1] / "src" / "idlegate" / "sim"
+    offenders = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "idlegate.integrations"
+            ):
+                offenders.append(f"{path.relative_to(root.parent)}: {node.module}")
+    assert offenders == []

@@ -288,7 +288,8 @@ def _number(value: Any, default: float) -> float:
 def _priorities(tasks: Mapping[str, Mapping[str, Any]], graph: nx.DiGraph) -> dict[str, float]:
     """Each task's priority as Airflow computes it: its `priority_weight` (default 1) plus,
     under the `downstream` rule, every downstream task's; `upstream`, every upstream
-    task's; `absolute`, its own. A custom rule (a class path) counts as `downstream`."""
+    task's; `absolute`, its own. A custom rule (a class path) counts as `downstream` here;
+    a run's task instances carry Airflow's own figure, which `_Walker.stage` prefers."""
     own = {t: _number(task.get("priority_weight"), 1.0) for t, task in tasks.items()}
     out = {}
     for tid, task in tasks.items():
