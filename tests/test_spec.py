@@ -98,7 +98,7 @@ def test_parameter_values():
         (
             "typo:sjf",
             "unknown scheduler 'typo' in 'typo:sjf'; valid names are fifo, sjf, sjf-cp, srpt, "
-            "lcfs, fair, weighted-fair, random, analytic, fcfs, saf, srf, f1, argo, portfolio, "
+            "lcfs, fair, weighted-fair, random, analytic, fcfs, saf, srf, f1, argo, airflow, portfolio, "
             "default, and the "
             "kinds learned:…, window:…, strict:…, easy:…, analytic:…, lookahead:…, reject:…, "
             "inspect:… take an argument (a bare PATH.onnx is learned:PATH.onnx)",
