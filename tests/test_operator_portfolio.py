@@ -24,8 +24,11 @@ from idlegate.sim.history import load_history, tail_history
 from tests.operator_fakes import FakeClock, FakeKube, Harness, harness, stage
 
 # a pool of one: fifo runs the long workflow first, srpt the short ones; the first round
-# (two finished workflows) replays both and follows srpt once the worker is done
-PORTFOLIO = "portfolio?candidates=fifo+srpt&start=fifo&min_window=2&every=2&replay_delay=0"
+# (two finished workflows) replays both and follows srpt once the worker is done (two
+# workflows are too few for the noise rule, `confidence`)
+PORTFOLIO = (
+    "portfolio?candidates=fifo+srpt&start=fifo&min_window=2&every=2&replay_delay=0&confidence=0"
+)
 
 
 def followed_events(kube, kind: str) -> list[dict]:

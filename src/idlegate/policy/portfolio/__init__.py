@@ -50,7 +50,14 @@ from idlegate.policy.portfolio.replay import (
     modelled_seconds,
     replay_portfolio,
 )
-from idlegate.policy.portfolio.rounds import Choice, Scores, select, tied_best, won
+from idlegate.policy.portfolio.rounds import (
+    Choice,
+    Scores,
+    beyond_noise,
+    select,
+    tied_best,
+    won,
+)
 from idlegate.policy.portfolio.scheduler import CHANGE_MIN, PortfolioScheduler, segments
 from idlegate.policy.spec import SchedulerSpec
 
@@ -69,6 +76,7 @@ __all__ = [
     "ReplayRequest",
     "Scores",
     "analytic_specs",
+    "beyond_noise",
     "candidate_specs",
     "kind_of",
     "make_portfolio",

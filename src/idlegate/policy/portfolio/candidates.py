@@ -86,7 +86,11 @@ class PortfolioConfig(Config):
     window: StrictInt = Field(200, ge=2)
     """Finished workflows a round replays (the most recent ones)."""
     min_window: StrictInt = Field(40, ge=2)
-    """Finished workflows needed before the first round."""
+    """Finished workflows needed before the first round on finished workflows alone."""
+    early: StrictInt | None = Field(8, ge=2)
+    """Before that, a round replays the workflows that have arrived (the finished ones as
+    recorded, the running ones with their duration models) once this many have arrived,
+    and again each time their number doubles (``records=cluster``; None: no such round)."""
     every: StrictInt = Field(25, ge=1)
     """A round after this many newly finished workflows."""
     period: Positive | None = 900.0
@@ -102,6 +106,9 @@ class PortfolioConfig(Config):
     before them since the last change by more than this factor."""
     margin: NonNegative = 0.02
     """Switch only to a candidate whose score is lower by more than this fraction."""
+    confidence: NonNegative = 2.0
+    """... and whose lead exceeds this many standard errors of the paired per-workflow
+    JCT differences of the window (`rounds.beyond_noise`; 0: any lead)."""
     drop: NonNegative | None = 0.02
     """Leave out of the rounds a candidate whose standing trails the leader's by more
     than this (`standings`; None: never)."""

@@ -71,6 +71,7 @@ def replay_portfolio(
     means: dict[str, float] = {}
     decisions: dict[str, int] = {}
     failed: dict[str, str] = {}
+    jcts: dict[str, np.ndarray] = {}
     events = 0
     for text, scheduler in schedulers.items():
         total, made = np.zeros(n), 0
@@ -88,8 +89,9 @@ def replay_portfolio(
             means[text] = math.inf
         else:
             means[text] = float(np.mean(total)) / seeds
+            jcts[text] = total / seeds
         decisions[text] = made
-    return Scores(means, n, events, decisions, failed)
+    return Scores(means, n, events, decisions, failed, jcts)
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,10 @@ class ReplayRequest:
     prior: int = 0
     """Of `window`, the workflows that finished before the scheduler started."""
     source: str | None = None
+    early: bool = False
+    """An early round's: every workflow arrived before `min_window` had finished."""
+    running: int = 0
+    """Of `window`, the workflows still running (an early round's)."""
 
 
 def merged(a: Scores, b: Scores) -> Scores:
@@ -123,4 +129,5 @@ def merged(a: Scores, b: Scores) -> Scores:
         a.events + b.events,
         {**a.decisions, **b.decisions},
         {**a.failed, **b.failed},
+        {**a.jcts, **b.jcts},
     )

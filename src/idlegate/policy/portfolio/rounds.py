@@ -19,10 +19,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
+
 from idlegate.errors import IdlegateError
 from idlegate.policy.account import sentence
 
-__all__ = ["Choice", "Scores", "select", "tied_best", "won"]
+__all__ = ["Choice", "Scores", "beyond_noise", "select", "tied_best", "won"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,9 @@ class Scores:
     """Decisions each candidate made in the replay (its cost)."""
     failed: Mapping[str, str] = field(default_factory=dict)
     """Candidates whose replay raised, with the error."""
+    jcts: Mapping[str, np.ndarray] = field(default_factory=dict)
+    """Candidate spec text → each replayed workflow's JCT (arrival order, the mean over
+    the seeds; none for a failed candidate): what `beyond_noise` pairs."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,12 @@ class Choice:
     (``history sink``)."""
     new: int = 0
     """Of `workflows`, those finished since the previous round (all, at the first)."""
+    early: bool = False
+    """An early round's choice: it replayed every workflow arrived, before `min_window`
+    had finished (`PortfolioConfig.early`)."""
+    running: int = 0
+    """Of `workflows`, those still running when the round began (an early round's, before
+    `min_window` had finished: replayed with their duration models)."""
     left_out: tuple[str, ...] = ()
     """Candidates the round left out: their standing trails (`PortfolioScheduler.dropped`)."""
     previous: str | None = None
@@ -98,6 +109,8 @@ class Choice:
         if self.runner_up is not None and self.runner_up_score is not None:
             versus = f" vs {self.runner_up} {_seconds(self.runner_up_score)}"
         prior = f" ({self.prior} from the {self.source})" if self.prior else ""
+        if self.running:
+            prior = f" ({self.running} still running)"
         return (
             f"following {self.candidate}: {_seconds(self.score)}{versus} over the last "
             f"{self.workflows} workflows{prior}"
@@ -132,6 +145,8 @@ class Choice:
             "left_out": list(self.left_out),
             "previous": self.previous,
             "margin": self.margin,
+            "early": self.early,
+            "running": self.running,
             "text": self.text,
             "why": self.why,
         }
@@ -146,29 +161,65 @@ def _finite(value: float | None) -> float | None:
 
 
 def select(
-    scores: Mapping[str, float], following: str, margin: float, *, protected: bool = True
+    scores: Mapping[str, float],
+    following: str,
+    margin: float,
+    *,
+    protected: bool = True,
+    jcts: Mapping[str, np.ndarray] | None = None,
+    confidence: float = 0.0,
 ) -> tuple[str, str | None, Literal["best", "kept"]]:
     """(candidate to follow, the runner-up, why) after a round with `scores`.
 
-    The best score wins; among candidates tied with it (`tied_best`) the one followed
-    stays, else the first in `scores`' order. When `protected` (the followed candidate
-    earned its place: `won`), the best replaces `following` only when its score is lower
-    than following's by more than `margin` × following's score; an unprotected one gives
-    way to any better score. A following candidate missing from `scores` (or failed,
-    inf) is always replaced. The runner-up is the best other candidate than the one
-    followed.
+    A candidate *beats* the one followed when its score is lower by more than `margin` ×
+    following's score (by anything when not `protected`: the followed candidate did not
+    earn its place, `won`) and its lead is beyond the window's noise (`beyond_noise`
+    with `jcts` and `confidence`). The best-scoring of those that beat it replaces
+    `following` (the first in `scores`' order among equals); if none does, `following`
+    stays, so a tie or a lead within the noise never moves the scheduler. A following
+    candidate missing from `scores` (or failed, inf) is always replaced by the best.
+    The runner-up is the best other candidate than the one chosen.
     """
     if not scores:
         raise IdlegateError("a round needs at least one candidate's score")
     tied = tied_best(scores)
     best = following if following in tied else tied[0]
     current = scores.get(following, math.inf)
-    needed = margin * current if protected else 0.0
-    keep = following in scores and math.isfinite(current) and not current - scores[best] > needed
-    chosen = following if keep else best
+    if following not in scores or not math.isfinite(current):
+        chosen = best
+    else:
+        needed = margin * current if protected else 0.0
+        beats = {
+            c: v
+            for c, v in scores.items()
+            if current - v > needed and beyond_noise(jcts, following, c, confidence)
+        }
+        chosen = tied_best(beats)[0] if beats else following
+    keep = chosen == following
     others = [c for c in scores if c != chosen]
     runner_up = min(others, key=scores.__getitem__) if others else None
     return chosen, runner_up, "kept" if keep and best != following else "best"
+
+
+def beyond_noise(
+    jcts: Mapping[str, np.ndarray] | None, following: str, other: str, confidence: float
+) -> bool:
+    """True if `other`'s lead over `following` on the window exceeds `confidence` standard
+    errors of the mean of their paired per-workflow JCT differences (the same workflows,
+    the same seeds, so what differs is the candidates' decisions).
+
+    A window of a few workflows, or one where both decide alike on most workflows and
+    one long workflow makes the difference, has a wide standard error: its lead must be
+    large to count. Without per-workflow JCTs for both, or `confidence` 0, any lead
+    counts; with fewer than two workflows none does.
+    """
+    if confidence <= 0 or jcts is None or following not in jcts or other not in jcts:
+        return True
+    d = np.asarray(jcts[following], dtype=float) - np.asarray(jcts[other], dtype=float)
+    if len(d) < 2:
+        return False
+    error = float(np.std(d, ddof=1)) / math.sqrt(len(d))
+    return float(np.mean(d)) > confidence * error
 
 
 def tied_best(scores: Mapping[str, float]) -> list[str]:

@@ -149,6 +149,8 @@ class PortfolioScheduler:
         self._seed_source: str | None = None
         self._seed_due = False
         self._protected = False
+        self._early_at = self.config.early
+        """Workflows arrived at which the next early round comes (None: no more)."""
         self._stood: list[tuple[int, dict[str, float]]] = []
         """The rounds since the last change, those of the last `memory` new workflows:
         each round's new workflows and every candidate's score over the round's best,
@@ -262,7 +264,7 @@ class PortfolioScheduler:
 
     def needs_replay(self, now: float) -> bool:
         """Owner thread: True when a round is due (module docstring, "A round")."""
-        if self._prior_due or self._seed_due:
+        if self._prior_due or self._seed_due or self._early_due():
             return True
         cfg = self.config
         if len(self._finished) < cfg.min_window or self._since_round == 0:
@@ -271,8 +273,43 @@ class PortfolioScheduler:
             return True
         return cfg.period is not None and now >= self._last_round + cfg.period * self._stretch
 
+    def _early_due(self) -> bool:
+        """True when an early round is due: fewer than `min_window` finished, no prior
+        window, and `_early_at` workflows arrived."""
+        cfg = self.config
+        return (
+            self._early_at is not None
+            and cfg.records == "cluster"
+            and len(self._finished) < cfg.min_window
+            and not self._prior
+            and not self._seeded
+            and self._next_id >= self._early_at
+        )
+
+    def _early_request(self, view: ClusterView) -> ReplayRequest:
+        """An early round's window: every workflow arrived so far, the running ones with
+        their duration models. It counts for no standing (its workflows are mostly
+        those of the next rounds) and leaves the pace of the rounds on finished
+        workflows alone."""
+        self._early_at = 2 * self._next_id
+        running = [JobArrival(j.arrival, j.name, j.dag, j.payload) for j in self._jobs.values()]
+        return ReplayRequest(
+            window=(*self._finished, *running),
+            num_executors=view.num_executors,
+            moving_delay=float(getattr(view, "moving_delay", 0.0)),
+            following=self.following,
+            seed=int(self._rng.integers(2**31)),
+            at=view.now,
+            protected=self._protected,
+            early=True,
+            running=len(running),
+        )
+
     def request(self, view: ClusterView) -> ReplayRequest:
-        """Owner thread: the round's window (the prior history's at the first one)."""
+        """Owner thread: the round's window (the prior history's at the first one; every
+        workflow arrived at an early one)."""
+        if not (self._prior_due or self._seed_due) and self._early_due():
+            return self._early_request(view)
         new = self._since_round
         self._since_round = 0
         self._change_due = False
@@ -357,6 +394,8 @@ class PortfolioScheduler:
             request.following,
             cfg.margin,
             protected=request.protected,
+            jcts=scores.jcts,
+            confidence=cfg.confidence,
         )
         reason = "prior history" if request.reason == "prior history" else why
         best = min(scores.means, key=scores.means.__getitem__)
@@ -379,6 +418,8 @@ class PortfolioScheduler:
             left_out=tuple(sorted(request.dropped)),
             previous=request.following,
             margin=cfg.margin if request.protected else None,
+            early=request.early,
+            running=request.running,
         )
 
     def _replay(self, request: ReplayRequest, specs: Sequence[str]) -> Scores:
@@ -401,6 +442,8 @@ class PortfolioScheduler:
         self._stand(choice)
         outright = won(choice.scores, choice.candidate)
         self._protected = outright or (self._protected and choice.candidate == self.following)
+        if choice.candidate == self.following and choice.early:
+            return  # (the pace is that of the rounds on finished workflows)
         if choice.candidate == self.following:
             self._stretch = min(self._stretch * 2, self.config.backoff)
         else:
