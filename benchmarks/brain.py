@@ -508,10 +508,13 @@ def following_at(run: Run, times: np.ndarray) -> list[str]:
 def loss_parts(run: Run, best: Run) -> dict[str, float]:
     """Where `run` (the brain) loses to `best` (a fixed candidate on the same arrivals):
     the JCT difference summed over the jobs that arrived while the brain followed its
-    cold-start candidate, `best` itself, or another candidate, each over `best`'s JCT
+    start's candidates (the cold start's and the prior's, until the first replay), `best`
+    itself, or another candidate, each over `best`'s JCT
     sum (so the three add up to the brain's change against `best` on this seed)."""
     followed = following_at(run, run.arrival)
-    first = run.rounds[0][1] if run.rounds else run.end
+    # (the start ends with the first replay: the prior's lookups before it are the start)
+    replays = [r for r, c in zip(run.rounds, run.choices, strict=True) if c["reason"] != "prior"]
+    first = replays[0][1] if replays else run.end
     total = float(np.sum(best.jct))
     parts = {"cold start": 0.0, "the best": 0.0, "another": 0.0}
     jobs = {"cold start": 0, "the best": 0, "another": 0}

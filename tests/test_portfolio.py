@@ -20,6 +20,7 @@ from idlegate.policy.portfolio import (
     select,
     won,
 )
+from idlegate.policy.portfolio.prior import Prior, load_prior
 from idlegate.policy.spec import model_files
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.engine import JobArrival, simulate
@@ -122,13 +123,13 @@ def test_the_trap_of_a_tie_on_the_first_window_of_a_short_stream():
         return float(np.mean([r.jct for r in result.records])), getattr(brain, "rounds", [])
 
     sjf = run("sjf")[0]
-    fooled, rounds = run("portfolio?confidence=0&early=none")
+    fooled, rounds = run("portfolio?confidence=0&early=none&prior=false")
     assert rounds[0].workflows == 40 and rounds[0].candidate == "fifo"
     assert fooled / sjf - 1 > 0.03
-    safe, rounds = run("portfolio?early=none")
+    safe, rounds = run("portfolio?early=none&prior=false")
     assert rounds[0].candidate == "learned:default" and rounds[0].reason == "kept"
     assert abs(safe / sjf - 1) < 0.005
-    assert abs(run("portfolio")[0] / sjf - 1) < 0.005  # with the early rounds too
+    assert abs(run("portfolio?prior=false")[0] / sjf - 1) < 0.005  # with the early rounds
 
 
 # -- known answers of whole rounds -------------------------------------------------------
@@ -358,7 +359,9 @@ def test_a_change_of_workload_brings_every_candidate_back():
 
 # -- runs in the simulator --------------------------------------------------------------
 
-CHEAP = "portfolio?candidates=fifo+srpt+fair&start=fair&window=40&min_window=10&every=10"
+CHEAP = (
+    "portfolio?candidates=fifo+srpt+fair&start=fair&window=40&min_window=10&every=10&prior=false"
+)
 
 
 def _run(spec: str, seed: int = 3, jobs: int = 150):
@@ -404,7 +407,7 @@ def test_the_account_splits_the_run_by_when_each_choice_took_effect():
 
 
 def test_rounds_come_by_the_clock_as_well_as_by_finished_workflows():
-    base = "portfolio?candidates=srpt+fair&start=fair&min_window=10&every=100000&early=none"
+    base = "portfolio?candidates=srpt+fair&start=fair&min_window=10&every=100000&early=none&prior=false"
     by_clock, _ = _run(base + "&period=600")
     assert len(by_clock.rounds) >= 3
     times = [c.at for c in by_clock.rounds]
@@ -506,3 +509,54 @@ def test_a_seeded_window_replays_at_once_and_says_where_it_came_from():
     few = _fed("fifo+srpt", min_window=4)
     few.seed(_jobs("old", 2, 1.0), "history sink")
     assert not few.needs_replay(0.0) and len(few.finished) == 2  # below min_window: they wait
+
+
+# -- the start: the shipped prior, looked up by the workflows arrived --------------------
+
+
+def _prior() -> Prior:
+    features = {"dags-a": (3.9, 6.6, 2.0, -0.7), "dags-b": (3.9, 5.8, 2.0, -0.3)}
+    losses = {  # fair is best on a, srpt on b; learned is 10 % behind on both
+        "dags-a": {"fair": (0.0, 0.0), "srpt": (1.0, 1.5), "learned:default": (0.1, 0.12)},
+        "dags-b": {"fair": (0.8, 1.2), "srpt": (0.0, 0.0), "learned:default": (0.1, 0.11)},
+    }
+    return Prior(features, losses)
+
+
+def test_the_prior_picks_the_candidate_safe_on_every_workload_alike():
+    prior, allowed = _prior(), ["fair", "srpt", "learned:default"]
+    # between the two: neither's best is safe on the other
+    assert prior.neighbours((3.9, 6.2, 2.0, -0.5)) == ["dags-a", "dags-b"]
+    assert prior.safest((3.9, 6.2, 2.0, -0.5), allowed) == "learned:default"
+    assert prior.safest((3.9, 6.2, 2.0, -0.5), ["fair", "srpt"]) == "fair"  # 1.2 < 1.5
+    # with only one within reach, its best
+    assert prior.safest((3.9, 7.0, 2.0, -0.7), allowed) == "fair"
+    # like neither: no answer (the scheduler follows its start)
+    assert prior.safest((1.4, 0.0, 0.0, 3.0), allowed) is None
+
+
+def test_a_prior_that_cannot_be_read_is_no_prior(tmp_path, caplog):
+    bad = tmp_path / "prior.json"
+    bad.write_text('{"workloads": {"a": {"features": [1]}}}')  # no losses
+    with caplog.at_level("WARNING"):
+        assert load_prior(bad) is None
+    assert "cannot be read" in caplog.text and "brain_prior.py" in caplog.text
+
+
+def test_the_shipped_prior_starts_follow_on_the_idle_rule_from_the_first_decision():
+    # follow, 100 jobs, seed 2003: learned:default (the cold start) and every round on
+    # 40+ finished workflows keep it, 11 % behind the analytic idle rule over sjf-cp;
+    # the prior finds the workflows like those of follow, push and recurring, where
+    # that rule is the safe one, and follows it from the first decision
+    def run(spec: str) -> tuple[float, PortfolioScheduler]:
+        brain = make_scheduler(spec)
+        result = simulate(build_workload("follow", 2003, num_jobs=100), brain, seed=2003)
+        return float(np.mean([r.jct for r in result.records])), brain
+
+    cold, _ = run("portfolio?prior=false")
+    started, brain = run("portfolio")
+    first = brain.rounds[0]
+    assert (first.reason, first.candidate) == ("prior", "analytic?min_gain=0:sjf-cp")
+    assert first.at == brain.followed_from()[1][0] < 20  # the first arrival's decision
+    assert "prior's safest" in first.text
+    assert started / cold - 1 < -0.08

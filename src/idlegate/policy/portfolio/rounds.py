@@ -59,10 +59,11 @@ class Choice:
     runner_up_score: float | None
     workflows: int
     """Finished workflows the round replayed (0: no replay yet)."""
-    reason: Literal["cold start", "prior history", "best", "kept"]
-    """cold start: no round yet; prior history: the first round, on the history file or a
-    seeded window (`PortfolioScheduler.seed`); best: the round's best; kept: the round's
-    best was not better by the margin."""
+    reason: Literal["cold start", "prior", "prior history", "best", "kept"]
+    """cold start: no round yet; prior: no round yet, the shipped prior's safest candidate
+    for the workflows arrived (`prior`); prior history: the first round, on the history
+    file or a seeded window (`PortfolioScheduler.seed`); best: the round's best; kept:
+    the round's best was not better by the margin or not beyond the noise."""
     best: str | None = None
     """The round's best candidate (kept: the one that did not beat the margin)."""
     scores: Mapping[str, float] = field(default_factory=dict)
@@ -103,6 +104,8 @@ class Choice:
     @property
     def text(self) -> str:
         """``following srpt: 642 s vs fair 734 s over the last 48 workflows``."""
+        if self.score is None and self.reason == "prior":
+            return f"following {self.candidate} (the prior's safest for the workflows arrived)"
         if self.score is None:
             return f"following {self.candidate} ({self.reason}: no finished workflow replayed yet)"
         versus = ""

@@ -63,6 +63,7 @@ from idlegate.policy.portfolio.candidates import (
     candidate_specs,
     kind_of,
 )
+from idlegate.policy.portfolio.prior import load_prior, workload_features
 from idlegate.policy.portfolio.replay import (
     ReplayRequest,
     merged,
@@ -149,6 +150,10 @@ class PortfolioScheduler:
         self._seed_source: str | None = None
         self._seed_due = False
         self._protected = False
+        self._lookup_at: int | None = 1 if self.config.prior else None
+        """Workflows arrived at which the prior is looked up next (None: no more)."""
+        self._by_prior = True
+        """No round has moved the followed candidate (the start's or the prior's) yet."""
         self._early_at = self.config.early
         """Workflows arrived at which the next early round comes (None: no more)."""
         self._stood: list[tuple[int, dict[str, float]]] = []
@@ -259,6 +264,45 @@ class PortfolioScheduler:
                 new.append(JobArrival(job.arrival, job.name, job.dag, job.payload))
         self._done_seen = len(done)
         self.record(new)
+
+    def _look_up(self, view: ClusterView) -> None:
+        """Follow the prior's safest candidate for the workflows arrived (finished and in
+        `view`), when their number reached `_lookup_at`; the next lookup at twice as many.
+        Lookups end once a round moved the candidate or `min_window` have finished."""
+        arrived = len(self._finished) + len(view.jobs)
+        if self._lookup_at is None or arrived < self._lookup_at:
+            return
+        if (
+            not self._by_prior
+            or len(self._finished) >= self.config.min_window
+            or self._prior
+            or self._seeded
+        ):  # (a round's evidence, or a window from before the start, decides)
+            self._lookup_at = None
+            return
+        self._lookup_at = 2 * arrived
+        prior = load_prior()
+        if prior is None:
+            self._lookup_at = None
+            return
+        dags = [a.dag for a in self._finished] + [j.dag for j in view.jobs]
+        features = workload_features(dags, view.num_executors)
+        safest = prior.safest(features, self._followable()) or self._start_spec()
+        if safest == self.following:
+            return
+        choice = Choice(safest, None, None, None, 0, "prior", at=view.now)
+        self.rounds.append(choice)
+        self.choice = choice
+        self.following = safest
+        self._follower().reset(self._child_rng())
+
+    def _followable(self) -> list[str]:
+        """Every spec text a round of this portfolio can choose (for the prior)."""
+        specs = candidate_specs(self.config)
+        if "analytic" in self.config.portfolio():
+            for base in [s for s in specs if kind_of(s) == "rule" and "?" not in s]:
+                specs += analytic_specs(self.config, base)
+        return specs
 
     # -- rounds -----------------------------------------------------------------------
 
@@ -442,6 +486,8 @@ class PortfolioScheduler:
         self._stand(choice)
         outright = won(choice.scores, choice.candidate)
         self._protected = outright or (self._protected and choice.candidate == self.following)
+        if choice.candidate != self.following:
+            self._by_prior = False
         if choice.candidate == self.following and choice.early:
             return  # (the pace is that of the rounds on finished workflows)
         if choice.candidate == self.following:
@@ -472,7 +518,7 @@ class PortfolioScheduler:
     def took_effect(self, choice: Choice) -> float:
         """When `choice` began to be followed: the prior history's round at once, another
         round after its replay's delay (`replay_delay`, else its modelled CPU seconds)."""
-        if choice.reason == "prior history":
+        if choice.reason in ("prior history", "prior"):
             return choice.at
         delay = self.config.replay_delay
         return choice.at + (choice.modelled_seconds if delay is None else delay)
@@ -506,6 +552,8 @@ class PortfolioScheduler:
     def decide(self, view: ClusterView) -> Action:
         if self.config.records == "cluster":
             self._observe(view)
+        if self._lookup_at is not None:
+            self._look_up(view)
         if self.config.replayer == "inline":
             self._replay_inline(view)
         if view.free_executors <= 0:  # (nothing to decide; an ONNX follower cannot say so)

@@ -1,0 +1,103 @@
+"""The portfolio's prior: how its fixed candidates rank on each workload of the suite.
+
+    python benchmarks/brain_prior.py [--jobs-count 100] [--seeds 5] [--first-seed 2000]
+        [--tpch-dir DIR] [--reuse RUNS.json] [--out src/idlegate/policy/portfolio/prior.json]
+
+Runs every fixed candidate of the default portfolio (`benchmarks/brain.py`'s rows: the
+rules, the tuned grids, `learned:default`, the analytic idle rule over each workload's
+best plain rule) on short streams of every workload of the evaluation suite and
+`argo-shapes`, on *tuning* seeds (2000 on: the held-out seeds 1000–1009 stay unseen),
+and writes per workload its features (`policy.portfolio.prior.workload_features` of the
+stream's workflows) and each candidate's loss against the workload's best: the paired
+mean over the seeds and the worst seed. The portfolio starts from it
+(`policy.portfolio.prior`). TPC-H rows need the traces (`--tpch-dir`); without them they
+are left out, which the lookup then cannot find. `--reuse` takes a JSON object of
+already-run per-seed mean JCTs (``"KEY|JOBS|LABEL|SEED": seconds``) and writes the
+runs it adds back to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from idlegate.policy.portfolio.prior import PRIOR_PATH, workload_features
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import brain
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs-count", type=int, default=100)
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--first-seed", type=int, default=2000)
+    parser.add_argument("--tpch-dir", type=Path, default=None)
+    parser.add_argument("--reuse", type=Path, default=None)
+    parser.add_argument("--out", type=Path, default=PRIOR_PATH)
+    args = parser.parse_args(argv)
+    if args.first_seed < 2000:
+        parser.exit(2, "Error: the prior is made on tuning seeds: give --first-seed 2000 or more\n")
+    ns = argparse.Namespace(
+        first_seed=args.first_seed,
+        seeds=args.seeds,
+        workloads=None,
+        tpch_dir=args.tpch_dir,
+        jobs_count=args.jobs_count,
+        brain=brain.BRAIN,
+    )
+    cases = [c for c in brain.cases_of(ns)[0] if c.family not in ("shift", "demo")]
+    runs = json.loads(args.reuse.read_text()) if args.reuse and args.reuse.exists() else {}
+    out: dict[str, Any] = {}
+    for case in cases:
+        means = {lab: _means(case, lab, spec, args, runs) for lab, spec in _rows(case, args, runs)}
+        best = min(means, key=lambda lab: float(np.mean(means[lab])))
+        losses = {}
+        for lab, values in means.items():
+            ratios = np.array(values) / np.array(means[best]) - 1
+            losses[lab] = [round(float(np.mean(ratios)), 4), round(float(np.max(ratios)), 4)]
+        workload = brain._built(case.workload, case.seeds[0], case.options.model_dump_json())
+        dags = [job.dag for job in workload.jobs]
+        features = workload_features(dags, workload.num_executors)
+        out[case.key] = {"features": [round(f, 3) for f in features], "losses": losses}
+        print(f"{case.key}: best {best}, features {out[case.key]['features']}", flush=True)
+    if args.reuse is not None:
+        args.reuse.write_text(json.dumps(runs))
+    prior = {
+        "command": " ".join(["python", "benchmarks/brain_prior.py", *sys.argv[1:]]),
+        "jobs_count": args.jobs_count,
+        "seeds": list(range(args.first_seed, args.first_seed + args.seeds)),
+        "workloads": out,
+    }
+    args.out.write_text(json.dumps(prior, indent=1) + "\n")
+    return prior
+
+
+def _rows(case: brain.Case, args: argparse.Namespace, runs: dict[str, float]) -> list[Any]:
+    """The fixed rows, then the analytic rule over the best plain rule."""
+    rows = brain.fixed_rows(case, brain.BRAIN)
+    plain = [lab for lab, _ in rows if brain.kind_of(lab) == "rule" and "?" not in lab]
+    base = min(plain, key=lambda lab: float(np.mean(_means(case, lab, lab, args, runs))))
+    config, _ = brain.portfolio_config(brain.SchedulerSpec.parse(brain.BRAIN), {})
+    return rows + [(s, s) for s in brain.analytic_specs(config, base)]
+
+
+def _means(
+    case: brain.Case, label: str, spec: str, args: argparse.Namespace, runs: dict[str, float]
+) -> list[float]:
+    out = []
+    for seed in case.seeds:
+        key = f"{case.key}|{args.jobs_count}|{label}|{seed}"
+        if key not in runs:
+            runs[key] = float(np.mean(brain.run_task(brain.Task(case, label, spec, seed)).jct))
+        out.append(runs[key])
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""The portfolio's prior: what to follow before the cluster's own replays can tell.
+
+`prior.json` (shipped with the package, written by `benchmarks/brain_prior.py` on tuning
+seeds) holds, per workload of the evaluation suite, the features of its workflows
+(`workload_features`) and each fixed candidate's loss against the workload's best on
+short streams: the mean over the seeds and the worst seed. The scheduler looks the
+workflows that have arrived up in it (`Prior.safest`): among the `NEIGHBOURS` workloads
+nearest by their features (within `REACH`), the candidate whose worst loss over all of
+them is the smallest, so a lookup that lands on the wrong one of two alike workloads
+still picks a candidate that is safe on both. Workflows unlike any workload of the suite
+give no answer, and the scheduler follows its configured `start`.
+
+A prior file that cannot be read is no prior: the scheduler warns once and follows
+`start` (`load_prior`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Final
+
+from idlegate.sim.dag import Dag
+
+__all__ = ["NEIGHBOURS", "PRIOR_PATH", "REACH", "Prior", "load_prior", "workload_features"]
+
+PRIOR_PATH: Final = Path(__file__).resolve().with_name("prior.json")
+"""The shipped prior."""
+NEIGHBOURS: Final = 3
+"""Workloads of the suite a lookup weighs (the nearest ones)."""
+REACH: Final = 1.0
+"""The largest feature distance at which a workload of the suite counts as alike."""
+
+log = logging.getLogger(__name__)
+
+
+def workload_features(dags: Sequence[Dag], num_executors: int) -> tuple[float, ...]:
+    """What a lookup compares, all in natural logs (so distances are ratios): the pool's
+    size, and the workflows' mean log task count, stage count and mean task duration."""
+    if not dags:
+        raise ValueError("features need at least one workflow")
+    n = len(dags)
+    tasks = [max(sum(d.tasks), 1) for d in dags]
+    return (
+        math.log(max(num_executors, 1)),
+        sum(math.log(t) for t in tasks) / n,
+        sum(math.log(max(d.num_stages, 1)) for d in dags) / n,
+        sum(math.log(max(d.total_work / t, 1e-3)) for d, t in zip(dags, tasks, strict=True)) / n,
+    )
+
+
+@dataclass(frozen=True)
+class Prior:
+    """Per workload of the suite: its features and each candidate's (mean, worst) loss."""
+
+    features: Mapping[str, tuple[float, ...]]
+    losses: Mapping[str, Mapping[str, tuple[float, float]]]
+
+    def neighbours(self, features: Sequence[float]) -> list[str]:
+        """The `NEIGHBOURS` workloads nearest to `features`, within `REACH`."""
+        dist = {
+            w: math.dist(f, features) for w, f in self.features.items() if len(f) == len(features)
+        }
+        near = sorted((d, w) for w, d in dist.items() if d <= REACH)
+        return [w for _, w in near[:NEIGHBOURS]]
+
+    def safest(self, features: Sequence[float], allowed: Collection[str]) -> str | None:
+        """The candidate of `allowed` (spec texts) with the smallest worst-seed loss over
+        the nearest workloads (`neighbours`; the smallest mean loss among equals), of
+        those known on every one of them; None when no workload is near or none is."""
+        near = self.neighbours(features)
+        if not near:
+            return None
+        known = [c for c in allowed if all(c in self.losses[w] for w in near)]
+        if not known:
+            return None
+
+        def risk(c: str) -> tuple[float, float]:
+            return (
+                max(self.losses[w][c][1] for w in near),
+                max(self.losses[w][c][0] for w in near),
+            )
+
+        return min(known, key=risk)
+
+
+@lru_cache(maxsize=4)
+def load_prior(path: Path = PRIOR_PATH) -> Prior | None:
+    """The prior of `path`; None (and a warning, once) when it cannot be read."""
+    try:
+        data = json.loads(path.read_text())
+        workloads = data["workloads"]
+        features = {w: tuple(float(x) for x in v["features"]) for w, v in workloads.items()}
+        losses = {
+            w: {c: (float(m), float(x)) for c, (m, x) in v["losses"].items()}
+            for w, v in workloads.items()
+        }
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning(
+            "the portfolio's prior %s cannot be read (%s): it starts from its start "
+            "candidate; regenerate it with benchmarks/brain_prior.py",
+            path,
+            exc,
+        )
+        return None
+    return Prior(features, losses)
