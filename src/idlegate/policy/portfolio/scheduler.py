@@ -154,6 +154,8 @@ class PortfolioScheduler:
         """Workflows arrived at which the prior is looked up next (None: no more)."""
         self._by_prior = True
         """No round has moved the followed candidate (the start's or the prior's) yet."""
+        self._changed = False
+        """A change of workload was seen: rounds replay the workflows since (`_regime`)."""
         self._early_at = self.config.early
         """Workflows arrived at which the next early round comes (None: no more)."""
         self._stood: list[tuple[int, dict[str, float]]] = []
@@ -200,6 +202,7 @@ class PortfolioScheduler:
             self._stretch = 1
             self._protected = False
             self._change_due = True
+            self._changed = True
             self._stood.clear()
 
     def seed(self, finished: Sequence[JobArrival], source: str) -> None:
@@ -336,7 +339,7 @@ class PortfolioScheduler:
         those of the next rounds) and leaves the pace of the rounds on finished
         workflows alone."""
         self._early_at = 2 * self._next_id
-        running = [JobArrival(j.arrival, j.name, j.dag, j.payload) for j in self._jobs.values()]
+        running = self._running()
         return ReplayRequest(
             window=(*self._finished, *running),
             num_executors=view.num_executors,
@@ -349,6 +352,13 @@ class PortfolioScheduler:
             running=len(running),
         )
 
+    def _running(self) -> list[JobArrival]:
+        """The workflows still running (seen at a decision, not finished), as arrivals
+        with their duration models (``records=cluster``; none otherwise)."""
+        if self.config.records != "cluster":
+            return []
+        return [JobArrival(j.arrival, j.name, j.dag, j.payload) for j in self._jobs.values()]
+
     def request(self, view: ClusterView) -> ReplayRequest:
         """Owner thread: the round's window (the prior history's at the first one; every
         workflow arrived at an early one)."""
@@ -359,17 +369,25 @@ class PortfolioScheduler:
         self._change_due = False
         self._last_round = view.now
         first = self._prior_due or self._seed_due
+        running: list[JobArrival] = []
         if self._prior_due and not self._seed_due:  # (a seeded window is the more recent)
             window = self._prior[-self.config.window :]
             prior, source = len(window), "history file"
         else:
             window = tuple(self._finished)
             prior, source = self._seeded, self._seed_source if self._seeded else None
+            if self._changed and self._regime < len(window):
+                # (the old workload's workflows would decide for the new one: only those
+                # since the change, and while they are few the running ones too)
+                window = window[-self._regime :]
+                prior = max(0, prior - (len(self._finished) - len(window)))
+                if len(window) < self.config.min_window:
+                    running = self._running()
         self._prior_due = self._seed_due = False
         # (a round's evidence is at most its window; a prior window is all new)
         new = len(window) if first else min(new, len(window))
         return ReplayRequest(
-            window=tuple(window),
+            window=(*window, *running),
             num_executors=view.num_executors,
             moving_delay=float(getattr(view, "moving_delay", 0.0)),
             following=self.following,
@@ -381,6 +399,7 @@ class PortfolioScheduler:
             dropped=self.dropped(),
             prior=prior,
             source=source,
+            running=len(running),
         )
 
     def standings(self) -> dict[str, float]:
