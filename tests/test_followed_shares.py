@@ -17,7 +17,7 @@ from idlegate.evaluation.comparison import CompareConfig, WorkloadOptions, run_c
 from idlegate.evaluation.console import print_compare
 from idlegate.policy.account import followed_line, mean_shares, percents, shares
 
-BRAIN = "portfolio?candidates=fifo+srpt+fair&min_window=5&every=5"
+BRAIN = "portfolio?candidates=fifo+srpt+fair&min_window=5&every=5&confidence=0&prior=false"
 """A portfolio with rounds early enough that a 30-job run follows several candidates."""
 OPTS = WorkloadOptions(num_jobs=30)
 

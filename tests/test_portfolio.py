@@ -91,7 +91,7 @@ def test_a_lead_within_the_noise_or_a_tie_does_not_move_the_followed_candidate()
     )
     assert select(scores, "learned", 0.02, protected=False) == ("fifo", "fair", "best")
     kept = select(scores, "learned", 0.02, protected=False, jcts=jcts, confidence=2.0)
-    assert kept == ("learned", "fifo", "kept")
+    assert kept == ("learned", "fifo", "noise")
 
 
 def test_a_lead_beyond_the_noise_moves_it_to_the_best_of_those_that_beat_it():
@@ -127,7 +127,8 @@ def test_the_trap_of_a_tie_on_the_first_window_of_a_short_stream():
     assert rounds[0].workflows == 40 and rounds[0].candidate == "fifo"
     assert fooled / sjf - 1 > 0.03
     safe, rounds = run("portfolio?early=none&prior=false")
-    assert rounds[0].candidate == "learned:default" and rounds[0].reason == "kept"
+    assert rounds[0].candidate == "learned:default" and rounds[0].reason == "noise"
+    assert rounds[0].noise is not None and "within the window's noise" in rounds[0].why
     assert abs(safe / sjf - 1) < 0.005
     assert abs(run("portfolio?prior=false")[0] / sjf - 1) < 0.005  # with the early rounds
 

@@ -34,6 +34,11 @@ KNOWN: list[tuple[str, dict[str, Any], str]] = [
         "started with learned:default: no workflow finished yet",
     ),
     (
+        "prior",  # (the shipped prior's choice for the workflows arrived, before a round)
+        {"reason": "prior", "candidate": "analytic?min_gain=0:sjf-cp"},
+        "started with analytic?min_gain=0:sjf-cp: the prior's safest for the workflows arrived",
+    ),
+    (
         "prior history",
         _round(
             reason="prior history", candidate="srpt", workflows=48, prior=40, source="history sink"
@@ -130,7 +135,7 @@ def _brain(candidates: str, **options: object) -> PortfolioScheduler:
     extra = "".join(f"&{k}={v}" for k, v in options.items())
     brain = make_scheduler(
         f"portfolio?candidates={candidates}&replayer=worker&records=fed&start=fifo"
-        f"&min_window=2{extra}"  # (rounds asked for by hand)
+        f"&min_window=2&confidence=0{extra}"  # (rounds asked for by hand, on 1-2 workflows)
     )
     assert isinstance(brain, PortfolioScheduler)
     return brain
@@ -162,7 +167,8 @@ def test_real_rounds_say_their_switch_their_margin_and_their_tie():
 
 
 def test_simulate_reports_each_rounds_reason_code_and_sentence():
-    spec = "portfolio?candidates=fifo+srpt&start=fifo&min_window=5&every=5"
+    # (rounds on 5 workflows: no noise rule, no prior, no early rounds)
+    spec = "portfolio?candidates=fifo+srpt&start=fifo&min_window=5&every=5&confidence=0&prior=false&early=none"
     r = CliRunner().invoke(
         app, ["simulate", "-w", "synthetic", "--jobs-count", "30", "-s", spec, "--json"]
     )

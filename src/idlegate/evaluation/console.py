@@ -124,12 +124,16 @@ def render_followed(account: Mapping[str, Any]) -> Table:
     for r in account["rounds"]:
         runner = "—"
         if r["runner_up"] is not None:
-            runner = f"{r['runner_up']} {fmt_number(r['runner_up_score'], 1)}"
+            score = r["runner_up_score"]
+            runner = f"{r['runner_up']} {'failed' if score is None else fmt_number(score, 1)}"
+        window = str(r["workflows"]) if r["workflows"] else "—"  # (the prior's: none)
+        if r.get("running"):
+            window += f" ({r['running']} running)"
         table.add_row(
             fmt_number(r["at"], 0),
             r.get("why") or sentence(r),  # (an account from before the sentences)
-            str(r["workflows"]),
-            fmt_number(r["score"], 1),
+            window,
+            "—" if r["score"] is None else fmt_number(r["score"], 1),  # (none, or failed)
             runner,
             str(len(r["left_out"])),
         )

@@ -44,6 +44,7 @@ __all__ = [
 
 SENTENCES: Final[Mapping[str, str]] = {
     "cold start": "started with {candidate}: no workflow finished yet",
+    "prior": "started with {candidate}: the prior's safest for the workflows arrived",
     "prior history": (
         "started with {candidate}: the best on the last {workflows} workflows "
         "({prior} from the {source})"

@@ -24,7 +24,7 @@ import numpy as np
 from idlegate.errors import IdlegateError
 from idlegate.policy.account import sentence
 
-__all__ = ["Choice", "Scores", "beyond_noise", "select", "tied_best", "won"]
+__all__ = ["Choice", "Scores", "beyond_noise", "noise_needed", "select", "tied_best", "won"]
 
 
 @dataclass(frozen=True)
@@ -59,11 +59,12 @@ class Choice:
     runner_up_score: float | None
     workflows: int
     """Finished workflows the round replayed (0: no replay yet)."""
-    reason: Literal["cold start", "prior", "prior history", "best", "kept"]
+    reason: Literal["cold start", "prior", "prior history", "best", "kept", "noise"]
     """cold start: no round yet; prior: no round yet, the shipped prior's safest candidate
     for the workflows arrived (`prior`); prior history: the first round, on the history
     file or a seeded window (`PortfolioScheduler.seed`); best: the round's best; kept:
-    the round's best was not better by the margin or not beyond the noise."""
+    the round's best was not better by the margin; noise: it was, but its lead was within
+    the window's noise (`beyond_noise`)."""
     best: str | None = None
     """The round's best candidate (kept: the one that did not beat the margin)."""
     scores: Mapping[str, float] = field(default_factory=dict)
@@ -89,6 +90,10 @@ class Choice:
     `min_window` had finished: replayed with their duration models)."""
     left_out: tuple[str, ...] = ()
     """Candidates the round left out: their standing trails (`PortfolioScheduler.dropped`)."""
+    noise: float | None = None
+    """The lead over the followed candidate that the round's best needed to be beyond
+    the window's noise (`confidence` standard errors), as a fraction of the followed
+    candidate's score (None: no such test)."""
     previous: str | None = None
     """The candidate followed before the round."""
     margin: float | None = None
@@ -148,6 +153,7 @@ class Choice:
             "left_out": list(self.left_out),
             "previous": self.previous,
             "margin": self.margin,
+            "noise": self.noise,
             "early": self.early,
             "running": self.running,
             "text": self.text,
@@ -171,7 +177,7 @@ def select(
     protected: bool = True,
     jcts: Mapping[str, np.ndarray] | None = None,
     confidence: float = 0.0,
-) -> tuple[str, str | None, Literal["best", "kept"]]:
+) -> tuple[str, str | None, Literal["best", "kept", "noise"]]:
     """(candidate to follow, the runner-up, why) after a round with `scores`.
 
     A candidate *beats* the one followed when its score is lower by more than `margin` ×
@@ -179,7 +185,8 @@ def select(
     earn its place, `won`) and its lead is beyond the window's noise (`beyond_noise`
     with `jcts` and `confidence`). The best-scoring of those that beat it replaces
     `following` (the first in `scores`' order among equals); if none does, `following`
-    stays, so a tie or a lead within the noise never moves the scheduler. A following
+    stays, so a tie or a lead within the noise never moves the scheduler (why: ``noise``
+    when the round's best beat it by the margin alone). A following
     candidate missing from `scores` (or failed, inf) is always replaced by the best.
     The runner-up is the best other candidate than the one chosen.
     """
@@ -198,6 +205,9 @@ def select(
             if current - v > needed and beyond_noise(jcts, following, c, confidence)
         }
         chosen = tied_best(beats)[0] if beats else following
+        if chosen == following and current - scores[best] > needed:
+            others = [c for c in scores if c != chosen]
+            return chosen, min(others, key=scores.__getitem__), "noise"
     keep = chosen == following
     others = [c for c in scores if c != chosen]
     runner_up = min(others, key=scores.__getitem__) if others else None
@@ -223,6 +233,19 @@ def beyond_noise(
         return False
     error = float(np.std(d, ddof=1)) / math.sqrt(len(d))
     return float(np.mean(d)) > confidence * error
+
+
+def noise_needed(
+    jcts: Mapping[str, np.ndarray], following: str, other: str, confidence: float
+) -> float | None:
+    """The lead `other` needs over `following` to be beyond the noise (`beyond_noise`),
+    as a fraction of `following`'s mean JCT; None without both or with a zero mean."""
+    if following not in jcts or other not in jcts or len(jcts[following]) < 2:
+        return None
+    d = np.asarray(jcts[following], dtype=float) - np.asarray(jcts[other], dtype=float)
+    mean = float(np.mean(jcts[following]))
+    error = float(np.std(d, ddof=1)) / math.sqrt(len(d))
+    return confidence * error / mean if mean > 0 else None
 
 
 def tied_best(scores: Mapping[str, float]) -> list[str]:

@@ -70,7 +70,7 @@ from idlegate.policy.portfolio.replay import (
     modelled_seconds,
     replay_portfolio,
 )
-from idlegate.policy.portfolio.rounds import Choice, Scores, select, won
+from idlegate.policy.portfolio.rounds import Choice, Scores, noise_needed, select, won
 from idlegate.policy.spec import SchedulerSpec
 from idlegate.sim.engine import JobArrival
 from idlegate.sim.history import check_history_file, history_arrivals, load_history
@@ -462,6 +462,9 @@ class PortfolioScheduler:
         )
         reason = "prior history" if request.reason == "prior history" else why
         best = min(scores.means, key=scores.means.__getitem__)
+        noise = None
+        if why == "noise":
+            noise = noise_needed(scores.jcts, request.following, best, cfg.confidence)
         means = scores.means
         return Choice(
             candidate=chosen,
@@ -481,6 +484,7 @@ class PortfolioScheduler:
             left_out=tuple(sorted(request.dropped)),
             previous=request.following,
             margin=cfg.margin if request.protected else None,
+            noise=noise,
             early=request.early,
             running=request.running,
         )
