@@ -111,7 +111,7 @@ class PortfolioConfig(Config):
     before them since the last change by more than this factor."""
     margin: NonNegative = 0.02
     """Switch only to a candidate whose score is lower by more than this fraction."""
-    confidence: NonNegative = 2.0
+    confidence: NonNegative = 1.0
     """... and whose lead exceeds this many standard errors of the paired per-workflow
     JCT differences of the window (`rounds.beyond_noise`; 0: any lead)."""
     drop: NonNegative | None = 0.02
