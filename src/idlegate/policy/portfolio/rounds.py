@@ -1,13 +1,16 @@
 """What a round says (`Scores`, `Choice`) and how it chooses (`select`).
 
-**Following with a margin.** The best-scoring candidate replaces the one followed only
-when its score is lower by more than `margin` (a fraction) of the followed one's score,
-so replay noise does not make it flap (`select`). Ties (the
-same score: the same decisions on the window) keep the candidate followed. The margin
-protects only a candidate that won a round outright (`won`): the cold start's, or one
-kept only by ties, gives way to any better score. After a round that switches nothing the next comes later
-(`backoff`), until a switch or until the finished workflows change size (`change`).
-The outcome is a `Choice`: which
+**Following with a margin, beyond the noise.** The best-scoring candidate replaces the
+one followed only when its score is lower by more than `margin` (a fraction) of the
+followed one's score, and its lead is beyond the window's own noise: more than
+`confidence` standard errors of the mean of the paired per-workflow JCT differences
+(`beyond_noise`). A small window, or one whose difference is a few workflows, needs a
+large lead; a tie (the same score: the same decisions on the window) or a lead within
+the noise keeps the candidate followed (reason ``noise`` when the margin alone would
+have switched). The margin protects only a candidate that won a round outright (`won`):
+the start's, or one kept only by ties, gives way to any better score beyond the noise.
+After a round that switches nothing the next comes later (`backoff`), until a switch or
+until the finished workflows change size (`change`). The outcome is a `Choice`: which
 candidate is followed and why (its score, the runner-up's, the window's size), as data
 and as a sentence: "following srpt: 642 s vs fair 734 s over the last 48 workflows".
 """

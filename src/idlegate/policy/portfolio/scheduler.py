@@ -12,15 +12,28 @@ candidate back. The leader and the candidate followed are never left out, nor th
 under an analytic candidate that is not (a round tries the analytic rule over its best
 rule, so without one the analytic rule would vanish from the rounds).
 
-**Cold start.** With ``history=PATH`` (a history file, `sim.history`) the first round
+**The start.** With ``history=PATH`` (a history file, `sim.history`) the first round
 replays the last `window` workflows of that file at the first decision, and its choice
 applies at once (it stands for what the operator knew before it started). A driver may
 instead `seed` the window with the workflows that finished before it started (an
 operator's history sink before a restart): with at least `min_window` of them the first
 round replays the window at once, its choice applied at once; the rounds' `Choice` says
-how many of the window's workflows came from there (`prior`, `source`). Otherwise the
-scheduler follows `start` (``learned``, the shipped policy) until `min_window` workflows
-have finished.
+how many of the window's workflows came from there (`prior`, `source`). Otherwise:
+
+* the shipped prior (`prior`, ``prior=true``): at the first decision, and each time the
+  workflows arrived double, they are looked up (their DAGs and the pool's size) among
+  the workloads of the suite, and the scheduler follows the candidate that is safest on
+  the nearest ones (a `Choice` with reason ``prior``), or `start` when none is near;
+* early rounds (`early`): once 8 workflows have arrived, and each time their number
+  doubles, a round replays every workflow arrived, the running ones with their
+  duration models; the noise rule (`rounds.select`) keeps the prior's candidate unless
+  another beats it beyond the window's noise;
+
+until `min_window` workflows have finished and the rounds on finished workflows begin.
+
+**After a change of workload** (`change`) a round replays only the workflows finished
+since the change, and while they are fewer than `min_window` the running ones too: the
+old workload's workflows would otherwise choose for the new one.
 
 **Delivered quality.** A round runs in a worker, so decisions never wait for it: the
 followed candidate decides meanwhile. With ``replayer=inline`` (the simulator) `decide`
