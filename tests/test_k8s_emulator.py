@@ -152,6 +152,30 @@ def test_a_watch_from_a_resource_version_sees_only_what_came_after(api: ApiServe
     ]
 
 
+def test_a_watch_with_a_label_selector_sees_objects_come_to_match_and_stop(
+    api: ApiServer,
+) -> None:
+    """As Airflow's KubernetesExecutor watches its pods (``airflow-worker=1,done!=True``):
+    a pod relabelled done leaves that watch as DELETED, one relabelled into it is ADDED."""
+    since = api.create("pods", pod("other", labels={"w": "2"}), "lw")["metadata"]
+    api.create("pods", pod("mine", labels={"w": "1"}), "lw")
+    api.patch("pods", "lw", "mine", {"metadata": {"labels": {"done": "True"}}})
+    api.patch("pods", "lw", "other", {"metadata": {"labels": {"w": "1"}}})
+    api.delete("pods", "lw", "other")
+    query = "watch=true&labelSelector=w%3D1%2Cdone%21%3DTrue"
+    path = f"/api/v1/namespaces/lw/pods?{query}&resourceVersion={since['resourceVersion']}"
+    assert watch(api, path) == [
+        ("ADDED", "mine"),
+        ("DELETED", "mine"),
+        ("ADDED", "other"),
+        ("DELETED", "other"),
+    ]
+    api.create("pods", pod("again", labels={"w": "1"}), "lw")
+    assert watch(api, f"/api/v1/namespaces/lw/pods?{query}") == [("ADDED", "again")]
+    status, _ = http(api, "GET", "/api/v1/namespaces/lw/pods?watch=true&fieldSelector=a%3Db")
+    assert status == 400
+
+
 def test_a_watch_from_a_forgotten_resource_version_is_gone(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(apiserver, "WATCH_WINDOW", 2)
     with ApiServer(tmp_path) as api:
