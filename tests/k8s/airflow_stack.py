@@ -73,7 +73,7 @@ def airflow_python() -> str:
                 f"with Airflow (pip install -r {REQUIREMENTS}), or unset it to have "
                 f"{DEFAULT_VENV} installed"
             )
-        return configured
+        return str(Path(configured).absolute())  # the services run in their own directory
     python = DEFAULT_VENV / "bin" / "python"
     marker = DEFAULT_VENV / ".installed"
     if not marker.exists() or marker.stat().st_mtime < REQUIREMENTS.stat().st_mtime:
