@@ -202,6 +202,9 @@ class CommandKubelet(SimKubelet):
             self._groups[name] = process.pid
             try:
                 code = await process.wait()
+            except asyncio.CancelledError:  # the pod was deleted, or the kubelet stops
+                _kill_group(process.pid)
+                raise
             finally:
                 self._groups.pop(name, None)
         if self._timers.get(name) is asyncio.current_task():
@@ -211,17 +214,6 @@ class CommandKubelet(SimKubelet):
         for group in list(self._groups.values()):  # before the cancelled tasks forget them
             _kill_group(group)
         super()._stop()
-
-    def _on_event(self, res: kmock.resource, etype: str, pod: dict[str, Any]) -> None:
-        if (
-            res == PODS
-            and etype == "DELETED"
-            and pod["metadata"].get("namespace") == self.namespace
-        ):
-            group = self._groups.get(pod["metadata"]["name"])
-            if group is not None:
-                _kill_group(group)
-        super()._on_event(res, etype, pod)
 
 
 def _kill_group(group: int) -> None:
