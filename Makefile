@@ -1,13 +1,18 @@
 # The two front-door commands: `make demo` and `make test`. Each makes its own
 # virtual environment in .venv and installs what it needs (torch only ever at the
-# version pinned in constraints.txt).
+# version pinned in constraints.txt). `make e2e` runs the tests against a real Airflow,
+# installed into a virtualenv of its own (.venv-airflow) at the versions pinned in
+# tests/data/airflow/requirements-e2e.txt, with the machine's PostgreSQL.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/pip install -q --disable-pip-version-check -c constraints.txt
 OUT ?= out
 
-.PHONY: demo test lint format bench clean
+AIRFLOW_VENV ?= .venv-airflow
+AIRFLOW_REQUIREMENTS := tests/data/airflow/requirements-e2e.txt
+
+.PHONY: demo test e2e postgresql lint format bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +33,18 @@ test: $(VENV)/.dev  ## lint, then the whole test suite
 	$(BIN)/ruff format --check .
 	$(BIN)/pytest -n 2 -q
 
+$(AIRFLOW_VENV)/.installed: $(AIRFLOW_REQUIREMENTS)
+	$(PYTHON) -m venv $(AIRFLOW_VENV)
+	$(AIRFLOW_VENV)/bin/pip install -q --disable-pip-version-check -r $(AIRFLOW_REQUIREMENTS)
+	touch $@
+
+postgresql:  # Debian's PostgreSQL server, unless initdb is found already
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || \
+		(apt-get update -q && apt-get install -y -q postgresql)
+
+e2e: $(VENV)/.dev $(AIRFLOW_VENV)/.installed postgresql  ## tests against a real Airflow 3
+	IDLEGATE_AIRFLOW_PYTHON=$(abspath $(AIRFLOW_VENV))/bin/python $(BIN)/pytest -n 0 -q -m airflow_e2e
+
 lint: $(VENV)/.dev
 	$(BIN)/ruff check .
 
@@ -39,4 +56,4 @@ bench: $(VENV)/.dev  ## simulator speed on the TPC-H traces (needs ../shared/dat
 	$(BIN)/python benchmarks/sim_speed.py
 
 clean:
-	rm -rf $(VENV) $(OUT) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(AIRFLOW_VENV) $(OUT) .pytest_cache .ruff_cache .hypothesis

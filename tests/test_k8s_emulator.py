@@ -4,6 +4,7 @@ tests rely on without checking them one by one."""
 from __future__ import annotations
 
 import json
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -12,11 +13,13 @@ from typing import Any
 
 import pytest
 
+from tests.e2e import wait
 from tests.k8s import _tables, apiserver
 from tests.k8s._patching import PatchFailed, apply_json_patch, merge_patch
+from tests.k8s.airflow_stack import leftovers
 from tests.k8s.apiserver import route
 from tests.k8s.harness import ApiServer, serving_crd
-from tests.k8s.kubelet import SimKubelet
+from tests.k8s.kubelet import CommandKubelet, SimKubelet
 
 DWF = "idlegate.io/v1alpha1/dagworkflows"
 
@@ -152,6 +155,30 @@ def test_a_watch_from_a_resource_version_sees_only_what_came_after(api: ApiServe
     ]
 
 
+def test_a_watch_with_a_label_selector_sees_objects_come_to_match_and_stop(
+    api: ApiServer,
+) -> None:
+    """As Airflow's KubernetesExecutor watches its pods (``airflow-worker=1,done!=True``):
+    a pod relabelled done leaves that watch as DELETED, one relabelled into it is ADDED."""
+    since = api.create("pods", pod("other", labels={"w": "2"}), "lw")["metadata"]
+    api.create("pods", pod("mine", labels={"w": "1"}), "lw")
+    api.patch("pods", "lw", "mine", {"metadata": {"labels": {"done": "True"}}})
+    api.patch("pods", "lw", "other", {"metadata": {"labels": {"w": "1"}}})
+    api.delete("pods", "lw", "other")
+    query = "watch=true&labelSelector=w%3D1%2Cdone%21%3DTrue"
+    path = f"/api/v1/namespaces/lw/pods?{query}&resourceVersion={since['resourceVersion']}"
+    assert watch(api, path) == [
+        ("ADDED", "mine"),
+        ("DELETED", "mine"),
+        ("ADDED", "other"),
+        ("DELETED", "other"),
+    ]
+    api.create("pods", pod("again", labels={"w": "1"}), "lw")
+    assert watch(api, f"/api/v1/namespaces/lw/pods?{query}") == [("ADDED", "again")]
+    status, _ = http(api, "GET", "/api/v1/namespaces/lw/pods?watch=true&fieldSelector=a%3Db")
+    assert status == 400
+
+
 def test_a_watch_from_a_forgotten_resource_version_is_gone(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(apiserver, "WATCH_WINDOW", 2)
     with ApiServer(tmp_path) as api:
@@ -204,6 +231,40 @@ def test_the_kubelet_runs_released_pods_and_reports_their_exit_codes(api: ApiSer
         bad["phase"] == "Failed"
         and bad["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 3
     )
+
+
+def test_the_command_kubelet_runs_a_pods_command_and_kills_it_when_the_pod_goes(
+    api: ApiServer, tmp_path
+) -> None:
+    """As it runs Airflow's pods: ``python`` is its interpreter, the env the container's
+    over its own; the exit code ends the pod; deleting a running pod kills its command."""
+    marker = tmp_path / "started"
+
+    def command(name: str, code: str) -> dict[str, Any]:
+        env = [{"name": "EXIT", "value": "3"}]
+        container = {"name": "base", "image": "apache/airflow", "args": ["python", "-c", code]}
+        return {"metadata": {"name": name}, "spec": {"containers": [{**container, "env": env}]}}
+
+    exits = "import os, sys; sys.exit(int(os.environ['EXIT']) + int(os.environ['BASE']))"
+    hangs = f"import pathlib, time; pathlib.Path({str(marker)!r}).touch(); time.sleep(600)"
+    logs = tmp_path / "logs"
+    with CommandKubelet(api, "cmd", python=sys.executable, env={"BASE": "1"}, logs=logs):
+        api.create("pods", command("exits", exits), "cmd")
+        api.create("pods", command("hangs", hangs), "cmd")
+        ended = wait(
+            lambda: (
+                (api.get("pods", "cmd", "exits") or {}).get("status", {}).get("phase") == "Failed"
+            ),
+            30,
+            "the command's pod to fail",
+        )
+        assert ended
+        status = api.get("pods", "cmd", "exits")["status"]
+        assert status["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 4
+        wait(marker.exists, 30, "the hanging command to start")
+        assert len(leftovers(str(marker))) == 1
+        api.delete("pods", "cmd", "hangs")
+        wait(lambda: not leftovers(str(marker)), 30, "the deleted pod's command to be killed")
 
 
 def test_tables_carry_the_printer_columns() -> None:

@@ -13,11 +13,15 @@ from typing import Any
 _TERM = re.compile(r"^(?P<neg>!)?(?P<key>[A-Za-z0-9_./-]+)(?:(?P<op>==|!=|=)(?P<value>[^,]*))?$")
 
 
+Matcher = Callable[[Callable[[str], str | None]], bool]
+"""A selector's predicate over a lookup (key -> value or None)."""
+
+
 class SelectorError(ValueError):
     """A selector the test API server does not understand (its 400 Bad Request)."""
 
 
-def matcher(selector: str | None) -> Callable[[Callable[[str], str | None]], bool]:
+def matcher(selector: str | None) -> Matcher:
     """A predicate over a lookup (key -> value or None) for `selector` (None: everything)."""
     terms = []
     for term in filter(None, (t.strip() for t in (selector or "").split(","))):

@@ -29,7 +29,9 @@ Its ``KubernetesEmulator`` cannot serve the operator as it is (read in kmock 0.8
 :class:`Emulator` keeps kmock's store, catalogue and server and replaces its request
 handling with those semantics and no more: no paging, no strategic merge, no
 graceful deletion, no schema pruning or validation (test_deploy checks the CRD's schema),
-and a watch with a selector is refused (400) rather than served wrongly.
+and a watch with a field selector is refused (400) rather than served wrongly. A watch with
+a label selector is served as the real server does (Airflow's KubernetesExecutor watches
+its pods so): an object that comes to match is ADDED, one that stops matching DELETED.
 """
 
 from __future__ import annotations
@@ -111,6 +113,28 @@ def _line(etype: str, obj: Mapping[str, Any]) -> bytes:
     return json.dumps({"type": etype, "object": obj}).encode() + b"\n"
 
 
+@attrs.frozen
+class Change:
+    """One write as the watches see it: its event (`etype`, `chunk` the rendered line) and
+    the object's labels before (None if it did not exist) and after it."""
+
+    etype: str
+    chunk: bytes
+    before: Mapping[str, str] | None
+    after: Mapping[str, str]
+
+    def seen_by(self, selector: _selectors.Matcher) -> bytes | None:
+        """The line a watch with label `selector` gets, None if none: as the real server
+        does, an object that comes to match is ADDED to it, one that stops matching
+        DELETED."""
+        was = self.before is not None and selector(self.before.get)
+        matches = self.etype != "DELETED" and selector(self.after.get)
+        if was == matches:
+            return self.chunk if matches else None
+        etype = "ADDED" if matches else "DELETED"
+        return self.chunk.replace(f'"{self.etype}"'.encode(), f'"{etype}"'.encode(), 1)
+
+
 @attrs.define(kw_only=True)
 class Emulator(kmock.KubernetesEmulator):
     """kmock's emulator with the semantics the operator relies on (see the module docstring).
@@ -123,8 +147,8 @@ class Emulator(kmock.KubernetesEmulator):
     _rv: int = attrs.field(default=1000, init=False)
     _log: dict[kmock.resource, collections.deque] = attrs.field(factory=dict, init=False)
     _gone: dict[kmock.resource, int] = attrs.field(factory=dict, init=False)
-    _watches: set[tuple[kmock.resource, str | None, asyncio.Queue]] = attrs.field(
-        factory=set, init=False
+    _watches: set[tuple[kmock.resource, str | None, _selectors.Matcher, asyncio.Queue]] = (
+        attrs.field(factory=set, init=False)
     )
     _subscribers: list[Subscriber] = attrs.field(factory=list, init=False)
     _columns: dict[kmock.resource, list[dict[str, Any]]] = attrs.field(factory=dict, init=False)
@@ -233,8 +257,14 @@ class Emulator(kmock.KubernetesEmulator):
         self, raw: aiohttp.web.BaseRequest, res: kmock.resource, namespace: str | None
     ) -> aiohttp.web.StreamResponse:
         params = raw.query
-        if params.get("labelSelector") or params.get("fieldSelector"):
-            raise api_error(400, "BadRequest", "the test API server watches without selectors")
+        if params.get("fieldSelector"):
+            raise api_error(
+                400, "BadRequest", "the test API server watches without field selectors"
+            )
+        try:
+            selector = _selectors.matcher(params.get("labelSelector"))
+        except _selectors.SelectorError as exc:
+            raise api_error(400, "BadRequest", str(exc)) from None
         since = int(params.get("resourceVersion") or 0)
         queue: asyncio.Queue[bytes | None] = asyncio.Queue()
         # the backlog and the registration in one synchronous step: nothing lost or repeated
@@ -251,13 +281,14 @@ class Emulator(kmock.KubernetesEmulator):
             queue.put_nowait(_line("ERROR", gone))
             queue.put_nowait(None)
         elif since:
-            for rv, namespace_, chunk in self._log.get(res, ()):
-                if rv > since and namespace in (None, namespace_):
+            for rv, namespace_, change in self._log.get(res, ()):
+                chunk = change.seen_by(selector)
+                if rv > since and namespace in (None, namespace_) and chunk is not None:
                     queue.put_nowait(chunk)
         else:
-            for obj in self.list(res, namespace):
+            for obj in self.list(res, namespace, label_selector=params.get("labelSelector")):
                 queue.put_nowait(_line("ADDED", obj))
-        watch = (res, namespace, queue)
+        watch = (res, namespace, selector, queue)
         self._watches.add(watch)
         response = aiohttp.web.StreamResponse(headers={"Content-Type": "application/json"})
         try:
@@ -274,7 +305,7 @@ class Emulator(kmock.KubernetesEmulator):
 
     def close_watches(self) -> None:
         """End every watch stream (before the server stops)."""
-        for _, _, queue in self._watches:
+        for *_, queue in self._watches:
             queue.put_nowait(None)
 
     # -- the objects (synchronous, in the serving loop) -------------------------------------
@@ -467,6 +498,9 @@ class Emulator(kmock.KubernetesEmulator):
         res = key[0]
         self._rv += 1
         obj["metadata"]["resourceVersion"] = str(self._rv)
+        before = None
+        if key in self.objects and not self.objects[key].deleted:
+            before = self.objects[key].raw["metadata"].get("labels") or {}
         if key not in self.objects:
             self.objects[key] = obj
         else:
@@ -476,10 +510,13 @@ class Emulator(kmock.KubernetesEmulator):
         log = self._log.setdefault(res, collections.deque(maxlen=WATCH_WINDOW))
         if len(log) == log.maxlen:
             self._gone[res] = log[0][0]
-        chunk = _line(etype, obj)
-        log.append((self._rv, key[1], chunk))
-        for res_, namespace, queue in self._watches:
-            if res_ == res and namespace in (None, key[1]):
+        after = obj["metadata"].get("labels") or {}
+        change = Change(etype, _line(etype, obj), before if etype != "ADDED" else None, after)
+        log.append((self._rv, key[1], change))
+        for res_, namespace, selector, queue in self._watches:
+            if res_ != res or namespace not in (None, key[1]):
+                continue
+            if (chunk := change.seen_by(selector)) is not None:
                 queue.put_nowait(chunk)
         loop = asyncio.get_running_loop()
         for subscriber in self._subscribers:

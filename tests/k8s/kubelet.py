@@ -16,7 +16,12 @@ A deleted pod is simply gone: deletion is immediate on the test API server.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
+import subprocess
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import kmock
@@ -33,6 +38,22 @@ def duration_of(pod: Mapping[str, Any]) -> float:
     return next((float(e["value"]) for e in env if e.get("name") == DURATION_ENV), 1.0)
 
 
+def container_status(
+    container: Mapping[str, Any], *, ready: bool, state: dict[str, Any]
+) -> dict[str, Any]:
+    """A container's status as a kubelet reports it: with the fields the ``kubernetes``
+    client requires (Airflow's pod watcher dies on a status without ``image``)."""
+    return {
+        "name": container["name"],
+        "image": container.get("image") or "",
+        "imageID": "",
+        "ready": ready,
+        "restartCount": 0,
+        "started": ready,
+        "state": state,
+    }
+
+
 class SimKubelet:
     """Runs the pods of `namespace` (a context manager: from enter to exit)."""
 
@@ -44,12 +65,15 @@ class SimKubelet:
         time_factor: float = 1.0,
         failure: Callable[[Mapping[str, Any]], int | None] | None = None,
         durations: Callable[[Mapping[str, Any]], float] = duration_of,
+        selects: Callable[[Mapping[str, Any]], bool] = lambda pod: True,
     ) -> None:
         self.api, self.emulator, self.namespace = api, api.emulator, namespace
         self.time_factor, self.failure = time_factor, failure
         self.durations = durations
         """A pod's simulated run time; a test may replace it before it creates the pods."""
-        self._timers: dict[str, asyncio.TimerHandle] = {}  # pod name -> its end
+        self.selects = selects
+        """Which pods of the namespace this kubelet runs (another kubelet may run the rest)."""
+        self._timers: dict[str, asyncio.TimerHandle | asyncio.Task] = {}  # pod name -> its end
         self._unsubscribe: Callable[[], None] | None = None
 
     def __enter__(self) -> SimKubelet:
@@ -62,7 +86,8 @@ class SimKubelet:
     def _start(self) -> None:
         self._unsubscribe = self.emulator.subscribe(self._on_event)
         for pod in self.emulator.list(PODS, self.namespace):
-            self._reconcile(pod)
+            if self.selects(pod):
+                self._reconcile(pod)
 
     def _stop(self) -> None:
         if self._unsubscribe is not None:
@@ -72,6 +97,8 @@ class SimKubelet:
 
     def _on_event(self, res: kmock.resource, etype: str, pod: dict[str, Any]) -> None:
         if res != PODS or pod["metadata"].get("namespace") != self.namespace:
+            return
+        if not self.selects(pod):
             return
         if etype == "DELETED":
             timer = self._timers.pop(pod["metadata"]["name"], None)
@@ -87,18 +114,32 @@ class SimKubelet:
             return
         if pod["spec"].get("schedulingGates") or pod["metadata"].get("deletionTimestamp"):
             return
+        self._timers[name] = self._run(name, pod)
+        started = {"running": {"startedAt": now()}}
+        containers = [
+            container_status(c, ready=True, state=started)
+            for c in pod["spec"].get("containers") or []
+        ]
+        self._status(
+            name, {"phase": "Running", "startTime": now(), "containerStatuses": containers}
+        )
+
+    def _run(self, name: str, pod: dict[str, Any]) -> asyncio.TimerHandle | asyncio.Task:
+        """Start running the pod; the handle's cancel() stops it (the pod was deleted)."""
         seconds = self.durations(pod) * self.time_factor
         loop = asyncio.get_running_loop()
-        self._timers[name] = loop.call_later(seconds, self.emulator._safely, self._finish, name)
-        self._status(name, {"phase": "Running", "startTime": now()})
+        return loop.call_later(seconds, self.emulator._safely, self._finish, name)
 
-    def _finish(self, name: str) -> None:
+    def _finish(self, name: str, exit_code: int | None = None) -> None:
+        """End the pod with `exit_code` (None: ask ``failure(pod)``, 0 if it says nothing)."""
         self._timers.pop(name, None)
         try:
             pod = self.emulator.get(PODS, self.namespace, name)
         except kmock.KubernetesError:
             return  # deleted in the same turn of the loop, before its event came
-        code = (self.failure(pod) if self.failure else None) or 0
+        if exit_code is None:
+            exit_code = self.failure(pod) if self.failure else None
+        code = exit_code or 0
         terminated = {
             "exitCode": code,
             "reason": "Completed" if code == 0 else "Error",
@@ -106,7 +147,7 @@ class SimKubelet:
             "finishedAt": now(),
         }
         containers = [
-            {"name": c["name"], "ready": False, "state": {"terminated": terminated}}
+            container_status(c, ready=False, state={"terminated": terminated})
             for c in pod["spec"].get("containers") or []
         ]
         phase = "Succeeded" if code == 0 else "Failed"
@@ -114,3 +155,68 @@ class SimKubelet:
 
     def _status(self, name: str, status: dict[str, Any]) -> None:
         self.emulator.patch(PODS, self.namespace, name, {"status": status}, subresource="status")
+
+
+class CommandKubelet(SimKubelet):
+    """A kubelet that really runs its pods' commands on this machine, for pods whose images
+    are not to be pulled: the first container's ``command`` and ``args``, ``python`` replaced
+    by `python`, with the container's env over `env`, in a process group of its own (output
+    in `logs`/<pod>.log). The pod ends with the command's exit code; deleting a running pod
+    kills its group, as does leaving the context.
+
+    Airflow's KubernetesExecutor pods run so (tests/k8s/airflow_stack.py): their command
+    calls the Airflow execution API, which says how the task ended.
+    """
+
+    def __init__(
+        self,
+        api: ApiServer,
+        namespace: str,
+        *,
+        python: str,
+        env: Mapping[str, str],
+        logs: Path,
+        selects: Callable[[Mapping[str, Any]], bool] = lambda pod: True,
+    ) -> None:
+        super().__init__(api, namespace, selects=selects)
+        self.python, self.env, self.logs = python, dict(env), logs
+        self._groups: dict[str, int] = {}  # pod name -> its process group, while it runs
+        self.started = 0
+        """Commands started (one per pod that ran)."""
+
+    def _run(self, name: str, pod: dict[str, Any]) -> asyncio.Task:
+        self.started += 1
+        return asyncio.get_running_loop().create_task(self._command(name, pod))
+
+    async def _command(self, name: str, pod: dict[str, Any]) -> None:
+        container = pod["spec"]["containers"][0]
+        argv = [*(container.get("command") or []), *(container.get("args") or [])]
+        if argv[:1] in (["python"], ["python3"]):
+            argv[0] = self.python
+        env = {**self.env, **{e["name"]: e.get("value", "") for e in container.get("env") or []}}
+        self.logs.mkdir(parents=True, exist_ok=True)
+        with (self.logs / f"{name}.log").open("wb") as out:
+            process = await asyncio.create_subprocess_exec(
+                *argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+            self._groups[name] = process.pid
+            try:
+                code = await process.wait()
+            except asyncio.CancelledError:  # the pod was deleted, or the kubelet stops
+                _kill_group(process.pid)
+                raise
+            finally:
+                self._groups.pop(name, None)
+        if self._timers.get(name) is asyncio.current_task():
+            self.emulator._safely(self._finish, name, code)
+
+    def _stop(self) -> None:
+        for group in list(self._groups.values()):  # before the cancelled tasks forget them
+            _kill_group(group)
+        super()._stop()
+
+
+def _kill_group(group: int) -> None:
+    """SIGKILL a process group that may have ended already."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, signal.SIGKILL)

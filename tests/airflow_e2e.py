@@ -1,0 +1,259 @@
+"""The real-Airflow end-to-end scenario, shared by tests/test_airflow_e2e.py and
+benchmarks/airflow_e2e.py: everything up, DAG runs triggered, their outcome measured,
+everything down, the orphans counted.
+
+    with AirflowE2E(directory, operator_args=[]) as e2e:
+        outcome = e2e.run({"idlegate_e2e_diamond": 2})
+    outcome.leftovers = e2e.leftovers()
+
+:class:`AirflowE2E` brings up the test API server (the project's CRDs served), a namespace,
+PostgreSQL, Airflow (tests/k8s/airflow_stack.py) and a :class:`CommandKubelet` for
+Airflow's pods. With `operator_args` (a list, possibly empty) it also starts
+``idlegate operator`` on that namespace with those extra flags, a simulated kubelet for
+every other pod, and `workflows` DagWorkflows beside the DAG runs: the operator gates its
+own pods and Airflow's run ungated beside them in one pool. The operator's live gating of
+Airflow's pods will be built on its job-kind protocol; this is where it plugs in (its
+flags through `operator_args`, the pool it shares measured by :class:`AirflowPods`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Self
+
+import kmock
+
+from idlegate.api.crd import KINDS, render_crd
+from idlegate.api.status import FINISHED
+from tests.e2e import DWF, OperatorProcess, stage, status_of, wait, workflow
+from tests.k8s.airflow_stack import (
+    AirflowStack,
+    Postgres,
+    is_airflow_pod,
+    leftovers,
+    pod_key,
+)
+from tests.k8s.apiserver import PODS
+from tests.k8s.harness import ApiServer
+from tests.k8s.kubelet import CommandKubelet, SimKubelet
+
+NAMESPACE = "airflow"
+STUCK = "stuck in queued tries exceeded"
+"""The event Airflow logs when it fails a task queued beyond ``task_queued_timeout`` (its
+pending timeout: the pod never ran) after requeueing it."""
+REQUEUED = "stuck in queued reschedule"
+WATCHER_DIED = "Unknown error in KubernetesJobWatcher"
+
+
+class AirflowPods:
+    """Every write of Airflow's pods in the namespace, as it happens: creations per task try
+    (a duplicate is a try with two pods) and the most running at once."""
+
+    def __init__(self, api: ApiServer, namespace: str) -> None:
+        self.api, self.namespace = api, namespace
+        self.created: Counter[tuple[str, ...]] = Counter()
+        self.running: set[str] = set()
+        self.max_running = 0
+        self.max_total = 0
+        """The most pods of either kind holding an executor at once."""
+        self._others: set[str] = set()
+        self._lock = threading.Lock()
+        self._unsubscribe = api.call(lambda: api.emulator.subscribe(self._on_event))
+
+    def _on_event(self, res: kmock.resource, etype: str, pod: dict[str, Any]) -> None:
+        if res != PODS or pod["metadata"].get("namespace") != self.namespace:
+            return
+        name = pod["metadata"]["name"]
+        runs = (
+            etype != "DELETED"
+            and (pod.get("status") or {}).get("phase") == "Running"
+            and not pod["spec"].get("schedulingGates")
+        )
+        mine = is_airflow_pod(pod)
+        with self._lock:
+            if mine and etype == "ADDED":
+                self.created[pod_key(pod)] += 1
+            held = self.running if mine else self._others
+            (held.add if runs else held.discard)(name)
+            self.max_running = max(self.max_running, len(self.running))
+            self.max_total = max(self.max_total, len(self.running) + len(self._others))
+
+    def close(self) -> None:
+        self.api.call(self._unsubscribe)
+
+    @property
+    def twice(self) -> list[tuple[str, ...]]:
+        """Task tries with more than one pod."""
+        with self._lock:
+            return [key for key, n in self.created.items() if n > 1]
+
+
+@dataclass
+class Outcome:
+    """What one scenario measured (see :meth:`AirflowE2E.run`)."""
+
+    runs: int = 0
+    runs_succeeded: int = 0
+    task_instances: int = 0
+    failed: list[str] = field(default_factory=list)
+    """Failed task instances, ``dag/run/task[index]``, ``(pending timeout)`` if so."""
+    pending_timeouts: int = 0
+    requeued: int = 0
+    """Tasks Airflow put back from queued after ``task_queued_timeout`` (still pending)."""
+    pods_created: int = 0
+    pods_twice: list[tuple[str, ...]] = field(default_factory=list)
+    max_running: int = 0
+    max_running_all: int = 0
+    watcher_deaths: int = 0
+    workflows: dict[str, str] = field(default_factory=dict)
+    """DagWorkflow -> its phase, when the operator ran beside Airflow."""
+    seconds: float = 0.0
+    leftovers: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        return [
+            f"runs succeeded: {self.runs_succeeded}/{self.runs} in {self.seconds:.0f} s",
+            f"task instances failed: {len(self.failed)} of {self.task_instances}"
+            f" ({self.pending_timeouts} for a pending timeout, task_queued_timeout;"
+            f" {self.requeued} requeued after it)",
+            *(f"  {line}" for line in self.failed),
+            f"pods created: {self.pods_created}; task tries with a pod created twice: "
+            f"{len(self.pods_twice)}",
+            f"max Airflow pods running at once: {self.max_running}"
+            f" (all pods of the namespace: {self.max_running_all})",
+            f"pod watcher deaths in the scheduler's log: {self.watcher_deaths}",
+            *([f"DagWorkflows beside: {self.workflows}"] if self.workflows else []),
+            f"processes left after the stop: {len(self.leftovers)}",
+            *(f"  {line}" for line in self.leftovers),
+        ]
+
+
+class AirflowE2E:
+    """The whole scenario's processes, from enter to exit (see the module docstring);
+    `settings` go to :class:`AirflowStack`, `pool` to the operator."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        python: str | None = None,
+        settings: dict[str, str] | None = None,
+        operator_args: list[str] | None = None,
+        pool: int = 4,
+        workflows: int = 2,
+    ) -> None:
+        self.directory = Path(directory)
+        self.python, self.settings = python, settings
+        self.operator_args, self.pool, self.workflow_count = operator_args, pool, workflows
+        self.markers: list[str] = []
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> Self:
+        enter = self._stack.enter_context
+        try:
+            self.api = enter(ApiServer(self.directory))
+            for kind in KINDS:
+                self.api.create("customresourcedefinitions", render_crd(kind))
+            self.api.create("namespaces", {"metadata": {"name": NAMESPACE}})
+            self.pods = AirflowPods(self.api, NAMESPACE)
+            self._stack.callback(self.pods.close)
+            db = enter(Postgres())
+            self.markers.append(str(db.directory))
+            self.airflow = AirflowStack(
+                self.directory, self.api.kubeconfig, NAMESPACE, db.url,
+                python=self.python, settings=self.settings,
+            )  # fmt: skip
+            self.markers.append(str(self.airflow.home))
+            enter(self.airflow)
+            logs = self.directory / "pods"
+            enter(
+                CommandKubelet(
+                    self.api, NAMESPACE, python=self.airflow.python, env=self.airflow.env,
+                    logs=logs, selects=is_airflow_pod,
+                )
+            )  # fmt: skip
+            if self.operator_args is not None:
+                self._start_operator()
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def _start_operator(self) -> None:
+        others = lambda pod: not is_airflow_pod(pod)  # noqa: E731
+        self._stack.enter_context(SimKubelet(self.api, NAMESPACE, selects=others))
+        log = self.directory / "operator.log"
+        operator = OperatorProcess(self.api, NAMESPACE, self.pool, log, *self.operator_args)
+        self.markers.append(str(log))
+        self._stack.callback(operator.kill, signal.SIGTERM)
+        wait(lambda: (operator.readiness() or {}).get("ready"), 60, "the operator to be ready")
+        self.operator = operator
+
+    def leftovers(self) -> list[str]:
+        """The processes of this scenario still alive (call after the exit)."""
+        return leftovers(*self.markers)
+
+    def run(self, runs: dict[str, int]) -> Outcome:
+        """Trigger ``runs[dag_id]`` runs of each DAG (and the DagWorkflows, with the
+        operator), wait until all have ended, and measure them."""
+        start = time.monotonic()
+        names = []
+        if self.operator_args is not None:
+            for i in range(self.workflow_count):
+                name = f"beside-{i}"
+                body = workflow(name, stage("a", 2, 3), stage("b", 2, 3, ("a",)))
+                self.api.create(DWF, body, NAMESPACE)
+                names.append(name)
+        triggered = [(dag, self.airflow.trigger(dag)) for dag, n in runs.items() for _ in range(n)]
+        states: dict[tuple[str, str], str] = {}
+
+        def ended() -> bool:
+            for dag in runs:
+                for found in self.airflow.runs(dag):
+                    states[dag, found["dag_run_id"]] = found["state"]
+            done = all(states.get(key) in ("success", "failed") for key in triggered)
+            phases = [status_of(self.api, NAMESPACE, n).get("phase") for n in names]
+            return done and all(phase in FINISHED for phase in phases)
+
+        wait(ended, 300 + 60 * len(triggered), "the end of every DAG run")
+        outcome = Outcome(runs=len(triggered), seconds=time.monotonic() - start)
+        outcome.runs_succeeded = sum(states[key] == "success" for key in triggered)
+        stuck = self._events(STUCK)
+        outcome.requeued = len(self._events(REQUEUED))
+        for dag, run_id in triggered:
+            for ti in self.airflow.task_instances(dag, run_id):
+                outcome.task_instances += 1
+                if ti["state"] in ("failed", "upstream_failed"):
+                    key = (dag, run_id, ti["task_id"], _index(ti))
+                    timed_out = key in stuck
+                    outcome.pending_timeouts += timed_out
+                    index = f"[{key[3]}]" if key[3] != -1 else ""
+                    note = " (pending timeout)" if timed_out else ""
+                    name = f"{dag}/{run_id}/{ti['task_id']}{index}"
+                    outcome.failed.append(f"{name}: {ti['state']}{note}")
+        outcome.pods_created = sum(self.pods.created.values())
+        outcome.pods_twice = self.pods.twice
+        outcome.max_running, outcome.max_running_all = self.pods.max_running, self.pods.max_total
+        outcome.watcher_deaths = self.airflow.tail("scheduler", 10**9).count(WATCHER_DIED)
+        outcome.workflows = {n: str(status_of(self.api, NAMESPACE, n).get("phase")) for n in names}
+        return outcome
+
+    def _events(self, event: str) -> set[tuple[str, str, str, int]]:
+        """(dag, run, task, map index) of each event log entry named `event`."""
+        found = self.airflow.client.pages("eventLogs", "event_logs", {"event": event})
+        return {(e["dag_id"], e["run_id"], e["task_id"], _index(e)) for e in found}
+
+
+def _index(entry: dict[str, Any]) -> int:
+    """A map index as task instances give it (-1: not mapped)."""
+    index = entry.get("map_index")
+    return -1 if index is None else int(index)
