@@ -19,8 +19,8 @@ import time
 from statistics import mean
 
 from idlegate.operator.decisions import Decider, build_scheduler
-from idlegate.operator.edge.metrics import Metrics
 from idlegate.operator.features.shadow import Shadow
+from idlegate.operator.metrics import Metrics
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.workloads import build_workload
 

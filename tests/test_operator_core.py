@@ -26,7 +26,7 @@ from idlegate.operator.core.intents import (
 )
 from idlegate.operator.core.pods import Owner, task_pod
 from idlegate.operator.core.tracking import ArgoWorkflow
-from idlegate.operator.edge.metrics import Metrics
+from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
 from idlegate.policy import make_scheduler
 from idlegate.sim.argo import map_workflow

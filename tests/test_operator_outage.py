@@ -33,8 +33,8 @@ from idlegate.operator.core.tracking import TaskState
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.endpoints import Endpoints
 from idlegate.operator.edge.lanes import Op
-from idlegate.operator.edge.metrics import Metrics
 from idlegate.operator.edge.watchdog import KopfRetryLog, RetryForever, operator_pod
+from idlegate.operator.metrics import Metrics
 from tests.e2e import (
     DWF,
     HANG_SECONDS,

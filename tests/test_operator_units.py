@@ -34,7 +34,7 @@ from idlegate.operator.core.pods import (
     task_pod,
 )
 from idlegate.operator.decisions import Decider, load_scheduler
-from idlegate.operator.edge.metrics import DECISION_KINDS, Metrics
+from idlegate.operator.metrics import DECISION_KINDS, Metrics
 from idlegate.operator.settings import Clock, Settings
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag

@@ -22,8 +22,8 @@ from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE, LABEL_WORKFLOW
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.kube import ApiError
 from idlegate.operator.edge.lanes import Lanes, Op, Priority
-from idlegate.operator.edge.metrics import Metrics
 from idlegate.operator.edge.watchdog import ApiHealth
+from idlegate.operator.metrics import Metrics
 from tests.operator_fakes import (
     FakeClock,
     FakeKube,

@@ -247,7 +247,7 @@ async def test_a_rebuild_applies_the_pools_first_and_no_finished_workflow_waits(
 def test_each_pool_writes_its_own_series_into_one_registry():
     from prometheus_client import generate_latest
 
-    from idlegate.operator.edge.metrics import Metrics
+    from idlegate.operator.metrics import Metrics
 
     default = Metrics(8, "fair")
     batch = Metrics(2, "srpt", pool="batch", beside=default)

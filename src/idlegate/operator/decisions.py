@@ -30,7 +30,7 @@ import numpy as np
 
 from idlegate.errors import IdlegateError
 from idlegate.operator.core import messages
-from idlegate.operator.edge.metrics import Metrics
+from idlegate.operator.metrics import Metrics
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.engine import Answered, JobArrival, decision_round
 from idlegate.sim.protocol import Action, Decision, Launch, Scheduler, Stage

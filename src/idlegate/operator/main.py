@@ -61,7 +61,6 @@ from idlegate.operator.edge.kube import (
     connection_info,
     load_configuration,
 )
-from idlegate.operator.edge.metrics import Metrics
 from idlegate.operator.edge.timers import Timers
 from idlegate.operator.edge.watchdog import (
     ApiHealth,
@@ -75,6 +74,7 @@ from idlegate.operator.features.cron import LABEL_CRON, CronController
 from idlegate.operator.features.pools import Pools, namespace_labels, pool_status
 from idlegate.operator.features.reload import Reloads, replace_policy
 from idlegate.operator.features.shadow import make_shadow
+from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
 from idlegate.sim.protocol import Scheduler
 

@@ -72,9 +72,9 @@ from idlegate.operator.core.tracking import (
     timer_key,
 )
 from idlegate.operator.decisions import Answer, Decider, post_round
-from idlegate.operator.edge.metrics import Metrics
 from idlegate.operator.features.history import replay_arrival
 from idlegate.operator.features.planning import PlanningWorker, ReplayWorker, policy_switched
+from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.protocol import Launch, Scheduler, Stage

@@ -16,12 +16,12 @@ from idlegate.operator.edge.applier import Applier
 from idlegate.operator.edge.events import EventRecorder
 from idlegate.operator.edge.kube import KubeApi
 from idlegate.operator.edge.lanes import Lanes
-from idlegate.operator.edge.metrics import Metrics
 from idlegate.operator.edge.timers import Timers
 from idlegate.operator.features.cleanup import Cleanup
 from idlegate.operator.features.history import HistoryRecorder
 from idlegate.operator.features.lifecycle import Lifecycle
 from idlegate.operator.features.planning import planning_worker
+from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
 from idlegate.sim.protocol import Scheduler
 

@@ -30,8 +30,8 @@ from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.pods import Owner
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.kube import ApiError
-from idlegate.operator.edge.metrics import Metrics
 from idlegate.operator.features.pools import Pools
+from idlegate.operator.metrics import Metrics
 
 log = logging.getLogger(__name__)
 

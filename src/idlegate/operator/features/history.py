@@ -57,7 +57,7 @@ from idlegate.sim.spec import WorkflowSpec, parse_workflow
 if TYPE_CHECKING:
     from idlegate.operator.core.intents import Outbox
     from idlegate.operator.core.tracking import Workflow
-    from idlegate.operator.edge.metrics import Metrics
+    from idlegate.operator.metrics import Metrics
     from idlegate.operator.settings import Settings
 
 log = logging.getLogger(__name__)

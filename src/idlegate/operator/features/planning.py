@@ -41,8 +41,8 @@ from idlegate.sim.protocol import Scheduler
 
 if TYPE_CHECKING:
     from idlegate.operator.decisions import Decider
-    from idlegate.operator.edge.metrics import Metrics
     from idlegate.operator.features.history import HistoryRecorder
+    from idlegate.operator.metrics import Metrics
     from idlegate.operator.settings import Settings
     from idlegate.policy.lookahead import LookaheadScheduler, Plan
     from idlegate.policy.portfolio import Choice, PortfolioScheduler

@@ -40,7 +40,7 @@ from idlegate.operator.core.pods import Owner, read_task_pod
 from idlegate.operator.core.tracking import Workflow, WorkflowKey
 from idlegate.operator.decisions import load_scheduler
 from idlegate.operator.edge.bridge import Bridge
-from idlegate.operator.edge.metrics import Metrics
+from idlegate.operator.metrics import Metrics
 from idlegate.sim.engine import JobArrival
 
 log = logging.getLogger(__name__)

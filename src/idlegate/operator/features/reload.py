@@ -35,9 +35,9 @@ from idlegate.sim.protocol import Scheduler
 
 if TYPE_CHECKING:
     from idlegate.operator.edge.bridge import Bridge
-    from idlegate.operator.edge.metrics import Metrics
     from idlegate.operator.features.pools import Pools
     from idlegate.operator.features.shadow import Shadow
+    from idlegate.operator.metrics import Metrics
     from idlegate.operator.settings import Settings
 
 log = logging.getLogger(__name__)

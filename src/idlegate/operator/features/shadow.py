@@ -43,7 +43,7 @@ from idlegate.sim.cluster import Cluster
 from idlegate.sim.protocol import WAIT, Action, Decision, Job, Scheduler
 
 if TYPE_CHECKING:
-    from idlegate.operator.edge.metrics import Metrics
+    from idlegate.operator.metrics import Metrics
     from idlegate.operator.settings import Settings
     from idlegate.policy.lookahead import LookaheadScheduler, Plan
 
