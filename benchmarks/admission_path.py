@@ -48,7 +48,7 @@ async def trace() -> tuple[collections.Counter[str], set[tuple[str, str]]]:
 
     sys.setprofile(profile)
     try:
-        await intake.admit(h.bridge, copy.deepcopy(body))
+        await intake.admit(h.pools, copy.deepcopy(body))
         await h.settle()
     finally:
         sys.setprofile(None)

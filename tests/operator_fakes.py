@@ -23,6 +23,7 @@ from idlegate.operator.edge.bridge import Bridge
 from idlegate.operator.edge.kube import ApiError
 from idlegate.operator.edge.watchdog import ApiHealth
 from idlegate.operator.features.planning import ReplayWorker
+from idlegate.operator.features.pools import Pools
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Clock, Settings
 from idlegate.policy import make_scheduler
@@ -448,11 +449,14 @@ class Harness:
         self.health = ApiHealth(self.metrics)
         client = Retrying(kube, backoff_max=settings.retry_backoff_max, report=self.health.report)
         self.bridge = Bridge(settings, client, scheduler, metrics=self.metrics, timers=self.timers)  # type: ignore[arg-type]
+        self.pools = Pools(self.bridge)
+        """The operator's pools, the default one alone (what intake and the watchdog take)."""
+        self.core = self.bridge.core
         self.max_occupying = 0
 
     async def settle(self) -> None:
         """Until every write is done (its outcome is taken in as it ends)."""
-        for bridge in getattr(self.bridge, "bridges", {"": self.bridge}).values():
+        for bridge in self.pools.bridges.values():
             if isinstance(bridge.planning, ReplayWorker):  # (a portfolio's round)
                 await bridge.planning.idle()
         await self.bridge.lanes.wait_idle(timeout=5)
@@ -460,7 +464,7 @@ class Harness:
 
     async def submit(self, name: str, spec: dict[str, Any]) -> dict[str, Any]:
         body = self.kube.add_workflow(name, spec)
-        await intake.admit(self.bridge, copy.deepcopy(body))
+        await intake.admit(self.pools, copy.deepcopy(body))
         await self.settle()
         return body
 
@@ -474,7 +478,7 @@ class Harness:
             pod["status"]["containerStatuses"] = [
                 {"name": "task", "state": {"terminated": {"exitCode": 3, "reason": "Error"}}}
             ]
-        self.bridge.observe_pod(copy.deepcopy(pod))
+        self.pools.observe_pod(copy.deepcopy(pod))
         await self.settle()
 
     def released(self, workflow: str | None = None) -> list[str]:

@@ -252,7 +252,7 @@ class _Operator:
 
     def __init__(self, h: Harness) -> None:
         self.settings, self.metrics = h.bridge.settings, h.metrics
-        self.pools = Pools.of(h.bridge)
+        self.pools = h.pools
         self.ready = True
 
     async def ready_pools(self) -> Pools:

@@ -186,7 +186,7 @@ def test_an_argo_diamond_runs_under_the_pool_with_events_on_the_workflow(api, ns
         api.create(WORKFLOWS, daemon, ns)
         wait(lambda: phase(api, ns, "dia") in DONE, 60, "the Argo diamond to finish")
         wait(lambda: phase(api, ns, "daemon") in DONE, 60, "the daemon workflow to finish")
-        wait(lambda: op.bridge.cluster.jobs == [], 60, "the diamond's job to leave the pool")
+        wait(lambda: op.bridge.core.cluster.jobs == [], 60, "the diamond's job to leave the pool")
     monitor.close()
     assert phase(api, ns, "dia") == phase(api, ns, "daemon") == "Succeeded"
     assert [e["reason"] for e in events_of(api, ns, "daemon")] == ["NotScheduled"]
@@ -224,7 +224,7 @@ def test_argos_parallelism_holds_back_pods_and_the_pool_goes_on(api, ns):
         api.create(WORKFLOWS, doc, ns)
         wait(lambda: phase(api, ns, "wide") in DONE, 60, "the workflow to finish")
         # (the operator reads the last pod's end after Argo may have set the phase)
-        wait(lambda: op.bridge.cluster.jobs == [], 60, "the operator to let the workflow go")
+        wait(lambda: op.bridge.core.cluster.jobs == [], 60, "the operator to let the workflow go")
     assert phase(api, ns, "wide") == "Succeeded"
     pods = api.list(PODS, ns, label_selector=f"{WORKFLOW_LABEL}=wide")
     assert len(pods) == 6

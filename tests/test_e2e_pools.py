@@ -141,7 +141,8 @@ def test_two_pools_with_their_policies_and_a_resize_mid_run(api: ApiServer) -> N
             expected = {"team-a": [ns_a] * WORKFLOWS, "team-b": [ns_b] * WORKFLOWS, "default": []}
             wait(
                 lambda: (
-                    {n: sorted(k[0] for k in br.workflows) for n, br in operator.pools} == expected
+                    {n: sorted(k[0] for k in br.core.workflows) for n, br in operator.pools}
+                    == expected
                 ),
                 10,
                 "every workflow in its namespace's pool",

@@ -24,7 +24,7 @@ from tests.planning_helpers import CHAIN, Scripted, planner, settled
 
 def shadowed(h: Harness, policy: Any, **kw: Any) -> Shadow:
     shadow = Shadow(policy, h.metrics, backlog=kw.pop("backlog", 16), **kw)
-    h.bridge.decider.shadow = shadow
+    h.bridge.core.decider.shadow = shadow
     return shadow
 
 
@@ -155,7 +155,7 @@ async def test_a_shadow_planner_estimates_against_the_active_rule_it_simulated()
 async def test_without_a_planner_the_estimator_rolls_out_both_policies():
     h = harness(pool=2, scheduler=make_scheduler("fifo"))
     shadow = shadowed(h, make_scheduler("srpt"), estimate=partial(estimator, "fifo", "srpt"))
-    assert "rollouts" in shadow.source(h.bridge.scheduler)
+    assert "rollouts" in shadow.source(h.bridge.core.scheduler)
     await h.submit("long", {"stages": [stage("a", 4, duration=30)]})
     await h.submit("short", {"stages": [stage("a", 1, duration=3)]})
     await h.submit("tiny", {"stages": [stage("a", 1, duration=1)]})

@@ -49,6 +49,7 @@ from idlegate.api.pool_spec import parse_pool_spec
 from idlegate.api.status import FINISHED, FINISHED_OR_INVALID, Conditions
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.admission import AdmitLaterError
+from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.core.messages import Notice
 from idlegate.operator.core.pods import Owner
 from idlegate.operator.decisions import followed, load_scheduler
@@ -72,7 +73,7 @@ from idlegate.operator.edge.watchdog import (
 from idlegate.operator.features import argo
 from idlegate.operator.features.cron import LABEL_CRON, CronController
 from idlegate.operator.features.pools import Pools, namespace_labels, pool_status
-from idlegate.operator.features.reload import Reloads, replace_policy
+from idlegate.operator.features.reload import Reloads
 from idlegate.operator.features.shadow import make_shadow
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
@@ -183,14 +184,14 @@ class Operator:
         self.kopf_log.install()
         if self._pools is None:
             bridge = Bridge(s, self.kube, self.scheduler, metrics=self.metrics, timers=self.timers)
-            bridge.decider.shadow = self.shadow
-            bridge.reporter = self.pod
+            bridge.core.decider.shadow = self.shadow
+            bridge.core.reporter = self.pod
             self._pools = pools = Pools(bridge)
             self.cron = CronController(
                 bridge.kube,
                 self.timers,
                 s.clock,
-                bridge.intents.event,
+                self.post,
                 pools.foresee,
                 pod_security=s.pod_security,
             )
@@ -224,14 +225,18 @@ class Operator:
         """Decide with `policy` from the next round on (a hot reload of its model)."""
         self.scheduler = policy
         if self._pools is not None:
-            replace_policy(self.bridge, policy)
+            self.bridge.use_policy(policy)
         if self.shadow is not None:
             self.shadow.active_changed()
+
+    def post(self, owner: Owner, type_: str, reason: str, message: str) -> None:
+        """Post an Event on `owner` (through the applier, as every write)."""
+        self.bridge.carry([PostEvent(owner, type_, reason, message)])
 
     def report(self, notice: Notice) -> None:
         """An Event of the operator's own on its Pod (outside a Pod: logged only)."""
         if self.pod is not None and self._pools is not None:
-            self.bridge.intents.event(self.pod, *notice)
+            self.post(self.pod, *notice)
 
     async def _admit_later(self, every: float) -> None:
         """Retry, every `every` seconds, the workflows that left a pool and could not be
@@ -368,9 +373,9 @@ class Operator:
             return {"ready": False, "policy": self.scheduler.name}
         bridge = self.bridge
         return {
-            "ready": bridge.rebuilt,
-            "workflows": len(bridge.workflows),
-            "busyExecutors": bridge.busy,
+            "ready": bridge.core.rebuilt,
+            "workflows": len(bridge.core.workflows),
+            "busyExecutors": bridge.core.busy,
             "poolSize": self.settings.pool_size,
             "decisions": int(self.metrics.decision_count()),
             "pendingWrites": bridge.lanes.pending(),
@@ -463,10 +468,13 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
         if operator.standby:  # (its election's rebuild reads every workflow as it is then)
             return
         if type == "DELETED" or meta.get("deletionTimestamp"):
-            operator.bridge.cleanup.forget(meta.get("uid"))
+            operator.bridge.carry(operator.bridge.cleanup.forget(meta.get("uid")))
             operator.pools.forget(meta.get("namespace", ""), meta.get("name", ""), meta.get("uid"))
         elif status.get("phase") in FINISHED:
-            operator.bridge.cleanup.seen(plain(body))  # its TTL, its pods
+            pods = await operator.kube.list_pods(
+                meta.get("namespace"), f"{LABEL_WORKFLOW}={meta.get('name')}"
+            )
+            intake.finished(operator.pools, plain(body), pods)  # its TTL, its pods
 
     @kopf.on.event(
         "v1", "pods", registry=registry, id="pod-events", labels={LABEL_WORKFLOW: kopf.PRESENT}

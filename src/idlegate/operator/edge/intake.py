@@ -14,14 +14,13 @@ cannot show now is never guessed: the admission is retried later (AdmitLaterErro
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from idlegate.api.labels import LABEL_WORKFLOW
 from idlegate.api.podsecurity import namespace_policy
 from idlegate.api.status import Phase
 from idlegate.errors import IdlegateError
-from idlegate.operator.core import messages
 from idlegate.operator.core.admission import (
     AdmitLaterError,
     arrival_key,
@@ -29,11 +28,10 @@ from idlegate.operator.core.admission import (
     judged,
     owner_of,
 )
+from idlegate.operator.core.events import SpecChanged
 from idlegate.operator.core.pods import Owner, pod_name, task_pod
 from idlegate.operator.core.tracking import StageTrack, Task, TaskState, Workflow, WorkflowKey
-from idlegate.operator.edge.bridge import Bridge
 from idlegate.operator.edge.kube import ApiError
-from idlegate.operator.features.lifecycle import only_mutable_changed
 from idlegate.operator.features.pools import Pools, namespace_labels
 from idlegate.sim.spec import parse_workflow
 
@@ -41,7 +39,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-async def rebuild(bridge: Pools | Bridge) -> tuple[int, int]:
+async def rebuild(bridge: Pools) -> tuple[int, int]:
     """The state from the API as it is now, level-triggered; returns the DagWorkflows and
     pods listed. At the start, every DagWorkflow is admitted with its pods, oldest first,
     before the first decision (see :mod:`idlegate.operator.core.admission`). After an outage
@@ -49,7 +47,6 @@ async def rebuild(bridge: Pools | Bridge) -> tuple[int, int]:
     watches may have missed: the pods as they are now, pods deleted, workflows gone, and
     workflows created meanwhile. The ExecutorPools are listed too, and applied before any
     workflow is admitted (:meth:`Pools.restore`), so that each goes to its own pool."""
-    bridge = Pools.of(bridge)
     known = dict(bridge.workflows)  # (only these may be gone: others came after the lists)
     with_pods = _tasks_with_pods(bridge)
     pools = await _pools(bridge)
@@ -170,9 +167,8 @@ def _admit_unknown(
     return admitted
 
 
-async def admit(bridge: Pools | Bridge, body: Mapping[str, Any]) -> None:
+async def admit(bridge: Pools, body: Mapping[str, Any]) -> None:
     """Admit a workflow (kopf's create/resume), reading its pods and namespace first."""
-    bridge = Pools.of(bridge)
     owner = owner_of(body)
     if bridge.known(owner) or (body.get("metadata") or {}).get("deletionTimestamp"):
         return
@@ -198,30 +194,36 @@ async def _namespaces(read: Awaitable[T]) -> T:
         raise
 
 
-async def spec_changed(bridge: Pools | Bridge, body: Mapping[str, Any]) -> None:
+async def spec_changed(bridge: Pools, body: Mapping[str, Any]) -> None:
     """The spec changed: take in a change of its mutable fields (suspend, deadline, TTL, pod
     GC; :mod:`idlegate.operator.features.lifecycle`), refuse any other change of an admitted
     workflow; admit one that was held (suspended) or rejected; re-arm a finished one's TTL."""
-    bridge = Pools.of(bridge)
     owner = owner_of(body)
-    holder = bridge.holder((owner.namespace, owner.name))
-    wf = holder.workflows.get((owner.namespace, owner.name)) if holder else None
+    key = (owner.namespace, owner.name)
+    holder = bridge.holder(key)
+    wf = holder.core.workflows.get(key) if holder else None
     if holder is not None and wf is not None and wf.owner.uid == owner.uid:
         try:
             spec = parse_workflow(body.get("spec"), "spec")
         except IdlegateError:
             spec = None
-        if spec is not None and only_mutable_changed(wf.spec, spec):
-            holder.lifecycle.updated(wf, spec, generation_of(body))
-            return
-        notice = messages.spec_change_ignored(generation_of(body), wf.generation)
-        bridge.intents.event(owner, *notice)
+        holder.handle(SpecChanged(key, owner.uid, spec, generation_of(body)))
         return
     phase = (body.get("status") or {}).get("phase")
     if phase in (Phase.SUCCEEDED, Phase.FAILED):
-        bridge.cleanup.seen(body)
+        finished(bridge, body, await bridge.kube.list_pods(owner.namespace, _selector(owner)))
     elif phase != Phase.INVALID or not judged(body):
         await admit(bridge, body)
+
+
+def finished(pools: Pools, body: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> None:
+    """A finished DagWorkflow as the API holds it (a watch event), with its pods: its TTL
+    is armed and its pods collected (:class:`~idlegate.operator.features.cleanup.Cleanup`)."""
+    pools.default.carry(pools.cleanup.seen(body, pods))
+
+
+def _selector(owner: Owner) -> str:
+    return f"{LABEL_WORKFLOW}={owner.name}"
 
 
 async def readmit(pools: Pools, owners: list[Owner]) -> None:

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 
 from idlegate.api.crd import GROUP, PLURAL
 from idlegate.operator.core.admission import AdmitLaterError
+from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.core.pods import Owner
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.kube import ApiError
@@ -247,7 +248,9 @@ class Watchdog:
         if self.reporter is None:
             log.warning("%s", message)
         else:
-            self.pools.intents.event(self.reporter, "Warning", "ApiUnreachable", message)
+            self.pools.default.carry(
+                [PostEvent(self.reporter, "Warning", "ApiUnreachable", message)]
+            )
 
     def _missing_crd(self) -> None:
         if not self.crd_missing:
