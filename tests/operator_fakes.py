@@ -462,9 +462,31 @@ class Harness:
         await self.bridge.lanes.wait_idle(timeout=5)
         self.max_occupying = max(self.max_occupying, len(self.kube.occupying()))
 
+    def indexed(self, body: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        """The workflow's task pods and namespace, as kopf's indexes hold them (the API's
+        now: the fakes have no watch delay)."""
+        meta = body["metadata"]
+        pods = [
+            p
+            for p in self.kube.pods_of(meta["name"])
+            if p["metadata"]["namespace"] == meta["namespace"]
+        ]
+        namespace = self.kube.namespaces.get(meta["namespace"])
+        return copy.deepcopy(pods), copy.deepcopy(namespace)
+
+    def admit(self, body: dict[str, Any]) -> None:
+        """What kopf's create handler does with `body` (`Pools.admit`, from the indexes)."""
+        body = copy.deepcopy(body)
+        self.pools.admit(body, *self.indexed(body))
+
+    def spec_changed(self, body: dict[str, Any]) -> None:
+        """What kopf's update handler does with `body`."""
+        body = copy.deepcopy(body)
+        intake.spec_changed(self.pools, body, *self.indexed(body))
+
     async def submit(self, name: str, spec: dict[str, Any]) -> dict[str, Any]:
         body = self.kube.add_workflow(name, spec)
-        await intake.admit(self.pools, copy.deepcopy(body))
+        self.admit(body)
         await self.settle()
         return body
 

@@ -260,7 +260,7 @@ async def test_an_invalid_spec_is_marked_and_evented_and_does_not_stop_the_other
     assert warning[0]["type"] == "Warning" and "cycle" in warning[0]["message"]
     assert h.released("good") == ["good-a-0"]
     # an unchanged invalid workflow is not judged again (e.g. at a restart)
-    await intake.admit(h.pools, copy.deepcopy(h.kube.workflows[("default", "bad")]))
+    h.admit(h.kube.workflows[("default", "bad")])
     await h.settle()
     assert h.kube.reasons("bad").count("InvalidSpec") == 1
 
@@ -309,7 +309,7 @@ async def test_a_pod_name_still_taken_by_a_deleted_workflow_is_waited_for():
     }
     h.kube.pods[("default", "again-a-0")] = stale
     body = h.kube.add_workflow("again", {"stages": [stage("a")]})
-    await intake.admit(h.pools, copy.deepcopy(body))
+    h.admit(body)
     for _ in range(5):  # the garbage collector is slow
         await asyncio.sleep(0.01)
     assert h.kube.pods[("default", "again-a-0")] is stale
@@ -364,7 +364,7 @@ async def test_count_changes_are_batched_but_phase_changes_and_idle_slots_are_no
     kube, clock = FakeKube(), FakeClock()
     h = Harness(kube, clock, 4, IdleRootsOnce(delay=5), status_interval=0.05)
     body = kube.add_workflow("b", {"stages": [stage("a", tasks=4, duration=1)]})
-    await intake.admit(h.pools, copy.deepcopy(body))
+    h.admit(body)
     await h.settle()
     assert kube.status("b")["idleSlots"][0]["released"] is False  # at once, not batched
     clock.advance(5)
@@ -389,7 +389,7 @@ async def test_a_spec_change_of_a_running_workflow_is_refused_and_an_invalid_one
     changed = copy.deepcopy(body)
     changed["metadata"]["generation"] = 2
     changed["spec"]["stages"][0]["tasks"] = 2  # (suspend, deadline, TTL, pod GC may change)
-    await intake.spec_changed(h.pools, changed)
+    h.spec_changed(changed)
     await h.settle()
     (warning,) = [e for e in h.kube.events if e["reason"] == "SpecChangeIgnored"]
     assert warning["type"] == "Warning" and "generation 2" in warning["message"]
@@ -399,7 +399,7 @@ async def test_a_spec_change_of_a_running_workflow_is_refused_and_an_invalid_one
     fixed["spec"] = {"stages": [stage("a")]}
     fixed["metadata"]["generation"] = 2
     h.kube.workflows[("default", "fixme")] = copy.deepcopy(fixed)
-    await intake.spec_changed(h.pools, fixed)
+    h.spec_changed(fixed)
     await h.settle()
     status = h.kube.status("fixme")
     assert status["phase"] == "Pending" and status["observedGeneration"] == 2

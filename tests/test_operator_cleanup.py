@@ -56,7 +56,7 @@ async def change_spec(h: Harness, name: str, **fields: Any) -> None:
     stored = h.kube.workflows[("default", name)]
     stored["spec"].update(fields)
     stored["metadata"]["generation"] += 1
-    await intake.spec_changed(h.pools, copy.deepcopy(stored))
+    h.spec_changed(stored)
     await h.settle()
 
 

@@ -248,18 +248,18 @@ def test_no_template_leaves_an_executor_held(template):
 
 def test_the_namespace_decides_the_level_and_is_never_guessed():
     """Templates meet their namespace's level (its label; none: --pod-security); a namespace
-    the API refuses (403) or cannot show now is read again later, never assumed."""
+    kopf's index has not seen yet, or the API refuses (403) at a rebuild, is read again
+    later, never assumed."""
     loose = {"stages": [stage("a", template={"spec": {"containers": [CONTAINER]}})]}
 
     async def scenario() -> None:
         h = harness(pool=1)
         h.kube.add_namespace("strict", labels={LEVEL_LABEL: "restricted"})
         body = h.kube.add_workflow("wf", loose, namespace="strict")
-        h.kube.fail["get_namespace"] = [ApiError(403, "Forbidden", "no get on namespaces")]
-        with pytest.raises(AdmitLaterError, match="cannot read the namespace"):
-            await intake.admit(h.pools, copy.deepcopy(body))
+        with pytest.raises(AdmitLaterError, match="is not seen yet"):
+            h.pools.admit(copy.deepcopy(body), [], None)  # (not in the namespaces' index yet)
         assert h.kube.status("wf", "strict") == {} and h.kube.pods == {}
-        await intake.admit(h.pools, copy.deepcopy(body))
+        h.admit(body)
         await h.settle()
         valid = h.kube.status("wf", "strict")["conditions"][0]
         assert valid["status"] == "False" and "at Pod Security level restricted" in valid["message"]
@@ -289,7 +289,7 @@ def test_jct_counts_from_creation_and_the_admission_lag_is_reported():
         created = h.clock.now() - 20.0  # created while the operator was down
         body = h.kube.add_workflow("late", {"stages": [stage("a", duration=10)]})
         body["metadata"]["creationTimestamp"] = f"{to_datetime(created):%Y-%m-%dT%H:%M:%SZ}"
-        await intake.admit(h.pools, copy.deepcopy(body))
+        h.admit(body)
         await h.settle()
         wf = h.bridge.core.workflows[("default", "late")]
         # the state machine sees the true time in system (at the stamp's 1 s precision)
@@ -313,7 +313,7 @@ def test_a_restart_keeps_the_arrival_and_a_fresh_workflow_has_no_lag():
         body = h.kube.add_workflow("wf", {"stages": [stage("a", duration=10)]})
         # created within the second the operator sees it: no measurable lag
         body["metadata"]["creationTimestamp"] = f"{to_datetime(h.clock.now()):%Y-%m-%dT%H:%M:%SZ}"
-        await intake.admit(h.pools, copy.deepcopy(body))
+        h.admit(body)
         await h.settle()
         assert h.kube.status("wf")["admissionLagSeconds"] == 0
         arrival = h.bridge.core.workflows[("default", "wf")].arrival
@@ -540,7 +540,7 @@ def test_failed_and_invalid_workflows_have_no_pending_tasks():
         # a workflow judged Invalid after an earlier status had counts: they are cleared
         body = h.kube.add_workflow("i", {"stages": [stage("a", template={"spec": "x"})]})
         body["status"] = {"stages": [{"name": "a", "tasks": 1, "pending": 1}]}
-        await intake.admit(h.pools, copy.deepcopy(body))
+        h.admit(body)
         await h.settle()
         assert h.kube.status("i")["phase"] == "Invalid" and h.kube.status("i")["stages"] == []
 

@@ -164,7 +164,6 @@ def test_the_pool_crd_is_cluster_scoped_with_its_columns():
 
 @pytest.mark.asyncio
 async def test_pools_route_wait_resize_and_delete_without_preempting():
-    import copy
 
     from idlegate.operator.edge import intake
     from tests.operator_fakes import harness, stage
@@ -175,12 +174,12 @@ async def test_pools_route_wait_resize_and_delete_without_preempting():
     batch = ExecutorPoolSpec.model_validate({"size": 1, "namespaceSelector": {}})
     assert pools.apply("batch", batch) == []
     body = h.kube.add_workflow("w1", {"stages": [stage("a", tasks=2, duration=10.0)]})
-    await intake.admit(pools, copy.deepcopy(body))
+    h.admit(body)
     await h.settle()
     assert ("default", "w1") in pools.bridges["batch"].core.workflows
     assert len(h.released("w1")) == 1  # a pool of 1
     lost = h.kube.add_workflow("w2", {"stages": [stage("a")], "pool": "gpu"})
-    await intake.admit(pools, copy.deepcopy(lost))
+    h.admit(lost)
     await h.settle()
     assert {k: w.pool for k, w in pools.waiting.items()} == {("default", "w2"): "gpu"}
     (cond,) = [c for c in h.kube.status("w2")["conditions"] if c["type"] == "PoolReady"]
@@ -277,7 +276,6 @@ def test_each_pool_writes_its_own_series_into_one_registry():
 
 @pytest.mark.asyncio
 async def test_a_shrunk_pool_counts_the_running_pods_that_do_not_fit_and_releases_nothing_new():
-    import copy
 
     from idlegate.operator.edge import intake
     from tests.operator_fakes import harness, stage
@@ -288,7 +286,7 @@ async def test_a_shrunk_pool_counts_the_running_pods_that_do_not_fit_and_release
     pools.apply("batch", ExecutorPoolSpec.model_validate(fifo))
     first = {"stages": [stage("a", duration=1.0), stage("b", tasks=3, deps=("a",))]}
     for name, spec in (("first", first), ("second", {"stages": [stage("a", tasks=2)]})):
-        await intake.admit(pools, copy.deepcopy(h.kube.add_workflow(name, spec)))
+        h.admit(h.kube.add_workflow(name, spec))
         await h.settle()
     await h.finish("first-a-0", after=1.0)
     running = ["first-b-0", "second-a-0", "second-a-1"]
@@ -503,7 +501,6 @@ def test_a_spec_that_is_not_a_mapping_names_the_fields():
 
 @pytest.mark.asyncio
 async def test_a_gang_wider_than_its_pool_waits_for_the_pool_to_grow():
-    import copy
 
     from idlegate.operator.edge import intake
     from tests.operator_fakes import harness, stage
@@ -513,7 +510,7 @@ async def test_a_gang_wider_than_its_pool_waits_for_the_pool_to_grow():
     small = ExecutorPoolSpec.model_validate({"size": 2, "namespaceSelector": {}})
     pools.apply("batch", small)
     body = h.kube.add_workflow("g", {"stages": [stage("a", tasks=3, gang=True)]})
-    await intake.admit(pools, copy.deepcopy(body))
+    h.admit(body)
     await h.settle()
     assert {k: w.pool for k, w in pools.waiting.items()} == {
         ("default", "g"): "batch"

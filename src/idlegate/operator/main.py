@@ -46,9 +46,9 @@ import kopf
 from idlegate.api.crd import CRON_PLURAL, GROUP, PLURAL, POOL_PLURAL, VERSION
 from idlegate.api.labels import LABEL_WORKFLOW
 from idlegate.api.pool_spec import parse_pool_spec
-from idlegate.api.status import FINISHED, FINISHED_OR_INVALID, Conditions
+from idlegate.api.status import FINISHED, FINISHED_OR_INVALID, Conditions, Phase
 from idlegate.errors import IdlegateError
-from idlegate.operator.core.admission import AdmitLaterError
+from idlegate.operator.core.admission import AdmitLaterError, judged
 from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.core.messages import Notice
 from idlegate.operator.core.pods import Owner
@@ -412,6 +412,18 @@ def plain(body: kopf.Body) -> dict[str, Any]:
     return copy.deepcopy(dict(body))
 
 
+def indexed(
+    body: Mapping[str, Any], task_pods: Mapping[Any, Any], namespaces: Mapping[Any, Any]
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """A workflow's task pods and its namespace as kopf's indexes hold them (None: the
+    namespace is not seen yet), as plain dicts."""
+    meta = body.get("metadata") or {}
+    namespace = meta.get("namespace", "")
+    pods = [plain(pod) for pod in task_pods.get((namespace, meta.get("name", "")), ())]
+    found = [plain(ns) for ns in namespaces.get(namespace, ())]
+    return pods, found[0] if found else None
+
+
 def _temporary(exc: Exception) -> kopf.TemporaryError:
     return kopf.TemporaryError(str(exc), delay=RETRY_DELAY)
 
@@ -440,30 +452,53 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     async def probe(**_: Any) -> dict[str, Any]:
         return operator.summary()
 
+    # -- the indexes a workflow is admitted from (kopf fills them before any handler runs):
+    # its task pods, and its namespace (Pod Security level, labels for routing)
+
+    @kopf.index(
+        "v1", "pods", registry=registry, id="task_pods", labels={LABEL_WORKFLOW: kopf.PRESENT}
+    )
+    def task_pods(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> Any:
+        return {(namespace, labels[LABEL_WORKFLOW]): body}
+
+    @kopf.index("v1", "namespaces", registry=registry, id="namespaces")
+    def namespaces(name: str, body: kopf.Body, **_: Any) -> Any:
+        return {name: body}
+
     # -- DagWorkflows and their pods ------------------------------------------------------------
 
     @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry, id="admit")
     @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry, id="admit")
-    async def admit(body: kopf.Body, **_: Any) -> None:
+    async def admit(
+        body: kopf.Body, task_pods: kopf.Index, namespaces: kopf.Index, **_: Any
+    ) -> None:
+        pools = await operator.ready_pools()
+        phase = body.get("status", {}).get("phase")
+        if phase == Phase.SUCCEEDED or (phase == Phase.INVALID and judged(body)):
+            return  # (its TTL and pod GC: its events; its record: the rebuild's)
         try:
-            await intake.admit(await operator.ready_pools(), plain(body))
+            pools.admit(plain(body), *indexed(body, task_pods, namespaces))
         except AdmitLaterError as exc:
             raise _temporary(exc) from exc
-        except ApiError as exc:
-            if exc.retryable or exc.status == 409:
-                raise _temporary(exc) from exc
-            raise kopf.PermanentError(f"cannot admit the workflow: {exc}") from exc
 
     @kopf.on.update(GROUP, VERSION, PLURAL, registry=registry, id="spec", field="spec")
-    async def spec_changed(body: kopf.Body, **_: Any) -> None:
+    async def spec_changed(
+        body: kopf.Body, task_pods: kopf.Index, namespaces: kopf.Index, **_: Any
+    ) -> None:
+        pools = await operator.ready_pools()
         try:
-            await intake.spec_changed(await operator.ready_pools(), plain(body))
-        except (AdmitLaterError, ApiError) as exc:
+            intake.spec_changed(pools, plain(body), *indexed(body, task_pods, namespaces))
+        except AdmitLaterError as exc:
             raise _temporary(exc) from exc
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry, id="workflow-events")
     async def workflow_event(
-        type: str | None, body: kopf.Body, meta: kopf.Meta, status: kopf.Status, **_: Any
+        type: str | None,
+        body: kopf.Body,
+        meta: kopf.Meta,
+        status: kopf.Status,
+        task_pods: kopf.Index,
+        **_: Any,
     ) -> None:
         if operator.standby:  # (its election's rebuild reads every workflow as it is then)
             return
@@ -471,9 +506,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
             operator.bridge.carry(operator.bridge.cleanup.forget(meta.get("uid")))
             operator.pools.forget(meta.get("namespace", ""), meta.get("name", ""), meta.get("uid"))
         elif status.get("phase") in FINISHED:
-            pods = await operator.kube.list_pods(
-                meta.get("namespace"), f"{LABEL_WORKFLOW}={meta.get('name')}"
-            )
+            pods, _ = indexed(body, task_pods, {})
             intake.finished(operator.pools, plain(body), pods)  # its TTL, its pods
 
     @kopf.on.event(

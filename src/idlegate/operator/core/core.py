@@ -135,6 +135,7 @@ class Core(Lifecycle):
         """While workflows move into the pool (`Pools.moving`) no round runs: each one's
         running pods must be counted before the pool releases anything."""
         self.decider = Decider(scheduler, metrics, settings.seed)  # (it resets the policy)
+        metrics.watch(self.workflows, self.cluster)
         self.reporter: Owner | None = None
         """Where the pool's own Events go (its ExecutorPool, the operator's Pod), if anywhere."""
 
@@ -422,24 +423,21 @@ class Core(Lifecycle):
 
     def schedule(self) -> None:
         """Ask the policy (if an event made it necessary) and carry out its launches."""
-        try:
-            if self.paused:
-                return
-            if self.cluster.beyond and self.cluster.free_executors:
-                self._adopted(self.cluster.adopt_beyond(self.now()))
-            # (while a task runs beyond the pool, the pool is over its size: nothing new)
-            if self.cluster.needs_schedule and not self.cluster.beyond:
-                done = self.decider.decide(self.cluster, self.now())
-                for answer in done.taken:
-                    if answer.decision.idle_delay > 0:
-                        self._idle_started(answer)
-                self._launch(done.taken)
-                post_round(done, self.cluster, self.intents.event, self.reporter)
-                self._note_waiting(done.waited)
-            self._arm_new_timers()
-            self.intents.add(RoundEnded())
-        finally:
-            self.metrics.set_gauges(self.busy, self.workflows.values(), self.cluster)
+        if self.paused:
+            return
+        if self.cluster.beyond and self.cluster.free_executors:
+            self._adopted(self.cluster.adopt_beyond(self.now()))
+        # (while a task runs beyond the pool, the pool is over its size: nothing new)
+        if self.cluster.needs_schedule and not self.cluster.beyond:
+            done = self.decider.decide(self.cluster, self.now())
+            for answer in done.taken:
+                if answer.decision.idle_delay > 0:
+                    self._idle_started(answer)
+            self._launch(done.taken)
+            post_round(done, self.cluster, self.intents.event, self.reporter)
+            self._note_waiting(done.waited)
+        self._arm_new_timers()
+        self.intents.add(RoundEnded())
 
     def _launch(self, taken: list[Answer]) -> None:
         """Release the launched tasks, one Event per stage (the last decision's cap)."""

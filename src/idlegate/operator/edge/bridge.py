@@ -148,11 +148,13 @@ class Bridge:
                     self.handle(item)
                 case _:
                     for feature in self.features:
-                        queue.extendleft(reversed(feature.react(item)))
+                        if isinstance(item, feature.takes):
+                            queue.extendleft(reversed(feature.react(item)))
 
     @property
     def features(self) -> list[Any]:
-        """What answers the core's facts: pod GC and TTLs, the history sink, the worker."""
+        """What answers the core's facts (each those of its `takes`): pod GC and TTLs, the
+        history sink, the planner's or portfolio's worker."""
         found: list[Any] = [self.cleanup, self.history]
         return found if self.planning is None else [*found, self.planning]
 

@@ -48,6 +48,9 @@ lists its pods again, and finds them gone)."""
 class Cleanup:
     """Pod GC and TTL deletion, said as intents (see the module docstring)."""
 
+    takes = (TaskEnded, Admitted, StatusLanded, FoundFinished)
+    """The core's facts it answers."""
+
     def __init__(self, settings: Settings) -> None:
         self.default_gc = settings.pod_gc
         self.default_ttl = settings.ttl_after_finished

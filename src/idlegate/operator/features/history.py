@@ -214,6 +214,9 @@ class HistoryRecorder:
     is handed back to the pool (`emit`): the core's `Recorded`, or the status mark of a
     workflow that finished before."""
 
+    takes = (Finished, FoundFinished)
+    """The core's facts it answers."""
+
     def __init__(
         self,
         settings: Settings,

@@ -70,6 +70,8 @@ class _Worker:
 
     what = ""
     """The work, as the error metric and log say it ("plan", "replay")."""
+    takes: tuple[type, ...] = (RoundEnded,)
+    """The core's facts it answers."""
     thread = ""
     """Its thread's name."""
 
@@ -144,6 +146,7 @@ class PlanningWorker(_Worker):
     """Plans of one planner in one worker thread, adopted in the event loop."""
 
     what, thread = "plan", "idlegate-planner"
+    takes = (RoundEnded, RuleSwitched)
 
     def __init__(
         self, planner: LookaheadScheduler, core: Core, emit: Callable[[list[Any]], None]
@@ -207,6 +210,7 @@ class ReplayWorker(_Worker):
     pool's last `window` records in the history sink (`HistorySink.prior`)."""
 
     what, thread = "replay", "idlegate-replay"
+    takes = (RoundEnded, Finished)
 
     def __init__(
         self,

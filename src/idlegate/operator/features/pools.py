@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from idlegate.api.crd import API_VERSION, POOL_KIND
-from idlegate.api.podsecurity import NamespacePolicy
+from idlegate.api.podsecurity import namespace_policy
 from idlegate.api.pool_spec import (
     DEFAULT_POOL,
     POOL_CONDITION,
@@ -34,7 +34,7 @@ from idlegate.api.pool_spec import (
 )
 from idlegate.api.status import FINISHED, Conditions, Phase, WorkflowStatus, dump
 from idlegate.errors import GangTooWideError, IdlegateError
-from idlegate.operator.core.admission import generation_of, owner_of
+from idlegate.operator.core.admission import AdmitLaterError, generation_of, owner_of
 from idlegate.operator.core.events import Admit, Forget, Leave, PodSeen, Schedule
 from idlegate.operator.core.intents import Outbox, Outcome
 from idlegate.operator.core.pods import Owner, read_task_pod
@@ -119,17 +119,24 @@ class Pools:
     def admit(
         self,
         body: Mapping[str, Any],
-        pods: Any,
-        policy: NamespacePolicy,
+        pods: Iterable[Mapping[str, Any]],
+        namespace: Mapping[str, Any] | None,
         *,
-        labels: Mapping[str, str] | None = None,
         schedule: bool = True,
     ) -> Workflow | None:
-        """Admit `body` into the pool it routes to (`labels`: its namespace's), or make it
-        wait for its pool (None)."""
+        """Admit `body` with its `pods` into the pool it routes to (by its `namespace`'s
+        labels, unless its spec names one), or make it wait for its pool; None if it is not
+        (or not yet) in a pool. One known already or being deleted is left alone; without
+        its namespace (not seen yet) its templates' level would be a guess: AdmitLaterError."""
         owner = owner_of(body)
-        if labels is not None:
-            self.labels[owner.namespace] = dict(labels)
+        if self.known(owner) or (body.get("metadata") or {}).get("deletionTimestamp"):
+            return None
+        if namespace is None:
+            raise AdmitLaterError(
+                f"namespace {owner.namespace!r}, whose Pod Security level applies, is not seen yet"
+            )
+        policy = namespace_policy(namespace, self.settings.pod_security)
+        self.labels[owner.namespace] = namespace_labels(namespace)
         spec = body.get("spec")
         wanted = spec.get("pool") if isinstance(spec, Mapping) else None
         name = self._route(wanted if isinstance(wanted, str) else None, owner.namespace)
@@ -145,7 +152,7 @@ class Pools:
         try:
             # (an ExecutorPool may grow again; the default pool is --pool-size's)
             waits = name != DEFAULT_POOL
-            bridge.handle(Admit(body, pods, policy, schedule=schedule, gang_waits=waits))
+            bridge.handle(Admit(body, list(pods), policy, schedule, waits))
         except GangTooWideError as exc:
             message = (
                 f"A gang stage of {exc.tasks} tasks needs at least {exc.tasks} executors, and "
