@@ -54,7 +54,7 @@ async def test_a_switch_of_candidate_is_said_once_in_the_gauge_an_event_and_the_
     (event,) = followed_events(h.kube, "Pod")
     assert (event["type"], event["involvedObject"]["name"]) == ("Normal", "operator-0")
     # in words: what the round did and why, then its figures
-    switch = h.bridge.scheduler.rounds[0]
+    switch = h.bridge.core.scheduler.rounds[0]
     assert switch.why.startswith("switched to srpt: ") and "better than fifo" in switch.why
     assert event["message"] == f"The portfolio {switch.why}. It is now {switch.text}."
     assert value("idlegate_policy_following", policy="srpt") == 1

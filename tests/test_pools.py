@@ -209,7 +209,7 @@ async def test_pools_route_wait_resize_and_delete_without_preempting():
 async def test_a_rebuild_applies_the_pools_first_and_no_finished_workflow_waits():
     """Issue 42: a restart admitted every workflow before kopf's handler of its pool ran."""
     from idlegate.operator.edge import intake
-    from idlegate.operator.features.pools import Pools, pool_status
+    from idlegate.operator.features.pools import pool_status
     from tests.operator_fakes import harness, stage
 
     h = harness(pool=3)
@@ -222,12 +222,11 @@ async def test_a_rebuild_applies_the_pools_first_and_no_finished_workflow_waits(
     for name, phase, pool in (("ok", "Succeeded", "batch"), ("gone", "Failed", "deleted")):
         body = h.kube.add_workflow(name, {"stages": [stage("a")], "pool": pool})
         body["status"] = {"phase": phase, "observedGeneration": 1}
-    pools = Pools(h.bridge)
-    h.bridge = pools
+    pools = h.pools
     await intake.rebuild(pools)
     await h.settle()
     assert sorted(pools.bridges) == ["batch", "default"]
-    assert list(pools.bridges["batch"].workflows) == [("default", "run")]
+    assert list(pools.bridges["batch"].core.workflows) == [("default", "run")]
     # a finished workflow needs no pool, whichever it named; one unfinished waits for it
     assert {key: w.pool for key, w in pools.waiting.items()} == {("default", "stuck"): "unloadable"}
     assert pool_status("batch", pools)["pending"] == 1
