@@ -517,8 +517,10 @@ def test_the_namespace_decides_what_its_task_pods_may_be(api, ns, kubelet, monit
         (pod,) = pods_of(api, ns, "example")
         assert pod["spec"]["serviceAccountName"] == "cluster-admin-sa"
         assert pod["spec"]["hostPID"] and pod["spec"]["hostNetwork"]
-        # ... and a label that is no level counts as restricted (a typo must not open it up)
-        api.patch("namespaces", None, ns, {"metadata": {"labels": {LEVEL_LABEL: "Privileged"}}})
+    # ... and a label that is no level counts as restricted (a typo must not open it up);
+    # the namespace as kopf's index holds it, filled before any handler runs
+    api.patch("namespaces", None, ns, {"metadata": {"labels": {LEVEL_LABEL: "Privileged"}}})
+    with running_operator(api, ns, pool=1):
         loose = {"spec": {"containers": [{"name": "task", "image": "busybox:1.36.1"}]}}
         api.create(DWF, workflow("loose", stage("a", template=loose)), namespace=ns)
         status = wait_phase(api, ns, "loose", ("Invalid", "Running", "Succeeded"))

@@ -210,16 +210,16 @@ def test_a_restart_rebuilds_the_pools_before_it_routes_their_workflows(api: ApiS
                 wait_phase(api, ns, name, ("Succeeded",))
             team = first.pools.bridges["team-r"]
             create(held)
-            wait(lambda: team.busy == 2, 10, "team-r full")
+            wait(lambda: team.core.busy == 2, 10, "team-r full")
             create(queued)
-            wait(lambda: len(team.workflows) == 3, 10, "q0 queued")
+            wait(lambda: len(team.core.workflows) == 3, 10, "q0 queued")
             wait(lambda: first.bridge.lanes.pending() == 0, 10, "the writes")
         with running_operator(api, ns, pool=8, clock=clock) as second:
             wait(lambda: "team-r" in second.pools.bridges, 10, "pool team-r again")
             wait(lambda: second.bridge.lanes.pending() == 0, 10, "the writes")
             team = second.pools.bridges["team-r"]
-            assert sorted(name for _, name in team.workflows) == sorted(unfinished)
-            assert not second.pools.waiting and team.busy == 2
+            assert sorted(name for _, name in team.core.workflows) == sorted(unfinished)
+            assert not second.pools.waiting and team.core.busy == 2
             assert live_pool_status("team-r", second.pools)["pending"] == 3
             wait(lambda: pool_status(api, "team-r").get("pending") == 3, 10, "pending 3")
     for name in [*done, *unfinished]:
