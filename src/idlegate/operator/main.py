@@ -286,7 +286,7 @@ class Operator:
             return
         lease = Owner(e.namespace, e.name, e.uid, kind="Lease", api_version=leader.API_VERSION)
         message = f"{e.identity} leads: it rebuilds the state from the API and writes."
-        self.bridge.intents.event(lease, "Normal", "LeaderElected", message)
+        self.post(lease, "Normal", "LeaderElected", message)
 
     def _lost(self, why: str) -> None:
         """The Lease is lost (writes stopped already): stop kopf; :func:`run` ends."""
