@@ -5,7 +5,7 @@ how often the path climbs back up the operator's layers (issue 42).
     python -m benchmarks.admission_path
 
 One workflow of one stage of two tasks on a pool of two, admitted as kopf's ``admit``
-handler in ``operator/main.py`` does (:meth:`idlegate.operator.features.pools.Pools.admit`
+handler in ``operator/main.py`` does (:meth:`idlegate.operator.edge.pools.Pools.admit`
 with the workflow's pods and namespace from kopf's indexes, here the in-memory API of
 ``tests/operator_fakes.py``: main.py is counted once, for the handler); every Python call
 in the operator's thread is profiled until the first gate removal's request has returned.

@@ -21,9 +21,9 @@ from idlegate.api.labels import LABEL_WORKFLOW
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.bridge import Bridge
 from idlegate.operator.edge.kube import ApiError
+from idlegate.operator.edge.pools import Pools
 from idlegate.operator.edge.watchdog import ApiHealth
 from idlegate.operator.features.planning import ReplayWorker
-from idlegate.operator.features.pools import Pools
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Clock, Settings
 from idlegate.policy import make_scheduler

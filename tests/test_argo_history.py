@@ -13,8 +13,8 @@ import yaml
 
 from idlegate.api.labels import GATE
 from idlegate.errors import SpecError
+from idlegate.operator.edge.pools import Pools
 from idlegate.operator.features.argo import ArgoSide
-from idlegate.operator.features.pools import Pools
 from idlegate.policy import make_scheduler
 from idlegate.sim.argo import (
     DEFAULT_PRIOR,

@@ -115,7 +115,6 @@ def _offenders(root: str, *banned: str) -> list[str]:
     return [f"{where}: {name}" for where, name in _imports(Path(root)) if name.startswith(banned)]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 42: the operator's new shape is under way")
 def test_the_operator_core_imports_neither_edge_nor_features_nor_decisions():
     # the core is what happened in, intents out: nothing it imports may reach the API, a
     # clock, or a module that calls back into it

@@ -95,7 +95,7 @@ async def test_a_plan_that_raises_is_counted_and_logged_once_and_the_policy_kept
     plan = Scripted("srpt", error=RuntimeError("rollout exploded"))
     scheduler = planner("fifo", {"srpt": "srpt"}, plan)
     h = harness(pool=1, scheduler=scheduler)
-    with caplog.at_level(logging.ERROR, "idlegate.operator.decisions"):
+    with caplog.at_level(logging.ERROR, "idlegate.operator.core.decider"):
         await h.submit("a", {"stages": [stage("x", 1)]})
         await settled(h)
         await h.submit("b", {"stages": [stage("x", 1)]})  # another plan, the same error

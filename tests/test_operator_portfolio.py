@@ -15,9 +15,9 @@ from idlegate.api.pool_spec import parse_pool_spec
 from idlegate.operator.core.pods import Owner
 from idlegate.operator.decisions import build_scheduler
 from idlegate.operator.edge import intake
+from idlegate.operator.edge.pools import pool_status
 from idlegate.operator.features.history import read_prior, rotated, sink_files
 from idlegate.operator.features.planning import ReplayWorker
-from idlegate.operator.features.pools import pool_status
 from idlegate.operator.features.reload import model_files
 from idlegate.policy import DEFAULT_POLICY_PATH, make_scheduler
 from idlegate.sim.history import load_history, tail_history

@@ -81,7 +81,7 @@ class Raising:
 async def test_a_raising_shadow_is_counted_and_logged_once_and_never_touches_the_active(caplog):
     h = harness(pool=1, scheduler=make_scheduler("fifo"))
     shadow = shadowed(h, Raising())
-    with caplog.at_level(logging.ERROR, "idlegate.operator.decisions"):
+    with caplog.at_level(logging.ERROR, "idlegate.operator.core.decider"):
         await queue_of_three(h, shadow)
     assert h.metrics.value("idlegate_shadow_errors_total") == 3
     assert compared(h) == (0, 0) and h.metrics.value("idlegate_policy_errors_total") == 0

@@ -1,4 +1,4 @@
-"""A policy error never stalls the pool (operator/decisions.py): whatever the policy raises
+"""A policy error never stalls the pool (operator/core/decider.py): whatever the policy raises
 or answers illegally, that question goes to the fallback rules (a lookahead planner's
 base, then fair); the error is counted, logged once with its traceback, and evented as
 ``PolicyError``; the Events never describe a wait that did not happen."""
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from idlegate.operator.core.decider import fallback_rules
 from idlegate.operator.core.events import Schedule
-from idlegate.operator.decisions import fallback_rules
 from idlegate.policy import make_scheduler
 from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision
 from tests.operator_fakes import Harness, harness, stage
@@ -53,12 +53,12 @@ def _events(h: Harness, reason: str) -> list[dict[str, Any]]:
 
 
 def _tracebacks(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
-    return [r for r in caplog.records if r.exc_info and r.name.endswith("decisions")]
+    return [r for r in caplog.records if r.exc_info and r.name.endswith("decider")]
 
 
 async def test_a_policy_that_always_raises_still_runs_every_workflow_under_fair(caplog):
     h = harness(pool=2, scheduler=Raising())
-    with caplog.at_level(logging.ERROR, "idlegate.operator.decisions"):
+    with caplog.at_level(logging.ERROR, "idlegate.operator.core.decider"):
         for name in ("w1", "w2", "w3"):
             await h.submit(name, CHAIN)
         await h.run_to_completion()
@@ -99,7 +99,7 @@ class Counting:
 async def test_each_type_of_error_logs_one_traceback_whatever_its_message_says(caplog):
     policy = Counting()
     h = harness(pool=1, scheduler=policy)
-    with caplog.at_level(logging.ERROR, "idlegate.operator.decisions"):
+    with caplog.at_level(logging.ERROR, "idlegate.operator.core.decider"):
         for i in range(12):  # one question now, one at each completion: on 12 to 1 jobs
             await h.submit(f"w{i}", {"stages": [stage("a")]})
         await h.run_to_completion()

@@ -209,7 +209,7 @@ async def test_pools_route_wait_resize_and_delete_without_preempting():
 async def test_a_rebuild_applies_the_pools_first_and_no_finished_workflow_waits():
     """Issue 42: a restart admitted every workflow before kopf's handler of its pool ran."""
     from idlegate.operator.edge import intake
-    from idlegate.operator.features.pools import pool_status
+    from idlegate.operator.edge.pools import pool_status
     from tests.operator_fakes import harness, stage
 
     h = harness(pool=3)

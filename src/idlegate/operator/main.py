@@ -49,10 +49,11 @@ from idlegate.api.pool_spec import parse_pool_spec
 from idlegate.api.status import FINISHED, FINISHED_OR_INVALID, Conditions, Phase
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.admission import AdmitLaterError, judged
+from idlegate.operator.core.decider import followed
 from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.core.messages import Notice
 from idlegate.operator.core.pods import Owner
-from idlegate.operator.decisions import followed, load_scheduler
+from idlegate.operator.decisions import load_scheduler
 from idlegate.operator.edge import intake, leader
 from idlegate.operator.edge.bridge import Bridge
 from idlegate.operator.edge.endpoints import Endpoints, bind
@@ -62,6 +63,7 @@ from idlegate.operator.edge.kube import (
     connection_info,
     load_configuration,
 )
+from idlegate.operator.edge.pools import Pools, namespace_labels, pool_status
 from idlegate.operator.edge.timers import Timers
 from idlegate.operator.edge.watchdog import (
     ApiHealth,
@@ -72,7 +74,6 @@ from idlegate.operator.edge.watchdog import (
 )
 from idlegate.operator.features import argo
 from idlegate.operator.features.cron import LABEL_CRON, CronController
-from idlegate.operator.features.pools import Pools, namespace_labels, pool_status
 from idlegate.operator.features.reload import Reloads
 from idlegate.operator.features.shadow import make_shadow
 from idlegate.operator.metrics import Metrics
@@ -139,7 +140,7 @@ class Operator:
 
     @property
     def pools(self) -> Pools:
-        """Every pool's bridge (:mod:`idlegate.operator.features.pools`)."""
+        """Every pool's bridge (:mod:`idlegate.operator.edge.pools`)."""
         if self._pools is None:
             raise RuntimeError("the operator has not started yet")
         return self._pools

@@ -6,7 +6,7 @@ task index, executor slot), and drives the one state machine with the time each 
 carries: a workflow appears -> ``add_job``; a pod succeeds -> ``task_finished`` (the executor
 continues with the stage's next task: that task's pod is released on the same slot); an idle
 timer fires -> ``idle_expired``; then the policy is asked through the Engine's decision round
-(:class:`idlegate.operator.decisions.Decider`) and its launches become gate removals. Every
+(:class:`idlegate.operator.core.decider.Decider`) and its launches become gate removals. Every
 count of tasks and executors is the state machine's; the core keeps the pods' bookkeeping
 (:mod:`.tracking`). It reads no API and no clock: the entry points add intents to
 :attr:`Core.intents` (:mod:`.intents`), which the edge
@@ -52,6 +52,7 @@ from idlegate.operator.core.admission import (
     new_workflow,
     owner_of,
 )
+from idlegate.operator.core.decider import Answer, Decider, post_round
 from idlegate.operator.core.events import (
     Admit,
     Admitted,
@@ -95,7 +96,6 @@ from idlegate.operator.core.tracking import (
     WorkflowKey,
     timer_key,
 )
-from idlegate.operator.decisions import Answer, Decider, post_round
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
 from idlegate.sim.cluster import Cluster

@@ -32,7 +32,7 @@ from idlegate.operator.core.pods import Owner, pod_name, task_pod
 from idlegate.operator.core.tracking import StageTrack, Task, TaskState, Workflow, WorkflowKey
 from idlegate.operator.edge.bridge import read_workflow
 from idlegate.operator.edge.kube import ApiError
-from idlegate.operator.features.pools import Pools
+from idlegate.operator.edge.pools import Pools
 from idlegate.sim.spec import parse_workflow
 
 log = logging.getLogger(__name__)

@@ -31,7 +31,7 @@ from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.core.pods import Owner
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.kube import ApiError
-from idlegate.operator.features.pools import Pools
+from idlegate.operator.edge.pools import Pools
 from idlegate.operator.metrics import Metrics
 
 log = logging.getLogger(__name__)

@@ -53,7 +53,7 @@ from idlegate.sim.history import ArgoLearning
 
 if TYPE_CHECKING:
     from idlegate.operator.edge.bridge import Bridge
-    from idlegate.operator.features.pools import Pools
+    from idlegate.operator.edge.pools import Pools
     from idlegate.operator.metrics import Metrics
 
 log = logging.getLogger(__name__)

@@ -33,7 +33,7 @@ from idlegate.policy.spec import model_files
 from idlegate.sim.protocol import Scheduler
 
 if TYPE_CHECKING:
-    from idlegate.operator.features.pools import Pools
+    from idlegate.operator.edge.pools import Pools
     from idlegate.operator.features.shadow import Shadow
     from idlegate.operator.metrics import Metrics
     from idlegate.operator.settings import Settings
