@@ -13,6 +13,13 @@ import yaml
 
 from idlegate.api.labels import GATE
 from idlegate.errors import SpecError
+from idlegate.operator.core.argo_pods import (
+    NODE_ID,
+    NODE_NAME,
+    WORKFLOW_LABEL,
+    ArgoPod,
+    run_seconds,
+)
 from idlegate.operator.edge.pools import Pools
 from idlegate.operator.features.argo import ArgoSide
 from idlegate.policy import make_scheduler
@@ -24,7 +31,6 @@ from idlegate.sim.argo import (
     map_workflow,
     node_id,
 )
-from idlegate.sim.argo.pods import NODE_ID, NODE_NAME, WORKFLOW_LABEL, ArgoPod, run_seconds
 from idlegate.sim.argo.runs import DurationHistory, argo_run, duration_lookup
 from idlegate.sim.engine import simulate
 from idlegate.sim.history import (

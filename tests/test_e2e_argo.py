@@ -14,11 +14,11 @@ import pytest
 import yaml
 
 from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE
-from idlegate.api.timestamps import from_datetime
+from idlegate.operator.core.argo_pods import NODE_NAME, WORKFLOW_LABEL
 from idlegate.sim.argo import DURATION_ANNOTATION
-from idlegate.sim.argo.pods import NODE_NAME, WORKFLOW_LABEL
 from idlegate.sim.history import load_history
 from idlegate.sim.protocol import Decision
+from idlegate.sim.timestamps import from_datetime
 from tests.argo_data import ARGO_DATA, need
 from tests.clocks import ScaledClock
 from tests.e2e import (

@@ -20,8 +20,8 @@ import pytest
 
 from idlegate.api.crd import API_VERSION, GROUP, POOL_KIND, POOL_PLURAL, VERSION
 from idlegate.api.labels import LABEL_WORKFLOW
-from idlegate.api.timestamps import from_datetime
 from idlegate.operator.edge.pools import pool_status as live_pool_status
+from idlegate.sim.timestamps import from_datetime
 from tests.clocks import ScaledClock
 from tests.e2e import (
     DWF,

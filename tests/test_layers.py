@@ -128,7 +128,6 @@ def test_the_operator_features_do_not_import_the_edge():
     assert _offenders("operator/features", "idlegate.operator.edge") == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 42: the operator's new shape is under way")
 def test_the_simulator_imports_nothing_above_it():
     banned = ("idlegate.api", "idlegate.policy", "idlegate.operator")
     assert _offenders("sim", *banned) == []

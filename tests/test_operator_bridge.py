@@ -11,10 +11,10 @@ import copy
 import pytest
 
 from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE, LABEL_WORKFLOW
-from idlegate.api.timestamps import from_datetime
 from idlegate.operator.core.pods import pod_name
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.kube import ApiError
+from idlegate.sim.timestamps import from_datetime
 from tests.helpers import CappedFifo
 from tests.operator_fakes import FakeClock, FakeKube, Harness, IdleRootsOnce, harness, stage
 

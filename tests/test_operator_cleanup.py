@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from idlegate.api.status import format_indexes, parse_indexes
-from idlegate.api.timestamps import from_datetime
 from idlegate.operator.edge import intake
 from idlegate.sim.spec import SpecError, parse_workflow
+from idlegate.sim.timestamps import from_datetime
 from tests.operator_fakes import FakeClock, FakeKube, Harness, harness, stage
 
 pytestmark = pytest.mark.asyncio

@@ -11,6 +11,8 @@ import sys
 from typing import Any
 
 from idlegate.api.podsecurity import NamespacePolicy
+from idlegate.operator.core.argo import LiveArgo
+from idlegate.operator.core.argo_pods import ArgoPod
 from idlegate.operator.core.core import Core
 from idlegate.operator.core.events import Admit, IdleEnded, PodSeen, Schedule
 from idlegate.operator.core.intents import (
@@ -31,8 +33,6 @@ from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
 from idlegate.policy import make_scheduler
 from idlegate.sim.argo import map_workflow
-from idlegate.sim.argo.live import LiveArgo
-from idlegate.sim.argo.pods import ArgoPod
 from idlegate.sim.protocol import Decision, Scheduler
 from idlegate.sim.spec import StageSpec
 

@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 from idlegate.api.labels import GATE
 from idlegate.api.podsecurity import LEVEL_LABEL
 from idlegate.api.template import check_template
-from idlegate.api.timestamps import from_datetime, to_datetime
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.intents import PostEvent
@@ -32,6 +31,7 @@ from idlegate.operator.main import Operator
 from idlegate.operator.settings import Settings
 from idlegate.policy import DEFAULT_POLICY_PATH
 from idlegate.sim.spec import StageSpec, parse_workflow
+from idlegate.sim.timestamps import from_datetime, to_datetime
 from tests.clocks import ScaledClock
 from tests.operator_fakes import FakeKube, IdleRootsOnce, harness, stage
 

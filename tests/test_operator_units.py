@@ -22,7 +22,6 @@ from idlegate.api.labels import (
     LABEL_TASK,
     LABEL_WORKFLOW,
 )
-from idlegate.api.timestamps import from_datetime, to_datetime
 from idlegate.cli import app
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.decider import Decider
@@ -41,6 +40,7 @@ from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.protocol import Decision
 from idlegate.sim.spec import StageSpec, parse_workflow
+from idlegate.sim.timestamps import from_datetime, to_datetime
 from tests.clocks import ScaledClock
 from tests.operator_fakes import harness
 

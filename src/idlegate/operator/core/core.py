@@ -29,7 +29,7 @@ running pods of a workflow admitted into a pool made smaller. It is the one path
 the cluster's state changes without a decision of the policy.
 
 Argo Workflows (:class:`ArgoWorkflow`, admitted by :mod:`idlegate.operator.features.argo`)
-share the state machine: Argo creates their pods, :class:`idlegate.sim.argo.live.LiveArgo`
+share the state machine: Argo creates their pods, :class:`idlegate.operator.core.argo.LiveArgo`
 pairs each launch with a gated pod, and the core says each pairing as a
 :class:`RemoveGate`, as for DagWorkflows.
 """

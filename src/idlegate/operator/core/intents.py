@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 from idlegate.operator.core.pods import Owner, pod_name, task_pod
 
 if TYPE_CHECKING:
+    from idlegate.operator.core.argo import Release
     from idlegate.operator.core.tracking import StageTrack, Task, Workflow
-    from idlegate.sim.argo.live import Release
     from idlegate.sim.spec import StageSpec
 
 

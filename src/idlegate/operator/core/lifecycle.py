@@ -20,13 +20,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from idlegate.api.status import Phase, WorkflowStatus, dump
-from idlegate.api.timestamps import from_datetime, to_datetime
 from idlegate.operator.core import messages
 from idlegate.operator.core.events import DeadlinePassed, ReadAgain
 from idlegate.operator.core.intents import Outbox
 from idlegate.operator.core.pods import Owner, pod_name
 from idlegate.operator.core.tracking import TaskState, Workflow, WorkflowKey
 from idlegate.sim.spec import WorkflowSpec
+from idlegate.sim.timestamps import from_datetime, to_datetime
 
 log = logging.getLogger(__name__)
 

@@ -30,6 +30,8 @@ import kopf
 from prometheus_client import Gauge
 
 from idlegate.errors import IdlegateError
+from idlegate.operator.core.argo import LiveArgo, Release
+from idlegate.operator.core.argo_pods import WORKFLOW_LABEL, ArgoPod, gates_with_ours
 from idlegate.operator.core.events import Schedule
 from idlegate.operator.core.intents import Outbox
 from idlegate.operator.core.pods import Owner
@@ -47,8 +49,6 @@ from idlegate.sim.argo import (
     parse_time,
     template_index,
 )
-from idlegate.sim.argo.live import LiveArgo, Release
-from idlegate.sim.argo.pods import WORKFLOW_LABEL, ArgoPod, gates_with_ours
 from idlegate.sim.history import ArgoLearning
 
 if TYPE_CHECKING:

@@ -27,7 +27,6 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from idlegate.api.status import FINISHED, Phase
-from idlegate.api.timestamps import from_datetime
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.admission import owner_of
 from idlegate.operator.core.events import Admitted, Fact, FoundFinished, StatusLanded, TaskEnded
@@ -36,6 +35,7 @@ from idlegate.operator.core.pods import Owner, TaskPod, pod_name, read_task_pod
 from idlegate.operator.core.tracking import StageTrack, Task, Workflow
 from idlegate.operator.settings import Settings
 from idlegate.sim.spec import PodGCStrategy, WorkflowSpec, parse_workflow
+from idlegate.sim.timestamps import from_datetime
 
 log = logging.getLogger(__name__)
 

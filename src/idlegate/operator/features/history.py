@@ -44,7 +44,6 @@ from typing import TYPE_CHECKING, Any
 
 from idlegate.api.pool_spec import DEFAULT_POOL
 from idlegate.api.status import FINISHED
-from idlegate.api.timestamps import from_datetime, timestamp_precision
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.admission import owner_of
 from idlegate.operator.core.events import Fact, Finished, FoundFinished, Recorded
@@ -55,6 +54,7 @@ from idlegate.sim.dag import Dag
 from idlegate.sim.engine import JobArrival
 from idlegate.sim.history import HistoryWorkflow, history_record, tail_history
 from idlegate.sim.spec import WorkflowSpec, parse_workflow
+from idlegate.sim.timestamps import from_datetime, timestamp_precision
 
 if TYPE_CHECKING:
     from idlegate.operator.core.tracking import Workflow
