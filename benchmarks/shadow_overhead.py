@@ -18,9 +18,10 @@ import argparse
 import time
 from statistics import mean
 
-from idlegate.operator.decisions import Decider, build_scheduler
-from idlegate.operator.edge.metrics import Metrics
+from idlegate.operator.core.decider import Decider
+from idlegate.operator.decisions import build_scheduler
 from idlegate.operator.features.shadow import Shadow
+from idlegate.operator.metrics import Metrics
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.workloads import build_workload
 

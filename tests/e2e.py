@@ -281,7 +281,11 @@ def running_operator(
     for served in operator.settings.namespaces:  # (overrides may serve several)
         args += ["--namespace", served]
     with KopfRunner(args, registry=build_registry(operator), timeout=HANG_SECONDS) as runner:
-        wait(lambda: operator._pools is not None and operator.bridge.rebuilt, 20, "operator start")
+        wait(
+            lambda: operator._pools is not None and operator.bridge.core.rebuilt,
+            20,
+            "operator start",
+        )
         try:
             yield operator
         except Exception as exc:

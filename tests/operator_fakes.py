@@ -21,9 +21,10 @@ from idlegate.api.labels import LABEL_WORKFLOW
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.bridge import Bridge
 from idlegate.operator.edge.kube import ApiError
-from idlegate.operator.edge.metrics import Metrics
+from idlegate.operator.edge.pools import Pools
 from idlegate.operator.edge.watchdog import ApiHealth
 from idlegate.operator.features.planning import ReplayWorker
+from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Clock, Settings
 from idlegate.policy import make_scheduler
 from idlegate.sim.protocol import Action, ClusterView, Decision
@@ -448,19 +449,44 @@ class Harness:
         self.health = ApiHealth(self.metrics)
         client = Retrying(kube, backoff_max=settings.retry_backoff_max, report=self.health.report)
         self.bridge = Bridge(settings, client, scheduler, metrics=self.metrics, timers=self.timers)  # type: ignore[arg-type]
+        self.pools = Pools(self.bridge)
+        """The operator's pools, the default one alone (what intake and the watchdog take)."""
+        self.core = self.bridge.core
         self.max_occupying = 0
 
     async def settle(self) -> None:
         """Until every write is done (its outcome is taken in as it ends)."""
-        for bridge in getattr(self.bridge, "bridges", {"": self.bridge}).values():
+        for bridge in self.pools.bridges.values():
             if isinstance(bridge.planning, ReplayWorker):  # (a portfolio's round)
                 await bridge.planning.idle()
         await self.bridge.lanes.wait_idle(timeout=5)
         self.max_occupying = max(self.max_occupying, len(self.kube.occupying()))
 
+    def indexed(self, body: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        """The workflow's task pods and namespace, as kopf's indexes hold them (the API's
+        now: the fakes have no watch delay)."""
+        meta = body["metadata"]
+        pods = [
+            p
+            for p in self.kube.pods_of(meta["name"])
+            if p["metadata"]["namespace"] == meta["namespace"]
+        ]
+        namespace = self.kube.namespaces.get(meta["namespace"])
+        return copy.deepcopy(pods), copy.deepcopy(namespace)
+
+    def admit(self, body: dict[str, Any]) -> None:
+        """What kopf's create handler does with `body` (`Pools.admit`, from the indexes)."""
+        body = copy.deepcopy(body)
+        self.pools.admit(body, *self.indexed(body))
+
+    def spec_changed(self, body: dict[str, Any]) -> None:
+        """What kopf's update handler does with `body`."""
+        body = copy.deepcopy(body)
+        intake.spec_changed(self.pools, body, *self.indexed(body))
+
     async def submit(self, name: str, spec: dict[str, Any]) -> dict[str, Any]:
         body = self.kube.add_workflow(name, spec)
-        await intake.admit(self.bridge, copy.deepcopy(body))
+        self.admit(body)
         await self.settle()
         return body
 
@@ -474,7 +500,7 @@ class Harness:
             pod["status"]["containerStatuses"] = [
                 {"name": "task", "state": {"terminated": {"exitCode": 3, "reason": "Error"}}}
             ]
-        self.bridge.observe_pod(copy.deepcopy(pod))
+        self.pools.observe_pod(copy.deepcopy(pod))
         await self.settle()
 
     def released(self, workflow: str | None = None) -> list[str]:

@@ -1,5 +1,5 @@
 """The gate on Argo's pods: what the admission webhook adds to which pod
-(idlegate.sim.argo.pods), and the kopf handler that serves it (operator/features/argo.py)."""
+(idlegate.operator.core.argo_pods), and the kopf handler that serves it (operator/features/argo.py)."""
 
 from __future__ import annotations
 
@@ -12,17 +12,17 @@ import pytest
 from kopf._core.engines.admission import build_webhooks
 
 from idlegate.api.labels import GATE
-from idlegate.operator.core.pods import release_patch
-from idlegate.operator.features import argo
-from idlegate.operator.main import Operator
-from idlegate.operator.settings import Settings
-from idlegate.sim.argo.pods import (
+from idlegate.operator.core.argo_pods import (
     NODE_ID,
     NODE_NAME,
     WORKFLOW_LABEL,
     ArgoPod,
     gates_with_ours,
 )
+from idlegate.operator.core.pods import release_patch
+from idlegate.operator.features import argo
+from idlegate.operator.main import Operator
+from idlegate.operator.settings import Settings
 from tests.deploy_files import DEPLOY, load_all
 
 

@@ -13,8 +13,15 @@ import yaml
 
 from idlegate.api.labels import GATE
 from idlegate.errors import SpecError
+from idlegate.operator.core.argo_pods import (
+    NODE_ID,
+    NODE_NAME,
+    WORKFLOW_LABEL,
+    ArgoPod,
+    run_seconds,
+)
+from idlegate.operator.edge.pools import Pools
 from idlegate.operator.features.argo import ArgoSide
-from idlegate.operator.features.pools import Pools
 from idlegate.policy import make_scheduler
 from idlegate.sim.argo import (
     DEFAULT_PRIOR,
@@ -24,7 +31,6 @@ from idlegate.sim.argo import (
     map_workflow,
     node_id,
 )
-from idlegate.sim.argo.pods import NODE_ID, NODE_NAME, WORKFLOW_LABEL, ArgoPod, run_seconds
 from idlegate.sim.argo.runs import DurationHistory, argo_run, duration_lookup
 from idlegate.sim.engine import simulate
 from idlegate.sim.history import (
@@ -252,7 +258,7 @@ class _Operator:
 
     def __init__(self, h: Harness) -> None:
         self.settings, self.metrics = h.bridge.settings, h.metrics
-        self.pools = Pools.of(h.bridge)
+        self.pools = h.pools
         self.ready = True
 
     async def ready_pools(self) -> Pools:

@@ -1,4 +1,4 @@
-"""One running Argo workflow in the cluster state machine (idlegate.sim.argo.live): its
+"""One running Argo workflow in the cluster state machine (idlegate.operator.core.argo): its
 pods, created by Argo and gated, paired with the executors the machine gives its stages,
 whichever comes first; restarts, retries, pods released by others, and the job changing
 as Argo settles it. Pure: a Cluster and pods, no operator."""
@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from idlegate.operator.core.argo import LiveArgo, Release
+from idlegate.operator.core.argo_pods import ArgoPod
 from idlegate.sim.argo import map_workflow
-from idlegate.sim.argo.live import LiveArgo, Release
-from idlegate.sim.argo.pods import ArgoPod
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.protocol import Decision
 

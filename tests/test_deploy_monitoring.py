@@ -175,7 +175,7 @@ _SUFFIXES = {"counter": ("_total",), "gauge": ("",), "histogram": ("_bucket", "_
 def _exported_series() -> set[str]:
     """Every series name the operator's registry exports (labelled ones with or without
     children yet): a counter's ``_total``, a histogram's ``_bucket``, ``_sum``, ``_count``."""
-    from idlegate.operator.edge.metrics import Metrics
+    from idlegate.operator.metrics import Metrics
 
     families = Metrics(4, "fair").registry.collect()
     return {f.name + suffix for f in families for suffix in _SUFFIXES[f.type]}
@@ -231,7 +231,7 @@ def test_dashboard_panels_do_not_overlap():
 
 def _per_pool_series() -> set[str]:
     """The series names of the families that carry a ``pool`` label."""
-    from idlegate.operator.edge.metrics import POOL, MetricFamilies
+    from idlegate.operator.metrics import POOL, MetricFamilies
 
     families = MetricFamilies()
     names = set()

@@ -14,11 +14,11 @@ import pytest
 import yaml
 
 from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE
-from idlegate.api.timestamps import from_datetime
+from idlegate.operator.core.argo_pods import NODE_NAME, WORKFLOW_LABEL
 from idlegate.sim.argo import DURATION_ANNOTATION
-from idlegate.sim.argo.pods import NODE_NAME, WORKFLOW_LABEL
 from idlegate.sim.history import load_history
 from idlegate.sim.protocol import Decision
+from idlegate.sim.timestamps import from_datetime
 from tests.argo_data import ARGO_DATA, need
 from tests.clocks import ScaledClock
 from tests.e2e import (
@@ -186,7 +186,7 @@ def test_an_argo_diamond_runs_under_the_pool_with_events_on_the_workflow(api, ns
         api.create(WORKFLOWS, daemon, ns)
         wait(lambda: phase(api, ns, "dia") in DONE, 60, "the Argo diamond to finish")
         wait(lambda: phase(api, ns, "daemon") in DONE, 60, "the daemon workflow to finish")
-        wait(lambda: op.bridge.cluster.jobs == [], 60, "the diamond's job to leave the pool")
+        wait(lambda: op.bridge.core.cluster.jobs == [], 60, "the diamond's job to leave the pool")
     monitor.close()
     assert phase(api, ns, "dia") == phase(api, ns, "daemon") == "Succeeded"
     assert [e["reason"] for e in events_of(api, ns, "daemon")] == ["NotScheduled"]
@@ -224,7 +224,7 @@ def test_argos_parallelism_holds_back_pods_and_the_pool_goes_on(api, ns):
         api.create(WORKFLOWS, doc, ns)
         wait(lambda: phase(api, ns, "wide") in DONE, 60, "the workflow to finish")
         # (the operator reads the last pod's end after Argo may have set the phase)
-        wait(lambda: op.bridge.cluster.jobs == [], 60, "the operator to let the workflow go")
+        wait(lambda: op.bridge.core.cluster.jobs == [], 60, "the operator to let the workflow go")
     assert phase(api, ns, "wide") == "Succeeded"
     pods = api.list(PODS, ns, label_selector=f"{WORKFLOW_LABEL}=wide")
     assert len(pods) == 6
@@ -341,10 +341,10 @@ def test_a_restart_posts_no_event_again_that_a_workflow_has_already(api, ns):
                 task = {"name": "a", "template": "p"}
                 api.create(WORKFLOWS, argo(name, {"dag": {"tasks": [task]}}, _bare("p")), ns)
                 wait(lambda pods=pods: monitor.counts() == pods, 30, f"{name}'s pod")
-            wait(lambda: len(first.bridge.argo) == 2, 30, "both admitted")
+            wait(lambda: len(first.bridge.core.argo) == 2, 30, "both admitted")
             wait(lambda: first.bridge.lanes.pending() == 0, 10, "the writes")
         with running_operator(api, ns, pool=1, argo=True, clock=clock) as second:
-            wait(lambda: len(second.bridge.argo) == 2, 30, "both admitted again")
+            wait(lambda: len(second.bridge.core.argo) == 2, 30, "both admitted again")
             wait(lambda: second.bridge.lanes.pending() == 0, 10, "the writes")
     monitor.close()
     assert phase(api, ns, "queued") not in DONE  # (it waited through the restart)

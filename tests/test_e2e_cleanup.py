@@ -19,8 +19,8 @@ from pathlib import Path
 import kmock
 import pytest
 
-from idlegate.api.timestamps import from_datetime
 from idlegate.sim.history import load_history
+from idlegate.sim.timestamps import from_datetime
 from tests.clocks import ScaledClock
 from tests.e2e import (
     DWF,

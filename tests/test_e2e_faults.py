@@ -118,7 +118,7 @@ def run_under(
             wait(lambda: len(monitor.running()) == pool, 30, "the pool to fill")
             fault(op, monitor)
             wait(lambda: finished(api, ns) == count, timeout, f"{count} workflows to end")
-            wait(lambda: op.bridge.busy == 0, 10, "no executor counted busy")
+            wait(lambda: op.bridge.core.busy == 0, 10, "no executor counted busy")
             wait(lambda: op.bridge.lanes.pending() == 0, 10, "the last writes")
             counters = {
                 name: op.metrics.value(name)

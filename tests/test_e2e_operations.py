@@ -232,7 +232,7 @@ def test_from_a_history_to_a_new_policy_in_production(
             10,
             "the reload",
         )
-        for policy in (op.scheduler, op.bridge.scheduler, op.bridge.decider.policy):
+        for policy in (op.scheduler, op.bridge.core.scheduler, op.bridge.core.decider.policy):
             assert json.loads(policy.metadata["idlegate.history"])["sha256"] == facts.sha256
         sha = digest((policy_file,))
         wait(lambda: any(r == "PolicyReloaded" for _, r, _ in pod_events(api, ns)), 10, "Event")

@@ -240,7 +240,7 @@ def test_a_gate_removed_by_hand_is_noticed_and_counted(api, ns, kubelet, monitor
         )[0]
         assert warning["type"] == "Warning" and "counts against the pool" in warning["message"]
         assert op.metrics.value("idlegate_foreign_gate_removals_total") == 1
-        assert op.bridge.busy == 2
+        assert op.bridge.core.busy == 2
         api.create(DWF, workflow("third", stage("a", 1, 2)), namespace=ns)
         for name in ("hold", "other", "third"):
             assert wait_phase(api, ns, name, ("Succeeded", "Failed"))["phase"] == "Succeeded"
@@ -422,7 +422,7 @@ def test_rigid_jobs_are_backfilled_under_easy_fcfs(api, ns, kubelet, monitor):
         names = ("wide-a", "wide-b", "long", "small")
         for name in names:
             assert wait_phase(api, ns, name, ("Succeeded", "Failed"), 40)["phase"] == "Succeeded"
-        records = {r.name.split("/")[-1]: r for r in op.bridge.cluster.done}
+        records = {r.name.split("/")[-1]: r for r in op.bridge.core.cluster.done}
     a, b, long, small = (records[n] for n in names)
     assert a.arrival < b.arrival < long.arrival < small.arrival
     # small, the latest and smallest job, started before the earlier wide one ...
@@ -471,7 +471,7 @@ def escalations(api: ApiServer) -> dict[str, Any]:
             api.create(DWF, bad, namespace=ns)
         for name in names.values():
             wait_phase(api, ns, name, ("Invalid",))
-        busy = op.bridge.busy, op.metrics.value("idlegate_busy_executors")
+        busy = op.bridge.core.busy, op.metrics.value("idlegate_busy_executors")
         api.create(DWF, workflow("next", stage("a", 1, 2)), namespace=ns)
         after = wait_phase(api, ns, "next", ("Succeeded", "Failed"))
     monitor.close()
@@ -517,8 +517,10 @@ def test_the_namespace_decides_what_its_task_pods_may_be(api, ns, kubelet, monit
         (pod,) = pods_of(api, ns, "example")
         assert pod["spec"]["serviceAccountName"] == "cluster-admin-sa"
         assert pod["spec"]["hostPID"] and pod["spec"]["hostNetwork"]
-        # ... and a label that is no level counts as restricted (a typo must not open it up)
-        api.patch("namespaces", None, ns, {"metadata": {"labels": {LEVEL_LABEL: "Privileged"}}})
+    # ... and a label that is no level counts as restricted (a typo must not open it up);
+    # the namespace as kopf's index holds it, filled before any handler runs
+    api.patch("namespaces", None, ns, {"metadata": {"labels": {LEVEL_LABEL: "Privileged"}}})
+    with running_operator(api, ns, pool=1):
         loose = {"spec": {"containers": [{"name": "task", "image": "busybox:1.36.1"}]}}
         api.create(DWF, workflow("loose", stage("a", template=loose)), namespace=ns)
         status = wait_phase(api, ns, "loose", ("Invalid", "Running", "Succeeded"))
@@ -584,7 +586,7 @@ def test_a_stop_writes_the_status_changes_still_batched(api, ns, kubelet):
     with running_operator(api, ns, pool=2, status_interval=3600.0) as op:
         api.create(DWF, slow, namespace=ns)
         wait(lambda: kubelet_succeeded(api, ns, "slow-a-0"), 30, "task 0 to succeed")
-        track = lambda: op.bridge.workflows[(ns, "slow")].job.stages[0]  # noqa: E731
+        track = lambda: op.bridge.core.workflows[(ns, "slow")].job.stages[0]  # noqa: E731
         wait(lambda: track().finished == 1, 10, "the operator to see it")
     a, b = status_of(api, ns, "slow")["stages"]
     assert (a["succeeded"], b["running"]) == (1, 1), (a, b)

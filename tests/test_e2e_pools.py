@@ -20,8 +20,8 @@ import pytest
 
 from idlegate.api.crd import API_VERSION, GROUP, POOL_KIND, POOL_PLURAL, VERSION
 from idlegate.api.labels import LABEL_WORKFLOW
-from idlegate.api.timestamps import from_datetime
-from idlegate.operator.features.pools import pool_status as live_pool_status
+from idlegate.operator.edge.pools import pool_status as live_pool_status
+from idlegate.sim.timestamps import from_datetime
 from tests.clocks import ScaledClock
 from tests.e2e import (
     DWF,
@@ -141,7 +141,8 @@ def test_two_pools_with_their_policies_and_a_resize_mid_run(api: ApiServer) -> N
             expected = {"team-a": [ns_a] * WORKFLOWS, "team-b": [ns_b] * WORKFLOWS, "default": []}
             wait(
                 lambda: (
-                    {n: sorted(k[0] for k in br.workflows) for n, br in operator.pools} == expected
+                    {n: sorted(k[0] for k in br.core.workflows) for n, br in operator.pools}
+                    == expected
                 ),
                 10,
                 "every workflow in its namespace's pool",
@@ -209,16 +210,16 @@ def test_a_restart_rebuilds_the_pools_before_it_routes_their_workflows(api: ApiS
                 wait_phase(api, ns, name, ("Succeeded",))
             team = first.pools.bridges["team-r"]
             create(held)
-            wait(lambda: team.busy == 2, 10, "team-r full")
+            wait(lambda: team.core.busy == 2, 10, "team-r full")
             create(queued)
-            wait(lambda: len(team.workflows) == 3, 10, "q0 queued")
+            wait(lambda: len(team.core.workflows) == 3, 10, "q0 queued")
             wait(lambda: first.bridge.lanes.pending() == 0, 10, "the writes")
         with running_operator(api, ns, pool=8, clock=clock) as second:
             wait(lambda: "team-r" in second.pools.bridges, 10, "pool team-r again")
             wait(lambda: second.bridge.lanes.pending() == 0, 10, "the writes")
             team = second.pools.bridges["team-r"]
-            assert sorted(name for _, name in team.workflows) == sorted(unfinished)
-            assert not second.pools.waiting and team.busy == 2
+            assert sorted(name for _, name in team.core.workflows) == sorted(unfinished)
+            assert not second.pools.waiting and team.core.busy == 2
             assert live_pool_status("team-r", second.pools)["pending"] == 3
             wait(lambda: pool_status(api, "team-r").get("pending") == 3, 10, "pending 3")
     for name in [*done, *unfinished]:

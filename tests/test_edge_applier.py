@@ -26,8 +26,8 @@ from idlegate.operator.edge.applier import Applier
 from idlegate.operator.edge.events import EventRecorder
 from idlegate.operator.edge.kube import ApiError
 from idlegate.operator.edge.lanes import Lanes
-from idlegate.operator.edge.metrics import Metrics
 from idlegate.operator.edge.watchdog import ApiHealth
+from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
 from idlegate.sim.spec import parse_workflow
 from tests.operator_fakes import FakeKube, Retrying, stage

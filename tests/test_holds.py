@@ -142,7 +142,7 @@ async def held_harness(spec: str, pool: int = 2) -> Harness:
     """A pool whose first executor runs a 50 s task; the planner is told that 3 short
     workflows arrive 5 s after a 100 s one (`etl`, stage `extract`) is submitted."""
     h = harness(pool=pool, scheduler=make_scheduler(spec))
-    h.bridge.decider.foresee(short_runs(h, 5.0))
+    h.bridge.core.decider.foresee(short_runs(h, 5.0))
     await h.submit("busy", {"stages": [stage("run", duration=50.0)]})
     assert h.released() == ["busy-run-0"]
     await h.submit("etl", {"stages": [stage("extract", duration=100.0)]})
@@ -202,7 +202,7 @@ async def test_a_poisson_planners_idle_slot_keeps_todays_reason():
     h = harness(
         pool=2, scheduler=make_scheduler(f"{ORACLE}&wait=false:sjf".replace("oracle", "poisson"))
     )
-    planner = h.bridge.decider.policy
+    planner = h.bridge.core.decider.policy
     assert isinstance(planner, LookaheadScheduler)
     await h.submit("busy", {"stages": [stage("run", duration=50.0)]})
     planner.futures = ToldPoisson(short_runs(h, 5.0))
@@ -218,7 +218,7 @@ async def test_a_poisson_planners_idle_slot_keeps_todays_reason():
 
 
 def source_of(h: Harness) -> ConditionalSource:
-    planner = h.bridge.decider.policy
+    planner = h.bridge.core.decider.policy
     assert isinstance(planner, LookaheadScheduler)
     assert isinstance(planner.futures, ConditionalSource)
     return planner.futures

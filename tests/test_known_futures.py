@@ -66,8 +66,8 @@ def test_a_planner_with_known_futures_runs_every_job():
 
 
 def test_the_operator_tells_its_planner_the_known_runs_again_after_a_reload():
-    from idlegate.operator.decisions import Decider
-    from idlegate.operator.edge.metrics import Metrics
+    from idlegate.operator.core.decider import Decider
+    from idlegate.operator.metrics import Metrics
     from idlegate.sim.engine import JobArrival
 
     w = build_workload("k8s-batch", 1, num_jobs=10)

@@ -20,7 +20,7 @@ from idlegate.operator.edge.events import EventRecorder
 from idlegate.operator.edge.kube import ApiError, NotLeaderError
 from idlegate.operator.edge.lanes import Lanes
 from idlegate.operator.edge.leader import Elector
-from idlegate.operator.edge.metrics import Metrics
+from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
 from tests.operator_fakes import FakeKube
 

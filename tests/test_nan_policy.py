@@ -66,7 +66,7 @@ async def test_in_the_operator_a_nan_model_falls_back_with_a_warning_and_the_met
         return value(FOLLOWING, policy=policy.name), value(FOLLOWING, policy="fair")
 
     names = [f"w{i}" for i in range(5)]
-    with caplog.at_level(logging.ERROR, "idlegate.operator.decisions"):
+    with caplog.at_level(logging.ERROR, "idlegate.operator.core.decider"):
         for name in names:  # five at once: more than two jobs, so the scores turn NaN
             await h.submit(name, {"stages": [stage("a", 2), stage("b", 1, deps=("a",))]})
         await h.finish(h.released()[0])  # a question on five jobs

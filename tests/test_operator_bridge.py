@@ -11,10 +11,10 @@ import copy
 import pytest
 
 from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE, LABEL_WORKFLOW
-from idlegate.api.timestamps import from_datetime
 from idlegate.operator.core.pods import pod_name
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.kube import ApiError
+from idlegate.sim.timestamps import from_datetime
 from tests.helpers import CappedFifo
 from tests.operator_fakes import FakeClock, FakeKube, Harness, IdleRootsOnce, harness, stage
 
@@ -78,7 +78,7 @@ async def test_diamond_runs_stage_by_stage_and_reports_its_jct():
     assert (
         h.metrics.value("idlegate_workflow_completion_time_seconds_count", result="succeeded") == 1
     )
-    assert h.bridge.workflows == {}  # finished workflows leave the operator's memory
+    assert h.bridge.core.workflows == {}  # finished workflows leave the operator's memory
 
 
 async def test_a_large_stage_gets_its_pods_in_a_window_not_all_at_once():
@@ -183,7 +183,7 @@ async def test_restart_rebuilds_without_duplicates_and_honours_a_pending_delay_o
     # the operator dies (nothing is written on the way out) and a new one starts
     clock.advance(3)
     second = Harness(kube, clock, 3, IdleRootsOnce(delay=20))
-    await intake.rebuild(second.bridge)
+    await intake.rebuild(second.pools)
     await second.settle()
     assert set(kube.pods) == set(before)  # no pod created twice, none lost
     assert {
@@ -210,7 +210,7 @@ async def test_a_restart_after_the_delay_ended_releases_the_stage_without_waitin
     await first.submit("w", {"stages": [stage("a", duration=5)]})
     clock.advance(30)  # the operator was down while the slot ended
     second = Harness(kube, clock, 1, IdleRootsOnce(delay=5))
-    await intake.rebuild(second.bridge)
+    await intake.rebuild(second.pools)
     await second.settle()
     assert second.released() == ["w-a-0"]
     assert kube.status("w")["idleSlots"][0]["released"] is True
@@ -260,7 +260,7 @@ async def test_an_invalid_spec_is_marked_and_evented_and_does_not_stop_the_other
     assert warning[0]["type"] == "Warning" and "cycle" in warning[0]["message"]
     assert h.released("good") == ["good-a-0"]
     # an unchanged invalid workflow is not judged again (e.g. at a restart)
-    await intake.admit(h.bridge, copy.deepcopy(h.kube.workflows[("default", "bad")]))
+    h.admit(h.kube.workflows[("default", "bad")])
     await h.settle()
     assert h.kube.reasons("bad").count("InvalidSpec") == 1
 
@@ -281,7 +281,7 @@ async def test_a_pod_the_api_server_rejects_fails_the_workflow():
     assert status["phase"] == "Failed"
     failed = {c["type"]: c for c in status["conditions"]}["Failed"]
     assert failed["reason"] == "PodRejected" and "spec.containers" in failed["message"]
-    assert h.bridge.cluster.free_executors == 2
+    assert h.bridge.core.cluster.free_executors == 2
 
 
 async def test_transient_api_errors_are_retried():
@@ -309,7 +309,7 @@ async def test_a_pod_name_still_taken_by_a_deleted_workflow_is_waited_for():
     }
     h.kube.pods[("default", "again-a-0")] = stale
     body = h.kube.add_workflow("again", {"stages": [stage("a")]})
-    await intake.admit(h.bridge, copy.deepcopy(body))
+    h.admit(body)
     for _ in range(5):  # the garbage collector is slow
         await asyncio.sleep(0.01)
     assert h.kube.pods[("default", "again-a-0")] is stale
@@ -325,7 +325,7 @@ async def test_deleting_a_workflow_frees_its_executors_for_the_others():
     await h.submit("second", {"stages": [stage("a")]})
     assert h.released() == ["first-a-0"]
     del h.kube.workflows[("default", "first")]
-    h.bridge.forget("default", "first", first["metadata"]["uid"])
+    h.pools.forget("default", "first", first["metadata"]["uid"])
     await h.settle()
     assert "second-a-0" in h.released()
     assert h.metrics.value("idlegate_workflows_finished_total", result="deleted") == 1
@@ -345,7 +345,7 @@ async def test_a_pod_deleted_while_running_counts_as_a_failed_attempt():
     h = harness(pool=1)
     await h.submit("d", {"stages": [stage("a", backoffLimit=2)]})
     pod = h.kube.pods.pop(("default", "d-a-0"))
-    h.bridge.observe_pod(pod, deleted=True)
+    h.pools.observe_pod(pod, deleted=True)
     await h.settle()
     assert h.released() == ["d-a-0-r1"]
     assert h.kube.status("d")["stages"][0]["failed"] == 1
@@ -364,7 +364,7 @@ async def test_count_changes_are_batched_but_phase_changes_and_idle_slots_are_no
     kube, clock = FakeKube(), FakeClock()
     h = Harness(kube, clock, 4, IdleRootsOnce(delay=5), status_interval=0.05)
     body = kube.add_workflow("b", {"stages": [stage("a", tasks=4, duration=1)]})
-    await intake.admit(h.bridge, copy.deepcopy(body))
+    h.admit(body)
     await h.settle()
     assert kube.status("b")["idleSlots"][0]["released"] is False  # at once, not batched
     clock.advance(5)
@@ -389,7 +389,7 @@ async def test_a_spec_change_of_a_running_workflow_is_refused_and_an_invalid_one
     changed = copy.deepcopy(body)
     changed["metadata"]["generation"] = 2
     changed["spec"]["stages"][0]["tasks"] = 2  # (suspend, deadline, TTL, pod GC may change)
-    await intake.spec_changed(h.bridge, changed)
+    h.spec_changed(changed)
     await h.settle()
     (warning,) = [e for e in h.kube.events if e["reason"] == "SpecChangeIgnored"]
     assert warning["type"] == "Warning" and "generation 2" in warning["message"]
@@ -399,7 +399,7 @@ async def test_a_spec_change_of_a_running_workflow_is_refused_and_an_invalid_one
     fixed["spec"] = {"stages": [stage("a")]}
     fixed["metadata"]["generation"] = 2
     h.kube.workflows[("default", "fixme")] = copy.deepcopy(fixed)
-    await intake.spec_changed(h.bridge, fixed)
+    h.spec_changed(fixed)
     await h.settle()
     status = h.kube.status("fixme")
     assert status["phase"] == "Pending" and status["observedGeneration"] == 2
@@ -415,7 +415,7 @@ async def test_a_workflow_recreated_under_the_same_name_replaces_the_old_one():
     # deleted and created again before the deletion's watch event reached the operator
     del h.kube.pods[("default", "same-a-0")]  # (collected)
     await h.submit("same", {"stages": [stage("a", duration=1)]})
-    assert h.bridge.cluster.free_executors == 0 and len(h.bridge.cluster.jobs) == 1
+    assert h.bridge.core.cluster.free_executors == 0 and len(h.bridge.core.cluster.jobs) == 1
     new_uid = h.kube.workflows[("default", "same")]["metadata"]["uid"]
     pod = h.kube.pods[("default", "same-a-0")]
     assert pod["metadata"]["ownerReferences"][0]["uid"] == new_uid
@@ -445,10 +445,10 @@ async def test_pods_of_a_deleted_workflow_deleted_before_it_are_not_created_agai
     assert len(h.released("gone")) == 2 and len(h.kube.pods_of("gone")) == 3
     del h.kube.workflows[("default", "gone")]
     for key in [k for k in h.kube.pods if k[1].startswith("gone-")]:
-        h.bridge.observe_pod(h.kube.pods.pop(key), deleted=True)
+        h.pools.observe_pod(h.kube.pods.pop(key), deleted=True)
     await h.settle()
     assert not h.kube.pods_of("gone")
-    assert ("default", "gone") not in h.bridge.workflows and h.bridge.busy == 0
+    assert ("default", "gone") not in h.bridge.core.workflows and h.bridge.core.busy == 0
     assert h.kube.calls.count("create_pod") == 3  # (the first three; none again)
     await h.submit("next", {"stages": [stage("a", tasks=2)]})
     assert h.released() == ["next-a-0", "next-a-1"]
@@ -457,8 +457,8 @@ async def test_pods_of_a_deleted_workflow_deleted_before_it_are_not_created_agai
 async def test_a_pod_deleted_by_hand_is_created_again_after_one_check_of_its_workflow():
     h = harness(pool=1)
     await h.submit("w", {"stages": [stage("a", backoffLimit=2)]})
-    h.bridge.observe_pod(h.kube.pods.pop(("default", "w-a-0")), deleted=True)
+    h.pools.observe_pod(h.kube.pods.pop(("default", "w-a-0")), deleted=True)
     await h.settle()
     assert h.released() == ["w-a-0-r1"]
     assert h.kube.calls.count("get_workflow") == 1
-    assert not h.bridge.workflows[("default", "w")].pod_vanished
+    assert not h.bridge.core.workflows[("default", "w")].pod_vanished

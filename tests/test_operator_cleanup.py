@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from idlegate.api.status import format_indexes, parse_indexes
-from idlegate.api.timestamps import from_datetime
 from idlegate.operator.edge import intake
 from idlegate.sim.spec import SpecError, parse_workflow
+from idlegate.sim.timestamps import from_datetime
 from tests.operator_fakes import FakeClock, FakeKube, Harness, harness, stage
 
 pytestmark = pytest.mark.asyncio
@@ -37,7 +37,7 @@ def watch_deletions(h: Harness) -> list[str]:
         await original(namespace, name)
         deleted.append(name)
         if pod is not None:
-            h.bridge.observe_pod(pod, deleted=True)
+            h.pools.observe_pod(pod, deleted=True)
 
     h.kube.delete_pod = delete_pod  # type: ignore[method-assign]
     return deleted
@@ -56,7 +56,7 @@ async def change_spec(h: Harness, name: str, **fields: Any) -> None:
     stored = h.kube.workflows[("default", name)]
     stored["spec"].update(fields)
     stored["metadata"]["generation"] += 1
-    await intake.spec_changed(h.bridge, copy.deepcopy(stored))
+    h.spec_changed(stored)
     await h.settle()
 
 
@@ -113,7 +113,7 @@ async def test_on_pod_completion_deletes_each_pod_after_the_status_that_counts_i
     assert h.kube.pods_of("wf") == []
     assert status["stages"][0]["completedIndexes"] == "0-2"
     assert h.metrics.value("idlegate_task_failures_total") == 0  # no deletion was a failure
-    assert h.bridge.cluster.free_executors == 1  # freed once, not twice
+    assert h.bridge.core.cluster.free_executors == 1  # freed once, not twice
 
 
 async def test_a_restart_after_pod_gc_knows_the_collected_tasks_succeeded():
@@ -124,11 +124,11 @@ async def test_a_restart_after_pod_gc_knows_the_collected_tasks_succeeded():
     await first.finish("wf-a-0", after=10)
     await first.finish("wf-a-1", after=10)
     assert sorted(p["metadata"]["name"] for p in kube.pods_of("wf")) == ["wf-a-2"]
-    second = Harness(kube, clock, 1, first.bridge.scheduler, pod_gc="OnPodSuccess")
+    second = Harness(kube, clock, 1, first.bridge.core.scheduler, pod_gc="OnPodSuccess")
     watch_deletions(second)
-    await intake.rebuild(second.bridge)
+    await intake.rebuild(second.pools)
     await second.settle()
-    wf = second.bridge.workflows[("default", "wf")]
+    wf = second.bridge.core.workflows[("default", "wf")]
     assert wf.job.stages[0].finished == 2  # read from completedIndexes, not re-run
     assert second.released() == ["wf-a-2"]
     await second.finish("wf-a-2", after=10)
@@ -157,11 +157,13 @@ async def test_on_pod_success_keeps_failed_pods_and_workflow_gc_waits_for_the_hi
         await asyncio.sleep(0.01)
     await h.settle()
     assert h.kube.status("all")["phase"] == "Succeeded"
-    h.bridge.cleanup.seen(body(h, "all"))  # (a watch event): no record, so no GC
+    intake.finished(
+        h.pools, body(h, "all"), h.kube.pods_of("all")
+    )  # (a watch event): no record, so no GC
     await h.settle()
     assert len(h.kube.pods_of("all")) == 1
     h.kube.workflows[("default", "all")]["status"]["historyRecorded"] = True  # recorded later
-    h.bridge.cleanup.seen(body(h, "all"))
+    intake.finished(h.pools, body(h, "all"), h.kube.pods_of("all"))
     await h.settle()
     assert h.kube.pods_of("all") == []
     h.bridge.history.close()
@@ -176,12 +178,12 @@ async def test_ttl_deletes_once_at_the_right_time_across_a_restart():
     await first.submit("wf", {"stages": [stage("a")], "ttlSecondsAfterFinished": 300})
     await first.finish("wf-a-0", after=10)
     done = from_datetime(kube.status("wf")["completionTime"])
-    first.bridge.cleanup.seen(body(first, "wf"))
+    intake.finished(first.pools, body(first, "wf"), first.kube.pods_of("wf"))
     uid = body(first, "wf")["metadata"]["uid"]
     assert first.timers.armed[f"ttl/{uid}"][0] == done + 300
     clock.advance(100)  # the operator restarts before the TTL has passed
-    second = Harness(kube, clock, 1, first.bridge.scheduler)
-    await intake.rebuild(second.bridge)
+    second = Harness(kube, clock, 1, first.bridge.core.scheduler)
+    await intake.rebuild(second.pools)
     assert second.timers.armed[f"ttl/{uid}"][0] == done + 300  # armed again, same time
     assert await second.timers.fire_due(clock.advance(199)) == 0
     assert await second.timers.fire_due(clock.advance(1)) == 1
@@ -199,10 +201,10 @@ async def test_the_operator_default_ttl_spares_running_and_invalid_workflows():
     await h.submit("bad", {"stages": [stage("a", deps=("nope",))]})
     await h.submit("run", {"stages": [stage("a")]})
     for name in ("bad", "run"):
-        h.bridge.cleanup.seen(body(h, name))
+        intake.finished(h.pools, body(h, name), h.kube.pods_of(name))
     assert h.timers.armed == {}
     await h.finish("run-a-0", after=1)
-    h.bridge.cleanup.seen(body(h, "run"))
+    intake.finished(h.pools, body(h, "run"), h.kube.pods_of("run"))
     await h.timers.fire_due(h.clock.now())
     await h.settle()
     assert ("default", "run") not in h.kube.workflows and ("default", "bad") in h.kube.workflows
@@ -237,8 +239,8 @@ async def test_a_workflow_created_suspended_waits_out_of_the_pool_until_resumed(
     await h.submit("held", {"stages": [stage("a")], "suspend": True})
     await h.submit("other", {"stages": [stage("a", 1, 50)]})
     assert h.kube.pods_of("held") == [] and h.released() == ["other-a-0"]
-    assert ("default", "held") not in h.bridge.workflows
-    assert [j.name for j in h.bridge.cluster.jobs] == ["default/other"]  # the policy's view
+    assert ("default", "held") not in h.bridge.core.workflows
+    assert [j.name for j in h.bridge.core.cluster.jobs] == ["default/other"]  # the policy's view
     held = conditions(h, "held")
     assert held["Suspended"]["status"] == "True" and held["Running"]["reason"] == "Suspended"
     assert h.kube.status("held")["phase"] == "Suspended"
@@ -267,7 +269,7 @@ async def test_suspending_mid_run_evicts_running_tasks_and_resume_runs_them_agai
     await h.run_to_completion()
     status = h.kube.status("wf")
     assert status["phase"] == "Succeeded" and status["stages"][0]["failed"] == 0
-    assert h.bridge.cluster.free_executors == 2
+    assert h.bridge.core.cluster.free_executors == 2
 
 
 async def test_a_suspended_workflow_still_meets_its_deadline():
@@ -278,7 +280,7 @@ async def test_a_suspended_workflow_still_meets_its_deadline():
     assert await h.timers.fire_due(h.clock.advance(60)) == 1  # (it reads the workflow first)
     await h.settle()
     assert conditions(h, "wf")["Failed"]["reason"] == "DeadlineExceeded"
-    assert h.kube.pods_of("wf") == [] and h.bridge.cluster.free_executors == 1
+    assert h.kube.pods_of("wf") == [] and h.bridge.core.cluster.free_executors == 1
     assert "Resumed" not in h.kube.reasons("wf")  # admitted only to be failed
 
 

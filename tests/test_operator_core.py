@@ -1,4 +1,4 @@
-"""The operator's pure core: what happened in (plain calls, `now` given), intents out.
+"""The operator's pure core: what happened in (`Core.handle(event, now)`), intents out.
 
 No API, no kopf, no event loop: each test drives :class:`Core` and asserts on the intents
 its outbox holds.
@@ -11,7 +11,10 @@ import sys
 from typing import Any
 
 from idlegate.api.podsecurity import NamespacePolicy
+from idlegate.operator.core.argo import LiveArgo
+from idlegate.operator.core.argo_pods import ArgoPod
 from idlegate.operator.core.core import Core
+from idlegate.operator.core.events import Admit, IdleEnded, PodSeen, Schedule
 from idlegate.operator.core.intents import (
     Confirmed,
     CreatePod,
@@ -26,12 +29,10 @@ from idlegate.operator.core.intents import (
 )
 from idlegate.operator.core.pods import Owner, task_pod
 from idlegate.operator.core.tracking import ArgoWorkflow
-from idlegate.operator.edge.metrics import Metrics
+from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
 from idlegate.policy import make_scheduler
 from idlegate.sim.argo import map_workflow
-from idlegate.sim.argo.live import LiveArgo
-from idlegate.sim.argo.pods import ArgoPod
 from idlegate.sim.protocol import Decision, Scheduler
 from idlegate.sim.spec import StageSpec
 
@@ -58,6 +59,21 @@ def core_of(pool: int = 1, policy: str | Scheduler = "fifo") -> Core:
     return Core(Settings(pool_size=pool), scheduler, metrics=Metrics(pool, scheduler.name))
 
 
+_SAID: dict[Core, list[Any]] = {}
+
+
+def said(core: Core, event: Any, now: float) -> None:
+    """Hand `core` the event at `now` (its one entry), keeping what it answers."""
+    _SAID.setdefault(core, []).extend(core.handle(event, now))
+
+
+def taken(core: Core) -> list[Any]:
+    """What `core` answered since the last call: its intents (its facts for the features
+    left out)."""
+    kept = _SAID.pop(core, [])
+    return [i for i in kept if type(i).__module__ != "idlegate.operator.core.events"]
+
+
 def pod(name: str, spec: dict[str, Any], index: int, phase: str, executor: int) -> dict[str, Any]:
     """The pod of task `index` of stage `spec` of workflow `name`, as the API reports it."""
     owner = Owner("default", name, f"uid-{name}")
@@ -81,8 +97,8 @@ def test_a_pods_writes_share_one_lane_and_a_workflows_deletion_another() -> None
 
 def test_a_new_workflow_gets_gated_pods_and_its_first_task_is_released_on_an_executor() -> None:
     core = core_of(pool=1)
-    core.admit(workflow("w", stage("a", tasks=2)), [], NamespacePolicy(), now=T0)
-    intents = core.intents.take()
+    said(core, Admit(workflow("w", stage("a", tasks=2)), [], NamespacePolicy()), T0)
+    intents = taken(core)
     created = [i for i in intents if isinstance(i, CreatePod)]
     assert [(c.name, c.gated) for c in created] == [("w-a-0", True), ("w-a-1", True)]
     (released,) = [i for i in intents if isinstance(i, RemoveGate)]
@@ -94,21 +110,21 @@ def test_a_new_workflow_gets_gated_pods_and_its_first_task_is_released_on_an_exe
     assert statuses[-1].status.workflow.status()["phase"] == "Running"
     reasons = [i.reason for i in intents if isinstance(i, PostEvent)]
     assert reasons[0] == "Accepted" and "Released" in reasons
-    assert core.cluster.busy == 1 and core.intents.take() == []
+    assert core.cluster.busy == 1 and taken(core) == []
 
 
 def test_a_succeeded_pod_lets_its_executor_go_on_with_the_stages_next_task() -> None:
     core = core_of(pool=1)
     spec = stage("a", tasks=2)
-    core.admit(workflow("w", spec), [], NamespacePolicy(), now=T0)
-    core.intents.take()
-    core.observe_pod(pod("w", spec, 0, "Succeeded", executor=0), now=T0 + 10)
-    intents = core.intents.take()
+    said(core, Admit(workflow("w", spec), [], NamespacePolicy()), T0)
+    taken(core)
+    said(core, PodSeen(pod("w", spec, 0, "Succeeded", executor=0)), T0 + 10)
+    intents = taken(core)
     (released,) = [i for i in intents if isinstance(i, RemoveGate)]
     assert (released.name, released.executor) == ("w-a-1", 0)
     assert "Released" in [i.reason for i in intents if isinstance(i, PostEvent)]
-    core.observe_pod(pod("w", spec, 1, "Succeeded", executor=0), now=T0 + 20)
-    status = [i for i in core.intents.take() if isinstance(i, PatchStatus)][-1].status
+    said(core, PodSeen(pod("w", spec, 1, "Succeeded", executor=0)), T0 + 20)
+    status = [i for i in taken(core) if isinstance(i, PatchStatus)][-1].status
     status = status.workflow.status()
     assert status["phase"] == "Succeeded" and status["jctSeconds"] > 0
 
@@ -116,12 +132,12 @@ def test_a_succeeded_pod_lets_its_executor_go_on_with_the_stages_next_task() -> 
 def test_the_same_pod_state_twice_changes_nothing() -> None:
     core = core_of(pool=1)
     spec = stage("a", tasks=2)
-    core.admit(workflow("w", spec), [], NamespacePolicy(), now=T0)
-    core.intents.take()
+    said(core, Admit(workflow("w", spec), [], NamespacePolicy()), T0)
+    taken(core)
     running = pod("w", spec, 0, "Running", executor=0)
-    core.observe_pod(running, now=T0 + 1)
-    core.observe_pod(running, now=T0 + 2)
-    assert core.intents.take() == []
+    said(core, PodSeen(running), T0 + 1)
+    said(core, PodSeen(running), T0 + 2)
+    assert taken(core) == []
 
 
 class _Idles:
@@ -144,15 +160,15 @@ class _Idles:
 
 def test_an_idle_slot_sets_a_timer_and_its_end_releases_the_stage() -> None:
     core = core_of(pool=1, policy=_Idles())
-    core.admit(workflow("w", stage("a")), [], NamespacePolicy(), now=T0)
-    intents = core.intents.take()
+    said(core, Admit(workflow("w", stage("a")), [], NamespacePolicy()), T0)
+    intents = taken(core)
     (timer,) = [i for i in intents if isinstance(i, SetTimer)]
-    assert timer.at == T0 + 30 and timer.stage == 0
+    assert timer.at == T0 + 30 and timer.fire.stage == 0
     assert not [i for i in intents if isinstance(i, RemoveGate)]
     status = [i for i in intents if isinstance(i, PatchStatus)][-1].status.workflow.status()
     assert status["idleSlots"][0]["released"] is False
-    core.idle_expired(("default", "w"), "uid-w", 0, now=T0 + 30)
-    intents = core.intents.take()
+    said(core, IdleEnded(("default", "w"), "uid-w", 0), T0 + 30)
+    intents = taken(core)
     assert [i.name for i in intents if isinstance(i, RemoveGate)] == ["w-a-0"]
     assert "IdleSlotEnded" in [i.reason for i in intents if isinstance(i, PostEvent)]
     status = [i for i in intents if isinstance(i, PatchStatus)][-1].status.workflow.status()
@@ -171,8 +187,8 @@ class _Raises:
 
 def test_a_policy_that_raises_is_answered_by_the_fallback_rule_with_a_warning() -> None:
     core = core_of(pool=1, policy=_Raises())
-    core.admit(workflow("w", stage("a")), [], NamespacePolicy(), now=T0)
-    intents = core.intents.take()
+    said(core, Admit(workflow("w", stage("a")), [], NamespacePolicy()), T0)
+    intents = taken(core)
     assert [i.name for i in intents if isinstance(i, RemoveGate)] == ["w-a-0"]
     warnings = [i for i in intents if isinstance(i, PostEvent) and i.type == "Warning"]
     assert [w.reason for w in warnings] == ["PolicyError"]
@@ -182,30 +198,30 @@ def test_a_policy_that_raises_is_answered_by_the_fallback_rule_with_a_warning() 
 def test_a_gate_removed_by_others_with_no_executor_free_runs_beyond_the_pool() -> None:
     core = core_of(pool=1)
     spec = stage("a", tasks=2)
-    core.admit(workflow("w", spec), [], NamespacePolicy(), now=T0)
-    core.intents.take()
-    core.observe_pod(pod("w", spec, 1, "Running", executor=0), now=T0 + 1)
+    said(core, Admit(workflow("w", spec), [], NamespacePolicy()), T0)
+    taken(core)
+    said(core, PodSeen(pod("w", spec, 1, "Running", executor=0)), T0 + 1)
     assert len(core.cluster.beyond) == 1 and core.cluster.busy == 2
-    assert "ReleasedByOthers" in [i.reason for i in core.intents.take() if hasattr(i, "reason")]
+    assert "ReleasedByOthers" in [i.reason for i in taken(core) if hasattr(i, "reason")]
     # the first task ends: its executor is owed to the task beyond the pool, nothing new
-    core.observe_pod(pod("w", spec, 0, "Succeeded", executor=0), now=T0 + 10)
-    assert not [i for i in core.intents.take() if isinstance(i, RemoveGate | CreatePod)]
+    said(core, PodSeen(pod("w", spec, 0, "Succeeded", executor=0)), T0 + 10)
+    assert not [i for i in taken(core) if isinstance(i, RemoveGate | CreatePod)]
     assert core.cluster.beyond == [] and core.cluster.busy == 1
 
 
 def test_a_pod_beyond_the_pool_deleted_before_it_ended_is_retried_when_the_policy_says() -> None:
     core = core_of(pool=1)
     spec = stage("a", tasks=2, backoffLimit=1)
-    core.admit(workflow("w", spec), [], NamespacePolicy(), now=T0)
+    said(core, Admit(workflow("w", spec), [], NamespacePolicy()), T0)
     running = pod("w", spec, 1, "Running", executor=0)
-    core.observe_pod(running, now=T0 + 1)
-    core.intents.take()
-    core.observe_pod(running, deleted=True, now=T0 + 2)
+    said(core, PodSeen(running), T0 + 1)
+    taken(core)
+    said(core, PodSeen(running, deleted=True), T0 + 2)
     # it no longer counts against the pool, and its retry waits for a free executor
     assert core.cluster.beyond == [] and core.cluster.busy == 1
-    assert not [i for i in core.intents.take() if isinstance(i, RemoveGate | CreatePod)]
-    core.observe_pod(pod("w", spec, 0, "Succeeded", executor=0), now=T0 + 10)
-    created = [i for i in core.intents.take() if isinstance(i, CreatePod)]
+    assert not [i for i in taken(core) if isinstance(i, RemoveGate | CreatePod)]
+    said(core, PodSeen(pod("w", spec, 0, "Succeeded", executor=0)), T0 + 10)
+    created = [i for i in taken(core) if isinstance(i, CreatePod)]
     assert [(c.name, c.executor) for c in created] == [("w-a-1-r1", 0)]
 
 
@@ -221,10 +237,10 @@ def test_the_core_loads_neither_kopf_nor_a_kubernetes_client() -> None:
 
 def test_a_pod_write_refused_for_good_fails_its_workflow_and_frees_its_executor() -> None:
     core = core_of(pool=1)
-    core.admit(workflow("w", stage("a", tasks=2)), [], NamespacePolicy(), now=T0)
-    (released,) = [i for i in core.intents.take() if isinstance(i, RemoveGate)]
-    core.outcome(Refused(released, 403, "Forbidden", "no", permanent=True), now=T0 + 1)
-    intents = core.intents.take()
+    said(core, Admit(workflow("w", stage("a", tasks=2)), [], NamespacePolicy()), T0)
+    (released,) = [i for i in taken(core) if isinstance(i, RemoveGate)]
+    said(core, Refused(released, 403, "Forbidden", "no", permanent=True), T0 + 1)
+    intents = taken(core)
     assert [i.reason for i in intents if isinstance(i, PostEvent)] == ["PodRejected"]
     assert {i.name for i in intents if isinstance(i, DeletePod)} == {"w-a-0", "w-a-1"}
     status = [i for i in intents if isinstance(i, PatchStatus)][-1].status.workflow.status()
@@ -235,13 +251,13 @@ def test_a_pod_write_refused_for_good_fails_its_workflow_and_frees_its_executor(
 def test_a_confirmed_write_is_read_like_a_watch_event_and_a_transient_refusal_is_kept() -> None:
     core = core_of(pool=1)
     spec = stage("a", tasks=2)
-    core.admit(workflow("w", spec), [], NamespacePolicy(), now=T0)
-    (released,) = [i for i in core.intents.take() if isinstance(i, RemoveGate)]
-    core.outcome(Refused(released, None, "Timeout", "no answer", permanent=False), now=T0 + 1)
-    assert core.intents.take() == [] and core.workflows
+    said(core, Admit(workflow("w", spec), [], NamespacePolicy()), T0)
+    (released,) = [i for i in taken(core) if isinstance(i, RemoveGate)]
+    said(core, Refused(released, None, "Timeout", "no answer", permanent=False), T0 + 1)
+    assert taken(core) == [] and core.workflows
     done = pod("w", spec, 0, "Succeeded", executor=0)
-    core.outcome(Confirmed(released, done), now=T0 + 10)
-    assert [i.name for i in core.intents.take() if isinstance(i, RemoveGate)] == ["w-a-1"]
+    said(core, Confirmed(released, done), T0 + 10)
+    assert [i.name for i in taken(core) if isinstance(i, RemoveGate)] == ["w-a-1"]
 
 
 def test_a_workflow_it_finished_is_not_admitted_again_from_a_stale_read() -> None:
@@ -252,16 +268,17 @@ def test_a_workflow_it_finished_is_not_admitted_again_from_a_stale_read() -> Non
     core = core_of(pool=1)
     a, b = stage("a"), stage("b", dependsOn=["a"])
     body = workflow("w", a, b)
-    core.admit(body, [], NamespacePolicy(), now=T0)
-    core.observe_pod(pod("w", a, 0, "Succeeded", executor=0), now=T0 + 10)
+    said(core, Admit(body, [], NamespacePolicy()), T0)
+    said(core, PodSeen(pod("w", a, 0, "Succeeded", executor=0)), T0 + 10)
     stale = {**body, "status": {"phase": "Running", "startTime": "2023-11-14T22:13:20Z"}}
     stale_pods = [pod("w", a, 0, "Succeeded", executor=0), pod("w", b, 0, "Running", executor=0)]
-    core.observe_pod(pod("w", b, 0, "Succeeded", executor=0), now=T0 + 20)
+    said(core, PodSeen(pod("w", b, 0, "Succeeded", executor=0)), T0 + 20)
     assert core.workflows == {}  # finished: out of the pool
-    core.intents.take()
-    assert core.admit(stale, stale_pods, NamespacePolicy(), now=T0 + 21) is None
+    taken(core)
+    said(core, Admit(stale, stale_pods, NamespacePolicy()), T0 + 21)
+    assert core.workflows == {}
     assert core.known(Owner("default", "w", "uid-w"))
-    assert core.intents.take() == [] and core.cluster.busy == 0
+    assert taken(core) == [] and core.cluster.busy == 0
     assert core.metrics.value("idlegate_workflows_finished_total", result="succeeded") == 1
 
 
@@ -304,8 +321,8 @@ def argo_in(core: Core, pods: list[ArgoPod]) -> ArgoWorkflow:
 def test_an_argo_stages_launch_is_a_remove_gate_of_a_gated_pod_of_that_stage() -> None:
     core = core_of(pool=1)
     wf = argo_in(core, [argo_pod(".a")])
-    core.schedule(now=T0)
-    intents = core.intents.take()
+    said(core, Schedule(), T0)
+    intents = taken(core)
     (released,) = [i for i in intents if isinstance(i, RemoveGate)]
     assert (released.name, released.stage, released.executor) == ("etl-a-1234", "a", 0)
     assert released.owner == ARGO and released.spec is None  # Argo's pod: never created here
@@ -316,8 +333,8 @@ def test_an_argo_stages_launch_is_a_remove_gate_of_a_gated_pod_of_that_stage() -
     # a's pod succeeds; b's and c's appear gated: the one executor goes to one of them
     for pod in (argo_pod(".a", "Succeeded", gated=False), argo_pod(".b"), argo_pod(".c")):
         assert wf.live.observe(core.cluster, pod, T0 + 10) == []
-    core.schedule(now=T0 + 10)
-    intents = core.intents.take()
+    said(core, Schedule(), T0 + 10)
+    intents = taken(core)
     (released,) = [i for i in intents if isinstance(i, RemoveGate)]
     assert (released.name, released.stage, released.executor) == ("etl-b-1234", "b", 0)
     assert [i.reason for i in intents if isinstance(i, PostEvent)] == ["Released", "Waiting"]
@@ -326,16 +343,16 @@ def test_an_argo_stages_launch_is_a_remove_gate_of_a_gated_pod_of_that_stage() -
 def test_an_argo_stages_idle_slot_is_a_timer_whose_end_releases_its_pod() -> None:
     core = core_of(pool=1, policy=_Idles())
     argo_in(core, [argo_pod(".a")])
-    core.schedule(now=T0)
-    intents = core.intents.take()
+    said(core, Schedule(), T0)
+    intents = taken(core)
     (timer,) = [i for i in intents if isinstance(i, SetTimer)]
-    assert (timer.at, timer.owner, timer.stage) == (T0 + 30, ARGO, 0)
+    assert (timer.at, timer.fire) == (T0 + 30, IdleEnded(("default", "etl"), "uid-etl", 0))
     assert not [i for i in intents if isinstance(i, RemoveGate | PatchStatus)]
     assert [i.reason for i in intents if isinstance(i, PostEvent)] == ["IdleSlot"]
-    core.idle_expired(("default", "etl"), "uid-other", 0, now=T0 + 30)  # not this workflow
-    assert core.intents.take() == []
-    core.idle_expired(("default", "etl"), "uid-etl", 0, now=T0 + 30)
-    intents = core.intents.take()
+    said(core, IdleEnded(("default", "etl"), "uid-other", 0), T0 + 30)  # not this workflow
+    assert taken(core) == []
+    said(core, IdleEnded(("default", "etl"), "uid-etl", 0), T0 + 30)
+    intents = taken(core)
     assert [(i.name, i.executor) for i in intents if isinstance(i, RemoveGate)] == [
         ("etl-a-1234", 0)
     ]
@@ -344,9 +361,9 @@ def test_an_argo_stages_idle_slot_is_a_timer_whose_end_releases_its_pod() -> Non
 def test_a_refused_argo_release_is_a_warning_on_the_workflow_which_goes_on() -> None:
     core = core_of(pool=1)
     argo_in(core, [argo_pod(".a")])
-    core.schedule(now=T0)
-    (released,) = [i for i in core.intents.take() if isinstance(i, RemoveGate)]
-    core.outcome(Refused(released, 403, "Forbidden", "no", permanent=True), now=T0 + 1)
-    (warning,) = core.intents.take()
+    said(core, Schedule(), T0)
+    (released,) = [i for i in taken(core) if isinstance(i, RemoveGate)]
+    said(core, Refused(released, 403, "Forbidden", "no", permanent=True), T0 + 1)
+    (warning,) = taken(core)
     assert isinstance(warning, PostEvent) and (warning.owner, warning.reason) == (ARGO, "PodError")
     assert ("default", "etl") in core.argo and core.cluster.busy == 1

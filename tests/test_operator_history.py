@@ -87,8 +87,8 @@ async def test_a_finished_workflow_keeps_its_run_times_and_is_recorded_once(tmp_
         record.measured,
     )
     # a restarted operator does not write it again
-    second = Harness(kube, clock, 2, first.bridge.scheduler, history_file=sink)
-    await intake.rebuild(second.bridge)
+    second = Harness(kube, clock, 2, first.bridge.core.scheduler, history_file=sink)
+    await intake.rebuild(second.pools)
     await second.settle()
     await asyncio.sleep(0.05)
     assert len(sink.read_text().splitlines()) == 1
@@ -123,8 +123,8 @@ async def test_a_workflow_finished_without_a_sink_is_recorded_by_the_next_operat
     assert "historyRecorded" not in kube.status("etl")
     assert kube.status("etl")["stages"][0]["measuredDurationSeconds"]  # the status has them
     sink = tmp_path / "history.jsonl"
-    second = Harness(kube, clock, 2, first.bridge.scheduler, history_file=sink)
-    await intake.rebuild(second.bridge)
+    second = Harness(kube, clock, 2, first.bridge.core.scheduler, history_file=sink)
+    await intake.rebuild(second.pools)
     await recorded(second, 1)
     assert kube.status("etl")["historyRecorded"] is True
     assert [w.name for w in load_history(sink)] == ["default/etl"]
@@ -153,8 +153,8 @@ async def test_a_restarted_operator_keeps_the_run_times_measured_before_it():
     await first.submit("etl", ETL)
     for i, seconds in enumerate((7, 9)):
         await finish_ran(first, f"etl-a-{i}", seconds)
-    second = Harness(kube, clock, 2, first.bridge.scheduler)
-    await intake.rebuild(second.bridge)
+    second = Harness(kube, clock, 2, first.bridge.core.scheduler)
+    await intake.rebuild(second.pools)
     await finish_ran(second, "etl-a-2", 12)
     await finish_ran(second, "etl-b-0", 3)
     a, b = (s["measuredDurationSeconds"] for s in kube.status("etl")["stages"])

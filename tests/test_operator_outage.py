@@ -33,8 +33,8 @@ from idlegate.operator.core.tracking import TaskState
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.endpoints import Endpoints
 from idlegate.operator.edge.lanes import Op
-from idlegate.operator.edge.metrics import Metrics
 from idlegate.operator.edge.watchdog import KopfRetryLog, RetryForever, operator_pod
+from idlegate.operator.metrics import Metrics
 from tests.e2e import (
     DWF,
     HANG_SECONDS,
@@ -132,20 +132,20 @@ def test_the_rebuild_after_an_outage_catches_up_with_what_the_watches_missed():
             del h.kube.pods[("default", name)]
         h.kube.add_workflow("c", {"stages": [fake_stage("z", tasks=1)]})
         created = h.metrics.value("idlegate_pods_created_total")
-        counts = await intake.rebuild(h.bridge)
+        counts = await intake.rebuild(h.pools)
         await h.settle()
         assert counts == (2, 1)  # a and c; a-x-0 (a-x-1 and b's pods are gone)
-        assert set(h.bridge.workflows) == {("default", "a"), ("default", "c")}
+        assert set(h.bridge.core.workflows) == {("default", "a"), ("default", "c")}
         assert h.metrics.value("idlegate_workflows_finished_total", result="deleted") == 1
-        a = h.bridge.workflows[("default", "a")]
+        a = h.bridge.core.workflows[("default", "a")]
         assert a.job.stages[0].finished == 1 and a.stages[0].failed == 1  # a-x-1: retried
         assert h.released() == ["a-x-1-r1", "c-z-0"]
         assert h.metrics.value("idlegate_pods_created_total") == created + 2
-        assert h.bridge.busy == 2
+        assert h.bridge.core.busy == 2
         # the same again is a no-op
-        await intake.rebuild(h.bridge)
+        await intake.rebuild(h.pools)
         await h.settle()
-        assert h.released() == ["a-x-1-r1", "c-z-0"] and h.bridge.busy == 2
+        assert h.released() == ["a-x-1-r1", "c-z-0"] and h.bridge.core.busy == 2
 
     asyncio.run(scenario())
 
@@ -165,17 +165,17 @@ def test_a_workflow_that_finishes_while_the_rebuild_reads_is_not_admitted_again(
         def the_watch_meanwhile(_: str) -> None:
             pod = h.kube.pods[("default", "w-b-0")]
             pod["status"]["phase"] = "Succeeded"
-            h.bridge.observe_pod(copy.deepcopy(pod))
+            h.pools.observe_pod(copy.deepcopy(pod))
 
         h.kube.fault = lambda method: (
             the_watch_meanwhile(method) if method == "list_namespaces" else None
         )
-        await intake.rebuild(h.bridge)
+        await intake.rebuild(h.pools)
         h.kube.fault = None
         await h.settle()
         assert h.kube.status("w")["phase"] == "Succeeded"
         assert h.metrics.value("idlegate_workflows_finished_total", result="succeeded") == 1
-        assert h.bridge.workflows == {}
+        assert h.bridge.core.workflows == {}
 
     asyncio.run(scenario())
 
@@ -195,12 +195,12 @@ def test_a_pod_not_listed_while_its_workflow_has_a_write_running_is_not_taken_fo
 
         h.bridge.lanes.submit(("default", "a"), Op("a write on its way", held), lane="test")
         pod = h.kube.pods.pop(("default", "a-x-1"))  # "not created yet", as the list sees it
-        await intake.rebuild(h.bridge)
-        track = h.bridge.workflows[("default", "a")].stages[0]
+        await intake.rebuild(h.pools)
+        track = h.bridge.core.workflows[("default", "a")].stages[0]
         assert track.tasks[1].state is TaskState.RELEASED and track.failed == 0
         lifted.set()
         await h.settle()
-        await intake.rebuild(h.bridge)  # settled, and still not there: deleted
+        await intake.rebuild(h.pools)  # settled, and still not there: deleted
         await h.settle()
         assert track.failed == 1 and h.released() == ["a-x-0", "a-x-1-r1"]
         assert pod["metadata"]["name"] == "a-x-1"
@@ -340,7 +340,8 @@ def test_an_outage_beyond_kopfs_default_retries_is_survived_seen_and_caught_up(
         api.create(DWF, doomed, namespace=ns)  # it waits for an executor
         wait(
             lambda: (
-                (ns, "doomed") in op.bridge.workflows and op.bridge.lanes.settled((ns, "doomed"))
+                (ns, "doomed") in op.bridge.core.workflows
+                and op.bridge.lanes.settled((ns, "doomed"))
             ),
             10,
             "doomed's gated pods",
@@ -366,14 +367,14 @@ def test_an_outage_beyond_kopfs_default_retries_is_survived_seen_and_caught_up(
             30,
             "kopf's watches to retry beyond its default back-off",
         )
-        assert _readyz(port)[0] == 503 and op.bridge.busy == pool  # stale, as api_up says
+        assert _readyz(port)[0] == 503 and op.bridge.core.busy == pool  # stale, as api_up says
         proxy.set(outage=False)
         during = proxy.requests()[began:]
         wait(lambda: _readyz(port)[0] == 200, 30, "ready again")
         wait(lambda: len(monitor.occupying) == pool, 30, "the pool to fill again")
         wait(lambda: _phase(api, ns, "long") == _phase(api, ns, "late") == "Succeeded", 30, "done")
-        assert api.get(DWF, ns, "doomed") is None and (ns, "doomed") not in op.bridge.workflows
-        wait(lambda: op.bridge.busy == 0, 5, "no executor busy")
+        assert api.get(DWF, ns, "doomed") is None and (ns, "doomed") not in op.bridge.core.workflows
+        wait(lambda: op.bridge.core.busy == 0, 5, "no executor busy")
         mine = "involvedObject.name=idlegate-operator-0"
         events = wait(lambda: api.list("events", ns, field_selector=mine), 5, "the Event")
         unreachable = m.value("idlegate_api_unreachable_seconds_total")

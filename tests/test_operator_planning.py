@@ -87,7 +87,7 @@ async def test_the_loop_keeps_deciding_while_a_plan_runs_and_a_stale_plan_is_dro
     assert value(h, "idlegate_plans_dropped_total") == 1  # made for {a}, adopted for {a, b}
     assert worker(h).plans == 2  # the set changed: planned again at once, and adopted
     assert worker(h).planner.last_plan is not None
-    assert worker(h).planner.last_plan.key == tuple(j.id for j in h.bridge.cluster.jobs)
+    assert worker(h).planner.last_plan.key == tuple(j.id for j in h.bridge.core.cluster.jobs)
     assert worker(h).planner.following == "srpt"
 
 
@@ -95,7 +95,7 @@ async def test_a_plan_that_raises_is_counted_and_logged_once_and_the_policy_kept
     plan = Scripted("srpt", error=RuntimeError("rollout exploded"))
     scheduler = planner("fifo", {"srpt": "srpt"}, plan)
     h = harness(pool=1, scheduler=scheduler)
-    with caplog.at_level(logging.ERROR, "idlegate.operator.decisions"):
+    with caplog.at_level(logging.ERROR, "idlegate.operator.core.decider"):
         await h.submit("a", {"stages": [stage("x", 1)]})
         await settled(h)
         await h.submit("b", {"stages": [stage("x", 1)]})  # another plan, the same error
@@ -119,7 +119,7 @@ async def test_a_real_planner_runs_every_workflow_to_the_end_with_measured_durat
     }
     for name, spec in specs.items():
         await h.submit(name, spec)
-    tracked = {wf.owner.name: wf for wf in h.bridge.workflows.values()}
+    tracked = {wf.owner.name: wf for wf in h.bridge.core.workflows.values()}
     for _ in range(50):  # plans end in real time, the fake clock jumps: give them time
         await settled(h)
         if not h.released():
@@ -140,7 +140,7 @@ async def test_a_real_planner_runs_every_workflow_to_the_end_with_measured_durat
 async def test_measured_durations_are_release_to_success_of_first_attempts():
     h = harness(pool=1)
     await h.submit("w", {"stages": [stage("a", 3, duration=10, backoffLimit=1)]})
-    wf = next(iter(h.bridge.workflows.values()))
+    wf = next(iter(h.bridge.core.workflows.values()))
     assert wf.durations.estimates == (10.0,) and wf.durations.measured == [[]]
     await h.finish("w-a-0", after=12)  # the next task goes on the same executor now
     await h.finish("w-a-1", phase="Failed", after=4)  # its retry is not measured

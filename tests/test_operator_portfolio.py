@@ -15,10 +15,10 @@ from idlegate.api.pool_spec import parse_pool_spec
 from idlegate.operator.core.pods import Owner
 from idlegate.operator.decisions import build_scheduler
 from idlegate.operator.edge import intake
+from idlegate.operator.edge.pools import pool_status
 from idlegate.operator.features.history import read_prior, rotated, sink_files
 from idlegate.operator.features.planning import ReplayWorker
-from idlegate.operator.features.pools import Pools, pool_status
-from idlegate.operator.features.reload import model_files, replace_policy
+from idlegate.operator.features.reload import model_files
 from idlegate.policy import DEFAULT_POLICY_PATH, make_scheduler
 from idlegate.sim.history import load_history, tail_history
 from tests.operator_fakes import FakeClock, FakeKube, Harness, harness, stage
@@ -42,7 +42,7 @@ def followed_events(kube, kind: str) -> list[dict]:
 @pytest.mark.asyncio
 async def test_a_switch_of_candidate_is_said_once_in_the_gauge_an_event_and_the_status():
     h = harness(pool=1, scheduler=make_scheduler(PORTFOLIO))
-    h.bridge.reporter = Owner(
+    h.bridge.core.reporter = Owner(
         "idlegate-system", "operator-0", "pod-uid", kind="Pod", api_version="v1"
     )
     value = h.metrics.value
@@ -54,14 +54,14 @@ async def test_a_switch_of_candidate_is_said_once_in_the_gauge_an_event_and_the_
     (event,) = followed_events(h.kube, "Pod")
     assert (event["type"], event["involvedObject"]["name"]) == ("Normal", "operator-0")
     # in words: what the round did and why, then its figures
-    switch = h.bridge.scheduler.rounds[0]
+    switch = h.bridge.core.scheduler.rounds[0]
     assert switch.why.startswith("switched to srpt: ") and "better than fifo" in switch.why
     assert event["message"] == f"The portfolio {switch.why}. It is now {switch.text}."
     assert value("idlegate_policy_following", policy="srpt") == 1
     assert value("idlegate_policy_following", policy="fifo") == 0
-    choice = h.bridge.scheduler.choice
+    choice = h.bridge.core.scheduler.choice
     assert (choice.candidate, choice.reason, choice.runner_up) == ("srpt", "best", "fifo")
-    assert choice.score < choice.runner_up_score and len(h.bridge.scheduler.rounds) > 1
+    assert choice.score < choice.runner_up_score and len(h.bridge.core.scheduler.rounds) > 1
     policies = [h.kube.status(n)["policy"] for n in ("long", "s1", "s2", "s3", "s4")]
     # (the Policy column) s2's release is decided by fifo: the round s1's finish brings runs
     # in the worker while the pool goes on deciding, and srpt is followed from s3 on
@@ -71,16 +71,15 @@ async def test_a_switch_of_candidate_is_said_once_in_the_gauge_an_event_and_the_
 @pytest.mark.asyncio
 async def test_each_executor_pool_has_a_portfolio_of_its_own_and_its_events():
     h = harness(pool=1, scheduler=make_scheduler(PORTFOLIO))
-    pools = Pools(h.bridge)
+    pools = h.pools
     await intake.readmit(
         pools,
         pools.apply(
             "batch", parse_pool_spec({"size": 1, "policy": PORTFOLIO}, "batch"), uid="pool-uid"
         ),
     )
-    h.bridge = pools  # (the harness's kubelet tells every pool)
     batch = pools.bridges["batch"]
-    assert batch.scheduler is not pools.default.scheduler
+    assert batch.core.scheduler is not pools.default.core.scheduler
     await h.submit("long", {"stages": [stage("a", duration=100.0)], "pool": "batch"})
     for name in ("s1", "s2", "s3"):
         await h.submit(name, {"stages": [stage("a", duration=1.0)], "pool": "batch"})
@@ -94,10 +93,10 @@ async def test_each_executor_pool_has_a_portfolio_of_its_own_and_its_events():
     sample = batch.metrics.registry.get_sample_value
     assert sample("idlegate_policy_following", {"pool": "batch", "policy": "srpt"}) == 1
     assert sample("idlegate_policy_following", {"pool": "default", "policy": "fifo"}) == 1
-    assert batch.scheduler.rounds and not pools.default.scheduler.rounds
+    assert batch.core.scheduler.rounds and not pools.default.core.scheduler.rounds
     # the ExecutorPool's status says what it follows and why (the choice's figures)
-    assert pool_status("batch", pools)["following"] == batch.scheduler.choice.text
-    assert pool_status("default", Pools(harness(pool=1).bridge))["following"] == "fifo"
+    assert pool_status("batch", pools)["following"] == batch.core.scheduler.choice.text
+    assert pool_status("default", harness(pool=1).pools)["following"] == "fifo"
 
 
 async def finished_in(h, pool: str | None = None) -> None:
@@ -112,15 +111,14 @@ async def finished_in(h, pool: str | None = None) -> None:
 @pytest.mark.asyncio
 async def test_a_pool_whose_portfolio_gains_a_candidate_keeps_its_window():
     h = harness(pool=1)
-    pools = Pools(h.bridge)
+    pools = h.pools
     spec = parse_pool_spec({"size": 1, "policy": PORTFOLIO}, "batch")
     await intake.readmit(pools, pools.apply("batch", spec))
-    h.bridge = pools
     await finished_in(h, "batch")
-    old = pools.bridges["batch"].scheduler
+    old = pools.bridges["batch"].core.scheduler
     more = PORTFOLIO.replace("fifo+srpt", "fifo+srpt+fair")
     await intake.readmit(pools, pools.apply("batch", spec.model_copy(update={"policy": more})))
-    new = pools.bridges["batch"].scheduler
+    new = pools.bridges["batch"].core.scheduler
     assert new is not old and new.finished == old.finished and len(new.finished) == 4
     await h.submit("next", {"stages": [stage("a", duration=1.0)], "pool": "batch"})
     await h.run_to_completion()
@@ -136,16 +134,16 @@ async def test_a_reloaded_portfolio_keeps_the_window_and_watches_its_trained_pol
     assert trained in model_files(spec)  # (the watch of the pool's policy looks at it)
     h = harness(pool=1, scheduler=build_scheduler(spec))
     await finished_in(h)
-    old = h.bridge.scheduler
-    replace_policy(h.bridge, build_scheduler(spec))  # (what a reload hands over)
-    assert h.bridge.scheduler is not old and h.bridge.scheduler.finished == old.finished
+    old = h.bridge.core.scheduler
+    h.bridge.use_policy(build_scheduler(spec))  # (what a reload hands over)
+    assert h.bridge.core.scheduler is not old and h.bridge.core.scheduler.finished == old.finished
     assert len(old.finished) == 4
 
 
 @pytest.mark.asyncio
 async def test_decisions_never_wait_for_a_round_which_runs_in_the_worker():
     h = harness(pool=1, scheduler=make_scheduler(PORTFOLIO))
-    brain, gate = h.bridge.scheduler, threading.Event()
+    brain, gate = h.bridge.core.scheduler, threading.Event()
     replay = brain.replay
 
     def held(request):  # a round that takes as long as the test says
@@ -161,7 +159,7 @@ async def test_decisions_never_wait_for_a_round_which_runs_in_the_worker():
         (running,) = h.released()
         pod = h.kube.pods[("default", running)]
         pod["status"]["phase"] = "Succeeded"
-        h.bridge.observe_pod(copy.deepcopy(pod))
+        h.pools.observe_pod(copy.deepcopy(pod))
         await h.bridge.lanes.wait_idle(timeout=5)
     assert worker.running is not None and not brain.rounds  # the round is held...
     assert h.released() and h.kube.status("c")["policy"] == "fifo"  # ...c went meanwhile
@@ -188,12 +186,12 @@ async def test_a_restarted_operator_starts_its_portfolio_from_the_history_sink(t
     second = Harness(FakeKube(), FakeClock(1_717_300_000), 1, make_scheduler(PORTFOLIO),
                      history_file=sink)  # fmt: skip
     await second.submit("next", {"stages": [stage("a", duration=1.0)]})
-    brain = second.bridge.scheduler
+    brain = second.bridge.core.scheduler
     (first_round, *_) = brain.rounds  # the first replay: the sink's four, applied at once
     assert (first_round.reason, first_round.workflows) == ("prior history", 4)
     assert (first_round.prior, first_round.source) == (4, "history sink")
     assert brain.following == "srpt" and first_round.scores["srpt"] < first_round.scores["fifo"]
-    assert pool_status("default", Pools(second.bridge))["replayed"] == {
+    assert pool_status("default", second.pools)["replayed"] == {
         "workflows": 4, "prior": 4, "source": "history sink"
     }  # fmt: skip
     second.bridge.history.close()
@@ -207,7 +205,7 @@ async def test_a_portfolio_starts_cold_when_the_sink_has_no_record_to_give(tmp_p
         path.write_text("" if sink == "empty" else 'not json\n[1, 2]\n{"stages": 3}\n')
     h = harness(pool=1, scheduler=make_scheduler(PORTFOLIO), history_file=path)
     await h.submit("next", {"stages": [stage("a", duration=1.0)]})
-    brain = h.bridge.scheduler
+    brain = h.bridge.core.scheduler
     assert brain.rounds == [] and brain.following == "fifo" and brain.finished == ()
     assert h.metrics.value("idlegate_policy_errors_total", policy=brain.name) == 0
     malformed = h.metrics.value("idlegate_history_skipped_lines_total", reason="malformed")
@@ -253,10 +251,9 @@ def test_the_sink_gives_a_pools_last_records_and_counts_what_it_leaves_out(tmp_p
 async def test_a_named_pools_records_carry_its_name_and_size(tmp_path):
     sink = tmp_path / "history.jsonl"
     h = harness(pool=2, history_file=sink)
-    pools = Pools(h.bridge)
+    pools = h.pools
     spec = parse_pool_spec({"size": 1, "policy": PORTFOLIO}, "batch")
     await intake.readmit(pools, pools.apply("batch", spec))
-    h.bridge = pools
     await finished_in(h, "batch")
     pools.default.history.close()
     records = load_history(sink)
@@ -267,7 +264,7 @@ async def test_a_named_pools_records_carry_its_name_and_size(tmp_path):
 @pytest.mark.asyncio
 async def test_a_failing_round_is_an_error_noted_and_the_candidate_is_kept(caplog):
     h = harness(pool=1, scheduler=make_scheduler(PORTFOLIO))
-    brain = h.bridge.scheduler
+    brain = h.bridge.core.scheduler
 
     def failing(request):
         raise RuntimeError("replay failed")

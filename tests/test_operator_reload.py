@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
+from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.core.pods import Owner
 from idlegate.operator.decisions import build_scheduler
-from idlegate.operator.features.reload import PolicyWatch, model_files, replace_policy
+from idlegate.operator.features.reload import PolicyWatch, model_files
 from idlegate.operator.main import Operator
 from idlegate.operator.settings import Settings
 from idlegate.policy import DEFAULT_POLICY_PATH
@@ -61,13 +62,13 @@ def marker(policy: Any) -> str | None:
 def watch(h: Harness, spec: str, posted: list[tuple[str, str, str]]) -> PolicyWatch:
     def report(notice: tuple[str, str, str]) -> None:
         posted.append(notice)
-        h.bridge.intents.event(POD, *notice)
+        h.bridge.carry([PostEvent(POD, *notice)])
 
     return PolicyWatch(
         spec,
         role="active",
-        current=lambda: h.bridge.scheduler,
-        users=lambda: [lambda policy: replace_policy(h.bridge, policy)],
+        current=lambda: h.bridge.core.scheduler,
+        users=lambda: [lambda policy: h.bridge.use_policy(policy)],
         metrics=h.metrics,
         report=report,
     )
@@ -97,7 +98,7 @@ async def test_a_new_model_takes_over_between_rounds_and_nothing_is_lost(tmp_pat
     assert await w.check() is None  # nothing changed
     swap_in(path, variant(tmp_path / "v2.onnx", "v2"))
     assert await w.check() is True
-    assert marker(h.bridge.scheduler) == marker(h.bridge.decider.policy) == "v2"
+    assert marker(h.bridge.core.scheduler) == marker(h.bridge.core.decider.policy) == "v2"
     assert reloads(h, "ok") == 1 and reloads(h, "failed") == 0
     await h.run_to_completion()
     assert {h.kube.status(n)["phase"] for n in "ab"} == {"Succeeded"}
@@ -114,12 +115,12 @@ async def test_a_bad_model_keeps_the_policy_in_use_with_a_warning_and_a_metric(t
     path = variant(tmp_path / "policy.onnx", "good")
     spec = str(path)
     h = harness(pool=1, scheduler=build_scheduler(spec))
-    before = h.bridge.scheduler
+    before = h.bridge.core.scheduler
     posted: list[tuple[str, str, str]] = []
     w = watch(h, spec, posted)
     swap_in(path, variant(tmp_path / "nan.onnx", "nan", nan=True))
     assert await w.check() is False
-    assert h.bridge.scheduler is before and h.bridge.decider.policy is before
+    assert h.bridge.core.scheduler is before and h.bridge.core.decider.policy is before
     assert reloads(h, "failed") == 1 and reloads(h, "ok") == 0
     [(kind, reason, message)] = posted
     assert (kind, reason) == ("Warning", "PolicyReloadFailed")
@@ -130,7 +131,7 @@ async def test_a_bad_model_keeps_the_policy_in_use_with_a_warning_and_a_metric(t
     path.write_bytes(b"not a model")  # written in place, and broken another way
     assert await w.check() is False and reloads(h, "failed") == 2
     swap_in(path, variant(tmp_path / "fixed.onnx", "fixed"))
-    assert await w.check() is True and marker(h.bridge.scheduler) == "fixed"
+    assert await w.check() is True and marker(h.bridge.core.scheduler) == "fixed"
     await h.settle()
     assert [e["reason"] for e in h.kube.events if e["involvedObject"]["kind"] == "Pod"] == [
         "PolicyReloadFailed",
@@ -157,7 +158,7 @@ async def test_a_configmap_update_swaps_the_data_symlink_and_reloads(tmp_path):
     os.replace(volume / "..data_tmp", volume / "..data")
     shutil.rmtree(first)
     assert await w.check() is True
-    assert marker(h.bridge.scheduler) == "v2"
+    assert marker(h.bridge.core.scheduler) == "v2"
     await h.submit("a", {"stages": [stage("x", 1)]})
     await h.run_to_completion()
     assert h.kube.status("a")["phase"] == "Succeeded"
@@ -175,7 +176,7 @@ async def test_a_planner_over_an_onnx_file_reloads_with_a_new_worker(tmp_path):
     await h.submit("a", {"stages": [stage("x", 1, duration=30)]})
     swap_in(path, variant(tmp_path / "v2.onnx", "v2"))
     assert await w.check() is True
-    planner = h.bridge.scheduler
+    planner = h.bridge.core.scheduler
     assert isinstance(planner, LookaheadScheduler) and marker(planner.base) == "v2"
     assert h.bridge.planning is not None and h.bridge.planning is not old_worker
     assert h.bridge.planning.planner is planner and planner.config.planner == "worker"
@@ -216,7 +217,7 @@ async def test_the_operator_watches_its_policy_and_its_shadow(tmp_path, monkeypa
                 "idlegate_policy_reloads_total", role="active", result="ok"
             ):
                 break
-        assert marker(operator.scheduler) == marker(operator.bridge.scheduler) == "a2"
+        assert marker(operator.scheduler) == marker(operator.bridge.core.scheduler) == "a2"
         assert (
             operator.metrics.value("idlegate_policy_reloads_total", role="active", result="ok") == 1
         )
@@ -249,7 +250,7 @@ async def test_every_pool_reloads_its_policy_with_an_object_of_its_own(tmp_path)
         await operator.pool_changed("follows", {"size": 1})
         await operator.pool_changed("owns", {"size": 1, "policy": f"learned:{own}"})
         bridges = operator.pools.bridges
-        assert [marker(bridges[n].scheduler) for n in ("follows", "owns")] == ["a1", "o1"]
+        assert [marker(bridges[n].core.scheduler) for n in ("follows", "owns")] == ["a1", "o1"]
         swap_in(active, variant(tmp_path / "a2.onnx", "a2"))
         swap_in(own, variant(tmp_path / "o2.onnx", "o2"))
         value = operator.metrics.value
@@ -257,10 +258,10 @@ async def test_every_pool_reloads_its_policy_with_an_object_of_its_own(tmp_path)
             await asyncio.sleep(0.02)
             if value("idlegate_policy_reloads_total", role="active", result="ok") == 2:
                 break
-        assert marker(bridges["default"].scheduler) == "a2"
-        assert marker(bridges["follows"].scheduler) == "a2"
-        assert bridges["follows"].scheduler is not bridges["default"].scheduler
-        assert marker(bridges["owns"].scheduler) == "o2"
+        assert marker(bridges["default"].core.scheduler) == "a2"
+        assert marker(bridges["follows"].core.scheduler) == "a2"
+        assert bridges["follows"].core.scheduler is not bridges["default"].core.scheduler
+        assert marker(bridges["owns"].core.scheduler) == "o2"
         await operator.pool_deleted("owns")
         assert "owns" not in operator.reloads._pools
     finally:

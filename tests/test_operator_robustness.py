@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from idlegate.api.labels import GATE
 from idlegate.api.podsecurity import LEVEL_LABEL
 from idlegate.api.template import check_template
-from idlegate.api.timestamps import from_datetime, to_datetime
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.operator.core.admission import AdmitLaterError
+from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.core.pods import Owner, task_pod
 from idlegate.operator.decisions import load_scheduler
 from idlegate.operator.edge import intake
@@ -31,6 +31,7 @@ from idlegate.operator.main import Operator
 from idlegate.operator.settings import Settings
 from idlegate.policy import DEFAULT_POLICY_PATH
 from idlegate.sim.spec import StageSpec, parse_workflow
+from idlegate.sim.timestamps import from_datetime, to_datetime
 from tests.clocks import ScaledClock
 from tests.operator_fakes import FakeKube, IdleRootsOnce, harness, stage
 
@@ -118,7 +119,7 @@ def test_any_error_while_creating_a_pod_fails_the_workflow_and_frees_its_executo
         assert failed["reason"] == "PodError" and "AttributeError" in failed["message"]
         assert "PodError" in h.kube.reasons("boom")
         assert h.released() == ["next-a-0"]
-        assert h.bridge.busy == 1 and h.bridge.workflows.keys() == {("default", "next")}
+        assert h.bridge.core.busy == 1 and h.bridge.core.workflows.keys() == {("default", "next")}
 
     run(scenario())
 
@@ -136,7 +137,7 @@ def test_an_error_while_releasing_a_pod_fails_the_workflow_too(monkeypatch):
         assert status["phase"] == "Failed"
         failed = {c["type"]: c for c in status["conditions"]}["Failed"]
         assert "could not release" in failed["message"] and "ZeroDivisionError" in failed["message"]
-        assert h.bridge.busy == 0 and h.bridge.cluster.free_executors == 1
+        assert h.bridge.core.busy == 0 and h.bridge.core.cluster.free_executors == 1
 
     run(scenario())
 
@@ -236,9 +237,9 @@ def test_no_template_leaves_an_executor_held(template):
         await h.submit("any", {"stages": [stage("a", template=template)]})
         phase = h.kube.status("any").get("phase")
         assert phase in ("Invalid", "Failed", "Running")
-        assert h.bridge.busy == len(h.kube.occupying())
+        assert h.bridge.core.busy == len(h.kube.occupying())
         if phase != "Running":
-            assert h.bridge.busy == 0
+            assert h.bridge.core.busy == 0
             await h.submit("next", {"stages": [stage("a")]})
             assert h.released("next") == ["next-a-0"]
 
@@ -247,18 +248,18 @@ def test_no_template_leaves_an_executor_held(template):
 
 def test_the_namespace_decides_the_level_and_is_never_guessed():
     """Templates meet their namespace's level (its label; none: --pod-security); a namespace
-    the API refuses (403) or cannot show now is read again later, never assumed."""
+    kopf's index has not seen yet, or the API refuses (403) at a rebuild, is read again
+    later, never assumed."""
     loose = {"stages": [stage("a", template={"spec": {"containers": [CONTAINER]}})]}
 
     async def scenario() -> None:
         h = harness(pool=1)
         h.kube.add_namespace("strict", labels={LEVEL_LABEL: "restricted"})
         body = h.kube.add_workflow("wf", loose, namespace="strict")
-        h.kube.fail["get_namespace"] = [ApiError(403, "Forbidden", "no get on namespaces")]
-        with pytest.raises(AdmitLaterError, match="cannot read the namespace"):
-            await intake.admit(h.bridge, copy.deepcopy(body))
+        with pytest.raises(AdmitLaterError, match="is not seen yet"):
+            h.pools.admit(copy.deepcopy(body), [], None)  # (not in the namespaces' index yet)
         assert h.kube.status("wf", "strict") == {} and h.kube.pods == {}
-        await intake.admit(h.bridge, copy.deepcopy(body))
+        h.admit(body)
         await h.settle()
         valid = h.kube.status("wf", "strict")["conditions"][0]
         assert valid["status"] == "False" and "at Pod Security level restricted" in valid["message"]
@@ -270,9 +271,9 @@ def test_the_namespace_decides_the_level_and_is_never_guessed():
         kube.fail["list_namespaces"] = [ApiError(403, "Forbidden", "no list on namespaces")]
         again = harness(pool=1, kube=kube, pod_security="restricted")
         with pytest.raises(AdmitLaterError, match="cannot read the namespace"):
-            await intake.rebuild(again.bridge)
-        assert not again.bridge.rebuilt and kube.status("later") == {}
-        await intake.rebuild(again.bridge)
+            await intake.rebuild(again.pools)
+        assert not again.bridge.core.rebuilt and kube.status("later") == {}
+        await intake.rebuild(again.pools)
         await again.settle()
         assert kube.status("later")["phase"] == "Invalid"
 
@@ -288,9 +289,9 @@ def test_jct_counts_from_creation_and_the_admission_lag_is_reported():
         created = h.clock.now() - 20.0  # created while the operator was down
         body = h.kube.add_workflow("late", {"stages": [stage("a", duration=10)]})
         body["metadata"]["creationTimestamp"] = f"{to_datetime(created):%Y-%m-%dT%H:%M:%SZ}"
-        await intake.admit(h.bridge, copy.deepcopy(body))
+        h.admit(body)
         await h.settle()
-        wf = h.bridge.workflows[("default", "late")]
+        wf = h.bridge.core.workflows[("default", "late")]
         # the state machine sees the true time in system (at the stamp's 1 s precision)
         assert wf.job.arrival == pytest.approx(math.floor(created) + 1)
         assert h.kube.status("late")["admissionLagSeconds"] == pytest.approx(19.0)
@@ -312,16 +313,16 @@ def test_a_restart_keeps_the_arrival_and_a_fresh_workflow_has_no_lag():
         body = h.kube.add_workflow("wf", {"stages": [stage("a", duration=10)]})
         # created within the second the operator sees it: no measurable lag
         body["metadata"]["creationTimestamp"] = f"{to_datetime(h.clock.now()):%Y-%m-%dT%H:%M:%SZ}"
-        await intake.admit(h.bridge, copy.deepcopy(body))
+        h.admit(body)
         await h.settle()
         assert h.kube.status("wf")["admissionLagSeconds"] == 0
-        arrival = h.bridge.workflows[("default", "wf")].arrival
+        arrival = h.bridge.core.workflows[("default", "wf")].arrival
         h.clock.advance(5)
         again = harness(pool=1, kube=h.kube)
         again.clock.t = h.clock.t
-        await intake.rebuild(again.bridge)
+        await intake.rebuild(again.pools)
         await again.settle()
-        assert again.bridge.workflows[("default", "wf")].arrival == pytest.approx(arrival)
+        assert again.bridge.core.workflows[("default", "wf")].arrival == pytest.approx(arrival)
         assert again.metrics.value("idlegate_admission_lag_seconds_count") == 0  # not re-observed
 
     run(scenario())
@@ -359,10 +360,10 @@ def test_equal_events_are_posted_once_and_a_workflows_events_are_bounded():
         h = harness(pool=1, max_events_per_workflow=3)
         owner = Owner("default", "wf", "uid-x")
         for _ in range(5):
-            h.bridge.intents.event(owner, "Normal", "Same", "the same message")
+            h.bridge.carry([PostEvent(owner, "Normal", "Same", "the same message")])
         for n in range(4):
-            h.bridge.intents.event(owner, "Warning", "TaskRetry", f"retry {n}")
-        h.bridge.intents.event(owner, "Normal", "Succeeded", "done")
+            h.bridge.carry([PostEvent(owner, "Warning", "TaskRetry", f"retry {n}")])
+        h.bridge.carry([PostEvent(owner, "Normal", "Succeeded", "done")])
         await h.settle()
         posted = [(e["type"], e["reason"], e["message"]) for e in h.kube.events]
         assert posted == [
@@ -383,7 +384,7 @@ async def _remove_gate(h: Any, name: str) -> None:
     pod["spec"]["schedulingGates"] = [
         g for g in pod["spec"]["schedulingGates"] if g["name"] != GATE
     ]
-    h.bridge.observe_pod(copy.deepcopy(pod))
+    h.pools.observe_pod(copy.deepcopy(pod))
     await h.settle()
 
 
@@ -396,11 +397,11 @@ def test_a_pod_released_by_hand_counts_against_a_full_pool():
         assert h.metrics.value("idlegate_foreign_gate_removals_total") == 1
         (warning,) = [e for e in h.kube.events if e["reason"] == "ReleasedByOthers"]
         assert warning["type"] == "Warning" and "runs beyond the pool" in warning["message"]
-        assert h.bridge.busy == 2 and h.metrics.value("idlegate_busy_executors") == 2
+        assert h.bridge.core.busy == 2 and h.metrics.value("idlegate_busy_executors") == 2
         await h.submit("third", {"stages": [stage("a", duration=1)]})
         await h.finish("hold-a-0", after=10)
         # the freed executor is the hand-released pod's: nothing else is released
-        assert h.released() == ["other-a-0"] and h.bridge.busy == 1
+        assert h.released() == ["other-a-0"] and h.bridge.core.busy == 1
         await h.run_to_completion()
         assert {h.kube.status(n)["phase"] for n in ("hold", "other", "third")} == {"Succeeded"}
         assert h.max_occupying == 2
@@ -412,10 +413,10 @@ def test_a_pod_released_by_hand_takes_a_free_executor_and_ends_its_idle_slot():
     async def scenario() -> None:
         h = harness(pool=2, scheduler=IdleRootsOnce(delay=50))
         await h.submit("idle", {"stages": [stage("a", tasks=2, duration=10)]})
-        assert h.released() == [] and h.bridge.busy == 0
+        assert h.released() == [] and h.bridge.core.busy == 0
         await _remove_gate(h, "idle-a-1")
         assert h.metrics.value("idlegate_foreign_gate_removals_total") == 1
-        wf = h.bridge.workflows[("default", "idle")]
+        wf = h.bridge.core.workflows[("default", "idle")]
         assert wf.job.stages[0].idle_until is None and h.timers.armed == {}
         # the stage is runnable again: the policy releases the other task on the other executor
         assert h.released() == ["idle-a-0", "idle-a-1"]
@@ -539,7 +540,7 @@ def test_failed_and_invalid_workflows_have_no_pending_tasks():
         # a workflow judged Invalid after an earlier status had counts: they are cleared
         body = h.kube.add_workflow("i", {"stages": [stage("a", template={"spec": "x"})]})
         body["status"] = {"stages": [{"name": "a", "tasks": 1, "pending": 1}]}
-        await intake.admit(h.bridge, copy.deepcopy(body))
+        h.admit(body)
         await h.settle()
         assert h.kube.status("i")["phase"] == "Invalid" and h.kube.status("i")["stages"] == []
 

@@ -24,7 +24,7 @@ from tests.planning_helpers import CHAIN, Scripted, planner, settled
 
 def shadowed(h: Harness, policy: Any, **kw: Any) -> Shadow:
     shadow = Shadow(policy, h.metrics, backlog=kw.pop("backlog", 16), **kw)
-    h.bridge.decider.shadow = shadow
+    h.bridge.core.decider.shadow = shadow
     return shadow
 
 
@@ -81,7 +81,7 @@ class Raising:
 async def test_a_raising_shadow_is_counted_and_logged_once_and_never_touches_the_active(caplog):
     h = harness(pool=1, scheduler=make_scheduler("fifo"))
     shadow = shadowed(h, Raising())
-    with caplog.at_level(logging.ERROR, "idlegate.operator.decisions"):
+    with caplog.at_level(logging.ERROR, "idlegate.operator.core.decider"):
         await queue_of_three(h, shadow)
     assert h.metrics.value("idlegate_shadow_errors_total") == 3
     assert compared(h) == (0, 0) and h.metrics.value("idlegate_policy_errors_total") == 0
@@ -155,7 +155,7 @@ async def test_a_shadow_planner_estimates_against_the_active_rule_it_simulated()
 async def test_without_a_planner_the_estimator_rolls_out_both_policies():
     h = harness(pool=2, scheduler=make_scheduler("fifo"))
     shadow = shadowed(h, make_scheduler("srpt"), estimate=partial(estimator, "fifo", "srpt"))
-    assert "rollouts" in shadow.source(h.bridge.scheduler)
+    assert "rollouts" in shadow.source(h.bridge.core.scheduler)
     await h.submit("long", {"stages": [stage("a", 4, duration=30)]})
     await h.submit("short", {"stages": [stage("a", 1, duration=3)]})
     await h.submit("tiny", {"stages": [stage("a", 1, duration=1)]})

@@ -19,11 +19,10 @@ from typing import Any
 import pytest
 
 from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE, LABEL_WORKFLOW
-from idlegate.operator.edge import intake
 from idlegate.operator.edge.kube import ApiError
 from idlegate.operator.edge.lanes import Lanes, Op, Priority
-from idlegate.operator.edge.metrics import Metrics
 from idlegate.operator.edge.watchdog import ApiHealth
+from idlegate.operator.metrics import Metrics
 from tests.operator_fakes import (
     FakeClock,
     FakeKube,
@@ -96,7 +95,7 @@ def complete(h: Harness, name: str) -> None:
     """The kubelet ends pod `name` and the watch reports it (without waiting for writes)."""
     pod = h.kube.pods[("default", name)]
     pod["status"]["phase"] = "Succeeded"
-    h.bridge.observe_pod(copy.deepcopy(pod))
+    h.pools.observe_pod(copy.deepcopy(pod))
 
 
 def running(h: Harness, stage_name: str) -> list[str]:
@@ -156,7 +155,7 @@ async def test_a_status_write_in_back_off_never_delays_pods_and_is_coalesced():
     h.kube.fault = Window(0, 1e9, throttled(30.0), only="patch_workflow_status")
     body = h.kube.add_workflow("w", TWO_STAGES)
     t0 = now()
-    await intake.admit(h.bridge, copy.deepcopy(body))
+    h.admit(body)
     assert await until(lambda: len(running(h, "a")) == 4) - t0 < 0.1
     for i in range(4):  # many status changes while its write waits
         complete(h, f"w-a-{i}")
@@ -177,7 +176,7 @@ async def test_a_pod_is_created_before_its_gate_is_removed():
     await h.submit("hold", {"stages": [stage("a", duration=100)]})
     h.kube.fail["create_pod"] = [unavailable() for _ in range(3)]
     body = h.kube.add_workflow("next", {"stages": [stage("a")]})
-    await intake.admit(h.bridge, copy.deepcopy(body))  # its gated pod's creation retries
+    h.admit(body)  # its gated pod's creation retries
     complete(h, "hold-a-0")  # its release is decided while the creation still retries
     await h.settle()
     done = [(m, n) for _, m, n in h.kube.done if n == "next-a-0"]
@@ -191,7 +190,7 @@ async def test_a_release_waits_for_the_status_write_that_persists_its_idle_slot(
     refused = Window(0, 1e9, throttled(5.0), only="patch_workflow_status")
     h.kube.fault = refused
     body = h.kube.add_workflow("late", {"stages": [stage("a")]})
-    await intake.admit(h.bridge, copy.deepcopy(body))
+    h.admit(body)
     await until(lambda: ("default", "late-a-0") in h.kube.pods)
     h.clock.advance(7)
     await h.timers.fire_due(h.clock.now())  # the slot ends: release, but it is not persisted
@@ -268,7 +267,7 @@ def watched(h: Harness) -> None:
 
     def event(method: str, name: str) -> None:
         if method in ("create_pod", "patch_pod"):
-            h.bridge.observe_pod(copy.deepcopy(h.kube.pods[("default", name)]))
+            h.pools.observe_pod(copy.deepcopy(h.kube.pods[("default", name)]))
 
     h.kube.on_effect = event
 
@@ -387,7 +386,7 @@ async def test_a_pod_found_on_the_first_try_is_not_counted_as_the_operators():
             h.kube.pods.setdefault(("default", "w-a-0"), foreign)
 
     h.kube.fault = appears
-    await intake.admit(h.bridge, copy.deepcopy(body))
+    h.admit(body)
     await h.settle()
     assert h.released() == ["w-a-0"]
     assert counted(h) == (0, 1)  # its release is the operator's; its creation is not
@@ -448,7 +447,7 @@ async def test_a_watch_event_during_a_retry_is_not_counted_besides_the_retrys_an
     h.kube.fail["patch_pod"] = [ApiError(0, "ConnectionError", "dropped before the server")]
 
     def watch(method: str, name: str) -> None:  # the event arrives before the answer
-        h.bridge.observe_pod(copy.deepcopy(h.kube.pods[("default", name)]))
+        h.pools.observe_pod(copy.deepcopy(h.kube.pods[("default", name)]))
 
     h.kube.on_effect = watch
     await h.submit("w", {"stages": [stage("a")]})

@@ -1,4 +1,4 @@
-"""A policy error never stalls the pool (operator/decisions.py): whatever the policy raises
+"""A policy error never stalls the pool (operator/core/decider.py): whatever the policy raises
 or answers illegally, that question goes to the fallback rules (a lookahead planner's
 base, then fair); the error is counted, logged once with its traceback, and evented as
 ``PolicyError``; the Events never describe a wait that did not happen."""
@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from idlegate.operator.decisions import fallback_rules
+from idlegate.operator.core.decider import fallback_rules
+from idlegate.operator.core.events import Schedule
 from idlegate.policy import make_scheduler
 from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision
 from tests.operator_fakes import Harness, harness, stage
@@ -52,18 +53,18 @@ def _events(h: Harness, reason: str) -> list[dict[str, Any]]:
 
 
 def _tracebacks(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
-    return [r for r in caplog.records if r.exc_info and r.name.endswith("decisions")]
+    return [r for r in caplog.records if r.exc_info and r.name.endswith("decider")]
 
 
 async def test_a_policy_that_always_raises_still_runs_every_workflow_under_fair(caplog):
     h = harness(pool=2, scheduler=Raising())
-    with caplog.at_level(logging.ERROR, "idlegate.operator.decisions"):
+    with caplog.at_level(logging.ERROR, "idlegate.operator.core.decider"):
         for name in ("w1", "w2", "w3"):
             await h.submit(name, CHAIN)
         await h.run_to_completion()
     assert all(h.kube.status(w)["phase"] == "Succeeded" for w in ("w1", "w2", "w3"))
     failures = h.metrics.value("idlegate_policy_errors_total", policy="raising")
-    assert failures == h.bridge.scheduler.calls > 3
+    assert failures == h.bridge.core.scheduler.calls > 3
     # one traceback for the one distinct error, however often it happened
     (record,) = _tracebacks(caplog)
     assert "no attribute 'sample'" in record.getMessage()
@@ -98,7 +99,7 @@ class Counting:
 async def test_each_type_of_error_logs_one_traceback_whatever_its_message_says(caplog):
     policy = Counting()
     h = harness(pool=1, scheduler=policy)
-    with caplog.at_level(logging.ERROR, "idlegate.operator.decisions"):
+    with caplog.at_level(logging.ERROR, "idlegate.operator.core.decider"):
         for i in range(12):  # one question now, one at each completion: on 12 to 1 jobs
             await h.submit(f"w{i}", {"stages": [stage("a")]})
         await h.run_to_completion()
@@ -110,7 +111,7 @@ async def test_each_type_of_error_logs_one_traceback_whatever_its_message_says(c
         "AttributeError",
         "ValueError",
     ]
-    assert h.bridge.decider.errors.seen == {
+    assert h.bridge.core.decider.errors.seen == {
         ("counting", "AttributeError"): 12,
         ("counting", "ValueError"): 3,
     }
@@ -190,7 +191,7 @@ async def test_a_lookahead_planner_falls_back_to_its_base():
 
 async def test_when_the_fallback_fails_too_the_pool_waits_and_the_events_say_why():
     h = harness(pool=2, scheduler=Raising())
-    h.bridge.decider.fallbacks = (Raising("fallback", "also broken"),)
+    h.bridge.core.decider.fallbacks = (Raising("fallback", "also broken"),)
     await h.submit("w", CHAIN)
     assert h.released() == []  # nothing could be decided
     (waiting,) = _events(h, "Waiting")
@@ -209,9 +210,8 @@ async def test_when_the_fallback_fails_too_the_pool_waits_and_the_events_say_why
     for policy in ("raising", "fallback"):
         assert h.metrics.value("idlegate_policy_errors_total", policy=policy) == 1
     # the policy's own WAIT is described as its choice, and only then
-    h.bridge.decider.fallbacks = fallback_rules(h.bridge.scheduler)
-    h.bridge.cluster.needs_schedule = True
-    h.bridge.schedule()
+    h.bridge.core.decider.fallbacks = fallback_rules(h.bridge.core.scheduler)
+    h.bridge.handle(Schedule(force=True))
     await h.settle()
     assert len(h.released()) == 2
 

@@ -164,24 +164,22 @@ def test_the_pool_crd_is_cluster_scoped_with_its_columns():
 
 @pytest.mark.asyncio
 async def test_pools_route_wait_resize_and_delete_without_preempting():
-    import copy
 
     from idlegate.operator.edge import intake
-    from idlegate.operator.features.pools import Pools
     from tests.operator_fakes import harness, stage
 
     h = harness(pool=3)
     h.kube.add_namespace("default", labels={"team": "batch"})
-    pools = Pools(h.bridge)
+    pools = h.pools
     batch = ExecutorPoolSpec.model_validate({"size": 1, "namespaceSelector": {}})
     assert pools.apply("batch", batch) == []
     body = h.kube.add_workflow("w1", {"stages": [stage("a", tasks=2, duration=10.0)]})
-    await intake.admit(pools, copy.deepcopy(body))
+    h.admit(body)
     await h.settle()
-    assert ("default", "w1") in pools.bridges["batch"].workflows
+    assert ("default", "w1") in pools.bridges["batch"].core.workflows
     assert len(h.released("w1")) == 1  # a pool of 1
     lost = h.kube.add_workflow("w2", {"stages": [stage("a")], "pool": "gpu"})
-    await intake.admit(pools, copy.deepcopy(lost))
+    h.admit(lost)
     await h.settle()
     assert {k: w.pool for k, w in pools.waiting.items()} == {("default", "w2"): "gpu"}
     (cond,) = [c for c in h.kube.status("w2")["conditions"] if c["type"] == "PoolReady"]
@@ -193,7 +191,7 @@ async def test_pools_route_wait_resize_and_delete_without_preempting():
     gpu = ExecutorPoolSpec.model_validate({"size": 1})
     await intake.readmit(pools, pools.apply("gpu", gpu))
     await h.settle()
-    assert ("default", "w2") in pools.bridges["gpu"].workflows and not pools.waiting
+    assert ("default", "w2") in pools.bridges["gpu"].core.workflows and not pools.waiting
     (cond,) = [c for c in h.kube.status("w2")["conditions"] if c["type"] == "PoolReady"]
     assert (cond["status"], cond["reason"]) == ("True", "PoolFound")
     await intake.readmit(pools, pools.remove("gpu"))
@@ -211,7 +209,7 @@ async def test_pools_route_wait_resize_and_delete_without_preempting():
 async def test_a_rebuild_applies_the_pools_first_and_no_finished_workflow_waits():
     """Issue 42: a restart admitted every workflow before kopf's handler of its pool ran."""
     from idlegate.operator.edge import intake
-    from idlegate.operator.features.pools import Pools, pool_status
+    from idlegate.operator.edge.pools import pool_status
     from tests.operator_fakes import harness, stage
 
     h = harness(pool=3)
@@ -224,12 +222,11 @@ async def test_a_rebuild_applies_the_pools_first_and_no_finished_workflow_waits(
     for name, phase, pool in (("ok", "Succeeded", "batch"), ("gone", "Failed", "deleted")):
         body = h.kube.add_workflow(name, {"stages": [stage("a")], "pool": pool})
         body["status"] = {"phase": phase, "observedGeneration": 1}
-    pools = Pools(h.bridge)
-    h.bridge = pools
+    pools = h.pools
     await intake.rebuild(pools)
     await h.settle()
     assert sorted(pools.bridges) == ["batch", "default"]
-    assert list(pools.bridges["batch"].workflows) == [("default", "run")]
+    assert list(pools.bridges["batch"].core.workflows) == [("default", "run")]
     # a finished workflow needs no pool, whichever it named; one unfinished waits for it
     assert {key: w.pool for key, w in pools.waiting.items()} == {("default", "stuck"): "unloadable"}
     assert pool_status("batch", pools)["pending"] == 1
@@ -247,7 +244,7 @@ async def test_a_rebuild_applies_the_pools_first_and_no_finished_workflow_waits(
 def test_each_pool_writes_its_own_series_into_one_registry():
     from prometheus_client import generate_latest
 
-    from idlegate.operator.edge.metrics import Metrics
+    from idlegate.operator.metrics import Metrics
 
     default = Metrics(8, "fair")
     batch = Metrics(2, "srpt", pool="batch", beside=default)
@@ -278,20 +275,17 @@ def test_each_pool_writes_its_own_series_into_one_registry():
 
 @pytest.mark.asyncio
 async def test_a_shrunk_pool_counts_the_running_pods_that_do_not_fit_and_releases_nothing_new():
-    import copy
 
     from idlegate.operator.edge import intake
-    from idlegate.operator.features.pools import Pools
     from tests.operator_fakes import harness, stage
 
     h = harness(pool=1)
-    pools = Pools(h.bridge)
-    h.bridge = pools  # (the harness's pod events and settling go through the pools)
+    pools = h.pools
     fifo = {"size": 3, "policy": "fifo", "namespaceSelector": {}}
     pools.apply("batch", ExecutorPoolSpec.model_validate(fifo))
     first = {"stages": [stage("a", duration=1.0), stage("b", tasks=3, deps=("a",))]}
     for name, spec in (("first", first), ("second", {"stages": [stage("a", tasks=2)]})):
-        await intake.admit(pools, copy.deepcopy(h.kube.add_workflow(name, spec)))
+        h.admit(h.kube.add_workflow(name, spec))
         await h.settle()
     await h.finish("first-a-0", after=1.0)
     running = ["first-b-0", "second-a-0", "second-a-1"]
@@ -301,8 +295,8 @@ async def test_a_shrunk_pool_counts_the_running_pods_that_do_not_fit_and_release
         await intake.readmit(pools, pools.apply("batch", shrunk))
     await h.settle()
     batch = pools.bridges["batch"]
-    assert h.released() == running and batch.busy == 3  # none deleted, none new
-    assert [wf.beyond() for wf in batch.workflows.values()] == [0, 1]
+    assert h.released() == running and batch.core.busy == 3  # none deleted, none new
+    assert [wf.beyond() for wf in batch.core.workflows.values()] == [0, 1]
     conditions = {c["type"]: c for c in h.kube.status("second")["conditions"]}
     assert (conditions["Running"]["status"], conditions["Running"]["reason"]) == (
         "True",
@@ -312,9 +306,9 @@ async def test_a_shrunk_pool_counts_the_running_pods_that_do_not_fit_and_release
     assert "1 of them beyond the pool" in conditions["Running"]["message"]
     await h.finish("first-b-0", after=1.0)
     # the freed executor is the pod's that ran beyond the pool: still nothing new
-    assert h.released() == running[1:] and batch.busy == 2
+    assert h.released() == running[1:] and batch.core.busy == 2
     await h.finish("second-a-0", after=1.0)
-    assert h.released() == ["first-b-1", "second-a-1"] and batch.busy == 2
+    assert h.released() == ["first-b-1", "second-a-1"] and batch.core.busy == 2
     h.max_occupying = 0
     await h.run_to_completion()
     assert h.max_occupying == 2  # the new size from here on
@@ -338,12 +332,12 @@ async def test_a_restart_with_a_smaller_pool_size_counts_the_running_pods_beyond
     running = ["wide-a-0", "wide-a-1", "wide-a-2"]
     assert before.released() == running
     after = Harness(kube, clock, 1, make_scheduler("fifo"))  # --pool-size 3 -> 1
-    await intake.rebuild(after.bridge)
+    await intake.rebuild(after.pools)
     await after.settle()
-    assert after.released() == running and after.bridge.busy == 3
+    assert after.released() == running and after.bridge.core.busy == 3
     await after.finish("wide-a-0", after=10)
     await after.finish("wide-a-1")
-    assert after.released() == ["wide-a-2"] and after.bridge.busy == 1
+    assert after.released() == ["wide-a-2"] and after.bridge.core.busy == 1
     after.max_occupying = 0
     await after.run_to_completion()
     assert after.max_occupying == 1
@@ -352,9 +346,9 @@ async def test_a_restart_with_a_smaller_pool_size_counts_the_running_pods_beyond
 
 def test_the_pool_status_refresh_and_ready_time_come_from_the_operators_clock():
     pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
-    from idlegate.api.timestamps import from_datetime
     from idlegate.operator.main import Operator, build_registry, pool_conditions
     from idlegate.operator.settings import Settings
+    from idlegate.sim.timestamps import from_datetime
     from tests.clocks import ScaledClock
     from tests.operator_fakes import FakeClock, FakeKube
 
@@ -379,12 +373,11 @@ def test_the_pool_status_refresh_and_ready_time_come_from_the_operators_clock():
 
 @pytest.mark.asyncio
 async def test_the_known_cron_runs_are_told_to_the_pool_their_runs_land_in():
-    from idlegate.operator.features.pools import Pools
     from idlegate.sim.dag import Dag
     from idlegate.sim.engine import JobArrival
     from tests.operator_fakes import harness
 
-    pools = Pools(harness(pool=2).bridge)
+    pools = harness(pool=2).pools
     dag = Dag.from_spec(
         parse_workflow({"stages": [{"name": "a", "tasks": 1, "taskDurationSeconds": 5}]}, "w")
     )
@@ -401,7 +394,7 @@ async def test_the_known_cron_runs_are_told_to_the_pool_their_runs_land_in():
     pools.foresee(("analytics", "train"), gpu_runs, "gpu")  # workflowSpec.pool: not there yet
 
     def known() -> dict[str, list[str]]:
-        return {name: [a.name for a in b.decider.known] for name, b in pools}
+        return {name: [a.name for a in b.core.decider.known] for name, b in pools}
 
     assert known() == {"default": [], "batch": ["nightly-1"]}
     pools.apply("gpu", ExecutorPoolSpec.model_validate({"size": 1}))  # its runs land there now
@@ -436,8 +429,8 @@ async def test_the_shadow_watches_the_default_pool_only():
         await asyncio.wait_for(operator.watchdog.rebuilt.wait(), 5)
         await operator.pool_changed("batch", {"size": 1})
         assert operator.shadow is not None
-        assert operator.bridge.decider.shadow is operator.shadow
-        assert operator.pools.bridges["batch"].decider.shadow is None  # (deploy/README.md)
+        assert operator.bridge.core.decider.shadow is operator.shadow
+        assert operator.pools.bridges["batch"].core.decider.shadow is None  # (deploy/README.md)
     finally:
         await operator.stop()
 
@@ -457,9 +450,9 @@ async def test_a_gang_with_tasks_done_running_beyond_a_smaller_pool_is_adopted_a
     assert before.released() == ["other-a-0", "other-a-1", "z-a-0", "z-a-1", "z-a-2"]
     await before.finish("z-a-0", after=5.0)
     after = Harness(kube, clock, 3, make_scheduler("fifo"))  # --pool-size 5 -> 3
-    await intake.rebuild(after.bridge)
+    await intake.rebuild(after.pools)
     await after.settle()
-    assert after.bridge.busy == 4 and len(after.bridge.cluster.beyond) >= 1
+    assert after.bridge.core.busy == 4 and len(after.bridge.core.cluster.beyond) >= 1
     after.max_occupying = 0
     await after.run_to_completion()
     assert after.max_occupying <= 4
@@ -507,19 +500,16 @@ def test_a_spec_that_is_not_a_mapping_names_the_fields():
 
 @pytest.mark.asyncio
 async def test_a_gang_wider_than_its_pool_waits_for_the_pool_to_grow():
-    import copy
 
     from idlegate.operator.edge import intake
-    from idlegate.operator.features.pools import Pools
     from tests.operator_fakes import harness, stage
 
     h = harness(pool=4)
-    pools = Pools(h.bridge)
-    h.bridge = pools
+    pools = h.pools
     small = ExecutorPoolSpec.model_validate({"size": 2, "namespaceSelector": {}})
     pools.apply("batch", small)
     body = h.kube.add_workflow("g", {"stages": [stage("a", tasks=3, gang=True)]})
-    await intake.admit(pools, copy.deepcopy(body))
+    h.admit(body)
     await h.settle()
     assert {k: w.pool for k, w in pools.waiting.items()} == {
         ("default", "g"): "batch"

@@ -16,8 +16,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from idlegate.api.timestamps import to_datetime
 from idlegate.sim.spec import MAX_NAME_LENGTH, MAX_STAGES, NAME_PATTERN
+from idlegate.sim.timestamps import to_datetime
 
 MAX_CONDITIONS = 16
 MAX_MESSAGE = 1024

@@ -46,12 +46,14 @@ import kopf
 from idlegate.api.crd import CRON_PLURAL, GROUP, PLURAL, POOL_PLURAL, VERSION
 from idlegate.api.labels import LABEL_WORKFLOW
 from idlegate.api.pool_spec import parse_pool_spec
-from idlegate.api.status import FINISHED, FINISHED_OR_INVALID, Conditions
+from idlegate.api.status import FINISHED, FINISHED_OR_INVALID, Conditions, Phase
 from idlegate.errors import IdlegateError
-from idlegate.operator.core.admission import AdmitLaterError
+from idlegate.operator.core.admission import AdmitLaterError, judged
+from idlegate.operator.core.decider import followed
+from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.core.messages import Notice
 from idlegate.operator.core.pods import Owner
-from idlegate.operator.decisions import followed, load_scheduler
+from idlegate.operator.decisions import load_scheduler
 from idlegate.operator.edge import intake, leader
 from idlegate.operator.edge.bridge import Bridge
 from idlegate.operator.edge.endpoints import Endpoints, bind
@@ -61,7 +63,7 @@ from idlegate.operator.edge.kube import (
     connection_info,
     load_configuration,
 )
-from idlegate.operator.edge.metrics import Metrics
+from idlegate.operator.edge.pools import Pools, namespace_labels, pool_status
 from idlegate.operator.edge.timers import Timers
 from idlegate.operator.edge.watchdog import (
     ApiHealth,
@@ -72,9 +74,9 @@ from idlegate.operator.edge.watchdog import (
 )
 from idlegate.operator.features import argo
 from idlegate.operator.features.cron import LABEL_CRON, CronController
-from idlegate.operator.features.pools import Pools, namespace_labels, pool_status
-from idlegate.operator.features.reload import Reloads, replace_policy
+from idlegate.operator.features.reload import Reloads
 from idlegate.operator.features.shadow import make_shadow
+from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
 from idlegate.sim.protocol import Scheduler
 
@@ -138,7 +140,7 @@ class Operator:
 
     @property
     def pools(self) -> Pools:
-        """Every pool's bridge (:mod:`idlegate.operator.features.pools`)."""
+        """Every pool's bridge (:mod:`idlegate.operator.edge.pools`)."""
         if self._pools is None:
             raise RuntimeError("the operator has not started yet")
         return self._pools
@@ -183,14 +185,14 @@ class Operator:
         self.kopf_log.install()
         if self._pools is None:
             bridge = Bridge(s, self.kube, self.scheduler, metrics=self.metrics, timers=self.timers)
-            bridge.decider.shadow = self.shadow
-            bridge.reporter = self.pod
+            bridge.core.decider.shadow = self.shadow
+            bridge.core.reporter = self.pod
             self._pools = pools = Pools(bridge)
             self.cron = CronController(
                 bridge.kube,
                 self.timers,
                 s.clock,
-                bridge.intents.event,
+                self.post,
                 pools.foresee,
                 pod_security=s.pod_security,
             )
@@ -224,14 +226,18 @@ class Operator:
         """Decide with `policy` from the next round on (a hot reload of its model)."""
         self.scheduler = policy
         if self._pools is not None:
-            replace_policy(self.bridge, policy)
+            self.bridge.use_policy(policy)
         if self.shadow is not None:
             self.shadow.active_changed()
+
+    def post(self, owner: Owner, type_: str, reason: str, message: str) -> None:
+        """Post an Event on `owner` (through the applier, as every write)."""
+        self.bridge.carry([PostEvent(owner, type_, reason, message)])
 
     def report(self, notice: Notice) -> None:
         """An Event of the operator's own on its Pod (outside a Pod: logged only)."""
         if self.pod is not None and self._pools is not None:
-            self.bridge.intents.event(self.pod, *notice)
+            self.post(self.pod, *notice)
 
     async def _admit_later(self, every: float) -> None:
         """Retry, every `every` seconds, the workflows that left a pool and could not be
@@ -281,7 +287,7 @@ class Operator:
             return
         lease = Owner(e.namespace, e.name, e.uid, kind="Lease", api_version=leader.API_VERSION)
         message = f"{e.identity} leads: it rebuilds the state from the API and writes."
-        self.bridge.intents.event(lease, "Normal", "LeaderElected", message)
+        self.post(lease, "Normal", "LeaderElected", message)
 
     def _lost(self, why: str) -> None:
         """The Lease is lost (writes stopped already): stop kopf; :func:`run` ends."""
@@ -368,9 +374,9 @@ class Operator:
             return {"ready": False, "policy": self.scheduler.name}
         bridge = self.bridge
         return {
-            "ready": bridge.rebuilt,
-            "workflows": len(bridge.workflows),
-            "busyExecutors": bridge.busy,
+            "ready": bridge.core.rebuilt,
+            "workflows": len(bridge.core.workflows),
+            "busyExecutors": bridge.core.busy,
             "poolSize": self.settings.pool_size,
             "decisions": int(self.metrics.decision_count()),
             "pendingWrites": bridge.lanes.pending(),
@@ -407,6 +413,18 @@ def plain(body: kopf.Body) -> dict[str, Any]:
     return copy.deepcopy(dict(body))
 
 
+def indexed(
+    body: Mapping[str, Any], task_pods: Mapping[Any, Any], namespaces: Mapping[Any, Any]
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """A workflow's task pods and its namespace as kopf's indexes hold them (None: the
+    namespace is not seen yet), as plain dicts."""
+    meta = body.get("metadata") or {}
+    namespace = meta.get("namespace", "")
+    pods = [plain(pod) for pod in task_pods.get((namespace, meta.get("name", "")), ())]
+    found = [plain(ns) for ns in namespaces.get(namespace, ())]
+    return pods, found[0] if found else None
+
+
 def _temporary(exc: Exception) -> kopf.TemporaryError:
     return kopf.TemporaryError(str(exc), delay=RETRY_DELAY)
 
@@ -435,38 +453,62 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     async def probe(**_: Any) -> dict[str, Any]:
         return operator.summary()
 
+    # -- the indexes a workflow is admitted from (kopf fills them before any handler runs):
+    # its task pods, and its namespace (Pod Security level, labels for routing)
+
+    @kopf.index(
+        "v1", "pods", registry=registry, id="task_pods", labels={LABEL_WORKFLOW: kopf.PRESENT}
+    )
+    def task_pods(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> Any:
+        return {(namespace, labels[LABEL_WORKFLOW]): body}
+
+    @kopf.index("v1", "namespaces", registry=registry, id="namespaces")
+    def namespaces(name: str, body: kopf.Body, **_: Any) -> Any:
+        return {name: body}
+
     # -- DagWorkflows and their pods ------------------------------------------------------------
 
     @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry, id="admit")
     @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry, id="admit")
-    async def admit(body: kopf.Body, **_: Any) -> None:
+    async def admit(
+        body: kopf.Body, task_pods: kopf.Index, namespaces: kopf.Index, **_: Any
+    ) -> None:
+        pools = await operator.ready_pools()
+        phase = body.get("status", {}).get("phase")
+        if phase == Phase.SUCCEEDED or (phase == Phase.INVALID and judged(body)):
+            return  # (its TTL and pod GC: its events; its record: the rebuild's)
         try:
-            await intake.admit(await operator.ready_pools(), plain(body))
+            pools.admit(plain(body), *indexed(body, task_pods, namespaces))
         except AdmitLaterError as exc:
             raise _temporary(exc) from exc
-        except ApiError as exc:
-            if exc.retryable or exc.status == 409:
-                raise _temporary(exc) from exc
-            raise kopf.PermanentError(f"cannot admit the workflow: {exc}") from exc
 
     @kopf.on.update(GROUP, VERSION, PLURAL, registry=registry, id="spec", field="spec")
-    async def spec_changed(body: kopf.Body, **_: Any) -> None:
+    async def spec_changed(
+        body: kopf.Body, task_pods: kopf.Index, namespaces: kopf.Index, **_: Any
+    ) -> None:
+        pools = await operator.ready_pools()
         try:
-            await intake.spec_changed(await operator.ready_pools(), plain(body))
-        except (AdmitLaterError, ApiError) as exc:
+            intake.spec_changed(pools, plain(body), *indexed(body, task_pods, namespaces))
+        except AdmitLaterError as exc:
             raise _temporary(exc) from exc
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry, id="workflow-events")
     async def workflow_event(
-        type: str | None, body: kopf.Body, meta: kopf.Meta, status: kopf.Status, **_: Any
+        type: str | None,
+        body: kopf.Body,
+        meta: kopf.Meta,
+        status: kopf.Status,
+        task_pods: kopf.Index,
+        **_: Any,
     ) -> None:
         if operator.standby:  # (its election's rebuild reads every workflow as it is then)
             return
         if type == "DELETED" or meta.get("deletionTimestamp"):
-            operator.bridge.cleanup.forget(meta.get("uid"))
+            operator.bridge.carry(operator.bridge.cleanup.forget(meta.get("uid")))
             operator.pools.forget(meta.get("namespace", ""), meta.get("name", ""), meta.get("uid"))
         elif status.get("phase") in FINISHED:
-            operator.bridge.cleanup.seen(plain(body))  # its TTL, its pods
+            pods, _ = indexed(body, task_pods, {})
+            intake.finished(operator.pools, plain(body), pods)  # its TTL, its pods
 
     @kopf.on.event(
         "v1", "pods", registry=registry, id="pod-events", labels={LABEL_WORKFLOW: kopf.PRESENT}

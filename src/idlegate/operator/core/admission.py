@@ -17,13 +17,13 @@ from idlegate.api.crd import check_workflow_name
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.status import Conditions, IdleSlot, SlotState, parse_indexes
 from idlegate.api.template import check_templates
-from idlegate.api.timestamps import from_datetime, timestamp_precision
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.pods import Owner, TaskPod, read_task_pod
 from idlegate.operator.core.tracking import StageTrack, Task, TaskState, Workflow
 from idlegate.operator.settings import Clock
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.spec import parse_workflow
+from idlegate.sim.timestamps import from_datetime, timestamp_precision
 
 
 class AdmitLaterError(IdlegateError):

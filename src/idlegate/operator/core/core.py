@@ -6,7 +6,7 @@ task index, executor slot), and drives the one state machine with the time each 
 carries: a workflow appears -> ``add_job``; a pod succeeds -> ``task_finished`` (the executor
 continues with the stage's next task: that task's pod is released on the same slot); an idle
 timer fires -> ``idle_expired``; then the policy is asked through the Engine's decision round
-(:class:`idlegate.operator.decisions.Decider`) and its launches become gate removals. Every
+(:class:`idlegate.operator.core.decider.Decider`) and its launches become gate removals. Every
 count of tasks and executors is the state machine's; the core keeps the pods' bookkeeping
 (:mod:`.tracking`). It reads no API and no clock: the entry points add intents to
 :attr:`Core.intents` (:mod:`.intents`), which the edge
@@ -29,7 +29,7 @@ running pods of a workflow admitted into a pool made smaller. It is the one path
 the cluster's state changes without a decision of the policy.
 
 Argo Workflows (:class:`ArgoWorkflow`, admitted by :mod:`idlegate.operator.features.argo`)
-share the state machine: Argo creates their pods, :class:`idlegate.sim.argo.live.LiveArgo`
+share the state machine: Argo creates their pods, :class:`idlegate.operator.core.argo.LiveArgo`
 pairs each launch with a gated pod, and the core says each pairing as a
 :class:`RemoveGate`, as for DagWorkflows.
 """
@@ -37,8 +37,8 @@ pairs each launch with a gated pod, and the core says each pairing as a
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Mapping
+from typing import Any
 
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.status import FINISHED, Conditions, Phase, SlotState, invalid_status
@@ -52,15 +52,40 @@ from idlegate.operator.core.admission import (
     new_workflow,
     owner_of,
 )
+from idlegate.operator.core.decider import Answer, Decider, post_round
+from idlegate.operator.core.events import (
+    Admit,
+    Admitted,
+    DeadlinePassed,
+    Event,
+    Fact,
+    Finished,
+    Forget,
+    FoundFinished,
+    IdleEnded,
+    Leave,
+    PodSeen,
+    Recorded,
+    RoundEnded,
+    RuleSwitched,
+    Schedule,
+    SpecChanged,
+    StatusLanded,
+    TaskEnded,
+)
 from idlegate.operator.core.intents import (
     Confirmed,
     CreatePod,
+    Intent,
     LiveStatus,
     Outbox,
     Outcome,
     PatchStatus,
+    Refused,
     RemoveGate,
+    Timing,
 )
+from idlegate.operator.core.lifecycle import Lifecycle
 from idlegate.operator.core.pods import Owner, TaskPod, pod_name, read_task_pod
 from idlegate.operator.core.tracking import (
     ArgoWorkflow,
@@ -71,17 +96,10 @@ from idlegate.operator.core.tracking import (
     WorkflowKey,
     timer_key,
 )
-from idlegate.operator.decisions import Answer, Decider, post_round
-from idlegate.operator.edge.metrics import Metrics
-from idlegate.operator.features.history import replay_arrival
-from idlegate.operator.features.planning import PlanningWorker, ReplayWorker, policy_switched
+from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.protocol import Launch, Scheduler, Stage
-
-if TYPE_CHECKING:
-    from idlegate.operator.features.cleanup import Cleanup
-    from idlegate.operator.features.history import HistoryRecorder
 
 log = logging.getLogger(__name__)
 
@@ -89,15 +107,11 @@ ENDED_KEPT = 20_000
 """How many uids of workflows that ended here (finished, failed, deleted) are remembered."""
 
 
-class Lifecycle(Protocol):
-    """Suspension and deadlines (`features.lifecycle`, which imports this module)."""
-
-    def hold(self, wf: Workflow, body: Mapping[str, Any]) -> bool: ...
-    def admitted(self, wf: Workflow) -> None: ...
-    def dropped(self, wf: Workflow) -> None: ...
+Output = Intent | Timing | Fact
+"""What :meth:`Core.handle` returns: writes, timers, and facts for the features."""
 
 
-class Core:
+class Core(Lifecycle):
     """One pool's workflows, pods and state machine; what to write, as intents."""
 
     def __init__(self, settings: Settings, scheduler: Scheduler, *, metrics: Metrics) -> None:
@@ -121,11 +135,7 @@ class Core:
         """While workflows move into the pool (`Pools.moving`) no round runs: each one's
         running pods must be counted before the pool releases anything."""
         self.decider = Decider(scheduler, metrics, settings.seed)  # (it resets the policy)
-        self.planning: PlanningWorker | ReplayWorker | None = None
-        """A lookahead planner's or a portfolio's worker (`features.planning`), if any."""
-        self.history: HistoryRecorder | None = None
-        self.cleanup: Cleanup | None = None
-        self.lifecycle: Lifecycle | None = None
+        metrics.watch(self.workflows, self.cluster)
         self.reporter: Owner | None = None
         """Where the pool's own Events go (its ExecutorPool, the operator's Pod), if anywhere."""
 
@@ -137,9 +147,37 @@ class Core:
     def now(self) -> float:
         return self.at
 
-    def _at(self, now: float | None) -> None:
-        if now is not None:
-            self.at = now
+    def handle(self, event: Event | Outcome, now: float) -> list[Output]:
+        """The one entry: what happened at `now` (operator clock seconds, never going
+        back), and what to do about it, in order. A GangTooWideError (`Admit.gang_waits`)
+        leaves the intents made before it in :attr:`intents`."""
+        self.at = max(self.at, now)
+        match event:
+            case Admit():
+                self.admit(event)
+            case PodSeen(body, deleted):
+                self.observe_pod(body, deleted=deleted)
+            case Confirmed() | Refused():
+                self.outcome(event)
+            case IdleEnded(key, uid, stage):
+                self.idle_expired(key, uid, stage)
+            case Forget(namespace, name, uid, schedule):
+                self.forget(namespace, name, uid, schedule=schedule)
+            case DeadlinePassed():
+                self.deadline_passed(event)
+            case SpecChanged(key, uid, spec, generation):
+                self.spec_changed(key, uid, spec, generation)
+            case Recorded(wf):
+                wf.history_recorded = True  # (no operator records it again)
+                self.intents.status(wf, urgent=True)
+            case Leave(key, uid):
+                wf = self.workflows.get(key)
+                if wf is not None and wf.owner.uid == uid:
+                    self.drop(wf)
+            case Schedule(force):
+                self.cluster.needs_schedule |= force
+                self.schedule()
+        return self.intents.take()
 
     # -- admission -------------------------------------------------------------------------
 
@@ -148,22 +186,13 @@ class Core:
         wf = self.workflows.get((owner.namespace, owner.name))
         return (wf is not None and wf.owner.uid == owner.uid) or owner.uid in self.ended
 
-    def admit(
-        self,
-        body: Mapping[str, Any],
-        pods: Iterable[Mapping[str, Any]],
-        policy: NamespacePolicy,
-        *,
-        schedule: bool = True,
-        gang_waits: bool = False,
-        now: float | None = None,
-    ) -> Workflow | None:
+    def admit(self, event: Admit) -> Workflow | None:
         """Admit one DagWorkflow with its existing pods, its templates checked against its
-        namespace's `policy`; None if it needs no job (finished, invalid). Its running pods
-        that find no free executor run beyond the pool (``Cluster.run_beyond``). A gang stage wider
-        than the pool makes it Invalid, or with `gang_waits` (a pool that may grow again)
-        raises GangTooWideError for the caller to make it wait."""
-        self._at(now)
+        namespace's policy; None if it needs no job (finished, invalid, suspended). Its
+        running pods that find no free executor run beyond the pool (``Cluster.run_beyond``).
+        A gang stage wider than the pool makes it Invalid, or with `gang_waits` (a pool that
+        may grow again) raises GangTooWideError for the caller to make it wait."""
+        body, pods, policy = event.body, event.pods, event.policy or NamespacePolicy()
         owner = owner_of(body)
         if owner.uid in self.ended:
             return None
@@ -174,42 +203,42 @@ class Core:
         status = body.get("status") or {}
         phase = status.get("phase")
         if phase in FINISHED:  # (recorded and cleaned up, not admitted)
-            if self.history is not None:
-                self.history.finished_before(body)
-            if self.cleanup is not None:
-                self.cleanup.finished_before(body, pods)
+            self.intents.add(FoundFinished(body, pods))
             return None
         if phase == Phase.INVALID and judged(body):
             return None
         now = self.now()
         try:
             wf = new_workflow(body, now, self.settings.clock, policy)
-            if wf.spec.suspend and self.lifecycle is not None and self.lifecycle.hold(wf, body):
+            if wf.spec.suspend and event.fail is None:
+                self.hold(wf, body)
                 return None
             restore = classify(wf, pods, status, self.cluster)
             wf.job = self.cluster.add_job(
                 wf.dag, now, f"{owner.namespace}/{owner.name}", wf, arrival=wf.arrival
             )
         except IdlegateError as exc:  # an invalid spec, or a gang larger than the pool
-            if isinstance(exc, GangTooWideError) and gang_waits:
+            if isinstance(exc, GangTooWideError) and event.gang_waits:
                 raise
             self._reject(owner, body, str(exc))
             return None
         self.workflows[wf.key] = wf
         self._restore(wf, restore)
-        if self.cleanup is not None and pods:  # (a new workflow has none to collect)
-            self.cleanup.admitted(wf, pods)
+        if pods:  # (a new workflow has none to collect)
+            self.intents.add(Admitted(wf, pods))
         message = f"A valid DAG of {len(wf.stages)} stages."
         wf.conditions.set("Valid", True, "SpecValid", message, wf.generation, now)
         held = wf.conditions.get("Suspended")  # (a workflow suspended before, now resumed)
-        if self.lifecycle is not None and (held or wf.spec.active_deadline_seconds is not None):
-            self.lifecycle.admitted(wf)
+        if held or wf.spec.active_deadline_seconds is not None:
+            self.entered(wf, expiring=event.fail is not None)
         if not status.get("startTime"):
             self.metrics.admission_lag.observe(wf.admitted - wf.arrival)
             notice = messages.accepted(wf.dag, self.decider.policy.name, self.settings.pool_size)
             self.intents.event(owner, *notice)
         self._resume(wf, restore)
-        if schedule:
+        if event.fail is not None:
+            self.fail(wf, "DeadlineExceeded", event.fail)
+        if event.schedule or event.fail is not None:
             self.schedule()
         return wf
 
@@ -284,11 +313,8 @@ class Core:
         if schedule:
             self.schedule()
 
-    def observe_pod(
-        self, body: Mapping[str, Any], *, deleted: bool = False, now: float | None = None
-    ) -> None:
+    def observe_pod(self, body: Mapping[str, Any], *, deleted: bool = False) -> None:
         """A task pod as it is now (level-triggered: the same state twice is a no-op)."""
-        self._at(now)
         info = read_task_pod(body)
         if info is None:
             return
@@ -324,11 +350,10 @@ class Core:
             self.task_succeeded(wf, track, task, self._ran(info))
         self.schedule()
 
-    def outcome(self, outcome: Outcome, *, now: float | None = None) -> None:
+    def outcome(self, outcome: Outcome) -> None:
         """A write ended (the edge's report): a pod the API returned is read like a watch
         event; a pod write refused for good fails its workflow (its executors return to the
         pool); a write whose workflow is gone makes the core forget it."""
-        self._at(now)
         intent = outcome.intent
         if isinstance(outcome, Confirmed):
             if isinstance(intent, CreatePod | RemoveGate) and outcome.body is not None:
@@ -341,8 +366,8 @@ class Core:
                 # what it carried is in the API: its idle slots, its ended pods (for pod GC)
                 landed, wf = intent.status, intent.status.workflow
                 wf.persisted_slots |= landed.slots
-                if self.cleanup is not None and outcome.body is not None:  # (it was found)
-                    self.cleanup.landed(wf, landed.counted)
+                if outcome.body is not None:  # (it was found)
+                    self.intents.add(StatusLanded(wf, landed.counted))
             return
         owner = intent.owner
         if isinstance(intent, RemoveGate) and intent.spec is None:  # an Argo pod's
@@ -376,11 +401,8 @@ class Core:
         clock = self.settings.clock
         return clock.from_wall(end) - clock.from_wall(start)
 
-    def idle_expired(
-        self, key: WorkflowKey, uid: str, stage_index: int, *, now: float | None = None
-    ) -> None:
+    def idle_expired(self, key: WorkflowKey, uid: str, stage_index: int) -> None:
         """An idle slot's timer fired: the stage is runnable again."""
-        self._at(now)
         wf: Workflow | ArgoWorkflow | None = self.workflows.get(key)
         if wf is None or wf.owner.uid != uid:
             wf = self.argo.get(key)
@@ -399,28 +421,23 @@ class Core:
 
     # -- scheduling ------------------------------------------------------------------------
 
-    def schedule(self, *, now: float | None = None) -> None:
+    def schedule(self) -> None:
         """Ask the policy (if an event made it necessary) and carry out its launches."""
-        self._at(now)
-        try:
-            if self.paused:
-                return
-            if self.cluster.beyond and self.cluster.free_executors:
-                self._adopted(self.cluster.adopt_beyond(self.now()))
-            # (while a task runs beyond the pool, the pool is over its size: nothing new)
-            if self.cluster.needs_schedule and not self.cluster.beyond:
-                done = self.decider.decide(self.cluster, self.now())
-                for answer in done.taken:
-                    if answer.decision.idle_delay > 0:
-                        self._idle_started(answer)
-                self._launch(done.taken)
-                post_round(done, self.cluster, self.intents.event, self.reporter)
-                self._note_waiting(done.waited)
-            self._arm_new_timers()
-            if self.planning is not None:
-                self.planning.poke()
-        finally:
-            self.metrics.set_gauges(self.busy, self.workflows.values(), self.cluster)
+        if self.paused:
+            return
+        if self.cluster.beyond and self.cluster.free_executors:
+            self._adopted(self.cluster.adopt_beyond(self.now()))
+        # (while a task runs beyond the pool, the pool is over its size: nothing new)
+        if self.cluster.needs_schedule and not self.cluster.beyond:
+            done = self.decider.decide(self.cluster, self.now())
+            for answer in done.taken:
+                if answer.decision.idle_delay > 0:
+                    self._idle_started(answer)
+            self._launch(done.taken)
+            post_round(done, self.cluster, self.intents.event, self.reporter)
+            self._note_waiting(done.waited)
+        self._arm_new_timers()
+        self.intents.add(RoundEnded())
 
     def _launch(self, taken: list[Answer]) -> None:
         """Release the launched tasks, one Event per stage (the last decision's cap)."""
@@ -437,9 +454,7 @@ class Core:
                 track = wf.stages[stage.index]
                 previous, wf.policy, track.policy = wf.policy, last.rule, last.rule
                 if previous is not None and previous != last.rule:  # (a planner's switch?)
-                    switched = policy_switched(self.planning, previous, last.rule)
-                    if switched is not None:
-                        self.intents.event(wf.owner, *switched)
+                    self.intents.add(RuleSwitched(wf, previous, last.rule))
                 for launch in launches:
                     self.release(wf, track, track.next_to_release(), launch.executor)
             notice = messages.released(len(launches), last.decision, last.by)
@@ -509,7 +524,9 @@ class Core:
             # (not for a job that left: one of an Argo Workflow that its remap replaced)
             if stage.idle_until is not None and wf.active and stage.job.finish is None:
                 key = timer_key(wf.owner, stage.index)
-                self.intents.set_timer(key, stage.idle_until, wf.owner, stage.index)
+                where = (wf.owner.namespace, wf.owner.name)
+                fire = IdleEnded(where, wf.owner.uid, stage.index)
+                self.intents.set_timer(key, stage.idle_until, fire)
         self.cluster.new_timers.clear()
 
     def _note_waiting(self, why: str | None) -> None:
@@ -561,8 +578,7 @@ class Core:
         executor = task.executor
         assert executor is not None
         track.set_state(task, TaskState.SUCCEEDED)
-        if self.cleanup is not None:
-            self.cleanup.task_ended(wf, track, task, succeeded=True)
+        self.intents.add(TaskEnded(wf, track, task, True))
         wf.measured(track, task, self.now(), ran, self.settings.history_samples)
         following = self.cluster.task_finished(executor, self.now())
         if following is not None:
@@ -582,8 +598,7 @@ class Core:
         is retried on its executor, or, if it ran beyond the pool, when the policy says."""
         track.attempt_failed(task)
         self.metrics.task_failures.inc()
-        if self.cleanup is not None:
-            self.cleanup.task_ended(wf, track, task, succeeded=False)
+        self.intents.add(TaskEnded(wf, track, task, False))
         if task.failures > track.spec.backoff_limit:
             self.fail_task_for_good(wf, track, task, reason)
             return
@@ -609,8 +624,6 @@ class Core:
         wf.conditions.set("Complete", True, "Succeeded", message, wf.generation, self.now())
         notice = messages.succeeded(wf.dag, wf.completion - wf.arrival, wf.job.idle_inserted)
         self._finished(wf, Phase.SUCCEEDED, notice)
-        if self.decider.learns is not None and (arrival := replay_arrival(wf)) is not None:
-            self.decider.learn([arrival])  # (its record: the status of a finished workflow)
 
     def fail(self, wf: Workflow, reason: str, message: str) -> None:
         """Fail the workflow: its unfinished pods are deleted, its executors return to the
@@ -636,8 +649,8 @@ class Core:
         self.metrics.completion_time.labels(outcome).observe(wf.completion - wf.arrival)
         self.metrics.workflows_finished.labels(outcome).inc()
         self.intents.event(wf.owner, *notice)
-        if self.history is not None:
-            self.history.finished(wf)
+        wf.pool_size = self.settings.pool_size
+        self.intents.add(Finished(wf))
         self.intents.status(wf, urgent=True)
         self.drop(wf)
         self.end(wf.owner.uid)
@@ -653,8 +666,7 @@ class Core:
         """Take the workflow out of the pool and the operator's memory (its last writes are
         queued); a job that has finished is out of the state machine already."""
         wf.active = False
-        if self.lifecycle is not None:
-            self.lifecycle.dropped(wf)
+        self.deadline_dropped(wf)
         self.cluster.remove_job(wf.job, self.now())
         for index in wf.idle_slots:
             self.intents.cancel_timer(timer_key(wf.owner, index))  # (one that fired: a no-op)

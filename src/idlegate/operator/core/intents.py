@@ -11,15 +11,15 @@ pod's name is a function of its workflow, stage, task and attempt (`pods.pod_nam
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from idlegate.operator.core.pods import Owner, pod_name, task_pod
 
 if TYPE_CHECKING:
+    from idlegate.operator.core.argo import Release
     from idlegate.operator.core.tracking import StageTrack, Task, Workflow
-    from idlegate.sim.argo.live import Release
     from idlegate.sim.spec import StageSpec
 
 
@@ -193,13 +193,14 @@ Outcome = Confirmed | Refused
 
 @dataclass(frozen=True, slots=True)
 class SetTimer:
-    """Tell the core at ``at`` (its clock's seconds) that the idle slot of stage ``stage``
-    of ``owner`` ended (``idle_expired``). A SetTimer of the same ``key`` replaces it."""
+    """At ``at`` (the operator clock's seconds), hand ``fire`` to the pool: an event for the
+    core (an idle slot's end, a deadline) or an intent to carry out (a TTL's deletion). A
+    SetTimer of the same ``key`` replaces it."""
 
     key: str
     at: float
-    owner: Owner
-    stage: int
+    fire: Any
+    """An :data:`~.events.Event` or an :data:`Intent`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,16 +243,19 @@ class LiveStatus:
 
 
 class Outbox:
-    """How the core (and the features over it) say what to write, one intent a method. Each
-    goes to :attr:`add`: the edge's applier, or (tests) the list :meth:`take` empties.
+    """How the core (and the features over it) say what to write, one intent a method, kept
+    until :meth:`take` hands them over (`Core.handle` returns them).
     A workflow's status is a :class:`LiveStatus`, read when the write is sent, so coalesced
     writes carry the latest state."""
 
     def __init__(self) -> None:
-        self.intents: list[Intent | Timing] = []
-        self.add: Callable[[Intent | Timing], None] = self.intents.append
+        self.intents: list[Any] = []
+        """Intents, timings and the core's facts (:mod:`.events`), in order."""
 
-    def take(self) -> list[Intent | Timing]:
+    def add(self, item: Any) -> None:
+        self.intents.append(item)
+
+    def take(self) -> list[Any]:
         """The intents kept so far (the box is empty after)."""
         taken = self.intents.copy()
         self.intents.clear()
@@ -299,8 +303,8 @@ class Outbox:
     def cancel_writes(self, owner: Owner) -> None:
         self.add(CancelWrites(owner))
 
-    def set_timer(self, key: str, at: float, owner: Owner, stage: int) -> None:
-        self.add(SetTimer(key, at, owner, stage))
+    def set_timer(self, key: str, at: float, fire: Any) -> None:
+        self.add(SetTimer(key, at, fire))
 
     def cancel_timer(self, key: str) -> None:
         self.add(CancelTimer(key))

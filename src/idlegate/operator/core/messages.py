@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 
 from idlegate.api.labels import GATE
 from idlegate.api.status import SlotState
-from idlegate.api.timestamps import stamp, to_datetime
 from idlegate.operator.core.tracking import StageTrack, Task
 from idlegate.sim.dag import Dag
 from idlegate.sim.protocol import Decision, Job, Stage
+from idlegate.sim.timestamps import stamp, to_datetime
 
 if TYPE_CHECKING:
     from idlegate.policy.lookahead import Plan

@@ -24,8 +24,8 @@ from idlegate.api.labels import (
     LABEL_TASK,
     LABEL_WORKFLOW,
 )
-from idlegate.api.timestamps import from_datetime
 from idlegate.sim.spec import StageSpec
+from idlegate.sim.timestamps import from_datetime
 
 MAX_POD_NAME = 63
 """Pod names are kept to a DNS label, so that the pod's hostname is its whole name."""

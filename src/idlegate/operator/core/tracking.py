@@ -27,16 +27,16 @@ from idlegate.api.status import (
     dump,
     format_indexes,
 )
-from idlegate.api.timestamps import stamp, to_datetime
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.pods import Owner
 from idlegate.sim.dag import Dag
 from idlegate.sim.durations import MeasuredDurations
 from idlegate.sim.protocol import Job
 from idlegate.sim.spec import StageSpec, WorkflowSpec
+from idlegate.sim.timestamps import stamp, to_datetime
 
 if TYPE_CHECKING:
-    from idlegate.sim.argo.live import LiveArgo
+    from idlegate.operator.core.argo import LiveArgo
 
 WorkflowKey = tuple[str, str]
 """(namespace, name) of a DagWorkflow."""
@@ -340,7 +340,7 @@ class Workflow:
 @dataclass(eq=False)
 class ArgoWorkflow:
     """One Argo Workflow in the pool (:mod:`idlegate.operator.features.argo` admits it): its
-    job and pods as :class:`idlegate.sim.argo.live.LiveArgo` pairs them. Argo creates and
+    job and pods as :class:`idlegate.operator.core.argo.LiveArgo` pairs them. Argo creates and
     deletes its pods; the core only releases them (and says why on the Workflow)."""
 
     owner: Owner

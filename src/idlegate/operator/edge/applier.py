@@ -51,7 +51,7 @@ from idlegate.operator.core.pods import EXECUTOR_PATH, read_task_pod, release_pa
 from idlegate.operator.edge.events import EventRecorder
 from idlegate.operator.edge.kube import ApiError, KubeApi
 from idlegate.operator.edge.lanes import Lanes, Op, Priority, Retry
-from idlegate.operator.edge.metrics import Metrics
+from idlegate.operator.metrics import Metrics
 
 log = logging.getLogger(__name__)
 

@@ -1,33 +1,57 @@
-"""The edge of one pool: the core (:class:`idlegate.operator.core.core.Core`) wired to the
-API, the operator's clock and its timers.
+"""The edge of one pool: its pure core (:class:`idlegate.operator.core.core.Core`) wired to
+the operator's clock, the applier, the timers and the features.
 
-The core says what to write (intents, :mod:`idlegate.operator.core.intents`);
-:meth:`Bridge.carry_out` hands each, as it is made, to the applier (which writes it in its
-lane and hands the core its outcome) or to the timers. What is read from the API is
-handed in by :mod:`idlegate.operator.edge.intake`. Everything runs in the operator's event
-loop, one event at a time, synchronously.
+:meth:`Bridge.handle` is the one way in: it reads the clock (never going back: one reading
+for the core and its writes), hands the event to ``Core.handle``, and carries out what
+comes back, in order (:meth:`Bridge.carry`): writes go to the applier (which hands each
+write's outcome back here as an event), timers to the loop's timers (a timer's firing is
+an event, or an intent, handed back here), and the core's facts to the features (cleanup,
+the history sink, the planner's worker), whose answers are carried out in turn. What is
+read from the API is handed in by :mod:`idlegate.operator.edge.intake`. Everything runs
+in the operator's event loop, one event at a time, synchronously.
 """
 
 from __future__ import annotations
 
-from idlegate.operator.core.core import Core
-from idlegate.operator.core.intents import CancelTimer, CancelWrites, Intent, SetTimer, Timing
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Iterable
+from typing import Any
+
+from idlegate.api.labels import LABEL_WORKFLOW
+from idlegate.api.podsecurity import namespace_policy
+from idlegate.operator.core.admission import owner_of
+from idlegate.operator.core.core import Core, Output
+from idlegate.operator.core.events import EVENTS, Admit, Event, ReadAgain, Schedule
+from idlegate.operator.core.intents import (
+    CancelTimer,
+    CancelWrites,
+    Confirmed,
+    Intent,
+    Outcome,
+    Refused,
+    SetTimer,
+)
+from idlegate.operator.core.lifecycle import DEADLINE_RETRY, UNFINISHED, deadline_key
+from idlegate.operator.core.pods import Owner
 from idlegate.operator.edge.applier import Applier
 from idlegate.operator.edge.events import EventRecorder
-from idlegate.operator.edge.kube import KubeApi
+from idlegate.operator.edge.kube import ApiError, KubeApi
 from idlegate.operator.edge.lanes import Lanes
-from idlegate.operator.edge.metrics import Metrics
 from idlegate.operator.edge.timers import Timers
 from idlegate.operator.features.cleanup import Cleanup
 from idlegate.operator.features.history import HistoryRecorder
-from idlegate.operator.features.lifecycle import Lifecycle
-from idlegate.operator.features.planning import planning_worker
+from idlegate.operator.features.planning import PlanningWorker, ReplayWorker, planning_worker
+from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
 from idlegate.sim.protocol import Scheduler
 
+log = logging.getLogger(__name__)
 
-class Bridge(Core):
-    """A pool's core, its intents carried out by the applier and the timers."""
+
+class Bridge:
+    """A pool's core, its intents carried out by the applier, the timers and the features."""
 
     def __init__(
         self,
@@ -39,29 +63,51 @@ class Bridge(Core):
         timers: Timers,
         beside: Bridge | None = None,
     ) -> None:
-        super().__init__(settings, scheduler, metrics=metrics)
-        self.intents.add = self.carry_out
+        self.settings, self.metrics = settings, metrics
+        self.core = Core(settings, scheduler, metrics=metrics)
         self.kube = kube
         """The API (the applier writes; :mod:`idlegate.operator.edge.intake` reads)."""
         self.timers = timers
         self._last = float("-inf")
+        self._reads: set[asyncio.Task[None]] = set()
         if beside is not None:  # another pool's: one applier, history sink and cleanup for all
             self.applier, self.cleanup = beside.applier, beside.cleanup
-            self.history = HistoryRecorder(settings, metrics, self.intents, beside.history)
+            self.history = HistoryRecorder(settings, metrics, self.carry, beside.history)
         else:
             lanes = Lanes(self.kube, concurrency=settings.api_concurrency)
             self.applier = Applier(
                 lanes,
                 EventRecorder(lanes, settings),
                 metrics,
-                self.outcome,
+                self.handle,
                 status_interval=settings.status_interval,
                 now=self.now,
             )
-            self.history = HistoryRecorder(settings, metrics, self.intents)
-            self.cleanup = Cleanup(settings, self.intents, self.kube, timers)
-        self.lifecycle = Lifecycle(self, self.kube, timers)
-        self.planning = planning_worker(self)
+            self.history = HistoryRecorder(settings, metrics, self.carry)
+            self.cleanup = Cleanup(settings)
+        self.planning: PlanningWorker | ReplayWorker | None = None
+        """A lookahead planner's or a portfolio's worker, if the policy has one."""
+        self.use_worker()
+
+    def use_worker(self) -> None:
+        """The worker of the policy deciding now (a reload closes the old one first)."""
+        self.planning = planning_worker(self.core, self.carry, self.history)
+
+    def use_policy(self, policy: Scheduler) -> None:
+        """Event loop, between two rounds: decide with `policy` from now on. The Decider
+        resets it, a lookahead planner's worker is replaced by the new planner's (the plan
+        running is dropped), and the metrics name it; then a round runs at once, for what
+        the old policy held back."""
+        old = self.core.scheduler
+        if self.planning is not None:
+            self.planning.close()
+        self.core.decider.use(policy)
+        self.use_worker()
+        if old.name != policy.name:
+            self.metrics.info.labels(old.name).set(0)
+        self.metrics.info.labels(policy.name).set(1)
+        self.metrics.policy_errors.labels(policy.name)
+        self.handle(Schedule(force=True))
 
     @property
     def lanes(self) -> Lanes:
@@ -73,19 +119,84 @@ class Bridge(Core):
         self._last = max(self._last, self.settings.clock.now())
         return self._last
 
-    def carry_out(self, intent: Intent | Timing) -> None:
-        """Queue the write (or set the timer) `intent` asks for."""
-        match intent:
-            case SetTimer(key, at, owner, stage):
-                where, uid = (owner.namespace, owner.name), owner.uid
+    def handle(self, event: Event | Outcome) -> None:
+        """Hand the core `event`, now, and carry out its answer."""
+        try:
+            outputs = self.core.handle(event, self.now())
+        finally:  # (an admission that raised GangTooWideError: what it said before)
+            outputs_left = self.core.intents.take()
+        self.carry([*outputs_left, *outputs] if outputs_left else outputs)
 
-                async def fire() -> None:
-                    self.idle_expired(where, uid, stage)
+    def carry(self, outputs: Iterable[Output | Event]) -> None:
+        """Carry out, in order, what the core or a feature said: writes, timers, the
+        core's facts (to the features, whose answers follow them) and events (to the core)."""
+        queue = deque(outputs)
+        while queue:
+            item = queue.popleft()
+            match item:
+                case SetTimer(key, at, fire):
+                    self.timers.arm(key, at, self._firing(fire))
+                case CancelTimer(key):
+                    self.timers.cancel(key)
+                case CancelWrites(owner):
+                    self.applier.cancel(owner)
+                case ReadAgain():
+                    self._read(item)
+                case _ if isinstance(item, Intent):
+                    self.applier.apply((item,))
+                case _ if isinstance(item, (Confirmed, Refused, *EVENTS)):
+                    self.handle(item)
+                case _:
+                    for feature in self.features:
+                        if isinstance(item, feature.takes):
+                            queue.extendleft(reversed(feature.react(item)))
 
-                self.timers.arm(key, at, fire)
-            case CancelTimer(key):
-                self.timers.cancel(key)
-            case CancelWrites(owner):
-                self.applier.cancel(owner)
-            case _:
-                self.applier.apply((intent,))
+    @property
+    def features(self) -> list[Any]:
+        """What answers the core's facts (each those of its `takes`): pod GC and TTLs, the
+        history sink, the planner's or portfolio's worker."""
+        found: list[Any] = [self.cleanup, self.history]
+        return found if self.planning is None else [*found, self.planning]
+
+    def _firing(self, fire: Event | Intent) -> Any:
+        async def fired() -> None:
+            self.carry([fire])
+
+        return fired
+
+    def _read(self, again: ReadAgain) -> None:
+        """Read a suspended workflow whose deadline passed, and admit it to fail it."""
+        task = asyncio.get_running_loop().create_task(self._read_again(again))
+        self._reads.add(task)
+        task.add_done_callback(self._reads.discard)
+
+    async def _read_again(self, again: ReadAgain) -> None:
+        owner = again.owner
+        try:
+            found = await read_workflow(self.kube, owner)
+        except ApiError as exc:
+            where = f"{owner.namespace}/{owner.name}"
+            log.info("Cannot read %s for its deadline (%s); retrying.", where, exc)
+            retry = SetTimer(deadline_key(owner.uid), self.now() + DEADLINE_RETRY, again.retry)
+            self.carry([retry])
+            return
+        if found is None:
+            return
+        body, pods, namespace = found
+        phase = (body.get("status") or {}).get("phase")
+        if phase not in UNFINISHED or self.core.known(owner):
+            return
+        policy = namespace_policy(namespace, self.settings.pod_security)
+        self.handle(Admit(body, pods, policy, schedule=False, fail=again.fail))
+
+
+async def read_workflow(
+    kube: KubeApi, owner: Owner
+) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any] | None] | None:
+    """The workflow `owner` (that very object), its pods and its namespace as the API has
+    them now; None if it is gone."""
+    body = await kube.get_workflow(owner.namespace, owner.name)
+    if body is None or owner_of(body).uid != owner.uid:
+        return None
+    pods = await kube.list_pods(owner.namespace, f"{LABEL_WORKFLOW}={owner.name}")
+    return body, pods, await kube.get_namespace(owner.namespace)

@@ -18,7 +18,7 @@ import aiohttp.web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from idlegate.errors import IdlegateError
-from idlegate.operator.edge.metrics import Metrics
+from idlegate.operator.metrics import Metrics
 
 
 def bind(host: str, port: int, flag: str = "--metrics-port") -> socket.socket:

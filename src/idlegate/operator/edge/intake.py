@@ -14,14 +14,12 @@ cannot show now is never guessed: the admission is retried later (AdmitLaterErro
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from idlegate.api.labels import LABEL_WORKFLOW
-from idlegate.api.podsecurity import namespace_policy
 from idlegate.api.status import Phase
 from idlegate.errors import IdlegateError
-from idlegate.operator.core import messages
 from idlegate.operator.core.admission import (
     AdmitLaterError,
     arrival_key,
@@ -29,19 +27,19 @@ from idlegate.operator.core.admission import (
     judged,
     owner_of,
 )
+from idlegate.operator.core.events import SpecChanged
 from idlegate.operator.core.pods import Owner, pod_name, task_pod
 from idlegate.operator.core.tracking import StageTrack, Task, TaskState, Workflow, WorkflowKey
-from idlegate.operator.edge.bridge import Bridge
+from idlegate.operator.edge.bridge import read_workflow
 from idlegate.operator.edge.kube import ApiError
-from idlegate.operator.features.lifecycle import only_mutable_changed
-from idlegate.operator.features.pools import Pools, namespace_labels
+from idlegate.operator.edge.pools import Pools
 from idlegate.sim.spec import parse_workflow
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-async def rebuild(bridge: Pools | Bridge) -> tuple[int, int]:
+async def rebuild(bridge: Pools) -> tuple[int, int]:
     """The state from the API as it is now, level-triggered; returns the DagWorkflows and
     pods listed. At the start, every DagWorkflow is admitted with its pods, oldest first,
     before the first decision (see :mod:`idlegate.operator.core.admission`). After an outage
@@ -49,7 +47,6 @@ async def rebuild(bridge: Pools | Bridge) -> tuple[int, int]:
     watches may have missed: the pods as they are now, pods deleted, workflows gone, and
     workflows created meanwhile. The ExecutorPools are listed too, and applied before any
     workflow is admitted (:meth:`Pools.restore`), so that each goes to its own pool."""
-    bridge = Pools.of(bridge)
     known = dict(bridge.workflows)  # (only these may be gone: others came after the lists)
     with_pods = _tasks_with_pods(bridge)
     pools = await _pools(bridge)
@@ -142,12 +139,12 @@ async def _notice_deleted(bridge: Pools, missing: list[_Held]) -> None:
 
 
 def _admit_unknown(
-    bridge: Pools,
+    pools: Pools,
     bodies: list[dict[str, Any]],
     pods: list[dict[str, Any]],
     namespaces: Mapping[str | None, dict[str, Any]],
 ) -> int:
-    """Admit the workflows the bridge does not know, each with its pods, oldest first."""
+    """Admit the workflows no pool knows, each with its pods, oldest first."""
     by_workflow: dict[WorkflowKey, list[dict[str, Any]]] = {}
     for pod in pods:
         meta = pod.get("metadata") or {}
@@ -157,33 +154,14 @@ def _admit_unknown(
     admitted = 0
     for body in sorted(bodies, key=arrival_key):
         owner = owner_of(body)
-        if bridge.known(owner):
-            continue
+        own = by_workflow.get((owner.namespace, owner.name), ())
         try:
-            own = by_workflow.get((owner.namespace, owner.name), ())
-            namespace = namespaces.get(owner.namespace)
-            policy = namespace_policy(namespace, bridge.settings.pod_security)
-            labels = namespace_labels(namespace)
-            admitted += bridge.admit(body, own, policy, labels=labels, schedule=False) is not None
+            wf = pools.admit(body, own, namespaces.get(owner.namespace), schedule=False)
         except AdmitLaterError as exc:
             log.warning("%s/%s is admitted later: %s", owner.namespace, owner.name, exc)
+            continue
+        admitted += wf is not None
     return admitted
-
-
-async def admit(bridge: Pools | Bridge, body: Mapping[str, Any]) -> None:
-    """Admit a workflow (kopf's create/resume), reading its pods and namespace first."""
-    bridge = Pools.of(bridge)
-    owner = owner_of(body)
-    if bridge.known(owner) or (body.get("metadata") or {}).get("deletionTimestamp"):
-        return
-    phase = (body.get("status") or {}).get("phase")
-    if phase == Phase.SUCCEEDED or (phase == Phase.INVALID and judged(body)):
-        return
-    pods = await bridge.kube.list_pods(owner.namespace, f"{LABEL_WORKFLOW}={owner.name}")
-    namespace = await _namespaces(bridge.kube.get_namespace(owner.namespace))
-    if not bridge.known(owner):  # (another handler may have admitted it meanwhile)
-        policy = namespace_policy(namespace, bridge.settings.pod_security)
-        bridge.admit(body, pods, policy, labels=namespace_labels(namespace))
 
 
 async def _namespaces(read: Awaitable[T]) -> T:
@@ -198,30 +176,38 @@ async def _namespaces(read: Awaitable[T]) -> T:
         raise
 
 
-async def spec_changed(bridge: Pools | Bridge, body: Mapping[str, Any]) -> None:
-    """The spec changed: take in a change of its mutable fields (suspend, deadline, TTL, pod
-    GC; :mod:`idlegate.operator.features.lifecycle`), refuse any other change of an admitted
-    workflow; admit one that was held (suspended) or rejected; re-arm a finished one's TTL."""
-    bridge = Pools.of(bridge)
+def spec_changed(
+    pools: Pools,
+    body: Mapping[str, Any],
+    pods: Iterable[Mapping[str, Any]],
+    namespace: Mapping[str, Any] | None,
+) -> None:
+    """The spec changed (with its pods and namespace as kopf's indexes hold them): the
+    pool holding it takes it in (`SpecChanged`: a change of its mutable fields, suspend,
+    deadline, TTL, pod GC, is taken in, any other refused); one that was held (suspended)
+    or rejected is admitted; a finished one's TTL is re-armed."""
     owner = owner_of(body)
-    holder = bridge.holder((owner.namespace, owner.name))
-    wf = holder.workflows.get((owner.namespace, owner.name)) if holder else None
+    key = (owner.namespace, owner.name)
+    holder = pools.holder(key)
+    wf = holder.core.workflows.get(key) if holder else None
     if holder is not None and wf is not None and wf.owner.uid == owner.uid:
         try:
             spec = parse_workflow(body.get("spec"), "spec")
         except IdlegateError:
             spec = None
-        if spec is not None and only_mutable_changed(wf.spec, spec):
-            holder.lifecycle.updated(wf, spec, generation_of(body))
-            return
-        notice = messages.spec_change_ignored(generation_of(body), wf.generation)
-        bridge.intents.event(owner, *notice)
+        holder.handle(SpecChanged(key, owner.uid, spec, generation_of(body)))
         return
     phase = (body.get("status") or {}).get("phase")
     if phase in (Phase.SUCCEEDED, Phase.FAILED):
-        bridge.cleanup.seen(body)
+        finished(pools, body, pods)
     elif phase != Phase.INVALID or not judged(body):
-        await admit(bridge, body)
+        pools.admit(body, pods, namespace)
+
+
+def finished(pools: Pools, body: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> None:
+    """A finished DagWorkflow as the API holds it (a watch event), with its pods: its TTL
+    is armed and its pods collected (:class:`~idlegate.operator.features.cleanup.Cleanup`)."""
+    pools.default.carry(pools.cleanup.seen(body, pods))
 
 
 async def readmit(pools: Pools, owners: list[Owner]) -> None:
@@ -230,9 +216,9 @@ async def readmit(pools: Pools, owners: list[Owner]) -> None:
     the next rebuild (it is not known to any pool)."""
     for owner in owners:
         try:
-            body = await pools.kube.get_workflow(owner.namespace, owner.name)
-            if body is not None and owner_of(body).uid == owner.uid:
-                await admit(pools, body)
+            found = await read_workflow(pools.kube, owner)
+            if found is not None:
+                pools.admit(*found)
         except (AdmitLaterError, ApiError) as exc:
             pools.later[(owner.namespace, owner.name)] = owner
             log.info("%s/%s is admitted later: %s", owner.namespace, owner.name, exc)

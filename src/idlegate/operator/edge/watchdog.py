@@ -27,11 +27,12 @@ from collections.abc import Callable, Iterator
 
 from idlegate.api.crd import GROUP, PLURAL
 from idlegate.operator.core.admission import AdmitLaterError
+from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.core.pods import Owner
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.kube import ApiError
-from idlegate.operator.edge.metrics import Metrics
-from idlegate.operator.features.pools import Pools
+from idlegate.operator.edge.pools import Pools
+from idlegate.operator.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -247,7 +248,9 @@ class Watchdog:
         if self.reporter is None:
             log.warning("%s", message)
         else:
-            self.pools.intents.event(self.reporter, "Warning", "ApiUnreachable", message)
+            self.pools.default.carry(
+                [PostEvent(self.reporter, "Warning", "ApiUnreachable", message)]
+            )
 
     def _missing_crd(self) -> None:
         if not self.crd_missing:

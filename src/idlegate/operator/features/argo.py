@@ -30,6 +30,10 @@ import kopf
 from prometheus_client import Gauge
 
 from idlegate.errors import IdlegateError
+from idlegate.operator.core.argo import LiveArgo, Release
+from idlegate.operator.core.argo_pods import WORKFLOW_LABEL, ArgoPod, gates_with_ours
+from idlegate.operator.core.events import Schedule
+from idlegate.operator.core.intents import Outbox
 from idlegate.operator.core.pods import Owner
 from idlegate.operator.core.tracking import ArgoWorkflow, timer_key
 from idlegate.operator.edge.kube import ApiError
@@ -45,14 +49,12 @@ from idlegate.sim.argo import (
     parse_time,
     template_index,
 )
-from idlegate.sim.argo.live import LiveArgo, Release
-from idlegate.sim.argo.pods import WORKFLOW_LABEL, ArgoPod, gates_with_ours
 from idlegate.sim.history import ArgoLearning
 
 if TYPE_CHECKING:
     from idlegate.operator.edge.bridge import Bridge
-    from idlegate.operator.edge.metrics import Metrics
-    from idlegate.operator.features.pools import Pools
+    from idlegate.operator.edge.pools import Pools
+    from idlegate.operator.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +120,11 @@ class ArgoSide:
     def bridge(self) -> Bridge:
         return self.operator.pools.default
 
+    @property
+    def said(self) -> _Said:
+        """What this module writes, carried out as it is said (the default pool's)."""
+        return _Said(self.bridge)
+
     # -- what is seen ------------------------------------------------------------------------
 
     def template_seen(self, deleted: bool, body: Mapping[str, Any]) -> None:
@@ -133,16 +140,16 @@ class ArgoSide:
         meta = body.get("metadata") or {}
         key = (meta.get("namespace", ""), meta.get("name", ""))
         phase = (body.get("status") or {}).get("phase")
-        wf = self.bridge.argo.get(key)
+        wf = self.bridge.core.argo.get(key)
         if wf is not None and wf.owner.uid != meta.get("uid"):
             self._drop(wf)  # (deleted and created again under the name)
             wf = None
         if deleted or meta.get("deletionTimestamp") or phase in DONE:
-            self.bridge.end(meta.get("uid", ""))  # (never admitted again)
+            self.bridge.core.end(meta.get("uid", ""))  # (never admitted again)
             self.refused.pop(key, None)
             if wf is not None:
                 self._drop(wf)
-            self.bridge.schedule()
+            self.bridge.handle(Schedule())
             if phase in DONE and not deleted:
                 await self._record(body, wf)
             return
@@ -153,7 +160,7 @@ class ArgoSide:
         else:
             self._remap(wf, body)
         self._gauges()
-        self.bridge.schedule()
+        self.bridge.handle(Schedule())
 
     async def pod_seen(self, deleted: bool, body: Mapping[str, Any]) -> None:
         pod = ArgoPod.of(body)
@@ -167,10 +174,10 @@ class ArgoSide:
         elif key in self.refused:
             if pod.gated and not deleted:
                 self._unscheduled(pod, self.refused[key])
-        elif (wf := self.bridge.argo.get(key)) is not None:
-            releases = wf.live.observe(self.bridge.cluster, pod, self.bridge.now())
-            self.bridge.intents.release_argo(wf.owner, releases)
-            self.bridge.schedule()
+        elif (wf := self.bridge.core.argo.get(key)) is not None:
+            releases = wf.live.observe(self.bridge.core.cluster, pod, self.bridge.now())
+            self.said.release_argo(wf.owner, releases)
+            self.bridge.handle(Schedule())
 
     # -- admission and changes ----------------------------------------------------------------
 
@@ -194,7 +201,7 @@ class ArgoSide:
                 return
             # (its templates may not have been seen yet, as at a start): its pods wait
             message = f"{exc}; tried again every {RETRY:g} s."
-            self.bridge.intents.event(owner, "Warning", "TemplateMissing", message)
+            self.said.event(owner, "Warning", "TemplateMissing", message)
             self._later(body)
             return
         self.pending[key] = []
@@ -213,20 +220,20 @@ class ArgoSide:
         arrival = min(now, bridge.settings.clock.from_wall(created)) if created else now
         live = LiveArgo(key, mapped)
         wf = ArgoWorkflow(owner, live)
-        live.admit(bridge.cluster, now, arrival, pods)
-        bridge.argo[key] = wf
-        if owner.uid in bridge.ended:  # it finished or went while its pods were listed
+        live.admit(bridge.core.cluster, now, arrival, pods)
+        bridge.core.argo[key] = wf
+        if owner.uid in bridge.core.ended:  # it finished or went while its pods were listed
             self._drop(wf)
             return
         for pod in seen:
-            bridge.intents.release_argo(owner, live.observe(bridge.cluster, pod, now))
+            self.said.release_argo(owner, live.observe(bridge.core.cluster, pod, now))
         counts = mapped.counts
         guessed = [s.name for s in mapped.live_stages if s.duration_source is DurationSource.PRIOR]
         message = (
             f"Scheduled by idlegate: {counts['stages']} stages, {counts['edges']} edges, "
             f"{counts['tasks']} pods, in the pool of {bridge.settings.pool_size} executors."
         )
-        bridge.intents.event(owner, "Normal", "Accepted", message)
+        self.said.event(owner, "Normal", "Accepted", message)
         if guessed:
             message = (
                 f"No history of {mapped.template_key} and no annotation "
@@ -234,7 +241,7 @@ class ArgoSide:
                 f"their pods are estimated at {DEFAULT_PRIOR:g} s each (the prior) until runs "
                 "of the template are measured."
             )
-            bridge.intents.event(owner, "Normal", "Estimated", message)
+            self.said.event(owner, "Normal", "Estimated", message)
 
     def _later(self, body: Mapping[str, Any]) -> None:
         """See `body` again in `RETRY` seconds (a later event of it may come first)."""
@@ -243,7 +250,7 @@ class ArgoSide:
         async def again() -> None:
             key = (meta.get("namespace", ""), meta.get("name", ""))
             # (unless it went meanwhile, or a later event of it came first)
-            if meta.get("uid") not in self.bridge.ended and key not in self.bridge.argo:
+            if meta.get("uid") not in self.bridge.core.ended and key not in self.bridge.core.argo:
                 await self.workflow_seen(False, body)
 
         key = f"argo-admit/{meta.get('namespace')}/{meta.get('name')}"
@@ -253,15 +260,15 @@ class ArgoSide:
         job = wf.job
         try:
             mapped = self._map(body)
-            releases = wf.live.remap(self.bridge.cluster, mapped, self.bridge.now())
+            releases = wf.live.remap(self.bridge.core.cluster, mapped, self.bridge.now())
         except IdlegateError as exc:
             log.warning("%s/%s no longer maps (%s): kept as it was.", *wf.live.key, exc)
             return
         if wf.job is not job:  # a new job: its idle slots' timers are set under its indexes
             for stage in job.stages:
                 if stage.idle_until is not None:
-                    self.bridge.intents.cancel_timer(timer_key(wf.owner, stage.index))
-        self.bridge.intents.release_argo(wf.owner, releases)
+                    self.said.cancel_timer(timer_key(wf.owner, stage.index))
+        self.said.release_argo(wf.owner, releases)
         for pod in wf.live.take_unplaced():
             self._unscheduled(pod, "its node is no stage of the job idlegate mapped")
 
@@ -269,7 +276,7 @@ class ArgoSide:
         """Not scheduled: its pods are released as they come, those there already now."""
         self.refused[key] = why
         message = f"Not scheduled by idlegate: {why}. Its pods are released as Argo creates them."
-        self.bridge.intents.event(owner_of(body), "Warning", "NotScheduled", message)
+        self.said.event(owner_of(body), "Warning", "NotScheduled", message)
         try:
             listed = await self.bridge.kube.list_pods(key[0], f"{WORKFLOW_LABEL}={key[1]}")
         except ApiError as exc:
@@ -283,9 +290,9 @@ class ArgoSide:
 
     def _drop(self, wf: ArgoWorkflow) -> None:
         wf.active = False  # (its idle timers fire for nothing)
-        wf.live.drop(self.bridge.cluster, self.bridge.now())
-        if self.bridge.argo.get(wf.live.key) is wf:
-            del self.bridge.argo[wf.live.key]
+        wf.live.drop(self.bridge.core.cluster, self.bridge.now())
+        if self.bridge.core.argo.get(wf.live.key) is wf:
+            del self.bridge.core.argo[wf.live.key]
         self._gauges()
 
     # -- history ------------------------------------------------------------------------------
@@ -334,11 +341,11 @@ class ArgoSide:
 
     def _unscheduled(self, pod: ArgoPod, why: str) -> None:
         owner = Owner(pod.namespace, pod.workflow, "", kind="Workflow", api_version=API_VERSION)
-        self.bridge.intents.release_argo(owner, [Release(pod.name, "", None)])
+        self.said.release_argo(owner, [Release(pod.name, "", None)])
         log.warning("Released pod %s/%s unscheduled: %s.", pod.namespace, pod.name, why)
 
     def _gauges(self) -> None:
-        self.active.labels("argo").set(len(self.bridge.argo))
+        self.active.labels("argo").set(len(self.bridge.core.argo))
         self.active.labels("dagworkflow").set(len(self.operator.pools.workflows))
 
 
@@ -350,6 +357,17 @@ def _succeeded_nodes(body: Mapping[str, Any]) -> set[str]:
         for n in nodes.values()
         if isinstance(n, Mapping) and n.get("type") == "Pod" and n.get("phase") == "Succeeded"
     }
+
+
+class _Said(Outbox):
+    """An outbox whose intents the pool carries out at once."""
+
+    def __init__(self, bridge: Bridge) -> None:
+        super().__init__()
+        self.bridge = bridge
+
+    def add(self, item: Any) -> None:
+        self.bridge.carry([item])
 
 
 def register(registry: kopf.OperatorRegistry, operator: Host) -> None:

@@ -11,32 +11,31 @@ deadlines and suspend"). What is deleted is recorded first:
 * the workflow-level strategies and the TTL wait for the workflow's history record
   (``status.historyRecorded``) when a history sink is configured (``--history-file``).
 
-Finished workflows are handled from the API's view of them (:meth:`Cleanup.seen`), so
-what the checks read has landed. The TTL timer is derived from the persisted completion
+Finished workflows are handled from the API's view of them (:meth:`Cleanup.seen`, with
+their pods as the pods' index holds them), so what the checks read has landed. Everything
+is said as intents (:meth:`Cleanup.react` answers the core's facts); the TTL is a
+`SetTimer` whose firing is the `DeleteWorkflow`. The TTL timer is derived from the persisted completion
 time: a restart arms it for the same time, and the deletion, which checks the uid and
 phase first, happens once.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from idlegate.api.labels import LABEL_WORKFLOW
 from idlegate.api.status import FINISHED, Phase
-from idlegate.api.timestamps import from_datetime
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.admission import owner_of
-from idlegate.operator.core.intents import Outbox
+from idlegate.operator.core.events import Admitted, Fact, FoundFinished, StatusLanded, TaskEnded
+from idlegate.operator.core.intents import CancelTimer, DeleteWorkflow, Outbox, SetTimer
 from idlegate.operator.core.pods import Owner, TaskPod, pod_name, read_task_pod
 from idlegate.operator.core.tracking import StageTrack, Task, Workflow
-from idlegate.operator.edge.kube import ApiError, KubeApi
-from idlegate.operator.edge.timers import Timers
 from idlegate.operator.settings import Settings
 from idlegate.sim.spec import PodGCStrategy, WorkflowSpec, parse_workflow
+from idlegate.sim.timestamps import from_datetime
 
 log = logging.getLogger(__name__)
 
@@ -49,15 +48,30 @@ lists its pods again, and finds them gone)."""
 class Cleanup:
     """Pod GC and TTL deletion, said as intents (see the module docstring)."""
 
-    def __init__(self, settings: Settings, intents: Outbox, kube: KubeApi, timers: Timers) -> None:
+    takes = (TaskEnded, Admitted, StatusLanded, FoundFinished)
+    """The core's facts it answers."""
+
+    def __init__(self, settings: Settings) -> None:
         self.default_gc = settings.pod_gc
         self.default_ttl = settings.ttl_after_finished
         self.needs_record = settings.history_file is not None
         """A history sink is configured: workflow-level cleanup waits for the record."""
-        self.intents, self.kube, self.timers = intents, kube, timers
+        self.intents = Outbox()
         self._swept: OrderedDict[str, None] = OrderedDict()
         """Uids of finished workflows whose pods were swept."""
-        self._sweeps: set[asyncio.Task[None]] = set()
+
+    def react(self, fact: Fact) -> list[Any]:
+        """The intents that answer one of the core's facts."""
+        match fact:
+            case TaskEnded(wf, track, task, succeeded):
+                self.task_ended(wf, track, task, succeeded=succeeded)
+            case Admitted(wf, pods):
+                self.admitted(wf, pods)
+            case StatusLanded(wf, counted):
+                self.landed(wf, counted)
+            case FoundFinished(body, pods):
+                self.finished_before(body, pods)
+        return self.intents.take()
 
     def strategy(self, spec: WorkflowSpec) -> PodGCStrategy:
         return spec.pod_gc.strategy if spec.pod_gc is not None else self.default_gc
@@ -99,11 +113,16 @@ class Cleanup:
             for pod in _own(pods, owner):
                 if not pod.terminal:
                     self.intents.delete_pod(owner, pod.name)
-        self.seen(body)
+        self._seen(body, pods)
 
-    def seen(self, body: Mapping[str, Any]) -> None:
-        """A DagWorkflow as the API holds it (a watch event): once it has finished, and its
-        record is written where one is wanted, its TTL is armed and its pods are swept."""
+    def seen(self, body: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> list[Any]:
+        """A DagWorkflow as the API holds it (a watch event), with its pods: once it has
+        finished, and its record is written where one is wanted, its TTL is armed and its
+        pods are swept. Returns the intents."""
+        self._seen(body, pods)
+        return self.intents.take()
+
+    def _seen(self, body: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> None:
         status = body.get("status") or {}
         phase = status.get("phase")
         if phase not in FINISHED:
@@ -124,40 +143,29 @@ class Cleanup:
         if strategy is PodGCStrategy.NEVER or owner.uid in self._swept:
             return
         if strategy in POD_LEVEL or recorded:
-            self._sweep(owner, strategy, phase)
+            self._sweep(owner, strategy, phase, pods)
 
-    def forget(self, uid: str | None) -> None:
-        """The workflow was deleted: no TTL left to wait for."""
-        if uid:
-            self.timers.cancel(_ttl_key(uid))
-            self._swept.pop(uid, None)
+    def forget(self, uid: str | None) -> list[Any]:
+        """The workflow was deleted: no TTL left to wait for (the intent that says so)."""
+        if not uid:
+            return []
+        self._swept.pop(uid, None)
+        return [CancelTimer(_ttl_key(uid))]
 
     def _arm_ttl(self, owner: Owner, at: float, ttl: int) -> None:
-        async def fire() -> None:
-            why = f"ttlSecondsAfterFinished ({ttl} s) after it finished"
-            self.intents.delete_workflow(owner, why)
+        why = f"ttlSecondsAfterFinished ({ttl} s) after it finished"
+        self.intents.add(SetTimer(_ttl_key(owner.uid), at, DeleteWorkflow(owner, why)))
 
-        self.timers.arm(_ttl_key(owner.uid), at, fire)
-
-    def _sweep(self, owner: Owner, strategy: PodGCStrategy, phase: str) -> None:
+    def _sweep(
+        self, owner: Owner, strategy: PodGCStrategy, phase: str, pods: Iterable[Mapping[str, Any]]
+    ) -> None:
         """Delete the finished workflow's pods that `strategy` lets go."""
         self._swept[owner.uid] = None
         while len(self._swept) > MAX_SWEPT:
             self._swept.popitem(last=False)
         if strategy is PodGCStrategy.ON_WORKFLOW_SUCCESS and phase != Phase.SUCCEEDED:
             return
-        task = asyncio.get_running_loop().create_task(self._sweep_pods(owner, strategy))
-        self._sweeps.add(task)
-        task.add_done_callback(self._sweeps.discard)
         log.info("Pod GC (%s) of %s/%s.", strategy.value, owner.namespace, owner.name)
-
-    async def _sweep_pods(self, owner: Owner, strategy: PodGCStrategy) -> None:
-        try:
-            pods = await self.kube.list_pods(owner.namespace, f"{LABEL_WORKFLOW}={owner.name}")
-        except ApiError as exc:  # (its next event sweeps again)
-            self._swept.pop(owner.uid, None)
-            log.warning("Pod GC of %s/%s not done: %s", owner.namespace, owner.name, exc)
-            return
         for pod in _own(pods, owner):
             if strategy not in POD_LEVEL or _wanted(strategy, pod):
                 self.intents.delete_pod(owner, pod.name)

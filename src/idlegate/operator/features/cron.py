@@ -46,7 +46,6 @@ from idlegate.api.cron_spec import (
 from idlegate.api.podsecurity import DEFAULT_LEVEL, Level, namespace_policy
 from idlegate.api.status import FINISHED_OR_INVALID, Conditions, Phase
 from idlegate.api.template import check_templates
-from idlegate.api.timestamps import from_datetime, stamp, to_datetime
 from idlegate.errors import SpecError
 from idlegate.operator.core.pods import Owner
 from idlegate.operator.edge.kube import ApiError, KubeApi
@@ -54,6 +53,7 @@ from idlegate.operator.edge.timers import Timers
 from idlegate.operator.settings import Clock
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import JobArrival
+from idlegate.sim.timestamps import from_datetime, stamp, to_datetime
 
 log = logging.getLogger(__name__)
 

@@ -23,10 +23,10 @@ from typing import Any
 import yaml
 
 from idlegate.api.crd import KIND, LIST_KIND
-from idlegate.api.timestamps import from_datetime, stamp
 from idlegate.errors import IdlegateError
 from idlegate.operator.features.history import object_history, sink_files
 from idlegate.sim.history import HistoryWorkflow, history_text, load_history, write_history
+from idlegate.sim.timestamps import from_datetime, stamp
 
 STDIN = "-"
 _SPAN = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")

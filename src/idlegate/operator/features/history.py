@@ -44,20 +44,21 @@ from typing import TYPE_CHECKING, Any
 
 from idlegate.api.pool_spec import DEFAULT_POOL
 from idlegate.api.status import FINISHED
-from idlegate.api.timestamps import from_datetime, timestamp_precision
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.admission import owner_of
+from idlegate.operator.core.events import Fact, Finished, FoundFinished, Recorded
+from idlegate.operator.core.intents import PatchStatus, PostEvent
 from idlegate.operator.core.pods import Owner
 from idlegate.policy.spec import SchedulerSpec
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import JobArrival
 from idlegate.sim.history import HistoryWorkflow, history_record, tail_history
 from idlegate.sim.spec import WorkflowSpec, parse_workflow
+from idlegate.sim.timestamps import from_datetime, timestamp_precision
 
 if TYPE_CHECKING:
-    from idlegate.operator.core.intents import Outbox
     from idlegate.operator.core.tracking import Workflow
-    from idlegate.operator.edge.metrics import Metrics
+    from idlegate.operator.metrics import Metrics
     from idlegate.operator.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -209,18 +210,23 @@ class HistorySink:
 
 class HistoryRecorder:
     """A pool's side of the history: records of its finished workflows, in the sink that
-    it shares with the recorder `beside` it (another pool's), if given."""
+    it shares with the recorder `beside` it (another pool's), if given. A record written
+    is handed back to the pool (`emit`): the core's `Recorded`, or the status mark of a
+    workflow that finished before."""
+
+    takes = (Finished, FoundFinished)
+    """The core's facts it answers."""
 
     def __init__(
         self,
         settings: Settings,
         metrics: Metrics,
-        intents: Outbox,
+        emit: Callable[[list[Any]], None],
         beside: HistoryRecorder | None = None,
     ) -> None:
         s = settings
         self.pool, self.pool_size = metrics.pool, s.pool_size
-        self.metrics, self.intents = metrics, intents
+        self.metrics, self.emit = metrics, emit
         self.spec: str | None = None
         """The policy the sink records: ``--scheduler``'s canonical text, which a replay can
         rebuild (the status names a rule, ``model`` for ``learned:/m/model.onnx``); None
@@ -234,16 +240,23 @@ class HistoryRecorder:
         else:
             self.sink = None
 
+    def react(self, fact: Fact) -> list[Any]:
+        """The core's facts: a workflow that finished, here or before (a restart)."""
+        if isinstance(fact, Finished):
+            self.finished(fact.workflow)
+        elif isinstance(fact, FoundFinished):
+            self.finished_before(fact.body)
+        return []
+
     def finished(self, wf: Workflow) -> None:
         """`wf` has just finished (its final status is queued): record it in the sink."""
-        wf.pool_size = self.pool_size
         if self.sink is None or wf.history_recorded:
             return
         record = history_workflow(f"{wf.owner.namespace}/{wf.owner.name}", wf.spec, wf.status())
         if record is None:
             return
         record = replace(record, policy=self.spec or record.policy, pool=self.pool)
-        self.write(record, wf.owner, lambda: self._recorded(wf))
+        self.write(record, wf.owner, lambda: self.emit([Recorded(wf)]))
 
     def finished_before(self, body: Mapping[str, Any]) -> None:
         """A workflow that finished before this operator started: record it in the sink if
@@ -261,7 +274,7 @@ class HistoryRecorder:
         owner = owner_of(body)
         record = replace(record, pool=self.pool)  # (where it is admitted: where it ran)
         mark = {"historyRecorded": True}
-        self.write(record, owner, lambda: self.intents.patch_status(owner, mark))
+        self.write(record, owner, lambda: self.emit([PatchStatus(owner, mark)]))
 
     def write(
         self, record: HistoryWorkflow, owner: Owner, done: Callable[[], None] = lambda: None
@@ -286,13 +299,9 @@ class HistoryRecorder:
                 "the history from the live objects with `idlegate history export`."
             )
             log.warning("%s/%s: %s", owner.namespace, owner.name, message)
-            self.intents.event(owner, "Warning", "HistoryNotRecorded", message)
+            self.emit([PostEvent(owner, "Warning", "HistoryNotRecorded", message)])
 
         sink.write(record).add_done_callback(lambda f: loop.call_soon_threadsafe(written, f))
-
-    def _recorded(self, wf: Workflow) -> None:
-        wf.history_recorded = True
-        self.intents.status(wf, urgent=True)
 
     def close(self) -> None:
         if self.sink is not None:

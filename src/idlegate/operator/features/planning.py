@@ -6,12 +6,12 @@ A switch-mode planner (``--scheduler lookahead:BASE``, :mod:`idlegate.policy.loo
 decides as the policy it follows, at that policy's speed; a :class:`PlanningWorker` makes
 its plans beside the decisions:
 
-* after every scheduling round (:meth:`PlanningWorker.poke`, in the event loop, which owns
-  the cluster), when the planner needs a plan and none runs, the planner's request (a
+* after every scheduling round (the core's `RoundEnded`: :meth:`PlanningWorker.poke`, in
+  the event loop, which owns the cluster), when the planner needs a plan and none runs, the planner's request (a
   fork of the cluster, sampled futures) is taken and planned in the one worker thread
   within ``--plan-budget-ms``;
 * back in the event loop, the planner adopts the plan. A switch of the followed policy is
-  counted and logged, and the pool schedules at once; a plan for a set of workflows that
+  counted and logged, and the pool schedules at once (a `Schedule` event); a plan for a set of workflows that
   has changed since is dropped (`idlegate_plans_dropped_total`) and the next one starts;
 * a plan that raises is counted and logged as a policy error (:meth:`Decider.note_error`);
   the planner keeps its policy.
@@ -19,7 +19,7 @@ its plans beside the decisions:
 An ``inline``-mode planner plans in the worker all the same (its ``planning_delay`` models
 this worker); a ``decision``-mode one plans every decision itself and gets no worker. A
 workflow whose tasks another followed policy releases than before gets a
-``PolicySwitched`` Event (:func:`policy_switched`). Stopping (:meth:`_Worker.close`)
+``PolicySwitched`` Event (the core's `RuleSwitched`, :func:`policy_switched`). Stopping (:meth:`_Worker.close`)
 drops the plan running: its thread finishes it (a plan starts no future past its
 budget), and nothing of it is adopted.
 """
@@ -32,18 +32,18 @@ import logging
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
+from idlegate.api.status import Phase
 from idlegate.operator.core import messages
+from idlegate.operator.core.events import Fact, Finished, RoundEnded, RuleSwitched, Schedule
+from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.core.messages import Notice
-from idlegate.sim.cluster import Cluster
+from idlegate.operator.features.history import HistoryRecorder, replay_arrival
 from idlegate.sim.protocol import Scheduler
 
 if TYPE_CHECKING:
-    from idlegate.operator.decisions import Decider
-    from idlegate.operator.edge.metrics import Metrics
-    from idlegate.operator.features.history import HistoryRecorder
-    from idlegate.operator.settings import Settings
+    from idlegate.operator.core.core import Core
     from idlegate.policy.lookahead import LookaheadScheduler, Plan
     from idlegate.policy.portfolio import Choice, PortfolioScheduler
     from idlegate.sim.engine import JobArrival
@@ -70,19 +70,32 @@ class _Worker:
 
     what = ""
     """The work, as the error metric and log say it ("plan", "replay")."""
+    takes: tuple[type, ...] = (RoundEnded,)
+    """The core's facts it answers."""
     thread = ""
     """Its thread's name."""
 
-    def __init__(self, policy: Scheduler, driver: Driver) -> None:
+    def __init__(self, policy: Scheduler, core: Core, emit: Callable[[list[Any]], None]) -> None:
         self.policy = policy
-        self.cluster = driver.cluster
-        self.decider = driver.decider
-        self.schedule = driver.schedule
-        """The pool's scheduling round (run when the work changed what it follows)."""
+        self.cluster = core.cluster
+        self.decider = core.decider
+        self.metrics = core.metrics
+        self.emit = emit
+        """Hands the pool events (a `Schedule` when the work changed what it follows)."""
         self.running: asyncio.Future[Any] | None = None
         """The work under way, if any."""
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=self.thread)
         self._closed = False
+
+    def react(self, fact: Fact) -> list[Any]:
+        """The core's facts: after a round, the work starts if it is due."""
+        if isinstance(fact, RoundEnded):
+            self.poke()
+        return []
+
+    def schedule(self) -> None:
+        """The pool's round, now (the work changed what the policy follows)."""
+        self.emit([Schedule(force=True)])
 
     def poke(self) -> None:
         """Event loop, after a scheduling round: start the work if it is due and none runs."""
@@ -133,13 +146,15 @@ class PlanningWorker(_Worker):
     """Plans of one planner in one worker thread, adopted in the event loop."""
 
     what, thread = "plan", "idlegate-planner"
+    takes = (RoundEnded, RuleSwitched)
 
-    def __init__(self, planner: LookaheadScheduler, driver: Driver) -> None:
-        super().__init__(planner, driver)
+    def __init__(
+        self, planner: LookaheadScheduler, core: Core, emit: Callable[[list[Any]], None]
+    ) -> None:
+        super().__init__(planner, core, emit)
         self.planner = planner
-        self.budget = driver.settings.plan_budget_ms / 1000
+        self.budget = core.settings.plan_budget_ms / 1000
         """Wall seconds one plan may take (``--plan-budget-ms``)."""
-        self.metrics = driver.metrics
         self.plans = 0
         """Plans finished (adopted, dropped or failed)."""
         self.metrics.follow(planner.following)
@@ -169,9 +184,16 @@ class PlanningWorker(_Worker):
             self.metrics.policy_switches.labels(planner.following).inc()
             self.metrics.follow(planner.following)
             log.info("The planner is now %s.", self.why(before))
-            self.cluster.needs_schedule = True
             self.schedule()  # (it pokes again)
         self.poke()
+
+    def react(self, fact: Fact) -> list[Any]:
+        """Also: a workflow whose tasks the planner's newly followed policy releases gets
+        a PolicySwitched Event."""
+        if isinstance(fact, RuleSwitched):
+            notice = policy_switched(self, fact.previous, fact.rule)
+            return [] if notice is None else [PostEvent(fact.workflow.owner, *notice)]
+        return super().react(fact)
 
     def why(self, previous: str | None = None) -> str:
         """Which policy the planner follows, since when and why (`messages.following`)."""
@@ -188,16 +210,31 @@ class ReplayWorker(_Worker):
     pool's last `window` records in the history sink (`HistorySink.prior`)."""
 
     what, thread = "replay", "idlegate-replay"
+    takes = (RoundEnded, Finished)
 
-    def __init__(self, portfolio: PortfolioScheduler, driver: Driver) -> None:
-        super().__init__(portfolio, driver)
+    def __init__(
+        self,
+        portfolio: PortfolioScheduler,
+        core: Core,
+        emit: Callable[[list[Any]], None],
+        history: HistoryRecorder | None = None,
+    ) -> None:
+        super().__init__(portfolio, core, emit)
         self.portfolio = portfolio
-        self.metrics = driver.metrics
-        history = driver.history
         self._prior: Future[tuple[list[JobArrival], Counter[str]]] | None = None
         """The pool's last records in the sink, being read (a portfolio starting empty)."""
         if history is not None and history.sink is not None and not portfolio.finished:
             self._prior = history.sink.prior(history.pool, portfolio.config.window)
+
+    def react(self, fact: Fact) -> list[Any]:
+        """Also: a workflow that finished joins the portfolio's window (its record: the
+        status of a finished workflow)."""
+        if isinstance(fact, Finished):
+            wf = fact.workflow
+            if wf.phase is Phase.SUCCEEDED and (arrival := replay_arrival(wf)) is not None:
+                self.decider.learn([arrival])
+            return []
+        return super().react(fact)
 
     def _due(self) -> bool:
         return self._prior is not None or self.portfolio.needs_replay(self.cluster.now)
@@ -228,34 +265,22 @@ class ReplayWorker(_Worker):
         except Exception as exc:  # the portfolio keeps its candidate
             self.decider.note_error(self.portfolio.name, exc, "replay")
             return
-        self.cluster.needs_schedule = True
         self.schedule()  # (it pokes again)
 
 
-class Driver(Protocol):
-    """What a worker is made of (the pool's core, :class:`idlegate.operator.core.core.Core`)."""
-
-    scheduler: Scheduler
-    cluster: Cluster
-    settings: Settings
-    metrics: Metrics
-    decider: Decider
-    history: HistoryRecorder | None
-
-    def schedule(self) -> None: ...
-
-
-def planning_worker(driver: Driver) -> PlanningWorker | ReplayWorker | None:
+def planning_worker(
+    core: Core, emit: Callable[[list[Any]], None], history: HistoryRecorder | None = None
+) -> PlanningWorker | ReplayWorker | None:
     """The worker of the pool's policy when it is a switch-mode planner (set to plan in a
     worker: ``planner=worker``) or a portfolio the operator feeds (`Decider.learns`), else
-    None."""
-    planner = driver.scheduler
+    None. `emit` hands the pool its events; `history` reads a portfolio's first window."""
+    planner = core.scheduler
     if is_planner(planner):
         if planner.config.planner != "worker":
             planner.config = planner.config.model_copy(update={"planner": "worker"})
-        return PlanningWorker(planner, driver)
-    brain = driver.decider.learns
-    return None if brain is None else ReplayWorker(brain, driver)
+        return PlanningWorker(planner, core, emit)
+    brain = core.decider.learns
+    return None if brain is None else ReplayWorker(brain, core, emit, history)
 
 
 def policy_switched(

@@ -7,7 +7,7 @@ tests step it with :meth:`PolicyWatch.check`): at what each path resolves to now
 inode, size and mtime (a ConfigMap swaps a ``..data`` symlink), and when any changed, at
 the SHA-256 of the content, so a touched file reloads nothing. A new content is built by
 `build_scheduler` (the start's probe) in a thread and handed over in the event loop
-between two rounds (:func:`replace_policy`); one that fails keeps the policy in use, and
+between two rounds (the pool's `use_policy`); one that fails keeps the policy in use, and
 is tried once.
 
 Every pool reloads (:class:`Reloads`): a pool without ``spec.policy`` follows
@@ -23,21 +23,19 @@ import logging
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from idlegate.api.pool_spec import DEFAULT_POOL
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.messages import Notice
 from idlegate.operator.decisions import build_scheduler
-from idlegate.operator.features.planning import planning_worker
 from idlegate.policy.spec import model_files
 from idlegate.sim.protocol import Scheduler
 
 if TYPE_CHECKING:
-    from idlegate.operator.edge.bridge import Bridge
-    from idlegate.operator.edge.metrics import Metrics
-    from idlegate.operator.features.pools import Pools
+    from idlegate.operator.edge.pools import Pools
     from idlegate.operator.features.shadow import Shadow
+    from idlegate.operator.metrics import Metrics
     from idlegate.operator.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -155,23 +153,12 @@ class PolicyWatch:
         self.report(notice)
 
 
-def replace_policy(bridge: Bridge, policy: Scheduler) -> None:
-    """Event loop, between two rounds: `bridge` decides with `policy` from now on. The
-    Decider resets it, a lookahead planner's worker is replaced by the new planner's
-    (the plan running is dropped), and the metrics name it; then a round runs at once,
-    for what the old policy held back."""
-    old = bridge.scheduler
-    if bridge.planning is not None:
-        bridge.planning.close()
-    bridge.decider.use(policy)
-    bridge.planning = planning_worker(bridge)
-    metrics = bridge.metrics
-    if old.name != policy.name:
-        metrics.info.labels(old.name).set(0)
-    metrics.info.labels(policy.name).set(1)
-    metrics.policy_errors.labels(policy.name)
-    bridge.cluster.needs_schedule = True
-    bridge.schedule()
+class Deciding(Protocol):
+    """A pool as the reloads see it (`idlegate.operator.edge.bridge.Bridge`)."""
+
+    core: Any
+
+    def use_policy(self, policy: Scheduler) -> None: ...
 
 
 class Reloads:
@@ -205,7 +192,7 @@ class Reloads:
         self.watches = [w for w in watches if w.files and settings.policy_reload_interval]
         """The operator's own: of its policy and of its shadow."""
         self._tasks: list[asyncio.Task[None]] = []
-        self._pools: dict[str, tuple[Bridge, asyncio.Task[None]]] = {}
+        self._pools: dict[str, tuple[Deciding, asyncio.Task[None]]] = {}
         """Each pool's own watch, with the state machine it reloads."""
 
     def start(self, pools: Pools) -> None:
@@ -231,9 +218,9 @@ class Reloads:
             if name != DEFAULT_POOL and not self.pools.specs[name].policy
         ]
 
-    def _use(self, name: str, bridge: Bridge, policy: Scheduler) -> None:
+    def _use(self, name: str, bridge: Deciding, policy: Scheduler) -> None:
         if self.pools.bridges.get(name) is bridge:
-            replace_policy(bridge, policy)  # (a pool rebuilt meanwhile loaded the files itself)
+            bridge.use_policy(policy)  # (a pool rebuilt meanwhile loaded the files itself)
 
     def changed(self, name: str) -> None:
         """Pool `name` was applied (or removed): a pool rebuilt with a ``spec.policy`` that
@@ -249,6 +236,9 @@ class Reloads:
         spec = self.pools.specs[name].policy if bridge else None
         if bridge is None or not spec or not every or not model_files(spec):
             return
-        current, users = (lambda: bridge.scheduler), (lambda: [partial(self._use, name, bridge)])
+        current, users = (
+            (lambda: bridge.core.scheduler),
+            (lambda: [partial(self._use, name, bridge)]),
+        )
         watch = self._watch(spec, role="active", current=current, users=users)
         self._pools[name] = (bridge, asyncio.get_running_loop().create_task(watch.run(every)))

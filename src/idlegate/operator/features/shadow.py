@@ -37,13 +37,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from idlegate.errors import IllegalDecisionError
-from idlegate.operator.decisions import ErrorLog, build_scheduler, followed
+from idlegate.operator.core.decider import ErrorLog, followed
+from idlegate.operator.decisions import build_scheduler
 from idlegate.operator.features.planning import is_planner
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.protocol import WAIT, Action, Decision, Job, Scheduler
 
 if TYPE_CHECKING:
-    from idlegate.operator.edge.metrics import Metrics
+    from idlegate.operator.metrics import Metrics
     from idlegate.operator.settings import Settings
     from idlegate.policy.lookahead import LookaheadScheduler, Plan
 

@@ -2,7 +2,7 @@
 with the executors the machine gives its stages.
 
 Argo's controller, not idlegate, creates the pods: one per node once the node is ready,
-gated at creation (`idlegate.sim.argo.pods`). idlegate decides when each runs. A
+gated at creation (`idlegate.operator.core.argo_pods`). idlegate decides when each runs. A
 `LiveArgo` holds the workflow's job in a `Cluster` (the pool's, beside DagWorkflows) and
 pairs the two sides, each of which may come first:
 
@@ -44,8 +44,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from idlegate.operator.core.argo_pods import ArgoPod
 from idlegate.sim.argo.model import ArgoJob, ArgoSpec
-from idlegate.sim.argo.pods import ArgoPod
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.protocol import Job, Launch

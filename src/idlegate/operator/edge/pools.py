@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from idlegate.api.crd import API_VERSION, POOL_KIND
-from idlegate.api.podsecurity import NamespacePolicy
+from idlegate.api.podsecurity import namespace_policy
 from idlegate.api.pool_spec import (
     DEFAULT_POOL,
     POOL_CONDITION,
@@ -34,13 +34,14 @@ from idlegate.api.pool_spec import (
 )
 from idlegate.api.status import FINISHED, Conditions, Phase, WorkflowStatus, dump
 from idlegate.errors import GangTooWideError, IdlegateError
-from idlegate.operator.core.admission import generation_of, owner_of
-from idlegate.operator.core.intents import Outcome
+from idlegate.operator.core.admission import AdmitLaterError, generation_of, owner_of
+from idlegate.operator.core.events import Admit, Forget, Leave, PodSeen, Schedule
+from idlegate.operator.core.intents import Outbox, Outcome
 from idlegate.operator.core.pods import Owner, read_task_pod
 from idlegate.operator.core.tracking import Workflow, WorkflowKey
 from idlegate.operator.decisions import load_scheduler
 from idlegate.operator.edge.bridge import Bridge
-from idlegate.operator.edge.metrics import Metrics
+from idlegate.operator.metrics import Metrics
 from idlegate.sim.engine import JobArrival
 
 log = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ class Pools:
         self.bridges: dict[str, Bridge] = {DEFAULT_POOL: default}
         default.applier.on_outcome = self.outcome  # (one applier for every pool)
         # what every pool shares is the default bridge's
-        self.kube, self.settings, self.intents = default.kube, default.settings, default.intents
+        self.kube, self.settings = default.kube, default.settings
         self.lanes, self.cleanup = default.lanes, default.cleanup
         self.specs: dict[str, ExecutorPoolSpec] = {}
         self.waiting: dict[WorkflowKey, Waiting] = {}
@@ -88,48 +89,54 @@ class Pools:
         self.upcoming: dict[WorkflowKey, tuple[str | None, tuple[JobArrival, ...]]] = {}
         """Each cron workflow's ``workflowSpec.pool`` and upcoming runs (:meth:`foresee`)."""
 
-    @classmethod
-    def of(cls, bridge: Pools | Bridge) -> Pools:
-        """`bridge` as pools: a lone bridge (tests, embedding) is the default pool alone."""
-        return bridge if isinstance(bridge, Pools) else cls(bridge)
-
     # -- what intake, the watchdog and the handlers use of a bridge ----------------------------
 
     @property
     def rebuilt(self) -> bool:
         """The operator's readiness: the default pool's."""
-        return self.default.rebuilt
+        return self.default.core.rebuilt
 
     @rebuilt.setter
     def rebuilt(self, value: bool) -> None:
-        self.default.rebuilt = value
+        self.default.core.rebuilt = value
 
     @property
     def workflows(self) -> dict[WorkflowKey, Workflow]:
         """Every pool's workflows (a fresh dict)."""
-        return {k: wf for b in self.bridges.values() for k, wf in b.workflows.items()}
+        return {k: wf for b in self.bridges.values() for k, wf in b.core.workflows.items()}
 
     def holder(self, key: WorkflowKey) -> Bridge | None:
         """The bridge that holds workflow `key`, if any."""
-        return next((b for b in self.bridges.values() if key in b.workflows), None)
+        return next((b for b in self.bridges.values() if key in b.core.workflows), None)
 
     def known(self, owner: Owner) -> bool:
-        return any(b.known(owner) for b in self.bridges.values())
+        return any(b.core.known(owner) for b in self.bridges.values())
+
+    def write(self, intents: Outbox) -> None:
+        """Carry out what the pools say themselves (a workflow waiting for its pool)."""
+        self.default.carry(intents.take())
 
     def admit(
         self,
         body: Mapping[str, Any],
-        pods: Any,
-        policy: NamespacePolicy,
+        pods: Iterable[Mapping[str, Any]],
+        namespace: Mapping[str, Any] | None,
         *,
-        labels: Mapping[str, str] | None = None,
         schedule: bool = True,
     ) -> Workflow | None:
-        """Admit `body` into the pool it routes to (`labels`: its namespace's), or make it
-        wait for its pool (None)."""
+        """Admit `body` with its `pods` into the pool it routes to (by its `namespace`'s
+        labels, unless its spec names one), or make it wait for its pool; None if it is not
+        (or not yet) in a pool. One known already or being deleted is left alone; without
+        its namespace (not seen yet) its templates' level would be a guess: AdmitLaterError."""
         owner = owner_of(body)
-        if labels is not None:
-            self.labels[owner.namespace] = dict(labels)
+        if self.known(owner) or (body.get("metadata") or {}).get("deletionTimestamp"):
+            return None
+        if namespace is None:
+            raise AdmitLaterError(
+                f"namespace {owner.namespace!r}, whose Pod Security level applies, is not seen yet"
+            )
+        policy = namespace_policy(namespace, self.settings.pod_security)
+        self.labels[owner.namespace] = namespace_labels(namespace)
         spec = body.get("spec")
         wanted = spec.get("pool") if isinstance(spec, Mapping) else None
         name = self._route(wanted if isinstance(wanted, str) else None, owner.namespace)
@@ -144,9 +151,8 @@ class Pools:
         bridge = self.bridges[name] if name is not None else self.default
         try:
             # (an ExecutorPool may grow again; the default pool is --pool-size's)
-            wf = bridge.admit(
-                body, pods, policy, schedule=schedule, gang_waits=name != DEFAULT_POOL
-            )
+            waits = name != DEFAULT_POOL
+            bridge.handle(Admit(body, list(pods), policy, schedule, waits))
         except GangTooWideError as exc:
             message = (
                 f"A gang stage of {exc.tasks} tasks needs at least {exc.tasks} executors, and "
@@ -157,13 +163,18 @@ class Pools:
             self._wait(body, name, "PoolTooSmall", message)
             return None
         waited = self.waiting.pop((owner.namespace, owner.name), None)
-        if wf is not None and (waited is not None or wf.conditions.get(POOL_CONDITION)):
+        wf = bridge.core.workflows.get((owner.namespace, owner.name))
+        if wf is None or wf.owner.uid != owner.uid:
+            return None
+        if waited is not None or wf.conditions.get(POOL_CONDITION):
             # (a workflow that waited for its pool says it has one now)
             message = f"In ExecutorPool {name!r}."
             wf.conditions.set(
                 POOL_CONDITION, True, "PoolFound", message, wf.generation, self.default.now()
             )
-            bridge.intents.status(wf, urgent=True)
+            said = Outbox()
+            said.status(wf, urgent=True)
+            bridge.carry(said.take())
         return wf
 
     def _wait(self, body: Mapping[str, Any], pool: str, reason: str, message: str) -> None:
@@ -183,8 +194,10 @@ class Pools:
             phase=status.get("phase") or Phase.PENDING,
             conditions=conditions.models(),
         )
-        self.default.intents.patch_status(owner, dump(waiting))
-        self.default.intents.event(owner, "Warning", reason, message)
+        said = Outbox()
+        said.patch_status(owner, dump(waiting))
+        said.event(owner, "Warning", reason, message)
+        self.write(said)
         log.info("%s/%s waits for ExecutorPool %r (%s).", owner.namespace, owner.name, pool, reason)
 
     def _route(self, wanted: str | None, namespace: str) -> str | None:
@@ -196,23 +209,23 @@ class Pools:
         self.waiting.pop((namespace, name), None)
         bridge = self.holder((namespace, name))
         if bridge is not None:
-            bridge.forget(namespace, name, uid, schedule=schedule)
+            bridge.handle(Forget(namespace, name, uid, schedule))
 
     def observe_pod(self, body: Mapping[str, Any], *, deleted: bool = False) -> None:
         info = read_task_pod(body)
         namespace = (body.get("metadata") or {}).get("namespace", "")
         bridge = self.holder((namespace, info.workflow)) if info is not None else None
         # (an unknown workflow's pod still goes to one bridge: it may confirm a write)
-        (bridge or self.default).observe_pod(body, deleted=deleted)
+        (bridge or self.default).handle(PodSeen(body, deleted))
 
     def outcome(self, outcome: Outcome) -> None:
         """A write ended: to the pool holding its workflow (or the default pool)."""
         owner = outcome.intent.owner
-        (self.holder((owner.namespace, owner.name)) or self.default).outcome(outcome)
+        (self.holder((owner.namespace, owner.name)) or self.default).handle(outcome)
 
     def schedule(self) -> None:
         for bridge in list(self.bridges.values()):
-            bridge.schedule()
+            bridge.handle(Schedule())
 
     def __iter__(self) -> Iterator[tuple[str, Bridge]]:
         return iter(list(self.bridges.items()))
@@ -237,7 +250,7 @@ class Pools:
             if pool in told:  # (None: its pool does not exist; its runs will wait for it)
                 told[pool] += runs
         for name, bridge in self:
-            bridge.decider.foresee(sorted(told[name], key=lambda a: a.time))
+            bridge.core.decider.foresee(sorted(told[name], key=lambda a: a.time))
 
     # -- pools appearing, changing and going ---------------------------------------------------
 
@@ -259,7 +272,7 @@ class Pools:
 
     def _pause(self) -> None:
         for bridge in self.bridges.values():
-            bridge.paused = self._moving > 0
+            bridge.core.paused = self._moving > 0
 
     def apply(self, name: str, spec: ExecutorPoolSpec, uid: str = "") -> list[Owner]:
         """ExecutorPool `name` (`uid`) is created or changed: (re)build its bridge if its
@@ -272,9 +285,9 @@ class Pools:
             if old is not None:  # (out first: its last round must not write the new series)
                 moved += self._evacuate(old)
             self.bridges[name] = new = self._bridge(name, spec)
-            new.reporter = PoolObject("default", name, uid)
+            new.core.reporter = PoolObject("default", name, uid)
             if old is not None:  # (a portfolio goes on from the old one's window)
-                new.decider.learn(old.decider.window())
+                new.core.decider.learn(old.core.decider.window())
         self.specs[name] = spec  # (after its bridge: a policy that cannot run routes nothing)
         moved += self._rerouted()
         self.tell()
@@ -315,19 +328,18 @@ class Pools:
             # model files are now)
             scheduler = load_scheduler(spec.policy or d.settings.policy)
         else:
-            scheduler = d.scheduler  # (a scheduler object given to the operator: embedding)
+            scheduler = d.core.scheduler  # (a scheduler object given to the operator: embedding)
         metrics = Metrics(spec.size, scheduler.name, pool=name, beside=d.metrics)
         bridge = Bridge(settings, d.kube, scheduler, metrics=metrics, timers=d.timers, beside=d)
-        bridge.paused = self._moving > 0
+        bridge.core.paused = self._moving > 0
         return bridge
 
     def _evacuate(self, bridge: Bridge) -> list[Owner]:
         owners = []
-        for wf in list(bridge.workflows.values()):
-            wf.active = False
-            bridge.drop(wf)
+        for wf in list(bridge.core.workflows.values()):
+            bridge.handle(Leave(wf.key, wf.owner.uid))
             owners.append(wf.owner)
-        bridge.schedule()
+        bridge.handle(Schedule())
         if bridge.planning is not None:
             bridge.planning.close()
         bridge.metrics.remove()  # (a rebuilt pool declares its series again)
@@ -337,12 +349,11 @@ class Pools:
         """Workflows waiting for a pool, and those whose namespace another pool selects now."""
         out = []
         for name, bridge in list(self.bridges.items()):
-            for wf in list(bridge.workflows.values()):
+            for wf in list(bridge.core.workflows.values()):
                 target = self._route(wf.spec.pool, wf.owner.namespace)
                 if target != name and not (wf.spec.pool is None and wf.phase is Phase.RUNNING):
                     # (a running workflow stays where it runs unless its pool goes)
-                    wf.active = False
-                    bridge.drop(wf)
+                    bridge.handle(Leave(wf.key, wf.owner.uid))
                     out.append(wf.owner)
         return out
 
@@ -360,15 +371,15 @@ def namespace_labels(namespace: Mapping[str, Any] | None) -> dict[str, str]:
 def pool_status(name: str, pools: Pools) -> dict[str, Any]:
     """The status an ExecutorPool is patched with: its busy and pending counts, its policy
     and what it follows (a portfolio's choice, with its figures)."""
-    bridge = pools.bridges[name]
-    learns = bridge.decider.learns
-    pending = sum(wf.phase is not Phase.SUCCEEDED for wf in bridge.workflows.values())
+    core = pools.bridges[name].core
+    learns = core.decider.learns
+    pending = sum(wf.phase is not Phase.SUCCEEDED for wf in core.workflows.values())
     pending += sum(1 for waiting in pools.waiting.values() if waiting.pool == name)
     return {
-        "size": bridge.settings.pool_size,
-        "busy": bridge.busy,
+        "size": core.settings.pool_size,
+        "busy": core.busy,
         "pending": pending,
-        "policy": bridge.scheduler.name,
-        "following": learns.choice.text if learns is not None else bridge.decider.following,
+        "policy": core.scheduler.name,
+        "following": learns.choice.text if learns is not None else core.decider.following,
         "replayed": learns.choice.replayed if learns is not None else None,
     }

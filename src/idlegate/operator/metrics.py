@@ -10,7 +10,7 @@ history, reloads, the shadow policy) have no ``pool`` label.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Mapping
 from functools import partial
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -311,13 +311,20 @@ class Metrics:
         self._followed.add(policy)
         self.following.labels(policy).set(1)
 
-    def set_gauges(self, busy: int, workflows: Collection[Workflow], cluster: Cluster) -> None:
-        """The gauges of the operator's state, after each scheduling round."""
-        self.busy_executors.set(busy)
-        self.active_workflows.set(len(workflows))
-        self.pending_workflows.set(sum(wf.phase is Phase.PENDING for wf in workflows))
-        self.runnable_stages.set(sum(len(j.runnable) for j in cluster.jobs))
-        self.idle_slots.set(sum(s.idle_until is not None for j in cluster.jobs for s in j.stages))
+    def watch(self, workflows: Mapping[Any, Workflow], cluster: Cluster) -> None:
+        """The gauges of the pool's state, read from `workflows` and `cluster` when a
+        scrape asks (nothing to do at each round)."""
+        jobs = cluster.jobs
+        self.busy_executors.set_function(lambda: cluster.busy)
+        self.active_workflows.set_function(lambda: len(workflows))
+        pending = Phase.PENDING
+        self.pending_workflows.set_function(
+            lambda: sum(wf.phase is pending for wf in list(workflows.values()))
+        )
+        self.runnable_stages.set_function(lambda: sum(len(j.runnable) for j in list(jobs)))
+        self.idle_slots.set_function(
+            lambda: sum(s.idle_until is not None for j in list(jobs) for s in j.stages)
+        )
 
     def value(self, name: str, **labels: str) -> float:
         """The current value of one sample (tests and the probe), of this pool if the series

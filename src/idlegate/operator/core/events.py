@@ -1,0 +1,196 @@
+"""What the core is told (:data:`Event`, one :meth:`Core.handle` each) and what it tells the
+features besides its intents (:data:`Fact`).
+
+An event carries what happened as the API showed it; the time comes beside it
+(``Core.handle(event, now)``). A write's end (:data:`~.intents.Outcome`) is an event too.
+A fact is the core's (a task ended, a workflow finished, a status landed) that
+the features over it (:mod:`idlegate.operator.features`) answer with intents of their own:
+the core never calls them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from idlegate.api.podsecurity import NamespacePolicy
+from idlegate.operator.core.pods import Owner
+
+if TYPE_CHECKING:
+    from idlegate.operator.core.tracking import StageTrack, Task, Workflow, WorkflowKey
+    from idlegate.sim.spec import WorkflowSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Admit:
+    """A DagWorkflow as the API holds it, with its pods and its namespace's Pod Security
+    `policy`. `gang_waits`: a gang wider than the pool raises GangTooWideError (the pool may
+    grow) instead of making it Invalid; `fail`: admitted only to fail with this message (a
+    suspended workflow's deadline passed)."""
+
+    body: Mapping[str, Any]
+    pods: Sequence[Mapping[str, Any]] = ()
+    policy: NamespacePolicy | None = None
+    schedule: bool = True
+    gang_waits: bool = False
+    fail: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PodSeen:
+    """A task pod as it is now (a watch event, a list, a write's answer)."""
+
+    body: Mapping[str, Any]
+    deleted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Forget:
+    """The workflow is being deleted (or left the pool): its job goes."""
+
+    namespace: str
+    name: str
+    uid: str | None
+    schedule: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class IdleEnded:
+    """An idle slot's timer fired."""
+
+    key: WorkflowKey
+    uid: str
+    stage: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeadlinePassed:
+    """A workflow's ``activeDeadlineSeconds`` ran out (its timer fired)."""
+
+    owner: Owner
+    seconds: int
+    started: float
+
+
+@dataclass(frozen=True, slots=True)
+class SpecChanged:
+    """An admitted workflow's spec changed (`spec` None: it does not parse)."""
+
+    key: WorkflowKey
+    uid: str
+    spec: WorkflowSpec | None
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """The finished workflow's record is in the history sink."""
+
+    workflow: Workflow
+
+
+@dataclass(frozen=True, slots=True)
+class Leave:
+    """The workflow leaves the pool without ending (its pool changed or went: it is
+    admitted again where it belongs); nothing of it is written."""
+
+    key: WorkflowKey
+    uid: str
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """Ask the policy if anything made it necessary, or with `force` anyway (a plan
+    adopted, a policy swapped)."""
+
+    force: bool = False
+
+
+EVENTS = (Admit, PodSeen, Forget, IdleEnded, DeadlinePassed, SpecChanged, Recorded, Leave, Schedule)
+Event = (
+    Admit
+    | PodSeen
+    | Forget
+    | IdleEnded
+    | DeadlinePassed
+    | SpecChanged
+    | Recorded
+    | Leave
+    | Schedule
+)
+"""What :meth:`Core.handle` takes, besides a write's :data:`~.intents.Outcome`."""
+
+
+# -- facts, for the features ----------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FoundFinished:
+    """A workflow met finished at its admission (a restart): its record, its pods' GC."""
+
+    body: Mapping[str, Any]
+    pods: Sequence[Mapping[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """A workflow entered the pool with the pods it had (a restart, a resume)."""
+
+    workflow: Workflow
+    pods: Sequence[Mapping[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskEnded:
+    """The state machine has the outcome of a task's current attempt."""
+
+    workflow: Workflow
+    track: StageTrack
+    task: Task
+    succeeded: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StatusLanded:
+    """A status write of the workflow landed; it counted the first `counted` ended pods."""
+
+    workflow: Workflow
+    counted: int
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """The workflow has just finished (its final status is queued)."""
+
+    workflow: Workflow
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSwitched:
+    """Another rule than before (`previous`) released the workflow's tasks."""
+
+    workflow: Workflow
+    previous: str
+    rule: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReadAgain:
+    """Read the suspended workflow `owner` from the API and admit it to fail it (`fail`):
+    its deadline passed while it was out of the pool."""
+
+    owner: Owner
+    fail: str
+    retry: DeadlinePassed
+
+
+@dataclass(frozen=True, slots=True)
+class RoundEnded:
+    """A scheduling round ended (a planner's worker may start)."""
+
+
+Fact = (
+    FoundFinished | Admitted | TaskEnded | StatusLanded | Finished | RuleSwitched | ReadAgain
+) | RoundEnded
+"""What the core tells the features (and the edge, `ReadAgain`) besides its intents."""
