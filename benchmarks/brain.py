@@ -210,13 +210,13 @@ def shift_case(tpch_dir: Path | None, jobs: int, seeds: tuple[int, ...]) -> Case
 
 
 def demo_case() -> Case:
-    """`idlegate demo`'s setting, seeds and rows."""
+    """`idlegate demo`'s setting, seeds and rows, but for its row ``default``: the brain
+    (``--brain``) is its own row."""
     options = WorkloadOptions(
         num_executors=DEMO_EXECUTORS, load=DEMO_LOAD, extra={"num_stream": DEMO_STREAMED_JOBS}
     )
-    rows = tuple(
-        (s.title, s.format(label=False)) for s in map(SchedulerSpec.parse, DEMO_SCHEDULERS)
-    )
+    specs = [s for s in map(SchedulerSpec.parse, DEMO_SCHEDULERS) if s.kind != "default"]
+    rows = tuple((s.title, s.format(label=False)) for s in specs)
     return Case("demo", "demo", DEMO_WORKLOAD, options, tuple(range(DEMO_SEEDS)), rows)
 
 

@@ -13,7 +13,7 @@ executors, load 0.7, the generator's defaults for the rest: size ratio 10, lag o
   runs on the same instances: its gain over `analytic:sjf` as a share of `below best`.
 * **The capture**: 100-job runs on the held-out seeds (`--first-seed`, `--capture-seeds`
   of them), each scheduler paired per seed against `analytic:sjf`, the best heuristic:
-  `default` (the shipped policy), the learned-future planner (docs/idle.md (b):
+  `learned:default` (the shipped policy), the learned-future planner (docs/idle.md (b):
   one expected future of the conditional arrival model) and the oracle planner
   (docs/idle.md (a): the true future, infinite horizon). A scheduler's share is its gain
   over `analytic:sjf` divided by the oracle planner's (none when the oracle gains less
@@ -76,7 +76,8 @@ except ModuleNotFoundError as exc:  # ortools (the dev extra): one Error line, a
 WORKLOAD = "follow"
 BEST = "analytic:sjf"
 """The best heuristic on `follow` (docs/idle.md): every gain is measured against it."""
-DEFAULT = "default"
+DEFAULT = "learned:default"
+"""The shipped ONNX policy."""
 LEARNED = (
     "lookahead?mode=decision&horizon=600&terminal_weight=0&candidates=sjf&wait=false"
     "&idle_levels=0&idle_at_arrivals=4&futures=expected:analytic:sjf"
@@ -87,7 +88,7 @@ ORACLE = (
     "&futures=oracle:analytic:sjf"
 )
 """The oracle planner, docs/idle.md (a): the true remaining arrivals as its one future."""
-CAPTURED = {"default": DEFAULT, "learned-future planner": LEARNED, "oracle planner": ORACLE}
+CAPTURED = {DEFAULT: DEFAULT, "learned-future planner": LEARNED, "oracle planner": ORACLE}
 ROOM_SPECS = ("fifo", "sjf", BEST, ORACLE)
 """Simulated on the CP-SAT instances: fifo hints the non-delay solve, the rest the optimum."""
 
@@ -259,7 +260,7 @@ def print_knob(knob: str, summaries: Sequence[PointSummary]) -> None:
     """One markdown table: a row per value of `knob`."""
     print(
         f"\n| {knob} | idling | below best | proven | oracle of it | `{BEST}` JCT | "
-        "`default` | learned-future | oracle planner | share default | share learned |"
+        "`learned:default` | learned-future | oracle planner | share learned:default | share learned |"
     )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for s in summaries:
@@ -273,7 +274,7 @@ def print_knob(knob: str, summaries: Sequence[PointSummary]) -> None:
             _share_text(s.oracle_of_room),
             f"{s.best_jct:.1f}",
             *(change_text(-g, hw) for g, hw in gains.values()),
-            _share_text(share(gains["default"][0], oracle)),
+            _share_text(share(gains[DEFAULT][0], oracle)),
             _share_text(share(gains["learned-future planner"][0], oracle)),
         ]
         print("| " + " | ".join(cells) + " |")

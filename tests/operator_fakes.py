@@ -448,7 +448,14 @@ class Harness:
         self.metrics = Metrics(pool, scheduler.name)
         self.health = ApiHealth(self.metrics)
         client = Retrying(kube, backoff_max=settings.retry_backoff_max, report=self.health.report)
-        self.bridge = Bridge(settings, client, scheduler, metrics=self.metrics, timers=self.timers)  # type: ignore[arg-type]
+        self.bridge = Bridge(  # (given policy=, `scheduler` is what it builds, as the operator's)
+            settings,
+            client,  # type: ignore[arg-type]
+            scheduler,
+            metrics=self.metrics,
+            timers=self.timers,
+            spec=settings.policy,
+        )
         self.pools = Pools(self.bridge)
         """The operator's pools, the default one alone (what intake and the watchdog take)."""
         self.core = self.bridge.core

@@ -109,8 +109,8 @@ def test_demo_runs_small(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     for name in ("compare.json", "compare.md", "jct_cdf.png"):
         assert (tmp_path / name).is_file()
     data = json.loads((tmp_path / "compare.json").read_text())
-    labels = {spec.split("=", 1)[0] for spec in cli.DEMO_SCHEDULERS}
-    assert set(data["schedulers"]) == labels and "learned" in labels
+    assert set(data["schedulers"]) == set(cli.DEMO_SCHEDULERS)
+    assert {"learned:default", "default"} <= set(data["schedulers"])  # ONNX, the portfolio
     assert data["config"]["workload"] == "tpch-like"
 
 
@@ -125,9 +125,9 @@ def test_simulate_builds_its_scheduler_once(monkeypatch: pytest.MonkeyPatch):
         load(self, *args, **kwargs)
 
     monkeypatch.setattr(OnnxPolicy, "__init__", counted)
-    r = invoke("simulate", *SMALL, "--scheduler", "default", "--json")
+    r = invoke("simulate", *SMALL, "--scheduler", "learned:default", "--json")
     assert r.exit_code == 0, r.output
-    assert len(loads) == 1  # the spec default is the shipped learned policy, loaded once
+    assert len(loads) == 1  # the shipped learned policy, loaded once
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ policy in production.
 One test walks the runbook's five steps with the real kopf operator (tests/e2e.py), the
 test API server and a simulated kubelet, and the real commands (through the CLI):
 
-1. a "week" of workflows runs under the shipped policy with the history sink
+1. a "week" of workflows runs under default (the portfolio) with the history sink
    (``--history-file``);
 2. ``idlegate history export`` reads it through the API and from the sink: the same
    finished workflows, with their pool, policy and measured run times;
@@ -125,9 +125,9 @@ def test_from_a_history_to_a_new_policy_in_production(
     clock = ScaledClock(SPEED)  # shared by both runs: one timeline across the restart
     sink = tmp_path / "var" / "history.jsonl"
 
-    # -- 1. a week of history: the shipped policy (no --scheduler), with the sink ----------
+    # -- 1. a week of history: default, the portfolio (no --scheduler), with the sink -------
     with running_operator(api, ns, pool=POOL, policy=None, clock=clock, history_file=sink) as op:
-        assert op.scheduler.name == "default"
+        assert op.scheduler.name == "portfolio"
         week = run_waves(api, ns, range(4))
         wait(
             lambda: op.metrics.value("idlegate_history_records_total") == len(week),

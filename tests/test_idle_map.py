@@ -42,15 +42,15 @@ def test_a_points_figures_against_the_best_heuristic() -> None:
         idle_map.RoomResult(40.0, 44.0, False, {best: 40.0, oracle: 40.0}),
     ]
     runs = [  # two seeds; default 10 % worse, the planner 2 % better, the oracle 8 %
-        {best: 100.0, "default": 110.0, learned: 98.0, oracle: 92.0},
-        {best: 50.0, "default": 55.0, learned: 49.0, oracle: 46.0},
+        {best: 100.0, idle_map.DEFAULT: 110.0, learned: 98.0, oracle: 92.0},
+        {best: 50.0, idle_map.DEFAULT: 55.0, learned: 49.0, oracle: 46.0},
     ]
     s = idle_map.summarize((("lag", 10.0),), rooms, runs)
     assert s.idling == pytest.approx((5 / 50 + 4 / 40) / 2)
     assert s.below_best == pytest.approx((10 / 50 + 0) / 2)
     assert s.oracle_of_room == pytest.approx((5 / 50 / 2) / 0.1)  # half the room
     assert (s.proven, s.instances, s.best_jct) == (1, 2, 75.0)
-    assert s.gains["default"][0] == pytest.approx(-0.10)
+    assert s.gains[idle_map.DEFAULT][0] == pytest.approx(-0.10)
     assert s.gains["learned-future planner"][0] == pytest.approx(0.02)
     assert s.gains["oracle planner"] == (pytest.approx(0.08), pytest.approx(0.0))
 
@@ -71,7 +71,7 @@ def test_options_match_the_projects_and_sweep_names_its_knobs(
 def test_one_seed_prints_n_a_not_nan(capsys: pytest.CaptureFixture[str]) -> None:
     best, oracle, learned = idle_map.BEST, idle_map.ORACLE, idle_map.LEARNED
     rooms = [idle_map.RoomResult(40.0, 45.0, True, {best: 50.0, oracle: 45.0})]
-    runs = [{best: 100.0, "default": 110.0, learned: 98.0, oracle: 92.0}]
+    runs = [{best: 100.0, idle_map.DEFAULT: 110.0, learned: 98.0, oracle: 92.0}]
     idle_map.print_knob("lag", [idle_map.summarize((("lag", 10.0),), rooms, runs)])
     row = capsys.readouterr().out.splitlines()[-1]
     assert "nan" not in row and "+10.0% ± n/a" in row and "-8.0% ± n/a" in row

@@ -34,6 +34,20 @@ def test_policies_and_cli_do_not_pull_in_torch_or_kopf(module):
     assert not _loaded_after(f"import {module}") & {"torch", "kopf", "kubernetes"}
 
 
+def test_the_default_portfolio_replays_without_torch():
+    # default, what the operator's image runs, replays its candidates (the ONNX policy
+    # among them) in the simulator: onnxruntime, never torch
+    loaded = _loaded_after(
+        "from idlegate.policy import make_scheduler\n"
+        "from idlegate.sim.engine import simulate\n"
+        "from idlegate.sim.workloads import build_workload\n"
+        "brain = make_scheduler('default?min_window=4&every=4&window=8')\n"
+        "simulate(build_workload('synthetic', 0, num_jobs=12), brain, 0)\n"
+        "assert brain.rounds and 'learned:default' in brain.rounds[0].scores"
+    )
+    assert "onnxruntime" in loaded and not loaded & {"torch", "kopf", "kubernetes"}
+
+
 def test_evaluation_imports_nothing_heavy():
     # onnxruntime loads only when a learned spec is built; matplotlib only when a plot is drawn
     loaded = _loaded_after(

@@ -110,8 +110,11 @@ async def test_the_sink_records_the_scheduler_spec_a_replay_can_rebuild(tmp_path
     await recorded(h, 1)
     h.bridge.history.close()
     assert kube.status("etl")["policy"] == "model"  # the status names the rule
+    assert kube.status("etl")["scheduler"] == spec  # and the spec, for a live export
     [record] = load_history(sink)
     assert record.policy == spec  # the sink: --scheduler's canonical text (a bare PATH.onnx)
+    listed = json.dumps({"kind": "List", "items": list(kube.workflows.values())})
+    assert [w.policy for w in from_document(listed, "kubectl")] == [spec]  # the live export
     assert SchedulerSpec.parse(record.policy) == SchedulerSpec.parse(spec)
 
 

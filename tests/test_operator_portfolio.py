@@ -19,7 +19,10 @@ from idlegate.operator.edge.pools import pool_status
 from idlegate.operator.features.history import read_prior, rotated, sink_files
 from idlegate.operator.features.planning import ReplayWorker
 from idlegate.operator.features.reload import model_files
+from idlegate.operator.settings import Settings
 from idlegate.policy import DEFAULT_POLICY_PATH, make_scheduler
+from idlegate.policy.portfolio import PortfolioScheduler
+from idlegate.policy.spec import SchedulerSpec
 from idlegate.sim.history import load_history, tail_history
 from tests.operator_fakes import FakeClock, FakeKube, Harness, harness, stage
 
@@ -97,6 +100,41 @@ async def test_each_executor_pool_has_a_portfolio_of_its_own_and_its_events():
     # the ExecutorPool's status says what it follows and why (the choice's figures)
     assert pool_status("batch", pools)["following"] == batch.core.scheduler.choice.text
     assert pool_status("default", harness(pool=1).pools)["following"] == "fifo"
+
+
+@pytest.mark.asyncio
+async def test_a_pool_without_a_policy_runs_default_a_portfolio_of_its_own():
+    h = harness(pool=1)  # (the operator's own pool runs fifo here)
+    assert h.bridge.settings.policy is None  # no --scheduler: default
+    pools = h.pools
+    await intake.readmit(pools, pools.apply("batch", parse_pool_spec({"size": 1}, "batch")))
+    batch = pools.bridges["batch"].core
+    assert isinstance(batch.scheduler, PortfolioScheduler)
+    assert batch.decider.learns is batch.scheduler  # fed the pool's finished workflows
+    await finished_in(h, "batch")
+    assert len(batch.scheduler.finished) == 4
+    assert h.kube.status("s1")["policy"] == "learned:default"  # its cold start
+
+
+@pytest.mark.asyncio
+async def test_each_pools_history_records_the_spec_it_runs_not_the_candidate_followed():
+    # (a portfolio's status.policy names the candidate it followed, which is not what ran)
+    from idlegate.operator.main import Operator
+
+    settings = Settings(pool_size=2, metrics_port=None, health_port=None, clock=FakeClock())
+    operator = Operator(settings, kube=FakeKube())  # no --scheduler: default
+    await operator.start()
+    try:
+        pools = operator.pools
+        assert pools.default.core.spec == "default"
+        for name, policy in (("plain", None), ("own", "portfolio?window=100")):
+            await intake.readmit(
+                pools, pools.apply(name, parse_pool_spec({"size": 1, "policy": policy}, name))
+            )
+        assert pools.bridges["plain"].core.spec == "default"
+        assert pools.bridges["own"].core.spec == "portfolio?window=100"
+    finally:
+        await operator.stop()
 
 
 async def finished_in(h, pool: str | None = None) -> None:
@@ -258,6 +296,8 @@ async def test_a_named_pools_records_carry_its_name_and_size(tmp_path):
     pools.default.history.close()
     records = load_history(sink)
     assert {(r.pool, r.pool_size) for r in records} == {("batch", 1)} and len(records) == 4
+    # the pool's own policy, which a replay (advise, a restarted portfolio) rebuilds
+    assert {r.policy for r in records} == {SchedulerSpec.parse(PORTFOLIO).format()}
     assert len(read_prior(sink, "batch", 10)[0]) == 4 and read_prior(sink, "default", 10)[0] == []
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import graphlib
+import logging
 import subprocess
 import sys
 import textwrap
@@ -206,14 +207,28 @@ def test_settings_window_defaults_to_the_pool():
 
 
 def test_load_scheduler_by_name_default_and_file(tmp_path):
+    from idlegate.policy.portfolio import PortfolioScheduler
+
     assert load_scheduler("sjf-cp").name == "sjf-cp"
-    default = load_scheduler(None)
-    onnx_files = list((ROOT / "src" / "idlegate" / "policy").glob("*.onnx"))
-    assert default.name == ("fair" if not onnx_files else onnx_files[0].stem)
+    default = load_scheduler(None)  # the portfolio, fed by the operator and replaying in a worker
+    assert isinstance(default, PortfolioScheduler)
+    assert Decider(default, Metrics(2, "test")).learns is default
+    assert (default.config.records, default.config.replayer) == ("fed", "worker")
     with pytest.raises(IdlegateError, match="unknown scheduler"):
         load_scheduler("nope")
     with pytest.raises(IdlegateError, match="does not exist"):
         load_scheduler(str(tmp_path / "missing.onnx"))
+
+
+def test_default_without_its_shipped_model_falls_back_to_fair_loudly(tmp_path, monkeypatch, caplog):
+    broken = tmp_path / "default.onnx"
+    broken.write_text("not a model")
+    monkeypatch.setattr("idlegate.policy.DEFAULT_POLICY_PATH", broken)
+    with caplog.at_level(logging.WARNING):
+        assert load_scheduler(None).name == "fair"
+    assert "The default scheduler cannot be used" in caplog.text
+    with pytest.raises(IdlegateError, match="cannot load the ONNX policy"):
+        load_scheduler("portfolio")  # only default falls back
 
 
 class _LaunchThenIllegal:

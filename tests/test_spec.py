@@ -155,9 +155,32 @@ def test_a_spec_is_checked_when_made_in_code_too():
         S("lookahead", base=S("srpt"), params=(("candidates", "a:b"),))
 
 
-def test_default_is_the_shipped_policy():
+def test_default_is_the_portfolio_and_its_options_are_the_portfolios(tmp_path):
+    from idlegate.policy import DEFAULT_POLICY_PATH
+    from idlegate.policy.portfolio import PortfolioConfig, PortfolioScheduler
+    from idlegate.policy.spec import model_files
+
     built = make_scheduler("default")
-    assert built.name == make_scheduler("learned:default").name == "default"
+    assert isinstance(built, PortfolioScheduler) and built.config == PortfolioConfig()
+    assert make_scheduler("default?window=100&margin=0.05").config == PortfolioConfig(
+        window=100, margin=0.05
+    )
+    assert make_scheduler("learned:default").name == "default"  # the ONNX policy, by name
+    trained = tmp_path / "trained.onnx"
+    assert model_files(f"default?policy={trained}") == (DEFAULT_POLICY_PATH, trained)
+
+
+def test_default_inside_the_portfolio_cannot_recurse():
+    from idlegate.policy.portfolio import candidate_specs, portfolio_config
+
+    specs = candidate_specs(portfolio_config(S("portfolio"), {})[0])
+    assert "learned:default" in specs  # its learned candidate is the ONNX policy by name
+    assert not {S.parse(c).kind for c in specs} & {"default", "portfolio"}
+    with pytest.raises(IdlegateError, match="unknown candidate 'default'"):
+        make_scheduler("default?candidates=default+srpt")
+    for start in ("default", "portfolio", "lookahead:default"):
+        with pytest.raises(IdlegateError, match=f"cannot start by following '{start}'"):
+            make_scheduler("default", start=start)
 
 
 # ---------------------------------------------------------------------------------------

@@ -60,8 +60,11 @@ DEMO_SCHEDULERS: tuple[str, ...] = (
     "srpt",
     "fair",
     "weighted-fair",
-    "learned=default",
+    "learned:default",
+    "default",
 )
+"""The demo's rows: the rules, the shipped ONNX policy, and `default`, the portfolio that
+follows the best of them on replays of its own recent workflows (docs/brain.md)."""
 DEMO_SEEDS = 5
 
 
@@ -156,10 +159,12 @@ def demo(
         int | None, typer.Option("--jobs", "-j", help="Worker processes (default: CPUs, ≤ 4).")
     ] = None,
 ) -> None:
-    """Compare the heuristics and the shipped learned policy on TPC-H-like DAGs (no data needed).
+    """Compare the heuristics, the shipped learned policy and default on TPC-H-like DAGs.
 
-    Seven heuristics and the bundled ONNX policy, 50 executors, 1 + 100 streamed jobs at
-    offered load 0.85, 5 seeds: a table of mean ± 95 % CI and the JCT CDF in --out.
+    Seven heuristics, the bundled ONNX policy (learned:default) and default (the
+    portfolio, which follows the best of them on replays of its recent workflows), 50
+    executors, 1 + 100 streamed jobs at offered load 0.85, 5 seeds: a table of mean ± 95 %
+    CI and the JCT CDF in --out. No data needed.
     """
     with user_errors():
         config = CompareConfig(

@@ -30,6 +30,8 @@ CONDITION_TYPE_PATTERN = (
 )
 CONDITION_REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
 MAX_POLICY = 253
+MAX_SPEC = 4096
+"""Longest scheduler spec in a status (a portfolio with its options, a path)."""
 MAX_COMPLETED_INDEXES = 2**19
 """Longest completedIndexes: every other task of the largest stage (100,000 tasks) fits."""
 MAX_MEASURED = 64
@@ -222,6 +224,13 @@ class WorkflowStatus(_StatusModel):
         default=None,
         ge=1,
         description="Executors of the operator's pool (--pool-size) when the workflow finished.",
+    )
+    scheduler: str | None = Field(
+        default=None,
+        max_length=MAX_SPEC,
+        description="The scheduler spec its pool ran when the workflow finished (--scheduler, "
+        "default without one, or the ExecutorPool's policy): what a replay of its history "
+        "rebuilds, where policy names the rule (a portfolio's candidate, a model file's name).",
     )
     history_recorded: bool | None = Field(
         default=None,

@@ -3,7 +3,8 @@
 The history (`sim.history`) is replayed in the simulator with its recorded arrivals and
 measured task durations on its recorded pool size, once per candidate: the heuristics,
 the shipped policy (`learned:default`), `default` (what the operator runs without
-``--scheduler``), the policy the cluster ran (the history's `policy` key) and, if given,
+``--scheduler``: the portfolio, which replays its own recent workflows as it goes, so its
+row is the slowest to compute), the policy the cluster ran (the history's `policy` key) and, if given,
 a policy trained on this history. It is a `comparison` of the `file` workload, so every
 candidate replays the same arrivals and the same duration draws per seed; the seeds
 resample the measured durations, and each candidate's change against what the cluster
@@ -329,8 +330,10 @@ def _notes(
     notes = []
     if source != "recorded":
         notes.append(f"what the cluster ran: {cluster} ({source})")
-    if DEFAULT_SCHEDULER == SHIPPED:
-        notes.append(f"default is what the operator runs without --scheduler, today {SHIPPED}")
+    notes.append(
+        f"default is what the operator runs without --scheduler: {DEFAULT_SCHEDULER}, which "
+        "follows the best of its candidates on replays of its recent workflows (docs/brain.md)"
+    )
     failed = sum(w.outcome == "Failed" for w in reported)
     if failed:
         notes.append(

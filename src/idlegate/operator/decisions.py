@@ -19,9 +19,10 @@ log = logging.getLogger(__name__)
 
 def load_scheduler(spec: str | None) -> Scheduler:
     """The scheduler for ``--scheduler`` (`idlegate.policy.spec`; None: ``default``, the
-    bundled ONNX policy). Only ``default`` falls back, to ``fair`` with a warning, when its
-    model is missing or broken; any other spec that cannot be built raises IdlegateError
-    (the operator does not start)."""
+    portfolio, `idlegate.policy.DEFAULT_SCHEDULER`). Only ``default`` falls back, to
+    ``fair`` with a warning, when it cannot be built (the shipped model it starts from
+    missing or broken); any other spec that cannot be built raises IdlegateError (the
+    operator does not start)."""
     from idlegate.policy import SchedulerSpec, make_scheduler
 
     parsed = SchedulerSpec.parse(spec or "default")

@@ -184,7 +184,10 @@ class Operator:
         self.timers.start()
         self.kopf_log.install()
         if self._pools is None:
-            bridge = Bridge(s, self.kube, self.scheduler, metrics=self.metrics, timers=self.timers)
+            spec = None if s.scheduler is not None else s.policy or "default"
+            bridge = Bridge(
+                s, self.kube, self.scheduler, metrics=self.metrics, timers=self.timers, spec=spec
+            )
             bridge.core.decider.shadow = self.shadow
             bridge.core.reporter = self.pod
             self._pools = pools = Pools(bridge)

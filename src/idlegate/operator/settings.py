@@ -49,8 +49,9 @@ class Settings(Config):
 
     policy: Annotated[str | None, Flag("--scheduler", "-s")] = None
     """A scheduler spec as for `simulate` (fair, analytic:fair, learned:PATH.onnx, a bare
-    PATH.onnx); default: the spec default, the bundled ONNX policy, or fair with a
-    warning if it is missing or broken."""
+    PATH.onnx, portfolio?...); default: the spec default, the portfolio (it follows the
+    best of its candidates on replays of the pool's recent workflows, docs/brain.md), or
+    fair with a warning if it cannot be built."""
 
     scheduler: SkipValidation[Scheduler | None] = None
     """A scheduler object to use instead of `policy` (for tests and embedding)."""

@@ -45,8 +45,10 @@ SCHEDULERS["portfolio"] = _portfolio
 DEFAULT_POLICY_PATH = Path(__file__).resolve().parent / "default.onnx"
 """The learned policy shipped with the package (how it was trained: docs/results.md, §5)."""
 
-DEFAULT_SCHEDULER = SchedulerSpec("learned", "default")
-"""What the spec ``default`` builds: the scheduler the operator runs unless told otherwise."""
+DEFAULT_SCHEDULER = SchedulerSpec("portfolio")
+"""What the spec ``default`` builds: the scheduler the operator runs unless told otherwise,
+and each ExecutorPool without a policy (`idlegate.policy.portfolio`; docs/brain.md). Its
+``learned`` candidate is ``learned:default``, never ``default``, so it cannot recurse."""
 
 _LEARNED_KEYWORDS = ("name", "greedy", "threads", "starvation_factor", "starvation_minimum")
 
@@ -105,6 +107,16 @@ def _window(window: WindowConfig | int | None, fields: dict[str, Any]) -> Window
     return window_config(window, prefix="window_", **{names[k]: v for k, v in fields.items()})
 
 
+def resolve_default(spec: SchedulerSpec) -> SchedulerSpec:
+    """`spec`, or for ``default?K=V`` the `DEFAULT_SCHEDULER` it stands for with ``K=V``
+    as its options (over the default's own): ``default?window=100`` is
+    ``portfolio?window=100``."""
+    if spec.kind != "default":
+        return spec
+    own = dict(DEFAULT_SCHEDULER.params) | dict(spec.params)
+    return replace(DEFAULT_SCHEDULER, params=tuple(own.items()))
+
+
 def make_scheduler(spec: SchedulerSpec | str, /, **params: Any) -> Scheduler:
     """Build the scheduler `spec` names (`idlegate.policy.spec`) with keyword `params`.
 
@@ -129,8 +141,7 @@ def make_scheduler(spec: SchedulerSpec | str, /, **params: Any) -> Scheduler:
 
         return make_portfolio(s, **params)
     if s.kind == "default":
-        own = dict(DEFAULT_SCHEDULER.params) | dict(s.params)  # (default?K=V overrides its own)
-        return make_scheduler(replace(DEFAULT_SCHEDULER, params=tuple(own.items())), **params)
+        return make_scheduler(resolve_default(s), **params)
     keywords = s.keywords(params)
     if s.kind == "learned":
         return make_learned(s.argument or "", **keywords)
@@ -150,6 +161,7 @@ __all__ = [
     "make_learned",
     "make_registered",
     "make_scheduler",
+    "resolve_default",
 ]
 
 
@@ -158,10 +170,7 @@ def check_params(spec: SchedulerSpec | str) -> None:
     that its builder would reject, loading no file: what ``idlegate lint`` checks of a
     pool's policy (whether its model and history files load is the cluster's business).
     A ``window:`` or ``inspect:`` spec's parameters are its model's and are not checked."""
-    s = SchedulerSpec.of(spec)
-    if s.kind == "default":  # as make_scheduler: default?K=V overrides its own
-        s = replace(DEFAULT_SCHEDULER, params=(*DEFAULT_SCHEDULER.params, *s.params))
-        s = replace(s, params=tuple(dict(s.params).items()))
+    s = resolve_default(SchedulerSpec.of(spec))
     if s.kind == "lookahead":
         from idlegate.policy.lookahead import planner_config
 

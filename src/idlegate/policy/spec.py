@@ -13,11 +13,12 @@ Kinds (KIND is case-blind; ``_`` reads as ``-``):
 * a registered name, no argument (`idlegate.policy.SCHEDULERS`): ``fair``, ``sjf-cp``,
   ``srpt``, …, ``analytic`` (over ``sjf-cp``), the strict rigid orders ``fcfs``, ``saf``,
   ``srf``, ``f1``;
-* ``default``: what the operator runs when no ``--scheduler`` is given, today
-  ``learned:default``;
 * ``portfolio``: the scheduler that follows the candidate (rules, tuned rules, ONNX
   policies, the planner) its replays of the recent past find best
   (`idlegate.policy.portfolio`), e.g. ``portfolio?window=100&margin=0.05``;
+* ``default``: what the operator runs when no ``--scheduler`` is given, the portfolio
+  (`idlegate.policy.DEFAULT_SCHEDULER`). Its parameters are the portfolio's:
+  ``default?window=100`` is ``portfolio?window=100``;
 * ``learned:PATH.onnx``: an exported policy, ``learned:default`` the one shipped in the
   package (`idlegate.policy.make_learned`). A bare ``PATH.onnx`` is short for it;
 * ``window:PATH.onnx``: the split-window agent for rigid jobs (`idlegate.policy.window`);
@@ -221,13 +222,12 @@ class SchedulerSpec:
 def model_files(spec: SchedulerSpec | str | None) -> tuple[Path, ...]:
     """The model files `spec` (None: ``default``) loads, in the order they appear: what the
     operator watches for reloads, and what a replay of a recorded spec needs on this machine."""
-    from idlegate.policy import DEFAULT_POLICY_PATH, DEFAULT_SCHEDULER
+    from idlegate.policy import DEFAULT_POLICY_PATH, resolve_default
 
     s: SchedulerSpec | None = SchedulerSpec.of(spec or "default")
     found: list[Path] = []
     while s is not None:
-        if s.kind == "default":
-            s = DEFAULT_SCHEDULER
+        s = resolve_default(s)
         if s.kind in ("learned", "window", "inspect") and s.argument is not None:
             default = s.kind == "learned" and s.argument == "default"
             found.append(DEFAULT_POLICY_PATH if default else Path(s.argument).expanduser())

@@ -114,9 +114,21 @@ Output = Intent | Timing | Fact
 class Core(Lifecycle):
     """One pool's workflows, pods and state machine; what to write, as intents."""
 
-    def __init__(self, settings: Settings, scheduler: Scheduler, *, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        scheduler: Scheduler,
+        *,
+        metrics: Metrics,
+        spec: str | None = None,
+    ) -> None:
         self.settings = settings
         self.metrics = metrics
+        self.spec = spec
+        """The canonical text of the scheduler spec `scheduler` was built from (``default``,
+        ``--scheduler``'s, an ExecutorPool's policy), which a finished workflow's status
+        and history record name, so a replay rebuilds what ran; None for a scheduler object
+        (tests, embedding), whose spec is unknown."""
         self.intents = Outbox()
         """What to write, in order (the edge takes and applies them)."""
         self.at = 0.0
@@ -649,7 +661,7 @@ class Core(Lifecycle):
         self.metrics.completion_time.labels(outcome).observe(wf.completion - wf.arrival)
         self.metrics.workflows_finished.labels(outcome).inc()
         self.intents.event(wf.owner, *notice)
-        wf.pool_size = self.settings.pool_size
+        wf.pool_size, wf.scheduler = self.settings.pool_size, self.spec
         self.intents.add(Finished(wf))
         self.intents.status(wf, urgent=True)
         self.drop(wf)

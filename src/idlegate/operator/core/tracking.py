@@ -198,6 +198,8 @@ class Workflow:
         """The rule that released its tasks last (`Answer.rule`)."""
         self.pool_size: int | None = None
         """The operator's pool when the workflow finished (for its history record)."""
+        self.scheduler: str | None = None
+        """The spec its pool ran when it finished (its history record's policy)."""
         self.history_recorded = False
         """Its record is in the history sink (`status.historyRecorded`)."""
         self.history_rng = random.Random(owner.uid)
@@ -277,6 +279,7 @@ class Workflow:
                 idle_inserted_seconds=round(job.idle_inserted, 6),
                 policy=self.policy,
                 pool_size=self.pool_size,
+                scheduler=self.scheduler,
                 history_recorded=self.history_recorded or None,
             )
         )

@@ -45,13 +45,16 @@ from idlegate.operator.features.history import HistoryRecorder
 from idlegate.operator.features.planning import PlanningWorker, ReplayWorker, planning_worker
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
+from idlegate.policy.spec import SchedulerSpec
 from idlegate.sim.protocol import Scheduler
 
 log = logging.getLogger(__name__)
 
 
 class Bridge:
-    """A pool's core, its intents carried out by the applier, the timers and the features."""
+    """A pool's core, its intents carried out by the applier, the timers and the features.
+    `spec` is the scheduler spec `scheduler` was built from, which the pool's finished
+    workflows name (`Core.spec`; None: an object given as it is, tests and embedding)."""
 
     def __init__(
         self,
@@ -62,9 +65,11 @@ class Bridge:
         metrics: Metrics,
         timers: Timers,
         beside: Bridge | None = None,
+        spec: str | None = None,
     ) -> None:
         self.settings, self.metrics = settings, metrics
-        self.core = Core(settings, scheduler, metrics=metrics)
+        canonical = None if spec is None else SchedulerSpec.parse(spec).format()
+        self.core = Core(settings, scheduler, metrics=metrics, spec=canonical)
         self.kube = kube
         """The API (the applier writes; :mod:`idlegate.operator.edge.intake` reads)."""
         self.timers = timers

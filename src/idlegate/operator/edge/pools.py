@@ -322,15 +322,19 @@ class Pools:
         if spec.plan_budget_ms is not None:
             update["plan_budget_ms"] = spec.plan_budget_ms
         settings = d.settings.model_copy(update=update)
+        built = d.core.spec  # (the default pool's: None for a scheduler object)
         if spec.policy or d.settings.scheduler is None:
             # a policy object of its own: its Decider resets it and it keeps one pool's
             # state, so pools never share one (without spec.policy: --scheduler, as its
             # model files are now)
-            scheduler = load_scheduler(spec.policy or d.settings.policy)
+            built = spec.policy or d.settings.policy or "default"
+            scheduler = load_scheduler(built)
         else:
             scheduler = d.core.scheduler  # (a scheduler object given to the operator: embedding)
         metrics = Metrics(spec.size, scheduler.name, pool=name, beside=d.metrics)
-        bridge = Bridge(settings, d.kube, scheduler, metrics=metrics, timers=d.timers, beside=d)
+        bridge = Bridge(
+            settings, d.kube, scheduler, metrics=metrics, timers=d.timers, beside=d, spec=built
+        )
         bridge.core.paused = self._moving > 0
         return bridge
 

@@ -4,15 +4,16 @@ A record is a :class:`idlegate.sim.history.HistoryWorkflow` (the `file` workload
 format, docs/workloads.md): DAG and estimates, arrival, each stage's measured task
 durations, outcome, JCT, policy and pool size. One function, :func:`history_workflow`,
 builds it from the workflow's status, so the sink's records and those ``idlegate history
-export`` reads from live objects (:mod:`.export`) are the same but for ``policy``:
+export`` reads from live objects (:mod:`.export`) are the same:
 
 * ``arrival``: ``completionTime - jctSeconds``, the arrival the operator measured the JCT
   from (the creation, on its clock), else ``metadata.creationTimestamp``;
 * ``measuredDurationSeconds``: a uniform sample of at most ``--history-samples`` run times
   per stage (from the pods' container states: :func:`idlegate.operator.core.pods.ran`);
-* ``policy``: in the sink, ``--scheduler``'s canonical text, which ``idlegate advise``
-  rebuilds (`HistoryRecorder.spec`); otherwise the status's ``policy``, the name of the
-  rule that released the workflow's last tasks.
+* ``policy``: the status's ``scheduler``, the canonical text of the spec its pool ran
+  (`Core.spec`: ``default``, ``--scheduler``'s, the ExecutorPool's policy), which
+  ``idlegate advise`` rebuilds; without one (a scheduler object, an older status) the
+  status's ``policy``, the name of the rule that released the workflow's last tasks.
 
 The optional sink (``--history-file PATH``; deploy/README.md, "The cluster's history") is
 a JSON Lines history file, one line per finished workflow (with ``pool``, the ExecutorPool
@@ -49,7 +50,6 @@ from idlegate.operator.core.admission import owner_of
 from idlegate.operator.core.events import Fact, Finished, FoundFinished, Recorded
 from idlegate.operator.core.intents import PatchStatus, PostEvent
 from idlegate.operator.core.pods import Owner
-from idlegate.policy.spec import SchedulerSpec
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import JobArrival
 from idlegate.sim.history import HistoryWorkflow, history_record, tail_history
@@ -69,7 +69,8 @@ def history_workflow(
 ) -> HistoryWorkflow | None:
     """The record, named `name` (``namespace/name``), of a finished workflow from its status
     (None: it has not finished); `created` (its ``creationTimestamp``) is the arrival when
-    the status does not give the one the operator measured from."""
+    the status does not give the one the operator measured from. Its policy is the spec
+    the pool ran (``scheduler``), else the rule that released its tasks last (``policy``)."""
     phase, jct = status.get("phase"), status.get("jctSeconds")
     if phase not in FINISHED or not isinstance(jct, int | float):
         return None
@@ -95,7 +96,7 @@ def history_workflow(
         name,
         jct=float(jct),
         outcome=phase,
-        policy=status.get("policy") or None,
+        policy=status.get("scheduler") or status.get("policy") or None,
         pool_size=pool if isinstance(pool, int) and pool >= 1 else None,
     )
 
@@ -227,12 +228,6 @@ class HistoryRecorder:
         s = settings
         self.pool, self.pool_size = metrics.pool, s.pool_size
         self.metrics, self.emit = metrics, emit
-        self.spec: str | None = None
-        """The policy the sink records: ``--scheduler``'s canonical text, which a replay can
-        rebuild (the status names a rule, ``model`` for ``learned:/m/model.onnx``); None
-        without it, or with a scheduler object (tests, embedding), whose spec is unknown."""
-        if s.policy is not None and s.scheduler is None:
-            self.spec = SchedulerSpec.parse(s.policy).format()
         if beside is not None:
             self.sink = beside.sink
         elif s.history_file is not None:
@@ -255,7 +250,7 @@ class HistoryRecorder:
         record = history_workflow(f"{wf.owner.namespace}/{wf.owner.name}", wf.spec, wf.status())
         if record is None:
             return
-        record = replace(record, policy=self.spec or record.policy, pool=self.pool)
+        record = replace(record, pool=self.pool)  # (its policy: the status's scheduler)
         self.write(record, wf.owner, lambda: self.emit([Recorded(wf)]))
 
     def finished_before(self, body: Mapping[str, Any]) -> None:

@@ -102,12 +102,28 @@ def portfolio_config(
         if key in given and given[key] is not None:
             given[key] = str(given[key])
     config = PortfolioConfig(**given)
+    if config.start not in CANDIDATES and _holds_a_portfolio(SchedulerSpec.parse(config.start)):
+        raise IdlegateError(
+            f"the portfolio cannot start by following {config.start!r}, a portfolio itself "
+            "(default is the portfolio); give one of its candidates, e.g. start=learned or "
+            "start=srpt"
+        )
     if "trained" in config.candidates and not config.policy:
         raise IdlegateError(
             "the portfolio's candidate trained needs policy=PATH.onnx (a policy trained on "
             "this cluster's history)"
         )
     return config, name
+
+
+def _holds_a_portfolio(spec: SchedulerSpec | None) -> bool:
+    """True if `spec` or a base inside it is ``portfolio`` or ``default`` (a portfolio
+    following a portfolio would build portfolios inside portfolios)."""
+    while spec is not None:
+        if spec.kind in ("portfolio", "default"):
+            return True
+        spec = spec.base
+    return False
 
 
 def make_portfolio(spec: SchedulerSpec, /, **options: Any) -> PortfolioScheduler:
