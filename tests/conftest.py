@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,6 +18,26 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile("idlegate")
+
+
+@pytest.fixture(autouse=True)
+def logging_as_it_was() -> Iterator[None]:
+    """Undo what a test configured of the logging: a test that runs the operator's CLI in
+    this process (test_cli) has kopf add a handler to the root logger bound to the stderr
+    the CLI runner captured, and close; every record after it, in any later test (the API
+    emulator's aiohttp access log), printed a 'Logging error' traceback. The handlers of
+    pytest's own logging plugin come and go with each phase and are left to it."""
+    root, quiet = logging.getLogger(), logging.getLogger("asyncio")
+    before = (root.level, list(root.handlers), quiet.propagate, list(quiet.handlers))
+    yield
+    level, handlers, propagate, quiet_handlers = before
+    pytests = [h for h in root.handlers if type(h).__module__.startswith("_pytest")]
+    root.handlers[:] = [
+        *(h for h in handlers if not type(h).__module__.startswith("_pytest")),
+        *pytests,
+    ]
+    root.setLevel(level)
+    quiet.propagate, quiet.handlers[:] = propagate, quiet_handlers
 
 
 @pytest.fixture(scope="module")

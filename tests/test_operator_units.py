@@ -227,7 +227,7 @@ def test_default_without_its_shipped_model_falls_back_to_fair_loudly(tmp_path, m
     with caplog.at_level(logging.WARNING):
         assert load_scheduler(None).name == "fair"
     assert "The default scheduler cannot be used" in caplog.text
-    with pytest.raises(IdlegateError, match="cannot load the ONNX policy"):
+    with pytest.raises(IdlegateError, match="is not an ONNX model"):
         load_scheduler("portfolio")  # only default falls back
 
 

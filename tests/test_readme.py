@@ -70,6 +70,56 @@ def test_every_idlegate_command_and_flag_written_exists(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", DOCUMENTS)
+def test_every_file_a_command_reads_is_there_or_made_by_a_command_before_it(name: str) -> None:
+    # a newcomer runs the commands in order from a fresh clone: a file read (--file,
+    # --history, advise's history) is the repository's, ../shared/data's, or one that an
+    # earlier command of the document writes (--out, -o); HISTORY and the like are blanks
+    made: set[str] = set()
+    missing = []
+    for match in re.finditer(
+        r"\bidlegate ([a-z][a-z-]*)([^\n`|;&>]*)", _code((ROOT / name).read_text())
+    ):
+        words = match[2].split()
+        read = re.findall(r"--(?:file|history)[ =](\S+)", match[2])
+        if match[1] == "advise" and words and not words[0].startswith("-"):
+            read.append(words[0])
+        placeholder = re.compile(r"[A-Z_]+(\.[a-z]+)?")
+        shared = "../shared/data/"  # the data beside the clone (its tests skip without it)
+        missing += [
+            f
+            for f in read
+            if not (placeholder.fullmatch(f) or f in made or f.startswith(shared))
+            and not (ROOT / f).exists()
+        ]
+        made.update(re.findall(r"(?:--out|-o)[ =](\S+)", match[2]))
+    assert not missing, f"{name} reads files no command before makes: {missing}"
+
+
+def _takes_first_seed(command: str) -> bool:
+    """Whether `command` (``idlegate compare``, ``benchmarks/brain.py``) has --first-seed."""
+    if command.startswith("idlegate "):
+        found = typer.main.get_command(cli.app).commands.get(command.split()[1])  # type: ignore[attr-defined]
+        return found is not None and any("--first-seed" in p.opts for p in found.params)
+    script = ROOT / command
+    return script.is_file() and "--first-seed" in script.read_text()
+
+
+@pytest.mark.parametrize("name", DOCUMENTS)
+def test_every_command_with_seeds_says_which_seeds(name: str) -> None:
+    # a figure's seeds are its command's: compare starts at seed 0 and the benchmarks at
+    # the held-out 1000, so a command that counts its seeds names the first one too
+    vague = []
+    for match in re.finditer(
+        r"(idlegate [a-z]+|benchmarks/\w+\.py)([^\n`|;&>]*)", _code((ROOT / name).read_text())
+    ):
+        given = match[2]
+        counted = re.search(r"--seeds\b", given) and not re.search(r"--first-seed\b", given)
+        if counted and _takes_first_seed(match[1]):
+            vague.append(f"{match[1]}{given[:40]}")
+    assert not vague, f"{name}: commands that count seeds without the first: {vague}"
+
+
+@pytest.mark.parametrize("name", DOCUMENTS)
 def test_local_links_and_images_exist(name: str) -> None:
     path = ROOT / name
     targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", path.read_text())

@@ -170,6 +170,22 @@ def test_default_is_the_portfolio_and_its_options_are_the_portfolios(tmp_path):
     assert model_files(f"default?policy={trained}") == (DEFAULT_POLICY_PATH, trained)
 
 
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("portfolio?window=x", "window: Input should be a valid integer (given 'x')"),
+        ("default?margin=-1", "margin: Input should be greater than or equal to 0 (given -1)"),
+        ("lookahead?samples=x:srpt", "samples: Input should be a valid integer (given 'x')"),
+        ("analytic?min_gain=x", "min_gain: Input should be a valid number (given 'x')"),
+        ("learned:default?window=abc", "window='abc' (observation window) is invalid: Input"),
+    ],
+)
+def test_a_bad_option_says_the_value_given_and_what_it_should_be(text, said):
+    with pytest.raises(IdlegateError) as raised:
+        make_scheduler(text)
+    assert said in str(raised.value)
+
+
 def test_default_inside_the_portfolio_cannot_recurse():
     from idlegate.policy.portfolio import candidate_specs, portfolio_config
 

@@ -350,7 +350,7 @@ def test_registry_names():
             "at most one of interarrival, rate and load",
         ),
         ("tpch-like", {"num_jobs": 5, "num_stream": 5}, "num_jobs or num_stream, not both"),
-        ("tpch-like", {"num_jobs": 2, "init": 3}, r"num_jobs \(2\) must be at least init \(3\)"),
+        ("tpch-like", {"num_jobs": 2, "init": 3}, r"num_jobs \(2\) counts the 3 init job"),
         ("tpch-like", {"num_jobs": "many"}, "num_jobs must be a whole number"),
         ("tpch-like", {"init": 0, "num_stream": 0}, "at least one job"),
         ("tpch-like", {"min_stages": 9, "max_stages": 3}, r"min_stages \(9\) exceeds max_stages"),

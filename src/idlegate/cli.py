@@ -494,13 +494,15 @@ def train(
     from idlegate.training.config import load_config
     from idlegate.training.reinforce import train as run_training
 
-    opts = WorkloadOptions(**options).to_kwargs()
+    given = WorkloadOptions(**options)
+    opts = given.to_kwargs()
     preset = settings.pop("preset", None)
     if history is not None:
         settings |= history_training(history, train_fraction, workload, opts)
     else:
         settings["workload"] = train_workload(workload, opts)
-    cfg = load_config(config, preset, **settings)
+    with given.as_given():
+        cfg = load_config(config, preset, **settings)
     result = run_training(cfg)
     console = _stdout()
     refs = ", ".join(f"{k} {v:.2f}" for k, v in result.reference_jct.items())

@@ -9,12 +9,13 @@ the model's, the planner's, a comparison's, a training run's, the operator's set
   `idlegate.flags`, the ``--help`` of the field's command-line option. The option is
   ``--field-name`` unless the field carries a `Flag` with other names;
 * checks are field constraints and validators, and a bad value is an IdlegateError
-  whose sentence (`describe`) names each field and what is wrong with it, whether the
-  values came as keywords, from a YAML file, a spec string or the command line.
+  whose sentence (`describe`) names each field, what is wrong with it and the value
+  given, whether the values came as keywords, from a YAML file, a spec string or the
+  command line.
 
 A config that names itself in sentences sets ``model_config = ConfigDict(title=...)``,
 e.g. "the featurizer": ``FeatureConfig(time_unit=0)`` raises "the featurizer: time_unit:
-Input should be greater than 0".
+Input should be greater than 0 (given 0)".
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Self, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, ValidationError
+from pydantic.fields import FieldInfo
 
 from idlegate.errors import IdlegateError
 
@@ -38,6 +40,20 @@ class Flag:
 
     def __init__(self, *names: str) -> None:
         self.names = names
+
+
+def flag_names(field: str, info: FieldInfo) -> list[str]:
+    """A field's command-line names: its `Flag`'s, with ``--field-name`` first unless the
+    `Flag` has a long name of its own."""
+    given = [n for m in info.metadata if isinstance(m, Flag) for n in m.names]
+    own = [] if any(n.startswith("--") for n in given) else [f"--{field.replace('_', '-')}"]
+    return [*own, *given]
+
+
+def flag_text(field: str, info: FieldInfo) -> str:
+    """How a message names a field given on the command line: its names, the short one
+    first (``-k/--executors``, ``--jobs-count``)."""
+    return "/".join(sorted(flag_names(field, info), key=lambda n: n.startswith("--")))
 
 
 class Config(BaseModel):
@@ -73,24 +89,39 @@ class Config(BaseModel):
         return cls.model_config.get("title") or cls.__name__
 
 
-def describe(exc: ValidationError, model: type[BaseModel] | None = None) -> str:
-    """The first few problems of a pydantic error as one sentence that names each field.
+def describe(
+    exc: ValidationError, model: type[BaseModel] | None = None, *, name: str | None = None
+) -> str:
+    """The first few problems of a pydantic error as one sentence that names each field,
+    says what it should be and the value given: ``window: Input should be a valid integer
+    (given 'x')``.
 
     An unknown key is named with the settings its config takes (when `model`, the
-    validated class, lets them be found).
+    validated class, lets them be found). `name` names a value validated alone (a flag).
     """
     errors = exc.errors()
     parts = []
     for err in errors[:5]:
-        loc = ".".join(str(p) for p in err["loc"])
+        loc = ".".join(str(p) for p in ([name] if name else []) + list(err["loc"]))
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             owner = _nested(model, err["loc"][:-1])
             takes = f"; it takes {', '.join(owner.model_fields)}" if owner else ""
             msg = f"is not a known setting{takes}"
+        elif loc and isinstance(err.get("input"), _SCALARS):  # (not a mapping: a section)
+            msg = f"{msg} (given {_given(err['input'])})"
         parts.append(f"{loc}: {msg}" if loc else msg)
     more = len(errors) - 5
     return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _given(value: Any, limit: int = 60) -> str:
+    """A value as a message shows it (``'x'``, ``0``), cut to `limit` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _nested(model: type[BaseModel] | None, path: tuple[int | str, ...]) -> type[BaseModel] | None:

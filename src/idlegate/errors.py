@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import copy
+import re
+from collections.abc import Iterable, Mapping
 
 
 class IdlegateError(Exception):
@@ -52,3 +54,15 @@ def reject_unknown(
     if unknown:
         takes = f"it takes {', '.join(accepted)}" if accepted else f"it takes no {noun}s"
         raise IdlegateError(f"{owner} has no {noun} {unknown[0]!r}; {takes}")
+
+
+def renamed(error: IdlegateError, names: Mapping[str, str]) -> IdlegateError:
+    """`error` (a copy, of its type) with each name of `names` that stands as a word of its
+    message replaced by its value: a setting said as the user gave it (``num_jobs`` as
+    ``--jobs-count``)."""
+    message = str(error)
+    for name, shown in names.items():
+        message = re.sub(rf"(?<![\w-]){re.escape(name)}(?![\w-])", shown, message)
+    out = copy.copy(error)
+    out.args = (message,)
+    return out

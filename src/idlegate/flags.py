@@ -8,9 +8,10 @@ given on the command line (`Given`; what is not given is left out, so the config
 default, or a preset's value, applies) and builds the config from it.
 
 Each given value is checked against its field's type and constraints before the
-command runs, so a bad one is a sentence that names the flag (``--seeds: Input should
-be greater than or equal to 1``). Every command runs inside `user_errors`: an
-IdlegateError becomes one line ``Error: <message>`` on stderr and exit code 1.
+command runs, so a bad one is a sentence that names the flag and the value given
+(``--seeds: Input should be greater than or equal to 1 (given 0)``). Every command runs
+inside `user_errors`: an IdlegateError becomes one line ``Error: <message>`` on stderr
+and exit code 1.
 
 Fields become options when their type reads from text: str, int, float, bool (as
 ``--x/--no-x``), Path, a Literal or an Enum (a choice), a class with ``parse`` (a
@@ -34,7 +35,7 @@ import typer
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
-from idlegate.config import Flag, describe
+from idlegate.config import Flag, describe, flag_names, flag_text
 from idlegate.errors import IdlegateError
 
 Given = dict[str, Any]
@@ -119,8 +120,8 @@ def flags(
                 if option is not None:
                     key = f"{param.name}__{field}"
                     params.append(inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY, **option))
-                    options[key] = (param.name, field, info, _names(field, info)[0])
-        taken = [n for _, field, info, _ in options.values() for n in _names(field, info)]
+                    options[key] = (param.name, field, info, flag_text(field, info))
+        taken = [n for _, field, info, _ in options.values() for n in flag_names(field, info)]
         if len(set(taken)) < len(taken):  # two configs of one command share a field name
             raise TypeError(f"{command.__name__}: two options named alike in {sorted(taken)}")
 
@@ -146,7 +147,7 @@ def _option(field: str, info: FieldInfo, defaults: bool) -> dict[str, Any] | Non
     kind = _kind(info.annotation)
     if kind is None:
         return None
-    names = _names(field, info)
+    names = flag_names(field, info)
     if kind is bool:
         names = [f"{names[0]}/--no-{names[0][2:]}", *names[1:]]
     help_text = " ".join((info.description or "").split())  # (plain help: no markup)
@@ -160,13 +161,6 @@ def _option(field: str, info: FieldInfo, defaults: bool) -> dict[str, Any] | Non
         metavar="|".join(choices) if choices else None,
     )
     return {"annotation": Annotated[kind, option], "default": default}
-
-
-def _names(field: str, info: FieldInfo) -> list[str]:
-    """The option's names: the field's `Flag`, with ``--field-name`` unless it has a long one."""
-    given = [n for m in info.metadata if isinstance(m, Flag) for n in m.names]
-    own = [] if any(n.startswith("--") for n in given) else [f"--{field.replace('_', '-')}"]
-    return [*own, *given]
 
 
 def _kind(annotation: Any) -> Any:
@@ -224,7 +218,7 @@ def _checked(flag: str, info: FieldInfo, value: Any) -> Any:
             Annotated[(info.annotation, *meta)] if meta else info.annotation
         ).validate_python(value)
     except ValidationError as exc:
-        raise IdlegateError(f"{flag}: {describe(exc)}") from None
+        raise IdlegateError(describe(exc, name=flag)) from None
     return value
 
 

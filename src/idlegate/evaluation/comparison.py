@@ -12,7 +12,8 @@ a pure function of (workload, scheduler, seed), so the results do not depend on 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -21,8 +22,8 @@ import numpy as np
 from pydantic import BeforeValidator, ConfigDict, Field, model_validator
 
 from idlegate import __version__
-from idlegate.config import Config, Flag
-from idlegate.errors import IdlegateError
+from idlegate.config import Config, Flag, flag_text
+from idlegate.errors import IdlegateError, renamed
 from idlegate.evaluation.pool import run_tasks
 from idlegate.evaluation.setting import Setting, describe_setting
 from idlegate.parallel import TaskPool
@@ -123,6 +124,18 @@ class WorkloadOptions(Config):
             raise IdlegateError(f"workload option {clash[0]!r} given twice")
         out.update({k: v for k, v in self.extra.items() if v is not None})
         return out
+
+    @contextmanager
+    def as_given(self) -> Iterator[None]:
+        """An IdlegateError raised inside names each option given by a flag of its own as
+        that flag (``--jobs-count``, ``-k/--executors``), not as the workload's option name
+        (``num_jobs``, ``num_executors``): the sentence says what the user typed."""
+        try:
+            yield
+        except IdlegateError as exc:
+            given = self.model_dump(exclude={"extra"}, exclude_none=True)
+            fields = type(self).model_fields
+            raise renamed(exc, {f: flag_text(f, fields[f]) for f in given}) from None
 
 
 def parse_list(values: Any) -> Any:
@@ -235,8 +248,9 @@ def is_rigid(workload: Workload) -> bool:
 
 def build(workload: str, seed: int, options: WorkloadOptions | None = None) -> Workload:
     """Build the arrival sequence of `workload` for `seed` (only the given options are passed)."""
-    kwargs = (options or WorkloadOptions()).to_kwargs()
-    return build_workload(workload, seed, **kwargs)
+    options = options or WorkloadOptions()
+    with options.as_given():
+        return build_workload(workload, seed, **options.to_kwargs())
 
 
 @dataclass(frozen=True, eq=False)

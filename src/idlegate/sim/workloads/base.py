@@ -154,7 +154,10 @@ class StreamOptions(_Options):
             raise ValueError("give num_jobs or num_stream, not both")
         init = _whole(data.get("init", cls.model_fields["init"].default), "init")
         if total < init:
-            raise ValueError(f"num_jobs ({total}) must be at least init ({init})")
+            raise ValueError(
+                f"num_jobs ({total}) counts the {init} init job(s) present at the start, so it "
+                f"must be at least {init}; give more jobs or a smaller init"
+            )
         data["num_stream"] = total - init
         return data
 
