@@ -49,6 +49,15 @@ def test_the_two_commands_are_makefile_targets() -> None:
     assert {"demo", "test"} <= set(targets)
 
 
+def test_the_readme_is_short_with_one_table_the_demos() -> None:
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 220, "the README is a user's document: keep it short"
+    tables = re.findall(r"<!-- BEGIN make demo table -->\n(.*?)<!-- END", text, re.DOTALL)
+    assert len(tables) == 1 and len(re.findall(r"^\|:?-", text, re.MULTILINE)) == 1
+    rows = [line.split("|")[1].strip().strip("*") for line in tables[0].splitlines()[2:]]
+    assert rows == list(cli.DEMO_SCHEDULERS), "paste the table make demo prints now"
+
+
 @pytest.mark.parametrize("name", DOCUMENTS)
 def test_every_idlegate_command_and_flag_written_exists(name: str) -> None:
     commands = typer.main.get_command(cli.app).commands  # type: ignore[attr-defined]
