@@ -4,11 +4,11 @@ The history (`sim.history`) is replayed in the simulator with its recorded arriv
 measured task durations on its recorded pool size, once per candidate: the heuristics,
 the shipped policy (`learned:default`), `default` (what the operator runs without
 ``--scheduler``: the portfolio, which replays its own recent workflows as it goes, so its
-row is the slowest to compute), the policy the cluster ran (the history's `policy` key) and, if given,
-a policy trained on this history. It is a `comparison` of the `file` workload, so every
-candidate replays the same arrivals and the same duration draws per seed; the seeds
-resample the measured durations, and each candidate's change against what the cluster
-ran is paired per seed.
+row is the slowest to compute), the policy the cluster ran (the history's `policy` key)
+and, if given, a policy trained on this history. It is a `comparison` of the `file`
+workload, so every candidate replays the same arrivals and the same duration draws per
+seed; the seeds resample the measured durations, and each candidate's change against
+what the cluster ran is paired per seed.
 
 A time split keeps it honest: the report covers only the workflows that arrived after
 the first `train_fraction` of the recorded span (`sim.history.split_history`), the part

@@ -86,13 +86,13 @@ def open_session(
 
 def _unloadable(model: str | Path | bytes, what: str, remedy: str, exc: Exception) -> IdlegateError:
     """The sentence for a `model` onnxruntime refused: a file that is no ONNX model at all
-    (text, an empty file, a checkpoint: not a protobuf with a graph) says so and how to
-    make one; another refusal gives onnxruntime's reason."""
+    (text, an empty file: not a protobuf with a graph) says so and how to make one;
+    another refusal gives onnxruntime's reason."""
     reason = str(exc).rpartition("failed:")[2].strip() or str(exc)
     name = "the bytes given" if isinstance(model, bytes) else f"{what} file {str(model)!r}"
     if type(exc).__name__ == "InvalidProtobuf" or "No graph was found" in reason:
         return IdlegateError(f"{name} is not an ONNX model (onnxruntime: {reason}); {remedy}")
-    return IdlegateError(f"cannot load the ONNX {what} {name}: {reason}; {remedy}")
+    return IdlegateError(f"onnxruntime cannot load {name}: {reason}; {remedy}")
 
 
 class OnnxPolicy:
