@@ -1,6 +1,6 @@
 """What idlegate gains over Airflow's own order on Airflow-shaped workloads: mean JCT per scheduler.
 
-    nice -n 10 python benchmarks/airflow_gain.py --seeds 10 --jobs-count 500 --loads 0.85 -j 2
+    nice -n 10 python benchmarks/airflow_gain.py --seeds 10 --first-seed 1000 --jobs-count 500 --loads 0.85 -j 2
 
 Every scheduler runs the same arrival sequences of the `airflow-shapes` workload (Airflow's
 example DAGs, minute-scale pods; held-out seeds from --first-seed 1000, one sequence per
