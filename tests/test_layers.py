@@ -43,7 +43,7 @@ def test_the_default_portfolio_replays_without_torch():
         "from idlegate.sim.workloads import build_workload\n"
         "brain = make_scheduler('default?min_window=4&every=4&window=8')\n"
         "simulate(build_workload('synthetic', 0, num_jobs=12), brain, 0)\n"
-        "assert brain.rounds and 'learned:default' in brain.rounds[0].scores"
+        "assert any('learned:default' in c.scores for c in brain.rounds)"
     )
     assert "onnxruntime" in loaded and not loaded & {"torch", "kopf", "kubernetes"}
 
