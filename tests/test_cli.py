@@ -17,6 +17,7 @@ from idlegate.cli import app
 runner = CliRunner()
 
 SMALL = ["--workload", "synthetic", "--jobs-count", "30"]
+AIRFLOW_EXAMPLES = str(Path(__file__).parent / "data" / "airflow" / "examples.json")
 
 
 def invoke(*args: str):
@@ -144,6 +145,11 @@ def test_simulate_builds_its_scheduler_once(monkeypatch: pytest.MonkeyPatch):
         (("compare", *SMALL, "--schedulers", "fifo,sjf", "--baseline", "fair"), "baseline"),
         (("compare", *SMALL, "--seeds", "0"), "--seeds"),
         (("compare", "--workload", "nope", "--seeds", "1"), "nope"),
+        # an Airflow DAG refused while a workload flag was given (its error is renamed)
+        (
+            ("simulate", "-w", "file", "--file", AIRFLOW_EXAMPLES, "-k", "16"),
+            "has no task idlegate schedules",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_1(args, needle):
@@ -171,6 +177,7 @@ def test_bad_input_is_one_line_and_exit_1(args, needle):
         (("train", "-w", "tpch-like", "-k", "0"), "-k/--executors: Input", "num_executors"),
         (("simulate", "-w", "tpch-like", "--load", "-1"), "--load: Input should be greater", ""),
         (("simulate", "-w", "tpch-like", "-o", "num_jobs=0"), "num_jobs (0) counts", "--jobs"),
+        (("simulate", "-w", "file"), "--file: Field required", "path"),
     ],
     ids=[
         "simulate-jobs",
@@ -181,6 +188,7 @@ def test_bad_input_is_one_line_and_exit_1(args, needle):
         "train",
         "load",
         "o",
+        "file-missing",
     ],
 )
 def test_a_bad_workload_option_is_named_as_typed_with_its_value(args, said, internal):

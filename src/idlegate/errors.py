@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Iterable, Mapping
 
@@ -57,12 +56,15 @@ def reject_unknown(
 
 
 def renamed(error: IdlegateError, names: Mapping[str, str]) -> IdlegateError:
-    """`error` (a copy, of its type) with each name of `names` that stands as a word of its
-    message replaced by its value: a setting said as the user gave it (``num_jobs`` as
-    ``--jobs-count``)."""
+    """`error` (a copy, of its type, with its attributes) with each name of `names` that
+    stands as a word of its message replaced by its value: a setting said as the user gave
+    it (``num_jobs`` as ``--jobs-count``). The copy calls no ``__init__``, so a type whose
+    own takes other arguments (`GangTooWideError`, ``AirflowRefusal``) copies too."""
     message = str(error)
     for name, shown in names.items():
         message = re.sub(rf"(?<![\w-]){re.escape(name)}(?![\w-])", shown, message)
-    out = copy.copy(error)
+    cls = type(error)
+    out = cls.__new__(cls)
+    out.__dict__.update(error.__dict__)
     out.args = (message,)
     return out

@@ -129,13 +129,19 @@ class WorkloadOptions(Config):
     def as_given(self) -> Iterator[None]:
         """An IdlegateError raised inside names each option given by a flag of its own as
         that flag (``--jobs-count``, ``-k/--executors``), not as the workload's option name
-        (``num_jobs``, ``num_executors``): the sentence says what the user typed."""
+        (``num_jobs``, ``num_executors``): the sentence says what the user typed. One the
+        workload needs but was not given is named by its flag too (``--file: Field
+        required``, not ``path``)."""
         try:
             yield
         except IdlegateError as exc:
             given = self.model_dump(exclude={"extra"}, exclude_none=True)
             fields = type(self).model_fields
-            raise renamed(exc, {f: flag_text(f, fields[f]) for f in given}) from None
+            names = {f: flag_text(f, fields[f]) for f in given}
+            missing = set(fields) - set(given) - set(self.extra) - {"extra"}
+            for f in sorted(missing):
+                names[f"{f}: Field required"] = f"{flag_text(f, fields[f])}: Field required"
+            raise renamed(exc, names) from None
 
 
 def parse_list(values: Any) -> Any:
