@@ -159,6 +159,18 @@ def test_lublin_is_seeded_and_fits_the_machine() -> None:
     assert len(both.jobs) == 300
 
 
+@pytest.mark.parametrize("job_types", ["typeless", "batch-interactive"])
+def test_lublin_fits_the_smallest_machine_it_takes_and_names_the_flag_below(
+    job_types: str,
+) -> None:
+    w = build_workload("lublin", seed=0, num_jobs=2000, num_executors=12, job_types=job_types)
+    assert max(j.dag.tasks[0] for j in w.jobs) <= 12
+    r = CliRunner().invoke(app, ["simulate", "-w", "lublin", "-k", "4", "--jobs-count", "20"])
+    assert r.exit_code == 1, r.output
+    assert "Traceback" not in r.output
+    assert "-k/--executors: Input should be greater than or equal to 12 (given 4)" in r.stderr
+
+
 def test_lublin_daily_cycle_weights() -> None:
     w = np.array(bucket_weights(8.1737, 3.9631))
     assert w.mean() == pytest.approx(1.0)

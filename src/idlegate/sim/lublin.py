@@ -94,8 +94,10 @@ class LublinConfig(Config):
 
     num_jobs: int = Field(256, ge=1, le=1_000_000)
     """Jobs (--jobs-count)."""
-    num_executors: int = Field(256, ge=2, le=100_000)
-    """Executors (nodes); the largest job size is this (uhi = log2 of it)."""
+    num_executors: int = Field(256, ge=12, le=100_000)
+    """Executors (nodes); the largest job size is this (uhi = log2 of it). At least 12:
+    below, umed (uhi less 2.5 for the interactive fit) falls under ulow (1.0) and the
+    model draws from no interval."""
     job_types: Literal["typeless", "batch-interactive"] = "typeless"
     """typeless: the whole-sample fit; batch-interactive: two streams with their own
     parameters, merged by arrival time."""
