@@ -36,7 +36,7 @@ KNOWN: list[tuple[str, dict[str, Any], str]] = [
     (
         "prior",  # (the shipped prior's choice for the workflows arrived, before a round)
         {"reason": "prior", "candidate": "analytic?min_gain=0:sjf-cp"},
-        "started with analytic?min_gain=0:sjf-cp: the prior's safest for the workflows arrived",
+        "started with analytic?min_gain=0:sjf-cp: the shipped prior's safest candidate for the workflows arrived so far",
     ),
     (
         "prior history",

@@ -44,7 +44,10 @@ __all__ = [
 
 SENTENCES: Final[Mapping[str, str]] = {
     "cold start": "started with {candidate}: no workflow finished yet",
-    "prior": "started with {candidate}: the prior's safest for the workflows arrived",
+    "prior": (
+        "started with {candidate}: the shipped prior's safest candidate for the workflows "
+        "arrived so far"
+    ),
     "prior history": (
         "started with {candidate}: the best on the last {workflows} workflows "
         "({prior} from the {source})"

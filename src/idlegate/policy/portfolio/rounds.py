@@ -113,7 +113,7 @@ class Choice:
     def text(self) -> str:
         """``following srpt: 642 s vs fair 734 s over the last 48 workflows``."""
         if self.score is None and self.reason == "prior":
-            return f"following {self.candidate} (the prior's safest for the workflows arrived)"
+            return f"following {self.candidate} (the shipped prior's safest candidate for the workflows arrived so far)"
         if self.score is None:
             return f"following {self.candidate} ({self.reason}: no finished workflow replayed yet)"
         versus = ""
