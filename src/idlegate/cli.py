@@ -109,9 +109,10 @@ def simulate(
         typer.Option(
             "--scheduler",
             "-s",
-            help="Scheduler spec, e.g. fair, sjf-cp, analytic:fair, learned:PATH.onnx, default.",
+            help="Scheduler spec, e.g. default (the portfolio), fair, sjf-cp, analytic:fair, "
+            "learned:PATH.onnx.",
         ),
-    ] = "fair",
+    ] = "default",
     seed: Annotated[int, typer.Option("--seed", help="Seed of arrivals and durations.")] = 0,
     as_json: JsonOpt = False,
 ) -> None:
