@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from idlegate.errors import IdlegateError
+from idlegate.evaluation.comparison import WorkloadOptions, build
 from idlegate.policy import SchedulerSpec, check_params, make_scheduler
 from idlegate.policy.portfolio import (
     Choice,
@@ -21,6 +22,7 @@ from idlegate.policy.portfolio import (
     won,
 )
 from idlegate.policy.portfolio.prior import Prior, load_prior
+from idlegate.policy.portfolio.rounds import threshold
 from idlegate.policy.spec import model_files
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.engine import JobArrival, simulate
@@ -111,6 +113,55 @@ def test_a_lead_beyond_the_noise_moves_it_to_the_best_of_those_that_beat_it():
     assert not beyond_noise(jcts, "learned", "sjf-cp", 2.0)
     assert beyond_noise(jcts, "learned", "sjf-cp", 0.0)  # 0: any lead counts
     assert not beyond_noise({c: v[:1] for c, v in jcts.items()}, "learned", "srpt", 2.0)
+
+
+def test_the_threshold_grows_with_the_challengers_compared():
+    # Bonferroni on the one-sided normal: 1.645 standard errors (5 %) for one challenger,
+    # Φ⁻¹(1 − 0.05 / 5) = 2.326 for five; one standard error (15.9 %) for fourteen
+    # candidates (13 challengers): Φ⁻¹(1 − 0.1587 / 13) = 2.251
+    assert threshold(1.6448536, 1) == 1.6448536
+    assert threshold(1.6448536, 5) == pytest.approx(2.3263479, abs=1e-6)
+    assert threshold(1.0, 13) == pytest.approx(2.2506376, abs=1e-6)
+    assert threshold(0.0, 13) == 0.0  # no noise rule stays none
+
+
+def test_a_lead_beyond_one_standard_error_among_many_challengers_is_luck():
+    # srpt leads learned by 1.5 standard errors of the paired differences: enough against
+    # one challenger, not against the best of four (threshold(1, 4) = 1.75)
+    scores, jcts = _per_workflow(
+        learned=[10, 10, 10, 10, 10, 10, 10, 10],
+        srpt=[9, 9, 9, 9, 9, 9, 6, 12.5],
+        fifo=[11] * 8,
+        fair=[12] * 8,
+        sjf=[13] * 8,
+    )
+    pair = select(scores, "learned", 0.02, protected=False, jcts=jcts, confidence=1.0)
+    assert pair[0] == "srpt"
+    many = select(scores, "learned", 0.02, protected=False, jcts=jcts, confidence=1.0, correct=True)
+    assert many == ("learned", "srpt", "noise")
+
+
+def test_an_early_round_corrects_for_the_fourteen_candidates_it_compares():
+    # argo-shapes, 100 workflows, seed 1003 (held out): without the correction the early
+    # round at 32 arrivals leaves srpt, the prior's and the stream's best, for the luckiest
+    # of fourteen (weighted-fair?alpha=0.5, ahead by more than one standard error), and
+    # the stream ends 29 % behind srpt; with it the rounds keep srpt
+    workload = build("argo-shapes", 1003, WorkloadOptions(extra={"num_jobs": 100}))
+
+    def run(spec: str) -> tuple[float, list[Choice]]:
+        brain = make_scheduler(spec)
+        result = simulate(workload, brain, seed=1003)
+        return float(np.mean([r.jct for r in result.records])), getattr(brain, "rounds", [])
+
+    srpt = run("srpt")[0]
+    lucky, rounds = run("portfolio?correction=none")
+    assert [c.candidate for c in rounds if c.early][-1] == "weighted-fair?alpha=0.5"
+    assert lucky / srpt - 1 > 0.25
+    kept, rounds = run("portfolio")
+    early = [c for c in rounds if c.early]
+    assert early[-1].workflows == 32 and early[-1].reason == "noise"
+    assert {c.candidate for c in rounds} == {"srpt"}
+    assert kept == pytest.approx(srpt)
 
 
 def test_the_trap_of_a_tie_on_the_first_window_of_a_short_stream():

@@ -114,6 +114,11 @@ class PortfolioConfig(Config):
     confidence: NonNegative = 1.0
     """... and whose lead exceeds this many standard errors of the paired per-workflow
     JCT differences of the window (`rounds.beyond_noise`; 0: any lead)."""
+    correction: Literal["all", "early"] | None = "early"
+    """Raise `confidence` for the challengers a round compares (`rounds.threshold`: the
+    best of fourteen beats one standard error by luck more often than a pair does): in
+    ``all`` rounds, in the ``early`` ones (`early`, 8 to 32 workflows) only, or never
+    (None)."""
     drop: NonNegative | None = 0.02
     """Leave out of the rounds a candidate whose standing trails the leader's by more
     than this (`standings`; None: never)."""

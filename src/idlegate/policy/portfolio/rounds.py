@@ -4,8 +4,9 @@
 one followed only when its score is lower by more than `margin` (a fraction) of the
 followed one's score, and its lead is beyond the window's own noise: more than
 `confidence` standard errors of the mean of the paired per-workflow JCT differences
-(`beyond_noise`). A small window, or one whose difference is a few workflows, needs a
-large lead; a tie (the same score: the same decisions on the window) or a lead within
+(`beyond_noise`), raised for the number of challengers compared when asked
+(`round_confidence`, `threshold`). A small window, or one whose difference is a few
+workflows, needs a large lead; a tie (the same score: the same decisions on the window) or a lead within
 the noise keeps the candidate followed (reason ``noise`` when the margin alone would
 have switched). The margin protects only a candidate that won a round outright (`won`):
 the start's, or one kept only by ties, gives way to any better score beyond the noise.
@@ -20,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Any, Literal
 
 import numpy as np
@@ -27,7 +29,17 @@ import numpy as np
 from idlegate.errors import IdlegateError
 from idlegate.policy.account import sentence
 
-__all__ = ["Choice", "Scores", "beyond_noise", "noise_needed", "select", "tied_best", "won"]
+__all__ = [
+    "Choice",
+    "Scores",
+    "beyond_noise",
+    "noise_needed",
+    "round_confidence",
+    "select",
+    "threshold",
+    "tied_best",
+    "won",
+]
 
 
 @dataclass(frozen=True)
@@ -180,6 +192,7 @@ def select(
     protected: bool = True,
     jcts: Mapping[str, np.ndarray] | None = None,
     confidence: float = 0.0,
+    correct: bool = False,
 ) -> tuple[str, str | None, Literal["best", "kept", "noise"]]:
     """(candidate to follow, the runner-up, why) after a round with `scores`.
 
@@ -191,7 +204,8 @@ def select(
     stays, so a tie or a lead within the noise never moves the scheduler (why: ``noise``
     when the round's best beat it by the margin alone). A following
     candidate missing from `scores` (or failed, inf) is always replaced by the best.
-    The runner-up is the best other candidate than the one chosen.
+    The runner-up is the best other candidate than the one chosen. With `correct` the
+    standard errors needed grow with the challengers compared (`round_confidence`).
     """
     if not scores:
         raise IdlegateError("a round needs at least one candidate's score")
@@ -202,10 +216,11 @@ def select(
         chosen = best
     else:
         needed = margin * current if protected else 0.0
+        z = round_confidence(scores, following, confidence, correct)
         beats = {
             c: v
             for c, v in scores.items()
-            if current - v > needed and beyond_noise(jcts, following, c, confidence)
+            if current - v > needed and beyond_noise(jcts, following, c, z)
         }
         chosen = tied_best(beats)[0] if beats else following
         if chosen == following and current - scores[best] > needed:
@@ -215,6 +230,29 @@ def select(
     others = [c for c in scores if c != chosen]
     runner_up = min(others, key=scores.__getitem__) if others else None
     return chosen, runner_up, "kept" if keep and best != following else "best"
+
+
+def round_confidence(
+    scores: Mapping[str, float], following: str, confidence: float, correct: bool
+) -> float:
+    """The standard errors a challenger's lead over `following` must exceed in a round
+    with `scores`: `confidence`, or with `correct` its `threshold` for every other
+    candidate scored (failed ones aside)."""
+    others = [v for c, v in scores.items() if c != following and math.isfinite(v)]
+    return threshold(confidence, max(1, len(others)) if correct else 1)
+
+
+def threshold(confidence: float, compared: int) -> float:
+    """Standard errors a lead must exceed when `compared` challengers race the followed
+    candidate: `confidence` for one, and for more the one-sided normal quantile that keeps
+    the chance that any of them beats it by luck alone at what one alone would have
+    (Bonferroni: Φ⁻¹(1 − α/m), α = 1 − Φ(`confidence`)). The best of fourteen passes one
+    standard error by luck far more often than a pair does; 0 stays 0 (no noise rule)."""
+    if confidence <= 0 or compared <= 1:
+        return confidence
+    normal = NormalDist()
+    alpha = 1.0 - normal.cdf(confidence)
+    return normal.inv_cdf(1.0 - alpha / compared)
 
 
 def beyond_noise(

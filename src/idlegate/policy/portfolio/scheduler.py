@@ -83,7 +83,14 @@ from idlegate.policy.portfolio.replay import (
     modelled_seconds,
     replay_portfolio,
 )
-from idlegate.policy.portfolio.rounds import Choice, Scores, noise_needed, select, won
+from idlegate.policy.portfolio.rounds import (
+    Choice,
+    Scores,
+    noise_needed,
+    round_confidence,
+    select,
+    won,
+)
 from idlegate.policy.spec import SchedulerSpec
 from idlegate.sim.engine import JobArrival
 from idlegate.sim.history import check_history_file, history_arrivals, load_history
@@ -472,12 +479,16 @@ class PortfolioScheduler:
             protected=request.protected,
             jcts=scores.jcts,
             confidence=cfg.confidence,
+            correct=self._correct(request),
         )
         reason = "prior history" if request.reason == "prior history" else why
         best = min(scores.means, key=scores.means.__getitem__)
         noise = None
         if why == "noise":
-            noise = noise_needed(scores.jcts, request.following, best, cfg.confidence)
+            z = round_confidence(
+                scores.means, request.following, cfg.confidence, self._correct(request)
+            )
+            noise = noise_needed(scores.jcts, request.following, best, z)
         means = scores.means
         return Choice(
             candidate=chosen,
@@ -501,6 +512,12 @@ class PortfolioScheduler:
             early=request.early,
             running=request.running,
         )
+
+    def _correct(self, request: ReplayRequest) -> bool:
+        """True if `request`'s round corrects the noise rule for its challengers
+        (`correction`: every round, or the early ones)."""
+        correction = self.config.correction
+        return correction == "all" or (correction == "early" and request.early)
 
     def _replay(self, request: ReplayRequest, specs: Sequence[str]) -> Scores:
         for spec in specs:
