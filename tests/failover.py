@@ -9,12 +9,18 @@ finished. A replica that ends on its own (it lost the Lease: a renewal held up l
 its deadline on a loaded machine) is started again under its name, as its Deployment
 would restart it; the killed one is not (its node is gone). :class:`Timeline` records, in the emulator's event loop and on its clock, each
 gate removal and each change of the Lease's holder, so the failover is measured where
-the writes land: from the kill to the new leader's Lease, and to its first release.
+the writes land: from the kill to the new leader's Lease, and to its first release. It
+also reads the API server's audit of each write the operator's own client sends (every
+pod creation, gate removal, status patch and Event; each names its replica in its
+User-Agent): one sent by a replica that did not hold the Lease as it landed is a second
+writer.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
+import re
 import signal
 import threading
 from collections.abc import Callable
@@ -36,12 +42,14 @@ from tests.e2e import (
     wait,
     workflow,
 )
-from tests.k8s.apiserver import LEASES, PODS
+from tests.k8s.apiserver import LEASES, PODS, Write
 from tests.k8s.harness import ApiServer
 from tests.k8s.kubelet import SimKubelet
 
 LEASE = "idlegate-operator"
 REPLICAS = ("replica-a", "replica-b")
+OPERATOR_AGENT = re.compile(r"idlegate/\S+ \((?P<identity>.*)\)")
+"""The User-Agent of the operator's client (idlegate.operator.edge.kube.user_agent)."""
 
 
 class Timeline:
@@ -53,9 +61,12 @@ class Timeline:
         self.releases: list[float] = []
         self.holders: list[tuple[float, str]] = []
         self.finished: dict[str, str] = {}
+        self.writes: collections.Counter[str] = collections.Counter()
+        self.foreign: list[tuple[float, str, Write]] = []
         self._gated: set[str] = set()
         self._lock = threading.Lock()
         self._unsubscribe = api.call(lambda: api.emulator.subscribe(self._on_event))
+        self._unaudit = api.call(lambda: api.emulator.audit(self._on_write))
 
     def now(self) -> float:
         """The emulator's clock now."""
@@ -85,6 +96,20 @@ class Timeline:
                 if phase in ("Succeeded", "Failed"):
                     self.finished[meta["name"]] = phase
 
+    def _on_write(self, write: Write) -> None:
+        """Count the operator's writes (not the Lease's) by replica; keep each one sent by a
+        replica other than the Lease's holder, with the holder of the time."""
+        sender = OPERATOR_AGENT.fullmatch(write.user_agent)
+        ours = write.namespace in (self.namespace, None)  # (None: cluster-scoped, the pools)
+        if sender is None or not ours or write.resource == LEASES:
+            return
+        at, identity = asyncio.get_running_loop().time(), sender["identity"]
+        with self._lock:
+            self.writes[identity] += 1
+            holder = self.holders[-1][1] if self.holders else ""
+            if identity != holder:
+                self.foreign.append((at, holder, write))
+
     def holder(self) -> str:
         with self._lock:
             return self.holders[-1][1] if self.holders else ""
@@ -99,6 +124,7 @@ class Timeline:
 
     def close(self) -> None:
         self.api.call(self._unsubscribe)
+        self.api.call(self._unaudit)
 
 
 @dataclass(frozen=True)
@@ -121,6 +147,12 @@ class Failover:
     """The stopped leader's."""
     restarts: int
     """Replicas started again after they ended on their own (a lost Lease)."""
+    writes: dict[str, int]
+    """The operator's writes (the Lease's aside) by replica, as the API server's audit has
+    them."""
+    second_writers: list[tuple[float, str, Write]]
+    """Those of its writes sent by a replica that did not hold the Lease as they landed:
+    (seconds from the kill, the holder then, the write)."""
 
 
 def failover(
@@ -198,6 +230,8 @@ def failover(
         holders=[h for t, h in timeline.holders if t > killed],
         exit_code=replicas[leader].process.returncode,
         restarts=len(restarts),
+        writes=dict(timeline.writes),
+        second_writers=[(t - killed, h, w) for t, h, w in timeline.foreign],
     )
 
 

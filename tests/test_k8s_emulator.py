@@ -89,6 +89,24 @@ def test_create_fills_server_metadata_and_refuses_a_taken_name(api: ApiServer) -
     assert (status, error["reason"]) == (409, "AlreadyExists")
 
 
+def test_the_audit_tells_each_write_over_http_with_its_user_agent(api: ApiServer) -> None:
+    seen: list[apiserver.Write] = []
+    stop = api.call(lambda: api.emulator.audit(seen.append))
+    try:
+        http(api, "GET", "/api/v1/namespaces/audit/pods")  # (a read: not audited)
+        http(api, "POST", "/api/v1/namespaces/audit/pods", pod("a"), **{"User-Agent": "one"})
+        http(api, "POST", "/api/v1/namespaces/audit/pods", pod("a"), **{"User-Agent": "two"})
+        http(api, "DELETE", "/api/v1/namespaces/audit/pods/a", **{"User-Agent": "two"})
+    finally:
+        api.call(stop)
+    assert [(w.user_agent, w.method, w.name, w.status) for w in seen] == [
+        ("one", "POST", None, 201),
+        ("two", "POST", None, 409),
+        ("two", "DELETE", "a", 200),
+    ]
+    assert {(w.resource, w.namespace) for w in seen} == {(apiserver.PODS, "audit")}
+
+
 def test_a_failed_json_patch_test_is_422_and_changes_nothing(api: ApiServer) -> None:
     api.create("pods", pod("gated", labels={"a": "b"}), "patch")
     path = "/api/v1/namespaces/patch/pods/gated"

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from idlegate import __version__
 from idlegate.operator.edge.kube import ApiError, KubeApi, client_retry
 
 kubernetes = pytest.importorskip("kubernetes", reason="the operator extra is not installed")
@@ -33,6 +34,7 @@ class Script(http.server.ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.answers = answers
         self.seen: list[tuple[float, str, str]] = []
+        self.agents: list[str] = []
 
     def next_answer(self) -> Answer:
         return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
@@ -45,6 +47,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         self.rfile.read(length)
         self.server.seen.append((time.monotonic(), self.command, self.path))
+        self.server.agents.append(self.headers.get("User-Agent", ""))
         answer = self.server.next_answer()
         if answer is None:
             self.close_connection = True
@@ -109,6 +112,21 @@ def test_a_5xx_is_retried_until_the_api_takes_it_each_try_reported() -> None:
     with serving([(503, {}), (503, {}), (200, {})]) as server:
         asyncio.run(scenario(server))
         assert [m for _, m, _ in server.seen] == ["GET"] * 3
+
+
+def test_each_request_names_the_replica_in_its_user_agent() -> None:
+    # (an API server's audit log records it: which replica of the operator wrote)
+    async def scenario(server: Script) -> None:
+        api = client(server, [], identity="replica-a")
+        try:
+            await api.get_pod("ns", "p")
+            await api.create_pod("ns", {"metadata": {"name": "p"}})
+        finally:
+            api.close()
+
+    with serving([(200, {})]) as server:
+        asyncio.run(scenario(server))
+    assert server.agents == [f"idlegate/{__version__} (replica-a)"] * 2
 
 
 async def create(server: Script, reports: list[tuple[str, int]]) -> ApiError:

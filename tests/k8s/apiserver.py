@@ -32,6 +32,8 @@ graceful deletion, no schema pruning or validation (test_deploy checks the CRD's
 and a watch with a field selector is refused (400) rather than served wrongly. A watch with
 a label selector is served as the real server does (Airflow's KubernetesExecutor watches
 its pods so): an object that comes to match is ADDED, one that stops matching DELETED.
+Each write request over HTTP is told to the :meth:`Emulator.audit` callbacks with its
+User-Agent, as a real server's audit log records it (who wrote).
 """
 
 from __future__ import annotations
@@ -77,6 +79,24 @@ WATCH_SECONDS = 1800.0
 
 Key = tuple[kmock.resource, str | None, str]
 Subscriber = Callable[[kmock.resource, str, dict[str, Any]], None]
+
+
+@attrs.frozen
+class Write:
+    """One write request as the audit log has it: its sender (User-Agent), what it asked
+    and the status of the answer."""
+
+    user_agent: str
+    method: str
+    resource: kmock.resource
+    namespace: str | None
+    name: str | None
+    subresource: str | None
+    status: int
+
+
+Auditor = Callable[[Write], None]
+WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 def api_error(status: int, reason: str, message: str) -> kmock.KubernetesError:
@@ -151,6 +171,7 @@ class Emulator(kmock.KubernetesEmulator):
         attrs.field(factory=set, init=False)
     )
     _subscribers: list[Subscriber] = attrs.field(factory=list, init=False)
+    _auditors: list[Auditor] = attrs.field(factory=list, init=False)
     _columns: dict[kmock.resource, list[dict[str, Any]]] = attrs.field(factory=dict, init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -163,6 +184,16 @@ class Emulator(kmock.KubernetesEmulator):
     # -- the HTTP side ----------------------------------------------------------------------
 
     async def __call__(self, raw: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
+        response = await self._answer(raw)
+        where = route(raw.path)
+        if raw.method in WRITES and where is not None and self._auditors:
+            agent = raw.headers.get("User-Agent", "")
+            write = Write(agent, raw.method, *where, status=response.status)
+            for auditor in list(self._auditors):
+                self._safely(auditor, write)
+        return response
+
+    async def _answer(self, raw: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
         try:
             body = await raw.read()
             try:
@@ -314,6 +345,11 @@ class Emulator(kmock.KubernetesEmulator):
         """Call ``callback(resource, event_type, object)`` soon after every change."""
         self._subscribers.append(callback)
         return lambda: self._subscribers.remove(callback)
+
+    def audit(self, callback: Auditor) -> Callable[[], None]:
+        """Call ``callback(write)`` after each write request over HTTP is answered."""
+        self._auditors.append(callback)
+        return lambda: self._auditors.remove(callback)
 
     def list(
         self,

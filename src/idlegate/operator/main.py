@@ -172,6 +172,7 @@ class Operator:
                 backoff_max=s.retry_backoff_max,
                 retry_after_max=s.retry_after_cap,
                 report=self.health.report,
+                identity=leader.identity(),  # (its User-Agent: which replica wrote)
             )
         return self._kube
 

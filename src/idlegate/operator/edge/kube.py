@@ -19,6 +19,10 @@ With leader election (:mod:`idlegate.operator.edge.leader`) `may_write` says whe
 replica may write: every other write is refused here (:class:`NotLeaderError`), whoever
 asks. The Lease's own requests are exempt and have a thread of their own, so that no
 burst of the operator's reads delays a renewal.
+
+Each request names its sender in its User-Agent (:func:`user_agent`: the replica's
+identity, as in the Lease), which an API server's audit log records: which replica wrote
+what is visible there.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from urllib.parse import quote
 
 import yaml
 
+from idlegate import __version__
 from idlegate.api.crd import CRON_PLURAL, GROUP, PLURAL, POOL_PLURAL, VERSION
 from idlegate.errors import IdlegateError
 
@@ -118,6 +123,12 @@ def client_retry(
     )
 
 
+def user_agent(identity: str | None) -> str:
+    """The User-Agent of the operator's requests: ``idlegate/VERSION (IDENTITY)``, or
+    without the parentheses when there is no identity (a one-off command's client)."""
+    return f"idlegate/{__version__} ({identity})" if identity else f"idlegate/{__version__}"
+
+
 def load_configuration(kubeconfig: Path | None = None) -> Any:
     """Credentials: the in-cluster service account, else a kubeconfig file.
 
@@ -189,6 +200,7 @@ class KubeApi:
         backoff_max: float = 1.0,
         retry_after_max: float = 60.0,
         report: Report | None = None,
+        identity: str | None = None,
     ) -> None:
         import kubernetes.client
 
@@ -210,6 +222,7 @@ class KubeApi:
             stop=self._stop,
         )
         self.client = kubernetes.client.ApiClient(configuration)
+        self.client.user_agent = user_agent(identity)
         self.timeout = timeout
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="idlegate-api")
         self._lease_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="idlegate-lease")
