@@ -1,17 +1,8 @@
 """`portfolio`: a scheduler that chooses and tunes its policy by replaying the recent past.
 
 Each rule is best somewhere and far off elsewhere, and a cluster runs one workload. So
-this scheduler keeps a *portfolio* of candidates and follows the one that would have done
-best on the cluster's own recent workflows:
-
-* the rules (`RULES`, and ``sjf`` on request);
-* rules with a parameter, tuned on the same replays (`TUNING`): weighted fair's
-  ``alpha`` (Decima's "tuned weighted fair"), fair's ``scale`` (its cap), and the
-  analytic idle rule's threshold ``min_gain`` over the best plain rule of the round
-  (``analytic``: the idle rule, so idling is chosen where the replay says it pays);
-* the shipped ONNX policy (``learned``), an ONNX policy trained on this cluster's
-  history (``trained``, with ``policy=PATH.onnx``), and the expected-future planner
-  (``planner``: ``lookahead`` over srpt at the operator's pace, `FAST_PLANNING`).
+this scheduler keeps a *portfolio* of candidates (listed in `candidates`) and follows the
+one that would have done best on the cluster's own recent workflows.
 
 The package, by responsibility:
 

@@ -1,8 +1,6 @@
 """The portfolio's candidates and its configuration (`PortfolioConfig`).
 
-Each rule is best somewhere and far off elsewhere, and a cluster runs one workload. So
-the scheduler keeps a *portfolio* of candidates and follows the one that would have done
-best on the cluster's own recent workflows:
+The candidates the scheduler replays and may follow:
 
 * the rules (`RULES`, and ``sjf`` on request);
 * rules with a parameter, tuned on the same replays (`TUNING`): weighted fair's
