@@ -624,6 +624,15 @@ def test_the_shipped_prior_starts_follow_on_the_idle_rule_from_the_first_decisio
     assert started / cold - 1 < -0.08
 
 
+def test_a_start_the_user_gives_wins_over_the_shipped_prior():
+    # the same follow stream, where the prior picks the analytic idle rule at the first
+    # decision (above); with start=srpt typed, srpt is followed and the prior stays unread
+    brain = make_scheduler("portfolio?start=srpt&early=none")
+    simulate(build_workload("follow", 2003, num_jobs=20), brain, seed=2003)
+    assert brain.following == "srpt"
+    assert [c.reason for c in brain.rounds] == []
+
+
 def test_early_rounds_replay_the_workflows_arrived_before_forty_have_finished():
     # TPC-H-like DAGs at load 0.85 on 50 executors, seed 1: on finished workflows alone
     # the first round (40 finished, at 336 s) moves fifo to srpt; the early round at 16

@@ -81,11 +81,13 @@ class PortfolioConfig(Config):
     `window` workflows."""
     start: str = "learned"
     """The candidate followed before the first round (cold start without a history), and
-    while the workflows arrived are like no workload of the prior's."""
+    while the workflows arrived are like no workload of the prior's. Given, it is
+    followed until a round moves it: the prior is not looked up."""
     prior: StrictBool = True
     """Look the workflows arrived up in the shipped prior (`prior.Prior.safest`) at the
     first decision and each time their number doubles, and follow its safest candidate
-    for them until a round moves it or `min_window` workflows have finished."""
+    for them until a round moves it or `min_window` workflows have finished (not when
+    `start` is given)."""
     window: StrictInt = Field(200, ge=2)
     """Finished workflows a round replays (the most recent ones)."""
     min_window: StrictInt = Field(40, ge=2)

@@ -20,10 +20,11 @@ operator's history sink before a restart): with at least `min_window` of them th
 round replays the window at once, its choice applied at once; the rounds' `Choice` says
 how many of the window's workflows came from there (`prior`, `source`). Otherwise:
 
-* the shipped prior (`prior`, ``prior=true``): at the first decision, and each time the
-  workflows arrived double, they are looked up (their DAGs and the pool's size) among
-  the workloads of the suite, and the scheduler follows the candidate that is safest on
-  the nearest ones (a `Choice` with reason ``prior``), or `start` when none is near;
+* the shipped prior (`prior`, ``prior=true``, unless `start` is given): at the first
+  decision, and each time the workflows arrived double, they are looked up (their DAGs
+  and the pool's size) among the workloads of the suite, and the scheduler follows the
+  candidate that is safest on the nearest ones (a `Choice` with reason ``prior``), or
+  `start` when none is near;
 * early rounds (`early`): once 8 workflows have arrived, and each time their number
   doubles, a round replays every workflow arrived, the running ones with their
   duration models; the noise rule (`rounds.select`) keeps the prior's candidate unless
@@ -170,7 +171,8 @@ class PortfolioScheduler:
         self._seed_source: str | None = None
         self._seed_due = False
         self._protected = False
-        self._lookup_at: int | None = 1 if self.config.prior else None
+        typed_start = "start" in self.config.model_fields_set  # (an option typed wins)
+        self._lookup_at: int | None = 1 if self.config.prior and not typed_start else None
         """Workflows arrived at which the prior is looked up next (None: no more)."""
         self._by_prior = True
         """No round has moved the followed candidate (the start's or the prior's) yet."""
