@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 import typer
 from rich.console import Console
@@ -77,6 +77,20 @@ def _stdout() -> Console:
 # -- the options that are no config's ---------------------------------------------------
 
 OutOpt = Annotated[Path | None, typer.Option("--out", help="Write the reports here.")]
+_HISTORY_FORMATS: Final = "(.jsonl: JSON Lines, .json: JSON, else YAML)"
+"""How a history file's name picks its format (`sim.history.write_history`)."""
+
+
+def _history_out(more: str = "") -> Any:
+    """The ``--out``/``-o`` option of a history command that writes to standard output
+    by default; `more` adds to its help."""
+    return typer.Option(
+        "--out",
+        "-o",
+        help=f"Write the history here {_HISTORY_FORMATS}; default: YAML on standard output." + more,
+    )
+
+
 RayOpt = Annotated[
     str | None,
     typer.Option(
@@ -271,15 +285,7 @@ def history_export(
             "input (kubectl get dwf -A -o json | idlegate history export -), or a file.",
         ),
     ] = None,
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            "--out",
-            "-o",
-            help="Write the history here (.jsonl: JSON Lines, .json: JSON, else YAML); "
-            "default: YAML on standard output.",
-        ),
-    ] = None,
+    out: Annotated[Path | None, _history_out()] = None,
     from_sink: Annotated[
         Path | None,
         typer.Option(
@@ -341,15 +347,7 @@ def history_airflow(
         str, typer.Option("--url", help="Airflow's API server, e.g. http://airflow:8080.")
     ],
     dag: Annotated[list[str], typer.Option("--dag", help="A DAG id (repeatable).")],
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            "--out",
-            "-o",
-            help="Write the history here (.jsonl: JSON Lines, .json: JSON, else YAML); "
-            "default: YAML on standard output. With --raw, the DAG exports as JSON.",
-        ),
-    ] = None,
+    out: Annotated[Path | None, _history_out(" With --raw, the DAG exports as JSON.")] = None,
     runs: Annotated[
         int, typer.Option("--runs", min=1, help="The most recent finished runs per DAG.")
     ] = 25,
@@ -414,12 +412,7 @@ def history_airflow(
 @flags(options=WorkloadOptions)
 def history_simulate(
     options: Given,
-    out: Annotated[
-        Path,
-        typer.Option(
-            "--out", help="Write the history here (.jsonl: JSON Lines, .json: JSON, else YAML)."
-        ),
-    ],
+    out: Annotated[Path, typer.Option("--out", help=f"Write the history here {_HISTORY_FORMATS}.")],
     workload: WorkloadOpt = "k8s-batch",
     scheduler: Annotated[
         str,
