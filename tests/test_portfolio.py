@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -338,7 +339,7 @@ def test_the_leader_the_followed_and_their_base_rule_are_never_left_out():
     assert brain.dropped() == {"srpt"}  # fifo trails by 11 %, but the leader stands on it
     brain = _fed("fifo+srpt", window=2, drop=0.01)  # follows fifo (the start)
     brain.adopt(_scored({"fifo": 120.0, "srpt": 100.0}, 5))
-    brain.following = "fifo"  # (as if a margin had kept it)
+    brain.choice = replace(brain.choice, candidate="fifo")  # (as if a margin had kept it)
     assert brain.dropped() == frozenset()
 
 
@@ -386,7 +387,7 @@ def test_a_round_replays_the_analytic_candidate_followed_over_another_rule():
         JobArrival(0.0, "short", dag(("a", 1, 1.0, []))),
     ]
     brain = _fed("fifo+srpt+analytic", window=2, tune="false")
-    brain.following = "analytic?min_gain=0:fifo"  # (as an earlier round chose)
+    brain.choice = replace(brain.choice, candidate="analytic?min_gain=0:fifo")  # (a round chose)
     choice = _round(brain, window, executors=1)
     # srpt is this round's best rule, so the analytic rule is tried over srpt, and the
     # one followed, over fifo, is replayed too: no switch without its score

@@ -143,9 +143,7 @@ class PortfolioScheduler:
 
     def reset_state(self) -> None:
         """Forget the run: no record, follow `start` (or the prior history's choice)."""
-        start = self._start_spec()
-        self.following = start
-        self.choice = Choice(start, None, None, None, 0, "cold start")
+        self.choice = Choice(self._start_spec(), None, None, None, 0, "cold start")
         """Which candidate is followed and why (`Choice`)."""
         self.rounds: list[Choice] = []
         """Every round's outcome, in order."""
@@ -190,6 +188,11 @@ class PortfolioScheduler:
         self._rng = rng
         self.reset_state()
         self._follower().reset(self._child_rng())
+
+    @property
+    def following(self) -> str:
+        """The spec text of the candidate followed (`choice`'s)."""
+        return self.choice.candidate
 
     def _child_rng(self) -> np.random.Generator:
         return np.random.default_rng(int(self._rng.integers(2**63)))
@@ -318,7 +321,6 @@ class PortfolioScheduler:
         choice = Choice(safest, None, None, None, 0, "prior", at=view.now)
         self.rounds.append(choice)
         self.choice = choice
-        self.following = safest
         self._follower().reset(self._child_rng())
 
     def _followable(self) -> list[str]:
@@ -536,21 +538,21 @@ class PortfolioScheduler:
 
     def adopt(self, choice: Choice) -> None:
         """Owner thread: follow `choice` from the next decision on."""
+        kept = choice.candidate == self.following
         self.rounds.append(choice)
         self.choice = choice
         self._stand(choice)
         outright = won(choice.scores, choice.candidate)
-        self._protected = outright or (self._protected and choice.candidate == self.following)
-        if choice.candidate != self.following:
+        self._protected = outright or (self._protected and kept)
+        if not kept:
             self._by_prior = False
-        if choice.candidate == self.following and choice.early:
+        if kept and choice.early:
             return  # (the pace is that of the rounds on finished workflows)
-        if choice.candidate == self.following:
+        if kept:
             self._stretch = min(self._stretch * 2, self.config.backoff)
         else:
             self._stretch = 1
             self.switches += 1
-            self.following = choice.candidate
             self._follower().reset(self._child_rng())
 
     def _stand(self, choice: Choice) -> None:
