@@ -34,7 +34,6 @@ Seeds: the jobs' content and the arrival gaps come from independent streams
 
 from __future__ import annotations
 
-import math
 from functools import lru_cache
 from typing import Any
 
@@ -42,11 +41,10 @@ import numpy as np
 
 from idlegate.sim.airflow import AirflowSpec, map_dag
 from idlegate.sim.dag import Dag
-from idlegate.sim.engine import JobArrival, Workload
-from idlegate.sim.spec import MAX_TASK_SECONDS, StageSpec
+from idlegate.sim.engine import Workload
 from idlegate.sim.workloads.argo_shapes import ArgoShapesConfig
-from idlegate.sim.workloads.base import SeedLike, as_rng, split_streams
-from idlegate.sim.workloads.k8s_batch import K8S_FIDELITY, K8sPodDurations
+from idlegate.sim.workloads.base import SeedLike
+from idlegate.sim.workloads.shapes import draw_runs, sample_mean_work, shapes_workload, timed_stages
 
 MINUTE = 60.0
 
@@ -248,31 +246,19 @@ def _draw(rng: np.random.Generator, c: AirflowShapesConfig) -> tuple[str, Dag, t
     export, run = shape_export(shape, rng)
     job = map_dag(export, run=run)
     tasks = SHAPES[shape][1]
-    runs = []
-    for stage in job.live_stages:
-        median, sigma = TASK_KINDS[tasks[stage.task_id][0].removesuffix("[]")]
-        took = round(median * c.duration_scale * math.exp(sigma * rng.standard_normal()), 1)
-        runs.append(min(max(took, 1.0), MAX_TASK_SECONDS - c.start_latency))
+    kinds = (TASK_KINDS[tasks[stage.task_id][0].removesuffix("[]")] for stage in job.live_stages)
+    runs = draw_runs(rng, kinds, c.duration_scale, c.start_latency)
     spec = job.spec()
-    stages = tuple(
-        StageSpec(
-            name=s.name,
-            tasks=s.tasks,
-            task_duration_seconds=c.start_latency + took,
-            depends_on=s.depends_on,
-        )
-        for s, took in zip(spec.stages, runs, strict=True)
-    )
+    stages = timed_stages(spec.stages, runs, c.start_latency)
     timed = AirflowSpec(stages=stages, priorities=spec.priorities)
-    return shape, Dag.from_spec(timed), tuple(runs)
+    return shape, Dag.from_spec(timed), runs
 
 
 @lru_cache(maxsize=64)
 def _mean_work(duration_scale: float, start_latency: float) -> float:
     """The mean estimated work of a DAG run over a fixed-seed sample."""
-    rng = np.random.default_rng(ESTIMATE_SEED)
     c = AirflowShapesConfig(duration_scale=duration_scale, start_latency=start_latency)
-    return float(np.mean([_draw(rng, c)[1].total_work for _ in range(ESTIMATE_SAMPLES)]))
+    return sample_mean_work(lambda rng: _draw(rng, c), ESTIMATE_SEED, ESTIMATE_SAMPLES)
 
 
 def mean_shape_work(config: AirflowShapesConfig) -> float:
@@ -285,12 +271,14 @@ def airflow_shapes_workload(
 ) -> Workload:
     """Airflow-example-shaped DAG runs, Poisson arrivals (module docs)."""
     c = config or AirflowShapesConfig()
-    content, arrivals = split_streams(as_rng(seed))
-    gap = c.mean_interarrival(lambda: mean_shape_work(c), c.num_executors)
-    times = np.concatenate([[0.0], np.cumsum(arrivals.standard_exponential(c.num_jobs - 1) * gap)])
-    jobs = []
-    for i, t in enumerate(times.tolist()):
-        shape, dag, runs = _draw(content, c)
-        model = K8sPodDurations(c.start_latency, runs, c.task_sigma)
-        jobs.append(JobArrival(t, f"{shape}-{i}", dag, model))
-    return Workload("airflow-shapes", tuple(jobs), c.num_executors, K8S_FIDELITY)
+    return shapes_workload(
+        "airflow-shapes",
+        c,
+        seed,
+        num_jobs=c.num_jobs,
+        num_executors=c.num_executors,
+        start_latency=c.start_latency,
+        task_sigma=c.task_sigma,
+        draw=lambda rng: _draw(rng, c),
+        mean_work=lambda: mean_shape_work(c),
+    )

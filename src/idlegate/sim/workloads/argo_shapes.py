@@ -28,7 +28,6 @@ Seeds: the jobs' content and the arrival gaps come from independent streams
 
 from __future__ import annotations
 
-import math
 from functools import lru_cache
 from typing import Any, ClassVar
 
@@ -37,10 +36,10 @@ from pydantic import Field
 
 from idlegate.sim.argo import map_workflow
 from idlegate.sim.dag import Dag
-from idlegate.sim.engine import JobArrival, Workload
-from idlegate.sim.spec import MAX_TASK_SECONDS, StageSpec, WorkflowSpec
-from idlegate.sim.workloads.base import MAX_JOBS, ArrivalOptions, SeedLike, as_rng, split_streams
-from idlegate.sim.workloads.k8s_batch import K8S_FIDELITY, K8sPodDurations
+from idlegate.sim.engine import Workload
+from idlegate.sim.spec import WorkflowSpec
+from idlegate.sim.workloads.base import MAX_JOBS, ArrivalOptions, SeedLike
+from idlegate.sim.workloads.shapes import draw_runs, sample_mean_work, shapes_workload, timed_stages
 
 MINUTE = 60.0
 
@@ -174,30 +173,17 @@ def _draw(rng: np.random.Generator, c: ArgoShapesConfig) -> tuple[str, Dag, tupl
     stages' run times without the latency."""
     shape = SHAPES[int(rng.choice(len(SHAPES), p=SHAPE_WEIGHTS))]
     job = map_workflow(shape_manifest(shape, rng))
-    runs = []
-    for stage in job.stages:
-        median, sigma = TEMPLATE_KINDS[stage.template]
-        run = round(median * c.duration_scale * math.exp(sigma * rng.standard_normal()), 1)
-        runs.append(min(max(run, 1.0), MAX_TASK_SECONDS - c.start_latency))
-    spec = job.spec()
-    stages = tuple(
-        StageSpec(
-            name=s.name,
-            tasks=s.tasks,
-            task_duration_seconds=c.start_latency + run,
-            depends_on=s.depends_on,
-        )
-        for s, run in zip(spec.stages, runs, strict=True)
-    )
-    return shape, Dag.from_spec(WorkflowSpec(stages=stages)), tuple(runs)
+    kinds = (TEMPLATE_KINDS[stage.template] for stage in job.stages)
+    runs = draw_runs(rng, kinds, c.duration_scale, c.start_latency)
+    stages = timed_stages(job.spec().stages, runs, c.start_latency)
+    return shape, Dag.from_spec(WorkflowSpec(stages=stages)), runs
 
 
 @lru_cache(maxsize=64)
 def _mean_work(duration_scale: float, start_latency: float) -> float:
     """The mean estimated work of a workflow over a fixed-seed sample."""
-    rng = np.random.default_rng(ESTIMATE_SEED)
     c = ArgoShapesConfig(duration_scale=duration_scale, start_latency=start_latency)
-    return float(np.mean([_draw(rng, c)[1].total_work for _ in range(ESTIMATE_SAMPLES)]))
+    return sample_mean_work(lambda rng: _draw(rng, c), ESTIMATE_SEED, ESTIMATE_SAMPLES)
 
 
 def mean_shape_work(config: ArgoShapesConfig) -> float:
@@ -208,12 +194,14 @@ def mean_shape_work(config: ArgoShapesConfig) -> float:
 def argo_shapes_workload(config: ArgoShapesConfig | None = None, seed: SeedLike = 0) -> Workload:
     """Argo-example-shaped workflows, Poisson arrivals (module docs)."""
     c = config or ArgoShapesConfig()
-    content, arrivals = split_streams(as_rng(seed))
-    gap = c.mean_interarrival(lambda: mean_shape_work(c), c.num_executors)
-    times = np.concatenate([[0.0], np.cumsum(arrivals.standard_exponential(c.num_jobs - 1) * gap)])
-    jobs = []
-    for i, t in enumerate(times.tolist()):
-        shape, dag, runs = _draw(content, c)
-        model = K8sPodDurations(c.start_latency, runs, c.task_sigma)
-        jobs.append(JobArrival(t, f"{shape}-{i}", dag, model))
-    return Workload("argo-shapes", tuple(jobs), c.num_executors, K8S_FIDELITY)
+    return shapes_workload(
+        "argo-shapes",
+        c,
+        seed,
+        num_jobs=c.num_jobs,
+        num_executors=c.num_executors,
+        start_latency=c.start_latency,
+        task_sigma=c.task_sigma,
+        draw=lambda rng: _draw(rng, c),
+        mean_work=lambda: mean_shape_work(c),
+    )

@@ -1,0 +1,88 @@
+"""What the example-shaped workloads (`argo-shapes`, `airflow-shapes`) share.
+
+Both draw a job of some shape, give each of its stages a run time log-normal around its
+kind's median, add every pod's start latency to the estimate schedulers see, and let a pod's
+real run time vary around that estimate (`K8sPodDurations`); they differ only in how a
+shape becomes a job. Here is that common part: drawing the stage run times, timing a
+mapped job's stages, the fixed-seed mean work that sets the arrival rate, and the
+Poisson-arrival workload itself.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+
+from idlegate.sim.dag import Dag
+from idlegate.sim.engine import JobArrival, Workload
+from idlegate.sim.spec import MAX_TASK_SECONDS, StageSpec
+from idlegate.sim.workloads.base import ArrivalOptions, SeedLike, as_rng, split_streams
+from idlegate.sim.workloads.k8s_batch import K8S_FIDELITY, K8sPodDurations
+
+Draw = Callable[[np.random.Generator], tuple[str, Dag, tuple[float, ...]]]
+"""Draws one job from a stream: its shape, its DAG (estimates include the start latency)
+and its stages' run times without the latency."""
+
+
+def draw_runs(
+    rng: np.random.Generator,
+    kinds: Iterable[tuple[float, float]],
+    duration_scale: float,
+    start_latency: float,
+) -> tuple[float, ...]:
+    """A run time per stage, log-normal around its kind's (median, sigma) times
+    `duration_scale`, at least a second and short enough that the start latency still fits
+    under `MAX_TASK_SECONDS`."""
+    runs = []
+    for median, sigma in kinds:
+        run = round(median * duration_scale * math.exp(sigma * rng.standard_normal()), 1)
+        runs.append(min(max(run, 1.0), MAX_TASK_SECONDS - start_latency))
+    return tuple(runs)
+
+
+def timed_stages(
+    stages: Sequence[StageSpec], runs: Sequence[float], start_latency: float
+) -> tuple[StageSpec, ...]:
+    """`stages` with each one's estimate set to the start latency plus its run time."""
+    return tuple(
+        StageSpec(
+            name=s.name,
+            tasks=s.tasks,
+            task_duration_seconds=start_latency + run,
+            depends_on=s.depends_on,
+        )
+        for s, run in zip(stages, runs, strict=True)
+    )
+
+
+def sample_mean_work(draw: Draw, seed: int, samples: int) -> float:
+    """The mean estimated work of `samples` jobs drawn from a stream seeded with `seed`."""
+    rng = np.random.default_rng(seed)
+    return float(np.mean([draw(rng)[1].total_work for _ in range(samples)]))
+
+
+def shapes_workload(
+    name: str,
+    options: ArrivalOptions,
+    seed: SeedLike,
+    *,
+    num_jobs: int,
+    num_executors: int,
+    start_latency: float,
+    task_sigma: float,
+    draw: Draw,
+    mean_work: Callable[[], float],
+) -> Workload:
+    """`num_jobs` jobs from `draw`, Poisson arrivals at `options`' load for `mean_work`;
+    content and arrival gaps come from independent streams of `seed`."""
+    content, arrivals = split_streams(as_rng(seed))
+    gap = options.mean_interarrival(mean_work, num_executors)
+    times = np.concatenate([[0.0], np.cumsum(arrivals.standard_exponential(num_jobs - 1) * gap)])
+    jobs = []
+    for i, t in enumerate(times.tolist()):
+        shape, dag, runs = draw(content)
+        model = K8sPodDurations(start_latency, runs, task_sigma)
+        jobs.append(JobArrival(t, f"{shape}-{i}", dag, model))
+    return Workload(name, tuple(jobs), num_executors, K8S_FIDELITY)
