@@ -12,15 +12,15 @@ wired to what they depended on.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from pydantic import Field, model_validator
 
 from idlegate.errors import SpecError
+from idlegate.sim import staged
 from idlegate.sim.argo.model import DurationSource
-from idlegate.sim.spec import StageSpec, WorkflowSpec
+from idlegate.sim.spec import WorkflowSpec
 
 
 class RefusalReason(StrEnum):
@@ -162,41 +162,19 @@ class AirflowJob:
     @property
     def live_stages(self) -> tuple[AirflowStage, ...]:
         """The stages that may still run (not shown skipped)."""
-        return tuple(s for s in self.stages if not s.skipped)
+        return staged.live(self.stages)
 
     def stage(self, name: str) -> AirflowStage:
         """The stage called `name`; KeyError if there is none."""
-        for s in self.stages:
-            if s.name == name:
-                return s
-        raise KeyError(name)
+        return staged.find(self.stages, name)
 
     @property
     def counts(self) -> dict[str, int]:
         """Stages, edges and task instances of the job (skipped stages left out)."""
-        spec = self.spec()
-        return {
-            "stages": len(spec.stages),
-            "edges": sum(len(s.depends_on) for s in spec.stages),
-            "tasks": sum(s.tasks for s in spec.stages),
-        }
+        return staged.counts(self.spec())
 
     def spec(self) -> AirflowSpec:
         """The job as a WorkflowSpec; skipped stages left out, dependencies passed through."""
-        by_name = {s.name: s for s in self.stages}
-        resolved: dict[str, tuple[str, ...]] = {}
-
-        def through(name: str) -> tuple[str, ...]:
-            # what a stage's dependents wait for: itself, or (skipped) its own dependencies
-            if name not in resolved:
-                stage = by_name[name]
-                resolved[name] = (
-                    (name,)
-                    if not stage.skipped
-                    else _unique(d for p in stage.depends_on for d in through(p))
-                )
-            return resolved[name]
-
         live = self.live_stages
         if not live:
             raise AirflowRefusal(
@@ -204,22 +182,9 @@ class AirflowJob:
                 f"DAG {self.dag_id}: every task was skipped or left to Airflow, so no task "
                 "is left to schedule",
             )
-        stages = tuple(
-            StageSpec(
-                name=s.name,
-                tasks=s.tasks,
-                task_duration_seconds=s.duration,
-                depends_on=_unique(d for p in s.depends_on for d in through(p)),
-                backoff_limit=s.retries,
-            )
-            for s in live
-        )
+        stages = staged.live_specs(self.stages)
         return AirflowSpec(
             stages=stages,
             priorities=tuple(s.priority for s in live),
             max_active_tasks=self.max_active_tasks,
         )
-
-
-def _unique(names: Iterable[str]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(names))

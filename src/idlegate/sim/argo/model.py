@@ -11,14 +11,14 @@ skipped are left out of it, their dependents wired to what they depended on.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from pydantic import Field
 
 from idlegate.errors import SpecError
-from idlegate.sim.spec import StageSpec, WorkflowSpec
+from idlegate.sim import staged
+from idlegate.sim.spec import WorkflowSpec
 
 
 class RefusalReason(StrEnum):
@@ -129,24 +129,16 @@ class ArgoJob:
     @property
     def live_stages(self) -> tuple[ArgoStage, ...]:
         """The stages that may still run (not shown skipped)."""
-        return tuple(s for s in self.stages if not s.skipped)
+        return staged.live(self.stages)
 
     def stage(self, name: str) -> ArgoStage:
         """The stage called `name`; KeyError if there is none."""
-        for s in self.stages:
-            if s.name == name:
-                return s
-        raise KeyError(name)
+        return staged.find(self.stages, name)
 
     @property
     def counts(self) -> dict[str, int]:
         """Stages, edges and pods of the job (skipped stages left out)."""
-        spec = self.spec()
-        return {
-            "stages": len(spec.stages),
-            "edges": sum(len(s.depends_on) for s in spec.stages),
-            "tasks": sum(s.tasks for s in spec.stages),
-        }
+        return staged.counts(self.spec())
 
     @property
     def open_questions(self) -> dict[str, int]:
@@ -159,36 +151,10 @@ class ArgoJob:
 
     def spec(self) -> ArgoSpec:
         """The job as a WorkflowSpec; skipped stages left out, dependencies passed through."""
-        by_name = {s.name: s for s in self.stages}
-        resolved: dict[str, tuple[str, ...]] = {}
-
-        def through(name: str) -> tuple[str, ...]:
-            # what a stage's dependents wait for: itself, or (skipped) its own dependencies
-            if name not in resolved:
-                stage = by_name[name]
-                if not stage.skipped:
-                    resolved[name] = (name,)
-                else:
-                    resolved[name] = _unique(d for p in stage.depends_on for d in through(p))
-            return resolved[name]
-
-        stages = [
-            StageSpec(
-                name=s.name,
-                tasks=s.tasks,
-                task_duration_seconds=s.duration,
-                depends_on=_unique(d for p in s.depends_on for d in through(p)),
-                backoff_limit=s.retries,
-            )
-            for s in self.live_stages
-        ]
+        stages = staged.live_specs(self.stages)
         if not stages:
             raise ArgoRefusal(
                 RefusalReason.NO_PODS,
                 f"{self.kind} {self.name}: every stage is skipped, so no pod is left to schedule",
             )
-        return ArgoSpec(stages=tuple(stages), parallelism=self.parallelism)
-
-
-def _unique(names: Iterable[str]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(names))
+        return ArgoSpec(stages=stages, parallelism=self.parallelism)
