@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from idlegate.api.lint_render import head_line, stage_lines
 from idlegate.sim.airflow import AirflowJob, AirflowRefusal, RefusalReason, airflow_runs, map_dag
 
 NOTE_REASONS = frozenset({RefusalReason.NO_TASKS, RefusalReason.TOO_MANY_STAGES})
@@ -34,30 +35,14 @@ class AirflowLintJob:
     def lines(self) -> list[str]:
         """The job as lint prints it: a head line with the counts, one line per stage,
         one per task left to Airflow."""
-        where = f"{self.file}[{self.document}]" + (
-            f".items[{self.item}]" if self.item is not None else ""
-        )
-        c = self.job.counts
-        head = (
-            f"{where}: Airflow DAG {self.job.dag_id} maps to {c['stages']} stages, "
-            f"{c['edges']} edges, {c['tasks']} tasks"
+        head = head_line(
+            self.file, self.document, self.item, f"Airflow DAG {self.job.dag_id}", self.job.counts
         )
         if self.job.left:
             head += f"; {len(self.job.left)} task(s) left to Airflow"
-        out = [head]
-        for stage in self.job.live_stages:
-            count = f"{stage.tasks} task{'s' if stage.tasks != 1 else ''}"
-            if not stage.tasks_known:
-                count = "? tasks (mapped: known as it runs)"
-            line = (
-                f"  {stage.name}: {count} x {stage.duration:g} s ({stage.duration_source}), "
-                f"priority {stage.priority:g}"
-            )
-            if stage.depends_on:
-                line += f" after {', '.join(stage.depends_on)}"
-            if stage.condition is not None:
-                line += f"; may be skipped ({stage.condition})"
-            out.append(line)
+        live = self.job.live_stages
+        priority = {s.name: f", priority {s.priority:g}" for s in live}
+        out = [head, *stage_lines(live, "? tasks (mapped: known as it runs)", priority)]
         out += [f"  left to Airflow ({t.reason}): {t.message}" for t in self.job.left]
         return out
 

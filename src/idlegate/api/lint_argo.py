@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from idlegate.api.lint_render import head_line, stage_lines
 from idlegate.errors import IdlegateError
 from idlegate.sim.argo import (
     WORKFLOW_KINDS,
@@ -57,28 +58,12 @@ class ArgoLintJob:
 
     def lines(self) -> list[str]:
         """The job as lint prints it: a head line with the counts, one line per stage."""
-        where = f"{self.file}[{self.document}]" + (
-            f".items[{self.item}]" if self.item is not None else ""
-        )
-        c = self.job.counts
-        head = (
-            f"{where}: {self.job.kind} {self.job.name} maps to {c['stages']} stages, "
-            f"{c['edges']} edges, {c['tasks']} tasks"
+        head = head_line(
+            self.file, self.document, self.item, f"{self.job.kind} {self.job.name}", self.job.counts
         )
         if self.job.parallelism is not None:
             head += f", parallelism {self.job.parallelism}"
-        out = [head]
-        for stage in self.job.live_stages:
-            count = f"{stage.tasks} task{'s' if stage.tasks != 1 else ''}"
-            if not stage.tasks_known:
-                count = "? tasks (known as it runs)"
-            line = f"  {stage.name}: {count} x {stage.duration:g} s ({stage.duration_source})"
-            if stage.depends_on:
-                line += f" after {', '.join(stage.depends_on)}"
-            if stage.condition is not None:
-                line += f"; may be skipped ({stage.condition})"
-            out.append(line)
-        return out
+        return [head, *stage_lines(self.job.live_stages, "? tasks (known as it runs)")]
 
     def to_json(self) -> dict[str, Any]:
         """Machine output: where, kind, name, counts and stages."""
