@@ -28,7 +28,7 @@ from typing import Any
 
 import networkx as nx
 
-from idlegate.errors import IdlegateError
+from idlegate.policy.caps import checked_cap, spec_cap
 from idlegate.policy.heuristics import _Baseline, launch_decision
 from idlegate.sim.dag import Dag
 from idlegate.sim.protocol import WAIT, Action, ClusterView, Job, Stage
@@ -45,8 +45,7 @@ def stage_priorities(dag: Dag) -> tuple[float, ...]:
 
 def job_cap(job: Job, default: int | None = None) -> int | None:
     """The job's `max_active_tasks` (its spec's, if mapped from Airflow), else `default`."""
-    own = getattr(job.dag.spec, "max_active_tasks", None)
-    return own if isinstance(own, int) else default
+    return spec_cap(job, "max_active_tasks", default)
 
 
 class AirflowScheduler(_Baseline):
@@ -55,15 +54,7 @@ class AirflowScheduler(_Baseline):
     name = "airflow"
 
     def __init__(self, *, max_active_tasks: int | None = None) -> None:
-        if max_active_tasks is not None and (
-            isinstance(max_active_tasks, bool)
-            or not isinstance(max_active_tasks, int)
-            or max_active_tasks < 1
-        ):
-            raise IdlegateError(
-                f"max_active_tasks must be a whole number of tasks >= 1, got {max_active_tasks!r}"
-            )
-        self.max_active_tasks = max_active_tasks
+        self.max_active_tasks = checked_cap("max_active_tasks", max_active_tasks, "tasks")
         self._priorities: dict[int, tuple[float, ...]] = {}
 
     def _params(self) -> dict[str, Any]:

@@ -20,15 +20,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from idlegate.errors import IdlegateError
+from idlegate.policy.caps import checked_cap, spec_cap
 from idlegate.policy.heuristics import _Baseline, launch_decision
 from idlegate.sim.protocol import WAIT, Action, ClusterView, Job, Stage
 
 
 def job_parallelism(job: Job, default: int | None = None) -> int | None:
     """The job's Argo `parallelism` (its spec's, if mapped from Argo), else `default`."""
-    own = getattr(job.dag.spec, "parallelism", None)
-    return own if isinstance(own, int) else default
+    return spec_cap(job, "parallelism", default)
 
 
 class ArgoScheduler(_Baseline):
@@ -37,13 +36,7 @@ class ArgoScheduler(_Baseline):
     name = "argo"
 
     def __init__(self, *, parallelism: int | None = None) -> None:
-        if parallelism is not None and (
-            isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1
-        ):
-            raise IdlegateError(
-                f"parallelism must be a whole number of pods >= 1, got {parallelism!r}"
-            )
-        self.parallelism = parallelism
+        self.parallelism = checked_cap("parallelism", parallelism, "pods")
         self._ready: dict[tuple[int, int], float] = {}
 
     def _params(self) -> dict[str, Any]:
