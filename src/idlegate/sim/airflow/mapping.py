@@ -37,6 +37,7 @@ from idlegate.sim.airflow.model import (
 )
 from idlegate.sim.argo.mapping import DEFAULT_PRIOR, MAX_RETRIES, DurationLookup
 from idlegate.sim.argo.model import DurationSource
+from idlegate.sim.graphs import cycle_path
 from idlegate.sim.spec import MAX_STAGES, MAX_TASK_SECONDS, MAX_TASKS_PER_STAGE, stage_label
 
 NO_POD_CLASSES = frozenset({"EmptyOperator", "ExternalTaskMarker"})
@@ -188,12 +189,10 @@ def _graph(tasks: Mapping[str, Mapping[str, Any]], where: str) -> nx.DiGraph:
                     "of the DAG; export its tasks again (GET /dags/{dag_id}/tasks)",
                 )
             graph.add_edge(tid, down)
-    if not nx.is_directed_acyclic_graph(graph):
-        cycle = [edge[0] for edge in nx.find_cycle(graph)]
+    cycle = cycle_path(graph)
+    if cycle is not None:
         raise AirflowRefusal(
-            RefusalReason.BAD_DAG,
-            f"{where}: its tasks depend on each other in a cycle: "
-            f"{' -> '.join([*cycle, cycle[0]])}",
+            RefusalReason.BAD_DAG, f"{where}: its tasks depend on each other in a cycle: {cycle}"
         )
     return graph
 

@@ -37,6 +37,7 @@ from idlegate.sim.argo.model import (
     RefusalReason,
 )
 from idlegate.sim.argo.status import Observed
+from idlegate.sim.graphs import cycle_path
 from idlegate.sim.spec import MAX_STAGES, MAX_TASK_SECONDS, MAX_TASKS_PER_STAGE, stage_label
 
 GROUP = "argoproj.io"
@@ -529,13 +530,12 @@ class _Walker:
                         f"depends on {dep!r}, which is no task of it",
                     )
                 graph.add_edge(dep, name)
-        if not nx.is_directed_acyclic_graph(graph):
-            cycle = [edge[0] for edge in nx.find_cycle(graph)]
+        cycle = cycle_path(graph)
+        if cycle is not None:
             raise ArgoRefusal(
                 RefusalReason.BAD_DAG,
                 f"{self.where}: the tasks of template {template.get('name')!r} depend on each "
-                f"other in a cycle: {' -> '.join([*cycle, cycle[0]])}; break it by removing "
-                "one of these dependencies",
+                f"other in a cycle: {cycle}; break it by removing one of these dependencies",
             )
         wanted = _targets(body.get("target"), call.params, self.workflow_params, graph)
         exits_of: dict[str, tuple[str, ...]] = {}
