@@ -17,6 +17,7 @@ from idlegate.sim.engine import JobArrival, Workload
 from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision, Stage
 from idlegate.sim.spec import parse_workflow
 from idlegate.sim.tpch import ENV_VAR, default_tpch_dir
+from idlegate.sim.workloads import build_workload
 
 
 def dag(
@@ -173,3 +174,9 @@ def gang_workload(seed: int, jobs: int = 25, executors: int = 6) -> Workload:
         arrivals.append(JobArrival(t, f"j{i}", dag(*stages)))
         t += float(rng.exponential(3.0))
     return Workload("gangs", tuple(arrivals), executors)
+
+
+def shapes_signature(kind: str, seed: int, **options: object) -> list[tuple]:
+    """What 60 jobs of the workload `kind` are: arrival, name, tasks, estimates, edges."""
+    w = build_workload(kind, seed, num_jobs=60, **options)
+    return [(j.time, j.name, j.dag.tasks, j.dag.durations, j.dag.parents) for j in w.jobs]

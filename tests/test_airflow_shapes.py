@@ -16,11 +16,11 @@ from idlegate.sim.workloads.airflow_shapes import (
     shape_export,
 )
 from tests.airflow_data import examples
+from tests.helpers import shapes_signature
 
 
 def _signature(seed: int, **options: object) -> list[tuple]:
-    w = build_workload("airflow-shapes", seed, num_jobs=60, **options)
-    return [(j.time, j.name, j.dag.tasks, j.dag.durations, j.dag.parents) for j in w.jobs]
+    return shapes_signature("airflow-shapes", seed, **options)
 
 
 @pytest.mark.parametrize("shape", list(SHAPES))

@@ -13,11 +13,11 @@ from idlegate.sim.workloads.argo_shapes import (
     mean_shape_work,
     shape_manifest,
 )
+from tests.helpers import shapes_signature
 
 
 def _signature(seed: int, **options: object) -> list[tuple]:
-    w = build_workload("argo-shapes", seed, num_jobs=60, **options)
-    return [(j.time, j.name, j.dag.tasks, j.dag.durations, j.dag.parents) for j in w.jobs]
+    return shapes_signature("argo-shapes", seed, **options)
 
 
 def test_the_same_seed_gives_the_same_workflows_and_times():
