@@ -17,6 +17,7 @@ from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.core.pods import Owner
 from idlegate.operator.edge.applier import Applier
 from idlegate.operator.edge.events import EventRecorder
+from idlegate.operator.edge.gate import WriteGate
 from idlegate.operator.edge.kube import ApiError, NotLeaderError
 from idlegate.operator.edge.lanes import Lanes
 from idlegate.operator.edge.leader import Elector
@@ -219,23 +220,30 @@ async def test_a_released_lease_is_taken_at_the_standbys_next_look():
     assert b.elector.is_leader and leases.holder == "b"
 
 
+class Standing:
+    """An elector's standing, set by the test."""
+
+    is_leader = False
+
+
 async def test_a_replica_that_does_not_lead_applies_no_intent_and_sends_no_write():
     kube = FakeKube()
-    leading = False
-    lanes = Lanes(kube)  # type: ignore[arg-type]
+    standing = Standing()
+    gate = WriteGate()
+    gate.follow(standing)
+    lanes = Lanes(kube, gate=gate)  # type: ignore[arg-type]
     events = EventRecorder(lanes, Settings(pool_size=1))
     applier = Applier(lanes, events, Metrics(1, "fair"), lambda _: None)
-    applier.gate(lambda: leading)
     owner = Owner("default", "w", "uid-w")
     applier.apply([PostEvent(owner, "Normal", "Test", "not posted")])
     await lanes.wait_idle(60)
     assert kube.events == []
-    leading = True
+    standing.is_leader = True
     applier.apply([PostEvent(owner, "Normal", "Test", "queued, then lost")])
-    leading = False  # lost before the queued write's turn came: it is dropped
+    standing.is_leader = False  # lost before the queued write's turn came: it is dropped
     await lanes.wait_idle(60)
     assert kube.events == []
-    leading = True
+    standing.is_leader = True
     applier.apply([PostEvent(owner, "Normal", "Test", "posted")])
     await lanes.wait_idle(60)
     assert [e["message"] for e in kube.events] == ["posted"]
@@ -246,8 +254,9 @@ async def test_the_api_client_refuses_writes_of_a_replica_that_does_not_lead(tmp
     from tests.k8s.harness import write_kubeconfig
 
     write_kubeconfig(tmp_path / "kubeconfig", "http://127.0.0.1:9")  # (nothing is sent)
-    kube = KubeApi(load_configuration(tmp_path / "kubeconfig"))
-    kube.may_write = lambda: False
+    gate = WriteGate()
+    gate.follow(Standing())  # (does not lead)
+    kube = KubeApi(load_configuration(tmp_path / "kubeconfig"), gate=gate)
     try:
         # (were they sent, the client would retry them for ever: no server listens there)
         with pytest.raises(NotLeaderError):
@@ -256,3 +265,12 @@ async def test_the_api_client_refuses_writes_of_a_replica_that_does_not_lead(tmp
             await asyncio.wait_for(kube.delete_workflow("default", "w"), 5)
     finally:
         kube.close()
+
+
+def test_a_write_gate_follows_one_elector_only():
+    gate = WriteGate()
+    assert gate.open()  # (no election: always)
+    gate.follow(Standing())
+    assert not gate.open()
+    with pytest.raises(RuntimeError):
+        gate.follow(Standing())

@@ -396,19 +396,19 @@ async def test_a_pod_found_on_the_first_try_is_not_counted_as_the_operators():
 async def test_an_outage_is_requests_unanswered_for_a_second_not_one_dropped_connection():
     metrics = Metrics(1, "fifo")
     health = ApiHealth(metrics)
-    recoveries: list[float] = []
-    health.on_recovery = recoveries.append
     health.report("GET /version", 0)  # (as the API client reports its tries)
     await asyncio.sleep(0.5)
     health.report("GET /version", 200)  # answered within the second: no outage
-    assert health.up and recoveries == [] and metrics.value("idlegate_api_up") == 1
+    assert health.up and not health.recovered.is_set() and health.unsynced == 0
+    assert metrics.value("idlegate_api_up") == 1
     t0 = now()
     while now() < t0 + 10:
         health.report("GET /version", 503)
         assert health.up == (now() - t0 < 1.0)  # down once a second passed unanswered
         await asyncio.sleep(0.25)
     health.report("GET /version", 404)  # (an error, but an answer)
-    assert health.up and recoveries == [pytest.approx(10.0)]
+    assert health.up and health.recovered.is_set()
+    assert health.unsynced == pytest.approx(10.0)
     assert metrics.value("idlegate_api_unreachable_seconds_total") == pytest.approx(10.0)
     assert metrics.value("idlegate_api_errors_total", status="0") == 1
     assert metrics.value("idlegate_api_errors_total", status="503") == 40

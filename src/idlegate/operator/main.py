@@ -57,6 +57,7 @@ from idlegate.operator.decisions import load_scheduler
 from idlegate.operator.edge import intake, leader
 from idlegate.operator.edge.bridge import Bridge
 from idlegate.operator.edge.endpoints import Endpoints, bind
+from idlegate.operator.edge.gate import WriteGate
 from idlegate.operator.edge.kube import (
     ApiError,
     KubeApi,
@@ -124,6 +125,8 @@ class Operator:
         self.kopf_log = KopfRetryLog()
         self.endpoints = Endpoints(self.metrics, self.readiness)
         self.elector: leader.Elector | None = None
+        self.gate = WriteGate()
+        """The gate of every write (the API client's, the lanes'): the elector's, if any."""
         """The leader election (--leader-election), from :meth:`start` on."""
         self.lost = asyncio.Event()
         """Set once this replica lost the Lease: :func:`run` stops kopf and ends. (An
@@ -173,6 +176,7 @@ class Operator:
                 retry_after_max=s.retry_after_cap,
                 report=self.health.report,
                 identity=leader.identity(),  # (its User-Agent: which replica wrote)
+                gate=self.gate,
             )
         return self._kube
 
@@ -187,7 +191,13 @@ class Operator:
         if self._pools is None:
             spec = None if s.scheduler is not None else s.policy or "default"
             bridge = Bridge(
-                s, self.kube, self.scheduler, metrics=self.metrics, timers=self.timers, spec=spec
+                s,
+                self.kube,
+                self.scheduler,
+                metrics=self.metrics,
+                timers=self.timers,
+                spec=spec,
+                gate=self.gate,
             )
             bridge.core.decider.shadow = self.shadow
             bridge.core.reporter = self.pod
@@ -203,7 +213,7 @@ class Operator:
             self.watchdog = Watchdog(pools, self.health, reporter=self.pod)
             if s.leader_election:
                 self.elector = leader.elect(
-                    s, self.kube, bridge.applier, on_elected=self._elected, on_lost=self._lost
+                    s, self.kube, self.gate, on_elected=self._elected, on_lost=self._lost
                 )
             self._tasks = [
                 asyncio.create_task(self._admit_later(RETRY_DELAY)),

@@ -12,7 +12,8 @@ or, when an earlier try got no answer (`ApiError.lost`: it may have been carried
 the read after the refusal that followed (a 409, a refused guard) showing the write's
 effect. A pod found on a first try's 409 is not the operator's creation.
 
-With leader election, :meth:`Applier.gate` says whether this replica writes: intents given
+With leader election, its lanes' write gate (:mod:`idlegate.operator.edge.gate`) says
+whether this replica writes: intents given
 to a replica that may not write are dropped, and so is every queued write whose turn
 comes once it may not (:mod:`idlegate.operator.edge.leader`).
 
@@ -79,18 +80,12 @@ class Applier:
         self._status: dict[tuple[str, str], _StatusLane] = {}
         self._freeing: dict[tuple[str, str], set[asyncio.Event]] = {}
         """Per workflow, the deletions not ended yet of pods whose executors were given back."""
-        self.may_write: Callable[[], bool] = lambda: True
-        """Whether this replica writes now (:meth:`gate`)."""
-
-    def gate(self, may_write: Callable[[], bool]) -> None:
-        """Write only while `may_write()` (the leader's lease is held): checked as intents
-        come and again as each queued write's turn comes."""
-        self.may_write = self.lanes.may_write = may_write
 
     def apply(self, intents: Iterable[Intent]) -> None:
         """Queue `intents`, in order (each behind the earlier writes of its lane); none
-        while this replica may not write."""
-        if not self.may_write():
+        while this replica may not write (its lanes' gate: checked again as each queued
+        write's turn comes)."""
+        if not self.lanes.gate.open():
             return
         for intent in intents:
             if isinstance(intent, PatchStatus):

@@ -37,6 +37,7 @@ from idlegate.operator.core.lifecycle import DEADLINE_RETRY, UNFINISHED, deadlin
 from idlegate.operator.core.pods import Owner
 from idlegate.operator.edge.applier import Applier
 from idlegate.operator.edge.events import EventRecorder
+from idlegate.operator.edge.gate import WriteGate
 from idlegate.operator.edge.kube import ApiError, KubeApi
 from idlegate.operator.edge.lanes import Lanes
 from idlegate.operator.edge.timers import Timers
@@ -66,6 +67,7 @@ class Bridge:
         timers: Timers,
         beside: Bridge | None = None,
         spec: str | None = None,
+        gate: WriteGate | None = None,
     ) -> None:
         self.settings, self.metrics = settings, metrics
         canonical = None if spec is None else SchedulerSpec.parse(spec).format()
@@ -79,7 +81,7 @@ class Bridge:
             self.applier, self.cleanup = beside.applier, beside.cleanup
             self.history = HistoryRecorder(settings, metrics, self.carry, beside.history)
         else:
-            lanes = Lanes(self.kube, concurrency=settings.api_concurrency)
+            lanes = Lanes(self.kube, concurrency=settings.api_concurrency, gate=gate)
             self.applier = Applier(
                 lanes,
                 EventRecorder(lanes, settings),

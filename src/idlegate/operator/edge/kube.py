@@ -15,7 +15,8 @@ is reported as it happens (`report`: the outage bookkeeping of
 request at WARNING; after a failure, so is the first answer. Closing the client ends the
 retries, so a stopping operator is never held by one.
 
-With leader election (:mod:`idlegate.operator.edge.leader`) `may_write` says whether this
+With leader election (:mod:`idlegate.operator.edge.leader`) the client's write gate
+(:class:`~idlegate.operator.edge.gate.WriteGate`, given at construction) says whether this
 replica may write: every other write is refused here (:class:`NotLeaderError`), whoever
 asks. The Lease's own requests are exempt and have a thread of their own, so that no
 burst of the operator's reads delays a renewal.
@@ -44,6 +45,7 @@ import yaml
 from idlegate import __version__
 from idlegate.api.crd import CRON_PLURAL, GROUP, PLURAL, POOL_PLURAL, VERSION
 from idlegate.errors import IdlegateError
+from idlegate.operator.edge.gate import WriteGate
 
 log = logging.getLogger(__name__)
 RETRYABLE = frozenset({0, 408, 425, 429, 500, 502, 503, 504})
@@ -201,6 +203,7 @@ class KubeApi:
         retry_after_max: float = 60.0,
         report: Report | None = None,
         identity: str | None = None,
+        gate: WriteGate | None = None,
     ) -> None:
         import kubernetes.client
 
@@ -226,8 +229,8 @@ class KubeApi:
         self.timeout = timeout
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="idlegate-api")
         self._lease_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="idlegate-lease")
-        self.may_write: Callable[[], bool] | None = None
-        """Whether writes may be sent now (the leader's); None: always."""
+        self.gate = gate if gate is not None else WriteGate()
+        """Whether writes may be sent now (the leader's; open without an election)."""
 
     def close(self) -> None:
         self._stop.set()
@@ -284,7 +287,7 @@ class KubeApi:
         """The answer's body; with `gone_ok`, None if there is no such object (404)."""
         self._loop = asyncio.get_running_loop()
         lease = path.startswith(LEASES)
-        if method != "GET" and not lease and self.may_write is not None and not self.may_write():
+        if method != "GET" and not lease and not self.gate.open():
             raise NotLeaderError(f"{method} {path}")
         request = partial(self._request_sync, method, path, **kwargs)
         pool = self._lease_pool if lease else self._pool

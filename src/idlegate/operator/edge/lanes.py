@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from enum import IntEnum
 
+from idlegate.operator.edge.gate import WriteGate
 from idlegate.operator.edge.kube import ApiError, KubeApi
 
 log = logging.getLogger(__name__)
@@ -108,7 +109,14 @@ LaneKey = tuple[Hashable, Hashable]
 class Lanes:
     """Lanes of :class:`Op` (FIFO each), worked concurrently."""
 
-    def __init__(self, kube: KubeApi, *, concurrency: int | None = None, wait: float = 1.0) -> None:
+    def __init__(
+        self,
+        kube: KubeApi,
+        *,
+        concurrency: int | None = None,
+        wait: float = 1.0,
+        gate: WriteGate | None = None,
+    ) -> None:
         self.kube = kube
         self.slots = Slots(concurrency) if concurrency is not None else None
         """The API client's concurrency, handed out by priority; None: no limit."""
@@ -121,7 +129,7 @@ class Lanes:
         self._idle.set()
         self.closed = False
         """Closed (the operator stops): ops submitted now are dropped."""
-        self.may_write: Callable[[], bool] = lambda: True
+        self.gate = gate if gate is not None else WriteGate()
         """Whether this replica may write now (leader election): an op that comes to its
         turn when it may not is dropped, unsent."""
 
@@ -191,7 +199,7 @@ class Lanes:
             try:
                 slot = self.slots.taken(op.priority) if self.slots else contextlib.nullcontext()
                 async with slot:
-                    if not self.may_write():  # (checked once its turn has come)
+                    if not self.gate.open():  # (checked once its turn has come)
                         log.info("Not written, this replica is not the leader: %s.", op.what)
                         return
                     await op.run(self.kube)

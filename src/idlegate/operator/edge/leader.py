@@ -45,6 +45,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from idlegate.operator.edge.gate import WriteGate
 from idlegate.operator.edge.kube import ApiError, KubeApi
 from idlegate.operator.settings import Settings
 
@@ -287,12 +288,6 @@ class Elector:
             log.warning("The attempt on the Lease %s failed (%s); trying again.", where, exc)
 
 
-class Writer(Protocol):
-    """What is gated by the election (:class:`~idlegate.operator.edge.applier.Applier`)."""
-
-    def gate(self, may_write: Callable[[], bool]) -> None: ...
-
-
 def identity() -> str:
     """This replica's name in the Lease: its Pod's (POD_NAME from the downward API, or
     kopf's POD_ID), else the host's."""
@@ -302,13 +297,14 @@ def identity() -> str:
 def elect(
     settings: Settings,
     kube: KubeApi,
-    writer: Writer,
+    gate: WriteGate,
     *,
     on_elected: Callable[[], None],
     on_lost: Callable[[str], None],
 ) -> Elector:
-    """The elector of `settings`' Lease, over `kube`; the applier (`writer`) and every
-    other write through `kube` wait for its election and stop at its loss."""
+    """The elector of `settings`' Lease, over `kube`; `gate` (the one that the API
+    client, the lanes and the applier were built with) follows it, so that every write
+    but the Lease's waits for its election and stops at its loss."""
     namespace = settings.lease_namespace or os.environ.get("POD_NAMESPACE") or "default"
     elector = Elector(
         kube,
@@ -321,8 +317,7 @@ def elect(
         on_elected=on_elected,
         on_lost=on_lost,
     )
-    kube.may_write = writer_gate = lambda: elector.is_leader
-    writer.gate(writer_gate)
+    gate.follow(elector)
     log.info(
         "Standing by for the Lease %s/%s as %s (lease %d s, renewed every %g s).",
         namespace,

@@ -60,8 +60,11 @@ class ApiHealth:
         current outage; None while the API answers."""
         self._first_miss: float | None = None
         """Loop time of the first unanswered request since the last answer."""
-        self.on_recovery: Callable[[float], None] | None = None
-        """Called with the outage's seconds when one ends (the watchdog's resync)."""
+        self.unsynced = 0.0
+        """Seconds of the outages that ended since the state was last rebuilt (the
+        watchdog rebuilds it, and resets this)."""
+        self.recovered = asyncio.Event()
+        """Set when an outage ends (the watchdog wakes on it, and clears it)."""
 
     @property
     def up(self) -> bool:
@@ -93,8 +96,8 @@ class ApiHealth:
         self.metrics.api_up.set(1)
         self.metrics.api_unreachable.inc(seconds)
         log.warning("The API server answers again after %.1f s.", seconds)
-        if self.on_recovery is not None:
-            self.on_recovery(seconds)
+        self.unsynced += seconds
+        self.recovered.set()
 
 
 class RetryForever:
@@ -181,10 +184,6 @@ class Watchdog:
         self.crd_missing = False
         self.rebuilt = asyncio.Event()
         """Set once the first rebuild is done: handlers that admit wait for it."""
-        self._unsynced = 0.0
-        """Seconds of the outages that ended since the state was last rebuilt."""
-        self._wake = asyncio.Event()
-        health.on_recovery = self._recovered
 
     def readiness(self) -> tuple[bool, str]:
         """(ready, why not): what ``/readyz`` answers."""
@@ -202,23 +201,19 @@ class Watchdog:
         between, probe the API (the client retries a probe until the API answers)."""
         s = self.pools.settings
         while True:
-            if not self.rebuilt.is_set() or (self.health.up and self._unsynced):
+            if not self.rebuilt.is_set() or (self.health.up and self.health.unsynced):
                 await self._sync()
             wait = s.crd_retry_interval if self.crd_missing else s.api_probe_interval
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), wait)
-            self._wake.clear()
-            with contextlib.suppress(ApiError):  # (an answer ends an outage: `_recovered`)
+                await asyncio.wait_for(self.health.recovered.wait(), wait)
+            self.health.recovered.clear()
+            with contextlib.suppress(ApiError):  # (an answer ends an outage: `recovered`)
                 await self.pools.kube.ping()
-
-    def _recovered(self, seconds: float) -> None:
-        self._unsynced += seconds
-        self._wake.set()
 
     async def _sync(self) -> None:
         """Rebuild the state from the API; after an outage, say so (an Event). A rebuild
         that fails is reported and tried again later."""
-        seconds = self._unsynced
+        seconds = self.health.unsynced
         try:
             workflows, pods = await intake.rebuild(self.pools)
         except ApiError as exc:
@@ -233,7 +228,7 @@ class Watchdog:
             return
         if not self.health.up:
             return
-        self._unsynced = 0.0
+        self.health.unsynced = 0.0
         if not self.rebuilt.is_set():  # (the outages before it are no news)
             if self.crd_missing:
                 log.info("The DagWorkflow CRD is installed: serving.")
