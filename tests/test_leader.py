@@ -267,7 +267,7 @@ async def test_the_api_client_refuses_writes_of_a_replica_that_does_not_lead(tmp
         kube.close()
 
 
-def test_a_write_gate_follows_one_elector_only():
+async def test_a_write_gate_follows_one_elector_only():
     gate = WriteGate()
     assert gate.open()  # (no election: always)
     gate.follow(Standing())
