@@ -86,7 +86,7 @@ def test_argo_pod_reads_workflow_node_and_gate():
         "wf-1-2093436122",
         True,
     )
-    assert (found.task_path, found.stage_path, found.executor) == (".extract", ".extract", None)
+    assert (found.task_key, found.stage_key, found.executor) == (".extract", ".extract", None)
     assert ArgoPod.of(argo_pod(["other"])).gated is False
     assert ArgoPod.of(argo_pod(node=None)) is None
 
@@ -104,7 +104,7 @@ def test_argo_pod_reads_workflow_node_and_gate():
 )
 def test_a_pods_node_name_finds_its_task_and_stage(node, task, stage):
     pod = ArgoPod.of(argo_pod(node=node))
-    assert (pod.task_path, pod.stage_path) == (task, stage)
+    assert (pod.task_key, pod.stage_key) == (task, stage)
 
 
 def test_the_executor_idlegate_released_a_pod_on_is_read_back():

@@ -1,4 +1,4 @@
-"""One running Argo workflow in the cluster state machine (idlegate.operator.core.argo): its
+"""One running Argo workflow in the cluster state machine (idlegate.operator.core.external): its
 pods, created by Argo and gated, paired with the executors the machine gives its stages,
 whichever comes first; restarts, retries, pods released by others, and the job changing
 as Argo settles it. Pure: a Cluster and pods, no operator."""
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from idlegate.operator.core.argo import LiveArgo, Release
 from idlegate.operator.core.argo_pods import ArgoPod
+from idlegate.operator.core.external import ExternalJob, Release
 from idlegate.sim.argo import map_workflow
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.protocol import Decision
@@ -51,11 +51,11 @@ def pod(node: str, phase: str = "Pending", *, gated: bool = True, executor: int 
 
 
 class Run:
-    """A LiveArgo in a cluster, with every release kept."""
+    """An ExternalJob in a cluster, with every release kept."""
 
     def __init__(self, doc: dict[str, Any], executors: int = 2, pods=(), nodes=None) -> None:
         self.cluster = Cluster(executors)
-        self.live = LiveArgo(("ns", WF), map_workflow(doc, nodes=nodes))
+        self.live = ExternalJob(("ns", WF), map_workflow(doc, nodes=nodes))
         self.released: list[Release] = []
         self.now = 0.0
         self.released += self.live.admit(self.cluster, 0.0, 0.0, pods)

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 from typing import Any
 
 from idlegate.api.podsecurity import NamespacePolicy
-from idlegate.operator.core.argo import LiveArgo
 from idlegate.operator.core.argo_pods import ArgoPod
 from idlegate.operator.core.core import Core
-from idlegate.operator.core.events import Admit, IdleEnded, PodSeen, Schedule
+from idlegate.operator.core.events import Admit, IdleEnded, Join, PodSeen, Schedule
 from idlegate.operator.core.intents import (
     Confirmed,
     CreatePod,
@@ -27,8 +27,8 @@ from idlegate.operator.core.intents import (
     RemoveGate,
     SetTimer,
 )
+from idlegate.operator.core.kinds import ExternalWorkflow
 from idlegate.operator.core.pods import Owner, task_pod
-from idlegate.operator.core.tracking import ArgoWorkflow
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
 from idlegate.policy import make_scheduler
@@ -167,7 +167,7 @@ def test_an_idle_slot_sets_a_timer_and_its_end_releases_the_stage() -> None:
     assert not [i for i in intents if isinstance(i, RemoveGate)]
     status = [i for i in intents if isinstance(i, PatchStatus)][-1].status.workflow.status()
     assert status["idleSlots"][0]["released"] is False
-    said(core, IdleEnded(("default", "w"), "uid-w", 0), T0 + 30)
+    said(core, IdleEnded(Owner("default", "w", "uid-w"), 0), T0 + 30)
     intents = taken(core)
     assert [i.name for i in intents if isinstance(i, RemoveGate)] == ["w-a-0"]
     assert "IdleSlotEnded" in [i.reason for i in intents if isinstance(i, PostEvent)]
@@ -310,12 +310,10 @@ def argo_pod(node: str, phase: str = "Pending", gated: bool = True) -> ArgoPod:
     return ArgoPod("default", f"etl-{node.strip('.')}-1234", "etl", "etl" + node, "", gated, phase)
 
 
-def argo_in(core: Core, pods: list[ArgoPod]) -> ArgoWorkflow:
+def argo_in(core: Core, pods: list[ArgoPod]) -> ExternalWorkflow:
     """The Argo diamond in the core's pool with its `pods` (as features/argo.py admits it)."""
-    wf = ArgoWorkflow(ARGO, LiveArgo(("default", "etl"), map_workflow(argo_diamond())))
-    wf.live.admit(core.cluster, T0, T0, pods)
-    core.argo[wf.live.key] = wf
-    return wf
+    said(core, Join(ARGO, map_workflow(argo_diamond()), T0, pods), T0)
+    return core.holding(ARGO)
 
 
 def test_an_argo_stages_launch_is_a_remove_gate_of_a_gated_pod_of_that_stage() -> None:
@@ -346,12 +344,12 @@ def test_an_argo_stages_idle_slot_is_a_timer_whose_end_releases_its_pod() -> Non
     said(core, Schedule(), T0)
     intents = taken(core)
     (timer,) = [i for i in intents if isinstance(i, SetTimer)]
-    assert (timer.at, timer.fire) == (T0 + 30, IdleEnded(("default", "etl"), "uid-etl", 0))
+    assert (timer.at, timer.fire) == (T0 + 30, IdleEnded(ARGO, 0))
     assert not [i for i in intents if isinstance(i, RemoveGate | PatchStatus)]
     assert [i.reason for i in intents if isinstance(i, PostEvent)] == ["IdleSlot"]
-    said(core, IdleEnded(("default", "etl"), "uid-other", 0), T0 + 30)  # not this workflow
+    said(core, IdleEnded(replace(ARGO, uid="uid-other"), 0), T0 + 30)  # not this workflow
     assert taken(core) == []
-    said(core, IdleEnded(("default", "etl"), "uid-etl", 0), T0 + 30)
+    said(core, IdleEnded(ARGO, 0), T0 + 30)
     intents = taken(core)
     assert [(i.name, i.executor) for i in intents if isinstance(i, RemoveGate)] == [
         ("etl-a-1234", 0)
@@ -366,4 +364,4 @@ def test_a_refused_argo_release_is_a_warning_on_the_workflow_which_goes_on() -> 
     said(core, Refused(released, 403, "Forbidden", "no", permanent=True), T0 + 1)
     (warning,) = taken(core)
     assert isinstance(warning, PostEvent) and (warning.owner, warning.reason) == (ARGO, "PodError")
-    assert ("default", "etl") in core.argo and core.cluster.busy == 1
+    assert core.holding(ARGO) is not None and core.cluster.busy == 1

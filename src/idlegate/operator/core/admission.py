@@ -1,4 +1,5 @@
-"""Admission: reading a DagWorkflow, and the pods it already has, into a :class:`Workflow`.
+"""Admission: reading a DagWorkflow, and the pods it already has, into a
+:class:`~.kinds.DagWorkflow`.
 
 Read only: a new workflow's checks (its spec; its templates against its namespace's Pod
 Security level and service-account allow-list) and times (:func:`new_workflow`), and the
@@ -18,6 +19,7 @@ from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.status import Conditions, IdleSlot, SlotState, parse_indexes
 from idlegate.api.template import check_templates
 from idlegate.errors import IdlegateError
+from idlegate.operator.core.kinds import DagWorkflow
 from idlegate.operator.core.pods import Owner, TaskPod, read_task_pod
 from idlegate.operator.core.tracking import StageTrack, Task, TaskState, Workflow
 from idlegate.operator.settings import Clock
@@ -52,7 +54,7 @@ def judged(body: Mapping[str, Any]) -> bool:
 
 def new_workflow(
     body: Mapping[str, Any], now: float, clock: Clock, policy: NamespacePolicy
-) -> Workflow:
+) -> DagWorkflow:
     """The workflow of `body`, checked against its namespace's `policy` (raises SpecError),
     with its arrival and admission times on the operator's clock."""
     owner = owner_of(body)
@@ -64,7 +66,7 @@ def new_workflow(
     admitted = min(from_datetime(started), now) if started else now
     arrival = _arrival((body.get("metadata") or {}).get("creationTimestamp"), admitted, clock)
     conditions = Conditions(status.get("conditions"))
-    return Workflow(owner, generation_of(body), spec, arrival, admitted, conditions)
+    return DagWorkflow(owner, generation_of(body), spec, arrival, admitted, conditions)
 
 
 def _arrival(created: Any, admitted: float, clock: Clock) -> float:

@@ -13,7 +13,7 @@ alone.
   change (not a pod of a node, or gated already). Pure, so the webhook is idempotent.
 * `ArgoPod.of` reads a pod: its workflow, node name and id, whether idlegate's gate
   is still on it, the executor slot it was released on and, once it succeeded, how long
-  it ran (`run_seconds`); `ArgoPod.stage_path` is its
+  it ran (`run_seconds`); `ArgoPod.stage_key` is its
   stage's path as the mapping names stages (`canonical_path`; items and retry attempts
   folded into their stage), so the pod finds its stage.
 """
@@ -138,7 +138,7 @@ class ArgoPod:
         )
 
     @property
-    def task_path(self) -> str | None:
+    def task_key(self) -> str | None:
         """The node's place in the workflow as the mapping names it, retry attempts left
         out: ``.b(2)`` for item 2 of task b, ``.a`` for any attempt of a retried task a
         (Argo names attempts ``<node>(<n>)``, items ``<node>(<i>:<item>)``); None outside
@@ -146,10 +146,15 @@ class ArgoPod:
         return canonical_path(_ATTEMPT.sub("", self.node_name), self.workflow)
 
     @property
-    def stage_path(self) -> str | None:
-        """The path of its stage (`ArgoStage.path`): `task_path` without the item index."""
-        path = self.task_path
+    def stage_key(self) -> str | None:
+        """The path of its stage (`ArgoStage.path`): `task_key` without the item index."""
+        path = self.task_key
         return None if path is None else _ITEM_TAIL.sub("", path)
+
+    @property
+    def run_key(self) -> str:
+        """Its node's name: what the history's records key run times by."""
+        return self.node_name
 
     @property
     def terminal(self) -> bool:

@@ -28,10 +28,13 @@ controller) counts against the pool: its task is launched on a free executor, or
 running pods of a workflow admitted into a pool made smaller. It is the one path where
 the cluster's state changes without a decision of the policy.
 
-Argo Workflows (:class:`ArgoWorkflow`, admitted by :mod:`idlegate.operator.features.argo`)
-share the state machine: Argo creates their pods, :class:`idlegate.operator.core.argo.LiveArgo`
-pairs each launch with a gated pod, and the core says each pairing as a
-:class:`RemoveGate`, as for DagWorkflows.
+Other kinds share the state machine (:mod:`.kinds`, Kueue's ``GenericJob``): every step
+that differs by kind (a launch, an adoption, an idle slot, a pod seen, a refused write,
+leaving the pool) is a method of the workflow, the job's payload, and the core holds
+every kind's workflows by their owner's kind (:attr:`Core.held`). Argo's Workflows
+(:class:`~.kinds.ExternalWorkflow`, handed in by :mod:`idlegate.operator.features.argo`
+as ``Join``, ``Observed``, ``Remapped`` and ``Ended`` events) have pods Argo creates: each
+launch is paired with a gated pod and said as a :class:`RemoveGate`, as for DagWorkflows.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from idlegate.api.crd import KIND
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.status import FINISHED, Conditions, Phase, SlotState, invalid_status
 from idlegate.errors import GangTooWideError, IdlegateError
@@ -57,22 +61,24 @@ from idlegate.operator.core.events import (
     Admit,
     Admitted,
     DeadlinePassed,
+    Ended,
     Event,
     Fact,
-    Finished,
     Forget,
     FoundFinished,
     IdleEnded,
+    Join,
     Leave,
+    Observed,
     PodSeen,
     Recorded,
+    Remapped,
     RoundEnded,
-    RuleSwitched,
     Schedule,
     SpecChanged,
     StatusLanded,
-    TaskEnded,
 )
+from idlegate.operator.core.external import ExternalJob
 from idlegate.operator.core.intents import (
     Confirmed,
     CreatePod,
@@ -85,13 +91,10 @@ from idlegate.operator.core.intents import (
     RemoveGate,
     Timing,
 )
+from idlegate.operator.core.kinds import DagWorkflow, ExternalWorkflow, JobKind, refused_release
 from idlegate.operator.core.lifecycle import Lifecycle
-from idlegate.operator.core.pods import Owner, TaskPod, pod_name, read_task_pod
+from idlegate.operator.core.pods import Owner, read_task_pod
 from idlegate.operator.core.tracking import (
-    ArgoWorkflow,
-    StageTrack,
-    Task,
-    TaskState,
     Workflow,
     WorkflowKey,
     timer_key,
@@ -134,9 +137,10 @@ class Core(Lifecycle):
         self.at = 0.0
         """The time of the event being handled (operator clock seconds)."""
         self.cluster = Cluster(settings.pool_size)
-        self.workflows: dict[WorkflowKey, Workflow] = {}
-        self.argo: dict[WorkflowKey, ArgoWorkflow] = {}
-        """Argo Workflows in the pool (:mod:`idlegate.operator.features.argo` admits them)."""
+        self.workflows: dict[WorkflowKey, DagWorkflow] = {}
+        self.held: dict[str, dict[WorkflowKey, Any]] = {KIND: self.workflows}
+        """Kind (the owner's) -> the workflows of that kind in the pool (:mod:`.kinds`);
+        :attr:`workflows`, the DagWorkflows, is one of them."""
         self.ended: dict[str, None] = {}
         """The uids of workflows that ended here (the latest :data:`ENDED_KEPT`, oldest
         first): never admitted again from a read that predates their final status (a
@@ -171,8 +175,8 @@ class Core(Lifecycle):
                 self.observe_pod(body, deleted=deleted)
             case Confirmed() | Refused():
                 self.outcome(event)
-            case IdleEnded(key, uid, stage):
-                self.idle_expired(key, uid, stage)
+            case IdleEnded(owner, stage):
+                self.idle_expired(owner, stage)
             case Forget(namespace, name, uid, schedule):
                 self.forget(namespace, name, uid, schedule=schedule)
             case DeadlinePassed():
@@ -189,7 +193,36 @@ class Core(Lifecycle):
             case Schedule(force):
                 self.cluster.needs_schedule |= force
                 self.schedule()
+            case Join():
+                self.join(event)
+            case Observed(kind, key, pod):
+                external = self.held.get(kind, {}).get(key)
+                if external is not None and external.active:
+                    external.observe(self, pod)
+                    self.schedule()
+            case Remapped(owner, mapped):
+                if (external := self.holding(owner)) is not None:
+                    external.remap(self, mapped)
+            case Ended(owner):
+                self.end(owner.uid)
+                if (external := self.holding(owner)) is not None:
+                    self.drop(external)
         return self.intents.take()
+
+    def holding(self, owner: Owner) -> Any:
+        """The workflow `owner` (that very object) in the pool, of any kind, if it is."""
+        wf = self.held.get(owner.kind, {}).get((owner.namespace, owner.name))
+        return wf if wf is not None and wf.owner.uid == owner.uid else None
+
+    def join(self, event: Join) -> None:
+        """A workflow whose pods another controller creates enters the pool (one that
+        ended here meanwhile does not)."""
+        owner = event.owner
+        if owner.uid in self.ended:
+            return
+        wf = ExternalWorkflow(owner, ExternalJob((owner.namespace, owner.name), event.mapped))
+        wf.join(self, event.arrival, event.pods, event.seen)
+        self.held.setdefault(owner.kind, {})[(owner.namespace, owner.name)] = wf
 
     # -- admission -------------------------------------------------------------------------
 
@@ -249,7 +282,7 @@ class Core(Lifecycle):
             self.intents.event(owner, *notice)
         self._resume(wf, restore)
         if event.fail is not None:
-            self.fail(wf, "DeadlineExceeded", event.fail)
+            wf.fail(self, "DeadlineExceeded", event.fail)
         if event.schedule or event.fail is not None:
             self.schedule()
         return wf
@@ -297,16 +330,16 @@ class Core(Lifecycle):
     def _resume(self, wf: Workflow, found: Restore) -> None:
         """Carry on where the restored workflow stands: done, failed, or its next pods."""
         if wf.job.finish is not None:
-            self._complete(wf)
+            wf.complete(self)
         elif found.failed_for_good:
             track, task, reason = found.failed_for_good
-            self.fail_task_for_good(wf, track, task, reason)
+            wf.fail_task_for_good(self, track, task, reason)
         else:
             for track, task in found.retry:
                 task.attempt += 1
                 self.intents.create_pod(wf, track, task, gated=False)
             for track in wf.stages:
-                self.top_up(wf, track)
+                wf.top_up(self, track)
             self._arm_new_timers()
             self.intents.status(wf, urgent=True)
 
@@ -332,35 +365,8 @@ class Core(Lifecycle):
             return
         namespace = (body.get("metadata") or {}).get("namespace", "")
         wf = self.workflows.get((namespace, info.workflow))
-        if wf is None or not wf.active or wf.owner.uid != info.owner_uid:
-            return
-        track = wf.by_name.get(info.stage)
-        task = track.tasks.get(info.index) if track is not None else None
-        if track is None or task is None or task.attempt != info.attempt:
-            return  # not ours, or an attempt already dealt with
-        if (deleted or info.deleting) and not info.terminal:
-            wf.pod_vanished = True
-            if task.state is TaskState.RELEASED:
-                reason = f"pod {info.name} was deleted before it finished"
-                self._task_failed(wf, track, task, reason)
-            elif task.state is TaskState.GATED and deleted:
-                track.forget_pod(task)
-            self.schedule()
-            return
-        if task.state is TaskState.GATED and not info.gated:
-            self._released_by_others(wf, track, task, info.name)
-            if not info.terminal:
-                self.schedule()
-                return
-        if task.state is not TaskState.RELEASED or not info.terminal:
-            return
-        if info.phase != "Succeeded":
-            self._task_failed(wf, track, task, f"pod {info.name} failed: {info.reason}")
-        elif task.executor is None:  # beyond the pool: counted once it has an executor
-            task.finished_unaccounted = True
-        else:
-            self.task_succeeded(wf, track, task, self._ran(info))
-        self.schedule()
+        if wf is not None and wf.active and wf.owner.uid == info.owner_uid:
+            wf.observe(self, info, deleted=deleted)
 
     def outcome(self, outcome: Outcome) -> None:
         """A write ended (the edge's report): a pod the API returned is read like a watch
@@ -381,54 +387,22 @@ class Core(Lifecycle):
                 if outcome.body is not None:  # (it was found)
                     self.intents.add(StatusLanded(wf, landed.counted))
             return
-        owner = intent.owner
-        if isinstance(intent, RemoveGate) and intent.spec is None:  # an Argo pod's
-            message = f"Cannot release pod {intent.name}: {outcome.message}"
-            self.intents.event(owner, "Warning", "PodError", message)
-            return
-        wf = self.workflows.get((owner.namespace, owner.name))
-        if wf is None or wf.owner.uid != owner.uid or not wf.active:
-            return
-        if outcome.gone:
-            self.forget(owner.namespace, owner.name, owner.uid)
-        elif outcome.permanent and isinstance(intent, CreatePod | RemoveGate):
-            action = "create" if isinstance(intent, CreatePod) else "release"
-            if outcome.status is None:  # not the API's refusal: an error of the operator's
-                reason, cause = "PodError", f"{outcome.reason}: {outcome.message}"
-            else:
-                refused = f"the API server refused it ({outcome.status}): {outcome.message}"
-                reason, cause = "PodRejected", refused
-            message = (
-                f"The operator could not {action} task pod {intent.name} of stage "
-                f"{intent.stage!r}; {cause}."
-            )
-            self.fail(wf, reason, message)
-            self.schedule()
+        wf = self.holding(intent.owner)
+        if wf is not None and wf.active:
+            wf.refused(self, outcome)
+        elif isinstance(intent, RemoveGate) and intent.spec is None:  # (released unscheduled)
+            refused_release(self.intents, outcome)
 
-    def _ran(self, pod: TaskPod) -> float | None:
-        """A succeeded pod's run time on the operator's clock, if its status tells it."""
-        if pod.ran is None:
-            return None
-        start, end = pod.ran
-        clock = self.settings.clock
-        return clock.from_wall(end) - clock.from_wall(start)
-
-    def idle_expired(self, key: WorkflowKey, uid: str, stage_index: int) -> None:
+    def idle_expired(self, owner: Owner, stage_index: int) -> None:
         """An idle slot's timer fired: the stage is runnable again."""
-        wf: Workflow | ArgoWorkflow | None = self.workflows.get(key)
-        if wf is None or wf.owner.uid != uid:
-            wf = self.argo.get(key)
-        if wf is None or wf.owner.uid != uid or not wf.active:
+        wf = self.holding(owner)
+        if wf is None or not wf.active:
             return
         stage = wf.job.stages[stage_index]
         if stage.idle_until is None:
             return
         self.cluster.idle_expired(stage, self.now())
-        if isinstance(wf, Workflow):
-            slot = wf.idle_slots.get(stage_index)
-            if slot is not None:
-                self.intents.event(wf.owner, *messages.idle_slot_ended(slot, while_away=False))
-            self.intents.status(wf, urgent=True)
+        wf.idle_ended(self, stage_index)
         self.schedule()
 
     # -- scheduling ------------------------------------------------------------------------
@@ -438,7 +412,7 @@ class Core(Lifecycle):
         if self.paused:
             return
         if self.cluster.beyond and self.cluster.free_executors:
-            self._adopted(self.cluster.adopt_beyond(self.now()))
+            self.adopt(self.cluster.adopt_beyond(self.now()))
         # (while a task runs beyond the pool, the pool is over its size: nothing new)
         if self.cluster.needs_schedule and not self.cluster.beyond:
             done = self.decider.decide(self.cluster, self.now())
@@ -459,16 +433,8 @@ class Core(Lifecycle):
                 _, before = launched.get(answer.decision.stage, (answer, []))
                 launched[answer.decision.stage] = (answer, before + answer.launches)
         for stage, (last, launches) in launched.items():
-            wf = stage.job.payload
-            if isinstance(wf, ArgoWorkflow):
-                self.intents.release_argo(wf.owner, wf.live.launched(launches))
-            else:
-                track = wf.stages[stage.index]
-                previous, wf.policy, track.policy = wf.policy, last.rule, last.rule
-                if previous is not None and previous != last.rule:  # (a planner's switch?)
-                    self.intents.add(RuleSwitched(wf, previous, last.rule))
-                for launch in launches:
-                    self.release(wf, track, track.next_to_release(), launch.executor)
+            wf: JobKind = stage.job.payload
+            wf.launched(self, stage.index, launches, last.rule)
             notice = messages.released(len(launches), last.decision, last.by)
             self.intents.event(wf.owner, *notice)
 
@@ -477,46 +443,13 @@ class Core(Lifecycle):
         """Task pods running: on the pool's executors, and beyond the pool."""
         return self.cluster.busy
 
-    # -- beyond the pool -------------------------------------------------------------------
-
-    def _released_by_others(self, wf: Workflow, track: StageTrack, task: Task, pod: str) -> None:
-        """A gated pod of ours lost the gate without the operator: its task is launched on a
-        free executor (ending its stage's idle slot, if any), or runs beyond the pool."""
-        self.metrics.foreign_releases.inc()
-        track.set_state(task, TaskState.RELEASED)
-        task.executor = None
-        if wf.phase is Phase.PENDING:
-            wf.phase = Phase.RUNNING
-        stage = wf.job.stages[track.index]
-        if stage.idle_until is not None:  # it has started: its idle slot is over
-            self.intents.cancel_timer(timer_key(wf.owner, track.index))
-        adopted = self.cluster.started_unasked(stage, self.now(), task)
-        self._adopted(adopted)
-        self.top_up(wf, track)
-        notice = messages.released_by_others(
-            pod, track.spec.name, self.settings.pool_size, bool(adopted)
-        )
-        self.intents.event(wf.owner, *notice)
-        self.intents.status(wf, urgent=True)
-
-    def _adopted(self, launches: list[tuple[Launch, Any]]) -> None:
+    def adopt(self, launches: list[tuple[Launch, Any]]) -> None:
         """Tasks beyond the pool (or started unasked) have executors now (their token: a
         Task, or an Argo pod's name): a gang's tasks without one (None) are released with
         it; one that ended meanwhile is counted."""
-        for launch, task in launches:
-            wf = launch.stage.job.payload
-            if isinstance(wf, ArgoWorkflow):
-                adopted = wf.live.adopted(self.cluster, [(launch, task)], self.now())
-                self.intents.release_argo(wf.owner, adopted)
-                continue
-            track = wf.stages[launch.stage.index]
-            if task is None:
-                self.release(wf, track, track.next_to_release(), launch.executor)
-                continue
-            task.executor = launch.executor
-            if task.finished_unaccounted:  # it ended before it had an executor
-                task.finished_unaccounted = False
-                self.task_succeeded(wf, track, task, None)
+        for launch, token in launches:
+            wf: JobKind = launch.stage.job.payload
+            wf.adopted(self, launch, token)
 
     def _idle_started(self, answer: Answer) -> None:
         stage, delay = answer.decision.stage, answer.decision.idle_delay
@@ -524,10 +457,7 @@ class Core(Lifecycle):
         until = stage.idle_until if stage.idle_until is not None else self.now()
         reason = messages.idle_reason(answer.by, answer.decision, answer.hold)
         slot = SlotState(stage.name, delay, until, reason)
-        if isinstance(wf, Workflow):
-            wf.idle_slots[stage.index] = slot
-            self.metrics.idle_inserted.inc(delay)
-            self.intents.status(wf, urgent=True)  # persisted before anything else of it happens
+        wf.idle_started(self, stage.index, slot)
         self.intents.event(wf.owner, *messages.idle_slot(slot, self.busy, self.settings.pool_size))
 
     def _arm_new_timers(self) -> None:
@@ -535,10 +465,8 @@ class Core(Lifecycle):
             wf = stage.job.payload
             # (not for a job that left: one of an Argo Workflow that its remap replaced)
             if stage.idle_until is not None and wf.active and stage.job.finish is None:
-                key = timer_key(wf.owner, stage.index)
-                where = (wf.owner.namespace, wf.owner.name)
-                fire = IdleEnded(where, wf.owner.uid, stage.index)
-                self.intents.set_timer(key, stage.idle_until, fire)
+                fire = IdleEnded(wf.owner, stage.index)
+                self.intents.set_timer(timer_key(wf.owner, stage.index), stage.idle_until, fire)
         self.cluster.new_timers.clear()
 
     def _note_waiting(self, why: str | None) -> None:
@@ -552,121 +480,6 @@ class Core(Lifecycle):
                     notice = messages.waiting(stage, job, free, pool, why or "")
                     self.intents.event(wf.owner, *notice)
 
-    # -- tasks -----------------------------------------------------------------------------
-
-    def release(self, wf: Workflow, track: StageTrack, index: int, executor: int) -> None:
-        """Release task `index` onto `executor`: remove its gate, or create it ungated."""
-        task = track.task(index)
-        had_pod = task.state is TaskState.GATED
-        track.set_state(task, TaskState.RELEASED)
-        task.executor, task.released_at = executor, self.now()
-        started = wf.phase is Phase.PENDING
-        if started:
-            wf.phase = Phase.RUNNING
-        if had_pod:
-            self.intents.release_pod(wf, track, task)
-        else:
-            self.intents.create_pod(wf, track, task, gated=False)
-        self.top_up(wf, track)
-        self.intents.status(wf, urgent=started)
-
-    def top_up(self, wf: Workflow, track: StageTrack) -> None:
-        """Create the stage's gated pods, up to the window ahead of its releases, once its
-        parents are done."""
-        stage = wf.job.stages[track.index]
-        if stage.parents_left or stage.complete:
-            return
-        while track.gated < self.settings.window:
-            index = track.next_to_create()
-            if index is None:
-                return
-            task = track.task(index)
-            track.set_state(task, TaskState.GATED)
-            self.intents.create_pod(wf, track, task, gated=True)
-
-    def task_succeeded(
-        self, wf: Workflow, track: StageTrack, task: Task, ran: float | None
-    ) -> None:
-        executor = task.executor
-        assert executor is not None
-        track.set_state(task, TaskState.SUCCEEDED)
-        self.intents.add(TaskEnded(wf, track, task, True))
-        wf.measured(track, task, self.now(), ran, self.settings.history_samples)
-        following = self.cluster.task_finished(executor, self.now())
-        if following is not None:
-            self.release(wf, track, track.next_to_release(), executor)
-            self.intents.event(wf.owner, *messages.released_next(track.spec.name))
-        job = wf.job
-        if job.finish is not None:
-            self._complete(wf)
-            return
-        if job.stages[track.index].complete:  # its children whose parents are all done start
-            for child in job.stages[track.index].children:
-                self.top_up(wf, wf.stages[child])
-        self.intents.status(wf)
-
-    def _task_failed(self, wf: Workflow, track: StageTrack, task: Task, reason: str) -> None:
-        """The task's attempt failed: past its backoffLimit it fails the workflow, else it
-        is retried on its executor, or, if it ran beyond the pool, when the policy says."""
-        track.attempt_failed(task)
-        self.metrics.task_failures.inc()
-        self.intents.add(TaskEnded(wf, track, task, False))
-        if task.failures > track.spec.backoff_limit:
-            self.fail_task_for_good(wf, track, task, reason)
-            return
-        task.attempt += 1
-        if task.executor is None:
-            self.cluster.drop_beyond(task)
-            track.replan(task)
-        else:
-            self.intents.event(wf.owner, *messages.task_failure(track, task, reason))
-            self.intents.create_pod(wf, track, task, gated=False)
-        self.intents.status(wf)
-
-    def fail_task_for_good(self, wf: Workflow, track: StageTrack, task: Task, reason: str) -> None:
-        track.set_state(task, TaskState.FAILED)  # its pod has failed: kept (logs)
-        _, failure, message = messages.task_failure(track, task, reason)
-        self.fail(wf, failure, message)
-
-    # -- workflow outcomes -----------------------------------------------------------------
-
-    def _complete(self, wf: Workflow) -> None:
-        wf.completion = wf.job.finish
-        message = "All stages succeeded."
-        wf.conditions.set("Complete", True, "Succeeded", message, wf.generation, self.now())
-        notice = messages.succeeded(wf.dag, wf.completion - wf.arrival, wf.job.idle_inserted)
-        self._finished(wf, Phase.SUCCEEDED, notice)
-
-    def fail(self, wf: Workflow, reason: str, message: str) -> None:
-        """Fail the workflow: its unfinished pods are deleted, its executors return to the
-        pool (the caller schedules)."""
-        if not wf.active:
-            return
-        wf.completion = self.now()
-        self.intents.cancel_writes(wf.owner)  # drop the creations and releases not done yet
-        for track in wf.stages:
-            for task in track.tasks.values():
-                if task.state in (TaskState.GATED, TaskState.RELEASED):
-                    name = pod_name(wf.owner.name, track.spec.name, task.index, task.attempt)
-                    self.intents.delete_pod(wf.owner, name, frees=task.state is TaskState.RELEASED)
-        wf.conditions.set("Failed", True, reason, message, wf.generation, wf.completion)
-        self._finished(wf, Phase.FAILED, ("Warning", reason, message))
-        log.warning("%s/%s failed: %s", wf.owner.namespace, wf.owner.name, message)
-
-    def _finished(self, wf: Workflow, phase: Phase, notice: messages.Notice) -> None:
-        """`wf` ended in `phase` at `wf.completion`: its metrics, Event, history record and
-        last status; it leaves the pool, never to be admitted again."""
-        wf.phase = phase
-        outcome = phase.lower()
-        self.metrics.completion_time.labels(outcome).observe(wf.completion - wf.arrival)
-        self.metrics.workflows_finished.labels(outcome).inc()
-        self.intents.event(wf.owner, *notice)
-        wf.pool_size, wf.scheduler = self.settings.pool_size, self.spec
-        self.intents.add(Finished(wf))
-        self.intents.status(wf, urgent=True)
-        self.drop(wf)
-        self.end(wf.owner.uid)
-
     def end(self, uid: str) -> None:
         """The workflow of `uid` ended (here, or for a kind the core does not hold): it is
         never admitted again (:attr:`ended`)."""
@@ -674,13 +487,13 @@ class Core(Lifecycle):
         while len(self.ended) > ENDED_KEPT:
             del self.ended[next(iter(self.ended))]
 
-    def drop(self, wf: Workflow) -> None:
-        """Take the workflow out of the pool and the operator's memory (its last writes are
-        queued); a job that has finished is out of the state machine already."""
+    def drop(self, wf: JobKind) -> None:
+        """Take the workflow (of any kind) out of the pool and the operator's memory (its
+        last writes are queued); a job that has finished is out of the state machine
+        already."""
         wf.active = False
-        self.deadline_dropped(wf)
+        wf.dropped(self)
         self.cluster.remove_job(wf.job, self.now())
-        for index in wf.idle_slots:
-            self.intents.cancel_timer(timer_key(wf.owner, index))  # (one that fired: a no-op)
-        if self.workflows.get(wf.key) is wf:
-            del self.workflows[wf.key]
+        held, key = self.held.get(wf.owner.kind, {}), (wf.owner.namespace, wf.owner.name)
+        if held.get(key) is wf:
+            del held[key]

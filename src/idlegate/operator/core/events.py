@@ -18,6 +18,7 @@ from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.operator.core.pods import Owner
 
 if TYPE_CHECKING:
+    from idlegate.operator.core.external import ExternalPod, Mapped
     from idlegate.operator.core.tracking import StageTrack, Task, Workflow, WorkflowKey
     from idlegate.sim.spec import WorkflowSpec
 
@@ -57,11 +58,49 @@ class Forget:
 
 @dataclass(frozen=True, slots=True)
 class IdleEnded:
-    """An idle slot's timer fired."""
+    """An idle slot's timer fired (of the workflow `owner`, of any kind)."""
 
-    key: WorkflowKey
-    uid: str
+    owner: Owner
     stage: int
+
+
+@dataclass(frozen=True, slots=True)
+class Join:
+    """The workflow `owner`, whose pods another controller creates, enters the pool as
+    the job `mapped` (:class:`~.kinds.ExternalWorkflow`), arrived at `arrival`, with the
+    `pods` listed and then those `seen` since."""
+
+    owner: Owner
+    mapped: Mapped
+    arrival: float
+    pods: Sequence[ExternalPod] = ()
+    seen: Sequence[ExternalPod] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """A pod of a workflow of kind `kind` whose pods another controller creates, as it is
+    now (one deleted before it ended comes as Failed)."""
+
+    kind: str
+    key: WorkflowKey
+    pod: ExternalPod
+
+
+@dataclass(frozen=True, slots=True)
+class Remapped:
+    """The controller of the workflow `owner` settled more of it: its job is `mapped` now."""
+
+    owner: Owner
+    mapped: Mapped
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    """The workflow `owner` (not a DagWorkflow) finished or went: never admitted again, and
+    out of the pool if it was in."""
+
+    owner: Owner
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +146,10 @@ class Schedule:
     force: bool = False
 
 
-EVENTS = (Admit, PodSeen, Forget, IdleEnded, DeadlinePassed, SpecChanged, Recorded, Leave, Schedule)
+EVENTS = (
+    *(Admit, PodSeen, Forget, IdleEnded, DeadlinePassed, SpecChanged, Recorded, Leave, Schedule),
+    *(Join, Observed, Remapped, Ended),
+)
 Event = (
     Admit
     | PodSeen
@@ -118,6 +160,10 @@ Event = (
     | Recorded
     | Leave
     | Schedule
+    | Join
+    | Observed
+    | Remapped
+    | Ended
 )
 """What :meth:`Core.handle` takes, besides a write's :data:`~.intents.Outcome`."""
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from idlegate.operator.core.pods import Owner, pod_name, task_pod
 
 if TYPE_CHECKING:
-    from idlegate.operator.core.argo import Release
+    from idlegate.operator.core.external import Release
     from idlegate.operator.core.tracking import StageTrack, Task, Workflow
     from idlegate.sim.spec import StageSpec
 
@@ -76,9 +76,9 @@ class RemoveGate:
     and patches again, or, if the gate is gone already, records the executor. A 404 creates
     ``released`` instead, unless the workflow itself is gone.
 
-    An Argo Workflow's pod (``spec`` None; ``index`` and ``attempt`` 0) is read before it
-    is patched, and a 404 is left to its deletion's event; with ``executor`` None only the
-    gate goes (released unscheduled)."""
+    A pod another controller made (an Argo Workflow's: ``spec`` None; ``index`` and
+    ``attempt`` 0) is read before it is patched, and a 404 is left to its deletion's event;
+    with ``executor`` None only the gate goes (released unscheduled)."""
 
     owner: Owner
     stage: str
@@ -87,7 +87,7 @@ class RemoveGate:
     name: str
     executor: int | None
     spec: StageSpec | None
-    """The stage, whose template the pod is made of (None: an Argo Workflow's pod)."""
+    """The stage, whose template the pod is made of (None: a pod another controller made)."""
     after_status: bool = False
     """As :attr:`CreatePod.after_status`."""
 
@@ -277,9 +277,9 @@ class Outbox:
         after = _unpersisted(wf, track.index)
         self.add(RemoveGate(owner, spec.name, index, attempt, name, task.executor, spec, after))
 
-    def release_argo(self, owner: Owner, releases: Iterable[Release]) -> None:
-        """Remove the gate of each Argo pod released (`LiveArgo`'s pairings, or a pod no
-        job of the pool takes), recording its executor on it."""
+    def release_external(self, owner: Owner, releases: Iterable[Release]) -> None:
+        """Remove the gate of each pod another controller made that `ExternalJob` paired
+        with an executor, recording the executor on it."""
         for release in releases:
             self.add(RemoveGate(owner, release.stage, 0, 0, release.pod, release.executor, None))
 

@@ -23,6 +23,7 @@ from idlegate.api.status import Phase, WorkflowStatus, dump
 from idlegate.operator.core import messages
 from idlegate.operator.core.events import DeadlinePassed, ReadAgain
 from idlegate.operator.core.intents import Outbox
+from idlegate.operator.core.kinds import DagWorkflow
 from idlegate.operator.core.pods import Owner, pod_name
 from idlegate.operator.core.tracking import TaskState, Workflow, WorkflowKey
 from idlegate.sim.spec import WorkflowSpec
@@ -47,7 +48,7 @@ class Lifecycle:
     """Suspension and deadlines: the core's (:class:`~.core.Core` is one), kept here."""
 
     intents: Outbox
-    workflows: dict[WorkflowKey, Workflow]
+    workflows: dict[WorkflowKey, DagWorkflow]
 
     if TYPE_CHECKING:
 
@@ -57,7 +58,6 @@ class Lifecycle:
         def known(self, owner: Owner) -> bool: ...
         def drop(self, wf: Workflow) -> None: ...
         def schedule(self) -> None: ...
-        def fail(self, wf: Workflow, reason: str, message: str) -> None: ...
 
     def hold(self, wf: Workflow, body: Mapping[str, Any]) -> None:
         """Keep the suspended `wf` out of the pool, with a status that says so; its deadline,
@@ -161,7 +161,7 @@ class Lifecycle:
         if wf is not None and wf.owner.uid == owner.uid:
             # (a timer armed while it was held, its deadline dropped since: nothing)
             if wf.active and wf.spec.active_deadline_seconds is not None:
-                self.fail(wf, "DeadlineExceeded", message)
+                wf.fail(self, "DeadlineExceeded", message)
                 self.schedule()
             return
         if not self.known(owner):

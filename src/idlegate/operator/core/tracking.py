@@ -3,19 +3,18 @@
 A :class:`Workflow` is one admitted DagWorkflow with its job in the cluster state machine
 (``job``), which has every count of tasks and executors; a :class:`StageTrack` keeps only
 what Kubernetes adds to a stage: the task pods (which attempt, gated or released, on which
-executor slot). The status is built from both (:meth:`Workflow.status`). An
-:class:`ArgoWorkflow` is an Argo Workflow's job, whose pods Argo makes. Plain state, changed
-by the core (:mod:`.core`).
+executor slot). The status is built from both (:meth:`Workflow.status`). Plain state,
+changed by the core (:mod:`.core`) and the DagWorkflow kind (:class:`.kinds.DagWorkflow`).
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from functools import cached_property
 from heapq import heappop, heappush
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from idlegate.api.status import (
     FINISHED,
@@ -35,16 +34,13 @@ from idlegate.sim.protocol import Job
 from idlegate.sim.spec import StageSpec, WorkflowSpec
 from idlegate.sim.timestamps import stamp, to_datetime
 
-if TYPE_CHECKING:
-    from idlegate.operator.core.argo import LiveArgo
-
 WorkflowKey = tuple[str, str]
 """(namespace, name) of a DagWorkflow."""
 
 
 def timer_key(owner: Owner, stage_index: int) -> str:
-    """The key of the idle timer of stage `stage_index` of the workflow `owner` (of either
-    kind; of an Argo job, the stage's index in its job now)."""
+    """The key of the idle timer of stage `stage_index` of the workflow `owner` (of any
+    kind; of an external job, the stage's index in its job now)."""
     return f"{owner.uid}/{stage_index}"
 
 
@@ -338,24 +334,3 @@ class Workflow:
         else:
             message = "No task is running: the runnable stages wait for a free executor."
             self.conditions.set("Running", False, "WaitingForExecutors", message, gen, now)
-
-
-@dataclass(eq=False)
-class ArgoWorkflow:
-    """One Argo Workflow in the pool (:mod:`idlegate.operator.features.argo` admits it): its
-    job and pods as :class:`idlegate.operator.core.argo.LiveArgo` pairs them. Argo creates and
-    deletes its pods; the core only releases them (and says why on the Workflow)."""
-
-    owner: Owner
-    live: LiveArgo
-    noted: set[str] = field(default_factory=set)
-    """Stages whose wait for an executor an Event said (once each)."""
-    active: bool = True
-
-    def __post_init__(self) -> None:
-        self.live.payload = self  # (what the cluster's job carries)
-
-    @property
-    def job(self) -> Job:
-        """Its job now (`LiveArgo.remap` replaces it as Argo settles the workflow)."""
-        return self.live.job

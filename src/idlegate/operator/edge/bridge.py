@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from idlegate.api.labels import LABEL_WORKFLOW
@@ -164,6 +164,19 @@ class Bridge:
         history sink, the planner's or portfolio's worker."""
         found: list[Any] = [self.cleanup, self.history]
         return found if self.planning is None else [*found, self.planning]
+
+    def later(self, key: str, at: float, fire: Callable[[], Awaitable[None]]) -> None:
+        """Call `fire` at `at` (the operator clock's seconds); a later one of `key` replaces it."""
+        self.timers.arm(key, at, fire)
+
+    async def pods(self, namespace: str, selector: str) -> list[dict[str, Any]] | None:
+        """The pods of `namespace` that `selector` matches; None (logged) if the API cannot
+        list them now."""
+        try:
+            return await self.kube.list_pods(namespace, selector)
+        except ApiError as exc:
+            log.info("Cannot list the pods %s in %s now (%s).", selector, namespace, exc)
+            return None
 
     def _firing(self, fire: Event | Intent) -> Any:
         async def fired() -> None:

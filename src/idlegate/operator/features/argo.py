@@ -6,13 +6,15 @@ policy beside DagWorkflows.
   path ``/argo-gate``) adds ``idlegate.io/release`` to each node's pod Argo creates
   (`gates_with_ours`); it keeps no state, so it answers before the rebuild.
 * **Job.** Each Workflow that has not finished is mapped (`map_workflow`) and its job
-  (`LiveArgo`) joins the default pool's cluster, restored from its pods; each change of
+  (`ExternalJob`) joins the default pool's cluster, restored from its pods; each change of
   the Workflow maps it again with its ``status.nodes``. One that does not map is not
   scheduled: its pods are released as Argo creates them, with a Warning.
-* **Releases.** The job's payload is the core's `ArgoWorkflow`: a launch of a stage,
-  paired with a gated pod of that stage, is a `RemoveGate`, an idle slot a `SetTimer`.
-  What its pods and ``status.nodes`` show is handed to its `LiveArgo` here, and the pods
-  that pairs releases become RemoveGates too. Argo's objects are never written.
+* **Releases.** The job's payload is the core's `ExternalWorkflow` (the kind of the
+  workflows whose pods another controller creates, :mod:`idlegate.operator.core.kinds`):
+  a launch of a stage, paired with a gated pod of that stage, is a `RemoveGate`, an idle
+  slot a `SetTimer`. What its pods and ``status.nodes`` show is handed to the core as
+  events (``Join``, ``Observed``, ``Remapped``, ``Ended``). Argo's objects are never
+  written.
 * **History.** A Workflow that finishes while the operator runs goes into the history
   sink and its pod run times into the estimates of its template's next runs: each pod's
   own (its main container's, `ArgoPod.ran`), never its node's, which counts the wait at
@@ -22,7 +24,7 @@ policy beside DagWorkflows.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -30,13 +32,11 @@ import kopf
 from prometheus_client import Gauge
 
 from idlegate.errors import IdlegateError
-from idlegate.operator.core.argo import LiveArgo, Release
 from idlegate.operator.core.argo_pods import WORKFLOW_LABEL, ArgoPod, gates_with_ours
-from idlegate.operator.core.events import Schedule
+from idlegate.operator.core.events import Ended, Join, Observed, Remapped, Schedule
 from idlegate.operator.core.intents import Outbox
+from idlegate.operator.core.kinds import ExternalWorkflow, unscheduled
 from idlegate.operator.core.pods import Owner
-from idlegate.operator.core.tracking import ArgoWorkflow, timer_key
-from idlegate.operator.edge.kube import ApiError
 from idlegate.operator.settings import Settings
 from idlegate.sim.argo import (
     DEFAULT_PRIOR,
@@ -52,8 +52,8 @@ from idlegate.sim.argo import (
 from idlegate.sim.history import ArgoLearning
 
 if TYPE_CHECKING:
-    from idlegate.operator.edge.bridge import Bridge
-    from idlegate.operator.edge.pools import Pools
+    from idlegate.operator.core.core import Core
+    from idlegate.operator.features.history import HistoryRecorder
     from idlegate.operator.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -62,6 +62,8 @@ WEBHOOK_ID = "argo-gate"
 """The webhook's handler id, which is its URL path (``/argo-gate``)."""
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "Workflow"
+"""Argo's kind: its workflows' owner kind, by which the core holds them."""
 DONE = ("Succeeded", "Failed", "Error")
 """Phases of a finished Argo Workflow."""
 TEMPLATE_PLURALS = ("workflowtemplates", "clusterworkflowtemplates")
@@ -75,7 +77,32 @@ def owner_of(body: Mapping[str, Any]) -> Owner:
     """The Workflow as the owner of Events."""
     meta = body.get("metadata") or {}
     names = (meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", ""))
-    return Owner(*names, kind="Workflow", api_version=API_VERSION)
+    return Owner(*names, kind=KIND, api_version=API_VERSION)
+
+
+class Pool(Protocol):
+    """What this module uses of the default pool (the edge's ``Bridge``)."""
+
+    settings: Settings
+    core: Core
+    history: HistoryRecorder
+
+    def now(self) -> float: ...
+    def handle(self, event: Any) -> None: ...
+    def carry(self, outputs: Iterable[Any]) -> None: ...
+    def later(self, key: str, at: float, fire: Any) -> None:
+        """Call the coroutine function `fire` at `at` (the operator clock's seconds)."""
+
+    async def pods(self, namespace: str, selector: str) -> Sequence[Mapping[str, Any]] | None:
+        """The pods of `namespace` that `selector` matches; None (logged) if the API
+        cannot list them now."""
+
+
+class Pools(Protocol):
+    @property
+    def default(self) -> Pool: ...
+    @property
+    def workflows(self) -> Mapping[Any, Any]: ...
 
 
 class Host(Protocol):
@@ -88,7 +115,7 @@ class Host(Protocol):
     def pools(self) -> Pools: ...
     @property
     def ready(self) -> bool: ...
-    async def ready_pools(self) -> Pools: ...
+    async def ready_pools(self) -> object: ...
 
 
 class ArgoSide:
@@ -117,13 +144,19 @@ class ArgoSide:
         )
 
     @property
-    def bridge(self) -> Bridge:
+    def bridge(self) -> Pool:
         return self.operator.pools.default
 
     @property
-    def said(self) -> _Said:
-        """What this module writes, carried out as it is said (the default pool's)."""
-        return _Said(self.bridge)
+    def held(self) -> dict[tuple[str, str], ExternalWorkflow]:
+        """The Argo Workflows in the default pool."""
+        return self.bridge.core.held.setdefault(KIND, {})
+
+    def said(self, owner: Owner, type_: str, reason: str, message: str) -> None:
+        """Post an Event on `owner` (through the default pool)."""
+        box = Outbox()
+        box.event(owner, type_, reason, message)
+        self.bridge.carry(box.take())
 
     # -- what is seen ------------------------------------------------------------------------
 
@@ -140,15 +173,14 @@ class ArgoSide:
         meta = body.get("metadata") or {}
         key = (meta.get("namespace", ""), meta.get("name", ""))
         phase = (body.get("status") or {}).get("phase")
-        wf = self.bridge.core.argo.get(key)
+        wf = self.held.get(key)
         if wf is not None and wf.owner.uid != meta.get("uid"):
-            self._drop(wf)  # (deleted and created again under the name)
+            self.bridge.handle(Ended(wf.owner))  # (deleted and created again under the name)
             wf = None
         if deleted or meta.get("deletionTimestamp") or phase in DONE:
-            self.bridge.core.end(meta.get("uid", ""))  # (never admitted again)
+            self.bridge.handle(Ended(owner_of(body)))  # (never admitted again)
             self.refused.pop(key, None)
-            if wf is not None:
-                self._drop(wf)
+            self._gauges()
             self.bridge.handle(Schedule())
             if phase in DONE and not deleted:
                 await self._record(body, wf)
@@ -158,7 +190,10 @@ class ArgoSide:
         if wf is None:
             await self._admit(key, body)
         else:
-            self._remap(wf, body)
+            try:
+                self.bridge.handle(Remapped(wf.owner, self._map(body)))
+            except IdlegateError as exc:
+                log.warning("%s/%s no longer maps (%s): kept as it was.", *key, exc)
         self._gauges()
         self.bridge.handle(Schedule())
 
@@ -174,10 +209,8 @@ class ArgoSide:
         elif key in self.refused:
             if pod.gated and not deleted:
                 self._unscheduled(pod, self.refused[key])
-        elif (wf := self.bridge.core.argo.get(key)) is not None:
-            releases = wf.live.observe(self.bridge.core.cluster, pod, self.bridge.now())
-            self.said.release_argo(wf.owner, releases)
-            self.bridge.handle(Schedule())
+        else:
+            self.bridge.handle(Observed(KIND, key, pod))
 
     # -- admission and changes ----------------------------------------------------------------
 
@@ -201,39 +234,30 @@ class ArgoSide:
                 return
             # (its templates may not have been seen yet, as at a start): its pods wait
             message = f"{exc}; tried again every {RETRY:g} s."
-            self.said.event(owner, "Warning", "TemplateMissing", message)
+            self.said(owner, "Warning", "TemplateMissing", message)
             self._later(body)
             return
         self.pending[key] = []
-        try:
-            listed = await self.bridge.kube.list_pods(key[0], f"{WORKFLOW_LABEL}={key[1]}")
-        except ApiError as exc:
-            del self.pending[key]
-            log.info("Cannot list the pods of %s/%s now (%s): admitted later.", *key, exc)
-            self._later(body)
-            return
+        listed = await self.bridge.pods(key[0], f"{WORKFLOW_LABEL}={key[1]}")
         seen = self.pending.pop(key)
+        if listed is None:
+            self._later(body)  # (admitted later)
+            return
         pods = [p for p in (ArgoPod.of(b) for b in listed) if p is not None]
         bridge = self.bridge
         now = bridge.now()
         created = parse_time((body.get("metadata") or {}).get("creationTimestamp"))
         arrival = min(now, bridge.settings.clock.from_wall(created)) if created else now
-        live = LiveArgo(key, mapped)
-        wf = ArgoWorkflow(owner, live)
-        live.admit(bridge.core.cluster, now, arrival, pods)
-        bridge.core.argo[key] = wf
-        if owner.uid in bridge.core.ended:  # it finished or went while its pods were listed
-            self._drop(wf)
+        bridge.handle(Join(owner, mapped, arrival, pods, seen))
+        if key not in self.held:  # it finished or went while its pods were listed
             return
-        for pod in seen:
-            self.said.release_argo(owner, live.observe(bridge.core.cluster, pod, now))
         counts = mapped.counts
         guessed = [s.name for s in mapped.live_stages if s.duration_source is DurationSource.PRIOR]
         message = (
             f"Scheduled by idlegate: {counts['stages']} stages, {counts['edges']} edges, "
             f"{counts['tasks']} pods, in the pool of {bridge.settings.pool_size} executors."
         )
-        self.said.event(owner, "Normal", "Accepted", message)
+        self.said(owner, "Normal", "Accepted", message)
         if guessed:
             message = (
                 f"No history of {mapped.template_key} and no annotation "
@@ -241,7 +265,7 @@ class ArgoSide:
                 f"their pods are estimated at {DEFAULT_PRIOR:g} s each (the prior) until runs "
                 "of the template are measured."
             )
-            self.said.event(owner, "Normal", "Estimated", message)
+            self.said(owner, "Normal", "Estimated", message)
 
     def _later(self, body: Mapping[str, Any]) -> None:
         """See `body` again in `RETRY` seconds (a later event of it may come first)."""
@@ -250,54 +274,29 @@ class ArgoSide:
         async def again() -> None:
             key = (meta.get("namespace", ""), meta.get("name", ""))
             # (unless it went meanwhile, or a later event of it came first)
-            if meta.get("uid") not in self.bridge.core.ended and key not in self.bridge.core.argo:
+            if meta.get("uid") not in self.bridge.core.ended and key not in self.held:
                 await self.workflow_seen(False, body)
 
         key = f"argo-admit/{meta.get('namespace')}/{meta.get('name')}"
-        self.bridge.timers.arm(key, self.bridge.now() + RETRY, again)
-
-    def _remap(self, wf: ArgoWorkflow, body: Mapping[str, Any]) -> None:
-        job = wf.job
-        try:
-            mapped = self._map(body)
-            releases = wf.live.remap(self.bridge.core.cluster, mapped, self.bridge.now())
-        except IdlegateError as exc:
-            log.warning("%s/%s no longer maps (%s): kept as it was.", *wf.live.key, exc)
-            return
-        if wf.job is not job:  # a new job: its idle slots' timers are set under its indexes
-            for stage in job.stages:
-                if stage.idle_until is not None:
-                    self.said.cancel_timer(timer_key(wf.owner, stage.index))
-        self.said.release_argo(wf.owner, releases)
-        for pod in wf.live.take_unplaced():
-            self._unscheduled(pod, "its node is no stage of the job idlegate mapped")
+        self.bridge.later(key, self.bridge.now() + RETRY, again)
 
     async def _refuse(self, key: tuple[str, str], body: Mapping[str, Any], why: str) -> None:
         """Not scheduled: its pods are released as they come, those there already now."""
         self.refused[key] = why
         message = f"Not scheduled by idlegate: {why}. Its pods are released as Argo creates them."
-        self.said.event(owner_of(body), "Warning", "NotScheduled", message)
-        try:
-            listed = await self.bridge.kube.list_pods(key[0], f"{WORKFLOW_LABEL}={key[1]}")
-        except ApiError as exc:
-            log.info("Cannot list the pods of %s/%s now (%s): tried again.", *key, exc)
+        self.said(owner_of(body), "Warning", "NotScheduled", message)
+        listed = await self.bridge.pods(key[0], f"{WORKFLOW_LABEL}={key[1]}")
+        if listed is None:
             del self.refused[key]
-            self._later(body)
+            self._later(body)  # (tried again)
             return
         for pod in (ArgoPod.of(b) for b in listed):
             if pod is not None and pod.gated:
                 self._unscheduled(pod, why)
 
-    def _drop(self, wf: ArgoWorkflow) -> None:
-        wf.active = False  # (its idle timers fire for nothing)
-        wf.live.drop(self.bridge.core.cluster, self.bridge.now())
-        if self.bridge.core.argo.get(wf.live.key) is wf:
-            del self.bridge.core.argo[wf.live.key]
-        self._gauges()
-
     # -- history ------------------------------------------------------------------------------
 
-    async def _record(self, body: Mapping[str, Any], wf: ArgoWorkflow | None) -> None:
+    async def _record(self, body: Mapping[str, Any], wf: ExternalWorkflow | None) -> None:
         """A finished Workflow: learned from, and if it finished while the operator ran
         (`wf`, its job then) into the history sink (one that finished before would be
         again).
@@ -313,11 +312,7 @@ class ArgoSide:
         ran = dict(wf.live.ran) if wf is not None else {}
         unknown = _succeeded_nodes(body) - ran.keys()
         if unknown:
-            try:
-                listed = await self.bridge.kube.list_pods(key[0], f"{WORKFLOW_LABEL}={key[1]}")
-            except ApiError as exc:
-                listed = []
-                log.info("Cannot list the pods of %s/%s now (%s).", *key, exc)
+            listed = await self.bridge.pods(key[0], f"{WORKFLOW_LABEL}={key[1]}") or []
             pods = (ArgoPod.of(b) for b in listed)
             ran.update((p.node_name, p.ran) for p in pods if p is not None and p.ran is not None)
             unknown -= ran.keys()
@@ -340,12 +335,13 @@ class ArgoSide:
             self.bridge.history.write(record, owner_of(body))
 
     def _unscheduled(self, pod: ArgoPod, why: str) -> None:
-        owner = Owner(pod.namespace, pod.workflow, "", kind="Workflow", api_version=API_VERSION)
-        self.said.release_argo(owner, [Release(pod.name, "", None)])
-        log.warning("Released pod %s/%s unscheduled: %s.", pod.namespace, pod.name, why)
+        owner = Owner(pod.namespace, pod.workflow, "", kind=KIND, api_version=API_VERSION)
+        box = Outbox()
+        unscheduled(box, owner, pod.name, why)
+        self.bridge.carry(box.take())
 
     def _gauges(self) -> None:
-        self.active.labels("argo").set(len(self.bridge.core.argo))
+        self.active.labels("argo").set(len(self.held))
         self.active.labels("dagworkflow").set(len(self.operator.pools.workflows))
 
 
@@ -357,17 +353,6 @@ def _succeeded_nodes(body: Mapping[str, Any]) -> set[str]:
         for n in nodes.values()
         if isinstance(n, Mapping) and n.get("type") == "Pod" and n.get("phase") == "Succeeded"
     }
-
-
-class _Said(Outbox):
-    """An outbox whose intents the pool carries out at once."""
-
-    def __init__(self, bridge: Bridge) -> None:
-        super().__init__()
-        self.bridge = bridge
-
-    def add(self, item: Any) -> None:
-        self.bridge.carry([item])
 
 
 def register(registry: kopf.OperatorRegistry, operator: Host) -> None:

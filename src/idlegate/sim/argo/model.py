@@ -131,6 +131,11 @@ class ArgoJob:
         """The stages that may still run (not shown skipped)."""
         return staged.live(self.stages)
 
+    @property
+    def stage_keys(self) -> dict[str, str]:
+        """Live stage name -> its path, by which its pods name it (`ArgoPod.stage_key`)."""
+        return {s.name: s.path for s in self.live_stages}
+
     def stage(self, name: str) -> ArgoStage:
         """The stage called `name`; KeyError if there is none."""
         return staged.find(self.stages, name)

@@ -1,37 +1,41 @@
-"""One running Argo workflow in the cluster state machine: its job, and its pods paired
-with the executors the machine gives its stages.
+"""One running workflow whose pods another controller creates (Argo's, Airflow's), in the
+cluster state machine: its job, and its pods paired with the executors the machine gives
+its stages.
 
-Argo's controller, not idlegate, creates the pods: one per node once the node is ready,
-gated at creation (`idlegate.operator.core.argo_pods`). idlegate decides when each runs. A
-`LiveArgo` holds the workflow's job in a `Cluster` (the pool's, beside DagWorkflows) and
-pairs the two sides, each of which may come first:
+The other controller, not idlegate, creates the pods: one per task once the task is
+ready, gated at creation by idlegate's admission webhook. idlegate decides when each
+runs. An `ExternalJob` holds the workflow's job in a `Cluster` (the pool's, beside
+DagWorkflows) and pairs the two sides, each of which may come first:
 
 * a **launch** of one of its stages on an executor (a decision of the policy, or the
   executor going on with the stage's next task) takes the oldest gated pod of that stage
   waiting. A stage offers the cluster only the tasks that have a pod
-  (`Cluster.tasks_available`): Argo creates a node's pod once the node is ready and
-  its `parallelism` allows, and an executor held for a pod Argo holds back could wait
-  for ever (its gated pods hold the parallelism);
+  (`Cluster.tasks_available`): the controller creates a task's pod once the task is
+  ready and its own limits (Argo's `parallelism`) allow, and an executor held for a pod
+  it holds back could wait for ever (its gated pods hold those limits);
 * a **gated pod** appearing waits for a launch, or takes an executor *owed* to its stage
   (a launch that found no pod waiting, which offering only the tasks with a pod rules
   out; kept so that such an executor is never lost).
 
 Each pairing is a `Release` (remove the pod's gate, recording the executor on it). A
 released pod that succeeds finishes its task on its executor (`Cluster.task_finished`);
-one that fails frees its executor and its task waits for the retry Argo creates (which
-`parallelism` may hold back), as a task not launched (`Cluster.task_failed`: the job
-counts a task, not its attempts), unless its stage's retries are spent. A pod whose
-gate someone else removed runs as the operator's DagWorkflow pods do in that case:
-launched on a free executor, or beyond the pool until one frees (`Cluster.started_unasked`).
+one that fails frees its executor and its task waits for the retry the controller
+creates, as a task not launched (`Cluster.task_failed`: the job counts a task, not its
+attempts), unless its stage's retries are spent. A pod whose gate someone else removed
+runs as the operator's DagWorkflow pods do in that case: launched on a free executor, or
+beyond the pool until one frees (`Cluster.started_unasked`).
 
-What Argo decides as it runs (a fan-out's size, a skipped node) changes the job: `remap`
-puts the new job in place of the old with the progress carried over (finished tasks,
-running pods on their executors, idle slots), as a restart would. `admit` is that
-restart: everything it needs is on the pods (gate, phase, ``idlegate.io/executor``), so
-nothing is released twice and running pods keep their executors.
+What a kind tells of its workflow is two things: its job (`Mapped`: a `WorkflowSpec` and
+each stage's key) and its pods (`ExternalPod`: which stage and task each runs, gated or
+not, its phase). What the controller decides as it runs (a fan-out's size, a skipped
+task) changes the job: `remap` puts the new job in place of the old with the progress
+carried over (finished tasks, running pods on their executors, idle slots), as a restart
+would. `admit` is that restart: everything it needs is on the pods (gate, phase,
+``idlegate.io/executor``), so nothing is released twice and running pods keep their
+executors.
 
 It keeps each succeeded pod's own run time (`ran`) for the workflow's history record:
-Argo's node times count the wait at the gate too.
+a controller's own times (Argo's node times) count the wait at the gate too.
 
 Pure: pods and the cluster in, releases out; the operator writes them and says why.
 """
@@ -40,17 +44,65 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from idlegate.operator.core.argo_pods import ArgoPod
-from idlegate.sim.argo.model import ArgoJob, ArgoSpec
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.protocol import Job, Launch
+from idlegate.sim.spec import WorkflowSpec
 
 log = logging.getLogger(__name__)
+
+
+class ExternalPod(Protocol):
+    """One pod of such a workflow as its kind reads it (Argo's `ArgoPod`)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def gated(self) -> bool:
+        """idlegate's gate is still on it."""
+
+    @property
+    def phase(self) -> str:
+        """Its status.phase (Pending if none yet)."""
+
+    @property
+    def executor(self) -> int | None:
+        """The executor slot idlegate released it on (``idlegate.io/executor``), if any."""
+
+    @property
+    def ran(self) -> float | None:
+        """A succeeded pod's own run time in seconds, if its status tells it."""
+
+    @property
+    def stage_key(self) -> str | None:
+        """Its stage, as `Mapped.stage_keys` names it (None: no stage of the workflow)."""
+
+    @property
+    def task_key(self) -> str | None:
+        """Its task, retry attempts folded (the attempts of one task share it)."""
+
+    @property
+    def run_key(self) -> str:
+        """What its run time is recorded under (`ExternalJob.ran`)."""
+
+    @property
+    def terminal(self) -> bool:
+        """It has ended (Succeeded or Failed)."""
+
+
+class Mapped(Protocol):
+    """A kind's mapping of one workflow as it stands (Argo's `ArgoJob`)."""
+
+    def spec(self) -> WorkflowSpec:
+        """The job to schedule: the stages that may still run."""
+
+    @property
+    def stage_keys(self) -> Mapping[str, str]:
+        """Stage name of `spec` -> the key its pods name it by (`ExternalPod.stage_key`)."""
 
 
 @dataclass(frozen=True)
@@ -73,17 +125,17 @@ class _Running:
 
 
 @dataclass
-class LiveArgo:
-    """One Argo workflow's job in a cluster and its pods (see the module docstring)."""
+class ExternalJob:
+    """One workflow's job in a cluster and its pods (see the module docstring)."""
 
     key: tuple[str, str]
     """(namespace, name) of the Workflow."""
-    mapped: ArgoJob
+    mapped: Mapped
     payload: Any = None
     """What the cluster's job carries (the operator's object for the workflow)."""
     job: Job = field(init=False)
-    spec: ArgoSpec = field(init=False)
-    waiting: list[deque[ArgoPod]] = field(init=False)
+    spec: WorkflowSpec = field(init=False)
+    waiting: list[deque[ExternalPod]] = field(init=False)
     """Per stage: gated pods not released yet, oldest first."""
     owed: list[list[int]] = field(init=False)
     """Per stage: executors launched on it that wait for a pod."""
@@ -91,21 +143,21 @@ class LiveArgo:
     """Released pods that have not ended (or ended beyond the pool, not yet counted)."""
     done: set[str] = field(default_factory=set)
     """Pods whose end is counted (or that no stage takes): never looked at again."""
-    unplaced: dict[str, ArgoPod] = field(default_factory=dict)
+    unplaced: dict[str, ExternalPod] = field(default_factory=dict)
     """Gated pods no stage of the job takes (yet): the next `remap` may place them."""
     failures: dict[str, int] = field(default_factory=dict)
     """Failed attempts per task path."""
     ran: dict[str, float] = field(default_factory=dict)
-    """Node name -> run time of its succeeded pod (`ArgoPod.ran`), as far as seen."""
+    """`ExternalPod.run_key` -> run time of its succeeded pod, as far as seen."""
 
     # -- the job ---------------------------------------------------------------------------
 
     def _index(self) -> dict[str, int]:
-        paths = {s.name: s.path for s in self.mapped.live_stages}
-        return {paths[s.name]: i for i, s in enumerate(self.spec.stages)}
+        keys = self.mapped.stage_keys
+        return {keys[s.name]: i for i, s in enumerate(self.spec.stages)}
 
     def admit(
-        self, cluster: Cluster, now: float, arrival: float, pods: Iterable[ArgoPod]
+        self, cluster: Cluster, now: float, arrival: float, pods: Iterable[ExternalPod]
     ) -> list[Release]:
         """Add the job at `now` (arrived at `arrival`) with the progress its `pods` show."""
         self.spec = self.mapped.spec()
@@ -120,16 +172,16 @@ class LiveArgo:
         index = self._index()
         finished = [0] * len(self.spec.stages)
         succeeded: set[str] = set()
-        held: list[tuple[ArgoPod, int]] = []
+        held: list[tuple[ExternalPod, int]] = []
         for pod in pods:
-            stage = index.get(pod.stage_path or "")
+            stage = index.get(pod.stage_key or "")
             if stage is None:
                 if pod.gated:
                     self.unplaced[pod.name] = pod
                 else:
                     self.done.add(pod.name)
-            elif pod.phase == "Succeeded" and (pod.task_path or pod.name) not in succeeded:
-                succeeded.add(pod.task_path or pod.name)
+            elif pod.phase == "Succeeded" and (pod.task_key or pod.name) not in succeeded:
+                succeeded.add(pod.task_key or pod.name)
                 finished[stage] += 1
                 self.done.add(pod.name)
             elif pod.terminal:
@@ -143,8 +195,8 @@ class LiveArgo:
         tasks = [s.tasks for s in self.spec.stages]
         finished = [min(f, t) for f, t in zip(finished, tasks, strict=True)]
         room = [t - f for f, t in zip(finished, tasks, strict=True)]
-        on_pool: list[tuple[ArgoPod, int]] = []
-        beyond: list[tuple[ArgoPod, int]] = []
+        on_pool: list[tuple[ExternalPod, int]] = []
+        beyond: list[tuple[ExternalPod, int]] = []
         for pod, stage in held:
             if room[stage] == 0:
                 self.done.add(pod.name)  # more pods than tasks: not counted twice
@@ -163,7 +215,7 @@ class LiveArgo:
         self._offer(cluster, now)
         return []
 
-    def remap(self, cluster: Cluster, mapped: ArgoJob, now: float) -> list[Release]:
+    def remap(self, cluster: Cluster, mapped: Mapped, now: float) -> list[Release]:
         """Put the job `mapped` (the workflow's status settled more of it) in place of the
         current one, progress carried over; nothing changes if the job is the same."""
         spec = mapped.spec()
@@ -243,7 +295,7 @@ class LiveArgo:
         out: list[Release] = []
         index = self._index()
         for name, pod in list(self.unplaced.items()):
-            if (pod.stage_path or "") in index:
+            if (pod.stage_key or "") in index:
                 del self.unplaced[name]
                 out += self.observe(cluster, pod, now)
         return out
@@ -284,7 +336,7 @@ class LiveArgo:
         self.owed[stage].append(executor)
         return []
 
-    def observe(self, cluster: Cluster, pod: ArgoPod, now: float) -> list[Release]:
+    def observe(self, cluster: Cluster, pod: ExternalPod, now: float) -> list[Release]:
         """A pod of the workflow as it is now (level-triggered: the same state twice does
         nothing)."""
         self._timed(pod)
@@ -292,11 +344,11 @@ class LiveArgo:
         self._offer(cluster, now)
         return out
 
-    def _see(self, cluster: Cluster, pod: ArgoPod, now: float) -> list[Release]:
+    def _see(self, cluster: Cluster, pod: ExternalPod, now: float) -> list[Release]:
         if pod.name in self.done:
             return []
         index = self._index()
-        stage = index.get(pod.stage_path or "")
+        stage = index.get(pod.stage_key or "")
         known = self.running.get(pod.name)
         if known is None and stage is None:
             if pod.gated:
@@ -315,18 +367,18 @@ class LiveArgo:
             return []
         return self._ended(cluster, pod, known, now)
 
-    def _timed(self, pod: ArgoPod) -> None:
+    def _timed(self, pod: ExternalPod) -> None:
         if pod.ran is not None:
-            self.ran[pod.node_name] = pod.ran
+            self.ran[pod.run_key] = pod.ran
 
-    def _executor_for_pod(self, stage: int, pod: ArgoPod) -> list[Release]:
+    def _executor_for_pod(self, stage: int, pod: ExternalPod) -> list[Release]:
         if self.owed[stage]:
             return [self._release(stage, pod.name, self.owed[stage].pop(0))]
         self.waiting[stage].append(pod)
         return []
 
     def _started_unasked(
-        self, cluster: Cluster, pod: ArgoPod, stage: int, now: float
+        self, cluster: Cluster, pod: ExternalPod, stage: int, now: float
     ) -> list[Release]:
         """Its gate was removed by someone else: it runs, so it counts against the pool."""
         model = self.job.stages[stage]
@@ -358,7 +410,7 @@ class LiveArgo:
                 out += self._count_end(cluster, token, r, r.ended, now)
         return out
 
-    def _ended(self, cluster: Cluster, pod: ArgoPod, r: _Running, now: float) -> list[Release]:
+    def _ended(self, cluster: Cluster, pod: ExternalPod, r: _Running, now: float) -> list[Release]:
         if r.executor is None:  # beyond the pool: counted once it has an executor
             if pod.phase == "Succeeded":
                 r.ended = pod.phase
@@ -377,7 +429,7 @@ class LiveArgo:
         r: _Running,
         phase: str,
         now: float,
-        pod: ArgoPod | None = None,
+        pod: ExternalPod | None = None,
     ) -> list[Release]:
         del self.running[name]
         self.done.add(name)
@@ -385,32 +437,27 @@ class LiveArgo:
         assert executor is not None
         if phase != "Succeeded" and pod is not None and not self._spent(pod, r.stage):
             self._failed(pod)
-            cluster.task_failed(executor, now)  # its retry waits for Argo's pod, then a launch
+            cluster.task_failed(executor, now)  # its retry waits for its pod, then a launch
             return []
         following = cluster.task_finished(executor, now)
         if following is not None and following.job is self.job:
             return self._executor_for(following.index, executor)
         return []
 
-    def _failed(self, pod: ArgoPod) -> None:
-        key = pod.task_path or pod.name
+    def _failed(self, pod: ExternalPod) -> None:
+        key = pod.task_key or pod.name
         self.failures[key] = self.failures.get(key, 0) + 1
 
-    def _spent(self, pod: ArgoPod, stage: int) -> bool:
-        """A failed attempt after which Argo retries no more: the task is over (its
-        dependents are omitted by Argo, and leave the job at the next remap)."""
-        key = pod.task_path or pod.name
+    def _spent(self, pod: ExternalPod, stage: int) -> bool:
+        """A failed attempt after which the controller retries no more: the task is over
+        (its dependents are omitted, and leave the job at the next remap)."""
+        key = pod.task_key or pod.name
         return self.failures.get(key, 0) + 1 > self.spec.stages[stage].backoff_limit
 
-    def take_unplaced(self) -> list[ArgoPod]:
+    def take_unplaced(self) -> list[ExternalPod]:
         """The gated pods no stage of the job takes (the caller releases them
         unscheduled, saying so); they are not looked at again."""
         pods = list(self.unplaced.values())
         self.unplaced.clear()
         self.done.update(p.name for p in pods)
         return pods
-
-    def drop(self, cluster: Cluster, now: float) -> None:
-        """The workflow finished or went: its job leaves the machine, its executors free."""
-        if self.job.finish is None:
-            cluster.remove_job(self.job, now)
