@@ -190,7 +190,7 @@ class Operator:
         self.kopf_log.install()
         if self._pools is None:
             spec = None if s.scheduler is not None else s.policy or "default"
-            bridge = Bridge(
+            self._pools = pools = Pools(
                 s,
                 self.kube,
                 self.scheduler,
@@ -199,9 +199,9 @@ class Operator:
                 spec=spec,
                 gate=self.gate,
             )
+            bridge = pools.default
             bridge.core.decider.shadow = self.shadow
             bridge.core.reporter = self.pod
-            self._pools = pools = Pools(bridge)
             self.cron = CronController(
                 bridge.kube,
                 self.timers,
