@@ -138,8 +138,8 @@ def test_the_operator_core_imports_neither_edge_nor_features_nor_decisions():
 
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 42, not done yet: cron and the history export call the API client, and "
-    "Argo's handlers (features/argo.py) its ApiError and the Bridge",
+    reason="issue 42, not done yet: Argo's handlers (features/argo.py) import the API "
+    "client's ApiError, the Bridge and the Pools",
 )
 def test_the_operator_features_do_not_import_the_edge():
     # features answer the core's events with intents; the applier is the one write path

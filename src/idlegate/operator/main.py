@@ -119,7 +119,7 @@ class Operator:
         self._pools: Pools | None = None
         """Every pool's bridge, from :meth:`start` on (with `cron` and `watchdog`)."""
         self.cron: CronController
-        """The controller of DagCronWorkflows (it writes through the bridge's API and Events)."""
+        """The controller of DagCronWorkflows (it writes through the pools' applier)."""
         self.watchdog: Watchdog
         self._tasks: list[asyncio.Task[None]] = []
         self.kopf_log = KopfRetryLog()
@@ -206,7 +206,7 @@ class Operator:
                 bridge.kube,
                 self.timers,
                 s.clock,
-                self.post,
+                pools.applier.apply,
                 pools.foresee,
                 pod_security=s.pod_security,
             )
