@@ -19,7 +19,6 @@ from typing import Any
 
 from idlegate.api.labels import LABEL_WORKFLOW
 from idlegate.operator.edge import intake
-from idlegate.operator.edge.bridge import Bridge
 from idlegate.operator.edge.kube import ApiError
 from idlegate.operator.edge.pools import Pools
 from idlegate.operator.edge.watchdog import ApiHealth
@@ -448,7 +447,7 @@ class Harness:
         self.metrics = Metrics(pool, scheduler.name)
         self.health = ApiHealth(self.metrics)
         client = Retrying(kube, backoff_max=settings.retry_backoff_max, report=self.health.report)
-        self.bridge = Bridge(  # (given policy=, `scheduler` is what it builds, as the operator's)
+        self.pools = Pools(  # (given policy=, `scheduler` is what it builds, as the operator's)
             settings,
             client,  # type: ignore[arg-type]
             scheduler,
@@ -456,8 +455,8 @@ class Harness:
             timers=self.timers,
             spec=settings.policy,
         )
-        self.pools = Pools(self.bridge)
         """The operator's pools, the default one alone (what intake and the watchdog take)."""
+        self.bridge = self.pools.default
         self.core = self.bridge.core
         self.max_occupying = 0
 

@@ -15,8 +15,14 @@ from idlegate.api.cron_spec import (
     run_name,
 )
 from idlegate.errors import SpecError
+from idlegate.operator.edge.applier import Applier
+from idlegate.operator.edge.events import EventRecorder
+from idlegate.operator.edge.kube import ApiError
+from idlegate.operator.edge.lanes import Lanes
 from idlegate.operator.features.cron import LABEL_CRON, CronController
-from tests.operator_fakes import FakeClock, FakeKube, FakeTimers
+from idlegate.operator.metrics import Metrics
+from idlegate.operator.settings import Settings
+from tests.operator_fakes import FakeClock, FakeKube, FakeTimers, Retrying
 
 T0 = datetime(2026, 1, 5, 0, 0, tzinfo=UTC).timestamp()  # a Monday, midnight UTC
 HOUR = 3600.0
@@ -104,23 +110,23 @@ class Env:
         self.kube = FakeKube()
         self.clock = FakeClock(T0)
         self.timers = FakeTimers()
-        self.events: list[tuple[str, str, str]] = []
         self.kube.add_cron_workflow(
             "cw", {"schedule": "@hourly", "workflowSpec": WORKFLOW, **spec}, created=T0 + 5
         )
         self.controller = self.restart()
 
     def restart(self) -> CronController:
-        """A new controller on the same API (an operator restart)."""
+        """A new controller, writing through a new applier, on the same API (an operator
+        restart)."""
         self.timers = FakeTimers()
         self.told: dict[tuple[str, str], tuple] = {}
         self.told_pool: dict[tuple[str, str], str | None] = {}
+        self.lanes = Lanes(Retrying(self.kube))  # type: ignore[arg-type]
+        events = EventRecorder(self.lanes, Settings(pool_size=1, component="idlegate"))
+        self.outcomes: list[Any] = []
+        applier = Applier(self.lanes, events, Metrics(1, "fifo"), self.outcomes.append)
         self.controller = CronController(
-            self.kube,
-            self.timers,
-            self.clock,
-            lambda o, t, r, m: self.events.append((t, r, m)),
-            self.foresee,
+            self.kube, self.timers, self.clock, applier.apply, self.foresee
         )
         return self.controller
 
@@ -130,6 +136,11 @@ class Env:
     async def at(self, t: float) -> None:
         self.clock.advance(t - self.clock.now())
         await self.controller.resync("default", "cw")
+        await self.lanes.wait_idle(600)  # (its writes, through the applier)
+
+    @property
+    def events(self) -> list[tuple[str, str, str]]:
+        return [(e["type"], e["reason"], e["message"]) for e in self.kube.events]
 
     def runs(self) -> list[str]:
         return sorted(
@@ -142,7 +153,7 @@ class Env:
         self.kube.workflows[("default", name)]["status"] = {"phase": phase}
 
     def status(self) -> dict[str, Any]:
-        return self.kube.cron_workflows[("default", "cw")]["status"]
+        return self.kube.cron_workflows[("default", "cw")].get("status") or {}
 
     def reasons(self) -> list[str]:
         return [r for _, r, _ in self.events]
@@ -182,6 +193,53 @@ async def test_a_restart_neither_doubles_nor_forgets_a_run():
     env.restart()
     await env.at(T0 + 2 * HOUR + 5)
     assert env.runs() == [name_at(T0 + HOUR), name_at(T0 + 2 * HOUR)]
+
+
+@pytest.mark.asyncio
+async def test_a_create_answered_409_is_taken_as_done_through_the_applier():
+    env = Env()
+    # the run is there already but not listed (a stale list): the create answers 409
+    env.kube.add_workflow(name_at(T0 + HOUR), WORKFLOW)
+    await env.at(T0 + HOUR + 1)
+    assert env.kube.calls.count("create_workflow") == 1
+    assert env.status()["lastScheduleTime"].startswith("2026-01-05T01:00:00")
+    assert env.status()["active"] == [name_at(T0 + HOUR)]
+    assert "CreateFailed" not in env.reasons()
+
+
+@pytest.mark.asyncio
+async def test_a_transient_error_on_the_create_is_retried_by_the_applier():
+    env = Env()
+    env.kube.fail["create_workflow"] = [ApiError(503, "ServiceUnavailable", "down")] * 2
+    await env.at(T0 + HOUR + 1)
+    assert env.runs() == [name_at(T0 + HOUR)]
+    assert env.kube.calls.count("create_workflow") == 3
+    assert env.status()["active"] == [name_at(T0 + HOUR)]
+
+
+@pytest.mark.asyncio
+async def test_a_run_refused_for_good_is_not_recorded_warns_and_is_tried_again():
+    env = Env()
+    env.kube.fail["create_workflow"] = [ApiError(403, "Forbidden", "no create for you")]
+    await env.at(T0 + HOUR + 1)
+    assert env.runs() == [] and "lastScheduleTime" not in env.status()
+    warned = [m for t, r, m in env.events if (t, r) == ("Warning", "CreateFailed")]
+    assert warned and "no create for you" in warned[0]
+    await env.at(T0 + HOUR + 60)  # the next sync starts it (still due: not recorded)
+    assert env.runs() == [name_at(T0 + HOUR)]
+
+
+@pytest.mark.asyncio
+async def test_replace_never_deletes_the_due_run_itself_after_a_lost_status_write():
+    env = Env(concurrencyPolicy="Replace")
+    await env.at(T0 + HOUR + 1)
+    uid = env.kube.workflows[("default", name_at(T0 + HOUR))]["metadata"]["uid"]
+    env.kube.cron_workflows[("default", "cw")]["status"].pop("lastScheduleTime")  # lost write
+    env.restart()
+    await env.at(T0 + HOUR + 2)
+    assert env.kube.workflows[("default", name_at(T0 + HOUR))]["metadata"]["uid"] == uid
+    assert "Replaced" not in env.reasons()
+    assert env.status()["lastScheduleTime"].startswith("2026-01-05T01:00:00")
 
 
 @pytest.mark.asyncio
@@ -270,8 +328,6 @@ async def test_a_deleted_cron_workflow_drops_its_timer():
 
 @pytest.mark.asyncio
 async def test_a_timer_whose_sync_fails_is_armed_again():
-    from idlegate.operator.edge.kube import ApiError
-
     env = Env()
     await env.at(T0 + 10)
     env.clock.advance(HOUR)
@@ -280,6 +336,7 @@ async def test_a_timer_whose_sync_fails_is_armed_again():
     assert env.timers.armed["cron/default/cw"][0] == env.clock.now() + 5
     env.clock.advance(5)
     await env.timers.fire_due(env.clock.now())
+    await env.lanes.wait_idle(600)
     assert env.runs() == [name_at(T0 + HOUR)]
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Final
 
@@ -329,6 +329,7 @@ def history_export(
             out=out,
             source=source,
             sink=from_sink,
+            live=lambda namespaces: _live_workflows(kubeconfig, namespaces),
             kubeconfig=kubeconfig,
             namespaces=namespace or (),
             all_namespaces=all_namespaces,
@@ -338,6 +339,31 @@ def history_export(
         typer.echo(f"note: {note}", err=True)
     where = f" to {out}" if out is not None else ""
     typer.echo(f"{len(workflows)} finished workflow(s) exported{where}.", err=True)
+
+
+def _live_workflows(kubeconfig: Path | None, namespaces: Sequence[str] | None) -> list[Any]:
+    """The live DagWorkflows of `namespaces` (None: all namespaces), read by the operator's
+    API client."""
+    import asyncio
+
+    from idlegate.operator.edge.kube import ApiError, KubeApi, load_configuration
+
+    api = KubeApi(load_configuration(kubeconfig))
+
+    async def read() -> list[Any]:
+        chosen = (None,) if namespaces is None else namespaces
+        found = await asyncio.gather(*(api.list_workflows(ns) for ns in chosen))
+        return [obj for objects in found for obj in objects]
+
+    try:
+        return asyncio.run(read())
+    except ApiError as exc:
+        raise IdlegateError(
+            f"cannot list DagWorkflows: {exc}; check the credentials (--kubeconfig) and that "
+            "the CRD is installed, or export from a sink file (--from-sink)"
+        ) from None
+    finally:
+        api.close()
 
 
 @history_app.command("airflow")

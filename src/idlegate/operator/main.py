@@ -119,7 +119,7 @@ class Operator:
         self._pools: Pools | None = None
         """Every pool's bridge, from :meth:`start` on (with `cron` and `watchdog`)."""
         self.cron: CronController
-        """The controller of DagCronWorkflows (it writes through the bridge's API and Events)."""
+        """The controller of DagCronWorkflows (it writes through the pools' applier)."""
         self.watchdog: Watchdog
         self._tasks: list[asyncio.Task[None]] = []
         self.kopf_log = KopfRetryLog()
@@ -190,7 +190,7 @@ class Operator:
         self.kopf_log.install()
         if self._pools is None:
             spec = None if s.scheduler is not None else s.policy or "default"
-            bridge = Bridge(
+            self._pools = pools = Pools(
                 s,
                 self.kube,
                 self.scheduler,
@@ -199,14 +199,14 @@ class Operator:
                 spec=spec,
                 gate=self.gate,
             )
+            bridge = pools.default
             bridge.core.decider.shadow = self.shadow
             bridge.core.reporter = self.pod
-            self._pools = pools = Pools(bridge)
             self.cron = CronController(
                 bridge.kube,
                 self.timers,
                 s.clock,
-                self.post,
+                pools.applier.apply,
                 pools.foresee,
                 pod_security=s.pod_security,
             )

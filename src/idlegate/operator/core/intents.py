@@ -144,18 +144,38 @@ class PostEvent:
 @dataclass(frozen=True, slots=True)
 class DeleteWorkflow:
     """Delete the workflow ``owner`` (its pods go by garbage collection), only if it is
-    still that very object (``owner.uid``) and has finished (phase Succeeded or Failed);
-    ``why`` is for the log (a TTL, a history limit)."""
+    still that very object (``owner.uid``) and has finished (phase Succeeded or Failed),
+    or, with ``running_too``, whatever its phase (a cron's Replace); ``why`` is for the log
+    (a TTL, a history limit)."""
 
     owner: Owner
     why: str
+    running_too: bool = False
 
     @property
     def lane(self) -> tuple[str, str, str]:
         return ("delete", self.owner.namespace, self.owner.name)
 
 
-Intent = CreatePod | RemoveGate | DeletePod | PatchStatus | PostEvent | DeleteWorkflow
+@dataclass(frozen=True, slots=True)
+class CreateWorkflow:
+    """Create the DagWorkflow ``body`` (a cron workflow's run) in ``owner``'s namespace
+    (``owner``: the cron workflow, whose Events these are). A 409 (it exists: made before a
+    restart, or an answer lost) is success. Once it exists, ``then`` is carried out (the
+    Event and status saying it started), so a run refused for good is never recorded."""
+
+    owner: Owner
+    body: Mapping[str, Any]
+    then: tuple[PatchStatus | PostEvent, ...] = ()
+
+    @property
+    def lane(self) -> tuple[str, str, str]:
+        return ("create", self.owner.namespace, str(self.body["metadata"]["name"]))
+
+
+Intent = (
+    CreatePod | RemoveGate | DeletePod | PatchStatus | PostEvent | DeleteWorkflow | CreateWorkflow
+)
 """Everything the core asks the edge to write."""
 
 

@@ -32,11 +32,12 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
-from idlegate.api.crd import KIND
+from idlegate.api.crd import CRON_KIND, KIND
 from idlegate.api.status import FINISHED
 from idlegate.operator.core.intents import (
     Confirmed,
     CreatePod,
+    CreateWorkflow,
     DeletePod,
     DeleteWorkflow,
     Intent,
@@ -139,6 +140,8 @@ class Applier:
                 self._freeing.setdefault(_key(intent.owner), set()).add(ended)
         elif isinstance(intent, DeleteWorkflow):
             run, priority = (lambda k: self._delete_workflow(k, intent)), Priority.STATUS
+        elif isinstance(intent, CreateWorkflow):
+            run, priority = (lambda k: self._create_workflow(k, intent)), Priority.STATUS
         else:
             raise TypeError(f"not an intent the applier knows: {intent!r}")
 
@@ -149,6 +152,9 @@ class Applier:
 
         def refused(exc: Exception) -> None:
             self._ended(intent, ended)
+            if isinstance(intent, CreateWorkflow):  # (a run not started: loudly)
+                said = f"Cannot create {intent.lane[2]}: {exc}"
+                self.events.record(intent.owner, "Warning", "CreateFailed", said)
             self.on_outcome(_refused(intent, exc))
 
         what = f"{type(intent).__name__} {'/'.join(intent.lane)}"
@@ -240,10 +246,23 @@ class Applier:
     async def _delete_workflow(kube: KubeApi, intent: DeleteWorkflow) -> None:
         owner = intent.owner
         body = await _workflow(kube, owner)
-        if body is None or (body.get("status") or {}).get("phase") not in FINISHED:
+        finished = ((body or {}).get("status") or {}).get("phase") in FINISHED
+        if body is None or not (finished or intent.running_too):
             return  # gone, re-created under its name, or running again
         await kube.delete_workflow(owner.namespace, owner.name)
         log.info("Deleted %s/%s: %s.", owner.namespace, owner.name, intent.why)
+
+    async def _create_workflow(
+        self, kube: KubeApi, intent: CreateWorkflow
+    ) -> Mapping[str, Any] | None:
+        try:
+            body = await kube.create_workflow(intent.owner.namespace, dict(intent.body))
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+            body = None  # made before: the same one, not a second
+        self.apply(intent.then)
+        return body
 
     # -- status ------------------------------------------------------------------------
 
@@ -320,7 +339,9 @@ class _StatusLane:
             sent = (
                 status.read(self.applier.now()) if isinstance(status, LiveStatus) else dict(status)
             )
-            await kube.patch_workflow_status(self.owner.namespace, self.owner.name, sent)
+            cron = self.owner.kind == CRON_KIND
+            patch = kube.patch_cron_status if cron else kube.patch_workflow_status
+            await patch(self.owner.namespace, self.owner.name, sent)
             outcome = Confirmed(intent, sent)
         except ApiError as exc:  # (404: deleted meanwhile)
             outcome = Confirmed(intent) if exc.status == 404 else _refused(intent, exc)

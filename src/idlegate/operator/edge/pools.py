@@ -40,9 +40,17 @@ from idlegate.operator.core.intents import Outbox, Outcome
 from idlegate.operator.core.pods import Owner, read_task_pod
 from idlegate.operator.core.tracking import Workflow, WorkflowKey
 from idlegate.operator.decisions import load_scheduler
+from idlegate.operator.edge.applier import Applier
 from idlegate.operator.edge.bridge import Bridge
+from idlegate.operator.edge.events import EventRecorder
+from idlegate.operator.edge.gate import WriteGate
+from idlegate.operator.edge.kube import KubeApi
+from idlegate.operator.edge.lanes import Lanes
+from idlegate.operator.edge.timers import Timers
 from idlegate.operator.metrics import Metrics
+from idlegate.operator.settings import Settings
 from idlegate.sim.engine import JobArrival
+from idlegate.sim.protocol import Scheduler
 
 log = logging.getLogger(__name__)
 
@@ -68,12 +76,40 @@ class PoolObject(Owner):
 
 
 class Pools:
-    """Every pool's bridge, the ExecutorPools known, and the workflows waiting for a pool."""
+    """Every pool's bridge, the ExecutorPools known, and the workflows waiting for a pool;
+    the default pool's is made of the arguments (as :class:`Bridge`'s), with the one applier
+    of every pool, whose outcomes :meth:`outcome` routes."""
 
-    def __init__(self, default: Bridge) -> None:
-        self.default = default
+    def __init__(
+        self,
+        settings: Settings,
+        kube: KubeApi,
+        scheduler: Scheduler,
+        *,
+        metrics: Metrics,
+        timers: Timers,
+        spec: str | None = None,
+        gate: WriteGate | None = None,
+    ) -> None:
+        lanes = Lanes(kube, concurrency=settings.api_concurrency, gate=gate)
+        self.applier = Applier(
+            lanes,
+            EventRecorder(lanes, settings),
+            metrics,
+            self.outcome,
+            status_interval=settings.status_interval,
+            now=self.now,
+        )
+        self.default = default = Bridge(
+            settings,
+            kube,
+            scheduler,
+            metrics=metrics,
+            timers=timers,
+            applier=self.applier,
+            spec=spec,
+        )
         self.bridges: dict[str, Bridge] = {DEFAULT_POOL: default}
-        default.applier.on_outcome = self.outcome  # (one applier for every pool)
         # what every pool shares is the default bridge's
         self.kube, self.settings = default.kube, default.settings
         self.lanes, self.cleanup = default.lanes, default.cleanup
@@ -108,6 +144,10 @@ class Pools:
     def holder(self, key: WorkflowKey) -> Bridge | None:
         """The bridge that holds workflow `key`, if any."""
         return next((b for b in self.bridges.values() if key in b.core.workflows), None)
+
+    def now(self) -> float:
+        """The operator's clock as the default pool reads it (never going back)."""
+        return self.default.now()
 
     def known(self, owner: Owner) -> bool:
         return any(b.core.known(owner) for b in self.bridges.values())
@@ -333,7 +373,14 @@ class Pools:
             scheduler = d.core.scheduler  # (a scheduler object given to the operator: embedding)
         metrics = Metrics(spec.size, scheduler.name, pool=name, beside=d.metrics)
         bridge = Bridge(
-            settings, d.kube, scheduler, metrics=metrics, timers=d.timers, beside=d, spec=built
+            settings,
+            d.kube,
+            scheduler,
+            metrics=metrics,
+            timers=d.timers,
+            applier=self.applier,
+            beside=d,
+            spec=built,
         )
         bridge.core.paused = self._moving > 0
         return bridge

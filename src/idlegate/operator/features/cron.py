@@ -13,12 +13,15 @@ policy and the history limits are `api.cron_spec`'s; a sync is this pipeline:
 4. unless suspended, find the due run (`cron_spec.due`) and apply the concurrency
    policy: start it (Allow), skip it while a run is active (Forbid), or delete the active
    runs and start it (Replace);
-5. write the status (lastScheduleTime, lastSuccessfulTime, active, nextScheduleTime);
+5. write the status (lastScheduleTime, lastSuccessfulTime, active, nextScheduleTime),
+   once the run it records exists;
 6. arm one timer for the next schedule time, which syncs again.
 
-A run is named by its scheduled time (`cron_spec.run_name`), so a second create of it (a
-restart between the create and the status write) answers 409 and is taken as done. Runs
-are owned by their cron workflow (ownerReferences), so deleting it deletes them.
+Its writes are intents (:mod:`idlegate.operator.core.intents`), each sync's in order, that
+the applier carries out with its retries. A run is named by its scheduled time
+(`cron_spec.run_name`): one listed already (a restart between the create and the status
+write) is not started again, and a create that answers 409 is taken as done. Runs are
+owned by their cron workflow (ownerReferences), so deleting it deletes them.
 """
 
 from __future__ import annotations
@@ -27,9 +30,9 @@ import asyncio
 import copy
 import itertools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from idlegate.api.crd import API_VERSION, CRON_KIND, KIND
 from idlegate.api.cron_spec import (
@@ -47,9 +50,14 @@ from idlegate.api.podsecurity import DEFAULT_LEVEL, Level, namespace_policy
 from idlegate.api.status import FINISHED_OR_INVALID, Conditions, Phase
 from idlegate.api.template import check_templates
 from idlegate.errors import SpecError
+from idlegate.operator.core.intents import (
+    CreateWorkflow,
+    DeleteWorkflow,
+    Intent,
+    PatchStatus,
+    PostEvent,
+)
 from idlegate.operator.core.pods import Owner
-from idlegate.operator.edge.kube import ApiError, KubeApi
-from idlegate.operator.edge.timers import Timers
 from idlegate.operator.settings import Clock
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import JobArrival
@@ -69,15 +77,30 @@ RETRY_SECONDS = 5.0
 """A timer's sync that the API did not answer is tried again after this long."""
 
 
+class Reads(Protocol):
+    """What a sync reads of the API (the operator's client)."""
+
+    async def get_cron_workflow(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+    async def list_workflows(self, namespace: str, selector: str) -> list[dict[str, Any]]: ...
+    async def get_namespace(self, name: str) -> dict[str, Any] | None: ...
+
+
+class Timers(Protocol):
+    """One-shot timers at a time of the operator's clock, by key."""
+
+    def arm(self, key: str, at: float, fire: Callable[[], Awaitable[None]]) -> None: ...
+    def cancel(self, key: str) -> None: ...
+
+
 @dataclass(eq=False)
 class CronController:
-    """Syncs DagCronWorkflows (see the module docstring); one per operator."""
+    """Syncs DagCronWorkflows (see the module docstring); one per operator. Its writes are
+    intents, each sync's in order, given to `apply` (the applier: the one write path)."""
 
-    kube: KubeApi
+    api: Reads
     timers: Timers
     clock: Clock
-    record: Callable[[Owner, str, str, str], None]
-    """Posts an Event: (owner, type, reason, message)."""
+    apply: Callable[[Iterable[Intent]], None]
     foresee: Callable[[tuple[str, str], tuple[JobArrival, ...], str | None], None] = (
         lambda key, runs, pool: None
     )
@@ -93,11 +116,11 @@ class CronController:
         meta = body.get("metadata") or {}
         key = (meta.get("namespace", ""), meta.get("name", ""))
         async with self._locks.setdefault(key, asyncio.Lock()):
-            await self._sync(body)
+            self.apply(await self._sync(body))
 
     async def resync(self, namespace: str, name: str) -> None:
         """Sync the cron workflow as it is now in the API (a timer, or a run finished)."""
-        body = await self.kube.get_cron_workflow(namespace, name)
+        body = await self.api.get_cron_workflow(namespace, name)
         if body is None:
             self.forget(namespace, name)
             return
@@ -110,7 +133,7 @@ class CronController:
         self.foresee((namespace, name), (), None)
 
     # long: the numbered pipeline of the module docstring, one step per block
-    async def _sync(self, body: dict[str, Any]) -> None:
+    async def _sync(self, body: dict[str, Any]) -> list[Intent]:
         meta = body.get("metadata") or {}
         ns, name = meta.get("namespace", ""), meta.get("name", "")
         owner = Owner(ns, name, meta.get("uid", ""), CRON_KIND)
@@ -119,7 +142,7 @@ class CronController:
         now = self.clock.now()
         generation = int(meta.get("generation") or 0)
         # 1. validate (the runs' templates as their admission will: by the namespace)
-        policy = namespace_policy(await self.kube.get_namespace(ns), self.pod_security)
+        policy = namespace_policy(await self.api.get_namespace(ns), self.pod_security)
         try:
             check_cron_name(name)
             spec = parse_cron_spec(body.get("spec"), f"DagCronWorkflow {ns}/{name}")
@@ -127,19 +150,18 @@ class CronController:
             schedule = Schedule.parse(spec.schedule, spec.time_zone)
         except SpecError as exc:
             conditions.set("Valid", False, "Invalid", str(exc), generation, now)
-            self.record(owner, "Warning", "Invalid", str(exc))
-            await self._write(ns, name, status, conditions)
             self.timers.cancel(_timer_key(ns, name))
             self.foresee((ns, name), (), None)
-            return
+            invalid = PostEvent(owner, "Warning", "Invalid", str(exc))
+            return [invalid, _status(owner, status, conditions)]
         valid = "the schedule and workflowSpec are valid"
         conditions.set("Valid", True, "Valid", valid, generation, now)
         # 2. sort the runs
-        runs = await self.kube.list_workflows(ns, f"{LABEL_CRON}={name}")
+        runs = await self.api.list_workflows(ns, f"{LABEL_CRON}={name}")
         active, succeeded, failed = _sort(runs)
         # 3. history limits
-        await self._prune(ns, succeeded, spec.successful_jobs_history_limit)
-        await self._prune(ns, failed, spec.failed_jobs_history_limit)
+        out = _prune(ns, succeeded, spec.successful_jobs_history_limit)
+        out += _prune(ns, failed, spec.failed_jobs_history_limit)
         if succeeded:
             status.last_successful_time = to_datetime(_scheduled(succeeded[-1]))
         # 4. the due run
@@ -153,110 +175,117 @@ class CronController:
             created=created,
             starting_deadline=spec.starting_deadline_seconds,
         )
+        run, existing = None, {_name(r) for r in runs}
         if not spec.suspend:  # suspended: due runs wait, as missed ones (see the spec)
             raw = copy.deepcopy(body["spec"]["workflowSpec"])  # as written: no defaults added
-            started = await self._start_due(owner, spec, raw, when, active)
-            if started is not None:
-                status.last_schedule_time = to_datetime(started)
-        # 5. the status
+            run = _start_due(owner, spec, raw, when, active, existing, out)
+        if run is not None:
+            status.last_schedule_time = to_datetime(when.run_at)
+        # 5. the status (once the run it records exists)
         status.active = sorted(_name(r) for r in active)
         status.next_schedule_time = to_datetime(when.next_at)
-        await self._write(ns, name, status, conditions)
+        written = _status(owner, status, conditions)
+        if run is None or _name(run) in existing:
+            out.append(written)
+        else:
+            said = f"started {_name(run)} (due at {stamp(when.run_at)})"
+            out.append(
+                CreateWorkflow(
+                    owner, run, (PostEvent(owner, "Normal", "RunStarted", said), written)
+                )
+            )
         # 6. the next look, and the runs ahead for the planner
         self._arm(ns, name, when.next_at)
         upcoming = () if spec.suspend else _upcoming(name, spec, schedule, now)
         self.foresee((ns, name), upcoming, spec.workflow_spec.pool)
+        return out
 
     def _arm(self, ns: str, name: str, at: float) -> None:
         async def fire() -> None:
             try:
                 await self.resync(ns, name)
-            except ApiError as exc:  # the API is away: look again soon, or no run ever starts
-                log.info("Cannot sync cron workflow %s/%s (%s); retrying.", ns, name, exc)
+            except Exception as exc:  # the API is away: look again soon, or no run ever starts
+                log.warning("Cannot sync cron workflow %s/%s (%s); retrying.", ns, name, exc)
                 self._arm(ns, name, self.clock.now() + RETRY_SECONDS)
 
         self.timers.arm(_timer_key(ns, name), at, fire)
 
-    async def _start_due(
-        self,
-        owner: Owner,
-        spec: CronWorkflowSpec,
-        workflow: dict[str, Any],
-        when: Due,
-        active: list[dict[str, Any]],
-    ) -> float | None:
-        """Start the due run if the policy allows; the scheduled time it was started for."""
-        if when.too_late is not None:
-            late = (
-                f"the run due at {stamp(when.too_late)} was not started: it is more than "
-                f"startingDeadlineSeconds ({spec.starting_deadline_seconds}) late"
+
+def _start_due(
+    owner: Owner,
+    spec: CronWorkflowSpec,
+    workflow: dict[str, Any],
+    when: Due,
+    active: list[dict[str, Any]],
+    existing: set[str],
+    out: list[Intent],
+) -> dict[str, Any] | None:
+    """The due run, if the policy starts it (the Events and deletions that go first to
+    `out`); one in `existing` was started before (its status write lost): not again."""
+    if when.too_late is not None:
+        late = (
+            f"the run due at {stamp(when.too_late)} was not started: it is more than "
+            f"startingDeadlineSeconds ({spec.starting_deadline_seconds}) late"
+        )
+        out.append(PostEvent(owner, "Warning", "MissedSchedule", late))
+        return None
+    if when.run_at is None:
+        return None
+    if run_name(owner.name, when.run_at) in existing:
+        return {"metadata": {"name": run_name(owner.name, when.run_at)}}  # (listed already)
+    due_at = stamp(when.run_at)
+    if when.missed:
+        missed = f"{when.missed} earlier run(s) were missed; starting only the latest"
+        out.append(PostEvent(owner, "Warning", "MissedSchedule", f"{missed}, due at {due_at}"))
+    if active and spec.concurrency_policy is ConcurrencyPolicy.FORBID:
+        forbid = (
+            f"not starting the run due at {due_at}: concurrencyPolicy is Forbid and "
+            f"{_name(active[0])} is still active"
+        )
+        out.append(PostEvent(owner, "Normal", "RunAlreadyActive", forbid))
+        return None
+    if active and spec.concurrency_policy is ConcurrencyPolicy.REPLACE:
+        for run in active:
+            out.append(DeleteWorkflow(_run_owner(run), "concurrencyPolicy Replace", True))
+            out.append(
+                PostEvent(owner, "Normal", "Replaced", f"deleted the active run {_name(run)}")
             )
-            self.record(owner, "Warning", "MissedSchedule", late)
-            return None
-        if when.run_at is None:
-            return None
-        due_at = stamp(when.run_at)
-        if when.missed:
-            missed = f"{when.missed} earlier run(s) were missed; starting only the latest"
-            self.record(owner, "Warning", "MissedSchedule", f"{missed}, due at {due_at}")
-        if active and spec.concurrency_policy is ConcurrencyPolicy.FORBID:
-            forbid = (
-                f"not starting the run due at {due_at}: concurrencyPolicy is Forbid and "
-                f"{_name(active[0])} is still active"
-            )
-            self.record(owner, "Normal", "RunAlreadyActive", forbid)
-            return None
-        if active and spec.concurrency_policy is ConcurrencyPolicy.REPLACE:
-            for run in active:
-                await _unless_gone(self.kube.delete_workflow(owner.namespace, _name(run)))
-                self.record(owner, "Normal", "Replaced", f"deleted the active run {_name(run)}")
-            active.clear()
-        active.append(await self._create(owner, workflow, when.run_at))
-        return when.run_at
-
-    async def _create(self, owner: Owner, workflow: dict[str, Any], at: float) -> dict[str, Any]:
-        name = run_name(owner.name, at)
-        body = {
-            "apiVersion": API_VERSION,
-            "kind": KIND,
-            "metadata": {
-                "name": name,
-                "namespace": owner.namespace,
-                "labels": {LABEL_CRON: owner.name},
-                "annotations": {ANNOTATION_SCHEDULED: f"{at:.0f}"},
-                "ownerReferences": [owner.reference()],
-            },
-            "spec": workflow,
-        }
-        try:
-            created = await self.kube.create_workflow(owner.namespace, body)
-        except ApiError as exc:
-            if exc.status != 409:
-                raise
-            return body  # created before a restart: the same run, not a second one
-        self.record(owner, "Normal", "RunStarted", f"started {name} (due at {stamp(at)})")
-        return created
-
-    async def _prune(self, ns: str, finished: list[dict[str, Any]], keep: int) -> None:
-        for run in finished[: max(0, len(finished) - keep)]:
-            await _unless_gone(self.kube.delete_workflow(ns, _name(run)))
-        del finished[: max(0, len(finished) - keep)]
-
-    async def _write(
-        self, ns: str, name: str, status: CronWorkflowStatus, conditions: Conditions
-    ) -> None:
-        status.conditions = conditions.models()
-        body = status.model_dump(mode="json", by_alias=True, exclude_none=True)
-        await _unless_gone(self.kube.patch_cron_status(ns, name, body))
+        active.clear()
+    active.append(_run(owner, workflow, when.run_at))
+    return active[-1]
 
 
-async def _unless_gone(request: Awaitable[Any]) -> None:
-    """Await `request`; a 404 (its object was deleted meanwhile) leaves nothing to do."""
-    try:
-        await request
-    except ApiError as exc:
-        if exc.status != 404:
-            raise
+def _run(owner: Owner, workflow: dict[str, Any], at: float) -> dict[str, Any]:
+    """The run of cron workflow `owner` due at `at`, as it is created."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {
+            "name": run_name(owner.name, at),
+            "namespace": owner.namespace,
+            "labels": {LABEL_CRON: owner.name},
+            "annotations": {ANNOTATION_SCHEDULED: f"{at:.0f}"},
+            "ownerReferences": [owner.reference()],
+        },
+        "spec": workflow,
+    }
+
+
+def _prune(ns: str, finished: list[dict[str, Any]], keep: int) -> list[Intent]:
+    """Delete the oldest of `finished` beyond `keep` (and drop them from it)."""
+    gone = finished[: max(0, len(finished) - keep)]
+    del finished[: len(gone)]
+    return [DeleteWorkflow(_run_owner(run), "history limit") for run in gone]
+
+
+def _status(owner: Owner, status: CronWorkflowStatus, conditions: Conditions) -> PatchStatus:
+    status.conditions = conditions.models()
+    return PatchStatus(owner, status.model_dump(mode="json", by_alias=True, exclude_none=True))
+
+
+def _run_owner(run: dict[str, Any]) -> Owner:
+    meta = run.get("metadata") or {}
+    return Owner(meta.get("namespace", ""), _name(run), meta.get("uid", ""))
 
 
 def _upcoming(

@@ -12,10 +12,9 @@ time; when it keeps none of those read, a note says when the newest arrived (`si
 
 from __future__ import annotations
 
-import asyncio
 import re
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -100,31 +99,6 @@ def current_namespace(kubeconfig: Path | None) -> str:
     return (active or {}).get("context", {}).get("namespace") or "default"
 
 
-def from_cluster(
-    kubeconfig: Path | None, namespaces: Sequence[str] | None
-) -> list[HistoryWorkflow]:
-    """The records of the live DagWorkflows of `namespaces` (None: all namespaces)."""
-    from idlegate.operator.edge.kube import ApiError, KubeApi, load_configuration
-
-    api = KubeApi(load_configuration(kubeconfig))
-
-    async def read() -> list[dict[str, Any]]:
-        chosen = (None,) if namespaces is None else namespaces
-        found = await asyncio.gather(*(api.list_workflows(ns) for ns in chosen))
-        return [obj for objects in found for obj in objects]
-
-    try:
-        objects = asyncio.run(read())
-    except ApiError as exc:
-        raise IdlegateError(
-            f"cannot list DagWorkflows: {exc}; check the credentials (--kubeconfig) and that "
-            "the CRD is installed, or export from a sink file (--from-sink)"
-        ) from None
-    finally:
-        api.close()
-    return from_objects(objects)
-
-
 def select(workflows: Iterable[HistoryWorkflow], since: float | None) -> list[HistoryWorkflow]:
     """Sorted by arrival, each record once, only those that arrived at `since` or later."""
     seen: dict[tuple[str | None, float | None], HistoryWorkflow] = {}
@@ -157,6 +131,7 @@ def export(
     out: Path | None,
     source: str | None = None,
     sink: Path | None = None,
+    live: Callable[[Sequence[str] | None], Iterable[Any]],
     kubeconfig: Path | None = None,
     namespaces: Sequence[str] = (),
     all_namespaces: bool = False,
@@ -164,7 +139,8 @@ def export(
 ) -> tuple[list[HistoryWorkflow], str | None]:
     """Read the history from one source and write it to `out` (None: YAML on stdout);
     returns the records written, in arrival order (`select`), and why none was although
-    some were read (`since_note`: ``--since`` left them all out), or None."""
+    some were read (`since_note`: ``--since`` left them all out), or None. `live` lists
+    the DagWorkflows of some namespaces (None: all) from the cluster (the CLI's client)."""
     if source is not None and sink is not None:
         raise IdlegateError("give a document (a path or -) or --from-sink, not both")
     if (source is not None or sink is not None) and (namespaces or all_namespaces):
@@ -180,7 +156,7 @@ def export(
         found = [w for p in sink_files(sink) for w in load_history(p)]
     else:
         chosen = None if all_namespaces else list(namespaces) or [current_namespace(kubeconfig)]
-        found = from_cluster(kubeconfig, chosen)
+        found = from_objects(live(chosen))
     workflows = select(found, earliest)
     if out is None:
         sys.stdout.write(history_text(workflows))

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -33,7 +33,6 @@ from idlegate.policy.spec import model_files
 from idlegate.sim.protocol import Scheduler
 
 if TYPE_CHECKING:
-    from idlegate.operator.edge.pools import Pools
     from idlegate.operator.features.shadow import Shadow
     from idlegate.operator.metrics import Metrics
     from idlegate.operator.settings import Settings
@@ -161,6 +160,16 @@ class Deciding(Protocol):
     def use_policy(self, policy: Scheduler) -> None: ...
 
 
+class Pooled(Protocol):
+    """The pools as the reloads see them (`idlegate.operator.edge.pools.Pools`)."""
+
+    @property
+    def bridges(self) -> Mapping[str, Deciding]: ...
+
+    @property
+    def specs(self) -> Mapping[str, Any]: ...
+
+
 class Reloads:
     """Every watch of model files: ``--scheduler``'s (its new model goes to the default pool
     and, as an object of its own, to each pool without ``spec.policy``), ``--shadow``'s, and
@@ -179,7 +188,7 @@ class Reloads:
         shadow: Shadow | None = None,
     ) -> None:
         self.settings = settings
-        self.pools: Pools
+        self.pools: Pooled
         """Set by :meth:`start`, before any watch runs or a pool changes."""
         self._watch = watch = partial(PolicyWatch, metrics=metrics, report=report)
         watches = []
@@ -195,7 +204,7 @@ class Reloads:
         self._pools: dict[str, tuple[Deciding, asyncio.Task[None]]] = {}
         """Each pool's own watch, with the state machine it reloads."""
 
-    def start(self, pools: Pools) -> None:
+    def start(self, pools: Pooled) -> None:
         """Run the operator's watches in the running loop; the pools' follow :meth:`changed`."""
         self.pools = pools
         loop, every = asyncio.get_running_loop(), self.settings.policy_reload_interval
@@ -214,7 +223,7 @@ class Reloads:
         pool without ``spec.policy``."""
         return [use] + [
             partial(self._use, name, bridge)
-            for name, bridge in self.pools
+            for name, bridge in self.pools.bridges.items()
             if name != DEFAULT_POOL and not self.pools.specs[name].policy
         ]
 
