@@ -136,11 +136,6 @@ def test_the_operator_core_imports_neither_edge_nor_features_nor_decisions():
     assert _offenders("operator/core", *banned) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 42, not done yet: Argo's handlers (features/argo.py) import the API "
-    "client's ApiError, the Bridge and the Pools",
-)
 def test_the_operator_features_do_not_import_the_edge():
     # features answer the core's events with intents; the applier is the one write path
     assert _offenders("operator/features", "idlegate.operator.edge") == []
