@@ -330,7 +330,6 @@ def history_export(
             source=source,
             sink=from_sink,
             live=lambda namespaces: _live_workflows(kubeconfig, namespaces),
-            kubeconfig=kubeconfig,
             namespaces=namespace or (),
             all_namespaces=all_namespaces,
             since=since,
@@ -342,8 +341,8 @@ def history_export(
 
 
 def _live_workflows(kubeconfig: Path | None, namespaces: Sequence[str] | None) -> list[Any]:
-    """The live DagWorkflows of `namespaces` (None: all namespaces), read by the operator's
-    API client."""
+    """The live DagWorkflows of `namespaces` (none: the current one; None: all), read by the
+    operator's API client."""
     import asyncio
 
     from idlegate.operator.edge.kube import ApiError, KubeApi, load_configuration
@@ -351,7 +350,7 @@ def _live_workflows(kubeconfig: Path | None, namespaces: Sequence[str] | None) -
     api = KubeApi(load_configuration(kubeconfig))
 
     async def read() -> list[Any]:
-        chosen = (None,) if namespaces is None else namespaces
+        chosen = (None,) if namespaces is None else namespaces or [_namespace(kubeconfig)]
         found = await asyncio.gather(*(api.list_workflows(ns) for ns in chosen))
         return [obj for objects in found for obj in objects]
 
@@ -364,6 +363,25 @@ def _live_workflows(kubeconfig: Path | None, namespaces: Sequence[str] | None) -
         ) from None
     finally:
         api.close()
+
+
+def _namespace(kubeconfig: Path | None) -> str:
+    """The namespace kubectl would use: the service account's in a cluster, else the
+    kubeconfig's current context's (default ``default``)."""
+    if kubeconfig is None and _IN_CLUSTER_NAMESPACE.is_file():
+        return _IN_CLUSTER_NAMESPACE.read_text().strip()
+    import kubernetes.config
+
+    try:
+        _, active = kubernetes.config.list_kube_config_contexts(
+            config_file=str(kubeconfig) if kubeconfig is not None else None
+        )
+    except (kubernetes.config.ConfigException, OSError):
+        return "default"  # (load_configuration reports unusable credentials)
+    return (active or {}).get("context", {}).get("namespace") or "default"
+
+
+_IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
 @history_app.command("airflow")

@@ -50,6 +50,7 @@ from idlegate.api.podsecurity import DEFAULT_LEVEL, Level, namespace_policy
 from idlegate.api.status import FINISHED_OR_INVALID, Conditions, Phase
 from idlegate.api.template import check_templates
 from idlegate.errors import SpecError
+from idlegate.operator.core.admission import owner_of
 from idlegate.operator.core.intents import (
     CreateWorkflow,
     DeleteWorkflow,
@@ -189,11 +190,8 @@ class CronController:
             out.append(written)
         else:
             said = f"started {_name(run)} (due at {stamp(when.run_at)})"
-            out.append(
-                CreateWorkflow(
-                    owner, run, (PostEvent(owner, "Normal", "RunStarted", said), written)
-                )
-            )
+            started = PostEvent(owner, "Normal", "RunStarted", said)
+            out.append(CreateWorkflow(owner, run, (started, written)))
         # 6. the next look, and the runs ahead for the planner
         self._arm(ns, name, when.next_at)
         upcoming = () if spec.suspend else _upcoming(name, spec, schedule, now)
@@ -246,10 +244,9 @@ def _start_due(
         return None
     if active and spec.concurrency_policy is ConcurrencyPolicy.REPLACE:
         for run in active:
-            out.append(DeleteWorkflow(_run_owner(run), "concurrencyPolicy Replace", True))
-            out.append(
-                PostEvent(owner, "Normal", "Replaced", f"deleted the active run {_name(run)}")
-            )
+            replaced = f"deleted the active run {_name(run)}"
+            out.append(DeleteWorkflow(owner_of(run), "concurrencyPolicy Replace", True))
+            out.append(PostEvent(owner, "Normal", "Replaced", replaced))
         active.clear()
     active.append(_run(owner, workflow, when.run_at))
     return active[-1]
@@ -275,17 +272,12 @@ def _prune(ns: str, finished: list[dict[str, Any]], keep: int) -> list[Intent]:
     """Delete the oldest of `finished` beyond `keep` (and drop them from it)."""
     gone = finished[: max(0, len(finished) - keep)]
     del finished[: len(gone)]
-    return [DeleteWorkflow(_run_owner(run), "history limit") for run in gone]
+    return [DeleteWorkflow(owner_of(run), "history limit") for run in gone]
 
 
 def _status(owner: Owner, status: CronWorkflowStatus, conditions: Conditions) -> PatchStatus:
     status.conditions = conditions.models()
     return PatchStatus(owner, status.model_dump(mode="json", by_alias=True, exclude_none=True))
-
-
-def _run_owner(run: dict[str, Any]) -> Owner:
-    meta = run.get("metadata") or {}
-    return Owner(meta.get("namespace", ""), _name(run), meta.get("uid", ""))
 
 
 def _upcoming(

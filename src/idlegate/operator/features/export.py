@@ -30,7 +30,6 @@ from idlegate.sim.timestamps import from_datetime, stamp
 STDIN = "-"
 _SPAN = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 EPOCH_ARRIVALS = 1e9
 """Arrivals below this (before September 2001) do not count from the epoch: a simulated
 history's count from 0, so no `--since` keeps them."""
@@ -83,22 +82,6 @@ def from_document(text: str, source: str) -> list[HistoryWorkflow]:
     return from_objects(objects)
 
 
-def current_namespace(kubeconfig: Path | None) -> str:
-    """The namespace kubectl would use: the service account's in a cluster, else the
-    kubeconfig's current context's (default ``default``)."""
-    if kubeconfig is None and IN_CLUSTER_NAMESPACE.is_file():
-        return IN_CLUSTER_NAMESPACE.read_text().strip()
-    import kubernetes.config
-
-    try:
-        _, active = kubernetes.config.list_kube_config_contexts(
-            config_file=str(kubeconfig) if kubeconfig is not None else None
-        )
-    except (kubernetes.config.ConfigException, OSError):
-        return "default"  # (load_configuration reports unusable credentials)
-    return (active or {}).get("context", {}).get("namespace") or "default"
-
-
 def select(workflows: Iterable[HistoryWorkflow], since: float | None) -> list[HistoryWorkflow]:
     """Sorted by arrival, each record once, only those that arrived at `since` or later."""
     seen: dict[tuple[str | None, float | None], HistoryWorkflow] = {}
@@ -132,7 +115,6 @@ def export(
     source: str | None = None,
     sink: Path | None = None,
     live: Callable[[Sequence[str] | None], Iterable[Any]],
-    kubeconfig: Path | None = None,
     namespaces: Sequence[str] = (),
     all_namespaces: bool = False,
     since: str | None = None,
@@ -140,7 +122,7 @@ def export(
     """Read the history from one source and write it to `out` (None: YAML on stdout);
     returns the records written, in arrival order (`select`), and why none was although
     some were read (`since_note`: ``--since`` left them all out), or None. `live` lists
-    the DagWorkflows of some namespaces (None: all) from the cluster (the CLI's client)."""
+    the cluster's DagWorkflows of the namespaces given (none: the current one; None: all)."""
     if source is not None and sink is not None:
         raise IdlegateError("give a document (a path or -) or --from-sink, not both")
     if (source is not None or sink is not None) and (namespaces or all_namespaces):
@@ -155,8 +137,7 @@ def export(
     elif sink is not None:
         found = [w for p in sink_files(sink) for w in load_history(p)]
     else:
-        chosen = None if all_namespaces else list(namespaces) or [current_namespace(kubeconfig)]
-        found = from_objects(live(chosen))
+        found = from_objects(live(None if all_namespaces else namespaces))
     workflows = select(found, earliest)
     if out is None:
         sys.stdout.write(history_text(workflows))
