@@ -141,7 +141,10 @@ def test_two_pools_with_their_policies_and_a_resize_mid_run(api: ApiServer) -> N
             expected = {"team-a": [ns_a] * WORKFLOWS, "team-b": [ns_b] * WORKFLOWS, "default": []}
             wait(
                 lambda: (
-                    {n: sorted(k[0] for k in br.core.workflows) for n, br in operator.pools}
+                    {
+                        n: sorted(k[0] for k in br.core.workflows)
+                        for n, br in operator.pools.bridges.items()
+                    }
                     == expected
                 ),
                 10,

@@ -394,7 +394,7 @@ async def test_the_known_cron_runs_are_told_to_the_pool_their_runs_land_in():
     pools.foresee(("analytics", "train"), gpu_runs, "gpu")  # workflowSpec.pool: not there yet
 
     def known() -> dict[str, list[str]]:
-        return {name: [a.name for a in b.core.decider.known] for name, b in pools}
+        return {name: [a.name for a in b.core.decider.known] for name, b in pools.bridges.items()}
 
     assert known() == {"default": [], "batch": ["nightly-1"]}
     pools.apply("gpu", ExecutorPoolSpec.model_validate({"size": 1}))  # its runs land there now

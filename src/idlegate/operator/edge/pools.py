@@ -98,7 +98,7 @@ class Pools:
             metrics,
             self.outcome,
             status_interval=settings.status_interval,
-            now=self.now,
+            now=lambda: self.default.now(),  # (the default pool's clock: never going back)
         )
         self.default = default = Bridge(
             settings,
@@ -144,10 +144,6 @@ class Pools:
     def holder(self, key: WorkflowKey) -> Bridge | None:
         """The bridge that holds workflow `key`, if any."""
         return next((b for b in self.bridges.values() if key in b.core.workflows), None)
-
-    def now(self) -> float:
-        """The operator's clock as the default pool reads it (never going back)."""
-        return self.default.now()
 
     def known(self, owner: Owner) -> bool:
         return any(b.core.known(owner) for b in self.bridges.values())
@@ -267,9 +263,6 @@ class Pools:
         for bridge in list(self.bridges.values()):
             bridge.handle(Schedule())
 
-    def __iter__(self) -> Iterator[tuple[str, Bridge]]:
-        return iter(list(self.bridges.items()))
-
     def foresee(
         self, key: WorkflowKey, runs: tuple[JobArrival, ...], pool: str | None = None
     ) -> None:
@@ -289,7 +282,7 @@ class Pools:
             pool = self._route(wanted, namespace)
             if pool in told:  # (None: its pool does not exist; its runs will wait for it)
                 told[pool] += runs
-        for name, bridge in self:
+        for name, bridge in self.bridges.items():
             bridge.core.decider.foresee(sorted(told[name], key=lambda a: a.time))
 
     # -- pools appearing, changing and going ---------------------------------------------------
