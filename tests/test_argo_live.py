@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from idlegate.operator.core.argo_pods import ArgoPod
+from idlegate.api.argo_pods import ArgoPod
 from idlegate.operator.core.external import ExternalJob, Release
 from idlegate.sim.argo import map_workflow
 from idlegate.sim.cluster import Cluster

@@ -49,6 +49,7 @@ from idlegate.api.status import FINISHED, Conditions, Phase, SlotState, invalid_
 from idlegate.errors import GangTooWideError, IdlegateError
 from idlegate.operator.core import messages
 from idlegate.operator.core.admission import (
+    DagWorkflow,
     Restore,
     classify,
     generation_of,
@@ -91,7 +92,7 @@ from idlegate.operator.core.intents import (
     RemoveGate,
     Timing,
 )
-from idlegate.operator.core.kinds import DagWorkflow, ExternalWorkflow, JobKind, refused_release
+from idlegate.operator.core.kinds import ExternalWorkflow, JobKind, refused_release
 from idlegate.operator.core.lifecycle import Lifecycle
 from idlegate.operator.core.pods import Owner, read_task_pod
 from idlegate.operator.core.tracking import (

@@ -57,52 +57,38 @@ log = logging.getLogger(__name__)
 
 
 class ExternalPod(Protocol):
-    """One pod of such a workflow as its kind reads it (Argo's `ArgoPod`)."""
+    """One pod of such a workflow as its kind reads it (Argo's `ArgoPod`): `gated`:
+    idlegate's gate is still on it; `phase`: Pending if none yet; `executor`: the slot
+    idlegate released it on (``idlegate.io/executor``), if any; `ran`: a succeeded pod's
+    own run time in seconds, if its status tells it; `stage_key`: its stage as
+    `Mapped.stage_keys` names it (None: none of the workflow's); `task_key`: its task, the
+    attempts of one task sharing it; `run_key`: what `ran` is recorded under; `terminal`:
+    it has ended (Succeeded or Failed)."""
+
+    name: str
+    gated: bool
+    phase: str
+    executor: int | None
+    ran: float | None
 
     @property
-    def name(self) -> str: ...
+    def stage_key(self) -> str | None: ...
     @property
-    def gated(self) -> bool:
-        """idlegate's gate is still on it."""
-
+    def task_key(self) -> str | None: ...
     @property
-    def phase(self) -> str:
-        """Its status.phase (Pending if none yet)."""
-
+    def run_key(self) -> str: ...
     @property
-    def executor(self) -> int | None:
-        """The executor slot idlegate released it on (``idlegate.io/executor``), if any."""
-
-    @property
-    def ran(self) -> float | None:
-        """A succeeded pod's own run time in seconds, if its status tells it."""
-
-    @property
-    def stage_key(self) -> str | None:
-        """Its stage, as `Mapped.stage_keys` names it (None: no stage of the workflow)."""
-
-    @property
-    def task_key(self) -> str | None:
-        """Its task, retry attempts folded (the attempts of one task share it)."""
-
-    @property
-    def run_key(self) -> str:
-        """What its run time is recorded under (`ExternalJob.ran`)."""
-
-    @property
-    def terminal(self) -> bool:
-        """It has ended (Succeeded or Failed)."""
+    def terminal(self) -> bool: ...
 
 
 class Mapped(Protocol):
-    """A kind's mapping of one workflow as it stands (Argo's `ArgoJob`)."""
+    """A kind's mapping of one workflow as it stands (Argo's `ArgoJob`): its job to
+    schedule (`spec`: the stages that may still run), and each stage's key by name, as
+    its pods name it (`stage_keys`, `ExternalPod.stage_key`)."""
 
-    def spec(self) -> WorkflowSpec:
-        """The job to schedule: the stages that may still run."""
-
+    def spec(self) -> WorkflowSpec: ...
     @property
-    def stage_keys(self) -> Mapping[str, str]:
-        """Stage name of `spec` -> the key its pods name it by (`ExternalPod.stage_key`)."""
+    def stage_keys(self) -> Mapping[str, str]: ...
 
 
 @dataclass(frozen=True)

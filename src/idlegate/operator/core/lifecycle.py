@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 from idlegate.api.status import Phase, WorkflowStatus, dump
 from idlegate.operator.core import messages
+from idlegate.operator.core.admission import DagWorkflow
 from idlegate.operator.core.events import DeadlinePassed, ReadAgain
 from idlegate.operator.core.intents import Outbox
-from idlegate.operator.core.kinds import DagWorkflow
 from idlegate.operator.core.pods import Owner, pod_name
 from idlegate.operator.core.tracking import TaskState, Workflow, WorkflowKey
 from idlegate.sim.spec import WorkflowSpec

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import kopf
 from prometheus_client import Gauge
 
+from idlegate.api.argo_pods import WORKFLOW_LABEL, ArgoPod, gates_with_ours
 from idlegate.errors import IdlegateError
-from idlegate.operator.core.argo_pods import WORKFLOW_LABEL, ArgoPod, gates_with_ours
 from idlegate.operator.core.events import Ended, Join, Observed, Remapped, Schedule
 from idlegate.operator.core.intents import Outbox
 from idlegate.operator.core.kinds import ExternalWorkflow, unscheduled
