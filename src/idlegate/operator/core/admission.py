@@ -234,16 +234,19 @@ class DagWorkflow(Workflow):
             return
         self.completion = pool.now()
         pool.intents.cancel_writes(self.owner)  # drop the creations and releases not done yet
-        for track in self.stages:
-            for task in track.tasks.values():
-                if task.state in (TaskState.GATED, TaskState.RELEASED):
-                    name = pod_name(self.owner.name, track.spec.name, task.index, task.attempt)
-                    pool.intents.delete_pod(
-                        self.owner, name, frees=task.state is TaskState.RELEASED
-                    )
+        self.delete_pods(pool, TaskState.GATED, TaskState.RELEASED)
         self.conditions.set("Failed", True, reason, message, self.generation, self.completion)
         self.finished(pool, Phase.FAILED, ("Warning", reason, message))
         log.warning("%s/%s failed: %s", self.owner.namespace, self.owner.name, message)
+
+    def delete_pods(self, pool: Pool, *states: TaskState) -> int:
+        """Delete the pods of its tasks in `states` (a running one's executor is free
+        already); how many."""
+        doomed = [(s, t) for s in self.stages for t in s.tasks.values() if t.state in states]
+        for track, task in doomed:
+            name = pod_name(self.owner.name, track.spec.name, task.index, task.attempt)
+            pool.intents.delete_pod(self.owner, name, frees=task.state is TaskState.RELEASED)
+        return len(doomed)
 
     def finished(self, pool: Pool, phase: Phase, notice: messages.Notice) -> None:
         """`self` ended in `phase` at `self.completion`: its metrics, Event, history record and

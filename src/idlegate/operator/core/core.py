@@ -33,7 +33,7 @@ that differs by kind (a launch, an adoption, an idle slot, a pod seen, a refused
 leaving the pool) is a method of the workflow, the job's payload, and the core holds
 every kind's workflows by their owner's kind (:attr:`Core.held`). Argo's Workflows
 (:class:`~.kinds.ExternalWorkflow`, handed in by :mod:`idlegate.operator.features.argo`
-as ``Join``, ``Observed``, ``Remapped`` and ``Ended`` events) have pods Argo creates: each
+as ``Join``, ``Observed`` and ``Ended`` events) have pods Argo creates: each
 launch is paired with a gated pod and said as a :class:`RemoveGate`, as for DagWorkflows.
 """
 
@@ -73,7 +73,6 @@ from idlegate.operator.core.events import (
     Observed,
     PodSeen,
     Recorded,
-    Remapped,
     RoundEnded,
     Schedule,
     SpecChanged,
@@ -201,9 +200,6 @@ class Core(Lifecycle):
                 if external is not None and external.active:
                     external.observe(self, pod)
                     self.schedule()
-            case Remapped(owner, mapped):
-                if (external := self.holding(owner)) is not None:
-                    external.remap(self, mapped)
             case Ended(owner):
                 self.end(owner.uid)
                 if (external := self.holding(owner)) is not None:
@@ -217,13 +213,16 @@ class Core(Lifecycle):
 
     def join(self, event: Join) -> None:
         """A workflow whose pods another controller creates enters the pool (one that
-        ended here meanwhile does not)."""
-        owner = event.owner
-        if owner.uid in self.ended:
-            return
-        wf = ExternalWorkflow(owner, ExternalJob((owner.namespace, owner.name), event.mapped))
-        wf.join(self, event.arrival, event.pods, event.seen)
-        self.held.setdefault(owner.kind, {})[(owner.namespace, owner.name)] = wf
+        ended here does not), or, in it, takes its new job."""
+        owner, key = event.owner, (event.owner.namespace, event.owner.name)
+        if (held := self.holding(owner)) is not None:
+            held.remap(self, event.mapped)
+        elif owner.uid not in self.ended:
+            wf = ExternalWorkflow(owner, ExternalJob(key, event.mapped))
+            wf.live.admit(self.cluster, self.now(), event.arrival, event.pods)
+            self.held.setdefault(owner.kind, {})[key] = wf
+            for pod in event.seen:
+                wf.observe(self, pod)
 
     # -- admission -------------------------------------------------------------------------
 

@@ -25,9 +25,8 @@ attempts), unless its stage's retries are spent. A pod whose gate someone else r
 runs as the operator's DagWorkflow pods do in that case: launched on a free executor, or
 beyond the pool until one frees (`Cluster.started_unasked`).
 
-What a kind tells of its workflow is two things: its job (`Mapped`: a `WorkflowSpec` and
-each stage's key) and its pods (`ExternalPod`: which stage and task each runs, gated or
-not, its phase). What the controller decides as it runs (a fan-out's size, a skipped
+A kind brings its mapping of the workflow (`Mapped`) and its reading of a pod
+(`ExternalPod`). What the controller decides as it runs (a fan-out's size, a skipped
 task) changes the job: `remap` puts the new job in place of the old with the progress
 carried over (finished tasks, running pods on their executors, idle slots), as a restart
 would. `admit` is that restart: everything it needs is on the pods (gate, phase,

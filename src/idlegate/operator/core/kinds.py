@@ -5,33 +5,29 @@ The core (:class:`~.core.Core`) holds every kind's workflows the same way: a job
 pool's :class:`~idlegate.sim.cluster.Cluster` whose payload is the workflow, found by
 its :class:`~.pods.Owner` (kind, namespace, name, uid: ``Core.holding``). Each step that
 differs by kind is a method of the workflow, given the core as a :class:`Pool`:
+``observe`` (a pod of it as it is now, level-triggered, read as its kind reads pods),
+``launched`` (the policy launched tasks of a stage), ``adopted`` (a task that ran beyond
+the pool, or a gang's task without a pod, `token` None, has an executor now),
+``idle_started`` and ``idle_ended`` (a stage's idle slot began, its timer fired: the
+timer is the core's), ``refused`` (a write for it was refused for good) and ``dropped``
+(it left the pool; the core then takes its job out and forgets it).
 
-* ``observe(pool, pod, deleted=)``: a pod of it as it is now (level-triggered), read
-  as its kind reads pods;
-* ``launched(pool, stage, launches, rule)``: the policy launched tasks of a stage;
-* ``adopted(pool, launch, token)``: a task that ran beyond the pool (or a gang's task
-  without a pod, `token` None) has an executor now;
-* ``idle_started(pool, stage, slot)``, ``idle_ended(pool, stage)``: a stage's idle slot
-  began, its timer fired (the timer is the core's);
-* ``refused(pool, outcome)``: a write for it was refused for good;
-* ``dropped(pool)``: it left the pool (the core then takes its job out and forgets it).
-
-:class:`DagWorkflow` is idlegate's own kind: the core creates its task pods gated, and
-it keeps their bookkeeping (:mod:`.tracking`); it is admitted from its body and pods
-(``Admit``), and its history record is the ``Finished`` fact. :class:`ExternalWorkflow`
-is any kind whose pods another controller creates, gated at creation by idlegate's
-webhook (Argo's Workflows; Airflow's worker pods): its :class:`~.external.ExternalJob`
-pairs the launches with those pods. Such a kind brings its mapping of a workflow
-(:class:`~.external.Mapped`), its reading of a pod (:class:`~.external.ExternalPod`) and
-a feature that hands them in as events: ``Join``, ``Observed``, ``Remapped``, ``Ended``;
-its history record is the feature's (``ExternalJob.ran`` keeps its pods' run times).
-A third such kind needs nothing new here.
+:class:`~.admission.DagWorkflow` is idlegate's own kind: the core creates its task pods
+gated, it keeps their bookkeeping (:mod:`.tracking`), and it is admitted from its body
+and pods (``Admit``); its history record is the ``Finished`` fact.
+:class:`ExternalWorkflow` is any kind whose pods another controller creates, gated at
+creation by idlegate's webhook (Argo's Workflows; Airflow's worker pods): its
+:class:`~.external.ExternalJob` pairs the launches with those pods. Such a kind brings
+its mapping of a workflow (:class:`~.external.Mapped`), its reading of a pod
+(:class:`~.external.ExternalPod`) and a feature that hands them in as ``Join``,
+``Observed`` and ``Ended`` events; its history record is the feature's
+(``ExternalJob.ran`` keeps its pods' run times). A third such kind needs nothing new here.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -108,15 +104,6 @@ class ExternalWorkflow(JobKind):
     def job(self) -> Job:
         """Its job now (`ExternalJob.remap` replaces it as the controller settles it)."""
         return self.live.job
-
-    def join(
-        self, pool: Pool, arrival: float, pods: Iterable[ExternalPod], seen: Sequence[ExternalPod]
-    ) -> None:
-        """Enter the pool at `arrival` with the progress its `pods` show, then the pods
-        `seen` since they were listed."""
-        self.live.admit(pool.cluster, pool.now(), arrival, pods)
-        for pod in seen:
-            self._release(pool, self.live.observe(pool.cluster, pod, pool.now()))
 
     def remap(self, pool: Pool, mapped: Mapped) -> None:
         """Its controller settled more of it: the job `mapped` replaces the current one."""
