@@ -25,8 +25,15 @@ from idlegate.api.status import Conditions, IdleSlot, Phase, SlotState, parse_in
 from idlegate.api.template import check_templates
 from idlegate.errors import IdlegateError
 from idlegate.operator.core import messages
-from idlegate.operator.core.events import Finished, RuleSwitched, TaskEnded
-from idlegate.operator.core.intents import CreatePod, Refused, RemoveGate
+from idlegate.operator.core.events import Finished, RuleSwitched, StatusLanded, TaskEnded
+from idlegate.operator.core.intents import (
+    Confirmed,
+    CreatePod,
+    LiveStatus,
+    PatchStatus,
+    Refused,
+    RemoveGate,
+)
 from idlegate.operator.core.kinds import Pool
 from idlegate.operator.core.pods import Owner, TaskPod, pod_name, read_task_pod
 from idlegate.operator.core.tracking import StageTrack, Task, TaskState, Workflow, timer_key
@@ -100,6 +107,22 @@ class DagWorkflow(Workflow):
         if slot is not None:
             pool.intents.event(self.owner, *messages.idle_slot_ended(slot, while_away=False))
         pool.intents.status(self, urgent=True)
+
+    def confirmed(self, pool: Pool, outcome: Confirmed) -> None:
+        """A write for it was carried out: a pod the API returned is read like a watch
+        event; a status write that landed put its idle slots and its ended pods (for pod
+        GC) in the API."""
+        intent, body = outcome.intent, outcome.body
+        if isinstance(intent, PatchStatus) and isinstance(intent.status, LiveStatus):
+            self.persisted_slots |= intent.status.slots
+            if body is not None:  # (it was found)
+                pool.intents.add(StatusLanded(self, intent.status.counted))
+        elif isinstance(intent, CreatePod | RemoveGate) and body is not None:
+            if isinstance(intent, CreatePod) and intent.owner_check:
+                self.pod_vanished = False  # (the workflow is there)
+            pod = read_task_pod(body)
+            if pod is not None and self.active and pod.owner_uid == self.owner.uid:
+                self.observe(pool, pod)
 
     def refused(self, pool: Pool, outcome: Refused) -> None:
         """A write whose workflow is gone makes the core forget it; a pod write refused

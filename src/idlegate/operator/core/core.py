@@ -76,17 +76,14 @@ from idlegate.operator.core.events import (
     RoundEnded,
     Schedule,
     SpecChanged,
-    StatusLanded,
 )
 from idlegate.operator.core.external import ExternalJob
 from idlegate.operator.core.intents import (
     Confirmed,
-    CreatePod,
     Intent,
     LiveStatus,
     Outbox,
     Outcome,
-    PatchStatus,
     Refused,
     RemoveGate,
     Timing,
@@ -369,23 +366,15 @@ class Core(Lifecycle):
             wf.observe(self, info, deleted=deleted)
 
     def outcome(self, outcome: Outcome) -> None:
-        """A write ended (the edge's report): a pod the API returned is read like a watch
-        event; a pod write refused for good fails its workflow (its executors return to the
-        pool); a write whose workflow is gone makes the core forget it."""
+        """A write ended (the edge's report): what it means is its workflow's kind's
+        (`JobKind.confirmed`, `JobKind.refused`)."""
         intent = outcome.intent
         if isinstance(outcome, Confirmed):
-            if isinstance(intent, CreatePod | RemoveGate) and outcome.body is not None:
-                if isinstance(intent, CreatePod) and intent.owner_check:
-                    wf = self.workflows.get((intent.owner.namespace, intent.owner.name))
-                    if wf is not None and wf.owner.uid == intent.owner.uid:
-                        wf.pod_vanished = False  # (the workflow is there)
-                self.observe_pod(outcome.body)
-            elif isinstance(intent, PatchStatus) and isinstance(intent.status, LiveStatus):
-                # what it carried is in the API: its idle slots, its ended pods (for pod GC)
-                landed, wf = intent.status, intent.status.workflow
-                wf.persisted_slots |= landed.slots
-                if outcome.body is not None:  # (it was found)
-                    self.intents.add(StatusLanded(wf, landed.counted))
+            status = getattr(intent, "status", None)
+            # (a status write's workflow may have left the pool: that it landed still counts)
+            wf = status.workflow if isinstance(status, LiveStatus) else self.holding(intent.owner)
+            if wf is not None:
+                wf.confirmed(self, outcome)
             return
         wf = self.holding(intent.owner)
         if wf is not None and wf.active:

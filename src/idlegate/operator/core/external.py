@@ -141,16 +141,19 @@ class ExternalJob:
         keys = self.mapped.stage_keys
         return {keys[s.name]: i for i, s in enumerate(self.spec.stages)}
 
+    def _add(self, cluster: Cluster, spec: WorkflowSpec, now: float, arrival: float) -> None:
+        """Add the job of `spec` to the cluster, with no pod waiting and no executor owed."""
+        self.spec = spec
+        job = Dag.from_spec(spec), now, "/".join(self.key), self.payload
+        self.job = cluster.add_job(*job, arrival=arrival)
+        self.waiting = [deque() for _ in spec.stages]
+        self.owed = [[] for _ in spec.stages]
+
     def admit(
         self, cluster: Cluster, now: float, arrival: float, pods: Iterable[ExternalPod]
-    ) -> list[Release]:
+    ) -> None:
         """Add the job at `now` (arrived at `arrival`) with the progress its `pods` show."""
-        self.spec = self.mapped.spec()
-        self.job = cluster.add_job(
-            Dag.from_spec(self.spec), now, "/".join(self.key), self.payload, arrival=arrival
-        )
-        self.waiting = [deque() for _ in self.spec.stages]
-        self.owed = [[] for _ in self.spec.stages]
+        self._add(cluster, self.mapped.spec(), now, arrival)
         pods = list(pods)
         for pod in pods:
             self._timed(pod)
@@ -198,7 +201,6 @@ class ExternalJob:
             self.running[pod.name] = _Running(stage, None)
             cluster.run_beyond(self.job.stages[stage], pod.name)
         self._offer(cluster, now)
-        return []
 
     def remap(self, cluster: Cluster, mapped: Mapped, now: float) -> list[Release]:
         """Put the job `mapped` (the workflow's status settled more of it) in place of the
@@ -216,12 +218,7 @@ class ExternalJob:
             for e in executors
         ]
         cluster.remove_job(old_job, now)
-        self.spec = spec
-        self.job = cluster.add_job(
-            Dag.from_spec(spec), now, old_job.name, self.payload, arrival=old_job.arrival
-        )
-        self.waiting = [deque() for _ in spec.stages]
-        self.owed = [[] for _ in spec.stages]
+        self._add(cluster, spec, now, old_job.arrival)
         new_index = {s.name: i for i, s in enumerate(spec.stages)}
         moved = {old_index[name]: new_index.get(name) for name in old_index}
         finished = [0] * len(spec.stages)

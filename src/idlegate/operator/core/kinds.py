@@ -9,7 +9,8 @@ differs by kind is a method of the workflow, given the core as a :class:`Pool`:
 ``launched`` (the policy launched tasks of a stage), ``adopted`` (a task that ran beyond
 the pool, or a gang's task without a pod, `token` None, has an executor now),
 ``idle_started`` and ``idle_ended`` (a stage's idle slot began, its timer fired: the
-timer is the core's), ``refused`` (a write for it was refused for good) and ``dropped``
+timer is the core's), ``confirmed`` and ``refused`` (a write for it was carried out,
+refused for good) and ``dropped``
 (it left the pool; the core then takes its job out and forgets it).
 
 :class:`~.admission.DagWorkflow` is idlegate's own kind: the core creates its task pods
@@ -34,7 +35,7 @@ from typing import Any, Protocol
 from idlegate.api.status import SlotState
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.external import ExternalJob, ExternalPod, Mapped, Release
-from idlegate.operator.core.intents import Outbox, Refused, RemoveGate
+from idlegate.operator.core.intents import Confirmed, Outbox, Refused, RemoveGate
 from idlegate.operator.core.pods import Owner
 from idlegate.operator.core.tracking import Workflow, timer_key
 from idlegate.operator.metrics import Metrics
@@ -80,6 +81,7 @@ class JobKind(Protocol):
     def adopted(self, pool: Pool, launch: Launch, token: Any) -> None: ...
     def idle_started(self, pool: Pool, stage: int, slot: SlotState) -> None: ...
     def idle_ended(self, pool: Pool, stage: int) -> None: ...
+    def confirmed(self, pool: Pool, outcome: Confirmed) -> None: ...
     def refused(self, pool: Pool, outcome: Refused) -> None: ...
     def dropped(self, pool: Pool) -> None: ...
 
