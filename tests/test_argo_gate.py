@@ -1,5 +1,5 @@
 """The gate on Argo's pods: what the admission webhook adds to which pod
-(idlegate.operator.core.argo_pods), and the kopf handler that serves it (operator/features/argo.py)."""
+(idlegate.api.argo_pods), and the kopf handler that serves it (operator/features/argo.py)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ import kopf
 import pytest
 from kopf._core.engines.admission import build_webhooks
 
-from idlegate.api.labels import GATE
-from idlegate.operator.core.argo_pods import (
+from idlegate.api.argo_pods import (
     NODE_ID,
     NODE_NAME,
     WORKFLOW_LABEL,
     ArgoPod,
     gates_with_ours,
 )
+from idlegate.api.labels import GATE
 from idlegate.operator.core.pods import release_patch
 from idlegate.operator.features import argo
 from idlegate.operator.main import Operator

@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from idlegate.api.labels import GATE
-from idlegate.errors import SpecError
-from idlegate.operator.core.argo_pods import (
+from idlegate.api.argo_pods import (
     NODE_ID,
     NODE_NAME,
     WORKFLOW_LABEL,
     ArgoPod,
     run_seconds,
 )
+from idlegate.api.labels import GATE
+from idlegate.errors import SpecError
 from idlegate.operator.edge.pools import Pools
 from idlegate.operator.features.argo import ArgoSide
 from idlegate.policy import make_scheduler

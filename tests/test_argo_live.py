@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from idlegate.operator.core.argo_pods import ArgoPod
+from idlegate.api.argo_pods import ArgoPod
 from idlegate.operator.core.external import ExternalJob, Release
 from idlegate.sim.argo import map_workflow
 from idlegate.sim.cluster import Cluster
@@ -58,7 +58,7 @@ class Run:
         self.live = ExternalJob(("ns", WF), map_workflow(doc, nodes=nodes))
         self.released: list[Release] = []
         self.now = 0.0
-        self.released += self.live.admit(self.cluster, 0.0, 0.0, pods)
+        self.live.admit(self.cluster, 0.0, 0.0, pods)
 
     def stage(self, name: str):
         return next(s for s in self.live.job.stages if s.name == name)

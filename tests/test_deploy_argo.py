@@ -10,7 +10,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from idlegate.operator.core.argo_pods import WORKFLOW_LABEL
+from idlegate.api.argo_pods import WORKFLOW_LABEL
 from tests.deploy_files import BASE, DEPLOY, NAMESPACE, kustomize, only, validate_versions
 
 OVERLAY = DEPLOY / "overlays" / "argo"

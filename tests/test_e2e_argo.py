@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
+from idlegate.api.argo_pods import NODE_NAME, WORKFLOW_LABEL
 from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE
-from idlegate.operator.core.argo_pods import NODE_NAME, WORKFLOW_LABEL
 from idlegate.sim.argo import DURATION_ANNOTATION
 from idlegate.sim.history import load_history
 from idlegate.sim.protocol import Decision

@@ -11,8 +11,8 @@ import sys
 from dataclasses import replace
 from typing import Any
 
+from idlegate.api.argo_pods import ArgoPod
 from idlegate.api.podsecurity import NamespacePolicy
-from idlegate.operator.core.argo_pods import ArgoPod
 from idlegate.operator.core.core import Core
 from idlegate.operator.core.events import Admit, IdleEnded, Join, PodSeen, Schedule
 from idlegate.operator.core.intents import (

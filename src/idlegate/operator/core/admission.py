@@ -1,14 +1,19 @@
-"""Admission: reading a DagWorkflow, and the pods it already has, into a
-:class:`~.kinds.DagWorkflow`.
+"""The DagWorkflow kind (:class:`DagWorkflow`, a :class:`~.kinds.JobKind`): its steps in
+the state machine, and its admission, reading a DagWorkflow and the pods it already has.
 
-Read only: a new workflow's checks (its spec; its templates against its namespace's Pod
-Security level and service-account allow-list) and times (:func:`new_workflow`), and the
-progress its pods and status record (:func:`classify`). `Core.admit` rejects an invalid
+The core creates a DagWorkflow's task pods, gated, and keeps their bookkeeping
+(:mod:`.tracking`): a launch removes a gate (or creates the pod released), a task pod
+seen ended finishes its task or fails it, and an idle slot is persisted in the status.
+
+Admission is read only: a new workflow's checks (its spec; its templates against its
+namespace's Pod Security level and service-account allow-list) and times
+(:func:`new_workflow`), and the progress its pods and status record (:func:`classify`). `Core.admit` rejects an invalid
 spec and puts that progress into the state machine before its first decision.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -16,16 +21,278 @@ from typing import Any
 
 from idlegate.api.crd import check_workflow_name
 from idlegate.api.podsecurity import NamespacePolicy
-from idlegate.api.status import Conditions, IdleSlot, SlotState, parse_indexes
+from idlegate.api.status import Conditions, IdleSlot, Phase, SlotState, parse_indexes
 from idlegate.api.template import check_templates
 from idlegate.errors import IdlegateError
-from idlegate.operator.core.kinds import DagWorkflow
-from idlegate.operator.core.pods import Owner, TaskPod, read_task_pod
-from idlegate.operator.core.tracking import StageTrack, Task, TaskState, Workflow
+from idlegate.operator.core import messages
+from idlegate.operator.core.events import Finished, RuleSwitched, StatusLanded, TaskEnded
+from idlegate.operator.core.intents import (
+    Confirmed,
+    CreatePod,
+    LiveStatus,
+    PatchStatus,
+    Refused,
+    RemoveGate,
+)
+from idlegate.operator.core.kinds import Pool
+from idlegate.operator.core.pods import Owner, TaskPod, pod_name, read_task_pod
+from idlegate.operator.core.tracking import StageTrack, Task, TaskState, Workflow, timer_key
 from idlegate.operator.settings import Clock
 from idlegate.sim.cluster import Cluster
+from idlegate.sim.protocol import Launch
 from idlegate.sim.spec import parse_workflow
 from idlegate.sim.timestamps import from_datetime, timestamp_precision
+
+log = logging.getLogger(__name__)
+
+
+class DagWorkflow(Workflow):
+    """A DagWorkflow as a :class:`JobKind`: its task pods are the core's (see
+    :class:`~.tracking.Workflow` for its state)."""
+
+    def observe(self, pool: Pool, pod: TaskPod, *, deleted: bool = False) -> None:
+        track = self.by_name.get(pod.stage)
+        task = track.tasks.get(pod.index) if track is not None else None
+        if track is None or task is None or task.attempt != pod.attempt:
+            return  # not ours, or an attempt already dealt with
+        if (deleted or pod.deleting) and not pod.terminal:
+            self.pod_vanished = True
+            if task.state is TaskState.RELEASED:
+                why = f"pod {pod.name} was deleted before it finished"
+                self.task_failed(pool, track, task, why)
+            elif task.state is TaskState.GATED and deleted:
+                track.forget_pod(task)
+            pool.schedule()
+            return
+        if task.state is TaskState.GATED and not pod.gated:
+            self.released_by_others(pool, track, task, pod.name)
+            if not pod.terminal:
+                pool.schedule()
+                return
+        if task.state is not TaskState.RELEASED or not pod.terminal:
+            return
+        if pod.phase != "Succeeded":
+            self.task_failed(pool, track, task, f"pod {pod.name} failed: {pod.reason}")
+        elif task.executor is None:  # beyond the pool: counted once it has an executor
+            task.finished_unaccounted = True
+        else:
+            self.task_succeeded(pool, track, task, _ran(pool, pod))
+        pool.schedule()
+
+    def launched(self, pool: Pool, stage: int, launches: list[Launch], rule: str) -> None:
+        track = self.stages[stage]
+        previous, self.policy, track.policy = self.policy, rule, rule
+        if previous is not None and previous != rule:  # (a planner's switch?)
+            pool.intents.add(RuleSwitched(self, previous, rule))
+        for launch in launches:
+            self.release(pool, track, track.next_to_release(), launch.executor)
+
+    def adopted(self, pool: Pool, launch: Launch, token: Any) -> None:
+        track = self.stages[launch.stage.index]
+        if token is None:  # a gang's task without a pod: released with it
+            self.release(pool, track, track.next_to_release(), launch.executor)
+            return
+        token.executor = launch.executor
+        if token.finished_unaccounted:  # it ended before it had an executor
+            token.finished_unaccounted = False
+            self.task_succeeded(pool, track, token, None)
+
+    def idle_started(self, pool: Pool, stage: int, slot: SlotState) -> None:
+        self.idle_slots[stage] = slot
+        pool.metrics.idle_inserted.inc(slot.delay)
+        pool.intents.status(self, urgent=True)  # persisted before anything else of it happens
+
+    def idle_ended(self, pool: Pool, stage: int) -> None:
+        slot = self.idle_slots.get(stage)
+        if slot is not None:
+            pool.intents.event(self.owner, *messages.idle_slot_ended(slot, while_away=False))
+        pool.intents.status(self, urgent=True)
+
+    def confirmed(self, pool: Pool, outcome: Confirmed) -> None:
+        """A write for it was carried out: a pod the API returned is read like a watch
+        event; a status write that landed put its idle slots and its ended pods (for pod
+        GC) in the API."""
+        intent, body = outcome.intent, outcome.body
+        if isinstance(intent, PatchStatus) and isinstance(intent.status, LiveStatus):
+            self.persisted_slots |= intent.status.slots
+            if body is not None:  # (it was found)
+                pool.intents.add(StatusLanded(self, intent.status.counted))
+        elif isinstance(intent, CreatePod | RemoveGate) and body is not None:
+            if isinstance(intent, CreatePod) and intent.owner_check:
+                self.pod_vanished = False  # (the workflow is there)
+            pod = read_task_pod(body)
+            if pod is not None and self.active and pod.owner_uid == self.owner.uid:
+                self.observe(pool, pod)
+
+    def refused(self, pool: Pool, outcome: Refused) -> None:
+        """A write whose workflow is gone makes the core forget it; a pod write refused
+        for good fails it (its executors return to the pool)."""
+        intent, owner = outcome.intent, self.owner
+        if outcome.gone:
+            pool.forget(owner.namespace, owner.name, owner.uid)
+        elif outcome.permanent and isinstance(intent, CreatePod | RemoveGate):
+            action = "create" if isinstance(intent, CreatePod) else "release"
+            if outcome.status is None:  # not the API's refusal: an error of the operator's
+                reason, cause = "PodError", f"{outcome.reason}: {outcome.message}"
+            else:
+                refused = f"the API server refused it ({outcome.status}): {outcome.message}"
+                reason, cause = "PodRejected", refused
+            message = (
+                f"The operator could not {action} task pod {intent.name} of stage "
+                f"{intent.stage!r}; {cause}."
+            )
+            self.fail(pool, reason, message)
+            pool.schedule()
+
+    def dropped(self, pool: Pool) -> None:
+        pool.deadline_dropped(self)
+        for index in self.idle_slots:
+            pool.intents.cancel_timer(timer_key(self.owner, index))  # (one that fired: a no-op)
+
+    def released_by_others(self, pool: Pool, track: StageTrack, task: Task, pod: str) -> None:
+        """A gated pod of ours lost the gate without the operator: its task is launched on a
+        free executor (ending its stage's idle slot, if any), or runs beyond the pool."""
+        pool.metrics.foreign_releases.inc()
+        track.set_state(task, TaskState.RELEASED)
+        task.executor = None
+        if self.phase is Phase.PENDING:
+            self.phase = Phase.RUNNING
+        stage = self.job.stages[track.index]
+        if stage.idle_until is not None:  # it has started: its idle slot is over
+            pool.intents.cancel_timer(timer_key(self.owner, track.index))
+        adopted = pool.cluster.started_unasked(stage, pool.now(), task)
+        pool.adopt(adopted)
+        self.top_up(pool, track)
+        notice = messages.released_by_others(
+            pod, track.spec.name, pool.settings.pool_size, bool(adopted)
+        )
+        pool.intents.event(self.owner, *notice)
+        pool.intents.status(self, urgent=True)
+
+    def release(self, pool: Pool, track: StageTrack, index: int, executor: int) -> None:
+        """Release task `index` onto `executor`: remove its gate, or create it ungated."""
+        task = track.task(index)
+        had_pod = task.state is TaskState.GATED
+        track.set_state(task, TaskState.RELEASED)
+        task.executor, task.released_at = executor, pool.now()
+        started = self.phase is Phase.PENDING
+        if started:
+            self.phase = Phase.RUNNING
+        if had_pod:
+            pool.intents.release_pod(self, track, task)
+        else:
+            pool.intents.create_pod(self, track, task, gated=False)
+        self.top_up(pool, track)
+        pool.intents.status(self, urgent=started)
+
+    def top_up(self, pool: Pool, track: StageTrack) -> None:
+        """Create the stage's gated pods, up to the window ahead of its releases, once its
+        parents are done."""
+        stage = self.job.stages[track.index]
+        if stage.parents_left or stage.complete:
+            return
+        while track.gated < pool.settings.window:
+            index = track.next_to_create()
+            if index is None:
+                return
+            task = track.task(index)
+            track.set_state(task, TaskState.GATED)
+            pool.intents.create_pod(self, track, task, gated=True)
+
+    def task_succeeded(self, pool: Pool, track: StageTrack, task: Task, ran: float | None) -> None:
+        executor = task.executor
+        assert executor is not None
+        track.set_state(task, TaskState.SUCCEEDED)
+        pool.intents.add(TaskEnded(self, track, task, True))
+        self.measured(track, task, pool.now(), ran, pool.settings.history_samples)
+        following = pool.cluster.task_finished(executor, pool.now())
+        if following is not None:
+            self.release(pool, track, track.next_to_release(), executor)
+            pool.intents.event(self.owner, *messages.released_next(track.spec.name))
+        job = self.job
+        if job.finish is not None:
+            self.complete(pool)
+            return
+        if job.stages[track.index].complete:  # its children whose parents are all done start
+            for child in job.stages[track.index].children:
+                self.top_up(pool, self.stages[child])
+        pool.intents.status(self)
+
+    def task_failed(self, pool: Pool, track: StageTrack, task: Task, reason: str) -> None:
+        """The task's attempt failed: past its backoffLimit it fails the workflow, else it
+        is retried on its executor, or, if it ran beyond the pool, when the policy says."""
+        track.attempt_failed(task)
+        pool.metrics.task_failures.inc()
+        pool.intents.add(TaskEnded(self, track, task, False))
+        if task.failures > track.spec.backoff_limit:
+            self.fail_task_for_good(pool, track, task, reason)
+            return
+        task.attempt += 1
+        if task.executor is None:
+            pool.cluster.drop_beyond(task)
+            track.replan(task)
+        else:
+            pool.intents.event(self.owner, *messages.task_failure(track, task, reason))
+            pool.intents.create_pod(self, track, task, gated=False)
+        pool.intents.status(self)
+
+    def fail_task_for_good(self, pool: Pool, track: StageTrack, task: Task, reason: str) -> None:
+        track.set_state(task, TaskState.FAILED)  # its pod has failed: kept (logs)
+        _, failure, message = messages.task_failure(track, task, reason)
+        self.fail(pool, failure, message)
+
+    def complete(self, pool: Pool) -> None:
+        self.completion = self.job.finish
+        message = "All stages succeeded."
+        self.conditions.set("Complete", True, "Succeeded", message, self.generation, pool.now())
+        notice = messages.succeeded(
+            self.dag, self.completion - self.arrival, self.job.idle_inserted
+        )
+        self.finished(pool, Phase.SUCCEEDED, notice)
+
+    def fail(self, pool: Pool, reason: str, message: str) -> None:
+        """Fail the workflow: its unfinished pods are deleted, its executors return to the
+        pool (the caller schedules)."""
+        if not self.active:
+            return
+        self.completion = pool.now()
+        pool.intents.cancel_writes(self.owner)  # drop the creations and releases not done yet
+        self.delete_pods(pool, TaskState.GATED, TaskState.RELEASED)
+        self.conditions.set("Failed", True, reason, message, self.generation, self.completion)
+        self.finished(pool, Phase.FAILED, ("Warning", reason, message))
+        log.warning("%s/%s failed: %s", self.owner.namespace, self.owner.name, message)
+
+    def delete_pods(self, pool: Pool, *states: TaskState) -> int:
+        """Delete the pods of its tasks in `states` (a running one's executor is free
+        already); how many."""
+        doomed = [(s, t) for s in self.stages for t in s.tasks.values() if t.state in states]
+        for track, task in doomed:
+            name = pod_name(self.owner.name, track.spec.name, task.index, task.attempt)
+            pool.intents.delete_pod(self.owner, name, frees=task.state is TaskState.RELEASED)
+        return len(doomed)
+
+    def finished(self, pool: Pool, phase: Phase, notice: messages.Notice) -> None:
+        """`self` ended in `phase` at `self.completion`: its metrics, Event, history record and
+        last status; it leaves the pool, never to be admitted again."""
+        self.phase = phase
+        outcome = phase.lower()
+        pool.metrics.completion_time.labels(outcome).observe(self.completion - self.arrival)
+        pool.metrics.workflows_finished.labels(outcome).inc()
+        pool.intents.event(self.owner, *notice)
+        self.pool_size, self.scheduler = pool.settings.pool_size, pool.spec
+        pool.intents.add(Finished(self))
+        pool.intents.status(self, urgent=True)
+        pool.drop(self)
+        pool.end(self.owner.uid)
+
+
+def _ran(pool: Pool, pod: TaskPod) -> float | None:
+    """A succeeded pod's run time on the operator's clock, if its status tells it."""
+    if pod.ran is None:
+        return None
+    start, end = pod.ran
+    clock = pool.settings.clock
+    return clock.from_wall(end) - clock.from_wall(start)
 
 
 class AdmitLaterError(IdlegateError):

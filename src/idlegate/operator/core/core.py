@@ -33,7 +33,7 @@ that differs by kind (a launch, an adoption, an idle slot, a pod seen, a refused
 leaving the pool) is a method of the workflow, the job's payload, and the core holds
 every kind's workflows by their owner's kind (:attr:`Core.held`). Argo's Workflows
 (:class:`~.kinds.ExternalWorkflow`, handed in by :mod:`idlegate.operator.features.argo`
-as ``Join``, ``Observed``, ``Remapped`` and ``Ended`` events) have pods Argo creates: each
+as ``Join``, ``Observed`` and ``Ended`` events) have pods Argo creates: each
 launch is paired with a gated pod and said as a :class:`RemoveGate`, as for DagWorkflows.
 """
 
@@ -49,6 +49,7 @@ from idlegate.api.status import FINISHED, Conditions, Phase, SlotState, invalid_
 from idlegate.errors import GangTooWideError, IdlegateError
 from idlegate.operator.core import messages
 from idlegate.operator.core.admission import (
+    DagWorkflow,
     Restore,
     classify,
     generation_of,
@@ -72,26 +73,22 @@ from idlegate.operator.core.events import (
     Observed,
     PodSeen,
     Recorded,
-    Remapped,
     RoundEnded,
     Schedule,
     SpecChanged,
-    StatusLanded,
 )
 from idlegate.operator.core.external import ExternalJob
 from idlegate.operator.core.intents import (
     Confirmed,
-    CreatePod,
     Intent,
     LiveStatus,
     Outbox,
     Outcome,
-    PatchStatus,
     Refused,
     RemoveGate,
     Timing,
 )
-from idlegate.operator.core.kinds import DagWorkflow, ExternalWorkflow, JobKind, refused_release
+from idlegate.operator.core.kinds import ExternalWorkflow, JobKind, refused_release
 from idlegate.operator.core.lifecycle import Lifecycle
 from idlegate.operator.core.pods import Owner, read_task_pod
 from idlegate.operator.core.tracking import (
@@ -200,9 +197,6 @@ class Core(Lifecycle):
                 if external is not None and external.active:
                     external.observe(self, pod)
                     self.schedule()
-            case Remapped(owner, mapped):
-                if (external := self.holding(owner)) is not None:
-                    external.remap(self, mapped)
             case Ended(owner):
                 self.end(owner.uid)
                 if (external := self.holding(owner)) is not None:
@@ -216,13 +210,16 @@ class Core(Lifecycle):
 
     def join(self, event: Join) -> None:
         """A workflow whose pods another controller creates enters the pool (one that
-        ended here meanwhile does not)."""
-        owner = event.owner
-        if owner.uid in self.ended:
-            return
-        wf = ExternalWorkflow(owner, ExternalJob((owner.namespace, owner.name), event.mapped))
-        wf.join(self, event.arrival, event.pods, event.seen)
-        self.held.setdefault(owner.kind, {})[(owner.namespace, owner.name)] = wf
+        ended here does not), or, in it, takes its new job."""
+        owner, key = event.owner, (event.owner.namespace, event.owner.name)
+        if (held := self.holding(owner)) is not None:
+            held.remap(self, event.mapped)
+        elif owner.uid not in self.ended:
+            wf = ExternalWorkflow(owner, ExternalJob(key, event.mapped))
+            wf.live.admit(self.cluster, self.now(), event.arrival, event.pods)
+            self.held.setdefault(owner.kind, {})[key] = wf
+            for pod in event.seen:
+                wf.observe(self, pod)
 
     # -- admission -------------------------------------------------------------------------
 
@@ -369,23 +366,15 @@ class Core(Lifecycle):
             wf.observe(self, info, deleted=deleted)
 
     def outcome(self, outcome: Outcome) -> None:
-        """A write ended (the edge's report): a pod the API returned is read like a watch
-        event; a pod write refused for good fails its workflow (its executors return to the
-        pool); a write whose workflow is gone makes the core forget it."""
+        """A write ended (the edge's report): what it means is its workflow's kind's
+        (`JobKind.confirmed`, `JobKind.refused`)."""
         intent = outcome.intent
         if isinstance(outcome, Confirmed):
-            if isinstance(intent, CreatePod | RemoveGate) and outcome.body is not None:
-                if isinstance(intent, CreatePod) and intent.owner_check:
-                    wf = self.workflows.get((intent.owner.namespace, intent.owner.name))
-                    if wf is not None and wf.owner.uid == intent.owner.uid:
-                        wf.pod_vanished = False  # (the workflow is there)
-                self.observe_pod(outcome.body)
-            elif isinstance(intent, PatchStatus) and isinstance(intent.status, LiveStatus):
-                # what it carried is in the API: its idle slots, its ended pods (for pod GC)
-                landed, wf = intent.status, intent.status.workflow
-                wf.persisted_slots |= landed.slots
-                if outcome.body is not None:  # (it was found)
-                    self.intents.add(StatusLanded(wf, landed.counted))
+            status = getattr(intent, "status", None)
+            # (a status write's workflow may have left the pool: that it landed still counts)
+            wf = status.workflow if isinstance(status, LiveStatus) else self.holding(intent.owner)
+            if wf is not None:
+                wf.confirmed(self, outcome)
             return
         wf = self.holding(intent.owner)
         if wf is not None and wf.active:

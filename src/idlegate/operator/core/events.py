@@ -66,13 +66,14 @@ class IdleEnded:
 
 @dataclass(frozen=True, slots=True)
 class Join:
-    """The workflow `owner`, whose pods another controller creates, enters the pool as
-    the job `mapped` (:class:`~.kinds.ExternalWorkflow`), arrived at `arrival`, with the
-    `pods` listed and then those `seen` since."""
+    """The workflow `owner`, whose pods another controller creates, is the job `mapped`
+    (:class:`~.kinds.ExternalWorkflow`): it enters the pool, arrived at `arrival`, with
+    the `pods` listed and then those `seen` since; in the pool, its job is `mapped` now
+    (its controller settled more of it)."""
 
     owner: Owner
     mapped: Mapped
-    arrival: float
+    arrival: float = 0.0
     pods: Sequence[ExternalPod] = ()
     seen: Sequence[ExternalPod] = ()
 
@@ -85,14 +86,6 @@ class Observed:
     kind: str
     key: WorkflowKey
     pod: ExternalPod
-
-
-@dataclass(frozen=True, slots=True)
-class Remapped:
-    """The controller of the workflow `owner` settled more of it: its job is `mapped` now."""
-
-    owner: Owner
-    mapped: Mapped
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +141,7 @@ class Schedule:
 
 EVENTS = (
     *(Admit, PodSeen, Forget, IdleEnded, DeadlinePassed, SpecChanged, Recorded, Leave, Schedule),
-    *(Join, Observed, Remapped, Ended),
+    *(Join, Observed, Ended),
 )
 Event = (
     Admit
@@ -162,7 +155,6 @@ Event = (
     | Schedule
     | Join
     | Observed
-    | Remapped
     | Ended
 )
 """What :meth:`Core.handle` takes, besides a write's :data:`~.intents.Outcome`."""

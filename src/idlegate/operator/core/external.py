@@ -25,9 +25,8 @@ attempts), unless its stage's retries are spent. A pod whose gate someone else r
 runs as the operator's DagWorkflow pods do in that case: launched on a free executor, or
 beyond the pool until one frees (`Cluster.started_unasked`).
 
-What a kind tells of its workflow is two things: its job (`Mapped`: a `WorkflowSpec` and
-each stage's key) and its pods (`ExternalPod`: which stage and task each runs, gated or
-not, its phase). What the controller decides as it runs (a fan-out's size, a skipped
+A kind brings its mapping of the workflow (`Mapped`) and its reading of a pod
+(`ExternalPod`). What the controller decides as it runs (a fan-out's size, a skipped
 task) changes the job: `remap` puts the new job in place of the old with the progress
 carried over (finished tasks, running pods on their executors, idle slots), as a restart
 would. `admit` is that restart: everything it needs is on the pods (gate, phase,
@@ -57,52 +56,38 @@ log = logging.getLogger(__name__)
 
 
 class ExternalPod(Protocol):
-    """One pod of such a workflow as its kind reads it (Argo's `ArgoPod`)."""
+    """One pod of such a workflow as its kind reads it (Argo's `ArgoPod`): `gated`:
+    idlegate's gate is still on it; `phase`: Pending if none yet; `executor`: the slot
+    idlegate released it on (``idlegate.io/executor``), if any; `ran`: a succeeded pod's
+    own run time in seconds, if its status tells it; `stage_key`: its stage as
+    `Mapped.stage_keys` names it (None: none of the workflow's); `task_key`: its task, the
+    attempts of one task sharing it; `run_key`: what `ran` is recorded under; `terminal`:
+    it has ended (Succeeded or Failed)."""
+
+    name: str
+    gated: bool
+    phase: str
+    executor: int | None
+    ran: float | None
 
     @property
-    def name(self) -> str: ...
+    def stage_key(self) -> str | None: ...
     @property
-    def gated(self) -> bool:
-        """idlegate's gate is still on it."""
-
+    def task_key(self) -> str | None: ...
     @property
-    def phase(self) -> str:
-        """Its status.phase (Pending if none yet)."""
-
+    def run_key(self) -> str: ...
     @property
-    def executor(self) -> int | None:
-        """The executor slot idlegate released it on (``idlegate.io/executor``), if any."""
-
-    @property
-    def ran(self) -> float | None:
-        """A succeeded pod's own run time in seconds, if its status tells it."""
-
-    @property
-    def stage_key(self) -> str | None:
-        """Its stage, as `Mapped.stage_keys` names it (None: no stage of the workflow)."""
-
-    @property
-    def task_key(self) -> str | None:
-        """Its task, retry attempts folded (the attempts of one task share it)."""
-
-    @property
-    def run_key(self) -> str:
-        """What its run time is recorded under (`ExternalJob.ran`)."""
-
-    @property
-    def terminal(self) -> bool:
-        """It has ended (Succeeded or Failed)."""
+    def terminal(self) -> bool: ...
 
 
 class Mapped(Protocol):
-    """A kind's mapping of one workflow as it stands (Argo's `ArgoJob`)."""
+    """A kind's mapping of one workflow as it stands (Argo's `ArgoJob`): its job to
+    schedule (`spec`: the stages that may still run), and each stage's key by name, as
+    its pods name it (`stage_keys`, `ExternalPod.stage_key`)."""
 
-    def spec(self) -> WorkflowSpec:
-        """The job to schedule: the stages that may still run."""
-
+    def spec(self) -> WorkflowSpec: ...
     @property
-    def stage_keys(self) -> Mapping[str, str]:
-        """Stage name of `spec` -> the key its pods name it by (`ExternalPod.stage_key`)."""
+    def stage_keys(self) -> Mapping[str, str]: ...
 
 
 @dataclass(frozen=True)
@@ -156,16 +141,19 @@ class ExternalJob:
         keys = self.mapped.stage_keys
         return {keys[s.name]: i for i, s in enumerate(self.spec.stages)}
 
+    def _add(self, cluster: Cluster, spec: WorkflowSpec, now: float, arrival: float) -> None:
+        """Add the job of `spec` to the cluster, with no pod waiting and no executor owed."""
+        self.spec = spec
+        job = Dag.from_spec(spec), now, "/".join(self.key), self.payload
+        self.job = cluster.add_job(*job, arrival=arrival)
+        self.waiting = [deque() for _ in spec.stages]
+        self.owed = [[] for _ in spec.stages]
+
     def admit(
         self, cluster: Cluster, now: float, arrival: float, pods: Iterable[ExternalPod]
-    ) -> list[Release]:
+    ) -> None:
         """Add the job at `now` (arrived at `arrival`) with the progress its `pods` show."""
-        self.spec = self.mapped.spec()
-        self.job = cluster.add_job(
-            Dag.from_spec(self.spec), now, "/".join(self.key), self.payload, arrival=arrival
-        )
-        self.waiting = [deque() for _ in self.spec.stages]
-        self.owed = [[] for _ in self.spec.stages]
+        self._add(cluster, self.mapped.spec(), now, arrival)
         pods = list(pods)
         for pod in pods:
             self._timed(pod)
@@ -213,7 +201,6 @@ class ExternalJob:
             self.running[pod.name] = _Running(stage, None)
             cluster.run_beyond(self.job.stages[stage], pod.name)
         self._offer(cluster, now)
-        return []
 
     def remap(self, cluster: Cluster, mapped: Mapped, now: float) -> list[Release]:
         """Put the job `mapped` (the workflow's status settled more of it) in place of the
@@ -231,12 +218,7 @@ class ExternalJob:
             for e in executors
         ]
         cluster.remove_job(old_job, now)
-        self.spec = spec
-        self.job = cluster.add_job(
-            Dag.from_spec(spec), now, old_job.name, self.payload, arrival=old_job.arrival
-        )
-        self.waiting = [deque() for _ in spec.stages]
-        self.owed = [[] for _ in spec.stages]
+        self._add(cluster, spec, now, old_job.arrival)
         new_index = {s.name: i for i, s in enumerate(spec.stages)}
         moved = {old_index[name]: new_index.get(name) for name in old_index}
         finished = [0] * len(spec.stages)

@@ -11,14 +11,13 @@ pod's name is a function of its workflow, stage, task and attempt (`pods.pod_nam
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from idlegate.operator.core.pods import Owner, pod_name, task_pod
 
 if TYPE_CHECKING:
-    from idlegate.operator.core.external import Release
     from idlegate.operator.core.tracking import StageTrack, Task, Workflow
     from idlegate.sim.spec import StageSpec
 
@@ -296,12 +295,6 @@ class Outbox:
         name = pod_name(owner.name, spec.name, index, attempt)
         after = _unpersisted(wf, track.index)
         self.add(RemoveGate(owner, spec.name, index, attempt, name, task.executor, spec, after))
-
-    def release_external(self, owner: Owner, releases: Iterable[Release]) -> None:
-        """Remove the gate of each pod another controller made that `ExternalJob` paired
-        with an executor, recording the executor on it."""
-        for release in releases:
-            self.add(RemoveGate(owner, release.stage, 0, 0, release.pod, release.executor, None))
 
     def delete_pod(self, owner: Owner, name: str, *, frees: bool = False) -> None:
         self.add(DeletePod(owner, name, frees))

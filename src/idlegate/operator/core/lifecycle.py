@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 
 from idlegate.api.status import Phase, WorkflowStatus, dump
 from idlegate.operator.core import messages
+from idlegate.operator.core.admission import DagWorkflow
 from idlegate.operator.core.events import DeadlinePassed, ReadAgain
 from idlegate.operator.core.intents import Outbox
-from idlegate.operator.core.kinds import DagWorkflow
-from idlegate.operator.core.pods import Owner, pod_name
+from idlegate.operator.core.pods import Owner
 from idlegate.operator.core.tracking import TaskState, Workflow, WorkflowKey
 from idlegate.sim.spec import WorkflowSpec
 from idlegate.sim.timestamps import from_datetime, to_datetime
@@ -105,20 +105,14 @@ class Lifecycle:
         self.arm_deadline(wf.owner, spec.active_deadline_seconds, wf.admitted)
         self.intents.status(wf, urgent=True)
 
-    def suspend(self, wf: Workflow) -> None:
+    def suspend(self, wf: DagWorkflow) -> None:
         """Take the running `wf` out of the pool: its running pods are deleted (evicted) and
         its executors freed; it is admitted again once spec.suspend is false."""
         busy = self.busy
         wf.active, wf.phase = False, Phase.SUSPENDED
         self.intents.cancel_writes(wf.owner)  # drop its creations and releases not done yet
         self.drop(wf)
-        evicted = 0
-        for track in wf.stages:
-            for task in track.tasks.values():
-                if task.state is TaskState.RELEASED:
-                    name = pod_name(wf.owner.name, track.spec.name, task.index, task.attempt)
-                    self.intents.delete_pod(wf.owner, name, frees=True)
-                    evicted += 1
+        evicted = wf.delete_pods(self, TaskState.RELEASED)
         freed = busy - self.busy
         message = (
             f"Suspended (spec.suspend): {evicted} running task pod(s) deleted, to run again "

@@ -13,7 +13,7 @@ policy beside DagWorkflows.
   workflows whose pods another controller creates, :mod:`idlegate.operator.core.kinds`):
   a launch of a stage, paired with a gated pod of that stage, is a `RemoveGate`, an idle
   slot a `SetTimer`. What its pods and ``status.nodes`` show is handed to the core as
-  events (``Join``, ``Observed``, ``Remapped``, ``Ended``). Argo's objects are never
+  events (``Join``, ``Observed``, ``Ended``). Argo's objects are never
   written.
 * **History.** A Workflow that finishes while the operator runs goes into the history
   sink and its pod run times into the estimates of its template's next runs: each pod's
@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 import kopf
 from prometheus_client import Gauge
 
+from idlegate.api.argo_pods import WORKFLOW_LABEL, ArgoPod, gates_with_ours
 from idlegate.errors import IdlegateError
-from idlegate.operator.core.argo_pods import WORKFLOW_LABEL, ArgoPod, gates_with_ours
-from idlegate.operator.core.events import Ended, Join, Observed, Remapped, Schedule
-from idlegate.operator.core.intents import Outbox
+from idlegate.operator.core.events import Ended, Join, Observed, Schedule
+from idlegate.operator.core.intents import Outbox, PostEvent
 from idlegate.operator.core.kinds import ExternalWorkflow, unscheduled
 from idlegate.operator.core.pods import Owner
 from idlegate.operator.settings import Settings
@@ -154,9 +154,7 @@ class ArgoSide:
 
     def said(self, owner: Owner, type_: str, reason: str, message: str) -> None:
         """Post an Event on `owner` (through the default pool)."""
-        box = Outbox()
-        box.event(owner, type_, reason, message)
-        self.bridge.carry(box.take())
+        self.bridge.carry([PostEvent(owner, type_, reason, message)])
 
     # -- what is seen ------------------------------------------------------------------------
 
@@ -191,7 +189,7 @@ class ArgoSide:
             await self._admit(key, body)
         else:
             try:
-                self.bridge.handle(Remapped(wf.owner, self._map(body)))
+                self.bridge.handle(Join(wf.owner, self._map(body)))
             except IdlegateError as exc:
                 log.warning("%s/%s no longer maps (%s): kept as it was.", *key, exc)
         self._gauges()

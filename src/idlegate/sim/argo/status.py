@@ -132,7 +132,7 @@ class Observed:
 
     def measured(self, path: str, ran: Mapping[str, float] | None = None) -> tuple[float, ...]:
         """Run times of the stage's succeeded pods: with `ran` (node name -> the pod's own
-        run time, `idlegate.operator.core.argo_pods.run_seconds`), theirs, a pod it lacks left out;
+        run time, `idlegate.api.argo_pods.run_seconds`), theirs, a pod it lacks left out;
         without it, their nodes' times (which count a wait at the gate too)."""
         found = (
             p.seconds if ran is None else ran.get(p.name)
