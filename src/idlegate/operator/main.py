@@ -157,17 +157,6 @@ class Operator:
         """The default pool's bridge."""
         return self.pools.default
 
-    async def cron_seen(self, namespace: str) -> None:
-        """Note the labels of a cron workflow's `namespace`, by which its runs may be
-        routed (kept as they were if the API cannot show them now)."""
-        try:
-            found = await self.kube.get_namespace(namespace)
-        except ApiError as exc:
-            log.info("Cannot read namespace %s now (%s): its labels as last read.", namespace, exc)
-            return
-        if found is not None:
-            self.pools.labels[namespace] = namespace_labels(found)
-
     @property
     def kube(self) -> KubeApi:
         if self._kube is None:
@@ -559,10 +548,11 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     @kopf.on.resume(GROUP, VERSION, CRON_PLURAL, registry=registry, id="cron")
     @kopf.on.create(GROUP, VERSION, CRON_PLURAL, registry=registry, id="cron")
     @kopf.on.update(GROUP, VERSION, CRON_PLURAL, registry=registry, id="cron", field="spec")
-    async def cron_sync(body: kopf.Body, namespace: str, **_: Any) -> None:
-        await operator.ready_pools()
+    async def cron_sync(body: kopf.Body, namespace: str, namespaces: kopf.Index, **_: Any) -> None:
+        pools = await operator.ready_pools()
+        for found in namespaces.get(namespace, ()):  # (its runs may be routed by its labels)
+            pools.labels[namespace] = namespace_labels(found)
         try:
-            await operator.cron_seen(namespace)
             await operator.cron.sync(plain(body))
         except ApiError as exc:
             raise _temporary(exc) from exc

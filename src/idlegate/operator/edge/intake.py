@@ -85,8 +85,8 @@ async def rebuild(bridge: Pools, cached: Cached | None = None) -> tuple[int, int
     admitted = _admit_unknown(bridge, bodies, pods, namespaces)
     bridge.rebuilt = True
     log.info(
-        f"Rebuilt the state from {len(bodies)} DagWorkflow(s) and {len(pods)} pod(s); "
-        f"{admitted} workflow(s) admitted."
+        f"Rebuilt the state from {len(bodies)} DagWorkflow(s) and {len(pods)} pod(s)"
+        f"{' (from the indexes)' if cached else ''}; {admitted} workflow(s) admitted."
     )
     bridge.schedule()
     return len(bodies), len(pods)
