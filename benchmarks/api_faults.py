@@ -146,6 +146,8 @@ def run(
                 with proxy.fault(**fault.switches):
                     time.sleep(fault.seconds)
                 returned = time.monotonic()
+                log.write(f"=== {time.strftime('%H:%M:%S')}: the fault ends ===\n")
+                log.flush()  # (in the operator's log, which shares this file's offset)
             done = until(lambda: finished(api, namespace) == args.workflows, args.timeout, proc)
             elapsed = time.monotonic() - start
             proxy.set(**dataclasses.asdict(Faults()))
@@ -212,6 +214,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--latency", type=float, default=60.0, help="seconds of +500 ms")
     parser.add_argument("--long-outage", type=float, default=70.0)
     parser.add_argument("--timeout", type=float, default=600.0, help="per run, seconds")
+    parser.add_argument("--logs", type=Path, help="keep each run's operator log in this folder")
     parser.add_argument(
         "--faults",
         default="outage,storm,latency,watch-cuts,drop-before,drop-after,long-outage",
@@ -229,7 +232,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         api.create("customresourcedefinitions", render_crd())
         with FaultProxy(api, Path(tmp)) as proxy:
             for name in chosen:
-                with (Path(tmp) / f"operator-{name}.log").open("w") as log:
+                with ((args.logs or Path(tmp)) / f"operator-{name}.log").open("w") as log:
                     rows.append(run(api, proxy, name, known[name], args, log))
                 print(rows[-1], file=sys.stderr, flush=True)
         api.assert_no_internal_errors()

@@ -32,6 +32,9 @@ from typing import Any
 from tests.failover import failover
 from tests.k8s.harness import serving_crd
 
+TARGET = 20.0
+"""Seconds from the leader's kill to the standby's first release (issue 42)."""
+
 
 def lease_settings(text: str) -> list[tuple[int, float, float]]:
     """ "15/10/2,8/6/1" -> [(15, 10.0, 2.0), (8, 6.0, 1.0)]."""
@@ -55,13 +58,11 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"{r['succeeded']} / {r['workflows']} | {r['duplicates']} | "
             f"{r['max_running']} / {r['pool']} |"
         )
-    lines += ["", "| lease | kill to release: mean | worst | bound (duration + 20 s) |"]
-    lines.append("|---|---|---|---|")
+    lines += ["", "| lease | kill to release: mean | worst | target |", "|---|---|---|---|"]
     for lease in dict.fromkeys(r["lease"] for r in rows):
         times = [r["to_release"] for r in rows if r["lease"] == lease]
-        bound = float(lease.split(" / ")[0]) + 20
         lines.append(
-            f"| {lease} | {statistics.mean(times):.1f} s | {max(times):.1f} s | {bound:.0f} s |"
+            f"| {lease} | {statistics.mean(times):.1f} s | {max(times):.1f} s | {TARGET:g} s |"
         )
     return "\n".join(lines)
 

@@ -33,8 +33,10 @@ from idlegate.operator.core.tracking import TaskState
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.endpoints import Endpoints
 from idlegate.operator.edge.lanes import Op
-from idlegate.operator.edge.watchdog import KopfRetryLog, RetryForever, operator_pod
+from idlegate.operator.edge.watchdog import KopfRetryLog, RetryForever, Watchdog, operator_pod
+from idlegate.operator.main import Operator
 from idlegate.operator.metrics import Metrics
+from idlegate.operator.settings import Settings
 from tests.e2e import (
     DWF,
     HANG_SECONDS,
@@ -178,6 +180,45 @@ def test_a_workflow_that_finishes_while_the_rebuild_reads_is_not_admitted_again(
         assert h.bridge.core.workflows == {}
 
     asyncio.run(scenario())
+
+
+def test_the_first_rebuild_reads_kopfs_indexes_and_one_after_an_outage_lists():
+    """A standby elected rebuilds from the pods and namespaces its kopf indexes hold
+    (`Watchdog.cached`), listing only the workflows and pools; a rebuild after an outage
+    lists them all (an index may keep an object deleted while its watch was down)."""
+
+    async def scenario() -> None:
+        leader = harness(pool=2)
+        await leader.submit("w", {"stages": [fake_stage("x", tasks=2)]})
+        leader.kube.pods[("default", "w-x-0")]["status"]["phase"] = "Succeeded"
+        # the standby: kopf's indexes hold what its watches saw; its state is empty
+        h = harness(pool=2, kube=leader.kube)
+        cache = (copy.deepcopy(list(h.kube.pods.values())), copy.deepcopy(h.kube.namespaces))
+        watchdog = Watchdog(h.pools, h.health, reporter=None, cached=lambda: cache)
+        h.kube.calls.clear()
+        await watchdog._sync()
+        await h.settle()
+        assert watchdog.rebuilt.is_set()
+        assert "list_pods" not in h.kube.calls and "list_namespaces" not in h.kube.calls
+        wf = h.bridge.core.workflows[("default", "w")]
+        assert wf.job.stages[0].finished == 1 and h.bridge.core.busy == 1  # w-x-0 as cached
+        h.health.unsynced = 30.0  # an outage ended
+        await watchdog._sync()
+        assert {"list_pods", "list_namespaces"} <= set(h.kube.calls)
+
+    asyncio.run(scenario())
+
+
+def test_a_standby_rebuilds_from_kopfs_indexes_once_filled_and_not_after_an_outage():
+    operator = Operator(Settings(pool_size=1, policy="fair"))
+    pod = {"metadata": {"name": "w-x-0", "namespace": "default"}}
+    namespace = {"metadata": {"name": "default"}}
+    operator.indexes = {("default", "w"): [pod]}, {"default": [namespace]}
+    assert operator.cached() is None  # kopf has run no handler yet: not filled
+    operator.indexed.set()
+    assert operator.cached() == ([pod], {"default": namespace})
+    operator.health.unsynced = 30.0  # an outage cut the watches: an index may keep ghosts
+    assert operator.cached() is None
 
 
 def test_a_pod_not_listed_while_its_workflow_has_a_write_running_is_not_taken_for_deleted():

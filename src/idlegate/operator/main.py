@@ -134,6 +134,10 @@ class Operator:
         it is set, so the process would never exit after a SIGTERM.)"""
         self.kopf_posting: Any = None
         """kopf's posting settings (its own Events: the leader's only)."""
+        self.indexes: tuple[Mapping[Any, Any], Mapping[Any, Any]] | None = None
+        """kopf's indexes of the task pods and of the namespaces (given at its startup)."""
+        self.indexed = asyncio.Event()
+        """Set once kopf has filled its indexes: it runs no resource handler before."""
         self.metrics.leader.set(0 if settings.leader_election else 1)
 
     @cached_property
@@ -152,17 +156,6 @@ class Operator:
     def bridge(self) -> Bridge:
         """The default pool's bridge."""
         return self.pools.default
-
-    async def cron_seen(self, namespace: str) -> None:
-        """Note the labels of a cron workflow's `namespace`, by which its runs may be
-        routed (kept as they were if the API cannot show them now)."""
-        try:
-            found = await self.kube.get_namespace(namespace)
-        except ApiError as exc:
-            log.info("Cannot read namespace %s now (%s): its labels as last read.", namespace, exc)
-            return
-        if found is not None:
-            self.pools.labels[namespace] = namespace_labels(found)
 
     @property
     def kube(self) -> KubeApi:
@@ -210,7 +203,7 @@ class Operator:
                 pools.foresee,
                 pod_security=s.pod_security,
             )
-            self.watchdog = Watchdog(pools, self.health, reporter=self.pod)
+            self.watchdog = Watchdog(pools, self.health, reporter=self.pod, cached=self.cached)
             if s.leader_election:
                 self.elector = leader.elect(
                     s, self.kube, self.gate, on_elected=self._elected, on_lost=self._lost
@@ -252,6 +245,20 @@ class Operator:
         """An Event of the operator's own on its Pod (outside a Pod: logged only)."""
         if self.pod is not None and self._pools is not None:
             self.post(self.pod, *notice)
+
+    def cached(self) -> intake.Cached | None:
+        """The task pods and namespaces of kopf's indexes, for a rebuild that needs not list
+        them (a standby's at its election): once kopf has filled the indexes, if no outage
+        has cut its watches since (an object deleted meanwhile may stay in an index); else
+        None."""
+        if self.indexes is None or not self.indexed.is_set():
+            return None
+        if not self.health.up or self.health.unsynced:
+            return None
+        task_pods, namespaces = self.indexes
+        pods = [plain(pod) for found in task_pods.values() for pod in found]
+        named = {name: plain(body) for name, found in namespaces.items() for body in found}
+        return pods, named
 
     async def _admit_later(self, every: float) -> None:
         """Retry, every `every` seconds, the workflows that left a pool and could not be
@@ -449,8 +456,11 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     clock = operator.settings.clock
 
     @kopf.on.startup(registry=registry)
-    async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+    async def startup(
+        settings: kopf.OperatorSettings, task_pods: kopf.Index, namespaces: kopf.Index, **_: Any
+    ) -> None:
         configure_kopf(settings, operator.settings, operator.metrics)
+        operator.indexes = task_pods, namespaces
         if operator.settings.leader_election:  # (kopf's own Events: the leader's only)
             operator.kopf_posting, settings.posting.enabled = settings.posting, False
         await operator.start()
@@ -515,6 +525,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
         task_pods: kopf.Index,
         **_: Any,
     ) -> None:
+        operator.indexed.set()
         if operator.standby:  # (its election's rebuild reads every workflow as it is then)
             return
         if type == "DELETED" or meta.get("deletionTimestamp"):
@@ -528,6 +539,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
         "v1", "pods", registry=registry, id="pod-events", labels={LABEL_WORKFLOW: kopf.PRESENT}
     )
     async def pod_event(type: str | None, event: kopf.RawEvent, **_: Any) -> None:
+        operator.indexed.set()
         operator.pools.observe_pod(event["object"], deleted=type == "DELETED")
 
     # -- DagCronWorkflows: synced on every change, forgotten when deleted, and synced again
@@ -536,10 +548,11 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     @kopf.on.resume(GROUP, VERSION, CRON_PLURAL, registry=registry, id="cron")
     @kopf.on.create(GROUP, VERSION, CRON_PLURAL, registry=registry, id="cron")
     @kopf.on.update(GROUP, VERSION, CRON_PLURAL, registry=registry, id="cron", field="spec")
-    async def cron_sync(body: kopf.Body, namespace: str, **_: Any) -> None:
-        await operator.ready_pools()
+    async def cron_sync(body: kopf.Body, namespace: str, namespaces: kopf.Index, **_: Any) -> None:
+        pools = await operator.ready_pools()
+        for found in namespaces.get(namespace, ()):  # (its runs may be routed by its labels)
+            pools.labels[namespace] = namespace_labels(found)
         try:
-            await operator.cron_seen(namespace)
             await operator.cron.sync(plain(body))
         except ApiError as exc:
             raise _temporary(exc) from exc

@@ -39,27 +39,40 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-async def rebuild(bridge: Pools) -> tuple[int, int]:
+Cached = tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]
+"""The task pods and the namespaces (by name) as kopf's indexes hold them."""
+
+
+async def rebuild(bridge: Pools, cached: Cached | None = None) -> tuple[int, int]:
     """The state from the API as it is now, level-triggered; returns the DagWorkflows and
-    pods listed. At the start, every DagWorkflow is admitted with its pods, oldest first,
+    pods read. At the start, every DagWorkflow is admitted with its pods, oldest first,
     before the first decision (see :mod:`idlegate.operator.core.admission`). After an outage
     (:mod:`idlegate.operator.edge.watchdog`) the same reading also catches up with what the
     watches may have missed: the pods as they are now, pods deleted, workflows gone, and
     workflows created meanwhile. The ExecutorPools are listed too, and applied before any
-    workflow is admitted (:meth:`Pools.restore`), so that each goes to its own pool."""
+    workflow is admitted (:meth:`Pools.restore`), so that each goes to its own pool.
+
+    With `cached`, the pods and namespaces are those of kopf's indexes, not listed: a
+    standby's at its election, whose watches have kept them (only the workflows and
+    pools are listed then)."""
     known = dict(bridge.workflows)  # (only these may be gone: others came after the lists)
     with_pods = _tasks_with_pods(bridge)
     pools = await _pools(bridge)
     bodies: list[dict[str, Any]] = []
-    pods: list[dict[str, Any]] = []
+    pods: list[dict[str, Any]] = [] if cached is None else cached[0]
     for namespace in bridge.settings.namespaces or (None,):
         bodies += await bridge.kube.list_workflows(namespace)
-        pods += await bridge.kube.list_pods(namespace, LABEL_WORKFLOW)
-    # after the workflows: each one's namespace is listed (unless it is being deleted)
-    namespaces = {
-        (ns.get("metadata") or {}).get("name"): ns
-        for ns in await _namespaces(bridge.kube.list_namespaces())
-    }
+        if cached is None:
+            pods += await bridge.kube.list_pods(namespace, LABEL_WORKFLOW)
+    # after the workflows: each one's namespace is read (unless it is being deleted)
+    namespaces = (
+        cached[1]
+        if cached is not None
+        else {
+            (ns.get("metadata") or {}).get("name"): ns
+            for ns in await _namespaces(bridge.kube.list_namespaces())
+        }
+    )
     listed = {(owner.namespace, owner.name, owner.uid) for owner in map(owner_of, bodies)}
     for key, wf in known.items():
         if bridge.workflows.get(key) is wf and (*key, wf.owner.uid) not in listed:
@@ -72,8 +85,8 @@ async def rebuild(bridge: Pools) -> tuple[int, int]:
     admitted = _admit_unknown(bridge, bodies, pods, namespaces)
     bridge.rebuilt = True
     log.info(
-        f"Rebuilt the state from {len(bodies)} DagWorkflow(s) and {len(pods)} pod(s); "
-        f"{admitted} workflow(s) admitted."
+        f"Rebuilt the state from {len(bodies)} DagWorkflow(s) and {len(pods)} pod(s)"
+        f"{' (from the indexes)' if cached else ''}; {admitted} workflow(s) admitted."
     )
     bridge.schedule()
     return len(bodies), len(pods)
@@ -142,7 +155,7 @@ def _admit_unknown(
     pools: Pools,
     bodies: list[dict[str, Any]],
     pods: list[dict[str, Any]],
-    namespaces: Mapping[str | None, dict[str, Any]],
+    namespaces: Mapping[Any, dict[str, Any]],
 ) -> int:
     """Admit the workflows no pool knows, each with its pods, oldest first."""
     by_workflow: dict[WorkflowKey, list[dict[str, Any]]] = {}

@@ -7,7 +7,8 @@ client (:class:`idlegate.operator.edge.kube.KubeApi`). The rules are client-go's
   created it first), when it has no holder (released by a leader that stopped), or when
   its holder has not renewed it for ``leaseDurationSeconds`` *as this replica has
   observed it*: the time counts from when this replica last saw the Lease change, on its
-  own monotonic clock, so no two clocks are compared. Taking it is a PUT guarded by the
+  own monotonic clock, so no two clocks are compared; a standby looks again at that
+  expiry rather than at its next period. Taking it is a PUT guarded by the
   Lease's resourceVersion: of two standbys that try at once, one gets 409 and stays a
   standby, cleanly.
 * **Renew.** The leader writes ``renewTime`` every ``retry_period`` (the same guarded PUT).
@@ -113,6 +114,8 @@ class Elector:
         """The Lease as last read or written."""
         self._seen_at = 0.0
         """`now()` when the Lease was last seen to change."""
+        self.expires = 0.0
+        """`now()` when the Lease, as last seen held by another replica, expires."""
         self._attempt: asyncio.Task[bool] | None = None
         """The acquire or renewal in flight (at most one: a hanging one is awaited, not
         piled up)."""
@@ -129,8 +132,7 @@ class Elector:
         while not self.ended:
             await self.step()
             if not self.ended:
-                spread = 1.0 if self._leading else 1.0 + JITTER * random.random()
-                await asyncio.sleep(self.retry_period * spread)
+                await asyncio.sleep(self._pause())
 
     async def step(self) -> None:
         """One attempt to acquire or renew; a leader waits for it no longer than its
@@ -176,6 +178,16 @@ class Elector:
 
     # -- internals ---------------------------------------------------------------------------
 
+    def _pause(self) -> float:
+        """Seconds to the next attempt: a retry period (a standby's spread by JITTER), but
+        a standby looks again when the Lease it saw held expires, not up to a period after
+        (the takeover's delay is the lease duration, not that plus a period)."""
+        if self._leading:
+            return self.retry_period
+        pause = self.retry_period * (1.0 + JITTER * random.random())
+        left = self.expires - self.now()
+        return left if 0 < left < pause else pause
+
     async def _try(self, started: float) -> bool:
         """Acquire or renew; True if this replica holds the Lease (from `started` on)."""
         lease = await self.api.get_lease(self.namespace, self.name)
@@ -187,8 +199,8 @@ class Elector:
         if holder != self.identity and self._leading:
             self._lose(f"the Lease is held by {holder or 'nobody'} now")
             return False
-        held = float(spec.get("leaseDurationSeconds") or self.duration)
-        if holder and holder != self.identity and self.now() < self._seen_at + held:
+        self.expires = self._seen_at + float(spec.get("leaseDurationSeconds") or self.duration)
+        if holder and holder != self.identity and self.now() < self.expires:
             return False
         return await self._write(lease, started)
 

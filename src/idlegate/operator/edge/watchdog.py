@@ -176,9 +176,19 @@ def operator_pod() -> Owner | None:
 class Watchdog:
     """The rebuilds of the state (the first, and one after each outage) and the probes."""
 
-    def __init__(self, pools: Pools, health: ApiHealth, *, reporter: Owner | None) -> None:
+    def __init__(
+        self,
+        pools: Pools,
+        health: ApiHealth,
+        *,
+        reporter: Owner | None,
+        cached: Callable[[], intake.Cached | None] = lambda: None,
+    ) -> None:
         self.pools = pools
         self.health = health
+        self.cached = cached
+        """The pods and namespaces kopf's indexes hold, if they may stand for lists (the
+        first rebuild's only: one after an outage always lists)."""
         self.reporter = reporter
         """Where the outage Events go (the operator's Pod); None: logged only."""
         self.crd_missing = False
@@ -215,7 +225,8 @@ class Watchdog:
         that fails is reported and tried again later."""
         seconds = self.health.unsynced
         try:
-            workflows, pods = await intake.rebuild(self.pools)
+            cached = None if self.rebuilt.is_set() else self.cached()
+            workflows, pods = await intake.rebuild(self.pools, cached)
         except ApiError as exc:
             if exc.status == 404 and not self.rebuilt.is_set():
                 self._missing_crd()
