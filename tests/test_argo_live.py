@@ -12,6 +12,7 @@ import pytest
 
 from idlegate.api.argo_pods import ArgoPod
 from idlegate.operator.core.external import ExternalJob, Release
+from idlegate.operator.core.pods import Owner
 from idlegate.sim.argo import map_workflow
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.protocol import Decision
@@ -55,7 +56,7 @@ class Run:
 
     def __init__(self, doc: dict[str, Any], executors: int = 2, pods=(), nodes=None) -> None:
         self.cluster = Cluster(executors)
-        self.live = ExternalJob(("ns", WF), map_workflow(doc, nodes=nodes))
+        self.live = ExternalJob(Owner("ns", WF, "uid"), map_workflow(doc, nodes=nodes))
         self.released: list[Release] = []
         self.now = 0.0
         self.live.admit(self.cluster, 0.0, 0.0, pods)
@@ -66,13 +67,13 @@ class Run:
     def launch(self, name: str, n: int = 1) -> list[Release]:
         stage = self.stage(name)
         launches = self.cluster.apply(Decision(stage, stage.job.held + n), self.now)
-        out = self.live.launched(launches)
+        out = self.live.paired(launches)
         self.released += out
         return out
 
     def see(self, p: ArgoPod) -> list[Release]:
         self.now += 1
-        out = self.live.observe(self.cluster, p, self.now)
+        out = self.live.seen(self.cluster, p, self.now)
         self.released += out
         return out
 
@@ -231,7 +232,7 @@ def test_a_fan_out_known_only_as_it_runs_grows_when_argo_expands_it():
         f"{WF}-{i}": {"id": f"{WF}-{i}", "name": f"{WF}.x({i}:{i})", "type": "Pod"}
         for i in range(3)
     }
-    run.released += run.live.remap(run.cluster, map_workflow(doc, nodes=nodes), run.now)
+    run.released += run.live.remapped(run.cluster, map_workflow(doc, nodes=nodes), run.now)
     assert run.stage("x").tasks == 3 and run.stage("x").launched == 1
     assert run.stage("gen").finished == 1
     assert len(run.launch("x", 2)) == 2
@@ -256,7 +257,7 @@ def test_a_skipped_stage_holds_no_executor_and_leaves_the_job():
     assert run.live.job.runnable == []  # Argo will skip b, so no pod comes
     assert run.cluster.free_executors == 1
     nodes = {f"{WF}-b": {"id": f"{WF}-b", "name": f"{WF}.b", "phase": "Skipped"}}
-    run.live.remap(run.cluster, map_workflow(doc, nodes=nodes), run.now)
+    run.live.remapped(run.cluster, map_workflow(doc, nodes=nodes), run.now)
     assert run.live.job.finish is not None and run.cluster.free_executors == 1
 
 
@@ -293,7 +294,7 @@ def test_a_pod_of_no_stage_is_handed_back_unplaced():
     run = Run(DIAMOND)
     stray = pod(".hooks.exit")
     assert run.see(stray) == []
-    run.live.remap(run.cluster, run.live.mapped, run.now)
+    run.live.remapped(run.cluster, run.live.mapped, run.now)
     assert [p.name for p in run.live.take_unplaced()] == [stray.name]
     assert run.see(stray) == []
 
@@ -336,7 +337,7 @@ def test_pods_running_beyond_a_full_pool_take_the_next_free_executor():
     (held,) = [p for p in running if p.name != beyond]
     run.finish(held)
     adopted = run.cluster.adopt_beyond(run.now)
-    assert run.live.adopted(run.cluster, adopted, run.now) == []
+    assert run.live.adopt(run.cluster, adopted, run.now) == []
     assert run.live.running[beyond].executor is not None and run.cluster.beyond == []
     run.finish(next(p for p in running if p.name == beyond))
     assert run.live.job.finish is not None and run.cluster.free_executors == 1

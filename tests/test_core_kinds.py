@@ -18,7 +18,7 @@ from idlegate.policy import make_scheduler
 from idlegate.sim.spec import StageSpec, WorkflowSpec
 
 CORE = Path(__file__).resolve().parents[1] / "src/idlegate/operator/core/core.py"
-KIND_CLASSES = {"Workflow", "DagWorkflow", "ExternalWorkflow", "ExternalJob", "ArgoWorkflow"}
+KIND_CLASSES = {"Workflow", "DagWorkflow", "ExternalJob", "ArgoWorkflow"}
 T0 = 1_700_000_000.0
 
 

@@ -15,6 +15,7 @@ from idlegate.api.argo_pods import ArgoPod
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.operator.core.core import Core
 from idlegate.operator.core.events import Admit, IdleEnded, Join, PodSeen, Schedule
+from idlegate.operator.core.external import ExternalJob
 from idlegate.operator.core.intents import (
     Confirmed,
     CreatePod,
@@ -27,7 +28,6 @@ from idlegate.operator.core.intents import (
     RemoveGate,
     SetTimer,
 )
-from idlegate.operator.core.kinds import ExternalWorkflow
 from idlegate.operator.core.pods import Owner, task_pod
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
@@ -310,7 +310,7 @@ def argo_pod(node: str, phase: str = "Pending", gated: bool = True) -> ArgoPod:
     return ArgoPod("default", f"etl-{node.strip('.')}-1234", "etl", "etl" + node, "", gated, phase)
 
 
-def argo_in(core: Core, pods: list[ArgoPod]) -> ExternalWorkflow:
+def argo_in(core: Core, pods: list[ArgoPod]) -> ExternalJob:
     """The Argo diamond in the core's pool with its `pods` (as features/argo.py admits it)."""
     said(core, Join(ARGO, map_workflow(argo_diamond()), T0, pods), T0)
     return core.holding(ARGO)
@@ -330,7 +330,7 @@ def test_an_argo_stages_launch_is_a_remove_gate_of_a_gated_pod_of_that_stage() -
     assert not [i for i in intents if isinstance(i, CreatePod | PatchStatus)]
     # a's pod succeeds; b's and c's appear gated: the one executor goes to one of them
     for pod in (argo_pod(".a", "Succeeded", gated=False), argo_pod(".b"), argo_pod(".c")):
-        assert wf.live.observe(core.cluster, pod, T0 + 10) == []
+        assert wf.seen(core.cluster, pod, T0 + 10) == []
     said(core, Schedule(), T0 + 10)
     intents = taken(core)
     (released,) = [i for i in intents if isinstance(i, RemoveGate)]

@@ -32,7 +32,7 @@ Other kinds share the state machine (:mod:`.kinds`, Kueue's ``GenericJob``): eve
 that differs by kind (a launch, an adoption, an idle slot, a pod seen, a refused write,
 leaving the pool) is a method of the workflow, the job's payload, and the core holds
 every kind's workflows by their owner's kind (:attr:`Core.held`). Argo's Workflows
-(:class:`~.kinds.ExternalWorkflow`, handed in by :mod:`idlegate.operator.features.argo`
+(:class:`~.external.ExternalJob`, handed in by :mod:`idlegate.operator.features.argo`
 as ``Join``, ``Observed`` and ``Ended`` events) have pods Argo creates: each
 launch is paired with a gated pod and said as a :class:`RemoveGate`, as for DagWorkflows.
 """
@@ -77,7 +77,7 @@ from idlegate.operator.core.events import (
     Schedule,
     SpecChanged,
 )
-from idlegate.operator.core.external import ExternalJob
+from idlegate.operator.core.external import ExternalJob, refused_release
 from idlegate.operator.core.intents import (
     Confirmed,
     Intent,
@@ -88,7 +88,7 @@ from idlegate.operator.core.intents import (
     RemoveGate,
     Timing,
 )
-from idlegate.operator.core.kinds import ExternalWorkflow, JobKind, refused_release
+from idlegate.operator.core.kinds import JobKind
 from idlegate.operator.core.lifecycle import Lifecycle
 from idlegate.operator.core.pods import Owner, read_task_pod
 from idlegate.operator.core.tracking import (
@@ -215,8 +215,8 @@ class Core(Lifecycle):
         if (held := self.holding(owner)) is not None:
             held.remap(self, event.mapped)
         elif owner.uid not in self.ended:
-            wf = ExternalWorkflow(owner, ExternalJob(key, event.mapped))
-            wf.live.admit(self.cluster, self.now(), event.arrival, event.pods)
+            wf = ExternalJob(owner, event.mapped)
+            wf.admit(self.cluster, self.now(), event.arrival, event.pods)
             self.held.setdefault(owner.kind, {})[key] = wf
             for pod in event.seen:
                 wf.observe(self, pod)

@@ -67,7 +67,7 @@ class IdleEnded:
 @dataclass(frozen=True, slots=True)
 class Join:
     """The workflow `owner`, whose pods another controller creates, is the job `mapped`
-    (:class:`~.kinds.ExternalWorkflow`): it enters the pool, arrived at `arrival`, with
+    (:class:`~.external.ExternalJob`): it enters the pool, arrived at `arrival`, with
     the `pods` listed and then those `seen` since; in the pool, its job is `mapped` now
     (its controller settled more of it)."""
 

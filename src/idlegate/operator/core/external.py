@@ -47,6 +47,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from idlegate.errors import IdlegateError
+from idlegate.operator.core.intents import Outbox, Refused, RemoveGate
+from idlegate.operator.core.kinds import JobKind, Pool
+from idlegate.operator.core.pods import Owner
+from idlegate.operator.core.tracking import timer_key
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.protocol import Job, Launch
@@ -109,15 +114,18 @@ class _Running:
     """Succeeded or Failed once its pod ended while beyond the pool (counted on adoption)."""
 
 
-@dataclass
-class ExternalJob:
-    """One workflow's job in a cluster and its pods (see the module docstring)."""
+@dataclass(eq=False)
+class ExternalJob(JobKind):
+    """One workflow's job in a cluster and its pods (see the module docstring), and the
+    :class:`~.kinds.JobKind` of such workflows (the job's payload): the core only releases
+    its pods (and says why on the workflow, `owner`); its idle slots persist nothing (a
+    restart maps it again from its controller's state) and its controller deletes its
+    pods."""
 
-    key: tuple[str, str]
-    """(namespace, name) of the Workflow."""
+    owner: Owner
     mapped: Mapped
-    payload: Any = None
-    """What the cluster's job carries (the operator's object for the workflow)."""
+    noted: set[str] = field(default_factory=set)
+    active: bool = True
     job: Job = field(init=False)
     spec: WorkflowSpec = field(init=False)
     waiting: list[deque[ExternalPod]] = field(init=False)
@@ -135,6 +143,11 @@ class ExternalJob:
     ran: dict[str, float] = field(default_factory=dict)
     """`ExternalPod.run_key` -> run time of its succeeded pod, as far as seen."""
 
+    @property
+    def key(self) -> tuple[str, str]:
+        """(namespace, name) of the workflow."""
+        return (self.owner.namespace, self.owner.name)
+
     # -- the job ---------------------------------------------------------------------------
 
     def _index(self) -> dict[str, int]:
@@ -144,7 +157,7 @@ class ExternalJob:
     def _add(self, cluster: Cluster, spec: WorkflowSpec, now: float, arrival: float) -> None:
         """Add the job of `spec` to the cluster, with no pod waiting and no executor owed."""
         self.spec = spec
-        job = Dag.from_spec(spec), now, "/".join(self.key), self.payload
+        job = Dag.from_spec(spec), now, "/".join(self.key), self
         self.job = cluster.add_job(*job, arrival=arrival)
         self.waiting = [deque() for _ in spec.stages]
         self.owed = [[] for _ in spec.stages]
@@ -202,7 +215,7 @@ class ExternalJob:
             cluster.run_beyond(self.job.stages[stage], pod.name)
         self._offer(cluster, now)
 
-    def remap(self, cluster: Cluster, mapped: Mapped, now: float) -> list[Release]:
+    def remapped(self, cluster: Cluster, mapped: Mapped, now: float) -> list[Release]:
         """Put the job `mapped` (the workflow's status settled more of it) in place of the
         current one, progress carried over; nothing changes if the job is the same."""
         spec = mapped.spec()
@@ -279,7 +292,7 @@ class ExternalJob:
         for name, pod in list(self.unplaced.items()):
             if (pod.stage_key or "") in index:
                 del self.unplaced[name]
-                out += self.observe(cluster, pod, now)
+                out += self.seen(cluster, pod, now)
         return out
 
     def _offer(self, cluster: Cluster, now: float) -> None:
@@ -305,7 +318,7 @@ class ExternalJob:
 
     # -- what happens to it ----------------------------------------------------------------
 
-    def launched(self, launches: Iterable[Launch]) -> list[Release]:
+    def paired(self, launches: Iterable[Launch]) -> list[Release]:
         """The machine launched tasks of its stages (a decision, an adoption of a gang)."""
         out = []
         for launch in launches:
@@ -318,7 +331,7 @@ class ExternalJob:
         self.owed[stage].append(executor)
         return []
 
-    def observe(self, cluster: Cluster, pod: ExternalPod, now: float) -> list[Release]:
+    def seen(self, cluster: Cluster, pod: ExternalPod, now: float) -> list[Release]:
         """A pod of the workflow as it is now (level-triggered: the same state twice does
         nothing)."""
         self._timed(pod)
@@ -370,12 +383,12 @@ class ExternalJob:
         self.running[pod.name] = _Running(stage, None)
         self._offer(cluster, now)  # (its task is available: it runs)
         adopted = cluster.started_unasked(model, now, pod.name)
-        out = self.adopted(cluster, adopted, now)
+        out = self.adopt(cluster, adopted, now)
         if pod.terminal:
             out += self._see(cluster, pod, now)
         return out
 
-    def adopted(
+    def adopt(
         self, cluster: Cluster, adopted: Iterable[tuple[Launch, Any]], now: float
     ) -> list[Release]:
         """Tasks that ran beyond the pool have executors now (`Cluster.adopt_beyond`)."""
@@ -443,3 +456,54 @@ class ExternalJob:
         self.unplaced.clear()
         self.done.update(p.name for p in pods)
         return pods
+
+    # -- as a job kind -----------------------------------------------------------------------
+
+    def remap(self, pool: Pool, mapped: Mapped) -> None:
+        """Its controller settled more of it: the job `mapped` replaces the current one."""
+        job = self.job
+        try:
+            releases = self.remapped(pool.cluster, mapped, pool.now())
+        except IdlegateError as exc:
+            log.warning("%s/%s no longer maps (%s): kept as it was.", *self.key, exc)
+            return
+        if self.job is not job:  # a new job: its idle slots' timers are set under its indexes
+            for stage in job.stages:
+                if stage.idle_until is not None:
+                    pool.intents.cancel_timer(timer_key(self.owner, stage.index))
+        self._say(pool, releases)
+        for pod in self.take_unplaced():
+            why = "its task is no stage of the job idlegate mapped"
+            unscheduled(pool.intents, self.owner, pod.name, why)
+
+    def observe(self, pool: Pool, pod: ExternalPod, *, deleted: bool = False) -> None:
+        # (a pod deleted before it ended comes as Failed: its executor is free)
+        self._say(pool, self.seen(pool.cluster, pod, pool.now()))
+
+    def launched(self, pool: Pool, stage: int, launches: list[Launch], rule: str) -> None:
+        self._say(pool, self.paired(launches))
+
+    def adopted(self, pool: Pool, launch: Launch, token: Any) -> None:
+        self._say(pool, self.adopt(pool.cluster, [(launch, token)], pool.now()))
+
+    def refused(self, pool: Pool, outcome: Refused) -> None:
+        refused_release(pool.intents, outcome)
+
+    def _say(self, pool: Pool, releases: Iterable[Release]) -> None:
+        """Remove each paired pod's gate, recording its executor on it."""
+        for r in releases:
+            pool.intents.add(RemoveGate(self.owner, r.stage, 0, 0, r.pod, r.executor, None))
+
+
+def unscheduled(intents: Outbox, owner: Owner, pod: str, why: str) -> None:
+    """Release the gated `pod` of `owner` unscheduled (no stage takes it), saying why."""
+    intents.add(RemoveGate(owner, "", 0, 0, pod, None, None))
+    log.warning("Released pod %s/%s unscheduled: %s.", owner.namespace, pod, why)
+
+
+def refused_release(intents: Outbox, outcome: Refused) -> None:
+    """A gate removal of a pod another controller made was refused: a Warning on its
+    workflow, which goes on (the controller may delete or recreate the pod)."""
+    intent = outcome.intent
+    message = f"Cannot release pod {getattr(intent, 'name', '?')}: {outcome.message}"
+    intents.event(intent.owner, "Warning", "PodError", message)

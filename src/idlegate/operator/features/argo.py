@@ -9,7 +9,7 @@ policy beside DagWorkflows.
   (`ExternalJob`) joins the default pool's cluster, restored from its pods; each change of
   the Workflow maps it again with its ``status.nodes``. One that does not map is not
   scheduled: its pods are released as Argo creates them, with a Warning.
-* **Releases.** The job's payload is the core's `ExternalWorkflow` (the kind of the
+* **Releases.** The job's payload is the core's `ExternalJob` (the kind of the
   workflows whose pods another controller creates, :mod:`idlegate.operator.core.kinds`):
   a launch of a stage, paired with a gated pod of that stage, is a `RemoveGate`, an idle
   slot a `SetTimer`. What its pods and ``status.nodes`` show is handed to the core as
@@ -34,8 +34,8 @@ from prometheus_client import Gauge
 from idlegate.api.argo_pods import WORKFLOW_LABEL, ArgoPod, gates_with_ours
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.events import Ended, Join, Observed, Schedule
+from idlegate.operator.core.external import ExternalJob, unscheduled
 from idlegate.operator.core.intents import Outbox, PostEvent
-from idlegate.operator.core.kinds import ExternalWorkflow, unscheduled
 from idlegate.operator.core.pods import Owner
 from idlegate.operator.settings import Settings
 from idlegate.sim.argo import (
@@ -148,7 +148,7 @@ class ArgoSide:
         return self.operator.pools.default
 
     @property
-    def held(self) -> dict[tuple[str, str], ExternalWorkflow]:
+    def held(self) -> dict[tuple[str, str], ExternalJob]:
         """The Argo Workflows in the default pool."""
         return self.bridge.core.held.setdefault(KIND, {})
 
@@ -294,7 +294,7 @@ class ArgoSide:
 
     # -- history ------------------------------------------------------------------------------
 
-    async def _record(self, body: Mapping[str, Any], wf: ExternalWorkflow | None) -> None:
+    async def _record(self, body: Mapping[str, Any], wf: ExternalJob | None) -> None:
         """A finished Workflow: learned from, and if it finished while the operator ran
         (`wf`, its job then) into the history sink (one that finished before would be
         again).
@@ -307,7 +307,7 @@ class ArgoSide:
         if str(meta.get("uid", "")) in self.learning.learned:
             return  # (each once: before its pods are listed again)
         key = (meta.get("namespace", ""), meta.get("name", ""))
-        ran = dict(wf.live.ran) if wf is not None else {}
+        ran = dict(wf.ran) if wf is not None else {}
         unknown = _succeeded_nodes(body) - ran.keys()
         if unknown:
             listed = await self.bridge.pods(key[0], f"{WORKFLOW_LABEL}={key[1]}") or []
