@@ -29,7 +29,7 @@ running pods of a workflow admitted into a pool made smaller. It is the one path
 the cluster's state changes without a decision of the policy.
 
 Other kinds share the state machine (:mod:`.kinds`, Kueue's ``GenericJob``): every step
-that differs by kind (a launch, an adoption, an idle slot, a pod seen, a refused write,
+that differs by kind (a launch, an adoption, an idle slot, a pod seen, a write's outcome,
 leaving the pool) is a method of the workflow, the job's payload, and the core holds
 every kind's workflows by their owner's kind (:attr:`Core.held`). Argo's Workflows
 (:class:`~.external.ExternalJob`, handed in by :mod:`idlegate.operator.features.argo`

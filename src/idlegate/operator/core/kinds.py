@@ -10,19 +10,19 @@ differs by kind is a method of the workflow, given the core as a :class:`Pool`:
 the pool, or a gang's task without a pod, `token` None, has an executor now),
 ``idle_started`` and ``idle_ended`` (a stage's idle slot began, its timer fired: the
 timer is the core's), ``confirmed`` and ``refused`` (a write for it was carried out,
-refused for good) and ``dropped``
-(it left the pool; the core then takes its job out and forgets it).
+refused for good) and ``dropped`` (it left the pool; the core then takes its job out and
+forgets it).
 
 :class:`~.admission.DagWorkflow` is idlegate's own kind: the core creates its task pods
 gated, it keeps their bookkeeping (:mod:`.tracking`), and it is admitted from its body
 and pods (``Admit``); its history record is the ``Finished`` fact.
-:class:`~.external.ExternalJob` is any kind whose pods another controller creates, gated at
-creation by idlegate's webhook (Argo's Workflows; Airflow's worker pods): it pairs the
-launches with those pods. Such a kind brings
-its mapping of a workflow (:class:`~.external.Mapped`), its reading of a pod
-(:class:`~.external.ExternalPod`) and a feature that hands them in as ``Join``,
-``Observed`` and ``Ended`` events; its history record is the feature's
-(``ExternalJob.ran`` keeps its pods' run times). A third such kind needs nothing new here.
+:class:`~.external.ExternalJob` is any kind whose pods another controller creates, gated
+at creation by idlegate's webhook (Argo's Workflows; Airflow's worker pods): it pairs
+the launches with those pods. Such a kind brings its mapping of a workflow
+(:class:`~.external.Mapped`), its reading of a pod (:class:`~.external.ExternalPod`)
+and a feature that hands them in as ``Join``, ``Observed`` and ``Ended`` events; its
+history record is the feature's (``ExternalJob.ran`` keeps its pods' run times). A
+third such kind needs nothing new here.
 """
 
 from __future__ import annotations
