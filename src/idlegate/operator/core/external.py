@@ -74,15 +74,10 @@ class ExternalPod(Protocol):
     phase: str
     executor: int | None
     ran: float | None
-
-    @property
-    def stage_key(self) -> str | None: ...
-    @property
-    def task_key(self) -> str | None: ...
-    @property
-    def run_key(self) -> str: ...
-    @property
-    def terminal(self) -> bool: ...
+    stage_key: str | None
+    task_key: str | None
+    run_key: str
+    terminal: bool
 
 
 class Mapped(Protocol):
@@ -90,9 +85,9 @@ class Mapped(Protocol):
     schedule (`spec`: the stages that may still run), and each stage's key by name, as
     its pods name it (`stage_keys`, `ExternalPod.stage_key`)."""
 
+    stage_keys: Mapping[str, str]
+
     def spec(self) -> WorkflowSpec: ...
-    @property
-    def stage_keys(self) -> Mapping[str, str]: ...
 
 
 @dataclass(frozen=True)
@@ -143,11 +138,6 @@ class ExternalJob(JobKind):
     ran: dict[str, float] = field(default_factory=dict)
     """`ExternalPod.run_key` -> run time of its succeeded pod, as far as seen."""
 
-    @property
-    def key(self) -> tuple[str, str]:
-        """(namespace, name) of the workflow."""
-        return (self.owner.namespace, self.owner.name)
-
     # -- the job ---------------------------------------------------------------------------
 
     def _index(self) -> dict[str, int]:
@@ -157,7 +147,7 @@ class ExternalJob(JobKind):
     def _add(self, cluster: Cluster, spec: WorkflowSpec, now: float, arrival: float) -> None:
         """Add the job of `spec` to the cluster, with no pod waiting and no executor owed."""
         self.spec = spec
-        job = Dag.from_spec(spec), now, "/".join(self.key), self
+        job = Dag.from_spec(spec), now, f"{self.owner.namespace}/{self.owner.name}", self
         self.job = cluster.add_job(*job, arrival=arrival)
         self.waiting = [deque() for _ in spec.stages]
         self.owed = [[] for _ in spec.stages]
@@ -465,7 +455,8 @@ class ExternalJob(JobKind):
         try:
             releases = self.remapped(pool.cluster, mapped, pool.now())
         except IdlegateError as exc:
-            log.warning("%s/%s no longer maps (%s): kept as it was.", *self.key, exc)
+            where = f"{self.owner.namespace}/{self.owner.name}"
+            log.warning("%s no longer maps (%s): kept as it was.", where, exc)
             return
         if self.job is not job:  # a new job: its idle slots' timers are set under its indexes
             for stage in job.stages:

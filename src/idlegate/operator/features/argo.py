@@ -152,10 +152,6 @@ class ArgoSide:
         """The Argo Workflows in the default pool."""
         return self.bridge.core.held.setdefault(KIND, {})
 
-    def said(self, owner: Owner, type_: str, reason: str, message: str) -> None:
-        """Post an Event on `owner` (through the default pool)."""
-        self.bridge.carry([PostEvent(owner, type_, reason, message)])
-
     # -- what is seen ------------------------------------------------------------------------
 
     def template_seen(self, deleted: bool, body: Mapping[str, Any]) -> None:
@@ -232,7 +228,7 @@ class ArgoSide:
                 return
             # (its templates may not have been seen yet, as at a start): its pods wait
             message = f"{exc}; tried again every {RETRY:g} s."
-            self.said(owner, "Warning", "TemplateMissing", message)
+            self.bridge.carry([PostEvent(owner, "Warning", "TemplateMissing", message)])
             self._later(body)
             return
         self.pending[key] = []
@@ -255,7 +251,7 @@ class ArgoSide:
             f"Scheduled by idlegate: {counts['stages']} stages, {counts['edges']} edges, "
             f"{counts['tasks']} pods, in the pool of {bridge.settings.pool_size} executors."
         )
-        self.said(owner, "Normal", "Accepted", message)
+        self.bridge.carry([PostEvent(owner, "Normal", "Accepted", message)])
         if guessed:
             message = (
                 f"No history of {mapped.template_key} and no annotation "
@@ -263,7 +259,7 @@ class ArgoSide:
                 f"their pods are estimated at {DEFAULT_PRIOR:g} s each (the prior) until runs "
                 "of the template are measured."
             )
-            self.said(owner, "Normal", "Estimated", message)
+            self.bridge.carry([PostEvent(owner, "Normal", "Estimated", message)])
 
     def _later(self, body: Mapping[str, Any]) -> None:
         """See `body` again in `RETRY` seconds (a later event of it may come first)."""
@@ -282,7 +278,7 @@ class ArgoSide:
         """Not scheduled: its pods are released as they come, those there already now."""
         self.refused[key] = why
         message = f"Not scheduled by idlegate: {why}. Its pods are released as Argo creates them."
-        self.said(owner_of(body), "Warning", "NotScheduled", message)
+        self.bridge.carry([PostEvent(owner_of(body), "Warning", "NotScheduled", message)])
         listed = await self.bridge.pods(key[0], f"{WORKFLOW_LABEL}={key[1]}")
         if listed is None:
             del self.refused[key]
