@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import inspect
 import itertools
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from typing import Any
 
 from idlegate.api.labels import LABEL_WORKFLOW
 from idlegate.operator.edge import intake
+from idlegate.operator.edge.bridge import Bridge
 from idlegate.operator.edge.kube import ApiError
 from idlegate.operator.edge.pools import Pools
 from idlegate.operator.edge.watchdog import ApiHealth
@@ -448,12 +450,15 @@ class Harness:
         self.health = ApiHealth(self.metrics)
         client = Retrying(kube, backoff_max=settings.retry_backoff_max, report=self.health.report)
         self.pools = Pools(  # (given policy=, `scheduler` is what it builds, as the operator's)
-            settings,
-            client,  # type: ignore[arg-type]
-            scheduler,
-            metrics=self.metrics,
-            timers=self.timers,
-            spec=settings.policy,
+            functools.partial(
+                Bridge,
+                settings,
+                client,
+                scheduler,
+                metrics=self.metrics,
+                timers=self.timers,
+                spec=settings.policy,
+            )
         )
         """The operator's pools, the default one alone (what intake and the watchdog take)."""
         self.bridge = self.pools.default

@@ -204,7 +204,7 @@ async def test_a_create_answered_409_is_taken_as_done_through_the_applier():
     assert env.kube.calls.count("create_workflow") == 1
     assert env.status()["lastScheduleTime"].startswith("2026-01-05T01:00:00")
     assert env.status()["active"] == [name_at(T0 + HOUR)]
-    assert "CreateFailed" not in env.reasons()
+    assert "RunNotStarted" not in env.reasons()
 
 
 @pytest.mark.asyncio
@@ -223,7 +223,7 @@ async def test_a_run_refused_for_good_is_not_recorded_warns_and_is_tried_again()
     env.kube.fail["create_workflow"] = [ApiError(403, "Forbidden", "no create for you")]
     await env.at(T0 + HOUR + 1)
     assert env.runs() == [] and "lastScheduleTime" not in env.status()
-    warned = [m for t, r, m in env.events if (t, r) == ("Warning", "CreateFailed")]
+    warned = [m for t, r, m in env.events if (t, r) == ("Warning", "RunNotStarted")]
     assert warned and "no create for you" in warned[0]
     await env.at(T0 + HOUR + 60)  # the next sync starts it (still due: not recorded)
     assert env.runs() == [name_at(T0 + HOUR)]

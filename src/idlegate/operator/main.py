@@ -38,7 +38,7 @@ import asyncio
 import copy
 import logging
 from collections.abc import Mapping
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any
 
 import kopf
@@ -184,13 +184,16 @@ class Operator:
         if self._pools is None:
             spec = None if s.scheduler is not None else s.policy or "default"
             self._pools = pools = Pools(
-                s,
-                self.kube,
-                self.scheduler,
-                metrics=self.metrics,
-                timers=self.timers,
-                spec=spec,
-                gate=self.gate,
+                partial(
+                    Bridge,
+                    s,
+                    self.kube,
+                    self.scheduler,
+                    metrics=self.metrics,
+                    timers=self.timers,
+                    spec=spec,
+                    gate=self.gate,
+                )
             )
             bridge = pools.default
             bridge.core.decider.shadow = self.shadow
@@ -199,7 +202,7 @@ class Operator:
                 bridge.kube,
                 self.timers,
                 s.clock,
-                pools.applier.apply,
+                bridge.applier.apply,
                 pools.foresee,
                 pod_security=s.pod_security,
             )

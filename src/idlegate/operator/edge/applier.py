@@ -154,7 +154,7 @@ class Applier:
             self._ended(intent, ended)
             if isinstance(intent, CreateWorkflow):  # (a run not started: loudly)
                 said = f"Cannot create {intent.lane[2]}: {exc}"
-                self.events.record(intent.owner, "Warning", "CreateFailed", said)
+                self.events.record(intent.owner, "Warning", "RunNotStarted", said)
             self.on_outcome(_refused(intent, exc))
 
         what = f"{type(intent).__name__} {'/'.join(intent.lane)}"

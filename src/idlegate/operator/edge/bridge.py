@@ -36,6 +36,8 @@ from idlegate.operator.core.intents import (
 from idlegate.operator.core.lifecycle import DEADLINE_RETRY, UNFINISHED, deadline_key
 from idlegate.operator.core.pods import Owner
 from idlegate.operator.edge.applier import Applier
+from idlegate.operator.edge.events import EventRecorder
+from idlegate.operator.edge.gate import WriteGate
 from idlegate.operator.edge.kube import ApiError, KubeApi
 from idlegate.operator.edge.lanes import Lanes
 from idlegate.operator.edge.timers import Timers
@@ -63,9 +65,10 @@ class Bridge:
         *,
         metrics: Metrics,
         timers: Timers,
-        applier: Applier,
         beside: Bridge | None = None,
         spec: str | None = None,
+        gate: WriteGate | None = None,
+        outcomes: Callable[[Outcome], None] | None = None,
     ) -> None:
         self.settings, self.metrics = settings, metrics
         canonical = None if spec is None else SchedulerSpec.parse(spec).format()
@@ -75,12 +78,19 @@ class Bridge:
         self.timers = timers
         self._last = float("-inf")
         self._reads: set[asyncio.Task[None]] = set()
-        self.applier = applier
-        """Every pool's one write path (:class:`~.pools.Pools` makes it)."""
-        if beside is not None:  # another pool's: one history sink and cleanup for all
-            self.cleanup = beside.cleanup
+        if beside is not None:  # another pool's: one applier, history sink and cleanup for all
+            self.applier, self.cleanup = beside.applier, beside.cleanup
             self.history = HistoryRecorder(settings, metrics, self.carry, beside.history)
-        else:
+        else:  # (its outcomes to `outcomes`: the pools' routing; None: this pool's core)
+            lanes = Lanes(self.kube, concurrency=settings.api_concurrency, gate=gate)
+            self.applier = Applier(
+                lanes,
+                EventRecorder(lanes, settings),
+                metrics,
+                outcomes or self.handle,
+                status_interval=settings.status_interval,
+                now=self.now,
+            )
             self.history = HistoryRecorder(settings, metrics, self.carry)
             self.cleanup = Cleanup(settings)
         self.planning: PlanningWorker | ReplayWorker | None = None

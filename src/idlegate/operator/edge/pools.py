@@ -18,7 +18,7 @@ API with its pods (:meth:`Pools.moving`). What a user sees of it: deploy/README.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -40,17 +40,9 @@ from idlegate.operator.core.intents import Outbox, Outcome
 from idlegate.operator.core.pods import Owner, read_task_pod
 from idlegate.operator.core.tracking import Workflow, WorkflowKey
 from idlegate.operator.decisions import load_scheduler
-from idlegate.operator.edge.applier import Applier
 from idlegate.operator.edge.bridge import Bridge
-from idlegate.operator.edge.events import EventRecorder
-from idlegate.operator.edge.gate import WriteGate
-from idlegate.operator.edge.kube import KubeApi
-from idlegate.operator.edge.lanes import Lanes
-from idlegate.operator.edge.timers import Timers
 from idlegate.operator.metrics import Metrics
-from idlegate.operator.settings import Settings
 from idlegate.sim.engine import JobArrival
-from idlegate.sim.protocol import Scheduler
 
 log = logging.getLogger(__name__)
 
@@ -76,39 +68,12 @@ class PoolObject(Owner):
 
 
 class Pools:
-    """Every pool's bridge, the ExecutorPools known, and the workflows waiting for a pool;
-    the default pool's is made of the arguments (as :class:`Bridge`'s), with the one applier
-    of every pool, whose outcomes :meth:`outcome` routes."""
+    """Every pool's bridge, the ExecutorPools known, and the workflows waiting for a pool.
+    `default` makes the default pool's bridge, given ``outcomes=``: its applier is every
+    pool's, and :meth:`outcome` routes what it hands back."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        kube: KubeApi,
-        scheduler: Scheduler,
-        *,
-        metrics: Metrics,
-        timers: Timers,
-        spec: str | None = None,
-        gate: WriteGate | None = None,
-    ) -> None:
-        lanes = Lanes(kube, concurrency=settings.api_concurrency, gate=gate)
-        self.applier = Applier(
-            lanes,
-            EventRecorder(lanes, settings),
-            metrics,
-            self.outcome,
-            status_interval=settings.status_interval,
-            now=lambda: self.default.now(),  # (the default pool's clock: never going back)
-        )
-        self.default = default = Bridge(
-            settings,
-            kube,
-            scheduler,
-            metrics=metrics,
-            timers=timers,
-            applier=self.applier,
-            spec=spec,
-        )
+    def __init__(self, default: Callable[..., Bridge]) -> None:
+        self.default = default = default(outcomes=self.outcome)
         self.bridges: dict[str, Bridge] = {DEFAULT_POOL: default}
         # what every pool shares is the default bridge's
         self.kube, self.settings = default.kube, default.settings
@@ -371,7 +336,6 @@ class Pools:
             scheduler,
             metrics=metrics,
             timers=d.timers,
-            applier=self.applier,
             beside=d,
             spec=built,
         )
