@@ -53,6 +53,13 @@ from idlegate.operator.settings import Settings
 log = logging.getLogger(__name__)
 
 API_VERSION = "coordination.k8s.io/v1"
+HINTS = {
+    403: ": the operator's service account needs get, create and update on "
+    "leases.coordination.k8s.io in namespace {namespace} (the Role idlegate-operator-leader "
+    "in deploy/base/rbac.yaml)",
+    404: ": does namespace {namespace} exist? Create it or pass --lease-namespace",
+}
+"""What to do about an attempt on the Lease refused with these statuses."""
 JITTER = 0.2
 """A standby looks every retry period times 1 to 1 + JITTER (two standbys drift apart)."""
 
@@ -278,26 +285,9 @@ class Elector:
         if exc.status in self._told:
             return
         self._told.add(exc.status)
+        hint = HINTS.get(exc.status, "").format(namespace=self.namespace)
         where = f"{self.namespace}/{self.name}"
-        if exc.status == 403:
-            log.warning(
-                "The operator may not use the Lease %s (%s): its service account needs get, "
-                "create and update on leases.coordination.k8s.io in namespace %s (the Role "
-                "idlegate-operator-leader in deploy/base/rbac.yaml). Trying again.",
-                where,
-                exc,
-                self.namespace,
-            )
-        elif exc.status == 404:
-            log.warning(
-                "Cannot create the Lease %s (%s): does namespace %s exist? Create it or pass "
-                "--lease-namespace. Trying again.",
-                where,
-                exc,
-                self.namespace,
-            )
-        else:
-            log.warning("The attempt on the Lease %s failed (%s); trying again.", where, exc)
+        log.warning("The attempt on the Lease %s failed (%s)%s. Trying again.", where, exc, hint)
 
 
 def identity() -> str:
