@@ -246,10 +246,8 @@ class Operator:
             self.post(self.pod, *notice)
 
     def cached(self) -> intake.Cached | None:
-        """The task pods and namespaces of kopf's indexes, once filled, for a rebuild that
-        need not list them; None after an outage cut the watches (an object deleted
-        meanwhile may stay in an index)."""
-        if not self.indexed.is_set() or self.indexes is None or self.health.unsynced:
+        """The task pods and namespaces of kopf's indexes; None until kopf filled them."""
+        if not self.indexed.is_set() or self.indexes is None:
             return None
         task_pods, namespaces = self.indexes
         pods = [plain(pod) for found in task_pods.values() for pod in found]
@@ -529,7 +527,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
             operator.pools.forget(meta.get("namespace", ""), meta.get("name", ""), meta.get("uid"))
         elif status.get("phase") in FINISHED:
             pods, _ = indexed(body, task_pods, {})
-            intake.finished(operator.pools, plain(body), pods)  # its TTL, its pods
+            operator.bridge.carry(operator.pools.cleanup.seen(plain(body), pods))  # TTL, pod GC
 
     @kopf.on.event(
         "v1", "pods", registry=registry, id="pod-events", labels={LABEL_WORKFLOW: kopf.PRESENT}

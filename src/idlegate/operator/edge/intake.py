@@ -203,16 +203,10 @@ def spec_changed(
         holder.handle(SpecChanged(key, owner.uid, spec, generation_of(body)))
         return
     phase = (body.get("status") or {}).get("phase")
-    if phase in (Phase.SUCCEEDED, Phase.FAILED):
-        finished(pools, body, pods)
+    if phase in (Phase.SUCCEEDED, Phase.FAILED):  # its TTL re-armed
+        pools.default.carry(pools.cleanup.seen(body, pods))
     elif phase != Phase.INVALID or not judged(body):
         pools.admit(body, pods, namespace)
-
-
-def finished(pools: Pools, body: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> None:
-    """A finished DagWorkflow as the API holds it (a watch event), with its pods: its TTL
-    is armed and its pods collected (:class:`~idlegate.operator.features.cleanup.Cleanup`)."""
-    pools.default.carry(pools.cleanup.seen(body, pods))
 
 
 async def readmit(pools: Pools, owners: list[Owner]) -> None:
