@@ -341,10 +341,7 @@ class Operator:
         if not wanted:
             return []
         try:
-            existing = {
-                (ns.get("metadata") or {}).get("name", "")
-                for ns in await self.kube.list_namespaces()
-            }
+            existing = {ns["metadata"]["name"] for ns in await self.kube.list_namespaces()}
         except ApiError as exc:
             log.info("Cannot list namespaces to check --namespace (%s); not checked.", exc)
             return []

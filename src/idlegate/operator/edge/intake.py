@@ -51,9 +51,8 @@ async def rebuild(bridge: Pools, cached: Cached | None = None) -> tuple[int, int
     workflows created meanwhile. The ExecutorPools are listed too, and applied before any
     workflow is admitted (:meth:`Pools.restore`), so that each goes to its own pool.
 
-    With `cached`, the pods and namespaces are those of kopf's indexes, not listed: a
-    standby's at its election, whose watches have kept them (only the workflows and
-    pools are listed then)."""
+    With `cached` (kopf's indexes, kept by a standby's watches), pods and namespaces are
+    not listed."""
     known = dict(bridge.workflows)  # (only these may be gone: others came after the lists)
     with_pods = _tasks_with_pods(bridge)
     pools = await _pools(bridge)

@@ -44,7 +44,7 @@ import socket
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from idlegate.operator.edge.gate import WriteGate
 from idlegate.operator.edge.kube import ApiError, KubeApi
@@ -64,16 +64,6 @@ JITTER = 0.2
 """A standby looks every retry period times 1 to 1 + JITTER (two standbys drift apart)."""
 
 
-class LeaseApi(Protocol):
-    """The Lease requests the elector makes (:class:`~idlegate.operator.edge.kube.KubeApi`'s)."""
-
-    async def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None: ...
-    async def create_lease(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]: ...
-    async def replace_lease(
-        self, namespace: str, name: str, body: dict[str, Any]
-    ) -> dict[str, Any]: ...
-
-
 def micro_time(t: float) -> str:
     """`t` (epoch seconds) as the API's MicroTime (RFC 3339, microseconds, UTC)."""
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -84,7 +74,7 @@ class Elector:
 
     def __init__(
         self,
-        api: LeaseApi,
+        api: KubeApi,
         identity: str,
         namespace: str,
         name: str,
@@ -186,9 +176,8 @@ class Elector:
     # -- internals ---------------------------------------------------------------------------
 
     def _pause(self) -> float:
-        """Seconds to the next attempt: a retry period (a standby's spread by JITTER), but
-        a standby looks again when the Lease it saw held expires, not up to a period after
-        (the takeover's delay is the lease duration, not that plus a period)."""
+        """Seconds to the next attempt: a retry period (a standby's spread by JITTER), or
+        less to the expiry of the Lease a standby saw held (no period added to a takeover)."""
         if self._leading:
             return self.retry_period
         pause = self.retry_period * (1.0 + JITTER * random.random())
@@ -320,12 +309,7 @@ def elect(
         on_lost=on_lost,
     )
     gate.follow(elector)
-    log.info(
-        "Standing by for the Lease %s/%s as %s (lease %d s, renewed every %g s).",
-        namespace,
-        settings.lease_name,
-        elector.identity,
-        settings.lease_duration,
-        settings.lease_retry_period,
-    )
+    lease, every = f"{namespace}/{settings.lease_name}", settings.lease_retry_period
+    duration = f"lease {settings.lease_duration} s, renewed every {every:g} s"
+    log.info(f"Standing by for the Lease {lease} as {elector.identity} ({duration}).")
     return elector

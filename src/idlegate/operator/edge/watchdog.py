@@ -187,9 +187,8 @@ class Watchdog:
         self.pools = pools
         self.health = health
         self.cached = cached
-        """The pods and namespaces of kopf's indexes (None until filled), which the first
-        rebuild reads for lists unless an outage cut the watches (an index may keep what
-        was deleted meanwhile)."""
+        """kopf's indexes (None until filled): the first rebuild's pods and namespaces, unless
+        an outage cut the watches (an index may keep what was deleted meanwhile)."""
         self.reporter = reporter
         """Where the outage Events go (the operator's Pod); None: logged only."""
         self.crd_missing = False
