@@ -22,11 +22,10 @@ The kopf handlers are thin and level-triggered, all in one registry per operator
   it is now; the same state twice is a no-op.
 * DagCronWorkflows and ExecutorPools: below; Argo Workflows: :mod:`.features.argo`.
 
-With ``--leader-election`` (:mod:`idlegate.operator.edge.leader`) a replica stands by until
-it holds the Lease: its watches run and it serves the Argo webhook, but it builds no state
-and writes nothing (its handlers wait for the first rebuild, as at a start); once elected
-it rebuilds the state from the API as a restarted operator does. A leader that loses the
-Lease stops writing at once and the process ends, to be restarted as a standby.
+With ``--leader-election`` (:mod:`idlegate.operator.edge.leader`) a standby's watches keep
+kopf's indexes (the task pods, the namespaces) and it serves the Argo webhook, but it
+writes nothing and its handlers wait; once elected it rebuilds the state from the indexes
+and a list of the workflows. A leader that loses the Lease stops writing and exits.
 
 Handlers return nothing: kopf would store results in ``status.<handler-id>``, which the
 CRD's schema prunes.
@@ -125,9 +124,9 @@ class Operator:
         self.kopf_log = KopfRetryLog()
         self.endpoints = Endpoints(self.metrics, self.readiness)
         self.elector: leader.Elector | None = None
+        """The leader election (--leader-election), from :meth:`start` on."""
         self.gate = WriteGate()
         """The gate of every write (the API client's, the lanes'): the elector's, if any."""
-        """The leader election (--leader-election), from :meth:`start` on."""
         self.lost = asyncio.Event()
         """Set once this replica lost the Lease: :func:`run` stops kopf and ends. (An
         asyncio flag: kopf waits for a threading one in a thread that never ends unless
@@ -135,9 +134,9 @@ class Operator:
         self.kopf_posting: Any = None
         """kopf's posting settings (its own Events: the leader's only)."""
         self.indexes: tuple[Mapping[Any, Any], Mapping[Any, Any]] | None = None
-        """kopf's indexes of the task pods and of the namespaces (given at its startup)."""
+        """kopf's indexes of the task pods and namespaces; `indexed` once filled (kopf runs
+        no resource handler before)."""
         self.indexed = asyncio.Event()
-        """Set once kopf has filled its indexes: it runs no resource handler before."""
         self.metrics.leader.set(0 if settings.leader_election else 1)
 
     @cached_property
@@ -250,13 +249,8 @@ class Operator:
             self.post(self.pod, *notice)
 
     def cached(self) -> intake.Cached | None:
-        """The task pods and namespaces of kopf's indexes, for a rebuild that needs not list
-        them (a standby's at its election): once kopf has filled the indexes, if no outage
-        has cut its watches since (an object deleted meanwhile may stay in an index); else
-        None."""
-        if self.indexes is None or not self.indexed.is_set():
-            return None
-        if not self.health.up or self.health.unsynced:
+        """The task pods and namespaces of kopf's indexes; None until kopf filled them."""
+        if not self.indexed.is_set() or self.indexes is None:
             return None
         task_pods, namespaces = self.indexes
         pods = [plain(pod) for found in task_pods.values() for pod in found]
@@ -350,10 +344,7 @@ class Operator:
         if not wanted:
             return []
         try:
-            existing = {
-                (ns.get("metadata") or {}).get("name", "")
-                for ns in await self.kube.list_namespaces()
-            }
+            existing = {ns["metadata"]["name"] for ns in await self.kube.list_namespaces()}
         except ApiError as exc:
             log.info("Cannot list namespaces to check --namespace (%s); not checked.", exc)
             return []
@@ -536,7 +527,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
             operator.pools.forget(meta.get("namespace", ""), meta.get("name", ""), meta.get("uid"))
         elif status.get("phase") in FINISHED:
             pods, _ = indexed(body, task_pods, {})
-            intake.finished(operator.pools, plain(body), pods)  # its TTL, its pods
+            operator.bridge.carry(operator.pools.cleanup.seen(plain(body), pods))  # TTL, pod GC
 
     @kopf.on.event(
         "v1", "pods", registry=registry, id="pod-events", labels={LABEL_WORKFLOW: kopf.PRESENT}

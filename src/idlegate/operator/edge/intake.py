@@ -14,8 +14,8 @@ cannot show now is never guessed: the admission is retried later (AdmitLaterErro
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Iterable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from idlegate.api.labels import LABEL_WORKFLOW
 from idlegate.api.status import Phase
@@ -31,12 +31,11 @@ from idlegate.operator.core.events import SpecChanged
 from idlegate.operator.core.pods import Owner, pod_name, task_pod
 from idlegate.operator.core.tracking import StageTrack, Task, TaskState, Workflow, WorkflowKey
 from idlegate.operator.edge.bridge import read_workflow
-from idlegate.operator.edge.kube import ApiError
+from idlegate.operator.edge.kube import ApiError, KubeApi
 from idlegate.operator.edge.pools import Pools
 from idlegate.sim.spec import parse_workflow
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 
 Cached = tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]
@@ -52,27 +51,19 @@ async def rebuild(bridge: Pools, cached: Cached | None = None) -> tuple[int, int
     workflows created meanwhile. The ExecutorPools are listed too, and applied before any
     workflow is admitted (:meth:`Pools.restore`), so that each goes to its own pool.
 
-    With `cached`, the pods and namespaces are those of kopf's indexes, not listed: a
-    standby's at its election, whose watches have kept them (only the workflows and
-    pools are listed then)."""
+    With `cached` (kopf's indexes, kept by a standby's watches), pods and namespaces are
+    not listed."""
     known = dict(bridge.workflows)  # (only these may be gone: others came after the lists)
     with_pods = _tasks_with_pods(bridge)
     pools = await _pools(bridge)
     bodies: list[dict[str, Any]] = []
-    pods: list[dict[str, Any]] = [] if cached is None else cached[0]
+    pods, namespaces = cached if cached is not None else ([], {})
     for namespace in bridge.settings.namespaces or (None,):
         bodies += await bridge.kube.list_workflows(namespace)
         if cached is None:
             pods += await bridge.kube.list_pods(namespace, LABEL_WORKFLOW)
-    # after the workflows: each one's namespace is read (unless it is being deleted)
-    namespaces = (
-        cached[1]
-        if cached is not None
-        else {
-            (ns.get("metadata") or {}).get("name"): ns
-            for ns in await _namespaces(bridge.kube.list_namespaces())
-        }
-    )
+    if cached is None:  # after the workflows: each one's namespace (unless being deleted)
+        namespaces = await _namespaces(bridge.kube)
     listed = {(owner.namespace, owner.name, owner.uid) for owner in map(owner_of, bodies)}
     for key, wf in known.items():
         if bridge.workflows.get(key) is wf and (*key, wf.owner.uid) not in listed:
@@ -177,11 +168,11 @@ def _admit_unknown(
     return admitted
 
 
-async def _namespaces(read: Awaitable[T]) -> T:
-    """What `read` of namespaces returns; AdmitLaterError if the API refuses it (403) or
-    fails in a way worth retrying: without the namespace, its level would be a guess."""
+async def _namespaces(kube: KubeApi) -> dict[str, dict[str, Any]]:
+    """The namespaces by name; AdmitLaterError if the API refuses them (403) or fails in a
+    way worth retrying: without the namespace, its level would be a guess."""
     try:
-        return await read
+        return {ns["metadata"]["name"]: ns for ns in await kube.list_namespaces()}
     except ApiError as exc:
         if exc.status == 403 or exc.retryable:
             message = f"cannot read the namespace whose Pod Security level applies: {exc}"
@@ -211,16 +202,10 @@ def spec_changed(
         holder.handle(SpecChanged(key, owner.uid, spec, generation_of(body)))
         return
     phase = (body.get("status") or {}).get("phase")
-    if phase in (Phase.SUCCEEDED, Phase.FAILED):
-        finished(pools, body, pods)
+    if phase in (Phase.SUCCEEDED, Phase.FAILED):  # its TTL re-armed
+        pools.default.carry(pools.cleanup.seen(body, pods))
     elif phase != Phase.INVALID or not judged(body):
         pools.admit(body, pods, namespace)
-
-
-def finished(pools: Pools, body: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> None:
-    """A finished DagWorkflow as the API holds it (a watch event), with its pods: its TTL
-    is armed and its pods collected (:class:`~idlegate.operator.features.cleanup.Cleanup`)."""
-    pools.default.carry(pools.cleanup.seen(body, pods))
 
 
 async def readmit(pools: Pools, owners: list[Owner]) -> None:

@@ -44,7 +44,7 @@ import socket
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from idlegate.operator.edge.gate import WriteGate
 from idlegate.operator.edge.kube import ApiError, KubeApi
@@ -53,18 +53,15 @@ from idlegate.operator.settings import Settings
 log = logging.getLogger(__name__)
 
 API_VERSION = "coordination.k8s.io/v1"
+HINTS = {
+    403: ": the operator's service account needs get, create and update on "
+    "leases.coordination.k8s.io in namespace {namespace} (the Role idlegate-operator-leader "
+    "in deploy/base/rbac.yaml)",
+    404: ": does namespace {namespace} exist? Create it or pass --lease-namespace",
+}
+"""What to do about an attempt on the Lease refused with these statuses."""
 JITTER = 0.2
 """A standby looks every retry period times 1 to 1 + JITTER (two standbys drift apart)."""
-
-
-class LeaseApi(Protocol):
-    """The Lease requests the elector makes (:class:`~idlegate.operator.edge.kube.KubeApi`'s)."""
-
-    async def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None: ...
-    async def create_lease(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]: ...
-    async def replace_lease(
-        self, namespace: str, name: str, body: dict[str, Any]
-    ) -> dict[str, Any]: ...
 
 
 def micro_time(t: float) -> str:
@@ -77,7 +74,7 @@ class Elector:
 
     def __init__(
         self,
-        api: LeaseApi,
+        api: KubeApi,
         identity: str,
         namespace: str,
         name: str,
@@ -179,9 +176,8 @@ class Elector:
     # -- internals ---------------------------------------------------------------------------
 
     def _pause(self) -> float:
-        """Seconds to the next attempt: a retry period (a standby's spread by JITTER), but
-        a standby looks again when the Lease it saw held expires, not up to a period after
-        (the takeover's delay is the lease duration, not that plus a period)."""
+        """Seconds to the next attempt: a retry period (a standby's spread by JITTER), or
+        less to the expiry of the Lease a standby saw held (no period added to a takeover)."""
         if self._leading:
             return self.retry_period
         pause = self.retry_period * (1.0 + JITTER * random.random())
@@ -278,26 +274,9 @@ class Elector:
         if exc.status in self._told:
             return
         self._told.add(exc.status)
+        hint = HINTS.get(exc.status, "").format(namespace=self.namespace)
         where = f"{self.namespace}/{self.name}"
-        if exc.status == 403:
-            log.warning(
-                "The operator may not use the Lease %s (%s): its service account needs get, "
-                "create and update on leases.coordination.k8s.io in namespace %s (the Role "
-                "idlegate-operator-leader in deploy/base/rbac.yaml). Trying again.",
-                where,
-                exc,
-                self.namespace,
-            )
-        elif exc.status == 404:
-            log.warning(
-                "Cannot create the Lease %s (%s): does namespace %s exist? Create it or pass "
-                "--lease-namespace. Trying again.",
-                where,
-                exc,
-                self.namespace,
-            )
-        else:
-            log.warning("The attempt on the Lease %s failed (%s); trying again.", where, exc)
+        log.warning("The attempt on the Lease %s failed (%s)%s. Trying again.", where, exc, hint)
 
 
 def identity() -> str:
@@ -330,12 +309,7 @@ def elect(
         on_lost=on_lost,
     )
     gate.follow(elector)
-    log.info(
-        "Standing by for the Lease %s/%s as %s (lease %d s, renewed every %g s).",
-        namespace,
-        settings.lease_name,
-        elector.identity,
-        settings.lease_duration,
-        settings.lease_retry_period,
-    )
+    lease, every = f"{namespace}/{settings.lease_name}", settings.lease_retry_period
+    duration = f"lease {settings.lease_duration} s, renewed every {every:g} s"
+    log.info(f"Standing by for the Lease {lease} as {elector.identity} ({duration}).")
     return elector

@@ -187,8 +187,8 @@ class Watchdog:
         self.pools = pools
         self.health = health
         self.cached = cached
-        """The pods and namespaces kopf's indexes hold, if they may stand for lists (the
-        first rebuild's only: one after an outage always lists)."""
+        """kopf's indexes (None until filled): the first rebuild's pods and namespaces, unless
+        an outage cut the watches (an index may keep what was deleted meanwhile)."""
         self.reporter = reporter
         """Where the outage Events go (the operator's Pod); None: logged only."""
         self.crd_missing = False
@@ -224,9 +224,9 @@ class Watchdog:
         """Rebuild the state from the API; after an outage, say so (an Event). A rebuild
         that fails is reported and tried again later."""
         seconds = self.health.unsynced
+        indexed = not self.rebuilt.is_set() and not seconds
         try:
-            cached = None if self.rebuilt.is_set() else self.cached()
-            workflows, pods = await intake.rebuild(self.pools, cached)
+            workflows, pods = await intake.rebuild(self.pools, self.cached() if indexed else None)
         except ApiError as exc:
             if exc.status == 404 and not self.rebuilt.is_set():
                 self._missing_crd()
