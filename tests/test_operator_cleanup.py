@@ -23,6 +23,13 @@ from idlegate.sim.spec import SpecError, parse_workflow
 from idlegate.sim.timestamps import from_datetime
 from tests.operator_fakes import FakeClock, FakeKube, Harness, harness, stage
 
+
+def _finished(pools: Any, body: dict[str, Any], pods: list[dict[str, Any]]) -> None:
+    """A finished DagWorkflow's watch event, as kopf's handler in operator/main.py takes it:
+    its TTL armed and its pods collected."""
+    pools.default.carry(pools.cleanup.seen(body, pods))
+
+
 pytestmark = pytest.mark.asyncio
 
 
@@ -157,13 +164,12 @@ async def test_on_pod_success_keeps_failed_pods_and_workflow_gc_waits_for_the_hi
         await asyncio.sleep(0.01)
     await h.settle()
     assert h.kube.status("all")["phase"] == "Succeeded"
-    intake.finished(
-        h.pools, body(h, "all"), h.kube.pods_of("all")
-    )  # (a watch event): no record, so no GC
+    # (a watch event): no record, so no GC
+    _finished(h.pools, body(h, "all"), h.kube.pods_of("all"))
     await h.settle()
     assert len(h.kube.pods_of("all")) == 1
     h.kube.workflows[("default", "all")]["status"]["historyRecorded"] = True  # recorded later
-    intake.finished(h.pools, body(h, "all"), h.kube.pods_of("all"))
+    _finished(h.pools, body(h, "all"), h.kube.pods_of("all"))
     await h.settle()
     assert h.kube.pods_of("all") == []
     h.bridge.history.close()
@@ -178,7 +184,7 @@ async def test_ttl_deletes_once_at_the_right_time_across_a_restart():
     await first.submit("wf", {"stages": [stage("a")], "ttlSecondsAfterFinished": 300})
     await first.finish("wf-a-0", after=10)
     done = from_datetime(kube.status("wf")["completionTime"])
-    intake.finished(first.pools, body(first, "wf"), first.kube.pods_of("wf"))
+    _finished(first.pools, body(first, "wf"), first.kube.pods_of("wf"))
     uid = body(first, "wf")["metadata"]["uid"]
     assert first.timers.armed[f"ttl/{uid}"][0] == done + 300
     clock.advance(100)  # the operator restarts before the TTL has passed
@@ -201,10 +207,10 @@ async def test_the_operator_default_ttl_spares_running_and_invalid_workflows():
     await h.submit("bad", {"stages": [stage("a", deps=("nope",))]})
     await h.submit("run", {"stages": [stage("a")]})
     for name in ("bad", "run"):
-        intake.finished(h.pools, body(h, name), h.kube.pods_of(name))
+        _finished(h.pools, body(h, name), h.kube.pods_of(name))
     assert h.timers.armed == {}
     await h.finish("run-a-0", after=1)
-    intake.finished(h.pools, body(h, "run"), h.kube.pods_of("run"))
+    _finished(h.pools, body(h, "run"), h.kube.pods_of("run"))
     await h.timers.fire_due(h.clock.now())
     await h.settle()
     assert ("default", "run") not in h.kube.workflows and ("default", "bad") in h.kube.workflows
