@@ -27,7 +27,15 @@ from typing import Final
 
 from idlegate.sim.dag import Dag
 
-__all__ = ["NEIGHBOURS", "PRIOR_PATH", "REACH", "Prior", "load_prior", "workload_features"]
+__all__ = [
+    "NEIGHBOURS",
+    "PRIOR_PATH",
+    "REACH",
+    "Prior",
+    "load_prior",
+    "workflow_features",
+    "workload_features",
+]
 
 PRIOR_PATH: Final = Path(__file__).resolve().with_name("prior.json")
 """The shipped prior."""
@@ -39,19 +47,25 @@ REACH: Final = 1.0
 log = logging.getLogger(__name__)
 
 
+def workflow_features(dag: Dag) -> tuple[float, float, float]:
+    """One workflow's features, in natural logs: its task count, stage count and mean task
+    duration (what `workload_features` averages, and what `arrivals.ArrivalWatch` watches)."""
+    tasks = max(sum(dag.tasks), 1)
+    return (
+        math.log(tasks),
+        math.log(max(dag.num_stages, 1)),
+        math.log(max(dag.total_work / tasks, 1e-3)),
+    )
+
+
 def workload_features(dags: Sequence[Dag], num_executors: int) -> tuple[float, ...]:
     """What a lookup compares, all in natural logs (so distances are ratios): the pool's
-    size, and the workflows' mean log task count, stage count and mean task duration."""
+    size, and the workflows' mean log task count, stage count and mean task duration
+    (`workflow_features`)."""
     if not dags:
         raise ValueError("features need at least one workflow")
-    n = len(dags)
-    tasks = [max(sum(d.tasks), 1) for d in dags]
-    return (
-        math.log(max(num_executors, 1)),
-        sum(math.log(t) for t in tasks) / n,
-        sum(math.log(max(d.num_stages, 1)) for d in dags) / n,
-        sum(math.log(max(d.total_work / t, 1e-3)) for d, t in zip(dags, tasks, strict=True)) / n,
-    )
+    each = [workflow_features(d) for d in dags]
+    return (math.log(max(num_executors, 1)), *(sum(f) / len(each) for f in zip(*each, strict=True)))
 
 
 @dataclass(frozen=True)
