@@ -5,7 +5,8 @@ seeds) holds, per workload of the evaluation suite, the features of its workflow
 (`workload_features`) and each fixed candidate's loss against the workload's best on
 short streams: the mean over the seeds and the worst seed. The scheduler looks the
 workflows that have arrived up in it (`Prior.safest`): among the `NEIGHBOURS` workloads
-nearest by their features (within `REACH`), the candidate whose worst loss over all of
+nearest by their features (within `REACH`, or if none is, within `REACH` plus the
+standard error of the workflows' mean features: `features_error`), the candidate whose worst loss over all of
 them is the smallest, so a lookup that lands on the wrong one of two alike workloads
 still picks a candidate that is safe on both. Workflows unlike any workload of the suite
 give no answer, and the scheduler follows its configured `start`.
@@ -32,6 +33,7 @@ __all__ = [
     "PRIOR_PATH",
     "REACH",
     "Prior",
+    "features_error",
     "load_prior",
     "workflow_features",
     "workload_features",
@@ -68,6 +70,20 @@ def workload_features(dags: Sequence[Dag], num_executors: int) -> tuple[float, .
     return (math.log(max(num_executors, 1)), *(sum(f) / len(each) for f in zip(*each, strict=True)))
 
 
+def features_error(dags: Sequence[Dag]) -> float:
+    """The standard error of `workload_features`' workflow means (the distance a lookup
+    measures, so the root of the features' summed variances over the count); 0 for one."""
+    n = len(dags)
+    if n < 2:
+        return 0.0
+    each = [workflow_features(d) for d in dags]
+    total = 0.0
+    for values in zip(*each, strict=True):
+        mean = sum(values) / n
+        total += sum((v - mean) ** 2 for v in values) / (n - 1)
+    return math.sqrt(total / n)
+
+
 @dataclass(frozen=True)
 class Prior:
     """Per workload of the suite: its features and each candidate's (mean, worst) loss."""
@@ -75,19 +91,26 @@ class Prior:
     features: Mapping[str, tuple[float, ...]]
     losses: Mapping[str, Mapping[str, tuple[float, float]]]
 
-    def neighbours(self, features: Sequence[float]) -> list[str]:
-        """The `NEIGHBOURS` workloads nearest to `features`, within `REACH`."""
+    def neighbours(self, features: Sequence[float], reach: float = REACH) -> list[str]:
+        """The `NEIGHBOURS` workloads nearest to `features`, within `reach`."""
         dist = {
             w: math.dist(f, features) for w, f in self.features.items() if len(f) == len(features)
         }
-        near = sorted((d, w) for w, d in dist.items() if d <= REACH)
+        near = sorted((d, w) for w, d in dist.items() if d <= reach)
         return [w for _, w in near[:NEIGHBOURS]]
 
-    def safest(self, features: Sequence[float], allowed: Collection[str]) -> str | None:
+    def safest(
+        self, features: Sequence[float], allowed: Collection[str], error: float = 0.0
+    ) -> str | None:
         """The candidate of `allowed` (spec texts) with the smallest worst-seed loss over
         the nearest workloads (`neighbours`; the smallest mean loss among equals), of
-        those known on every one of them; None when no workload is near or none is."""
-        near = self.neighbours(features)
+        those known on every one of them; None when no workload is near or none is.
+
+        `error` is the standard error of `features` (`features_error`): with none within
+        `REACH`, the workloads within `REACH` + `error` count. A few workflows of a mix of
+        kinds (one-task jobs and TPC-H-like DAGs) have a mean far from the mix's, by
+        chance, and would otherwise count as like no workload."""
+        near = self.neighbours(features) or self.neighbours(features, REACH + error)
         if not near:
             return None
         known = [c for c in allowed if all(c in self.losses[w] for w in near)]

@@ -83,7 +83,12 @@ from idlegate.policy.portfolio.candidates import (
     candidate_specs,
     kind_of,
 )
-from idlegate.policy.portfolio.prior import load_prior, workflow_features, workload_features
+from idlegate.policy.portfolio.prior import (
+    features_error,
+    load_prior,
+    workflow_features,
+    workload_features,
+)
 from idlegate.policy.portfolio.replay import (
     ReplayRequest,
     merged,
@@ -383,7 +388,8 @@ class PortfolioScheduler:
             done, running = self._since_window()
             dags = [a.dag for a in (*done, *running)]
         features = workload_features(dags, view.num_executors)
-        safest = prior.safest(features, self._followable()) or self._start_spec()
+        error = features_error(dags)
+        safest = prior.safest(features, self._followable(), error) or self._start_spec()
         announce, self._announce = self._announce, False
         if safest == self.following and not announce:
             return
