@@ -29,7 +29,8 @@ the reason otherwise. Then:
   second phase's best candidate over `--windows` windows of the second phase's jobs
   (arrival order), and how long the brain takes to adapt: from the switch until the
   candidate it follows is within 2 % of the second phase's best on that phase (and
-  until it follows that best itself), per seed, from its rounds' choices taking effect.
+  until it follows that best itself), per seed, from its rounds' choices taking effect,
+  and until it sees the change in the workflows arriving (a choice with reason ``change``).
 * ``demo``: `idlegate demo`'s own setting and seeds (1 + 100 TPC-H-like jobs, 50
   executors, load 0.85, seeds 0–4) with the demo's rows: is the brain its best row?
 
@@ -687,26 +688,38 @@ def adaptation(
         for lab in fixed_labels(r, key)
         if np.mean(r.means(key, lab, 2)) <= (1 + ADAPTED) * target
     }
-    first, settled, exact = {}, {}, {}
+    first, settled, exact, seen = {}, {}, {}, {}
     for s, run in r.runs[key]["brain"].items():
+        seen[s] = _change_seen(run, switches[s])
         first[s] = _first_following(run, switches[s], good)
         settled[s] = _settled(run, switches[s], good)
         exact[s] = _first_following(run, switches[s], {best2})
 
-    def text(values: dict[int, float | None]) -> str:
-        return ", ".join("never" if v is None else f"{v:.0f}" for _, v in sorted(values.items()))
+    def text(values: dict[int, float | None], digits: int = 0) -> str:
+        return ", ".join(
+            "never" if v is None else f"{v:.{digits}f}" for _, v in sorted(values.items())
+        )
 
     print(
         f"minutes from the switch, per seed, until the brain follows a candidate within "
         f"{ADAPTED:.0%} of {best2} on phase 2 ({', '.join(sorted(good))}): first {text(first)}; "
-        f"for good {text(settled)}; until it follows {best2} itself: {text(exact)}"
+        f"for good {text(settled)}; until it follows {best2} itself: {text(exact)}; "
+        f"until it sees the change in the workflows arriving: {text(seen, 1)}"
     )
     return {
         "good": sorted(good),
         "minutes_to_good": first,
         "minutes_to_good_for_good": settled,
         "minutes_to_best": exact,
+        "minutes_to_change_seen": seen,
     }
+
+
+def _change_seen(run: Run, switch: float) -> float | None:
+    """Minutes after `switch` at which `run` saw the change in the workflows arriving (its
+    first choice with reason ``change`` from then on)."""
+    at = [c["at"] for c in run.choices if c["reason"] == "change" and c["at"] >= switch]
+    return (min(at) - switch) / 60 if at else None
 
 
 def _first_following(run: Run, switch: float, good: set[str]) -> float | None:

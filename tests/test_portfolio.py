@@ -22,7 +22,8 @@ from idlegate.policy.portfolio import (
     select,
     won,
 )
-from idlegate.policy.portfolio.prior import Prior, load_prior
+from idlegate.policy.portfolio.arrivals import ArrivalWatch
+from idlegate.policy.portfolio.prior import Prior, features_error, load_prior, workload_features
 from idlegate.policy.portfolio.rounds import threshold
 from idlegate.policy.spec import model_files
 from idlegate.sim.cluster import Cluster
@@ -598,6 +599,22 @@ def test_the_prior_picks_the_candidate_safe_on_every_workload_alike():
     assert prior.safest((1.4, 0.0, 0.0, 3.0), allowed) is None
 
 
+def test_a_few_workflows_of_a_mix_find_the_mix_within_their_standard_error():
+    # mixed-0.5, seed 1004: its first 16 workflows (one-task jobs and TPC-H-like DAGs)
+    # have mean features 1.55 from the mix's, beyond the reach of 1, and the brain
+    # followed learned:default (its start) into an early round that left it for
+    # weighted-fair?alpha=-2, 6.8 % behind fair on the stream; their standard error
+    # (1.05) brings the mix within reach, and with it fair
+    workload = build("mixed", 1004, WorkloadOptions(extra={"num_jobs": 100}))
+    dags = [job.dag for job in workload.jobs[:16]]
+    features = workload_features(dags, workload.num_executors)
+    prior, allowed = load_prior(), ["fair", "srpt", "learned:default"]
+    assert prior is not None and prior.safest(features, allowed) is None
+    assert 1.0 < features_error(dags) < 1.1
+    assert prior.safest(features, allowed, features_error(dags)) == "fair"
+    assert features_error(dags[:1]) == 0.0
+
+
 def test_a_prior_that_cannot_be_read_is_no_prior(tmp_path, caplog):
     bad = tmp_path / "prior.json"
     bad.write_text('{"workloads": {"a": {"features": [1]}}}')  # no losses
@@ -653,3 +670,54 @@ def test_early_rounds_replay_the_workflows_arrived_before_forty_have_finished():
     assert switch.early and switch.running > 0 and switch.at < 300
     assert f"({switch.running} still running)" in switch.text
     assert early / late - 1 < -0.05
+
+
+def _shift_run(spec: str) -> tuple[PortfolioScheduler, float, float]:
+    """`spec` on 40 TPC-H-like DAGs, then 20 k8s-batch pods (seed 1): the brain, the
+    switch's time and when the tenth pod finished."""
+    workload = build_workload("shift", 1, first_jobs=40, second_jobs=20)
+    brain = make_scheduler(spec)
+    assert isinstance(brain, PortfolioScheduler)
+    result = simulate(workload, brain, seed=1)
+    switch = min(j.time for j in workload.jobs if j.name.startswith("2:"))
+    pods = sorted(r.finish for r in result.records if r.name.startswith("2:"))
+    return brain, switch, pods[9]
+
+
+def test_a_change_seen_in_the_arrivals_rereads_the_prior_before_ten_pods_finish():
+    # the prior's safest of srpt and fair is fair for TPC-H-like DAGs, srpt for pods; with
+    # no round before 100 finished workflows, only the arrivals can tell the pods came:
+    # the third pod (329 s, 24 s after the switch) completes the run of foreign ones,
+    # half an hour before the tenth pod finishes (2,081 s)
+    spec = "portfolio?candidates=srpt+fair&tune=false&early=none&min_window=100"
+    brain, switch, tenth = _shift_run(spec)
+    change = next(c for c in brain.rounds if c.reason == "change")
+    assert change.candidate == "srpt"
+    assert switch <= change.at < switch + 60 < tenth
+    assert brain.following == "srpt" and "arriving changed" in change.why
+    blind, _, _ = _shift_run(spec + "&watch=false")
+    assert [c.reason for c in blind.rounds] == ["prior"] and blind.following == "fair"
+
+
+def test_after_a_change_seen_in_the_arrivals_early_rounds_replay_the_new_workload():
+    # the same stream with early rounds: after the change they replay the pods arrived
+    # since it (8, then 16, most still running), not the 40 DAGs before them
+    brain, _, tenth = _shift_run("portfolio?candidates=srpt+fair&tune=false&min_window=100")
+    change = next(c for c in brain.rounds if c.reason == "change")
+    after = [(c.workflows, c.early) for c in brain.rounds if c.at > change.at]
+    assert after == [(8, True), (16, True)]
+    assert all(c.running > 0 and c.at < tenth for c in brain.rounds if c.at > change.at)
+
+
+def test_the_arrival_watch_finds_a_run_of_foreign_workflows_and_not_a_mix():
+    one_task = [(0.0, 0.0, d) for d in (0.0, 0.5, -0.5, 0.3, -0.3) * 4]  # 20 workflows
+    pods = [(2.3, 1.4, 5.3)] * 3
+    watch: ArrivalWatch[int] = ArrivalWatch()
+    seen = [watch.see(i, f) for i, f in enumerate([*one_task, *pods])]
+    assert seen == [None] * 22 + [20]  # the third pod; the new workload from the first
+    mix = [f for pair in zip(one_task, pods * 7, strict=False) for f in pair]
+    watch = ArrivalWatch()
+    assert [watch.see(i, f) for i, f in enumerate(mix * 3)] == [None] * len(mix) * 3
+    watch = ArrivalWatch()  # an outlier or two, then the workload again: no change
+    stream = [*one_task, *pods[:2], *one_task]
+    assert [watch.see(i, f) for i, f in enumerate(stream)] == [None] * len(stream)

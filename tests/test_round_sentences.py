@@ -39,6 +39,11 @@ KNOWN: list[tuple[str, dict[str, Any], str]] = [
         "started with analytic?min_gain=0:sjf-cp: the shipped prior's safest candidate for the workflows arrived so far",
     ),
     (
+        "change",  # (the prior's choice for the workflows arrived since a change of workload)
+        {"reason": "change", "candidate": "srpt"},
+        "following srpt: the workflows arriving changed, and it is the shipped prior's safest candidate for the new ones",
+    ),
+    (
         "prior history",
         _round(
             reason="prior history", candidate="srpt", workflows=48, prior=40, source="history sink"

@@ -48,6 +48,10 @@ SENTENCES: Final[Mapping[str, str]] = {
         "started with {candidate}: the shipped prior's safest candidate for the workflows "
         "arrived so far"
     ),
+    "change": (
+        "following {candidate}: the workflows arriving changed, and it is the shipped "
+        "prior's safest candidate for the new ones"
+    ),
     "prior history": (
         "started with {candidate}: the best on the last {workflows} workflows "
         "({prior} from the {source})"

@@ -109,6 +109,10 @@ class PortfolioConfig(Config):
     """The workload changed when the geometric mean work (task-seconds) of the workflows
     finished since the last round (at least `CHANGE_MIN`) differs from that of those
     before them since the last change by more than this factor."""
+    watch: bool = True
+    """See a change of workload in the workflows arriving too (`arrivals.ArrivalWatch`,
+    ``records=cluster``): at once, the prior is read again and early rounds replay the
+    workflows arrived since the change."""
     margin: NonNegative = 0.02
     """Switch only to a candidate whose score is lower by more than this fraction."""
     confidence: NonNegative = 1.0

@@ -5,7 +5,8 @@ seeds) holds, per workload of the evaluation suite, the features of its workflow
 (`workload_features`) and each fixed candidate's loss against the workload's best on
 short streams: the mean over the seeds and the worst seed. The scheduler looks the
 workflows that have arrived up in it (`Prior.safest`): among the `NEIGHBOURS` workloads
-nearest by their features (within `REACH`), the candidate whose worst loss over all of
+nearest by their features (within `REACH`, or if none is, within `REACH` plus the
+standard error of the workflows' mean features: `features_error`), the candidate whose worst loss over all of
 them is the smallest, so a lookup that lands on the wrong one of two alike workloads
 still picks a candidate that is safe on both. Workflows unlike any workload of the suite
 give no answer, and the scheduler follows its configured `start`.
@@ -27,7 +28,16 @@ from typing import Final
 
 from idlegate.sim.dag import Dag
 
-__all__ = ["NEIGHBOURS", "PRIOR_PATH", "REACH", "Prior", "load_prior", "workload_features"]
+__all__ = [
+    "NEIGHBOURS",
+    "PRIOR_PATH",
+    "REACH",
+    "Prior",
+    "features_error",
+    "load_prior",
+    "workflow_features",
+    "workload_features",
+]
 
 PRIOR_PATH: Final = Path(__file__).resolve().with_name("prior.json")
 """The shipped prior."""
@@ -39,19 +49,39 @@ REACH: Final = 1.0
 log = logging.getLogger(__name__)
 
 
+def workflow_features(dag: Dag) -> tuple[float, float, float]:
+    """One workflow's features, in natural logs: its task count, stage count and mean task
+    duration (what `workload_features` averages, and what `arrivals.ArrivalWatch` watches)."""
+    tasks = max(sum(dag.tasks), 1)
+    return (
+        math.log(tasks),
+        math.log(max(dag.num_stages, 1)),
+        math.log(max(dag.total_work / tasks, 1e-3)),
+    )
+
+
 def workload_features(dags: Sequence[Dag], num_executors: int) -> tuple[float, ...]:
     """What a lookup compares, all in natural logs (so distances are ratios): the pool's
-    size, and the workflows' mean log task count, stage count and mean task duration."""
+    size, and the workflows' mean log task count, stage count and mean task duration
+    (`workflow_features`)."""
     if not dags:
         raise ValueError("features need at least one workflow")
+    each = [workflow_features(d) for d in dags]
+    return (math.log(max(num_executors, 1)), *(sum(f) / len(each) for f in zip(*each, strict=True)))
+
+
+def features_error(dags: Sequence[Dag]) -> float:
+    """The standard error of `workload_features`' workflow means (the distance a lookup
+    measures, so the root of the features' summed variances over the count); 0 for one."""
     n = len(dags)
-    tasks = [max(sum(d.tasks), 1) for d in dags]
-    return (
-        math.log(max(num_executors, 1)),
-        sum(math.log(t) for t in tasks) / n,
-        sum(math.log(max(d.num_stages, 1)) for d in dags) / n,
-        sum(math.log(max(d.total_work / t, 1e-3)) for d, t in zip(dags, tasks, strict=True)) / n,
-    )
+    if n < 2:
+        return 0.0
+    each = [workflow_features(d) for d in dags]
+    total = 0.0
+    for values in zip(*each, strict=True):
+        mean = sum(values) / n
+        total += sum((v - mean) ** 2 for v in values) / (n - 1)
+    return math.sqrt(total / n)
 
 
 @dataclass(frozen=True)
@@ -61,19 +91,26 @@ class Prior:
     features: Mapping[str, tuple[float, ...]]
     losses: Mapping[str, Mapping[str, tuple[float, float]]]
 
-    def neighbours(self, features: Sequence[float]) -> list[str]:
-        """The `NEIGHBOURS` workloads nearest to `features`, within `REACH`."""
+    def neighbours(self, features: Sequence[float], reach: float = REACH) -> list[str]:
+        """The `NEIGHBOURS` workloads nearest to `features`, within `reach`."""
         dist = {
             w: math.dist(f, features) for w, f in self.features.items() if len(f) == len(features)
         }
-        near = sorted((d, w) for w, d in dist.items() if d <= REACH)
+        near = sorted((d, w) for w, d in dist.items() if d <= reach)
         return [w for _, w in near[:NEIGHBOURS]]
 
-    def safest(self, features: Sequence[float], allowed: Collection[str]) -> str | None:
+    def safest(
+        self, features: Sequence[float], allowed: Collection[str], error: float = 0.0
+    ) -> str | None:
         """The candidate of `allowed` (spec texts) with the smallest worst-seed loss over
         the nearest workloads (`neighbours`; the smallest mean loss among equals), of
-        those known on every one of them; None when no workload is near or none is."""
-        near = self.neighbours(features)
+        those known on every one of them; None when no workload is near or none is.
+
+        `error` is the standard error of `features` (`features_error`): with none within
+        `REACH`, the workloads within `REACH` + `error` count. A few workflows of a mix of
+        kinds (one-task jobs and TPC-H-like DAGs) have a mean far from the mix's, by
+        chance, and would otherwise count as like no workload."""
+        near = self.neighbours(features) or self.neighbours(features, REACH + error)
         if not near:
             return None
         known = [c for c in allowed if all(c in self.losses[w] for w in near)]

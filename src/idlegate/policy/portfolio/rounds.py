@@ -74,9 +74,10 @@ class Choice:
     runner_up_score: float | None
     workflows: int
     """Finished workflows the round replayed (0: no replay yet)."""
-    reason: Literal["cold start", "prior", "prior history", "best", "kept", "noise"]
+    reason: Literal["cold start", "prior", "change", "prior history", "best", "kept", "noise"]
     """cold start: no round yet; prior: no round yet, the shipped prior's safest candidate
-    for the workflows arrived (`prior`); prior history: the first round, on the history
+    for the workflows arrived (`prior`); change: the same for the workflows arrived since
+    a change of workload seen in the arrivals (`arrivals`); prior history: the first round, on the history
     file or a seeded window (`PortfolioScheduler.seed`); best: the round's best; kept:
     the round's best was not better by the margin; noise: it was, but its lead was within
     the window's noise (`beyond_noise`)."""
@@ -126,6 +127,8 @@ class Choice:
         """``following srpt: 642 s vs fair 734 s over the last 48 workflows``."""
         if self.score is None and self.reason == "prior":
             return f"following {self.candidate} (the shipped prior's safest candidate for the workflows arrived so far)"
+        if self.score is None and self.reason == "change":
+            return f"following {self.candidate} (the shipped prior's safest candidate for the workflows arrived since the change)"
         if self.score is None:
             return f"following {self.candidate} ({self.reason}: no finished workflow replayed yet)"
         versus = ""

@@ -34,7 +34,12 @@ until `min_window` workflows have finished and the rounds on finished workflows 
 
 **After a change of workload** (`change`) a round replays only the workflows finished
 since the change, and while they are fewer than `min_window` the running ones too: the
-old workload's workflows would otherwise choose for the new one.
+old workload's workflows would otherwise choose for the new one. A change seen in the
+workflows *arriving* (`watch`, `arrivals.ArrivalWatch`; ``records=cluster``) is acted on
+at once, as at the start: the prior is looked up for the workflows arrived since the
+change (a `Choice` with reason ``change``) and again each time they double, early rounds
+replay them (finished or running) at `early`, twice, four times as many arrivals, and
+the rounds on finished workflows wait until `min_window` of them have finished.
 
 **Delivered quality.** A round runs in a worker, so decisions never wait for it: the
 followed candidate decides meanwhile. With ``replayer=inline`` (the simulator) `decide`
@@ -69,6 +74,7 @@ from typing import Any, Final
 
 import numpy as np
 
+from idlegate.policy.portfolio.arrivals import ArrivalWatch
 from idlegate.policy.portfolio.candidates import (
     PLAIN_RULES,
     PLANNER,
@@ -77,7 +83,12 @@ from idlegate.policy.portfolio.candidates import (
     candidate_specs,
     kind_of,
 )
-from idlegate.policy.portfolio.prior import load_prior, workload_features
+from idlegate.policy.portfolio.prior import (
+    features_error,
+    load_prior,
+    workflow_features,
+    workload_features,
+)
 from idlegate.policy.portfolio.replay import (
     ReplayRequest,
     merged,
@@ -170,14 +181,26 @@ class PortfolioScheduler:
         self._seed_due = False
         self._protected = False
         typed_start = "start" in self.config.model_fields_set  # (an option typed wins)
-        self._lookup_at: int | None = 1 if self.config.prior and not typed_start else None
+        self._looks = self.config.prior and not typed_start
+        """The prior is looked up (at the start, and after a change seen in the arrivals)."""
+        self._lookup_at: int | None = 1 if self._looks else None
         """Workflows arrived at which the prior is looked up next (None: no more)."""
         self._by_prior = True
         """No round has moved the followed candidate (the start's or the prior's) yet."""
         self._changed = False
         """A change of workload was seen: rounds replay the workflows since (`_regime`)."""
         self._early_at = self.config.early
-        """Workflows arrived at which the next early round comes (None: no more)."""
+        """Workflows arrived (since `_since`) at which the next early round comes (None:
+        no more)."""
+        self._watch: ArrivalWatch[tuple[int, float]] = ArrivalWatch()
+        self._since: tuple[int, float] | None = None
+        """(id, arrival time) of the first workflow of the workload arriving since the last
+        change seen in the arrivals (`watch`); None: no change seen."""
+        self._since_done = 0
+        """Finished workflows recorded that arrived from `_since` on."""
+        self._announce = False
+        """The next lookup says its choice even if it keeps the candidate (after a change
+        seen in the arrivals: the change is news)."""
         self._stood: list[tuple[int, dict[str, float]]] = []
         """The rounds since the last change, those of the last `memory` new workflows:
         each round's new workflows and every candidate's score over the round's best,
@@ -220,6 +243,8 @@ class PortfolioScheduler:
         self._work.extend(_log_work(a) for a in added)
         self._since_round += len(added)
         self._regime += len(added)
+        if self._since is not None:
+            self._since_done += sum(1 for a in added if a.time >= self._since[1])
         self._trim()
         if self._changed_character():
             # another workload now: the followed candidate won on the old one, so the
@@ -276,12 +301,19 @@ class PortfolioScheduler:
     def _observe(self, view: ClusterView) -> None:
         """Record the jobs that finished in `view` since the last decision (records=cluster)."""
         jobs = self._jobs
+        arrived = []
         for job in reversed(view.jobs):  # the new ones are at the end (arrival order)
             if job.id < self._next_id:
                 break
             jobs[job.id] = job
+            arrived.append(job)
         if view.jobs:
             self._next_id = max(self._next_id, view.jobs[-1].id + 1)
+        if self.config.watch:
+            for job in reversed(arrived):
+                since = self._watch.see((job.id, job.arrival), workflow_features(job.dag))
+                if since is not None:
+                    self._arrivals_changed(since)
         done = getattr(view, "done", None)
         if done is None or len(done) == self._done_seen:
             return
@@ -293,18 +325,55 @@ class PortfolioScheduler:
         self._done_seen = len(done)
         self.record(new)
 
+    def _arrivals_changed(self, since: tuple[int, float]) -> None:
+        """A change of workload seen in the arrivals, from the workflow `since` (id,
+        arrival) on: the candidate followed won on the old workload, so the margin no
+        longer protects it, the standings are forgotten, and the start begins again on
+        the new workload's workflows: the prior's lookups, then early rounds."""
+        self._since = since
+        self._since_done = sum(1 for a in self._finished if a.time >= since[1])
+        self._stretch = 1
+        self._protected = False
+        self._stood.clear()
+        self._by_prior = True
+        self._lookup_at = 1 if self._looks else None
+        self._early_at = self.config.early
+        self._announce = True
+
+    def _arrived(self, view: ClusterView) -> int:
+        """Workflows arrived: since the change seen in the arrivals, or all seen."""
+        if self._since is None:
+            return len(self._finished) + len(view.jobs)
+        return self._next_id - self._since[0]
+
+    def _since_window(self) -> tuple[tuple[JobArrival, ...], list[JobArrival]]:
+        """(finished, running) workflows of the workload arriving: those arrived since the
+        change seen in the arrivals, or all recorded and all running if none was."""
+        if self._since is None:
+            return tuple(self._finished), self._running()
+        first, t0 = self._since
+        done = tuple(a for a in self._finished if a.time >= t0)
+        running = [
+            JobArrival(j.arrival, j.name, j.dag, j.payload)
+            for j in self._jobs.values()
+            if j.id >= first
+        ]
+        return done, running
+
     def _look_up(self, view: ClusterView) -> None:
-        """Follow the prior's safest candidate for the workflows arrived (finished and in
-        `view`), when their number reached `_lookup_at`; the next lookup at twice as many.
-        Lookups end once a round moved the candidate or `min_window` have finished."""
-        arrived = len(self._finished) + len(view.jobs)
+        """Follow the prior's safest candidate for the workflows arrived (since the change
+        seen in the arrivals, if one was), when their number reached `_lookup_at`; the
+        next lookup at twice as many. Lookups end once a round moved the candidate or
+        `min_window` have finished."""
+        arrived = self._arrived(view)
         if self._lookup_at is None or arrived < self._lookup_at:
             return
+        start = self._since is None
+        finished = len(self._finished) if start else self._since_done
         if (
             not self._by_prior
-            or len(self._finished) >= self.config.min_window
-            or self._prior
-            or self._seeded
+            or finished >= self.config.min_window
+            or (start and (self._prior or self._seeded))
         ):  # (a round's evidence, or a window from before the start, decides)
             self._lookup_at = None
             return
@@ -313,15 +382,24 @@ class PortfolioScheduler:
         if prior is None:
             self._lookup_at = None
             return
-        dags = [a.dag for a in self._finished] + [j.dag for j in view.jobs]
+        if start:
+            dags = [a.dag for a in self._finished] + [j.dag for j in view.jobs]
+        else:
+            done, running = self._since_window()
+            dags = [a.dag for a in (*done, *running)]
         features = workload_features(dags, view.num_executors)
-        safest = prior.safest(features, self._followable()) or self._start_spec()
-        if safest == self.following:
+        error = features_error(dags)
+        safest = prior.safest(features, self._followable(), error) or self._start_spec()
+        announce, self._announce = self._announce, False
+        if safest == self.following and not announce:
             return
-        choice = Choice(safest, None, None, None, 0, "prior", at=view.now)
-        self.rounds.append(choice)
-        self.choice = choice
-        self._follower().reset(self._child_rng())
+        moved = safest != self.following
+        self.choice = Choice(
+            safest, None, None, None, 0, "prior" if start else "change", at=view.now
+        )
+        self.rounds.append(self.choice)
+        if moved:
+            self._follower().reset(self._child_rng())
 
     def _followable(self) -> list[str]:
         """Every spec text a round of this portfolio can choose (for the prior)."""
@@ -340,6 +418,8 @@ class PortfolioScheduler:
         cfg = self.config
         if len(self._finished) < cfg.min_window or self._since_round == 0:
             return False
+        if self._since is not None and self._since_done < cfg.min_window:
+            return False  # (the new workload's early rounds choose until then)
         if self._since_round >= cfg.every * self._stretch or self._change_due:
             return True
         return cfg.period is not None and now >= self._last_round + cfg.period * self._stretch
@@ -348,10 +428,15 @@ class PortfolioScheduler:
         """True when an early round is due: fewer than `min_window` finished, no prior
         window, and `_early_at` workflows arrived."""
         cfg = self.config
+        if self._early_at is None or cfg.records != "cluster":
+            return False
+        if self._since is not None:  # (a change seen in the arrivals: a new start)
+            return (
+                self._since_done < cfg.min_window
+                and self._next_id - self._since[0] >= self._early_at
+            )
         return (
-            self._early_at is not None
-            and cfg.records == "cluster"
-            and len(self._finished) < cfg.min_window
+            len(self._finished) < cfg.min_window
             and not self._prior
             and not self._seeded
             and self._next_id >= self._early_at
@@ -362,10 +447,10 @@ class PortfolioScheduler:
         their duration models. It counts for no standing (its workflows are mostly
         those of the next rounds) and leaves the pace of the rounds on finished
         workflows alone."""
-        self._early_at = 2 * self._next_id
-        running = self._running()
+        self._early_at = 2 * (self._next_id - (0 if self._since is None else self._since[0]))
+        finished, running = self._since_window()
         return ReplayRequest(
-            window=(*self._finished, *running),
+            window=(*finished, *running),
             num_executors=view.num_executors,
             moving_delay=float(getattr(view, "moving_delay", 0.0)),
             following=self.following,
@@ -407,6 +492,9 @@ class PortfolioScheduler:
                 prior = max(0, prior - (len(self._finished) - len(window)))
                 if len(window) < self.config.min_window:
                     running = self._running()
+            if self._since is not None:  # (a change seen in the arrivals: since it)
+                window = tuple(a for a in window if a.time >= self._since[1])
+                running = [a for a in running if a.time >= self._since[1]]
         self._prior_due = self._seed_due = False
         # (a round's evidence is at most its window; a prior window is all new)
         new = len(window) if first else min(new, len(window))
@@ -575,7 +663,7 @@ class PortfolioScheduler:
     def took_effect(self, choice: Choice) -> float:
         """When `choice` began to be followed: the prior history's round at once, another
         round after its replay's delay (`replay_delay`, else its modelled CPU seconds)."""
-        if choice.reason in ("prior history", "prior"):
+        if choice.reason in ("prior history", "prior", "change"):
             return choice.at
         delay = self.config.replay_delay
         return choice.at + (choice.modelled_seconds if delay is None else delay)
