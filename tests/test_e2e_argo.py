@@ -341,10 +341,14 @@ def test_a_restart_posts_no_event_again_that_a_workflow_has_already(api, ns):
                 task = {"name": "a", "template": "p"}
                 api.create(WORKFLOWS, argo(name, {"dag": {"tasks": [task]}}, _bare("p")), ns)
                 wait(lambda pods=pods: monitor.counts() == pods, 30, f"{name}'s pod")
-            wait(lambda: len(first.bridge.core.held["Workflow"]) == 2, 30, "both admitted")
+            wait(lambda: len(first.bridge.core.held.get("Workflow", {})) == 2, 30, "both admitted")
             wait(lambda: first.bridge.lanes.pending() == 0, 10, "the writes")
         with running_operator(api, ns, pool=1, argo=True, clock=clock) as second:
-            wait(lambda: len(second.bridge.core.held["Workflow"]) == 2, 30, "both admitted again")
+            wait(
+                lambda: len(second.bridge.core.held.get("Workflow", {})) == 2,
+                30,
+                "both admitted again",
+            )
             wait(lambda: second.bridge.lanes.pending() == 0, 10, "the writes")
     monitor.close()
     assert phase(api, ns, "queued") not in DONE  # (it waited through the restart)
