@@ -169,6 +169,7 @@ class Operator:
                 report=self.health.report,
                 identity=leader.identity(),  # (its User-Agent: which replica wrote)
                 gate=self.gate,
+                wake=lambda: self.health.ended,
             )
         return self._kube
 

@@ -91,15 +91,24 @@ class NotLeaderError(ApiError):
 
 
 def client_retry(
-    *, backoff_max: float, retry_after_max: float, report: Report, stop: threading.Event
+    *,
+    backoff_max: float,
+    retry_after_max: float,
+    report: Report,
+    stop: threading.Event,
+    wake: Callable[[], threading.Event] | None = None,
 ) -> Any:
     """The urllib3 ``Retry`` of the operator's API client (see the module docstring): each
-    failed try goes to `report`; `stop` set ends the retries."""
+    failed try goes to `report`; `stop` set ends the retries; a back-off (not a
+    Retry-After) ends early once the event `wake` gives then is set (an outage's end)."""
     from urllib3.util import Retry
 
     class _Retry(Retry):
         def is_exhausted(self) -> bool:
             return stop.is_set() or super().is_exhausted()
+
+        def _sleep_backoff(self) -> None:
+            (wake() if wake is not None else stop).wait(self.get_backoff_time())
 
         def increment(self, method: str | None = None, url: str | None = None, *a: Any, **kw: Any):  # type: ignore[no-untyped-def]
             response, error = kw.get("response"), kw.get("error")
@@ -204,6 +213,7 @@ class KubeApi:
         report: Report | None = None,
         identity: str | None = None,
         gate: WriteGate | None = None,
+        wake: Callable[[], threading.Event] | None = None,
     ) -> None:
         import kubernetes.client
 
@@ -223,6 +233,7 @@ class KubeApi:
             retry_after_max=retry_after_max,
             report=self._report,
             stop=self._stop,
+            wake=wake,
         )
         self.client = kubernetes.client.ApiClient(configuration)
         self.client.user_agent = user_agent(identity)

@@ -22,6 +22,7 @@ import contextlib
 import logging
 import math
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -65,6 +66,9 @@ class ApiHealth:
         watchdog rebuilds it, and resets this)."""
         self.recovered = asyncio.Event()
         """Set when an outage ends (the watchdog wakes on it, and clears it)."""
+        self.ended = threading.Event()
+        """Set when an outage ends, then replaced: the API client's requests waiting out a
+        back-off then try at once, not up to a back-off after the API's return."""
 
     @property
     def up(self) -> bool:
@@ -98,6 +102,8 @@ class ApiHealth:
         log.warning("The API server answers again after %.1f s.", seconds)
         self.unsynced += seconds
         self.recovered.set()
+        ended, self.ended = self.ended, threading.Event()
+        ended.set()
 
 
 class RetryForever:
