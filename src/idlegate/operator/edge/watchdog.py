@@ -2,14 +2,13 @@
 Deployment, every outage of a minute would otherwise become a restart). deploy/README.md
 ("API-server outages and a missing CRD") tells it from the user's side. The pieces:
 
-* :class:`RetryForever`: kopf retries its failed requests (its watches and lists) for ever;
-  :class:`KopfRetryLog` logs the first failed attempt of each object at WARNING.
+* :class:`RetryForever`: kopf retries its failed requests for ever; :class:`KopfRetryLog`
+  logs the first failed attempt of each object at WARNING.
 * :class:`ApiHealth` sees outages in what the operator's own API client reports.
-* :class:`Watchdog`, a task of the operator, makes the first rebuild of the state (after
-  waiting for the DagWorkflow CRD), probes the API, and after each outage rebuilds the
-  state as at a start (:func:`idlegate.operator.edge.intake.rebuild`), then posts a
-  Warning Event ``ApiUnreachable`` on the operator's own Pod (:func:`operator_pod`; an
-  outage concerns the operator, not one workflow), or only logs it outside a Pod.
+* :class:`Watchdog` makes the first rebuild of the state (after waiting for the CRD),
+  probes the API, and after each outage rebuilds the state as at a start
+  (:func:`idlegate.operator.edge.intake.rebuild`) and posts a Warning ``ApiUnreachable``
+  on the operator's own Pod (:func:`operator_pod`), or logs it outside a Pod.
 
 :meth:`Watchdog.readiness` is what ``/readyz`` answers; liveness (kopf's ``/healthz``)
 stays healthy throughout, since a restart would not bring the API back.
