@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from urllib3.exceptions import ProtocolError
 
 from idlegate import __version__
 from idlegate.operator.edge.kube import ApiError, KubeApi, client_retry
@@ -97,6 +98,27 @@ def test_the_retry_takes_every_method_and_the_statuses_worth_retrying() -> None:
         assert not any(retry.is_retry(method, status) for status in (400, 404, 409, 422))
     assert retry.parse_retry_after("3600") == 60.0  # (a longer Retry-After is capped)
     assert not retry.is_exhausted()
+
+
+def test_a_back_off_in_progress_ends_when_the_outage_ends() -> None:
+    """A request waiting out its back-off when the API answers again tries at once (the
+    event is ApiHealth.ended, set at an outage's end), not up to a back-off later."""
+    ended = threading.Event()
+    retry = client_retry(
+        backoff_max=3600.0,
+        retry_after_max=60.0,
+        report=lambda *_: None,
+        stop=threading.Event(),
+        wake=lambda: ended,
+    )
+    for _ in range(20):  # tries without an answer: the back-off at its cap
+        retry = retry.increment(method="GET", url="/x", error=ProtocolError("refused"))
+    assert retry.get_backoff_time() == 3600.0
+    waiting = threading.Thread(target=retry.sleep, daemon=True)
+    waiting.start()
+    ended.set()  # the outage ends
+    waiting.join(timeout=600)  # (without the wake-up: an hour)
+    assert not waiting.is_alive()
 
 
 def test_a_5xx_is_retried_until_the_api_takes_it_each_try_reported() -> None:

@@ -232,7 +232,7 @@ async def test_a_replica_that_does_not_lead_applies_no_intent_and_sends_no_write
     kube = FakeKube()
     standing = Standing()
     gate = WriteGate()
-    gate.follow(standing)
+    gate.follow(lambda: standing.is_leader)
     lanes = Lanes(kube, gate=gate)  # type: ignore[arg-type]
     events = EventRecorder(lanes, Settings(pool_size=1))
     applier = Applier(lanes, events, Metrics(1, "fair"), lambda _: None)
@@ -257,7 +257,7 @@ async def test_the_api_client_refuses_writes_of_a_replica_that_does_not_lead(tmp
 
     write_kubeconfig(tmp_path / "kubeconfig", "http://127.0.0.1:9")  # (nothing is sent)
     gate = WriteGate()
-    gate.follow(Standing())  # (does not lead)
+    gate.follow(lambda: Standing.is_leader)  # (does not lead)
     kube = KubeApi(load_configuration(tmp_path / "kubeconfig"), gate=gate)
     try:
         # (were they sent, the client would retry them for ever: no server listens there)
@@ -272,7 +272,7 @@ async def test_the_api_client_refuses_writes_of_a_replica_that_does_not_lead(tmp
 async def test_a_write_gate_follows_one_elector_only():
     gate = WriteGate()
     assert gate.open()  # (no election: always)
-    gate.follow(Standing())
+    gate.follow(lambda: Standing.is_leader)
     assert not gate.open()
     with pytest.raises(RuntimeError):
-        gate.follow(Standing())
+        gate.follow(lambda: Standing.is_leader)

@@ -400,14 +400,17 @@ async def test_an_outage_is_requests_unanswered_for_a_second_not_one_dropped_con
     await asyncio.sleep(0.5)
     health.report("GET /version", 200)  # answered within the second: no outage
     assert health.up and not health.recovered.is_set() and health.unsynced == 0
+    assert not health.ended.is_set()
     assert metrics.value("idlegate_api_up") == 1
     t0 = now()
     while now() < t0 + 10:
         health.report("GET /version", 503)
         assert health.up == (now() - t0 < 1.0)  # down once a second passed unanswered
         await asyncio.sleep(0.25)
+    waiting = health.ended  # (what the client's back-offs in progress wait on)
     health.report("GET /version", 404)  # (an error, but an answer)
     assert health.up and health.recovered.is_set()
+    assert waiting.is_set() and not health.ended.is_set()  # woken; the next ones wait anew
     assert health.unsynced == pytest.approx(10.0)
     assert metrics.value("idlegate_api_unreachable_seconds_total") == pytest.approx(10.0)
     assert metrics.value("idlegate_api_errors_total", status="0") == 1

@@ -169,6 +169,7 @@ class Operator:
                 report=self.health.report,
                 identity=leader.identity(),  # (its User-Agent: which replica wrote)
                 gate=self.gate,
+                wake=lambda: self.health.ended,
             )
         return self._kube
 
@@ -304,7 +305,7 @@ class Operator:
         if (e := self.elector) is None:
             return
         lease = Owner(e.namespace, e.name, e.uid, kind="Lease", api_version=leader.API_VERSION)
-        message = f"{e.identity} leads: it rebuilds the state from the API and writes."
+        message = f"{e.identity} leads: it rebuilds the state and writes."
         self.post(lease, "Normal", "LeaderElected", message)
 
     def _lost(self, why: str) -> None:

@@ -8,29 +8,22 @@ given the same gate when they are built, so that none of them needs rewiring aft
 
 from __future__ import annotations
 
-from typing import Protocol
-
-
-class Leading(Protocol):
-    """What the gate follows (:class:`~idlegate.operator.edge.leader.Elector`)."""
-
-    @property
-    def is_leader(self) -> bool: ...
+from collections.abc import Callable
 
 
 class WriteGate:
     """Open unless bound to an elector that does not lead now."""
 
     def __init__(self) -> None:
-        self._elector: Leading | None = None
+        self._leads: Callable[[], bool] | None = None
 
-    def follow(self, elector: Leading) -> None:
-        """Open from now on only while `elector` leads (bound once: one election per
-        replica)."""
-        if self._elector is not None:
+    def follow(self, leads: Callable[[], bool]) -> None:
+        """Open from now on only while `leads()` (the elector's; bound once: one election
+        per replica)."""
+        if self._leads is not None:
             raise RuntimeError("This write gate already follows an elector.")
-        self._elector = elector
+        self._leads = leads
 
     def open(self) -> bool:
         """Whether a write may be sent now."""
-        return self._elector is None or self._elector.is_leader
+        return self._leads is None or self._leads()

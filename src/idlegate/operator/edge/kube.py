@@ -1,29 +1,21 @@
 """The few Kubernetes API calls the operator makes itself, as one small async interface.
 
-kopf watches with its own client; the operator's own reads (pods, namespaces) and writes
-(pods, gate removals, status, Events) go through :class:`KubeApi`: the official
-``kubernetes`` client's configuration loading and HTTP layer (every kubeconfig flavour,
-in-cluster service accounts, token refresh) in a small thread pool, without its model
-classes (bodies are plain dicts, both ways). Unit tests use a fake with the same methods.
+kopf watches with its own client; the operator's own reads and writes go through
+:class:`KubeApi`: the ``kubernetes`` client's configuration loading and HTTP layer (every
+kubeconfig flavour, in-cluster service accounts, token refresh) in a small thread pool,
+without its model classes (bodies are plain dicts). Unit tests use a fake.
 
-A request that gets no answer, a 429 or a 5xx is retried by the client itself, urllib3's
-``Retry`` (:func:`client_retry`; the back-off is in deploy/README.md): for ever and for
-every method, since each write of the operator is idempotent (names per attempt, guarded
-patches, merge patches of the whole state, deletions where gone is fine). Each failed try
-is reported as it happens (`report`: the outage bookkeeping of
-:class:`idlegate.operator.edge.watchdog.ApiHealth`, the metrics) and logged once per
-request at WARNING; after a failure, so is the first answer. Closing the client ends the
-retries, so a stopping operator is never held by one.
+A request that gets no answer, a 429 or a 5xx is retried by urllib3's ``Retry``
+(:func:`client_retry`; the back-off is in deploy/README.md): for ever and for every
+method, since each write of the operator is idempotent. Each failed try, and the first
+answer after one, goes to `report` (:class:`~idlegate.operator.edge.watchdog.ApiHealth`)
+and is logged once per request; a back-off in progress ends with the outage (`wake`), a
+Retry-After does not. Closing the client ends the retries.
 
-With leader election (:mod:`idlegate.operator.edge.leader`) the client's write gate
-(:class:`~idlegate.operator.edge.gate.WriteGate`, given at construction) says whether this
-replica may write: every other write is refused here (:class:`NotLeaderError`), whoever
-asks. The Lease's own requests are exempt and have a thread of their own, so that no
-burst of the operator's reads delays a renewal.
-
-Each request names its sender in its User-Agent (:func:`user_agent`: the replica's
-identity, as in the Lease), which an API server's audit log records: which replica wrote
-what is visible there.
+The write gate (:class:`~idlegate.operator.edge.gate.WriteGate`) refuses every write of a
+replica that does not lead (:class:`NotLeaderError`); the Lease's own requests are exempt
+and have a thread of their own, so that no burst of reads delays a renewal. Each request
+names its replica in its User-Agent (:func:`user_agent`), which audit logs record.
 """
 
 from __future__ import annotations
@@ -91,15 +83,24 @@ class NotLeaderError(ApiError):
 
 
 def client_retry(
-    *, backoff_max: float, retry_after_max: float, report: Report, stop: threading.Event
+    *,
+    backoff_max: float,
+    retry_after_max: float,
+    report: Report,
+    stop: threading.Event,
+    wake: Callable[[], threading.Event] | None = None,
 ) -> Any:
     """The urllib3 ``Retry`` of the operator's API client (see the module docstring): each
-    failed try goes to `report`; `stop` set ends the retries."""
+    failed try goes to `report`; `stop` set ends the retries; a back-off (not a
+    Retry-After) ends early once the event `wake` gives then is set (an outage's end)."""
     from urllib3.util import Retry
 
     class _Retry(Retry):
         def is_exhausted(self) -> bool:
             return stop.is_set() or super().is_exhausted()
+
+        def _sleep_backoff(self) -> None:
+            (wake() if wake is not None else stop).wait(self.get_backoff_time())
 
         def increment(self, method: str | None = None, url: str | None = None, *a: Any, **kw: Any):  # type: ignore[no-untyped-def]
             response, error = kw.get("response"), kw.get("error")
@@ -204,6 +205,7 @@ class KubeApi:
         report: Report | None = None,
         identity: str | None = None,
         gate: WriteGate | None = None,
+        wake: Callable[[], threading.Event] | None = None,
     ) -> None:
         import kubernetes.client
 
@@ -223,6 +225,7 @@ class KubeApi:
             retry_after_max=retry_after_max,
             report=self._report,
             stop=self._stop,
+            wake=wake,
         )
         self.client = kubernetes.client.ApiClient(configuration)
         self.client.user_agent = user_agent(identity)

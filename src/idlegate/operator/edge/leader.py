@@ -26,11 +26,9 @@ client (:class:`idlegate.operator.edge.kube.KubeApi`). The rules are client-go's
   holder, so that a standby takes over at its next look rather than after the duration.
 
 Why an elector of its own: the ``kubernetes`` client's ``leaderelection`` runs blocking
-loops in threads on ``time.time`` (a wall-clock jump shortens or stretches a lease), with
-its own API client outside the operator's retries and health bookkeeping, and cannot be
-driven by fake time in a test; kopf's peering elects on its own KopfPeering resources,
-not a Lease, and pauses the standby's handlers entirely. This one is a small async loop
-with the clock injected (tests/test_leader.py drives it in fake time).
+loops on ``time.time`` with its own API client, untestable in fake time; kopf's peering
+elects on KopfPeering resources, not a Lease, and pauses a standby's handlers (and so its
+indexes). This one is a small async loop with the clock injected.
 """
 
 from __future__ import annotations
@@ -308,7 +306,7 @@ def elect(
         on_elected=on_elected,
         on_lost=on_lost,
     )
-    gate.follow(elector)
+    gate.follow(lambda: elector.is_leader)
     lease, every = f"{namespace}/{settings.lease_name}", settings.lease_retry_period
     duration = f"lease {settings.lease_duration} s, renewed every {every:g} s"
     log.info(f"Standing by for the Lease {lease} as {elector.identity} ({duration}).")

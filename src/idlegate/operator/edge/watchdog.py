@@ -2,14 +2,13 @@
 Deployment, every outage of a minute would otherwise become a restart). deploy/README.md
 ("API-server outages and a missing CRD") tells it from the user's side. The pieces:
 
-* :class:`RetryForever`: kopf retries its failed requests (its watches and lists) for ever;
-  :class:`KopfRetryLog` logs the first failed attempt of each object at WARNING.
+* :class:`RetryForever`: kopf retries its failed requests for ever; :class:`KopfRetryLog`
+  logs the first failed attempt of each object at WARNING.
 * :class:`ApiHealth` sees outages in what the operator's own API client reports.
-* :class:`Watchdog`, a task of the operator, makes the first rebuild of the state (after
-  waiting for the DagWorkflow CRD), probes the API, and after each outage rebuilds the
-  state as at a start (:func:`idlegate.operator.edge.intake.rebuild`), then posts a
-  Warning Event ``ApiUnreachable`` on the operator's own Pod (:func:`operator_pod`; an
-  outage concerns the operator, not one workflow), or only logs it outside a Pod.
+* :class:`Watchdog` makes the first rebuild of the state (after waiting for the CRD),
+  probes the API, and after each outage rebuilds the state as at a start
+  (:func:`idlegate.operator.edge.intake.rebuild`) and posts a Warning ``ApiUnreachable``
+  on the operator's own Pod (:func:`operator_pod`), or logs it outside a Pod.
 
 :meth:`Watchdog.readiness` is what ``/readyz`` answers; liveness (kopf's ``/healthz``)
 stays healthy throughout, since a restart would not bring the API back.
@@ -22,6 +21,7 @@ import contextlib
 import logging
 import math
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -65,6 +65,9 @@ class ApiHealth:
         watchdog rebuilds it, and resets this)."""
         self.recovered = asyncio.Event()
         """Set when an outage ends (the watchdog wakes on it, and clears it)."""
+        self.ended = threading.Event()
+        """Set when an outage ends, then replaced: the API client's requests waiting out a
+        back-off then try at once, not up to a back-off after the API's return."""
 
     @property
     def up(self) -> bool:
@@ -98,6 +101,8 @@ class ApiHealth:
         log.warning("The API server answers again after %.1f s.", seconds)
         self.unsynced += seconds
         self.recovered.set()
+        ended, self.ended = self.ended, threading.Event()
+        ended.set()
 
 
 class RetryForever:
