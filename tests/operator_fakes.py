@@ -20,8 +20,11 @@ from typing import Any
 
 from idlegate.api.labels import LABEL_WORKFLOW
 from idlegate.operator.edge import intake
+from idlegate.operator.edge.applier import Applier
 from idlegate.operator.edge.bridge import Bridge
+from idlegate.operator.edge.events import EventRecorder
 from idlegate.operator.edge.kube import ApiError
+from idlegate.operator.edge.lanes import Lanes
 from idlegate.operator.edge.pools import Pools
 from idlegate.operator.edge.watchdog import ApiHealth
 from idlegate.operator.features.planning import ReplayWorker
@@ -425,6 +428,14 @@ class Retrying:
                 return answer
 
         return retried
+
+
+def applier_on(kube: FakeKube) -> Applier:
+    """An applier of its own over `kube` (retried as the API client retries), its outcomes
+    dropped: what cron's tests write through (settle: ``applier.lanes.wait_idle``)."""
+    lanes = Lanes(Retrying(kube))  # type: ignore[arg-type]
+    events = EventRecorder(lanes, Settings(pool_size=1, component="idlegate"))
+    return Applier(lanes, events, Metrics(1, "fifo"), lambda outcome: None)
 
 
 class Harness:

@@ -15,14 +15,9 @@ from idlegate.api.cron_spec import (
     run_name,
 )
 from idlegate.errors import SpecError
-from idlegate.operator.edge.applier import Applier
-from idlegate.operator.edge.events import EventRecorder
 from idlegate.operator.edge.kube import ApiError
-from idlegate.operator.edge.lanes import Lanes
 from idlegate.operator.features.cron import LABEL_CRON, CronController
-from idlegate.operator.metrics import Metrics
-from idlegate.operator.settings import Settings
-from tests.operator_fakes import FakeClock, FakeKube, FakeTimers, Retrying
+from tests.operator_fakes import FakeClock, FakeKube, FakeTimers, applier_on
 
 T0 = datetime(2026, 1, 5, 0, 0, tzinfo=UTC).timestamp()  # a Monday, midnight UTC
 HOUR = 3600.0
@@ -121,10 +116,8 @@ class Env:
         self.timers = FakeTimers()
         self.told: dict[tuple[str, str], tuple] = {}
         self.told_pool: dict[tuple[str, str], str | None] = {}
-        self.lanes = Lanes(Retrying(self.kube))  # type: ignore[arg-type]
-        events = EventRecorder(self.lanes, Settings(pool_size=1, component="idlegate"))
-        self.outcomes: list[Any] = []
-        applier = Applier(self.lanes, events, Metrics(1, "fifo"), self.outcomes.append)
+        applier = applier_on(self.kube)
+        self.lanes = applier.lanes
         self.controller = CronController(
             self.kube, self.timers, self.clock, applier.apply, self.foresee
         )

@@ -787,16 +787,17 @@ async def _sync_cron(
     controller with `settings`: the fake API (its runs, its status), the timers, the
     Events recorded."""
     from idlegate.operator.features.cron import CronController
-    from tests.operator_fakes import FakeClock, FakeKube, FakeTimers
+    from tests.operator_fakes import FakeClock, FakeKube, FakeTimers, applier_on
 
-    kube, timers, clock, events = FakeKube(), FakeTimers(), FakeClock(1_700_000_000.0), []
+    kube, timers, clock = FakeKube(), FakeTimers(), FakeClock(1_700_000_000.0)
     kube.namespaces["team-a"] = ns
     kube.add_cron_workflow("cw", cron_workflow(template)["spec"], "team-a", created=clock.now())
     clock.advance(90)
-    record = lambda o, t, r, m: events.append((t, r, m))  # noqa: E731
-    controller = CronController(kube, timers, clock, record, **settings)
+    applier = applier_on(kube)
+    controller = CronController(kube, timers, clock, applier.apply, **settings)
     await controller.resync("team-a", "cw")
-    return kube, timers, events
+    await applier.lanes.wait_idle(600)
+    return kube, timers, [(e["type"], e["reason"], e["message"]) for e in kube.events]
 
 
 @pytest.mark.asyncio
