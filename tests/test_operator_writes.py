@@ -444,6 +444,36 @@ async def test_a_pod_about_to_run_takes_the_next_free_connection_before_status_a
 
 
 @pytest.mark.asyncio
+async def test_a_release_queued_behind_its_pods_creation_hurries_that_creation():
+    """After an outage hundreds of gated creations wait for a connection: a gate removal
+    behind its own pod's creation lends that creation its priority, so it does not wait
+    for every other creation first."""
+    lanes = Lanes(FakeKube(), concurrency=1)  # type: ignore[arg-type]
+    order: list[str] = []
+    busy = asyncio.Event()
+
+    def op(name: str, priority: Priority = Priority.POD) -> Op:
+        async def run(api: Any) -> None:
+            if name == "busy":
+                await busy.wait()
+            order.append(name)
+
+        return Op(name, run, priority=priority)
+
+    lanes.submit("w", op("busy"), lane="p0")  # the one connection is taken
+    await asyncio.sleep(0)
+    for i in range(3):
+        lanes.submit("w", op(f"gated-{i}"), lane=f"p{i + 1}")
+    lanes.submit("w", op("gated-x"), lane="px")
+    await asyncio.sleep(0)
+    lanes.submit("w", op("release-x", Priority.RUN), lane="px")  # behind its creation
+    busy.set()
+    await lanes.wait_idle(5)
+    # (the slot gated-x frees goes to the op waiting then; release-x takes the next)
+    assert order == ["busy", "gated-x", "gated-0", "release-x", "gated-1", "gated-2"]
+
+
+@pytest.mark.asyncio
 async def test_a_watch_event_during_a_retry_is_not_counted_besides_the_retrys_answer():
     h = harness(pool=1)
     h.kube.fail["create_pod"] = [ApiError(0, "ConnectionError", "dropped before the server")]

@@ -52,25 +52,38 @@ class Slots:
         self.free = size
         self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []
         self._order = itertools.count()
+        self._turns: dict[Hashable, tuple[Priority, asyncio.Future[None]]] = {}
+        """Each lane's op waiting for a slot, and its priority."""
 
     @contextlib.asynccontextmanager
-    async def taken(self, priority: Priority) -> AsyncIterator[None]:
+    async def taken(self, priority: Priority, lane: Hashable) -> AsyncIterator[None]:
         """Hold a slot for the block (waiting for one, by `priority`, then arrival)."""
         if self.free > 0 and not self._waiting:
             self.free -= 1
         else:
             turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             heapq.heappush(self._waiting, (priority, next(self._order), turn))
+            self._turns[lane] = (priority, turn)
             try:
                 await turn
             except asyncio.CancelledError:
                 if turn.done() and not turn.cancelled():
                     self._give()  # handed a slot as it was cancelled: pass it on
                 raise
+            finally:
+                del self._turns[lane]
         try:
             yield
         finally:
             self._give()
+
+    def hurry(self, lane: Hashable, priority: Priority) -> None:
+        """An op of `priority` queued behind `lane`'s waiting op lends it that priority: a
+        gate removal never waits for its pod's creation to come up among hundreds."""
+        waiting = self._turns.get(lane)
+        if waiting is not None and priority < waiting[0]:
+            self._turns[lane] = (priority, waiting[1])  # (its older entry is skipped)
+            heapq.heappush(self._waiting, (priority, next(self._order), waiting[1]))
 
     def _give(self) -> None:
         while self._waiting:
@@ -140,6 +153,8 @@ class Lanes:
             return
         lane_key = (key, lane)
         self._lanes.setdefault(lane_key, deque()).append(op)
+        if self.slots is not None:
+            self.slots.hurry(lane_key, op.priority)
         if lane_key not in self._workers:
             self._idle.clear()
             self._workers[lane_key] = asyncio.get_running_loop().create_task(
@@ -186,7 +201,7 @@ class Lanes:
                 op = queue.popleft()
                 for event in op.after:
                     await event.wait()
-                await self._attempt(op)
+                await self._attempt(op, min([op.priority, *(o.priority for o in queue)]), lane_key)
         finally:
             self._workers.pop(lane_key, None)
             if not queue and self._lanes.get(lane_key) is queue:
@@ -194,10 +209,13 @@ class Lanes:
             if not self._workers:
                 self._idle.set()
 
-    async def _attempt(self, op: Op) -> None:
+    async def _attempt(self, op: Op, priority: Priority, lane_key: LaneKey) -> None:
+        """Run `op` with a slot, waiting as `priority` (its own, or a later op's in its lane)."""
         while not self.closed:
             try:
-                slot = self.slots.taken(op.priority) if self.slots else contextlib.nullcontext()
+                slot = (
+                    self.slots.taken(priority, lane_key) if self.slots else contextlib.nullcontext()
+                )
                 async with slot:
                     if not self.gate.open():  # (checked once its turn has come)
                         log.info("Not written, this replica is not the leader: %s.", op.what)
