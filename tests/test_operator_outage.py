@@ -215,14 +215,16 @@ def test_the_first_rebuild_reads_kopfs_indexes_and_one_after_an_outage_lists():
     asyncio.run(scenario())
 
 
-def test_the_operator_gives_kopfs_indexes_to_a_rebuild_once_kopf_filled_them():
+def test_the_operator_reads_kopfs_indexes_and_gives_them_to_a_rebuild_once_filled():
     operator = Operator(Settings(pool_size=1, policy="fair"))
     pod = {"metadata": {"name": "w-x-0", "namespace": "default"}}
     namespace = {"metadata": {"name": "default"}}
     operator.indexes = {("default", "w"): [pod]}, {"default": [namespace]}
     assert operator.cached() is None  # kopf has run no handler yet: not filled
-    operator.indexed.set()
+    operator.filled.set()
     assert operator.cached() == ([pod], {"default": namespace})
+    w = {"metadata": {"name": "w", "namespace": "default"}}  # (what its admission reads)
+    assert operator.indexed(w) == ([pod], namespace)
 
 
 def test_a_pod_not_listed_while_its_workflow_has_a_write_running_is_not_taken_for_deleted():

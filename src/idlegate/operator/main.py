@@ -133,10 +133,9 @@ class Operator:
         it is set, so the process would never exit after a SIGTERM.)"""
         self.kopf_posting: Any = None
         """kopf's posting settings (its own Events: the leader's only)."""
-        self.indexes: tuple[Mapping[Any, Any], Mapping[Any, Any]] | None = None
-        """kopf's indexes of the task pods and namespaces; `indexed` once filled (kopf runs
-        no resource handler before)."""
-        self.indexed = asyncio.Event()
+        self.indexes: tuple[Mapping[Any, Any], Mapping[Any, Any]] = {}, {}
+        """kopf's indexes of task pods and namespaces; `filled`: kopf ran a handler (after them)."""
+        self.filled = asyncio.Event()
         self.metrics.leader.set(0 if settings.leader_election else 1)
 
     @cached_property
@@ -249,9 +248,20 @@ class Operator:
         if self.pod is not None and self._pools is not None:
             self.post(self.pod, *notice)
 
+    def indexed(
+        self, body: Mapping[str, Any]
+    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        """A workflow's task pods and its namespace as kopf's indexes hold them (None: the
+        namespace is not seen yet), as plain dicts."""
+        meta, (task_pods, namespaces) = body.get("metadata") or {}, self.indexes
+        namespace = meta.get("namespace", "")
+        pods = [plain(pod) for pod in task_pods.get((namespace, meta.get("name", "")), ())]
+        found = [plain(ns) for ns in namespaces.get(namespace, ())]
+        return pods, found[0] if found else None
+
     def cached(self) -> intake.Cached | None:
         """The task pods and namespaces of kopf's indexes; None until kopf filled them."""
-        if not self.indexed.is_set() or self.indexes is None:
+        if not self.filled.is_set():
             return None
         task_pods, namespaces = self.indexes
         pods = [plain(pod) for found in task_pods.values() for pod in found]
@@ -429,18 +439,6 @@ def plain(body: kopf.Body) -> dict[str, Any]:
     return copy.deepcopy(dict(body))
 
 
-def indexed(
-    body: Mapping[str, Any], task_pods: Mapping[Any, Any], namespaces: Mapping[Any, Any]
-) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    """A workflow's task pods and its namespace as kopf's indexes hold them (None: the
-    namespace is not seen yet), as plain dicts."""
-    meta = body.get("metadata") or {}
-    namespace = meta.get("namespace", "")
-    pods = [plain(pod) for pod in task_pods.get((namespace, meta.get("name", "")), ())]
-    found = [plain(ns) for ns in namespaces.get(namespace, ())]
-    return pods, found[0] if found else None
-
-
 def _temporary(exc: Exception) -> kopf.TemporaryError:
     return kopf.TemporaryError(str(exc), delay=RETRY_DELAY)
 
@@ -489,25 +487,21 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
 
     @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry, id="admit")
     @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry, id="admit")
-    async def admit(
-        body: kopf.Body, task_pods: kopf.Index, namespaces: kopf.Index, **_: Any
-    ) -> None:
+    async def admit(body: kopf.Body, **_: Any) -> None:
         pools = await operator.ready_pools()
         phase = body.get("status", {}).get("phase")
         if phase == Phase.SUCCEEDED or (phase == Phase.INVALID and judged(body)):
             return  # (its TTL and pod GC: its events; its record: the rebuild's)
         try:
-            pools.admit(plain(body), *indexed(body, task_pods, namespaces))
+            pools.admit(plain(body), *operator.indexed(body))
         except AdmitLaterError as exc:
             raise _temporary(exc) from exc
 
     @kopf.on.update(GROUP, VERSION, PLURAL, registry=registry, id="spec", field="spec")
-    async def spec_changed(
-        body: kopf.Body, task_pods: kopf.Index, namespaces: kopf.Index, **_: Any
-    ) -> None:
+    async def spec_changed(body: kopf.Body, **_: Any) -> None:
         pools = await operator.ready_pools()
         try:
-            intake.spec_changed(pools, plain(body), *indexed(body, task_pods, namespaces))
+            intake.spec_changed(pools, plain(body), *operator.indexed(body))
         except AdmitLaterError as exc:
             raise _temporary(exc) from exc
 
@@ -517,24 +511,23 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
         body: kopf.Body,
         meta: kopf.Meta,
         status: kopf.Status,
-        task_pods: kopf.Index,
         **_: Any,
     ) -> None:
-        operator.indexed.set()
+        operator.filled.set()
         if operator.standby:  # (its election's rebuild reads every workflow as it is then)
             return
         if type == "DELETED" or meta.get("deletionTimestamp"):
             operator.bridge.carry(operator.bridge.cleanup.forget(meta.get("uid")))
             operator.pools.forget(meta.get("namespace", ""), meta.get("name", ""), meta.get("uid"))
         elif status.get("phase") in FINISHED:
-            pods, _ = indexed(body, task_pods, {})
+            pods, _ = operator.indexed(body)
             operator.bridge.carry(operator.pools.cleanup.seen(plain(body), pods))  # TTL, pod GC
 
     @kopf.on.event(
         "v1", "pods", registry=registry, id="pod-events", labels={LABEL_WORKFLOW: kopf.PRESENT}
     )
     async def pod_event(type: str | None, event: kopf.RawEvent, **_: Any) -> None:
-        operator.indexed.set()
+        operator.filled.set()
         operator.pools.observe_pod(event["object"], deleted=type == "DELETED")
 
     # -- DagCronWorkflows: synced on every change, forgotten when deleted, and synced again
@@ -543,9 +536,9 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     @kopf.on.resume(GROUP, VERSION, CRON_PLURAL, registry=registry, id="cron")
     @kopf.on.create(GROUP, VERSION, CRON_PLURAL, registry=registry, id="cron")
     @kopf.on.update(GROUP, VERSION, CRON_PLURAL, registry=registry, id="cron", field="spec")
-    async def cron_sync(body: kopf.Body, namespace: str, namespaces: kopf.Index, **_: Any) -> None:
+    async def cron_sync(body: kopf.Body, namespace: str, **_: Any) -> None:
         pools = await operator.ready_pools()
-        for found in namespaces.get(namespace, ()):  # (its runs may be routed by its labels)
+        for found in operator.indexes[1].get(namespace, ()):  # (its runs' routing: its labels)
             pools.labels[namespace] = namespace_labels(found)
         try:
             await operator.cron.sync(plain(body))

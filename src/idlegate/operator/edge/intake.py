@@ -55,7 +55,12 @@ async def rebuild(bridge: Pools, cached: Cached | None = None) -> tuple[int, int
     not listed."""
     known = dict(bridge.workflows)  # (only these may be gone: others came after the lists)
     with_pods = _tasks_with_pods(bridge)
-    pools = await _pools(bridge)
+    try:
+        pools = await bridge.kube.list_pools()
+    except ApiError as exc:  # (no CRD, or not allowed: kopf cannot watch them either)
+        if exc.status not in (403, 404):
+            raise
+        pools = []  # (the default pool serves alone)
     bodies: list[dict[str, Any]] = []
     pods, namespaces = cached if cached is not None else ([], {})
     for namespace in bridge.settings.namespaces or (None,):
@@ -81,17 +86,6 @@ async def rebuild(bridge: Pools, cached: Cached | None = None) -> tuple[int, int
     )
     bridge.schedule()
     return len(bodies), len(pods)
-
-
-async def _pools(bridge: Pools) -> list[dict[str, Any]]:
-    """The ExecutorPools; none if their CRD is not installed or the operator may not see
-    them (kopf's watch of them cannot either: the default pool serves alone)."""
-    try:
-        return await bridge.kube.list_pools()
-    except ApiError as exc:
-        if exc.status not in (403, 404):
-            raise
-        return []
 
 
 _Held = tuple[Workflow, StageTrack, Task, str, int, TaskState]

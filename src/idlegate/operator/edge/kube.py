@@ -91,8 +91,7 @@ def client_retry(
     wake: Callable[[], threading.Event] | None = None,
 ) -> Any:
     """The urllib3 ``Retry`` of the operator's API client (see the module docstring): each
-    failed try goes to `report`; `stop` set ends the retries; a back-off (not a
-    Retry-After) ends early once the event `wake` gives then is set (an outage's end)."""
+    failed try goes to `report`; `stop` ends the retries, the event `wake()` a back-off."""
     from urllib3.util import Retry
 
     class _Retry(Retry):

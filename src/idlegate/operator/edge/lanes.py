@@ -210,7 +210,6 @@ class Lanes:
                 self._idle.set()
 
     async def _attempt(self, op: Op, priority: Priority, lane_key: LaneKey) -> None:
-        """Run `op` with a slot, waiting as `priority` (its own, or a later op's in its lane)."""
         while not self.closed:
             try:
                 slot = (

@@ -66,8 +66,7 @@ class ApiHealth:
         self.recovered = asyncio.Event()
         """Set when an outage ends (the watchdog wakes on it, and clears it)."""
         self.ended = threading.Event()
-        """Set when an outage ends, then replaced: the API client's requests waiting out a
-        back-off then try at once, not up to a back-off after the API's return."""
+        """Set at an outage's end, then replaced: the client's back-offs in progress end."""
 
     @property
     def up(self) -> bool:
@@ -192,8 +191,7 @@ class Watchdog:
         self.pools = pools
         self.health = health
         self.cached = cached
-        """kopf's indexes (None until filled): the first rebuild's pods and namespaces, unless
-        an outage cut the watches (an index may keep what was deleted meanwhile)."""
+        """kopf's indexes (None until filled), for a first rebuild no outage preceded."""
         self.reporter = reporter
         """Where the outage Events go (the operator's Pod); None: logged only."""
         self.crd_missing = False
