@@ -1,0 +1,207 @@
+"""The job of a live Airflow DAG run, read from Airflow's REST API and cached per DAG.
+
+When a worker pod of a DAG run idlegate has not seen appears, `LiveDags.run` gives that
+run's job (`LiveRun`): the DAG's structure (``GET /dags/{dag_id}/details`` and
+``/tasks``) mapped by `idlegate.sim.airflow.map_dag` with the run's task instances (its
+mapped tasks' sizes so far, what it skipped), each stage's estimate the mean run time of
+the same task in the DAG's earlier finished runs (their task instances' ``duration``).
+
+Per DAG, the structure and the earlier runs are asked once and kept (`DagEntry`) for
+`max_age` seconds; each run asks only for itself and its task instances. A DAG that
+changed between runs is noticed:
+
+* Airflow 3 names the DAG version each run runs (``dag_versions``) and the DAG's latest
+  (``latest_dag_version``): a run of a version other than the one kept asks for the DAG
+  again (`LiveRun.notes` says so);
+* a run whose task instances are not the DAG's tasks (Airflow 2, or a run of an older
+  version than the API now describes) asks again once, then is refused (`LiveRefusal`,
+  ``DagChanged``): its pods are left to Airflow.
+
+Every failure is a `LiveRefusal` with an Event reason and a sentence: the API unreachable
+(``AirflowUnreachable``), the credentials refused (``AirflowUnauthorized``), a pod's run
+that Airflow does not have (``NoDagRun``), a DAG that changed under the run
+(``DagChanged``), a DAG that does not map (``NotScheduled``: the mapping's reason).
+The caller (the operator) releases the run's pods to Airflow, saying why.
+
+Blocking HTTP (the client's transport); the operator calls it off its event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from idlegate.errors import IdlegateError
+from idlegate.integrations.airflow import (
+    DEFAULT_RUNS,
+    AirflowClient,
+    AirflowError,
+    AirflowNotFound,
+)
+from idlegate.sim.airflow import (
+    AirflowJob,
+    AirflowRefusal,
+    AirflowStage,
+    LeftTask,
+    RefusalReason,
+    airflow_runs,
+    map_dag,
+    run_arrival,
+)
+from idlegate.sim.argo.mapping import DEFAULT_PRIOR
+from idlegate.sim.argo.runs import DurationHistory
+
+MAX_AGE = 600.0
+"""Seconds a DAG's structure and history are kept before a new run asks for them again."""
+NO_RUN = "NoDagRun"
+CHANGED = "DagChanged"
+NOT_SCHEDULED = "NotScheduled"
+
+
+class LiveRefusal(IdlegateError):
+    """A DAG run idlegate does not schedule: `reason` is the Event's reason, the message
+    says why and that its pods are left to Airflow."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def _version(found: Any) -> str | None:
+    """The id of a DAG version (Airflow 3's ``dag_version``), None if none is given."""
+    if isinstance(found, Mapping) and found.get("id") is not None:
+        return str(found["id"])
+    return None
+
+
+def run_version(run: Mapping[str, Any]) -> str | None:
+    """The DAG version a run runs: the last of its ``dag_versions`` (Airflow 3)."""
+    versions = run.get("dag_versions")
+    return _version(versions[-1]) if isinstance(versions, list) and versions else None
+
+
+@dataclass
+class DagEntry:
+    """What is kept of one DAG: its structure, its earlier finished runs' task instances,
+    and the estimates they give."""
+
+    details: Mapping[str, Any]
+    tasks: list[Any]
+    instances: list[Any]
+    """The task instances of its earlier finished runs (what marks a task deferrable)."""
+    durations: DurationHistory
+    fetched: float
+    """When it was asked for (the caller's clock)."""
+
+    @property
+    def version(self) -> str | None:
+        """The DAG version its structure is of (Airflow 3), None if not said."""
+        return _version(self.details.get("latest_dag_version"))
+
+
+@dataclass(frozen=True)
+class LiveRun:
+    """One DAG run's job, as mapped when asked."""
+
+    dag_id: str
+    run_id: str
+    job: AirflowJob
+    arrival: float | None
+    """Epoch seconds it was queued (`run_arrival`), None if Airflow does not say."""
+    version: str | None
+    """The DAG version it runs (Airflow 3)."""
+    notes: tuple[str, ...] = field(default=())
+    """What changed since the DAG was last asked for, one sentence each."""
+
+    def stage_of(self, task_id: str) -> AirflowStage | LeftTask | None:
+        """The stage a task's pods belong to, the `LeftTask` saying why it is left to
+        Airflow, or None for a task the job does not know (the DAG changed)."""
+        for stage in self.job.stages:
+            if stage.task_id == task_id:
+                return stage
+        return next((t for t in self.job.left if t.task_id == task_id), None)
+
+
+class LiveDags:
+    """The DAG runs of one Airflow, asked through `client` (module docstring)."""
+
+    def __init__(
+        self,
+        client: AirflowClient,
+        *,
+        runs: int = DEFAULT_RUNS,
+        max_age: float = MAX_AGE,
+        prior: float = DEFAULT_PRIOR,
+    ) -> None:
+        self.client = client
+        self.runs = runs
+        self.max_age = max_age
+        self.prior = prior
+        self.dags: dict[str, DagEntry] = {}
+
+    def run(self, dag_id: str, run_id: str, now: float) -> LiveRun:
+        """The job of the run `run_id` of `dag_id` as it is now; LiveRefusal if it has none."""
+        try:
+            return self._run(dag_id, run_id, now)
+        except AirflowNotFound as exc:
+            raise LiveRefusal(NO_RUN, f"{exc}; its pods are left to Airflow") from None
+        except AirflowError as exc:
+            raise LiveRefusal(exc.reason, f"{exc}; its pods are left to Airflow") from None
+
+    def _run(self, dag_id: str, run_id: str, now: float) -> LiveRun:
+        entry = self.dags.get(dag_id)
+        fresh = entry is None or now - entry.fetched > self.max_age
+        if entry is None or fresh:
+            entry = self._entry(dag_id, now)
+        run = self.client.dag_run(dag_id, run_id)
+        notes: list[str] = []
+        version = run_version(run)
+        if version is not None and version != entry.version and not fresh:
+            entry = self._entry(dag_id, now)
+            fresh = True
+            notes.append(
+                f"DAG {dag_id} changed since its last run idlegate saw (version "
+                f"{version}): its tasks were read again; estimates of tasks it renamed or "
+                "added start from the prior"
+            )
+        instances = self.client.task_instances(dag_id, run_id)
+        try:
+            job = self._map(entry, run, instances)
+        except AirflowRefusal as exc:
+            if exc.reason is not RefusalReason.CHANGED:
+                raise LiveRefusal(NOT_SCHEDULED, f"{exc}; its pods are left to Airflow") from None
+            if fresh:
+                raise LiveRefusal(CHANGED, f"{exc}. Its pods are left to Airflow") from None
+            entry = self._entry(dag_id, now)  # (Airflow 2 names no versions: ask again)
+            try:
+                job = self._map(entry, run, instances)
+            except AirflowRefusal as again:
+                raise LiveRefusal(CHANGED, f"{again}. Its pods are left to Airflow") from None
+        return LiveRun(dag_id, run_id, job, run_arrival(run), version, tuple(notes))
+
+    def _map(self, entry: DagEntry, run: Mapping[str, Any], instances: list[Any]) -> AirflowJob:
+        export = {
+            "dag": entry.details,
+            "tasks": entry.tasks,
+            "dag_runs": [run],
+            "task_instances": [*entry.instances, *instances],
+        }
+        return map_dag(export, run=run, durations=entry.durations, prior=self.prior)
+
+    def _entry(self, dag_id: str, now: float) -> DagEntry:
+        """Ask for the DAG's structure and its earlier runs, and keep them."""
+        export = self.client.dag_export(dag_id, runs=self.runs)
+        try:
+            history = airflow_runs(export, prior=self.prior).history
+        except AirflowRefusal:
+            history = DurationHistory()  # (the DAG does not map: its run says why)
+        entry = DagEntry(
+            details=export["dag"],
+            tasks=export["tasks"],
+            instances=export["task_instances"],
+            durations=history,
+            fetched=now,
+        )
+        self.dags[dag_id] = entry
+        return entry
