@@ -208,3 +208,13 @@ def test_the_recorded_runs_answer_for_themselves_as_airflow_does():
     assert json.dumps(answers[_path(MAPPING, recorded["dag_run_id"])]["body"]) == json.dumps(
         recorded
     )
+
+
+def test_a_runs_stages_are_keyed_by_the_task_ids_its_pods_carry():
+    answers = with_live_run(session("example_task_group"), "example_task_group")
+    with replaying(answers) as url:
+        found = LiveDags(AirflowClient(url, ADMIN), runs=3).run("example_task_group", LIVE, 0.0)
+    keys = found.job.stage_keys
+    assert list(keys) == [s.name for s in found.job.spec().stages]
+    assert set(keys.values()) == {s.task_id for s in found.job.stages}
+    assert all("." in key or "_" in key for key in keys.values())  # (group.task ids)

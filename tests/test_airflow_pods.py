@@ -34,7 +34,7 @@ def test_a_worker_pod_names_its_task_try_unsanitised():
     assert plain.task_try == TaskTry("example_dynamic_task_mapping", RUN, "sum_it", -1, 1)
     assert mapped.task_try == TaskTry("example_dynamic_task_mapping", RUN, "add_one", 2, 1)
     assert grouped.task_try.task_id == "section_1.task_2"
-    assert grouped.run_key == ("example_task_group", "scheduled__2026-11-25T00:00:00+00:00")
+    assert grouped.dag_run == ("example_task_group", "scheduled__2026-11-25T00:00:00+00:00")
     assert str(mapped.task_try) == f"example_dynamic_task_mapping/{RUN}/add_one[2] try 1"
     assert (plain.phase, plain.gated, plain.executor, plain.problem) == (
         "Pending",
@@ -55,7 +55,7 @@ def test_a_pod_with_airflows_labels_but_no_run_says_why_it_is_left_to_airflow():
         2,
         1,
     )
-    assert read.run_id is None and read.run_key is None
+    assert read.run_id is None and read.dag_run is None
     assert "no run_id annotation" in read.problem and "left to Airflow" in read.problem
     with pytest.raises(IdlegateError, match="names no DAG run"):
         _ = read.task_try
@@ -104,3 +104,18 @@ def test_a_gated_pod_is_released_the_margin_before_airflows_queued_timeout():
 def test_a_margin_that_leaves_no_wait_is_refused_with_the_setting_to_raise(timeout, margin):
     with pytest.raises(TimeoutSettingError, match="AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT"):
         QueuedTimeout(timeout=timeout, margin=margin)
+
+
+def test_a_pod_names_its_stage_and_task_instance_and_its_own_run_time():
+    plain, mapped, _ = (AirflowPod.of(p) for p in _pods())
+    assert (plain.stage_key, plain.task_key, plain.run_key) == ("sum_it", "sum_it", "sum_it")
+    assert (mapped.stage_key, mapped.task_key) == ("add_one", "add_one[2]")
+    pod = _pods()[1]
+    ended = {"startedAt": "2026-11-25T00:00:10Z", "finishedAt": "2026-11-25T00:00:52Z"}
+    pod["status"] = {
+        "phase": "Succeeded",
+        "containerStatuses": [{"name": "base", "state": {"terminated": ended}}],
+    }
+    assert AirflowPod.of(pod).ran == 42.0
+    pod["status"]["phase"] = "Running"
+    assert AirflowPod.of(pod).ran is None

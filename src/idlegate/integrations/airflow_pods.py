@@ -13,7 +13,8 @@ cannot be told from a sanitised one, so none stands in for a missing annotation)
   pods carry ``dag_id`` too, but no ``airflow-worker``): only worker pods are gated.
 * `gates_with_ours` is what the admission webhook does to a worker pod at creation.
 * `AirflowPod.of` reads a worker pod: its task try (`TaskTry`), gate, phase, executor slot,
-  creation time; `AirflowPod.problem` says, in a sentence, why a pod that carries Airflow's
+  creation time, its own run time; its stage and task keys are its task id and task
+  instance, as the operator's external-pod pairing names them; `AirflowPod.problem` says, in a sentence, why a pod that carries Airflow's
   labels names no DAG run idlegate can look up (it is released to Airflow, saying so).
 * `QueuedTimeout` is Airflow's pending timeout as it applies to a gated pod (docs/airflow.md,
   "The pending timeout"): the moment by which a gated pod must be released so that its
@@ -28,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from idlegate.api.argo_pods import run_seconds
 from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE
 from idlegate.errors import IdlegateError
 from idlegate.sim.argo.status import parse_time
@@ -115,6 +117,11 @@ class AirflowPod:
     """Epoch seconds of its creation (``metadata.creationTimestamp``), None if not set."""
     executor: int | None = None
     """The executor slot idlegate released it on (``idlegate.io/executor``), if it did."""
+    ran: float | None = None
+    """A succeeded pod's own run time in seconds (its ``base`` container's start to
+    finish, `run_seconds`), None if its status does not tell it. Not the task instance's
+    ``duration``'s wait: Airflow counts from the task's start, after the gate, but the
+    pod's own time is what the operator measures for every kind alike."""
 
     @classmethod
     def of(cls, pod: Mapping[str, Any]) -> AirflowPod | None:
@@ -133,6 +140,7 @@ class AirflowPod:
         gates = _mapping(pod.get("spec")).get("schedulingGates") or []
         status = _mapping(pod.get("status"))
         executor = notes.get(ANNOTATION_EXECUTOR)
+        phase = str(status.get("phase") or "Pending")
         return cls(
             namespace=str(meta.get("namespace", "")),
             name=str(meta.get("name", "")),
@@ -143,9 +151,10 @@ class AirflowPod:
             map_index=index if index is not None and index >= 0 else -1,
             try_number=tried if tried is not None and tried >= 0 else None,
             gated=any(isinstance(g, Mapping) and g.get("name") == GATE for g in gates),
-            phase=str(status.get("phase") or "Pending"),
+            phase=phase,
             created=parse_time(meta.get("creationTimestamp")),
             executor=int(executor) if isinstance(executor, str) and executor.isdigit() else None,
+            ran=run_seconds(pod) if phase == "Succeeded" else None,
         )
 
     @property
@@ -178,9 +187,27 @@ class AirflowPod:
         return TaskTry(dag, run, task, self.map_index, tried)
 
     @property
-    def run_key(self) -> tuple[str, str] | None:
+    def dag_run(self) -> tuple[str, str] | None:
         """(dag_id, run_id) of its DAG run, None if it names none."""
         return None if self.dag_id is None or self.run_id is None else (self.dag_id, self.run_id)
+
+    @property
+    def stage_key(self) -> str | None:
+        """Its stage's key (`AirflowJob.stage_keys`): its task id."""
+        return self.task_id
+
+    @property
+    def task_key(self) -> str | None:
+        """Its task instance, tries folded: the task id, with ``[i]`` for a mapped task's
+        index i."""
+        if self.task_id is None:
+            return None
+        return f"{self.task_id}[{self.map_index}]" if self.map_index >= 0 else self.task_id
+
+    @property
+    def run_key(self) -> str:
+        """What its run time is recorded under: its task instance (`task_key`)."""
+        return self.task_key or self.name
 
     @property
     def terminal(self) -> bool:
