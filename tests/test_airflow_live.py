@@ -92,6 +92,25 @@ def test_a_live_runs_job_is_its_dag_with_estimates_from_the_earlier_runs():
     assert found.job.run_id == LIVE and found.notes == ()
     assert found.arrival == datetime(2026, 11, 25, 3, tzinfo=UTC).timestamp()
     assert found.stage_of("add_one") is add_one and found.stage_of("nope") is None
+    # when Airflow queued each task try: its pending timeout's start
+    recorded = {
+        (ti["task_id"], ti["map_index"], ti["try_number"]): ti["queued_when"]
+        for ti in answers[f"{_path(MAPPING, LIVE)}/taskInstances?limit=100&offset=0"]["body"][
+            "task_instances"
+        ]
+    }
+    assert (
+        found.queued.keys()
+        == recorded.keys()
+        == {
+            ("add_one", 0, 1),
+            ("add_one", 1, 1),
+            ("add_one", 2, 1),
+            ("sum_it", -1, 1),
+        }
+    )
+    when = datetime.fromisoformat(recorded["sum_it", -1, 1]).timestamp()
+    assert found.queued["sum_it", -1, 1] == when
 
 
 def test_a_task_left_to_airflow_says_why():

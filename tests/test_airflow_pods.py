@@ -95,6 +95,8 @@ def test_a_gated_pod_is_released_the_margin_before_airflows_queued_timeout():
     assert timeout.deadline(read, now=0.0) == read.created + 480
     message = timeout.released_message(read, read.created + 480)
     assert "waited 480 s" in message and "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT" in message
+    # the task instance's queued_when, when known and earlier: the executor's lag counts
+    assert timeout.deadline(read, now=0.0, queued=read.created - 30) == read.created + 450
     # a pod whose creation is not recorded: from when it was seen
     del pod["metadata"]["creationTimestamp"]
     assert timeout.deadline(AirflowPod.of(pod), now=50.0) == 530.0

@@ -51,6 +51,7 @@ from idlegate.sim.airflow import (
 )
 from idlegate.sim.argo.mapping import DEFAULT_PRIOR
 from idlegate.sim.argo.runs import DurationHistory
+from idlegate.sim.argo.status import parse_time
 
 MAX_AGE = 600.0
 """Seconds a DAG's structure and history are kept before a new run asks for them again."""
@@ -113,6 +114,10 @@ class LiveRun:
     """The DAG version it runs (Airflow 3)."""
     notes: tuple[str, ...] = field(default=())
     """What changed since the DAG was last asked for, one sentence each."""
+    queued: Mapping[tuple[str, int, int], float] = field(default_factory=dict)
+    """(task id, map index, try number) -> epoch seconds Airflow queued that task try
+    (its ``queued_when``), for the task instances queued when the run was asked for: when
+    Airflow's pending timeout started counting (`QueuedTimeout.deadline`)."""
 
     def stage_of(self, task_id: str) -> AirflowStage | LeftTask | None:
         """The stage a task's pods belong to, the `LeftTask` saying why it is left to
@@ -178,7 +183,15 @@ class LiveDags:
                 job = self._map(entry, run, instances)
             except AirflowRefusal as again:
                 raise LiveRefusal(CHANGED, f"{again}. Its pods are left to Airflow") from None
-        return LiveRun(dag_id, run_id, job, run_arrival(run), version, tuple(notes))
+        queued = {
+            (str(ti.get("task_id")), int(ti.get("map_index", -1)), int(ti["try_number"])): when
+            for ti in instances
+            if isinstance(ti, Mapping)
+            and isinstance(ti.get("try_number"), int)
+            and isinstance(ti.get("map_index", -1), int)
+            and (when := parse_time(ti.get("queued_when"))) is not None
+        }
+        return LiveRun(dag_id, run_id, job, run_arrival(run), version, tuple(notes), queued)
 
     def _map(self, entry: DagEntry, run: Mapping[str, Any], instances: list[Any]) -> AirflowJob:
         export = {

@@ -271,10 +271,12 @@ class QueuedTimeout:
         """The most seconds a pod may stay gated."""
         return self.timeout - self.margin
 
-    def deadline(self, pod: AirflowPod, now: float) -> float:
+    def deadline(self, pod: AirflowPod, now: float, queued: float | None = None) -> float:
         """The moment (epoch seconds) by which `pod` must be released: `hold` after its
-        creation (after `now`, for a pod whose creation is not recorded)."""
-        return (pod.created if pod.created is not None else now) + self.hold
+        task was `queued` (its task instance's ``queued_when``, when known), else after
+        the pod's creation (else after `now`, for a pod whose creation is not recorded)."""
+        known = [t for t in (queued, pod.created) if t is not None]
+        return min(known, default=now) + self.hold
 
     def released_message(self, pod: AirflowPod, now: float) -> str:
         """The Warning a pod released at its deadline carries: what happened and the setting
