@@ -15,7 +15,8 @@ from datetime import UTC, datetime
 import pytest
 
 from idlegate.integrations.airflow import AirflowAuth, AirflowClient, urllib_transport
-from idlegate.integrations.airflow_live import LiveDags, LiveRefusal, run_version
+from idlegate.integrations.airflow_live import LiveDags, LiveRefusal, place, run_version
+from idlegate.integrations.airflow_pods import AirflowPod
 from idlegate.sim.airflow import LeftTask
 from idlegate.sim.argo.model import DurationSource
 from tests.airflow_data import PASSWORD, replaying, session
@@ -237,3 +238,43 @@ def test_a_runs_stages_are_keyed_by_the_task_ids_its_pods_carry():
     assert list(keys) == [s.name for s in found.job.spec().stages]
     assert set(keys.values()) == {s.task_id for s in found.job.stages}
     assert all("." in key or "_" in key for key in keys.values())  # (group.task ids)
+
+
+def _pod(task: str, index: int = -1, run: str = LIVE, dag: str = MAPPING) -> AirflowPod:
+    notes = {"dag_id": dag, "run_id": run, "task_id": task, "try_number": "1"}
+    if index >= 0:
+        notes["map_index"] = str(index)
+    labels = {"airflow-worker": "1", "kubernetes_executor": "True"}
+    return AirflowPod.of({"metadata": {"name": task, "labels": labels, "annotations": notes}})
+
+
+def test_each_pod_of_a_run_is_scheduled_asked_again_or_left_to_airflow():
+    answers = with_live_run(session(MAPPING), MAPPING)
+    with replaying(answers) as url:
+        run = LiveDags(AirflowClient(url, ADMIN), runs=3).run(MAPPING, LIVE, now=0.0)
+    assert place(run, _pod("sum_it")).action == "schedule"
+    assert place(run, _pod("add_one", 2)).action == "schedule"
+    # index 3 of a task the run expanded to 3: Airflow expanded it since; then, an error
+    assert place(run, _pod("add_one", 3)).action == "remap"
+    released = place(run, _pod("add_one", 3), remapped=True)
+    assert (released.action, released.reason) == ("release", "DagChanged")
+    # a task the DAG does not have: asked again, then left to Airflow
+    assert place(run, _pod("renamed")).action == "remap"
+    released = place(run, _pod("renamed"), remapped=True)
+    assert (released.action, released.reason) == ("release", "DagChanged")
+    assert "changed under the run" in released.message
+    # a pod with Airflow's labels but no run
+    labels = {"airflow-worker": "1", "kubernetes_executor": "True"}
+    nameless = AirflowPod.of({"metadata": {"name": "x", "labels": labels}})
+    found = place(run, nameless)
+    assert (found.action, found.reason) == ("release", "NoDagRun")
+
+
+def test_a_pod_of_a_task_left_to_airflow_is_released_with_its_reason():
+    dag = "example_branch_operator"
+    answers = with_live_run(session(dag), dag)
+    with replaying(answers) as url:
+        run = LiveDags(AirflowClient(url, ADMIN), runs=3).run(dag, LIVE, now=0.0)
+    found = place(run, _pod("join", dag=dag))
+    assert (found.action, found.reason) == ("release", "LeftToAirflow")
+    assert "marked done by Airflow without a pod" in found.message

@@ -23,6 +23,11 @@ that Airflow does not have (``NoDagRun``), a DAG that changed under the run
 (``DagChanged``), a DAG that does not map (``NotScheduled``: the mapping's reason).
 The caller (the operator) releases the run's pods to Airflow, saying why.
 
+`place` says what to do with each of a run's pods: its stage takes it, the run is to be
+asked for again (a mapped task Airflow expanded since, a task the job does not know), or
+it is left to Airflow with a reason (a sensor's or deferrable task's pod, a pod that names
+no run, a task of a DAG that changed under its run).
+
 Blocking HTTP (the client's transport); the operator calls it off its event loop.
 """
 
@@ -30,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from idlegate.errors import IdlegateError
 from idlegate.integrations.airflow import (
@@ -39,6 +44,7 @@ from idlegate.integrations.airflow import (
     AirflowError,
     AirflowNotFound,
 )
+from idlegate.integrations.airflow_pods import AirflowPod
 from idlegate.sim.airflow import (
     AirflowJob,
     AirflowRefusal,
@@ -58,6 +64,7 @@ MAX_AGE = 600.0
 NO_RUN = "NoDagRun"
 CHANGED = "DagChanged"
 NOT_SCHEDULED = "NotScheduled"
+LEFT = "LeftToAirflow"
 
 
 class LiveRefusal(IdlegateError):
@@ -126,6 +133,51 @@ class LiveRun:
             if stage.task_id == task_id:
                 return stage
         return next((t for t in self.job.left if t.task_id == task_id), None)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """What to do with one worker pod of a run (`LiveRun.place`)."""
+
+    action: Literal["schedule", "remap", "release"]
+    """schedule: its stage takes it; remap: ask for the run again first (Airflow expanded
+    a mapped task, or the pod's task is new); release: leave it to Airflow."""
+    reason: str = ""
+    """The Event's reason of a release."""
+    message: str = ""
+    """Why, in a sentence (a release's Event)."""
+
+
+def place(run: LiveRun, pod: AirflowPod, *, remapped: bool = False) -> Placement:
+    """What to do with `pod`, a worker pod of `run` (`remapped`: the run was just asked for
+    again on its account, so a task still unknown is the DAG's change, not Airflow's
+    news)."""
+    if pod.problem is not None:
+        return Placement("release", NO_RUN, pod.problem)
+    found = run.stage_of(pod.task_id or "")
+    if isinstance(found, LeftTask):
+        return Placement("release", LEFT, f"{found.message}.")
+    if found is None:
+        if not remapped:
+            return Placement("remap")
+        return Placement(
+            "release",
+            CHANGED,
+            f"DAG {run.dag_id}, run {run.run_id}: task {pod.task_id!r} is no task of the DAG "
+            "as Airflow's API describes it: the DAG changed under the run; the pod is left "
+            "to Airflow",
+        )
+    beyond = pod.map_index >= found.tasks or (pod.map_index >= 0 and not found.tasks_known)
+    if beyond and not remapped:
+        return Placement("remap")  # (Airflow expanded the mapped task since)
+    if beyond:
+        return Placement(
+            "release",
+            CHANGED,
+            f"DAG {run.dag_id}, run {run.run_id}: mapped task {pod.task_id!r} has no index "
+            f"{pod.map_index} among the run's task instances; the pod is left to Airflow",
+        )
+    return Placement("schedule")
 
 
 class LiveDags:
