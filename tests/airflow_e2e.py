@@ -31,13 +31,13 @@ import kmock
 
 from idlegate.api.crd import KINDS, render_crd
 from idlegate.api.status import FINISHED
+from idlegate.integrations.airflow_pods import AirflowPod, TaskTry
+from idlegate.integrations.airflow_pods import is_worker_pod as is_airflow_pod
 from tests.e2e import DWF, OperatorProcess, stage, status_of, wait, workflow
 from tests.k8s.airflow_stack import (
     AirflowStack,
     Postgres,
-    is_airflow_pod,
     leftovers,
-    pod_key,
 )
 from tests.k8s.apiserver import PODS
 from tests.k8s.harness import ApiServer
@@ -57,7 +57,7 @@ class AirflowPods:
 
     def __init__(self, api: ApiServer, namespace: str) -> None:
         self.api, self.namespace = api, namespace
-        self.created: Counter[tuple[str, ...]] = Counter()
+        self.created: Counter[TaskTry | str] = Counter()
         self.running: set[str] = set()
         self.max_running = 0
         self.max_total = 0
@@ -78,7 +78,8 @@ class AirflowPods:
         mine = is_airflow_pod(pod)
         with self._lock:
             if mine and etype == "ADDED":
-                self.created[pod_key(pod)] += 1
+                read = AirflowPod.of(pod)
+                self.created[read.task_try if read and not read.problem else name] += 1
             held = self.running if mine else self._others
             (held.add if runs else held.discard)(name)
             self.max_running = max(self.max_running, len(self.running))
@@ -88,7 +89,7 @@ class AirflowPods:
         self.api.call(self._unsubscribe)
 
     @property
-    def twice(self) -> list[tuple[str, ...]]:
+    def twice(self) -> list[TaskTry | str]:
         """Task tries with more than one pod."""
         with self._lock:
             return [key for key, n in self.created.items() if n > 1]
@@ -107,7 +108,7 @@ class Outcome:
     requeued: int = 0
     """Tasks Airflow put back from queued after ``task_queued_timeout`` (still pending)."""
     pods_created: int = 0
-    pods_twice: list[tuple[str, ...]] = field(default_factory=list)
+    pods_twice: list[TaskTry | str] = field(default_factory=list)
     max_running: int = 0
     max_running_all: int = 0
     watcher_deaths: int = 0
