@@ -14,7 +14,12 @@ from datetime import UTC, datetime
 
 import pytest
 
-from idlegate.integrations.airflow import AirflowAuth, AirflowClient, urllib_transport
+from idlegate.integrations.airflow import (
+    DEFAULT_RUNS,
+    AirflowAuth,
+    AirflowClient,
+    urllib_transport,
+)
 from idlegate.integrations.airflow_live import LiveDags, LiveRefusal, place, run_version
 from idlegate.integrations.airflow_pods import AirflowPod
 from idlegate.sim.airflow import LeftTask
@@ -40,6 +45,9 @@ def with_live_run(answers: dict, dag: str, run_id: str = LIVE, **changes: object
     ``GET .../dagRuns/{run_id}`` too (the list's item, as Airflow gives it)."""
     answers = copy.deepcopy(answers)
     runs = _runs(answers, dag)
+    for key in [k for k in answers if f"{dag}/dagRuns?" in k and "limit=3&" in k]:
+        # (the recording asked for 3 runs; the DAG has no more, so 25 gives the same 3)
+        answers[key.replace("limit=3&", f"limit={DEFAULT_RUNS}&")] = answers[key]
     for run in runs:
         answers[_path(dag, run["dag_run_id"])] = {"status": 200, "body": run}
     newest = runs[0]["dag_run_id"]
@@ -278,3 +286,18 @@ def test_a_pod_of_a_task_left_to_airflow_is_released_with_its_reason():
     found = place(run, _pod("join", dag=dag))
     assert (found.action, found.reason) == ("release", "LeftToAirflow")
     assert "marked done by Airflow without a pod" in found.message
+
+
+def test_the_tasks_airflow_says_succeeded_stand_in_for_their_deleted_pods():
+    answers = with_live_run(session(MAPPING), MAPPING)
+    key = f"{_path(MAPPING, LIVE)}/taskInstances?limit=100&offset=0"
+    for ti in answers[key]["body"]["task_instances"]:
+        if ti["task_id"] == "add_one" and ti["map_index"] in (0, 1):
+            ti["state"] = "success"
+    with replaying(answers) as url:
+        run = LiveDags(AirflowClient(url, ADMIN), runs=3).run(MAPPING, LIVE, now=0.0)
+    # add_one[1]'s pod is still there, add_one[0]'s is gone (Airflow deleted it)
+    done = run.done_pods("airflow", [_pod("add_one", 1), _pod("sum_it")])
+    assert [(p.task_key, p.phase, p.gated, p.stage_key, p.problem) for p in done] == [
+        ("add_one[0]", "Succeeded", False, "add_one", None)
+    ]

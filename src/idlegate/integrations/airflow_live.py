@@ -33,7 +33,7 @@ Blocking HTTP (the client's transport); the operator calls it off its event loop
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -83,6 +83,12 @@ def _version(found: Any) -> str | None:
     return None
 
 
+def _index(ti: Mapping[str, Any]) -> int:
+    """A task instance's map index (-1: not mapped)."""
+    index = ti.get("map_index")
+    return index if isinstance(index, int) and not isinstance(index, bool) else -1
+
+
 def run_version(run: Mapping[str, Any]) -> str | None:
     """The DAG version a run runs: the last of its ``dag_versions`` (Airflow 3)."""
     versions = run.get("dag_versions")
@@ -121,10 +127,37 @@ class LiveRun:
     """The DAG version it runs (Airflow 3)."""
     notes: tuple[str, ...] = field(default=())
     """What changed since the DAG was last asked for, one sentence each."""
+    succeeded: frozenset[tuple[str, str, int, int]] = frozenset()
+    """(task key, task id, map index, try number) of each task instance that had succeeded
+    when the run was asked for (the key in `AirflowPod.task_key`'s form)."""
     queued: Mapping[tuple[str, int, int], float] = field(default_factory=dict)
     """(task id, map index, try number) -> epoch seconds Airflow queued that task try
     (its ``queued_when``), for the task instances queued when the run was asked for: when
     Airflow's pending timeout started counting (`QueuedTimeout.deadline`)."""
+
+    def done_pods(self, namespace: str, pods: Iterable[AirflowPod]) -> list[AirflowPod]:
+        """A Succeeded stand-in for each task instance Airflow says succeeded and that has
+        no pod among `pods` (Airflow deletes a worker pod once it ended): what a restart
+        restores of the run's progress beside its pods, so a stage whose pods are gone
+        is not waited for again."""
+        have = {p.task_key for p in pods}
+        return [
+            AirflowPod(
+                namespace,
+                f"airflow-ti:{key}",
+                "",
+                self.dag_id,
+                self.run_id,
+                task,
+                index,
+                tried,
+                gated=False,
+                phase="Succeeded",
+                created=None,
+            )
+            for key, task, index, tried in sorted(self.succeeded)
+            if key not in have
+        ]
 
     def stage_of(self, task_id: str) -> AirflowStage | LeftTask | None:
         """The stage a task's pods belong to, the `LeftTask` saying why it is left to
@@ -236,14 +269,23 @@ class LiveDags:
             except AirflowRefusal as again:
                 raise LiveRefusal(CHANGED, f"{again}. Its pods are left to Airflow") from None
         queued = {
-            (str(ti.get("task_id")), int(ti.get("map_index", -1)), int(ti["try_number"])): when
+            (str(ti.get("task_id")), _index(ti), int(ti["try_number"])): when
             for ti in instances
             if isinstance(ti, Mapping)
             and isinstance(ti.get("try_number"), int)
-            and isinstance(ti.get("map_index", -1), int)
             and (when := parse_time(ti.get("queued_when"))) is not None
         }
-        return LiveRun(dag_id, run_id, job, run_arrival(run), version, tuple(notes), queued)
+        succeeded = frozenset(
+            (f"{task}[{index}]" if index >= 0 else task, task, index, ti["try_number"])
+            for ti in instances
+            if isinstance(ti, Mapping)
+            and ti.get("state") == "success"
+            and isinstance(ti.get("try_number"), int)
+            for task, index in [(str(ti.get("task_id")), _index(ti))]
+        )
+        return LiveRun(
+            dag_id, run_id, job, run_arrival(run), version, tuple(notes), succeeded, queued
+        )
 
     def _map(self, entry: DagEntry, run: Mapping[str, Any], instances: list[Any]) -> AirflowJob:
         export = {

@@ -25,7 +25,7 @@ Pure: pod dicts in, values out.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -271,17 +271,27 @@ class QueuedTimeout:
         """The most seconds a pod may stay gated."""
         return self.timeout - self.margin
 
-    def deadline(self, pod: AirflowPod, now: float, queued: float | None = None) -> float:
-        """The moment (epoch seconds) by which `pod` must be released: `hold` after its
-        task was `queued` (its task instance's ``queued_when``, when known), else after
-        the pod's creation (else after `now`, for a pod whose creation is not recorded)."""
-        known = [t for t in (queued, pod.created) if t is not None]
+    def deadline(
+        self,
+        pod: AirflowPod,
+        now: float,
+        queued: float | None = None,
+        from_wall: Callable[[float], float] = float,
+    ) -> float:
+        """The moment by which `pod` must be released: `hold` after its task was `queued`
+        (its task instance's ``queued_when``, when known), else after the pod's creation
+        (else after `now`, for a pod whose creation is not recorded). Times are on the
+        caller's clock: `from_wall` turns the wall-clock epoch times of Airflow and the pod
+        into it."""
+        known = [from_wall(t) for t in (queued, pod.created) if t is not None]
         return min(known, default=now) + self.hold
 
-    def released_message(self, pod: AirflowPod, now: float) -> str:
+    def released_message(
+        self, pod: AirflowPod, now: float, from_wall: Callable[[float], float] = float
+    ) -> str:
         """The Warning a pod released at its deadline carries: what happened and the setting
-        to raise."""
-        waited = now - (pod.created if pod.created is not None else now)
+        to raise (`now` and `from_wall` as for `deadline`)."""
+        waited = now - (from_wall(pod.created) if pod.created is not None else now)
         return (
             f"Released before the pool had an executor for it: it waited {waited:.0f} s at "
             f"idlegate's gate, and Airflow fails or re-creates a task queued for "
