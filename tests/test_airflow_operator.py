@@ -18,7 +18,7 @@ import pytest
 from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.pools import Pools
-from idlegate.operator.features.airflow import AirflowSide
+from idlegate.operator.features.airflow import POLL, AirflowSide
 from idlegate.policy import make_scheduler
 from tests.airflow_data import DATA, PASSWORD, replaying, session
 from tests.operator_fakes import FakeClock, FakeKube, Harness, stage
@@ -264,3 +264,28 @@ async def test_a_rebuild_restores_airflows_released_pods_before_its_first_decisi
         # the Airflow pod holds its executor: one DagWorkflow task runs, one waits
         names = sorted(p["metadata"]["name"] for p in kube.occupying())
         assert len(names) == 2 and names[0] == "add-one-0" and names[1].startswith("beside")
+
+
+@pytest.mark.asyncio
+async def test_a_run_airflow_says_ended_keeps_its_executors_until_its_pods_end(tmp_path):
+    # Airflow marks a run done once its last task reports, while the task's pod still
+    # tears down: that pod's executor is not free until the pod ends
+    answers = with_live_run(session(MAPPING), MAPPING)
+    run = f"GET /api/v2/dags/{MAPPING}/dagRuns/{LIVE.replace(':', '%3A').replace('+', '%2B')}"
+    kube = FakeKube()
+    with airflow(answers, tmp_path, pool=1, kube=kube) as (h, side):
+        kube.pods[("default", "add-one-0")] = worker_pod("add_one", 0)
+        await _see(h, side, "add-one-0")
+        assert _gated(h) == []  # it runs on the pool's one executor
+        answers[run]["body"]["state"] = "success"
+        kube.add_workflow("beside", {"stages": [stage("a", 1, 10.0)]})
+        h.admit(kube.workflows["default", "beside"])
+        await h.settle()
+        h.clock.advance(POLL)
+        await h.timers.fire_due(h.clock.now())
+        await h.settle()
+        assert [p["metadata"]["name"] for p in kube.occupying()] == ["add-one-0"]
+        await _finish(h, side, "add-one-0", (1, 61))
+        names = [p["metadata"]["name"] for p in kube.occupying()]
+        assert len(names) == 1 and names[0].startswith("beside")
+        assert ("default", MAPPING, LIVE) not in side.runs
