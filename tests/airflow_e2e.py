@@ -230,12 +230,13 @@ class AirflowE2E:
         if self.gate_airflow:
             secret = self.directory / "airflow-password"
             secret.write_text(PASSWORD)
-            timeout = self.settings.get("AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT", "600")
+            timeout = float(self.settings.get("AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT", 600))
             flags += [
                 f"--airflow-url={self.airflow.url}",
                 f"--airflow-username={USER}",
                 f"--airflow-password-file={secret}",
-                f"--airflow-queued-timeout={timeout}",
+                f"--airflow-queued-timeout={timeout:g}",
+                f"--airflow-release-margin={min(120.0, timeout / 2):g}",  # (a short timeout)
             ]
         operator = OperatorProcess(self.api, NAMESPACE, self.pool, log, *flags)
         self.markers.append(str(log))
