@@ -14,10 +14,14 @@ runs of each DAG of --dags at once, waits for all of them, stops every process, 
 * pods created, and task tries with a pod created twice;
 * the most Airflow pods running at once (and all pods of the namespace);
 * deaths of the executor's pod watcher in the scheduler's log;
+* with --operator: the operator's pool, which Airflow's pods share with the DagWorkflows'
+  (Airflow creates them gated, its worker pod template, and the operator releases them;
+  --ungated leaves them out of it), and the operator killed -9 once the first Airflow pod
+  runs and started again (--no-kill: not);
 * the processes left after the stop (an orphan check over /proc).
 
     IDLEGATE_AIRFLOW_PYTHON=/path/to/airflow-venv/bin/python \\
-        python -m benchmarks.airflow_e2e --runs 3 [--operator] [--keep DIR]
+        python benchmarks/airflow_e2e.py --runs 3 [--operator] [--keep DIR]
 
 (run from the repository root: it imports the harness from tests/). Without
 IDLEGATE_AIRFLOW_PYTHON it installs Airflow into .venv-airflow first (tests/data/airflow/
@@ -31,6 +35,8 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # (the harness is in tests/)
 
 from tests.airflow_e2e import AirflowE2E
 from tests.k8s.airflow_stack import E2E_DAGS
@@ -55,6 +61,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="AIRFLOW__SECTION__KEY=VALUE",
         help="an Airflow setting of the run (repeatable)",
     )
+    parser.add_argument(
+        "--ungated", action="store_true", help="with --operator: Airflow's pods not gated"
+    )
+    parser.add_argument(
+        "--no-kill", action="store_true", help="with --operator: no kill -9 of the operator"
+    )
     parser.add_argument("--keep", type=Path, help="keep the logs in this directory")
     args = parser.parse_args(argv)
     settings = dict(s.split("=", 1) for s in args.setting)
@@ -66,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         operator_args=args.operator,
         pool=args.pool,
         workflows=args.workflows,
+        gate_airflow=args.operator is not None and not args.ungated,
+        kill_operator=args.operator is not None and not args.no_kill,
     )
     try:
         with scenario as e2e:
@@ -75,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.keep is None:
             shutil.rmtree(directory, ignore_errors=True)
     print("\n".join(outcome.lines()))
-    return 0 if outcome.runs_succeeded == outcome.runs and not outcome.leftovers else 1
+    ok = outcome.runs_succeeded == outcome.runs and not outcome.leftovers
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ flags through `operator_args`, the pool it shares measured by :class:`AirflowPod
 from __future__ import annotations
 
 import contextlib
+import json
 import signal
 import threading
 import time
@@ -30,15 +31,12 @@ from typing import Any, Self
 import kmock
 
 from idlegate.api.crd import KINDS, render_crd
+from idlegate.api.labels import GATE
 from idlegate.api.status import FINISHED
+from idlegate.integrations.airflow_pods import AirflowPod, TaskTry
+from idlegate.integrations.airflow_pods import is_worker_pod as is_airflow_pod
 from tests.e2e import DWF, OperatorProcess, stage, status_of, wait, workflow
-from tests.k8s.airflow_stack import (
-    AirflowStack,
-    Postgres,
-    is_airflow_pod,
-    leftovers,
-    pod_key,
-)
+from tests.k8s.airflow_stack import PASSWORD, USER, AirflowStack, Postgres, leftovers
 from tests.k8s.apiserver import PODS
 from tests.k8s.harness import ApiServer
 from tests.k8s.kubelet import CommandKubelet, SimKubelet
@@ -49,6 +47,19 @@ STUCK = "stuck in queued tries exceeded"
 pending timeout: the pod never ran) after requeueing it."""
 REQUEUED = "stuck in queued reschedule"
 WATCHER_DIED = "Unknown error in KubernetesJobWatcher"
+GATED_WORKER = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "placeholder"},
+    "spec": {
+        "containers": [{"name": "base", "image": "apache/airflow:3.1.3"}],
+        "restartPolicy": "Never",
+        "schedulingGates": [{"name": GATE}],
+    },
+}
+"""Airflow's worker pod template (``[kubernetes_executor] pod_template_file``) that creates
+every worker pod gated: the test API server calls no admission webhook (docs/airflow.md:
+the webhook, or this template)."""
 
 
 class AirflowPods:
@@ -57,7 +68,7 @@ class AirflowPods:
 
     def __init__(self, api: ApiServer, namespace: str) -> None:
         self.api, self.namespace = api, namespace
-        self.created: Counter[tuple[str, ...]] = Counter()
+        self.created: Counter[TaskTry | str] = Counter()
         self.running: set[str] = set()
         self.max_running = 0
         self.max_total = 0
@@ -78,7 +89,8 @@ class AirflowPods:
         mine = is_airflow_pod(pod)
         with self._lock:
             if mine and etype == "ADDED":
-                self.created[pod_key(pod)] += 1
+                read = AirflowPod.of(pod)
+                self.created[read.task_try if read and not read.problem else name] += 1
             held = self.running if mine else self._others
             (held.add if runs else held.discard)(name)
             self.max_running = max(self.max_running, len(self.running))
@@ -88,7 +100,7 @@ class AirflowPods:
         self.api.call(self._unsubscribe)
 
     @property
-    def twice(self) -> list[tuple[str, ...]]:
+    def twice(self) -> list[TaskTry | str]:
         """Task tries with more than one pod."""
         with self._lock:
             return [key for key, n in self.created.items() if n > 1]
@@ -107,7 +119,7 @@ class Outcome:
     requeued: int = 0
     """Tasks Airflow put back from queued after ``task_queued_timeout`` (still pending)."""
     pods_created: int = 0
-    pods_twice: list[tuple[str, ...]] = field(default_factory=list)
+    pods_twice: list[TaskTry | str] = field(default_factory=list)
     max_running: int = 0
     max_running_all: int = 0
     watcher_deaths: int = 0
@@ -115,8 +127,18 @@ class Outcome:
     """DagWorkflow -> its phase, when the operator ran beside Airflow."""
     seconds: float = 0.0
     leftovers: list[str] = field(default_factory=list)
+    pool: int | None = None
+    """The operator's pool size (None: no operator)."""
+    gated: bool = False
+    """Airflow's pods were gated and scheduled by the operator."""
+    operator_kills: int = 0
 
     def lines(self) -> list[str]:
+        pool = ""
+        if self.pool is not None:
+            inside = "in" if self.gated else "not in"
+            pool = f"; the operator's pool: {self.pool}, Airflow's pods {inside} it"
+        killed = f"operator killed -9 mid-run and started again: {self.operator_kills}"
         return [
             f"runs succeeded: {self.runs_succeeded}/{self.runs} in {self.seconds:.0f} s",
             f"task instances failed: {len(self.failed)} of {self.task_instances}"
@@ -126,7 +148,8 @@ class Outcome:
             f"pods created: {self.pods_created}; task tries with a pod created twice: "
             f"{len(self.pods_twice)}",
             f"max Airflow pods running at once: {self.max_running}"
-            f" (all pods of the namespace: {self.max_running_all})",
+            f" (all pods of the namespace: {self.max_running_all}{pool})",
+            *([killed] if self.operator_kills else []),
             f"pod watcher deaths in the scheduler's log: {self.watcher_deaths}",
             *([f"DagWorkflows beside: {self.workflows}"] if self.workflows else []),
             f"processes left after the stop: {len(self.leftovers)}",
@@ -147,10 +170,16 @@ class AirflowE2E:
         operator_args: list[str] | None = None,
         pool: int = 4,
         workflows: int = 2,
+        gate_airflow: bool = False,
+        kill_operator: bool = False,
     ) -> None:
         self.directory = Path(directory)
-        self.python, self.settings = python, settings
+        self.python, self.settings = python, dict(settings or {})
         self.operator_args, self.pool, self.workflow_count = operator_args, pool, workflows
+        self.gate_airflow, self.kill_operator = gate_airflow, kill_operator
+        """With the operator: Airflow's pods are created gated (its worker pod template)
+        and the operator schedules them (its --airflow-* flags); it is killed -9 once the
+        first Airflow pod runs, and started again."""
         self.markers: list[str] = []
         self._stack = contextlib.ExitStack()
 
@@ -165,6 +194,10 @@ class AirflowE2E:
             self._stack.callback(self.pods.close)
             db = enter(Postgres())
             self.markers.append(str(db.directory))
+            if self.gate_airflow:
+                template = self.directory / "worker-pod.yaml"
+                template.write_text(json.dumps(GATED_WORKER))
+                self.settings["AIRFLOW__KUBERNETES_EXECUTOR__POD_TEMPLATE_FILE"] = str(template)
             self.airflow = AirflowStack(
                 self.directory, self.api.kubeconfig, NAMESPACE, db.url,
                 python=self.python, settings=self.settings,
@@ -188,15 +221,34 @@ class AirflowE2E:
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
 
-    def _start_operator(self) -> None:
-        others = lambda pod: not is_airflow_pod(pod)  # noqa: E731
-        self._stack.enter_context(SimKubelet(self.api, NAMESPACE, selects=others))
-        log = self.directory / "operator.log"
-        operator = OperatorProcess(self.api, NAMESPACE, self.pool, log, *self.operator_args)
+    def _start_operator(self, again: bool = False) -> None:
+        if not again:
+            others = lambda pod: not is_airflow_pod(pod)  # noqa: E731
+            self._stack.enter_context(SimKubelet(self.api, NAMESPACE, selects=others))
+        log = self.directory / ("operator-again.log" if again else "operator.log")
+        flags = list(self.operator_args or [])
+        if self.gate_airflow:
+            secret = self.directory / "airflow-password"
+            secret.write_text(PASSWORD)
+            timeout = float(self.settings.get("AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT", 600))
+            flags += [
+                f"--airflow-url={self.airflow.url}",
+                f"--airflow-username={USER}",
+                f"--airflow-password-file={secret}",
+                f"--airflow-queued-timeout={timeout:g}",
+                f"--airflow-release-margin={min(120.0, timeout / 2):g}",  # (a short timeout)
+            ]
+        operator = OperatorProcess(self.api, NAMESPACE, self.pool, log, *flags)
         self.markers.append(str(log))
         self._stack.callback(operator.kill, signal.SIGTERM)
         wait(lambda: (operator.readiness() or {}).get("ready"), 60, "the operator to be ready")
         self.operator = operator
+
+    def _kill_and_restart(self) -> None:
+        """kill -9 the operator once an Airflow pod runs, then start another."""
+        wait(lambda: self.pods.running, 300, "an Airflow pod to run")
+        self.operator.kill(signal.SIGKILL)
+        self._start_operator(again=True)
 
     def leftovers(self) -> list[str]:
         """The processes of this scenario still alive (call after the exit)."""
@@ -214,6 +266,8 @@ class AirflowE2E:
                 self.api.create(DWF, body, NAMESPACE)
                 names.append(name)
         triggered = [(dag, self.airflow.trigger(dag)) for dag, n in runs.items() for _ in range(n)]
+        if self.kill_operator and self.operator_args is not None:
+            self._kill_and_restart()
         states: dict[tuple[str, str], str] = {}
 
         def ended() -> bool:
@@ -226,6 +280,9 @@ class AirflowE2E:
 
         wait(ended, 300 + 60 * len(triggered), "the end of every DAG run")
         outcome = Outcome(runs=len(triggered), seconds=time.monotonic() - start)
+        outcome.pool = self.pool if self.operator_args is not None else None
+        outcome.gated = self.gate_airflow
+        outcome.operator_kills = int(self.kill_operator and self.operator_args is not None)
         outcome.runs_succeeded = sum(states[key] == "success" for key in triggered)
         stuck = self._events(STUCK)
         outcome.requeued = len(self._events(REQUEUED))

@@ -286,8 +286,8 @@ class FakeKube:
     # views for assertions
 
     def pods_of(self, workflow: str) -> list[dict[str, Any]]:
-        return [
-            p for p in self.pods.values() if p["metadata"]["labels"][LABEL_WORKFLOW] == workflow
+        return [  # (pods of other kinds, Airflow's, carry no workflow label)
+            p for p in self.pods.values() if p["metadata"]["labels"].get(LABEL_WORKFLOW) == workflow
         ]
 
     def occupying(self) -> list[dict[str, Any]]:

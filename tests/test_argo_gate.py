@@ -144,8 +144,8 @@ def test_no_webhook_unless_asked():
     # kopf refuses to start with an admission handler and no webhook server
     assert _webhooks(_registry()) == []
     assert _webhooks(_registry(argo=True)) == []
-    assert _webhooks(_registry(argo_webhook_port=9443)) == []
-    (handler,) = _webhooks(_registry(argo=True, argo_webhook_port=9443))
+    assert _webhooks(_registry(webhook_port=9443)) == []
+    (handler,) = _webhooks(_registry(argo=True, webhook_port=9443))
     assert handler.id == argo.WEBHOOK_ID
 
 
@@ -158,7 +158,7 @@ def test_no_webhook_unless_asked():
     ],
 )
 def test_the_handler_answers_with_a_json_patch_adding_only_the_gate(gates, ops):
-    (handler,) = _webhooks(_registry(argo=True, argo_webhook_port=9443))
+    (handler,) = _webhooks(_registry(argo=True, webhook_port=9443))
     raw = argo_pod(gates)
     before = copy.deepcopy(raw)
     patch = kopf.Patch()
@@ -170,7 +170,7 @@ def test_the_handler_answers_with_a_json_patch_adding_only_the_gate(gates, ops):
 def test_the_components_webhook_configuration_matches_the_handler():
     """What the component registers (deploy/components/argo/webhook.yaml) is what kopf
     would register for the handler: the same rules, object selector, path and policies."""
-    (handler,) = _webhooks(_registry(argo=True, argo_webhook_port=9443))
+    (handler,) = _webhooks(_registry(argo=True, webhook_port=9443))
     client = kopf.WebhookClientConfig(url="https://idlegate.example/")
     (expected,) = build_webhooks(
         [handler],

@@ -119,11 +119,11 @@ def test_the_webhook_reaches_the_operators_webhook_port_with_its_certificate(bui
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     args = container["args"]
     assert "--argo" in args
-    assert f"--argo-webhook-port={ports[port['targetPort']]}" in args
-    # the certificate: its Secret mounted where --argo-webhook-certs points, its CA injected
+    assert f"--webhook-port={ports[port['targetPort']]}" in args
+    # the certificate: its Secret mounted where --webhook-certs points, its CA injected
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
-    (certs,) = [a.split("=", 1)[1] for a in args if a.startswith("--argo-webhook-certs=")]
+    (certs,) = [a.split("=", 1)[1] for a in args if a.startswith("--webhook-certs=")]
     (volume,) = [n for n, path in mounts.items() if path == certs]
     certificate = only(built, "Certificate")
     assert volumes[volume]["secret"]["secretName"] == certificate["spec"]["secretName"]

@@ -344,15 +344,3 @@ def leftovers(*markers: str) -> list[str]:
             command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             found.append(f"{proc.name} {command[:160]}")
     return found
-
-
-def pod_key(pod: Mapping[str, Any]) -> tuple[str, ...]:
-    """The task try a pod of Airflow's runs: (dag_id, task_id, run_id, map_index, try_number)
-    from its annotations (unsanitised, unlike its labels)."""
-    notes = pod["metadata"].get("annotations") or {}
-    keys = ("dag_id", "task_id", "run_id", "map_index", "try_number")
-    return tuple(str(notes.get(key, "")) for key in keys)
-
-
-def is_airflow_pod(pod: Mapping[str, Any]) -> bool:
-    return (pod["metadata"].get("labels") or {}).get("kubernetes_executor") == "True"

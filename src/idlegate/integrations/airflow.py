@@ -43,10 +43,33 @@ DEFAULT_RUNS = 25
 """Finished DAG runs read by default (the most recent)."""
 TIMEOUT = 30.0
 """Seconds to wait for one answer."""
+DAG_HINT = "check the DAG id (GET /api/v2/dags lists them)"
+"""What to do about a DAG Airflow does not have."""
 
 
 class AirflowError(IdlegateError):
     """Airflow's API could not be asked, or did not answer as Airflow does."""
+
+    reason = "AirflowError"
+    """What went wrong, as a word an Event's reason can carry."""
+
+
+class AirflowUnreachable(AirflowError):
+    """Airflow's API server did not answer (refused, timed out, no such host)."""
+
+    reason = "AirflowUnreachable"
+
+
+class AirflowRefused(AirflowError):
+    """Airflow refused the credentials, or asked for some (HTTP 401 or 403)."""
+
+    reason = "AirflowUnauthorized"
+
+
+class AirflowNotFound(AirflowError):
+    """Airflow has no such DAG or DAG run (HTTP 404)."""
+
+    reason = "AirflowNotFound"
 
 
 @dataclass(frozen=True)
@@ -128,29 +151,56 @@ class AirflowClient:
     def dag_export(self, dag_id: str, *, runs: int = DEFAULT_RUNS) -> dict[str, Any]:
         """The DAG export of `dag_id`: its details, tasks, `runs` most recent finished runs
         and their task instances (the shape `idlegate.sim.airflow.map_dag` reads)."""
-        quoted = urllib.parse.quote(dag_id, safe="")
-        dag = self.get(f"dags/{quoted}/details", what=f"DAG {dag_id!r}")
-        tasks = self.get(f"dags/{quoted}/tasks", what=f"DAG {dag_id!r}").get("tasks")
-        order = "-run_after" if self.api == "v2" else "-execution_date"
-        query = {"order_by": order, "state": ["success", "failed"]}
-        dag_runs = self.pages(f"dags/{quoted}/dagRuns", "dag_runs", query, most=runs)
+        dag = self.dag_details(dag_id)
+        tasks = self.dag_tasks(dag_id)
+        dag_runs = self.finished_runs(dag_id, runs)
         instances: list[Any] = []
         for run in dag_runs:
-            run_id = urllib.parse.quote(str(run.get("dag_run_id")), safe="")
-            instances += self.pages(
-                f"dags/{quoted}/dagRuns/{run_id}/taskInstances", "task_instances", {}
-            )
+            instances += self.task_instances(dag_id, str(run.get("dag_run_id")))
         return {"dag": dag, "tasks": tasks, "dag_runs": dag_runs, "task_instances": instances}
+
+    def dag_details(self, dag_id: str) -> Any:
+        """``GET /dags/{dag_id}/details``."""
+        return self.get(f"dags/{_quote(dag_id)}/details", what=f"DAG {dag_id!r}")
+
+    def dag_tasks(self, dag_id: str) -> Any:
+        """The ``tasks`` of ``GET /dags/{dag_id}/tasks`` (the DAG as it is now)."""
+        return self.get(f"dags/{_quote(dag_id)}/tasks", what=f"DAG {dag_id!r}").get("tasks")
+
+    def finished_runs(self, dag_id: str, most: int) -> list[Any]:
+        """The `most` most recent finished runs of `dag_id`, newest first."""
+        order = "-run_after" if self.api == "v2" else "-execution_date"
+        query = {"order_by": order, "state": ["success", "failed"]}
+        return self.pages(f"dags/{_quote(dag_id)}/dagRuns", "dag_runs", query, most=most)
+
+    def dag_run(self, dag_id: str, run_id: str) -> Any:
+        """``GET /dags/{dag_id}/dagRuns/{run_id}``: one run, whatever its state."""
+        path = f"dags/{_quote(dag_id)}/dagRuns/{_quote(run_id)}"
+        hint = "the run was deleted, or its pod is not of this Airflow (check the Airflow URL)"
+        return self.get(path, what=f"DAG run {run_id!r} of DAG {dag_id!r}", hint=hint)
+
+    def task_instances(self, dag_id: str, run_id: str) -> list[Any]:
+        """Every task instance of the run `run_id` of `dag_id`."""
+        path = f"dags/{_quote(dag_id)}/dagRuns/{_quote(run_id)}/taskInstances"
+        return self.pages(path, "task_instances", {})
 
     # -- HTTP -----------------------------------------------------------------------------
 
-    def get(self, path: str, query: Mapping[str, Any] | None = None, *, what: str = "") -> Any:
-        """The JSON answer of ``GET /api/<version>/<path>``."""
+    def get(
+        self,
+        path: str,
+        query: Mapping[str, Any] | None = None,
+        *,
+        what: str = "",
+        hint: str = DAG_HINT,
+    ) -> Any:
+        """The JSON answer of ``GET /api/<version>/<path>``; a 404 says Airflow has no
+        `what` (if given) and `hint`."""
         url = f"{self.url}/api/{self.api}/{path}"
         if query:
             url += "?" + urllib.parse.urlencode(query, doseq=True)
         answer = self._send("GET", url, None, self.headers())
-        return self._json(answer, url, what)
+        return self._json(answer, url, what, hint)
 
     def pages(
         self, path: str, key: str, query: Mapping[str, Any], *, most: int | None = None
@@ -227,12 +277,12 @@ class AirflowClient:
             return self.transport(method, url, body, headers)
         except (TimeoutError, OSError) as exc:
             reason = getattr(exc, "reason", None) or exc
-            raise AirflowError(
+            raise AirflowUnreachable(
                 f"cannot reach Airflow's API at {self.url} ({reason}); check --url and that "
                 "Airflow's API server runs there (airflow api-server; the webserver in Airflow 2)"
             ) from None
 
-    def _json(self, answer: Answer, url: str, what: str) -> Any:
+    def _json(self, answer: Answer, url: str, what: str, hint: str = DAG_HINT) -> Any:
         detail = _detail(answer.body)
         path = url[len(self.url) :].split("?")[0]
         if answer.status in (401, 403):
@@ -242,13 +292,13 @@ class AirflowClient:
                 "AIRFLOW_PASSWORD) of a user allowed to read DAGs"
             )
             if not self.auth.token and not self.auth.username:
-                raise AirflowError(f"Airflow at {self.url} asks who is asking ({said}); {give}")
+                raise AirflowRefused(f"Airflow at {self.url} asks who is asking ({said}); {give}")
             how = "the token" if self.auth.token else "the user name and password"
-            raise AirflowError(f"Airflow at {self.url} refused {how} for {path} ({said}); {give}")
+            raise AirflowRefused(f"Airflow at {self.url} refused {how} for {path} ({said}); {give}")
         if answer.status == 404 and what:
-            raise AirflowError(
+            raise AirflowNotFound(
                 f"Airflow at {self.url} has no {what} (HTTP 404{': ' + detail if detail else ''}); "
-                "check the DAG id (GET /api/v2/dags lists them)"
+                f"{hint}"
             )
         if answer.status != 200 and not (answer.status == 201 and path == "/auth/token"):
             raise AirflowError(
@@ -262,6 +312,11 @@ class AirflowClient:
                 f"Airflow at {self.url} answered {path} with something that is not JSON; is "
                 "--url the root of Airflow's API server?"
             ) from None
+
+
+def _quote(part: str) -> str:
+    """A DAG or run id as one segment of a path (a run id has colons and a plus)."""
+    return urllib.parse.quote(part, safe="")
 
 
 def _detail(body: bytes) -> str:

@@ -20,7 +20,8 @@ The kopf handlers are thin and level-triggered, all in one registry per operator
   whenever the operator is not running.
 * Pod **events** (pods labelled ``idlegate.io/workflow``) -> the bridge reads the pod as
   it is now; the same state twice is a no-op.
-* DagCronWorkflows and ExecutorPools: below; Argo Workflows: :mod:`.features.argo`.
+* DagCronWorkflows and ExecutorPools: below; Argo Workflows: :mod:`.features.argo`;
+  Airflow's pods: :mod:`.features.airflow`.
 
 With ``--leader-election`` (:mod:`idlegate.operator.edge.leader`) a standby's watches keep
 kopf's indexes (the task pods, the namespaces) and it serves the Argo webhook, but it
@@ -72,7 +73,7 @@ from idlegate.operator.edge.watchdog import (
     Watchdog,
     operator_pod,
 )
-from idlegate.operator.features import argo
+from idlegate.operator.features import airflow, argo
 from idlegate.operator.features.cron import LABEL_CRON, CronController
 from idlegate.operator.features.reload import Reloads
 from idlegate.operator.features.shadow import make_shadow
@@ -127,6 +128,9 @@ class Operator:
         """The leader election (--leader-election), from :meth:`start` on."""
         self.gate = WriteGate()
         """The gate of every write (the API client's, the lanes'): the elector's, if any."""
+        self.restorers: list[intake.Restorer] = []
+        """What the kinds whose pods another controller creates read at each rebuild and
+        then admit before its first decision (their features add them: `features.airflow`)."""
         self.lost = asyncio.Event()
         """Set once this replica lost the Lease: :func:`run` stops kopf and ends. (An
         asyncio flag: kopf waits for a threading one in a thread that never ends unless
@@ -205,7 +209,9 @@ class Operator:
                 pools.foresee,
                 pod_security=s.pod_security,
             )
-            self.watchdog = Watchdog(pools, self.health, reporter=self.pod, cached=self.cached)
+            self.watchdog = Watchdog(
+                pools, self.health, reporter=self.pod, cached=self.cached, restorers=self.restorers
+            )
             if s.leader_election:
                 self.elector = leader.elect(
                     s, self.kube, self.gate, on_elected=self._elected, on_lost=self._lost
@@ -598,8 +604,29 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
         if type == "DELETED" and operator.ready:
             await operator.pool_deleted(name)
 
+    serve_webhooks(registry, operator.settings)
     argo.register(registry, operator)
+    airflow.register(registry, operator)
     return registry
+
+
+def serve_webhooks(registry: kopf.OperatorRegistry, settings: Settings) -> None:
+    """kopf's admission server on ``--webhook-port`` (TLS from ``--webhook-certs``), where
+    the gates of Argo's and Airflow's pods are served (`features.argo`, `features.airflow`)."""
+    if settings.webhook_port is None or not (settings.argo or settings.airflow_url):
+        return
+    certs = settings.webhook_certs
+    server = kopf.WebhookServer(
+        addr=settings.listen_host,
+        port=settings.webhook_port,
+        certfile=None if certs is None else str(certs / "tls.crt"),
+        pkeyfile=None if certs is None else str(certs / "tls.key"),
+        insecure=certs is None,
+    )
+
+    @kopf.on.startup(registry=registry)
+    def serve_webhook(settings: kopf.OperatorSettings, **_: Any) -> None:
+        settings.admission.server = server
 
 
 def pool_conditions(

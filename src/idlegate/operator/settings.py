@@ -213,11 +213,34 @@ class Settings(Config):
     argo: bool = False
     """Schedule Argo Workflows' pods too (docs/argo.md; RBAC from deploy/components/argo)."""
 
-    argo_webhook_port: int | None = Field(None, ge=0, le=65535)
-    """Port of the admission webhook that gates Argo's pods at creation; None: none."""
+    webhook_port: int | None = Field(None, ge=0, le=65535)
+    """Port of the admission webhook that gates Argo's and Airflow's pods at creation
+    (with --argo, --airflow-url); None: none."""
 
-    argo_webhook_certs: Path | None = None
+    webhook_certs: Path | None = None
     """Directory with the webhook's tls.crt and tls.key; None: plain HTTP (tests only)."""
+
+    airflow_url: str | None = None
+    """Schedule the pods of Airflow's KubernetesExecutor too, reading their DAG runs from
+    the API server at this URL (docs/airflow.md; deploy/components/airflow); None: not."""
+
+    airflow_username: str | None = None
+    """The Airflow user to read DAGs and runs as (its password from --airflow-password-file);
+    without it, --airflow-token-file."""
+
+    airflow_password_file: Path | None = None
+    """File holding the Airflow user's password (a Secret's key, mounted)."""
+
+    airflow_token_file: Path | None = None
+    """File holding a token for Airflow's API (a Secret's key, mounted), instead of a user."""
+
+    airflow_queued_timeout: float = Field(600.0, gt=0)
+    """Airflow's [scheduler] task_queued_timeout in seconds (set it as Airflow has it): a
+    gated pod is released before it (docs/airflow.md, "The pending timeout")."""
+
+    airflow_release_margin: float = Field(120.0, ge=0)
+    """Seconds before Airflow's task_queued_timeout at which a pod still gated is released
+    (for the executor's delay and the pod's start)."""
 
     seed: int = 0
     """Seed of the scheduler's random generator (for policies that sample)."""

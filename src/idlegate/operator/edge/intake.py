@@ -14,7 +14,7 @@ cannot show now is never guessed: the admission is retried later (AdmitLaterErro
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from idlegate.api.labels import LABEL_WORKFLOW
@@ -42,7 +42,14 @@ Cached = tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]
 """The task pods and the namespaces (by name) as kopf's indexes hold them."""
 
 
-async def rebuild(bridge: Pools, cached: Cached | None = None) -> tuple[int, int]:
+Restorer = Callable[[], Awaitable[Callable[[], None]]]
+"""What a kind whose pods another controller creates (Airflow's) restores at a rebuild:
+awaited, it reads its state (it may ask another API); the callable it gives admits it."""
+
+
+async def rebuild(
+    bridge: Pools, cached: Cached | None = None, restorers: Sequence[Restorer] = ()
+) -> tuple[int, int]:
     """The state from the API as it is now, level-triggered; returns the DagWorkflows and
     pods read. At the start, every DagWorkflow is admitted with its pods, oldest first,
     before the first decision (see :mod:`idlegate.operator.core.admission`). After an outage
@@ -52,7 +59,9 @@ async def rebuild(bridge: Pools, cached: Cached | None = None) -> tuple[int, int
     workflow is admitted (:meth:`Pools.restore`), so that each goes to its own pool.
 
     With `cached` (kopf's indexes, kept by a standby's watches), pods and namespaces are
-    not listed."""
+    not listed. The `restorers` read first and admit after the DagWorkflows, with no wait
+    between the admissions and the first decision, so that the pods they released before
+    a restart hold their executors again."""
     known = dict(bridge.workflows)  # (only these may be gone: others came after the lists)
     with_pods = _tasks_with_pods(bridge)
     try:
@@ -73,12 +82,15 @@ async def rebuild(bridge: Pools, cached: Cached | None = None) -> tuple[int, int
     for key, wf in known.items():
         if bridge.workflows.get(key) is wf and (*key, wf.owner.uid) not in listed:
             bridge.forget(*key, wf.owner.uid, schedule=False)
+    admits = [await restore() for restore in restorers]
     names = {((p.get("metadata") or {}).get("namespace"), p["metadata"]["name"]) for p in pods}
     await _notice_deleted(bridge, [t for t in with_pods if (t[0].key[0], t[3]) not in names])
     bridge.restore(pools)  # (no await from here to the admissions: no round between)
     for pod in pods:
         bridge.observe_pod(pod)
     admitted = _admit_unknown(bridge, bodies, pods, namespaces)
+    for admit in admits:
+        admit()
     bridge.rebuilt = True
     log.info(
         f"Rebuilt the state from {len(bodies)} DagWorkflow(s) and {len(pods)} pod(s)"

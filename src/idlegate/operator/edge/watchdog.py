@@ -23,7 +23,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from idlegate.api.crd import GROUP, PLURAL
 from idlegate.operator.core.admission import AdmitLaterError
@@ -187,11 +187,14 @@ class Watchdog:
         *,
         reporter: Owner | None,
         cached: Callable[[], intake.Cached | None] = lambda: None,
+        restorers: Sequence[intake.Restorer] = (),
     ) -> None:
         self.pools = pools
         self.health = health
         self.cached = cached
         """kopf's indexes (None until filled), for a first rebuild no outage preceded."""
+        self.restorers = restorers
+        """Read and admitted by each rebuild before its first decision (`intake.rebuild`)."""
         self.reporter = reporter
         """Where the outage Events go (the operator's Pod); None: logged only."""
         self.crd_missing = False
@@ -229,7 +232,8 @@ class Watchdog:
         seconds = self.health.unsynced
         indexed = not self.rebuilt.is_set() and not seconds
         try:
-            workflows, pods = await intake.rebuild(self.pools, self.cached() if indexed else None)
+            cached = self.cached() if indexed else None
+            workflows, pods = await intake.rebuild(self.pools, cached, self.restorers)
         except ApiError as exc:
             if exc.status == 404 and not self.rebuilt.is_set():
                 self._missing_crd()

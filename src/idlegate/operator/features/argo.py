@@ -2,7 +2,7 @@
 them"): their pods gated at creation, released by the default pool's state machine and
 policy beside DagWorkflows.
 
-* **Gate.** With ``--argo-webhook-port``, a mutating admission webhook (kopf's server,
+* **Gate.** With ``--webhook-port``, a mutating admission webhook (kopf's server,
   path ``/argo-gate``) adds ``idlegate.io/release`` to each node's pod Argo creates
   (`gates_with_ours`); it keeps no state, so it answers before the rebuild.
 * **Job.** Each Workflow that has not finished is mapped (`map_workflow`) and its job
@@ -24,7 +24,7 @@ policy beside DagWorkflows.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -116,6 +116,10 @@ class Host(Protocol):
     @property
     def ready(self) -> bool: ...
     async def ready_pools(self) -> object: ...
+
+    restorers: list[Callable[[], Awaitable[Callable[[], None]]]]
+    """What the kinds whose pods another controller creates read at a rebuild (awaited),
+    and then admit (called) before its first decision (`features.airflow`)."""
 
 
 class ArgoSide:
@@ -354,19 +358,7 @@ def register(registry: kopf.OperatorRegistry, operator: Host) -> None:
     settings = operator.settings
     if not settings.argo:
         return
-    if settings.argo_webhook_port is not None:
-        certs = settings.argo_webhook_certs
-        server = kopf.WebhookServer(
-            addr=settings.listen_host,
-            port=settings.argo_webhook_port,
-            certfile=None if certs is None else str(certs / "tls.crt"),
-            pkeyfile=None if certs is None else str(certs / "tls.key"),
-            insecure=certs is None,
-        )
-
-        @kopf.on.startup(registry=registry)
-        def serve_webhook(settings: kopf.OperatorSettings, **_: Any) -> None:
-            settings.admission.server = server
+    if settings.webhook_port is not None:
 
         @kopf.on.mutate(
             "v1",

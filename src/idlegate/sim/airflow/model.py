@@ -160,6 +160,11 @@ class AirflowJob:
         return f"airflow:{self.dag_id}"
 
     @property
+    def stage_keys(self) -> dict[str, str]:
+        """Stage name of `spec` -> its task id (what the task's worker pods name it by)."""
+        return {s.name: s.task_id for s in self.live_stages}
+
+    @property
     def live_stages(self) -> tuple[AirflowStage, ...]:
         """The stages that may still run (not shown skipped)."""
         return staged.live(self.stages)

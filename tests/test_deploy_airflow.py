@@ -1,0 +1,110 @@
+"""Offline checks of deploy/components/airflow (the gate on Airflow's worker pods) through
+deploy/overlays/airflow: it builds, its built-in kinds pass kubernetes-validate, its webhook
+is what kopf registers for the operator's handler, and its flags parse and point at what it
+mounts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+import pytest
+from kopf._core.engines.admission import build_webhooks
+
+from idlegate.operator.features import airflow
+from idlegate.operator.main import Operator
+from idlegate.operator.settings import Settings
+from tests.deploy_files import BASE, DEPLOY, kustomize, only, validate_versions
+from tests.test_deploy_argo import CERT_MANAGER, CERT_MANAGER_SCHEMAS
+
+OVERLAY = DEPLOY / "overlays" / "airflow"
+
+
+@pytest.fixture(scope="module")
+def built() -> list[dict[str, Any]]:
+    return kustomize(OVERLAY)
+
+
+def test_the_overlay_is_the_base_and_the_component(built):
+    base = kustomize(BASE)
+    added = sorted(
+        (d["kind"], d["metadata"]["name"])
+        for d in built
+        if d not in base and d["kind"] != "Deployment"
+    )
+    assert added == [
+        ("Certificate", "idlegate-airflow-webhook"),
+        ("ClusterRole", "idlegate-operator-airflow"),
+        ("ClusterRoleBinding", "idlegate-operator-airflow"),
+        ("Issuer", "idlegate-selfsigned"),
+        ("MutatingWebhookConfiguration", "idlegate-airflow-gate"),
+        ("Service", "idlegate-airflow-webhook"),
+    ]
+
+
+@pytest.mark.parametrize("version", validate_versions())
+def test_built_in_kinds_pass_kubernetes_validate(built, version):
+    kv = pytest.importorskip(
+        "kubernetes_validate", reason="kubernetes-validate is not installed (dev dependency)"
+    )
+    for obj in built:
+        if obj["apiVersion"] == CERT_MANAGER:
+            jsonschema = pytest.importorskip("jsonschema")
+            jsonschema.validate(obj, CERT_MANAGER_SCHEMAS[obj["kind"]])
+            continue
+        try:
+            kv.validate(obj, version, strict=True)
+        except kv.ValidationError as exc:
+            path = ".".join(str(p) for p in exc.path)
+            pytest.fail(f"{obj['kind']}/{obj['metadata']['name']} at {path}: {exc.message}")
+
+
+def _settings(args: list[str]) -> dict[str, str]:
+    """The flags of the component (``--airflow-*``, ``--webhook-*``) as Settings' fields."""
+    pairs = (a[2:].split("=", 1) for a in args if a.startswith(("--airflow", "--webhook")))
+    return {key.replace("-", "_"): value for key, value in pairs}
+
+
+def test_the_flags_parse_and_point_at_the_mounted_secrets(built):
+    pod = only(built, "Deployment")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    given = _settings(container["args"])
+    settings = Settings(
+        pool_size=1,
+        policy="fair",
+        **{k: v for k, v in given.items() if k.startswith(("airflow", "webhook"))},
+    )
+    assert settings.airflow_url and settings.webhook_port == 9443
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    secrets = {v["name"]: v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
+    assert secrets[mounts[str(settings.airflow_token_file.parent)]] == "idlegate-airflow-auth"
+    certificate = only(built, "Certificate")
+    assert secrets[mounts[str(settings.webhook_certs)]] == certificate["spec"]["secretName"]
+    # the timeout it gives Airflow leaves a wait longer than Airflow's default
+    assert settings.airflow_queued_timeout - settings.airflow_release_margin > 600
+
+
+def test_the_components_webhook_configuration_matches_the_handler(built):
+    registry = kopf.OperatorRegistry()
+    operator = Operator(
+        Settings(pool_size=1, policy="fair", airflow_url="http://airflow:8080", webhook_port=9443)
+    )
+    airflow.register(registry, operator)
+    (handler,) = registry._webhooks.get_all_handlers()
+    client = kopf.WebhookClientConfig(url="https://idlegate.example/")
+    (expected,) = build_webhooks(
+        [handler], resources=[kopf.Resource("", "v1", "pods")], name_suffix="idlegate.io",
+        client_config=client,
+    )  # fmt: skip
+    (ours,) = only(built, "MutatingWebhookConfiguration")["webhooks"]
+    assert ours["objectSelector"] == expected["objectSelector"]
+    assert ours["rules"][0]["operations"] == expected["rules"][0]["operations"]
+    assert ours["clientConfig"]["service"]["path"] == "/" + airflow.WEBHOOK_ID
+    assert expected["clientConfig"]["url"].endswith("/" + airflow.WEBHOOK_ID)
+    for key in ("sideEffects", "failurePolicy", "matchPolicy"):
+        assert ours[key] == expected[key], key
+    assert ours["namespaceSelector"] == {"matchLabels": {"idlegate.io/airflow": "enabled"}}
+    service = only(
+        [d for d in built if d["metadata"]["name"] == "idlegate-airflow-webhook"], "Service"
+    )
+    assert ours["clientConfig"]["service"]["name"] == service["metadata"]["name"]
