@@ -20,11 +20,9 @@ from typing import Any
 
 from idlegate.api.labels import LABEL_WORKFLOW
 from idlegate.operator.edge import intake
-from idlegate.operator.edge.applier import Applier
+from idlegate.operator.edge.applier import Applier, EventRecorder, Lanes
 from idlegate.operator.edge.bridge import Bridge
-from idlegate.operator.edge.events import EventRecorder
 from idlegate.operator.edge.kube import ApiError
-from idlegate.operator.edge.lanes import Lanes
 from idlegate.operator.edge.pools import Pools
 from idlegate.operator.edge.watchdog import ApiHealth
 from idlegate.operator.features.planning import ReplayWorker

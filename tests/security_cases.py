@@ -8,7 +8,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-from idlegate.operator.core.pods import DEFAULT_TEMPLATE
+from idlegate.api.task_pods import DEFAULT_TEMPLATE
 
 PREFIX = "spec.stages[0].template"
 

@@ -19,7 +19,7 @@ from idlegate.api.argo_pods import (
     gates_with_ours,
 )
 from idlegate.api.labels import GATE
-from idlegate.operator.core.pods import release_patch
+from idlegate.api.task_pods import release_patch
 from idlegate.operator.features import argo
 from idlegate.operator.main import Operator
 from idlegate.operator.settings import Settings

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from idlegate.api.argo_pods import ArgoPod
+from idlegate.api.task_pods import Owner
 from idlegate.operator.core.external import ExternalJob, Release
-from idlegate.operator.core.pods import Owner
 from idlegate.sim.argo import map_workflow
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.protocol import Decision

@@ -8,10 +8,10 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
+from idlegate.api.task_pods import Owner
 from idlegate.operator.core.core import Core
 from idlegate.operator.core.events import Ended, Join, Observed, Schedule
 from idlegate.operator.core.intents import PostEvent, RemoveGate
-from idlegate.operator.core.pods import Owner
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
 from idlegate.policy import make_scheduler

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from idlegate.api.labels import GATE
+from idlegate.api.task_pods import Owner, pod_name, task_pod
 from idlegate.operator.core.intents import (
     Confirmed,
     CreatePod,
@@ -21,11 +22,8 @@ from idlegate.operator.core.intents import (
     Refused,
     RemoveGate,
 )
-from idlegate.operator.core.pods import Owner, pod_name, task_pod
-from idlegate.operator.edge.applier import Applier
-from idlegate.operator.edge.events import EventRecorder
+from idlegate.operator.edge.applier import Applier, EventRecorder, Lanes
 from idlegate.operator.edge.kube import ApiError
-from idlegate.operator.edge.lanes import Lanes
 from idlegate.operator.edge.watchdog import ApiHealth
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings

@@ -13,13 +13,10 @@ from typing import Any
 
 import pytest
 
+from idlegate.api.task_pods import Owner
 from idlegate.operator.core.intents import PostEvent
-from idlegate.operator.core.pods import Owner
-from idlegate.operator.edge.applier import Applier
-from idlegate.operator.edge.events import EventRecorder
-from idlegate.operator.edge.gate import WriteGate
+from idlegate.operator.edge.applier import Applier, EventRecorder, Lanes, WriteGate
 from idlegate.operator.edge.kube import ApiError, NotLeaderError
-from idlegate.operator.edge.lanes import Lanes
 from idlegate.operator.edge.leader import Elector
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings

@@ -11,7 +11,7 @@ import copy
 import pytest
 
 from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE, LABEL_WORKFLOW
-from idlegate.operator.core.pods import pod_name
+from idlegate.api.task_pods import pod_name
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.kube import ApiError
 from idlegate.sim.timestamps import from_datetime

@@ -13,6 +13,7 @@ from typing import Any
 
 from idlegate.api.argo_pods import ArgoPod
 from idlegate.api.podsecurity import NamespacePolicy
+from idlegate.api.task_pods import Owner, task_pod
 from idlegate.operator.core.core import Core
 from idlegate.operator.core.events import Admit, IdleEnded, Join, PodSeen, Schedule
 from idlegate.operator.core.external import ExternalJob
@@ -28,7 +29,6 @@ from idlegate.operator.core.intents import (
     RemoveGate,
     SetTimer,
 )
-from idlegate.operator.core.pods import Owner, task_pod
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
 from idlegate.policy import make_scheduler

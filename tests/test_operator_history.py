@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from idlegate.operator.core.pods import Owner, ran, task_pod
+from idlegate.api.task_pods import Owner, ran, task_pod
 from idlegate.operator.core.tracking import StageTrack
 from idlegate.operator.edge import intake
 from idlegate.operator.features.export import from_document

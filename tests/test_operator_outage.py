@@ -31,9 +31,9 @@ import pytest
 from idlegate.api.crd import render_crd
 from idlegate.operator.core.tracking import TaskState
 from idlegate.operator.edge import intake
+from idlegate.operator.edge.applier import Op
 from idlegate.operator.edge.endpoints import Endpoints
 from idlegate.operator.edge.kube import ApiError
-from idlegate.operator.edge.lanes import Op
 from idlegate.operator.edge.watchdog import KopfRetryLog, RetryForever, Watchdog, operator_pod
 from idlegate.operator.main import Operator
 from idlegate.operator.metrics import Metrics

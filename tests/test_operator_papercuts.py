@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from idlegate.api.crd import DNS_SUBDOMAIN, MAX_WORKFLOW_NAME_LENGTH
+from idlegate.api.task_pods import pod_name
 from idlegate.cli import app
-from idlegate.operator.core.pods import pod_name
 from idlegate.sim.spec import MAX_NAME_LENGTH
 from tests.operator_fakes import harness, stage
 

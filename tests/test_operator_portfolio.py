@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from idlegate.api.pool_spec import parse_pool_spec
-from idlegate.operator.core.pods import Owner
+from idlegate.api.task_pods import Owner
 from idlegate.operator.decisions import build_scheduler
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.pools import pool_status

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from idlegate.api.task_pods import Owner
 from idlegate.operator.core.intents import PostEvent
-from idlegate.operator.core.pods import Owner
 from idlegate.operator.decisions import build_scheduler
 from idlegate.operator.features.reload import PolicyWatch, model_files
 from idlegate.operator.main import Operator

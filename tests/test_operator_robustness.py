@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 
 from idlegate.api.labels import GATE
 from idlegate.api.podsecurity import LEVEL_LABEL
+from idlegate.api.task_pods import Owner, task_pod
 from idlegate.api.template import check_template
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.intents import PostEvent
-from idlegate.operator.core.pods import Owner, task_pod
 from idlegate.operator.decisions import load_scheduler
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.kube import ApiError

@@ -23,10 +23,7 @@ from idlegate.api.labels import (
     LABEL_TASK,
     LABEL_WORKFLOW,
 )
-from idlegate.cli import app
-from idlegate.errors import IdlegateError
-from idlegate.operator.core.decider import Decider
-from idlegate.operator.core.pods import (
+from idlegate.api.task_pods import (
     Owner,
     format_seconds,
     pod_name,
@@ -34,6 +31,9 @@ from idlegate.operator.core.pods import (
     release_patch,
     task_pod,
 )
+from idlegate.cli import app
+from idlegate.errors import IdlegateError
+from idlegate.operator.core.decider import Decider
 from idlegate.operator.decisions import load_scheduler
 from idlegate.operator.metrics import DECISION_KINDS, Metrics
 from idlegate.operator.settings import Clock, Settings
@@ -293,7 +293,7 @@ def test_the_operator_modules_import_each_other_without_a_cycle():
         deps.discard(name)
     assert {"edge.bridge", "edge.intake", "main", "core.tracking", "core.core"} <= graph.keys()
     assert (
-        "edge.pools" in graph["edge.intake"] and "core.messages" in graph["core.core"]
+        "edge.pools" in graph["edge.intake"] and "core.intents" in graph["core.core"]
     )  # (the walk sees imports)
     try:
         graphlib.TopologicalSorter(graph).prepare()

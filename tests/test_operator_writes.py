@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE, LABEL_WORKFLOW
+from idlegate.operator.edge.applier import Lanes, Op, Priority
 from idlegate.operator.edge.kube import ApiError
-from idlegate.operator.edge.lanes import Lanes, Op, Priority
 from idlegate.operator.edge.watchdog import ApiHealth
 from idlegate.operator.metrics import Metrics
 from tests.operator_fakes import (

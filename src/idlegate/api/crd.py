@@ -77,7 +77,7 @@ def check_workflow_name(name: str) -> None:
     The API server's rule (an RFC 1123 subdomain: lowercase alphanumerics, '-' and '.',
     starting and ending with an alphanumeric) and the operator's (a label value: at most
     63 characters). A name that passes gives valid task pod names too
-    (:func:`idlegate.operator.core.pods.pod_name`: the name, '-', a stage name, which is a DNS
+    (:func:`idlegate.api.task_pods.pod_name`: the name, '-', a stage name, which is a DNS
     label, '-', digits; a long one cut after an alphanumeric and ended by a hash).
     """
     if not DNS_SUBDOMAIN.match(name):

@@ -2,7 +2,7 @@
 
 The CRD keeps ``template`` free-form (``x-kubernetes-preserve-unknown-fields``), so the API
 server accepts ``containers: "busybox"`` as readily as a real pod template. The operator
-builds every task pod from the template (:func:`idlegate.operator.core.pods.task_pod`): it merges
+builds every task pod from the template (:func:`idlegate.api.task_pods.task_pod`): it merges
 ``metadata.labels`` and ``metadata.annotations``, adds environment variables to every
 ``spec.containers[]`` and ``spec.initContainers[]``, and adds or removes its own entry in
 ``spec.schedulingGates``. :class:`PodTemplate` states the shape of exactly those fields

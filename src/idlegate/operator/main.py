@@ -47,17 +47,16 @@ from idlegate.api.crd import CRON_PLURAL, GROUP, PLURAL, POOL_PLURAL, VERSION
 from idlegate.api.labels import LABEL_WORKFLOW
 from idlegate.api.pool_spec import parse_pool_spec
 from idlegate.api.status import FINISHED, FINISHED_OR_INVALID, Conditions, Phase
+from idlegate.api.task_pods import Owner
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.admission import AdmitLaterError, judged
 from idlegate.operator.core.decider import followed
-from idlegate.operator.core.intents import PostEvent
-from idlegate.operator.core.messages import Notice
-from idlegate.operator.core.pods import Owner
+from idlegate.operator.core.intents import Notice, PostEvent
 from idlegate.operator.decisions import load_scheduler
 from idlegate.operator.edge import intake, leader
+from idlegate.operator.edge.applier import WriteGate
 from idlegate.operator.edge.bridge import Bridge
 from idlegate.operator.edge.endpoints import Endpoints, bind
-from idlegate.operator.edge.gate import WriteGate
 from idlegate.operator.edge.kube import (
     ApiError,
     KubeApi,

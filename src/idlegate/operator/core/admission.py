@@ -22,9 +22,10 @@ from typing import Any
 from idlegate.api.crd import check_workflow_name
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.status import Conditions, IdleSlot, Phase, SlotState, parse_indexes
+from idlegate.api.task_pods import Owner, TaskPod, pod_name, read_task_pod
 from idlegate.api.template import check_templates
 from idlegate.errors import IdlegateError
-from idlegate.operator.core import messages
+from idlegate.operator.core import intents
 from idlegate.operator.core.events import Finished, RuleSwitched, StatusLanded, TaskEnded
 from idlegate.operator.core.intents import (
     Confirmed,
@@ -35,7 +36,6 @@ from idlegate.operator.core.intents import (
     RemoveGate,
 )
 from idlegate.operator.core.kinds import Pool
-from idlegate.operator.core.pods import Owner, TaskPod, pod_name, read_task_pod
 from idlegate.operator.core.tracking import StageTrack, Task, TaskState, Workflow, timer_key
 from idlegate.operator.settings import Clock
 from idlegate.sim.cluster import Cluster
@@ -105,7 +105,7 @@ class DagWorkflow(Workflow):
     def idle_ended(self, pool: Pool, stage: int) -> None:
         slot = self.idle_slots.get(stage)
         if slot is not None:
-            pool.intents.event(self.owner, *messages.idle_slot_ended(slot, while_away=False))
+            pool.intents.event(self.owner, *intents.idle_slot_ended(slot, while_away=False))
         pool.intents.status(self, urgent=True)
 
     def confirmed(self, pool: Pool, outcome: Confirmed) -> None:
@@ -163,7 +163,7 @@ class DagWorkflow(Workflow):
         adopted = pool.cluster.started_unasked(stage, pool.now(), task)
         pool.adopt(adopted)
         self.top_up(pool, track)
-        notice = messages.released_by_others(
+        notice = intents.released_by_others(
             pod, track.spec.name, pool.settings.pool_size, bool(adopted)
         )
         pool.intents.event(self.owner, *notice)
@@ -191,7 +191,7 @@ class DagWorkflow(Workflow):
         stage = self.job.stages[track.index]
         if stage.parents_left or stage.complete:
             return
-        while track.gated < pool.settings.window:
+        while track.gated < pool.window:
             index = track.next_to_create()
             if index is None:
                 return
@@ -208,7 +208,7 @@ class DagWorkflow(Workflow):
         following = pool.cluster.task_finished(executor, pool.now())
         if following is not None:
             self.release(pool, track, track.next_to_release(), executor)
-            pool.intents.event(self.owner, *messages.released_next(track.spec.name))
+            pool.intents.event(self.owner, *intents.released_next(track.spec.name))
         job = self.job
         if job.finish is not None:
             self.complete(pool)
@@ -232,22 +232,20 @@ class DagWorkflow(Workflow):
             pool.cluster.drop_beyond(task)
             track.replan(task)
         else:
-            pool.intents.event(self.owner, *messages.task_failure(track, task, reason))
+            pool.intents.event(self.owner, *intents.task_failure(track, task, reason))
             pool.intents.create_pod(self, track, task, gated=False)
         pool.intents.status(self)
 
     def fail_task_for_good(self, pool: Pool, track: StageTrack, task: Task, reason: str) -> None:
         track.set_state(task, TaskState.FAILED)  # its pod has failed: kept (logs)
-        _, failure, message = messages.task_failure(track, task, reason)
+        _, failure, message = intents.task_failure(track, task, reason)
         self.fail(pool, failure, message)
 
     def complete(self, pool: Pool) -> None:
         self.completion = self.job.finish
         message = "All stages succeeded."
         self.conditions.set("Complete", True, "Succeeded", message, self.generation, pool.now())
-        notice = messages.succeeded(
-            self.dag, self.completion - self.arrival, self.job.idle_inserted
-        )
+        notice = intents.succeeded(self.dag, self.completion - self.arrival, self.job.idle_inserted)
         self.finished(pool, Phase.SUCCEEDED, notice)
 
     def fail(self, pool: Pool, reason: str, message: str) -> None:
@@ -271,7 +269,7 @@ class DagWorkflow(Workflow):
             pool.intents.delete_pod(self.owner, name, frees=task.state is TaskState.RELEASED)
         return len(doomed)
 
-    def finished(self, pool: Pool, phase: Phase, notice: messages.Notice) -> None:
+    def finished(self, pool: Pool, phase: Phase, notice: intents.Notice) -> None:
         """`self` ended in `phase` at `self.completion`: its metrics, Event, history record and
         last status; it leaves the pool, never to be admitted again."""
         self.phase = phase

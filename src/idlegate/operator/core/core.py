@@ -46,8 +46,9 @@ from typing import Any
 from idlegate.api.crd import KIND
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.status import FINISHED, Conditions, Phase, SlotState, invalid_status
+from idlegate.api.task_pods import Owner, read_task_pod
 from idlegate.errors import GangTooWideError, IdlegateError
-from idlegate.operator.core import messages
+from idlegate.operator.core import intents
 from idlegate.operator.core.admission import (
     DagWorkflow,
     Restore,
@@ -90,7 +91,6 @@ from idlegate.operator.core.intents import (
 )
 from idlegate.operator.core.kinds import JobKind
 from idlegate.operator.core.lifecycle import Lifecycle
-from idlegate.operator.core.pods import Owner, read_task_pod
 from idlegate.operator.core.tracking import (
     Workflow,
     WorkflowKey,
@@ -134,6 +134,9 @@ class Core(Lifecycle):
         self.at = 0.0
         """The time of the event being handled (operator clock seconds)."""
         self.cluster = Cluster(settings.pool_size)
+        self.window = settings.window
+        """Gated pods created ahead per runnable stage (read once: a pool's settings change
+        only with a new core)."""
         self.workflows: dict[WorkflowKey, DagWorkflow] = {}
         self.held: dict[str, dict[WorkflowKey, Any]] = {KIND: self.workflows}
         """Kind (the owner's) -> the workflows of that kind in the pool (:mod:`.kinds`);
@@ -275,7 +278,7 @@ class Core(Lifecycle):
             self.entered(wf, expiring=event.fail is not None)
         if not status.get("startTime"):
             self.metrics.admission_lag.observe(wf.admitted - wf.arrival)
-            notice = messages.accepted(wf.dag, self.decider.policy.name, self.settings.pool_size)
+            notice = intents.accepted(wf.dag, self.decider.policy.name, self.settings.pool_size)
             self.intents.event(owner, *notice)
         self._resume(wf, restore)
         if event.fail is not None:
@@ -297,7 +300,7 @@ class Core(Lifecycle):
         self.metrics.invalid_workflows.inc()
         log.warning("%s/%s is invalid: %s", owner.namespace, owner.name, message)
         self.intents.patch_status(owner, invalid_status(conditions, generation, total))
-        self.intents.event(owner, *messages.invalid(message))
+        self.intents.event(owner, *intents.invalid(message))
 
     def _restore(self, wf: Workflow, found: Restore) -> None:
         """Put the progress read by `classify` into the state machine."""
@@ -317,7 +320,7 @@ class Core(Lifecycle):
             )
         for i, slot in wf.idle_slots.items():
             if i not in found.over and job.stages[i].idle_until is None:  # ended meanwhile
-                self.intents.event(wf.owner, *messages.idle_slot_ended(slot, while_away=True))
+                self.intents.event(wf.owner, *intents.idle_slot_ended(slot, while_away=True))
         for track, task in found.beyond:
             task.executor = None
             self.cluster.run_beyond(job.stages[track.index], task)
@@ -424,7 +427,7 @@ class Core(Lifecycle):
         for stage, (last, launches) in launched.items():
             wf: JobKind = stage.job.payload
             wf.launched(self, stage.index, launches, last.rule)
-            notice = messages.released(len(launches), last.decision, last.by)
+            notice = intents.released(len(launches), last.decision, last.by)
             self.intents.event(wf.owner, *notice)
 
     @property
@@ -444,10 +447,10 @@ class Core(Lifecycle):
         stage, delay = answer.decision.stage, answer.decision.idle_delay
         wf = stage.job.payload
         until = stage.idle_until if stage.idle_until is not None else self.now()
-        reason = messages.idle_reason(answer.by, answer.decision, answer.hold)
+        reason = intents.idle_reason(answer.by, answer.decision, answer.hold)
         slot = SlotState(stage.name, delay, until, reason)
         wf.idle_started(self, stage.index, slot)
-        self.intents.event(wf.owner, *messages.idle_slot(slot, self.busy, self.settings.pool_size))
+        self.intents.event(wf.owner, *intents.idle_slot(slot, self.busy, self.settings.pool_size))
 
     def _arm_new_timers(self) -> None:
         for stage in self.cluster.new_timers:
@@ -466,7 +469,7 @@ class Core(Lifecycle):
             for stage in job.runnable:
                 if not stage.launched and stage.name not in wf.noted:
                     wf.noted.add(stage.name)
-                    notice = messages.waiting(stage, job, free, pool, why or "")
+                    notice = intents.waiting(stage, job, free, pool, why or "")
                     self.intents.event(wf.owner, *notice)
 
     def end(self, uid: str) -> None:

@@ -29,14 +29,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from idlegate.operator.core import messages
+from idlegate.operator.core import intents
 from idlegate.operator.metrics import Metrics
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.engine import Answered, JobArrival, decision_round
 from idlegate.sim.protocol import Action, Decision, Launch, Scheduler, Stage
 
 if TYPE_CHECKING:
-    from idlegate.operator.core.pods import Owner
+    from idlegate.api.task_pods import Owner
     from idlegate.policy.plans import Hold
     from idlegate.policy.portfolio import Choice, PortfolioScheduler
 
@@ -68,7 +68,7 @@ class Answer:
     decision: Decision
     launches: list[Launch]
     by: str
-    """Who decided, as Events say it (`messages.decided_by`)."""
+    """Who decided, as Events say it (`intents.decided_by`)."""
     rule: str
     """The rule that decided: the policy followed (`followed`), or the fallback rule."""
     hold: Hold | None = None
@@ -98,7 +98,7 @@ class Round:
     taken: list[Answer] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
     waited: str | None = None
-    """Why the round ended with free executors (`messages.waiting`'s phrase), or None."""
+    """Why the round ended with free executors (`intents.waiting`'s phrase), or None."""
     holding: tuple[Hold, str] | None = None
     """A new hold by the WAIT that ended the round, and who chose it (`decided_by`): the
     Holding Event to post."""
@@ -285,7 +285,7 @@ class Decider:
         key = None if hold is None else hold.stage.key
         if hold is not None and key != self.holding:
             self.metrics.holds.inc()
-            by = messages.decided_by(self.policy.name, following=followed(self.policy))
+            by = intents.decided_by(self.policy.name, following=followed(self.policy))
             done.holding = (hold, by)
         self.holding = key
 
@@ -296,11 +296,11 @@ class Decider:
         stage = action.stage if isinstance(action, Decision) else None
         if not answered.errors:
             rule = followed(self.policy)
-            by = messages.decided_by(policy, following=rule)
+            by = intents.decided_by(policy, following=rule)
             launching = stage is not None and action.idle_delay == 0
             # what a lookahead planner's last answer held a stage back for
             hold = None if launching else getattr(self.policy, "hold", None)
-            return (by if stage is not None else messages.chose_wait(by)), rule, hold
+            return (by if stage is not None else intents.chose_wait(by)), rule, hold
         for failed, exc in answered.errors:
             self.note_error(failed.name, exc)
         first = answered.errors[0][1]
@@ -311,9 +311,9 @@ class Decider:
         done.failures.append(Failure(policy, _describe(first), fallback, later, named or stage))
         if fallback is None:  # (the answer is WAIT: no stage but the one named)
             names = [r.name for r in self.fallbacks]
-            return messages.all_rules_failed(policy, names), followed(self.policy), None
-        by = messages.decided_by(policy, fallback)
-        return (by if stage is not None else messages.chose_wait(by)), fallback, None
+            return intents.all_rules_failed(policy, names), followed(self.policy), None
+        by = intents.decided_by(policy, fallback)
+        return (by if stage is not None else intents.chose_wait(by)), fallback, None
 
     def note_error(self, rule: str, exc: Exception, what: str = "decide") -> None:
         """Count the error; log its traceback the first time it is seen, repeats sparsely.
@@ -339,12 +339,12 @@ def post_round(
     that is not known, on each workflow with a runnable stage, any of which may have been
     held back."""
     if done.followed is not None and reporter is not None:
-        event(reporter, *messages.policy_followed(done.followed))
+        event(reporter, *intents.policy_followed(done.followed))
     if done.holding is not None:
         hold, by = done.holding
-        event(hold.stage.job.payload.owner, *messages.held(hold, by))
+        event(hold.stage.job.payload.owner, *intents.held(hold, by))
     for failure in done.failures:
-        notice = messages.policy_error(
+        notice = intents.policy_error(
             failure.policy, failure.error, failure.fallback, failure.fallback_errors
         )
         jobs = [failure.stage.job] if failure.stage is not None else cluster.jobs

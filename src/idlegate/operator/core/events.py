@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from idlegate.api.podsecurity import NamespacePolicy
-from idlegate.operator.core.pods import Owner
+from idlegate.api.task_pods import Owner
 
 if TYPE_CHECKING:
     from idlegate.operator.core.external import ExternalPod, Mapped

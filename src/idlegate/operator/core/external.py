@@ -47,10 +47,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from idlegate.api.task_pods import Owner
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.intents import Outbox, Refused, RemoveGate
 from idlegate.operator.core.kinds import JobKind, Pool
-from idlegate.operator.core.pods import Owner
 from idlegate.operator.core.tracking import timer_key
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag

@@ -30,8 +30,8 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from idlegate.api.status import SlotState
+from idlegate.api.task_pods import Owner
 from idlegate.operator.core.intents import Confirmed, Outbox, Refused
-from idlegate.operator.core.pods import Owner
 from idlegate.operator.core.tracking import Workflow
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
@@ -45,6 +45,7 @@ class Pool(Protocol):
     cluster: Cluster
     intents: Outbox
     settings: Settings
+    window: int
     metrics: Metrics
     spec: str | None
 

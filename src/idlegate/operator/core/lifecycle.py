@@ -20,11 +20,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from idlegate.api.status import Phase, WorkflowStatus, dump
-from idlegate.operator.core import messages
+from idlegate.api.task_pods import Owner
+from idlegate.operator.core import intents
 from idlegate.operator.core.admission import DagWorkflow
 from idlegate.operator.core.events import DeadlinePassed, ReadAgain
 from idlegate.operator.core.intents import Outbox
-from idlegate.operator.core.pods import Owner
 from idlegate.operator.core.tracking import TaskState, Workflow, WorkflowKey
 from idlegate.sim.spec import WorkflowSpec
 from idlegate.sim.timestamps import from_datetime, to_datetime
@@ -96,7 +96,7 @@ class Lifecycle:
         if wf is None or wf.owner.uid != uid:
             return
         if spec is None or not only_mutable_changed(wf.spec, spec):
-            self.intents.event(wf.owner, *messages.spec_change_ignored(generation, wf.generation))
+            self.intents.event(wf.owner, *intents.spec_change_ignored(generation, wf.generation))
             return
         wf.spec, wf.generation = spec, generation
         if spec.suspend:

@@ -26,8 +26,8 @@ from idlegate.api.status import (
     dump,
     format_indexes,
 )
+from idlegate.api.task_pods import Owner
 from idlegate.errors import IdlegateError
-from idlegate.operator.core.pods import Owner
 from idlegate.sim.dag import Dag
 from idlegate.sim.durations import MeasuredDurations
 from idlegate.sim.protocol import Job

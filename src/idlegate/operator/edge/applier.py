@@ -1,10 +1,18 @@
-"""The applier: carries out the core's intents (:mod:`idlegate.operator.core.intents`)
+"""The one write path: carries out the core's intents (:mod:`idlegate.operator.core.intents`)
 against the API and hands back outcomes.
 
-:meth:`Applier.apply` queues each intent on the :class:`~idlegate.operator.edge.lanes.Lanes`
-lane it names; the API client retries each request until the API takes it
-(:mod:`idlegate.operator.edge.kube`), and each write's end goes to `on_outcome`.
-Events are posted by the :class:`~idlegate.operator.edge.events.EventRecorder`.
+:meth:`Applier.apply` queues each write as an :class:`Op` on a *lane* of its workflow
+(:class:`Lanes`: a pod, the workflow's status, its Events). Each lane is a FIFO worked by
+its own task, all lanes in parallel: a pod is created before its gate is removed, and a
+status write or an Event that waits for the API never delays a pod write, nor takes the
+API client's last free connection from one (:class:`Slots`). The one order across lanes
+is stated per op (:attr:`Op.after`). Each write's end goes to `on_outcome`.
+
+Retries of a failed request are the API client's (:mod:`idlegate.operator.edge.kube`).
+An op may raise :class:`Retry` for a condition of its own that time resolves (a pod name
+held by an older workflow's pod being deleted): it runs again after `Lanes.wait`. Any
+other failure goes to the op's `on_error`, once (for pod writes: the workflow fails and
+its executors return to the pool, so no error ever leaves an executor held).
 
 Pod creations and gate removals (`idlegate_pods_created_total`,
 `idlegate_gate_removals_total`) are counted once each, when confirmed: by their success,
@@ -12,28 +20,55 @@ or, when an earlier try got no answer (`ApiError.lost`: it may have been carried
 the read after the refusal that followed (a 409, a refused guard) showing the write's
 effect. A pod found on a first try's 409 is not the operator's creation.
 
-With leader election, its lanes' write gate (:mod:`idlegate.operator.edge.gate`) says
-whether this replica writes: intents given
-to a replica that may not write are dropped, and so is every queued write whose turn
-comes once it may not (:mod:`idlegate.operator.edge.leader`).
-
 A workflow's status writes are one at a time and coalesced (:class:`_StatusLane`): a
 write waiting to be sent is replaced by the next, and the status is read when it is
 sent, so the last write to land is the latest state. A write that waits for another lane
 (``after_status``) waits for the workflow's status writes given before it.
+
+Events (core/v1, shown by ``kubectl describe``; :class:`EventRecorder`) go in their
+workflow's lane of Events; one that cannot be posted is logged and dropped, it never
+fails a workflow. Only a tiny dedup: an Event equal to one posted on the same object
+before (type, reason, message) is not posted again, and an object gets at most
+`per_workflow` distinct Events, after which only the first of each new type and reason
+is posted (a workflow's Failed or Succeeded always is). The operator's messages are
+written so that repetitions are equal (a release names the stage, how many tasks, the
+cap and the policy, not which task on which executor), so a stage of 100,000 tasks
+leaves a handful of Events, not 100,000. An Event is named after what makes it equal
+(its object, type, reason and message), so the API server itself refuses an equal one
+(409) that a restarted operator posts again with its books empty (an Argo Workflow's
+Accepted and Estimated as it is admitted again): the dedup holds across restarts for as
+long as the API keeps the Event.
+
+Whether this replica may write (:class:`WriteGate`): without leader election always;
+with it, :func:`idlegate.operator.edge.leader.elect` binds the gate, once, to the
+replica's elector, and it is open only while that elector leads. The API client, the
+lanes and the applier are each given the same gate when they are built, so that none of
+them needs rewiring afterwards: intents given to a replica that may not write are
+dropped, and so is every queued write whose turn comes once it may not.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import hashlib
+import heapq
+import itertools
 import logging
+import os
+import socket
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import IntEnum
 from typing import Any
 
 from idlegate.api.crd import CRON_KIND, KIND
-from idlegate.api.status import FINISHED
+from idlegate.api.status import FINISHED, clip
+from idlegate.api.task_pods import EXECUTOR_PATH, read_task_pod, release_patch, task_pod
 from idlegate.operator.core.intents import (
     Confirmed,
     CreatePod,
@@ -49,13 +84,299 @@ from idlegate.operator.core.intents import (
     Refused,
     RemoveGate,
 )
-from idlegate.operator.core.pods import EXECUTOR_PATH, read_task_pod, release_patch, task_pod
-from idlegate.operator.edge.events import EventRecorder
 from idlegate.operator.edge.kube import ApiError, KubeApi
-from idlegate.operator.edge.lanes import Lanes, Op, Priority, Retry
 from idlegate.operator.metrics import Metrics
+from idlegate.operator.settings import Settings
 
 log = logging.getLogger(__name__)
+
+
+class WriteGate:
+    """Open unless bound to an elector that does not lead now."""
+
+    def __init__(self) -> None:
+        self._leads: Callable[[], bool] | None = None
+
+    def follow(self, leads: Callable[[], bool]) -> None:
+        """Open from now on only while `leads()` (the elector's; bound once: one election
+        per replica)."""
+        if self._leads is not None:
+            raise RuntimeError("This write gate already follows an elector.")
+        self._leads = leads
+
+    def open(self) -> bool:
+        """Whether a write may be sent now."""
+        return self._leads is None or self._leads()
+
+
+class Priority(IntEnum):
+    """Who goes first when more ops are ready than the API concurrency allows."""
+
+    RUN = 0
+    """A pod about to run: a gate removal, or a creation without gate."""
+    POD = 1
+    """Another pod write: a gated creation (ahead of its release), a deletion."""
+    STATUS = 2
+    EVENT = 3
+
+
+class Slots:
+    """At most `size` ops talking to the API at once (the client's concurrency, so that
+    none queues in its thread pool, first come first served); the most urgent waiting op
+    takes the next free slot. So a gate removal waits behind no status write or Event."""
+
+    def __init__(self, size: int) -> None:
+        self.free = size
+        self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._order = itertools.count()
+        self._turns: dict[Hashable, tuple[Priority, asyncio.Future[None]]] = {}
+        """Each lane's op waiting for a slot, and its priority."""
+
+    @contextlib.asynccontextmanager
+    async def taken(self, priority: Priority, lane: Hashable) -> AsyncIterator[None]:
+        """Hold a slot for the block (waiting for one, by `priority`, then arrival)."""
+        if self.free > 0 and not self._waiting:
+            self.free -= 1
+        else:
+            turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            heapq.heappush(self._waiting, (priority, next(self._order), turn))
+            self._turns[lane] = (priority, turn)
+            try:
+                await turn
+            except asyncio.CancelledError:
+                if turn.done() and not turn.cancelled():
+                    self._give()  # handed a slot as it was cancelled: pass it on
+                raise
+            finally:
+                del self._turns[lane]
+        try:
+            yield
+        finally:
+            self._give()
+
+    def hurry(self, lane: Hashable, priority: Priority) -> None:
+        """An op of `priority` queued behind `lane`'s waiting op lends it that priority: a
+        gate removal never waits for its pod's creation to come up among hundreds."""
+        waiting = self._turns.get(lane)
+        if waiting is not None and priority < waiting[0]:
+            self._turns[lane] = (priority, waiting[1])  # (its older entry is skipped)
+            heapq.heappush(self._waiting, (priority, next(self._order), waiting[1]))
+
+    def _give(self) -> None:
+        while self._waiting:
+            _, _, turn = heapq.heappop(self._waiting)
+            if not turn.done():
+                turn.set_result(None)
+                return
+        self.free += 1
+
+
+class Retry(Exception):
+    """Raised by an op to run again after `Lanes.wait` (e.g. a pod name still taken)."""
+
+
+@dataclass(eq=False)
+class Op:
+    """One API write (or a short sequence of them) for a workflow."""
+
+    what: str
+    """For logs: what the op does, e.g. "CreatePod pod/ns/wf-a-0"."""
+    run: Callable[[KubeApi], Awaitable[None]]
+    on_error: Callable[[Exception], None] | None = None
+    """Called once for a failure the op cannot get past (an ApiError such as 422 on pod
+    creation, or any other exception: a bug, or input no check caught); the op ends."""
+    priority: Priority = Priority.POD
+    """Its turn for a slot of the API's concurrency (:class:`Slots`)."""
+    after: tuple[asyncio.Event, ...] = ()
+    """Not started before these are set: other lanes' writes, to keep an order across
+    lanes; each is set however its write ends."""
+
+
+LaneKey = tuple[Hashable, Hashable]
+"""(workflow key, lane)."""
+
+
+class Lanes:
+    """Lanes of :class:`Op` (FIFO each), worked concurrently."""
+
+    def __init__(
+        self,
+        kube: KubeApi,
+        *,
+        concurrency: int | None = None,
+        wait: float = 1.0,
+        gate: WriteGate | None = None,
+    ) -> None:
+        self.kube = kube
+        self.slots = Slots(concurrency) if concurrency is not None else None
+        """The API client's concurrency, handed out by priority; None: no limit."""
+        self.wait = wait
+        """Seconds before an op that raised :class:`Retry` runs again."""
+        self._lanes: dict[LaneKey, deque[Op]] = {}
+        """The lanes that have ops queued or running."""
+        self._workers: dict[LaneKey, asyncio.Task[None]] = {}
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.closed = False
+        """Closed (the operator stops): ops submitted now are dropped."""
+        self.gate = gate if gate is not None else WriteGate()
+        """Whether this replica may write now (leader election): an op that comes to its
+        turn when it may not is dropped, unsent."""
+
+    def submit(self, key: Hashable, op: Op, *, lane: Hashable) -> None:
+        """Queue `op` behind the other ops of lane `lane` of workflow `key`."""
+        if self.closed:
+            log.info("Not written, the operator is stopping: %s.", op.what)
+            return
+        lane_key = (key, lane)
+        self._lanes.setdefault(lane_key, deque()).append(op)
+        if self.slots is not None:
+            self.slots.hurry(lane_key, op.priority)
+        if lane_key not in self._workers:
+            self._idle.clear()
+            self._workers[lane_key] = asyncio.get_running_loop().create_task(
+                self._work(lane_key), name=f"idlegate-lane-{key}-{lane}"
+            )
+
+    def clear(self, key: Hashable) -> int:
+        """Drop the ops of `key` (every lane) not started yet; returns how many."""
+        dropped = 0
+        for (of, _), queue in self._lanes.items():
+            if of == key:
+                dropped += len(queue)
+                queue.clear()
+        return dropped
+
+    def pending(self) -> int:
+        """Ops not started yet."""
+        return sum(len(q) for q in self._lanes.values())
+
+    def settled(self, key: Hashable) -> bool:
+        """No op of workflow `key` is queued or running: every write decided for it so far
+        has ended (what a rebuild needs to tell a deleted pod from one not created yet)."""
+        return all(of != key for of, _ in self._lanes)
+
+    async def wait_idle(self, timeout: float | None = None) -> None:
+        """Until every lane is empty and no op runs (tests, shutdown)."""
+        await asyncio.wait_for(self._idle.wait(), timeout)
+
+    async def close(self) -> None:
+        """Stop all workers; ops not done are dropped (what matters is in the API's state)."""
+        self.closed = True
+        workers = list(self._workers.values())
+        for task in workers:
+            task.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        self._workers.clear()
+        self._lanes.clear()
+        self._idle.set()
+
+    async def _work(self, lane_key: LaneKey) -> None:
+        queue = self._lanes[lane_key]
+        try:
+            while queue:
+                op = queue.popleft()
+                for event in op.after:
+                    await event.wait()
+                await self._attempt(op, min([op.priority, *(o.priority for o in queue)]), lane_key)
+        finally:
+            self._workers.pop(lane_key, None)
+            if not queue and self._lanes.get(lane_key) is queue:
+                del self._lanes[lane_key]
+            if not self._workers:
+                self._idle.set()
+
+    async def _attempt(self, op: Op, priority: Priority, lane_key: LaneKey) -> None:
+        while not self.closed:
+            try:
+                slot = (
+                    self.slots.taken(priority, lane_key) if self.slots else contextlib.nullcontext()
+                )
+                async with slot:
+                    if not self.gate.open():  # (checked once its turn has come)
+                        log.info("Not written, this replica is not the leader: %s.", op.what)
+                        return
+                    await op.run(self.kube)
+                return
+            except Retry as exc:
+                log.info("Again in %.1f s: %s: %s", self.wait, op.what, exc)
+                await asyncio.sleep(self.wait)
+            except Exception as exc:
+                if isinstance(exc, ApiError):
+                    log.warning("Not done: %s: %s", op.what, exc)
+                else:
+                    log.exception("Unexpected error in %s; the operation is dropped.", op.what)
+                if op.on_error is not None:
+                    op.on_error(exc)
+                return
+
+
+MAX_BOOKS = 4096
+"""Objects whose posted Events are remembered (the least recent are forgotten)."""
+
+
+class EventRecorder:
+    """Posts the Events of the operator (one instance per operator)."""
+
+    def __init__(self, lanes: Lanes, settings: Settings) -> None:
+        self.lanes = lanes
+        self.component = settings.component
+        self.instance = os.environ.get("POD_ID") or socket.gethostname()
+        """The Events' reporting instance: this replica's Pod."""
+        self.per_workflow = settings.max_events_per_workflow
+        self._books: OrderedDict[str, set[tuple[str, str, str | None]]] = OrderedDict()
+
+    def record(self, owner: Owner, type_: str, reason: str, message: str) -> None:
+        """An Event on `owner`: posted, unless an equal one was (see the module docstring)."""
+        message = clip(message)
+        log.info("%s/%s %s: %s", owner.namespace, owner.name, reason, message)
+        key = owner.uid or f"{owner.namespace}/{owner.name}"
+        book = self._books.pop(key, set())
+        self._books[key] = book
+        while len(self._books) > MAX_BOOKS:
+            self._books.popitem(last=False)
+        posted = sum(m is not None for _, _, m in book)
+        if (type_, reason, message) in book or (
+            posted >= self.per_workflow and (type_, reason, None) in book
+        ):
+            return
+        book |= {(type_, reason, message), (type_, reason, None)}
+        self._submit(owner, self._body(owner, key, type_, reason, message))
+
+    def _body(
+        self, owner: Owner, key: str, type_: str, reason: str, message: str
+    ) -> dict[str, Any]:
+        # <object>.<16 hex digits>, as client-go's names; the digits are those of the book's
+        # key (the module docstring), not the time: an equal Event gets the same name
+        equal = "\0".join((key, type_, reason, message)).encode()
+        name = f"{owner.name}.{hashlib.sha256(equal).hexdigest()[:16]}"
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": owner.namespace},
+            "involvedObject": owner.object_reference(),
+            "type": type_,
+            "reason": reason,
+            "message": message,
+            "source": {"component": self.component},
+            "reportingComponent": self.component,
+            "reportingInstance": self.instance,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+
+    def _submit(self, owner: Owner, body: dict[str, Any]) -> None:
+        async def run(kube: KubeApi) -> None:
+            try:
+                await kube.create_event(owner.namespace, body)
+            except ApiError as exc:
+                if exc.status != 409:  # (409: an equal one is there: posted before)
+                    log.warning("Event %s on %s not posted: %s", body["reason"], owner.name, exc)
+
+        op = Op(f"event {body['reason']} on {owner.name}", run, priority=Priority.EVENT)
+        self.lanes.submit((owner.namespace, owner.name), op, lane="events")
 
 
 class Applier:

@@ -21,6 +21,7 @@ from typing import Any
 
 from idlegate.api.labels import LABEL_WORKFLOW
 from idlegate.api.podsecurity import namespace_policy
+from idlegate.api.task_pods import Owner
 from idlegate.operator.core.admission import owner_of
 from idlegate.operator.core.core import Core, Output
 from idlegate.operator.core.events import EVENTS, Admit, Event, ReadAgain, Schedule
@@ -34,12 +35,8 @@ from idlegate.operator.core.intents import (
     SetTimer,
 )
 from idlegate.operator.core.lifecycle import DEADLINE_RETRY, UNFINISHED, deadline_key
-from idlegate.operator.core.pods import Owner
-from idlegate.operator.edge.applier import Applier
-from idlegate.operator.edge.events import EventRecorder
-from idlegate.operator.edge.gate import WriteGate
+from idlegate.operator.edge.applier import Applier, EventRecorder, Lanes, WriteGate
 from idlegate.operator.edge.kube import ApiError, KubeApi
-from idlegate.operator.edge.lanes import Lanes
 from idlegate.operator.edge.timers import Timers
 from idlegate.operator.features.cleanup import Cleanup
 from idlegate.operator.features.history import HistoryRecorder

@@ -19,6 +19,7 @@ from typing import Any
 
 from idlegate.api.labels import LABEL_WORKFLOW
 from idlegate.api.status import Phase
+from idlegate.api.task_pods import Owner, pod_name, task_pod
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.admission import (
     AdmitLaterError,
@@ -28,7 +29,6 @@ from idlegate.operator.core.admission import (
     owner_of,
 )
 from idlegate.operator.core.events import SpecChanged
-from idlegate.operator.core.pods import Owner, pod_name, task_pod
 from idlegate.operator.core.tracking import StageTrack, Task, TaskState, Workflow, WorkflowKey
 from idlegate.operator.edge.bridge import read_workflow
 from idlegate.operator.edge.kube import ApiError, KubeApi

@@ -12,7 +12,7 @@ answer after one, goes to `report` (:class:`~idlegate.operator.edge.watchdog.Api
 and is logged once per request; a back-off in progress ends with the outage (`wake`), a
 Retry-After does not. Closing the client ends the retries.
 
-The write gate (:class:`~idlegate.operator.edge.gate.WriteGate`) refuses every write of a
+The write gate (:class:`~idlegate.operator.edge.applier.WriteGate`) refuses every write of a
 replica that does not lead (:class:`NotLeaderError`); the Lease's own requests are exempt
 and have a thread of their own, so that no burst of reads delays a renewal. Each request
 names its replica in its User-Agent (:func:`user_agent`), which audit logs record.
@@ -29,7 +29,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote
 
 import yaml
@@ -37,7 +37,6 @@ import yaml
 from idlegate import __version__
 from idlegate.api.crd import CRON_PLURAL, GROUP, PLURAL, POOL_PLURAL, VERSION
 from idlegate.errors import IdlegateError
-from idlegate.operator.edge.gate import WriteGate
 
 log = logging.getLogger(__name__)
 RETRYABLE = frozenset({0, 408, 425, 429, 500, 502, 503, 504})
@@ -49,6 +48,12 @@ LEASES = "/apis/coordination.k8s.io/v1"
 Report = Callable[[str, int], None]
 """Told of a request's outcome (see the module docstring): (what, HTTP status, 0 for no
 answer)."""
+
+
+class Gate(Protocol):
+    """Whether this replica may write now (:class:`~idlegate.operator.edge.applier.WriteGate`)."""
+
+    def open(self) -> bool: ...
 
 
 class ApiError(Exception):
@@ -203,7 +208,7 @@ class KubeApi:
         retry_after_max: float = 60.0,
         report: Report | None = None,
         identity: str | None = None,
-        gate: WriteGate | None = None,
+        gate: Gate | None = None,
         wake: Callable[[], threading.Event] | None = None,
     ) -> None:
         import kubernetes.client
@@ -231,8 +236,8 @@ class KubeApi:
         self.timeout = timeout
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="idlegate-api")
         self._lease_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="idlegate-lease")
-        self.gate = gate if gate is not None else WriteGate()
-        """Whether writes may be sent now (the leader's; open without an election)."""
+        self.gate = gate
+        """Whether writes may be sent now (the leader's; None: no election, always)."""
 
     def close(self) -> None:
         self._stop.set()
@@ -289,7 +294,7 @@ class KubeApi:
         """The answer's body; with `gone_ok`, None if there is no such object (404)."""
         self._loop = asyncio.get_running_loop()
         lease = path.startswith(LEASES)
-        if method != "GET" and not lease and not self.gate.open():
+        if method != "GET" and not lease and self.gate is not None and not self.gate.open():
             raise NotLeaderError(f"{method} {path}")
         request = partial(self._request_sync, method, path, **kwargs)
         pool = self._lease_pool if lease else self._pool

@@ -44,7 +44,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from idlegate.operator.edge.gate import WriteGate
+from idlegate.operator.edge.applier import WriteGate
 from idlegate.operator.edge.kube import ApiError, KubeApi
 from idlegate.operator.settings import Settings
 

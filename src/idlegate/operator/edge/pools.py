@@ -33,11 +33,11 @@ from idlegate.api.pool_spec import (
     route,
 )
 from idlegate.api.status import FINISHED, Conditions, Phase, WorkflowStatus, dump
+from idlegate.api.task_pods import Owner, read_task_pod
 from idlegate.errors import GangTooWideError, IdlegateError
 from idlegate.operator.core.admission import AdmitLaterError, generation_of, owner_of
 from idlegate.operator.core.events import Admit, Forget, Leave, PodSeen, Schedule
 from idlegate.operator.core.intents import Outbox, Outcome
-from idlegate.operator.core.pods import Owner, read_task_pod
 from idlegate.operator.core.tracking import Workflow, WorkflowKey
 from idlegate.operator.decisions import load_scheduler
 from idlegate.operator.edge.bridge import Bridge

@@ -26,9 +26,9 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 
 from idlegate.api.crd import GROUP, PLURAL
+from idlegate.api.task_pods import Owner
 from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.intents import PostEvent
-from idlegate.operator.core.pods import Owner
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.kube import ApiError
 from idlegate.operator.edge.pools import Pools

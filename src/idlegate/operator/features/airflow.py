@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import kopf
 from prometheus_client import Counter
 
+from idlegate.api.task_pods import Owner
 from idlegate.integrations.airflow import AirflowClient, AirflowError, read_auth
 from idlegate.integrations.airflow_live import LiveDags, LiveRefusal, LiveRun, place
 from idlegate.integrations.airflow_pods import (
@@ -45,7 +46,6 @@ from idlegate.integrations.airflow_pods import (
 from idlegate.operator.core.events import Ended, Join, Observed, Schedule
 from idlegate.operator.core.external import unscheduled
 from idlegate.operator.core.intents import Outbox
-from idlegate.operator.core.pods import Owner
 
 if TYPE_CHECKING:
     from idlegate.operator.features.argo import Host, Pool

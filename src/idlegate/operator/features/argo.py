@@ -32,11 +32,11 @@ import kopf
 from prometheus_client import Gauge
 
 from idlegate.api.argo_pods import WORKFLOW_LABEL, ArgoPod, gates_with_ours
+from idlegate.api.task_pods import Owner
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.events import Ended, Join, Observed, Schedule
 from idlegate.operator.core.external import ExternalJob, unscheduled
 from idlegate.operator.core.intents import Outbox, PostEvent
-from idlegate.operator.core.pods import Owner
 from idlegate.operator.settings import Settings
 from idlegate.sim.argo import (
     DEFAULT_PRIOR,

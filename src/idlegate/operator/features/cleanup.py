@@ -27,11 +27,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from idlegate.api.status import FINISHED, Phase
+from idlegate.api.task_pods import Owner, TaskPod, pod_name, read_task_pod
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.admission import owner_of
 from idlegate.operator.core.events import Admitted, Fact, FoundFinished, StatusLanded, TaskEnded
 from idlegate.operator.core.intents import CancelTimer, DeleteWorkflow, Outbox, SetTimer
-from idlegate.operator.core.pods import Owner, TaskPod, pod_name, read_task_pod
 from idlegate.operator.core.tracking import StageTrack, Task, Workflow
 from idlegate.operator.settings import Settings
 from idlegate.sim.spec import PodGCStrategy, WorkflowSpec, parse_workflow

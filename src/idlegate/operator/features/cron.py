@@ -48,6 +48,7 @@ from idlegate.api.cron_spec import (
 )
 from idlegate.api.podsecurity import DEFAULT_LEVEL, Level, namespace_policy
 from idlegate.api.status import FINISHED_OR_INVALID, Conditions, Phase
+from idlegate.api.task_pods import Owner
 from idlegate.api.template import check_templates
 from idlegate.errors import SpecError
 from idlegate.operator.core.admission import owner_of
@@ -58,7 +59,6 @@ from idlegate.operator.core.intents import (
     PatchStatus,
     PostEvent,
 )
-from idlegate.operator.core.pods import Owner
 from idlegate.operator.settings import Clock
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import JobArrival

@@ -9,7 +9,7 @@ export`` reads from live objects (:mod:`.export`) are the same:
 * ``arrival``: ``completionTime - jctSeconds``, the arrival the operator measured the JCT
   from (the creation, on its clock), else ``metadata.creationTimestamp``;
 * ``measuredDurationSeconds``: a uniform sample of at most ``--history-samples`` run times
-  per stage (from the pods' container states: :func:`idlegate.operator.core.pods.ran`);
+  per stage (from the pods' container states: :func:`idlegate.api.task_pods.ran`);
 * ``policy``: the status's ``scheduler``, the canonical text of the spec its pool ran
   (`Core.spec`: ``default``, ``--scheduler``'s, the ExecutorPool's policy), which
   ``idlegate advise`` rebuilds; without one (a scheduler object, an older status) the
@@ -45,11 +45,11 @@ from typing import TYPE_CHECKING, Any
 
 from idlegate.api.pool_spec import DEFAULT_POOL
 from idlegate.api.status import FINISHED
+from idlegate.api.task_pods import Owner
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.admission import owner_of
 from idlegate.operator.core.events import Fact, Finished, FoundFinished, Recorded
 from idlegate.operator.core.intents import PatchStatus, PostEvent
-from idlegate.operator.core.pods import Owner
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import JobArrival
 from idlegate.sim.history import HistoryWorkflow, history_record, tail_history

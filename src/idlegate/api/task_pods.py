@@ -4,6 +4,9 @@ A task pod is one attempt of one task of one stage, named by (workflow, stage, t
 attempt) only, so a restarted operator finds the pods it created. What it needs to rebuild
 its state is on the pod: labels (workflow, stage, task), annotations (attempt, executor
 slot), the gate, the phase and the ownerReference.
+
+A DagWorkflow's pods, as :mod:`idlegate.api.argo_pods` reads Argo's: pure, no API calls;
+the operator builds, releases and reads its pods with these.
 """
 
 from __future__ import annotations
