@@ -177,7 +177,11 @@ def test_bad_input_is_one_line_and_exit_1(args, needle):
         (("train", "-w", "tpch-like", "-k", "0"), "-k/--executors: Input", "num_executors"),
         (("simulate", "-w", "tpch-like", "--load", "-1"), "--load: Input should be greater", ""),
         (("simulate", "-w", "tpch-like", "-o", "num_jobs=0"), "num_jobs (0) counts", "--jobs"),
-        (("simulate", "-w", "file"), "--file: Field required", "path"),
+        (
+            ("simulate", "-w", "file"),
+            "--file: Field required (the workload needs it: give --file)",
+            "path",
+        ),
     ],
     ids=[
         "simulate-jobs",
@@ -360,3 +364,14 @@ def test_simulating_a_document_that_is_no_workflow_says_which_kinds_a_file_takes
     (line,) = r.stderr.strip().splitlines()
     assert line.startswith("Error: ")
     assert all(kind in line for kind in ("DagWorkflow", *WORKFLOW_KINDS))
+
+
+def test_a_workflow_file_that_is_no_yaml_says_which_format_it_wants(tmp_path: Path):
+    notes = tmp_path / "README.md"
+    notes.write_text("# notes\n\nkey: value: more\n")
+    r = invoke("simulate", "-w", "file", "--file", str(notes))
+    assert r.exit_code == 1, r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), r.stderr
+    assert "is not valid YAML" in r.stderr and "not valid md" not in r.stderr, r.stderr
+    assert "a workflow or history file in YAML" in r.stderr, r.stderr

@@ -100,7 +100,7 @@ def test_workflow_files(tmp_path):
     specs = load_workflow_file(tmp_path / "two.yaml")
     assert [s.stage_names() for s in specs] == [["a"], ["b"]]
     (tmp_path / "bad.json").write_text("{not json")
-    with pytest.raises(SpecError, match="is not valid json"):
+    with pytest.raises(SpecError, match="is not valid JSON"):
         load_workflow_file(tmp_path / "bad.json")
     with pytest.raises(SpecError, match="cannot read workflow file"):
         load_workflow_file(tmp_path / "missing.yaml")

@@ -130,8 +130,8 @@ class WorkloadOptions(Config):
         """An IdlegateError raised inside names each option given by a flag of its own as
         that flag (``--jobs-count``, ``-k/--executors``), not as the workload's option name
         (``num_jobs``, ``num_executors``): the sentence says what the user typed. One the
-        workload needs but was not given is named by its flag too (``--file: Field
-        required``, not ``path``)."""
+        workload needs but was not given is named by its flag too, with what to do
+        (``--file: Field required (the workload needs it: give --file)``, not ``path``)."""
         try:
             yield
         except IdlegateError as exc:
@@ -140,7 +140,10 @@ class WorkloadOptions(Config):
             names = {f: flag_text(f, fields[f]) for f in given}
             missing = set(fields) - set(given) - set(self.extra) - {"extra"}
             for f in sorted(missing):
-                names[f"{f}: Field required"] = f"{flag_text(f, fields[f])}: Field required"
+                flag = flag_text(f, fields[f])
+                names[f"{f}: Field required"] = (
+                    f"{flag}: Field required (the workload needs it: give {flag.split('/')[-1]})"
+                )
             raise renamed(exc, names) from None
 
 

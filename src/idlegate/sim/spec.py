@@ -384,7 +384,11 @@ def read_workflow_items(path: str | Path) -> list[WorkflowItem]:
         else:
             docs = [d for d in yaml.load_all(text, Loader=_YAML_LOADER) if d is not None]
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise SpecError(f"{p} is not valid {p.suffix.lstrip('.') or 'YAML'}: {exc}") from None
+        kind = "JSON" if p.suffix in (".json", ".jsonl") else "YAML"
+        raise SpecError(
+            f"{p} is not valid {kind} ({exc}); give a workflow or history file in YAML, or in "
+            "JSON named .json (docs/workloads.md)"
+        ) from None
     items: list[Any] = []
     for doc in docs:
         items.extend(doc if isinstance(doc, list) else [doc])
