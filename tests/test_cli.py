@@ -375,3 +375,10 @@ def test_a_workflow_file_that_is_no_yaml_says_which_format_it_wants(tmp_path: Pa
     assert len(lines) == 1 and lines[0].startswith("Error: "), r.stderr
     assert "is not valid YAML" in r.stderr and "not valid md" not in r.stderr, r.stderr
     assert "a workflow or history file in YAML" in r.stderr, r.stderr
+
+
+def test_train_blames_the_flags_given_not_the_preset():
+    r = invoke("train", "-w", "file")
+    assert r.exit_code == 1, r.output
+    assert "preset 'quick' with the flags given is invalid" in r.stderr, r.stderr
+    assert "--file: Field required (the workload needs it: give --file)" in r.stderr, r.stderr

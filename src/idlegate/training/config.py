@@ -376,6 +376,8 @@ def load_config(
     merged = merge(PRESETS[base_name], data)
     merged = merge(merged, {k: v for k, v in overrides.items() if v is not None})
     source = f"config file {str(path)!r}" if path is not None else f"preset {base_name!r}"
+    if any(v is not None for v in overrides.values()):
+        source += " with the flags given"  # the flag is what is wrong, not the preset
     return TrainConfig.of(merged, source)
 
 
