@@ -111,8 +111,12 @@ class AirflowPods:
         """The most pods of each kind running at once."""
         self.max_total = 0
         """The most pods of all kinds holding an executor at once."""
-        self.ran: set[str] = set()
-        """The kinds of which a pod has run."""
+        self.live: dict[str, set[str]] = {kind: set() for kind in (*KINDS_OF_PODS, "other")}
+        """Pods not ended (gated, pending or running), by kind."""
+        self.wanted: set[str] = set()
+        self.together = threading.Event()
+        """Set once each kind of `wanted` has a pod not ended at the same moment (work in
+        flight of each kind)."""
         self._lock = threading.Lock()
         self._unsubscribe = api.call(lambda: api.emulator.subscribe(self._on_event))
 
@@ -135,8 +139,13 @@ class AirflowPods:
                 self.argo_created[labels[WORKFLOW_LABEL], (notes or {}).get(NODE_ID, name)] += 1
             held = self.running[kind]
             (held.add if runs else held.discard)(name)
-            if runs:
-                self.ran.add(kind)
+            ended = etype == "DELETED" or (pod.get("status") or {}).get("phase") in (
+                "Succeeded",
+                "Failed",
+            )
+            (self.live[kind].discard if ended else self.live[kind].add)(name)
+            if self.wanted and all(self.live[k] for k in self.wanted):
+                self.together.set()
             self.max_running[kind] = max(self.max_running[kind], len(held))
             total = sum(len(names) for names in self.running.values())
             self.max_total = max(self.max_total, total)
@@ -150,15 +159,15 @@ class AirflowPods:
         with self._lock:
             return [key for key, n in self.created.items() if n > 1]
 
+    def airflow_running(self) -> bool:
+        with self._lock:
+            return bool(self.running["Airflow"])
+
     @property
     def argo_twice(self) -> list[tuple[str, str]]:
         """Argo nodes with more than one pod."""
         with self._lock:
             return [key for key, n in self.argo_created.items() if n > 1]
-
-    def airflow_running(self) -> bool:
-        with self._lock:
-            return bool(self.running["Airflow"])
 
 
 @dataclass
@@ -334,11 +343,11 @@ class AirflowE2E:
         self.operator = operator
 
     def _kill_and_restart(self, unended: dict[str, Any]) -> dict[str, int]:
-        """kill -9 the operator once a pod of each kind beside Airflow's has run, then start
-        another; of each kind, the runs or workflows `unended` counted at the kill."""
-        kinds = ["Airflow", *(["Argo"] if self.argo_count else [])]
-        kinds += ["DagWorkflow"] if self.workflow_count else []
-        wait(lambda: set(kinds) <= self.pods.ran, 300, f"a pod of each of {kinds} to run")
+        """kill -9 the operator once each kind has a pod not ended at the same moment
+        (work in flight of each kind), then start another; of each kind, the runs or
+        workflows `unended` counted at the kill."""
+        kinds = sorted(self.pods.wanted)
+        wait(self.pods.together.is_set, 300, f"a pod of each of {kinds} in flight at once")
         self.operator.kill(signal.SIGKILL)
         at_kill = {kind: count() for kind, count in unended.items()}
         self._start_operator(again=True)
@@ -357,6 +366,8 @@ class AirflowE2E:
         if self.operator_args is not None:
             # beside the DAG runs once their first pod runs, so that all kinds share the pool
             wait(self.pods.airflow_running, 300, "an Airflow pod to run")
+            counts = {"Airflow": 1, "Argo": self.argo_count, "DagWorkflow": self.workflow_count}
+            self.pods.wanted = {kind for kind, n in counts.items() if n}
             for i in range(self.workflow_count):
                 name = f"beside-{i}"
                 body = workflow(name, stage("a", 2, 3), stage("b", 2, 3, ("a",)))
