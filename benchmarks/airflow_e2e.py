@@ -20,8 +20,8 @@ workflows, stops every process, and prints:
 * deaths of the executor's pod watcher in the scheduler's log;
 * with --operator: the operator's pool, which Airflow's pods share with the DagWorkflows'
   and Argo's (Airflow creates them gated, its worker pod template, and the operator
-  releases them; --ungated leaves them out of it), the operator killed -9 once a pod of
-  each kind has run and started again (--no-kill: not), and what of each kind had not
+  releases them; --ungated leaves them out of it), the operator killed -9 once each kind
+  has a pod not ended and started again (--no-kill: not), and what of each kind had not
   ended at the kill; the DagWorkflows' and Argo Workflows' phases, Argo's pods created
   and Argo nodes with a pod created twice;
 * the processes left after the stop (an orphan check over /proc).

@@ -48,8 +48,8 @@ def test_idlegate_gates_airflows_argos_and_dagworkflows_pods_in_one_pool_through
 ) -> None:
     # Airflow's worker pods created gated (its worker pod template), Argo's by the stand-in
     # for its controller (as the webhook gates them), released by the operator in one pool
-    # of 3 with the DagWorkflows' pods; the operator killed -9 once a pod of each kind has
-    # run, and started again
+    # of 3 with the DagWorkflows' pods; the operator killed -9 once each kind has a pod
+    # not ended, and started again
     need(WORKFLOW_CRD)
     with AirflowE2E(
         tmp_path,
