@@ -4,20 +4,26 @@ Brings up the test API server of tests/k8s, PostgreSQL, Airflow's API server, sc
 (KubernetesExecutor) and DAG processor, the kubelet stand-in that runs Airflow's pods as
 processes of this machine (tests/k8s/airflow_stack.py) and, with --operator, the idlegate
 operator on the same namespace (extra flags after --operator, e.g. ``--operator
---scheduler=default``) with --workflows DagWorkflows beside the DAG runs. Triggers --runs
-runs of each DAG of --dags at once, waits for all of them, stops every process, and prints:
+--scheduler=default``) with --workflows DagWorkflows and --argo Argo Workflows (run by the
+stand-in for Argo's controller of tests/k8s/argo_controller.py, its CRD from
+../shared/data/argo) beside the DAG runs, created once the first Airflow pod runs.
+Triggers --runs runs of each DAG of --dags at once, waits for all of them and the
+workflows, stops every process, and prints:
 
 * runs succeeded;
 * task instances failed, and how many for a pending timeout (Airflow's
   ``task_queued_timeout``: requeued, then failed; its ``[scheduler]`` setting can be given
   with --setting);
 * pods created, and task tries with a pod created twice;
-* the most Airflow pods running at once (and all pods of the namespace);
+* the most Airflow pods running at once (and all pods of the namespace, and the most of
+  each kind);
 * deaths of the executor's pod watcher in the scheduler's log;
 * with --operator: the operator's pool, which Airflow's pods share with the DagWorkflows'
-  (Airflow creates them gated, its worker pod template, and the operator releases them;
-  --ungated leaves them out of it), and the operator killed -9 once the first Airflow pod
-  runs and started again (--no-kill: not);
+  and Argo's (Airflow creates them gated, its worker pod template, and the operator
+  releases them; --ungated leaves them out of it), the operator killed -9 once each kind
+  has a pod not ended and started again (--no-kill: not), and what of each kind had not
+  ended at the kill; the DagWorkflows' and Argo Workflows' phases, Argo's pods created
+  and Argo nodes with a pod created twice;
 * the processes left after the stop (an orphan check over /proc).
 
     IDLEGATE_AIRFLOW_PYTHON=/path/to/airflow-venv/bin/python \\
@@ -25,7 +31,8 @@ runs of each DAG of --dags at once, waits for all of them, stops every process, 
 
 (run from the repository root: it imports the harness from tests/). Without
 IDLEGATE_AIRFLOW_PYTHON it installs Airflow into .venv-airflow first (tests/data/airflow/
-requirements-e2e.txt). Exits 1 if a run did not succeed or a process outlived it.
+requirements-e2e.txt). Exits 1 if a run or workflow did not succeed, the pool bound did
+not hold, or a process outlived it; 2 if Argo's CRD is absent (--argo 0 runs without it).
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # (the harness is in tests/)
 
 from tests.airflow_e2e import AirflowE2E
+from tests.argo_data import WORKFLOW_CRD
 from tests.k8s.airflow_stack import E2E_DAGS
 
 
@@ -54,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--pool", type=int, default=4, help="the operator's pool size")
     parser.add_argument("--workflows", type=int, default=2, help="DagWorkflows, with --operator")
+    parser.add_argument("--argo", type=int, default=3, help="Argo Workflows, with --operator")
     parser.add_argument(
         "--setting",
         action="append",
@@ -70,6 +79,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, help="keep the logs in this directory")
     args = parser.parse_args(argv)
     settings = dict(s.split("=", 1) for s in args.setting)
+    argo = args.argo if args.operator is not None else 0
+    if argo and not WORKFLOW_CRD.exists():
+        print(
+            f"Argo's Workflow CRD is not at {WORKFLOW_CRD.resolve()} (../shared/data is "
+            "absent): provide it, or run with --argo 0",
+            file=sys.stderr,
+        )
+        return 2
     directory = args.keep or Path(tempfile.mkdtemp(prefix="airflow-e2e-"))
     directory.mkdir(parents=True, exist_ok=True)
     scenario = AirflowE2E(
@@ -78,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         operator_args=args.operator,
         pool=args.pool,
         workflows=args.workflows,
+        argo=argo,
         gate_airflow=args.operator is not None and not args.ungated,
         kill_operator=args.operator is not None and not args.no_kill,
     )
@@ -89,7 +107,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.keep is None:
             shutil.rmtree(directory, ignore_errors=True)
     print("\n".join(outcome.lines()))
-    ok = outcome.runs_succeeded == outcome.runs and not outcome.leftovers
+    beside = [*outcome.workflows.values(), *outcome.argo_workflows.values()]
+    bound = not outcome.gated or outcome.max_running_all <= args.pool
+    ok = outcome.runs_succeeded == outcome.runs and bound and not outcome.leftovers
+    ok = ok and all(p == "Succeeded" for p in beside)
     return 0 if ok else 1
 
 

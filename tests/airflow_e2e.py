@@ -10,10 +10,12 @@ everything down, the orphans counted.
 PostgreSQL, Airflow (tests/k8s/airflow_stack.py) and a :class:`CommandKubelet` for
 Airflow's pods. With `operator_args` (a list, possibly empty) it also starts
 ``idlegate operator`` on that namespace with those extra flags, a simulated kubelet for
-every other pod, and `workflows` DagWorkflows beside the DAG runs: the operator gates its
-own pods and Airflow's run ungated beside them in one pool. The operator's live gating of
-Airflow's pods will be built on its job-kind protocol; this is where it plugs in (its
-flags through `operator_args`, the pool it shares measured by :class:`AirflowPods`).
+every other pod, and, once the first Airflow pod runs, `workflows` DagWorkflows and
+`argo` Argo Workflows beside the DAG runs (Argo's Workflow CRD from ../shared/data/argo,
+run by the stand-in for Argo's controller of tests/k8s/argo_controller.py, which creates
+their pods gated; the operator gets ``--argo``). The operator gates its own pods and
+Argo's; Airflow's are gated too with `gate_airflow`, else they run beside the pool.
+:class:`AirflowPods` measures the pool all kinds share.
 """
 
 from __future__ import annotations
@@ -29,15 +31,27 @@ from pathlib import Path
 from typing import Any, Self
 
 import kmock
+import yaml
 
+from idlegate.api.argo_pods import NODE_ID, WORKFLOW_LABEL
 from idlegate.api.crd import KINDS, render_crd
-from idlegate.api.labels import GATE
+from idlegate.api.labels import GATE, LABEL_WORKFLOW
 from idlegate.api.status import FINISHED
 from idlegate.integrations.airflow_pods import AirflowPod, TaskTry
 from idlegate.integrations.airflow_pods import is_worker_pod as is_airflow_pod
+from tests.argo_data import WORKFLOW_CRD
+from tests.argo_workflows import diamond, loop, phase, steps
 from tests.e2e import DWF, OperatorProcess, stage, status_of, wait, workflow
-from tests.k8s.airflow_stack import PASSWORD, USER, AirflowStack, Postgres, leftovers
+from tests.k8s.airflow_stack import (
+    PASSWORD,
+    USER,
+    AirflowStack,
+    HarnessError,
+    Postgres,
+    leftovers,
+)
 from tests.k8s.apiserver import PODS
+from tests.k8s.argo_controller import DONE, WORKFLOWS, ArgoController
 from tests.k8s.harness import ApiServer
 from tests.k8s.kubelet import CommandKubelet, SimKubelet
 
@@ -60,20 +74,49 @@ GATED_WORKER = {
 """Airflow's worker pod template (``[kubernetes_executor] pod_template_file``) that creates
 every worker pod gated: the test API server calls no admission webhook (docs/airflow.md:
 the webhook, or this template)."""
+KINDS_OF_PODS = ("Airflow", "Argo", "DagWorkflow")
+ARGO_SECONDS = 5.0
+"""The run time of each Argo pod (the simulated kubelet's, and the operator's estimate)."""
+
+
+def kind_of(pod: dict[str, Any]) -> str:
+    """Which kind of job a pod of the namespace belongs to (``other``: none of the three)."""
+    labels = pod["metadata"].get("labels") or {}
+    if is_airflow_pod(pod):
+        return "Airflow"
+    if WORKFLOW_LABEL in labels:
+        return "Argo"
+    return "DagWorkflow" if LABEL_WORKFLOW in labels else "other"
+
+
+def argo_workflow(i: int) -> dict[str, Any]:
+    """The `i`-th Argo Workflow beside the DAG runs: a diamond, a loop over three items
+    and a steps workflow, in turn."""
+    shape = (diamond, lambda name, seconds: loop(name, 3, seconds), steps)[i % 3]
+    return shape(f"argo-{i}", ARGO_SECONDS)
 
 
 class AirflowPods:
-    """Every write of Airflow's pods in the namespace, as it happens: creations per task try
-    (a duplicate is a try with two pods) and the most running at once."""
+    """Every write of the namespace's pods, as it happens: creations of Airflow's pods per
+    task try and of Argo's per node (a duplicate is a try or node with two pods), and the
+    most running at once, of each kind and of all kinds together."""
 
     def __init__(self, api: ApiServer, namespace: str) -> None:
         self.api, self.namespace = api, namespace
         self.created: Counter[TaskTry | str] = Counter()
-        self.running: set[str] = set()
-        self.max_running = 0
+        self.argo_created: Counter[tuple[str, str]] = Counter()
+        """Argo's pods created per (workflow, node id)."""
+        self.running: dict[str, set[str]] = {kind: set() for kind in (*KINDS_OF_PODS, "other")}
+        self.max_running: Counter[str] = Counter()
+        """The most pods of each kind running at once."""
         self.max_total = 0
-        """The most pods of either kind holding an executor at once."""
-        self._others: set[str] = set()
+        """The most pods of all kinds holding an executor at once."""
+        self.live: dict[str, set[str]] = {kind: set() for kind in (*KINDS_OF_PODS, "other")}
+        """Pods not ended (gated, pending or running), by kind."""
+        self.wanted: set[str] = set()
+        self.together = threading.Event()
+        """Set once each kind of `wanted` has a pod not ended at the same moment (work in
+        flight of each kind)."""
         self._lock = threading.Lock()
         self._unsubscribe = api.call(lambda: api.emulator.subscribe(self._on_event))
 
@@ -86,15 +129,26 @@ class AirflowPods:
             and (pod.get("status") or {}).get("phase") == "Running"
             and not pod["spec"].get("schedulingGates")
         )
-        mine = is_airflow_pod(pod)
+        kind = kind_of(pod)
         with self._lock:
-            if mine and etype == "ADDED":
+            if kind == "Airflow" and etype == "ADDED":
                 read = AirflowPod.of(pod)
                 self.created[read.task_try if read and not read.problem else name] += 1
-            held = self.running if mine else self._others
+            if kind == "Argo" and etype == "ADDED":
+                labels, notes = pod["metadata"]["labels"], pod["metadata"].get("annotations")
+                self.argo_created[labels[WORKFLOW_LABEL], (notes or {}).get(NODE_ID, name)] += 1
+            held = self.running[kind]
             (held.add if runs else held.discard)(name)
-            self.max_running = max(self.max_running, len(self.running))
-            self.max_total = max(self.max_total, len(self.running) + len(self._others))
+            ended = etype == "DELETED" or (pod.get("status") or {}).get("phase") in (
+                "Succeeded",
+                "Failed",
+            )
+            (self.live[kind].discard if ended else self.live[kind].add)(name)
+            if self.wanted and all(self.live[k] for k in self.wanted):
+                self.together.set()
+            self.max_running[kind] = max(self.max_running[kind], len(held))
+            total = sum(len(names) for names in self.running.values())
+            self.max_total = max(self.max_total, total)
 
     def close(self) -> None:
         self.api.call(self._unsubscribe)
@@ -104,6 +158,16 @@ class AirflowPods:
         """Task tries with more than one pod."""
         with self._lock:
             return [key for key, n in self.created.items() if n > 1]
+
+    def airflow_running(self) -> bool:
+        with self._lock:
+            return bool(self.running["Airflow"])
+
+    @property
+    def argo_twice(self) -> list[tuple[str, str]]:
+        """Argo nodes with more than one pod."""
+        with self._lock:
+            return [key for key, n in self.argo_created.items() if n > 1]
 
 
 @dataclass
@@ -122,9 +186,17 @@ class Outcome:
     pods_twice: list[TaskTry | str] = field(default_factory=list)
     max_running: int = 0
     max_running_all: int = 0
+    """The most pods of all kinds (Airflow's, Argo's, DagWorkflows') running at once."""
+    max_running_by_kind: dict[str, int] = field(default_factory=dict)
     watcher_deaths: int = 0
     workflows: dict[str, str] = field(default_factory=dict)
     """DagWorkflow -> its phase, when the operator ran beside Airflow."""
+    argo_workflows: dict[str, str] = field(default_factory=dict)
+    """Argo Workflow -> its phase."""
+    argo_pods_created: int = 0
+    argo_pods_twice: list[tuple[str, str]] = field(default_factory=list)
+    in_flight_at_kill: dict[str, int] = field(default_factory=dict)
+    """Of each kind, the runs or workflows not yet ended when the operator was killed."""
     seconds: float = 0.0
     leftovers: list[str] = field(default_factory=list)
     pool: int | None = None
@@ -139,6 +211,15 @@ class Outcome:
             inside = "in" if self.gated else "not in"
             pool = f"; the operator's pool: {self.pool}, Airflow's pods {inside} it"
         killed = f"operator killed -9 mid-run and started again: {self.operator_kills}"
+        by_kind = ", ".join(f"{k} {n}" for k, n in self.max_running_by_kind.items())
+        at_kill = ", ".join(f"{k} {n}" for k, n in self.in_flight_at_kill.items())
+        phases = Counter(self.argo_workflows.values())
+        argo = [
+            f"Argo Workflows beside: {len(self.argo_workflows)}, "
+            + ", ".join(f"{n} {p}" for p, n in sorted(phases.items())),
+            f"Argo pods created: {self.argo_pods_created}; Argo nodes with a pod created"
+            f" twice: {len(self.argo_pods_twice)}",
+        ]
         return [
             f"runs succeeded: {self.runs_succeeded}/{self.runs} in {self.seconds:.0f} s",
             f"task instances failed: {len(self.failed)} of {self.task_instances}"
@@ -149,9 +230,12 @@ class Outcome:
             f"{len(self.pods_twice)}",
             f"max Airflow pods running at once: {self.max_running}"
             f" (all pods of the namespace: {self.max_running_all}{pool})",
+            *([f"  the most of each kind: {by_kind}"] if by_kind else []),
             *([killed] if self.operator_kills else []),
+            *([f"  not ended at the kill: {at_kill}"] if at_kill else []),
             f"pod watcher deaths in the scheduler's log: {self.watcher_deaths}",
             *([f"DagWorkflows beside: {self.workflows}"] if self.workflows else []),
+            *(argo if self.argo_workflows else []),
             f"processes left after the stop: {len(self.leftovers)}",
             *(f"  {line}" for line in self.leftovers),
         ]
@@ -170,12 +254,14 @@ class AirflowE2E:
         operator_args: list[str] | None = None,
         pool: int = 4,
         workflows: int = 2,
+        argo: int = 0,
         gate_airflow: bool = False,
         kill_operator: bool = False,
     ) -> None:
         self.directory = Path(directory)
         self.python, self.settings = python, dict(settings or {})
         self.operator_args, self.pool, self.workflow_count = operator_args, pool, workflows
+        self.argo_count = argo if operator_args is not None else 0
         self.gate_airflow, self.kill_operator = gate_airflow, kill_operator
         """With the operator: Airflow's pods are created gated (its worker pod template)
         and the operator schedules them (its --airflow-* flags); it is killed -9 once the
@@ -190,6 +276,8 @@ class AirflowE2E:
             for kind in KINDS:
                 self.api.create("customresourcedefinitions", render_crd(kind))
             self.api.create("namespaces", {"metadata": {"name": NAMESPACE}})
+            if self.argo_count:
+                self._install_argo()
             self.pods = AirflowPods(self.api, NAMESPACE)
             self._stack.callback(self.pods.close)
             db = enter(Postgres())
@@ -221,12 +309,22 @@ class AirflowE2E:
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
 
+    def _install_argo(self) -> None:
+        """Argo's Workflow CRD, and the stand-in for its controller on the namespace."""
+        if not WORKFLOW_CRD.exists():
+            raise HarnessError(
+                f"Argo's Workflow CRD is not at {WORKFLOW_CRD.resolve()} (../shared/data is "
+                "absent): provide it, or run without Argo Workflows (argo=0, --argo 0)"
+            )
+        self.api.create("customresourcedefinitions", yaml.safe_load(WORKFLOW_CRD.read_text()))
+        self._stack.enter_context(ArgoController(self.api, NAMESPACE))
+
     def _start_operator(self, again: bool = False) -> None:
         if not again:
             others = lambda pod: not is_airflow_pod(pod)  # noqa: E731
             self._stack.enter_context(SimKubelet(self.api, NAMESPACE, selects=others))
         log = self.directory / ("operator-again.log" if again else "operator.log")
-        flags = list(self.operator_args or [])
+        flags = list(self.operator_args or []) + (["--argo"] if self.argo_count else [])
         if self.gate_airflow:
             secret = self.directory / "airflow-password"
             secret.write_text(PASSWORD)
@@ -244,11 +342,16 @@ class AirflowE2E:
         wait(lambda: (operator.readiness() or {}).get("ready"), 60, "the operator to be ready")
         self.operator = operator
 
-    def _kill_and_restart(self) -> None:
-        """kill -9 the operator once an Airflow pod runs, then start another."""
-        wait(lambda: self.pods.running, 300, "an Airflow pod to run")
+    def _kill_and_restart(self, unended: dict[str, Any]) -> dict[str, int]:
+        """kill -9 the operator once each kind has a pod not ended at the same moment
+        (work in flight of each kind), then start another; of each kind, the runs or
+        workflows `unended` counted at the kill."""
+        kinds = sorted(self.pods.wanted)
+        wait(self.pods.together.is_set, 300, f"a pod of each of {kinds} in flight at once")
         self.operator.kill(signal.SIGKILL)
+        at_kill = {kind: count() for kind, count in unended.items()}
         self._start_operator(again=True)
+        return at_kill
 
     def leftovers(self) -> list[str]:
         """The processes of this scenario still alive (call after the exit)."""
@@ -258,27 +361,48 @@ class AirflowE2E:
         """Trigger ``runs[dag_id]`` runs of each DAG (and the DagWorkflows, with the
         operator), wait until all have ended, and measure them."""
         start = time.monotonic()
-        names = []
+        triggered = [(dag, self.airflow.trigger(dag)) for dag, n in runs.items() for _ in range(n)]
+        names, argo_names = [], []
         if self.operator_args is not None:
+            # beside the DAG runs once their first pod runs, so that all kinds share the pool
+            wait(self.pods.airflow_running, 300, "an Airflow pod to run")
+            counts = {"Airflow": 1, "Argo": self.argo_count, "DagWorkflow": self.workflow_count}
+            self.pods.wanted = {kind for kind, n in counts.items() if n}
             for i in range(self.workflow_count):
                 name = f"beside-{i}"
                 body = workflow(name, stage("a", 2, 3), stage("b", 2, 3, ("a",)))
                 self.api.create(DWF, body, NAMESPACE)
                 names.append(name)
-        triggered = [(dag, self.airflow.trigger(dag)) for dag, n in runs.items() for _ in range(n)]
-        if self.kill_operator and self.operator_args is not None:
-            self._kill_and_restart()
+            for i in range(self.argo_count):
+                body = argo_workflow(i)
+                self.api.create(WORKFLOWS, body, NAMESPACE)
+                argo_names.append(body["metadata"]["name"])
         states: dict[tuple[str, str], str] = {}
 
-        def ended() -> bool:
+        def poll_runs() -> int:
+            """Read every run's state; how many of the triggered ones have not ended."""
             for dag in runs:
                 for found in self.airflow.runs(dag):
                     states[dag, found["dag_run_id"]] = found["state"]
-            done = all(states.get(key) in ("success", "failed") for key in triggered)
-            phases = [status_of(self.api, NAMESPACE, n).get("phase") for n in names]
-            return done and all(phase in FINISHED for phase in phases)
+            return sum(states.get(key) not in ("success", "failed") for key in triggered)
 
-        wait(ended, 300 + 60 * len(triggered), "the end of every DAG run")
+        def unended_workflows() -> int:
+            return sum(
+                status_of(self.api, NAMESPACE, n).get("phase") not in FINISHED for n in names
+            )
+
+        def unended_argo() -> int:
+            return sum(phase(self.api, NAMESPACE, n) not in DONE for n in argo_names)
+
+        at_kill: dict[str, int] = {}
+        if self.kill_operator and self.operator_args is not None:
+            unended = {"Airflow": poll_runs, "Argo": unended_argo, "DagWorkflow": unended_workflows}
+            at_kill = self._kill_and_restart(unended)
+
+        def ended() -> bool:
+            return poll_runs() == 0 and unended_workflows() == 0 and unended_argo() == 0
+
+        wait(ended, 300 + 60 * len(triggered), "the end of every DAG run and workflow")
         outcome = Outcome(runs=len(triggered), seconds=time.monotonic() - start)
         outcome.pool = self.pool if self.operator_args is not None else None
         outcome.gated = self.gate_airflow
@@ -299,9 +423,17 @@ class AirflowE2E:
                     outcome.failed.append(f"{name}: {ti['state']}{note}")
         outcome.pods_created = sum(self.pods.created.values())
         outcome.pods_twice = self.pods.twice
-        outcome.max_running, outcome.max_running_all = self.pods.max_running, self.pods.max_total
+        outcome.max_running = self.pods.max_running["Airflow"]
+        outcome.max_running_all = self.pods.max_total
+        if self.operator_args is not None:
+            kinds = [k for k in KINDS_OF_PODS if k != "Argo" or self.argo_count]
+            outcome.max_running_by_kind = {k: self.pods.max_running[k] for k in kinds}
+        outcome.in_flight_at_kill = at_kill
         outcome.watcher_deaths = self.airflow.tail("scheduler", 10**9).count(WATCHER_DIED)
         outcome.workflows = {n: str(status_of(self.api, NAMESPACE, n).get("phase")) for n in names}
+        outcome.argo_workflows = {n: str(phase(self.api, NAMESPACE, n)) for n in argo_names}
+        outcome.argo_pods_created = sum(self.pods.argo_created.values())
+        outcome.argo_pods_twice = self.pods.argo_twice
         return outcome
 
     def _events(self, event: str) -> set[tuple[str, str, str, int]]:

@@ -12,6 +12,8 @@ import yaml
 ARGO_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "argo"
 EXAMPLES = ARGO_DATA / "examples"
 RECORDED = ARGO_DATA / "controller-testdata"
+WORKFLOW_CRD = ARGO_DATA / "crds" / "argoproj.io_workflows.yaml"
+"""Argo's Workflow CRD, which the e2e tests install in the test API server."""
 
 
 def need(path: Path) -> Path:

@@ -63,6 +63,8 @@ class FakeKube:
         self.cron_workflows: dict[tuple[str, str], dict[str, Any]] = {}
         self.pools: dict[str, dict[str, Any]] = {}
         """ExecutorPools by name (cluster-scoped)."""
+        self.objects: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        """Other controllers' objects by (apiVersion, plural), e.g. Argo's Workflows."""
         self.events: list[dict[str, Any]] = []
         self.calls: list[str] = []
         self.fail: dict[str, list[ApiError]] = {}
@@ -146,6 +148,13 @@ class FakeKube:
     async def list_pools(self) -> list[dict[str, Any]]:
         self._maybe_fail("list_pools")
         return [copy.deepcopy(body) for _, body in sorted(self.pools.items())]
+
+    async def list_objects(
+        self, api_version: str, plural: str, namespace: str | None
+    ) -> list[dict[str, Any]]:
+        self._maybe_fail("list_objects")
+        found = self.objects.get((api_version, plural), [])
+        return [o for o in found if namespace in (None, o["metadata"].get("namespace"))]
 
     async def list_pods(self, namespace: str | None, label_selector: str) -> list[dict[str, Any]]:
         self._maybe_fail("list_pods")

@@ -1,7 +1,8 @@
 """A real Airflow 3 (API server, scheduler with the KubernetesExecutor, DAG processor,
 PostgreSQL) runs the DAGs of tests/data/airflow/dags against the test API server, its pods
 run by :class:`~tests.k8s.kubelet.CommandKubelet`, the idlegate operator beside it on the
-same namespace with DagWorkflows of its own.
+same namespace with DagWorkflows of its own and, in the gated test, Argo Workflows run by
+the stand-in for Argo's controller (skipped when ../shared/data/argo is absent).
 
 Marked ``airflow_e2e``: ``make e2e`` runs it, not ``make test`` (Airflow's start alone takes
 about half a minute of two cores). Airflow's interpreter comes from IDLEGATE_AIRFLOW_PYTHON,
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.airflow_e2e import AirflowE2E
+from tests.argo_data import WORKFLOW_CRD, need
 from tests.k8s.airflow_stack import E2E_DAGS
 
 pytestmark = pytest.mark.airflow_e2e
@@ -41,14 +43,22 @@ def test_airflow_runs_its_dags_on_the_test_cluster_beside_the_operator(tmp_path:
     assert e2e.leftovers() == [], "processes outlived the scenario"
 
 
-def test_idlegate_gates_airflows_pods_in_the_pool_of_its_dagworkflows_through_a_kill_9(
+def test_idlegate_gates_airflows_argos_and_dagworkflows_pods_in_one_pool_through_a_kill_9(
     tmp_path: Path,
 ) -> None:
-    # Airflow's worker pods created gated (its pod template), released by the operator in
-    # one pool of 3 with two DagWorkflows' pods; the operator killed -9 once the first
-    # Airflow pod runs, and started again
+    # Airflow's worker pods created gated (its worker pod template), Argo's by the stand-in
+    # for its controller (as the webhook gates them), released by the operator in one pool
+    # of 3 with the DagWorkflows' pods; the operator killed -9 once each kind has a pod
+    # not ended, and started again
+    need(WORKFLOW_CRD)
     with AirflowE2E(
-        tmp_path, operator_args=[], pool=3, workflows=2, gate_airflow=True, kill_operator=True
+        tmp_path,
+        operator_args=[],
+        pool=3,
+        workflows=2,
+        argo=3,
+        gate_airflow=True,
+        kill_operator=True,
     ) as e2e:
         outcome = e2e.run({dag: 1 for dag in E2E_DAGS})
         events = e2e.api.list("events", "airflow")
@@ -57,9 +67,17 @@ def test_idlegate_gates_airflows_pods_in_the_pool_of_its_dagworkflows_through_a_
     assert outcome.task_instances == 4 + 5 + 4 and not outcome.failed, report
     assert outcome.pending_timeouts == outcome.requeued == 0, report
     assert outcome.pods_created == outcome.task_instances and not outcome.pods_twice, report
-    assert outcome.max_running_all <= 3, report  # the pool bound, across both kinds
+    assert outcome.max_running_all <= 3, report  # the pool bound, across the three kinds
+    assert set(outcome.max_running_by_kind) == {"Airflow", "Argo", "DagWorkflow"}, report
+    assert all(outcome.max_running_by_kind.values()), report
     assert outcome.operator_kills == 1, report
+    # each kind had work left when the operator was killed
+    assert len(outcome.in_flight_at_kill) == 3 and all(outcome.in_flight_at_kill.values()), report
     assert set(outcome.workflows.values()) == {"Succeeded"}, report
+    assert list(outcome.argo_workflows.values()) == ["Succeeded"] * 3, report
+    # diamond 4, loop over three 5, steps 5
+    assert outcome.argo_pods_created == 4 + 5 + 5 and not outcome.argo_pods_twice, report
     accepted = [e for e in events if e.get("reason") == "Accepted"]
-    assert {e["involvedObject"]["kind"] for e in accepted} == {"Pod", "DagWorkflow"}, report
+    kinds = {e["involvedObject"]["kind"] for e in accepted}
+    assert kinds == {"Pod", "DagWorkflow", "Workflow"}, report
     assert e2e.leftovers() == [], "processes outlived the scenario"

@@ -18,8 +18,9 @@ from idlegate.api.argo_pods import (
     ArgoPod,
     run_seconds,
 )
-from idlegate.api.labels import GATE
+from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE
 from idlegate.errors import SpecError
+from idlegate.operator.edge import intake
 from idlegate.operator.edge.pools import Pools
 from idlegate.operator.features.argo import ArgoSide
 from idlegate.policy import make_scheduler
@@ -42,7 +43,7 @@ from idlegate.sim.history import (
 )
 from idlegate.sim.workloads import build_workload
 from tests.argo_data import RECORDED, need, recorded
-from tests.operator_fakes import FakeClock, FakeKube, Harness
+from tests.operator_fakes import FakeClock, FakeKube, Harness, stage
 
 LIBRARY = {
     "apiVersion": "argoproj.io/v1alpha1",
@@ -315,3 +316,35 @@ async def test_a_pod_whose_run_time_is_unknown_is_left_out_not_taken_from_its_no
     listed = kube.calls.count("list_pods")
     await side.workflow_seen(False, done)  # the same end again: not listed, not learned again
     assert kube.calls.count("list_pods") == listed
+
+
+# -- a restart ------------------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_a_rebuild_joins_argos_workflows_before_its_first_decision():
+    """After a restart, an Argo pod released before it runs on executor 0 of two, and a
+    DagWorkflow of two tasks waits: the Workflow joins the pool at the rebuild, so its pod
+    holds its executor and one DagWorkflow task runs, not two (its own event comes only
+    after the first decision)."""
+    kube = FakeKube()
+    running = _fan_pod(0)
+    running["spec"]["schedulingGates"] = []
+    running["metadata"]["annotations"][ANNOTATION_EXECUTOR] = "0"
+    running["status"] = {"phase": "Running"}
+    kube.pods[("default", running["metadata"]["name"])] = running
+    for i in (1, 2):
+        kube.pods[("default", node_id(FAN, f"{FAN}.x({i}:{i})"))] = _fan_pod(i)
+    kube.objects[("argoproj.io/v1alpha1", "workflows")] = [_fan("Running", [None] * 3)]
+    kube.add_workflow("beside", {"stages": [stage("a", 2, 10.0)]})
+    h = Harness(kube, FakeClock(START), 2, make_scheduler("fifo"))
+    side = ArgoSide(_Operator(h))
+    await intake.rebuild(h.pools, restorers=[side.restore])
+    await h.settle()
+    names = sorted(p["metadata"]["name"] for p in kube.occupying())
+    assert len(names) == 2 and names[0].startswith("beside"), names
+    assert names[1] == running["metadata"]["name"]
+    # a rebuild after an outage joins it no second time
+    await intake.rebuild(h.pools, restorers=[side.restore])
+    await h.settle()
+    assert sorted(p["metadata"]["name"] for p in kube.occupying()) == names

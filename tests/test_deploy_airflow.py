@@ -33,12 +33,12 @@ def test_the_overlay_is_the_base_and_the_component(built):
         if d not in base and d["kind"] != "Deployment"
     )
     assert added == [
-        ("Certificate", "idlegate-airflow-webhook"),
+        ("Certificate", "idlegate-webhook"),
         ("ClusterRole", "idlegate-operator-airflow"),
         ("ClusterRoleBinding", "idlegate-operator-airflow"),
         ("Issuer", "idlegate-selfsigned"),
         ("MutatingWebhookConfiguration", "idlegate-airflow-gate"),
-        ("Service", "idlegate-airflow-webhook"),
+        ("Service", "idlegate-webhook"),
     ]
 
 
@@ -104,7 +104,5 @@ def test_the_components_webhook_configuration_matches_the_handler(built):
     for key in ("sideEffects", "failurePolicy", "matchPolicy"):
         assert ours[key] == expected[key], key
     assert ours["namespaceSelector"] == {"matchLabels": {"idlegate.io/airflow": "enabled"}}
-    service = only(
-        [d for d in built if d["metadata"]["name"] == "idlegate-airflow-webhook"], "Service"
-    )
+    service = only([d for d in built if d["metadata"]["name"] == "idlegate-webhook"], "Service")
     assert ours["clientConfig"]["service"]["name"] == service["metadata"]["name"]

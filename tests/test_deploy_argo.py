@@ -72,12 +72,12 @@ def test_the_overlay_is_the_base_and_the_component(built):
         if d not in base and d["kind"] != "Deployment"
     )
     assert added == [
-        ("Certificate", "idlegate-argo-webhook"),
+        ("Certificate", "idlegate-webhook"),
         ("ClusterRole", "idlegate-operator-argo"),
         ("ClusterRoleBinding", "idlegate-operator-argo"),
         ("Issuer", "idlegate-selfsigned"),
         ("MutatingWebhookConfiguration", "idlegate-argo-gate"),
-        ("Service", "idlegate-argo-webhook"),
+        ("Service", "idlegate-webhook"),
     ]
 
 

@@ -15,11 +15,11 @@ import yaml
 
 from idlegate.api.argo_pods import NODE_NAME, WORKFLOW_LABEL
 from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE
-from idlegate.sim.argo import DURATION_ANNOTATION
 from idlegate.sim.history import load_history
 from idlegate.sim.protocol import Decision
 from idlegate.sim.timestamps import from_datetime
-from tests.argo_data import ARGO_DATA, need
+from tests.argo_data import WORKFLOW_CRD, need
+from tests.argo_workflows import argo, diamond, loop, phase, pod_template, steps
 from tests.clocks import ScaledClock
 from tests.e2e import (
     DWF,
@@ -36,17 +36,16 @@ from tests.e2e import (
 )
 from tests.helpers import Scripted
 from tests.k8s.apiserver import PODS
-from tests.k8s.argo_controller import WORKFLOWS, ArgoController
+from tests.k8s.argo_controller import DONE, WORKFLOWS, ArgoController
 from tests.k8s.harness import ApiServer, serving_crd
 from tests.k8s.kubelet import SimKubelet, duration_of
 
 pytestmark = pytest.mark.slow
-DONE = ("Succeeded", "Failed", "Error")
 
 
 @pytest.fixture(scope="module")
 def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
-    crd = yaml.safe_load(need(ARGO_DATA / "crds" / "argoproj.io_workflows.yaml").read_text())
+    crd = yaml.safe_load(need(WORKFLOW_CRD).read_text())
     for server in serving_crd(tmp_path_factory.mktemp("k8s")):
         server.create("customresourcedefinitions", crd)
         yield server
@@ -55,65 +54,9 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
 # -- Argo workflows of the shapes users run -------------------------------------------------------
 
 
-def _pod(name: str, seconds: float, retries: int | None = None) -> dict[str, Any]:
-    template: dict[str, Any] = {
-        "name": name,
-        "metadata": {"annotations": {DURATION_ANNOTATION: str(seconds)}},
-        "container": {"image": "busybox"},
-    }
-    if retries is not None:
-        template["retryStrategy"] = {"limit": retries}
-    return template
-
-
 def _bare(name: str) -> dict[str, Any]:
     """A pod template without an estimate (no annotation)."""
     return {"name": name, "container": {"image": "busybox"}}
-
-
-def argo(name: str, main: dict[str, Any], *pods: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "argoproj.io/v1alpha1",
-        "kind": "Workflow",
-        "metadata": {"name": name},
-        "spec": {"entrypoint": "main", "templates": [{"name": "main", **main}, *pods]},
-    }
-
-
-def diamond(name: str, seconds: float = 10) -> dict[str, Any]:
-    tasks = [
-        {"name": "a", "template": "p"},
-        {"name": "b", "template": "p", "dependencies": ["a"]},
-        {"name": "c", "template": "p", "dependencies": ["a"]},
-        {"name": "d", "template": "p", "dependencies": ["b", "c"]},
-    ]
-    return argo(name, {"dag": {"tasks": tasks}}, _pod("p", seconds))
-
-
-def loop(name: str, items: int, seconds: float = 10) -> dict[str, Any]:
-    tasks = [
-        {"name": "split", "template": "p"},
-        {
-            "name": "map",
-            "template": "p",
-            "dependencies": ["split"],
-            "withItems": list(range(items)),
-        },
-        {"name": "reduce", "template": "p", "dependencies": ["map"]},
-    ]
-    return argo(name, {"dag": {"tasks": tasks}}, _pod("p", seconds))
-
-
-def steps(name: str, seconds: float = 10) -> dict[str, Any]:
-    groups = [
-        [{"name": "build", "template": "p"}],
-        [
-            {"name": "test", "template": "p", "withItems": ["x", "y"]},
-            {"name": "lint", "template": "p"},
-        ],
-        [{"name": "ship", "template": "p"}],
-    ]
-    return argo(name, {"steps": groups}, _pod("p", seconds))
 
 
 def flaky(name: str, seconds: float = 10) -> dict[str, Any]:
@@ -122,7 +65,12 @@ def flaky(name: str, seconds: float = 10) -> dict[str, Any]:
         {"name": "fetch", "template": "f"},
         {"name": "load", "template": "p", "dependencies": ["fetch"]},
     ]
-    return argo(name, {"dag": {"tasks": tasks}}, _pod("f", seconds, retries=2), _pod("p", seconds))
+    return argo(
+        name,
+        {"dag": {"tasks": tasks}},
+        pod_template("f", seconds, retries=2),
+        pod_template("p", seconds),
+    )
 
 
 def first_attempt_of_flaky_fails(pod: Mapping[str, Any]) -> int | None:
@@ -131,10 +79,6 @@ def first_attempt_of_flaky_fails(pod: Mapping[str, Any]) -> int | None:
 
 
 # -- what the emulator holds ----------------------------------------------------------------------
-
-
-def phase(api: ApiServer, ns: str, name: str) -> str | None:
-    return ((api.get(WORKFLOWS, ns, name) or {}).get("status") or {}).get("phase")
 
 
 def all_finished(api: ApiServer, ns: str, argo_names: list[str], dag_names: list[str]) -> bool:
@@ -181,7 +125,9 @@ def test_an_argo_diamond_runs_under_the_pool_with_events_on_the_workflow(api, ns
     ):
         api.create(WORKFLOWS, diamond("dia"), ns)
         # a daemon step does not map to a job: its pods are released as Argo creates them
-        daemon = argo("daemon", {"dag": {"tasks": [{"name": "db", "template": "p"}]}}, _pod("p", 5))
+        daemon = argo(
+            "daemon", {"dag": {"tasks": [{"name": "db", "template": "p"}]}}, pod_template("p", 5)
+        )
         daemon["spec"]["templates"][1]["daemon"] = True
         api.create(WORKFLOWS, daemon, ns)
         wait(lambda: phase(api, ns, "dia") in DONE, 60, "the Argo diamond to finish")
@@ -213,7 +159,7 @@ def test_argos_parallelism_holds_back_pods_and_the_pool_goes_on(api, ns):
         {"name": "x", "template": "p", "withItems": list(range(5))},
         {"name": "y", "template": "p"},
     ]
-    doc = argo("wide", {"dag": {"tasks": tasks}}, _pod("p", 5))
+    doc = argo("wide", {"dag": {"tasks": tasks}}, pod_template("p", 5))
     doc["spec"]["parallelism"] = 2
     latest_first = Scripted(lambda view, stages: Decision(stages[-1], view.num_executors))
     with (
@@ -278,7 +224,9 @@ def test_a_pods_wait_at_the_gate_is_not_recorded_as_its_run_time(api, ns, tmp_pa
         ArgoController(api, ns),
         running_operator(api, ns, pool=1, argo=True, history_file=sink),
     ):
-        api.create(WORKFLOWS, argo("fan", {"dag": {"tasks": fan}}, _pod("p", 2 * SPEED)), ns)
+        api.create(
+            WORKFLOWS, argo("fan", {"dag": {"tasks": fan}}, pod_template("p", 2 * SPEED)), ns
+        )
         api.create(DWF, workflow("dwf", stage("a", 2, 2 * SPEED)), namespace=ns)
         wait(lambda: all_finished(api, ns, ["fan"], ["dwf"]), 60, "both workflows to finish")
         wait(

@@ -363,6 +363,13 @@ class KubeApi:
         """The ExecutorPools (cluster-scoped)."""
         return await self._list(_path(OURS, POOL_PLURAL, None))
 
+    async def list_objects(
+        self, api_version: str, plural: str, namespace: str | None
+    ) -> list[dict[str, Any]]:
+        """The `plural` objects of another controller's `api_version` (``group/version``),
+        e.g. Argo's Workflows."""
+        return await self._list(_path(f"/apis/{api_version}", plural, namespace))
+
     async def list_pods(self, namespace: str | None, label_selector: str) -> list[dict[str, Any]]:
         return await self._list(_path(CORE, "pods", namespace), label_selector)
 

@@ -8,7 +8,9 @@ policy beside DagWorkflows.
 * **Job.** Each Workflow that has not finished is mapped (`map_workflow`) and its job
   (`ExternalJob`) joins the default pool's cluster, restored from its pods; each change of
   the Workflow maps it again with its ``status.nodes``. One that does not map is not
-  scheduled: its pods are released as Argo creates them, with a Warning.
+  scheduled: its pods are released as Argo creates them, with a Warning. At a rebuild
+  (`ArgoSide.restore`) the Workflows there are joined before the first decision, so that
+  the pods released before a restart hold their executors again.
 * **Releases.** The job's payload is the core's `ExternalJob` (the kind of the
   workflows whose pods another controller creates, :mod:`idlegate.operator.core.kinds`):
   a launch of a stage, paired with a gated pod of that stage, is a `RemoveGate`, an idle
@@ -37,6 +39,7 @@ from idlegate.errors import IdlegateError
 from idlegate.operator.core.events import Ended, Join, Observed, Schedule
 from idlegate.operator.core.external import ExternalJob, unscheduled
 from idlegate.operator.core.intents import Outbox, PostEvent
+from idlegate.operator.edge.kube import ApiError, KubeApi
 from idlegate.operator.settings import Settings
 from idlegate.sim.argo import (
     DEFAULT_PRIOR,
@@ -86,6 +89,8 @@ class Pool(Protocol):
     settings: Settings
     core: Core
     history: HistoryRecorder
+
+    kube: KubeApi
 
     def now(self) -> float: ...
     def handle(self, event: Any) -> None: ...
@@ -236,12 +241,30 @@ class ArgoSide:
             self._later(body)
             return
         self.pending[key] = []
-        listed = await self.bridge.pods(key[0], f"{WORKFLOW_LABEL}={key[1]}")
+        pods = await self._pods(key)
         seen = self.pending.pop(key)
-        if listed is None:
+        if pods is None:
             self._later(body)  # (admitted later)
             return
-        pods = [p for p in (ArgoPod.of(b) for b in listed) if p is not None]
+        self._join(key, body, mapped, pods, seen)
+
+    async def _pods(self, key: tuple[str, str]) -> list[ArgoPod] | None:
+        """The pods of the Workflow `key`; None if the API cannot list them now."""
+        listed = await self.bridge.pods(key[0], f"{WORKFLOW_LABEL}={key[1]}")
+        if listed is None:
+            return None
+        return [p for p in (ArgoPod.of(b) for b in listed) if p is not None]
+
+    def _join(
+        self,
+        key: tuple[str, str],
+        body: Mapping[str, Any],
+        mapped: ArgoJob,
+        pods: Sequence[ArgoPod],
+        seen: Sequence[ArgoPod],
+    ) -> None:
+        """The job of a Workflow joins the pool with its pods, and its Events say so."""
+        owner = owner_of(body)
         bridge = self.bridge
         now = bridge.now()
         created = parse_time((body.get("metadata") or {}).get("creationTimestamp"))
@@ -264,6 +287,48 @@ class ArgoSide:
                 "of the template are measured."
             )
             self.bridge.carry([PostEvent(owner, "Normal", "Estimated", message)])
+
+    async def restore(self) -> Callable[[], None]:
+        """Read the Workflows there are with their pods, and return what joins them: the
+        rebuild admits them before its first decision, so that the pods released before
+        a restart hold their executors again (their Workflows' events come only after the
+        first decision, which could give those executors away). A Workflow that does not
+        map now (refused, its templates not seen yet) is left to its event."""
+        reads = []
+        for namespace in self.bridge.settings.namespaces or (None,):
+            try:
+                bodies = await self.bridge.kube.list_objects(API_VERSION, "workflows", namespace)
+            except ApiError as exc:
+                log.warning(
+                    "Cannot list Argo's Workflows in %s at the rebuild (%s): each joins the "
+                    "pool at its event, its running pods not counted against it until then.",
+                    namespace or "every namespace",
+                    exc,
+                )
+                continue
+            for body in bodies:
+                meta = body.get("metadata") or {}
+                key = (meta.get("namespace", ""), meta.get("name", ""))
+                phase = (body.get("status") or {}).get("phase")
+                if phase in DONE or meta.get("deletionTimestamp") or key in self.held:
+                    continue
+                if key in self.refused:
+                    continue
+                try:
+                    mapped = self._map(body)
+                except IdlegateError:
+                    continue  # (its event refuses it, or tries it again, with its Event)
+                pods = await self._pods(key)
+                if pods is not None:
+                    reads.append((key, body, mapped, pods))
+
+        def admit() -> None:
+            for key, body, mapped, pods in reads:
+                if key not in self.held:
+                    self._join(key, body, mapped, pods, [])
+            self._gauges()
+
+        return admit
 
     def _later(self, body: Mapping[str, Any]) -> None:
         """See `body` again in `RETRY` seconds (a later event of it may come first)."""
@@ -375,6 +440,7 @@ def register(registry: kopf.OperatorRegistry, operator: Host) -> None:
                 patch.spec["schedulingGates"] = gates
 
     side = ArgoSide(operator)
+    operator.restorers.append(side.restore)
 
     @kopf.on.event(GROUP, VERSION, "workflows", registry=registry, id="argo-workflows")
     async def workflow_event(type: str | None, event: kopf.RawEvent, **_: Any) -> None:
