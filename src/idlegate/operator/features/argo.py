@@ -39,7 +39,6 @@ from idlegate.errors import IdlegateError
 from idlegate.operator.core.events import Ended, Join, Observed, Schedule
 from idlegate.operator.core.external import ExternalJob, unscheduled
 from idlegate.operator.core.intents import Outbox, PostEvent
-from idlegate.operator.edge.kube import ApiError, KubeApi
 from idlegate.operator.settings import Settings
 from idlegate.sim.argo import (
     DEFAULT_PRIOR,
@@ -83,6 +82,14 @@ def owner_of(body: Mapping[str, Any]) -> Owner:
     return Owner(*names, kind=KIND, api_version=API_VERSION)
 
 
+class Lister(Protocol):
+    """What a rebuild's read uses of the API client (the edge's ``KubeApi``)."""
+
+    async def list_objects(
+        self, api_version: str, plural: str, namespace: str | None
+    ) -> list[dict[str, Any]]: ...
+
+
 class Pool(Protocol):
     """What this module uses of the default pool (the edge's ``Bridge``)."""
 
@@ -90,7 +97,7 @@ class Pool(Protocol):
     core: Core
     history: HistoryRecorder
 
-    kube: KubeApi
+    kube: Lister
 
     def now(self) -> float: ...
     def handle(self, event: Any) -> None: ...
@@ -298,7 +305,7 @@ class ArgoSide:
         for namespace in self.bridge.settings.namespaces or (None,):
             try:
                 bodies = await self.bridge.kube.list_objects(API_VERSION, "workflows", namespace)
-            except ApiError as exc:
+            except Exception as exc:  # the client's ApiError: it raises nothing else here
                 log.warning(
                     "Cannot list Argo's Workflows in %s at the rebuild (%s): each joins the "
                     "pool at its event, its running pods not counted against it until then.",
