@@ -82,16 +82,20 @@ def run_seconds(pod: Mapping[str, Any]) -> float | None:
     return seconds if seconds > 0 else None
 
 
-def gates_with_ours(pod: Mapping[str, Any]) -> list[dict[str, Any]] | None:
-    """The scheduling gates a node's pod of an Argo workflow is to be created with (its own,
-    then idlegate's); None for any other pod, or one that has idlegate's gate already."""
-    if _node_name(pod) is None:
-        return None
+def with_our_gate(pod: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The scheduling gates a pod another controller creates is to be created with (its
+    own, then idlegate's); None if it has idlegate's gate already, so that a gating
+    webhook is idempotent. Which pods to gate is each kind's own question."""
     spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
     gates = [dict(g) for g in spec.get("schedulingGates") or [] if isinstance(g, Mapping)]
     if any(g.get("name") == GATE for g in gates):
         return None
     return [*gates, {"name": GATE}]
+
+
+def gates_with_ours(pod: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """`with_our_gate` for a node's pod of an Argo workflow; None for any other pod."""
+    return None if _node_name(pod) is None else with_our_gate(pod)
 
 
 @dataclass(frozen=True)

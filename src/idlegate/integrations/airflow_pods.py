@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from idlegate.api.argo_pods import run_seconds
+from idlegate.api.argo_pods import run_seconds, with_our_gate
 from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE
 from idlegate.errors import IdlegateError
 from idlegate.sim.argo.status import parse_time
@@ -64,16 +64,8 @@ def is_worker_pod(pod: Mapping[str, Any]) -> bool:
 
 
 def gates_with_ours(pod: Mapping[str, Any]) -> list[dict[str, Any]] | None:
-    """The scheduling gates a worker pod is to be created with (its own, then idlegate's);
-    None for any other pod, or one that has idlegate's gate already (so the webhook is
-    idempotent)."""
-    if not is_worker_pod(pod):
-        return None
-    spec = _mapping(pod.get("spec"))
-    gates = [dict(g) for g in spec.get("schedulingGates") or [] if isinstance(g, Mapping)]
-    if any(g.get("name") == GATE for g in gates):
-        return None
-    return [*gates, {"name": GATE}]
+    """`with_our_gate` for a worker pod; None for any other pod."""
+    return with_our_gate(pod) if is_worker_pod(pod) else None
 
 
 def _whole(value: Any) -> int | None:
