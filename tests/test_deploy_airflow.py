@@ -14,8 +14,7 @@ from kopf._core.engines.admission import build_webhooks
 from idlegate.operator.features import airflow
 from idlegate.operator.main import Operator
 from idlegate.operator.settings import Settings
-from tests.deploy_files import BASE, DEPLOY, kustomize, only, validate_versions
-from tests.test_deploy_argo import CERT_MANAGER, CERT_MANAGER_SCHEMAS
+from tests.deploy_files import DEPLOY, kustomize, only
 
 OVERLAY = DEPLOY / "overlays" / "airflow"
 
@@ -23,40 +22,6 @@ OVERLAY = DEPLOY / "overlays" / "airflow"
 @pytest.fixture(scope="module")
 def built() -> list[dict[str, Any]]:
     return kustomize(OVERLAY)
-
-
-def test_the_overlay_is_the_base_and_the_component(built):
-    base = kustomize(BASE)
-    added = sorted(
-        (d["kind"], d["metadata"]["name"])
-        for d in built
-        if d not in base and d["kind"] != "Deployment"
-    )
-    assert added == [
-        ("Certificate", "idlegate-webhook"),
-        ("ClusterRole", "idlegate-operator-airflow"),
-        ("ClusterRoleBinding", "idlegate-operator-airflow"),
-        ("Issuer", "idlegate-selfsigned"),
-        ("MutatingWebhookConfiguration", "idlegate-airflow-gate"),
-        ("Service", "idlegate-webhook"),
-    ]
-
-
-@pytest.mark.parametrize("version", validate_versions())
-def test_built_in_kinds_pass_kubernetes_validate(built, version):
-    kv = pytest.importorskip(
-        "kubernetes_validate", reason="kubernetes-validate is not installed (dev dependency)"
-    )
-    for obj in built:
-        if obj["apiVersion"] == CERT_MANAGER:
-            jsonschema = pytest.importorskip("jsonschema")
-            jsonschema.validate(obj, CERT_MANAGER_SCHEMAS[obj["kind"]])
-            continue
-        try:
-            kv.validate(obj, version, strict=True)
-        except kv.ValidationError as exc:
-            path = ".".join(str(p) for p in exc.path)
-            pytest.fail(f"{obj['kind']}/{obj['metadata']['name']} at {path}: {exc.message}")
 
 
 def _settings(args: list[str]) -> dict[str, str]:

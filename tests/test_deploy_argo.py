@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 
 from idlegate.api.argo_pods import WORKFLOW_LABEL
-from tests.deploy_files import BASE, DEPLOY, NAMESPACE, kustomize, only, validate_versions
+from tests.deploy_files import BASE, DEPLOY, NAMESPACE, kustomize, only
 
 OVERLAY = DEPLOY / "overlays" / "argo"
 CERT_MANAGER = "cert-manager.io/v1"
@@ -62,38 +62,6 @@ def built() -> list[dict[str, Any]]:
 def _named(built: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
     (obj,) = [d for d in built if d["kind"] == kind and d["metadata"]["name"] == name]
     return obj
-
-
-def test_the_overlay_is_the_base_and_the_component(built):
-    base = kustomize(BASE)
-    added = sorted(
-        (d["kind"], d["metadata"]["name"])
-        for d in built
-        if d not in base and d["kind"] != "Deployment"
-    )
-    assert added == [
-        ("Certificate", "idlegate-webhook"),
-        ("ClusterRole", "idlegate-operator-argo"),
-        ("ClusterRoleBinding", "idlegate-operator-argo"),
-        ("Issuer", "idlegate-selfsigned"),
-        ("MutatingWebhookConfiguration", "idlegate-argo-gate"),
-        ("Service", "idlegate-webhook"),
-    ]
-
-
-@pytest.mark.parametrize("version", validate_versions())
-def test_built_in_kinds_pass_kubernetes_validate(built, version):
-    kv = pytest.importorskip(
-        "kubernetes_validate", reason="kubernetes-validate is not installed (dev dependency)"
-    )
-    for obj in built:
-        if obj["apiVersion"] == CERT_MANAGER:
-            continue
-        try:
-            kv.validate(obj, version, strict=True)
-        except kv.ValidationError as exc:
-            path = ".".join(str(p) for p in exc.path)
-            pytest.fail(f"{obj['kind']}/{obj['metadata']['name']} at {path}: {exc.message}")
 
 
 def test_cert_manager_objects_use_only_fields_it_defines(built):

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import jsonschema
 import pytest
 
 from idlegate.operator.features import airflow, argo
 from idlegate.operator.settings import Settings
-from tests.deploy_files import BASE, DEPLOY, NAMESPACE, kustomize, only
+from tests.deploy_files import BASE, DEPLOY, NAMESPACE, kustomize, only, validate_versions
+from tests.test_deploy_argo import CERT_MANAGER, CERT_MANAGER_SCHEMAS
 
 OVERLAY = DEPLOY / "overlays" / "argo-airflow"
 
@@ -27,24 +29,52 @@ def _container(built: list[dict[str, Any]]) -> dict[str, Any]:
     return container
 
 
-def test_the_overlay_adds_the_webhook_server_once_and_both_gates(built):
+WEBHOOK_SERVER = [
+    ("Certificate", "idlegate-webhook"),
+    ("Issuer", "idlegate-selfsigned"),
+    ("Service", "idlegate-webhook"),
+]
+
+
+def _gate(kind: str) -> list[tuple[str, str]]:
+    return [
+        ("ClusterRole", f"idlegate-operator-{kind}"),
+        ("ClusterRoleBinding", f"idlegate-operator-{kind}"),
+        ("MutatingWebhookConfiguration", f"idlegate-{kind}-gate"),
+    ]
+
+
+GATES = {"argo": ["argo"], "airflow": ["airflow"], "argo-airflow": ["argo", "airflow"]}
+"""Each gates' overlay and the kinds it gates."""
+
+
+@pytest.mark.parametrize("overlay", sorted(GATES))
+def test_each_gates_overlay_adds_the_webhook_server_once_and_its_gates(overlay):
     base = kustomize(BASE)
+    built = kustomize(DEPLOY / "overlays" / overlay)
     added = sorted(
         (d["kind"], d["metadata"]["name"])
         for d in built
         if d not in base and d["kind"] != "Deployment"
     )
-    assert added == [
-        ("Certificate", "idlegate-webhook"),
-        ("ClusterRole", "idlegate-operator-airflow"),
-        ("ClusterRole", "idlegate-operator-argo"),
-        ("ClusterRoleBinding", "idlegate-operator-airflow"),
-        ("ClusterRoleBinding", "idlegate-operator-argo"),
-        ("Issuer", "idlegate-selfsigned"),
-        ("MutatingWebhookConfiguration", "idlegate-airflow-gate"),
-        ("MutatingWebhookConfiguration", "idlegate-argo-gate"),
-        ("Service", "idlegate-webhook"),
-    ]
+    assert added == sorted(WEBHOOK_SERVER + [o for kind in GATES[overlay] for o in _gate(kind)])
+
+
+@pytest.mark.parametrize("version", validate_versions())
+@pytest.mark.parametrize("overlay", sorted(GATES))
+def test_each_gates_overlay_passes_kubernetes_validate(overlay, version):
+    kv = pytest.importorskip(
+        "kubernetes_validate", reason="kubernetes-validate is not installed (dev dependency)"
+    )
+    for obj in kustomize(DEPLOY / "overlays" / overlay):
+        if obj["apiVersion"] == CERT_MANAGER:
+            jsonschema.validate(obj, CERT_MANAGER_SCHEMAS[obj["kind"]])
+            continue
+        try:
+            kv.validate(obj, version, strict=True)
+        except kv.ValidationError as exc:
+            path = ".".join(str(p) for p in exc.path)
+            pytest.fail(f"{obj['kind']}/{obj['metadata']['name']} at {path}: {exc.message}")
 
 
 def test_the_operator_gets_one_webhook_server_patch_and_both_kinds_flags(built):
