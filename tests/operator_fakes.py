@@ -584,3 +584,16 @@ def harness(pool: int = 2, scheduler: Any = None, kube: Any = None, **settings: 
     return Harness(
         kube or FakeKube(), FakeClock(), pool, scheduler or make_scheduler("fifo"), **settings
     )
+
+
+class FeatureHost:
+    """What a job kind's handlers (`features.argo.ArgoSide`, `features.airflow.AirflowSide`)
+    use of the operator (`features.argo.Host`): one Harness's pools, ready."""
+
+    def __init__(self, h: Harness) -> None:
+        self.settings, self.metrics = h.bridge.settings, h.metrics
+        self.pools = h.pools
+        self.ready = True
+
+    async def ready_pools(self) -> Pools:
+        return self.pools

@@ -17,27 +17,14 @@ import pytest
 
 from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE
 from idlegate.operator.edge import intake
-from idlegate.operator.edge.pools import Pools
 from idlegate.operator.features.airflow import POLL, AirflowSide
 from idlegate.policy import make_scheduler
 from tests.airflow_data import DATA, PASSWORD, replaying, session
-from tests.operator_fakes import FakeClock, FakeKube, Harness, stage
+from tests.operator_fakes import FakeClock, FakeKube, FeatureHost, Harness, stage
 from tests.test_airflow_live import LIVE, MAPPING, with_live_run
 
 START = datetime(2026, 11, 25, 3, 0, 10, tzinfo=UTC).timestamp()
 """The operator's clock at the start: 10 s after the live run was queued."""
-
-
-class _Operator:
-    """What AirflowSide uses of the operator (`features.argo.Host`): one Harness's pool."""
-
-    def __init__(self, h: Harness) -> None:
-        self.settings, self.metrics = h.bridge.settings, h.metrics
-        self.pools = h.pools
-        self.ready = True
-
-    async def ready_pools(self) -> Pools:
-        return self.pools
 
 
 def _stamp(t: float) -> str:
@@ -81,7 +68,7 @@ def airflow(answers: dict, tmp_path: Path, pool: int = 2, kube: FakeKube | None 
             airflow_password_file=secret,
             **kw,
         )
-        yield h, AirflowSide(_Operator(h))
+        yield h, AirflowSide(FeatureHost(h))
 
 
 async def _see(h: Harness, side: AirflowSide, *names: str) -> None:
@@ -201,7 +188,7 @@ async def test_an_unreachable_airflow_leaves_the_pods_to_it(tmp_path):
         airflow_url=f"http://127.0.0.1:{port}",
         airflow_token_file=secret,
     )
-    side = AirflowSide(_Operator(h))
+    side = AirflowSide(FeatureHost(h))
     pod = worker_pod("sum_it")
     h.kube.pods[("default", "sum-it")] = pod
     await _see(h, side, "sum-it")

@@ -21,7 +21,6 @@ from idlegate.api.argo_pods import (
 from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE
 from idlegate.errors import SpecError
 from idlegate.operator.edge import intake
-from idlegate.operator.edge.pools import Pools
 from idlegate.operator.features.argo import ArgoSide
 from idlegate.policy import make_scheduler
 from idlegate.sim.argo import (
@@ -43,7 +42,7 @@ from idlegate.sim.history import (
 )
 from idlegate.sim.workloads import build_workload
 from tests.argo_data import RECORDED, need, recorded
-from tests.operator_fakes import FakeClock, FakeKube, Harness, stage
+from tests.operator_fakes import FakeClock, FakeKube, FeatureHost, Harness, stage
 
 LIBRARY = {
     "apiVersion": "argoproj.io/v1alpha1",
@@ -254,18 +253,6 @@ def _ended(start: float, end: float) -> dict:
     return {"exitCode": 0, "startedAt": _stamp(start), "finishedAt": _stamp(end)}
 
 
-class _Operator:
-    """What ArgoSide uses of the operator (`features.argo.Host`): one Harness's pool."""
-
-    def __init__(self, h: Harness) -> None:
-        self.settings, self.metrics = h.bridge.settings, h.metrics
-        self.pools = h.pools
-        self.ready = True
-
-    async def ready_pools(self) -> Pools:
-        return self.pools
-
-
 def test_a_pods_run_time_is_its_main_containers():
     pod = _fan_pod(0, (3, 5))
     assert run_seconds(pod) == 2.0  # not 3: Argo's wait container outlives main
@@ -283,7 +270,7 @@ async def test_the_operator_records_each_pods_own_run_time_not_its_wait_at_the_g
     for i in range(3):
         kube.pods[("default", node_id(FAN, f"{FAN}.x({i}:{i})"))] = _fan_pod(i)
     h = Harness(kube, FakeClock(START), 1, make_scheduler("fifo"), history_file=sink)
-    side = ArgoSide(_Operator(h))
+    side = ArgoSide(FeatureHost(h))
     await side.workflow_seen(False, _fan("Running", [None, None, None]))
     await h.settle()
     for i, ran in enumerate([(0, 2), (2, 4)]):
@@ -308,7 +295,7 @@ async def test_a_pod_whose_run_time_is_unknown_is_left_out_not_taken_from_its_no
     for i, ran in enumerate([(0, 2), (2, 4)]):
         kube.pods[("default", node_id(FAN, f"{FAN}.x({i}:{i})"))] = _fan_pod(i, ran)
     h = Harness(kube, FakeClock(START + 60), 1, make_scheduler("fifo"))
-    side = ArgoSide(_Operator(h))
+    side = ArgoSide(FeatureHost(h))
     done = _fan("Succeeded", [2, 4, 6])
     await side.workflow_seen(False, done)
     assert side.learning.durations(map_workflow(done).template_key, "x") == 2.0  # not 4
@@ -338,7 +325,7 @@ async def test_a_rebuild_joins_argos_workflows_before_its_first_decision():
     kube.objects[("argoproj.io/v1alpha1", "workflows")] = [_fan("Running", [None] * 3)]
     kube.add_workflow("beside", {"stages": [stage("a", 2, 10.0)]})
     h = Harness(kube, FakeClock(START), 2, make_scheduler("fifo"))
-    side = ArgoSide(_Operator(h))
+    side = ArgoSide(FeatureHost(h))
     await intake.rebuild(h.pools, restorers=[side.restore])
     await h.settle()
     names = sorted(p["metadata"]["name"] for p in kube.occupying())
