@@ -42,9 +42,14 @@ import numpy as np
 from idlegate.sim.airflow import AirflowSpec, map_dag
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import Workload
-from idlegate.sim.workloads.argo_shapes import ArgoShapesConfig
 from idlegate.sim.workloads.base import SeedLike
-from idlegate.sim.workloads.shapes import draw_runs, sample_mean_work, shapes_workload, timed_stages
+from idlegate.sim.workloads.shapes import (
+    ShapesConfig,
+    draw_runs,
+    sample_mean_work,
+    shapes_workload,
+    timed_stages,
+)
 
 MINUTE = 60.0
 
@@ -203,7 +208,7 @@ ESTIMATE_SAMPLES = 2000
 ESTIMATE_SEED = 20261125
 
 
-class AirflowShapesConfig(ArgoShapesConfig):
+class AirflowShapesConfig(ShapesConfig):
     """Airflow-example-shaped DAG runs of minute-scale pods, Poisson arrivals (module docs).
 
     Default: 200 DAG runs on 20 executors at offered load 0.7."""
@@ -275,10 +280,6 @@ def airflow_shapes_workload(
         "airflow-shapes",
         c,
         seed,
-        num_jobs=c.num_jobs,
-        num_executors=c.num_executors,
-        start_latency=c.start_latency,
-        task_sigma=c.task_sigma,
         draw=lambda rng: _draw(rng, c),
         mean_work=lambda: mean_shape_work(c),
     )

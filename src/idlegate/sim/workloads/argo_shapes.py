@@ -29,17 +29,22 @@ Seeds: the jobs' content and the arrival gaps come from independent streams
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
-from pydantic import Field
 
 from idlegate.sim.argo import map_workflow
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import Workload
 from idlegate.sim.spec import WorkflowSpec
-from idlegate.sim.workloads.base import MAX_JOBS, ArrivalOptions, SeedLike
-from idlegate.sim.workloads.shapes import draw_runs, sample_mean_work, shapes_workload, timed_stages
+from idlegate.sim.workloads.base import SeedLike
+from idlegate.sim.workloads.shapes import (
+    ShapesConfig,
+    draw_runs,
+    sample_mean_work,
+    shapes_workload,
+    timed_stages,
+)
 
 MINUTE = 60.0
 
@@ -65,22 +70,10 @@ ESTIMATE_SAMPLES = 2000
 ESTIMATE_SEED = 20261123
 
 
-class ArgoShapesConfig(ArrivalOptions):
+class ArgoShapesConfig(ShapesConfig):
     """Argo-example-shaped workflows of minute-scale pods, Poisson arrivals (module docs).
 
     Default: 200 workflows on 20 executors at offered load 0.7."""
-
-    num_jobs: int = Field(200, ge=1, le=MAX_JOBS)
-    """Workflows in total."""
-    num_executors: int = Field(20, ge=1, le=100_000)
-    """Executors (pod slots) of the pool."""
-    duration_scale: float = Field(1.0, gt=0)
-    """Factor on every pod's run time (not on its start latency)."""
-    task_sigma: float = Field(0.3, ge=0, le=3)
-    """Log-normal spread of a pod's real run time around its stage's estimate (0: exact)."""
-    start_latency: float = Field(15.0, ge=0, le=3600)
-    """Seconds every pod needs to start (scheduling, image pull), part of its duration."""
-    DEFAULT_LOAD: ClassVar[float | None] = 0.7
 
 
 # -- the shapes, as Argo manifests ----------------------------------------------------------
@@ -198,10 +191,6 @@ def argo_shapes_workload(config: ArgoShapesConfig | None = None, seed: SeedLike 
         "argo-shapes",
         c,
         seed,
-        num_jobs=c.num_jobs,
-        num_executors=c.num_executors,
-        start_latency=c.start_latency,
-        task_sigma=c.task_sigma,
         draw=lambda rng: _draw(rng, c),
         mean_work=lambda: mean_shape_work(c),
     )

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
+from typing import ClassVar
 
 import numpy as np
+from pydantic import Field
 
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import JobArrival, Workload
 from idlegate.sim.spec import MAX_TASK_SECONDS, StageSpec
-from idlegate.sim.workloads.base import ArrivalOptions, SeedLike, as_rng, split_streams
+from idlegate.sim.workloads.base import MAX_JOBS, ArrivalOptions, SeedLike, as_rng, split_streams
 from idlegate.sim.workloads.k8s_batch import K8S_FIDELITY, K8sPodDurations
 
 Draw = Callable[[np.random.Generator], tuple[str, Dag, tuple[float, ...]]]
@@ -63,26 +65,39 @@ def sample_mean_work(draw: Draw, seed: int, samples: int) -> float:
     return float(np.mean([draw(rng)[1].total_work for _ in range(samples)]))
 
 
+class ShapesConfig(ArrivalOptions):
+    """What every example-shaped workload of minute-scale pods is told (Argo's, Airflow's)."""
+
+    num_jobs: int = Field(200, ge=1, le=MAX_JOBS)
+    """Workflows in total."""
+    num_executors: int = Field(20, ge=1, le=100_000)
+    """Executors (pod slots) of the pool."""
+    duration_scale: float = Field(1.0, gt=0)
+    """Factor on every pod's run time (not on its start latency)."""
+    task_sigma: float = Field(0.3, ge=0, le=3)
+    """Log-normal spread of a pod's real run time around its stage's estimate (0: exact)."""
+    start_latency: float = Field(15.0, ge=0, le=3600)
+    """Seconds every pod needs to start (scheduling, image pull), part of its duration."""
+    DEFAULT_LOAD: ClassVar[float | None] = 0.7
+
+
 def shapes_workload(
     name: str,
-    options: ArrivalOptions,
+    options: ShapesConfig,
     seed: SeedLike,
     *,
-    num_jobs: int,
-    num_executors: int,
-    start_latency: float,
-    task_sigma: float,
     draw: Draw,
     mean_work: Callable[[], float],
 ) -> Workload:
-    """`num_jobs` jobs from `draw`, Poisson arrivals at `options`' load for `mean_work`;
-    content and arrival gaps come from independent streams of `seed`."""
+    """`options.num_jobs` jobs from `draw`, Poisson arrivals at `options`' load for
+    `mean_work`; content and arrival gaps come from independent streams of `seed`."""
     content, arrivals = split_streams(as_rng(seed))
-    gap = options.mean_interarrival(mean_work, num_executors)
-    times = np.concatenate([[0.0], np.cumsum(arrivals.standard_exponential(num_jobs - 1) * gap)])
+    gap = options.mean_interarrival(mean_work, options.num_executors)
+    draws = arrivals.standard_exponential(options.num_jobs - 1) * gap
+    times = np.concatenate([[0.0], np.cumsum(draws)])
     jobs = []
     for i, t in enumerate(times.tolist()):
         shape, dag, runs = draw(content)
-        model = K8sPodDurations(start_latency, runs, task_sigma)
+        model = K8sPodDurations(options.start_latency, runs, options.task_sigma)
         jobs.append(JobArrival(t, f"{shape}-{i}", dag, model))
-    return Workload(name, tuple(jobs), num_executors, K8S_FIDELITY)
+    return Workload(name, tuple(jobs), options.num_executors, K8S_FIDELITY)
