@@ -173,6 +173,30 @@ async def test_a_standby_takes_over_once_the_lease_expired_as_it_observed_it():
     await asyncio.gather(*runs, return_exceptions=True)
 
 
+async def test_a_standby_that_looks_a_hair_before_the_expiry_takes_the_lease():
+    # The loop fires the timer set for the expiry up to its clock's resolution early (the
+    # fake loop rounds sleeps to 1 µs): the standby must not see the Lease as held still,
+    # or it sleeps that hair again and again at one loop time (it hung a test so).
+    leases = Leases()
+    await Replica(leases, "gone").elector.step()
+    clock = [100.0]
+    b = Elector(
+        leases,
+        "b",
+        NS,
+        NAME,
+        duration=DURATION,
+        renew_deadline=DEADLINE,
+        retry_period=RETRY,
+        now=lambda: clock[0],
+    )
+    await b.step()
+    assert not b.is_leader and b.expires == 100.0 + DURATION
+    clock[0] = b.expires - 1e-9
+    await b.step()
+    assert b.is_leader and leases.holder == "b"
+
+
 async def test_of_two_standbys_racing_for_an_expired_lease_one_wins_the_other_gets_409():
     leases = Leases()
     gone = Replica(leases, "gone")

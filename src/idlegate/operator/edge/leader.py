@@ -60,6 +60,11 @@ HINTS = {
 """What to do about an attempt on the Lease refused with these statuses."""
 JITTER = 0.2
 """A standby looks every retry period times 1 to 1 + JITTER (two standbys drift apart)."""
+EXPIRY_SLACK = 1e-3
+"""Seconds before its expiry at which a Lease held by another counts as expired. A standby
+sleeps to the expiry it saw, but the event loop fires a timer up to its clock's resolution
+early (a fake loop time rounds sleeps to its own): without the slack, a look a hair before
+the expiry would sleep that hair again, and again, without the time ever advancing."""
 
 
 def micro_time(t: float) -> str:
@@ -194,7 +199,7 @@ class Elector:
             self._lose(f"the Lease is held by {holder or 'nobody'} now")
             return False
         self.expires = self._seen_at + float(spec.get("leaseDurationSeconds") or self.duration)
-        if holder and holder != self.identity and self.now() < self.expires:
+        if holder and holder != self.identity and self.now() < self.expires - EXPIRY_SLACK:
             return False
         return await self._write(lease, started)
 
