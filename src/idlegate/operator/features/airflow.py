@@ -46,6 +46,7 @@ from idlegate.integrations.airflow_pods import (
 from idlegate.operator.core.events import Ended, Join, Observed, Schedule
 from idlegate.operator.core.external import unscheduled
 from idlegate.operator.core.intents import Outbox
+from idlegate.operator.features.argo import gate_pods
 
 if TYPE_CHECKING:
     from idlegate.operator.features.argo import Host, Pool
@@ -346,31 +347,12 @@ def register(registry: kopf.OperatorRegistry, operator: Host) -> None:
     settings = operator.settings
     if settings.airflow_url is None:
         return
+    labels = {WORKER: kopf.PRESENT, EXECUTOR_LABEL: "True"}
     if settings.webhook_port is not None:
-
-        @kopf.on.mutate(
-            "v1",
-            "pods",
-            registry=registry,
-            id=WEBHOOK_ID,
-            operations=["CREATE"],
-            labels={WORKER: kopf.PRESENT, EXECUTOR_LABEL: "True"},
-            side_effects=False,
-        )
-        def gate(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
-            gates = gates_with_ours(body)
-            if gates is not None:
-                patch.spec["schedulingGates"] = gates
-
+        gate_pods(registry, WEBHOOK_ID, labels, gates_with_ours)
     side = AirflowSide(operator)
     operator.restorers.append(side.restore)
 
-    @kopf.on.event(
-        "v1",
-        "pods",
-        registry=registry,
-        id="airflow-pods",
-        labels={WORKER: kopf.PRESENT, EXECUTOR_LABEL: "True"},
-    )
+    @kopf.on.event("v1", "pods", registry=registry, id="airflow-pods", labels=labels)
     async def pod_event(type: str | None, event: kopf.RawEvent, **_: Any) -> None:
         await side.pod_seen(type == "DELETED", event["object"])

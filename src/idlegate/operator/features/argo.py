@@ -355,13 +355,13 @@ class ArgoSide:
         self.refused[key] = why
         message = f"Not scheduled by idlegate: {why}. Its pods are released as Argo creates them."
         self.bridge.carry([PostEvent(owner_of(body), "Warning", "NotScheduled", message)])
-        listed = await self.bridge.pods(key[0], f"{WORKFLOW_LABEL}={key[1]}")
-        if listed is None:
+        pods = await self._pods(key)
+        if pods is None:
             del self.refused[key]
             self._later(body)  # (tried again)
             return
-        for pod in (ArgoPod.of(b) for b in listed):
-            if pod is not None and pod.gated:
+        for pod in pods:
+            if pod.gated:
                 self._unscheduled(pod, why)
 
     # -- history ------------------------------------------------------------------------------
@@ -382,9 +382,8 @@ class ArgoSide:
         ran = dict(wf.ran) if wf is not None else {}
         unknown = _succeeded_nodes(body) - ran.keys()
         if unknown:
-            listed = await self.bridge.pods(key[0], f"{WORKFLOW_LABEL}={key[1]}") or []
-            pods = (ArgoPod.of(b) for b in listed)
-            ran.update((p.node_name, p.ran) for p in pods if p is not None and p.ran is not None)
+            pods = await self._pods(key) or []
+            ran.update((p.node_name, p.ran) for p in pods if p.ran is not None)
             unknown -= ran.keys()
         if unknown:
             log.warning(
@@ -425,27 +424,38 @@ def _succeeded_nodes(body: Mapping[str, Any]) -> set[str]:
     }
 
 
+def gate_pods(
+    registry: kopf.OperatorRegistry,
+    webhook_id: str,
+    labels: Mapping[str, Any],
+    gates: Callable[[Mapping[str, Any]], list[dict[str, Any]] | None],
+) -> None:
+    """Serve the mutating webhook `webhook_id` (its URL path), which sets the scheduling
+    gates `gates` gives a pod with `labels` at its creation (None: not a pod of ours, left
+    as it is). Stateless, so it answers before the rebuild; Argo's and Airflow's pods."""
+
+    @kopf.on.mutate(
+        "v1",
+        "pods",
+        registry=registry,
+        id=webhook_id,
+        operations=["CREATE"],
+        labels=labels,
+        side_effects=False,
+    )
+    def gate(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+        with_ours = gates(body)
+        if with_ours is not None:
+            patch.spec["schedulingGates"] = with_ours
+
+
 def register(registry: kopf.OperatorRegistry, operator: Host) -> None:
     """Add the Argo handlers to the operator's registry (nothing without ``--argo``)."""
     settings = operator.settings
     if not settings.argo:
         return
     if settings.webhook_port is not None:
-
-        @kopf.on.mutate(
-            "v1",
-            "pods",
-            registry=registry,
-            id=WEBHOOK_ID,
-            operations=["CREATE"],
-            labels={WORKFLOW_LABEL: kopf.PRESENT},
-            side_effects=False,
-        )
-        def gate(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
-            gates = gates_with_ours(body)
-            if gates is not None:
-                patch.spec["schedulingGates"] = gates
-
+        gate_pods(registry, WEBHOOK_ID, {WORKFLOW_LABEL: kopf.PRESENT}, gates_with_ours)
     side = ArgoSide(operator)
     operator.restorers.append(side.restore)
 
