@@ -1,40 +1,20 @@
-"""The operator's core: DagWorkflows and pods in, the cluster state machine in the middle,
-intents out.
+"""The operator's core: one pool's workflows and pods in, the cluster state machine
+(:class:`idlegate.sim.cluster.Cluster`) in the middle, intents out; docs/architecture.md
+("Clock 2") follows a workflow through it, :mod:`.kinds` says what differs by kind.
 
-It maps DagWorkflows to jobs of :class:`idlegate.sim.cluster.Cluster` and task pods to (stage,
-task index, executor slot), and drives the one state machine with the time each event
-carries: a workflow appears -> ``add_job``; a pod succeeds -> ``task_finished`` (the executor
-continues with the stage's next task: that task's pod is released on the same slot); an idle
-timer fires -> ``idle_expired``; then the policy is asked through the Engine's decision round
-(:class:`idlegate.operator.core.decider.Decider`) and its launches become gate removals. Every
-count of tasks and executors is the state machine's; the core keeps the pods' bookkeeping
-(:mod:`.tracking`). It reads no API and no clock: the entry points add intents to
-:attr:`Core.intents` (:mod:`.intents`), which the edge
-(:class:`idlegate.operator.edge.bridge.Bridge`) applies.
+It reads no API and no clock: :meth:`Core.handle` is given each event with its time and
+returns what to write (:mod:`.intents`) and the facts for the features (:mod:`.events`).
+Every count of tasks and executors is the state machine's; the core keeps only the
+pods' bookkeeping (:mod:`.tracking`).
 
 Pods are created gated, stage by stage: when the stage becomes runnable, at most
 `Settings.window` of them ahead of their release, the rest as its tasks are released.
 Creating every pod up front would flood the API server (and every watcher of pods): a
 500-stage workflow of large stages is hundreds of thousands of pods.
 
-Restart: every DagWorkflow is admitted with its pods and its job's progress restored
-(:mod:`idlegate.operator.core.admission`) before the first decision, so no pod is created
-twice, running tasks keep their executors, and a persisted delay is neither forgotten nor
-repeated.
-
-A gated pod that loses its gate without the operator (``kubectl patch``, another
-controller) counts against the pool: its task is launched on a free executor, or runs
-*beyond the pool* (``Cluster.started_unasked``) until an executor frees up; so do the
-running pods of a workflow admitted into a pool made smaller. It is the one path where
-the cluster's state changes without a decision of the policy.
-
-Other kinds share the state machine (:mod:`.kinds`, Kueue's ``GenericJob``): every step
-that differs by kind (a launch, an adoption, an idle slot, a pod seen, a write's outcome,
-leaving the pool) is a method of the workflow, the job's payload, and the core holds
-every kind's workflows by their owner's kind (:attr:`Core.held`). Argo's Workflows
-(:class:`~.external.ExternalJob`, handed in by :mod:`idlegate.operator.features.argo`
-as ``Join``, ``Observed`` and ``Ended`` events) have pods Argo creates: each
-launch is paired with a gated pod and said as a :class:`RemoveGate`, as for DagWorkflows.
+A pod that loses its gate without the operator, and a running pod of a workflow admitted
+into a pool made smaller, count against the pool (``Cluster.started_unasked``,
+``run_beyond``): the one path where the cluster's state changes without a decision.
 """
 
 from __future__ import annotations
