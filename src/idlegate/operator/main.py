@@ -35,9 +35,10 @@ CRD's schema prunes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from functools import cached_property, partial
 from typing import Any
 
@@ -444,8 +445,14 @@ def plain(body: kopf.Body) -> dict[str, Any]:
     return copy.deepcopy(dict(body))
 
 
-def _temporary(exc: Exception) -> kopf.TemporaryError:
-    return kopf.TemporaryError(str(exc), delay=RETRY_DELAY)
+@contextlib.contextmanager
+def _retried(*errors: type[Exception]) -> Iterator[None]:
+    """The handler is retried in `RETRY_DELAY` seconds if the block raises one of `errors`
+    (what time may fix: the API, a namespace not in the index yet)."""
+    try:
+        yield
+    except errors as exc:
+        raise kopf.TemporaryError(str(exc), delay=RETRY_DELAY) from exc
 
 
 def build_registry(operator: Operator) -> kopf.OperatorRegistry:
@@ -497,18 +504,14 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
         phase = body.get("status", {}).get("phase")
         if phase == Phase.SUCCEEDED or (phase == Phase.INVALID and judged(body)):
             return  # (its TTL and pod GC: its events; its record: the rebuild's)
-        try:
+        with _retried(AdmitLaterError):
             pools.admit(plain(body), *operator.indexed(body))
-        except AdmitLaterError as exc:
-            raise _temporary(exc) from exc
 
     @kopf.on.update(GROUP, VERSION, PLURAL, registry=registry, id="spec", field="spec")
     async def spec_changed(body: kopf.Body, **_: Any) -> None:
         pools = await operator.ready_pools()
-        try:
+        with _retried(AdmitLaterError):
             intake.spec_changed(pools, plain(body), *operator.indexed(body))
-        except AdmitLaterError as exc:
-            raise _temporary(exc) from exc
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry, id="workflow-events")
     async def workflow_event(
@@ -545,10 +548,8 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
         pools = await operator.ready_pools()
         for found in operator.indexes[1].get(namespace, ()):  # (its runs' routing: its labels)
             pools.labels[namespace] = namespace_labels(found)
-        try:
+        with _retried(ApiError):
             await operator.cron.sync(plain(body))
-        except ApiError as exc:
-            raise _temporary(exc) from exc
 
     @kopf.on.event(GROUP, VERSION, CRON_PLURAL, registry=registry, id="cron-events")
     async def cron_event(type: str | None, namespace: str, name: str, **_: Any) -> None:
@@ -578,9 +579,8 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     async def pool_sync(body: kopf.Body, meta: kopf.Meta, patch: kopf.Patch, **_: Any) -> None:
         name = meta.get("name", "")
         try:
-            status = await operator.pool_changed(name, body.get("spec"), meta.get("uid", ""))
-        except ApiError as exc:
-            raise _temporary(exc) from exc
+            with _retried(ApiError):
+                status = await operator.pool_changed(name, body.get("spec"), meta.get("uid", ""))
         except IdlegateError as exc:  # a spec or policy that cannot run: said, not retried
             patch.status["conditions"] = pool_conditions(
                 False, "Invalid", str(exc), clock.now(), body
