@@ -2,49 +2,40 @@
 against the API and hands back outcomes.
 
 :meth:`Applier.apply` queues each write as an :class:`Op` on a *lane* of its workflow
-(:class:`Lanes`: a pod, the workflow's status, its Events). Each lane is a FIFO worked by
-its own task, all lanes in parallel: a pod is created before its gate is removed, and a
-status write or an Event that waits for the API never delays a pod write, nor takes the
-API client's last free connection from one (:class:`Slots`). The one order across lanes
-is stated per op (:attr:`Op.after`). Each write's end goes to `on_outcome`.
+(:class:`Lanes`: a pod, the workflow's status, its Events), each a FIFO worked by its own
+task, all in parallel: a pod is created before its gate is removed, and a status write or
+an Event waiting for the API never delays a pod write (nor takes its connection:
+:class:`Slots`). The one order across lanes is stated per op (:attr:`Op.after`).
 
-Retries of a failed request are the API client's (:mod:`idlegate.operator.edge.kube`).
-An op may raise :class:`Retry` for a condition of its own that time resolves (a pod name
-held by an older workflow's pod being deleted): it runs again after `Lanes.wait`. Any
-other failure goes to the op's `on_error`, once (for pod writes: the workflow fails and
-its executors return to the pool, so no error ever leaves an executor held).
+Retries of a failed request are the API client's (:mod:`idlegate.operator.edge.kube`);
+an op raises :class:`Retry` for a condition of its own that time resolves. Any other
+failure goes to the op's `on_error`, once (for pod writes: the workflow fails and its
+executors return to the pool, so no error ever leaves an executor held).
 
 Pod creations and gate removals (`idlegate_pods_created_total`,
 `idlegate_gate_removals_total`) are counted once each, when confirmed: by their success,
 or, when an earlier try got no answer (`ApiError.lost`: it may have been carried out), by
 the read after the refusal that followed (a 409, a refused guard) showing the write's
-effect. A pod found on a first try's 409 is not the operator's creation.
-
-A workflow's status writes are one at a time and coalesced (:class:`_StatusLane`): a
-write waiting to be sent is replaced by the next, and the status is read when it is
-sent, so the last write to land is the latest state. A write that waits for another lane
-(``after_status``) waits for the workflow's status writes given before it.
+effect. A pod found on a first try's 409 is not the operator's creation. A workflow's
+status writes are coalesced (:class:`_StatusLane`).
 
 Events (core/v1, shown by ``kubectl describe``; :class:`EventRecorder`) go in their
 workflow's lane of Events; one that cannot be posted is logged and dropped, it never
 fails a workflow. Only a tiny dedup: an Event equal to one posted on the same object
 before (type, reason, message) is not posted again, and an object gets at most
 `per_workflow` distinct Events, after which only the first of each new type and reason
-is posted (a workflow's Failed or Succeeded always is). The operator's messages are
-written so that repetitions are equal (a release names the stage, how many tasks, the
-cap and the policy, not which task on which executor), so a stage of 100,000 tasks
-leaves a handful of Events, not 100,000. An Event is named after what makes it equal
+is posted (a workflow's Failed or Succeeded always is). The operator's messages repeat
+equal (:mod:`~idlegate.operator.core.intents`), so a stage of 100,000 tasks leaves a
+handful of Events, not 100,000. An Event is named after what makes it equal
 (its object, type, reason and message), so the API server itself refuses an equal one
 (409) that a restarted operator posts again with its books empty (an Argo Workflow's
 Accepted and Estimated as it is admitted again): the dedup holds across restarts for as
 long as the API keeps the Event.
 
-Whether this replica may write (:class:`WriteGate`): without leader election always;
-with it, :func:`idlegate.operator.edge.leader.elect` binds the gate, once, to the
-replica's elector, and it is open only while that elector leads. The API client, the
-lanes and the applier are each given the same gate when they are built, so that none of
-them needs rewiring afterwards: intents given to a replica that may not write are
-dropped, and so is every queued write whose turn comes once it may not.
+The write gate (:class:`WriteGate`) is given to the API client, the lanes and the applier
+as they are built, so none needs rewiring when :func:`idlegate.operator.edge.leader.elect`
+binds it: intents given to a replica that may not write are dropped, and so is every
+queued write whose turn comes once it may not.
 """
 
 from __future__ import annotations
@@ -532,9 +523,7 @@ class Applier:
         return await kube.patch_pod(owner.namespace, name, add)
 
     async def _release_argo(self, kube: KubeApi, intent: RemoveGate) -> Mapping[str, Any] | None:
-        """Release a pod Argo made: read it, then patch (read again while the gates move
-        under the guard); one gone is left to its deletion's event, one that lost the gate
-        already to its watch event."""
+        # (as RemoveGate says: read, then patch, again while the gates move under the guard)
         namespace, name, executor = intent.owner.namespace, intent.name, intent.executor
         for _ in range(3):
             try:
