@@ -1,11 +1,6 @@
-"""One running workflow whose pods another controller creates (Argo's, Airflow's), in the
-cluster state machine: its job, and its pods paired with the executors the machine gives
-its stages.
-
-The other controller, not idlegate, creates the pods: one per task once the task is
-ready, gated at creation by idlegate's admission webhook. idlegate decides when each
-runs. An `ExternalJob` holds the workflow's job in a `Cluster` (the pool's, beside
-DagWorkflows) and pairs the two sides, each of which may come first:
+"""One running workflow whose pods another controller creates (Argo's, Airflow's; the kind
+:mod:`.kinds` describes), in the cluster state machine: its job, and its pods paired with
+the executors the machine gives its stages. Each side may come first:
 
 * a **launch** of one of its stages on an executor (a decision of the policy, or the
   executor going on with the stage's next task) takes the oldest gated pod of that stage
@@ -22,21 +17,15 @@ released pod that succeeds finishes its task on its executor (`Cluster.task_fini
 one that fails frees its executor and its task waits for the retry the controller
 creates, as a task not launched (`Cluster.task_failed`: the job counts a task, not its
 attempts), unless its stage's retries are spent. A pod whose gate someone else removed
-runs as the operator's DagWorkflow pods do in that case: launched on a free executor, or
-beyond the pool until one frees (`Cluster.started_unasked`).
+runs as a DagWorkflow's does then (`Cluster.started_unasked`).
 
-A kind brings its mapping of the workflow (`Mapped`) and its reading of a pod
-(`ExternalPod`). What the controller decides as it runs (a fan-out's size, a skipped
-task) changes the job: `remap` puts the new job in place of the old with the progress
-carried over (finished tasks, running pods on their executors, idle slots), as a restart
-would. `admit` is that restart: everything it needs is on the pods (gate, phase,
+What the controller decides as it runs (a fan-out's size, a skipped task) changes the
+job: `remap` puts the new job in place of the old with the progress carried over
+(finished tasks, running pods on their executors, idle slots), as a restart would.
+`admit` is that restart: everything it needs is on the pods (gate, phase,
 ``idlegate.io/executor``), so nothing is released twice and running pods keep their
-executors.
-
-It keeps each succeeded pod's own run time (`ran`) for the workflow's history record:
-a controller's own times (Argo's node times) count the wait at the gate too.
-
-Pure: pods and the cluster in, releases out; the operator writes them and says why.
+executors. Each succeeded pod's own run time is kept (`ran`) for the history record: a
+controller's own times (Argo's node times) count the wait at the gate too.
 """
 
 from __future__ import annotations
@@ -111,11 +100,10 @@ class _Running:
 
 @dataclass(eq=False)
 class ExternalJob(JobKind):
-    """One workflow's job in a cluster and its pods (see the module docstring), and the
-    :class:`~.kinds.JobKind` of such workflows (the job's payload): the core only releases
-    its pods (and says why on the workflow, `owner`); its idle slots persist nothing (a
-    restart maps it again from its controller's state) and its controller deletes its
-    pods."""
+    """One workflow's job in a cluster and its pods (see the module docstring), as a
+    :class:`~.kinds.JobKind`: the core only releases its pods (and says why on the
+    workflow, `owner`); its idle slots persist nothing (a restart maps it again from its
+    controller's state) and its controller deletes its pods."""
 
     owner: Owner
     mapped: Mapped
