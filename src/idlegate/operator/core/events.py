@@ -139,10 +139,6 @@ class Schedule:
     force: bool = False
 
 
-EVENTS = (
-    *(Admit, PodSeen, Forget, IdleEnded, DeadlinePassed, SpecChanged, Recorded, Leave, Schedule),
-    *(Join, Observed, Ended),
-)
 Event = (
     Admit
     | PodSeen

@@ -24,14 +24,12 @@ from idlegate.api.podsecurity import namespace_policy
 from idlegate.api.task_pods import Owner
 from idlegate.operator.core.admission import owner_of
 from idlegate.operator.core.core import Core, Output
-from idlegate.operator.core.events import EVENTS, Admit, Event, ReadAgain, Schedule
+from idlegate.operator.core.events import Admit, Event, ReadAgain, Schedule
 from idlegate.operator.core.intents import (
     CancelTimer,
     CancelWrites,
-    Confirmed,
     Intent,
     Outcome,
-    Refused,
     SetTimer,
 )
 from idlegate.operator.core.lifecycle import DEADLINE_RETRY, UNFINISHED, deadline_key
@@ -149,7 +147,7 @@ class Bridge:
                     self._read(item)
                 case _ if isinstance(item, Intent):
                     self.applier.apply((item,))
-                case _ if isinstance(item, (Confirmed, Refused, *EVENTS)):
+                case _ if isinstance(item, Outcome | Event):
                     self.handle(item)
                 case _:
                     for feature in self.features:
