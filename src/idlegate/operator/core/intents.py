@@ -1,12 +1,10 @@
 """The operator core's intents (the writes it wants) and their outcomes (what the API said).
 
 The core never writes: it makes intents, in the order they are to be carried out, and the
-edge's applier carries them out. A pod write or a deletion names the object it writes
-(:attr:`lane`; a workflow's status writes and Events have lanes of their own): one
-object's writes keep the order given, different objects' run side by side, so one
-workflow's blocked write never blocks another's. When a write ends, the applier hands
-the core an outcome: :class:`Confirmed` or :class:`Refused`. Pod writes are idempotent: a
-pod's name is a function of its workflow, stage, task and attempt (`task_pods.pod_name`).
+edge's applier carries them out, each in the lane of the object it writes (its `lane`),
+and hands the core each one's outcome, :class:`Confirmed` or :class:`Refused`. Pod writes
+are idempotent: a pod's name is a function of its workflow, stage, task and attempt
+(`task_pods.pod_name`).
 
 What the operator's Events say (``kubectl describe``; deploy/README.md lists the reasons)
 is here too, one function per occasion, each giving (type, reason, message) for
@@ -35,8 +33,20 @@ if TYPE_CHECKING:
     from idlegate.sim.spec import StageSpec
 
 
+class _PodWrite:
+    """A write of the pod `name` in `owner`'s namespace: its lane is the pod's."""
+
+    __slots__ = ()
+    owner: Owner
+    name: str
+
+    @property
+    def lane(self) -> tuple[str, str, str]:
+        return ("pod", self.owner.namespace, self.name)
+
+
 @dataclass(frozen=True, slots=True)
-class CreatePod:
+class CreatePod(_PodWrite):
     """Create the pod of one attempt of one task: gated (``executor`` None, it waits for a
     :class:`RemoveGate`) or released on ``executor`` (a retry, or a task released before
     its gated pod was made). A 409 is success when the pod found has ``owner``'s uid and is
@@ -75,13 +85,9 @@ class CreatePod:
             executor=self.executor,
         )
 
-    @property
-    def lane(self) -> tuple[str, str, str]:
-        return ("pod", self.owner.namespace, self.name)
-
 
 @dataclass(frozen=True, slots=True)
-class RemoveGate:
+class RemoveGate(_PodWrite):
     """Release a gated pod onto executor slot ``executor``: record the slot in its
     ``idlegate.io/executor`` annotation and remove only our gate (`release_patch`, whose
     ``test`` op guards its index). A refused guard (409, 422: the gates moved) reads the pod
@@ -109,13 +115,9 @@ class RemoveGate:
         owner, spec = self.owner, self.spec
         return CreatePod(owner, spec.name, self.index, self.attempt, self.name, spec, self.executor)
 
-    @property
-    def lane(self) -> tuple[str, str, str]:
-        return ("pod", self.owner.namespace, self.name)
-
 
 @dataclass(frozen=True, slots=True)
-class DeletePod:
+class DeletePod(_PodWrite):
     """Delete a pod (gone already is success). `frees`: it holds an executor the core gave
     back already (a failed or suspended workflow's running pod): a gate removal decided
     after it waits until it has ended, so the pool's bound holds in the API too."""
@@ -123,10 +125,6 @@ class DeletePod:
     owner: Owner
     name: str
     frees: bool = False
-
-    @property
-    def lane(self) -> tuple[str, str, str]:
-        return ("pod", self.owner.namespace, self.name)
 
 
 @dataclass(frozen=True, slots=True)
