@@ -202,10 +202,9 @@ class AirflowSide:
 
     async def _read(self, key: RunKey) -> bool:
         """Read the run again (Airflow settled more of it): its job replaces the old."""
-        try:
-            run = await asyncio.to_thread(self.dags.run, key[1], key[2], self.bridge.now())
-        except LiveRefusal as exc:
-            log.warning("DAG run %s/%s cannot be read again (%s): kept as it was.", *key[1:], exc)
+        run = await self._read_run(key)
+        if isinstance(run, LiveRefusal):
+            log.warning("DAG run %s/%s cannot be read again (%s): kept as it was.", *key[1:], run)
             return False
         self.runs[key] = run
         self.bridge.handle(Join(self.owners[key], run.job))  # (in the pool: its new job)
