@@ -23,10 +23,8 @@ The kopf handlers are thin and level-triggered, all in one registry per operator
 * DagCronWorkflows and ExecutorPools: below; Argo Workflows: :mod:`.features.argo`;
   Airflow's pods: :mod:`.features.airflow`.
 
-With ``--leader-election`` (:mod:`idlegate.operator.edge.leader`) a standby's watches keep
-kopf's indexes (the task pods, the namespaces) and it serves the Argo webhook, but it
-writes nothing and its handlers wait; once elected it rebuilds the state from the indexes
-and a list of the workflows. A leader that loses the Lease stops writing and exits.
+With ``--leader-election`` (:mod:`idlegate.operator.edge.leader`; docs/architecture.md) a
+standby keeps kopf's indexes and serves the webhooks, and its handlers wait until it leads.
 
 Handlers return nothing: kopf would store results in ``status.<handler-id>``, which the
 CRD's schema prunes.
