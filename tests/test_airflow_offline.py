@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from idlegate.api.lint import lint_paths
 from idlegate.cli import app
 from idlegate.integrations.airflow import AirflowError, read_auth
+from idlegate.sim.airflow import AirflowRefusal
 from idlegate.sim.history import load_history
 from tests.airflow_data import PASSWORD, examples, replaying, session
 from tests.test_airflow_mapping import export, run, task, ti
@@ -63,6 +64,34 @@ def test_a_history_file_replays_an_exports_runs_and_leaves_a_changed_one_out(tmp
     path.write_text(json.dumps(export(task("a"))))
     (alone,) = load_history(path)
     assert alone.arrival is None and alone.name == "etl"
+
+
+def test_a_file_of_many_dags_replays_those_idlegate_schedules_and_warns_of_the_rest(
+    tmp_path, caplog
+):
+    found = examples()
+    left = [found[d] for d in ("example_workday_timetable", "example_branch_labels")]
+    path = tmp_path / "dags.json"
+    path.write_text(json.dumps([found["tutorial"], *left]))
+    with caplog.at_level(logging.WARNING):
+        (only,) = load_history(path)
+    assert only.name == "tutorial"
+    warned = [r.getMessage() for r in caplog.records]
+    # lint's note, reason and all, for each DAG left to Airflow
+    notes = [n.message for n in lint_paths([str(path)]).notes]
+    assert len(warned) == 2 and all(n in w for n, w in zip(notes, warned, strict=True))
+    assert "(workflow #1): not scheduled by idlegate (no-tasks): DAG example_workday" in warned[0]
+    # only a file of which no DAG maps is an error
+    path.write_text(json.dumps(left))
+    with pytest.raises(AirflowRefusal, match="none of its 2 Airflow DAGs has a task idlegate"):
+        load_history(path)
+    path.write_text(json.dumps(left[:1]))
+    with pytest.raises(AirflowRefusal, match="example_workday_timetable has no task idlegate"):
+        load_history(path)
+    # a broken export is still an error, not a warning
+    path.write_text(json.dumps([found["tutorial"], export(task("a", "b"), task("b", "a"))]))
+    with pytest.raises(AirflowRefusal, match="a -> b -> a"):
+        load_history(path)
 
 
 def test_history_airflow_imports_the_runs_and_writes_the_raw_exports(tmp_path, monkeypatch):

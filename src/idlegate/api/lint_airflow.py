@@ -18,10 +18,6 @@ from typing import Any
 from idlegate.api.lint_render import head_line, stage_lines
 from idlegate.sim.airflow import AirflowJob, AirflowRefusal, RefusalReason, airflow_runs, map_dag
 
-NOTE_REASONS = frozenset({RefusalReason.NO_TASKS, RefusalReason.TOO_MANY_STAGES})
-"""Refusals that are features idlegate leaves to Airflow (a note), not mistakes in the
-export (a problem)."""
-
 
 @dataclass(frozen=True)
 class AirflowLintJob:
@@ -97,8 +93,7 @@ def lint_airflow(
         job = map_dag(obj, durations=airflow_runs(obj).history)
         job.spec()
     except AirflowRefusal as exc:
-        text = f"not scheduled by idlegate ({exc.reason}): {exc}"
-        if exc.reason in NOTE_REASONS:
-            return AirflowVerdict(note=text, reason=exc.reason)
+        if exc.left_to_airflow:
+            return AirflowVerdict(note=exc.note(), reason=exc.reason)
         return AirflowVerdict(problem=str(exc), reason=exc.reason)
     return AirflowVerdict(job=AirflowLintJob(file, document, item, job))

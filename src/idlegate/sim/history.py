@@ -23,7 +23,9 @@ workflows may carry more keys, so the simulator can replay the past:
 Airflow DAG exports may stand in it too (`idlegate.sim.airflow.runs`): each finished DAG
 run is a workflow (its arrival, measured task-instance durations, JCT and outcome from
 Airflow's records; its estimates from the runs before it), an export without finished
-runs the DAG itself.
+runs the DAG itself. A DAG left to Airflow (every task a sensor or an EmptyOperator:
+`AirflowRefusal.left_to_airflow`, which lint notes) is left out with a warning giving
+lint's reason; only a file of which no DAG maps is an error.
 
 Argo Workflows may stand in a history file too (`idlegate.sim.argo.runs`): each maps to
 its job (`idlegate.sim.argo`), its arrival and measured pod run times come from its
@@ -172,6 +174,7 @@ def load_history(path: str | Path) -> list[HistoryWorkflow]:
     out = []
     items = read_workflow_items(path)
     objects = [item.raw for item in items]
+    left: list[AirflowRefusal] = []
     for item, run in zip(items, run_documents(objects), strict=True):
         raw, spec = item.raw, item.spec
         if is_argo(raw):  # an Argo Workflow's run, or a template its references use
@@ -179,7 +182,15 @@ def load_history(path: str | Path) -> list[HistoryWorkflow]:
                 out.append(_argo_workflow(raw, objects, item.source))
             continue
         if is_airflow(raw):  # an Airflow DAG export: its finished runs, else the DAG
-            out.extend(airflow_workflows(raw, item.source))
+            try:
+                out.extend(airflow_workflows(raw, item.source))
+            except AirflowRefusal as exc:
+                # an export of a whole Airflow holds DAGs of sensors or EmptyOperators
+                # only: valid for Airflow, so the others replay (lint notes them too)
+                if not exc.left_to_airflow:
+                    raise
+                log.warning("Left out of the history: %s", exc.note())
+                left.append(exc)
             continue
         if item.name is None:
             _check_kind(raw, item.source)
@@ -187,6 +198,15 @@ def load_history(path: str | Path) -> list[HistoryWorkflow]:
             out.append(_plain(parse_workflow(spec, item.source), item.source))
         else:
             out.append(_recorded(raw, spec, item.name, item.source))
+    if left and not out:
+        if len(left) == 1:
+            raise left[0]
+        raise AirflowRefusal(
+            left[0].reason,
+            f"{path}: none of its {len(left)} Airflow DAGs has a task idlegate schedules (each "
+            "is left to Airflow, as the warnings above say); give a file with at least one DAG "
+            "idlegate schedules (idlegate lint shows which do)",
+        )
     return out
 
 
@@ -653,7 +673,7 @@ def airflow_workflows(raw: Mapping[str, Any], source: str) -> list[HistoryWorkfl
             for run in found.runs
         ]
     except AirflowRefusal as exc:
-        raise AirflowRefusal(exc.reason, f"{source}: {exc}") from None
+        raise AirflowRefusal(exc.reason, str(exc), where=source) from None
 
 
 def argo_history(

@@ -40,13 +40,29 @@ class RefusalReason(StrEnum):
     """A run's task instances do not fit the DAG's tasks: the DAG changed since."""
 
 
+LEFT_TO_AIRFLOW = frozenset({RefusalReason.NO_TASKS, RefusalReason.TOO_MANY_STAGES})
+"""Refusals of a DAG that is valid for Airflow and simply left to it (lint's note, a
+history file's DAG skipped with a warning), not of a broken export (an error)."""
+
+
 class AirflowRefusal(SpecError):
     """A DAG (or run) that does not map to a job; `reason` says which rule refused it and
-    the message says why in a sentence."""
+    the message says why in a sentence, after `where` the DAG is (a file's item) if given."""
 
-    def __init__(self, reason: RefusalReason, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
+    def __init__(self, reason: RefusalReason, message: str, *, where: str | None = None) -> None:
+        super().__init__(f"{where}: {message}" if where else message)
+        self.reason, self.why, self.where = reason, message, where
+
+    @property
+    def left_to_airflow(self) -> bool:
+        """The DAG is valid for Airflow and left to it (`LEFT_TO_AIRFLOW`)."""
+        return self.reason in LEFT_TO_AIRFLOW
+
+    def note(self) -> str:
+        """The refusal as lint notes it, the reason before the sentence (a history file's
+        warning says the same)."""
+        place = f"{self.where}: " if self.where else ""
+        return f"{place}not scheduled by idlegate ({self.reason}): {self.why}"
 
 
 class LeftReason(StrEnum):
