@@ -214,6 +214,24 @@ def test_a_json_syntax_error_has_its_line_and_column(tmp_path):
     assert lint(str(f))[:2] == (0, [])
 
 
+def test_a_file_that_is_no_manifest_says_what_lint_reads(tmp_path):
+    # an Airflow DAG file: lint reads the DAG's export, never its Python source
+    dag_file = Path(__file__).parent / "data" / "airflow" / "dags" / "idlegate_e2e.py"
+    code, out, _ = lint(str(dag_file))
+    (line,) = out
+    assert code == 1 and line.startswith(f"{dag_file}: is Python source, which lint does not")
+    assert "Argo Workflows, and Airflow DAGs as the JSON export `idlegate history airflow" in line
+    # any file not named as a manifest that does not parse says so too
+    notes = tmp_path / "notes.txt"
+    notes.write_text("a: [\n")
+    (problem,) = check(notes).problems
+    assert "invalid YAML" in problem.message and "; lint reads YAML or JSON: Dag" in problem.message
+    # a manifest with a typo is a manifest: its syntax error is enough
+    notes.rename(tmp_path / "typo.yaml")
+    (problem,) = check(tmp_path / "typo.yaml").problems
+    assert "lint reads" not in problem.message
+
+
 def test_a_dagworkflow_under_the_wrong_api_version_or_kind_is_an_error(tmp_path):
     f = write(
         tmp_path / "w.yaml",

@@ -22,8 +22,10 @@ re-implemented here; a DagWorkflow passes exactly when the operator's admission
 
 Around them, what ``kubectl apply`` would trip over first: YAML or JSON that does not
 parse (with its line and column; also duplicate keys, which kubectl's strict decoding
-rejects but PyYAML silently resolves to the last), an unreadable file (a path that does
-not exist is an error of the command, as in every command), a DagWorkflow under
+rejects but PyYAML silently resolves to the last; in a file not named ``.yaml``, ``.yml``
+or ``.json``, with what lint reads, and a Python file, an Airflow DAG file most likely, is
+not parsed but said to be one), an unreadable file (a path that does not exist is an error
+of the command, as in every command), a DagWorkflow under
 the wrong or no ``apiVersion``, another kind in the ``idlegate.io`` group (or
 ``DagWorkflow`` in another case), a missing name. Everything else (a ConfigMap, a
 Kustomization, a document with no kind such as a dashboard JSON or a bare workflow of
@@ -91,6 +93,12 @@ STDIN_NAME = "<stdin>"
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 """Files a directory is searched for (recursively, hidden ones left out); a file named
 explicitly is always read."""
+READS = (
+    "YAML or JSON: DagWorkflows (and DagCronWorkflows, ExecutorPools), Argo "
+    "Workflows, and Airflow DAGs as the JSON export `idlegate history airflow --raw` writes "
+    "(Airflow's REST API's answers)"
+)
+"""What lint reads, for the message about a file that is none of it."""
 
 
 @dataclass(frozen=True)
@@ -454,7 +462,20 @@ def _read(source: _Source, stdin: TextIO) -> str:
 def _documents(text: str, source: _Source, report: LintReport) -> Iterator[tuple[int, Any]]:
     """(index, parsed document) of each document; a syntax error becomes a problem (with
     the index of the document it is in) and ends the file."""
-    if source.path is not None and source.path.suffix.lower() == ".json":
+    suffix = "" if source.path is None else source.path.suffix.lower()
+    if suffix == ".py":  # an Airflow DAG file, most likely: YAML would parse part of it
+        report.problems.append(
+            Problem(
+                source.name,
+                f"is Python source, which lint does not read (it reads {READS}); export an "
+                "Airflow DAG with `idlegate history airflow --dag DAG_ID --raw -o DAG_ID.json` "
+                "and lint that",
+            )
+        )
+        return
+    # a file not named as a manifest that does not parse is likely no manifest at all
+    hint = "" if source.path is None or suffix in MANIFEST_SUFFIXES else f"; lint reads {READS}"
+    if suffix == ".json":
         try:
             yield 0, json.loads(text)
         except json.JSONDecodeError as exc:
@@ -474,10 +495,10 @@ def _documents(text: str, source: _Source, report: LintReport) -> Iterator[tuple
         what = ", ".join(filter(None, [exc.context, exc.problem]))
         line, column = (mark.line + 1, mark.column + 1) if mark else (None, None)
         report.problems.append(
-            Problem(source.name, f"invalid YAML: {what}", count, None, None, line, column)
+            Problem(source.name, f"invalid YAML: {what}{hint}", count, None, None, line, column)
         )
     except yaml.YAMLError as exc:  # e.g. a character YAML does not allow (with no mark)
-        report.problems.append(Problem(source.name, f"invalid YAML: {exc}", count))
+        report.problems.append(Problem(source.name, f"invalid YAML: {exc}{hint}", count))
 
 
 # -- checking objects ---------------------------------------------------------------------------
