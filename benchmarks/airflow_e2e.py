@@ -3,9 +3,10 @@
 Brings up the test API server of tests/k8s, PostgreSQL, Airflow's API server, scheduler
 (KubernetesExecutor) and DAG processor, the kubelet stand-in that runs Airflow's pods as
 processes of this machine (tests/k8s/airflow_stack.py) and, with --operator, the idlegate
-operator on the same namespace (extra flags after --operator, e.g. ``--operator
---scheduler=default``) with --workflows DagWorkflows and --argo Argo Workflows (run by the
-stand-in for Argo's controller of tests/k8s/argo_controller.py, its CRD from
+operator on the same namespace (a flag of its own each with --operator-arg, written with
+``=``: ``--operator --operator-arg=--scheduler=default``) with --workflows DagWorkflows and
+--argo Argo Workflows (run by the stand-in for Argo's controller of
+tests/k8s/argo_controller.py, its CRD from
 ../shared/data/argo) beside the DAG runs, created once the first Airflow pod runs.
 Triggers --runs runs of each DAG of --dags at once, waits for all of them and the
 workflows, stops every process, and prints:
@@ -26,8 +27,8 @@ workflows, stops every process, and prints:
   and Argo nodes with a pod created twice;
 * the processes left after the stop (an orphan check over /proc).
 
-    IDLEGATE_AIRFLOW_PYTHON=/path/to/airflow-venv/bin/python \\
-        python benchmarks/airflow_e2e.py --runs 3 [--operator] [--keep DIR]
+    IDLEGATE_AIRFLOW_PYTHON=.venv-airflow/bin/python \\
+        .venv/bin/python benchmarks/airflow_e2e.py --runs 3 [--operator] [--keep DIR]
 
 (run from the repository root: it imports the harness from tests/). Without
 IDLEGATE_AIRFLOW_PYTHON it installs Airflow into .venv-airflow first (tests/data/airflow/
@@ -50,15 +51,24 @@ from tests.argo_data import WORKFLOW_CRD
 from tests.k8s.airflow_stack import E2E_DAGS
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line's options; `operator_args` is the operator's extra flags (a list,
+    possibly empty) with --operator, else None."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="runs of each DAG, all at once")
     parser.add_argument("--dags", nargs="+", default=list(E2E_DAGS))
     parser.add_argument(
-        "--operator",
-        nargs=argparse.REMAINDER,
-        default=None,
-        help="start idlegate operator on the namespace too; what follows goes to its command",
+        "--operator", action="store_true", help="start idlegate operator on the namespace too"
+    )
+    # one flag per option, never "the rest of the line": that swallowed this script's own
+    # options given after --operator (--argo 0 went to the operator)
+    parser.add_argument(
+        "--operator-arg",
+        action="append",
+        default=[],
+        metavar="FLAG",
+        help="with --operator: a flag of the operator's command, joined by '=' "
+        "(--operator-arg=--scheduler=default; repeatable)",
     )
     parser.add_argument("--pool", type=int, default=4, help="the operator's pool size")
     parser.add_argument("--workflows", type=int, default=2, help="DagWorkflows, with --operator")
@@ -78,8 +88,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--keep", type=Path, help="keep the logs in this directory")
     args = parser.parse_args(argv)
+    if args.operator_arg and not args.operator:
+        parser.error("--operator-arg gives the operator a flag, so it needs --operator; add it")
+    args.operator_args = args.operator_arg if args.operator else None
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
     settings = dict(s.split("=", 1) for s in args.setting)
-    argo = args.argo if args.operator is not None else 0
+    argo = args.argo if args.operator else 0
     if argo and not WORKFLOW_CRD.exists():
         print(
             f"Argo's Workflow CRD is not at {WORKFLOW_CRD.resolve()} (../shared/data is "
@@ -92,12 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     scenario = AirflowE2E(
         directory,
         settings=settings,
-        operator_args=args.operator,
+        operator_args=args.operator_args,
         pool=args.pool,
         workflows=args.workflows,
         argo=argo,
-        gate_airflow=args.operator is not None and not args.ungated,
-        kill_operator=args.operator is not None and not args.no_kill,
+        gate_airflow=args.operator and not args.ungated,
+        kill_operator=args.operator and not args.no_kill,
     )
     try:
         with scenario as e2e:

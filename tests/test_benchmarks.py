@@ -153,3 +153,26 @@ def test_default_targets_stops_at_its_start_without_its_extra(
     assert stopped.value.code == 1
     err = capsys.readouterr().err
     assert err.startswith("Error: this needs the 'train' extra") and err.count("\n") == 1
+
+
+def test_airflow_e2e_options_after_operator_are_the_benchmarks_own() -> None:
+    airflow_e2e = load_benchmark("airflow_e2e")
+    args = airflow_e2e.parse(["--runs", "1", "--operator", "--argo", "0"])
+    assert (args.runs, args.argo, args.operator_args) == (1, 0, [])
+    extra = ["--operator-arg=--scheduler=default", "--operator-arg=-v"]
+    args = airflow_e2e.parse(["--operator", *extra, "--pool", "3"])
+    assert (args.pool, args.operator_args) == (3, ["--scheduler=default", "-v"])
+    assert airflow_e2e.parse([]).operator_args is None  # no operator at all
+
+
+def test_airflow_e2e_refuses_an_operator_flag_without_the_operator(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    airflow_e2e = load_benchmark("airflow_e2e")
+    with pytest.raises(SystemExit) as stopped:
+        airflow_e2e.parse(["--operator-arg=--scheduler=default"])
+    assert stopped.value.code == 2
+    assert (
+        "--operator-arg gives the operator a flag, so it needs --operator"
+        in capsys.readouterr().err
+    )
