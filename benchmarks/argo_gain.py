@@ -40,6 +40,17 @@ class Gain:
     schedulers: tuple[str, ...]
     target: float
     judged: tuple[str, ...] = ("default",)
+    target_loads: tuple[float, ...] | None = None
+    """The loads the target is set at (None: every load); at the others the change is
+    printed without it."""
+
+    def verdict(self, name: str, load: float, change: float) -> str:
+        """The line saying how `name` (judged) compares with the baseline at `load`."""
+        line = f"{name} vs {self.baseline}: {change:+.1%}"
+        if self.target_loads is not None and load not in self.target_loads:
+            return line
+        met = "met" if change <= self.target else "not met"
+        return f"{line} (target {self.target:+.0%}: {met})"
 
 
 ARGO = Gain(
@@ -154,8 +165,7 @@ def measure(gain: Gain, argv: list[str] | None = None, doc: str = __doc__) -> No
         print(f"\nload {load:g}\n")
         print("\n".join(rows))
         for name, change in found.items():
-            met = "met" if change <= gain.target else "not met"
-            print(f"\n{name} vs {gain.baseline}: {change:+.1%} (target {gain.target:+.0%}: {met})")
+            print(f"\n{gain.verdict(name, load, change)}")
 
 
 def main(argv: list[str] | None = None) -> None:

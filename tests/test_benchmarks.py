@@ -176,3 +176,14 @@ def test_airflow_e2e_refuses_an_operator_flag_without_the_operator(
         "--operator-arg gives the operator a flag, so it needs --operator"
         in capsys.readouterr().err
     )
+
+
+def test_airflow_gain_holds_default_to_its_target_at_load_0_85_only() -> None:
+    airflow = load_benchmark("airflow_gain").AIRFLOW
+    at_target = airflow.verdict("learned:default", 0.85, -0.14)
+    assert at_target == "learned:default vs airflow: -14.0% (target -15%: not met)"
+    assert airflow.verdict("default", 0.85, -0.39).endswith("(target -15%: met)")
+    assert airflow.verdict("learned:default", 0.7, -0.14) == "learned:default vs airflow: -14.0%"
+    # Argo's target is set at every load
+    argo = load_benchmark("argo_gain").ARGO
+    assert argo.verdict("learned:default", 0.7, -0.158).endswith("(target -20%: not met)")
