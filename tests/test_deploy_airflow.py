@@ -5,6 +5,7 @@ mounts."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import kopf
@@ -71,3 +72,21 @@ def test_the_components_webhook_configuration_matches_the_handler(built):
     assert ours["namespaceSelector"] == {"matchLabels": {"idlegate.io/airflow": "enabled"}}
     service = only([d for d in built if d["metadata"]["name"] == "idlegate-webhook"], "Service")
     assert ours["clientConfig"]["service"]["name"] == service["metadata"]["name"]
+
+
+@pytest.mark.parametrize("doc", ["airflow.md", "argo.md"])
+def test_the_docs_overlay_for_any_other_cluster_builds_with_the_image_and_the_policy(tmp_path, doc):
+    # the overlay the docs give for a cluster other than kind, beside a deploy/ of its own
+    text = (DEPLOY.parent / "docs" / doc).read_text()
+    (block,) = re.findall(r"```yaml\n(# my-overlay/kustomization\.yaml.*?)```", text, re.S)
+    (tmp_path / "deploy").symlink_to(DEPLOY)
+    (tmp_path / "my-overlay").mkdir()
+    (tmp_path / "my-overlay" / "kustomization.yaml").write_text(block)
+    built = kustomize(tmp_path / "my-overlay")
+    (container,) = only(built, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "REGISTRY/idlegate-operator:TAG"
+    assert only(built, "ValidatingAdmissionPolicy")  # overlays/registry's policy
+    gate = "airflow" if doc == "airflow.md" else "argo"
+    assert (
+        only(built, "MutatingWebhookConfiguration")["metadata"]["name"] == f"idlegate-{gate}-gate"
+    )
