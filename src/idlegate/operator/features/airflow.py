@@ -46,7 +46,7 @@ from idlegate.integrations.airflow_pods import (
 from idlegate.operator.core.events import Ended, Join, Observed, Schedule
 from idlegate.operator.core.external import unscheduled
 from idlegate.operator.core.intents import Outbox
-from idlegate.operator.features.argo import gate_pods
+from idlegate.operator.features.gates import gate_pods
 
 if TYPE_CHECKING:
     from idlegate.operator.features.argo import Host, Pool

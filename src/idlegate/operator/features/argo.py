@@ -39,6 +39,7 @@ from idlegate.errors import IdlegateError
 from idlegate.operator.core.events import Ended, Join, Observed, Schedule
 from idlegate.operator.core.external import ExternalJob, unscheduled
 from idlegate.operator.core.intents import Outbox, PostEvent
+from idlegate.operator.features.gates import gate_pods
 from idlegate.operator.settings import Settings
 from idlegate.sim.argo import (
     DEFAULT_PRIOR,
@@ -422,31 +423,6 @@ def _succeeded_nodes(body: Mapping[str, Any]) -> set[str]:
         for n in nodes.values()
         if isinstance(n, Mapping) and n.get("type") == "Pod" and n.get("phase") == "Succeeded"
     }
-
-
-def gate_pods(
-    registry: kopf.OperatorRegistry,
-    webhook_id: str,
-    labels: Mapping[str, Any],
-    gates: Callable[[Mapping[str, Any]], list[dict[str, Any]] | None],
-) -> None:
-    """Serve the mutating webhook `webhook_id` (its URL path), which sets the scheduling
-    gates `gates` gives a pod with `labels` at its creation (None: not a pod of ours, left
-    as it is). Stateless, so it answers before the rebuild; Argo's and Airflow's pods."""
-
-    @kopf.on.mutate(
-        "v1",
-        "pods",
-        registry=registry,
-        id=webhook_id,
-        operations=["CREATE"],
-        labels=labels,
-        side_effects=False,
-    )
-    def gate(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
-        with_ours = gates(body)
-        if with_ours is not None:
-            patch.spec["schedulingGates"] = with_ours
 
 
 def register(registry: kopf.OperatorRegistry, operator: Host) -> None:
