@@ -318,9 +318,8 @@ class ArgoSide:
                 meta = body.get("metadata") or {}
                 key = (meta.get("namespace", ""), meta.get("name", ""))
                 phase = (body.get("status") or {}).get("phase")
-                if phase in DONE or meta.get("deletionTimestamp") or key in self.held:
-                    continue
-                if key in self.refused:
+                gone = phase in DONE or meta.get("deletionTimestamp")
+                if gone or key in self.held or key in self.refused:
                     continue
                 try:
                     mapped = self._map(body)
