@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -27,7 +28,7 @@ from idlegate.policy.portfolio.prior import Prior, features_error, load_prior, w
 from idlegate.policy.portfolio.rounds import threshold
 from idlegate.policy.spec import model_files
 from idlegate.sim.cluster import Cluster
-from idlegate.sim.engine import JobArrival, simulate
+from idlegate.sim.engine import JobArrival, Workload, simulate
 from idlegate.sim.history import simulate_history, write_history
 from idlegate.sim.workloads import build_workload
 from tests.helpers import dag
@@ -143,23 +144,26 @@ def test_a_lead_beyond_one_standard_error_among_many_challengers_is_luck():
     assert many == ("learned", "srpt", "noise")
 
 
+def _simulated(workload: Workload, spec: str, seed: int) -> tuple[float, Any]:
+    """`spec`'s mean JCT on `workload` simulated with `seed`, and the scheduler that ran."""
+    brain = make_scheduler(spec)
+    result = simulate(workload, brain, seed=seed)
+    return float(np.mean([r.jct for r in result.records])), brain
+
+
 def test_an_early_round_corrects_for_the_fourteen_candidates_it_compares():
     # argo-shapes, 100 workflows, seed 1003 (held out): without the correction the early
     # round at 32 arrivals leaves srpt, the prior's and the stream's best, for the luckiest
     # of fourteen (weighted-fair?alpha=0.5, ahead by more than one standard error), and
     # the stream ends 29 % behind srpt; with it the rounds keep srpt
     workload = build("argo-shapes", 1003, WorkloadOptions(extra={"num_jobs": 100}))
-
-    def run(spec: str) -> tuple[float, list[Choice]]:
-        brain = make_scheduler(spec)
-        result = simulate(workload, brain, seed=1003)
-        return float(np.mean([r.jct for r in result.records])), getattr(brain, "rounds", [])
-
-    srpt = run("srpt")[0]
-    lucky, rounds = run("portfolio?correction=none")
+    srpt = _simulated(workload, "srpt", 1003)[0]
+    lucky, brain = _simulated(workload, "portfolio?correction=none", 1003)
+    rounds = brain.rounds
     assert [c.candidate for c in rounds if c.early][-1] == "weighted-fair?alpha=0.5"
     assert lucky / srpt - 1 > 0.25
-    kept, rounds = run("portfolio")
+    kept, brain = _simulated(workload, "portfolio", 1003)
+    rounds = brain.rounds
     early = [c for c in rounds if c.early]
     assert early[-1].workflows == 32 and early[-1].reason == "noise"
     assert {c.candidate for c in rounds} == {"srpt"}
@@ -173,20 +177,15 @@ def test_the_margin_holds_the_prior_candidate_in_the_first_rounds_on_finished_wo
     # prior's candidate gives way ("which no margin protected") and the stream ends 3.5 %
     # behind the idle rule; held (`hold`), the 2 % margin keeps it throughout
     workload = build("push", 2001, WorkloadOptions(extra={"num_jobs": 100}))
-
-    def run(spec: str) -> tuple[float, list[Choice]]:
-        brain = make_scheduler(spec)
-        result = simulate(workload, brain, seed=2001)
-        return float(np.mean([r.jct for r in result.records])), getattr(brain, "rounds", [])
-
     idle = "analytic?min_gain=0:sjf-cp"
-    best = run(idle)[0]
-    unheld, rounds = run("portfolio?hold=false")
-    first = next(c for c in rounds if c.workflows and not c.early)
+    best = _simulated(workload, idle, 2001)[0]
+    unheld, brain = _simulated(workload, "portfolio?hold=false", 2001)
+    first = next(c for c in brain.rounds if c.workflows and not c.early)
     assert (first.workflows, first.previous, first.candidate) == (40, idle, "sjf-cp")
     assert first.margin is None
     assert unheld / best - 1 > 0.03
-    held, rounds = run("portfolio")
+    held, brain = _simulated(workload, "portfolio", 2001)
+    rounds = brain.rounds
     first = next(c for c in rounds if c.workflows and not c.early)
     assert (first.workflows, first.candidate, first.reason, first.margin) == (
         40,
@@ -203,20 +202,18 @@ def test_the_trap_of_a_tie_on_the_first_window_of_a_short_stream():
     # follow, 100 one-task jobs on 4 executors, seed 2002: the round at 40 workflows
     # finds fifo tied with fair ahead of learned:default, within the noise. Following
     # fifo ended 3.7 % behind sjf; learned:default alone ties sjf.
-    def run(spec: str) -> tuple[float, list[Choice]]:
-        brain = make_scheduler(spec)
-        result = simulate(build_workload("follow", 2002, num_jobs=100), brain, seed=2002)
-        return float(np.mean([r.jct for r in result.records])), getattr(brain, "rounds", [])
-
-    sjf = run("sjf")[0]
-    fooled, rounds = run("portfolio?confidence=0&early=none&prior=false")
-    assert rounds[0].workflows == 40 and rounds[0].candidate == "fifo"
+    workload = build_workload("follow", 2002, num_jobs=100)
+    sjf = _simulated(workload, "sjf", 2002)[0]
+    fooled, brain = _simulated(workload, "portfolio?confidence=0&early=none&prior=false", 2002)
+    assert brain.rounds[0].workflows == 40 and brain.rounds[0].candidate == "fifo"
     assert fooled / sjf - 1 > 0.03
-    safe, rounds = run("portfolio?early=none&prior=false")
+    safe, brain = _simulated(workload, "portfolio?early=none&prior=false", 2002)
+    rounds = brain.rounds
     assert rounds[0].candidate == "learned:default" and rounds[0].reason == "noise"
     assert rounds[0].noise is not None and "within the window's noise" in rounds[0].why
     assert abs(safe / sjf - 1) < 0.005
-    assert abs(run("portfolio?prior=false")[0] / sjf - 1) < 0.005  # with the early rounds
+    with_early = _simulated(workload, "portfolio?prior=false", 2002)[0]
+    assert abs(with_early / sjf - 1) < 0.005
 
 
 # -- known answers of whole rounds -------------------------------------------------------
@@ -661,13 +658,9 @@ def test_the_shipped_prior_starts_follow_on_the_idle_rule_from_the_first_decisio
     # 40+ finished workflows keep it, 11 % behind the analytic idle rule over sjf-cp;
     # the prior finds the workflows like those of follow, push and recurring, where
     # that rule is the safe one, and follows it from the first decision
-    def run(spec: str) -> tuple[float, PortfolioScheduler]:
-        brain = make_scheduler(spec)
-        result = simulate(build_workload("follow", 2003, num_jobs=100), brain, seed=2003)
-        return float(np.mean([r.jct for r in result.records])), brain
-
-    cold, _ = run("portfolio?prior=false")
-    started, brain = run("portfolio")
+    workload = build_workload("follow", 2003, num_jobs=100)
+    cold = _simulated(workload, "portfolio?prior=false", 2003)[0]
+    started, brain = _simulated(workload, "portfolio", 2003)
     first = brain.rounds[0]
     assert (first.reason, first.candidate) == ("prior", "analytic?min_gain=0:sjf-cp")
     assert first.at == brain.followed_from()[1][0] < 20  # the first arrival's decision
@@ -688,16 +681,11 @@ def test_early_rounds_replay_the_workflows_arrived_before_forty_have_finished():
     # TPC-H-like DAGs at load 0.85 on 50 executors, seed 1: on finished workflows alone
     # the first round (40 finished, at 336 s) moves fifo to srpt; the early round at 16
     # arrivals (6 of them running) finds srpt beyond the noise at 97 s
-    def run(spec: str) -> tuple[float, PortfolioScheduler]:
-        brain = make_scheduler(spec)
-        workload = build_workload("tpch-like", 1, num_jobs=60, load=0.85)
-        result = simulate(workload, brain, seed=1)
-        return float(np.mean([r.jct for r in result.records])), brain
-
+    workload = build_workload("tpch-like", 1, num_jobs=60, load=0.85)
     base = "portfolio?candidates=fifo+srpt&start=fifo&prior=false"
-    late, brain = run(base + "&early=none")
+    late, brain = _simulated(workload, base + "&early=none", 1)
     assert [(c.candidate, c.workflows, c.early) for c in brain.rounds[:1]] == [("srpt", 40, False)]
-    early, brain = run(base)
+    early, brain = _simulated(workload, base, 1)
     assert [c.workflows for c in brain.rounds if c.early] == [8, 16, 32]
     switch = next(c for c in brain.rounds if c.candidate == "srpt")
     assert switch.early and switch.running > 0 and switch.at < 300
