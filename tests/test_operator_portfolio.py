@@ -316,3 +316,36 @@ async def test_a_failing_round_is_an_error_noted_and_the_candidate_is_kept(caplo
     assert brain.following == "fifo" and not brain.rounds
     (noted, *_) = [r for r in caplog.records if r.exc_info is not None]
     assert noted.args[:2] == (brain.name, "replay")
+
+
+@pytest.mark.asyncio
+async def test_an_early_round_runs_in_the_worker_before_any_workflow_finishes():
+    # a pool of 8: a long workflow (1 task, then two stages of 8 tasks of 100 s) and 2 s
+    # later seven short ones, each released as it comes. At the eighth arrival the worker
+    # replays the eight running at their estimates: fifo keeps the shorts behind the long
+    # one's last stage (mean JCT 208 s), srpt does not (122 s), so the pool follows srpt
+    # before anything finished
+    spec = "portfolio?candidates=fifo+srpt&start=fifo&replay_delay=0&confidence=0"
+    h = harness(pool=8, scheduler=make_scheduler(spec))
+    h.bridge.core.reporter = Owner(
+        "idlegate-system", "operator-0", "pod-uid", kind="Pod", api_version="v1"
+    )
+    brain = h.bridge.core.scheduler
+    long = [stage("a", duration=1.0)] + [
+        stage(name, tasks=8, duration=100.0, deps=(after,)) for name, after in ("ba", "cb")
+    ]
+    await h.submit("long", {"stages": long})
+    h.clock.advance(2.0)
+    for i in range(6):
+        await h.submit(f"s{i}", {"stages": [stage("a", duration=10.0)]})
+    assert not brain.rounds
+    await h.submit("s6", {"stages": [stage("a", duration=10.0)]})  # (settle: the worker's round)
+    (early,) = brain.rounds
+    assert (early.early, early.workflows, early.running, early.candidate) == (True, 8, 8, "srpt")
+    assert early.scores == {"fifo": 208.0, "srpt": 121.75}
+    assert not brain.finished and len(h.released()) == 8  # nothing finished: all still run
+    (event,) = followed_events(h.kube, "Pod")
+    assert early.why.startswith("switched to srpt: ") and "better than fifo" in early.why
+    assert early.text.endswith("over the last 8 workflows (8 still running)")
+    assert event["message"] == f"The portfolio {early.why}. It is now {early.text}."
+    assert h.metrics.value("idlegate_policy_following", policy="srpt") == 1

@@ -742,3 +742,80 @@ def test_the_arrival_watch_finds_a_run_of_foreign_workflows_and_not_a_mix():
     watch = ArrivalWatch()  # an outlier or two, then the workload again: no change
     stream = [*one_task, *pods[:2], *one_task]
     assert [watch.see(i, f) for i, f in enumerate(stream)] == [None] * len(stream)
+
+
+# -- records=fed: the start seen in the workflows arriving (the operator's) ---------------
+
+
+def _admit(view: Cluster, brain: PortfolioScheduler, dags: list[Any], prefix: str) -> list[Any]:
+    """Each of `dags` admitted to `view` with an operator's payload (its workflow object,
+    not a duration model), a decision after each: the jobs."""
+    jobs = []
+    for i, d in enumerate(dags):
+        jobs.append(view.add_job(d, view.now, f"ns/{prefix}{i}", payload=object()))
+        brain.decide(view)
+    return jobs
+
+
+def test_a_fed_portfolio_runs_early_rounds_on_the_workflows_it_sees_arrive():
+    # one executor, all at t=0: FIFO runs the long one first (mean JCT 135 s), SRPT the
+    # seven short ones (56 s); none has finished, so only the arrivals can tell
+    brain = _fed("fifo+srpt", min_window=40)
+    view = Cluster(1)
+    long, short = dag(("a", 1, 100.0, [])), dag(("a", 1, 10.0, []))
+    first = _admit(view, brain, [long, *[short] * 6], "w")
+    assert not brain.needs_replay(view.now)
+    first += _admit(view, brain, [short], "w7")
+    assert brain.needs_replay(view.now)
+    request = brain.request(view)
+    assert request.early and request.running == 8 == len(request.window)
+    assert all(a.durations is None for a in request.window)  # (replayed at their estimates)
+    choice = brain.replay(request)
+    brain.adopt(choice)
+    assert (choice.early, choice.candidate, choice.workflows) == (True, "srpt", 8)
+    assert brain.following == "srpt" and "(8 still running)" in choice.text
+    # 16 arrived: the next early round; meanwhile, with no decision since, six of the
+    # first finish (the driver records them) and two are deleted: they run no more
+    later = _admit(view, brain, [short] * 8, "x")
+    for job in first:
+        view.remove_job(job, view.now)
+    brain.record([JobArrival(j.arrival, j.name, j.dag) for j in first[:6]])
+    request = brain.request(view)
+    assert request.early and request.running == 8
+    names = [a.name for a in request.window]
+    assert sorted(names) == sorted([j.name for j in first[:6] + later])
+    for job in later:  # (the running set is the view's at each decision: it stays bounded)
+        view.remove_job(job, view.now)
+    brain.decide(view)
+    assert not brain._jobs
+
+
+def test_a_fed_portfolio_counts_the_workflows_it_sees_not_the_clusters_ids():
+    # a portfolio that replaces another on a cluster that ran 20 workflows (a reload): the
+    # 5 it sees running are 5 arrivals, too few for an early round
+    view = Cluster(4)
+    for i in range(20):
+        job = view.add_job(dag(("a", 1, 10.0, [])), 0.0, f"ns/old{i}")
+        if i < 15:
+            view.remove_job(job, 0.0)
+    brain = _fed("fifo+srpt", min_window=40)
+    brain.decide(view)
+    assert not brain.needs_replay(view.now)
+    _admit(view, brain, [dag(("a", 1, 10.0, []))] * 3, "new")
+    assert brain.needs_replay(view.now) and brain.request(view).running == 8
+
+
+def test_a_fed_portfolio_sees_a_change_in_the_workflows_arriving():
+    # twenty one-task jobs, then three DAGs of 40 tasks: the third completes the run of
+    # foreign ones, and the prior is read again for them (none has finished)
+    brain = make_scheduler(
+        "portfolio?candidates=srpt+fair&tune=false&replayer=worker&records=fed&early=none"
+    )
+    assert isinstance(brain, PortfolioScheduler)
+    view = Cluster(4)
+    jobs = [dag(("a", 1, 1.0 + i % 5, [])) for i in range(20)]
+    pods = [dag(("a", 20, 60.0, []), ("b", 20, 60.0, ["a"]))] * 3
+    _admit(view, brain, jobs, "job")
+    assert "change" not in [c.reason for c in brain.rounds]
+    _admit(view, brain, pods, "pod")
+    assert [c.reason for c in brain.rounds].count("change") == 1

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Final, Generic, TypeVar
+from typing import Final, Generic, NamedTuple, TypeVar
 
-__all__ = ["ARRIVAL_MIN", "ARRIVAL_RUN", "ARRIVAL_Z", "FEATURE_FLOOR", "ArrivalWatch"]
+__all__ = ["ARRIVAL_MIN", "ARRIVAL_RUN", "ARRIVAL_Z", "FEATURE_FLOOR", "ArrivalWatch", "Seen"]
 
 ARRIVAL_Z: Final = 4.0
 """Standard deviations from the workload's mean that make an arriving workflow foreign."""
@@ -38,6 +38,19 @@ FEATURE_FLOOR: Final = 0.25
 """The least standard deviation of a feature (in logs) a distance is measured in."""
 
 T = TypeVar("T")
+
+
+class Seen(NamedTuple):
+    """A workflow as a scheduler saw it arrive (the tag it gives `ArrivalWatch`)."""
+
+    id: int
+    """Its job's id (`Job.id`: the cluster gives each job it admits the next one)."""
+    time: float
+    """Its arrival."""
+    index: int
+    """The workflows seen arriving before it: a count, where ids may skip (a job admitted
+    and gone between two decisions) or not start at 0 (a scheduler that replaces another
+    on a cluster already running)."""
 
 
 class ArrivalWatch(Generic[T]):

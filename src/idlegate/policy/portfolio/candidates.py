@@ -94,8 +94,9 @@ class PortfolioConfig(Config):
     """Finished workflows needed before the first round on finished workflows alone."""
     early: StrictInt | None = Field(8, ge=2)
     """Before that, a round replays the workflows that have arrived (the finished ones as
-    recorded, the running ones with their duration models) once this many have arrived,
-    and again each time their number doubles (``records=cluster``; None: no such round)."""
+    recorded, the running ones with their duration models, or with ``records=fed`` their
+    estimates) once this many have arrived, and again each time their number doubles
+    (None: no such round)."""
     every: StrictInt = Field(25, ge=1)
     """A round after this many newly finished workflows."""
     period: Positive | None = 900.0
@@ -110,9 +111,9 @@ class PortfolioConfig(Config):
     finished since the last round (at least `CHANGE_MIN`) differs from that of those
     before them since the last change by more than this factor."""
     watch: bool = True
-    """See a change of workload in the workflows arriving too (`arrivals.ArrivalWatch`,
-    ``records=cluster``): at once, the prior is read again and early rounds replay the
-    workflows arrived since the change."""
+    """See a change of workload in the workflows arriving too (`arrivals.ArrivalWatch`):
+    at once, the prior is read again and early rounds replay the workflows arrived since
+    the change."""
     margin: NonNegative = 0.02
     """Switch only to a candidate whose score is lower by more than this fraction."""
     confidence: NonNegative = 1.0

@@ -103,7 +103,8 @@ class Choice:
     had finished (`PortfolioConfig.early`)."""
     running: int = 0
     """Of `workflows`, those still running when the round began (an early round's, before
-    `min_window` had finished: replayed with their duration models)."""
+    `min_window` had finished: replayed with their duration models, or with
+    ``records=fed`` their estimates)."""
     left_out: tuple[str, ...] = ()
     """Candidates the round left out: their standing trails (`PortfolioScheduler.dropped`)."""
     noise: float | None = None

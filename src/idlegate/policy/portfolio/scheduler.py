@@ -27,19 +27,19 @@ how many of the window's workflows came from there (`prior`, `source`). Otherwis
   `start` when none is near;
 * early rounds (`early`): once 8 workflows have arrived, and each time their number
   doubles, a round replays every workflow arrived, the running ones with their
-  duration models; the noise rule (`rounds.select`) keeps the prior's candidate unless
-  another beats it beyond the window's noise;
+  duration models (``records=fed``: their estimates); the noise rule (`rounds.select`)
+  keeps the prior's candidate unless another beats it beyond the window's noise;
 
 until `min_window` workflows have finished and the rounds on finished workflows begin.
 
 **After a change of workload** (`change`) a round replays only the workflows finished
 since the change, and while they are fewer than `min_window` the running ones too: the
 old workload's workflows would otherwise choose for the new one. A change seen in the
-workflows *arriving* (`watch`, `arrivals.ArrivalWatch`; ``records=cluster``) is acted on
-at once, as at the start: the prior is looked up for the workflows arrived since the
-change (a `Choice` with reason ``change``) and again each time they double, early rounds
-replay them (finished or running) at `early`, twice, four times as many arrivals, and
-the rounds on finished workflows wait until `min_window` of them have finished.
+workflows *arriving* (`watch`, `arrivals.ArrivalWatch`) is acted on at once, as at
+the start: the prior is looked up for the workflows arrived since the change (a `Choice`
+with reason ``change``) and again each time they double, early rounds replay them
+(finished or running) at `early`, twice, four times as many arrivals, and the rounds on
+finished workflows wait until `min_window` of them have finished.
 
 **Delivered quality.** A round runs in a worker, so decisions never wait for it: the
 followed candidate decides meanwhile. With ``replayer=inline`` (the simulator) `decide`
@@ -55,11 +55,15 @@ from the simulator is what a cluster whose worker needs that long would get. Wit
         choice = brain.replay(request)        # ANY one thread
         brain.adopt(choice)                   # owner thread
 
-**Records.** With ``records=cluster`` (the default) the scheduler records every job
-that finishes in the cluster it decides on (its DAG, arrival and duration model, read
-from the view: in the simulator the model stands in for the measured durations). With
-``records=fed`` it records only what its driver gives `record` (`JobArrival` values,
-e.g. `sim.history.history_arrivals` of an operator's history records).
+**Records.** Whatever `records` says, the scheduler sees the jobs arriving in the views
+it decides on (the cluster appends each with the next id): they are counted (the start's lookups
+and early rounds), watched (`watch`) and kept while running. With ``records=cluster``
+(the default) it records every job that finishes there (its DAG, arrival and duration
+model: in the simulator the model stands in for the measured durations). With
+``records=fed`` (the operator's jobs carry their workflow objects, not models) it
+records only what its driver gives `record` (`JobArrival` values, e.g.
+`sim.history.history_arrivals` of an operator's history records), and a job that left
+the view (finished, deleted) is no longer running.
 
 Deterministic: the replays' seeds and the followers' resets come from the run's
 Generator (`reset`), so the same seed gives the same run.
@@ -74,7 +78,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from idlegate.policy.portfolio.arrivals import ArrivalWatch
+from idlegate.policy.portfolio.arrivals import ArrivalWatch, Seen
 from idlegate.policy.portfolio.candidates import (
     PLAIN_RULES,
     PLANNER,
@@ -169,7 +173,11 @@ class PortfolioScheduler:
         self._regime = 0
         """Workflows recorded since the last change of size (or the start)."""
         self._jobs: dict[int, Job] = {}
+        """The running set: the jobs seen at a decision that have not left the view."""
         self._next_id = 0
+        """The id after the newest job seen (the jobs of a view are in id order)."""
+        self._seen = 0
+        """Jobs seen arriving (ids may skip, or not start at 0: `Seen.index`)."""
         self._done_seen = 0
         self._since_round = 0
         self._last_round = -math.inf
@@ -195,10 +203,10 @@ class PortfolioScheduler:
         self._early_at = self.config.early
         """Workflows arrived (since `_since`) at which the next early round comes (None:
         no more)."""
-        self._watch: ArrivalWatch[tuple[int, float]] = ArrivalWatch()
-        self._since: tuple[int, float] | None = None
-        """(id, arrival time) of the first workflow of the workload arriving since the last
-        change seen in the arrivals (`watch`); None: no change seen."""
+        self._watch: ArrivalWatch[Seen] = ArrivalWatch()
+        self._since: Seen | None = None
+        """The first workflow of the workload arriving since the last change seen in the
+        arrivals (`watch`); None: no change seen."""
         self._since_done = 0
         """Finished workflows recorded that arrived from `_since` on."""
         self._announce = False
@@ -247,7 +255,7 @@ class PortfolioScheduler:
         self._since_round += len(added)
         self._regime += len(added)
         if self._since is not None:
-            self._since_done += sum(1 for a in added if a.time >= self._since[1])
+            self._since_done += sum(1 for a in added if a.time >= self._since.time)
         self._trim()
         if self._changed_character():
             # another workload now: the followed candidate won on the old one, so the
@@ -302,21 +310,29 @@ class PortfolioScheduler:
         return True
 
     def _observe(self, view: ClusterView) -> None:
-        """Record the jobs that finished in `view` since the last decision (records=cluster)."""
+        """See the jobs arrived in `view` since the last decision (the running set, the
+        arrival watch); record those that finished (``records=cluster``), or forget those
+        that left the view (``records=fed``: `record` is given the finished ones)."""
         jobs = self._jobs
         arrived = []
-        for job in reversed(view.jobs):  # the new ones are at the end (arrival order)
+        for job in reversed(view.jobs):  # the new ones are at the end (the cluster's id order)
             if job.id < self._next_id:
                 break
             jobs[job.id] = job
             arrived.append(job)
         if view.jobs:
             self._next_id = max(self._next_id, view.jobs[-1].id + 1)
+        first, self._seen = self._seen, self._seen + len(arrived)
         if self.config.watch:
-            for job in reversed(arrived):
-                since = self._watch.see((job.id, job.arrival), workflow_features(job.dag))
+            for i, job in enumerate(reversed(arrived)):
+                seen = Seen(job.id, job.arrival, first + i)
+                since = self._watch.see(seen, workflow_features(job.dag))
                 if since is not None:
                     self._arrivals_changed(since)
+        if self.config.records == "fed":
+            if len(jobs) > len(view.jobs):  # (every job of the view is in `jobs`: some left)
+                self._forget_gone(view)
+            return
         done = getattr(view, "done", None)
         if done is None or len(done) == self._done_seen:
             return
@@ -328,13 +344,19 @@ class PortfolioScheduler:
         self._done_seen = len(done)
         self.record(new)
 
-    def _arrivals_changed(self, since: tuple[int, float]) -> None:
+    def _forget_gone(self, view: ClusterView) -> None:
+        """``records=fed``: drop from the running set the jobs `view` no longer holds
+        (finished, deleted), so that it stays the view's."""
+        held = {job.id for job in view.jobs}
+        self._jobs = {i: job for i, job in self._jobs.items() if i in held}
+
+    def _arrivals_changed(self, since: Seen) -> None:
         """A change of workload seen in the arrivals, from the workflow `since` (id,
         arrival) on: the candidate followed won on the old workload, so the margin no
         longer protects it, the standings are forgotten, and the start begins again on
         the new workload's workflows: the prior's lookups, then early rounds."""
         self._since = since
-        self._since_done = sum(1 for a in self._finished if a.time >= since[1])
+        self._since_done = sum(1 for a in self._finished if a.time >= since.time)
         self._stretch = 1
         self._protected = False
         self._stood.clear()
@@ -348,21 +370,15 @@ class PortfolioScheduler:
         """Workflows arrived: since the change seen in the arrivals, or all seen."""
         if self._since is None:
             return len(self._finished) + len(view.jobs)
-        return self._next_id - self._since[0]
+        return self._seen - self._since.index
 
     def _since_window(self) -> tuple[tuple[JobArrival, ...], list[JobArrival]]:
         """(finished, running) workflows of the workload arriving: those arrived since the
         change seen in the arrivals, or all recorded and all running if none was."""
         if self._since is None:
             return tuple(self._finished), self._running()
-        first, t0 = self._since
-        done = tuple(a for a in self._finished if a.time >= t0)
-        running = [
-            JobArrival(j.arrival, j.name, j.dag, j.payload)
-            for j in self._jobs.values()
-            if j.id >= first
-        ]
-        return done, running
+        done = tuple(a for a in self._finished if a.time >= self._since.time)
+        return done, self._running(self._since.id)
 
     def _look_up(self, view: ClusterView) -> None:
         """Follow the prior's safest candidate for the workflows arrived (since the change
@@ -434,26 +450,26 @@ class PortfolioScheduler:
         """True when an early round is due: fewer than `min_window` finished, no prior
         window, and `_early_at` workflows arrived."""
         cfg = self.config
-        if self._early_at is None or cfg.records != "cluster":
+        if self._early_at is None:
             return False
         if self._since is not None:  # (a change seen in the arrivals: a new start)
             return (
                 self._since_done < cfg.min_window
-                and self._next_id - self._since[0] >= self._early_at
+                and self._seen - self._since.index >= self._early_at
             )
         return (
             len(self._finished) < cfg.min_window
             and not self._prior
             and not self._seeded
-            and self._next_id >= self._early_at
+            and self._seen >= self._early_at
         )
 
     def _early_request(self, view: ClusterView) -> ReplayRequest:
-        """An early round's window: every workflow arrived so far, the running ones with
-        their duration models. It counts for no standing (its workflows are mostly
+        """An early round's window: every workflow arrived so far, the running ones as
+        `_running` gives them. It counts for no standing (its workflows are mostly
         those of the next rounds) and leaves the pace of the rounds on finished
         workflows alone."""
-        self._early_at = 2 * (self._next_id - (0 if self._since is None else self._since[0]))
+        self._early_at = 2 * (self._seen - (0 if self._since is None else self._since.index))
         finished, running = self._since_window()
         return ReplayRequest(
             window=(*finished, *running),
@@ -467,16 +483,22 @@ class PortfolioScheduler:
             running=len(running),
         )
 
-    def _running(self) -> list[JobArrival]:
-        """The workflows still running (seen at a decision, not finished), as arrivals
-        with their duration models (``records=cluster``; none otherwise)."""
-        if self.config.records != "cluster":
-            return []
-        return [JobArrival(j.arrival, j.name, j.dag, j.payload) for j in self._jobs.values()]
+    def _running(self, first: int = 0) -> list[JobArrival]:
+        """The workflows still running (seen at a decision, not finished; from the job id
+        `first` on) as arrivals: with their duration models (``records=cluster``), or their
+        estimates (``records=fed``: an operator's job carries its workflow, not a model)."""
+        fed = self.config.records == "fed"
+        return [
+            JobArrival(j.arrival, j.name, j.dag, None if fed else j.payload)
+            for j in self._jobs.values()
+            if j.id >= first
+        ]
 
     def request(self, view: ClusterView) -> ReplayRequest:
         """Owner thread: the round's window (the prior history's at the first one; every
         workflow arrived at an early one)."""
+        if self.config.records == "fed":  # (a job recorded finished may still be in `_jobs`)
+            self._forget_gone(view)
         if not (self._prior_due or self._seed_due) and self._early_due():
             return self._early_request(view)
         new = self._since_round
@@ -499,8 +521,8 @@ class PortfolioScheduler:
                 if len(window) < self.config.min_window:
                     running = self._running()
             if self._since is not None:  # (a change seen in the arrivals: since it)
-                window = tuple(a for a in window if a.time >= self._since[1])
-                running = [a for a in running if a.time >= self._since[1]]
+                window = tuple(a for a in window if a.time >= self._since.time)
+                running = [a for a in running if a.time >= self._since.time]
         self._prior_due = self._seed_due = False
         # (a round's evidence is at most its window; a prior window is all new)
         new = len(window) if first else min(new, len(window))
@@ -713,8 +735,7 @@ class PortfolioScheduler:
     # -- the decision -----------------------------------------------------------------
 
     def decide(self, view: ClusterView) -> Action:
-        if self.config.records == "cluster":
-            self._observe(view)
+        self._observe(view)
         if self._lookup_at is not None:
             self._look_up(view)
         if self.config.replayer == "inline":
