@@ -56,10 +56,11 @@ from the simulator is what a cluster whose worker needs that long would get. Wit
         brain.adopt(choice)                   # owner thread
 
 **Records.** Whatever `records` says, the scheduler sees the jobs arriving in the views
-it decides on (the cluster appends each with the next id): they are counted (the start's lookups
-and early rounds), watched (`watch`) and kept while running. With ``records=cluster``
-(the default) it records every job that finishes there (its DAG, arrival and duration
-model: in the simulator the model stands in for the measured durations). With
+it decides on (the cluster appends each with the next id): they are counted (the
+start's lookups and early rounds), watched (`watch`) and kept while running. With
+``records=cluster`` (the default) it records every job that finishes there (its DAG,
+arrival and duration model: in the simulator the model stands in for the measured
+durations). With
 ``records=fed`` (the operator's jobs carry their workflow objects, not models) it
 records only what its driver gives `record` (`JobArrival` values, e.g.
 `sim.history.history_arrivals` of an operator's history records), and a job that left
