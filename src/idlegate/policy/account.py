@@ -68,6 +68,10 @@ SENTENCES: Final[Mapping[str, str]] = {
     "noise": (
         "kept {candidate}: {best} was {deficit} better, within the window's noise of {noise}"
     ),
+    "unconfirmed": (
+        "kept {candidate}: {best} was {deficit} better in this round, but not over the "
+        "rounds before it"
+    ),
     "tied": "kept {candidate}: tied with {runner_up}",
     "won": "kept {candidate}: {lead} better than {runner_up}",
     "alone": "kept {candidate}: the only candidate replayed",

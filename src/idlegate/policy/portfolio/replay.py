@@ -108,6 +108,9 @@ class ReplayRequest:
     protected: bool = True
     """The candidate followed won a round outright, so the margin protects it (`won`;
     False at the cold start and for a candidate kept only by ties)."""
+    stood: tuple[tuple[int, Mapping[str, float]], ...] = ()
+    """The rounds remembered for the standings: (new workflows, each candidate's score
+    over the round's best, minus 1) (`confirm`)."""
     new: int = 0
     """Of `window`, the workflows finished since the last round."""
     dropped: frozenset[str] = frozenset()

@@ -19,7 +19,7 @@ and as a sentence: "following srpt: 642 s vs fair 734 s over the last 48 workflo
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any, Literal
@@ -33,9 +33,12 @@ __all__ = [
     "Choice",
     "Scores",
     "beyond_noise",
+    "confirmed",
+    "excess",
     "noise_needed",
     "round_confidence",
     "select",
+    "standing",
     "threshold",
     "tied_best",
     "won",
@@ -74,13 +77,16 @@ class Choice:
     runner_up_score: float | None
     workflows: int
     """Finished workflows the round replayed (0: no replay yet)."""
-    reason: Literal["cold start", "prior", "change", "prior history", "best", "kept", "noise"]
+    reason: Literal[
+        "cold start", "prior", "change", "prior history", "best", "kept", "noise", "unconfirmed"
+    ]
     """cold start: no round yet; prior: no round yet, the shipped prior's safest candidate
     for the workflows arrived (`prior`); change: the same for the workflows arrived since
     a change of workload seen in the arrivals (`arrivals`); prior history: the first round, on the history
     file or a seeded window (`PortfolioScheduler.seed`); best: the round's best; kept:
     the round's best was not better by the margin; noise: it was, but its lead was within
-    the window's noise (`beyond_noise`)."""
+    the window's noise (`beyond_noise`); unconfirmed: it beat the followed one, but not
+    over the rounds before it too (`PortfolioConfig.confirm`)."""
     best: str | None = None
     """The round's best candidate (kept: the one that did not beat the margin)."""
     scores: Mapping[str, float] = field(default_factory=dict)
@@ -304,3 +310,37 @@ def won(choice_scores: Mapping[str, float], candidate: str) -> bool:
     """True if `candidate` alone had the round's best score (no tie): the evidence that
     lets the margin protect it."""
     return bool(choice_scores) and tied_best(choice_scores) == [candidate]
+
+
+def standing(rounds: Sequence[tuple[int, Mapping[str, float]]], candidate: str) -> float:
+    """`candidate`'s excess over each round's best, weighted by the rounds' new workflows
+    (over the rounds that scored it; inf for none)."""
+    known = [(n, excess[candidate]) for n, excess in rounds if candidate in excess]
+    weight = sum(n for n, _ in known)
+    return sum(n * x for n, x in known) / weight if weight else math.inf
+
+
+def excess(means: Mapping[str, float]) -> dict[str, float]:
+    """Each candidate's score over the round's best, minus 1 (one that failed: 1.0, 100 %
+    behind); what the standings remember of a round."""
+    low = min((v for v in means.values() if math.isfinite(v)), default=math.inf)
+    return {
+        c: v / low - 1 if math.isfinite(v) and 0 < low < math.inf else 1.0 for c, v in means.items()
+    }
+
+
+def confirmed(
+    stood: Sequence[tuple[int, Mapping[str, float]]],
+    new: int,
+    means: Mapping[str, float],
+    chosen: str,
+    following: str,
+) -> bool:
+    """True if a round with `means` (and `new` workflows new in it) that switches from
+    `following` to `chosen` is borne out by the rounds before it (`stood`): over them and
+    it, each weighted by its new workflows, `chosen`'s `standing` is below `following`'s.
+    A followed candidate that failed in the round is always left."""
+    if not math.isfinite(means.get(following, math.inf)):
+        return True
+    rounds = (*stood, (max(new, 1), excess(means)))
+    return standing(rounds, chosen) < standing(rounds, following)

@@ -41,6 +41,14 @@ with reason ``change``) and again each time they double, early rounds replay the
 (finished or running) at `early`, twice, four times as many arrivals, and the rounds on
 finished workflows wait until `min_window` of them have finished.
 
+**A switch on a short window** (`confirm`). While a round's window holds fewer than
+`window` finished workflows and the prior's candidate is followed, a switch its `select`
+makes stands only if the standings
+agree, this round's scores counted with its new workflows (`rounds.standing`): the
+windows of consecutive early rounds share most of their workflows, but each replay draws
+their durations anew, and one draw can reverse the last round's verdict (reason
+``unconfirmed``).
+
 **Delivered quality.** A round runs in a worker, so decisions never wait for it: the
 followed candidate decides meanwhile. With ``replayer=inline`` (the simulator) `decide`
 runs the round itself and its choice takes effect at the first decision at or after
@@ -103,9 +111,12 @@ from idlegate.policy.portfolio.replay import (
 from idlegate.policy.portfolio.rounds import (
     Choice,
     Scores,
+    confirmed,
+    excess,
     noise_needed,
     round_confidence,
     select,
+    standing,
     won,
 )
 from idlegate.policy.spec import SchedulerSpec
@@ -536,6 +547,7 @@ class PortfolioScheduler:
             at=view.now,
             reason="prior history" if first else "best",
             protected=self._held(),
+            stood=tuple(self._stood) if self._confirms(len(window)) else (),
             new=new,
             dropped=self.dropped(),
             prior=prior,
@@ -554,17 +566,26 @@ class PortfolioScheduler:
             self.config.hold and self._incumbent is not None and self.following == self._incumbent
         )
 
+    def _confirms(self, window: int) -> bool:
+        """True if a switch in a round on `window` finished workflows must hold over the
+        rounds before it (`confirm`): the window is short of `window`, and the prior's
+        candidate is followed (one a round chose leaves on a round's evidence alone)."""
+        return (
+            self.config.confirm
+            and window < self.config.window
+            and self._incumbent is not None
+            and self.following == self._incumbent
+        )
+
     def standings(self) -> dict[str, float]:
         """Per candidate with at least `window` new workflows of evidence in the rounds
         remembered (since the last change, the last `memory` workflows), its mean score
         over each round's best, minus 1, weighted by each round's new workflows."""
-        sums: dict[str, float] = {}
         seen: dict[str, int] = {}
-        for new, excess in self._stood:
-            for c, v in excess.items():
-                sums[c] = sums.get(c, 0.0) + new * v
+        for new, scored in self._stood:
+            for c in scored:
                 seen[c] = seen.get(c, 0) + new
-        return {c: v / seen[c] for c, v in sums.items() if seen[c] >= self.config.window}
+        return {c: standing(self._stood, c) for c, n in seen.items() if n >= self.config.window}
 
     def dropped(self) -> frozenset[str]:
         """The candidates left out of the next round: those whose standing trails the
@@ -613,6 +634,13 @@ class PortfolioScheduler:
             confidence=cfg.confidence,
             correct=self._correct(request),
         )
+        if (
+            request.stood
+            and chosen != request.following
+            and not confirmed(request.stood, request.new, scores.means, chosen, request.following)
+        ):
+            chosen, why = request.following, "unconfirmed"
+            runner_up = min((c for c in scores.means if c != chosen), key=scores.means.__getitem__)
         reason = "prior history" if request.reason == "prior history" else why
         best = min(scores.means, key=scores.means.__getitem__)
         noise = None
@@ -687,15 +715,9 @@ class PortfolioScheduler:
     def _stand(self, choice: Choice) -> None:
         """Remember `choice`'s scores over its best for the standings (`standings`); a
         candidate that failed counts as 100 % behind."""
-        finite = [v for v in choice.scores.values() if math.isfinite(v)]
-        if not finite or choice.new <= 0:
+        if choice.new <= 0 or not any(map(math.isfinite, choice.scores.values())):
             return
-        low = min(finite)
-        excess = {
-            c: v / low - 1 if math.isfinite(v) and low > 0 else 1.0
-            for c, v in choice.scores.items()
-        }
-        self._stood.append((choice.new, excess))
+        self._stood.append((choice.new, excess(choice.scores)))
         while sum(n for n, _ in self._stood[1:]) >= self.config.memory:
             del self._stood[0]
 
