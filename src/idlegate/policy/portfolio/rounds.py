@@ -315,7 +315,7 @@ def won(choice_scores: Mapping[str, float], candidate: str) -> bool:
 def standing(rounds: Sequence[tuple[int, Mapping[str, float]]], candidate: str) -> float:
     """`candidate`'s excess over each round's best, weighted by the rounds' new workflows
     (over the rounds that scored it; inf for none)."""
-    known = [(n, excess[candidate]) for n, excess in rounds if candidate in excess]
+    known = [(n, scored[candidate]) for n, scored in rounds if candidate in scored]
     weight = sum(n for n, _ in known)
     return sum(n * x for n, x in known) / weight if weight else math.inf
 
