@@ -42,12 +42,11 @@ with reason ``change``) and again each time they double, early rounds replay the
 finished workflows wait until `min_window` of them have finished.
 
 **A switch on a short window** (`confirm`). While a round's window holds fewer than
-`window` finished workflows and the prior's candidate is followed, a switch its `select`
-makes stands only if the standings
-agree, this round's scores counted with its new workflows (`rounds.standing`): the
-windows of consecutive early rounds share most of their workflows, but each replay draws
-their durations anew, and one draw can reverse the last round's verdict (reason
-``unconfirmed``).
+`window` finished workflows and the prior's candidate is followed, a switch `select`
+makes stands only if the standings agree, this round counted with its new workflows
+(`rounds.confirmed`): consecutive rounds on a short window share most of their
+workflows, but each replay draws their durations anew, and one draw can reverse the
+last round's verdict (else reason ``unconfirmed``).
 
 **Delivered quality.** A round runs in a worker, so decisions never wait for it: the
 followed candidate decides meanwhile. With ``replayer=inline`` (the simulator) `decide`
