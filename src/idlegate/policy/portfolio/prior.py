@@ -6,8 +6,9 @@ seeds) holds, per workload of the evaluation suite, the features of its workflow
 short streams: the mean over the seeds and the worst seed. The scheduler looks the
 workflows that have arrived up in it (`Prior.safest`): among the `NEIGHBOURS` workloads
 nearest by their features (within `REACH`, or if none is, within `REACH` plus the
-standard error of the workflows' mean features: `features_error`), the candidate whose worst loss over all of
-them is the smallest, so a lookup that lands on the wrong one of two alike workloads
+standard error of the workflows' mean features: `features_error`; and within `ALIKE`
+times the nearest one's distance), the candidate whose worst loss over all of them is
+the smallest, so a lookup that lands on the wrong one of two alike workloads
 still picks a candidate that is safe on both. Workflows unlike any workload of the suite
 give no answer, and the scheduler follows its configured `start`.
 
@@ -29,6 +30,8 @@ from typing import Final
 from idlegate.sim.dag import Dag
 
 __all__ = [
+    "ALIKE",
+    "ALIKE_FLOOR",
     "NEIGHBOURS",
     "PRIOR_PATH",
     "REACH",
@@ -45,6 +48,12 @@ NEIGHBOURS: Final = 3
 """Workloads of the suite a lookup weighs (the nearest ones)."""
 REACH: Final = 1.0
 """The largest feature distance at which a workload of the suite counts as alike."""
+ALIKE: Final = 3.0
+"""… and no more than this many times the nearest one's distance (or `ALIKE_FLOOR`,
+whichever is larger): TPC-H's first workflows are 0.23 from the TPC-H workloads and
+0.97 from the TPC-H-like one, and counting both chose a candidate 9 % behind fair."""
+ALIKE_FLOOR: Final = 0.25
+"""The distance within which a workload counts as alike however near the nearest is."""
 
 log = logging.getLogger(__name__)
 
@@ -92,12 +101,16 @@ class Prior:
     losses: Mapping[str, Mapping[str, tuple[float, float]]]
 
     def neighbours(self, features: Sequence[float], reach: float = REACH) -> list[str]:
-        """The `NEIGHBOURS` workloads nearest to `features`, within `reach`."""
+        """The `NEIGHBOURS` workloads nearest to `features`, within `reach` and within
+        `ALIKE` times the nearest one's distance (at least `ALIKE_FLOOR`)."""
         dist = {
             w: math.dist(f, features) for w, f in self.features.items() if len(f) == len(features)
         }
         near = sorted((d, w) for w, d in dist.items() if d <= reach)
-        return [w for _, w in near[:NEIGHBOURS]]
+        if not near:
+            return []
+        alike = max(ALIKE * near[0][0], ALIKE_FLOOR)
+        return [w for d, w in near[:NEIGHBOURS] if d <= alike]
 
     def safest(
         self, features: Sequence[float], allowed: Collection[str], error: float = 0.0
