@@ -203,7 +203,9 @@ def select(
     jcts: Mapping[str, np.ndarray] | None = None,
     confidence: float = 0.0,
     correct: bool = False,
-) -> tuple[str, str | None, Literal["best", "kept", "noise"]]:
+    stood: Sequence[tuple[int, Mapping[str, float]]] = (),
+    new: int = 0,
+) -> tuple[str, str | None, Literal["best", "kept", "noise", "unconfirmed"]]:
     """(candidate to follow, the runner-up, why) after a round with `scores`.
 
     A candidate *beats* the one followed when its score is lower by more than `margin` ×
@@ -215,7 +217,9 @@ def select(
     when the round's best beat it by the margin alone). A following
     candidate missing from `scores` (or failed, inf) is always replaced by the best.
     The runner-up is the best other candidate than the one chosen. With `correct` the
-    standard errors needed grow with the challengers compared (`round_confidence`).
+    standard errors needed grow with the challengers compared (`round_confidence`). With
+    the rounds before (`stood`, `new` workflows new in this one) a switch must be
+    `confirmed` by them too, else `following` stays (why: ``unconfirmed``).
     """
     if not scores:
         raise IdlegateError("a round needs at least one candidate's score")
@@ -233,9 +237,12 @@ def select(
             if current - v > needed and beyond_noise(jcts, following, c, z)
         }
         chosen = tied_best(beats)[0] if beats else following
-        if chosen == following and current - scores[best] > needed:
+        kept_by = "noise" if chosen == following and current - scores[best] > needed else None
+        if chosen != following and stood and not confirmed(stood, new, scores, chosen, following):
+            chosen, kept_by = following, "unconfirmed"
+        if kept_by is not None:
             others = [c for c in scores if c != chosen]
-            return chosen, min(others, key=scores.__getitem__), "noise"
+            return chosen, min(others, key=scores.__getitem__), kept_by
     keep = chosen == following
     others = [c for c in scores if c != chosen]
     runner_up = min(others, key=scores.__getitem__) if others else None

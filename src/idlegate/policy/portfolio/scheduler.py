@@ -110,7 +110,6 @@ from idlegate.policy.portfolio.replay import (
 from idlegate.policy.portfolio.rounds import (
     Choice,
     Scores,
-    confirmed,
     excess,
     noise_needed,
     round_confidence,
@@ -561,20 +560,19 @@ class PortfolioScheduler:
         workloads alike; without the margin, the first rounds on 40 finished workflows,
         fourteen candidates at one standard error, leave it on a lead of 1-2 % that is
         luck (push, 100 workflows, seed 2001: a 1.7 % lead of sjf-cp, 3.5 % lost)."""
-        return self._protected or (
-            self.config.hold and self._incumbent is not None and self.following == self._incumbent
-        )
+        return self._protected or (self.config.hold and self._on_prior)
 
     def _confirms(self, window: int) -> bool:
         """True if a switch in a round on `window` finished workflows must hold over the
         rounds before it (`confirm`): the window is short of `window`, and the prior's
         candidate is followed (one a round chose leaves on a round's evidence alone)."""
-        return (
-            self.config.confirm
-            and window < self.config.window
-            and self._incumbent is not None
-            and self.following == self._incumbent
-        )
+        return self.config.confirm and window < self.config.window and self._on_prior
+
+    @property
+    def _on_prior(self) -> bool:
+        """True while the candidate followed is the one the shipped prior found and no
+        round has moved it (`hold`, `confirm`)."""
+        return self._incumbent is not None and self.following == self._incumbent
 
     def standings(self) -> dict[str, float]:
         """Per candidate with at least `window` new workflows of evidence in the rounds
@@ -632,14 +630,9 @@ class PortfolioScheduler:
             jcts=scores.jcts,
             confidence=cfg.confidence,
             correct=self._correct(request),
+            stood=request.stood,
+            new=request.new,
         )
-        if (
-            request.stood
-            and chosen != request.following
-            and not confirmed(request.stood, request.new, scores.means, chosen, request.following)
-        ):
-            chosen, why = request.following, "unconfirmed"
-            runner_up = min((c for c in scores.means if c != chosen), key=scores.means.__getitem__)
         reason = "prior history" if request.reason == "prior history" else why
         best = min(scores.means, key=scores.means.__getitem__)
         noise = None
