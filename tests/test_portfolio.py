@@ -863,6 +863,33 @@ def test_a_fed_portfolio_counts_the_workflows_it_sees_not_the_clusters_ids():
     assert brain.needs_replay(view.now) and brain.request(view).running == 8
 
 
+def test_after_a_change_the_running_window_is_by_arrival_not_by_job_id():
+    # twenty one-task jobs, then DAGs of 40 tasks (the change is seen at the third); among
+    # them an old one-task workflow admitted late (an operator's ids follow admission: a
+    # workflow read again after a restart arrived long before): the new workload's early
+    # round replays the DAGs alone, as its rounds on finished workflows do
+    brain = make_scheduler(
+        "portfolio?candidates=srpt+fair&tune=false&replayer=worker&records=fed&min_window=40"
+    )
+    assert isinstance(brain, PortfolioScheduler)
+    view = Cluster(4)
+    one, pod = dag(("a", 1, 2.0, [])), dag(("a", 20, 60.0, []), ("b", 20, 60.0, ["a"]))
+    for i in range(20):
+        view.add_job(one, float(i), f"ns/old{i}", payload=object())
+        brain.decide(view)
+    for i in range(7):
+        view.add_job(pod, 20.0 + i, f"ns/pod{i}", payload=object())
+        brain.decide(view)
+        if i == 3:
+            view.add_job(one, 23.5, "ns/late", payload=object(), arrival=5.0)
+            brain.decide(view)
+    assert [c.reason for c in brain.rounds].count("change") == 1
+    assert brain.needs_replay(view.now)
+    request = brain.request(view)
+    assert request.early
+    assert sorted(a.name for a in request.window) == [f"ns/pod{i}" for i in range(7)]
+
+
 def test_a_fed_portfolio_sees_a_change_in_the_workflows_arriving():
     # twenty one-task jobs, then three DAGs of 40 tasks: the third completes the run of
     # foreign ones, and the prior is read again for them (none has finished)

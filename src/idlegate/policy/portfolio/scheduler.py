@@ -382,13 +382,17 @@ class PortfolioScheduler:
             return len(self._finished) + len(view.jobs)
         return self._seen - self._since.index
 
-    def _since_window(self) -> tuple[tuple[JobArrival, ...], list[JobArrival]]:
+    def _since_window(self) -> tuple[tuple[JobArrival, ...], tuple[JobArrival, ...]]:
         """(finished, running) workflows of the workload arriving: those arrived since the
         change seen in the arrivals, or all recorded and all running if none was."""
+        return self._since_change(self._finished), self._since_change(self._running())
+
+    def _since_change(self, arrivals: Sequence[JobArrival]) -> tuple[JobArrival, ...]:
+        """Of `arrivals`, those arrived since the change seen in the arrivals (all if none
+        was): by arrival time, as finished and running workflows alike carry it."""
         if self._since is None:
-            return tuple(self._finished), self._running()
-        done = tuple(a for a in self._finished if a.time >= self._since.time)
-        return done, self._running(self._since.id)
+            return tuple(arrivals)
+        return tuple(a for a in arrivals if a.time >= self._since.time)
 
     def _look_up(self, view: ClusterView) -> None:
         """Follow the prior's safest candidate for the workflows arrived (since the change
@@ -493,15 +497,13 @@ class PortfolioScheduler:
             running=len(running),
         )
 
-    def _running(self, first: int = 0) -> list[JobArrival]:
-        """The workflows still running (seen at a decision, not finished; from the job id
-        `first` on) as arrivals: with their duration models (``records=cluster``), or their
+    def _running(self) -> list[JobArrival]:
+        """The workflows still running (seen at a decision, not finished) as arrivals: with their duration models (``records=cluster``), or their
         estimates (``records=fed``: an operator's job carries its workflow, not a model)."""
         fed = self.config.records == "fed"
         return [
             JobArrival(j.arrival, j.name, j.dag, None if fed else j.payload)
             for j in self._jobs.values()
-            if j.id >= first
         ]
 
     def request(self, view: ClusterView) -> ReplayRequest:
@@ -516,7 +518,7 @@ class PortfolioScheduler:
         self._change_due = False
         self._last_round = view.now
         first = self._prior_due or self._seed_due
-        running: list[JobArrival] = []
+        running: Sequence[JobArrival] = ()
         if self._prior_due and not self._seed_due:  # (a seeded window is the more recent)
             window = self._prior[-self.config.window :]
             prior, source = len(window), "history file"
@@ -530,9 +532,7 @@ class PortfolioScheduler:
                 prior = max(0, prior - (len(self._finished) - len(window)))
                 if len(window) < self.config.min_window:
                     running = self._running()
-            if self._since is not None:  # (a change seen in the arrivals: since it)
-                window = tuple(a for a in window if a.time >= self._since.time)
-                running = [a for a in running if a.time >= self._since.time]
+            window, running = self._since_change(window), self._since_change(running)
         self._prior_due = self._seed_due = False
         # (a round's evidence is at most its window; a prior window is all new)
         new = len(window) if first else min(new, len(window))
