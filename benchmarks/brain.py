@@ -32,7 +32,8 @@ the reason otherwise. Then:
   until it follows that best itself), per seed, from its rounds' choices taking effect,
   and until it sees the change in the workflows arriving (a choice with reason ``change``).
 * ``demo``: `idlegate demo`'s own setting and seeds (1 + 100 TPC-H-like jobs, 50
-  executors, load 0.85, seeds 0–4) with the demo's rows: is the brain its best row?
+  executors, load 0.85, seeds 0–4) with the demo's rows: is the brain within 1 % of
+  its best row (issue 41's target)?
 
 Printed: per workload the best fixed candidate, the brain against it, the best plain
 rule, the best tuned candidate against that rule, `learned:default` against the best,
@@ -542,6 +543,8 @@ def brain_cases(cases: Sequence[Case], results: Results) -> Iterator[tuple[Case,
 def losses_table(cases: Sequence[Case], results: Results) -> dict[str, dict[str, float]]:
     """Per workload, the brain's change against the best fixed candidate split by what it
     followed when each job arrived (`loss_parts`), averaged over the seeds."""
+    if not any(c.fixed is None for c in cases):
+        return {}  # (the demo's rows only: no brain against a best fixed candidate)
     print(
         "| workload | best fixed | brain vs best (sum of JCTs) | cold start: loss (jobs) | "
         "following the best: loss (jobs) | following another: loss (jobs) |"
@@ -580,6 +583,8 @@ def window_lags(run: Run, best: str, window: int) -> list[float]:
 def windows_table(cases: Sequence[Case], results: Results, brain: str) -> dict[str, Any]:
     """Per workload, over every seed's rounds with a full window: how often another
     candidate scored better than the best fixed candidate of the stream (`window_lags`)."""
+    if not any(c.fixed is None for c in cases):
+        return {}
     window = portfolio_config(SchedulerSpec.parse(brain), {})[0].window
     print(
         f"| workload | best fixed | rounds on a full window ({window}) | another ahead | "
@@ -754,6 +759,10 @@ class Check:
     passed: bool
 
 
+DEMO_LIMIT = 0.01
+"""The demo's target: the brain's mean JCT at most 1 % above the best row's."""
+
+
 def checks(cases: Sequence[Case], results: Results) -> list[Check]:
     """Every target with its figure (changes are paired means over the seeds)."""
     out = []
@@ -764,7 +773,8 @@ def checks(cases: Sequence[Case], results: Results) -> list[Check]:
             means = {lab: float(np.mean(r.means(key, lab))) for lab in [*labels, "brain"]}
             other = min(labels, key=means.__getitem__)
             v = means["brain"] / means[other] - 1
-            out.append(Check(f"demo: the brain is the best row (vs {other}, means)", v, 0.0, v < 0))
+            label = f"demo: the brain within 1 % of the best row (vs {other}, means)"
+            out.append(Check(label, v, DEMO_LIMIT, v <= DEMO_LIMIT))
             continue
         best = best_of(r, key, labels)
         v = change(r, key, "brain", best)[0]
@@ -893,9 +903,12 @@ def run(args: argparse.Namespace) -> list[Check]:
         print(f"skipped {line}")
     results = run_all(args, cases)
     seeds = f"{args.first_seed}–{args.first_seed + args.seeds - 1}"
-    print(
-        f"brain: {args.brain}; seeds {seeds} (demo: 0–{DEMO_SEEDS - 1}); {args.jobs_count} workflows per stream"
-    )
+    streams = f"seeds {seeds}, {args.jobs_count} workflows per stream"
+    demo = [c.family == "demo" for c in cases]
+    if any(demo):  # (the demo runs its own seeds and stream)
+        own = f"the demo's seeds 0–{DEMO_SEEDS - 1} and workflows"
+        streams = own if all(demo) else f"{streams} ({own})"
+    print(f"brain: {args.brain}; {streams}")
     rows = workload_table(cases, results)
     candidates_table(cases, results)
     losses = losses_table(cases, results)

@@ -126,7 +126,7 @@ def main() -> None:
         modelled.append(choice.modelled_seconds)
         print(
             f"  round {i}: {len(window)} workflows, {len(choice.scores)} candidates, "
-            f"{seconds:.3f} s CPU (modelled {choice.modelled_seconds:.3f} s); {choice.text}"
+            f"{seconds:.3f} s CPU (modelled {choice.modelled_seconds:.3f} s); {choice.why}"
         )
     print(
         f"  max {max(cpu):.3f} s CPU, mean {np.mean(cpu):.3f} s (modelled max {max(modelled):.3f} s)"

@@ -22,8 +22,8 @@ ROUND = {
     ("rounds", "switches", "title"),
     [
         (0, 0, "Followed: learned:default, no round ran"),
-        (1, 1, "Followed: learned:default until the first round, then 1 round, 1 switch"),
-        (2, 0, "Followed: learned:default until the first round, then 2 rounds, 0 switches"),
+        (1, 1, "Followed: 1 round, 1 switch"),
+        (2, 0, "Followed: 2 rounds, 0 switches"),
     ],
 )
 def test_the_followed_table_counts_rounds_and_switches(
@@ -39,6 +39,18 @@ def test_the_followed_table_counts_rounds_and_switches(
     assert table.title == title
     assert table.row_count == rounds + 1  # (the cold start's row first)
     assert table.caption == "share of the run: learned:default 75 %, srpt 25 %"
+
+
+def test_the_title_counts_the_priors_lookups_apart_from_the_rounds() -> None:
+    # the prior replaced the cold start's candidate at once: no "until the first round"
+    lookup = {**ROUND, "at": 0.0, "reason": "prior", "workflows": 0, "score": None}
+    account = {
+        "start": "learned:default",
+        "rounds": [lookup, ROUND, ROUND],
+        "switches": 1,
+        "time_followed": {"srpt": 240.0},
+    }
+    assert render_followed(account).title == "Followed: 2 rounds, 1 lookup of the prior, 1 switch"
 
 
 def test_each_row_says_what_the_round_did_in_words():

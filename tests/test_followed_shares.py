@@ -51,6 +51,10 @@ def test_the_followed_line_says_each_share_and_over_how_many_seeds():
         "(mean over 3 seeds)"
     )
     assert followed_line("brain", {"fifo": 1.0}) == "brain followed fifo 100 % of the run"
+    # followed briefly: not "0 %" (the shares still add up to 100)
+    assert followed_line("default", {"srpt": 0.998, "learned:default": 0.002}) == (
+        "default followed srpt 100 %, learned:default < 1 % of the run"
+    )
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ from idlegate.evaluation.headlines import HEADLINES
 from idlegate.evaluation.pool import open_runs_pool
 from idlegate.evaluation.running import Evaluation, planned_runs, run_evaluation
 from idlegate.evaluation.suites import EvaluateConfig
-from idlegate.policy.account import percents, sentence, shares
+from idlegate.policy.account import sentence, shares, shares_text
 from idlegate.sim.metrics import RunMetrics
 
 if TYPE_CHECKING:
@@ -95,6 +95,10 @@ def _count(n: int, one: str, many: str | None = None) -> str:
     return f"{n} {one if n == 1 else many or one + 's'}"
 
 
+LOOKUPS = frozenset({"prior", "change"})
+"""The reasons of a `Choice` that looked the prior up rather than replayed a window."""
+
+
 def render_followed(account: Mapping[str, Any]) -> Table:
     """A rich Table of what a self-tuning scheduler followed and why
     (`PortfolioScheduler.account`): the cold start's candidate (unless the first round
@@ -102,13 +106,15 @@ def render_followed(account: Mapping[str, Any]) -> Table:
     (`Choice.why`); the share of the run each candidate was followed in the caption."""
     from rich.table import Table
 
-    fractions = percents(shares(account["time_followed"]))
-    parts = ", ".join(f"{name} {p} %" for name, p in fractions.items())
+    parts = shares_text(shares(account["time_followed"]))
     rounds, switches = len(account["rounds"]), account["switches"]
+    # (a lookup of the shipped prior is a row, not a replay: counted apart)
+    lookups = sum(r["reason"] in LOOKUPS for r in account["rounds"])
     title = f"Followed: {account['start']}, no round ran"
     if rounds:
+        looked = f"{_count(lookups, 'lookup', 'lookups')} of the prior, " if lookups else ""
         title = (
-            f"Followed: {account['start']} until the first round, then {_count(rounds, 'round')}, "
+            f"Followed: {_count(rounds - lookups, 'round')}, {looked}"
             f"{_count(switches, 'switch', 'switches')}"
         )
     table = Table(

@@ -40,6 +40,7 @@ __all__ = [
     "percents",
     "sentence",
     "shares",
+    "shares_text",
 ]
 
 SENTENCES: Final[Mapping[str, str]] = {
@@ -209,11 +210,18 @@ def percents(fractions: Mapping[str, float]) -> dict[str, int]:
     return out
 
 
+def shares_text(fractions: Mapping[str, float]) -> str:
+    """``srpt 71 %, fair 28 %, learned:default < 1 %``: `fractions` in whole percents
+    (`percents`); one followed for less than half a percent of the run reads ``< 1 %``,
+    not ``0 %`` (it was followed, briefly)."""
+    return ", ".join(f"{c} {p} %" if p else f"{c} < 1 %" for c, p in percents(fractions).items())
+
+
 def followed_line(name: str, fractions: Mapping[str, float], runs: int = 1) -> str:
     """``portfolio followed srpt 71 %, fair 22 %, learned:default 7 % of the run``, with
     "(mean over 3 seeds)" when `runs` > 1; `fractions` as `shares` gives them."""
     if not fractions:
         return f"{name} followed nothing: the run took no time"
-    parts = ", ".join(f"{c} {p} %" for c, p in percents(fractions).items())
+    parts = shares_text(fractions)
     over = f" (mean over {runs} seeds)" if runs > 1 else ""
     return f"{name} followed {parts} of the run{over}"

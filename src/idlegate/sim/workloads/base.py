@@ -153,10 +153,13 @@ class StreamOptions(_Options):
         if "num_stream" in data:
             raise ValueError("give num_jobs or num_stream, not both")
         init = _whole(data.get("init", cls.model_fields["init"].default), "init")
+        if total < 1:
+            raise ValueError(f"num_jobs ({total}) must be at least 1: a workload needs a job")
         if total < init:
             raise ValueError(
-                f"num_jobs ({total}) counts the {init} init job(s) present at the start, so it "
-                f"must be at least {init}; give more jobs or a smaller init"
+                f"num_jobs ({total}) counts the {init} job(s) present at the start (the "
+                f"workload option init), so it must be at least {init}; give more jobs, or "
+                "fewer at the start (init=0: every job arrives in the stream)"
             )
         data["num_stream"] = total - init
         return data
@@ -164,7 +167,10 @@ class StreamOptions(_Options):
     @model_validator(mode="after")
     def _some_jobs(self) -> StreamOptions:
         if self.init + self.num_stream == 0:
-            raise ValueError("the workload needs at least one job (init + num_stream >= 1)")
+            raise ValueError(
+                "the workload has no job: the jobs at the start (the workload option init) "
+                "and those arriving after them (num_stream) are both 0; give at least one"
+            )
         if self.init + self.num_stream > MAX_JOBS:
             raise ValueError(f"at most {MAX_JOBS} jobs per workload")
         return self
