@@ -295,3 +295,15 @@ def test_live_dagworkflows_are_read_through_the_api_by_namespace(api: ApiServer,
     every = CliRunner().invoke(app, [*cli, "-A", "-o", str(tmp_path / "b.yaml")])
     assert every.exit_code == 0, every.output
     assert sorted(w.name for w in load_history(tmp_path / "b.yaml")) == ["other/two", "team/one"]
+
+
+def test_a_history_file_is_written_into_a_folder_not_made_yet(tmp_path, monkeypatch):
+    # `history simulate --out out/hist.jsonl` on a fresh clone (docs/brain.md)
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(
+        app,
+        ["history", "simulate", "-w", "follow", "--jobs-count", "20", "--out", "out/h.jsonl"],
+        catch_exceptions=False,
+    )
+    assert r.exit_code == 0, r.output
+    assert len(load_history(tmp_path / "out" / "h.jsonl")) == 20

@@ -378,10 +378,12 @@ def history_text(workflows: Sequence[HistoryWorkflow], suffix: str = ".yaml") ->
 
 
 def write_history(path: str | Path, workflows: Sequence[HistoryWorkflow]) -> Path:
-    """Write `workflows` as a history file (`history_text`, by the file's suffix)."""
+    """Write `workflows` as a history file (`history_text`, by the file's suffix), its
+    folder made if missing (as `compare --out` makes its own)."""
     p = Path(path)
     text = history_text(workflows, p.suffix)
     try:
+        p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text)
     except OSError as exc:
         raise SpecError(f"cannot write history file {p}: {exc.strerror}") from None
