@@ -23,7 +23,7 @@ ROUND = {
     [
         (0, 0, "Followed: learned:default, no round ran"),
         (1, 1, "Followed: 1 round, 1 switch"),
-        (2, 0, "Followed: 2 rounds, 0 switches"),
+        (2, 1, "Followed: 2 rounds, 1 switch"),
     ],
 )
 def test_the_followed_table_counts_rounds_and_switches(
@@ -42,15 +42,20 @@ def test_the_followed_table_counts_rounds_and_switches(
 
 
 def test_the_title_counts_the_priors_lookups_apart_from_the_rounds() -> None:
-    # the prior replaced the cold start's candidate at once: no "until the first round"
+    # the prior's lookup at the first decision is the start: no cold-start row, no switch
+    # to it; a later lookup after a change of workload counts as one (its candidate moved)
     lookup = {**ROUND, "at": 0.0, "reason": "prior", "workflows": 0, "score": None}
+    change = {**lookup, "at": 500.0, "reason": "change", "candidate": "fair"}
     account = {
         "start": "learned:default",
-        "rounds": [lookup, ROUND, ROUND],
-        "switches": 1,
-        "time_followed": {"srpt": 240.0},
+        "rounds": [lookup, ROUND, ROUND, change],
+        "switches": 0,
+        "time_followed": {"srpt": 500.0, "fair": 100.0},
     }
-    assert render_followed(account).title == "Followed: 2 rounds, 1 lookup of the prior, 1 switch"
+    table = render_followed(account)
+    assert table.title == "Followed: 2 rounds, 2 lookups of the prior, 1 switch"
+    assert table.row_count == 4
+    assert next(iter(table.columns[1].cells)).startswith("started with srpt")
 
 
 def test_each_row_says_what_the_round_did_in_words():

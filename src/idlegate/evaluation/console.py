@@ -4,6 +4,7 @@ stderr (shown only on a terminal), and `run_cli`, evaluate's run-print-write seq
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -97,19 +98,30 @@ def _count(n: int, one: str, many: str | None = None) -> str:
 
 LOOKUPS = frozenset({"prior", "change"})
 """The reasons of a `Choice` that looked the prior up rather than replayed a window."""
+STARTS = frozenset({"prior", "prior history"})
+"""The reasons of a first `Choice` made at the first decision: the run's start."""
 
 
 def render_followed(account: Mapping[str, Any]) -> Table:
     """A rich Table of what a self-tuning scheduler followed and why
-    (`PortfolioScheduler.account`): the cold start's candidate (unless the first round
-    replayed a prior history), then one row per round, each saying its outcome in words
-    (`Choice.why`); the share of the run each candidate was followed in the caption."""
+    (`PortfolioScheduler.account`): the cold start's candidate (unless the first decision
+    looked the prior up or replayed a prior history), then one row per round, each saying
+    its outcome in words (`Choice.why`); the share of the run each candidate was followed
+    in the caption. The title's switches are the changes of the candidate followed from
+    the start on, lookups included."""
     from rich.table import Table
 
     parts = shares_text(shares(account["time_followed"]))
-    rounds, switches = len(account["rounds"]), account["switches"]
+    rows = list(account["rounds"])
+    # (the prior's lookup or a prior history at the first decision is the start itself)
+    started = bool(rows) and rows[0]["reason"] in STARTS
+    followed = [r["candidate"] for r in rows]
+    if not started:
+        followed.insert(0, account["start"])
+    switches = sum(a != b for a, b in itertools.pairwise(followed))
+    rounds = len(rows)
     # (a lookup of the shipped prior is a row, not a replay: counted apart)
-    lookups = sum(r["reason"] in LOOKUPS for r in account["rounds"])
+    lookups = sum(r["reason"] in LOOKUPS for r in rows)
     title = f"Followed: {account['start']}, no round ran"
     if rounds:
         looked = f"{_count(lookups, 'lookup', 'lookups')} of the prior, " if lookups else ""
@@ -124,7 +136,7 @@ def render_followed(account: Mapping[str, Any]) -> Table:
     headers = ("at (s)", "what it did, and why", "window", "its replay (s)", "runner-up (s)")
     for header in (*headers, "left out"):
         table.add_column(header, justify="left" if header == headers[1] else "right")
-    if not rounds or account["rounds"][0]["reason"] != "prior history":
+    if not started:
         start = sentence({"reason": "cold start", "candidate": account["start"]})
         table.add_row("0", start, "—", "—", "—", "—")
     for r in account["rounds"]:

@@ -124,6 +124,13 @@ class PortfolioConfig(Config):
     best of fourteen beats one standard error by luck more often than a pair does): in
     ``all`` rounds, in the ``early`` ones (`early`, 8 to 32 workflows) only, or never
     (None)."""
+    uncorrected: StrictBool = True
+    """A lead of the shipped prior's candidate (`prior`, the last lookup's) needs
+    `confidence` standard errors in early rounds too, not the correction's: it is named
+    before the round, not the best of its challengers, so no luck of a race lifts it. On
+    tpch-15s (100 workflows, tuning seed 2002) the early rounds on 8 and 16 arrivals left
+    fair for fair?scale=0.5, and on 32 fair's 7.8 % lead was within the corrected noise:
+    the stream ended 13.9 % behind fair, 1.8 % with this."""
     hold: StrictBool = True
     """The margin protects the shipped prior's candidate (`prior`) in the rounds on
     finished workflows until a round moves it, as one that won a round outright (false:

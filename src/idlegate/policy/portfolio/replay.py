@@ -122,6 +122,8 @@ class ReplayRequest:
     """An early round's: every workflow arrived before `min_window` had finished."""
     running: int = 0
     """Of `window`, the workflows still running (an early round's)."""
+    named: str | None = None
+    """The shipped prior's candidate, if its lead needs no correction (`uncorrected`)."""
 
 
 def merged(a: Scores, b: Scores) -> Scores:

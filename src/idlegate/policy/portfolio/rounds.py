@@ -205,6 +205,7 @@ def select(
     correct: bool = False,
     stood: Sequence[tuple[int, Mapping[str, float]]] = (),
     new: int = 0,
+    named: str | None = None,
 ) -> tuple[str, str | None, Literal["best", "kept", "noise", "unconfirmed"]]:
     """(candidate to follow, the runner-up, why) after a round with `scores`.
 
@@ -217,7 +218,8 @@ def select(
     when the round's best beat it by the margin alone). A following
     candidate missing from `scores` (or failed, inf) is always replaced by the best.
     The runner-up is the best other candidate than the one chosen. With `correct` the
-    standard errors needed grow with the challengers compared (`round_confidence`). With
+    standard errors needed grow with the challengers compared (`round_confidence`), but
+    for the candidate `named` before the round (the prior's), which needs `confidence`. With
     the rounds before (`stood`, `new` workflows new in this one) a switch must be
     `confirmed` by them too, else `following` stays (why: ``unconfirmed``).
     """
@@ -234,7 +236,8 @@ def select(
         beats = {
             c: v
             for c, v in scores.items()
-            if current - v > needed and beyond_noise(jcts, following, c, z)
+            if current - v > needed
+            and beyond_noise(jcts, following, c, confidence if c == named else z)
         }
         chosen = tied_best(beats)[0] if beats else following
         kept_by = "noise" if chosen == following and current - scores[best] > needed else None

@@ -208,6 +208,8 @@ class PortfolioScheduler:
         self._incumbent: str | None = None
         """The candidate the shipped prior found for the workflows arrived, until a round
         moves the one followed (None: none found, or a round moved it): `hold`."""
+        self._named: str | None = None
+        """The last lookup's candidate, moved or not: its lead needs no correction."""
         self._changed = False
         """A change of workload was seen: rounds replay the workflows since (`_regime`)."""
         self._early_at = self.config.early
@@ -424,7 +426,7 @@ class PortfolioScheduler:
         features = workload_features(dags, view.num_executors)
         error = features_error(dags)
         found = prior.safest(features, self._followable(), error)
-        self._incumbent = found
+        self._incumbent = self._named = found
         safest = found or self._start_spec()
         announce, self._announce = self._announce, False
         if safest == self.following and not announce:
@@ -495,6 +497,7 @@ class PortfolioScheduler:
             protected=self._protected,
             early=True,
             running=len(running),
+            named=self._named if self.config.uncorrected else None,
         )
 
     def _running(self) -> list[JobArrival]:
@@ -551,6 +554,7 @@ class PortfolioScheduler:
             prior=prior,
             source=source,
             running=len(running),
+            named=self._named if self.config.uncorrected else None,
         )
 
     def _held(self) -> bool:
@@ -632,14 +636,14 @@ class PortfolioScheduler:
             correct=self._correct(request),
             stood=request.stood,
             new=request.new,
+            named=request.named,
         )
         reason = "prior history" if request.reason == "prior history" else why
         best = min(scores.means, key=scores.means.__getitem__)
         noise = None
         if why == "noise":
-            z = round_confidence(
-                scores.means, request.following, cfg.confidence, self._correct(request)
-            )
+            correct = self._correct(request) and best != request.named
+            z = round_confidence(scores.means, request.following, cfg.confidence, correct)
             noise = noise_needed(scores.jcts, request.following, best, z)
         means = scores.means
         return Choice(
