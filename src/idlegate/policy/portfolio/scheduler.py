@@ -501,8 +501,9 @@ class PortfolioScheduler:
         )
 
     def _running(self) -> list[JobArrival]:
-        """The workflows still running (seen at a decision, not finished) as arrivals: with their duration models (``records=cluster``), or their
-        estimates (``records=fed``: an operator's job carries its workflow, not a model)."""
+        """The workflows still running (seen at a decision, not finished) as arrivals:
+        with their duration models (``records=cluster``), or their estimates
+        (``records=fed``: an operator's job carries its workflow, not a model)."""
         fed = self.config.records == "fed"
         return [
             JobArrival(j.arrival, j.name, j.dag, None if fed else j.payload)
