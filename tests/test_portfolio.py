@@ -25,7 +25,7 @@ from idlegate.policy.portfolio import (
 )
 from idlegate.policy.portfolio.arrivals import ArrivalWatch
 from idlegate.policy.portfolio.prior import Prior, features_error, load_prior, workload_features
-from idlegate.policy.portfolio.rounds import standing, threshold
+from idlegate.policy.portfolio.rounds import round_confidence, standing, threshold
 from idlegate.policy.spec import model_files
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.engine import JobArrival, Workload, simulate
@@ -128,16 +128,22 @@ def test_the_threshold_grows_with_the_challengers_compared():
     assert threshold(0.0, 13) == 0.0  # no noise rule stays none
 
 
-def test_a_lead_beyond_one_standard_error_among_many_challengers_is_luck():
-    # srpt leads learned by 1.5 standard errors of the paired differences: enough against
-    # one challenger, not against the best of four (threshold(1, 4) = 1.75)
-    scores, jcts = _per_workflow(
+def _four_challengers() -> tuple[dict[str, float], dict[str, np.ndarray]]:
+    """srpt leads learned by 1.5 standard errors of the paired differences, fifo, fair
+    and sjf trail it: four challengers of learned."""
+    return _per_workflow(
         learned=[10, 10, 10, 10, 10, 10, 10, 10],
         srpt=[9, 9, 9, 9, 9, 9, 6, 12.5],
         fifo=[11] * 8,
         fair=[12] * 8,
         sjf=[13] * 8,
     )
+
+
+def test_a_lead_beyond_one_standard_error_among_many_challengers_is_luck():
+    # srpt's 1.5 standard errors: enough against one challenger, not against the best
+    # of four (threshold(1, 4) = 1.75)
+    scores, jcts = _four_challengers()
     pair = select(scores, "learned", 0.02, protected=False, jcts=jcts, confidence=1.0)
     assert pair[0] == "srpt"
     many = select(scores, "learned", 0.02, protected=False, jcts=jcts, confidence=1.0, correct=True)
@@ -145,18 +151,15 @@ def test_a_lead_beyond_one_standard_error_among_many_challengers_is_luck():
 
 
 def test_the_priors_candidate_leads_without_the_correction_for_the_challengers():
-    # the same window: srpt's 1.5 standard errors are luck among four challengers, but
-    # not when srpt is the candidate the prior named before the round (no race chose it)
-    scores, jcts = _per_workflow(
-        learned=[10, 10, 10, 10, 10, 10, 10, 10],
-        srpt=[9, 9, 9, 9, 9, 9, 6, 12.5],
-        fifo=[11] * 8,
-        fair=[12] * 8,
-        sjf=[13] * 8,
-    )
+    # srpt's 1.5 standard errors are luck among four challengers, but not when srpt is
+    # the candidate the prior named before the round (no race chose it)
+    scores, jcts = _four_challengers()
     args = {"protected": False, "jcts": jcts, "confidence": 1.0, "correct": True}
     assert select(scores, "learned", 0.02, **args, named="fifo")[0] == "learned"
     assert select(scores, "learned", 0.02, **args, named="srpt")[0] == "srpt"
+    # (the noise a kept round reports is measured the same way)
+    assert round_confidence(scores, "learned", 1.0, True, "srpt", "srpt") == 1.0
+    assert round_confidence(scores, "learned", 1.0, True, "fifo", "srpt") == threshold(1.0, 4)
     # ... and within one standard error it is noise all the same
     scores, jcts = _per_workflow(learned=[10] * 8, srpt=[9, 9, 9, 9, 9, 9, 6, 16.5])
     args["jcts"] = jcts

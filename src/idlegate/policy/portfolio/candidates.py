@@ -142,8 +142,8 @@ class PortfolioConfig(Config):
     candidate is followed (no round moved it), a switch must hold over the rounds before
     it too: the challenger's score over each round's best, averaged over the rounds
     remembered and this one (each weighted by its new workflows), must be below the
-    followed candidate's (else reason ``unconfirmed``). Consecutive small windows share most of their workflows, but each replay draws its
-    durations anew: on argo-shapes (100 workflows, seed 1009) the round on 40 finished
+    followed candidate's (else reason ``unconfirmed``). Consecutive small windows share
+    most of their workflows, but each replay draws its durations anew: on argo-shapes (100 workflows, seed 1009) the round on 40 finished
     workflows put srpt first and fair?scale=2 2.6 % behind, the next, 11 workflows later,
     fair?scale=2 5.4 % ahead; twelve other draws of that window gave −2.8 % to +2.2 %."""
     drop: NonNegative | None = 0.02

@@ -218,8 +218,8 @@ def select(
     when the round's best beat it by the margin alone). A following
     candidate missing from `scores` (or failed, inf) is always replaced by the best.
     The runner-up is the best other candidate than the one chosen. With `correct` the
-    standard errors needed grow with the challengers compared (`round_confidence`), but
-    for the candidate `named` before the round (the prior's), which needs `confidence`. With
+    standard errors needed grow with the challengers compared, but for the candidate
+    `named` before the round (the prior's: `round_confidence`). With
     the rounds before (`stood`, `new` workflows new in this one) a switch must be
     `confirmed` by them too, else `following` stays (why: ``unconfirmed``).
     """
@@ -232,12 +232,16 @@ def select(
         chosen = best
     else:
         needed = margin * current if protected else 0.0
-        z = round_confidence(scores, following, confidence, correct)
         beats = {
             c: v
             for c, v in scores.items()
             if current - v > needed
-            and beyond_noise(jcts, following, c, confidence if c == named else z)
+            and beyond_noise(
+                jcts,
+                following,
+                c,
+                round_confidence(scores, following, confidence, correct, c, named),
+            )
         }
         chosen = tied_best(beats)[0] if beats else following
         kept_by = "noise" if chosen == following and current - scores[best] > needed else None
@@ -253,11 +257,19 @@ def select(
 
 
 def round_confidence(
-    scores: Mapping[str, float], following: str, confidence: float, correct: bool
+    scores: Mapping[str, float],
+    following: str,
+    confidence: float,
+    correct: bool,
+    challenger: str | None = None,
+    named: str | None = None,
 ) -> float:
     """The standard errors a challenger's lead over `following` must exceed in a round
     with `scores`: `confidence`, or with `correct` its `threshold` for every other
-    candidate scored (failed ones aside)."""
+    candidate scored (failed ones aside); `confidence` all the same for the `challenger`
+    that was `named` before the round (the prior's: no race chose it)."""
+    if challenger is not None and challenger == named:
+        return confidence
     others = [v for c, v in scores.items() if c != following and math.isfinite(v)]
     return threshold(confidence, max(1, len(others)) if correct else 1)
 

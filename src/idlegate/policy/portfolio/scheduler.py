@@ -209,7 +209,8 @@ class PortfolioScheduler:
         """The candidate the shipped prior found for the workflows arrived, until a round
         moves the one followed (None: none found, or a round moved it): `hold`."""
         self._named: str | None = None
-        """The last lookup's candidate, moved or not: its lead needs no correction."""
+        """The last lookup's candidate, moved or not, with `uncorrected`: its lead needs
+        no correction (None: none, or corrected as any)."""
         self._changed = False
         """A change of workload was seen: rounds replay the workflows since (`_regime`)."""
         self._early_at = self.config.early
@@ -426,7 +427,8 @@ class PortfolioScheduler:
         features = workload_features(dags, view.num_executors)
         error = features_error(dags)
         found = prior.safest(features, self._followable(), error)
-        self._incumbent = self._named = found
+        self._incumbent = found
+        self._named = found if self.config.uncorrected else None
         safest = found or self._start_spec()
         announce, self._announce = self._announce, False
         if safest == self.following and not announce:
@@ -497,7 +499,7 @@ class PortfolioScheduler:
             protected=self._protected,
             early=True,
             running=len(running),
-            named=self._named if self.config.uncorrected else None,
+            named=self._named,
         )
 
     def _running(self) -> list[JobArrival]:
@@ -555,7 +557,7 @@ class PortfolioScheduler:
             prior=prior,
             source=source,
             running=len(running),
-            named=self._named if self.config.uncorrected else None,
+            named=self._named,
         )
 
     def _held(self) -> bool:
@@ -643,8 +645,8 @@ class PortfolioScheduler:
         best = min(scores.means, key=scores.means.__getitem__)
         noise = None
         if why == "noise":
-            correct = self._correct(request) and best != request.named
-            z = round_confidence(scores.means, request.following, cfg.confidence, correct)
+            race = (scores.means, request.following, cfg.confidence, self._correct(request))
+            z = round_confidence(*race, best, request.named)
             noise = noise_needed(scores.jcts, request.following, best, z)
         means = scores.means
         return Choice(
