@@ -28,9 +28,10 @@ $(VENV)/.dev: pyproject.toml constraints.txt | $(BIN)/python
 demo: $(VENV)/.base  ## compare the baseline schedulers on the built-in workload
 	$(BIN)/idlegate demo --out $(OUT)/demo
 
-test: $(VENV)/.dev  ## lint, then the whole test suite
+test: $(VENV)/.dev  ## lint, check types, then the whole test suite
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 	$(BIN)/pytest -n 2 -q
 
 $(AIRFLOW_VENV)/.installed: $(AIRFLOW_REQUIREMENTS)
@@ -56,4 +57,4 @@ bench: $(VENV)/.dev  ## simulator speed on the TPC-H traces (needs ../shared/dat
 	$(BIN)/python benchmarks/sim_speed.py
 
 clean:
-	rm -rf $(VENV) $(AIRFLOW_VENV) $(OUT) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(AIRFLOW_VENV) $(OUT) .pytest_cache .ruff_cache .mypy_cache .hypothesis

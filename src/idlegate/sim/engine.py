@@ -326,20 +326,13 @@ class Engine:
         An illegal action raises IllegalDecisionError and leaves the point open and
         unchanged, so the driver may answer again.
         """
-        if self._round is None:
+        launched = self._round
+        if launched is None:
             raise IdlegateError("no decision is pending; step() or run() to the next one")
-        self._ask(_Given(action))
-        if self._round is not None and not self.cluster.can_schedule():
-            self._close()
-
-    def _ask(self, scheduler: Scheduler) -> None:
-        step = self.cluster.decide_once(scheduler, self.now)
-        if step is None:
-            self._close()
-            return
-        action, launches = step
-        self._round.extend(launches)
-        if action is WAIT:
+        step = self.cluster.decide_once(_Given(action), self.now)
+        if step is not None:
+            launched.extend(step[1])
+        if step is None or step[0] is WAIT or not self.cluster.can_schedule():
             self._close()
 
     def _close(self) -> None:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -89,8 +89,6 @@ INTERACTIVE = JobTypeParams(
 
 class LublinConfig(Config):
     """The `lublin` workload: rigid jobs from the Lublin–Feitelson model."""
-
-    EXTRA_OPTIONS: ClassVar[dict[str, str]] = {}
 
     num_jobs: int = Field(256, ge=1, le=1_000_000)
     """Jobs (--jobs-count)."""

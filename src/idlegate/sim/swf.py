@@ -28,7 +28,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field, field_validator, model_validator
@@ -173,8 +173,6 @@ def _describe_skips(skipped: dict[str, int]) -> str:
 
 class SwfConfig(Config):
     """A window of an SWF trace as a workload of rigid jobs."""
-
-    EXTRA_OPTIONS: ClassVar[dict[str, str]] = {}
 
     path: str = Field()
     """The SWF trace file (--file)."""

@@ -369,7 +369,7 @@ class TpchLibrary:
         self, sizes: Iterable[str | int] | None = None, queries: Iterable[int] | None = None
     ) -> list[TpchQuery]:
         """Every (size, query) pair of the selection; None selects all available."""
-        out = []
+        out: list[TpchQuery] = []
         for s in self.select_sizes(sizes):
             wanted = self.index[s] if queries is None else tuple(queries)
             out.extend(self.load(s, q) for q in wanted)

@@ -104,7 +104,8 @@ def _measured(
     by_task: dict[str, list[float]] = {}
     for ti in instances:
         took = ti.get("duration")
-        ok = isinstance(took, int | float) and not isinstance(took, bool)
-        if ti.get("state") == "success" and ok and 0 < took <= MAX_TASK_SECONDS:
+        if not isinstance(took, int | float) or isinstance(took, bool):
+            continue
+        if ti.get("state") == "success" and 0 < took <= MAX_TASK_SECONDS:
             by_task.setdefault(str(ti.get("task_id")), []).append(float(took))
     return tuple(tuple(by_task.get(s.task_id, ())) or None for s in job.live_stages)

@@ -291,7 +291,7 @@ class _Walker:
         sub = _Call(call.path, call.deps, params, condition, (*call.stack, key))
         kind = _kind(template)
         if kind in POD_KINDS:
-            exits = (self.add_stage(template, sub, count, known),)
+            exits: tuple[str, ...] = (self.add_stage(template, sub, count, known),)
         elif kind in PASS_KINDS:
             self.notes.append(
                 f"{kind} template {key[1]!r} runs no pod; its dependents wait only for "
@@ -320,7 +320,8 @@ class _Walker:
         """Stages of a task's or template's `onExit` / `hooks` (after the call's exits)."""
         out: tuple[str, ...] = ()
         for owner, where in ((task, scope), (template, inner)):
-            hooks = owner.get("hooks") if isinstance(owner.get("hooks"), Mapping) else {}
+            raw = owner.get("hooks")
+            hooks: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
             handler = owner.get("onExit") or (hooks.get("exit") or {}).get("template")
             if isinstance(handler, str):
                 sub = _Call(f"{call.path}.onExit", exits, call.params, call.condition, call.stack)

@@ -119,7 +119,7 @@ def shape_manifest(shape: str, rng: np.random.Generator) -> dict[str, Any]:
         main = {"name": "main", "steps": [[{"name": "hello", "template": "echo"}]]}
         return _workflow(shape, [main, _pod("echo")])
     if shape == "steps":
-        steps = [[{"name": "one", "template": "echo"}]]
+        steps: list[list[dict[str, Any]]] = [[{"name": "one", "template": "echo"}]]
         steps.append([{"name": "two-a", "template": "work"}, {"name": "two-b", "template": "work"}])
         return _workflow(shape, [{"name": "main", "steps": steps}, _pod("echo"), _pod("work")])
     if shape == "diamond":

@@ -113,10 +113,8 @@ def file_workload(config: FileConfig, seed: SeedLike = 0) -> Workload:
     (`sim.history.MeasuredDurations`); their estimate stays `taskDurationSeconds`.
     """
     workflows = load_history(config.path)
-    if config.num_executors is None:
-        pool = most_recorded([w.pool_size for w in workflows]) or DEFAULT_EXECUTORS
-        config = config.model_copy(update={"num_executors": pool})
     c = config
+    pool = c.num_executors or most_recorded([w.pool_size for w in workflows]) or DEFAULT_EXECUTORS
     history = history_part(workflows, c.part, c.train_fraction)
     dags = [Dag.from_spec(h.spec) for h in history]
     models = [h.durations() for h in history]
@@ -125,25 +123,25 @@ def file_workload(config: FileConfig, seed: SeedLike = 0) -> Workload:
     # one recorded time makes the file a history: replaying it needs them all
     mode = c.arrival_mode(any(h.arrival is not None for h in history))
     if mode == "recorded":
-        order, times = _recorded(c, history, dags)
+        order, times = _recorded(c, history, dags, pool)
     else:
         order = c.job_order(len(dags))
-        times = _file_times(c, mode, order, dags, seed)
+        times = _file_times(c, mode, order, dags, seed, pool)
     arrivals = tuple(
         JobArrival(t, f"{labels[w]}-{i}", dags[w], models[w])
         for i, (t, w) in enumerate(zip(times, order, strict=True))
     )
     waves = any(m is not None for m in models)
-    return Workload(f"file:{stem}", arrivals, c.num_executors, _fidelity(c.moving_delay, waves))
+    return Workload(f"file:{stem}", arrivals, pool, _fidelity(c.moving_delay, waves))
 
 
 def _file_times(
-    c: FileConfig, mode: ArrivalMode, order: list[int], dags: list[Dag], seed: SeedLike
+    c: FileConfig, mode: ArrivalMode, order: list[int], dags: list[Dag], seed: SeedLike, pool: int
 ) -> list[float]:
     n = len(order)
     if mode == "batch":
         return [0.0] * n
-    gap = c.mean_interarrival(_mean_work_of(order, dags), c.num_executors)
+    gap = c.mean_interarrival(_mean_work_of(order, dags), pool)
     if mode == "fixed":
         return [i * gap for i in range(n)]
     _, gaps = split_streams(as_rng(seed))
@@ -155,7 +153,7 @@ def _mean_work_of(order: list[int], dags: list[Dag]) -> Callable[[], float]:
 
 
 def _recorded(
-    c: FileConfig, history: list[HistoryWorkflow], dags: list[Dag]
+    c: FileConfig, history: list[HistoryWorkflow], dags: list[Dag], pool: int
 ) -> tuple[list[int], list[float]]:
     """Jobs in the order they arrived in the history, and their times (starting at 0).
 
@@ -184,6 +182,6 @@ def _recorded(
                 "gap to rescale to the interarrival, rate or load; drop that option or choose "
                 "arrival poisson or fixed"
             )
-        gap = c.mean_interarrival(_mean_work_of(order, dags), c.num_executors)
+        gap = c.mean_interarrival(_mean_work_of(order, dags), pool)
         times = [t * gap / recorded_gap for t in times]
     return order, times

@@ -167,6 +167,7 @@ def _draw_shape(rng: np.random.Generator) -> _Pipeline:
     def pods(lo: int, hi: int) -> int:
         return int(rng.integers(lo, hi + 1))
 
+    stages: list[tuple[str, str, int, tuple[str, ...]]]
     if shape == "etl":
         extracts = [f"extract-{i}" for i in range(pods(1, 3))]
         stages = [(e, "extract", 1, ()) for e in extracts]
@@ -260,8 +261,10 @@ def k8s_batch_workload(config: K8sBatchConfig | None = None, seed: SeedLike = 0)
     content, arrivals = split_streams(as_rng(seed))
     cron_rng, adhoc_rng = split_streams(arrivals)
     gap = c.mean_gap()
-    cron = _cron_times(cron_rng, c, n, (1 - share) * c.period / gap) if share < 1 else []
-    adhoc = np.cumsum(adhoc_rng.standard_exponential(n)) * (gap / share) if share > 0 else []
+    cron = _cron_times(cron_rng, c, n, (1 - share) * c.period / gap) if share < 1 else np.empty(0)
+    adhoc = (
+        np.cumsum(adhoc_rng.standard_exponential(n)) * (gap / share) if share > 0 else np.empty(0)
+    )
     times = np.concatenate([cron, adhoc])
     is_adhoc = np.concatenate([np.zeros(len(cron), bool), np.ones(len(adhoc), bool)])
     first = np.argsort(times, kind="stable")[:n]

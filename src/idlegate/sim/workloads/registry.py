@@ -13,14 +13,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from idlegate.config import describe
+from idlegate.config import Config, describe
 from idlegate.errors import IdlegateError, reject_unknown
 from idlegate.sim.engine import Workload
 from idlegate.sim.lublin import LublinConfig, lublin_workload
 from idlegate.sim.swf import SwfConfig, swf_workload
 from idlegate.sim.workloads.airflow_shapes import AirflowShapesConfig, airflow_shapes_workload
 from idlegate.sim.workloads.argo_shapes import ArgoShapesConfig, argo_shapes_workload
-from idlegate.sim.workloads.base import SeedLike, _Options, as_rng
+from idlegate.sim.workloads.base import SeedLike, as_rng
 from idlegate.sim.workloads.file import FileConfig, file_workload
 from idlegate.sim.workloads.follow import FollowConfig, follow_workload
 from idlegate.sim.workloads.generators import (
@@ -48,14 +48,16 @@ class WorkloadKind:
     """A named workload: its config model and its generator."""
 
     name: str
-    config: type[_Options]
+    config: type[Config]
+    """Its options; input-only ones are the model's `EXTRA_OPTIONS` (the rigid workloads'
+    models, below this package, have none)."""
     generate: Callable[[Any, SeedLike], Workload]
     summary: str
 
     def options(self) -> dict[str, str]:
         """Option name → description (what `build_workload` accepts for this workload)."""
         out = {k: f.description or "" for k, f in self.config.model_fields.items()}
-        out.update(self.config.EXTRA_OPTIONS)
+        out.update(getattr(self.config, "EXTRA_OPTIONS", {}))
         return dict(sorted(out.items()))
 
 
@@ -168,7 +170,7 @@ def workload_kind(name: str) -> WorkloadKind:
     return kind
 
 
-def workload_config(name: str, **options: Any) -> _Options:
+def workload_config(name: str, **options: Any) -> Config:
     """Validate `options` for workload `name` into its typed config.
 
     Option names may use '-' or '_' ('num-executors' = 'num_executors'); options whose

@@ -32,6 +32,7 @@ from typing import Any, Final
 
 from pydantic import Field, field_validator, model_validator
 
+from idlegate.config import Config
 from idlegate.errors import IdlegateError
 from idlegate.sim.engine import Fidelity, JobArrival, Workload
 from idlegate.sim.workloads.base import MAX_JOBS, SeedLike, _Options, as_rng, split_streams
@@ -113,7 +114,7 @@ class ShiftConfig(_Options):
             self.phase_config(which)  # raises ValueError naming the phase
         return self
 
-    def phase_config(self, which: str) -> _Options:
+    def phase_config(self, which: str) -> Config:
         """The typed config of phase `which` ("first" or "second"); ValueError if invalid."""
         # the registry imports this module to register `shift`
         from idlegate.sim.workloads.registry import workload_config
