@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -315,6 +316,53 @@ def test_operator_with_an_unreadable_kubeconfig_is_one_line_and_exit_1(tmp_path,
     assert f"cannot read Kubernetes credentials from {bad}" in result.output
     assert said in result.output and "fix that file" in result.output
     assert "Traceback" not in result.output
+
+
+KUBECONFIG_USER = "users: [{name: u, user: {token: t}}]\ncurrent-context: x\n"
+KUBECONFIG_CONTEXT = "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b"a line of garbage\n", "holds a str, not a mapping"),
+        (b"- a list\n", "holds a list, not a mapping"),
+        (b"\x83\xff\x00 not text", "it is not text"),
+        (b"clusters: 5\n", "its clusters must be a list of mappings"),
+        (b"users: [{name: u, user: [1]}]\n", "its users must be a list of mappings"),
+        (
+            f"clusters: [{{name: c, cluster: {{server: 5}}}}]\n{KUBECONFIG_CONTEXT}"
+            f"{KUBECONFIG_USER}".encode(),
+            "is not a valid kubeconfig (",
+        ),
+        (
+            f"clusters: [{{name: c, cluster: {{server: k8s.example}}}}]\n{KUBECONFIG_CONTEXT}"
+            f"{KUBECONFIG_USER}".encode(),
+            "names the API server 'k8s.example', which is no URL",
+        ),
+    ],
+    ids=["garbage", "list", "binary", "clusters-number", "user-list", "server-number", "no-url"],
+)
+def test_operator_with_a_kubeconfig_of_the_wrong_shape_is_one_line_and_exit_1(
+    tmp_path, content, said
+):
+    # the kubernetes client indexes the file unchecked: a TypeError's 61-line traceback
+    bad = tmp_path / "kubeconfig"
+    bad.write_bytes(content)
+    result = runner.invoke(app, ["operator", "--pool-size", "2", "--kubeconfig", str(bad)])
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit), result.exception
+    assert said in result.output, result.output
+    assert "kubeconfig" in result.output and "Traceback" not in result.output
+
+
+def test_a_garbage_file_in_a_kubeconfig_list_is_named(tmp_path, monkeypatch):
+    garbage = tmp_path / "garbage"
+    garbage.write_text("garbage\n")
+    monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'missing'}{os.pathsep}{garbage}")
+    result = runner.invoke(app, ["operator", "--pool-size", "2"])
+    assert result.exit_code == 1, result.output
+    assert f"{garbage} is not a kubeconfig" in result.output
 
 
 @pytest.mark.parametrize(

@@ -164,14 +164,67 @@ def load_configuration(kubeconfig: Path | None = None) -> Any:
             "cannot find Kubernetes credentials: not in a cluster, no KUBECONFIG and no "
             "~/.kube/config; pass --kubeconfig FILE or set KUBECONFIG"
         )
+    fix = "fix that file" if path else "pass --kubeconfig or set KUBECONFIG"
     try:
+        for each in (path or where).split(os.pathsep):
+            _check_kubeconfig_shape(Path(each).expanduser())
         kubernetes.config.load_kube_config(config_file=path, client_configuration=configuration)
     except (kubernetes.config.ConfigException, OSError, yaml.YAMLError) as exc:
-        fix = "fix that file" if path else "pass --kubeconfig or set KUBECONFIG"
         raise IdlegateError(
             f"cannot read Kubernetes credentials from {where} ({' '.join(str(exc).split())}); {fix}"
         ) from None
+    except (TypeError, AttributeError, KeyError, ValueError) as exc:
+        # the client indexes the file's fields without checking them: a field of the
+        # wrong type (a number for a server, a text for a user) ends here
+        raise IdlegateError(
+            f"{where} is not a valid kubeconfig ({exc}); {fix}: {KUBECONFIG_SHAPE}"
+        ) from None
+    if not str(configuration.host).startswith(("https://", "http://")):
+        raise IdlegateError(
+            f"{where} names the API server {configuration.host!r}, which is no URL; "
+            "give its cluster a server such as https://HOST:6443, or " + fix
+        )
     return configuration
+
+
+KUBECONFIG_SHAPE = (
+    "a kubeconfig is a YAML mapping with lists of clusters, contexts and users, as "
+    "`kubectl config view --raw` prints it"
+)
+"""What a kubeconfig file is, for the messages about one that is not."""
+
+
+def _check_kubeconfig_shape(path: Path) -> None:
+    """IdlegateError unless the file at `path` (if it exists) is text holding one mapping
+    whose clusters, contexts and users are lists of mappings: the kubernetes client
+    indexes them unchecked, and answers a file of anything else with a TypeError. An
+    empty file is left to the client, whose message says so."""
+    if not path.is_file():
+        return  # a missing file of a KUBECONFIG list is skipped, as kubectl does
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise IdlegateError(
+            f"{path} is not a kubeconfig: it is not text; {KUBECONFIG_SHAPE}"
+        ) from None
+    if doc is None:
+        return
+    if not isinstance(doc, dict):
+        raise IdlegateError(
+            f"{path} is not a kubeconfig: it holds a {type(doc).__name__}, not a mapping; "
+            f"{KUBECONFIG_SHAPE}"
+        )
+    for key, inner in (("clusters", "cluster"), ("contexts", "context"), ("users", "user")):
+        items = doc.get(key)
+        fits = items is None or (
+            isinstance(items, list)
+            and all(isinstance(i, dict) and isinstance(i.get(inner, {}), dict) for i in items)
+        )
+        if not fits:
+            raise IdlegateError(
+                f"{path} is not a valid kubeconfig: its {key} must be a list of mappings, "
+                f"each with a name and a mapping '{inner}'; {KUBECONFIG_SHAPE}"
+            )
 
 
 def connection_info(configuration: Any) -> Any:
