@@ -324,6 +324,7 @@ def test_registry_names():
         "k8s-batch",
         "argo-shapes",
         "airflow-shapes",
+        "alibaba",
         "follow",
         "push",
         "recurring",

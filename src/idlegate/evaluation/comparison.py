@@ -107,6 +107,8 @@ class WorkloadOptions(Config):
     """Total jobs in the arrival sequence."""
     tpch_dir: Path | None = None
     """Directory of TPC-H traces (workloads tpch, mixed)."""
+    alibaba_dir: Path | None = None
+    """Directory of Alibaba's trace (workload alibaba)."""
     path: Annotated[Path | None, Flag("--file")] = None
     """Workload file (workload file)."""
     alpha: float | None = None
@@ -171,7 +173,7 @@ class CompareConfig(Config):
 
     workload: Annotated[str, Flag("-w")] = "tpch-like"
     """Workload: synthetic, tpch, tpch-like, mixed, bursty, k8s-batch, argo-shapes,
-    airflow-shapes, follow, push, recurring, shift, file, swf, lublin."""
+    airflow-shapes, alibaba, follow, push, recurring, shift, file, swf, lublin."""
     schedulers: Schedulers = Field(
         parse_list("fifo,fair,sjf-cp,weighted-fair"), min_length=1, validate_default=True
     )

@@ -18,6 +18,7 @@ from typing import Any
 from idlegate.errors import IdlegateError
 from idlegate.sim.engine import Workload
 from idlegate.sim.workloads import (
+    AlibabaConfig,
     ArrivalOptions,
     BurstyConfig,
     FileConfig,
@@ -132,6 +133,12 @@ def _source(
         return f"two-type jobs (generated) and {dags}"
     if isinstance(config, TpchLikeConfig):
         return "TPC-H-like DAGs (generated, no trace files)"
+    if isinstance(config, AlibabaConfig):
+        source = config.source()
+        return (
+            f"Alibaba 2018 trace from {source.trace.directory.resolve()} ({len(source.jobs)} "
+            f"jobs of {config.min_stages}+ stages; task spread {config.duration_spread})"
+        )
     if isinstance(config, SyntheticConfig | BurstyConfig):
         return "two-type jobs (generated, no trace files)"
     if isinstance(config, FileConfig):

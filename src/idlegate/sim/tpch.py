@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ import numpy as np
 
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim.dag import Dag
+from idlegate.sim.datadirs import checkout_data_dir, default_data_dir
 from idlegate.sim.durations import StageWaves, WaveDurations
 from idlegate.sim.spec import WorkflowSpec, parse_workflow
 
@@ -79,26 +79,14 @@ class TpchQuery:
 def default_tpch_dir() -> Path | None:
     """`$IDLEGATE_TPCH_DIR` if set, else the checkout's traces (:func:`checkout_tpch_dir`),
     else None: never a guess from the working directory."""
-    env = os.environ.get(ENV_VAR)
-    if env:
-        return Path(env).expanduser()
-    return checkout_tpch_dir()
+    return default_data_dir(ENV_VAR, "tpch")
 
 
 def checkout_tpch_dir(module: Path = Path(__file__)) -> Path | None:
     """``<checkout>/../shared/data/tpch`` if this package runs from a checkout and that
-    directory exists, else None.
-
-    A checkout is recognised by its layout, not assumed: `module` (this file) is
-    ``<checkout>/src/idlegate/sim/tpch.py`` beside ``<checkout>/pyproject.toml`` (an editable
-    install, or ``PYTHONPATH=src``). An installed package (site-packages) has no checkout,
-    and so no default: give ``--tpch-dir`` or ``IDLEGATE_TPCH_DIR``."""
-    src = module.resolve().parents[2]
-    checkout = src.parent
-    if src.name != "src" or not (checkout / "pyproject.toml").is_file():
-        return None
-    found = checkout.parent / "shared" / "data" / "tpch"
-    return found if found.is_dir() else None
+    directory exists, else None (`sim.datadirs.checkout_data_dir`): an installed package
+    has no default; give ``--tpch-dir`` or ``IDLEGATE_TPCH_DIR``."""
+    return checkout_data_dir("tpch", module)
 
 
 def resolve_tpch_dir(directory: str | Path | None = None) -> Path:

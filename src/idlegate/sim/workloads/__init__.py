@@ -15,6 +15,9 @@ Workloads:
   Poisson-streamed jobs, each a uniformly random query (1–22) at a uniformly random input
   size, on 50 executors with Decima's Spark effects (moving delay, measured task waves).
   Needs the traces (`tpch_dir`, see `idlegate.sim.tpch`).
+* `alibaba` — DAG jobs of Alibaba's 2018 production trace (`idlegate.sim.alibaba`),
+  drawn uniformly, Poisson arrivals, 100 executors, task durations spread around the
+  trace's figures. Needs the trace (`alibaba_dir`).
 * `tpch-like` — a *synthetic* stand-in that needs no data: random DAGs shaped like
   TPC-H query plans (see `tpch_like_spec`). It is not TPC-H; it only mimics the shape.
 * `mixed` — one Poisson stream where a fraction `alpha` of the jobs come from the
@@ -53,8 +56,10 @@ work of the generator's distribution.
 The package, by concern (everything public is re-exported here, so
 `from idlegate.sim.workloads import X` is the one import to use):
 
-* `base` — seeds, arrival arithmetic, the shared arrival and stream options.
+* `base` — seeds, arrival arithmetic, the shared arrival and stream options, and
+  `stream_workload` (a job source's jobs on a Poisson stream).
 * `tpch_like` — the TPC-H-like DAG generator and its `DagShape`.
+* `alibaba` — the `alibaba` workload (its config and job source).
 * `sources` — job sources (two-type, TPC-H, TPC-H-like, mixes) and heavy-tailed sizes.
 * `options` — the typed configs of the generated workloads.
 * `generators` — the synthetic, bursty, tpch, tpch-like and mixed generators.
@@ -73,6 +78,12 @@ The package, by concern (everything public is re-exported here, so
 from __future__ import annotations
 
 from idlegate.sim.workloads.airflow_shapes import AirflowShapesConfig, airflow_shapes_workload
+from idlegate.sim.workloads.alibaba import (
+    DURATION_SPREAD,
+    AlibabaConfig,
+    AlibabaSource,
+    alibaba_workload,
+)
 from idlegate.sim.workloads.argo_shapes import (
     ArgoShapesConfig,
     argo_shapes_workload,
@@ -88,6 +99,7 @@ from idlegate.sim.workloads.base import (
     offered_load,
     poisson_times,
     split_streams,
+    stream_workload,
 )
 from idlegate.sim.workloads.file import (
     ArrivalMode,
@@ -172,6 +184,7 @@ from idlegate.sim.workloads.triggered import LagDistribution, TriggeredOptions, 
 __all__ = [
     "DEFAULT_PIPELINES",
     "DEFAULT_SIZE_SHAPE",
+    "DURATION_SPREAD",
     "ESTIMATE_SAMPLES",
     "ESTIMATE_SEED",
     "EXTRA_EDGE_PROB",
@@ -184,6 +197,8 @@ __all__ = [
     "TASKS_SIGMA",
     "WORKLOADS",
     "AirflowShapesConfig",
+    "AlibabaConfig",
+    "AlibabaSource",
     "ArgoShapesConfig",
     "ArrivalMode",
     "ArrivalOptions",
@@ -218,6 +233,7 @@ __all__ = [
     "TwoTypeSource",
     "WorkloadKind",
     "airflow_shapes_workload",
+    "alibaba_workload",
     "argo_shapes_workload",
     "as_rng",
     "build_workload",
@@ -242,6 +258,7 @@ __all__ = [
     "shift_workload",
     "size_factors",
     "split_streams",
+    "stream_workload",
     "switch_time",
     "synthetic_workload",
     "tpch_like_spec",

@@ -9,14 +9,17 @@ jobs of a stream (`init` at t=0 plus `num_stream` Poisson arrivals).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from pydantic import Field, model_validator
 
 from idlegate.config import Config
 from idlegate.errors import IdlegateError
-from idlegate.sim.engine import Fidelity
+from idlegate.sim.engine import Fidelity, JobArrival, Workload
+
+if TYPE_CHECKING:
+    from idlegate.sim.workloads.sources import JobSource
 
 SeedLike = int | np.random.Generator
 """A seed (int >= 0) or a numpy Generator to draw from."""
@@ -184,3 +187,23 @@ def _fidelity(moving_delay: float, waves: bool) -> Fidelity:
     if moving_delay == 0 and not waves:
         return Fidelity.none()
     return Fidelity(moving_delay=moving_delay, wave_durations=waves)
+
+
+def stream_workload(
+    name: str, source: JobSource, config: Any, fidelity: Fidelity, seed: SeedLike
+) -> Workload:
+    """`config.init` jobs at t=0 plus `config.num_stream` Poisson arrivals drawn from `source`.
+
+    `config` is one of the streaming configs (ArrivalOptions and StreamOptions together).
+    The jobs come from one stream of the seed, the gaps from the other (`split_streams`).
+    """
+    init, num_stream, num_executors = config.init, config.num_stream, config.num_executors
+    content, gaps = split_streams(as_rng(seed))
+    jobs = source.draw(content, init + num_stream)
+    mean_gap = config.mean_interarrival(source.mean_work, num_executors)
+    times = poisson_times(gaps, init, num_stream, mean_gap)
+    arrivals = tuple(
+        JobArrival(t, f"{j.label}-{i}", j.dag, j.durations)
+        for i, (t, j) in enumerate(zip(times, jobs, strict=True))
+    )
+    return Workload(name, arrivals, num_executors, fidelity)

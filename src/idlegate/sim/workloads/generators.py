@@ -9,21 +9,20 @@ gives the mean job work of any workload config (what `load` is measured against)
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 from pydantic import BaseModel
 
 from idlegate.errors import IdlegateError
 from idlegate.sim.dag import Dag
-from idlegate.sim.engine import Fidelity, JobArrival, Workload
+from idlegate.sim.engine import JobArrival, Workload
 from idlegate.sim.history import load_history
+from idlegate.sim.workloads.alibaba import AlibabaConfig
 from idlegate.sim.workloads.base import (
     SeedLike,
     _fidelity,
     as_rng,
-    poisson_times,
     split_streams,
+    stream_workload,
 )
 from idlegate.sim.workloads.file import FileConfig, _mean_work_of
 from idlegate.sim.workloads.k8s_batch import K8sBatchConfig, mean_pipeline_work
@@ -35,33 +34,16 @@ from idlegate.sim.workloads.options import (
     TpchLikeConfig,
 )
 from idlegate.sim.workloads.recurring import RecurringConfig
-from idlegate.sim.workloads.sources import JobSource, MixSource, TpchLikeSource
+from idlegate.sim.workloads.sources import MixSource, TpchLikeSource
 from idlegate.sim.workloads.triggered import TriggeredOptions
-
-
-def _stream(
-    name: str, source: JobSource, config: Any, fidelity: Fidelity, seed: SeedLike
-) -> Workload:
-    """`config.init` jobs at t=0 plus `config.num_stream` Poisson arrivals drawn from `source`.
-
-    `config` is one of the streaming configs (ArrivalOptions and StreamOptions together).
-    """
-    init, num_stream, num_executors = config.init, config.num_stream, config.num_executors
-    content, gaps = split_streams(as_rng(seed))
-    jobs = source.draw(content, init + num_stream)
-    mean_gap = config.mean_interarrival(source.mean_work, num_executors)
-    times = poisson_times(gaps, init, num_stream, mean_gap)
-    arrivals = tuple(
-        JobArrival(t, f"{j.label}-{i}", j.dag, j.durations)
-        for i, (t, j) in enumerate(zip(times, jobs, strict=True))
-    )
-    return Workload(name, arrivals, num_executors, fidelity)
 
 
 def synthetic_workload(config: SyntheticConfig | None = None, seed: SeedLike = 0) -> Workload:
     """The synthetic two-type workload (one-stage short/long jobs, Poisson arrivals)."""
     c = config or SyntheticConfig()
-    return _stream("synthetic", c.two_type_source(), c, _fidelity(c.moving_delay, False), seed)
+    return stream_workload(
+        "synthetic", c.two_type_source(), c, _fidelity(c.moving_delay, False), seed
+    )
 
 
 def session_arrivals(
@@ -128,13 +110,15 @@ def bursty_workload(config: BurstyConfig | None = None, seed: SeedLike = 0) -> W
 def tpch_workload(config: TpchConfig | None = None, seed: SeedLike = 0) -> Workload:
     """Decima's streaming TPC-H workload (needs the traces; see `idlegate.sim.tpch`)."""
     c = config or TpchConfig()
-    return _stream("tpch", c.tpch_source(), c, _fidelity(c.moving_delay, c.wave_durations), seed)
+    return stream_workload(
+        "tpch", c.tpch_source(), c, _fidelity(c.moving_delay, c.wave_durations), seed
+    )
 
 
 def tpch_like_workload(config: TpchLikeConfig | None = None, seed: SeedLike = 0) -> Workload:
     """A stream of synthetic TPC-H-like DAGs (no data files needed)."""
     c = config or TpchLikeConfig()
-    return _stream(
+    return stream_workload(
         "tpch-like", TpchLikeSource(c.shape()), c, _fidelity(c.moving_delay, False), seed
     )
 
@@ -148,7 +132,7 @@ def mixed_workload(config: MixedConfig | None = None, seed: SeedLike = 0) -> Wor
     else:
         fid = _fidelity(c.moving_delay or 0.0, False)
     source = MixSource(c.two_type_source(), c.dag_source(), c.alpha)
-    return _stream(f"mixed-{dags}", source, c, fid, seed)
+    return stream_workload(f"mixed-{dags}", source, c, fid, seed)
 
 
 def mean_job_work(config: BaseModel) -> float:
@@ -163,7 +147,7 @@ def mean_job_work(config: BaseModel) -> float:
         return MixSource(config.two_type_source(), config.dag_source(), config.alpha).mean_work()
     if isinstance(config, K8sBatchConfig):
         return mean_pipeline_work(config)
-    if isinstance(config, TriggeredOptions | RecurringConfig):
+    if isinstance(config, TriggeredOptions | RecurringConfig | AlibabaConfig):
         return config.mean_job_work()
     if isinstance(config, FileConfig):
         dags = [Dag.from_spec(h.spec) for h in load_history(config.path)]

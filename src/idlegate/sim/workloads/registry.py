@@ -19,6 +19,7 @@ from idlegate.sim.engine import Workload
 from idlegate.sim.lublin import LublinConfig, lublin_workload
 from idlegate.sim.swf import SwfConfig, swf_workload
 from idlegate.sim.workloads.airflow_shapes import AirflowShapesConfig, airflow_shapes_workload
+from idlegate.sim.workloads.alibaba import AlibabaConfig, alibaba_workload
 from idlegate.sim.workloads.argo_shapes import ArgoShapesConfig, argo_shapes_workload
 from idlegate.sim.workloads.base import SeedLike, as_rng
 from idlegate.sim.workloads.file import FileConfig, file_workload
@@ -114,6 +115,13 @@ WORKLOADS: dict[str, WorkloadKind] = {
             airflow_shapes_workload,
             "Airflow DAG runs shaped like Airflow's example DAGs (task groups, mapped tasks, "
             "fan-outs, example_complex), pods of minutes, load 0.7",
+        ),
+        WorkloadKind(
+            "alibaba",
+            AlibabaConfig,
+            alibaba_workload,
+            "DAG jobs of Alibaba's 2018 production trace, Poisson arrivals, 100 executors, "
+            "load 0.85 (needs the trace: --alibaba-dir or IDLEGATE_ALIBABA_DIR)",
         ),
         WorkloadKind(
             "follow",

@@ -1,0 +1,38 @@
+"""Where a data set is found when the user names none: beside a checkout, never guessed.
+
+Real traces are data, never part of the repository. A user names their directory (a
+flag or an environment variable); a developer's checkout finds them in
+``<checkout>/../shared/data/<name>`` by itself. `checkout_data_dir` is that one rule,
+shared by every trace loader (`sim.tpch`, `sim.alibaba`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_THIS_MODULE = Path(__file__)
+
+
+def checkout_data_dir(name: str, module: Path = _THIS_MODULE) -> Path | None:
+    """``<checkout>/../shared/data/<name>`` if this package runs from a checkout and that
+    directory exists, else None.
+
+    A checkout is recognised by its layout, not assumed: `module` (a module of
+    ``idlegate.sim``) is ``<checkout>/src/idlegate/sim/<module>.py`` beside
+    ``<checkout>/pyproject.toml`` (an editable install, or ``PYTHONPATH=src``). An
+    installed package (site-packages) has no checkout, and so no default."""
+    src = module.resolve().parents[2]
+    checkout = src.parent
+    if src.name != "src" or not (checkout / "pyproject.toml").is_file():
+        return None
+    found = checkout.parent / "shared" / "data" / name
+    return found if found.is_dir() else None
+
+
+def default_data_dir(env_var: str, name: str) -> Path | None:
+    """`$env_var` if set, else the checkout's ``../shared/data/<name>``, else None."""
+    env = os.environ.get(env_var)
+    if env:
+        return Path(env).expanduser()
+    return checkout_data_dir(name)
