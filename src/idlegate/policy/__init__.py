@@ -175,7 +175,8 @@ def check_params(spec: SchedulerSpec | str) -> None:
         from idlegate.policy.lookahead import planner_config
 
         config = planner_config(s, {})[0]
-        for part in (s.base or SchedulerSpec("sjf-cp"), *config.candidates):
+        parts: list[SchedulerSpec | str] = [s.base or SchedulerSpec("sjf-cp"), *config.candidates]
+        for part in parts:
             check_params(part)
     elif s.kind == "analytic" and s.base is not None:
         make_scheduler(replace(s, base=SchedulerSpec("sjf-cp")))  # its own parameters

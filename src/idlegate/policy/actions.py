@@ -185,7 +185,9 @@ def decode(obs: Observation, choice: Choice, config: ActionConfig) -> Action:
     if choice.idle_level > 0:
         delay = idle_delay(stage.duration, choice.idle_level, config)
         return Decision(stage, max(job.cap, job.held), delay)
-    cap = int(obs.cap_levels[choice.cap_index])
+    levels = obs.cap_levels
+    assert levels is not None  # a live observation's, as `obs.stage` has checked
+    cap = int(levels[choice.cap_index])
     if stage.gang:
         cap = max(cap, job.held + stage.tasks)
     return Decision(stage, cap)

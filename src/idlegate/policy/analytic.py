@@ -544,11 +544,11 @@ CONFIG_FIELDS: tuple[str, ...] = tuple(AnalyticIdleConfig.model_fields)
 """The config's parameter names, as `make_analytic` accepts them."""
 
 _KEYWORD = inspect.Parameter.KEYWORD_ONLY
-make_analytic.__signature__ = inspect.signature(
-    make_analytic
-).replace(  # type: ignore[attr-defined]
+_SIGNATURE = inspect.signature(make_analytic)
+# inspect reads a function's __signature__, which typeshed does not declare on functions
+make_analytic.__signature__ = _SIGNATURE.replace(  # type: ignore[attr-defined]
     parameters=[
-        *list(inspect.signature(make_analytic).parameters.values())[:2],
+        *list(_SIGNATURE.parameters.values())[:2],
         *(
             inspect.Parameter(k, _KEYWORD, default=f.default)
             for k, f in AnalyticIdleConfig.model_fields.items()

@@ -161,20 +161,20 @@ class JobRows:
         self.gangs = gangs
         self.launchable = launchable
 
-        row = self.row
+        out = self.row
         dag = job.dag
         if cfg.cp_features:
             rcp = job.remaining_cp
-            row[JOB_COLUMN["remaining_cp"]] = log1p(rcp / unit)
-            row[JOB_COLUMN["average_width"]] = log1p(dag.average_width)
-            row[JOB_COLUMN["remaining_width"]] = log1p(job.remaining_work / rcp) if rcp > 0 else 0.0
-        row[JOB_COLUMN["remaining_work"]] = log1p(max(job.remaining_work, 0.0) / unit)
-        row[JOB_COLUMN["total_work"]] = log1p(dag.total_work / unit)
-        row[JOB_COLUMN["held"]] = job.held / k
-        row[JOB_COLUMN["cap"]] = job.cap / k
-        row[JOB_COLUMN["unlaunched"]] = log1p(job.unlaunched)
-        row[JOB_COLUMN["idle_inserted"]] = log1p(job.idle_inserted / unit)
-        row[LAUNCHABLE] = log1p(launchable)
+            out[JOB_COLUMN["remaining_cp"]] = log1p(rcp / unit)
+            out[JOB_COLUMN["average_width"]] = log1p(dag.average_width)
+            out[JOB_COLUMN["remaining_width"]] = log1p(job.remaining_work / rcp) if rcp > 0 else 0.0
+        out[JOB_COLUMN["remaining_work"]] = log1p(max(job.remaining_work, 0.0) / unit)
+        out[JOB_COLUMN["total_work"]] = log1p(dag.total_work / unit)
+        out[JOB_COLUMN["held"]] = job.held / k
+        out[JOB_COLUMN["cap"]] = job.cap / k
+        out[JOB_COLUMN["unlaunched"]] = log1p(job.unlaunched)
+        out[JOB_COLUMN["idle_inserted"]] = log1p(job.idle_inserted / unit)
+        out[LAUNCHABLE] = log1p(launchable)
 
 
 class RowLayout:

@@ -252,7 +252,8 @@ class Featurizer:
         self._entries: dict[int, JobRows] = {}
         self._structure: RowLayout | None = None
         self._levels: tuple[int, np.ndarray, np.ndarray] | None = None
-        self._window: tuple[int, float, float, float, float, float, float] | None = None
+        self._window: tuple[int, int, float, float, float, float, float, float] | None = None
+        """The log's length the window was computed at, then `_window_stats`' answer."""
 
     def reset(self) -> None:
         """Forget every cached job (start of a run)."""
@@ -411,7 +412,7 @@ class Featurizer:
         # the window only changes when a job arrives: cache it by the log's length
         cached = self._window
         if cached is not None and cached[0] == len(log):
-            return cached[1:]  # type: ignore[return-value]
+            return cached[1:]
         window = np.asarray(log[-self.config.arrival_window :], dtype=np.float64)
         sizes = np.log1p(window[:, 1] / self.config.time_unit)
         stats = (

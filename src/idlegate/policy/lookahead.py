@@ -105,6 +105,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from math import inf
 from types import MappingProxyType
 from typing import Any, Final, Literal
@@ -217,7 +218,7 @@ class LookaheadScheduler:
     def __init__(
         self,
         base: SchedulerFactory,
-        candidates: dict[str, SchedulerFactory],
+        candidates: Mapping[str, SchedulerFactory],
         config: LookaheadConfig,
         *,
         name: str = "lookahead",
@@ -562,7 +563,7 @@ def make_lookahead(spec: SchedulerSpec, /, **options: Any) -> LookaheadScheduler
     title = _title(spec, options, base)
     # BASE is always a candidate; simulating it twice would only cost time
     text = base.format()
-    candidates = {c: (lambda c=c: make_scheduler(c)) for c in config.candidates if c != text}
+    candidates = {c: partial(make_scheduler, c) for c in config.candidates if c != text}
     return LookaheadScheduler(lambda: make_scheduler(base), candidates, config, name=name or title)
 
 

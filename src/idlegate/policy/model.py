@@ -43,6 +43,7 @@ Checkpoint format (`torch.save` of a dict; `checkpoint_dict` builds it):
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
@@ -291,7 +292,8 @@ def segment_log_softmax(scores: Tensor, mask: Tensor, segment: Tensor, segments:
     return x - total.log()[segment]
 
 
-class Graphs(NamedTuple):
+@dataclass(frozen=True)
+class Graphs:
     """Which observation each stage and job row of a batch belongs to."""
 
     stage_graph: Tensor
@@ -313,6 +315,9 @@ class PolicyNet(nn.Module):
     together are one distribution). Scoring only the M idle-eligible stages, not all N,
     keeps the widest tensor of the model small.
     """
+
+    idle_x: Tensor
+    """[I] f32: the idle levels g/G (a buffer, so it moves with the model)."""
 
     def __init__(self, config: ModelConfig | None = None) -> None:
         super().__init__()

@@ -92,7 +92,7 @@ def example_inputs(
     n, j = sum(stages), len(stages)
     offsets = np.cumsum((0, *stages))
     src = np.concatenate([np.arange(o + 1, o + s) for o, s in zip(offsets, stages, strict=False)])
-    arrays = {
+    arrays: dict[str, np.ndarray] = {
         "stage_x": rng.standard_normal((n, NUM_STAGE_FEATURES)).astype(np.float32),
         "job_x": rng.standard_normal((j, NUM_JOB_FEATURES)).astype(np.float32),
         "global_x": rng.standard_normal((1, global_width)).astype(np.float32),
@@ -177,7 +177,7 @@ def onnx_bytes(
         torch.onnx.export(
             module.eval(),
             inputs,
-            buffer,
+            buffer,  # type: ignore[arg-type]  # typed as a path, but the exporter writes to a file object too
             dynamo=False,
             input_names=input_names,
             output_names=output_names,
