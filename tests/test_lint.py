@@ -27,6 +27,7 @@ from idlegate.api.template import check_templates
 from idlegate.cli import app
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim.spec import parse_workflow
+from idlegate.sim.workloads import build_workload
 
 runner = CliRunner()
 
@@ -264,11 +265,61 @@ def test_other_kinds_are_skipped_with_a_note_and_non_objects_are_errors(tmp_path
     report = check(f)
     assert report.ok and [n.document for n in report.notes] == [0, 1]
     assert report.workflows == 0
-    # a bare workflow (idlegate simulate's format) is not a manifest either
+
+
+def test_bare_workflows_are_checked_as_simulate_reads_them(tmp_path):
+    # idlegate simulate's format (alone, or a list): skipped with exit 0 before, though
+    # `simulate -w file` refused the very file (a cycle)
     f = write(tmp_path / "bare.yaml", {"stages": [stage("a")]}, [{"stages": [stage("a")]}])
     report = check(f)
-    assert report.ok and [n.document for n in report.notes] == [0, 1]
+    assert report.ok and report.notes == [] and report.bare_workflows == 2
     assert lint(str(f))[:2] == (0, [])
+    cyclic = [
+        {"name": "loop", "stages": [stage("s1", "s2"), stage("s2", "s1")]},
+        {"name": "fine", "arrival": 3, "stages": [stage("a")]},
+    ]
+    f = write(tmp_path / "cyclic.yaml", cyclic)
+    code, out, err = lint(str(f))
+    assert code == 1
+    assert out == [
+        f"{f}[0].items[0]: workflow 'loop': the dependencies form a cycle: s1 -> s2 -> s1 "
+        "(each depends on the next); a workflow must be acyclic"
+    ]
+    assert "2 bare workflow(s) in 1 file(s): 1 invalid" in err
+    with pytest.raises(SpecError, match="form a cycle"):
+        build_workload("file", 0, path=str(f))
+
+
+def test_a_list_of_bare_workflows_checks_each_item_and_its_history_keys(tmp_path):
+    items = [
+        {"stages": [stage("a")], "arrival": -1},
+        {"stages": [stage("a", measuredDurationSeconds=[])]},
+        "text",
+        {"name": "x"},
+        workflow("wf", [stage("a", "nowhere")]),
+    ]
+    report = check(write(tmp_path / "list.yaml", items))
+    assert [(p.item, p.field) for p in report.problems] == [
+        (0, None),
+        (1, None),
+        (2, None),
+        (3, None),
+        (4, "spec.stages[0].dependsOn"),
+    ]
+    said = [p.message for p in report.problems]
+    assert "arrival must be >= 0 seconds" in said[0]
+    assert "measuredDurationSeconds must be a non-empty list" in said[1]
+    assert said[2] == "workflow: expected a mapping with a 'stages' list, got a string"
+    assert said[3].startswith("workflow 'x': stages")
+    assert report.bare_workflows == 4 and report.workflows == 1 and report.invalid == 5
+    assert lint_json(str(tmp_path / "list.yaml"))[1]["bare_workflows"] == 4
+
+
+def test_a_dag_workflow_without_spec_says_it_is_missing():
+    code, out, _ = lint("-", stdin="kind: DagWorkflow\n")
+    assert code == 1
+    assert "<stdin>[0] spec: is missing or empty; give a mapping with a 'stages' list" in out
+    assert not any("NoneType" in line for line in out)
 
 
 def test_list_documents_are_checked_item_by_item(tmp_path):

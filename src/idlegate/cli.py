@@ -245,8 +245,8 @@ def lint(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Check DagWorkflow, DagCronWorkflow and ExecutorPool manifests offline with the
-    operator's checks, and print the job each Argo Workflow and Airflow DAG export maps to; exit 1 if any
-    fails."""
+    operator's checks (bare workflows as simulate -w file reads them), and print the job
+    each Argo Workflow and Airflow DAG export maps to; exit 1 if any fails."""
     with user_errors():
         from idlegate.api.lint import lint_paths
         from idlegate.api.podsecurity import NamespacePolicy, parse_service_accounts

@@ -27,10 +27,13 @@ or ``.json``, with what lint reads, and a Python file, an Airflow DAG file most 
 not parsed but said to be one), an unreadable file (a path that does not exist is an error
 of the command, as in every command), a DagWorkflow under
 the wrong or no ``apiVersion``, another kind in the ``idlegate.io`` group (or
-``DagWorkflow`` in another case), a missing name. Everything else (a ConfigMap, a
-Kustomization, a document with no kind such as a dashboard JSON or a bare workflow of
-``idlegate simulate``) is skipped with a note, and ``List``/``DagWorkflowList`` documents
-are checked item by item, so a directory of mixed files can be linted as a whole.
+``DagWorkflow`` in another case), a missing name. A bare workflow (``idlegate simulate``'s
+format: a mapping with a ``stages`` list and no kind, alone or in a list, with a history's
+keys or not) is checked as ``simulate -w file`` reads it
+(:func:`idlegate.sim.history.parse_record`). Everything else (a ConfigMap, a
+Kustomization, a document with no kind such as a dashboard JSON) is skipped with a note,
+and ``List``/``DagWorkflowList`` documents are checked item by item, so a directory of
+mixed files can be linted as a whole.
 
 The operator reports one problem at a time in its ``Valid`` condition (one message per
 check that fails; a message may list several fields, joined by ``"; "``). Lint splits such
@@ -78,13 +81,14 @@ from idlegate.api.lint_airflow import AirflowLintJob, lint_airflow
 from idlegate.api.lint_argo import ArgoDocument, ArgoLintJob, lint_argo
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.pool_spec import pool_problems
-from idlegate.api.template import check_templates, describe
-from idlegate.errors import IdlegateError
+from idlegate.api.template import check_templates
+from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim.airflow import is_airflow
 from idlegate.sim.argo import is_argo
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
-from idlegate.sim.spec import parse_workflow
+from idlegate.sim.history import parse_record
+from idlegate.sim.spec import describe, parse_workflow
 
 STDIN = "-"
 """The path that means standard input."""
@@ -181,6 +185,9 @@ class LintReport:
     """Of those, DagCronWorkflows."""
     pools: int = 0
     """ExecutorPools checked (counted among `workflows`, as objects checked)."""
+    bare_workflows: int = 0
+    """Bare workflows (`idlegate simulate`'s format, a history's records: a mapping with a
+    `stages` list, alone or in a list), checked as `simulate -w file` reads them."""
     invalid: int = 0
     """Of those, how many have at least one problem."""
     argo_jobs: list[ArgoLintJob] = field(default_factory=list)
@@ -208,6 +215,7 @@ class LintReport:
             "ExecutorPool": self.pools,
             "Argo workflow": self.argo_workflows,
             "Airflow DAG": self.airflow_dags,
+            "bare workflow": self.bare_workflows,
         }
         kinds = [f"{n} {kind}(s)" for kind, n in counted.items() if n] or ["0 workflow(s)"]
         what = kinds[0] if len(kinds) == 1 else f"{', '.join(kinds[:-1])} and {kinds[-1]}"
@@ -235,6 +243,7 @@ class LintReport:
             "files": self.files,
             "workflows": self.workflows,
             "argo_workflows": self.argo_workflows,
+            "bare_workflows": self.bare_workflows,
             "invalid": self.invalid,
             "problems": [{**asdict(p), "text": str(p)} for p in self.problems],
             "notes": [{**asdict(n), "text": str(n)} for n in self.notes],
@@ -303,6 +312,16 @@ def cron_problems(
                 path = "spec.workflowSpec" + path.removeprefix("spec")
             out.append((path, text))
     return out
+
+
+def _bare(obj: Any) -> bool:
+    """A bare workflow: a mapping with `stages` and neither kind nor apiVersion."""
+    return (
+        isinstance(obj, Mapping)
+        and "stages" in obj
+        and not _text(obj.get("kind"))
+        and not _text(obj.get("apiVersion"))
+    )
 
 
 def _has(meta: Any, key: str) -> bool:
@@ -536,6 +555,10 @@ class _Linter:
             for i, item in enumerate(doc):  # a JSON list of DAG exports
                 self.object(source, index, i, item)
             return
+        if isinstance(doc, list) and any(_bare(d) for d in doc):
+            for i, item in enumerate(doc):  # a list of workflows, as simulate -w file reads
+                self.object(source, index, i, item, in_list=True)
+            return
         self.object(source, index, None, doc)
 
     def airflow(self, source: str, index: int, item: int | None, obj: Mapping[str, Any]) -> None:
@@ -554,8 +577,30 @@ class _Linter:
             )
             self.report.invalid += 1
 
-    def object(self, source: str, index: int, item: int | None, obj: Any) -> None:
-        """One object (a document, or an item of a List)."""
+    def bare(self, source: str, index: int, item: int | None, obj: Any) -> None:
+        """A bare workflow (`idlegate simulate`'s format, a history's record), checked as
+        `simulate -w file` reads it (`sim.history.parse_record`)."""
+        self.report.bare_workflows += 1
+        try:
+            if isinstance(obj, dict):
+                parse_record(obj, obj, None, "workflow")
+            else:
+                parse_workflow(obj, "workflow")
+        except SpecError as exc:
+            self._problem(source, index, item, None, str(exc))
+            self.report.invalid += 1
+
+    def object(
+        self, source: str, index: int, item: int | None, obj: Any, in_list: bool = False
+    ) -> None:
+        """One object (a document, or an item of a List); `in_list`: an item of a list of
+        bare workflows, where anything that is no object of a known kind is one."""
+        known = isinstance(obj, Mapping) and (
+            _text(obj.get("kind")) or _text(obj.get("apiVersion"))
+        )
+        if _bare(obj) or (in_list and not known and not is_airflow(obj)):
+            self.bare(source, index, item, obj)
+            return
         if not isinstance(obj, Mapping):
             what = f"{describe(obj)}, not a Kubernetes object"
             self.report.notes.append(Note(source, f"skipped: {what}", index, item))

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from idlegate.api import podsecurity
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.errors import SpecError
-from idlegate.sim.spec import WorkflowSpec
+from idlegate.sim.spec import WorkflowSpec, describe
 
 MAX_REPORTED = 5
 """Problems listed per template; the rest are counted."""
@@ -222,7 +222,6 @@ def _path(loc: tuple[int | str, ...]) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc)
 
 
-_KINDS = {str: "a string", bool: "a boolean", int: "a number", float: "a number", list: "a list"}
 _EXPECTED = {
     "model_type": "must be a mapping (an object)",
     "dict_type": "must be a mapping (an object)",
@@ -231,13 +230,6 @@ _EXPECTED = {
     "bool_type": "must be a boolean (true or false)",
     "int_type": "must be an integer",
 }
-
-
-def describe(value: Any) -> str:
-    """What a parsed YAML/JSON value is, for a message: "a string", "a list", "null"..."""
-    if value is None:
-        return "null"
-    return "a mapping" if isinstance(value, dict) else _KINDS.get(type(value), type(value).__name__)
 
 
 def _problem(error: Any, where: str) -> str:

@@ -232,12 +232,22 @@ def check_dag(stages: tuple[StageSpec, ...]) -> None:
     )
 
 
+_KINDS = {str: "a string", bool: "a boolean", int: "a number", float: "a number", list: "a list"}
+
+
+def describe(value: Any) -> str:
+    """What a parsed YAML/JSON value is, for a message: "a string", "a list", "null"..."""
+    if value is None:
+        return "null"
+    return "a mapping" if isinstance(value, dict) else _KINDS.get(type(value), type(value).__name__)
+
+
 def parse_workflow(data: Any, source: str = "workflow") -> WorkflowSpec:
     """Validate plain data (e.g. parsed YAML, or a DagWorkflow's `spec`) into a WorkflowSpec."""
+    if data is None:
+        raise SpecError(f"{source}: is missing or empty; give a mapping with a 'stages' list")
     if not isinstance(data, dict):
-        raise SpecError(
-            f"{source}: expected a mapping with a 'stages' list, got {type(data).__name__}"
-        )
+        raise SpecError(f"{source}: expected a mapping with a 'stages' list, got {describe(data)}")
     if "stages" in data and isinstance(data["stages"], list) and not data["stages"]:
         raise SpecError(f"{source}: the workflow has no stages; add at least one")
     try:

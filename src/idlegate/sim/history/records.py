@@ -96,7 +96,9 @@ def parse_record(
         where = source
     else:
         name = _name(body, source)
-        where = source if name is None else f"{source[:-1]} {name!r})"
+        where = source
+        if name is not None:  # "f.yaml (workflow #0 'a')", or "workflow 'a'" from lint
+            where = f"{source[:-1]} {name!r})" if source.endswith(")") else f"{source} {name!r}"
     arrival = recorded_arrival(raw, where)
     record = record_keys(raw, where)
     if spec is raw:  # a plain workflow: history keys sit beside `stages`
