@@ -405,7 +405,7 @@ def test_bad_checkpoints_are_user_errors(tmp_path) -> None:
         load_checkpoint(tmp_path / "missing.pt")
     junk = tmp_path / "junk.pt"
     junk.write_text("not a checkpoint")
-    with pytest.raises(IdlegateError, match="cannot read"):
+    with pytest.raises(IdlegateError, match="is not a checkpoint"):
         load_checkpoint(junk)
     old = checkpoint_dict(PolicyNet())
     old["feature_schema_version"] = FEATURE_SCHEMA_VERSION + 100

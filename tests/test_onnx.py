@@ -164,6 +164,43 @@ def test_export_from_checkpoint(tmp_path) -> None:
         export_onnx(tmp_path / "nope.pt", tmp_path / "x.onnx")
 
 
+@pytest.mark.parametrize(
+    ("write", "said"),
+    [
+        ("onnx", "is an ONNX policy, which export-onnx writes (use it as the scheduler learned"),
+        ("onnx-renamed", "is an ONNX policy"),
+        ("text", "is not a checkpoint (torch.save writes a zip archive)"),
+        ("empty", "is not a checkpoint"),
+        ("zip", "cannot read checkpoint"),
+    ],
+)
+def test_export_of_what_is_no_checkpoint_says_so_in_one_line(exported, tmp_path, write, said):
+    # torch's answers: its 750-character weights_only advice, or IndexError: pop from empty list
+    files = {
+        "onnx": (tmp_path / "p.onnx", exported["default"][1].read_bytes()),
+        "onnx-renamed": (tmp_path / "p.bin", exported["default"][1].read_bytes()),
+        "text": (tmp_path / "p.txt", b"stages:\n  - {name: a}\n"),
+        "empty": (tmp_path / "p.pt", b""),
+        "zip": (tmp_path / "p.pt", b"PK\x05\x06" + bytes(18)),  # an empty zip archive
+    }
+    path, data = files[write]
+    path.write_bytes(data)
+    with pytest.raises(IdlegateError) as caught:
+        export_onnx(path, tmp_path / "x.onnx")
+    message = str(caught.value)
+    assert said in message and "\n" not in message and len(message) < 300, message
+    assert "weights_only" not in message
+
+
+def test_export_to_a_folder_or_an_unwritable_path_is_a_user_error(tmp_path):
+    ckpt = save_checkpoint(PolicyNet(), tmp_path / "p.pt")
+    with pytest.raises(IdlegateError, match="is a folder; give the ONNX file to write"):
+        export_onnx(ckpt, tmp_path)
+    (tmp_path / "file").write_text("")
+    with pytest.raises(IdlegateError, match="cannot write the ONNX policy"):
+        export_onnx(ckpt, tmp_path / "file" / "x.onnx")
+
+
 def test_onnx_runtime_imports_no_torch() -> None:
     code = (
         "import sys, idlegate.policy, idlegate.policy.onnx_runtime, idlegate.policy.features, "

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+import zipfile
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
@@ -528,12 +529,22 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise IdlegateError(f"checkpoint {str(path)!r} does not exist; give the path of a .pt file")
+    if not zipfile.is_zipfile(path):  # what torch.save writes; torch's own errors are pages long
+        what = (
+            "an ONNX policy, which export-onnx writes (use it as the scheduler learned:PATH)"
+            if _is_onnx(path)
+            else "not a checkpoint (torch.save writes a zip archive)"
+        )
+        raise IdlegateError(
+            f"{str(path)!r} is {what}; give a checkpoint written by idlegate train "
+            "(best.pt in its --out folder, e.g. out/train/best.pt)"
+        )
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many types for a bad file
         raise IdlegateError(
-            f"cannot read checkpoint {str(path)!r} ({type(exc).__name__}: {exc}); "
-            "is it a file written by idlegate train?"
+            f"cannot read checkpoint {str(path)!r} ({type(exc).__name__}); it is damaged or "
+            "not written by idlegate train"
         ) from None
     if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
         raise IdlegateError(f"{str(path)!r} is not an idlegate policy checkpoint")
@@ -543,6 +554,15 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
             f"this idlegate computes schema {FEATURE_SCHEMA_VERSION}; retrain the policy"
         )
     return ckpt
+
+
+def _is_onnx(path: Path) -> bool:
+    """The file is an ONNX model: a protobuf whose first field is the IR version."""
+    if path.suffix == ".onnx":
+        return True
+    with path.open("rb") as f:
+        head = f.read(2)
+    return len(head) == 2 and head[0] == 0x08 and 0 < head[1] < 0x20
 
 
 def model_from_checkpoint(ckpt: dict[str, Any]) -> PolicyNet:

@@ -216,8 +216,18 @@ def check_parity(
 def save_onnx(data: bytes, out: str | Path) -> Path:
     """Write the serialized model `data` to `out`, creating its folder; the path."""
     path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
+    if path.is_dir():
+        raise IdlegateError(
+            f"{path} is a folder; give the ONNX file to write, e.g. {path}/policy.onnx"
+        )
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    except OSError as exc:
+        raise IdlegateError(
+            f"cannot write the ONNX policy {path} ({exc.strerror or exc}); give a path in a "
+            "folder you can write to"
+        ) from None
     return path
 
 
