@@ -42,9 +42,9 @@ Checkpoint format (`torch.save` of a dict; `checkpoint_dict` builds it):
 
 from __future__ import annotations
 
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
-import zipfile
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
