@@ -452,6 +452,36 @@ def history_airflow(
     typer.echo(f"{what} of {len(dag)} DAG(s) written{where}.", err=True)
 
 
+@history_app.command("alibaba")
+def history_alibaba(
+    batch_tasks: Annotated[
+        Path,
+        typer.Argument(
+            help="The trace's batch_task.csv (cluster-trace-v2018), or a part of it.",
+        ),
+    ],
+    out: Annotated[Path | None, _history_out()] = None,
+) -> None:
+    """Convert Alibaba's 2018 batch trace to a history file: each job whose tasks all
+    Terminated a workflow, arriving at its first task's start, each task a stage of its
+    instances running its measured span; replay it with simulate -w file (docs/workloads.md)."""
+    with user_errors():
+        from idlegate.sim.history import history_text, read_batch_tasks, write_history
+
+        found = read_batch_tasks(batch_tasks)
+        if not found.workflows:
+            raise IdlegateError(
+                f"{batch_tasks}: no job could be converted ({found.summary()}); a part cut "
+                "from the trace needs whole jobs, all of whose tasks Terminated"
+            )
+        if out is None:
+            typer.echo(history_text(found.workflows), nl=False)
+        else:
+            write_history(out, found.workflows)
+    where = f" to {out}" if out is not None else ""
+    typer.echo(f"{found.summary()}{where}.", err=True)
+
+
 @history_app.command("simulate")
 @flags(options=WorkloadOptions)
 def history_simulate(

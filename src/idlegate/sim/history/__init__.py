@@ -49,14 +49,20 @@ order anyway, and a stateless model stays correct when one workload is simulated
 times (every scheduler of a comparison) or forked. A stage with one measurement, or
 with all measurements equal, therefore replays exactly.
 
+Alibaba's raw 2018 batch trace (``batch_task.csv``) converts to this format
+(`read_batch_tasks`, ``idlegate history alibaba``): each finished job a workflow with
+its arrival and its tasks' measured durations.
+
 The package, by concern: `records` (one record: `HistoryWorkflow`, read and written),
-`sources` (Argo and Airflow objects as records), `files` (history files checked, read,
-tailed, written and named), `replay` (the time split and a replay's arrivals) and
-`learning` (Argo estimates learned from records). Import from here.
+`sources` (Argo and Airflow objects as records), `alibaba` (Alibaba's raw batch trace as
+records), `files` (history files checked, read, tailed, written and named), `replay`
+(the time split and a replay's arrivals) and `learning` (Argo estimates learned from
+records). Import from here.
 """
 
 from __future__ import annotations
 
+from idlegate.sim.history.alibaba import AlibabaImport, batch_task_history, read_batch_tasks
 from idlegate.sim.history.files import (
     ACCEPTED,
     HistoryFacts,
@@ -106,6 +112,7 @@ __all__ = [
     "OUTCOMES",
     "PARTS",
     "RECORD_KEYS",
+    "AlibabaImport",
     "ArgoLearning",
     "HistoryFacts",
     "HistoryWorkflow",
@@ -115,6 +122,7 @@ __all__ = [
     "argo_durations",
     "argo_history",
     "argo_workflow",
+    "batch_task_history",
     "check_history_file",
     "history_arrivals",
     "history_facts",
@@ -124,6 +132,7 @@ __all__ = [
     "load_history",
     "most_recorded",
     "parse_record",
+    "read_batch_tasks",
     "recorded_order",
     "replay_workload",
     "require_arrivals",

@@ -1,0 +1,239 @@
+"""Alibaba's raw 2018 batch trace (``batch_task.csv``) read as history records.
+
+The trace (cluster-trace-v2018) publishes one row per task of a batch job, without a
+header line: ``task_name, instance_num, job_name, task_type, status, start_time,
+end_time, plan_cpu, plan_mem`` (times in seconds from the trace's start). A task's name
+encodes the job's DAG: ``M1``, ``R2_1``, ``J3_1_2`` are tasks 1, 2 and 3, task 2
+depends on task 1 and task 3 on tasks 1 and 2; a name not of this form is a task that
+depends on nothing and nothing depends on.
+
+Each job whose every task is ``Terminated`` becomes one workflow (`HistoryWorkflow`):
+
+* a stage per task, named after it, with ``instance_num`` tasks and the dependencies
+  its name gives;
+* its measured task duration ``end_time - start_time`` (a task's span, which the trace
+  gives per task row, not per instance: each of its instances is taken to run that
+  long), at least 1 s, as the numpy layout of the same trace reads it (`sim.alibaba`);
+  it is also the stage's estimate;
+* ``arrival``: the job's earliest task start (the trace has no submission time);
+  ``jctSeconds``: its last task end minus that; ``outcome``: Succeeded.
+
+``plan_cpu`` and ``plan_mem`` are read but not kept: a stage of the history format has
+no key for resources (`StageSpec` forbids unknown keys), and idlegate has no resources
+model yet.
+
+Other jobs are skipped and counted by reason (`AlibabaImport.skipped`): one not every
+task of which is Terminated, one a task of which depends on a task the file does not
+hold (a file cut from the trace cuts jobs too), one that names a task number twice,
+one whose dependencies form a cycle, one with an unusable row (a time or count that is
+no number, a negative span, no instance), one too large for a workflow (more than
+`MAX_STAGES` tasks, `MAX_TASKS_PER_STAGE` instances or `MAX_TASK_SECONDS`). The whole
+file is read into memory: cut the full trace (14 million rows) into parts first.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from idlegate.errors import IdlegateError, SpecError
+from idlegate.sim.history.records import HistoryWorkflow
+from idlegate.sim.spec import (
+    MAX_STAGES,
+    MAX_TASK_SECONDS,
+    MAX_TASKS_PER_STAGE,
+    StageSpec,
+    WorkflowSpec,
+    stage_label,
+)
+
+COLUMNS = (
+    "task_name",
+    "instance_num",
+    "job_name",
+    "task_type",
+    "status",
+    "start_time",
+    "end_time",
+    "plan_cpu",
+    "plan_mem",
+)
+"""The columns of ``batch_task.csv``, in order."""
+TERMINATED = "Terminated"
+"""The status of a task that finished."""
+MIN_TASK_SECONDS = 1.0
+"""A task's measured duration is at least this (the trace's times are whole seconds)."""
+
+_DAG_NAME = re.compile(r"^[A-Za-z]+(\d+)((?:_\d+)*)$")
+
+SKIP_REASONS = {
+    "unfinished": "not every task Terminated",
+    "incomplete": "a task depends on one the file does not hold",
+    "repeated": "a task number named twice",
+    "cyclic": "dependencies in a cycle",
+    "unusable": "a row with an unusable time or count",
+    "too-large": "too large for a workflow",
+}
+"""Why a job is skipped → how the summary says it."""
+
+
+@dataclass(frozen=True)
+class _Row:
+    name: str
+    instances: float | None
+    status: str
+    start: float | None
+    end: float | None
+
+
+@dataclass(frozen=True)
+class AlibabaImport:
+    """What `read_batch_tasks` found: the workflows, and the jobs skipped by reason."""
+
+    workflows: list[HistoryWorkflow]
+    jobs: int
+    """Jobs in the file."""
+    skipped: Counter[str] = field(default_factory=Counter)
+    """Reason (a key of `SKIP_REASONS`) → jobs skipped for it."""
+
+    def summary(self) -> str:
+        """One sentence: the jobs kept, and each reason jobs were skipped for."""
+        kept = f"{len(self.workflows)} of {self.jobs} job(s) converted"
+        if not self.skipped:
+            return kept
+        reasons = ", ".join(
+            f"{n} {SKIP_REASONS[r]}" for r, n in sorted(self.skipped.items(), key=lambda x: -x[1])
+        )
+        return f"{kept}; skipped: {reasons}"
+
+
+def read_batch_tasks(path: str | Path) -> AlibabaImport:
+    """The Terminated jobs of a ``batch_task.csv`` file as workflows (the module's doc)."""
+    p = Path(path)
+    try:
+        with p.open(newline="") as handle:
+            return batch_task_history(csv.reader(handle), str(p))
+    except FileNotFoundError:
+        raise IdlegateError(f"batch task file {p} does not exist") from None
+    except UnicodeDecodeError:
+        raise SpecError(f"{p} is not a text CSV file such as the trace's batch_task.csv") from None
+    except OSError as exc:
+        raise IdlegateError(f"cannot read batch task file {p}: {exc.strerror}") from None
+
+
+def batch_task_history(rows: Iterable[Sequence[str]], source: str) -> AlibabaImport:
+    """`rows` of ``batch_task.csv`` (a header line of `COLUMNS` may come first) as workflows."""
+    jobs: dict[str, list[_Row]] = defaultdict(list)
+    for line, row in enumerate(rows, start=1):
+        if not row:
+            continue
+        if len(row) != len(COLUMNS):
+            raise SpecError(
+                f"{source}: line {line} has {len(row)} field(s), but a row of batch_task.csv "
+                f"has {len(COLUMNS)}: {','.join(COLUMNS)}; is this the trace's batch_task.csv?"
+            )
+        if line == 1 and [c.strip().lower() for c in row] == list(COLUMNS):
+            continue
+        name, instances, job, _, status, start, end = (c.strip() for c in row[:7])
+        jobs[job].append(_Row(name, _number(instances), status, _number(start), _number(end)))
+    if not jobs:
+        raise SpecError(f"{source} holds no task rows ({','.join(COLUMNS)})")
+    skipped: Counter[str] = Counter()
+    workflows = []
+    for job, tasks in jobs.items():
+        made = _workflow(job, tasks, source)
+        if isinstance(made, str):
+            skipped[made] += 1
+        else:
+            workflows.append(made)
+    workflows.sort(key=lambda w: (w.arrival, w.name))
+    return AlibabaImport(workflows, len(jobs), skipped)
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _workflow(job: str, rows: list[_Row], source: str) -> HistoryWorkflow | str:
+    """The job's workflow, or the key of `SKIP_REASONS` it is skipped for."""
+    if any(r.status != TERMINATED for r in rows):
+        return "unfinished"
+    counts, starts, ends = [], [], []
+    for r in rows:
+        if r.instances is None or r.start is None or r.end is None:
+            return "unusable"
+        if r.instances < 1 or r.instances != int(r.instances) or r.end < r.start:
+            return "unusable"
+        counts.append(int(r.instances))
+        starts.append(r.start)
+        ends.append(r.end)
+    spans = [max(e - s, MIN_TASK_SECONDS) for s, e in zip(starts, ends, strict=True)]
+    if len(rows) > MAX_STAGES or max(spans) > MAX_TASK_SECONDS or max(counts) > MAX_TASKS_PER_STAGE:
+        return "too-large"
+    numbers: dict[int, int] = {}
+    parents: list[list[int]] = []
+    for i, r in enumerate(rows):
+        m = _DAG_NAME.match(r.name)
+        if m is None:  # an independent task
+            parents.append([])
+            continue
+        number = int(m.group(1))
+        if number in numbers:
+            return "repeated"
+        numbers[number] = i
+        parents.append([int(d) for d in m.group(2).split("_") if d])
+    try:
+        parents = [[numbers[d] for d in ds] for ds in parents]
+    except KeyError:
+        return "incomplete"
+    order = _topological(parents)
+    if order is None:
+        return "cyclic"
+    taken: set[str] = set()
+    labels = [stage_label(r.name, taken) for r in rows]
+    stages = tuple(
+        StageSpec(
+            name=labels[i],
+            tasks=counts[i],
+            task_duration_seconds=spans[i],
+            depends_on=tuple(labels[p] for p in dict.fromkeys(parents[i])),
+        )
+        for i in order
+    )
+    arrival = min(starts)
+    return HistoryWorkflow(
+        spec=WorkflowSpec(stages=stages),
+        name=job,
+        arrival=arrival,
+        measured=tuple((spans[i],) for i in order),
+        source=f"{source} (job {job!r})",
+        jct=max(ends) - arrival,
+        outcome="Succeeded",
+    )
+
+
+def _topological(parents: list[list[int]]) -> list[int] | None:
+    """The task indices, each after its parents, ties by index; None if there is a cycle."""
+    children: list[list[int]] = [[] for _ in parents]
+    waiting = [len(set(ps)) for ps in parents]
+    for i, ps in enumerate(parents):
+        for p in set(ps):
+            children[p].append(i)
+    ready = sorted(i for i, n in enumerate(waiting) if n == 0)
+    order: list[int] = []
+    while ready:
+        i = ready.pop(0)
+        order.append(i)
+        for c in children[i]:
+            waiting[c] -= 1
+            if waiting[c] == 0:
+                ready.append(c)
+        ready.sort()
+    return order if len(order) == len(parents) else None
