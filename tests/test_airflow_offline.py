@@ -119,7 +119,10 @@ def test_secrets_come_from_files_or_the_environment_never_the_command_line(tmp_p
     monkeypatch.setenv("AIRFLOW_PASSWORD", "from-env")
     assert read_auth("admin", None, None).password == "from-env"
     (tmp_path / "token").write_text("jwt\n")
-    assert read_auth("admin", None, tmp_path / "token").token == "jwt"
+    assert read_auth(None, None, tmp_path / "token").token == "jwt"
+    # a token file and a user: which identity is meant is not guessed (the token won, silently)
+    with pytest.raises(AirflowError, match="both --airflow-token-file and --airflow-username"):
+        read_auth("admin", None, tmp_path / "token", "--airflow-")
     assert "jwt" not in repr(read_auth(None, None, tmp_path / "token"))
     (tmp_path / "empty").write_text("")
     with pytest.raises(AirflowError, match="is empty"):

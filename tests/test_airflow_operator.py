@@ -17,7 +17,7 @@ import pytest
 
 from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE
 from idlegate.operator.edge import intake
-from idlegate.operator.features.airflow import POLL, AirflowSide
+from idlegate.operator.features.airflow import POLL, RETRIES, AirflowSide
 from idlegate.policy import make_scheduler
 from tests.airflow_data import DATA, PASSWORD, replaying, session
 from tests.operator_fakes import FakeClock, FakeKube, FeatureHost, Harness, stage
@@ -31,13 +31,15 @@ def _stamp(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def worker_pod(task: str, index: int = -1, *, run: str = LIVE, created: float = START) -> dict:
+def worker_pod(
+    task: str, index: int = -1, *, run: str = LIVE, created: float = START, dag: str = MAPPING
+) -> dict:
     """A gated worker pod of `task` in the live run, as Airflow 3.1.3 makes it (the recorded
     pod's labels and annotations) with idlegate's gate on."""
     (pod,) = [p for p in json.loads((DATA / "worker-pods.json").read_text())[:1]]
     pod = copy.deepcopy(pod)
     name = f"{task.replace('_', '-')}-{index}".replace("--1", "")
-    notes = {"dag_id": MAPPING, "run_id": run, "task_id": task, "try_number": "1"}
+    notes = {"dag_id": dag, "run_id": run, "task_id": task, "try_number": "1"}
     if index >= 0:
         notes["map_index"] = str(index)
     pod["metadata"].update(
@@ -75,6 +77,13 @@ async def _see(h: Harness, side: AirflowSide, *names: str) -> None:
     for name in names:
         await side.pod_seen(False, copy.deepcopy(h.kube.pods[("default", name)]))
         await h.settle()
+
+
+async def _advance(h: Harness, seconds: float) -> None:
+    """Move the fake clock on by `seconds` and fire the timers due."""
+    h.clock.advance(seconds)
+    await h.timers.fire_due(h.clock.now())
+    await h.settle()
 
 
 def _gated(h: Harness) -> list[str]:
@@ -118,6 +127,11 @@ async def test_a_runs_pods_are_released_under_the_pool_bound(tmp_path):
         executors = {h.kube.pods["default", n]["metadata"]["annotations"][ANNOTATION_EXECUTOR]
                      for n in released}  # fmt: skip
         assert executors == {"0", "1"}
+        # counted as Airflow's (not Argo's), and the run as a workflow of the pool
+        value = h.bridge.core.metrics.value
+        assert value("idlegate_airflow_pods_released_total", how="scheduled") == 2
+        assert value("idlegate_argo_pods_released_total", how="scheduled") == 0
+        assert value("idlegate_active_workflows") == 1
         await _finish(h, side, released[0], (1, 31))
         assert _gated(h) == [] and len(h.kube.occupying()) == 2
 
@@ -192,8 +206,14 @@ async def test_an_unreachable_airflow_leaves_the_pods_to_it(tmp_path):
     pod = worker_pod("sum_it")
     h.kube.pods[("default", "sum-it")] = pod
     await _see(h, side, "sum-it")
+    # an API error is tried again after 5, 10 and 20 s while the pod waits; then it goes
+    for delay in RETRIES:
+        assert _gated(h) == ["sum-it"]
+        await _advance(h, delay)
     assert _gated(h) == []
     assert ("sum-it", "Warning", "AirflowUnreachable") in _events(h)
+    (said,) = [e["message"] for e in h.kube.events if e["reason"] == "AirflowUnreachable"]
+    assert "--airflow-url" in said and "--url" not in said.replace("--airflow-url", "")
 
 
 @pytest.mark.asyncio

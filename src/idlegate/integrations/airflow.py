@@ -122,12 +122,16 @@ class AirflowClient:
         *,
         api: ApiVersion = "auto",
         transport: Transport | None = None,
+        flags: str = "--",
     ) -> None:
+        self.flags = flags
+        """How the command's flags begin (``--``; the operator's ``--airflow-``): what the
+        messages tell to change."""
         parsed = urllib.parse.urlparse(url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise AirflowError(
-                f"--url must be the address of Airflow's API server, e.g. http://airflow:8080, "
-                f"got {url!r}"
+                f"{flags}url must be the address of Airflow's API server, e.g. "
+                f"http://airflow:8080, got {url!r}"
             )
         self.url = url.rstrip("/")
         self.auth = auth or AirflowAuth()
@@ -200,6 +204,9 @@ class AirflowClient:
         if query:
             url += "?" + urllib.parse.urlencode(query, doseq=True)
         answer = self._send("GET", url, None, self.headers())
+        if answer.status == 401 and self.auth.username and not self.auth.token and self._headers:
+            self._headers = None  # (Airflow 3's token expired: the password gets a new one)
+            answer = self._send("GET", url, None, self.headers())
         return self._json(answer, url, what, hint)
 
     def pages(
@@ -214,7 +221,7 @@ class AirflowClient:
             if not isinstance(items, list):
                 raise AirflowError(
                     f"Airflow at {self.url} answered GET {path} without a {key!r} list; "
-                    "is --url the root of Airflow's API server?"
+                    f"is {self.flags}url the root of Airflow's API server?"
                 )
             out += items
             total = page.get("total_entries")
@@ -237,7 +244,7 @@ class AirflowClient:
         if auth.password is None:
             raise AirflowError(
                 f"a user name ({auth.username!r}) was given without a password; give the "
-                "password too (AIRFLOW_PASSWORD or --password-file), or a token"
+                f"password too (AIRFLOW_PASSWORD or {self.flags}password-file), or a token"
             )
         if self.api == "v1":
             pair = base64.b64encode(f"{auth.username}:{auth.password}".encode()).decode()
@@ -267,7 +274,7 @@ class AirflowClient:
                 return version  # type: ignore[return-value]
         raise AirflowError(
             f"{self.url} is no Airflow API server: neither /api/v2/version (Airflow 3) nor "
-            "/api/v1/version (Airflow 2) is there; give the API server's root as --url"
+            f"/api/v1/version (Airflow 2) is there; give the API server's root as {self.flags}url"
         )
 
     def _send(
@@ -278,8 +285,9 @@ class AirflowClient:
         except (TimeoutError, OSError) as exc:
             reason = getattr(exc, "reason", None) or exc
             raise AirflowUnreachable(
-                f"cannot reach Airflow's API at {self.url} ({reason}); check --url and that "
-                "Airflow's API server runs there (airflow api-server; the webserver in Airflow 2)"
+                f"cannot reach Airflow's API at {self.url} ({reason}); check {self.flags}url and "
+                "that Airflow's API server runs there (airflow api-server; the webserver in "
+                "Airflow 2)"
             ) from None
 
     def _json(self, answer: Answer, url: str, what: str, hint: str = DAG_HINT) -> Any:
@@ -288,8 +296,9 @@ class AirflowClient:
         if answer.status in (401, 403):
             said = f"HTTP {answer.status}{': ' + detail if detail else ''}"
             give = (
-                "give a valid token (AIRFLOW_TOKEN) or user name and password (--username, "
-                "AIRFLOW_PASSWORD) of a user allowed to read DAGs"
+                f"give a valid token (AIRFLOW_TOKEN or {self.flags}token-file) or user name "
+                f"and password ({self.flags}username, AIRFLOW_PASSWORD or "
+                f"{self.flags}password-file) of a user allowed to read DAGs"
             )
             if not self.auth.token and not self.auth.username:
                 raise AirflowRefused(f"Airflow at {self.url} asks who is asking ({said}); {give}")
@@ -310,7 +319,7 @@ class AirflowClient:
         except (json.JSONDecodeError, UnicodeDecodeError):
             raise AirflowError(
                 f"Airflow at {self.url} answered {path} with something that is not JSON; is "
-                "--url the root of Airflow's API server?"
+                f"{self.flags}url the root of Airflow's API server?"
             ) from None
 
 
@@ -367,11 +376,22 @@ def import_history(client: AirflowClient, dags: Sequence[str], runs: int) -> Imp
 
 
 def read_auth(
-    username: str | None, password_file: Path | None, token_file: Path | None
+    username: str | None,
+    password_file: Path | None,
+    token_file: Path | None,
+    flags: str = "--",
 ) -> AirflowAuth:
     """The credentials of the command line: a token (``--token-file``, else the
     environment's ``AIRFLOW_TOKEN``), else a user name and its password (``--password-file``,
-    else ``AIRFLOW_PASSWORD``): never a secret on the command line itself."""
+    else ``AIRFLOW_PASSWORD``): never a secret on the command line itself. Both a token
+    file and a user name is an AirflowError (which identity is meant?); `flags` begin the
+    command's flags, as `AirflowClient`'s."""
+    if token_file is not None and username is not None:
+        raise AirflowError(
+            f"both {flags}token-file and {flags}username are given, so it is not clear as "
+            f"whom to read Airflow's API: give the token ({flags}token-file) or the user "
+            f"({flags}username with {flags}password-file or AIRFLOW_PASSWORD), not both"
+        )
 
     def secret(path: Path | None, variable: str) -> str | None:
         if path is None:

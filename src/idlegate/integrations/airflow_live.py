@@ -75,6 +75,12 @@ class LiveRefusal(IdlegateError):
         super().__init__(message)
         self.reason = reason
 
+    @property
+    def transient(self) -> bool:
+        """An error of the API (unreachable, credentials refused, an answer not Airflow's),
+        which asking again may not meet; not a fact about the run."""
+        return self.reason not in (NO_RUN, CHANGED, NOT_SCHEDULED)
+
 
 def _version(found: Any) -> str | None:
     """The id of a DAG version (Airflow 3's ``dag_version``), None if none is given."""
@@ -125,6 +131,8 @@ class LiveRun:
     """Epoch seconds it was queued (`run_arrival`), None if Airflow does not say."""
     version: str | None
     """The DAG version it runs (Airflow 3)."""
+    state: str | None = None
+    """The run's state when asked (``running``, ``success``, ``failed``, ...)."""
     notes: tuple[str, ...] = field(default=())
     """What changed since the DAG was last asked for, one sentence each."""
     succeeded: frozenset[tuple[str, str, int, int]] = frozenset()
@@ -283,8 +291,9 @@ class LiveDags:
             and isinstance(ti.get("try_number"), int)
             for task, index in [(str(ti.get("task_id")), _index(ti))]
         )
+        state = str(run.get("state"))
         return LiveRun(
-            dag_id, run_id, job, run_arrival(run), version, tuple(notes), succeeded, queued
+            dag_id, run_id, job, run_arrival(run), version, state, tuple(notes), succeeded, queued
         )
 
     def _map(self, entry: DagEntry, run: Mapping[str, Any], instances: list[Any]) -> AirflowJob:

@@ -147,6 +147,11 @@ class MetricFamilies:
             "unscheduled: of a workflow or stage idlegate cannot schedule).",
             "how",
         )
+        self.airflow_released = counter(
+            "idlegate_airflow_pods_released",
+            "Worker pods of Airflow's DAG runs released by idlegate (as Argo's).",
+            "how",
+        )
         self.api_errors = counter(
             "idlegate_api_errors",
             "API requests of the operator that failed, by HTTP status (0: no response).",
@@ -311,12 +316,14 @@ class Metrics:
         self._followed.add(policy)
         self.following.labels(policy).set(1)
 
-    def watch(self, workflows: Mapping[Any, Workflow], cluster: Cluster) -> None:
-        """The gauges of the pool's state, read from `workflows` and `cluster` when a
-        scrape asks (nothing to do at each round)."""
+    def watch(
+        self, workflows: Mapping[Any, Workflow], cluster: Cluster, held: Mapping[str, Mapping]
+    ) -> None:
+        """The gauges of the pool's state, read from `workflows` (the DagWorkflows), `held`
+        (every kind's) and `cluster` when a scrape asks (nothing to do at each round)."""
         jobs = cluster.jobs
         self.busy_executors.set_function(lambda: cluster.busy)
-        self.active_workflows.set_function(lambda: len(workflows))
+        self.active_workflows.set_function(lambda: sum(map(len, list(held.values()))))
         pending = Phase.PENDING
         self.pending_workflows.set_function(
             lambda: sum(wf.phase is pending for wf in list(workflows.values()))

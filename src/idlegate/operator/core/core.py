@@ -131,7 +131,7 @@ class Core(Lifecycle):
         """While workflows move into the pool (`Pools.moving`) no round runs: each one's
         running pods must be counted before the pool releases anything."""
         self.decider = Decider(scheduler, metrics, settings.seed)  # (it resets the policy)
-        metrics.watch(self.workflows, self.cluster)
+        metrics.watch(self.workflows, self.cluster, self.held)
         self.reporter: Owner | None = None
         """Where the pool's own Events go (its ExecutorPool, the operator's Pod), if anywhere."""
 

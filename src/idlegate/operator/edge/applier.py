@@ -533,7 +533,10 @@ class Applier:
                     return pod
                 body = await kube.patch_pod(namespace, name, ops)
                 how = "unscheduled" if executor is None else "scheduled"
-                self.metrics.argo_released.labels(how).inc()
+                airflow = intent.owner.kind == "Pod"  # (a DAG run's owner: its first pod)
+                (self.metrics.airflow_released if airflow else self.metrics.argo_released).labels(
+                    how
+                ).inc()
                 return body
             except ApiError as exc:
                 if exc.status == 404:

@@ -14,28 +14,32 @@ machine and policy beside DagWorkflows and Argo's pods.
   beyond the pool if need be, with a Warning on the pod and
   ``idlegate_airflow_releases_total{reason="QueuedTimeout"}``, before Airflow's
   ``task_queued_timeout`` would delete it and create it again.
-* **End.** A run leaves the pool when its job is done, or when Airflow says it ended
-  (asked every `POLL` seconds while it is in the pool).
-
-A run that cannot be read (API unreachable, credentials refused, no such run, a DAG that
-changed under it) is not scheduled: its pods are released as they come, each with a
-Warning saying why (`LiveRefusal`).
+* **Reads again.** The run is read again when a pod of it ends, when a new gated pod of it
+  comes, and every `POLL` s: what Airflow skipped, removed or marked upstream_failed
+  leaves the job, and a run Airflow says ended leaves the pool once none of its pods runs.
+* **What cannot be read.** A read an API error fails is tried again after each of
+  `RETRIES` (a run's first pods wait), then the run's gated pods are released to Airflow's
+  own order with a Warning saying why, and a run refused so is tried again at a pod of it
+  `POLL` s later; one refused for what it is (`LiveRefusal.transient` False) has its pods
+  released as they come. No pod waits on a job that cannot be known.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import kopf
 from prometheus_client import Counter
 
 from idlegate.api.task_pods import Owner
-from idlegate.integrations.airflow import AirflowClient, AirflowError, read_auth
-from idlegate.integrations.airflow_live import LiveDags, LiveRefusal, LiveRun, place
+from idlegate.integrations.airflow import AirflowClient, read_auth
+from idlegate.integrations.airflow_live import NO_RUN, LiveDags, LiveRefusal, LiveRun, place
 from idlegate.integrations.airflow_pods import (
     EXECUTOR_LABEL,
     WORKER,
@@ -45,7 +49,7 @@ from idlegate.integrations.airflow_pods import (
 )
 from idlegate.operator.core.events import Ended, Join, Observed, Schedule
 from idlegate.operator.core.external import unscheduled
-from idlegate.operator.core.intents import Outbox
+from idlegate.operator.core.intents import Outbox, PostEvent
 from idlegate.operator.features.gates import gate_pods
 
 if TYPE_CHECKING:
@@ -58,16 +62,16 @@ KIND = "Pod"
 """The owner kind of an Airflow DAG run in the pool: its first pod (Events go on it)."""
 SELECTOR = f"{EXECUTOR_LABEL}=True"
 """The pods listed at a run's admission (`AirflowPod.of` keeps the worker pods)."""
-POLL = 60.0
-"""Seconds between two questions to Airflow whether a run in the pool has ended."""
+POLL = 30.0
+"""Seconds between two reads of a run in the pool, and before a run refused for an API
+error is tried again."""
+RETRIES = (5.0, 10.0, 20.0)
+"""Seconds before each new try of a read an API error failed."""
+FLAGS = "--airflow-"
+"""How the operator's Airflow flags begin (what the client's messages tell to change)."""
 
 RunKey = tuple[str, str, str]
 """(namespace, dag_id, run_id)."""
-
-
-def _first(pod: AirflowPod) -> tuple[float, str]:
-    """The order of a run's pods by creation: the first is the run's owner."""
-    return (pod.created or 0.0, pod.name)
 
 
 def pod_owner(pod: AirflowPod) -> Owner:
@@ -75,24 +79,33 @@ def pod_owner(pod: AirflowPod) -> Owner:
     return Owner(pod.namespace, pod.name, pod.uid, kind=KIND, api_version="v1")
 
 
+@dataclass
+class _Reads:
+    """One run's reads: one at a time, each answering every call made before it began."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    asked: int = 0
+    answered: int = 0
+    failed: LiveRefusal | None = None
+    """Why the last read failed (None: it did not)."""
+
+
 class AirflowSide:
     """The operator's Airflow DAG runs (see the module docstring)."""
 
     def __init__(self, operator: Host) -> None:
         self.operator = operator
-        settings = operator.settings
-        auth = read_auth(
-            settings.airflow_username, settings.airflow_password_file, settings.airflow_token_file
-        )
-        self.dags = LiveDags(AirflowClient(str(settings.airflow_url), auth))
-        self.timeout = QueuedTimeout(
-            settings.airflow_queued_timeout, settings.airflow_release_margin
-        )
+        s = operator.settings
+        auth = read_auth(s.airflow_username, s.airflow_password_file, s.airflow_token_file, FLAGS)
+        self.dags = LiveDags(AirflowClient(str(s.airflow_url), auth, flags=FLAGS))
+        self.timeout = QueuedTimeout(s.airflow_queued_timeout, s.airflow_release_margin)
         self.runs: dict[RunKey, LiveRun] = {}
         self.owners: dict[RunKey, Owner] = {}
-        self.refused: dict[RunKey, LiveRefusal] = {}
+        self.refused: dict[RunKey, tuple[LiveRefusal, float]] = {}
+        """Runs not scheduled: why, and until when (`POLL` after an API error's refusal)."""
         self.pending: dict[RunKey, list[AirflowPod]] = {}
         """Pods seen while their run is being read (placed after)."""
+        self.reads: dict[RunKey, _Reads] = {}
         self.over: set[RunKey] = set()
         """Runs Airflow says ended, in the pool until their pods that run have ended."""
         self.gated: dict[tuple[str, str], AirflowPod] = {}
@@ -112,10 +125,8 @@ class AirflowSide:
     def _from_wall(self, t: float) -> float:
         return self.bridge.settings.clock.from_wall(t)
 
-    def _say(self, owner: Owner, type_: str, reason: str, message: str) -> None:
-        box = Outbox()
-        box.event(owner, type_, reason, message)
-        self.bridge.carry(box.take())
+    def _later(self, what: str, key: RunKey, delay: float, fire: Any) -> None:
+        self.bridge.later(f"airflow-{what}/{'/'.join(key)}", self.bridge.now() + delay, fire)
 
     def _release(self, pod: AirflowPod, reason: str, message: str) -> None:
         """Leave `pod` to Airflow: its gate removed, a Warning on it saying why."""
@@ -132,7 +143,8 @@ class AirflowSide:
         """Read the runs of the worker pods there are, and return what admits them: the
         rebuild reads before and admits after its own admissions, with no wait between
         them and its first decision (pods released before a restart hold their executors
-        again; a round in a wait could give those executors away)."""
+        again; a round in a wait could give those executors away). A run an API error
+        leaves unread is left to its pods' events."""
         by_run: dict[RunKey, list[AirflowPod]] = {}
         for namespace in self.bridge.settings.namespaces or (None,):
             listed = await self.bridge.pods(namespace, SELECTOR)  # type: ignore[arg-type]
@@ -148,21 +160,24 @@ class AirflowSide:
 
         def admit() -> None:
             for key, run, pods in reads:
-                if isinstance(run, LiveRefusal):
-                    self._refuse(key, run, pods)
-                else:
+                if not isinstance(run, LiveRefusal):
                     self._join(key, run, pods, [])
+                elif not run.transient:
+                    self._refuse(key, run, pods)
 
         return admit
 
-    def _track(self, pod: AirflowPod) -> None:
-        """Keep the gated pods (what a deadline releases), each with its deadline."""
+    def _track(self, pod: AirflowPod) -> bool:
+        """Keep the gated pods (what a deadline releases), each with its deadline; True for
+        one not kept before."""
         where = (pod.namespace, pod.name)
+        new = pod.gated and where not in self.gated
         if pod.gated:
-            self._watch_deadline(pod, where not in self.gated)
+            self._watch_deadline(pod, new)
             self.gated[where] = pod
         else:
             self.gated.pop(where, None)
+        return new
 
     async def pod_seen(self, deleted: bool, body: Mapping[str, Any]) -> None:
         pod = AirflowPod.of(body)
@@ -170,47 +185,50 @@ class AirflowSide:
             return
         await self.operator.ready_pools()  # (after the rebuild, which restores the runs)
         if deleted and not pod.terminal:  # gone before it ended: its executor is free
-            pod = replace(pod, phase="Failed", gated=False)
-        self._track(replace(pod, gated=pod.gated and not deleted))
+            pod = replace(pod, phase="Failed")
+        pod = replace(pod, gated=pod.gated and not deleted)
+        new = self._track(pod)
         if pod.dag_run is None:
-            if pod.gated and not deleted:
-                self._release(pod, "NoDagRun", pod.problem or "")
+            if pod.gated:
+                self._release(pod, NO_RUN, pod.problem or "")
             return
         key = (pod.namespace, *pod.dag_run)
+        why, until = self.refused.get(key, (None, 0.0))
+        if why is not None and until <= self.bridge.now():  # (an API error's: try again)
+            del self.refused[key]
+            why = None
         if key in self.pending:
             self.pending[key].append(pod)
-        elif key in self.refused:
-            if pod.gated and not deleted:
-                self._release(pod, self.refused[key].reason, str(self.refused[key]))
+        elif why is not None:
+            if pod.gated:
+                self._release(pod, why.reason, str(why))
         elif key in self.runs:
-            await self._place(key, pod)
+            await self._place(key, pod, new)
         elif not pod.terminal:
-            await self._admit(key, pod)
+            self.pending[key] = [pod]
+            await self._admit(key)
 
-    async def _place(self, key: RunKey, pod: AirflowPod, *, remapped: bool = False) -> None:
-        verdict = place(self.runs[key], pod, remapped=remapped)
+    async def _place(self, key: RunKey, pod: AirflowPod, new: bool = False) -> None:
+        verdict = place(self.runs[key], pod)
+        if verdict.action == "remap":
+            why = await self._read(key)
+            if why is None and key in self.runs:
+                verdict = place(self.runs[key], pod, remapped=True)
+            else:
+                why = why or LiveRefusal(NO_RUN, "it left the pool")
+                message = f"DAG run {key[1]}/{key[2]} cannot be read again: {why}"
+                verdict = replace(verdict, action="release", reason=why.reason, message=message)
         if verdict.action == "release":
             if pod.gated:
                 self._release(pod, verdict.reason, verdict.message)
-        elif verdict.action == "remap":
-            if await self._read(key):
-                await self._place(key, pod, remapped=True)
-        else:
-            owner = self.owners[key]
-            self.bridge.handle(Observed(KIND, (owner.namespace, owner.name), pod))
-            self._maybe_done(key)
+            return
+        owner = self.owners[key]
+        self.bridge.handle(Observed(KIND, (owner.namespace, owner.name), pod))
+        self._maybe_done(key)
+        if key in self.runs and (new or pod.terminal):  # (what Airflow decided since)
+            await self._refresh(key)
 
-    async def _read(self, key: RunKey) -> bool:
-        """Read the run again (Airflow settled more of it): its job replaces the old."""
-        run = await self._read_run(key)
-        if isinstance(run, LiveRefusal):
-            log.warning("DAG run %s/%s cannot be read again (%s): kept as it was.", *key[1:], run)
-            return False
-        self.runs[key] = run
-        self.bridge.handle(Join(self.owners[key], run.job))  # (in the pool: its new job)
-        return True
-
-    # -- admission and end ---------------------------------------------------------------------
+    # -- reads -------------------------------------------------------------------------------
 
     async def _read_run(self, key: RunKey) -> LiveRun | LiveRefusal:
         try:
@@ -218,26 +236,80 @@ class AirflowSide:
         except LiveRefusal as exc:
             return exc
 
-    def _refuse(self, key: RunKey, why: LiveRefusal, pods: list[AirflowPod]) -> None:
-        """Not scheduled: its gated pods are released, now and as they come."""
-        self.refused[key] = why
-        for pod in pods:
-            if pod.gated:
-                self._release(pod, why.reason, str(why))
+    async def _read(self, key: RunKey) -> LiveRefusal | None:
+        """Read the run in the pool again: its new job replaces the old (`_Reads`); why
+        it failed, if it did."""
+        reads = self.reads.setdefault(key, _Reads())
+        reads.asked += 1
+        asked = reads.asked
+        async with reads.lock:
+            if reads.answered < asked and key in self.runs:
+                reads.answered = reads.asked
+                run = await self._read_run(key)
+                reads.failed = run if isinstance(run, LiveRefusal) else None
+                if not isinstance(run, LiveRefusal) and key in self.runs:
+                    self.runs[key] = run
+                    self.bridge.handle(Join(self.owners[key], run.job))  # (in the pool: remapped)
+                    if run.state in ("success", "failed"):
+                        self.over.add(key)
+                    self._maybe_done(key)
+            return reads.failed
 
-    async def _admit(self, key: RunKey, first: AirflowPod) -> None:
-        self.pending[key] = [first]
+    async def _refresh(self, key: RunKey, tries: int = 0) -> None:
+        """Read the run again (module docstring, "Reads again" and "What cannot be read")."""
+        why = await self._read(key)
+        if why is None or key not in self.runs:
+            return
+        if why.transient and tries < len(RETRIES):
+            self._later("read", key, RETRIES[tries], partial(self._refresh, key, tries + 1))
+            return
+        message = (
+            f"DAG run {key[1]}/{key[2]} cannot be read again, so its gated pods are released "
+            f"to Airflow's own order: {why}"
+        )
+        for pod in list(self.gated.values()):
+            if (pod.namespace, *(pod.dag_run or ())) == key:
+                self._release(pod, why.reason, message)
+
+    def _poll(self, key: RunKey) -> None:
+        """Read the run again every `POLL` seconds (Airflow may skip a task, or fail the
+        run, with no pod of it changing)."""
+
+        async def again() -> None:
+            if key in self.runs:
+                await self._refresh(key)
+            if key in self.runs:
+                self._poll(key)
+
+        self._later("poll", key, POLL, again)
+
+    # -- admission and end ---------------------------------------------------------------------
+
+    async def _admit(self, key: RunKey, tries: int = 0) -> None:
+        """Read the run of the pods seen (`pending`) and join it to the pool (module
+        docstring, "What cannot be read")."""
         run = await self._read_run(key)
-        if isinstance(run, LiveRefusal):
-            self._refuse(key, run, self.pending.pop(key))
+        listed = None if isinstance(run, LiveRefusal) else await self.bridge.pods(key[0], SELECTOR)
+        if isinstance(run, LiveRefusal) or listed is None:
+            unlisted = "its pods cannot be listed from Kubernetes's API now"
+            why = run if isinstance(run, LiveRefusal) else LiveRefusal("NotListed", unlisted)
+            if why.transient and tries < len(RETRIES):
+                self._later("admit", key, RETRIES[tries], partial(self._admit, key, tries + 1))
+            else:
+                self._refuse(key, why, self.pending.pop(key))
             return
-        listed = await self.bridge.pods(key[0], SELECTOR)
         seen = self.pending.pop(key)
-        if listed is None:  # (the API cannot list them now: the next pod event tries again)
-            return
         pods = [p for p in map(AirflowPod.of, listed) if p is not None and p.dag_run == key[1:]]
         self._join(key, run, pods, seen)
         self.bridge.handle(Schedule())
+
+    def _refuse(self, key: RunKey, why: LiveRefusal, pods: list[AirflowPod]) -> None:
+        """Not scheduled: its gated pods are released, now and as they come (module
+        docstring)."""
+        self.refused[key] = (why, self.bridge.now() + POLL if why.transient else math.inf)
+        for pod in pods:
+            if pod.gated:
+                self._release(pod, why.reason, str(why))
 
     def _join(
         self, key: RunKey, run: LiveRun, pods: list[AirflowPod], seen: list[AirflowPod]
@@ -245,7 +317,8 @@ class AirflowSide:
         """The run joins the pool with its `pods` listed and those `seen` since."""
         pods = [*pods, *run.done_pods(key[0], pods)]  # (Airflow deleted the pods of tasks done)
         every = {p.name: p for p in [*pods, *seen]}  # (a pod seen since: as it is now)
-        owner = pod_owner(min((p for p in every.values() if p.uid), key=_first))
+        first = min((p for p in every.values() if p.uid), key=lambda p: (p.created or 0, p.name))
+        owner = pod_owner(first)
         verdicts = {name: place(run, p, remapped=True) for name, p in every.items()}
         for name, pod in every.items():
             verdict = verdicts[name]
@@ -264,7 +337,8 @@ class AirflowSide:
             f"{counts['edges']} edges, {counts['tasks']} pods, in the pool of "
             f"{self.bridge.settings.pool_size} executors."
         )
-        self._say(owner, "Normal", "Accepted", " ".join([message, *run.notes]))
+        said = " ".join([message, *run.notes])
+        self.bridge.carry([PostEvent(owner, "Normal", "Accepted", said)])
         for pod in ok:
             self._track(pod)
         self._maybe_done(key)
@@ -282,30 +356,11 @@ class AirflowSide:
     def _end(self, key: RunKey) -> None:
         owner = self.owners.pop(key, None)
         self.runs.pop(key, None)
+        self.reads.pop(key, None)
         self.over.discard(key)
         if owner is not None:
             self.bridge.handle(Ended(owner))
             self.bridge.handle(Schedule())
-
-    def _poll(self, key: RunKey) -> None:
-        """Ask Airflow every `POLL` seconds whether the run ended (failed runs leave tasks
-        that never get a pod)."""
-
-        async def ask() -> None:
-            if key not in self.runs:
-                return
-            try:
-                found = await asyncio.to_thread(self.dags.client.dag_run, key[1], key[2])
-            except AirflowError as exc:
-                log.info("Cannot ask Airflow about run %s/%s now (%s).", *key[1:], exc)
-                found = {}
-            if found.get("state") in ("success", "failed"):
-                self.over.add(key)
-                self._maybe_done(key)
-            elif key in self.runs:
-                self._poll(key)
-
-        self.bridge.later(f"airflow-poll/{'/'.join(key)}", self.bridge.now() + POLL, ask)
 
     # -- the pending timeout -----------------------------------------------------------------
 

@@ -204,8 +204,10 @@ def _check_fits(
     where: str,
 ) -> None:
     """CHANGED unless the run's task instances are the DAG's tasks: an instance of a task
-    the DAG no longer has, or (a finished run) a task with no instance."""
-    ids = {str(ti.get("task_id")) for ti in instances}
+    the DAG no longer has, or (a finished run) a task with no instance. An instance Airflow
+    marked ``removed`` (its task left the DAG during the run) leaves the job; it is no
+    change."""
+    ids = {str(ti.get("task_id")) for ti in instances if ti.get("state") != "removed"}
     unknown = sorted(ids - set(tasks))
     missing = sorted(set(tasks) - ids) if run.get("state") in ("success", "failed") else []
     if not unknown and not missing:
@@ -218,8 +220,7 @@ def _check_fits(
     raise AirflowRefusal(
         RefusalReason.CHANGED,
         f"{where} {' and '.join(said)}: the DAG changed since this run, so it does not "
-        "replay on the DAG's tasks as they are now; leave the runs before the change out "
-        "(fewer --runs) or export again once newer runs finished",
+        "replay on the DAG's tasks as they are now",
     )
 
 

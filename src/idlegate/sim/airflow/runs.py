@@ -59,6 +59,12 @@ class AirflowRuns:
     """Every finished run's measured times, by (``airflow:<dag_id>``, stage)."""
 
 
+LEAVE_OUT = (
+    "leave the runs before the change out (fewer --runs) or export again once newer runs finished"
+)
+"""The history's advice about a run of an older DAG (`AirflowRuns.left_out`)."""
+
+
 def run_arrival(run: Mapping[str, Any]) -> float | None:
     """When the run arrived: ``queued_at``, else ``start_date``, else ``run_after``."""
     for key in ("queued_at", "start_date", "run_after", "execution_date"):
@@ -80,7 +86,7 @@ def airflow_runs(obj: Mapping[str, Any], *, prior: float = DEFAULT_PRIOR) -> Air
         except AirflowRefusal as exc:
             if exc.reason is not RefusalReason.CHANGED:
                 raise
-            out.left_out.append(str(exc))
+            out.left_out.append(f"{exc}; {LEAVE_OUT}")
             continue
         measured = _measured(job, run_instances(obj, str(run.get("dag_run_id"))))
         start, end = parse_time(run.get("start_date")), parse_time(run.get("end_date"))
