@@ -317,6 +317,7 @@ def test_suite_has_the_issues_workloads(tmp_path):
         "push",
         "recurring",
         "mixed",
+        "alibaba",
     }
     k8s = "k8s-batch-0.7"
     assert quick[k8s].options.extra["num_jobs"] < full[k8s].options.extra["num_jobs"]
@@ -329,6 +330,27 @@ def test_suite_has_the_issues_workloads(tmp_path):
     assert full["bursty-0.7"].options.to_kwargs() == {"num_stream": 99}
     for key in ("tpch-like-0.85", "bursty-0.7"):
         assert quick[key].options.extra["num_stream"] < full[key].options.extra["num_stream"]
+    alibaba = full["alibaba-0.85"].options
+    assert (alibaba.num_executors, alibaba.load, alibaba.extra["num_jobs"]) == (100, 0.85, 200)
+    assert quick["alibaba-0.85"].options.extra["num_jobs"] == 40
+
+
+def test_the_alibaba_case_is_skipped_without_the_trace(tmp_path, models):
+    missing = tmp_path / "no-trace"
+    case = {c.key: c for c in suite_cases("full", alibaba_dir=missing)}["alibaba-0.85"]
+    assert case.skip_reason == (
+        f"skipped: Alibaba trace directory {missing} does not exist; pass --alibaba-dir "
+        "or set IDLEGATE_ALIBABA_DIR"
+    )
+    config = EvaluateConfig(
+        models=(SchedulerSpec.parse(f"learned={models['learned']}"),),
+        workloads=("alibaba",),
+        alibaba_dir=missing,
+        sweep=False,
+    )
+    ev = run_evaluation(config)
+    assert [c.skipped for c in ev.cases] == [True]
+    assert "--alibaba-dir" in config.command_line()
 
 
 def test_tpch_cases_are_skipped_without_traces(tmp_path, models, monkeypatch):

@@ -163,7 +163,9 @@ def run_evaluation(
             return run_evaluation(config, progress, local)
     models = {m.title: check_model(m) for m in config.models}
     training = read_training_log(config.training_log) if config.training_log else None
-    cases = select_cases(suite_cases(config.suite, config.tpch_dir), config.workloads)
+    cases = select_cases(
+        suite_cases(config.suite, config.tpch_dir, config.alibaba_dir), config.workloads
+    )
     seeds = config.seed_list
     sweep_cfg = sweep_config(config.suite)
     sweep_entries = _sweep_entries(config, models) if config.sweep else []

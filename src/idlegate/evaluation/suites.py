@@ -30,7 +30,11 @@ Workloads (:func:`suite_cases`), full suite:
   jobs. Where idling pays with perfect knowledge (docs/idle.md);
 * ``mixed-0.5`` — one stream, half synthetic two-type jobs, half TPC-H jobs (TPC-H-like
   generated DAGs when the traces are absent; the report says which), 50 executors,
-  1 + 200 jobs, mean interarrival 25 s.
+  1 + 200 jobs, mean interarrival 25 s;
+* ``alibaba-0.85`` — DAG jobs of Alibaba's 2018 production trace, 100 executors, 200
+  jobs (40 in the quick suite), offered load 0.85, the setting of Decima's Alibaba
+  result (skipped, with the reason in the report, when the trace is not found: pass
+  ``--alibaba-dir`` or set ``IDLEGATE_ALIBABA_DIR``).
 
 Headlines (:data:`idlegate.evaluation.headlines.HEADLINES`), paired per seed: ``learned`` against the best baseline of
 each workload, ``lookahead`` against ``lookahead-base``, ``learned`` against
@@ -54,6 +58,7 @@ from idlegate.config import Config, Flag
 from idlegate.errors import IdlegateError
 from idlegate.evaluation.comparison import Schedulers, WorkloadOptions, parse_list
 from idlegate.policy import SchedulerSpec, make_scheduler
+from idlegate.sim.alibaba import open_alibaba_trace
 from idlegate.sim.tpch import resolve_tpch_dir
 from idlegate.sim.workloads import workload_config
 
@@ -129,7 +134,7 @@ class WorkloadCase:
     title: str
     family: str
     """"synthetic", "tpch", "tpch-like", "bursty", "k8s-batch", "follow", "push",
-    "recurring" or "mixed" (selects the headline targets)."""
+    "recurring", "mixed" or "alibaba" (selects the headline targets)."""
     workload: str
     options: WorkloadOptions
     skip_reason: str | None = None
@@ -155,6 +160,8 @@ class EvaluateConfig(Config):
     """Worker processes."""
     tpch_dir: Path | None = None
     """Directory of TPC-H traces (workloads tpch, mixed)."""
+    alibaba_dir: Path | None = None
+    """Directory of Alibaba's trace (workload alibaba)."""
     workloads: Annotated[tuple[str, ...] | None, BeforeValidator(parse_list)] = None
     """Only these workloads (keys or families), comma-separated (default: the whole suite)."""
     training_log: FilePath | None = None
@@ -194,6 +201,8 @@ class EvaluateConfig(Config):
         parts += ["--seeds", str(len(self.seed_list)), "--first-seed", str(self.first_seed)]
         if self.tpch_dir is not None:
             parts += ["--tpch-dir", str(self.tpch_dir)]
+        if self.alibaba_dir is not None:
+            parts += ["--alibaba-dir", str(self.alibaba_dir)]
         if self.workloads is not None:
             parts += ["--workloads", ",".join(self.workloads)]
         if self.training_log is not None:
@@ -210,6 +219,7 @@ class EvaluateConfig(Config):
             "baselines": dict(BASELINES),
             "seeds": list(self.seed_list),
             "tpch_dir": None if self.tpch_dir is None else str(self.tpch_dir),
+            "alibaba_dir": None if self.alibaba_dir is None else str(self.alibaba_dir),
             "workloads": None if self.workloads is None else list(self.workloads),
             "training_log": None if self.training_log is None else str(self.training_log),
             "sweep": self.sweep,
@@ -229,9 +239,21 @@ def _tpch_available(tpch_dir: Path | None) -> str | None:
     return None
 
 
+def _alibaba_available(alibaba_dir: Path | None) -> str | None:
+    """None if Alibaba's trace is found and reads, else why not (a sentence)."""
+    try:
+        open_alibaba_trace(alibaba_dir)
+    except IdlegateError as exc:
+        return f"skipped: {exc}"
+    return None
+
+
 # long: one declaration per workload case, read top to bottom as the suite's table
-def suite_cases(suite: str, tpch_dir: Path | None = None) -> tuple[WorkloadCase, ...]:
-    """The workloads of `suite` ("quick" or "full"); TPC-H cases carry a skip reason if needed."""
+def suite_cases(
+    suite: str, tpch_dir: Path | None = None, alibaba_dir: Path | None = None
+) -> tuple[WorkloadCase, ...]:
+    """The workloads of `suite` ("quick" or "full"); the cases of a trace (TPC-H,
+    Alibaba) carry a skip reason if it is not found."""
     if suite not in SUITES:
         raise IdlegateError(f"unknown suite {suite!r}; choose one of: {', '.join(SUITES)}")
     quick = suite == "quick"
@@ -310,7 +332,29 @@ def suite_cases(suite: str, tpch_dir: Path | None = None) -> tuple[WorkloadCase,
             ),
         )
     )
+    cases.append(_alibaba_case(quick, alibaba_dir))
     return tuple(cases)
+
+
+def _alibaba_case(quick: bool, alibaba_dir: Path | None) -> WorkloadCase:
+    """Alibaba's trace in Decima's setting for it: 100 executors, load 0.85."""
+    config = workload_config("alibaba")
+    jobs = 40 if quick else config.num_jobs
+    load = config.DEFAULT_LOAD
+    return WorkloadCase(
+        f"alibaba-{load}",
+        f"Alibaba's 2018 trace: production DAG jobs, load {load} ({config.num_executors} "
+        f"executors, {jobs} jobs)",
+        "alibaba",
+        "alibaba",
+        WorkloadOptions(
+            num_executors=config.num_executors,
+            load=load,
+            alibaba_dir=alibaba_dir,
+            extra={"num_jobs": jobs},
+        ),
+        skip_reason=_alibaba_available(alibaba_dir),
+    )
 
 
 def _k8s_batch_case(quick: bool) -> WorkloadCase:
