@@ -148,6 +148,16 @@ def test_simulate_builds_its_scheduler_once(monkeypatch: pytest.MonkeyPatch):
         (("compare", *SMALL, "--schedulers", "fifo,sjf", "--baseline", "fair"), "baseline"),
         (("compare", *SMALL, "--seeds", "0"), "--seeds"),
         (("compare", "--workload", "nope", "--seeds", "1"), "nope"),
+        # what a new user tripped on: the bound broken, not what was wrong
+        (("simulate", *SMALL, "--load", "nan"), "--load: Input should be a finite number"),
+        (("simulate", *SMALL, "--interarrival", "inf"), "--interarrival: Input should be a finite"),
+        (("simulate", "-w", "lublin", "-o", "interarrival_scale=nan"), "a finite number"),
+        (
+            ("simulate", *SMALL, "--jobs-count", "1000000000000"),
+            "--jobs-count (1000000000000) must be at most 1000000",
+        ),
+        (("compare", *SMALL, "--schedulers", ""), "--schedulers: give at least one scheduler"),
+        (("compare", *SMALL, "--schedulers", " , "), "e.g. fair,srpt"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_1(args, needle):

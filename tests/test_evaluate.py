@@ -411,6 +411,10 @@ def test_models_are_specs_with_optional_labels():
         ),
         (["--schedulers", "{learned}", "--workloads", "nope"], "unknown workload"),
         (["--schedulers", "{learned}", "--seeds", "0"], "--seeds"),
+        (["--schedulers", "srpt"], "--schedulers: 'srpt' is a baseline"),
+        (["--schedulers", "srpt"], "write LABEL=SPEC, e.g. my-srpt=srpt"),
+        (["--schedulers", "a=srpt,a=fair"], "--schedulers: 'a' is given twice"),
+        (["--schedulers", ""], "--schedulers: give at least one scheduler spec"),
     ],
 )
 def test_cli_errors_are_one_line_and_exit_1(models, args, needle):

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
-from pydantic import BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, model_validator
 
 from idlegate import __version__
 from idlegate.config import Config, Flag, flag_text
@@ -158,8 +158,16 @@ def parse_list(values: Any) -> Any:
     return tuple(out)
 
 
-Schedulers = Annotated[tuple[SchedulerSpec, ...], BeforeValidator(parse_list)]
-"""Scheduler specs, as specs or texts (comma-separated and/or repeated)."""
+def _some(specs: tuple[SchedulerSpec, ...]) -> tuple[SchedulerSpec, ...]:
+    if not specs:
+        raise ValueError("give at least one scheduler spec, comma-separated, e.g. fair,srpt")
+    return specs
+
+
+Schedulers = Annotated[
+    tuple[SchedulerSpec, ...], BeforeValidator(parse_list), AfterValidator(_some)
+]
+"""Scheduler specs, as specs or texts (comma-separated and/or repeated); at least one."""
 
 
 class CompareConfig(Config):
@@ -175,7 +183,7 @@ class CompareConfig(Config):
     """Workload: synthetic, tpch, tpch-like, mixed, bursty, k8s-batch, argo-shapes,
     airflow-shapes, alibaba, follow, push, recurring, shift, file, swf, lublin."""
     schedulers: Schedulers = Field(
-        parse_list("fifo,fair,sjf-cp,weighted-fair"), min_length=1, validate_default=True
+        parse_list("fifo,fair,sjf-cp,weighted-fair"), validate_default=True
     )
     """Comma-separated scheduler specs (fair, analytic:BASE, learned:PATH.onnx, default,
     ...), each optionally LABEL=SPEC."""

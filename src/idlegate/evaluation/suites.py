@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal, get_args
 
-from pydantic import BeforeValidator, ConfigDict, Field, FilePath, field_validator
+from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, FilePath
 
 from idlegate.config import Config, Flag
 from idlegate.errors import IdlegateError
@@ -141,12 +141,32 @@ class WorkloadCase:
     """Why this case cannot run here (e.g. no TPC-H traces); None: it runs."""
 
 
+def _own_labels(models: tuple[SchedulerSpec, ...]) -> tuple[SchedulerSpec, ...]:
+    """The models, each with a label of its own: no baseline's (a row evaluate runs anyway)."""
+    labels = [m.title for m in models]
+    taken = [b for b, _ in BASELINES]
+    taken += [SWEEP_REFERENCE[0]] if SWEEP_REFERENCE[0] not in taken else []
+    for label in labels:
+        if labels.count(label) > 1:
+            raise ValueError(
+                f"{label!r} is given twice; give each scheduler a label of its own as "
+                "LABEL=SPEC, e.g. a=learned:a.onnx,b=learned:b.onnx"
+            )
+        if label in taken:
+            raise ValueError(
+                f"{label!r} is a baseline, which evaluate runs anyway ({', '.join(taken)}); "
+                "the schedulers to evaluate against them need labels of their own: write "
+                f"LABEL=SPEC, e.g. my-{label}={label}"
+            )
+    return models
+
+
 class EvaluateConfig(Config):
     """What `idlegate evaluate` runs."""
 
     model_config = ConfigDict(title="the evaluation")
 
-    models: Annotated[Schedulers, Flag("--schedulers")] = Field(min_length=1)
+    models: Annotated[Schedulers, Flag("--schedulers"), AfterValidator(_own_labels)]
     """Scheduler specs to evaluate, each optionally LABEL=SPEC (repeatable or
     comma-separated), e.g. learned=a.onnx learned-no-idle=b.onnx
     lookahead=lookahead:srpt lookahead-base=srpt."""
@@ -170,18 +190,6 @@ class EvaluateConfig(Config):
     """Run the idle-length sweep (Fig. 6)."""
     confidence: float = Field(0.95, gt=0, lt=1)
     """Confidence level of the intervals."""
-
-    @field_validator("models")
-    @classmethod
-    def _own_labels(cls, models: tuple[SchedulerSpec, ...]) -> tuple[SchedulerSpec, ...]:
-        labels = [m.title for m in models]
-        taken = {b for b, _ in BASELINES} | {SWEEP_REFERENCE[0]}
-        for label in labels:
-            if labels.count(label) > 1:
-                raise ValueError(f"model label {label!r} given twice")
-            if label in taken:
-                raise ValueError(f"model label {label!r} is a baseline's name; choose another")
-        return models
 
     @property
     def seed_list(self) -> tuple[int, ...]:

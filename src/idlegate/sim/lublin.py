@@ -34,7 +34,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from idlegate.config import Config
 from idlegate.sim.engine import Workload
@@ -89,6 +89,8 @@ INTERACTIVE = JobTypeParams(
 
 class LublinConfig(Config):
     """The `lublin` workload: rigid jobs from the Lublin–Feitelson model."""
+
+    model_config = ConfigDict(allow_inf_nan=False)  # as every workload's options
 
     num_jobs: int = Field(256, ge=1, le=1_000_000)
     """Jobs (--jobs-count)."""

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from idlegate.config import Config
 from idlegate.errors import IdlegateError
@@ -173,6 +173,8 @@ def _describe_skips(skipped: dict[str, int]) -> str:
 
 class SwfConfig(Config):
     """A window of an SWF trace as a workload of rigid jobs."""
+
+    model_config = ConfigDict(allow_inf_nan=False)  # as every workload's options
 
     path: str = Field()
     """The SWF trace file (--file)."""

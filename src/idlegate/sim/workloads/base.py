@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from idlegate.config import Config
 from idlegate.errors import IdlegateError
@@ -78,6 +78,9 @@ def offered_load(mean_work: float, interarrival: float, num_executors: int) -> f
 
 
 class _Options(Config):
+    # a workload's numbers are counts, seconds and ratios: NaN or inf in one (`--load
+    # nan`) is a mistake, said as such rather than as a bound it happens to break
+    model_config = ConfigDict(allow_inf_nan=False)
     EXTRA_OPTIONS: ClassVar[dict[str, str]] = {}
     """Input-only option names (translated before validation) and what they mean."""
 
@@ -158,6 +161,8 @@ class StreamOptions(_Options):
         init = _whole(data.get("init", cls.model_fields["init"].default), "init")
         if total < 1:
             raise ValueError(f"num_jobs ({total}) must be at least 1: a workload needs a job")
+        if total > MAX_JOBS:
+            raise ValueError(f"num_jobs ({total}) must be at most {MAX_JOBS}; give fewer jobs")
         if total < init:
             raise ValueError(
                 f"num_jobs ({total}) counts the {init} job(s) present at the start (the "
