@@ -1,28 +1,39 @@
-"""Two replicas of the operator with leader election, the leader killed -9 mid-burst: the
-scenario of tests/test_e2e_leader.py and benchmarks/failover.py.
+"""Two replicas of the operator with leader election, the leader stopped mid-burst: the
+scenarios of tests/test_e2e_leader.py and benchmarks/failover.py.
 
 :func:`failover` runs two ``idlegate operator --leader-election`` processes against the
 test API server (:class:`~tests.e2e.OperatorProcess`, the Lease in the test's namespace),
-creates a burst of workflows, kills the leader once some have finished, and waits (on
+creates a burst of workflows, stops the leader once some have finished, and waits (on
 what the emulator holds, never on the wall clock's pace) until every workflow has
-finished. A replica that ends on its own (it lost the Lease: a renewal held up longer than
+finished. How it stops (:data:`SCENARIOS`): killed -9; SIGTERM; SIGTERM to the leader and,
+0.3 s later, to the standby, after which a third replica starts (the Deployment's next
+Pod); or both replicas share one name (POD_NAME), and the killed leader starts again
+under it. A replica that ends on its own (it lost the Lease: a renewal held up longer than
 its deadline on a loaded machine) is started again under its name, as its Deployment
-would restart it; the killed one is not (its node is gone). :class:`Timeline` records, in the emulator's event loop and on its clock, each
-gate removal and each change of the Lease's holder, so the failover is measured where
-the writes land: from the kill to the new leader's Lease, and to its first release. It
-also reads the API server's audit of each write the operator's own client sends (every
-pod creation, gate removal, status patch and Event; each names its replica in its
-User-Agent): one sent by a replica that did not hold the Lease as it landed is a second
-writer.
+would restart it; a stopped one is not (its node is gone).
+
+:class:`Timeline` records, in the emulator's event loop and on its clock, each gate
+removal, each change of the Lease's holder and each workflow's status from its finish on,
+so the failover is measured where the writes land: from the stop to the new leader's
+Lease, and to its first release; and a finished workflow whose status changed after it
+finished is one the failover rewrote. It also reads the API server's audit of each write
+the operator's own client sends (every pod creation, gate removal, status patch and Event;
+each names its replica's identity in its User-Agent): one sent by a replica that did not
+hold the Lease as it landed is a second writer. Each replica keeps a ``--history-file``;
+a workflow recorded twice across them is a duplicate, unless the first record's mark
+(``historyRecorded``) had not landed when its writer was stopped.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import json
 import re
 import signal
 import threading
+import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +59,9 @@ from tests.k8s.kubelet import SimKubelet
 
 LEASE = "idlegate-operator"
 REPLICAS = ("replica-a", "replica-b")
+SCENARIOS = ("kill", "term", "term-both", "same-name")
+TERM_GAP = 0.3
+"""Seconds between the SIGTERMs of the leader and of the standby (`term-both`)."""
 OPERATOR_AGENT = re.compile(r"idlegate/\S+ \((?P<identity>.*)\)")
 """The User-Agent of the operator's client (idlegate.operator.edge.kube.user_agent)."""
 
@@ -61,6 +75,13 @@ class Timeline:
         self.releases: list[float] = []
         self.holders: list[tuple[float, str]] = []
         self.finished: dict[str, str] = {}
+        self.finished_at: dict[str, float] = {}
+        self.final: dict[str, dict[str, Any]] = {}
+        """Each workflow's status as it finished (`historyRecorded` aside)."""
+        self.rewritten: set[str] = set()
+        """The workflows whose status changed after they finished."""
+        self.marked: set[str] = set()
+        """The workflows whose history record's mark landed."""
         self.writes: collections.Counter[str] = collections.Counter()
         self.foreign: list[tuple[float, str, Write]] = []
         self._gated: set[str] = set()
@@ -91,10 +112,15 @@ class Timeline:
                 holder = (obj.get("spec") or {}).get("holderIdentity") or ""
                 if not self.holders or self.holders[-1][1] != holder:
                     self.holders.append((at, holder))
-            elif res.plural == "dagworkflows":
-                phase = (obj.get("status") or {}).get("phase") or ""
-                if phase in ("Succeeded", "Failed"):
-                    self.finished[meta["name"]] = phase
+            elif res.plural == "dagworkflows" and etype != "DELETED":
+                name, status = meta["name"], dict(obj.get("status") or {})
+                if status.pop("historyRecorded", False):
+                    self.marked.add(name)
+                if name in self.final and status != self.final[name]:
+                    self.rewritten.add(name)
+                elif name not in self.final and status.get("phase") in ("Succeeded", "Failed"):
+                    self.finished[name], self.finished_at[name] = status["phase"], at
+                    self.final[name] = status
 
     def _on_write(self, write: Write) -> None:
         """Count the operator's writes (not the Lease's) by replica; keep each one sent by a
@@ -111,6 +137,7 @@ class Timeline:
                 self.foreign.append((at, holder, write))
 
     def holder(self) -> str:
+        """The Lease's holder now (an identity: the replica's name, "_", a suffix)."""
         with self._lock:
             return self.holders[-1][1] if self.holders else ""
 
@@ -127,14 +154,19 @@ class Timeline:
         self.api.call(self._unaudit)
 
 
+def replica_of(identity: str) -> str:
+    """The replica's name in an `identity` (its POD_NAME, before the process's suffix)."""
+    return identity.rpartition("_")[0]
+
+
 @dataclass(frozen=True)
 class Failover:
-    """What one run measured (seconds on the emulator's clock)."""
+    """What one run measured (seconds on the emulator's clock, but `exits`)."""
 
     to_lease: float
-    """From the kill to the Lease's next holder."""
+    """From the stop to the Lease's next holder."""
     to_release: float
-    """From the kill to the first gate removal after the new holder took the Lease."""
+    """From the stop to the first gate removal after the new holder took the Lease."""
     finished: dict[str, str]
     """Each workflow's final phase."""
     duplicates: list[Any]
@@ -142,17 +174,26 @@ class Failover:
     max_running: int
     """The most pods holding an executor at once."""
     holders: list[str]
-    """The Lease's holders from the kill on ("" once released)."""
-    exit_code: int
-    """The stopped leader's."""
+    """The Lease's holders (identities) from the stop on ("" once released)."""
+    exit_codes: list[int]
+    """The stopped replicas'."""
+    exits: list[float]
+    """Wall seconds from each SIGTERM to its replica's exit."""
     restarts: int
     """Replicas started again after they ended on their own (a lost Lease)."""
     writes: dict[str, int]
-    """The operator's writes (the Lease's aside) by replica, as the API server's audit has
-    them."""
+    """The operator's writes (the Lease's aside) by identity, as the API server's audit
+    has them."""
     second_writers: list[tuple[float, str, Write]]
     """Those of its writes sent by a replica that did not hold the Lease as they landed:
-    (seconds from the kill, the holder then, the write)."""
+    (seconds from the stop, the holder then, the write)."""
+    rewritten: list[str]
+    """Workflows whose status changed after they had finished."""
+    counted: tuple[float, int]
+    """The last leader's idlegate_workflows_finished_total, and the workflows it finished."""
+    recorded_twice: list[str]
+    """Workflows recorded twice across the history files (those whose first record's mark
+    landed before its writer stopped)."""
 
 
 def failover(
@@ -163,11 +204,11 @@ def failover(
     pool: int = 8,
     lease: tuple[int, float, float] = (8, 6.0, 1.0),
     kill_after: int = 40,
-    how: signal.Signals = signal.SIGKILL,
+    scenario: str = "kill",
 ) -> Failover:
-    """Run the scenario once (see the module docstring): `lease` is (duration, renew deadline,
-    retry period); the leader is killed (or sent `how`) once `kill_after` workflows have
-    finished."""
+    """Run a scenario (:data:`SCENARIOS`) once (see the module docstring): `lease` is
+    (duration, renew deadline, retry period); the leader is stopped once `kill_after`
+    workflows have finished."""
     ns = new_namespace(api, "failover")
     duration, deadline, retry = lease
     flags = (
@@ -178,49 +219,86 @@ def failover(
         f"--lease-retry-period={retry:g}",
     )
     monitor, timeline = PodMonitor(api, ns), Timeline(api, ns)
-    replicas: dict[str, OperatorProcess] = {}
-
-    def start(name: str) -> None:
-        log = directory / f"{ns}-{name}-{restarts.count(name)}.log"
-        replicas[name] = OperatorProcess(api, ns, pool, log, *flags, env={"POD_NAME": name})
-
+    started: list[tuple[str, OperatorProcess]] = []
+    stopped: set[OperatorProcess] = set()
     restarts: list[str] = []
-    leader = ""
+
+    def start(name: str) -> OperatorProcess:
+        n = sum(n == name for n, _ in started)
+        log, history = (directory / f"{ns}-{name}-{n}.{ext}" for ext in ("log", "jsonl"))
+        pod = "replica" if scenario == "same-name" else name
+        process = OperatorProcess(
+            api, ns, pool, log, *flags, f"--history-file={history}", env={"POD_NAME": pod}
+        )
+        started.append((name, process))
+        return process
 
     def supervise() -> None:
-        for name, replica in list(replicas.items()):
-            if name != leader and replica.process.poll() is not None:
+        for name, replica in list(started):
+            if replica not in stopped and replica.process.poll() is not None:
+                stopped.add(replica)  # (replaced)
                 restarts.append(name)
                 start(name)
+
+    def leading() -> OperatorProcess | None:
+        """The replica whose identity holds the Lease."""
+        holder = timeline.holder()
+        return next((r for _, r in started if holder and _identity(r) == holder), None)
+
+    exits: list[float] = []
+    signalled: list[OperatorProcess] = []
+
+    def stop(replica: OperatorProcess, how: signal.Signals) -> None:
+        stopped.add(replica)
+        signalled.append(replica)
+        began = time.monotonic()
+        replica.kill(how)
+        exits.append(time.monotonic() - began)
 
     try:
         with SimKubelet(api, ns, time_factor=1 / SPEED), Supervisor(supervise):
             for name in REPLICAS:
                 start(name)
-            wait(lambda: timeline.holder() in replicas, 60, "a leader")
-            standby = next(r for n, r in replicas.items() if n != timeline.holder())
+            leader = wait(leading, 60, "a leader")
+            standby = next(r for _, r in started if r is not leader)
             wait(lambda: (standby.readiness() or {}).get("ready"), 60, "the standby to be ready")
             for i in range(workflows):
                 body = workflow(f"wf-{i}", stage("a", 2, 10), stage("b", 1, 10, ("a",)))
                 api.create(DWF, body, namespace=ns)
             wait(lambda: timeline.done() >= kill_after, 120, f"{kill_after} workflows to finish")
-            leader = timeline.holder()
-            killed = timeline.now()
-            replicas[leader].kill(how)
-            wait(lambda: timeline.holder() not in ("", leader), 120, "a new leader")
-            took = next(t for t, h in timeline.holders if t > killed and h not in ("", leader))
+            leader, holder = leading(), timeline.holder()
+            assert leader is not None
+            marked, killed = set(timeline.marked), timeline.now()
+            if scenario == "term-both":
+                threading.Timer(TERM_GAP, stop, (standby, signal.SIGTERM)).start()
+            stop(leader, signal.SIGKILL if scenario in ("kill", "same-name") else signal.SIGTERM)
+            if scenario == "term-both":
+                wait(lambda: len(exits) == 2, 60, "the standby to exit")
+                start("replica-c")  # (the Deployment's next Pod)
+            elif scenario == "same-name":
+                start(next(n for n, r in started if r is leader))
+            wait(lambda: timeline.holder() not in ("", holder), 120, "a new leader")
+            took = next(t for t, h in timeline.holders if t > killed and h not in ("", holder))
             wait(lambda: timeline.first_after(timeline.releases, took), 120, "a release")
             wait(lambda: timeline.done() == workflows, 300, "every workflow to finish")
+            last = wait(leading, 60, "the last leader")
+            counted = _finished_total(last.metrics_port)
+            led = max(t for t, h in timeline.holders if h == _identity(last))
     except TimeoutError as exc:
-        logs = "\n".join(f"--- {n}:\n{r.tail()}" for n, r in replicas.items())
+        logs = "\n".join(f"--- {n}:\n{r.tail()}" for n, r in started)
         raise AssertionError(f"{exc}; the operators' last output:\n{logs}") from exc
     finally:
-        for replica in replicas.values():
+        for _, replica in started:
             replica.kill()
         monitor.close()
         timeline.close()
     released = timeline.first_after(timeline.releases, took)
     assert released is not None
+    records = collections.Counter(
+        json.loads(line)["name"].partition("/")[2]
+        for path in directory.glob(f"{ns}-*.jsonl")
+        for line in path.read_text().splitlines()
+    )
     return Failover(
         to_lease=took - killed,
         to_release=released - killed,
@@ -228,11 +306,44 @@ def failover(
         duplicates=monitor.duplicates,
         max_running=monitor.max_total,
         holders=[h for t, h in timeline.holders if t > killed],
-        exit_code=replicas[leader].process.returncode,
+        exit_codes=[r.process.returncode for r in signalled],
+        exits=exits if how_exits(scenario) else [],
         restarts=len(restarts),
         writes=dict(timeline.writes),
         second_writers=[(t - killed, h, w) for t, h, w in timeline.foreign],
+        rewritten=sorted(timeline.rewritten),
+        counted=(counted, sum(t > led for t in timeline.finished_at.values())),
+        recorded_twice=sorted(n for n, k in records.items() if k > 1 and n in marked),
     )
+
+
+def how_exits(scenario: str) -> bool:
+    """Whether `scenario` stops a replica with SIGTERM (its exit is timed)."""
+    return scenario.startswith("term")
+
+
+_IDENTITY = re.compile(r"Standing by for the Lease \S+ as (\S+) \(")
+_identities: dict[OperatorProcess, str] = {}
+
+
+def _identity(replica: OperatorProcess) -> str:
+    """The identity `replica` logged ("" before it did)."""
+    if replica not in _identities and (found := _IDENTITY.search(_head(replica))):
+        _identities[replica] = found[1]
+    return _identities.get(replica, "")
+
+
+def _head(replica: OperatorProcess) -> str:
+    with replica.log.open(errors="replace") as log:
+        return log.read(50_000)
+
+
+def _finished_total(port: int) -> float:
+    """idlegate_workflows_finished_total (every outcome) on the /metrics at `port`."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
+        text = response.read().decode()
+    found = re.findall(r"^idlegate_workflows_finished_total\{[^}]*\} (\S+)$", text, re.M)
+    return sum(map(float, found))
 
 
 class Supervisor(Periodic):

@@ -17,7 +17,7 @@ from idlegate.api.task_pods import Owner
 from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.edge.applier import Applier, EventRecorder, Lanes, WriteGate
 from idlegate.operator.edge.kube import ApiError, NotLeaderError
-from idlegate.operator.edge.leader import Elector
+from idlegate.operator.edge.leader import Elector, identity
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
 from tests.operator_fakes import FakeKube
@@ -297,3 +297,40 @@ async def test_a_write_gate_follows_one_elector_only():
     assert not gate.open()
     with pytest.raises(RuntimeError):
         gate.follow(lambda: Standing.is_leader)
+
+
+async def test_a_standby_told_to_stop_never_takes_the_lease():
+    leases = Leases()
+    a, b = Replica(leases, "a"), Replica(leases, "b")
+    await a.elector.step()
+    await b.elector.step()
+    await a.elector.release()
+    b.elector.stopping = True  # (its SIGTERM)
+    await b.elector.step()
+    assert not b.elector.is_leader and b.elected == 0 and leases.holder == ""
+
+
+async def test_an_acquire_that_lands_as_the_standby_is_told_to_stop_is_released():
+    leases = Leases()
+    a, b = Replica(leases, "a"), Replica(leases, "b")
+    await a.elector.step()
+    await a.elector.release()
+    leases.gate_replace = asyncio.Event()
+    step = asyncio.create_task(b.elector.step())
+    await asyncio.sleep(0.1)  # (its write of itself is on its way)
+    b.elector.stopping = True
+    leases.gate_replace.set()
+    await step
+    assert leases.holder == "b" and not b.elector.is_leader and b.elected == 0
+    await b.elector.release()
+    assert leases.holder == ""
+    c = Replica(leases, "c")  # (the next replica) takes it at once
+    await c.elector.step()
+    assert leases.holder == "c"
+
+
+async def test_two_processes_under_one_name_have_two_identities(monkeypatch):
+    monkeypatch.setenv("POD_NAME", "idlegate-operator-0")
+    first, second = identity.__wrapped__(), identity.__wrapped__()
+    assert first != second and first.startswith("idlegate-operator-0_"), (first, second)
+    assert identity() == identity()  # (one per process: its Lease and its User-Agent)

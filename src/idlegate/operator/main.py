@@ -36,6 +36,8 @@ import asyncio
 import contextlib
 import copy
 import logging
+import signal
+import threading
 from collections.abc import Iterator, Mapping
 from functools import cached_property, partial
 from typing import Any
@@ -45,10 +47,10 @@ import kopf
 from idlegate.api.crd import CRON_PLURAL, GROUP, PLURAL, POOL_PLURAL, VERSION
 from idlegate.api.labels import LABEL_WORKFLOW
 from idlegate.api.pool_spec import parse_pool_spec
-from idlegate.api.status import FINISHED, FINISHED_OR_INVALID, Conditions, Phase
+from idlegate.api.status import FINISHED, FINISHED_OR_INVALID, Conditions
 from idlegate.api.task_pods import Owner
 from idlegate.errors import IdlegateError
-from idlegate.operator.core.admission import AdmitLaterError, judged
+from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.decider import followed
 from idlegate.operator.core.intents import Notice, PostEvent
 from idlegate.operator.decisions import load_scheduler
@@ -129,10 +131,13 @@ class Operator:
         self.restorers: list[intake.Restorer] = []
         """What the kinds whose pods another controller creates read at each rebuild and
         then admit before its first decision (their features add them: `features.airflow`)."""
-        self.lost = asyncio.Event()
-        """Set once this replica lost the Lease: :func:`run` stops kopf and ends. (An
-        asyncio flag: kopf waits for a threading one in a thread that never ends unless
-        it is set, so the process would never exit after a SIGTERM.)"""
+        self.stopped = asyncio.Event()
+        """kopf's stop flag, set at a signal and when this replica lost the Lease (then
+        `lost` says why, and :func:`run` says so). (An asyncio flag: kopf waits for a
+        threading one in a thread that never ends unless it is set.)"""
+        self.lost = ""
+        self.waiting: set[asyncio.Future[Any]] = set()
+        """The handlers waiting for the first rebuild (a standby's: cancelled at a signal)."""
         self.kopf_posting: Any = None
         """kopf's posting settings (its own Events: the leader's only)."""
         self.indexes: tuple[Mapping[Any, Any], Mapping[Any, Any]] = {}, {}
@@ -221,6 +226,10 @@ class Operator:
             if self.elector is not None:
                 self._tasks.append(asyncio.create_task(self.elector.run()))
             self.reloads.start(pools)
+            if threading.current_thread() is threading.main_thread():  # (kopf's: in run())
+                loop = asyncio.get_running_loop()  # (soon: after kopf's own, which it replaces)
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    loop.call_soon(loop.add_signal_handler, sig, self.terminate, sig)
         if s.metrics_port is not None and self.endpoints.port is None:
             port = await self.endpoints.start(s.metrics_port, s.listen_host)
             log.info("Metrics at http://%s:%d/metrics, readiness at /readyz", s.listen_host, port)
@@ -302,8 +311,21 @@ class Operator:
     async def ready_pools(self) -> Pools:
         """The pools, once the first rebuild of the state is done (admissions wait for it:
         before, a workflow's running pods could still be unknown)."""
-        await self.watchdog.rebuilt.wait()
+        self.waiting.add(waiting := asyncio.ensure_future(self.watchdog.rebuilt.wait()))
+        try:
+            await waiting
+        finally:
+            self.waiting.discard(waiting)
         return self.pools
+
+    async def fresh_pools(self) -> tuple[Pools, bool]:
+        """The ready pools, and whether the calling handler began after the first rebuild
+        read the API. If not, that read took its object in as it was then, and kopf's body
+        may be older (queued while standing by): a finished workflow would be admitted
+        again from it, and rewritten."""
+        began = asyncio.get_running_loop().time()
+        pools = await self.ready_pools()
+        return pools, began >= self.watchdog.read_at
 
     async def _serve(self, watchdog: Watchdog) -> None:
         await self.warn_missing_namespaces()
@@ -327,7 +349,20 @@ class Operator:
         self.metrics.leader.set(0)
         if self.kopf_posting is not None:
             self.kopf_posting.enabled = False
-        self.lost.set()
+        self.lost = why
+        self.stopped.set()
+
+    def terminate(self, sig: signal.Signals) -> None:
+        """SIGTERM or SIGINT, in place of kopf's handler, which only stops kopf: this
+        replica never takes the Lease from now on (a leader gives it up in :meth:`stop`),
+        the handlers waiting for a rebuild end (kopf would wait for them), and kopf stops
+        (its stop flag, which it also waits for: else for 5 s)."""
+        log.info("%s: stopping.", sig.name)
+        if self.elector is not None:
+            self.elector.stopping = True
+        for task in self.waiting:
+            task.cancel()
+        self.stopped.set()
 
     @property
     def standby(self) -> bool:
@@ -498,16 +533,17 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry, id="admit")
     @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry, id="admit")
     async def admit(body: kopf.Body, **_: Any) -> None:
-        pools = await operator.ready_pools()
-        phase = body.get("status", {}).get("phase")
-        if phase == Phase.SUCCEEDED or (phase == Phase.INVALID and judged(body)):
-            return  # (its TTL and pod GC: its events; its record: the rebuild's)
+        pools, fresh = await operator.fresh_pools()
+        if not fresh:  # (the rebuild admitted it, or found it finished or gone)
+            return
         with _retried(AdmitLaterError):
             pools.admit(plain(body), *operator.indexed(body))
 
     @kopf.on.update(GROUP, VERSION, PLURAL, registry=registry, id="spec", field="spec")
     async def spec_changed(body: kopf.Body, **_: Any) -> None:
-        pools = await operator.ready_pools()
+        pools, fresh = await operator.fresh_pools()
+        if not fresh:  # (the rebuild took its spec in)
+            return
         with _retried(AdmitLaterError):
             intake.spec_changed(pools, plain(body), *operator.indexed(body))
 
@@ -542,12 +578,14 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     @kopf.on.resume(GROUP, VERSION, CRON_PLURAL, registry=registry, id="cron")
     @kopf.on.create(GROUP, VERSION, CRON_PLURAL, registry=registry, id="cron")
     @kopf.on.update(GROUP, VERSION, CRON_PLURAL, registry=registry, id="cron", field="spec")
-    async def cron_sync(body: kopf.Body, namespace: str, **_: Any) -> None:
-        pools = await operator.ready_pools()
+    async def cron_sync(body: kopf.Body, namespace: str, name: str, **_: Any) -> None:
+        pools, fresh = await operator.fresh_pools()
         for found in operator.indexes[1].get(namespace, ()):  # (its runs' routing: its labels)
             pools.labels[namespace] = namespace_labels(found)
         with _retried(ApiError):
-            await operator.cron.sync(plain(body))
+            await (
+                operator.cron.sync(plain(body)) if fresh else operator.cron.resync(namespace, name)
+            )
 
     @kopf.on.event(GROUP, VERSION, CRON_PLURAL, registry=registry, id="cron-events")
     async def cron_event(type: str | None, namespace: str, name: str, **_: Any) -> None:
@@ -668,9 +706,9 @@ def run(settings: Settings, *, verbose: bool = False) -> None:
         clusterwide=not settings.namespaces,
         namespaces=list(settings.namespaces),
         liveness_endpoint=liveness,
-        stop_flag=operator.lost,
+        stop_flag=operator.stopped,
     )
-    if operator.lost.is_set():
+    if operator.lost:
         raise IdlegateError(
             "this replica lost the leader's Lease and stopped (see the log for why); it is "
             "restarted as a standby by its Deployment, or run it again"

@@ -22,8 +22,13 @@ client (:class:`idlegate.operator.edge.kube.KubeApi`). The rules are client-go's
   as the writer and may not match what the next leader writes, so the operator then
   exits and comes back as a standby with an empty state (as controller-runtime's
   managers do), rather than ever lead again on it.
-* **Release.** A leader that stops on purpose (SIGTERM, a rolling update) empties the
-  holder, so that a standby takes over at its next look rather than after the duration.
+* **Stop.** A replica told to stop (SIGTERM, a rolling update) never takes the Lease from
+  then on (:attr:`Elector.stopping`); a leader keeps renewing it while it writes what is
+  pending, then empties the holder (:meth:`Elector.release`), so that a standby takes over
+  at its next look rather than after the duration. So does a standby whose acquire landed
+  as it was told to stop.
+* **Identity.** Unique by construction (:func:`identity`): a Lease naming it was written
+  by this very process, never by another one that shares its Pod's or host's name.
 
 Why an elector of its own: the ``kubernetes`` client's ``leaderelection`` runs blocking
 loops on ``time.time`` with its own API client, untestable in fake time; kopf's peering
@@ -35,9 +40,11 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import logging
 import os
 import random
+import secrets
 import socket
 import time
 from collections.abc import Callable
@@ -103,6 +110,8 @@ class Elector:
         """Set once this replica has been elected (it stays set after a loss)."""
         self.ended = False
         """It lost the lease: it never leads again (a new elector would)."""
+        self.stopping = False
+        """Told to stop: it never takes the Lease (a leader renews it until released)."""
         self.holder = ""
         """The holder of the Lease as last read ("" for none, or not read yet)."""
         self.uid = ""
@@ -160,10 +169,16 @@ class Elector:
             self._lose(f"it could not renew the Lease within {self.renew_deadline:g} s")
 
     async def release(self) -> None:
-        """Give the Lease up (a leader stopping on purpose): its holder emptied, so that a
-        standby takes it at its next look. Best effort, for at most a retry period."""
-        leading, self._leading, self.ended = self.is_leader, False, True
-        if not leading or self._seen is None:
+        """Give the Lease up if its last write named this replica (a leader stopping on
+        purpose, or an acquire that landed as it was told to stop): its holder emptied, so
+        that a standby takes it at its next look. The attempt in flight is awaited first (its
+        write would make the release a conflict). Best effort, for at most two retry periods."""
+        self.stopping, self._leading, self.ended = True, False, True
+        if (attempt := self._attempt) is not None:
+            await asyncio.wait({attempt}, timeout=self.retry_period)
+            attempt.cancel()
+        held = (self._seen or {}).get("spec", {}).get("holderIdentity")
+        if self._seen is None or held != self.identity:
             return
         body = copy.deepcopy(self._seen)
         spec = body.setdefault("spec", {})
@@ -206,6 +221,8 @@ class Elector:
     async def _write(self, lease: dict[str, Any] | None, started: float) -> bool:
         """Create (`lease` None) or replace the Lease as held by this replica; False if
         another replica wrote it first (409)."""
+        if self.stopping and not self._leading:
+            return False
         now = micro_time(self.wall())
         body = copy.deepcopy(lease) if lease is not None else self._new()
         spec = body.setdefault("spec", {})
@@ -226,14 +243,14 @@ class Elector:
             if self._leading:
                 self._lose("another replica wrote the Lease first (409 Conflict)")
             return False
-        if self.ended:  # (lost while the write was in flight: it is not taken back)
+        self._see(written)  # (kept for `release`, should it have stopped meanwhile)
+        if self.ended or (self.stopping and not self._leading):
             return False
-        self._see(written)
         self._renewed_at = started
         if not self._leading:
             self._leading = True
             self._told.clear()
-            log.warning(
+            log.info(
                 "Elected leader on the Lease %s/%s as %s.", self.namespace, self.name, self.identity
             )
             self.elected.set()
@@ -282,10 +299,16 @@ class Elector:
         log.warning("The attempt on the Lease %s failed (%s)%s. Trying again.", where, exc, hint)
 
 
+@functools.cache
 def identity() -> str:
-    """This replica's name in the Lease: its Pod's (POD_NAME from the downward API, or
-    kopf's POD_ID), else the host's."""
-    return os.environ.get("POD_NAME") or os.environ.get("POD_ID") or socket.gethostname()
+    """This process's name in the Lease and in its client's User-Agent: its Pod's
+    (POD_NAME from the downward API, or kopf's POD_ID), else the host's, with a random
+    suffix (as client-go's managers do). Two processes never share it, even two on one host
+    or with one POD_NAME, which would each take the other's Lease for their own and both
+    lead; a restarted container waits for its old Lease like any standby (unless it was
+    released)."""
+    name = os.environ.get("POD_NAME") or os.environ.get("POD_ID") or socket.gethostname()
+    return f"{name}_{secrets.token_hex(4)}"
 
 
 def elect(

@@ -200,6 +200,8 @@ class Watchdog:
         self.crd_missing = False
         self.rebuilt = asyncio.Event()
         """Set once the first rebuild is done: handlers that admit wait for it."""
+        self.read_at = 0.0
+        """The loop's time when the first rebuild began to read the API."""
 
     def readiness(self) -> tuple[bool, str]:
         """(ready, why not): what ``/readyz`` answers."""
@@ -231,6 +233,7 @@ class Watchdog:
         that fails is reported and tried again later."""
         seconds = self.health.unsynced
         indexed = not self.rebuilt.is_set() and not seconds
+        began = asyncio.get_running_loop().time()
         try:
             cached = self.cached() if indexed else None
             workflows, pods = await intake.rebuild(self.pools, cached, self.restorers)
@@ -252,6 +255,7 @@ class Watchdog:
                 log.info("The DagWorkflow CRD is installed: serving.")
                 self.crd_missing = False
                 self.health.metrics.crd_missing.set(0)
+            self.read_at = began
             self.rebuilt.set()
             return
         message = (
