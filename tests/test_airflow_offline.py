@@ -102,14 +102,15 @@ def test_history_airflow_imports_the_runs_and_writes_the_raw_exports(tmp_path, m
         args += ["--username", "admin", "--runs", "3"]
         done = runner.invoke(app, [*args, "-o", str(tmp_path / "h.yaml")])
         assert done.exit_code == 0, done.output
-        raw = runner.invoke(app, [*args, "--raw", "-o", str(tmp_path / "raw.json")])
+        # (into a folder not made yet, as docs/airflow.md's out/nightly_etl.json)
+        raw = runner.invoke(app, [*args, "--raw", "-o", str(tmp_path / "out" / "raw.json")])
         assert raw.exit_code == 0, raw.output
         missing = runner.invoke(app, [*args[:5], "no_such_dag", *args[6:]])
     assert "3 run(s) of 1 DAG(s) written" in done.output
     runs = load_history(tmp_path / "h.yaml")
     assert [w.template for w in runs] == ["airflow:example_dynamic_task_mapping"] * 3
     assert [s.tasks for s in runs[0].spec.stages] == [3, 1]
-    again = load_history(tmp_path / "raw.json")  # the raw export replays the same runs
+    again = load_history(tmp_path / "out" / "raw.json")  # the raw export replays the same runs
     assert [(w.name, w.measured) for w in again] == [(w.name, w.measured) for w in runs]
     assert missing.exit_code == 1 and "has no DAG 'no_such_dag'" in missing.output
 

@@ -191,3 +191,48 @@ def test_every_kustomization_written_is_a_directory_kubectl_builds(name: str) ->
     # the docs ask for kubectl only: the standalone kustomize's commands are not there
     wrong += re.findall(r"(?<!kubectl )\bkustomize (?:edit|build|create)\b", _code(text))
     assert not wrong, f"{name} names kustomizations kubectl cannot build: {wrong}"
+
+
+OUTPUTS = ("out", "out_dir", "output")
+"""Parameter names of the options through which a command writes files."""
+KEPT = ("out/", "/", "-", "$", "src/idlegate/policy/", "deploy/base/")
+"""Where a command in the docs may write: the ignored out/ folder, an absolute path,
+standard output, a variable, or on purpose the package's shipped models and the
+generated CRDs."""
+
+
+def _written(text: str) -> Iterator[str]:
+    """The paths each ``idlegate COMMAND`` writes through an output option, and each shell
+    redirection's target, in the code of `text`."""
+    commands = typer.main.get_command(cli.app).commands  # type: ignore[attr-defined]
+    for match in re.finditer(r"\bidlegate ([a-z][a-z-]*)([^\n`|;&]*)", _code(text)):
+        found = commands.get(match[1])
+        words = match[2].split()
+        if isinstance(found, typer.core.TyperGroup) and words:
+            found = found.commands.get(words[0])
+        if found is None:
+            continue
+        outputs = {o for p in found.params if p.name in OUTPUTS for o in p.opts}
+        for i, word in enumerate(words):
+            flag, _, value = word.partition("=")
+            if flag in outputs and (value or i + 1 < len(words)):
+                yield value or words[i + 1]
+    for block in re.findall(r"```(?:sh|bash|shell)\n(.*?)```", text, re.DOTALL):
+        yield from re.findall(r"(?<=\s)>\s*([^\s&|;`>]+)", block)
+
+
+@pytest.mark.parametrize("name", DOCUMENTS)
+def test_no_command_in_the_docs_writes_into_the_checkout(name: str) -> None:
+    # a file written beside the sources shows in `git status` (out/ is ignored)
+    inside = [p for p in _written((ROOT / name).read_text()) if not p.startswith(KEPT)]
+    assert inside == [], f"{name}: write these under out/ (git ignores it): {inside}"
+
+
+def test_the_check_of_written_paths_finds_them() -> None:
+    text = (
+        "```sh\nidlegate history simulate -w k8s-batch --out h.jsonl\n"
+        "idlegate history export -A -o=x.yaml\nidlegate simulate -o repeat=2\n"
+        "idlegate advise out/h.jsonl --out out/advice\nkubectl get x > y.json 2>&1\n```\n"
+        "```\na -> b > c\n```\n"
+    )
+    assert list(_written(text)) == ["h.jsonl", "x.yaml", "out/advice", "y.json"]

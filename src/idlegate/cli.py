@@ -429,7 +429,7 @@ def history_airflow(
     duration, as a history file for advise, simulate -w file and the operator's start."""
     with user_errors():
         from idlegate.integrations.airflow import AirflowClient, import_history, read_auth
-        from idlegate.sim.history import history_text, write_history
+        from idlegate.sim.history import history_text, write_file, write_history
 
         if api not in ("auto", "v1", "v2"):
             raise IdlegateError(f"--api must be auto, v1 or v2, got {api!r}")
@@ -440,7 +440,7 @@ def history_airflow(
             if out is None:
                 typer.echo(text, nl=False)
             else:
-                out.write_text(text)
+                write_file(out, text, "the Airflow export")
         elif out is None:
             typer.echo(history_text(found.workflows), nl=False)
         else:

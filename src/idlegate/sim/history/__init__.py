@@ -72,6 +72,7 @@ from idlegate.sim.history.files import (
     history_text,
     load_history,
     tail_history,
+    write_file,
     write_history,
 )
 from idlegate.sim.history.learning import (
@@ -139,5 +140,6 @@ __all__ = [
     "simulate_history",
     "split_history",
     "tail_history",
+    "write_file",
     "write_history",
 ]
