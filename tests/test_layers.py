@@ -141,6 +141,21 @@ def test_the_operator_features_do_not_import_the_edge():
     assert _offenders("operator/features", "idlegate.operator.edge") == []
 
 
+def test_only_the_bridge_reaches_into_a_pools_core():
+    # the features and the rest of the edge reach a pool's core through its entry
+    # (`Bridge.handle`) and the facts it emits; what they read of the pool, the bridge
+    # reads for them (`Bridge.workflows`, `Bridge.held`, ...)
+    root = Path(__file__).resolve().parents[1] / "src" / "idlegate" / "operator"
+    offenders = []
+    for path in sorted(root.rglob("*.py")):
+        if path.relative_to(root).as_posix() == "edge/bridge.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr == "core":
+                offenders.append(f"{path.relative_to(root)}:{node.lineno}: {ast.unparse(node)}")
+    assert offenders == []
+
+
 def test_the_simulator_imports_nothing_above_it():
     banned = ("idlegate.api", "idlegate.policy", "idlegate.operator")
     assert _offenders("sim", *banned) == []

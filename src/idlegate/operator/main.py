@@ -50,7 +50,7 @@ from idlegate.api.pool_spec import parse_pool_spec
 from idlegate.api.status import FINISHED, FINISHED_OR_INVALID, Conditions
 from idlegate.api.task_pods import Owner
 from idlegate.errors import IdlegateError
-from idlegate.operator.core.admission import AdmitLaterError
+from idlegate.operator.core.admission import AdmitLaterError, generation_of
 from idlegate.operator.core.decider import followed
 from idlegate.operator.core.intents import Notice, PostEvent
 from idlegate.operator.decisions import load_scheduler
@@ -199,11 +199,11 @@ class Operator:
                     timers=self.timers,
                     spec=spec,
                     gate=self.gate,
+                    reporter=self.pod,
+                    shadow=self.shadow,
                 )
             )
             bridge = pools.default
-            bridge.core.decider.shadow = self.shadow
-            bridge.core.reporter = self.pod
             self.cron = CronController(
                 bridge.kube,
                 self.timers,
@@ -439,9 +439,9 @@ class Operator:
             return {"ready": False, "policy": self.scheduler.name}
         bridge = self.bridge
         return {
-            "ready": bridge.core.rebuilt,
-            "workflows": len(bridge.core.workflows),
-            "busyExecutors": bridge.core.busy,
+            "ready": bridge.rebuilt,
+            "workflows": len(bridge.workflows),
+            "busyExecutors": bridge.busy,
             "poolSize": self.settings.pool_size,
             "decisions": int(self.metrics.decision_count()),
             "pendingWrites": bridge.lanes.pending(),
@@ -493,7 +493,8 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
     clock = operator.settings.clock
 
-    @kopf.on.startup(registry=registry)
+    # (kopf's handler types know no index argument)
+    @kopf.on.startup(registry=registry)  # type: ignore[arg-type]
     async def startup(
         settings: kopf.OperatorSettings, task_pods: kopf.Index, namespaces: kopf.Index, **_: Any
     ) -> None:
@@ -521,7 +522,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     @kopf.index(
         "v1", "pods", registry=registry, id="task_pods", labels={LABEL_WORKFLOW: kopf.PRESENT}
     )
-    def task_pods(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> Any:
+    def task_pods(namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any) -> Any:
         return {(namespace, labels[LABEL_WORKFLOW]): body}
 
     @kopf.index("v1", "namespaces", registry=registry, id="namespaces")
@@ -562,7 +563,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
             operator.bridge.carry(operator.bridge.cleanup.forget(meta.get("uid")))
             operator.pools.forget(meta.get("namespace", ""), meta.get("name", ""), meta.get("uid"))
         elif status.get("phase") in FINISHED:
-            pods, _ = operator.indexed(body)
+            pods = operator.indexed(body)[0]
             operator.bridge.carry(operator.pools.cleanup.seen(plain(body), pods))  # TTL, pod GC
 
     @kopf.on.event(
@@ -578,7 +579,8 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     @kopf.on.resume(GROUP, VERSION, CRON_PLURAL, registry=registry, id="cron")
     @kopf.on.create(GROUP, VERSION, CRON_PLURAL, registry=registry, id="cron")
     @kopf.on.update(GROUP, VERSION, CRON_PLURAL, registry=registry, id="cron", field="spec")
-    async def cron_sync(body: kopf.Body, namespace: str, name: str, **_: Any) -> None:
+    async def cron_sync(body: kopf.Body, namespace: str | None, name: str, **_: Any) -> None:
+        namespace = namespace or ""  # (kopf's None: a cluster-scoped resource; this is not)
         pools, fresh = await operator.fresh_pools()
         for found in operator.indexes[1].get(namespace, ()):  # (its runs' routing: its labels)
             pools.labels[namespace] = namespace_labels(found)
@@ -588,9 +590,9 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
             )
 
     @kopf.on.event(GROUP, VERSION, CRON_PLURAL, registry=registry, id="cron-events")
-    async def cron_event(type: str | None, namespace: str, name: str, **_: Any) -> None:
+    async def cron_event(type: str, namespace: str | None, name: str, **_: Any) -> None:
         if type == "DELETED" and operator.ready:
-            operator.cron.forget(namespace, name)
+            operator.cron.forget(namespace or "", name)
 
     @kopf.on.event(
         GROUP, VERSION, PLURAL, registry=registry, id="cron-runs", labels={LABEL_CRON: kopf.PRESENT}
@@ -669,9 +671,8 @@ def pool_conditions(
 ) -> list[dict[str, Any]]:
     """An ExecutorPool's conditions with Ready set at `now` (the operator's clock, as every
     time it writes); a Ready that keeps its status keeps its transition time (`Conditions`)."""
-    generation = (body.get("metadata") or {}).get("generation")
     conditions = Conditions((body.get("status") or {}).get("conditions"))
-    conditions.set("Ready", ok, reason, message, generation, now)
+    conditions.set("Ready", ok, reason, message, generation_of(body), now)
     return [
         c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in conditions.models()
     ]

@@ -253,12 +253,25 @@ class MetricFamilies:
             self.pooled[family] = bool(labels)
         return family
 
-    def _kinds(self, *, pool: bool) -> tuple[Callable[..., Any], ...]:
+    def _kinds(
+        self, *, pool: bool
+    ) -> tuple[Callable[..., Counter], Callable[..., Gauge], Callable[..., Histogram]]:
         """How to declare a counter, a gauge and a histogram: per pool or operator-wide."""
-        return tuple(partial(self._series, k, pool=pool) for k in (Counter, Gauge, Histogram))
+        s = self._series
+        return (
+            partial(s, Counter, pool=pool),
+            partial(s, Gauge, pool=pool),
+            partial(s, Histogram, pool=pool),
+        )
 
 
-class Metrics:
+if TYPE_CHECKING:  # each family's attribute, bound to a pool as `Metrics` does at run time
+    _Families = MetricFamilies
+else:
+    _Families = object
+
+
+class Metrics(_Families):
     """The series as one pool's bridge sees them, each an attribute named as in
     :class:`MetricFamilies`: a per-pool one bound to `pool` (its child, or, when it has
     further labels, an object whose ``labels(*values)`` is the child with the pool first),
@@ -273,7 +286,8 @@ class Metrics:
         pool: str = DEFAULT_POOL,
         beside: Metrics | None = None,
     ) -> None:
-        self.families = f = beside.families if beside is not None else MetricFamilies()
+        f = beside.families if beside is not None else MetricFamilies()
+        self.families: MetricFamilies = f
         self.registry = f.registry
         self.pool = pool
         for attr, family in vars(f).items():

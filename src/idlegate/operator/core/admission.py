@@ -211,7 +211,7 @@ class DagWorkflow(Workflow):
             pool.intents.event(self.owner, *intents.released_next(track.spec.name))
         job = self.job
         if job.finish is not None:
-            self.complete(pool)
+            self.complete(pool, job.finish)
             return
         if job.stages[track.index].complete:  # its children whose parents are all done start
             for child in job.stages[track.index].children:
@@ -241,23 +241,22 @@ class DagWorkflow(Workflow):
         _, failure, message = intents.task_failure(track, task, reason)
         self.fail(pool, failure, message)
 
-    def complete(self, pool: Pool) -> None:
-        self.completion = self.job.finish
+    def complete(self, pool: Pool, finish: float) -> None:
         message = "All stages succeeded."
         self.conditions.set("Complete", True, "Succeeded", message, self.generation, pool.now())
-        notice = intents.succeeded(self.dag, self.completion - self.arrival, self.job.idle_inserted)
-        self.finished(pool, Phase.SUCCEEDED, notice)
+        notice = intents.succeeded(self.dag, finish - self.arrival, self.job.idle_inserted)
+        self.finished(pool, Phase.SUCCEEDED, notice, finish)
 
     def fail(self, pool: Pool, reason: str, message: str) -> None:
         """Fail the workflow: its unfinished pods are deleted, its executors return to the
         pool (the caller schedules)."""
         if not self.active:
             return
-        self.completion = pool.now()
+        self.completion = at = pool.now()
         pool.intents.cancel_writes(self.owner)  # drop the creations and releases not done yet
         self.delete_pods(pool, TaskState.GATED, TaskState.RELEASED)
-        self.conditions.set("Failed", True, reason, message, self.generation, self.completion)
-        self.finished(pool, Phase.FAILED, ("Warning", reason, message))
+        self.conditions.set("Failed", True, reason, message, self.generation, at)
+        self.finished(pool, Phase.FAILED, ("Warning", reason, message), at)
         log.warning("%s/%s failed: %s", self.owner.namespace, self.owner.name, message)
 
     def delete_pods(self, pool: Pool, *states: TaskState) -> int:
@@ -269,12 +268,12 @@ class DagWorkflow(Workflow):
             pool.intents.delete_pod(self.owner, name, frees=task.state is TaskState.RELEASED)
         return len(doomed)
 
-    def finished(self, pool: Pool, phase: Phase, notice: intents.Notice) -> None:
-        """`self` ended in `phase` at `self.completion`: its metrics, Event, history record and
-        last status; it leaves the pool, never to be admitted again."""
-        self.phase = phase
+    def finished(self, pool: Pool, phase: Phase, notice: intents.Notice, at: float) -> None:
+        """`self` ended in `phase` at `at`: its metrics, Event, history record and last
+        status; it leaves the pool, never to be admitted again."""
+        self.phase, self.completion = phase, at
         outcome = phase.lower()
-        pool.metrics.completion_time.labels(outcome).observe(self.completion - self.arrival)
+        pool.metrics.completion_time.labels(outcome).observe(at - self.arrival)
         pool.metrics.workflows_finished.labels(outcome).inc()
         pool.intents.event(self.owner, *notice)
         self.pool_size, self.scheduler = pool.settings.pool_size, pool.spec
@@ -416,7 +415,7 @@ def _restore_collected(wf: Workflow, status: Mapping[str, Any], found: Restore) 
     """The succeeded tasks whose pods were deleted (by pod GC), from the status, the
     failed attempts it counts (their pods may be deleted too) and the history samples."""
     for raw in status.get("stages") or []:
-        track = wf.by_name.get(raw.get("name")) if isinstance(raw, dict) else None
+        track = wf.by_name.get(raw.get("name") or "") if isinstance(raw, dict) else None
         if track is None:
             continue
         for index in parse_indexes(raw.get("completedIndexes"), track.spec.tasks):

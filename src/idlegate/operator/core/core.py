@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from idlegate.api.crd import KIND
 from idlegate.api.podsecurity import NamespacePolicy
@@ -167,9 +167,9 @@ class Core(Lifecycle):
                 wf.history_recorded = True  # (no operator records it again)
                 self.intents.status(wf, urgent=True)
             case Leave(key, uid):
-                wf = self.workflows.get(key)
-                if wf is not None and wf.owner.uid == uid:
-                    self.drop(wf)
+                left = self.workflows.get(key)
+                if left is not None and left.owner.uid == uid:
+                    self.drop(left)
             case Schedule(force):
                 self.cluster.needs_schedule |= force
                 self.schedule()
@@ -282,7 +282,7 @@ class Core(Lifecycle):
         self.intents.patch_status(owner, invalid_status(conditions, generation, total))
         self.intents.event(owner, *intents.invalid(message))
 
-    def _restore(self, wf: Workflow, found: Restore) -> None:
+    def _restore(self, wf: DagWorkflow, found: Restore) -> None:
         """Put the progress read by `classify` into the state machine."""
         job = wf.job
         holders = found.holders
@@ -307,10 +307,10 @@ class Core(Lifecycle):
         if found.beyond or any(s.launched for s in job.stages):
             wf.phase = Phase.RUNNING
 
-    def _resume(self, wf: Workflow, found: Restore) -> None:
+    def _resume(self, wf: DagWorkflow, found: Restore) -> None:
         """Carry on where the restored workflow stands: done, failed, or its next pods."""
         if wf.job.finish is not None:
-            wf.complete(self)
+            wf.complete(self, wf.job.finish)
         elif found.failed_for_good:
             track, task, reason = found.failed_for_good
             wf.fail_task_for_good(self, track, task, reason)
@@ -355,7 +355,9 @@ class Core(Lifecycle):
         if isinstance(outcome, Confirmed):
             status = getattr(intent, "status", None)
             # (a status write's workflow may have left the pool: that it landed still counts)
-            wf = status.workflow if isinstance(status, LiveStatus) else self.holding(intent.owner)
+            # (a LiveStatus is a DagWorkflow's, which intents cannot import: a circle)
+            live = cast(DagWorkflow, status.workflow) if isinstance(status, LiveStatus) else None
+            wf = live if live is not None else self.holding(intent.owner)
             if wf is not None:
                 wf.confirmed(self, outcome)
             return

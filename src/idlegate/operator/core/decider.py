@@ -297,7 +297,7 @@ class Decider:
         if not answered.errors:
             rule = followed(self.policy)
             by = intents.decided_by(policy, following=rule)
-            launching = stage is not None and action.idle_delay == 0
+            launching = isinstance(action, Decision) and action.idle_delay == 0
             # what a lookahead planner's last answer held a stage back for
             hold = None if launching else getattr(self.policy, "hold", None)
             return (by if stage is not None else intents.chose_wait(by)), rule, hold

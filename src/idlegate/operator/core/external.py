@@ -36,9 +36,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from idlegate.api.status import SlotState
 from idlegate.api.task_pods import Owner
 from idlegate.errors import IdlegateError
-from idlegate.operator.core.intents import Outbox, Refused, RemoveGate
+from idlegate.operator.core.intents import Confirmed, Outbox, Refused, RemoveGate
 from idlegate.operator.core.kinds import JobKind, Pool
 from idlegate.operator.core.tracking import timer_key
 from idlegate.sim.cluster import Cluster
@@ -58,15 +59,25 @@ class ExternalPod(Protocol):
     attempts of one task sharing it; `run_key`: what `ran` is recorded under; `terminal`:
     it has ended (Succeeded or Failed)."""
 
-    name: str
-    gated: bool
-    phase: str
-    executor: int | None
-    ran: float | None
-    stage_key: str | None
-    task_key: str | None
-    run_key: str
-    terminal: bool
+    # (read-only: the kinds' pods are frozen)
+    @property
+    def name(self) -> str: ...
+    @property
+    def gated(self) -> bool: ...
+    @property
+    def phase(self) -> str: ...
+    @property
+    def executor(self) -> int | None: ...
+    @property
+    def ran(self) -> float | None: ...
+    @property
+    def stage_key(self) -> str | None: ...
+    @property
+    def task_key(self) -> str | None: ...
+    @property
+    def run_key(self) -> str: ...
+    @property
+    def terminal(self) -> bool: ...
 
 
 class Mapped(Protocol):
@@ -74,8 +85,8 @@ class Mapped(Protocol):
     schedule (`spec`: the stages that may still run), and each stage's key by name, as
     its pods name it (`stage_keys`, `ExternalPod.stage_key`)."""
 
-    stage_keys: Mapping[str, str]
-
+    @property
+    def stage_keys(self) -> Mapping[str, str]: ...
     def spec(self) -> WorkflowSpec: ...
 
 
@@ -254,11 +265,11 @@ class ExternalJob(JobKind):
             first_start=old_job.first_start,
             idle_inserted=old_job.idle_inserted,
         )
-        for (name, stage, _), executor in zip(keep, claimed, strict=True):
-            if name is None:
-                self.owed[stage].append(executor)
+        for (pod, at, _), executor in zip(keep, claimed, strict=True):
+            if pod is None:
+                self.owed[at].append(executor)
             else:
-                self.running[name] = _Running(stage, executor)
+                self.running[pod] = _Running(at, executor)
         out = self._pair_all() + self._place(cluster, now)
         self._offer(cluster, now)
         return out
@@ -323,11 +334,11 @@ class ExternalJob(JobKind):
         index = self._index()
         stage = index.get(pod.stage_key or "")
         known = self.running.get(pod.name)
-        if known is None and stage is None:
-            if pod.gated:
-                self.unplaced[pod.name] = pod
-            return []
         if known is None:
+            if stage is None:
+                if pod.gated:
+                    self.unplaced[pod.name] = pod
+                return []
             queued = next((p for p in self.waiting[stage] if p.name == pod.name), None)
             if queued is not None:
                 if pod.gated:
@@ -467,6 +478,12 @@ class ExternalJob(JobKind):
 
     def refused(self, pool: Pool, outcome: Refused) -> None:
         refused_release(pool.intents, outcome)
+
+    # (its slots persist nothing, its controller deletes its pods: see the class docstring)
+    def idle_started(self, pool: Pool, stage: int, slot: SlotState) -> None: ...
+    def idle_ended(self, pool: Pool, stage: int) -> None: ...
+    def confirmed(self, pool: Pool, outcome: Confirmed) -> None: ...
+    def dropped(self, pool: Pool) -> None: ...
 
     def _say(self, pool: Pool, releases: Iterable[Release]) -> None:
         """Remove each paired pod's gate, recording its executor on it."""

@@ -113,6 +113,7 @@ class RemoveGate(_PodWrite):
     def released(self) -> CreatePod:
         """The pod created released instead, when the gated pod is gone."""
         owner, spec = self.owner, self.spec
+        assert spec is not None  # (only a pod of idlegate's own template is created again)
         return CreatePod(owner, spec.name, self.index, self.attempt, self.name, spec, self.executor)
 
 

@@ -25,6 +25,7 @@ from idlegate.operator.core import intents
 from idlegate.operator.core.admission import DagWorkflow
 from idlegate.operator.core.events import DeadlinePassed, ReadAgain
 from idlegate.operator.core.intents import Outbox
+from idlegate.operator.core.kinds import Pool
 from idlegate.operator.core.tracking import TaskState, Workflow, WorkflowKey
 from idlegate.sim.spec import WorkflowSpec
 from idlegate.sim.timestamps import from_datetime, to_datetime
@@ -44,7 +45,7 @@ def only_mutable_changed(old: WorkflowSpec, new: WorkflowSpec) -> bool:
     return new.model_copy(update={f: getattr(old, f) for f in MUTABLE}) == old
 
 
-class Lifecycle:
+class Lifecycle(Pool):
     """Suspension and deadlines: the core's (:class:`~.core.Core` is one), kept here."""
 
     intents: Outbox
@@ -54,10 +55,7 @@ class Lifecycle:
 
         @property
         def busy(self) -> int: ...
-        def now(self) -> float: ...
         def known(self, owner: Owner) -> bool: ...
-        def drop(self, wf: Workflow) -> None: ...
-        def schedule(self) -> None: ...
 
     def hold(self, wf: Workflow, body: Mapping[str, Any]) -> None:
         """Keep the suspended `wf` out of the pool, with a status that says so; its deadline,

@@ -306,7 +306,8 @@ class Workflow:
         gen = self.generation
         if self.phase in FINISHED:  # why: the condition set as it ended (`Core._finished`)
             ended = self.conditions.get("Failed" if self.phase is Phase.FAILED else "Complete")
-            self.conditions.set("Running", False, self.phase.value, ended.message, gen, now)
+            why = ended.message if ended is not None else ""
+            self.conditions.set("Running", False, self.phase.value, why, gen, now)
             return
         running = self.running()
         idle = [s for i, s in self.idle_slots.items() if self.job.stages[i].idle_until is not None]

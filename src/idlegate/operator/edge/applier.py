@@ -546,7 +546,7 @@ class Applier:
         return None
 
     async def _patch_gate(
-        self, kube: KubeApi, owner: Owner, name: str, pod: Mapping[str, Any], executor: int
+        self, kube: KubeApi, owner: Owner, name: str, pod: Mapping[str, Any], executor: int | None
     ) -> dict[str, Any]:
         ops = release_patch(pod, executor)
         if not ops:

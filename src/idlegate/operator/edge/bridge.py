@@ -16,14 +16,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from idlegate.api.labels import LABEL_WORKFLOW
 from idlegate.api.podsecurity import namespace_policy
+from idlegate.api.status import Phase
 from idlegate.api.task_pods import Owner
-from idlegate.operator.core.admission import owner_of
+from idlegate.operator.core.admission import DagWorkflow, owner_of
 from idlegate.operator.core.core import Core, Output
+from idlegate.operator.core.decider import Onlooker
 from idlegate.operator.core.events import Admit, Event, ReadAgain, Schedule
 from idlegate.operator.core.intents import (
     CancelTimer,
@@ -33,6 +36,7 @@ from idlegate.operator.core.intents import (
     SetTimer,
 )
 from idlegate.operator.core.lifecycle import DEADLINE_RETRY, UNFINISHED, deadline_key
+from idlegate.operator.core.tracking import WorkflowKey
 from idlegate.operator.edge.applier import Applier, EventRecorder, Lanes, WriteGate
 from idlegate.operator.edge.kube import ApiError, KubeApi
 from idlegate.operator.edge.timers import Timers
@@ -42,6 +46,7 @@ from idlegate.operator.features.planning import PlanningWorker, ReplayWorker, pl
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
 from idlegate.policy.spec import SchedulerSpec
+from idlegate.sim.engine import JobArrival
 from idlegate.sim.protocol import Scheduler
 
 log = logging.getLogger(__name__)
@@ -64,19 +69,19 @@ class Bridge:
         spec: str | None = None,
         gate: WriteGate | None = None,
         outcomes: Callable[[Outcome], None] | None = None,
+        reporter: Owner | None = None,
+        shadow: Onlooker | None = None,
     ) -> None:
         self.settings, self.metrics = settings, metrics
         canonical = None if spec is None else SchedulerSpec.parse(spec).format()
         self.core = Core(settings, scheduler, metrics=metrics, spec=canonical)
+        self.core.reporter, self.core.decider.shadow = reporter, shadow
         self.kube = kube
         """The API (the applier writes; :mod:`idlegate.operator.edge.intake` reads)."""
         self.timers = timers
         self._last = float("-inf")
         self._reads: set[asyncio.Task[None]] = set()
-        if beside is not None:  # another pool's: one applier, history sink and cleanup for all
-            self.applier, self.cleanup = beside.applier, beside.cleanup
-            self.history = HistoryRecorder(settings, metrics, self.carry, beside.history)
-        else:  # (its outcomes to `outcomes`: the pools' routing; None: this pool's core)
+        if beside is None:  # (its outcomes to `outcomes`: the pools' routing; None: its core)
             lanes = Lanes(self.kube, concurrency=settings.api_concurrency, gate=gate)
             self.applier = Applier(
                 lanes,
@@ -88,6 +93,9 @@ class Bridge:
             )
             self.history = HistoryRecorder(settings, metrics, self.carry)
             self.cleanup = Cleanup(settings)
+        else:  # another pool's: one applier, history sink and cleanup for all
+            self.applier, self.cleanup = beside.applier, beside.cleanup
+            self.history = HistoryRecorder(settings, metrics, self.carry, beside.history)
         self.planning: PlanningWorker | ReplayWorker | None = None
         """A lookahead planner's or a portfolio's worker, if the policy has one."""
         self.use_worker()
@@ -115,6 +123,73 @@ class Bridge:
     @property
     def lanes(self) -> Lanes:
         return self.applier.lanes
+
+    # -- what the rest of the operator reads of the pool: only the bridge reaches its core --
+
+    @property
+    def workflows(self) -> Mapping[WorkflowKey, DagWorkflow]:
+        return MappingProxyType(self.core.workflows)
+
+    def held(self, kind: str) -> Mapping[WorkflowKey, Any]:
+        """The pool's workflows whose owner is of `kind` (`Core.held`)."""
+        return MappingProxyType(self.core.held.get(kind, {}))
+
+    def known(self, owner: Owner) -> bool:
+        return self.core.known(owner)
+
+    def ended(self, uid: str) -> bool:
+        """The workflow of `uid` ended in the pool: it is never admitted again."""
+        return uid in self.core.ended
+
+    @property
+    def scheduler(self) -> Scheduler:
+        return self.core.scheduler
+
+    @property
+    def spec(self) -> str | None:
+        return self.core.spec
+
+    @property
+    def busy(self) -> int:
+        return self.core.busy
+
+    @property
+    def rebuilt(self) -> bool:
+        return self.core.rebuilt
+
+    @rebuilt.setter
+    def rebuilt(self, value: bool) -> None:
+        self.core.rebuilt = value
+
+    def pause(self, paused: bool) -> None:
+        """While workflows move into the pool, no round runs (`Core.paused`)."""
+        self.core.paused = paused
+
+    def foresee(self, arrivals: Sequence[JobArrival]) -> None:
+        self.core.decider.foresee(arrivals)
+
+    def learn_from(self, old: Bridge) -> None:
+        """Go on from what the pool's `old` bridge learned (a portfolio's window)."""
+        self.core.decider.learn(old.core.decider.window())
+
+    def status(self) -> dict[str, Any]:
+        """The pool's part of its ExecutorPool's status: its size, busy executors, pending
+        workflows, policy, and what it follows (a portfolio's choice, with its figures)."""
+        core = self.core
+        learns = core.decider.learns
+        return {
+            "size": core.settings.pool_size,
+            "busy": core.busy,
+            "pending": sum(wf.phase is not Phase.SUCCEEDED for wf in core.workflows.values()),
+            "policy": core.scheduler.name,
+            "following": learns.choice.text if learns is not None else core.decider.following,
+            "replayed": learns.choice.replayed if learns is not None else None,
+        }
+
+    async def list_objects(
+        self, api_version: str, plural: str, namespace: str | None
+    ) -> list[dict[str, Any]]:
+        return await self.kube.list_objects(api_version, plural, namespace)
 
     def now(self) -> float:
         """The operator's clock, never going back (the state machine refuses to): one

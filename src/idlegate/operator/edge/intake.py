@@ -199,7 +199,7 @@ def spec_changed(
     owner = owner_of(body)
     key = (owner.namespace, owner.name)
     holder = pools.holder(key)
-    wf = holder.core.workflows.get(key) if holder else None
+    wf = holder.workflows.get(key) if holder else None
     if holder is not None and wf is not None and wf.owner.uid == owner.uid:
         try:
             spec = parse_workflow(body.get("spec"), "spec")

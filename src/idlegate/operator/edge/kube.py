@@ -29,7 +29,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 from urllib.parse import quote
 
 import yaml
@@ -106,15 +106,22 @@ def client_retry(
         def _sleep_backoff(self) -> None:
             (wake() if wake is not None else stop).wait(self.get_backoff_time())
 
-        def increment(self, method: str | None = None, url: str | None = None, *a: Any, **kw: Any):  # type: ignore[no-untyped-def]
-            response, error = kw.get("response"), kw.get("error")
+        def increment(
+            self,
+            method: str | None = None,
+            url: str | None = None,
+            response: Any = None,
+            error: Exception | None = None,
+            *a: Any,
+            **kw: Any,
+        ) -> Self:
             status = response.status if response is not None else 0
             what = f"{method} {(url or '').split('?')[0]}"
             report(what, status)
             if not self.history:  # (once per request)
                 cause = str(status) if status else f"{type(error).__name__}: {error}"
                 log.warning("Retrying %s until the API takes it: %s", what, cause)
-            return super().increment(method, url, *a, **kw)
+            return super().increment(method, url, response, error, *a, **kw)
 
     return _Retry(
         total=None,  # (no count set: never exhausted, but by `stop`)
@@ -125,7 +132,7 @@ def client_retry(
         backoff_max=backoff_max,
         backoff_jitter=0.2 * backoff_max,
         respect_retry_after_header=True,
-        retry_after_max=retry_after_max,
+        retry_after_max=retry_after_max,  # type: ignore[arg-type]  # typed int, only compared
         raise_on_status=False,
     )
 

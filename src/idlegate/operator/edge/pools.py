@@ -72,8 +72,8 @@ class Pools:
     `default` makes the default pool's bridge, given ``outcomes=``: its applier is every
     pool's, and :meth:`outcome` routes what it hands back."""
 
-    def __init__(self, default: Callable[..., Bridge]) -> None:
-        self.default = default = default(outcomes=self.outcome)
+    def __init__(self, make: Callable[..., Bridge]) -> None:
+        self.default = default = make(outcomes=self.outcome)
         self.bridges: dict[str, Bridge] = {DEFAULT_POOL: default}
         # what every pool shares is the default bridge's
         self.kube, self.settings = default.kube, default.settings
@@ -95,23 +95,23 @@ class Pools:
     @property
     def rebuilt(self) -> bool:
         """The operator's readiness: the default pool's."""
-        return self.default.core.rebuilt
+        return self.default.rebuilt
 
     @rebuilt.setter
     def rebuilt(self, value: bool) -> None:
-        self.default.core.rebuilt = value
+        self.default.rebuilt = value
 
     @property
     def workflows(self) -> dict[WorkflowKey, Workflow]:
         """Every pool's workflows (a fresh dict)."""
-        return {k: wf for b in self.bridges.values() for k, wf in b.core.workflows.items()}
+        return {k: wf for b in self.bridges.values() for k, wf in b.workflows.items()}
 
     def holder(self, key: WorkflowKey) -> Bridge | None:
         """The bridge that holds workflow `key`, if any."""
-        return next((b for b in self.bridges.values() if key in b.core.workflows), None)
+        return next((b for b in self.bridges.values() if key in b.workflows), None)
 
     def known(self, owner: Owner) -> bool:
-        return any(b.core.known(owner) for b in self.bridges.values())
+        return any(b.known(owner) for b in self.bridges.values())
 
     def write(self, intents: Outbox) -> None:
         """Carry out what the pools say themselves (a workflow waiting for its pool)."""
@@ -152,9 +152,10 @@ class Pools:
         bridge = self.bridges[name] if name is not None else self.default
         try:
             # (an ExecutorPool may grow again; the default pool is --pool-size's)
-            waits = name != DEFAULT_POOL
+            waits = name is not None and name != DEFAULT_POOL
             bridge.handle(Admit(body, list(pods), policy, schedule, waits))
-        except GangTooWideError as exc:
+        except GangTooWideError as exc:  # (only with `waits`: a named pool)
+            assert name is not None
             message = (
                 f"A gang stage of {exc.tasks} tasks needs at least {exc.tasks} executors, and "
                 f"ExecutorPool {name!r} has {bridge.settings.pool_size}: the workflow waits "
@@ -164,7 +165,7 @@ class Pools:
             self._wait(body, name, "PoolTooSmall", message)
             return None
         waited = self.waiting.pop((owner.namespace, owner.name), None)
-        wf = bridge.core.workflows.get((owner.namespace, owner.name))
+        wf = bridge.workflows.get((owner.namespace, owner.name))
         if wf is None or wf.owner.uid != owner.uid:
             return None
         if waited is not None or wf.conditions.get(POOL_CONDITION):
@@ -248,7 +249,7 @@ class Pools:
             if pool in told:  # (None: its pool does not exist; its runs will wait for it)
                 told[pool] += runs
         for name, bridge in self.bridges.items():
-            bridge.core.decider.foresee(sorted(told[name], key=lambda a: a.time))
+            bridge.foresee(sorted(told[name], key=lambda a: a.time))
 
     # -- pools appearing, changing and going ---------------------------------------------------
 
@@ -270,7 +271,7 @@ class Pools:
 
     def _pause(self) -> None:
         for bridge in self.bridges.values():
-            bridge.core.paused = self._moving > 0
+            bridge.pause(self._moving > 0)
 
     def apply(self, name: str, spec: ExecutorPoolSpec, uid: str = "") -> list[Owner]:
         """ExecutorPool `name` (`uid`) is created or changed: (re)build its bridge if its
@@ -282,10 +283,9 @@ class Pools:
             old = self.bridges.get(name)
             if old is not None:  # (out first: its last round must not write the new series)
                 moved += self._evacuate(old)
-            self.bridges[name] = new = self._bridge(name, spec)
-            new.core.reporter = PoolObject("default", name, uid)
+            self.bridges[name] = new = self._bridge(name, spec, uid)
             if old is not None:  # (a portfolio goes on from the old one's window)
-                new.core.decider.learn(old.core.decider.window())
+                new.learn_from(old)
         self.specs[name] = spec  # (after its bridge: a policy that cannot run routes nothing)
         moved += self._rerouted()
         self.tell()
@@ -314,13 +314,13 @@ class Pools:
         self.tell()
         return self._evacuate(old) if old is not None else []
 
-    def _bridge(self, name: str, spec: ExecutorPoolSpec) -> Bridge:
+    def _bridge(self, name: str, spec: ExecutorPoolSpec, uid: str) -> Bridge:
         d = self.default
         update: dict[str, Any] = {"pool_size": spec.size}
         if spec.plan_budget_ms is not None:
             update["plan_budget_ms"] = spec.plan_budget_ms
         settings = d.settings.model_copy(update=update)
-        built = d.core.spec  # (the default pool's: None for a scheduler object)
+        built = d.spec  # (the default pool's: None for a scheduler object)
         if spec.policy or d.settings.scheduler is None:
             # a policy object of its own: its Decider resets it and it keeps one pool's
             # state, so pools never share one (without spec.policy: --scheduler, as its
@@ -328,7 +328,7 @@ class Pools:
             built = spec.policy or d.settings.policy or "default"
             scheduler = load_scheduler(built)
         else:
-            scheduler = d.core.scheduler  # (a scheduler object given to the operator: embedding)
+            scheduler = d.scheduler  # (a scheduler object given to the operator: embedding)
         metrics = Metrics(spec.size, scheduler.name, pool=name, beside=d.metrics)
         bridge = Bridge(
             settings,
@@ -338,13 +338,14 @@ class Pools:
             timers=d.timers,
             beside=d,
             spec=built,
+            reporter=PoolObject("default", name, uid),
         )
-        bridge.core.paused = self._moving > 0
+        bridge.pause(self._moving > 0)
         return bridge
 
     def _evacuate(self, bridge: Bridge) -> list[Owner]:
         owners = []
-        for wf in list(bridge.core.workflows.values()):
+        for wf in list(bridge.workflows.values()):
             bridge.handle(Leave(wf.key, wf.owner.uid))
             owners.append(wf.owner)
         bridge.handle(Schedule())
@@ -357,7 +358,7 @@ class Pools:
         """Workflows waiting for a pool, and those whose namespace another pool selects now."""
         out = []
         for name, bridge in list(self.bridges.items()):
-            for wf in list(bridge.core.workflows.values()):
+            for wf in list(bridge.workflows.values()):
                 target = self._route(wf.spec.pool, wf.owner.namespace)
                 if target != name and not (wf.spec.pool is None and wf.phase is Phase.RUNNING):
                     # (a running workflow stays where it runs unless its pool goes)
@@ -379,15 +380,6 @@ def namespace_labels(namespace: Mapping[str, Any] | None) -> dict[str, str]:
 def pool_status(name: str, pools: Pools) -> dict[str, Any]:
     """The status an ExecutorPool is patched with: its busy and pending counts, its policy
     and what it follows (a portfolio's choice, with its figures)."""
-    core = pools.bridges[name].core
-    learns = core.decider.learns
-    pending = sum(wf.phase is not Phase.SUCCEEDED for wf in core.workflows.values())
-    pending += sum(1 for waiting in pools.waiting.values() if waiting.pool == name)
-    return {
-        "size": core.settings.pool_size,
-        "busy": core.busy,
-        "pending": pending,
-        "policy": core.scheduler.name,
-        "following": learns.choice.text if learns is not None else core.decider.following,
-        "replayed": learns.choice.replayed if learns is not None else None,
-    }
+    status = pools.bridges[name].status()
+    status["pending"] += sum(1 for waiting in pools.waiting.values() if waiting.pool == name)
+    return status

@@ -349,7 +349,7 @@ class AirflowSide:
         owner = self.owners.get(key)
         if owner is None:
             return
-        wf = self.bridge.core.held.get(KIND, {}).get((owner.namespace, owner.name))
+        wf = self.bridge.held(KIND).get((owner.namespace, owner.name))
         if wf is None or wf.job.finish is not None or (key in self.over and not wf.running):
             self._end(key)
 
@@ -368,7 +368,7 @@ class AirflowSide:
         """`pod` is still to be released: waiting in its run's job, or its run not in the
         pool (a pod event may not have told yet that a release took effect)."""
         owner = self.owners.get((pod.namespace, *pod.dag_run)) if pod.dag_run else None
-        held = self.bridge.core.held.get(KIND, {})
+        held = self.bridge.held(KIND)
         wf = held.get((owner.namespace, owner.name)) if owner is not None else None
         if wf is None:
             return True
@@ -401,7 +401,7 @@ def register(registry: kopf.OperatorRegistry, operator: Host) -> None:
     settings = operator.settings
     if settings.airflow_url is None:
         return
-    labels = {WORKER: kopf.PRESENT, EXECUTOR_LABEL: "True"}
+    labels: dict[str, Any] = {WORKER: kopf.PRESENT, EXECUTOR_LABEL: "True"}
     if settings.webhook_port is not None:
         gate_pods(registry, WEBHOOK_ID, labels, gates_with_ours)
     side = AirflowSide(operator)

@@ -55,7 +55,6 @@ from idlegate.sim.argo import (
 from idlegate.sim.history import ArgoLearning
 
 if TYPE_CHECKING:
-    from idlegate.operator.core.core import Core
     from idlegate.operator.features.history import HistoryRecorder
     from idlegate.operator.metrics import Metrics
 
@@ -83,32 +82,24 @@ def owner_of(body: Mapping[str, Any]) -> Owner:
     return Owner(*names, kind=KIND, api_version=API_VERSION)
 
 
-class Lister(Protocol):
-    """What a rebuild's read uses of the API client (the edge's ``KubeApi``)."""
-
-    async def list_objects(
-        self, api_version: str, plural: str, namespace: str | None
-    ) -> list[dict[str, Any]]: ...
-
-
 class Pool(Protocol):
-    """What this module uses of the default pool (the edge's ``Bridge``)."""
+    """What the features use of the default pool (the edge's ``Bridge``): its entry
+    (`handle`), the carrying out of intents, its clock, timers and reads, and what it holds."""
 
-    settings: Settings
-    core: Core
-    history: HistoryRecorder
-
-    kube: Lister
-
+    @property
+    def settings(self) -> Settings: ...
     def now(self) -> float: ...
     def handle(self, event: Any) -> None: ...
     def carry(self, outputs: Iterable[Any]) -> None: ...
-    def later(self, key: str, at: float, fire: Any) -> None:
-        """Call the coroutine function `fire` at `at` (the operator clock's seconds)."""
-
-    async def pods(self, namespace: str, selector: str) -> Sequence[Mapping[str, Any]] | None:
-        """The pods of `namespace` that `selector` matches; None (logged) if the API
-        cannot list them now."""
+    def later(self, key: str, at: float, fire: Callable[[], Awaitable[None]]) -> None: ...
+    def held(self, kind: str) -> Mapping[tuple[str, str], Any]: ...
+    def ended(self, uid: str) -> bool: ...
+    async def pods(self, namespace: str, selector: str) -> Sequence[Mapping[str, Any]] | None: ...
+    async def list_objects(
+        self, api_version: str, plural: str, namespace: str | None
+    ) -> list[dict[str, Any]]: ...
+    @property
+    def history(self) -> HistoryRecorder: ...
 
 
 class Pools(Protocol):
@@ -165,9 +156,9 @@ class ArgoSide:
         return self.operator.pools.default
 
     @property
-    def held(self) -> dict[tuple[str, str], ExternalJob]:
+    def held(self) -> Mapping[tuple[str, str], ExternalJob]:
         """The Argo Workflows in the default pool."""
-        return self.bridge.core.held.setdefault(KIND, {})
+        return self.bridge.held(KIND)
 
     # -- what is seen ------------------------------------------------------------------------
 
@@ -305,7 +296,7 @@ class ArgoSide:
         reads = []
         for namespace in self.bridge.settings.namespaces or (None,):
             try:
-                bodies = await self.bridge.kube.list_objects(API_VERSION, "workflows", namespace)
+                bodies = await self.bridge.list_objects(API_VERSION, "workflows", namespace)
             except Exception as exc:  # the client's ApiError: it raises nothing else here
                 log.warning(
                     "Cannot list Argo's Workflows in %s at the rebuild (%s): each joins the "
@@ -344,7 +335,7 @@ class ArgoSide:
         async def again() -> None:
             key = (meta.get("namespace", ""), meta.get("name", ""))
             # (unless it went meanwhile, or a later event of it came first)
-            if meta.get("uid") not in self.bridge.core.ended and key not in self.held:
+            if not self.bridge.ended(meta.get("uid", "")) and key not in self.held:
                 await self.workflow_seen(False, body)
 
         key = f"argo-admit/{meta.get('namespace')}/{meta.get('name')}"

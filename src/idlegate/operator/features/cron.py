@@ -180,16 +180,17 @@ class CronController:
         if not spec.suspend:  # suspended: due runs wait, as missed ones (see the spec)
             raw = copy.deepcopy(body["spec"]["workflowSpec"])  # as written: no defaults added
             run = _start_due(owner, spec, raw, when, active, existing, out)
-        if run is not None:
-            status.last_schedule_time = to_datetime(when.run_at)
+        at = when.run_at  # (not None when a run started)
+        if run is not None and at is not None:
+            status.last_schedule_time = to_datetime(at)
         # 5. the status (once the run it records exists)
         status.active = sorted(_name(r) for r in active)
         status.next_schedule_time = to_datetime(when.next_at)
         written = _status(owner, status, conditions)
-        if run is None or _name(run) in existing:
+        if run is None or at is None or _name(run) in existing:
             out.append(written)
         else:
-            said = f"started {_name(run)} (due at {stamp(when.run_at)})"
+            said = f"started {_name(run)} (due at {stamp(at)})"
             started = PostEvent(owner, "Normal", "RunStarted", said)
             out.append(CreateWorkflow(owner, run, (started, written)))
         # 6. the next look, and the runs ahead for the planner
@@ -302,7 +303,7 @@ def _scheduled(run: dict[str, Any]) -> float:
     """A run's scheduled time: its annotation (else its creation, for a hand-made one, which
     only orders it among the others)."""
     meta = run.get("metadata") or {}
-    value = (meta.get("annotations") or {}).get(ANNOTATION_SCHEDULED)
+    value = (meta.get("annotations") or {}).get(ANNOTATION_SCHEDULED, "")
     try:
         return float(value)
     except (TypeError, ValueError):

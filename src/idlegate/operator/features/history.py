@@ -228,6 +228,7 @@ class HistoryRecorder:
         s = settings
         self.pool, self.pool_size = metrics.pool, s.pool_size
         self.metrics, self.emit = metrics, emit
+        self.sink: HistorySink | None
         if beside is not None:
             self.sink = beside.sink
         elif s.history_file is not None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -79,7 +79,7 @@ class PolicyWatch:
         *,
         role: str,
         current: Callable[[], Scheduler],
-        users: Callable[[], list[Callable[[Scheduler], None]]],
+        users: Callable[[], Sequence[Callable[[Scheduler], None]]],
         metrics: Metrics,
         report: Callable[[Notice], None] = lambda notice: None,
     ) -> None:
@@ -155,8 +155,8 @@ class PolicyWatch:
 class Deciding(Protocol):
     """A pool as the reloads see it (`idlegate.operator.edge.bridge.Bridge`)."""
 
-    core: Any
-
+    @property
+    def scheduler(self) -> Scheduler: ...
     def use_policy(self, policy: Scheduler) -> None: ...
 
 
@@ -246,7 +246,7 @@ class Reloads:
         if bridge is None or not spec or not every or not model_files(spec):
             return
         current, users = (
-            (lambda: bridge.core.scheduler),
+            (lambda: bridge.scheduler),
             (lambda: [partial(self._use, name, bridge)]),
         )
         watch = self._watch(spec, role="active", current=current, users=users)
