@@ -25,8 +25,11 @@ import json
 import signal
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Self
 
@@ -43,6 +46,7 @@ from tests.argo_data import WORKFLOW_CRD
 from tests.argo_workflows import diamond, loop, phase, steps
 from tests.e2e import DWF, OperatorProcess, stage, status_of, wait, workflow
 from tests.k8s.airflow_stack import (
+    CHANGING_DAG,
     PASSWORD,
     USER,
     AirflowStack,
@@ -113,6 +117,10 @@ class AirflowPods:
         """The most pods of all kinds holding an executor at once."""
         self.live: dict[str, set[str]] = {kind: set() for kind in (*KINDS_OF_PODS, "other")}
         """Pods not ended (gated, pending or running), by kind."""
+        self.gated_at: dict[str, float] = {}
+        """Airflow's pods gated now, and since when (monotonic seconds)."""
+        self.longest_gated = 0.0
+        """The longest an Airflow pod stayed gated before its gate went (or it went)."""
         self.wanted: set[str] = set()
         self.together = threading.Event()
         """Set once each kind of `wanted` has a pod not ended at the same moment (work in
@@ -134,6 +142,13 @@ class AirflowPods:
             if kind == "Airflow" and etype == "ADDED":
                 read = AirflowPod.of(pod)
                 self.created[read.task_try if read and not read.problem else name] += 1
+            if kind == "Airflow":
+                gated = etype != "DELETED" and bool(pod["spec"].get("schedulingGates"))
+                if gated:
+                    self.gated_at.setdefault(name, time.monotonic())
+                elif name in self.gated_at:
+                    waited = time.monotonic() - self.gated_at.pop(name)
+                    self.longest_gated = max(self.longest_gated, waited)
             if kind == "Argo" and etype == "ADDED":
                 labels, notes = pod["metadata"]["labels"], pod["metadata"].get("annotations")
                 self.argo_created[labels[WORKFLOW_LABEL], (notes or {}).get(NODE_ID, name)] += 1
@@ -204,6 +219,14 @@ class Outcome:
     gated: bool = False
     """Airflow's pods were gated and scheduled by the operator."""
     operator_kills: int = 0
+    longest_gated: float = 0.0
+    """The longest an Airflow pod waited at the gate (seconds)."""
+    still_gated: list[str] = field(default_factory=list)
+    """Airflow's pods gated when every run had ended: left behind the gate."""
+    warnings: dict[str, int] = field(default_factory=dict)
+    """The operator's Warnings on Airflow's pods, by reason."""
+    changed_run: dict[str, str] = field(default_factory=dict)
+    """Of the run of the DAG changed during it: each task's state."""
 
     def lines(self) -> list[str]:
         pool = ""
@@ -235,6 +258,16 @@ class Outcome:
             *([f"  not ended at the kill: {at_kill}"] if at_kill else []),
             f"pod watcher deaths in the scheduler's log: {self.watcher_deaths}",
             *([f"DagWorkflows beside: {self.workflows}"] if self.workflows else []),
+            *(
+                [
+                    f"the longest an Airflow pod waited at the gate: {self.longest_gated:.1f} s;"
+                    f" pods still gated at the end: {len(self.still_gated)};"
+                    f" Warnings on Airflow's pods: {self.warnings or 'none'}"
+                ]
+                if self.gated
+                else []
+            ),
+            *([f"the changed DAG's run: {self.changed_run}"] if self.changed_run else []),
             *(argo if self.argo_workflows else []),
             f"processes left after the stop: {len(self.leftovers)}",
             *(f"  {line}" for line in self.leftovers),
@@ -257,6 +290,8 @@ class AirflowE2E:
         argo: int = 0,
         gate_airflow: bool = False,
         kill_operator: bool = False,
+        flaky: str | None = None,
+        change: bool = False,
     ) -> None:
         self.directory = Path(directory)
         self.python, self.settings = python, dict(settings or {})
@@ -266,6 +301,10 @@ class AirflowE2E:
         """With the operator: Airflow's pods are created gated (its worker pod template)
         and the operator schedules them (its --airflow-* flags); it is killed -9 once the
         first Airflow pod runs, and started again."""
+        self.flaky, self.change = flaky, change
+        """Each run of the DAG `flaky` has the operator's first read of it answered 503 (a
+        proxy between the operator and Airflow's API); with `change`, the run of
+        CHANGING_DAG has its DAG changed while it runs (`_change_dag`)."""
         self.markers: list[str] = []
         self._stack = contextlib.ExitStack()
 
@@ -329,8 +368,11 @@ class AirflowE2E:
             secret = self.directory / "airflow-password"
             secret.write_text(PASSWORD)
             timeout = float(self.settings.get("AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT", 600))
+            url = self.airflow.url
+            if self.flaky is not None:
+                url = self._stack.enter_context(FlakyProxy(url, self.flaky)).url
             flags += [
-                f"--airflow-url={self.airflow.url}",
+                f"--airflow-url={url}",
                 f"--airflow-username={USER}",
                 f"--airflow-password-file={secret}",
                 f"--airflow-queued-timeout={timeout:g}",
@@ -394,6 +436,8 @@ class AirflowE2E:
         def unended_argo() -> int:
             return sum(phase(self.api, NAMESPACE, n) not in DONE for n in argo_names)
 
+        if self.change:
+            self._change_dag()
         at_kill: dict[str, int] = {}
         if self.kill_operator and self.operator_args is not None:
             unended = {"Airflow": poll_runs, "Argo": unended_argo, "DagWorkflow": unended_workflows}
@@ -434,7 +478,21 @@ class AirflowE2E:
         outcome.argo_workflows = {n: str(phase(self.api, NAMESPACE, n)) for n in argo_names}
         outcome.argo_pods_created = sum(self.pods.argo_created.values())
         outcome.argo_pods_twice = self.pods.argo_twice
+        outcome.longest_gated = self.pods.longest_gated
+        outcome.still_gated = sorted(self.pods.gated_at)
+        events = [e for e in self.api.list("events", NAMESPACE) if e.get("type") == "Warning"]
+        outcome.warnings = dict(Counter(e["reason"] for e in events))
+        for dag, run_id in triggered:
+            if dag == CHANGING_DAG:
+                tis = self.airflow.task_instances(dag, run_id)
+                outcome.changed_run = {ti["task_id"]: ti["state"] for ti in tis}
         return outcome
+
+    def _change_dag(self) -> None:
+        """Once the changing DAG's first task runs, replace its task ``c`` by ``e``."""
+        wait(lambda: any("wait" in n for n in self.pods.running["Airflow"]), 300, "wait to run")
+        old = 'step.override(task_id="c")("c")'
+        self.airflow.change_dag(CHANGING_DAG, old, old.replace('"c"', '"e"'), "e")
 
     def _events(self, event: str) -> set[tuple[str, str, str, int]]:
         """(dag, run, task, map index) of each event log entry named `event`."""
@@ -446,3 +504,59 @@ def _index(entry: dict[str, Any]) -> int:
     """A map index as task instances give it (-1: not mapped)."""
     index = entry.get("map_index")
     return -1 if index is None else int(index)
+
+
+class FlakyProxy:
+    """Airflow's API behind a proxy that answers 503 to the first ``GET`` of each run of
+    the DAG `dag` (``/dags/{dag}/dagRuns/{run_id}``): an API error at a run's first pod."""
+
+    def __init__(self, upstream: str, dag: str) -> None:
+        self.failed: set[str] = set()
+        proxy = self
+        prefix = f"/api/v2/dags/{dag}/dagRuns/"
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:  # quiet
+                pass
+
+            def _forward(self, method: str) -> None:
+                path = self.path.split("?")[0]
+                run = path.startswith(prefix) and "/" not in path[len(prefix) :]
+                if method == "GET" and run and path not in proxy.failed:
+                    proxy.failed.add(path)
+                    return self._answer(503, b'{"detail": "Service Unavailable (test)"}')
+                size = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(size) if size else None
+                headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+                request = urllib.request.Request(
+                    upstream + self.path, data=body, headers=headers, method=method
+                )
+                try:
+                    with urllib.request.urlopen(request, timeout=30) as reply:
+                        self._answer(reply.status, reply.read())
+                except urllib.error.HTTPError as exc:
+                    self._answer(exc.code, exc.read())
+
+            def _answer(self, status: int, body: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                self._forward("GET")
+
+            def do_POST(self) -> None:
+                self._forward("POST")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self) -> Self:
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()

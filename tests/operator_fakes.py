@@ -586,6 +586,14 @@ def harness(pool: int = 2, scheduler: Any = None, kube: Any = None, **settings: 
     )
 
 
+def stranded(h: Harness) -> list[str]:
+    """The watchdog's view: gated pods while no pod holds an executor, which no job will
+    release (the pool is idle, so nothing they wait for can still end)."""
+    if h.kube.occupying():
+        return []
+    return sorted(n for (_, n), p in h.kube.pods.items() if p["spec"].get("schedulingGates"))
+
+
 class FeatureHost:
     """What a job kind's handlers (`features.argo.ArgoSide`, `features.airflow.AirflowSide`)
     use of the operator (`features.argo.Host`): one Harness's pools, ready."""

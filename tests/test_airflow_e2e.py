@@ -4,6 +4,10 @@ run by :class:`~tests.k8s.kubelet.CommandKubelet`, the idlegate operator beside 
 same namespace with DagWorkflows of its own and, in the gated test, Argo Workflows run by
 the stand-in for Argo's controller (skipped when ../shared/data/argo is absent).
 
+A third test has the operator schedule runs that once left pods behind its gate: a branch
+whose skipped side the join must not wait for, a DAG changed during its run, and runs whose
+first read by the operator meets an API error.
+
 Marked ``airflow_e2e``: ``make e2e`` runs it, not ``make test`` (Airflow's start alone takes
 about half a minute of two cores). Airflow's interpreter comes from IDLEGATE_AIRFLOW_PYTHON,
 else .venv-airflow, installed when missing (tests/k8s/airflow_stack.py).
@@ -17,7 +21,7 @@ import pytest
 
 from tests.airflow_e2e import AirflowE2E
 from tests.argo_data import WORKFLOW_CRD, need
-from tests.k8s.airflow_stack import E2E_DAGS
+from tests.k8s.airflow_stack import BRANCH_DAG, CHANGING_DAG, E2E_DAGS
 
 pytestmark = pytest.mark.airflow_e2e
 
@@ -79,5 +83,43 @@ def test_idlegate_gates_airflows_argos_and_dagworkflows_pods_in_one_pool_through
     assert outcome.argo_pods_created == 4 + 5 + 5 and not outcome.argo_pods_twice, report
     accepted = [e for e in events if e.get("reason") == "Accepted"]
     kinds = {e["involvedObject"]["kind"] for e in accepted}
-    assert kinds == {"Pod", "DagWorkflow", "Workflow"}, report
+    assert kinds == {"DagRun", "DagWorkflow", "Workflow"}, report
+    assert e2e.leftovers() == [], "processes outlived the scenario"
+
+
+def test_a_branch_a_dag_changed_mid_run_and_an_api_error_leave_no_pod_gated(
+    tmp_path: Path,
+) -> None:
+    # the operator (never restarted) schedules Airflow's pods in a pool of 3 beside a
+    # DagWorkflow: two runs of the branch DAG (Airflow skips right and right_after, and
+    # runs join and end), a run of a DAG changed while it runs (c replaced by e), and two
+    # diamonds whose first read by the operator is answered 503 (a proxy)
+    diamond = "idlegate_e2e_diamond"
+    with AirflowE2E(
+        tmp_path,
+        operator_args=[],
+        pool=3,
+        workflows=1,
+        gate_airflow=True,
+        flaky=diamond,
+        change=True,
+    ) as e2e:
+        outcome = e2e.run({BRANCH_DAG: 2, CHANGING_DAG: 1, diamond: 2})
+        logged = (tmp_path / "operator.log").read_text()
+    report = "\n".join(outcome.lines())
+    assert outcome.runs_succeeded == outcome.runs == 5, report
+    assert not outcome.failed and outcome.pending_timeouts == outcome.requeued == 0, report
+    assert outcome.pods_created == outcome.task_instances - 2 * 2 - 1, report  # (skipped, removed)
+    assert not outcome.pods_twice and outcome.max_running_all <= 3, report
+    # no pod left behind the gate, none released by a deadline or for an error: the API
+    # error was tried again, the changed DAG followed
+    assert outcome.still_gated == [] and outcome.warnings == {}, report
+    assert outcome.changed_run == {
+        "wait": "success",
+        "b": "success",
+        "c": "removed",
+        "e": "success",
+    }, report
+    assert logged.count("Service Unavailable (test)") == 2, report  # (each tried again)
+    assert set(outcome.workflows.values()) == {"Succeeded"}, report
     assert e2e.leftovers() == [], "processes outlived the scenario"

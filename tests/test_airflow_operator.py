@@ -17,7 +17,7 @@ import pytest
 
 from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE
 from idlegate.operator.edge import intake
-from idlegate.operator.features.airflow import POLL, RETRIES, AirflowSide
+from idlegate.operator.features.airflow import POLL, RETRIES, AirflowSide, run_owner
 from idlegate.policy import make_scheduler
 from tests.airflow_data import DATA, PASSWORD, replaying, session
 from tests.operator_fakes import FakeClock, FakeKube, FeatureHost, Harness, stage
@@ -119,10 +119,17 @@ async def test_a_runs_pods_are_released_under_the_pool_bound(tmp_path):
         for i in range(3):
             pod = worker_pod("add_one", i)
             h.kube.pods[("default", pod["metadata"]["name"])] = pod
+        await side.restore()
         await _see(h, side, *MAPPED)
+        assert side.note() is None  # (Airflow answers: nothing to say)
         # the pool holds two executors: one pod of the three waits at the gate
         assert len(_gated(h)) == 1 and len(h.kube.occupying()) == 2
-        assert ("add-one-0", "Normal", "Accepted") in _events(h)
+        # the run's Events go on the run itself, not on its first pod, which Airflow deletes
+        run = run_owner(("default", MAPPING, LIVE), "").name
+        assert run == "example-dynamic-task-mapping.manual-2026-11-25t03-00-00.000000-00-00"
+        assert (run, "Normal", "Accepted") in _events(h)
+        (accepted,) = [e for e in h.kube.events if e["reason"] == "Accepted"]
+        assert accepted["involvedObject"]["kind"] == "DagRun"
         released = [n for n in MAPPED if n not in _gated(h)]
         executors = {h.kube.pods["default", n]["metadata"]["annotations"][ANNOTATION_EXECUTOR]
                      for n in released}  # fmt: skip
@@ -203,6 +210,9 @@ async def test_an_unreachable_airflow_leaves_the_pods_to_it(tmp_path):
         airflow_token_file=secret,
     )
     side = AirflowSide(FeatureHost(h))
+    # said at the rebuild, before any pod, and by /readyz (the operator stays ready)
+    await side.restore()
+    assert "cannot reach Airflow's API" in (side.note() or "") and side.problem is not None
     pod = worker_pod("sum_it")
     h.kube.pods[("default", "sum-it")] = pod
     await _see(h, side, "sum-it")

@@ -15,7 +15,7 @@ import pytest
 from idlegate.api.labels import ANNOTATION_EXECUTOR
 from idlegate.operator.features.airflow import POLL, RETRIES
 from tests.airflow_data import session
-from tests.operator_fakes import Harness
+from tests.operator_fakes import Harness, stranded
 from tests.test_airflow_live import LIVE, MAPPING, _path, with_live_run
 from tests.test_airflow_operator import (
     _advance,
@@ -30,12 +30,6 @@ from tests.test_airflow_operator import (
 BRANCH = "example_branch_operator"
 DOWN = {"status": 503, "body": {"detail": "Service Unavailable"}}
 """Airflow's API server answering an error (a proxy's 503, a restart)."""
-
-
-def stranded(h: Harness) -> list[str]:
-    """Gated pods while no pod holds an executor: pods that no job will release (the
-    pool is idle, so nothing it waits for can still end)."""
-    return [] if h.kube.occupying() else _gated(h)
 
 
 def _live(dag: str) -> dict:

@@ -52,6 +52,8 @@ DEFAULT_VENV = REPO / ".venv-airflow"
 PG_BIN_ENV = "IDLEGATE_PG_BIN"
 """The variable that names the directory of PostgreSQL's initdb and pg_ctl."""
 E2E_DAGS = ("idlegate_e2e_diamond", "idlegate_e2e_mapped", "idlegate_e2e_group")
+BRANCH_DAG, CHANGING_DAG = "idlegate_e2e_branch", "idlegate_e2e_changing"
+"""A branch's skipped side; a DAG changed during its run (tests/airflow_e2e.py)."""
 USER, PASSWORD = "admin", "admin"
 START_SECONDS = 300.0
 """The most a process gets to come up (Airflow's first start on two loaded cores is slow):
@@ -173,6 +175,8 @@ class AirflowStack:
     ) -> None:
         self.directory = Path(directory)
         self.home = self.directory / "airflow-home"
+        self.dags = self.directory / "dags"
+        """A copy of tests/data/airflow/dags, which a scenario may change (`change_dag`)."""
         self.python = python or airflow_python()
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -191,7 +195,7 @@ class AirflowStack:
         ours = {
             "AIRFLOW_HOME": str(self.home),
             "AIRFLOW__CORE__EXECUTOR": "KubernetesExecutor",
-            "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__PARALLELISM": "8",
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
@@ -225,6 +229,7 @@ class AirflowStack:
 
     def __enter__(self) -> Self:
         self.home.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(DAGS, self.dags, ignore=shutil.ignore_patterns("__pycache__"))
         (self.home / "passwords.json").write_text(json.dumps({USER: PASSWORD}))
         try:
             self._airflow("migrate", ["db", "migrate"]).wait(START_SECONDS)
@@ -293,7 +298,7 @@ class AirflowStack:
 
     def _parsed(self) -> bool:
         found = {dag["dag_id"] for dag in self.client.pages("dags", "dags", {})}
-        return set(E2E_DAGS) <= found
+        return {*E2E_DAGS, BRANCH_DAG, CHANGING_DAG} <= found
 
     # -- the REST API -----------------------------------------------------------------------
 
@@ -311,7 +316,19 @@ class AirflowStack:
         answer = client.transport(method, url, json.dumps(body).encode(), headers)
         if answer.status >= 300:
             raise HarnessError(f"{method} {path}: {answer.status} {answer.body[:500]!r}")
-        return json.loads(answer.body)
+        return json.loads(answer.body or b"null")
+
+    def change_dag(self, dag_id: str, old: str, new: str, task: str) -> None:
+        """Replace `old` by `new` in the file of `dag_id` (the copy), have Airflow parse it
+        again (``PUT /parseDagFile``), wait until its tasks have `task`, and make the
+        marker ``dag-changed`` in ``AIRFLOW_HOME`` (what the DAG's run waits for)."""
+        path = self.dags / f"{dag_id}.py"
+        path.write_text(path.read_text().replace(old, new))
+        token = self.client.dag_details(dag_id)["file_token"]
+        self._send("PUT", f"parseDagFile/{token}", {})
+        tasks = lambda: {t["task_id"] for t in self.client.dag_tasks(dag_id)}  # noqa: E731
+        self._wait(lambda: task in tasks(), f"{dag_id} parsed again, with task {task}")
+        (self.home / "dag-changed").touch()
 
     def trigger(self, dag_id: str) -> str:
         """Unpause `dag_id` and start a run of it; its run_id."""

@@ -38,7 +38,7 @@ import copy
 import logging
 import signal
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import cached_property, partial
 from typing import Any
 
@@ -131,6 +131,8 @@ class Operator:
         self.restorers: list[intake.Restorer] = []
         """What the kinds whose pods another controller creates read at each rebuild and
         then admit before its first decision (their features add them: `features.airflow`)."""
+        self.notes: list[Callable[[], str | None]] = []
+        """What a feature adds to /readyz's reason while the operator is ready (Airflow's API)."""
         self.stopped = asyncio.Event()
         """kopf's stop flag, set at a signal and when this replica lost the Lease (then
         `lost` says why, and :func:`run` says so). (An asyncio flag: kopf waits for a
@@ -385,7 +387,8 @@ class Operator:
             if self.health.up:
                 return True, f"standby (the leader: {self.elector.holder or 'none yet'})"
             return False, "standby; the API server does not answer"
-        return self.watchdog.readiness()
+        ready, reason = self.watchdog.readiness()
+        return ready, "; ".join([reason, *filter(None, (note() for note in self.notes))])
 
     async def warn_missing_namespaces(self) -> list[str]:
         """Log a warning for each ``--namespace`` that does not exist (a typo serves nothing,

@@ -533,7 +533,7 @@ class Applier:
                     return pod
                 body = await kube.patch_pod(namespace, name, ops)
                 how = "unscheduled" if executor is None else "scheduled"
-                airflow = intent.owner.kind == "Pod"  # (a DAG run's owner: its first pod)
+                airflow = intent.owner.kind != "Workflow"  # (Argo's; Airflow's: DagRun, Pod)
                 (self.metrics.airflow_released if airflow else self.metrics.argo_released).labels(
                     how
                 ).inc()

@@ -7,8 +7,8 @@ machine and policy beside DagWorkflows and Argo's pods.
   may too (a ``schedulingGates`` entry in ``pod_template_file``).
 * **Job.** A DAG run is admitted when its first pod is seen: its job is read from Airflow's
   REST API (`LiveDags`, off the event loop) and joins the pool as an `ExternalJob`
-  whose owner is that first pod (Events about the run go on it), restored from the run's
-  pods listed then. Each later pod is placed (`place`): its stage takes it, the run is read
+  whose owner is the run itself (`run_owner`: its Events outlive its pods), restored from
+  the run's pods listed then. Each later pod is placed (`place`): its stage takes it, the run is read
   again (a mapped task Airflow expanded), or it is left to Airflow with a Warning on it.
 * **The pending timeout.** A gated pod is released at its `QueuedTimeout.deadline`,
   beyond the pool if need be, with a Warning on the pod and
@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -38,7 +39,7 @@ import kopf
 from prometheus_client import Counter
 
 from idlegate.api.task_pods import Owner
-from idlegate.integrations.airflow import AirflowClient, read_auth
+from idlegate.integrations.airflow import AirflowClient, AirflowError, read_auth
 from idlegate.integrations.airflow_live import NO_RUN, LiveDags, LiveRefusal, LiveRun, place
 from idlegate.integrations.airflow_pods import (
     EXECUTOR_LABEL,
@@ -58,8 +59,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 WEBHOOK_ID = "airflow-gate"
-KIND = "Pod"
-"""The owner kind of an Airflow DAG run in the pool: its first pod (Events go on it)."""
+KIND = "DagRun"
+"""The owner kind of an Airflow DAG run in the pool (`run_owner`)."""
 SELECTOR = f"{EXECUTOR_LABEL}=True"
 """The pods listed at a run's admission (`AirflowPod.of` keeps the worker pods)."""
 POLL = 30.0
@@ -75,8 +76,16 @@ RunKey = tuple[str, str, str]
 
 
 def pod_owner(pod: AirflowPod) -> Owner:
-    """The pod as the owner of Events (and, for a run's first pod, of the run's job)."""
-    return Owner(pod.namespace, pod.name, pod.uid, kind=KIND, api_version="v1")
+    """The pod as the owner of Events."""
+    return Owner(pod.namespace, pod.name, pod.uid, kind="Pod", api_version="v1")
+
+
+def run_owner(key: RunKey, uid: str) -> Owner:
+    """The DAG run as the owner of its job and Events: no Kubernetes object, so its Events
+    (in its pods' namespace, the object ``DagRun`` ``<dag_id>.<run_id>`` made a valid name)
+    outlive the pods Airflow deletes; `uid`, its first pod's, tells its admissions apart."""
+    name = re.sub(r"[^a-z0-9.-]+", "-", f"{key[1]}.{key[2]}".lower()).strip("-.")[:200]
+    return Owner(key[0], name, uid, kind=KIND, api_version="airflow.apache.org/v1")
 
 
 @dataclass
@@ -108,6 +117,8 @@ class AirflowSide:
         self.reads: dict[RunKey, _Reads] = {}
         self.over: set[RunKey] = set()
         """Runs Airflow says ended, in the pool until their pods that run have ended."""
+        self.problem: str | None = None
+        """The API error the last read met, None once a read succeeds (`note`)."""
         self.gated: dict[tuple[str, str], AirflowPod] = {}
         """Gated pods by (namespace, name), as last seen: what a deadline releases."""
         self.released = Counter(
@@ -139,12 +150,24 @@ class AirflowSide:
 
     # -- what is seen ------------------------------------------------------------------------
 
+    def note(self) -> str | None:
+        """What /readyz adds while Airflow's API cannot be read: the operator stays ready
+        (its webhook gates every kind's pods), and Airflow's pods go to its own order."""
+        if self.problem is None:
+            return None
+        return f"Airflow's API cannot be read, its pods are left to its own order: {self.problem}"
+
     async def restore(self) -> Callable[[], None]:
         """Read the runs of the worker pods there are, and return what admits them: the
         rebuild reads before and admits after its own admissions, with no wait between
         them and its first decision (pods released before a restart hold their executors
         again; a round in a wait could give those executors away). A run an API error
         leaves unread is left to its pods' events."""
+        try:  # (a wrong URL or credentials: said at once, not at a first pod)
+            await asyncio.to_thread(self.dags.client.get, "dags", {"limit": 1})
+        except AirflowError as exc:
+            self.problem = str(exc)
+            log.warning("Airflow's API cannot be read; its pods are left to it: %s", exc)
         by_run: dict[RunKey, list[AirflowPod]] = {}
         for namespace in self.bridge.settings.namespaces or (None,):
             listed = await self.bridge.pods(namespace, SELECTOR)  # type: ignore[arg-type]
@@ -232,9 +255,13 @@ class AirflowSide:
 
     async def _read_run(self, key: RunKey) -> LiveRun | LiveRefusal:
         try:
-            return await asyncio.to_thread(self.dags.run, key[1], key[2], self.bridge.now())
+            run = await asyncio.to_thread(self.dags.run, key[1], key[2], self.bridge.now())
         except LiveRefusal as exc:
+            log.info("Cannot read DAG run %s/%s now: %s", *key[1:], exc)
+            self.problem = str(exc) if exc.transient else self.problem
             return exc
+        self.problem = None
+        return run
 
     async def _read(self, key: RunKey) -> LiveRefusal | None:
         """Read the run in the pool again: its new job replaces the old (`_Reads`); why
@@ -318,7 +345,7 @@ class AirflowSide:
         pods = [*pods, *run.done_pods(key[0], pods)]  # (Airflow deleted the pods of tasks done)
         every = {p.name: p for p in [*pods, *seen]}  # (a pod seen since: as it is now)
         first = min((p for p in every.values() if p.uid), key=lambda p: (p.created or 0, p.name))
-        owner = pod_owner(first)
+        owner = run_owner(key, first.uid)
         verdicts = {name: place(run, p, remapped=True) for name, p in every.items()}
         for name, pod in every.items():
             verdict = verdicts[name]
@@ -406,6 +433,7 @@ def register(registry: kopf.OperatorRegistry, operator: Host) -> None:
         gate_pods(registry, WEBHOOK_ID, labels, gates_with_ours)
     side = AirflowSide(operator)
     operator.restorers.append(side.restore)
+    operator.notes.append(side.note)
 
     @kopf.on.event("v1", "pods", registry=registry, id="airflow-pods", labels=labels)
     async def pod_event(type: str | None, event: kopf.RawEvent, **_: Any) -> None:

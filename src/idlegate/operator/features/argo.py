@@ -121,6 +121,7 @@ class Host(Protocol):
     def ready(self) -> bool: ...
     async def ready_pools(self) -> object: ...
 
+    notes: list[Callable[[], str | None]]
     restorers: list[Callable[[], Awaitable[Callable[[], None]]]]
     """What the kinds whose pods another controller creates read at a rebuild (awaited),
     and then admit (called) before its first decision (`features.airflow`)."""

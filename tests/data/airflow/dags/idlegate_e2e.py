@@ -1,6 +1,7 @@
 """The DAGs the real-Airflow end-to-end harness runs (tests/k8s/airflow_stack.py): a diamond of
-four tasks, a task mapped over three items with ``expand``, and a task group. Each task
-sleeps a moment so that pods overlap; none needs anything beyond Airflow's Task SDK."""
+four tasks, a task mapped over three items with ``expand``, a task group, and a branch
+whose skipped side the task after the join must not wait for. Each task sleeps a moment
+so that pods overlap; none needs anything beyond Airflow's Task SDK."""
 
 from __future__ import annotations
 
@@ -55,6 +56,26 @@ def group() -> None:
     step.override(task_id="before")("before") >> inner() >> step.override(task_id="after")("after")
 
 
+@dag(dag_id="idlegate_e2e_branch", schedule=None, start_date=START, catchup=False)
+def branch() -> None:
+    """``pick`` takes ``left``: Airflow skips ``right`` (the branch task itself) and then
+    ``right_after`` (its scheduler), and runs ``join`` (none_failed_min_one_success) and
+    ``end``."""
+
+    @task.branch
+    def pick() -> str:
+        return "left"
+
+    left = step.override(task_id="left")("left")
+    right = step.override(task_id="right")("right")
+    after = step.override(task_id="right_after")("right_after")
+    join = step.override(task_id="join", trigger_rule="none_failed_min_one_success")("join")
+    pick() >> [left, right]
+    right >> after
+    [left, after] >> join >> step.override(task_id="end")("end")
+
+
 diamond()
 mapped()
 group()
+branch()
