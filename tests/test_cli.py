@@ -19,6 +19,7 @@ from tests.airflow_data import examples
 runner = CliRunner()
 
 SMALL = ["--workload", "synthetic", "--jobs-count", "30"]
+PNG = Path(__file__).resolve().parents[1] / "docs" / "img" / "idle-slot.png"
 AIRFLOW_EXAMPLES = str(Path(__file__).parent / "data" / "airflow" / "examples.json")
 
 
@@ -158,6 +159,9 @@ def test_simulate_builds_its_scheduler_once(monkeypatch: pytest.MonkeyPatch):
         ),
         (("compare", *SMALL, "--schedulers", ""), "--schedulers: give at least one scheduler"),
         (("compare", *SMALL, "--schedulers", " , "), "e.g. fair,srpt"),
+        (("simulate", "-w", "my-flows.yaml"), "(to run the workflows of a file: --workload file"),
+        (("compare", "-w", "trace.swf"), "--workload swf --file trace.swf"),
+        (("simulate", "-w", "file", "--file", str(PNG)), "is not a text file, so it holds no"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_1(args, needle):

@@ -42,7 +42,7 @@ from idlegate.sim.metrics import (
     run_metrics,
 )
 from idlegate.sim.protocol import Scheduler
-from idlegate.sim.workloads import WORKLOADS, build_workload
+from idlegate.sim.workloads import build_workload, workload_kind
 
 __all__ = [
     "RIGID_SUMMARY_FIELDS",
@@ -251,8 +251,7 @@ def check_names(workload: str, schedulers: Iterable[SchedulerSpec] = ()) -> None
     """Raise IdlegateError naming the known choices if the workload is unknown, or if a
     scheduler cannot be built (each is built once, before any run: a missing model file
     stops the comparison at once)."""
-    if workload not in WORKLOADS:
-        raise IdlegateError(f"unknown workload {workload!r}; choose one of: {', '.join(WORKLOADS)}")
+    workload_kind(workload)
     for s in schedulers:
         make_scheduler(s)
 

@@ -383,9 +383,14 @@ def read_workflow_items(path: str | Path) -> list[WorkflowItem]:
     """The workflow documents of a YAML or JSON file, unvalidated (see `load_workflow_file`)."""
     p = Path(path)
     try:
-        text = p.read_text()
+        text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise SpecError(f"cannot read workflow file {p}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise SpecError(
+            f"{p} is not a text file, so it holds no workflow; give a workflow or history "
+            "file in YAML or JSON (docs/workloads.md)"
+        ) from None
     try:
         if p.suffix == ".json":
             docs = [json.loads(text)]

@@ -174,8 +174,20 @@ def workload_kind(name: str) -> WorkloadKind:
     """The registry entry `name`, or an IdlegateError listing the valid names."""
     kind = WORKLOADS.get(name)
     if kind is None:
-        raise IdlegateError(f"unknown workload {name!r}; choose one of: {', '.join(WORKLOADS)}")
+        # a file named where the workload's name goes: the `file` workload reads it
+        hint = ""
+        if name.lower().endswith(".swf"):
+            hint = f" (to run the jobs of an SWF trace: --workload swf --file {name})"
+        elif name.lower().endswith(FILE_SUFFIXES):
+            hint = f" (to run the workflows of a file: --workload file --file {name})"
+        raise IdlegateError(
+            f"unknown workload {name!r}; choose one of: {', '.join(WORKLOADS)}{hint}"
+        )
     return kind
+
+
+FILE_SUFFIXES = (".yaml", ".yml", ".json", ".jsonl")
+"""Endings of a file name given as a workload's name."""
 
 
 def workload_config(name: str, **options: Any) -> Config:
