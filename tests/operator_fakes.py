@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from idlegate.api.labels import LABEL_WORKFLOW
+from idlegate.operator.core.events import PodSeen
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.applier import Applier, EventRecorder, Lanes
 from idlegate.operator.edge.bridge import Bridge
@@ -529,7 +530,7 @@ class Harness:
             pod["status"]["containerStatuses"] = [
                 {"name": "task", "state": {"terminated": {"exitCode": 3, "reason": "Error"}}}
             ]
-        self.pools.observe_pod(copy.deepcopy(pod))
+        self.pools.handle(PodSeen(copy.deepcopy(pod)))
         await self.settle()
 
     def released(self, workflow: str | None = None) -> list[str]:

@@ -156,6 +156,19 @@ def test_only_the_bridge_reaches_into_a_pools_core():
     assert offenders == []
 
 
+def test_the_edge_writes_no_workflows_conditions():
+    # a workflow's conditions (PoolFound, waiting for its pool) are the core's to write:
+    # the edge routes an admission and says why a workflow waits with an event
+    root = Path(__file__).resolve().parents[1] / "src" / "idlegate" / "operator" / "edge"
+    offenders = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            touches = isinstance(node, ast.Attribute) and node.attr == "conditions"
+            if touches or (isinstance(node, ast.Name) and node.id == "Conditions"):
+                offenders.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
+    assert offenders == []
+
+
 def test_the_simulator_imports_nothing_above_it():
     banned = ("idlegate.api", "idlegate.policy", "idlegate.operator")
     assert _offenders("sim", *banned) == []

@@ -12,6 +12,7 @@ import pytest
 
 from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE, LABEL_WORKFLOW
 from idlegate.api.task_pods import pod_name
+from idlegate.operator.core.events import Forget, PodSeen
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.kube import ApiError
 from idlegate.sim.timestamps import from_datetime
@@ -325,7 +326,7 @@ async def test_deleting_a_workflow_frees_its_executors_for_the_others():
     await h.submit("second", {"stages": [stage("a")]})
     assert h.released() == ["first-a-0"]
     del h.kube.workflows[("default", "first")]
-    h.pools.forget("default", "first", first["metadata"]["uid"])
+    h.pools.handle(Forget("default", "first", first["metadata"]["uid"]))
     await h.settle()
     assert "second-a-0" in h.released()
     assert h.metrics.value("idlegate_workflows_finished_total", result="deleted") == 1
@@ -345,7 +346,7 @@ async def test_a_pod_deleted_while_running_counts_as_a_failed_attempt():
     h = harness(pool=1)
     await h.submit("d", {"stages": [stage("a", backoffLimit=2)]})
     pod = h.kube.pods.pop(("default", "d-a-0"))
-    h.pools.observe_pod(pod, deleted=True)
+    h.pools.handle(PodSeen(pod, deleted=True))
     await h.settle()
     assert h.released() == ["d-a-0-r1"]
     assert h.kube.status("d")["stages"][0]["failed"] == 1
@@ -445,7 +446,7 @@ async def test_pods_of_a_deleted_workflow_deleted_before_it_are_not_created_agai
     assert len(h.released("gone")) == 2 and len(h.kube.pods_of("gone")) == 3
     del h.kube.workflows[("default", "gone")]
     for key in [k for k in h.kube.pods if k[1].startswith("gone-")]:
-        h.pools.observe_pod(h.kube.pods.pop(key), deleted=True)
+        h.pools.handle(PodSeen(h.kube.pods.pop(key), deleted=True))
     await h.settle()
     assert not h.kube.pods_of("gone")
     assert ("default", "gone") not in h.bridge.core.workflows and h.bridge.core.busy == 0
@@ -457,7 +458,7 @@ async def test_pods_of_a_deleted_workflow_deleted_before_it_are_not_created_agai
 async def test_a_pod_deleted_by_hand_is_created_again_after_one_check_of_its_workflow():
     h = harness(pool=1)
     await h.submit("w", {"stages": [stage("a", backoffLimit=2)]})
-    h.pools.observe_pod(h.kube.pods.pop(("default", "w-a-0")), deleted=True)
+    h.pools.handle(PodSeen(h.kube.pods.pop(("default", "w-a-0")), deleted=True))
     await h.settle()
     assert h.released() == ["w-a-0-r1"]
     assert h.kube.calls.count("get_workflow") == 1

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from idlegate.api.status import format_indexes, parse_indexes
+from idlegate.operator.core.events import PodSeen
 from idlegate.operator.edge import intake
 from idlegate.sim.spec import SpecError, parse_workflow
 from idlegate.sim.timestamps import from_datetime
@@ -44,7 +45,7 @@ def watch_deletions(h: Harness) -> list[str]:
         await original(namespace, name)
         deleted.append(name)
         if pod is not None:
-            h.pools.observe_pod(pod, deleted=True)
+            h.pools.handle(PodSeen(pod, deleted=True))
 
     h.kube.delete_pod = delete_pod  # type: ignore[method-assign]
     return deleted

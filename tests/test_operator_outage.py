@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from idlegate.api.crd import render_crd
+from idlegate.operator.core.events import PodSeen
 from idlegate.operator.core.tracking import TaskState
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.applier import Op
@@ -168,7 +169,7 @@ def test_a_workflow_that_finishes_while_the_rebuild_reads_is_not_admitted_again(
         def the_watch_meanwhile(_: str) -> None:
             pod = h.kube.pods[("default", "w-b-0")]
             pod["status"]["phase"] = "Succeeded"
-            h.pools.observe_pod(copy.deepcopy(pod))
+            h.pools.handle(PodSeen(copy.deepcopy(pod)))
 
         h.kube.fault = lambda method: (
             the_watch_meanwhile(method) if method == "list_namespaces" else None

@@ -13,6 +13,7 @@ import pytest
 
 from idlegate.api.pool_spec import parse_pool_spec
 from idlegate.api.task_pods import Owner
+from idlegate.operator.core.events import PodSeen
 from idlegate.operator.decisions import build_scheduler
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.pools import pool_status
@@ -197,7 +198,7 @@ async def test_decisions_never_wait_for_a_round_which_runs_in_the_worker():
         (running,) = h.released()
         pod = h.kube.pods[("default", running)]
         pod["status"]["phase"] = "Succeeded"
-        h.pools.observe_pod(copy.deepcopy(pod))
+        h.pools.handle(PodSeen(copy.deepcopy(pod)))
         await h.bridge.lanes.wait_idle(timeout=5)
     assert worker.running is not None and not brain.rounds  # the round is held...
     assert h.released() and h.kube.status("c")["policy"] == "fifo"  # ...c went meanwhile

@@ -23,6 +23,7 @@ from idlegate.api.task_pods import Owner, task_pod
 from idlegate.api.template import check_template
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.operator.core.admission import AdmitLaterError
+from idlegate.operator.core.events import PodSeen
 from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.decisions import load_scheduler
 from idlegate.operator.edge import intake
@@ -384,7 +385,7 @@ async def _remove_gate(h: Any, name: str) -> None:
     pod["spec"]["schedulingGates"] = [
         g for g in pod["spec"]["schedulingGates"] if g["name"] != GATE
     ]
-    h.pools.observe_pod(copy.deepcopy(pod))
+    h.pools.handle(PodSeen(copy.deepcopy(pod)))
     await h.settle()
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE, LABEL_WORKFLOW
+from idlegate.operator.core.events import PodSeen
 from idlegate.operator.edge.applier import Lanes, Op, Priority
 from idlegate.operator.edge.kube import ApiError
 from idlegate.operator.edge.watchdog import ApiHealth
@@ -95,7 +96,7 @@ def complete(h: Harness, name: str) -> None:
     """The kubelet ends pod `name` and the watch reports it (without waiting for writes)."""
     pod = h.kube.pods[("default", name)]
     pod["status"]["phase"] = "Succeeded"
-    h.pools.observe_pod(copy.deepcopy(pod))
+    h.pools.handle(PodSeen(copy.deepcopy(pod)))
 
 
 def running(h: Harness, stage_name: str) -> list[str]:
@@ -267,7 +268,7 @@ def watched(h: Harness) -> None:
 
     def event(method: str, name: str) -> None:
         if method in ("create_pod", "patch_pod"):
-            h.pools.observe_pod(copy.deepcopy(h.kube.pods[("default", name)]))
+            h.pools.handle(PodSeen(copy.deepcopy(h.kube.pods[("default", name)])))
 
     h.kube.on_effect = event
 
@@ -480,7 +481,7 @@ async def test_a_watch_event_during_a_retry_is_not_counted_besides_the_retrys_an
     h.kube.fail["patch_pod"] = [ApiError(0, "ConnectionError", "dropped before the server")]
 
     def watch(method: str, name: str) -> None:  # the event arrives before the answer
-        h.pools.observe_pod(copy.deepcopy(h.kube.pods[("default", name)]))
+        h.pools.handle(PodSeen(copy.deepcopy(h.kube.pods[("default", name)])))
 
     h.kube.on_effect = watch
     await h.submit("w", {"stages": [stage("a")]})

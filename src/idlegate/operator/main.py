@@ -52,6 +52,7 @@ from idlegate.api.task_pods import Owner
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.admission import AdmitLaterError, generation_of
 from idlegate.operator.core.decider import followed
+from idlegate.operator.core.events import Forget, PodSeen
 from idlegate.operator.core.intents import Notice, PostEvent
 from idlegate.operator.decisions import load_scheduler
 from idlegate.operator.edge import intake, leader
@@ -564,7 +565,9 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
             return
         if type == "DELETED" or meta.get("deletionTimestamp"):
             operator.bridge.carry(operator.bridge.cleanup.forget(meta.get("uid")))
-            operator.pools.forget(meta.get("namespace", ""), meta.get("name", ""), meta.get("uid"))
+            operator.pools.handle(
+                Forget(meta.get("namespace", ""), meta.get("name", ""), meta.get("uid"))
+            )
         elif status.get("phase") in FINISHED:
             pods = operator.indexed(body)[0]
             operator.bridge.carry(operator.pools.cleanup.seen(plain(body), pods))  # TTL, pod GC
@@ -574,7 +577,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     )
     async def pod_event(type: str | None, event: kopf.RawEvent, **_: Any) -> None:
         operator.filled.set()
-        operator.pools.observe_pod(event["object"], deleted=type == "DELETED")
+        operator.pools.handle(PodSeen(event["object"], type == "DELETED"))
 
     # -- DagCronWorkflows: synced on every change, forgotten when deleted, and synced again
     # when one of their runs finishes or goes

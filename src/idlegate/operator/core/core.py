@@ -25,7 +25,16 @@ from typing import Any, cast
 
 from idlegate.api.crd import KIND
 from idlegate.api.podsecurity import NamespacePolicy
-from idlegate.api.status import FINISHED, Conditions, Phase, SlotState, invalid_status
+from idlegate.api.pool_spec import POOL_CONDITION
+from idlegate.api.status import (
+    FINISHED,
+    Conditions,
+    Phase,
+    SlotState,
+    WorkflowStatus,
+    dump,
+    invalid_status,
+)
 from idlegate.api.task_pods import Owner, read_task_pod
 from idlegate.errors import GangTooWideError, IdlegateError
 from idlegate.operator.core import intents
@@ -57,6 +66,7 @@ from idlegate.operator.core.events import (
     RoundEnded,
     Schedule,
     SpecChanged,
+    Unpooled,
 )
 from idlegate.operator.core.external import ExternalJob, refused_release
 from idlegate.operator.core.intents import (
@@ -166,6 +176,8 @@ class Core(Lifecycle):
             case Recorded(wf):
                 wf.history_recorded = True  # (no operator records it again)
                 self.intents.status(wf, urgent=True)
+            case Unpooled(body, reason, message):
+                self._unpooled(body, reason, message)
             case Leave(key, uid):
                 left = self.workflows.get(key)
                 if left is not None and left.owner.uid == uid:
@@ -253,6 +265,9 @@ class Core(Lifecycle):
             self.intents.add(Admitted(wf, pods))
         message = f"A valid DAG of {len(wf.stages)} stages."
         wf.conditions.set("Valid", True, "SpecValid", message, wf.generation, now)
+        if event.waited or wf.conditions.get(POOL_CONDITION):  # (it waited for its pool)
+            message = f"In ExecutorPool {event.pool!r}."
+            wf.conditions.set(POOL_CONDITION, True, "PoolFound", message, wf.generation, now)
         held = wf.conditions.get("Suspended")  # (a workflow suspended before, now resumed)
         if held or wf.spec.active_deadline_seconds is not None:
             self.entered(wf, expiring=event.fail is not None)
@@ -281,6 +296,17 @@ class Core(Lifecycle):
         log.warning("%s/%s is invalid: %s", owner.namespace, owner.name, message)
         self.intents.patch_status(owner, invalid_status(conditions, generation, total))
         self.intents.event(owner, *intents.invalid(message))
+
+    def _unpooled(self, body: Mapping[str, Any], reason: str, message: str) -> None:
+        status, generation = body.get("status") or {}, generation_of(body)
+        conditions = Conditions(status.get("conditions"))
+        conditions.set(POOL_CONDITION, False, reason, message, generation, self.now())
+        phase = status.get("phase") or Phase.PENDING
+        unpooled = WorkflowStatus(
+            observed_generation=generation, phase=phase, conditions=conditions.models()
+        )
+        self.intents.patch_status(owner_of(body), dump(unpooled))
+        self.intents.event(owner_of(body), "Warning", reason, message)
 
     def _restore(self, wf: DagWorkflow, found: Restore) -> None:
         """Put the progress read by `classify` into the state machine."""

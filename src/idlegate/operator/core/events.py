@@ -36,6 +36,10 @@ class Admit:
     schedule: bool = True
     gang_waits: bool = False
     fail: str | None = None
+    pool: str | None = None
+    """The ExecutorPool it is admitted into: said by its PoolFound condition if it `waited`
+    for the pool (or carries that condition already)."""
+    waited: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +127,16 @@ class Recorded:
 
 
 @dataclass(frozen=True, slots=True)
+class Unpooled:
+    """A DagWorkflow held out of every pool (its ExecutorPool does not exist, or is too
+    small): its status and a Warning say why (`reason`, `message`)."""
+
+    body: Mapping[str, Any]
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
 class Leave:
     """The workflow leaves the pool without ending (its pool changed or went: it is
     admitted again where it belongs); nothing of it is written."""
@@ -148,6 +162,7 @@ Event = (
     | SpecChanged
     | Recorded
     | Leave
+    | Unpooled
     | Schedule
     | Join
     | Observed

@@ -28,7 +28,7 @@ from idlegate.operator.core.admission import (
     judged,
     owner_of,
 )
-from idlegate.operator.core.events import SpecChanged
+from idlegate.operator.core.events import Forget, PodSeen, Schedule, SpecChanged
 from idlegate.operator.core.tracking import StageTrack, Task, TaskState, Workflow, WorkflowKey
 from idlegate.operator.edge.bridge import read_workflow
 from idlegate.operator.edge.kube import ApiError, KubeApi
@@ -81,22 +81,22 @@ async def rebuild(
     listed = {(owner.namespace, owner.name, owner.uid) for owner in map(owner_of, bodies)}
     for key, wf in known.items():
         if bridge.workflows.get(key) is wf and (*key, wf.owner.uid) not in listed:
-            bridge.forget(*key, wf.owner.uid, schedule=False)
+            bridge.handle(Forget(*key, wf.owner.uid, schedule=False))
     admits = [await restore() for restore in restorers]
     names = {((p.get("metadata") or {}).get("namespace"), p["metadata"]["name"]) for p in pods}
     await _notice_deleted(bridge, [t for t in with_pods if (t[0].key[0], t[3]) not in names])
     bridge.restore(pools)  # (no await from here to the admissions: no round between)
     for pod in pods:
-        bridge.observe_pod(pod)
+        bridge.handle(PodSeen(pod))
     admitted = _admit_unknown(bridge, bodies, pods, namespaces)
     for admit in admits:
         admit()
-    bridge.rebuilt = True
+    bridge.default.rebuilt = True  # (the operator's readiness)
     log.info(
         f"Rebuilt the state from {len(bodies)} DagWorkflow(s) and {len(pods)} pod(s)"
         f"{' (from the indexes)' if cached else ''}; {admitted} workflow(s) admitted."
     )
-    bridge.schedule()
+    bridge.handle(Schedule())
     return len(bodies), len(pods)
 
 
@@ -143,9 +143,9 @@ async def _notice_deleted(bridge: Pools, missing: list[_Held]) -> None:
             if unchanged(held) and bridge.lanes.settled(wf.key):
                 gated = state is TaskState.GATED
                 gone = task_pod(wf.owner, track.spec, task.index, attempt, gated=gated)
-                bridge.observe_pod(gone, deleted=True)
+                bridge.handle(PodSeen(gone, deleted=True))
             continue
-        bridge.observe_pod(body)
+        bridge.handle(PodSeen(body))
 
 
 def _admit_unknown(
@@ -226,4 +226,4 @@ async def readmit(pools: Pools, owners: list[Owner]) -> None:
         except (AdmitLaterError, ApiError) as exc:
             pools.later[(owner.namespace, owner.name)] = owner
             log.info("%s/%s is admitted later: %s", owner.namespace, owner.name, exc)
-    pools.schedule()
+    pools.handle(Schedule())

@@ -27,17 +27,16 @@ from idlegate.api.crd import API_VERSION, POOL_KIND
 from idlegate.api.podsecurity import namespace_policy
 from idlegate.api.pool_spec import (
     DEFAULT_POOL,
-    POOL_CONDITION,
     ExecutorPoolSpec,
     parse_pool_spec,
     route,
 )
-from idlegate.api.status import FINISHED, Conditions, Phase, WorkflowStatus, dump
+from idlegate.api.status import FINISHED, Phase
 from idlegate.api.task_pods import Owner, read_task_pod
 from idlegate.errors import GangTooWideError, IdlegateError
-from idlegate.operator.core.admission import AdmitLaterError, generation_of, owner_of
-from idlegate.operator.core.events import Admit, Forget, Leave, PodSeen, Schedule
-from idlegate.operator.core.intents import Outbox, Outcome
+from idlegate.operator.core.admission import AdmitLaterError, owner_of
+from idlegate.operator.core.events import Admit, Event, Forget, Leave, PodSeen, Schedule, Unpooled
+from idlegate.operator.core.intents import Confirmed, Outcome, Refused
 from idlegate.operator.core.tracking import Workflow, WorkflowKey
 from idlegate.operator.decisions import load_scheduler
 from idlegate.operator.edge.bridge import Bridge
@@ -73,7 +72,7 @@ class Pools:
     pool's, and :meth:`outcome` routes what it hands back."""
 
     def __init__(self, make: Callable[..., Bridge]) -> None:
-        self.default = default = make(outcomes=self.outcome)
+        self.default = default = make(outcomes=self.handle)
         self.bridges: dict[str, Bridge] = {DEFAULT_POOL: default}
         # what every pool shares is the default bridge's
         self.kube, self.settings = default.kube, default.settings
@@ -93,15 +92,6 @@ class Pools:
     # -- what intake, the watchdog and the handlers use of a bridge ----------------------------
 
     @property
-    def rebuilt(self) -> bool:
-        """The operator's readiness: the default pool's."""
-        return self.default.rebuilt
-
-    @rebuilt.setter
-    def rebuilt(self, value: bool) -> None:
-        self.default.rebuilt = value
-
-    @property
     def workflows(self) -> dict[WorkflowKey, Workflow]:
         """Every pool's workflows (a fresh dict)."""
         return {k: wf for b in self.bridges.values() for k, wf in b.workflows.items()}
@@ -113,9 +103,29 @@ class Pools:
     def known(self, owner: Owner) -> bool:
         return any(b.known(owner) for b in self.bridges.values())
 
-    def write(self, intents: Outbox) -> None:
-        """Carry out what the pools say themselves (a workflow waiting for its pool)."""
-        self.default.carry(intents.take())
+    def handle(self, event: Event | Outcome) -> None:
+        """The one routing step between the edge and the pools' bridges: a round goes to
+        every pool, anything of one workflow (a pod, a deletion, a write's outcome) to the
+        pool holding it, else to the default one (a pod of a workflow no pool holds may
+        still confirm a write). An admission is routed by :meth:`admit`."""
+        match event:
+            case Schedule():
+                for bridge in list(self.bridges.values()):
+                    bridge.handle(event)
+                return
+            case PodSeen(body):
+                info = read_task_pod(body)
+                namespace = (body.get("metadata") or {}).get("namespace", "")
+                key = (namespace, info.workflow) if info is not None else None
+            case Forget(namespace, name):
+                key = (namespace, name)
+                self.waiting.pop(key, None)
+            case Confirmed() | Refused():
+                key = (event.intent.owner.namespace, event.intent.owner.name)
+            case _:
+                raise TypeError(f"the pools route no {type(event).__name__}")
+        holder = self.holder(key) if key is not None else None
+        (holder or self.default).handle(event)
 
     def admit(
         self,
@@ -150,10 +160,15 @@ class Pools:
             self._wait(body, str(wanted), "PoolNotFound", message)
             return None
         bridge = self.bridges[name] if name is not None else self.default
+        key = (owner.namespace, owner.name)
         try:
             # (an ExecutorPool may grow again; the default pool is --pool-size's)
             waits = name is not None and name != DEFAULT_POOL
-            bridge.handle(Admit(body, list(pods), policy, schedule, waits))
+            bridge.handle(
+                Admit(
+                    body, list(pods), policy, schedule, waits, pool=name, waited=key in self.waiting
+                )
+            )
         except GangTooWideError as exc:  # (only with `waits`: a named pool)
             assert name is not None
             message = (
@@ -164,20 +179,9 @@ class Pools:
             )
             self._wait(body, name, "PoolTooSmall", message)
             return None
-        waited = self.waiting.pop((owner.namespace, owner.name), None)
-        wf = bridge.workflows.get((owner.namespace, owner.name))
-        if wf is None or wf.owner.uid != owner.uid:
-            return None
-        if waited is not None or wf.conditions.get(POOL_CONDITION):
-            # (a workflow that waited for its pool says it has one now)
-            message = f"In ExecutorPool {name!r}."
-            wf.conditions.set(
-                POOL_CONDITION, True, "PoolFound", message, wf.generation, self.default.now()
-            )
-            said = Outbox()
-            said.status(wf, urgent=True)
-            bridge.carry(said.take())
-        return wf
+        self.waiting.pop(key, None)
+        wf = bridge.workflows.get(key)
+        return wf if wf is not None and wf.owner.uid == owner.uid else None
 
     def _wait(self, body: Mapping[str, Any], pool: str, reason: str, message: str) -> None:
         """Hold `body` out of every pool until `pool` exists or changes (it is admitted
@@ -187,47 +191,13 @@ class Pools:
         if self.waiting.get(key, Waiting("", "", owner))[:2] == (pool, reason):
             return
         self.waiting[key] = Waiting(pool, reason, owner)
-        status = body.get("status") or {}
-        conditions = Conditions(status.get("conditions"))
-        generation = generation_of(body)
-        conditions.set(POOL_CONDITION, False, reason, message, generation, self.default.now())
-        waiting = WorkflowStatus(
-            observed_generation=generation,
-            phase=status.get("phase") or Phase.PENDING,
-            conditions=conditions.models(),
-        )
-        said = Outbox()
-        said.patch_status(owner, dump(waiting))
-        said.event(owner, "Warning", reason, message)
-        self.write(said)
+        self.default.handle(Unpooled(body, reason, message))
         log.info("%s/%s waits for ExecutorPool %r (%s).", owner.namespace, owner.name, pool, reason)
 
     def _route(self, wanted: str | None, namespace: str) -> str | None:
         """The pool a workflow of `namespace` asking for pool `wanted` goes to (None: its
         pool does not exist)."""
         return route(wanted, self.labels.get(namespace, {}), self.specs.items())
-
-    def forget(self, namespace: str, name: str, uid: str | None, *, schedule: bool = True) -> None:
-        self.waiting.pop((namespace, name), None)
-        bridge = self.holder((namespace, name))
-        if bridge is not None:
-            bridge.handle(Forget(namespace, name, uid, schedule))
-
-    def observe_pod(self, body: Mapping[str, Any], *, deleted: bool = False) -> None:
-        info = read_task_pod(body)
-        namespace = (body.get("metadata") or {}).get("namespace", "")
-        bridge = self.holder((namespace, info.workflow)) if info is not None else None
-        # (an unknown workflow's pod still goes to one bridge: it may confirm a write)
-        (bridge or self.default).handle(PodSeen(body, deleted))
-
-    def outcome(self, outcome: Outcome) -> None:
-        """A write ended: to the pool holding its workflow (or the default pool)."""
-        owner = outcome.intent.owner
-        (self.holder((owner.namespace, owner.name)) or self.default).handle(outcome)
-
-    def schedule(self) -> None:
-        for bridge in list(self.bridges.values()):
-            bridge.handle(Schedule())
 
     def foresee(
         self, key: WorkflowKey, runs: tuple[JobArrival, ...], pool: str | None = None
@@ -267,7 +237,7 @@ class Pools:
             self._moving -= 1
             self._pause()
             if not self._moving:
-                self.schedule()
+                self.handle(Schedule())
 
     def _pause(self) -> None:
         for bridge in self.bridges.values():
