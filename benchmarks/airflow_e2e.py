@@ -25,6 +25,11 @@ workflows, stops every process, and prints:
   has a pod not ended and started again (--no-kill: not), and what of each kind had not
   ended at the kill; the DagWorkflows' and Argo Workflows' phases, Argo's pods created
   and Argo nodes with a pod created twice;
+* with --operator, the longest an Airflow pod waited at the gate, the pods still gated at
+  the end and the operator's Warnings on Airflow's pods by reason; --flaky DAG has a proxy
+  answer 503 to the operator's first read of each run of DAG, --change adds a run of a DAG
+  changed while it runs (its task states printed), and --dags may add idlegate_e2e_branch
+  (a branch whose skipped side the join must not wait for);
 * the processes left after the stop (an orphan check over /proc).
 
     IDLEGATE_AIRFLOW_PYTHON=.venv-airflow/bin/python \\
@@ -48,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # (the harness is 
 
 from tests.airflow_e2e import AirflowE2E
 from tests.argo_data import WORKFLOW_CRD
-from tests.k8s.airflow_stack import E2E_DAGS
+from tests.k8s.airflow_stack import BRANCH_DAG, CHANGING_DAG, E2E_DAGS
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -56,7 +61,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     possibly empty) with --operator, else None."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="runs of each DAG, all at once")
-    parser.add_argument("--dags", nargs="+", default=list(E2E_DAGS))
+    parser.add_argument(
+        "--dags", nargs="+", default=list(E2E_DAGS), help=f"e.g. {' '.join(E2E_DAGS)} {BRANCH_DAG}"
+    )
     parser.add_argument(
         "--operator", action="store_true", help="start idlegate operator on the namespace too"
     )
@@ -86,8 +93,20 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--no-kill", action="store_true", help="with --operator: no kill -9 of the operator"
     )
+    parser.add_argument(
+        "--flaky",
+        metavar="DAG",
+        help="with --operator: the operator's first read of each run of DAG is answered 503",
+    )
+    parser.add_argument(
+        "--change",
+        action="store_true",
+        help=f"one run of {CHANGING_DAG} too, its DAG changed while it runs (c replaced by e)",
+    )
     parser.add_argument("--keep", type=Path, help="keep the logs in this directory")
     args = parser.parse_args(argv)
+    if args.flaky and not args.operator:
+        parser.error("--flaky fails the operator's reads, so it needs --operator; add it")
     if args.operator_arg and not args.operator:
         parser.error("--operator-arg gives the operator a flag, so it needs --operator; add it")
     args.operator_args = args.operator_arg if args.operator else None
@@ -116,10 +135,13 @@ def main(argv: list[str] | None = None) -> int:
         argo=argo,
         gate_airflow=args.operator and not args.ungated,
         kill_operator=args.operator and not args.no_kill,
+        flaky=args.flaky,
+        change=args.change,
     )
+    runs = {dag: args.runs for dag in args.dags} | ({CHANGING_DAG: 1} if args.change else {})
     try:
         with scenario as e2e:
-            outcome = e2e.run({dag: args.runs for dag in args.dags})
+            outcome = e2e.run(runs)
         outcome.leftovers = scenario.leftovers()
     finally:
         if args.keep is None:
@@ -128,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     beside = [*outcome.workflows.values(), *outcome.argo_workflows.values()]
     bound = not outcome.gated or outcome.max_running_all <= args.pool
     ok = outcome.runs_succeeded == outcome.runs and bound and not outcome.leftovers
+    ok = ok and not outcome.still_gated
     ok = ok and all(p == "Succeeded" for p in beside)
     return 0 if ok else 1
 

@@ -25,6 +25,7 @@ Pure: pod dicts in, values out.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -205,6 +206,12 @@ class AirflowPod:
     def terminal(self) -> bool:
         """It has ended (Succeeded or Failed)."""
         return self.phase in ("Succeeded", "Failed")
+
+
+def run_name(dag_id: str, run_id: str) -> str:
+    """A DAG run as a Kubernetes name (of the object its Events name: the operator's
+    ``DagRun`` ``<dag_id>.<run_id>``, lower case, each run of other characters one ``-``)."""
+    return re.sub(r"[^a-z0-9.-]+", "-", f"{dag_id}.{run_id}".lower()).strip("-.")[:200]
 
 
 AIRFLOW_QUEUED_TIMEOUT = 600.0

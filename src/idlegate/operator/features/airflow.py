@@ -6,10 +6,10 @@ machine and policy beside DagWorkflows and Argo's pods.
   ``idlegate.io/release`` to each worker pod (`gates_with_ours`), as Airflow's pod template
   may too (a ``schedulingGates`` entry in ``pod_template_file``).
 * **Job.** A DAG run is admitted when its first pod is seen: its job is read from Airflow's
-  REST API (`LiveDags`, off the event loop) and joins the pool as an `ExternalJob`
-  whose owner is the run itself (`run_owner`: its Events outlive its pods), restored from
-  the run's pods listed then. Each later pod is placed (`place`): its stage takes it, the run is read
-  again (a mapped task Airflow expanded), or it is left to Airflow with a Warning on it.
+  REST API (`LiveDags`, off the event loop) and joins the pool as an `ExternalJob` owned
+  by the run itself (`run_owner`), restored from the run's pods listed then. Each later
+  pod is placed (`place`): its stage takes it, the run is read again (a task the job does
+  not know), or it is left to Airflow with a Warning on it.
 * **The pending timeout.** A gated pod is released at its `QueuedTimeout.deadline`,
   beyond the pool if need be, with a Warning on the pod and
   ``idlegate_airflow_releases_total{reason="QueuedTimeout"}``, before Airflow's
@@ -18,10 +18,10 @@ machine and policy beside DagWorkflows and Argo's pods.
   comes, and every `POLL` s: what Airflow skipped, removed or marked upstream_failed
   leaves the job, and a run Airflow says ended leaves the pool once none of its pods runs.
 * **What cannot be read.** A read an API error fails is tried again after each of
-  `RETRIES` (a run's first pods wait), then the run's gated pods are released to Airflow's
-  own order with a Warning saying why, and a run refused so is tried again at a pod of it
-  `POLL` s later; one refused for what it is (`LiveRefusal.transient` False) has its pods
-  released as they come. No pod waits on a job that cannot be known.
+  `RETRIES` (a run's first pods wait), then the run's gated pods go to Airflow's own order
+  with a Warning saying why (a run refused so is tried again at a pod `POLL` s later; one
+  refused for what it is, `LiveRefusal.transient` False, for good): no pod waits on a job
+  that cannot be known.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -47,6 +46,7 @@ from idlegate.integrations.airflow_pods import (
     AirflowPod,
     QueuedTimeout,
     gates_with_ours,
+    run_name,
 )
 from idlegate.operator.core.events import Ended, Join, Observed, Schedule
 from idlegate.operator.core.external import unscheduled
@@ -81,11 +81,10 @@ def pod_owner(pod: AirflowPod) -> Owner:
 
 
 def run_owner(key: RunKey, uid: str) -> Owner:
-    """The DAG run as the owner of its job and Events: no Kubernetes object, so its Events
-    (in its pods' namespace, the object ``DagRun`` ``<dag_id>.<run_id>`` made a valid name)
-    outlive the pods Airflow deletes; `uid`, its first pod's, tells its admissions apart."""
-    name = re.sub(r"[^a-z0-9.-]+", "-", f"{key[1]}.{key[2]}".lower()).strip("-.")[:200]
-    return Owner(key[0], name, uid, kind=KIND, api_version="airflow.apache.org/v1")
+    """The DAG run as the owner of its job and Events (`run_name`): no Kubernetes object, so
+    its Events outlive the pods Airflow deletes; `uid`, its first pod's, tells its
+    admissions apart."""
+    return Owner(key[0], run_name(*key[1:]), uid, kind=KIND, api_version="airflow.apache.org/v1")
 
 
 @dataclass
@@ -153,9 +152,10 @@ class AirflowSide:
     def note(self) -> str | None:
         """What /readyz adds while Airflow's API cannot be read: the operator stays ready
         (its webhook gates every kind's pods), and Airflow's pods go to its own order."""
-        if self.problem is None:
-            return None
-        return f"Airflow's API cannot be read, its pods are left to its own order: {self.problem}"
+        return (
+            self.problem
+            and f"Airflow's API cannot be read, its pods go to its order: {self.problem}"
+        )
 
     async def restore(self) -> Callable[[], None]:
         """Read the runs of the worker pods there are, and return what admits them: the
@@ -358,14 +358,12 @@ class AirflowSide:
         self.runs[key], self.owners[key] = run, owner
         self.bridge.handle(Join(owner, run.job, arrival, ok, later))
         self._poll(key)
-        counts = run.job.counts
-        message = (
-            f"DAG run {key[1]}/{key[2]} scheduled by idlegate: {counts['stages']} stages, "
-            f"{counts['edges']} edges, {counts['tasks']} pods, in the pool of "
-            f"{self.bridge.settings.pool_size} executors."
+        n = run.job.counts
+        said = (
+            f"DAG run {key[1]}/{key[2]} scheduled by idlegate: {n['stages']} stages, {n['edges']} "
+            f"edges, {n['tasks']} pods, in the pool of {self.bridge.settings.pool_size} executors."
         )
-        said = " ".join([message, *run.notes])
-        self.bridge.carry([PostEvent(owner, "Normal", "Accepted", said)])
+        self.bridge.carry([PostEvent(owner, "Normal", "Accepted", " ".join([said, *run.notes]))])
         for pod in ok:
             self._track(pod)
         self._maybe_done(key)
