@@ -19,7 +19,7 @@ from idlegate.sim.timestamps import from_datetime
 from tests.helpers import CappedFifo
 from tests.operator_fakes import FakeClock, FakeKube, Harness, IdleRootsOnce, harness, stage
 
-pytestmark = pytest.mark.asyncio
+pytestmark = [pytest.mark.looptime, pytest.mark.asyncio]
 
 DIAMOND = {
     "stages": [

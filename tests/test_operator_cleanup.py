@@ -31,7 +31,7 @@ def _finished(pools: Any, body: dict[str, Any], pods: list[dict[str, Any]]) -> N
     pools.default.carry(pools.cleanup.seen(body, pods))
 
 
-pytestmark = pytest.mark.asyncio
+pytestmark = [pytest.mark.looptime, pytest.mark.asyncio]
 
 
 def watch_deletions(h: Harness) -> list[str]:

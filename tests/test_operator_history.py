@@ -23,6 +23,8 @@ from idlegate.sim.history import load_history
 from idlegate.sim.spec import StageSpec
 from tests.operator_fakes import FakeClock, FakeKube, Harness, harness, stage
 
+pytestmark = pytest.mark.looptime  # the async tests: asyncio in fake loop time
+
 ETL = {"stages": [stage("a", tasks=3, duration=10), stage("b", duration=4, deps=("a",))]}
 
 

@@ -18,7 +18,7 @@ from idlegate.sim.protocol import WAIT, Action, ClusterView
 from tests.operator_fakes import Harness, harness, stage
 from tests.planning_helpers import CHAIN, Scripted, planner, settled, worker
 
-pytestmark = pytest.mark.asyncio
+pytestmark = [pytest.mark.looptime, pytest.mark.asyncio]
 
 
 class Hold:

@@ -23,6 +23,8 @@ from idlegate.policy import DEFAULT_POLICY_PATH
 from idlegate.policy.lookahead import LookaheadScheduler
 from tests.operator_fakes import FakeClock, FakeKube, Harness, harness, stage
 
+pytestmark = pytest.mark.looptime  # the async tests: asyncio in fake loop time
+
 MARKER = "idlegate.test_marker"
 POD = Owner("idlegate-system", "idlegate-operator-0", "uid-op", kind="Pod", api_version="v1")
 

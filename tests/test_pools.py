@@ -19,6 +19,8 @@ from idlegate.api.pool_spec import (
 from idlegate.errors import SpecError
 from idlegate.sim.spec import parse_workflow
 
+pytestmark = pytest.mark.looptime  # the async tests: asyncio in fake loop time
+
 
 def selector(**raw: object) -> LabelSelector:
     return LabelSelector.model_validate(raw)
