@@ -1,27 +1,17 @@
-"""Airflow's KubernetesExecutor in the operator (``--airflow-url``; docs/airflow.md, "Gating
-Airflow's pods"): its worker pods gated at creation, released by the default pool's state
-machine and policy beside DagWorkflows and Argo's pods.
+"""Airflow's KubernetesExecutor in the operator (``--airflow-url``): its worker pods, gated at
+creation (the webhook `/airflow-gate`, or Airflow's pod template), released by the default
+pool's state machine and policy beside DagWorkflows and Argo's pods. docs/airflow.md,
+"Gating Airflow's pods", says what it does; in short:
 
-* **Gate.** The admission webhook (kopf's server, path ``/airflow-gate``) adds
-  ``idlegate.io/release`` to each worker pod (`gates_with_ours`), as Airflow's pod template
-  may too (a ``schedulingGates`` entry in ``pod_template_file``).
-* **Job.** A DAG run is admitted when its first pod is seen: its job is read from Airflow's
-  REST API (`LiveDags`, off the event loop) and joins the pool as an `ExternalJob` owned
-  by the run itself (`run_owner`), restored from the run's pods listed then. Each later
-  pod is placed (`place`): its stage takes it, the run is read again (a task the job does
-  not know), or it is left to Airflow with a Warning on it.
-* **The pending timeout.** A gated pod is released at its `QueuedTimeout.deadline`,
-  beyond the pool if need be, with a Warning on the pod and
-  ``idlegate_airflow_releases_total{reason="QueuedTimeout"}``, before Airflow's
+* a DAG run is admitted at its first pod: its job, read from Airflow's REST API
+  (`LiveDags`, off the event loop), joins the pool as an `ExternalJob` owned by the run
+  (`run_owner`), restored from the run's pods; each later pod is placed (`place`);
+* the run is read again when a pod of it ends, when a new gated pod of it comes, and every
+  `POLL` s (what Airflow skipped or removed leaves the job; a run Airflow ended leaves);
+* a read an API error fails is tried again after `RETRIES`; a pod whose run cannot be read
+  (again) goes to Airflow's own order with a Warning: none waits on an unknown job;
+* a gated pod is released at its `QueuedTimeout.deadline`, before Airflow's
   ``task_queued_timeout`` would delete it and create it again.
-* **Reads again.** The run is read again when a pod of it ends, when a new gated pod of it
-  comes, and every `POLL` s: what Airflow skipped, removed or marked upstream_failed
-  leaves the job, and a run Airflow says ended leaves the pool once none of its pods runs.
-* **What cannot be read.** A read an API error fails is tried again after each of
-  `RETRIES` (a run's first pods wait), then the run's gated pods go to Airflow's own order
-  with a Warning saying why (a run refused so is tried again at a pod `POLL` s later; one
-  refused for what it is, `LiveRefusal.transient` False, for good): no pod waits on a job
-  that cannot be known.
 """
 
 from __future__ import annotations
@@ -191,8 +181,7 @@ class AirflowSide:
         return admit
 
     def _track(self, pod: AirflowPod) -> bool:
-        """Keep the gated pods (what a deadline releases), each with its deadline; True for
-        one not kept before."""
+        """Keep the gated pods, each with its deadline; True for one not kept before."""
         where = (pod.namespace, pod.name)
         new = pod.gated and where not in self.gated
         if pod.gated:
@@ -283,7 +272,7 @@ class AirflowSide:
             return reads.failed
 
     async def _refresh(self, key: RunKey, tries: int = 0) -> None:
-        """Read the run again (module docstring, "Reads again" and "What cannot be read")."""
+        """Read the run again, tried again after an API error, else release its pods."""
         why = await self._read(key)
         if why is None or key not in self.runs:
             return
@@ -313,8 +302,7 @@ class AirflowSide:
     # -- admission and end ---------------------------------------------------------------------
 
     async def _admit(self, key: RunKey, tries: int = 0) -> None:
-        """Read the run of the pods seen (`pending`) and join it to the pool (module
-        docstring, "What cannot be read")."""
+        """Read the run of the pods seen (`pending`) and join it to the pool."""
         run = await self._read_run(key)
         listed = None if isinstance(run, LiveRefusal) else await self.bridge.pods(key[0], SELECTOR)
         if isinstance(run, LiveRefusal) or listed is None:
@@ -331,8 +319,7 @@ class AirflowSide:
         self.bridge.handle(Schedule())
 
     def _refuse(self, key: RunKey, why: LiveRefusal, pods: list[AirflowPod]) -> None:
-        """Not scheduled: its gated pods are released, now and as they come (module
-        docstring)."""
+        """Not scheduled: its gated pods are released, now and as they come."""
         self.refused[key] = (why, self.bridge.now() + POLL if why.transient else math.inf)
         for pod in pods:
             if pod.gated:
