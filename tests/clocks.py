@@ -1,11 +1,26 @@
-"""An accelerated clock for the end-to-end tests: the operator's injectable
-:class:`~idlegate.operator.settings.Clock`, running as fast as the simulated kubelet."""
+"""Clocks of the tests: an accelerated one for the end-to-end tests (the operator's
+injectable :class:`~idlegate.operator.settings.Clock`, running as fast as the simulated
+kubelet), and fake loop time (looptime) for a test that runs its scenario by hand."""
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+import looptime
 
 from idlegate.operator.settings import Clock
+
+T = TypeVar("T")
+
+
+def run_in_loop_time(scenario: Coroutine[Any, Any, T]) -> T:
+    """`asyncio.run(scenario)` in fake loop time (looptime), as ``@pytest.mark.looptime``
+    runs an async test: its sleeps, timeouts and back-offs take no wall time."""
+    with asyncio.Runner(loop_factory=looptime.new_event_loop) as runner:
+        return runner.run(scenario)
 
 
 class ScaledClock(Clock):

@@ -39,6 +39,7 @@ from idlegate.operator.edge.watchdog import KopfRetryLog, RetryForever, Watchdog
 from idlegate.operator.main import Operator
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
+from tests.clocks import run_in_loop_time
 from tests.e2e import (
     DWF,
     HANG_SECONDS,
@@ -151,7 +152,7 @@ def test_the_rebuild_after_an_outage_catches_up_with_what_the_watches_missed():
         await h.settle()
         assert h.released() == ["a-x-1-r1", "c-z-0"] and h.bridge.core.busy == 2
 
-    asyncio.run(scenario())
+    run_in_loop_time(scenario())
 
 
 def test_a_workflow_that_finishes_while_the_rebuild_reads_is_not_admitted_again():
@@ -181,7 +182,7 @@ def test_a_workflow_that_finishes_while_the_rebuild_reads_is_not_admitted_again(
         assert h.metrics.value("idlegate_workflows_finished_total", result="succeeded") == 1
         assert h.bridge.core.workflows == {}
 
-    asyncio.run(scenario())
+    run_in_loop_time(scenario())
 
 
 def test_the_first_rebuild_reads_kopfs_indexes_and_one_after_an_outage_lists():
@@ -213,7 +214,7 @@ def test_the_first_rebuild_reads_kopfs_indexes_and_one_after_an_outage_lists():
         await watchdog._sync()
         assert {"list_pods", "list_namespaces"} <= set(h.kube.calls)
 
-    asyncio.run(scenario())
+    run_in_loop_time(scenario())
 
 
 def test_the_operator_reads_kopfs_indexes_and_gives_them_to_a_rebuild_once_filled():
@@ -253,7 +254,7 @@ def test_a_pod_not_listed_while_its_workflow_has_a_write_running_is_not_taken_fo
         assert track.failed == 1 and h.released() == ["a-x-0", "a-x-1-r1"]
         assert pod["metadata"]["name"] == "a-x-1"
 
-    asyncio.run(scenario())
+    run_in_loop_time(scenario())
 
 
 # -- /metrics and /readyz --------------------------------------------------------------------

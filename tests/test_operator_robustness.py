@@ -6,7 +6,6 @@ the in-memory fakes of tests/operator_fakes.py; the end-to-end ones are in test_
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import logging
 import math
@@ -33,7 +32,7 @@ from idlegate.operator.settings import Settings
 from idlegate.policy import DEFAULT_POLICY_PATH
 from idlegate.sim.spec import StageSpec, parse_workflow
 from idlegate.sim.timestamps import from_datetime, to_datetime
-from tests.clocks import ScaledClock
+from tests.clocks import ScaledClock, run_in_loop_time
 from tests.operator_fakes import FakeKube, IdleRootsOnce, harness, stage
 
 CONTAINER = {"name": "task", "image": "busybox:1.36.1"}
@@ -72,7 +71,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
 def run(coro: Any) -> Any:
-    return asyncio.run(coro)
+    return run_in_loop_time(coro)
 
 
 # -- 1. a bad pod template never holds an executor ---------------------------------------------
