@@ -54,6 +54,16 @@ from tests.k8s.faults import FaultProxy
 from tests.k8s.harness import ApiServer
 from tests.k8s.kubelet import duration_of
 
+# Why an accelerated wall clock here, not fake loop time (looptime, as the operator's
+# in-memory tests use: tests/test_operator_bridge.py and the like): looptime fakes the
+# time of one event loop, and an end-to-end test has three that talk through real sockets
+# and threads. The operator is the real kopf operator in KopfRunner (a thread with its own
+# loop, or a process of its own: OperatorProcess), the API emulator serves HTTP from a
+# thread of its own, and the simulated kubelet runs pods with time.sleep in its threads.
+# Fake time in the operator's loop would jump to its next timer while an answer from the
+# emulator or a pod's end is still on its way in real time (a watch's timeout, a retry's
+# back-off, an idle slot firing early). So the operator's clock and the kubelet share one
+# accelerated wall clock (SPEED), and every wait is on what the emulator holds (`wait`).
 SPEED = 20.0
 """Simulated seconds per wall second, for the operator's clock and the kubelet alike."""
 DWF = "idlegate.io/v1alpha1/dagworkflows"

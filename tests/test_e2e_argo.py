@@ -40,6 +40,10 @@ from tests.k8s.argo_controller import DONE, WORKFLOWS, ArgoController
 from tests.k8s.harness import ApiServer, serving_crd
 from tests.k8s.kubelet import SimKubelet, duration_of
 
+# On an accelerated wall clock, not fake loop time: the real operator, the API emulator
+# and the simulated kubelet run in threads (or processes) of their own; why: tests/e2e.py,
+# at SPEED.
+
 pytestmark = pytest.mark.slow
 
 

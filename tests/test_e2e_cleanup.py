@@ -38,6 +38,10 @@ from tests.e2e import (
 )
 from tests.k8s.harness import ApiServer
 
+# On an accelerated wall clock, not fake loop time: the real operator, the API emulator
+# and the simulated kubelet run in threads (or processes) of their own; why: tests/e2e.py,
+# at SPEED.
+
 pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
 
 

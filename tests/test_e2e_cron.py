@@ -23,6 +23,10 @@ from tests.e2e import events_of, running_operator, stage, wait
 from tests.k8s.harness import ApiServer
 from tests.k8s.kubelet import SimKubelet
 
+# On an accelerated wall clock, not fake loop time: the real operator, the API emulator
+# and the simulated kubelet run in threads (or processes) of their own; why: tests/e2e.py,
+# at SPEED.
+
 pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
 
 SPEED = 1440.0

@@ -46,6 +46,10 @@ from tests.k8s.faults import FaultProxy, Faults, retries_after
 from tests.k8s.harness import ApiServer
 from tests.k8s.kubelet import SimKubelet
 
+# On an accelerated wall clock, not fake loop time: the real operator, the API emulator
+# and the simulated kubelet run in threads (or processes) of their own; why: tests/e2e.py,
+# at SPEED.
+
 RETRY_AFTER = 3
 CHURN = 1.0
 KOPF_DEFAULT_RETRIES = 8

@@ -54,6 +54,10 @@ from tests.e2e import (
 from tests.k8s.harness import ApiServer
 from tests.k8s.kubelet import SimKubelet
 
+# On an accelerated wall clock, not fake loop time: the real operator, the API emulator
+# and the simulated kubelet run in threads (or processes) of their own; why: tests/e2e.py,
+# at SPEED.
+
 pytestmark = pytest.mark.slow
 
 POOL = 3

@@ -57,6 +57,10 @@ from tests.k8s.kubelet import SimKubelet
 from tests.operator_fakes import IdleRootsOnce
 from tests.security_cases import ESCALATIONS, ISSUE_EXAMPLE, PREFIX, escalated
 
+# On an accelerated wall clock, not fake loop time: the real operator, the API emulator
+# and the simulated kubelet run in threads (or processes) of their own; why: tests/e2e.py,
+# at SPEED.
+
 SAMPLES = Path(__file__).resolve().parent.parent / "deploy" / "samples"
 
 # -- fixtures and helpers -----------------------------------------------------------------------

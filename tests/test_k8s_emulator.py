@@ -21,6 +21,10 @@ from tests.k8s.apiserver import route
 from tests.k8s.harness import ApiServer, serving_crd
 from tests.k8s.kubelet import CommandKubelet, SimKubelet
 
+# On the wall clock (the kubelet's pods sped up by time_factor), not fake loop time:
+# the API emulator and the simulated kubelet are threads of their own serving real
+# HTTP, which looptime's fake time of one event loop cannot cover (tests/e2e.py, at SPEED).
+
 DWF = "idlegate.io/v1alpha1/dagworkflows"
 
 

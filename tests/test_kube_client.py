@@ -23,6 +23,10 @@ from idlegate.operator.edge.kube import ApiError, KubeApi, client_retry
 
 kubernetes = pytest.importorskip("kubernetes", reason="the operator extra is not installed")
 
+# On the wall clock, not fake loop time: the retries under test are urllib3's, whose back-off
+# sleeps (time.sleep) in the client's worker threads against a real HTTP server, outside
+# any event loop that looptime could fake. Every wait is short (0.05 s back-offs, a 1 s
+# Retry-After) or woken by the test.
 Answer = tuple[int, dict[str, str]] | None
 """(status, headers) of one answer; None: the connection is closed without one."""
 

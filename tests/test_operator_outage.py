@@ -326,6 +326,9 @@ def test_the_outage_event_is_about_the_operators_own_pod(monkeypatch):
 
 
 # -- end to end ------------------------------------------------------------------------------
+# On an accelerated wall clock, not fake loop time: the real kopf operator (its own thread
+# and loop), the fault proxy and the API emulator talk through real sockets; why:
+# tests/e2e.py, at SPEED. The scenarios above run in fake loop time (run_in_loop_time).
 
 
 @pytest.fixture(scope="module")
