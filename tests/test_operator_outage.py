@@ -217,6 +217,36 @@ def test_the_first_rebuild_reads_kopfs_indexes_and_one_after_an_outage_lists():
     run_in_loop_time(scenario())
 
 
+def test_a_pod_that_ends_while_the_first_rebuild_lists_is_seen_ended():
+    """The elected standby's first rebuild reads kopf's indexes after its lists: a pod that
+    ends meanwhile (the leader stopped with SIGTERM released it just before) has its event
+    go nowhere, its workflow not admitted yet, so only the index tells it ended."""
+
+    async def scenario() -> None:
+        leader = harness(pool=2)
+        await leader.submit("w", {"stages": [fake_stage("x")]})
+        assert leader.released() == ["w-x-0"]
+        h = harness(pool=2, kube=leader.kube)
+
+        def index() -> intake.Cached:  # (what the standby's watches keep, now)
+            return copy.deepcopy(list(h.kube.pods.values())), copy.deepcopy(h.kube.namespaces)
+
+        def the_watch_meanwhile(method: str) -> None:
+            if method == "list_workflows":
+                pod = h.kube.pods[("default", "w-x-0")]
+                pod["status"]["phase"] = "Succeeded"
+                h.pools.observe_pod(copy.deepcopy(pod))
+
+        h.kube.fault = the_watch_meanwhile
+        watchdog = Watchdog(h.pools, h.health, reporter=None, cached=index)
+        await watchdog._sync()
+        h.kube.fault = None
+        await h.settle()
+        assert h.kube.status("w")["phase"] == "Succeeded"
+
+    asyncio.run(scenario())
+
+
 def test_the_operator_reads_kopfs_indexes_and_gives_them_to_a_rebuild_once_filled():
     operator = Operator(Settings(pool_size=1, policy="fair"))
     pod = {"metadata": {"name": "w-x-0", "namespace": "default"}}

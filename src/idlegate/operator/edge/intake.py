@@ -48,7 +48,9 @@ awaited, it reads its state (it may ask another API); the callable it gives admi
 
 
 async def rebuild(
-    bridge: Pools, cached: Cached | None = None, restorers: Sequence[Restorer] = ()
+    bridge: Pools,
+    cached: Callable[[], Cached | None] = lambda: None,
+    restorers: Sequence[Restorer] = (),
 ) -> tuple[int, int]:
     """The state from the API as it is now, level-triggered; returns the DagWorkflows and
     pods read. At the start, every DagWorkflow is admitted with its pods, oldest first,
@@ -58,8 +60,10 @@ async def rebuild(
     workflows created meanwhile. The ExecutorPools are listed too, and applied before any
     workflow is admitted (:meth:`Pools.restore`), so that each goes to its own pool.
 
-    With `cached` (kopf's indexes, kept by a standby's watches), pods and namespaces are
-    not listed. The `restorers` read first and admit after the DagWorkflows, with no wait
+    If `cached` gives kopf's indexes (kept by a standby's watches), pods and namespaces are
+    not listed; they are read again after the last wait, since a pod event that came
+    during one found no workflow to go to (a pod that ended then would never end). The
+    `restorers` read first and admit after the DagWorkflows, with no wait
     between the admissions and the first decision, so that the pods they released before
     a restart hold their executors again."""
     known = dict(bridge.workflows)  # (only these may be gone: others came after the lists)
@@ -71,12 +75,13 @@ async def rebuild(
             raise
         pools = []  # (the default pool serves alone)
     bodies: list[dict[str, Any]] = []
-    pods, namespaces = cached if cached is not None else ([], {})
+    cache = cached()
+    pods, namespaces = cache if cache is not None else ([], {})
     for namespace in bridge.settings.namespaces or (None,):
         bodies += await bridge.kube.list_workflows(namespace)
-        if cached is None:
+        if cache is None:
             pods += await bridge.kube.list_pods(namespace, LABEL_WORKFLOW)
-    if cached is None:  # after the workflows: each one's namespace (unless being deleted)
+    if cache is None:  # after the workflows: each one's namespace (unless being deleted)
         namespaces = await _namespaces(bridge.kube)
     listed = {(owner.namespace, owner.name, owner.uid) for owner in map(owner_of, bodies)}
     for key, wf in known.items():
@@ -85,6 +90,8 @@ async def rebuild(
     admits = [await restore() for restore in restorers]
     names = {((p.get("metadata") or {}).get("namespace"), p["metadata"]["name"]) for p in pods}
     await _notice_deleted(bridge, [t for t in with_pods if (t[0].key[0], t[3]) not in names])
+    if cache is not None:
+        pods, namespaces = cached() or cache
     bridge.restore(pools)  # (no await from here to the admissions: no round between)
     for pod in pods:
         bridge.handle(PodSeen(pod))
@@ -94,7 +101,7 @@ async def rebuild(
     bridge.default.rebuilt = True  # (the operator's readiness)
     log.info(
         f"Rebuilt the state from {len(bodies)} DagWorkflow(s) and {len(pods)} pod(s)"
-        f"{' (from the indexes)' if cached else ''}; {admitted} workflow(s) admitted."
+        f"{' (from the indexes)' if cache else ''}; {admitted} workflow(s) admitted."
     )
     bridge.handle(Schedule())
     return len(bodies), len(pods)

@@ -235,7 +235,7 @@ class Watchdog:
         indexed = not self.rebuilt.is_set() and not seconds
         began = asyncio.get_running_loop().time()
         try:
-            cached = self.cached() if indexed else None
+            cached = self.cached if indexed else lambda: None
             workflows, pods = await intake.rebuild(self.pools, cached, self.restorers)
         except ApiError as exc:
             if exc.status == 404 and not self.rebuilt.is_set():
