@@ -8,7 +8,10 @@ from __future__ import annotations
 import asyncio
 import copy
 import itertools
+import logging
+import signal
 import uuid
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -18,6 +21,7 @@ from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.edge.applier import Applier, EventRecorder, Lanes, WriteGate
 from idlegate.operator.edge.kube import ApiError, NotLeaderError
 from idlegate.operator.edge.leader import Elector, identity
+from idlegate.operator.main import Operator, quiet_event_handlers
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
 from tests.operator_fakes import FakeKube
@@ -334,3 +338,24 @@ async def test_two_processes_under_one_name_have_two_identities(monkeypatch):
     first, second = identity.__wrapped__(), identity.__wrapped__()
     assert first != second and first.startswith("idlegate-operator-0_"), (first, second)
     assert identity() == identity()  # (one per process: its Lease and its User-Agent)
+
+
+async def test_a_signal_stops_the_election_and_the_handlers_waiting_for_a_rebuild():
+    operator = Operator(Settings(pool_size=1, policy="fair", leader_election=True))
+    operator.elector = Replica(Leases(), "b").elector
+    operator.watchdog = SimpleNamespace(rebuilt=asyncio.Event())  # (never rebuilt: a standby)
+    handler = asyncio.create_task(operator.ready_pools())
+    await asyncio.sleep(1)
+    operator.terminate(signal.SIGTERM)
+    await asyncio.wait({handler}, timeout=5)
+    assert handler.cancelled()  # (kopf escalates a cancelled handler: no write, no retry)
+    assert operator.elector.stopping and operator.stopped.is_set() and not operator.lost
+
+
+async def test_the_log_drops_kopfs_line_for_each_handler_a_stop_cancels():
+    def kept(message: str) -> bool:
+        return quiet_event_handlers(logging.makeLogRecord({"msg": message}))
+
+    assert not kept("Handler 'admit' is cancelled. Will escalate.")
+    assert not kept("Handler 'pod-events' succeeded.")
+    assert kept("Handler 'admit' failed with an exception. Will retry.")
