@@ -235,7 +235,7 @@ def test_a_pod_that_ends_while_the_first_rebuild_lists_is_seen_ended():
             if method == "list_workflows":
                 pod = h.kube.pods[("default", "w-x-0")]
                 pod["status"]["phase"] = "Succeeded"
-                h.pools.observe_pod(copy.deepcopy(pod))
+                h.pools.handle(PodSeen(copy.deepcopy(pod)))
 
         h.kube.fault = the_watch_meanwhile
         watchdog = Watchdog(h.pools, h.health, reporter=None, cached=index)
@@ -244,7 +244,7 @@ def test_a_pod_that_ends_while_the_first_rebuild_lists_is_seen_ended():
         await h.settle()
         assert h.kube.status("w")["phase"] == "Succeeded"
 
-    asyncio.run(scenario())
+    run_in_loop_time(scenario())
 
 
 def test_the_operator_reads_kopfs_indexes_and_gives_them_to_a_rebuild_once_filled():
