@@ -292,7 +292,7 @@ def running_operator(
         args += ["--namespace", served]
     with KopfRunner(args, registry=build_registry(operator), timeout=HANG_SECONDS) as runner:
         wait(
-            lambda: operator._pools is not None and operator.bridge.core.rebuilt,
+            lambda: operator._pools is not None and operator.bridge.rebuilt,
             20,
             "operator start",
         )

@@ -272,7 +272,7 @@ def test_the_namespace_decides_the_level_and_is_never_guessed():
         again = harness(pool=1, kube=kube, pod_security="restricted")
         with pytest.raises(AdmitLaterError, match="cannot read the namespace"):
             await intake.rebuild(again.pools)
-        assert not again.bridge.core.rebuilt and kube.status("later") == {}
+        assert not again.bridge.rebuilt and kube.status("later") == {}
         await intake.rebuild(again.pools)
         await again.settle()
         assert kube.status("later")["phase"] == "Invalid"

@@ -135,8 +135,6 @@ class Core(Lifecycle):
         """The uids of workflows that ended here (the latest :data:`ENDED_KEPT`, oldest
         first): never admitted again from a read that predates their final status (a
         rebuild's lists, a kopf event), which would write that stale status after it."""
-        self.rebuilt = False
-        """Every workflow there was at the start is admitted (:func:`intake.rebuild`): ready."""
         self.paused = False
         """While workflows move into the pool (`Pools.moving`) no round runs: each one's
         running pods must be counted before the pool releases anything."""

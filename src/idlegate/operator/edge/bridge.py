@@ -81,6 +81,8 @@ class Bridge:
         self.timers = timers
         self._last = float("-inf")
         self._reads: set[asyncio.Task[None]] = set()
+        self.rebuilt = False
+        """Every workflow there was at the start is admitted (:func:`intake.rebuild`): ready."""
         if beside is None:  # (its outcomes to `outcomes`: the pools' routing; None: its core)
             lanes = Lanes(self.kube, concurrency=settings.api_concurrency, gate=gate)
             self.applier = Applier(
@@ -152,14 +154,6 @@ class Bridge:
     @property
     def busy(self) -> int:
         return self.core.busy
-
-    @property
-    def rebuilt(self) -> bool:
-        return self.core.rebuilt
-
-    @rebuilt.setter
-    def rebuilt(self, value: bool) -> None:
-        self.core.rebuilt = value
 
     def pause(self, paused: bool) -> None:
         """While workflows move into the pool, no round runs (`Core.paused`)."""

@@ -107,21 +107,16 @@ def client_retry(
             (wake() if wake is not None else stop).wait(self.get_backoff_time())
 
         def increment(
-            self,
-            method: str | None = None,
-            url: str | None = None,
-            response: Any = None,
-            error: Exception | None = None,
-            *a: Any,
-            **kw: Any,
+            self, method: str | None = None, url: str | None = None, *a: Any, **kw: Any
         ) -> Self:
+            response, error = kw.get("response"), kw.get("error")
             status = response.status if response is not None else 0
             what = f"{method} {(url or '').split('?')[0]}"
             report(what, status)
             if not self.history:  # (once per request)
                 cause = str(status) if status else f"{type(error).__name__}: {error}"
                 log.warning("Retrying %s until the API takes it: %s", what, cause)
-            return super().increment(method, url, response, error, *a, **kw)
+            return super().increment(method, url, *a, **kw)
 
     return _Retry(
         total=None,  # (no count set: never exhausted, but by `stop`)
