@@ -13,7 +13,7 @@ import pytest
 
 from idlegate.errors import IdlegateError
 from idlegate.evaluation.comparison import WorkloadOptions, build
-from idlegate.policy import SchedulerSpec, check_params, make_scheduler
+from idlegate.policy import SchedulerSpec, check_params, make_scheduler, model_files
 from idlegate.policy.portfolio import (
     Choice,
     PortfolioScheduler,
@@ -26,7 +26,6 @@ from idlegate.policy.portfolio import (
 from idlegate.policy.portfolio.arrivals import ArrivalWatch
 from idlegate.policy.portfolio.prior import Prior, features_error, load_prior, workload_features
 from idlegate.policy.portfolio.rounds import round_confidence, standing, threshold
-from idlegate.policy.spec import model_files
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.engine import JobArrival, Workload, simulate
 from idlegate.sim.history import simulate_history, write_history
@@ -607,7 +606,7 @@ def test_a_prior_history_chooses_before_the_first_decision(tmp_path):
 def test_every_job_that_finishes_is_recorded_once():
     spec = "portfolio?candidates=srpt&start=srpt&window=1000&every=100000&period=none"
     brain, result = _run(spec, jobs=80)
-    seen = [a.name for a in brain._finished]
+    seen = [a.name for a in brain.finished]
     assert len(seen) == len(set(seen)) and len(seen) >= len(result.records) - 2
     # those not seen yet finished after the last decision: the last ones to finish
     by_finish = [r.name for r in sorted(result.records, key=lambda r: r.finish)]
@@ -885,7 +884,7 @@ def test_a_fed_portfolio_runs_early_rounds_on_the_workflows_it_sees_arrive():
     for job in later:  # (the running set is the view's at each decision: it stays bounded)
         view.remove_job(job, view.now)
     brain.decide(view)
-    assert not brain._jobs
+    assert not brain._arrivals.jobs
 
 
 def test_a_fed_portfolio_counts_the_workflows_it_sees_not_the_clusters_ids():

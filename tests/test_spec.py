@@ -156,9 +156,8 @@ def test_a_spec_is_checked_when_made_in_code_too():
 
 
 def test_default_is_the_portfolio_and_its_options_are_the_portfolios(tmp_path):
-    from idlegate.policy import DEFAULT_POLICY_PATH
+    from idlegate.policy import DEFAULT_POLICY_PATH, model_files
     from idlegate.policy.portfolio import PortfolioConfig, PortfolioScheduler
-    from idlegate.policy.spec import model_files
 
     built = make_scheduler("default")
     assert isinstance(built, PortfolioScheduler) and built.config == PortfolioConfig()

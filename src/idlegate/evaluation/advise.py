@@ -45,9 +45,8 @@ from idlegate.evaluation.comparison import (
     run_comparison,
 )
 from idlegate.parallel import TaskPool
-from idlegate.policy import DEFAULT_SCHEDULER, SchedulerSpec
+from idlegate.policy import DEFAULT_SCHEDULER, SchedulerSpec, model_files
 from idlegate.policy.portfolio import RULES
-from idlegate.policy.spec import model_files
 from idlegate.sim.history import (
     HistoryFacts,
     HistoryWorkflow,

@@ -23,6 +23,8 @@ from idlegate.policy.bounded import WINDOW_FIELDS, WindowConfig, window_config
 from idlegate.policy.heuristics import SCHEDULERS
 from idlegate.policy.heuristics import make_scheduler as make_registered
 from idlegate.policy.inspector import make_inspector
+from idlegate.policy.lookahead import make_lookahead, planner_config
+from idlegate.policy.portfolio import make_portfolio, portfolio_config, portfolio_model_files
 from idlegate.policy.rigid import RIGID_SCHEDULERS, make_rigid
 from idlegate.policy.spec import SchedulerSpec
 from idlegate.sim.protocol import Scheduler
@@ -35,9 +37,7 @@ SCHEDULERS["airflow"] = AirflowScheduler  # Airflow's own order, a baseline for 
 
 def _portfolio(**options: Any) -> Scheduler:
     """The registry's entry for ``portfolio`` (`idlegate.policy.portfolio`)."""
-    from idlegate.policy.portfolio import make_portfolio
-
-    return make_portfolio(SchedulerSpec("portfolio"), **options)
+    return make_portfolio(SchedulerSpec("portfolio"), make_scheduler, **options)
 
 
 SCHEDULERS["portfolio"] = _portfolio
@@ -129,17 +129,13 @@ def make_scheduler(spec: SchedulerSpec | str, /, **params: Any) -> Scheduler:
     if s.kind == "inspect":
         return make_inspector(s, **params)
     if s.kind == "lookahead":
-        from idlegate.policy.lookahead import make_lookahead
-
-        return make_lookahead(s, **params)
+        return make_lookahead(s, make_scheduler, **params)
     if s.kind == "window":
         from idlegate.policy.window import make_window  # onnxruntime only when needed
 
         return make_window(s, **params)
     if s.kind == "portfolio":
-        from idlegate.policy.portfolio import make_portfolio
-
-        return make_portfolio(s, **params)
+        return make_portfolio(s, make_scheduler, **params)
     if s.kind == "default":
         return make_scheduler(resolve_default(s), **params)
     keywords = s.keywords(params)
@@ -161,6 +157,7 @@ __all__ = [
     "make_learned",
     "make_registered",
     "make_scheduler",
+    "model_files",
     "resolve_default",
 ]
 
@@ -172,8 +169,6 @@ def check_params(spec: SchedulerSpec | str) -> None:
     A ``window:`` or ``inspect:`` spec's parameters are its model's and are not checked."""
     s = resolve_default(SchedulerSpec.of(spec))
     if s.kind == "lookahead":
-        from idlegate.policy.lookahead import planner_config
-
         config = planner_config(s, {})[0]
         parts: list[SchedulerSpec | str] = [s.base or SchedulerSpec("sjf-cp"), *config.candidates]
         for part in parts:
@@ -185,8 +180,22 @@ def check_params(spec: SchedulerSpec | str) -> None:
         rest = {k: v for k, v in s.keywords().items() if k not in _LEARNED_KEYWORDS}
         _window(rest.pop("window", None), rest)
     elif s.kind == "portfolio":
-        from idlegate.policy.portfolio import portfolio_config
-
         portfolio_config(s, {})
     elif s.kind not in ("window", "inspect"):
         make_scheduler(s)  # a heuristic or a rigid order: no file, cheap to build
+
+
+def model_files(spec: SchedulerSpec | str | None) -> tuple[Path, ...]:
+    """The model files `spec` (None: ``default``) loads, in the order they appear: what the
+    operator watches for reloads, and what a replay of a recorded spec needs on this machine."""
+    s: SchedulerSpec | None = SchedulerSpec.of(spec or "default")
+    found: list[Path] = []
+    while s is not None:
+        s = resolve_default(s)
+        if s.kind in ("learned", "window", "inspect") and s.argument is not None:
+            default = s.kind == "learned" and s.argument == "default"
+            found.append(DEFAULT_POLICY_PATH if default else Path(s.argument).expanduser())
+        if s.kind == "portfolio":
+            found.extend(portfolio_model_files(s, DEFAULT_POLICY_PATH))
+        s = s.base
+    return tuple(found)

@@ -20,8 +20,9 @@ plain data alone (so it travels from worker processes and reads back from JSON):
 * `followed_line`: "portfolio followed srpt 71 %, fair 22 %, learned:default 7 % of the
   run".
 
-The reports build on this module alone; it takes from the scheduler's code only its
-tie rule (`tied_best`), at a call, so that code can move without them.
+The tie rule (`tied_best`: two replays of the same decisions score the same) lives
+here, where the reports and the rounds' selection (`portfolio.rounds.select`) both read
+it; this module imports nothing of the scheduler, so its code can move without them.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ __all__ = [
     "sentence",
     "shares",
     "shares_text",
+    "tied_best",
 ]
 
 SENTENCES: Final[Mapping[str, str]] = {
@@ -168,10 +170,15 @@ def _gap(better: float | None, worse: float | None) -> float | None:
     return (worse - better) / worse if worse > 0 else None
 
 
-def _tied(a: float | None, b: float | None) -> bool:
-    """The same score, as the round's selection counts a tie (`portfolio.tied_best`)."""
-    from idlegate.policy.portfolio import tied_best  # (it imports this module)
+def tied_best(scores: Mapping[str, float]) -> list[str]:
+    """The candidates whose score equals the lowest (to a relative 1e-9: a replay of the
+    same decisions), in `scores`' order."""
+    low = min(scores.values())
+    return [c for c, v in scores.items() if v <= low + 1e-9 * abs(low)]
 
+
+def _tied(a: float | None, b: float | None) -> bool:
+    """The same score, as the round's selection counts a tie (`tied_best`)."""
     return a is not None and b is not None and len(tied_best({"a": a, "b": b})) == 2
 
 

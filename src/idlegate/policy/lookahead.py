@@ -553,18 +553,19 @@ _PLAN_WINDOW = WindowConfig()
 """Which jobs a plan above `plan_window` jobs simulates (the learned policy's default)."""
 
 
-def make_lookahead(spec: SchedulerSpec, /, **options: Any) -> LookaheadScheduler:
+def make_lookahead(
+    spec: SchedulerSpec, build: Callable[[str | SchedulerSpec], Scheduler], /, **options: Any
+) -> LookaheadScheduler:
     """Build ``lookahead:BASE`` (`spec`) with its and the keyword options: every
-    `LookaheadConfig` field and ``name``."""
-    from idlegate.policy import make_scheduler  # the builder of every spec kind
-
+    `LookaheadConfig` field and ``name``; `build` builds BASE and the candidates
+    (`idlegate.policy.make_scheduler`, which builds every spec kind)."""
     config, options, name = planner_config(spec, options)
     base = spec.base or SchedulerSpec("sjf-cp")
     title = _title(spec, options, base)
     # BASE is always a candidate; simulating it twice would only cost time
     text = base.format()
-    candidates = {c: partial(make_scheduler, c) for c in config.candidates if c != text}
-    return LookaheadScheduler(lambda: make_scheduler(base), candidates, config, name=name or title)
+    candidates = {c: partial(build, c) for c in config.candidates if c != text}
+    return LookaheadScheduler(partial(build, base), candidates, config, name=name or title)
 
 
 def planner_config(

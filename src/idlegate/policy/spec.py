@@ -61,7 +61,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, Final, NoReturn
 
 from idlegate.errors import IdlegateError
@@ -217,26 +216,6 @@ class SchedulerSpec:
         if twice:
             raise IdlegateError(f"{self.format()!r} gives {twice[0]} in the spec and as a keyword")
         return {**own, **(extra or {})}
-
-
-def model_files(spec: SchedulerSpec | str | None) -> tuple[Path, ...]:
-    """The model files `spec` (None: ``default``) loads, in the order they appear: what the
-    operator watches for reloads, and what a replay of a recorded spec needs on this machine."""
-    from idlegate.policy import DEFAULT_POLICY_PATH, resolve_default
-
-    s: SchedulerSpec | None = SchedulerSpec.of(spec or "default")
-    found: list[Path] = []
-    while s is not None:
-        s = resolve_default(s)
-        if s.kind in ("learned", "window", "inspect") and s.argument is not None:
-            default = s.kind == "learned" and s.argument == "default"
-            found.append(DEFAULT_POLICY_PATH if default else Path(s.argument).expanduser())
-        if s.kind == "portfolio":
-            from idlegate.policy.portfolio import portfolio_model_files
-
-            found.extend(portfolio_model_files(s))
-        s = s.base
-    return tuple(found)
 
 
 def _value(text: str) -> Any:

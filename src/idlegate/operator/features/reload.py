@@ -29,7 +29,7 @@ from idlegate.api.pool_spec import DEFAULT_POOL
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.intents import Notice
 from idlegate.operator.decisions import build_scheduler
-from idlegate.policy.spec import model_files
+from idlegate.policy import model_files
 from idlegate.sim.protocol import Scheduler
 
 if TYPE_CHECKING:

@@ -10,9 +10,15 @@ The package, by responsibility:
   (`PortfolioConfig`);
 * `replay`: a round's replay of a window under every candidate (`replay_portfolio`),
   its request and its modelled cost;
-* `rounds`: what a round says (`Scores`, `Choice`) and how it chooses (`select`);
-* `scheduler`: the scheduler (`PortfolioScheduler`): its records, rounds, standings
-  and the decisions;
+* `rounds`: what a round says (`Scores`, `Choice`) and the evidence it weighs
+  (`select`: the margin, the noise, the confirmation);
+* `decision`: a round, what it decides and why, as one numbered pipeline
+  (`play_round`);
+* `state`: what the scheduler remembers between decisions, in small objects (the
+  window, the arrivals, the start, the trust in the candidate followed, the pace, the
+  standings);
+* `scheduler`: the scheduler (`PortfolioScheduler`): one scheduling event, in order
+  (`PortfolioScheduler.decide`), and the steps a driver's worker calls;
 * here: building a ``portfolio`` spec (`make_portfolio`).
 """
 
@@ -49,7 +55,12 @@ from idlegate.policy.portfolio.rounds import (
     tied_best,
     won,
 )
-from idlegate.policy.portfolio.scheduler import CHANGE_MIN, PortfolioScheduler, segments
+from idlegate.policy.portfolio.scheduler import (
+    CHANGE_MIN,
+    PortfolioScheduler,
+    SchedulerBuilder,
+    segments,
+)
 from idlegate.policy.spec import SchedulerSpec
 
 __all__ = [
@@ -117,28 +128,28 @@ def _holds_a_portfolio(spec: SchedulerSpec | None) -> bool:
     return False
 
 
-def make_portfolio(spec: SchedulerSpec, /, **options: Any) -> PortfolioScheduler:
+def make_portfolio(
+    spec: SchedulerSpec, build: SchedulerBuilder, /, **options: Any
+) -> PortfolioScheduler:
     """Build a ``portfolio`` spec with its and the keyword options (`PortfolioConfig`
-    fields and ``name``); IdlegateError for a bad option or a missing file."""
-    from idlegate.policy import make_scheduler  # the builder of every spec kind
-
+    fields and ``name``), its candidates built by `build` (`idlegate.policy.make_scheduler`,
+    the builder of every spec kind); IdlegateError for a bad option or a missing file."""
     config, name = portfolio_config(spec, options)
     if config.policy is not None and not Path(config.policy).expanduser().is_file():
         raise IdlegateError(
             f"the portfolio's policy {config.policy} does not exist; give a policy.onnx "
             "trained on this cluster's history (idlegate train --preset cluster --history)"
         )
-    return PortfolioScheduler(config, make_scheduler, name=name or spec.format(label=False))
+    return PortfolioScheduler(config, build, name=name or spec.format(label=False))
 
 
-def portfolio_model_files(spec: SchedulerSpec) -> tuple[Path, ...]:
-    """The model files a ``portfolio`` spec loads (for reloads and replays elsewhere)."""
-    from idlegate.policy import DEFAULT_POLICY_PATH
-
+def portfolio_model_files(spec: SchedulerSpec, shipped: Path) -> tuple[Path, ...]:
+    """The model files a ``portfolio`` spec loads (for reloads and replays elsewhere),
+    `shipped` standing for the shipped policy (``learned:default``)."""
     config, _ = portfolio_config(spec, {})
     out = []
     if "learned" in config.portfolio() or config.start == "learned":
-        out.append(DEFAULT_POLICY_PATH)
+        out.append(shipped)
     if config.policy is not None:
         out.append(Path(config.policy).expanduser())
     return tuple(out)

@@ -47,7 +47,7 @@ class Seen(NamedTuple):
     """Its job's id (`Job.id`: the cluster gives each job it admits the next one)."""
     time: float
     """Its arrival."""
-    index: int
+    order: int
     """The workflows seen arriving before it: a count, where ids may skip (a job admitted
     and gone between two decisions) or not start at 0 (a scheduler that replaces another
     on a cluster already running)."""

@@ -27,7 +27,7 @@ from typing import Any, Literal
 import numpy as np
 
 from idlegate.errors import IdlegateError
-from idlegate.policy.account import sentence
+from idlegate.policy.account import sentence, tied_best
 
 __all__ = [
     "Choice",
@@ -244,7 +244,9 @@ def select(
             )
         }
         chosen = tied_best(beats)[0] if beats else following
-        kept_by = "noise" if chosen == following and current - scores[best] > needed else None
+        kept_by: Literal["noise", "unconfirmed"] | None = None
+        if chosen == following and current - scores[best] > needed:
+            kept_by = "noise"
         if chosen != following and stood and not confirmed(stood, new, scores, chosen, following):
             chosen, kept_by = following, "unconfirmed"
         if kept_by is not None:
@@ -319,13 +321,6 @@ def noise_needed(
     mean = float(np.mean(jcts[following]))
     error = float(np.std(d, ddof=1)) / math.sqrt(len(d))
     return confidence * error / mean if mean > 0 else None
-
-
-def tied_best(scores: Mapping[str, float]) -> list[str]:
-    """The candidates whose score equals the lowest (to a relative 1e-9: a replay of the
-    same decisions), in `scores`' order."""
-    low = min(scores.values())
-    return [c for c, v in scores.items() if v <= low + 1e-9 * abs(low)]
 
 
 def won(choice_scores: Mapping[str, float], candidate: str) -> bool:

@@ -1,0 +1,101 @@
+"""The brain alone on `benchmarks/brain.py`'s streams: does a change of the brain change a run?
+
+    python benchmarks/brain_only.py [--seeds 3] [--first-seed 2000] [-j 1]
+        [--workloads KEY,...] [--brain SPEC] [--jobs-count N] [--tpch-dir DIR]
+        --json PATH [--against BEFORE.json]
+
+Runs only the brain's row of `benchmarks/brain.py` (the same cases, seeds and streams, so
+its per-seed means are that script's brain row, run for run) and writes, per workload and
+seed, the brain's mean JCT and what its rounds followed. A change meant to leave the
+brain's behaviour alone (a refactor) is checked by running this before and after it: with
+``--against BEFORE.json`` it prints every run whose mean JCT or followed candidates
+differ, and exits 1 if any does. A change meant to move some runs (a new rule) says which
+ones, seed by seed, without rerunning the fixed candidates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from brain import LONG_JOBS, WORKERS, Task, cases_of, run_stage
+
+from idlegate.errors import IdlegateError
+from idlegate.flags import one_line
+from idlegate.parallel import LocalPool
+from idlegate.policy import make_scheduler
+
+
+def brain_runs(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """Per workload key and seed (as text): the brain's mean JCT and rounds' candidates."""
+    from brain import Results  # (the same bookkeeping as the full evaluation)
+
+    make_scheduler(args.brain)
+    cases, skipped = cases_of(args)
+    for line in skipped:
+        print(f"skipped {line}", file=sys.stderr)
+    tasks = [Task(c, "brain", args.brain, s) for c in cases for s in c.seeds]
+    results = Results()
+    with LocalPool(args.jobs, preload=["idlegate.policy"]) as pool:
+        run_stage(pool, tasks, results, 0.0)
+    out: dict[str, dict[str, Any]] = {}
+    for key, rows in results.runs.items():
+        for seed, run in sorted(rows["brain"].items()):
+            out.setdefault(key, {})[str(seed)] = {
+                "mean": float(np.mean(run.jct)),
+                "followed": [c["candidate"] for c in run.choices],
+                "why": [c["why"] for c in run.choices],
+            }
+    return out
+
+
+def differences(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """A line per run of `after` whose mean or followed candidates differ from `before`'s."""
+    lines = []
+    for key, seeds in after.items():
+        for seed, run in seeds.items():
+            old = before.get(key, {}).get(seed)
+            if old is None:
+                lines.append(f"{key} seed {seed}: not in the run before")
+            elif old["mean"] != run["mean"] or old["followed"] != run["followed"]:
+                lines.append(
+                    f"{key} seed {seed}: {old['mean']:.4f} s -> {run['mean']:.4f} s "
+                    f"(followed {old['followed']} -> {run['followed']})"
+                )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--first-seed", type=int, default=2000)
+    parser.add_argument("-j", "--jobs", type=int, default=WORKERS)
+    parser.add_argument("--workloads", type=lambda s: s.split(","), default=None)
+    parser.add_argument("--brain", default="portfolio")
+    parser.add_argument("--jobs-count", type=int, default=LONG_JOBS)
+    parser.add_argument("--tpch-dir", type=Path, default=None)
+    parser.add_argument("--json", type=Path, required=True)
+    parser.add_argument("--against", type=Path, default=None, help="a run before, to compare")
+    args = parser.parse_args(argv)
+    try:
+        runs = brain_runs(args)
+    except IdlegateError as exc:
+        parser.exit(1, f"Error: {one_line(exc)}\n")
+    args.json.write_text(json.dumps(runs, indent=1))
+    total = sum(len(s) for s in runs.values())
+    print(f"{total} runs of {args.brain} written to {args.json}")
+    if args.against is None:
+        return 0
+    lines = differences(json.loads(args.against.read_text()), runs)
+    for line in lines:
+        print(line)
+    print(f"{len(lines)} of {total} runs differ from {args.against}")
+    return 1 if lines else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
