@@ -191,6 +191,9 @@ def test_clocks():
         ({"pool_size": 2, "metrics_port": 70000}, "metrics_port: .* less than or equal to 65535"),
         ({"pool_size": 2, "watch_server_timeout": 100, "watch_client_timeout": 50}, "exceed"),
         ({"pool_size": 2, "namespaces": ("a", "a")}, "twice"),
+        ({"pool_size": 2, "namespaces": ("Bad_NS",)}, "'Bad_NS' is not a namespace's name"),
+        ({"pool_size": 2, "namespaces": ("a" * 64,)}, "at most 63 characters"),
+        ({"pool_size": 2, "namespaces": ("team-a.b",)}, "is not a namespace's name"),
     ],
 )
 def test_settings_refuse_nonsense(kwargs, needle):

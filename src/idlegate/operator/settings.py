@@ -3,17 +3,25 @@ and the clock it gets its time from."""
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import ConfigDict, Field, SkipValidation, StrictInt, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    Field,
+    SkipValidation,
+    StrictInt,
+    model_validator,
+)
 
 from idlegate.api.podsecurity import DEFAULT_LEVEL, Level
 from idlegate.api.status import MAX_MEASURED
 from idlegate.config import Config, Flag
 from idlegate.sim.protocol import Scheduler
-from idlegate.sim.spec import PodGCStrategy
+from idlegate.sim.spec import NAME_PATTERN, PodGCStrategy
 
 
 class Clock:
@@ -36,6 +44,20 @@ class Clock:
 
     def __repr__(self) -> str:
         return "Clock()"
+
+
+def _namespace_names(value: tuple[str, ...]) -> tuple[str, ...]:
+    """The namespaces to serve, each once and each a namespace's name (a DNS label): one
+    that is not names no namespace, and the operator would serve nothing there, quietly."""
+    if len(set(value)) != len(value):
+        raise ValueError(f"a namespace is given twice in {list(value)}")
+    for name in value:
+        if not re.match(NAME_PATTERN, name) or len(name) > 63:
+            raise ValueError(
+                f"{name!r} is not a namespace's name: lower case letters, digits and '-', "
+                "starting and ending with a letter or digit, at most 63 characters"
+            )
+    return value
 
 
 class Settings(Config):
@@ -75,7 +97,9 @@ class Settings(Config):
     is a lookahead planner (one plan per change of the set of workflows, in the
     shadow's worker)."""
 
-    namespaces: Annotated[tuple[str, ...], Flag("--namespace", "-n")] = ()
+    namespaces: Annotated[
+        tuple[str, ...], Flag("--namespace", "-n"), AfterValidator(_namespace_names)
+    ] = ()
     """Serve only this namespace (repeatable); none: all namespaces."""
 
     pod_security: Level = DEFAULT_LEVEL
@@ -250,13 +274,6 @@ class Settings(Config):
 
     clock: Clock = Field(default_factory=Clock)
     """Where time comes from (tests pass an accelerated or fake clock)."""
-
-    @field_validator("namespaces")
-    @classmethod
-    def _distinct(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        if len(set(value)) != len(value):
-            raise ValueError(f"a namespace is given twice in {list(value)}")
-        return value
 
     @model_validator(mode="after")
     def _watch_timeouts(self) -> Settings:
