@@ -1,0 +1,312 @@
+"""Kubernetes resources: quantities, resource vectors and a pod's effective request.
+
+Pure (no kubernetes import); what the kube-scheduler does, restated:
+
+* A *quantity* (`parse_quantity`) is Kubernetes' text form of a number: digits with an
+  optional sign, fraction and suffix, binary (``Ki`` … ``Ei``: powers of 1024), decimal
+  (``n``, ``u``, ``m``, none, ``k``, ``M``, ``G``, ``T``, ``P``, ``E``) or an exponent
+  (``2e3``). It is held exactly, as whole milli-units: a finer value is rounded up to the
+  next milli-unit and a larger one than 2^63 - 1 is capped, as the API server does
+  (``0.1m`` is ``1m``). The arithmetic on it is on Python integers, so it is exact.
+* A *resource vector* (`ResourceVector`) maps resource names (``cpu``, ``memory``,
+  ``pods``, ``nvidia.com/gpu`` …) to quantities. A resource it does not name is 0. CPU
+  is counted in milli-units and every other resource in whole units, rounded up, as the
+  kube-scheduler counts them (``MilliValue`` for CPU, ``Value`` for the others).
+* A pod's *effective request* (`pod_request`) is what the kube-scheduler fits on a node:
+  the sum of its containers' requests, at least the request of each init container (with
+  the sidecars, init containers with ``restartPolicy: Always``, started before it
+  running beside it; sidecars run beside the containers too), plus the pod's
+  ``overhead``. A container that states a limit but no request for a resource requests
+  its limit, as the API server defaults it. Pod-level ``resources`` (Kubernetes 1.32+)
+  replace the containers' sum for the resources they name.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from fractions import Fraction
+from typing import Any
+
+from idlegate.errors import IdlegateError
+
+MILLI = 1000
+"""Milli-units per unit: a quantity's value is held as an integer number of these."""
+
+MAX_QUANTITY = 2**63 - 1
+"""The largest quantity (in units) Kubernetes represents; larger ones are capped to it."""
+
+_BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
+_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_QUANTITY = re.compile(
+    r"(?P<sign>[+-]?)(?P<number>\d+\.?\d*|\.\d+)"
+    r"(?:(?P<exp>[eE][+-]?\d+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]?))"
+)
+
+_MILLI_RESOURCES = frozenset({"cpu"})
+"""Resources the kube-scheduler counts in milli-units; it counts the others in units."""
+_BINARY_RESOURCES = ("memory", "ephemeral-storage", "hugepages-")
+"""Resources (or name prefixes) whose quantities read best in binary suffixes (``4Gi``)."""
+
+_RESOURCE_NAME = re.compile(
+    r"^(?:[a-z0-9]([-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+"""A resource name: an optional DNS-subdomain prefix and '/', then a name
+(``cpu``, ``nvidia.com/gpu``), as the API server accepts in a ResourceList."""
+
+
+def parse_quantity(value: str | int | float, name: str = "quantity") -> int:
+    """A Kubernetes quantity in milli-units (``"500m"`` -> 500, ``"4Gi"`` -> 4294967296000).
+
+    `value` is a quantity's text or a number (a YAML ``cpu: 2``). A value that is not a
+    quantity, or is negative, raises IdlegateError naming `name` (e.g. ``cpu``)."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise IdlegateError(
+            f"{name}: {value!r} is not a quantity; write a number with an optional suffix, "
+            "e.g. 500m, 2, 4Gi or 100M"
+        )
+    text = value if isinstance(value, str) else repr(value)
+    match = _QUANTITY.fullmatch(text)
+    if match is None:
+        raise IdlegateError(
+            f"{name}: {text!r} is not a quantity; write a number with an optional suffix, "
+            "e.g. 500m, 2, 4Gi or 100M (suffixes: m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, "
+            "Ei, or an exponent such as 2e3)"
+        )
+    if match["sign"] == "-" and Fraction(match["number"]) != 0:
+        raise IdlegateError(f"{name}: {text!r} is negative; a request or capacity is >= 0")
+    number = Fraction(match["number"])
+    if match["exp"] is not None:
+        number *= Fraction(10) ** int(match["exp"][1:])
+    elif match["suffix"] in _BINARY:
+        number *= 1024 ** _BINARY[match["suffix"]]
+    else:
+        number *= Fraction(10) ** _DECIMAL[match["suffix"]]
+    milli = number * MILLI
+    return min(-(-milli.numerator // milli.denominator), MAX_QUANTITY * MILLI)
+
+
+def format_quantity(milli: int, *, binary: bool = False) -> str:
+    """A quantity of `milli` milli-units as Kubernetes writes it (``500m``, ``2``, ``4Gi``,
+    ``100M``); `binary` prefers the suffixes of 1024 (memory)."""
+    if milli % MILLI:
+        return f"{milli}m"
+    units = milli // MILLI
+    if units == 0:
+        return "0"
+    if binary:
+        for suffix, power in sorted(_BINARY.items(), key=lambda s: -s[1]):
+            if units % 1024**power == 0:
+                return f"{units // 1024**power}{suffix}"
+    for suffix, power in sorted(_DECIMAL.items(), key=lambda s: -s[1]):
+        if power > 0 and units % 10**power == 0:
+            return f"{units // 10**power}{suffix}"
+    return str(units)
+
+
+def _binary(resource: str) -> bool:
+    return resource.startswith(_BINARY_RESOURCES)
+
+
+def _counted(resource: str, milli: int) -> int:
+    """`milli` as the kube-scheduler counts `resource`: CPU in milli-units, the others
+    rounded up to whole units."""
+    if resource in _MILLI_RESOURCES:
+        return milli
+    return -(-milli // MILLI) * MILLI
+
+
+def check_resource_name(name: str, where: str = "resources") -> str:
+    """`name` if it can name a resource (``cpu``, ``nvidia.com/gpu``); else IdlegateError."""
+    if not isinstance(name, str) or not _RESOURCE_NAME.fullmatch(name):
+        raise IdlegateError(
+            f"{where}: {name!r} is not a resource name; write cpu, memory, pods, "
+            "ephemeral-storage or an extended resource such as nvidia.com/gpu"
+        )
+    return name
+
+
+class ResourceVector(Mapping[str, int]):
+    """Quantities of resources, in milli-units by name; immutable, and a resource it does
+    not name is 0 (`self[name]`). Zero entries are dropped, so equal vectors compare equal.
+
+    Built from a ResourceList-style mapping (`of`) or ``cpu=8,memory=32Gi`` (`parse`);
+    CPU is counted in milli-units, the others rounded up to units (the module header)."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Mapping[str, int] | Iterable[tuple[str, int]] = ()) -> None:
+        pairs = items.items() if isinstance(items, Mapping) else items
+        self._items: dict[str, int] = {k: v for k, v in sorted(pairs) if v}
+
+    # -- building ------------------------------------------------------------------------
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any] | None, where: str = "resources") -> ResourceVector:
+        """A ResourceList (``{cpu: 500m, memory: 1Gi}``; numbers or texts) as a vector;
+        IdlegateError naming `where` and the resource for a bad name or quantity."""
+        if data is None:
+            return EMPTY
+        if not isinstance(data, Mapping):
+            raise IdlegateError(
+                f"{where}: expected a mapping of resource names to quantities "
+                f"(e.g. cpu: 500m, memory: 1Gi), got {data!r}"
+            )
+        out = {}
+        for key, value in data.items():
+            check_resource_name(key, where)
+            out[key] = _counted(key, parse_quantity(value, f"{where}.{key}"))
+        return cls(out)
+
+    @classmethod
+    def parse(cls, text: str, where: str = "--resources") -> ResourceVector:
+        """``cpu=8,memory=32Gi,nvidia.com/gpu=2`` as a vector (a resource given twice, or
+        a part without '=', is an IdlegateError naming `where`)."""
+        out: dict[str, Any] = {}
+        for part in (p.strip() for p in text.split(",")):
+            if not part:
+                continue
+            key, sep, value = part.partition("=")
+            key = key.strip()
+            if not sep or not key:
+                raise IdlegateError(
+                    f"{where}: {part!r} is not NAME=QUANTITY; write e.g. "
+                    "cpu=8,memory=32Gi,nvidia.com/gpu=2"
+                )
+            if key in out:
+                raise IdlegateError(f"{where}: {key} is given twice; give each resource once")
+            out[key] = value.strip()
+        if not out:
+            raise IdlegateError(f"{where}: no resource given; write e.g. cpu=8,memory=32Gi")
+        return cls.of(out, where)
+
+    # -- reading -------------------------------------------------------------------------
+
+    def __getitem__(self, name: str) -> int:
+        return self._items.get(name, 0)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._items
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, ResourceVector):
+            return self._items == other._items
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._items.items()))
+
+    def __repr__(self) -> str:
+        return f"ResourceVector({self.format()!r})"
+
+    def format(self) -> str:
+        """``cpu=500m,memory=4Gi`` (``none`` when empty), names in sorted order."""
+        if not self._items:
+            return "none"
+        return ",".join(
+            f"{k}={format_quantity(v, binary=_binary(k))}" for k, v in self._items.items()
+        )
+
+    def to_list(self) -> dict[str, str]:
+        """The vector as a ResourceList (``{"cpu": "500m", "memory": "4Gi"}``)."""
+        return {k: format_quantity(v, binary=_binary(k)) for k, v in self._items.items()}
+
+    def units(self, name: str) -> Fraction:
+        """The quantity of `name` in units (``cpu`` 500m -> 1/2)."""
+        return Fraction(self[name], MILLI)
+
+    # -- arithmetic ----------------------------------------------------------------------
+
+    def __add__(self, other: Mapping[str, int]) -> ResourceVector:
+        out = dict(self._items)
+        for k, v in other.items():
+            out[k] = out.get(k, 0) + v
+        return ResourceVector(out)
+
+    def __sub__(self, other: Mapping[str, int]) -> ResourceVector:
+        """The difference; an entry may go below 0 (more in use than a capacity holds)."""
+        out = dict(self._items)
+        for k, v in other.items():
+            out[k] = out.get(k, 0) - v
+        return ResourceVector(out)
+
+    def __mul__(self, k: int) -> ResourceVector:
+        return ResourceVector({n: v * k for n, v in self._items.items()})
+
+    __rmul__ = __mul__
+
+    def max(self, other: Mapping[str, int]) -> ResourceVector:
+        """The larger of the two per resource."""
+        out = dict(self._items)
+        for k, v in other.items():
+            out[k] = max(out.get(k, 0), v)
+        return ResourceVector(out)
+
+    def restricted(self, names: Iterable[str]) -> ResourceVector:
+        """Only the resources of `names`."""
+        return ResourceVector({n: self[n] for n in names})
+
+    def fits(self, free: Mapping[str, int]) -> bool:
+        """Every resource of this demand is at most what `free` has of it (an absent
+        one counts 0: a demand on a resource `free` does not name fits only if it is 0)."""
+        return all(v <= free.get(k, 0) for k, v in self._items.items())
+
+    def too_large(self, capacity: Mapping[str, int]) -> list[str]:
+        """The resources of which this demand asks more than `capacity` has, in order."""
+        return [k for k, v in self._items.items() if v > capacity.get(k, 0)]
+
+    def dominant_share(self, capacity: Mapping[str, int]) -> Fraction | float:
+        """The largest share of `capacity` this vector takes over its resources (DRF's
+        dominant share): ``cpu=2,memory=1Gi`` of ``cpu=8,memory=2Gi`` is 1/2. A resource
+        that `capacity` lacks and this vector uses makes it infinite; an empty vector's is 0."""
+        share: Fraction | float = Fraction(0)
+        for k, v in self._items.items():
+            cap = capacity.get(k, 0)
+            share = max(share, Fraction(v, cap) if cap > 0 else float("inf"))
+        return share
+
+
+EMPTY = ResourceVector()
+"""The vector of no resource: a demand on nothing beyond one pod."""
+
+
+def _container_request(container: Mapping[str, Any], where: str) -> ResourceVector:
+    """A container's requests, a limit standing in for a request it does not state."""
+    resources = container.get("resources") or {}
+    limits = ResourceVector.of(resources.get("limits"), f"{where}.resources.limits")
+    requests = ResourceVector.of(resources.get("requests"), f"{where}.resources.requests")
+    return ResourceVector({**{k: limits[k] for k in limits}, **{k: requests[k] for k in requests}})
+
+
+def pod_request(pod_spec: Mapping[str, Any], where: str = "spec") -> ResourceVector:
+    """The pod's effective request as the kube-scheduler computes it (the module header):
+    containers summed, at least each init container (with the sidecars before it),
+    pod-level requests for the resources they name, plus the pod's overhead. `pods` is
+    not in it: every pod takes one pod slot."""
+    containers = ResourceVector()
+    for i, c in enumerate(pod_spec.get("containers") or ()):
+        containers = containers + _container_request(c, f"{where}.containers[{i}]")
+    sidecars = ResourceVector()
+    init_peak = ResourceVector()
+    for i, c in enumerate(pod_spec.get("initContainers") or ()):
+        request = _container_request(c, f"{where}.initContainers[{i}]")
+        if c.get("restartPolicy") == "Always":  # a sidecar: runs on beside what follows
+            containers = containers + request
+            sidecars = sidecars + request
+            request = sidecars
+        else:
+            request = request + sidecars
+        init_peak = init_peak.max(request)
+    total = containers.max(init_peak)
+    pod_level = pod_spec.get("resources")
+    if pod_level:
+        own = _container_request({"resources": pod_level}, where)
+        total = ResourceVector({**dict(total.items()), **dict(own.items())})
+    return total + ResourceVector.of(pod_spec.get("overhead"), f"{where}.overhead")
