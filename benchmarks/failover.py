@@ -17,7 +17,9 @@ finished:
 Measured on the emulator's clock, where the writes land: *stop to Lease*, from the stop to
 the next holder's write of itself into the Lease; *stop to release*, to the first gate
 removal after it (the new leader's rebuild of the state lies between the two); and on the
-wall clock, *SIGTERM to exit* of each replica sent one (the worst). Checked: every
+wall clock, *longest /metrics*, the slowest answer of the new leader's /metrics (asked
+every 0.1 s) in the 10 s after it took the Lease (its loop's stall at the takeover), and
+*SIGTERM to exit* of each replica sent one (the worst). Checked: every
 workflow Succeeded, no pod created twice, no write by a replica that did not hold the
 Lease, the finished workflows whose status changed after they finished, the last leader's
 ``idlegate_workflows_finished_total`` against the workflows it finished, the workflows
@@ -68,16 +70,16 @@ def scenarios(text: str) -> list[str]:
 def table(rows: list[dict[str, Any]]) -> str:
     """One line per run, then one per scenario and lease setting (mean and worst)."""
     lines = [
-        "| scenario | lease | run | stop to Lease | stop to release | SIGTERM to exit | "
-        "Succeeded | pods created twice | second writers | finished rewritten | "
-        "finished counted / by it | recorded twice | most running / pool |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| scenario | lease | run | stop to Lease | stop to release | longest /metrics | "
+        "SIGTERM to exit | Succeeded | pods created twice | second writers | "
+        "finished rewritten | finished counted / by it | recorded twice | most running / pool |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         exit_ = f"{r['exit']:.2f} s" if r["exit"] is not None else "-"
         lines.append(
             f"| {r['scenario']} | {r['lease']} | {r['run']} | {r['to_lease']:.1f} s | "
-            f"{r['to_release']:.1f} s | {exit_} | {r['succeeded']} / {r['workflows']} | "
+            f"{r['to_release']:.1f} s | {r['stall']:.2f} s | {exit_} | {r['succeeded']} / {r['workflows']} | "
             f"{r['duplicates']} | {r['second_writers']} | {r['rewritten']} | "
             f"{r['counted']:g} / {r['by_it']} | {r['recorded_twice']} | "
             f"{r['max_running']} / {r['pool']} |"
@@ -130,6 +132,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                             "run": run,
                             "to_lease": result.to_lease,
                             "to_release": result.to_release,
+                            "stall": result.stall,
                             "exit": max(result.exits) if result.exits else None,
                             "succeeded": sum(p == "Succeeded" for p in result.finished.values()),
                             "workflows": args.workflows,

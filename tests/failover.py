@@ -194,6 +194,9 @@ class Failover:
     recorded_twice: list[str]
     """Workflows recorded twice across the history files (those whose first record's mark
     landed before its writer stopped)."""
+    stall: float
+    """The longest answer of the last leader's /metrics, asked every 0.1 s, from its taking
+    of the Lease to 10 s after (its loop's longest stall there, at least)."""
 
 
 def failover(
@@ -256,7 +259,8 @@ def failover(
         exits.append(time.monotonic() - began)
 
     try:
-        with SimKubelet(api, ns, time_factor=1 / SPEED), Supervisor(supervise):
+        probe = Probe(lambda: [r for _, r in started if r not in stopped])
+        with SimKubelet(api, ns, time_factor=1 / SPEED), Supervisor(supervise), probe:
             for name in REPLICAS:
                 start(name)
             leader = wait(leading, 60, "a leader")
@@ -314,6 +318,9 @@ def failover(
         rewritten=sorted(timeline.rewritten),
         counted=(counted, sum(t > led for t in timeline.finished_at.values())),
         recorded_twice=sorted(n for n, k in records.items() if k > 1 and n in marked),
+        stall=max(
+            (s for r, t, s in probe.answers if r is last and led <= t <= led + 10), default=0
+        ),
     )
 
 
@@ -344,6 +351,27 @@ def _finished_total(port: int) -> float:
         text = response.read().decode()
     found = re.findall(r"^idlegate_workflows_finished_total\{[^}]*\} (\S+)$", text, re.M)
     return sum(map(float, found))
+
+
+class Probe(Periodic):
+    """Asks the /metrics of each of `replicas()` every 0.1 s; keeps (replica, the
+    emulator's clock when asked, seconds to the answer)."""
+
+    def __init__(self, replicas: Callable[[], list[OperatorProcess]]) -> None:
+        super().__init__(0.1, "failover-probe")
+        self.replicas = replicas
+        self.answers: list[tuple[OperatorProcess, float, float]] = []
+
+    def tick(self) -> None:
+        for replica in self.replicas():
+            asked = time.monotonic()  # (the emulator's loop clock: one process, one clock)
+            try:
+                urllib.request.urlopen(
+                    f"http://127.0.0.1:{replica.metrics_port}/metrics", timeout=10
+                ).read()
+            except OSError:
+                continue
+            self.answers.append((replica, asked, time.monotonic() - asked))
 
 
 class Supervisor(Periodic):
