@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import typer.main
 from typer.testing import CliRunner
 
 from idlegate import __version__, cli
@@ -246,6 +247,28 @@ def test_out_path_that_is_a_file_is_a_user_error(tmp_path: Path):
     r = invoke("compare", *SMALL, "--schedulers", "fifo", "--seeds", "1", "--out", str(blocker))
     assert r.exit_code == 1
     assert r.stderr.startswith("Error: ") and "Traceback" not in r.output
+
+
+def test_an_out_folder_that_cannot_be_made_fails_before_the_runs(monkeypatch):
+    # it failed after every run (the demo's pool then left leaked semaphores behind)
+    from idlegate.evaluation import console
+
+    def no_run(*args: object, **kwargs: object) -> None:
+        raise AssertionError("ran before its out folder was checked")
+
+    monkeypatch.setattr(console, "run_comparison", no_run)
+    r = invoke("demo", "--out", "/proc/idlegate/demo", "--jobs", "1")
+    assert r.exit_code == 1, r.output
+    assert (
+        r.stderr.strip()
+        == "Error: cannot create directory /proc/idlegate/demo: No such file or directory"
+    )
+
+
+def test_demo_writes_under_out_by_default():
+    # out/ is ignored by git: the demo's default writes nothing into a checkout
+    params = typer.main.get_command(cli.app).commands["demo"].params  # type: ignore[attr-defined]
+    assert next(p for p in params if p.name == "out").default == Path("out/demo")
 
 
 def test_usage_errors_keep_typer_exit_code():

@@ -169,7 +169,7 @@ def _default_jobs() -> int:
 def demo(
     out: Annotated[
         Path, typer.Option("--out", help="Where to write the table, JSON and CDF plot.")
-    ] = Path("idlegate-demo"),
+    ] = Path("out/demo"),
     jobs: Annotated[
         int | None, typer.Option("--jobs", "-j", help="Worker processes (default: CPUs, ≤ 4).")
     ] = None,
@@ -428,8 +428,9 @@ def history_airflow(
     """Import the history of Airflow DAGs: their last finished runs, each task instance's
     duration, as a history file for advise, simulate -w file and the operator's start."""
     with user_errors():
+        from idlegate.evaluation.files import write_text
         from idlegate.integrations.airflow import AirflowClient, import_history, read_auth
-        from idlegate.sim.history import history_text, write_file, write_history
+        from idlegate.sim.history import history_text, write_history
 
         if api not in ("auto", "v1", "v2"):
             raise IdlegateError(f"--api must be auto, v1 or v2, got {api!r}")
@@ -440,7 +441,7 @@ def history_airflow(
             if out is None:
                 typer.echo(text, nl=False)
             else:
-                write_file(out, text, "the Airflow export")
+                write_text(out, text)
         elif out is None:
             typer.echo(history_text(found.workflows), nl=False)
         else:

@@ -30,11 +30,16 @@ def write_text(path: str | Path, text: str) -> Path:
 
 
 def check_out_dir(out_dir: str | Path) -> Path:
-    """Raise IdlegateError unless `out_dir` is a directory or can become one."""
+    """Raise IdlegateError unless `out_dir` is a directory or can become one (it is made
+    now: a folder that cannot be made fails the command before its runs, not after)."""
     out = Path(out_dir)
     for p in (out, *out.parents):
         if p.exists():
             if not p.is_dir():
                 raise IdlegateError(f"cannot write reports to {out}: {p} is not a directory")
-            return out
+            break
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise IdlegateError(f"cannot create directory {out}: {e.strerror}") from None
     return out

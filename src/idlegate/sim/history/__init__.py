@@ -72,7 +72,6 @@ from idlegate.sim.history.files import (
     history_text,
     load_history,
     tail_history,
-    write_file,
     write_history,
 )
 from idlegate.sim.history.learning import (
@@ -140,6 +139,5 @@ __all__ = [
     "simulate_history",
     "split_history",
     "tail_history",
-    "write_file",
     "write_history",
 ]

@@ -209,18 +209,12 @@ def write_history(path: str | Path, workflows: Sequence[HistoryWorkflow]) -> Pat
     """Write `workflows` as a history file (`history_text`, by the file's suffix), its
     folder made if missing (as `compare --out` makes its own)."""
     p = Path(path)
-    return write_file(p, history_text(workflows, p.suffix), "history file")
-
-
-def write_file(path: str | Path, text: str, what: str) -> Path:
-    """Write `text` to `path`, its folder made if missing; SpecError naming `what` (e.g.
-    "history file") if it cannot be written."""
-    p = Path(path)
+    text = history_text(workflows, p.suffix)
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text)
     except OSError as exc:
-        raise SpecError(f"cannot write {what} {p}: {exc.strerror or exc}") from None
+        raise SpecError(f"cannot write history file {p}: {exc.strerror}") from None
     return p
 
 
