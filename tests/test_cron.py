@@ -15,8 +15,8 @@ from idlegate.api.cron_spec import (
     run_name,
 )
 from idlegate.errors import SpecError
+from idlegate.operator.edge.cron import LABEL_CRON, CronController
 from idlegate.operator.edge.kube import ApiError
-from idlegate.operator.features.cron import LABEL_CRON, CronController
 from tests.operator_fakes import FakeClock, FakeKube, FakeTimers, applier_on
 
 T0 = datetime(2026, 1, 5, 0, 0, tzinfo=UTC).timestamp()  # a Monday, midnight UTC

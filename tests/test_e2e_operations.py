@@ -34,7 +34,7 @@ import pytest
 from typer.testing import CliRunner
 
 from idlegate.cli import app
-from idlegate.operator.features.reload import digest
+from idlegate.operator.edge.reload import digest
 from idlegate.operator.main import Operator
 from idlegate.policy import DEFAULT_POLICY_PATH
 from idlegate.sim.history import history_facts, load_history

@@ -158,10 +158,11 @@ def test_only_the_bridge_reaches_into_a_pools_core():
 
 def test_the_edge_writes_no_workflows_conditions():
     # a workflow's conditions (PoolFound, waiting for its pool) are the core's to write:
-    # the edge routes an admission and says why a workflow waits with an event
+    # the edge routes an admission and says why a workflow waits with an event (cron.py
+    # writes a DagCronWorkflow's own, which no core holds)
     root = Path(__file__).resolve().parents[1] / "src" / "idlegate" / "operator" / "edge"
     offenders = []
-    for path in sorted(root.rglob("*.py")):
+    for path in sorted(p for p in root.rglob("*.py") if p.name != "cron.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             touches = isinstance(node, ast.Attribute) and node.attr == "conditions"
             if touches or (isinstance(node, ast.Name) and node.id == "Conditions"):

@@ -17,9 +17,9 @@ from idlegate.operator.core.events import PodSeen
 from idlegate.operator.decisions import build_scheduler
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.pools import pool_status
+from idlegate.operator.edge.reload import model_files
 from idlegate.operator.features.history import read_prior, rotated, sink_files
 from idlegate.operator.features.planning import ReplayWorker
-from idlegate.operator.features.reload import model_files
 from idlegate.operator.settings import Settings
 from idlegate.policy import DEFAULT_POLICY_PATH, make_scheduler
 from idlegate.policy.portfolio import PortfolioScheduler

@@ -1,4 +1,4 @@
-"""Hot reload of the policy's model files (operator/features/reload.py): a new model takes over
+"""Hot reload of the policy's model files (operator/edge/reload.py): a new model takes over
 between two rounds, a bad one keeps the policy in use with a Warning Event and a metric,
 a ConfigMap's symlink swap is seen, and a planner's spec over an ONNX file reloads too.
 Against the fake API of tests/operator_fakes.py, and the operator itself once."""
@@ -16,7 +16,7 @@ import pytest
 from idlegate.api.task_pods import Owner
 from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.decisions import build_scheduler
-from idlegate.operator.features.reload import PolicyWatch, model_files
+from idlegate.operator.edge.reload import PolicyWatch, model_files
 from idlegate.operator.main import Operator
 from idlegate.operator.settings import Settings
 from idlegate.policy import DEFAULT_POLICY_PATH

@@ -786,7 +786,7 @@ async def _sync_cron(
     """One sync of a cron workflow in namespace `ns`, a minute after it was created, by a
     controller with `settings`: the fake API (its runs, its status), the timers, the
     Events recorded."""
-    from idlegate.operator.features.cron import CronController
+    from idlegate.operator.edge.cron import CronController
     from tests.operator_fakes import FakeClock, FakeKube, FakeTimers, applier_on
 
     kube, timers, clock = FakeKube(), FakeTimers(), FakeClock(1_700_000_000.0)

@@ -42,7 +42,7 @@ def load_scheduler(spec: str | None) -> Scheduler:
 def build_scheduler(spec: SchedulerSpec | str | None) -> Scheduler:
     """The scheduler `spec` names (None: ``default``), without any fallback: the check a
     policy passes at the start and at every reload of its model files
-    (:mod:`idlegate.operator.features.reload`). An ONNX model is probed on a small state as it
+    (:mod:`idlegate.operator.edge.reload`). An ONNX model is probed on a small state as it
     loads (`idlegate.policy.onnx_runtime`). IdlegateError says what is wrong."""
     from idlegate.policy import SchedulerSpec, make_scheduler
 

@@ -59,6 +59,7 @@ from idlegate.operator.decisions import load_scheduler
 from idlegate.operator.edge import intake, leader
 from idlegate.operator.edge.applier import WriteGate
 from idlegate.operator.edge.bridge import Bridge
+from idlegate.operator.edge.cron import LABEL_CRON, CronController
 from idlegate.operator.edge.endpoints import Endpoints, bind
 from idlegate.operator.edge.kube import (
     ApiError,
@@ -67,6 +68,7 @@ from idlegate.operator.edge.kube import (
     load_configuration,
 )
 from idlegate.operator.edge.pools import Pools, namespace_labels, pool_status
+from idlegate.operator.edge.reload import Reloads
 from idlegate.operator.edge.timers import Timers
 from idlegate.operator.edge.watchdog import (
     ApiHealth,
@@ -76,8 +78,6 @@ from idlegate.operator.edge.watchdog import (
     operator_pod,
 )
 from idlegate.operator.features import airflow, argo
-from idlegate.operator.features.cron import LABEL_CRON, CronController
-from idlegate.operator.features.reload import Reloads
 from idlegate.operator.features.shadow import make_shadow
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
@@ -109,7 +109,7 @@ class Operator:
             use=self.use_policy,
             shadow=self.shadow,
         )
-        """The model files watched for hot reload (:mod:`idlegate.operator.features.reload`)."""
+        """The model files watched for hot reload (:mod:`idlegate.operator.edge.reload`)."""
         self.health = ApiHealth(self.metrics)
         """Whether the API server answers: fed by the operator's own client, read by
         readiness and the watchdog."""

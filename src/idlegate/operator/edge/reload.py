@@ -20,10 +20,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
 from idlegate.api.pool_spec import DEFAULT_POOL
 from idlegate.errors import IdlegateError
@@ -33,6 +33,8 @@ from idlegate.policy import model_files
 from idlegate.sim.protocol import Scheduler
 
 if TYPE_CHECKING:
+    from idlegate.operator.edge.bridge import Bridge
+    from idlegate.operator.edge.pools import Pools
     from idlegate.operator.features.shadow import Shadow
     from idlegate.operator.metrics import Metrics
     from idlegate.operator.settings import Settings
@@ -152,24 +154,6 @@ class PolicyWatch:
         self.report(notice)
 
 
-class Deciding(Protocol):
-    """A pool as the reloads see it (`idlegate.operator.edge.bridge.Bridge`)."""
-
-    @property
-    def scheduler(self) -> Scheduler: ...
-    def use_policy(self, policy: Scheduler) -> None: ...
-
-
-class Pooled(Protocol):
-    """The pools as the reloads see them (`idlegate.operator.edge.pools.Pools`)."""
-
-    @property
-    def bridges(self) -> Mapping[str, Deciding]: ...
-
-    @property
-    def specs(self) -> Mapping[str, Any]: ...
-
-
 class Reloads:
     """Every watch of model files: ``--scheduler``'s (its new model goes to the default pool
     and, as an object of its own, to each pool without ``spec.policy``), ``--shadow``'s, and
@@ -188,7 +172,7 @@ class Reloads:
         shadow: Shadow | None = None,
     ) -> None:
         self.settings = settings
-        self.pools: Pooled
+        self.pools: Pools
         """Set by :meth:`start`, before any watch runs or a pool changes."""
         self._watch = watch = partial(PolicyWatch, metrics=metrics, report=report)
         watches = []
@@ -201,10 +185,10 @@ class Reloads:
         self.watches = [w for w in watches if w.files and settings.policy_reload_interval]
         """The operator's own: of its policy and of its shadow."""
         self._tasks: list[asyncio.Task[None]] = []
-        self._pools: dict[str, tuple[Deciding, asyncio.Task[None]]] = {}
+        self._pools: dict[str, tuple[Bridge, asyncio.Task[None]]] = {}
         """Each pool's own watch, with the state machine it reloads."""
 
-    def start(self, pools: Pooled) -> None:
+    def start(self, pools: Pools) -> None:
         """Run the operator's watches in the running loop; the pools' follow :meth:`changed`."""
         self.pools = pools
         loop, every = asyncio.get_running_loop(), self.settings.policy_reload_interval
@@ -227,7 +211,7 @@ class Reloads:
             if name != DEFAULT_POOL and not self.pools.specs[name].policy
         ]
 
-    def _use(self, name: str, bridge: Deciding, policy: Scheduler) -> None:
+    def _use(self, name: str, bridge: Bridge, policy: Scheduler) -> None:
         if self.pools.bridges.get(name) is bridge:
             bridge.use_policy(policy)  # (a pool rebuilt meanwhile loaded the files itself)
 

@@ -30,9 +30,9 @@ import asyncio
 import copy
 import itertools
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from idlegate.api.crd import API_VERSION, CRON_KIND, KIND
 from idlegate.api.cron_spec import (
@@ -59,6 +59,8 @@ from idlegate.operator.core.intents import (
     PatchStatus,
     PostEvent,
 )
+from idlegate.operator.edge.kube import KubeApi
+from idlegate.operator.edge.timers import Timers
 from idlegate.operator.settings import Clock
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import JobArrival
@@ -78,27 +80,12 @@ RETRY_SECONDS = 5.0
 """A timer's sync that the API did not answer is tried again after this long."""
 
 
-class Reads(Protocol):
-    """What a sync reads of the API (the operator's client)."""
-
-    async def get_cron_workflow(self, namespace: str, name: str) -> dict[str, Any] | None: ...
-    async def list_workflows(self, namespace: str, label_selector: str) -> list[dict[str, Any]]: ...
-    async def get_namespace(self, name: str) -> dict[str, Any] | None: ...
-
-
-class Timers(Protocol):
-    """One-shot timers at a time of the operator's clock, by key."""
-
-    def arm(self, key: str, at: float, fire: Callable[[], Awaitable[None]]) -> None: ...
-    def cancel(self, key: str) -> None: ...
-
-
 @dataclass(eq=False)
 class CronController:
     """Syncs DagCronWorkflows (see the module docstring); one per operator. Its writes are
     intents, each sync's in order, given to `apply` (the applier: the one write path)."""
 
-    api: Reads
+    api: KubeApi
     timers: Timers
     clock: Clock
     apply: Callable[[Iterable[Intent]], None]
