@@ -127,7 +127,7 @@ class SchedulerSpec:
         arg = self.argument
         if arg is not None and (not arg or arg != arg.strip() or "?" in arg):
             raise IdlegateError(f"{self.kind}: {arg!r} is not a path or name (no ?, no spaces)")
-        if self.kind == "inspect" and (not arg.endswith(".onnx") or ".onnx:" in arg):  # type: ignore[union-attr]
+        if self.kind == "inspect" and (arg is None or not arg.endswith(".onnx") or ".onnx:" in arg):
             raise IdlegateError(
                 f"inspect:PATH.onnx:BASE needs a model file ending in .onnx, not {arg!r}"
             )
