@@ -119,8 +119,9 @@ class AirflowPods:
         """Pods not ended (gated, pending or running), by kind."""
         self.gated_at: dict[str, float] = {}
         """Airflow's pods gated now, and since when (monotonic seconds)."""
-        self.longest_gated = 0.0
-        """The longest an Airflow pod stayed gated before its gate went (or it went)."""
+        self.longest_gated = (0.0, "")
+        """The longest an Airflow pod stayed gated before its gate went (or it went), and
+        which."""
         self.wanted: set[str] = set()
         self.together = threading.Event()
         """Set once each kind of `wanted` has a pod not ended at the same moment (work in
@@ -148,7 +149,7 @@ class AirflowPods:
                     self.gated_at.setdefault(name, time.monotonic())
                 elif name in self.gated_at:
                     waited = time.monotonic() - self.gated_at.pop(name)
-                    self.longest_gated = max(self.longest_gated, waited)
+                    self.longest_gated = max(self.longest_gated, (waited, name))
             if kind == "Argo" and etype == "ADDED":
                 labels, notes = pod["metadata"]["labels"], pod["metadata"].get("annotations")
                 self.argo_created[labels[WORKFLOW_LABEL], (notes or {}).get(NODE_ID, name)] += 1
@@ -219,8 +220,8 @@ class Outcome:
     gated: bool = False
     """Airflow's pods were gated and scheduled by the operator."""
     operator_kills: int = 0
-    longest_gated: float = 0.0
-    """The longest an Airflow pod waited at the gate (seconds)."""
+    longest_gated: tuple[float, str] = (0.0, "")
+    """The longest an Airflow pod waited at the gate (seconds), and which."""
     still_gated: list[str] = field(default_factory=list)
     """Airflow's pods gated when every run had ended: left behind the gate."""
     warnings: dict[str, int] = field(default_factory=dict)
@@ -260,7 +261,8 @@ class Outcome:
             *([f"DagWorkflows beside: {self.workflows}"] if self.workflows else []),
             *(
                 [
-                    f"the longest an Airflow pod waited at the gate: {self.longest_gated:.1f} s;"
+                    f"the longest an Airflow pod waited at the gate: {self.longest_gated[0]:.1f} s"
+                    f" ({self.longest_gated[1]});"
                     f" pods still gated at the end: {len(self.still_gated)};"
                     f" Warnings on Airflow's pods: {self.warnings or 'none'}"
                 ]

@@ -227,6 +227,12 @@ def test_an_unreachable_or_unauthorised_api_is_said_so():
         LiveDags(AirflowClient(url, wrong)).run(MAPPING, LIVE, now=0.0)
     assert caught.value.reason == "AirflowUnauthorized"
     assert "refused the user name and password" in str(caught.value)
+    # the operator's client names the operator's flags, never the history command's
+    with replaying(session(MAPPING)) as url, pytest.raises(LiveRefusal) as caught:
+        LiveDags(AirflowClient(url, wrong, flags="--airflow-")).run(MAPPING, LIVE, now=0.0)
+    said = str(caught.value)
+    assert "--airflow-username" in said and "--airflow-password-file" in said
+    assert " --username" not in said and "(--username" not in said
 
 
 def test_the_recorded_runs_answer_for_themselves_as_airflow_does():

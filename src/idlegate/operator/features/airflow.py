@@ -358,12 +358,16 @@ class AirflowSide:
     def _maybe_done(self, key: RunKey) -> None:
         """End the run once its job is done, or once Airflow said it ended and none of its
         pods runs (a pod tearing down after its task reported holds its executor)."""
-        owner = self.owners.get(key)
-        if owner is None:
-            return
-        wf = self.bridge.held(KIND).get((owner.namespace, owner.name))
-        if wf is None or wf.job.finish is not None or (key in self.over and not wf.running):
+        wf = self._job(key)
+        if key in self.owners and (
+            wf is None or wf.job.finish is not None or (key in self.over and not wf.running)
+        ):
             self._end(key)
+
+    def _job(self, key: RunKey) -> Any:
+        """The run's `ExternalJob` in the pool, if it is."""
+        owner = self.owners.get(key)
+        return owner and self.bridge.held(KIND).get((owner.namespace, owner.name))
 
     def _end(self, key: RunKey) -> None:
         owner = self.owners.pop(key, None)
@@ -379,12 +383,8 @@ class AirflowSide:
     def _waiting(self, pod: AirflowPod) -> bool:
         """`pod` is still to be released: waiting in its run's job, or its run not in the
         pool (a pod event may not have told yet that a release took effect)."""
-        owner = self.owners.get((pod.namespace, *pod.dag_run)) if pod.dag_run else None
-        held = self.bridge.held(KIND)
-        wf = held.get((owner.namespace, owner.name)) if owner is not None else None
-        if wf is None:
-            return True
-        return any(p.name == pod.name for queue in wf.waiting for p in queue)
+        wf = self._job((pod.namespace, *pod.dag_run)) if pod.dag_run else None
+        return wf is None or any(p.name == pod.name for queue in wf.waiting for p in queue)
 
     def _watch_deadline(self, pod: AirflowPod, new: bool) -> None:
         """Release `pod` at its deadline if it is still gated then."""
