@@ -182,25 +182,28 @@ class Observation:
 
     def stage(self, row: int) -> Stage:
         """The `Stage` object of stage row `row`."""
-        return self._jobs()[self.stage_job[row]].stages[self.stage_index[row]]  # type: ignore[index]
+        jobs, _, index = self._live()
+        return jobs[self.stage_job[row]].stages[index[row]]
 
     def row_of(self, stage: Stage) -> int:
         """The stage row of `stage` (an incomplete stage of one of the observation's jobs)."""
-        for j, job in enumerate(self._jobs()):
+        jobs, offsets, index = self._live()
+        for j, job in enumerate(jobs):
             if job is stage.job:
-                lo, hi = self.offsets[j], self.offsets[j + 1]  # type: ignore[index]
-                found = np.flatnonzero(self.stage_index[lo:hi] == stage.index)  # type: ignore[index]
+                lo, hi = offsets[j], offsets[j + 1]
+                found = np.flatnonzero(index[lo:hi] == stage.index)
                 if found.size:
                     return lo + int(found[0])
         raise IdlegateError(f"stage {stage!r} is not a row of this observation")
 
-    def _jobs(self) -> list[Job]:
-        if self.jobs is None:
+    def _live(self) -> tuple[list[Job], list[int], np.ndarray]:
+        """The cluster's objects: jobs, offsets, stage indexes (a stored observation has none)."""
+        if self.jobs is None or self.offsets is None or self.stage_index is None:
             raise IdlegateError(
                 "a stored observation has no cluster objects; decode a choice on the "
                 "observation the featurizer returned"
             )
-        return self.jobs
+        return self.jobs, self.offsets, self.stage_index
 
 
 @dataclass(slots=True)

@@ -53,7 +53,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, cast
 
 import numpy as np
 
@@ -254,7 +254,7 @@ class OnnxInspector:
             "--out PATH.onnx`",
         )
         self._check()
-        self.ask: AskMode = self.metadata["idlegate.inspector.ask"]  # type: ignore[assignment]
+        self.ask = cast(AskMode, self.metadata["idlegate.inspector.ask"])  # (`_check`ed)
         self.max_rejections = int(self.metadata["idlegate.inspector.max_rejections"])
         self.interval = float(self.metadata["idlegate.inspector.interval"])
         self._run = self.session.run

@@ -202,9 +202,9 @@ class LookaheadConfig(Config):
 
 def effect(view: ClusterView, action: Action) -> tuple[Any, ...]:
     """What `action` does now: WAIT, or (stage, executors started, idle delay)."""
-    if action is WAIT:
+    if not isinstance(action, Decision):
         return ("wait",)
-    d: Decision = action  # type: ignore[assignment]
+    d = action
     if d.idle_delay > 0:
         return (d.stage.key, 0, d.idle_delay)
     job = d.stage.job
@@ -301,7 +301,7 @@ class LookaheadScheduler:
             action = self._decide_by_plan(view)
         if action is WAIT:
             self.stats.waits += 1
-        elif action.idle_delay > 0:  # type: ignore[union-attr]
+        elif isinstance(action, Decision) and action.idle_delay > 0:
             self.stats.idles += 1
         return action
 

@@ -204,7 +204,7 @@ class MeasuredDurations:
 
     def record(self, stage: int, seconds: float) -> None:
         """A task of stage `stage` ran for `seconds`."""
-        self.measured[stage].append(seconds)  # type: ignore[attr-defined]
+        self.measured[stage].append(seconds)  # type: ignore[attr-defined]  # (a list: `frozen`'s tuples record nothing)
 
     def frozen(self) -> MeasuredDurations:
         """A copy that later `record`s do not change (for a planner's thread)."""
@@ -229,7 +229,7 @@ def duration_model(payload: object) -> DurationModel | None:
     simulation takes every task's estimate.
     """
     if payload is None or callable(getattr(payload, "sample", None)):
-        return payload  # type: ignore[return-value]
+        return payload  # type: ignore[return-value]  # (duck-typed: it has `sample`)
     model = getattr(payload, "durations", None)
     if isinstance(model, MeasuredDurations):
         return model.frozen()

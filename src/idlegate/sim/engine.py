@@ -207,7 +207,8 @@ class Engine:
         self.push(time, _TASK, executor)
 
     def push_idle_end(self, stage: Stage) -> None:
-        self.push(stage.idle_until, _IDLE, stage)  # type: ignore[arg-type]
+        if stage.idle_until is not None:  # (a stage with a timer: in an idle slot)
+            self.push(stage.idle_until, _IDLE, stage)
 
     def start(self, launches: Iterable[Launch], now: float) -> None:
         """Run the launched tasks (a decision round's, or a planner's first action's).

@@ -127,8 +127,8 @@ def rollout(
     if first is WAIT:
         sim.needs_schedule = False
     else:
-        if first is not None:
-            engine.start(sim.apply(_on_fork(sim, first), now), now)  # type: ignore[arg-type]
+        if isinstance(first, Decision):
+            engine.start(sim.apply(_on_fork(sim, first), now), now)
         engine.schedule()
     if stop_above is not None and max_decisions is None:
         for k in range(1, STOP_CHECKS + 1):
@@ -199,7 +199,7 @@ def compare(
         best = inf
         for i in order if m == 0 else alive:
             first, policy = plans[i]
-            racing = m == 0 and race is not None and best < inf
+            limit = best * (1.0 + race) if m == 0 and race is not None and best < inf else None
             done = rollout(
                 fork,
                 policy,
@@ -209,7 +209,7 @@ def compare(
                 terminal_weight=terminal_weight,
                 rng_seed=future.seed,
                 max_decisions=max_decisions if i == 0 else None,
-                stop_above=best * (1.0 + race) if racing else None,  # type: ignore[operator]
+                stop_above=limit,
             )
             if i == 0 and max_decisions is not None:
                 cut = done.end - fork.now

@@ -234,7 +234,7 @@ class Bridge:
         """Call `fire` at `at` (the operator clock's seconds); a later one of `key` replaces it."""
         self.timers.arm(key, at, fire)
 
-    async def pods(self, namespace: str, selector: str) -> list[dict[str, Any]] | None:
+    async def pods(self, namespace: str | None, selector: str) -> list[dict[str, Any]] | None:
         """The pods of `namespace` that `selector` matches; None (logged) if the API cannot
         list them now."""
         try:

@@ -160,7 +160,7 @@ class AirflowSide:
             log.warning("Airflow's API cannot be read; its pods are left to it: %s", exc)
         by_run: dict[RunKey, list[AirflowPod]] = {}
         for namespace in self.bridge.settings.namespaces or (None,):
-            listed = await self.bridge.pods(namespace, SELECTOR)  # type: ignore[arg-type]
+            listed = await self.bridge.pods(namespace, SELECTOR)
             for pod in filter(None, map(AirflowPod.of, listed or [])):
                 if pod.dag_run is not None:
                     by_run.setdefault((pod.namespace, *pod.dag_run), []).append(pod)
