@@ -210,8 +210,11 @@ async def test_an_unreachable_airflow_leaves_the_pods_to_it(tmp_path):
         airflow_token_file=secret,
     )
     side = AirflowSide(FeatureHost(h))
-    # said at the rebuild, before any pod, and by /readyz (the operator stays ready)
+    # said at the rebuild (not waited for by it), before any pod, and by /readyz (the
+    # operator stays ready)
     await side.restore()
+    assert side.problem is None
+    await h.timers.fire_due(h.clock.now())
     assert "cannot reach Airflow's API" in (side.note() or "") and side.problem is not None
     pod = worker_pod("sum_it")
     h.kube.pods[("default", "sum-it")] = pod

@@ -147,17 +147,22 @@ class AirflowSide:
             and f"Airflow's API cannot be read, its pods go to its order: {self.problem}"
         )
 
+    async def _probe(self) -> None:
+        """Ask Airflow's API for a DAG: a wrong URL or credentials is said at once (a
+        Warning, `note`), not at a run's first pod."""
+        try:
+            await asyncio.to_thread(self.dags.client.get, "dags", {"limit": 1})
+        except AirflowError as exc:
+            self.problem = str(exc)
+            log.warning("Airflow's API cannot be read; its pods are left to it: %s", exc)
+
     async def restore(self) -> Callable[[], None]:
         """Read the runs of the worker pods there are, and return what admits them: the
         rebuild reads before and admits after its own admissions, with no wait between
         them and its first decision (pods released before a restart hold their executors
         again; a round in a wait could give those executors away). A run an API error
         leaves unread is left to its pods' events."""
-        try:  # (a wrong URL or credentials: said at once, not at a first pod)
-            await asyncio.to_thread(self.dags.client.get, "dags", {"limit": 1})
-        except AirflowError as exc:
-            self.problem = str(exc)
-            log.warning("Airflow's API cannot be read; its pods are left to it: %s", exc)
+        self.bridge.later("airflow-probe", self.bridge.now(), self._probe)  # (not waited for)
         by_run: dict[RunKey, list[AirflowPod]] = {}
         for namespace in self.bridge.settings.namespaces or (None,):
             listed = await self.bridge.pods(namespace, SELECTOR)
