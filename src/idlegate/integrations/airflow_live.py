@@ -143,6 +143,11 @@ class LiveRun:
     (its ``queued_when``), for the task instances queued when the run was asked for: when
     Airflow's pending timeout started counting (`QueuedTimeout.deadline`)."""
 
+    @property
+    def over(self) -> bool:
+        """Airflow says the run ended (its pods may still tear down)."""
+        return self.state in ("success", "failed")
+
     def done_pods(self, namespace: str, pods: Iterable[AirflowPod]) -> list[AirflowPod]:
         """A Succeeded stand-in for each task instance Airflow says succeeded and that has
         no pod among `pods` (Airflow deletes a worker pod once it ended): what a restart

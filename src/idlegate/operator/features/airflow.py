@@ -104,8 +104,6 @@ class AirflowSide:
         self.pending: dict[RunKey, list[AirflowPod]] = {}
         """Pods seen while their run is being read (placed after)."""
         self.reads: dict[RunKey, _Reads] = {}
-        self.over: set[RunKey] = set()
-        """Runs Airflow says ended, in the pool until their pods that run have ended."""
         self.problem: str | None = None
         """The API error the last read met, None once a read succeeds (`note`)."""
         self.gated: dict[tuple[str, str], AirflowPod] = {}
@@ -271,8 +269,6 @@ class AirflowSide:
                 if not isinstance(run, LiveRefusal) and key in self.runs:
                     self.runs[key] = run
                     self.bridge.handle(Join(self.owners[key], run.job))  # (in the pool: remapped)
-                    if run.state in ("success", "failed"):
-                        self.over.add(key)
                     self._maybe_done(key)
             return reads.failed
 
@@ -365,7 +361,7 @@ class AirflowSide:
         pods runs (a pod tearing down after its task reported holds its executor)."""
         wf = self._job(key)
         if key in self.owners and (
-            wf is None or wf.job.finish is not None or (key in self.over and not wf.running)
+            wf is None or wf.job.finish is not None or (self.runs[key].over and not wf.running)
         ):
             self._end(key)
 
@@ -378,7 +374,6 @@ class AirflowSide:
         owner = self.owners.pop(key, None)
         self.runs.pop(key, None)
         self.reads.pop(key, None)
-        self.over.discard(key)
         if owner is not None:
             self.bridge.handle(Ended(owner))
             self.bridge.handle(Schedule())
