@@ -315,6 +315,36 @@ def test_a_list_of_bare_workflows_checks_each_item_and_its_history_keys(tmp_path
     assert lint_json(str(tmp_path / "list.yaml"))[1]["bare_workflows"] == 4
 
 
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("kind: ExecutorPool\n", "<stdin>[0] metadata: is missing; an ExecutorPool needs a name"),
+        (
+            "kind: DagCronWorkflow\nmetadata: {}\n",
+            "<stdin>[0] metadata.name: is missing; give the DagCronWorkflow a name",
+        ),
+        (
+            "apiVersion: idlegate.io/v1alpha1\nkind: ExecutorPool\nmetadata: {name: p}\nspec: 5\n",
+            "<stdin>[0] spec: must be a mapping (of size, namespaceSelector, policy, "
+            "planBudgetMs), not a number",
+        ),
+        ("stages: 5\n", "<stdin>[0]: workflow: stages: must be a list, not a number"),
+        (
+            "kind: DagWorkflow\nmetadata: {name: x}\nspec: {stages: [5]}\n",
+            "<stdin>[0] spec.stages[0]: must be a mapping (of name, tasks,",
+        ),
+    ],
+    ids=["pool-no-metadata", "cron-no-name", "pool-spec-number", "stages-number", "stage-number"],
+)
+def test_a_value_of_the_wrong_type_is_said_in_the_manifests_terms(text, said):
+    # pydantic's own words were "Input should be a valid dictionary or instance of
+    # ExecutorPoolSpec", "a valid tuple", and a pool's missing name was "a DagWorkflow's"
+    code, out, _ = lint("-", stdin=text)
+    assert code == 1
+    assert any(line.startswith(said) for line in out), out
+    assert not any("Input should be" in line or "instance of" in line for line in out), out
+
+
 def test_a_dag_workflow_without_spec_says_it_is_missing():
     code, out, _ = lint("-", stdin="kind: DagWorkflow\n")
     assert code == 1

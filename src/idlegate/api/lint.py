@@ -647,7 +647,8 @@ class _Linter:
                 "apiVersion",
                 f"{api!r} does not serve {kind if kind in KINDS else KIND}; use {API_VERSION}",
             )
-        self._metadata(source, index, item, obj.get("metadata"))
+        meant = next((k for k in KINDS if _text(kind) and k.lower() == kind.lower()), KIND)
+        self._metadata(source, index, item, obj.get("metadata"), meant)
         if _text(kind) and kind.lower() == CRON_KIND.lower():  # miscased: still checked as one
             self.report.cron_workflows += 1
             found = cron_problems(obj, self.pool_size, self.policy)
@@ -665,17 +666,20 @@ class _Linter:
         if len(self.report.problems) > before:
             self.report.invalid += 1
 
-    def _metadata(self, source: str, index: int, item: int | None, meta: Any) -> None:
+    def _metadata(
+        self, source: str, index: int, item: int | None, meta: Any, kind: str = KIND
+    ) -> None:
         if not isinstance(meta, Mapping):
             what = "is missing" if meta is None else f"must be a mapping, not {describe(meta)}"
-            self._problem(source, index, item, "metadata", f"{what}; a {KIND} needs a name")
+            article = "an" if kind[0] in "AEIOU" else "a"
+            self._problem(source, index, item, "metadata", f"{what}; {article} {kind} needs a name")
         elif not _has(meta, "name") and not _has(meta, "generateName"):
             self._problem(
                 source,
                 index,
                 item,
                 "metadata.name",
-                "is missing; give the workflow a name (or a generateName, for kubectl create)",
+                f"is missing; give the {kind} a name (or a generateName, for kubectl create)",
             )
 
     def _problem(

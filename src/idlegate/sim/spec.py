@@ -312,6 +312,12 @@ def _sentence(err: Any, model: type[BaseModel] | None) -> str:
             return f"is an object, not a string: write {loc[-1]}: {{{fields[0]}: {value}}}"
         if fields:
             return f"is an object (a mapping with {', '.join(fields)}), not a string"
+    if kind in ("model_type", "model_attributes_type", "dict_type"):  # (pydantic names a class)
+        fields = _fields_at(model, loc)
+        of = f" (of {', '.join(fields)})" if fields else ""
+        return f"must be a mapping{of}, not {describe(value)}"
+    if kind in ("tuple_type", "list_type"):
+        return f"must be a list, not {describe(value)}"
     if kind == "string_pattern_mismatch":
         meaning = PATTERN_MEANINGS.get(str((err.get("ctx") or {}).get("pattern")))
         if meaning:
