@@ -226,7 +226,10 @@ def test_a_file_that_is_no_manifest_says_what_lint_reads(tmp_path):
     notes = tmp_path / "notes.txt"
     notes.write_text("a: [\n")
     (problem,) = check(notes).problems
-    assert "invalid YAML" in problem.message and "; lint reads YAML or JSON: Dag" in problem.message
+    assert (
+        "invalid YAML" in problem.message
+        and "; lint reads YAML, JSON or JSON Lines (.jsonl): Dag" in problem.message
+    )
     # a manifest with a typo is a manifest: its syntax error is enough
     notes.rename(tmp_path / "typo.yaml")
     (problem,) = check(tmp_path / "typo.yaml").problems
@@ -343,6 +346,21 @@ def test_a_value_of_the_wrong_type_is_said_in_the_manifests_terms(text, said):
     assert code == 1
     assert any(line.startswith(said) for line in out), out
     assert not any("Input should be" in line or "instance of" in line for line in out), out
+
+
+def test_a_history_in_json_lines_is_checked_line_by_line(tmp_path):
+    # a history sink's file, which simulate -w file reads: lint took it for broken YAML
+    good = {"name": "a", "arrival": 1, "stages": [stage("s")]}
+    bad = {"name": "b", "arrival": "soon", "stages": [stage("s")]}
+    f = tmp_path / "history.jsonl"
+    f.write_text(f"{json.dumps(good)}\n\n{json.dumps(bad)}\nnot json\n")
+    report = check(f)
+    assert [(p.document, p.line) for p in report.problems] == [(2, None), (3, 4)]
+    assert "arrival must be a number of seconds" in report.problems[0].message
+    assert report.problems[1].message.startswith("invalid JSON")
+    assert report.bare_workflows == 2 and report.invalid == 1
+    f.write_text(json.dumps(good) + "\n")
+    assert lint(str(f))[:2] == (0, [])
 
 
 def test_a_dag_workflow_without_spec_says_it_is_missing():

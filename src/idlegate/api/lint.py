@@ -29,8 +29,8 @@ of the command, as in every command), a DagWorkflow under
 the wrong or no ``apiVersion``, another kind in the ``idlegate.io`` group (or
 ``DagWorkflow`` in another case), a missing name. A bare workflow (``idlegate simulate``'s
 format: a mapping with a ``stages`` list and no kind, alone or in a list, with a history's
-keys or not) is checked as ``simulate -w file`` reads it
-(:func:`idlegate.sim.history.parse_record`). Everything else (a ConfigMap, a
+keys or not, and a ``.jsonl`` file's lines, a history sink's) is checked as ``simulate -w
+file`` reads it (:func:`idlegate.sim.history.parse_record`). Everything else (a ConfigMap, a
 Kustomization, a document with no kind such as a dashboard JSON) is skipped with a note,
 and ``List``/``DagWorkflowList`` documents are checked item by item, so a directory of
 mixed files can be linted as a whole.
@@ -98,7 +98,8 @@ MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 """Files a directory is searched for (recursively, hidden ones left out); a file named
 explicitly is always read."""
 READS = (
-    "YAML or JSON: DagWorkflows (and DagCronWorkflows, ExecutorPools), Argo "
+    "YAML, JSON or JSON Lines (.jsonl): DagWorkflows (and DagCronWorkflows, ExecutorPools), "
+    "bare workflows and history records (as simulate -w file reads them), Argo "
     "Workflows, and Airflow DAGs as the JSON export `idlegate history airflow --raw` writes "
     "(Airflow's REST API's answers)"
 )
@@ -503,6 +504,19 @@ def _documents(text: str, source: _Source, report: LintReport) -> Iterator[tuple
                     source.name, f"invalid JSON: {exc.msg}", 0, None, None, exc.lineno, exc.colno
                 )
             )
+        return
+    if suffix == ".jsonl":  # JSON Lines, as simulate -w file reads (a history sink's)
+        for n, line in enumerate(text.splitlines()):
+            if not line.strip():
+                continue
+            try:
+                yield n, json.loads(line)
+            except json.JSONDecodeError as exc:
+                report.problems.append(
+                    Problem(
+                        source.name, f"invalid JSON: {exc.msg}", n, None, None, n + 1, exc.colno
+                    )
+                )
         return
     count = 0  # documents parsed so far: the index of the one a syntax error is in
     try:
