@@ -75,29 +75,11 @@ from idlegate.operator.core.intents import (
     Refused,
     RemoveGate,
 )
-from idlegate.operator.edge.kube import ApiError, KubeApi
+from idlegate.operator.edge.kube import ApiError, KubeApi, WriteGate
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
 
 log = logging.getLogger(__name__)
-
-
-class WriteGate:
-    """Open unless bound to an elector that does not lead now."""
-
-    def __init__(self) -> None:
-        self._leads: Callable[[], bool] | None = None
-
-    def follow(self, leads: Callable[[], bool]) -> None:
-        """Open from now on only while `leads()` (the elector's; bound once: one election
-        per replica)."""
-        if self._leads is not None:
-            raise RuntimeError("This write gate already follows an elector.")
-        self._leads = leads
-
-    def open(self) -> bool:
-        """Whether a write may be sent now."""
-        return self._leads is None or self._leads()
 
 
 class Priority(IntEnum):

@@ -12,7 +12,7 @@ answer after one, goes to `report` (:class:`~idlegate.operator.edge.watchdog.Api
 and is logged once per request; a back-off in progress ends with the outage (`wake`), a
 Retry-After does not. Closing the client ends the retries.
 
-The write gate (:class:`~idlegate.operator.edge.applier.WriteGate`) refuses every write of a
+The write gate (:class:`WriteGate`) refuses every write of a
 replica that does not lead (:class:`NotLeaderError`); the Lease's own requests are exempt
 and have a thread of their own, so that no burst of reads delays a renewal. Each request
 names its replica in its User-Agent (:func:`user_agent`), which audit logs record.
@@ -29,7 +29,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol, Self
+from typing import Any, Self
 from urllib.parse import quote
 
 import yaml
@@ -50,10 +50,22 @@ Report = Callable[[str, int], None]
 answer)."""
 
 
-class Gate(Protocol):
-    """Whether this replica may write now (:class:`~idlegate.operator.edge.applier.WriteGate`)."""
+class WriteGate:
+    """Open unless bound to an elector that does not lead now."""
 
-    def open(self) -> bool: ...
+    def __init__(self) -> None:
+        self._leads: Callable[[], bool] | None = None
+
+    def follow(self, leads: Callable[[], bool]) -> None:
+        """Open from now on only while `leads()` (the elector's; bound once: one election
+        per replica)."""
+        if self._leads is not None:
+            raise RuntimeError("This write gate already follows an elector.")
+        self._leads = leads
+
+    def open(self) -> bool:
+        """Whether a write may be sent now."""
+        return self._leads is None or self._leads()
 
 
 class ApiError(Exception):
@@ -263,7 +275,7 @@ class KubeApi:
         retry_after_max: float = 60.0,
         report: Report | None = None,
         identity: str | None = None,
-        gate: Gate | None = None,
+        gate: WriteGate | None = None,
         wake: Callable[[], threading.Event] | None = None,
     ) -> None:
         import kubernetes.client
