@@ -348,6 +348,14 @@ def test_a_value_of_the_wrong_type_is_said_in_the_manifests_terms(text, said):
     assert not any("Input should be" in line or "instance of" in line for line in out), out
 
 
+def test_a_plain_list_of_dag_workflows_is_checked_item_by_item(tmp_path):
+    # simulate -w file reads such a list; lint skipped it as "a list"
+    f = write(tmp_path / "list.yaml", [workflow("ok"), workflow("loop", [stage("a", "a")])])
+    report = check(f)
+    assert places(report) == [(str(f), 0, 1, "spec.stages[0].dependsOn")]
+    assert report.workflows == 2 and report.notes == []
+
+
 def test_a_history_in_json_lines_is_checked_line_by_line(tmp_path):
     # a history sink's file, which simulate -w file reads: lint took it for broken YAML
     good = {"name": "a", "arrival": 1, "stages": [stage("s")]}

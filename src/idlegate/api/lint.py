@@ -325,6 +325,11 @@ def _bare(obj: Any) -> bool:
     )
 
 
+def _ours_object(obj: Any) -> bool:
+    """A mapping whose kind or API group is idlegate's (`_ours`)."""
+    return isinstance(obj, Mapping) and bool(_ours(obj.get("kind"), obj.get("apiVersion")))
+
+
 def _has(meta: Any, key: str) -> bool:
     return isinstance(meta, Mapping) and _text(meta.get(key))
 
@@ -569,7 +574,7 @@ class _Linter:
             for i, item in enumerate(doc):  # a JSON list of DAG exports
                 self.object(source, index, i, item)
             return
-        if isinstance(doc, list) and any(_bare(d) for d in doc):
+        if isinstance(doc, list) and any(_bare(d) or _ours_object(d) for d in doc):
             for i, item in enumerate(doc):  # a list of workflows, as simulate -w file reads
                 self.object(source, index, i, item, in_list=True)
             return
