@@ -23,8 +23,8 @@ every 0.1 s) in the 10 s after it took the Lease (its loop's stall at the takeov
 workflow Succeeded, no pod created twice, no write by a replica that did not hold the
 Lease, the finished workflows whose status changed after they finished, the last leader's
 ``idlegate_workflows_finished_total`` against the workflows it finished, the workflows
-recorded twice across the replicas' history files, and the most pods running at once
-against the pool. The lease settings of `--leases` (duration / renew deadline / retry
+recorded twice across the replicas' history files, the Lease taken by a replica after its
+SIGTERM, and the most pods running at once against the pool. The lease settings of `--leases` (duration / renew deadline / retry
 period, seconds) run side by side, `--runs` times each.
 
     python -m benchmarks.failover [--runs 3] [--scenarios kill,term,term-both,same-name]
@@ -72,8 +72,9 @@ def table(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| scenario | lease | run | stop to Lease | stop to release | longest /metrics | "
         "SIGTERM to exit | Succeeded | pods created twice | second writers | "
-        "finished rewritten | finished counted / by it | recorded twice | most running / pool |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "finished rewritten | finished counted / by it | recorded twice | taken after SIGTERM | "
+        "most running / pool |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         exit_ = f"{r['exit']:.2f} s" if r["exit"] is not None else "-"
@@ -81,7 +82,7 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"| {r['scenario']} | {r['lease']} | {r['run']} | {r['to_lease']:.1f} s | "
             f"{r['to_release']:.1f} s | {r['stall']:.2f} s | {exit_} | {r['succeeded']} / {r['workflows']} | "
             f"{r['duplicates']} | {r['second_writers']} | {r['rewritten']} | "
-            f"{r['counted']:g} / {r['by_it']} | {r['recorded_twice']} | "
+            f"{r['counted']:g} / {r['by_it']} | {r['recorded_twice']} | {r['taken']} | "
             f"{r['max_running']} / {r['pool']} |"
         )
     lines += [
@@ -142,6 +143,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                             "counted": result.counted[0],
                             "by_it": result.counted[1],
                             "recorded_twice": len(result.recorded_twice),
+                            "taken": len(result.taken_when_told_to_stop),
                             "max_running": result.max_running,
                             "pool": args.pool,
                         }

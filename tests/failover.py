@@ -194,6 +194,8 @@ class Failover:
     recorded_twice: list[str]
     """Workflows recorded twice across the history files (those whose first record's mark
     landed before its writer stopped)."""
+    taken_when_told_to_stop: list[str]
+    """Identities elected after their SIGTERM (their own logs' order)."""
     stall: float
     """The longest answer of the last leader's /metrics, asked every 0.1 s, from its taking
     of the Lease to 10 s after (its loop's longest stall there, at least)."""
@@ -318,6 +320,7 @@ def failover(
         rewritten=sorted(timeline.rewritten),
         counted=(counted, sum(t > led for t in timeline.finished_at.values())),
         recorded_twice=sorted(n for n, k in records.items() if k > 1 and n in marked),
+        taken_when_told_to_stop=[_identity(r) for r in signalled if _elected_when_stopping(r)],
         stall=max(
             (s for r, t, s in probe.answers if r is last and led <= t <= led + 10), default=0
         ),
@@ -338,6 +341,12 @@ def _identity(replica: OperatorProcess) -> str:
     if replica not in _identities and (found := _IDENTITY.search(_head(replica))):
         _identities[replica] = found[1]
     return _identities.get(replica, "")
+
+
+def _elected_when_stopping(replica: OperatorProcess) -> bool:
+    log = replica.log.read_text(errors="replace")
+    told = log.find("SIGTERM: stopping.")
+    return told >= 0 and "Elected leader" in log[told:]
 
 
 def _head(replica: OperatorProcess) -> str:

@@ -136,9 +136,7 @@ class Operator:
         self.notes: list[Callable[[], str | None]] = []
         """What a feature adds to /readyz's reason while the operator is ready (Airflow's API)."""
         self.stopped = asyncio.Event()
-        """kopf's stop flag, set at a signal and when this replica lost the Lease (then
-        `lost` says why, and :func:`run` says so). (An asyncio flag: kopf waits for a
-        threading one in a thread that never ends unless it is set.)"""
+        """kopf's stop flag: set at a signal, and at a lost Lease (`lost` says why)."""
         self.lost = ""
         self.waiting: set[asyncio.Future[Any]] = set()
         """The handlers waiting for the first rebuild (a standby's: cancelled at a signal)."""
@@ -316,17 +314,13 @@ class Operator:
         """The pools, once the first rebuild of the state is done (admissions wait for it:
         before, a workflow's running pods could still be unknown)."""
         self.waiting.add(waiting := asyncio.ensure_future(self.watchdog.rebuilt.wait()))
-        try:
-            await waiting
-        finally:
-            self.waiting.discard(waiting)
+        waiting.add_done_callback(self.waiting.discard)
+        await waiting
         return self.pools
 
     async def fresh_pools(self) -> tuple[Pools, bool]:
-        """The ready pools, and whether the calling handler began after the first rebuild
-        read the API. If not, that read took its object in as it was then, and kopf's body
-        may be older (queued while standing by): a finished workflow would be admitted
-        again from it, and rewritten."""
+        """The ready pools, and whether the handler began after the first rebuild read the
+        API, which else took its object in, newer than kopf's body (queued while standing by)."""
         began = asyncio.get_running_loop().time()
         pools = await self.ready_pools()
         return pools, began >= self.watchdog.read_at
@@ -357,10 +351,8 @@ class Operator:
         self.stopped.set()
 
     def terminate(self, sig: signal.Signals) -> None:
-        """SIGTERM or SIGINT, in place of kopf's handler, which only stops kopf: this
-        replica never takes the Lease from now on (a leader gives it up in :meth:`stop`),
-        the handlers waiting for a rebuild end (kopf would wait for them), and kopf stops
-        (its stop flag, which it also waits for: else for 5 s)."""
+        """SIGTERM or SIGINT (kopf's handler replaced): never take the Lease (a leader gives
+        it up in :meth:`stop`), end the handlers kopf would wait for, and stop kopf."""
         log.info("%s: stopping.", sig.name)
         if self.elector is not None:
             self.elector.stopping = True

@@ -22,13 +22,10 @@ client (:class:`idlegate.operator.edge.kube.KubeApi`). The rules are client-go's
   as the writer and may not match what the next leader writes, so the operator then
   exits and comes back as a standby with an empty state (as controller-runtime's
   managers do), rather than ever lead again on it.
-* **Stop.** A replica told to stop (SIGTERM, a rolling update) never takes the Lease from
-  then on (:attr:`Elector.stopping`); a leader keeps renewing it while it writes what is
-  pending, then empties the holder (:meth:`Elector.release`), so that a standby takes over
-  at its next look rather than after the duration. So does a standby whose acquire landed
-  as it was told to stop.
-* **Identity.** Unique by construction (:func:`identity`): a Lease naming it was written
-  by this very process, never by another one that shares its Pod's or host's name.
+* **Stop.** A replica told to stop (SIGTERM) never takes the Lease from then on; a leader
+  renews it while it writes what is pending, then empties the holder, so that a standby
+  takes over at its next look rather than after the duration. Identities are unique by
+  construction (:func:`identity`): a Lease naming one was written by this very process.
 
 Why an elector of its own: the ``kubernetes`` client's ``leaderelection`` runs blocking
 loops on ``time.time`` with its own API client, untestable in fake time; kopf's peering
@@ -169,10 +166,9 @@ class Elector:
             self._lose(f"it could not renew the Lease within {self.renew_deadline:g} s")
 
     async def release(self) -> None:
-        """Give the Lease up if its last write named this replica (a leader stopping on
-        purpose, or an acquire that landed as it was told to stop): its holder emptied, so
-        that a standby takes it at its next look. The attempt in flight is awaited first (its
-        write would make the release a conflict). Best effort, for at most two retry periods."""
+        """Empty the Lease's holder if its last write named this replica (a leader, or an
+        acquire that landed as it was told to stop), once the attempt in flight is done (or
+        its write would make this one a conflict). Best effort, for two retry periods."""
         self.stopping, self._leading, self.ended = True, False, True
         if (attempt := self._attempt) is not None:
             await asyncio.wait({attempt}, timeout=self.retry_period)
@@ -301,12 +297,9 @@ class Elector:
 
 @functools.cache
 def identity() -> str:
-    """This process's name in the Lease and in its client's User-Agent: its Pod's
-    (POD_NAME from the downward API, or kopf's POD_ID), else the host's, with a random
-    suffix (as client-go's managers do). Two processes never share it, even two on one host
-    or with one POD_NAME, which would each take the other's Lease for their own and both
-    lead; a restarted container waits for its old Lease like any standby (unless it was
-    released)."""
+    """This process's name in the Lease and its User-Agent: its Pod's (POD_NAME, or kopf's
+    POD_ID), else the host's, and a random suffix (as client-go's): two processes under one
+    name would each take the other's Lease for their own, and both lead."""
     name = os.environ.get("POD_NAME") or os.environ.get("POD_ID") or socket.gethostname()
     return f"{name}_{secrets.token_hex(4)}"
 
