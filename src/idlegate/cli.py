@@ -564,6 +564,11 @@ def train(
     from idlegate.training.reinforce import train as run_training
 
     given = WorkloadOptions(**options)
+    if given.resources is not None:
+        raise IdlegateError(
+            "--resources: training runs on pods-only pools so far (the policies do not "
+            "weigh resources yet); leave it out and size the pool with -k/--executors"
+        )
     opts = given.to_kwargs()
     preset = settings.pop("preset", None)
     if history is not None:

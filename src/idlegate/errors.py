@@ -39,6 +39,16 @@ class GangTooWideError(IdlegateError):
         """The gang's tasks: the fewest executors it needs."""
 
 
+class DemandTooLargeError(IdlegateError):
+    """A stage's demand (a gang's: all its tasks together) exceeds its pool's capacity in
+    some resource, so it could never start."""
+
+    def __init__(self, message: str, demand: object) -> None:
+        super().__init__(message)
+        self.demand = demand
+        """What the stage needs at once (a `idlegate.sim.resources.ResourceVector`)."""
+
+
 def reject_unknown(
     given: Iterable[str], accepted: Iterable[str], owner: str, *, noun: str = "parameter"
 ) -> None:

@@ -34,8 +34,12 @@ _KEPT = frozenset(
         "minProperties",
         "maxProperties",
         "required",
+        "x-kubernetes-int-or-string",
     }
 )
+INT_OR_STRING = "x-kubernetes-int-or-string"
+"""A node of this mark (a Kubernetes quantity: ``2`` or ``500m``) takes an integer or a
+string; it stays without a type, as the structural schema rules allow it."""
 _DROPPED = frozenset({"title", "$defs", "definitions", "examples"})
 
 # key order in the YAML: what a reader looks for first
@@ -125,7 +129,7 @@ def _convert(
             _keyword(node, key, value, out, path)
     if out.get("type") == "object" and not {"properties", "additionalProperties"} & out.keys():
         out["x-kubernetes-preserve-unknown-fields"] = True
-    if "type" not in out:
+    if "type" not in out and not out.get(INT_OR_STRING):
         raise ValueError(f"{path}: no type (a structural schema needs one on every node)")
     return _ordered(out)
 
@@ -143,6 +147,9 @@ def _flatten(
     nullable = False
     for union in ("anyOf", "oneOf"):
         if union not in node:
+            continue
+        if node.get(INT_OR_STRING):  # (its branches are what the mark says)
+            del node[union]
             continue
         branches = node.pop(union)
         non_null = [b for b in branches if b.get("type") != "null"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -42,6 +42,7 @@ from idlegate.sim.metrics import (
     run_metrics,
 )
 from idlegate.sim.protocol import Scheduler
+from idlegate.sim.resources import ResourceVector
 from idlegate.sim.workloads import build_workload, workload_kind
 
 __all__ = [
@@ -113,13 +114,17 @@ class WorkloadOptions(Config):
     """Workload file (workload file)."""
     alpha: float | None = None
     """Fraction of synthetic jobs (workload mixed)."""
+    resources: ResourceVector | None = None
+    """The pool's resources beyond its executors (its pods), e.g.
+    cpu=8,memory=32Gi,nvidia.com/gpu=2: a task starts only where its stage's requests fit
+    (workflow files state them). Unset: a pods-only pool of -k/--executors."""
     extra: Annotated[dict[str, Any], Flag("--option", "-o")] = Field(default_factory=dict)
     """Any other workload option as KEY=VALUE (repeatable), e.g. size_distribution=pareto,
     burstiness=20 (options per workload: docs/workloads.md)."""
 
     def to_kwargs(self) -> dict[str, Any]:
         """The options that were given, as ``build_workload`` keyword arguments."""
-        given = self.model_dump(exclude={"extra"}, exclude_none=True)
+        given = self.model_dump(exclude={"extra", "resources"}, exclude_none=True)
         out = {k: str(v) if isinstance(v, Path) else v for k, v in given.items()}
         clash = sorted(set(out) & set(self.extra))
         if clash:
@@ -236,6 +241,11 @@ class CompareConfig(Config):
         return {
             "workload": self.workload,
             "workload_options": self.options.to_kwargs(),
+            **(
+                {}
+                if self.options.resources is None
+                else {"resources": self.options.resources.format()}
+            ),
             "schedulers": [s.format() for s in self.schedulers],
             "seeds": list(self.seed_list),
             "baseline": self.baseline_name,
@@ -268,7 +278,10 @@ def build(workload: str, seed: int, options: WorkloadOptions | None = None) -> W
     """Build the arrival sequence of `workload` for `seed` (only the given options are passed)."""
     options = options or WorkloadOptions()
     with options.as_given():
-        return build_workload(workload, seed, **options.to_kwargs())
+        built = build_workload(workload, seed, **options.to_kwargs())
+    if options.resources is None:
+        return built
+    return replace(built, resources=options.resources)
 
 
 @dataclass(frozen=True, eq=False)

@@ -7,8 +7,9 @@ inserts an idle slot. Shared conventions:
   runnable stage with the largest *bottom level* (the longest chain of stage lengths
   from the stage to an exit, itself included), ties to the lowest stage index: the stage
   on the job's remaining critical path, as in Decima's SJF-CP baseline.
-* **Launchable.** A stage is launchable when it is in `job.runnable` and, for a gang
-  stage, all its tasks fit the free executors (exactly `view.runnable_stages()`; the
+* **Launchable.** A stage is launchable when it is in `job.runnable`, for a gang stage
+  all its tasks fit the free executors, and its next task (a gang's tasks) fits the
+  pool's free resources (`launchable`: exactly `view.runnable_stages()`; the
   heuristics filter `job.runnable` themselves so that one decision costs O(jobs), not
   O(jobs × stages)).
 * **Ties** between jobs go to the lower job id (the earlier arrival), except LCFS.
@@ -26,7 +27,16 @@ from typing import Any
 import numpy as np
 
 from idlegate.errors import IdlegateError, reject_unknown
-from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision, Job, Scheduler, Stage
+from idlegate.sim.protocol import (
+    WAIT,
+    Action,
+    ClusterView,
+    Decision,
+    Job,
+    Scheduler,
+    Stage,
+    launchable,
+)
 
 _ROUNDING_SLACK = 1e-9
 """Shares are ceil(K × fraction); the slack keeps 2.0000000001 from rounding up to 3."""
@@ -38,7 +48,8 @@ _ROUNDING_SLACK = 1e-9
 def best_stage(job: Job, free: int) -> Stage | None:
     """The job's launchable stage with the largest bottom level (ties: lowest index).
 
-    A gang stage is launchable only when all its tasks fit the `free` executors.
+    A gang stage is launchable only when all its tasks fit the `free` executors, and any
+    stage only when its demand fits the pool's free resources (`launchable`).
     """
     best: Stage | None = None
     for s in job.runnable:
@@ -48,7 +59,7 @@ def best_stage(job: Job, free: int) -> Stage | None:
             best is None
             or s.bottom_level > best.bottom_level
             or (s.bottom_level == best.bottom_level and s.index < best.index)
-        ):
+        ) and (s.need is None or launchable(s, free)):
             best = s
     return best
 

@@ -7,10 +7,23 @@ the operator drives the same code with wall-clock time and pod events.
 Semantics (Decima and the idle-slot papers):
 
 * K identical executors; a task occupies one executor, non-preemptively.
+* Resources (`idlegate.sim.resources`): the pool's capacity is a vector, K executors
+  being its `pods`, plus any of `cpu`, `memory` and extended resources such as
+  `nvidia.com/gpu` (`resources`). A stage's task demands one pod and its DAG's
+  per-task demand (the pod's effective request) of the resources the pool names; of a
+  resource the pool does not name nothing is counted, so a pods-only pool (K executors
+  and nothing else, `--pool-size N`, Decima's and the papers' setting) counts each task
+  as one executor whatever it requests. A task starts only where its demand fits the
+  free capacity, a gang stage only where all its tasks fit at once, and an executor
+  going on with its stage keeps its task's demand. A stage whose demand (a gang's, all
+  its tasks together) exceeds the capacity could never start: the job is refused on
+  arrival (DemandTooLargeError), as a gang wider than the pool is.
 * A stage is *runnable* when its job has arrived, all its parent stages are complete,
   it has tasks not yet launched and it is not inside an idle slot. A gang stage is
   runnable only while enough executors are free to start all its tasks at once (a gang
-  restored with some tasks done, by the operator, starts the rest of them at once).
+  restored with some tasks done, by the operator, starts the rest of them at once);
+  `runnable_stages` leaves out, likewise, a stage whose next task (a gang's tasks) does
+  not fit the free resources.
 * An executor that finishes a task keeps working on the same stage while the stage has
   tasks left, without asking the scheduler (the `task_finished` return value).
 * Scheduling events: job arrival, a stage running out of tasks or completing, an
@@ -18,8 +31,8 @@ Semantics (Decima and the idle-slot papers):
   until it says WAIT or no free executor or runnable stage remains (a round of
   `decide_once`; `idlegate.sim.engine.Engine` holds the simulator's rounds).
 * A decision `(stage, cap, idle_delay)` with no delay sets the job's parallelism cap
-  and gives the stage free executors until the job holds `cap` executors or the stage
-  has no task left to launch. With a delay it puts the stage into an idle slot of that
+  and gives the stage free executors until the job holds `cap` executors, the stage
+  has no task left to launch or the next task's demand does not fit. With a delay it puts the stage into an idle slot of that
   length instead; only a stage that has not started may idle, each stage at most once,
   and the slot's end is an event.
 * Caps never preempt: a decision may not set a cap below the executors the job holds,
@@ -47,9 +60,26 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from math import inf
 from typing import Any
 
-from idlegate.errors import GangTooWideError, IdlegateError, IllegalDecisionError
+from idlegate.errors import (
+    GangTooWideError,
+    IdlegateError,
+    IllegalDecisionError,
+)
 from idlegate.sim.dag import Dag
-from idlegate.sim.protocol import WAIT, Action, Decision, Job, JobRecord, Launch, Scheduler, Stage
+from idlegate.sim.pool import PoolResources
+from idlegate.sim.protocol import (
+    WAIT,
+    Action,
+    Decision,
+    Job,
+    JobRecord,
+    Launch,
+    Need,
+    Scheduler,
+    Stage,
+    launchable,
+)
+from idlegate.sim.resources import ResourceVector
 
 TraceSink = Callable[[float, str, int, int, Any], None]
 
@@ -94,17 +124,24 @@ def _recount(job: Job) -> None:
     job.runnable = [s for s in job.stages if _can_run(s)]
 
 
-class Cluster:
-    """K executors and the jobs in the system. Every method takes the current time `now`."""
+class Cluster(PoolResources):
+    """K executors (and the pool's other resources) and the jobs in the system. Every
+    method takes the current time `now`."""
 
     def __init__(
-        self, num_executors: int, trace: TraceSink | None = None, *, moving_delay: float = 0.0
+        self,
+        num_executors: int,
+        trace: TraceSink | None = None,
+        *,
+        moving_delay: float = 0.0,
+        resources: ResourceVector | None = None,
     ) -> None:
         if isinstance(num_executors, bool) or not isinstance(num_executors, int):
             raise IllegalDecisionError(f"executors must be a whole number, got {num_executors!r}")
         if num_executors < 1:
             raise IllegalDecisionError(f"a cluster needs at least 1 executor, got {num_executors}")
         self.num_executors = num_executors
+        self._init_resources(resources)
         self.moving_delay = moving_delay
         """Seconds an executor new to a job needs before its task runs, as far as the driver
         knows (the simulator's fidelity; 0 in the operator). Read by planners."""
@@ -159,6 +196,8 @@ class Cluster:
                 )
         arrived = now if arrival is None else arrival
         job = Job(self._next_id, name or f"job-{self._next_id}", dag, arrived, payload)
+        if self.resource_names and dag.demands:
+            self._set_needs(job)
         self._next_id += 1
         self.jobs.append(job)
         self.arrival_log.append((arrived, dag.total_work))
@@ -217,6 +256,8 @@ class Cluster:
         self._exec_stage[executor] = None
         stage.executors -= 1
         job.held -= 1
+        if stage.need is not None:
+            self._give_back(stage.need, 1)
         self.free_executors += 1
         self._busy_done += now - self._busy_since[executor]
         self._free.setdefault(job, []).append(executor)
@@ -233,6 +274,9 @@ class Cluster:
             return []
         running = [e for e in range(self.num_executors) if self._exec_stage[e] in job.stages]
         for e in running:
+            stage = self._exec_stage[e]
+            if stage is not None and stage.need is not None:
+                self._give_back(stage.need, 1)
             self._exec_stage[e] = None
             self._busy_done += now - self._busy_since[e]
             self.free_executors += 1
@@ -404,6 +448,8 @@ class Cluster:
     def runnable_stages(self) -> list[Stage]:
         """Stages a decision may name now, jobs in arrival order."""
         free = self.free_executors
+        if self.resource_names:
+            return [s for j in self.jobs for s in j.runnable if launchable(s, free)]
         return [s for j in self.jobs for s in j.runnable if not s.gang or s.tasks <= free]
 
     def free_executors_from(self, job: Job | None) -> int:
@@ -414,6 +460,8 @@ class Cluster:
         free = self.free_executors
         if free == 0 or self.beyond:
             return False
+        if self.resource_names:
+            return any(launchable(s, free) for j in self.jobs for s in j.runnable)
         for job in self.jobs:
             for stage in job.runnable:
                 if not stage.gang or stage.tasks <= free:
@@ -466,6 +514,8 @@ class Cluster:
             self._emit("idle", job.id, stage.index, delay)
             return []
         n = min(self.free_executors, cap - job.held, stage.available - stage.launched)
+        if stage.need is not None:
+            n = min(n, stage.need.room())
         launches = self._start(self._take_executors(job, n), stage)
         stage.launched += n
         job.unlaunched -= n
@@ -523,12 +573,23 @@ class Cluster:
                 "raise the cap above what the job holds, or return WAIT"
             )
         n = min(self.free_executors, cap - job.held, stage.available - stage.launched)
+        fits = ""
+        if stage.need is not None and delay == 0:
+            room = stage.need.room()
+            if room == 0:
+                raise IllegalDecisionError(
+                    f"{where} needs {stage.demand.restricted(self.resource_names).format()} "
+                    f"per task, but the pool has {self.free_resources.format()} free; choose "
+                    "one of view.runnable_stages() or return WAIT"
+                )
+            if room < n:
+                n, fits = room, f" and the free resources ({self.free_resources.format()})"
         # (a restored gang, some of whose tasks ran before, starts the rest together)
         if delay == 0 and stage.gang and n < stage.tasks - stage.launched:
             raise IllegalDecisionError(
                 f"gang stage {job.name}/{stage.name} needs {stage.tasks - stage.launched} "
                 "executors at once, "
-                f"but the cap {cap} and {self.free_executors} free executors allow {n}"
+                f"but the cap {cap} and {self.free_executors} free executors{fits} allow {n}"
             )
 
     def _take_executors(self, job: Job, n: int) -> list[int]:
@@ -572,6 +633,8 @@ class Cluster:
             busy_since[executor] = task_start[executor] = now
         stage.executors += len(executors)
         job.held += len(executors)
+        if stage.need is not None:
+            self._give_back(stage.need, -len(executors))
         return launches
 
     def _out_of_tasks(self, stage: Stage) -> None:
@@ -659,9 +722,17 @@ class Cluster:
             kept = [j for j in self.jobs if j in chosen or j.held]
         jobs = {job: _copy_job(job) for job in kept}
         twin.num_executors = self.num_executors
+        twin.capacity = self.capacity
+        twin.resource_names = self.resource_names
+        twin._free_r = list(self._free_r)
         twin.moving_delay = self.moving_delay
         twin.now = self.now
         twin.jobs = list(jobs.values())
+        if self.resource_names:  # (the needs read the twin's free resources)
+            for copy in twin.jobs:
+                for stage in copy.stages:
+                    if stage.need is not None:
+                        stage.need = Need(stage.need.amounts, twin._free_r)
         twin.done = []
         twin.removed = []
         twin.arrival_log = list(self.arrival_log)

@@ -13,6 +13,7 @@ from functools import cached_property
 
 import networkx as nx
 
+from idlegate.sim.resources import ResourceVector
 from idlegate.sim.spec import WorkflowSpec
 
 
@@ -30,10 +31,13 @@ class Dag:
     children: tuple[tuple[int, ...], ...]
     gang: tuple[bool, ...]
     spec: WorkflowSpec | None = None
+    demands: tuple[ResourceVector, ...] = ()
+    """Per stage, what one task requests beyond its pod (empty: no stage requests any)."""
 
     @classmethod
     def from_spec(cls, spec: WorkflowSpec) -> Dag:
         index = {s.name: i for i, s in enumerate(spec.stages)}
+        demands = tuple(s.demand for s in spec.stages)
         parents = tuple(tuple(index[d] for d in s.depends_on) for s in spec.stages)
         children: list[list[int]] = [[] for _ in spec.stages]
         for i, ps in enumerate(parents):
@@ -47,6 +51,7 @@ class Dag:
             children=tuple(tuple(c) for c in children),
             gang=tuple(s.gang for s in spec.stages),
             spec=spec,
+            demands=demands if any(demands) else (),
         )
 
     @property

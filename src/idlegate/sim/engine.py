@@ -19,6 +19,7 @@ from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.durations import DurationModel, Uniforms
 from idlegate.sim.protocol import WAIT, Action, ClusterView, JobRecord, Launch, Scheduler, Stage
+from idlegate.sim.resources import ResourceVector
 
 _ARRIVE, _TASK, _IDLE = 0, 1, 2
 
@@ -59,6 +60,9 @@ class Workload:
     jobs: tuple[JobArrival, ...]
     num_executors: int
     fidelity: Fidelity = field(default_factory=Fidelity.none)
+    resources: ResourceVector | None = None
+    """The pool's resources beyond its executors (its pods), e.g. cpu=8,memory=32Gi; None:
+    a pods-only pool (`idlegate.sim.cluster`)."""
 
     def __post_init__(self) -> None:
         if not self.jobs:
@@ -180,7 +184,10 @@ class Engine:
         events: list[tuple[float, str, int, int, Any]] | None = [] if trace else None
         sink = None if events is None else lambda *e: events.append(e)
         cluster = Cluster(
-            num_executors or workload.num_executors, trace=sink, moving_delay=fid.moving_delay
+            num_executors or workload.num_executors,
+            trace=sink,
+            moving_delay=fid.moving_delay,
+            resources=workload.resources,
         )
         engine = cls(
             cluster,

@@ -13,9 +13,45 @@ from dataclasses import dataclass
 from typing import Any, Final, NamedTuple, Protocol
 
 from idlegate.sim.dag import Dag
+from idlegate.sim.resources import EMPTY
 
 # ---------------------------------------------------------------------------------------
 # State objects (read by schedulers; only the Cluster mutates them)
+
+
+class Need:
+    """A stage's per-task demand on the resources its pool counts beyond pods, beside the
+    pool's free amounts (`idlegate.sim.cluster`'s resource rule). Set by the cluster on
+    arrival; None on a stage that asks nothing the pool counts (a pods-only pool's)."""
+
+    __slots__ = ("amounts", "free")
+
+    def __init__(self, amounts: tuple[int, ...], free: list[int]) -> None:
+        self.amounts = amounts
+        """Milli-units of each resource the pool counts, in the pool's order."""
+        self.free = free
+        """The pool's free milli-units, the same list the cluster updates."""
+
+    def fits(self, tasks: int = 1) -> bool:
+        """`tasks` more tasks of the stage fit the free resources."""
+        return all(f >= n * tasks for f, n in zip(self.free, self.amounts, strict=True))
+
+    def room(self) -> int:
+        """How many more tasks of the stage the free resources hold."""
+        return min(
+            f // n if f > 0 else 0 for f, n in zip(self.free, self.amounts, strict=True) if n
+        )
+
+
+def launchable(stage: Stage, free: int) -> bool:
+    """The stage's next task (a gang's: all its tasks) fits the `free` executors and the
+    pool's free resources, if it is runnable: `view.runnable_stages()`'s rule, for a
+    policy that filters `job.runnable` itself."""
+    if stage.gang:
+        if stage.tasks > free:
+            return False
+        return stage.need is None or stage.need.fits(stage.tasks - stage.launched)
+    return stage.need is None or stage.need.fits()
 
 
 class Stage:
@@ -26,6 +62,7 @@ class Stage:
         "bottom_level",
         "children",
         "delayed",
+        "demand",
         "duration",
         "executors",
         "finished",
@@ -35,6 +72,7 @@ class Stage:
         "job",
         "launched",
         "name",
+        "need",
         "parents_left",
         "tasks",
     )
@@ -49,6 +87,11 @@ class Stage:
         """Estimated seconds per task (the spec's taskDurationSeconds)."""
         self.bottom_level = dag.bottom_levels[index]
         self.gang = dag.gang[index]
+        self.demand = dag.demands[index] if dag.demands else EMPTY
+        """What one task requests (its pod's effective request), beyond its one pod."""
+        self.need: Need | None = None
+        """The demand on the pool's resources beyond the pod (None: none the pool
+        counts; set by the cluster on arrival)."""
         self.children: tuple[int, ...] = dag.children[index]
         self.parents_left = len(dag.parents[index])
         self.launched = 0

@@ -105,6 +105,11 @@ def format_quantity(milli: int, *, binary: bool = False) -> str:
     return str(units)
 
 
+def _at(where: str) -> str:
+    """The start of a message about `where` (nothing when it is said by the caller)."""
+    return f"{where}: " if where else ""
+
+
 def _binary(resource: str) -> bool:
     return resource.startswith(_BINARY_RESOURCES)
 
@@ -121,7 +126,7 @@ def check_resource_name(name: str, where: str = "resources") -> str:
     """`name` if it can name a resource (``cpu``, ``nvidia.com/gpu``); else IdlegateError."""
     if not isinstance(name, str) or not _RESOURCE_NAME.fullmatch(name):
         raise IdlegateError(
-            f"{where}: {name!r} is not a resource name; write cpu, memory, pods, "
+            f"{_at(where)}{name!r} is not a resource name; write cpu, memory, pods, "
             "ephemeral-storage or an extended resource such as nvidia.com/gpu"
         )
     return name
@@ -150,13 +155,14 @@ class ResourceVector(Mapping[str, int]):
             return EMPTY
         if not isinstance(data, Mapping):
             raise IdlegateError(
-                f"{where}: expected a mapping of resource names to quantities "
+                f"{_at(where)}expected a mapping of resource names to quantities "
                 f"(e.g. cpu: 500m, memory: 1Gi), got {data!r}"
             )
         out = {}
         for key, value in data.items():
             check_resource_name(key, where)
-            out[key] = _counted(key, parse_quantity(value, f"{where}.{key}"))
+            name = f"{where}.{key}" if where else key
+            out[key] = _counted(key, parse_quantity(value, name))
         return cls(out)
 
     @classmethod
@@ -171,15 +177,36 @@ class ResourceVector(Mapping[str, int]):
             key = key.strip()
             if not sep or not key:
                 raise IdlegateError(
-                    f"{where}: {part!r} is not NAME=QUANTITY; write e.g. "
+                    f"{_at(where)}{part!r} is not NAME=QUANTITY; write e.g. "
                     "cpu=8,memory=32Gi,nvidia.com/gpu=2"
                 )
             if key in out:
-                raise IdlegateError(f"{where}: {key} is given twice; give each resource once")
+                raise IdlegateError(f"{_at(where)}{key} is given twice; give each resource once")
             out[key] = value.strip()
         if not out:
-            raise IdlegateError(f"{where}: no resource given; write e.g. cpu=8,memory=32Gi")
+            raise IdlegateError(f"{_at(where)}no resource given; write e.g. cpu=8,memory=32Gi")
         return cls.of(out, where)
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        """As a config field: ``cpu=8,memory=32Gi`` or a ResourceList mapping in, the
+        text out (`format`)."""
+        from pydantic_core import core_schema
+
+        def validate(value: Any) -> ResourceVector:
+            if isinstance(value, ResourceVector):
+                return value
+            try:
+                if isinstance(value, str):
+                    return cls.parse(value, "")
+                return cls.of(value, "")
+            except IdlegateError as exc:
+                raise ValueError(str(exc)) from None
+
+        return core_schema.no_info_plain_validator_function(
+            validate,
+            serialization=core_schema.plain_serializer_function_ser_schema(lambda v: v.format()),
+        )
 
     # -- reading -------------------------------------------------------------------------
 
@@ -279,10 +306,17 @@ EMPTY = ResourceVector()
 
 def _container_request(container: Mapping[str, Any], where: str) -> ResourceVector:
     """A container's requests, a limit standing in for a request it does not state."""
-    resources = container.get("resources") or {}
+    resources = container.get("resources")
+    if not isinstance(resources, Mapping):  # (no resources; a bad shape is the API's to say)
+        return EMPTY
     limits = ResourceVector.of(resources.get("limits"), f"{where}.resources.limits")
     requests = ResourceVector.of(resources.get("requests"), f"{where}.resources.requests")
     return ResourceVector({**{k: limits[k] for k in limits}, **{k: requests[k] for k in requests}})
+
+
+def _mappings(items: Any) -> list[Mapping[str, Any]]:
+    """The mappings of a list (none of anything else)."""
+    return [c for c in items if isinstance(c, Mapping)] if isinstance(items, list) else []
 
 
 def pod_request(pod_spec: Mapping[str, Any], where: str = "spec") -> ResourceVector:
@@ -291,11 +325,11 @@ def pod_request(pod_spec: Mapping[str, Any], where: str = "spec") -> ResourceVec
     pod-level requests for the resources they name, plus the pod's overhead. `pods` is
     not in it: every pod takes one pod slot."""
     containers = ResourceVector()
-    for i, c in enumerate(pod_spec.get("containers") or ()):
+    for i, c in enumerate(_mappings(pod_spec.get("containers"))):
         containers = containers + _container_request(c, f"{where}.containers[{i}]")
     sidecars = ResourceVector()
     init_peak = ResourceVector()
-    for i, c in enumerate(pod_spec.get("initContainers") or ()):
+    for i, c in enumerate(_mappings(pod_spec.get("initContainers"))):
         request = _container_request(c, f"{where}.initContainers[{i}]")
         if c.get("restartPolicy") == "Always":  # a sidecar: runs on beside what follows
             containers = containers + request
@@ -306,7 +340,7 @@ def pod_request(pod_spec: Mapping[str, Any], where: str = "spec") -> ResourceVec
         init_peak = init_peak.max(request)
     total = containers.max(init_peak)
     pod_level = pod_spec.get("resources")
-    if pod_level:
+    if isinstance(pod_level, Mapping) and pod_level:
         own = _container_request({"resources": pod_level}, where)
         total = ResourceVector({**dict(total.items()), **dict(own.items())})
     return total + ResourceVector.of(pod_spec.get("overhead"), f"{where}.overhead")

@@ -15,13 +15,22 @@ import typing
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import networkx as nx
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
-from idlegate.errors import SpecError
+from idlegate.errors import IdlegateError, SpecError
+from idlegate.sim.resources import ResourceVector, pod_request
 
 MAX_STAGES = 500
 """Most stages a workflow may have (keeps the policy's graph and the CR object small)."""
@@ -41,6 +50,16 @@ PATTERN_MEANINGS = {
 }
 """What a name pattern means, said instead of the raw regular expression."""
 MAX_NAME_LENGTH = 40
+
+
+Quantity = Annotated[
+    int | float | str,
+    WithJsonSchema(
+        {"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}]}
+    ),
+]
+"""A Kubernetes quantity as a manifest writes it: ``2``, ``"500m"``, ``4Gi``
+(`idlegate.sim.resources.parse_quantity` reads it)."""
 
 
 def stage_label(text: str, taken: set[str], key: str | None = None) -> str:
@@ -94,8 +113,43 @@ class StageSpec(BaseModel):
     )
     template: dict[str, Any] | None = Field(
         default=None,
-        description="Pod template for the stage's task pods (operator only; ignored by the simulator).",
+        description="Pod template for the stage's task pods (operator only; the "
+        "simulator reads only its resource requests, when `resources` is not given).",
     )
+    resources: dict[str, Quantity] | None = Field(
+        default=None,
+        description="What one task requests, as a ResourceList (cpu: 500m, memory: 1Gi, "
+        "nvidia.com/gpu: 1). Unset: the effective request of the template's pod, as the "
+        "kube-scheduler computes it. A pool counts only the resources it names.",
+    )
+
+    @field_validator("resources", mode="before")
+    @classmethod
+    def _quantities(cls, value: object) -> object:
+        # checked on the data as given: pydantic would read `true` as the number 1
+        try:
+            ResourceVector.of(value, "")  # type: ignore[arg-type]
+        except IdlegateError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @model_validator(mode="after")
+    def _template_requests(self) -> StageSpec:
+        if self.resources is None and self.template is not None:
+            try:
+                self.demand  # noqa: B018 (a bad quantity in the template: said here)
+            except IdlegateError as exc:
+                raise ValueError(str(exc)) from None
+        return self
+
+    @property
+    def demand(self) -> ResourceVector:
+        """What one task requests beyond its pod: `resources`, else the template's pod's
+        effective request (`idlegate.sim.resources.pod_request`)."""
+        if self.resources is not None:
+            return ResourceVector.of(self.resources, "")
+        pod = (self.template or {}).get("spec")
+        return pod_request(pod, "template.spec") if isinstance(pod, dict) else ResourceVector()
 
     @field_validator("task_duration_seconds", mode="before")
     @classmethod

@@ -1,0 +1,113 @@
+"""`--resources` for simulate and compare, and stages' `resources` in workflow files."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from typer.testing import CliRunner
+
+from idlegate.cli import app
+from idlegate.errors import SpecError
+from idlegate.evaluation.comparison import WorkloadOptions, build
+from idlegate.sim.resources import ResourceVector
+from idlegate.sim.spec import parse_workflow
+
+runner = CliRunner()
+
+WORKFLOWS = """\
+- stages:
+  - {name: prep, tasks: 4, taskDurationSeconds: 10, resources: {cpu: 2, memory: 4Gi}}
+  - name: train
+    tasks: 2
+    taskDurationSeconds: 30
+    dependsOn: [prep]
+    resources: {cpu: 500m, nvidia.com/gpu: 1}
+- stages:
+  - {name: small, tasks: 8, taskDurationSeconds: 5, resources: {cpu: 0.25}}
+"""
+
+
+@pytest.fixture
+def workflows(tmp_path):
+    path = tmp_path / "w.yaml"
+    path.write_text(WORKFLOWS)
+    return str(path)
+
+
+def _avg_jct(*args: str) -> float:
+    result = runner.invoke(app, ["simulate", "-w", "file", "-s", "fifo", "--json", *args])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)["avg_jct"]
+
+
+def test_resources_bound_what_runs_at_once(workflows):
+    pods_only = _avg_jct("--file", workflows, "-k", "10")
+    sized = _avg_jct("--file", workflows, "-k", "10", "--resources", "cpu=4,nvidia.com/gpu=1")
+    assert (pods_only, sized) == (25.0, 52.5)
+
+
+def test_build_gives_the_workload_its_resources(workflows):
+    options = WorkloadOptions(path=workflows, resources="cpu=4,memory=8Gi")
+    assert build("file", 0, options).resources == ResourceVector.parse("cpu=4,memory=8Gi")
+    assert build("file", 0, WorkloadOptions(path=workflows)).resources is None
+
+
+def test_compare_records_the_resources(workflows):
+    args = ["compare", "-w", "file", "--file", workflows, "--schedulers", "fifo,fair"]
+    result = runner.invoke(app, [*args, "--seeds", "1", "--resources", "cpu=4", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["config"]["resources"] == "cpu=4"
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("cpu=eight", "Error: --resources: cpu: 'eight' is not a quantity"),
+        ("cpu=1", "Error: stage 'prep' of .* needs cpu=2 at once, but the pool has cpu=1"),
+        ("pods=3", "Error: the pool's resources say pods=3, but it has 10 executors"),
+    ],
+)
+def test_bad_resources_are_one_line(workflows, value, message):
+    args = ["simulate", "-w", "file", "--file", workflows, "-k", "10", "--resources", value]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1
+    assert re.match(message, result.stderr), result.stderr
+
+
+def test_train_refuses_resources():
+    result = runner.invoke(app, ["train", "--preset", "quick", "--resources", "cpu=4"])
+    assert result.exit_code == 1
+    assert "--resources: training runs on pods-only pools so far" in result.stderr
+
+
+def _stage(**more):
+    return {"stages": [{"name": "a", "tasks": 1, "taskDurationSeconds": 1, **more}]}
+
+
+def test_a_stage_states_its_requests_or_takes_its_templates():
+    spec = parse_workflow(_stage(resources={"cpu": "500m", "nvidia.com/gpu": 1}))
+    assert spec.stages[0].demand == ResourceVector.parse("cpu=500m,nvidia.com/gpu=1")
+    container = {"name": "c", "resources": {"requests": {"cpu": "2"}, "limits": {"memory": "1Gi"}}}
+    spec = parse_workflow(_stage(template={"spec": {"containers": [container]}}))
+    assert spec.stages[0].demand == ResourceVector.parse("cpu=2,memory=1Gi")
+    assert parse_workflow(_stage()).stages[0].demand == ResourceVector()
+
+
+@pytest.mark.parametrize(
+    ("more", "message"),
+    [
+        ({"resources": {"cpu": "x"}}, r"stages\[0\]\.resources: cpu: 'x' is not a quantity"),
+        ({"resources": {"cpu": True}}, r"stages\[0\]\.resources: cpu: True is not a quantity"),
+        ({"resources": "cpu=2"}, r"stages\[0\]\.resources: expected a mapping"),
+        (
+            {"template": {"spec": {"containers": [{"resources": {"limits": {"cpu": "-1"}}}]}}},
+            r"stages\[0\]: template\.spec\.containers\[0\]\.resources\.limits\.cpu: '-1' is "
+            "negative",
+        ),
+    ],
+)
+def test_a_bad_request_in_a_workflow_names_its_path(more, message):
+    with pytest.raises(SpecError, match=message):
+        parse_workflow(_stage(**more))
