@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from fractions import Fraction
 
 import pytest
 from typer.testing import CliRunner
@@ -111,3 +112,28 @@ def test_a_stage_states_its_requests_or_takes_its_templates():
 def test_a_bad_request_in_a_workflow_names_its_path(more, message):
     with pytest.raises(SpecError, match=message):
         parse_workflow(_stage(**more))
+
+
+def test_k8s_batch_draws_requests_only_when_asked():
+    from idlegate.sim.workloads import build_workload
+
+    plain = build_workload("k8s-batch", 5, num_jobs=60)
+    sized = build_workload("k8s-batch", 5, num_jobs=60, requests=True)
+    assert all(not j.dag.demands for j in plain.jobs)
+    same = [(j.time, j.name, j.dag.tasks, j.dag.durations) for j in plain.jobs]
+    assert same == [(j.time, j.name, j.dag.tasks, j.dag.durations) for j in sized.jobs]
+    demands = [d for j in sized.jobs for d in j.dag.demands]
+    cpus = [d.units("cpu") for d in demands]
+    assert min(cpus) >= Fraction(1, 10) and max(cpus) <= 8 and len(set(cpus)) > 10
+    assert all(d.units("memory") / (2**20 * 256) >= 1 for d in demands)
+    gpus = [d for d in demands if "nvidia.com/gpu" in d]
+    assert 0 < len(gpus) < len(demands) / 10
+
+
+def test_k8s_batch_with_requests_runs_on_a_resource_pool():
+    args = ["simulate", "-w", "k8s-batch", "-o", "requests=true", "-o", "num_jobs=30"]
+    pool = ["--resources", "cpu=24,memory=96Gi,nvidia.com/gpu=2", "--json"]
+    for scheduler in ("fifo", "srpt"):
+        result = runner.invoke(app, [*args, "-s", scheduler, *pool])
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["jobs"] == 30

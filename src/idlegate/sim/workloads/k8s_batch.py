@@ -31,6 +31,13 @@ merged stream's mean gap g, and the bursts hold (1 − adhoc_fraction)·period/g
 average (stochastic rounding: ⌊m⌋ or ⌈m⌉), the ad-hoc jobs arriving at rate
 adhoc_fraction/g.
 
+Requests (`requests`, off by default). Each stage's pods request what pods of its kind
+do (`_REQUESTS`): CPU drawn log-uniformly in the kind's range (0.1 to 8 CPUs, in steps of
+100m), memory 2 or 4 GiB per CPU (at least 256 MiB, in steps of 256 MiB), and one
+`nvidia.com/gpu` for half the `train` stages. A pool with `--resources` counts them; a
+pods-only pool does not. They come from a stream of their own, so the jobs, run times and
+arrivals are the same with and without them.
+
 Seeds. One seed gives the same jobs and times: the content, burst counts, jitters and
 ad-hoc gaps come from independent child streams (`base.split_streams`), each drawn in
 order, so the first n jobs do not depend on how many are drawn.
@@ -72,6 +79,22 @@ _STAGE_KINDS: dict[str, tuple[float, float]] = {
 """Stage kinds of the pipelines: median pod run time (before `duration_scale`) and the
 log-normal spread of a stage's run time around it."""
 
+_REQUESTS: dict[str, tuple[float, float]] = {
+    "extract": (0.25, 1.0),
+    "transform": (1.0, 4.0),
+    "load": (0.25, 1.0),
+    "split": (0.1, 0.5),
+    "map": (0.5, 2.0),
+    "merge": (0.5, 2.0),
+    "prepare": (1.0, 4.0),
+    "train": (2.0, 8.0),
+    "eval": (0.5, 2.0),
+    "register": (0.1, 0.25),
+}
+"""CPUs a pod of each stage kind requests: the range its draw is log-uniform in."""
+GPU_TRAIN_SHARE = 0.5
+"""Fraction of `train` stages whose pods request one nvidia.com/gpu."""
+
 PIPELINES = ("etl", "fanout", "train-eval")
 SHAPE_WEIGHTS = (0.4, 0.35, 0.25)
 """How often each pipeline shape is drawn (ETL chains are the most common DAGs)."""
@@ -104,6 +127,10 @@ class K8sBatchConfig(ArrivalOptions):
     """Log-normal spread of a pod's real run time around its stage's estimate (0: exact)."""
     start_latency: float = Field(15.0, ge=0, le=3600)
     """Seconds every pod needs to start (scheduling, image pull), part of its duration."""
+    requests: bool = False
+    """Give each stage's pods requests (CPU 0.1-8 by stage kind, memory to match, a GPU
+    on half the train stages), counted by a pool with --resources (module docs). Off:
+    no requests, the workload as it always was."""
     DEFAULT_LOAD: ClassVar[float | None] = 0.7
 
     @model_validator(mode="after")
@@ -202,18 +229,34 @@ def _run_times(rng: np.random.Generator, plan: _Pipeline, c: K8sBatchConfig) -> 
     return runs
 
 
+def _draw_requests(rng: np.random.Generator, kind: str) -> dict[str, int | str]:
+    """The requests of one stage's pods (module docs, `_REQUESTS`)."""
+    lo, hi = _REQUESTS[kind]
+    cpu_tenths = max(1, round(10 * math.exp(rng.uniform(math.log(lo), math.log(hi)))))
+    per_cpu = 2 if rng.random() < 0.5 else 4  # GiB per CPU
+    memory = max(1, round(cpu_tenths * per_cpu * 1024 / 10 / 256)) * 256
+    out: dict[str, int | str] = {"cpu": f"{cpu_tenths * 100}m", "memory": f"{memory}Mi"}
+    if kind == "train" and rng.random() < GPU_TRAIN_SHARE:
+        out["nvidia.com/gpu"] = 1
+    return out
+
+
 def _draw_pipeline(
-    rng: np.random.Generator, c: K8sBatchConfig
+    rng: np.random.Generator, c: K8sBatchConfig, requests: np.random.Generator | None = None
 ) -> tuple[str, Dag, tuple[float, ...]]:
     """One pipeline: its label, its DAG (estimates include the start latency) and its
-    stages' run times without the latency."""
+    stages' run times without the latency; with a `requests` stream, its pods' requests."""
     plan = _draw_shape(rng)
     runs = _run_times(rng, plan, c)
     specs = tuple(
         StageSpec(
-            name=name, tasks=pods, task_duration_seconds=c.start_latency + run, depends_on=parents
+            name=name,
+            tasks=pods,
+            task_duration_seconds=c.start_latency + run,
+            depends_on=parents,
+            resources=None if requests is None else _draw_requests(requests, kind),
         )
-        for (name, _, pods, parents), run in zip(plan.stages, runs, strict=True)
+        for (name, kind, pods, parents), run in zip(plan.stages, runs, strict=True)
     )
     return plan.label, Dag.from_spec(WorkflowSpec(stages=specs)), tuple(runs)
 
@@ -258,7 +301,10 @@ def k8s_batch_workload(config: K8sBatchConfig | None = None, seed: SeedLike = 0)
     """Cron bursts and ad-hoc Poisson jobs of Argo/Airflow-style pipelines (module docs)."""
     c = config or K8sBatchConfig()
     n, share = c.num_jobs, c.adhoc_fraction
-    content, arrivals = split_streams(as_rng(seed))
+    root = as_rng(seed)
+    content, arrivals = split_streams(root)
+    # (drawn after the others, so they are the same with and without requests)
+    requests = np.random.default_rng(int(root.integers(2**63))) if c.requests else None
     cron_rng, adhoc_rng = split_streams(arrivals)
     gap = c.mean_gap()
     cron = _cron_times(cron_rng, c, n, (1 - share) * c.period / gap) if share < 1 else np.empty(0)
@@ -272,7 +318,7 @@ def k8s_batch_workload(config: K8sBatchConfig | None = None, seed: SeedLike = 0)
     for i, (t, ad_hoc) in enumerate(
         zip(times[first].tolist(), is_adhoc[first].tolist(), strict=True)
     ):
-        label, dag, runs = _draw_pipeline(content, c)
+        label, dag, runs = _draw_pipeline(content, c, requests)
         model = K8sPodDurations(c.start_latency, runs, c.task_sigma)
         name = f"{'adhoc' if ad_hoc else 'cron'}-{label}-{i}"
         jobs.append(JobArrival(t, name, dag, model, scheduled=not ad_hoc))
