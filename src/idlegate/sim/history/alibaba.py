@@ -28,7 +28,7 @@ hold (a file cut from the trace cuts jobs too), one that names a task number twi
 one whose dependencies form a cycle, one with an unusable row (a time or count that is
 no number, a negative span, no instance), one too large for a workflow (more than
 `MAX_STAGES` tasks, `MAX_TASKS_PER_STAGE` instances or `MAX_TASK_SECONDS`). The whole
-file is read into memory: cut the full trace (14 million rows) into parts first.
+file is read into memory: convert the full trace in parts (docs/workloads.md).
 """
 
 from __future__ import annotations
