@@ -73,6 +73,13 @@ def test_finished_jobs_become_workflows_and_the_rest_are_counted(batch_tasks: Pa
     assert [s.task_duration_seconds for s in j1.spec.stages] == [10.0, 18.0, 1.0]
     independent = found.workflows[0].spec.stages[0]
     assert independent.tasks == 5 and independent.depends_on == ()
+    # plan_cpu (100 is one core) is each task's cpu request; a blank one requests none
+    assert [s.resources for s in j1.spec.stages] == [
+        {"cpu": "1000m"},
+        {"cpu": "500m"},
+        {"cpu": "1000m"},
+    ]
+    assert independent.resources is None
     # a parent listed after its child in the file still comes first
     j9 = found.workflows[2]
     assert [s.name for s in j9.spec.stages] == ["m3", "r4-3"] and j9.arrival == 150
@@ -84,6 +91,7 @@ def test_the_history_replays_at_the_recorded_times(batch_tasks: Path, tmp_path: 
     out = write_history(tmp_path / "alibaba.yaml", read_batch_tasks(batch_tasks).workflows)
     back = load_history(out)
     assert [w.name for w in back] == ["j_2", "j_1", "j_9"]
+    assert back[1].spec.stages[1].resources == {"cpu": "500m"}
     assert back[1].measured == ((10.0,), (18.0,), (1.0,))
     w = build_workload("file", 0, path=str(out), num_executors=4)
     assert [j.time for j in w.jobs] == [0.0, 50.0, 100.0]

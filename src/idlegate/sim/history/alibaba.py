@@ -18,9 +18,10 @@ Each job whose every task is ``Terminated`` becomes one workflow (`HistoryWorkfl
 * ``arrival``: the job's earliest task start (the trace has no submission time);
   ``jctSeconds``: its last task end minus that; ``outcome``: Succeeded.
 
-``plan_cpu`` and ``plan_mem`` are read but not kept: a stage of the history format has
-no key for resources (`StageSpec` forbids unknown keys), and idlegate has no resources
-model yet.
+``plan_cpu`` (the cores one instance asks for; 100 is one core) becomes the stage's
+``resources: {cpu: …}`` (``plan_cpu`` 50 is ``cpu: 500m``; none when it is blank or 0).
+``plan_mem`` is not kept: the trace normalises it to a machine's memory ([0, 100]) and
+gives no machine size, so it has no Kubernetes quantity.
 
 Other jobs are skipped and counted by reason (`AlibabaImport.skipped`): one not every
 task of which is Terminated, one a task of which depends on a task the file does not
@@ -88,6 +89,8 @@ class _Row:
     status: str
     start: float | None
     end: float | None
+    cpu: float | None
+    """plan_cpu: 100 is one core."""
 
 
 @dataclass(frozen=True)
@@ -138,8 +141,10 @@ def batch_task_history(rows: Iterable[Sequence[str]], source: str) -> AlibabaImp
             )
         if line == 1 and [c.strip().lower() for c in row] == list(COLUMNS):
             continue
-        name, instances, job, _, status, start, end = (c.strip() for c in row[:7])
-        jobs[job].append(_Row(name, _number(instances), status, _number(start), _number(end)))
+        name, instances, job, _, status, start, end, cpu = (c.strip() for c in row[:8])
+        jobs[job].append(
+            _Row(name, _number(instances), status, _number(start), _number(end), _number(cpu))
+        )
     if not jobs:
         raise SpecError(f"{source} holds no task rows ({','.join(COLUMNS)})")
     skipped: Counter[str] = Counter()
@@ -204,6 +209,7 @@ def _workflow(job: str, rows: list[_Row], source: str) -> HistoryWorkflow | str:
             tasks=counts[i],
             task_duration_seconds=spans[i],
             depends_on=tuple(labels[p] for p in dict.fromkeys(parents[i])),
+            resources=_cpu_request(rows[i].cpu),
         )
         for i in order
     )
@@ -217,6 +223,13 @@ def _workflow(job: str, rows: list[_Row], source: str) -> HistoryWorkflow | str:
         jct=max(ends) - arrival,
         outcome="Succeeded",
     )
+
+
+def _cpu_request(plan_cpu: float | None) -> dict[str, str] | None:
+    """A task's ``plan_cpu`` (100 is one core) as a ResourceList, in milli-cores."""
+    if plan_cpu is None or not plan_cpu > 0 or plan_cpu == float("inf"):
+        return None
+    return {"cpu": f"{max(round(plan_cpu * 10), 1)}m"}
 
 
 def _topological(parents: list[list[int]]) -> list[int] | None:
