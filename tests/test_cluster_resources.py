@@ -13,6 +13,7 @@ from idlegate.policy import make_scheduler
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import JobArrival, Workload, simulate
+from idlegate.sim.metrics import run_metrics
 from idlegate.sim.protocol import Decision
 from idlegate.sim.resources import ResourceVector
 from idlegate.sim.spec import parse_workflow
@@ -137,3 +138,22 @@ def test_resources_bound_a_simulation_and_never_overflow():
     assert result.trace is not None
     launched = [e[4][0] for e in result.trace if e[1] == "launch"]
     assert max(launched) <= 2
+    # 4 tasks x 2 CPUs x 10 s held of 4 CPUs x 20 s; pods-only runs report no such row
+    assert result.resource_seconds == {"cpu": 80.0}
+    assert run_metrics(result).utilisation_by_resource == {"cpu": 1.0}
+    assert run_metrics(result).to_dict()["utilisation_by_resource"] == {"cpu": 1.0}
+    plain = run_metrics(simulate(pods_only, fifo))
+    assert plain.utilisation_by_resource is None
+    assert "utilisation_by_resource" not in plain.to_dict()
+
+
+def test_held_resources_count_removed_jobs_and_forks():
+    c = Cluster(10, resources=R("cpu=4,memory=4Gi"))
+    job = c.add_job(stages(stage("a", 2, {"cpu": "1500m"})), 0.0)
+    c.apply(Decision(job.stages[0], 2), 0.0)
+    c.advance(4.0)
+    assert c.resource_seconds == {"cpu": 12.0, "memory": 0.0}
+    assert c.fork().resource_seconds == {"cpu": 12.0, "memory": 0.0}
+    c.remove_job(job, 6.0)
+    c.advance(10.0)
+    assert c.resource_seconds == {"cpu": 18.0, "memory": 0.0}

@@ -80,6 +80,10 @@ def render_run_table(m: RunMetrics) -> Table:
         ("max JCT (s)", fmt_number(m.max_jct, 2)),
         ("makespan (s)", fmt_number(m.makespan, 2)),
         ("utilisation: running tasks (%)", fmt_number(m.utilisation * 100, 1)),
+        *(
+            (f"utilisation: {name} requested (%)", fmt_number(share * 100, 1))
+            for name, share in (m.utilisation_by_resource or {}).items()
+        ),
         ("overhead: moving delay (%)", fmt_number(m.overhead * 100, 1)),
         ("mean jobs in system", fmt_number(m.mean_jobs_in_system, 2)),
         ("idle inserted (s)", fmt_number(m.idle_inserted, 2)),

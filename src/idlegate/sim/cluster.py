@@ -79,7 +79,7 @@ from idlegate.sim.protocol import (
     Stage,
     launchable,
 )
-from idlegate.sim.resources import ResourceVector
+from idlegate.sim.resources import MILLI, ResourceVector
 
 TraceSink = Callable[[float, str, int, int, Any], None]
 
@@ -260,6 +260,8 @@ class Cluster(PoolResources):
             self._give_back(stage.need, 1)
         self.free_executors += 1
         self._busy_done += now - self._busy_since[executor]
+        if stage.need is not None:
+            self._held_for(stage.need, now - self._busy_since[executor])
         self._free.setdefault(job, []).append(executor)
         self.needs_schedule = True
 
@@ -277,6 +279,7 @@ class Cluster(PoolResources):
             stage = self._exec_stage[e]
             if stage is not None and stage.need is not None:
                 self._give_back(stage.need, 1)
+                self._held_for(stage.need, now - self._busy_since[e])
             self._exec_stage[e] = None
             self._busy_done += now - self._busy_since[e]
             self.free_executors += 1
@@ -754,6 +757,7 @@ class Cluster(PoolResources):
         twin._busy_since = list(self._busy_since)
         twin._task_start = list(self._task_start)
         twin._busy_done = self._busy_done
+        twin._held = list(self._held)
         twin._done_area = self._done_area
         return twin
 
@@ -775,6 +779,17 @@ class Cluster(PoolResources):
             if self._exec_stage[e] is not None
         )
         return self._busy_done + running
+
+    @property
+    def resource_seconds(self) -> dict[str, float]:
+        """Unit-seconds of each resource the pool counts beyond pods that running tasks
+        held (requested) from 0 to now; empty for a pods-only pool."""
+        held = list(self._held)
+        for e, stage in enumerate(self._exec_stage):
+            if stage is not None and stage.need is not None:
+                for i, n in enumerate(stage.need.amounts):
+                    held[i] += n * (self.now - self._busy_since[e])
+        return {name: h / MILLI for name, h in zip(self.resource_names, held, strict=True)}
 
     def busy_counts(self) -> Iterable[int]:
         """Executors busy per job in the system (for invariant checks)."""

@@ -94,6 +94,11 @@ class SimResult:
     task) up to `end_time`; part of `busy_seconds`. Warm-up is not in it: a moved
     executor's fresh task duration is one measured draw (`DurationModel.sample`), so the
     warm-up inside it cannot be told apart and stays task time."""
+    capacity: ResourceVector | None = None
+    """The pool's capacity, when it counts resources beyond pods (else None)."""
+    resource_seconds: dict[str, float] | None = None
+    """Unit-seconds of each of those resources that running tasks held (requested), up
+    to `end_time`; None for a pods-only pool."""
 
 
 class TaskRun(NamedTuple):
@@ -379,6 +384,11 @@ class Engine:
             trace=self.trace,
             tasks=self.task_log,
             overhead_seconds=self.overhead,
+            **(
+                {"capacity": cluster.capacity, "resource_seconds": cluster.resource_seconds}
+                if cluster.resource_names
+                else {}
+            ),
         )
 
 

@@ -13,6 +13,8 @@ Definitions (for a run with K executors that ends at ``end_time``):
 * JCT = finish − arrival; percentiles use numpy's default (linear interpolation);
 * makespan = ``end_time`` (the run's clock starts at 0; when every job finishes this is
   the last finish time);
+* utilisation by resource (a pool that counts resources beyond pods) = unit-seconds of
+  the resource that running tasks requested / (its capacity × makespan);
 * utilisation = executor-seconds running tasks / (K × makespan); the moving delay of an
   executor new to a job is not task execution and counts in ``overhead`` = moving-delay
   executor-seconds / (K × makespan) instead (warm-up stays in the task durations: the
@@ -176,10 +178,21 @@ class RunMetrics:
     """Fraction of executor-time spent moving between jobs (the moving delay)."""
     avg_queue_length: float = math.nan
     """Time-average number of waiting jobs (arrived, no task started) over [0, makespan]."""
+    utilisation_by_resource: dict[str, float] | None = None
+    """Per resource the pool counts beyond pods, the fraction of its capacity running tasks
+    requested over [0, makespan]; None for a pods-only pool."""
 
     def to_dict(self) -> dict[str, Any]:
-        """Field dict, JSON-ready (NaN becomes None)."""
-        return {k: _json_float(v) for k, v in asdict(self).items()}
+        """Field dict, JSON-ready (NaN becomes None; no utilisation by resource for a
+        pods-only pool)."""
+        out = asdict(self)
+        if out["utilisation_by_resource"] is None:
+            del out["utilisation_by_resource"]
+        else:
+            out["utilisation_by_resource"] = {
+                k: _json_float(v) for k, v in out["utilisation_by_resource"].items()
+            }
+        return {k: v if isinstance(v, dict) else _json_float(v) for k, v in out.items()}
 
 
 def percentile(values: Sequence[float] | np.ndarray, q: float) -> float:
@@ -227,7 +240,18 @@ def run_metrics(result: SimResult, jobs: JobMetrics | None = None) -> RunMetrics
         events=int(result.events),
         overhead=result.overhead_seconds / (k * horizon) if horizon > 0 else math.nan,
         avg_queue_length=float(jm.wait.sum()) / horizon if horizon > 0 else math.nan,
+        utilisation_by_resource=_by_resource(result, horizon),
     )
+
+
+def _by_resource(result: SimResult, horizon: float) -> dict[str, float] | None:
+    """Utilisation of each resource the pool counts beyond pods (module docstring)."""
+    if result.resource_seconds is None or result.capacity is None:
+        return None
+    return {
+        name: held / (float(result.capacity.units(name)) * horizon) if horizon > 0 else math.nan
+        for name, held in result.resource_seconds.items()
+    }
 
 
 # ---------------------------------------------------------------------------------------

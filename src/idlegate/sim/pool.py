@@ -34,6 +34,8 @@ class PoolResources:
         self._free_r = [self.capacity[n] for n in self.resource_names]
         """Free milli-units of each of `resource_names`, in order (below 0 after a restore
         of more than the pool holds)."""
+        self._held = [0.0] * len(self.resource_names)
+        """Milli-unit-seconds of each of `resource_names` held by tasks that ended."""
 
     @property
     def free_resources(self) -> ResourceVector:
@@ -61,6 +63,12 @@ class PoolResources:
                     need,
                 )
             stage.need = Need(tuple(demand[n] for n in names), self._free_r)
+
+    def _held_for(self, need: Need, seconds: float) -> None:
+        """Count a task of demand `need` that held it for `seconds`."""
+        held = self._held
+        for i, n in enumerate(need.amounts):
+            held[i] += n * seconds
 
     def _give_back(self, need: Need, tasks: int) -> None:
         """Return the resources of `tasks` tasks of demand `need` (negative: take them)."""
