@@ -384,11 +384,8 @@ class Engine:
             trace=self.trace,
             tasks=self.task_log,
             overhead_seconds=self.overhead,
-            **(
-                {"capacity": cluster.capacity, "resource_seconds": cluster.resource_seconds}
-                if cluster.resource_names
-                else {}
-            ),
+            capacity=cluster.capacity if cluster.resource_names else None,
+            resource_seconds=cluster.resource_seconds if cluster.resource_names else None,
         )
 
 
