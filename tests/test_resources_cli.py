@@ -133,7 +133,7 @@ def test_k8s_batch_draws_requests_only_when_asked():
 def test_k8s_batch_with_requests_runs_on_a_resource_pool():
     args = ["simulate", "-w", "k8s-batch", "-o", "requests=true", "-o", "num_jobs=30"]
     pool = ["--resources", "cpu=24,memory=96Gi,nvidia.com/gpu=2", "--json"]
-    for scheduler in ("fifo", "srpt"):
+    for scheduler in ("fifo", "srpt", "learned:default"):
         result = runner.invoke(app, [*args, "-s", scheduler, *pool])
         assert result.exit_code == 0, result.output
         assert json.loads(result.stdout)["jobs"] == 30

@@ -23,7 +23,7 @@ from idlegate.policy.columns import (
     FeatureConfig,
 )
 from idlegate.sim.dag import Dag
-from idlegate.sim.protocol import Job
+from idlegate.sim.protocol import Job, Stage
 
 STAGE_COLUMN: Final = {name: i for i, name in enumerate(STAGE_FEATURES)}
 """Index of each stage feature in `stage_x`."""
@@ -92,8 +92,10 @@ class JobRows:
         self.row = np.zeros(NUM_JOB_FEATURES, dtype=np.float32)
         self.launchable = 0
         """Runnable non-gang stages (launchable whatever the free executors)."""
-        self.gangs: list[tuple[int, int, bool]] = []
-        """Runnable gang stages as (local row, tasks, may idle): launchable if tasks fit."""
+        self.gangs: list[tuple[int, Stage, bool]] = []
+        """Runnable stages whose launchability depends on what is free at the decision,
+        gang stages and stages with a demand on the pool's resources, as (local row,
+        stage, may idle): launchable if they fit (`launchable`)."""
 
     def rows(self) -> None:
         """Recompute which stages are rows (the incomplete ones) and the edges among them.
@@ -143,7 +145,8 @@ class JobRows:
         if dynamic:
             block[:, DYNAMIC_COLUMNS] = dynamic
         # The runnable list is part of the signature, so the mask columns can be cached
-        # too; only gang stages depend on the free executors, and they are set per call.
+        # too; only gang stages and stages with a demand on the pool's resources depend
+        # on what is free, and they are set per call.
         block[:, RUNNABLE] = 0
         block[:, MAY_IDLE] = 0
         pos = self.pos
@@ -152,8 +155,8 @@ class JobRows:
         for s in job.runnable:
             row = pos[s.index]
             fresh = not s.launched and not s.delayed
-            if s.gang:
-                gangs.append((row, s.tasks, fresh))
+            if s.gang or s.need is not None:
+                gangs.append((row, s, fresh))
             else:
                 block[row, RUNNABLE] = 1
                 block[row, MAY_IDLE] = fresh

@@ -18,7 +18,8 @@ child → parent, as in Decima; edges into complete stages are left out with the
 job's DAG, so `Observation.stage(i)` is `jobs[stage_job[i]].stages[stage_index[i]]`.
 
 Masks: `stage_mask[i]` — stage i is in ``view.runnable_stages()`` (its job's runnable
-list; a gang stage only if all its tasks fit the free executors). `idle_mask[i]` —
+list; a gang stage only if all its tasks fit the free executors, any stage only if its
+demand fits the pool's free resources: `launchable`). `idle_mask[i]` —
 additionally not started (launched == 0) and never delayed, so an idle slot is legal;
 `idle_rows` lists those rows (the idle head scores only them).
 `cap_mask[j, l]` — cap level `cap_levels[l]` is above the executors job j holds (a
@@ -78,7 +79,7 @@ from idlegate.policy.feature_rows import (
 )
 from idlegate.policy.heuristics import fair_share
 from idlegate.sim.dag import Dag
-from idlegate.sim.protocol import ClusterView, Job, Stage
+from idlegate.sim.protocol import ClusterView, Job, Stage, launchable
 
 MODEL_INPUTS: Final = (
     "stage_x",
@@ -234,7 +235,7 @@ def _matrices(scan: _Scan, free: int) -> tuple[np.ndarray, np.ndarray]:
         stage_x = np.zeros((0, NUM_STAGE_FEATURES), dtype=np.float32)
         job_x = np.zeros((0, NUM_JOB_FEATURES), dtype=np.float32)
     for j, start, entry in scan.gangs:  # gang stages are launchable only if all tasks fit
-        fits = [(row, fresh) for row, tasks, fresh in entry.gangs if tasks <= free]
+        fits = [(row, fresh) for row, stage, fresh in entry.gangs if launchable(stage, free)]
         for row, fresh in fits:
             stage_x[start + row, RUNNABLE] = 1
             stage_x[start + row, MAY_IDLE] = fresh
