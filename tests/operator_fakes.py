@@ -603,6 +603,11 @@ class FeatureHost:
         self.settings, self.metrics = h.bridge.settings, h.metrics
         self.pools = h.pools
         self.ready = True
+        self.fresh = True
+        """False: a handler's body predates the first rebuild's read (queued as a standby)."""
 
     async def ready_pools(self) -> Pools:
         return self.pools
+
+    async def fresh_pools(self) -> tuple[Pools, bool]:
+        return self.pools, self.fresh

@@ -335,3 +335,31 @@ async def test_a_rebuild_joins_argos_workflows_before_its_first_decision():
     await intake.rebuild(h.pools, restorers=[side.restore])
     await h.settle()
     assert sorted(p["metadata"]["name"] for p in kube.occupying()) == names
+
+
+@pytest.mark.asyncio
+async def test_what_a_standby_queued_of_a_workflow_that_finished_before_it_led_joins_nothing(
+    tmp_path,
+):
+    """An elected standby's handlers run the events it queued while standing by: one says
+    Running of a Workflow that Succeeded before the takeover (the rebuild's list, newer,
+    left it out). It joins no pool, so its end is neither run again nor recorded twice;
+    its final event still teaches its run times."""
+    kube = FakeKube()
+    for i in range(3):
+        kube.pods[("default", node_id(FAN, f"{FAN}.x({i}:{i})"))] = _fan_pod(i, (0, 2))
+    done = _fan("Succeeded", [2, 2, 2])
+    kube.objects[("argoproj.io/v1alpha1", "workflows")] = [done]
+    sink = tmp_path / "history.jsonl"
+    h = Harness(kube, FakeClock(START + 60), 2, make_scheduler("fifo"), history_file=sink)
+    host = FeatureHost(h)
+    side = ArgoSide(host)
+    await intake.rebuild(h.pools, restorers=[side.restore])
+    host.fresh = False  # (both bodies were queued before the rebuild read the API)
+    await side.workflow_seen(False, _fan("Running", [None] * 3))
+    assert side.held == {}
+    await side.workflow_seen(False, done)
+    await h.settle()
+    h.bridge.history.close()
+    assert side.learning.durations(map_workflow(done).template_key, "x") == 2.0
+    assert not sink.exists()  # (the old leader recorded it)

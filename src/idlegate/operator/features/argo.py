@@ -122,6 +122,7 @@ class Host(Protocol):
     @property
     def ready(self) -> bool: ...
     async def ready_pools(self) -> object: ...
+    async def fresh_pools(self) -> tuple[object, bool]: ...
 
     notes: list[Callable[[], str | None]]
     restorers: list[Callable[[], Awaitable[Callable[[], None]]]]
@@ -138,6 +139,8 @@ class ArgoSide:
         """Workflows not scheduled, and why: their pods are released as they come."""
         self.pending: dict[tuple[str, str], list[ArgoPod]] = {}
         """Pods seen while their workflow is being admitted (replayed after)."""
+        self.unjoined: set[tuple[str, str]] = set()
+        """Running Workflows a rebuild read and left to their events (they did not map)."""
         self.templates: dict[tuple[str, str, str], Mapping[str, Any]] = {}
         """(namespace or "", kind, name) -> WorkflowTemplate or ClusterWorkflowTemplate."""
         self.learning = ArgoLearning()
@@ -174,15 +177,18 @@ class ArgoSide:
             self.templates[key] = body
 
     async def workflow_seen(self, deleted: bool, body: Mapping[str, Any]) -> None:
-        await self.operator.ready_pools()
+        fresh = (await self.operator.fresh_pools())[1]
         meta = body.get("metadata") or {}
         key = (meta.get("namespace", ""), meta.get("name", ""))
         phase = (body.get("status") or {}).get("phase")
+        gone = deleted or meta.get("deletionTimestamp") or phase in DONE
+        if not (fresh or gone or key in self.unjoined):
+            return  # (queued as a standby: the rebuild read it later, joined, done or gone)
         wf = self.held.get(key)
         if wf is not None and wf.owner.uid != meta.get("uid"):
             self.bridge.handle(Ended(wf.owner))  # (deleted and created again under the name)
             wf = None
-        if deleted or meta.get("deletionTimestamp") or phase in DONE:
+        if gone:
             self.bridge.handle(Ended(owner_of(body)))  # (never admitted again)
             self.refused.pop(key, None)
             self._gauges()
@@ -318,10 +324,13 @@ class ArgoSide:
                 try:
                     mapped = self._map(body)
                 except IdlegateError:
-                    continue  # (its event refuses it, or tries it again, with its Event)
+                    self.unjoined.add(key)  # (its event refuses it, or tries it again)
+                    continue
                 pods = await self._pods(key)
                 if pods is not None:
                     reads.append((key, body, mapped, pods))
+                else:
+                    self.unjoined.add(key)
 
         def admit() -> None:
             for key, body, mapped, pods in reads:
