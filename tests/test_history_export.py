@@ -1,4 +1,4 @@
-"""`idlegate history export` (operator/features/export.py) and the history sink's rotation
+"""`idlegate history export` (api/history.py) and the history sink's rotation
 (operator/features/history.py): a history exported from DagWorkflows, a sink or a kubectl document
 reads back as the `file` workload, and replays the same JCTs as the history it came from."""
 
@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from idlegate.api.history import from_document, history_workflow, select, since_time, sink_files
 from idlegate.cli import app
 from idlegate.errors import IdlegateError
-from idlegate.operator.features.export import from_document, select, since_time, sink_files
-from idlegate.operator.features.history import HistorySink, history_workflow
+from idlegate.operator.features.history import HistorySink
 from idlegate.policy import make_scheduler
 from idlegate.sim.engine import simulate
 from idlegate.sim.history import HistoryWorkflow, load_history, write_history

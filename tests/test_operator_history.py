@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from idlegate.api.history import from_document
 from idlegate.api.task_pods import Owner, ran, task_pod
 from idlegate.operator.core.tracking import StageTrack
 from idlegate.operator.edge import intake
-from idlegate.operator.features.export import from_document
 from idlegate.policy import DEFAULT_POLICY_PATH, SchedulerSpec, make_scheduler
 from idlegate.sim.history import load_history
 from idlegate.sim.spec import StageSpec

@@ -276,7 +276,7 @@ app.add_typer(history_app, name="history")
 
 
 @history_app.command("export")
-# long: one typer declaration per flag; the work is operator.export.export
+# long: one typer declaration per flag; the work is api.history.export
 def history_export(
     source: Annotated[
         str | None,
@@ -323,7 +323,7 @@ def history_export(
 ) -> None:
     """Write the finished workflows' history file: live DagWorkflows, a sink or a document."""
     with user_errors():
-        from idlegate.operator.features.export import export
+        from idlegate.api.history import export
 
         workflows, note = export(
             out=out,

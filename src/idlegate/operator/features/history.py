@@ -1,25 +1,12 @@
-"""The cluster's own history: a record of every finished DagWorkflow, for replays and training.
-
-A record is a :class:`idlegate.sim.history.HistoryWorkflow` (the `file` workload's history
-format, docs/workloads.md): DAG and estimates, arrival, each stage's measured task
-durations, outcome, JCT, policy and pool size. One function, :func:`history_workflow`,
-builds it from the workflow's status, so the sink's records and those ``idlegate history
-export`` reads from live objects (:mod:`.export`) are the same:
-
-* ``arrival``: ``completionTime - jctSeconds``, the arrival the operator measured the JCT
-  from (the creation, on its clock), else ``metadata.creationTimestamp``;
-* ``measuredDurationSeconds``: a uniform sample of at most ``--history-samples`` run times
-  per stage (from the pods' container states: :func:`idlegate.api.task_pods.ran`);
-* ``policy``: the status's ``scheduler``, the canonical text of the spec its pool ran
-  (`Core.spec`: ``default``, ``--scheduler``'s, the ExecutorPool's policy), which
-  ``idlegate advise`` rebuilds; without one (a scheduler object, an older status) the
-  status's ``policy``, the name of the rule that released the workflow's last tasks.
+"""The cluster's own history in the operator: a record of every finished DagWorkflow
+(:func:`idlegate.api.history.history_workflow`, the same as ``idlegate history export``
+makes from live objects), for replays and training.
 
 The optional sink (``--history-file PATH``; deploy/README.md, "The cluster's history") is
 a JSON Lines history file, one line per finished workflow (with ``pool``, the ExecutorPool
 that ran it), rotated by the standard library's ``RotatingFileHandler`` into
-``history.<n>.jsonl`` (`rotated`), each a history file itself. One worker thread writes
-the lines, so a slow or failing volume never stalls the pool: a failed write is a Warning
+``history.<n>.jsonl`` (:func:`~idlegate.api.history.rotated`), each a history file itself.
+One worker thread writes the lines, so a slow or failing volume never stalls the pool: a failed write is a Warning
 Event and ``idlegate_history_errors``. Once written, the status says
 ``historyRecorded: true`` and no operator writes it again; a finished workflow without it
 is recorded when the operator admits it at a restart.
@@ -32,7 +19,6 @@ left out, counted and logged (`sim.history.tail_history`).
 from __future__ import annotations
 
 import asyncio
-import glob
 import json
 import logging
 import logging.handlers
@@ -43,8 +29,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from idlegate.api.history import history_workflow, object_history, rotated, sink_files
 from idlegate.api.pool_spec import DEFAULT_POOL
-from idlegate.api.status import FINISHED
 from idlegate.api.task_pods import Owner
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.admission import owner_of
@@ -53,8 +39,6 @@ from idlegate.operator.core.intents import PatchStatus, PostEvent
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import JobArrival
 from idlegate.sim.history import HistoryWorkflow, history_record, tail_history
-from idlegate.sim.spec import WorkflowSpec, parse_workflow
-from idlegate.sim.timestamps import from_datetime, timestamp_precision
 
 if TYPE_CHECKING:
     from idlegate.operator.core.tracking import Workflow
@@ -64,92 +48,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def history_workflow(
-    name: str, spec: WorkflowSpec, status: Mapping[str, Any], created: str | None = None
-) -> HistoryWorkflow | None:
-    """The record, named `name` (``namespace/name``), of a finished workflow from its status
-    (None: it has not finished); `created` (its ``creationTimestamp``) is the arrival when
-    the status does not give the one the operator measured from. Its policy is the spec
-    the pool ran (``scheduler``), else the rule that released its tasks last (``policy``)."""
-    phase, jct = status.get("phase"), status.get("jctSeconds")
-    if phase not in FINISHED or not isinstance(jct, int | float):
-        return None
-    completion = status.get("completionTime")
-    if isinstance(completion, str):
-        arrival: float | None = from_datetime(completion) - float(jct)
-    elif isinstance(created, str):
-        arrival = from_datetime(created) + timestamp_precision(created)
-    else:
-        arrival = None
-    samples = {
-        s.get("name"): s.get("measuredDurationSeconds")
-        for s in status.get("stages") or []
-        if isinstance(s, Mapping)
-    }
-    measured = tuple(_positive(samples.get(stage.name)) for stage in spec.stages)
-    pool = status.get("poolSize")
-    return HistoryWorkflow(
-        spec,
-        name,
-        None if arrival is None else round(arrival, 3),
-        measured,
-        name,
-        jct=float(jct),
-        outcome=phase,
-        policy=status.get("scheduler") or status.get("policy") or None,
-        pool_size=pool if isinstance(pool, int) and pool >= 1 else None,
-    )
-
-
 def replay_arrival(wf: Workflow) -> JobArrival | None:
     """`wf`, just finished, as a replay's arrival: its arrival, DAG and measured durations
     (its record's: what a portfolio's window replays, `Decider.learns`)."""
     name = f"{wf.owner.namespace}/{wf.owner.name}"
     record = history_workflow(name, wf.spec, wf.status())
     return None if record is None else JobArrival(wf.arrival, name, wf.dag, record.durations())
-
-
-def object_history(obj: Mapping[str, Any]) -> HistoryWorkflow | None:
-    """The record of a DagWorkflow object as the API returns it (None: not finished); a
-    SpecError for a finished one whose spec is not valid (it cannot be one)."""
-    meta = obj.get("metadata") or {}
-    status = obj.get("status") or {}
-    if status.get("phase") not in FINISHED:
-        return None
-    name = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
-    spec = parse_workflow(obj.get("spec"), f"DagWorkflow {name}: spec")
-    return history_workflow(name, spec, status, meta.get("creationTimestamp"))
-
-
-def _positive(values: Any) -> tuple[float, ...] | None:
-    if not isinstance(values, list):
-        return None
-    kept = tuple(float(v) for v in values if isinstance(v, int | float) and v > 0)
-    return kept or None
-
-
-def rotated(path: Path, n: int) -> Path:
-    """The sink's `n`-th rotated file: ``history.jsonl`` -> ``history.<n>.jsonl`` (the
-    suffix kept, so that it reads as a history file of its own)."""
-    return path.with_name(f"{path.stem}.{n}{path.suffix}")
-
-
-def sink_files(path: Path) -> list[Path]:
-    """The sink's files, oldest first: the rotated ones (`rotated`), then `path`."""
-    numbers = []
-    for p in path.parent.glob(f"{glob.escape(path.stem)}.*{glob.escape(path.suffix)}"):
-        n = p.name[len(path.stem) + 1 : len(p.name) - len(path.suffix)]
-        if n.isdigit() and p == rotated(path, int(n)):
-            numbers.append(int(n))
-    files = [rotated(path, n) for n in sorted(numbers, reverse=True)]
-    if path.is_file():
-        files.append(path)
-    if not files:
-        raise IdlegateError(
-            f"no history file at {path} (nor rotated ones, {rotated(path, 1).name}, ...): pass "
-            "the operator's --history-file path"
-        )
-    return files
 
 
 def read_prior(path: Path, pool: str, count: int) -> tuple[list[JobArrival], Counter[str]]:

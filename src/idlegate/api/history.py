@@ -1,17 +1,34 @@
-"""``idlegate history export``: the cluster's history as a history file of the `file`
-workload (docs/workloads.md, "Exporting the cluster's history").
+"""The history of finished DagWorkflows: a record of each, for replays and training, and
+``idlegate history export``, which writes them as a history file of the `file` workload
+(docs/workloads.md, "Exporting the cluster's history").
 
-One record per finished workflow (:func:`.history.object_history`), from one source: the
-live DagWorkflows through the API, the operator's sink with its rotated files (which keeps
-the records of deleted workflows too), or a document of DagWorkflows (``kubectl get dwf -A
--o json``, or YAML) from a file or standard input. The records are sorted by arrival, a
-record seen twice (a sink line written again by an operator that stopped before marking
-it) is kept once, and ``--since`` keeps those that arrived in the last span or since a
-time; when it keeps none of those read, a note says when the newest arrived (`since_note`).
+A record is a :class:`idlegate.sim.history.HistoryWorkflow`: DAG and estimates, arrival,
+each stage's measured task durations, outcome, JCT, policy and pool size. One function,
+:func:`history_workflow`, builds it from the workflow's status, so the operator's sink's
+records (:mod:`idlegate.operator.features.history`) and those exported from live objects
+are the same:
+
+* ``arrival``: ``completionTime - jctSeconds``, the arrival the operator measured the JCT
+  from (the creation, on its clock), else ``metadata.creationTimestamp``;
+* ``measuredDurationSeconds``: a uniform sample of at most ``--history-samples`` run times
+  per stage (from the pods' container states: :func:`idlegate.api.task_pods.ran`);
+* ``policy``: the status's ``scheduler``, the canonical text of the spec its pool ran
+  (``default``, ``--scheduler``'s, the ExecutorPool's policy), which ``idlegate advise``
+  rebuilds; without one (a scheduler object, an older status) the status's ``policy``, the
+  name of the rule that released the workflow's last tasks.
+
+The export reads one source: the live DagWorkflows (listed by the caller), the operator's
+sink with its rotated files (`sink_files`, which keep the records of deleted workflows
+too), or a document of DagWorkflows (``kubectl get dwf -A -o json``, or YAML) from a file
+or standard input. The records are sorted by arrival, a record seen twice (a sink line
+written again by an operator that stopped before marking it) is kept once, and ``--since``
+keeps those that arrived in the last span or since a time; when it keeps none of those
+read, a note says when the newest arrived (`since_note`).
 """
 
 from __future__ import annotations
 
+import glob
 import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -22,10 +39,92 @@ from typing import Any
 import yaml
 
 from idlegate.api.crd import KIND, LIST_KIND
+from idlegate.api.status import FINISHED
 from idlegate.errors import IdlegateError
-from idlegate.operator.features.history import object_history, sink_files
 from idlegate.sim.history import HistoryWorkflow, history_text, load_history, write_history
-from idlegate.sim.timestamps import from_datetime, stamp
+from idlegate.sim.spec import WorkflowSpec, parse_workflow
+from idlegate.sim.timestamps import from_datetime, stamp, timestamp_precision
+
+
+def history_workflow(
+    name: str, spec: WorkflowSpec, status: Mapping[str, Any], created: str | None = None
+) -> HistoryWorkflow | None:
+    """The record, named `name` (``namespace/name``), of a finished workflow from its status
+    (None: it has not finished); `created` (its ``creationTimestamp``) is the arrival when
+    the status does not give the one the operator measured from. Its policy is the spec
+    the pool ran (``scheduler``), else the rule that released its tasks last (``policy``)."""
+    phase, jct = status.get("phase"), status.get("jctSeconds")
+    if phase not in FINISHED or not isinstance(jct, int | float):
+        return None
+    completion = status.get("completionTime")
+    if isinstance(completion, str):
+        arrival: float | None = from_datetime(completion) - float(jct)
+    elif isinstance(created, str):
+        arrival = from_datetime(created) + timestamp_precision(created)
+    else:
+        arrival = None
+    samples = {
+        s.get("name"): s.get("measuredDurationSeconds")
+        for s in status.get("stages") or []
+        if isinstance(s, Mapping)
+    }
+    measured = tuple(_positive(samples.get(stage.name)) for stage in spec.stages)
+    pool = status.get("poolSize")
+    return HistoryWorkflow(
+        spec,
+        name,
+        None if arrival is None else round(arrival, 3),
+        measured,
+        name,
+        jct=float(jct),
+        outcome=phase,
+        policy=status.get("scheduler") or status.get("policy") or None,
+        pool_size=pool if isinstance(pool, int) and pool >= 1 else None,
+    )
+
+
+def object_history(obj: Mapping[str, Any]) -> HistoryWorkflow | None:
+    """The record of a DagWorkflow object as the API returns it (None: not finished); a
+    SpecError for a finished one whose spec is not valid (it cannot be one)."""
+    meta = obj.get("metadata") or {}
+    status = obj.get("status") or {}
+    if status.get("phase") not in FINISHED:
+        return None
+    name = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+    spec = parse_workflow(obj.get("spec"), f"DagWorkflow {name}: spec")
+    return history_workflow(name, spec, status, meta.get("creationTimestamp"))
+
+
+def _positive(values: Any) -> tuple[float, ...] | None:
+    if not isinstance(values, list):
+        return None
+    kept = tuple(float(v) for v in values if isinstance(v, int | float) and v > 0)
+    return kept or None
+
+
+def rotated(path: Path, n: int) -> Path:
+    """The sink's `n`-th rotated file: ``history.jsonl`` -> ``history.<n>.jsonl`` (the
+    suffix kept, so that it reads as a history file of its own)."""
+    return path.with_name(f"{path.stem}.{n}{path.suffix}")
+
+
+def sink_files(path: Path) -> list[Path]:
+    """The sink's files, oldest first: the rotated ones (`rotated`), then `path`."""
+    numbers = []
+    for p in path.parent.glob(f"{glob.escape(path.stem)}.*{glob.escape(path.suffix)}"):
+        n = p.name[len(path.stem) + 1 : len(p.name) - len(path.suffix)]
+        if n.isdigit() and p == rotated(path, int(n)):
+            numbers.append(int(n))
+    files = [rotated(path, n) for n in sorted(numbers, reverse=True)]
+    if path.is_file():
+        files.append(path)
+    if not files:
+        raise IdlegateError(
+            f"no history file at {path} (nor rotated ones, {rotated(path, 1).name}, ...): pass "
+            "the operator's --history-file path"
+        )
+    return files
+
 
 STDIN = "-"
 _SPAN = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
