@@ -77,9 +77,9 @@ def test_a_stage_that_can_never_fit_is_refused_on_arrival():
     c = Cluster(10, resources=R("cpu=8,memory=32Gi,nvidia.com/gpu=1"))
     with pytest.raises(
         DemandTooLargeError,
-        match=r"stage 'train' of j needs memory=1Gi,nvidia.com/gpu=2 at once, but the pool has "
-        r"nvidia.com/gpu=1 of nvidia.com/gpu \(its capacity: cpu=8,memory=32Gi,"
-        r"nvidia.com/gpu=1,pods=10\), so it could never start",
+        match=r"stage 'train' of j needs memory=1Gi,nvidia.com/gpu=2 at once, more "
+        r"nvidia.com/gpu than the pool has \(its resources: cpu=8,memory=32Gi,"
+        r"nvidia.com/gpu=1\), so it could never start",
     ):
         c.add_job(stages(stage("train", 1, {"nvidia.com/gpu": 2, "memory": "1Gi"})), 0.0, "j")
     with pytest.raises(DemandTooLargeError, match=r"needs cpu=12 at once \(3 tasks of cpu=4\)"):

@@ -66,7 +66,7 @@ def test_compare_records_the_resources(workflows):
     ("value", "message"),
     [
         ("cpu=eight", "Error: --resources: cpu: 'eight' is not a quantity"),
-        ("cpu=1", "Error: stage 'prep' of .* needs cpu=2 at once, but the pool has cpu=1"),
+        ("cpu=1", "Error: stage 'prep' of .* needs cpu=2 at once, more cpu than the pool has "),
         ("pods=3", "Error: the pool's resources say pods=3, but it has 10 executors"),
     ],
 )
@@ -137,3 +137,47 @@ def test_k8s_batch_with_requests_runs_on_a_resource_pool():
         result = runner.invoke(app, [*args, "-s", scheduler, *pool])
         assert result.exit_code == 0, result.output
         assert json.loads(result.stdout)["jobs"] == 30
+
+
+LINTED = """\
+apiVersion: idlegate.io/v1alpha1
+kind: DagWorkflow
+metadata: {name: mixed}
+spec:
+  stages:
+    - {name: prep, tasks: 2, taskDurationSeconds: 5, resources: {cpu: "2"}}
+    - {name: fit, tasks: 2, taskDurationSeconds: 5, gang: true, resources: {cpu: "3"}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("flags", "problem"),
+    [
+        (["--pool-resources", "cpu=8"], None),
+        (["--pool-resources", "cpu=4"], r"stage 'fit' of mixed needs cpu=6 at once \(2 tasks"),
+        (["--pool-resources", "cpu=1", "--pool-size", "8"], r"stage 'prep' of mixed needs cpu=2"),
+        (["--pool-size", "8"], None),  # a pods-only pool: requests are not counted
+    ],
+)
+def test_lint_says_which_stage_can_never_fit_the_pool(tmp_path, flags, problem):
+    path = tmp_path / "mixed.yaml"
+    path.write_text(LINTED)
+    result = runner.invoke(app, ["lint", str(path), *flags])
+    if problem is None:
+        assert result.exit_code == 0, result.output
+    else:
+        assert result.exit_code == 1
+        assert re.search(problem, result.stdout), result.stdout
+
+
+def test_lint_refuses_bad_pool_resources(tmp_path):
+    path = tmp_path / "mixed.yaml"
+    path.write_text(LINTED)
+    result = runner.invoke(app, ["lint", str(path), "--pool-resources", "cpu=lots"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: --pool-resources.cpu: 'lots' is not a quantity")
+    result = runner.invoke(
+        app, ["lint", str(path), "--pool-resources", "pods=3", "--pool-size", "8"]
+    )
+    assert result.exit_code == 1
+    assert "the pool's resources say pods=3, but it has 8 executors" in result.stderr

@@ -226,6 +226,14 @@ def lint(
             help="Also check gang stages against this pool (as the operator).",
         ),
     ] = None,
+    pool_resources: Annotated[
+        str | None,
+        typer.Option(
+            "--pool-resources",
+            help="Also check each stage's requests against a pool of these resources, "
+            "e.g. cpu=8,memory=32Gi,nvidia.com/gpu=2 (the simulator's --resources).",
+        ),
+    ] = None,
     pod_security: Annotated[
         Level,
         typer.Option(
@@ -252,7 +260,12 @@ def lint(
         from idlegate.api.podsecurity import NamespacePolicy, parse_service_accounts
 
         policy = NamespacePolicy(pod_security, parse_service_accounts(allowed_service_accounts))
-        report = lint_paths(files, pool_size=pool_size, policy=policy)
+        from idlegate.sim.resources import ResourceVector
+
+        resources = None
+        if pool_resources is not None:
+            resources = ResourceVector.parse(pool_resources, "--pool-resources")
+        report = lint_paths(files, pool_size=pool_size, policy=policy, pool_resources=resources)
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2))
     else:

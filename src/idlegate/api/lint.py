@@ -17,8 +17,11 @@ re-implemented here; a DagWorkflow passes exactly when the operator's admission
   ``--pod-security`` (default baseline, the operator's default for a namespace without
   the label) and the service accounts of ``--allowed-service-accounts``;
 * with ``pool_size`` (the operator's ``--pool-size``): no gang stage larger than the pool,
-  checked by :meth:`idlegate.sim.cluster.Cluster.add_job` as the operator does. Without
-  it this check is skipped, since the pool is a property of the cluster, not the manifest.
+  checked by :meth:`idlegate.sim.cluster.Cluster.add_job` as the operator does; with
+  ``pool_resources`` (``--pool-resources cpu=8,memory=32Gi``) also no stage whose requests
+  (a gang's, all its tasks') exceed the pool's, by the same check (the simulator's
+  resource rule, `idlegate.sim.cluster`). Without them these checks are skipped, since the
+  pool is a property of the cluster, not the manifest.
 
 Around them, what ``kubectl apply`` would trip over first: YAML or JSON that does not
 parse (with its line and column; also duplicate keys, which kubectl's strict decoding
@@ -88,6 +91,7 @@ from idlegate.sim.argo import is_argo
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.history import parse_record
+from idlegate.sim.resources import ResourceVector
 from idlegate.sim.spec import describe, parse_workflow
 
 STDIN = "-"
@@ -258,7 +262,10 @@ class LintReport:
 
 
 def admission_errors(
-    obj: Mapping[str, Any], pool_size: int | None = None, policy: NamespacePolicy | None = None
+    obj: Mapping[str, Any],
+    pool_size: int | None = None,
+    policy: NamespacePolicy | None = None,
+    resources: ResourceVector | None = None,
 ) -> list[str]:
     """The messages the operator would mark DagWorkflow `obj` ``Invalid`` with, one per
     check that fails (empty: it would be admitted). `pool_size`: also check gang stages
@@ -275,16 +282,32 @@ def admission_errors(
     try:
         spec = parse_workflow(obj.get("spec"), "spec")
         check_templates(spec, "spec", policy)
-        if pool_size is not None:
+        if pool_size is not None or resources is not None:
             job = f"{meta['namespace']}/{name}" if _has(meta, "namespace") else name
-            Cluster(pool_size).add_job(Dag.from_spec(spec), 0.0, str(job or "the workflow"))
+            pool = _pool(pool_size, resources)
+            pool.add_job(Dag.from_spec(spec), 0.0, str(job or "the workflow"))
     except IdlegateError as exc:
         errors.append(str(exc))
     return errors
 
 
+MAX_POOL = 100_000
+"""Executors of a pool given by its resources alone, without pods or --pool-size: as
+many as the simulator's pools may have, so that only the resources bound it."""
+
+
+def _pool(pool_size: int | None, resources: ResourceVector | None) -> Cluster:
+    """The pool of `pool_size` executors (else the pods of `resources`, else as many as
+    a pool may have) and `resources`."""
+    pods = (resources or ResourceVector()).units("pods")
+    return Cluster(pool_size or int(pods) or MAX_POOL, resources=resources)
+
+
 def cron_problems(
-    obj: Mapping[str, Any], pool_size: int | None = None, policy: NamespacePolicy | None = None
+    obj: Mapping[str, Any],
+    pool_size: int | None = None,
+    policy: NamespacePolicy | None = None,
+    resources: ResourceVector | None = None,
 ) -> list[tuple[str | None, str]]:
     """(field path, text) of what the operator would refuse in DagCronWorkflow `obj`: its
     name (room for its runs' names), its schedule, time zone and other fields, and its
@@ -307,7 +330,7 @@ def cron_problems(
     if "workflowSpec" not in spec:
         return out
     run = {"metadata": {"name": f"{name or 'run'}-0"}, "spec": spec["workflowSpec"]}
-    for message in admission_errors(run, pool_size, policy):
+    for message in admission_errors(run, pool_size, policy, resources):
         for path, text in split_message(message, spec["workflowSpec"]):
             if path is not None and path.startswith("spec") and not path.startswith("metadata"):
                 path = "spec.workflowSpec" + path.removeprefix("spec")
@@ -549,6 +572,8 @@ class _Linter:
     report: LintReport
     pool_size: int | None
     policy: NamespacePolicy
+    resources: ResourceVector | None = None
+    """The pool's resources beyond pods (``--pool-resources``), or None."""
     argo: list[ArgoDocument] = field(default_factory=list)
     """Argo's documents, mapped once every input is read (templates may be anywhere)."""
 
@@ -670,14 +695,14 @@ class _Linter:
         self._metadata(source, index, item, obj.get("metadata"), meant)
         if _text(kind) and kind.lower() == CRON_KIND.lower():  # miscased: still checked as one
             self.report.cron_workflows += 1
-            found = cron_problems(obj, self.pool_size, self.policy)
+            found = cron_problems(obj, self.pool_size, self.policy, self.resources)
         elif _text(kind) and kind.lower() == POOL_KIND.lower():
             self.report.pools += 1
             found = pool_problems(obj)
         else:
             found = [
                 pair
-                for message in admission_errors(obj, self.pool_size, self.policy)
+                for message in admission_errors(obj, self.pool_size, self.policy, self.resources)
                 for pair in split_message(message, obj.get("spec"))
             ]
         for path, text in found:
@@ -713,6 +738,7 @@ def lint_paths(
     pool_size: int | None = None,
     policy: NamespacePolicy | None = None,
     stdin: TextIO | None = None,
+    pool_resources: ResourceVector | None = None,
 ) -> LintReport:
     """Lint files, directories (recursively, their ``*.yaml``/``*.yml``/``*.json`` files)
     and ``-`` (standard input, read as YAML), holding templates to `policy` (by default
@@ -722,6 +748,8 @@ def lint_paths(
     anything is linted, as every command reports its arguments' mistakes)."""
     if pool_size is not None and pool_size < 1:
         raise IdlegateError(f"--pool-size must be at least 1, got {pool_size}")
+    if pool_resources is not None:
+        _pool(pool_size, pool_resources)  # (pods that contradict --pool-size: said once)
     missing = [p for p in paths if p != STDIN and not Path(p).exists()]
     if missing:
         raise IdlegateError(
@@ -729,7 +757,7 @@ def lint_paths(
             f"directories of them, or {STDIN} for standard input"
         )
     report = LintReport()
-    linter = _Linter(report, pool_size, policy or NamespacePolicy())
+    linter = _Linter(report, pool_size, policy or NamespacePolicy(), resources=pool_resources)
     for source in _sources(paths, report):
         try:
             text = _read(source, stdin or sys.stdin)

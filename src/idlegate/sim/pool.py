@@ -57,9 +57,9 @@ class PoolResources:
                 each = f" ({stage.tasks} tasks of {demand.format()})" if stage.gang else ""
                 raise DemandTooLargeError(
                     f"stage {stage.name!r} of {job.name} needs {need.format()} at once{each}, "
-                    f"but the pool has {capacity.restricted(over).format()} of "
-                    f"{', '.join(over)} (its capacity: {capacity.format()}), so it could "
-                    "never start; lower the stage's resources or give the pool more",
+                    f"more {' and '.join(over)} than the pool has (its resources: "
+                    f"{capacity.restricted(names).format()}), so it could never start; lower "
+                    "the stage's requests or give the pool more",
                     need,
                 )
             stage.need = Need(tuple(demand[n] for n in names), self._free_r)
