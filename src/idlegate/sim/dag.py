@@ -37,7 +37,8 @@ class Dag:
     @classmethod
     def from_spec(cls, spec: WorkflowSpec) -> Dag:
         index = {s.name: i for i, s in enumerate(spec.stages)}
-        demands = tuple(s.demand for s in spec.stages)
+        asked = any(s.resources is not None or s.template is not None for s in spec.stages)
+        demands = tuple(s.demand for s in spec.stages) if asked else ()
         parents = tuple(tuple(index[d] for d in s.depends_on) for s in spec.stages)
         children: list[list[int]] = [[] for _ in spec.stages]
         for i, ps in enumerate(parents):

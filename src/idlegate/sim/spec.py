@@ -30,7 +30,7 @@ from pydantic import (
 )
 
 from idlegate.errors import IdlegateError, SpecError
-from idlegate.sim.resources import ResourceVector, pod_request
+from idlegate.sim.resources import EMPTY, ResourceVector, pod_request
 
 MAX_STAGES = 500
 """Most stages a workflow may have (keeps the policy's graph and the CR object small)."""
@@ -148,8 +148,8 @@ class StageSpec(BaseModel):
         effective request (`idlegate.sim.resources.pod_request`)."""
         if self.resources is not None:
             return ResourceVector.of(self.resources, "")
-        pod = (self.template or {}).get("spec")
-        return pod_request(pod, "template.spec") if isinstance(pod, dict) else ResourceVector()
+        pod = None if self.template is None else self.template.get("spec")
+        return pod_request(pod, "template.spec") if isinstance(pod, dict) else EMPTY
 
     @field_validator("task_duration_seconds", mode="before")
     @classmethod
