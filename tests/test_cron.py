@@ -14,8 +14,9 @@ from idlegate.api.cron_spec import (
     parse_cron_spec,
     run_name,
 )
+from idlegate.api.labels import LABEL_CRON
 from idlegate.errors import SpecError
-from idlegate.operator.edge.cron import LABEL_CRON, CronController
+from idlegate.operator.edge.cron import CronController
 from idlegate.operator.edge.kube import ApiError
 from tests.operator_fakes import FakeClock, FakeKube, FakeTimers, applier_on
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from idlegate.api.crd import API_VERSION
-from idlegate.operator.edge.cron import ANNOTATION_SCHEDULED, LABEL_CRON
+from idlegate.api.labels import ANNOTATION_SCHEDULED, LABEL_CRON
 from tests.clocks import ScaledClock
 from tests.e2e import events_of, running_operator, stage, wait
 from tests.k8s.harness import ApiServer

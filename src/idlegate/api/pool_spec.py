@@ -216,9 +216,15 @@ def pool_spec_problems(raw: Any) -> list[tuple[str, str]]:
     return []
 
 
+def namespace_labels(namespace: Mapping[str, Any] | None) -> dict[str, str]:
+    """The labels of a Namespace object as the API returns it (what a selector selects)."""
+    labels = ((namespace or {}).get("metadata") or {}).get("labels") or {}
+    return {str(k): str(v) for k, v in labels.items()}
+
+
 def route(
     wanted: str | None,
-    namespace_labels: Mapping[str, str],
+    labels: Mapping[str, str],
     pools: Iterable[tuple[str, ExecutorPoolSpec]],
 ) -> str | None:
     """The pool a workflow lands in: `wanted` (its spec.pool) if that pool exists, else the
@@ -228,7 +234,7 @@ def route(
     if wanted is not None:
         return wanted if wanted == DEFAULT_POOL or wanted in known else None
     for name in sorted(known):
-        if selects(known[name].namespace_selector, namespace_labels):
+        if selects(known[name].namespace_selector, labels):
             return name
     return DEFAULT_POOL
 

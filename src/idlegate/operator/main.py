@@ -46,8 +46,8 @@ from typing import Any
 import kopf
 
 from idlegate.api.crd import CRON_PLURAL, GROUP, PLURAL, POOL_PLURAL, VERSION
-from idlegate.api.labels import LABEL_WORKFLOW
-from idlegate.api.pool_spec import parse_pool_spec
+from idlegate.api.labels import LABEL_CRON, LABEL_WORKFLOW
+from idlegate.api.pool_spec import namespace_labels, parse_pool_spec
 from idlegate.api.status import FINISHED, FINISHED_OR_INVALID, Conditions
 from idlegate.api.task_pods import Owner
 from idlegate.errors import IdlegateError
@@ -59,7 +59,7 @@ from idlegate.operator.decisions import load_scheduler
 from idlegate.operator.edge import intake, leader
 from idlegate.operator.edge.applier import WriteGate
 from idlegate.operator.edge.bridge import Bridge
-from idlegate.operator.edge.cron import LABEL_CRON, CronController
+from idlegate.operator.edge.cron import CronController
 from idlegate.operator.edge.endpoints import Endpoints, bind
 from idlegate.operator.edge.kube import (
     ApiError,
@@ -67,7 +67,7 @@ from idlegate.operator.edge.kube import (
     connection_info,
     load_configuration,
 )
-from idlegate.operator.edge.pools import Pools, namespace_labels, pool_status
+from idlegate.operator.edge.pools import Pools, pool_status
 from idlegate.operator.edge.reload import Reloads
 from idlegate.operator.edge.timers import Timers
 from idlegate.operator.edge.watchdog import (

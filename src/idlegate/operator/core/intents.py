@@ -322,9 +322,6 @@ class Outbox:
     def event(self, owner: Owner, type_: str, reason: str, message: str) -> None:
         self.add(PostEvent(owner, type_, reason, message))
 
-    def delete_workflow(self, owner: Owner, why: str) -> None:
-        self.add(DeleteWorkflow(owner, why))
-
     def cancel_writes(self, owner: Owner) -> None:
         self.add(CancelWrites(owner))
 
@@ -347,24 +344,22 @@ Notice = tuple[str, str, str]
 
 
 def accepted(dag: Dag, policy: str, pool: int) -> Notice:
-    return (
-        "Normal",
-        "Accepted",
+    message = (
         f"Accepted: {dag.num_stages} stages, {sum(dag.tasks)} tasks, critical path "
         f"{dag.critical_path:g} s, total work {dag.total_work:g} executor-seconds; "
-        f"policy {policy}, pool of {pool} executors.",
+        f"policy {policy}, pool of {pool} executors."
     )
+    return ("Normal", "Accepted", message)
 
 
 def spec_change_ignored(generation: int, admitted: int) -> Notice:
-    return (
-        "Warning",
-        "SpecChangeIgnored",
+    message = (
         f"The spec changed (generation {generation}) after the workflow was admitted with "
         f"generation {admitted}; a running workflow keeps its stages (only suspend, "
         "activeDeadlineSeconds, ttlSecondsAfterFinished and podGC may change). Delete and "
-        "re-create it to run the new spec.",
+        "re-create it to run the new spec."
     )
+    return ("Warning", "SpecChangeIgnored", message)
 
 
 def invalid(problem: str) -> Notice:
@@ -436,22 +431,20 @@ def released(tasks: int, decision: Decision, by: str) -> Notice:
     """`tasks` of the decision's stage released (of either kind of workflow); `by`:
     `decided_by`."""
     stage = decision.stage
-    return (
-        "Normal",
-        "Released",
+    message = (
         f"Released {tasks} of {stage.tasks} task(s) of stage {stage.name!r} ({stage.launched} "
         f"of {stage.tasks} so far): {by} chose the stage with parallelism cap "
-        f"{decision.parallelism_cap}.",
+        f"{decision.parallelism_cap}."
     )
+    return ("Normal", "Released", message)
 
 
 def released_next(stage: str) -> Notice:
-    return (
-        "Normal",
-        "Released",
+    message = (
         f"Released the next task of stage {stage!r} on the executor that finished one of its "
-        "tasks (an executor continues with its stage).",
+        "tasks (an executor continues with its stage)."
     )
+    return ("Normal", "Released", message)
 
 
 def released_by_others(pod: str, stage: str, pool: int, adopted: bool) -> Notice:
@@ -461,13 +454,12 @@ def released_by_others(pod: str, stage: str, pool: int, adopted: bool) -> Notice
         else "no executor was free, so it runs beyond the pool and takes the next executor "
         "that frees up"
     )
-    return (
-        "Warning",
-        "ReleasedByOthers",
+    message = (
         f"Task pod {pod} of stage {stage!r} lost its {GATE} scheduling gate without the "
         "operator releasing it (removed by hand or by another controller); it counts "
-        f"against the pool of {pool} executors: {where}.",
+        f"against the pool of {pool} executors: {where}."
     )
+    return ("Warning", "ReleasedByOthers", message)
 
 
 def holding(hold: Hold) -> str:
@@ -490,21 +482,19 @@ def held(hold: Hold, by: str) -> Notice:
     """A planner answered WAIT while `hold`'s stage could start (executors free), for the
     arrivals it expects; `by`: `decided_by`. Posted once per hold."""
     text = holding(hold)
-    return (
-        "Normal",
-        "Holding",
+    message = (
         f"{text[:1].upper()}{text[1:]}: {by} chose to wait with executors free rather than "
-        "start the stage now.",
+        "start the stage now."
     )
+    return ("Normal", "Holding", message)
 
 
 def idle_slot(slot: SlotState, busy: int, pool: int) -> Notice:
-    return (
-        "Normal",
-        "IdleSlot",
+    message = (
         f"Stage {slot.stage!r} waits {slot.delay:g} s on purpose (deliberate idle slot) until "
-        f"{stamp(slot.release)}: {slot.reason}; {busy}/{pool} executors busy.",
+        f"{stamp(slot.release)}: {slot.reason}; {busy}/{pool} executors busy."
     )
+    return ("Normal", "IdleSlot", message)
 
 
 def idle_slot_ended(slot: SlotState, *, while_away: bool) -> Notice:
@@ -537,21 +527,19 @@ def task_failure(track: StageTrack, task: Task, reason: str) -> Notice:
     """A task's attempt failed: it is retried, or, beyond the backoffLimit, fails its stage."""
     spec = track.spec
     if task.failures > spec.backoff_limit:
-        return (
-            "Warning",
-            "TaskFailed",
+        message = (
             f"Stage {spec.name!r} failed: task {task.index} failed {task.failures} time(s), "
-            f"more than its backoffLimit of {spec.backoff_limit}; last: {reason}.",
+            f"more than its backoffLimit of {spec.backoff_limit}; last: {reason}."
         )
+        return ("Warning", "TaskFailed", message)
     retry = f"retry {task.failures} of {spec.backoff_limit} on the same executor {task.executor}"
     message = f"Task {task.index} of stage {spec.name!r} failed ({reason}); {retry}."
     return ("Warning", "TaskRetry", message)
 
 
 def succeeded(dag: Dag, jct: float, idle: float) -> Notice:
-    return (
-        "Normal",
-        "Succeeded",
+    message = (
         f"All {dag.num_stages} stages ({sum(dag.tasks)} tasks) succeeded: job completion "
-        f"time {jct:.1f} s, {idle:g} s of it deliberately idle.",
+        f"time {jct:.1f} s, {idle:g} s of it deliberately idle."
     )
+    return ("Normal", "Succeeded", message)

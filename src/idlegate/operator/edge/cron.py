@@ -46,6 +46,7 @@ from idlegate.api.cron_spec import (
     parse_cron_spec,
     run_name,
 )
+from idlegate.api.labels import ANNOTATION_SCHEDULED, LABEL_CRON
 from idlegate.api.podsecurity import DEFAULT_LEVEL, Level, namespace_policy
 from idlegate.api.status import FINISHED_OR_INVALID, Conditions, Phase
 from idlegate.api.task_pods import Owner
@@ -68,10 +69,6 @@ from idlegate.sim.timestamps import from_datetime, stamp, to_datetime
 
 log = logging.getLogger(__name__)
 
-LABEL_CRON = "idlegate.io/cron-workflow"
-"""Label on each run: the name of the cron workflow that started it."""
-ANNOTATION_SCHEDULED = "idlegate.io/scheduled-time"
-"""Annotation on each run: the schedule time it was started for (epoch seconds)."""
 FORESEE_SECONDS = 24 * 3600.0
 """How far ahead a cron workflow's runs are told to the planner."""
 FORESEE_RUNS = 8

@@ -28,6 +28,7 @@ from idlegate.api.podsecurity import namespace_policy
 from idlegate.api.pool_spec import (
     DEFAULT_POOL,
     ExecutorPoolSpec,
+    namespace_labels,
     parse_pool_spec,
     route,
 )
@@ -339,12 +340,6 @@ class Pools:
 
 def _engine(spec: ExecutorPoolSpec) -> tuple[int, str | None, float | None]:
     return spec.size, spec.policy, spec.plan_budget_ms
-
-
-def namespace_labels(namespace: Mapping[str, Any] | None) -> dict[str, str]:
-    """The labels of a Namespace object as the API returns it."""
-    labels = ((namespace or {}).get("metadata") or {}).get("labels") or {}
-    return {str(k): str(v) for k, v in labels.items()}
 
 
 def pool_status(name: str, pools: Pools) -> dict[str, Any]:
