@@ -348,7 +348,8 @@ async def test_a_restart_with_a_smaller_pool_size_counts_the_running_pods_beyond
 
 def test_the_pool_status_refresh_and_ready_time_come_from_the_operators_clock():
     pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
-    from idlegate.operator.main import Operator, build_registry, pool_conditions
+    from idlegate.api.pool_spec import pool_conditions
+    from idlegate.operator.main import Operator, build_registry
     from idlegate.operator.settings import Settings
     from idlegate.sim.timestamps import from_datetime
     from tests.clocks import ScaledClock

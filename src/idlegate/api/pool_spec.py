@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from idlegate.api.status import Condition
+from idlegate.api.status import Condition, Conditions
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim.spec import describe_validation_error, validation_problems
 
@@ -191,6 +191,20 @@ class ExecutorPoolStatus(BaseModel):
         default_factory=list,
         description="Ready: the pool runs (False: its policy cannot be loaded, and why).",
     )
+
+
+def pool_conditions(
+    ok: bool, reason: str, message: str, now: float, body: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """ExecutorPool `body`'s conditions with Ready set at `now` (the operator's clock, as
+    every time it writes); a Ready that keeps its status keeps its transition time
+    (`Conditions`)."""
+    conditions = Conditions((body.get("status") or {}).get("conditions"))
+    generation = int((body.get("metadata") or {}).get("generation") or 1)
+    conditions.set("Ready", ok, reason, message, generation, now)
+    return [
+        c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in conditions.models()
+    ]
 
 
 def parse_pool_spec(raw: Any, name: str) -> ExecutorPoolSpec:

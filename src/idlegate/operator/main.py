@@ -47,11 +47,11 @@ import kopf
 
 from idlegate.api.crd import CRON_PLURAL, GROUP, PLURAL, POOL_PLURAL, VERSION
 from idlegate.api.labels import LABEL_CRON, LABEL_WORKFLOW
-from idlegate.api.pool_spec import namespace_labels, parse_pool_spec
-from idlegate.api.status import FINISHED, FINISHED_OR_INVALID, Conditions
+from idlegate.api.pool_spec import namespace_labels, parse_pool_spec, pool_conditions
+from idlegate.api.status import FINISHED, FINISHED_OR_INVALID
 from idlegate.api.task_pods import Owner
 from idlegate.errors import IdlegateError
-from idlegate.operator.core.admission import AdmitLaterError, generation_of
+from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.decider import followed
 from idlegate.operator.core.events import Forget, PodSeen
 from idlegate.operator.core.intents import Notice, PostEvent
@@ -663,18 +663,6 @@ def serve_webhooks(registry: kopf.OperatorRegistry, settings: Settings) -> None:
     @kopf.on.startup(registry=registry)
     def serve_webhook(settings: kopf.OperatorSettings, **_: Any) -> None:
         settings.admission.server = server
-
-
-def pool_conditions(
-    ok: bool, reason: str, message: str, now: float, body: Mapping[str, Any]
-) -> list[dict[str, Any]]:
-    """An ExecutorPool's conditions with Ready set at `now` (the operator's clock, as every
-    time it writes); a Ready that keeps its status keeps its transition time (`Conditions`)."""
-    conditions = Conditions((body.get("status") or {}).get("conditions"))
-    conditions.set("Ready", ok, reason, message, generation_of(body), now)
-    return [
-        c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in conditions.models()
-    ]
 
 
 def quiet_event_handlers(record: logging.LogRecord) -> bool:

@@ -464,7 +464,7 @@ class ExternalJob(JobKind):
         self._say(pool, releases)
         for pod in self.take_unplaced():
             why = "its task is no stage of the job idlegate mapped"
-            unscheduled(pool.intents, self.owner, pod.name, why)
+            pool.intents.add(unscheduled(self.owner, pod.name, why))
 
     def observe(self, pool: Pool, pod: ExternalPod, *, deleted: bool = False) -> None:
         # (a pod deleted before it ended comes as Failed: its executor is free)
@@ -491,10 +491,11 @@ class ExternalJob(JobKind):
             pool.intents.add(RemoveGate(self.owner, r.stage, 0, 0, r.pod, r.executor, None))
 
 
-def unscheduled(intents: Outbox, owner: Owner, pod: str, why: str) -> None:
-    """Release the gated `pod` of `owner` unscheduled (no stage takes it), saying why."""
-    intents.add(RemoveGate(owner, "", 0, 0, pod, None, None))
+def unscheduled(owner: Owner, pod: str, why: str) -> RemoveGate:
+    """The release of the gated `pod` of `owner` unscheduled (no stage takes it), logged
+    with why."""
     log.warning("Released pod %s/%s unscheduled: %s.", owner.namespace, pod, why)
+    return RemoveGate(owner, "", 0, 0, pod, None, None)
 
 
 def refused_release(intents: Outbox, outcome: Refused) -> None:

@@ -40,7 +40,7 @@ from idlegate.integrations.airflow_pods import (
 )
 from idlegate.operator.core.events import Ended, Join, Observed, Schedule
 from idlegate.operator.core.external import unscheduled
-from idlegate.operator.core.intents import Outbox, PostEvent
+from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.features.gates import gate_pods
 
 if TYPE_CHECKING:
@@ -129,10 +129,8 @@ class AirflowSide:
     def _release(self, pod: AirflowPod, reason: str, message: str) -> None:
         """Leave `pod` to Airflow: its gate removed, a Warning on it saying why."""
         self.gated.pop((pod.namespace, pod.name), None)
-        box = Outbox()
-        unscheduled(box, pod_owner(pod), pod.name, message)
-        box.event(pod_owner(pod), "Warning", reason, message)
-        self.bridge.carry(box.take())
+        warning = PostEvent(pod_owner(pod), "Warning", reason, message)
+        self.bridge.carry([unscheduled(pod_owner(pod), pod.name, message), warning])
         self.released.labels(reason).inc()
 
     # -- what is seen ------------------------------------------------------------------------

@@ -38,7 +38,7 @@ from idlegate.api.task_pods import Owner
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.events import Ended, Join, Observed, Schedule
 from idlegate.operator.core.external import ExternalJob, unscheduled
-from idlegate.operator.core.intents import Outbox, PostEvent
+from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.features.gates import gate_pods
 from idlegate.operator.settings import Settings
 from idlegate.sim.argo import (
@@ -52,6 +52,7 @@ from idlegate.sim.argo import (
     parse_time,
     template_index,
 )
+from idlegate.sim.argo.status import succeeded_pods
 from idlegate.sim.history import ArgoLearning
 
 if TYPE_CHECKING:
@@ -125,9 +126,7 @@ class Host(Protocol):
     async def fresh_pools(self) -> tuple[object, bool]: ...
 
     notes: list[Callable[[], str | None]]
-    restorers: list[Callable[[], Awaitable[Callable[[], None]]]]
-    """What the kinds whose pods another controller creates read at a rebuild (awaited),
-    and then admit (called) before its first decision (`features.airflow`)."""
+    restorers: list[Callable[[], Awaitable[Callable[[], None]]]]  # (`Operator.restorers`)
 
 
 class ArgoSide:
@@ -383,7 +382,7 @@ class ArgoSide:
             return  # (each once: before its pods are listed again)
         key = (meta.get("namespace", ""), meta.get("name", ""))
         ran = dict(wf.ran) if wf is not None else {}
-        unknown = _succeeded_nodes(body) - ran.keys()
+        unknown = succeeded_pods((body.get("status") or {}).get("nodes")) - ran.keys()
         if unknown:
             pods = await self._pods(key) or []
             ran.update((p.node_name, p.ran) for p in pods if p.ran is not None)
@@ -408,23 +407,11 @@ class ArgoSide:
 
     def _unscheduled(self, pod: ArgoPod, why: str) -> None:
         owner = Owner(pod.namespace, pod.workflow, "", kind=KIND, api_version=API_VERSION)
-        box = Outbox()
-        unscheduled(box, owner, pod.name, why)
-        self.bridge.carry(box.take())
+        self.bridge.carry([unscheduled(owner, pod.name, why)])
 
     def _gauges(self) -> None:
         self.active.labels("argo").set(len(self.held))
         self.active.labels("dagworkflow").set(len(self.operator.pools.workflows))
-
-
-def _succeeded_nodes(body: Mapping[str, Any]) -> set[str]:
-    """The names of the Workflow's pod nodes that succeeded (``status.nodes``)."""
-    nodes = (body.get("status") or {}).get("nodes") or {}
-    return {
-        str(n.get("name"))
-        for n in nodes.values()
-        if isinstance(n, Mapping) and n.get("type") == "Pod" and n.get("phase") == "Succeeded"
-    }
 
 
 def register(registry: kopf.OperatorRegistry, operator: Host) -> None:

@@ -146,6 +146,15 @@ _INDEXED = re.compile(r"\((\d+)\)(?=$|[.\[(])")
 _ITEM_TAIL = re.compile(r"\(\d+\)$")
 
 
+def succeeded_pods(nodes: Mapping[str, Any] | None) -> set[str]:
+    """The names of the pod nodes of `nodes` (``status.nodes``) that succeeded."""
+    return {
+        str(n.get("name"))
+        for n in (nodes or {}).values()
+        if isinstance(n, Mapping) and n.get("type") == "Pod" and n.get("phase") == "Succeeded"
+    }
+
+
 def _seconds(start: Any, end: Any) -> float | None:
     a, b = parse_time(start), parse_time(end)
     return None if a is None or b is None else b - a
