@@ -287,7 +287,9 @@ def test_the_trap_of_a_tie_on_the_first_window_of_a_short_stream():
     # fifo ended 3.7 % behind sjf; learned:default alone ties sjf.
     workload = build_workload("follow", 2002, num_jobs=100)
     sjf = _simulated(workload, "sjf", 2002)[0]
-    fooled, brain = _simulated(workload, "portfolio?confidence=0&early=none&prior=false", 2002)
+    fooled, brain = _simulated(
+        workload, "portfolio?confidence=0&carriers=none&early=none&prior=false", 2002
+    )
     assert brain.rounds[0].workflows == 40 and brain.rounds[0].candidate == "fifo"
     assert fooled / sjf - 1 > 0.03
     safe, brain = _simulated(workload, "portfolio?early=none&prior=false", 2002)

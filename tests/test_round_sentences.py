@@ -87,6 +87,21 @@ KNOWN: list[tuple[str, dict[str, Any], str]] = [
         "kept fair: srpt was 1.3 % better, within the window's noise of 2.4 %",
     ),
     (
+        "unlike",  # (workflows like none the prior knows: its safest over all it knows)
+        {"reason": "unlike", "candidate": "srpt"},
+        "following srpt: the workflows so far are unlike any the prior knows, and it is the safest over every workload the prior knows",
+    ),
+    (
+        "carried",  # (a lead that two workflows carry, `carriers`)
+        _round(reason="carried", best="srpt", carriers=2, workflows=40),
+        "kept fair: srpt was 1.3 % better, but carried by 2 of the 40 workflows",
+    ),
+    (
+        "untrained",  # (a learned candidate outside its training range, `trained_range`)
+        _round(reason="untrained", previous="learned:default", candidate="srpt"),
+        "switched to srpt: learned:default is outside the range it was trained on, and srpt is the round's best of the others",
+    ),
+    (
         "unconfirmed",  # (a switch the rounds before it do not bear out, `confirm`)
         _round(reason="unconfirmed", best="srpt"),
         "kept fair: srpt was 1.3 % better in this round, but not over the rounds before it",

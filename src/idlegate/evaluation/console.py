@@ -100,9 +100,9 @@ def _count(n: int, one: str, many: str | None = None) -> str:
     return f"{n} {one if n == 1 else many or one + 's'}"
 
 
-LOOKUPS = frozenset({"prior", "change"})
+LOOKUPS = frozenset({"prior", "unlike", "change"})
 """The reasons of a `Choice` that looked the prior up rather than replayed a window."""
-STARTS = frozenset({"prior", "prior history"})
+STARTS = frozenset({"prior", "unlike", "prior history"})
 """The reasons of a first `Choice` made at the first decision: the run's start."""
 
 
@@ -153,13 +153,26 @@ def render_followed(account: Mapping[str, Any]) -> Table:
             window += f" ({r['running']} running)"
         table.add_row(
             fmt_number(r["at"], 0),
-            r.get("why") or sentence(r),  # (an account from before the sentences)
+            (r.get("why") or sentence(r)) + _left(r),  # (an account from before the sentences)
             window,
             "—" if r["score"] is None else fmt_number(r["score"], 1),  # (none, or failed)
             runner,
             str(len(r["left_out"])),
         )
     return table
+
+
+def _left(round_: Mapping[str, Any]) -> str:
+    """What a round did not replay, and why, in words: the learned policies the window is
+    outside the training range of, and the candidates whose standing trails."""
+    out = ""
+    untrained = list(round_.get("untrained") or ())
+    if untrained:
+        out += f"; not replayed: {', '.join(untrained)}, outside the range it was trained on"
+    left = list(round_.get("left_out") or ())
+    if left:
+        out += f"; left out: {', '.join(left)}, whose standing trails the leader's"
+    return out
 
 
 @contextmanager

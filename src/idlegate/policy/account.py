@@ -51,6 +51,10 @@ SENTENCES: Final[Mapping[str, str]] = {
         "started with {candidate}: the shipped prior's safest candidate for the workflows "
         "arrived so far"
     ),
+    "unlike": (
+        "following {candidate}: the workflows so far are unlike any the prior knows, and it "
+        "is the safest over every workload the prior knows"
+    ),
     "change": (
         "following {candidate}: the workflows arriving changed, and it is the shipped "
         "prior's safest candidate for the new ones"
@@ -70,6 +74,14 @@ SENTENCES: Final[Mapping[str, str]] = {
     "kept": "kept {candidate}: {best} was {deficit} better, within the {margin} margin",
     "noise": (
         "kept {candidate}: {best} was {deficit} better, within the window's noise of {noise}"
+    ),
+    "carried": (
+        "kept {candidate}: {best} was {deficit} better, but carried by {carriers} of the "
+        "{workflows} workflows"
+    ),
+    "untrained": (
+        "switched to {candidate}: {previous} is outside the range it was trained on, and "
+        "{candidate} is the round's best of the others"
     ),
     "unconfirmed": (
         "kept {candidate}: {best} was {deficit} better in this round, but not over the "

@@ -119,6 +119,11 @@ class PortfolioConfig(Config):
     confidence: NonNegative = 1.0
     """... and whose lead exceeds this many standard errors of the paired per-workflow
     JCT differences of the window (`rounds.beyond_noise`; 0: any lead)."""
+    carriers: StrictInt | None = Field(2, ge=1)
+    """A lead must survive dropping this many of the window's workflows where it gains
+    most (`rounds.carried`; None: no such test). On heavy-tailed workflows a window's mean
+    is one or two huge jobs', and a challenger that finishes one of them sooner leads by
+    tens of percent while it loses or ties on every other workflow."""
     correction: Literal["all", "early"] | None = "early"
     """Raise `confidence` for the challengers a round compares (`rounds.threshold`: the
     best of fourteen beats one standard error by luck more often than a pair does): in
@@ -131,6 +136,13 @@ class PortfolioConfig(Config):
     tpch-15s (100 workflows, tuning seed 2002) the early rounds on 8 and 16 arrivals left
     fair for fair?scale=0.5, and on 32 fair's 7.8 % lead was within the corrected noise:
     the stream ended 13.9 % behind fair, 1.8 % with this."""
+    unlike: Literal["safest", "start"] = "safest"
+    """Workflows like none the prior knows (beyond its calibrated reach,
+    `prior.Prior.reach`): follow the candidate safest over every workload it knows
+    (``safest``), or `start` (``start``, the behaviour before)."""
+    trained_range: StrictBool = True
+    """Follow a learned candidate only on windows within the range of the streams it was
+    trained on (`prior.TrainedRange`; false: anywhere)."""
     hold: StrictBool = True
     """The margin protects the shipped prior's candidate (`prior`) in the rounds on
     finished workflows until a round moves it, as one that won a round outright (false:

@@ -39,7 +39,8 @@ def play_round(request: ReplayRequest, config: PortfolioConfig, replay: Replayer
 
     1. **Candidates.** The portfolio's spec texts, the tuned grids included
        (`candidate_specs`), but those left out because their standing trails
-       (`request.dropped`, `state.Standings.dropped`).
+       (`request.dropped`, `state.Standings.dropped`), and a learned policy the window is
+       outside the training range of (`request.untrained`, `trained_range`).
     2. **Replay.** The window under each, the same arrivals and duration seeds for all
        (common random numbers); a candidate's score is its mean JCT, inf if it failed.
     3. **Idling.** The analytic idle rule over the round's best plain rule, at each
@@ -53,16 +54,20 @@ def play_round(request: ReplayRequest, config: PortfolioConfig, replay: Replayer
           differences exceeds `confidence` standard errors, raised for the race of
           challengers in early rounds (`correction`), but not for the candidate the
           prior named (`request.named`);
-       d. and on a short window while the prior's candidate is followed, over the
+       d. not carried by a few workflows: without the `carriers` where it gains most,
+          it still leads (`rounds.carried`);
+       e. and on a short window while the prior's candidate is followed, over the
           rounds before this one too (`request.stood`, `confirm`).
-       The best-scoring of those that beat it is followed; none: it stays.
+       The best-scoring of those that beat it is followed; none: it stays (but a
+       followed learned policy outside its training range gives way to the best).
     5. **Outcome.** A `Choice`: the candidate, its reason code and sentence
        (`Choice.why`), every score, and the lead the best needed when its lead was
        within the noise.
     """
     started = time.thread_time()
     # 1. candidates; 2. replay
-    specs = [s for s in candidate_specs(config) if s not in request.dropped]
+    out = request.dropped | request.untrained
+    specs = [s for s in candidate_specs(config) if s not in out]
     scores = replay(request, specs)
     # 3. idling: the analytic rule over the best plain rule, and the one followed
     if "analytic" in config.portfolio():
@@ -72,7 +77,8 @@ def play_round(request: ReplayRequest, config: PortfolioConfig, replay: Replayer
             over = [s for s in analytic_specs(config, base) if s not in request.dropped]
             scores = merged(scores, replay(request, over))
     followed = request.following
-    if followed not in scores.means and SchedulerSpec.parse(followed).kind == "analytic":
+    analytic = SchedulerSpec.parse(followed).kind == "analytic"
+    if followed not in scores.means and analytic and followed not in out:
         scores = merged(scores, replay(request, [followed]))
     # 4. evidence
     correct = config.correction == "all" or (config.correction == "early" and request.early)
@@ -87,7 +93,9 @@ def play_round(request: ReplayRequest, config: PortfolioConfig, replay: Replayer
         stood=request.stood,
         new=request.new,
         named=request.named,
+        carriers=config.carriers or 0,
     )
+    reason = "untrained" if followed in request.untrained and chosen != followed else why
     # 5. outcome
     means = scores.means
     best = min(means, key=means.__getitem__)
@@ -101,7 +109,7 @@ def play_round(request: ReplayRequest, config: PortfolioConfig, replay: Replayer
         runner_up=runner_up,
         runner_up_score=None if runner_up is None else means[runner_up],
         workflows=scores.workflows,
-        reason="prior history" if request.reason == "prior history" else why,
+        reason="prior history" if request.reason == "prior history" else reason,
         best=best,
         scores=dict(means),
         at=request.at,
@@ -116,4 +124,6 @@ def play_round(request: ReplayRequest, config: PortfolioConfig, replay: Replayer
         noise=noise,
         early=request.early,
         running=request.running,
+        carriers=config.carriers if why == "carried" else None,
+        untrained=tuple(sorted(request.untrained)),
     )

@@ -9,8 +9,22 @@ nearest by their features (within `REACH`, or if none is, within `REACH` plus th
 standard error of the workflows' mean features: `features_error`; and within `ALIKE`
 times the nearest one's distance), the candidate whose worst loss over all of them is
 the smallest, so a lookup that lands on the wrong one of two alike workloads
-still picks a candidate that is safe on both. Workflows unlike any workload of the suite
-give no answer, and the scheduler follows its configured `start`.
+still picks a candidate that is safe on both.
+
+**How far it trusts itself** (`Prior.reach`, `REACH` unless the file gives one). The
+reach is checked on the prior's own streams (`benchmarks/brain_prior.py` prints, per
+workload, the share of its lookups at 4 to 64 arrivals, every tuning seed, whose distance
+to their own workload's features, less their standard error, is within it). Workflows
+farther than that from every workload are unlike any the prior knows: its pick for the
+nearest would be a guess, so the scheduler follows the candidate safest over *every*
+workload the prior knows (`Prior.safest_overall`: the smallest worst-seed loss over all
+of them).
+
+**A learned candidate's range** (`TrainedRange`). The prior also keeps the features of
+the streams the shipped ONNX policy was trained on (the workloads its metadata names,
+``idlegate.trained_on``): per feature the lowest and highest. A window whose features lie
+outside that box (by more than their standard error) is outside what the policy was
+trained on, and the portfolio does not follow it there.
 
 A prior file that cannot be read is no prior: the scheduler warns once and follows
 `start` (`load_prior`).
@@ -36,6 +50,7 @@ __all__ = [
     "PRIOR_PATH",
     "REACH",
     "Prior",
+    "TrainedRange",
     "features_error",
     "load_prior",
     "workflow_features",
@@ -47,7 +62,8 @@ PRIOR_PATH: Final = Path(__file__).resolve().with_name("prior.json")
 NEIGHBOURS: Final = 3
 """Workloads of the suite a lookup weighs (the nearest ones)."""
 REACH: Final = 1.0
-"""The largest feature distance at which a workload of the suite counts as alike."""
+"""The largest feature distance at which a workload of the suite counts as alike, when
+the prior file has no calibrated one (`Prior.reach`)."""
 ALIKE: Final = 3.0
 """… and no more than this many times the nearest one's distance (or `ALIKE_FLOOR`,
 whichever is larger): TPC-H's first workflows are 0.23 from the TPC-H workloads and
@@ -94,15 +110,42 @@ def features_error(dags: Sequence[Dag]) -> float:
 
 
 @dataclass(frozen=True)
+class TrainedRange:
+    """The features (`workload_features`) of the streams a learned policy was trained on:
+    per feature the lowest and the highest."""
+
+    trained_on: str
+    """The policy's ``idlegate.trained_on`` metadata (JSON) the range was measured for."""
+    low: tuple[float, ...]
+    high: tuple[float, ...]
+
+    def holds(self, features: Sequence[float], error: float = 0.0) -> bool:
+        """True if `features` lie within the range, each by `error` (their standard
+        error, `features_error`) at most outside it."""
+        if len(features) != len(self.low):
+            return True  # (features of another kind: no judgement)
+        return all(
+            lo - error <= f <= hi + error
+            for f, lo, hi in zip(features, self.low, self.high, strict=True)
+        )
+
+
+@dataclass(frozen=True)
 class Prior:
-    """Per workload of the suite: its features and each candidate's (mean, worst) loss."""
+    """Per workload of the suite: its features and each candidate's (mean, worst) loss;
+    the calibrated reach, and the shipped learned policy's range."""
 
     features: Mapping[str, tuple[float, ...]]
     losses: Mapping[str, Mapping[str, tuple[float, float]]]
+    reach: float = REACH
+    """The distance within which a workload counts as alike (module docstring)."""
+    learned: TrainedRange | None = None
+    """The shipped learned policy's range (None: not measured, no judgement)."""
 
-    def neighbours(self, features: Sequence[float], reach: float = REACH) -> list[str]:
+    def neighbours(self, features: Sequence[float], reach: float | None = None) -> list[str]:
         """The `NEIGHBOURS` workloads nearest to `features`, within `reach` and within
         `ALIKE` times the nearest one's distance (at least `ALIKE_FLOOR`)."""
+        reach = self.reach if reach is None else reach
         dist = {
             w: math.dist(f, features) for w, f in self.features.items() if len(f) == len(features)
         }
@@ -123,17 +166,24 @@ class Prior:
         `REACH`, the workloads within `REACH` + `error` count. A few workflows of a mix of
         kinds (one-task jobs and TPC-H-like DAGs) have a mean far from the mix's, by
         chance, and would otherwise count as like no workload."""
-        near = self.neighbours(features) or self.neighbours(features, REACH + error)
-        if not near:
-            return None
-        known = [c for c in allowed if all(c in self.losses[w] for w in near)]
+        near = self.neighbours(features) or self.neighbours(features, self.reach + error)
+        return self._safest_over(near, allowed) if near else None
+
+    def safest_overall(self, allowed: Collection[str]) -> str | None:
+        """The candidate of `allowed` with the smallest worst-seed loss over every workload
+        the prior knows (what to follow for workflows like none of them); None if none
+        is known on all."""
+        return self._safest_over(list(self.losses), allowed)
+
+    def _safest_over(self, workloads: Sequence[str], allowed: Collection[str]) -> str | None:
+        known = [c for c in allowed if all(c in self.losses[w] for w in workloads)]
         if not known:
             return None
 
         def risk(c: str) -> tuple[float, float]:
             return (
-                max(self.losses[w][c][1] for w in near),
-                max(self.losses[w][c][0] for w in near),
+                max(self.losses[w][c][1] for w in workloads),
+                max(self.losses[w][c][0] for w in workloads),
             )
 
         return min(known, key=risk)
@@ -150,6 +200,13 @@ def load_prior(path: Path = PRIOR_PATH) -> Prior | None:
             w: {c: (float(m), float(x)) for c, (m, x) in v["losses"].items()}
             for w, v in workloads.items()
         }
+        reach = float(data.get("reach", REACH))
+        learned = data.get("learned")
+        trained = None
+        if learned is not None:
+            low = tuple(float(x) for x in learned["low"])
+            high = tuple(float(x) for x in learned["high"])
+            trained = TrainedRange(str(learned["trained_on"]), low, high)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         log.warning(
             "the portfolio's prior %s cannot be read (%s): it starts from its start "
@@ -158,4 +215,4 @@ def load_prior(path: Path = PRIOR_PATH) -> Prior | None:
             exc,
         )
         return None
-    return Prior(features, losses)
+    return Prior(features, losses, reach, trained)

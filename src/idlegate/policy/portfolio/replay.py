@@ -124,6 +124,9 @@ class ReplayRequest:
     """Of `window`, the workflows still running (an early round's)."""
     named: str | None = None
     """The shipped prior's candidate, if its lead needs no correction (`uncorrected`)."""
+    untrained: frozenset[str] = frozenset()
+    """Learned candidates the window is outside the training range of (`trained_range`):
+    not replayed, not followed."""
 
 
 def merged(a: Scores, b: Scores) -> Scores:

@@ -33,6 +33,7 @@ __all__ = [
     "Choice",
     "Scores",
     "beyond_noise",
+    "carried",
     "confirmed",
     "excess",
     "noise_needed",
@@ -78,15 +79,29 @@ class Choice:
     workflows: int
     """Finished workflows the round replayed (0: no replay yet)."""
     reason: Literal[
-        "cold start", "prior", "change", "prior history", "best", "kept", "noise", "unconfirmed"
+        "cold start",
+        "prior",
+        "unlike",
+        "change",
+        "prior history",
+        "best",
+        "kept",
+        "noise",
+        "carried",
+        "unconfirmed",
+        "untrained",
     ]
     """cold start: no round yet; prior: no round yet, the shipped prior's safest candidate
-    for the workflows arrived (`prior`); change: the same for the workflows arrived since
+    for the workflows arrived (`prior`); unlike: the same, but the workflows arrived are
+    like none the prior knows, so its safest over every workload it knows; change: the same for the workflows arrived since
     a change of workload seen in the arrivals (`arrivals`); prior history: the first round, on the history
     file or a seeded window (`PortfolioScheduler.seed`); best: the round's best; kept:
     the round's best was not better by the margin; noise: it was, but its lead was within
-    the window's noise (`beyond_noise`); unconfirmed: it beat the followed one, but not
-    over the rounds before it too (`PortfolioConfig.confirm`)."""
+    the window's noise (`beyond_noise`); carried: it was beyond the noise too, but its
+    lead was carried by a few workflows (`carried`); unconfirmed: it beat the followed
+    one, but not over the rounds before it too (`PortfolioConfig.confirm`); untrained:
+    the followed candidate, a learned policy, is outside the input range it was trained
+    on (`learned_range`), so the round's best eligible one replaces it."""
     best: str | None = None
     """The round's best candidate (kept: the one that did not beat the margin)."""
     scores: Mapping[str, float] = field(default_factory=dict)
@@ -122,6 +137,11 @@ class Choice:
     margin: float | None = None
     """The margin that protected `previous` in the round (None: it had won no round
     outright, so any better score replaced it)."""
+    carriers: int | None = None
+    """The workflows that carried the best's lead (reason ``carried``)."""
+    untrained: tuple[str, ...] = ()
+    """Learned candidates the round did not follow: the window is outside the input range
+    they were trained on (`PortfolioConfig.trained_range`)."""
 
     @property
     def why(self) -> str:
@@ -181,6 +201,8 @@ class Choice:
             "noise": self.noise,
             "early": self.early,
             "running": self.running,
+            "carriers": self.carriers,
+            "untrained": list(self.untrained),
             "text": self.text,
             "why": self.why,
         }
@@ -206,7 +228,8 @@ def select(
     stood: Sequence[tuple[int, Mapping[str, float]]] = (),
     new: int = 0,
     named: str | None = None,
-) -> tuple[str, str | None, Literal["best", "kept", "noise", "unconfirmed"]]:
+    carriers: int = 0,
+) -> tuple[str, str | None, Literal["best", "kept", "noise", "carried", "unconfirmed"]]:
     """(candidate to follow, the runner-up, why) after a round with `scores`.
 
     A candidate *beats* the one followed when its score is lower by more than `margin` ×
@@ -221,7 +244,10 @@ def select(
     standard errors needed grow with the challengers compared, but for the candidate
     `named` before the round (the prior's: `round_confidence`). With
     the rounds before (`stood`, `new` workflows new in this one) a switch must be
-    `confirmed` by them too, else `following` stays (why: ``unconfirmed``).
+    `confirmed` by them too, else `following` stays (why: ``unconfirmed``). With
+    `carriers` a lead must survive dropping that many of the window's workflows where
+    it gains most (`carried`; why: ``carried`` when the round's best passed the margin
+    and the noise but not this).
     """
     if not scores:
         raise IdlegateError("a round needs at least one candidate's score")
@@ -232,21 +258,22 @@ def select(
         chosen = best
     else:
         needed = margin * current if protected else 0.0
+
+        def noise_passed(c: str) -> bool:
+            z = round_confidence(scores, following, confidence, correct, c, named)
+            return beyond_noise(jcts, following, c, z)
+
         beats = {
             c: v
             for c, v in scores.items()
             if current - v > needed
-            and beyond_noise(
-                jcts,
-                following,
-                c,
-                round_confidence(scores, following, confidence, correct, c, named),
-            )
+            and noise_passed(c)
+            and not carried(jcts, following, c, carriers)
         }
         chosen = tied_best(beats)[0] if beats else following
-        kept_by: Literal["noise", "unconfirmed"] | None = None
+        kept_by: Literal["noise", "carried", "unconfirmed"] | None = None
         if chosen == following and current - scores[best] > needed:
-            kept_by = "noise"
+            kept_by = "carried" if noise_passed(best) else "noise"
         if chosen != following and stood and not confirmed(stood, new, scores, chosen, following):
             chosen, kept_by = following, "unconfirmed"
         if kept_by is not None:
@@ -308,6 +335,30 @@ def beyond_noise(
         return False
     error = float(np.std(d, ddof=1)) / math.sqrt(len(d))
     return float(np.mean(d)) > confidence * error
+
+
+def carried(
+    jcts: Mapping[str, np.ndarray] | None, following: str, other: str, carriers: int
+) -> bool:
+    """True if `other`'s lead over `following` is carried by the `carriers` workflows of
+    the window where it gains most: without them it is no longer ahead at all (the mean
+    of the other paired per-workflow JCT differences is not above 0).
+
+    On heavy-tailed workflows (a production trace's jobs range from one task to tens of
+    thousands) a window's mean JCT is one or two huge jobs': a challenger that happens to
+    finish one of them earlier leads by 20-55 % while it loses, or ties, on every other
+    workflow. A single workflow's gain b alone is one standard error of the mean (b/n
+    against b/n), so the noise rule passes it at `confidence` 1. False (not judged)
+    without per-workflow JCTs for both, with `carriers` 0, or with a window of no more
+    than twice `carriers` workflows.
+    """
+    if carriers <= 0 or jcts is None or following not in jcts or other not in jcts:
+        return False
+    d = np.asarray(jcts[following], dtype=float) - np.asarray(jcts[other], dtype=float)
+    if len(d) <= 2 * carriers:
+        return False
+    rest = np.sort(d)[:-carriers]
+    return float(np.mean(rest)) <= 0.0
 
 
 def noise_needed(

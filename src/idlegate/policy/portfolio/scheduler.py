@@ -36,7 +36,7 @@ finished workflows wait until `min_window` of them have finished.
 **A switch on a short window** (`confirm`). While a round's window holds fewer than
 `window` finished workflows and the prior's candidate is followed, a switch `select`
 makes stands only if the standings agree, this round counted with its new workflows
-(`rounds.confirmed`, `decision.play_round` step 4d): consecutive rounds on a short window share most of their
+(`rounds.confirmed`, `decision.play_round` step 4e): consecutive rounds on a short window share most of their
 workflows, but each replay draws their durations anew, and one draw can reverse the
 last round's verdict (else reason ``unconfirmed``).
 
@@ -72,7 +72,7 @@ Generator (`reset`), so the same seed gives the same run.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Final, Literal
 
 import numpy as np
 
@@ -111,6 +111,13 @@ from idlegate.sim.protocol import WAIT, Action, ClusterView, Scheduler
 __all__ = ["CHANGE_MIN", "PortfolioScheduler", "SchedulerBuilder", "segments"]
 
 SchedulerBuilder = Callable[[str], Scheduler]
+
+JUDGE_MIN: Final = 8
+"""Workflows arrived before a lookup of the prior judges them unlike any it knows, or
+outside a learned candidate's training range: one, two or four workflows of a workload
+the prior knows are often beyond its reach (one `argo-shapes` pod of 1.96, one of
+`mixed`'s workflows 2.5 from their own), and their features have no standard error yet.
+Before, a lookup that finds nothing follows `start`, as the early rounds begin at 8."""
 
 
 class PortfolioScheduler:
@@ -375,20 +382,43 @@ class PortfolioScheduler:
             done, running = self._since_window()
             dags = [a.dag for a in (*done, *running)]
         features = workload_features(dags, view.num_executors)
-        found = prior.safest(features, self._followable(), features_error(dags))
+        error = features_error(dags)
+        judged = arrived >= JUDGE_MIN
+        untrained = self._untrained(features, error) if judged else frozenset()
+        allowed = [s for s in self._followable() if s not in untrained]
+        found = prior.safest(features, allowed, error)
         trust.incumbent = found
         trust.named = found if self.config.uncorrected else None
-        safest = found or self._start_spec()
+        reason: Literal["prior", "change", "unlike"] = "prior" if fresh else "change"
+        fallback = None
+        if found is None and self.config.unlike == "safest" and judged:
+            # (like no workload it knows: its pick for the nearest would be a guess)
+            fallback = prior.safest_overall(allowed)
+            reason = "unlike" if fresh else reason  # (after a change, the change is the news)
+        safest = found or fallback or self._start_spec()
         announce, start.announce = start.announce, False
         if safest == self.following and not announce:
             return
         moved = safest != self.following
-        self.choice = Choice(
-            safest, None, None, None, 0, "prior" if fresh else "change", at=view.now
-        )
+        self.choice = Choice(safest, None, None, None, 0, reason, at=view.now)
         self.rounds.append(self.choice)
         if moved:
             self._follower().reset(self._child_rng())
+
+    def _untrained(self, features: Sequence[float], error: float) -> frozenset[str]:
+        """The shipped learned policy, when workflows of `features` (standard error
+        `error`) are outside the range it was trained on (`trained_range`); else none."""
+        prior = load_prior() if self.config.trained_range else None
+        if prior is None or prior.learned is None or prior.learned.holds(features, error):
+            return frozenset()
+        return frozenset({"learned:default"})
+
+    def _window_untrained(self, window: Sequence[JobArrival], pool: int) -> frozenset[str]:
+        """`_untrained` for a round's window on a pool of `pool` executors."""
+        if not window or not self.config.trained_range:
+            return frozenset()
+        dags = [a.dag for a in window]
+        return self._untrained(workload_features(dags, pool), features_error(dags))
 
     def _followable(self) -> list[str]:
         """Every spec text a round of this portfolio can choose (for the prior)."""
@@ -464,8 +494,9 @@ class PortfolioScheduler:
         new = len(replayed) if first else min(new, len(replayed))
         on_prior = self._trust.on_prior(self.following)
         confirms = self.config.confirm and len(replayed) < self.config.window and on_prior
+        whole = (*replayed, *running)
         return ReplayRequest(
-            window=(*replayed, *running),
+            window=whole,
             num_executors=view.num_executors,
             moving_delay=float(getattr(view, "moving_delay", 0.0)),
             following=self.following,
@@ -480,6 +511,7 @@ class PortfolioScheduler:
             source=source,
             running=len(running),
             named=self._trust.named,
+            untrained=self._window_untrained(whole, view.num_executors),
         )
 
     def _early_request(self, view: ClusterView) -> ReplayRequest:
@@ -489,8 +521,9 @@ class PortfolioScheduler:
         workflows alone."""
         self._start.early_at = 2 * self._arrivals.since_count()
         finished, running = self._since_window()
+        whole = (*finished, *running)
         return ReplayRequest(
-            window=(*finished, *running),
+            window=whole,
             num_executors=view.num_executors,
             moving_delay=float(getattr(view, "moving_delay", 0.0)),
             following=self.following,
@@ -500,6 +533,7 @@ class PortfolioScheduler:
             early=True,
             running=len(running),
             named=self._trust.named,
+            untrained=self._window_untrained(whole, view.num_executors),
         )
 
     def _held(self) -> bool:
@@ -567,7 +601,7 @@ class PortfolioScheduler:
     def took_effect(self, choice: Choice) -> float:
         """When `choice` began to be followed: the prior history's round at once, another
         round after its replay's delay (`replay_delay`, else its modelled CPU seconds)."""
-        if choice.reason in ("prior history", "prior", "change"):
+        if choice.reason in ("prior history", "prior", "unlike", "change"):
             return choice.at
         delay = self.config.replay_delay
         return choice.at + (choice.modelled_seconds if delay is None else delay)
