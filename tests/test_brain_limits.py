@@ -105,6 +105,10 @@ def test_workflows_unlike_any_the_prior_knows_get_its_safest_over_all_it_knows(m
         "following srpt: the workflows so far are unlike any the prior knows, and it is the "
         "safest over every workload the prior knows"
     )
+    assert first.text == (
+        "following srpt (the shipped prior's safest candidate over every workload it knows: "
+        "the workflows arrived so far are like none of them)"
+    )
     # before the rule: the start (the shipped learned policy), on workflows it knows nothing of
     before = _run(monkeypatch, _prior(), spec + "&unlike=start")
     assert all(c.reason != "unlike" for c in before)

@@ -154,6 +154,8 @@ class Choice:
         """``following srpt: 642 s vs fair 734 s over the last 48 workflows``."""
         if self.score is None and self.reason == "prior":
             return f"following {self.candidate} (the shipped prior's safest candidate for the workflows arrived so far)"
+        if self.score is None and self.reason == "unlike":
+            return f"following {self.candidate} (the shipped prior's safest candidate over every workload it knows: the workflows arrived so far are like none of them)"
         if self.score is None and self.reason == "change":
             return f"following {self.candidate} (the shipped prior's safest candidate for the workflows arrived since the change)"
         if self.score is None:
