@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from idlegate.api.status import Condition, Conditions
+from idlegate.api.status import Condition, Conditions, generation_of
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim.spec import describe_validation_error, validation_problems
 
@@ -200,8 +200,7 @@ def pool_conditions(
     every time it writes); a Ready that keeps its status keeps its transition time
     (`Conditions`)."""
     conditions = Conditions((body.get("status") or {}).get("conditions"))
-    generation = int((body.get("metadata") or {}).get("generation") or 1)
-    conditions.set("Ready", ok, reason, message, generation, now)
+    conditions.set("Ready", ok, reason, message, generation_of(body), now)
     return [
         c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in conditions.models()
     ]

@@ -8,6 +8,7 @@ Regenerate the CRD after changing a model (``python -m idlegate.api.crd``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -240,6 +241,17 @@ class WorkflowStatus(_StatusModel):
     kopf: dict[str, Any] | None = Field(
         default=None, description="Reserved for kopf's own bookkeeping (progress of handlers)."
     )
+
+
+def generation_of(body: Mapping[str, Any]) -> int:
+    """An object's ``metadata.generation`` (1 before the API server set one)."""
+    return int((body.get("metadata") or {}).get("generation") or 1)
+
+
+def judged(body: Mapping[str, Any]) -> bool:
+    """The workflow's status describes its current generation (a verdict on this very spec)."""
+    meta = body.get("metadata") or {}
+    return (body.get("status") or {}).get("observedGeneration") == meta.get("generation", 1)
 
 
 def clip(message: str, limit: int = MAX_MESSAGE) -> str:

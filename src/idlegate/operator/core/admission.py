@@ -21,7 +21,14 @@ from typing import Any
 
 from idlegate.api.crd import check_workflow_name
 from idlegate.api.podsecurity import NamespacePolicy
-from idlegate.api.status import Conditions, IdleSlot, Phase, SlotState, parse_indexes
+from idlegate.api.status import (
+    Conditions,
+    IdleSlot,
+    Phase,
+    SlotState,
+    generation_of,
+    parse_indexes,
+)
 from idlegate.api.task_pods import Owner, TaskPod, pod_name, read_task_pod
 from idlegate.api.template import check_templates
 from idlegate.errors import IdlegateError
@@ -304,16 +311,6 @@ def arrival_key(body: Mapping[str, Any]) -> tuple[str, str]:
 def owner_of(body: Mapping[str, Any]) -> Owner:
     meta = body["metadata"]
     return Owner(meta.get("namespace") or "default", meta["name"], meta.get("uid", ""))
-
-
-def generation_of(body: Mapping[str, Any]) -> int:
-    return int((body.get("metadata") or {}).get("generation") or 1)
-
-
-def judged(body: Mapping[str, Any]) -> bool:
-    """The status describes the current generation (a verdict on this very spec)."""
-    meta = body.get("metadata") or {}
-    return (body.get("status") or {}).get("observedGeneration") == meta.get("generation", 1)
 
 
 def new_workflow(

@@ -33,7 +33,9 @@ from idlegate.api.status import (
     SlotState,
     WorkflowStatus,
     dump,
+    generation_of,
     invalid_status,
+    judged,
 )
 from idlegate.api.task_pods import Owner, read_task_pod
 from idlegate.errors import GangTooWideError, IdlegateError
@@ -42,8 +44,6 @@ from idlegate.operator.core.admission import (
     DagWorkflow,
     Restore,
     classify,
-    generation_of,
-    judged,
     new_workflow,
     owner_of,
 )

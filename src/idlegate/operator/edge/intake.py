@@ -18,14 +18,12 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from idlegate.api.labels import LABEL_WORKFLOW
-from idlegate.api.status import Phase
+from idlegate.api.status import Phase, generation_of, judged
 from idlegate.api.task_pods import Owner, pod_name, task_pod
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.admission import (
     AdmitLaterError,
     arrival_key,
-    generation_of,
-    judged,
     owner_of,
 )
 from idlegate.operator.core.events import Forget, PodSeen, Schedule, SpecChanged

@@ -92,10 +92,6 @@ class _Worker:
             self.poke()
         return []
 
-    def schedule(self) -> None:
-        """The pool's round, now (the work changed what the policy follows)."""
-        self.emit([Schedule(force=True)])
-
     def poke(self) -> None:
         """Event loop, after a scheduling round: start the work if it is due and none runs."""
         if self._closed or self.running is not None or not self._due():
@@ -183,7 +179,7 @@ class PlanningWorker(_Worker):
             self.metrics.policy_switches.labels(planner.following).inc()
             self.metrics.follow(planner.following)
             log.info("The planner is now %s.", self.why(before))
-            self.schedule()  # (it pokes again)
+            self.emit([Schedule(force=True)])  # (what it follows changed; the round pokes again)
         self.poke()
 
     def react(self, fact: Fact) -> list[Any]:
@@ -264,7 +260,7 @@ class ReplayWorker(_Worker):
         except Exception as exc:  # the portfolio keeps its candidate
             self.decider.note_error(self.portfolio.name, exc, "replay")
             return
-        self.schedule()  # (it pokes again)
+        self.emit([Schedule(force=True)])  # (what it follows changed; the round pokes again)
 
 
 def planning_worker(
