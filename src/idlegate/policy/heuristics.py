@@ -15,6 +15,10 @@ inserts an idle slot. Shared conventions:
 * **Ties** between jobs go to the lower job id (the earlier arrival), except LCFS.
 * **Caps** are always legal: above `job.held`, and at least `job.held + stage.tasks`
   for a gang stage. With no free executor every heuristic answers WAIT.
+* **Resource pools.** On a pool that counts resources beyond pods, `fair` and
+  `weighted-fair` partition the pool by dominant shares (DRF) and `srpt` / `sjf-cp` weigh
+  work by demand (`idlegate.policy.drf`); on a pods-only pool every rule counts executors,
+  as it always did.
 """
 
 from __future__ import annotations
@@ -27,6 +31,13 @@ from typing import Any
 import numpy as np
 
 from idlegate.errors import IdlegateError, reject_unknown
+from idlegate.policy.drf import (
+    cap_for_share,
+    dominant_share,
+    pool_capacity,
+    weighted_remaining_cp,
+    weighted_remaining_work,
+)
 from idlegate.sim.protocol import (
     WAIT,
     Action,
@@ -141,7 +152,10 @@ class LcfsScheduler(_Baseline):
 
 
 class _KeyedScheduler(_Baseline):
-    """The job with the smallest `key(job)` among jobs with a launchable stage, cap K."""
+    """The job with the smallest `key(job)` among jobs with a launchable stage, cap K;
+    on a resource pool `pool_key(job, K, capacity)` if the rule has one."""
+
+    pool_key: Callable[[Job, int, tuple[int, ...]], float] | None = None
 
     def key(self, job: Job) -> float:
         raise NotImplementedError
@@ -151,6 +165,15 @@ class _KeyedScheduler(_Baseline):
         if free <= 0:
             return WAIT
         key = self.key
+        pool_key = type(self).pool_key
+        if pool_key is not None:
+            capacity = pool_capacity(view)
+            if capacity is not None:
+                k_executors = view.num_executors
+
+                def key(job: Job) -> float:
+                    return pool_key(job, k_executors, capacity)
+
         chosen: Stage | None = None
         chosen_key = 0.0
         for job in view.jobs:  # arrival order = id order: strict < keeps the lower id
@@ -185,10 +208,13 @@ class SjfCpScheduler(_KeyedScheduler):
     `remaining_cp` is the longest bottom level over the job's incomplete stages, i.e. the
     least time the job still needs with unlimited executors; the critical-path feature of
     the idle-slot papers (Duan & Wu 2021/2022) used as a priority. Note: Decima's baseline
-    of the same name orders by total work (that is `sjf` here).
+    of the same name orders by total work (that is `sjf` here). On a resource pool each
+    stage of the path counts its duration times its task's dominant share of the pool
+    (`weighted_remaining_cp`).
     """
 
     name = "sjf-cp"
+    pool_key = staticmethod(weighted_remaining_cp)
 
     def key(self, job: Job) -> float:
         return job.remaining_cp
@@ -203,10 +229,13 @@ class SrptScheduler(_KeyedScheduler):
     SJF-CP: 108.2 s against 119.0 s on TPC-H-like DAGs with 10 executors at load 0.85,
     and 26.3 s against 29.4 s in the demo's setting, 5 seeds each (`idlegate compare
     --workload tpch-like -k 10 --load 0.85 --jobs-count 61 --seeds 5 --schedulers
-    sjf-cp,srpt`; the demo: `-k 50 --jobs-count 101`).
+    sjf-cp,srpt`; the demo: `-k 50 --jobs-count 101`). On a resource pool each task's
+    seconds count times its dominant share of the pool (`weighted_remaining_work`): a
+    job of few 8-CPU tasks is not shorter than one of many 0.1-CPU tasks.
     """
 
     name = "srpt"
+    pool_key = staticmethod(weighted_remaining_work)
 
     def key(self, job: Job) -> float:
         return job.remaining_work
@@ -234,6 +263,11 @@ class FairScheduler(_Baseline):
     go back to it even when it is at or above its share (cap `held + free from it`).
     `scale` = s widens (s > 1) or narrows (s < 1) every share to ceil(s · K / n), at least
     1: the cap the `portfolio` scheduler tunes (s = 1, the default, is Decima's rule).
+
+    On a resource pool this is dominant-resource fairness (DRF): a job's share is the
+    fraction s / n of the pool (`fractions`), a job whose dominant share reaches it is
+    skipped, and the chosen stage's cap is the executors whose demand brings the job to
+    its share (`cap_for_share`); keep_source and the order are as above.
     """
 
     name = "fair"
@@ -258,6 +292,11 @@ class FairScheduler(_Baseline):
         share = max(1, ceil(self.scale * num_executors / len(jobs) - _ROUNDING_SLACK))
         return [share] * len(jobs)
 
+    def fractions(self, jobs: list[Job]) -> list[float]:
+        """Per job of `jobs` (all with tasks to launch): the fraction of a resource pool
+        it may hold (DRF's share)."""
+        return [self.scale / len(jobs)] * len(jobs)
+
     def decide(self, view: ClusterView) -> Action:
         free = view.free_executors
         if free <= 0:
@@ -265,6 +304,9 @@ class FairScheduler(_Baseline):
         active = [j for j in view.jobs if has_unlaunched_tasks(j)]
         if not active:
             return WAIT
+        capacity = pool_capacity(view)
+        if capacity is not None:
+            return self._decide_drf(view, active, capacity)
         shares = self.shares(view.num_executors, active)
         fallback: Decision | None = None
         for job, share in zip(active, shares, strict=True):
@@ -278,6 +320,29 @@ class FairScheduler(_Baseline):
             if local:
                 return launch_decision(stage, limit)
             fallback = launch_decision(stage, limit)
+        return WAIT if fallback is None else fallback
+
+    def _decide_drf(
+        self, view: ClusterView, active: list[Job], capacity: tuple[int, ...]
+    ) -> Action:
+        """`decide` on a resource pool: shares are fractions of the pool (DRF)."""
+        k, free = view.num_executors, view.free_executors
+        fallback: Decision | None = None
+        for job, share in zip(active, self.fractions(active), strict=True):
+            local = view.free_executors_from(job)
+            keep = self.keep_source and local > 0
+            if not job.runnable or (fallback is not None and not local):
+                continue
+            if not keep and dominant_share(job, k, capacity) >= share - _ROUNDING_SLACK:
+                continue
+            stage = best_stage(job, free)
+            if stage is None:
+                continue
+            cap = cap_for_share(job, stage, share, k, capacity)
+            decision = launch_decision(stage, max(cap, job.held + local) if keep else cap)
+            if local:
+                return decision
+            fallback = decision
         return WAIT if fallback is None else fallback
 
 
@@ -311,7 +376,7 @@ class WeightedFairScheduler(FairScheduler):
     def _params(self) -> dict[str, Any]:
         return {"alpha": self.alpha, "work": self.work, "keep_source": self.keep_source}
 
-    def shares(self, num_executors: int, jobs: list[Job]) -> list[int]:
+    def _weights(self, jobs: list[Job]) -> list[float]:
         alpha = self.alpha
         if self.work == "total":
             sizes = [j.total_work for j in jobs]
@@ -319,9 +384,17 @@ class WeightedFairScheduler(FairScheduler):
             sizes = [max(j.remaining_work, 1e-12) for j in jobs]
         # normalise so the heaviest weight is 1: no overflow, and the sum is >= 1
         ref = max(sizes) if alpha > 0 else min(sizes)
-        weights = [(s / ref) ** alpha for s in sizes]
+        return [(s / ref) ** alpha for s in sizes]
+
+    def shares(self, num_executors: int, jobs: list[Job]) -> list[int]:
+        weights = self._weights(jobs)
         total = sum(weights)
         return [max(1, ceil(num_executors * w / total - _ROUNDING_SLACK)) for w in weights]
+
+    def fractions(self, jobs: list[Job]) -> list[float]:
+        weights = self._weights(jobs)
+        total = sum(weights)
+        return [w / total for w in weights]
 
 
 # ---------------------------------------------------------------------------------------

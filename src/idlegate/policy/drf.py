@@ -1,0 +1,110 @@
+"""Shares of a resource pool: what the baselines weigh on a pool of CPU, memory and GPUs.
+
+On a pool that counts resources beyond pods (`idlegate.sim.cluster`'s resource rule) a
+task is not one K-th of the pool: a 4-CPU task of an 8-CPU pool takes half of it. These
+functions give the baselines the pool's measure (issue 52, "the policies in resources"):
+
+* A task's *share* is its demand's dominant share (DRF, Ghodsi et al., NSDI 2011): the
+  largest fraction of the pool's capacity it takes of any resource, its pod (1/K)
+  included.
+* A job's *dominant share* is the largest fraction of any resource its running tasks
+  hold (`fair` on a resource pool is DRF: jobs under their share of the pool first).
+* A job's *weighted remaining work* is the sum over its unfinished tasks of duration x
+  task share (`srpt` on a resource pool), and its *weighted remaining critical path* the
+  longest chain of stage duration x task share over its incomplete stages (`sjf-cp`).
+* A *cap for a share* turns a fraction of the pool into the executors a stage of the job
+  may hold (Decision caps are counted in executors).
+
+A pods-only pool (`--pool-size N`) is not measured here: `pool_capacity` is None for it,
+and the baselines keep their executor counts, so its results are the same run for run.
+"""
+
+from __future__ import annotations
+
+from math import ceil, inf
+
+from idlegate.sim.protocol import ClusterView, Job, Stage
+
+_SLACK = 1e-9
+"""Shares are floats: the slack keeps 2.0000000001 tasks from rounding up to 3."""
+
+
+def pool_capacity(view: ClusterView) -> tuple[int, ...] | None:
+    """The pool's capacity of each resource it counts beyond pods (milli-units, in the
+    order of `Stage.need.amounts`), or None for a pods-only pool."""
+    names: tuple[str, ...] = getattr(view, "resource_names", ())
+    if not names:
+        return None
+    capacity = view.capacity  # type: ignore[attr-defined]
+    return tuple(capacity[n] for n in names)
+
+
+def task_share(stage: Stage, num_executors: int, capacity: tuple[int, ...]) -> float:
+    """The dominant share of one task of `stage`: its pod (1/K) or its largest fraction
+    of a resource of the pool, whichever is larger."""
+    share = 1.0 / num_executors
+    if stage.need is not None:
+        for amount, cap in zip(stage.need.amounts, capacity, strict=True):
+            if amount:
+                share = max(share, amount / cap if cap > 0 else inf)
+    return share
+
+
+def held_amounts(job: Job, capacity: tuple[int, ...]) -> list[int]:
+    """Milli-units of each resource of the pool that the job's running tasks hold."""
+    held = [0] * len(capacity)
+    for stage in job.stages:
+        if stage.executors and stage.need is not None:
+            for i, amount in enumerate(stage.need.amounts):
+                held[i] += amount * stage.executors
+    return held
+
+
+def dominant_share(job: Job, num_executors: int, capacity: tuple[int, ...]) -> float:
+    """The largest fraction of any resource of the pool (pods included) the job holds."""
+    share = job.held / num_executors
+    for amount, cap in zip(held_amounts(job, capacity), capacity, strict=True):
+        if amount:
+            share = max(share, amount / cap if cap > 0 else inf)
+    return share
+
+
+def weighted_remaining_work(job: Job, num_executors: int, capacity: tuple[int, ...]) -> float:
+    """Σ over the job's unfinished tasks of duration x task share: the pool-seconds it
+    still needs (`remaining_work` / K on a pods-only pool)."""
+    return sum(
+        (s.tasks - s.finished) * s.duration * task_share(s, num_executors, capacity)
+        for s in job.stages
+        if s.finished < s.tasks
+    )
+
+
+def weighted_remaining_cp(job: Job, num_executors: int, capacity: tuple[int, ...]) -> float:
+    """The longest chain of stage duration x task share over the job's incomplete stages
+    (`remaining_cp` / K on a pods-only pool): the critical path in pool-seconds."""
+    stages = job.stages
+    level: dict[int, float] = {}
+    best = 0.0
+    for i in reversed(job.dag.topological_order):  # every child before its parents
+        stage = stages[i]
+        below = max((level[c] for c in stage.children), default=0.0)
+        level[stage.index] = below + stage.duration * task_share(stage, num_executors, capacity)
+        if stage.finished < stage.tasks:
+            best = max(best, level[stage.index])
+    return best
+
+
+def cap_for_share(
+    job: Job, stage: Stage, share: float, num_executors: int, capacity: tuple[int, ...]
+) -> int:
+    """The executors `job` may hold while it launches tasks of `stage` up to `share` (a
+    fraction of the pool): the tasks of the stage's demand that bring the job's holding
+    of every resource to `share` of the pool, rounded up as fair's ceil(K / n) is, and at
+    least one more than it holds."""
+    more = ceil(share * num_executors - job.held - _SLACK)
+    if stage.need is not None:
+        held = held_amounts(job, capacity)
+        for amount, cap, have in zip(stage.need.amounts, capacity, held, strict=True):
+            if amount:
+                more = min(more, ceil((share * cap - have) / amount - _SLACK))
+    return job.held + max(1, more)
