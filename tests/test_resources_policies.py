@@ -17,7 +17,7 @@ from idlegate.policy.drf import (
 )
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
-from idlegate.sim.protocol import WAIT, Decision
+from idlegate.sim.protocol import Decision
 from idlegate.sim.resources import ResourceVector
 from idlegate.sim.spec import parse_workflow
 
@@ -97,7 +97,7 @@ def test_sjf_cp_weighs_the_critical_path_by_demand():
 def run_round(c: Cluster, scheduler_name: str, **params) -> list[Decision]:
     scheduler = make_scheduler(scheduler_name, **params)
     decisions = []
-    while (step := c.decide_once(scheduler, 0.0)) is not None and step[0] is not WAIT:
+    while (step := c.decide_once(scheduler, 0.0)) is not None and isinstance(step[0], Decision):
         decisions.append(step[0])
     return decisions
 

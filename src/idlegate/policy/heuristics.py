@@ -17,8 +17,9 @@ inserts an idle slot. Shared conventions:
   for a gang stage. With no free executor every heuristic answers WAIT.
 * **Resource pools.** On a pool that counts resources beyond pods, `fair` and
   `weighted-fair` partition the pool by dominant shares (DRF) and `srpt` / `sjf-cp` weigh
-  work by demand (`idlegate.policy.drf`); on a pods-only pool every rule counts executors,
-  as it always did.
+  work by demand (`idlegate.policy.drf`), and the job-priority rules backfill around the
+  first job that does not fit, with a reservation for it (EASY, `idlegate.policy.backfill`);
+  on a pods-only pool every rule counts executors, as it always did.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from idlegate.errors import IdlegateError, reject_unknown
+from idlegate.policy.backfill import backfill_decision
 from idlegate.policy.drf import (
     cap_for_share,
     dominant_share,
@@ -97,6 +99,9 @@ def _first_launch(view: ClusterView, jobs: Iterable[Job]) -> Action:
     free = view.free_executors
     if free <= 0:
         return WAIT
+    backfilled = backfill_decision(view, jobs, best_stage, launch_decision)
+    if backfilled is not None:
+        return backfilled
     for job in jobs:
         if job.runnable:
             stage = best_stage(job, free)
@@ -165,15 +170,18 @@ class _KeyedScheduler(_Baseline):
         if free <= 0:
             return WAIT
         key = self.key
-        pool_key = type(self).pool_key
-        if pool_key is not None:
-            capacity = pool_capacity(view)
-            if capacity is not None:
+        capacity = pool_capacity(view)
+        if capacity is not None:
+            pool_key = type(self).pool_key
+            if pool_key is not None:
                 k_executors = view.num_executors
 
                 def key(job: Job) -> float:
                     return pool_key(job, k_executors, capacity)
 
+            # (sorted: Python's sort is stable, so ties keep the lower job id)
+            order = sorted((j for j in view.jobs if j.runnable), key=key)
+            return backfill_decision(view, order, best_stage, launch_decision) or WAIT
         chosen: Stage | None = None
         chosen_key = 0.0
         for job in view.jobs:  # arrival order = id order: strict < keeps the lower id
