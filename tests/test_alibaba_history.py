@@ -85,6 +85,21 @@ def test_finished_jobs_become_workflows_and_the_rest_are_counted(batch_tasks: Pa
     assert [s.name for s in j9.spec.stages] == ["m3", "r4-3"] and j9.arrival == 150
 
 
+def test_a_nan_or_infinite_field_is_an_unusable_row(tmp_path: Path):
+    # 'nan' and 'inf' parse as floats: a NaN instance count raised a ValueError from int()
+    path = tmp_path / "nan.csv"
+    path.write_text(
+        "M1,nan,j_1,1,Terminated,1,2,100,0.1\n"
+        "M1,1,j_2,1,Terminated,inf,inf,100,0.1\n"
+        "M1,1,j_3,1,Terminated,1,nan,100,0.1\n"
+        "M1,1,j_4,1,Terminated,1,2,inf,0.1\n"
+    )
+    found = read_batch_tasks(path)
+    assert dict(found.skipped) == {"unusable": 3}
+    assert [w.name for w in found.workflows] == ["j_4"]
+    assert found.workflows[0].spec.stages[0].resources is None  # an infinite plan_cpu: none
+
+
 def test_the_history_replays_at_the_recorded_times(batch_tasks: Path, tmp_path: Path):
     from idlegate.sim.history import write_history
 
@@ -126,6 +141,7 @@ def test_the_cli_writes_the_history_and_says_what_it_skipped(batch_tasks: Path, 
     r = runner.invoke(app, ["history", "alibaba", str(batch_tasks), "--out", str(out)])
     assert r.exit_code == 0, r.output
     assert "3 of 9 job(s) converted; skipped: 2 a row" in r.stderr
+    assert r.stderr.strip().endswith(f"Written to {out}.")
     assert [w.name for w in load_history(out)] == ["j_2", "j_1", "j_9"]
     r = runner.invoke(app, ["history", "alibaba", str(batch_tasks)])
     assert r.exit_code == 0 and "name: j_1" in r.stdout

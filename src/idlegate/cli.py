@@ -281,7 +281,8 @@ def lint(
 
 
 history_app = typer.Typer(
-    help="The cluster's own history: export it as a history file (docs/workloads.md).",
+    help="History files: export the cluster's, import Airflow's runs or Alibaba's trace, "
+    "or simulate one (docs/workloads.md).",
     no_args_is_help=True,
     rich_markup_mode=None,
 )
@@ -492,8 +493,8 @@ def history_alibaba(
             typer.echo(history_text(found.workflows), nl=False)
         else:
             write_history(out, found.workflows)
-    where = f" to {out}" if out is not None else ""
-    typer.echo(f"{found.summary()}{where}.", err=True)
+    written = f" Written to {out}." if out is not None else ""
+    typer.echo(f"{found.summary()}.{written}", err=True)
 
 
 @history_app.command("simulate")

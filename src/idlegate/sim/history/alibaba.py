@@ -35,6 +35,7 @@ file is read into memory: convert the full trace in parts (docs/workloads.md).
 from __future__ import annotations
 
 import csv
+import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
@@ -160,10 +161,13 @@ def batch_task_history(rows: Iterable[Sequence[str]], source: str) -> AlibabaImp
 
 
 def _number(text: str) -> float | None:
+    """The field's number; None for a blank, a text or a non-finite one (``nan``, ``inf``
+    parse as floats, and a NaN count or span would pass every comparison)."""
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         return None
+    return value if math.isfinite(value) else None
 
 
 def _workflow(job: str, rows: list[_Row], source: str) -> HistoryWorkflow | str:
@@ -227,7 +231,7 @@ def _workflow(job: str, rows: list[_Row], source: str) -> HistoryWorkflow | str:
 
 def _cpu_request(plan_cpu: float | None) -> dict[str, str] | None:
     """A task's ``plan_cpu`` (100 is one core) as a ResourceList, in milli-cores."""
-    if plan_cpu is None or not plan_cpu > 0 or plan_cpu == float("inf"):
+    if plan_cpu is None or not plan_cpu > 0:
         return None
     return {"cpu": f"{max(round(plan_cpu * 10), 1)}m"}
 
