@@ -107,6 +107,8 @@ def test_vectors_parse_from_the_command_line_and_print_back():
         ("", r"--resources: no resource given"),
         ("cpu=eight", r"--resources.cpu: 'eight' is not a quantity"),
         ("CPU Cores=2", r"--resources: 'CPU Cores' is not a resource name"),
+        ("cpu=0,memory=1Gi", r"--resources: cpu=0 is no capacity: a pool counts only"),
+        ("memory=0Gi", r"--resources: memory=0Gi is no capacity"),
     ],
 )
 def test_bad_vectors_are_sentences(text, message):

@@ -68,6 +68,8 @@ def test_compare_records_the_resources(workflows):
         ("cpu=eight", "Error: --resources: cpu: 'eight' is not a quantity"),
         ("cpu=1", "Error: stage 'prep' of .* needs cpu=2 at once, more cpu than the pool has "),
         ("pods=3", "Error: the pool's resources say pods=3, but it has 10 executors"),
+        # not a pods-only pool, quietly: the stages request CPU a pool of none never has
+        ("cpu=0", "Error: --resources: cpu=0 is no capacity: a pool counts only the resources"),
     ],
 )
 def test_bad_resources_are_one_line(workflows, value, message):

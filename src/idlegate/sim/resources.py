@@ -167,8 +167,9 @@ class ResourceVector(Mapping[str, int]):
 
     @classmethod
     def parse(cls, text: str, where: str = "--resources") -> ResourceVector:
-        """``cpu=8,memory=32Gi,nvidia.com/gpu=2`` as a vector (a resource given twice, or
-        a part without '=', is an IdlegateError naming `where`)."""
+        """``cpu=8,memory=32Gi,nvidia.com/gpu=2`` as a vector, a pool's capacity (a
+        resource given twice or as 0, or a part without '=', is an IdlegateError naming
+        `where`)."""
         out: dict[str, Any] = {}
         for part in (p.strip() for p in text.split(",")):
             if not part:
@@ -185,7 +186,17 @@ class ResourceVector(Mapping[str, int]):
             out[key] = value.strip()
         if not out:
             raise IdlegateError(f"{_at(where)}no resource given; write e.g. cpu=8,memory=32Gi")
-        return cls.of(out, where)
+        vector = cls.of(out, where)
+        # a zero entry is dropped, and a vector without it counts nothing of it: cpu=0
+        # would quietly be a pool that does not count CPU, rather than one that has none
+        zero = [k for k in out if k not in vector]
+        if zero:
+            raise IdlegateError(
+                f"{_at(where)}{zero[0]}={out[zero[0]]} is no capacity: a pool counts only the "
+                f"resources it has; give {zero[0]} above 0, or leave it out for a pool that "
+                f"does not count it"
+            )
+        return vector
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
