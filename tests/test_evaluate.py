@@ -459,3 +459,13 @@ def test_cli_runs_a_tiny_evaluation(models, tmp_path):
     assert "lookahead-base" in data["workloads"][0]["schedulers"]
     assert (tmp_path / "evaluation.md").is_file()
     assert not (tmp_path / "idle_sweep.png").exists()
+
+
+@pytest.mark.parametrize("given", ["", " , "])
+def test_an_empty_workload_list_is_refused(given):
+    # it ran no workload and wrote an empty evaluation, exit 0
+    result = runner.invoke(
+        app, ["evaluate", "--workloads", given, "--schedulers", "l=learned:default"]
+    )
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: --workloads: give at least one workload")

@@ -161,6 +161,16 @@ def _own_labels(models: tuple[SchedulerSpec, ...]) -> tuple[SchedulerSpec, ...]:
     return models
 
 
+def _some_workloads(workloads: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    """At least one workload when the list is given (an empty one ran nothing, exit 0)."""
+    if workloads is not None and not workloads:
+        raise ValueError(
+            "give at least one workload, comma-separated, e.g. synthetic-0.8,alibaba; "
+            "leave the flag out for the whole suite"
+        )
+    return workloads
+
+
 class EvaluateConfig(Config):
     """What `idlegate evaluate` runs."""
 
@@ -182,7 +192,9 @@ class EvaluateConfig(Config):
     """Directory of TPC-H traces (workloads tpch, mixed)."""
     alibaba_dir: Path | None = None
     """Directory of Alibaba's trace (workload alibaba)."""
-    workloads: Annotated[tuple[str, ...] | None, BeforeValidator(parse_list)] = None
+    workloads: Annotated[
+        tuple[str, ...] | None, BeforeValidator(parse_list), AfterValidator(_some_workloads)
+    ] = None
     """Only these workloads (keys or families), comma-separated (default: the whole suite)."""
     training_log: FilePath | None = None
     """A training CSV (train_log.csv) to plot."""
