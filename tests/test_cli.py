@@ -301,6 +301,10 @@ def test_operator_with_a_kubeconfig_that_does_not_exist_is_one_line_and_exit_1(t
     assert result.exit_code == 1, result.output
     assert "Traceback" not in result.output
     assert f"the kubeconfig file {missing} does not exist" in result.output
+    # a directory is said as one, not as a file that does not exist
+    result = runner.invoke(app, ["operator", "--pool-size", "2", "--kubeconfig", str(tmp_path)])
+    assert result.exit_code == 1, result.output
+    assert f"the kubeconfig {tmp_path} is a directory; pass --kubeconfig" in result.output
 
 
 PROBE = """

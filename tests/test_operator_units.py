@@ -194,11 +194,32 @@ def test_clocks():
         ({"pool_size": 2, "namespaces": ("Bad_NS",)}, "'Bad_NS' is not a namespace's name"),
         ({"pool_size": 2, "namespaces": ("a" * 64,)}, "at most 63 characters"),
         ({"pool_size": 2, "namespaces": ("team-a.b",)}, "is not a namespace's name"),
+        ({"pool_size": 2, "api_timeout": 0}, "api_timeout: Input should be greater than 0"),
     ],
 )
 def test_settings_refuse_nonsense(kwargs, needle):
     with pytest.raises(IdlegateError, match=needle):
         Settings(**kwargs)
+
+
+def test_webhook_certs_without_their_files_are_one_sentence(tmp_path):
+    # kopf reads them only when its webhook server starts, after the API answers
+    from idlegate.operator.main import webhook_certs_problem
+
+    def problem(certs: Path, **flags: Any) -> str | None:
+        return webhook_certs_problem(
+            Settings(pool_size=2, webhook_port=8443, webhook_certs=certs, **flags)
+        )
+
+    assert problem(tmp_path / "nowhere", argo=True) == (
+        f"--webhook-certs {tmp_path / 'nowhere'} holds no tls.crt and no tls.key; give the "
+        "directory where the webhook's TLS Secret is mounted (its tls.crt and tls.key)"
+    )
+    (tmp_path / "tls.crt").write_text("x")
+    assert "holds no tls.key;" in str(problem(tmp_path, airflow_url="http://airflow:8080"))
+    (tmp_path / "tls.key").write_text("x")
+    assert problem(tmp_path, argo=True) is None
+    assert problem(tmp_path / "nowhere") is None  # no --argo, no --airflow-url: no webhook
 
 
 def test_settings_window_defaults_to_the_pool():

@@ -112,7 +112,7 @@ class Settings(Config):
 
     leader_election: bool = False
     """Elect one writer among the replicas on a coordination.k8s.io/v1 Lease
-    (:mod:`idlegate.operator.edge.leader`): only the leader writes; a standby serves the Argo
+    (idlegate.operator.edge.leader): only the leader writes; a standby serves the Argo
     webhook and takes over, rebuilding its state from the API, once the leader's Lease
     expires. Off: this process is the only writer."""
 
@@ -179,7 +179,7 @@ class Settings(Config):
     api_concurrency: int = Field(8, ge=1)
     """API requests the operator runs at once (its own writes; kopf's watches aside)."""
 
-    api_timeout: float = 30.0
+    api_timeout: float = Field(30.0, gt=0)
     """Seconds before one API request of the operator's own is given up and retried."""
 
     retry_backoff_max: float = Field(1.0, gt=0)

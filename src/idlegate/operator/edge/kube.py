@@ -166,6 +166,11 @@ def load_configuration(kubeconfig: Path | None = None) -> Any:
             return configuration
         except kubernetes.config.ConfigException:
             pass
+    if kubeconfig is not None and kubeconfig.is_dir():
+        raise IdlegateError(
+            f"the kubeconfig {kubeconfig} is a directory; pass --kubeconfig with the path of "
+            "a file in it (such as ~/.kube/config)"
+        )
     if kubeconfig is not None and not kubeconfig.is_file():
         raise IdlegateError(
             f"the kubeconfig file {kubeconfig} does not exist; pass --kubeconfig with the "
