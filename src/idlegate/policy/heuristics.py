@@ -99,9 +99,10 @@ def _first_launch(view: ClusterView, jobs: Iterable[Job]) -> Action:
     free = view.free_executors
     if free <= 0:
         return WAIT
-    backfilled = backfill_decision(view, jobs, best_stage, launch_decision)
-    if backfilled is not None:
-        return backfilled
+    if getattr(view, "resource_names", None):  # (a pods-only pool never backfills)
+        backfilled = backfill_decision(view, jobs, best_stage, launch_decision)
+        if backfilled is not None:
+            return backfilled
     for job in jobs:
         if job.runnable:
             stage = best_stage(job, free)
@@ -170,7 +171,8 @@ class _KeyedScheduler(_Baseline):
         if free <= 0:
             return WAIT
         key = self.key
-        capacity = pool_capacity(view)
+        # (the attribute first: no call on a pods-only pool's hot path)
+        capacity = pool_capacity(view) if getattr(view, "resource_names", None) else None
         if capacity is not None:
             pool_key = type(self).pool_key
             if pool_key is not None:
@@ -312,7 +314,7 @@ class FairScheduler(_Baseline):
         active = [j for j in view.jobs if has_unlaunched_tasks(j)]
         if not active:
             return WAIT
-        capacity = pool_capacity(view)
+        capacity = pool_capacity(view) if getattr(view, "resource_names", None) else None
         if capacity is not None:
             return self._decide_drf(view, active, capacity)
         shares = self.shares(view.num_executors, active)
