@@ -265,6 +265,15 @@ def test_an_out_folder_that_cannot_be_made_fails_before_the_runs(monkeypatch):
     )
 
 
+def test_demo_names_its_jobs_flag():
+    # it said 'the comparison: jobs: ...', the name of a field the user never wrote
+    r = invoke("demo", "-j", "0")
+    assert r.exit_code == 1
+    assert (
+        r.stderr.strip() == "Error: -j/--jobs: Input should be greater than or equal to 1 (given 0)"
+    )
+
+
 def test_demo_writes_under_out_by_default():
     # out/ is ignored by git: the demo's default writes nothing into a checkout
     params = typer.main.get_command(cli.app).commands["demo"].params  # type: ignore[attr-defined]

@@ -182,6 +182,11 @@ def demo(
     CI and the JCT CDF in --out. No data needed.
     """
     with user_errors():
+        # as compare says it (the config would name its field: 'the comparison: jobs')
+        if jobs is not None and jobs < 1:
+            raise IdlegateError(
+                f"-j/--jobs: Input should be greater than or equal to 1 (given {jobs})"
+            )
         config = CompareConfig(
             workload=DEMO_WORKLOAD,
             schedulers=DEMO_SCHEDULERS,
