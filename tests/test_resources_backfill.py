@@ -86,3 +86,22 @@ def test_without_a_reservation_fifo_would_delay_the_head():
     c.running_tasks = None  # (a driver view without it)
     decision = make_scheduler("fifo").decide(c)
     assert isinstance(decision, Decision) and decision.stage.name == "long"
+
+
+def test_a_gang_head_reserves_all_its_tasks_at_once():
+    """A 5-CPU task runs until 100 s; the head, a gang of 2 x 3 CPUs, needs 6 of the 8 CPUs
+    then, leaving 2. A later gang of 3 x 1 CPU for 200 s fits the 3 CPUs free now but not
+    the 2 left beside the head, so it waits; one of 2 x 1 CPU starts."""
+    c = Cluster(10, resources=R("cpu=8"))
+    running = c.add_job(one("running", 1, 100, "5"), 0.0)
+    c.apply(Decision(running.stages[0], 10), 0.0)
+    head = c.add_job(one("head", 2, 10, "3", gang=True), 1.0)
+    c.add_job(one("wide", 3, 200, "1", gang=True), 2.0)
+    c.add_job(one("pair", 2, 200, "1", gang=True), 3.0)
+    capacity = pool_capacity(c)
+    assert capacity is not None
+    reservation = shadow(c, head.stages[0], capacity)
+    assert (reservation.at, reservation.pods, reservation.extra) == (100.0, 8, (2000,))
+    decision = make_scheduler("fifo").decide(c)
+    assert isinstance(decision, Decision) and decision.stage.name == "pair"
+    assert len(c.apply(decision, 3.0)) == 2
