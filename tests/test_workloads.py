@@ -885,3 +885,15 @@ def test_the_workload_flag_help_names_every_registered_workload():
     out = CliRunner().invoke(app, ["simulate", "--help"], terminal_width=200)
     listed = " ".join(out.stdout.split()).split("Workload: ", 1)[1].split(".", 1)[0]
     assert [w.strip() for w in listed.split(",")] == list(WORKLOADS)
+
+
+def test_a_document_of_another_kind_is_named_by_its_kind(tmp_path):
+    # 'is a ExecutorPool of apiVersion ...' read wrong; a kind takes no article
+    path = tmp_path / "pools.yaml"
+    path.write_text("apiVersion: idlegate.io/v1alpha1\nkind: ExecutorPool\nmetadata: {name: a}\n")
+    with pytest.raises(IdlegateError) as raised:
+        load_history(path)
+    assert (
+        f"{path} (workflow #0) is of kind ExecutorPool (apiVersion 'idlegate.io/v1alpha1'), "
+        in (str(raised.value))
+    )

@@ -117,7 +117,7 @@ def _check_kind(raw: Any, source: str) -> None:
         return
     kind, api = raw.get("kind"), raw.get("apiVersion")
     if isinstance(kind, str) and kind:
-        what = f"is a {kind} of apiVersion {api!r}, which is no workflow this file may hold"
+        what = f"is of kind {kind} (apiVersion {api!r}), which is no workflow this file may hold"
     elif any(key in raw for key in ("kind", "apiVersion", "metadata", "spec")):
         what = "has no kind (it looks like a Kubernetes object: metadata or spec, no kind)"
     else:
