@@ -98,6 +98,9 @@ def test_the_environment_names_the_folder(trace_dir: Path, monkeypatch: pytest.M
 def test_a_missing_folder_says_how_to_give_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     with pytest.raises(IdlegateError, match="does not exist; pass --alibaba-dir or set"):
         AlibabaTrace(tmp_path / "nowhere")
+    (tmp_path / "a-file").write_text("")  # said as a file, not as missing
+    with pytest.raises(IdlegateError, match="a-file is a file, not a directory; pass --alibaba"):
+        AlibabaTrace(tmp_path / "a-file")
     monkeypatch.delenv(ENV_VAR, raising=False)
     monkeypatch.setattr(alibaba, "default_data_dir", lambda env, name: None)
     with pytest.raises(IdlegateError, match="no Alibaba trace directory given; pass"):

@@ -241,6 +241,9 @@ def test_missing_directory_says_how_to_fix(tmp_path: Path):
         IdlegateError, match="does not exist; pass --tpch-dir or set IDLEGATE_TPCH_DIR"
     ):
         TpchLibrary(tmp_path / "nowhere")
+    (tmp_path / "a-file").write_text("")  # said as a file, not as missing
+    with pytest.raises(IdlegateError, match="a-file is a file, not a directory; pass --tpch-dir"):
+        TpchLibrary(tmp_path / "a-file")
 
 
 def test_directory_without_traces(tmp_path: Path):

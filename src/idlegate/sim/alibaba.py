@@ -83,7 +83,8 @@ def resolve_alibaba_dir(directory: str | Path | None = None) -> Path:
             "adj_mat_0.npy, ins_dur0.npy, …)"
         )
     if not path.is_dir():
-        raise IdlegateError(f"Alibaba trace directory {path} does not exist; {_HINT}")
+        what = "is a file, not a directory" if path.exists() else "does not exist"
+        raise IdlegateError(f"Alibaba trace directory {path} {what}; {_HINT}")
     return path
 
 

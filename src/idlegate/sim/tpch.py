@@ -97,7 +97,8 @@ def resolve_tpch_dir(directory: str | Path | None = None) -> Path:
             f"no TPC-H trace directory given; {_HINT} (the directory holding 2g/q1.json, …)"
         )
     if not path.is_dir():
-        raise IdlegateError(f"TPC-H trace directory {path} does not exist; {_HINT}")
+        what = "is a file, not a directory" if path.exists() else "does not exist"
+        raise IdlegateError(f"TPC-H trace directory {path} {what}; {_HINT}")
     return path
 
 
