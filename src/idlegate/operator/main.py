@@ -650,12 +650,8 @@ def webhook_certs_problem(settings: Settings) -> str | None:
     """Why the webhook's TLS files cannot be read (a sentence), or None: kopf reads them
     only when its server starts, after the API answers, and a wrong --webhook-certs
     then fails in the background rather than as one line of the CLI."""
-    certs = settings.webhook_certs
-    if (
-        certs is None
-        or settings.webhook_port is None
-        or not (settings.argo or settings.airflow_url)
-    ):
+    certs, gating = settings.webhook_certs, settings.argo or settings.airflow_url
+    if certs is None or settings.webhook_port is None or not gating:
         return None
     missing = [name for name in ("tls.crt", "tls.key") if not (certs / name).is_file()]
     if not missing:
@@ -703,8 +699,7 @@ def run(settings: Settings, *, verbose: bool = False) -> None:
     # the credentials first: without them the process has nothing to do, and a wrong path
     # is one line of the CLI rather than a startup kopf retries every minute
     _ = operator.configuration
-    problem = webhook_certs_problem(settings)
-    if problem is not None:
+    if problem := webhook_certs_problem(settings):
         raise IdlegateError(problem)
     # the ports too: one in use (a second operator on the host) is one line naming it
     if settings.metrics_port is not None:

@@ -166,14 +166,12 @@ def load_configuration(kubeconfig: Path | None = None) -> Any:
             return configuration
         except kubernetes.config.ConfigException:
             pass
-    if kubeconfig is not None and kubeconfig.is_dir():
+    if kubeconfig is not None and not kubeconfig.is_file():
         raise IdlegateError(
             f"the kubeconfig {kubeconfig} is a directory; pass --kubeconfig with the path of "
             "a file in it (such as ~/.kube/config)"
-        )
-    if kubeconfig is not None and not kubeconfig.is_file():
-        raise IdlegateError(
-            f"the kubeconfig file {kubeconfig} does not exist; pass --kubeconfig with the "
+            if kubeconfig.is_dir()
+            else f"the kubeconfig file {kubeconfig} does not exist; pass --kubeconfig with the "
             "path of an existing file, or leave it out to use KUBECONFIG or ~/.kube/config"
         )
     path = str(kubeconfig) if kubeconfig is not None else os.environ.get("KUBECONFIG")
