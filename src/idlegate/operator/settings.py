@@ -93,9 +93,8 @@ class Settings(Config):
     compared (idlegate_shadow_skipped_rounds_total)."""
 
     shadow_estimate: bool = True
-    """Estimate the JCT difference of shadow and policy by rollouts of both when neither
-    is a lookahead planner (one plan per change of the set of workflows, in the
-    shadow's worker)."""
+    """Estimate the JCT difference of shadow and policy by rollouts of both when neither is a
+    lookahead planner (one plan per change of the set of workflows, in the shadow's worker)."""
 
     namespaces: Annotated[
         tuple[str, ...], Flag("--namespace", "-n"), AfterValidator(_namespace_names)

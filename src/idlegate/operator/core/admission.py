@@ -116,9 +116,8 @@ class DagWorkflow(Workflow):
         pool.intents.status(self, urgent=True)
 
     def confirmed(self, pool: Pool, outcome: Confirmed) -> None:
-        """A write for it was carried out: a pod the API returned is read like a watch
-        event; a status write that landed put its idle slots and its ended pods (for pod
-        GC) in the API."""
+        """A write for it was carried out: a pod the API returned is read like a watch event; a
+        status write that landed put its idle slots and its ended pods (for pod GC) in the API."""
         intent, body = outcome.intent, outcome.body
         if isinstance(intent, PatchStatus) and isinstance(intent.status, LiveStatus):
             self.persisted_slots |= intent.status.slots

@@ -486,9 +486,8 @@ class Core(Lifecycle):
             del self.ended[next(iter(self.ended))]
 
     def drop(self, wf: JobKind) -> None:
-        """Take the workflow (of any kind) out of the pool and the operator's memory (its
-        last writes are queued); a job that has finished is out of the state machine
-        already."""
+        """Take the workflow (of any kind) out of the pool and the operator's memory (its last
+        writes are queued); a job that has finished is out of the state machine already."""
         wf.active = False
         wf.dropped(self)
         self.cluster.remove_job(wf.job, self.now())

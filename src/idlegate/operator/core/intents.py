@@ -192,9 +192,8 @@ Intent = (
 
 @dataclass(frozen=True, slots=True)
 class Confirmed:
-    """``intent`` was carried out: ``body`` is the object the API returned (a pod for pod
-    writes, read like a watch event; None for a deletion, an Event, or a write that found
-    nothing to do)."""
+    """``intent`` was carried out: ``body`` is the object the API returned (a pod for pod writes,
+    read like a watch event; None for a deletion, an Event, or a write that found nothing to do)."""
 
     intent: Intent
     body: Mapping[str, Any] | None = None
@@ -428,8 +427,7 @@ def policy_switched(why: str) -> Notice:
 
 
 def released(tasks: int, decision: Decision, by: str) -> Notice:
-    """`tasks` of the decision's stage released (of either kind of workflow); `by`:
-    `decided_by`."""
+    """`tasks` of the decision's stage released (of either kind of workflow); `by`: `decided_by`."""
     stage = decision.stage
     message = (
         f"Released {tasks} of {stage.tasks} task(s) of stage {stage.name!r} ({stage.launched} "

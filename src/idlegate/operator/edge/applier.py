@@ -377,9 +377,8 @@ class Applier:
         """Per workflow, the deletions not ended yet of pods whose executors were given back."""
 
     def apply(self, intents: Iterable[Intent]) -> None:
-        """Queue `intents`, in order (each behind the earlier writes of its lane); none
-        while this replica may not write (its lanes' gate: checked again as each queued
-        write's turn comes)."""
+        """Queue `intents`, in order (each behind the earlier writes of its lane); none while this
+        replica may not write (its lanes' gate: checked again as each queued write's turn comes)."""
         if not self.lanes.gate.open():
             return
         for intent in intents:

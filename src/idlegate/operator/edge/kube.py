@@ -46,8 +46,7 @@ CORE = "/api/v1"
 OURS = f"/apis/{GROUP}/{VERSION}"
 LEASES = "/apis/coordination.k8s.io/v1"
 Report = Callable[[str, int], None]
-"""Told of a request's outcome (see the module docstring): (what, HTTP status, 0 for no
-answer)."""
+"""Told of a request's outcome (see the module docstring): (what, HTTP status, 0 for no answer)."""
 
 
 class WriteGate:

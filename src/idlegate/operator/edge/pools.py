@@ -293,9 +293,8 @@ class Pools:
         settings = d.settings.model_copy(update=update)
         built = d.spec  # (the default pool's: None for a scheduler object)
         if spec.policy or d.settings.scheduler is None:
-            # a policy object of its own: its Decider resets it and it keeps one pool's
-            # state, so pools never share one (without spec.policy: --scheduler, as its
-            # model files are now)
+            # a policy object of its own: its Decider resets it and it keeps one pool's state, so
+            # pools never share one (without spec.policy: --scheduler, as its model files are now)
             built = spec.policy or d.settings.policy or "default"
             scheduler = load_scheduler(built)
         else:

@@ -91,9 +91,8 @@ class PolicyWatch:
         self.current = current
         """The policy in use now (named in the Events)."""
         self.users = users
-        """Who takes a new model (the first is named in the Events; more: the pools that
-        follow ``--scheduler``), each a policy object of its own, in the event loop between
-        two rounds."""
+        """Who takes a new model (the first is named in the Events; more: the pools that follow
+        ``--scheduler``), each a policy object of its own, in the event loop between two rounds."""
         self.metrics = metrics
         self.report = report
         self.files = model_files(spec)

@@ -40,10 +40,9 @@ FIRST_RETRY = 0.1
 """Seconds before kopf's first retry of a failed request (doubling up to the cap)."""
 INSTALL_CRD = "kubectl apply -k deploy/base (or kubectl apply -f deploy/base/crd.yaml)"
 GRACE = 1.0
-"""Seconds of unanswered requests, with no answer in between, that make an outage. One
-dropped connection among answers is no outage, nor is one endpoint that keeps failing
-while the others answer: either would otherwise flap the API up and down, rebuilding the
-state at each flap."""
+"""Seconds of unanswered requests, with no answer in between, that make an outage. One dropped
+connection among answers is no outage, nor is one endpoint that keeps failing while the others
+answer: either would otherwise flap the API up and down, rebuilding the state at each flap."""
 
 
 class ApiHealth:

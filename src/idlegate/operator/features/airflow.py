@@ -71,9 +71,8 @@ def pod_owner(pod: AirflowPod) -> Owner:
 
 
 def run_owner(key: RunKey, uid: str) -> Owner:
-    """The DAG run as the owner of its job and Events (`run_name`): no Kubernetes object, so
-    its Events outlive the pods Airflow deletes; `uid`, its first pod's, tells its
-    admissions apart."""
+    """The DAG run as the owner of its job and Events (`run_name`): no Kubernetes object, so its
+    Events outlive the pods Airflow deletes; `uid`, its first pod's, tells its admissions apart."""
     return Owner(key[0], run_name(*key[1:]), uid, kind=KIND, api_version="airflow.apache.org/v1")
 
 
@@ -406,8 +405,7 @@ class AirflowSide:
 
 
 def register(registry: kopf.OperatorRegistry, operator: Host) -> None:
-    """Add the Airflow handlers to the operator's registry (nothing without
-    ``--airflow-url``)."""
+    """Add the Airflow handlers to the operator's registry (nothing without ``--airflow-url``)."""
     settings = operator.settings
     if settings.airflow_url is None:
         return

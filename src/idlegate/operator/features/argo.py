@@ -369,9 +369,8 @@ class ArgoSide:
     # -- history ------------------------------------------------------------------------------
 
     async def _record(self, body: Mapping[str, Any], wf: ExternalJob | None) -> None:
-        """A finished Workflow: learned from, and if it finished while the operator ran
-        (`wf`, its job then) into the history sink (one that finished before would be
-        again).
+        """A finished Workflow: learned from, and if it finished while the operator ran (`wf`, its
+        job then) into the history sink (one that finished before would be again).
 
         Its pods' run times are their own: those its job saw end, and for the others (a
         pod whose end comes after the Workflow's, a Workflow that finished before) its

@@ -114,10 +114,9 @@ class HistorySink:
 
 
 class HistoryRecorder:
-    """A pool's side of the history: records of its finished workflows, in the sink that
-    it shares with the recorder `beside` it (another pool's), if given. A record written
-    is handed back to the pool (`emit`): the core's `Recorded`, or the status mark of a
-    workflow that finished before."""
+    """A pool's side of the history: records of its finished workflows, in the sink that it shares
+    with the recorder `beside` it (another pool's), if given. A record written is handed back to the
+    pool (`emit`): the core's `Recorded`, or the status mark of a workflow that finished before."""
 
     takes = (Finished, FoundFinished)
     """The core's facts it answers."""
