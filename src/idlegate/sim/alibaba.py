@@ -27,7 +27,7 @@ import numpy as np
 
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim.dag import Dag
-from idlegate.sim.datadirs import default_data_dir
+from idlegate.sim.datadirs import default_data_dir, resolve_data_dir
 from idlegate.sim.spec import (
     MAX_STAGES,
     MAX_TASK_SECONDS,
@@ -76,16 +76,9 @@ def default_alibaba_dir() -> Path | None:
 
 def resolve_alibaba_dir(directory: str | Path | None = None) -> Path:
     """`directory`, else `default_alibaba_dir()`; raises IdlegateError if that is missing."""
-    path = Path(directory).expanduser() if directory is not None else default_alibaba_dir()
-    if path is None:
-        raise IdlegateError(
-            f"no Alibaba trace directory given; {_HINT} (the directory holding "
-            "adj_mat_0.npy, ins_dur0.npy, …)"
-        )
-    if not path.is_dir():
-        what = "is a file, not a directory" if path.exists() else "does not exist"
-        raise IdlegateError(f"Alibaba trace directory {path} {what}; {_HINT}")
-    return path
+    default = None if directory is not None else default_alibaba_dir()
+    holding = "the directory holding adj_mat_0.npy, ins_dur0.npy, …"
+    return resolve_data_dir(directory, default, "Alibaba", _HINT, holding)
 
 
 # ---------------------------------------------------------------------------------------

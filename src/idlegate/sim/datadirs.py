@@ -3,13 +3,16 @@
 Real traces are data, never part of the repository. A user names their directory (a
 flag or an environment variable); a developer's checkout finds them in
 ``<checkout>/../shared/data/<name>`` by itself. `checkout_data_dir` is that one rule,
-shared by every trace loader (`sim.tpch`, `sim.alibaba`).
+shared by every trace loader (`sim.tpch`, `sim.alibaba`), as is `resolve_data_dir`, the
+one check of the directory a loader is given.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+from idlegate.errors import IdlegateError
 
 _THIS_MODULE = Path(__file__)
 
@@ -36,3 +39,18 @@ def default_data_dir(env_var: str, name: str) -> Path | None:
     if env:
         return Path(env).expanduser()
     return checkout_data_dir(name)
+
+
+def resolve_data_dir(
+    directory: str | Path | None, default: Path | None, trace: str, hint: str, holding: str
+) -> Path:
+    """`directory`, else `default`; an IdlegateError naming the `trace` (e.g. "TPC-H") and
+    saying how to give it (`hint`) when there is none, or it is missing or a file.
+    `holding` tells a user who gave none what the directory holds."""
+    path = Path(directory).expanduser() if directory is not None else default
+    if path is None:
+        raise IdlegateError(f"no {trace} trace directory given; {hint} ({holding})")
+    if not path.is_dir():
+        what = "is a file, not a directory" if path.exists() else "does not exist"
+        raise IdlegateError(f"{trace} trace directory {path} {what}; {hint}")
+    return path

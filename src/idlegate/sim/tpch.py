@@ -32,7 +32,7 @@ import numpy as np
 
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim.dag import Dag
-from idlegate.sim.datadirs import checkout_data_dir, default_data_dir
+from idlegate.sim.datadirs import checkout_data_dir, default_data_dir, resolve_data_dir
 from idlegate.sim.durations import StageWaves, WaveDurations
 from idlegate.sim.spec import WorkflowSpec, parse_workflow
 
@@ -91,15 +91,9 @@ def checkout_tpch_dir(module: Path = Path(__file__)) -> Path | None:
 
 def resolve_tpch_dir(directory: str | Path | None = None) -> Path:
     """`directory`, else `default_tpch_dir()`; raises IdlegateError if that is missing."""
-    path = Path(directory).expanduser() if directory is not None else default_tpch_dir()
-    if path is None:
-        raise IdlegateError(
-            f"no TPC-H trace directory given; {_HINT} (the directory holding 2g/q1.json, …)"
-        )
-    if not path.is_dir():
-        what = "is a file, not a directory" if path.exists() else "does not exist"
-        raise IdlegateError(f"TPC-H trace directory {path} {what}; {_HINT}")
-    return path
+    default = None if directory is not None else default_tpch_dir()
+    holding = "the directory holding 2g/q1.json, …"
+    return resolve_data_dir(directory, default, "TPC-H", _HINT, holding)
 
 
 def normalize_size(size: str | int) -> str:
