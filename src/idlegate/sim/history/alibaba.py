@@ -42,6 +42,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import networkx as nx
+
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim.history.records import HistoryWorkflow
 from idlegate.sim.spec import (
@@ -237,20 +239,12 @@ def _cpu_request(plan_cpu: float | None) -> dict[str, str] | None:
 
 
 def _topological(parents: list[list[int]]) -> list[int] | None:
-    """The task indices, each after its parents, ties by index; None if there is a cycle."""
-    children: list[list[int]] = [[] for _ in parents]
-    waiting = [len(set(ps)) for ps in parents]
-    for i, ps in enumerate(parents):
-        for p in set(ps):
-            children[p].append(i)
-    ready = sorted(i for i, n in enumerate(waiting) if n == 0)
-    order: list[int] = []
-    while ready:
-        i = ready.pop(0)
-        order.append(i)
-        for c in children[i]:
-            waiting[c] -= 1
-            if waiting[c] == 0:
-                ready.append(c)
-        ready.sort()
-    return order if len(order) == len(parents) else None
+    """The task indices, each after its parents, ties by index (as `Dag.topological_order`);
+    None if there is a cycle."""
+    graph = nx.DiGraph()
+    graph.add_nodes_from(range(len(parents)))
+    graph.add_edges_from((p, i) for i, ps in enumerate(parents) for p in ps)
+    try:
+        return list(nx.lexicographical_topological_sort(graph))
+    except nx.NetworkXUnfeasible:
+        return None
