@@ -72,6 +72,7 @@ Generator (`reset`), so the same seed gives the same run.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import Any, Final, Literal
 
 import numpy as np
@@ -494,14 +495,8 @@ class PortfolioScheduler:
         new = len(replayed) if first else min(new, len(replayed))
         on_prior = self._trust.on_prior(self.following)
         confirms = self.config.confirm and len(replayed) < self.config.window and on_prior
-        whole = (*replayed, *running)
-        return ReplayRequest(
-            window=whole,
-            num_executors=view.num_executors,
-            moving_delay=float(getattr(view, "moving_delay", 0.0)),
-            following=self.following,
-            seed=int(self._rng.integers(2**31)),
-            at=view.now,
+        return replace(
+            self._request_on(view, replayed, running),
             reason="prior history" if first else "best",
             protected=self._held(),
             stood=self._standings.rounds() if confirms else (),
@@ -509,9 +504,6 @@ class PortfolioScheduler:
             dropped=self.dropped(),
             prior=prior,
             source=source,
-            running=len(running),
-            named=self._trust.named,
-            untrained=self._window_untrained(whole, view.num_executors),
         )
 
     def _early_request(self, view: ClusterView) -> ReplayRequest:
@@ -521,6 +513,17 @@ class PortfolioScheduler:
         workflows alone."""
         self._start.early_at = 2 * self._arrivals.since_count()
         finished, running = self._since_window()
+        request = self._request_on(view, finished, running)
+        return replace(request, protected=self._trust.protected, early=True)
+
+    def _request_on(
+        self,
+        view: ClusterView,
+        finished: Sequence[JobArrival],
+        running: Sequence[JobArrival],
+    ) -> ReplayRequest:
+        """The request of a round on `finished` then `running` workflows, with what every
+        kind of round sets; the caller replaces what only its kind sets."""
         whole = (*finished, *running)
         return ReplayRequest(
             window=whole,
@@ -529,8 +532,6 @@ class PortfolioScheduler:
             following=self.following,
             seed=int(self._rng.integers(2**31)),
             at=view.now,
-            protected=self._trust.protected,
-            early=True,
             running=len(running),
             named=self._trust.named,
             untrained=self._window_untrained(whole, view.num_executors),
