@@ -1,9 +1,10 @@
 """The watchdog of every job kind: no gated pod whose job can no longer release it. Each
 scenario, once every event of it is delivered, leaves no pod at the gate while the pool
-is idle (`stranded`): a DagWorkflow's pods (the operator's own), an Argo Workflow whose
-node Argo skipped, and an Airflow DAG run whose branch Airflow skipped
-(tests/test_airflow_reads.py has the other Airflow scenarios). Fake time, the operator's
-fakes (tests/operator_fakes.py)."""
+is idle (`stranded`): a DagWorkflow's pods (the operator's own) and an Argo Workflow whose
+node Argo skipped. An Airflow DAG run whose branch Airflow skipped is
+tests/test_airflow_reads.py's
+`test_a_branch_airflow_skipped_leaves_the_job_so_the_task_after_it_runs`, with the other
+Airflow scenarios. Fake time, the operator's fakes (tests/operator_fakes.py)."""
 
 from __future__ import annotations
 
@@ -17,9 +18,6 @@ from idlegate.operator.features.argo import ArgoSide
 from idlegate.policy import make_scheduler
 from idlegate.sim.argo.status import node_id
 from tests.operator_fakes import FakeClock, FakeKube, FeatureHost, Harness, stage, stranded
-from tests.test_airflow_reads import (
-    test_a_branch_airflow_skipped_leaves_the_job_so_the_task_after_it_runs as airflow_branch,
-)
 
 
 @pytest.mark.asyncio
@@ -99,8 +97,3 @@ async def test_an_argo_workflow_whose_node_argo_skipped_leaves_no_pod_gated():
     await side.workflow_seen(False, _argo({"a": "Succeeded", "b": "Skipped", "c": "Pending"}))
     await h.settle()
     assert stranded(h) == [] and not kube.pods["default", c]["spec"]["schedulingGates"]
-
-
-@pytest.mark.asyncio
-async def test_an_airflow_run_whose_branch_airflow_skipped_leaves_no_pod_gated(tmp_path):
-    await airflow_branch(tmp_path)  # (it ends asserting stranded(h) == [])
