@@ -585,7 +585,7 @@ def train(
     given = WorkloadOptions(**options)
     if given.resources is not None:
         raise IdlegateError(
-            "--resources: training runs on pods-only pools so far (the policies do not "
+            "--resources: training runs on pods-only pools so far (the learned policy does not "
             "weigh resources yet); leave it out and size the pool with -k/--executors"
         )
     opts = given.to_kwargs()
