@@ -110,9 +110,9 @@ def test_workflows_unlike_any_the_prior_knows_get_its_safest_over_all_it_knows(m
         "the workflows arrived so far are like none of them)"
     )
     # before the rule: the start (the shipped learned policy), on workflows it knows nothing of
-    before = _run(monkeypatch, _prior(), spec + "&unlike=start")
-    assert all(c.reason != "unlike" for c in before)
-    assert before == [] or before[0].candidate == "learned:default"
+    before = make_scheduler(spec + "&unlike=start")  # (the prior `_run` patched in)
+    simulate(build_workload("synthetic", 3, num_jobs=30), before, seed=3)
+    assert before.rounds == [] and before.following == "learned:default"
 
 
 # -- a learned candidate's range ---------------------------------------------------------
