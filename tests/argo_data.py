@@ -9,6 +9,10 @@ from typing import Any
 import pytest
 import yaml
 
+from idlegate.api.argo_pods import NODE_ID, NODE_NAME, WORKFLOW_LABEL
+from idlegate.api.labels import GATE
+from idlegate.sim.argo.status import node_id
+
 ARGO_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "argo"
 EXAMPLES = ARGO_DATA / "examples"
 RECORDED = ARGO_DATA / "controller-testdata"
@@ -50,3 +54,18 @@ def all_examples() -> list[tuple[str, int, dict[str, Any]]]:
             if doc:
                 out.append((str(path.relative_to(root)), i, doc))
     return out
+
+
+def gated_argo_pod(workflow: str, node: str) -> dict[str, Any]:
+    """The pod Argo creates for node `node` of `workflow` in `default`, held by idlegate's
+    gate and not started."""
+    return {
+        "metadata": {
+            "name": node_id(workflow, node),
+            "namespace": "default",
+            "labels": {WORKFLOW_LABEL: workflow},
+            "annotations": {NODE_NAME: node, NODE_ID: node_id(workflow, node)},
+        },
+        "spec": {"schedulingGates": [{"name": GATE}], "containers": [{"name": "main"}]},
+        "status": {"phase": "Pending"},
+    }

@@ -12,13 +12,10 @@ import pytest
 import yaml
 
 from idlegate.api.argo_pods import (
-    NODE_ID,
-    NODE_NAME,
-    WORKFLOW_LABEL,
     ArgoPod,
     run_seconds,
 )
-from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE
+from idlegate.api.labels import ANNOTATION_EXECUTOR
 from idlegate.errors import SpecError
 from idlegate.operator.edge import intake
 from idlegate.operator.features.argo import ArgoSide
@@ -41,7 +38,7 @@ from idlegate.sim.history import (
     write_history,
 )
 from idlegate.sim.workloads import build_workload
-from tests.argo_data import RECORDED, need, recorded
+from tests.argo_data import RECORDED, gated_argo_pod, need, recorded
 from tests.operator_fakes import FakeClock, FakeKube, FeatureHost, Harness, stage
 
 LIBRARY = {
@@ -225,17 +222,7 @@ def _fan(phase: str, ends: list[float | None]) -> dict:
 def _fan_pod(i: int, ran: tuple[float, float] | None = None) -> dict:
     """Item `i`'s pod, gated; with `ran` (start, end), released and succeeded: its
     ``main`` container ran then, Argo's ``wait`` beside it a second longer."""
-    name = f"{FAN}.x({i}:{i})"
-    pod: dict = {
-        "metadata": {
-            "name": node_id(FAN, name),
-            "namespace": "default",
-            "labels": {WORKFLOW_LABEL: FAN},
-            "annotations": {NODE_NAME: name, NODE_ID: node_id(FAN, name)},
-        },
-        "spec": {"schedulingGates": [{"name": GATE}], "containers": [{"name": "main"}]},
-        "status": {"phase": "Pending"},
-    }
+    pod = gated_argo_pod(FAN, f"{FAN}.x({i}:{i})")
     if ran is not None:
         start, end = ran
         pod["spec"]["schedulingGates"] = []  # (released)

@@ -12,11 +12,10 @@ import copy
 
 import pytest
 
-from idlegate.api.argo_pods import NODE_ID, NODE_NAME, WORKFLOW_LABEL
-from idlegate.api.labels import GATE
 from idlegate.operator.features.argo import ArgoSide
 from idlegate.policy import make_scheduler
 from idlegate.sim.argo.status import node_id
+from tests.argo_data import gated_argo_pod
 from tests.operator_fakes import FakeClock, FakeKube, FeatureHost, Harness, stage, stranded
 
 
@@ -61,17 +60,7 @@ def _argo(phases: dict[str, str]) -> dict:
 
 
 def _argo_pod(task: str) -> dict:
-    name = f"{WF}.{task}"
-    return {
-        "metadata": {
-            "name": node_id(WF, name),
-            "namespace": "default",
-            "labels": {WORKFLOW_LABEL: WF},
-            "annotations": {NODE_NAME: name, NODE_ID: node_id(WF, name)},
-        },
-        "spec": {"schedulingGates": [{"name": GATE}], "containers": [{"name": "main"}]},
-        "status": {"phase": "Pending"},
-    }
+    return gated_argo_pod(WF, f"{WF}.{task}")
 
 
 @pytest.mark.asyncio
