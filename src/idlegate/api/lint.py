@@ -20,7 +20,8 @@ re-implemented here; a DagWorkflow passes exactly when the operator's admission
   checked by :meth:`idlegate.sim.cluster.Cluster.add_job` as the operator does; with
   ``pool_resources`` (``--pool-resources cpu=8,memory=32Gi``) also no stage whose requests
   (a gang's, all its tasks') exceed the pool's, by the same check (the simulator's
-  resource rule, `idlegate.sim.cluster`). Without them these checks are skipped, since the
+  resource rule, `idlegate.sim.cluster`), nor of an Argo workflow or Airflow DAG one whose
+  pods' do (`lint_render.misfits`). Without them these checks are skipped, since the
   pool is a property of the cluster, not the manifest.
 
 Around them, what ``kubectl apply`` would trip over first: YAML or JSON that does not
@@ -82,13 +83,13 @@ from idlegate.api.crd import (
 from idlegate.api.cron_spec import check_cron_name, cron_spec_problems
 from idlegate.api.lint_airflow import AirflowLintJob, lint_airflow
 from idlegate.api.lint_argo import ArgoDocument, ArgoLintJob, lint_argo
+from idlegate.api.lint_render import PoolFactory, linted_pool
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.pool_spec import pool_problems
 from idlegate.api.template import check_templates
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim.airflow import is_airflow
 from idlegate.sim.argo import is_argo
-from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.history import parse_record
 from idlegate.sim.resources import ResourceVector
@@ -284,23 +285,11 @@ def admission_errors(
         check_templates(spec, "spec", policy)
         if pool_size is not None or resources is not None:
             job = f"{meta['namespace']}/{name}" if _has(meta, "namespace") else name
-            pool = _pool(pool_size, resources)
+            pool = linted_pool(pool_size, resources)
             pool.add_job(Dag.from_spec(spec), 0.0, str(job or "the workflow"))
     except IdlegateError as exc:
         errors.append(str(exc))
     return errors
-
-
-MAX_POOL = 100_000
-"""Executors of a pool given by its resources alone, without pods or --pool-size: as
-many as the simulator's pools may have, so that only the resources bound it."""
-
-
-def _pool(pool_size: int | None, resources: ResourceVector | None) -> Cluster:
-    """The pool of `pool_size` executors (else the pods of `resources`, else as many as
-    a pool may have) and `resources`."""
-    pods = (resources or ResourceVector()).units("pods")
-    return Cluster(pool_size or int(pods) or MAX_POOL, resources=resources)
 
 
 def cron_problems(
@@ -577,6 +566,11 @@ class _Linter:
     argo: list[ArgoDocument] = field(default_factory=list)
     """Argo's documents, mapped once every input is read (templates may be anywhere)."""
 
+    def pool(self) -> PoolFactory | None:
+        """The linted pool, when it counts resources (only they can exceed it here)."""
+        size, resources = self.pool_size, self.resources
+        return None if resources is None else lambda: linted_pool(size, resources)
+
     def document(self, source: str, index: int, doc: Any) -> None:
         if doc is None:  # an empty document (e.g. after a trailing ---): kubectl skips it too
             return
@@ -608,7 +602,7 @@ class _Linter:
     def airflow(self, source: str, index: int, item: int | None, obj: Mapping[str, Any]) -> None:
         """An Airflow DAG export: its job, or a note or problem with the reason."""
         self.report.airflow_dags += 1
-        found = lint_airflow(source, index, item, obj)
+        found = lint_airflow(source, index, item, obj, self.pool())
         if found.job is not None:
             self.report.airflow_jobs.append(found.job)
         elif found.note is not None:
@@ -749,7 +743,7 @@ def lint_paths(
     if pool_size is not None and pool_size < 1:
         raise IdlegateError(f"--pool-size must be at least 1, got {pool_size}")
     if pool_resources is not None:
-        _pool(pool_size, pool_resources)  # (pods that contradict --pool-size: said once)
+        linted_pool(pool_size, pool_resources)  # (pods that contradict --pool-size: said once)
     missing = [p for p in paths if p != STDIN and not Path(p).exists()]
     if missing:
         raise IdlegateError(
@@ -771,13 +765,13 @@ def lint_paths(
             linter.document(source.name, index, doc)
         if not documents and not any(p.file == source.name for p in report.problems):
             report.notes.append(Note(source.name, "holds no document; nothing to check"))
-    _add_argo(report, linter.argo)
+    _add_argo(report, linter.argo, linter.pool())
     return report
 
 
-def _add_argo(report: LintReport, documents: list[ArgoDocument]) -> None:
+def _add_argo(report: LintReport, documents: list[ArgoDocument], pool: PoolFactory | None) -> None:
     """The Argo documents' jobs, notes and problems, into the report."""
-    found = lint_argo(documents)
+    found = lint_argo(documents, pool)
     report.argo_jobs.extend(found.jobs)
     report.argo_workflows += found.workflows
     for doc, text, reason in found.notes:

@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from idlegate.api.lint_render import head_line, stage_lines
+from idlegate.api.lint_render import PoolFactory, head_line, misfits, stage_lines
 from idlegate.sim.airflow import AirflowJob, AirflowRefusal, RefusalReason, airflow_runs, map_dag
+from idlegate.sim.airflow.model import AirflowStage
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class AirflowLintJob:
                     "depends_on": list(s.depends_on),
                     "priority": s.priority,
                     "retries": s.retries,
+                    "resources": s.demand.to_list(),
                     "condition": None if s.condition is None else str(s.condition),
                 }
                 for s in self.job.live_stages
@@ -85,9 +87,14 @@ class AirflowVerdict:
 
 
 def lint_airflow(
-    file: str, document: int, item: int | None, obj: Mapping[str, Any]
+    file: str,
+    document: int,
+    item: int | None,
+    obj: Mapping[str, Any],
+    pool: PoolFactory | None = None,
 ) -> AirflowVerdict:
-    """Map the DAG export `obj` (see the module docstring)."""
+    """Map the DAG export `obj` (see the module docstring); with a `pool`, a task whose
+    pods can never fit it is a problem naming its task id."""
     try:
         # the estimates are what the export's own finished runs measured
         job = map_dag(obj, durations=airflow_runs(obj).history)
@@ -96,4 +103,12 @@ def lint_airflow(
         if exc.left_to_airflow:
             return AirflowVerdict(note=exc.note(), reason=exc.reason)
         return AirflowVerdict(problem=str(exc), reason=exc.reason)
+    where = f"DAG {job.dag_id}"
+    too_large = "" if pool is None else misfits(job.live_stages, pool, where, _task)
+    if too_large:
+        return AirflowVerdict(problem=too_large)
     return AirflowVerdict(job=AirflowLintJob(file, document, item, job))
+
+
+def _task(stage: AirflowStage) -> str:
+    return f"Airflow task {stage.task_id!r}"

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from idlegate.api.lint_render import head_line, stage_lines
+from idlegate.api.lint_render import PoolFactory, head_line, misfits, stage_lines
 from idlegate.errors import IdlegateError
 from idlegate.sim.argo import (
     WORKFLOW_KINDS,
@@ -27,7 +27,9 @@ from idlegate.sim.argo import (
     RefusalReason,
     map_workflow,
     template_index,
+    workflow_name,
 )
+from idlegate.sim.argo.model import ArgoStage
 
 PROBLEM_REASONS = frozenset(
     {RefusalReason.BAD_DAG, RefusalReason.INVALID, RefusalReason.MISSING_TEMPLATE}
@@ -85,6 +87,7 @@ class ArgoLintJob:
                     "duration_source": str(s.duration_source),
                     "depends_on": list(s.depends_on),
                     "retries": s.retries,
+                    "resources": s.demand.to_list(),
                     "condition": None if s.condition is None else str(s.condition),
                 }
                 for s in self.job.live_stages
@@ -104,8 +107,9 @@ class ArgoLintResult:
     """Documents of a workflow kind (`WORKFLOW_KINDS`): mapped, left to Argo or broken."""
 
 
-def lint_argo(documents: list[ArgoDocument]) -> ArgoLintResult:
-    """Map every Argo workflow of `documents` (templates looked up among all of them)."""
+def lint_argo(documents: list[ArgoDocument], pool: PoolFactory | None = None) -> ArgoLintResult:
+    """Map every Argo workflow of `documents` (templates looked up among all of them); with
+    a `pool`, a stage whose pods can never fit it is a problem naming its node."""
     lookup = template_index(d.obj for d in documents)
     out = ArgoLintResult()
     for doc in documents:
@@ -114,6 +118,7 @@ def lint_argo(documents: list[ArgoDocument]) -> ArgoLintResult:
             out.notes.append((doc, f"skipped: a {kind} of Argo, not a workflow", None))
             continue
         out.workflows += 1
+        where = f"{kind} {workflow_name(doc.obj)}"
         try:
             job = map_workflow(doc.obj, templates=lookup)
             job.spec()
@@ -124,5 +129,13 @@ def lint_argo(documents: list[ArgoDocument]) -> ArgoLintResult:
         except IdlegateError as exc:
             out.problems.append((doc, str(exc), None))
             continue
+        too_large = "" if pool is None else misfits(job.live_stages, pool, where, _node)
+        if too_large:
+            out.problems.append((doc, too_large, None))
+            continue
         out.jobs.append(ArgoLintJob(doc.file, doc.document, doc.item, job))
     return out
+
+
+def _node(stage: ArgoStage) -> str:
+    return f"Argo's node {stage.path or 'at the entrypoint'}, template {stage.template!r}"

@@ -8,8 +8,14 @@ each part around these lines.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Protocol
+from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol, TypeVar
+
+from idlegate.errors import IdlegateError
+from idlegate.sim.cluster import Cluster
+from idlegate.sim.dag import Dag
+from idlegate.sim.resources import ResourceVector
+from idlegate.sim.spec import StageSpec, WorkflowSpec
 
 
 class LintStage(Protocol):
@@ -29,6 +35,48 @@ class LintStage(Protocol):
     def depends_on(self) -> tuple[str, ...]: ...
     @property
     def condition(self) -> object | None: ...
+    @property
+    def demand(self) -> ResourceVector: ...
+
+
+S = TypeVar("S", bound=LintStage)
+
+PoolFactory = Callable[[], Cluster]
+"""A fresh pool of the linted capacity (``--pool-size``, ``--pool-resources``)."""
+
+
+MAX_POOL = 100_000
+"""Executors of a pool given by its resources alone, without pods or --pool-size: as
+many as the simulator's pools may have, so that only the resources bound it."""
+
+
+def linted_pool(pool_size: int | None, resources: ResourceVector | None) -> Cluster:
+    """The pool of `pool_size` executors (else the pods of `resources`, else as many as
+    a pool may have) and `resources`."""
+    pods = (resources or ResourceVector()).units("pods")
+    return Cluster(pool_size or int(pods) or MAX_POOL, resources=resources)
+
+
+def misfits(stages: Iterable[S], pool: PoolFactory, job: str, where: Callable[[S], str]) -> str:
+    """What says which of `stages` (of the job named `job`) can never fit the pool, each
+    with `where` it is in the manifest, joined by ``"; "``; empty if every one fits. Each
+    stage is admitted on its own as the pool admits a job (`Cluster.add_job`), so every
+    stage that never fits is said, not only the first."""
+    found = []
+    for stage in stages:
+        if not stage.demand:
+            continue
+        one = StageSpec(
+            name=stage.name,
+            tasks=stage.tasks,
+            task_duration_seconds=stage.duration,
+            resources=stage.demand.to_list(),
+        )
+        try:
+            pool().add_job(Dag.from_spec(WorkflowSpec(stages=(one,))), 0.0, job)
+        except IdlegateError as exc:
+            found.append(f"{exc} ({where(stage)})")
+    return "; ".join(found)
 
 
 def head_line(
@@ -46,7 +94,8 @@ def stage_lines(
     stages: Iterable[LintStage], unknown: str, detail: Mapping[str, str] | None = None
 ) -> list[str]:
     """One line per stage; `unknown` stands for the count of a stage whose fan-out is not
-    known yet, and `detail` (by stage name) is appended to its estimate."""
+    known yet, and `detail` (by stage name) is appended to its estimate, then what each
+    task requests (if anything)."""
     out = []
     for stage in stages:
         count = f"{stage.tasks} task{'s' if stage.tasks != 1 else ''}"
@@ -54,6 +103,8 @@ def stage_lines(
             count = unknown
         line = f"  {stage.name}: {count} x {stage.duration:g} s ({stage.duration_source})"
         line += (detail or {}).get(stage.name, "")
+        if stage.demand:
+            line += f", each {stage.demand.format()}"
         if stage.depends_on:
             line += f" after {', '.join(stage.depends_on)}"
         if stage.condition is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Protocol, TypeVar
 
+from idlegate.sim.resources import ResourceVector
 from idlegate.sim.spec import StageSpec, WorkflowSpec
 
 
@@ -30,6 +31,8 @@ class Stage(Protocol):
     def retries(self) -> int: ...
     @property
     def skipped(self) -> bool: ...
+    @property
+    def demand(self) -> ResourceVector: ...
 
 
 S = TypeVar("S", bound=Stage)
@@ -81,6 +84,7 @@ def live_specs(stages: Sequence[Stage]) -> tuple[StageSpec, ...]:
             task_duration_seconds=s.duration,
             depends_on=_unique(d for p in s.depends_on for d in through(p)),
             backoff_limit=s.retries,
+            resources=s.demand.to_list() or None,
         )
         for s in live(stages)
     )

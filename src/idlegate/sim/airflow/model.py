@@ -20,6 +20,7 @@ from pydantic import Field, model_validator
 from idlegate.errors import SpecError
 from idlegate.sim import staged
 from idlegate.sim.argo.model import DurationSource
+from idlegate.sim.resources import EMPTY, ResourceVector
 from idlegate.sim.spec import WorkflowSpec
 
 
@@ -124,6 +125,8 @@ class AirflowStage:
     rule (downstream: its own plus every downstream task's)."""
     retries: int = 0
     """The task's `retries` (capped at 100)."""
+    demand: ResourceVector = EMPTY
+    """What one of its task instances' pods requests (empty: nothing known)."""
     condition: Condition | None = None
     """Why the stage may be skipped, if it may."""
     skipped: bool = False

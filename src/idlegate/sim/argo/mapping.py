@@ -27,7 +27,7 @@ from typing import Any, NoReturn
 
 import networkx as nx
 
-from idlegate.errors import SpecError
+from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim.argo.model import (
     ArgoJob,
     ArgoRefusal,
@@ -36,8 +36,10 @@ from idlegate.sim.argo.model import (
     DurationSource,
     RefusalReason,
 )
+from idlegate.sim.argo.requests import UnknownRequest, template_demand
 from idlegate.sim.argo.status import Observed
 from idlegate.sim.graphs import cycle_path
+from idlegate.sim.resources import EMPTY, ResourceVector
 from idlegate.sim.spec import MAX_STAGES, MAX_TASK_SECONDS, MAX_TASKS_PER_STAGE, stage_label
 
 GROUP = "argoproj.io"
@@ -242,8 +244,10 @@ class _Walker:
     stages: list[ArgoStage] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     _names: set[str] = field(default_factory=set)
+    spec: Mapping[str, Any] = field(default_factory=dict)
 
     def run(self, spec: Mapping[str, Any]) -> None:
+        self.spec = spec
         scope = _Scope(self.where, _by_name(spec.get("templates"), self.where))
         entry = spec.get("entrypoint")
         if not isinstance(entry, str) or not entry:
@@ -418,6 +422,7 @@ class _Walker:
             duration_source=source,
             depends_on=call.deps,
             retries=_retries(template),
+            demand=self.demand(template, call),
             condition=call.condition,
             skipped=self.observed.is_skipped(call.path) or tasks == 0 or 0 < tasks <= skipped,
         )
@@ -558,7 +563,27 @@ class _Walker:
         leaves = [n for n in exits_of if n in chosen and not any(n in needs[m] for m in exits_of)]
         return _unique(e for n in leaves for e in exits_of[n])
 
-    # -- names and estimates -------------------------------------------------------------
+    # -- names, demands and estimates ----------------------------------------------------
+
+    def demand(self, template: Mapping[str, Any], call: _Call) -> ResourceVector:
+        """What one pod of the call requests (`idlegate.sim.argo.requests`); nothing, and a
+        note, when the request is known only as the workflow runs."""
+        name = template.get("name")
+        try:
+            return template_demand(
+                template,
+                self.spec,
+                lambda text: _substitute(text, call.params, self.workflow_params),
+                f"{self.where}: template {name!r}",
+            )
+        except UnknownRequest:
+            self.notes.append(
+                f"template {name!r} requests resources named by a parameter known only as "
+                "the workflow runs; its pods count as requesting nothing until then"
+            )
+            return EMPTY
+        except IdlegateError as exc:
+            raise ArgoRefusal(RefusalReason.INVALID, str(exc)) from None
 
     def stage_name(self, path: str) -> str:
         """A DNS label from the node path (step groups left out); a hash of the path is

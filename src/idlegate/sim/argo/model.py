@@ -18,6 +18,7 @@ from pydantic import Field
 
 from idlegate.errors import SpecError
 from idlegate.sim import staged
+from idlegate.sim.resources import EMPTY, ResourceVector
 from idlegate.sim.spec import WorkflowSpec
 
 
@@ -91,6 +92,8 @@ class ArgoStage:
     """Stages (by name) that must finish first."""
     retries: int = 0
     """The template's `retryStrategy.limit` (capped at 100), 0 without one."""
+    demand: ResourceVector = EMPTY
+    """What one of its pods requests (`idlegate.sim.argo.requests`; empty: nothing)."""
     condition: Condition | None = None
     """Why the stage may be skipped, if it may."""
     skipped: bool = False
