@@ -237,6 +237,8 @@ POOL_PRINTER_COLUMNS: tuple[dict[str, str], ...] = (
     column("Size", "integer", ".spec.size"),
     column("Busy", "integer", ".status.busy", "Executors running task pods"),
     column("Pending", "integer", ".status.pending", "Workflows in the pool not finished"),
+    column("CPU", "string", ".status.usage.cpu", "CPU requested by running task pods/capacity"),
+    column("Memory", "string", ".status.usage.memory", "Memory requested/capacity"),
     column("Policy", "string", ".status.policy"),
     AGE,
 )
@@ -254,6 +256,18 @@ def pool_open_api_v3_schema() -> dict[str, Any]:
             "rule": "(self.operator in ['In', 'NotIn']) == (has(self.values) && "
             "size(self.values) > 0)",
             "message": "In and NotIn need values; Exists and DoesNotExist take none",
+        },
+    )
+    add_rules(
+        spec,
+        {
+            "rule": "has(self.size) || (has(self.resources) && 'pods' in self.resources)",
+            "message": "give size (executors), or resources with pods",
+        },
+        {
+            "rule": "!(has(self.resources) && has(self.nodeSelector))",
+            "message": "give resources (a fixed capacity) or nodeSelector (the capacity of "
+            "the nodes it selects), not both",
         },
     )
     status = structural_schema(ExecutorPoolStatus, nullable_optionals=False)

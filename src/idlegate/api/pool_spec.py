@@ -26,11 +26,12 @@ from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from idlegate.api.status import Condition, Conditions, generation_of
 from idlegate.errors import IdlegateError, SpecError
-from idlegate.sim.spec import describe_validation_error, validation_problems
+from idlegate.sim.resources import MILLI, ResourceVector
+from idlegate.sim.spec import Quantity, describe_validation_error, validation_problems
 
 DEFAULT_POOL = "default"
 """The implicit pool of ``--pool-size`` executors. An ExecutorPool may not take this name
@@ -89,13 +90,13 @@ class LabelSelector(BaseModel):
     match_labels: dict[str, str] = Field(
         default_factory=dict,
         alias="matchLabels",
-        description="Labels the namespace must have, with these values.",
+        description="Labels the object must have, with these values.",
     )
     match_expressions: tuple[Requirement, ...] = Field(
         default=(),
         alias="matchExpressions",
         max_length=64,
-        description="Requirements the namespace's labels must meet.",
+        description="Requirements the object's labels must meet.",
     )
 
 
@@ -114,12 +115,28 @@ class ExecutorPoolSpec(BaseModel):
 
     model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
 
-    size: int = Field(
+    size: int | None = Field(
+        default=None,
         ge=1,
         strict=True,
         description="Executors in the pool: task pods of its workflows running at once. "
         "Changed at run time, no running task is preempted: a smaller pool releases "
-        "nothing until fewer than `size` are busy.",
+        "nothing until fewer than `size` are busy. Unset: resources.pods.",
+    )
+    resources: dict[str, Quantity] | None = Field(
+        default=None,
+        description="The pool's capacity as a ResourceList of Kubernetes quantities (cpu: "
+        "24, memory: 96Gi, nvidia.com/gpu: 2, pods: 60): a task is released only where its "
+        "pod's requests fit what is free of each resource named (pods: the size). Unset: "
+        "`size` pods, whatever they request.",
+    )
+    node_selector: LabelSelector | None = Field(
+        default=None,
+        alias="nodeSelector",
+        description="A pool that follows the cluster: its capacity is the allocatable of "
+        "the Ready nodes this selects, less the requests of the pods there that idlegate "
+        "does not gate, and a task is released only where its requests fit one node's free "
+        "allocatable. {} selects every node. Not with resources.",
     )
     namespace_selector: LabelSelector | None = Field(
         default=None,
@@ -144,6 +161,57 @@ class ExecutorPoolSpec(BaseModel):
         description="Wall milliseconds one plan of a lookahead policy may take. Unset: the "
         "operator's --plan-budget-ms.",
     )
+
+    @field_validator("resources", mode="before")
+    @classmethod
+    def _quantities(cls, value: object) -> object:
+        # checked on the data as given (pydantic would read `true` as 1); a zero is no
+        # capacity, not a resource the pool leaves uncounted
+        if value is None:
+            return value
+        try:
+            vector = ResourceVector.of(value, "")  # type: ignore[arg-type]
+        except IdlegateError as exc:
+            raise ValueError(str(exc)) from None
+        zero = next((k for k in value if k not in vector), None)  # type: ignore[union-attr]
+        if zero is not None:
+            given = value[zero]  # type: ignore[index]
+            raise ValueError(
+                f"{zero}: {given!r} is no capacity; give {zero} above 0, or leave it out for "
+                "a pool that does not count it"
+            )
+        if not vector:
+            raise ValueError("names no capacity; give e.g. cpu: 24, memory: 96Gi, or remove it")
+        return value
+
+    @model_validator(mode="after")
+    def _executors(self) -> ExecutorPoolSpec:
+        pods = self.capacity["pods"] // MILLI if self.capacity is not None else 0
+        if self.resources is not None and self.node_selector is not None:
+            raise ValueError(
+                "give resources (a fixed capacity) or nodeSelector (the capacity of the "
+                "nodes it selects), not both"
+            )
+        if self.size is None and not pods:
+            raise ValueError("give size (executors), or resources with pods")
+        if self.size is not None and pods and pods != self.size:
+            raise ValueError(
+                f"size is {self.size} but resources.pods is {pods}; give the pods once"
+            )
+        return self
+
+    @property
+    def capacity(self) -> ResourceVector | None:
+        """`resources` as a vector (None: a pods-only or node-following pool)."""
+        return None if self.resources is None else ResourceVector.of(self.resources, "")
+
+    @property
+    def executors(self) -> int:
+        """The pool's executors: `size`, else `resources.pods`."""
+        if self.size is not None:
+            return self.size
+        assert self.capacity is not None  # (the validator holds it)
+        return self.capacity["pods"] // MILLI
 
 
 class ReplayedWindow(BaseModel):
@@ -171,6 +239,18 @@ class ExecutorPoolStatus(BaseModel):
     pending: int | None = Field(
         default=None, description="Workflows in the pool that have not finished."
     )
+    capacity: dict[str, str] | None = Field(
+        default=None,
+        description="The pool's capacity of each resource it counts beyond pods (a "
+        "ResourceList; a node-following pool's as its nodes have it now).",
+    )
+    used: dict[str, str] | None = Field(
+        default=None,
+        description="What the pool's running task pods request of each of those resources.",
+    )
+    usage: dict[str, str] | None = Field(
+        default=None, description="used/capacity of each of those resources (cpu: 12/24)."
+    )
     policy: str | None = Field(default=None, description="The policy the pool follows.")
     following: str | None = Field(
         default=None,
@@ -191,6 +271,17 @@ class ExecutorPoolStatus(BaseModel):
         default_factory=list,
         description="Ready: the pool runs (False: its policy cannot be loaded, and why).",
     )
+
+
+def resource_status(capacity: ResourceVector, used: ResourceVector) -> dict[str, Any]:
+    """An ExecutorPool status's capacity, used and usage (``used/capacity``) of each
+    resource of `capacity` but pods; nothing for a pods-only pool."""
+    names = [n for n in capacity if n != "pods"]
+    if not names:
+        return {}
+    cap, use = capacity.restricted(names).to_list(), used.restricted(names).to_list()
+    use = {n: use.get(n, "0") for n in names}
+    return {"capacity": cap, "used": use, "usage": {n: f"{use[n]}/{cap[n]}" for n in names}}
 
 
 def pool_conditions(

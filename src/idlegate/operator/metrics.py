@@ -72,6 +72,17 @@ class MetricFamilies:
             "idlegate_busy_executors", "Executors of the pool running a task pod."
         )
         self.pool_size = gauge("idlegate_executors", "Size of the executor pool (--pool-size).")
+        self.resource_capacity = gauge(
+            "idlegate_pool_resource_capacity",
+            "The pool's capacity of each resource it counts beyond pods (cpu in cores, "
+            "memory in bytes, others in units).",
+            "resource",
+        )
+        self.resource_used = gauge(
+            "idlegate_pool_resource_used",
+            "What the pool's running task pods request of each resource it counts.",
+            "resource",
+        )
         self.idle_slots = gauge("idlegate_idle_slots", "Stages inside a deliberate idle slot now.")
         self.idle_inserted = counter(
             "idlegate_idle_inserted_seconds",
@@ -343,6 +354,11 @@ class Metrics(_Families):
             lambda: sum(wf.phase is pending for wf in list(workflows.values()))
         )
         self.runnable_stages.set_function(lambda: sum(len(j.runnable) for j in list(jobs)))
+        for name in cluster.resource_names:
+            capacity = partial(lambda n: float(cluster.capacity.units(n)), name)
+            self.resource_capacity.labels(name).set_function(capacity)
+            used = partial(lambda n: float(cluster.used_resources.units(n)), name)
+            self.resource_used.labels(name).set_function(used)
         self.idle_slots.set_function(
             lambda: sum(s.idle_until is not None for j in list(jobs) for s in j.stages)
         )

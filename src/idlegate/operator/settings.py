@@ -21,6 +21,7 @@ from idlegate.api.podsecurity import DEFAULT_LEVEL, Level
 from idlegate.api.status import MAX_MEASURED
 from idlegate.config import Config, Flag
 from idlegate.sim.protocol import Scheduler
+from idlegate.sim.resources import MILLI, ResourceVector
 from idlegate.sim.spec import NAME_PATTERN, PodGCStrategy
 
 
@@ -68,6 +69,12 @@ class Settings(Config):
     pool_size: StrictInt = Field(ge=1)
     """Executors of the default pool: task pods that may run at once over the workflows no
     ExecutorPool takes (with no ExecutorPools: over all of them)."""
+
+    pool_resources: ResourceVector | None = None
+    """The default pool's capacity beyond its executors, e.g. cpu=24,memory=96Gi,
+    nvidia.com/gpu=2 (Kubernetes quantities): a task pod is released only where its
+    requests fit what is free (pods, if given, is --pool-size). Unset: --pool-size pods,
+    whatever they request."""
 
     policy: Annotated[str | None, Flag("--scheduler", "-s")] = None
     """A scheduler spec as for `simulate` (fair, analytic:fair, learned:PATH.onnx, a bare
@@ -280,6 +287,16 @@ class Settings(Config):
             raise ValueError(
                 f"the watch client timeout ({self.watch_client_timeout:g} s) must exceed the "
                 f"server timeout ({self.watch_server_timeout:g} s)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _pool_pods(self) -> Settings:
+        pods = self.pool_resources["pods"] if self.pool_resources is not None else 0
+        if pods and pods != self.pool_size * MILLI:
+            raise ValueError(
+                f"--pool-resources says pods={pods // MILLI} but --pool-size is "
+                f"{self.pool_size}; give the pods once"
             )
         return self
 

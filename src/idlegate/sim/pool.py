@@ -43,6 +43,12 @@ class PoolResources:
         free = zip(self.resource_names, self._free_r, strict=True)
         return ResourceVector({"pods": self.free_executors * MILLI, **dict(free)})
 
+    @property
+    def used_resources(self) -> ResourceVector:
+        """What the running tasks request of the pool's resources beyond pods."""
+        used = zip(self.resource_names, self._free_r, strict=True)
+        return ResourceVector({n: self.capacity[n] - free for n, free in used})
+
     def _set_needs(self, job: Job) -> None:
         """Give each stage its demand on the pool's resources (`Stage.need`), after
         checking that it can ever fit."""

@@ -38,7 +38,7 @@ from idlegate.api.status import (
     judged,
 )
 from idlegate.api.task_pods import Owner, read_task_pod
-from idlegate.errors import GangTooWideError, IdlegateError
+from idlegate.errors import DemandTooLargeError, GangTooWideError, IdlegateError
 from idlegate.operator.core import intents
 from idlegate.operator.core.admission import (
     DagWorkflow,
@@ -123,7 +123,7 @@ class Core(Lifecycle):
         """What to write, in order (the edge takes and applies them)."""
         self.at = 0.0
         """The time of the event being handled (operator clock seconds)."""
-        self.cluster = Cluster(settings.pool_size)
+        self.cluster = Cluster(settings.pool_size, resources=settings.pool_resources)
         self.window = settings.window
         """Gated pods created ahead per runnable stage (read once: a pool's settings change
         only with a new core)."""
@@ -253,7 +253,7 @@ class Core(Lifecycle):
                 wf.dag, now, f"{owner.namespace}/{owner.name}", wf, arrival=wf.arrival
             )
         except IdlegateError as exc:  # an invalid spec, or a gang larger than the pool
-            if isinstance(exc, GangTooWideError) and event.gang_waits:
+            if isinstance(exc, GangTooWideError | DemandTooLargeError) and event.gang_waits:
                 raise
             self._reject(owner, body, str(exc))
             return None

@@ -22,6 +22,7 @@ from typing import Any
 
 from idlegate.api.labels import LABEL_WORKFLOW
 from idlegate.api.podsecurity import namespace_policy
+from idlegate.api.pool_spec import resource_status
 from idlegate.api.status import Phase
 from idlegate.api.task_pods import Owner
 from idlegate.operator.core.admission import DagWorkflow, owner_of
@@ -178,6 +179,7 @@ class Bridge:
             "policy": core.scheduler.name,
             "following": learns.choice.text if learns is not None else core.decider.following,
             "replayed": learns.choice.replayed if learns is not None else None,
+            **resource_status(core.cluster.capacity, core.cluster.used_resources),
         }
 
     async def list_objects(

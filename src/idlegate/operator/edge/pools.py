@@ -34,7 +34,7 @@ from idlegate.api.pool_spec import (
 )
 from idlegate.api.status import FINISHED, Phase
 from idlegate.api.task_pods import Owner, read_task_pod
-from idlegate.errors import GangTooWideError, IdlegateError
+from idlegate.errors import DemandTooLargeError, GangTooWideError, IdlegateError
 from idlegate.operator.core.admission import AdmitLaterError, owner_of
 from idlegate.operator.core.events import Admit, Event, Forget, Leave, PodSeen, Schedule, Unpooled
 from idlegate.operator.core.intents import Confirmed, Outcome, Refused
@@ -170,13 +170,17 @@ class Pools:
                     body, list(pods), policy, schedule, waits, pool=name, waited=key in self.waiting
                 )
             )
-        except GangTooWideError as exc:  # (only with `waits`: a named pool)
+        except (GangTooWideError, DemandTooLargeError) as exc:  # (only with `waits`)
             assert name is not None
-            message = (
+            what = (
                 f"A gang stage of {exc.tasks} tasks needs at least {exc.tasks} executors, and "
-                f"ExecutorPool {name!r} has {bridge.settings.pool_size}: the workflow waits "
-                "until the pool is resized (kubectl edit executorpool), or spec.pool names "
-                "a larger one."
+                f"ExecutorPool {name!r} has {bridge.settings.pool_size}"
+                if isinstance(exc, GangTooWideError)
+                else f"In ExecutorPool {name!r}, {exc}"
+            )
+            message = (
+                f"{what}: the workflow waits until the pool is resized (kubectl edit "
+                "executorpool), or spec.pool names a larger one."
             )
             self._wait(body, name, "PoolTooSmall", message)
             return None
@@ -287,7 +291,7 @@ class Pools:
 
     def _bridge(self, name: str, spec: ExecutorPoolSpec, uid: str) -> Bridge:
         d = self.default
-        update: dict[str, Any] = {"pool_size": spec.size}
+        update: dict[str, Any] = {"pool_size": spec.executors, "pool_resources": spec.capacity}
         if spec.plan_budget_ms is not None:
             update["plan_budget_ms"] = spec.plan_budget_ms
         settings = d.settings.model_copy(update=update)
@@ -299,7 +303,7 @@ class Pools:
             scheduler = load_scheduler(built)
         else:
             scheduler = d.scheduler  # (a scheduler object given to the operator: embedding)
-        metrics = Metrics(spec.size, scheduler.name, pool=name, beside=d.metrics)
+        metrics = Metrics(spec.executors, scheduler.name, pool=name, beside=d.metrics)
         bridge = Bridge(
             settings,
             d.kube,
@@ -337,8 +341,8 @@ class Pools:
         return out
 
 
-def _engine(spec: ExecutorPoolSpec) -> tuple[int, str | None, float | None]:
-    return spec.size, spec.policy, spec.plan_budget_ms
+def _engine(spec: ExecutorPoolSpec) -> tuple[Any, ...]:
+    return spec.executors, spec.capacity, spec.node_selector, spec.policy, spec.plan_budget_ms
 
 
 def pool_status(name: str, pools: Pools) -> dict[str, Any]:
