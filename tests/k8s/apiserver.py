@@ -34,6 +34,10 @@ a label selector is served as the real server does (Airflow's KubernetesExecutor
 its pods so): an object that comes to match is ADDED, one that stops matching DELETED.
 Each write request over HTTP is told to the :meth:`Emulator.audit` callbacks with its
 User-Agent, as a real server's audit log records it (who wrote).
+
+It serves Nodes too (cluster-scoped, with a status subresource), and writes a pod's binding
+(:meth:`Emulator.bind`) and its Unschedulable condition (:meth:`Emulator.unschedulable`)
+for the kube-scheduler of tests/k8s/scheduler.py, which the harness runs beside it.
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ from tests.k8s._patching import PatchFailed, apply_json_patch, merge_patch
 
 NAMESPACES = kmock.resource("", "v1", "namespaces")
 PODS = kmock.resource("", "v1", "pods")
+NODES = kmock.resource("", "v1", "nodes")
 EVENTS = kmock.resource("", "v1", "events")
 CRDS = kmock.resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
 LEASES = kmock.resource("coordination.k8s.io", "v1", "leases")
@@ -64,6 +69,9 @@ VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
 BUILTIN = {
     NAMESPACES: kmock.ResourceInfo(kind="Namespace", singular="namespace", namespaced=False),
     PODS: kmock.ResourceInfo(kind="Pod", singular="pod", namespaced=True, subresources={"status"}),
+    NODES: kmock.ResourceInfo(
+        kind="Node", singular="node", namespaced=False, subresources={"status"}
+    ),
     EVENTS: kmock.ResourceInfo(kind="Event", singular="event", namespaced=True),
     CRDS: kmock.ResourceInfo(kind="CustomResourceDefinition", namespaced=False),
     LEASES: kmock.ResourceInfo(kind="Lease", singular="lease", namespaced=True),
@@ -444,6 +452,48 @@ class Emulator(kmock.KubernetesEmulator):
             return self._write(key, obj, "MODIFIED")
         return obj
 
+    def live(self, res: kmock.resource, namespace: str | None, name: str) -> dict[str, Any] | None:
+        """The stored object itself (not a copy: read, never change it), None if there is none."""
+        key = (res, namespace, name)
+        if key not in self.objects or self.objects[key].deleted:
+            return None
+        return self.objects[key].raw
+
+    def bind(self, namespace: str, name: str, node: str) -> dict[str, Any]:
+        """Bind a pod to `node` as its ``binding`` subresource does: ``spec.nodeName`` and
+        the ``PodScheduled`` condition ``True`` in one write (no new generation); 409 if it
+        is bound already."""
+        key = (PODS, namespace, name)
+        pod = copy.deepcopy(self._current(key))
+        if pod["spec"].get("nodeName"):
+            raise api_error(
+                409,
+                "Conflict",
+                f'pod {name} is already assigned to node "{pod["spec"]["nodeName"]}"',
+            )
+        pod["spec"]["nodeName"] = node
+        _set_condition(pod, {"type": "PodScheduled", "status": "True"})
+        return self._write(key, pod, "MODIFIED")
+
+    def unschedulable(self, namespace: str, name: str, message: str) -> dict[str, Any]:
+        """Say on the pod that it fits no node, as the kube-scheduler does: the
+        ``PodScheduled`` condition ``False``, reason ``Unschedulable``, with `message`."""
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+        }
+        key = (PODS, namespace, name)
+        pod = copy.deepcopy(self._current(key))
+        _set_condition(pod, condition)
+        return self._write(key, pod, "MODIFIED")
+
+    def call_soon(self, fn: Callable[[], Any]) -> None:
+        """Run `fn` in the serving loop after the callbacks already due (a failure is
+        recorded as the emulator's own error)."""
+        asyncio.get_running_loop().call_soon(self._safely, fn)
+
     # -- internals --------------------------------------------------------------------------
 
     def _info(self, res: kmock.resource) -> kmock.ResourceInfo:
@@ -565,3 +615,14 @@ class Emulator(kmock.KubernetesEmulator):
             fn(*args)
         except Exception:
             self.internal_errors.append(traceback.format_exc())
+
+
+def _set_condition(obj: dict[str, Any], condition: dict[str, Any]) -> None:
+    """Put `condition` in ``status.conditions`` in place of the one of its type; its
+    lastTransitionTime moves only when its status does."""
+    conditions = obj.setdefault("status", {}).setdefault("conditions", [])
+    old = next((c for c in conditions if c.get("type") == condition["type"]), None)
+    moved = old is None or old.get("status") != condition["status"]
+    stamp = now() if moved else old.get("lastTransitionTime", now())  # type: ignore[union-attr]
+    new = {**condition, "lastProbeTime": None, "lastTransitionTime": stamp}
+    conditions[:] = [c for c in conditions if c.get("type") != condition["type"]] + [new]

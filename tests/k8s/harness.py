@@ -24,6 +24,7 @@ import yaml
 
 from idlegate.api.crd import KINDS, render_crd
 from tests.k8s.apiserver import Emulator
+from tests.k8s.scheduler import KubeScheduler
 
 T = TypeVar("T")
 
@@ -81,6 +82,8 @@ class ApiServer(LoopThread):
     def __init__(self, directory: Path) -> None:
         super().__init__("k8s-api")
         self.emulator = Emulator()
+        self.scheduler = KubeScheduler(self.emulator)
+        """Binds pods to the Nodes once some exist (tests/k8s/scheduler.py)."""
         self.directory = Path(directory)
         self.kubeconfig = self.directory / "kubeconfig"
         self.url = ""

@@ -4,7 +4,9 @@ It lives in the test API server's event loop and writes through the emulator, so
 status writes reach kopf's watches as a real kubelet's would. For every pod it
 
 1. leaves it ``Pending`` while ``spec.schedulingGates`` is non-empty;
-2. then marks it ``Running`` at once (there is no scheduler, node or image to wait for);
+2. then marks it ``Running`` at once (there is no image to pull); if some Node exists, it
+   waits first for the API server's scheduler (tests/k8s/scheduler.py) to bind the pod to
+   one (``spec.nodeName``), and a pod that fits no node stays ``Pending``;
 3. after its ``TASK_DURATION_SECONDS`` (the operator's pod contract: an env var of the first
    container; or what ``durations(pod)`` says, for a test that gives tasks of one stage
    different run times) times `time_factor` wall seconds, ends it ``Succeeded``, or ``Failed`` with the
@@ -114,6 +116,8 @@ class SimKubelet:
             return
         if pod["spec"].get("schedulingGates") or pod["metadata"].get("deletionTimestamp"):
             return
+        if self.api.scheduler.placing and not pod["spec"].get("nodeName"):
+            return  # not bound yet: its binding's event brings it back here
         self._timers[name] = self._run(name, pod)
         started = {"running": {"startedAt": now()}}
         containers = [
