@@ -116,24 +116,28 @@ def test_a_bad_request_in_a_workflow_names_its_path(more, message):
         parse_workflow(_stage(**more))
 
 
-def test_k8s_batch_draws_requests_only_when_asked():
+@pytest.mark.parametrize("workload", ["k8s-batch", "argo-shapes", "airflow-shapes"])
+def test_the_pod_workloads_draw_requests_only_when_asked(workload):
     from idlegate.sim.workloads import build_workload
 
-    plain = build_workload("k8s-batch", 5, num_jobs=60)
-    sized = build_workload("k8s-batch", 5, num_jobs=60, requests=True)
+    plain = build_workload(workload, 5, num_jobs=200)
+    sized = build_workload(workload, 5, num_jobs=200, requests=True)
     assert all(not j.dag.demands for j in plain.jobs)
     same = [(j.time, j.name, j.dag.tasks, j.dag.durations) for j in plain.jobs]
     assert same == [(j.time, j.name, j.dag.tasks, j.dag.durations) for j in sized.jobs]
     demands = [d for j in sized.jobs for d in j.dag.demands]
+    assert len(demands) == sum(j.dag.num_stages for j in sized.jobs)  # every stage asks
     cpus = [d.units("cpu") for d in demands]
     assert min(cpus) >= Fraction(1, 10) and max(cpus) <= 8 and len(set(cpus)) > 10
     assert all(d.units("memory") / (2**20 * 256) >= 1 for d in demands)
+    assert all(1.5 <= d.units("memory") / 2**30 / d.units("cpu") <= 5.5 for d in demands)
     gpus = [d for d in demands if "nvidia.com/gpu" in d]
-    assert 0 < len(gpus) < len(demands) / 10
+    assert 0 < len(gpus) < len(demands) / 20  # a few GPU stages
 
 
-def test_k8s_batch_with_requests_runs_on_a_resource_pool():
-    args = ["simulate", "-w", "k8s-batch", "-o", "requests=true", "-o", "num_jobs=30"]
+@pytest.mark.parametrize("workload", ["k8s-batch", "argo-shapes", "airflow-shapes"])
+def test_the_pod_workloads_with_requests_run_on_a_resource_pool(workload):
+    args = ["simulate", "-w", workload, "-o", "requests=true", "-o", "num_jobs=30"]
     pool = ["--resources", "cpu=24,memory=96Gi,nvidia.com/gpu=2", "--json"]
     for scheduler in ("fifo", "srpt", "learned:default"):
         result = runner.invoke(app, [*args, "-s", scheduler, *pool])

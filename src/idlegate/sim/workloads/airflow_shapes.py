@@ -28,6 +28,11 @@ Airflow's priority (default weights, the downstream rule), which the `airflow` b
 orders by; no DAG carries a `max_active_tasks`, so every scheduler compared may run a DAG
 run as wide as it likes. Arrivals are Poisson at offered load 0.7 by default.
 
+Requests (`requests`, off by default): each stage's pods request what pods of its task's
+kind do (`TASK_REQUESTS`, drawn by `idlegate.sim.workloads.requests`: CPU from 0.1 to 8,
+memory to match, a GPU on a quarter of the heavy tasks), as a KubernetesExecutor's
+`executor_config` pod override would give them.
+
 Seeds: the jobs' content and the arrival gaps come from independent streams
 (`base.split_streams`), so the same seed gives the same jobs at any load.
 """
@@ -43,6 +48,7 @@ from idlegate.sim.airflow import AirflowSpec, map_dag
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import Workload
 from idlegate.sim.workloads.base import SeedLike
+from idlegate.sim.workloads.requests import PodSize, draw_requests
 from idlegate.sim.workloads.shapes import (
     ShapesConfig,
     draw_runs,
@@ -62,6 +68,16 @@ TASK_KINDS: dict[str, tuple[float, float]] = {
 }
 """Task kinds: median run time (before `duration_scale`) and the log-normal spread of a
 stage's run time around it."""
+
+TASK_REQUESTS: dict[str, PodSize] = {
+    "quick": PodSize(0.1, 0.5),
+    "work": PodSize(0.25, 2.0),
+    "heavy": PodSize(1.0, 8.0, gpu_share=0.25),
+    "map": PodSize(0.25, 2.0),
+    "reduce": PodSize(0.5, 2.0),
+}
+"""What a task instance's pod of each kind requests with `requests` on (a GPU on a
+quarter of the heavy tasks)."""
 
 Shape = dict[str, tuple[str, tuple[str, ...]]]
 """task id -> (kind, downstream task ids); a kind ending in '[]' is a mapped task, 'empty'
@@ -243,18 +259,22 @@ def shape_export(shape: str, rng: np.random.Generator) -> tuple[dict[str, Any], 
     return export, {"dag_run_id": "run", "state": "running"}
 
 
-def _draw(rng: np.random.Generator, c: AirflowShapesConfig) -> tuple[str, Dag, tuple[float, ...]]:
+def _draw(
+    rng: np.random.Generator, c: AirflowShapesConfig, requests: np.random.Generator | None = None
+) -> tuple[str, Dag, tuple[float, ...]]:
     """One DAG run: its shape, its DAG (estimates include the start latency, priorities
-    Airflow's) and its stages' run times without the latency."""
+    Airflow's; with a `requests` stream, its pods' requests) and its stages' run times
+    without the latency."""
     names = list(SHAPE_WEIGHTS)
     shape = names[int(rng.choice(len(names), p=list(SHAPE_WEIGHTS.values())))]
     export, run = shape_export(shape, rng)
     job = map_dag(export, run=run)
     tasks = SHAPES[shape][1]
-    kinds = (TASK_KINDS[tasks[stage.task_id][0].removesuffix("[]")] for stage in job.live_stages)
-    runs = draw_runs(rng, kinds, c.duration_scale, c.start_latency)
+    kinds = [tasks[stage.task_id][0].removesuffix("[]") for stage in job.live_stages]
+    runs = draw_runs(rng, (TASK_KINDS[k] for k in kinds), c.duration_scale, c.start_latency)
+    sizes = None if requests is None else [draw_requests(requests, TASK_REQUESTS[k]) for k in kinds]
     spec = job.spec()
-    stages = timed_stages(spec.stages, runs, c.start_latency)
+    stages = timed_stages(spec.stages, runs, c.start_latency, sizes)
     timed = AirflowSpec(stages=stages, priorities=spec.priorities)
     return shape, Dag.from_spec(timed), runs
 
@@ -263,7 +283,7 @@ def _draw(rng: np.random.Generator, c: AirflowShapesConfig) -> tuple[str, Dag, t
 def _mean_work(duration_scale: float, start_latency: float) -> float:
     """The mean estimated work of a DAG run over a fixed-seed sample."""
     c = AirflowShapesConfig(duration_scale=duration_scale, start_latency=start_latency)
-    return sample_mean_work(lambda rng: _draw(rng, c), ESTIMATE_SEED, ESTIMATE_SAMPLES)
+    return sample_mean_work(lambda rng, _: _draw(rng, c), ESTIMATE_SEED, ESTIMATE_SAMPLES)
 
 
 def mean_shape_work(config: AirflowShapesConfig) -> float:
@@ -280,6 +300,6 @@ def airflow_shapes_workload(
         "airflow-shapes",
         c,
         seed,
-        draw=lambda rng: _draw(rng, c),
+        draw=lambda rng, requests: _draw(rng, c, requests),
         mean_work=lambda: mean_shape_work(c),
     )

@@ -22,6 +22,11 @@ time, and a pod's real run time varies around it (`task_sigma`, `K8sPodDurations
 workflow carries a `parallelism`: every scheduler compared may run a workflow as wide as
 it likes. Arrivals are Poisson at offered load 0.7 by default (any `ArrivalOptions`).
 
+Requests (`requests`, off by default): each pod template's container requests what pods
+of its kind do (`TEMPLATE_REQUESTS`, drawn by `idlegate.sim.workloads.requests`: CPU from
+0.1 to 8, memory to match, a GPU on a fifth of the map templates), written into the
+manifest, so the mapping reads them as it reads a user's.
+
 Seeds: the jobs' content and the arrival gaps come from independent streams
 (`base.split_streams`), so the same seed gives the same jobs at any load.
 """
@@ -38,6 +43,7 @@ from idlegate.sim.dag import Dag
 from idlegate.sim.engine import Workload
 from idlegate.sim.spec import WorkflowSpec
 from idlegate.sim.workloads.base import SeedLike
+from idlegate.sim.workloads.requests import PodSize, draw_requests
 from idlegate.sim.workloads.shapes import (
     ShapesConfig,
     draw_runs,
@@ -62,6 +68,21 @@ TEMPLATE_KINDS: dict[str, tuple[float, float]] = {
 }
 """Template kinds: median pod run time (before `duration_scale`) and the log-normal spread
 of a stage's run time around it."""
+
+TEMPLATE_REQUESTS: dict[str, PodSize] = {
+    "echo": PodSize(0.1, 0.25),
+    "generate": PodSize(0.1, 0.5),
+    "work": PodSize(0.5, 2.0),
+    "split": PodSize(0.1, 0.5),
+    "map": PodSize(0.5, 4.0, gpu_share=0.2),
+    "reduce": PodSize(1.0, 4.0),
+    "checkout": PodSize(0.1, 0.5),
+    "build": PodSize(1.0, 8.0),
+    "test": PodSize(0.5, 4.0),
+    "release": PodSize(0.1, 0.5),
+}
+"""What a pod of each template kind requests with `requests` on (a GPU on a fifth of the
+map templates: batch inference)."""
 
 SHAPES = ("hello", "steps", "diamond", "loop", "map-reduce", "diamond-steps", "nested", "ci")
 SHAPE_WEIGHTS = (0.2, 0.15, 0.15, 0.15, 0.1, 0.08, 0.05, 0.12)
@@ -161,11 +182,25 @@ def shape_manifest(shape: str, rng: np.random.Generator) -> dict[str, Any]:
     return _workflow(shape, [{"name": "main", "dag": {"tasks": tasks}}, *map(_pod, kinds)])
 
 
-def _draw(rng: np.random.Generator, c: ArgoShapesConfig) -> tuple[str, Dag, tuple[float, ...]]:
-    """One workflow: its shape, its DAG (estimates include the start latency) and its
+def with_requests(manifest: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+    """`manifest` with each pod template's container requesting what pods of its kind do
+    (`TEMPLATE_REQUESTS`), drawn from `rng` in the order of the templates."""
+    for template in manifest["spec"]["templates"]:
+        if "container" in template:
+            size = TEMPLATE_REQUESTS[template["name"]]
+            template["container"]["resources"] = {"requests": draw_requests(rng, size)}
+    return manifest
+
+
+def _draw(
+    rng: np.random.Generator, c: ArgoShapesConfig, requests: np.random.Generator | None = None
+) -> tuple[str, Dag, tuple[float, ...]]:
+    """One workflow: its shape, its DAG (estimates include the start latency; with a
+    `requests` stream, its pods' requests, read by the mapping from the manifest) and its
     stages' run times without the latency."""
     shape = SHAPES[int(rng.choice(len(SHAPES), p=SHAPE_WEIGHTS))]
-    job = map_workflow(shape_manifest(shape, rng))
+    manifest = shape_manifest(shape, rng)
+    job = map_workflow(manifest if requests is None else with_requests(manifest, requests))
     kinds = (TEMPLATE_KINDS[stage.template] for stage in job.stages)
     runs = draw_runs(rng, kinds, c.duration_scale, c.start_latency)
     stages = timed_stages(job.spec().stages, runs, c.start_latency)
@@ -176,7 +211,7 @@ def _draw(rng: np.random.Generator, c: ArgoShapesConfig) -> tuple[str, Dag, tupl
 def _mean_work(duration_scale: float, start_latency: float) -> float:
     """The mean estimated work of a workflow over a fixed-seed sample."""
     c = ArgoShapesConfig(duration_scale=duration_scale, start_latency=start_latency)
-    return sample_mean_work(lambda rng: _draw(rng, c), ESTIMATE_SEED, ESTIMATE_SAMPLES)
+    return sample_mean_work(lambda rng, _: _draw(rng, c), ESTIMATE_SEED, ESTIMATE_SAMPLES)
 
 
 def mean_shape_work(config: ArgoShapesConfig) -> float:
@@ -191,6 +226,6 @@ def argo_shapes_workload(config: ArgoShapesConfig | None = None, seed: SeedLike 
         "argo-shapes",
         c,
         seed,
-        draw=lambda rng: _draw(rng, c),
+        draw=lambda rng, requests: _draw(rng, c, requests),
         mean_work=lambda: mean_shape_work(c),
     )

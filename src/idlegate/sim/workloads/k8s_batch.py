@@ -32,11 +32,10 @@ average (stochastic rounding: ⌊m⌋ or ⌈m⌉), the ad-hoc jobs arriving at r
 adhoc_fraction/g.
 
 Requests (`requests`, off by default). Each stage's pods request what pods of its kind
-do (`_REQUESTS`): CPU drawn log-uniformly in the kind's range (0.1 to 8 CPUs, in steps of
-100m), memory 2 or 4 GiB per CPU (at least 256 MiB, in steps of 256 MiB), and one
-`nvidia.com/gpu` for half the `train` stages. A pool with `--resources` counts them; a
-pods-only pool does not. They come from a stream of their own, so the jobs, run times and
-arrivals are the same with and without them.
+do (`_REQUESTS`, drawn by `idlegate.sim.workloads.requests`): CPU from 0.1 to 8 by kind,
+memory to match, and one `nvidia.com/gpu` for half the `train` stages. A pool with
+`--resources` counts them; a pods-only pool does not. They come from a stream of their
+own, so the jobs, run times and arrivals are the same with and without them.
 
 Seeds. One seed gives the same jobs and times: the content, burst counts, jitters and
 ad-hoc gaps come from independent child streams (`base.split_streams`), each drawn in
@@ -60,6 +59,7 @@ from idlegate.sim.durations import Uniforms
 from idlegate.sim.engine import Fidelity, JobArrival, Workload
 from idlegate.sim.spec import MAX_TASK_SECONDS, StageSpec, WorkflowSpec
 from idlegate.sim.workloads.base import MAX_JOBS, ArrivalOptions, SeedLike, as_rng, split_streams
+from idlegate.sim.workloads.requests import PodSize, draw_requests, requests_stream
 
 MINUTE = 60.0
 
@@ -79,21 +79,20 @@ _STAGE_KINDS: dict[str, tuple[float, float]] = {
 """Stage kinds of the pipelines: median pod run time (before `duration_scale`) and the
 log-normal spread of a stage's run time around it."""
 
-_REQUESTS: dict[str, tuple[float, float]] = {
-    "extract": (0.25, 1.0),
-    "transform": (1.0, 4.0),
-    "load": (0.25, 1.0),
-    "split": (0.1, 0.5),
-    "map": (0.5, 2.0),
-    "merge": (0.5, 2.0),
-    "prepare": (1.0, 4.0),
-    "train": (2.0, 8.0),
-    "eval": (0.5, 2.0),
-    "register": (0.1, 0.25),
+_REQUESTS: dict[str, PodSize] = {
+    "extract": PodSize(0.25, 1.0),
+    "transform": PodSize(1.0, 4.0),
+    "load": PodSize(0.25, 1.0),
+    "split": PodSize(0.1, 0.5),
+    "map": PodSize(0.5, 2.0),
+    "merge": PodSize(0.5, 2.0),
+    "prepare": PodSize(1.0, 4.0),
+    "train": PodSize(2.0, 8.0, gpu_share=0.5),
+    "eval": PodSize(0.5, 2.0),
+    "register": PodSize(0.1, 0.25),
 }
-"""CPUs a pod of each stage kind requests: the range its draw is log-uniform in."""
-GPU_TRAIN_SHARE = 0.5
-"""Fraction of `train` stages whose pods request one nvidia.com/gpu."""
+"""What a pod of each stage kind requests (`idlegate.sim.workloads.requests`): a GPU on
+half the `train` stages."""
 
 PIPELINES = ("etl", "fanout", "train-eval")
 SHAPE_WEIGHTS = (0.4, 0.35, 0.25)
@@ -229,18 +228,6 @@ def _run_times(rng: np.random.Generator, plan: _Pipeline, c: K8sBatchConfig) -> 
     return runs
 
 
-def _draw_requests(rng: np.random.Generator, kind: str) -> dict[str, int | str]:
-    """The requests of one stage's pods (module docs, `_REQUESTS`)."""
-    lo, hi = _REQUESTS[kind]
-    cpu_tenths = max(1, round(10 * math.exp(rng.uniform(math.log(lo), math.log(hi)))))
-    per_cpu = 2 if rng.random() < 0.5 else 4  # GiB per CPU
-    memory = max(1, round(cpu_tenths * per_cpu * 1024 / 10 / 256)) * 256
-    out: dict[str, int | str] = {"cpu": f"{cpu_tenths * 100}m", "memory": f"{memory}Mi"}
-    if kind == "train" and rng.random() < GPU_TRAIN_SHARE:
-        out["nvidia.com/gpu"] = 1
-    return out
-
-
 def _draw_pipeline(
     rng: np.random.Generator, c: K8sBatchConfig, requests: np.random.Generator | None = None
 ) -> tuple[str, Dag, tuple[float, ...]]:
@@ -254,7 +241,7 @@ def _draw_pipeline(
             tasks=pods,
             task_duration_seconds=c.start_latency + run,
             depends_on=parents,
-            resources=None if requests is None else _draw_requests(requests, kind),
+            resources=None if requests is None else draw_requests(requests, _REQUESTS[kind]),
         )
         for (name, kind, pods, parents), run in zip(plan.stages, runs, strict=True)
     )
@@ -303,8 +290,7 @@ def k8s_batch_workload(config: K8sBatchConfig | None = None, seed: SeedLike = 0)
     n, share = c.num_jobs, c.adhoc_fraction
     root = as_rng(seed)
     content, arrivals = split_streams(root)
-    # (drawn after the others, so they are the same with and without requests)
-    requests = np.random.default_rng(int(root.integers(2**63))) if c.requests else None
+    requests = requests_stream(root, c.requests)
     cron_rng, adhoc_rng = split_streams(arrivals)
     gap = c.mean_gap()
     cron = _cron_times(cron_rng, c, n, (1 - share) * c.period / gap) if share < 1 else np.empty(0)

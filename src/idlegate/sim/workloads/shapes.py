@@ -5,13 +5,14 @@ kind's median, add every pod's start latency to the estimate schedulers see, and
 real run time vary around that estimate (`K8sPodDurations`); they differ only in how a
 shape becomes a job. Here is that common part: drawing the stage run times, timing a
 mapped job's stages, the fixed-seed mean work that sets the arrival rate, and the
-Poisson-arrival workload itself.
+Poisson-arrival workload itself, with its pods' requests drawn from a stream of their own
+when asked (`ShapesConfig.requests`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -22,10 +23,14 @@ from idlegate.sim.engine import JobArrival, Workload
 from idlegate.sim.spec import MAX_TASK_SECONDS, StageSpec
 from idlegate.sim.workloads.base import MAX_JOBS, ArrivalOptions, SeedLike, as_rng, split_streams
 from idlegate.sim.workloads.k8s_batch import K8S_FIDELITY, K8sPodDurations
+from idlegate.sim.workloads.requests import requests_stream
 
-Draw = Callable[[np.random.Generator], tuple[str, Dag, tuple[float, ...]]]
+Draw = Callable[
+    [np.random.Generator, np.random.Generator | None], tuple[str, Dag, tuple[float, ...]]
+]
 """Draws one job from a stream: its shape, its DAG (estimates include the start latency)
-and its stages' run times without the latency."""
+and its stages' run times without the latency; with a second stream, its pods' requests
+(`idlegate.sim.workloads.requests`)."""
 
 
 def draw_runs(
@@ -45,24 +50,30 @@ def draw_runs(
 
 
 def timed_stages(
-    stages: Sequence[StageSpec], runs: Sequence[float], start_latency: float
+    stages: Sequence[StageSpec],
+    runs: Sequence[float],
+    start_latency: float,
+    requests: Sequence[Mapping[str, int | str] | None] | None = None,
 ) -> tuple[StageSpec, ...]:
-    """`stages` with each one's estimate set to the start latency plus its run time."""
+    """`stages` with each one's estimate set to the start latency plus its run time, and
+    its requests those of `requests` where given (else its own)."""
+    given = requests or [None] * len(stages)
     return tuple(
         StageSpec(
             name=s.name,
             tasks=s.tasks,
             task_duration_seconds=start_latency + run,
             depends_on=s.depends_on,
+            resources=s.resources if asked is None else dict(asked),
         )
-        for s, run in zip(stages, runs, strict=True)
+        for s, run, asked in zip(stages, runs, given, strict=True)
     )
 
 
 def sample_mean_work(draw: Draw, seed: int, samples: int) -> float:
     """The mean estimated work of `samples` jobs drawn from a stream seeded with `seed`."""
     rng = np.random.default_rng(seed)
-    return float(np.mean([draw(rng)[1].total_work for _ in range(samples)]))
+    return float(np.mean([draw(rng, None)[1].total_work for _ in range(samples)]))
 
 
 class ShapesConfig(ArrivalOptions):
@@ -78,6 +89,10 @@ class ShapesConfig(ArrivalOptions):
     """Log-normal spread of a pod's real run time around its stage's estimate (0: exact)."""
     start_latency: float = Field(15.0, ge=0, le=3600)
     """Seconds every pod needs to start (scheduling, image pull), part of its duration."""
+    requests: bool = False
+    """Give each stage's pods requests (CPU 0.1-8 by the stage's kind, memory to match, a
+    GPU on a few stages), counted by a pool with --resources
+    (`idlegate.sim.workloads.requests`). Off: no requests, the workload as it always was."""
     DEFAULT_LOAD: ClassVar[float | None] = 0.7
 
 
@@ -91,13 +106,15 @@ def shapes_workload(
 ) -> Workload:
     """`options.num_jobs` jobs from `draw`, Poisson arrivals at `options`' load for
     `mean_work`; content and arrival gaps come from independent streams of `seed`."""
-    content, arrivals = split_streams(as_rng(seed))
+    root = as_rng(seed)
+    content, arrivals = split_streams(root)
+    requests = requests_stream(root, options.requests)
     gap = options.mean_interarrival(mean_work, options.num_executors)
     draws = arrivals.standard_exponential(options.num_jobs - 1) * gap
     times = np.concatenate([[0.0], np.cumsum(draws)])
     jobs = []
     for i, t in enumerate(times.tolist()):
-        shape, dag, runs = draw(content)
+        shape, dag, runs = draw(content, requests)
         model = K8sPodDurations(options.start_latency, runs, options.task_sigma)
         jobs.append(JobArrival(t, f"{shape}-{i}", dag, model))
     return Workload(name, tuple(jobs), options.num_executors, K8S_FIDELITY)
