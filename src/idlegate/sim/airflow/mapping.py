@@ -26,6 +26,7 @@ from typing import Any
 
 import networkx as nx
 
+from idlegate.errors import IdlegateError
 from idlegate.sim.airflow.model import (
     AirflowJob,
     AirflowRefusal,
@@ -35,9 +36,11 @@ from idlegate.sim.airflow.model import (
     LeftTask,
     RefusalReason,
 )
+from idlegate.sim.airflow.requests import UnreadableConfig, instance_demand
 from idlegate.sim.argo.mapping import DEFAULT_PRIOR, MAX_RETRIES, DurationLookup
 from idlegate.sim.argo.model import DurationSource
 from idlegate.sim.graphs import cycle_path
+from idlegate.sim.resources import EMPTY, ResourceVector
 from idlegate.sim.spec import MAX_STAGES, MAX_TASK_SECONDS, MAX_TASKS_PER_STAGE, stage_label
 
 NO_POD_CLASSES = frozenset({"EmptyOperator", "ExternalTaskMarker"})
@@ -125,6 +128,7 @@ def map_dag(
     walker = _Walker(
         where, name, tasks, graph, left, instances, durations, prior, _priorities(tasks, graph)
     )
+    walker.seen = seen
     stages = walker.stages()
     if not stages:
         raise AirflowRefusal(
@@ -319,6 +323,8 @@ class _Walker:
         self.notes: list[str] = []
         self._names: set[str] = set()
         self._by_task = _seen_by_task(self.instances or [])
+        self.seen: Mapping[str, list[Mapping[str, Any]]] = {}
+        """Every task instance of the export, by task (the run's are `_by_task`)."""
 
     def stages(self) -> list[AirflowStage]:
         order = list(self.tasks)
@@ -382,9 +388,30 @@ class _Walker:
             depends_on=deps,
             priority=priority,
             retries=max(0, min(MAX_RETRIES, int(_number(task.get("retries"), 0.0)))),
+            demand=self.demand(tid, seen or self.seen.get(tid, [])),
             condition=condition,
             skipped=bool(seen) and all(ti.get("state") in NOT_RUN_STATES for ti in seen),
         )
+
+    def demand(self, tid: str, instances: Sequence[Mapping[str, Any]]) -> ResourceVector:
+        """What the task's worker pods request: the pod override of its instances'
+        `executor_config` (`idlegate.sim.airflow.requests`; the run's, else the export's
+        latest that has one), else nothing."""
+        where = f"{self.where}: task {tid!r}"
+        for ti in reversed(instances):
+            try:
+                found = instance_demand(ti.get("executor_config"), where)
+            except UnreadableConfig:
+                self.notes.append(
+                    f"task {tid!r}: its executor_config is not a literal Airflow's API can "
+                    "give in full, so its pods' requests are not read"
+                )
+                continue
+            except IdlegateError as exc:
+                raise AirflowRefusal(RefusalReason.INVALID, str(exc)) from None
+            if found:
+                return found
+        return EMPTY
 
     def size(self, tid: str, task: Mapping[str, Any]) -> tuple[int, bool]:
         """(task instances, known) of a task: a mapped one's map indexes in the run."""
