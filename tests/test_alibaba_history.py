@@ -73,11 +73,12 @@ def test_finished_jobs_become_workflows_and_the_rest_are_counted(batch_tasks: Pa
     assert [s.task_duration_seconds for s in j1.spec.stages] == [10.0, 18.0, 1.0]
     independent = found.workflows[0].spec.stages[0]
     assert independent.tasks == 5 and independent.depends_on == ()
-    # plan_cpu (100 is one core) is each task's cpu request; a blank one requests none
+    # plan_cpu (100 is one core) is each task's cpu request, plan_mem (100 is a machine's
+    # memory, written as 100 GiB) its memory request; a blank one requests none
     assert [s.resources for s in j1.spec.stages] == [
-        {"cpu": "1000m"},
-        {"cpu": "500m"},
-        {"cpu": "1000m"},
+        {"cpu": "1000m", "memory": "399Mi"},
+        {"cpu": "500m", "memory": "205Mi"},
+        {"cpu": "1000m", "memory": "399Mi"},
     ]
     assert independent.resources is None
     # a parent listed after its child in the file still comes first
@@ -92,12 +93,14 @@ def test_a_nan_or_infinite_field_is_an_unusable_row(tmp_path: Path):
         "M1,nan,j_1,1,Terminated,1,2,100,0.1\n"
         "M1,1,j_2,1,Terminated,inf,inf,100,0.1\n"
         "M1,1,j_3,1,Terminated,1,nan,100,0.1\n"
-        "M1,1,j_4,1,Terminated,1,2,inf,0.1\n"
+        "M1,1,j_4,1,Terminated,1,2,inf,nan\n"
+        "M1,1,j_5,1,Terminated,1,2,inf,50\n"
     )
     found = read_batch_tasks(path)
     assert dict(found.skipped) == {"unusable": 3}
-    assert [w.name for w in found.workflows] == ["j_4"]
-    assert found.workflows[0].spec.stages[0].resources is None  # an infinite plan_cpu: none
+    assert [w.name for w in found.workflows] == ["j_4", "j_5"]
+    assert found.workflows[0].spec.stages[0].resources is None  # infinite, NaN: none
+    assert found.workflows[1].spec.stages[0].resources == {"memory": "51200Mi"}  # half of 100Gi
 
 
 def test_the_history_replays_at_the_recorded_times(batch_tasks: Path, tmp_path: Path):
@@ -106,7 +109,7 @@ def test_the_history_replays_at_the_recorded_times(batch_tasks: Path, tmp_path: 
     out = write_history(tmp_path / "alibaba.yaml", read_batch_tasks(batch_tasks).workflows)
     back = load_history(out)
     assert [w.name for w in back] == ["j_2", "j_1", "j_9"]
-    assert back[1].spec.stages[1].resources == {"cpu": "500m"}
+    assert back[1].spec.stages[1].resources == {"cpu": "500m", "memory": "205Mi"}
     assert back[1].measured == ((10.0,), (18.0,), (1.0,))
     w = build_workload("file", 0, path=str(out), num_executors=4)
     assert [j.time for j in w.jobs] == [0.0, 50.0, 100.0]
@@ -151,3 +154,23 @@ def test_the_cli_writes_the_history_and_says_what_it_skipped(batch_tasks: Path, 
     assert r.exit_code == 1
     assert "no job could be converted (0 of 1 job(s) converted; skipped: 1 not every" in r.output
     assert "Traceback" not in r.output
+
+
+def test_the_history_replays_on_a_pool_of_cpu_and_memory(batch_tasks: Path, tmp_path: Path):
+    import json
+
+    runner = CliRunner()
+    out = tmp_path / "h.jsonl"
+    assert (
+        runner.invoke(app, ["history", "alibaba", str(batch_tasks), "-o", str(out)]).exit_code == 0
+    )
+    args = ["simulate", "-w", "file", "--file", str(out), "-k", "8", "-s", "fifo", "--json"]
+    pods = json.loads(runner.invoke(app, args).stdout)
+    r = runner.invoke(app, [*args, "--resources", "cpu=2,memory=1Gi"])
+    assert r.exit_code == 0, r.output
+    sized = json.loads(r.stdout)
+    assert sized["jobs"] == pods["jobs"] == 3
+    assert set(sized["utilisation_by_resource"]) == {"cpu", "memory"}
+    assert sized["utilisation_by_resource"]["memory"] > 0
+    # two of j_1's three 1-core tasks fit 2 CPUs at once, and 399Mi x 3 does not fit 1Gi
+    assert sized["avg_jct"] > pods["avg_jct"]

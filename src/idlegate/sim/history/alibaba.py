@@ -18,10 +18,18 @@ Each job whose every task is ``Terminated`` becomes one workflow (`HistoryWorkfl
 * ``arrival``: the job's earliest task start (the trace has no submission time);
   ``jctSeconds``: its last task end minus that; ``outcome``: Succeeded.
 
-``plan_cpu`` (the cores one instance asks for; 100 is one core) becomes the stage's
-``resources: {cpu: …}`` (``plan_cpu`` 50 is ``cpu: 500m``; none when it is blank or 0).
-``plan_mem`` is not kept: the trace normalises it to a machine's memory ([0, 100]) and
-gives no machine size, so it has no Kubernetes quantity.
+``plan_cpu`` and ``plan_mem`` (what one instance asks for) become the stage's
+``resources``:
+
+* ``cpu`` from ``plan_cpu``, of which 100 is one core (50 is ``cpu: 500m``);
+* ``memory`` from ``plan_mem``, which the trace normalises to a machine's memory ([0, 100]:
+  100 is all of one machine's; its machines are alike, 96 cores each) without saying how
+  much that is. It is written at `MACHINE_MEMORY_GIB` (100 GiB) a machine, so 1 is 1 GiB
+  (``plan_mem`` 0.39 is ``memory: 399Mi``, in whole MiB). Any size would do: a pool sized
+  in the trace's machines (``cpu=96`` and ``memory=100Gi`` each) schedules the same
+  whatever a machine really holds, since demands and capacity scale together.
+
+Either is left out when blank, 0 or not a finite number.
 
 Other jobs are skipped and counted by reason (`AlibabaImport.skipped`): one not every
 task of which is Terminated, one a task of which depends on a task the file does not
@@ -69,6 +77,9 @@ COLUMNS = (
 """The columns of ``batch_task.csv``, in order."""
 TERMINATED = "Terminated"
 """The status of a task that finished."""
+MACHINE_MEMORY_GIB = 100
+"""The memory of one of the trace's machines that ``plan_mem`` 100 stands for (GiB; the
+module docstring says why any size would do)."""
 MIN_TASK_SECONDS = 1.0
 """A task's measured duration is at least this (the trace's times are whole seconds)."""
 
@@ -94,6 +105,8 @@ class _Row:
     end: float | None
     cpu: float | None
     """plan_cpu: 100 is one core."""
+    memory: float | None
+    """plan_mem: 100 is one machine's memory."""
 
 
 @dataclass(frozen=True)
@@ -144,10 +157,10 @@ def batch_task_history(rows: Iterable[Sequence[str]], source: str) -> AlibabaImp
             )
         if line == 1 and [c.strip().lower() for c in row] == list(COLUMNS):
             continue
-        name, instances, job, _, status, start, end, cpu = (c.strip() for c in row[:8])
-        jobs[job].append(
-            _Row(name, _number(instances), status, _number(start), _number(end), _number(cpu))
-        )
+        name, instances, job, _, status, start, end, cpu, memory = (c.strip() for c in row)
+        numbers = (_number(v) for v in (instances, start, end, cpu, memory))
+        count, begin, finish, plan_cpu, plan_mem = numbers
+        jobs[job].append(_Row(name, count, status, begin, finish, plan_cpu, plan_mem))
     if not jobs:
         raise SpecError(f"{source} holds no task rows ({','.join(COLUMNS)})")
     skipped: Counter[str] = Counter()
@@ -215,7 +228,7 @@ def _workflow(job: str, rows: list[_Row], source: str) -> HistoryWorkflow | str:
             tasks=counts[i],
             task_duration_seconds=spans[i],
             depends_on=tuple(labels[p] for p in dict.fromkeys(parents[i])),
-            resources=_cpu_request(rows[i].cpu),
+            resources=_requests(rows[i]),
         )
         for i in order
     )
@@ -231,11 +244,15 @@ def _workflow(job: str, rows: list[_Row], source: str) -> HistoryWorkflow | str:
     )
 
 
-def _cpu_request(plan_cpu: float | None) -> dict[str, str] | None:
-    """A task's ``plan_cpu`` (100 is one core) as a ResourceList, in milli-cores."""
-    if plan_cpu is None or not plan_cpu > 0:
-        return None
-    return {"cpu": f"{max(round(plan_cpu * 10), 1)}m"}
+def _requests(row: _Row) -> dict[str, str] | None:
+    """A task's ``plan_cpu`` and ``plan_mem`` as a ResourceList (the module docstring)."""
+    out = {}
+    if row.cpu is not None and row.cpu > 0:
+        out["cpu"] = f"{max(round(row.cpu * 10), 1)}m"
+    if row.memory is not None and row.memory > 0:
+        mib = row.memory / 100 * MACHINE_MEMORY_GIB * 1024
+        out["memory"] = f"{max(round(mib), 1)}Mi"
+    return out or None
 
 
 def _topological(parents: list[list[int]]) -> list[int] | None:
