@@ -174,3 +174,17 @@ def test_the_history_replays_on_a_pool_of_cpu_and_memory(batch_tasks: Path, tmp_
     assert sized["utilisation_by_resource"]["memory"] > 0
     # two of j_1's three 1-core tasks fit 2 CPUs at once, and 399Mi x 3 does not fit 1Gi
     assert sized["avg_jct"] > pods["avg_jct"]
+
+
+def test_lint_says_which_task_of_a_history_never_fits_a_machine(batch_tasks: Path, tmp_path: Path):
+    runner = CliRunner()
+    out = tmp_path / "h.jsonl"
+    assert (
+        runner.invoke(app, ["history", "alibaba", str(batch_tasks), "-o", str(out)]).exit_code == 0
+    )
+    fits = runner.invoke(app, ["lint", str(out), "--pool-resources", "cpu=96,memory=100Gi"])
+    assert fits.exit_code == 0, fits.output
+    r = runner.invoke(app, ["lint", str(out), "--pool-resources", "cpu=800m,memory=100Gi"])
+    assert r.exit_code == 1
+    assert "[1]: stage 'm1' of workflow j_1 needs cpu=1,memory=399Mi at once, more cpu" in r.stdout
+    assert "[2]: stage 'm3' of workflow j_9 needs" in r.stdout

@@ -34,7 +34,8 @@ the wrong or no ``apiVersion``, another kind in the ``idlegate.io`` group (or
 ``DagWorkflow`` in another case), a missing name. A bare workflow (``idlegate simulate``'s
 format: a mapping with a ``stages`` list and no kind, alone or in a list, with a history's
 keys or not, and a ``.jsonl`` file's lines, a history sink's) is checked as ``simulate -w
-file`` reads it (:func:`idlegate.sim.history.parse_record`). Everything else (a ConfigMap, a
+file`` reads it (:func:`idlegate.sim.history.parse_record`), and against the pool as a
+DagWorkflow is. Everything else (a ConfigMap, a
 Kustomization, a document with no kind such as a dashboard JSON) is skipped with a note,
 and ``List``/``DagWorkflowList`` documents are checked item by item, so a directory of
 mixed files can be linted as a whole.
@@ -87,7 +88,7 @@ from idlegate.api.lint_render import PoolFactory, linted_pool
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.pool_spec import pool_problems
 from idlegate.api.template import check_templates
-from idlegate.errors import IdlegateError, SpecError
+from idlegate.errors import IdlegateError
 from idlegate.sim.airflow import is_airflow
 from idlegate.sim.argo import is_argo
 from idlegate.sim.dag import Dag
@@ -621,10 +622,14 @@ class _Linter:
         self.report.bare_workflows += 1
         try:
             if isinstance(obj, dict):
-                parse_record(obj, obj, None, "workflow")
+                record = parse_record(obj, obj, None, "workflow")
+                spec, name = record.spec, record.name
             else:
-                parse_workflow(obj, "workflow")
-        except SpecError as exc:
+                spec, name = parse_workflow(obj, "workflow"), None
+            if self.pool_size is not None or self.resources is not None:  # as a DagWorkflow's
+                pool = linted_pool(self.pool_size, self.resources)
+                pool.add_job(Dag.from_spec(spec), 0.0, f"workflow {name or '#' + str(index)}")
+        except IdlegateError as exc:
             self._problem(source, index, item, None, str(exc))
             self.report.invalid += 1
 
