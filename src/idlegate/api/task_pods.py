@@ -123,12 +123,17 @@ def task_pod(
     """The manifest of one task pod, built from the stage's template (or the default one).
 
     The template's labels and annotations are kept, the operator's win on conflict; its
-    own scheduling gates are kept (the operator only ever removes its own);
+    own scheduling gates are kept (the operator only ever removes its own); without a
+    template, a stage's ``resources`` are the task container's requests;
     ``restartPolicy`` is forced to ``Never`` (a retry is a new pod); the task environment
     replaces same-named variables in every container and init container; a template that
     names no service account (or ``default``) runs as ``default`` with no token mounted.
     """
     template = copy.deepcopy(stage.template) if stage.template else copy.deepcopy(DEFAULT_TEMPLATE)
+    if not stage.template and stage.resources is not None:
+        # the pod requests what the stage says one task does: what idlegate counts is what
+        # the kube-scheduler places (a template's pods request what its containers say)
+        template["spec"]["containers"][0]["resources"] = {"requests": dict(stage.resources)}
     meta = template.get("metadata") or {}
     spec = template.get("spec") or {}
     labels = {

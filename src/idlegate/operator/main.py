@@ -144,6 +144,8 @@ class Operator:
         """kopf's posting settings (its own Events: the leader's only)."""
         self.indexes: tuple[Mapping[Any, Any], Mapping[Any, Any]] = {}, {}
         """kopf's indexes of task pods and namespaces; `filled`: kopf ran a handler (after them)."""
+        self.cluster_indexes: tuple[Mapping[Any, Any], Mapping[Any, Any]] = {}, {}
+        """kopf's indexes of nodes and of the pods not ended (the node pools' room)."""
         self.filled = asyncio.Event()
         self.metrics.leader.set(0 if settings.leader_election else 1)
 
@@ -206,6 +208,7 @@ class Operator:
                 )
             )
             bridge = pools.default
+            pools.watch.nodes, pools.watch.pods = self.cluster_indexes
             self.cron = CronController(
                 bridge.kube,
                 self.timers,
@@ -493,10 +496,16 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     # (kopf's handler types know no index argument)
     @kopf.on.startup(registry=registry)  # type: ignore[arg-type]
     async def startup(
-        settings: kopf.OperatorSettings, task_pods: kopf.Index, namespaces: kopf.Index, **_: Any
+        settings: kopf.OperatorSettings,
+        task_pods: kopf.Index,
+        namespaces: kopf.Index,
+        cluster_nodes: kopf.Index,
+        live_pods: kopf.Index,
+        **_: Any,
     ) -> None:
         configure_kopf(settings, operator.settings, operator.metrics)
         operator.indexes = task_pods, namespaces
+        operator.cluster_indexes = cluster_nodes, live_pods
         if operator.settings.leader_election:  # (kopf's own Events: the leader's only)
             operator.kopf_posting, settings.posting.enabled = settings.posting, False
         await operator.start()
@@ -525,6 +534,31 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     @kopf.index("v1", "namespaces", registry=registry, id="namespaces")
     def namespaces(name: str, body: kopf.Body, **_: Any) -> Any:
         return {name: body}
+
+    # -- the nodes and every pod not ended: the room of the pools that follow the nodes (an
+    # ExecutorPool's nodeSelector), told to them as it changes; a released pod left pending
+
+    @kopf.index("v1", "nodes", registry=registry, id="cluster_nodes")
+    def cluster_nodes(name: str, body: kopf.Body, **_: Any) -> Any:
+        return {name: body}
+
+    @kopf.index("v1", "pods", registry=registry, id="live_pods")
+    def live_pods(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> Any:
+        ended = body.get("status", {}).get("phase") in ("Succeeded", "Failed")
+        return None if ended else {(namespace, name): body}
+
+    @kopf.on.event("v1", "nodes", registry=registry, id="node-events")
+    async def node_event(**_: Any) -> None:
+        if operator.ready:
+            operator.pools.nodes_changed()
+
+    @kopf.on.event("v1", "pods", registry=registry, id="room-events")
+    async def room_event(event: kopf.RawEvent, **_: Any) -> None:
+        if operator.ready:
+            pending = operator.pools.watch.unschedulable(event["object"])
+            if pending is not None:
+                operator.bridge.carry([pending])
+            operator.pools.nodes_changed()
 
     # -- DagWorkflows and their pods ------------------------------------------------------------
 

@@ -183,6 +183,11 @@ class MetricFamilies:
             "idlegate_api_unreachable_seconds",
             "Time the API server did not answer the operator (outages, added when they end).",
         )
+        self.released_pending = counter(
+            "idlegate_released_pods_pending",
+            "Pods idlegate released that the kube-scheduler found no node with room for "
+            "(condition PodScheduled=False, Unschedulable), each counted once.",
+        )
         self.watch_restarts = counter(
             "idlegate_watch_restarts",
             "Requests of kopf's (its watches, lists and patches) that failed and were retried.",

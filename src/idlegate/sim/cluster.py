@@ -725,9 +725,7 @@ class Cluster(PoolResources):
             kept = [j for j in self.jobs if j in chosen or j.held]
         jobs = {job: _copy_job(job) for job in kept}
         twin.num_executors = self.num_executors
-        twin.capacity = self.capacity
-        twin.resource_names = self.resource_names
-        twin._free_r = list(self._free_r)
+        self._fork_resources(twin)
         twin.moving_delay = self.moving_delay
         twin.now = self.now
         twin.jobs = list(jobs.values())
@@ -735,7 +733,7 @@ class Cluster(PoolResources):
             for copy in twin.jobs:
                 for stage in copy.stages:
                     if stage.need is not None:
-                        stage.need = Need(stage.need.amounts, twin._free_r)
+                        stage.need = Need(stage.need.amounts, twin._free_r, twin._nodes)
         twin.done = []
         twin.removed = []
         twin.arrival_log = list(self.arrival_log)
@@ -757,7 +755,6 @@ class Cluster(PoolResources):
         twin._busy_since = list(self._busy_since)
         twin._task_start = list(self._task_start)
         twin._busy_done = self._busy_done
-        twin._held = list(self._held)
         twin._done_area = self._done_area
         return twin
 

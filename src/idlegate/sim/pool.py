@@ -4,9 +4,19 @@ The part of `idlegate.sim.cluster.Cluster` that keeps the resource rule of its h
 (a task starts only where its demand fits the free capacity): `Cluster` derives from
 `PoolResources`, which holds the pool's capacity, its free amounts of each resource it
 counts beyond pods (pods are the cluster's executors) and each stage's `Need`.
+
+A pool may also have *nodes* (`set_capacity`: the operator's pool that follows the
+cluster's nodes): then a task starts only where it also fits one node's free amounts and
+pods, as the kube-scheduler's NodeResourcesFit filter would find it room, and a task
+started takes its room on the first node it fits (first fit). The driver tells the nodes'
+free amounts again before its next round (what ran there, wherever the kube-scheduler
+put it); until then a task that ends gives its room back to the totals only, so the
+per-node rule errs on the side of what surely fits.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from idlegate.errors import DemandTooLargeError, IdlegateError
 from idlegate.sim.protocol import Job, Need
@@ -36,6 +46,37 @@ class PoolResources:
         of more than the pool holds)."""
         self._held = [0.0] * len(self.resource_names)
         """Milli-unit-seconds of each of `resource_names` held by tasks that ended."""
+        self._nodes: list[list[int]] = []
+        """Each node's free milli-units of `resource_names`, then of pods (`set_capacity`;
+        empty: no nodes), the lists the stages' `Need` read."""
+        self.follows_nodes = False
+        """The capacity is the nodes' (`set_capacity`): it comes and goes, so a stage
+        larger than it now is not refused on arrival."""
+
+    def set_capacity(
+        self, capacity: ResourceVector, nodes: Sequence[ResourceVector] | None = None
+    ) -> bool:
+        """The pool's capacity of its resources beyond pods is now `capacity` (the free
+        amounts move by the change; the executors stay), and, with `nodes`, each node's
+        free amounts (pods included) are these, in the same order of nodes each time. True
+        if anything has more room than before."""
+        names = self.resource_names
+        grew = any(capacity[n] > self.capacity[n] for n in names)
+        for i, name in enumerate(names):
+            self._free_r[i] += capacity[name] - self.capacity[name]
+        self.capacity = ResourceVector(
+            {**capacity.restricted(names), "pods": self.capacity["pods"]}
+        )
+        if nodes is not None:
+            self.follows_nodes = True
+            new = [[node[n] for n in names] + [node["pods"]] for node in nodes]
+            old = self._nodes  # (the driver names its nodes in one order each time)
+            more = (
+                x > y for a, b in zip(new, old, strict=False) for x, y in zip(a, b, strict=True)
+            )
+            grew = grew or len(new) > len(old) or any(more)
+            self._nodes[:] = new  # (in place: the stages' needs read this list)
+        return grew
 
     @property
     def free_resources(self) -> ResourceVector:
@@ -58,7 +99,7 @@ class PoolResources:
             if not demand:
                 continue
             need = demand * stage.tasks if stage.gang else demand
-            if not need.fits(capacity):
+            if not self.follows_nodes and not need.fits(capacity):
                 over = need.too_large(capacity)
                 each = f" ({stage.tasks} tasks of {demand.format()})" if stage.gang else ""
                 raise DemandTooLargeError(
@@ -68,7 +109,7 @@ class PoolResources:
                     "the stage's requests or give the pool more",
                     need,
                 )
-            stage.need = Need(tuple(demand[n] for n in names), self._free_r)
+            stage.need = Need(tuple(demand[n] for n in names), self._free_r, self._nodes)
 
     def _held_for(self, need: Need, seconds: float) -> None:
         """Count a task of demand `need` that held it for `seconds`."""
@@ -77,7 +118,21 @@ class PoolResources:
             held[i] += n * seconds
 
     def _give_back(self, need: Need, tasks: int) -> None:
-        """Return the resources of `tasks` tasks of demand `need` (negative: take them)."""
+        """Return the resources of `tasks` tasks of demand `need` (negative: take them, on
+        the nodes too, each task on the first node it fits)."""
         free = self._free_r
         for i, n in enumerate(need.amounts):
             free[i] += n * tasks
+        for _ in range(-tasks if self._nodes else 0):
+            node = next((node for node in self._nodes if need.on(node)), None)
+            if node is None:  # (a restored task: it runs somewhere the nodes told)
+                continue
+            for i, n in enumerate(need.amounts):
+                node[i] -= n
+            node[-1] -= MILLI
+
+    def _fork_resources(self, twin: PoolResources) -> None:
+        """Give `twin` (a fork) a copy of the pool's resources, its stages' needs reading them."""
+        twin.capacity, twin.resource_names = self.capacity, self.resource_names
+        twin._free_r, twin._held = list(self._free_r), list(self._held)
+        twin._nodes, twin.follows_nodes = [list(n) for n in self._nodes], self.follows_nodes

@@ -21,25 +21,43 @@ from idlegate.sim.resources import EMPTY
 
 class Need:
     """A stage's per-task demand on the resources its pool counts beyond pods, beside the
-    pool's free amounts (`idlegate.sim.cluster`'s resource rule). Set by the cluster on
-    arrival; None on a stage that asks nothing the pool counts (a pods-only pool's)."""
+    pool's free amounts (`idlegate.sim.cluster`'s resource rule) and, in a pool of nodes,
+    each node's. Set by the cluster on arrival; None on a stage that asks nothing the pool
+    counts (a pods-only pool's)."""
 
-    __slots__ = ("amounts", "free")
+    __slots__ = ("amounts", "free", "nodes")
 
-    def __init__(self, amounts: tuple[int, ...], free: list[int]) -> None:
+    def __init__(
+        self, amounts: tuple[int, ...], free: list[int], nodes: list[list[int]] | None = None
+    ) -> None:
         self.amounts = amounts
         """Milli-units of each resource the pool counts, in the pool's order."""
         self.free = free
         """The pool's free milli-units, the same list the cluster updates."""
+        self.nodes = nodes if nodes is not None else []
+        """Each node's free milli-units (the pool's order, then its free pods), the same
+        lists the cluster updates; empty: the pool has no nodes, only its totals."""
 
     def fits(self, tasks: int = 1) -> bool:
-        """`tasks` more tasks of the stage fit the free resources."""
+        """`tasks` more tasks of the stage fit the free resources (and nodes)."""
+        if self.nodes:
+            return self.room() >= tasks
         return all(f >= n * tasks for f, n in zip(self.free, self.amounts, strict=True))
 
     def room(self) -> int:
-        """How many more tasks of the stage the free resources hold."""
-        return min(
+        """How many more tasks of the stage the free resources (and nodes) hold."""
+        total = min(
             f // n if f > 0 else 0 for f, n in zip(self.free, self.amounts, strict=True) if n
+        )
+        if not self.nodes:
+            return total
+        return min(total, sum(self.on(node) for node in self.nodes))
+
+    def on(self, node: list[int]) -> int:
+        """How many tasks of the stage `node`'s free amounts (and pods) hold."""
+        pods = node[-1] // 1000  # (milli-units: one pod is 1000; zip stops before pods)
+        return min(
+            pods, *(f // n if f > 0 else 0 for f, n in zip(node, self.amounts, strict=False) if n)
         )
 
 

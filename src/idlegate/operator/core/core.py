@@ -51,6 +51,7 @@ from idlegate.operator.core.decider import Answer, Decider, post_round
 from idlegate.operator.core.events import (
     Admit,
     Admitted,
+    Capacity,
     DeadlinePassed,
     Ended,
     Event,
@@ -183,6 +184,10 @@ class Core(Lifecycle):
             case Schedule(force):
                 self.cluster.needs_schedule |= force
                 self.schedule()
+            case Capacity(capacity, nodes):
+                if self.cluster.set_capacity(capacity, nodes):  # (more room: a round)
+                    self.cluster.needs_schedule = True
+                    self.schedule()
             case Join():
                 self.join(event)
             case Observed(kind, key, pod):

@@ -20,6 +20,7 @@ from idlegate.api.task_pods import Owner
 if TYPE_CHECKING:
     from idlegate.operator.core.external import ExternalPod, Mapped
     from idlegate.operator.core.tracking import StageTrack, Task, Workflow, WorkflowKey
+    from idlegate.sim.resources import ResourceVector
     from idlegate.sim.spec import WorkflowSpec
 
 
@@ -153,6 +154,15 @@ class Schedule:
     force: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    """The pool's nodes have this room now (a pool that follows the cluster's nodes):
+    its capacity beyond pods, and each node's free amounts (`PoolResources.set_capacity`)."""
+
+    capacity: ResourceVector
+    nodes: tuple[ResourceVector, ...]
+
+
 Event = (
     Admit
     | PodSeen
@@ -167,6 +177,7 @@ Event = (
     | Join
     | Observed
     | Ended
+    | Capacity
 )
 """What :meth:`Core.handle` takes, besides a write's :data:`~.intents.Outcome`."""
 

@@ -375,6 +375,9 @@ class Applier:
         self._status: dict[tuple[str, str], _StatusLane] = {}
         self._freeing: dict[tuple[str, str], set[asyncio.Event]] = {}
         """Per workflow, the deletions not ended yet of pods whose executors were given back."""
+        self.releasing: set[tuple[str, str]] = set()
+        """(namespace, name) of the pods released (a gate removal, a pod created released)
+        that a read of the pods may show gated still (`edge.nodes`: they take room)."""
 
     def apply(self, intents: Iterable[Intent]) -> None:
         """Queue `intents`, in order (each behind the earlier writes of its lane); none while this
@@ -422,6 +425,7 @@ class Applier:
             after = self._after(intent.owner, intent.after_status)
         elif isinstance(intent, RemoveGate):
             run, priority = (lambda k: self._release(k, intent)), Priority.RUN
+            self.releasing.add((intent.owner.namespace, intent.name))
             # (the executor it hands out may be one of a pod whose deletion was asked before)
             freeing = [e for events in self._freeing.values() for e in events]
             after = (*self._after(intent.owner, intent.after_status), *freeing)

@@ -41,8 +41,10 @@ from idlegate.operator.core.intents import Confirmed, Outcome, Refused
 from idlegate.operator.core.tracking import Workflow, WorkflowKey
 from idlegate.operator.decisions import load_scheduler
 from idlegate.operator.edge.bridge import Bridge
+from idlegate.operator.edge.nodes import NodeWatch
 from idlegate.operator.metrics import Metrics
 from idlegate.sim.engine import JobArrival
+from idlegate.sim.resources import ResourceVector
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +91,8 @@ class Pools:
         """Moves of workflows between pools under way (:meth:`moving`)."""
         self.upcoming: dict[WorkflowKey, tuple[str | None, tuple[JobArrival, ...]]] = {}
         """Each cron workflow's ``workflowSpec.pool`` and upcoming runs (:meth:`foresee`)."""
+        self.watch = NodeWatch(default.metrics, default.applier.releasing)
+        """The nodes and pods (kopf's indexes, given by the operator) of node pools' room."""
 
     # -- what intake, the watchdog and the handlers use of a bridge ----------------------------
 
@@ -289,9 +293,21 @@ class Pools:
         self.tell()
         return self._evacuate(old) if old is not None else []
 
+    def nodes_changed(self) -> None:
+        """A node or a pod changed: each pool that follows its nodes is told their room."""
+        for bridge in list(self.bridges.values()):
+            if bridge.selector is not None:
+                bridge.handle(self.watch.capacity(bridge.selector))
+
     def _bridge(self, name: str, spec: ExecutorPoolSpec, uid: str) -> Bridge:
         d = self.default
-        update: dict[str, Any] = {"pool_size": spec.executors, "pool_resources": spec.capacity}
+        resources = spec.capacity
+        if spec.node_selector is not None:  # (the machine names its resources when it is
+            # built, and a vector drops what is 0: named here, their room told below)
+            resources = ResourceVector.parse(
+                ",".join(f"{n}=1m" for n in self.watch.counted(spec.node_selector))
+            )
+        update: dict[str, Any] = {"pool_size": spec.executors, "pool_resources": resources}
         if spec.plan_budget_ms is not None:
             update["plan_budget_ms"] = spec.plan_budget_ms
         settings = d.settings.model_copy(update=update)
@@ -315,6 +331,9 @@ class Pools:
             reporter=PoolObject("default", name, uid),
         )
         bridge.pause(self._moving > 0)
+        if spec.node_selector is not None:
+            bridge.selector = spec.node_selector
+            bridge.handle(self.watch.capacity(spec.node_selector))
         return bridge
 
     def _evacuate(self, bridge: Bridge) -> list[Owner]:

@@ -1,0 +1,80 @@
+"""The cluster's nodes and pods as kopf's indexes hold them: the room of the pools that
+follow the cluster (an ExecutorPool's ``nodeSelector``; :mod:`idlegate.api.nodes` counts
+it), and the released pods that the kube-scheduler leaves pending all the same."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from idlegate.api.labels import GATE
+from idlegate.api.nodes import Node, Room, counted, read_node, released, room
+from idlegate.api.pool_spec import LabelSelector
+from idlegate.api.task_pods import Owner
+from idlegate.operator.core.events import Capacity
+from idlegate.operator.core.intents import PostEvent
+from idlegate.operator.metrics import Metrics
+
+
+class NodeWatch:
+    """kopf's index of Nodes (`nodes`, by name) and of the pods not ended (`pods`, by
+    namespace and name), filled by kopf; `releasing`: the applier's pods released that the
+    index may show gated still."""
+
+    def __init__(self, metrics: Metrics, releasing: set[tuple[str, str]]) -> None:
+        self.nodes: Mapping[Any, Any] = {}
+        self.pods: Mapping[Any, Any] = {}
+        self.metrics, self.releasing = metrics, releasing
+        self.pending: set[str] = set()
+        """The uids of the released pods counted pending (each once)."""
+
+    def _nodes(self) -> list[Node]:
+        return [read_node(body) for found in list(self.nodes.values()) for body in found]
+
+    def room(self, selector: LabelSelector | None) -> Room:
+        """The room on the nodes `selector` selects, now."""
+        pods = [body for found in list(self.pods.values()) for body in found]
+        for key in list(self.releasing):  # (its release shows now: no need to remember it)
+            found = self.pods.get(key)
+            if found and not any(g.get("name") == GATE for g in _gates(found[0])):
+                self.releasing.discard(key)
+        return room(self._nodes(), pods, selector, self.releasing)
+
+    def capacity(self, selector: LabelSelector | None) -> Capacity:
+        """What a pool on the nodes `selector` selects is told (`Core.handle`)."""
+        now = self.room(selector)
+        return Capacity(now.capacity, tuple(free for _, free in now.free))
+
+    def counted(self, selector: LabelSelector | None) -> tuple[str, ...]:
+        """The resources a pool on those nodes counts (`idlegate.api.nodes.counted`)."""
+        return counted(self._nodes(), selector)
+
+    def unschedulable(self, pod: Mapping[str, Any]) -> PostEvent | None:
+        """A Warning on `pod` if idlegate released it and the kube-scheduler found no node
+        for it (counted once: ``idlegate_released_pods_pending_total``), else None."""
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        conditions = (pod.get("status") or {}).get("conditions") or ()
+        why = next(
+            (
+                c.get("message") or "no node fits it"
+                for c in conditions
+                if c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
+            ),
+            None,
+        )
+        uid = str(meta.get("uid", ""))
+        if why is None or not released(pod) or spec.get("nodeName") or uid in self.pending:
+            return None
+        self.pending.add(uid)
+        self.metrics.released_pending.inc()
+        owner = Owner(meta.get("namespace", ""), meta.get("name", ""), uid, "Pod", "v1")
+        message = (
+            f"Released by idlegate, but the kube-scheduler finds no node with room for it "
+            f"({why}); it pends until one has. A pool with a nodeSelector releases only what "
+            "fits a node's free allocatable (deploy/README.md, Executor pools)."
+        )
+        return PostEvent(owner, "Warning", "NoRoom", message)
+
+
+def _gates(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return list((pod.get("spec") or {}).get("schedulingGates") or ())

@@ -1,0 +1,210 @@
+"""A pool that follows the cluster (issue 52, "The API"): an ExecutorPool's nodeSelector
+counts the allocatable of the Ready nodes it selects, less the pods idlegate did not
+release, and releases a task only where it fits one node's free allocatable (first fit);
+a released pod the kube-scheduler leaves pending is counted and said."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pytest
+
+from idlegate.api.labels import ANNOTATION_EXECUTOR
+from idlegate.api.nodes import read_node, room
+from idlegate.api.pool_spec import ExecutorPoolSpec, LabelSelector
+from idlegate.sim.cluster import Cluster
+from idlegate.sim.dag import Dag
+from idlegate.sim.protocol import Decision
+from idlegate.sim.resources import ResourceVector
+from idlegate.sim.spec import parse_workflow
+
+pytestmark = pytest.mark.looptime
+
+R = ResourceVector.parse
+
+
+def node(name: str, cpu: str = "4", memory: str = "16Gi", ready: bool = True, **labels: str):
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "spec": {},
+        "status": {
+            "allocatable": {"cpu": cpu, "memory": memory, "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
+
+
+def pod(name: str, cpu: str, node_name: str | None = None, mine: bool = False, **extra: Any):
+    annotations = {ANNOTATION_EXECUTOR: "0"} if mine else {}
+    spec = {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}
+    if node_name:
+        spec["nodeName"] = node_name
+    body = {
+        "metadata": {"namespace": "other", "name": name, "uid": f"uid-{name}"},
+        "spec": spec,
+        "status": {"phase": "Running" if node_name else "Pending"},
+    }
+    body["metadata"]["annotations"] = annotations
+    for key, value in extra.items():
+        body[key] = {**body.get(key, {}), **value}
+    return body
+
+
+# -- the state machine's per-node rule ----------------------------------------------------
+
+
+def _job(cluster: Cluster, tasks: int, cpu: str, gang: bool = False):
+    spec = parse_workflow(
+        {
+            "stages": [
+                {
+                    "name": "a",
+                    "tasks": tasks,
+                    "taskDurationSeconds": 1.0,
+                    "gang": gang,
+                    "resources": {"cpu": cpu},
+                }
+            ]
+        }
+    )
+    return cluster.add_job(Dag.from_spec(spec), 0.0)
+
+
+def test_a_task_starts_only_where_it_fits_one_node():
+    cluster = Cluster(10, resources=R("cpu=1m"))
+    nodes = (R("cpu=3,pods=110"), R("cpu=3,pods=110"))
+    assert cluster.set_capacity(R("cpu=6"), nodes)
+    job = _job(cluster, 4, "2")
+    # 6 CPUs in all hold 3 tasks of 2, but each node of 3 holds only one
+    launches = cluster.apply(Decision(job.stages[0], 10), 0.0)
+    assert len(launches) == 2 and not cluster.runnable_stages()
+    # a fork counts its own nodes; the original's are untouched
+    twin = cluster.fork()
+    assert twin.set_capacity(R("cpu=10"), (R("cpu=5,pods=110"), R("cpu=5,pods=110")))
+    assert len(twin.apply(Decision(twin.jobs[0].stages[0], 10), 0.0)) == 2
+    assert not cluster.runnable_stages()
+
+
+def test_a_gang_starts_only_where_all_its_tasks_fit_the_nodes_and_the_pods_count():
+    cluster = Cluster(10, resources=R("cpu=1m"))
+    cluster.set_capacity(R("cpu=8"), (R("cpu=4,pods=1"), R("cpu=4,pods=110")))
+    gang = _job(cluster, 3, "1", gang=True)
+    # 8 CPUs hold 3 tasks of 1, but the first node has room for one pod: 1 + 4 >= 3 fits
+    assert cluster.runnable_stages() == [gang.stages[0]]
+    cluster.set_capacity(R("cpu=8"), (R("cpu=4,pods=1"), R("cpu=1,pods=110")))
+    assert cluster.runnable_stages() == []  # 1 + 1 < 3
+    assert not cluster.set_capacity(R("cpu=8"), (R("cpu=4,pods=1"), R("cpu=1,pods=110")))
+
+
+# -- the room on the nodes (api/nodes.py) ----------------------------------------------------
+
+
+def test_room_counts_ready_selected_nodes_less_what_runs_there():
+    nodes = [
+        read_node(node("a", cpu="4", pool="batch")),
+        read_node(node("b", cpu="8", pool="batch")),
+        read_node(node("c", cpu="8", pool="other")),
+        read_node(node("d", cpu="8", ready=False, pool="batch")),
+    ]
+    pods = [
+        pod("foreign", "1", "a"),  # not idlegate's: less capacity, less room on a
+        pod("ours", "2", "b", mine=True),  # idlegate's, bound: less room on b only
+        pod("flying", "3", mine=True),  # released, not bound yet: first fit (b)
+        pod("stuck", "9", mine=True),  # released, fits no node
+        pod("gated", "4", spec={"schedulingGates": [{"name": "x"}]}),  # holds nothing
+        pod("done", "4", "a", status={"phase": "Succeeded"}),
+    ]
+    selector = LabelSelector.model_validate({"matchLabels": {"pool": "batch"}})
+    found = room(nodes, pods, selector)
+    assert found.capacity == R("cpu=11,memory=32Gi,pods=219")
+    free = dict(found.free)
+    assert free["a"] == R("memory=16Gi,pods=108")  # 4 - 1 - 3: the first it fits
+    assert free["b"] == R("cpu=6,memory=16Gi,pods=109")
+    assert [p["metadata"]["name"] for p in found.short] == ["stuck"]
+    # a gate removal under way: the pod read still has its gate, but it takes room
+    gated = pod("releasing", "1", spec={"schedulingGates": [{"name": "idlegate.io/release"}]})
+    later = room(nodes, [gated], selector, releasing={("other", "releasing")})
+    assert dict(later.free)["a"] == R("cpu=3,memory=16Gi,pods=109")
+
+
+# -- the operator: an ExecutorPool with a nodeSelector ----------------------------------------
+
+
+class _Live(Mapping[Any, Any]):
+    """What kopf's index of pods not ended holds, over the fake API's pods and `extra`."""
+
+    def __init__(self, kube: Any) -> None:
+        self.kube, self.extra = kube, {}
+
+    def _all(self) -> dict[Any, Any]:
+        ended = ("Succeeded", "Failed")
+        pods = {**self.kube.pods, **self.extra}
+        return {k: [p] for k, p in pods.items() if p["status"].get("phase") not in ended}
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._all()[key]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+@pytest.mark.asyncio
+async def test_a_node_pool_releases_what_fits_a_node_and_follows_the_pods():
+    from idlegate.operator.edge import intake
+    from tests.operator_fakes import harness, stage
+
+    h = harness(pool=4)
+    watch = h.pools.watch
+    watch.nodes = {n: [node(n, cpu="3")] for n in ("a", "b")}
+    watch.pods = live = _Live(h.kube)
+    live.extra = {("other", f"f{n}"): pod(f"f{n}", "1", n) for n in ("a", "b")}
+    spec = ExecutorPoolSpec.model_validate({"size": 10, "nodeSelector": {}})
+    await intake.readmit(h.pools, h.pools.apply("batch", spec))
+    body = h.kube.add_workflow("w", {"stages": [stage("s", tasks=4, resources={"cpu": "2"})]})
+    body["spec"]["pool"] = "batch"
+    h.admit(body)
+    await h.settle()
+    bridge = h.pools.bridges["batch"]
+    assert bridge.status()["usage"]["cpu"] == "4/4"  # 6 allocatable less 2 of others'
+    # 4 CPUs free hold 2 tasks of 2, and each node (2 free) holds one
+    assert len(h.released("w")) == 2
+    live.extra = {}  # the others' pods ended: 2 CPUs free in all, but 1 on each node
+    h.pools.nodes_changed()
+    await h.settle()
+    assert bridge.status()["usage"]["cpu"] == "4/6"
+    assert len(h.released("w")) == 2  # (by the totals alone, a third would go)
+    watch.nodes = {**watch.nodes, "c": [node("c", cpu="2")]}  # a node joins
+    h.pools.nodes_changed()
+    await h.settle()
+    assert len(h.released("w")) == 3
+    await h.run_to_completion()
+    assert h.kube.status("w")["phase"] == "Succeeded"
+
+
+def test_a_released_pod_left_pending_is_counted_once_and_said():
+    from tests.operator_fakes import harness
+
+    h = harness(pool=2)
+    watch = h.pools.watch
+    unschedulable = {
+        "conditions": [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": "0/3 nodes are available: 3 Insufficient cpu.",
+            }
+        ]
+    }
+    stuck = pod("stuck", "9", mine=True, status=unschedulable)
+    event = watch.unschedulable(stuck)
+    assert event is not None and event.reason == "NoRoom" and event.type == "Warning"
+    assert "3 Insufficient cpu" in event.message and event.owner.kind == "Pod"
+    assert watch.unschedulable(stuck) is None  # once
+    assert watch.unschedulable(pod("theirs", "9", status=unschedulable)) is None
+    value = h.metrics.registry.get_sample_value("idlegate_released_pods_pending_total")
+    assert value == 1.0
