@@ -312,6 +312,7 @@ REQUIRED_ACCESS = [
     *[(g, "events", v) for g in ("", "events.k8s.io") for v in ("create", "patch")],
     *[("apiextensions.k8s.io", "customresourcedefinitions", v) for v in ("list", "watch")],
     *[("", "namespaces", v) for v in ("get", "list", "watch")],
+    *[("", "nodes", v) for v in ("get", "list", "watch")],  # a nodeSelector pool's room
 ]
 FORBIDDEN_ACCESS = [
     ("idlegate.io", "dagcronworkflows", "create"),
@@ -322,7 +323,7 @@ FORBIDDEN_ACCESS = [
     ("", "secrets", "get"),
     ("", "secrets", "list"),
     ("", "configmaps", "get"),
-    ("", "nodes", "list"),
+    ("", "nodes", "patch"),
     ("", "namespaces", "create"),
     ("apiextensions.k8s.io", "customresourcedefinitions", "patch"),
     ("coordination.k8s.io", "leases", "create"),  # only its own Lease: the Role below
