@@ -4,6 +4,7 @@ pod-level resources and podSpecPatch, on hand-written manifests and Argo's examp
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -190,3 +191,23 @@ def test_lint_says_which_argo_node_can_never_fit_the_pool(tmp_path, flags, probl
         assert result.exit_code == 1, result.output
         assert re.search(problem, result.stdout), result.stdout
         assert "'prep'" not in result.stdout  # the stage that fits is not said
+
+
+def test_a_recorded_argo_run_keeps_its_demands_in_the_history_and_its_replay(tmp_path):
+    from idlegate.sim.history import argo_history, load_history, write_history
+    from tests.argo_data import recorded
+
+    doc = recorded("dag-disable-fail-fast.yaml")
+    for template in doc["spec"]["templates"]:
+        if "container" in template:
+            template["container"]["resources"] = {"requests": {"cpu": "3", "memory": "1Gi"}}
+    record = argo_history(doc, name="ns/dag")
+    assert record is not None
+    (back,) = load_history(write_history(tmp_path / "h.jsonl", [record]))
+    assert {s.name: s.resources for s in back.spec.stages}["b"] == {"cpu": "3", "memory": "1Gi"}
+    args = ["simulate", "-w", "file", "--file", str(tmp_path / "h.jsonl"), "-k", "8", "--json"]
+    pods = runner.invoke(app, args)
+    sized = runner.invoke(app, [*args, "--resources", "cpu=4,memory=8Gi"])
+    assert pods.exit_code == sized.exit_code == 0, sized.output
+    # b and the others run side by side on 8 pods; on 4 CPUs one 3-CPU pod at a time
+    assert json.loads(sized.stdout)["avg_jct"] > json.loads(pods.stdout)["avg_jct"]
