@@ -30,8 +30,9 @@ run as wide as it likes. Arrivals are Poisson at offered load 0.7 by default.
 
 Requests (`requests`, off by default): each stage's pods request what pods of its task's
 kind do (`TASK_REQUESTS`, drawn by `idlegate.sim.workloads.requests`: CPU from 0.1 to 8,
-memory to match, a GPU on a quarter of the heavy tasks), as a KubernetesExecutor's
-`executor_config` pod override would give them.
+memory to match, a GPU on a quarter of the heavy tasks), written into its task instances'
+`executor_config` as a KubernetesExecutor's pod override, so the mapping reads them as it
+reads a user's.
 
 Seeds: the jobs' content and the arrival gaps come from independent streams
 (`base.split_streams`), so the same seed gives the same jobs at any load.
@@ -259,6 +260,27 @@ def shape_export(shape: str, rng: np.random.Generator) -> tuple[dict[str, Any], 
     return export, {"dag_run_id": "run", "state": "running"}
 
 
+def with_requests(export: dict[str, Any], shape: str, rng: np.random.Generator) -> dict[str, Any]:
+    """`export` with each task's instances carrying, in their `executor_config`, a pod
+    override that requests what pods of its kind do (`TASK_REQUESTS`), as the REST API
+    renders it (str() of the dict); a task without an instance in the run gets a queued
+    one. Drawn from `rng` in the order of the tasks; EmptyOperators run no pod."""
+    instances = export["task_instances"]
+    for tid, (kind, _) in SHAPES[shape][1].items():
+        if kind == "empty":
+            continue
+        size = draw_requests(rng, TASK_REQUESTS[kind.removesuffix("[]")])
+        base = {"name": "base", "resources": {"requests": size}}
+        config = str({"pod_override": {"spec": {"containers": [base]}}})
+        own = [ti for ti in instances if ti["task_id"] == tid]
+        if not own:
+            own = [{"task_id": tid, "dag_run_id": "run", "map_index": -1, "state": "queued"}]
+            instances += own
+        for ti in own:
+            ti["executor_config"] = config
+    return export
+
+
 def _draw(
     rng: np.random.Generator, c: AirflowShapesConfig, requests: np.random.Generator | None = None
 ) -> tuple[str, Dag, tuple[float, ...]]:
@@ -268,13 +290,12 @@ def _draw(
     names = list(SHAPE_WEIGHTS)
     shape = names[int(rng.choice(len(names), p=list(SHAPE_WEIGHTS.values())))]
     export, run = shape_export(shape, rng)
-    job = map_dag(export, run=run)
+    job = map_dag(export if requests is None else with_requests(export, shape, requests), run=run)
     tasks = SHAPES[shape][1]
-    kinds = [tasks[stage.task_id][0].removesuffix("[]") for stage in job.live_stages]
-    runs = draw_runs(rng, (TASK_KINDS[k] for k in kinds), c.duration_scale, c.start_latency)
-    sizes = None if requests is None else [draw_requests(requests, TASK_REQUESTS[k]) for k in kinds]
+    kinds = (TASK_KINDS[tasks[stage.task_id][0].removesuffix("[]")] for stage in job.live_stages)
+    runs = draw_runs(rng, kinds, c.duration_scale, c.start_latency)
     spec = job.spec()
-    stages = timed_stages(spec.stages, runs, c.start_latency, sizes)
+    stages = timed_stages(spec.stages, runs, c.start_latency)
     timed = AirflowSpec(stages=stages, priorities=spec.priorities)
     return shape, Dag.from_spec(timed), runs
 

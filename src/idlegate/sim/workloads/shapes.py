@@ -12,7 +12,7 @@ when asked (`ShapesConfig.requests`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -50,23 +50,19 @@ def draw_runs(
 
 
 def timed_stages(
-    stages: Sequence[StageSpec],
-    runs: Sequence[float],
-    start_latency: float,
-    requests: Sequence[Mapping[str, int | str] | None] | None = None,
+    stages: Sequence[StageSpec], runs: Sequence[float], start_latency: float
 ) -> tuple[StageSpec, ...]:
-    """`stages` with each one's estimate set to the start latency plus its run time, and
-    its requests those of `requests` where given (else its own)."""
-    given = requests or [None] * len(stages)
+    """`stages` with each one's estimate set to the start latency plus its run time (their
+    requests, if any, kept)."""
     return tuple(
         StageSpec(
             name=s.name,
             tasks=s.tasks,
             task_duration_seconds=start_latency + run,
             depends_on=s.depends_on,
-            resources=s.resources if asked is None else dict(asked),
+            resources=s.resources,
         )
-        for s, run, asked in zip(stages, runs, given, strict=True)
+        for s, run in zip(stages, runs, strict=True)
     )
 
 
