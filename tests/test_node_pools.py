@@ -208,3 +208,37 @@ def test_a_released_pod_left_pending_is_counted_once_and_said():
     assert watch.unschedulable(pod("theirs", "9", status=unschedulable)) is None
     value = h.metrics.registry.get_sample_value("idlegate_released_pods_pending_total")
     assert value == 1.0
+
+
+def test_pool_nodes_takes_kubectls_selector_syntax_and_not_with_pool_resources():
+    from idlegate.errors import IdlegateError
+    from idlegate.operator.settings import Settings
+
+    settings = Settings(pool_size=4, pool_nodes="pool=batch,tier in (a, b),gpu,!spot")
+    selector = settings.pool_nodes
+    assert selector is not None and selector.match_labels == {"pool": "batch"}
+    ops = [(r.key, r.operator.value, r.values) for r in selector.match_expressions]
+    assert ops == [("tier", "In", ("a", "b")), ("gpu", "Exists", ()), ("spot", "DoesNotExist", ())]
+    assert Settings(pool_size=4, pool_nodes="").pool_nodes == LabelSelector()  # every node
+    with pytest.raises(IdlegateError, match="'=x' is not a label selector's requirement"):
+        Settings(pool_size=4, pool_nodes="=x")
+    with pytest.raises(IdlegateError, match=r"--pool-nodes .* not both"):
+        Settings(pool_size=4, pool_nodes="", pool_resources="cpu=4")
+
+
+@pytest.mark.asyncio
+async def test_the_default_pool_follows_its_nodes_with_pool_nodes():
+    from tests.operator_fakes import harness, stage
+
+    h = harness(pool=8, pool_nodes="pool=batch")
+    await h.submit("w", {"stages": [stage("s", tasks=3, resources={"cpu": "2"})]})
+    assert h.released("w") == []  # no node read yet: no room
+    watch = h.pools.watch
+    watch.nodes = {"a": [node("a", cpu="4", pool="batch")], "b": [node("b", cpu="8")]}
+    watch.pods = _Live(h.kube)
+    h.pools.nodes_changed()
+    await h.settle()
+    assert len(h.released("w")) == 2  # node a only: 4 CPUs, two tasks of 2
+    assert h.bridge.status()["usage"] == {"cpu": "4/4", "memory": "0/16Gi"}
+    await h.run_to_completion()
+    assert h.kube.status("w")["phase"] == "Succeeded"

@@ -139,6 +139,13 @@ def _name(node: Node) -> str:
     return node.name
 
 
+def named(names: Iterable[str] = ("cpu", "memory")) -> ResourceVector:
+    """1m of each of `names`: what a pool on nodes is built with, its state machine naming
+    the resources it counts when it is built (a vector leaves out what is 0); their room
+    is told once the nodes are read (`Cluster.set_capacity`)."""
+    return ResourceVector({n: 1 for n in names})
+
+
 def counted(nodes: Iterable[Node], selector: LabelSelector | None) -> tuple[str, ...]:
     """The resources a pool on the nodes `selector` selects counts beyond pods: cpu and
     memory, and each extended resource (a name with a '/', nvidia.com/gpu) one of them has."""

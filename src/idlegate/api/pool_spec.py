@@ -22,6 +22,7 @@ CRD (:mod:`idlegate.api.crd`) and import neither kopf nor kubernetes.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from typing import Any
@@ -98,6 +99,48 @@ class LabelSelector(BaseModel):
         max_length=64,
         description="Requirements the object's labels must meet.",
     )
+
+    @classmethod
+    def parse(cls, text: str) -> LabelSelector:
+        """A selector in kubectl's ``-l`` syntax: ``pool=batch,tier in (a,b),gpu,!spot``
+        (``=``/``==``, ``!=``, ``in``, ``notin``, a key alone: it exists, ``!key``: it does
+        not); empty: every object. IdlegateError for a part it cannot read."""
+        labels: dict[str, str] = {}
+        requirements: list[Requirement] = []
+        for part in _SELECTOR_PART.findall(text):
+            part = part.strip().rstrip(",").strip()
+            found = _SELECTOR_TERM.fullmatch(part)
+            if found is None:
+                raise IdlegateError(
+                    f"{part!r} is not a label selector's requirement; write e.g. pool=batch, "
+                    "tier in (a,b), tier notin (c), gpu (it exists) or !spot (it does not)"
+                )
+            key, op, value = found["key"], (found["op"] or "").strip(), found["value"]
+            if found["not"] and op:
+                raise IdlegateError(
+                    f"{part!r}: '!' goes before a key alone (!spot); write key!=value"
+                )
+            if op in ("=", "=="):
+                labels[key] = value.strip()
+            elif op == "!=":
+                requirements.append(
+                    Requirement(key=key, operator=Operator.NOT_IN, values=(value.strip(),))
+                )
+            elif op in ("in", "notin"):
+                values = tuple(v.strip() for v in value.strip("() ").split(",") if v.strip())
+                kind = Operator.IN if op == "in" else Operator.NOT_IN
+                requirements.append(Requirement(key=key, operator=kind, values=values))
+            else:
+                kind = Operator.DOES_NOT_EXIST if found["not"] else Operator.EXISTS
+                requirements.append(Requirement(key=key, operator=kind))
+        return cls(match_labels=labels, match_expressions=tuple(requirements))
+
+
+_SELECTOR_PART = re.compile(r"[^,(]+(?:\([^)]*\))?[^,]*")
+_SELECTOR_TERM = re.compile(
+    r"(?P<not>!)?\s*(?P<key>[A-Za-z0-9][-A-Za-z0-9_./]*)"
+    r"(?:\s*(?P<op>==|!=|=|\s+in\s+|\s+notin\s+)\s*(?P<value>\([^)]*\)|[-A-Za-z0-9_.]*))?"
+)
 
 
 def selects(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:

@@ -10,6 +10,7 @@ from typing import Annotated
 
 from pydantic import (
     AfterValidator,
+    BeforeValidator,
     ConfigDict,
     Field,
     SkipValidation,
@@ -18,8 +19,10 @@ from pydantic import (
 )
 
 from idlegate.api.podsecurity import DEFAULT_LEVEL, Level
+from idlegate.api.pool_spec import LabelSelector
 from idlegate.api.status import MAX_MEASURED
 from idlegate.config import Config, Flag
+from idlegate.errors import IdlegateError
 from idlegate.sim.protocol import Scheduler
 from idlegate.sim.resources import MILLI, ResourceVector
 from idlegate.sim.spec import NAME_PATTERN, PodGCStrategy
@@ -61,6 +64,16 @@ def _namespace_names(value: tuple[str, ...]) -> tuple[str, ...]:
     return value
 
 
+def _selector(value: object) -> object:
+    """A label selector given as kubectl's text (the flag), or as it is."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return LabelSelector.parse(value)
+    except IdlegateError as exc:
+        raise ValueError(str(exc)) from None
+
+
 class Settings(Config):
     """Everything `idlegate operator` can be told (its flags are these fields)."""
 
@@ -75,6 +88,14 @@ class Settings(Config):
     nvidia.com/gpu=2 (Kubernetes quantities): a task pod is released only where its
     requests fit what is free (pods, if given, is --pool-size). Unset: --pool-size pods,
     whatever they request."""
+
+    pool_nodes: Annotated[LabelSelector | None, BeforeValidator(_selector)] = None
+    """Make the default pool follow the cluster: its capacity is the allocatable of the
+    Ready nodes this label selector picks (kubectl's -l syntax: pool=batch,gpu,!spot; ''
+    picks every node), less the requests of the pods there idlegate did not release, and a
+    task pod is released only where it fits one node's free allocatable. It counts cpu and
+    memory (an ExecutorPool's nodeSelector counts its nodes' GPUs too). Not with
+    --pool-resources."""
 
     policy: Annotated[str | None, Flag("--scheduler", "-s")] = None
     """A scheduler spec as for `simulate` (fair, analytic:fair, learned:PATH.onnx, a bare
@@ -292,6 +313,11 @@ class Settings(Config):
 
     @model_validator(mode="after")
     def _pool_pods(self) -> Settings:
+        if self.pool_nodes is not None and self.pool_resources is not None:
+            raise ValueError(
+                "give --pool-resources (a fixed capacity) or --pool-nodes (the capacity of the "
+                "nodes it selects), not both"
+            )
         pods = self.pool_resources["pods"] if self.pool_resources is not None else 0
         if pods and pods != self.pool_size * MILLI:
             raise ValueError(

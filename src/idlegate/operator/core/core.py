@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from idlegate.api.crd import KIND
+from idlegate.api.nodes import named
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.pool_spec import POOL_CONDITION
 from idlegate.api.status import (
@@ -91,6 +92,7 @@ from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.protocol import Launch, Scheduler, Stage
+from idlegate.sim.resources import ResourceVector
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +126,11 @@ class Core(Lifecycle):
         """What to write, in order (the edge takes and applies them)."""
         self.at = 0.0
         """The time of the event being handled (operator clock seconds)."""
-        self.cluster = Cluster(settings.pool_size, resources=settings.pool_resources)
+        follows = settings.pool_nodes is not None  # (a pool on nodes: --pool-nodes, nodeSelector)
+        resources = settings.pool_resources or (named() if follows else None)
+        self.cluster = Cluster(settings.pool_size, resources=resources)
+        if follows:  # (no room until its nodes are read: `Capacity`)
+            self.cluster.set_capacity(ResourceVector(), ())
         self.window = settings.window
         """Gated pods created ahead per runnable stage (read once: a pool's settings change
         only with a new core)."""

@@ -22,7 +22,7 @@ from typing import Any
 
 from idlegate.api.labels import LABEL_WORKFLOW
 from idlegate.api.podsecurity import namespace_policy
-from idlegate.api.pool_spec import LabelSelector, resource_status
+from idlegate.api.pool_spec import resource_status
 from idlegate.api.status import Phase
 from idlegate.api.task_pods import Owner
 from idlegate.operator.core.admission import DagWorkflow, owner_of
@@ -102,8 +102,6 @@ class Bridge:
         self.planning: PlanningWorker | ReplayWorker | None = None
         """A lookahead planner's or a portfolio's worker, if the policy has one."""
         self.use_worker()
-        self.selector: LabelSelector | None = None
-        """The nodes a pool that follows the cluster counts (its ExecutorPool's nodeSelector)."""
 
     def use_worker(self) -> None:
         """The worker of the policy deciding now (a reload closes the old one first)."""

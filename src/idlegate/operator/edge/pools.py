@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from idlegate.api.crd import API_VERSION, POOL_KIND
+from idlegate.api.nodes import named
 from idlegate.api.podsecurity import namespace_policy
 from idlegate.api.pool_spec import (
     DEFAULT_POOL,
@@ -44,7 +45,6 @@ from idlegate.operator.edge.bridge import Bridge
 from idlegate.operator.edge.nodes import NodeWatch
 from idlegate.operator.metrics import Metrics
 from idlegate.sim.engine import JobArrival
-from idlegate.sim.resources import ResourceVector
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +115,7 @@ class Pools:
         still confirm a write). An admission is routed by :meth:`admit`."""
         match event:
             case Schedule():
+                self.nodes_changed()  # (the first round after a rebuild: the room read)
                 for bridge in list(self.bridges.values()):
                     bridge.handle(event)
                 return
@@ -296,18 +297,19 @@ class Pools:
     def nodes_changed(self) -> None:
         """A node or a pod changed: each pool that follows its nodes is told their room."""
         for bridge in list(self.bridges.values()):
-            if bridge.selector is not None:
-                bridge.handle(self.watch.capacity(bridge.selector))
+            if bridge.settings.pool_nodes is not None:
+                bridge.handle(self.watch.capacity(bridge.settings.pool_nodes))
 
     def _bridge(self, name: str, spec: ExecutorPoolSpec, uid: str) -> Bridge:
         d = self.default
-        resources = spec.capacity
-        if spec.node_selector is not None:  # (the machine names its resources when it is
-            # built, and a vector drops what is 0: named here, their room told below)
-            resources = ResourceVector.parse(
-                ",".join(f"{n}=1m" for n in self.watch.counted(spec.node_selector))
-            )
-        update: dict[str, Any] = {"pool_size": spec.executors, "pool_resources": resources}
+        resources, selector = spec.capacity, spec.node_selector
+        if selector is not None:  # (their room is told below)
+            resources = named(self.watch.counted(selector))
+        update: dict[str, Any] = {
+            "pool_size": spec.executors,
+            "pool_resources": resources,
+            "pool_nodes": selector,
+        }
         if spec.plan_budget_ms is not None:
             update["plan_budget_ms"] = spec.plan_budget_ms
         settings = d.settings.model_copy(update=update)
@@ -331,9 +333,8 @@ class Pools:
             reporter=PoolObject("default", name, uid),
         )
         bridge.pause(self._moving > 0)
-        if spec.node_selector is not None:
-            bridge.selector = spec.node_selector
-            bridge.handle(self.watch.capacity(spec.node_selector))
+        if selector is not None:
+            bridge.handle(self.watch.capacity(selector))
         return bridge
 
     def _evacuate(self, bridge: Bridge) -> list[Owner]:
