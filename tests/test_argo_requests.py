@@ -126,11 +126,23 @@ def test_a_request_known_only_as_the_workflow_runs_is_noted_not_guessed():
     assert demands(obj) == {"t": "cpu=1"}
 
 
-def test_a_request_that_is_no_quantity_refuses_the_workflow_with_its_template():
+@pytest.mark.parametrize(
+    ("template", "path"),
+    [
+        ({"container": sized({"cpu": "lots"})}, "container.resources.requests.cpu"),
+        ({"script": sized(), "sidecars": [sized({"cpu": "lots"})]}, "sidecars[0].resources"),
+        ({"container": sized(), "initContainers": [sized({"cpu": "lots"})]}, "initContainers[0]"),
+        ({"containerSet": {"containers": [sized(), sized({"cpu": "lots"})]}}, "containerSet."),
+        ({"container": sized(), "podResources": {"limits": {"cpu": "lots"}}}, "podResources.lim"),
+    ],
+)
+def test_a_request_that_is_no_quantity_refuses_the_workflow_with_its_path(template, path):
     with pytest.raises(ArgoRefusal) as found:
-        map_workflow(workflow({"name": "t", "container": sized({"cpu": "lots"})}))
+        map_workflow(workflow({"name": "t", **template}))
     assert found.value.reason is RefusalReason.INVALID
-    assert "template 't'" in str(found.value) and "'lots' is not a quantity" in str(found.value)
+    said = str(found.value)
+    assert said.startswith(f"Workflow sized: template 't': {path}"), said
+    assert "'lots' is not a quantity" in said
 
 
 def test_a_loops_stage_carries_its_templates_demand_once_per_pod():
@@ -142,6 +154,7 @@ def test_a_loops_stage_carries_its_templates_demand_once_per_pod():
 
 def test_argos_pod_spec_patch_and_pod_resources_examples():
     assert demands(example("pod-spec-patch-wf-tmpl.yaml")) == {"main": "cpu=100m,memory=100Mi"}
+    assert demands(example("dns-config.yaml")) == {"main": "cpu=100m,memory=32Mi"}  # limits
     assert demands(example("pod-resources-template-override.yaml")) == {
         "small": "cpu=1,memory=512Mi",
         "large": "cpu=2,memory=1Gi",

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 import yaml
 
@@ -59,10 +59,42 @@ def template_demand(
     level = template.get("podResources") or spec.get("podResources")
     if isinstance(level, Mapping):
         pod["resources"] = dict(level)
-    for patch in (spec.get("podSpecPatch"), template.get("podSpecPatch")):
-        if isinstance(patch, str) and patch.strip():
-            pod = _merge(pod, _patch(substitute(patch), where))
-    return pod_request(_resolved(_sized(pod), substitute), where)
+    patches = [p for p in (spec.get("podSpecPatch"), template.get("podSpecPatch")) if _text(p)]
+    for patch in patches:
+        pod = _merge(pod, _patch(substitute(patch), where))
+    try:
+        return pod_request(_resolved(_sized(pod), substitute), _POD)
+    except IdlegateError as exc:
+        path, _, why = str(exc).partition(": ")
+        said = _in_template(path, template, "spec.podResources" if level is not None else "")
+        patched = " (with podSpecPatch)" if patches else ""
+        raise IdlegateError(f"{where}: {said}{patched}: {why}") from None
+
+
+_POD = "\0pod"
+"""Where `pod_request` is told the pod is, to find what a message's path names."""
+
+
+def _text(value: Any) -> TypeGuard[str]:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def _in_template(path: str, template: Mapping[str, Any], workflow_level: str) -> str:
+    """`path` into the pod `_pod` builds, as the path into the template a user wrote."""
+    match = re.match(r"\0pod(?:\.(containers|initContainers)\[(\d+)\])?(.*)", path)
+    if match is None:
+        return path
+    key, index, rest = match[1], int(match[2] or 0), match[3]
+    if key is None:  # pod-level resources
+        return (
+            "podResources" if "podResources" in template else workflow_level
+        ) + rest.removeprefix(".resources")
+    if key == "initContainers":
+        return f"initContainers[{index}]{rest}"
+    if "containerSet" in template:
+        return f"containerSet.containers[{index}]{rest}"
+    main = "container" if "container" in template else "script"
+    return f"{main}{rest}" if index == 0 else f"sidecars[{index - 1}]{rest}"
 
 
 def _pod(template: Mapping[str, Any]) -> dict[str, Any] | None:
