@@ -88,15 +88,48 @@ def _columns(cmp: Comparison) -> tuple[_Column, ...]:
     return _RIGID_COLUMNS if cmp.rigid else _COLUMNS
 
 
+def _resources(cmp: Comparison) -> list[str]:
+    """The resources beyond pods the runs' pools count, in order (none: pods-only)."""
+    names: dict[str, None] = {}
+    for r in cmp.results:
+        for run in r.runs:
+            names.update(dict.fromkeys(run.utilisation_by_resource or ()))
+    return list(names)
+
+
+def _gated(cmp: Comparison) -> bool:
+    """Some row ran behind a pods-only gate (`idlegate.sim.gate`): it has pods pended."""
+    return any(run.pods_pended is not None for r in cmp.results for run in r.runs)
+
+
+def _mean(values: list[float], digits: int, scale: float = 1.0) -> str:
+    """The mean over seeds, "–" for a row without the value."""
+    return fmt_number(sum(values) / len(values) * scale, digits) if values else "–"
+
+
+def _pool_cells(cmp: Comparison, r: SchedulerResult) -> list[str]:
+    """A resource pool's cells of row `r`: each resource's utilisation (mean over seeds)
+    and, behind a pods-only gate, the pods pended per run."""
+    cells = [
+        _mean([(u.utilisation_by_resource or {}).get(n, 0.0) for u in r.runs], 1, 100.0)
+        for n in _resources(cmp)
+    ]
+    if _gated(cmp):
+        cells.append(_mean([u.pods_pended for u in r.runs if u.pods_pended is not None], 0))
+    return cells
+
+
 def table_rows(cmp: Comparison) -> list[list[str]]:
     """The comparison table's cells, one row per scheduler (rich and markdown share them).
 
     The % column is the paired change of the average bounded slowdown for a rigid
-    workload, of the average JCT otherwise."""
+    workload, of the average JCT otherwise. On a resource pool each resource's
+    utilisation follows the utilisation of the executors (`_pool_cells`)."""
     rows = []
     for r in cmp.results:
         cells = [r.name]
         cells += [fmt_estimate(r.summary[f], d, s) for _, f, d, s in _columns(cmp)]
+        cells += _pool_cells(cmp, r)
         cells.append(fmt_relative(r, r.bsld_vs_baseline if cmp.rigid else None))
         rows.append(cells)
     return rows
@@ -108,6 +141,8 @@ def table_headers(cmp: Comparison) -> list[str]:
     return [
         "scheduler",
         *(h for h, *_ in _columns(cmp)),
+        *(f"{n} (%)" for n in _resources(cmp)),
+        *(["pods pended"] if _gated(cmp) else []),
         f"{relative} vs {cmp.config.baseline_name}",
     ]
 
@@ -129,9 +164,16 @@ def caption(cmp: Comparison) -> str:
             "tasks; the highlighted row has the lowest avg JCT, i.e. the lowest avg wait "
             "(run times do not depend on the scheduler)"
         )
+    pool = ""
+    if _resources(cmp):
+        pool = "; a resource's % is the share of it that running tasks requested (mean over seeds)"
+    if _gated(cmp):
+        pool += (
+            ", pods pended the pods per run a pods-only gate released that did not fit the cluster"
+        )
     return head + (
         "utilisation counts task execution only, overhead the moving delay (warm-up stays "
-        "in task time)"
+        "in task time)" + pool
     )
 
 

@@ -41,7 +41,7 @@ from idlegate.sim.metrics import (
     paired_relative_change,
     run_metrics,
 )
-from idlegate.sim.protocol import Scheduler
+from idlegate.sim.protocol import PodsGate, Scheduler
 from idlegate.sim.resources import ResourceVector
 from idlegate.sim.workloads import build_workload, workload_kind
 
@@ -305,8 +305,9 @@ def _simulate(workload: Workload, scheduler: Scheduler, seed: int) -> RunOutcome
     result = simulate(workload, scheduler, seed=seed)
     jm = job_metrics(result)
     followed = None
-    if isinstance(scheduler, PortfolioScheduler):
-        followed = scheduler.account(result.end_time)
+    inner = scheduler.scheduler if isinstance(scheduler, PodsGate) else scheduler
+    if isinstance(inner, PortfolioScheduler):
+        followed = inner.account(result.end_time)
     return RunOutcome(run_metrics(result, jm), jm, followed)
 
 

@@ -27,7 +27,7 @@ from idlegate.policy.lookahead import make_lookahead, planner_config
 from idlegate.policy.portfolio import make_portfolio, portfolio_config, portfolio_model_files
 from idlegate.policy.rigid import RIGID_SCHEDULERS, make_rigid
 from idlegate.policy.spec import SchedulerSpec
-from idlegate.sim.protocol import Scheduler
+from idlegate.sim.protocol import PodsGate, Scheduler
 
 SCHEDULERS["analytic"] = make_analytic
 SCHEDULERS.update(RIGID_SCHEDULERS)
@@ -107,6 +107,19 @@ def _window(window: WindowConfig | int | None, fields: dict[str, Any]) -> Window
     return window_config(window, prefix="window_", **{names[k]: v for k, v in fields.items()})
 
 
+def _pods_gate(spec: SchedulerSpec, keywords: dict[str, Any]) -> Scheduler:
+    """``pods-gate[?pods=N]:BASE`` (`idlegate.sim.gate`)."""
+    reject_unknown(keywords, ["pods"], "pods-gate")
+    pods = keywords.get("pods")
+    if pods is not None and (isinstance(pods, bool) or not isinstance(pods, int) or pods < 1):
+        raise IdlegateError(
+            f"pods-gate: pods={pods!r} is no pool size; give a whole number of pods >= 1, or "
+            "leave it out to size the pool from the cluster's CPUs"
+        )
+    assert spec.base is not None  # (SchedulerSpec checks a BASE kind has one)
+    return PodsGate(make_scheduler(spec.base), pods)
+
+
 def resolve_default(spec: SchedulerSpec) -> SchedulerSpec:
     """`spec`, or for ``default?K=V`` the `DEFAULT_SCHEDULER` it stands for with ``K=V``
     as its options (over the default's own): ``default?window=100`` is
@@ -139,6 +152,8 @@ def make_scheduler(spec: SchedulerSpec | str, /, **params: Any) -> Scheduler:
     if s.kind == "default":
         return make_scheduler(resolve_default(s), **params)
     keywords = s.keywords(params)
+    if s.kind == "pods-gate":
+        return _pods_gate(s, keywords)
     if s.kind == "learned":
         return make_learned(s.argument or "", **keywords)
     if s.base is not None:  # analytic:BASE
@@ -181,6 +196,9 @@ def check_params(spec: SchedulerSpec | str) -> None:
         _window(rest.pop("window", None), rest)
     elif s.kind == "portfolio":
         portfolio_config(s, {})
+    elif s.kind == "pods-gate" and s.base is not None:
+        make_scheduler(replace(s, base=SchedulerSpec("fifo")))  # its own parameters
+        check_params(s.base)
     elif s.kind not in ("window", "inspect"):
         make_scheduler(s)  # a heuristic or a rigid order: no file, cheap to build
 

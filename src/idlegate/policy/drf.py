@@ -21,9 +21,12 @@ and the baselines keep their executor counts, so its results are the same run fo
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from math import ceil, inf
 
+from idlegate.sim.dag import Dag
 from idlegate.sim.protocol import ClusterView, Job, Stage
+from idlegate.sim.resources import ResourceVector
 
 _SLACK = 1e-9
 """Shares are floats: the slack keeps 2.0000000001 tasks from rounding up to 3."""
@@ -37,6 +40,36 @@ def pool_capacity(view: ClusterView) -> tuple[int, ...] | None:
         return None
     capacity = view.capacity  # type: ignore[attr-defined]
     return tuple(capacity[n] for n in names)
+
+
+def pool_resources(view: ClusterView) -> ResourceVector | None:
+    """The pool's resources beyond pods as a vector (a replay's pool is built of them),
+    or None for a pods-only pool."""
+    names: tuple[str, ...] = getattr(view, "resource_names", ())
+    if not names:
+        return None
+    return view.capacity.restricted(names)  # type: ignore[attr-defined]
+
+
+def effective_executors(view: ClusterView, dags: Iterable[Dag]) -> int:
+    """The pool's size in tasks, as a pods-only pool's executors: on a resource pool the
+    tasks of the mean demand of `dags`' tasks (task-weighted) it holds at once, at most
+    its executors and at least 1; on a pods-only pool its executors. What the portfolio's
+    prior and training range read as the pool's size (330 pods of 24 CPUs are not 330
+    executors when a task asks 1.4 CPUs)."""
+    k = view.num_executors
+    names: tuple[str, ...] = getattr(view, "resource_names", ())
+    if not names:
+        return k
+    capacity = view.capacity  # type: ignore[attr-defined]
+    tasks, asked = 0, dict.fromkeys(names, 0)
+    for dag in dags:
+        tasks += sum(dag.tasks)
+        for n, demand in zip(dag.tasks, dag.demands, strict=False):
+            for name in names:
+                asked[name] += n * demand[name]
+    held = [capacity[r] * tasks // a for r, a in asked.items() if a > 0]
+    return max(1, min([k, *held]))
 
 
 def task_share(stage: Stage, num_executors: int, capacity: tuple[int, ...]) -> float:

@@ -25,7 +25,7 @@ Kinds (KIND is case-blind; ``_`` reads as ``-``):
 * ``strict:ORDER``, ``easy:ORDER``: a rigid priority order without backfilling or with
   EASY backfilling (`idlegate.policy.rigid`);
 
-and four kinds whose argument is another spec, the BASE:
+and five kinds whose argument is another spec, the BASE:
 
 * ``analytic:BASE``: the analytic idle rule over BASE (`idlegate.policy.analytic`);
 * ``lookahead:BASE``: the rollout planner with BASE inside its futures
@@ -33,7 +33,11 @@ and four kinds whose argument is another spec, the BASE:
 * ``reject:BASE``: the reject rule over ORDER, ``strict:ORDER`` or ``easy:ORDER``
   (``reject:sjf``, ``reject:easy:sjf``);
 * ``inspect:PATH.onnx:BASE``: a learned inspector over the same bases
-  (`idlegate.policy.inspector`).
+  (`idlegate.policy.inspector`);
+* ``pods-gate:BASE``: in the simulator, BASE behind a pods-only pool on the cluster of
+  ``--resources``, the kube-scheduler placing the pods it releases (`idlegate.sim.gate`);
+  ``pods-gate?pods=N:BASE`` gives the pool's size, else it is the cluster's CPUs over the
+  mean CPU request.
 
 **Parameters** ``?KEY=VALUE&KEY=VALUE`` belong to the spec they follow. A spec that wraps
 a BASE ends with that BASE, so its own parameters come right after its kind:
@@ -67,7 +71,7 @@ from idlegate.errors import IdlegateError
 
 PATH_KINDS: Final = ("learned", "window", "strict", "easy")
 """Kinds whose argument is a text: a model path or a priority order."""
-BASE_KINDS: Final = ("analytic", "lookahead", "reject", "inspect")
+BASE_KINDS: Final = ("analytic", "lookahead", "reject", "inspect", "pods-gate")
 """Kinds whose argument is another spec (``inspect``: a model path, then the spec)."""
 _NEEDS: Final = {
     "learned": "a path, e.g. learned:default",
@@ -78,6 +82,7 @@ _NEEDS: Final = {
     "lookahead": "a base scheduler, e.g. lookahead:sjf-cp",
     "reject": "a base, e.g. reject:easy:sjf",
     "inspect": "a model and a base, e.g. inspect:out/insp.onnx:easy:sjf",
+    "pods-gate": "a base scheduler, e.g. pods-gate:default",
 }
 
 _LABEL: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")

@@ -18,7 +18,16 @@ from idlegate.errors import IdlegateError
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.durations import DurationModel, Uniforms
-from idlegate.sim.protocol import WAIT, Action, ClusterView, JobRecord, Launch, Scheduler, Stage
+from idlegate.sim.protocol import (
+    WAIT,
+    Action,
+    ClusterView,
+    JobRecord,
+    Launch,
+    PodsGate,
+    Scheduler,
+    Stage,
+)
 from idlegate.sim.resources import ResourceVector
 
 _ARRIVE, _TASK, _IDLE = 0, 1, 2
@@ -99,6 +108,9 @@ class SimResult:
     resource_seconds: dict[str, float] | None = None
     """Unit-seconds of each of those resources that running tasks held (requested), up
     to `end_time`; None for a pods-only pool."""
+    pending: tuple[int, float] | None = None
+    """Behind a pods-only gate (`idlegate.sim.gate`): the pods that pended and the seconds
+    they pended; None for any other run."""
 
 
 class TaskRun(NamedTuple):
@@ -181,6 +193,9 @@ class Engine:
         fid = fidelity or workload.fidelity
         rng = np.random.default_rng(seed)
         scheduler_seed = rng.integers(2**63)
+        gate = scheduler if isinstance(scheduler, PodsGate) else None
+        if gate is not None:  # (the engine asks the scheduler behind the gate itself)
+            scheduler = gate.scheduler
         if scheduler is not None:
             scheduler.reset(np.random.default_rng(scheduler_seed))
             # a planner with futures=oracle is told the run's arrivals (policy.futures)
@@ -188,12 +203,19 @@ class Engine:
                 foresee(workload.jobs)
         events: list[tuple[float, str, int, int, Any]] | None = [] if trace else None
         sink = None if events is None else lambda *e: events.append(e)
-        cluster = Cluster(
-            num_executors or workload.num_executors,
-            trace=sink,
-            moving_delay=fid.moving_delay,
-            resources=workload.resources,
-        )
+        if gate is None:
+            cluster = Cluster(
+                num_executors or workload.num_executors,
+                trace=sink,
+                moving_delay=fid.moving_delay,
+                resources=workload.resources,
+            )
+        else:
+            from idlegate.sim.gate import GatedEngine, gated
+
+            pods = num_executors or workload.num_executors
+            cluster = gated(workload, gate, sink, fid.moving_delay, pods)
+            cls = GatedEngine
         engine = cls(
             cluster,
             scheduler,

@@ -181,11 +181,19 @@ class RunMetrics:
     utilisation_by_resource: dict[str, float] | None = None
     """Per resource the pool counts beyond pods, the fraction of its capacity running tasks
     requested over [0, makespan]; None for a pods-only pool."""
+    pods_pended: int | None = None
+    """Pods released that pended, not fitting the cluster (a run behind a pods-only gate,
+    `idlegate.sim.gate`); None for any other run."""
+    pending_seconds: float | None = None
+    """Seconds those pods pended, summed; None as `pods_pended`."""
 
     def to_dict(self) -> dict[str, Any]:
         """Field dict, JSON-ready (NaN becomes None; no utilisation by resource for a
-        pods-only pool)."""
+        pods-only pool, no pending pods but behind a pods-only gate)."""
         out = asdict(self)
+        for name in ("pods_pended", "pending_seconds"):
+            if out[name] is None:
+                del out[name]
         if out["utilisation_by_resource"] is None:
             del out["utilisation_by_resource"]
         else:
@@ -241,6 +249,8 @@ def run_metrics(result: SimResult, jobs: JobMetrics | None = None) -> RunMetrics
         overhead=result.overhead_seconds / (k * horizon) if horizon > 0 else math.nan,
         avg_queue_length=float(jm.wait.sum()) / horizon if horizon > 0 else math.nan,
         utilisation_by_resource=_by_resource(result, horizon),
+        pods_pended=None if result.pending is None else result.pending[0],
+        pending_seconds=None if result.pending is None else result.pending[1],
     )
 
 

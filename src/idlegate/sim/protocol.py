@@ -272,6 +272,27 @@ class Scheduler(Protocol):
         """Return a Decision on one of `view.runnable_stages()`, or WAIT."""
 
 
+class PodsGate:
+    """`scheduler` behind a pods-only gate of `pods` executors on a cluster of resources:
+    idlegate as it runs with ``--pool-size N`` and no pool resources, the kube-scheduler
+    placing what it releases (`idlegate.sim.gate`). The simulator runs `scheduler` on
+    the gate and the cluster below it; `pods` None sizes the gate as a user would, the
+    cluster's CPUs over the workload's mean CPU request (`idlegate.sim.gate.gate_size`).
+
+    Elsewhere (a driver that places pods itself) it is `scheduler`: `decide` is its."""
+
+    def __init__(self, scheduler: Scheduler, pods: int | None = None) -> None:
+        self.scheduler = scheduler
+        self.pods = pods
+        self.name = f"pods-gate:{getattr(scheduler, 'name', type(scheduler).__name__)}"
+
+    def reset(self, rng: Any) -> None:
+        self.scheduler.reset(rng)
+
+    def decide(self, view: ClusterView) -> Action:
+        return self.scheduler.decide(view)
+
+
 # ---------------------------------------------------------------------------------------
 # Launches and per-job results
 

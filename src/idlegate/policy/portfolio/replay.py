@@ -28,6 +28,7 @@ from idlegate.policy.portfolio.rounds import Scores
 from idlegate.sim.engine import JobArrival, simulate
 from idlegate.sim.history import replay_workload as _replay_workload
 from idlegate.sim.protocol import Scheduler
+from idlegate.sim.resources import ResourceVector
 
 __all__ = [
     "DECISION_SECONDS",
@@ -62,11 +63,15 @@ def replay_portfolio(
     *,
     seeds: int = 1,
     moving_delay: float = 0.0,
+    resources: ResourceVector | None = None,
 ) -> Scores:
     """Replay the finished workflows `window` under each scheduler (spec text → instance)
-    on a pool of `num_executors`, with the seeds seed, seed + 1, …: every candidate sees
-    the same arrivals and the same seeds (common random numbers)."""
-    workload = _replay_workload(window, num_executors, moving_delay=moving_delay)
+    on a pool of `num_executors` (and `resources`, the live pool's beyond pods), with the
+    seeds seed, seed + 1, …: every candidate sees the same arrivals and the same seeds
+    (common random numbers)."""
+    workload = _replay_workload(
+        window, num_executors, moving_delay=moving_delay, resources=resources
+    )
     n = len(workload.jobs)
     means: dict[str, float] = {}
     decisions: dict[str, int] = {}
@@ -127,6 +132,8 @@ class ReplayRequest:
     untrained: frozenset[str] = frozenset()
     """Learned candidates the window is outside the training range of (`trained_range`):
     not replayed, not followed."""
+    resources: ResourceVector | None = None
+    """The live pool's resources beyond its pods (None: a pods-only pool)."""
 
 
 def merged(a: Scores, b: Scores) -> Scores:

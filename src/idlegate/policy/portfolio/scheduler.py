@@ -77,6 +77,7 @@ from typing import Any, Final, Literal
 
 import numpy as np
 
+from idlegate.policy.drf import effective_executors, pool_resources
 from idlegate.policy.portfolio.arrivals import Seen
 from idlegate.policy.portfolio.candidates import (
     PLAIN_RULES,
@@ -382,7 +383,7 @@ class PortfolioScheduler:
         else:
             done, running = self._since_window()
             dags = [a.dag for a in (*done, *running)]
-        features = workload_features(dags, view.num_executors)
+        features = workload_features(dags, effective_executors(view, dags))
         error = features_error(dags)
         judged = arrived >= JUDGE_MIN
         untrained = self._untrained(features, error) if judged else frozenset()
@@ -534,7 +535,10 @@ class PortfolioScheduler:
             at=view.now,
             running=len(running),
             named=self._trust.named,
-            untrained=self._window_untrained(whole, view.num_executors),
+            untrained=self._window_untrained(
+                whole, effective_executors(view, [a.dag for a in whole])
+            ),
+            resources=pool_resources(view),
         )
 
     def _held(self) -> bool:
@@ -573,6 +577,7 @@ class PortfolioScheduler:
             request.seed,
             seeds=self.config.seeds,
             moving_delay=request.moving_delay,
+            resources=request.resources,
         )
 
     def adopt(self, choice: Choice) -> None:

@@ -16,6 +16,7 @@ from idlegate.sim.dag import Dag
 from idlegate.sim.engine import Fidelity, JobArrival, Workload, simulate
 from idlegate.sim.history.records import HistoryWorkflow
 from idlegate.sim.protocol import Scheduler
+from idlegate.sim.resources import ResourceVector
 
 PARTS = ("all", "train", "test")
 """Parts of a history a replay may take: all of it, or one side of the time split."""
@@ -103,10 +104,15 @@ def history_arrivals(workflows: Sequence[HistoryWorkflow]) -> list[JobArrival]:
 
 
 def replay_workload(
-    arrivals: Sequence[JobArrival], num_executors: int, *, moving_delay: float = 0.0
+    arrivals: Sequence[JobArrival],
+    num_executors: int,
+    *,
+    moving_delay: float = 0.0,
+    resources: ResourceVector | None = None,
 ) -> Workload:
     """`arrivals` (finished workflows, any order, any clock) as a workload on a pool of
-    `num_executors`, shifted to start at t = 0, each job keeping its duration model.
+    `num_executors` (and `resources`, a resource pool's beyond its pods), shifted to
+    start at t = 0, each job keeping its duration model.
 
     A job with a duration model runs for its draws (`Fidelity.wave_durations`), one
     without for its estimates; `moving_delay` is the live cluster's.
@@ -118,7 +124,8 @@ def replay_workload(
     jobs = tuple(
         JobArrival(a.time - start, a.name, a.dag, a.durations, a.scheduled) for a in ordered
     )
-    return Workload("replay", jobs, num_executors, Fidelity(moving_delay, wave_durations=True))
+    fidelity = Fidelity(moving_delay, wave_durations=True)
+    return Workload("replay", jobs, num_executors, fidelity, resources)
 
 
 def simulate_history(
