@@ -85,7 +85,10 @@ Only when keeping the executors idle is what the pair model describes:
    reorder work that the base ranked lower — under SJF-CP a longer job — which the
    theorem does not cover;
 3. the launch would take *every* free executor (n = free): otherwise the leftover free
-   executors would serve a newcomer at once and keeping these n idle gains nothing;
+   executors would serve a newcomer at once and keeping these n idle gains nothing. On a
+   resource pool (`idlegate.sim.cluster`) what is free for the stage is the tasks of its
+   demand the free resources hold (at most the free executors), and the rule reads the
+   pool's size as its tasks of the jobs' mean demand (`drf.effective_executors`);
 4. no other stage is inside an idle slot now: that slot already reserves the executors
    for a newcomer, and a second slot would make the two-job model wrong (the model
    assumes a job arriving during the slot starts at once, which is what the base does).
@@ -107,6 +110,7 @@ from pydantic import ConfigDict, Field, StrictBool, StrictInt
 
 from idlegate.config import Config, NonNegative, Positive
 from idlegate.errors import IdlegateError
+from idlegate.policy.drf import effective_executors
 from idlegate.policy.heuristics import make_scheduler
 from idlegate.sim.protocol import Action, ClusterView, Decision, Job, Scheduler
 
@@ -500,7 +504,8 @@ class AnalyticIdleScheduler:
         cfg = self.config
         job = decision.stage.job
         l1 = max(job.remaining_work / (job.held + n), job.remaining_cp)
-        est = estimate_arrivals(view.arrival_log, view.now, view.num_executors, cfg)
+        pool = effective_executors(view, [j.dag for j in view.jobs])
+        est = estimate_arrivals(view.arrival_log, view.now, pool, cfg)
         width = float(np.median([j.average_width for j in view.jobs]))
         k2 = min(float(n), max(1.0, width))
         release = expected_first_release(view.jobs) if cfg.account_busy else math.inf
@@ -516,9 +521,12 @@ class AnalyticIdleScheduler:
         if decision.idle_delay > 0 or stage.launched or stage.delayed:
             return 0
         free = view.free_executors
+        # on a resource pool the tasks of the stage that fit the free resources are what
+        # is free for it (a pods-only pool's stage has no need: its free executors)
+        room = free if stage.need is None else min(free, stage.need.room())
         n = stage.tasks if stage.gang else min(free, decision.parallelism_cap - job.held)
-        n = min(n, stage.remaining)
-        if n != free or n <= 0:
+        n = min(n, stage.remaining, room)
+        if n != room or n <= 0:
             return 0
         if any(s.idle_until is not None for j in view.jobs for s in j.stages):
             return 0

@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from math import ceil, inf
 
 from idlegate.sim.dag import Dag
+from idlegate.sim.pool import tasks_at_once
 from idlegate.sim.protocol import ClusterView, Job, Stage
 from idlegate.sim.resources import ResourceVector
 
@@ -52,24 +53,14 @@ def pool_resources(view: ClusterView) -> ResourceVector | None:
 
 
 def effective_executors(view: ClusterView, dags: Iterable[Dag]) -> int:
-    """The pool's size in tasks, as a pods-only pool's executors: on a resource pool the
-    tasks of the mean demand of `dags`' tasks (task-weighted) it holds at once, at most
-    its executors and at least 1; on a pods-only pool its executors. What the portfolio's
-    prior and training range read as the pool's size (330 pods of 24 CPUs are not 330
-    executors when a task asks 1.4 CPUs)."""
-    k = view.num_executors
+    """The pool's size in tasks (`idlegate.sim.pool.tasks_at_once`) for `dags`' mean
+    demand; a pods-only pool's executors. What the portfolio's prior and training range,
+    the analytic rule's prior and the planner's horizon read as the pool's size."""
     names: tuple[str, ...] = getattr(view, "resource_names", ())
     if not names:
-        return k
+        return view.num_executors
     capacity = view.capacity  # type: ignore[attr-defined]
-    tasks, asked = 0, dict.fromkeys(names, 0)
-    for dag in dags:
-        tasks += sum(dag.tasks)
-        for n, demand in zip(dag.tasks, dag.demands, strict=False):
-            for name in names:
-                asked[name] += n * demand[name]
-    held = [capacity[r] * tasks // a for r, a in asked.items() if a > 0]
-    return max(1, min([k, *held]))
+    return tasks_at_once(capacity, names, view.num_executors, dags)
 
 
 def task_share(stage: Stage, num_executors: int, capacity: tuple[int, ...]) -> float:

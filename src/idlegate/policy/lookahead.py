@@ -116,6 +116,7 @@ from pydantic import ConfigDict, Field, StrictBool, StrictInt
 from idlegate.config import Config, NonNegative, Positive
 from idlegate.errors import IdlegateError, reject_unknown
 from idlegate.policy.bounded import WindowConfig, select_window
+from idlegate.policy.drf import effective_executors
 from idlegate.policy.futures import FutureKind, KnownSource, OracleSource, make_source
 from idlegate.policy.plans import (
     Hold,
@@ -209,6 +210,8 @@ def effect(view: ClusterView, action: Action) -> tuple[Any, ...]:
         return (d.stage.key, 0, d.idle_delay)
     job = d.stage.job
     n = min(view.free_executors, d.parallelism_cap - job.held, d.stage.remaining)
+    if d.stage.need is not None:  # (a resource pool's: what fits, whatever the cap)
+        n = min(n, d.stage.need.room())
     return (d.stage.key, n, 0.0)
 
 
@@ -502,7 +505,7 @@ class LookaheadScheduler:
         if self.config.horizon is not None:
             return self.config.horizon
         recent = self._seen[-self.config.window :]
-        k = view.num_executors
+        k = effective_executors(view, [j.dag for j in recent])
         lengths = [max(j.critical_path, j.total_work / k) for j in recent] or [1.0]
         return self.config.horizon_factor * float(np.mean(lengths))
 

@@ -16,9 +16,10 @@ per-node rule errs on the side of what surely fits.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from idlegate.errors import DemandTooLargeError, IdlegateError
+from idlegate.sim.dag import Dag
 from idlegate.sim.protocol import Job, Need
 from idlegate.sim.resources import MILLI, ResourceVector
 
@@ -136,3 +137,24 @@ class PoolResources:
         twin.capacity, twin.resource_names = self.capacity, self.resource_names
         twin._free_r, twin._held = list(self._free_r), list(self._held)
         twin._nodes, twin.follows_nodes = [list(n) for n in self._nodes], self.follows_nodes
+
+
+def tasks_at_once(
+    capacity: Mapping[str, int], names: Iterable[str], num_executors: int, dags: Iterable[Dag]
+) -> int:
+    """A pool's size in tasks: the tasks of the mean demand of `dags`' tasks (task-weighted,
+    on the resources `names`) that `capacity` holds at once, at most `num_executors` and at
+    least 1 (a pods-only pool, no `names`: its executors). What a policy reads as the pool's
+    size where a pods-only pool has K: 330 pods of 24 CPUs are not 330 executors when a
+    task asks 1.4 CPUs."""
+    names = tuple(names)
+    if not names:
+        return num_executors
+    tasks, asked = 0, dict.fromkeys(names, 0)
+    for dag in dags:
+        tasks += sum(dag.tasks)
+        for n, demand in zip(dag.tasks, dag.demands, strict=False):
+            for name in names:
+                asked[name] += n * demand[name]
+    held = [capacity[r] * tasks // a for r, a in asked.items() if a > 0]
+    return max(1, min([num_executors, *held]))

@@ -43,6 +43,7 @@ import numpy as np
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.durations import Uniforms, duration_model
 from idlegate.sim.engine import Engine, JobArrival
+from idlegate.sim.pool import tasks_at_once
 from idlegate.sim.protocol import WAIT, Action, Decision, Job, Scheduler
 
 OVERDUE_FRACTION = 0.05
@@ -61,10 +62,13 @@ def remaining_flow_estimate(cluster: Cluster) -> float:
     """R: the completion-time sum the jobs in the system still need (module docstring).
 
     Shortest remaining work first on K perfectly packed executors, each job no sooner
-    than its remaining critical path allows.
+    than its remaining critical path allows; a resource pool's K is the tasks of the
+    jobs' mean demand it holds at once (`idlegate.sim.pool.tasks_at_once`).
     """
     jobs = sorted(cluster.jobs, key=lambda j: j.remaining_work)
     k = cluster.num_executors
+    if cluster.resource_names:  # (a resource pool's K: its tasks of the jobs' mean demand)
+        k = tasks_at_once(cluster.capacity, cluster.resource_names, k, (j.dag for j in jobs))
     total = 0.0
     done_work = 0.0
     for job in jobs:
