@@ -1,0 +1,72 @@
+"""A decision's latency on a resource pool (issue 52: a decision within 1 ms at p99).
+
+    .venv/bin/python benchmarks/resource_decisions.py [--jobs 300] [--seed 1000]
+
+Runs `k8s-batch` with requests (`requests=true`, interarrival 240 s) on the cluster of
+docs/resources.md (330 pods, cpu=24, memory=96Gi, nvidia.com/gpu=2) under each scheduler
+and times every `decide` call (wall microseconds, `time.perf_counter`): printed per
+scheduler, the decisions and their p50, p99 and max. The portfolio (`default`) decides
+with its rounds in a worker (``replayer=worker``, as the operator runs it), so a
+decision is its following of the candidate, not a round's replay.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from idlegate.policy import make_scheduler
+from idlegate.sim.engine import simulate
+from idlegate.sim.protocol import Action, ClusterView, Scheduler
+from idlegate.sim.resources import ResourceVector
+from idlegate.sim.workloads import build_workload
+
+CLUSTER = "cpu=24,memory=96Gi,nvidia.com/gpu=2"
+SCHEDULERS = ("srpt", "sjf-cp", "fair", "fifo", "analytic", "default?replayer=worker")
+
+
+class Timed:
+    """`inner`, with the wall time of each of its decisions."""
+
+    def __init__(self, inner: Scheduler) -> None:
+        self.inner, self.name, self.seconds = inner, inner.name, []
+
+    def reset(self, rng: object) -> None:
+        self.inner.reset(rng)
+
+    def decide(self, view: ClusterView) -> Action:
+        start = time.perf_counter()
+        action = self.inner.decide(view)
+        self.seconds.append(time.perf_counter() - start)
+        return action
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--jobs", type=int, default=300, help="workflows (default 300)")
+    parser.add_argument("--seed", type=int, default=1000)
+    args = parser.parse_args()
+    workload = build_workload(
+        "k8s-batch",
+        args.seed,
+        requests=True,
+        interarrival=240,
+        num_executors=330,
+        num_jobs=args.jobs,
+    )
+    workload = replace(workload, resources=ResourceVector.parse(CLUSTER))
+    print(f"k8s-batch, {args.jobs} workflows, seed {args.seed}, 330 pods, {CLUSTER}")
+    print(f"{'scheduler':26s} {'decisions':>9s} {'p50 us':>8s} {'p99 us':>8s} {'max us':>8s}")
+    for spec in SCHEDULERS:
+        timed = Timed(make_scheduler(spec))
+        simulate(workload, timed, seed=args.seed)
+        us = np.array(timed.seconds) * 1e6
+        p50, p99 = np.percentile(us, [50, 99])
+        print(f"{spec:26s} {len(us):9d} {p50:8.0f} {p99:8.0f} {us.max():8.0f}")
+
+
+if __name__ == "__main__":
+    main()
