@@ -200,6 +200,8 @@ def test_lint_says_which_argo_node_can_never_fit_the_pool(tmp_path, flags, probl
     if problem is None:
         assert result.exit_code == 0, result.output
         assert "fit: 1 task x 60 s (prior), each cpu=6,nvidia.com/gpu=1 after prep" in result.stdout
+        found = json.loads(runner.invoke(app, ["lint", str(path), "--json", *flags]).stdout)
+        assert found["argo"][0]["stages"][1]["resources"] == {"cpu": "6", "nvidia.com/gpu": "1"}
     else:
         assert result.exit_code == 1, result.output
         assert re.search(problem, result.stdout), result.stdout
