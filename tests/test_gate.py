@@ -14,10 +14,12 @@ from idlegate.cli import app
 from idlegate.errors import DemandTooLargeError, IdlegateError
 from idlegate.policy import make_scheduler
 from idlegate.policy.spec import SchedulerSpec
+from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import JobArrival, Workload, simulate
 from idlegate.sim.gate import gate_size
 from idlegate.sim.metrics import run_metrics
+from idlegate.sim.pool import identical_nodes
 from idlegate.sim.protocol import WAIT, Decision, PodsGate
 from idlegate.sim.resources import ResourceVector
 from idlegate.sim.spec import parse_workflow
@@ -145,7 +147,8 @@ def test_bad_gates_are_sentences():
         SchedulerSpec.parse("pods-gate")
     big = workload((0.0, dag(("a", 1, 10, "8"))))
     with pytest.raises(
-        DemandTooLargeError, match=r"stage 'a' of j0 requests cpu=8 a pod, more cpu"
+        DemandTooLargeError,
+        match=r"stage .a. of j0 requests cpu=8 a pod, more than the cluster has \(its resources: cpu=4,pods=100\)",
     ):
         simulate(big, make_scheduler("pods-gate?pods=2:fifo"))
 
@@ -174,3 +177,51 @@ def test_compare_prints_both_rows_and_utilisation_by_resource(tmp_path):
     head = "| cpu (%) | memory (%) | nvidia.com/gpu (%) | pods pended | avg JCT vs srpt |"
     assert head in markdown
     assert "| – | baseline |" in markdown  # (srpt releases only what fits: none pends)
+
+
+def test_nodes_fit_a_task_where_one_node_holds_it():
+    """6 tasks of 2.5 CPUs: one bin of 8 CPUs runs 3 at once (2 waves), 2 nodes of 4 CPUs
+    one each (3 waves); a task's node gets its room back when it ends. Behind a pods-only
+    gate of 4 the same nodes hold 2 of its 4 pods, and the others pend."""
+    one_bin = workload((0.0, dag(("a", 6, 10, "2500m"))), cpu="8", pods=10)
+    nodes = dataclasses.replace(one_bin, nodes=identical_nodes(R("cpu=4"), 2, 10))
+    assert jcts(one_bin, "fifo") == [20.0]
+    assert jcts(nodes, "fifo") == [30.0]
+    result = simulate(nodes, make_scheduler("pods-gate?pods=4:fifo"))
+    assert [r.jct for r in result.records] == [30.0]
+    assert result.pending[0] == 4  # (the 2 first pend 10 s, the last 2 20 s and 10 s)
+
+
+def test_a_stage_that_fits_the_sum_of_the_nodes_but_no_node_is_refused():
+    w = workload((0.0, dag(("a", 1, 10, "6"))), cpu="8", pods=10)
+    w = dataclasses.replace(w, nodes=identical_nodes(R("cpu=4"), 2, 10))
+    with pytest.raises(DemandTooLargeError, match=r"more than the nodes have room for \(each"):
+        simulate(w, make_scheduler("fifo"))
+    with pytest.raises(DemandTooLargeError, match=r"more than any node has \(each node's"):
+        simulate(w, make_scheduler("pods-gate:fifo"))
+
+
+def test_nodes_split_the_pods_and_a_fork_keeps_where_tasks_run():
+    nodes = identical_nodes(R("cpu=4,pods=3"), 2, 5)
+    assert nodes == (R("cpu=4,pods=3"), R("cpu=4,pods=2"))
+    c = Cluster(5, nodes=nodes)
+    job = c.add_job(dag(("a", 4, 10, "3")), 0.0)
+    assert len(c.apply(Decision(job.stages[0], 5), 0.0)) == 2  # one a node
+    twin = c.fork()
+    assert twin.task_finished(0, 10.0) is not None  # goes on, on its node
+    assert twin.task_finished(0, 20.0) is not None
+    twin.task_finished(1, 20.0)  # its stage has no task left: its node is free again
+    assert twin.free_resources["cpu"] == 5000 and c.free_resources["cpu"] == 2000
+    for pool in (twin, c):
+        pool.add_job(dag(("b", 1, 10, "3")), 20.0)
+    assert [s.name for s in twin.runnable_stages()] == ["b"]
+    assert c.runnable_stages() == []  # (1 CPU free on each node)
+
+
+def test_nodes_need_resources():
+    args = ["simulate", "-w", "k8s-batch", "-o", "num_jobs=5", "--nodes", "3"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1
+    assert "--nodes: give each node's resources with --resources" in result.stderr
+    result = runner.invoke(app, [*args, "--resources", "cpu=8,memory=32Gi", "--json"])
+    assert result.exit_code == 0, result.output

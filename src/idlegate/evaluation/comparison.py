@@ -41,6 +41,7 @@ from idlegate.sim.metrics import (
     paired_relative_change,
     run_metrics,
 )
+from idlegate.sim.pool import identical_nodes
 from idlegate.sim.protocol import PodsGate, Scheduler
 from idlegate.sim.resources import ResourceVector
 from idlegate.sim.workloads import build_workload, workload_kind
@@ -118,13 +119,17 @@ class WorkloadOptions(Config):
     """The pool's resources beyond its executors (its pods), e.g.
     cpu=8,memory=32Gi,nvidia.com/gpu=2: a task starts only where its stage's requests fit
     (workflow files state them). Unset: a pods-only pool of -k/--executors."""
+    nodes: int | None = Field(None, ge=1)
+    """The cluster is this many nodes, each of --resources (then one node's allocatable),
+    sharing -k's pods: a task starts only where it fits one node, first fit. Unset: the
+    pool is one bin of --resources."""
     extra: Annotated[dict[str, Any], Flag("--option", "-o")] = Field(default_factory=dict)
     """Any other workload option as KEY=VALUE (repeatable), e.g. size_distribution=pareto,
     burstiness=20 (options per workload: docs/workloads.md)."""
 
     def to_kwargs(self) -> dict[str, Any]:
         """The options that were given, as ``build_workload`` keyword arguments."""
-        given = self.model_dump(exclude={"extra", "resources"}, exclude_none=True)
+        given = self.model_dump(exclude={"extra", "resources", "nodes"}, exclude_none=True)
         out = {k: str(v) if isinstance(v, Path) else v for k, v in given.items()}
         clash = sorted(set(out) & set(self.extra))
         if clash:
@@ -246,6 +251,7 @@ class CompareConfig(Config):
                 if self.options.resources is None
                 else {"resources": self.options.resources.format()}
             ),
+            **({} if self.options.nodes is None else {"nodes": self.options.nodes}),
             "schedulers": [s.format() for s in self.schedulers],
             "seeds": list(self.seed_list),
             "baseline": self.baseline_name,
@@ -280,8 +286,17 @@ def build(workload: str, seed: int, options: WorkloadOptions | None = None) -> W
     with options.as_given():
         built = build_workload(workload, seed, **options.to_kwargs())
     if options.resources is None:
+        if options.nodes is not None:
+            raise IdlegateError(
+                "--nodes: give each node's resources with --resources (e.g. --nodes 3 "
+                "--resources cpu=8,memory=32Gi)"
+            )
         return built
-    return replace(built, resources=options.resources)
+    if options.nodes is None:
+        return replace(built, resources=options.resources)
+    nodes = identical_nodes(options.resources, options.nodes, built.num_executors)
+    total = options.resources.restricted(n for n in options.resources if n != "pods")
+    return replace(built, resources=total * options.nodes, nodes=nodes)
 
 
 @dataclass(frozen=True, eq=False)

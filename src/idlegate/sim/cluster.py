@@ -135,13 +135,14 @@ class Cluster(PoolResources):
         *,
         moving_delay: float = 0.0,
         resources: ResourceVector | None = None,
+        nodes: Sequence[ResourceVector] = (),
     ) -> None:
         if isinstance(num_executors, bool) or not isinstance(num_executors, int):
             raise IllegalDecisionError(f"executors must be a whole number, got {num_executors!r}")
         if num_executors < 1:
             raise IllegalDecisionError(f"a cluster needs at least 1 executor, got {num_executors}")
         self.num_executors = num_executors
-        self._init_resources(resources)
+        self._init_resources(resources, nodes)
         self.moving_delay = moving_delay
         """Seconds an executor new to a job needs before its task runs, as far as the driver
         knows (the simulator's fidelity; 0 in the operator). Read by planners."""
@@ -257,7 +258,7 @@ class Cluster(PoolResources):
         stage.executors -= 1
         job.held -= 1
         if stage.need is not None:
-            self._give_back(stage.need, 1)
+            self._give_back(stage.need, 1, (executor,))
         self.free_executors += 1
         self._busy_done += now - self._busy_since[executor]
         if stage.need is not None:
@@ -278,7 +279,7 @@ class Cluster(PoolResources):
         for e in running:
             stage = self._exec_stage[e]
             if stage is not None and stage.need is not None:
-                self._give_back(stage.need, 1)
+                self._give_back(stage.need, 1, (e,))
                 self._held_for(stage.need, now - self._busy_since[e])
             self._exec_stage[e] = None
             self._busy_done += now - self._busy_since[e]
@@ -637,7 +638,7 @@ class Cluster(PoolResources):
         stage.executors += len(executors)
         job.held += len(executors)
         if stage.need is not None:
-            self._give_back(stage.need, -len(executors))
+            self._give_back(stage.need, -len(executors), executors)
         return launches
 
     def _out_of_tasks(self, stage: Stage) -> None:

@@ -72,6 +72,9 @@ class Workload:
     resources: ResourceVector | None = None
     """The pool's resources beyond its executors (its pods), e.g. cpu=8,memory=32Gi; None:
     a pods-only pool (`idlegate.sim.cluster`)."""
+    nodes: tuple[ResourceVector, ...] = ()
+    """The nodes `resources` is the sum of, pods included (`sim.pool.identical_nodes`):
+    a task starts only where it fits one (first fit); empty: the pool is one bin."""
 
     def __post_init__(self) -> None:
         if not self.jobs:
@@ -209,6 +212,7 @@ class Engine:
                 trace=sink,
                 moving_delay=fid.moving_delay,
                 resources=workload.resources,
+                nodes=workload.nodes,
             )
         else:
             from idlegate.sim.gate import GatedEngine, gated

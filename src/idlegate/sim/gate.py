@@ -18,9 +18,9 @@ scheduler spec ``pods-gate:BASE``). Two levels, driven by one engine (`GatedEngi
   kube-scheduler does not hold its queue for a pod that does not fit). An executor that
   goes on with its stage releases the stage's next pod, which queues behind the older
   ones; the pod that ended gives its request back first.
-* The cluster is one bin, the sum of its nodes' allocatable, as a resource pool of
-  `idlegate.sim.cluster` is: a pod that fits the sum but no single node starts here
-  (both levels of a comparison make the same simplification).
+* The cluster is its nodes (``--nodes``: `Workload.nodes`), a pod starting on the first
+  node it fits, as a resource pool of `idlegate.sim.cluster` places a task; without
+  nodes it is one bin, the sum of their allocatable.
 * A stage that could never fit the cluster is refused on arrival (DemandTooLargeError),
   as on a resource pool; a gang's pods are placed one by one, as the kube-scheduler
   without a coscheduling plugin places them.
@@ -33,6 +33,7 @@ pool, which is what such a scheduler knows of the cluster.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -74,19 +75,22 @@ class NodePool:
     """The cluster below the gate: its capacity, what is free, the pods that pend, and
     the resource-seconds the running pods held (the module docstring)."""
 
-    def __init__(self, capacity: ResourceVector) -> None:
+    def __init__(self, capacity: ResourceVector, nodes: Sequence[ResourceVector] = ()) -> None:
         self.capacity = capacity
-        """The cluster's capacity, `pods` included."""
+        """The cluster's capacity, `pods` included (the sum of `nodes`, if given)."""
         self.names: tuple[str, ...] = tuple(capacity)
-        self.free = [capacity[n] for n in self.names]
-        """Free milli-units of each of `names`, in order."""
+        self.free = [[node[n] for n in self.names] for node in (nodes or [capacity])]
+        """Each node's free milli-units of each of `names`, in order (one bin: one node)."""
+        self.nodes = tuple(nodes) or (capacity,)
+        """The nodes' capacities (one bin: the cluster's)."""
+        self._nodes_text = ", ".join(sorted({n.format() for n in self.nodes}))
         self.pending: list[tuple[Launch, float]] = []
         """Released pods not started yet, with their release time, oldest first."""
         self.pended = 0
         """Pods that started later than they were released."""
         self.pending_seconds = 0.0
         """Seconds pods spent released but not started (of those that started)."""
-        self._running: dict[int, tuple[tuple[int, ...], float]] = {}
+        self._running: dict[int, tuple[tuple[int, ...], float, int]] = {}
         self._held = [0.0] * len(self.names)
         self._amounts: dict[int, tuple[tuple[int, ...], ...]] = {}
         self._dags: list[Dag] = []  # (keeps the ids of `_amounts` unique)
@@ -106,16 +110,15 @@ class NodePool:
         return per_stage[stage.index]
 
     def check(self, dag: Dag, name: str | None) -> None:
-        """DemandTooLargeError if a pod of a stage of `dag` could never fit the cluster."""
+        """DemandTooLargeError if a pod of a stage of `dag` could never fit a node."""
+        where = "the cluster has (its" if len(self.nodes) == 1 else "any node has (each node's"
         for i, demand in enumerate(dag.demands):
             need = demand.restricted(self.names)
-            over = need.too_large(self.capacity)
-            if over:
+            if not any(need.fits(node) for node in self.nodes):
                 raise DemandTooLargeError(
                     f"stage {dag.names[i]!r} of {name or 'the job'} requests {need.format()} "
-                    f"a pod, more {' and '.join(over)} than the cluster has (its resources: "
-                    f"{self.capacity.format()}), so its pods would pend for ever; lower the "
-                    "stage's requests or give the cluster more",
+                    f"a pod, more than {where} resources: {self._nodes_text}), so its pods "
+                    "would pend for ever; lower the stage's requests or give the cluster more",
                     need,
                 )
 
@@ -124,18 +127,21 @@ class NodePool:
         self.pending += [(launch, now) for launch in launches]
 
     def place(self, now: float) -> list[Launch]:
-        """Start the pending pods that fit, oldest first (the module docstring)."""
+        """Start the pending pods that fit, oldest first, each on the first node it fits
+        (the module docstring)."""
         if not self.pending:
             return []
-        free, running = self.free, self._running
+        nodes, running = self.free, self._running
         placed: list[Launch] = []
         waiting: list[tuple[Launch, float]] = []
         for launch, since in self.pending:
             need = self.amounts(launch.stage)
-            if all(f >= n for f, n in zip(free, need, strict=True)):
+            at = next((i for i, free in enumerate(nodes) if all(map(int.__ge__, free, need))), None)
+            if at is not None:
+                free = nodes[at]
                 for i, n in enumerate(need):
                     free[i] -= n
-                running[launch.executor] = (need, now)
+                running[launch.executor] = (need, now, at)
                 placed.append(launch)
                 if since < now:
                     self.pended += 1
@@ -147,8 +153,8 @@ class NodePool:
 
     def finish(self, executor: int, now: float) -> None:
         """The pod on `executor` ended: its request is free again."""
-        need, since = self._running.pop(executor)
-        free, held = self.free, self._held
+        need, since, at = self._running.pop(executor)
+        free, held = self.free[at], self._held
         for i, n in enumerate(need):
             free[i] += n
             held[i] += n * (now - since)
@@ -156,7 +162,7 @@ class NodePool:
     def resource_seconds(self, now: float) -> dict[str, float]:
         """Unit-seconds of each resource but pods that running pods held up to `now`."""
         held = list(self._held)
-        for need, since in self._running.values():
+        for need, since, _ in self._running.values():
             for i, n in enumerate(need):
                 held[i] += n * (now - since)
         return {n: h / MILLI for n, h in zip(self.names, held, strict=True) if n != "pods"}
@@ -173,10 +179,11 @@ class GatedCluster(Cluster):
         trace: TraceSink | None = None,
         *,
         moving_delay: float = 0.0,
+        nodes: Sequence[ResourceVector] = (),
     ) -> None:
         self._due = self._wake = False
         super().__init__(pods, trace, moving_delay=moving_delay)
-        self.nodes = NodePool(cluster)
+        self.nodes = NodePool(cluster, nodes)
 
     @property
     def needs_schedule(self) -> bool:
@@ -264,4 +271,6 @@ def gated(
         )
     pods = gate.pods if gate.pods is not None else gate_size(workload)
     cluster = ResourceVector({**workload.resources, "pods": num_executors * MILLI})
-    return GatedCluster(pods, cluster, trace, moving_delay=moving_delay)
+    if workload.nodes:
+        cluster = sum(workload.nodes, ResourceVector())
+    return GatedCluster(pods, cluster, trace, moving_delay=moving_delay, nodes=workload.nodes)

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from idlegate.errors import DemandTooLargeError, IdlegateError
 from idlegate.sim.dag import Dag
-from idlegate.sim.protocol import Job, Need
+from idlegate.sim.protocol import Job, Need, Stage
 from idlegate.sim.resources import MILLI, ResourceVector
 
 
@@ -30,8 +30,12 @@ class PoolResources:
     num_executors: int
     free_executors: int
 
-    def _init_resources(self, resources: ResourceVector | None) -> None:
+    def _init_resources(
+        self, resources: ResourceVector | None, nodes: Sequence[ResourceVector] = ()
+    ) -> None:
         num_executors = self.num_executors
+        if nodes:  # (the simulator's nodes: its capacity is theirs)
+            resources = sum(nodes, ResourceVector())
         resources = resources or ResourceVector()
         if "pods" in resources and resources["pods"] != num_executors * MILLI:
             raise IdlegateError(
@@ -53,6 +57,18 @@ class PoolResources:
         self.follows_nodes = False
         """The capacity is the nodes' (`set_capacity`): it comes and goes, so a stage
         larger than it now is not refused on arrival."""
+        self._node_of: dict[int, int] | None = None
+        """The simulator's nodes (`nodes`, fixed): the node each busy executor's task
+        runs on, which gets its room back when the task ends; None: no such nodes."""
+        self._node_capacity: list[list[int]] = []
+        """The simulator's nodes' capacities, as `_nodes` lists (empty: none)."""
+        self._node_text = ""
+        if nodes:
+            names = self.resource_names
+            self._node_capacity = [[n[r] for r in names] + [n["pods"]] for n in nodes]
+            self._nodes[:] = [list(n) for n in self._node_capacity]
+            self._node_of = {}
+            self._node_text = ", ".join(sorted({n.format() for n in nodes}))
 
     def set_capacity(
         self, capacity: ResourceVector, nodes: Sequence[ResourceVector] | None = None
@@ -100,6 +116,8 @@ class PoolResources:
             if not demand:
                 continue
             need = demand * stage.tasks if stage.gang else demand
+            amounts = tuple(demand[n] for n in names)
+            self._check_nodes(job, stage, need, Need(amounts, [], []))
             if not self.follows_nodes and not need.fits(capacity):
                 over = need.too_large(capacity)
                 each = f" ({stage.tasks} tasks of {demand.format()})" if stage.gang else ""
@@ -110,7 +128,21 @@ class PoolResources:
                     "the stage's requests or give the pool more",
                     need,
                 )
-            stage.need = Need(tuple(demand[n] for n in names), self._free_r, self._nodes)
+            stage.need = Need(amounts, self._free_r, self._nodes)
+
+    def _check_nodes(self, job: Job, stage: Stage, need: ResourceVector, each: Need) -> None:
+        """DemandTooLargeError if the simulator's nodes, empty, could never hold the
+        stage's next task (a gang's: all its tasks) although their sum might."""
+        if not self._node_capacity:
+            return
+        room = sum(each.on(node) for node in self._node_capacity)
+        if room < (stage.tasks if stage.gang else 1):
+            raise DemandTooLargeError(
+                f"stage {stage.name!r} of {job.name} needs {need.format()} at once, more than "
+                f"the nodes have room for (each node's resources: {self._node_text}), so it "
+                "could never start; lower the stage's requests or give the nodes more",
+                need,
+            )
 
     def _held_for(self, need: Need, seconds: float) -> None:
         """Count a task of demand `need` that held it for `seconds`."""
@@ -118,25 +150,52 @@ class PoolResources:
         for i, n in enumerate(need.amounts):
             held[i] += n * seconds
 
-    def _give_back(self, need: Need, tasks: int) -> None:
+    def _give_back(self, need: Need, tasks: int, executors: Sequence[int] = ()) -> None:
         """Return the resources of `tasks` tasks of demand `need` (negative: take them, on
-        the nodes too, each task on the first node it fits)."""
+        the nodes too, each task on the first node it fits), run by `executors` (the
+        simulator's nodes remember where each runs, and get its room back)."""
         free = self._free_r
         for i, n in enumerate(need.amounts):
             free[i] += n * tasks
-        for _ in range(-tasks if self._nodes else 0):
-            node = next((node for node in self._nodes if need.on(node)), None)
-            if node is None:  # (a restored task: it runs somewhere the nodes told)
+        nodes, node_of = self._nodes, self._node_of
+        for k in range(-tasks if nodes else 0):
+            at = next((i for i, node in enumerate(nodes) if need.on(node)), None)
+            if at is None:  # (a restored task: it runs somewhere the nodes told)
                 continue
-            for i, n in enumerate(need.amounts):
-                node[i] -= n
-            node[-1] -= MILLI
+            _on_node(nodes[at], need.amounts, -1)
+            if node_of is not None and k < len(executors):
+                node_of[executors[k]] = at
+        if node_of is not None and tasks > 0:
+            for executor in executors:
+                at = node_of.pop(executor, None)
+                if at is not None:
+                    _on_node(nodes[at], need.amounts, 1)
 
     def _fork_resources(self, twin: PoolResources) -> None:
         """Give `twin` (a fork) a copy of the pool's resources, its stages' needs reading them."""
         twin.capacity, twin.resource_names = self.capacity, self.resource_names
         twin._free_r, twin._held = list(self._free_r), list(self._held)
         twin._nodes, twin.follows_nodes = [list(n) for n in self._nodes], self.follows_nodes
+        twin._node_capacity, twin._node_text = self._node_capacity, self._node_text
+        twin._node_of = None if self._node_of is None else dict(self._node_of)
+
+
+def _on_node(node: list[int], amounts: tuple[int, ...], sign: int) -> None:
+    """Give `node` (its free amounts, then pods) one task of `amounts` back (sign 1) or
+    take one (sign -1)."""
+    for i, n in enumerate(amounts):
+        node[i] += sign * n
+    node[-1] += sign * MILLI
+
+
+def identical_nodes(node: ResourceVector, count: int, pods: int) -> tuple[ResourceVector, ...]:
+    """`count` nodes of `node`'s resources sharing `pods` pods (the first ones one more
+    when they do not divide evenly): the simulator's ``--nodes``."""
+    share, extra = divmod(pods, count)
+    own = node.restricted(n for n in node if n != "pods")
+    return tuple(
+        own + ResourceVector({"pods": MILLI * (share + (i < extra))}) for i in range(count)
+    )
 
 
 def tasks_at_once(
