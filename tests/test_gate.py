@@ -225,3 +225,21 @@ def test_nodes_need_resources():
     assert "--nodes: give each node's resources with --resources" in result.stderr
     result = runner.invoke(app, [*args, "--resources", "cpu=8,memory=32Gi", "--json"])
     assert result.exit_code == 0, result.output
+
+
+def test_backfilling_reserves_a_node_for_the_head():
+    """2 nodes of 4 CPUs; a (3 CPUs, 10 s) and b (3 CPUs, 100 s) run one a node. At t=1
+    the head h (4 CPUs: a whole node) waits for a's node, free at t=10; c (1 CPU, 50 s)
+    would fit beside a now, on the node h waits for, so it waits too and starts beside
+    b when h starts. Counting the nodes' sum alone, c would start at once on a's node,
+    and h would wait for c (JCTs 60 and 50)."""
+    w = workload(
+        (0.0, dag(("a", 1, 10, "3"))),
+        (0.0, dag(("b", 1, 100, "3"))),
+        (1.0, dag(("h", 1, 10, "4"))),
+        (1.0, dag(("c", 1, 50, "1"))),
+        cpu="8",
+        pods=10,
+    )
+    w = dataclasses.replace(w, nodes=identical_nodes(R("cpu=4"), 2, 10))
+    assert jcts(w, "fifo") == [10.0, 100.0, 19.0, 59.0]

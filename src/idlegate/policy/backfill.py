@@ -17,18 +17,23 @@ bounds that wait, and `backfill_decision` follows it:
   remaining tasks, on as many executors as fit now, end by the reservation (cap K), or
   it takes no more than the extra (its cap: the tasks the extra holds).
 
+On the simulator's nodes (``--nodes``) the head's tasks must also fit nodes: a task end
+gives its own node its room back, the reservation is when nodes hold the head, and a
+later stage may not take the extra where it would start on a node the head waits for.
+
 Only the head is protected, as in EASY; a driver view without `running_tasks` (no
 estimate of when anything ends) gets no reservation. A pods-only pool never comes here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from math import ceil, inf
 
 from idlegate.policy.drf import pool_capacity
-from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision, Job, Stage
+from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision, Job, Need, Stage
+from idlegate.sim.resources import MILLI
 
 
 def head_stage(job: Job) -> Stage:
@@ -49,11 +54,13 @@ def _amounts(stage: Stage, size: int) -> list[int]:
 @dataclass(frozen=True, slots=True)
 class Reservation:
     """The head's earliest start (`at`) and what stays free then beyond its need:
-    executors (`pods`) and milli-units of each resource of the pool (`extra`)."""
+    executors (`pods`) and milli-units of each resource of the pool (`extra`); on the
+    simulator's nodes, the nodes the head would start on then (`reserved`)."""
 
     at: float
     pods: int
     extra: tuple[int, ...]
+    reserved: frozenset[int] = frozenset()
 
     def cap(self, view: ClusterView, stage: Stage) -> int | None:
         """The cap under which `stage` may start without delaying the reservation, or
@@ -70,9 +77,34 @@ class Reservation:
         within = min(
             [self.pods, left] + [e // a for e, a in zip(self.extra, amounts, strict=True) if a]
         )
+        if self.reserved and stage.need is not None:
+            within = min(within, _off_reserved(view, stage.need.amounts, within, self.reserved))
         if within < 1 or (stage.gang and within < left):
             return None
         return stage.job.held + within
+
+
+def _off_reserved(
+    view: ClusterView, amounts: tuple[int, ...], tasks: int, reserved: frozenset[int]
+) -> int:
+    """How many of `tasks` tasks of `amounts`, placed now first fit on the simulator's
+    nodes, start before one would take a node the head has reserved."""
+    placed = view.placed_nodes()  # type: ignore[attr-defined]
+    nodes = [list(n) for n in placed[0]]
+    each = Need(amounts, [], [])
+    for k in range(tasks):
+        at = next((i for i, node in enumerate(nodes) if each.on(node)), None)
+        if at is None or at in reserved:
+            return k
+        _take(nodes[at], amounts, -1)
+    return tasks
+
+
+def _take(node: list[int], amounts: Sequence[int], sign: int) -> None:
+    """One task of `amounts` off `node` (its free amounts, then pods; sign -1) or back."""
+    for i, a in enumerate(amounts):
+        node[i] += sign * a
+    node[-1] += sign * MILLI
 
 
 def _free_amounts(view: ClusterView, size: int) -> list[int]:
@@ -92,20 +124,40 @@ def shadow(view: ClusterView, head: Stage, capacity: tuple[int, ...]) -> Reserva
     if running is None:
         return Reservation(inf, view.num_executors, capacity)
     ends = []
-    for _executor, stage, start in running():
+    for executor, stage, start in running():
         waves = 1 + ceil((stage.available - stage.launched) / max(stage.executors, 1))
-        ends.append((max(view.now, start + waves * stage.duration), stage))
+        ends.append((max(view.now, start + waves * stage.duration), executor, stage))
     ends.sort(key=lambda item: item[0])
+    # on the simulator's nodes the head starts only where nodes hold it: each task end
+    # gives its node its room back
+    placed = getattr(view, "placed_nodes", lambda: None)()
+    nodes = [] if placed is None or head.need is None else [list(n) for n in placed[0]]
+    each = None if head.need is None else Need(head.need.amounts, [], [])
+
+    def short() -> bool:
+        if pods < count or any(f < n for f, n in zip(free, need, strict=True)):
+            return True
+        return bool(nodes) and each is not None and sum(map(each.on, nodes)) < count
+
     at = view.now
     items = iter(ends)
-    while pods < count or any(f < n for f, n in zip(free, need, strict=True)):
+    while short():
         step = next(items, None)
         if step is None:
             return Reservation(inf, view.num_executors, capacity)
-        at, stage = step
+        at, executor, stage = step
         pods += 1
         free = [f + a for f, a in zip(free, _amounts(stage, size), strict=True)]
-    return Reservation(at, pods - count, tuple(f - n for f, n in zip(free, need, strict=True)))
+        if nodes and placed is not None and (i := placed[1].get(executor)) is not None:
+            _take(nodes[i], _amounts(stage, size), 1)
+    reserved: set[int] = set()
+    for _ in range(count if nodes and each is not None else 0):
+        i = next((i for i, node in enumerate(nodes) if each.on(node)), None)  # type: ignore[union-attr]
+        if i is not None:
+            reserved.add(i)
+            _take(nodes[i], each.amounts, -1)  # type: ignore[union-attr]
+    extra = tuple(f - n for f, n in zip(free, need, strict=True))
+    return Reservation(at, pods - count, extra, frozenset(reserved))
 
 
 def backfill_decision(

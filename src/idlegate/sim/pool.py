@@ -107,6 +107,12 @@ class PoolResources:
         used = zip(self.resource_names, self._free_r, strict=True)
         return ResourceVector({n: self.capacity[n] - free for n, free in used})
 
+    def placed_nodes(self) -> tuple[list[list[int]], Mapping[int, int]] | None:
+        """The simulator's nodes: each one's free amounts (the pool's order, then pods)
+        and the node each busy executor's task runs on; None for a pool without them (or
+        the operator's, whose nodes the driver tells)."""
+        return None if self._node_of is None else (self._nodes, self._node_of)
+
     def _set_needs(self, job: Job) -> None:
         """Give each stage its demand on the pool's resources (`Stage.need`), after
         checking that it can ever fit."""
