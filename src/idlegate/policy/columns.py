@@ -75,8 +75,32 @@ small_recent       log1p(small arrivals in the last `recent_seconds`)
 small_after_large  log1p(small arrivals since the latest large one)
 =================  ======================================================================
 
+Resource features (appended to `stage_x`, `job_x` and `global_x`, in this order after
+every other column, only with ``FeatureConfig(resource_features=True)``; off by default,
+so every model trained without them keeps its widths and its answers). They say what a
+pool of CPU, memory and GPUs adds to a pool of pods (`idlegate.sim.pool`): each is 0 on
+a pods-only pool (`--pool-size N`), and 0 for a stage whose tasks take no more of any
+resource than their one pod's share 1/K, so a model reads them through a residual
+adapter (`policy.model.ResourceAdapter`) that adds exactly nothing there. A task's
+*pod units* u = max(1, K · its dominant share of the pool) (`policy.drf.task_share`): 1
+for a task that takes no more than one pod's share of anything, K for one that takes a
+whole resource.
+
+====================  ====================================================================
+demand_share          stage: log u, the task's size in pods' shares
+short_of_room         stage: the fraction of its tasks not launched yet that the free
+                      resources cannot hold now (0 for a stage that needs only a pod)
+dominant_held         job: its dominant share of the pool minus held / K (DRF's share
+                      beyond its pods')
+weighted_work         job: log(Σ u · w / Σ w) over its unfinished stages, w their
+                      remaining work: how much heavier its work is in the pool's measure
+free_cpu              global: free CPU / CPU capacity − free / K (0 if not counted)
+free_memory           global: the same for memory
+free_other            global: the least of the same over the other resources counted
+====================  ====================================================================
+
 Schema history: 2 added `wait_mask` (the WAIT action), later the optional arrival-history
-columns (absent unless enabled: version 2 models are unchanged); 1 was the first release.
+and resource columns (absent unless enabled: version 2 models are unchanged); 1 was the first release.
 """
 
 from __future__ import annotations
@@ -137,6 +161,9 @@ ARRIVAL_FEATURES: Final = (
     "small_recent",
     "small_after_large",
 )
+RESOURCE_STAGE_FEATURES: Final = ("demand_share", "short_of_room")
+RESOURCE_JOB_FEATURES: Final = ("dominant_held", "weighted_work")
+RESOURCE_GLOBAL_FEATURES: Final = ("free_cpu", "free_memory", "free_other")
 CP_STAGE_FEATURES: Final = ("bottom_level",)
 CP_JOB_FEATURES: Final = ("remaining_cp", "average_width", "remaining_width")
 NUM_STAGE_FEATURES: Final = len(STAGE_FEATURES)
@@ -165,11 +192,29 @@ class FeatureConfig(Config):
     """Arrival history: an arrival is large at this many times the window's least work."""
     recent_seconds: float = Field(60.0, gt=0)
     """Arrival history: the span of the recent-arrival counts."""
+    resource_features: StrictBool = False
+    """True: append the resource columns (`RESOURCE_STAGE_FEATURES`, `RESOURCE_JOB_FEATURES`,
+    `RESOURCE_GLOBAL_FEATURES`), all 0 on a pods-only pool."""
 
 
-def num_global_features(config: FeatureConfig) -> int:
-    """The width of `global_x` under `config` (the arrival-history columns when enabled)."""
-    return NUM_GLOBAL_FEATURES + (len(ARRIVAL_FEATURES) if config.arrival_features else 0)
+def num_stage_features(config: FeatureConfig) -> int:
+    """The width of `stage_x` under `config` (the resource columns when enabled)."""
+    return NUM_STAGE_FEATURES + (len(RESOURCE_STAGE_FEATURES) if config.resource_features else 0)
+
+
+def num_job_features(config: FeatureConfig) -> int:
+    """The width of `job_x` under `config` (the resource columns when enabled)."""
+    return NUM_JOB_FEATURES + (len(RESOURCE_JOB_FEATURES) if config.resource_features else 0)
+
+
+def num_global_features(config: FeatureConfig, *, resources: bool = True) -> int:
+    """The width of `global_x` under `config`: the arrival-history columns when enabled,
+    then the resource columns when enabled (and `resources`: without them, the width a
+    model's base layers read)."""
+    width = NUM_GLOBAL_FEATURES + (len(ARRIVAL_FEATURES) if config.arrival_features else 0)
+    if resources and config.resource_features:
+        width += len(RESOURCE_GLOBAL_FEATURES)
+    return width
 
 
 def cap_levels(num_executors: int, max_levels: int) -> np.ndarray:

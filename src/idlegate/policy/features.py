@@ -35,6 +35,10 @@ so an event is sure to come. A wider mask (WAIT whenever an executor is busy) le
 fair-imitating policy starve a workload unlike its training set (docs/results.md, "The
 learned policies").
 
+Resource columns: with ``FeatureConfig(resource_features=True)`` the columns of
+`policy.resource_features` (what a pool of CPU, memory and GPUs adds; all 0 on a pods-only
+pool) are appended to `stage_x`, `job_x` and `global_x`, computed at every call.
+
 Stored form: training keeps observations after their cluster is gone. `as_arrays()` gives
 an observation's arrays without the cluster's objects (`ARRAYS`); `Observation.from_arrays`
 turns them back into an observation the model, `policy.actions.choose` and
@@ -78,6 +82,7 @@ from idlegate.policy.feature_rows import (
     RowLayout,
 )
 from idlegate.policy.heuristics import fair_share
+from idlegate.policy.resource_features import resource_columns
 from idlegate.sim.dag import Dag
 from idlegate.sim.protocol import ClusterView, Job, Stage, launchable
 
@@ -118,9 +123,9 @@ class Observation:
     __slots__ = (*ARRAYS, "cap_levels", "idle_rows", "jobs", "offsets", "stage_index")
 
     stage_x: np.ndarray
-    """[N, NUM_STAGE_FEATURES] float32."""
+    """[N, num_stage_features(config)] float32 (`policy.columns`)."""
     job_x: np.ndarray
-    """[J, NUM_JOB_FEATURES] float32."""
+    """[J, num_job_features(config)] float32 (`policy.columns`)."""
     global_x: np.ndarray
     """[1, num_global_features(config)] float32 (`policy.columns`)."""
     edge_src: np.ndarray
@@ -299,10 +304,17 @@ class Featurizer:
         levels, level_x = self._cap_levels(k)
         wait_mask = _wait_mask(scan.active, job_x[:, LAUNCHABLE] > 0, held, k, rest)
         num_jobs, backlog = (len(jobs), scan.backlog) if rest is None else (rest.jobs, rest.backlog)
+        global_x = self._global(view, k, free, num_jobs, backlog)
+        if self.config.resource_features:  # appended after every other column
+            rows = [e.alive for e in scan.entries]
+            stage_r, job_r, global_r = resource_columns(view, jobs, rows)
+            stage_x = np.concatenate([stage_x, stage_r], axis=1)
+            job_x = np.concatenate([job_x, job_r], axis=1)
+            global_x[:, -global_r.shape[1] :] = global_r
         return Observation(
             stage_x=stage_x,
             job_x=job_x,
-            global_x=self._global(view, k, free, num_jobs, backlog),
+            global_x=global_x,
             edge_src=struct.edge_src,
             edge_dst=struct.edge_dst,
             stage_job=struct.stage_job,
@@ -407,7 +419,8 @@ class Featurizer:
             out[8] = size_max
             out[9] = log1p(max(now - last, 0.0) / unit)
             if cfg.arrival_features:
-                out[NUM_GLOBAL_FEATURES:] = arrival_history(log[-cfg.arrival_window :], now, cfg)
+                end = num_global_features(cfg, resources=False)
+                out[NUM_GLOBAL_FEATURES:end] = arrival_history(log[-cfg.arrival_window :], now, cfg)
         return g
 
     def _window_stats(

@@ -26,6 +26,11 @@ N stages, J jobs, E edges, L cap levels, M idle-eligible stages, I idle levels:
    wait   v(z) → one more entry of the stage softmax: WAIT, launch nothing until the
           next event (masked unless `wait_mask` and `ActionConfig.wait_action`)   [1]
 
+With the resource columns (`FeatureConfig(resource_features=True)`, `policy.columns`) a
+`ResourceAdapter` reads them and adds its terms to the pre-activations of 1, 3 and 4; the
+base layers read the other columns only. The adapter has no bias and gives exactly 0 on
+the all-zero columns of a pods-only pool, so there the model is its base, bit for bit.
+
 Aggregations are index_add over index tensors (edge index, stage → job), exported as
 ONNX `ScatterND(reduction="add")`, with dynamic numbers of stages, jobs and edges.
 For training, `evaluate_batch` runs many observations as one disjoint graph (global
@@ -63,6 +68,9 @@ from idlegate.policy.columns import (
     FEATURE_SCHEMA_VERSION,
     NUM_JOB_FEATURES,
     NUM_STAGE_FEATURES,
+    RESOURCE_GLOBAL_FEATURES,
+    RESOURCE_JOB_FEATURES,
+    RESOURCE_STAGE_FEATURES,
     num_global_features,
 )
 from idlegate.policy.features import Observation
@@ -118,8 +126,11 @@ class StageEmbedding(nn.Module):
         self.job = nn.Linear(job_dim, dim, bias=False)
         self.act = nn.LeakyReLU(slope)
 
-    def forward(self, stage_x: Tensor, job_x: Tensor, stage_job: Tensor) -> Tensor:
-        return self.act(self.stage(stage_x) + self.job(job_x)[stage_job])
+    def forward(
+        self, stage_x: Tensor, job_x: Tensor, stage_job: Tensor, extra: Tensor | None = None
+    ) -> Tensor:
+        pre = self.stage(stage_x) + self.job(job_x)[stage_job]
+        return self.act(pre if extra is None else pre + extra)  # extra: `ResourceAdapter`'s
 
 
 class MessagePassing(nn.Module):
@@ -160,11 +171,14 @@ class JobSummary(nn.Module):
         self.job = nn.Linear(job_dim, dim, bias=False)
         self.act = nn.LeakyReLU(slope)
 
-    def forward(self, e: Tensor, job_x: Tensor, stage_job: Tensor) -> Tensor:
+    def forward(
+        self, e: Tensor, job_x: Tensor, stage_job: Tensor, extra: Tensor | None = None
+    ) -> Tensor:
         base = self.job(job_x)  # [J, D]
         rows = stage_job.unsqueeze(1)  # [N, 1]
         pooled = index_add(torch.zeros_like(base), rows, self.act(self.f(e)))  # [J, D]
-        return self.act(self.g(pooled) + base)
+        pre = self.g(pooled) + base
+        return self.act(pre if extra is None else pre + extra)
 
 
 class GlobalSummary(nn.Module):
@@ -181,14 +195,78 @@ class GlobalSummary(nn.Module):
         self.glob = nn.Linear(global_dim, dim, bias=False)
         self.act = nn.LeakyReLU(slope)
 
-    def forward(self, y: Tensor, global_x: Tensor, job_graph: Tensor | None = None) -> Tensor:
+    def forward(
+        self,
+        y: Tensor,
+        global_x: Tensor,
+        job_graph: Tensor | None = None,
+        extra: Tensor | None = None,
+    ) -> Tensor:
         base = self.glob(global_x)  # [B, D]
         messages = self.act(self.f(y))  # [J, D]
         if job_graph is None:
             pooled = messages.sum(dim=0, keepdim=True)  # [1, D]
         else:
             pooled = index_add(torch.zeros_like(base), job_graph.unsqueeze(1), messages)
-        return self.act(self.g(pooled) + base)
+        pre = self.g(pooled) + base
+        return self.act(pre if extra is None else pre + extra)
+
+
+class ResourceAdapter(nn.Module):
+    """Residual terms from the resource columns (`policy.columns`, "Resource features"),
+    added to the stage embedding's, job summary's and global summary's pre-activations.
+
+    stage_r [N, 2], job_r [J, 2], global_r [B, 3], stage_job [N], and for a batch the
+    observation of each stage row and job row → ([N, D], [J, D], [B, D]):
+
+        stage  W_s σ(stage_r A + (job_r B)[stage_job] + (global_r C)[observation])
+        job    W_j σ(job_r B' + (global_r C')[observation])
+        global W_g σ(global_r C'')
+
+    Nothing has a bias and σ(0) = 0, so zero columns (a pods-only pool, whose columns are
+    all 0) give exactly zero terms, and the pre-activations they are added to keep every
+    bit: the model answers as the one without the adapter. W_s, W_j, W_g start at zero,
+    so a new adapter starts as no adapter at all.
+    """
+
+    def __init__(self, dim: int, hidden: int, slope: float) -> None:
+        super().__init__()
+        rs, rj, rg = (
+            len(RESOURCE_STAGE_FEATURES),
+            len(RESOURCE_JOB_FEATURES),
+            len(RESOURCE_GLOBAL_FEATURES),
+        )
+        self.stage_in = nn.Linear(rs, hidden, bias=False)
+        self.stage_job = nn.Linear(rj, hidden, bias=False)
+        self.stage_glob = nn.Linear(rg, hidden, bias=False)
+        self.stage_out = nn.Linear(hidden, dim, bias=False)
+        self.job_in = nn.Linear(rj, hidden, bias=False)
+        self.job_glob = nn.Linear(rg, hidden, bias=False)
+        self.job_out = nn.Linear(hidden, dim, bias=False)
+        self.glob_in = nn.Linear(rg, hidden, bias=False)
+        self.glob_out = nn.Linear(hidden, dim, bias=False)
+        self.act = nn.LeakyReLU(slope)
+        for out in (self.stage_out, self.job_out, self.glob_out):
+            nn.init.zeros_(out.weight)
+
+    def forward(
+        self,
+        stage_r: Tensor,
+        job_r: Tensor,
+        global_r: Tensor,
+        stage_job: Tensor,
+        graphs: Graphs | None = None,
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        g_stage, g_job = self.stage_glob(global_r), self.job_glob(global_r)  # [B, H]
+        if graphs is not None:  # a batch: each row gets its own observation's
+            g_stage, g_job = g_stage[graphs.stage_graph], g_job[graphs.job_graph]
+        stage = self.stage_in(stage_r) + self.stage_job(job_r)[stage_job] + g_stage
+        job = self.job_in(job_r) + g_job
+        return (
+            self.stage_out(self.act(stage)),
+            self.job_out(self.act(job)),
+            self.glob_out(self.act(self.glob_in(global_r))),
+        )
 
 
 class StageHead(nn.Module):
@@ -327,7 +405,12 @@ class PolicyNet(nn.Module):
         self.embed = StageEmbedding(NUM_STAGE_FEATURES, NUM_JOB_FEATURES, d, s)
         self.message = MessagePassing(d, cfg.mp_steps, s)
         self.job_summary = JobSummary(d, NUM_JOB_FEATURES, s)
-        self.global_summary = GlobalSummary(d, num_global_features(cfg.features), s)
+        base_global = num_global_features(cfg.features, resources=False)
+        self.global_summary = GlobalSummary(d, base_global, s)
+        self.adapter = (
+            ResourceAdapter(d, cfg.hidden_dim, s) if cfg.features.resource_features else None
+        )
+        """Reads the resource columns (appended after the others); None without them."""
         self.stage_head = StageHead(d, h, s)
         lh = cfg.level_hidden_dim
         self.cap_head = LevelHead(d, lh, s)
@@ -353,10 +436,22 @@ class PolicyNet(nn.Module):
         wait_mask: Tensor,
         graphs: Graphs | None = None,
     ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        x = self.embed(stage_x, job_x, stage_job)  # [N, D]
-        e = self.message(x, edge_src, edge_dst)  # [N, D]
-        y = self.job_summary(e, job_x, stage_job)  # [J, D]
-        z = self.global_summary(y, global_x, None if graphs is None else graphs.job_graph)
+        job_graph = None if graphs is None else graphs.job_graph
+        if self.adapter is None:
+            x = self.embed(stage_x, job_x, stage_job)  # [N, D]
+            e = self.message(x, edge_src, edge_dst)  # [N, D]
+            y = self.job_summary(e, job_x, stage_job)  # [J, D]
+            z = self.global_summary(y, global_x, job_graph)  # [B, D]
+        else:  # the base layers read the columns before the resource ones
+            fs, fj, fg = NUM_STAGE_FEATURES, NUM_JOB_FEATURES, self.global_summary.glob.in_features
+            add_s, add_j, add_g = self.adapter(
+                stage_x[:, fs:], job_x[:, fj:], global_x[:, fg:], stage_job, graphs
+            )
+            stage_x, job_x, global_x = stage_x[:, :fs], job_x[:, :fj], global_x[:, :fg]
+            x = self.embed(stage_x, job_x, stage_job, add_s)
+            e = self.message(x, edge_src, edge_dst)
+            y = self.job_summary(e, job_x, stage_job, add_j)
+            z = self.global_summary(y, global_x, job_graph, add_g)
         ys = y[stage_job]  # [N, D]: each stage's job summary
         wait_score = self.wait_head(z)  # [B]
         if not self.config.actions.wait_action:

@@ -41,6 +41,8 @@ from idlegate.policy.columns import (
     NUM_JOB_FEATURES,
     NUM_STAGE_FEATURES,
     num_global_features,
+    num_job_features,
+    num_stage_features,
 )
 from idlegate.policy.features import MODEL_INPUTS
 from idlegate.policy.model import PolicyNet, load_checkpoint, model_from_checkpoint
@@ -62,6 +64,7 @@ METADATA_KEYS: Final = (
     "idlegate.wait_action",  # "true" / "false"
     "idlegate.trained_on",  # JSON: preset, teacher, workloads, iterations (`trained_on`)
     "idlegate.history",  # JSON: the cluster history trained on (`trained_history`), or ""
+    "idlegate.adapter.trained_on",  # JSON: what the resource adapter was trained on, or ""
 )
 ONNX_FORMAT: Final = "idlegate-policy-onnx"
 
@@ -86,6 +89,8 @@ def example_inputs(
     levels: int = 5,
     seed: int = 0,
     global_width: int = NUM_GLOBAL_FEATURES,
+    stage_width: int = NUM_STAGE_FEATURES,
+    job_width: int = NUM_JOB_FEATURES,
 ) -> tuple[torch.Tensor, ...]:
     """Random model inputs for jobs with `stages` stages each (chains), in `MODEL_INPUTS` order."""
     rng = np.random.default_rng(seed)
@@ -93,8 +98,8 @@ def example_inputs(
     offsets = np.cumsum((0, *stages))
     src = np.concatenate([np.arange(o + 1, o + s) for o, s in zip(offsets, stages, strict=False)])
     arrays: dict[str, np.ndarray] = {
-        "stage_x": rng.standard_normal((n, NUM_STAGE_FEATURES)).astype(np.float32),
-        "job_x": rng.standard_normal((j, NUM_JOB_FEATURES)).astype(np.float32),
+        "stage_x": rng.standard_normal((n, stage_width)).astype(np.float32),
+        "job_x": rng.standard_normal((j, job_width)).astype(np.float32),
         "global_x": rng.standard_normal((1, global_width)).astype(np.float32),
         "edge_src": src.astype(np.int64),
         "edge_dst": (src - 1).astype(np.int64),
@@ -135,6 +140,26 @@ def trained_on(training_config: Any) -> str:
         "workloads": [w for w in workloads if w],
     }
     return json.dumps(summary, sort_keys=True, default=str)
+
+
+def _trained_on(training_config: Any) -> dict[str, str]:
+    """The two trained-on keys: of a run on a fixed base policy (``base_policy``,
+    `training.adapter`), the base's own (what every answer on a pods-only pool comes
+    from) and the adapter's run; else the run's, and no adapter."""
+    base = training_config.get("base_policy") if isinstance(training_config, dict) else None
+    if base is None:
+        return {
+            "idlegate.trained_on": trained_on(training_config),
+            "idlegate.adapter.trained_on": "",
+        }
+    from idlegate.policy import DEFAULT_POLICY_PATH  # (the package imports this module)
+
+    path = DEFAULT_POLICY_PATH if base == "default" else Path(base)
+    meta = {p.key: p.value for p in onnx.load(str(path), load_external_data=False).metadata_props}
+    return {
+        "idlegate.trained_on": meta.get("idlegate.trained_on", ""),
+        "idlegate.adapter.trained_on": trained_on(training_config),
+    }
 
 
 def trained_history(training_config: Any) -> str:
@@ -245,12 +270,16 @@ def policy_onnx(model: PolicyNet, *, training_config: Any = None) -> tuple[bytes
         "idlegate.ablation.idle_head": str(cfg.actions.idle_head).lower(),
         "idlegate.ablation.cp_features": str(cfg.features.cp_features).lower(),
         "idlegate.wait_action": str(cfg.actions.wait_action).lower(),
-        "idlegate.trained_on": trained_on(training_config),
+        **_trained_on(training_config),
         "idlegate.history": trained_history(training_config),
     }
     data = onnx_bytes(
         model,
-        example_inputs(global_width=num_global_features(cfg.features)),
+        example_inputs(
+            global_width=num_global_features(cfg.features),
+            stage_width=num_stage_features(cfg.features),
+            job_width=num_job_features(cfg.features),
+        ),
         input_names=list(MODEL_INPUTS),
         output_names=list(MODEL_OUTPUTS),
         dynamic_axes=_DYNAMIC_AXES,

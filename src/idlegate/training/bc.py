@@ -234,7 +234,8 @@ def behaviour_cloning(
     """
     obs, choices = demos.observations, demos.choices
     n = len(obs)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    # (a model on a fixed base policy trains its adapter only: `training.adapter`)
+    optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr)
     losses: list[float] = []
     model.train()
     for epoch in range(epochs):

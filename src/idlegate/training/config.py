@@ -43,6 +43,7 @@ from idlegate.config import Config, Flag
 from idlegate.errors import IdlegateError
 from idlegate.policy.heuristics import SCHEDULERS
 from idlegate.policy.model_config import ModelConfig
+from idlegate.sim.resources import ResourceVector
 from idlegate.sim.workloads import workload_config
 from idlegate.training.history import HistorySource
 from idlegate.training.presets import PRESETS
@@ -56,6 +57,10 @@ class WorkloadSpec(Config):
     options: dict[str, Any] = Field(default_factory=dict)
     """Options of the workload generator (e.g. num_executors, num_stream, load);
     `idlegate simulate --help` and `sim.workloads` list them per workload."""
+    resources: ResourceVector | None = None
+    """The pool's resources beyond its executors (its pods), e.g. cpu=32,memory=128Gi:
+    a task starts only where its stage's requests fit (`idlegate.sim.pool`). None: a
+    pods-only pool, as `simulate`'s --resources."""
 
     @model_validator(mode="after")
     def _valid_options(self) -> WorkloadSpec:
@@ -67,7 +72,10 @@ class WorkloadSpec(Config):
 
     def key(self) -> str:
         """A stable text identity (used to cache built workloads per seed)."""
-        return json.dumps({"name": self.name, "options": self.options}, sort_keys=True)
+        key: dict[str, Any] = {"name": self.name, "options": self.options}
+        if self.resources is not None:
+            key["resources"] = self.resources.format()
+        return json.dumps(key, sort_keys=True)
 
 
 class ValidationSpec(Config):
@@ -186,8 +194,9 @@ class TrainConfig(Config):
 
     preset: str | None = None
     """The preset a config file's settings are merged over: quick (≤ 10 min), full,
-    default (the shipped policy's), cluster (a cluster's history: needs --history) or idle
-    (distils the oracle planner; docs/idle.md); a file's own preset key, else quick."""
+    default (the shipped policy's), cluster (a cluster's history: needs --history), idle
+    (distils the oracle planner; docs/idle.md) or resources (the shipped policy's resource
+    adapter; docs/resources.md); a file's own preset key, else quick."""
     seed: int = Field(0, ge=0)
     """Seeds model init and every random draw."""
     workload: WorkloadSpec = WorkloadSpec()
@@ -211,6 +220,11 @@ class TrainConfig(Config):
     """Start from this checkpoint's weights (e.g. an earlier run's bc.pt or best.pt; its
     model settings must match) instead of a fresh model; the BC warm start is then
     skipped."""
+    base_policy: str | None = None
+    """An exported policy (a .onnx path, or default: the shipped one) whose weights the
+    model starts from and keeps: only the resource adapter (`policy.model.ResourceAdapter`;
+    model.features.resource_features must be true) is trained, by the BC warm start and
+    any iterations, so on a pods-only pool the result answers as the base does."""
     rollouts_per_sequence: int = Field(8, ge=2)
     """N rollouts of the same arrival sequence per iteration (the input-dependent
     baseline averages over them)."""

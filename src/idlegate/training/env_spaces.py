@@ -64,10 +64,9 @@ from gymnasium import spaces
 
 from idlegate.errors import IdlegateError
 from idlegate.policy.actions import WAIT_CHOICE, ActionConfig, Choice
+from idlegate.policy.columns import num_job_features, num_stage_features
 from idlegate.policy.features import (
     MODEL_INPUTS,
-    NUM_JOB_FEATURES,
-    NUM_STAGE_FEATURES,
     FeatureConfig,
     Observation,
     cap_levels,
@@ -111,8 +110,8 @@ class EnvSpaces:
         high = max(_LOG1P_MAX, features.load_clip)
         self.observation = spaces.Dict(
             {
-                "stage_x": spaces.Box(-1.0, high, (s, NUM_STAGE_FEATURES), np.float32),
-                "job_x": spaces.Box(-1.0, high, (j, NUM_JOB_FEATURES), np.float32),
+                "stage_x": spaces.Box(-1.0, high, (s, num_stage_features(features)), np.float32),
+                "job_x": spaces.Box(-1.0, high, (j, num_job_features(features)), np.float32),
                 "global_x": spaces.Box(-1.0, high, (num_global_features(features),), np.float32),
                 "edge_src": spaces.Box(0, s - 1, (e,), np.int64),
                 "edge_dst": spaces.Box(0, s - 1, (e,), np.int64),

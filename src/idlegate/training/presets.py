@@ -19,6 +19,11 @@ Presets (wall times measured on this shared 2-core machine with 2 workers):
   simulation) distilled by behaviour cloning and 2 DAgger rounds over a mixture of
   workloads (the demo's TPC-H-like setting, TPC-H at 25 s and 15 s, TPC-H-like on 10
   executors, synthetic two-type, bursty; needs the TPC-H traces); no RL iterations.
+* ``resources`` — the shipped policy taught pools of CPU, memory and GPUs: its weights
+  fixed (``base_policy: default``), only the resource adapter learns
+  (`training.adapter`), by behaviour cloning of SRPT (which weighs work by demand on
+  such a pool) and 3 DAgger rounds on ``k8s-batch`` with requests, 40 executors and 24,
+  32 or 40 CPUs (4 GiB per CPU, 2-4 GPUs); validated on 32 CPUs (docs/resources.md).
 * ``cluster`` — a cluster's own history (``--history HISTORY``, required): the train
   part of its time split replayed at its recorded arrivals on its pool, validated on the
   same part (4 duration seeds); BC warm start from the planner (`lookahead:srpt`) with
@@ -49,6 +54,9 @@ _QUICK_WORKLOAD = {
     "name": "tpch-like",
     "options": {"num_executors": 10, "init": 1, "num_stream": 60, "load": 0.85},
 }
+
+_REQUESTS_WORKLOAD = {"name": "k8s-batch", "options": {"num_executors": 40, "requests": True}}
+"""k8s-batch with requests (CPU 0.1-8, memory to match, GPUs on half the train stages)."""
 
 PRESETS: dict[str, dict[str, Any]] = {
     "quick": {
@@ -186,6 +194,32 @@ PRESETS: dict[str, dict[str, Any]] = {
             "dagger_rounds": 1,
         },
         "out_dir": "out/train-cluster",
+    },
+    "resources": {
+        "preset": "resources",
+        "seed": 0,
+        # the shipped policy, fixed; only the resource adapter learns (training.adapter)
+        "base_policy": "default",
+        "model": {"features": {"resource_features": True}},
+        "workload": _REQUESTS_WORKLOAD | {"resources": "cpu=32,memory=128Gi,nvidia.com/gpu=4"},
+        "mixture": [
+            _REQUESTS_WORKLOAD | {"resources": "cpu=24,memory=96Gi,nvidia.com/gpu=2"},
+            _REQUESTS_WORKLOAD | {"resources": "cpu=40,memory=160Gi,nvidia.com/gpu=4"},
+        ],
+        "validation": {
+            "seeds": list(range(1_000_000, 1_000_006)),
+            "every": 10,
+            "reference_schedulers": ["fair", "sjf-cp", "srpt"],
+        },
+        "iterations": 0,
+        "bc": {
+            "heuristic": "srpt",
+            "episodes": 24,
+            "epochs": 8,
+            "batch_size": 512,
+            "dagger_rounds": 3,
+        },
+        "out_dir": "out/train-resources",
     },
     "idle": {
         "preset": "idle",

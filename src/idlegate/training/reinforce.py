@@ -56,6 +56,7 @@ from idlegate.policy.model import (
 )
 from idlegate.sim.workloads import build_workload
 from idlegate.training import math as rl
+from idlegate.training.adapter import adapt, freeze_base
 from idlegate.training.config import RUN_ONLY_FIELDS, TrainConfig
 from idlegate.training.log import IterationStats, TrainLog, progress_bar, say
 from idlegate.training.ppo import (
@@ -324,6 +325,8 @@ class _Run:
         self.forbidden = set(config.validation.seeds)
         torch.manual_seed(config.seed)
         self.model = PolicyNet(config.model)
+        if config.base_policy is not None:
+            adapt(self.model, config.base_policy)
         self.model.eval()
         self.optimizer = self._adam()
         self.start_iter = 0
@@ -337,11 +340,14 @@ class _Run:
             self._resume(load_checkpoint(self.out / CHECKPOINT))
 
     def _adam(self) -> torch.optim.Optimizer:
-        return torch.optim.Adam(self.model.parameters(), lr=self.config.lr, betas=self.config.betas)
+        trained = [p for p in self.model.parameters() if p.requires_grad]
+        return torch.optim.Adam(trained, lr=self.config.lr, betas=self.config.betas)
 
     def _resume(self, ckpt: dict[str, Any]) -> None:
         _check_resume(ckpt, self.config)
         self.model = model_from_checkpoint(ckpt)
+        if self.config.base_policy is not None:
+            freeze_base(self.model)
         self.optimizer = self._adam()
         self.optimizer.load_state_dict(ckpt["optimizer"])
         self.rng.bit_generator.state = ckpt["rng_state"]

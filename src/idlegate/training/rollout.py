@@ -28,7 +28,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import inf
 from typing import Any
 
@@ -45,6 +45,7 @@ from idlegate.policy.model import PolicyNet
 from idlegate.policy.model_config import ModelConfig
 from idlegate.sim.engine import Workload, simulate
 from idlegate.sim.protocol import WAIT, Action, ClusterView
+from idlegate.sim.resources import ResourceVector
 from idlegate.sim.workloads import build_workload
 
 Evaluator = Callable[[Observation], tuple[np.ndarray, ...]]
@@ -310,10 +311,15 @@ class WorkloadRef:
     name: str
     options: tuple[tuple[str, Any], ...]
     seed: int
+    resources: str | None = None
+    """The pool's resources beyond pods (``cpu=32,memory=128Gi``), or None: pods only."""
 
     @classmethod
-    def of(cls, name: str, options: dict[str, Any], seed: int) -> WorkloadRef:
-        return cls(name, tuple(sorted((k, _frozen(v)) for k, v in options.items())), int(seed))
+    def of(
+        cls, name: str, options: dict[str, Any], seed: int, resources: str | None = None
+    ) -> WorkloadRef:
+        frozen = tuple(sorted((k, _frozen(v)) for k, v in options.items()))
+        return cls(name, frozen, int(seed), resources)
 
 
 def _frozen(value: Any) -> Any:
@@ -389,7 +395,10 @@ def _workload(ref: WorkloadRef) -> Workload:
     cache = _STATE.workloads
     wl = cache.get(ref)
     if wl is None:
-        wl = cache[ref] = build_workload(ref.name, ref.seed, **dict(ref.options))
+        wl = build_workload(ref.name, ref.seed, **dict(ref.options))
+        if ref.resources is not None:
+            wl = replace(wl, resources=ResourceVector.parse(ref.resources))
+        cache[ref] = wl
         while len(cache) > _WORKLOAD_CACHE:
             cache.popitem(last=False)
     else:

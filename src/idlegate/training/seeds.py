@@ -14,7 +14,8 @@ SEED_RANGE = 2**31 - 1
 
 
 def workload_ref(spec: WorkloadSpec, seed: int) -> WorkloadRef:
-    return WorkloadRef.of(spec.name, spec.options, seed)
+    resources = None if spec.resources is None else spec.resources.format()
+    return WorkloadRef.of(spec.name, spec.options, seed, resources)
 
 
 def draw_seed(rng: np.random.Generator, forbidden: set[int]) -> int:
