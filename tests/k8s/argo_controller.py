@@ -38,7 +38,8 @@ expressions beyond the task names they list (every named task must succeed),
 hooks, suspend, resource, http and daemon templates, a template's ``parallelism``,
 ``failFast`` (tasks not depending on a failure always go on), retry back-off and
 policies, pod GC, the workflow's labels and finalizers, ``outboundNodes``, timestamps beyond startedAt and
-finishedAt, and the real pod spec (one ``main`` container with the template's image).
+finishedAt, and the real pod spec (one ``main`` container with the template's image and
+``resources``).
 """
 
 from __future__ import annotations
@@ -149,6 +150,8 @@ class ArgoController:
                 ],
             },
         }
+        if container.get("resources"):  # what the kube-scheduler places it by
+            pod["spec"]["containers"][0]["resources"] = copy.deepcopy(container["resources"])
         if self.gate:
             pod["spec"]["schedulingGates"] = [{"name": GATE}]
         try:

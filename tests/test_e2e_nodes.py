@@ -1,0 +1,68 @@
+"""Issue 52's e2e on nodes, scaled down for the suite: mixed-size DagWorkflows and Argo
+Workflows on one resource pool over three nodes of 8 CPU and 32 GiB (tests/nodes_e2e.py:
+the real operator, the test API server's kube-scheduler binding pods by their requests,
+the simulated kubelet, the stand-in for Argo's controller). The scenario runs once per
+module; each test checks one figure of the issue's "Done when". The 60-workflow run is
+benchmarks/e2e_nodes.py (docs/resources.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import yaml
+
+from tests.argo_data import WORKFLOW_CRD, need
+from tests.e2e import new_namespace
+from tests.k8s.harness import serving_crd
+from tests.nodes_e2e import Outcome, run
+
+# On an accelerated wall clock, not fake loop time: the real operator, the API emulator
+# and the simulated kubelet run in threads of their own; why: tests/e2e.py, at SPEED.
+
+pytestmark = pytest.mark.slow
+pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
+
+WORKFLOWS = 12
+UTILISATION = 0.85
+NODE_BLIND = pytest.mark.xfail(
+    reason="the operator releases a pod where its requests fit the pool's total (fixed "
+    "--pool-resources), not a node's free allocatable: released pods pend Unschedulable and "
+    "hold the pool's capacity while the nodes' fragments go unused (issue 52, 'The API': a "
+    "pool that follows the cluster, release only where a pod fits a node)",
+    strict=False,
+)
+
+
+@pytest.fixture(scope="module")
+def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
+    crd = yaml.safe_load(need(WORKFLOW_CRD).read_text())
+    for api in serving_crd(tmp_path_factory.mktemp("k8s")):
+        api.create("customresourcedefinitions", crd)
+        result = run(api, new_namespace(api, "e2e-nodes"), workflows=WORKFLOWS, seed=1)
+        print("\n".join(result.lines()))
+        yield result
+
+
+def test_every_workflow_succeeds_and_no_pod_is_created_twice(outcome: Outcome) -> None:
+    report = "\n".join(outcome.lines())
+    assert len(outcome.workflows) == WORKFLOWS, report
+    assert outcome.succeeded == WORKFLOWS, (outcome.workflows, report)
+    assert outcome.twice == [], report
+
+
+def test_requests_on_a_node_never_exceed_its_allocatable(outcome: Outcome) -> None:
+    assert outcome.overcommits == []
+    assert max(outcome.peak_cpu.values()) > 0.5  # (the nodes were used, and so checked)
+
+
+@NODE_BLIND
+def test_no_pod_idlegate_releases_pends_unschedulable(outcome: Outcome) -> None:
+    assert outcome.released > 0
+    assert outcome.unschedulable_released == [], "\n".join(outcome.lines())
+
+
+@NODE_BLIND
+def test_cpu_is_used_while_work_waits(outcome: Outcome) -> None:
+    assert outcome.waiting_seconds > 0
+    assert outcome.utilisation >= UTILISATION, "\n".join(outcome.lines())
