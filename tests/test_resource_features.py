@@ -114,6 +114,11 @@ def test_small_requests_and_pods_only_pools_give_zeros() -> None:
     stage_r, job_r, _ = columns(compute_features(c, ON))
     assert not stage_r[:2].any() and not job_r[0].any()  # the tiny job's rows
     assert stage_r[2:].any()  # the diamond's are not
+    # 49 executors: a pod's share 1/49, and (1/49)·49 is 0.9999999999999999 in floats
+    odd = Cluster(49, resources=R("cpu=16"))
+    odd.add_job(tiny, 0.0)
+    stage_r, job_r, _ = columns(compute_features(odd, ON))
+    assert not stage_r.any() and not job_r.any()
     # the same jobs on a pods-only pool: nothing is measured
     pods = Cluster(10)
     pods.add_job(tiny, 0.0)
@@ -153,3 +158,26 @@ def test_every_column_is_zero_along_a_pods_only_run() -> None:
     check = Check()
     simulate(build_workload("k8s-batch", 3, num_jobs=30, requests=True), check, seed=3)
     assert check.calls > 50
+
+
+def test_wait_is_allowed_while_a_stage_is_held_back_by_the_pools_resources() -> None:
+    """WAIT is a reservation for a stage the free CPUs cannot hold (as EASY's head gets),
+    with the resource columns only, and never on a pods-only pool."""
+    long = dag(stage("x", 1, 100, "4"))
+    big = dag(stage("big", 1, 10, "8"))
+    small = dag(stage("small", 1, 10, "1"))
+    for resources in (R("cpu=8"), None):
+        c = Cluster(10, resources=resources)
+        x = c.add_job(long, 0.0)
+        c.apply(Decision(x.stages[0], 1), 0.0)  # 4 of 8 CPUs busy: big no longer fits
+        c.add_job(big, 1.0)
+        c.add_job(small, 1.0)
+        plain, wide = compute_features(c), compute_features(c, ON)
+        # without the columns: small's job holds nothing, below fair's share: no WAIT
+        assert not plain.wait_mask[0]
+        assert wide.wait_mask[0] == (resources is not None)
+        np.testing.assert_array_equal(wide.stage_mask, plain.stage_mask)
+    idle = Cluster(10, resources=R("cpu=8"))  # nothing runs: everything fits, no WAIT
+    idle.add_job(big, 0.0)
+    idle.add_job(small, 0.0)
+    assert not compute_features(idle, ON).wait_mask[0]

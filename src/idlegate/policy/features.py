@@ -37,7 +37,13 @@ learned policies").
 
 Resource columns: with ``FeatureConfig(resource_features=True)`` the columns of
 `policy.resource_features` (what a pool of CPU, memory and GPUs adds; all 0 on a pods-only
-pool) are appended to `stage_x`, `job_x` and `global_x`, computed at every call.
+pool) are appended to `stage_x`, `job_x` and `global_x`, computed at every call. WAIT is
+then also allowed while a runnable stage's tasks do not fit the free resources and some
+executor is busy: a reservation for that stage, as EASY backfilling gives its head
+(`policy.backfill`), which the baselines on a resource pool make and a policy could not
+learn without it. A task is running, so an event is sure to come; once nothing runs,
+every stage fits (a demand larger than the pool is refused on arrival). No stage of a
+pods-only pool has such a demand, so there the mask is the one above.
 
 Stored form: training keeps observations after their cluster is gone. `as_arrays()` gives
 an observation's arrays without the cluster's objects (`ARRAYS`); `Observation.from_arrays`
@@ -311,6 +317,8 @@ class Featurizer:
             stage_x = np.concatenate([stage_x, stage_r], axis=1)
             job_x = np.concatenate([job_x, job_r], axis=1)
             global_x[:, -global_r.shape[1] :] = global_r
+            if free < k and _held_back(scan, free):
+                wait_mask = np.array([True])
         return Observation(
             stage_x=stage_x,
             job_x=job_x,
@@ -468,6 +476,16 @@ def arrival_history(
         log1p(int((~large & recent).sum())),
         log1p(after),
     ]
+
+
+def _held_back(scan: _Scan, free: int) -> bool:
+    """Some runnable stage's tasks do not fit the pool's free resources now (not its free
+    executors: a pods-only pool has none such)."""
+    return any(
+        stage.need is not None and not launchable(stage, free)
+        for _, _, entry in scan.gangs
+        for _, stage, _ in entry.gangs
+    )
 
 
 def _wait_mask(

@@ -22,8 +22,9 @@ Presets (wall times measured on this shared 2-core machine with 2 workers):
 * ``resources`` — the shipped policy taught pools of CPU, memory and GPUs: its weights
   fixed (``base_policy: default``), only the resource adapter learns
   (`training.adapter`), by behaviour cloning of SRPT (which weighs work by demand on
-  such a pool) and 3 DAgger rounds on ``k8s-batch`` with requests, 40 executors and 24,
-  32 or 40 CPUs (4 GiB per CPU, 2-4 GPUs); validated on 32 CPUs (docs/resources.md).
+  such a pool and backfills with a reservation) and 3 DAgger rounds on ``k8s-batch``
+  with requests: 40 executors and 24, 32 or 40 CPUs (4 GiB per CPU, 2-4 GPUs), and
+  docs/resources.md's pool (330 pods, 24 CPUs); validated on 40 executors and 32 CPUs.
 * ``cluster`` — a cluster's own history (``--history HISTORY``, required): the train
   part of its time split replayed at its recorded arrivals on its pool, validated on the
   same part (4 duration seeds); BC warm start from the planner (`lookahead:srpt`) with
@@ -205,6 +206,12 @@ PRESETS: dict[str, dict[str, Any]] = {
         "mixture": [
             _REQUESTS_WORKLOAD | {"resources": "cpu=24,memory=96Gi,nvidia.com/gpu=2"},
             _REQUESTS_WORKLOAD | {"resources": "cpu=40,memory=160Gi,nvidia.com/gpu=4"},
+            # docs/resources.md's pool: pods never bind, CPUs do
+            {
+                "name": "k8s-batch",
+                "options": {"num_executors": 330, "requests": True, "interarrival": 240.0},
+                "resources": "cpu=24,memory=96Gi,nvidia.com/gpu=2",
+            },
         ],
         "validation": {
             "seeds": list(range(1_000_000, 1_000_006)),
