@@ -58,6 +58,7 @@ def test_released_pods_that_do_not_fit_pend():
     assert result.pending == (2, 20.0)
     m = run_metrics(result)
     assert (m.num_executors, m.pods_pended, m.pending_seconds) == (4, 2, 20.0)
+    assert m.utilisation == 0.5  # tasks ran 40 of the gate's 80 executor-seconds
     assert m.utilisation_by_resource == {"cpu": 1.0}
     # the same cluster as a resource pool: the same 2 waves, no pod released to pend
     assert jcts(w, "fifo") == [20.0]

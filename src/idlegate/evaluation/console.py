@@ -84,6 +84,14 @@ def render_run_table(m: RunMetrics) -> Table:
             (f"utilisation: {name} requested (%)", fmt_number(share * 100, 1))
             for name, share in (m.utilisation_by_resource or {}).items()
         ),
+        *(
+            []
+            if m.pods_pended is None
+            else [
+                ("pods pended (released, not fitting)", str(m.pods_pended)),
+                ("pending: seconds summed", fmt_number(m.pending_seconds or 0.0, 1)),
+            ]
+        ),
         ("overhead: moving delay (%)", fmt_number(m.overhead * 100, 1)),
         ("mean jobs in system", fmt_number(m.mean_jobs_in_system, 2)),
         ("idle inserted (s)", fmt_number(m.idle_inserted, 2)),

@@ -246,10 +246,13 @@ class GatedEngine(Engine):
         super()._close()
 
     def result(self, workload: str, scheduler: str, seed: int) -> SimResult:
-        nodes = self.cluster.nodes
+        nodes, now = self.cluster.nodes, self.now
         out = super().result(workload, scheduler, seed)
+        # the gate's executors are busy from a pod's release; its task runs from its start
+        waiting = nodes.pending_seconds + sum(now - since for _, since in nodes.pending)
         return replace(
             out,
+            busy_seconds=out.busy_seconds - waiting,
             capacity=nodes.capacity,
             resource_seconds=nodes.resource_seconds(self.now),
             pending=(nodes.pended, nodes.pending_seconds),
