@@ -47,3 +47,27 @@ def test_the_pools_size_in_tasks():
     assert effective_executors(Cluster(330, resources=R("cpu=24,memory=1Ti")), dags) == 16
     assert effective_executors(Cluster(8, resources=R("cpu=24")), dags) == 8
     assert effective_executors(Cluster(330), dags) == 330
+
+
+def test_advise_replays_the_history_on_the_pools_resources(tmp_path):
+    """A history of k8s-batch workflows with requests (0.1 to 8 CPUs a task): on a pool
+    of 8 CPUs fewer of them run at once than on the pods-only pool of the same 6
+    executors, so the replay is slower."""
+    from idlegate.evaluation.advise import AdviseConfig, run_advise
+    from idlegate.sim.history import simulate_history, write_history
+    from idlegate.sim.workloads import build_workload
+
+    w = build_workload("k8s-batch", 3, num_jobs=20, num_executors=6, requests=True)
+    history = simulate_history(w, make_scheduler("fair"), 0, "fair")
+    path = write_history(tmp_path / "h.jsonl", history)
+    config = AdviseConfig(heuristics=("fifo",), seeds=2, train_fraction=0)
+    pods_only = run_advise(path, config).comparison["fifo"].summary["avg_jct"].mean
+    sized = AdviseConfig(
+        heuristics=("fifo",),
+        seeds=2,
+        train_fraction=0,
+        pool_resources="cpu=8,memory=1Ti,nvidia.com/gpu=1",
+    )
+    on_resources = run_advise(path, sized).comparison["fifo"]
+    assert on_resources.summary["avg_jct"].mean > pods_only
+    assert set(on_resources.runs[0].utilisation_by_resource) == {"cpu", "memory", "nvidia.com/gpu"}

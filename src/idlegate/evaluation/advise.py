@@ -58,6 +58,7 @@ from idlegate.sim.history import (
     split_history,
 )
 from idlegate.sim.metrics import Estimate, mean_ci
+from idlegate.sim.resources import ResourceVector
 
 __all__ = [
     "Advice",
@@ -80,6 +81,10 @@ class AdviseConfig(Config):
 
     pool_size: Annotated[int | None, Flag("--pool-size", "-k")] = Field(None, ge=1)
     """Executors of the replayed pool (default: the poolSize the history records)."""
+    pool_resources: ResourceVector | None = None
+    """The replayed pool's resources beyond its pods, e.g. cpu=24,memory=96Gi (the
+    operator's --pool-resources): the workflows' recorded requests count against them
+    (docs/resources.md). Unset: a pods-only pool."""
     train_fraction: float = Field(0.7, ge=0, lt=1)
     """Report on the workflows after this fraction of the recorded span (the part a policy
     trained with `idlegate train --preset cluster` never saw); 0: the whole history."""
@@ -237,7 +242,9 @@ def run_advise(
         seeds=config.seeds,
         first_seed=config.first_seed,
         baseline=cluster.title,
-        options=WorkloadOptions(num_executors=pool_size, path=p, extra=options),
+        options=WorkloadOptions(
+            num_executors=pool_size, path=p, extra=options, resources=config.pool_resources
+        ),
         jobs=config.jobs,
         confidence=config.confidence,
     )
