@@ -24,6 +24,21 @@ from idlegate.sim.protocol import Job, Need, Stage
 from idlegate.sim.resources import MILLI, ResourceVector
 
 
+class FixedNodes:
+    """The simulator's nodes (``--nodes``): their capacities (as `PoolResources._nodes`
+    lists), their text for messages, and the node each busy executor's task runs on,
+    which gets its room back when the task ends."""
+
+    __slots__ = ("capacity", "text", "where")
+
+    def __init__(
+        self, capacity: list[list[int]], text: str, where: dict[int, int] | None = None
+    ) -> None:
+        self.capacity = capacity
+        self.text = text
+        self.where: dict[int, int] = dict(where or {})
+
+
 class PoolResources:
     """Capacity and free amounts of a pool's resources (see the module docstring)."""
 
@@ -57,18 +72,13 @@ class PoolResources:
         self.follows_nodes = False
         """The capacity is the nodes' (`set_capacity`): it comes and goes, so a stage
         larger than it now is not refused on arrival."""
-        self._node_of: dict[int, int] | None = None
-        """The simulator's nodes (`nodes`, fixed): the node each busy executor's task
-        runs on, which gets its room back when the task ends; None: no such nodes."""
-        self._node_capacity: list[list[int]] = []
-        """The simulator's nodes' capacities, as `_nodes` lists (empty: none)."""
-        self._node_text = ""
+        self._fixed: FixedNodes | None = None
+        """The simulator's nodes (`nodes`; None: none)."""
         if nodes:
             names = self.resource_names
-            self._node_capacity = [[n[r] for r in names] + [n["pods"]] for n in nodes]
-            self._nodes[:] = [list(n) for n in self._node_capacity]
-            self._node_of = {}
-            self._node_text = ", ".join(sorted({n.format() for n in nodes}))
+            capacity = [[n[r] for r in names] + [n["pods"]] for n in nodes]
+            self._nodes[:] = [list(n) for n in capacity]
+            self._fixed = FixedNodes(capacity, ", ".join(sorted({n.format() for n in nodes})))
 
     def set_capacity(
         self, capacity: ResourceVector, nodes: Sequence[ResourceVector] | None = None
@@ -111,7 +121,7 @@ class PoolResources:
         """The simulator's nodes: each one's free amounts (the pool's order, then pods)
         and the node each busy executor's task runs on; None for a pool without them (or
         the operator's, whose nodes the driver tells)."""
-        return None if self._node_of is None else (self._nodes, self._node_of)
+        return None if self._fixed is None else (self._nodes, self._fixed.where)
 
     def _set_needs(self, job: Job) -> None:
         """Give each stage its demand on the pool's resources (`Stage.need`), after
@@ -139,13 +149,14 @@ class PoolResources:
     def _check_nodes(self, job: Job, stage: Stage, need: ResourceVector, each: Need) -> None:
         """DemandTooLargeError if the simulator's nodes, empty, could never hold the
         stage's next task (a gang's: all its tasks) although their sum might."""
-        if not self._node_capacity:
+        fixed = self._fixed
+        if fixed is None:
             return
-        room = sum(each.on(node) for node in self._node_capacity)
+        room = sum(each.on(node) for node in fixed.capacity)
         if room < (stage.tasks if stage.gang else 1):
             raise DemandTooLargeError(
                 f"stage {stage.name!r} of {job.name} needs {need.format()} at once, more than "
-                f"the nodes have room for (each node's resources: {self._node_text}), so it "
+                f"the nodes have room for (each node's resources: {fixed.text}), so it "
                 "could never start; lower the stage's requests or give the nodes more",
                 need,
             )
@@ -163,7 +174,7 @@ class PoolResources:
         free = self._free_r
         for i, n in enumerate(need.amounts):
             free[i] += n * tasks
-        nodes, node_of = self._nodes, self._node_of
+        nodes, node_of = self._nodes, None if self._fixed is None else self._fixed.where
         for k in range(-tasks if nodes else 0):
             at = next((i for i, node in enumerate(nodes) if need.on(node)), None)
             if at is None:  # (a restored task: it runs somewhere the nodes told)
@@ -182,8 +193,8 @@ class PoolResources:
         twin.capacity, twin.resource_names = self.capacity, self.resource_names
         twin._free_r, twin._held = list(self._free_r), list(self._held)
         twin._nodes, twin.follows_nodes = [list(n) for n in self._nodes], self.follows_nodes
-        twin._node_capacity, twin._node_text = self._node_capacity, self._node_text
-        twin._node_of = None if self._node_of is None else dict(self._node_of)
+        fixed = self._fixed
+        twin._fixed = None if fixed is None else FixedNodes(fixed.capacity, fixed.text, fixed.where)
 
 
 def _on_node(node: list[int], amounts: tuple[int, ...], sign: int) -> None:
