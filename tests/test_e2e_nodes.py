@@ -8,14 +8,17 @@ benchmarks/e2e_nodes.py (docs/resources.md)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.argo_data import WORKFLOW_CRD, need
-from tests.e2e import new_namespace
-from tests.k8s.harness import serving_crd
-from tests.nodes_e2e import Outcome, run
+from tests.e2e import new_namespace, wait
+from tests.k8s.harness import ApiServer, serving_crd
+from tests.k8s.scheduler import node
+from tests.nodes_e2e import ClusterMonitor, Outcome, run
+from tests.test_k8s_scheduler import NS, end, pod
 
 # On an accelerated wall clock, not fake loop time: the real operator, the API emulator
 # and the simulated kubelet run in threads of their own; why: tests/e2e.py, at SPEED.
@@ -66,3 +69,37 @@ def test_no_pod_idlegate_releases_pends_unschedulable(outcome: Outcome) -> None:
 def test_cpu_is_used_while_work_waits(outcome: Outcome) -> None:
     assert outcome.waiting_seconds > 0
     assert outcome.utilisation >= UTILISATION, "\n".join(outcome.lines())
+
+
+def test_the_monitor_sees_an_overcommit_a_released_pod_pending_and_the_cpu_in_use(
+    tmp_path: Path,
+) -> None:
+    """Its figures from writes whose answer is known: two pods bound past the scheduler
+    (created with a nodeName) overcommit the node; a released pod then pends there; while
+    it waits, the node's pods request 2.5 of its 2 CPUs, then less as they end; a name
+    created twice."""
+    with ApiServer(tmp_path) as api:
+        api.create("nodes", node("n", cpu="2"))
+        monitor = ClusterMonitor(api, NS, {"w"})
+        try:
+            for _ in range(2):
+                api.create("pods", pod("dup", "0", nodeName="n"), NS)
+                api.delete("pods", NS, "dup")
+            api.create("pods", pod("held", "1500m", nodeName="n"), NS)
+            api.create("pods", pod("over", "1", nodeName="n"), NS)
+            api.create("pods", pod("late", "1", gated=True), NS)
+            api.patch("pods", NS, "late", {"spec": {"schedulingGates": None}})
+            wait(lambda: monitor.outcome().unschedulable, 30, "late to pend")
+            pending = monitor.outcome()  # (the held pods' 2.5 CPU all the while late waited)
+            for name in ("held", "over"):
+                end(api, name)
+            wait(lambda: not monitor.waiting, 30, "late to be bound")
+        finally:
+            monitor.close()
+        out = monitor.outcome()
+    assert out.overcommits == ["n: cpu=2500m,memory=2Gi,pods=2 (cpu over)"]
+    assert out.peak_cpu == {"n": 1.25}
+    assert out.released == 1 and out.unschedulable_released == ["late"]
+    assert out.twice == ["dup"] and out.pods == 4
+    assert pending.waiting_seconds > 0 and pending.utilisation == pytest.approx(1.25)
+    assert out.waiting_seconds > pending.waiting_seconds and out.utilisation < 1.25
