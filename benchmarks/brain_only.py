@@ -9,8 +9,10 @@ its per-seed means are that script's brain row, run for run) and writes, per wor
 seed, the brain's mean JCT and what its rounds followed. A change meant to leave the
 brain's behaviour alone (a refactor) is checked by running this before and after it: with
 ``--against BEFORE.json`` it prints every run whose mean JCT or followed candidates
-differ, and exits 1 if any does. A change meant to move some runs (a new rule) says which
-ones, seed by seed, without rerunning the fixed candidates.
+differ, and exits 1 if any does. A change meant to move some runs (a new rule) says
+which ones, seed by seed, without rerunning the fixed candidates. It also prints, per
+workload, the CPU seconds of the rounds that replayed a window (thread time,
+`Choice.cpu_seconds`): their median, their maximum and how many took more than 2 s.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ from idlegate.errors import IdlegateError
 from idlegate.flags import one_line
 from idlegate.parallel import LocalPool
 from idlegate.policy import make_scheduler
+
+ROUND_TARGET = 2.0
+"""A round's CPU seconds at most (issue 30's and 50's target)."""
 
 
 def brain_runs(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
@@ -50,8 +55,20 @@ def brain_runs(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
                 "mean": float(np.mean(run.jct)),
                 "followed": [c["candidate"] for c in run.choices],
                 "why": [c["why"] for c in run.choices],
+                "round_cpu": [c["cpu_seconds"] for c in run.choices if c["workflows"]],
             }
     return out
+
+
+def round_cost(key: str, cpu: list[float]) -> str:
+    """A line on the CPU seconds of `key`'s rounds (those that replayed a window)."""
+    if not cpu:
+        return f"{key}: no round replayed"
+    over = sum(1 for x in cpu if x > ROUND_TARGET)
+    return (
+        f"{key}: {len(cpu)} rounds, CPU median {np.median(cpu):.2f} s, "
+        f"max {max(cpu):.2f} s, {over} above {ROUND_TARGET:g} s"
+    )
 
 
 def differences(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
@@ -89,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     args.json.write_text(json.dumps(runs, indent=1))
     total = sum(len(s) for s in runs.values())
     print(f"{total} runs of {args.brain} written to {args.json}")
+    for key, seeds in runs.items():
+        print(round_cost(key, [x for run in seeds.values() for x in run["round_cpu"]]))
     if args.against is None:
         return 0
     lines = differences(json.loads(args.against.read_text()), runs)

@@ -15,8 +15,11 @@ from idlegate.policy.portfolio import scheduler as portfolio_scheduler
 from idlegate.policy.portfolio.decision import play_round
 from idlegate.policy.portfolio.prior import Prior, TrainedRange
 from idlegate.policy.portfolio.rounds import carried
-from idlegate.sim.engine import simulate
+from idlegate.policy.portfolio.state import Window
+from idlegate.sim.cluster import Cluster
+from idlegate.sim.engine import JobArrival, simulate
 from idlegate.sim.workloads import build_workload
+from tests.helpers import dag
 
 # -- a lead carried by a few workflows --------------------------------------------------
 
@@ -199,3 +202,45 @@ def test_the_shipped_priors_learned_range_is_the_shipped_policys():
     meta = onnxruntime.InferenceSession(str(DEFAULT_POLICY_PATH)).get_modelmeta()
     assert prior.learned.trained_on == meta.custom_metadata_map["idlegate.trained_on"]
     assert "alibaba-0.85" not in prior.features  # (measured, and left out: docs/brain-results.md)
+
+
+# -- a change of size beyond the noise of heavy-tailed work -------------------------------
+
+
+def _sized(prefix: str, log_work: Sequence[float]) -> list[JobArrival]:
+    """One-task workflows of the given log work (task-seconds)."""
+    return [
+        JobArrival(float(i), f"{prefix}{i}", dag(("a", 1, float(np.exp(w)), [])))
+        for i, w in enumerate(log_work)
+    ]
+
+
+def _window_after(before: list[JobArrival], recent: list[JobArrival]) -> Window:
+    window = Window()
+    window.add(before, 200)
+    window.since_round = 0  # (a round on `before`: `recent` are the new ones)
+    window.add(recent, 200)
+    return window
+
+
+def test_heavy_tailed_work_wandering_is_no_change_of_size():
+    # a production trace's spread of log work (about 3): two draws of ten from one
+    # workload whose geometric means happen to be 4.5 times apart
+    spread = np.array([-1.5, -1.0, -0.5, -0.2, 0.0, 0.0, 0.2, 0.5, 1.0, 1.5]) * 3
+    before = _sized("a", spread)
+    recent = _sized("b", spread + 1.5)
+    assert _window_after(before, recent).changed_size(3.0)  # (the factor alone: a change)
+    assert not _window_after(before, recent).changed_size(3.0, noise=3.0)
+    brain = make_scheduler("portfolio?replayer=worker&records=fed&min_window=2")
+    assert isinstance(brain, portfolio_scheduler.PortfolioScheduler)
+    brain.record(before)
+    brain.request(Cluster(1))
+    brain.record(recent)
+    assert not brain._window.changed  # (the default: `change_noise` 3)
+
+
+def test_a_change_of_size_beyond_the_noise_is_still_seen():
+    spread = np.array([-0.2, -0.1, 0.0, 0.0, 0.1, 0.2, -0.1, 0.1, 0.0, 0.0])
+    before = _sized("a", spread)
+    recent = _sized("b", spread + np.log(100.0))  # 100 times the work, a narrow spread
+    assert _window_after(before, recent).changed_size(3.0, noise=3.0)

@@ -110,6 +110,11 @@ class PortfolioConfig(Config):
     """The workload changed when the geometric mean work (task-seconds) of the workflows
     finished since the last round (at least `CHANGE_MIN`) differs from that of those
     before them since the last change by more than this factor."""
+    change_noise: NonNegative | None = 3.0
+    """... and by more than this many standard errors of the difference of the two
+    groups' mean log work (None: any difference beyond `change`): on heavy-tailed
+    workflows ten of them wander by a factor of `change` between draws of one workload
+    (`state.Window.changed_size`)."""
     watch: bool = True
     """See a change of workload in the workflows arriving too (`arrivals.ArrivalWatch`):
     at once, the prior is read again and early rounds replay the workflows arrived since

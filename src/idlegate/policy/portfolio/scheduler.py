@@ -263,7 +263,7 @@ class PortfolioScheduler:
         if since is not None:
             self._arrivals.since_done += sum(1 for a in added if a.time >= since.time)
         self._window.add(added, self.config.window)
-        if self._window.changed_size(self.config.change):
+        if self._window.changed_size(self.config.change, self.config.change_noise):
             # another workload now: the followed candidate won on the old one, so the
             # margin no longer protects it, and a round comes at once, then at the first pace
             self._pace.stretch = 1

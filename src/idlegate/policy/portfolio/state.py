@@ -90,21 +90,37 @@ class Window:
             del self.work[:extra]
             self.seeded = max(0, self.seeded - extra)
 
-    def changed_size(self, change: float) -> bool:
+    def changed_size(self, change: float, noise: float | None = None) -> bool:
         """True when the workflows finished since the last round (at least `CHANGE_MIN`)
         are of another size than those before them since the last change (at least as
         many): their mean log work apart by more than log `change`, i.e. a geometric
-        mean `change` times larger or smaller. Marks the new ones as the regime's start.
+        mean `change` times larger or smaller, and (`noise`) by more than `noise`
+        standard errors of that difference. Marks the new ones as the regime's start.
         (A mean of logs, not a median: the median of a few workflows of a two-size mix
-        jumps between the sizes.)"""
+        jumps between the sizes.)
+
+        Why the standard errors: a production trace's jobs range from one task-second to
+        millions (a spread of log work near 3), so the mean log work of ten such
+        workflows wanders by a factor of 3 and more between two draws of the same
+        workload; without them every few rounds "saw" a change and replayed only the
+        20-30 workflows since. A workload's own change (TPC-H's jobs, then pods of
+        minutes) is tens of standard errors."""
         new = min(self.since_round, len(self.work))
         regime = min(self.regime, len(self.work))
         if new < CHANGE_MIN or regime - new < CHANGE_MIN:
             return False
-        recent = float(np.mean(self.work[-new:]))
-        before = float(np.mean(self.work[-regime:-new]))
-        if abs(recent - before) <= math.log(change):
+        recent_work = np.asarray(self.work[-new:])
+        before_work = np.asarray(self.work[-regime:-new])
+        apart = abs(float(np.mean(recent_work)) - float(np.mean(before_work)))
+        if apart <= math.log(change):
             return False
+        if noise is not None:
+            error = math.sqrt(
+                float(np.var(recent_work, ddof=1)) / len(recent_work)
+                + float(np.var(before_work, ddof=1)) / len(before_work)
+            )
+            if apart <= noise * error:
+                return False
         self.regime = new
         return True
 
