@@ -244,3 +244,46 @@ def test_a_change_of_size_beyond_the_noise_is_still_seen():
     before = _sized("a", spread)
     recent = _sized("b", spread + np.log(100.0))  # 100 times the work, a narrow spread
     assert _window_after(before, recent).changed_size(3.0, noise=3.0)
+
+
+# -- the heavy workflows still running --------------------------------------------------
+
+
+def _heavy_request(heavy: bool) -> ReplayRequest:
+    """A round on 40 finished one-task workflows of 2 s, while a workflow of 2,000 tasks
+    and one of a single task are still running."""
+    brain = make_scheduler(
+        f"portfolio?candidates=srpt+fair&tune=false&replayer=worker&records=fed&heavy={heavy}"
+    )
+    assert isinstance(brain, portfolio_scheduler.PortfolioScheduler)
+    view = Cluster(4)
+    view.add_job(dag(("a", 2000, 2.0, [])), 0.0, "ns/huge", payload=object())
+    view.add_job(dag(("a", 1, 2.0, [])), 1.0, "ns/small", payload=object())
+    brain.decide(view)
+    brain.record(_sized("done", [np.log(2.0)] * 40))
+    return brain.request(view)
+
+
+def test_simulates_report_names_the_heavy_workflows_a_round_replayed_still_running():
+    from idlegate.evaluation.console import render_followed
+
+    won = {"at": 300.0, "candidate": "fair?scale=0.5", "reason": "best", "workflows": 41}
+    won |= {"score": 10.0, "runner_up": "srpt", "runner_up_score": 30.0, "left_out": []}
+    won |= {"scores": {"fair?scale=0.5": 10.0, "srpt": 30.0}, "previous": "fair?scale=0.5"}
+    won |= {"running": 1, "heavy": 1}
+    account = {"start": "srpt", "rounds": [won], "switches": 0, "time_followed": {}}
+    said = list(render_followed(account).columns[1].cells)
+    assert said[1] == (
+        "kept fair?scale=0.5: 66.7 % better than srpt; replayed 1 workflow still running, "
+        "heavier than every finished one of the window"
+    )
+
+
+def test_a_round_replays_the_running_workflows_heavier_than_its_finished_ones():
+    # a rule capping a huge job's share finishes it last: without it in the window, the
+    # replays cannot see what it costs the uncapped rules
+    request = _heavy_request(True)
+    names = [a.name for a in request.window]
+    assert "ns/huge" in names and "ns/small" not in names
+    assert request.running == request.heavy == 1
+    assert "ns/huge" not in [a.name for a in _heavy_request(False).window]

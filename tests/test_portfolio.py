@@ -194,13 +194,13 @@ def test_an_early_round_corrects_for_the_fourteen_candidates_it_compares():
     # argo-shapes, 100 workflows, seed 1003 (held out): without the correction the early
     # round at 32 arrivals leaves srpt, the prior's and the stream's best, for the luckiest
     # of fourteen (weighted-fair?alpha=0.5, ahead by more than one standard error), and
-    # the stream ends 29 % behind srpt; with it the rounds keep srpt
+    # the stream ends 21 % behind srpt; with it the rounds keep srpt
     workload = build("argo-shapes", 1003, WorkloadOptions(extra={"num_jobs": 100}))
     srpt = _simulated(workload, "srpt", 1003)[0]
     lucky, brain = _simulated(workload, "portfolio?correction=none", 1003)
     rounds = brain.rounds
     assert [c.candidate for c in rounds if c.early][-1] == "weighted-fair?alpha=0.5"
-    assert lucky / srpt - 1 > 0.25
+    assert lucky / srpt - 1 > 0.2
     kept, brain = _simulated(workload, "portfolio", 1003)
     rounds = brain.rounds
     early = [c for c in rounds if c.early]
@@ -260,8 +260,8 @@ def test_a_switch_on_a_short_window_must_hold_over_the_rounds_before_it():
 
 def test_a_candidate_a_round_chose_leaves_on_a_rounds_evidence_alone():
     # argo-shapes, 100 workflows, seed 1000 (held out): the round on 40 finished workflows
-    # leaves srpt, the prior's, for fair?scale=2 (7.4 % ahead); the round on 67 finds
-    # srpt 7.1 % ahead again. Held against the standings, which fair?scale=2 leads after
+    # leaves srpt, the prior's, for fair?scale=2 (7.4 % ahead); the round on 67 (and one
+    # still running, heavier than every finished one: `heavy`) finds srpt ahead again. Held against the standings, which fair?scale=2 leads after
     # its two rounds, srpt would not come back and the stream would end 5.1 % behind it;
     # only the prior's candidate is held so (`confirm`)
     workload = build("argo-shapes", 1000, WorkloadOptions(extra={"num_jobs": 100}))
@@ -270,7 +270,7 @@ def test_a_candidate_a_round_chose_leaves_on_a_rounds_evidence_alone():
     moves = [
         (c.workflows, c.candidate, c.reason) for c in brain.rounds if c.candidate != c.previous
     ]
-    assert moves[-2:] == [(40, "fair?scale=2", "best"), (67, "srpt", "best")]
+    assert moves[-2:] == [(40, "fair?scale=2", "best"), (68, "srpt", "best")]
     assert mean <= srpt
 
 

@@ -172,8 +172,15 @@ def render_followed(account: Mapping[str, Any]) -> Table:
 
 def _left(round_: Mapping[str, Any]) -> str:
     """What a round did not replay, and why, in words: the learned policies the window is
-    outside the training range of, and the candidates whose standing trails."""
+    outside the training range of, and the candidates whose standing trails; and the
+    workflows still running it replayed for their work (`PortfolioConfig.heavy`)."""
     out = ""
+    heavy = int(round_.get("heavy") or 0)
+    if heavy:
+        out += (
+            f"; replayed {_count(heavy, 'workflow')} still running, heavier than every "
+            "finished one of the window"
+        )
     untrained = list(round_.get("untrained") or ())
     if untrained:
         out += f"; not replayed: {', '.join(untrained)}, outside the range it was trained on"

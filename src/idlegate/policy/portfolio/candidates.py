@@ -141,6 +141,13 @@ class PortfolioConfig(Config):
     tpch-15s (100 workflows, tuning seed 2002) the early rounds on 8 and 16 arrivals left
     fair for fair?scale=0.5, and on 32 fair's 7.8 % lead was within the corrected noise:
     the stream ended 13.9 % behind fair, 1.8 % with this."""
+    heavy: StrictBool = True
+    """A round on finished workflows also replays the workflows still running whose work
+    (task-seconds) exceeds every finished one's of its window (false: only the finished
+    ones). On heavy-tailed workflows the rule that caps a huge job's share of the pool
+    finishes it last, so a window of finished workflows leaves out exactly the job that
+    makes the uncapped rules slow, and its replays lead them back to it
+    (`PortfolioScheduler.request`)."""
     unlike: Literal["safest", "start"] = "safest"
     """Workflows like none the prior knows (beyond its calibrated reach,
     `prior.Prior.reach`): follow the candidate safest over every workload it knows

@@ -126,4 +126,5 @@ def play_round(request: ReplayRequest, config: PortfolioConfig, replay: Replayer
         running=request.running,
         carriers=config.carriers if why == "carried" else None,
         untrained=tuple(sorted(request.untrained)),
+        heavy=request.heavy,
     )

@@ -126,7 +126,10 @@ class ReplayRequest:
     early: bool = False
     """An early round's: every workflow arrived before `min_window` had finished."""
     running: int = 0
-    """Of `window`, the workflows still running (an early round's)."""
+    """Of `window`, the workflows still running (an early round's, or `heavy`)."""
+    heavy: int = 0
+    """Of `running`, those a round on finished workflows added for their work, heavier
+    than every finished one of the window (`heavy`)."""
     named: str | None = None
     """The shipped prior's candidate, if its lead needs no correction (`uncorrected`)."""
     untrained: frozenset[str] = frozenset()

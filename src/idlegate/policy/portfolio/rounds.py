@@ -142,6 +142,9 @@ class Choice:
     untrained: tuple[str, ...] = ()
     """Learned candidates the round did not follow: the window is outside the input range
     they were trained on (`PortfolioConfig.trained_range`)."""
+    heavy: int = 0
+    """Of `running`, the workflows still running that the round replayed for their work,
+    heavier than every finished one of its window (`PortfolioConfig.heavy`)."""
 
     @property
     def why(self) -> str:
@@ -205,6 +208,7 @@ class Choice:
             "running": self.running,
             "carriers": self.carriers,
             "untrained": list(self.untrained),
+            "heavy": self.heavy,
             "text": self.text,
             "why": self.why,
         }

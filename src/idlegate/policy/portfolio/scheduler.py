@@ -475,6 +475,7 @@ class PortfolioScheduler:
         self._pace.last_round = view.now
         first = start.history_due or start.seed_due
         running: Sequence[JobArrival] = ()
+        heavy = 0
         source: str | None
         if start.history_due and not start.seed_due:  # (a seeded window is the more recent)
             replayed = self._history[-self.config.window :]
@@ -489,8 +490,12 @@ class PortfolioScheduler:
                 prior = max(0, prior - (len(window.finished) - len(replayed)))
                 if len(replayed) < self.config.min_window:
                     running = self._running()
+            added: Sequence[JobArrival] = ()
+            if self.config.heavy and replayed:
+                added = self._heavier(replayed, running)
             since = self._arrivals.since_change
-            replayed, running = since(replayed), since(running)
+            replayed, running, added = since(replayed), since(running), since(added)
+            running, heavy = (*running, *added), len(added)
         start.history_due = start.seed_due = False
         # (a round's evidence is at most its window; a prior window is all new)
         new = len(replayed) if first else min(new, len(replayed))
@@ -505,6 +510,21 @@ class PortfolioScheduler:
             dropped=self.dropped(),
             prior=prior,
             source=source,
+            heavy=heavy,
+        )
+
+    def _heavier(
+        self, finished: Sequence[JobArrival], running: Sequence[JobArrival]
+    ) -> tuple[JobArrival, ...]:
+        """The workflows still running, but for those of `running`, whose work exceeds
+        every one of `finished` (`heavy`): a rule that caps a huge job's share finishes it
+        last, so without them a window of finished workflows leaves out the very job
+        that decides between capping and not (a production trace's job of tens of
+        thousands of tasks), and its replays lead back to the rules that job makes slow."""
+        largest = max(a.dag.total_work for a in finished)
+        names = {a.name for a in running}
+        return tuple(
+            a for a in self._running() if a.dag.total_work > largest and a.name not in names
         )
 
     def _early_request(self, view: ClusterView) -> ReplayRequest:
