@@ -1,6 +1,7 @@
 """What the portfolio scheduler costs: a replay round's CPU, and its decisions' latency.
 
     .venv/bin/python benchmarks/brain_cost.py [--rounds 5] [--pool 40] [--hours 2]
+        [--stream WORKLOAD [--window 200] [--tpch-dir DIR]]
 
 * **A round.** Windows of `--hours` of `k8s-batch` (1,000 workflows, pool `--pool`,
   seed 0; the windows end at 6, 10, 14, ... hours) are replayed under the whole default
@@ -10,6 +11,9 @@
   seconds the simulator charges for it (`modelled_seconds`), per round and their maximum;
   then the same for the planner candidate alone (left out of the round's figure, as its
   cost is its own).
+* **Other streams** (``--stream WORKLOAD [--window 200]``): windows of that many
+  consecutive workflows of the workload's 1,000-workflow stream (seed 2000) replayed the
+  same way; printed: each round's workflows, tasks, candidates and CPU seconds.
 * **A decision.** The portfolio following srpt (``replayer=worker``: rounds happen
   elsewhere) decides on the whole 1,000-workflow stream; printed: p50, p99 and max of
   one `decide` call in wall microseconds, beside srpt's own.
@@ -47,6 +51,17 @@ def windows(pool: int, hours: float, rounds: int) -> list[tuple[JobArrival, ...]
         end = (6 + 4 * r) * HOUR
         out.append(tuple(j for j in workload.jobs if end - hours * HOUR <= j.time < end))
     return out
+
+
+def stream_windows(
+    workload: str, rounds: int, size: int, tpch_dir: str | None
+) -> tuple[int, list[tuple[JobArrival, ...]]]:
+    """(pool, `rounds` windows of `size` consecutive workflows of `workload`'s
+    1,000-workflow stream at its defaults, seed 2000, every 200 workflows)."""
+    options = {"num_jobs": 1000} | ({"tpch_dir": tpch_dir} if tpch_dir else {})
+    built = build_workload(workload, 2000, **options)
+    jobs = built.jobs
+    return built.num_executors, [tuple(jobs[200 * r : 200 * r + size]) for r in range(rounds)]
 
 
 def round_cost(brain: PortfolioScheduler, window: tuple[JobArrival, ...], pool: int) -> tuple:
@@ -115,9 +130,28 @@ def main() -> None:
     parser.add_argument(
         "--hours", type=float, default=2.0, help="length of a window in hours (default 2)"
     )
+    parser.add_argument(
+        "--stream",
+        default=None,
+        help="replay windows of this workload's stream instead (e.g. alibaba, tpch), "
+        "`--window` consecutive workflows each, and print only the rounds",
+    )
+    parser.add_argument("--window", type=int, default=200, help="workflows a --stream window holds")
+    parser.add_argument("--tpch-dir", default=None, help="the TPC-H traces (--stream tpch)")
     args = parser.parse_args()
     brain = make_scheduler("portfolio")
     assert isinstance(brain, PortfolioScheduler)
+    if args.stream is not None:
+        pool, streamed = stream_windows(args.stream, args.rounds, args.window, args.tpch_dir)
+        print(f"{args.stream}, pool {pool}, windows of {args.window} workflows, default portfolio")
+        for i, window in enumerate(streamed):
+            seconds, choice = round_cost(brain, window, pool)
+            tasks = sum(sum(a.dag.tasks) for a in window)
+            print(
+                f"  round {i}: {len(window)} workflows, {tasks} tasks, "
+                f"{len(choice.scores)} candidates, {seconds:.3f} s CPU"
+            )
+        return
     print(f"k8s-batch, pool {args.pool}, windows of {args.hours:g} h, default portfolio")
     cpu, modelled = [], []
     for i, window in enumerate(windows(args.pool, args.hours, args.rounds)):
