@@ -97,6 +97,29 @@ def test_a_gang_starts_only_where_all_its_tasks_fit_the_nodes_and_the_pods_count
     assert not cluster.set_capacity(R("cpu=8"), (R("cpu=4,pods=1"), R("cpu=1,pods=110")))
 
 
+def test_the_next_task_of_an_executor_goes_on_only_where_a_node_has_room_now():
+    cluster = Cluster(10, resources=R("cpu=1m"))
+    cluster.set_capacity(R("cpu=4"), (R("cpu=2,pods=110"), R("cpu=2,pods=110")))
+    job = _job(cluster, 3, "2")
+    (first, _) = cluster.apply(Decision(job.stages[0], 10), 0.0)
+    # the nodes, told again, have no room: the room the ended task leaves went to a pod
+    # of someone else's meanwhile (the driver saw it before the task's end)
+    cluster.set_capacity(R("cpu=4"), (R("pods=110"), R("pods=110")))
+    assert cluster.task_finished(first.executor, 1.0) is None  # freed, not gone on
+    assert cluster.free_executors == 9 and job.stages[0].launched == 2
+
+
+def test_a_task_takes_its_room_where_the_kube_scheduler_would_put_it():
+    cluster = Cluster(10, resources=R("cpu=1m,memory=1m"))
+    free = (R("cpu=5,memory=8Gi,pods=110"), R("cpu=8,memory=8Gi,pods=110"))
+    allocatable = (R("cpu=8,memory=8Gi,pods=110"), R("cpu=8,memory=8Gi,pods=110"))
+    cluster.set_capacity(R("cpu=13,memory=16Gi"), free, allocatable)
+    job = _job(cluster, 1, "3")
+    cluster.apply(Decision(job.stages[0], 1), 0.0)
+    # the second node is left with 5 of 8 CPUs, the first would be with 2: the second
+    assert [n[0] for n in cluster._nodes] == [5000, 5000]
+
+
 # -- the room on the nodes (api/nodes.py) ----------------------------------------------------
 
 
@@ -110,7 +133,7 @@ def test_room_counts_ready_selected_nodes_less_what_runs_there():
     pods = [
         pod("foreign", "1", "a"),  # not idlegate's: less capacity, less room on a
         pod("ours", "2", "b", mine=True),  # idlegate's, bound: less room on b only
-        pod("flying", "3", mine=True),  # released, not bound yet: first fit (b)
+        pod("flying", "3", mine=True),  # released, not bound yet: where it would go (b)
         pod("stuck", "9", mine=True),  # released, fits no node
         pod("gated", "4", spec={"schedulingGates": [{"name": "x"}]}),  # holds nothing
         pod("done", "4", "a", status={"phase": "Succeeded"}),
@@ -119,13 +142,17 @@ def test_room_counts_ready_selected_nodes_less_what_runs_there():
     found = room(nodes, pods, selector)
     assert found.capacity == R("cpu=11,memory=32Gi,pods=219")
     free = dict(found.free)
-    assert free["a"] == R("memory=16Gi,pods=108")  # 4 - 1 - 3: the first it fits
-    assert free["b"] == R("cpu=6,memory=16Gi,pods=109")
+    # LeastAllocated: b, left with 3 of its 8 CPUs, rather than a, left with none of 4
+    assert free["a"] == R("cpu=3,memory=16Gi,pods=109")
+    assert free["b"] == R("cpu=3,memory=16Gi,pods=108")
     assert [p["metadata"]["name"] for p in found.short] == ["stuck"]
     # a gate removal under way: the pod read still has its gate, but it takes room
     gated = pod("releasing", "1", spec={"schedulingGates": [{"name": "idlegate.io/release"}]})
-    later = room(nodes, [gated], selector, releasing={("other", "releasing")})
-    assert dict(later.free)["a"] == R("cpu=3,memory=16Gi,pods=109")
+    later = room(nodes, [gated], selector, releasing={("other", "releasing"): None})
+    assert dict(later.free)["b"] == R("cpu=7,memory=16Gi,pods=109")
+    # one created released, not read yet: its request, as the release knew it
+    unread = room(nodes, [], selector, releasing={("other", "new"): R("cpu=2")})
+    assert dict(unread.free)["b"] == R("cpu=6,memory=16Gi,pods=109")
 
 
 # -- the operator: an ExecutorPool with a nodeSelector ----------------------------------------
@@ -152,12 +179,25 @@ class _Live(Mapping[Any, Any]):
         return len(self._all())
 
 
+def following(h: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the operator's room-events handler does at every pod event: the pools on nodes
+    are told their room (before the pod's own handler)."""
+    handle = h.pools.handle
+
+    def both(event: Any) -> None:
+        h.pools.nodes_changed()
+        handle(event)
+
+    monkeypatch.setattr(h.pools, "handle", both)
+
+
 @pytest.mark.asyncio
-async def test_a_node_pool_releases_what_fits_a_node_and_follows_the_pods():
+async def test_a_node_pool_releases_what_fits_a_node_and_follows_the_pods(monkeypatch):
     from idlegate.operator.edge import intake
     from tests.operator_fakes import harness, stage
 
     h = harness(pool=4)
+    following(h, monkeypatch)
     watch = h.pools.watch
     watch.nodes = {n: [node(n, cpu="3")] for n in ("a", "b")}
     watch.pods = live = _Live(h.kube)
@@ -227,10 +267,11 @@ def test_pool_nodes_takes_kubectls_selector_syntax_and_not_with_pool_resources()
 
 
 @pytest.mark.asyncio
-async def test_the_default_pool_follows_its_nodes_with_pool_nodes():
+async def test_the_default_pool_follows_its_nodes_with_pool_nodes(monkeypatch):
     from tests.operator_fakes import harness, stage
 
     h = harness(pool=8, pool_nodes="pool=batch")
+    following(h, monkeypatch)
     await h.submit("w", {"stages": [stage("s", tasks=3, resources={"cpu": "2"})]})
     assert h.released("w") == []  # no node read yet: no room
     watch = h.pools.watch

@@ -10,8 +10,9 @@ neither kopf nor kubernetes. The rules, restated from the kube-scheduler:
   the node's ``pods`` on the node it is bound to (``spec.nodeName``) until it has ended
   (``Succeeded`` or ``Failed``).
 * A pod that idlegate released (``idlegate.io/executor`` on it, no scheduling gate) but
-  the kube-scheduler has not bound yet will take its room on some node: it is counted on
-  the first node it fits (`room`), and one that fits none is *short*.
+  the kube-scheduler has not bound yet will take its room on some node: it is counted,
+  older pods first, where the kube-scheduler's scoring would put it
+  (`idlegate.sim.resources.least_allocated`), and one that fits no node is *short*.
 
 A pool's capacity (`Room.capacity`) is the nodes' allocatable less what the pods there
 that idlegate did not release request: the pool's state machine counts its own tasks.
@@ -21,14 +22,15 @@ pods too, for the per-node rule of `idlegate.sim.pool`.
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from idlegate.api.labels import ANNOTATION_EXECUTOR
 from idlegate.api.pool_spec import LabelSelector, selects
 from idlegate.errors import IdlegateError
-from idlegate.sim.resources import MILLI, ResourceVector, pod_request
+from idlegate.sim.pool import SCORED
+from idlegate.sim.resources import MILLI, ResourceVector, least_allocated, pod_request
 
 ENDED = ("Succeeded", "Failed")
 ONE_POD = ResourceVector({"pods": MILLI})
@@ -92,25 +94,31 @@ class Room:
     and the released pods not bound yet (first fit)."""
     short: list[Mapping[str, Any]] = field(default_factory=list)
     """Released pods not bound yet that fit no node's free allocatable."""
+    allocatable: list[ResourceVector] = field(default_factory=list)
+    """Each of those nodes' allocatable, in the order of `free`."""
 
 
 def room(
     nodes: Iterable[Node],
     pods: Iterable[Mapping[str, Any]],
     selector: LabelSelector | None,
-    releasing: Container[tuple[str, str]] = (),
+    releasing: Mapping[tuple[str, str], ResourceVector | None] | None = None,
 ) -> Room:
-    """The room on the usable `nodes` that `selector` selects, given every pod not ended
-    (bound anywhere, or not bound); `releasing`: (namespace, name) of pods whose gate
-    removal is under way, counted as released although the pod read still has its gate."""
+    """The room on the usable `nodes` that `selector` selects, given every pod (bound
+    anywhere, or not bound); `releasing`: (namespace, name) of pods whose gate removal is
+    under way, counted as released although the pod read still has its gate, and, with
+    their request, those not read yet at all (created and released at once)."""
+    releasing = releasing or {}
+    seen: set[tuple[str, str]] = set()
     chosen = sorted((n for n in nodes if n.usable and selects(selector, n.labels)), key=_name)
     free = {n.name: n.allocatable for n in chosen}
     foreign = ResourceVector()
     unbound: list[tuple[Mapping[str, Any], ResourceVector]] = []
     for pod in pods:
         meta = pod.get("metadata") or {}
-        mine = released(pod)
-        if (meta.get("namespace"), meta.get("name")) in releasing:
+        mine, key = released(pod), (meta.get("namespace", ""), meta.get("name", ""))
+        seen.add(key)
+        if key in releasing:
             pod, mine = {**pod, "spec": {**(pod.get("spec") or {}), "schedulingGates": []}}, True
         hold = held(pod)
         if hold is None:
@@ -121,18 +129,31 @@ def room(
             foreign = foreign if mine else foreign + hold
         elif not node and mine:
             unbound.append((pod, hold))
+    for (namespace, name), ask in releasing.items():
+        if (namespace, name) not in seen and ask is not None:
+            unbound.append(({"metadata": {"namespace": namespace, "name": name}}, ask + ONE_POD))
     short = []
-    for pod, hold in unbound:  # (first fit, as the pool's state machine takes room)
-        name = next((n for n, f in free.items() if hold.fits(f)), None)
-        if name is None:
+    names = sorted({k for n in chosen for k in n.allocatable} | {k for _, h in unbound for k in h})
+    scored = [i for i, k in enumerate(names) if k in SCORED]
+    totals = [[n.allocatable[k] for k in names] for n in chosen]
+    # (in the kube-scheduler's order, older first; where its scoring puts each)
+    for pod, hold in sorted(unbound, key=lambda p: _created(p[0])):
+        frees = [[free[n.name][k] for k in names] for n in chosen]
+        at = least_allocated([hold[k] for k in names], frees, totals, scored)
+        if at is None:
             short.append(pod)
         else:
-            free[name] = free[name] - hold
+            free[chosen[at].name] = free[chosen[at].name] - hold
     total = ResourceVector()
     for n in chosen:
         total = total + n.allocatable
     capacity = ResourceVector({k: max(0, v) for k, v in (total - foreign).items()})
-    return Room(capacity, list(free.items()), short)
+    return Room(capacity, list(free.items()), short, [n.allocatable for n in chosen])
+
+
+def _created(pod: Mapping[str, Any]) -> tuple[str, str]:
+    meta = pod.get("metadata") or {}
+    return str(meta.get("creationTimestamp") or ""), str(meta.get("name") or "")
 
 
 def _name(node: Node) -> str:

@@ -145,7 +145,7 @@ class Operator:
         self.indexes: tuple[Mapping[Any, Any], Mapping[Any, Any]] = {}, {}
         """kopf's indexes of task pods and namespaces; `filled`: kopf ran a handler (after them)."""
         self.cluster_indexes: tuple[Mapping[Any, Any], Mapping[Any, Any]] = {}, {}
-        """kopf's indexes of nodes and of the pods not ended (the node pools' room)."""
+        """kopf's indexes of nodes and of pods (the node pools' room)."""
         self.filled = asyncio.Event()
         self.metrics.leader.set(0 if settings.leader_election else 1)
 
@@ -535,7 +535,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     def namespaces(name: str, body: kopf.Body, **_: Any) -> Any:
         return {name: body}
 
-    # -- the nodes and every pod not ended: the room of the pools that follow the nodes (an
+    # -- the nodes and every pod: the room of the pools that follow the nodes (an
     # ExecutorPool's nodeSelector), told to them as it changes; a released pod left pending
 
     @kopf.index("v1", "nodes", registry=registry, id="cluster_nodes")
@@ -544,8 +544,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
 
     @kopf.index("v1", "pods", registry=registry, id="live_pods")
     def live_pods(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> Any:
-        ended = body.get("status", {}).get("phase") in ("Succeeded", "Failed")
-        return None if ended else {(namespace, name): body}
+        return {(namespace, name): body}  # (an ended one holds nothing: api.nodes.held)
 
     @kopf.on.event("v1", "nodes", registry=registry, id="node-events")
     async def node_event(**_: Any) -> None:

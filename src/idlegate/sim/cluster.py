@@ -225,7 +225,8 @@ class Cluster(PoolResources):
         job = stage.job
         stage.finished += 1
         job.remaining_work -= stage.duration
-        if stage.launched < stage.available and not self.beyond:
+        more = stage.launched < stage.available and not self.beyond
+        if more and (stage.need is None or self._goes_on(stage.need)):  # (nodes: room now?)
             stage.launched += 1
             job.unlaunched -= 1
             self._task_start[executor] = now

@@ -8,10 +8,12 @@ counts beyond pods (pods are the cluster's executors) and each stage's `Need`.
 A pool may also have *nodes* (`set_capacity`: the operator's pool that follows the
 cluster's nodes): then a task starts only where it also fits one node's free amounts and
 pods, as the kube-scheduler's NodeResourcesFit filter would find it room, and a task
-started takes its room on the first node it fits (first fit). The driver tells the nodes'
-free amounts again before its next round (what ran there, wherever the kube-scheduler
-put it); until then a task that ends gives its room back to the totals only, so the
-per-node rule errs on the side of what surely fits.
+started takes its room on the node the kube-scheduler's default scoring would put it on
+(`idlegate.sim.resources.least_allocated`; on the simulator's nodes, `FixedNodes`, the
+first it fits). The driver tells the nodes' free amounts again before its next round (what
+ran there, wherever the kube-scheduler put it); until then a task that ends gives its room
+back to the totals only, so the per-node rule errs on the side of what surely fits, and an
+executor goes on with its stage's next task only where a node has room for it now.
 """
 
 from __future__ import annotations
@@ -21,7 +23,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from idlegate.errors import DemandTooLargeError, IdlegateError
 from idlegate.sim.dag import Dag
 from idlegate.sim.protocol import Job, Need, Stage
-from idlegate.sim.resources import MILLI, ResourceVector
+from idlegate.sim.resources import MILLI, ResourceVector, least_allocated
+
+SCORED = ("cpu", "memory")
+"""The resources whose free share places a task on a node (LeastAllocated's)."""
 
 
 class FixedNodes:
@@ -72,6 +77,10 @@ class PoolResources:
         self.follows_nodes = False
         """The capacity is the nodes' (`set_capacity`): it comes and goes, so a stage
         larger than it now is not refused on arrival."""
+        self._alloc: list[list[int]] = []
+        """Each told node's allocatable, as `_nodes` (where `least_allocated` puts a task)."""
+        self._scored = tuple(i for i, n in enumerate(self.resource_names) if n in SCORED)
+        """Where cpu and memory are in `resource_names` (what places a task on a node)."""
         self._fixed: FixedNodes | None = None
         """The simulator's nodes (`nodes`; None: none)."""
         if nodes:
@@ -81,12 +90,16 @@ class PoolResources:
             self._fixed = FixedNodes(capacity, ", ".join(sorted({n.format() for n in nodes})))
 
     def set_capacity(
-        self, capacity: ResourceVector, nodes: Sequence[ResourceVector] | None = None
+        self,
+        capacity: ResourceVector,
+        nodes: Sequence[ResourceVector] | None = None,
+        allocatable: Sequence[ResourceVector] = (),
     ) -> bool:
         """The pool's capacity of its resources beyond pods is now `capacity` (the free
         amounts move by the change; the executors stay), and, with `nodes`, each node's
-        free amounts (pods included) are these, in the same order of nodes each time. True
-        if anything has more room than before."""
+        free amounts (pods included) are these, in the same order of nodes each time, of
+        its `allocatable` (where a task goes: `least_allocated`). True if anything has
+        more room than before."""
         names = self.resource_names
         grew = any(capacity[n] > self.capacity[n] for n in names)
         for i, name in enumerate(names):
@@ -103,6 +116,8 @@ class PoolResources:
             )
             grew = grew or len(new) > len(old) or any(more)
             self._nodes[:] = new  # (in place: the stages' needs read this list)
+            self._alloc = [[a[n] for n in names] + [a["pods"]] for a in allocatable]
+            self._alloc += [[1] * (len(names) + 1)] * (len(new) - len(self._alloc))
         return grew
 
     @property
@@ -176,10 +191,9 @@ class PoolResources:
             free[i] += n * tasks
         nodes, node_of = self._nodes, None if self._fixed is None else self._fixed.where
         for k in range(-tasks if nodes else 0):
-            at = next((i for i, node in enumerate(nodes) if need.on(node)), None)
+            at = self._placed(need)
             if at is None:  # (a restored task: it runs somewhere the nodes told)
                 continue
-            _on_node(nodes[at], need.amounts, -1)
             if node_of is not None and k < len(executors):
                 node_of[executors[k]] = at
         if node_of is not None and tasks > 0:
@@ -188,11 +202,30 @@ class PoolResources:
                 if at is not None:
                     _on_node(nodes[at], need.amounts, 1)
 
+    def _placed(self, need: Need) -> int | None:
+        """Take a task's room on the node it goes to (the module header), and say which;
+        None if it fits none."""
+        nodes = self._nodes
+        if self._alloc:
+            at = least_allocated((*need.amounts, MILLI), nodes, self._alloc, self._scored)
+        else:
+            at = next((i for i, node in enumerate(nodes) if need.on(node)), None)
+        if at is not None:
+            _on_node(nodes[at], need.amounts, -1)
+        return at
+
+    def _goes_on(self, need: Need) -> bool:
+        """A task of `need` may follow one that ended on its executor: always without
+        nodes, or on the simulator's (it takes the room the ended one held there), on told
+        nodes where it fits one now (the ended one's room comes back when they are told)."""
+        return not self._nodes or self._fixed is not None or self._placed(need) is not None
+
     def _fork_resources(self, twin: PoolResources) -> None:
         """Give `twin` (a fork) a copy of the pool's resources, its stages' needs reading them."""
         twin.capacity, twin.resource_names = self.capacity, self.resource_names
         twin._free_r, twin._held = list(self._free_r), list(self._held)
         twin._nodes, twin.follows_nodes = [list(n) for n in self._nodes], self.follows_nodes
+        twin._alloc, twin._scored = self._alloc, self._scored
         fixed = self._fixed
         twin._fixed = None if fixed is None else FixedNodes(fixed.capacity, fixed.text, fixed.where)
 

@@ -12,6 +12,11 @@ Pure (no kubernetes import); what the kube-scheduler does, restated:
   ``pods``, ``nvidia.com/gpu`` …) to quantities. A resource it does not name is 0. CPU
   is counted in milli-units and every other resource in whole units, rounded up, as the
   kube-scheduler counts them (``MilliValue`` for CPU, ``Value`` for the others).
+* A pod fits a node (NodeResourcesFit) where each of its requests, and one of the node's
+  ``pods``, is at most what the node has free; of the nodes it fits, the default scoring
+  (LeastAllocated, `least_allocated`) puts it on the one left with the largest share of
+  its CPU and memory free, the mean of the two (ties: the first node, where the
+  kube-scheduler picks one at random).
 * A pod's *effective request* (`pod_request`) is what the kube-scheduler fits on a node:
   the sum of its containers' requests, at least the request of each init container (with
   the sidecars, init containers with ``restartPolicy: Always``, started before it
@@ -24,7 +29,7 @@ Pure (no kubernetes import); what the kube-scheduler does, restated:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -355,3 +360,23 @@ def pod_request(pod_spec: Mapping[str, Any], where: str = "spec") -> ResourceVec
         own = _container_request({"resources": pod_level}, where)
         total = ResourceVector({**dict(total.items()), **dict(own.items())})
     return total + ResourceVector.of(pod_spec.get("overhead"), f"{where}.overhead")
+
+
+def least_allocated(
+    need: Sequence[int],
+    free: Sequence[Sequence[int]],
+    allocatable: Sequence[Sequence[int]],
+    scored: Sequence[int],
+) -> int | None:
+    """The node a pod asking `need` goes to (the module header's LeastAllocated): the index
+    in `free` (each node's free amounts, in `need`'s order) of the fitting node with the
+    largest mean share of its `allocatable` left free over the positions `scored` (cpu,
+    memory), the first of equals; None if it fits none."""
+    best, best_score = None, -1.0
+    for i, (node, total) in enumerate(zip(free, allocatable, strict=True)):
+        if any(f < n for f, n in zip(node, need, strict=True)):
+            continue
+        score = sum((node[k] - need[k]) / total[k] for k in scored if total[k] > 0)
+        if score > best_score:
+            best, best_score = i, score
+    return best

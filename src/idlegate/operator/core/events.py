@@ -157,10 +157,12 @@ class Schedule:
 @dataclass(frozen=True, slots=True)
 class Capacity:
     """The pool's nodes have this room now (a pool that follows the cluster's nodes):
-    its capacity beyond pods, and each node's free amounts (`PoolResources.set_capacity`)."""
+    its capacity beyond pods, each node's free amounts and allocatable
+    (`PoolResources.set_capacity`)."""
 
     capacity: ResourceVector
     nodes: tuple[ResourceVector, ...]
+    allocatable: tuple[ResourceVector, ...] = ()
 
 
 Event = (

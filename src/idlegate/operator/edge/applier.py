@@ -78,6 +78,7 @@ from idlegate.operator.core.intents import (
 from idlegate.operator.edge.kube import ApiError, KubeApi, WriteGate
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
+from idlegate.sim.resources import ResourceVector
 
 log = logging.getLogger(__name__)
 
@@ -375,9 +376,10 @@ class Applier:
         self._status: dict[tuple[str, str], _StatusLane] = {}
         self._freeing: dict[tuple[str, str], set[asyncio.Event]] = {}
         """Per workflow, the deletions not ended yet of pods whose executors were given back."""
-        self.releasing: set[tuple[str, str]] = set()
-        """(namespace, name) of the pods released (a gate removal, a pod created released)
-        that a read of the pods may show gated still (`edge.nodes`: they take room)."""
+        self.releasing: dict[tuple[str, str], ResourceVector | None] = {}
+        """(namespace, name) of the pods released that a read of the pods may show gated
+        still, or not at all, with what they request if known (`edge.nodes`: they take
+        room)."""
 
     def apply(self, intents: Iterable[Intent]) -> None:
         """Queue `intents`, in order (each behind the earlier writes of its lane); none while this
@@ -425,7 +427,8 @@ class Applier:
             after = self._after(intent.owner, intent.after_status)
         elif isinstance(intent, RemoveGate):
             run, priority = (lambda k: self._release(k, intent)), Priority.RUN
-            self.releasing.add((intent.owner.namespace, intent.name))
+            demand = intent.spec.demand if intent.spec is not None else None
+            self.releasing[(intent.owner.namespace, intent.name)] = demand
             # (the executor it hands out may be one of a pod whose deletion was asked before)
             freeing = [e for events in self._freeing.values() for e in events]
             after = (*self._after(intent.owner, intent.after_status), *freeing)

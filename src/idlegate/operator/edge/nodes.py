@@ -14,14 +14,17 @@ from idlegate.api.task_pods import Owner
 from idlegate.operator.core.events import Capacity
 from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.metrics import Metrics
+from idlegate.sim.resources import ResourceVector
 
 
 class NodeWatch:
-    """kopf's index of Nodes (`nodes`, by name) and of the pods not ended (`pods`, by
-    namespace and name), filled by kopf; `releasing`: the applier's pods released that the
-    index may show gated still."""
+    """kopf's index of Nodes (`nodes`, by name) and of pods (`pods`, by namespace and
+    name), filled by kopf; `releasing`: the applier's pods released that the index may
+    show gated still."""
 
-    def __init__(self, metrics: Metrics, releasing: set[tuple[str, str]]) -> None:
+    def __init__(
+        self, metrics: Metrics, releasing: dict[tuple[str, str], ResourceVector | None]
+    ) -> None:
         self.nodes: Mapping[Any, Any] = {}
         self.pods: Mapping[Any, Any] = {}
         self.metrics, self.releasing = metrics, releasing
@@ -35,15 +38,16 @@ class NodeWatch:
         """The room on the nodes `selector` selects, now."""
         pods = [body for found in list(self.pods.values()) for body in found]
         for key in list(self.releasing):  # (its release shows now: no need to remember it)
-            found = self.pods.get(key)
-            if found and not any(g.get("name") == GATE for g in _gates(found[0])):
-                self.releasing.discard(key)
+            found = next(iter(self.pods.get(key) or ()), None)  # (kopf's: a Store, iterable)
+            if found is not None and not any(g.get("name") == GATE for g in _gates(found)):
+                del self.releasing[key]
         return room(self._nodes(), pods, selector, self.releasing)
 
     def capacity(self, selector: LabelSelector | None) -> Capacity:
         """What a pool on the nodes `selector` selects is told (`Core.handle`)."""
         now = self.room(selector)
-        return Capacity(now.capacity, tuple(free for _, free in now.free))
+        nodes = tuple(free for _, free in now.free)
+        return Capacity(now.capacity, nodes, tuple(now.allocatable))
 
     def counted(self, selector: LabelSelector | None) -> tuple[str, ...]:
         """The resources a pool on those nodes counts (`idlegate.api.nodes.counted`)."""
