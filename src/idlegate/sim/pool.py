@@ -74,13 +74,10 @@ class PoolResources:
         self._nodes: list[list[int]] = []
         """Each node's free milli-units of `resource_names`, then of pods (`set_capacity`;
         empty: no nodes), the lists the stages' `Need` read."""
-        self.follows_nodes = False
-        """The capacity is the nodes' (`set_capacity`): it comes and goes, so a stage
-        larger than it now is not refused on arrival."""
-        self._alloc: list[list[int]] = []
-        """Each told node's allocatable, as `_nodes` (where `least_allocated` puts a task)."""
-        self._scored = tuple(i for i, n in enumerate(self.resource_names) if n in SCORED)
-        """Where cpu and memory are in `resource_names` (what places a task on a node)."""
+        self._told: tuple[list[list[int]], tuple[int, ...]] | None = None
+        """Nodes a driver tells (`set_capacity`): each one's allocatable, as `_nodes`, and
+        where cpu and memory are in `resource_names` (`least_allocated` places a task);
+        None: none (one attribute: a Cluster's instance keys stay few, for speed)."""
         self._fixed: FixedNodes | None = None
         """The simulator's nodes (`nodes`; None: none)."""
         if nodes:
@@ -88,6 +85,12 @@ class PoolResources:
             capacity = [[n[r] for r in names] + [n["pods"]] for n in nodes]
             self._nodes[:] = [list(n) for n in capacity]
             self._fixed = FixedNodes(capacity, ", ".join(sorted({n.format() for n in nodes})))
+
+    @property
+    def follows_nodes(self) -> bool:
+        """The capacity is the nodes' (`set_capacity`): it comes and goes, so a stage
+        larger than it now is not refused on arrival."""
+        return self._told is not None
 
     def set_capacity(
         self,
@@ -108,7 +111,6 @@ class PoolResources:
             {**capacity.restricted(names), "pods": self.capacity["pods"]}
         )
         if nodes is not None:
-            self.follows_nodes = True
             new = [[node[n] for n in names] + [node["pods"]] for node in nodes]
             old = self._nodes  # (the driver names its nodes in one order each time)
             more = (
@@ -116,8 +118,9 @@ class PoolResources:
             )
             grew = grew or len(new) > len(old) or any(more)
             self._nodes[:] = new  # (in place: the stages' needs read this list)
-            self._alloc = [[a[n] for n in names] + [a["pods"]] for a in allocatable]
-            self._alloc += [[1] * (len(names) + 1)] * (len(new) - len(self._alloc))
+            alloc = [[a[n] for n in names] + [a["pods"]] for a in allocatable]
+            alloc += [[1] * (len(names) + 1)] * (len(new) - len(alloc))
+            self._told = alloc, tuple(i for i, n in enumerate(names) if n in SCORED)
         return grew
 
     @property
@@ -205,9 +208,9 @@ class PoolResources:
     def _placed(self, need: Need) -> int | None:
         """Take a task's room on the node it goes to (the module header), and say which;
         None if it fits none."""
-        nodes = self._nodes
-        if self._alloc:
-            at = least_allocated((*need.amounts, MILLI), nodes, self._alloc, self._scored)
+        nodes, told = self._nodes, self._told
+        if told is not None:
+            at = least_allocated((*need.amounts, MILLI), nodes, *told)
         else:
             at = next((i for i, node in enumerate(nodes) if need.on(node)), None)
         if at is not None:
@@ -224,8 +227,7 @@ class PoolResources:
         """Give `twin` (a fork) a copy of the pool's resources, its stages' needs reading them."""
         twin.capacity, twin.resource_names = self.capacity, self.resource_names
         twin._free_r, twin._held = list(self._free_r), list(self._held)
-        twin._nodes, twin.follows_nodes = [list(n) for n in self._nodes], self.follows_nodes
-        twin._alloc, twin._scored = self._alloc, self._scored
+        twin._nodes, twin._told = [list(n) for n in self._nodes], self._told
         fixed = self._fixed
         twin._fixed = None if fixed is None else FixedNodes(fixed.capacity, fixed.text, fixed.where)
 
