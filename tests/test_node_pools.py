@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from idlegate.api.labels import ANNOTATION_EXECUTOR
+from idlegate.api.labels import ANNOTATION_EXECUTOR, HOSTNAME
 from idlegate.api.nodes import read_node, room
 from idlegate.api.pool_spec import ExecutorPoolSpec, LabelSelector
 from idlegate.sim.cluster import Cluster
@@ -148,10 +148,10 @@ def test_room_counts_ready_selected_nodes_less_what_runs_there():
     assert [p["metadata"]["name"] for p in found.short] == ["stuck"]
     # a gate removal under way: the pod read still has its gate, but it takes room
     gated = pod("releasing", "1", spec={"schedulingGates": [{"name": "idlegate.io/release"}]})
-    later = room(nodes, [gated], selector, releasing={("other", "releasing"): None})
+    later = room(nodes, [gated], selector, releasing={("other", "releasing"): (None, None)})
     assert dict(later.free)["b"] == R("cpu=7,memory=16Gi,pods=109")
     # one created released, not read yet: its request, as the release knew it
-    unread = room(nodes, [], selector, releasing={("other", "new"): R("cpu=2")})
+    unread = room(nodes, [], selector, releasing={("other", "new"): (R("cpu=2"), None)})
     assert dict(unread.free)["b"] == R("cpu=6,memory=16Gi,pods=109")
 
 
@@ -210,8 +210,10 @@ async def test_a_node_pool_releases_what_fits_a_node_and_follows_the_pods(monkey
     await h.settle()
     bridge = h.pools.bridges["batch"]
     assert bridge.status()["usage"]["cpu"] == "4/4"  # 6 allocatable less 2 of others'
-    # 4 CPUs free hold 2 tasks of 2, and each node (2 free) holds one
+    # 4 CPUs free hold 2 tasks of 2, and each node (2 free) holds one, pinned to it
     assert len(h.released("w")) == 2
+    pins = [h.kube.pods[("default", n)]["spec"]["nodeSelector"] for n in h.released("w")]
+    assert sorted(p[HOSTNAME] for p in pins) == ["a", "b"]
     live.extra = {}  # the others' pods ended: 2 CPUs free in all, but 1 on each node
     h.pools.nodes_changed()
     await h.settle()
@@ -283,3 +285,37 @@ async def test_the_default_pool_follows_its_nodes_with_pool_nodes(monkeypatch):
     assert h.bridge.status()["usage"] == {"cpu": "4/4", "memory": "0/16Gi"}
     await h.run_to_completion()
     assert h.kube.status("w")["phase"] == "Succeeded"
+
+
+def test_a_released_pod_is_pinned_to_the_node_its_pool_placed_it_on():
+    from idlegate.api.task_pods import release_patch
+
+    cluster = Cluster(10, resources=R("cpu=1m"))
+    free = (R("cpu=2,pods=110"), R("cpu=8,pods=110"))
+    cluster.set_capacity(R("cpu=10"), free, free, hosts=("small", "big"))
+    job = _job(cluster, 1, "2")
+    (launch,) = cluster.apply(Decision(job.stages[0], 1), 0.0)
+    assert cluster.host_of(launch.executor) == "big"
+    gated = {"metadata": {}, "spec": {"schedulingGates": [{"name": "idlegate.io/release"}]}}
+    ops = release_patch(gated, 0, "big")
+    assert {"op": "add", "path": "/spec/nodeSelector", "value": {HOSTNAME: "big"}} in ops
+    beside = {**gated, "spec": {**gated["spec"], "nodeSelector": {"disk": "ssd"}}}
+    ops = release_patch(beside, 0, "big")
+    assert {
+        "op": "add",
+        "path": "/spec/nodeSelector/kubernetes.io~1hostname",
+        "value": "big",
+    } in ops
+    own = {**gated, "spec": {**gated["spec"], "nodeSelector": {HOSTNAME: "mine"}}}
+    assert not [op for op in release_patch(own, 0, "big") if "nodeSelector" in op["path"]]
+    # the room counts a pinned pod not bound yet on its node, fitting or not
+    nodes = [read_node(node("a", cpu="4")), read_node(node("b", cpu="4"))]
+    pinned = pod("p", "3", mine=True, spec={"nodeSelector": {HOSTNAME: "b"}})
+    found = room(
+        nodes,
+        [pinned, pod("q", "3", mine=True, spec={"nodeSelector": {HOSTNAME: "b"}})],
+        LabelSelector(),
+    )
+    assert dict(found.free)["b"]["cpu"] == -2000 and [
+        p["metadata"]["name"] for p in found.short
+    ] == ["q"]

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from idlegate.api.labels import ANNOTATION_EXECUTOR
+from idlegate.api.labels import ANNOTATION_EXECUTOR, HOSTNAME
 from idlegate.api.pool_spec import LabelSelector, selects
 from idlegate.errors import IdlegateError
 from idlegate.sim.pool import SCORED
@@ -45,6 +45,11 @@ class Node:
     allocatable: ResourceVector
     usable: bool
     """Ready and not cordoned: the kube-scheduler places pods on it."""
+
+    @property
+    def host(self) -> str:
+        """Its ``kubernetes.io/hostname`` label (a pod's nodeSelector pins it here)."""
+        return self.labels.get(HOSTNAME, self.name)
 
 
 def read_node(body: Mapping[str, Any]) -> Node:
@@ -96,18 +101,25 @@ class Room:
     """Released pods not bound yet that fit no node's free allocatable."""
     allocatable: list[ResourceVector] = field(default_factory=list)
     """Each of those nodes' allocatable, in the order of `free`."""
+    hosts: list[str] = field(default_factory=list)
+    """Each of those nodes' host name (`Node.host`), in the order of `free`."""
+
+
+Releasing = tuple[ResourceVector | None, str | None]
+"""A pod released but maybe not read so: what it requests (None: not known) and the host it
+is pinned to (None: none)."""
 
 
 def room(
     nodes: Iterable[Node],
     pods: Iterable[Mapping[str, Any]],
     selector: LabelSelector | None,
-    releasing: Mapping[tuple[str, str], ResourceVector | None] | None = None,
+    releasing: Mapping[tuple[str, str], Releasing] | None = None,
 ) -> Room:
     """The room on the usable `nodes` that `selector` selects, given every pod (bound
     anywhere, or not bound); `releasing`: (namespace, name) of pods whose gate removal is
-    under way, counted as released although the pod read still has its gate, and, with
-    their request, those not read yet at all (created and released at once)."""
+    under way, counted as released although the pod read still has its gate (and on the
+    node it is pinned to), and, with their request, those not read yet at all."""
     releasing = releasing or {}
     seen: set[tuple[str, str]] = set()
     chosen = sorted((n for n in nodes if n.usable and selects(selector, n.labels)), key=_name)
@@ -128,16 +140,25 @@ def room(
             free[node] = free[node] - hold
             foreign = foreign if mine else foreign + hold
         elif not node and mine:
-            unbound.append((pod, hold))
-    for (namespace, name), ask in releasing.items():
+            unbound.append((pod, hold, _pinned(pod) or releasing.get(key, (None, None))[1]))
+    for (namespace, name), (ask, host) in releasing.items():
         if (namespace, name) not in seen and ask is not None:
-            unbound.append(({"metadata": {"namespace": namespace, "name": name}}, ask + ONE_POD))
+            meta = {"metadata": {"namespace": namespace, "name": name}}
+            unbound.append((meta, ask + ONE_POD, host))
     short = []
-    names = sorted({k for n in chosen for k in n.allocatable} | {k for _, h in unbound for k in h})
+    names = sorted({k for n in chosen for k in n.allocatable} | {k for u in unbound for k in u[1]})
     scored = [i for i, k in enumerate(names) if k in SCORED]
     totals = [[n.allocatable[k] for k in names] for n in chosen]
-    # (in the kube-scheduler's order, older first; where its scoring puts each)
-    for pod, hold in sorted(unbound, key=lambda p: _created(p[0])):
+    hosts = [n.host for n in chosen]
+    # (in the kube-scheduler's order, older first: on its pinned node, else where its
+    # scoring puts each)
+    for pod, hold, host in sorted(unbound, key=lambda p: _created(p[0])):
+        if host in hosts:  # (it goes there, or waits there for room)
+            name = chosen[hosts.index(host)].name
+            fits, free[name] = hold.fits(free[name]), free[name] - hold
+            if not fits:
+                short.append(pod)
+            continue
         frees = [[free[n.name][k] for k in names] for n in chosen]
         at = least_allocated([hold[k] for k in names], frees, totals, scored)
         if at is None:
@@ -148,7 +169,13 @@ def room(
     for n in chosen:
         total = total + n.allocatable
     capacity = ResourceVector({k: max(0, v) for k, v in (total - foreign).items()})
-    return Room(capacity, list(free.items()), short, [n.allocatable for n in chosen])
+    return Room(capacity, list(free.items()), short, [n.allocatable for n in chosen], hosts)
+
+
+def _pinned(pod: Mapping[str, Any]) -> str | None:
+    """The host `pod`'s nodeSelector pins it to, if any."""
+    selector = (pod.get("spec") or {}).get("nodeSelector") or {}
+    return selector.get(HOSTNAME)
 
 
 def _created(pod: Mapping[str, Any]) -> tuple[str, str]:

@@ -23,6 +23,7 @@ from idlegate.api.labels import (
     ANNOTATION_EXECUTOR,
     DEFAULT_SERVICE_ACCOUNT,
     GATE,
+    HOSTNAME,
     LABEL_STAGE,
     LABEL_TASK,
     LABEL_WORKFLOW,
@@ -186,11 +187,16 @@ def _fill_spec(spec: dict[str, Any], env: dict[str, str], gated: bool) -> None:
         spec.pop("schedulingGates", None)
 
 
-def release_patch(pod: Mapping[str, Any], executor: int | None) -> list[dict[str, Any]] | None:
+def release_patch(
+    pod: Mapping[str, Any], executor: int | None, host: str | None = None
+) -> list[dict[str, Any]] | None:
     """The JSON patch releasing `pod` onto `executor` (None: unscheduled, no slot recorded),
     or None if it carries no gate of ours. It removes only our entry of
     ``spec.schedulingGates``; a ``test`` op guards its index, so a concurrent change of the
-    gates makes the patch fail (422) instead of removing someone else's gate."""
+    gates makes the patch fail (422) instead of removing someone else's gate. With `host`
+    it pins the pod to that node (a ``kubernetes.io/hostname`` nodeSelector, which the API
+    server lets a gated pod gain, as Kueue's topology-aware scheduling does), unless its
+    nodeSelector names a host already."""
     gates = (pod.get("spec") or {}).get("schedulingGates") or []
     index = next((i for i, g in enumerate(gates) if g.get("name") == GATE), None)
     if index is None:
@@ -200,6 +206,12 @@ def release_patch(pod: Mapping[str, Any], executor: int | None) -> list[dict[str
         if not (pod.get("metadata") or {}).get("annotations"):
             ops.append({"op": "add", "path": "/metadata/annotations", "value": {}})
         ops.append({"op": "add", "path": EXECUTOR_PATH, "value": str(executor)})
+    selector = (pod.get("spec") or {}).get("nodeSelector")
+    if host is not None and not (selector or {}).get(HOSTNAME):
+        path, value = ("/spec/nodeSelector", {HOSTNAME: host})
+        if selector:
+            path, value = "/spec/nodeSelector/" + HOSTNAME.replace("/", "~1"), host
+        ops.append({"op": "add", "path": path, "value": value})
     ops += [
         {"op": "test", "path": f"/spec/schedulingGates/{index}/name", "value": GATE},
         {"op": "remove", "path": f"/spec/schedulingGates/{index}"},

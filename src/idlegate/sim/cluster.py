@@ -226,7 +226,7 @@ class Cluster(PoolResources):
         stage.finished += 1
         job.remaining_work -= stage.duration
         more = stage.launched < stage.available and not self.beyond
-        if more and (stage.need is None or self._goes_on(stage.need)):  # (nodes: room now?)
+        if more and (stage.need is None or self._goes_on(stage.need, executor)):
             stage.launched += 1
             job.unlaunched -= 1
             self._task_start[executor] = now

@@ -74,10 +74,9 @@ class PoolResources:
         self._nodes: list[list[int]] = []
         """Each node's free milli-units of `resource_names`, then of pods (`set_capacity`;
         empty: no nodes), the lists the stages' `Need` read."""
-        self._told: tuple[list[list[int]], tuple[int, ...]] | None = None
-        """Nodes a driver tells (`set_capacity`): each one's allocatable, as `_nodes`, and
-        where cpu and memory are in `resource_names` (`least_allocated` places a task);
-        None: none (one attribute: a Cluster's instance keys stay few, for speed)."""
+        self._told: _Told | None = None
+        """Nodes a driver tells (`set_capacity`; None: none), one attribute: a Cluster's
+        instance keys stay few, for speed."""
         self._fixed: FixedNodes | None = None
         """The simulator's nodes (`nodes`; None: none)."""
         if nodes:
@@ -97,12 +96,13 @@ class PoolResources:
         capacity: ResourceVector,
         nodes: Sequence[ResourceVector] | None = None,
         allocatable: Sequence[ResourceVector] = (),
+        hosts: Sequence[str] = (),
     ) -> bool:
         """The pool's capacity of its resources beyond pods is now `capacity` (the free
         amounts move by the change; the executors stay), and, with `nodes`, each node's
         free amounts (pods included) are these, in the same order of nodes each time, of
-        its `allocatable` (where a task goes: `least_allocated`). True if anything has
-        more room than before."""
+        its `allocatable` (where a task goes: `least_allocated`), named `hosts` (`host_of`).
+        True if anything has more room than before."""
         names = self.resource_names
         grew = any(capacity[n] > self.capacity[n] for n in names)
         for i, name in enumerate(names):
@@ -120,7 +120,9 @@ class PoolResources:
             self._nodes[:] = new  # (in place: the stages' needs read this list)
             alloc = [[a[n] for n in names] + [a["pods"]] for a in allocatable]
             alloc += [[1] * (len(names) + 1)] * (len(new) - len(alloc))
-            self._told = alloc, tuple(i for i, n in enumerate(names) if n in SCORED)
+            scored = tuple(i for i, n in enumerate(names) if n in SCORED)
+            where = {} if self._told is None else self._told.where
+            self._told = _Told(alloc, scored, list(hosts), where)
         return grew
 
     @property
@@ -199,6 +201,8 @@ class PoolResources:
                 continue
             if node_of is not None and k < len(executors):
                 node_of[executors[k]] = at
+            elif self._told is not None and k < len(executors):
+                self._told.went(executors[k], at)
         if node_of is not None and tasks > 0:
             for executor in executors:
                 at = node_of.pop(executor, None)
@@ -210,26 +214,58 @@ class PoolResources:
         None if it fits none."""
         nodes, told = self._nodes, self._told
         if told is not None:
-            at = least_allocated((*need.amounts, MILLI), nodes, *told)
+            at = least_allocated((*need.amounts, MILLI), nodes, told.alloc, told.scored)
         else:
             at = next((i for i, node in enumerate(nodes) if need.on(node)), None)
         if at is not None:
             _on_node(nodes[at], need.amounts, -1)
         return at
 
-    def _goes_on(self, need: Need) -> bool:
-        """A task of `need` may follow one that ended on its executor: always without
-        nodes, or on the simulator's (it takes the room the ended one held there), on told
-        nodes where it fits one now (the ended one's room comes back when they are told)."""
-        return not self._nodes or self._fixed is not None or self._placed(need) is not None
+    def _goes_on(self, need: Need, executor: int) -> bool:
+        """A task of `need` may follow one that ended on `executor`: always without nodes,
+        or on the simulator's (it takes the room the ended one held there), on told nodes
+        where it fits one now (the ended one's room comes back when they are told)."""
+        if not self._nodes or self._fixed is not None:
+            return True
+        at = self._placed(need)
+        if at is not None and self._told is not None:
+            self._told.went(executor, at)
+        return at is not None
+
+    def host_of(self, executor: int) -> str | None:
+        """The told node (its host name) the task `executor` started last was placed on,
+        if any: where the driver may pin its pod."""
+        return None if self._told is None else self._told.where.get(executor)
 
     def _fork_resources(self, twin: PoolResources) -> None:
         """Give `twin` (a fork) a copy of the pool's resources, its stages' needs reading them."""
         twin.capacity, twin.resource_names = self.capacity, self.resource_names
         twin._free_r, twin._held = list(self._free_r), list(self._held)
-        twin._nodes, twin._told = [list(n) for n in self._nodes], self._told
+        twin._nodes, told = [list(n) for n in self._nodes], self._told
+        twin._told = None if told is None else _Told(told.alloc, told.scored, told.hosts, {})
         fixed = self._fixed
         twin._fixed = None if fixed is None else FixedNodes(fixed.capacity, fixed.text, fixed.where)
+
+
+class _Told:
+    """Nodes a driver tells: each one's allocatable (as `PoolResources._nodes`), where cpu
+    and memory are in the pool's resources, each one's host name, and the host the task
+    each executor started last went to."""
+
+    __slots__ = ("alloc", "hosts", "scored", "where")
+
+    def __init__(
+        self,
+        alloc: list[list[int]],
+        scored: tuple[int, ...],
+        hosts: list[str],
+        where: dict[int, str],
+    ) -> None:
+        self.alloc, self.scored, self.hosts, self.where = alloc, scored, hosts, where
+
+    def went(self, executor: int, at: int) -> None:
+        if at < len(self.hosts):
+            self.where[executor] = self.hosts[at]
 
 
 def _on_node(node: list[int], amounts: tuple[int, ...], sign: int) -> None:

@@ -185,7 +185,7 @@ class DagWorkflow(Workflow):
         if started:
             self.phase = Phase.RUNNING
         if had_pod:
-            pool.intents.release_pod(self, track, task)
+            pool.intents.release_pod(self, track, task, pool.cluster.host_of(executor))
         else:
             pool.intents.create_pod(self, track, task, gated=False)
         self.top_up(pool, track)

@@ -190,8 +190,8 @@ class Core(Lifecycle):
             case Schedule(force):
                 self.cluster.needs_schedule |= force
                 self.schedule()
-            case Capacity(capacity, nodes, allocatable):
-                if self.cluster.set_capacity(capacity, nodes, allocatable):  # (room: a round)
+            case Capacity(capacity, nodes, allocatable, hosts):
+                if self.cluster.set_capacity(capacity, nodes, allocatable, hosts):  # (a round)
                     self.cluster.needs_schedule = True
                     self.schedule()
             case Join():

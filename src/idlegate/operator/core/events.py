@@ -157,12 +157,13 @@ class Schedule:
 @dataclass(frozen=True, slots=True)
 class Capacity:
     """The pool's nodes have this room now (a pool that follows the cluster's nodes):
-    its capacity beyond pods, each node's free amounts and allocatable
+    its capacity beyond pods, each node's free amounts, allocatable and host name
     (`PoolResources.set_capacity`)."""
 
     capacity: ResourceVector
     nodes: tuple[ResourceVector, ...]
     allocatable: tuple[ResourceVector, ...] = ()
+    hosts: tuple[str, ...] = ()
 
 
 Event = (

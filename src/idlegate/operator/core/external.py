@@ -488,7 +488,9 @@ class ExternalJob(JobKind):
     def _say(self, pool: Pool, releases: Iterable[Release]) -> None:
         """Remove each paired pod's gate, recording its executor on it."""
         for r in releases:
-            pool.intents.add(RemoveGate(self.owner, r.stage, 0, 0, r.pod, r.executor, None))
+            host = None if r.executor is None else pool.cluster.host_of(r.executor)
+            gate = RemoveGate(self.owner, r.stage, 0, 0, r.pod, r.executor, None, host=host)
+            pool.intents.add(gate)
 
 
 def unscheduled(owner: Owner, pod: str, why: str) -> RemoveGate:

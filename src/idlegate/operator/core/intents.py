@@ -108,6 +108,9 @@ class RemoveGate(_PodWrite):
     """The stage, whose template the pod is made of (None: a pod another controller made)."""
     after_status: bool = False
     """As :attr:`CreatePod.after_status`."""
+    host: str | None = None
+    """The node (its host name) the pool placed it on, where the release pins it (a pool
+    on nodes: `release_patch`); None: wherever the kube-scheduler puts it."""
 
     @property
     def released(self) -> CreatePod:
@@ -300,12 +303,16 @@ class Outbox:
         check = wf.pod_vanished
         self.add(CreatePod(owner, spec.name, index, attempt, name, spec, executor, after, check))
 
-    def release_pod(self, wf: Workflow, track: StageTrack, task: Task) -> None:
-        """Remove the gate of the task's pod, recording its executor on it."""
+    def release_pod(
+        self, wf: Workflow, track: StageTrack, task: Task, host: str | None = None
+    ) -> None:
+        """Remove the gate of the task's pod, recording its executor on it (pinned to the
+        node `host`, if given)."""
         owner, spec, index, attempt = wf.owner, track.spec, task.index, task.attempt
         name = pod_name(owner.name, spec.name, index, attempt)
         after = _unpersisted(wf, track.index)
-        self.add(RemoveGate(owner, spec.name, index, attempt, name, task.executor, spec, after))
+        gate = RemoveGate(owner, spec.name, index, attempt, name, task.executor, spec, after, host)
+        self.add(gate)
 
     def delete_pod(self, owner: Owner, name: str, *, frees: bool = False) -> None:
         self.add(DeletePod(owner, name, frees))

@@ -58,6 +58,7 @@ from enum import IntEnum
 from typing import Any
 
 from idlegate.api.crd import CRON_KIND, KIND
+from idlegate.api.nodes import Releasing
 from idlegate.api.status import FINISHED, clip
 from idlegate.api.task_pods import EXECUTOR_PATH, read_task_pod, release_patch, task_pod
 from idlegate.operator.core.intents import (
@@ -78,7 +79,6 @@ from idlegate.operator.core.intents import (
 from idlegate.operator.edge.kube import ApiError, KubeApi, WriteGate
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
-from idlegate.sim.resources import ResourceVector
 
 log = logging.getLogger(__name__)
 
@@ -376,10 +376,10 @@ class Applier:
         self._status: dict[tuple[str, str], _StatusLane] = {}
         self._freeing: dict[tuple[str, str], set[asyncio.Event]] = {}
         """Per workflow, the deletions not ended yet of pods whose executors were given back."""
-        self.releasing: dict[tuple[str, str], ResourceVector | None] = {}
+        self.releasing: dict[tuple[str, str], Releasing] = {}
         """(namespace, name) of the pods released that a read of the pods may show gated
-        still, or not at all, with what they request if known (`edge.nodes`: they take
-        room)."""
+        still, or not at all, with what they request if known and the node they are pinned
+        to (`edge.nodes`: they take room)."""
 
     def apply(self, intents: Iterable[Intent]) -> None:
         """Queue `intents`, in order (each behind the earlier writes of its lane); none while this
@@ -428,7 +428,7 @@ class Applier:
         elif isinstance(intent, RemoveGate):
             run, priority = (lambda k: self._release(k, intent)), Priority.RUN
             demand = intent.spec.demand if intent.spec is not None else None
-            self.releasing[(intent.owner.namespace, intent.name)] = demand
+            self.releasing[(intent.owner.namespace, intent.name)] = demand, intent.host
             # (the executor it hands out may be one of a pod whose deletion was asked before)
             freeing = [e for events in self._freeing.values() for e in events]
             after = (*self._after(intent.owner, intent.after_status), *freeing)
@@ -490,7 +490,7 @@ class Applier:
             return await self._release_argo(kube, intent)
         gated = task_pod(owner, intent.spec, intent.index, intent.attempt, gated=True)
         try:
-            return await self._patch_gate(kube, owner, name, gated, intent.executor)
+            return await self._patch_gate(kube, owner, name, gated, intent.executor, intent.host)
         except ApiError as exc:
             if exc.status == 404:  # it went away: create it released (its workflow there?)
                 create = dataclasses.replace(intent.released, owner_check=True)
@@ -502,7 +502,7 @@ class Applier:
         current = await kube.get_pod(owner.namespace, name)
         info = read_task_pod(current)
         if release_patch(current, intent.executor):
-            return await self._patch_gate(kube, owner, name, current, intent.executor)
+            return await self._patch_gate(kube, owner, name, current, intent.executor, intent.host)
         if info is not None and info.executor == intent.executor:
             if lost:  # a try whose answer was lost removed it
                 self.metrics.gate_removals.inc()
@@ -516,7 +516,7 @@ class Applier:
         for _ in range(3):
             try:
                 pod = await kube.get_pod(namespace, name)
-                ops = release_patch(pod, executor)
+                ops = release_patch(pod, executor, intent.host)
                 if not ops:
                     return pod
                 body = await kube.patch_pod(namespace, name, ops)
@@ -534,9 +534,15 @@ class Applier:
         return None
 
     async def _patch_gate(
-        self, kube: KubeApi, owner: Owner, name: str, pod: Mapping[str, Any], executor: int | None
+        self,
+        kube: KubeApi,
+        owner: Owner,
+        name: str,
+        pod: Mapping[str, Any],
+        executor: int | None,
+        host: str | None = None,
     ) -> dict[str, Any]:
-        ops = release_patch(pod, executor)
+        ops = release_patch(pod, executor, host)
         if not ops:
             raise ApiError(422, "Invalid", f"pod {name} of the operator's making has no gate")
         body = await kube.patch_pod(owner.namespace, name, ops)

@@ -8,13 +8,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from idlegate.api.labels import GATE
-from idlegate.api.nodes import Node, Room, counted, read_node, released, room
+from idlegate.api.nodes import Node, Releasing, Room, counted, read_node, released, room
 from idlegate.api.pool_spec import LabelSelector
 from idlegate.api.task_pods import Owner
 from idlegate.operator.core.events import Capacity
 from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.metrics import Metrics
-from idlegate.sim.resources import ResourceVector
 
 
 class NodeWatch:
@@ -22,9 +21,7 @@ class NodeWatch:
     name), filled by kopf; `releasing`: the applier's pods released that the index may
     show gated still."""
 
-    def __init__(
-        self, metrics: Metrics, releasing: dict[tuple[str, str], ResourceVector | None]
-    ) -> None:
+    def __init__(self, metrics: Metrics, releasing: dict[tuple[str, str], Releasing]) -> None:
         self.nodes: Mapping[Any, Any] = {}
         self.pods: Mapping[Any, Any] = {}
         self.metrics, self.releasing = metrics, releasing
@@ -47,7 +44,7 @@ class NodeWatch:
         """What a pool on the nodes `selector` selects is told (`Core.handle`)."""
         now = self.room(selector)
         nodes = tuple(free for _, free in now.free)
-        return Capacity(now.capacity, nodes, tuple(now.allocatable))
+        return Capacity(now.capacity, nodes, tuple(now.allocatable), tuple(now.hosts))
 
     def counted(self, selector: LabelSelector | None) -> tuple[str, ...]:
         """The resources a pool on those nodes counts (`idlegate.api.nodes.counted`)."""
