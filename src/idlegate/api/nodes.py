@@ -22,7 +22,7 @@ pods too, for the per-node rule of `idlegate.sim.pool`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,36 +115,41 @@ def room(
     pods: Iterable[Mapping[str, Any]],
     selector: LabelSelector | None,
     releasing: Mapping[tuple[str, str], Releasing] | None = None,
+    hold_of: Callable[[Mapping[str, Any]], ResourceVector | None] | None = None,
 ) -> Room:
     """The room on the usable `nodes` that `selector` selects, given every pod (bound
     anywhere, or not bound); `releasing`: (namespace, name) of pods whose gate removal is
     under way, counted as released although the pod read still has its gate (and on the
-    node it is pinned to), and, with their request, those not read yet at all."""
+    node it is pinned to), and, with their request, those not read yet at all; `hold_of`:
+    `held`, or a cache of it."""
+    hold_of = hold_of or held
     releasing = releasing or {}
     seen: set[tuple[str, str]] = set()
     chosen = sorted((n for n in nodes if n.usable and selects(selector, n.labels)), key=_name)
-    free = {n.name: n.allocatable for n in chosen}
-    foreign = ResourceVector()
-    unbound: list[tuple[Mapping[str, Any], ResourceVector]] = []
+    used: dict[str, dict[str, int]] = {n.name: {} for n in chosen}
+    foreign: dict[str, int] = {}
+    unbound: list[tuple[Mapping[str, Any], ResourceVector, str | None]] = []
     for pod in pods:
         meta = pod.get("metadata") or {}
         mine, key = released(pod), (meta.get("namespace", ""), meta.get("name", ""))
         seen.add(key)
         if key in releasing:
             pod, mine = {**pod, "spec": {**(pod.get("spec") or {}), "schedulingGates": []}}, True
-        hold = held(pod)
+        hold = hold_of(pod)
         if hold is None:
             continue
         node = (pod.get("spec") or {}).get("nodeName")
-        if node in free:
-            free[node] = free[node] - hold
-            foreign = foreign if mine else foreign + hold
+        if node in used:  # (sums of plain ints: a vector per pod is slow at 1000s of pods)
+            _add(used[node], hold)
+            if not mine:
+                _add(foreign, hold)
         elif not node and mine:
             unbound.append((pod, hold, _pinned(pod) or releasing.get(key, (None, None))[1]))
     for (namespace, name), (ask, host) in releasing.items():
         if (namespace, name) not in seen and ask is not None:
             meta = {"metadata": {"namespace": namespace, "name": name}}
             unbound.append((meta, ask + ONE_POD, host))
+    free = {n.name: n.allocatable - used[n.name] for n in chosen}
     short = []
     names = sorted({k for n in chosen for k in n.allocatable} | {k for u in unbound for k in u[1]})
     scored = [i for i, k in enumerate(names) if k in SCORED]
@@ -168,8 +173,13 @@ def room(
     total = ResourceVector()
     for n in chosen:
         total = total + n.allocatable
-    capacity = ResourceVector({k: max(0, v) for k, v in (total - foreign).items()})
+    capacity = ResourceVector({k: max(0, v) for k, v in (total - ResourceVector(foreign)).items()})
     return Room(capacity, list(free.items()), short, [n.allocatable for n in chosen], hosts)
+
+
+def _add(into: dict[str, int], amounts: Mapping[str, int]) -> None:
+    for k, v in amounts.items():
+        into[k] = into.get(k, 0) + v
 
 
 def _pinned(pod: Mapping[str, Any]) -> str | None:

@@ -8,12 +8,22 @@ from collections.abc import Mapping
 from typing import Any
 
 from idlegate.api.labels import GATE
-from idlegate.api.nodes import Node, Releasing, Room, counted, read_node, released, room
+from idlegate.api.nodes import (
+    Node,
+    Releasing,
+    Room,
+    counted,
+    held,
+    read_node,
+    released,
+    room,
+)
 from idlegate.api.pool_spec import LabelSelector
 from idlegate.api.task_pods import Owner
 from idlegate.operator.core.events import Capacity
 from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.metrics import Metrics
+from idlegate.sim.resources import ResourceVector
 
 
 class NodeWatch:
@@ -27,6 +37,8 @@ class NodeWatch:
         self.metrics, self.releasing = metrics, releasing
         self.pending: set[str] = set()
         """The uids of the released pods counted pending (each once)."""
+        self._held: dict[str, tuple[str, ResourceVector | None]] = {}
+        """Each pod's `held` by uid, with the resourceVersion it was read at."""
 
     def _nodes(self) -> list[Node]:
         return [read_node(body) for found in list(self.nodes.values()) for body in found]
@@ -38,7 +50,20 @@ class NodeWatch:
             found = next(iter(self.pods.get(key) or ()), None)  # (kopf's: a Store, iterable)
             if found is not None and not any(g.get("name") == GATE for g in _gates(found)):
                 del self.releasing[key]
-        return room(self._nodes(), pods, selector, self.releasing)
+        seen = self._held
+        self._held = {}
+        return room(self._nodes(), pods, selector, self.releasing, lambda p: self._hold(p, seen))
+
+    def _hold(
+        self, pod: Mapping[str, Any], seen: dict[str, tuple[str, ResourceVector | None]]
+    ) -> ResourceVector | None:
+        """`held(pod)`, read once per version of the pod (a pod's requests are parsed once)."""
+        meta = pod.get("metadata") or {}
+        uid, version = str(meta.get("uid", "")), str(meta.get("resourceVersion", ""))
+        found = seen.get(uid)
+        hold = found[1] if found is not None and found[0] == version and version else held(pod)
+        self._held[uid] = version, hold
+        return hold
 
     def capacity(self, selector: LabelSelector | None) -> Capacity:
         """What a pool on the nodes `selector` selects is told (`Core.handle`)."""
