@@ -319,3 +319,16 @@ def test_a_released_pod_is_pinned_to_the_node_its_pool_placed_it_on():
     assert dict(found.free)["b"]["cpu"] == -2000 and [
         p["metadata"]["name"] for p in found.short
     ] == ["q"]
+
+
+def test_the_watch_reads_a_pod_once_but_counts_a_release_under_way_all_the_same():
+    from tests.operator_fakes import harness
+
+    watch = harness(pool=2).pools.watch
+    watch.nodes = {"a": [node("a", cpu="4")]}
+    gated = pod("g", "1", spec={"schedulingGates": [{"name": "idlegate.io/release"}]})
+    gated["metadata"]["resourceVersion"] = "7"
+    watch.pods = {("other", "g"): [gated]}
+    assert dict(watch.room(LabelSelector()).free)["a"]["cpu"] == 4000  # gated: nothing
+    watch.releasing[("other", "g")] = (None, None)  # its release is under way
+    assert dict(watch.room(LabelSelector()).free)["a"]["cpu"] == 3000

@@ -68,16 +68,23 @@ def read_node(body: Mapping[str, Any]) -> Node:
     return Node(str(meta.get("name", "")), labels, allocatable, ready and not cordoned)
 
 
-def held(pod: Mapping[str, Any]) -> ResourceVector | None:
-    """What `pod` holds on a node (its effective request and one pod), None if it holds
-    nothing: it has ended, or it is gated and unbound."""
+def held(
+    pod: Mapping[str, Any], request: Callable[[Mapping[str, Any]], ResourceVector] | None = None
+) -> ResourceVector | None:
+    """What `pod` holds on a node (its `request`, by default `requested`), None if it
+    holds nothing: it has ended, or it is gated and unbound."""
     spec, status = pod.get("spec") or {}, pod.get("status") or {}
     if status.get("phase") in ENDED:
         return None
     if spec.get("schedulingGates") and not spec.get("nodeName"):
         return None
+    return (request or requested)(pod)
+
+
+def requested(pod: Mapping[str, Any]) -> ResourceVector:
+    """What `pod` takes of a node it runs on: its effective request and one pod."""
     try:
-        return pod_request(spec) + ONE_POD
+        return pod_request(pod.get("spec") or {}) + ONE_POD
     except IdlegateError:  # (a quantity the API server would not have taken)
         return ONE_POD
 
@@ -115,14 +122,13 @@ def room(
     pods: Iterable[Mapping[str, Any]],
     selector: LabelSelector | None,
     releasing: Mapping[tuple[str, str], Releasing] | None = None,
-    hold_of: Callable[[Mapping[str, Any]], ResourceVector | None] | None = None,
+    request: Callable[[Mapping[str, Any]], ResourceVector] | None = None,
 ) -> Room:
     """The room on the usable `nodes` that `selector` selects, given every pod (bound
     anywhere, or not bound); `releasing`: (namespace, name) of pods whose gate removal is
     under way, counted as released although the pod read still has its gate (and on the
-    node it is pinned to), and, with their request, those not read yet at all; `hold_of`:
-    `held`, or a cache of it."""
-    hold_of = hold_of or held
+    node it is pinned to), and, with their request, those not read yet at all; `request`:
+    `requested`, or a cache of it."""
     releasing = releasing or {}
     seen: set[tuple[str, str]] = set()
     chosen = sorted((n for n in nodes if n.usable and selects(selector, n.labels)), key=_name)
@@ -135,7 +141,7 @@ def room(
         seen.add(key)
         if key in releasing:
             pod, mine = {**pod, "spec": {**(pod.get("spec") or {}), "schedulingGates": []}}, True
-        hold = hold_of(pod)
+        hold = held(pod, request)
         if hold is None:
             continue
         node = (pod.get("spec") or {}).get("nodeName")

@@ -13,9 +13,9 @@ from idlegate.api.nodes import (
     Releasing,
     Room,
     counted,
-    held,
     read_node,
     released,
+    requested,
     room,
 )
 from idlegate.api.pool_spec import LabelSelector
@@ -37,8 +37,8 @@ class NodeWatch:
         self.metrics, self.releasing = metrics, releasing
         self.pending: set[str] = set()
         """The uids of the released pods counted pending (each once)."""
-        self._held: dict[str, tuple[str, ResourceVector | None]] = {}
-        """Each pod's `held` by uid, with the resourceVersion it was read at."""
+        self._asked: dict[str, tuple[str, ResourceVector]] = {}
+        """Each pod's `requested` by uid, with the resourceVersion it was read at."""
 
     def _nodes(self) -> list[Node]:
         return [read_node(body) for found in list(self.nodes.values()) for body in found]
@@ -50,20 +50,20 @@ class NodeWatch:
             found = next(iter(self.pods.get(key) or ()), None)  # (kopf's: a Store, iterable)
             if found is not None and not any(g.get("name") == GATE for g in _gates(found)):
                 del self.releasing[key]
-        seen = self._held
-        self._held = {}
-        return room(self._nodes(), pods, selector, self.releasing, lambda p: self._hold(p, seen))
+        seen, self._asked = self._asked, {}
+        asked = lambda p: self._request(p, seen)  # noqa: E731
+        return room(self._nodes(), pods, selector, self.releasing, asked)
 
-    def _hold(
-        self, pod: Mapping[str, Any], seen: dict[str, tuple[str, ResourceVector | None]]
-    ) -> ResourceVector | None:
-        """`held(pod)`, read once per version of the pod (a pod's requests are parsed once)."""
+    def _request(
+        self, pod: Mapping[str, Any], seen: dict[str, tuple[str, ResourceVector]]
+    ) -> ResourceVector:
+        """`requested(pod)`, parsed once per version of the pod."""
         meta = pod.get("metadata") or {}
         uid, version = str(meta.get("uid", "")), str(meta.get("resourceVersion", ""))
         found = seen.get(uid)
-        hold = found[1] if found is not None and found[0] == version and version else held(pod)
-        self._held[uid] = version, hold
-        return hold
+        ask = found[1] if found is not None and found[0] == version and version else requested(pod)
+        self._asked[uid] = version, ask
+        return ask
 
     def capacity(self, selector: LabelSelector | None) -> Capacity:
         """What a pool on the nodes `selector` selects is told (`Core.handle`)."""
