@@ -296,6 +296,8 @@ def test_a_released_pod_is_pinned_to_the_node_its_pool_placed_it_on():
     job = _job(cluster, 1, "2")
     (launch,) = cluster.apply(Decision(job.stages[0], 1), 0.0)
     assert cluster.host_of(launch.executor) == "big"
+    cluster.task_finished(launch.executor, 1.0)  # (a task of no request may take it next)
+    assert cluster.host_of(launch.executor) is None
     gated = {"metadata": {}, "spec": {"schedulingGates": [{"name": "idlegate.io/release"}]}}
     ops = release_patch(gated, 0, "big")
     assert {"op": "add", "path": "/spec/nodeSelector", "value": {HOSTNAME: "big"}} in ops

@@ -208,6 +208,9 @@ class PoolResources:
                 at = node_of.pop(executor, None)
                 if at is not None:
                     _on_node(nodes[at], need.amounts, 1)
+        elif self._told is not None and tasks > 0:  # (its host is no longer its task's)
+            for executor in executors:
+                self._told.where.pop(executor, None)
 
     def _placed(self, need: Need) -> int | None:
         """Take a task's room on the node it goes to (the module header), and say which;
