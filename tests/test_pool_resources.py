@@ -106,3 +106,15 @@ async def test_a_stage_larger_than_a_named_pool_waits_for_it_to_grow():
     await intake.readmit(h.pools, h.pools.apply("batch", grown))
     await h.settle()
     assert h.released() == ["w-a-0"]
+
+
+def test_the_pools_condition_says_which_quantity_is_wrong_and_where():
+    from idlegate.api.pool_spec import parse_pool_spec
+    from idlegate.errors import SpecError
+
+    # what pool_sync writes into the ExecutorPool's Ready=False condition (reason Invalid)
+    with pytest.raises(SpecError) as caught:
+        parse_pool_spec({"size": 2, "resources": {"memory": "lots"}}, "batch")
+    said = str(caught.value)
+    assert said.startswith("ExecutorPool 'batch': resources: memory: 'lots' is not a quantity")
+    assert said.endswith("fix its spec (kubectl edit executorpool batch)")
