@@ -334,3 +334,20 @@ def test_the_watch_reads_a_pod_once_but_counts_a_release_under_way_all_the_same(
     assert dict(watch.room(LabelSelector()).free)["a"]["cpu"] == 4000  # gated: nothing
     watch.releasing[("other", "g")] = (None, None)  # its release is under way
     assert dict(watch.room(LabelSelector()).free)["a"]["cpu"] == 3000
+
+
+@pytest.mark.asyncio
+async def test_a_burst_of_node_and_pod_events_is_one_reading_of_the_room(monkeypatch):
+    import asyncio
+
+    from tests.operator_fakes import harness
+
+    h = harness(pool=2)
+    reads: list[int] = []
+    monkeypatch.setattr(h.pools, "nodes_changed", lambda: reads.append(1))
+    for _ in range(50):
+        h.pools.room_soon()
+    await asyncio.sleep(0)
+    h.pools.room_soon()
+    await asyncio.sleep(0)
+    assert len(reads) == 2

@@ -549,7 +549,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     @kopf.on.event("v1", "nodes", registry=registry, id="node-events")
     async def node_event(**_: Any) -> None:
         if operator.ready:
-            operator.pools.nodes_changed()
+            operator.pools.room_soon()
 
     @kopf.on.event("v1", "pods", registry=registry, id="room-events")
     async def room_event(event: kopf.RawEvent, **_: Any) -> None:
@@ -557,7 +557,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
             pending = operator.pools.watch.unschedulable(event["object"])
             if pending is not None:
                 operator.bridge.carry([pending])
-            operator.pools.nodes_changed()
+            operator.pools.room_soon()
 
     # -- DagWorkflows and their pods ------------------------------------------------------------
 

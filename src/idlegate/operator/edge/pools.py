@@ -17,6 +17,7 @@ API with its pods (:meth:`Pools.moving`). What a user sees of it: deploy/README.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -93,6 +94,7 @@ class Pools:
         """Each cron workflow's ``workflowSpec.pool`` and upcoming runs (:meth:`foresee`)."""
         self.watch = NodeWatch(default.metrics, default.applier.releasing)
         """The nodes and pods (kopf's indexes, given by the operator) of node pools' room."""
+        self._room_due = False
 
     # -- what intake, the watchdog and the handlers use of a bridge ----------------------------
 
@@ -293,6 +295,17 @@ class Pools:
         old = self.bridges.pop(name, None)
         self.tell()
         return self._evacuate(old) if old is not None else []
+
+    def room_soon(self) -> None:
+        """`nodes_changed` once this turn of the event loop is over: a burst of node and
+        pod events is one reading of the room."""
+        if not self._room_due:
+            self._room_due = True
+            asyncio.get_running_loop().call_soon(self._room_now)
+
+    def _room_now(self) -> None:
+        self._room_due = False
+        self.nodes_changed()
 
     def nodes_changed(self) -> None:
         """A node or a pod changed: each pool that follows its nodes is told their room."""
