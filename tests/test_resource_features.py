@@ -3,11 +3,13 @@ hand-built 3-4 stage workflows on a pool of CPUs, and exactly 0 on a pods-only p
 
 from __future__ import annotations
 
+from dataclasses import replace
 from math import log
 
 import numpy as np
 import pytest
 
+from idlegate.policy import make_scheduler
 from idlegate.policy.columns import (
     NUM_GLOBAL_FEATURES,
     NUM_JOB_FEATURES,
@@ -92,9 +94,11 @@ def test_what_is_held_and_what_no_longer_fits() -> None:
     b = c.add_job(dag(stage("m", 2, 3, resources={"cpu": "3", "memory": "8Gi"})), 1.0)
     assert b.stages[0].need is not None
     stage_r, job_r, global_r = columns(compute_features(c, ON))
-    # a: 1 task left, room for 1 (4 of 4 CPUs free); d: 8 CPUs, none fit; b's m: 2
-    # tasks of 3 CPUs and 8 GiB, room for 1 (4 CPUs, 16 GiB free): half short
-    assert stage_r[:, 1].tolist() == [0, 0, 0, 1, 0.5]
+    # a: 1 task left, room for 1 (4 of 4 CPUs free); b, c, d are not runnable; b's m:
+    # 2 tasks of 3 CPUs and 8 GiB, room for 1 (4 CPUs, 16 GiB free): half short
+    assert stage_r[:, 1].tolist() == [0, 0, 0, 0, 0.5]
+    c.add_job(dag(stage("big", 1, 10, "8")), 1.0)  # 8 CPUs: none fit
+    assert columns(compute_features(c, ON))[0][5, 1] == 1.0
     # m's pod units: 8 GiB of 16 is half the pool, 3 of 8 CPUs less: 10 x 1/2
     assert stage_r[4, 0] == pytest.approx(log(5))
     # A holds 4 of 8 CPUs (1/2) and 1 of 10 pods: 0.4 beyond its pods' share
@@ -181,3 +185,31 @@ def test_wait_is_allowed_while_a_stage_is_held_back_by_the_pools_resources() -> 
     idle.add_job(big, 0.0)
     idle.add_job(small, 0.0)
     assert not compute_features(idle, ON).wait_mask[0]
+
+
+def test_the_cache_never_changes_the_resource_columns() -> None:
+    """At every decision of a run on a resource pool the cached featurizer's columns and
+    masks are those computed afresh."""
+
+    class Check:
+        name = "check"
+
+        def __init__(self) -> None:
+            self.srpt, self.cached, self.calls = make_scheduler("srpt"), Featurizer(ON), 0
+
+        def reset(self, rng) -> None:
+            self.srpt.reset(rng)
+            self.cached.reset()
+
+        def decide(self, view):
+            got, want = self.cached(view), compute_features(view, ON)
+            for name in ("stage_x", "job_x", "global_x", "stage_mask", "wait_mask"):
+                np.testing.assert_array_equal(getattr(got, name), getattr(want, name), name)
+            self.calls += 1
+            return self.srpt.decide(view)
+
+    check = Check()
+    workload = build_workload("k8s-batch", 4, num_jobs=30, requests=True)
+    pool = replace(workload, resources=R("cpu=12,memory=48Gi,nvidia.com/gpu=1"))
+    simulate(pool, check, seed=4)
+    assert check.calls > 50

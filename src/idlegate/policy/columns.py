@@ -89,7 +89,8 @@ whole resource.
 ====================  ====================================================================
 demand_share          stage: log u, the task's size in pods' shares
 short_of_room         stage: the fraction of its tasks not launched yet that the free
-                      resources cannot hold now (0 for a stage that needs only a pod)
+                      resources cannot hold now (0 for a stage that needs only a pod,
+                      or that is not runnable)
 dominant_held         job: its dominant share of the pool minus held / K (DRF's share
                       beyond its pods')
 weighted_work         job: log(Σ u · w / Σ w) over its unfinished stages, w their

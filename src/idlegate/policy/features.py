@@ -88,7 +88,7 @@ from idlegate.policy.feature_rows import (
     RowLayout,
 )
 from idlegate.policy.heuristics import fair_share
-from idlegate.policy.resource_features import resource_columns
+from idlegate.policy.resource_features import ResourceColumns
 from idlegate.sim.dag import Dag
 from idlegate.sim.protocol import ClusterView, Job, Stage, launchable
 
@@ -267,12 +267,14 @@ class Featurizer:
         self._entries: dict[int, JobRows] = {}
         self._structure: RowLayout | None = None
         self._levels: tuple[int, np.ndarray, np.ndarray] | None = None
+        self._resources = ResourceColumns()
         self._window: tuple[int, int, float, float, float, float, float, float] | None = None
         """The log's length the window was computed at, then `_window_stats`' answer."""
 
     def reset(self) -> None:
         """Forget every cached job (start of a run)."""
         self._entries.clear()
+        self._resources.reset()
         self._structure = None
         self._window = None
 
@@ -312,12 +314,14 @@ class Featurizer:
         num_jobs, backlog = (len(jobs), scan.backlog) if rest is None else (rest.jobs, rest.backlog)
         global_x = self._global(view, k, free, num_jobs, backlog)
         if self.config.resource_features:  # appended after every other column
-            rows = [e.alive for e in scan.entries]
-            stage_r, job_r, global_r = resource_columns(view, jobs, rows)
+            entries = scan.entries
+            stage_r, job_r, global_r, held_back = self._resources(
+                view, jobs, [e.alive for e in entries], [(e.sig, e.stages_left) for e in entries]
+            )
             stage_x = np.concatenate([stage_x, stage_r], axis=1)
             job_x = np.concatenate([job_x, job_r], axis=1)
             global_x[:, -global_r.shape[1] :] = global_r
-            if free < k and _held_back(scan, free):
+            if free < k and held_back:
                 wait_mask = np.array([True])
         return Observation(
             stage_x=stage_x,
@@ -476,16 +480,6 @@ def arrival_history(
         log1p(int((~large & recent).sum())),
         log1p(after),
     ]
-
-
-def _held_back(scan: _Scan, free: int) -> bool:
-    """Some runnable stage's tasks do not fit the pool's free resources now (not its free
-    executors: a pods-only pool has none such)."""
-    return any(
-        stage.need is not None and not launchable(stage, free)
-        for _, _, entry in scan.gangs
-        for _, stage, _ in entry.gangs
-    )
 
 
 def _wait_mask(

@@ -44,40 +44,102 @@ def pod_units(stage: Stage, k: int, capacity: tuple[int, ...]) -> float:
     return max(1.0, task_share(stage, k, capacity) * k)
 
 
-def resource_columns(
-    view: ClusterView, jobs: Sequence[Job], rows: Sequence[np.ndarray]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(stage_r [N, 2], job_r [J, 2], global_r [1, 3]) float32 of `jobs`, whose stage rows
-    are the stage indices `rows[j]` of job j (the observation's row order).
+class _JobColumns:
+    """One job's cached columns, valid while its `JobRows.sig` (and rows) are the same."""
 
-    All zeros on a pods-only pool (`policy.drf.pool_capacity` is None)."""
-    n = sum(len(r) for r in rows)
-    stage_r = np.zeros((n, NUM_RS), dtype=np.float32)
-    job_r = np.zeros((len(jobs), NUM_RJ), dtype=np.float32)
-    global_r = np.zeros((1, NUM_RG), dtype=np.float32)
-    capacity = pool_capacity(view)
-    if capacity is None:
-        return stage_r, job_r, global_r
-    k = view.num_executors
-    row = 0
-    for j, (job, alive) in enumerate(zip(jobs, rows, strict=True)):
+    __slots__ = ("job", "job_r", "log_u", "pos", "sig")
+
+    def __init__(self, job: Job, alive: np.ndarray, k: int, capacity: tuple[int, ...]) -> None:
         stages = job.stages
+        rows = [stages[i] for i in alive.tolist()]
+        units = [pod_units(s, k, capacity) for s in rows]
+        self.job = job
+        self.sig: object = None
+        self.log_u = np.log(np.asarray(units, dtype=np.float64)).astype(np.float32)
+        self.pos = {s.index: r for r, s in enumerate(rows)}
+        """Stage index -> row."""
         plain = heavy = 0.0
-        for i in alive.tolist():
-            s = stages[i]
-            u = pod_units(s, k, capacity)
-            stage_r[row, 0] = log(u)
-            left = s.tasks - s.launched
-            if s.need is not None and left > 0:
-                stage_r[row, 1] = 1.0 - min(s.need.room(), left) / left
+        for s, u in zip(rows, units, strict=True):
             work = (s.tasks - s.finished) * s.duration
             plain += work
             heavy += u * work
-            row += 1
-        job_r[j, 0] = dominant_share(job, k, capacity) - job.held / k
-        job_r[j, 1] = log(heavy / plain) if plain > 0 else 0.0
-    global_r[0] = _free_gaps(view, capacity)
-    return stage_r, job_r, global_r
+        self.job_r = np.array(
+            [
+                dominant_share(job, k, capacity) - job.held / k,
+                log(heavy / plain) if plain > 0 else 0.0,
+            ],
+            dtype=np.float32,
+        )
+
+
+class ResourceColumns:
+    """The resource columns of a featurizer's calls, each job's kept while it is unchanged
+    (its `JobRows.sig`: a launch, a finished task, an executor freed all move it); only
+    short_of_room, which follows the free resources, is computed at every call."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[int, _JobColumns] = {}
+        self._capacity: tuple[int, ...] | None = None
+
+    def reset(self) -> None:
+        self._jobs.clear()
+
+    def __call__(
+        self,
+        view: ClusterView,
+        jobs: Sequence[Job],
+        rows: Sequence[np.ndarray],
+        sigs: Sequence[object],
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+        """(stage_r [N, 2], job_r [J, 2], global_r [1, 3]) float32 of `jobs`, whose stage
+        rows are the stage indices `rows[j]` of job j (the observation's row order) and
+        whose state signatures are `sigs[j]`, and whether a runnable stage is held back:
+        its next task (a gang's: all its tasks left) does not fit the free resources.
+
+        All zeros (and nothing held back) on a pods-only pool (`policy.drf.pool_capacity`
+        is None)."""
+        n = sum(len(r) for r in rows)
+        stage_r = np.zeros((n, NUM_RS), dtype=np.float32)
+        job_r = np.zeros((len(jobs), NUM_RJ), dtype=np.float32)
+        global_r = np.zeros((1, NUM_RG), dtype=np.float32)
+        capacity = pool_capacity(view)
+        if capacity is None:
+            return stage_r, job_r, global_r, False
+        if capacity != self._capacity:
+            self._jobs.clear()
+            self._capacity = capacity
+        k = view.num_executors
+        cache = self._jobs
+        start = 0
+        held_back = False
+        for j, (job, alive, sig) in enumerate(zip(jobs, rows, sigs, strict=True)):
+            entry = cache.get(job.id)
+            if entry is None or entry.job is not job or entry.sig != sig or sig is None:
+                entry = cache[job.id] = _JobColumns(job, alive, k, capacity)
+                entry.sig = sig
+            end = start + len(alive)
+            stage_r[start:end, 0] = entry.log_u
+            for s in job.runnable:  # (the room of a node pool's stage is its slow part)
+                need, left = s.need, s.tasks - s.launched
+                if need is None or left <= 0:
+                    continue
+                room = need.room()
+                stage_r[start + entry.pos[s.index], 1] = 1.0 - min(room, left) / left
+                held_back = held_back or room < (left if s.gang else 1)
+            job_r[j] = entry.job_r
+            start = end
+        if len(cache) > 2 * len(jobs) + 16:
+            keep = {job.id for job in jobs}
+            self._jobs = {i: e for i, e in cache.items() if i in keep}
+        global_r[0] = _free_gaps(view, capacity)
+        return stage_r, job_r, global_r, held_back
+
+
+def resource_columns(
+    view: ClusterView, jobs: Sequence[Job], rows: Sequence[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`ResourceColumns`' three arrays of one call, without a cache."""
+    return ResourceColumns()(view, jobs, rows, [None] * len(jobs))[:3]
 
 
 def _free_gaps(view: ClusterView, capacity: tuple[int, ...]) -> list[float]:
