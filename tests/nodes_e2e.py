@@ -11,14 +11,17 @@ nodes"), shared by tests/test_e2e_nodes.py and benchmarks/e2e_nodes.py.
 * :func:`run`: three Nodes of 8 CPU and 32 GiB on the test API server (its kube-scheduler
   binds pods by their requests, tests/k8s/scheduler.py), the simulated kubelet, the stand-in
   for Argo's controller, and the real operator (``--argo``, ``fair``) with one resource
-  pool: the default pool sized as the nodes' allocatable (``--pool-resources``), every
-  workflow created at once;
+  pool: the default pool following the nodes (``--pool-nodes ''``: their allocatable, each
+  pod released where it fits a node and pinned there), or of a fixed capacity equal to
+  their allocatable (``--pool-resources``); every workflow created at once;
 * :class:`ClusterMonitor`: every node, pod and workflow write as it happens (an emulator
   subscriber, so no state is missed between two polls), whence the :class:`Outcome`.
 
-On the accelerated wall clock of the end-to-end tests (tests/e2e.py, `SPEED`): the
-utilisation is measured in wall time, so it counts the operator's reaction time (a pod's
-end seen, the next one released) as idle, as a cluster would.
+On an accelerated wall clock, as the end-to-end tests run (tests/e2e.py, `SPEED`; `run`'s
+`speed`): the utilisation is measured in wall time, so it counts the operator's reaction
+time (a pod's end seen, the next one released) as idle, as a cluster would; the faster the
+clock, the more that time weighs against the tasks' (a task of 40 s lasts 2 wall seconds at
+20 times the wall's pace).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from idlegate.api.labels import ANNOTATION_ATTEMPT, GATE, LABEL_STAGE, LABEL_TAS
 from idlegate.sim.argo import DURATION_ANNOTATION
 from idlegate.sim.resources import ResourceVector, pod_request
 from tests.argo_workflows import argo
+from tests.clocks import ScaledClock
 from tests.e2e import DWF, HANG_SECONDS, SPEED, running_operator, stage, wait, workflow
 from tests.k8s.apiserver import NODES, PODS
 from tests.k8s.argo_controller import WORKFLOWS, ArgoController
@@ -58,7 +62,7 @@ SIZES: dict[str, tuple[str, str]] = {
 }
 """A task's requests (cpu, memory) by size."""
 SECONDS = (40, 120)
-"""A task's run time, in simulated seconds (2 to 6 wall seconds at SPEED)."""
+"""A task's run time, in simulated seconds."""
 ENDED = ("Succeeded", "Failed", "Error")
 
 
@@ -169,6 +173,8 @@ class Outcome:
     """Wall seconds from the first workflow created to the last one ended."""
     mean_jct: float
     """The DagWorkflows' mean JCT (their status, in simulated seconds)."""
+    speed: float = SPEED
+    """Simulated seconds per wall second."""
 
     @property
     def succeeded(self) -> int:
@@ -186,7 +192,7 @@ class Outcome:
             f"(released by idlegate: {len(self.unschedulable_released)})",
             f"CPU utilisation waiting    {self.utilisation:.1%} over {self.waiting_seconds:.1f} s",
             f"run                        {self.seconds:.1f} s wall "
-            f"({self.seconds * SPEED:.0f} s simulated)",
+            f"({self.seconds * self.speed:.0f} s simulated at {self.speed:g} times the wall's pace)",
             f"mean JCT of DagWorkflows   {self.mean_jct:.1f} s simulated",
         ]
 
@@ -344,8 +350,25 @@ class ClusterMonitor:
 # -- the run -------------------------------------------------------------------------------------
 
 
-def run(api: ApiServer, namespace: str, *, workflows: int, seed: int = 0) -> Outcome:
-    """Run `workflows` mixed workflows on the three nodes (the module docstring)."""
+POOLS: dict[str, dict[str, Any]] = {
+    "nodes": {"pool_nodes": ""},
+    "fixed": {"pool_resources": POOL_RESOURCES},
+}
+"""The default pool's settings: following every node (``--pool-nodes ''``), or a fixed
+capacity equal to their allocatable (``--pool-resources``)."""
+
+
+def run(
+    api: ApiServer,
+    namespace: str,
+    *,
+    workflows: int,
+    seed: int = 0,
+    pool: str = "nodes",
+    speed: float = SPEED,
+) -> Outcome:
+    """Run `workflows` mixed workflows on the three nodes (the module docstring), the pool
+    one of `POOLS`, the operator's clock and the kubelet at `speed` times the wall's pace."""
     for i in range(NODE_COUNT):
         if api.get(NODES, None, f"node-{i}") is None:
             api.create(NODES, node(f"node-{i}", cpu=NODE_CPU, memory=NODE_MEMORY))
@@ -354,15 +377,16 @@ def run(api: ApiServer, namespace: str, *, workflows: int, seed: int = 0) -> Out
     monitor = ClusterMonitor(api, namespace, names)
     try:
         with (
-            SimKubelet(api, namespace, time_factor=1 / SPEED),
+            SimKubelet(api, namespace, time_factor=1 / speed),
             ArgoController(api, namespace),
             running_operator(
                 api,
                 namespace,
                 pool=POOL_PODS,
-                pool_resources=POOL_RESOURCES,
+                clock=ScaledClock(speed),
                 policy="fair",
                 argo=True,
+                **POOLS[pool],
             ),
         ):
             for body in dags:
@@ -372,4 +396,4 @@ def run(api: ApiServer, namespace: str, *, workflows: int, seed: int = 0) -> Out
             wait(monitor.finished.is_set, HANG_SECONDS * 4, "every workflow to end")
     finally:
         monitor.close()
-    return monitor.outcome()
+    return dataclasses.replace(monitor.outcome(), speed=speed)

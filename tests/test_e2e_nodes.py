@@ -28,13 +28,6 @@ pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
 
 WORKFLOWS = 12
 UTILISATION = 0.85
-NODE_BLIND = pytest.mark.xfail(
-    reason="the operator releases a pod where its requests fit the pool's total (fixed "
-    "--pool-resources), not a node's free allocatable: released pods pend Unschedulable and "
-    "hold the pool's capacity while the nodes' fragments go unused (issue 52, 'The API': a "
-    "pool that follows the cluster, release only where a pod fits a node)",
-    strict=False,
-)
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +35,8 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
     crd = yaml.safe_load(need(WORKFLOW_CRD).read_text())
     for api in serving_crd(tmp_path_factory.mktemp("k8s")):
         api.create("customresourcedefinitions", crd)
-        result = run(api, new_namespace(api, "e2e-nodes"), workflows=WORKFLOWS, seed=1)
+        namespace = new_namespace(api, "e2e-nodes")
+        result = run(api, namespace, workflows=WORKFLOWS, seed=1)
         print("\n".join(result.lines()))
         yield result
 
@@ -59,13 +53,19 @@ def test_requests_on_a_node_never_exceed_its_allocatable(outcome: Outcome) -> No
     assert max(outcome.peak_cpu.values()) > 0.5  # (the nodes were used, and so checked)
 
 
-@NODE_BLIND
 def test_no_pod_idlegate_releases_pends_unschedulable(outcome: Outcome) -> None:
     assert outcome.released > 0
     assert outcome.unschedulable_released == [], "\n".join(outcome.lines())
 
 
-@NODE_BLIND
+@pytest.mark.xfail(
+    strict=True,
+    reason="on 12 workflows the pods left waiting are mostly 4-CPU pods while each node has "
+    "2 to 3.5 CPUs free: the pool pins each release where the kube-scheduler's LeastAllocated "
+    "scoring would put it, spreading the small pods over every node (81-84 % in five runs; "
+    "benchmarks/e2e_nodes.py's 60 workflows reach 86.9 %). Packing pins (best fit) would "
+    "leave half-nodes free; this check passing then fails the run: drop the mark",
+)
 def test_cpu_is_used_while_work_waits(outcome: Outcome) -> None:
     assert outcome.waiting_seconds > 0
     assert outcome.utilisation >= UTILISATION, "\n".join(outcome.lines())
