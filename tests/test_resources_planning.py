@@ -81,3 +81,20 @@ def test_the_rollouts_tail_estimate_packs_the_pools_tasks():
             pool.add_job(chain(length, tasks=tasks), 0.0, f"j{i}")
         estimates.append(remaining_flow_estimate(pool))
     assert estimates[0] == estimates[1] == 30.0 + 30.0 + 50.0  # (cp 30, then 120/4, 200/4)
+
+
+def test_the_planners_futures_arrive_at_the_rate_of_the_pools_size_in_tasks():
+    """The arrival-rate prior reads the pool's size: 330 pods of 4 CPUs for 1-CPU tasks
+    are 4 executors, so the futures sampled are those of the pods-only pool of 4 (with
+    330, the prior's rate is 80 times as high, and each plan simulates that many more
+    arrivals)."""
+    import numpy as np
+
+    from idlegate.policy.futures import poisson_futures
+
+    drawn = []
+    for pool in (Cluster(4), Cluster(330, resources=R("cpu=4"))):
+        jobs = [pool.add_job(chain(30, tasks=4), float(t)) for t in (0, 10)]
+        futures = poisson_futures(pool, jobs, 600.0, 3, np.random.default_rng(0))
+        drawn.append([[a.time for a in f.arrivals] for f in futures])
+    assert drawn[0] == drawn[1] and any(drawn[0])

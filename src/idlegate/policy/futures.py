@@ -42,6 +42,7 @@ import numpy as np
 from idlegate.errors import IdlegateError
 from idlegate.policy.analytic import AnalyticIdleConfig, estimate_arrivals
 from idlegate.policy.arrival_model import Arrival, ConditionalModel, FuturesConfig, stem
+from idlegate.policy.drf import effective_executors
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.durations import duration_model
 from idlegate.sim.engine import JobArrival
@@ -151,12 +152,8 @@ def poisson_futures(
     drawn job of `recent` (its DAG and duration model)."""
     rate = 0.0
     if recent and view.arrival_log:
-        rate = (
-            share
-            * estimate_arrivals(
-                view.arrival_log, view.now, view.num_executors, _ARRIVAL_CONFIG
-            ).rate
-        )
+        pool = effective_executors(view, [j.dag for j in recent])  # (a resource pool: tasks)
+        rate = share * estimate_arrivals(view.arrival_log, view.now, pool, _ARRIVAL_CONFIG).rate
     models: dict[int, Any] = {}
     futures = []
     for m in range(samples):
