@@ -43,10 +43,12 @@ class DemandTooLargeError(IdlegateError):
     """A stage's demand (a gang's: all its tasks together) exceeds its pool's capacity in
     some resource, so it could never start."""
 
-    def __init__(self, message: str, demand: object) -> None:
+    def __init__(self, message: str, demand: object, stage: str | None = None) -> None:
         super().__init__(message)
         self.demand = demand
         """What the stage needs at once (a `idlegate.sim.resources.ResourceVector`)."""
+        self.stage = stage
+        """The stage's name in its job, if known: where a mapping says it is."""
 
 
 def reject_unknown(

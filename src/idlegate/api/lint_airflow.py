@@ -17,7 +17,6 @@ from typing import Any
 
 from idlegate.api.lint_render import PoolFactory, head_line, misfits, stage_lines
 from idlegate.sim.airflow import AirflowJob, AirflowRefusal, RefusalReason, airflow_runs, map_dag
-from idlegate.sim.airflow.model import AirflowStage
 
 
 @dataclass(frozen=True)
@@ -104,11 +103,7 @@ def lint_airflow(
             return AirflowVerdict(note=exc.note(), reason=exc.reason)
         return AirflowVerdict(problem=str(exc), reason=exc.reason)
     where = f"DAG {job.dag_id}"
-    too_large = "" if pool is None else misfits(job.live_stages, pool, where, _task)
+    too_large = "" if pool is None else misfits(job.live_stages, pool, where)
     if too_large:
         return AirflowVerdict(problem=too_large)
     return AirflowVerdict(job=AirflowLintJob(file, document, item, job))
-
-
-def _task(stage: AirflowStage) -> str:
-    return f"Airflow task {stage.task_id!r}"

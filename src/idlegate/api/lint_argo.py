@@ -29,7 +29,6 @@ from idlegate.sim.argo import (
     template_index,
     workflow_name,
 )
-from idlegate.sim.argo.model import ArgoStage
 
 PROBLEM_REASONS = frozenset(
     {RefusalReason.BAD_DAG, RefusalReason.INVALID, RefusalReason.MISSING_TEMPLATE}
@@ -129,13 +128,9 @@ def lint_argo(documents: list[ArgoDocument], pool: PoolFactory | None = None) ->
         except IdlegateError as exc:
             out.problems.append((doc, str(exc), None))
             continue
-        too_large = "" if pool is None else misfits(job.live_stages, pool, where, _node)
+        too_large = "" if pool is None else misfits(job.live_stages, pool, where)
         if too_large:
             out.problems.append((doc, too_large, None))
             continue
         out.jobs.append(ArgoLintJob(doc.file, doc.document, doc.item, job))
     return out
-
-
-def _node(stage: ArgoStage) -> str:
-    return f"Argo's node {stage.path or 'at the entrypoint'}, template {stage.template!r}"

@@ -37,6 +37,8 @@ class LintStage(Protocol):
     def condition(self) -> object | None: ...
     @property
     def demand(self) -> ResourceVector: ...
+    @property
+    def where(self) -> str: ...
 
 
 S = TypeVar("S", bound=LintStage)
@@ -57,9 +59,9 @@ def linted_pool(pool_size: int | None, resources: ResourceVector | None) -> Clus
     return Cluster(pool_size or int(pods) or MAX_POOL, resources=resources)
 
 
-def misfits(stages: Iterable[S], pool: PoolFactory, job: str, where: Callable[[S], str]) -> str:
+def misfits(stages: Iterable[S], pool: PoolFactory, job: str) -> str:
     """What says which of `stages` (of the job named `job`) can never fit the pool, each
-    with `where` it is in the manifest, joined by ``"; "``; empty if every one fits. Each
+    with where it is in the manifest (its `where`), joined by ``"; "``; empty if every one fits. Each
     stage is admitted on its own as the pool admits a job (`Cluster.add_job`), so every
     stage that never fits is said, not only the first."""
     found = []
@@ -75,7 +77,7 @@ def misfits(stages: Iterable[S], pool: PoolFactory, job: str, where: Callable[[S
         try:
             pool().add_job(Dag.from_spec(WorkflowSpec(stages=(one,))), 0.0, job)
         except IdlegateError as exc:
-            found.append(f"{exc} ({where(stage)})")
+            found.append(f"{exc} ({stage.where})")
     return "; ".join(found)
 
 

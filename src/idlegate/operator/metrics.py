@@ -163,6 +163,13 @@ class MetricFamilies:
             "Worker pods of Airflow's DAG runs released by idlegate (as Argo's).",
             "how",
         )
+        self.too_large = counter(
+            "idlegate_workflows_too_large",
+            "Argo Workflows and Airflow DAG runs not scheduled because a stage's pod asks "
+            "more than the default pool's resources hold: their pods are left to their "
+            "controller's order (Event NotScheduled).",
+            "kind",
+        )
         self.api_errors = counter(
             "idlegate_api_errors",
             "API requests of the operator that failed, by HTTP status (0: no response).",

@@ -163,6 +163,7 @@ class PoolResources:
                     f"{capacity.restricted(names).format()}), so it could never start; lower "
                     "the stage's requests or give the pool more",
                     need,
+                    stage.name,
                 )
             stage.need = Need(amounts, self._free_r, self._nodes)
 
@@ -179,6 +180,7 @@ class PoolResources:
                 f"the nodes have room for (each node's resources: {fixed.text}), so it "
                 "could never start; lower the stage's requests or give the nodes more",
                 need,
+                stage.name,
             )
 
     def _held_for(self, need: Need, seconds: float) -> None:

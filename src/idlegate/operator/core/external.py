@@ -38,7 +38,7 @@ from typing import Any, Protocol
 
 from idlegate.api.status import SlotState
 from idlegate.api.task_pods import Owner
-from idlegate.errors import IdlegateError
+from idlegate.errors import DemandTooLargeError, IdlegateError
 from idlegate.operator.core.intents import Confirmed, Outbox, Refused, RemoveGate
 from idlegate.operator.core.kinds import JobKind, Pool
 from idlegate.operator.core.tracking import timer_key
@@ -144,10 +144,11 @@ class ExternalJob(JobKind):
         return {keys[s.name]: i for i, s in enumerate(self.spec.stages)}
 
     def _add(self, cluster: Cluster, spec: WorkflowSpec, now: float, arrival: float) -> None:
-        """Add the job of `spec` to the cluster, with no pod waiting and no executor owed."""
-        self.spec = spec
+        """Add the job of `spec` to the cluster, with no pod waiting and no executor owed
+        (nothing changes if the cluster refuses it: a stage that could never fit)."""
         job = Dag.from_spec(spec), now, f"{self.owner.namespace}/{self.owner.name}", self
         self.job = cluster.add_job(*job, arrival=arrival)
+        self.spec = spec
         self.waiting = [deque() for _ in spec.stages]
         self.owed = [[] for _ in spec.stages]
 
@@ -208,8 +209,8 @@ class ExternalJob(JobKind):
         """Put the job `mapped` (the workflow's status settled more of it) in place of the
         current one, progress carried over; nothing changes if the job is the same."""
         spec = mapped.spec()
-        self.mapped = mapped
         if spec == self.spec:
+            self.mapped = mapped
             return self._place(cluster, now)
         old_index = {s.name: i for i, s in enumerate(self.spec.stages)}
         old_job, old_waiting = self.job, self.waiting
@@ -219,8 +220,9 @@ class ExternalJob(JobKind):
             for s, executors in zip(self.spec.stages, self.owed, strict=True)
             for e in executors
         ]
+        self._add(cluster, spec, now, old_job.arrival)  # (first: it may be refused)
+        self.mapped = mapped
         cluster.remove_job(old_job, now)
-        self._add(cluster, spec, now, old_job.arrival)
         new_index = {s.name: i for i, s in enumerate(spec.stages)}
         moved = {old_index[name]: new_index.get(name) for name in old_index}
         finished = [0] * len(spec.stages)
@@ -453,6 +455,9 @@ class ExternalJob(JobKind):
         job = self.job
         try:
             releases = self.remapped(pool.cluster, mapped, pool.now())
+        except DemandTooLargeError:  # (never runs in the pool: its feature refuses it)
+            pool.drop(self)
+            raise
         except IdlegateError as exc:
             where = f"{self.owner.namespace}/{self.owner.name}"
             log.warning("%s no longer maps (%s): kept as it was.", where, exc)
@@ -498,6 +503,13 @@ def unscheduled(owner: Owner, pod: str, why: str) -> RemoveGate:
     with why."""
     log.warning("Released pod %s/%s unscheduled: %s.", owner.namespace, pod, why)
     return RemoveGate(owner, "", 0, 0, pod, None, None)
+
+
+def too_large(exc: DemandTooLargeError, stages: Iterable[Any]) -> str:
+    """Why a workflow whose stage could never fit the pool is not scheduled: the pool's
+    sentence, and where the stage is in the workflow (its mapped stage's `where`)."""
+    where = next((s.where for s in stages if s.name == exc.stage), None)
+    return str(exc) if where is None else f"{exc} ({where})"
 
 
 def refused_release(intents: Outbox, outcome: Refused) -> None:

@@ -28,8 +28,16 @@ import kopf
 from prometheus_client import Counter
 
 from idlegate.api.task_pods import Owner
+from idlegate.errors import DemandTooLargeError
 from idlegate.integrations.airflow import AirflowClient, AirflowError, read_auth
-from idlegate.integrations.airflow_live import NO_RUN, LiveDags, LiveRefusal, LiveRun, place
+from idlegate.integrations.airflow_live import (
+    NO_RUN,
+    NOT_SCHEDULED,
+    LiveDags,
+    LiveRefusal,
+    LiveRun,
+    place,
+)
 from idlegate.integrations.airflow_pods import (
     EXECUTOR_LABEL,
     WORKER,
@@ -39,7 +47,7 @@ from idlegate.integrations.airflow_pods import (
     run_name,
 )
 from idlegate.operator.core.events import Ended, Join, Observed, Schedule
-from idlegate.operator.core.external import unscheduled
+from idlegate.operator.core.external import too_large, unscheduled
 from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.features.gates import gate_pods
 
@@ -231,7 +239,7 @@ class AirflowSide:
                 message = f"DAG run {key[1]}/{key[2]} cannot be read again: {why}"
                 verdict = replace(verdict, action="release", reason=why.reason, message=message)
         if verdict.action == "release":
-            if pod.gated:
+            if pod.gated and (pod.namespace, pod.name) in self.gated:  # (not released since)
                 self._release(pod, verdict.reason, verdict.message)
             return
         owner = self.owners[key]
@@ -265,7 +273,11 @@ class AirflowSide:
                 reads.failed = run if isinstance(run, LiveRefusal) else None
                 if not isinstance(run, LiveRefusal) and key in self.runs:
                     self.runs[key] = run
-                    self.bridge.handle(Join(self.owners[key], run.job))  # (in the pool: remapped)
+                    try:
+                        self.bridge.handle(Join(self.owners[key], run.job))  # (remapped)
+                    except DemandTooLargeError as exc:  # (it left the pool)
+                        gated = [p for p in self.gated.values() if _run_of(p) == key]
+                        self._too_large(key, run, exc, gated)
                     self._maybe_done(key)
             return reads.failed
 
@@ -282,7 +294,7 @@ class AirflowSide:
             f"to Airflow's own order: {why}"
         )
         for pod in list(self.gated.values()):
-            if (pod.namespace, *(pod.dag_run or ())) == key:
+            if _run_of(pod) == key:
                 self._release(pod, why.reason, message)
 
     def _poll(self, key: RunKey) -> None:
@@ -341,7 +353,11 @@ class AirflowSide:
         now = self.bridge.now()
         arrival = min(now, self._from_wall(run.arrival)) if run.arrival is not None else now
         self.runs[key], self.owners[key] = run, owner
-        self.bridge.handle(Join(owner, run.job, arrival, ok, later))
+        try:
+            self.bridge.handle(Join(owner, run.job, arrival, ok, later))
+        except DemandTooLargeError as exc:
+            self._too_large(key, run, exc, [*ok, *later])
+            return
         self._poll(key)
         n = run.job.counts
         said = (
@@ -352,6 +368,18 @@ class AirflowSide:
         for pod in ok:
             self._track(pod)
         self._maybe_done(key)
+
+    def _too_large(
+        self, key: RunKey, run: LiveRun, exc: DemandTooLargeError, pods: list[AirflowPod]
+    ) -> None:
+        """A stage of the run could never fit the pool: it is not scheduled, its gated
+        `pods` released now, the others as they come."""
+        self.runs.pop(key, None)
+        self.owners.pop(key, None)
+        self.operator.metrics.too_large.labels("airflow").inc()
+        why = f"DAG run {key[1]}/{key[2]}: {too_large(exc, run.job.live_stages)}"
+        refusal = LiveRefusal(NOT_SCHEDULED, f"{why}; its pods are left to Airflow")
+        self._refuse(key, refusal, list({p.name: p for p in pods}.values()))  # (each once)
 
     def _maybe_done(self, key: RunKey) -> None:
         """End the run once its job is done, or once Airflow said it ended and none of its
@@ -402,6 +430,10 @@ class AirflowSide:
             self._release(still, "QueuedTimeout", message)
 
         self.bridge.later(f"airflow-deadline/{pod.namespace}/{pod.name}", at, due)
+
+
+def _run_of(pod: AirflowPod) -> RunKey | None:
+    return None if pod.dag_run is None else (pod.namespace, *pod.dag_run)
 
 
 def register(registry: kopf.OperatorRegistry, operator: Host) -> None:

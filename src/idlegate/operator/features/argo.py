@@ -35,9 +35,9 @@ from prometheus_client import Gauge
 
 from idlegate.api.argo_pods import WORKFLOW_LABEL, ArgoPod, gates_with_ours
 from idlegate.api.task_pods import Owner
-from idlegate.errors import IdlegateError
+from idlegate.errors import DemandTooLargeError, IdlegateError
 from idlegate.operator.core.events import Ended, Join, Observed, Schedule
-from idlegate.operator.core.external import ExternalJob, unscheduled
+from idlegate.operator.core.external import ExternalJob, too_large, unscheduled
 from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.features.gates import gate_pods
 from idlegate.operator.settings import Settings
@@ -201,7 +201,10 @@ class ArgoSide:
             await self._admit(key, body)
         else:
             try:
-                self.bridge.handle(Join(wf.owner, self._map(body)))
+                mapped = self._map(body)
+                self.bridge.handle(Join(wf.owner, mapped))
+            except DemandTooLargeError as exc:  # (it left the pool)
+                await self._refuse(key, body, self._too_large(exc, mapped))
             except IdlegateError as exc:
                 log.warning("%s/%s no longer maps (%s): kept as it was.", *key, exc)
         self._gauges()
@@ -276,7 +279,11 @@ class ArgoSide:
         now = bridge.now()
         created = parse_time((body.get("metadata") or {}).get("creationTimestamp"))
         arrival = min(now, bridge.settings.clock.from_wall(created)) if created else now
-        bridge.handle(Join(owner, mapped, arrival, pods, seen))
+        try:
+            bridge.handle(Join(owner, mapped, arrival, pods, seen))
+        except DemandTooLargeError as exc:
+            self._refused(key, body, self._too_large(exc, mapped), [*pods, *seen])
+            return
         if key not in self.held:  # it finished or went while its pods were listed
             return
         counts = mapped.counts
@@ -352,17 +359,27 @@ class ArgoSide:
         key = f"argo-admit/{meta.get('namespace')}/{meta.get('name')}"
         self.bridge.later(key, self.bridge.now() + RETRY, again)
 
+    def _too_large(self, exc: DemandTooLargeError, mapped: ArgoJob) -> str:
+        self.operator.metrics.too_large.labels("argo").inc()
+        return too_large(exc, mapped.live_stages)
+
     async def _refuse(self, key: tuple[str, str], body: Mapping[str, Any], why: str) -> None:
         """Not scheduled: its pods are released as they come, those there already now."""
+        pods = await self._pods(key)
+        if pods is None:
+            self._later(body)  # (tried again)
+            return
+        self._refused(key, body, why, pods)
+
+    def _refused(
+        self, key: tuple[str, str], body: Mapping[str, Any], why: str, pods: Iterable[ArgoPod]
+    ) -> None:
+        """Not scheduled, its `pods` as listed (and seen since, later ones last): released
+        now if gated, the others as they come."""
         self.refused[key] = why
         message = f"Not scheduled by idlegate: {why}. Its pods are released as Argo creates them."
         self.bridge.carry([PostEvent(owner_of(body), "Warning", "NotScheduled", message)])
-        pods = await self._pods(key)
-        if pods is None:
-            del self.refused[key]
-            self._later(body)  # (tried again)
-            return
-        for pod in pods:
+        for pod in {p.name: p for p in pods}.values():
             if pod.gated:
                 self._unscheduled(pod, why)
 

@@ -132,6 +132,11 @@ class AirflowStage:
     skipped: bool = False
     """The run shows it skipped (or removed): it will not run."""
 
+    @property
+    def where(self) -> str:
+        """Where it is in the DAG, as messages say it."""
+        return f"Airflow task {self.task_id!r}"
+
 
 class AirflowSpec(WorkflowSpec):
     """A `WorkflowSpec` mapped from an Airflow DAG: also each stage's priority and the

@@ -99,6 +99,11 @@ class ArgoStage:
     skipped: bool = False
     """`status.nodes` shows it skipped or omitted: it will not run."""
 
+    @property
+    def where(self) -> str:
+        """Where it is in the Workflow, as messages say it."""
+        return f"Argo's node {self.path or 'at the entrypoint'}, template {self.template!r}"
+
 
 class ArgoSpec(WorkflowSpec):
     """A `WorkflowSpec` mapped from an Argo Workflow: also Argo's `parallelism`."""
