@@ -114,13 +114,14 @@ class StageSpec(BaseModel):
     template: dict[str, Any] | None = Field(
         default=None,
         description="Pod template for the stage's task pods (operator only; the "
-        "simulator reads only its resource requests, when `resources` is not given).",
+        "simulator reads only its pod's resource requests, the stage's demand).",
     )
     resources: dict[str, Quantity] | None = Field(
         default=None,
         description="What one task requests, as a ResourceList (cpu: 500m, memory: 1Gi, "
-        "nvidia.com/gpu: 1). Unset: the effective request of the template's pod, as the "
-        "kube-scheduler computes it. A pool counts only the resources it names.",
+        "nvidia.com/gpu: 1), for a stage without a template (the task container's "
+        "requests). With a template: its pod's effective request, as the kube-scheduler "
+        "computes it, and not this too. A pool counts only the resources it names.",
     )
 
     @field_validator("resources", mode="before")
@@ -135,7 +136,13 @@ class StageSpec(BaseModel):
 
     @model_validator(mode="after")
     def _template_requests(self) -> StageSpec:
-        if self.resources is None and self.template is not None:
+        if self.resources is not None and self.template is not None:
+            raise ValueError(
+                "give what a task requests once: in its template's containers "
+                "(resources.requests), or as resources without a template; with both, the "
+                "pool would count one and the kube-scheduler place the pod by the other"
+            )
+        if self.template is not None:
             try:
                 self.demand  # noqa: B018 (a bad quantity in the template: said here)
             except IdlegateError as exc:

@@ -115,7 +115,8 @@ def history_record(workflow: HistoryWorkflow) -> dict[str, Any]:
     """One workflow as a plain history document (`load_history` reads it back equal).
 
     Pod templates are left out: a replay does not need them, and they may hold what a
-    history file should not (images, environment).
+    history file should not (images, environment); what a template's pod requests stays,
+    as the stage's `resources` (what a pool of resources counted).
     """
     out: dict[str, Any] = {}
     if workflow.name is not None:
@@ -125,6 +126,8 @@ def history_record(workflow: HistoryWorkflow) -> dict[str, Any]:
     stages = []
     for stage, measured in zip(workflow.spec.stages, workflow.measured, strict=True):
         doc = stage.model_dump(by_alias=True, exclude={"template"}, exclude_defaults=True)
+        if stage.template is not None and stage.demand:
+            doc["resources"] = stage.demand.to_list()
         doc["taskDurationSeconds"] = stage.task_duration_seconds
         if doc.get("dependsOn") is not None:
             doc["dependsOn"] = list(doc["dependsOn"])
