@@ -146,3 +146,59 @@ async def test_an_airflow_run_read_again_too_large_leaves_the_pool(tmp_path):
         await _advance(h, POLL)
         assert _gated(h.kube) == [] and not side.runs and not h.core.held.get("DagRun")
         assert h.metrics.value("idlegate_workflows_too_large_total", kind="airflow") == 1
+
+
+# -- a pool on nodes: a stage no node could hold waits, said once ---------------------------
+
+
+@pytest.mark.asyncio
+async def test_a_stage_no_node_of_the_pool_holds_waits_saying_so(monkeypatch):
+    from tests.operator_fakes import harness, stage
+    from tests.test_node_pools import _Live, following, node
+
+    h = harness(pool=8, pool_nodes="")
+    following(h, monkeypatch)
+    big = stage("train", resources={"cpu": "12"}, deps=("prep",))
+    await h.submit("w", {"stages": [stage("prep", resources={"cpu": "1"}), big]})
+    watch = h.pools.watch
+    watch.nodes = {n: [node(n, cpu="8")] for n in ("a", "b")}  # (16 CPUs, 8 a node)
+    watch.pods = _Live(h.kube)
+    h.pools.nodes_changed()
+    await h.settle()
+    (said,) = [e["message"] for e in h.kube.events if e["reason"] == "NoNodeFits"]
+    assert said.startswith(
+        "Stage 'train' asks cpu=12 a task, more than any node of the pool has allocatable "
+        "(cpu=8,memory=16Gi): it waits until pool 'default' has a node that large"
+    )
+    await h.finish("w-prep-0", after=10.0)
+    h.pools.nodes_changed()
+    await h.settle()
+    assert h.released("w") == [] and h.kube.reasons("w").count("NoNodeFits") == 1
+    waiting = [e["message"] for e in h.kube.events if e["reason"] == "Waiting"]
+    assert not [m for m in waiting if "'train'" in m]  # (its reasons would not be the reason)
+    watch.nodes["c"] = [node("c", cpu="16")]  # (a node that large joins the pool)
+    h.pools.nodes_changed()
+    await h.settle()
+    assert h.released("w") == ["w-train-0"]
+
+
+def test_a_gang_the_nodes_cannot_hold_at_once_is_said_as_a_gang():
+    from idlegate.sim.cluster import Cluster
+    from idlegate.sim.dag import Dag
+    from idlegate.sim.resources import ResourceVector
+    from idlegate.sim.spec import parse_workflow
+
+    nodes = tuple(ResourceVector.parse("cpu=4,pods=110") for _ in range(2))
+    cluster = Cluster(10, resources=ResourceVector.parse("cpu=1m"))
+    cluster.set_capacity(ResourceVector.parse("cpu=8"), nodes, nodes)
+    gang = {"name": "g", "tasks": 3, "taskDurationSeconds": 1.0, "gang": True}
+    spec = parse_workflow({"stages": [{**gang, "resources": {"cpu": "3"}}]})
+    (stage,) = cluster.add_job(Dag.from_spec(spec), 0.0).stages
+    why = cluster.fits_no_node(stage)
+    assert why == (
+        "is a gang of 3 tasks of cpu=3, more than the pool's nodes hold at once even empty "
+        "(their allocatable: cpu=4)"
+    )
+    spec = parse_workflow({"stages": [{**gang, "tasks": 2, "resources": {"cpu": "3"}}]})
+    (fits,) = cluster.add_job(Dag.from_spec(spec), 0.0).stages
+    assert cluster.fits_no_node(fits) is None

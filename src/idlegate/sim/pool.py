@@ -183,6 +183,29 @@ class PoolResources:
                 stage.name,
             )
 
+    def fits_no_node(self, stage: Stage) -> str | None:
+        """Why `stage` could not start on the told nodes even were they empty (no node's
+        allocatable holds its task; a gang's tasks, all of them at once), None if it could
+        or no nodes are told. What it asks goes first: ``asks cpu=12 a task, ...``."""
+        told, need = self._told, stage.need
+        if told is None or need is None or not told.alloc:
+            return None
+        if sum(need.on(node) for node in told.alloc) >= (stage.tasks if stage.gang else 1):
+            return None
+        names = self.resource_names
+        sizes = sorted(
+            {ResourceVector(dict(zip(names, a, strict=False))).format() for a in told.alloc}
+        )
+        more = f" and {len(sizes) - 3} more" if len(sizes) > 3 else ""
+        nodes = f"{', '.join(sizes[:3])}{more}"
+        demand = stage.demand.restricted(names).format()
+        if stage.gang:
+            return (
+                f"is a gang of {stage.tasks} tasks of {demand}, more than the pool's nodes hold "
+                f"at once even empty (their allocatable: {nodes})"
+            )
+        return f"asks {demand} a task, more than any node of the pool has allocatable ({nodes})"
+
     def _held_for(self, need: Need, seconds: float) -> None:
         """Count a task of demand `need` that held it for `seconds`."""
         held = self._held

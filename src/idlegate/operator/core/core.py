@@ -20,7 +20,7 @@ into a pool made smaller, count against the pool (``Cluster.started_unasked``,
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
 from idlegate.api.crd import KIND
@@ -91,7 +91,7 @@ from idlegate.operator.core.tracking import (
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
 from idlegate.sim.cluster import Cluster
-from idlegate.sim.protocol import Launch, Scheduler, Stage
+from idlegate.sim.protocol import Job, Launch, Scheduler, Stage
 from idlegate.sim.resources import ResourceVector
 
 log = logging.getLogger(__name__)
@@ -131,6 +131,8 @@ class Core(Lifecycle):
         self.cluster = Cluster(settings.pool_size, resources=resources)
         if follows:  # (no room until its nodes are read: `Capacity`)
             self.cluster.set_capacity(ResourceVector(), ())
+        self.allocatable: tuple[ResourceVector, ...] = ()
+        """The nodes' allocatable last told (`Capacity`): which stages no node holds."""
         self.window = settings.window
         """Gated pods created ahead per runnable stage (read once: a pool's settings change
         only with a new core)."""
@@ -194,6 +196,9 @@ class Core(Lifecycle):
                 if self.cluster.set_capacity(capacity, nodes, allocatable, hosts):  # (a round)
                     self.cluster.needs_schedule = True
                     self.schedule()
+                if allocatable != self.allocatable:  # (a node came, went or changed)
+                    self.allocatable = allocatable
+                    self._say_unfit(self.cluster.jobs)
             case Join():
                 self.join(event)
             case Observed(kind, key, pod):
@@ -218,10 +223,12 @@ class Core(Lifecycle):
         owner, key = event.owner, (event.owner.namespace, event.owner.name)
         if (held := self.holding(owner)) is not None:
             held.remap(self, event.mapped)
+            self._say_unfit((held.job,))
         elif owner.uid not in self.ended:
             wf = ExternalJob(owner, event.mapped)
             wf.admit(self.cluster, self.now(), event.arrival, event.pods)
             self.held.setdefault(owner.kind, {})[key] = wf
+            self._say_unfit((wf.job,))
             for pod in event.seen:
                 wf.observe(self, pod)
 
@@ -270,6 +277,7 @@ class Core(Lifecycle):
             return None
         self.workflows[wf.key] = wf
         self._restore(wf, restore)
+        self._say_unfit((wf.job,))
         if pods:  # (a new workflow has none to collect)
             self.intents.add(Admitted(wf, pods))
         message = f"A valid DAG of {len(wf.stages)} stages."
@@ -487,6 +495,22 @@ class Core(Lifecycle):
                 if not stage.launched and stage.name not in wf.noted:
                     wf.noted.add(stage.name)
                     notice = intents.waiting(stage, job, free, pool, why or "")
+                    self.intents.event(wf.owner, *notice)
+
+    def _say_unfit(self, jobs: Iterable[Job]) -> None:
+        """A Warning, once, for each stage of `jobs` that no node of the pool could hold
+        even empty: it waits, as nodes may come (`Cluster.fits_no_node`). Its Waiting
+        Event, whose reasons would not be the reason, is not said."""
+        for job in jobs:
+            wf = job.payload
+            for stage in job.stages:
+                why = self.cluster.fits_no_node(stage)
+                said = f"{stage.name}/NoNodeFits"  # (a stage name is a DNS label: no '/')
+                if why is None:
+                    wf.noted.discard(said)
+                elif said not in wf.noted and stage.finished < stage.tasks:
+                    wf.noted.update((said, stage.name))
+                    notice = intents.no_node_fits(stage.name, why, self.metrics.pool)
                     self.intents.event(wf.owner, *notice)
 
     def end(self, uid: str) -> None:

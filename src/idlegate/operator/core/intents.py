@@ -528,6 +528,15 @@ def waiting(stage: Stage, job: Job, free: int, pool: int, why: str) -> Notice:
     return ("Normal", "Waiting", message)
 
 
+def no_node_fits(stage: str, why: str, pool: str) -> Notice:
+    """A stage no node of its pool could hold even empty (`Cluster.fits_no_node`)."""
+    message = (
+        f"Stage {stage!r} {why}: it waits until pool {pool!r} has a node that large (one "
+        "added, or labelled for its nodeSelector), or its requests are lowered."
+    )
+    return ("Warning", "NoNodeFits", message)
+
+
 def task_failure(track: StageTrack, task: Task, reason: str) -> Notice:
     """A task's attempt failed: it is retried, or, beyond the backoffLimit, fails its stage."""
     spec = track.spec
