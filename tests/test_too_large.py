@@ -148,6 +148,20 @@ async def test_an_airflow_run_read_again_too_large_leaves_the_pool(tmp_path):
         assert h.metrics.value("idlegate_workflows_too_large_total", kind="airflow") == 1
 
 
+@pytest.mark.asyncio
+async def test_a_rebuild_meeting_an_argo_workflow_too_large_goes_on_with_the_others():
+    h, side = await _argo_side()
+    other = copy.deepcopy(_argo(cpu="1"))
+    other["metadata"].update(name="fits", uid="uid-fits")
+    h.kube.objects[("argoproj.io/v1alpha1", "workflows")] = [_argo(), other]
+    await _pod(h, side, "a")  # (created before the restart: the rebuild lists it)
+    admit = await side.restore()
+    admit()  # (raised out of the rebuild, whose later joins never ran: a crash loop)
+    await h.settle()
+    assert [k[1] for k in side.held] == ["fits"] and _gated(h.kube) == []
+    assert len(_said(h, "NotScheduled")) == 1
+
+
 # -- a pool on nodes: a stage no node could hold waits, said once ---------------------------
 
 
