@@ -46,7 +46,8 @@ class Setting:
     mean_interarrival: float | None
     """Mean seconds between streamed arrivals (None: replayed at recorded times)."""
     offered_load: float | None
-    """Mean job work / interarrival / K at that interarrival (None: not defined)."""
+    """Mean job work / interarrival / K at that interarrival (None: not defined); on a
+    pool of resources, that of its dominant resource (`resource_loads`)."""
     load_given: bool
     """True when the interarrival was derived from a target load (``--load``)."""
     tpch_dir: str | None
@@ -57,14 +58,26 @@ class Setting:
     """TPC-H query numbers drawn from."""
     source: str
     """Where the jobs came from, as one phrase (trace directory, file, or generator)."""
+    resource_loads: dict[str, float] | None = None
+    """On a pool of resources, the offered load of each, pods included (None: a pods-only
+    pool, whose load is its pods')."""
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict."""
+        """JSON-ready dict (a pods-only pool's without `resource_loads`)."""
         out = asdict(self)
         for key in ("tpch_sizes", "tpch_queries"):
             if out[key] is not None:
                 out[key] = list(out[key])
+        if out["resource_loads"] is None:
+            del out["resource_loads"]
         return out
+
+    @property
+    def dominant(self) -> str | None:
+        """The resource of the highest offered load on a pool of resources (else None)."""
+        if not self.resource_loads:
+            return None
+        return max(self.resource_loads, key=self.resource_loads.__getitem__)
 
     def summary(self) -> str:
         """One line: executors, jobs, the arrival rate and what chose it."""
@@ -72,10 +85,45 @@ class Setting:
         if self.mean_interarrival is not None:
             gap = f"mean interarrival {self.mean_interarrival:.3g} s"
             if self.offered_load is not None:
-                how = "chosen for" if self.load_given else "i.e."
-                gap += f" ({how} offered load {self.offered_load:.3g})"
+                gap += f" ({self._load()})"
             parts.append(gap)
         return ", ".join(parts)
+
+    def _load(self) -> str:
+        """The offered load, of which resource on a pool of resources, and whether the
+        interarrival was chosen for it (``--load`` sets the pods' load)."""
+        how = "chosen for" if self.load_given else "i.e."
+        dominant = self.dominant
+        if dominant is None or self.resource_loads is None:
+            return f"{how} offered load {self.offered_load:.3g}"
+        of = f"{self.resource_loads[dominant]:.3g} of {dominant}, the pool's dominant resource"
+        if not self.load_given or dominant == "pods":
+            return f"{how} offered load {of}"
+        return f"chosen for offered load {self.resource_loads['pods']:.3g} of pods: {of}"
+
+
+def resource_loads(built: Workload, pods_load: float) -> dict[str, float] | None:
+    """The offered load of each resource `built`'s pool counts, pods (`pods_load`)
+    included: the work arriving per second, times the jobs' mean demand of the resource
+    per executor-second (work-weighted, over `built`'s jobs), over the pool's capacity of
+    it. None for a pods-only pool. 0.04 of 330 pods is 0.78 of 24 CPUs when a task asks
+    1.4 CPUs on average."""
+    capacity = built.resources
+    names = [r for r in capacity or () if r != "pods"]
+    if capacity is None or not names:
+        return None
+    work, asked = 0.0, dict.fromkeys(names, 0.0)
+    for job in built.jobs:
+        dag = job.dag
+        for n, length, demand in zip(dag.tasks, dag.durations, dag.demands, strict=False):
+            for r in names:
+                asked[r] += n * length * demand[r]
+        work += dag.total_work
+    arriving = pods_load * built.num_executors  # executor-seconds of work per second
+    loads = {"pods": pods_load}
+    for r in names:
+        loads[r] = arriving * asked[r] / work / capacity[r] if work > 0 else 0.0
+    return loads
 
 
 def _tpch_used(config: Any) -> bool:
@@ -97,6 +145,9 @@ def describe_setting(workload: str, options: Mapping[str, Any], built: Workload)
         except IdlegateError:  # e.g. a history replayed at its recorded arrival times
             gap = load = None
     given = bool(isinstance(config, ArrivalOptions) and config.load is not None)
+    loads = None if load is None else resource_loads(built, load)
+    if loads is not None:
+        load = max(loads.values())
     tpch_dir = sizes = queries = None
     if _tpch_used(config):
         source = config.tpch_source()
@@ -113,6 +164,7 @@ def describe_setting(workload: str, options: Mapping[str, Any], built: Workload)
         tpch_sizes=sizes,
         tpch_queries=queries,
         source=_source(config, tpch_dir, sizes, queries),
+        resource_loads=loads,
     )
 
 
