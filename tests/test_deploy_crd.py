@@ -497,8 +497,8 @@ def test_samples_directory_lints_clean_except_the_invalid_sample():
     problems = [(p["file"], p["document"], p["field"]) for p in report["problems"]]
     # the cycle: its first stage's dependsOn
     assert problems == [(f"deploy/samples/{INVALID_SAMPLE}", 0, "spec.stages[1].dependsOn")]
-    workflows = len(sample_workflows()) + 1 + 1 + 2  # + pools/'s workflow, the cron, 2 pools
-    files = len(sample_files()) + 2  # + cron/, pools/
+    workflows = len(sample_workflows()) + 2 + 1 + 4  # + pools/'s 2 workflows, the cron, 4 pools
+    files = len(sample_files()) + 3  # + cron/, pools/ (2)
     assert (report["files"], report["workflows"], report["invalid"]) == (files, workflows, 1)
 
 
@@ -683,6 +683,49 @@ def test_the_pools_sample_passes_its_crd_lint_and_the_model():
     assert route(wanted, {"team": "analytics"}, specs) == "interactive"
     report = lint_paths([str(path)])
     assert report.ok and (report.pools, report.workflows - report.pools) == (2, 1)
+
+
+def test_the_resource_pools_sample_passes_its_crd_lint_and_the_model(tmp_path):
+    # a pool of each kind of capacity (docs/resources.md): a fixed ResourceList and the
+    # nodes a label selector picks; the workflow it pins runs as its comments say
+    from dataclasses import replace
+
+    from idlegate.api.pool_spec import parse_pool_spec, pool_problems
+    from idlegate.policy import make_scheduler
+    from idlegate.sim.engine import simulate
+    from idlegate.sim.workloads import build_workload
+
+    path = SAMPLES / "pools" / "resource-pools.yaml"
+    *pools, sized = load_all(path)
+    pool_schema = load_yaml(BASE / "pool-crd.yaml")["spec"]["versions"][0]["schema"]
+    specs = {}
+    for pool in pools:
+        assert api_server_problems(pool, pool_schema["openAPIV3Schema"]) == []
+        assert pool_problems(pool) == []
+        specs[pool["metadata"]["name"]] = parse_pool_spec(pool["spec"], "sample")
+    quota, nodes = specs["batch-quota"], specs["batch-nodes"]
+    capacity = quota.capacity
+    assert capacity is not None and quota.node_selector is None
+    assert nodes.resources is None and nodes.node_selector is not None
+    assert nodes.node_selector.match_labels == {"pool": "batch"}
+    spec = parse_workflow(sized["spec"], "sample")
+    assert spec.pool == "batch-quota" and all(s.resources for s in spec.stages)
+    report = lint_paths([str(path)], pool_resources=capacity)
+    assert report.ok and (report.pools, report.workflows - report.pools) == (2, 1)
+    # on the pool: extract's 1-CPU tasks 4 at a time, transform's 16 of 250m at once
+    bare = tmp_path / "sized-etl.yaml"
+    bare.write_text(yaml.safe_dump({"stages": sized["spec"]["stages"]}))
+    pods = capacity["pods"] // 1000
+    workload = build_workload("file", 0, path=str(bare), num_executors=pods)
+    workload = replace(workload, resources=capacity.restricted(["cpu", "memory"]))
+    tasks = simulate(workload, make_scheduler("fifo"), record_tasks=True).tasks
+    assert tasks is not None
+
+    def most_at_once(stage: int) -> int:
+        runs = [t for t in tasks if t.stage == stage]
+        return max(sum(r.start <= t.start < r.end for r in runs) for t in runs)
+
+    assert (most_at_once(0), most_at_once(1)) == (4, 16)
 
 
 def test_the_readme_documents_every_pool_field():
