@@ -82,7 +82,9 @@ def test_bad_resources_are_one_line(workflows, value, message):
 def test_train_refuses_resources():
     result = runner.invoke(app, ["train", "--preset", "quick", "--resources", "cpu=4"])
     assert result.exit_code == 1
-    assert "--resources: training runs on pods-only pools so far" in result.stderr
+    assert "--resources: a training workload's pool of resources is given in a config" in (
+        result.stderr
+    )
 
 
 def _stage(**more):

@@ -585,8 +585,8 @@ def train(
     given = WorkloadOptions(**options)
     if given.resources is not None:
         raise IdlegateError(
-            "--resources: training runs on pods-only pools so far (the learned policy does not "
-            "weigh resources yet); leave it out and size the pool with -k/--executors"
+            "--resources: a training workload's pool of resources is given in a config file "
+            "(workload.resources, as --preset resources does; docs/resources.md)"
         )
     opts = given.to_kwargs()
     preset = settings.pop("preset", None)
