@@ -1,6 +1,6 @@
 """A decision's latency on a resource pool (issue 52: a decision within 1 ms at p99).
 
-    .venv/bin/python benchmarks/resource_decisions.py [--jobs 300] [--seed 1000]
+    .venv/bin/python benchmarks/resource_decisions.py [--jobs 300] [--seed 1000] [--schedulers A,B]
 
 Runs `k8s-batch` with requests (`requests=true`, interarrival 240 s) on the cluster of
 docs/resources.md (3 nodes of cpu=8, memory=32Gi, nvidia.com/gpu=1; 330 pods) under each
@@ -52,6 +52,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", type=int, default=300, help="workflows (default 300)")
     parser.add_argument("--seed", type=int, default=1000)
+    parser.add_argument(
+        "--schedulers", default=",".join(SCHEDULERS), help="comma-separated specs to time"
+    )
     args = parser.parse_args()
     workload = build_workload(
         "k8s-batch",
@@ -66,7 +69,7 @@ def main() -> None:
     workload = replace(workload, resources=node * NODES, nodes=nodes)
     print(f"k8s-batch, {args.jobs} workflows, seed {args.seed}, 330 pods, {NODES} nodes of {NODE}")
     print(f"{'scheduler':26s} {'decisions':>9s} {'p50 us':>8s} {'p99 us':>8s} {'max us':>8s}")
-    for spec in SCHEDULERS:
+    for spec in args.schedulers.split(","):
         timed = Timed(make_scheduler(spec))
         simulate(workload, timed, seed=args.seed)
         us = np.array(timed.seconds) * 1e6
