@@ -261,6 +261,8 @@ def test_pool_nodes_takes_kubectls_selector_syntax_and_not_with_pool_resources()
     assert selector is not None and selector.match_labels == {"pool": "batch"}
     ops = [(r.key, r.operator.value, r.values) for r in selector.match_expressions]
     assert ops == [("tier", "In", ("a", "b")), ("gpu", "Exists", ()), ("spot", "DoesNotExist", ())]
+    assert selector.text() == "pool=batch,tier in (a,b),gpu,!spot"  # (as a NoNodes names it)
+    assert LabelSelector.parse(selector.text()) == selector
     assert Settings(pool_size=4, pool_nodes="").pool_nodes == LabelSelector()  # every node
     with pytest.raises(IdlegateError, match="'=x' is not a label selector's requirement"):
         Settings(pool_size=4, pool_nodes="=x")
@@ -351,3 +353,74 @@ async def test_a_burst_of_node_and_pod_events_is_one_reading_of_the_room(monkeyp
     h.pools.room_soon()
     await asyncio.sleep(0)
     assert len(reads) == 2
+
+
+@pytest.mark.asyncio
+async def test_a_pool_whose_selector_picks_no_node_says_so_once_its_nodes_are_read(caplog):
+    from idlegate.api.task_pods import Owner
+    from tests.operator_fakes import harness
+
+    h = harness(pool=4, pool_nodes="gpu=a100")
+    h.bridge.core.reporter = Owner("idlegate", "operator-0", "uid-op", "Pod", "v1")
+    gauge = "idlegate_pool_without_nodes"
+    assert h.bridge.no_room is None and h.metrics.value(gauge) == 0  # not read yet: no word
+    watch = h.pools.watch
+    watch.nodes, watch.pods = {"a": [node("a")]}, {}
+    h.pools.nodes_changed()
+    h.pools.nodes_changed()  # (read again: said once)
+    await h.settle()
+    said = (
+        "Pool 'default': nodeSelector 'gpu=a100' selects no Ready, schedulable node: label a "
+        "node or change the selector; its workflows wait until then."
+    )
+    assert h.bridge.no_room == said and h.metrics.value(gauge) == 1
+    warned = [e for e in h.kube.events if e["reason"] == "NoNodes"]
+    assert [(e["type"], e["message"], e["involvedObject"]["name"]) for e in warned] == [
+        ("Warning", said, "operator-0")
+    ]
+    assert said in caplog.text
+    watch.nodes = {**watch.nodes, "b": [node("b", gpu="a100")]}  # a node is labelled
+    h.pools.nodes_changed()
+    assert h.bridge.no_room is None and h.metrics.value(gauge) == 0
+    # its one node full of others' pods: nothing left to release onto
+    full = {
+        "containers": [{"name": "c", "resources": {"requests": {"cpu": "4", "memory": "16Gi"}}}]
+    }
+    watch.pods = {("other", "x"): [pod("x", "4", "b", spec=full)]}
+    h.pools.nodes_changed()
+    assert "selects 1 node(s) with nothing left of their allocatable" in (h.bridge.no_room or "")
+
+
+@pytest.mark.asyncio
+async def test_an_executor_pools_ready_condition_says_its_selector_picks_no_node(monkeypatch):
+    kopf = pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
+    from idlegate.api.pool_spec import pool_conditions
+    from idlegate.operator.main import Operator, build_registry
+    from idlegate.operator.settings import Settings
+    from tests.operator_fakes import FakeClock, FakeKube, harness
+
+    operator = Operator(Settings(pool_size=2, clock=FakeClock()), kube=FakeKube())
+    operator._pools = harness(pool=2).pools  # (what start() builds, on the fakes)
+    monkeypatch.setattr(Operator, "ready", property(lambda self: True))
+    handlers = build_registry(operator)._spawning.get_all_handlers()
+    (refresh,) = [h for h in handlers if h.id == "pool-status"]
+    selector = {"matchLabels": {"gpu": "a100"}}
+    spec = ExecutorPoolSpec.model_validate({"size": 2, "nodeSelector": selector})
+    operator.pools.apply("gpu", spec)
+
+    async def ready(body: dict) -> dict:
+        patch = kopf.Patch()
+        await refresh.fn(name="gpu", body=kopf.Body(body), patch=patch)
+        (condition,) = patch["status"].get("conditions") or [None]
+        return condition
+
+    running = {"status": {"conditions": pool_conditions(True, "Running", "runs", 0.0, {})}}
+    found = await ready(running)
+    assert (found["status"], found["reason"]) == ("False", "NoNodes")
+    assert found["message"].startswith("Pool 'gpu': nodeSelector 'gpu=a100' selects no Ready")
+    invalid = {"status": {"conditions": pool_conditions(False, "Invalid", "bad", 0.0, {})}}
+    assert await ready(invalid) is None  # (an invalid spec's condition stays)
+    operator.pools.watch.nodes = {"a": [node("a", gpu="a100")]}
+    operator.pools.nodes_changed()
+    found = await ready({"status": {"conditions": [found]}})
+    assert (found["status"], found["reason"]) == ("True", "Running")

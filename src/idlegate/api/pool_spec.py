@@ -135,6 +135,17 @@ class LabelSelector(BaseModel):
                 requirements.append(Requirement(key=key, operator=kind))
         return cls(match_labels=labels, match_expressions=tuple(requirements))
 
+    def text(self) -> str:
+        """The selector in kubectl's ``-l`` syntax (:meth:`parse` reads it back)."""
+        ops = {Operator.IN: "in", Operator.NOT_IN: "notin"}
+        parts = [f"{k}={v}" for k, v in self.match_labels.items()]
+        for r in self.match_expressions:
+            if r.operator in ops:
+                parts.append(f"{r.key} {ops[r.operator]} ({','.join(r.values)})")
+            else:
+                parts.append(("!" if r.operator is Operator.DOES_NOT_EXIST else "") + r.key)
+        return ",".join(parts)
+
 
 _SELECTOR_PART = re.compile(r"[^,(]+(?:\([^)]*\))?[^,]*")
 _SELECTOR_TERM = re.compile(

@@ -48,7 +48,7 @@ import kopf
 from idlegate.api.crd import CRON_PLURAL, GROUP, PLURAL, POOL_PLURAL, VERSION
 from idlegate.api.labels import LABEL_CRON, LABEL_WORKFLOW
 from idlegate.api.pool_spec import namespace_labels, parse_pool_spec, pool_conditions
-from idlegate.api.status import FINISHED, FINISHED_OR_INVALID
+from idlegate.api.status import FINISHED, FINISHED_OR_INVALID, Conditions
 from idlegate.api.task_pods import Owner
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.admission import AdmitLaterError
@@ -656,17 +656,27 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
                 False, "Invalid", str(exc), clock.now(), body
             )
             return
-        ready = pool_conditions(True, "Running", "The pool runs its workflows.", clock.now(), body)
+        ready = running(name, body)
         patch.status.update(
             {**status, "observedGeneration": meta.get("generation"), "conditions": ready}
         )
 
+    def running(name: str, body: kopf.Body) -> list[dict[str, Any]]:
+        """Ready for a pool that runs: False, NoNodes, while it has no node to release onto."""
+        why, now = operator.pools.bridges[name].no_room, clock.now()
+        if why is not None:
+            return pool_conditions(False, "NoNodes", why, now, body)
+        return pool_conditions(True, "Running", "The pool runs its workflows.", now, body)
+
     every = clock.wall_delay(POOL_STATUS_SECONDS)
 
     @kopf.timer(GROUP, VERSION, POOL_PLURAL, registry=registry, id="pool-status", interval=every)
-    async def pool_counts(name: str, patch: kopf.Patch, **_: Any) -> None:
+    async def pool_counts(name: str, body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
         if operator.ready and name in operator.pools.bridges:
             patch.status.update(pool_status(name, operator.pools))
+            was = Conditions(body.get("status", {}).get("conditions")).get("Ready")
+            if was is not None and was.reason in ("Running", "NoNodes"):  # (not Invalid)
+                patch.status["conditions"] = running(name, body)
 
     @kopf.on.event(GROUP, VERSION, POOL_PLURAL, registry=registry, id="pool-events")
     async def pool_event(type: str | None, name: str, **_: Any) -> None:

@@ -83,6 +83,11 @@ class MetricFamilies:
             "What the pool's running task pods request of each resource it counts.",
             "resource",
         )
+        self.without_nodes = gauge(
+            "idlegate_pool_without_nodes",
+            "1 while a pool on nodes (nodeSelector, --pool-nodes), its nodes read, has no "
+            "Ready schedulable node selected or nothing left of their allocatable (NoNodes).",
+        )
         self.idle_slots = gauge("idlegate_idle_slots", "Stages inside a deliberate idle slot now.")
         self.idle_inserted = counter(
             "idlegate_idle_inserted_seconds",

@@ -151,6 +151,8 @@ class Core(Lifecycle):
         metrics.watch(self.workflows, self.cluster, self.held)
         self.reporter: Owner | None = None
         """Where the pool's own Events go (its ExecutorPool, the operator's Pod), if anywhere."""
+        self.no_room: str | None = None
+        """Why the pool, once its nodes are read, can release nothing (`intents.no_room`)."""
 
     @property
     def scheduler(self) -> Scheduler:
@@ -199,6 +201,7 @@ class Core(Lifecycle):
                 if allocatable != self.allocatable:  # (a node came, went or changed)
                     self.allocatable = allocatable
                     self._say_unfit(self.cluster.jobs)
+                self._say_room(capacity, len(allocatable))
             case Join():
                 self.join(event)
             case Observed(kind, key, pod):
@@ -512,6 +515,26 @@ class Core(Lifecycle):
                     wf.noted.update((said, stage.name))
                     notice = intents.no_node_fits(stage.name, why, self.metrics.pool)
                     self.intents.event(wf.owner, *notice)
+
+    def _say_room(self, capacity: ResourceVector, nodes: int) -> None:
+        """Say, once each time it starts (a Warning NoNodes on the pool's reporter, the log,
+        a gauge), that a pool on nodes has none to release onto; its ExecutorPool's Ready
+        condition reads :attr:`no_room`. Before the first reading of the nodes nothing is
+        said: the pool has none then either."""
+        assert self.settings.pool_nodes is not None
+        left = any(capacity.get(n, 0) > 0 for n in self.cluster.resource_names)
+        pool = self.metrics.pool
+        why = intents.no_room(pool, self.settings.pool_nodes, nodes, left)
+        if why == self.no_room:
+            return
+        self.no_room = why
+        self.metrics.without_nodes.set(why is not None)
+        if why is None:
+            log.info("Pool %r has room on its nodes again.", pool)
+            return
+        log.warning("%s", why)
+        if self.reporter is not None:
+            self.intents.event(self.reporter, "Warning", "NoNodes", why)
 
     def end(self, uid: str) -> None:
         """The workflow of `uid` ended (here, or for a kind the core does not hold): it is

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from idlegate.api.labels import GATE
+from idlegate.api.pool_spec import LabelSelector
 from idlegate.api.status import SlotState
 from idlegate.api.task_pods import Owner, pod_name, task_pod
 from idlegate.sim.dag import Dag
@@ -535,6 +536,23 @@ def no_node_fits(stage: str, why: str, pool: str) -> Notice:
         "added, or labelled for its nodeSelector), or its requests are lowered."
     )
     return ("Warning", "NoNodeFits", message)
+
+
+def no_room(pool: str, selector: LabelSelector, nodes: int, left: bool) -> str | None:
+    """Why pool `pool`, following the `nodes` Ready, schedulable nodes `selector` picks,
+    can release nothing at all (`left`: some of their allocatable is); None if it can."""
+    text = selector.text()
+    picked = f"nodeSelector {text!r}" if text else "The empty nodeSelector"
+    if not nodes:
+        what = "selects no Ready, schedulable node: label a node or change the selector"
+    elif not left:
+        what = (
+            f"selects {nodes} node(s) with nothing left of their allocatable beside the "
+            "pods idlegate did not release: free or add a node, or change the selector"
+        )
+    else:
+        return None
+    return f"Pool {pool!r}: {picked} {what}; its workflows wait until then."
 
 
 def task_failure(track: StageTrack, task: Task, reason: str) -> Notice:

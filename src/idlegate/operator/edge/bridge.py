@@ -167,6 +167,11 @@ class Bridge:
         """Go on from what the pool's `old` bridge learned (a portfolio's window)."""
         self.core.decider.learn(old.core.decider.window())
 
+    @property
+    def no_room(self) -> str | None:
+        """Why the pool on nodes can release nothing now (`Core.no_room`), if so."""
+        return self.core.no_room
+
     def status(self) -> dict[str, Any]:
         """The pool's part of its ExecutorPool's status: its size, busy executors, pending
         workflows, policy, and what it follows (a portfolio's choice, with its figures)."""
