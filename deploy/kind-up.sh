@@ -110,6 +110,9 @@ k -n "$NAMESPACE" rollout restart "deploy/$DEPLOYMENT"
 k -n "$NAMESPACE" rollout status "deploy/$DEPLOYMENT" --timeout="$TIMEOUT" ||
     diagnose "the operator did not become ready"
 
+# the samples' pool batch-nodes (pools/resource-pools.yaml) follows the nodes labelled
+# pool=batch: kind's, so that it has room (else its Ready is False, reason NoNodes)
+k label nodes --all pool=batch --overwrite
 log "submitting deploy/samples, recursively (cron/ and pools/ too)"
 # a re-run starts the samples afresh rather than finding them finished
 k delete -R -f "$ROOT/deploy/samples/" --ignore-not-found --wait=true
