@@ -294,10 +294,18 @@ class AirflowE2E:
         kill_operator: bool = False,
         flaky: str | None = None,
         change: bool = False,
+        beside: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None,
+        time_factor: float = 1.0,
     ) -> None:
         self.directory = Path(directory)
         self.python, self.settings = python, dict(settings or {})
         self.operator_args, self.pool, self.workflow_count = operator_args, pool, workflows
+        self.beside, self.time_factor = beside, time_factor
+        """The DagWorkflows and Argo Workflows to create beside the DAG runs instead of
+        `workflows` and `argo` default ones; the simulated kubelet's wall seconds per
+        simulated second (a pod's run time)."""
+        if beside is not None:
+            workflows, argo = len(beside[0]), len(beside[1])
         self.argo_count = argo if operator_args is not None else 0
         self.gate_airflow, self.kill_operator = gate_airflow, kill_operator
         """With the operator: Airflow's pods are created gated (its worker pod template)
@@ -363,7 +371,8 @@ class AirflowE2E:
     def _start_operator(self, again: bool = False) -> None:
         if not again:
             others = lambda pod: not is_airflow_pod(pod)  # noqa: E731
-            self._stack.enter_context(SimKubelet(self.api, NAMESPACE, selects=others))
+            kubelet = SimKubelet(self.api, NAMESPACE, time_factor=self.time_factor, selects=others)
+            self._stack.enter_context(kubelet)
         log = self.directory / ("operator-again.log" if again else "operator.log")
         flags = list(self.operator_args or []) + (["--argo"] if self.argo_count else [])
         if self.gate_airflow:
@@ -412,13 +421,17 @@ class AirflowE2E:
             wait(self.pods.airflow_running, 300, "an Airflow pod to run")
             counts = {"Airflow": 1, "Argo": self.argo_count, "DagWorkflow": self.workflow_count}
             self.pods.wanted = {kind for kind, n in counts.items() if n}
-            for i in range(self.workflow_count):
-                name = f"beside-{i}"
-                body = workflow(name, stage("a", 2, 3), stage("b", 2, 3, ("a",)))
+            dags, argos = self.beside or (
+                [
+                    workflow(f"beside-{i}", stage("a", 2, 3), stage("b", 2, 3, ("a",)))
+                    for i in range(self.workflow_count)
+                ],
+                [argo_workflow(i) for i in range(self.argo_count)],
+            )
+            for body in dags:
                 self.api.create(DWF, body, NAMESPACE)
-                names.append(name)
-            for i in range(self.argo_count):
-                body = argo_workflow(i)
+                names.append(body["metadata"]["name"])
+            for body in argos:
                 self.api.create(WORKFLOWS, body, NAMESPACE)
                 argo_names.append(body["metadata"]["name"])
         states: dict[tuple[str, str], str] = {}

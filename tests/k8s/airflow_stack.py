@@ -54,6 +54,8 @@ PG_BIN_ENV = "IDLEGATE_PG_BIN"
 E2E_DAGS = ("idlegate_e2e_diamond", "idlegate_e2e_mapped", "idlegate_e2e_group")
 BRANCH_DAG, CHANGING_DAG = "idlegate_e2e_branch", "idlegate_e2e_changing"
 """A branch's skipped side; a DAG changed during its run (tests/airflow_e2e.py)."""
+SIZED_DAG = "idlegate_e2e_sized"
+"""Tasks whose pods request mixed sizes (tests/test_airflow_e2e_nodes.py)."""
 USER, PASSWORD = "admin", "admin"
 START_SECONDS = 300.0
 """The most a process gets to come up (Airflow's first start on two loaded cores is slow):
@@ -298,7 +300,7 @@ class AirflowStack:
 
     def _parsed(self) -> bool:
         found = {dag["dag_id"] for dag in self.client.pages("dags", "dags", {})}
-        return {*E2E_DAGS, BRANCH_DAG, CHANGING_DAG} <= found
+        return {*E2E_DAGS, BRANCH_DAG, CHANGING_DAG, SIZED_DAG} <= found
 
     # -- the REST API -----------------------------------------------------------------------
 
