@@ -54,7 +54,7 @@ def pod(name: str, cpu: str, node_name: str | None = None, mine: bool = False, *
 # -- the state machine's per-node rule ----------------------------------------------------
 
 
-def _job(cluster: Cluster, tasks: int, cpu: str, gang: bool = False):
+def _job(cluster: Cluster, tasks: int, cpu: str, gang: bool = False, now: float = 0.0):
     spec = parse_workflow(
         {
             "stages": [
@@ -68,7 +68,7 @@ def _job(cluster: Cluster, tasks: int, cpu: str, gang: bool = False):
             ]
         }
     )
-    return cluster.add_job(Dag.from_spec(spec), 0.0)
+    return cluster.add_job(Dag.from_spec(spec), now)
 
 
 def test_a_task_starts_only_where_it_fits_one_node():
@@ -109,15 +109,46 @@ def test_the_next_task_of_an_executor_goes_on_only_where_a_node_has_room_now():
     assert cluster.free_executors == 9 and job.stages[0].launched == 2
 
 
-def test_a_task_takes_its_room_where_the_kube_scheduler_would_put_it():
-    cluster = Cluster(10, resources=R("cpu=1m,memory=1m"))
-    free = (R("cpu=5,memory=8Gi,pods=110"), R("cpu=8,memory=8Gi,pods=110"))
-    allocatable = (R("cpu=8,memory=8Gi,pods=110"), R("cpu=8,memory=8Gi,pods=110"))
-    cluster.set_capacity(R("cpu=13,memory=16Gi"), free, allocatable)
-    job = _job(cluster, 1, "3")
-    cluster.apply(Decision(job.stages[0], 1), 0.0)
-    # the second node is left with 5 of 8 CPUs, the first would be with 2: the second
-    assert [n[0] for n in cluster._nodes] == [5000, 5000]
+PACKING = [  # (each node's free CPUs of 8, a task's CPUs, the node it goes to)
+    # the node it fills most, not the first it fits (first fit: 0) nor the emptiest
+    # (the kube-scheduler's LeastAllocated: 0)
+    (("6", "3", "4"), "3", 1),
+    (("8", "5", "2"), "2", 2),
+    (("8", "5", "2"), "4", 1),
+    (("1", "8", "8"), "2", 1),  # (equals: the first)
+    (("1", "1", "1"), "2", None),
+]
+
+
+@pytest.mark.parametrize(("free", "cpu", "at"), PACKING)
+def test_a_task_takes_its_room_on_the_node_it_fills_most_on_both_clocks(free, cpu, at):
+    """The operator's told nodes and the simulator's `--nodes` place by one rule
+    (`idlegate.sim.pool.packed`): a 4-CPU task waiting later finds a node's room in one
+    piece."""
+    eight = R("cpu=8,memory=32Gi,pods=110")
+    told = Cluster(10, resources=R("cpu=1m,memory=1m"))
+    nodes = tuple(R(f"cpu={f},memory=32Gi,pods=110") for f in free)
+    told.set_capacity(R("cpu=24,memory=96Gi"), nodes, (eight,) * 3, hosts=("a", "b", "c"))
+    job = _job(told, 1, cpu)
+    launches = told.apply(Decision(job.stages[0], 1), 0.0) if at is not None else []
+    assert [told.host_of(launch.executor) for launch in launches] == (
+        [] if at is None else ["abc"[at]]
+    )
+    # the simulator's nodes, filled first to the same free amounts by 1-CPU tasks
+    fixed = Cluster(30, resources=R("cpu=24"), nodes=(R("cpu=8,pods=10"),) * 3)
+    filler = _job(fixed, 24, "1")
+    fixed.apply(Decision(filler.stages[0], 24), 0.0)
+    where = fixed.placed_nodes()[1]
+    for executor in list(where):  # (end the tasks that leave each node its free CPUs)
+        node = where[executor]
+        if sum(1 for e in where if where[e] == node) > 8 - int(free[node]):
+            fixed.task_finished(executor, 1.0)
+    assert [n[0] // 1000 for n in fixed.placed_nodes()[0]] == [int(f) for f in free]
+    job = _job(fixed, 1, cpu, now=2.0)
+    before = dict(where)
+    fixed.apply(Decision(job.stages[0], 1), 2.0) if at is not None else None
+    new = {e: n for e, n in fixed.placed_nodes()[1].items() if e not in before}
+    assert list(new.values()) == ([] if at is None else [at])
 
 
 # -- the room on the nodes (api/nodes.py) ----------------------------------------------------
@@ -297,7 +328,7 @@ def test_a_released_pod_is_pinned_to_the_node_its_pool_placed_it_on():
     cluster.set_capacity(R("cpu=10"), free, free, hosts=("small", "big"))
     job = _job(cluster, 1, "2")
     (launch,) = cluster.apply(Decision(job.stages[0], 1), 0.0)
-    assert cluster.host_of(launch.executor) == "big"
+    assert cluster.host_of(launch.executor) == "small"  # (it fills it: packing)
     cluster.task_finished(launch.executor, 1.0)  # (a task of no request may take it next)
     assert cluster.host_of(launch.executor) is None
     gated = {"metadata": {}, "spec": {"schedulingGates": [{"name": "idlegate.io/release"}]}}

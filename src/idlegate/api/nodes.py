@@ -103,7 +103,8 @@ class Room:
     release that are bound to them."""
     free: list[tuple[str, ResourceVector]] = field(default_factory=list)
     """Each usable node's free allocatable, by name in order, less every pod bound to it
-    and the released pods not bound yet (first fit)."""
+    and the released pods not bound yet (on the node each is pinned to, else where the
+    kube-scheduler's scoring puts it)."""
     short: list[Mapping[str, Any]] = field(default_factory=list)
     """Released pods not bound yet that fit no node's free allocatable."""
     allocatable: list[ResourceVector] = field(default_factory=list)

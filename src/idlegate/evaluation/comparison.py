@@ -121,7 +121,8 @@ class WorkloadOptions(Config):
     (workflow files state them). Unset: a pods-only pool of -k/--executors."""
     nodes: int | None = Field(None, ge=1)
     """The cluster is this many nodes, each of --resources (then one node's allocatable),
-    sharing -k's pods: a task starts only where it fits one node, first fit. Unset: the
+    sharing -k's pods: a task starts only where it fits one node, on the one it fills
+    most (packing, as the operator's pool of nodes places one). Unset: the
     pool is one bin of --resources."""
     extra: Annotated[dict[str, Any], Flag("--option", "-o")] = Field(default_factory=dict)
     """Any other workload option as KEY=VALUE (repeatable), e.g. size_distribution=pareto,

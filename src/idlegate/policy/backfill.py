@@ -87,13 +87,13 @@ class Reservation:
 def _off_reserved(
     view: ClusterView, amounts: tuple[int, ...], tasks: int, reserved: frozenset[int]
 ) -> int:
-    """How many of `tasks` tasks of `amounts`, placed now first fit on the simulator's
-    nodes, start before one would take a node the head has reserved."""
+    """How many of `tasks` tasks of `amounts`, placed now on the simulator's nodes as the
+    pool places them (`idlegate.sim.pool.packed`), start before one would take a node the
+    head has reserved."""
     placed = view.placed_nodes()  # type: ignore[attr-defined]
     nodes = [list(n) for n in placed[0]]
-    each = Need(amounts, [], [])
     for k in range(tasks):
-        at = next((i for i, node in enumerate(nodes) if each.on(node)), None)
+        at = view.node_for(amounts, nodes)  # type: ignore[attr-defined]
         if at is None or at in reserved:
             return k
         _take(nodes[at], amounts, -1)
@@ -152,7 +152,7 @@ def shadow(view: ClusterView, head: Stage, capacity: tuple[int, ...]) -> Reserva
             _take(nodes[i], _amounts(stage, size), 1)
     reserved: set[int] = set()
     for _ in range(count if nodes and each is not None else 0):
-        i = next((i for i, node in enumerate(nodes) if each.on(node)), None)  # type: ignore[union-attr]
+        i = view.node_for(each.amounts, nodes)  # type: ignore[attr-defined,union-attr]
         if i is not None:
             reserved.add(i)
             _take(nodes[i], each.amounts, -1)  # type: ignore[union-attr]

@@ -74,7 +74,8 @@ class Workload:
     a pods-only pool (`idlegate.sim.cluster`)."""
     nodes: tuple[ResourceVector, ...] = ()
     """The nodes `resources` is the sum of, pods included (`sim.pool.identical_nodes`):
-    a task starts only where it fits one (first fit); empty: the pool is one bin."""
+    a task starts only where it fits one (on the one it fills most: `sim.pool.packed`);
+    empty: the pool is one bin."""
 
     def __post_init__(self) -> None:
         if not self.jobs:

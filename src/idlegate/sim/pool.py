@@ -5,15 +5,20 @@ The part of `idlegate.sim.cluster.Cluster` that keeps the resource rule of its h
 `PoolResources`, which holds the pool's capacity, its free amounts of each resource it
 counts beyond pods (pods are the cluster's executors) and each stage's `Need`.
 
-A pool may also have *nodes* (`set_capacity`: the operator's pool that follows the
-cluster's nodes): then a task starts only where it also fits one node's free amounts and
-pods, as the kube-scheduler's NodeResourcesFit filter would find it room, and a task
-started takes its room on the node the kube-scheduler's default scoring would put it on
-(`idlegate.sim.resources.least_allocated`; on the simulator's nodes, `FixedNodes`, the
-first it fits). The driver tells the nodes' free amounts again before its next round (what
-ran there, wherever the kube-scheduler put it); until then a task that ends gives its room
-back to the totals only, so the per-node rule errs on the side of what surely fits, and an
-executor goes on with its stage's next task only where a node has room for it now.
+A pool may also have *nodes* (the simulator's, ``--nodes``: `FixedNodes`; or the
+operator's pool that follows the cluster's nodes: `set_capacity`): then a task starts only
+where it also fits one node's free amounts and pods, as the kube-scheduler's
+NodeResourcesFit filter would find it room, and a task started takes its room on the node
+`packed` picks, on both: the fitting node left with the least of its CPU and memory free
+(the kube-scheduler's MostAllocated scoring, bin packing). Packing, not spreading: the
+large tasks are the ones that wait, and they need a node's room in one piece; spread
+small tasks leave every node a little free and none enough for them. The operator pins
+each released pod to that node (a ``kubernetes.io/hostname`` nodeSelector), so the
+kube-scheduler's own scoring (LeastAllocated by default) does not undo it. The driver
+tells the operator's nodes' free amounts again before its next round (what ran there);
+until then a task that ends gives its room back to the totals only, so the per-node rule
+errs on the side of what surely fits, and an executor goes on with its stage's next task
+only where a node has room for it now.
 """
 
 from __future__ import annotations
@@ -23,10 +28,31 @@ from collections.abc import Iterable, Mapping, Sequence
 from idlegate.errors import DemandTooLargeError, IdlegateError
 from idlegate.sim.dag import Dag
 from idlegate.sim.protocol import Job, Need, Stage
-from idlegate.sim.resources import MILLI, ResourceVector, least_allocated
+from idlegate.sim.resources import MILLI, ResourceVector
 
 SCORED = ("cpu", "memory")
-"""The resources whose free share places a task on a node (LeastAllocated's)."""
+"""The resources whose free share places a task on a node (MostAllocated's)."""
+
+
+def packed(
+    need: Sequence[int],
+    free: Sequence[Sequence[int]],
+    allocatable: Sequence[Sequence[int]],
+    scored: Sequence[int],
+) -> int | None:
+    """The node a task asking `need` goes to, on the simulator's nodes and on the
+    operator's alike (the module header's packing, the kube-scheduler's MostAllocated
+    scoring): the index in `free` (each node's free amounts, in `need`'s order) of the
+    fitting node with the smallest mean share of its `allocatable` left free after it over
+    the positions `scored` (cpu, memory), the first of equals; None if it fits none."""
+    best, best_score = None, float("inf")
+    for i, (node, total) in enumerate(zip(free, allocatable, strict=True)):
+        if any(f < n for f, n in zip(node, need, strict=True)):
+            continue
+        score = sum((node[k] - need[k]) / total[k] for k in scored if total[k] > 0)
+        if score < best_score:
+            best, best_score = i, score
+    return best
 
 
 class FixedNodes:
@@ -34,13 +60,19 @@ class FixedNodes:
     lists), their text for messages, and the node each busy executor's task runs on,
     which gets its room back when the task ends."""
 
-    __slots__ = ("capacity", "text", "where")
+    __slots__ = ("capacity", "scored", "text", "where")
 
     def __init__(
-        self, capacity: list[list[int]], text: str, where: dict[int, int] | None = None
+        self,
+        capacity: list[list[int]],
+        text: str,
+        scored: tuple[int, ...],
+        where: dict[int, int] | None = None,
     ) -> None:
         self.capacity = capacity
         self.text = text
+        self.scored = scored
+        """The positions of cpu and memory in the capacities (`packed`'s `scored`)."""
         self.where: dict[int, int] = dict(where or {})
 
 
@@ -83,7 +115,9 @@ class PoolResources:
             names = self.resource_names
             capacity = [[n[r] for r in names] + [n["pods"]] for n in nodes]
             self._nodes[:] = [list(n) for n in capacity]
-            self._fixed = FixedNodes(capacity, ", ".join(sorted({n.format() for n in nodes})))
+            text = ", ".join(sorted({n.format() for n in nodes}))
+            scored = tuple(i for i, n in enumerate(names) if n in SCORED)
+            self._fixed = FixedNodes(capacity, text, scored)
 
     @property
     def follows_nodes(self) -> bool:
@@ -240,14 +274,22 @@ class PoolResources:
     def _placed(self, need: Need) -> int | None:
         """Take a task's room on the node it goes to (the module header), and say which;
         None if it fits none."""
-        nodes, told = self._nodes, self._told
-        if told is not None:
-            at = least_allocated((*need.amounts, MILLI), nodes, told.alloc, told.scored)
-        else:
-            at = next((i for i, node in enumerate(nodes) if need.on(node)), None)
+        nodes = self._nodes
+        at = self.node_for(need.amounts, nodes)
         if at is not None:
             _on_node(nodes[at], need.amounts, -1)
         return at
+
+    def node_for(self, amounts: Sequence[int], nodes: Sequence[Sequence[int]]) -> int | None:
+        """The node of `nodes` (free amounts as `_nodes`: the pool's, or a planner's copy)
+        a task of `amounts` (the pool's order) goes to (`packed`); None if it fits none
+        or the pool has no nodes."""
+        told, fixed = self._told, self._fixed
+        if told is not None:
+            return packed((*amounts, MILLI), nodes, told.alloc, told.scored)
+        if fixed is None:
+            return None
+        return packed((*amounts, MILLI), nodes, fixed.capacity, fixed.scored)
 
     def _goes_on(self, need: Need, executor: int) -> bool:
         """A task of `need` may follow one that ended on `executor`: always without nodes,
@@ -272,7 +314,11 @@ class PoolResources:
         twin._nodes, told = [list(n) for n in self._nodes], self._told
         twin._told = None if told is None else _Told(told.alloc, told.scored, told.hosts, {})
         fixed = self._fixed
-        twin._fixed = None if fixed is None else FixedNodes(fixed.capacity, fixed.text, fixed.where)
+        twin._fixed = (
+            None
+            if fixed is None
+            else FixedNodes(fixed.capacity, fixed.text, fixed.scored, fixed.where)
+        )
 
 
 class _Told:
