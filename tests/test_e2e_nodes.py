@@ -29,7 +29,7 @@ pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
 WORKFLOWS = 12
 UTILISATION = 0.70
 """The share of the nodes' CPU requested while work waits that this short run always
-reaches: 80.8-86.4 % in five runs with the pool packing (`idlegate.sim.pool.packed`),
+reaches: 82.6-89.1 % in five runs with the pool packing (`idlegate.sim.pool.packed`),
 wall-clock figures that move from run to run. Issue 52's 85 % is
 benchmarks/e2e_nodes.py's bar, on 60 workflows (docs/resources.md)."""
 

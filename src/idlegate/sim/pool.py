@@ -135,7 +135,7 @@ class PoolResources:
         """The pool's capacity of its resources beyond pods is now `capacity` (the free
         amounts move by the change; the executors stay), and, with `nodes`, each node's
         free amounts (pods included) are these, in the same order of nodes each time, of
-        its `allocatable` (where a task goes: `least_allocated`), named `hosts` (`host_of`).
+        its `allocatable` (where a task goes: `packed`), named `hosts` (`host_of`).
         True if anything has more room than before."""
         names = self.resource_names
         grew = any(capacity[n] > self.capacity[n] for n in names)
