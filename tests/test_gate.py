@@ -220,7 +220,17 @@ def test_nodes_split_the_pods_and_a_fork_keeps_where_tasks_run():
 
 
 def test_nodes_need_resources():
-    args = ["simulate", "-w", "k8s-batch", "-o", "num_jobs=5", "--nodes", "3"]
+    args = [
+        "simulate",
+        "-w",
+        "k8s-batch",
+        "-o",
+        "num_jobs=5",
+        "-o",
+        "requests=true",
+        "--nodes",
+        "3",
+    ]
     result = runner.invoke(app, args)
     assert result.exit_code == 1
     assert "--nodes: give each node's resources with --resources" in result.stderr

@@ -70,6 +70,11 @@ def test_compare_records_the_resources(workflows):
         ("pods=3", "Error: the pool's resources say pods=3, but it has 10 executors"),
         # not a pods-only pool, quietly: the stages request CPU a pool of none never has
         ("cpu=0", "Error: --resources: cpu=0 is no capacity: a pool counts only the resources"),
+        # a misnamed resource would leave a pods-only pool, quietly
+        (
+            "gpu=1",
+            r"Error: the pool counts gpu but no stage of file\S* requests any \(they request cpu",
+        ),
     ],
 )
 def test_bad_resources_are_one_line(workflows, value, message):
@@ -189,3 +194,28 @@ def test_lint_refuses_bad_pool_resources(tmp_path):
     )
     assert result.exit_code == 1
     assert "the pool's resources say pods=3, but it has 8 executors" in result.stderr
+
+
+def test_a_pool_of_resources_no_stage_requests_is_refused():
+    # k8s-batch without -o requests=true: no stage requests anything, so the pool would
+    # count pods only while its caption and columns spoke of CPUs
+    args = ["simulate", "-w", "k8s-batch", "-k", "330", "--resources", "cpu=24,memory=96Gi"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1
+    assert result.stderr.startswith(
+        "Error: the pool counts cpu and memory but no stage of k8s-batch requests any (they "
+        "request nothing), so it would count its pods only; "
+    ), result.stderr
+    assert "-o requests=true" in result.stderr
+    assert runner.invoke(app, [*args, "-o", "requests=true", "--jobs-count", "5"]).exit_code == 0
+
+
+def test_a_stage_no_node_holds_names_each_node_shape_once(workflows):
+    # 10 pods over 3 nodes: one of 4 pods, two of 3; shapes apart by "; ", not ", "
+    args = ["simulate", "-w", "file", "--file", workflows, "-k", "10", "--nodes", "3"]
+    result = runner.invoke(app, [*args, "--resources", "cpu=1,memory=32Gi"])
+    assert result.exit_code == 1
+    assert (
+        "(each node's resources: cpu=1,memory=32Gi,pods=3 (2 nodes); "
+        "cpu=1,memory=32Gi,pods=4 (1 node))" in result.stderr
+    ), result.stderr

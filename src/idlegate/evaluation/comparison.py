@@ -293,11 +293,29 @@ def build(workload: str, seed: int, options: WorkloadOptions | None = None) -> W
                 "--resources cpu=8,memory=32Gi)"
             )
         return built
+    _check_requested(built, options.resources)
     if options.nodes is None:
         return replace(built, resources=options.resources)
     nodes = identical_nodes(options.resources, options.nodes, built.num_executors)
     total = options.resources.restricted(n for n in options.resources if n != "pods")
     return replace(built, resources=total * options.nodes, nodes=nodes)
+
+
+def _check_requested(workload: Workload, pool: ResourceVector) -> None:
+    """IdlegateError when no stage of `workload` requests any resource `pool` names: such
+    a pool counts its pods only, which is a forgotten ``-o requests=true`` or a misnamed
+    resource (``gpu`` for ``nvidia.com/gpu``), not a sizing."""
+    names = sorted(n for n in pool if n != "pods")
+    asked = {n for j in workload.jobs for d in j.dag.demands for n in d if n != "pods" and d[n]}
+    if not names or asked.intersection(names):
+        return
+    they = f"they request {', '.join(sorted(asked))}" if asked else "they request nothing"
+    raise IdlegateError(
+        f"the pool counts {' and '.join(names)} but no stage of {workload.name} requests "
+        f"any ({they}), so it would count its pods only; name a resource the stages "
+        "request, give the workload requests (k8s-batch, argo-shapes, airflow-shapes: "
+        "-o requests=true), or leave the pool's resources out"
+    )
 
 
 @dataclass(frozen=True, eq=False)

@@ -23,6 +23,7 @@ only where a node has room for it now.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
 from idlegate.errors import DemandTooLargeError, IdlegateError
@@ -115,9 +116,8 @@ class PoolResources:
             names = self.resource_names
             capacity = [[n[r] for r in names] + [n["pods"]] for n in nodes]
             self._nodes[:] = [list(n) for n in capacity]
-            text = ", ".join(sorted({n.format() for n in nodes}))
             scored = tuple(i for i, n in enumerate(names) if n in SCORED)
-            self._fixed = FixedNodes(capacity, text, scored)
+            self._fixed = FixedNodes(capacity, _nodes_text(nodes), scored)
 
     @property
     def follows_nodes(self) -> bool:
@@ -348,6 +348,16 @@ def _on_node(node: list[int], amounts: tuple[int, ...], sign: int) -> None:
     for i, n in enumerate(amounts):
         node[i] += sign * n
     node[-1] += sign * MILLI
+
+
+def _nodes_text(nodes: Iterable[ResourceVector]) -> str:
+    """The nodes' resources for a message, each shape once with its count and ``; `` between
+    shapes (their own amounts are comma-separated): ``cpu=8,pods=4 (1 node); cpu=8,pods=3
+    (2 nodes)``."""
+    counts = Counter(n.format() for n in nodes)
+    return "; ".join(
+        f"{text} ({k} node{'s' if k > 1 else ''})" for text, k in sorted(counts.items())
+    )
 
 
 def identical_nodes(node: ResourceVector, count: int, pods: int) -> tuple[ResourceVector, ...]:
