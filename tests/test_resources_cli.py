@@ -219,3 +219,16 @@ def test_a_stage_no_node_holds_names_each_node_shape_once(workflows):
         "(each node's resources: cpu=1,memory=32Gi,pods=3 (2 nodes); "
         "cpu=1,memory=32Gi,pods=4 (1 node))" in result.stderr
     ), result.stderr
+
+
+def test_fewer_pods_than_nodes_is_refused(workflows):
+    # -k is the pods of all the nodes: 2 over 3 nodes would leave one node unusable
+    args = ["simulate", "-w", "file", "--file", workflows, "--nodes", "3"]
+    result = runner.invoke(app, [*args, "-k", "2", "--resources", "cpu=4,memory=32Gi"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith(
+        "Error: --nodes 3 share the pool's 2 pods (-k), so a node would hold none; "
+    ), result.stderr
+    assert "-k 330" in result.stderr
+    fine = runner.invoke(app, [*args, "-k", "3", "--resources", "cpu=4,memory=32Gi"])
+    assert fine.exit_code == 0, fine.output

@@ -296,6 +296,12 @@ def build(workload: str, seed: int, options: WorkloadOptions | None = None) -> W
     _check_requested(built, options.resources)
     if options.nodes is None:
         return replace(built, resources=options.resources)
+    if options.nodes > built.num_executors:
+        raise IdlegateError(
+            f"--nodes {options.nodes} share the pool's {built.num_executors} pods (-k), so "
+            "a node would hold none; -k counts the pods of all the nodes together: give "
+            f"at least {options.nodes} (110 a node: -k {110 * options.nodes})"
+        )
     nodes = identical_nodes(options.resources, options.nodes, built.num_executors)
     total = options.resources.restricted(n for n in options.resources if n != "pods")
     return replace(built, resources=total * options.nodes, nodes=nodes)
