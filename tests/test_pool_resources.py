@@ -22,7 +22,12 @@ pytestmark = pytest.mark.looptime
         ({"size": 2, "resources": {"cpu": 0}}, ("resources", "cpu: 0 is no capacity")),
         ({"size": 2, "resources": {}}, ("resources", "names no capacity")),
         ({"size": 2, "resources": {"CPU!": 1}}, ("resources", "'CPU!' is not a resource name")),
-        ({"resources": {"cpu": 4}}, ("", "give size (executors), or resources with pods")),
+        ({"resources": {"cpu": 4}}, ("", "give size (the task pods it runs at once; ")),
+        # a pool following nodes takes no resources: the hint names the pods its nodes hold
+        (
+            {"nodeSelector": {"matchLabels": {"pool": "batch"}}},
+            ("", "give size (the task pods it runs at once; for a nodeSelector pool, the pods "),
+        ),
         ({"size": 2, "resources": {"pods": 3}}, ("", "size is 2 but resources.pods is 3")),
         (
             {"size": 2, "resources": {"cpu": 4}, "nodeSelector": {}},

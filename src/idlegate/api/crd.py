@@ -262,7 +262,8 @@ def pool_open_api_v3_schema() -> dict[str, Any]:
         spec,
         {
             "rule": "has(self.size) || (has(self.resources) && 'pods' in self.resources)",
-            "message": "give size (executors), or resources with pods",
+            "message": "give size (the task pods it runs at once; for a nodeSelector pool, "
+            "the pods its nodes hold: 110 a node by default), or resources with pods",
         },
         {
             "rule": "!(has(self.resources) && has(self.nodeSelector))",

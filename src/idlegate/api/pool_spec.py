@@ -247,7 +247,10 @@ class ExecutorPoolSpec(BaseModel):
                 "nodes it selects), not both"
             )
         if self.size is None and not pods:
-            raise ValueError("give size (executors), or resources with pods")
+            raise ValueError(
+                "give size (the task pods it runs at once; for a nodeSelector pool, the pods "
+                "its nodes hold: 110 a node by default), or resources with pods"
+            )
         if self.size is not None and pods and pods != self.size:
             raise ValueError(
                 f"size is {self.size} but resources.pods is {pods}; give the pods once"
