@@ -26,6 +26,7 @@ from idlegate.api.lint import LintReport, admission_errors, lint_paths, split_me
 from idlegate.api.template import check_templates
 from idlegate.cli import app
 from idlegate.errors import IdlegateError, SpecError
+from idlegate.sim.resources import ResourceVector
 from idlegate.sim.spec import parse_workflow
 from idlegate.sim.workloads import build_workload
 
@@ -636,3 +637,16 @@ def test_a_pools_planner_is_linted_without_its_model_or_history_files(tmp_path):
     )
     f = write(tmp_path / "p.yaml", _pool(policy))
     assert lint(str(f))[0] == 0
+
+
+def test_pool_flags_are_the_default_pools_not_an_executor_pools():
+    # the operator holds a workflow naming an ExecutorPool to that pool (PoolTooSmall while
+    # it is too small), never to --pool-size / --pool-resources
+    stages = [{"name": "g", "tasks": 30, "gang": True, "taskDurationSeconds": 5}]
+    stages.append({"name": "h", "tasks": 1, "taskDurationSeconds": 5, "resources": {"cpu": 6}})
+    obj = {"metadata": {"name": "w"}, "spec": {"stages": stages}}
+    flags = {"pool_size": 8, "resources": ResourceVector.parse("cpu=2")}
+    assert len(admission_errors(obj, **flags)) == 1  # (the gang, said first)
+    for pool in ("q", "default"):
+        in_pool = {"metadata": {"name": "w"}, "spec": {"stages": stages, "pool": pool}}
+        assert bool(admission_errors(in_pool, **flags)) == (pool == "default")

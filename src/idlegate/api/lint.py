@@ -86,7 +86,7 @@ from idlegate.api.lint_airflow import AirflowLintJob, lint_airflow
 from idlegate.api.lint_argo import ArgoDocument, ArgoLintJob, lint_argo
 from idlegate.api.lint_render import PoolFactory, linted_pool
 from idlegate.api.podsecurity import NamespacePolicy
-from idlegate.api.pool_spec import pool_problems
+from idlegate.api.pool_spec import DEFAULT_POOL, pool_problems
 from idlegate.api.template import check_templates
 from idlegate.errors import IdlegateError
 from idlegate.sim.airflow import is_airflow
@@ -271,8 +271,9 @@ def admission_errors(
 ) -> list[str]:
     """The messages the operator would mark DagWorkflow `obj` ``Invalid`` with, one per
     check that fails (empty: it would be admitted). `pool_size`: also check gang stages
-    against a pool of that many executors; `policy`: also hold the templates to what a
-    namespace allows."""
+    against a pool of that many executors (the default pool's: not a workflow whose
+    spec.pool names an ExecutorPool, which waits while that pool is too small); `policy`:
+    also hold the templates to what a namespace allows."""
     errors = []
     meta = obj.get("metadata")
     name = meta.get("name") if isinstance(meta, Mapping) else None
@@ -284,7 +285,7 @@ def admission_errors(
     try:
         spec = parse_workflow(obj.get("spec"), "spec")
         check_templates(spec, "spec", policy)
-        if pool_size is not None or resources is not None:
+        if (pool_size is not None or resources is not None) and spec.pool in (None, DEFAULT_POOL):
             job = f"{meta['namespace']}/{name}" if _has(meta, "namespace") else name
             pool = linted_pool(pool_size, resources)
             pool.add_job(Dag.from_spec(spec), 0.0, str(job or "the workflow"))
