@@ -650,3 +650,23 @@ def test_pool_flags_are_the_default_pools_not_an_executor_pools():
     for pool in ("q", "default"):
         in_pool = {"metadata": {"name": "w"}, "spec": {"stages": stages, "pool": pool}}
         assert bool(admission_errors(in_pool, **flags)) == (pool == "default")
+
+
+def test_a_workflow_too_large_for_its_executor_pool_among_the_inputs_is_a_note(tmp_path):
+    # the operator holds it out of that pool (PoolTooSmall), not Invalid: a note, exit 0
+    pool = {"apiVersion": "idlegate.io/v1alpha1", "kind": "ExecutorPool"}
+    pool |= {"metadata": {"name": "q"}, "spec": {"resources": {"cpu": 4, "pods": 20}}}
+    stage = {"name": "huge", "tasks": 1, "taskDurationSeconds": 5, "resources": {"cpu": 6}}
+    wf = {"apiVersion": "idlegate.io/v1alpha1", "kind": KIND, "metadata": {"name": "w"}}
+    wf |= {"spec": {"pool": "q", "stages": [stage]}}
+    path = tmp_path / "in-pool.yaml"
+    path.write_text(yaml.safe_dump_all([pool, wf]))
+    report = lint_paths([str(path)])
+    assert report.ok and not report.problems
+    (note,) = report.notes
+    assert (note.document, note.reason) == (1, "PoolTooSmall")
+    assert note.message.startswith("in ExecutorPool 'q', stage 'huge' of w needs cpu=6 at once")
+    assert "skipped" not in report.summary()
+    wf["spec"]["pool"] = "elsewhere"  # (a pool not among the inputs: the cluster's)
+    path.write_text(yaml.safe_dump_all([pool, wf]))
+    assert lint_paths([str(path)]).notes == []

@@ -84,6 +84,7 @@ from idlegate.api.crd import (
 from idlegate.api.cron_spec import check_cron_name, cron_spec_problems
 from idlegate.api.lint_airflow import AirflowLintJob, lint_airflow
 from idlegate.api.lint_argo import ArgoDocument, ArgoLintJob, lint_argo
+from idlegate.api.lint_pools import WAITS, InPools
 from idlegate.api.lint_render import PoolFactory, linted_pool
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.pool_spec import DEFAULT_POOL, pool_problems
@@ -231,7 +232,7 @@ class LintReport:
             text += f", {len(self.problems)} problem(s)"
         if self.argo_workflows:
             text += f"; of the Argo workflows, {len(self.argo_jobs)} map to jobs"
-        left = sum(1 for n in self.notes if n.reason and not n.airflow)
+        left = sum(1 for n in self.notes if n.reason not in (None, WAITS) and not n.airflow)
         if left:
             text += f", {left} are left to Argo (the notes say why)"
         if self.airflow_dags:
@@ -567,6 +568,7 @@ class _Linter:
     """The pool's resources beyond pods (``--pool-resources``), or None."""
     argo: list[ArgoDocument] = field(default_factory=list)
     """Argo's documents, mapped once every input is read (templates may be anywhere)."""
+    in_pools: InPools = field(default_factory=InPools)
 
     def pool(self) -> PoolFactory | None:
         """The linted pool, when it counts resources (only they can exceed it here)."""
@@ -699,7 +701,9 @@ class _Linter:
         elif _text(kind) and kind.lower() == POOL_KIND.lower():
             self.report.pools += 1
             found = pool_problems(obj)
+            self.in_pools.pool(obj)
         else:
+            self.in_pools.workflow((source, index, item), obj)
             found = [
                 pair
                 for message in admission_errors(obj, self.pool_size, self.policy, self.resources)
@@ -772,6 +776,7 @@ def lint_paths(
         if not documents and not any(p.file == source.name for p in report.problems):
             report.notes.append(Note(source.name, "holds no document; nothing to check"))
     _add_argo(report, linter.argo, linter.pool())
+    report.notes.extend(Note(f, text, i, j, WAITS) for (f, i, j), text in linter.in_pools.waits())
     return report
 
 

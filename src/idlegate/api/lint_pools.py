@@ -1,0 +1,71 @@
+"""``idlegate lint``: DagWorkflows checked against the ExecutorPool their ``spec.pool`` names,
+when that pool is among the linted manifests.
+
+The operator admits such a workflow into its pool and, when a stage could never fit it (a
+gang wider than the pool's size, a task asking more than its ``resources``), holds it out
+of the pool with ``PoolReady=False``, reason ``PoolTooSmall``, until the pool is resized:
+not ``Invalid``, so lint says it as a note (exit 0), with what the operator would say.
+A pool lint cannot parse is a problem of its own (`pool_problems`) and checks nothing here;
+a pool not among the inputs is the cluster's, unknown offline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import suppress
+from dataclasses import dataclass, field
+from typing import Any
+
+from idlegate.api.lint_render import linted_pool
+from idlegate.api.pool_spec import DEFAULT_POOL, ExecutorPoolSpec, parse_pool_spec
+from idlegate.errors import IdlegateError
+from idlegate.sim.dag import Dag
+from idlegate.sim.spec import parse_workflow
+
+WAITS = "PoolTooSmall"
+"""The reason of such a note (the condition's), which also keeps it from the skipped."""
+
+Where = tuple[str, int, int | None]
+"""A document's file, index and List item, as lint's Problem and Note give them."""
+
+
+@dataclass
+class InPools:
+    """The linted ExecutorPools by name, and the DagWorkflows that name a pool."""
+
+    pools: dict[str, ExecutorPoolSpec] = field(default_factory=dict)
+    workflows: list[tuple[Where, Mapping[str, Any]]] = field(default_factory=list)
+
+    def pool(self, obj: Mapping[str, Any]) -> None:
+        meta = obj.get("metadata")
+        name = meta.get("name") if isinstance(meta, Mapping) else None
+        if isinstance(name, str):
+            with suppress(IdlegateError):  # (said as the pool's own problem)
+                self.pools[name] = parse_pool_spec(obj.get("spec"), name)
+
+    def workflow(self, where: Where, obj: Mapping[str, Any]) -> None:
+        spec = obj.get("spec")
+        pool = spec.get("pool") if isinstance(spec, Mapping) else None
+        if isinstance(pool, str) and pool != DEFAULT_POOL:
+            self.workflows.append((where, obj))
+
+    def waits(self) -> Iterator[tuple[Where, str]]:
+        """Where and why each workflow would wait for its pool to be resized."""
+        for where, obj in self.workflows:
+            name = (obj.get("metadata") or {}).get("name") or "the workflow"
+            pool_name = obj["spec"]["pool"]
+            pool = self.pools.get(pool_name)
+            if pool is None:
+                continue
+            try:
+                spec = parse_workflow(obj["spec"], "spec")
+            except IdlegateError:
+                continue  # (said as the workflow's problem)
+            try:
+                linted_pool(pool.size, pool.capacity).add_job(Dag.from_spec(spec), 0.0, name)
+            except IdlegateError as exc:
+                yield (
+                    where,
+                    f"in ExecutorPool {pool_name!r}, {exc}: the operator holds the workflow "
+                    "out of the pool (PoolReady=False, PoolTooSmall) until the pool is resized",
+                )
