@@ -146,6 +146,8 @@ def test_bad_gates_are_sentences():
         make_scheduler("pods-gate?size=3:fifo")
     with pytest.raises(IdlegateError, match=r"pods-gate needs a base scheduler"):
         SchedulerSpec.parse("pods-gate")
+    with pytest.raises(IdlegateError, match=r"the cluster has one gate; give pods-gate once"):
+        make_scheduler("pods-gate:pods-gate?pods=3:srpt")
     big = workload((0.0, dag(("a", 1, 10, "8"))))
     with pytest.raises(
         DemandTooLargeError,

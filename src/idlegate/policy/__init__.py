@@ -117,6 +117,11 @@ def _pods_gate(spec: SchedulerSpec, keywords: dict[str, Any]) -> Scheduler:
             "leave it out to size the pool from the cluster's CPUs"
         )
     assert spec.base is not None  # (SchedulerSpec checks a BASE kind has one)
+    if spec.base.kind == "pods-gate":  # (a gate's pods released into another gate's pool)
+        raise IdlegateError(
+            f"{spec} puts a pods-only pool behind another: the cluster has one gate; "
+            f"give pods-gate once, e.g. pods-gate:{spec.base.base}"
+        )
     return PodsGate(make_scheduler(spec.base), pods)
 
 
