@@ -264,6 +264,8 @@ def test_other_kinds_are_skipped_with_a_note_and_non_objects_are_errors(tmp_path
     assert lint(str(f))[:2] == (0, [])
     report = check(f)
     assert [n.document for n in report.notes] == [0]
+    # (not "not a DagWorkflow": lint checks ExecutorPools and Argo's and Airflow's too)
+    assert "a ConfigMap (v1), not one of the kinds lint checks" in report.notes[0].message
     assert counts(report) == (1, 1, 0, 0)
     f = write(tmp_path / "data.yaml", ["a", "b"], "text")
     report = check(f)

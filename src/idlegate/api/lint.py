@@ -667,7 +667,9 @@ class _Linter:
                 else ""
             )
             self.report.notes.append(
-                Note(source, f"skipped: {what}, not a {KIND}{hint}", index, item)
+                Note(
+                    source, f"skipped: {what}, not one of the kinds lint checks{hint}", index, item
+                )
             )
             return
         self.report.workflows += 1
