@@ -287,3 +287,41 @@ def test_a_round_replays_the_running_workflows_heavier_than_its_finished_ones():
     assert "ns/huge" in names and "ns/small" not in names
     assert request.running == request.heavy == 1
     assert "ns/huge" not in [a.name for a in _heavy_request(False).window]
+
+
+# -- a switch follows the round's best ----------------------------------------------------
+
+
+def _passed_and_best() -> dict[str, np.ndarray]:
+    """40 workflows: srpt leads fair by 5 % on every one (beyond the noise); sjf leads it
+    by 10 % on the mean, gaining 1,300 s on half of them and losing 1,000 s on the other
+    half (within the noise)."""
+    fair = np.array([2000.0, 1000.0] * 20)
+    return {"fair": fair, "srpt": 0.95 * fair, "sjf": np.array([700.0, 2000.0] * 20)}
+
+
+def test_a_switch_follows_the_rounds_best_once_another_challenger_passed():
+    jcts = _passed_and_best()
+    scores = {c: float(np.mean(v)) for c, v in jcts.items()}
+    race = {"jcts": jcts, "confidence": 1.0, "carriers": 2}
+    assert scores["sjf"] < scores["srpt"] < scores["fair"]
+    assert select(scores, "fair", 0.02, **race) == ("srpt", "sjf", "best")
+    assert select(scores, "fair", 0.02, **race, switch="best") == ("sjf", "srpt", "best")
+    # alone, sjf's lead within the noise moves nothing, either way
+    alone = {c: scores[c] for c in ("fair", "sjf")}
+    for switch in ("passed", "best"):
+        assert select(alone, "fair", 0.02, **race, switch=switch) == ("fair", "sjf", "noise")
+
+
+def test_a_round_with_switch_best_says_it_switched_to_the_best():
+    jcts = _passed_and_best()
+    scores = {c: float(np.mean(v)) for c, v in jcts.items()}
+    request = ReplayRequest((), 10, 0.0, "fair", 0, 0.0)
+    brain = make_scheduler("portfolio?switch=best&candidates=fair+srpt+sjf&tune=false")
+    choice = play_round(
+        request,
+        brain.config,
+        lambda _, specs: Scores({s: scores[s] for s in specs}, 40, 0, {}, {}, jcts),
+    )
+    assert (choice.candidate, choice.reason, choice.previous) == ("sjf", "best", "fair")
+    assert choice.why == "switched to sjf: 10 % better than fair, beyond the 2 % margin"

@@ -129,6 +129,13 @@ class PortfolioConfig(Config):
     most (`rounds.carried`; None: no such test). On heavy-tailed workflows a window's mean
     is one or two huge jobs', and a challenger that finishes one of them sooner leads by
     tens of percent while it loses or ties on every other workflow."""
+    switch: Literal["passed", "best"] = "passed"
+    """When challengers beat the candidate followed, follow the best-scoring of them
+    (``passed``), or the round's best-scoring candidate if it scores lower still
+    (``best``): beating the followed candidate shows it should be left, and among the
+    candidates the round's best is the best estimate. On held-out seed 1000 (Alibaba, 100
+    workflows) a round left the candidate followed for srpt while fair?scale=0.5 scored
+    22 % lower; its own lead was within the noise (`rounds.select`)."""
     correction: Literal["all", "early"] | None = "early"
     """Raise `confidence` for the challengers a round compares (`rounds.threshold`: the
     best of fourteen beats one standard error by luck more often than a pair does): in

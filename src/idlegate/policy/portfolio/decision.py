@@ -58,7 +58,8 @@ def play_round(request: ReplayRequest, config: PortfolioConfig, replay: Replayer
           it still leads (`rounds.carried`);
        e. and on a short window while the prior's candidate is followed, over the
           rounds before this one too (`request.stood`, `confirm`).
-       The best-scoring of those that beat it is followed; none: it stays (but a
+       The best-scoring of those that beat it is followed (with `switch` ``best``, the
+       round's best if lower still); none: it stays (but a
        followed learned policy outside its training range gives way to the best).
     5. **Outcome.** A `Choice`: the candidate, its reason code and sentence
        (`Choice.why`), every score, and the lead the best needed when its lead was
@@ -94,6 +95,7 @@ def play_round(request: ReplayRequest, config: PortfolioConfig, replay: Replayer
         new=request.new,
         named=request.named,
         carriers=config.carriers or 0,
+        switch=config.switch,
     )
     reason = "untrained" if followed in request.untrained and chosen != followed else why
     # 5. outcome

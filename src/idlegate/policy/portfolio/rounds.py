@@ -235,6 +235,7 @@ def select(
     new: int = 0,
     named: str | None = None,
     carriers: int = 0,
+    switch: Literal["passed", "best"] = "passed",
 ) -> tuple[str, str | None, Literal["best", "kept", "noise", "carried", "unconfirmed"]]:
     """(candidate to follow, the runner-up, why) after a round with `scores`.
 
@@ -242,7 +243,9 @@ def select(
     following's score (by anything when not `protected`: the followed candidate did not
     earn its place, `won`) and its lead is beyond the window's noise (`beyond_noise`
     with `jcts` and `confidence`). The best-scoring of those that beat it replaces
-    `following` (the first in `scores`' order among equals); if none does, `following`
+    `following` (the first in `scores`' order among equals), or with `switch` ``best``
+    the round's best if it scores lower still (its own lead need not pass the tests: one
+    that did shows `following` should be left); if none does, `following`
     stays, so a tie or a lead within the noise never moves the scheduler (why: ``noise``
     when the round's best beat it by the margin alone). A following
     candidate missing from `scores` (or failed, inf) is always replaced by the best.
@@ -277,6 +280,8 @@ def select(
             and not carried(jcts, following, c, carriers)
         }
         chosen = tied_best(beats)[0] if beats else following
+        if beats and switch == "best" and scores[best] < scores[chosen]:
+            chosen = best
         kept_by: Literal["noise", "carried", "unconfirmed"] | None = None
         if chosen == following and current - scores[best] > needed:
             kept_by = "carried" if noise_passed(best) else "noise"
