@@ -32,6 +32,32 @@ def dag(
     return Dag.from_spec(parse_workflow({"stages": spec}))
 
 
+def spec_dag(*specs: dict[str, Any]) -> Dag:
+    """A DAG of stage specs as a workflow file gives them (`cpu_stage`)."""
+    return Dag.from_spec(parse_workflow({"stages": list(specs)}))
+
+
+def cpu_stage(
+    name: str, tasks: int, seconds: float, cpu: str | None = None, **more: Any
+) -> dict[str, Any]:
+    """A stage spec whose tasks each request `cpu` (none: no request)."""
+    out = {"name": name, "tasks": tasks, "taskDurationSeconds": seconds, **more}
+    if cpu is not None:
+        out["resources"] = {"cpu": cpu}
+    return out
+
+
+def cpu_diamond() -> Dag:
+    """a (2 x 10 s, 4 CPUs) -> b (1 x 20 s, 1 CPU) and c (3 x 5 s, no request) -> d
+    (1 x 4 s, 8 CPUs)."""
+    return spec_dag(
+        cpu_stage("a", 2, 10, "4"),
+        cpu_stage("b", 1, 20, "1", dependsOn=["a"]),
+        cpu_stage("c", 3, 5, dependsOn=["a"]),
+        cpu_stage("d", 1, 4, "8", dependsOn=["b", "c"]),
+    )
+
+
 def chain(*lengths: float, tasks: int = 1) -> Dag:
     """A chain of stages s0 -> s1 -> ... with the given task durations."""
     stages = [

@@ -21,37 +21,19 @@ from idlegate.policy.columns import (
 from idlegate.policy.features import Featurizer, compute_features
 from idlegate.policy.heuristics import FairScheduler
 from idlegate.sim.cluster import Cluster
-from idlegate.sim.dag import Dag
 from idlegate.sim.engine import simulate
 from idlegate.sim.protocol import Decision
 from idlegate.sim.resources import ResourceVector
-from idlegate.sim.spec import parse_workflow
 from idlegate.sim.workloads import build_workload
+from tests.helpers import cpu_diamond as diamond
+from tests.helpers import cpu_stage as stage
+from tests.helpers import spec_dag as dag
 
 R = ResourceVector.parse
 ON = FeatureConfig(resource_features=True)
 
 
-def dag(*specs: dict) -> Dag:
-    return Dag.from_spec(parse_workflow({"stages": list(specs)}))
-
-
-def stage(name: str, tasks: int, seconds: float, cpu: str | None = None, **more) -> dict:
-    out = {"name": name, "tasks": tasks, "taskDurationSeconds": seconds, **more}
-    if cpu is not None:
-        out["resources"] = {"cpu": cpu}
-    return out
-
-
-def diamond() -> Dag:
-    """a (2 x 10 s, 4 CPUs) -> b (1 x 20 s, 1 CPU) and c (3 x 5 s, no request) -> d
-    (1 x 4 s, 8 CPUs): on 10 executors and 8 CPUs, pod units 5, 1.25, 1 and 10."""
-    return dag(
-        stage("a", 2, 10, "4"),
-        stage("b", 1, 20, "1", dependsOn=["a"]),
-        stage("c", 3, 5, dependsOn=["a"]),
-        stage("d", 1, 4, "8", dependsOn=["b", "c"]),
-    )
+# the diamond (tests.helpers.cpu_diamond): on 10 executors and 8 CPUs, pod units 5, 1.25, 1 and 10
 
 
 def columns(obs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

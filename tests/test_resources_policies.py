@@ -16,34 +16,16 @@ from idlegate.policy.drf import (
     weighted_remaining_work,
 )
 from idlegate.sim.cluster import Cluster
-from idlegate.sim.dag import Dag
 from idlegate.sim.protocol import Decision
 from idlegate.sim.resources import ResourceVector
-from idlegate.sim.spec import parse_workflow
+from tests.helpers import cpu_diamond as diamond
+from tests.helpers import cpu_stage as stage
+from tests.helpers import spec_dag as dag
 
 R = ResourceVector.parse
 
 
-def dag(*specs: dict) -> Dag:
-    return Dag.from_spec(parse_workflow({"stages": list(specs)}))
-
-
-def stage(name: str, tasks: int, seconds: float, cpu: str | None = None, **more) -> dict:
-    out = {"name": name, "tasks": tasks, "taskDurationSeconds": seconds, **more}
-    if cpu is not None:
-        out["resources"] = {"cpu": cpu}
-    return out
-
-
-def diamond() -> Dag:
-    """a (2 x 10 s, 4 CPUs) -> b (1 x 20 s, 1 CPU) and c (3 x 5 s, no request) -> d (1 x 4 s,
-    8 CPUs): on 10 executors and 8 CPUs, task shares 1/2, 1/8, 1/10 and 1."""
-    return dag(
-        stage("a", 2, 10, "4"),
-        stage("b", 1, 20, "1", dependsOn=["a"]),
-        stage("c", 3, 5, dependsOn=["a"]),
-        stage("d", 1, 4, "8", dependsOn=["b", "c"]),
-    )
+# the diamond (tests.helpers.cpu_diamond): on 10 executors and 8 CPUs, task shares 1/2, 1/8, 1/10 and 1
 
 
 def test_task_shares_and_the_weighted_work_of_a_diamond():
