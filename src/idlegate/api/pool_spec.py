@@ -219,14 +219,10 @@ class ExecutorPoolSpec(BaseModel):
     @field_validator("resources", mode="before")
     @classmethod
     def _quantities(cls, value: object) -> object:
-        # checked on the data as given (pydantic would read `true` as 1); a zero is no
-        # capacity, not a resource the pool leaves uncounted
+        # a zero is no capacity, not a resource the pool leaves uncounted
         if value is None:
             return value
-        try:
-            vector = ResourceVector.of(value, "")  # type: ignore[arg-type]
-        except IdlegateError as exc:
-            raise ValueError(str(exc)) from None
+        vector = ResourceVector.validated(value)
         zero = next((k for k in value if k not in vector), None)  # type: ignore[union-attr]
         if zero is not None:
             given = value[zero]  # type: ignore[index]

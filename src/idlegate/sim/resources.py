@@ -171,6 +171,15 @@ class ResourceVector(Mapping[str, int]):
         return cls(out)
 
     @classmethod
+    def validated(cls, data: object) -> ResourceVector:
+        """`of` for a pydantic field validator, on the data as given (pydantic would read
+        `true` as the number 1): a bad name or quantity is a ValueError with the reason."""
+        try:
+            return cls.of(data, "")  # type: ignore[arg-type]
+        except IdlegateError as exc:
+            raise ValueError(str(exc)) from None
+
+    @classmethod
     def parse(cls, text: str, where: str = "--resources") -> ResourceVector:
         """``cpu=8,memory=32Gi,nvidia.com/gpu=2`` as a vector, a pool's capacity (a
         resource given twice or as 0, or a part without '=', is an IdlegateError naming

@@ -127,11 +127,7 @@ class StageSpec(BaseModel):
     @field_validator("resources", mode="before")
     @classmethod
     def _quantities(cls, value: object) -> object:
-        # checked on the data as given: pydantic would read `true` as the number 1
-        try:
-            ResourceVector.of(value, "")  # type: ignore[arg-type]
-        except IdlegateError as exc:
-            raise ValueError(str(exc)) from None
+        ResourceVector.validated(value)
         return value
 
     @model_validator(mode="after")
