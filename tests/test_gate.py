@@ -200,7 +200,9 @@ def test_a_stage_that_fits_the_sum_of_the_nodes_but_no_node_is_refused():
     w = dataclasses.replace(w, nodes=identical_nodes(R("cpu=4"), 2, 10))
     with pytest.raises(DemandTooLargeError, match=r"more than the nodes have room for \(each"):
         simulate(w, make_scheduler("fifo"))
-    with pytest.raises(DemandTooLargeError, match=r"more than any node has \(each node's"):
+    # each shape once with its count, as the resource pools say it (sim.pool.nodes_text)
+    each = r"more than any node has \(each node's resources: cpu=4,pods=5 \(2 nodes\)\)"
+    with pytest.raises(DemandTooLargeError, match=each):
         simulate(w, make_scheduler("pods-gate:fifo"))
 
 

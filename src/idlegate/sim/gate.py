@@ -41,6 +41,7 @@ from idlegate.errors import DemandTooLargeError, IdlegateError
 from idlegate.sim.cluster import Cluster, TraceSink
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import Engine, SimResult
+from idlegate.sim.pool import nodes_text
 from idlegate.sim.protocol import Job, Launch, PodsGate, Stage
 from idlegate.sim.resources import MILLI, ResourceVector
 
@@ -83,7 +84,7 @@ class NodePool:
         """Each node's free milli-units of each of `names`, in order (one bin: one node)."""
         self.nodes = tuple(nodes) or (capacity,)
         """The nodes' capacities (one bin: the cluster's)."""
-        self._nodes_text = ", ".join(sorted({n.format() for n in self.nodes}))
+        self._nodes_text = nodes_text(nodes) if nodes else capacity.format()
         self.pending: list[tuple[Launch, float]] = []
         """Released pods not started yet, with their release time, oldest first."""
         self.pended = 0

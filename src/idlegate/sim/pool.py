@@ -117,7 +117,7 @@ class PoolResources:
             capacity = [[n[r] for r in names] + [n["pods"]] for n in nodes]
             self._nodes[:] = [list(n) for n in capacity]
             scored = tuple(i for i, n in enumerate(names) if n in SCORED)
-            self._fixed = FixedNodes(capacity, _nodes_text(nodes), scored)
+            self._fixed = FixedNodes(capacity, nodes_text(nodes), scored)
 
     @property
     def follows_nodes(self) -> bool:
@@ -350,7 +350,7 @@ def _on_node(node: list[int], amounts: tuple[int, ...], sign: int) -> None:
     node[-1] += sign * MILLI
 
 
-def _nodes_text(nodes: Iterable[ResourceVector]) -> str:
+def nodes_text(nodes: Iterable[ResourceVector]) -> str:
     """The nodes' resources for a message, each shape once with its count and ``; `` between
     shapes (their own amounts are comma-separated): ``cpu=8,pods=4 (1 node); cpu=8,pods=3
     (2 nodes)``."""
