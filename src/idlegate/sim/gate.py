@@ -19,8 +19,9 @@ scheduler spec ``pods-gate:BASE``). Two levels, driven by one engine (`GatedEngi
   goes on with its stage releases the stage's next pod, which queues behind the older
   ones; the pod that ended gives its request back first.
 * The cluster is its nodes (``--nodes``: `Workload.nodes`), a pod starting on the first
-  node it fits, as a resource pool of `idlegate.sim.cluster` places a task; without
-  nodes it is one bin, the sum of their allocatable.
+  node it fits; without nodes it is one bin, the sum of their allocatable. (A resource
+  pool packs instead, `idlegate.sim.pool.packed`; the kube-scheduler's default scoring
+  spreads. First fit is this baseline's simplification, docs/resources.md.)
 * A stage that could never fit the cluster is refused on arrival (DemandTooLargeError),
   as on a resource pool; a gang's pods are placed one by one, as the kube-scheduler
   without a coscheduling plugin places them.
