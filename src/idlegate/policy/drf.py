@@ -13,7 +13,8 @@ functions give the baselines the pool's measure (issue 52, "the policies in reso
   task share (`srpt` on a resource pool), and its *weighted remaining critical path* the
   longest chain of stage duration x task share over its incomplete stages (`sjf-cp`).
 * A *cap for a share* turns a fraction of the pool into the executors a stage of the job
-  may hold (Decision caps are counted in executors).
+  may hold (Decision caps are counted in executors): rounded up for fair's shares
+  (`cap_for_share`), down for the keyed rules' `cap` (`room_within_share`).
 
 A pods-only pool (`--pool-size N`) is not measured here: `pool_capacity` is None for it,
 and the baselines keep their executor counts, so its results are the same run for run.
@@ -22,7 +23,7 @@ and the baselines keep their executor counts, so its results are the same run fo
 from __future__ import annotations
 
 from collections.abc import Iterable
-from math import ceil, inf
+from math import ceil, floor, inf
 
 from idlegate.sim.dag import Dag
 from idlegate.sim.pool import tasks_at_once
@@ -132,3 +133,18 @@ def cap_for_share(
             if amount:
                 more = min(more, ceil((share * cap - have) / amount - _SLACK))
     return job.held + max(1, more)
+
+
+def room_within_share(
+    job: Job, stage: Stage, share: float, num_executors: int, capacity: tuple[int, ...]
+) -> int:
+    """How many more tasks of `stage` `job` may start with its holding of every resource
+    of the pool, pods included, staying at most `share` of it (rounded down: a cap, where
+    `cap_for_share` rounds up as fair's shares do); 0 or less when not one more fits."""
+    more = floor(share * num_executors - job.held + _SLACK)
+    if stage.need is not None:
+        held = held_amounts(job, capacity)
+        for amount, cap, have in zip(stage.need.amounts, capacity, held, strict=True):
+            if amount:
+                more = min(more, floor((share * cap - have) / amount + _SLACK))
+    return more

@@ -26,17 +26,18 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable
-from math import ceil, isfinite
+from math import ceil, floor, isfinite
 from typing import Any
 
 import numpy as np
 
 from idlegate.errors import IdlegateError, reject_unknown
-from idlegate.policy.backfill import backfill_decision
+from idlegate.policy.backfill import backfill_decision, head_stage
 from idlegate.policy.drf import (
     cap_for_share,
     dominant_share,
     pool_capacity,
+    room_within_share,
     weighted_remaining_cp,
     weighted_remaining_work,
 )
@@ -159,9 +160,39 @@ class LcfsScheduler(_Baseline):
 
 class _KeyedScheduler(_Baseline):
     """The job with the smallest `key(job)` among jobs with a launchable stage, cap K;
-    on a resource pool `pool_key(job, K, capacity)` if the rule has one."""
+    on a resource pool `pool_key(job, K, capacity)` if the rule has one.
+
+    `cap` = c < 1 keeps a reserve for arrivals: a job may hold at most max(1, ⌊c · K⌋)
+    executors, a job already holding them is skipped, and that number is the decision's
+    cap (a gang stage still gets `held + tasks`). Why: on a heavy-tailed trace a huge
+    job alone takes every executor, and an executor stays on its stage while the stage
+    has tasks left (`idlegate.sim.cluster`), so jobs arriving behind it wait for the
+    whole stage; with a tenth kept back they start at once. On Alibaba's DAG jobs (100
+    executors, load 0.85, 100 jobs a stream, 10 seeds) `srpt?cap=0.9` has a mean JCT of
+    1,709 s against plain `srpt`'s 3,358 s (−34.4 % ± 20.7 paired per seed) and
+    `fair?scale=0.5`'s 2,682 s (`idlegate compare -w alibaba -k 100 --load 0.85
+    --jobs-count 100 --seeds 10 --first-seed 2000 --schedulers
+    'srpt,srpt?cap=0.9,fair?scale=0.5'`). c = 1, the default, is the plain rule,
+    decision for decision.
+
+    On a resource pool a job's dominant share of the pool is at most c: a job is skipped
+    when not one more task of its stage fits within c of every resource, pods included,
+    and the cap is the tasks that do (`room_within_share`); a job holding nothing may
+    always start one task, as on a pods-only pool.
+    """
 
     pool_key: Callable[[Job, int, tuple[int, ...]], float] | None = None
+
+    def __init__(self, *, cap: float = 1.0) -> None:
+        if isinstance(cap, bool) or not isinstance(cap, int | float) or not 0 < cap <= 1:
+            raise IdlegateError(
+                f"cap must be a fraction of the executors in (0, 1] (1, the default, is no "
+                f"cap; 0.9 keeps a tenth for arrivals), got {cap!r}"
+            )
+        self.cap = float(cap)
+
+    def _params(self) -> dict[str, Any]:
+        return {} if self.cap == 1.0 else {"cap": self.cap}
 
     def key(self, job: Job) -> float:
         raise NotImplementedError
@@ -174,28 +205,47 @@ class _KeyedScheduler(_Baseline):
         # (the attribute first: no call on a pods-only pool's hot path)
         capacity = pool_capacity(view) if getattr(view, "resource_names", None) else None
         if capacity is not None:
-            pool_key = type(self).pool_key
-            if pool_key is not None:
-                k_executors = view.num_executors
-
-                def key(job: Job) -> float:
-                    return pool_key(job, k_executors, capacity)
-
-            # (sorted: Python's sort is stable, so ties keep the lower job id)
-            order = sorted((j for j in view.jobs if j.runnable), key=key)
-            return backfill_decision(view, order, best_stage, launch_decision) or WAIT
+            return self._decide_pool(view, capacity)
+        k = view.num_executors
+        limit = k if self.cap == 1.0 else max(1, floor(self.cap * k + _ROUNDING_SLACK))
         chosen: Stage | None = None
         chosen_key = 0.0
         for job in view.jobs:  # arrival order = id order: strict < keeps the lower id
-            if not job.runnable:
+            if not job.runnable or job.held >= limit:
                 continue
-            k = key(job)
-            if chosen is not None and k >= chosen_key:
+            k_job = key(job)
+            if chosen is not None and k_job >= chosen_key:
                 continue
             stage = best_stage(job, free)
             if stage is not None:
-                chosen, chosen_key = stage, k
-        return WAIT if chosen is None else launch_decision(chosen, view.num_executors)
+                chosen, chosen_key = stage, k_job
+        return WAIT if chosen is None else launch_decision(chosen, limit)
+
+    def _decide_pool(self, view: ClusterView, capacity: tuple[int, ...]) -> Action:
+        """`decide` on a resource pool: the order by `pool_key`, EASY backfilling, and
+        with `cap` < 1 each job within its share of the pool."""
+        key = self.key
+        k = view.num_executors
+        pool_key = type(self).pool_key
+        if pool_key is not None:
+
+            def key(job: Job) -> float:
+                return pool_key(job, k, capacity)
+
+        # (sorted: Python's sort is stable, so ties keep the lower job id)
+        order = sorted((j for j in view.jobs if j.runnable), key=key)
+        if self.cap == 1.0:
+            return backfill_decision(view, order, best_stage, launch_decision) or WAIT
+        share = self.cap
+
+        def room(stage: Stage) -> int:
+            return room_within_share(stage.job, stage, share, k, capacity)
+
+        def within(stage: Stage, cap: int) -> Decision:
+            return launch_decision(stage, min(cap, stage.job.held + max(1, room(stage))))
+
+        order = [j for j in order if not j.held or room(head_stage(j)) >= 1]
+        return backfill_decision(view, order, best_stage, within) or WAIT
 
 
 class SjfScheduler(_KeyedScheduler):
