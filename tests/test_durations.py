@@ -73,3 +73,26 @@ def test_uniforms_follow_the_run_seed():
     assert xs == [b.next() for _ in range(5)]
     assert xs != [c.next() for _ in range(5)]
     assert all(0 <= x < 1 for x in xs)
+
+
+def test_pod_durations_are_the_log_normal_formula_to_the_last_bit():
+    # K8sPodDurations.sample writes the formula out for speed; it must stay
+    # latency + min(run * exp(sigma * z - sigma**2 / 2), cap) with z the normal quantile
+    # of the draw clamped into [1e-12, 1 - 1e-12], bit for bit (replays' JCTs depend on it)
+    import math
+    from statistics import NormalDist
+
+    from idlegate.sim.spec import MAX_TASK_SECONDS
+    from idlegate.sim.workloads.k8s_batch import K8sPodDurations
+
+    draws = [0.0, 1e-13, 1e-12, 3e-12, 0.25, 0.5, 0.9999, 1 - 1e-12, 0.9999999999999999]
+    draws += list(np.random.default_rng(0).random(200))
+    for sigma in (0.35, 1.7):
+        model = K8sPodDurations(3.0, (12.5, MAX_TASK_SECONDS / 2), sigma)
+        for stage, run in enumerate(model.runs):
+            for p in draws:
+                z = NormalDist().inv_cdf(min(max(p, 1e-12), 1 - 1e-12))
+                factor = math.exp(sigma * z - sigma * sigma / 2)
+                want = 3.0 + min(run * factor, MAX_TASK_SECONDS)
+                assert model.sample(stage, 1, False, False, Fixed(p)) == want
+    assert K8sPodDurations(3.0, (12.5,), 0.0).sample(0, 1, True, True, Fixed()) == 15.5
