@@ -1,8 +1,8 @@
 """Asking the pool's policy (pure: the state machine and the policy in, the round out; the
 policy is loaded by :mod:`idlegate.operator.decisions`).
 
-:class:`Decider` asks the policy through the Engine's one decision round
-(`idlegate.sim.engine.decision_round`), times and counts every answer, and hands back the
+:class:`Decider` asks the policy through the Engine's decision round
+(`idlegate.sim.engine.decision_round`, the simulator's questions), times and counts every answer, and hands back the
 round (:class:`Round`): the decisions with who made them, for the Events' *why*, and the
 policy's failures.
 
