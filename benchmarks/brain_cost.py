@@ -11,9 +11,11 @@
   seconds the simulator charges for it (`modelled_seconds`), per round and their maximum;
   then the same for the planner candidate alone (left out of the round's figure, as its
   cost is its own).
-* **Other streams** (``--stream WORKLOAD [--window 200]``): windows of that many
+* **Other streams** (``--stream WORKLOAD [--window 200] [--each]``): windows of that many
   consecutive workflows of the workload's 1,000-workflow stream (seed 2000) replayed the
-  same way; printed: each round's workflows, tasks, candidates and CPU seconds.
+  same way; printed: each round's workflows, tasks, candidates and CPU seconds; with
+  ``--each``, then every candidate the round replayed, replayed alone on its window:
+  its CPU seconds, most first (where a round's CPU goes).
 * **A decision.** The portfolio following srpt (``replayer=worker``: rounds happen
   elsewhere) decides on the whole 1,000-workflow stream; printed: p50, p99 and max of
   one `decide` call in wall microseconds, beside srpt's own.
@@ -69,6 +71,19 @@ def round_cost(brain: PortfolioScheduler, window: tuple[JobArrival, ...], pool: 
     started = time.thread_time()
     choice = brain.replay(request)
     return time.thread_time() - started, choice
+
+
+def each_cost(
+    specs: list[str], window: tuple[JobArrival, ...], pool: int
+) -> list[tuple[float, str]]:
+    """(CPU seconds, spec) of each candidate replaying `window` alone, most first."""
+    out = []
+    for spec in specs:
+        scheduler = make_scheduler(spec)
+        started = time.thread_time()
+        replay_portfolio(window, {spec: scheduler}, pool, 0)
+        out.append((time.thread_time() - started, spec))
+    return sorted(out, reverse=True)
 
 
 def planner_cost(window: tuple[JobArrival, ...], pool: int) -> float:
@@ -138,6 +153,9 @@ def main() -> None:
     )
     parser.add_argument("--window", type=int, default=200, help="workflows a --stream window holds")
     parser.add_argument("--tpch-dir", default=None, help="the TPC-H traces (--stream tpch)")
+    parser.add_argument(
+        "--each", action="store_true", help="--stream: each candidate's CPU seconds alone"
+    )
     args = parser.parse_args()
     brain = make_scheduler("portfolio")
     assert isinstance(brain, PortfolioScheduler)
@@ -151,6 +169,9 @@ def main() -> None:
                 f"  round {i}: {len(window)} workflows, {tasks} tasks, "
                 f"{len(choice.scores)} candidates, {seconds:.3f} s CPU"
             )
+            if args.each:
+                for alone, spec in each_cost(list(choice.scores), window, pool):
+                    print(f"    {spec}: {alone:.3f} s CPU")
         return
     print(f"k8s-batch, pool {args.pool}, windows of {args.hours:g} h, default portfolio")
     cpu, modelled = [], []
