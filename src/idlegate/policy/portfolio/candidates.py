@@ -4,7 +4,8 @@ The candidates the scheduler replays and may follow:
 
 * the rules (`RULES`, and ``sjf`` on request);
 * rules with a parameter, tuned on the same replays (`TUNING`): weighted fair's
-  ``alpha`` (Decima's "tuned weighted fair"), fair's ``scale`` (its cap), and the
+  ``alpha`` (Decima's "tuned weighted fair"), fair's ``scale`` (its cap), srpt's
+  ``cap`` (a reserve for arrivals, for heavy-tailed traces), and the
   analytic idle rule's threshold ``min_gain`` over the best plain rule of the round
   (``analytic``: the idle rule, so idling is chosen where the replay says it pays);
 * the shipped ONNX policy (``learned``), an ONNX policy trained on this cluster's
@@ -42,6 +43,7 @@ RULES: Final = ("fifo", "sjf-cp", "srpt", "fair", "weighted-fair")
 TUNING: Final[Mapping[str, tuple[str, tuple[float, ...]]]] = {
     "weighted-fair": ("alpha", (-2.0, -1.0, -0.5, 0.5, 1.0)),
     "fair": ("scale", (0.5, 1.0, 2.0)),
+    "srpt": ("cap", (0.9, 1.0)),
     "analytic": ("min_gain", (0.0, 0.2)),
 }
 """Per tuned family: its parameter and the grid a round searches (``tune=true``)."""
@@ -269,7 +271,7 @@ def _num(value: float) -> str:
 
 
 def _is_default(name: str, value: float) -> bool:
-    return (name, value) in (("fair", 1.0), ("weighted-fair", -1.0))
+    return (name, value) in (("fair", 1.0), ("weighted-fair", -1.0), ("srpt", 1.0))
 
 
 def kind_of(spec: str) -> str:
