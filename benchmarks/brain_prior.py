@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -44,6 +43,7 @@ from idlegate.policy import DEFAULT_POLICY_PATH
 from idlegate.policy.portfolio.prior import (
     PRIOR_PATH,
     REACH,
+    distance,
     features_error,
     workload_features,
 )
@@ -73,8 +73,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         jobs_count=args.jobs_count,
         brain=brain.BRAIN,
     )
-    left = ("shift", "demo", *LEFT_OUT)
-    cases = [c for c in brain.cases_of(ns)[0] if c.family not in left]
+    cases = [c for c in brain.cases_of(ns)[0] if c.family not in ("shift", "demo")]
     runs = json.loads(args.reuse.read_text()) if args.reuse and args.reuse.exists() else {}
     out: dict[str, Any] = {}
     if args.workloads is not None:  # (the others' entries as they are)
@@ -113,12 +112,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     return prior
 
 
-LEFT_OUT = ("alibaba",)
-"""Workloads of the suite the prior leaves out. With Alibaba's DAG jobs in it, a few
-workflows of `mixed` (TPC-H-like DAGs and one-task jobs) counted them alike within their
-standard error, and the brain's mean JCT on `mixed-0.5` at 100 workflows rose by 2.0 %
-over the held-out seeds, 5.1 % on seed 1000 (docs/brain-results.md); Alibaba's streams
-are like none the prior knows, and get its safest candidate over all it knows."""
 LOOKUPS = (4, 8, 16, 32, 64)
 """The lookups (workflows arrived) the reach is checked on."""
 
@@ -137,7 +130,7 @@ def reach_check(cases: list[brain.Case], entries: dict[str, Any]) -> dict[str, t
             for n in LOOKUPS:
                 dags = [j.dag for j in jobs[:n]]
                 features = workload_features(dags, workload.num_executors)
-                gap = math.dist(features, own) - features_error(dags)
+                gap = distance(features, own, features_error(dags))
                 excess.setdefault(case.key, []).append(gap)
     excess["all"] = [x for values in excess.values() for x in values]
     return {

@@ -5,9 +5,10 @@ seeds) holds, per workload of the evaluation suite, the features of its workflow
 (`workload_features`) and each fixed candidate's loss against the workload's best on
 short streams: the mean over the seeds and the worst seed. The scheduler looks the
 workflows that have arrived up in it (`Prior.safest`): among the `NEIGHBOURS` workloads
-nearest by their features (within `REACH`, or if none is, within `REACH` plus the
-standard error of the workflows' mean features: `features_error`; and within `ALIKE`
-times the nearest one's distance), the candidate whose worst loss over all of them is
+nearest by their features (`distance`, where the pool's size weighs `POOL_WEIGHT`;
+within `REACH`, or if none is, within it once the workflows' mean features are taken
+their standard error nearer: `features_error`; and within `ALIKE` times the nearest
+one's distance), the candidate whose worst loss over all of them is
 the smallest, so a lookup that lands on the wrong one of two alike workloads
 still picks a candidate that is safe on both.
 
@@ -47,10 +48,12 @@ __all__ = [
     "ALIKE",
     "ALIKE_FLOOR",
     "NEIGHBOURS",
+    "POOL_WEIGHT",
     "PRIOR_PATH",
     "REACH",
     "Prior",
     "TrainedRange",
+    "distance",
     "features_error",
     "load_prior",
     "workflow_features",
@@ -70,6 +73,12 @@ whichever is larger): TPC-H's first workflows are 0.23 from the TPC-H workloads 
 0.97 from the TPC-H-like one, and counting both chose a candidate 9 % behind fair."""
 ALIKE_FLOOR: Final = 0.25
 """The distance within which a workload counts as alike however near the nearest is."""
+POOL_WEIGHT: Final = 2.0
+"""How much the pool's size counts in a distance, against the workflows' features
+(`distance`): a factor of two in executors is 1.39, beyond `REACH`. The pool is known
+exactly, and the losses of a workload were measured on its own pool; at weight 1 the first
+workflows of `mixed` (50 executors) counted Alibaba's (100 executors) alike in 22 of 70
+lookups on the tuning streams, and its start followed Alibaba's candidate."""
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +92,14 @@ def workflow_features(dag: Dag) -> tuple[float, float, float]:
         math.log(max(dag.num_stages, 1)),
         math.log(max(dag.total_work / tasks, 1e-3)),
     )
+
+
+def distance(a: Sequence[float], b: Sequence[float], error: float = 0.0) -> float:
+    """The distance of two `workload_features`: the pool's log size weighs `POOL_WEIGHT`,
+    and the workflows' features count less `error` (their standard error,
+    `features_error`; never below 0), which widens only what is measured with noise."""
+    pool = POOL_WEIGHT * (a[0] - b[0])
+    return math.hypot(pool, max(0.0, math.dist(a[1:], b[1:]) - error))
 
 
 def workload_features(dags: Sequence[Dag], num_executors: int) -> tuple[float, ...]:
@@ -142,12 +159,15 @@ class Prior:
     learned: TrainedRange | None = None
     """The shipped learned policy's range (None: not measured, no judgement)."""
 
-    def neighbours(self, features: Sequence[float], reach: float | None = None) -> list[str]:
-        """The `NEIGHBOURS` workloads nearest to `features`, within `reach` and within
-        `ALIKE` times the nearest one's distance (at least `ALIKE_FLOOR`)."""
-        reach = self.reach if reach is None else reach
+    def neighbours(self, features: Sequence[float], error: float = 0.0) -> list[str]:
+        """The `NEIGHBOURS` workloads nearest to `features` (`distance`, the workflows'
+        features less `error`), within the reach and within `ALIKE` times the nearest
+        one's distance (at least `ALIKE_FLOOR`)."""
+        reach = self.reach
         dist = {
-            w: math.dist(f, features) for w, f in self.features.items() if len(f) == len(features)
+            w: distance(f, features, error)
+            for w, f in self.features.items()
+            if len(f) == len(features)
         }
         near = sorted((d, w) for w, d in dist.items() if d <= reach)
         if not near:
@@ -163,10 +183,11 @@ class Prior:
         those known on every one of them; None when no workload is near or none is.
 
         `error` is the standard error of `features` (`features_error`): with none within
-        `REACH`, the workloads within `REACH` + `error` count. A few workflows of a mix of
+        the reach, the workloads within it once the workflows' features are taken `error`
+        nearer count (`distance`; the pool's size is exact). A few workflows of a mix of
         kinds (one-task jobs and TPC-H-like DAGs) have a mean far from the mix's, by
         chance, and would otherwise count as like no workload."""
-        near = self.neighbours(features) or self.neighbours(features, self.reach + error)
+        near = self.neighbours(features) or self.neighbours(features, error)
         return self._safest_over(near, allowed) if near else None
 
     def safest_overall(self, allowed: Collection[str]) -> str | None:
