@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from idlegate.sim.alibaba import ENV_VAR as ALIBABA_ENV_VAR
+from idlegate.sim.alibaba import default_alibaba_dir
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import JobArrival, Workload
 from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision, Stage
@@ -180,6 +182,17 @@ def tpch_traces() -> Path:
     if found is None or not found.is_dir():
         where = "no checkout's ../shared/data/tpch" if found is None else f"{found} is missing"
         pytest.skip(f"TPC-H traces not found ({where}): set {ENV_VAR} to their directory")
+    return found
+
+
+def alibaba_trace() -> Path:
+    """Alibaba's trace as the simulator finds it by itself (``IDLEGATE_ALIBABA_DIR``, else
+    the checkout's ``../shared/data/alibaba``), or skip the calling test saying how to
+    provide it."""
+    found = default_alibaba_dir()
+    if found is None or not found.is_dir():
+        where = "no checkout's ../shared/data/alibaba" if found is None else f"{found} is missing"
+        pytest.skip(f"Alibaba trace not found ({where}): set {ALIBABA_ENV_VAR} to its directory")
     return found
 
 

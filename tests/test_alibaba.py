@@ -26,6 +26,7 @@ from idlegate.sim.alibaba import (
 from idlegate.sim.engine import simulate
 from idlegate.sim.workloads import build_workload, interarrival_for_load, workload_config
 from idlegate.sim.workloads.alibaba import AlibabaConfig
+from tests.helpers import alibaba_trace
 
 # job 0: one stage; job 1: s0 depends on s2, s1 on s0 (not in index order), a 0 s stage;
 # job 2: a diamond s0 -> s1, s2 -> s3
@@ -51,15 +52,6 @@ def trace_dir(tmp_path: Path) -> Path:
     for n, (adj, ins_dur) in JOBS.items():
         write_job(folder, n, adj, ins_dur)
     return folder
-
-
-def real_trace() -> Path:
-    """The trace the simulator finds by itself, or skip saying how to provide it."""
-    found = default_alibaba_dir()
-    if found is None or not found.is_dir():
-        where = "no checkout's ../shared/data/alibaba" if found is None else f"{found} is missing"
-        pytest.skip(f"Alibaba trace not found ({where}): set {ENV_VAR} to its directory")
-    return found
 
 
 # ---------------------------------------------------------------------------------------
@@ -233,7 +225,7 @@ def test_the_cli_runs_it_and_names_a_missing_folder(trace_dir: Path, tmp_path: P
 
 
 def test_the_real_trace_is_what_its_readme_says():
-    trace = open_alibaba_trace(real_trace())
+    trace = open_alibaba_trace(alibaba_trace())
     assert len(trace.jobs) == 1832
     assert len(trace.select(2)) == 1214
     assert max(j.dag.num_stages for j in trace.jobs) == 74
@@ -243,7 +235,7 @@ def test_the_real_trace_is_what_its_readme_says():
 
 
 def test_a_real_stream_runs_to_the_end():
-    w = build_workload("alibaba", 0, alibaba_dir=real_trace(), num_jobs=30)
+    w = build_workload("alibaba", 0, alibaba_dir=alibaba_trace(), num_jobs=30)
     assert w.num_executors == 100
     result = simulate(w, make_scheduler("srpt"), seed=0)
     assert result.unfinished == 0 and len(result.records) == 30
