@@ -140,7 +140,7 @@ class PortfolioConfig(Config):
     22 % lower; its own lead was within the noise (`rounds.select`)."""
     correction: Literal["all", "early"] | None = "early"
     """Raise `confidence` for the challengers a round compares (`rounds.threshold`: the
-    best of fourteen beats one standard error by luck more often than a pair does): in
+    best of fifteen beats one standard error by luck more often than a pair does): in
     ``all`` rounds, in the ``early`` ones (`early`, 8 to 32 workflows) only, or never
     (None)."""
     uncorrected: StrictBool = True

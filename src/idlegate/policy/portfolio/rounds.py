@@ -318,7 +318,7 @@ def threshold(confidence: float, compared: int) -> float:
     """Standard errors a lead must exceed when `compared` challengers race the followed
     candidate: `confidence` for one, and for more the one-sided normal quantile that keeps
     the chance that any of them beats it by luck alone at what one alone would have
-    (Bonferroni: Φ⁻¹(1 − α/m), α = 1 − Φ(`confidence`)). The best of fourteen passes one
+    (Bonferroni: Φ⁻¹(1 − α/m), α = 1 − Φ(`confidence`)). The best of fifteen passes one
     standard error by luck far more often than a pair does; 0 stays 0 (no noise rule)."""
     if confidence <= 0 or compared <= 1:
         return confidence

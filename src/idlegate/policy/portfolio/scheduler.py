@@ -566,7 +566,7 @@ class PortfolioScheduler:
         workflows: it won a round outright, or (`hold`) it is the shipped prior's and no
         round has moved it. The prior's choice is evidence from ten tuning seeds of the
         workloads alike; without the margin, the first rounds on 40 finished workflows,
-        fourteen candidates at one standard error, leave it on a lead of 1-2 % that is
+        fourteen candidates (before srpt's cap) at one standard error, leave it on a lead of 1-2 % that is
         luck (push, 100 workflows, seed 2001: a 1.7 % lead of sjf-cp, 3.5 % lost)."""
         trust = self._trust
         return trust.protected or (self.config.hold and trust.on_prior(self.following))
