@@ -126,13 +126,7 @@ def cap_for_share(
     fraction of the pool): the tasks of the stage's demand that bring the job's holding
     of every resource to `share` of the pool, rounded up as fair's ceil(K / n) is, and at
     least one more than it holds."""
-    more = ceil(share * num_executors - job.held - _SLACK)
-    if stage.need is not None:
-        held = held_amounts(job, capacity)
-        for amount, cap, have in zip(stage.need.amounts, capacity, held, strict=True):
-            if amount:
-                more = min(more, ceil((share * cap - have) / amount - _SLACK))
-    return job.held + max(1, more)
+    return job.held + max(1, _tasks_to_share(job, stage, share, num_executors, capacity, up=True))
 
 
 def room_within_share(
@@ -141,10 +135,29 @@ def room_within_share(
     """How many more tasks of `stage` `job` may start with its holding of every resource
     of the pool, pods included, staying at most `share` of it (rounded down: a cap, where
     `cap_for_share` rounds up as fair's shares do); 0 or less when not one more fits."""
-    more = floor(share * num_executors - job.held + _SLACK)
+    return _tasks_to_share(job, stage, share, num_executors, capacity, up=False)
+
+
+def _tasks_to_share(
+    job: Job,
+    stage: Stage,
+    share: float,
+    num_executors: int,
+    capacity: tuple[int, ...],
+    *,
+    up: bool,
+) -> int:
+    """The tasks of `stage` that bring `job`'s holding of executors and of every resource
+    to `share` of the pool, the smallest over them, rounded `up` or down (`_SLACK` keeps
+    a float's last bit from crossing an integer)."""
+
+    def count(x: float) -> int:
+        return ceil(x - _SLACK) if up else floor(x + _SLACK)
+
+    more = count(share * num_executors - job.held)
     if stage.need is not None:
         held = held_amounts(job, capacity)
         for amount, cap, have in zip(stage.need.amounts, capacity, held, strict=True):
             if amount:
-                more = min(more, floor((share * cap - have) / amount + _SLACK))
+                more = min(more, count((share * cap - have) / amount))
     return more
