@@ -25,11 +25,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from operator import itemgetter
 
 from idlegate.errors import DemandTooLargeError, IdlegateError
 from idlegate.sim.dag import Dag
 from idlegate.sim.protocol import Job, Need, Stage
-from idlegate.sim.resources import MILLI, ResourceVector
+from idlegate.sim.resources import MILLI, ResourceVector, free_after
 
 SCORED = ("cpu", "memory")
 """The resources whose free share places a task on a node (MostAllocated's)."""
@@ -46,14 +47,8 @@ def packed(
     scoring): the index in `free` (each node's free amounts, in `need`'s order) of the
     fitting node with the smallest mean share of its `allocatable` left free after it over
     the positions `scored` (cpu, memory), the first of equals; None if it fits none."""
-    best, best_score = None, float("inf")
-    for i, (node, total) in enumerate(zip(free, allocatable, strict=True)):
-        if any(f < n for f, n in zip(node, need, strict=True)):
-            continue
-        score = sum((node[k] - need[k]) / total[k] for k in scored if total[k] > 0)
-        if score < best_score:
-            best, best_score = i, score
-    return best
+    best = min(free_after(need, free, allocatable, scored), key=itemgetter(1), default=None)
+    return None if best is None else best[0]
 
 
 class FixedNodes:

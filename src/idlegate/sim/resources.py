@@ -31,6 +31,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
+from operator import itemgetter
 from typing import Any
 
 from idlegate.errors import IdlegateError
@@ -381,11 +382,19 @@ def least_allocated(
     in `free` (each node's free amounts, in `need`'s order) of the fitting node with the
     largest mean share of its `allocatable` left free over the positions `scored` (cpu,
     memory), the first of equals; None if it fits none."""
-    best, best_score = None, -1.0
+    best = max(free_after(need, free, allocatable, scored), key=itemgetter(1), default=None)
+    return None if best is None else best[0]
+
+
+def free_after(
+    need: Sequence[int],
+    free: Sequence[Sequence[int]],
+    allocatable: Sequence[Sequence[int]],
+    scored: Sequence[int],
+) -> Iterator[tuple[int, float]]:
+    """(index, score) of each node of `free` that fits `need`, in order: the score is the
+    summed share of its `allocatable` left free after `need` over the positions `scored`
+    (what `least_allocated` maximises and `sim.pool.packed` minimises)."""
     for i, (node, total) in enumerate(zip(free, allocatable, strict=True)):
-        if any(f < n for f, n in zip(node, need, strict=True)):
-            continue
-        score = sum((node[k] - need[k]) / total[k] for k in scored if total[k] > 0)
-        if score > best_score:
-            best, best_score = i, score
-    return best
+        if all(f >= n for f, n in zip(node, need, strict=True)):
+            yield i, sum((node[k] - need[k]) / total[k] for k in scored if total[k] > 0)
