@@ -16,6 +16,7 @@ from idlegate.policy import make_scheduler
 from idlegate.sim.argo.status import node_id
 from tests.airflow_data import session
 from tests.argo_data import gated_argo_pod
+from tests.argo_workflows import argo
 from tests.operator_fakes import FakeClock, FakeKube, FeatureHost, Harness, stranded
 from tests.test_airflow_live import LIVE, MAPPING, with_live_run
 from tests.test_airflow_operator import POLL, _advance, _instances_key, _see, airflow, worker_pod
@@ -31,22 +32,13 @@ def _argo(cpu: str = "2") -> dict[str, Any]:
         {"name": "b", "template": "big", "dependencies": ["a"]},
     ]
     sized = [("small", "500m"), ("big", cpu)]
-    return {
-        "apiVersion": "argoproj.io/v1alpha1",
-        "kind": "Workflow",
-        "metadata": {"name": WF, "namespace": "default", "uid": "uid-etl"},
-        "spec": {
-            "entrypoint": "main",
-            "templates": [
-                {"name": "main", "dag": {"tasks": tasks}},
-                *(
-                    {"name": n, "container": {"image": "x", "resources": {"requests": {"cpu": c}}}}
-                    for n, c in sized
-                ),
-            ],
-        },
-        "status": {"phase": "Running"},
-    }
+    pods = (
+        {"name": n, "container": {"image": "x", "resources": {"requests": {"cpu": c}}}}
+        for n, c in sized
+    )
+    doc = argo(WF, {"dag": {"tasks": tasks}}, *pods)
+    doc["metadata"].update(namespace="default", uid="uid-etl")
+    return doc | {"status": {"phase": "Running"}}
 
 
 def _gated(kube: FakeKube) -> list[str]:
