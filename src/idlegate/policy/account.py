@@ -87,6 +87,11 @@ SENTENCES: Final[Mapping[str, str]] = {
         "kept {candidate}: {best} was {deficit} better in this round, but not over the "
         "rounds before it"
     ),
+    "present": (
+        "kept {candidate}: {runner_up} was {challenge} better over the last {workflows} "
+        "workflows, but would cost {setback} more from the {present_jobs} workflows in "
+        "the pool now"
+    ),
     "tied": "kept {candidate}: tied with {runner_up}",
     "won": "kept {candidate}: {lead} better than {runner_up}",
     "alone": "kept {candidate}: the only candidate replayed",
@@ -94,7 +99,7 @@ SENTENCES: Final[Mapping[str, str]] = {
 }
 """A round's sentence per `case`, with the `figures` it names in braces."""
 
-FRACTIONS: Final = frozenset({"gain", "deficit", "lead", "margin", "noise"})
+FRACTIONS: Final = frozenset({"gain", "deficit", "lead", "margin", "noise", "challenge", "setback"})
 """The figures that are fractions, said as percents ("1.3 %")."""
 
 
@@ -128,8 +133,10 @@ def figures(choice: Mapping[str, Any]) -> dict[str, Any]:
     """`choice`'s fields with the relative gaps the sentences name, as fractions of the
     worse score of each pair (so "x % better than y" is (y - x) / y, the margin's measure):
     ``gain`` of the candidate over `previous`, ``deficit`` of the followed candidate
-    behind the round's best, ``lead`` of the candidate over the runner-up. A gap whose
-    scores are missing or not finite is left out."""
+    behind the round's best, ``lead`` of the candidate over the runner-up; after a present
+    check (`present`), ``challenge`` of the runner-up over the candidate kept, and
+    ``setback``, what the runner-up would cost more from the present, as a fraction of
+    the candidate's cost. A gap whose scores are missing or not finite is left out."""
     scores = choice.get("scores") or {}
     out = dict(choice)
     candidate = choice["candidate"]
@@ -138,10 +145,16 @@ def figures(choice: Mapping[str, Any]) -> dict[str, Any]:
         "deficit": (choice.get("best"), candidate),
         "lead": (candidate, choice.get("runner_up")),
     }
+    if choice.get("present"):
+        pairs["challenge"] = (choice.get("runner_up"), candidate)
     for key, (better, worse) in pairs.items():
         gap = _gap(scores.get(better), scores.get(worse))
         if gap is not None:
             out[key] = gap
+    costs = choice.get("present") or {}
+    here, there = costs.get(candidate), costs.get(choice.get("runner_up"))
+    if here is not None and there is not None and math.isfinite(here) and here > 0:
+        out["setback"] = (there - here) / here if math.isfinite(there) else math.inf
     return out
 
 

@@ -86,6 +86,8 @@ class Rollout(NamedTuple):
     """t₀ + H, or earlier when the scheduler used up `max_decisions`."""
     stopped: bool = False
     """True when the integral passed `stop_above` before the horizon."""
+    events: int = 0
+    """Events the rollout simulated (its cost)."""
 
 
 STOP_CHECKS = 16
@@ -139,7 +141,7 @@ def rollout(
             engine.run(now + horizon * k / STOP_CHECKS)  # k = STOP_CHECKS: exactly `end`
             so_far = sim.jobs_time_integral - start_area
             if so_far > stop_above:
-                return Rollout(so_far, sim.now, stopped=True)
+                return Rollout(so_far, sim.now, stopped=True, events=engine.events)
     elif max_decisions is None:
         engine.run(end)
     else:
@@ -151,7 +153,7 @@ def rollout(
     cost = sim.jobs_time_integral - start_area
     if terminal_weight:
         cost += terminal_weight * remaining_flow_estimate(sim)
-    return Rollout(cost, end)
+    return Rollout(cost, end, events=engine.events)
 
 
 class Comparison(NamedTuple):

@@ -179,6 +179,16 @@ class PortfolioConfig(Config):
     most of their workflows, but each replay draws its durations anew: on argo-shapes (100 workflows, seed 1009) the round on 40 finished
     workflows put srpt first and fair?scale=2 2.6 % behind, the next, 11 workflows later,
     fair?scale=2 5.4 % ahead; twelve other draws of that window gave −2.8 % to +2.2 %."""
+    present: StrictBool = True
+    """A switch must not cost the workflows in the pool now: the challenger and the
+    candidate followed are rolled out from the present pool over the same futures like
+    the window, and the switch stands unless the challenger's cost is higher
+    (`present.from_present`; false: no such check). A replay starts from an empty pool;
+    on an overloaded heavy-tailed trace the present is days of work that the candidate
+    followed shaped, and a switch the replay backs can cost several times what either
+    candidate alone would."""
+    present_samples: StrictInt = Field(3, ge=1)
+    """Futures of the present check (two rollouts each)."""
     drop: NonNegative | None = 0.02
     """Leave out of the rounds a candidate whose standing trails the leader's by more
     than this (`standings`; None: never)."""

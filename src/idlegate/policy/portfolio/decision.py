@@ -9,6 +9,7 @@ the candidate followed and what protects it, the candidates left out, the rounds
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 
@@ -18,9 +19,16 @@ from idlegate.policy.portfolio.candidates import (
     candidate_specs,
     kind_of,
 )
-from idlegate.policy.portfolio.replay import ReplayRequest, merged, modelled_seconds
+from idlegate.policy.portfolio.present import Present
+from idlegate.policy.portfolio.replay import (
+    EVENT_SECONDS,
+    ReplayRequest,
+    merged,
+    modelled_seconds,
+)
 from idlegate.policy.portfolio.rounds import (
     Choice,
+    Reason,
     Scores,
     noise_needed,
     round_confidence,
@@ -28,13 +36,20 @@ from idlegate.policy.portfolio.rounds import (
 )
 from idlegate.policy.spec import SchedulerSpec
 
-__all__ = ["Replayer", "play_round"]
+__all__ = ["Replayer", "Roller", "play_round"]
 
 Replayer = Callable[[ReplayRequest, Sequence[str]], Scores]
 """Replays a request's window under the given spec texts (`replay.replay_portfolio`)."""
+Roller = Callable[[ReplayRequest, Sequence[str]], "Present | None"]
+"""Rolls the given spec texts out from the request's present pool (`present.from_present`)."""
 
 
-def play_round(request: ReplayRequest, config: PortfolioConfig, replay: Replayer) -> Choice:
+def play_round(
+    request: ReplayRequest,
+    config: PortfolioConfig,
+    replay: Replayer,
+    roll: Roller | None = None,
+) -> Choice:
     """The round of `request`: which candidate to follow, and why.
 
     1. **Candidates.** The portfolio's spec texts, the tuned grids included
@@ -61,7 +76,10 @@ def play_round(request: ReplayRequest, config: PortfolioConfig, replay: Replayer
        The best-scoring of those that beat it is followed (with `switch` ``best``, the
        round's best if lower still); none: it stays (but a
        followed learned policy outside its training range gives way to the best).
-    5. **Outcome.** A `Choice`: the candidate, its reason code and sentence
+    5. **The present** (`present.from_present`, with `roll` and `request.present`). A
+       switch stands unless the challenger, rolled out from the pool as it is now over
+       futures like the window, costs more than the candidate followed.
+    6. **Outcome.** A `Choice`: the candidate, its reason code and sentence
        (`Choice.why`), every score, and the lead the best needed when its lead was
        within the noise.
     """
@@ -97,8 +115,21 @@ def play_round(request: ReplayRequest, config: PortfolioConfig, replay: Replayer
         carriers=config.carriers or 0,
         switch=config.switch,
     )
-    reason = "untrained" if followed in request.untrained and chosen != followed else why
-    # 5. outcome
+    reason: Reason = "untrained" if followed in request.untrained and chosen != followed else why
+    # 5. the present
+    present = None
+    if (
+        roll is not None
+        and request.present is not None
+        and chosen != followed
+        and reason == "best"
+        and math.isfinite(scores.means.get(followed, math.inf))
+    ):
+        present = roll(request, [followed, chosen])
+        if present is not None and present.costs[chosen] > present.costs[followed]:
+            challenger, chosen, reason = chosen, followed, "present"
+            runner_up = challenger
+    # 6. outcome
     means = scores.means
     best = min(means, key=means.__getitem__)
     noise = None
@@ -115,7 +146,8 @@ def play_round(request: ReplayRequest, config: PortfolioConfig, replay: Replayer
         best=best,
         scores=dict(means),
         at=request.at,
-        modelled_seconds=modelled_seconds(scores),
+        modelled_seconds=modelled_seconds(scores)
+        + (present.events * EVENT_SECONDS if present else 0.0),
         cpu_seconds=time.thread_time() - started,
         prior=request.prior,
         source=request.source,
@@ -129,4 +161,6 @@ def play_round(request: ReplayRequest, config: PortfolioConfig, replay: Replayer
         carriers=config.carriers if why == "carried" else None,
         untrained=tuple(sorted(request.untrained)),
         heavy=request.heavy,
+        present=dict(present.costs) if present else {},
+        present_jobs=present.jobs if present else 0,
     )

@@ -25,6 +25,7 @@ import numpy as np
 from idlegate.errors import IdlegateError
 from idlegate.policy.portfolio.candidates import kind_of
 from idlegate.policy.portfolio.rounds import Scores
+from idlegate.sim.cluster import Cluster
 from idlegate.sim.engine import JobArrival, simulate
 from idlegate.sim.history import replay_workload as _replay_workload
 from idlegate.sim.protocol import Scheduler
@@ -137,6 +138,9 @@ class ReplayRequest:
     not replayed, not followed."""
     resources: ResourceVector | None = None
     """The live pool's resources beyond its pods (None: a pods-only pool)."""
+    present: Cluster | None = None
+    """A fork of the pool when the round began (`sim.rollout.planning_fork`), for the
+    present check (`present.from_present`; None: no check)."""
 
 
 def merged(a: Scores, b: Scores) -> Scores:

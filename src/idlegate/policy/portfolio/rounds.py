@@ -31,6 +31,7 @@ from idlegate.policy.account import sentence, tied_best
 
 __all__ = [
     "Choice",
+    "Reason",
     "Scores",
     "beyond_noise",
     "carried",
@@ -65,6 +66,23 @@ class Scores:
     the seeds; none for a failed candidate): what `beyond_noise` pairs."""
 
 
+Reason = Literal[
+    "cold start",
+    "prior",
+    "unlike",
+    "change",
+    "prior history",
+    "best",
+    "kept",
+    "noise",
+    "carried",
+    "unconfirmed",
+    "untrained",
+    "present",
+]
+"""Why a candidate is followed (`Choice.reason`)."""
+
+
 @dataclass(frozen=True)
 class Choice:
     """Which candidate is followed and why (what the operator shows)."""
@@ -78,19 +96,7 @@ class Choice:
     runner_up_score: float | None
     workflows: int
     """Finished workflows the round replayed (0: no replay yet)."""
-    reason: Literal[
-        "cold start",
-        "prior",
-        "unlike",
-        "change",
-        "prior history",
-        "best",
-        "kept",
-        "noise",
-        "carried",
-        "unconfirmed",
-        "untrained",
-    ]
+    reason: Reason
     """cold start: no round yet; prior: no round yet, the shipped prior's safest candidate
     for the workflows arrived (`prior`); unlike: the same, but the workflows arrived are
     like none the prior knows, so its safest over every workload it knows; change: the same for the workflows arrived since
@@ -101,7 +107,9 @@ class Choice:
     lead was carried by a few workflows (`carried`); unconfirmed: it beat the followed
     one, but not over the rounds before it too (`PortfolioConfig.confirm`); untrained:
     the followed candidate, a learned policy, is outside the input range it was trained
-    on (`learned_range`), so the round's best eligible one replaces it."""
+    on (`learned_range`), so the round's best eligible one replaces it; present: the
+    round chose `runner_up`, but rolled out from the pool as it is now it costs more than
+    the candidate followed (`present.from_present`)."""
     best: str | None = None
     """The round's best candidate (kept: the one that did not beat the margin)."""
     scores: Mapping[str, float] = field(default_factory=dict)
@@ -145,6 +153,11 @@ class Choice:
     heavy: int = 0
     """Of `running`, the workflows still running that the round replayed for their work,
     heavier than every finished one of its window (`PortfolioConfig.heavy`)."""
+    present: Mapping[str, float] = field(default_factory=dict)
+    """The present check's costs of the candidate followed and the round's choice, rolled
+    out from the pool as it was (`present.from_present`; empty: no check)."""
+    present_jobs: int = 0
+    """Workflows in the pool the present check rolled out from."""
 
     @property
     def why(self) -> str:
@@ -209,6 +222,8 @@ class Choice:
             "carriers": self.carriers,
             "untrained": list(self.untrained),
             "heavy": self.heavy,
+            "present": {k: _finite(v) for k, v in self.present.items()},
+            "present_jobs": self.present_jobs,
             "text": self.text,
             "why": self.why,
         }

@@ -88,6 +88,7 @@ from idlegate.policy.portfolio.candidates import (
     kind_of,
 )
 from idlegate.policy.portfolio.decision import play_round
+from idlegate.policy.portfolio.present import Present, from_present
 from idlegate.policy.portfolio.prior import (
     features_error,
     load_prior,
@@ -106,9 +107,11 @@ from idlegate.policy.portfolio.state import (
     Window,
 )
 from idlegate.policy.spec import SchedulerSpec
+from idlegate.sim.cluster import Cluster
 from idlegate.sim.engine import JobArrival
 from idlegate.sim.history import check_history_file, history_arrivals, load_history
 from idlegate.sim.protocol import WAIT, Action, ClusterView, Scheduler
+from idlegate.sim.rollout import planning_fork
 
 __all__ = ["CHANGE_MIN", "PortfolioScheduler", "SchedulerBuilder", "segments"]
 
@@ -559,7 +562,15 @@ class PortfolioScheduler:
                 whole, effective_executors(view, [a.dag for a in whole])
             ),
             resources=pool_resources(view),
+            present=self._present(view),
         )
+
+    def _present(self, view: ClusterView) -> Cluster | None:
+        """A fork of the pool for the round's present check (`present`); None without the
+        check, or on a view that is not a `Cluster` (nothing to fork)."""
+        if not self.config.present or not isinstance(view, Cluster) or not view.jobs:
+            return None
+        return planning_fork(view)
 
     def _held(self) -> bool:
         """True if the margin protects the candidate followed in a round on finished
@@ -584,7 +595,7 @@ class PortfolioScheduler:
 
     def replay(self, request: ReplayRequest) -> Choice:
         """Any one thread: the round of `request` (`decision.play_round`)."""
-        return play_round(request, self.config, self._replay)
+        return play_round(request, self.config, self._replay, self._from_present)
 
     def _replay(self, request: ReplayRequest, specs: Sequence[str]) -> Scores:
         for spec in specs:
@@ -598,6 +609,19 @@ class PortfolioScheduler:
             seeds=self.config.seeds,
             moving_delay=request.moving_delay,
             resources=request.resources,
+        )
+
+    def _from_present(self, request: ReplayRequest, specs: Sequence[str]) -> Present | None:
+        """`specs` rolled out from `request.present` (`present.from_present`)."""
+        if request.present is None:
+            return None
+        for spec in specs:
+            if spec not in self._replayers:
+                self._replayers[spec] = self._build(spec)
+        schedulers = {s: self._replayers[s] for s in specs}
+        window = request.window
+        return from_present(
+            request.present, window, schedulers, self.config.present_samples, request.seed
         )
 
     def adopt(self, choice: Choice) -> None:
