@@ -12,6 +12,8 @@ The package, by responsibility:
   its request and its modelled cost;
 * `rounds`: what a round says (`Scores`, `Choice`) and the evidence it weighs
   (`select`: the margin, the noise, the confirmation);
+* `present`: the present check, a switch rolled out from the pool as it is now
+  (`from_present`);
 * `decision`: a round, what it decides and why, as one numbered pipeline
   (`play_round`);
 * `state`: what the scheduler remembers between decisions, in small objects (the

@@ -78,7 +78,8 @@ def play_round(
        followed learned policy outside its training range gives way to the best).
     5. **The present** (`present.from_present`, with `roll` and `request.present`). A
        switch stands unless the challenger, rolled out from the pool as it is now over
-       futures like the window, costs more than the candidate followed.
+       futures like the window, costs more than the candidate followed by more than
+       `margin` of its cost.
     6. **Outcome.** A `Choice`: the candidate, its reason code and sentence
        (`Choice.why`), every score, and the lead the best needed when its lead was
        within the noise.
@@ -126,7 +127,10 @@ def play_round(
         and math.isfinite(scores.means.get(followed, math.inf))
     ):
         present = roll(request, [followed, chosen])
-        if present is not None and present.costs[chosen] > present.costs[followed]:
+        if (
+            present is not None
+            and present.costs[chosen] > (1 + config.margin) * present.costs[followed]
+        ):
             challenger, chosen, reason = chosen, followed, "present"
             runner_up = challenger
     # 6. outcome
