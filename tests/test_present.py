@@ -113,7 +113,7 @@ def test_a_candidate_whose_rollout_raises_costs_infinity():
 # -- the round -----------------------------------------------------------------------------
 
 
-def _round(roll: bool, present: Cluster | None) -> Choice:
+def _round(roll: bool, present: Cluster | None, costs: tuple[float, float] | None = None) -> Choice:
     """A round following srpt whose replay puts CAPPED 51 % ahead, beyond any noise (the
     other candidates of the grid far behind)."""
     srpt = np.full(40, 20.0)
@@ -126,6 +126,8 @@ def _round(roll: bool, present: Cluster | None) -> Choice:
 
     def rolled(req: ReplayRequest, specs: Sequence[str]) -> Present | None:
         assert req.present is not None
+        if costs is not None:  # (given: the followed candidate's, then the challenger's)
+            return Present(dict(zip(specs, costs, strict=True)), 1, 30.0, 0)
         rules = {s: make_scheduler(s) for s in specs}
         return from_present(req.present, req.window, rules, 2, req.seed)
 
@@ -159,6 +161,15 @@ def test_a_switch_that_costs_no_more_from_the_present_stands():
     choice = _round(roll=True, present=planning_fork(pool))
     assert choice.candidate == CAPPED
     assert choice.present[CAPPED] <= choice.present["srpt"]
+
+
+@pytest.mark.parametrize(("challenger", "kept"), [(101.9, False), (102.1, True)])
+def test_a_challenger_costing_more_from_the_present_is_kept_off_only_beyond_the_margin(
+    challenger: float, kept: bool
+):
+    choice = _round(roll=True, present=Cluster(10), costs=(100.0, challenger))
+    assert (choice.candidate == "srpt") is kept  # (the margin: 2 %)
+    assert choice.reason == ("present" if kept else "best")
 
 
 # -- the scheduler -------------------------------------------------------------------------

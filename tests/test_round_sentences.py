@@ -107,6 +107,17 @@ KNOWN: list[tuple[str, dict[str, Any], str]] = [
         "kept fair: srpt was 1.3 % better in this round, but not over the rounds before it",
     ),
     (
+        "present",  # (a switch that would cost more from the pool as it is, `present`)
+        _round(
+            reason="present",
+            runner_up="srpt",
+            workflows=40,
+            present={"fair": 2000.0, "srpt": 2500.0},
+            present_jobs=7,
+        ),
+        "kept fair: srpt was 1.3 % better over the last 40 workflows, but would cost 25 % more from the 7 workflows in the pool now",
+    ),
+    (
         "tied",
         _round(reason="best", runner_up="srpt", scores={"fair": 98.7, "srpt": 98.7}),
         "kept fair: tied with srpt",

@@ -22,8 +22,9 @@ is the mean over the futures of the rollout's cost: the area under the jobs-in-s
 curve over [now, now + H], plus the flow the jobs still in the pool at the end are
 estimated to add (`sim.rollout.remaining_flow_estimate`).
 
-The switch stands unless B's cost is above A's; then A is kept (reason ``present``). A
-tie lets it stand, and a round that began on an empty pool has no check: the replay's
+The switch stands unless B's cost is above A's by more than the round's `margin` of A's
+(the measure of a difference that counts, as for the replay's scores); then A is kept
+(reason ``present``). A tie lets it stand, and a round that began on an empty pool has no check: the replay's
 evidence is then all there is. A candidate whose rollout raises costs infinity, as in a
 replay. The check costs two rollouts per future, and only in the rounds that would
 switch.

@@ -109,7 +109,7 @@ class Choice:
     the followed candidate, a learned policy, is outside the input range it was trained
     on (`learned_range`), so the round's best eligible one replaces it; present: the
     round chose `runner_up`, but rolled out from the pool as it is now it costs more than
-    the candidate followed (`present.from_present`)."""
+    the candidate followed, by more than the margin (`present.from_present`)."""
     best: str | None = None
     """The round's best candidate (kept: the one that did not beat the margin)."""
     scores: Mapping[str, float] = field(default_factory=dict)
