@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from idlegate.errors import IdlegateError
 from idlegate.policy.heuristics import FairScheduler, make_scheduler
 from idlegate.sim.engine import simulate
 from idlegate.sim.protocol import WAIT
@@ -13,6 +14,7 @@ from tests.helpers import chain, jcts, load_benchmark, workload
 fair_variants = load_benchmark("fair_variants")
 gantt = load_benchmark("gantt")
 idle_room = load_benchmark("idle_room")
+switch_at = load_benchmark("switch_at")
 
 
 class Watch:
@@ -187,3 +189,23 @@ def test_airflow_gain_holds_default_to_its_target_at_load_0_85_only() -> None:
     # Argo's target is set at every load
     argo = load_benchmark("argo_gain").ARGO
     assert argo.verdict("learned:default", 0.7, -0.158).endswith("(target -20%: not met)")
+
+
+def test_a_plan_follows_fifo_then_srpt_from_the_switch_on() -> None:
+    # one executor, a 10 s, a 5 s and a 1 s job arrived in that order at 0: fifo starts
+    # the 10 s one; from 5 s on srpt decides, so the 1 s job goes before the 5 s one
+    wl = workload((0.0, "big", chain(10.0)), (0.0, "mid", chain(5.0)), (0.0, "small", chain(1.0)))
+    fifo = jcts(simulate(wl, make_scheduler("fifo"), seed=0))
+    assert fifo == {"big": 10.0, "mid": 15.0, "small": 16.0}
+    plan = switch_at.Segments([(0.0, make_scheduler("fifo")), (5.0, make_scheduler("srpt"))])
+    assert jcts(simulate(wl, plan, seed=0)) == {"big": 10.0, "small": 11.0, "mid": 16.0}
+
+
+def test_a_plan_is_read_as_a_rule_then_time_colon_rule() -> None:
+    assert switch_at.parse_plan(["srpt?cap=0.9", "117948:fair?scale=0.5", "2e5:analytic:fair"]) == [
+        (0.0, "srpt?cap=0.9"),
+        (117948.0, "fair?scale=0.5"),
+        (200000.0, "analytic:fair"),
+    ]
+    with pytest.raises(IdlegateError, match="T:SPEC"):
+        switch_at.parse_plan(["srpt", "fair"])
