@@ -110,6 +110,13 @@ def test_a_candidate_whose_rollout_raises_costs_infinity():
     assert np.isfinite(present.costs["srpt"])
 
 
+def test_a_round_whose_challenger_fails_from_the_present_says_so():
+    choice = _round(roll=True, present=Cluster(10), costs=(100.0, float("inf")))
+    assert (choice.candidate, choice.reason) == ("srpt", "present")
+    assert choice.why.endswith("but failed when rolled out from the 1 workflows in the pool now")
+    assert choice.to_dict()["present"] == {"srpt": 100.0, CAPPED: None}
+
+
 # -- the round -----------------------------------------------------------------------------
 
 

@@ -118,6 +118,17 @@ KNOWN: list[tuple[str, dict[str, Any], str]] = [
         "kept fair: srpt was 1.3 % better over the last 40 workflows, but would cost 25 % more from the 7 workflows in the pool now",
     ),
     (
+        "present, failed",  # (the challenger's rollout raised: infinite cost, None in JSON)
+        _round(
+            reason="present",
+            runner_up="srpt",
+            workflows=40,
+            present={"fair": 2000.0, "srpt": None},
+            present_jobs=7,
+        ),
+        "kept fair: srpt was 1.3 % better over the last 40 workflows, but failed when rolled out from the 7 workflows in the pool now",
+    ),
+    (
         "tied",
         _round(reason="best", runner_up="srpt", scores={"fair": 98.7, "srpt": 98.7}),
         "kept fair: tied with srpt",

@@ -92,6 +92,11 @@ SENTENCES: Final[Mapping[str, str]] = {
         "workflows, but would cost {setback} more from the {present_jobs} workflows in "
         "the pool now"
     ),
+    "present, failed": (
+        "kept {candidate}: {runner_up} was {challenge} better over the last {workflows} "
+        "workflows, but failed when rolled out from the {present_jobs} workflows in the "
+        "pool now"
+    ),
     "tied": "kept {candidate}: tied with {runner_up}",
     "won": "kept {candidate}: {lead} better than {runner_up}",
     "alone": "kept {candidate}: the only candidate replayed",
@@ -108,8 +113,12 @@ def case(choice: Mapping[str, Any]) -> str:
     reason code, but ``best`` told apart by whom the round followed before (`previous`)
     and the scores: a switch (beyond the margin, with no margin, or away from a
     candidate without a score), a tie, an outright win, the only candidate; ``best``
-    itself when `previous` is unknown."""
+    itself when `previous` is unknown; ``present`` told apart by whether the challenger's
+    rollouts failed (no finite cost)."""
     reason = str(choice["reason"])
+    if reason == "present":
+        there = (choice.get("present") or {}).get(choice.get("runner_up"))
+        return reason if there is not None and math.isfinite(there) else "present, failed"
     if reason != "best":
         return reason
     previous, candidate = choice.get("previous"), choice["candidate"]
@@ -153,8 +162,8 @@ def figures(choice: Mapping[str, Any]) -> dict[str, Any]:
             out[key] = gap
     costs = choice.get("present") or {}
     here, there = costs.get(candidate), costs.get(choice.get("runner_up"))
-    if here is not None and there is not None and math.isfinite(here) and here > 0:
-        out["setback"] = (there - here) / here if math.isfinite(there) else math.inf
+    if here is not None and there is not None and math.isfinite(here + there) and here > 0:
+        out["setback"] = (there - here) / here
     return out
 
 

@@ -183,10 +183,10 @@ class PortfolioConfig(Config):
     """A switch must not cost the workflows in the pool now: the challenger and the
     candidate followed are rolled out from the present pool over the same futures like
     the window, and the switch stands unless the challenger's cost is higher by more
-    than `margin` (`present.from_present`; false: no such check). A replay starts from an empty pool;
-    on an overloaded heavy-tailed trace the present is days of work that the candidate
-    followed shaped, and a switch the replay backs can cost several times what either
-    candidate alone would."""
+    than `margin` (`present.from_present`; false: no such check). A replay starts from an
+    empty pool; on an overloaded heavy-tailed trace the present is days of work that the
+    candidate followed shaped, and a switch the replay backs can cost several times what
+    either candidate alone would."""
     present_samples: StrictInt = Field(3, ge=1)
     """Futures of the present check (two rollouts each)."""
     drop: NonNegative | None = 0.02

@@ -24,9 +24,10 @@ estimated to add (`sim.rollout.remaining_flow_estimate`).
 
 The switch stands unless B's cost is above A's by more than the round's `margin` of A's
 (the measure of a difference that counts, as for the replay's scores); then A is kept
-(reason ``present``). A tie lets it stand, and a round that began on an empty pool has no check: the replay's
-evidence is then all there is. A candidate whose rollout raises costs infinity, as in a
-replay. The check costs two rollouts per future, and only in the rounds that would
+(reason ``present``). A tie lets it stand, and a round that began on an empty pool has
+no check: the replay's evidence is then all there is. A candidate whose rollout raises
+costs infinity, as in a replay, and the round says so ("… but failed when rolled out
+from …"). The check costs two rollouts per future, and only in the rounds that would
 switch.
 """
 

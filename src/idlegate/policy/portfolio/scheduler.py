@@ -619,10 +619,8 @@ class PortfolioScheduler:
             if spec not in self._replayers:
                 self._replayers[spec] = self._build(spec)
         schedulers = {s: self._replayers[s] for s in specs}
-        window = request.window
-        return from_present(
-            request.present, window, schedulers, self.config.present_samples, request.seed
-        )
+        samples = self.config.present_samples
+        return from_present(request.present, request.window, schedulers, samples, request.seed)
 
     def adopt(self, choice: Choice) -> None:
         """Owner thread: follow `choice` from the next decision on. An outright win earns
