@@ -113,7 +113,7 @@ def test_a_candidate_whose_rollout_raises_costs_infinity():
 def test_a_round_whose_challenger_fails_from_the_present_says_so():
     choice = _round(roll=True, present=Cluster(10), costs=(100.0, float("inf")))
     assert (choice.candidate, choice.reason) == ("srpt", "present")
-    assert choice.why.endswith("but failed when rolled out from the 1 workflows in the pool now")
+    assert choice.why.endswith("but failed when rolled out from the 1 workflow in the pool now")
     assert choice.to_dict()["present"] == {"srpt": 100.0, CAPPED: None}
 
 
@@ -151,7 +151,7 @@ def test_a_switch_the_replay_backs_is_kept_off_when_it_costs_more_from_the_prese
     setback = choice.present[CAPPED] / choice.present["srpt"] - 1
     assert choice.why == (
         f"kept srpt: {CAPPED} was 51.2 % better over the last 40 workflows, but would cost "
-        f"{100 * setback:.1f} % more from the 1 workflows in the pool now"
+        f"{100 * setback:.1f} % more from the 1 workflow in the pool now"
     )
     assert choice.to_dict()["present"] == dict(choice.present)
 

@@ -89,13 +89,11 @@ SENTENCES: Final[Mapping[str, str]] = {
     ),
     "present": (
         "kept {candidate}: {runner_up} was {challenge} better over the last {workflows} "
-        "workflows, but would cost {setback} more from the {present_jobs} workflows in "
-        "the pool now"
+        "workflows, but would cost {setback} more from the {in_pool} in the pool now"
     ),
     "present, failed": (
         "kept {candidate}: {runner_up} was {challenge} better over the last {workflows} "
-        "workflows, but failed when rolled out from the {present_jobs} workflows in the "
-        "pool now"
+        "workflows, but failed when rolled out from the {in_pool} in the pool now"
     ),
     "tied": "kept {candidate}: tied with {runner_up}",
     "won": "kept {candidate}: {lead} better than {runner_up}",
@@ -143,9 +141,9 @@ def figures(choice: Mapping[str, Any]) -> dict[str, Any]:
     worse score of each pair (so "x % better than y" is (y - x) / y, the margin's measure):
     ``gain`` of the candidate over `previous`, ``deficit`` of the followed candidate
     behind the round's best, ``lead`` of the candidate over the runner-up; after a present
-    check (`present`), ``challenge`` of the runner-up over the candidate kept, and
+    check (`present`), ``challenge`` of the runner-up over the candidate kept,
     ``setback``, what the runner-up would cost more from the present, as a fraction of
-    the candidate's cost. A gap whose scores are missing or not finite is left out."""
+    the candidate's cost, and ``in_pool``, "1 workflow" or "7 workflows". A gap whose scores are missing or not finite is left out."""
     scores = choice.get("scores") or {}
     out = dict(choice)
     candidate = choice["candidate"]
@@ -161,6 +159,9 @@ def figures(choice: Mapping[str, Any]) -> dict[str, Any]:
         if gap is not None:
             out[key] = gap
     costs = choice.get("present") or {}
+    jobs = choice.get("present_jobs")
+    if jobs is not None:
+        out["in_pool"] = f"{jobs} workflow" + ("" if jobs == 1 else "s")
     here, there = costs.get(candidate), costs.get(choice.get("runner_up"))
     if here is not None and there is not None and math.isfinite(here + there) and here > 0:
         out["setback"] = (there - here) / here
