@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from bisect import insort
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -44,6 +44,7 @@ from idlegate.policy.analytic import AnalyticIdleConfig, estimate_arrivals
 from idlegate.policy.arrival_model import Arrival, ConditionalModel, FuturesConfig, stem
 from idlegate.policy.drf import effective_executors
 from idlegate.sim.cluster import Cluster
+from idlegate.sim.dag import Dag
 from idlegate.sim.durations import duration_model
 from idlegate.sim.engine import JobArrival
 from idlegate.sim.protocol import Job
@@ -155,18 +156,39 @@ def poisson_futures(
         pool = effective_executors(view, [j.dag for j in recent])  # (a resource pool: tasks)
         rate = share * estimate_arrivals(view.arrival_log, view.now, pool, _ARRIVAL_CONFIG).rate
     models: dict[int, Any] = {}
+
+    def copy(i: int) -> tuple[Dag, Any]:
+        if i not in models:  # frozen once per job: the plan may run in another thread
+            models[i] = duration_model(recent[i].payload)
+        return recent[i].dag, models[i]
+
+    return poisson_copies(len(recent), copy, rate, view.now, horizon, samples, rng)
+
+
+def poisson_copies(
+    templates: int,
+    copy: Callable[[int], tuple[Dag, Any]],
+    rate: float,
+    start: float,
+    horizon: float,
+    samples: int,
+    rng: np.random.Generator,
+    name: str = "future",
+) -> list[Future]:
+    """`samples` futures over (start, start + horizon]: arrivals a Poisson process at
+    `rate` (none at 0), each `copy(i)` (a DAG and its duration model) of a template i
+    drawn uniformly of `templates`, named ``NAME-m-k``; each future with a duration seed
+    drawn after its arrivals."""
     futures = []
     for m in range(samples):
         arrivals: list[JobArrival] = []
-        t = view.now
+        t = start
         while rate > 0:
             t += float(rng.exponential(1.0 / rate))
-            if t > view.now + horizon:
+            if t > start + horizon:
                 break
-            i = int(rng.integers(len(recent)))
-            if i not in models:  # frozen once per job: the plan may run in another thread
-                models[i] = duration_model(recent[i].payload)
-            arrivals.append(JobArrival(t, f"future-{m}-{len(arrivals)}", recent[i].dag, models[i]))
+            dag, model = copy(int(rng.integers(templates)))
+            arrivals.append(JobArrival(t, f"{name}-{m}-{len(arrivals)}", dag, model))
         futures.append(Future(tuple(arrivals), int(rng.integers(2**63))))
     return futures
 

@@ -39,7 +39,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from idlegate.policy.futures import poisson_copies
 from idlegate.sim.cluster import Cluster
+from idlegate.sim.dag import Dag
+from idlegate.sim.durations import DurationModel
 from idlegate.sim.engine import JobArrival
 from idlegate.sim.protocol import Scheduler
 from idlegate.sim.rollout import Future, rollout
@@ -55,8 +58,6 @@ class Present:
     """Candidate spec text → mean rollout cost over the futures (seconds of flow)."""
     jobs: int
     """Workflows in the pool when the round began."""
-    horizon: float
-    """H, seconds."""
     events: int
     """Events the rollouts simulated (the check's cost)."""
 
@@ -66,23 +67,20 @@ def futures_like(
 ) -> tuple[float, list[Future]]:
     """(H, `samples` futures over (now, now + H]) like `window`: H the span of its arrival
     times, arrivals a Poisson process at its rate ((n − 1) / H), each a copy of a
-    workflow of `window` drawn uniformly; (0, []) for a window of fewer than two
-    workflows or no span."""
+    workflow of `window` drawn uniformly (`policy.futures.poisson_copies`, as the
+    planner's Poisson futures); (0, []) for a window of fewer than two workflows or no
+    span."""
     times = sorted(a.time for a in window)
     horizon = times[-1] - times[0] if len(times) >= 2 else 0.0
     if horizon <= 0:
         return 0.0, []
     rate = (len(times) - 1) / horizon
+
+    def copy(i: int) -> tuple[Dag, DurationModel | None]:
+        return window[i].dag, window[i].durations
+
     rng = np.random.default_rng(seed)
-    futures = []
-    for m in range(samples):
-        arrivals: list[JobArrival] = []
-        t = now + float(rng.exponential(1.0 / rate))
-        while t <= now + horizon:
-            copy = window[int(rng.integers(len(window)))]
-            arrivals.append(JobArrival(t, f"present-{m}-{len(arrivals)}", copy.dag, copy.durations))
-            t += float(rng.exponential(1.0 / rate))
-        futures.append(Future(tuple(arrivals), int(rng.integers(2**63))))
+    futures = poisson_copies(len(window), copy, rate, now, horizon, samples, rng, "present")
     return horizon, futures
 
 
@@ -111,4 +109,4 @@ def from_present(
         except Exception:  # (as in a replay: a candidate that fails costs the most)
             total = math.inf
         costs[text] = total / len(futures)
-    return Present(costs, len(present.jobs), horizon, events)
+    return Present(costs, len(present.jobs), events)
