@@ -159,8 +159,8 @@ def figures(choice: Mapping[str, Any]) -> dict[str, Any]:
         if gap is not None:
             out[key] = gap
     costs = choice.get("present") or {}
-    jobs = choice.get("present_jobs")
-    if jobs is not None:
+    if costs:
+        jobs = choice.get("present_jobs")
         out["in_pool"] = f"{jobs} workflow" + ("" if jobs == 1 else "s")
     here, there = costs.get(candidate), costs.get(choice.get("runner_up"))
     if here is not None and there is not None and math.isfinite(here + there) and here > 0:

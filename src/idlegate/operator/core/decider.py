@@ -2,9 +2,9 @@
 policy is loaded by :mod:`idlegate.operator.decisions`).
 
 :class:`Decider` asks the policy through the Engine's decision round
-(`idlegate.sim.engine.decision_round`, the simulator's questions), times and counts every answer, and hands back the
-round (:class:`Round`): the decisions with who made them, for the Events' *why*, and the
-policy's failures.
+(`idlegate.sim.engine.decision_round`, the simulator's questions), times and counts every
+answer, and hands back the round (:class:`Round`): the decisions with who made them, for
+the Events' *why*, and the policy's failures.
 
 A policy error never stalls the pool. A question the policy fails (it raises, or answers
 illegally: `Cluster.decide_once` applies nothing of it) is answered by the fallback rules

@@ -40,7 +40,7 @@ __all__ = ["Replayer", "Roller", "play_round"]
 
 Replayer = Callable[[ReplayRequest, Sequence[str]], Scores]
 """Replays a request's window under the given spec texts (`replay.replay_portfolio`)."""
-Roller = Callable[[ReplayRequest, Sequence[str]], "Present | None"]
+Roller = Callable[[ReplayRequest, Sequence[str]], Present | None]
 """Rolls the given spec texts out from the request's present pool (`present.from_present`)."""
 
 
@@ -131,8 +131,7 @@ def play_round(
             present is not None
             and present.costs[chosen] > (1 + config.margin) * present.costs[followed]
         ):
-            challenger, chosen, reason = chosen, followed, "present"
-            runner_up = challenger
+            runner_up, chosen, reason = chosen, followed, "present"
     # 6. outcome
     means = scores.means
     best = min(means, key=means.__getitem__)

@@ -597,13 +597,17 @@ class PortfolioScheduler:
         """Any one thread: the round of `request` (`decision.play_round`)."""
         return play_round(request, self.config, self._replay, self._from_present)
 
-    def _replay(self, request: ReplayRequest, specs: Sequence[str]) -> Scores:
+    def _replayers_of(self, specs: Sequence[str]) -> dict[str, Scheduler]:
+        """The replay's instances of `specs` (spec text → instance), built once each."""
         for spec in specs:
             if spec not in self._replayers:
                 self._replayers[spec] = self._build(spec)
+        return {s: self._replayers[s] for s in specs}
+
+    def _replay(self, request: ReplayRequest, specs: Sequence[str]) -> Scores:
         return replay_portfolio(
             request.window,
-            {s: self._replayers[s] for s in specs},
+            self._replayers_of(specs),
             request.num_executors,
             request.seed,
             seeds=self.config.seeds,
@@ -615,11 +619,7 @@ class PortfolioScheduler:
         """`specs` rolled out from `request.present` (`present.from_present`)."""
         if request.present is None:
             return None
-        for spec in specs:
-            if spec not in self._replayers:
-                self._replayers[spec] = self._build(spec)
-        schedulers = {s: self._replayers[s] for s in specs}
-        samples = self.config.present_samples
+        schedulers, samples = self._replayers_of(specs), self.config.present_samples
         return from_present(request.present, request.window, schedulers, samples, request.seed)
 
     def adopt(self, choice: Choice) -> None:
