@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from idlegate.errors import IdlegateError
@@ -13,8 +14,10 @@ from tests.helpers import chain, jcts, load_benchmark, workload
 
 fair_variants = load_benchmark("fair_variants")
 gantt = load_benchmark("gantt")
+hindsight = load_benchmark("hindsight")
 idle_room = load_benchmark("idle_room")
 switch_at = load_benchmark("switch_at")
+twins = load_benchmark("twins")
 
 
 class Watch:
@@ -209,3 +212,38 @@ def test_a_plan_is_read_as_a_rule_then_time_colon_rule() -> None:
     ]
     with pytest.raises(IdlegateError, match="T:SPEC"):
         switch_at.parse_plan(["srpt", "fair"])
+
+
+def test_twins_spread_luck_and_flips_on_known_seeds() -> None:
+    # three seeds: twin 1 is 10 % lower then 10 % higher, twin 2 is 50 % higher on the third
+    rule = np.array([100.0, 100.0, 100.0])
+    twins_jct = np.array([[90.0, 110.0, 100.0], [100.0, 100.0, 150.0]])
+    luck = twins.luck_of(rule, twins_jct, np.array([95.0, 105.0, 160.0]))
+    assert luck.spread_median == pytest.approx(0.1)
+    assert luck.spread_max == pytest.approx(0.5)
+    assert luck.luck == pytest.approx(-0.1 / 3)  # only seed 1's best is below the rule
+    # the other beats the rule on seed 1 but not twin 1; the rule beats it on seed 2, twin 1
+    # does not; on seed 3 both twins agree with the rule
+    assert luck.flips == 2
+    assert twins.luck_of(rule, twins_jct).flips == 0
+    with pytest.raises(IdlegateError, match="one mean JCT per seed"):
+        twins.luck_of(rule, twins_jct[:, :2])
+
+
+def test_a_hindsight_pick_follows_the_first_jobs_and_is_judged_on_the_whole_stream() -> None:
+    # two seeds, four jobs: "a" wins the first two jobs of both seeds, "b" the whole of seed 1
+    jcts = {
+        "a": np.array([[1.0, 1.0, 10.0, 10.0], [1.0, 1.0, 1.0, 1.0]]),
+        "b": np.array([[2.0, 2.0, 2.0, 2.0], [2.0, 2.0, 2.0, 2.0]]),
+        "c": np.array([[9.0, 9.0, 9.0, 9.0], [0.5, 9.0, 9.0, 9.0]]),
+    }
+    early = hindsight.pick_at(jcts, 2)
+    assert early.picks == ("a", "a")
+    assert early.excess.tolist() == pytest.approx([5.5 / 2.0 - 1.0, 0.0])
+    assert early.right == 1
+    assert hindsight.pick_at(jcts, 4).picks == ("b", "a")
+    # on the first job alone, c wins seed 2; among a and b only, a does
+    assert hindsight.pick_at(jcts, 1).picks == ("a", "c")
+    assert hindsight.pick_at(jcts, 1, ["a", "b"]).picks == ("a", "a")
+    with pytest.raises(IdlegateError, match="not a candidate run"):
+        hindsight.pick_at(jcts, 2, ["a", "srpt"])

@@ -1,0 +1,140 @@
+"""What the past of a stream tells of its best rule: a hindsight pick, followed all along.
+
+    python benchmarks/hindsight.py -w alibaba --jobs-count 300 --seeds 10 --first-seed 1000 \\
+        --among 'srpt?cap=0.9,fair?scale=0.5'
+
+Each seed's stream is simulated under every candidate of the portfolio (the spec texts a
+round replays, `portfolio.candidate_specs`, and the analytic idle rule over the plain
+rule with the lowest mean JCT over the seeds, as `benchmarks/brain.py`'s fixed rows),
+with the same arrivals and duration seed for all. For each fraction f the script then
+picks, per seed, the candidate whose jobs among the first f of the stream's arrivals
+have the lowest mean JCT, and prints what following that pick from the first decision
+gives on the whole stream, against each seed's best candidate: the mean, the worst seed
+and on how many seeds the pick is the best.
+
+The pick knows more than any scheduler can: each candidate's run in full, and the whole
+JCT of every early job, even the part that later arrivals decide; and following it from
+the first decision costs no switch. A self-tuning scheduler that must match each seed's
+best within a few percent has to beat this oracle at the fraction of the stream by which
+it has to choose. ``--among`` repeats the picks among those candidates only.
+Workload options as `idlegate compare`'s: ``-k``, ``--load``, ``--jobs-count``,
+``--alibaba-dir``/``IDLEGATE_ALIBABA_DIR``, ``--tpch-dir``; docs/brain-results.md, "What
+is luck at 300 workflows", reads the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from idlegate.errors import IdlegateError
+from idlegate.evaluation.comparison import WorkloadOptions, build
+from idlegate.policy import make_scheduler
+from idlegate.policy.portfolio import PortfolioConfig, analytic_specs, candidate_specs, kind_of
+from idlegate.sim.engine import simulate
+
+FRACTIONS = (0.1, 0.25, 0.5, 0.75, 0.9)
+
+
+@dataclass(frozen=True)
+class Pick:
+    """Hindsight picks at one fraction of the stream."""
+
+    picks: tuple[str, ...]
+    """Per seed, the candidate with the lowest mean JCT over the first jobs."""
+    excess: np.ndarray
+    """Per seed, the pick's mean JCT on the whole stream over the seed's best, minus 1."""
+    right: int
+    """Seeds where the pick is a best candidate."""
+
+
+def pick_at(jcts: Mapping[str, np.ndarray], jobs: int, among: Sequence[str] | None = None) -> Pick:
+    """`jcts`: candidate → (seeds, jobs) JCTs in arrival order. The pick per seed among
+    `among` (default: all) by the mean JCT of its first `jobs` jobs, against the best of
+    all candidates on the whole stream."""
+    names = list(among) if among else list(jcts)
+    unknown = [n for n in names if n not in jcts]
+    if unknown:
+        raise IdlegateError(f"--among names {unknown[0]!r}, which is not a candidate run")
+    if jobs < 1:
+        raise IdlegateError("a fraction must cover at least one job of the stream")
+    whole = {name: np.asarray(v, dtype=float).mean(axis=1) for name, v in jcts.items()}
+    best = np.min(np.vstack(list(whole.values())), axis=0)
+    picks = tuple(
+        min(names, key=lambda n: float(np.mean(jcts[n][s, :jobs]))) for s in range(len(best))
+    )
+    got = np.array([whole[p][s] for s, p in enumerate(picks)])
+    return Pick(picks, got / best - 1.0, int(np.sum(got <= best)))
+
+
+def run_jcts(name: str, spec: str, seeds: Sequence[int], options: WorkloadOptions) -> np.ndarray:
+    """(seeds, jobs): `spec`'s JCT of each job of each seed's stream, in arrival order."""
+    rows = []
+    for seed in seeds:
+        result = simulate(build(name, seed, options), make_scheduler(spec), seed=seed)
+        records = sorted(result.records, key=lambda r: (r.arrival, r.id))
+        rows.append([r.jct for r in records])
+    return np.array(rows)
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-w", "--workload", default="alibaba")
+    parser.add_argument("-k", "--executors", type=int, default=100)
+    parser.add_argument("--load", type=float, default=0.85)
+    parser.add_argument("--jobs-count", type=int, default=300)
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--first-seed", type=int, default=1000)
+    parser.add_argument("--among", default=None, help="candidates, comma-separated")
+    parser.add_argument("--alibaba-dir", type=Path, default=None)
+    parser.add_argument("--tpch-dir", type=Path, default=None)
+    args = parser.parse_args(argv)
+    options = WorkloadOptions(
+        num_executors=args.executors,
+        load=args.load,
+        num_jobs=args.jobs_count,
+        alibaba_dir=args.alibaba_dir,
+        tpch_dir=args.tpch_dir,
+    )
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    config = PortfolioConfig()
+    started = time.perf_counter()
+    jcts: dict[str, np.ndarray] = {}
+
+    def run(specs: Sequence[str]) -> None:
+        for spec in specs:
+            jcts[spec] = run_jcts(args.workload, spec, seeds, options)
+            print(f"[{len(jcts)}] {spec} ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+
+    run(candidate_specs(config))
+    # (as benchmarks/brain.py's fixed rows: over the untuned rule best on the mean)
+    plain = [s for s in jcts if kind_of(s) == "rule" and "?" not in s]
+    base = min(plain, key=lambda s: float(jcts[s].mean(axis=1).mean()))
+    run(analytic_specs(config, base))
+    among = [a.strip() for a in args.among.split(",")] if args.among else None
+    jobs = jcts[next(iter(jcts))].shape[1]
+    print(f"{len(jcts)} candidates, {len(seeds)} seeds, {jobs} jobs a stream")
+    for label, names in (("all candidates", None), ("among " + str(args.among), among)):
+        if label != "all candidates" and names is None:
+            continue
+        print(f"hindsight pick {label}, followed from the first decision, vs each seed's best:")
+        for f in FRACTIONS:
+            m = max(1, round(f * jobs))
+            p = pick_at(jcts, m, names)
+            print(
+                f"  first {f:4.0%} ({m:4d} jobs): mean {100 * p.excess.mean():+7.1f} %, "
+                f"worst {100 * p.excess.max():+7.1f} %, the best on {p.right} of {len(seeds)}"
+            )
+
+
+if __name__ == "__main__":
+    try:
+        main(sys.argv[1:])
+    except IdlegateError as exc:
+        sys.exit(f"Error: {exc}")
