@@ -39,6 +39,9 @@ from idlegate.policy import make_scheduler
 from idlegate.policy.portfolio import PortfolioConfig, analytic_specs, candidate_specs, kind_of
 from idlegate.sim.engine import simulate
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from streams import add_workload_flags, workload_options
+
 FRACTIONS = (0.1, 0.25, 0.5, 0.75, 0.9)
 
 
@@ -85,23 +88,12 @@ def run_jcts(name: str, spec: str, seeds: Sequence[int], options: WorkloadOption
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-w", "--workload", default="alibaba")
-    parser.add_argument("-k", "--executors", type=int, default=100)
-    parser.add_argument("--load", type=float, default=0.85)
-    parser.add_argument("--jobs-count", type=int, default=300)
+    add_workload_flags(parser, jobs_count=300)
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--first-seed", type=int, default=1000)
     parser.add_argument("--among", default=None, help="candidates, comma-separated")
-    parser.add_argument("--alibaba-dir", type=Path, default=None)
-    parser.add_argument("--tpch-dir", type=Path, default=None)
     args = parser.parse_args(argv)
-    options = WorkloadOptions(
-        num_executors=args.executors,
-        load=args.load,
-        num_jobs=args.jobs_count,
-        alibaba_dir=args.alibaba_dir,
-        tpch_dir=args.tpch_dir,
-    )
+    options = workload_options(args)
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     config = PortfolioConfig()
     started = time.perf_counter()
@@ -112,17 +104,24 @@ def main(argv: list[str]) -> None:
             jcts[spec] = run_jcts(args.workload, spec, seeds, options)
             print(f"[{len(jcts)}] {spec} ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
 
-    run(candidate_specs(config))
+    among = [a.strip() for a in args.among.split(",")] if args.among else None
+    # (the analytic rule's base is known only once the plain rules have run)
+    named = candidate_specs(config)
+    unknown = [a for a in among or () if a not in named and not a.startswith("analytic")]
+    if unknown:
+        raise IdlegateError(
+            f"--among names {unknown[0]!r}, not a candidate of the portfolio; choose from "
+            f"{', '.join(named)} or the analytic rule over one"
+        )
+    run(named)
     # (as benchmarks/brain.py's fixed rows: over the untuned rule best on the mean)
     plain = [s for s in jcts if kind_of(s) == "rule" and "?" not in s]
     base = min(plain, key=lambda s: float(jcts[s].mean(axis=1).mean()))
     run(analytic_specs(config, base))
-    among = [a.strip() for a in args.among.split(",")] if args.among else None
     jobs = jcts[next(iter(jcts))].shape[1]
     print(f"{len(jcts)} candidates, {len(seeds)} seeds, {jobs} jobs a stream")
-    for label, names in (("all candidates", None), ("among " + str(args.among), among)):
-        if label != "all candidates" and names is None:
-            continue
+    groups = [("all candidates", None), *([(f"among {args.among}", among)] if among else [])]
+    for label, names in groups:
         print(f"hindsight pick {label}, followed from the first decision, vs each seed's best:")
         for f in FRACTIONS:
             m = max(1, round(f * jobs))

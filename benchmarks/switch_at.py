@@ -20,13 +20,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from idlegate.errors import IdlegateError
-from idlegate.evaluation.comparison import WorkloadOptions, build
+from idlegate.evaluation.comparison import build
 from idlegate.policy import make_scheduler
-from idlegate.sim.engine import simulate
 from idlegate.sim.protocol import Action, ClusterView, Scheduler
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from streams import add_workload_flags, mean_jct, workload_options
 
 
 class Segments:
@@ -64,31 +64,14 @@ def parse_plan(items: Sequence[str]) -> list[tuple[float, str]]:
     return plan
 
 
-def mean_jct(workload: Any, scheduler: Any, seed: int) -> float:
-    result = simulate(workload, scheduler, seed=seed)
-    return float(np.mean([r.jct for r in result.records]))
-
-
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("plan", nargs="+", help="SPEC, then T:SPEC for each switch")
-    parser.add_argument("-w", "--workload", default="alibaba")
-    parser.add_argument("-k", "--executors", type=int, default=100)
-    parser.add_argument("--load", type=float, default=0.85)
-    parser.add_argument("--jobs-count", type=int, default=100)
+    add_workload_flags(parser, jobs_count=100)
     parser.add_argument("--seed", type=int, default=1000)
-    parser.add_argument("--alibaba-dir", type=Path, default=None)
-    parser.add_argument("--tpch-dir", type=Path, default=None)
     args = parser.parse_args(argv)
     plan = parse_plan(args.plan)
-    options = WorkloadOptions(
-        num_executors=args.executors,
-        load=args.load,
-        num_jobs=args.jobs_count,
-        alibaba_dir=args.alibaba_dir,
-        tpch_dir=args.tpch_dir,
-    )
-    workload = build(args.workload, args.seed, options)
+    workload = build(args.workload, args.seed, workload_options(args))
     for spec in dict.fromkeys(s for _, s in plan):
         print(f"{spec:40s} alone: {mean_jct(workload, make_scheduler(spec), args.seed):10.1f} s")
     plan_text = " then ".join(f"{s} from {t:.0f} s" for t, s in plan)

@@ -36,7 +36,9 @@ import numpy as np
 from idlegate.errors import IdlegateError
 from idlegate.evaluation.comparison import WorkloadOptions, build
 from idlegate.policy import make_scheduler
-from idlegate.sim.engine import simulate
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from streams import add_workload_flags, mean_jct, workload_options
 
 
 @dataclass(frozen=True)
@@ -78,11 +80,9 @@ def mean_jcts(
     workload_name: str, spec: str, seeds: list[int], options: WorkloadOptions
 ) -> np.ndarray:
     """The mean JCT of `spec` on each seed's stream (arrivals and durations by the seed)."""
-    out = []
-    for seed in seeds:
-        result = simulate(build(workload_name, seed, options), make_scheduler(spec), seed=seed)
-        out.append(float(np.mean([r.jct for r in result.records])))
-    return np.array(out)
+    return np.array(
+        [mean_jct(build(workload_name, s, options), make_scheduler(spec), s) for s in seeds]
+    )
 
 
 def main(argv: list[str]) -> None:
@@ -90,25 +90,14 @@ def main(argv: list[str]) -> None:
     parser.add_argument("rule", help="the rule, e.g. 'srpt?cap=0.9'")
     parser.add_argument("--twins", required=True, help="its twins, comma-separated")
     parser.add_argument("--other", default=None, help="the rule it races, e.g. 'fair?scale=0.5'")
-    parser.add_argument("-w", "--workload", default="alibaba")
-    parser.add_argument("-k", "--executors", type=int, default=100)
-    parser.add_argument("--load", type=float, default=0.85)
-    parser.add_argument("--jobs-count", type=int, default=300)
+    add_workload_flags(parser, jobs_count=300)
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--first-seed", type=int, default=1000)
-    parser.add_argument("--alibaba-dir", type=Path, default=None)
-    parser.add_argument("--tpch-dir", type=Path, default=None)
     args = parser.parse_args(argv)
     twins = [t.strip() for t in args.twins.split(",") if t.strip()]
     if not twins:
         raise IdlegateError("give at least one twin, e.g. --twins 'srpt?cap=0.89,srpt?cap=0.91'")
-    options = WorkloadOptions(
-        num_executors=args.executors,
-        load=args.load,
-        num_jobs=args.jobs_count,
-        alibaba_dir=args.alibaba_dir,
-        tpch_dir=args.tpch_dir,
-    )
+    options = workload_options(args)
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     specs = [args.rule, *twins, *([args.other] if args.other else [])]
     jct = {s: mean_jcts(args.workload, s, seeds, options) for s in dict.fromkeys(specs)}
