@@ -463,6 +463,20 @@ def test_standings_weigh_each_round_by_its_new_workflows_from_window_on():
     assert brain.dropped() == {"fifo"}  # trails the leader srpt by 27.5 % > 5 %
 
 
+def test_a_candidate_far_behind_is_left_out_from_min_window_on():
+    # (on Alibaba's trace fifo, srpt and most rules run 5-20 times the leader's JCT in
+    # every round: replaying them until `window` workflows of evidence is most of a round)
+    brain = _fed("fifo+srpt+fair", window=200, min_window=40, far=0.5)
+    brain.adopt(_scored({"srpt": 100.0, "fair": 140.0, "fifo": 160.0}, new=30))
+    assert brain.dropped() == frozenset()  # 30 new workflows < min_window
+    brain.adopt(_scored({"srpt": 100.0, "fair": 140.0, "fifo": 160.0}, new=10))
+    assert brain.standings() == {}  # (`drop` still needs 200)
+    assert brain.dropped() == {"fifo"}  # 60 % behind > 50 %; fair, 40 %, stays
+    brain = _fed("fifo+srpt+fair", window=200, min_window=40, far="none")
+    brain.adopt(_scored({"srpt": 100.0, "fair": 140.0, "fifo": 160.0}, new=40))
+    assert brain.dropped() == frozenset()
+
+
 def test_the_leader_the_followed_and_their_base_rule_are_never_left_out():
     brain = _fed("fifo+srpt+analytic", window=2, drop=0.01)
     brain.adopt(_scored({"analytic?min_gain=0:fifo": 90.0, "fifo": 100.0, "srpt": 120.0}, 5))

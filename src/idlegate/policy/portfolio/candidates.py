@@ -192,6 +192,9 @@ class PortfolioConfig(Config):
     drop: NonNegative | None = 0.02
     """Leave out of the rounds a candidate whose standing trails the leader's by more
     than this (`standings`; None: never)."""
+    far: NonNegative | None = 0.5
+    """... or, once its rounds have scored `min_window` new workflows, by more than this
+    (0.5: 1.5 times the leader's JCT over each round's best; None: only by `drop`)."""
     memory: StrictInt = Field(1000, ge=1)
     """The standings remember the rounds of the last this many new workflows."""
     seeds: StrictInt = Field(1, ge=1)

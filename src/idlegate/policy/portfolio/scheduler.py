@@ -591,7 +591,9 @@ class PortfolioScheduler:
     def dropped(self) -> frozenset[str]:
         """The candidates left out of the next round (`state.Standings.dropped`)."""
         cfg = self.config
-        return self._standings.dropped(cfg.window, cfg.drop, self.following)
+        return self._standings.dropped(
+            cfg.window, cfg.drop, self.following, far=cfg.far, early=cfg.min_window
+        )
 
     def replay(self, request: ReplayRequest) -> Choice:
         """Any one thread: the round of `request` (`decision.play_round`)."""

@@ -18,7 +18,10 @@ rounds since the last change of workload and of the last `memory` new workflows.
 candidate's *standing* is its mean excess over them, weighted by the new workflows
 (once it has `window` of them). A candidate whose standing trails the leader's by more
 than `drop` is left out of the rounds: the fewer candidates a round compares, the less
-likely its best won the window by luck, and the cheaper the round. As its rounds leave
+likely its best won the window by luck, and the cheaper the round. One trailing by more
+than `far` is left out once it has `min_window` workflows of evidence: on a heavy-tailed
+trace most rules run several times the leader's JCT in every round, and replaying them
+until `window` workflows of evidence is most of each round's cost. As its rounds leave
 the memory, a left-out candidate comes back and is judged again, and a change of
 workload brings every candidate back. The leader and the candidate followed are never
 left out, nor the rule under an analytic candidate that is not (a round tries the
@@ -256,20 +259,28 @@ class Standings:
                 seen[c] = seen.get(c, 0) + new
         return {c: standing(self.stood, c) for c, n in seen.items() if n >= window}
 
-    def dropped(self, window: int, drop: float | None, following: str) -> frozenset[str]:
+    def dropped(
+        self,
+        window: int,
+        drop: float | None,
+        following: str,
+        *,
+        far: float | None = None,
+        early: int | None = None,
+    ) -> frozenset[str]:
         """The candidates left out of the next round: those whose standing trails the
-        leader's by more than `drop`, but for the leader, the one `following`, and the
-        rule under any analytic candidate that stays."""
-        standings = self.of(window)
-        if drop is None or not standings:
-            return frozenset()
-        leader = min(standings, key=standings.__getitem__)
-        # (against the leader's standing, not 0: each round's best is a lucky one)
-        lead = standings[leader] + drop
-        out = {c for c, v in standings.items() if v > lead} - {following, leader}
+        leader's by more than `drop` (with `window` new workflows of evidence), or by
+        more than `far` (with `early` of them), but for the leader, the one `following`,
+        and the rule under any analytic candidate that stays."""
+        known = self.of(window)
+        out = _trailing(known, drop)
+        if far is not None and early is not None:
+            known = self.of(early)
+            out |= _trailing(known, far)
+        out -= {following}
         # (a round tries the analytic rule over its best rule: with every rule left out,
         # an analytic candidate that stays would not be tried at all)
-        stays = (standings.keys() - out) | {following}
+        stays = (known.keys() - out) | {following}
         for spec in map(SchedulerSpec.parse, sorted(stays)):
             if spec.kind == "analytic" and spec.base is not None:
                 out.discard(spec.base.format(label=False))
@@ -277,6 +288,16 @@ class Standings:
 
     def rounds(self) -> tuple[tuple[int, Mapping[str, float]], ...]:
         return tuple(self.stood)
+
+
+def _trailing(standings: Mapping[str, float], by: float | None) -> set[str]:
+    """The candidates of `standings` more than `by` behind its leader, the leader kept."""
+    if by is None or not standings:
+        return set()
+    leader = min(standings, key=standings.__getitem__)
+    # (against the leader's standing, not 0: each round's best is a lucky one)
+    lead = standings[leader] + by
+    return {c for c, v in standings.items() if v > lead} - {leader}
 
 
 def _log_work(arrival: JobArrival) -> float:
