@@ -31,10 +31,10 @@ from tests.operator_fakes import FakeClock, FakeKube, Harness, harness, stage
 # a pool of one: fifo runs the long workflow first, srpt the short ones; the first round
 # (two finished workflows) replays both and follows srpt once the worker is done (two
 # workflows are too few for the noise rule, `confidence`). Untuned: srpt?cap=0.9 would
-# replay alike and tie srpt
+# replay alike and tie srpt; far=none: fifo, far behind, stays in every round
 PORTFOLIO = (
     "portfolio?candidates=fifo+srpt&start=fifo&min_window=2&every=2&replay_delay=0"
-    "&confidence=0&tune=false"
+    "&confidence=0&tune=false&far=none"
 )
 
 
