@@ -191,7 +191,7 @@ class PortfolioConfig(Config):
     """Futures of the present check (two rollouts each)."""
     drop: NonNegative | None = 0.02
     """Leave out of the rounds a candidate whose standing trails the leader's by more
-    than this (`standings`; None: never)."""
+    than this (`standings`; None: not by this rule, `far` still applies)."""
     far: NonNegative | None = 0.5
     """... or, once its rounds have scored `min_window` new workflows, by more than this
     (0.5: 1.5 times the leader's JCT over each round's best; None: only by `drop`)."""
