@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,13 +33,10 @@ from pathlib import Path
 import numpy as np
 
 from idlegate.errors import IdlegateError
-from idlegate.evaluation.comparison import WorkloadOptions, build
-from idlegate.policy import make_scheduler
 from idlegate.policy.portfolio import PortfolioConfig, analytic_specs, candidate_specs, kind_of
-from idlegate.sim.engine import simulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from streams import add_workload_flags, workload_options
+from streams import add_workload_flags, run_specs, workload_options
 
 FRACTIONS = (0.1, 0.25, 0.5, 0.75, 0.9)
 
@@ -76,16 +72,6 @@ def pick_at(jcts: Mapping[str, np.ndarray], jobs: int, among: Sequence[str] | No
     return Pick(picks, got / best - 1.0, int(np.sum(got <= best)))
 
 
-def run_jcts(name: str, spec: str, seeds: Sequence[int], options: WorkloadOptions) -> np.ndarray:
-    """(seeds, jobs): `spec`'s JCT of each job of each seed's stream, in arrival order."""
-    rows = []
-    for seed in seeds:
-        result = simulate(build(name, seed, options), make_scheduler(spec), seed=seed)
-        records = sorted(result.records, key=lambda r: (r.arrival, r.id))
-        rows.append([r.jct for r in records])
-    return np.array(rows)
-
-
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_workload_flags(parser, jobs_count=300)
@@ -94,15 +80,13 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--among", default=None, help="candidates, comma-separated")
     args = parser.parse_args(argv)
     options = workload_options(args)
-    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     config = PortfolioConfig()
-    started = time.perf_counter()
     jcts: dict[str, np.ndarray] = {}
 
     def run(specs: Sequence[str]) -> None:
-        for spec in specs:
-            jcts[spec] = run_jcts(args.workload, spec, seeds, options)
-            print(f"[{len(jcts)}] {spec} ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+        # (a run's JCTs are by job id: arrival order)
+        runs = run_specs(args.workload, specs, args.seeds, args.first_seed, options)
+        jcts.update({spec: np.vstack(r.jct) for spec, r in runs.items()})
 
     among = [a.strip() for a in args.among.split(",")] if args.among else None
     # (the analytic rule's base is known only once the plain rules have run)
@@ -119,7 +103,7 @@ def main(argv: list[str]) -> None:
     base = min(plain, key=lambda s: float(jcts[s].mean(axis=1).mean()))
     run(analytic_specs(config, base))
     jobs = jcts[next(iter(jcts))].shape[1]
-    print(f"{len(jcts)} candidates, {len(seeds)} seeds, {jobs} jobs a stream")
+    print(f"{len(jcts)} candidates, {args.seeds} seeds, {jobs} jobs a stream")
     groups = [("all candidates", None), *([(f"among {args.among}", among)] if among else [])]
     for label, names in groups:
         print(f"hindsight pick {label}, followed from the first decision, vs each seed's best:")
@@ -128,7 +112,7 @@ def main(argv: list[str]) -> None:
             p = pick_at(jcts, m, names)
             print(
                 f"  first {f:4.0%} ({m:4d} jobs): mean {100 * p.excess.mean():+7.1f} %, "
-                f"worst {100 * p.excess.max():+7.1f} %, the best on {p.right} of {len(seeds)}"
+                f"worst {100 * p.excess.max():+7.1f} %, the best on {p.right} of {args.seeds}"
             )
 
 

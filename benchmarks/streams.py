@@ -1,5 +1,5 @@
 """What the stream benchmarks share (`switch_at`, `twins`, `hindsight`): the workload flags
-of `idlegate compare` and a stream's mean JCT under a scheduler.
+of `idlegate compare`, and its paired runs of spec texts on every seed.
 
 The flags: ``-w`` (default ``alibaba``), ``-k`` (100), ``--load`` (0.85),
 ``--jobs-count``, ``--alibaba-dir`` (else ``IDLEGATE_ALIBABA_DIR``) and ``--tpch-dir``.
@@ -8,13 +8,17 @@ The flags: ``-w`` (default ``alibaba``), ``-k`` (100), ``--load`` (0.85),
 from __future__ import annotations
 
 import argparse
+import sys
+import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-import numpy as np
-
-from idlegate.evaluation.comparison import WorkloadOptions
-from idlegate.sim.engine import simulate
+from idlegate.evaluation.comparison import (
+    CompareConfig,
+    SchedulerResult,
+    WorkloadOptions,
+    run_comparison,
+)
 
 
 def add_workload_flags(parser: argparse.ArgumentParser, *, jobs_count: int) -> None:
@@ -38,7 +42,20 @@ def workload_options(args: argparse.Namespace) -> WorkloadOptions:
     )
 
 
-def mean_jct(workload: Any, scheduler: Any, seed: int) -> float:
-    """`workload`'s mean JCT under `scheduler`, durations drawn with `seed`."""
-    result = simulate(workload, scheduler, seed=seed)
-    return float(np.mean([r.jct for r in result.records]))
+def run_specs(
+    workload: str, specs: Sequence[str], seeds: int, first_seed: int, options: WorkloadOptions
+) -> dict[str, SchedulerResult]:
+    """Spec text → its runs on seeds first_seed, … (`idlegate compare`'s pairing: each
+    seed's arrivals and duration seed the same for every spec), progress on stderr."""
+    texts = list(dict.fromkeys(specs))
+    config = CompareConfig(
+        workload=workload, schedulers=texts, seeds=seeds, first_seed=first_seed, options=options
+    )
+    started = time.perf_counter()
+
+    def progress(done: int, total: int, name: str, seed: int) -> None:
+        elapsed = time.perf_counter() - started
+        print(f"[{done}/{total}] {name} seed {seed} ({elapsed:.0f} s)", file=sys.stderr)
+
+    results = run_comparison(config, progress).results
+    return dict(zip(texts, results, strict=True))

@@ -20,13 +20,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from idlegate.errors import IdlegateError
 from idlegate.evaluation.comparison import build
 from idlegate.policy import make_scheduler
+from idlegate.sim.engine import simulate
 from idlegate.sim.protocol import Action, ClusterView, Scheduler
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from streams import add_workload_flags, mean_jct, workload_options
+from streams import add_workload_flags, workload_options
 
 
 class Segments:
@@ -62,6 +65,11 @@ def parse_plan(items: Sequence[str]) -> list[tuple[float, str]]:
                 f"{item!r}: write each rule after the first as T:SPEC, e.g. 117948:fair?scale=0.5"
             ) from None
     return plan
+
+
+def mean_jct(workload: Any, scheduler: Any, seed: int) -> float:
+    result = simulate(workload, scheduler, seed=seed)
+    return float(np.mean([r.jct for r in result.records]))
 
 
 def main(argv: list[str]) -> None:

@@ -34,11 +34,9 @@ from pathlib import Path
 import numpy as np
 
 from idlegate.errors import IdlegateError
-from idlegate.evaluation.comparison import WorkloadOptions, build
-from idlegate.policy import make_scheduler
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from streams import add_workload_flags, mean_jct, workload_options
+from streams import add_workload_flags, run_specs, workload_options
 
 
 @dataclass(frozen=True)
@@ -76,15 +74,6 @@ def luck_of(rule: np.ndarray, twins: np.ndarray, other: np.ndarray | None = None
     )
 
 
-def mean_jcts(
-    workload_name: str, spec: str, seeds: list[int], options: WorkloadOptions
-) -> np.ndarray:
-    """The mean JCT of `spec` on each seed's stream (arrivals and durations by the seed)."""
-    return np.array(
-        [mean_jct(build(workload_name, s, options), make_scheduler(spec), s) for s in seeds]
-    )
-
-
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("rule", help="the rule, e.g. 'srpt?cap=0.9'")
@@ -97,10 +86,10 @@ def main(argv: list[str]) -> None:
     twins = [t.strip() for t in args.twins.split(",") if t.strip()]
     if not twins:
         raise IdlegateError("give at least one twin, e.g. --twins 'srpt?cap=0.89,srpt?cap=0.91'")
-    options = workload_options(args)
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     specs = [args.rule, *twins, *([args.other] if args.other else [])]
-    jct = {s: mean_jcts(args.workload, s, seeds, options) for s in dict.fromkeys(specs)}
+    runs = run_specs(args.workload, specs, args.seeds, args.first_seed, workload_options(args))
+    jct = {s: np.array([run.avg_jct for run in r.runs]) for s, r in runs.items()}
     rule = jct[args.rule]
     print(f"{'seed':>6s} {args.rule + ' (s)':>20s} " + " ".join(f"{s:>18s}" for s in specs[1:]))
     for i, seed in enumerate(seeds):
