@@ -143,7 +143,8 @@ def figures(choice: Mapping[str, Any]) -> dict[str, Any]:
     behind the round's best, ``lead`` of the candidate over the runner-up; after a present
     check (`present`), ``challenge`` of the runner-up over the candidate kept,
     ``setback``, what the runner-up would cost more from the present, as a fraction of
-    the candidate's cost, and ``in_pool``, "1 workflow" or "7 workflows". A gap whose scores are missing or not finite is left out."""
+    the candidate's cost, and ``in_pool``, "1 workflow" or "7 workflows". A gap whose
+    scores are missing or not finite is left out."""
     scores = choice.get("scores") or {}
     out = dict(choice)
     candidate = choice["candidate"]

@@ -592,7 +592,7 @@ class PortfolioScheduler:
         """The candidates left out of the next round (`state.Standings.dropped`)."""
         cfg = self.config
         return self._standings.dropped(
-            cfg.window, cfg.drop, self.following, far=cfg.far, early=cfg.min_window
+            self.following, window=cfg.window, drop=cfg.drop, early=cfg.min_window, far=cfg.far
         )
 
     def replay(self, request: ReplayRequest) -> Choice:

@@ -260,13 +260,7 @@ class Standings:
         return {c: standing(self.stood, c) for c, n in seen.items() if n >= window}
 
     def dropped(
-        self,
-        window: int,
-        drop: float | None,
-        following: str,
-        *,
-        far: float | None = None,
-        early: int | None = None,
+        self, following: str, *, window: int, drop: float | None, early: int, far: float | None
     ) -> frozenset[str]:
         """The candidates left out of the next round: those whose standing trails the
         leader's by more than `drop` (with `window` new workflows of evidence), or by
@@ -274,7 +268,7 @@ class Standings:
         and the rule under any analytic candidate that stays."""
         known = self.of(window)
         out = _trailing(known, drop)
-        if far is not None and early is not None:
+        if far is not None:
             known = self.of(early)
             out |= _trailing(known, far)
         out -= {following}
