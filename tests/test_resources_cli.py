@@ -70,6 +70,9 @@ def test_compare_records_the_resources(workflows):
         ("pods=3", "Error: the pool's resources say pods=3, but it has 10 executors"),
         # not a pods-only pool, quietly: the stages request CPU a pool of none never has
         ("cpu=0", "Error: --resources: cpu=0 is no capacity: a pool counts only the resources"),
+        # one GPU, quietly, and a pool in which every request was 0 % (issue 60, 14 and 15)
+        ("cpu=8,nvidia.com/gpu=0.5", "Error: --resources: nvidia.com/gpu: '0.5' is not a whole"),
+        ("cpu=1e400", "Error: --resources: cpu=1e400 is beyond the largest quantity Kubernetes"),
         # a misnamed resource would leave a pods-only pool, quietly
         (
             "gpu=1",

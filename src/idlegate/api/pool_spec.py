@@ -29,6 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from idlegate.api.labels import label_problem
 from idlegate.api.status import Condition, Conditions, generation_of
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim.resources import MILLI, ResourceVector
@@ -73,6 +74,14 @@ class Requirement(BaseModel):
             raise ValueError(f"{self.operator} takes no values (key {self.key!r})")
         return self
 
+    @model_validator(mode="after")
+    def _valid_labels(self) -> Requirement:
+        for value in self.values or (None,):
+            problem = label_problem(self.key, value)
+            if problem is not None:
+                raise ValueError(problem)
+        return self
+
     def matches(self, labels: Mapping[str, str]) -> bool:
         present = self.key in labels
         if self.operator is Operator.EXISTS:
@@ -100,11 +109,27 @@ class LabelSelector(BaseModel):
         description="Requirements the object's labels must meet.",
     )
 
+    @field_validator("match_labels")
+    @classmethod
+    def _valid_labels(cls, labels: dict[str, str]) -> dict[str, str]:
+        for key, value in labels.items():
+            problem = label_problem(key, value)
+            if problem is not None:
+                raise ValueError(problem)
+        return labels
+
     @classmethod
     def parse(cls, text: str) -> LabelSelector:
         """A selector in kubectl's ``-l`` syntax: ``pool=batch,tier in (a,b),gpu,!spot``
         (``=``/``==``, ``!=``, ``in``, ``notin``, a key alone: it exists, ``!key``: it does
         not); empty: every object. IdlegateError for a part it cannot read."""
+        try:
+            return cls._parse(text)
+        except ValidationError as exc:  # (a key or value the API server would refuse)
+            raise IdlegateError(exc.errors()[0]["msg"].removeprefix("Value error, ")) from None
+
+    @classmethod
+    def _parse(cls, text: str) -> LabelSelector:
         labels: dict[str, str] = {}
         requirements: list[Requirement] = []
         for part in _SELECTOR_PART.findall(text):
@@ -222,7 +247,7 @@ class ExecutorPoolSpec(BaseModel):
         # a zero is no capacity, not a resource the pool leaves uncounted
         if value is None:
             return value
-        vector = ResourceVector.validated(value)
+        vector = ResourceVector.validated(value, capacity=True)
         zero = next((k for k in value if k not in vector), None)  # type: ignore[union-attr]
         if zero is not None:
             given = value[zero]  # type: ignore[index]
