@@ -235,3 +235,13 @@ def test_fewer_pods_than_nodes_is_refused(workflows):
     assert "-k 330" in result.stderr
     fine = runner.invoke(app, [*args, "-k", "3", "--resources", "cpu=4,memory=32Gi"])
     assert fine.exit_code == 0, fine.output
+
+
+def test_a_stages_resources_field_is_named_as_in_the_file_with_resources_given(tmp_path):
+    # it read stages[0].--resources: the pool's flag was put for the stage's field (issue 60, 19)
+    path = tmp_path / "w.yaml"
+    path.write_text(WORKFLOWS.replace("cpu: 0.25", "cpu: abc"))
+    args = ["simulate", "-w", "file", "--file", str(path), "--resources", "cpu=4"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1
+    assert "(workflow #1): stages[0].resources: cpu: 'abc' is not a quantity" in result.stderr

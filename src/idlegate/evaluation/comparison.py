@@ -130,7 +130,7 @@ class WorkloadOptions(Config):
 
     def to_kwargs(self) -> dict[str, Any]:
         """The options that were given, as ``build_workload`` keyword arguments."""
-        given = self.model_dump(exclude={"extra", "resources", "nodes"}, exclude_none=True)
+        given = self.model_dump(exclude=_NOT_THE_WORKLOADS, exclude_none=True)
         out = {k: str(v) if isinstance(v, Path) else v for k, v in given.items()}
         clash = sorted(set(out) & set(self.extra))
         if clash:
@@ -148,16 +148,22 @@ class WorkloadOptions(Config):
         try:
             yield
         except IdlegateError as exc:
-            given = self.model_dump(exclude={"extra"}, exclude_none=True)
+            # the pool's options are not the workload's: `resources` in a message is a
+            # stage's field (stages[0].resources), never --resources
+            given = self.model_dump(exclude=_NOT_THE_WORKLOADS, exclude_none=True)
             fields = type(self).model_fields
             names = {f: flag_text(f, fields[f]) for f in given}
-            missing = set(fields) - set(given) - set(self.extra) - {"extra"}
+            missing = set(fields) - set(given) - set(self.extra) - _NOT_THE_WORKLOADS
             for f in sorted(missing):
                 flag = flag_text(f, fields[f])
                 names[f"{f}: Field required"] = (
                     f"{flag}: Field required (the workload needs it: give {flag.split('/')[-1]})"
                 )
             raise renamed(exc, names) from None
+
+
+_NOT_THE_WORKLOADS = {"extra", "resources", "nodes"}
+"""WorkloadOptions' fields that are no option of the workload's (`to_kwargs`)."""
 
 
 def parse_list(values: Any) -> Any:
