@@ -466,6 +466,27 @@ def test_lint_paths_refuses_a_pool_of_nothing():
         lint_paths([], pool_size=0)
 
 
+def test_a_pool_none_of_whose_resources_a_stage_requests_is_refused_as_simulate_does():
+    # lint passed tpch-q3 with --pool-resources gpu=1, which simulate refuses (issue 60, 18)
+    sample = str(Path(__file__).parent.parent / "deploy" / "samples" / "tpch-q3.yaml")
+    result = runner.invoke(app, ["lint", sample, "--pool-resources", "gpu=1"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith(
+        "Error: the pool counts gpu but no stage of the linted workflows requests any (they "
+        "request cpu, memory), so it would count its pods only; name a resource the stages"
+    )
+    assert runner.invoke(app, ["lint", sample, "--pool-resources", "cpu=64"]).exit_code == 0
+
+
+def test_a_fraction_of_a_gpu_in_a_stage_is_a_problem(tmp_path):
+    # the API server refuses a fractional extended resource on a pod (issue 60, 14)
+    obj = workflow()
+    obj["spec"]["stages"][0]["resources"] = {"nvidia.com/gpu": "0.5"}
+    (problem,) = lint_paths([str(write(tmp_path / "w.yaml", obj))]).problems
+    assert problem.field == "spec.stages[0].resources"
+    assert problem.message.startswith("nvidia.com/gpu: '0.5' is not a whole number")
+
+
 def test_the_lint_command_needs_only_the_base_package(tmp_path):
     # kopf, kubernetes and torch made unimportable: lint must run, and load none of them
     f = write(tmp_path / "w.yaml", workflow())

@@ -43,7 +43,7 @@ from idlegate.sim.metrics import (
 )
 from idlegate.sim.pool import identical_nodes
 from idlegate.sim.protocol import PodsGate, Scheduler
-from idlegate.sim.resources import ResourceVector
+from idlegate.sim.resources import ResourceVector, check_requested
 from idlegate.sim.workloads import build_workload, workload_kind
 
 __all__ = [
@@ -314,19 +314,14 @@ def build(workload: str, seed: int, options: WorkloadOptions | None = None) -> W
 
 
 def _check_requested(workload: Workload, pool: ResourceVector) -> None:
-    """IdlegateError when no stage of `workload` requests any resource `pool` names: such
-    a pool counts its pods only, which is a forgotten ``-o requests=true`` or a misnamed
-    resource (``gpu`` for ``nvidia.com/gpu``), not a sizing."""
-    names = sorted(n for n in pool if n != "pods")
-    asked = {n for j in workload.jobs for d in j.dag.demands for n in d if n != "pods" and d[n]}
-    if not names or asked.intersection(names):
-        return
-    they = f"they request {', '.join(sorted(asked))}" if asked else "they request nothing"
-    raise IdlegateError(
-        f"the pool counts {' and '.join(names)} but no stage of {workload.name} requests "
-        f"any ({they}), so it would count its pods only; name a resource the stages "
-        "request, give the workload requests (k8s-batch, argo-shapes, airflow-shapes: "
-        "-o requests=true), or leave the pool's resources out"
+    """`check_requested` on the stages of `workload`: a pool none of whose resources they
+    request is a forgotten ``-o requests=true`` or a misnamed resource."""
+    asked = {n for j in workload.jobs for d in j.dag.demands for n in d if d[n]}
+    check_requested(
+        pool,
+        asked,
+        workload.name,
+        "give the workload requests (k8s-batch, argo-shapes, airflow-shapes: -o requests=true)",
     )
 
 

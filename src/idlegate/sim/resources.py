@@ -369,6 +369,25 @@ EMPTY = ResourceVector()
 """The vector of no resource: a demand on nothing beyond one pod."""
 
 
+def check_requested(
+    pool: ResourceVector, asked: Iterable[str], what: str, fix: str | None = None
+) -> None:
+    """IdlegateError when the stages of `what`, which request the resources `asked`, request
+    none that `pool` names: such a pool counts its pods only, which is a misnamed resource
+    (``gpu`` for ``nvidia.com/gpu``) or forgotten requests (`fix` says how to add them),
+    not a sizing. `simulate`'s ``--resources`` and `lint`'s ``--pool-resources`` alike."""
+    names = sorted(n for n in pool if n != "pods")
+    asked = {n for n in asked if n != "pods"}
+    if not names or asked.intersection(names):
+        return
+    they = f"they request {', '.join(sorted(asked))}" if asked else "they request nothing"
+    raise IdlegateError(
+        f"the pool counts {' and '.join(names)} but no stage of {what} requests any "
+        f"({they}), so it would count its pods only; name a resource the stages request, "
+        f"{f'{fix}, ' if fix else ''}or leave the pool's resources out"
+    )
+
+
 def _container_request(container: Mapping[str, Any], where: str) -> ResourceVector:
     """A container's requests, a limit standing in for a request it does not state."""
     resources = container.get("resources")
