@@ -152,7 +152,8 @@ def compare(
     --out gets compare.json, compare.md and jct_cdf.png; --json prints the comparison as
     JSON (summaries, runs, setting; no table).
     """
-    cmp, paths, elapsed = run_compare(CompareConfig(**config, options=options), out, ray)
+    settings = CompareConfig(**config, options=options)
+    cmp, paths, elapsed = run_compare(settings, out, ray, as_json=as_json)
     if as_json:
         typer.echo(json.dumps(cmp.to_dict(include_jct=False), indent=2))
         for p in paths.values():  # stdout stays one JSON document
@@ -486,9 +487,11 @@ def history_alibaba(
     Terminated a workflow, arriving at its first task's start, each task a stage of its
     instances running its measured span; replay it with simulate -w file (docs/workloads.md)."""
     with user_errors():
+        from idlegate.evaluation.console import stderr_progress
         from idlegate.sim.history import history_text, read_batch_tasks, write_history
 
-        found = read_batch_tasks(batch_tasks)
+        with stderr_progress(batch_tasks.name, None) as bar:
+            found = read_batch_tasks(batch_tasks, bar)
         if not found.workflows:
             raise IdlegateError(
                 f"{batch_tasks}: no job could be converted ({found.summary()}); a part cut "

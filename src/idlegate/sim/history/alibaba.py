@@ -48,7 +48,7 @@ import csv
 import math
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -139,12 +139,24 @@ class AlibabaImport:
         return f"{kept}; skipped: {reasons}"
 
 
-def read_batch_tasks(path: str | Path) -> AlibabaImport:
-    """The Terminated jobs of a ``batch_task.csv`` file as workflows (the module's doc)."""
+Progress = Callable[[int, int, str], None]
+"""Called as ``progress(done, total, what)`` while a file is read (characters of it) and
+its jobs converted."""
+_EVERY = 20_000
+"""Rows read, or jobs converted, between two calls of a `Progress`."""
+
+
+def read_batch_tasks(path: str | Path, progress: Progress | None = None) -> AlibabaImport:
+    """The Terminated jobs of a ``batch_task.csv`` file as workflows (the module's doc);
+    `progress` hears how far the reading and the conversion are (the full trace's 14
+    million rows take minutes)."""
     p = Path(path)
     try:
         with p.open(newline="") as handle:
-            return batch_task_history(csv.reader(handle), str(p))
+            lines: Iterable[str] = handle
+            if progress is not None:
+                lines = _reported(handle, p.stat().st_size, progress)
+            return batch_task_history(csv.reader(lines), str(p), progress)
     except FileNotFoundError:
         raise IdlegateError(f"batch task file {p} does not exist") from None
     except UnicodeDecodeError:
@@ -153,8 +165,21 @@ def read_batch_tasks(path: str | Path) -> AlibabaImport:
         raise IdlegateError(f"cannot read batch task file {p}: {exc.strerror}") from None
 
 
-def batch_task_history(rows: Iterable[Sequence[str]], source: str) -> AlibabaImport:
-    """`rows` of ``batch_task.csv`` (a header line of `COLUMNS` may come first) as workflows."""
+def _reported(lines: Iterable[str], size: int, progress: Progress) -> Iterator[str]:
+    """`lines`, telling `progress` every `_EVERY` lines how many characters were read."""
+    read = 0
+    for i, line in enumerate(lines):
+        read += len(line)
+        if i % _EVERY == 0:
+            progress(min(read, size), size, "reading")
+        yield line
+
+
+def batch_task_history(
+    rows: Iterable[Sequence[str]], source: str, progress: Progress | None = None
+) -> AlibabaImport:
+    """`rows` of ``batch_task.csv`` (a header line of `COLUMNS` may come first) as
+    workflows; `progress` hears of the jobs converted."""
     jobs: dict[str, list[_Row]] = defaultdict(list)
     for line, row in enumerate(rows, start=1):
         if not row:
@@ -175,12 +200,16 @@ def batch_task_history(rows: Iterable[Sequence[str]], source: str) -> AlibabaImp
         raise SpecError(f"{source} holds no task rows ({','.join(COLUMNS)})")
     skipped: Counter[str] = Counter()
     workflows = []
-    for job, tasks in jobs.items():
+    for i, (job, tasks) in enumerate(jobs.items()):
+        if progress is not None and i % _EVERY == 0:
+            progress(i, len(jobs), "converting")
         made = _workflow(job, tasks, source)
         if isinstance(made, str):
             skipped[made] += 1
         else:
             workflows.append(made)
+    if progress is not None:
+        progress(len(jobs), len(jobs), "converted")
     workflows.sort(key=lambda w: (w.arrival, w.name))
     return AlibabaImport(workflows, len(jobs), skipped)
 
