@@ -179,6 +179,15 @@ _SELECTOR_TERM = re.compile(
 )
 
 
+def one_capacity(resources: str, nodes: str) -> str:
+    """The sentence for a pool given both a fixed capacity (`resources`: the field or
+    flag) and nodes to follow (`nodes`): an ExecutorPool's, the operator's, lint's."""
+    return (
+        f"give {resources} (a fixed capacity) or {nodes} (the capacity of the nodes it "
+        "selects), not both"
+    )
+
+
 def selects(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:
     """Whether `selector` selects an object with `labels` (None selects nothing; an empty
     selector everything, as in Kubernetes)."""
@@ -263,10 +272,7 @@ class ExecutorPoolSpec(BaseModel):
     def _executors(self) -> ExecutorPoolSpec:
         pods = self.capacity["pods"] // MILLI if self.capacity is not None else 0
         if self.resources is not None and self.node_selector is not None:
-            raise ValueError(
-                "give resources (a fixed capacity) or nodeSelector (the capacity of the "
-                "nodes it selects), not both"
-            )
+            raise ValueError(one_capacity("resources", "nodeSelector"))
         if self.size is None and not pods:
             raise ValueError(
                 "give size (the task pods it runs at once; for a nodeSelector pool, the pods "
