@@ -22,12 +22,14 @@ from idlegate.api.routing import (
 from idlegate.operator.features.argo import RETRY, ArgoSide
 from idlegate.policy import make_scheduler
 from idlegate.sim.argo.status import node_id
+from idlegate.sim.history import load_history
 from tests.airflow_data import session
 from tests.argo_data import gated_argo_pod
 from tests.argo_workflows import argo
 from tests.operator_fakes import FakeClock, FakeKube, FeatureHost, Harness
 from tests.test_airflow_live import LIVE, MAPPING, with_live_run
 from tests.test_airflow_operator import _finish, _gated, _see, airflow, worker_pod
+from tests.test_argo_history import FAN, START, _fan, _fan_pod
 
 POOLS = [
     ("batch", ExecutorPoolSpec.model_validate({"size": 1, "namespaceSelector": {}})),
@@ -207,3 +209,25 @@ async def test_an_airflow_run_naming_a_missing_pool_is_left_to_airflow_saying_wh
         assert _gated(h) == [] and _in(h, AIRFLOW_KIND) == {DEFAULT_POOL: []}
         (said,) = [e["message"] for e in h.kube.events if e["reason"] == "PoolNotFound"]
         assert said.startswith("ExecutorPool 'gpu' does not exist: its pods are left to Airflow")
+
+
+@pytest.mark.asyncio
+async def test_an_argo_workflows_history_record_names_the_pool_it_ran_in(tmp_path):
+    kube, sink = FakeKube(), tmp_path / "history.jsonl"
+    for i in range(3):
+        kube.pods[("default", node_id(FAN, f"{FAN}.x({i}:{i})"))] = _fan_pod(i)
+    h = Harness(kube, FakeClock(START), 3, make_scheduler("fifo"), history_file=sink)
+    kube.add_namespace("default", labels={"team": "batch"})
+    h.pools.apply("batch", ExecutorPoolSpec.model_validate(BATCH))
+    side = ArgoSide(FeatureHost(h))
+    await side.workflow_seen(False, _fan("Running", [None, None, None]))
+    await h.settle()
+    for i, ran in enumerate([(0, 2), (2, 4), (4, 7)]):
+        key = ("default", node_id(FAN, f"{FAN}.x({i}:{i})"))
+        kube.pods[key] = _fan_pod(i, ran)
+        await side.pod_seen(False, kube.pods[key])
+        await h.settle()
+    await side.workflow_seen(False, _fan("Succeeded", [2, 4, 7]))
+    h.bridge.history.close()
+    (record,) = load_history(sink)
+    assert (record.pool, record.pool_size) == ("batch", 1)  # not the default pool's 3

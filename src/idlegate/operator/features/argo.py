@@ -88,13 +88,15 @@ def owner_of(body: Mapping[str, Any]) -> Owner:
 
 
 class Pool(Protocol):
-    """What the features use of the pool a new workflow enters (the edge's ``Bridge``, which
-    `Pools.route` gives): its entry (`handle`), its clock and settings."""
+    """What the features use of the pool a workflow enters or is in (the edge's ``Bridge``,
+    which `Pools.route` gives): its entry (`handle`), its clock, settings and history."""
 
     @property
     def settings(self) -> Settings: ...
     def now(self) -> float: ...
     def handle(self, event: Any) -> None: ...
+    @property
+    def history(self) -> HistoryRecorder: ...
 
 
 class Timers(Protocol):
@@ -123,8 +125,6 @@ class Pools(Pool, Protocol):
     async def list_objects(
         self, api_version: str, plural: str, namespace: str | None
     ) -> list[dict[str, Any]]: ...
-    @property
-    def history(self) -> HistoryRecorder: ...
 
 
 class Host(Protocol):
@@ -204,12 +204,13 @@ class ArgoSide:
             self.pools.handle(Ended(wf.owner))  # (deleted and created again under the name)
             wf = None
         if gone:
+            held_in = None if wf is None else self.pools.route(wf.owner, body, None)
             self.pools.handle(Ended(owner_of(body)))  # (never admitted again)
             self.refused.pop(key, None)
             self._gauges()
             self.pools.handle(Schedule())
             if phase in DONE and not deleted:
-                await self._record(body, wf)
+                await self._record(body, wf, held_in)
             return
         if key in self.refused or key in self.pending:
             return
@@ -407,9 +408,11 @@ class ArgoSide:
 
     # -- history ------------------------------------------------------------------------------
 
-    async def _record(self, body: Mapping[str, Any], wf: ExternalJob | None) -> None:
+    async def _record(
+        self, body: Mapping[str, Any], wf: ExternalJob | None, pool: Pool | None = None
+    ) -> None:
         """A finished Workflow: learned from, and if it finished while the operator ran (`wf`, its
-        job then) into the history sink (one that finished before would be again).
+        job then, in `pool`) into the history sink (one that finished before would be again).
 
         Its pods' run times are their own: those its job saw end, and for the others (a
         pod whose end comes after the Workflow's, a Workflow that finished before) its
@@ -437,11 +440,12 @@ class ArgoSide:
             body,
             self._objects(key[0]),
             name=f"{key[0]}/{key[1]}",
-            pool_size=self.pools.settings.pool_size,
+            pool_size=(pool or self.pools).settings.pool_size,
             ran=ran,
         )
         if record is not None and wf is not None:
-            self.pools.history.write(record, owner_of(body))
+            history = (pool or self.pools).history
+            history.write(replace(record, pool=history.pool), owner_of(body))
 
     def _unscheduled(self, pod: ArgoPod, why: str) -> None:
         owner = Owner(pod.namespace, pod.workflow, "", kind=KIND, api_version=API_VERSION)
