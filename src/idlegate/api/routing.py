@@ -15,7 +15,11 @@ its own place (:data:`FIELDS`); the pool is then picked by :func:`~.pool_spec.ro
 The queue is the label :data:`~.labels.LABEL_QUEUE` (any kind), the priority class a
 DagWorkflow's ``spec.priorityClassName``, an Argo Workflow's ``spec.podPriorityClassName``
 or an Airflow pod's ``spec.priorityClassName``: read here, used by no pool yet (the queues
-of issue 59 come next). Pure: no kopf, no API, no clock.
+of issue 59 come next). A DagWorkflow's two are not in its CRD yet: its spec's one model,
+:class:`~idlegate.sim.spec.WorkflowSpec`, forbids unknown fields (and the API server
+prunes what the CRD lacks), so ``spec.priorityClassName`` reaches this function only once
+that model has it, and a DagWorkflow names its queue by the label, as the other kinds do.
+Pure: no kopf, no API, no clock.
 """
 
 from __future__ import annotations
