@@ -218,7 +218,7 @@ class Pools:
         wf = bridge.workflows.get(key)
         return wf if wf is not None and wf.owner.uid == owner.uid else None
 
-    # -- what the job kinds' features use of the pools (`features.argo.Pool`) ------------------
+    # -- what the job kinds' features use of the pools (`features.argo.Pools`) -----------------
 
     def carry(self, outputs: Iterable[Any]) -> None:
         """Carry out writes and timers of no pool's workflow (an Event, a gate lifted for a
