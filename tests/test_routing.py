@@ -23,6 +23,7 @@ from idlegate.operator.features.argo import RETRY, ArgoSide
 from idlegate.policy import make_scheduler
 from idlegate.sim.argo.status import node_id
 from idlegate.sim.history import load_history
+from tests import test_too_large as too_large
 from tests.airflow_data import session
 from tests.argo_data import gated_argo_pod
 from tests.argo_workflows import argo
@@ -231,3 +232,23 @@ async def test_an_argo_workflows_history_record_names_the_pool_it_ran_in(tmp_pat
     h.bridge.history.close()
     (record,) = load_history(sink)
     assert (record.pool, record.pool_size) == ("batch", 1)  # not the default pool's 3
+
+
+@pytest.mark.asyncio
+async def test_an_argo_workflow_too_large_for_its_pool_is_left_to_argo_not_held_waiting():
+    # the default pool (no resources counted) would take it; its namespace's pool, of one
+    # CPU, never can: not scheduled, as on --pool-resources (a DagWorkflow would wait)
+    h = Harness(FakeKube(), FakeClock(), 2, make_scheduler("fifo"))
+    h.kube.add_namespace("default", labels={"team": "batch"})
+    h.pools.apply("batch", ExecutorPoolSpec.model_validate({**BATCH, "resources": {"cpu": 1}}))
+    side = ArgoSide(FeatureHost(h))
+    pod = gated_argo_pod(too_large.WF, f"{too_large.WF}.a")
+    h.kube.pods[("default", pod["metadata"]["name"])] = pod
+    await side.workflow_seen(False, too_large._argo(cpu="2"))
+    await h.settle()
+    assert _in(h, ARGO_KIND) == {DEFAULT_POOL: [], "batch": []}
+    assert not h.kube.pods["default", pod["metadata"]["name"]]["spec"]["schedulingGates"]
+    (said,) = [e["message"] for e in h.kube.events if e["reason"] == "NotScheduled"]
+    assert (
+        "stage 'b' of default/etl needs cpu=2 at once" in said and "(its resources: cpu=1)" in said
+    )
