@@ -81,6 +81,7 @@ WORDS = [
     "eleven",
     "twelve",
 ]
+"""Counts as the pages write them in prose ("on ten of the ten seeds")."""
 
 
 @dataclass
@@ -117,7 +118,6 @@ class Run:
     name: str
     command: str
     slow: bool
-    line: int
 
 
 @dataclass
@@ -163,7 +163,7 @@ def runs_of(path: Path, text: str) -> dict[str, Run]:
                 )
             command = fence[1]
         command = command.replace("\\\n", " ").strip()
-        found[m[1]] = Run(m[1], command, bool(m[2]), _line(text, m.start()))
+        found[m[1]] = Run(m[1], command, bool(m[2]))
     return found
 
 
