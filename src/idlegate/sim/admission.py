@@ -145,7 +145,7 @@ class Admission:
         self._visible: dict[Stage, int] | None = None
         """The open question's visible stages and how many tasks each may start."""
         self._forced: Decision | None = None
-        self._at: tuple[float, int, int] | None = None
+        self._at: tuple[float, int, int, int] | None = None
 
     def index(self, name: str | None) -> int:
         """The queue a workflow naming `name` joins (`idlegate.sim.queues.queue_index`)."""
@@ -218,10 +218,10 @@ class Admission:
         """Work out the present question (cached until the state changes): True if a stage
         may start now. The cluster's `can_schedule` with an admission."""
         now = cluster.now
-        self._observe(cluster, now)
-        key = (now, cluster.decisions, cluster.free_executors)
+        key = (now, cluster.decisions, cluster.free_executors, len(cluster.jobs))
         if self._at == key and self._visible is not None:
             return bool(self._visible) or self._forced is not None
+        self._observe(cluster, now)
         self._at = key
         self._forced, self._visible = None, {}
         if cluster.free_executors == 0 or cluster.beyond:
@@ -362,12 +362,36 @@ class Admission:
             borrow.pop(q, None)
         visible = {s: n for s, n in nominal.items() if s.job.queue not in blocked}
         if not visible and borrow:
-            q = min(borrow, key=lambda q: (-self.priority[q], self.share(q), q))
-            visible = borrow[q]
+            order = sorted(borrow, key=lambda q: (-self.priority[q], self.share(q), q))
+            visible = self._fill(order[0], borrow[order[0]], order[1:], claims)
         visible = _top_priority(visible)
         if reserve is not None:
             visible = self._backfill(cluster, visible, *reserve)
         return {s: n for s, n in visible.items() if launchable(s, free)}
+
+    def _fill(
+        self, q: int, stages: dict[Stage, int], rivals: list[int], claims: list[list[float]]
+    ) -> dict[Stage, int]:
+        """Borrowing by progressive filling: each of queue q's `stages` may start the tasks
+        that keep its weighted dominant share at most the next rival's (at least one), of
+        what it may borrow."""
+        out = {}
+        for stage, need in stages.items():
+            a = self.demand(stage)
+            total = self._entitled(q, a, claims[q])[1]
+            if rivals and self.priority[rivals[0]] == self.priority[q]:
+                level = self.share(rivals[0]) * self.weight[q]
+                room = min(
+                    (
+                        int((level * c - u) // x)
+                        for u, c, x in zip(self.used[q], self.cohort, a, strict=True)
+                        if x > 0 and c != inf
+                    ),
+                    default=total,
+                )
+                total = min(total, max(room, need))
+            out[stage] = max(need, total)
+        return out
 
     def _shadow(self, cluster: Cluster, stage: Stage, need: int) -> float:
         """When the running tasks' estimated ends first leave room for `need` tasks of
@@ -561,8 +585,16 @@ class Admission:
         if self.bounded and any(now - t > bound[s.job.queue] for s, t in self.since.items()):
             return False
         others = any(w for p, w in enumerate(self._waiting) if p != q)
-        if self.mode == "drf":
+        if self.mode == "drf" or not others:
             return not others
+        # (only a queue owed quota, one under its nominal quota with ready tasks, takes
+        # back what a borrowing one would go on with)
+        others = any(
+            self._waiting[p]
+            and any(u < n for u, n in zip(self.used[p], self.nominal[p], strict=True))
+            for p in range(len(self.queues))
+            if p != q
+        )
         used, nominal = self.used[q], self.nominal[q]
         borrowing = any(u > n for u, n in zip(used, nominal, strict=True))
         return not (borrowing and others)
