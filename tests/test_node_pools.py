@@ -455,3 +455,23 @@ async def test_an_executor_pools_ready_condition_says_its_selector_picks_no_node
     operator.pools.nodes_changed()
     found = await ready({"status": {"conditions": [found]}})
     assert (found["status"], found["reason"]) == ("True", "Running")
+
+
+@pytest.mark.asyncio
+async def test_a_retried_task_goes_back_to_the_node_its_pool_placed_it_on(monkeypatch):
+    """Issue 60, item 1: the retry's pod (created released) is pinned as its first attempt
+    was, so the room counts it on the node the pool placed the task on."""
+    from tests.operator_fakes import harness, stage
+
+    h = harness(pool=4, pool_nodes="")
+    following(h, monkeypatch)
+    watch = h.pools.watch
+    watch.nodes = {n: [node(n, cpu="3")] for n in ("a", "b")}
+    watch.pods = _Live(h.kube)
+    h.pools.nodes_changed()
+    await h.submit("w", {"stages": [stage("s", tasks=2, resources={"cpu": "2"}, backoffLimit=1)]})
+    first = {n: h.kube.pods[("default", n)]["spec"]["nodeSelector"] for n in h.released("w")}
+    assert sorted(p[HOSTNAME] for p in first.values()) == ["a", "b"]
+    await h.finish("w-s-0", "Failed", after=1.0)
+    (retry,) = [n for n in h.released("w") if n not in first]
+    assert h.kube.pods[("default", retry)]["spec"]["nodeSelector"] == first["w-s-0"]
