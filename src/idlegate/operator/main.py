@@ -307,6 +307,11 @@ class Operator:
         self.reloads.changed(name)
         return pool_status(name, pools)
 
+    async def pool_invalid(self, name: str, why: str) -> None:
+        """ExecutorPool `name` cannot run (`why`): the workflows waiting for it say so."""
+        pools = await self.ready_pools()
+        await intake.readmit(pools, pools.cannot_run(name, why))
+
     async def pool_deleted(self, name: str) -> None:
         pools = await self.ready_pools()
         with pools.moving():
@@ -655,6 +660,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
             patch.status["conditions"] = pool_conditions(
                 False, "Invalid", str(exc), clock.now(), body
             )
+            await operator.pool_invalid(name, str(exc))
             return
         ready = running(name, body)
         patch.status.update(

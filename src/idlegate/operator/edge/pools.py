@@ -56,7 +56,7 @@ class Waiting(NamedTuple):
     pool: str
     """The pool it waits for."""
     reason: str
-    """Why: PoolNotFound, PoolTooSmall."""
+    """Why: PoolNotFound, PoolInvalid, PoolTooSmall."""
     owner: Owner
 
 
@@ -82,6 +82,8 @@ class Pools:
         self.kube, self.settings = default.kube, default.settings
         self.lanes, self.cleanup = default.lanes, default.cleanup
         self.specs: dict[str, ExecutorPoolSpec] = {}
+        self.invalid: dict[str, str] = {}
+        """The ExecutorPools that exist but cannot run (not in :attr:`specs`), with why."""
         self.waiting: dict[WorkflowKey, Waiting] = {}
         """Workflows held out of every pool, each with the pool it waits for."""
         self.labels: dict[str, dict[str, str]] = {}
@@ -161,6 +163,15 @@ class Pools:
         name = self._route(wanted if isinstance(wanted, str) else None, owner.namespace)
         finished = (body.get("status") or {}).get("phase") in FINISHED
         if name is None and not finished:  # (a finished one needs no pool: never waits)
+            why = self.invalid.get(str(wanted))
+            if why is not None:
+                message = (
+                    f"ExecutorPool {str(wanted)!r} cannot run ({why.rstrip('.')}): the workflow "
+                    f"waits until its spec is fixed (kubectl describe executorpool {wanted}), "
+                    "or spec.pool names another."
+                )
+                self._wait(body, str(wanted), "PoolInvalid", message)
+                return None
             message = (
                 f"ExecutorPool {str(wanted)!r} does not exist: the workflow waits until it is "
                 "created (kubectl get executorpools), or spec.pool names another."
@@ -260,6 +271,7 @@ class Pools:
         size, policy or budget changed (a portfolio keeps the old one's `Decider.window`);
         returns the workflows to admit again (those leaving a pool or waiting for this one)."""
         previous = self.specs.get(name)
+        self.invalid.pop(name, None)
         moved: list[Owner] = []
         if previous is None or _engine(previous) != _engine(spec) or name not in self.bridges:
             old = self.bridges.get(name)
@@ -287,14 +299,23 @@ class Pools:
                 self.apply(name, parse_pool_spec(body.get("spec"), name), meta.get("uid", ""))
             except IdlegateError as exc:
                 log.info("ExecutorPool %r is not applied by the rebuild: %s", name, exc)
+                self.invalid[name] = str(exc)
 
     def remove(self, name: str) -> list[Owner]:
         """ExecutorPool `name` is deleted: its workflows leave it (no pod is touched) and
         are admitted again, to wait for it unless another pool now selects them."""
         self.specs.pop(name, None)
+        self.invalid.pop(name, None)
         old = self.bridges.pop(name, None)
         self.tell()
         return self._evacuate(old) if old is not None else []
+
+    def cannot_run(self, name: str, why: str) -> list[Owner]:
+        """ExecutorPool `name` exists but its spec or policy cannot run (`why`): a workflow
+        naming it waits saying so, not that it is missing. Returns the workflows waiting for
+        it, to admit again (so they say it); a pool running with its last good spec runs on."""
+        self.invalid[name] = why
+        return [w.owner for w in self.waiting.values() if w.pool == name]
 
     def room_soon(self) -> None:
         """`nodes_changed` once this turn of the event loop is over: a burst of node and
