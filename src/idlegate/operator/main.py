@@ -553,11 +553,15 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
 
     @kopf.on.event("v1", "nodes", registry=registry, id="node-events")
     async def node_event(**_: Any) -> None:
+        if operator._pools is not None:  # (kopf calls it once every index is filled)
+            operator.pools.watch.read = True
         if operator.ready:
             operator.pools.room_soon()
 
     @kopf.on.event("v1", "pods", registry=registry, id="room-events")
     async def room_event(event: kopf.RawEvent, **_: Any) -> None:
+        if operator._pools is not None:  # (as node_event)
+            operator.pools.watch.read = True
         if operator.ready:
             pending = operator.pools.watch.unschedulable(event["object"])
             if pending is not None:

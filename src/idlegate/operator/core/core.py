@@ -194,14 +194,15 @@ class Core(Lifecycle):
             case Schedule(force):
                 self.cluster.needs_schedule |= force
                 self.schedule()
-            case Capacity(capacity, nodes, allocatable, hosts):
+            case Capacity(capacity, nodes, allocatable, hosts, read):
                 if self.cluster.set_capacity(capacity, nodes, allocatable, hosts):  # (a round)
                     self.cluster.needs_schedule = True
                     self.schedule()
                 if allocatable != self.allocatable:  # (a node came, went or changed)
                     self.allocatable = allocatable
                     self._say_unfit(self.cluster.jobs)
-                self._say_room(capacity, len(allocatable))
+                if read:
+                    self._say_room(capacity, len(allocatable))
             case Join():
                 self.join(event)
             case Observed(kind, key, pod):

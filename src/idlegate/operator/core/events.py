@@ -164,6 +164,9 @@ class Capacity:
     nodes: tuple[ResourceVector, ...]
     allocatable: tuple[ResourceVector, ...] = ()
     hosts: tuple[str, ...] = ()
+    read: bool = True
+    """The nodes were read (kopf's index of them filled): none then means none. Before,
+    no node is no sign of a problem, so nothing is said of it."""
 
 
 Event = (

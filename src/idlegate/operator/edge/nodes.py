@@ -35,6 +35,9 @@ class NodeWatch:
         self.nodes: Mapping[Any, Any] = {}
         self.pods: Mapping[Any, Any] = {}
         self.metrics, self.releasing = metrics, releasing
+        self.read = False
+        """kopf has filled its indexes (it runs the first node or pod handler only after):
+        until then an empty index of nodes is not a cluster without them."""
         self.pending: set[str] = set()
         """The uids of the released pods counted pending (each once)."""
         self._asked: dict[str, tuple[str, ResourceVector]] = {}
@@ -69,7 +72,8 @@ class NodeWatch:
         """What a pool on the nodes `selector` selects is told (`Core.handle`)."""
         now = self.room(selector)
         nodes = tuple(free for _, free in now.free)
-        return Capacity(now.capacity, nodes, tuple(now.allocatable), tuple(now.hosts))
+        alloc, hosts = tuple(now.allocatable), tuple(now.hosts)
+        return Capacity(now.capacity, nodes, alloc, hosts, self.read)
 
     def counted(self, selector: LabelSelector | None) -> tuple[str, ...]:
         """The resources a pool on those nodes counts (`idlegate.api.nodes.counted`)."""
