@@ -735,7 +735,8 @@ class Cluster(PoolResources):
             for copy in twin.jobs:
                 for stage in copy.stages:
                     if stage.need is not None:
-                        stage.need = Need(stage.need.amounts, twin._free_r, twin._nodes)
+                        need = stage.need
+                        stage.need = Need(need.amounts, twin._free_r, twin._nodes, need.allowed)
         twin.done = []
         twin.removed = []
         twin.arrival_log = list(self.arrival_log)

@@ -549,8 +549,8 @@ def waiting(stage: Stage, job: Job, free: int, pool: int, why: str) -> Notice:
 def no_node_fits(stage: str, why: str, pool: str) -> Notice:
     """A stage no node of its pool could hold even empty (`Cluster.fits_no_node`)."""
     message = (
-        f"Stage {stage!r} {why}: it waits until pool {pool!r} has a node that large (one "
-        "added, or labelled for its nodeSelector), or its requests are lowered."
+        f"Stage {stage!r} {why}: it waits until pool {pool!r} has a node that can hold it "
+        "(one added, or labelled for its nodeSelector), or its requests or template change."
     )
     return ("Warning", "NoNodeFits", message)
 

@@ -10,6 +10,7 @@ from typing import Any
 from idlegate.api.labels import GATE
 from idlegate.api.nodes import (
     Node,
+    NodeRules,
     Releasing,
     Room,
     counted,
@@ -68,12 +69,14 @@ class NodeWatch:
         self._asked[uid] = version, ask
         return ask
 
-    def capacity(self, selector: LabelSelector | None) -> Capacity:
-        """What a pool on the nodes `selector` selects is told (`Core.handle`)."""
+    def capacity(self, selector: LabelSelector | None, counted: tuple[str, ...]) -> Capacity:
+        """What a pool on the nodes `selector` selects, counting the resources `counted`
+        beyond pods, is told (`Core.handle`)."""
         now = self.room(selector)
         nodes = tuple(free for _, free in now.free)
         alloc, hosts = tuple(now.allocatable), tuple(now.hosts)
-        return Capacity(now.capacity, nodes, alloc, hosts, self.read)
+        rules = NodeRules(tuple(now.nodes), counted)
+        return Capacity(now.capacity, nodes, alloc, hosts, self.read, rules)
 
     def counted(self, selector: LabelSelector | None) -> tuple[str, ...]:
         """The resources a pool on those nodes counts (`idlegate.api.nodes.counted`)."""

@@ -332,7 +332,8 @@ class Pools:
         """A node or a pod changed: each pool that follows its nodes is told their room."""
         for bridge in list(self.bridges.values()):
             if bridge.settings.pool_nodes is not None:
-                bridge.handle(self.watch.capacity(bridge.settings.pool_nodes))
+                counted = bridge.core.cluster.resource_names
+                bridge.handle(self.watch.capacity(bridge.settings.pool_nodes, counted))
 
     def _bridge(self, name: str, spec: ExecutorPoolSpec, uid: str) -> Bridge:
         d = self.default
@@ -368,7 +369,7 @@ class Pools:
         )
         bridge.pause(self._moving > 0)
         if selector is not None:
-            bridge.handle(self.watch.capacity(selector))
+            bridge.handle(self.watch.capacity(selector, bridge.core.cluster.resource_names))
         return bridge
 
     def _evacuate(self, bridge: Bridge) -> list[Owner]:
