@@ -516,3 +516,35 @@ async def test_the_first_node_or_pod_event_marks_the_nodes_read(monkeypatch):
         assert not operator.pools.watch.read
         await handler.fn(**kwargs)
         assert operator.pools.watch.read, id_
+
+
+@pytest.mark.asyncio
+async def test_with_namespace_a_pool_on_nodes_subtracts_the_pods_of_the_other_namespaces(
+    monkeypatch,
+):
+    """Issue 60, item 7: with --namespace, kopf's index of pods holds those namespaces'
+    alone; a node agent elsewhere took room the pool did not know of. The pods of the
+    others are listed (`Operator.sweep`), those bound to a node counted."""
+    pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
+    from idlegate.operator.main import Operator
+    from idlegate.operator.settings import Settings
+    from tests.operator_fakes import FakeClock, harness
+
+    h = harness(pool=4, pool_nodes="")
+    settings = Settings(pool_size=4, clock=FakeClock(), namespaces=["default"], pool_nodes="")
+    operator = Operator(settings, kube=h.kube)
+    operator._pools = h.pools
+    monkeypatch.setattr(Operator, "ready", property(lambda self: True))
+    watch = h.pools.watch
+    watch.nodes, watch.read = {"a": [node("a", cpu="4")]}, True
+    agent = pod("agent", "1", "a")
+    agent["metadata"].update(namespace="kube-system", resourceVersion="1")
+    h.kube.pods[("kube-system", "agent")] = agent
+    watch.pods = {k: v for k, v in _Live(h.kube).items() if k[0] == "default"}  # (kopf's)
+    assert h.pools.watch.capacity(LabelSelector(), ("cpu",)).capacity["cpu"] == 4000
+    await operator.sweep()
+    assert h.pools.watch.capacity(LabelSelector(), ("cpu",)).capacity["cpu"] == 3000
+    assert not await h.pools.watch.sweep(h.kube, ["default"])  # (nothing new)
+    agent["status"]["phase"] = "Succeeded"
+    assert await h.pools.watch.sweep(h.kube, ["default"])
+    assert h.pools.watch.capacity(LabelSelector(), ("cpu",)).capacity["cpu"] == 4000

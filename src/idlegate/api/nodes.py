@@ -378,6 +378,23 @@ def room(
     return Room(capacity, list(free.items()), short, alloc, hosts, chosen)
 
 
+def outside(
+    pods: Iterable[Mapping[str, Any]], watched: Iterable[str]
+) -> dict[tuple[str, str], Mapping[str, Any]]:
+    """The pods of a cluster-wide list that a watch of the namespaces `watched` misses and
+    that hold room on a node (bound, not ended: node agents, services), by namespace and
+    name: what a pool on nodes subtracts beside the pods it watches."""
+    seen = set(watched)
+    found: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        bound = (pod.get("spec") or {}).get("nodeName")
+        ended = (pod.get("status") or {}).get("phase") in ENDED
+        if meta.get("namespace") not in seen and bound and not ended:
+            found[(str(meta.get("namespace", "")), str(meta.get("name", "")))] = pod
+    return found
+
+
 def _add(into: dict[str, int], amounts: Mapping[str, int]) -> None:
     for k, v in amounts.items():
         into[k] = into.get(k, 0) + v

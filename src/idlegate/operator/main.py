@@ -90,6 +90,10 @@ ANNOTATION_PREFIX = "idlegate.io"
 RETRY_DELAY = 5.0
 POOL_STATUS_SECONDS = 5.0
 """Seconds of the operator's clock between two refreshes of an ExecutorPool's counts."""
+SWEEP_SECONDS = 10.0
+"""Seconds of the operator's clock between two lists of the pods outside ``--namespace``'s
+namespaces (`Operator.sweep`): a node agent or service started there takes this long to
+be subtracted from a pool on nodes."""
 
 
 class Operator:
@@ -228,6 +232,9 @@ class Operator:
                 asyncio.create_task(self._admit_later(RETRY_DELAY)),
                 asyncio.create_task(self._serve(self.watchdog)),
             ]
+            if s.namespaces:  # (kopf's index of pods holds only theirs)
+                every = s.clock.wall_delay(SWEEP_SECONDS)
+                self._tasks.append(asyncio.create_task(self._sweeping(every)))
             if self.elector is not None:
                 self._tasks.append(asyncio.create_task(self.elector.run()))
             self.reloads.start(pools)
@@ -296,6 +303,25 @@ class Operator:
                 self.pools.later.clear()
                 with self.pools.moving():
                     await intake.readmit(self.pools, owners)
+
+    async def _sweeping(self, every: float) -> None:
+        while True:
+            try:
+                await self.sweep()
+            except ApiError as exc:  # (the next sweep tries again)
+                log.info("Cannot list the pods outside --namespace now: %s", exc)
+            await asyncio.sleep(every)
+
+    async def sweep(self) -> None:
+        """With ``--namespace``, the pools on nodes also subtract what the pods of the other
+        namespaces take of their nodes (node agents, services): kopf watches pods in the
+        given namespaces only, so those are listed, cluster-wide (the ClusterRole's list of
+        pods), every `SWEEP_SECONDS`, while a pool follows nodes."""
+        pools = self.pools
+        if not self.ready or all(b.settings.pool_nodes is None for b in pools.bridges.values()):
+            return
+        if await pools.watch.sweep(self.kube, self.settings.namespaces):
+            pools.room_soon()
 
     async def pool_changed(self, name: str, spec: Any, uid: str = "") -> dict[str, Any]:
         """ExecutorPool `name` (`uid`) was created or changed: its pool runs with `spec` (a
