@@ -548,3 +548,27 @@ async def test_with_namespace_a_pool_on_nodes_subtracts_the_pods_of_the_other_na
     agent["status"]["phase"] = "Succeeded"
     assert await h.pools.watch.sweep(h.kube, ["default"])
     assert h.pools.watch.capacity(LabelSelector(), ("cpu",)).capacity["cpu"] == 4000
+
+
+@pytest.mark.asyncio
+async def test_a_pool_built_before_its_nodes_were_read_counts_their_resources_once_they_are():
+    """At a start the rebuild may build an ExecutorPool before kopf's index of nodes is
+    filled: it counted cpu and memory alone, its GPUs never. Its handler, run once the
+    index is filled, builds it again counting them."""
+    from idlegate.operator.edge import intake
+    from tests.operator_fakes import harness
+
+    h = harness(pool=2)
+    spec = ExecutorPoolSpec.model_validate({"size": 4, "nodeSelector": {}})
+    await intake.readmit(h.pools, h.pools.apply("gpu", spec))  # (the rebuild's restore)
+    assert h.pools.bridges["gpu"].core.cluster.resource_names == ("cpu", "memory")
+    gpu = node("g", cpu="8")
+    gpu["status"]["allocatable"]["nvidia.com/gpu"] = "2"
+    watch = h.pools.watch
+    watch.nodes, watch.pods, watch.read = {"g": [gpu]}, {}, True
+    await intake.readmit(h.pools, h.pools.apply("gpu", spec))  # (its kopf handler's)
+    names = h.pools.bridges["gpu"].core.cluster.resource_names
+    assert names == ("cpu", "memory", "nvidia.com/gpu")
+    built = h.pools.bridges["gpu"]
+    await intake.readmit(h.pools, h.pools.apply("gpu", spec))  # (the same: kept)
+    assert h.pools.bridges["gpu"] is built

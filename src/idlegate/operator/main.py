@@ -683,6 +683,8 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     @kopf.on.update(GROUP, VERSION, POOL_PLURAL, registry=registry, id="pool", field="spec")
     async def pool_sync(body: kopf.Body, meta: kopf.Meta, patch: kopf.Patch, **_: Any) -> None:
         name = meta.get("name", "")
+        if operator._pools is not None:  # (as node_event: its pool counts what they have)
+            operator.pools.watch.read = True
         try:
             with _retried(ApiError):
                 status = await operator.pool_changed(name, body.get("spec"), meta.get("uid", ""))

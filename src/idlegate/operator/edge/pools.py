@@ -273,7 +273,12 @@ class Pools:
         previous = self.specs.get(name)
         self.invalid.pop(name, None)
         moved: list[Owner] = []
-        if previous is None or _engine(previous) != _engine(spec) or name not in self.bridges:
+        if (
+            previous is None
+            or _engine(previous) != _engine(spec)
+            or name not in self.bridges
+            or self._recount(self.bridges[name])
+        ):
             old = self.bridges.get(name)
             if old is not None:  # (out first: its last round must not write the new series)
                 moved += self._evacuate(old)
@@ -284,6 +289,14 @@ class Pools:
         moved += self._rerouted()
         self.tell()
         return moved + [w.owner for w in self.waiting.values() if w.pool == name]
+
+    def _recount(self, bridge: Bridge) -> bool:
+        """`bridge`'s pool on nodes was built counting other resources than its nodes have
+        (built before kopf's index of nodes was filled, at a start): it is built again."""
+        selector = bridge.settings.pool_nodes
+        if selector is None or not self.watch.read:
+            return False
+        return bridge.core.cluster.resource_names != tuple(named(self.watch.counted(selector)))
 
     def restore(self, bodies: Iterable[Mapping[str, Any]]) -> None:
         """The ExecutorPools a rebuild lists (:func:`~idlegate.operator.edge.intake.rebuild`),
