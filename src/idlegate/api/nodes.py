@@ -36,10 +36,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from idlegate.api.labels import ANNOTATION_EXECUTOR, HOSTNAME
 from idlegate.api.pool_spec import LabelSelector, Operator, Requirement, selects
 from idlegate.errors import IdlegateError
+from idlegate.sim.dag import Dag
 from idlegate.sim.pool import SCORED
 from idlegate.sim.protocol import Stage
 from idlegate.sim.resources import MILLI, ResourceVector, least_allocated, pod_request
@@ -218,24 +220,33 @@ class NodeRules:
 
     nodes: tuple[Node, ...]
     counted: tuple[str, ...]
+    _memo: dict[tuple[int, tuple[tuple[str, int], ...]], tuple[int, ...]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    """The nodes found for each placement and resources lacking asked (one reading of the
+    nodes: many stages share their workflow's templates)."""
 
     def __call__(self, stage: Stage) -> tuple[tuple[int, ...], str] | None:
-        nodes, template = self.nodes, _template(stage)
-        placement = None if template is None else Placement.of(template)
-        lacks = [(r, a) for r, a in stage.demand.items() if r not in self.counted and r != "pods"]
+        placement = _placements(stage.job.dag)[stage.index]
+        lacks = tuple(
+            (r, a) for r, a in stage.demand.items() if r not in self.counted and r != "pods"
+        )
         if placement is None and not lacks:
             return None
-        may = tuple(
-            i
-            for i, node in enumerate(nodes)
-            if (placement is None or allows(placement, node))
-            and all(node.allocatable[r] >= a for r, a in lacks)
-        )
-        if len(may) == len(nodes):
+        key = id(placement), lacks  # (a placement lives as long as its workflow's Dag)
+        may = self._memo.get(key)
+        if may is None:
+            may = self._memo[key] = tuple(
+                i
+                for i, node in enumerate(self.nodes)
+                if (placement is None or allows(placement, node))
+                and all(node.allocatable[r] >= a for r, a in lacks)
+            )
+        if len(may) == len(self.nodes):
             return None
-        return may, "" if may else self._why(placement, lacks)
+        return may, "" if may else self._why(lacks)
 
-    def _why(self, placement: Placement | None, lacks: Sequence[tuple[str, int]]) -> str:
+    def _why(self, lacks: Sequence[tuple[str, int]]) -> str:
         """Why no node is for a stage (a clause after its name: `fits_no_node`'s)."""
         asked = ResourceVector(dict(lacks))
         if lacks and not any(asked.fits(n.allocatable) for n in self.nodes):
@@ -251,12 +262,20 @@ class NodeRules:
         )
 
 
-def _template(stage: Stage) -> Mapping[str, Any] | None:
-    """The spec of `stage`'s pod template, if its workflow gives one."""
-    spec = stage.job.dag.spec
-    template = None if spec is None else spec.stages[stage.index].template
-    found = None if template is None else template.get("spec")
-    return found if isinstance(found, Mapping) else None
+_PLACED: WeakKeyDictionary[Dag, tuple[Placement | None, ...]] = WeakKeyDictionary()
+"""Each workflow's stages' `Placement` (None: no pod template), read once."""
+
+
+def _placements(dag: Dag) -> tuple[Placement | None, ...]:
+    """The `Placement` of each stage's pod template, if its workflow gives one."""
+    found = _PLACED.get(dag)
+    if found is None:
+        specs = [] if dag.spec is None else [s.template for s in dag.spec.stages]
+        pods = [None if t is None else t.get("spec") for t in specs]
+        found = tuple(Placement.of(p) if isinstance(p, Mapping) else None for p in pods)
+        found += (None,) * (dag.num_stages - len(found))
+        _PLACED[dag] = found
+    return found
 
 
 def held(
