@@ -58,7 +58,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from math import inf
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from idlegate.errors import (
     GangTooWideError,
@@ -66,6 +66,7 @@ from idlegate.errors import (
     IllegalDecisionError,
 )
 from idlegate.sim.dag import Dag
+from idlegate.sim.fork import fork_cluster
 from idlegate.sim.pool import PoolResources
 from idlegate.sim.protocol import (
     WAIT,
@@ -74,31 +75,16 @@ from idlegate.sim.protocol import (
     Job,
     JobRecord,
     Launch,
-    Need,
     Scheduler,
     Stage,
     launchable,
 )
 from idlegate.sim.resources import MILLI, ResourceVector
 
+if TYPE_CHECKING:
+    from idlegate.sim.admission import Admission
+
 TraceSink = Callable[[float, str, int, int, Any], None]
-
-
-def _copy_job(job: Job) -> Job:
-    """A copy of `job` and its stages sharing only the immutable DAG and payload."""
-    twin = object.__new__(Job)
-    for name in Job.__slots__:
-        setattr(twin, name, getattr(job, name))
-    stages = []
-    for stage in job.stages:
-        copy = object.__new__(Stage)
-        for name in Stage.__slots__:
-            setattr(copy, name, getattr(stage, name))
-        copy.job = twin
-        stages.append(copy)
-    twin.stages = stages
-    twin.runnable = [stages[s.index] for s in job.runnable]
-    return twin
 
 
 def _remaining_cp(job: Job) -> float:
@@ -171,6 +157,8 @@ class Cluster(PoolResources):
         self._task_start: list[float] = [0.0] * num_executors
         self._busy_done = 0.0
         self._done_area = 0.0
+        self.admission: Admission | None = None
+        """The pool's queues (`idlegate.sim.admission`); None: one queue, no quotas."""
 
     # -- inputs ----------------------------------------------------------------------
 
@@ -226,7 +214,12 @@ class Cluster(PoolResources):
         stage.finished += 1
         job.remaining_work -= stage.duration
         more = stage.launched < stage.available and not self.beyond
+        admission = self.admission
+        if more and admission is not None:
+            more = admission.may_go_on(stage, now)
         if more and (stage.need is None or self._goes_on(stage.need, executor)):
+            if admission is not None:
+                admission.started(stage, 1, now)
             stage.launched += 1
             job.unlaunched -= 1
             self._task_start[executor] = now
@@ -255,6 +248,8 @@ class Cluster(PoolResources):
     def _free_executor(self, executor: int, stage: Stage, now: float) -> None:
         # the executor stays associated with its job for locality
         job = stage.job
+        if self.admission is not None:
+            self.admission.use(stage, -1, now)
         self._exec_stage[executor] = None
         stage.executors -= 1
         job.held -= 1
@@ -279,6 +274,8 @@ class Cluster(PoolResources):
         running = [e for e in range(self.num_executors) if self._exec_stage[e] in job.stages]
         for e in running:
             stage = self._exec_stage[e]
+            if stage is not None and self.admission is not None:
+                self.admission.use(stage, -1, now)
             if stage is not None and stage.need is not None:
                 self._give_back(stage.need, 1, (e,))
                 self._held_for(stage.need, now - self._busy_since[e])
@@ -462,6 +459,8 @@ class Cluster(PoolResources):
         return len(self._free.get(job, ()))
 
     def can_schedule(self) -> bool:
+        if self.admission is not None:
+            return self.admission.open(self)
         free = self.free_executors
         if free == 0 or self.beyond:
             return False
@@ -486,6 +485,8 @@ class Cluster(PoolResources):
             self.advance(now)
         if not self.can_schedule():
             return None
+        if self.admission is not None:
+            return self.admission.decide_once(self, scheduler, now)
         action = scheduler.decide(self)
         if action is WAIT:
             return action, []
@@ -638,6 +639,8 @@ class Cluster(PoolResources):
             busy_since[executor] = task_start[executor] = now
         stage.executors += len(executors)
         job.held += len(executors)
+        if self.admission is not None:
+            self.admission.use(stage, len(executors), now)
         if stage.need is not None:
             self._give_back(stage.need, -len(executors), executors)
         return launches
@@ -720,46 +723,7 @@ class Cluster(PoolResources):
         fork holds just those jobs and every job holding executors (a planner's bounded
         view of a long queue); the free executors of the others count as unattached.
         """
-        twin = object.__new__(Cluster)
-        kept = self.jobs
-        if only is not None:
-            chosen = set(only)
-            kept = [j for j in self.jobs if j in chosen or j.held]
-        jobs = {job: _copy_job(job) for job in kept}
-        twin.num_executors = self.num_executors
-        self._fork_resources(twin)
-        twin.moving_delay = self.moving_delay
-        twin.now = self.now
-        twin.jobs = list(jobs.values())
-        if self.resource_names:  # (the needs read the twin's free resources)
-            for copy in twin.jobs:
-                for stage in copy.stages:
-                    if stage.need is not None:
-                        need = stage.need
-                        stage.need = Need(need.amounts, twin._free_r, twin._nodes, need.allowed)
-        twin.done = []
-        twin.removed = []
-        twin.arrival_log = list(self.arrival_log)
-        twin.free_executors = self.free_executors
-        # an executor may stay attached to a job that left (none here: _release_executors)
-        twin._free = {None: []}
-        for job, pool in self._free.items():
-            twin._free.setdefault(None if job is None else jobs.get(job), []).extend(pool)
-        twin._exec_stage = [
-            None if s is None else jobs[s.job].stages[s.index] for s in self._exec_stage
-        ]
-        twin._exec_job = [None if j is None else jobs.get(j) for j in self._exec_job]
-        twin._next_id = self._next_id
-        twin._trace = None
-        twin.needs_schedule = self.needs_schedule
-        twin.new_timers = [jobs[s.job].stages[s.index] for s in self.new_timers if s.job in jobs]
-        twin.decisions = self.decisions
-        twin.beyond = [(jobs[s.job].stages[s.index], t) for s, t in self.beyond if s.job in jobs]
-        twin._busy_since = list(self._busy_since)
-        twin._task_start = list(self._task_start)
-        twin._busy_done = self._busy_done
-        twin._done_area = self._done_area
-        return twin
+        return fork_cluster(self, only)
 
     # -- metrics -----------------------------------------------------------------------
 

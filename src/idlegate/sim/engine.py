@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from idlegate.errors import IdlegateError
+from idlegate.sim.admission import Admission, Admitted, Ledger
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.durations import DurationModel, Uniforms
@@ -28,9 +29,10 @@ from idlegate.sim.protocol import (
     Scheduler,
     Stage,
 )
+from idlegate.sim.queues import QueueSpec
 from idlegate.sim.resources import ResourceVector
 
-_ARRIVE, _TASK, _IDLE = 0, 1, 2
+_ARRIVE, _TASK, _IDLE, _BOUND = 0, 1, 2, 3
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,10 @@ class JobArrival:
     scheduled: bool = False
     """A run of a schedule (a cron workflow's): known before it arrives, so a planner with
     ``futures=known`` is told it in advance (`policy.futures.KnownSource`)."""
+    queue: str | None = None
+    """The queue it joins (`Workload.queues`; None: the default queue)."""
+    priority: int = 0
+    """Its priority within its queue: higher goes first (`idlegate.sim.admission`)."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +82,8 @@ class Workload:
     """The nodes `resources` is the sum of, pods included (`sim.pool.identical_nodes`):
     a task starts only where it fits one (on the one it fills most: `sim.pool.packed`);
     empty: the pool is one bin."""
+    queues: tuple[QueueSpec, ...] = ()
+    """The pool's queues (`idlegate.sim.queues`); empty: one queue, no quotas."""
 
     def __post_init__(self) -> None:
         if not self.jobs:
@@ -112,6 +120,9 @@ class SimResult:
     resource_seconds: dict[str, float] | None = None
     """Unit-seconds of each of those resources that running tasks held (requested), up
     to `end_time`; None for a pods-only pool."""
+    queues: Ledger | None = None
+    """What the pool's admission saw per queue (waits, borrowing, fairness); None: one
+    queue (`idlegate.sim.queue_metrics` turns it into figures)."""
     pending: tuple[int, float] | None = None
     """Behind a pods-only gate (`idlegate.sim.gate`): the pods that pended and the seconds
     they pended; None for any other run."""
@@ -169,6 +180,8 @@ class Engine:
         self.heap: list[tuple[float, int, int, Any]] = []
         self._seq = count()
         self._round: list[Launch] | None = None
+        self._bounds: set[float] = set()
+        """Times of the wait-bound events on the heap (one event a time)."""
         """The open decision point's launches so far; None between decision points."""
         self.events = 0
         """Events applied so far."""
@@ -197,6 +210,10 @@ class Engine:
         fid = fidelity or workload.fidelity
         rng = np.random.default_rng(seed)
         scheduler_seed = rng.integers(2**63)
+        mode = "queues"
+        if isinstance(scheduler, Admitted):
+            mode = scheduler.mode
+            scheduler = scheduler.scheduler
         gate = scheduler if isinstance(scheduler, PodsGate) else None
         if gate is not None:  # (the engine asks the scheduler behind the gate itself)
             scheduler = gate.scheduler
@@ -230,6 +247,10 @@ class Engine:
             task_log=[] if record_tasks else None,
         )
         engine.trace = events
+        if workload.queues and mode != "none":
+            names = cluster.resource_names
+            cluster.admission = Admission(workload.queues, cluster.capacity, names, mode)
+            cluster.admission.check_arrivals(workload.jobs)
         engine.push_arrivals(workload.jobs)
         return engine
 
@@ -342,9 +363,14 @@ class Engine:
                     else:
                         pop(heap)
                         if kind == _ARRIVE:
-                            cluster.add_job(obj.dag, now, obj.name, obj.durations)
-                        else:
+                            job = cluster.add_job(obj.dag, now, obj.name, obj.durations)
+                            if cluster.admission is not None:
+                                job.queue = cluster.admission.index(obj.queue)
+                                job.priority = obj.priority
+                        elif kind == _IDLE:
                             cluster.idle_expired(obj, now)
+                        else:  # (a wait bound passed: a round even if nothing else moved)
+                            cluster.needs_schedule = True
                     if not heap:
                         break
                     top = heap[0]
@@ -405,6 +431,12 @@ class Engine:
             for stage in timers:
                 self.push_idle_end(stage)
             timers.clear()
+        admission = self.cluster.admission
+        if admission is not None:
+            due = admission.next_bound()
+            if due < inf and due not in self._bounds:
+                self._bounds.add(due)
+                self.push(due, _BOUND, None)
 
     def run(self, until: float = inf) -> float:
         """Step until the next event is after `until` (the clock then moves to `until`), no
@@ -433,6 +465,7 @@ class Engine:
             overhead_seconds=self.overhead,
             capacity=cluster.capacity if cluster.resource_names else None,
             resource_seconds=cluster.resource_seconds if cluster.resource_names else None,
+            queues=None if cluster.admission is None else cluster.admission.settle(cluster.now),
         )
 
 

@@ -181,6 +181,8 @@ class Job:
         "idle_inserted",
         "name",
         "payload",
+        "priority",
+        "queue",
         "remaining_cp",
         "remaining_work",
         "runnable",
@@ -214,6 +216,10 @@ class Job:
         self.finish: float | None = None
         self.idle_inserted = 0.0
         """Seconds of deliberate idle slots inserted before this job's stages."""
+        self.queue = 0
+        """Its queue's position in the pool's admission (`idlegate.sim.admission`)."""
+        self.priority = 0
+        """Its priority within its queue (a PriorityClass's value): higher goes first."""
 
     @property
     def total_work(self) -> float:

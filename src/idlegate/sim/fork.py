@@ -1,0 +1,73 @@
+"""A copy of a cluster's present state, for planners to simulate futures on
+(`idlegate.sim.cluster.Cluster.fork`, whose docstring says what is shared and copied)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from idlegate.sim.protocol import Job, Need, Stage
+
+if TYPE_CHECKING:
+    from idlegate.sim.cluster import Cluster
+
+
+def _copy_job(job: Job) -> Job:
+    """A copy of `job` and its stages sharing only the immutable DAG and payload."""
+    twin = object.__new__(Job)
+    for name in Job.__slots__:
+        setattr(twin, name, getattr(job, name))
+    stages = []
+    for stage in job.stages:
+        copy = object.__new__(Stage)
+        for name in Stage.__slots__:
+            setattr(copy, name, getattr(stage, name))
+        copy.job = twin
+        stages.append(copy)
+    twin.stages = stages
+    twin.runnable = [stages[s.index] for s in job.runnable]
+    return twin
+
+
+def fork_cluster(cluster: Cluster, only: Iterable[Job] | None = None) -> Cluster:
+    """`Cluster.fork`: an independent copy of `cluster`'s present state."""
+    twin = object.__new__(type(cluster))
+    kept = cluster.jobs
+    if only is not None:
+        chosen = set(only)
+        kept = [j for j in cluster.jobs if j in chosen or j.held]
+    jobs = {job: _copy_job(job) for job in kept}
+    twin.num_executors = cluster.num_executors
+    cluster._fork_resources(twin)
+    twin.moving_delay = cluster.moving_delay
+    twin.now = cluster.now
+    twin.jobs = list(jobs.values())
+    if cluster.resource_names:  # (the needs read the twin's free resources)
+        for copy in twin.jobs:
+            for stage in copy.stages:
+                if (need := stage.need) is not None:
+                    stage.need = Need(need.amounts, twin._free_r, twin._nodes, need.allowed)
+    twin.done = []
+    twin.removed = []
+    twin.arrival_log = list(cluster.arrival_log)
+    twin.free_executors = cluster.free_executors
+    # an executor may stay attached to a job that left (none here: _release_executors)
+    twin._free = {None: []}
+    for job, pool in cluster._free.items():
+        twin._free.setdefault(None if job is None else jobs.get(job), []).extend(pool)
+    twin._exec_stage = [
+        None if s is None else jobs[s.job].stages[s.index] for s in cluster._exec_stage
+    ]
+    twin._exec_job = [None if j is None else jobs.get(j) for j in cluster._exec_job]
+    twin._next_id = cluster._next_id
+    twin._trace = None
+    twin.needs_schedule = cluster.needs_schedule
+    twin.new_timers = [jobs[s.job].stages[s.index] for s in cluster.new_timers if s.job in jobs]
+    twin.decisions = cluster.decisions
+    twin.beyond = [(jobs[s.job].stages[s.index], t) for s, t in cluster.beyond if s.job in jobs]
+    twin._busy_since = list(cluster._busy_since)
+    twin._task_start = list(cluster._task_start)
+    twin._busy_done = cluster._busy_done
+    twin._done_area = cluster._done_area
+    twin.admission = None if cluster.admission is None else cluster.admission.fork(jobs)
+    return twin

@@ -1,0 +1,206 @@
+"""Queues of a shared pool: what a team owns of it, may borrow and lends (`QueueSpec`).
+
+A pool's queues form one *cohort* (Kueue's word): each has a nominal quota, a vector of
+the pool's resources in the units of an ExecutorPool's ``resources`` (``pods`` are its
+executors), and the cohort lends what a queue leaves idle to the others:
+
+* ``nominal``: what the queue is entitled to whenever it has work. A resource it does not
+  name is not limited by its quota (only by the pool).
+* ``borrowingLimit``: how much beyond its nominal quota it may use of what others leave
+  idle (absent: no limit but the cohort's idle quota).
+* ``lendingLimit``: how much of its idle nominal quota others may borrow (absent: all of
+  it); the rest stays free for it even while it is idle.
+* ``weight``: its share of borrowed quota, by weighted dominant-resource share.
+* ``priority``: among queues that borrow, a higher one borrows first.
+* ``waitBound``: seconds a ready task of the queue may wait before it is started first and
+  room is reserved for it (`idlegate.sim.admission`'s wait bound).
+* ``namespaces``: the operator routes a workflow of these namespaces to the queue (when
+  the workflow names no queue itself).
+
+The admission stage that applies them is `idlegate.sim.admission`; a workload's jobs name
+their queue (`JobArrival.queue`). One spec parser (`queues_from`) serves the CLI's
+``--queues FILE``, workload files and the operator's queue resources.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from math import inf, isfinite
+from typing import Any
+
+from idlegate.errors import IdlegateError
+from idlegate.sim.resources import ResourceVector
+
+DEFAULT_QUEUE = "default"
+"""The queue of a workflow that names none and whose namespace no queue selects."""
+
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_KEYS = (
+    "name",
+    "nominal",
+    "borrowingLimit",
+    "lendingLimit",
+    "weight",
+    "priority",
+    "waitBound",
+    "namespaces",
+)
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    """One queue of a pool's cohort (the module docstring says what each field means)."""
+
+    name: str
+    nominal: ResourceVector = field(default_factory=ResourceVector)
+    borrowing_limit: ResourceVector | None = None
+    lending_limit: ResourceVector | None = None
+    weight: float = 1.0
+    priority: int = 0
+    wait_bound: float = inf
+    namespaces: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        where = f"queue {self.name!r}"
+        if not isinstance(self.name, str) or not _NAME.match(self.name) or len(self.name) > 63:
+            raise IdlegateError(
+                f"queue name {self.name!r} is not a DNS label; use lowercase letters, digits "
+                "and '-', e.g. data-eng"
+            )
+        if isinstance(self.weight, bool) or not (
+            isinstance(self.weight, int | float) and isfinite(self.weight) and self.weight > 0
+        ):
+            raise IdlegateError(f"{where}: weight {self.weight!r} must be a number > 0, e.g. 1")
+        if isinstance(self.priority, bool) or not isinstance(self.priority, int):
+            raise IdlegateError(f"{where}: priority {self.priority!r} must be a whole number")
+        bound = self.wait_bound
+        if isinstance(bound, bool) or not isinstance(bound, int | float) or not bound > 0:
+            raise IdlegateError(
+                f"{where}: waitBound {bound!r} must be a number of seconds > 0 (a bound of 0 "
+                "would start every task first); leave it out for no bound"
+            )
+        if self.lending_limit is not None:
+            over = [n for n in self.lending_limit if self.lending_limit[n] > self.nominal[n]]
+            if over:
+                raise IdlegateError(
+                    f"{where}: lendingLimit of {', '.join(over)} is above the nominal quota; "
+                    "a queue lends at most what it owns"
+                )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The spec as `queues_from` reads it (JSON-ready)."""
+        out: dict[str, Any] = {"name": self.name, "nominal": self.nominal.to_list()}
+        if self.borrowing_limit is not None:
+            out["borrowingLimit"] = self.borrowing_limit.to_list()
+        if self.lending_limit is not None:
+            out["lendingLimit"] = self.lending_limit.to_list()
+        if self.weight != 1.0:
+            out["weight"] = self.weight
+        if self.priority:
+            out["priority"] = self.priority
+        if self.wait_bound != inf:
+            out["waitBound"] = self.wait_bound
+        if self.namespaces:
+            out["namespaces"] = list(self.namespaces)
+        return out
+
+
+def queue_from(data: Mapping[str, Any], where: str = "queues") -> QueueSpec:
+    """One queue from its mapping (the keys of the module docstring)."""
+    if not isinstance(data, Mapping):
+        raise IdlegateError(f"{where}: a queue is a mapping with a name and a nominal quota")
+    unknown = sorted(set(data) - set(_KEYS))
+    if unknown:
+        raise IdlegateError(
+            f"{where}: unknown key {unknown[0]!r}; a queue takes {', '.join(_KEYS)}"
+        )
+    name = data.get("name")
+    if not isinstance(name, str):
+        raise IdlegateError(f"{where}: every queue needs a name, e.g. name: data-eng")
+    at = f"{where}[{name}]"
+
+    def vector(key: str) -> ResourceVector | None:
+        value = data.get(key)
+        return None if value is None else ResourceVector.of(value, f"{at}.{key}")
+
+    bound = data.get("waitBound", inf)
+    if isinstance(bound, str):
+        raise IdlegateError(f"{at}.waitBound: {bound!r} must be a number of seconds, e.g. 600")
+    namespaces = data.get("namespaces", ())
+    if isinstance(namespaces, str) or not all(isinstance(n, str) for n in namespaces):
+        raise IdlegateError(f"{at}.namespaces: give a list of namespace names")
+    return QueueSpec(
+        name=name,
+        nominal=vector("nominal") or ResourceVector(),
+        borrowing_limit=vector("borrowingLimit"),
+        lending_limit=vector("lendingLimit"),
+        weight=data.get("weight", 1.0),
+        priority=data.get("priority", 0),
+        wait_bound=bound,
+        namespaces=tuple(namespaces),
+    )
+
+
+def queues_from(data: Any, where: str = "queues") -> tuple[QueueSpec, ...]:
+    """A pool's queues from a list of mappings (or ``{queues: [...]}``), names unique."""
+    if isinstance(data, Mapping) and "queues" in data:
+        data = data["queues"]
+    if not isinstance(data, Sequence) or isinstance(data, str) or not data:
+        raise IdlegateError(f"{where}: give a non-empty list of queues")
+    queues = tuple(queue_from(item, f"{where}[{i}]") for i, item in enumerate(data))
+    check_cohort(queues, where=where)
+    return queues
+
+
+def check_cohort(
+    queues: Iterable[QueueSpec], pool: Mapping[str, int] | None = None, where: str = "queues"
+) -> None:
+    """Names unique, each namespace in one queue, and with `pool` (its capacity, pods
+    included) quotas naming only its resources and summing to at most it."""
+    queues = tuple(queues)
+    seen: dict[str, str] = {}
+    names = [q.name for q in queues]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup is not None:
+        raise IdlegateError(f"{where}: two queues are named {dup!r}; give each its own name")
+    for q in queues:
+        for ns in q.namespaces:
+            if ns in seen:
+                raise IdlegateError(
+                    f"{where}: namespace {ns!r} is selected by queues {seen[ns]!r} and "
+                    f"{q.name!r}; a namespace routes to one queue"
+                )
+            seen[ns] = q.name
+    if pool is None:
+        return
+    for q in queues:
+        missing = [n for n in q.nominal if n not in pool]
+        if missing:
+            raise IdlegateError(
+                f"queue {q.name!r}: its quota names {missing[0]}, which the pool does not "
+                f"count ({', '.join(pool)}); quote only the pool's resources"
+            )
+    total = sum((q.nominal for q in queues), ResourceVector())
+    over = [n for n in total if total[n] > pool[n]]
+    if over:
+        name = over[0]
+        raise IdlegateError(
+            f"{where}: the queues' nominal {name} sums to "
+            f"{ResourceVector({name: total[name]}).format()}, more than the pool's "
+            f"{ResourceVector({name: pool[name]}).format()}; lower a quota or grow the pool"
+        )
+
+
+def queue_index(queues: Sequence[QueueSpec], name: str | None) -> int:
+    """The position of the queue named `name` (None: the default one, the first queue
+    named ``default`` else the first); an unknown name raises IdlegateError."""
+    names = [q.name for q in queues]
+    if name is None:
+        return names.index(DEFAULT_QUEUE) if DEFAULT_QUEUE in names else 0
+    if name not in names:
+        raise IdlegateError(
+            f"queue {name!r} does not exist; the pool's queues are {', '.join(names)}"
+        )
+    return names.index(name)
