@@ -572,3 +572,20 @@ async def test_a_pool_built_before_its_nodes_were_read_counts_their_resources_on
     built = h.pools.bridges["gpu"]
     await intake.readmit(h.pools, h.pools.apply("gpu", spec))  # (the same: kept)
     assert h.pools.bridges["gpu"] is built
+
+
+def test_a_pod_created_released_is_pinned_as_a_released_gated_one_is():
+    """Item 1's other ways to a pod created released: a gate removal whose pod is gone
+    (it creates it released) keeps its host; a template that names a host keeps its own."""
+    from idlegate.api.task_pods import Owner
+    from idlegate.operator.core.intents import RemoveGate
+    from idlegate.sim.spec import StageSpec
+
+    owner = Owner("default", "w", "uid-w")
+    spec = StageSpec(name="s", tasks=1, task_duration_seconds=1.0)
+    gate = RemoveGate(owner, "s", 0, 0, "w-s-0", 3, spec, host="b")
+    assert gate.released.manifest["spec"]["nodeSelector"] == {HOSTNAME: "b"}
+    own = {"spec": {"nodeSelector": {HOSTNAME: "mine", "disk": "ssd"}, "containers": []}}
+    mine = spec.model_copy(update={"template": own})
+    gate = RemoveGate(owner, "s", 0, 0, "w-s-0", 3, mine, host="b")
+    assert gate.released.manifest["spec"]["nodeSelector"] == {HOSTNAME: "mine", "disk": "ssd"}
