@@ -559,3 +559,34 @@ async def test_a_workflow_in_a_pool_that_exists_but_cannot_run_says_so_not_that_
     await intake.readmit(pools, pools.apply("x", ExecutorPoolSpec.model_validate({"size": 1})))
     await h.settle()
     assert h.released("w") == ["w-a-0"] and not pools.invalid
+
+
+@pytest.mark.asyncio
+async def test_the_pool_handler_tells_the_workflows_waiting_that_their_pool_cannot_run(
+    monkeypatch,
+):
+    """Issue 60, item 5, through kopf's handler of ExecutorPools: an invalid spec is said
+    on the pool (Ready False, Invalid) and on the workflows naming it (PoolInvalid)."""
+    kopf = pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
+    from idlegate.operator.main import Operator, build_registry
+    from idlegate.operator.settings import Settings
+    from tests.operator_fakes import FakeClock, harness, stage
+
+    h = harness(pool=2)
+    operator = Operator(Settings(pool_size=2, clock=FakeClock()), kube=h.kube)
+    operator._pools = h.pools
+
+    async def ready_pools() -> object:
+        return h.pools
+
+    monkeypatch.setattr(operator, "ready_pools", ready_pools)
+    await h.submit("w", {"stages": [stage("a")], "pool": "x"})
+    handlers = build_registry(operator)._changing.get_all_handlers()
+    sync = next(handler for handler in handlers if handler.id == "pool")
+    patch = kopf.Patch()
+    body = kopf.Body({"metadata": {"name": "x"}, "spec": {"size": 0}})
+    await sync.fn(body=body, meta={"name": "x", "uid": "u"}, patch=patch)
+    await h.settle()
+    (ready,) = patch["status"]["conditions"]
+    assert (ready["status"], ready["reason"]) == ("False", "Invalid")
+    assert h.kube.reasons("w") == ["PoolNotFound", "PoolInvalid"]
