@@ -561,13 +561,13 @@ async def test_a_pool_built_before_its_nodes_were_read_counts_their_resources_on
     h = harness(pool=2)
     spec = ExecutorPoolSpec.model_validate({"size": 4, "nodeSelector": {}})
     await intake.readmit(h.pools, h.pools.apply("gpu", spec))  # (the rebuild's restore)
-    assert h.pools.bridges["gpu"].core.cluster.resource_names == ("cpu", "memory")
+    assert h.pools.bridges["gpu"].counted == ("cpu", "memory")
     gpu = node("g", cpu="8")
     gpu["status"]["allocatable"]["nvidia.com/gpu"] = "2"
     watch = h.pools.watch
     watch.nodes, watch.pods, watch.read = {"g": [gpu]}, {}, True
     await intake.readmit(h.pools, h.pools.apply("gpu", spec))  # (its kopf handler's)
-    names = h.pools.bridges["gpu"].core.cluster.resource_names
+    names = h.pools.bridges["gpu"].counted
     assert names == ("cpu", "memory", "nvidia.com/gpu")
     built = h.pools.bridges["gpu"]
     await intake.readmit(h.pools, h.pools.apply("gpu", spec))  # (the same: kept)

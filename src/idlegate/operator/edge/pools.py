@@ -296,7 +296,7 @@ class Pools:
         selector = bridge.settings.pool_nodes
         if selector is None or not self.watch.read:
             return False
-        return bridge.core.cluster.resource_names != tuple(named(self.watch.counted(selector)))
+        return bridge.counted != tuple(named(self.watch.counted(selector)))
 
     def restore(self, bodies: Iterable[Mapping[str, Any]]) -> None:
         """The ExecutorPools a rebuild lists (:func:`~idlegate.operator.edge.intake.rebuild`),
@@ -345,7 +345,7 @@ class Pools:
         """A node or a pod changed: each pool that follows its nodes is told their room."""
         for bridge in list(self.bridges.values()):
             if bridge.settings.pool_nodes is not None:
-                counted = bridge.core.cluster.resource_names
+                counted = bridge.counted
                 bridge.handle(self.watch.capacity(bridge.settings.pool_nodes, counted))
 
     def _bridge(self, name: str, spec: ExecutorPoolSpec, uid: str) -> Bridge:
@@ -382,7 +382,7 @@ class Pools:
         )
         bridge.pause(self._moving > 0)
         if selector is not None:
-            bridge.handle(self.watch.capacity(selector, bridge.core.cluster.resource_names))
+            bridge.handle(self.watch.capacity(selector, bridge.counted))
         return bridge
 
     def _evacuate(self, bridge: Bridge) -> list[Owner]:
