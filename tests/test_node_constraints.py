@@ -135,10 +135,17 @@ def test_a_stage_no_node_allows_is_judged_as_one_too_large_for_every_node():
         "may run on none of the pool's 2 node(s): its pod template's nodeSelector, required "
         "node affinity and tolerations of their taints rule out each"
     )
-    # without a toleration, the tainted node is not for a plain stage either
+    # without a toleration, the tainted node is not for a plain stage either, nor for one
+    # without a template (its default pod tolerates nothing)
     plain = _job(cluster, 2, {"cpu": "1"})
     launches = cluster.apply(Decision(plain.stages[0], 10), 0.0)
     assert [cluster.host_of(launch.executor) for launch in launches] == ["a", "a"]
+    bare = {"name": "s", "tasks": 8, "taskDurationSeconds": 1.0, "resources": {"cpu": "1"}}
+    job = cluster.add_job(Dag.from_spec(parse_workflow({"stages": [bare]})), 0.0)
+    launches = cluster.apply(Decision(job.stages[0], 10), 0.0)
+    # a is full (2 + 6 tasks); g's 8 CPUs are not for it
+    assert {cluster.host_of(launch.executor) for launch in launches} == {"a"}
+    assert len(launches) == 6 and cluster.runnable_stages() == []
 
 
 def test_a_stage_asking_a_resource_no_node_has_never_fits():

@@ -26,9 +26,10 @@ Exists, DoesNotExist, Gt, Lt on the node's labels, ``matchFields`` on its name);
 toleration for each NoSchedule or NoExecute taint. `NodeRules` applies it, and a resource
 the pool does not count that a node lacks (a GPU stage on CPU-only nodes), as the pool's
 `idlegate.sim.pool.Allows`: the state machine places, counts and judges a stage's task
-(never fits: `fits_no_node`) among the nodes it leaves. Only a stage with a pod template
-is read so: without one (idlegate's default pod, another controller's pods) its pod asks
-for no node in particular, and is not held off a tainted one.
+(never fits: `fits_no_node`) among the nodes it leaves. A DagWorkflow's stage without a
+template is its default pod's (no nodeSelector, no toleration: kept off tainted nodes);
+the stages of another controller's pods (Argo's, Airflow's: their specs are subclasses of
+`WorkflowSpec`) are not read, as their pods' own templates are not idlegate's.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from idlegate.sim.dag import Dag
 from idlegate.sim.pool import SCORED
 from idlegate.sim.protocol import Stage
 from idlegate.sim.resources import MILLI, ResourceVector, least_allocated, pod_request
+from idlegate.sim.spec import WorkflowSpec
 
 ENDED = ("Succeeded", "Failed")
 ONE_POD = ResourceVector({"pods": MILLI})
@@ -267,11 +269,12 @@ _PLACED: WeakKeyDictionary[Dag, tuple[Placement | None, ...]] = WeakKeyDictionar
 
 
 def _placements(dag: Dag) -> tuple[Placement | None, ...]:
-    """The `Placement` of each stage's pod template, if its workflow gives one."""
+    """The `Placement` of each stage's pod (None: not idlegate's to read; module header)."""
     found = _PLACED.get(dag)
     if found is None:
+        own = type(dag.spec) is WorkflowSpec  # (idlegate makes its pods: templates or none)
         specs = [] if dag.spec is None else [s.template for s in dag.spec.stages]
-        pods = [None if t is None else t.get("spec") for t in specs]
+        pods = [({} if own else None) if t is None else t.get("spec") for t in specs]
         found = tuple(Placement.of(p) if isinstance(p, Mapping) else None for p in pods)
         found += (None,) * (dag.num_stages - len(found))
         _PLACED[dag] = found
