@@ -108,8 +108,8 @@ BARRING = ("NoSchedule", "NoExecute")
 class Placement:
     """What a pod's spec says of the nodes it may run on (`allows` reads it)."""
 
-    selector: Mapping[str, str]
-    """Its ``nodeSelector``."""
+    selector: LabelSelector
+    """Its ``nodeSelector`` (every pair: a label selector's ``matchLabels``)."""
     terms: tuple[tuple[Callable[[Node], bool], ...], ...] | None
     """Its required node affinity's terms, each a conjunction (None: it has none)."""
     tolerations: tuple[Mapping[str, Any], ...]
@@ -122,7 +122,8 @@ class Placement:
         terms = None
         if isinstance(required, Mapping):
             terms = tuple(_term(t) for t in required.get("nodeSelectorTerms") or ())
-        selector = {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}
+        pairs = {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}
+        selector = LabelSelector.model_construct(match_labels=pairs, match_expressions=())
         tolerations = tuple(t for t in spec.get("tolerations") or () if isinstance(t, Mapping))
         return cls(selector, terms, tolerations)
 
@@ -130,8 +131,7 @@ class Placement:
 def allows(placement: Placement, node: Node) -> bool:
     """Whether a pod placed so (`Placement.of`) may run on `node`: the one predicate of the
     module header, for the placement and the never-fits check alike."""
-    labels = node.labels
-    if any(labels.get(k) != v for k, v in placement.selector.items()):
+    if not selects(placement.selector, node.labels):
         return False
     if placement.terms is not None and not any(
         term and all(match(node) for match in term) for term in placement.terms
