@@ -519,12 +519,36 @@ async def test_the_first_node_or_pod_event_marks_the_nodes_read(monkeypatch):
 
 
 @pytest.mark.asyncio
-async def test_with_namespace_a_pool_on_nodes_subtracts_the_pods_of_the_other_namespaces(
-    monkeypatch,
-):
+async def test_with_namespace_a_pool_on_nodes_subtracts_the_pods_of_the_other_namespaces():
     """Issue 60, item 7: with --namespace, kopf's index of pods holds those namespaces'
     alone; a node agent elsewhere took room the pool did not know of. The pods of the
-    others are listed (`Operator.sweep`), those bound to a node counted."""
+    others are listed (`Pools.sweep`, every 10 s of the operator's clock), those bound to a
+    node counted."""
+    from tests.operator_fakes import harness
+
+    h = harness(pool=4, pool_nodes="")
+    watch = h.pools.watch
+    watch.nodes, watch.read = {"a": [node("a", cpu="4")]}, True
+    agent = pod("agent", "1", "a")
+    agent["metadata"].update(namespace="kube-system", resourceVersion="1")
+    h.kube.pods[("kube-system", "agent")] = agent
+    watch.pods = {k: v for k, v in _Live(h.kube).items() if k[0] == "default"}  # (kopf's)
+    assert watch.capacity(LabelSelector(), ("cpu",)).capacity["cpu"] == 4000
+    await h.pools.sweep(h.kube, ["default"])
+    assert watch.capacity(LabelSelector(), ("cpu",)).capacity["cpu"] == 3000
+    assert not await watch.sweep(h.kube, ["default"])  # (nothing new)
+    agent["status"]["phase"] = "Succeeded"
+    assert await watch.sweep(h.kube, ["default"])
+    assert watch.capacity(LabelSelector(), ("cpu",)).capacity["cpu"] == 4000
+
+
+@pytest.mark.asyncio
+async def test_the_operator_with_namespace_lists_the_other_namespaces_pods_every_10_s(
+    monkeypatch,
+):
+    """Item 7's wiring: the loop start() runs with --namespace (on the loop's fake time)."""
+    import asyncio
+
     pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
     from idlegate.operator.main import Operator
     from idlegate.operator.settings import Settings
@@ -535,19 +559,16 @@ async def test_with_namespace_a_pool_on_nodes_subtracts_the_pods_of_the_other_na
     operator = Operator(settings, kube=h.kube)
     operator._pools = h.pools
     monkeypatch.setattr(Operator, "ready", property(lambda self: True))
-    watch = h.pools.watch
-    watch.nodes, watch.read = {"a": [node("a", cpu="4")]}, True
-    agent = pod("agent", "1", "a")
-    agent["metadata"].update(namespace="kube-system", resourceVersion="1")
-    h.kube.pods[("kube-system", "agent")] = agent
-    watch.pods = {k: v for k, v in _Live(h.kube).items() if k[0] == "default"}  # (kopf's)
-    assert h.pools.watch.capacity(LabelSelector(), ("cpu",)).capacity["cpu"] == 4000
-    await operator.sweep()
-    assert h.pools.watch.capacity(LabelSelector(), ("cpu",)).capacity["cpu"] == 3000
-    assert not await h.pools.watch.sweep(h.kube, ["default"])  # (nothing new)
-    agent["status"]["phase"] = "Succeeded"
-    assert await h.pools.watch.sweep(h.kube, ["default"])
-    assert h.pools.watch.capacity(LabelSelector(), ("cpu",)).capacity["cpu"] == 4000
+    sweeps: list[float] = []
+
+    async def sweep(kube: Any, watched: Any) -> None:
+        sweeps.append(asyncio.get_running_loop().time())
+
+    monkeypatch.setattr(h.pools, "sweep", sweep)
+    task = asyncio.create_task(operator._sweeping(10.0))
+    await asyncio.sleep(25)
+    task.cancel()
+    assert [t - sweeps[0] for t in sweeps] == [0.0, 10.0, 20.0]
 
 
 @pytest.mark.asyncio

@@ -67,6 +67,7 @@ from idlegate.operator.edge.kube import (
     connection_info,
     load_configuration,
 )
+from idlegate.operator.edge.nodes import SWEEP_SECONDS
 from idlegate.operator.edge.pools import Pools, pool_status
 from idlegate.operator.edge.reload import Reloads
 from idlegate.operator.edge.timers import Timers
@@ -90,10 +91,6 @@ ANNOTATION_PREFIX = "idlegate.io"
 RETRY_DELAY = 5.0
 POOL_STATUS_SECONDS = 5.0
 """Seconds of the operator's clock between two refreshes of an ExecutorPool's counts."""
-SWEEP_SECONDS = 10.0
-"""Seconds of the operator's clock between two lists of the pods outside ``--namespace``'s
-namespaces (`Operator.sweep`): a node agent or service started there takes this long to
-be subtracted from a pool on nodes."""
 
 
 class Operator:
@@ -305,23 +302,11 @@ class Operator:
                     await intake.readmit(self.pools, owners)
 
     async def _sweeping(self, every: float) -> None:
-        while True:
-            try:
-                await self.sweep()
-            except ApiError as exc:  # (the next sweep tries again)
-                log.info("Cannot list the pods outside --namespace now: %s", exc)
+        while True:  # (`Pools.sweep`, every SWEEP_SECONDS; an API error: the next one)
+            if self.ready:
+                with contextlib.suppress(ApiError):
+                    await self.pools.sweep(self.kube, self.settings.namespaces)
             await asyncio.sleep(every)
-
-    async def sweep(self) -> None:
-        """With ``--namespace``, the pools on nodes also subtract what the pods of the other
-        namespaces take of their nodes (node agents, services): kopf watches pods in the
-        given namespaces only, so those are listed, cluster-wide (the ClusterRole's list of
-        pods), every `SWEEP_SECONDS`, while a pool follows nodes."""
-        pools = self.pools
-        if not self.ready or all(b.settings.pool_nodes is None for b in pools.bridges.values()):
-            return
-        if await pools.watch.sweep(self.kube, self.settings.namespaces):
-            pools.room_soon()
 
     async def pool_changed(self, name: str, spec: Any, uid: str = "") -> dict[str, Any]:
         """ExecutorPool `name` (`uid`) was created or changed: its pool runs with `spec` (a
@@ -577,17 +562,19 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     def live_pods(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> Any:
         return {(namespace, name): body}  # (an ended one holds nothing: api.nodes.held)
 
+    def indexes_filled() -> None:  # (kopf runs a handler only once every index is filled)
+        if operator._pools is not None:
+            operator.pools.watch.read = True
+
     @kopf.on.event("v1", "nodes", registry=registry, id="node-events")
     async def node_event(**_: Any) -> None:
-        if operator._pools is not None:  # (kopf calls it once every index is filled)
-            operator.pools.watch.read = True
+        indexes_filled()
         if operator.ready:
             operator.pools.room_soon()
 
     @kopf.on.event("v1", "pods", registry=registry, id="room-events")
     async def room_event(event: kopf.RawEvent, **_: Any) -> None:
-        if operator._pools is not None:  # (as node_event)
-            operator.pools.watch.read = True
+        indexes_filled()
         if operator.ready:
             pending = operator.pools.watch.unschedulable(event["object"])
             if pending is not None:
@@ -683,8 +670,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     @kopf.on.update(GROUP, VERSION, POOL_PLURAL, registry=registry, id="pool", field="spec")
     async def pool_sync(body: kopf.Body, meta: kopf.Meta, patch: kopf.Patch, **_: Any) -> None:
         name = meta.get("name", "")
-        if operator._pools is not None:  # (as node_event: its pool counts what they have)
-            operator.pools.watch.read = True
+        indexes_filled()  # (its pool counts what its nodes have)
         try:
             with _retried(ApiError):
                 status = await operator.pool_changed(name, body.get("spec"), meta.get("uid", ""))

@@ -27,6 +27,10 @@ from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.metrics import Metrics
 from idlegate.sim.resources import ResourceVector
 
+SWEEP_SECONDS = 10.0
+"""Seconds of the operator's clock between two lists of the pods outside ``--namespace``'s
+namespaces (`NodeWatch.sweep`): a node agent started there is subtracted this late."""
+
 
 class Lister(Protocol):
     """What `NodeWatch.sweep` reads through (the operator's API client)."""

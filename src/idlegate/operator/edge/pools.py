@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -43,7 +43,7 @@ from idlegate.operator.core.intents import Confirmed, Outcome, Refused
 from idlegate.operator.core.tracking import Workflow, WorkflowKey
 from idlegate.operator.decisions import load_scheduler
 from idlegate.operator.edge.bridge import Bridge
-from idlegate.operator.edge.nodes import NodeWatch
+from idlegate.operator.edge.nodes import Lister, NodeWatch
 from idlegate.operator.metrics import Metrics
 from idlegate.sim.engine import JobArrival
 
@@ -329,6 +329,14 @@ class Pools:
         it, to admit again (so they say it); a pool running with its last good spec runs on."""
         self.invalid[name] = why
         return [w.owner for w in self.waiting.values() if w.pool == name]
+
+    async def sweep(self, kube: Lister, watched: Sequence[str]) -> None:
+        """With ``--namespace`` (`watched`), kopf watches pods in those namespaces only:
+        while a pool follows nodes, the pods of the others (node agents, services) are
+        listed cluster-wide (the ClusterRole lists pods) and their room subtracted too."""
+        following = any(b.settings.pool_nodes is not None for b in self.bridges.values())
+        if following and await self.watch.sweep(kube, watched):
+            self.room_soon()
 
     def room_soon(self) -> None:
         """`nodes_changed` once this turn of the event loop is over: a burst of node and
