@@ -602,6 +602,7 @@ class FeatureHost:
     def __init__(self, h: Harness) -> None:
         self.settings, self.metrics = h.bridge.settings, h.metrics
         self.pools = h.pools
+        self.kube = h.kube
         self.ready = True
         self.fresh = True
         """False: a handler's body predates the first rebuild's read (queued as a standby)."""
@@ -611,3 +612,7 @@ class FeatureHost:
 
     async def fresh_pools(self) -> tuple[Pools, bool]:
         return self.pools, self.fresh
+
+    def namespace(self, name: str) -> dict[str, Any] | None:
+        """Namespace `name` as kopf's index holds it (the API's now: no watch delay)."""
+        return copy.deepcopy(self.kube.namespaces.get(name))

@@ -95,12 +95,39 @@ def test_a_nan_or_infinite_field_is_an_unusable_row(tmp_path: Path):
         "M1,1,j_3,1,Terminated,1,nan,100,0.1\n"
         "M1,1,j_4,1,Terminated,1,2,inf,nan\n"
         "M1,1,j_5,1,Terminated,1,2,inf,50\n"
+        "M1,1,j_6,1,Terminated,1,2,,50\n"
     )
     found = read_batch_tasks(path)
-    assert dict(found.skipped) == {"unusable": 3}
-    assert [w.name for w in found.workflows] == ["j_4", "j_5"]
-    assert found.workflows[0].spec.stages[0].resources is None  # infinite, NaN: none
-    assert found.workflows[1].spec.stages[0].resources == {"memory": "51200Mi"}  # half of 100Gi
+    # an infinite or NaN request is no request: counted, not converted (issue 60, 16)
+    assert dict(found.skipped) == {"unusable": 3, "unrequestable": 2}
+    assert [w.name for w in found.workflows] == ["j_6"]
+    assert found.workflows[0].spec.stages[0].resources == {"memory": "51200Mi"}  # half of 100Gi
+
+
+@pytest.mark.parametrize(
+    ("cpu", "mem"),
+    [
+        ("-50", "0.1"),
+        ("100", "-0.1"),
+        ("1e300", "0.1"),
+        ("100", "1e300"),
+        ("9601", "1"),
+        ("100", "100.5"),
+        ("lots", "1"),
+        ("nan", "1"),
+        ("100", "-inf"),
+    ],
+)
+def test_a_request_no_task_can_make_skips_its_job(tmp_path: Path, cpu: str, mem: str):
+    # 1e300 was written as a 300-digit quantity, a negative one quietly left out
+    path = tmp_path / "bad.csv"
+    path.write_text(f"M1,1,j_1,1,Terminated,1,2,{cpu},{mem}\nM1,1,j_2,1,Terminated,1,2,9600,100\n")
+    found = read_batch_tasks(path)
+    assert dict(found.skipped) == {"unrequestable": 1}
+    assert found.summary() == (
+        "1 of 2 job(s) converted; skipped: 1 a plan_cpu or plan_mem no request can be"
+    )
+    assert found.workflows[0].spec.stages[0].resources == {"cpu": "96000m", "memory": "102400Mi"}
 
 
 def test_the_history_replays_at_the_recorded_times(batch_tasks: Path, tmp_path: Path):

@@ -1,9 +1,15 @@
-"""The console tables' wording (known answers on hand-built accounts)."""
+"""The console tables' wording (known answers on hand-built accounts), and the progress
+long commands show on a terminal and nowhere else."""
 
 from __future__ import annotations
 
-import pytest
+import json
+from pathlib import Path
 
+import pytest
+from typer.testing import CliRunner
+
+from idlegate.cli import app
 from idlegate.evaluation.console import render_followed
 
 ROUND = {
@@ -87,3 +93,44 @@ def test_a_run_that_started_from_its_history_has_no_cold_start_row():
     assert list(table.columns[1].cells) == [
         "started with srpt: the best on the last 40 workflows (40 from the history file)"
     ]
+
+
+COMPARE = ["compare", "-w", "tpch-like", "--jobs-count", "5", "--schedulers", "fifo,srpt"]
+COMPARE += ["--seeds", "1", "-j", "1"]
+
+
+def _terminal(monkeypatch: pytest.MonkeyPatch, on: bool) -> None:
+    """Make rich see (or not) a terminal on standard output and stderr (issue 60, 21)."""
+    monkeypatch.setenv("TTY_COMPATIBLE", "1" if on else "0")
+
+
+def test_compare_shows_its_progress_on_a_terminal_only(monkeypatch: pytest.MonkeyPatch):
+    runner = CliRunner()
+    _terminal(monkeypatch, True)
+    shown = runner.invoke(app, COMPARE)
+    assert shown.exit_code == 0 and "simulating" in shown.stderr and "2/2" in shown.stderr
+    as_json = runner.invoke(app, [*COMPARE, "--json"])
+    _terminal(monkeypatch, False)
+    piped_json = runner.invoke(app, [*COMPARE, "--json"])
+    piped = runner.invoke(app, COMPARE)
+    # --json on a terminal: the JSON alone, byte for byte as piped, and nothing on stderr
+    assert as_json.stderr == piped_json.stderr == "" and piped.stderr == ""
+    assert as_json.stdout == piped_json.stdout
+    assert len(json.loads(as_json.stdout)["schedulers"]) == 2
+    assert "simulating" not in piped.stdout and "\x1b" not in piped.stdout
+
+
+def test_history_alibaba_shows_its_progress_on_a_terminal_only(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    # 51 s on a 270k-row CSV in silence
+    path = tmp_path / "batch_task.csv"
+    path.write_text("M1,2,j_1,1,Terminated,100,110,100,0.39\nM1,1,j_2,1,Running,1,2,,\n")
+    runner = CliRunner()
+    _terminal(monkeypatch, True)
+    shown = runner.invoke(app, ["history", "alibaba", str(path)])
+    assert shown.exit_code == 0 and "batch_task.csv" in shown.stderr and "2/2" in shown.stderr
+    _terminal(monkeypatch, False)
+    piped = runner.invoke(app, ["history", "alibaba", str(path)])
+    summary = "1 of 2 job(s) converted; skipped: 1 not every task Terminated.\n"
+    assert piped.stderr == summary and shown.stdout == piped.stdout

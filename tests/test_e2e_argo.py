@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from idlegate.api.argo_pods import NODE_NAME, WORKFLOW_LABEL
+from idlegate.api.crd import API_VERSION, GROUP, POOL_KIND, POOL_PLURAL, VERSION
 from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE
 from idlegate.sim.history import load_history
 from idlegate.sim.protocol import Decision
@@ -154,6 +155,34 @@ def test_an_argo_diamond_runs_under_the_pool_with_events_on_the_workflow(api, ns
     assert "Waiting" in reasons  # b or c waited for the one executor
     # the estimates came from the template's annotation: no Event about the prior
     assert "Estimated" not in reasons
+
+
+def test_an_argo_workflow_lands_in_the_pool_its_namespace_selects(api, ns):
+    """Issue 59's seam: the Workflow joins the ExecutorPool that selects its namespace (it
+    joined the operator's own pool whatever the namespace), read from kopf's index of
+    namespaces; its pods run there, one at a time in a pool of one."""
+    team = f"argo-{ns}"
+    api.patch("namespaces", None, ns, {"metadata": {"labels": {"team": team}}})
+    selector = {"matchLabels": {"team": team}}
+    batch = {"apiVersion": API_VERSION, "kind": POOL_KIND, "metadata": {"name": team}}
+    batch["spec"] = {"size": 1, "namespaceSelector": selector}
+    with (
+        SimKubelet(api, ns, time_factor=1 / SPEED),
+        ArgoController(api, ns),
+        running_operator(api, ns, pool=3, argo=True) as op,
+    ):
+        api.create(f"{GROUP}/{VERSION}/{POOL_PLURAL}", batch)
+        wait(lambda: team in op.pools.bridges, 10, "the second pool")
+        api.create(WORKFLOWS, diamond("routed"), ns)
+        joined = lambda: (ns, "routed") in op.pools.bridges[team].held("Workflow")  # noqa: E731
+        wait(joined, 30, "the Workflow to join the second pool")
+        assert op.bridge.held("Workflow") == {}
+        wait(lambda: phase(api, ns, "routed") in DONE, 60, "the workflow to finish")
+    assert phase(api, ns, "routed") == "Succeeded"
+    pods = api.list(PODS, ns, label_selector=f"{WORKFLOW_LABEL}=routed")
+    assert {p["metadata"]["annotations"][ANNOTATION_EXECUTOR] for p in pods} == {"0"}
+    (accepted,) = [e for e in events_of(api, ns, "routed") if e["reason"] == "Accepted"]
+    assert "in the pool of 1 executors" in accepted["message"]
 
 
 def test_argos_parallelism_holds_back_pods_and_the_pool_goes_on(api, ns):

@@ -156,6 +156,70 @@ def test_only_the_bridge_reaches_into_a_pools_core():
     assert offenders == []
 
 
+VERBS = ("handle", "carry", "admit")
+"""What enters a pool: an event, outputs to carry out, an admission."""
+
+
+def _entries(path: Path) -> list[str]:
+    """The calls in `path` that enter a pool other than through the pools' routing: a verb
+    called on anything but the pools (`pools`, `x.pools`) or a bridge `route` gave (its
+    call, or a name bound to it in the same function), and any call through `pools.default`."""
+
+    def pools(node: ast.expr) -> bool:
+        return (isinstance(node, ast.Name) and node.id == "pools") or (
+            isinstance(node, ast.Attribute) and node.attr == "pools"
+        )
+
+    def routed(node: ast.expr) -> bool:
+        return (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and (node.func.attr == "route")
+        )
+
+    found = []
+    for func in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        given = {
+            t.id
+            for n in ast.walk(func)
+            if isinstance(n, ast.Assign) and routed(n.value)
+            for t in n.targets
+            if isinstance(t, ast.Name)
+        }
+        for node in ast.walk(func):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            receiver = node.func.value
+            through_default = isinstance(receiver, ast.Attribute) and receiver.attr == "default"
+            elsewhere = node.func.attr in VERBS and not (
+                pools(receiver)
+                or routed(receiver)
+                or (isinstance(receiver, ast.Name) and receiver.id in given)
+            )
+            if elsewhere or (through_default and pools(receiver.value)):
+                found.append(f"{node.lineno}: {ast.unparse(node.func)}")
+    return sorted(set(found), key=lambda f: int(f.split(":")[0]))
+
+
+def test_every_kind_enters_a_pool_through_the_pools_routing():
+    # issue 59's seam: a workflow of any kind enters the pool `Pools.admit` or `Pools.route`
+    # picks (idlegate.api.routing), and anything of it then goes through `Pools.handle` to
+    # the pool holding it; so no feature or edge module holds a bridge of its own (Argo's and
+    # Airflow's used `pools.default`, and never reached the pool their namespace selects).
+    # The bridge's own module and the pools' are the door; the core sees no bridge at all.
+    root = Path(__file__).resolve().parents[1] / "src" / "idlegate" / "operator"
+    door = ("edge/bridge.py", "edge/pools.py")
+    offenders = [
+        f"{path.relative_to(root).as_posix()}:{entry}"
+        for path in sorted(root.rglob("*.py"))
+        if path.relative_to(root).as_posix() not in door and path.parent.name != "core"
+        for entry in _entries(path)
+    ]
+    assert offenders == []
+
+
 def test_the_edge_writes_no_workflows_conditions():
     # a workflow's conditions (PoolFound, waiting for its pool) are the core's to write:
     # the edge routes an admission and says why a workflow waits with an event (cron.py

@@ -55,10 +55,18 @@ def write(path: Path, *docs: Any) -> Path:
 
 
 def lint(*args: str, stdin: str | None = None) -> tuple[int, list[str], str]:
-    """Exit code, stdout lines, stderr of `idlegate lint ARGS`."""
+    """Exit code, the report's lines (problems, mapped jobs) and what ends it (its notes and
+    summary, on stdout too; or the command's error, on stderr) of `idlegate lint ARGS`."""
     r = runner.invoke(app, ["lint", *args], input=stdin)
     assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
-    return r.exit_code, r.stdout.splitlines(), r.stderr
+    lines = r.stdout.splitlines()
+    if "--json" in args or not lines:
+        return r.exit_code, lines, r.stderr
+    assert r.stderr == ""  # a report is no error (issue 60, 25)
+    end = len(lines) - 1  # the summary, after the notes
+    while end > 0 and lines[end - 1].startswith("note: "):
+        end -= 1
+    return r.exit_code, lines[:end], "\n".join(lines[end:]) + "\n"
 
 
 def lint_json(*args: str) -> tuple[int, dict[str, Any]]:
@@ -466,6 +474,59 @@ def test_lint_paths_refuses_a_pool_of_nothing():
         lint_paths([], pool_size=0)
 
 
+def test_a_pool_none_of_whose_resources_a_stage_requests_is_refused_as_simulate_does():
+    # lint passed tpch-q3 with --pool-resources gpu=1, which simulate refuses (issue 60, 18)
+    sample = str(Path(__file__).parent.parent / "deploy" / "samples" / "tpch-q3.yaml")
+    result = runner.invoke(app, ["lint", sample, "--pool-resources", "gpu=1"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith(
+        "Error: the pool counts gpu but no stage of the linted workflows requests any (they "
+        "request cpu, memory), so it would count its pods only; name a resource the stages"
+    )
+    assert runner.invoke(app, ["lint", sample, "--pool-resources", "cpu=64"]).exit_code == 0
+
+
+def test_a_fraction_of_a_gpu_in_a_stage_is_a_problem(tmp_path):
+    # the API server refuses a fractional extended resource on a pod (issue 60, 14)
+    obj = workflow()
+    obj["spec"]["stages"][0]["resources"] = {"nvidia.com/gpu": "0.5"}
+    (problem,) = lint_paths([str(write(tmp_path / "w.yaml", obj))]).problems
+    assert problem.field == "spec.stages[0].resources"
+    assert problem.message.startswith("nvidia.com/gpu: '0.5' is not a whole number")
+
+
+def test_the_report_and_its_summary_go_to_stdout_and_errors_to_stderr(tmp_path):
+    # the summary went to stderr: `lint ... > report.txt` lost it (issue 60, 25)
+    f = write(tmp_path / "w.yaml", workflow(), {"kind": "ConfigMap", "apiVersion": "v1"})
+    r = runner.invoke(app, ["lint", str(f)])
+    assert (r.exit_code, r.stderr) == (0, "")
+    assert r.stdout.splitlines() == [
+        f"note: {f}[1]: skipped: a ConfigMap (v1), not one of the kinds lint checks",
+        "1 DagWorkflow(s) in 1 file(s): 0 invalid; 1 other document(s) skipped",
+    ]
+    r = runner.invoke(app, ["lint", str(tmp_path / "nowhere.yaml")])
+    assert r.exit_code == 1 and r.stdout == "" and r.stderr.startswith("Error: no such file")
+
+
+@pytest.mark.parametrize(
+    ("flags", "error"),
+    [
+        (["--pool-nodes", "bad key!=x"], "Error: --pool-nodes: 'bad key!=x' is not a label"),
+        (["--pool-nodes", "a/b/c=x"], "Error: --pool-nodes: 'a/b/c' is not a label key"),
+        (
+            ["--pool-nodes", "pool=batch", "--pool-resources", "cpu=8"],
+            "Error: give --pool-resources (a fixed capacity) or --pool-nodes (the capacity of",
+        ),
+    ],
+)
+def test_lint_takes_the_operators_pool_nodes(tmp_path, flags, error):
+    # the operator's --pool-nodes, which lint did not take (issue 60, 25)
+    f = str(write(tmp_path / "w.yaml", workflow()))
+    assert runner.invoke(app, ["lint", f, "--pool-nodes", "pool=batch,!spot"]).exit_code == 0
+    r = runner.invoke(app, ["lint", f, *flags])
+    assert r.exit_code == 1 and r.stderr.startswith(error), r.stderr
+
+
 def test_the_lint_command_needs_only_the_base_package(tmp_path):
     # kopf, kubernetes and torch made unimportable: lint must run, and load none of them
     f = write(tmp_path / "w.yaml", workflow())
@@ -485,7 +546,7 @@ def test_the_lint_command_needs_only_the_base_package(tmp_path):
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
-    exit_line, modules = out.stdout.splitlines()
+    _, exit_line, modules = out.stdout.splitlines()  # (the summary, on stdout)
     assert exit_line == "exit 0", out.stderr
     loaded = {m.split(".")[0] for m in modules.split()}
     assert not loaded & {"kopf", "kubernetes", "torch"}

@@ -41,7 +41,8 @@ def test_lint_prints_the_job_dag_diamond_maps_to():
     diamond = str(need(EXAMPLES / "dag-diamond.yaml"))
     r = runner.invoke(app, ["lint", diamond])
     assert r.exit_code == 0
-    head, *stages = r.stdout.splitlines()
+    head, *stages, summary = r.stdout.splitlines()
+    assert summary.startswith("1 Argo workflow(s) in 1 file(s)")
     assert "4 stages" in head and "4 edges" in head
     assert [line.split(":")[0].strip() for line in stages] == ["a", "b", "c", "d"]
     as_json = json.loads(runner.invoke(app, ["lint", "--json", diamond]).stdout)

@@ -29,6 +29,32 @@ pytestmark = pytest.mark.looptime
             ("", "give size (the task pods it runs at once; for a nodeSelector pool, the pods "),
         ),
         ({"size": 2, "resources": {"pods": 3}}, ("", "size is 2 but resources.pods is 3")),
+        # the API server refuses a fraction of an extended resource (issue 60, 14)
+        (
+            {"size": 2, "resources": {"nvidia.com/gpu": "0.5"}},
+            ("resources", "nvidia.com/gpu: '0.5' is not a whole number; Kubernetes counts"),
+        ),
+        # a capacity past 2^63 - 1 would be capped, every request 0 % of it (issue 60, 15)
+        (
+            {"size": 2, "resources": {"cpu": "1e400"}},
+            ("resources", "cpu=1e400 is beyond the largest quantity Kubernetes holds"),
+        ),
+        # label keys and values as the API server checks them (issue 60, 17)
+        (
+            {"nodeSelector": {"matchLabels": {"bad key!": "x"}}, "size": 2},
+            ("nodeSelector.matchLabels", "'bad key!' is not a label key; write a name"),
+        ),
+        (
+            {"nodeSelector": {"matchLabels": {"pool": "a b"}}, "size": 2},
+            ("nodeSelector.matchLabels", "'a b' (of label 'pool') is not a label value"),
+        ),
+        (
+            {
+                "nodeSelector": {"matchExpressions": [{"key": "x/y/z", "operator": "Exists"}]},
+                "size": 2,
+            },
+            ("nodeSelector.matchExpressions[0]", "'x/y/z' is not a label key"),
+        ),
         (
             {"size": 2, "resources": {"cpu": 4}, "nodeSelector": {}},
             ("", "give resources (a fixed capacity) or nodeSelector"),

@@ -590,3 +590,20 @@ async def test_the_pool_handler_tells_the_workflows_waiting_that_their_pool_cann
     (ready,) = patch["status"]["conditions"]
     assert (ready["status"], ready["reason"]) == ("False", "Invalid")
     assert h.kube.reasons("w") == ["PoolNotFound", "PoolInvalid"]
+
+
+def test_routing_says_a_pool_that_exists_but_cannot_run_for_every_kind():
+    """Issue 60, item 5, for Argo Workflows and Airflow runs too (one routing)."""
+    from idlegate.api.routing import ARGO_KIND, PoolInvalidError, PoolNotFoundError, route_workflow
+
+    argo = {"metadata": {"namespace": "ns", "labels": {"idlegate.io/pool": "x"}}}
+    with pytest.raises(PoolNotFoundError) as missing:
+        route_workflow(ARGO_KIND, argo, {}, [])
+    assert missing.value.reason == "PoolNotFound"
+    with pytest.raises(PoolInvalidError) as invalid:
+        route_workflow(ARGO_KIND, argo, {}, [], {"x": "spec.size must be at least 1."})
+    assert invalid.value.reason == "PoolInvalid" and str(invalid.value) == (
+        "ExecutorPool 'x' cannot run (spec.size must be at least 1): the workflow waits until "
+        "its spec is fixed (kubectl describe executorpool x), or label idlegate.io/pool names "
+        "another."
+    )

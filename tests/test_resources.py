@@ -58,6 +58,38 @@ def test_a_bad_quantity_is_a_sentence_naming_it(text):
         parse_quantity(text, "cpu")
 
 
+def test_a_huge_exponent_is_read_at_once():
+    # 10 ** 999999999 took minutes; past the cap, or below a milli-unit, is all it can be
+    assert parse_quantity("1e999999999") == MAX_QUANTITY * 1000
+    assert parse_quantity("5e-999999999") == 1
+    assert parse_quantity("0e999999999") == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # the API server requires whole pods and extended resources (issue 60, 14)
+        ("nvidia.com/gpu=0.5", r"--resources.nvidia.com/gpu: '0.5' is not a whole number"),
+        ("pods=1500m", r"--resources.pods: '1500m' is not a whole number; .* write 2 or more"),
+        # capped to 2^63 - 1 it was a pool of which every request is 0 % (issue 60, 15)
+        ("cpu=1e400", r"--resources: cpu=1e400 is beyond the largest quantity Kubernetes"),
+        ("memory=100Ei", r"--resources: memory=100Ei is beyond the largest quantity"),
+    ],
+)
+def test_a_capacity_is_whole_and_below_the_cap(text, message):
+    with pytest.raises(IdlegateError, match=message):
+        ResourceVector.parse(text)
+
+
+def test_a_request_of_a_fraction_of_an_extended_resource_is_refused():
+    with pytest.raises(IdlegateError, match=r"^example.com/fpga: 0.5 is not a whole number"):
+        ResourceVector.of({"example.com/fpga": 0.5}, "")
+    # native resources split: a fraction of a core, of memory, of a kubernetes.io/ resource
+    v = ResourceVector.of({"cpu": "0.5", "memory": "0.5", "kubernetes.io/x": "0.5"}, "")
+    assert v == ResourceVector({"cpu": 500, "memory": 1000, "kubernetes.io/x": 1000})
+    assert ResourceVector.of({"nvidia.com/gpu": "1000m"})["nvidia.com/gpu"] == 1000
+
+
 def test_negative_and_non_text_quantities_are_refused():
     with pytest.raises(IdlegateError, match=r"memory: '-1Gi' is negative"):
         parse_quantity("-1Gi", "memory")

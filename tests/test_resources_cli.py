@@ -70,6 +70,9 @@ def test_compare_records_the_resources(workflows):
         ("pods=3", "Error: the pool's resources say pods=3, but it has 10 executors"),
         # not a pods-only pool, quietly: the stages request CPU a pool of none never has
         ("cpu=0", "Error: --resources: cpu=0 is no capacity: a pool counts only the resources"),
+        # one GPU, quietly, and a pool in which every request was 0 % (issue 60, 14 and 15)
+        ("cpu=8,nvidia.com/gpu=0.5", "Error: --resources: nvidia.com/gpu: '0.5' is not a whole"),
+        ("cpu=1e400", "Error: --resources: cpu=1e400 is beyond the largest quantity Kubernetes"),
         # a misnamed resource would leave a pods-only pool, quietly
         (
             "gpu=1",
@@ -232,3 +235,24 @@ def test_fewer_pods_than_nodes_is_refused(workflows):
     assert "-k 330" in result.stderr
     fine = runner.invoke(app, [*args, "-k", "3", "--resources", "cpu=4,memory=32Gi"])
     assert fine.exit_code == 0, fine.output
+
+
+def test_a_stages_resources_field_is_named_as_in_the_file_with_resources_given(tmp_path):
+    # it read stages[0].--resources: the pool's flag was put for the stage's field (issue 60, 19)
+    path = tmp_path / "w.yaml"
+    path.write_text(WORKFLOWS.replace("cpu: 0.25", "cpu: abc"))
+    args = ["simulate", "-w", "file", "--file", str(path), "--resources", "cpu=4"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1
+    assert "(workflow #1): stages[0].resources: cpu: 'abc' is not a quantity" in result.stderr
+
+
+def test_nodes_past_the_limit_are_refused_at_once(workflows):
+    # --nodes 100000 ran for minutes in silence, placement scoring every node (issue 60, 20)
+    args = ["simulate", "-w", "file", "--file", workflows, "--resources", "cpu=8"]
+    result = runner.invoke(app, [*args, "--nodes", "1001", "-k", "100000"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith(
+        "Error: --nodes 1001 is more than the 1000 nodes the simulator places pods on"
+    )
+    assert runner.invoke(app, [*args, "--nodes", "1000", "-k", "1000"]).exit_code == 0

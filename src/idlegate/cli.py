@@ -152,7 +152,8 @@ def compare(
     --out gets compare.json, compare.md and jct_cdf.png; --json prints the comparison as
     JSON (summaries, runs, setting; no table).
     """
-    cmp, paths, elapsed = run_compare(CompareConfig(**config, options=options), out, ray)
+    settings = CompareConfig(**config, options=options)
+    cmp, paths, elapsed = run_compare(settings, out, ray, as_json=as_json)
     if as_json:
         typer.echo(json.dumps(cmp.to_dict(include_jct=False), indent=2))
         for p in paths.values():  # stdout stays one JSON document
@@ -236,7 +237,17 @@ def lint(
         typer.Option(
             "--pool-resources",
             help="Also check each stage's requests against a pool of these resources, "
-            "e.g. cpu=8,memory=32Gi,nvidia.com/gpu=2 (the simulator's --resources).",
+            "e.g. cpu=8,memory=32Gi,nvidia.com/gpu=2 (the operator's --pool-resources).",
+        ),
+    ] = None,
+    pool_nodes: Annotated[
+        str | None,
+        typer.Option(
+            "--pool-nodes",
+            help="The operator's --pool-nodes: a pool that follows the nodes this label "
+            "selector picks (pool=batch,gpu,!spot). Checked as the operator reads it; the "
+            "nodes are the cluster's, so no stage is checked against them (one that fits no "
+            "node waits, it is not Invalid). Not with --pool-resources.",
         ),
     ] = None,
     pod_security: Annotated[
@@ -265,11 +276,19 @@ def lint(
         from idlegate.api.podsecurity import NamespacePolicy, parse_service_accounts
 
         policy = NamespacePolicy(pod_security, parse_service_accounts(allowed_service_accounts))
+        from idlegate.api.pool_spec import LabelSelector, one_capacity
         from idlegate.sim.resources import ResourceVector
 
         resources = None
         if pool_resources is not None:
             resources = ResourceVector.parse(pool_resources, "--pool-resources")
+        if pool_nodes is not None:
+            if resources is not None:
+                raise IdlegateError(one_capacity("--pool-resources", "--pool-nodes"))
+            try:
+                LabelSelector.parse(pool_nodes)
+            except IdlegateError as exc:
+                raise IdlegateError(f"--pool-nodes: {exc}") from None
         report = lint_paths(files, pool_size=pool_size, policy=policy, pool_resources=resources)
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2))
@@ -278,9 +297,11 @@ def lint(
             typer.echo("\n".join(job.lines()))
         for problem in report.problems:
             typer.echo(str(problem))
+        # the whole report on stdout, where `lint ... > report.txt` keeps it; stderr is
+        # for errors of the command
         for note in report.notes:
-            typer.echo(f"note: {note}", err=True)
-        typer.echo(report.summary(), err=True)
+            typer.echo(f"note: {note}")
+        typer.echo(report.summary())
     if not report.ok:
         raise typer.Exit(1)
 
@@ -486,9 +507,11 @@ def history_alibaba(
     Terminated a workflow, arriving at its first task's start, each task a stage of its
     instances running its measured span; replay it with simulate -w file (docs/workloads.md)."""
     with user_errors():
+        from idlegate.evaluation.console import stderr_progress
         from idlegate.sim.history import history_text, read_batch_tasks, write_history
 
-        found = read_batch_tasks(batch_tasks)
+        with stderr_progress(batch_tasks.name, None) as bar:
+            found = read_batch_tasks(batch_tasks, bar)
         if not found.workflows:
             raise IdlegateError(
                 f"{batch_tasks}: no job could be converted ({found.summary()}); a part cut "

@@ -3,7 +3,21 @@
 A task pod says which workflow, stage and task it belongs to (labels), which attempt it is
 and, once released, which executor slot it runs on (annotations). It is created with the
 scheduling gate :data:`GATE`, which only the operator removes.
+
+A label's key and value follow the API server's rules (`label_problem`): a key is a name
+of at most 63 characters (alphanumerics, '-', '_', '.', starting and ending with an
+alphanumeric), optionally after a DNS subdomain prefix of at most 253 and '/'; a value
+is empty or such a name.
 """
+
+from __future__ import annotations
+
+import re
+
+from idlegate.sim.spec import DNS_SUBDOMAIN_PATTERN
+
+_LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+_PREFIX = re.compile(DNS_SUBDOMAIN_PATTERN)
 
 GATE = "idlegate.io/release"
 """The scheduling gate the operator puts on every task pod and removes to release it."""
@@ -16,6 +30,11 @@ ANNOTATION_EXECUTOR = "idlegate.io/executor"
 """The executor slot (0 .. pool-1) the task was released on; set with the gate removal."""
 HOSTNAME = "kubernetes.io/hostname"
 """The node label a released pod's nodeSelector pins it to its node by (a pool on nodes)."""
+LABEL_POOL = "idlegate.io/pool"
+"""Label on an Argo Workflow or an Airflow worker pod: the ExecutorPool it runs in (a
+DagWorkflow names it in spec.pool; :mod:`idlegate.api.routing`)."""
+LABEL_QUEUE = "idlegate.io/queue"
+"""Label on a workflow of any kind: the queue it asks for (:mod:`idlegate.api.routing`)."""
 LABEL_CRON = "idlegate.io/cron-workflow"
 """Label on each run of a DagCronWorkflow: the name of the cron workflow that started it."""
 ANNOTATION_SCHEDULED = "idlegate.io/scheduled-time"
@@ -23,3 +42,25 @@ ANNOTATION_SCHEDULED = "idlegate.io/scheduled-time"
 DEFAULT_SERVICE_ACCOUNT = "default"
 """Task pods run as this service account, without a token, unless the template names one
 the namespace allows (:mod:`idlegate.api.podsecurity`)."""
+
+
+def label_problem(key: str, value: str | None = None) -> str | None:
+    """What is wrong with label `key` (and `value`, when given), as the API server would
+    refuse it; None when both are valid."""
+    prefix, _, name = key.rpartition("/")
+    if (
+        not _LABEL_NAME.fullmatch(name)
+        or len(name) > 63
+        or ("/" in key and (not _PREFIX.match(prefix) or len(prefix) > 253))
+    ):
+        return (
+            f"{key!r} is not a label key; write a name of at most 63 letters, digits, '-', "
+            "'_' or '.', starting and ending with a letter or digit, optionally after a DNS "
+            "prefix and '/' (e.g. pool, example.com/tier)"
+        )
+    if value is not None and value and (not _LABEL_NAME.fullmatch(value) or len(value) > 63):
+        return (
+            f"{value!r} (of label {key!r}) is not a label value; write at most 63 letters, "
+            "digits, '-', '_' or '.', starting and ending with a letter or digit, or nothing"
+        )
+    return None

@@ -84,7 +84,7 @@ from idlegate.api.crd import (
 from idlegate.api.cron_spec import check_cron_name, cron_spec_problems
 from idlegate.api.lint_airflow import AirflowLintJob, lint_airflow
 from idlegate.api.lint_argo import ArgoDocument, ArgoLintJob, lint_argo
-from idlegate.api.lint_pools import WAITS, InPools
+from idlegate.api.lint_pools import WAITS, InPools, check_pool_requested
 from idlegate.api.lint_render import PoolFactory, linted_pool
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.pool_spec import DEFAULT_POOL, pool_problems
@@ -629,6 +629,7 @@ class _Linter:
                 spec, name = record.spec, record.name
             else:
                 spec, name = parse_workflow(obj, "workflow"), None
+            self.in_pools.requests(spec)
             if self.pool_size is not None or self.resources is not None:  # as a DagWorkflow's
                 pool = linted_pool(self.pool_size, self.resources)
                 pool.add_job(Dag.from_spec(spec), 0.0, f"workflow {name or '#' + str(index)}")
@@ -699,6 +700,7 @@ class _Linter:
         self._metadata(source, index, item, obj.get("metadata"), meant)
         if _text(kind) and kind.lower() == CRON_KIND.lower():  # miscased: still checked as one
             self.report.cron_workflows += 1
+            self.in_pools.cron(obj)
             found = cron_problems(obj, self.pool_size, self.policy, self.resources)
         elif _text(kind) and kind.lower() == POOL_KIND.lower():
             self.report.pools += 1
@@ -778,6 +780,7 @@ def lint_paths(
         if not documents and not any(p.file == source.name for p in report.problems):
             report.notes.append(Note(source.name, "holds no document; nothing to check"))
     _add_argo(report, linter.argo, linter.pool())
+    check_pool_requested(linter.in_pools, [*report.argo_jobs, *report.airflow_jobs], pool_resources)
     report.notes.extend(Note(f, text, i, j, WAITS) for (f, i, j), text in linter.in_pools.waits())
     return report
 

@@ -7,6 +7,10 @@ of the pool with ``PoolReady=False``, reason ``PoolTooSmall``, until the pool is
 not ``Invalid``, so lint says it as a note (exit 0), with what the operator would say.
 A pool lint cannot parse is a problem of its own (`pool_problems`) and checks nothing here;
 a pool not among the inputs is the cluster's, unknown offline.
+
+It also gathers the resources the linted stages request (`InPools.asked`), for the check
+that ``--pool-resources`` names one of them, as ``simulate --resources`` does
+(`check_pool_requested`).
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from idlegate.api.lint_render import linted_pool
 from idlegate.api.pool_spec import DEFAULT_POOL, ExecutorPoolSpec, parse_pool_spec
 from idlegate.errors import IdlegateError
 from idlegate.sim.dag import Dag
-from idlegate.sim.spec import parse_workflow
+from idlegate.sim.resources import ResourceVector, check_requested
+from idlegate.sim.spec import WorkflowSpec, parse_workflow
 
 WAITS = "PoolTooSmall"
 """The reason of such a note (the condition's), which also keeps it from the skipped."""
@@ -35,6 +40,22 @@ class InPools:
 
     pools: dict[str, ExecutorPoolSpec] = field(default_factory=dict)
     workflows: list[tuple[Where, Mapping[str, Any]]] = field(default_factory=list)
+    asked: set[str] = field(default_factory=set)
+    """The resources the stages of the linted workflows request."""
+    stages: int = 0
+    """Stages of the linted workflows seen (parsed)."""
+
+    def requests(self, spec: WorkflowSpec | Any) -> None:
+        """Gather what the stages of `spec` (a parsed one, or a manifest's) request."""
+        with suppress(IdlegateError):  # (a spec that does not parse is its own problem)
+            parsed = spec if isinstance(spec, WorkflowSpec) else parse_workflow(spec, "spec")
+            self.stages += len(parsed.stages)
+            self.asked.update(n for s in parsed.stages for n in s.demand)
+
+    def cron(self, obj: Mapping[str, Any]) -> None:
+        spec = obj.get("spec")
+        if isinstance(spec, Mapping) and "workflowSpec" in spec:
+            self.requests(spec["workflowSpec"])
 
     def pool(self, obj: Mapping[str, Any]) -> None:
         meta = obj.get("metadata")
@@ -45,6 +66,7 @@ class InPools:
 
     def workflow(self, where: Where, obj: Mapping[str, Any]) -> None:
         spec = obj.get("spec")
+        self.requests(spec)
         pool = spec.get("pool") if isinstance(spec, Mapping) else None
         if isinstance(pool, str) and pool != DEFAULT_POOL:
             self.workflows.append((where, obj))
@@ -69,3 +91,14 @@ class InPools:
                     f"in ExecutorPool {pool_name!r}, {exc}: the operator holds the workflow "
                     "out of the pool (PoolReady=False, PoolTooSmall) until the pool is resized",
                 )
+
+
+def check_pool_requested(in_pools: InPools, jobs: list[Any], pool: ResourceVector | None) -> None:
+    """IdlegateError when `pool` (``--pool-resources``) names no resource that a linted
+    stage requests, of the workflows in `in_pools` or the mapped Argo and Airflow `jobs`
+    (`sim.resources.check_requested`); nothing to say with no stage linted."""
+    demands = [s.demand for job in jobs for s in job.job.live_stages]
+    if pool is None or not (in_pools.stages or demands):
+        return
+    asked = in_pools.asked.union(*demands)
+    check_requested(pool, asked, "the linted workflows", "give them requests")

@@ -29,6 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from idlegate.api.labels import label_problem
 from idlegate.api.status import Condition, Conditions, generation_of
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim.resources import MILLI, ResourceVector, binary_units, format_quantities
@@ -73,6 +74,14 @@ class Requirement(BaseModel):
             raise ValueError(f"{self.operator} takes no values (key {self.key!r})")
         return self
 
+    @model_validator(mode="after")
+    def _valid_labels(self) -> Requirement:
+        for value in self.values or (None,):
+            problem = label_problem(self.key, value)
+            if problem is not None:
+                raise ValueError(problem)
+        return self
+
     def matches(self, labels: Mapping[str, str]) -> bool:
         present = self.key in labels
         if self.operator is Operator.EXISTS:
@@ -100,11 +109,27 @@ class LabelSelector(BaseModel):
         description="Requirements the object's labels must meet.",
     )
 
+    @field_validator("match_labels")
+    @classmethod
+    def _valid_labels(cls, labels: dict[str, str]) -> dict[str, str]:
+        for key, value in labels.items():
+            problem = label_problem(key, value)
+            if problem is not None:
+                raise ValueError(problem)
+        return labels
+
     @classmethod
     def parse(cls, text: str) -> LabelSelector:
         """A selector in kubectl's ``-l`` syntax: ``pool=batch,tier in (a,b),gpu,!spot``
         (``=``/``==``, ``!=``, ``in``, ``notin``, a key alone: it exists, ``!key``: it does
         not); empty: every object. IdlegateError for a part it cannot read."""
+        try:
+            return cls._parse(text)
+        except ValidationError as exc:  # (a key or value the API server would refuse)
+            raise IdlegateError(exc.errors()[0]["msg"].removeprefix("Value error, ")) from None
+
+    @classmethod
+    def _parse(cls, text: str) -> LabelSelector:
         labels: dict[str, str] = {}
         requirements: list[Requirement] = []
         for part in _SELECTOR_PART.findall(text):
@@ -152,6 +177,15 @@ _SELECTOR_TERM = re.compile(
     r"(?P<not>!)?\s*(?P<key>[A-Za-z0-9][-A-Za-z0-9_./]*)"
     r"(?:\s*(?P<op>==|!=|=|\s+in\s+|\s+notin\s+)\s*(?P<value>\([^)]*\)|[-A-Za-z0-9_.]*))?"
 )
+
+
+def one_capacity(resources: str, nodes: str) -> str:
+    """The sentence for a pool given both a fixed capacity (`resources`: the field or
+    flag) and nodes to follow (`nodes`): an ExecutorPool's, the operator's, lint's."""
+    return (
+        f"give {resources} (a fixed capacity) or {nodes} (the capacity of the nodes it "
+        "selects), not both"
+    )
 
 
 def selects(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:
@@ -222,7 +256,7 @@ class ExecutorPoolSpec(BaseModel):
         # a zero is no capacity, not a resource the pool leaves uncounted
         if value is None:
             return value
-        vector = ResourceVector.validated(value)
+        vector = ResourceVector.validated(value, capacity=True)
         zero = next((k for k in value if k not in vector), None)  # type: ignore[union-attr]
         if zero is not None:
             given = value[zero]  # type: ignore[index]
@@ -238,10 +272,7 @@ class ExecutorPoolSpec(BaseModel):
     def _executors(self) -> ExecutorPoolSpec:
         pods = self.capacity["pods"] // MILLI if self.capacity is not None else 0
         if self.resources is not None and self.node_selector is not None:
-            raise ValueError(
-                "give resources (a fixed capacity) or nodeSelector (the capacity of the "
-                "nodes it selects), not both"
-            )
+            raise ValueError(one_capacity("resources", "nodeSelector"))
         if self.size is None and not pods:
             raise ValueError(
                 "give size (the task pods it runs at once; for a nodeSelector pool, the pods "

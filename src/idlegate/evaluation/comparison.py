@@ -43,7 +43,7 @@ from idlegate.sim.metrics import (
 )
 from idlegate.sim.pool import identical_nodes
 from idlegate.sim.protocol import PodsGate, Scheduler
-from idlegate.sim.resources import ResourceVector
+from idlegate.sim.resources import ResourceVector, check_requested
 from idlegate.sim.workloads import build_workload, workload_kind
 
 __all__ = [
@@ -120,9 +120,9 @@ class WorkloadOptions(Config):
     cpu=8,memory=32Gi,nvidia.com/gpu=2: a task starts only where its stage's requests fit
     (workflow files state them). Unset: a pods-only pool of -k/--executors."""
     nodes: int | None = Field(None, ge=1)
-    """The cluster is this many nodes, each of --resources (then one node's allocatable),
-    sharing -k's pods: a task starts only where it fits one node, on the one it fills
-    most (packing, as the operator's pool of nodes places one). Unset: the
+    """The cluster is this many nodes (at most 1000), each of --resources (then one node's
+    allocatable), sharing -k's pods: a task starts only where it fits one node, on the one
+    it fills most (packing, as the operator's pool of nodes places one). Unset: the
     pool is one bin of --resources."""
     extra: Annotated[dict[str, Any], Flag("--option", "-o")] = Field(default_factory=dict)
     """Any other workload option as KEY=VALUE (repeatable), e.g. size_distribution=pareto,
@@ -130,7 +130,7 @@ class WorkloadOptions(Config):
 
     def to_kwargs(self) -> dict[str, Any]:
         """The options that were given, as ``build_workload`` keyword arguments."""
-        given = self.model_dump(exclude={"extra", "resources", "nodes"}, exclude_none=True)
+        given = self.model_dump(exclude=_NOT_THE_WORKLOADS, exclude_none=True)
         out = {k: str(v) if isinstance(v, Path) else v for k, v in given.items()}
         clash = sorted(set(out) & set(self.extra))
         if clash:
@@ -148,16 +148,26 @@ class WorkloadOptions(Config):
         try:
             yield
         except IdlegateError as exc:
-            given = self.model_dump(exclude={"extra"}, exclude_none=True)
+            # the pool's options are not the workload's: `resources` in a message is a
+            # stage's field (stages[0].resources), never --resources
+            given = self.model_dump(exclude=_NOT_THE_WORKLOADS, exclude_none=True)
             fields = type(self).model_fields
             names = {f: flag_text(f, fields[f]) for f in given}
-            missing = set(fields) - set(given) - set(self.extra) - {"extra"}
+            missing = set(fields) - set(given) - set(self.extra) - _NOT_THE_WORKLOADS
             for f in sorted(missing):
                 flag = flag_text(f, fields[f])
                 names[f"{f}: Field required"] = (
                     f"{flag}: Field required (the workload needs it: give {flag.split('/')[-1]})"
                 )
             raise renamed(exc, names) from None
+
+
+MAX_NODES = 1000
+"""The most nodes of ``--nodes``: every placement scores each node, so a run's time grows
+with nodes × tasks (docs/resources.md measures it)."""
+
+_NOT_THE_WORKLOADS = {"extra", "resources", "nodes"}
+"""WorkloadOptions' fields that are no option of the workload's (`to_kwargs`)."""
 
 
 def parse_list(values: Any) -> Any:
@@ -296,6 +306,12 @@ def build(workload: str, seed: int, options: WorkloadOptions | None = None) -> W
     _check_requested(built, options.resources)
     if options.nodes is None:
         return replace(built, resources=options.resources)
+    if options.nodes > MAX_NODES:
+        raise IdlegateError(
+            f"--nodes {options.nodes} is more than the {MAX_NODES} nodes the simulator places "
+            "pods on (each placement looks at every node: 1000 take about 11 s a run of 100 "
+            "jobs, docs/resources.md); simulate a share of the cluster, its -k scaled alike"
+        )
     if options.nodes > built.num_executors:
         raise IdlegateError(
             f"--nodes {options.nodes} share the pool's {built.num_executors} pods (-k), so "
@@ -308,19 +324,14 @@ def build(workload: str, seed: int, options: WorkloadOptions | None = None) -> W
 
 
 def _check_requested(workload: Workload, pool: ResourceVector) -> None:
-    """IdlegateError when no stage of `workload` requests any resource `pool` names: such
-    a pool counts its pods only, which is a forgotten ``-o requests=true`` or a misnamed
-    resource (``gpu`` for ``nvidia.com/gpu``), not a sizing."""
-    names = sorted(n for n in pool if n != "pods")
-    asked = {n for j in workload.jobs for d in j.dag.demands for n in d if n != "pods" and d[n]}
-    if not names or asked.intersection(names):
-        return
-    they = f"they request {', '.join(sorted(asked))}" if asked else "they request nothing"
-    raise IdlegateError(
-        f"the pool counts {' and '.join(names)} but no stage of {workload.name} requests "
-        f"any ({they}), so it would count its pods only; name a resource the stages "
-        "request, give the workload requests (k8s-batch, argo-shapes, airflow-shapes: "
-        "-o requests=true), or leave the pool's resources out"
+    """`check_requested` on the stages of `workload`: a pool none of whose resources they
+    request is a forgotten ``-o requests=true`` or a misnamed resource."""
+    asked = {n for j in workload.jobs for d in j.dag.demands for n in d if d[n]}
+    check_requested(
+        pool,
+        asked,
+        workload.name,
+        "give the workload requests (k8s-batch, argo-shapes, airflow-shapes: -o requests=true)",
     )
 
 

@@ -1,5 +1,5 @@
 """What `idlegate compare` and `idlegate evaluate` print: rich tables and a progress bar on
-stderr (shown only on a terminal), and `run_cli`, evaluate's run-print-write sequence.
+stderr (shown only on a terminal, and not for --json: `stderr_progress`), and `run_cli`, evaluate's run-print-write sequence.
 """
 
 from __future__ import annotations
@@ -192,9 +192,11 @@ def _left(round_: Mapping[str, Any]) -> str:
 
 @contextmanager
 def stderr_progress(
-    description: str, total: int | None
+    description: str, total: int | None, *, as_json: bool = False
 ) -> Iterator[Callable[[int, int, str], None]]:
-    """A rich progress bar on stderr (shown only on a terminal); yields `update(done, total, what)`."""
+    """A rich progress bar on stderr; yields `update(done, total, what)`. Shown only on a
+    terminal: both standard output and stderr one, and not for --json (`as_json`), so
+    that piped or machine output is the result alone, byte for byte."""
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -213,7 +215,7 @@ def stderr_progress(
         TextColumn("{task.fields[last]}"),
         console=err,
         transient=True,
-        disable=not err.is_terminal,
+        disable=as_json or not (err.is_terminal and Console().is_terminal),
     ) as bar:
         task = bar.add_task(description, total=total, last="")
 
@@ -291,18 +293,19 @@ def run_cli(config: EvaluateConfig, out: Path | None, ray: str | None = None) ->
 
 
 def run_compare(
-    config: CompareConfig, out: Path | None, ray: str | None = None
+    config: CompareConfig, out: Path | None, ray: str | None = None, *, as_json: bool = False
 ) -> tuple[Comparison, dict[str, Path], float]:
-    """`idlegate compare`'s runs, with a progress bar on stderr; the reports written to
-    `out` (None: none). Returns the comparison, the written paths and the wall seconds
-    (Ray's start-up included). `ray` (``auto`` or a cluster address) runs the
-    simulations on Ray instead of ``config.jobs`` local processes."""
+    """`idlegate compare`'s runs, with a progress bar on stderr (`stderr_progress`; none
+    for --json, `as_json`); the reports written to `out` (None: none). Returns the
+    comparison, the written paths and the wall seconds (Ray's start-up included). `ray`
+    (``auto`` or a cluster address) runs the simulations on Ray instead of
+    ``config.jobs`` local processes."""
     if out is not None:
         check_out_dir(out)  # fail before the runs, not after
     start = time.perf_counter()
     runs = len(config.schedulers) * config.seeds
     pool = open_runs_pool(min(config.jobs, runs), ray)
-    with pool, stderr_progress("simulating", runs) as update:
+    with pool, stderr_progress("simulating", runs, as_json=as_json) as update:
         cmp = run_comparison(
             config,
             lambda done, total, name, seed: update(done, total, f"{name} seed {seed}"),

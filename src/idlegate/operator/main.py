@@ -263,7 +263,7 @@ class Operator:
 
     def post(self, owner: Owner, type_: str, reason: str, message: str) -> None:
         """Post an Event on `owner` (through the applier, as every write)."""
-        self.bridge.carry([PostEvent(owner, type_, reason, message)])
+        self.pools.carry([PostEvent(owner, type_, reason, message)])
 
     def report(self, notice: Notice) -> None:
         """An Event of the operator's own on its Pod (outside a Pod: logged only)."""
@@ -275,11 +275,15 @@ class Operator:
     ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
         """A workflow's task pods and its namespace as kopf's indexes hold them (None: the
         namespace is not seen yet), as plain dicts."""
-        meta, (task_pods, namespaces) = body.get("metadata") or {}, self.indexes
+        meta, task_pods = body.get("metadata") or {}, self.indexes[0]
         namespace = meta.get("namespace", "")
         pods = [plain(pod) for pod in task_pods.get((namespace, meta.get("name", "")), ())]
-        found = [plain(ns) for ns in namespaces.get(namespace, ())]
-        return pods, found[0] if found else None
+        return pods, self.namespace(namespace)
+
+    def namespace(self, name: str) -> dict[str, Any] | None:
+        """Namespace `name` as kopf's index holds it (None: not seen yet), as a plain dict."""
+        found = [plain(ns) for ns in self.indexes[1].get(name, ())]
+        return found[0] if found else None
 
     def cached(self) -> intake.Cached | None:
         """The task pods and namespaces of kopf's indexes; None until kopf filled them."""
@@ -578,7 +582,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
         if operator.ready:
             pending = operator.pools.watch.unschedulable(event["object"])
             if pending is not None:
-                operator.bridge.carry([pending])
+                operator.pools.carry([pending])
             operator.pools.room_soon()
 
     # -- DagWorkflows and their pods ------------------------------------------------------------
@@ -612,13 +616,13 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
         if operator.standby:  # (its election's rebuild reads every workflow as it is then)
             return
         if type == "DELETED" or meta.get("deletionTimestamp"):
-            operator.bridge.carry(operator.bridge.cleanup.forget(meta.get("uid")))
+            operator.pools.carry(operator.pools.cleanup.forget(meta.get("uid")))
             operator.pools.handle(
                 Forget(meta.get("namespace", ""), meta.get("name", ""), meta.get("uid"))
             )
         elif status.get("phase") in FINISHED:
             pods = operator.indexed(body)[0]
-            operator.bridge.carry(operator.pools.cleanup.seen(plain(body), pods))  # TTL, pod GC
+            operator.pools.carry(operator.pools.cleanup.seen(plain(body), pods))  # TTL, pod GC
 
     @kopf.on.event(
         "v1", "pods", registry=registry, id="pod-events", labels={LABEL_WORKFLOW: kopf.PRESENT}

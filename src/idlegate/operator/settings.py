@@ -19,7 +19,7 @@ from pydantic import (
 )
 
 from idlegate.api.podsecurity import DEFAULT_LEVEL, Level
-from idlegate.api.pool_spec import LabelSelector
+from idlegate.api.pool_spec import LabelSelector, one_capacity
 from idlegate.api.status import MAX_MEASURED
 from idlegate.config import Config, Flag
 from idlegate.errors import IdlegateError
@@ -314,10 +314,7 @@ class Settings(Config):
     @model_validator(mode="after")
     def _pool_pods(self) -> Settings:
         if self.pool_nodes is not None and self.pool_resources is not None:
-            raise ValueError(
-                "give --pool-resources (a fixed capacity) or --pool-nodes (the capacity of the "
-                "nodes it selects), not both"
-            )
+            raise ValueError(one_capacity("--pool-resources", "--pool-nodes"))
         pods = self.pool_resources["pods"] if self.pool_resources is not None else 0
         if pods and pods != self.pool_size * MILLI:
             raise ValueError(

@@ -27,6 +27,7 @@ from idlegate.policy.lookahead import make_lookahead, planner_config
 from idlegate.policy.portfolio import make_portfolio, portfolio_config, portfolio_model_files
 from idlegate.policy.rigid import RIGID_SCHEDULERS, make_rigid
 from idlegate.policy.spec import SchedulerSpec
+from idlegate.sim.admission import Admitted
 from idlegate.sim.protocol import PodsGate, Scheduler
 
 SCHEDULERS["analytic"] = make_analytic
@@ -125,6 +126,15 @@ def _pods_gate(spec: SchedulerSpec, keywords: dict[str, Any]) -> Scheduler:
     return PodsGate(make_scheduler(spec.base), pods)
 
 
+def _admission(spec: SchedulerSpec, keywords: dict[str, Any]) -> Scheduler:
+    """``admission?mode=MODE:BASE`` (`idlegate.sim.admission.Admitted`)."""
+    reject_unknown(keywords, ["mode"], "admission")
+    if spec.base is None or spec.base.kind == "admission":
+        raise IdlegateError(f"{spec} needs one base scheduler, e.g. admission?mode=kueue:fifo")
+    mode = keywords.get("mode", "queues")  # (``mode=none`` reads as None)
+    return Admitted(make_scheduler(spec.base), "none" if mode is None else str(mode))
+
+
 def resolve_default(spec: SchedulerSpec) -> SchedulerSpec:
     """`spec`, or for ``default?K=V`` the `DEFAULT_SCHEDULER` it stands for with ``K=V``
     as its options (over the default's own): ``default?window=100`` is
@@ -159,6 +169,8 @@ def make_scheduler(spec: SchedulerSpec | str, /, **params: Any) -> Scheduler:
     keywords = s.keywords(params)
     if s.kind == "pods-gate":
         return _pods_gate(s, keywords)
+    if s.kind == "admission":
+        return _admission(s, keywords)
     if s.kind == "learned":
         return make_learned(s.argument or "", **keywords)
     if s.base is not None:  # analytic:BASE
@@ -201,7 +213,7 @@ def check_params(spec: SchedulerSpec | str) -> None:
         _window(rest.pop("window", None), rest)
     elif s.kind == "portfolio":
         portfolio_config(s, {})
-    elif s.kind == "pods-gate" and s.base is not None:
+    elif s.kind in ("pods-gate", "admission") and s.base is not None:
         make_scheduler(replace(s, base=SchedulerSpec("fifo")))  # its own parameters
         check_params(s.base)
     elif s.kind not in ("window", "inspect"):

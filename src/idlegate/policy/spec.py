@@ -38,6 +38,10 @@ and five kinds whose argument is another spec, the BASE:
   ``--resources``, the kube-scheduler placing the pods it releases (`idlegate.sim.gate`);
   ``pods-gate?pods=N:BASE`` gives the pool's size, else it is the cluster's CPUs over the
   mean CPU request.
+* ``admission?mode=MODE:BASE``: in the simulator, BASE behind another admission of the
+  workload's queues (`idlegate.sim.admission`): ``queues`` (idlegate's, what a workload
+  with queues gets anyway), ``kueue`` (whole workflows against quota, BestEffortFIFO),
+  ``drf`` (plain dominant-resource fairness) or ``none`` (one queue, today's pool).
 
 **Parameters** ``?KEY=VALUE&KEY=VALUE`` belong to the spec they follow. A spec that wraps
 a BASE ends with that BASE, so its own parameters come right after its kind:
@@ -71,7 +75,7 @@ from idlegate.errors import IdlegateError
 
 PATH_KINDS: Final = ("learned", "window", "strict", "easy")
 """Kinds whose argument is a text: a model path or a priority order."""
-BASE_KINDS: Final = ("analytic", "lookahead", "reject", "inspect", "pods-gate")
+BASE_KINDS: Final = ("analytic", "lookahead", "reject", "inspect", "pods-gate", "admission")
 """Kinds whose argument is another spec (``inspect``: a model path, then the spec)."""
 _NEEDS: Final = {
     "learned": "a path, e.g. learned:default",
@@ -83,6 +87,7 @@ _NEEDS: Final = {
     "reject": "a base, e.g. reject:easy:sjf",
     "inspect": "a model and a base, e.g. inspect:out/insp.onnx:easy:sjf",
     "pods-gate": "a base scheduler, e.g. pods-gate:default",
+    "admission": "a base scheduler, e.g. admission?mode=kueue:fifo",
 }
 
 _LABEL: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")

@@ -11,10 +11,11 @@ Semantics (mode ``queues``, idlegate's; the queues are `idlegate.sim.queues.Queu
 
 * *Usage* U_q is the demand (a pod each, plus what the pool counts beyond pods) of the
   queue's running tasks. A queue is *hungry* while it has a runnable stage.
-* A queue's *claim* on the cohort is max(U_q, N_q) while hungry, else max(U_q, N_q − L_q)
-  (N: nominal, L: lending limit, all of N when absent): idle quota is lent, and comes back
-  by not starting further borrowed tasks once its owner is hungry. Running tasks are never
-  stopped (no preemption).
+* A queue's *claim* on the cohort is max(U_q, min(N_q, U_q + P_q), N_q − L_q) (N:
+  nominal, L: lending limit, all of N when absent; P: the demand of its ready tasks not
+  started): idle quota is lent, and comes back, as far as its owner's ready tasks need
+  it, by not starting further borrowed tasks. Running tasks are never stopped (no
+  preemption).
 * A task of queue q with demand a may start *within its nominal quota* if U_q + a ≤ N_q,
   and *borrowing* if U_q + a ≤ N_q + B_q (B: borrowing limit) and Σ_{r≠q} claim_r + U_q + a
   fits the cohort (the pool's capacity, or the quotas' sum if smaller), on every resource
@@ -39,11 +40,11 @@ Semantics (mode ``queues``, idlegate's; the queues are `idlegate.sim.queues.Queu
 Baselines, for `compare` (``admission?mode=…:BASE``):
 
 * ``kueue``: a workflow is admitted whole (Kueue's Workload): it reserves its widest
-  stage's demand (all its tasks at once) against its queue's nominal quota plus what it
-  may borrow, in arrival order with later ones admitted when the head does not fit
-  (BestEffortFIFO); its tasks start only within its reservation, in the policy's order.
-  Generous to Kueue: a whole-workflow reservation of every pod could never admit a
-  workflow wider than its quota.
+  stage's demand (all its tasks at once, at most its queue's nominal quota) against its
+  queue's nominal quota plus what it may borrow, in arrival order with later ones
+  admitted when the head does not fit (BestEffortFIFO); its tasks start only within its
+  reservation, in the policy's order. Generous to Kueue: a reservation of every pod of a
+  workflow could never admit one wider than its quota.
 * ``drf``: plain dominant-resource fairness across queues: one task per question, for
   the queue with a startable stage of the lowest weighted dominant share; no quotas.
 """
@@ -125,6 +126,7 @@ class Admission:
         self.weight = [q.weight for q in queues]
         self.priority = [q.priority for q in queues]
         self.bound = [q.wait_bound for q in queues]
+        self.bounded = any(b < inf for b in self.bound)
         self.used = [[0.0] * len(dims) for _ in queues]
         self.since: dict[Stage, float] = {}
         """Each waiting stage's oldest ready task: when it began to wait."""
@@ -137,6 +139,9 @@ class Admission:
         )
         self._last = 0.0
         self._waiting: list[bool] = [False] * len(queues)
+        self._pending: list[list[float]] = [[0.0] * len(dims) for _ in queues]
+        """Per queue, the demand of its ready tasks not started (what a hungry queue
+        claims back of its nominal quota)."""
         self._visible: dict[Stage, int] | None = None
         """The open question's visible stages and how many tasks each may start."""
         self._forced: Decision | None = None
@@ -234,16 +239,25 @@ class Admission:
         self._tick(now)
         since = self.since
         waiting = [False] * len(self.queues)
+        pending = [[0.0] * len(self.dims) for _ in self.queues]
         for job in cluster.jobs:
-            for stage in job.runnable:
-                if stage not in since:
-                    since[stage] = now
-                waiting[job.queue] = True
+            if job.runnable:
+                q = job.queue
+                waiting[q] = True
+                for stage in job.runnable:
+                    if stage not in since:
+                        since[stage] = now
+                    left = stage.available - stage.launched
+                    pending[q] = [
+                        p + a * left for p, a in zip(pending[q], self.demand(stage), strict=True)
+                    ]
+        self._pending = pending
+        if not self.bounded:
+            self._waiting = waiting
+            return
         for stage, t in list(since.items()):
             job = stage.job
-            if job.finish is not None or stage.launched >= stage.available:
-                del since[stage]
-            elif stage.idle_until is not None and now - t > self.bound[job.queue]:
+            if stage.idle_until is not None and now - t > self.bound[job.queue]:
                 cluster.idle_expired(stage, now)  # (a deliberate wait ends at the bound)
                 waiting[job.queue] = True
         self._waiting = waiting
@@ -251,6 +265,11 @@ class Admission:
     def next_bound(self) -> float:
         """The next time a waiting task passes its bound (inf: none will), for the driver's
         timer: an overdue task that fits starts then even if nothing else happens."""
+        since = self.since
+        for stage in [s for s in since if s.job.finish is not None or s.launched >= s.available]:
+            del since[stage]
+        if not self.bounded:
+            return inf
         now, bound = self._last, self.bound
         times = [t + bound[s.job.queue] for s, t in self.since.items()]
         return min((t for t in times if t > now), default=inf)
@@ -286,8 +305,10 @@ class Admission:
         """Per queue, Σ of the other queues' claims on the cohort, per resource."""
         claim = [
             [
-                max(u, n if self._waiting[q] else k) if n != inf else u
-                for u, n, k in zip(self.used[q], self.nominal[q], self.keep[q], strict=True)
+                max(u, min(n, u + p), k) if n != inf else u
+                for u, n, k, p in zip(
+                    self.used[q], self.nominal[q], self.keep[q], self._pending[q], strict=True
+                )
             ]
             for q in range(len(self.queues))
         ]
@@ -300,14 +321,19 @@ class Admission:
         nominal: dict[Stage, int] = {}
         borrow: dict[int, dict[Stage, int]] = {}
         overdue: list[tuple[float, Stage, int, int]] = []
+        entitled: dict[tuple[int, Any], tuple[int, int]] = {}
+        since, bound = self.since, self.bound
         for job in cluster.jobs:
             q = job.queue
             for stage in job.runnable:
-                a = self.demand(stage)
-                within, total = self._entitled(q, a, claims[q])
+                key = (q, None if stage.need is None else stage.need.amounts)
+                got = entitled.get(key)
+                if got is None:
+                    got = entitled[key] = self._entitled(q, self.demand(stage), claims[q])
+                within, total = got
                 need = stage.available - stage.launched if stage.gang else 1
-                t = self.since.get(stage, now)
-                if now - t > self.bound[q]:
+                t = since.get(stage, now)
+                if now - t > bound[q]:
                     overdue.append((t, stage, total, need))
                 if within >= need:
                     nominal[stage] = within
@@ -435,12 +461,10 @@ class Admission:
 
     def _width(self, job: Job) -> list[float]:
         """Kueue mode: a workflow's reservation, its widest stage's demand (all its tasks),
-        at most what its queue may ever use."""
+        at most its queue's nominal quota (as a user sizes a workflow's parallelism to fit
+        it: a larger request would wait for the whole cohort to be idle)."""
         q = job.queue
-        top = [
-            min(n + b, c)
-            for n, b, c in zip(self.nominal[q], self.borrow[q], self.cohort, strict=True)
-        ]
+        top = [min(n, c) for n, c in zip(self.nominal[q], self.cohort, strict=True)]
         widest = [0.0] * len(self.dims)
         for s in job.stages:
             widest = [max(w, a * s.tasks) for w, a in zip(widest, self.demand(s), strict=True)]
@@ -529,7 +553,7 @@ class Admission:
         if self.mode == "kueue":
             return True
         bound, q = self.bound, stage.job.queue
-        if any(now - t > bound[s.job.queue] for s, t in self.since.items()):
+        if self.bounded and any(now - t > bound[s.job.queue] for s, t in self.since.items()):
             return False
         others = any(w for p, w in enumerate(self._waiting) if p != q)
         if self.mode == "drf":
@@ -554,6 +578,8 @@ class Admission:
 
 def _top_priority(visible: dict[Stage, int]) -> dict[Stage, int]:
     """Of each queue's visible stages, those of its workflows of the highest priority."""
+    if all(s.job.priority == 0 for s in visible):
+        return visible
     top: dict[int, int] = {}
     for s in visible:
         q = s.job.queue

@@ -8,10 +8,16 @@ Pure (no kubernetes import); what the kube-scheduler does, restated:
   (``2e3``). It is held exactly, as whole milli-units: a finer value is rounded up to the
   next milli-unit and a larger one than 2^63 - 1 is capped, as the API server does
   (``0.1m`` is ``1m``). The arithmetic on it is on Python integers, so it is exact.
+  A pool's capacity (`ResourceVector.parse`, a config's or an ExecutorPool's
+  ``resources``) may not be capped: ``cpu=1e400`` is refused, not read as 2^63 - 1
+  cores of which every request is 0 %.
 * A *resource vector* (`ResourceVector`) maps resource names (``cpu``, ``memory``,
   ``pods``, ``nvidia.com/gpu`` …) to quantities. A resource it does not name is 0. CPU
   is counted in milli-units and every other resource in whole units, rounded up, as the
   kube-scheduler counts them (``MilliValue`` for CPU, ``Value`` for the others).
+  ``pods`` and the extended resources (a name with a prefix other than
+  ``kubernetes.io/``: ``nvidia.com/gpu``) are whole numbers, as the API server requires
+  of a pod's requests and a node's capacity: ``nvidia.com/gpu: 0.5`` is refused.
 * A pod fits a node (NodeResourcesFit) where each of its requests, and one of the node's
   ``pods``, is at most what the node has free; of the nodes it fits, the default scoring
   (LeastAllocated, `least_allocated`) puts it on the one left with the largest share of
@@ -84,7 +90,11 @@ def parse_quantity(value: str | int | float, name: str = "quantity") -> int:
         raise IdlegateError(f"{name}: {text!r} is negative; a request or capacity is >= 0")
     number = Fraction(match["number"])
     if match["exp"] is not None:
-        number *= Fraction(10) ** int(match["exp"][1:])
+        exponent = int(match["exp"][1:])
+        # 10 ** 999999999 would take minutes; past the text's own digits (and 30 more) the
+        # value is above the cap or below one milli-unit whatever the digits are
+        bound = len(text) + 30
+        number *= Fraction(10) ** max(-bound, min(exponent, bound)) if number else 0
     elif match["suffix"] in _BINARY:
         number *= 1024 ** _BINARY[match["suffix"]]
     else:
@@ -115,6 +125,13 @@ def format_quantities(amounts: Sequence[int], *, binary: bool = False) -> list[s
         if power > 0 and units and all(u % 10**power == 0 for u in units):
             return [f"{m // MILLI // 10**power}{suffix}" if m else "0" for m in amounts]
     return [str(m // MILLI) for m in amounts]
+
+
+def is_integer_resource(name: str) -> bool:
+    """Whether the API server holds `name` to whole units: ``pods`` and the extended
+    resources (a prefix but not ``kubernetes.io/``, not a quota's ``requests.``)."""
+    extended = "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+    return extended or name == "pods"
 
 
 def _at(where: str) -> str:
@@ -175,14 +192,36 @@ class ResourceVector(Mapping[str, int]):
         for key, value in data.items():
             check_resource_name(key, where)
             name = f"{where}.{key}" if where else key
-            out[key] = _counted(key, parse_quantity(value, name))
+            milli = parse_quantity(value, name)
+            if milli % MILLI and is_integer_resource(key):
+                raise IdlegateError(
+                    f"{name}: {value!r} is not a whole number; Kubernetes counts {key} in "
+                    f"whole units and cannot split one: write {-(-milli // MILLI)} or more"
+                )
+            out[key] = _counted(key, milli)
         return cls(out)
 
     @classmethod
-    def validated(cls, data: object) -> ResourceVector:
-        """`of` for a pydantic field validator, on the data as given (pydantic would read
-        `true` as the number 1): a bad name or quantity is a ValueError with the reason."""
+    def capacity(cls, data: Mapping[str, Any], where: str = "resources") -> ResourceVector:
+        """`of` for what a pool has: IdlegateError for a quantity past the cap (the module
+        header), which would make every request a share of 0."""
+        vector = cls.of(data, where)
+        over = [k for k in vector if vector[k] >= MAX_QUANTITY * MILLI]
+        if over:
+            raise IdlegateError(
+                f"{_at(where)}{over[0]}={data[over[0]]} is beyond the largest quantity "
+                f"Kubernetes holds (2^63 - 1); give the pool's real capacity"
+            )
+        return vector
+
+    @classmethod
+    def validated(cls, data: object, *, capacity: bool = False) -> ResourceVector:
+        """`of` (`capacity` if `capacity`) for a pydantic field validator, on the data as
+        given (pydantic would read `true` as the number 1): a bad name or quantity is a
+        ValueError with the reason."""
         try:
+            if capacity and isinstance(data, Mapping):
+                return cls.capacity(data, "")
             return cls.of(data, "")  # type: ignore[arg-type]
         except IdlegateError as exc:
             raise ValueError(str(exc)) from None
@@ -208,7 +247,7 @@ class ResourceVector(Mapping[str, int]):
             out[key] = value.strip()
         if not out:
             raise IdlegateError(f"{_at(where)}no resource given; write e.g. cpu=8,memory=32Gi")
-        vector = cls.of(out, where)
+        vector = cls.capacity(out, where)
         # a zero entry is dropped, and a vector without it counts nothing of it: cpu=0
         # would quietly be a pool that does not count CPU, rather than one that has none
         zero = [k for k in out if k not in vector]
@@ -232,7 +271,7 @@ class ResourceVector(Mapping[str, int]):
             try:
                 if isinstance(value, str):
                     return cls.parse(value, "")
-                return cls.of(value, "")
+                return cls.capacity(value, "")
             except IdlegateError as exc:
                 raise ValueError(str(exc)) from None
 
@@ -335,6 +374,25 @@ class ResourceVector(Mapping[str, int]):
 
 EMPTY = ResourceVector()
 """The vector of no resource: a demand on nothing beyond one pod."""
+
+
+def check_requested(
+    pool: ResourceVector, asked: Iterable[str], what: str, fix: str | None = None
+) -> None:
+    """IdlegateError when the stages of `what`, which request the resources `asked`, request
+    none that `pool` names: such a pool counts its pods only, which is a misnamed resource
+    (``gpu`` for ``nvidia.com/gpu``) or forgotten requests (`fix` says how to add them),
+    not a sizing. `simulate`'s ``--resources`` and `lint`'s ``--pool-resources`` alike."""
+    names = sorted(n for n in pool if n != "pods")
+    asked = {n for n in asked if n != "pods"}
+    if not names or asked.intersection(names):
+        return
+    they = f"they request {', '.join(sorted(asked))}" if asked else "they request nothing"
+    raise IdlegateError(
+        f"the pool counts {' and '.join(names)} but no stage of {what} requests any "
+        f"({they}), so it would count its pods only; name a resource the stages request, "
+        f"{f'{fix}, ' if fix else ''}or leave the pool's resources out"
+    )
 
 
 def _container_request(container: Mapping[str, Any], where: str) -> ResourceVector:

@@ -46,7 +46,7 @@ awaited, it reads its state (it may ask another API); the callable it gives admi
 
 
 async def rebuild(
-    bridge: Pools,
+    pools: Pools,
     cached: Callable[[], Cached | None] = lambda: None,
     restorers: Sequence[Restorer] = (),
 ) -> tuple[int, int]:
@@ -64,44 +64,44 @@ async def rebuild(
     `restorers` read first and admit after the DagWorkflows, with no wait
     between the admissions and the first decision, so that the pods they released before
     a restart hold their executors again."""
-    known = dict(bridge.workflows)  # (only these may be gone: others came after the lists)
-    with_pods = _tasks_with_pods(bridge)
+    known = dict(pools.workflows)  # (only these may be gone: others came after the lists)
+    with_pods = _tasks_with_pods(pools)
     try:
-        pools = await bridge.kube.list_pools()
+        executor_pools = await pools.kube.list_pools()
     except ApiError as exc:  # (no CRD, or not allowed: kopf cannot watch them either)
         if exc.status not in (403, 404):
             raise
-        pools = []  # (the default pool serves alone)
+        executor_pools = []  # (the default pool serves alone)
     bodies: list[dict[str, Any]] = []
     cache = cached()
     pods, namespaces = cache if cache is not None else ([], {})
-    for namespace in bridge.settings.namespaces or (None,):
-        bodies += await bridge.kube.list_workflows(namespace)
+    for namespace in pools.settings.namespaces or (None,):
+        bodies += await pools.kube.list_workflows(namespace)
         if cache is None:
-            pods += await bridge.kube.list_pods(namespace, LABEL_WORKFLOW)
+            pods += await pools.kube.list_pods(namespace, LABEL_WORKFLOW)
     if cache is None:  # after the workflows: each one's namespace (unless being deleted)
-        namespaces = await _namespaces(bridge.kube)
+        namespaces = await _namespaces(pools.kube)
     listed = {(owner.namespace, owner.name, owner.uid) for owner in map(owner_of, bodies)}
     for key, wf in known.items():
-        if bridge.workflows.get(key) is wf and (*key, wf.owner.uid) not in listed:
-            bridge.handle(Forget(*key, wf.owner.uid, schedule=False))
+        if pools.workflows.get(key) is wf and (*key, wf.owner.uid) not in listed:
+            pools.handle(Forget(*key, wf.owner.uid, schedule=False))
     admits = [await restore() for restore in restorers]
     names = {((p.get("metadata") or {}).get("namespace"), p["metadata"]["name"]) for p in pods}
-    await _notice_deleted(bridge, [t for t in with_pods if (t[0].key[0], t[3]) not in names])
+    await _notice_deleted(pools, [t for t in with_pods if (t[0].key[0], t[3]) not in names])
     if cache is not None:
         pods, namespaces = cached() or cache
-    bridge.restore(pools)  # (no await from here to the admissions: no round between)
+    pools.restore(executor_pools)  # (no await from here to the admissions: no round between)
     for pod in pods:
-        bridge.handle(PodSeen(pod))
-    admitted = _admit_unknown(bridge, bodies, pods, namespaces)
+        pools.handle(PodSeen(pod))
+    admitted = _admit_unknown(pools, bodies, pods, namespaces)
     for admit in admits:
         admit()
-    bridge.default.rebuilt = True  # (the operator's readiness)
+    pools.default.rebuilt = True  # (the operator's readiness)
     log.info(
         f"Rebuilt the state from {len(bodies)} DagWorkflow(s) and {len(pods)} pod(s)"
         f"{' (from the indexes)' if cache else ''}; {admitted} workflow(s) admitted."
     )
-    bridge.handle(Schedule())
+    pools.handle(Schedule())
     return len(bodies), len(pods)
 
 
@@ -110,9 +110,9 @@ _Held = tuple[Workflow, StageTrack, Task, str, int, TaskState]
 attempt, state)."""
 
 
-def _tasks_with_pods(bridge: Pools) -> list[_Held]:
+def _tasks_with_pods(pools: Pools) -> list[_Held]:
     found: list[_Held] = []
-    for wf in bridge.workflows.values():
+    for wf in pools.workflows.values():
         for track in wf.stages:
             for task in track.tasks.values():
                 if task.state in (TaskState.GATED, TaskState.RELEASED):
@@ -121,7 +121,7 @@ def _tasks_with_pods(bridge: Pools) -> list[_Held]:
     return found
 
 
-async def _notice_deleted(bridge: Pools, missing: list[_Held]) -> None:
+async def _notice_deleted(pools: Pools, missing: list[_Held]) -> None:
     """Tell the bridge of the pods deleted while it did not watch (a watch that resumes
     after an outage may not replay a deletion). A pod not listed may still be on its way,
     created by a write of the operator's own: so only a task whose workflow has no write
@@ -133,7 +133,7 @@ async def _notice_deleted(bridge: Pools, missing: list[_Held]) -> None:
         return wf.active and task.attempt == attempt and task.state is state
 
     current = [held for held in missing if unchanged(held)]
-    settled = [held for held in current if bridge.lanes.settled(held[0].key)]
+    settled = [held for held in current if pools.lanes.settled(held[0].key)]
     if len(settled) < len(current):
         log.info(
             "%d pod(s) not listed are being written: not read again.", len(current) - len(settled)
@@ -141,16 +141,16 @@ async def _notice_deleted(bridge: Pools, missing: list[_Held]) -> None:
     for held in settled:
         wf, track, task, name, attempt, state = held
         try:
-            body = await bridge.kube.get_pod(wf.owner.namespace, name)
+            body = await pools.kube.get_pod(wf.owner.namespace, name)
         except ApiError as exc:
             if exc.status != 404:
                 raise
-            if unchanged(held) and bridge.lanes.settled(wf.key):
+            if unchanged(held) and pools.lanes.settled(wf.key):
                 gated = state is TaskState.GATED
                 gone = task_pod(wf.owner, track.spec, task.index, attempt, gated=gated)
-                bridge.handle(PodSeen(gone, deleted=True))
+                pools.handle(PodSeen(gone, deleted=True))
             continue
-        bridge.handle(PodSeen(body))
+        pools.handle(PodSeen(body))
 
 
 def _admit_unknown(
@@ -203,18 +203,17 @@ def spec_changed(
     or rejected is admitted; a finished one's TTL is re-armed."""
     owner = owner_of(body)
     key = (owner.namespace, owner.name)
-    holder = pools.holder(key)
-    wf = holder.workflows.get(key) if holder else None
-    if holder is not None and wf is not None and wf.owner.uid == owner.uid:
+    wf = pools.workflows.get(key)
+    if wf is not None and wf.owner.uid == owner.uid:
         try:
             spec = parse_workflow(body.get("spec"), "spec")
         except IdlegateError:
             spec = None
-        holder.handle(SpecChanged(key, owner.uid, spec, generation_of(body)))
+        pools.handle(SpecChanged(key, owner.uid, spec, generation_of(body)))
         return
     phase = (body.get("status") or {}).get("phase")
     if phase in (Phase.SUCCEEDED, Phase.FAILED):  # its TTL re-armed
-        pools.default.carry(pools.cleanup.seen(body, pods))
+        pools.carry(pools.cleanup.seen(body, pods))
     elif phase != Phase.INVALID or not judged(body):
         pools.admit(body, pods, namespace)
 

@@ -1,9 +1,12 @@
 """The operator's pools: one state machine (:class:`~idlegate.operator.edge.bridge.Bridge`) per
 ExecutorPool, and which pool holds each workflow.
 
-:class:`Pools` stands where the one bridge stood for :mod:`.intake`, :mod:`.watchdog` and
-the kopf handlers: it routes an admission to the pool :func:`~.pool_spec.route` picks, and
-a pod event, a deletion or a write's outcome to the bridge that holds its workflow. Each
+:class:`Pools` stands where the one bridge stood for :mod:`.intake`, :mod:`.watchdog`, the
+kopf handlers and the job kinds' features: it is their one way into a pool. A workflow of
+any kind enters the pool :func:`~idlegate.api.routing.route_workflow` picks (a DagWorkflow
+by :meth:`Pools.admit`, an Argo Workflow or an Airflow run by the bridge
+:meth:`Pools.route` gives), and anything of a workflow in a pool (a pod, a deletion, a
+write's outcome, a change) goes to the bridge that holds it (:meth:`Pools.handle`). Each
 pool has its own cluster, policy (``spec.policy``, else ``--scheduler``), planning worker
 and size; all share the API writes, the history and the cleanup. The implicit pool
 :data:`~.pool_spec.DEFAULT_POOL` is that of ``--pool-size`` and ``--scheduler``.
@@ -24,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from idlegate.api.crd import API_VERSION, POOL_KIND
+from idlegate.api.crd import API_VERSION, KIND, POOL_KIND
 from idlegate.api.nodes import named
 from idlegate.api.podsecurity import namespace_policy
 from idlegate.api.pool_spec import (
@@ -34,16 +37,30 @@ from idlegate.api.pool_spec import (
     parse_pool_spec,
     route,
 )
+from idlegate.api.routing import PoolNotFoundError, Routing, route_workflow
 from idlegate.api.status import FINISHED, Phase
 from idlegate.api.task_pods import Owner, read_task_pod
 from idlegate.errors import DemandTooLargeError, GangTooWideError, IdlegateError
 from idlegate.operator.core.admission import AdmitLaterError, owner_of
-from idlegate.operator.core.events import Admit, Event, Forget, Leave, PodSeen, Schedule, Unpooled
+from idlegate.operator.core.events import (
+    Admit,
+    Ended,
+    Event,
+    Forget,
+    Join,
+    Leave,
+    Observed,
+    PodSeen,
+    Schedule,
+    SpecChanged,
+    Unpooled,
+)
 from idlegate.operator.core.intents import Confirmed, Outcome, Refused
 from idlegate.operator.core.tracking import Workflow, WorkflowKey
 from idlegate.operator.decisions import load_scheduler
 from idlegate.operator.edge.bridge import Bridge
 from idlegate.operator.edge.nodes import Lister, NodeWatch
+from idlegate.operator.features.history import HistoryRecorder
 from idlegate.operator.metrics import Metrics
 from idlegate.sim.engine import JobArrival
 
@@ -81,6 +98,7 @@ class Pools:
         # what every pool shares is the default bridge's
         self.kube, self.settings = default.kube, default.settings
         self.lanes, self.cleanup = default.lanes, default.cleanup
+        self.timers = default.timers
         self.specs: dict[str, ExecutorPoolSpec] = {}
         self.invalid: dict[str, str] = {}
         """The ExecutorPools that exist but cannot run (not in :attr:`specs`), with why."""
@@ -105,18 +123,20 @@ class Pools:
         """Every pool's workflows (a fresh dict)."""
         return {k: wf for b in self.bridges.values() for k, wf in b.workflows.items()}
 
-    def holder(self, key: WorkflowKey) -> Bridge | None:
-        """The bridge that holds workflow `key`, if any."""
-        return next((b for b in self.bridges.values() if key in b.workflows), None)
+    def holder(self, key: WorkflowKey, kind: str = KIND) -> Bridge | None:
+        """The bridge that holds workflow `key` of `kind`, if any."""
+        return next((b for b in self.bridges.values() if key in b.held(kind)), None)
 
     def known(self, owner: Owner) -> bool:
         return any(b.known(owner) for b in self.bridges.values())
 
     def handle(self, event: Event | Outcome) -> None:
         """The one routing step between the edge and the pools' bridges: a round goes to
-        every pool, anything of one workflow (a pod, a deletion, a write's outcome) to the
-        pool holding it, else to the default one (a pod of a workflow no pool holds may
-        still confirm a write). An admission is routed by :meth:`admit`."""
+        every pool, anything of one workflow (a pod, a deletion, a write's outcome, a change,
+        an external job's new mapping or end) to the pool holding it, else to the default
+        one (a pod of a workflow no pool holds may still confirm a write). An admission is
+        routed by :meth:`admit`, an external job's by :meth:`route`."""
+        kind = KIND
         match event:
             case Schedule():
                 self.nodes_changed()  # (the first round after a rebuild: the room read)
@@ -130,11 +150,18 @@ class Pools:
             case Forget(namespace, name):
                 key = (namespace, name)
                 self.waiting.pop(key, None)
+            case SpecChanged(key):
+                pass
+            case Join(owner) | Ended(owner):
+                key, kind = (owner.namespace, owner.name), owner.kind
+            case Observed(kind, key):
+                pass
             case Confirmed() | Refused():
-                key = (event.intent.owner.namespace, event.intent.owner.name)
+                owner = event.intent.owner
+                key, kind = (owner.namespace, owner.name), owner.kind
             case _:
                 raise TypeError(f"the pools route no {type(event).__name__}")
-        holder = self.holder(key) if key is not None else None
+        holder = self.holder(key, kind) if key is not None else None
         (holder or self.default).handle(event)
 
     def admit(
@@ -158,26 +185,13 @@ class Pools:
             )
         policy = namespace_policy(namespace, self.settings.pod_security)
         self.labels[owner.namespace] = namespace_labels(namespace)
-        spec = body.get("spec")
-        wanted = spec.get("pool") if isinstance(spec, Mapping) else None
-        name = self._route(wanted if isinstance(wanted, str) else None, owner.namespace)
-        finished = (body.get("status") or {}).get("phase") in FINISHED
-        if name is None and not finished:  # (a finished one needs no pool: never waits)
-            why = self.invalid.get(str(wanted))
-            if why is not None:
-                message = (
-                    f"ExecutorPool {str(wanted)!r} cannot run ({why.rstrip('.')}): the workflow "
-                    f"waits until its spec is fixed (kubectl describe executorpool {wanted}), "
-                    "or spec.pool names another."
-                )
-                self._wait(body, str(wanted), "PoolInvalid", message)
+        try:
+            name: str | None = self._routing(KIND, body).pool
+        except PoolNotFoundError as exc:
+            if (body.get("status") or {}).get("phase") not in FINISHED:
+                self._wait(body, exc.pool, exc.reason, str(exc))
                 return None
-            message = (
-                f"ExecutorPool {str(wanted)!r} does not exist: the workflow waits until it is "
-                "created (kubectl get executorpools), or spec.pool names another."
-            )
-            self._wait(body, str(wanted), "PoolNotFound", message)
-            return None
+            name = None  # (a finished one needs no pool: never waits)
         bridge = self.bridges[name] if name is not None else self.default
         key = (owner.namespace, owner.name)
         try:
@@ -206,6 +220,35 @@ class Pools:
         wf = bridge.workflows.get(key)
         return wf if wf is not None and wf.owner.uid == owner.uid else None
 
+    # -- what the job kinds' features use of the pools (`features.argo.Pools`) -----------------
+
+    def carry(self, outputs: Iterable[Any]) -> None:
+        """Carry out writes and timers of no pool's workflow (an Event, a gate lifted for a
+        pod left to its controller): the default pool's applier is every pool's."""
+        self.default.carry(outputs)
+
+    def held(self, kind: str) -> dict[WorkflowKey, Any]:
+        """Every pool's workflows of `kind` (a fresh dict)."""
+        return {k: wf for b in self.bridges.values() for k, wf in b.held(kind).items()}
+
+    def ended(self, uid: str) -> bool:
+        return any(b.ended(uid) for b in self.bridges.values())
+
+    @property
+    def history(self) -> HistoryRecorder:
+        return self.default.history
+
+    def now(self) -> float:
+        return self.default.now()
+
+    async def pods(self, namespace: str | None, selector: str) -> list[dict[str, Any]] | None:
+        return await self.default.pods(namespace, selector)
+
+    async def list_objects(
+        self, api_version: str, plural: str, namespace: str | None
+    ) -> list[dict[str, Any]]:
+        return await self.default.list_objects(api_version, plural, namespace)
+
     def _wait(self, body: Mapping[str, Any], pool: str, reason: str, message: str) -> None:
         """Hold `body` out of every pool until `pool` exists or changes (it is admitted
         again then), with a condition and a Warning saying why (`reason`, `message`)."""
@@ -216,6 +259,29 @@ class Pools:
         self.waiting[key] = Waiting(pool, reason, owner)
         self.default.handle(Unpooled(body, reason, message))
         log.info("%s/%s waits for ExecutorPool %r (%s).", owner.namespace, owner.name, pool, reason)
+
+    def route(
+        self, owner: Owner, body: Mapping[str, Any], namespace: Mapping[str, Any] | None
+    ) -> Bridge:
+        """The bridge through which workflow `owner`, whose pods another controller creates
+        (an Argo Workflow; an Airflow run, `body` one of its pods), enters its pool: the
+        pool holding it, else the one `body` routes to in its `namespace` (kopf's index).
+        PoolNotFoundError: the pool it names does not exist; AdmitLaterError: its namespace
+        is not seen yet, and its labels may pick the pool."""
+        held = self.holder((owner.namespace, owner.name), owner.kind)
+        if held is not None:
+            return held
+        if namespace is None:
+            raise AdmitLaterError(
+                f"namespace {owner.namespace!r}, whose labels may pick the pool, is not seen yet"
+            )
+        self.labels[owner.namespace] = namespace_labels(namespace)
+        return self.bridges[self._routing(owner.kind, body).pool]
+
+    def _routing(self, kind: str, body: Mapping[str, Any]) -> Routing:
+        namespace = str((body.get("metadata") or {}).get("namespace", ""))
+        labels = self.labels.get(namespace, {})
+        return route_workflow(kind, body, labels, self.specs.items(), self.invalid)
 
     def _route(self, wanted: str | None, namespace: str) -> str | None:
         """The pool a workflow of `namespace` asking for pool `wanted` goes to (None: its

@@ -264,9 +264,7 @@ class Watchdog:
         if self.reporter is None:
             log.warning("%s", message)
         else:
-            self.pools.default.carry(
-                [PostEvent(self.reporter, "Warning", "ApiUnreachable", message)]
-            )
+            self.pools.carry([PostEvent(self.reporter, "Warning", "ApiUnreachable", message)])
 
     def _missing_crd(self) -> None:
         if not self.crd_missing:

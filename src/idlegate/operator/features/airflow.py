@@ -1,11 +1,14 @@
 """Airflow's KubernetesExecutor in the operator (``--airflow-url``): its worker pods, gated at
-creation (the webhook `/airflow-gate`, or Airflow's pod template), released by the default
-pool's state machine and policy beside DagWorkflows and Argo's pods. docs/airflow.md,
+creation (the webhook `/airflow-gate`, or Airflow's pod template), released by their pool's
+state machine and policy beside DagWorkflows and Argo's pods. docs/airflow.md,
 "Gating Airflow's pods", says what it does; in short:
 
 * a DAG run is admitted at its first pod: its job, read from Airflow's REST API
   (`LiveDags`, off the event loop), joins the pool as an `ExternalJob` owned by the run
-  (`run_owner`), restored from the run's pods; each later pod is placed (`place`);
+  (`run_owner`), restored from the run's pods; each later pod is placed (`place`). Its pool
+  is the one its first pod seen routes to (the label ``idlegate.io/pool``, else its
+  namespace's ExecutorPool, else the default pool: :mod:`idlegate.api.routing`); a pool that
+  does not exist leaves its pods to Airflow, and the run is tried again after `POLL` s;
 * the run is read again when a pod of it ends, when a new gated pod of it comes, and every
   `POLL` s (what Airflow skipped or removed leaves the job; a run Airflow ended leaves);
 * a read an API error fails is tried again after `RETRIES`; a pod whose run cannot be read
@@ -27,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import kopf
 from prometheus_client import Counter
 
+from idlegate.api.routing import AIRFLOW_KIND, PoolNotFoundError
 from idlegate.api.task_pods import Owner
 from idlegate.errors import DemandTooLargeError
 from idlegate.integrations.airflow import AirflowClient, AirflowError, read_auth
@@ -46,18 +50,19 @@ from idlegate.integrations.airflow_pods import (
     gates_with_ours,
     run_name,
 )
+from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.events import Ended, Join, Observed, Schedule
 from idlegate.operator.core.external import too_large, unscheduled
 from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.features.gates import gate_pods
 
 if TYPE_CHECKING:
-    from idlegate.operator.features.argo import Host, Pool
+    from idlegate.operator.features.argo import Host, Pools
 
 log = logging.getLogger(__name__)
 
 WEBHOOK_ID = "airflow-gate"
-KIND = "DagRun"
+KIND = AIRFLOW_KIND
 """The owner kind of an Airflow DAG run in the pool (`run_owner`)."""
 SELECTOR = f"{EXECUTOR_LABEL}=True"
 """The pods listed at a run's admission (`AirflowPod.of` keeps the worker pods)."""
@@ -124,20 +129,20 @@ class AirflowSide:
         )
 
     @property
-    def bridge(self) -> Pool:
-        return self.operator.pools.default
+    def pools(self) -> Pools:
+        return self.operator.pools
 
     def _from_wall(self, t: float) -> float:
-        return self.bridge.settings.clock.from_wall(t)
+        return self.pools.settings.clock.from_wall(t)
 
     def _later(self, what: str, key: RunKey, delay: float, fire: Any) -> None:
-        self.bridge.later(f"airflow-{what}/{'/'.join(key)}", self.bridge.now() + delay, fire)
+        self.pools.timers.arm(f"airflow-{what}/{'/'.join(key)}", self.pools.now() + delay, fire)
 
     def _release(self, pod: AirflowPod, reason: str, message: str) -> None:
         """Leave `pod` to Airflow: its gate removed, a Warning on it saying why."""
         self.gated.pop((pod.namespace, pod.name), None)
         warning = PostEvent(pod_owner(pod), "Warning", reason, message)
-        self.bridge.carry([unscheduled(pod_owner(pod), pod.name, message), warning])
+        self.pools.carry([unscheduled(pod_owner(pod), pod.name, message), warning])
         self.released.labels(reason).inc()
 
     # -- what is seen ------------------------------------------------------------------------
@@ -165,13 +170,15 @@ class AirflowSide:
         them and its first decision (pods released before a restart hold their executors
         again; a round in a wait could give those executors away). A run an API error
         leaves unread is left to its pods' events."""
-        self.bridge.later("airflow-probe", self.bridge.now(), self._probe)  # (not waited for)
+        self.pools.timers.arm("airflow-probe", self.pools.now(), self._probe)  # (not waited for)
         by_run: dict[RunKey, list[AirflowPod]] = {}
-        for namespace in self.bridge.settings.namespaces or (None,):
-            listed = await self.bridge.pods(namespace, SELECTOR)
-            for pod in filter(None, map(AirflowPod.of, listed or [])):
-                if pod.dag_run is not None:
+        first: dict[RunKey, Mapping[str, Any]] = {}
+        for namespace in self.pools.settings.namespaces or (None,):
+            for body in await self.pools.pods(namespace, SELECTOR) or []:
+                pod = AirflowPod.of(body)
+                if pod is not None and pod.dag_run is not None:
                     by_run.setdefault((pod.namespace, *pod.dag_run), []).append(pod)
+                    first.setdefault((pod.namespace, *pod.dag_run), body)
         reads = [
             (key, await self._read_run(key), pods)
             for key, pods in by_run.items()
@@ -182,7 +189,7 @@ class AirflowSide:
         def admit() -> None:
             for key, run, pods in reads:
                 if not isinstance(run, LiveRefusal):
-                    self._join(key, run, pods, [])
+                    self._join(key, run, pods, [], first[key])
                 elif not run.transient:
                     self._refuse(key, run, pods)
 
@@ -214,7 +221,7 @@ class AirflowSide:
             return
         key = (pod.namespace, *pod.dag_run)
         why, until = self.refused.get(key, (None, 0.0))
-        if why is not None and until <= self.bridge.now():  # (an API error's: try again)
+        if why is not None and until <= self.pools.now():  # (an API error's: try again)
             del self.refused[key]
             why = None
         if key in self.pending:
@@ -226,7 +233,7 @@ class AirflowSide:
             await self._place(key, pod, new)
         elif not pod.terminal:
             self.pending[key] = [pod]
-            await self._admit(key)
+            await self._admit(key, body)
 
     async def _place(self, key: RunKey, pod: AirflowPod, new: bool = False) -> None:
         verdict = place(self.runs[key], pod)
@@ -243,7 +250,7 @@ class AirflowSide:
                 self._release(pod, verdict.reason, verdict.message)
             return
         owner = self.owners[key]
-        self.bridge.handle(Observed(KIND, (owner.namespace, owner.name), pod))
+        self.pools.handle(Observed(KIND, (owner.namespace, owner.name), pod))
         self._maybe_done(key)
         if key in self.runs and (new or pod.terminal):  # (what Airflow decided since)
             await self._refresh(key)
@@ -252,7 +259,7 @@ class AirflowSide:
 
     async def _read_run(self, key: RunKey) -> LiveRun | LiveRefusal:
         try:
-            run = await asyncio.to_thread(self.dags.run, key[1], key[2], self.bridge.now())
+            run = await asyncio.to_thread(self.dags.run, key[1], key[2], self.pools.now())
         except LiveRefusal as exc:
             log.info("Cannot read DAG run %s/%s now: %s", *key[1:], exc)
             self.problem = str(exc) if exc.transient else self.problem
@@ -274,7 +281,7 @@ class AirflowSide:
                 if not isinstance(run, LiveRefusal) and key in self.runs:
                     self.runs[key] = run
                     try:
-                        self.bridge.handle(Join(self.owners[key], run.job))  # (remapped)
+                        self.pools.handle(Join(self.owners[key], run.job))  # (remapped)
                     except DemandTooLargeError as exc:  # (it left the pool)
                         gated = [p for p in self.gated.values() if _run_of(p) == key]
                         self._too_large(key, run, exc, gated)
@@ -311,38 +318,62 @@ class AirflowSide:
 
     # -- admission and end ---------------------------------------------------------------------
 
-    async def _admit(self, key: RunKey, tries: int = 0) -> None:
-        """Read the run of the pods seen (`pending`) and join it to the pool."""
+    async def _admit(self, key: RunKey, body: Mapping[str, Any], tries: int = 0) -> None:
+        """Read the run of the pods seen (`pending`, the first of them `body`) and join it
+        to its pool."""
         run = await self._read_run(key)
-        listed = None if isinstance(run, LiveRefusal) else await self.bridge.pods(key[0], SELECTOR)
+        listed = None if isinstance(run, LiveRefusal) else await self.pools.pods(key[0], SELECTOR)
         if isinstance(run, LiveRefusal) or listed is None:
             unlisted = "its pods cannot be listed from Kubernetes's API now"
             why = run if isinstance(run, LiveRefusal) else LiveRefusal("NotListed", unlisted)
             if why.transient and tries < len(RETRIES):
-                self._later("admit", key, RETRIES[tries], partial(self._admit, key, tries + 1))
+                self._later(
+                    "admit", key, RETRIES[tries], partial(self._admit, key, body, tries + 1)
+                )
             else:
                 self._refuse(key, why, self.pending.pop(key))
             return
         seen = self.pending.pop(key)
         pods = [p for p in map(AirflowPod.of, listed) if p is not None and p.dag_run == key[1:]]
-        self._join(key, run, pods, seen)
-        self.bridge.handle(Schedule())
+        self._join(key, run, pods, seen, body)
+        self.pools.handle(Schedule())
 
     def _refuse(self, key: RunKey, why: LiveRefusal, pods: list[AirflowPod]) -> None:
         """Not scheduled: its gated pods are released, now and as they come."""
-        self.refused[key] = (why, self.bridge.now() + POLL if why.transient else math.inf)
+        self.refused[key] = (why, self.pools.now() + POLL if why.transient else math.inf)
         for pod in pods:
             if pod.gated:
                 self._release(pod, why.reason, str(why))
 
     def _join(
-        self, key: RunKey, run: LiveRun, pods: list[AirflowPod], seen: list[AirflowPod]
+        self,
+        key: RunKey,
+        run: LiveRun,
+        pods: list[AirflowPod],
+        seen: list[AirflowPod],
+        body: Mapping[str, Any],
     ) -> None:
-        """The run joins the pool with its `pods` listed and those `seen` since."""
+        """The run joins its pool (the one its pod `body` routes to) with its `pods` listed
+        and those `seen` since."""
         pods = [*pods, *run.done_pods(key[0], pods)]  # (Airflow deleted the pods of tasks done)
         every = {p.name: p for p in [*pods, *seen]}  # (a pod seen since: as it is now)
         first = min((p for p in every.values() if p.uid), key=lambda p: (p.created or 0, p.name))
         owner = run_owner(key, first.uid)
+        try:
+            pool = self.pools.route(owner, body, self.operator.namespace(key[0]))
+        except AdmitLaterError as exc:  # (tried again after POLL, as an API error's)
+            self._refuse(key, LiveRefusal("NamespaceNotSeen", str(exc)), [*pods, *seen])
+            return
+        except PoolNotFoundError as exc:  # (or its PoolInvalidError: it exists, cannot run)
+            state, until = ("does not exist", "it is created (kubectl get executorpools)")
+            if exc.reason != "PoolNotFound":
+                state, until = "cannot run", "its spec is fixed (its Ready condition says why)"
+            why = (
+                f"ExecutorPool {exc.pool!r} {state}: its pods are left to Airflow until "
+                f"{until}, or {exc.where} names another"
+            )
+            self._refuse(key, LiveRefusal(exc.reason, why), [*pods, *seen])
+            return
         verdicts = {name: place(run, p, remapped=True) for name, p in every.items()}
         for name, pod in every.items():
             verdict = verdicts[name]
@@ -350,11 +381,11 @@ class AirflowSide:
                 self._release(pod, verdict.reason or "DagChanged", verdict.message)
         ok = [p for p in pods if verdicts[p.name].action == "schedule"]
         later = [p for p in seen if verdicts[p.name].action == "schedule"]
-        now = self.bridge.now()
+        now = self.pools.now()
         arrival = min(now, self._from_wall(run.arrival)) if run.arrival is not None else now
         self.runs[key], self.owners[key] = run, owner
         try:
-            self.bridge.handle(Join(owner, run.job, arrival, ok, later))
+            pool.handle(Join(owner, run.job, arrival, ok, later))
         except DemandTooLargeError as exc:
             self._too_large(key, run, exc, [*ok, *later])
             return
@@ -362,9 +393,9 @@ class AirflowSide:
         n = run.job.counts
         said = (
             f"DAG run {key[1]}/{key[2]} scheduled by idlegate: {n['stages']} stages, {n['edges']} "
-            f"edges, {n['tasks']} pods, in the pool of {self.bridge.settings.pool_size} executors."
+            f"edges, {n['tasks']} pods, in the pool of {pool.settings.pool_size} executors."
         )
-        self.bridge.carry([PostEvent(owner, "Normal", "Accepted", " ".join([said, *run.notes]))])
+        self.pools.carry([PostEvent(owner, "Normal", "Accepted", " ".join([said, *run.notes]))])
         for pod in ok:
             self._track(pod)
         self._maybe_done(key)
@@ -393,15 +424,15 @@ class AirflowSide:
     def _job(self, key: RunKey) -> Any:
         """The run's `ExternalJob` in the pool, if it is."""
         owner = self.owners.get(key)
-        return owner and self.bridge.held(KIND).get((owner.namespace, owner.name))
+        return owner and self.pools.held(KIND).get((owner.namespace, owner.name))
 
     def _end(self, key: RunKey) -> None:
         owner = self.owners.pop(key, None)
         self.runs.pop(key, None)
         self.reads.pop(key, None)
         if owner is not None:
-            self.bridge.handle(Ended(owner))
-            self.bridge.handle(Schedule())
+            self.pools.handle(Ended(owner))
+            self.pools.handle(Schedule())
 
     # -- the pending timeout -----------------------------------------------------------------
 
@@ -420,16 +451,16 @@ class AirflowSide:
         queued = None
         if run is not None and pod.task_id is not None and pod.try_number is not None:
             queued = run.queued.get((pod.task_id, pod.map_index, pod.try_number))
-        at = self.timeout.deadline(pod, self.bridge.now(), queued, self._from_wall)
+        at = self.timeout.deadline(pod, self.pools.now(), queued, self._from_wall)
 
         async def due() -> None:
             still = self.gated.get(where)
             if still is None or still.uid != pod.uid or not self._waiting(still):
                 return
-            message = self.timeout.released_message(still, self.bridge.now(), self._from_wall)
+            message = self.timeout.released_message(still, self.pools.now(), self._from_wall)
             self._release(still, "QueuedTimeout", message)
 
-        self.bridge.later(f"airflow-deadline/{pod.namespace}/{pod.name}", at, due)
+        self.pools.timers.arm(f"airflow-deadline/{pod.namespace}/{pod.name}", at, due)
 
 
 def _run_of(pod: AirflowPod) -> RunKey | None:

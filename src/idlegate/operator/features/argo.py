@@ -1,12 +1,14 @@
 """Argo Workflows in the operator (``--argo``; docs/argo.md, "How the operator schedules
-them"): their pods gated at creation, released by the default pool's state machine and
-policy beside DagWorkflows.
+them"): their pods gated at creation, released by their pool's state machine and policy
+beside DagWorkflows.
 
 * **Gate.** With ``--webhook-port``, a mutating admission webhook (kopf's server,
   path ``/argo-gate``) adds ``idlegate.io/release`` to each node's pod Argo creates
   (`gates_with_ours`); it keeps no state, so it answers before the rebuild.
 * **Job.** Each Workflow that has not finished is mapped (`map_workflow`) and its job
-  (`ExternalJob`) joins the default pool's cluster, restored from its pods; each change of
+  (`ExternalJob`) joins the cluster of its pool (the label ``idlegate.io/pool``, else its
+  namespace's ExecutorPool, else the default pool: :mod:`idlegate.api.routing`; a pool
+  that does not exist is waited for, its pods gated), restored from its pods; each change of
   the Workflow maps it again with its ``status.nodes``. One that does not map is not
   scheduled: its pods are released as Argo creates them, with a Warning. At a rebuild
   (`ArgoSide.restore`) the Workflows there are joined before the first decision, so that
@@ -34,8 +36,10 @@ import kopf
 from prometheus_client import Gauge
 
 from idlegate.api.argo_pods import WORKFLOW_LABEL, ArgoPod, gates_with_ours
+from idlegate.api.routing import ARGO_KIND, PoolNotFoundError
 from idlegate.api.task_pods import Owner
 from idlegate.errors import DemandTooLargeError, IdlegateError
+from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.events import Ended, Join, Observed, Schedule
 from idlegate.operator.core.external import ExternalJob, too_large, unscheduled
 from idlegate.operator.core.intents import PostEvent
@@ -65,7 +69,7 @@ WEBHOOK_ID = "argo-gate"
 """The webhook's handler id, which is its URL path (``/argo-gate``)."""
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
-KIND = "Workflow"
+KIND = ARGO_KIND
 """Argo's kind: its workflows' owner kind, by which the core holds them."""
 DONE = ("Succeeded", "Failed", "Error")
 """Phases of a finished Argo Workflow."""
@@ -84,15 +88,35 @@ def owner_of(body: Mapping[str, Any]) -> Owner:
 
 
 class Pool(Protocol):
-    """What the features use of the default pool (the edge's ``Bridge``): its entry
-    (`handle`), the carrying out of intents, its clock, timers and reads, and what it holds."""
+    """What the features use of the pool a workflow enters or is in (the edge's ``Bridge``,
+    which `Pools.route` gives): its entry (`handle`), its clock, settings and history."""
 
     @property
     def settings(self) -> Settings: ...
     def now(self) -> float: ...
     def handle(self, event: Any) -> None: ...
+    @property
+    def history(self) -> HistoryRecorder: ...
+
+
+class Timers(Protocol):
+    def arm(self, key: str, at: float, fire: Callable[[], Awaitable[None]]) -> None: ...
+
+
+class Pools(Pool, Protocol):
+    """What the features use of the operator's pools (the edge's ``Pools``): `route`, the
+    pool a new workflow enters (PoolNotFoundError, AdmitLaterError); `handle`, each event
+    to the pool holding its workflow; and what every pool shares: the writes (`carry`),
+    the clock, the timers, the API's reads and the history sink."""
+
+    @property
+    def timers(self) -> Timers: ...
+    @property
+    def workflows(self) -> Mapping[Any, Any]: ...
+    def route(
+        self, owner: Owner, body: Mapping[str, Any], namespace: Mapping[str, Any] | None
+    ) -> Pool: ...
     def carry(self, outputs: Iterable[Any]) -> None: ...
-    def later(self, key: str, at: float, fire: Callable[[], Awaitable[None]]) -> None: ...
     def held(self, kind: str) -> Mapping[tuple[str, str], Any]: ...
     def ended(self, uid: str) -> bool: ...
     async def pods(
@@ -101,15 +125,6 @@ class Pool(Protocol):
     async def list_objects(
         self, api_version: str, plural: str, namespace: str | None
     ) -> list[dict[str, Any]]: ...
-    @property
-    def history(self) -> HistoryRecorder: ...
-
-
-class Pools(Protocol):
-    @property
-    def default(self) -> Pool: ...
-    @property
-    def workflows(self) -> Mapping[Any, Any]: ...
 
 
 class Host(Protocol):
@@ -124,6 +139,7 @@ class Host(Protocol):
     def ready(self) -> bool: ...
     async def ready_pools(self) -> object: ...
     async def fresh_pools(self) -> tuple[object, bool]: ...
+    def namespace(self, name: str) -> Mapping[str, Any] | None: ...
 
     notes: list[Callable[[], str | None]]
     restorers: list[Callable[[], Awaitable[Callable[[], None]]]]  # (`Operator.restorers`)
@@ -157,13 +173,13 @@ class ArgoSide:
         )
 
     @property
-    def bridge(self) -> Pool:
-        return self.operator.pools.default
+    def pools(self) -> Pools:
+        return self.operator.pools
 
     @property
     def held(self) -> Mapping[tuple[str, str], ExternalJob]:
-        """The Argo Workflows in the default pool."""
-        return self.bridge.held(KIND)
+        """The Argo Workflows in the pools."""
+        return self.pools.held(KIND)
 
     # -- what is seen ------------------------------------------------------------------------
 
@@ -185,15 +201,16 @@ class ArgoSide:
             return  # (queued as a standby: the rebuild read it later, joined, done or gone)
         wf = self.held.get(key)
         if wf is not None and wf.owner.uid != meta.get("uid"):
-            self.bridge.handle(Ended(wf.owner))  # (deleted and created again under the name)
+            self.pools.handle(Ended(wf.owner))  # (deleted and created again under the name)
             wf = None
         if gone:
-            self.bridge.handle(Ended(owner_of(body)))  # (never admitted again)
+            held_in = None if wf is None else self.pools.route(wf.owner, body, None)
+            self.pools.handle(Ended(owner_of(body)))  # (never admitted again)
             self.refused.pop(key, None)
             self._gauges()
-            self.bridge.handle(Schedule())
+            self.pools.handle(Schedule())
             if phase in DONE and not deleted:
-                await self._record(body, wf)
+                await self._record(body, wf, held_in)
             return
         if key in self.refused or key in self.pending:
             return
@@ -202,13 +219,13 @@ class ArgoSide:
         else:
             try:
                 mapped = self._map(body)
-                self.bridge.handle(Join(wf.owner, mapped))
+                self.pools.handle(Join(wf.owner, mapped))
             except DemandTooLargeError as exc:  # (it left the pool)
                 await self._refuse(key, body, self._too_large(exc, mapped))
             except IdlegateError as exc:
                 log.warning("%s/%s no longer maps (%s): kept as it was.", *key, exc)
         self._gauges()
-        self.bridge.handle(Schedule())
+        self.pools.handle(Schedule())
 
     async def pod_seen(self, deleted: bool, body: Mapping[str, Any]) -> None:
         pod = ArgoPod.of(body)
@@ -223,7 +240,7 @@ class ArgoSide:
             if pod.gated and not deleted:
                 self._unscheduled(pod, self.refused[key])
         else:
-            self.bridge.handle(Observed(KIND, key, pod))
+            self.pools.handle(Observed(KIND, key, pod))
 
     # -- admission and changes ----------------------------------------------------------------
 
@@ -247,7 +264,7 @@ class ArgoSide:
                 return
             # (its templates may not have been seen yet, as at a start): its pods wait
             message = f"{exc}; tried again every {RETRY:g} s."
-            self.bridge.carry([PostEvent(owner, "Warning", "TemplateMissing", message)])
+            self.pools.carry([PostEvent(owner, "Warning", "TemplateMissing", message)])
             self._later(body)
             return
         self.pending[key] = []
@@ -260,7 +277,7 @@ class ArgoSide:
 
     async def _pods(self, key: tuple[str, str]) -> list[ArgoPod] | None:
         """The pods of the Workflow `key`; None if the API cannot list them now."""
-        listed = await self.bridge.pods(key[0], f"{WORKFLOW_LABEL}={key[1]}")
+        listed = await self.pools.pods(key[0], f"{WORKFLOW_LABEL}={key[1]}")
         if listed is None:
             return None
         return [p for p in (ArgoPod.of(b) for b in listed) if p is not None]
@@ -275,7 +292,13 @@ class ArgoSide:
     ) -> None:
         """The job of a Workflow joins the pool with its pods, and its Events say so."""
         owner = owner_of(body)
-        bridge = self.bridge
+        try:
+            bridge = self.pools.route(owner, body, self.operator.namespace(owner.namespace))
+        except (PoolNotFoundError, AdmitLaterError) as exc:  # (its pods wait, gated)
+            if isinstance(exc, PoolNotFoundError):
+                self.pools.carry([PostEvent(owner, "Warning", exc.reason, str(exc))])
+            self._later(body)
+            return
         now = bridge.now()
         created = parse_time((body.get("metadata") or {}).get("creationTimestamp"))
         arrival = min(now, bridge.settings.clock.from_wall(created)) if created else now
@@ -292,7 +315,7 @@ class ArgoSide:
             f"Scheduled by idlegate: {counts['stages']} stages, {counts['edges']} edges, "
             f"{counts['tasks']} pods, in the pool of {bridge.settings.pool_size} executors."
         )
-        self.bridge.carry([PostEvent(owner, "Normal", "Accepted", message)])
+        self.pools.carry([PostEvent(owner, "Normal", "Accepted", message)])
         if guessed:
             message = (
                 f"No history of {mapped.template_key} and no annotation "
@@ -300,7 +323,7 @@ class ArgoSide:
                 f"their pods are estimated at {DEFAULT_PRIOR:g} s each (the prior) until runs "
                 "of the template are measured."
             )
-            self.bridge.carry([PostEvent(owner, "Normal", "Estimated", message)])
+            self.pools.carry([PostEvent(owner, "Normal", "Estimated", message)])
 
     async def restore(self) -> Callable[[], None]:
         """Read the Workflows there are with their pods, and return what joins them: the
@@ -309,9 +332,9 @@ class ArgoSide:
         first decision, which could give those executors away). A Workflow that does not
         map now (refused, its templates not seen yet) is left to its event."""
         reads = []
-        for namespace in self.bridge.settings.namespaces or (None,):
+        for namespace in self.pools.settings.namespaces or (None,):
             try:
-                bodies = await self.bridge.list_objects(API_VERSION, "workflows", namespace)
+                bodies = await self.pools.list_objects(API_VERSION, "workflows", namespace)
             except Exception as exc:  # the client's ApiError: it raises nothing else here
                 log.warning(
                     "Cannot list Argo's Workflows in %s at the rebuild (%s): each joins the "
@@ -353,11 +376,11 @@ class ArgoSide:
         async def again() -> None:
             key = (meta.get("namespace", ""), meta.get("name", ""))
             # (unless it went meanwhile, or a later event of it came first)
-            if not self.bridge.ended(meta.get("uid", "")) and key not in self.held:
+            if not self.pools.ended(meta.get("uid", "")) and key not in self.held:
                 await self.workflow_seen(False, body)
 
         key = f"argo-admit/{meta.get('namespace')}/{meta.get('name')}"
-        self.bridge.later(key, self.bridge.now() + RETRY, again)
+        self.pools.timers.arm(key, self.pools.now() + RETRY, again)
 
     def _too_large(self, exc: DemandTooLargeError, mapped: ArgoJob) -> str:
         self.operator.metrics.too_large.labels("argo").inc()
@@ -378,16 +401,18 @@ class ArgoSide:
         now if gated, the others as they come."""
         self.refused[key] = why
         message = f"Not scheduled by idlegate: {why}. Its pods are released as Argo creates them."
-        self.bridge.carry([PostEvent(owner_of(body), "Warning", "NotScheduled", message)])
+        self.pools.carry([PostEvent(owner_of(body), "Warning", "NotScheduled", message)])
         for pod in {p.name: p for p in pods}.values():
             if pod.gated:
                 self._unscheduled(pod, why)
 
     # -- history ------------------------------------------------------------------------------
 
-    async def _record(self, body: Mapping[str, Any], wf: ExternalJob | None) -> None:
+    async def _record(
+        self, body: Mapping[str, Any], wf: ExternalJob | None, pool: Pool | None = None
+    ) -> None:
         """A finished Workflow: learned from, and if it finished while the operator ran (`wf`, its
-        job then) into the history sink (one that finished before would be again).
+        job then, in `pool`) into the history sink (one that finished before would be again).
 
         Its pods' run times are their own: those its job saw end, and for the others (a
         pod whose end comes after the Workflow's, a Workflow that finished before) its
@@ -415,15 +440,16 @@ class ArgoSide:
             body,
             self._objects(key[0]),
             name=f"{key[0]}/{key[1]}",
-            pool_size=self.bridge.settings.pool_size,
+            pool_size=(pool or self.pools).settings.pool_size,
             ran=ran,
         )
         if record is not None and wf is not None:
-            self.bridge.history.write(record, owner_of(body))
+            history = (pool or self.pools).history
+            history.write(replace(record, pool=history.pool), owner_of(body))
 
     def _unscheduled(self, pod: ArgoPod, why: str) -> None:
         owner = Owner(pod.namespace, pod.workflow, "", kind=KIND, api_version=API_VERSION)
-        self.bridge.carry([unscheduled(owner, pod.name, why)])
+        self.pools.carry([unscheduled(owner, pod.name, why)])
 
     def _gauges(self) -> None:
         self.active.labels("argo").set(len(self.held))

@@ -29,13 +29,15 @@ Each job whose every task is ``Terminated`` becomes one workflow (`HistoryWorkfl
   in the trace's machines (``cpu=96`` and ``memory=100Gi`` each) schedules the same
   whatever a machine really holds, since demands and capacity scale together.
 
-Either is left out when blank, 0 or not a finite number.
+Either is left out when blank or 0. A job with a task whose ``plan_cpu`` or ``plan_mem``
+no request can be (not a number, NaN, infinite, negative, or more than one machine has:
+`MAX_PLAN_CPU`, `MAX_PLAN_MEM`) is skipped, counted as such.
 
 Other jobs are skipped and counted by reason (`AlibabaImport.skipped`): one not every
 task of which is Terminated, one a task of which depends on a task the file does not
 hold (a file cut from the trace cuts jobs too), one that names a task number twice,
 one whose dependencies form a cycle, one with an unusable row (a time or count that is
-no number, a negative span, no instance), one too large for a workflow (more than
+no number, a negative span, no instance), one with an unusable request (above), one too large for a workflow (more than
 `MAX_STAGES` tasks, `MAX_TASKS_PER_STAGE` instances or `MAX_TASK_SECONDS`). The whole
 file is read into memory: convert the full trace in parts (docs/workloads.md).
 """
@@ -46,7 +48,7 @@ import csv
 import math
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,6 +82,10 @@ TERMINATED = "Terminated"
 MACHINE_MEMORY_GIB = 100
 """The memory of one of the trace's machines that ``plan_mem`` 100 stands for (GiB; the
 module docstring says why any size would do)."""
+MAX_PLAN_CPU = 9600.0
+"""The largest ``plan_cpu``: a whole machine's 96 cores (100 is one core)."""
+MAX_PLAN_MEM = 100.0
+"""The largest ``plan_mem``: a whole machine's memory (the trace's normalisation)."""
 MIN_TASK_SECONDS = 1.0
 """A task's measured duration is at least this (the trace's times are whole seconds)."""
 
@@ -91,6 +97,7 @@ SKIP_REASONS = {
     "repeated": "a task number named twice",
     "cyclic": "dependencies in a cycle",
     "unusable": "a row with an unusable time or count",
+    "unrequestable": "a plan_cpu or plan_mem no request can be",
     "too-large": "too large for a workflow",
 }
 """Why a job is skipped → how the summary says it."""
@@ -107,6 +114,8 @@ class _Row:
     """plan_cpu: 100 is one core."""
     memory: float | None
     """plan_mem: 100 is one machine's memory."""
+    requestable: bool = True
+    """False when plan_cpu or plan_mem is one no request can be (the module docstring)."""
 
 
 @dataclass(frozen=True)
@@ -130,12 +139,24 @@ class AlibabaImport:
         return f"{kept}; skipped: {reasons}"
 
 
-def read_batch_tasks(path: str | Path) -> AlibabaImport:
-    """The Terminated jobs of a ``batch_task.csv`` file as workflows (the module's doc)."""
+Progress = Callable[[int, int, str], None]
+"""Called as ``progress(done, total, what)`` while a file is read (characters of it) and
+its jobs converted."""
+_EVERY = 20_000
+"""Rows read, or jobs converted, between two calls of a `Progress`."""
+
+
+def read_batch_tasks(path: str | Path, progress: Progress | None = None) -> AlibabaImport:
+    """The Terminated jobs of a ``batch_task.csv`` file as workflows (the module's doc);
+    `progress` hears how far the reading and the conversion are (the full trace's 14
+    million rows take minutes)."""
     p = Path(path)
     try:
         with p.open(newline="") as handle:
-            return batch_task_history(csv.reader(handle), str(p))
+            lines: Iterable[str] = handle
+            if progress is not None:
+                lines = _reported(handle, p.stat().st_size, progress)
+            return batch_task_history(csv.reader(lines), str(p), progress)
     except FileNotFoundError:
         raise IdlegateError(f"batch task file {p} does not exist") from None
     except UnicodeDecodeError:
@@ -144,8 +165,21 @@ def read_batch_tasks(path: str | Path) -> AlibabaImport:
         raise IdlegateError(f"cannot read batch task file {p}: {exc.strerror}") from None
 
 
-def batch_task_history(rows: Iterable[Sequence[str]], source: str) -> AlibabaImport:
-    """`rows` of ``batch_task.csv`` (a header line of `COLUMNS` may come first) as workflows."""
+def _reported(lines: Iterable[str], size: int, progress: Progress) -> Iterator[str]:
+    """`lines`, telling `progress` every `_EVERY` lines how many characters were read."""
+    read = 0
+    for i, line in enumerate(lines):
+        read += len(line)
+        if i % _EVERY == 0:
+            progress(min(read, size), size, "reading")
+        yield line
+
+
+def batch_task_history(
+    rows: Iterable[Sequence[str]], source: str, progress: Progress | None = None
+) -> AlibabaImport:
+    """`rows` of ``batch_task.csv`` (a header line of `COLUMNS` may come first) as
+    workflows; `progress` hears of the jobs converted."""
     jobs: dict[str, list[_Row]] = defaultdict(list)
     for line, row in enumerate(rows, start=1):
         if not row:
@@ -160,17 +194,22 @@ def batch_task_history(rows: Iterable[Sequence[str]], source: str) -> AlibabaImp
         name, instances, job, _, status, start, end, cpu, memory = (c.strip() for c in row)
         numbers = (_number(v) for v in (instances, start, end, cpu, memory))
         count, begin, finish, plan_cpu, plan_mem = numbers
-        jobs[job].append(_Row(name, count, status, begin, finish, plan_cpu, plan_mem))
+        requestable = _requestable(cpu, MAX_PLAN_CPU) and _requestable(memory, MAX_PLAN_MEM)
+        jobs[job].append(_Row(name, count, status, begin, finish, plan_cpu, plan_mem, requestable))
     if not jobs:
         raise SpecError(f"{source} holds no task rows ({','.join(COLUMNS)})")
     skipped: Counter[str] = Counter()
     workflows = []
-    for job, tasks in jobs.items():
+    for i, (job, tasks) in enumerate(jobs.items()):
+        if progress is not None and i % _EVERY == 0:
+            progress(i, len(jobs), "converting")
         made = _workflow(job, tasks, source)
         if isinstance(made, str):
             skipped[made] += 1
         else:
             workflows.append(made)
+    if progress is not None:
+        progress(len(jobs), len(jobs), "converted")
     workflows.sort(key=lambda w: (w.arrival, w.name))
     return AlibabaImport(workflows, len(jobs), skipped)
 
@@ -185,6 +224,17 @@ def _number(text: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def _requestable(text: str, most: float) -> bool:
+    """Whether a plan_cpu or plan_mem field is blank or a number in [0, `most`] (1e300
+    would be a quantity of 300 digits, and a negative or NaN one no request)."""
+    if not text:
+        return True
+    try:
+        return 0 <= float(text) <= most
+    except ValueError:
+        return False
+
+
 def _workflow(job: str, rows: list[_Row], source: str) -> HistoryWorkflow | str:
     """The job's workflow, or the key of `SKIP_REASONS` it is skipped for."""
     if any(r.status != TERMINATED for r in rows):
@@ -195,6 +245,8 @@ def _workflow(job: str, rows: list[_Row], source: str) -> HistoryWorkflow | str:
             return "unusable"
         if r.instances < 1 or r.instances != int(r.instances) or r.end < r.start:
             return "unusable"
+        if not r.requestable:
+            return "unrequestable"
         counts.append(int(r.instances))
         starts.append(r.start)
         ends.append(r.end)

@@ -42,6 +42,7 @@ from idlegate.sim.workloads.options import (
 from idlegate.sim.workloads.push import PushConfig, push_workload
 from idlegate.sim.workloads.recurring import RecurringConfig, recurring_workload
 from idlegate.sim.workloads.shift import ShiftConfig, shift_workload
+from idlegate.sim.workloads.teams import TeamsConfig, teams_workload
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,13 @@ WORKLOADS: dict[str, WorkloadKind] = {
             shift_workload,
             "a regime shift: one generated workload, then another on the same cluster "
             "(TPC-H-like DAGs, then k8s-batch pods)",
+        ),
+        WorkloadKind(
+            "teams",
+            TeamsConfig,
+            teams_workload,
+            "teams of equal quota sharing one pool, each a queue (one floods, or carries "
+            "one large workflow)",
         ),
         WorkloadKind(
             "file",

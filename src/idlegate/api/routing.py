@@ -1,0 +1,137 @@
+"""Which ExecutorPool a workflow of any kind lands in, and what it asks of the queues there.
+
+One function, :func:`route_workflow`, routes every kind the operator schedules: a
+DagWorkflow (a DagCronWorkflow's runs are DagWorkflows), an Argo Workflow and an Airflow DAG
+run, read from one of its worker pods. Each kind names its pool, queue and priority class in
+its own place (:data:`FIELDS`); the pool is then picked by :func:`~.pool_spec.route`'s rule:
+
+1. the pool the workflow names (a DagWorkflow's ``spec.pool``; the label
+   :data:`~.labels.LABEL_POOL` on an Argo Workflow or an Airflow worker pod): that one, or
+   none (:class:`PoolNotFoundError`: it waits, never routed elsewhere behind its author's
+   back);
+2. else the first pool by name whose `namespaceSelector` selects its namespace;
+3. else the operator's implicit default pool.
+
+The queue is the label :data:`~.labels.LABEL_QUEUE` (any kind), the priority class a
+DagWorkflow's ``spec.priorityClassName``, an Argo Workflow's ``spec.podPriorityClassName``
+or an Airflow pod's ``spec.priorityClassName``: read here, used by no pool yet (the queues
+of issue 59 come next). A DagWorkflow's two are not in its CRD yet: its spec's one model,
+:class:`~idlegate.sim.spec.WorkflowSpec`, forbids unknown fields (and the API server
+prunes what the CRD lacks), so ``spec.priorityClassName`` reaches this function only once
+that model has it, and a DagWorkflow names its queue by the label, as the other kinds do.
+Pure: no kopf, no API, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from idlegate.api.crd import KIND
+from idlegate.api.labels import LABEL_POOL, LABEL_QUEUE
+from idlegate.api.pool_spec import ExecutorPoolSpec, route
+from idlegate.errors import IdlegateError
+
+ARGO_KIND = "Workflow"
+"""An Argo Workflow's kind, by which the operator holds it."""
+AIRFLOW_KIND = "DagRun"
+"""An Airflow DAG run's kind in the operator (its worker pods are the objects read)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fields:
+    """Where a kind's object names its pool and priority class (paths from the object's top;
+    ``("metadata", "labels", LABEL_POOL)``: a label)."""
+
+    pool: tuple[str, ...]
+    priority_class: tuple[str, ...]
+
+    def where(self) -> str:
+        """How the pool is named, for a message: ``spec.pool``, ``label idlegate.io/pool``."""
+        if self.pool[:2] == ("metadata", "labels"):
+            return f"label {self.pool[2]}"
+        return ".".join(self.pool)
+
+
+_LABEL = ("metadata", "labels", LABEL_POOL)
+FIELDS: dict[str, Fields] = {
+    KIND: Fields(("spec", "pool"), ("spec", "priorityClassName")),
+    ARGO_KIND: Fields(_LABEL, ("spec", "podPriorityClassName")),
+    AIRFLOW_KIND: Fields(_LABEL, ("spec", "priorityClassName")),
+}
+"""The kinds the operator routes, by their kind as it holds them."""
+
+
+@dataclass(frozen=True, slots=True)
+class Routing:
+    """Where a workflow lands: its `pool`, and the `queue` and `priority_class` it asks for
+    (None: it names none)."""
+
+    pool: str
+    queue: str | None = None
+    priority_class: str | None = None
+
+
+class PoolNotFoundError(IdlegateError):
+    """The ExecutorPool a workflow names does not exist: it waits for it."""
+
+    reason = "PoolNotFound"
+    """The reason of its workflow's condition and Warning."""
+
+    def __init__(self, pool: str, fields: Fields) -> None:
+        self.pool, self.where = pool, fields.where()
+        super().__init__(
+            f"ExecutorPool {pool!r} does not exist: the workflow waits until it is created "
+            f"(kubectl get executorpools), or {self.where} names another."
+        )
+
+
+class PoolInvalidError(PoolNotFoundError):
+    """The ExecutorPool a workflow names exists, but its spec or policy cannot run (`why`,
+    its Invalid condition's message): it waits until it is fixed."""
+
+    reason = "PoolInvalid"
+
+    def __init__(self, pool: str, fields: Fields, why: str) -> None:
+        self.pool, self.where = pool, fields.where()
+        IdlegateError.__init__(
+            self,
+            f"ExecutorPool {pool!r} cannot run ({why.rstrip('.')}): the workflow waits until "
+            f"its spec is fixed (kubectl describe executorpool {pool}), or {self.where} names "
+            "another.",
+        )
+
+
+def _read(obj: Mapping[str, Any], path: tuple[str, ...]) -> str | None:
+    """The non-empty string at `path` in `obj`, else None (a value of another type too)."""
+    found: Any = obj
+    for key in path:
+        found = found.get(key) if isinstance(found, Mapping) else None
+    return found if isinstance(found, str) and found else None
+
+
+def route_workflow(
+    kind: str,
+    obj: Mapping[str, Any],
+    namespace_labels: Mapping[str, str],
+    pools: Iterable[tuple[str, ExecutorPoolSpec]],
+    invalid: Mapping[str, str] | None = None,
+) -> Routing:
+    """Where workflow `obj` of `kind` (a key of :data:`FIELDS`; for an Airflow run, one of
+    its worker pods) lands, its namespace having `namespace_labels`, among the ExecutorPools
+    `pools` (name, spec); PoolNotFoundError if the pool it names does not exist, the
+    PoolInvalidError of one of `invalid` (name: why it cannot run) if it exists so."""
+    fields = FIELDS[kind]
+    wanted = _read(obj, fields.pool)
+    pool = route(wanted, namespace_labels, pools)
+    if pool is None:
+        assert wanted is not None  # (only a pool named may be missing)
+        why = (invalid or {}).get(wanted)
+        raise (
+            PoolNotFoundError(wanted, fields)
+            if why is None
+            else PoolInvalidError(wanted, fields, why)
+        )
+    queue = _read(obj, ("metadata", "labels", LABEL_QUEUE))
+    return Routing(pool, queue, _read(obj, fields.priority_class))
