@@ -12,7 +12,7 @@ OUT ?= out
 AIRFLOW_VENV ?= .venv-airflow
 AIRFLOW_REQUIREMENTS := tests/data/airflow/requirements-e2e.txt
 
-.PHONY: demo test e2e postgresql lint format bench clean
+.PHONY: demo test e2e postgresql lint format bench docs-check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,12 @@ format: $(VENV)/.dev
 
 bench: $(VENV)/.dev  ## simulator speed on the TPC-H traces (needs ../shared/data)
 	$(BIN)/python benchmarks/sim_speed.py
+
+# reruns the command of every figure the docs mark and lists those that moved (minutes;
+# not part of `make test`): run it before submitting a change to a policy.
+# DOCS_CHECK="--slow" adds the runs marked slow, "--fix" writes the new figures in
+docs-check: $(VENV)/.dev
+	$(BIN)/python benchmarks/docs_figures.py $(DOCS_CHECK)
 
 clean:
 	rm -rf $(VENV) $(AIRFLOW_VENV) $(OUT) .pytest_cache .ruff_cache .mypy_cache .hypothesis

@@ -50,7 +50,7 @@ from idlegate.policy.portfolio.prior import (
 from idlegate.sim.workloads import build_workload
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import brain
+import brain_runs as brain
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from idlegate.policy.portfolio.arrivals import ArrivalWatch
 from idlegate.policy.portfolio.prior import workflow_features
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import brain
+import brain_runs as brain
 
 
 def main(argv: list[str] | None = None) -> dict[str, list[list[int]]]:

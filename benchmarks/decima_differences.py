@@ -2,7 +2,7 @@
 
 Only idlegate runs on this machine; Decima's code does not. So every number below is
 idlegate's side of a difference, or what switching one of idlegate's own choices costs;
-docs/simulator-vs-decima.md puts them next to what Decima's simulator does.
+docs/research/simulator-vs-decima.md puts them next to what Decima's simulator does.
 
     python benchmarks/decima_differences.py [--tpch-dir DIR] [--seeds 3]
 

@@ -40,7 +40,7 @@ the paired changes (mean ± 95 % half-width), the candidate against the ONNX pol
 among them. The last table lists each target, the measured figure and PASS / FAIL; the
 line after it says whether the candidate beats the ONNX policy alone on the suite's
 average and trails it by at most 0.5 % on every workload (the switch rule of
-docs/lookahead.md).
+docs/research/lookahead.md).
 """
 
 from __future__ import annotations

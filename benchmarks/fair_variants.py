@@ -15,7 +15,7 @@ on), seeds 0-4 by default, the same arrival sequence per seed for every variant:
   take every executor (an SRPT-like priority inside fair).
 
 It prints the average JCT of each (mean over seeds and per seed) and its ratio to fair.
-The figures of docs/results.md §2 ("How much room fair leaves") come from this script.
+The figures of docs/research/results.md §2 ("How much room fair leaves") come from this script.
 
     python benchmarks/fair_variants.py [--tpch-dir DIR] [--seeds 5] [--interarrival 25]
 """

@@ -18,7 +18,7 @@ the first decision costs no switch. A self-tuning scheduler that must match each
 best within a few percent has to beat this oracle at the fraction of the stream by which
 it has to choose. ``--among`` repeats the picks among those candidates only.
 Workload options as `idlegate compare`'s: ``-k``, ``--load``, ``--jobs-count``,
-``--alibaba-dir``/``IDLEGATE_ALIBABA_DIR``, ``--tpch-dir``; docs/brain-results.md, "What
+``--alibaba-dir``/``IDLEGATE_ALIBABA_DIR``, ``--tpch-dir``; docs/research/brain-results.md, "What
 is luck at 300 workflows", reads the figures.
 """
 

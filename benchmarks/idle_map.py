@@ -13,9 +13,9 @@ executors, load 0.7, the generator's defaults for the rest: size ratio 10, lag o
   runs on the same instances: its gain over `analytic:sjf` as a share of `below best`.
 * **The capture**: 100-job runs on the held-out seeds (`--first-seed`, `--capture-seeds`
   of them), each scheduler paired per seed against `analytic:sjf`, the best heuristic:
-  `learned:default` (the shipped policy), the learned-future planner (docs/idle.md (b):
+  `learned:default` (the shipped policy), the learned-future planner (docs/research/idle.md (b):
   one expected future of the conditional arrival model) and the oracle planner
-  (docs/idle.md (a): the true future, infinite horizon). A scheduler's share is its gain
+  (docs/research/idle.md (a): the true future, infinite horizon). A scheduler's share is its gain
   over `analytic:sjf` divided by the oracle planner's (none when the oracle gains less
   than `MIN_ORACLE_GAIN`: a share of noise).
 
@@ -75,19 +75,19 @@ except ModuleNotFoundError as exc:  # ortools (the dev extra): one Error line, a
 
 WORKLOAD = "follow"
 BEST = "analytic:sjf"
-"""The best heuristic on `follow` (docs/idle.md): every gain is measured against it."""
+"""The best heuristic on `follow` (docs/research/idle.md): every gain is measured against it."""
 DEFAULT = "learned:default"
 """The shipped ONNX policy."""
 LEARNED = (
     "lookahead?mode=decision&horizon=600&terminal_weight=0&candidates=sjf&wait=false"
     "&idle_levels=0&idle_at_arrivals=4&futures=expected:analytic:sjf"
 )
-"""The learned-future planner, docs/idle.md (b)."""
+"""The learned-future planner, docs/research/idle.md (b)."""
 ORACLE = (
     "lookahead?mode=decision&horizon=100000&terminal_weight=0&idle_at_arrivals=4"
     "&futures=oracle:analytic:sjf"
 )
-"""The oracle planner, docs/idle.md (a): the true remaining arrivals as its one future."""
+"""The oracle planner, docs/research/idle.md (a): the true remaining arrivals as its one future."""
 CAPTURED = {DEFAULT: DEFAULT, "learned-future planner": LEARNED, "oracle planner": ORACLE}
 ROOM_SPECS = ("fifo", "sjf", BEST, ORACLE)
 """Simulated on the CP-SAT instances: fifo hints the non-delay solve, the rest the optimum."""

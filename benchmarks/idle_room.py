@@ -14,7 +14,7 @@ the bases SJF and fair with:
   arrives within (l1 − l2) / 2 (Theorem 1's condition), else it launches.
 
 It prints the average JCT of each (mean over seeds) and its paired change against the
-base without idling (mean and 95 % CI over seeds). The statement in docs/results.md §3 of
+base without idling (mean and 95 % CI over seeds). The statement in docs/research/results.md §3 of
 how much idling can buy on this workload comes from this script.
 
     python benchmarks/idle_room.py [--seeds 20] [--loads 0.6,0.8]

@@ -11,7 +11,7 @@ FIFO on the same arrival sequences.
 The script measures idlegate alone and quotes no figure measured elsewhere: a speed
 ratio against another simulator means something only when both run side by side on the
 same machine, traces and seeds. How idlegate's simulator differs from Decima's (and so
-why their JCTs differ) is in docs/simulator-vs-decima.md. To compare this tree's speed
+why their JCTs differ) is in docs/research/simulator-vs-decima.md. To compare this tree's speed
 with another commit's on these episodes, side by side, run
 `python benchmarks/sim_regression.py --against REF`.
 """

@@ -7,7 +7,7 @@ Simulates the stream once under each rule of the plan alone and once under the p
 (`Segments`: the first rule from 0, each ``T:SPEC`` from T seconds on), the same arrivals
 and duration seed for all, and prints each mean JCT. A self-tuning scheduler's round
 asks which rule would have done best had it been followed all along; this answers what
-switching at T does, from the pool as that rule left it (docs/brain-results.md, "The
+switching at T does, from the pool as that rule left it (docs/research/brain-results.md, "The
 present check"). Workload options as `idlegate compare`'s: ``-k``, ``--load``,
 ``--jobs-count``, ``--alibaba-dir``/``IDLEGATE_ALIBABA_DIR``, ``--tpch-dir``.
 """

@@ -19,7 +19,7 @@ JCT relative to the rule, then three figures:
 On a heavy-tailed trace an executor stays on a stage while it has tasks left
 (`idlegate.sim.cluster`), so one huge job started a minute earlier or later holds the
 pool through a different burst of arrivals, and the stream's mean JCT moves by tens of
-percent; docs/brain-results.md, "What is luck at 300 workflows", reads these figures
+percent; docs/research/brain-results.md, "What is luck at 300 workflows", reads these figures
 against issue 50's targets. Workload options as `idlegate compare`'s: ``-k``,
 ``--load``, ``--jobs-count``, ``--alibaba-dir``/``IDLEGATE_ALIBABA_DIR``, ``--tpch-dir``.
 """

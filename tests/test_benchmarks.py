@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -107,6 +109,17 @@ def test_the_readmes_picture_is_drawn_from_the_schedules_its_caption_gives() -> 
     idled = gantt.run(gantt.IdleFirst(gantt.make_scheduler("sjf-cp"), "A", 2.0))
     assert {r.name: r.jct for r in at_once.records} == {"A": 20.0, "B": 22.0}
     assert {r.name: r.jct for r in idled.records} == {"A": 26.0, "B": 4.0}
+
+
+def test_drawing_the_picture_leaves_the_tracked_copy_alone(tmp_path, monkeypatch) -> None:
+    # run as the README's caption first says, from the repository's root (here a copy's)
+    pytest.importorskip("matplotlib")
+    tracked = Path(gantt.__file__).resolve().parents[1] / "docs" / "img" / "idle-slot.png"
+    before = tracked.stat().st_mtime_ns
+    monkeypatch.chdir(tmp_path)
+    gantt.main([])
+    assert (tmp_path / "out" / "idle-slot.png").stat().st_size > 0
+    assert tracked.stat().st_mtime_ns == before
 
 
 def test_api_faults_recovery_is_from_the_return_to_the_pool_full() -> None:

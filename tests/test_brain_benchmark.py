@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,12 @@ has rounds to report on a short stream."""
 @pytest.fixture(scope="module")
 def brain():
     return load_benchmark("brain")
+
+
+@pytest.fixture(scope="module")
+def runs(brain):
+    # (the module brain.py imports its runs from, beside it)
+    return sys.modules["brain_runs"]
 
 
 def test_a_run_pairs_every_candidate_and_reports_the_shift(brain, tmp_path: Path) -> None:
@@ -89,34 +96,34 @@ def test_adaptation_counts_from_the_switch_to_the_first_good_candidate(brain) ->
     assert brain.followed_longest({0: run}) == ("srpt", pytest.approx(250 / 400))
 
 
-def test_long_streams_have_the_stated_length(brain) -> None:
+def test_long_streams_have_the_stated_length(runs) -> None:
     from idlegate.evaluation.comparison import WorkloadOptions
     from idlegate.sim.workloads import workload_config
 
-    stream = brain.long_options("tpch-like", WorkloadOptions(extra={"num_stream": 5}), 1000)
+    stream = runs.long_options("tpch-like", WorkloadOptions(extra={"num_stream": 5}), 1000)
     assert stream.extra["num_stream"] == 999  # 1 at t = 0 and 999 streamed
-    assert brain.long_options("follow", WorkloadOptions(), 300).extra["num_jobs"] == 300
-    pods = brain.long_options("k8s-batch", WorkloadOptions(), 1000).extra["num_jobs"]
+    assert runs.long_options("follow", WorkloadOptions(), 300).extra["num_jobs"] == 300
+    pods = runs.long_options("k8s-batch", WorkloadOptions(), 1000).extra["num_jobs"]
     gap = workload_config("k8s-batch").mean_gap()
     assert abs(pods * gap - 24 * 3600) <= gap  # 24 hours of arrivals
 
 
-def test_the_shift_starts_with_tpch_from_the_given_traces(brain, tmp_path: Path) -> None:
+def test_the_shift_starts_with_tpch_from_the_given_traces(runs, tmp_path: Path) -> None:
     (tmp_path / "2g").mkdir()
     (tmp_path / "2g" / "q1.json").write_text("{}")
-    extra = brain.shift_case(tmp_path, 10, (1,)).options.extra
+    extra = runs.shift_case(tmp_path, 10, (1,)).options.extra
     assert extra["first"] == "tpch" and f"tpch_dir={tmp_path}" in extra["first_options"]
     assert (extra["first_jobs"], extra["second_jobs"]) == (5, 5)
-    missing = brain.shift_case(tmp_path / "none", 10, (1,)).options.extra
+    missing = runs.shift_case(tmp_path / "none", 10, (1,)).options.extra
     assert missing["first"] == "tpch-like"
 
 
-def test_a_brain_runs_account_is_what_the_portfolio_followed(brain) -> None:
+def test_a_brain_runs_account_is_what_the_portfolio_followed(brain, runs) -> None:
     options = WorkloadOptions(extra={"num_jobs": 60})
     case = brain.Case("k8s-batch-0.7", "k8s-batch", "k8s-batch", options, (3,))
-    run = brain.run_task(brain.Task(case, "brain", SMALL_BRAIN, 3))
+    run = runs.run_task(runs.Task(case, "brain", SMALL_BRAIN, 3))
     portfolio = make_scheduler(SMALL_BRAIN)
-    simulate(brain.build("k8s-batch", 3, options), portfolio, seed=3)
+    simulate(runs.build("k8s-batch", 3, options), portfolio, seed=3)
     assert len(run.rounds) > 1  # (a run that switches, so the account has stretches)
     assert run.followed == portfolio.followed_from()
     assert brain.Run(run.jct, run.arrival, None, [], None, 1.0, 0.0).followed == []  # a rule's

@@ -25,25 +25,25 @@ ROUND = {
 
 
 @pytest.mark.parametrize(
-    ("rounds", "switches", "title"),
+    ("followed", "title"),
     [
-        (0, 0, "Followed: learned:default, no round ran"),
-        (1, 1, "Followed: 1 round, 1 switch"),
-        (2, 1, "Followed: 2 rounds, 1 switch"),
+        ([], "Followed: learned:default, no round ran"),
+        (["learned:default"], "Followed: 1 round, 0 switches"),  # kept the start
+        (["srpt"], "Followed: 1 round, 1 switch"),
+        (["srpt", "srpt"], "Followed: 2 rounds, 1 switch"),
+        (["srpt", "fifo", "srpt"], "Followed: 3 rounds, 3 switches"),
     ],
 )
-def test_the_followed_table_counts_rounds_and_switches(
-    rounds: int, switches: int, title: str
-) -> None:
+def test_the_followed_table_counts_rounds_and_switches(followed: list[str], title: str) -> None:
+    # the switches are the changes of the candidate each round followed, from the start on
     account = {
         "start": "learned:default",
-        "rounds": [ROUND] * rounds,
-        "switches": switches,
+        "rounds": [{**ROUND, "candidate": c} for c in followed],
         "time_followed": {"learned:default": 180.0, "srpt": 60.0},
     }
     table = render_followed(account)
     assert table.title == title
-    assert table.row_count == rounds + 1  # (the cold start's row first)
+    assert table.row_count == len(followed) + 1  # (the cold start's row first)
     assert table.caption == "share of the run: learned:default 75 %, srpt 25 %"
 
 

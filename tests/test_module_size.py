@@ -1,4 +1,4 @@
-"""Small modules: no module of the package is over 800 lines."""
+"""Small modules: no module of the package, and no benchmark script, is over 800 lines."""
 
 from __future__ import annotations
 
@@ -17,6 +17,11 @@ def _too_long(root: Path) -> dict[str, int]:
 
 def test_no_module_of_the_package_is_over_800_lines():
     assert _too_long(Path(idlegate.__file__).parent) == {}
+
+
+def test_no_benchmark_script_is_over_800_lines():
+    # the scripts are read and changed as often as the package: the same rule
+    assert _too_long(Path(__file__).resolve().parents[1] / "benchmarks") == {}
 
 
 def test_the_check_finds_a_long_module(tmp_path):

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = [
     "README.md",
     "deploy/README.md",
-    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")),
+    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md")),
 ]
 
 

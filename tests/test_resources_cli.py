@@ -147,12 +147,22 @@ def test_the_pod_workloads_draw_requests_only_when_asked(workload):
 
 @pytest.mark.parametrize("workload", ["k8s-batch", "argo-shapes", "airflow-shapes"])
 def test_the_pod_workloads_with_requests_run_on_a_resource_pool(workload):
-    args = ["simulate", "-w", workload, "-o", "requests=true", "-o", "num_jobs=30"]
-    pool = ["--resources", "cpu=24,memory=96Gi,nvidia.com/gpu=2", "--json"]
+    args = ["simulate", "-w", workload, "-o", "requests=true", "-o", "num_jobs=30", "--json"]
+    pool = ["--resources", "cpu=24,memory=96Gi,nvidia.com/gpu=2"]
     for scheduler in ("fifo", "srpt", "learned:default"):
         result = runner.invoke(app, [*args, "-s", scheduler, *pool])
         assert result.exit_code == 0, result.output
-        assert json.loads(result.stdout)["jobs"] == 30
+        run = json.loads(result.stdout)
+        assert run["jobs"] == 30
+        # the requests were counted against the pool's resources, within them
+        used = run["utilisation_by_resource"]
+        assert set(used) == {"cpu", "memory", "nvidia.com/gpu"}, used
+        assert 0 < used["cpu"] <= 1 and all(0 <= u <= 1 for u in used.values()), used
+    # and they bound what runs at once: half the CPUs and memory, later workflows
+    half = ["--resources", "cpu=12,memory=48Gi,nvidia.com/gpu=2", "-s", "srpt"]
+    halved = json.loads(runner.invoke(app, [*args, *half]).stdout)
+    whole = json.loads(runner.invoke(app, [*args, *pool, "-s", "srpt"]).stdout)
+    assert halved["avg_jct"] > whole["avg_jct"]
 
 
 LINTED = """\

@@ -248,7 +248,7 @@ def test_a_candidate_with_a_colon_is_named_and_underscores_stay() -> None:
     assert "planning-delay" not in message
     with pytest.raises(IdlegateError, match="unknown scheduler 'sjf_cpx'"):
         SchedulerSpec.parse("sjf_cpx")
-    # the form docs/lookahead.md gives: `analytic` is the analytic rule over sjf-cp
+    # the form docs/research/lookahead.md gives: `analytic` is the analytic rule over sjf-cp
     planner = make_scheduler("lookahead?candidates=fair+srpt+sjf-cp+weighted-fair+analytic:sjf")
     assert planner.config.candidates[-1] == "analytic"
     assert make_scheduler("analytic").name == make_scheduler("analytic:sjf-cp").name

@@ -1,4 +1,4 @@
-"""The dropped variants of docs/brain-results.md stay reproducible: each patch of
+"""The dropped variants of docs/research/brain-results.md stay reproducible: each patch of
 benchmarks/variants/ applies to the present code."""
 
 from __future__ import annotations
@@ -27,5 +27,5 @@ def test_a_variant_patch_applies_to_the_present_code(patch: Path) -> None:
     )
     assert done.returncode == 0, (
         f"{patch.name} no longer applies ({done.stderr.strip()}): redo it on the present "
-        "code and rerun its row of docs/brain-results.md, or drop both"
+        "code and rerun its row of docs/research/brain-results.md, or drop both"
     )

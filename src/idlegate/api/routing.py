@@ -12,14 +12,10 @@ its own place (:data:`FIELDS`); the pool is then picked by :func:`~.pool_spec.ro
 2. else the first pool by name whose `namespaceSelector` selects its namespace;
 3. else the operator's implicit default pool.
 
-The queue is the label :data:`~.labels.LABEL_QUEUE` (any kind), the priority class a
-DagWorkflow's ``spec.priorityClassName``, an Argo Workflow's ``spec.podPriorityClassName``
-or an Airflow pod's ``spec.priorityClassName``: read here, used by no pool yet (the queues
-of issue 59 come next). A DagWorkflow's two are not in its CRD yet: its spec's one model,
-:class:`~idlegate.sim.spec.WorkflowSpec`, forbids unknown fields (and the API server
-prunes what the CRD lacks), so ``spec.priorityClassName`` reaches this function only once
-that model has it, and a DagWorkflow names its queue by the label, as the other kinds do.
-Pure: no kopf, no API, no clock.
+The queue is a DagWorkflow's ``spec.queueName``, else the label
+:data:`~.labels.LABEL_QUEUE` (any kind); the priority class a DagWorkflow's
+``spec.priorityClassName``, an Argo Workflow's ``spec.podPriorityClassName`` or an Airflow
+pod's ``spec.priorityClassName`` (docs/queues.md). Pure: no kopf, no API, no clock.
 """
 
 from __future__ import annotations
@@ -133,5 +129,6 @@ def route_workflow(
             if why is None
             else PoolInvalidError(wanted, fields, why)
         )
-    queue = _read(obj, ("metadata", "labels", LABEL_QUEUE))
+    own = _read(obj, ("spec", "queueName")) if kind == KIND else None
+    queue = own or _read(obj, ("metadata", "labels", LABEL_QUEUE))
     return Routing(pool, queue, _read(obj, fields.priority_class))

@@ -14,6 +14,7 @@ from idlegate.sim.metrics import Estimate
 
 __all__ = [
     "caption",
+    "fmt_change",
     "fmt_estimate",
     "fmt_number",
     "fmt_relative",
@@ -51,7 +52,11 @@ def fmt_relative(r: SchedulerResult, est: Estimate | None = None) -> str:
     `est` is the change to show (default: the average JCT's, ``r.vs_baseline``)."""
     if r.is_baseline:
         return "baseline"
-    est = r.vs_baseline if est is None else est
+    return fmt_change(r.vs_baseline if est is None else est)
+
+
+def fmt_change(est: Estimate) -> str:
+    """A paired relative change as the % column writes it: "-8.2 % ± 2.6"."""
     sign = "+" if est.mean > 0 else ""
     text = f"{sign}{est.mean * 100:.1f} %"
     if est.n >= 2 and math.isfinite(est.half_width):

@@ -27,7 +27,7 @@ Workloads (:func:`suite_cases`), full suite:
   one-stage jobs, offered load 0.7; 100 jobs, 50 in the quick suite): each long job
   followed after a random lag by a session of short ones; one long and several short
   workflows per push, seconds apart; named pipelines on cron-like schedules plus ad-hoc
-  jobs. Where idling pays with perfect knowledge (docs/idle.md);
+  jobs. Where idling pays with perfect knowledge (docs/research/idle.md);
 * ``mixed-0.5`` — one stream, half synthetic two-type jobs, half TPC-H jobs (TPC-H-like
   generated DAGs when the traces are absent; the report says which), 50 executors,
   1 + 200 jobs, mean interarrival 25 s;

@@ -44,7 +44,7 @@ def _portfolio(**options: Any) -> Scheduler:
 SCHEDULERS["portfolio"] = _portfolio
 
 DEFAULT_POLICY_PATH = Path(__file__).resolve().parent / "default.onnx"
-"""The learned policy shipped with the package (how it was trained: docs/results.md, §5)."""
+"""The learned policy shipped with the package (how it was trained: docs/research/results.md, §5)."""
 
 DEFAULT_SCHEDULER = SchedulerSpec("portfolio")
 """What the spec ``default`` builds: the scheduler the operator runs unless told otherwise,

@@ -32,7 +32,7 @@ when every job with a launchable stage already holds at least its fair share ⌈
 decline to give a job more than fair would, never hold one below it (deliberate delays
 below the share are idle slots: bounded, once per stage); some executor is then busy,
 so an event is sure to come. A wider mask (WAIT whenever an executor is busy) let a
-fair-imitating policy starve a workload unlike its training set (docs/results.md, "The
+fair-imitating policy starve a workload unlike its training set (docs/research/results.md, "The
 learned policies").
 
 Resource columns: with ``FeatureConfig(resource_features=True)`` the columns of

@@ -48,7 +48,7 @@ jobs in the system, a plan forks only the learned policy's window of them
 holding executors, so a plan with 1,000 queued workflows costs about what one with 60
 does; the jobs left out wait through every candidate's future alike. All three are off
 by default, so the planner (the shipped policy's teacher) plans as it always did;
-`FAST_PLANNING` is the setting measured for an operator's pace (docs/lookahead.md).
+`FAST_PLANNING` is the setting measured for an operator's pace (docs/research/lookahead.md).
 
 Modes
 -----
@@ -57,7 +57,7 @@ candidate *policy* (BASE and `candidates`) running alone for the horizon and fol
 the cheapest until the next such event (policy switching, Chang, Givan & Chong 2004:
 with exact evaluation, at least as good as every policy it switches between).
 ``decision`` plans every decision as above; with sampled futures it did worse than its
-base, with the true future a little better (`docs/lookahead.md`), so it is the mode to
+base, with the true future a little better (`docs/research/lookahead.md`), so it is the mode to
 use when the future is known well, e.g. a batch of jobs submitted together. When its
 choice holds a stage back (an idle slot, or WAIT over BASE's launch) and its futures
 are not Poisson, `hold` says for which expected arrivals (`policy.plans.Hold`: "3 short
@@ -139,7 +139,7 @@ SchedulerFactory = Callable[[], Scheduler]
 FAST_PLANNING: Final[Mapping[str, Any]] = MappingProxyType(
     {"max_decisions": 100, "race": 0.05, "plan_window": 64}
 )
-"""`LookaheadConfig` options for planning at an operator's pace (docs/lookahead.md,
+"""`LookaheadConfig` options for planning at an operator's pace (docs/research/lookahead.md,
 "Planning time": plans 12 times cheaper at p99 for about 2.5 % of mean JCT on its busiest
 setting)."""
 

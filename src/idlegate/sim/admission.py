@@ -239,7 +239,7 @@ class Admission:
         self._tick(now)
         since = self.since
         waiting = [False] * len(self.queues)
-        pending = [[0.0] * len(self.dims) for _ in self.queues]
+        left: dict[tuple[int, Any], tuple[Stage, int]] = {}
         for job in cluster.jobs:
             if job.runnable:
                 q = job.queue
@@ -247,10 +247,15 @@ class Admission:
                 for stage in job.runnable:
                     if stage not in since:
                         since[stage] = now
-                    left = stage.available - stage.launched
-                    pending[q] = [
-                        p + a * left for p, a in zip(pending[q], self.demand(stage), strict=True)
-                    ]
+                    key = (q, None if stage.need is None else stage.need.amounts)
+                    seen = left.get(key)
+                    tasks = stage.available - stage.launched
+                    left[key] = (stage, tasks if seen is None else seen[1] + tasks)
+        pending = [[0.0] * len(self.dims) for _ in self.queues]
+        for (q, _), (stage, tasks) in left.items():
+            pending[q] = [
+                p + a * tasks for p, a in zip(pending[q], self.demand(stage), strict=True)
+            ]
         self._pending = pending
         if not self.bounded:
             self._waiting = waiting

@@ -247,6 +247,26 @@ class WorkflowSpec(BaseModel):
         "default pool (--pool-size). A named pool that does not exist makes the workflow "
         "wait (condition PoolReady=False) until it does.",
     )
+    queue_name: str | None = Field(
+        default=None,
+        alias="queueName",
+        min_length=1,
+        max_length=63,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+        description="The queue of its pool to wait in (docs/queues.md). Unset: the label "
+        "idlegate.io/queue, else the queue whose namespaces include the workflow's, else "
+        "the pool's default queue. A queue that does not exist makes the workflow wait "
+        "(reason QueueNotFound).",
+    )
+    priority_class_name: str | None = Field(
+        default=None,
+        alias="priorityClassName",
+        min_length=1,
+        max_length=253,
+        pattern=DNS_SUBDOMAIN_PATTERN,
+        description="A PriorityClass whose value orders the workflow within its queue "
+        "(higher first), as a pod's does. One that does not exist: a Warning, priority 0.",
+    )
 
     def model_post_init(self, __context: Any) -> None:
         check_dag(self.stages)

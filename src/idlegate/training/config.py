@@ -195,7 +195,7 @@ class TrainConfig(Config):
     preset: str | None = None
     """The preset a config file's settings are merged over: quick (≤ 10 min), full,
     default (the shipped policy's), cluster (a cluster's history: needs --history), idle
-    (distils the oracle planner; docs/idle.md) or resources (the shipped policy's resource
+    (distils the oracle planner; docs/research/idle.md) or resources (the shipped policy's resource
     adapter; docs/resources.md); a file's own preset key, else quick."""
     seed: int = Field(0, ge=0)
     """Seeds model init and every random draw."""

@@ -96,7 +96,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "iterations": 150,
         "rollouts_per_sequence": 6,
         # small steps from the BC policy: at lr 1e-3 and β 0.01 REINFORCE drifted away
-        # from it (docs/results.md, "The learned policies")
+        # from it (docs/research/results.md, "The learned policies")
         "lr": 3e-4,
         "entropy": {"weight": 0.001, "decay": 0.0, "minimum": 0.001},
         "curriculum": {
@@ -112,7 +112,7 @@ PRESETS: dict[str, dict[str, Any]] = {
             "epochs": 20,
             "batch_size": 512,
             # plain cloning lands 3.4 % above fair on validation, 3 DAgger rounds 0.3 %
-            # (docs/results.md, "The learned policies")
+            # (docs/research/results.md, "The learned policies")
             "dagger_rounds": 3,
         },
         "out_dir": "out/train-full",

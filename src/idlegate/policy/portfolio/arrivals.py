@@ -17,7 +17,7 @@ them on. A mix of two kinds of DAGs (``mixed``) has a wide spread and stays one
 workload; a run of three workflows that far out does not happen by chance within a
 workload of the evaluation suite: on 1,000-workflow streams of every workload of the
 suite, ten tuning seeds (2000–2009), this finds no change, and on `shift` it finds the
-switch at its third pod (docs/brain-results.md).
+switch at its third pod (docs/research/brain-results.md).
 """
 
 from __future__ import annotations

@@ -1,0 +1,146 @@
+"""benchmarks/docs_figures.py (`make docs-check`): the figures the docs quote, checked against
+their commands; here with a fake run, and the real pages' markers read without running."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from idlegate.errors import IdlegateError
+from tests.helpers import load_benchmark
+
+docs_figures = load_benchmark("docs_figures")
+
+PAGE = """# A page
+
+<!-- run cmp -->
+```sh
+idlegate compare --schedulers a,b --seeds 2 --first-seed 0 --out out/cmp
+```
+
+<!-- table cmp -->
+<!-- table long -->
+| scheduler | avg JCT (s) | avg JCT vs b |
+|:---|---:|---:|
+| a | 10.0 ± 1.0 | -50.0 % ± 1.0 |
+| trained | 9.0 | -55.0 % |
+
+`a` is <!-- figure cmp: cell("a", "avg JCT vs b") -->-10.0 % ± 9.0<!-- /figure --> against
+`b`, lower on <!-- figure cmp: words(lower_on("a", "b")) -->two<!-- /figure --> seeds, of
+<!-- figure cmp: number(summary("b", "avg_jct")) -->20.0<!-- /figure --> s.
+
+<!-- run long slow: idlegate train --out out/t && idlegate advise h.jsonl --out out/adv -->
+"""
+
+REPORT = docs_figures.Report(
+    json={
+        "schedulers": {
+            "a": {"runs": [{"avg_jct": 8.0}, {"avg_jct": 24.0}]},
+            "b": {
+                "runs": [{"avg_jct": 16.0}, {"avg_jct": 20.0}],
+                "summary": {"avg_jct": {"mean": 18.0}},
+            },
+        }
+    },
+    table=[
+        ["scheduler", "avg JCT (s)", "p95 JCT (s)", "avg JCT vs b"],
+        [":---", "---:", "---:", "---:"],
+        ["**a**", "**16.0 ± 8.0**", "**30.0**", "**-10.0 % ± 9.0**"],
+        ["b", "18.0 ± 2.0", "31.0", "baseline"],
+    ],
+)
+
+
+def _fake(reports: dict[str, object], ran: list[str]):
+    def run(r):
+        ran.append(r.name)
+        return reports[r.name]
+
+    return run
+
+
+def test_the_figures_that_moved_are_listed_and_fixed(tmp_path: Path, capsys) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(PAGE)
+    ran: list[str] = []
+    assert docs_figures.main([str(page)], run=_fake({"cmp": REPORT}, ran)) == 1
+    out = capsys.readouterr().out
+    # the row and two figures moved (a is lower on one seed, b's mean is 18); the slow
+    # run's row is not checked without --slow, and the command ran once for four figures
+    assert ran == ["cmp"]
+    assert "page.md:12: documented '| a | 10.0 ± 1.0 | -50.0 % ± 1.0 |', now " in out
+    assert "now '| **a** | **16.0 ± 8.0** | **-10.0 % ± 9.0** |'" in out
+    assert "documented 'two', now 'one'" in out and "documented '20.0', now '18.0'" in out
+    assert "1 of 4 figures match; 3 moved; slow runs skipped (--slow): long" in out
+    assert page.read_text() == PAGE
+
+    assert docs_figures.main([str(page), "--fix"], run=_fake({"cmp": REPORT}, [])) == 0
+    fixed = page.read_text()
+    assert "| **a** | **16.0 ± 8.0** | **-10.0 % ± 9.0** |\n| trained | 9.0 |" in fixed
+    assert "-->one<!--" in fixed and "-->18.0<!--" in fixed
+    assert docs_figures.main([str(page)], run=_fake({"cmp": REPORT}, [])) == 0
+
+
+def test_a_slow_run_runs_with_slow_and_a_failed_run_is_not_checked(tmp_path, capsys) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(PAGE)
+    failed = docs_figures.Report(error="it failed (exit 1): Error: no such file")
+    ran: list[str] = []
+    assert (
+        docs_figures.main([str(page), "--slow"], run=_fake({"cmp": REPORT, "long": failed}, ran))
+        == 1
+    )
+    assert ran == ["cmp", "long"]
+    out = capsys.readouterr().out
+    assert "page.md:8: 'the table' not checked: run long: it failed (exit 1)" in out
+    # the row only the failed run would have had is named too
+    assert "'| trained | 9.0 | -55.0 % |' not checked: no run of the table has row 'trained'" in out
+
+
+def test_a_figure_of_a_run_the_page_does_not_mark_is_an_error(tmp_path, capsys) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("x <!-- figure nope: 1 -->1<!-- /figure -->\n")
+    with pytest.raises(SystemExit) as stop:
+        docs_figures.main([str(page)], run=_fake({}, []))
+    assert stop.value.code == 1
+    assert capsys.readouterr().err == (
+        f"Error: {page}:1: no run 'nope' in this page; mark its command\n"
+    )
+
+
+def test_a_report_is_what_the_command_just_wrote_into_its_out(tmp_path: Path) -> None:
+    (tmp_path / "compare.json").write_text('{"best": "a"}')
+    (tmp_path / "compare.md").write_text("# t\n\n| s | x |\n|:---|---:|\n| a | 1 |\n\nmore\n")
+    report = docs_figures._report("", tmp_path, started=0.0)
+    assert report.json == {"best": "a"} and report.row_names() == ["a"]
+    stale = docs_figures._report(
+        "", tmp_path, started=(tmp_path / "compare.md").stat().st_mtime + 5
+    )
+    assert stale.error == f"it wrote no .json or .md into {tmp_path}"
+    assert docs_figures._report('{"avg_jct": 3.5}', None, 0.0).json == {"avg_jct": 3.5}
+
+
+@pytest.mark.parametrize("page", docs_figures.pages([]), ids=lambda p: p.name)
+def test_every_marker_of_the_pages_names_a_run_and_parses(page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
+    docs_figures.check_page(page, text, lambda run: None)  # raises on a run not marked
+    for _, expression, _ in docs_figures.FIGURE.findall(text):
+        compile(expression, str(page), "eval")
+    opened = text.count("<!-- figure ")
+    assert opened == len(docs_figures.FIGURE.findall(text)), "a figure without its <!-- /figure -->"
+
+
+def test_the_checked_pages_quote_the_figures_of_issue_60() -> None:
+    # the figures that went stale once (issue 60, item 22) are among those checked
+    root = docs_figures.ROOT
+    marked = {
+        "README.md": "<!-- table demo -->",
+        "docs/resources.md": "<!-- table resources -->",
+        "docs/advise.md": "<!-- figure advise: ",
+        "docs/operations.md": "<!-- figure advise: ",
+    }
+    missing = [name for name, marker in marked.items() if marker not in (root / name).read_text()]
+    assert missing == []
+    with pytest.raises(IdlegateError, match="no command and no"):
+        docs_figures.runs_of(Path("p.md"), "<!-- run x -->\ntext\n")
