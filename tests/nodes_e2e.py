@@ -31,11 +31,19 @@ import random
 import threading
 import time
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 import kmock
 
-from idlegate.api.labels import ANNOTATION_ATTEMPT, GATE, LABEL_STAGE, LABEL_TASK, LABEL_WORKFLOW
+from idlegate.api.labels import (
+    ANNOTATION_ATTEMPT,
+    GATE,
+    HOSTNAME,
+    LABEL_STAGE,
+    LABEL_TASK,
+    LABEL_WORKFLOW,
+)
 from idlegate.sim.argo import DURATION_ANNOTATION
 from idlegate.sim.resources import ResourceVector, pod_request
 from tests.argo_workflows import argo
@@ -74,11 +82,15 @@ def requests(size: str) -> dict[str, Any]:
     return {"requests": {"cpu": cpu, "memory": memory}}
 
 
-def sized_stage(rng: random.Random, name: str, deps: tuple[str, ...] = ()) -> dict[str, Any]:
-    """A DagWorkflow stage of 1 to 4 tasks whose pod template requests a drawn size."""
+def sized_stage(
+    rng: random.Random, name: str, deps: tuple[str, ...] = (), retries: int = 0
+) -> dict[str, Any]:
+    """A DagWorkflow stage of 1 to 4 tasks whose pod template requests a drawn size, each
+    task retried up to `retries` times."""
     container = {"name": "task", "image": "busybox", "resources": requests(rng.choice([*SIZES]))}
     template = {"spec": {"containers": [container]}}
-    return stage(name, rng.randint(1, 4), rng.randint(*SECONDS), deps, template=template)
+    more = {"backoffLimit": retries} if retries else {}
+    return stage(name, rng.randint(1, 4), rng.randint(*SECONDS), deps, template=template, **more)
 
 
 def sized_template(rng: random.Random, name: str) -> dict[str, Any]:
@@ -90,17 +102,17 @@ def sized_template(rng: random.Random, name: str) -> dict[str, Any]:
     }
 
 
-def dag_workflow(rng: random.Random, name: str) -> dict[str, Any]:
-    """A chain of 2 or 3 stages, or a diamond."""
+def dag_workflow(rng: random.Random, name: str, retries: int = 0) -> dict[str, Any]:
+    """A chain of 2 or 3 stages, or a diamond (each task retried up to `retries` times)."""
     if rng.random() < 0.5:
         names = ["a", "b", "c"][: rng.randint(2, 3)]
-        stages = [sized_stage(rng, n, tuple(names[:i][-1:])) for i, n in enumerate(names)]
+        stages = [sized_stage(rng, n, tuple(names[:i][-1:]), retries) for i, n in enumerate(names)]
     else:
         stages = [
-            sized_stage(rng, "a"),
-            sized_stage(rng, "b", ("a",)),
-            sized_stage(rng, "c", ("a",)),
-            sized_stage(rng, "d", ("b", "c")),
+            sized_stage(rng, "a", (), retries),
+            sized_stage(rng, "b", ("a",), retries),
+            sized_stage(rng, "c", ("a",), retries),
+            sized_stage(rng, "d", ("b", "c"), retries),
         ]
     return workflow(name, *stages)
 
@@ -129,16 +141,28 @@ def argo_workflow(rng: random.Random, name: str) -> dict[str, Any]:
     return argo(name, {"dag": {"tasks": tasks}}, *templates)
 
 
-def mixed_workflows(count: int, seed: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(DagWorkflows, Argo Workflows): `count` in all, one in three an Argo Workflow."""
+def mixed_workflows(
+    count: int, seed: int, retries: int = 0
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(DagWorkflows, Argo Workflows): `count` in all, one in three an Argo Workflow; the
+    DagWorkflows' tasks retried up to `retries` times."""
     rng = random.Random(seed)
     dags, argos = [], []
     for i in range(count):
         if i % 3 == 2:
             argos.append(argo_workflow(rng, f"argo-{i}"))
         else:
-            dags.append(dag_workflow(rng, f"dwf-{i}"))
+            dags.append(dag_workflow(rng, f"dwf-{i}", retries))
     return dags, argos
+
+
+def first_tries_fail(pod: Mapping[str, Any]) -> int | None:
+    """The kubelet's `failure`: the first attempt of task 0 of stages a and b of every
+    DagWorkflow exits 1 (so each is retried once); every other pod succeeds."""
+    meta = pod.get("metadata") or {}
+    labels, notes = meta.get("labels") or {}, meta.get("annotations") or {}
+    first = notes.get(ANNOTATION_ATTEMPT) == "0" and labels.get(LABEL_TASK) == "0"
+    return 1 if first and labels.get(LABEL_STAGE) in ("a", "b") else None
 
 
 # -- what happened -------------------------------------------------------------------------------
@@ -175,6 +199,9 @@ class Outcome:
     """The DagWorkflows' mean JCT (their status, in simulated seconds)."""
     speed: float = SPEED
     """Simulated seconds per wall second."""
+    retries: list[tuple[str, bool]] = dataclasses.field(default_factory=list)
+    """Each DagWorkflow pod of a retry (attempt > 0), and whether it was pinned to a node
+    (a ``kubernetes.io/hostname`` nodeSelector) when created."""
 
     @property
     def succeeded(self) -> int:
@@ -194,6 +221,7 @@ class Outcome:
             f"run                        {self.seconds:.1f} s wall "
             f"({self.seconds * self.speed:.0f} s simulated at {self.speed:g} times the wall's pace)",
             f"mean JCT of DagWorkflows   {self.mean_jct:.1f} s simulated",
+            f"retries pinned to a node   {sum(p for _, p in self.retries)}/{len(self.retries)}",
         ]
 
 
@@ -212,6 +240,7 @@ class ClusterMonitor:
         self.overcommits: list[str] = []
         self.created: Counter[str] = Counter()
         self.tasks: Counter[tuple[str, str, str, str]] = Counter()
+        self.retries: dict[str, bool] = {}
         self.gated: set[str] = set()
         self.released: set[str] = set()
         self.unschedulable: set[str] = set()
@@ -276,6 +305,8 @@ class ClusterMonitor:
                     attempt,
                 )
                 self.tasks[task] += 1
+                if attempt != "0":
+                    self.retries[name] = HOSTNAME in (spec.get("nodeSelector") or {})
         gates = [g.get("name") for g in spec.get("schedulingGates") or []]
         live = etype != "DELETED" and status.get("phase") not in ENDED
         if GATE in gates:
@@ -344,6 +375,7 @@ class ClusterMonitor:
                 utilisation=self.busy / self.waited if self.waited else 0.0,
                 seconds=(self.ended or time.monotonic()) - (self.started or time.monotonic()),
                 mean_jct=sum(self.jcts.values()) / len(self.jcts) if self.jcts else 0.0,
+                retries=sorted(self.retries.items()),
             )
 
 
@@ -366,18 +398,25 @@ def run(
     seed: int = 0,
     pool: str = "nodes",
     speed: float = SPEED,
+    failing: bool = False,
 ) -> Outcome:
     """Run `workflows` mixed workflows on the three nodes (the module docstring), the pool
-    one of `POOLS`, the operator's clock and the kubelet at `speed` times the wall's pace."""
+    one of `POOLS`, the operator's clock and the kubelet at `speed` times the wall's pace;
+    `failing`: with `first_tries_fail`'s failures, each retried once."""
     for i in range(NODE_COUNT):
         if api.get(NODES, None, f"node-{i}") is None:
             api.create(NODES, node(f"node-{i}", cpu=NODE_CPU, memory=NODE_MEMORY))
-    dags, argos = mixed_workflows(workflows, seed)
+    dags, argos = mixed_workflows(workflows, seed, retries=1 if failing else 0)
     names = {w["metadata"]["name"] for w in [*dags, *argos]}
     monitor = ClusterMonitor(api, namespace, names)
     try:
         with (
-            SimKubelet(api, namespace, time_factor=1 / speed),
+            SimKubelet(
+                api,
+                namespace,
+                time_factor=1 / speed,
+                failure=first_tries_fail if failing else None,
+            ),
             ArgoController(api, namespace),
             running_operator(
                 api,

@@ -109,3 +109,28 @@ def test_the_monitor_sees_an_overcommit_a_released_pod_pending_and_the_cpu_in_us
     assert out.twice == ["dup"] and out.pods == 4
     assert pending.waiting_seconds > 0 and pending.utilisation == pytest.approx(1.25)
     assert out.waiting_seconds > pending.waiting_seconds and out.utilisation < 1.25
+
+
+# -- with failures: each retry's pod goes back to its task's node (issue 60, item 1) --------
+
+
+@pytest.fixture(scope="module")
+def failing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
+    crd = yaml.safe_load(need(WORKFLOW_CRD).read_text())
+    for api in serving_crd(tmp_path_factory.mktemp("k8s")):
+        api.create("customresourcedefinitions", crd)
+        namespace = new_namespace(api, "e2e-retries")
+        result = run(api, namespace, workflows=WORKFLOWS, seed=1, failing=True)
+        print("\n".join(result.lines()))
+        yield result
+
+
+def test_every_retry_is_pinned_and_no_released_pod_pends(failing: Outcome) -> None:
+    """Issue 60, item 1: 12 of 12 retries went out unpinned, and 8 released pods then
+    pended Unschedulable, the pool's view off where the retries landed."""
+    report = "\n".join(failing.lines())
+    assert failing.succeeded == WORKFLOWS, report
+    assert len(failing.retries) >= WORKFLOWS, report  # (two a DagWorkflow)
+    assert [name for name, pinned in failing.retries if not pinned] == [], report
+    assert failing.unschedulable_released == [], report
+    assert failing.overcommits == [], report

@@ -149,3 +149,24 @@ def test_the_pools_condition_says_which_quantity_is_wrong_and_where():
     said = str(caught.value)
     assert said.startswith("ExecutorPool 'batch': resources: memory: 'lots' is not a quantity")
     assert said.endswith("fix its spec (kubectl edit executorpool batch)")
+
+
+USAGE = [  # (used, capacity, the printer column's used/capacity: one unit for both)
+    ("cpu=18", "cpu=21250m", "18000m/21250m"),  # (not 18/21250m: pods over milli-CPU)
+    ("", "cpu=21250m", "0/21250m"),
+    ("cpu=4", "cpu=24", "4/24"),
+    ("memory=12Gi", "memory=32256Mi", "12288Mi/32256Mi"),
+    ("memory=2Gi", "memory=8Gi", "2Gi/8Gi"),
+    ("nvidia.com/gpu=1", "nvidia.com/gpu=2", "1/2"),
+]
+
+
+@pytest.mark.parametrize(("used", "capacity", "usage"), USAGE)
+def test_a_pools_usage_writes_used_and_capacity_in_one_unit(used, capacity, usage):
+    """Issue 60, item 6: `kubectl get executorpool` printed 18/21250m."""
+    from idlegate.api.pool_spec import resource_status
+
+    asked = ResourceVector.parse(used) if used else ResourceVector()
+    status = resource_status(ResourceVector.parse(capacity), asked)
+    ((name, text),) = status["usage"].items()
+    assert text == usage and name == capacity.split("=")[0]

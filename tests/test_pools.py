@@ -233,8 +233,10 @@ async def test_a_rebuild_applies_the_pools_first_and_no_finished_workflow_waits(
     assert {key: w.pool for key, w in pools.waiting.items()} == {("default", "stuck"): "unloadable"}
     assert pool_status("batch", pools)["pending"] == 1
     assert h.released("run") == ["run-a-0"]
-    waits = [e["involvedObject"]["name"] for e in h.kube.events if e["reason"] == "PoolNotFound"]
-    assert waits == ["stuck"]
+    # (issue 60, item 5: the pool exists, and its workflow says why it cannot run)
+    waits = [e for e in h.kube.events if e["reason"] in ("PoolNotFound", "PoolInvalid")]
+    assert [(e["involvedObject"]["name"], e["reason"]) for e in waits] == [("stuck", "PoolInvalid")]
+    assert waits[0]["message"].startswith("ExecutorPool 'unloadable' cannot run (")
     for name in ("run", "ok", "gone"):  # (those admitted at once have none)
         conditions = h.kube.status(name).get("conditions") or []
         assert "PoolReady" not in {c["type"] for c in conditions}, name
@@ -531,3 +533,77 @@ async def test_a_gang_wider_than_its_pool_waits_for_the_pool_to_grow():
     assert (cond["status"], cond["reason"]) == ("True", "PoolFound")
     await h.run_to_completion()
     assert h.kube.status("g")["phase"] == "Succeeded"
+
+
+@pytest.mark.asyncio
+async def test_a_workflow_in_a_pool_that_exists_but_cannot_run_says_so_not_that_it_is_missing():
+    """Issue 60, item 5: it said PoolNotFound "does not exist"."""
+    from idlegate.operator.edge import intake
+    from tests.operator_fakes import harness, stage
+
+    h = harness(pool=2)
+    pools = h.pools
+    await h.submit("w", {"stages": [stage("a")], "pool": "x"})
+    assert h.kube.reasons("w") == ["PoolNotFound"]  # (not created yet: it does not exist)
+    why = "ExecutorPool 'x': spec.size must be at least 1."
+    await intake.readmit(pools, pools.cannot_run("x", why))  # (what its handler does)
+    await h.settle()
+    (said,) = [e["message"] for e in h.kube.events if e["reason"] == "PoolInvalid"]
+    assert said == (
+        "ExecutorPool 'x' cannot run (ExecutorPool 'x': spec.size must be at least 1): the "
+        "workflow waits until its spec is fixed (kubectl describe executorpool x), or "
+        "spec.pool names another."
+    )
+    (cond,) = [c for c in h.kube.status("w")["conditions"] if c["type"] == "PoolReady"]
+    assert (cond["status"], cond["reason"]) == ("False", "PoolInvalid")
+    await intake.readmit(pools, pools.apply("x", ExecutorPoolSpec.model_validate({"size": 1})))
+    await h.settle()
+    assert h.released("w") == ["w-a-0"] and not pools.invalid
+
+
+@pytest.mark.asyncio
+async def test_the_pool_handler_tells_the_workflows_waiting_that_their_pool_cannot_run(
+    monkeypatch,
+):
+    """Issue 60, item 5, through kopf's handler of ExecutorPools: an invalid spec is said
+    on the pool (Ready False, Invalid) and on the workflows naming it (PoolInvalid)."""
+    kopf = pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
+    from idlegate.operator.main import Operator, build_registry
+    from idlegate.operator.settings import Settings
+    from tests.operator_fakes import FakeClock, harness, stage
+
+    h = harness(pool=2)
+    operator = Operator(Settings(pool_size=2, clock=FakeClock()), kube=h.kube)
+    operator._pools = h.pools
+
+    async def ready_pools() -> object:
+        return h.pools
+
+    monkeypatch.setattr(operator, "ready_pools", ready_pools)
+    await h.submit("w", {"stages": [stage("a")], "pool": "x"})
+    handlers = build_registry(operator)._changing.get_all_handlers()
+    sync = next(handler for handler in handlers if handler.id == "pool")
+    patch = kopf.Patch()
+    body = kopf.Body({"metadata": {"name": "x"}, "spec": {"size": 0}})
+    await sync.fn(body=body, meta={"name": "x", "uid": "u"}, patch=patch)
+    await h.settle()
+    (ready,) = patch["status"]["conditions"]
+    assert (ready["status"], ready["reason"]) == ("False", "Invalid")
+    assert h.kube.reasons("w") == ["PoolNotFound", "PoolInvalid"]
+
+
+def test_routing_says_a_pool_that_exists_but_cannot_run_for_every_kind():
+    """Issue 60, item 5, for Argo Workflows and Airflow runs too (one routing)."""
+    from idlegate.api.routing import ARGO_KIND, PoolInvalidError, PoolNotFoundError, route_workflow
+
+    argo = {"metadata": {"namespace": "ns", "labels": {"idlegate.io/pool": "x"}}}
+    with pytest.raises(PoolNotFoundError) as missing:
+        route_workflow(ARGO_KIND, argo, {}, [])
+    assert missing.value.reason == "PoolNotFound"
+    with pytest.raises(PoolInvalidError) as invalid:
+        route_workflow(ARGO_KIND, argo, {}, [], {"x": "spec.size must be at least 1."})
+    assert invalid.value.reason == "PoolInvalid" and str(invalid.value) == (
+        "ExecutorPool 'x' cannot run (spec.size must be at least 1): the workflow waits until "
+        "its spec is fixed (kubectl describe executorpool x), or label idlegate.io/pool names "
+        "another."
+    )

@@ -174,7 +174,7 @@ async def test_a_stage_no_node_of_the_pool_holds_waits_saying_so(monkeypatch):
     (said,) = [e["message"] for e in h.kube.events if e["reason"] == "NoNodeFits"]
     assert said.startswith(
         "Stage 'train' asks cpu=12 a task, more than any node of the pool has allocatable "
-        "(cpu=8,memory=16Gi): it waits until pool 'default' has a node that large"
+        "(cpu=8,memory=16Gi): it waits until pool 'default' has a node that can hold it"
     )
     await h.finish("w-prep-0", after=10.0)
     h.pools.nodes_changed()

@@ -18,19 +18,35 @@ A pool's capacity (`Room.capacity`) is the nodes' allocatable less what the pods
 that idlegate did not release request: the pool's state machine counts its own tasks.
 Its nodes' free amounts (`Room.free`) are less everything that runs there, the pool's own
 pods too, for the per-node rule of `idlegate.sim.pool`.
+
+Which of those nodes a stage's pod may use at all is one predicate, `allows` (the
+kube-scheduler's NodeAffinity and TaintToleration filters): every pair of its
+``nodeSelector``; one term of its required node affinity (``matchExpressions`` In, NotIn,
+Exists, DoesNotExist, Gt, Lt on the node's labels, ``matchFields`` on its name); a
+toleration for each NoSchedule or NoExecute taint. `NodeRules` applies it, and a resource
+the pool does not count that a node lacks (a GPU stage on CPU-only nodes), as the pool's
+`idlegate.sim.pool.Allows`: the state machine places, counts and judges a stage's task
+(never fits: `fits_no_node`) among the nodes it leaves. A DagWorkflow's stage without a
+template is its default pod's (no nodeSelector, no toleration: kept off tainted nodes);
+the stages of another controller's pods (Argo's, Airflow's: their specs are subclasses of
+`WorkflowSpec`) are not read, as their pods' own templates are not idlegate's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from idlegate.api.labels import ANNOTATION_EXECUTOR, HOSTNAME
-from idlegate.api.pool_spec import LabelSelector, selects
+from idlegate.api.pool_spec import LabelSelector, Operator, Requirement, selects
 from idlegate.errors import IdlegateError
+from idlegate.sim.dag import Dag
 from idlegate.sim.pool import SCORED
+from idlegate.sim.protocol import Stage
 from idlegate.sim.resources import MILLI, ResourceVector, least_allocated, pod_request
+from idlegate.sim.spec import WorkflowSpec
 
 ENDED = ("Succeeded", "Failed")
 ONE_POD = ResourceVector({"pods": MILLI})
@@ -45,6 +61,7 @@ class Node:
     allocatable: ResourceVector
     usable: bool
     """Ready and not cordoned: the kube-scheduler places pods on it."""
+    taints: tuple[Taint, ...] = ()
 
     @property
     def host(self) -> str:
@@ -63,9 +80,205 @@ def read_node(body: Mapping[str, Any]) -> Node:
         allocatable = ResourceVector.of(status.get("allocatable") or {}, "allocatable")
     except IdlegateError:
         allocatable = ResourceVector()
-    cordoned = bool((body.get("spec") or {}).get("unschedulable"))
+    spec = body.get("spec") or {}
+    cordoned = bool(spec.get("unschedulable"))
     labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
-    return Node(str(meta.get("name", "")), labels, allocatable, ready and not cordoned)
+    taints = tuple(
+        Taint(str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or ""))
+        for t in spec.get("taints") or ()
+        if isinstance(t, Mapping)
+    )
+    return Node(str(meta.get("name", "")), labels, allocatable, ready and not cordoned, taints)
+
+
+@dataclass(frozen=True)
+class Taint:
+    """A node's taint: pods that do not tolerate it are kept off (NoSchedule, NoExecute)."""
+
+    key: str
+    value: str
+    effect: str
+
+
+BARRING = ("NoSchedule", "NoExecute")
+"""The taint effects that keep a pod off a node (PreferNoSchedule only weighs)."""
+
+
+@dataclass(frozen=True)
+class Placement:
+    """What a pod's spec says of the nodes it may run on (`allows` reads it)."""
+
+    selector: LabelSelector
+    """Its ``nodeSelector`` (every pair: a label selector's ``matchLabels``)."""
+    terms: tuple[tuple[Callable[[Node], bool], ...], ...] | None
+    """Its required node affinity's terms, each a conjunction (None: it has none)."""
+    tolerations: tuple[Mapping[str, Any], ...]
+
+    @classmethod
+    def of(cls, spec: Mapping[str, Any]) -> Placement:
+        """A pod's spec (a template's ``spec``) as the kube-scheduler's filters read it."""
+        affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+        required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+        terms = None
+        if isinstance(required, Mapping):
+            terms = tuple(_term(t) for t in required.get("nodeSelectorTerms") or ())
+        pairs = {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}
+        selector = LabelSelector.model_construct(match_labels=pairs, match_expressions=())
+        tolerations = tuple(t for t in spec.get("tolerations") or () if isinstance(t, Mapping))
+        return cls(selector, terms, tolerations)
+
+
+def allows(placement: Placement, node: Node) -> bool:
+    """Whether a pod placed so (`Placement.of`) may run on `node`: the one predicate of the
+    module header, for the placement and the never-fits check alike."""
+    if not selects(placement.selector, node.labels):
+        return False
+    if placement.terms is not None and not any(
+        term and all(match(node) for match in term) for term in placement.terms
+    ):  # (the terms are ORed; an empty one matches no node)
+        return False
+    return all(
+        any(_tolerates(t, taint) for t in placement.tolerations)
+        for taint in node.taints
+        if taint.effect in BARRING
+    )
+
+
+def _term(term: Any) -> tuple[Callable[[Node], bool], ...]:
+    """A node selector term's requirements, each a test of a node: ``matchExpressions`` on
+    its labels, ``matchFields`` on its name (``metadata.name``, the only field)."""
+    if not isinstance(term, Mapping):
+        return ()
+    found = [_on(_requirement(e), False) for e in _mappings(term.get("matchExpressions"))]
+    for expression in _mappings(term.get("matchFields")):
+        named = expression.get("key") == "metadata.name"
+        found.append(_on(_requirement(expression) if named else _never, True))
+    return tuple(found)
+
+
+def _on(test: Callable[[Mapping[str, str]], bool], name: bool) -> Callable[[Node], bool]:
+    """`test` of a node's labels, or (`name`) of its name as the field ``metadata.name``."""
+
+    def check(node: Node) -> bool:
+        return test({"metadata.name": node.name} if name else node.labels)
+
+    return check
+
+
+def _requirement(expression: Mapping[str, Any]) -> Callable[[Mapping[str, str]], bool]:
+    """A node selector requirement as a test of labels: a label selector's (`Requirement`),
+    or Gt, Lt (the label an integer above or below its one value)."""
+    key, op = str(expression.get("key", "")), str(expression.get("operator", ""))
+    values = tuple(str(v) for v in expression.get("values") or ())
+    if op in ("Gt", "Lt"):
+        bound = _integer(values[0]) if len(values) == 1 else None
+        if bound is None:
+            return _never
+
+        def compared(labels: Mapping[str, str]) -> bool:
+            value = _integer(labels.get(key))
+            return value is not None and (value > bound if op == "Gt" else value < bound)
+
+        return compared
+    if op not in Operator.__members__.values():
+        return _never  # (the API server takes no other)
+    # (unvalidated: an In without values, which the API server refuses, matches nothing)
+    return Requirement.model_construct(key=key, operator=Operator(op), values=values).matches
+
+
+def _never(labels: Mapping[str, str]) -> bool:
+    return False
+
+
+def _mappings(items: Any) -> list[Mapping[str, Any]]:
+    return [item for item in items or () if isinstance(item, Mapping)]
+
+
+def _integer(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _tolerates(toleration: Mapping[str, Any], taint: Taint) -> bool:
+    """Kubernetes' ToleratesTaint: the effect (empty: any), then Exists (an empty key: any
+    taint) or Equal (the default) on key and value."""
+    effect = toleration.get("effect") or ""
+    if effect and effect != taint.effect:
+        return False
+    key = toleration.get("key") or ""
+    if (toleration.get("operator") or "Equal") == "Exists":
+        return not key or key == taint.key
+    return key == taint.key and str(toleration.get("value") or "") == taint.value
+
+
+@dataclass(frozen=True)
+class NodeRules:
+    """`idlegate.sim.pool.Allows` on a pool's nodes (`Room.nodes`, in the order told): a
+    stage's task may use the nodes `allows` its pod template onto and that have each
+    resource it asks of those the pool does not count (`counted`); equal rules on equal
+    nodes say the same of every stage."""
+
+    nodes: tuple[Node, ...]
+    counted: tuple[str, ...]
+    _memo: dict[tuple[int, tuple[tuple[str, int], ...]], tuple[int, ...]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    """The nodes found for each placement and resources lacking asked (one reading of the
+    nodes: many stages share their workflow's templates)."""
+
+    def __call__(self, stage: Stage) -> tuple[tuple[int, ...], str] | None:
+        placement = _placements(stage.job.dag)[stage.index]
+        lacks = tuple(
+            (r, a) for r, a in stage.demand.items() if r not in self.counted and r != "pods"
+        )
+        if placement is None and not lacks:
+            return None
+        key = id(placement), lacks  # (a placement lives as long as its workflow's Dag)
+        may = self._memo.get(key)
+        if may is None:
+            may = self._memo[key] = tuple(
+                i
+                for i, node in enumerate(self.nodes)
+                if (placement is None or allows(placement, node))
+                and all(node.allocatable[r] >= a for r, a in lacks)
+            )
+        if len(may) == len(self.nodes):
+            return None
+        return may, "" if may else self._why(lacks)
+
+    def _why(self, lacks: Sequence[tuple[str, int]]) -> str:
+        """Why no node is for a stage (a clause after its name: `fits_no_node`'s)."""
+        asked = ResourceVector(dict(lacks))
+        if lacks and not any(asked.fits(n.allocatable) for n in self.nodes):
+            return (
+                f"asks {asked.format()} a task, which no node of the pool has (its pods "
+                "pend on its nodes for ever)"
+            )
+        count = len(self.nodes)
+        return (
+            f"may run on none of the pool's {count} node(s): its pod template's nodeSelector, "
+            "required node affinity and tolerations of their taints rule out each"
+            + (f", or it lacks {asked.format()}" if lacks else "")
+        )
+
+
+_PLACED: WeakKeyDictionary[Dag, tuple[Placement | None, ...]] = WeakKeyDictionary()
+"""Each workflow's stages' `Placement` (None: no pod template), read once."""
+
+
+def _placements(dag: Dag) -> tuple[Placement | None, ...]:
+    """The `Placement` of each stage's pod (None: not idlegate's to read; module header)."""
+    found = _PLACED.get(dag)
+    if found is None:
+        own = type(dag.spec) is WorkflowSpec  # (idlegate makes its pods: templates or none)
+        specs = [] if dag.spec is None else [s.template for s in dag.spec.stages]
+        pods = [({} if own else None) if t is None else t.get("spec") for t in specs]
+        found = tuple(Placement.of(p) if isinstance(p, Mapping) else None for p in pods)
+        found += (None,) * (dag.num_stages - len(found))
+        _PLACED[dag] = found
+    return found
 
 
 def held(
@@ -111,6 +324,8 @@ class Room:
     """Each of those nodes' allocatable, in the order of `free`."""
     hosts: list[str] = field(default_factory=list)
     """Each of those nodes' host name (`Node.host`), in the order of `free`."""
+    nodes: list[Node] = field(default_factory=list)
+    """Those nodes, in the order of `free`."""
 
 
 Releasing = tuple[ResourceVector | None, str | None]
@@ -181,7 +396,25 @@ def room(
     for n in chosen:
         total = total + n.allocatable
     capacity = ResourceVector({k: max(0, v) for k, v in (total - ResourceVector(foreign)).items()})
-    return Room(capacity, list(free.items()), short, [n.allocatable for n in chosen], hosts)
+    alloc = [n.allocatable for n in chosen]
+    return Room(capacity, list(free.items()), short, alloc, hosts, chosen)
+
+
+def outside(
+    pods: Iterable[Mapping[str, Any]], watched: Iterable[str]
+) -> dict[tuple[str, str], Mapping[str, Any]]:
+    """The pods of a cluster-wide list that a watch of the namespaces `watched` misses and
+    that hold room on a node (bound, not ended: node agents, services), by namespace and
+    name: what a pool on nodes subtracts beside the pods it watches."""
+    seen = set(watched)
+    found: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        bound = (pod.get("spec") or {}).get("nodeName")
+        ended = (pod.get("status") or {}).get("phase") in ENDED
+        if meta.get("namespace") not in seen and bound and not ended:
+            found[(str(meta.get("namespace", "")), str(meta.get("name", "")))] = pod
+    return found
 
 
 def _add(into: dict[str, int], amounts: Mapping[str, int]) -> None:

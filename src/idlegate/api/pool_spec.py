@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from idlegate.api.labels import label_problem
 from idlegate.api.status import Condition, Conditions, generation_of
 from idlegate.errors import IdlegateError, SpecError
-from idlegate.sim.resources import MILLI, ResourceVector
+from idlegate.sim.resources import MILLI, ResourceVector, binary_units, format_quantities
 from idlegate.sim.spec import Quantity, describe_validation_error, validation_problems
 
 DEFAULT_POOL = "default"
@@ -365,7 +365,9 @@ def resource_status(capacity: ResourceVector, used: ResourceVector) -> dict[str,
         return {}
     cap, use = capacity.restricted(names).to_list(), used.restricted(names).to_list()
     use = {n: use.get(n, "0") for n in names}
-    return {"capacity": cap, "used": use, "usage": {n: f"{use[n]}/{cap[n]}" for n in names}}
+    # (the printer column: both in one unit, as kubectl's columns are read side by side)
+    pairs = {n: format_quantities((used[n], capacity[n]), binary=binary_units(n)) for n in names}
+    return {"capacity": cap, "used": use, "usage": {n: "/".join(p) for n, p in pairs.items()}}
 
 
 def pool_conditions(

@@ -72,11 +72,30 @@ class Routing:
 class PoolNotFoundError(IdlegateError):
     """The ExecutorPool a workflow names does not exist: it waits for it."""
 
+    reason = "PoolNotFound"
+    """The reason of its workflow's condition and Warning."""
+
     def __init__(self, pool: str, fields: Fields) -> None:
         self.pool, self.where = pool, fields.where()
         super().__init__(
             f"ExecutorPool {pool!r} does not exist: the workflow waits until it is created "
             f"(kubectl get executorpools), or {self.where} names another."
+        )
+
+
+class PoolInvalidError(PoolNotFoundError):
+    """The ExecutorPool a workflow names exists, but its spec or policy cannot run (`why`,
+    its Invalid condition's message): it waits until it is fixed."""
+
+    reason = "PoolInvalid"
+
+    def __init__(self, pool: str, fields: Fields, why: str) -> None:
+        self.pool, self.where = pool, fields.where()
+        IdlegateError.__init__(
+            self,
+            f"ExecutorPool {pool!r} cannot run ({why.rstrip('.')}): the workflow waits until "
+            f"its spec is fixed (kubectl describe executorpool {pool}), or {self.where} names "
+            "another.",
         )
 
 
@@ -93,16 +112,23 @@ def route_workflow(
     obj: Mapping[str, Any],
     namespace_labels: Mapping[str, str],
     pools: Iterable[tuple[str, ExecutorPoolSpec]],
+    invalid: Mapping[str, str] | None = None,
 ) -> Routing:
     """Where workflow `obj` of `kind` (a key of :data:`FIELDS`; for an Airflow run, one of
     its worker pods) lands, its namespace having `namespace_labels`, among the ExecutorPools
-    `pools` (name, spec); PoolNotFoundError if the pool it names does not exist."""
+    `pools` (name, spec); PoolNotFoundError if the pool it names does not exist, the
+    PoolInvalidError of one of `invalid` (name: why it cannot run) if it exists so."""
     fields = FIELDS[kind]
     wanted = _read(obj, fields.pool)
     pool = route(wanted, namespace_labels, pools)
     if pool is None:
         assert wanted is not None  # (only a pool named may be missing)
-        raise PoolNotFoundError(wanted, fields)
+        why = (invalid or {}).get(wanted)
+        raise (
+            PoolNotFoundError(wanted, fields)
+            if why is None
+            else PoolInvalidError(wanted, fields, why)
+        )
     own = _read(obj, ("spec", "queueName")) if kind == KIND else None
     queue = own or _read(obj, ("metadata", "labels", LABEL_QUEUE))
     return Routing(pool, queue, _read(obj, fields.priority_class))

@@ -120,6 +120,7 @@ def task_pod(
     *,
     gated: bool = True,
     executor: int | None = None,
+    host: str | None = None,
 ) -> dict[str, Any]:
     """The manifest of one task pod, built from the stage's template (or the default one).
 
@@ -129,6 +130,7 @@ def task_pod(
     ``restartPolicy`` is forced to ``Never`` (a retry is a new pod); the task environment
     replaces same-named variables in every container and init container; a template that
     names no service account (or ``default``) runs as ``default`` with no token mounted.
+    With `host`, the pod is pinned to that node as `release_patch` pins a gated one.
     """
     template = copy.deepcopy(stage.template) if stage.template else copy.deepcopy(DEFAULT_TEMPLATE)
     if not stage.template and stage.resources is not None:
@@ -153,6 +155,8 @@ def task_pod(
         "WORKFLOW_NAME": owner.name,
     }
     _fill_spec(spec, env, gated)
+    if host is not None:  # (a host the template names wins, as in `release_patch`)
+        spec["nodeSelector"] = {HOSTNAME: host, **(spec.get("nodeSelector") or {})}
     return {
         "apiVersion": "v1",
         "kind": "Pod",

@@ -67,6 +67,7 @@ from idlegate.operator.edge.kube import (
     connection_info,
     load_configuration,
 )
+from idlegate.operator.edge.nodes import SWEEP_SECONDS
 from idlegate.operator.edge.pools import Pools, pool_status
 from idlegate.operator.edge.reload import Reloads
 from idlegate.operator.edge.timers import Timers
@@ -228,6 +229,9 @@ class Operator:
                 asyncio.create_task(self._admit_later(RETRY_DELAY)),
                 asyncio.create_task(self._serve(self.watchdog)),
             ]
+            if s.namespaces:  # (kopf's index of pods holds only theirs)
+                every = s.clock.wall_delay(SWEEP_SECONDS)
+                self._tasks.append(asyncio.create_task(self._sweeping(every)))
             if self.elector is not None:
                 self._tasks.append(asyncio.create_task(self.elector.run()))
             self.reloads.start(pools)
@@ -301,6 +305,13 @@ class Operator:
                 with self.pools.moving():
                     await intake.readmit(self.pools, owners)
 
+    async def _sweeping(self, every: float) -> None:
+        while True:  # (`Pools.sweep`, every SWEEP_SECONDS; an API error: the next one)
+            if self.ready:
+                with contextlib.suppress(ApiError):
+                    await self.pools.sweep(self.kube, self.settings.namespaces)
+            await asyncio.sleep(every)
+
     async def pool_changed(self, name: str, spec: Any, uid: str = "") -> dict[str, Any]:
         """ExecutorPool `name` (`uid`) was created or changed: its pool runs with `spec` (a
         SpecError or IdlegateError if it cannot); returns its status."""
@@ -310,6 +321,11 @@ class Operator:
             await intake.readmit(pools, pools.apply(name, parsed, uid))
         self.reloads.changed(name)
         return pool_status(name, pools)
+
+    async def pool_invalid(self, name: str, why: str) -> None:
+        """ExecutorPool `name` cannot run (`why`): the workflows waiting for it say so."""
+        pools = await self.ready_pools()
+        await intake.readmit(pools, pools.cannot_run(name, why))
 
     async def pool_deleted(self, name: str) -> None:
         pools = await self.ready_pools()
@@ -550,13 +566,19 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     def live_pods(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> Any:
         return {(namespace, name): body}  # (an ended one holds nothing: api.nodes.held)
 
+    def indexes_filled() -> None:  # (kopf runs a handler only once every index is filled)
+        if operator._pools is not None:
+            operator.pools.watch.read = True
+
     @kopf.on.event("v1", "nodes", registry=registry, id="node-events")
     async def node_event(**_: Any) -> None:
+        indexes_filled()
         if operator.ready:
             operator.pools.room_soon()
 
     @kopf.on.event("v1", "pods", registry=registry, id="room-events")
     async def room_event(event: kopf.RawEvent, **_: Any) -> None:
+        indexes_filled()
         if operator.ready:
             pending = operator.pools.watch.unschedulable(event["object"])
             if pending is not None:
@@ -652,6 +674,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     @kopf.on.update(GROUP, VERSION, POOL_PLURAL, registry=registry, id="pool", field="spec")
     async def pool_sync(body: kopf.Body, meta: kopf.Meta, patch: kopf.Patch, **_: Any) -> None:
         name = meta.get("name", "")
+        indexes_filled()  # (its pool counts what its nodes have)
         try:
             with _retried(ApiError):
                 status = await operator.pool_changed(name, body.get("spec"), meta.get("uid", ""))
@@ -659,6 +682,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
             patch.status["conditions"] = pool_conditions(
                 False, "Invalid", str(exc), clock.now(), body
             )
+            await operator.pool_invalid(name, str(exc))
             return
         ready = running(name, body)
         patch.status.update(

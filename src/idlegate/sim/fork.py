@@ -45,8 +45,8 @@ def fork_cluster(cluster: Cluster, only: Iterable[Job] | None = None) -> Cluster
     if cluster.resource_names:  # (the needs read the twin's free resources)
         for copy in twin.jobs:
             for stage in copy.stages:
-                if stage.need is not None:
-                    stage.need = Need(stage.need.amounts, twin._free_r, twin._nodes)
+                if (need := stage.need) is not None:
+                    stage.need = Need(need.amounts, twin._free_r, twin._nodes, need.allowed)
     twin.done = []
     twin.removed = []
     twin.arrival_log = list(cluster.arrival_log)

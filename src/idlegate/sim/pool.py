@@ -19,12 +19,18 @@ tells the operator's nodes' free amounts again before its next round (what ran t
 until then a task that ends gives its room back to the totals only, so the per-node rule
 errs on the side of what surely fits, and an executor goes on with its stage's next task
 only where a node has room for it now.
+
+A driver's nodes may also bar a stage's task from some of them (`Allows`: its pod's
+nodeSelector, required node affinity and tolerations of the nodes' taints, or a resource
+it asks that the pool does not count and a node lacks): the stage's `Need.allowed`. Its
+task is then placed, counted and judged (`fits_no_node`) among those nodes alone. The
+simulator's nodes bar nothing.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from operator import itemgetter
 
 from idlegate.errors import DemandTooLargeError, IdlegateError
@@ -34,6 +40,10 @@ from idlegate.sim.resources import MILLI, ResourceVector, free_after
 
 SCORED = ("cpu", "memory")
 """The resources whose free share places a task on a node (MostAllocated's)."""
+
+Allows = Callable[[Stage], "tuple[tuple[int, ...], str] | None"]
+"""Which of the told nodes (their indices, in the order told) `stage`'s task may use, and
+why none (a clause for `fits_no_node`, when none); None: any of them. A driver's rule."""
 
 
 def packed(
@@ -77,6 +87,7 @@ class PoolResources:
 
     num_executors: int
     free_executors: int
+    jobs: list[Job]
 
     def _init_resources(
         self, resources: ResourceVector | None, nodes: Sequence[ResourceVector] = ()
@@ -126,11 +137,13 @@ class PoolResources:
         nodes: Sequence[ResourceVector] | None = None,
         allocatable: Sequence[ResourceVector] = (),
         hosts: Sequence[str] = (),
+        allows: Allows | None = None,
     ) -> bool:
         """The pool's capacity of its resources beyond pods is now `capacity` (the free
         amounts move by the change; the executors stay), and, with `nodes`, each node's
         free amounts (pods included) are these, in the same order of nodes each time, of
-        its `allocatable` (where a task goes: `packed`), named `hosts` (`host_of`).
+        its `allocatable` (where a task goes: `packed`), named `hosts` (`host_of`), each
+        stage's task using those `allows` lets it (None: any).
         True if anything has more room than before."""
         names = self.resource_names
         grew = any(capacity[n] > self.capacity[n] for n in names)
@@ -150,9 +163,31 @@ class PoolResources:
             alloc = [[a[n] for n in names] + [a["pods"]] for a in allocatable]
             alloc += [[1] * (len(names) + 1)] * (len(new) - len(alloc))
             scored = tuple(i for i, n in enumerate(names) if n in SCORED)
-            where = {} if self._told is None else self._told.where
-            self._told = _Told(alloc, scored, list(hosts), where)
+            told = self._told
+            where, barred = ({}, False) if told is None else (told.where, told.allows is not None)
+            self._told = _Told(alloc, scored, list(hosts), where, allows)
+            if allows is not None or barred:  # (the nodes, and so their indices, may change)
+                for job in self.jobs:
+                    for stage in job.stages:
+                        grew = self._restrict(stage) or grew
         return grew
+
+    def _restrict(self, stage: Stage) -> bool:
+        """Give `stage`'s need the told nodes its task may use (`Allows`; a stage that asks
+        nothing the pool counts gets a need of nothing, to be placed among them). True if
+        its nodes changed (it may have more room)."""
+        told, need = self._told, stage.need
+        found = None if told is None or told.allows is None else told.allows(stage)
+        before = None if need is None else need.allowed
+        if found is None:
+            if need is not None:
+                need.allowed = None
+            return before is not None
+        if need is None:
+            amounts = (0,) * len(self.resource_names)
+            need = stage.need = Need(amounts, self._free_r, self._nodes)
+        need.allowed = found[0]
+        return before is not None and found[0] != before
 
     @property
     def free_resources(self) -> ResourceVector:
@@ -179,6 +214,8 @@ class PoolResources:
         for stage in job.stages:
             demand = stage.demand.restricted(names)
             if not demand:
+                if self._told is not None and self._told.allows is not None:
+                    self._restrict(stage)
                 continue
             need = demand * stage.tasks if stage.gang else demand
             amounts = tuple(demand[n] for n in names)
@@ -195,6 +232,8 @@ class PoolResources:
                     stage.name,
                 )
             stage.need = Need(amounts, self._free_r, self._nodes)
+            if self._told is not None and self._told.allows is not None:
+                self._restrict(stage)
 
     def _check_nodes(self, job: Job, stage: Stage, need: ResourceVector, each: Need) -> None:
         """DemandTooLargeError if the simulator's nodes, empty, could never hold the
@@ -219,12 +258,16 @@ class PoolResources:
         told, need = self._told, stage.need
         if told is None or need is None or not told.alloc:
             return None
-        if sum(need.on(node) for node in told.alloc) >= (stage.tasks if stage.gang else 1):
+        alloc = told.alloc
+        if need.allowed is not None:
+            if not need.allowed:
+                found = None if told.allows is None else told.allows(stage)
+                return "may use no node of the pool" if found is None else found[1]
+            alloc = [alloc[i] for i in need.allowed]
+        if sum(need.on(node) for node in alloc) >= (stage.tasks if stage.gang else 1):
             return None
         names = self.resource_names
-        sizes = sorted(
-            {ResourceVector(dict(zip(names, a, strict=False))).format() for a in told.alloc}
-        )
+        sizes = sorted({ResourceVector(dict(zip(names, a, strict=False))).format() for a in alloc})
         more = f" and {len(sizes) - 3} more" if len(sizes) > 3 else ""
         nodes = f"{', '.join(sizes[:3])}{more}"
         demand = stage.demand.restricted(names).format()
@@ -270,17 +313,26 @@ class PoolResources:
         """Take a task's room on the node it goes to (the module header), and say which;
         None if it fits none."""
         nodes = self._nodes
-        at = self.node_for(need.amounts, nodes)
+        at = self.node_for(need.amounts, nodes, need.allowed)
         if at is not None:
             _on_node(nodes[at], need.amounts, -1)
         return at
 
-    def node_for(self, amounts: Sequence[int], nodes: Sequence[Sequence[int]]) -> int | None:
+    def node_for(
+        self,
+        amounts: Sequence[int],
+        nodes: Sequence[Sequence[int]],
+        allowed: Sequence[int] | None = None,
+    ) -> int | None:
         """The node of `nodes` (free amounts as `_nodes`: the pool's, or a planner's copy)
-        a task of `amounts` (the pool's order) goes to (`packed`); None if it fits none
-        or the pool has no nodes."""
+        a task of `amounts` (the pool's order) goes to (`packed`), among those `allowed`
+        (indices; None: any); None if it fits none or the pool has no nodes."""
         told, fixed = self._told, self._fixed
         if told is not None:
+            if allowed is not None:
+                alloc, some = told.alloc, [nodes[i] for i in allowed]
+                at = packed((*amounts, MILLI), some, [alloc[i] for i in allowed], told.scored)
+                return None if at is None else allowed[at]
             return packed((*amounts, MILLI), nodes, told.alloc, told.scored)
         if fixed is None:
             return None
@@ -307,7 +359,9 @@ class PoolResources:
         twin.capacity, twin.resource_names = self.capacity, self.resource_names
         twin._free_r, twin._held = list(self._free_r), list(self._held)
         twin._nodes, told = [list(n) for n in self._nodes], self._told
-        twin._told = None if told is None else _Told(told.alloc, told.scored, told.hosts, {})
+        twin._told = (
+            None if told is None else _Told(told.alloc, told.scored, told.hosts, {}, told.allows)
+        )
         fixed = self._fixed
         twin._fixed = (
             None
@@ -318,10 +372,10 @@ class PoolResources:
 
 class _Told:
     """Nodes a driver tells: each one's allocatable (as `PoolResources._nodes`), where cpu
-    and memory are in the pool's resources, each one's host name, and the host the task
-    each executor started last went to."""
+    and memory are in the pool's resources, each one's host name, the host the task each
+    executor started last went to, and which of them each stage may use (`Allows`)."""
 
-    __slots__ = ("alloc", "hosts", "scored", "where")
+    __slots__ = ("alloc", "allows", "hosts", "scored", "where")
 
     def __init__(
         self,
@@ -329,8 +383,10 @@ class _Told:
         scored: tuple[int, ...],
         hosts: list[str],
         where: dict[int, str],
+        allows: Allows | None = None,
     ) -> None:
         self.alloc, self.scored, self.hosts, self.where = alloc, scored, hosts, where
+        self.allows = allows
 
     def went(self, executor: int, at: int) -> None:
         if at < len(self.hosts):

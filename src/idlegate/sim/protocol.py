@@ -19,16 +19,24 @@ from idlegate.sim.resources import EMPTY
 # State objects (read by schedulers; only the Cluster mutates them)
 
 
+_ANY = 1 << 62
+"""As many tasks as may be: the room in resources of a need of none."""
+
+
 class Need:
     """A stage's per-task demand on the resources its pool counts beyond pods, beside the
     pool's free amounts (`idlegate.sim.cluster`'s resource rule) and, in a pool of nodes,
     each node's. Set by the cluster on arrival; None on a stage that asks nothing the pool
     counts (a pods-only pool's)."""
 
-    __slots__ = ("amounts", "free", "nodes")
+    __slots__ = ("allowed", "amounts", "free", "nodes")
 
     def __init__(
-        self, amounts: tuple[int, ...], free: list[int], nodes: list[list[int]] | None = None
+        self,
+        amounts: tuple[int, ...],
+        free: list[int],
+        nodes: list[list[int]] | None = None,
+        allowed: tuple[int, ...] | None = None,
     ) -> None:
         self.amounts = amounts
         """Milli-units of each resource the pool counts, in the pool's order."""
@@ -37,6 +45,9 @@ class Need:
         self.nodes = nodes if nodes is not None else []
         """Each node's free milli-units (the pool's order, then its free pods), the same
         lists the cluster updates; empty: the pool has no nodes, only its totals."""
+        self.allowed = allowed
+        """The indices in `nodes` of the nodes its task may use (its pod's nodeSelector,
+        node affinity and tolerations: `idlegate.sim.pool.Allows`); None: any."""
 
     def fits(self, tasks: int = 1) -> bool:
         """`tasks` more tasks of the stage fit the free resources (and nodes)."""
@@ -47,10 +58,14 @@ class Need:
     def room(self) -> int:
         """How many more tasks of the stage the free resources (and nodes) hold."""
         total = min(
-            f // n if f > 0 else 0 for f, n in zip(self.free, self.amounts, strict=True) if n
+            (f // n if f > 0 else 0 for f, n in zip(self.free, self.amounts, strict=True) if n),
+            default=_ANY,  # (a need of nothing counted, kept for the nodes it may use)
         )
         if not self.nodes:
             return total
+        if self.allowed is not None:
+            nodes = self.nodes
+            return min(total, sum(self.on(nodes[i]) for i in self.allowed))
         return min(total, sum(self.on(node) for node in self.nodes))
 
     def on(self, node: list[int]) -> int:

@@ -106,19 +106,25 @@ def parse_quantity(value: str | int | float, name: str = "quantity") -> int:
 def format_quantity(milli: int, *, binary: bool = False) -> str:
     """A quantity of `milli` milli-units as Kubernetes writes it (``500m``, ``2``, ``4Gi``,
     ``100M``); `binary` prefers the suffixes of 1024 (memory)."""
-    if milli % MILLI:
-        return f"{milli}m"
-    units = milli // MILLI
-    if units == 0:
-        return "0"
-    if binary:
-        for suffix, power in sorted(_BINARY.items(), key=lambda s: -s[1]):
-            if units % 1024**power == 0:
-                return f"{units // 1024**power}{suffix}"
+    return format_quantities((milli,), binary=binary)[0]
+
+
+def format_quantities(amounts: Sequence[int], *, binary: bool = False) -> list[str]:
+    """Quantities of milli-units (`format_quantity`'s) in one unit, the largest that writes
+    each of them whole, so that they read side by side: ``18000m/21250m``, not ``18/21250m``;
+    ``12288Mi/32256Mi``, not ``12Gi/32256Mi``."""
+    given = [m for m in amounts if m]
+    if any(m % MILLI for m in given):
+        return [f"{m}m" if m else "0" for m in amounts]
+    units = [m // MILLI for m in given]
+    suffixes = sorted(_BINARY.items(), key=lambda s: -s[1]) if binary else []
+    for suffix, power in suffixes:
+        if units and all(u % 1024**power == 0 for u in units):
+            return [f"{m // MILLI // 1024**power}{suffix}" if m else "0" for m in amounts]
     for suffix, power in sorted(_DECIMAL.items(), key=lambda s: -s[1]):
-        if power > 0 and units % 10**power == 0:
-            return f"{units // 10**power}{suffix}"
-    return str(units)
+        if power > 0 and units and all(u % 10**power == 0 for u in units):
+            return [f"{m // MILLI // 10**power}{suffix}" if m else "0" for m in amounts]
+    return [str(m // MILLI) for m in amounts]
 
 
 def is_integer_resource(name: str) -> bool:
@@ -133,7 +139,8 @@ def _at(where: str) -> str:
     return f"{where}: " if where else ""
 
 
-def _binary(resource: str) -> bool:
+def binary_units(resource: str) -> bool:
+    """`resource` is written in the suffixes of 1024 (memory, storage)."""
     return resource.startswith(_BINARY_RESOURCES)
 
 
@@ -303,12 +310,12 @@ class ResourceVector(Mapping[str, int]):
         if not self._items:
             return "none"
         return ",".join(
-            f"{k}={format_quantity(v, binary=_binary(k))}" for k, v in self._items.items()
+            f"{k}={format_quantity(v, binary=binary_units(k))}" for k, v in self._items.items()
         )
 
     def to_list(self) -> dict[str, str]:
         """The vector as a ResourceList (``{"cpu": "500m", "memory": "4Gi"}``)."""
-        return {k: format_quantity(v, binary=_binary(k)) for k, v in self._items.items()}
+        return {k: format_quantity(v, binary=binary_units(k)) for k, v in self._items.items()}
 
     def units(self, name: str) -> Fraction:
         """The quantity of `name` in units (``cpu`` 500m -> 1/2)."""

@@ -184,10 +184,11 @@ class DagWorkflow(Workflow):
         started = self.phase is Phase.PENDING
         if started:
             self.phase = Phase.RUNNING
+        host = pool.cluster.host_of(executor)
         if had_pod:
-            pool.intents.release_pod(self, track, task, pool.cluster.host_of(executor))
+            pool.intents.release_pod(self, track, task, host)
         else:
-            pool.intents.create_pod(self, track, task, gated=False)
+            pool.intents.create_pod(self, track, task, gated=False, host=host)
         self.top_up(pool, track)
         pool.intents.status(self, urgent=started)
 
@@ -239,7 +240,9 @@ class DagWorkflow(Workflow):
             track.replan(task)
         else:
             pool.intents.event(self.owner, *intents.task_failure(track, task, reason))
-            pool.intents.create_pod(self, track, task, gated=False)
+            # (on the node its pool placed the failed attempt on: it still counts it there)
+            host = pool.cluster.host_of(task.executor)
+            pool.intents.create_pod(self, track, task, gated=False, host=host)
         pool.intents.status(self)
 
     def fail_task_for_good(self, pool: Pool, track: StageTrack, task: Task, reason: str) -> None:

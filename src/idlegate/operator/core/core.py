@@ -91,6 +91,7 @@ from idlegate.operator.core.tracking import (
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
 from idlegate.sim.cluster import Cluster
+from idlegate.sim.pool import Allows
 from idlegate.sim.protocol import Job, Launch, Scheduler, Stage
 from idlegate.sim.resources import ResourceVector
 
@@ -131,8 +132,9 @@ class Core(Lifecycle):
         self.cluster = Cluster(settings.pool_size, resources=resources)
         if follows:  # (no room until its nodes are read: `Capacity`)
             self.cluster.set_capacity(ResourceVector(), ())
-        self.allocatable: tuple[ResourceVector, ...] = ()
-        """The nodes' allocatable last told (`Capacity`): which stages no node holds."""
+        self.allocatable: tuple[tuple[ResourceVector, ...], Allows | None] = ((), None)
+        """The nodes' allocatable and rules last told (`Capacity`): which stages no node
+        holds."""
         self.window = settings.window
         """Gated pods created ahead per runnable stage (read once: a pool's settings change
         only with a new core)."""
@@ -194,14 +196,15 @@ class Core(Lifecycle):
             case Schedule(force):
                 self.cluster.needs_schedule |= force
                 self.schedule()
-            case Capacity(capacity, nodes, allocatable, hosts):
-                if self.cluster.set_capacity(capacity, nodes, allocatable, hosts):  # (a round)
-                    self.cluster.needs_schedule = True
+            case Capacity(capacity, nodes, allocatable, hosts, read, allows):
+                if self.cluster.set_capacity(capacity, nodes, allocatable, hosts, allows):
+                    self.cluster.needs_schedule = True  # (more room: a round)
                     self.schedule()
-                if allocatable != self.allocatable:  # (a node came, went or changed)
-                    self.allocatable = allocatable
+                if (allocatable, allows) != self.allocatable:  # (a node came, went or changed)
+                    self.allocatable = allocatable, allows
                     self._say_unfit(self.cluster.jobs)
-                self._say_room(capacity, len(allocatable))
+                if read:
+                    self._say_room(capacity, len(allocatable))
             case Join():
                 self.join(event)
             case Observed(kind, key, pod):

@@ -20,6 +20,7 @@ from idlegate.api.task_pods import Owner
 if TYPE_CHECKING:
     from idlegate.operator.core.external import ExternalPod, Mapped
     from idlegate.operator.core.tracking import StageTrack, Task, Workflow, WorkflowKey
+    from idlegate.sim.pool import Allows
     from idlegate.sim.resources import ResourceVector
     from idlegate.sim.spec import WorkflowSpec
 
@@ -164,6 +165,11 @@ class Capacity:
     nodes: tuple[ResourceVector, ...]
     allocatable: tuple[ResourceVector, ...] = ()
     hosts: tuple[str, ...] = ()
+    read: bool = True
+    """The nodes were read (kopf's index of them filled): none then means none. Before,
+    no node is no sign of a problem, so nothing is said of it."""
+    allows: Allows | None = None
+    """Which of them each stage's task may use (`idlegate.api.nodes.NodeRules`); None: any."""
 
 
 Event = (

@@ -69,6 +69,9 @@ class CreatePod(_PodWrite):
     owner_check: bool = False
     """Read the workflow first (a pod of it vanished, maybe with it): gone, or of another
     uid, it is refused with ``gone``."""
+    host: str | None = None
+    """As :attr:`RemoveGate.host`, for a pod created released (a retry lands where its
+    pool counts it)."""
 
     @property
     def gated(self) -> bool:
@@ -84,6 +87,7 @@ class CreatePod(_PodWrite):
             self.attempt,
             gated=self.gated,
             executor=self.executor,
+            host=self.host,
         )
 
 
@@ -118,7 +122,16 @@ class RemoveGate(_PodWrite):
         """The pod created released instead, when the gated pod is gone."""
         owner, spec = self.owner, self.spec
         assert spec is not None  # (only a pod of idlegate's own template is created again)
-        return CreatePod(owner, spec.name, self.index, self.attempt, self.name, spec, self.executor)
+        return CreatePod(
+            owner,
+            spec.name,
+            self.index,
+            self.attempt,
+            self.name,
+            spec,
+            self.executor,
+            host=self.host,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,14 +308,18 @@ class Outbox:
         self.intents.clear()
         return taken
 
-    def create_pod(self, wf: Workflow, track: StageTrack, task: Task, *, gated: bool) -> None:
-        """The pod of the task's current attempt: gated, or released on its executor."""
+    def create_pod(
+        self, wf: Workflow, track: StageTrack, task: Task, *, gated: bool, host: str | None = None
+    ) -> None:
+        """The pod of the task's current attempt: gated, or released on its executor
+        (pinned to the node `host`, if given)."""
         owner, spec, index, attempt = wf.owner, track.spec, task.index, task.attempt
         executor = None if gated else task.executor
         name = pod_name(owner.name, spec.name, index, attempt)
         after = not gated and _unpersisted(wf, track.index)
         check = wf.pod_vanished
-        self.add(CreatePod(owner, spec.name, index, attempt, name, spec, executor, after, check))
+        pod = CreatePod(owner, spec.name, index, attempt, name, spec, executor, after, check, host)
+        self.add(pod)
 
     def release_pod(
         self, wf: Workflow, track: StageTrack, task: Task, host: str | None = None
@@ -532,8 +549,8 @@ def waiting(stage: Stage, job: Job, free: int, pool: int, why: str) -> Notice:
 def no_node_fits(stage: str, why: str, pool: str) -> Notice:
     """A stage no node of its pool could hold even empty (`Cluster.fits_no_node`)."""
     message = (
-        f"Stage {stage!r} {why}: it waits until pool {pool!r} has a node that large (one "
-        "added, or labelled for its nodeSelector), or its requests are lowered."
+        f"Stage {stage!r} {why}: it waits until pool {pool!r} has a node that can hold it "
+        "(one added, or labelled for its nodeSelector), or its requests or template change."
     )
     return ("Warning", "NoNodeFits", message)
 

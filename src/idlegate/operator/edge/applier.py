@@ -425,6 +425,9 @@ class Applier:
             run = lambda k: self._create(k, intent)  # noqa: E731
             priority = Priority.POD if intent.gated else Priority.RUN
             after = self._after(intent.owner, intent.after_status)
+            if not intent.gated:  # (it takes room before a read of the pods shows it)
+                key = (intent.owner.namespace, intent.name)
+                self.releasing[key] = intent.spec.demand, intent.host
         elif isinstance(intent, RemoveGate):
             run, priority = (lambda k: self._release(k, intent)), Priority.RUN
             demand = intent.spec.demand if intent.spec is not None else None
@@ -452,6 +455,8 @@ class Applier:
 
         def refused(exc: Exception) -> None:
             self._ended(intent, ended)
+            if isinstance(intent, CreatePod):  # (never made: it takes no room)
+                self.releasing.pop((intent.owner.namespace, intent.name), None)
             if isinstance(intent, CreateWorkflow):  # (a run not started: loudly)
                 said = f"Cannot create {intent.lane[2]}: {exc}"
                 self.events.record(intent.owner, "Warning", "RunNotStarted", said)

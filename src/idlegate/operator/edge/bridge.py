@@ -172,6 +172,11 @@ class Bridge:
         """Why the pool on nodes can release nothing now (`Core.no_room`), if so."""
         return self.core.no_room
 
+    @property
+    def counted(self) -> tuple[str, ...]:
+        """The resources its pool counts beyond pods (a pool on nodes: told their room)."""
+        return self.core.cluster.resource_names
+
     def status(self) -> dict[str, Any]:
         """The pool's part of its ExecutorPool's status: its size, busy executors, pending
         workflows, policy, and what it follows (a portfolio's choice, with its figures)."""

@@ -4,15 +4,17 @@ it), and the released pods that the kube-scheduler leaves pending all the same."
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
 
 from idlegate.api.labels import GATE
 from idlegate.api.nodes import (
     Node,
+    NodeRules,
     Releasing,
     Room,
     counted,
+    outside,
     read_node,
     released,
     requested,
@@ -25,6 +27,18 @@ from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.metrics import Metrics
 from idlegate.sim.resources import ResourceVector
 
+SWEEP_SECONDS = 10.0
+"""Seconds of the operator's clock between two lists of the pods outside ``--namespace``'s
+namespaces (`NodeWatch.sweep`): a node agent started there is subtracted this late."""
+
+
+class Lister(Protocol):
+    """What `NodeWatch.sweep` reads through (the operator's API client)."""
+
+    async def list_pods(self, namespace: str | None, label_selector: str) -> list[dict[str, Any]]:
+        """The pods of `namespace` (None: every namespace) `label_selector` selects."""
+        ...
+
 
 class NodeWatch:
     """kopf's index of Nodes (`nodes`, by name) and of pods (`pods`, by namespace and
@@ -35,10 +49,16 @@ class NodeWatch:
         self.nodes: Mapping[Any, Any] = {}
         self.pods: Mapping[Any, Any] = {}
         self.metrics, self.releasing = metrics, releasing
+        self.read = False
+        """kopf has filled its indexes (it runs the first node or pod handler only after):
+        until then an empty index of nodes is not a cluster without them."""
         self.pending: set[str] = set()
         """The uids of the released pods counted pending (each once)."""
         self._asked: dict[str, tuple[str, ResourceVector]] = {}
         """Each pod's `requested` by uid, with the resourceVersion it was read at."""
+        self.outside: dict[tuple[str, str], Mapping[str, Any]] = {}
+        """With ``--namespace`` (kopf then watches pods in those namespaces only): the pods
+        of the others that hold room on a node, as last listed (`sweep`)."""
 
     def _nodes(self) -> list[Node]:
         return [read_node(body) for found in list(self.nodes.values()) for body in found]
@@ -46,6 +66,7 @@ class NodeWatch:
     def room(self, selector: LabelSelector | None) -> Room:
         """The room on the nodes `selector` selects, now."""
         pods = [body for found in list(self.pods.values()) for body in found]
+        pods += self.outside.values()
         for key in list(self.releasing):  # (its release shows now: no need to remember it)
             found = next(iter(self.pods.get(key) or ()), None)  # (kopf's: a Store, iterable)
             if found is not None and not any(g.get("name") == GATE for g in _gates(found)):
@@ -65,11 +86,25 @@ class NodeWatch:
         self._asked[uid] = version, ask
         return ask
 
-    def capacity(self, selector: LabelSelector | None) -> Capacity:
-        """What a pool on the nodes `selector` selects is told (`Core.handle`)."""
+    async def sweep(self, kube: Lister, watched: Iterable[str]) -> bool:
+        """List the pods of every namespace but the `watched` ones, which kopf's index holds,
+        for the room their bound pods take (`outside`); True if they changed."""
+        found = outside(await kube.list_pods(None, ""), watched)
+        versions = {k: (p.get("metadata") or {}).get("resourceVersion") for k, p in found.items()}
+        before = {
+            k: (p.get("metadata") or {}).get("resourceVersion") for k, p in self.outside.items()
+        }
+        self.outside = found
+        return versions != before
+
+    def capacity(self, selector: LabelSelector | None, counted: tuple[str, ...]) -> Capacity:
+        """What a pool on the nodes `selector` selects, counting the resources `counted`
+        beyond pods, is told (`Core.handle`)."""
         now = self.room(selector)
         nodes = tuple(free for _, free in now.free)
-        return Capacity(now.capacity, nodes, tuple(now.allocatable), tuple(now.hosts))
+        alloc, hosts = tuple(now.allocatable), tuple(now.hosts)
+        rules = NodeRules(tuple(now.nodes), counted)
+        return Capacity(now.capacity, nodes, alloc, hosts, self.read, rules)
 
     def counted(self, selector: LabelSelector | None) -> tuple[str, ...]:
         """The resources a pool on those nodes counts (`idlegate.api.nodes.counted`)."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -59,7 +59,7 @@ from idlegate.operator.core.intents import Confirmed, Outcome, Refused
 from idlegate.operator.core.tracking import Workflow, WorkflowKey
 from idlegate.operator.decisions import load_scheduler
 from idlegate.operator.edge.bridge import Bridge
-from idlegate.operator.edge.nodes import NodeWatch
+from idlegate.operator.edge.nodes import Lister, NodeWatch
 from idlegate.operator.features.history import HistoryRecorder
 from idlegate.operator.metrics import Metrics
 from idlegate.sim.engine import JobArrival
@@ -73,7 +73,7 @@ class Waiting(NamedTuple):
     pool: str
     """The pool it waits for."""
     reason: str
-    """Why: PoolNotFound, PoolTooSmall."""
+    """Why: PoolNotFound, PoolInvalid, PoolTooSmall."""
     owner: Owner
 
 
@@ -100,6 +100,8 @@ class Pools:
         self.lanes, self.cleanup = default.lanes, default.cleanup
         self.timers = default.timers
         self.specs: dict[str, ExecutorPoolSpec] = {}
+        self.invalid: dict[str, str] = {}
+        """The ExecutorPools that exist but cannot run (not in :attr:`specs`), with why."""
         self.waiting: dict[WorkflowKey, Waiting] = {}
         """Workflows held out of every pool, each with the pool it waits for."""
         self.labels: dict[str, dict[str, str]] = {}
@@ -187,7 +189,7 @@ class Pools:
             name: str | None = self._routing(KIND, body).pool
         except PoolNotFoundError as exc:
             if (body.get("status") or {}).get("phase") not in FINISHED:
-                self._wait(body, exc.pool, "PoolNotFound", str(exc))
+                self._wait(body, exc.pool, exc.reason, str(exc))
                 return None
             name = None  # (a finished one needs no pool: never waits)
         bridge = self.bridges[name] if name is not None else self.default
@@ -278,7 +280,8 @@ class Pools:
 
     def _routing(self, kind: str, body: Mapping[str, Any]) -> Routing:
         namespace = str((body.get("metadata") or {}).get("namespace", ""))
-        return route_workflow(kind, body, self.labels.get(namespace, {}), self.specs.items())
+        labels = self.labels.get(namespace, {})
+        return route_workflow(kind, body, labels, self.specs.items(), self.invalid)
 
     def _route(self, wanted: str | None, namespace: str) -> str | None:
         """The pool a workflow of `namespace` asking for pool `wanted` goes to (None: its
@@ -334,8 +337,14 @@ class Pools:
         size, policy or budget changed (a portfolio keeps the old one's `Decider.window`);
         returns the workflows to admit again (those leaving a pool or waiting for this one)."""
         previous = self.specs.get(name)
+        self.invalid.pop(name, None)
         moved: list[Owner] = []
-        if previous is None or _engine(previous) != _engine(spec) or name not in self.bridges:
+        if (
+            previous is None
+            or _engine(previous) != _engine(spec)
+            or name not in self.bridges
+            or self._recount(self.bridges[name])
+        ):
             old = self.bridges.get(name)
             if old is not None:  # (out first: its last round must not write the new series)
                 moved += self._evacuate(old)
@@ -346,6 +355,14 @@ class Pools:
         moved += self._rerouted()
         self.tell()
         return moved + [w.owner for w in self.waiting.values() if w.pool == name]
+
+    def _recount(self, bridge: Bridge) -> bool:
+        """`bridge`'s pool on nodes was built counting other resources than its nodes have
+        (built before kopf's index of nodes was filled, at a start): it is built again."""
+        selector = bridge.settings.pool_nodes
+        if selector is None or not self.watch.read:
+            return False
+        return bridge.counted != tuple(named(self.watch.counted(selector)))
 
     def restore(self, bodies: Iterable[Mapping[str, Any]]) -> None:
         """The ExecutorPools a rebuild lists (:func:`~idlegate.operator.edge.intake.rebuild`),
@@ -361,14 +378,31 @@ class Pools:
                 self.apply(name, parse_pool_spec(body.get("spec"), name), meta.get("uid", ""))
             except IdlegateError as exc:
                 log.info("ExecutorPool %r is not applied by the rebuild: %s", name, exc)
+                self.invalid[name] = str(exc)
 
     def remove(self, name: str) -> list[Owner]:
         """ExecutorPool `name` is deleted: its workflows leave it (no pod is touched) and
         are admitted again, to wait for it unless another pool now selects them."""
         self.specs.pop(name, None)
+        self.invalid.pop(name, None)
         old = self.bridges.pop(name, None)
         self.tell()
         return self._evacuate(old) if old is not None else []
+
+    def cannot_run(self, name: str, why: str) -> list[Owner]:
+        """ExecutorPool `name` exists but its spec or policy cannot run (`why`): a workflow
+        naming it waits saying so, not that it is missing. Returns the workflows waiting for
+        it, to admit again (so they say it); a pool running with its last good spec runs on."""
+        self.invalid[name] = why
+        return [w.owner for w in self.waiting.values() if w.pool == name]
+
+    async def sweep(self, kube: Lister, watched: Sequence[str]) -> None:
+        """With ``--namespace`` (`watched`), kopf watches pods in those namespaces only:
+        while a pool follows nodes, the pods of the others (node agents, services) are
+        listed cluster-wide (the ClusterRole lists pods) and their room subtracted too."""
+        following = any(b.settings.pool_nodes is not None for b in self.bridges.values())
+        if following and await self.watch.sweep(kube, watched):
+            self.room_soon()
 
     def room_soon(self) -> None:
         """`nodes_changed` once this turn of the event loop is over: a burst of node and
@@ -385,7 +419,8 @@ class Pools:
         """A node or a pod changed: each pool that follows its nodes is told their room."""
         for bridge in list(self.bridges.values()):
             if bridge.settings.pool_nodes is not None:
-                bridge.handle(self.watch.capacity(bridge.settings.pool_nodes))
+                counted = bridge.counted
+                bridge.handle(self.watch.capacity(bridge.settings.pool_nodes, counted))
 
     def _bridge(self, name: str, spec: ExecutorPoolSpec, uid: str) -> Bridge:
         d = self.default
@@ -421,7 +456,7 @@ class Pools:
         )
         bridge.pause(self._moving > 0)
         if selector is not None:
-            bridge.handle(self.watch.capacity(selector))
+            bridge.handle(self.watch.capacity(selector, bridge.counted))
         return bridge
 
     def _evacuate(self, bridge: Bridge) -> list[Owner]:

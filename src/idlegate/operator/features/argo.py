@@ -296,7 +296,7 @@ class ArgoSide:
             bridge = self.pools.route(owner, body, self.operator.namespace(owner.namespace))
         except (PoolNotFoundError, AdmitLaterError) as exc:  # (its pods wait, gated)
             if isinstance(exc, PoolNotFoundError):
-                self.pools.carry([PostEvent(owner, "Warning", "PoolNotFound", str(exc))])
+                self.pools.carry([PostEvent(owner, "Warning", exc.reason, str(exc))])
             self._later(body)
             return
         now = bridge.now()
