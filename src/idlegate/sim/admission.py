@@ -376,21 +376,24 @@ class Admission:
         that keep its weighted dominant share at most the next rival's (at least one), of
         what it may borrow."""
         out = {}
+        rival = rivals[0] if rivals and self.priority[rivals[0]] == self.priority[q] else None
+        level = 0.0 if rival is None else self.share(rival) * self.weight[q]
+        rooms: dict[Any, int] = {}
         for stage, need in stages.items():
-            a = self.demand(stage)
-            total = self._entitled(q, a, claims[q])[1]
-            if rivals and self.priority[rivals[0]] == self.priority[q]:
-                level = self.share(rivals[0]) * self.weight[q]
-                room = min(
-                    (
+            key = None if stage.need is None else stage.need.amounts
+            room = rooms.get(key)
+            if room is None:
+                a = self.demand(stage)
+                room = self._entitled(q, a, claims[q])[1]
+                if rival is not None:
+                    fair = [
                         int((level * c - u) // x)
                         for u, c, x in zip(self.used[q], self.cohort, a, strict=True)
                         if x > 0 and c != inf
-                    ),
-                    default=total,
-                )
-                total = min(total, max(room, need))
-            out[stage] = max(need, total)
+                    ]
+                    room = min(room, *fair) if fair else room
+                rooms[key] = room
+            out[stage] = max(need, room)
         return out
 
     def _shadow(self, cluster: Cluster, stage: Stage, need: int) -> float:
