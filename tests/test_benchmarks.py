@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,6 +20,7 @@ fair_variants = load_benchmark("fair_variants")
 gantt = load_benchmark("gantt")
 hindsight = load_benchmark("hindsight")
 idle_room = load_benchmark("idle_room")
+same_results = load_benchmark("same_results")
 switch_at = load_benchmark("switch_at")
 twins = load_benchmark("twins")
 
@@ -260,3 +263,28 @@ def test_a_hindsight_pick_follows_the_first_jobs_and_is_judged_on_the_whole_stre
     assert hindsight.pick_at(jcts, 1, ["a", "b"]).picks == ("a", "a")
     with pytest.raises(IdlegateError, match="not a candidate run"):
         hindsight.pick_at(jcts, 2, ["a", "srpt"])
+
+
+def test_same_results_finds_the_first_json_path_where_two_outputs_part(tmp_path: Path) -> None:
+    report: dict[str, Any] = {
+        "best": "srpt",
+        "schedulers": {"fifo": {"runs": [{"jct": 30.5}, {"jct": 31.2}]}},
+    }
+    before, same, moved = (tmp_path / f"{name}.json" for name in ("before", "same", "moved"))
+    before.write_text(json.dumps(report, indent=2))
+    same.write_text(json.dumps(report, indent=2))
+    report["schedulers"]["fifo"]["runs"][1]["jct"] = 30.9
+    moved.write_text(json.dumps(report, indent=2))
+    assert same_results.bytes_difference("out", before.read_bytes(), same.read_bytes()) is None
+    assert (
+        same_results.bytes_difference("out", before.read_bytes(), moved.read_bytes())
+        == "out $.schedulers.fifo.runs[1].jct: 31.2 != 30.9"
+    )
+    # 1 and 1.0 are equal in Python but not in the printed bytes; nor is a key on one side
+    assert same_results.first_difference({"n": 1}, {"n": 1.0}) == "$.n: 1 != 1.0"
+    assert same_results.first_difference({"a": 1}, {"a": 1, "b": 2}) == "$.b: (missing) != 2"
+    assert same_results.first_difference([1], [1, 2]) == "$: 1 items != 2 items"
+    # the same JSON printed otherwise is still a difference of bytes
+    assert same_results.bytes_difference("out", b'{"a": 1}', b'{"a":1}') == (
+        "out: same JSON, other bytes (formatting)"
+    )
