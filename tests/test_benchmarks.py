@@ -288,3 +288,8 @@ def test_same_results_finds_the_first_json_path_where_two_outputs_part(tmp_path:
     assert same_results.bytes_difference("out", b'{"a": 1}', b'{"a":1}') == (
         "out: same JSON, other bytes (formatting)"
     )
+    # the console report's wall-clock figure is not a result; its JCTs are
+    assert same_results.masked(b"45 runs in 62.3 s; best average JCT: srpt\n") == (
+        b"45 runs in X s; best average JCT: srpt\n"
+    )
+    assert same_results.masked(b"avg JCT 62.3 s\n") == b"avg JCT 62.3 s\n"
