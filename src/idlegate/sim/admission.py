@@ -131,6 +131,7 @@ class Admission:
         self.since: dict[Stage, float] = {}
         """Each waiting stage's oldest ready task: when it began to wait."""
         self.reserved: dict[Job, list[float]] = {}
+        self._widths: dict[Job, list[float]] = {}
         """Kueue mode: the admitted workflows' reservations."""
         self.ledger = Ledger(
             waits=[[] for _ in queues],
@@ -444,36 +445,36 @@ class Admission:
         for job in list(reserved):
             if job.finish is not None:
                 del reserved[job]
+                self._widths.pop(job, None)
         held = [[0.0] * len(self.dims) for _ in self.queues]
         for job, r in reserved.items():
             held[job.queue] = [h + x for h, x in zip(held[job.queue], r, strict=True)]
         pending = [j for j in cluster.jobs if j not in reserved]
         hungry = {j.queue for j in pending}
+        widths = self._widths
         for borrowing in (False, True):
+            others: dict[int, list[float]] = {}
             for job in pending:
                 if job in reserved:
                     continue
                 q = job.queue
-                r = self._width(job)
+                got = widths.get(job)
+                r = got if got is not None else widths.setdefault(job, self._width(job))
                 top = [
                     n + (b if borrowing else 0)
                     for n, b in zip(self.nominal[q], self.borrow[q], strict=True)
                 ]
                 if any(h + x > t for h, x, t in zip(held[q], r, top, strict=True)):
                     continue
-                others = [
-                    sum(
-                        max(held[p][i], self.nominal[p][i] if p in hungry else self.keep[p][i])
-                        for p in range(len(self.queues))
-                        if p != q and self.nominal[p][i] != inf
-                    )
-                    for i in range(len(self.dims))
-                ]
-                if borrowing and any(
-                    c != inf and o + h + x > c
-                    for o, h, x, c in zip(others, held[q], r, self.cohort, strict=True)
-                ):
-                    continue
+                if borrowing:
+                    if q not in others:
+                        others[q] = self._others(q, held, hungry)
+                    if any(
+                        c != inf and o + h + x > c
+                        for o, h, x, c in zip(others[q], held[q], r, self.cohort, strict=True)
+                    ):
+                        continue
+                    others.clear()  # (what is held changed)
                 reserved[job] = r
                 held[q] = [h + x for h, x in zip(held[q], r, strict=True)]
         free = cluster.free_executors
@@ -490,6 +491,17 @@ class Admission:
                 if n >= need and launchable(stage, free):
                     visible[stage] = n
         return visible
+
+    def _others(self, q: int, held: list[list[float]], hungry: set[int]) -> list[float]:
+        """Kueue mode: the cohort's claims of the queues but q, per resource."""
+        return [
+            sum(
+                max(held[p][i], self.nominal[p][i] if p in hungry else self.keep[p][i])
+                for p in range(len(self.queues))
+                if p != q and self.nominal[p][i] != inf
+            )
+            for i in range(len(self.dims))
+        ]
 
     def _width(self, job: Job) -> list[float]:
         """Kueue mode: a workflow's reservation, its widest stage's demand (all its tasks),
@@ -611,6 +623,7 @@ class Admission:
             jobs[s.job].stages[s.index]: t for s, t in self.since.items() if s.job in jobs
         }
         twin.reserved = {jobs[j]: r for j, r in self.reserved.items() if j in jobs}
+        twin._widths = {}
         twin.ledger = Ledger(waits=[[] for _ in self.queues], borrowed=[], lent=[])
         twin._visible, twin._forced, twin._at = None, None, None
         return twin
