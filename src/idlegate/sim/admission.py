@@ -263,7 +263,7 @@ class Admission:
             return
         for stage, t in list(since.items()):
             job = stage.job
-            if stage.idle_until is not None and now - t > self.bound[job.queue]:
+            if stage.idle_until is not None and now - t >= self.bound[job.queue]:
                 cluster.idle_expired(stage, now)  # (a deliberate wait ends at the bound)
                 waiting[job.queue] = True
         self._waiting = waiting
@@ -339,7 +339,7 @@ class Admission:
                 within, total = got
                 need = stage.available - stage.launched if stage.gang else 1
                 t = since.get(stage, now)
-                if now - t > bound[q]:
+                if now - t >= bound[q]:
                     overdue.append((t, stage, total, need))
                 if within >= need:
                     nominal[stage] = within
@@ -582,7 +582,7 @@ class Admission:
         waits.append(now - t)
         waits.extend([0.0] * (tasks - 1))
         bound = self.bound[q]
-        if now - t > bound:
+        if now - t >= bound:
             self.ledger.overdue.append((q, t + bound, now))
         if stage.launched < stage.available:
             self.since[stage] = now
@@ -597,7 +597,7 @@ class Admission:
         if self.mode == "kueue":
             return True
         bound, q = self.bound, stage.job.queue
-        if self.bounded and any(now - t > bound[s.job.queue] for s, t in self.since.items()):
+        if self.bounded and any(now - t >= bound[s.job.queue] for s, t in self.since.items()):
             return False
         others = any(w for p, w in enumerate(self._waiting) if p != q)
         if self.mode == "drf" or not others:
@@ -624,7 +624,10 @@ class Admission:
         }
         twin.reserved = {jobs[j]: r for j, r in self.reserved.items() if j in jobs}
         twin._widths = {}
-        twin.ledger = Ledger(waits=[[] for _ in self.queues], borrowed=[], lent=[])
+        zeros = [[0.0] * len(self.dims) for _ in self.queues]
+        twin.ledger = Ledger(
+            waits=[[] for _ in self.queues], borrowed=zeros, lent=[list(z) for z in zeros]
+        )
         twin._visible, twin._forced, twin._at = None, None, None
         return twin
 

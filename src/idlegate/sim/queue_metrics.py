@@ -7,7 +7,8 @@ wait of a ready task (the admission's wait: from when the task reached the head 
 stage); what it borrowed beyond its quota and lent of it (unit-seconds of each resource);
 and the tasks started past its wait bound, with the *allowed overshoot* of each: the time
 the tasks running at the bound took to end (without preemption no rule can start the task
-before room frees, and all of them ending frees all of it). Over the run: Jain's index of
+before room frees, and all of them ending frees all of it), and the tasks of its queue
+overdue before it took, which start first. Over the run: Jain's index of
 the waiting queues' weighted dominant shares, averaged over the time two or more queues had
 ready tasks waiting (1: equal shares).
 """
@@ -98,9 +99,14 @@ def _joins(wanted: str | None, queue: QueueSpec, queues: Sequence[QueueSpec]) ->
     return (wanted or default) == queue.name
 
 
-def allowed_overshoot(bound_at: float, tasks: Sequence[TaskRun]) -> float:
-    """Seconds after `bound_at` until every task running at it had ended."""
+def allowed_overshoot(
+    bound_at: float, tasks: Sequence[TaskRun], before: Sequence[float] = ()
+) -> float:
+    """Seconds after `bound_at` until every task running at it had ended, and every task
+    started at one of `before` (the starts of its queue's tasks overdue earlier, which go
+    first) had ended too."""
     ends = [t.end for t in tasks if t.start <= bound_at < t.end]
+    ends += [t.end for t in tasks if t.start in before]
     return max(ends, default=bound_at) - bound_at
 
 
@@ -124,11 +130,14 @@ def queue_figures(
         waits = ledger.waits[q]
         overdue = [(t_b, t) for p, t_b, t in ledger.overdue if p == q]
         over = [t - t_b for t_b, t in overdue]
-        beyond = sum(
-            1
-            for (t_b, t), o in zip(overdue, over, strict=True)
-            if result.tasks is None or o > allowed_overshoot(t_b, result.tasks) + 1e-6
-        )
+        beyond = 0
+        for (t_b, _start), o in zip(overdue, over, strict=True):
+            older = {s for b, s in overdue if b < t_b <= s}
+            if (
+                result.tasks is None
+                or o > allowed_overshoot(t_b, result.tasks, tuple(older)) + 1e-6
+            ):
+                beyond += 1
         rho = None
         if alone_results is not None and spec.name in alone_results and mine:
             base = alone_results[spec.name].records
