@@ -329,8 +329,15 @@ class Admission:
         overdue: list[tuple[float, Stage, int, int]] = []
         entitled: dict[tuple[int, Any], tuple[int, int]] = {}
         since, bound = self.since, self.bound
+        pod = [MILLI, *([0.0] * (len(self.dims) - 1))]
+        full = [  # (every task takes a pod: a queue with room for none shows no stage)
+            self._entitled(q, pod, claims[q])[1] == 0 and bound[q] == inf
+            for q in range(len(self.queues))
+        ]
         for job in cluster.jobs:
             q = job.queue
+            if full[q] or not job.runnable:
+                continue
             for stage in job.runnable:
                 key = (q, None if stage.need is None else stage.need.amounts)
                 got = entitled.get(key)
