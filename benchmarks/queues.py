@@ -5,9 +5,10 @@ admission and plain DRF, on held-out seeds (issue 59's targets; docs/queues.md).
     python benchmarks/queues.py --cost            # a question's cost with 20 queues
 
 Scenarios (`-w teams`, three teams of equal quota on 30 executors, TPC-H-like DAGs at load
-0.85 in all, 60 workflows a steady team): ``flood`` (the first team submits 300 at t = 0)
-and ``large`` (the first team's stream carries one workflow of 30 times its mean work), both
-with a wait bound of `--bound` seconds. Rows, each on the same arrivals per seed:
+0.85 in all, `--jobs` workflows a steady team): ``flood`` (the first team submits five times
+as many at t = 0) and ``large`` (the first team's stream carries one workflow of 30 times
+its mean work), with a wait bound of `--bound` seconds on every queue but a flooding
+team's (a backlog of five times its share cannot meet one: docs/queues.md). Rows, each on the same arrivals per seed:
 
 * ``queues:POLICY``: idlegate's admission in front of POLICY (srpt by default);
 * ``one-queue:POLICY``: the same policy on today's single queue (``admission?mode=none``);
@@ -90,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--policy", default="srpt")
     parser.add_argument("--bound", type=float, default=600.0, help="wait bound (s)")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument("--jobs", type=int, default=60, help="workflows a steady team sends")
     parser.add_argument("--json", help="write every figure here")
     parser.add_argument("--cost", action="store_true", help="a question's cost, 20 queues")
     args = parser.parse_args(argv)
@@ -102,7 +104,9 @@ def main(argv: list[str] | None = None) -> int:
         for label, spec in rows(args.policy).items():
             per_seed = []
             for seed in seeds:
-                workload = build_workload("teams", seed, scenario=scenario, wait_bound=args.bound)
+                workload = build_workload(
+                    "teams", seed, scenario=scenario, wait_bound=args.bound, num_jobs=args.jobs
+                )
                 per_seed.append(run_row(workload, spec, seed))
                 print(f"{scenario} {label} seed {seed}", file=sys.stderr, flush=True)
             out[scenario][label] = per_seed
