@@ -215,3 +215,25 @@ async def test_a_run_that_cannot_be_read_again_has_its_gated_pods_released(tmp_p
             e["message"] for e in h.kube.events if e["involvedObject"]["name"] == "add-one-1"
         ]
         assert "cannot be read again" in said and "Airflow's own order" in said
+
+
+@pytest.mark.asyncio
+async def test_a_pod_of_a_task_not_known_yet_waits_through_an_api_error(tmp_path):
+    # issue 60, item 8: a mapped task's new index meets an outage; its pod waits at the
+    # gate while the read is tried again, as a run's first pod does, not released at once
+    answers = _live(MAPPING)
+    run = answers[_path(MAPPING, LIVE)]
+    with airflow(answers, tmp_path, pool=2) as (h, side):
+        await _pod(h, side, "add_one", index=0)
+        answers[_path(MAPPING, LIVE)] = DOWN
+        await _pod(h, side, "add_one", index=3)  # (Airflow expanded the task since)
+        for delay in RETRIES[:-1]:
+            assert _gated(h) == ["add-one-3"], _events(h)
+            await _advance(h, delay)
+        assert _gated(h) == ["add-one-3"], _events(h)
+        instances = _instances(answers, MAPPING)
+        instances.append({**next(ti for ti in instances if ti["map_index"] == 2), "map_index": 3})
+        answers[_path(MAPPING, LIVE)] = run
+        await _advance(h, RETRIES[-1])
+        assert _released_by_policy(h, "add-one-3"), _events(h)
+        assert not [e for e in _events(h) if e[1] == "Warning"]
