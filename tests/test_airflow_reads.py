@@ -237,3 +237,23 @@ async def test_a_pod_of_a_task_not_known_yet_waits_through_an_api_error(tmp_path
         await _advance(h, RETRIES[-1])
         assert _released_by_policy(h, "add-one-3"), _events(h)
         assert not [e for e in _events(h) if e[1] == "Warning"]
+
+
+@pytest.mark.asyncio
+async def test_a_downstream_pod_is_released_once_airflow_reports_its_upstream_done(tmp_path):
+    # issue 60, item 9: Airflow starts sum_it once add_one's instances succeeded, while
+    # their pods still tear down; with an executor free its pod is released then, not
+    # held until those pods end
+    answers = _live(MAPPING)
+    with airflow(answers, tmp_path, pool=4) as (h, side):
+        for i in range(3):
+            await _pod(h, side, "add_one", index=i)
+        _states(answers, MAPPING, add_one="success")
+        await _pod(h, side, "sum_it")
+        assert _released_by_policy(h, "sum-it"), _events(h)
+        # the add_one pods end later: their executors are held until then
+        busy = {p["metadata"]["annotations"][ANNOTATION_EXECUTOR] for p in h.kube.occupying()}
+        assert len(busy) == 4
+        for i in range(3):
+            await _finish(h, side, f"add-one-{i}", (1, 5))
+        assert stranded(h) == []

@@ -34,7 +34,7 @@ Blocking HTTP (the client's transport); the operator calls it off its event loop
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from idlegate.errors import IdlegateError
@@ -181,6 +181,23 @@ class LiveRun:
         return next((t for t in self.job.left if t.task_id == task_id), None)
 
 
+def settled(job: AirflowJob, instances: Iterable[Any]) -> AirflowJob:
+    """`job` with no edge from a stage whose task instances Airflow reports all succeeded
+    (the run's `instances`): Airflow starts the tasks after it then, while its pods may
+    still tear down (holding their executors), so those tasks' pods are ready at once."""
+    won: dict[str, set[int]] = {}
+    for ti in instances:
+        if isinstance(ti, Mapping) and ti.get("state") == "success":
+            won.setdefault(str(ti.get("task_id")), set()).add(_index(ti))
+    done = {s.name for s in job.stages if s.tasks_known and len(won.get(s.task_id, ())) >= s.tasks}
+    if not done:
+        return job
+    stages = tuple(
+        replace(s, depends_on=tuple(d for d in s.depends_on if d not in done)) for s in job.stages
+    )
+    return replace(job, stages=stages)
+
+
 @dataclass(frozen=True)
 class Placement:
     """What to do with one worker pod of a run (`LiveRun.place`)."""
@@ -281,6 +298,7 @@ class LiveDags:
                 job = self._map(entry, run, instances)
             except AirflowRefusal as again:
                 raise LiveRefusal(CHANGED, f"{again}. Its pods are left to Airflow") from None
+        job = settled(job, instances)
         queued = {
             (str(ti.get("task_id")), _index(ti), int(ti["try_number"])): when
             for ti in instances
