@@ -340,6 +340,13 @@ async def test_two_processes_under_one_name_have_two_identities(monkeypatch):
     assert identity() == identity()  # (one per process: its Lease and its User-Agent)
 
 
+async def test_the_events_name_the_replica_by_its_identity_suffix_included(monkeypatch):
+    # issue 60, item 13: two replicas under one Pod name reported the same instance
+    monkeypatch.setenv("POD_ID", "idlegate-operator-0")
+    recorder = EventRecorder(Lanes(FakeKube()), Settings(pool_size=1))  # type: ignore[arg-type]
+    assert recorder.instance == identity() and recorder.instance != "idlegate-operator-0"
+
+
 async def test_a_signal_stops_the_election_and_the_handlers_waiting_for_a_rebuild():
     operator = Operator(Settings(pool_size=1, policy="fair", leader_election=True))
     operator.elector = Replica(Leases(), "b").elector
