@@ -257,3 +257,23 @@ async def test_a_downstream_pod_is_released_once_airflow_reports_its_upstream_do
         for i in range(3):
             await _finish(h, side, f"add-one-{i}", (1, 5))
         assert stranded(h) == []
+
+
+@pytest.mark.asyncio
+async def test_an_outage_is_logged_once_and_its_end_once(tmp_path, caplog):
+    # issue 60, item 11: every failed read said it again (126 lines in a 60 s outage)
+    answers = _live(MAPPING)
+    run = answers[_path(MAPPING, LIVE)]
+    caplog.set_level("INFO", logger="idlegate.operator.features.airflow")
+    with airflow(answers, tmp_path, pool=1) as (h, side):
+        await _pod(h, side, "add_one", index=0)
+        answers[_path(MAPPING, LIVE)] = DOWN
+        await _advance(h, POLL)
+        for delay in RETRIES[:2]:
+            await _advance(h, delay)
+        answers[_path(MAPPING, LIVE)] = run
+        await _advance(h, RETRIES[2])
+        await _advance(h, POLL)
+    said = [r.getMessage() for r in caplog.records if "Airflow" in r.getMessage()]
+    assert len([m for m in said if "Service Unavailable" in m]) == 1, said
+    assert len([m for m in said if "can be read again" in m]) == 1, said

@@ -71,9 +71,11 @@ class LiveRefusal(IdlegateError):
     """A DAG run idlegate does not schedule: `reason` is the Event's reason, the message
     says why and that its pods are left to Airflow."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: str, message: str, problem: str | None = None) -> None:
         super().__init__(message)
         self.reason = reason
+        self.problem = problem or message
+        """What is wrong alone, as the client says it (no word of the pods)."""
 
     @property
     def transient(self) -> bool:
@@ -267,7 +269,9 @@ class LiveDags:
         except AirflowNotFound as exc:
             raise LiveRefusal(NO_RUN, f"{exc}; its pods are left to Airflow") from None
         except AirflowError as exc:
-            raise LiveRefusal(exc.reason, f"{exc}; its pods are left to Airflow") from None
+            raise LiveRefusal(
+                exc.reason, f"{exc}; its pods are left to Airflow", str(exc)
+            ) from None
 
     def _run(self, dag_id: str, run_id: str, now: float) -> LiveRun:
         entry = self.dags.get(dag_id)

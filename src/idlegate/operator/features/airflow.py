@@ -123,6 +123,8 @@ class AirflowSide:
             ["reason"],
             registry=operator.metrics.registry,
         )
+        active = operator.metrics.active_by_kind.labels("airflow")
+        active.set_function(lambda: len(self.owners))
 
     @property
     def bridge(self) -> Pool:
@@ -271,11 +273,20 @@ class AirflowSide:
         try:
             run = await asyncio.to_thread(self.dags.run, key[1], key[2], self.bridge.now())
         except LiveRefusal as exc:
-            log.info("Cannot read DAG run %s/%s now: %s", *key[1:], exc)
-            self.problem = str(exc) if exc.transient else self.problem
+            if not exc.transient:  # (a fact about the run)
+                log.info("Cannot read DAG run %s/%s: %s", *key[1:], exc)
+            elif self.problem is None:  # (an outage is said once, and its end: `_readable`)
+                log.info("Cannot read DAG run %s/%s now: %s", *key[1:], exc)
+            self.problem = exc.problem if exc.transient else self.problem
             return exc
-        self.problem = None
+        self._readable()
         return run
+
+    def _readable(self) -> None:
+        """A read succeeded: the API error said before is over."""
+        if self.problem is not None:
+            log.info("Airflow's API can be read again.")
+        self.problem = None
 
     async def _read(self, key: RunKey) -> LiveRefusal | None:
         """Read the run in the pool again: its new job replaces the old (`_Reads`); why
