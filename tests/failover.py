@@ -210,9 +210,9 @@ class Failover:
     """Identities elected after their SIGTERM (their own logs' order)."""
     finished_writes: list[Write]
     """Writes, by any sender (kopf's bookkeeping too), from the new leader's taking of the
-    Lease on, to a workflow that had finished before the stop: a takeover's cost that
-    grows with finished workflows (a write of the stopped leader's may still land between
-    the stop and then)."""
+    Lease on, to a workflow that had finished, its history record marked, before the stop:
+    a takeover's cost that grows with finished workflows (a write of the stopped leader's
+    may still land between the stop and then)."""
     events_again: int
     """Events posted from then on that the API server refused as already there (409)."""
     stall: float
@@ -294,7 +294,9 @@ def failover(
             leader, holder = leading(), timeline.holder()
             assert leader is not None
             marked, killed = set(timeline.marked), timeline.now()
-            done_before = set(timeline.finished)
+            # (one whose history record's mark had not landed is recorded and marked by
+            # the new leader: one write each, for the few that finished as it stopped)
+            done_before = set(timeline.finished) & marked
             if scenario == "term-both":
                 threading.Timer(TERM_GAP, stop, (standby, signal.SIGTERM)).start()
             stop(leader, signal.SIGKILL if scenario in ("kill", "same-name") else signal.SIGTERM)
