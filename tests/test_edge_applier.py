@@ -252,3 +252,14 @@ async def test_a_takeover_reads_the_events_posted_before_rather_than_posting_the
     await restarted.settle()
     assert [e["reason"] for e in edge.kube.events] == ["Accepted", "Released"]
     assert edge.kube.calls.count("create_event") == 2  # (the equal one not posted again)
+
+
+async def test_events_held_for_a_read_that_fails_are_posted_all_the_same():
+    edge = Edge()
+    owner, _ = edge.workflow("w")
+    edge.kube.fail["list_events"] = [ApiError(403, "Forbidden", "cannot list events")]
+    edge.applier.events.recall(edge.lanes.kube, ["default"])  # (an RBAC without list)
+    edge.applier.apply((PostEvent(owner, "Normal", "Accepted", "Scheduled by idlegate."),))
+    await asyncio.sleep(1)
+    await edge.settle()
+    assert [e["reason"] for e in edge.kube.events] == ["Accepted"]

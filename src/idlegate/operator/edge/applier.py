@@ -323,9 +323,10 @@ class EventRecorder:
                 log.info(
                     "Cannot read the Events posted before (%s): equal ones are posted again.", exc
                 )
-            held, self._held = self._held or [], None
-            for owner, body in held:
-                self._submit(owner, body)
+            finally:  # (whatever the read met, the Events held go)
+                held, self._held = self._held or [], None
+                for owner, body in held:
+                    self._submit(owner, body)
 
         self._reading = asyncio.ensure_future(read())
 
