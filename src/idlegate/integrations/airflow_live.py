@@ -4,7 +4,9 @@ When a worker pod of a DAG run idlegate has not seen appears, `LiveDags.run` giv
 run's job (`LiveRun`): the DAG's structure (``GET /dags/{dag_id}/details`` and
 ``/tasks``) mapped by `idlegate.sim.airflow.map_dag` with the run's task instances (its
 mapped tasks' sizes so far, what it skipped), each stage's estimate the mean run time of
-the same task in the DAG's earlier finished runs (their task instances' ``duration``).
+the same task in the DAG's earlier finished runs (their task instances' ``duration``). A
+stage whose task instances all succeeded is no longer waited for by the stages after it
+(`settled`): Airflow has started them, whatever its pods' teardown.
 
 Per DAG, the structure and the earlier runs are asked once and kept (`DagEntry`) for
 `max_age` seconds; each run asks only for itself and its task instances. A DAG that
