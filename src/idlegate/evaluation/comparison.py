@@ -22,6 +22,7 @@ import numpy as np
 from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, model_validator
 
 from idlegate import __version__
+from idlegate.api.queue_file import read_queues
 from idlegate.config import Config, Flag, flag_text
 from idlegate.errors import IdlegateError, renamed
 from idlegate.evaluation.pool import run_tasks
@@ -31,6 +32,7 @@ from idlegate.policy import SchedulerSpec, make_scheduler
 from idlegate.policy.account import mean_shares
 from idlegate.policy.account import shares as run_shares
 from idlegate.policy.portfolio import PortfolioScheduler
+from idlegate.sim.admission import Admission
 from idlegate.sim.engine import Workload, simulate
 from idlegate.sim.metrics import (
     Estimate,
@@ -43,7 +45,9 @@ from idlegate.sim.metrics import (
 )
 from idlegate.sim.pool import identical_nodes
 from idlegate.sim.protocol import PodsGate, Scheduler
-from idlegate.sim.resources import ResourceVector, check_requested
+from idlegate.sim.queue_metrics import alone, jain, queue_figures
+from idlegate.sim.queues import check_cohort
+from idlegate.sim.resources import MILLI, ResourceVector, check_requested
 from idlegate.sim.workloads import build_workload, workload_kind
 
 __all__ = [
@@ -124,6 +128,10 @@ class WorkloadOptions(Config):
     allocatable), sharing -k's pods: a task starts only where it fits one node, on the one
     it fills most (packing, as the operator's pool of nodes places one). Unset: the
     pool is one bin of --resources."""
+    queues: Path | None = None
+    """A YAML file of the pool's queues (docs/queues.md): each workflow waits in the queue
+    its file's ``queueName`` names, else the default one. Unset: the workload's own
+    (``-w teams``), else one queue."""
     extra: Annotated[dict[str, Any], Flag("--option", "-o")] = Field(default_factory=dict)
     """Any other workload option as KEY=VALUE (repeatable), e.g. size_distribution=pareto,
     burstiness=20 (options per workload: docs/workloads.md)."""
@@ -166,7 +174,7 @@ MAX_NODES = 1000
 """The most nodes of ``--nodes``: every placement scores each node, so a run's time grows
 with nodes × tasks (docs/resources.md measures it)."""
 
-_NOT_THE_WORKLOADS = {"extra", "resources", "nodes"}
+_NOT_THE_WORKLOADS = {"extra", "resources", "nodes", "queues"}
 """WorkloadOptions' fields that are no option of the workload's (`to_kwargs`)."""
 
 
@@ -296,6 +304,24 @@ def build(workload: str, seed: int, options: WorkloadOptions | None = None) -> W
     options = options or WorkloadOptions()
     with options.as_given():
         built = build_workload(workload, seed, **options.to_kwargs())
+    built = _with_queues(_pooled(built, options), options.queues)
+    return built
+
+
+def _with_queues(built: Workload, path: Path | None) -> Workload:
+    """`built` with the queues of the file at `path` (checked against its pool)."""
+    if path is None:
+        return built
+    queues = read_queues(path)
+    pool = ResourceVector({**(built.resources or {}), "pods": built.num_executors * MILLI})
+    check_cohort(queues, pool, where=str(path))
+    workload = replace(built, queues=queues)
+    Admission(queues, ResourceVector(), ()).check_arrivals(workload.jobs)
+    return workload
+
+
+def _pooled(built: Workload, options: WorkloadOptions) -> Workload:
+    """`built` on the pool of ``--resources`` and ``--nodes``."""
     if options.resources is None:
         if options.nodes is not None:
             raise IdlegateError(
@@ -344,6 +370,9 @@ class RunOutcome:
     followed: dict[str, Any] | None = None
     """A self-tuning scheduler's account of what it followed and why
     (`PortfolioScheduler.account`); None for any other scheduler."""
+    queues: dict[str, Any] | None = None
+    """Per-queue figures and Jain's index (`idlegate.sim.queue_metrics`) of a workload
+    with queues; None for one queue."""
 
     @property
     def shares(self) -> dict[str, float] | None:
@@ -352,14 +381,29 @@ class RunOutcome:
         return None if self.followed is None else run_shares(self.followed["time_followed"])
 
 
-def _simulate(workload: Workload, scheduler: Scheduler, seed: int) -> RunOutcome:
-    result = simulate(workload, scheduler, seed=seed)
+def _simulate(
+    workload: Workload, scheduler: Scheduler, seed: int, spec: SchedulerSpec | None = None
+) -> RunOutcome:
+    result = simulate(workload, scheduler, seed=seed, record_tasks=bool(workload.queues))
     jm = job_metrics(result)
     followed = None
     inner = scheduler.scheduler if isinstance(scheduler, PodsGate) else scheduler
     if isinstance(inner, PortfolioScheduler):
         followed = inner.account(result.end_time)
-    return RunOutcome(run_metrics(result, jm), jm, followed)
+    queues = None
+    if result.queues is not None:
+        # each queue's workflows replayed alone on its quota, under the same spec, for ρ
+        solo = {
+            q.name: simulate(alone(workload, q), make_scheduler(spec), seed)
+            for q in workload.queues
+            if spec is not None and alone(workload, q).jobs
+        }
+        queues = {
+            "queues": [f.to_dict() for f in queue_figures(workload, result, solo)],
+            "jain": jain(result),
+        }
+        result.tasks = None
+    return RunOutcome(run_metrics(result, jm), jm, followed, queues)
 
 
 def run_one(
@@ -371,7 +415,7 @@ def run_one(
     """Build `workload` for `seed` and simulate `scheduler` on it (built once)."""
     check_names(workload)
     built = make_scheduler(scheduler)
-    return _simulate(build(workload, seed, options), built, seed)
+    return _simulate(build(workload, seed, options), built, seed, SchedulerSpec.of(scheduler))
 
 
 _PoolRun = tuple[str, int, RunMetrics, np.ndarray, np.ndarray, dict[str, float] | None]
