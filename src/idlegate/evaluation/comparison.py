@@ -22,7 +22,6 @@ import numpy as np
 from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, model_validator
 
 from idlegate import __version__
-from idlegate.api.queue_file import read_queues
 from idlegate.config import Config, Flag, flag_text
 from idlegate.errors import IdlegateError, renamed
 from idlegate.evaluation.pool import run_tasks
@@ -46,7 +45,7 @@ from idlegate.sim.metrics import (
 from idlegate.sim.pool import identical_nodes
 from idlegate.sim.protocol import PodsGate, Scheduler
 from idlegate.sim.queue_metrics import alone, jain, queue_figures
-from idlegate.sim.queues import check_cohort
+from idlegate.sim.queues import check_cohort, read_queues
 from idlegate.sim.resources import MILLI, ResourceVector, check_requested
 from idlegate.sim.workloads import build_workload, workload_kind
 
@@ -210,7 +209,7 @@ class CompareConfig(Config):
 
     workload: Annotated[str, Flag("-w")] = "tpch-like"
     """Workload: synthetic, tpch, tpch-like, mixed, bursty, k8s-batch, argo-shapes,
-    airflow-shapes, alibaba, follow, push, recurring, shift, file, swf, lublin."""
+    airflow-shapes, alibaba, follow, push, recurring, shift, teams, file, swf, lublin."""
     schedulers: Schedulers = Field(
         parse_list("fifo,fair,sjf-cp,weighted-fair"), validate_default=True
     )
