@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 
 from idlegate.policy import make_scheduler
-from idlegate.sim.engine import Engine, SimResult, Workload, simulate
-from idlegate.sim.queue_metrics import alone, jain, queue_figures
+from idlegate.sim.engine import Engine, Workload, simulate
+from idlegate.sim.queue_metrics import jain, queue_figures, replay_alone
 from idlegate.sim.workloads import build_workload
 
 SCENARIOS = ("flood", "large")
@@ -58,11 +58,7 @@ def inner(spec: str) -> str:
 def run_row(workload: Workload, spec: str, seed: int) -> dict[str, Any]:
     """One row on one seed: the run's figures and each queue's."""
     result = simulate(workload, make_scheduler(spec), seed, record_tasks=True)
-    alone_runs: dict[str, SimResult] = {}
-    for q in workload.queues:
-        solo = alone(workload, q)
-        if solo.jobs:
-            alone_runs[q.name] = simulate(solo, make_scheduler(inner(spec)), seed)
+    alone_runs = replay_alone(workload, lambda: make_scheduler(inner(spec)), seed)
     figures = queue_figures(workload, result, alone_runs)
     jcts = [r.jct for r in result.records]
     per_team: dict[str, float] = {}

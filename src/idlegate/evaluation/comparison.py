@@ -22,7 +22,6 @@ import numpy as np
 from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, model_validator
 
 from idlegate import __version__
-from idlegate.api.queue_file import read_queues
 from idlegate.config import Config, Flag, flag_text
 from idlegate.errors import IdlegateError, renamed
 from idlegate.evaluation.pool import run_tasks
@@ -45,8 +44,8 @@ from idlegate.sim.metrics import (
 )
 from idlegate.sim.pool import identical_nodes
 from idlegate.sim.protocol import PodsGate, Scheduler
-from idlegate.sim.queue_metrics import alone, jain, queue_figures
-from idlegate.sim.queues import check_cohort
+from idlegate.sim.queue_metrics import jain, queue_figures, replay_alone
+from idlegate.sim.queues import check_cohort, read_queues
 from idlegate.sim.resources import MILLI, ResourceVector, check_requested
 from idlegate.sim.workloads import build_workload, workload_kind
 
@@ -210,7 +209,7 @@ class CompareConfig(Config):
 
     workload: Annotated[str, Flag("-w")] = "tpch-like"
     """Workload: synthetic, tpch, tpch-like, mixed, bursty, k8s-batch, argo-shapes,
-    airflow-shapes, alibaba, follow, push, recurring, shift, file, swf, lublin."""
+    airflow-shapes, alibaba, follow, push, recurring, shift, teams, file, swf, lublin."""
     schedulers: Schedulers = Field(
         parse_list("fifo,fair,sjf-cp,weighted-fair"), validate_default=True
     )
@@ -393,11 +392,7 @@ def _simulate(
     queues = None
     if result.queues is not None:
         # each queue's workflows replayed alone on its quota, under the same spec, for ρ
-        solo = {
-            q.name: simulate(alone(workload, q), make_scheduler(spec), seed)
-            for q in workload.queues
-            if spec is not None and alone(workload, q).jobs
-        }
+        solo = {} if spec is None else replay_alone(workload, lambda: make_scheduler(spec), seed)
         queues = {
             "queues": [f.to_dict() for f in queue_figures(workload, result, solo)],
             "jain": jain(result),
@@ -418,15 +413,19 @@ def run_one(
     return _simulate(build(workload, seed, options), built, seed, SchedulerSpec.of(scheduler))
 
 
-_PoolRun = tuple[str, int, RunMetrics, np.ndarray, np.ndarray, dict[str, float] | None]
-"""What a worker sends back of a run: label, seed, metrics, JCTs, idle seconds, and the
-shares of the candidates followed (plain data, not the account's rounds)."""
+_PoolRun = tuple[
+    str, int, RunMetrics, np.ndarray, np.ndarray, dict[str, float] | None, dict[str, Any] | None
+]
+"""What a worker sends back of a run: label, seed, metrics, JCTs, idle seconds, the
+shares of the candidates followed (plain data, not the account's rounds), and the
+per-queue figures of a workload with queues."""
 
 
 def _pool_run(args: tuple[Workload, SchedulerSpec, int]) -> _PoolRun:
     workload, spec, seed = args
-    out = _simulate(workload, make_scheduler(spec), seed)
-    return spec.title, seed, out.metrics, out.jobs.jct, out.jobs.idle_inserted, out.shares
+    out = _simulate(workload, make_scheduler(spec), seed, spec)
+    jobs = out.jobs
+    return spec.title, seed, out.metrics, jobs.jct, jobs.idle_inserted, out.shares, out.queues
 
 
 @dataclass(frozen=True, eq=False)
@@ -451,6 +450,9 @@ class SchedulerResult:
     shares_per_seed: tuple[Mapping[str, float], ...] = ()
     """Per seed, the fraction of the run each candidate was followed (a self-tuning
     scheduler's, `RunOutcome.shares`); empty for any other scheduler."""
+    queues_per_seed: tuple[Mapping[str, Any], ...] = ()
+    """Per seed, the per-queue figures and Jain's index (`RunOutcome.queues`); empty for
+    a pool of one queue."""
 
     @property
     def shares(self) -> dict[str, float] | None:
@@ -471,6 +473,8 @@ class SchedulerResult:
         if self.shares_per_seed:
             out["followed"] = self.shares
             out["followed_per_seed"] = [dict(f) for f in self.shares_per_seed]
+        if self.queues_per_seed:
+            out["queues_per_seed"] = [dict(q) for q in self.queues_per_seed]
         if include_jct:
             out["jct"] = [a.tolist() for a in self.jct]
         return out
@@ -534,12 +538,13 @@ def run_comparison(
     jcts: dict[tuple[str, int], np.ndarray] = {}
     idles: dict[tuple[str, int], np.ndarray] = {}
     followed: dict[tuple[str, int], dict[str, float]] = {}
+    queues: dict[tuple[str, int], dict[str, Any]] = {}
 
     def report(done: int, total: int, task: tuple[Workload, SchedulerSpec, int]) -> None:
         if progress is not None:
             progress(done, total, task[1].title, task[2])
 
-    for name, seed, m, jct, idle, share in run_tasks(
+    for name, seed, m, jct, idle, share, queued in run_tasks(
         _pool_run, tasks, config.jobs, report, lambda task: task, pool
     ):
         metrics[name, seed] = m
@@ -547,6 +552,8 @@ def run_comparison(
         idles[name, seed] = idle
         if share is not None:
             followed[name, seed] = share
+        if queued is not None:
+            queues[name, seed] = queued
 
     first = workloads[seeds[0]]
     rigid = is_rigid(first)
@@ -573,6 +580,7 @@ def run_comparison(
                     _paired(runs, base_runs, "avg_bsld", config.confidence) if rigid else None
                 ),
                 shares_per_seed=tuple(followed[name, s] for s in seeds if (name, s) in followed),
+                queues_per_seed=tuple(queues[name, s] for s in seeds if (name, s) in queues),
             )
         )
     setting = describe_setting(config.workload, config.options.to_kwargs(), first)

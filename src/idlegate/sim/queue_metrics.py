@@ -15,13 +15,14 @@ ready tasks waiting (1: equal shares).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from idlegate.sim.engine import SimResult, TaskRun, Workload
+from idlegate.sim.engine import SimResult, TaskRun, Workload, simulate
+from idlegate.sim.protocol import Scheduler
 from idlegate.sim.queues import QueueSpec
 from idlegate.sim.resources import MILLI, ResourceVector
 
@@ -91,6 +92,18 @@ def alone(workload: Workload, queue: QueueSpec) -> Workload:
         nodes=(),
         queues=(),
     )
+
+
+def replay_alone(
+    workload: Workload, scheduler: Callable[[], Scheduler], seed: int
+) -> dict[str, SimResult]:
+    """Each queue's workflows replayed `alone` on its quota under a new `scheduler()`, for
+    ρ (a queue with no workflows is left out)."""
+    out = {}
+    for q in workload.queues:
+        if any(_joins(j.queue, q, workload.queues) for j in workload.jobs):
+            out[q.name] = simulate(alone(workload, q), scheduler(), seed)
+    return out
 
 
 def _joins(wanted: str | None, queue: QueueSpec, queues: Sequence[QueueSpec]) -> bool:
