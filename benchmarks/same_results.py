@@ -13,9 +13,10 @@ stand for one): ``compare --json`` on every generated workload at small sizes (a
 TPC-H's and Alibaba's traces) with fifo, srpt, fair, sjf-cp, learned:default and default;
 on pools of resources (one bin, and ``--nodes 3``) with the pods-gate variants; two seeds
 each; and ``idlegate demo`` (it has no size flags: the full demo, with ``-j 1``; its report
-files are compared). A command's outputs are the same when its exit code, its standard
-output (but for its one wall-clock figure, :data:`WALL_CLOCK`) and the files it writes are
-the same bytes; where a JSON output differs the first differing path is printed
+files are compared). A command's outputs are the same when its exit code (and its error,
+when it fails), its standard output (but for its one wall-clock figure,
+:data:`WALL_CLOCK`) and the files it writes are the same bytes; where a JSON output
+differs the first differing path is printed
 (``$.schedulers.fifo.runs[0].avg_jct: 31.2 != 30.9``). Progress goes to standard error.
 Exits 1 when any command differs.
 
@@ -154,6 +155,8 @@ def difference(before: Output, after: Output) -> str | None:
     """None when the two runs left the same bytes; else the first difference found."""
     if before.code != after.code:
         return f"exit code {before.code} != {after.code} ({before.error or after.error})"
+    if before.code and before.error != after.error:  # both refused: for the same reason?
+        return f"error {short(before.error)!r} != {short(after.error)!r}"
     found = bytes_difference("stdout", before.stdout, after.stdout)
     if found:
         return found

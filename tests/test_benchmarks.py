@@ -293,3 +293,19 @@ def test_same_results_finds_the_first_json_path_where_two_outputs_part(tmp_path:
         b"45 runs in X s; best average JCT: srpt\n"
     )
     assert same_results.masked(b"avg JCT 62.3 s\n") == b"avg JCT 62.3 s\n"
+
+
+def test_same_results_tells_a_refusal_from_a_run_and_one_refusal_from_another() -> None:
+    ran = same_results.Output(0, b"{}", "", {})
+    refused = same_results.Output(1, b"", "Error: --nodes 1001 is more than 1000.", {})
+    other = same_results.Output(1, b"", "Error: --nodes 1001 share 330 pods.", {})
+    assert same_results.difference(ran, ran) is None
+    assert same_results.difference(refused, refused) is None
+    assert same_results.difference(ran, refused) == (
+        "exit code 0 != 1 (Error: --nodes 1001 is more than 1000.)"
+    )
+    assert same_results.difference(other, refused) == (
+        "error 'Error: --nodes 1001 share 330 pods.' != 'Error: --nodes 1001 is more than 1000.'"
+    )
+    wrote = same_results.Output(0, b"{}", "", {"compare.md": b"| a |"})
+    assert same_results.difference(ran, wrote) == "compare.md written by one checkout only"
