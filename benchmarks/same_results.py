@@ -13,12 +13,13 @@ stand for one): ``compare --json`` on every generated workload at small sizes (a
 TPC-H's and Alibaba's traces) with fifo, srpt, fair, sjf-cp, learned:default and default;
 on pools of resources (one bin, and ``--nodes 3``) with the pods-gate variants; two seeds
 each; and ``idlegate demo`` (it has no size flags: the full demo, with ``-j 1``; its report
-files are compared). A command's outputs are the same when its exit code (and its error,
-when it fails), its standard output (but for its one wall-clock figure,
+files are compared). Then the commands of :data:`CHANGED`, whose outputs a documented fix
+of issue 60 changed: they must differ. A command's outputs are the same when its exit code
+(and its error, when it fails), its standard output (but for its one wall-clock figure,
 :data:`WALL_CLOCK`) and the files it writes are the same bytes; where a JSON output
 differs the first differing path is printed
 (``$.schedulers.fifo.runs[0].avg_jct: 31.2 != 30.9``). Progress goes to standard error.
-Exits 1 when any command differs.
+Exits 1 when any command of COMMANDS differs or one of CHANGED does not.
 
 `-j` runs that many commands at once (each with its own ``-j 1``); on a shared 2-core
 machine keep it at 1. `--only TEXT` runs the commands containing TEXT (to bisect one).
@@ -76,6 +77,18 @@ COMMANDS: tuple[str, ...] = (
     "demo -j 1 --out {out}",
 )
 """`idlegate` command lines; ``{out}`` is a fresh folder per run, whose files are compared."""
+
+NODES_PROBE = "-w k8s-batch -o requests=true --jobs-count 5 --schedulers fifo --seeds 1 --json"
+CHANGED: dict[str, str] = {
+    f"compare {NODES_PROBE} --nodes 1001 --resources cpu=8,memory=32Gi -k 99099": (
+        "issue 60: --nodes past 1000 refused (docs/resources.md)"
+    ),
+    f"compare {NODES_PROBE} --resources cpu=24,memory=96Gi,nvidia.com/gpu=2.5 -k 330": (
+        "issue 60: a fraction of nvidia.com/gpu refused (sim/resources.py)"
+    ),
+}
+"""Commands whose output a documented fix changed since the queues work began, each with
+its fix: they must differ (run after :data:`COMMANDS`; the check can tell a change)."""
 
 WALL_CLOCK = re.compile(rb"(\d+ runs in )\d+(?:\.\d+)? s\b")
 """The one wall-clock figure the commands print (the console report's "45 runs in 62.3 s"):
@@ -202,6 +215,12 @@ def compare(
         yield from pool.map(both, commands)
 
 
+def as_expected(command: str, found: str | None) -> bool:
+    """Whether `command`'s outcome (its first difference, None: identical) is the expected
+    one: identical, unless a documented fix changed it (:data:`CHANGED`)."""
+    return (found is not None) == (command in CHANGED)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", type=Path, required=True, help="checkout with its .venv")
@@ -216,7 +235,7 @@ def main() -> int:
                 file=sys.stderr,
             )
             return 1
-    commands = [c for c in COMMANDS if args.only in c]
+    commands = [c for c in (*COMMANDS, *CHANGED) if args.only in c]
     if not commands:
         print(
             f"Error: no command contains {args.only!r}: give a part of one of COMMANDS.",
@@ -224,14 +243,16 @@ def main() -> int:
         )
         return 1
     print(f"{len(commands)} commands, each in {args.before} then {args.after}", file=sys.stderr)
-    differ = 0
-    for number, (command, found) in enumerate(
-        compare(args.before.resolve(), args.after.resolve(), commands, args.jobs), 1
-    ):
-        differ += found is not None
-        print(f"[{number}/{len(commands)}] idlegate {command}: {found or 'identical'}", flush=True)
-    print(f"{len(commands) - differ} identical, {differ} differ")
-    return 1 if differ else 0
+    wrong = 0
+    found_each = compare(args.before.resolve(), args.after.resolve(), commands, args.jobs)
+    for number, (command, found) in enumerate(found_each, 1):
+        verdict = found or "identical"
+        if command in CHANGED:
+            verdict += f" (expected to differ: {CHANGED[command]})"
+        wrong += not as_expected(command, found)
+        print(f"[{number}/{len(commands)}] idlegate {command}: {verdict}", flush=True)
+    print(f"{len(commands) - wrong} as expected, {wrong} not")
+    return 1 if wrong else 0
 
 
 if __name__ == "__main__":

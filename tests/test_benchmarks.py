@@ -309,3 +309,9 @@ def test_same_results_tells_a_refusal_from_a_run_and_one_refusal_from_another() 
     )
     wrote = same_results.Output(0, b"{}", "", {"compare.md": b"| a |"})
     assert same_results.difference(ran, wrote) == "compare.md written by one checkout only"
+    # a documented fix's change is expected, and must show
+    changed = next(iter(same_results.CHANGED))
+    assert same_results.as_expected(changed, "exit code 0 != 1 (Error: ...)")
+    assert not same_results.as_expected(changed, None)
+    assert same_results.as_expected(same_results.COMMANDS[0], None)
+    assert not same_results.as_expected(same_results.COMMANDS[0], "$.best: 1 != 2")
