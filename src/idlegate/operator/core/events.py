@@ -42,6 +42,8 @@ class Admit:
     """The ExecutorPool it is admitted into: said by its PoolFound condition if it `waited`
     for the pool (or carries that condition already)."""
     waited: bool = False
+    queue: str | None = None
+    """The queue it names (`idlegate.api.routing.queue_name`), if any."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +84,8 @@ class Join:
     arrival: float = 0.0
     pods: Sequence[ExternalPod] = ()
     seen: Sequence[ExternalPod] = ()
+    queue: str | None = None
+    """The queue it names (`idlegate.api.routing.queue_name`), if any."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ from idlegate.api.pool_spec import (
     parse_pool_spec,
     route,
 )
+from idlegate.api.queueing import QueueFile, placement
 from idlegate.api.routing import PoolNotFoundError, Routing, route_workflow
 from idlegate.api.status import FINISHED, Phase
 from idlegate.api.task_pods import Owner, read_task_pod
@@ -186,12 +187,13 @@ class Pools:
         policy = namespace_policy(namespace, self.settings.pod_security)
         self.labels[owner.namespace] = namespace_labels(namespace)
         try:
-            name: str | None = self._routing(KIND, body).pool
-        except PoolNotFoundError as exc:
+            routing = self._routing(KIND, body)
+            name: str | None = routing.pool
+        except PoolNotFoundError as exc:  # (or QueueNotFoundError: it waits as well)
             if (body.get("status") or {}).get("phase") not in FINISHED:
                 self._wait(body, exc.pool, exc.reason, str(exc))
                 return None
-            name = None  # (a finished one needs no pool: never waits)
+            name, routing = None, None  # (a finished one needs no pool: never waits)
         bridge = self.bridges[name] if name is not None else self.default
         key = (owner.namespace, owner.name)
         try:
@@ -199,7 +201,14 @@ class Pools:
             waits = name is not None and name != DEFAULT_POOL
             bridge.handle(
                 Admit(
-                    body, list(pods), policy, schedule, waits, pool=name, waited=key in self.waiting
+                    body,
+                    list(pods),
+                    policy,
+                    schedule,
+                    waits,
+                    pool=name,
+                    waited=key in self.waiting,
+                    queue=routing.queue if routing is not None else None,
                 )
             )
         except (GangTooWideError, DemandTooLargeError) as exc:  # (only with `waits`)
@@ -281,7 +290,13 @@ class Pools:
     def _routing(self, kind: str, body: Mapping[str, Any]) -> Routing:
         namespace = str((body.get("metadata") or {}).get("namespace", ""))
         labels = self.labels.get(namespace, {})
-        return route_workflow(kind, body, labels, self.specs.items(), self.invalid)
+        routing = route_workflow(kind, body, labels, self.specs.items(), self.invalid)
+        spec = self.specs.get(routing.pool)
+        queues = self.settings.queues if routing.pool == DEFAULT_POOL else None
+        specs = spec.queue_specs if spec is not None else queues.specs if queues else ()
+        if specs:  # (a queue named in a pool without queues is ignored: one queue)
+            placement(specs, routing, namespace, kind)  # (QueueNotFoundError: it waits)
+        return routing
 
     def _route(self, wanted: str | None, namespace: str) -> str | None:
         """The pool a workflow of `namespace` asking for pool `wanted` goes to (None: its
@@ -431,6 +446,7 @@ class Pools:
             "pool_size": spec.executors,
             "pool_resources": resources,
             "pool_nodes": selector,
+            "queues": QueueFile(spec.queue_specs, f"ExecutorPool {name}") if spec.queues else None,
         }
         if spec.plan_budget_ms is not None:
             update["plan_budget_ms"] = spec.plan_budget_ms
@@ -484,7 +500,14 @@ class Pools:
 
 
 def _engine(spec: ExecutorPoolSpec) -> tuple[Any, ...]:
-    return spec.executors, spec.capacity, spec.node_selector, spec.policy, spec.plan_budget_ms
+    return (
+        spec.executors,
+        spec.capacity,
+        spec.node_selector,
+        spec.policy,
+        spec.plan_budget_ms,
+        spec.queue_specs,
+    )
 
 
 def pool_status(name: str, pools: Pools) -> dict[str, Any]:

@@ -36,7 +36,7 @@ import kopf
 from prometheus_client import Gauge
 
 from idlegate.api.argo_pods import WORKFLOW_LABEL, ArgoPod, gates_with_ours
-from idlegate.api.routing import ARGO_KIND, PoolNotFoundError
+from idlegate.api.routing import ARGO_KIND, PoolNotFoundError, queue_name
 from idlegate.api.task_pods import Owner
 from idlegate.errors import DemandTooLargeError, IdlegateError
 from idlegate.operator.core.admission import AdmitLaterError
@@ -303,7 +303,7 @@ class ArgoSide:
         created = parse_time((body.get("metadata") or {}).get("creationTimestamp"))
         arrival = min(now, bridge.settings.clock.from_wall(created)) if created else now
         try:
-            bridge.handle(Join(owner, mapped, arrival, pods, seen))
+            bridge.handle(Join(owner, mapped, arrival, pods, seen, queue_name(ARGO_KIND, body)))
         except DemandTooLargeError as exc:
             self._refused(key, body, self._too_large(exc, mapped), [*pods, *seen])
             return
