@@ -12,6 +12,7 @@ from idlegate.api.queueing import (
     QueueNotFoundError,
     bound_hit,
     placement,
+    priority_classes,
     queue_status,
     queues_summary,
     why_waiting,
@@ -234,3 +235,22 @@ async def test_a_wait_bound_arms_a_timer_for_the_round_at_its_time():
     assert h.released() == ["w-s-0"]
     at, _ = h.timers.armed["queues/p"]
     assert at == h.clock.now() + 30
+
+
+@pytest.mark.asyncio
+async def test_a_workflows_priority_is_its_priority_class_value_and_a_missing_one_warns():
+    from tests.operator_fakes import harness, stage
+
+    h = harness(pool=4)
+    h.pools.apply(
+        "p", ExecutorPoolSpec.model_validate({"size": 4, "queues": TWO, "namespaceSelector": {}})
+    )
+    h.pools.priorities.update(priority_classes({"metadata": {"name": "high"}, "value": 1000}))
+    h.admit(h.kube.add_workflow("hi", {"stages": [stage("s")], "priorityClassName": "high"}))
+    h.admit(h.kube.add_workflow("lost", {"stages": [stage("s")], "priorityClassName": "gone"}))
+    await h.settle()
+    core = h.pools.bridges["p"].core
+    assert core.workflows[("default", "hi")].job.priority == 1000
+    assert core.workflows[("default", "lost")].job.priority == 0
+    assert h.kube.reasons("lost").count("PriorityClassNotFound") == 1
+    assert "PriorityClassNotFound" not in h.kube.reasons("hi")

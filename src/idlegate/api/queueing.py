@@ -18,7 +18,7 @@ Pure: no kopf, no API, no clock.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from math import inf
 from pathlib import Path
@@ -208,3 +208,23 @@ def bound_hit(admission: Admission, q: int, bound: float, start: float) -> str:
         f"queue {spec.name}: a task that waited past its {spec.wait_bound:g} s bound started "
         f"first, {start - bound:.1f} s after the bound"
     )
+
+
+def priority_of(classes: Mapping[str, int], name: str | None) -> tuple[int, str | None]:
+    """A workflow's priority from the PriorityClass it names (`classes`: each class's value),
+    and the Warning to say if that class does not exist (its priority is then 0)."""
+    if name is None:
+        return 0, None
+    if name in classes:
+        return classes[name], None
+    return 0, (
+        f"PriorityClass {name!r} does not exist: the workflow runs with priority 0 in its "
+        "queue; create it (kubectl get priorityclasses) or name another."
+    )
+
+
+def priority_classes(body: Mapping[str, Any]) -> dict[str, int]:
+    """A PriorityClass object as (name: value), for the operator's view of them."""
+    name, value = (body.get("metadata") or {}).get("name"), body.get("value")
+    valid = isinstance(name, str) and isinstance(value, int) and not isinstance(value, bool)
+    return {name: value} if valid else {}  # type: ignore[dict-item]

@@ -245,6 +245,7 @@ class Core(Lifecycle):
             wf = ExternalJob(owner, event.mapped)
             wf.queue = self._queue(owner.namespace, event.queue)
             wf.admit(self.cluster, self.now(), event.arrival, event.pods)
+            wf.job.priority = event.priority
             self.held.setdefault(owner.kind, {})[key] = wf
             self._say_unfit((wf.job,))
             for pod in event.seen:
@@ -289,6 +290,7 @@ class Core(Lifecycle):
                 wf.dag, now, f"{owner.namespace}/{owner.name}", wf, arrival=wf.arrival
             )
             wf.job.queue = self._queue(owner.namespace, event.queue)
+            wf.job.priority = event.priority
         except IdlegateError as exc:  # an invalid spec, or a gang larger than the pool
             if isinstance(exc, GangTooWideError | DemandTooLargeError) and event.gang_waits:
                 raise

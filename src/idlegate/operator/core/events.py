@@ -44,6 +44,8 @@ class Admit:
     waited: bool = False
     queue: str | None = None
     """The queue it names (`idlegate.api.routing.queue_name`), if any."""
+    priority: int = 0
+    """Its priority in its queue (its PriorityClass's value)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +88,8 @@ class Join:
     seen: Sequence[ExternalPod] = ()
     queue: str | None = None
     """The queue it names (`idlegate.api.routing.queue_name`), if any."""
+    priority: int = 0
+    """Its priority in its queue (its PriorityClass's value)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,8 +37,8 @@ from idlegate.api.pool_spec import (
     parse_pool_spec,
     route,
 )
-from idlegate.api.queueing import QueueFile, placement
-from idlegate.api.routing import PoolNotFoundError, Routing, route_workflow
+from idlegate.api.queueing import QueueFile, placement, priority_of
+from idlegate.api.routing import PoolNotFoundError, Routing, queue_name, route_workflow
 from idlegate.api.status import FINISHED, Phase
 from idlegate.api.task_pods import Owner, read_task_pod
 from idlegate.errors import DemandTooLargeError, GangTooWideError, IdlegateError
@@ -56,7 +56,7 @@ from idlegate.operator.core.events import (
     SpecChanged,
     Unpooled,
 )
-from idlegate.operator.core.intents import Confirmed, Outcome, Refused
+from idlegate.operator.core.intents import Confirmed, Outcome, PostEvent, Refused
 from idlegate.operator.core.tracking import Workflow, WorkflowKey
 from idlegate.operator.decisions import load_scheduler
 from idlegate.operator.edge.bridge import Bridge
@@ -116,6 +116,8 @@ class Pools:
         self.watch = NodeWatch(default.metrics, default.applier.releasing)
         """The nodes and pods (kopf's indexes, given by the operator) of node pools' room."""
         self._room_due = False
+        self.priorities: dict[str, int] = {}
+        """Each PriorityClass's value, as the operator last saw it (kopf's events)."""
 
     # -- what intake, the watchdog and the handlers use of a bridge ----------------------------
 
@@ -209,6 +211,7 @@ class Pools:
                     pool=name,
                     waited=key in self.waiting,
                     queue=routing.queue if routing is not None else None,
+                    priority=self._priority(owner, routing),
                 )
             )
         except (GangTooWideError, DemandTooLargeError) as exc:  # (only with `waits`)
@@ -286,6 +289,25 @@ class Pools:
             )
         self.labels[owner.namespace] = namespace_labels(namespace)
         return self.bridges[self._routing(owner.kind, body).pool]
+
+    def asks(self, owner: Owner, body: Mapping[str, Any]) -> tuple[str | None, int]:
+        """The queue workflow `owner` (of a kind whose pods another controller creates; `body`
+        its object or, for an Airflow run, its pod) names, and its priority."""
+        return queue_name(owner.kind, body), self._priority(owner, self._read(owner.kind, body))
+
+    def _read(self, kind: str, body: Mapping[str, Any]) -> Routing | None:
+        try:
+            return self._routing(kind, body)
+        except PoolNotFoundError:
+            return None
+
+    def _priority(self, owner: Owner, routing: Routing | None) -> int:
+        """The value of the PriorityClass `routing` names (0, with a Warning, if it is missing)."""
+        name = routing.priority_class if routing is not None else None
+        value, warning = priority_of(self.priorities, name)
+        if warning is not None:
+            self.carry([PostEvent(owner, "Warning", "PriorityClassNotFound", warning)])
+        return value
 
     def _routing(self, kind: str, body: Mapping[str, Any]) -> Routing:
         namespace = str((body.get("metadata") or {}).get("namespace", ""))

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import kopf
 from prometheus_client import Counter
 
-from idlegate.api.routing import AIRFLOW_KIND, PoolNotFoundError, queue_name
+from idlegate.api.routing import AIRFLOW_KIND, PoolNotFoundError
 from idlegate.api.task_pods import Owner
 from idlegate.errors import DemandTooLargeError
 from idlegate.integrations.airflow import AirflowClient, AirflowError, read_auth
@@ -385,7 +385,7 @@ class AirflowSide:
         arrival = min(now, self._from_wall(run.arrival)) if run.arrival is not None else now
         self.runs[key], self.owners[key] = run, owner
         try:
-            pool.handle(Join(owner, run.job, arrival, ok, later, queue_name(AIRFLOW_KIND, body)))
+            pool.handle(Join(owner, run.job, arrival, ok, later, *self.pools.asks(owner, body)))
         except DemandTooLargeError as exc:
             self._too_large(key, run, exc, [*ok, *later])
             return

@@ -36,7 +36,7 @@ import kopf
 from prometheus_client import Gauge
 
 from idlegate.api.argo_pods import WORKFLOW_LABEL, ArgoPod, gates_with_ours
-from idlegate.api.routing import ARGO_KIND, PoolNotFoundError, queue_name
+from idlegate.api.routing import ARGO_KIND, PoolNotFoundError
 from idlegate.api.task_pods import Owner
 from idlegate.errors import DemandTooLargeError, IdlegateError
 from idlegate.operator.core.admission import AdmitLaterError
@@ -117,6 +117,7 @@ class Pools(Pool, Protocol):
         self, owner: Owner, body: Mapping[str, Any], namespace: Mapping[str, Any] | None
     ) -> Pool: ...
     def carry(self, outputs: Iterable[Any]) -> None: ...
+    def asks(self, owner: Owner, body: Mapping[str, Any]) -> tuple[str | None, int]: ...
     def held(self, kind: str) -> Mapping[tuple[str, str], Any]: ...
     def ended(self, uid: str) -> bool: ...
     async def pods(
@@ -303,7 +304,7 @@ class ArgoSide:
         created = parse_time((body.get("metadata") or {}).get("creationTimestamp"))
         arrival = min(now, bridge.settings.clock.from_wall(created)) if created else now
         try:
-            bridge.handle(Join(owner, mapped, arrival, pods, seen, queue_name(ARGO_KIND, body)))
+            bridge.handle(Join(owner, mapped, arrival, pods, seen, *self.pools.asks(owner, body)))
         except DemandTooLargeError as exc:
             self._refused(key, body, self._too_large(exc, mapped), [*pods, *seen])
             return
