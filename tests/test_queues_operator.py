@@ -254,3 +254,26 @@ async def test_a_workflows_priority_is_its_priority_class_value_and_a_missing_on
     assert core.workflows[("default", "lost")].job.priority == 0
     assert h.kube.reasons("lost").count("PriorityClassNotFound") == 1
     assert "PriorityClassNotFound" not in h.kube.reasons("hi")
+
+
+def test_lint_notes_a_workflow_naming_a_queue_its_linted_pool_lacks(tmp_path):
+    import yaml
+
+    from idlegate.api.lint import lint_paths
+
+    pool = {"apiVersion": "idlegate.io/v1alpha1", "kind": "ExecutorPool"}
+    pool |= {"metadata": {"name": "p"}, "spec": {"size": 4, "queues": TWO}}
+    wf = {"apiVersion": "idlegate.io/v1alpha1", "kind": "DagWorkflow", "metadata": {"name": "w"}}
+    stage = {"name": "s", "tasks": 1, "taskDurationSeconds": 5}
+    wf |= {"spec": {"pool": "p", "queueName": "c", "stages": [stage]}}
+    path = tmp_path / "queues.yaml"
+    path.write_text(yaml.safe_dump_all([pool, wf]))
+    report = lint_paths([str(path)])
+    assert report.ok and not report.problems
+    (note,) = report.notes
+    assert (note.document, note.reason) == (1, "QueueNotFound")
+    assert note.message.startswith("queue 'c' is not one of ExecutorPool 'p''s (a, b)")
+    assert "skipped" not in report.summary()
+    wf["spec"]["queueName"] = "b"
+    path.write_text(yaml.safe_dump_all([pool, wf]))
+    assert lint_paths([str(path)]).notes == []
