@@ -139,6 +139,8 @@ class Core(Lifecycle):
             self.cluster.set_capacity(ResourceVector(), ())
         self.queues = settings.queues.specs if settings.queues is not None else ()
         """The pool's queues (none: one queue, no quotas, as without them)."""
+        self.bound = inf
+        """When the wait bound's timer is armed for (`Admission.next_bound`)."""
         if self.queues:
             cluster = self.cluster
             cluster.admission = Admission(self.queues, cluster.capacity, cluster.resource_names)
@@ -515,8 +517,9 @@ class Core(Lifecycle):
 
     def _arm_new_timers(self) -> None:
         admission = self.cluster.admission
-        if admission is not None and (bound := admission.next_bound()) < inf:
+        if admission is not None and (bound := admission.next_bound()) not in (inf, self.bound):
             # (a wait bound is enforced at its time, whether or not anything else happens)
+            self.bound = bound
             self.intents.set_timer(f"queues/{self.metrics.pool}", bound, Schedule(force=True))
         for stage in self.cluster.new_timers:
             wf = stage.job.payload
