@@ -128,10 +128,11 @@ def _amounts(admission: Admission, q: int, row: Sequence[float]) -> dict[str, st
     }
 
 
-def why_waiting(admission: Admission, q: int) -> str:
+def why_waiting(admission: Admission, q: int) -> str | None:
     """Why queue q's ready tasks wait, in one sentence from the admission's state: the first
-    resource where it is at its nominal quota and may borrow no further, else the pool
-    being full (``queue data-eng: pods 10/10 used, borrowing limit reached``)."""
+    resource where it is at its nominal quota and may borrow no further (``queue data-eng:
+    pods 10/10 used, borrowing limit reached``); None if it is within its quota (what
+    holds it back is the pool's, or its policy's)."""
     name, dims = admission.queues[q].name, admission.dims
     used, nominal, borrow = admission.used[q], admission.nominal[q], admission.borrow[q]
     for i, d in enumerate(dims):
@@ -143,7 +144,7 @@ def why_waiting(admission: Admission, q: int) -> str:
         else:
             limit = "nothing idle to borrow in the cohort"
         return f"queue {name}: {d} {have}/{own} used, {limit}"
-    return f"queue {name}: within its quota, waiting for free room in the pool"
+    return None
 
 
 def queue_status(admission: Admission, jobs: Sequence[Job], now: float) -> list[dict[str, Any]]:

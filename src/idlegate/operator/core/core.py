@@ -538,7 +538,7 @@ class Core(Lifecycle):
             for stage in job.runnable:
                 if not stage.launched and stage.name not in wf.noted:
                     wf.noted.add(stage.name)
-                    said = why_waiting(admission, job.queue) if admission else why
+                    said = (why_waiting(admission, job.queue) if admission else None) or why
                     notice = intents.waiting(stage, job, free, pool, said or "")
                     self.intents.event(wf.owner, *notice)
 
