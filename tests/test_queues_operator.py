@@ -277,3 +277,33 @@ def test_lint_notes_a_workflow_naming_a_queue_its_linted_pool_lacks(tmp_path):
     wf["spec"]["queueName"] = "b"
     path.write_text(yaml.safe_dump_all([pool, wf]))
     assert lint_paths([str(path)]).notes == []
+
+
+@pytest.mark.asyncio
+async def test_a_queue_deleted_while_its_workflows_wait_makes_them_wait_for_it():
+    """docs/queues.md's decision: they wait QueueNotFound, not moved to the default queue;
+    a running pod is not touched."""
+    from idlegate.operator.edge import intake
+    from tests.operator_fakes import harness, stage
+
+    h = harness(pool=4)
+    pools = h.pools
+    spec = ExecutorPoolSpec.model_validate({"size": 4, "queues": TWO, "namespaceSelector": {}})
+    pools.apply("p", spec)
+    for name in ("b0", "b1", "b2", "b3"):
+        h.admit(h.kube.add_workflow(name, {"stages": [stage("s")], "queueName": "b"}))
+    await h.settle()
+    assert h.released() == ["b0-s-0", "b1-s-0", "b2-s-0"]  # (its 2, and 1 borrowed)
+    await intake.readmit(
+        pools, pools.apply("p", spec.model_copy(update={"queues": spec.queues[:1]}))
+    )
+    await h.settle()
+    assert {k[1]: w.reason for k, w in pools.waiting.items()} == dict.fromkeys(
+        ("b0", "b1", "b2", "b3"), "QueueNotFound"
+    )
+    assert h.released() == ["b0-s-0", "b1-s-0", "b2-s-0"]  # (still running, not deleted)
+    await intake.readmit(pools, pools.apply("p", spec))
+    await h.settle()
+    assert not pools.waiting
+    await h.run_to_completion()
+    assert all(h.kube.status(f"b{i}")["phase"] == "Succeeded" for i in range(4))
