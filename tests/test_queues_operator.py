@@ -307,3 +307,28 @@ async def test_a_queue_deleted_while_its_workflows_wait_makes_them_wait_for_it()
     assert not pools.waiting
     await h.run_to_completion()
     assert all(h.kube.status(f"b{i}")["phase"] == "Succeeded" for i in range(4))
+
+
+@pytest.mark.asyncio
+async def test_a_task_started_past_its_bound_is_an_event_on_the_pool_and_a_bound_hit():
+    from tests.operator_fakes import harness, stage
+
+    bounded = [{"name": "a", "nominal": {"pods": 1}, "waitBound": 5}]
+    h = harness(pool=1)
+    h.pools.apply(
+        "p",
+        ExecutorPoolSpec.model_validate({"size": 1, "queues": bounded, "namespaceSelector": {}}),
+    )
+    for name in ("w1", "w2"):
+        h.admit(h.kube.add_workflow(name, {"stages": [stage("s", duration=10.0)]}))
+    await h.run_to_completion()
+    assert h.kube.status("w2")["phase"] == "Succeeded"
+    (said,) = [e["message"] for e in h.kube.events if e["reason"] == "WaitBound"]
+    assert (
+        said
+        == "queue a: a task that waited past its 5 s bound started first, 5.0 s after the bound"
+    )
+    hits = h.metrics.registry.get_sample_value(
+        "idlegate_queue_wait_bound_hits_total", {"pool": "p", "queue": "a"}
+    )
+    assert hits == 1
