@@ -332,3 +332,21 @@ async def test_a_task_started_past_its_bound_is_an_event_on_the_pool_and_a_bound
         "idlegate_queue_wait_bound_hits_total", {"pool": "p", "queue": "a"}
     )
     assert hits == 1
+
+
+def test_an_argo_workflow_joins_the_queue_it_names_with_its_priority_and_its_pods_count_there():
+    from idlegate.operator.core.core import Core
+    from idlegate.operator.core.events import Join, Schedule
+    from idlegate.operator.metrics import Metrics
+    from idlegate.policy import make_scheduler
+    from tests.test_operator_core import ARGO, T0, argo_diamond, argo_pod, map_workflow
+
+    settings = Settings(pool_size=4, queues=QueueFile(queues_from(TWO)))
+    core = Core(settings, make_scheduler("fifo"), metrics=Metrics(4, "fifo"))
+    core.handle(
+        Join(ARGO, map_workflow(argo_diamond()), T0, [argo_pod(".a")], queue="b", priority=7), T0
+    )
+    core.handle(Schedule(), T0)
+    job = core.holding(ARGO).job
+    assert (job.queue, job.priority) == (1, 7)
+    assert core.cluster.admission is not None and core.cluster.admission.used[1] == [1000.0]
