@@ -165,6 +165,14 @@ def test_three_teams_share_a_pool_one_floods_the_others_keep_their_pace(api: Api
         # no task ran twice (an Argo pod has no task labels: its name says it)
         assert [d for d in monitor.duplicates if d != ("", "", "", "0")] == [], q
         assert 0 < monitor.max_total <= QUOTA + BORROW, q  # at every gate removal
+    held = {q: m.max_total for q, m in monitors.items()}
+    print(f"\nsteady teams' mean JCT: {jct_shared:.1f} s shared, {jct_alone:.1f} s alone")
+    print(f"most pods held at once per queue: {held}")
+    if ledger is not None:
+        worst = [round(max(w, default=0.0), 1) for w in ledger.waits]
+        over = max((s - b for _q, b, s in ledger.overdue), default=0.0)
+        hits = len(ledger.overdue)
+        print(f"worst wait per queue (s): {worst}; {hits} bound hit(s), overshoot {over:.2f} s")
     assert jct_shared <= 1.2 * jct_alone, (jct_shared, jct_alone)
     assert admission is not None and ledger is not None
     # the bound held: a task past it started within the time a flood task takes to free its
