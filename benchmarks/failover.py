@@ -21,7 +21,9 @@ wall clock, *longest /metrics*, the slowest answer of the new leader's /metrics 
 every 0.1 s) in the 10 s after it took the Lease (its loop's stall at the takeover), and
 *SIGTERM to exit* of each replica sent one (the worst). Checked: every
 workflow Succeeded, no pod created twice, no write by a replica that did not hold the
-Lease, the finished workflows whose status changed after they finished, the last leader's
+Lease, the finished workflows whose status changed after they finished, the writes (kopf's
+too) to workflows finished before the stop and the Events posted again (refused, 409)
+from the new leader's taking of the Lease on, the last leader's
 ``idlegate_workflows_finished_total`` against the workflows it finished, the workflows
 recorded twice across the replicas' history files, the Lease taken by a replica after its
 SIGTERM, and the most pods running at once against the pool. The lease settings of `--leases` (duration / renew deadline / retry
@@ -72,9 +74,9 @@ def table(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| scenario | lease | run | stop to Lease | stop to release | longest /metrics | "
         "SIGTERM to exit | Succeeded | pods created twice | second writers | "
-        "finished rewritten | finished counted / by it | recorded twice | taken after SIGTERM | "
-        "most running / pool |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "finished rewritten | writes to finished | Events posted again | "
+        "finished counted / by it | recorded twice | taken after SIGTERM | most running / pool |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         exit_ = f"{r['exit']:.2f} s" if r["exit"] is not None else "-"
@@ -82,7 +84,7 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"| {r['scenario']} | {r['lease']} | {r['run']} | {r['to_lease']:.1f} s | "
             f"{r['to_release']:.1f} s | {r['stall']:.2f} s | {exit_} | {r['succeeded']} / {r['workflows']} | "
             f"{r['duplicates']} | {r['second_writers']} | {r['rewritten']} | "
-            f"{r['counted']:g} / {r['by_it']} | {r['recorded_twice']} | {r['taken']} | "
+            f"{r['finished_writes']} | {r['events_again']} | {r['counted']:g} / {r['by_it']} | {r['recorded_twice']} | {r['taken']} | "
             f"{r['max_running']} / {r['pool']} |"
         )
     lines += [
@@ -140,6 +142,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                             "duplicates": len(result.duplicates),
                             "second_writers": len(result.second_writers),
                             "rewritten": len(result.rewritten),
+                            "finished_writes": len(result.finished_writes),
+                            "events_again": result.events_again,
                             "counted": result.counted[0],
                             "by_it": result.counted[1],
                             "recorded_twice": len(result.recorded_twice),

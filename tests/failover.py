@@ -41,6 +41,7 @@ from typing import Any
 
 import kmock
 
+from idlegate.api.crd import PLURAL
 from idlegate.api.labels import GATE
 from tests.e2e import (
     DWF,
@@ -53,7 +54,7 @@ from tests.e2e import (
     wait,
     workflow,
 )
-from tests.k8s.apiserver import LEASES, PODS, Write
+from tests.k8s.apiserver import EVENTS, LEASES, PODS, Write
 from tests.k8s.harness import ApiServer
 from tests.k8s.kubelet import SimKubelet
 
@@ -84,6 +85,8 @@ class Timeline:
         """The workflows whose history record's mark landed."""
         self.writes: collections.Counter[str] = collections.Counter()
         self.foreign: list[tuple[float, str, Write]] = []
+        self.every: list[tuple[float, Write]] = []
+        """Every write to the namespace, any sender's (kopf's own too), with its time."""
         self._gated: set[str] = set()
         self._lock = threading.Lock()
         self._unsubscribe = api.call(lambda: api.emulator.subscribe(self._on_event))
@@ -127,9 +130,13 @@ class Timeline:
         replica other than the Lease's holder, with the holder of the time."""
         sender = OPERATOR_AGENT.fullmatch(write.user_agent)
         ours = write.namespace in (self.namespace, None)  # (None: cluster-scoped, the pools)
+        at = asyncio.get_running_loop().time()
+        if ours and write.resource != LEASES:
+            with self._lock:
+                self.every.append((at, write))
         if sender is None or not ours or write.resource == LEASES:
             return
-        at, identity = asyncio.get_running_loop().time(), sender["identity"]
+        identity = sender["identity"]
         with self._lock:
             self.writes[identity] += 1
             holder = self.holders[-1][1] if self.holders else ""
@@ -140,6 +147,11 @@ class Timeline:
         """The Lease's holder now (an identity: the replica's name, "_", a suffix)."""
         with self._lock:
             return self.holders[-1][1] if self.holders else ""
+
+    def after(self, t: float) -> list[Write]:
+        """The writes that landed after `t`."""
+        with self._lock:
+            return [w for at, w in self.every if at > t]
 
     def done(self) -> int:
         with self._lock:
@@ -196,6 +208,13 @@ class Failover:
     landed before its writer stopped)."""
     taken_when_told_to_stop: list[str]
     """Identities elected after their SIGTERM (their own logs' order)."""
+    finished_writes: list[Write]
+    """Writes, by any sender (kopf's bookkeeping too), from the new leader's taking of the
+    Lease on, to a workflow that had finished, its history record marked, before the stop:
+    a takeover's cost that grows with finished workflows (a write of the stopped leader's
+    may still land between the stop and then)."""
+    events_again: int
+    """Events posted from then on that the API server refused as already there (409)."""
     stall: float
     """The longest answer of the last leader's /metrics, asked every 0.1 s, from its taking
     of the Lease to 10 s after (its loop's longest stall there, at least)."""
@@ -275,6 +294,9 @@ def failover(
             leader, holder = leading(), timeline.holder()
             assert leader is not None
             marked, killed = set(timeline.marked), timeline.now()
+            # (one whose history record's mark had not landed is recorded and marked by
+            # the new leader: one write each, for the few that finished as it stopped)
+            done_before = set(timeline.finished) & marked
             if scenario == "term-both":
                 threading.Timer(TERM_GAP, stop, (standby, signal.SIGTERM)).start()
             stop(leader, signal.SIGKILL if scenario in ("kill", "same-name") else signal.SIGTERM)
@@ -321,6 +343,10 @@ def failover(
         counted=(counted, sum(t > led for t in timeline.finished_at.values())),
         recorded_twice=sorted(n for n, k in records.items() if k > 1 and n in marked),
         taken_when_told_to_stop=[_identity(r) for r in signalled if _elected_when_stopping(r)],
+        finished_writes=[
+            w for w in timeline.after(took) if w.resource.plural == PLURAL and w.name in done_before
+        ],
+        events_again=sum(w.resource == EVENTS and w.status == 409 for w in timeline.after(took)),
         stall=max(
             (s for r, t, s in probe.answers if r is last and led <= t <= led + 10), default=0
         ),

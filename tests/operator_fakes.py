@@ -269,6 +269,15 @@ class FakeKube:
             raise ApiError(409, "AlreadyExists", f'events "{body["metadata"]["name"]}" exists')
         self.events.append(copy.deepcopy(body))
 
+    async def list_events(self, namespace: str | None, field_selector: str) -> list[dict[str, Any]]:
+        self._maybe_fail("list_events")
+        key, _, value = field_selector.partition("=")
+        return [
+            copy.deepcopy(e)
+            for e in self.events
+            if namespace in (None, e["metadata"]["namespace"]) and e.get(key) == value
+        ]
+
     async def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         self._maybe_fail("patch_event")
         for event in self.events:

@@ -120,6 +120,8 @@ def test_a_branch_a_dag_changed_mid_run_and_an_api_error_leave_no_pod_gated(
         "c": "removed",
         "e": "success",
     }, report
-    assert logged.count("Service Unavailable (test)") == 2, report  # (each tried again)
+    # each tried again: the log says an outage once (the two 503s may fall in one) and its end
+    assert 1 <= logged.count("Service Unavailable (test)") <= 2, report
+    assert "Airflow's API can be read again." in logged, report
     assert set(outcome.workflows.values()) == {"Succeeded"}, report
     assert e2e.leftovers() == [], "processes outlived the scenario"

@@ -139,6 +139,7 @@ async def test_a_runs_pods_are_released_under_the_pool_bound(tmp_path):
         assert value("idlegate_airflow_pods_released_total", how="scheduled") == 2
         assert value("idlegate_argo_pods_released_total", how="scheduled") == 0
         assert value("idlegate_active_workflows") == 1
+        assert value("idlegate_active_workflows_by_kind", kind="airflow") == 1  # (issue 60)
         await _finish(h, side, released[0], (1, 31))
         assert _gated(h) == [] and len(h.kube.occupying()) == 2
 
@@ -219,6 +220,11 @@ async def test_an_unreachable_airflow_leaves_the_pods_to_it(tmp_path):
     pod = worker_pod("sum_it")
     h.kube.pods[("default", "sum-it")] = pod
     await _see(h, side, "sum-it")
+    # /readyz says what is wrong once (issue 60, item 11): not that the pods go to
+    # Airflow's order twice over
+    said = side.note() or ""
+    assert said.startswith("Airflow's API cannot be read, its pods go to its order: cannot")
+    assert "left to Airflow" not in said, said
     # an API error is tried again after 5, 10 and 20 s while the pod waits; then it goes
     for delay in RETRIES:
         assert _gated(h) == ["sum-it"]

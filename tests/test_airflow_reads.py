@@ -215,3 +215,65 @@ async def test_a_run_that_cannot_be_read_again_has_its_gated_pods_released(tmp_p
             e["message"] for e in h.kube.events if e["involvedObject"]["name"] == "add-one-1"
         ]
         assert "cannot be read again" in said and "Airflow's own order" in said
+
+
+@pytest.mark.asyncio
+async def test_a_pod_of_a_task_not_known_yet_waits_through_an_api_error(tmp_path):
+    # issue 60, item 8: a mapped task's new index meets an outage; its pod waits at the
+    # gate while the read is tried again, as a run's first pod does, not released at once
+    answers = _live(MAPPING)
+    run = answers[_path(MAPPING, LIVE)]
+    with airflow(answers, tmp_path, pool=2) as (h, side):
+        await _pod(h, side, "add_one", index=0)
+        answers[_path(MAPPING, LIVE)] = DOWN
+        await _pod(h, side, "add_one", index=3)  # (Airflow expanded the task since)
+        for delay in RETRIES[:-1]:
+            assert _gated(h) == ["add-one-3"], _events(h)
+            await _advance(h, delay)
+        assert _gated(h) == ["add-one-3"], _events(h)
+        instances = _instances(answers, MAPPING)
+        instances.append({**next(ti for ti in instances if ti["map_index"] == 2), "map_index": 3})
+        answers[_path(MAPPING, LIVE)] = run
+        await _advance(h, RETRIES[-1])
+        assert _released_by_policy(h, "add-one-3"), _events(h)
+        assert not [e for e in _events(h) if e[1] == "Warning"]
+
+
+@pytest.mark.asyncio
+async def test_a_downstream_pod_is_released_once_airflow_reports_its_upstream_done(tmp_path):
+    # issue 60, item 9: Airflow starts sum_it once add_one's instances succeeded, while
+    # their pods still tear down; with an executor free its pod is released then, not
+    # held until those pods end
+    answers = _live(MAPPING)
+    with airflow(answers, tmp_path, pool=4) as (h, side):
+        for i in range(3):
+            await _pod(h, side, "add_one", index=i)
+        _states(answers, MAPPING, add_one="success")
+        await _pod(h, side, "sum_it")
+        assert _released_by_policy(h, "sum-it"), _events(h)
+        # the add_one pods end later: their executors are held until then
+        busy = {p["metadata"]["annotations"][ANNOTATION_EXECUTOR] for p in h.kube.occupying()}
+        assert len(busy) == 4
+        for i in range(3):
+            await _finish(h, side, f"add-one-{i}", (1, 5))
+        assert stranded(h) == []
+
+
+@pytest.mark.asyncio
+async def test_an_outage_is_logged_once_and_its_end_once(tmp_path, caplog):
+    # issue 60, item 11: every failed read said it again (126 lines in a 60 s outage)
+    answers = _live(MAPPING)
+    run = answers[_path(MAPPING, LIVE)]
+    caplog.set_level("INFO", logger="idlegate.operator.features.airflow")
+    with airflow(answers, tmp_path, pool=1) as (h, side):
+        await _pod(h, side, "add_one", index=0)
+        answers[_path(MAPPING, LIVE)] = DOWN
+        await _advance(h, POLL)
+        for delay in RETRIES[:2]:
+            await _advance(h, delay)
+        answers[_path(MAPPING, LIVE)] = run
+        await _advance(h, RETRIES[2])
+        await _advance(h, POLL)
+    said = [r.getMessage() for r in caplog.records if "Airflow" in r.getMessage()]
+    assert len([m for m in said if "Service Unavailable" in m]) == 1, said
+    assert len([m for m in said if "can be read again" in m]) == 1, said

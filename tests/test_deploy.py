@@ -310,6 +310,7 @@ REQUIRED_ACCESS = [
     *[("idlegate.io", "executorpools/status", v) for v in ("patch", "update")],
     *[("", "pods", v) for v in ("get", "list", "watch", "create", "patch", "delete")],
     *[(g, "events", v) for g in ("", "events.k8s.io") for v in ("create", "patch")],
+    ("", "events", "list"),  # a new leader's read of the Events posted before
     *[("apiextensions.k8s.io", "customresourcedefinitions", v) for v in ("list", "watch")],
     *[("", "namespaces", v) for v in ("get", "list", "watch")],
     *[("", "nodes", v) for v in ("get", "list", "watch")],  # a nodeSelector pool's room

@@ -90,3 +90,17 @@ def test_the_docs_overlay_for_any_other_cluster_builds_with_the_image_and_the_po
     assert (
         only(built, "MutatingWebhookConfiguration")["metadata"]["name"] == f"idlegate-{gate}-gate"
     )
+
+
+def test_the_docs_say_to_set_each_airflow_setting_that_holds_pods_at_the_gate():
+    # issue 60, item 10: Airflow's [core] parallelism was missing, and its 32 slots were all
+    # held by gated pods, so the ready tasks of other runs got no pod for the policy
+    text = (DEPLOY.parent / "docs" / "airflow.md").read_text()
+    table = text.split("**What to set.**", 1)[1].split("\n\n## ", 1)[0]
+    rows = re.findall(r"^\| `(AIRFLOW__\w+)` \| (.+?) \| (.+?) \|$", table, re.M)
+    named = {name for name, _, _ in rows}
+    assert {
+        "AIRFLOW__CORE__PARALLELISM",
+        "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT",
+        "AIRFLOW__KUBERNETES_EXECUTOR__WORKER_PODS_CREATION_BATCH_SIZE",
+    } <= named, named

@@ -235,3 +235,31 @@ async def test_an_event_equal_to_one_posted_before_a_restart_is_not_posted_again
     restarted.applier.apply((accepted, other))
     await restarted.settle()
     assert [e["reason"] for e in edge.kube.events] == ["Accepted", "Released"]
+
+
+async def test_a_takeover_reads_the_events_posted_before_rather_than_posting_them_again():
+    # issue 60, item 12: a new leader re-posted every Waiting Event there was, each refused
+    edge = Edge()
+    owner, _ = edge.workflow("w")
+    accepted = PostEvent(owner, "Normal", "Accepted", "Scheduled by idlegate: 1 stage.")
+    edge.applier.apply((accepted,))
+    await edge.settle()
+    restarted = Edge(kube=edge.kube)  # (its books are empty) on the same API
+    restarted.applier.events.recall(restarted.lanes.kube, ["default"])
+    other = PostEvent(owner, "Normal", "Released", "Released 1 of 2 task(s).")
+    restarted.applier.apply((accepted, other))  # (recorded while the read runs: held)
+    await asyncio.sleep(1)
+    await restarted.settle()
+    assert [e["reason"] for e in edge.kube.events] == ["Accepted", "Released"]
+    assert edge.kube.calls.count("create_event") == 2  # (the equal one not posted again)
+
+
+async def test_events_held_for_a_read_that_fails_are_posted_all_the_same():
+    edge = Edge()
+    owner, _ = edge.workflow("w")
+    edge.kube.fail["list_events"] = [ApiError(403, "Forbidden", "cannot list events")]
+    edge.applier.events.recall(edge.lanes.kube, ["default"])  # (an RBAC without list)
+    edge.applier.apply((PostEvent(owner, "Normal", "Accepted", "Scheduled by idlegate."),))
+    await asyncio.sleep(1)
+    await edge.settle()
+    assert [e["reason"] for e in edge.kube.events] == ["Accepted"]

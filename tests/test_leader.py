@@ -21,7 +21,7 @@ from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.edge.applier import Applier, EventRecorder, Lanes, WriteGate
 from idlegate.operator.edge.kube import ApiError, NotLeaderError
 from idlegate.operator.edge.leader import Elector, identity
-from idlegate.operator.main import Operator, quiet_event_handlers
+from idlegate.operator.main import Operator, build_registry, quiet_event_handlers
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
 from tests.operator_fakes import FakeKube
@@ -340,6 +340,13 @@ async def test_two_processes_under_one_name_have_two_identities(monkeypatch):
     assert identity() == identity()  # (one per process: its Lease and its User-Agent)
 
 
+async def test_the_events_name_the_replica_by_its_identity_suffix_included(monkeypatch):
+    # issue 60, item 13: two replicas under one Pod name reported the same instance
+    monkeypatch.setenv("POD_ID", "idlegate-operator-0")
+    recorder = EventRecorder(Lanes(FakeKube()), Settings(pool_size=1))  # type: ignore[arg-type]
+    assert recorder.instance == identity() and recorder.instance != "idlegate-operator-0"
+
+
 async def test_a_signal_stops_the_election_and_the_handlers_waiting_for_a_rebuild():
     operator = Operator(Settings(pool_size=1, policy="fair", leader_election=True))
     operator.elector = Replica(Leases(), "b").elector
@@ -350,6 +357,23 @@ async def test_a_signal_stops_the_election_and_the_handlers_waiting_for_a_rebuil
     await asyncio.wait({handler}, timeout=5)
     assert handler.cancelled()  # (kopf escalates a cancelled handler: no write, no retry)
     assert operator.elector.stopping and operator.stopped.is_set() and not operator.lost
+
+
+async def test_kopf_is_blind_to_workflows_while_standing_by_and_to_finished_ones():
+    # issue 60, item 12: a standby's handlers waited for its election, then kopf wrote its
+    # bookkeeping annotation to every workflow they had seen, the finished ones too
+    operator = Operator(Settings(pool_size=1, policy="fair", leader_election=True))
+    replica = Replica(Leases(), "b")
+    operator.elector = replica.elector
+    registry = build_registry(operator)
+    ours = [h for h in registry._changing.get_all_handlers() if h.id in ("admit", "spec/spec")]
+    assert len(ours) == 3  # (admit on create and on resume, spec on update)
+    running, finished = {"phase": "Running"}, {"phase": "Succeeded"}
+    assert not any(h.when(status=running) for h in ours if h.when)  # (standing by)
+    await replica.elector.step()  # (elected: the Lease is free)
+    assert operator.elector.elected.is_set()
+    assert all(h.when is not None and h.when(status=running) for h in ours)
+    assert not any(h.when(status=finished) for h in ours if h.when)
 
 
 async def test_the_log_drops_kopfs_line_for_each_handler_a_stop_cancels():

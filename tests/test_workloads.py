@@ -329,6 +329,7 @@ def test_registry_names():
         "push",
         "recurring",
         "shift",
+        "teams",
         "file",
         "swf",
         "lublin",

@@ -28,6 +28,7 @@ from idlegate.evaluation.comparison import CompareConfig, WorkloadOptions, run_o
 from idlegate.evaluation.console import (
     print_compare,
     render_followed,
+    render_queues,
     render_run_table,
     run_compare,
 )
@@ -135,11 +136,15 @@ def simulate(
     out = run_one(workload, scheduler, seed, WorkloadOptions(**options))
     if as_json:
         followed = {} if out.followed is None else {"followed": out.followed}
-        typer.echo(json.dumps({**out.metrics.to_dict(), **followed}, indent=2))
+        typer.echo(
+            json.dumps({**out.metrics.to_dict(), **followed, **(out.queues or {})}, indent=2)
+        )
     else:
         _stdout().print(render_run_table(out.metrics))
         if out.followed is not None:
             _stdout().print(render_followed(out.followed))
+        if out.queues is not None:
+            _stdout().print(render_queues(out.queues))
 
 
 @app.command()

@@ -31,6 +31,7 @@ from idlegate.policy import SchedulerSpec, make_scheduler
 from idlegate.policy.account import mean_shares
 from idlegate.policy.account import shares as run_shares
 from idlegate.policy.portfolio import PortfolioScheduler
+from idlegate.sim.admission import Admission
 from idlegate.sim.engine import Workload, simulate
 from idlegate.sim.metrics import (
     Estimate,
@@ -43,7 +44,9 @@ from idlegate.sim.metrics import (
 )
 from idlegate.sim.pool import identical_nodes
 from idlegate.sim.protocol import PodsGate, Scheduler
-from idlegate.sim.resources import ResourceVector, check_requested
+from idlegate.sim.queue_metrics import jain, queue_figures, replay_alone
+from idlegate.sim.queues import check_cohort, read_queues
+from idlegate.sim.resources import MILLI, ResourceVector, check_requested
 from idlegate.sim.workloads import build_workload, workload_kind
 
 __all__ = [
@@ -124,6 +127,10 @@ class WorkloadOptions(Config):
     allocatable), sharing -k's pods: a task starts only where it fits one node, on the one
     it fills most (packing, as the operator's pool of nodes places one). Unset: the
     pool is one bin of --resources."""
+    queues: Path | None = None
+    """A YAML file of the pool's queues (docs/queues.md): each workflow waits in the queue
+    its file's ``queueName`` names, else the default one. Unset: the workload's own
+    (``-w teams``), else one queue."""
     extra: Annotated[dict[str, Any], Flag("--option", "-o")] = Field(default_factory=dict)
     """Any other workload option as KEY=VALUE (repeatable), e.g. size_distribution=pareto,
     burstiness=20 (options per workload: docs/workloads.md)."""
@@ -166,7 +173,7 @@ MAX_NODES = 1000
 """The most nodes of ``--nodes``: every placement scores each node, so a run's time grows
 with nodes × tasks (docs/resources.md measures it)."""
 
-_NOT_THE_WORKLOADS = {"extra", "resources", "nodes"}
+_NOT_THE_WORKLOADS = {"extra", "resources", "nodes", "queues"}
 """WorkloadOptions' fields that are no option of the workload's (`to_kwargs`)."""
 
 
@@ -202,7 +209,7 @@ class CompareConfig(Config):
 
     workload: Annotated[str, Flag("-w")] = "tpch-like"
     """Workload: synthetic, tpch, tpch-like, mixed, bursty, k8s-batch, argo-shapes,
-    airflow-shapes, alibaba, follow, push, recurring, shift, file, swf, lublin."""
+    airflow-shapes, alibaba, follow, push, recurring, shift, teams, file, swf, lublin."""
     schedulers: Schedulers = Field(
         parse_list("fifo,fair,sjf-cp,weighted-fair"), validate_default=True
     )
@@ -296,6 +303,24 @@ def build(workload: str, seed: int, options: WorkloadOptions | None = None) -> W
     options = options or WorkloadOptions()
     with options.as_given():
         built = build_workload(workload, seed, **options.to_kwargs())
+    built = _with_queues(_pooled(built, options), options.queues)
+    return built
+
+
+def _with_queues(built: Workload, path: Path | None) -> Workload:
+    """`built` with the queues of the file at `path` (checked against its pool)."""
+    if path is None:
+        return built
+    queues = read_queues(path)
+    pool = ResourceVector({**(built.resources or {}), "pods": built.num_executors * MILLI})
+    check_cohort(queues, pool, where=str(path))
+    workload = replace(built, queues=queues)
+    Admission(queues, ResourceVector(), ()).check_arrivals(workload.jobs)
+    return workload
+
+
+def _pooled(built: Workload, options: WorkloadOptions) -> Workload:
+    """`built` on the pool of ``--resources`` and ``--nodes``."""
     if options.resources is None:
         if options.nodes is not None:
             raise IdlegateError(
@@ -344,6 +369,9 @@ class RunOutcome:
     followed: dict[str, Any] | None = None
     """A self-tuning scheduler's account of what it followed and why
     (`PortfolioScheduler.account`); None for any other scheduler."""
+    queues: dict[str, Any] | None = None
+    """Per-queue figures and Jain's index (`idlegate.sim.queue_metrics`) of a workload
+    with queues; None for one queue."""
 
     @property
     def shares(self) -> dict[str, float] | None:
@@ -352,14 +380,25 @@ class RunOutcome:
         return None if self.followed is None else run_shares(self.followed["time_followed"])
 
 
-def _simulate(workload: Workload, scheduler: Scheduler, seed: int) -> RunOutcome:
-    result = simulate(workload, scheduler, seed=seed)
+def _simulate(
+    workload: Workload, scheduler: Scheduler, seed: int, spec: SchedulerSpec | None = None
+) -> RunOutcome:
+    result = simulate(workload, scheduler, seed=seed, record_tasks=bool(workload.queues))
     jm = job_metrics(result)
     followed = None
     inner = scheduler.scheduler if isinstance(scheduler, PodsGate) else scheduler
     if isinstance(inner, PortfolioScheduler):
         followed = inner.account(result.end_time)
-    return RunOutcome(run_metrics(result, jm), jm, followed)
+    queues = None
+    if result.queues is not None:
+        # each queue's workflows replayed alone on its quota, under the same spec, for ρ
+        solo = {} if spec is None else replay_alone(workload, lambda: make_scheduler(spec), seed)
+        queues = {
+            "queues": [f.to_dict() for f in queue_figures(workload, result, solo)],
+            "jain": jain(result),
+        }
+        result.tasks = None
+    return RunOutcome(run_metrics(result, jm), jm, followed, queues)
 
 
 def run_one(
@@ -371,18 +410,22 @@ def run_one(
     """Build `workload` for `seed` and simulate `scheduler` on it (built once)."""
     check_names(workload)
     built = make_scheduler(scheduler)
-    return _simulate(build(workload, seed, options), built, seed)
+    return _simulate(build(workload, seed, options), built, seed, SchedulerSpec.of(scheduler))
 
 
-_PoolRun = tuple[str, int, RunMetrics, np.ndarray, np.ndarray, dict[str, float] | None]
-"""What a worker sends back of a run: label, seed, metrics, JCTs, idle seconds, and the
-shares of the candidates followed (plain data, not the account's rounds)."""
+_PoolRun = tuple[
+    str, int, RunMetrics, np.ndarray, np.ndarray, dict[str, float] | None, dict[str, Any] | None
+]
+"""What a worker sends back of a run: label, seed, metrics, JCTs, idle seconds, the
+shares of the candidates followed (plain data, not the account's rounds), and the
+per-queue figures of a workload with queues."""
 
 
 def _pool_run(args: tuple[Workload, SchedulerSpec, int]) -> _PoolRun:
     workload, spec, seed = args
-    out = _simulate(workload, make_scheduler(spec), seed)
-    return spec.title, seed, out.metrics, out.jobs.jct, out.jobs.idle_inserted, out.shares
+    out = _simulate(workload, make_scheduler(spec), seed, spec)
+    jobs = out.jobs
+    return spec.title, seed, out.metrics, jobs.jct, jobs.idle_inserted, out.shares, out.queues
 
 
 @dataclass(frozen=True, eq=False)
@@ -407,6 +450,9 @@ class SchedulerResult:
     shares_per_seed: tuple[Mapping[str, float], ...] = ()
     """Per seed, the fraction of the run each candidate was followed (a self-tuning
     scheduler's, `RunOutcome.shares`); empty for any other scheduler."""
+    queues_per_seed: tuple[Mapping[str, Any], ...] = ()
+    """Per seed, the per-queue figures and Jain's index (`RunOutcome.queues`); empty for
+    a pool of one queue."""
 
     @property
     def shares(self) -> dict[str, float] | None:
@@ -427,6 +473,8 @@ class SchedulerResult:
         if self.shares_per_seed:
             out["followed"] = self.shares
             out["followed_per_seed"] = [dict(f) for f in self.shares_per_seed]
+        if self.queues_per_seed:
+            out["queues_per_seed"] = [dict(q) for q in self.queues_per_seed]
         if include_jct:
             out["jct"] = [a.tolist() for a in self.jct]
         return out
@@ -490,12 +538,13 @@ def run_comparison(
     jcts: dict[tuple[str, int], np.ndarray] = {}
     idles: dict[tuple[str, int], np.ndarray] = {}
     followed: dict[tuple[str, int], dict[str, float]] = {}
+    queues: dict[tuple[str, int], dict[str, Any]] = {}
 
     def report(done: int, total: int, task: tuple[Workload, SchedulerSpec, int]) -> None:
         if progress is not None:
             progress(done, total, task[1].title, task[2])
 
-    for name, seed, m, jct, idle, share in run_tasks(
+    for name, seed, m, jct, idle, share, queued in run_tasks(
         _pool_run, tasks, config.jobs, report, lambda task: task, pool
     ):
         metrics[name, seed] = m
@@ -503,6 +552,8 @@ def run_comparison(
         idles[name, seed] = idle
         if share is not None:
             followed[name, seed] = share
+        if queued is not None:
+            queues[name, seed] = queued
 
     first = workloads[seeds[0]]
     rigid = is_rigid(first)
@@ -529,6 +580,7 @@ def run_comparison(
                     _paired(runs, base_runs, "avg_bsld", config.confidence) if rigid else None
                 ),
                 shares_per_seed=tuple(followed[name, s] for s in seeds if (name, s) in followed),
+                queues_per_seed=tuple(queues[name, s] for s in seeds if (name, s) in queues),
             )
         )
     setting = describe_setting(config.workload, config.options.to_kwargs(), first)

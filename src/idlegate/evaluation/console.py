@@ -331,3 +331,33 @@ def print_compare(
     console.print(f"{runs} runs in {elapsed:.1f} s; best average JCT: [bold]{cmp.best.name}[/]")
     for p in paths.values():
         console.print(f"wrote {p}", highlight=False)
+
+
+def render_queues(figures: dict[str, Any]) -> Table:
+    """A rich Table of a run's per-queue figures (`idlegate.sim.queue_metrics`)."""
+    from rich.table import Table
+
+    jain = figures.get("jain")
+    table = Table(
+        title="queues",
+        caption="Jain's index over contended time: "
+        + ("—" if jain is None else fmt_number(jain, 3))
+        + "; ρ: mean JCT shared ÷ alone on its quota",
+    )
+    for head in ("queue", "workflows", "mean JCT (s)", "p95 JCT (s)", "ρ"):
+        table.add_column(head, justify="left" if head == "queue" else "right")
+    for head in ("worst / p99.9 wait (s)", "past bound (beyond allowed)", "borrowed pod-s"):
+        table.add_column(head, justify="right")
+    for q in figures["queues"]:
+        rho = "—" if q["rho"] is None else fmt_number(q["rho"], 2)
+        table.add_row(
+            q["queue"],
+            str(q["workflows"]),
+            fmt_number(q["mean_jct"], 1),
+            fmt_number(q["p95_jct"], 1),
+            rho,
+            f"{fmt_number(q['worst_wait'], 0)} / {fmt_number(q['p999_wait'], 0)}",
+            f"{q['overdue']} ({q['beyond_allowed']})",
+            fmt_number(q["borrowed"].get("pods", 0.0), 0),
+        )
+    return table

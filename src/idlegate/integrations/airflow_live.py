@@ -4,7 +4,9 @@ When a worker pod of a DAG run idlegate has not seen appears, `LiveDags.run` giv
 run's job (`LiveRun`): the DAG's structure (``GET /dags/{dag_id}/details`` and
 ``/tasks``) mapped by `idlegate.sim.airflow.map_dag` with the run's task instances (its
 mapped tasks' sizes so far, what it skipped), each stage's estimate the mean run time of
-the same task in the DAG's earlier finished runs (their task instances' ``duration``).
+the same task in the DAG's earlier finished runs (their task instances' ``duration``). A
+stage whose task instances all succeeded is no longer waited for by the stages after it
+(`settled`): Airflow has started them, whatever its pods' teardown.
 
 Per DAG, the structure and the earlier runs are asked once and kept (`DagEntry`) for
 `max_age` seconds; each run asks only for itself and its task instances. A DAG that
@@ -34,7 +36,7 @@ Blocking HTTP (the client's transport); the operator calls it off its event loop
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from idlegate.errors import IdlegateError
@@ -71,9 +73,11 @@ class LiveRefusal(IdlegateError):
     """A DAG run idlegate does not schedule: `reason` is the Event's reason, the message
     says why and that its pods are left to Airflow."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: str, message: str, problem: str | None = None) -> None:
         super().__init__(message)
         self.reason = reason
+        self.problem = problem or message
+        """What is wrong alone, as the client says it (no word of the pods)."""
 
     @property
     def transient(self) -> bool:
@@ -181,6 +185,23 @@ class LiveRun:
         return next((t for t in self.job.left if t.task_id == task_id), None)
 
 
+def settled(job: AirflowJob, instances: Iterable[Any]) -> AirflowJob:
+    """`job` with no edge from a stage whose task instances Airflow reports all succeeded
+    (the run's `instances`): Airflow starts the tasks after it then, while its pods may
+    still tear down (holding their executors), so those tasks' pods are ready at once."""
+    won: dict[str, set[int]] = {}
+    for ti in instances:
+        if isinstance(ti, Mapping) and ti.get("state") == "success":
+            won.setdefault(str(ti.get("task_id")), set()).add(_index(ti))
+    done = {s.name for s in job.stages if s.tasks_known and len(won.get(s.task_id, ())) >= s.tasks}
+    if not done:
+        return job
+    stages = tuple(
+        replace(s, depends_on=tuple(d for d in s.depends_on if d not in done)) for s in job.stages
+    )
+    return replace(job, stages=stages)
+
+
 @dataclass(frozen=True)
 class Placement:
     """What to do with one worker pod of a run (`LiveRun.place`)."""
@@ -250,7 +271,9 @@ class LiveDags:
         except AirflowNotFound as exc:
             raise LiveRefusal(NO_RUN, f"{exc}; its pods are left to Airflow") from None
         except AirflowError as exc:
-            raise LiveRefusal(exc.reason, f"{exc}; its pods are left to Airflow") from None
+            raise LiveRefusal(
+                exc.reason, f"{exc}; its pods are left to Airflow", str(exc)
+            ) from None
 
     def _run(self, dag_id: str, run_id: str, now: float) -> LiveRun:
         entry = self.dags.get(dag_id)
@@ -281,6 +304,7 @@ class LiveDags:
                 job = self._map(entry, run, instances)
             except AirflowRefusal as again:
                 raise LiveRefusal(CHANGED, f"{again}. Its pods are left to Airflow") from None
+        job = settled(job, instances)
         queued = {
             (str(ti.get("task_id")), _index(ti), int(ti["try_number"])): when
             for ti in instances

@@ -588,8 +588,15 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
 
     # -- DagWorkflows and their pods ------------------------------------------------------------
 
-    @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry, id="admit")
-    @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry, id="admit")
+    def ours(status: kopf.Status, **_: Any) -> bool:
+        """kopf is blind to a workflow while this replica stands by or once it finished, so
+        a takeover writes to none of them: a standby's handlers would wait for its election
+        and then each write kopf's bookkeeping annotation (the rebuild admits, records and
+        cleans up every workflow without them)."""
+        return not operator.standby and status.get("phase") not in FINISHED
+
+    @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry, id="admit", when=ours)
+    @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry, id="admit", when=ours)
     async def admit(body: kopf.Body, **_: Any) -> None:
         pools, fresh = await operator.fresh_pools()
         if not fresh:  # (the rebuild admitted it, or found it finished or gone)
@@ -597,7 +604,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
         with _retried(AdmitLaterError):
             pools.admit(plain(body), *operator.indexed(body))
 
-    @kopf.on.update(GROUP, VERSION, PLURAL, registry=registry, id="spec", field="spec")
+    @kopf.on.update(GROUP, VERSION, PLURAL, registry=registry, id="spec", field="spec", when=ours)
     async def spec_changed(body: kopf.Body, **_: Any) -> None:
         pools, fresh = await operator.fresh_pools()
         if not fresh:  # (the rebuild took its spec in)

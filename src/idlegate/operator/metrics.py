@@ -204,6 +204,11 @@ class MetricFamilies:
             "controller's order (Event NotScheduled).",
             "kind",
         )
+        self.active_by_kind = gauge(
+            "idlegate_active_workflows_by_kind",
+            "Workflows in the pools, by kind (dagworkflow, argo, airflow).",
+            "kind",
+        )
         self.api_errors = counter(
             "idlegate_api_errors",
             "API requests of the operator that failed, by HTTP status (0: no response).",

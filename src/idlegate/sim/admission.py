@@ -131,6 +131,7 @@ class Admission:
         self.since: dict[Stage, float] = {}
         """Each waiting stage's oldest ready task: when it began to wait."""
         self.reserved: dict[Job, list[float]] = {}
+        self._widths: dict[Job, list[float]] = {}
         """Kueue mode: the admitted workflows' reservations."""
         self.ledger = Ledger(
             waits=[[] for _ in queues],
@@ -262,7 +263,7 @@ class Admission:
             return
         for stage, t in list(since.items()):
             job = stage.job
-            if stage.idle_until is not None and now - t > self.bound[job.queue]:
+            if stage.idle_until is not None and now - t >= self.bound[job.queue]:
                 cluster.idle_expired(stage, now)  # (a deliberate wait ends at the bound)
                 waiting[job.queue] = True
         self._waiting = waiting
@@ -328,8 +329,15 @@ class Admission:
         overdue: list[tuple[float, Stage, int, int]] = []
         entitled: dict[tuple[int, Any], tuple[int, int]] = {}
         since, bound = self.since, self.bound
+        pod = [MILLI, *([0.0] * (len(self.dims) - 1))]
+        full = [  # (every task takes a pod: a queue with room for none shows no stage)
+            self._entitled(q, pod, claims[q])[1] == 0 and bound[q] == inf
+            for q in range(len(self.queues))
+        ]
         for job in cluster.jobs:
             q = job.queue
+            if full[q] or not job.runnable:
+                continue
             for stage in job.runnable:
                 key = (q, None if stage.need is None else stage.need.amounts)
                 got = entitled.get(key)
@@ -338,7 +346,7 @@ class Admission:
                 within, total = got
                 need = stage.available - stage.launched if stage.gang else 1
                 t = since.get(stage, now)
-                if now - t > bound[q]:
+                if now - t >= bound[q]:
                     overdue.append((t, stage, total, need))
                 if within >= need:
                     nominal[stage] = within
@@ -444,36 +452,36 @@ class Admission:
         for job in list(reserved):
             if job.finish is not None:
                 del reserved[job]
+                self._widths.pop(job, None)
         held = [[0.0] * len(self.dims) for _ in self.queues]
         for job, r in reserved.items():
             held[job.queue] = [h + x for h, x in zip(held[job.queue], r, strict=True)]
         pending = [j for j in cluster.jobs if j not in reserved]
         hungry = {j.queue for j in pending}
+        widths = self._widths
         for borrowing in (False, True):
+            others: dict[int, list[float]] = {}
             for job in pending:
                 if job in reserved:
                     continue
                 q = job.queue
-                r = self._width(job)
+                got = widths.get(job)
+                r = got if got is not None else widths.setdefault(job, self._width(job))
                 top = [
                     n + (b if borrowing else 0)
                     for n, b in zip(self.nominal[q], self.borrow[q], strict=True)
                 ]
                 if any(h + x > t for h, x, t in zip(held[q], r, top, strict=True)):
                     continue
-                others = [
-                    sum(
-                        max(held[p][i], self.nominal[p][i] if p in hungry else self.keep[p][i])
-                        for p in range(len(self.queues))
-                        if p != q and self.nominal[p][i] != inf
-                    )
-                    for i in range(len(self.dims))
-                ]
-                if borrowing and any(
-                    c != inf and o + h + x > c
-                    for o, h, x, c in zip(others, held[q], r, self.cohort, strict=True)
-                ):
-                    continue
+                if borrowing:
+                    if q not in others:
+                        others[q] = self._others(q, held, hungry)
+                    if any(
+                        c != inf and o + h + x > c
+                        for o, h, x, c in zip(others[q], held[q], r, self.cohort, strict=True)
+                    ):
+                        continue
+                    others.clear()  # (what is held changed)
                 reserved[job] = r
                 held[q] = [h + x for h, x in zip(held[q], r, strict=True)]
         free = cluster.free_executors
@@ -490,6 +498,17 @@ class Admission:
                 if n >= need and launchable(stage, free):
                     visible[stage] = n
         return visible
+
+    def _others(self, q: int, held: list[list[float]], hungry: set[int]) -> list[float]:
+        """Kueue mode: the cohort's claims of the queues but q, per resource."""
+        return [
+            sum(
+                max(held[p][i], self.nominal[p][i] if p in hungry else self.keep[p][i])
+                for p in range(len(self.queues))
+                if p != q and self.nominal[p][i] != inf
+            )
+            for i in range(len(self.dims))
+        ]
 
     def _width(self, job: Job) -> list[float]:
         """Kueue mode: a workflow's reservation, its widest stage's demand (all its tasks),
@@ -570,7 +589,7 @@ class Admission:
         waits.append(now - t)
         waits.extend([0.0] * (tasks - 1))
         bound = self.bound[q]
-        if now - t > bound:
+        if now - t >= bound:
             self.ledger.overdue.append((q, t + bound, now))
         if stage.launched < stage.available:
             self.since[stage] = now
@@ -585,7 +604,7 @@ class Admission:
         if self.mode == "kueue":
             return True
         bound, q = self.bound, stage.job.queue
-        if self.bounded and any(now - t > bound[s.job.queue] for s, t in self.since.items()):
+        if self.bounded and any(now - t >= bound[s.job.queue] for s, t in self.since.items()):
             return False
         others = any(w for p, w in enumerate(self._waiting) if p != q)
         if self.mode == "drf" or not others:
@@ -611,7 +630,11 @@ class Admission:
             jobs[s.job].stages[s.index]: t for s, t in self.since.items() if s.job in jobs
         }
         twin.reserved = {jobs[j]: r for j, r in self.reserved.items() if j in jobs}
-        twin.ledger = Ledger(waits=[[] for _ in self.queues], borrowed=[], lent=[])
+        twin._widths = {}
+        zeros = [[0.0] * len(self.dims) for _ in self.queues]
+        twin.ledger = Ledger(
+            waits=[[] for _ in self.queues], borrowed=zeros, lent=[list(z) for z in zeros]
+        )
         twin._visible, twin._forced, twin._at = None, None, None
         return twin
 

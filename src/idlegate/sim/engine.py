@@ -370,6 +370,7 @@ class Engine:
                         elif kind == _IDLE:
                             cluster.idle_expired(obj, now)
                         else:  # (a wait bound passed: a round even if nothing else moved)
+                            cluster.advance(now)
                             cluster.needs_schedule = True
                     if not heap:
                         break

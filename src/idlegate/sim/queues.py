@@ -19,7 +19,7 @@ executors), and the cohort lends what a queue leaves idle to the others:
 
 The admission stage that applies them is `idlegate.sim.admission`; a workload's jobs name
 their queue (`JobArrival.queue`). One spec parser (`queues_from`) serves the CLI's
-``--queues FILE``, workload files and the operator's queue resources.
+``--queues FILE`` (`read_queues`), workload files and the operator's pools.
 """
 
 from __future__ import annotations
@@ -28,7 +28,10 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from math import inf, isfinite
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from idlegate.errors import IdlegateError
 from idlegate.sim.resources import ResourceVector
@@ -204,3 +207,21 @@ def queue_index(queues: Sequence[QueueSpec], name: str | None) -> int:
             f"queue {name!r} does not exist; the pool's queues are {', '.join(names)}"
         )
     return names.index(name)
+
+
+def read_queues(path: Path | str) -> tuple[QueueSpec, ...]:
+    """The queues of the file at `path`; IdlegateError naming the file for a missing or
+    unreadable one, or a bad queue."""
+    where = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise IdlegateError(f"{where}: cannot read the queues file ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise IdlegateError(
+            f"{where} is not YAML or JSON ({' '.join(str(exc).split())}); give a list of "
+            "queues, e.g. - {name: team-a, nominal: {pods: 10}}"
+        ) from None
+    return queues_from(data, where=where)

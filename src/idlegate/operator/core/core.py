@@ -243,6 +243,7 @@ class Core(Lifecycle):
         if (held := self.holding(owner)) is not None:
             held.remap(self, event.mapped)
             self._say_unfit((held.job,))
+            self.schedule()  # (a stage its controller settled may be ready now)
         elif owner.uid not in self.ended:
             wf = ExternalJob(owner, event.mapped)
             wf.queue = self._queue(owner.namespace, event.queue)

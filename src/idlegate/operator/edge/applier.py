@@ -47,8 +47,6 @@ import hashlib
 import heapq
 import itertools
 import logging
-import os
-import socket
 import time
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterable, Mapping
@@ -76,7 +74,7 @@ from idlegate.operator.core.intents import (
     Refused,
     RemoveGate,
 )
-from idlegate.operator.edge.kube import ApiError, KubeApi, WriteGate
+from idlegate.operator.edge.kube import ApiError, KubeApi, WriteGate, identity
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
 
@@ -295,10 +293,42 @@ class EventRecorder:
     def __init__(self, lanes: Lanes, settings: Settings) -> None:
         self.lanes = lanes
         self.component = settings.component
-        self.instance = os.environ.get("POD_ID") or socket.gethostname()
-        """The Events' reporting instance: this replica's Pod."""
+        self.instance = identity()
+        """The Events' reporting instance: this replica (two under one Pod name differ)."""
         self.per_workflow = settings.max_events_per_workflow
         self._books: OrderedDict[str, set[tuple[str, str, str | None]]] = OrderedDict()
+        self._there: set[str] = set()
+        """Names of the component's Events the API server had when `recall` read them."""
+        self._held: list[tuple[Owner, dict[str, Any]]] | None = None
+        """Events recorded while `recall` reads (None: it does not)."""
+        self._reading: asyncio.Task[None] | None = None
+
+    def recall(self, kube: KubeApi, namespaces: Iterable[str | None]) -> None:
+        """Read the names of the Events this component posted before (an earlier leader,
+        this replica before a restart), so that an equal one is not posted again: one list
+        per namespace at a takeover, not a post refused (409) per Event. Events recorded
+        meanwhile wait for the read."""
+        if self._reading is not None:
+            return
+        self._held = []
+
+        async def read() -> None:
+            try:
+                for namespace in namespaces:
+                    found = await kube.list_events(
+                        namespace, f"reportingComponent={self.component}"
+                    )
+                    self._there.update(e["metadata"]["name"] for e in found)
+            except ApiError as exc:
+                log.info(
+                    "Cannot read the Events posted before (%s): equal ones are posted again.", exc
+                )
+            finally:  # (whatever the read met, the Events held go)
+                held, self._held = self._held or [], None
+                for owner, body in held:
+                    self._submit(owner, body)
+
+        self._reading = asyncio.ensure_future(read())
 
     def record(self, owner: Owner, type_: str, reason: str, message: str) -> None:
         """An Event on `owner`: posted, unless an equal one was (see the module docstring)."""
@@ -342,6 +372,12 @@ class EventRecorder:
         }
 
     def _submit(self, owner: Owner, body: dict[str, Any]) -> None:
+        if self._held is not None:
+            self._held.append((owner, body))
+            return
+        if body["metadata"]["name"] in self._there:
+            return
+
         async def run(kube: KubeApi) -> None:
             try:
                 await kube.create_event(owner.namespace, body)

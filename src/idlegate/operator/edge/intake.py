@@ -86,6 +86,8 @@ async def rebuild(
         if pools.workflows.get(key) is wf and (*key, wf.owner.uid) not in listed:
             pools.handle(Forget(*key, wf.owner.uid, schedule=False))
     admits = [await restore() for restore in restorers]
+    if not pools.default.rebuilt:  # (the Events a replica before this one posted)
+        pools.default.applier.events.recall(pools.kube, pools.settings.namespaces or (None,))
     names = {((p.get("metadata") or {}).get("namespace"), p["metadata"]["name"]) for p in pods}
     await _notice_deleted(pools, [t for t in with_pods if (t[0].key[0], t[3]) not in names])
     if cache is not None:

@@ -21,9 +21,12 @@ names its replica in its User-Agent (:func:`user_agent`), which audit logs recor
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
+import secrets
+import socket
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -141,6 +144,16 @@ def client_retry(
         retry_after_max=retry_after_max,  # type: ignore[arg-type]  # typed int, only compared
         raise_on_status=False,
     )
+
+
+@functools.cache
+def identity() -> str:
+    """This process's name in the Lease, its User-Agent and its Events: its Pod's
+    (POD_NAME, or kopf's POD_ID), else the host's, and a random suffix (as client-go's):
+    two processes under one name would each take the other's Lease for their own, and
+    both lead."""
+    name = os.environ.get("POD_NAME") or os.environ.get("POD_ID") or socket.gethostname()
+    return f"{name}_{secrets.token_hex(4)}"
 
 
 def user_agent(identity: str | None) -> str:
@@ -374,13 +387,17 @@ class KubeApi:
                 raise
             return None
 
-    async def _list(self, path: str, label_selector: str | None = None) -> list[dict[str, Any]]:
+    async def _list(
+        self, path: str, label_selector: str | None = None, field_selector: str | None = None
+    ) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
         token = ""
         while True:
             query = [("limit", str(LIST_PAGE))]
             if label_selector:
                 query.append(("labelSelector", label_selector))
+            if field_selector:
+                query.append(("fieldSelector", field_selector))
             if token:
                 query.append(("continue", token))
             page = await self._request("GET", path, query=query)
@@ -460,6 +477,9 @@ class KubeApi:
 
     async def create_event(self, namespace: str, body: dict[str, Any]) -> None:
         await self._request("POST", _path(CORE, "events", namespace), body=body)
+
+    async def list_events(self, namespace: str | None, field_selector: str) -> list[dict[str, Any]]:
+        return await self._list(_path(CORE, "events", namespace), field_selector=field_selector)
 
     async def list_namespaces(self) -> list[dict[str, Any]]:
         return await self._list(_path(CORE, "namespaces", None))

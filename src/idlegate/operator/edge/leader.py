@@ -37,19 +37,16 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import functools
 import logging
 import os
 import random
-import secrets
-import socket
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from idlegate.operator.edge.applier import WriteGate
-from idlegate.operator.edge.kube import ApiError, KubeApi
+from idlegate.operator.edge.kube import ApiError, KubeApi, identity
 from idlegate.operator.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -293,15 +290,6 @@ class Elector:
         hint = HINTS.get(exc.status, "").format(namespace=self.namespace)
         where = f"{self.namespace}/{self.name}"
         log.warning("The attempt on the Lease %s failed (%s)%s. Trying again.", where, exc, hint)
-
-
-@functools.cache
-def identity() -> str:
-    """This process's name in the Lease and its User-Agent: its Pod's (POD_NAME, or kopf's
-    POD_ID), else the host's, and a random suffix (as client-go's): two processes under one
-    name would each take the other's Lease for their own, and both lead."""
-    name = os.environ.get("POD_NAME") or os.environ.get("POD_ID") or socket.gethostname()
-    return f"{name}_{secrets.token_hex(4)}"
 
 
 def elect(

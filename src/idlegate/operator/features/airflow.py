@@ -11,8 +11,9 @@ state machine and policy beside DagWorkflows and Argo's pods. docs/airflow.md,
   does not exist leaves its pods to Airflow, and the run is tried again after `POLL` s;
 * the run is read again when a pod of it ends, when a new gated pod of it comes, and every
   `POLL` s (what Airflow skipped or removed leaves the job; a run Airflow ended leaves);
-* a read an API error fails is tried again after `RETRIES`; a pod whose run cannot be read
-  (again) goes to Airflow's own order with a Warning: none waits on an unknown job;
+* a read an API error fails is tried again after `RETRIES` (a pod of a task the job does
+  not know yet waits at the gate meanwhile); a pod whose run cannot be read (again) goes
+  to Airflow's own order with a Warning: none waits on an unknown job;
 * a gated pod is released at its `QueuedTimeout.deadline`, before Airflow's
   ``task_queued_timeout`` would delete it and create it again.
 """
@@ -127,6 +128,8 @@ class AirflowSide:
             ["reason"],
             registry=operator.metrics.registry,
         )
+        active = operator.metrics.active_by_kind.labels("airflow")
+        active.set_function(lambda: len(self.owners))
 
     @property
     def pools(self) -> Pools:
@@ -235,12 +238,17 @@ class AirflowSide:
             self.pending[key] = [pod]
             await self._admit(key, body)
 
-    async def _place(self, key: RunKey, pod: AirflowPod, new: bool = False) -> None:
+    async def _place(self, key: RunKey, pod: AirflowPod, new: bool = False, tries: int = 0) -> None:
         verdict = place(self.runs[key], pod)
         if verdict.action == "remap":
             why = await self._read(key)
             if why is None and key in self.runs:
                 verdict = place(self.runs[key], pod, remapped=True)
+            elif why is not None and why.transient and tries < len(RETRIES):
+                # (it waits at the gate meanwhile, as a run's first pods do)
+                again = partial(self._place_again, key, (pod.namespace, pod.name), tries + 1)
+                self._later(f"place/{pod.name}", key, RETRIES[tries], again)
+                return
             else:
                 why = why or LiveRefusal(NO_RUN, "it left the pool")
                 message = f"DAG run {key[1]}/{key[2]} cannot be read again: {why}"
@@ -255,17 +263,37 @@ class AirflowSide:
         if key in self.runs and (new or pod.terminal):  # (what Airflow decided since)
             await self._refresh(key)
 
+    async def _place_again(self, key: RunKey, where: tuple[str, str], tries: int) -> None:
+        """Place a gated pod again whose task the job did not know when a read failed."""
+        pod = self.gated.get(where)
+        if pod is None:  # (released or gone since)
+            return
+        if key in self.runs:
+            await self._place(key, pod, tries=tries)
+        else:
+            message = f"DAG run {key[1]}/{key[2]} left the pool before its pod could be placed"
+            self._release(pod, NO_RUN, message)
+
     # -- reads -------------------------------------------------------------------------------
 
     async def _read_run(self, key: RunKey) -> LiveRun | LiveRefusal:
         try:
             run = await asyncio.to_thread(self.dags.run, key[1], key[2], self.pools.now())
         except LiveRefusal as exc:
-            log.info("Cannot read DAG run %s/%s now: %s", *key[1:], exc)
-            self.problem = str(exc) if exc.transient else self.problem
+            if not exc.transient:  # (a fact about the run)
+                log.info("Cannot read DAG run %s/%s: %s", *key[1:], exc)
+            elif self.problem is None:  # (an outage is said once, and its end: `_readable`)
+                log.info("Cannot read DAG run %s/%s now: %s", *key[1:], exc)
+            self.problem = exc.problem if exc.transient else self.problem
             return exc
-        self.problem = None
+        self._readable()
         return run
+
+    def _readable(self) -> None:
+        """A read succeeded: the API error said before is over."""
+        if self.problem is not None:
+            log.info("Airflow's API can be read again.")
+        self.problem = None
 
     async def _read(self, key: RunKey) -> LiveRefusal | None:
         """Read the run in the pool again: its new job replaces the old (`_Reads`); why

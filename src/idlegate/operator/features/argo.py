@@ -33,7 +33,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 import kopf
-from prometheus_client import Gauge
 
 from idlegate.api.argo_pods import WORKFLOW_LABEL, ArgoPod, gates_with_ours
 from idlegate.api.routing import ARGO_KIND, PoolNotFoundError
@@ -166,12 +165,7 @@ class ArgoSide:
                 self.learning.load(path)
             except (IdlegateError, OSError) as exc:
                 log.warning("Argo estimates start without the history %s: %s", path, exc)
-        self.active = Gauge(
-            "idlegate_active_workflows_by_kind",
-            "Workflows in the pools, by kind (dagworkflow, argo).",
-            ["kind"],
-            registry=operator.metrics.registry,
-        )
+        self.active = operator.metrics.active_by_kind
 
     @property
     def pools(self) -> Pools:

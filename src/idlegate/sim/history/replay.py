@@ -10,6 +10,7 @@ after); `recorded_order` is the one rule of a replay's clock; `history_arrivals`
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from idlegate.errors import IdlegateError
 from idlegate.sim.dag import Dag
@@ -99,7 +100,9 @@ def history_arrivals(workflows: Sequence[HistoryWorkflow]) -> list[JobArrival]:
     for i, t in zip(order, times, strict=True):
         w = workflows[i]
         label = w.name or f"workflow-{i}"
-        out.append(JobArrival(t, label, Dag.from_spec(w.spec), w.durations()))
+        out.append(
+            JobArrival(t, label, Dag.from_spec(w.spec), w.durations(), queue=w.spec.queue_name)
+        )
     return out
 
 
@@ -121,9 +124,7 @@ def replay_workload(
         raise IdlegateError("a replay needs at least one finished workflow")
     ordered = sorted(arrivals, key=lambda a: a.time)
     start = ordered[0].time
-    jobs = tuple(
-        JobArrival(a.time - start, a.name, a.dag, a.durations, a.scheduled) for a in ordered
-    )
+    jobs = tuple(replace(a, time=a.time - start) for a in ordered)
     fidelity = Fidelity(moving_delay, wave_durations=True)
     return Workload("replay", jobs, num_executors, fidelity, resources)
 

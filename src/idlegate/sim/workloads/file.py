@@ -128,7 +128,7 @@ def file_workload(config: FileConfig, seed: SeedLike = 0) -> Workload:
         order = c.job_order(len(dags))
         times = _file_times(c, mode, order, dags, seed, pool)
     arrivals = tuple(
-        JobArrival(t, f"{labels[w]}-{i}", dags[w], models[w])
+        JobArrival(t, f"{labels[w]}-{i}", dags[w], models[w], queue=history[w].spec.queue_name)
         for i, (t, w) in enumerate(zip(times, order, strict=True))
     )
     waves = any(m is not None for m in models)

@@ -11,7 +11,9 @@ pool, `num_jobs` of them. The `scenario` changes the first team:
 * ``large``: the first team's stream carries one large workflow, `large` times its mean
   work, arriving at a tenth of the stream (the workflow an SRPT-like order holds back).
 
-The queues' wait bound is `wait_bound` seconds (none by default). Seeds: one stream per
+The queues' wait bound is `wait_bound` seconds (none by default), but for a flooding
+team's: a backlog of five times its share drains on its quota only after hours, so no
+bound shorter than that could hold for it (docs/queues.md). Seeds: one stream per
 team (`base.split_streams`), so a team's jobs do not depend on the others' options.
 """
 
@@ -55,7 +57,7 @@ class TeamsConfig(_Options):
     large: float = Field(30.0, gt=0)
     """``large``: the large workflow's work, in the team's mean workflow work."""
     wait_bound: float | None = Field(None, gt=0)
-    """Seconds a ready task may wait (every queue); none: no bound."""
+    """Seconds a ready task may wait (every queue but a flooding team's); none: no bound."""
 
 
 def team_name(i: int) -> str:
@@ -103,7 +105,9 @@ def teams_workload(config: TeamsConfig, seed: SeedLike = 0) -> Workload:
         QueueSpec(
             team_name(i),
             ResourceVector({"pods": (share + (1 if i < k - share * n else 0)) * MILLI}),
-            wait_bound=config.wait_bound if config.wait_bound is not None else inf,
+            wait_bound=inf
+            if config.wait_bound is None or (i == 0 and config.scenario == "flood")
+            else config.wait_bound,
         )
         for i in range(n)
     )

@@ -1,0 +1,180 @@
+"""Teams sharing one pool: idlegate's queues against today's single queue, a Kueue-like
+admission and plain DRF, on held-out seeds (issue 59's targets; docs/queues.md).
+
+    python benchmarks/queues.py --seeds 10 --first-seed 1000 [--json out.json]
+    python benchmarks/queues.py --cost            # a question's cost with 20 queues
+
+Scenarios (`-w teams`, three teams of equal quota on 30 executors, TPC-H-like DAGs at load
+0.85 in all, `--jobs` workflows a steady team): ``flood`` (the first team submits five times
+as many at t = 0) and ``large`` (the first team's stream carries one workflow of 30 times
+its mean work), with a wait bound of `--bound` seconds on every queue but a flooding
+team's (a backlog of five times its share cannot meet one: docs/queues.md). Rows, each on the same arrivals per seed:
+
+* ``queues:POLICY``: idlegate's admission in front of POLICY (srpt by default);
+* ``one-queue:POLICY``: the same policy on today's single queue (``admission?mode=none``);
+* ``kueue:fifo``: whole workflows admitted against quota, BestEffortFIFO, pods in order;
+* ``drf:POLICY``: plain dominant-resource fairness across queues.
+
+Per row: the mean JCT over all teams (and paired against ``queues:POLICY``), each steady
+team's mean ρ (its mean JCT over its mean JCT alone on its quota under the row's policy),
+Jain's index over contended time, the tasks started past the bound plus its allowed
+overshoot, and the worst and p99.9 wait. The targets it checks are printed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from idlegate.policy import make_scheduler
+from idlegate.sim.engine import Engine, Workload, simulate
+from idlegate.sim.queue_metrics import jain, queue_figures, replay_alone
+from idlegate.sim.workloads import build_workload
+
+SCENARIOS = ("flood", "large")
+
+
+def rows(policy: str) -> dict[str, str]:
+    """Row label → scheduler spec."""
+    return {
+        f"queues:{policy}": policy,
+        f"one-queue:{policy}": f"admission?mode=none:{policy}",
+        "kueue:fifo": "admission?mode=kueue:fifo",
+        f"drf:{policy}": f"admission?mode=drf:{policy}",
+    }
+
+
+def inner(spec: str) -> str:
+    """The policy inside a row's spec (what its teams replay alone with)."""
+    return spec.rsplit(":", 1)[-1] if spec.startswith("admission") else spec
+
+
+def run_row(workload: Workload, spec: str, seed: int) -> dict[str, Any]:
+    """One row on one seed: the run's figures and each queue's."""
+    result = simulate(workload, make_scheduler(spec), seed, record_tasks=True)
+    alone_runs = replay_alone(workload, lambda: make_scheduler(inner(spec)), seed)
+    figures = queue_figures(workload, result, alone_runs)
+    jcts = [r.jct for r in result.records]
+    per_team: dict[str, float] = {}
+    for q in workload.queues:
+        mine = [r.jct for r in result.records if r.name.startswith(f"{q.name}/")]
+        base = alone_runs.get(q.name)
+        if mine and base is not None and base.records:
+            per_team[q.name] = float(np.mean(mine)) / float(np.mean([r.jct for r in base.records]))
+    return {
+        "mean_jct": float(np.mean(jcts)),
+        "unfinished": result.unfinished,
+        "rho": per_team,
+        "jain": jain(result),
+        "queues": [f.to_dict() for f in figures],
+        "beyond_allowed": sum(f.beyond_allowed for f in figures),
+        "overdue": sum(f.overdue for f in figures),
+        "worst_wait": max((f.worst_wait for f in figures), default=None),
+        "p999_wait": max((f.p999_wait for f in figures), default=None),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--first-seed", type=int, default=1000)
+    parser.add_argument("--policy", default="srpt")
+    parser.add_argument("--bound", type=float, default=600.0, help="wait bound (s)")
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument("--jobs", type=int, default=60, help="workflows a steady team sends")
+    parser.add_argument("--json", help="write every figure here")
+    parser.add_argument("--cost", action="store_true", help="a question's cost, 20 queues")
+    args = parser.parse_args(argv)
+    if args.cost:
+        return cost(args.first_seed, args.policy)
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    out: dict[str, Any] = {}
+    for scenario in args.scenarios.split(","):
+        out[scenario] = {}
+        for label, spec in rows(args.policy).items():
+            per_seed = []
+            for seed in seeds:
+                workload = build_workload(
+                    "teams", seed, scenario=scenario, wait_bound=args.bound, num_jobs=args.jobs
+                )
+                per_seed.append(run_row(workload, spec, seed))
+                print(f"{scenario} {label} seed {seed}", file=sys.stderr, flush=True)
+            out[scenario][label] = per_seed
+        report(scenario, out[scenario], args.policy)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(out, f, indent=1)
+    return 0
+
+
+def _mean(values: list[float]) -> float:
+    return float(np.mean(values)) if values else float("nan")
+
+
+def report(scenario: str, table: dict[str, list[dict[str, Any]]], policy: str) -> None:
+    """The scenario's table and its targets."""
+    ours = table[f"queues:{policy}"]
+    print(f"\n## {scenario}")
+    print(
+        "| row | mean JCT (s) | vs queues | steady teams' mean ρ (worst seed) | Jain | "
+        "beyond bound | worst / p99.9 wait (s) |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for label, runs in table.items():
+        mean = _mean([r["mean_jct"] for r in runs])
+        paired = _mean([r["mean_jct"] / o["mean_jct"] - 1 for r, o in zip(runs, ours, strict=True)])
+        steady = [[v for k, v in r["rho"].items() if k != "team-a"] for r in runs if r["rho"]]
+        rho = _mean([_mean(s) for s in steady])
+        worst_rho = max((max(s) for s in steady if s), default=float("nan"))
+        jains = [r["jain"] for r in runs if r["jain"] is not None]
+        waits = [r["worst_wait"] for r in runs if r["worst_wait"] is not None]
+        p999 = [r["p999_wait"] for r in runs if r["p999_wait"] is not None]
+        beyond = sum(r["beyond_allowed"] for r in runs)
+        overdue = sum(r["overdue"] for r in runs)
+        print(
+            f"| {label} | {mean:,.1f} | {paired:+.1%} | {rho:.2f} ({worst_rho:.2f}) | "
+            f"{_mean(jains):.3f} | {beyond} of {overdue} overdue | "
+            + (f"{max(waits):,.0f} / {max(p999):,.0f} |" if waits else "— |")
+        )
+
+
+def cost(seed: int, policy: str) -> int:
+    """A question's cost (Cluster.decide_once) with 20 queues against one queue, the
+    same arrivals and policy, side by side: median and p99 in microseconds."""
+    workload = build_workload(
+        "teams", seed, scenario="flood", teams=20, num_executors=100, num_jobs=10
+    )
+    print("| admission | questions | median (µs) | p99 (µs) |")
+    print("|---|---|---|---|")
+    for label, spec in (
+        ("20 queues", policy),
+        ("one queue", f"admission?mode=none:{policy}"),
+    ):
+        times: list[int] = []
+        engine = Engine.for_workload(workload, make_scheduler(spec), seed)
+        engine.cluster.decide_once = _timed(engine.cluster.decide_once, times)  # type: ignore[method-assign]
+        engine.run()
+        us = np.array(times) / 1000
+        print(f"| {label} | {len(us)} | {np.median(us):.0f} | {np.percentile(us, 99):.0f} |")
+    return 0
+
+
+def _timed(fn: Callable[..., Any], times: list[int]) -> Callable[..., Any]:
+    def timed(*args: Any) -> Any:
+        start = time.perf_counter_ns()
+        try:
+            return fn(*args)
+        finally:
+            times.append(time.perf_counter_ns() - start)
+
+    return timed
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,69 @@
+"""Queues from the command line: `--queues FILE`, `-w teams`, per-queue figures."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from idlegate.cli import app
+
+runner = CliRunner()
+
+WORKFLOW = """\
+apiVersion: idlegate.io/v1alpha1
+kind: DagWorkflow
+metadata: {name: w}
+spec:
+  queueName: QUEUE
+  stages:
+    - {name: a, tasks: 2, taskDurationSeconds: 10}
+"""
+
+
+def test_simulate_writes_each_queues_figures():
+    out = runner.invoke(
+        app, ["simulate", "-w", "teams", "-o", "num_jobs=4", "-s", "srpt", "--json"]
+    )
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.stdout)
+    assert [q["queue"] for q in data["queues"]] == ["team-a", "team-b", "team-c"]
+    assert all(q["workflows"] >= 4 and q["rho"] > 0 for q in data["queues"])
+    assert data["jain"] is None or 0 < data["jain"] <= 1
+
+
+def test_a_queues_file_admits_a_workflow_file_by_its_queue_name(tmp_path):
+    queues = tmp_path / "queues.yaml"
+    queues.write_text("- {name: default, nominal: {pods: 2}}\n- {name: ml, nominal: {pods: 2}}\n")
+    flow = tmp_path / "w.yaml"
+    flow.write_text(WORKFLOW.replace("QUEUE", "ml"))
+    args = ["simulate", "-w", "file", "--file", str(flow), "-k", "4", "-s", "fifo"]
+    out = runner.invoke(app, [*args, "--queues", str(queues), "--json"])
+    assert out.exit_code == 0, out.output
+    figures = {q["queue"]: q["workflows"] for q in json.loads(out.stdout)["queues"]}
+    assert figures == {"default": 0, "ml": 1}
+    flow.write_text(WORKFLOW.replace("QUEUE", "nope"))
+    out = runner.invoke(app, [*args, "--queues", str(queues)])
+    assert out.exit_code == 1
+    assert out.output.strip() == (
+        "Error: queue 'nope' does not exist; the pool's queues are default, ml"
+    )
+
+
+def test_quotas_past_the_pool_are_one_line(tmp_path):
+    queues = tmp_path / "queues.yaml"
+    queues.write_text("- {name: a, nominal: {pods: 30}}\n")
+    out = runner.invoke(app, ["simulate", "-k", "10", "--queues", str(queues)])
+    assert out.exit_code == 1
+    assert len(out.output.strip().splitlines()) == 1
+    assert "sums to pods=30, more than the pool's pods=10" in out.output
+
+
+def test_compare_writes_the_queues_of_each_seed_only_where_there_are_queues():
+    args = ["compare", "--seeds", "1", "-j", "1", "--schedulers", "srpt", "--json"]
+    teams = runner.invoke(app, [*args, "-w", "teams", "-o", "num_jobs=3"])
+    assert teams.exit_code == 0, teams.output
+    runs = json.loads(teams.stdout)["schedulers"]["srpt"]["queues_per_seed"]
+    assert len(runs) == 1 and len(runs[0]["queues"]) == 3
+    plain = runner.invoke(app, [*args, "-w", "tpch-like", "--jobs-count", "5", "-k", "5"])
+    assert "queues_per_seed" not in json.loads(plain.stdout)["schedulers"]["srpt"]
