@@ -9,7 +9,7 @@ measure of the issue's ρ); then team ``a`` floods 100 DagWorkflows at once whil
 before. Checked: every workflow succeeds, no pod is created twice, no queue ever holds more
 than its quota plus what it may borrow (at every pod write: each gate removal), the steady
 teams' mean JCT within 1.2 times their JCT alone, and every wait within its queue's bound
-plus the overshoot the issue allows (the running tasks' time to free room: one flood task).
+plus the overshoot the issue allows (the running tasks' time to free room: one task).
 
 An Argo Workflow (labelled ``idlegate.io/queue: a``) runs among the flood, under Argo's
 controller stand-in (tests/k8s/argo_controller.py), when Argo's CRD is at hand (skipped
@@ -175,10 +175,12 @@ def test_three_teams_share_a_pool_one_floods_the_others_keep_their_pace(api: Api
         print(f"worst wait per queue (s): {worst}; {hits} bound hit(s), overshoot {over:.2f} s")
     assert jct_shared <= 1.2 * jct_alone, (jct_shared, jct_alone)
     assert admission is not None and ledger is not None
-    # the bound held: a task past it started within the time a flood task takes to free its
-    # room (the issue's overshoot, no preemption), plus the operator's own latency
+    # the bound held: a task past it started within the time the running tasks take to free
+    # its room (the issue's overshoot, no preemption): a flood task's, or a steady one's when
+    # a steady team's late tasks overlap past its quota; plus the operator's own latency
     overshoot = [start - bound for _q, bound, start in ledger.overdue]
-    assert max(overshoot, default=0.0) <= FLOOD_TASK + LATENCY, ledger.overdue
+    allowed = max(FLOOD_TASK, STEADY_TASK) + LATENCY
+    assert max(overshoot, default=0.0) <= allowed, ledger.overdue
     for q, waits in enumerate(ledger.waits):
         bound = admission.queues[q].wait_bound
-        assert max(waits, default=0.0) <= bound + FLOOD_TASK + LATENCY, (q, max(waits))
+        assert max(waits, default=0.0) <= bound + allowed, (q, max(waits))
