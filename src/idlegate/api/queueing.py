@@ -24,11 +24,9 @@ from math import inf
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from idlegate.api.routing import FIELDS, PoolNotFoundError, Routing
 from idlegate.errors import IdlegateError
-from idlegate.sim.queues import QueueSpec, check_cohort, queue_index, queues_from
+from idlegate.sim.queues import QueueSpec, check_cohort, queue_index, queues_from, read_queues
 from idlegate.sim.resources import MILLI, ResourceVector, format_quantities
 
 if TYPE_CHECKING:
@@ -49,20 +47,8 @@ class QueueFile:
 
     @classmethod
     def parse(cls, text: str) -> QueueFile:
-        """The queues of the YAML file at path `text`."""
-        path = Path(text)
-        try:
-            data = yaml.safe_load(path.read_text())
-        except OSError as exc:
-            raise IdlegateError(
-                f"--queues: cannot read {text!r} ({exc.strerror}); give a YAML file of queues"
-            ) from None
-        except yaml.YAMLError:
-            raise IdlegateError(
-                f"--queues: {text!r} is not YAML; give a list of queues, e.g. "
-                "- {name: data-eng, nominal: {pods: 10}}"
-            ) from None
-        return cls(queues_from(data, text), text)
+        """The queues of the YAML file at path `text` (`idlegate.sim.queues.read_queues`)."""
+        return cls(read_queues(text), text)
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
