@@ -209,3 +209,12 @@ def test_an_arrival_naming_a_queue_that_does_not_exist_is_refused_before_the_run
 def test_an_unknown_admission_mode_is_refused():
     with pytest.raises(IdlegateError, match="admission mode 'x'"):
         Admitted(make_scheduler("fifo"), "x")
+
+
+def test_a_limit_of_zero_is_a_limit_of_none_not_no_limit():
+    (a,) = queues_from(
+        [{"name": "a", "nominal": {"pods": 1}, "borrowingLimit": {"pods": 0}}], "queues"
+    )
+    jobs = [JobArrival(0.0, f"a{i}", one(1, 10.0), queue="a") for i in range(2)]
+    result = run(jobs, [a, queue("b", 3)])
+    assert sorted(finish(result).values()) == [10.0, 20.0]  # never borrows b's idle three

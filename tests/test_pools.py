@@ -154,7 +154,7 @@ def test_the_pool_crd_is_cluster_scoped_with_its_columns():
     assert body["metadata"]["name"] == "executorpools.idlegate.io"
     version = body["spec"]["versions"][0]
     assert [c["name"] for c in version["additionalPrinterColumns"]] == [
-        "Size", "Busy", "Pending", "CPU", "Memory", "Policy", "Age"
+        "Size", "Busy", "Pending", "CPU", "Memory", "Policy", "Waiting", "Age"
     ]  # fmt: skip
     spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
     assert spec["properties"]["size"]["minimum"] == 1
@@ -499,7 +499,7 @@ def test_a_spec_that_is_not_a_mapping_names_the_fields():
     ((path, text),) = pool_problems(pool_object(spec="big"))
     assert (path, text) == (
         "spec",
-        "is an object (a mapping with size, resources, nodeSelector, namespaceSelector, policy, planBudgetMs), not a string",
+        "is an object (a mapping with size, resources, nodeSelector, namespaceSelector, policy, planBudgetMs, queues), not a string",
     )
 
 

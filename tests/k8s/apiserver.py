@@ -65,6 +65,7 @@ NODES = kmock.resource("", "v1", "nodes")
 EVENTS = kmock.resource("", "v1", "events")
 CRDS = kmock.resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
 LEASES = kmock.resource("coordination.k8s.io", "v1", "leases")
+PRIORITY_CLASSES = kmock.resource("scheduling.k8s.io", "v1", "priorityclasses")
 VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
 BUILTIN = {
     NAMESPACES: kmock.ResourceInfo(kind="Namespace", singular="namespace", namespaced=False),
@@ -75,6 +76,7 @@ BUILTIN = {
     EVENTS: kmock.ResourceInfo(kind="Event", singular="event", namespaced=True),
     CRDS: kmock.ResourceInfo(kind="CustomResourceDefinition", namespaced=False),
     LEASES: kmock.ResourceInfo(kind="Lease", singular="lease", namespaced=True),
+    PRIORITY_CLASSES: kmock.ResourceInfo(kind="PriorityClass", namespaced=False),
 }
 PATCH_TYPES = {
     "application/merge-patch+json": merge_patch,

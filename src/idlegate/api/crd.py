@@ -240,6 +240,7 @@ POOL_PRINTER_COLUMNS: tuple[dict[str, str], ...] = (
     column("CPU", "string", ".status.usage.cpu", "CPU requested by running task pods/capacity"),
     column("Memory", "string", ".status.usage.memory", "Memory requested/capacity"),
     column("Policy", "string", ".status.policy"),
+    column("Waiting", "string", ".status.queuesSummary", "Workflows waiting per queue"),
     AGE,
 )
 

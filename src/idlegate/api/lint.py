@@ -84,7 +84,7 @@ from idlegate.api.crd import (
 from idlegate.api.cron_spec import check_cron_name, cron_spec_problems
 from idlegate.api.lint_airflow import AirflowLintJob, lint_airflow
 from idlegate.api.lint_argo import ArgoDocument, ArgoLintJob, lint_argo
-from idlegate.api.lint_pools import WAITS, InPools, check_pool_requested
+from idlegate.api.lint_pools import HELD, InPools, check_pool_requested
 from idlegate.api.lint_render import PoolFactory, linted_pool
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.pool_spec import DEFAULT_POOL, pool_problems
@@ -232,7 +232,7 @@ class LintReport:
             text += f", {len(self.problems)} problem(s)"
         if self.argo_workflows:
             text += f"; of the Argo workflows, {len(self.argo_jobs)} map to jobs"
-        left = sum(1 for n in self.notes if n.reason not in (None, WAITS) and not n.airflow)
+        left = sum(1 for n in self.notes if n.reason not in (None, *HELD) and not n.airflow)
         if left:
             text += f", {left} are left to Argo (the notes say why)"
         if self.airflow_dags:
@@ -781,7 +781,9 @@ def lint_paths(
             report.notes.append(Note(source.name, "holds no document; nothing to check"))
     _add_argo(report, linter.argo, linter.pool())
     check_pool_requested(linter.in_pools, [*report.argo_jobs, *report.airflow_jobs], pool_resources)
-    report.notes.extend(Note(f, text, i, j, WAITS) for (f, i, j), text in linter.in_pools.waits())
+    report.notes.extend(
+        Note(f, text, i, j, why) for (f, i, j), text, why in linter.in_pools.waits()
+    )
     return report
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from idlegate.api.lint_render import linted_pool
 from idlegate.api.pool_spec import DEFAULT_POOL, ExecutorPoolSpec, parse_pool_spec
+from idlegate.api.queueing import QUEUE_NOT_FOUND
 from idlegate.errors import IdlegateError
 from idlegate.sim.dag import Dag
 from idlegate.sim.resources import ResourceVector, check_requested
@@ -29,6 +30,8 @@ from idlegate.sim.spec import WorkflowSpec, parse_workflow
 
 WAITS = "PoolTooSmall"
 """The reason of such a note (the condition's), which also keeps it from the skipped."""
+HELD = (WAITS, QUEUE_NOT_FOUND)
+"""The reasons of the notes of workflows the operator would hold out of their pool."""
 
 Where = tuple[str, int, int | None]
 """A document's file, index and List item, as lint's Problem and Note give them."""
@@ -71,13 +74,26 @@ class InPools:
         if isinstance(pool, str) and pool != DEFAULT_POOL:
             self.workflows.append((where, obj))
 
-    def waits(self) -> Iterator[tuple[Where, str]]:
-        """Where and why each workflow would wait for its pool to be resized."""
+    def waits(self) -> Iterator[tuple[Where, str, str]]:
+        """Where, why and with which reason each workflow would wait in (or for) its pool:
+        to be resized, or for the queue it names."""
         for where, obj in self.workflows:
             name = (obj.get("metadata") or {}).get("name") or "the workflow"
             pool_name = obj["spec"]["pool"]
             pool = self.pools.get(pool_name)
             if pool is None:
+                continue
+            queue = obj["spec"].get("queueName")
+            queues = pool.queue_specs
+            if queues and isinstance(queue, str) and queue not in (q.name for q in queues):
+                known = ", ".join(q.name for q in queues)
+                yield (
+                    where,
+                    f"queue {queue!r} is not one of ExecutorPool {pool_name!r}'s ({known}): the "
+                    "operator holds the workflow out of the pool (PoolReady=False, "
+                    "QueueNotFound) until it is declared",
+                    QUEUE_NOT_FOUND,
+                )
                 continue
             try:
                 spec = parse_workflow(obj["spec"], "spec")
@@ -90,6 +106,7 @@ class InPools:
                     where,
                     f"in ExecutorPool {pool_name!r}, {exc}: the operator holds the workflow "
                     "out of the pool (PoolReady=False, PoolTooSmall) until the pool is resized",
+                    WAITS,
                 )
 
 

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from idlegate.api.labels import label_problem
 from idlegate.api.status import Condition, Conditions, generation_of
 from idlegate.errors import IdlegateError, SpecError
+from idlegate.sim.queues import QueueSpec, queues_from
 from idlegate.sim.resources import MILLI, ResourceVector, binary_units, format_quantities
 from idlegate.sim.spec import Quantity, describe_validation_error, validation_problems
 
@@ -198,6 +199,46 @@ def selects(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:
     return all(r.matches(labels) for r in selector.match_expressions)
 
 
+class QueueModel(BaseModel):
+    """One queue of a pool, as `idlegate.sim.queues.queue_from` reads it (docs/queues.md)."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, max_length=63, description="The queue's name (a DNS label).")
+    nominal: dict[str, Quantity] | None = Field(
+        default=None,
+        description="What the queue owns of the pool whenever it has work, as a ResourceList "
+        "(pods: 10, cpu: 8); a resource it does not name is not limited by its quota.",
+    )
+    borrowing_limit: dict[str, Quantity] | None = Field(
+        default=None,
+        alias="borrowingLimit",
+        description="How much beyond its nominal quota it may borrow of what others leave idle. "
+        "Unset: no limit but the cohort's idle quota.",
+    )
+    lending_limit: dict[str, Quantity] | None = Field(
+        default=None,
+        alias="lendingLimit",
+        description="How much of its idle nominal quota others may borrow. Unset: all of it.",
+    )
+    weight: float | None = Field(
+        default=None, description="Its share of borrowed quota (weighted DRF). Unset: 1."
+    )
+    priority: int | None = Field(
+        default=None, description="Among queues that borrow, a higher one borrows first."
+    )
+    wait_bound: float | None = Field(
+        default=None,
+        alias="waitBound",
+        description="Seconds a ready task may wait before it starts first and room is reserved "
+        "for it. Unset: no bound.",
+    )
+    namespaces: list[str] | None = Field(
+        default=None,
+        description="The namespaces whose workflows join this queue when they name none.",
+    )
+
+
 class ExecutorPoolSpec(BaseModel):
     """The spec of an ExecutorPool."""
 
@@ -249,6 +290,12 @@ class ExecutorPoolSpec(BaseModel):
         description="Wall milliseconds one plan of a lookahead policy may take. Unset: the "
         "operator's --plan-budget-ms.",
     )
+    queues: list[QueueModel] | None = Field(
+        default=None,
+        description="Queues sharing the pool (its cohort): each with a nominal quota, lending "
+        "and borrowing limits, a weight, a priority and a wait bound (docs/queues.md). Unset: "
+        "one queue, no quotas.",
+    )
 
     @field_validator("resources", mode="before")
     @classmethod
@@ -284,6 +331,26 @@ class ExecutorPoolSpec(BaseModel):
             )
         return self
 
+    @model_validator(mode="after")
+    def _cohort(self) -> ExecutorPoolSpec:
+        from idlegate.api.queueing import cohort_check  # (it imports this module)
+
+        try:
+            queues = self.queue_specs
+            if queues and self.node_selector is None:  # (a node pool's room is not known here)
+                cohort_check(queues, self.executors, self.capacity)
+        except IdlegateError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+    @property
+    def queue_specs(self) -> tuple[QueueSpec, ...]:
+        """`queues` as the admission stage takes them (empty: no queues)."""
+        if not self.queues:
+            return ()
+        raw = [q.model_dump(by_alias=True, exclude_none=True) for q in self.queues]
+        return queues_from(raw, "queues")
+
     @property
     def capacity(self) -> ResourceVector | None:
         """`resources` as a vector (None: a pods-only or node-following pool)."""
@@ -313,6 +380,22 @@ class ReplayedWindow(BaseModel):
     )
 
 
+class QueueStatus(BaseModel):
+    """One queue of the pool as it stands (`idlegate.api.queueing.queue_status`)."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+
+    name: str = Field(description="The queue's name.")
+    used: dict[str, str] = Field(description="What its running task pods use (a ResourceList).")
+    borrowed: dict[str, str] = Field(description="What it uses beyond its nominal quota.")
+    lent: dict[str, str] = Field(description="What of its idle nominal quota others use.")
+    waiting: int = Field(description="Its workflows with ready tasks not started.")
+    oldest_wait: float = Field(
+        alias="oldestWait", description="Seconds its longest-waiting ready task has waited."
+    )
+    share: float = Field(description="Its weighted dominant share of the cohort.")
+
+
 class ExecutorPoolStatus(BaseModel):
     """The observed state of an ExecutorPool, written by the operator."""
 
@@ -336,6 +419,14 @@ class ExecutorPoolStatus(BaseModel):
         default=None, description="used/capacity of each of those resources (cpu: 12/24)."
     )
     policy: str | None = Field(default=None, description="The policy the pool follows.")
+    queues: list[QueueStatus] | None = Field(
+        default=None, description="Each queue's use, borrowing, lending and waiting workflows."
+    )
+    queues_summary: str | None = Field(
+        default=None,
+        alias="queuesSummary",
+        description="Workflows waiting per queue (data-eng=3,ml=0), a printer column.",
+    )
     following: str | None = Field(
         default=None,
         description="What the policy follows now and why: a portfolio's candidate with its "

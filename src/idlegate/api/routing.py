@@ -129,6 +129,11 @@ def route_workflow(
             if why is None
             else PoolInvalidError(wanted, fields, why)
         )
+    return Routing(pool, queue_name(kind, obj), _read(obj, fields.priority_class))
+
+
+def queue_name(kind: str, obj: Mapping[str, Any]) -> str | None:
+    """The queue workflow `obj` of `kind` names (a DagWorkflow's ``spec.queueName``, else
+    the label :data:`~.labels.LABEL_QUEUE`), else None."""
     own = _read(obj, ("spec", "queueName")) if kind == KIND else None
-    queue = own or _read(obj, ("metadata", "labels", LABEL_QUEUE))
-    return Routing(pool, queue, _read(obj, fields.priority_class))
+    return own or _read(obj, ("metadata", "labels", LABEL_QUEUE))

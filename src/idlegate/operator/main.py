@@ -48,6 +48,7 @@ import kopf
 from idlegate.api.crd import CRON_PLURAL, GROUP, PLURAL, POOL_PLURAL, VERSION
 from idlegate.api.labels import LABEL_CRON, LABEL_WORKFLOW
 from idlegate.api.pool_spec import namespace_labels, parse_pool_spec, pool_conditions
+from idlegate.api.queueing import priority_classes
 from idlegate.api.status import FINISHED, FINISHED_OR_INVALID, Conditions
 from idlegate.api.task_pods import Owner
 from idlegate.errors import IdlegateError
@@ -712,6 +713,13 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
             was = Conditions(body.get("status", {}).get("conditions")).get("Ready")
             if was is not None and was.reason in ("Running", "NoNodes"):  # (not Invalid)
                 patch.status["conditions"] = running(name, body)
+
+    @kopf.on.event("scheduling.k8s.io", "v1", "priorityclasses", registry=registry, id="pc")
+    async def priority_class(type: str | None, name: str, body: kopf.Body, **_: Any) -> None:
+        if operator._pools is not None:  # (a workflow's priority in its queue: docs/queues.md)
+            operator.pools.priorities.pop(name, None)
+            if type != "DELETED":
+                operator.pools.priorities.update(priority_classes(body))
 
     @kopf.on.event(GROUP, VERSION, POOL_PLURAL, registry=registry, id="pool-events")
     async def pool_event(type: str | None, name: str, **_: Any) -> None:

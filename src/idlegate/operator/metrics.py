@@ -19,9 +19,11 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from idlegate.api.pool_spec import DEFAULT_POOL
 from idlegate.api.status import Phase
+from idlegate.sim.resources import MILLI
 
 if TYPE_CHECKING:
     from idlegate.operator.core.tracking import Workflow
+    from idlegate.sim.admission import Admission
     from idlegate.sim.cluster import Cluster
 
 JCT_BUCKETS = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 43200, 86400)
@@ -97,6 +99,33 @@ class MetricFamilies:
             "idlegate_holds",
             "Stages a planner held back for arrivals it expects (an idle slot, or waits "
             "while the stage could start), once per hold.",
+        )
+        self.queue_usage = gauge(
+            "idlegate_queue_resource_usage",
+            "What a queue's running task pods use of each resource its pool counts (pods "
+            "included; cpu in cores, memory in bytes), as Kueue's cluster_queue_resource_usage.",
+            "queue",
+            "resource",
+        )
+        self.queue_share = gauge(
+            "idlegate_queue_share", "A queue's weighted dominant share of its cohort.", "queue"
+        )
+        self.queue_pending = gauge(
+            "idlegate_queue_pending_workflows",
+            "A queue's workflows with ready tasks not started, as Kueue's pending_workloads.",
+            "queue",
+        )
+        self.queue_wait = histogram(
+            "idlegate_queue_wait_time_seconds",
+            "How long each started task of a queue waited once ready, as Kueue's "
+            "admission_wait_time_seconds.",
+            "queue",
+            buckets=ADMISSION_BUCKETS,
+        )
+        self.queue_bound_hits = counter(
+            "idlegate_queue_wait_bound_hits",
+            "Tasks of a queue started past its wait bound (started first, room reserved).",
+            "queue",
         )
         self.decisions = counter(
             "idlegate_decisions",
@@ -384,6 +413,33 @@ class Metrics(_Families):
         self.idle_slots.set_function(
             lambda: sum(s.idle_until is not None for j in list(jobs) for s in j.stages)
         )
+
+    def watch_queues(self, admission: Admission, cluster: Cluster) -> None:
+        """The gauges of the pool's queues (read when a scrape asks)."""
+        jobs = cluster.jobs
+        self._seen = [0] * len(admission.queues), 0
+        """Of the admission's ledger: the waits per queue and the overdue starts observed."""
+        for q, spec in enumerate(admission.queues):
+            for i, name in enumerate(admission.dims):
+                used = partial(lambda q, i: admission.used[q][i] / MILLI, q, i)
+                self.queue_usage.labels(spec.name, name).set_function(used)
+            self.queue_share.labels(spec.name).set_function(partial(admission.share, q))
+            pending = partial(lambda q: sum(j.queue == q and bool(j.runnable) for j in jobs), q)
+            self.queue_pending.labels(spec.name).set_function(pending)
+            self.queue_bound_hits.labels(spec.name)
+
+    def note_queues(self, admission: Admission) -> list[tuple[int, float, float]]:
+        """Observe the waits and bound hits the admission's ledger gained since the last
+        call; returns those bound hits (the ledger's `overdue` entries)."""
+        ledger, (waits, overdue) = admission.ledger, self._seen
+        for q, spec in enumerate(admission.queues):
+            for wait in ledger.waits[q][waits[q] :]:
+                self.queue_wait.labels(spec.name).observe(wait)
+            waits[q] = len(ledger.waits[q])
+        for q, _bound, _start in ledger.overdue[overdue:]:
+            self.queue_bound_hits.labels(admission.queues[q].name).inc()
+        self._seen = waits, len(ledger.overdue)
+        return ledger.overdue[overdue:]
 
     def value(self, name: str, **labels: str) -> float:
         """The current value of one sample (tests and the probe), of this pool if the series

@@ -20,6 +20,7 @@ from pydantic import (
 
 from idlegate.api.podsecurity import DEFAULT_LEVEL, Level
 from idlegate.api.pool_spec import LabelSelector, one_capacity
+from idlegate.api.queueing import QueueFile, cohort_check
 from idlegate.api.status import MAX_MEASURED
 from idlegate.config import Config, Flag
 from idlegate.errors import IdlegateError
@@ -88,6 +89,11 @@ class Settings(Config):
     nvidia.com/gpu=2 (Kubernetes quantities): a task pod is released only where its
     requests fit what is free (pods, if given, is --pool-size). Unset: --pool-size pods,
     whatever they request."""
+
+    queues: QueueFile | None = None
+    """A YAML file of the default pool's queues (a list of name, nominal, borrowingLimit,
+    lendingLimit, weight, priority, waitBound, namespaces; docs/queues.md): teams share the
+    pool by quotas that lend and borrow. Unset: one queue, no quotas."""
 
     pool_nodes: Annotated[LabelSelector | None, BeforeValidator(_selector)] = None
     """Make the default pool follow the cluster: its capacity is the allocatable of the
@@ -321,6 +327,11 @@ class Settings(Config):
                 f"--pool-resources says pods={pods // MILLI} but --pool-size is "
                 f"{self.pool_size}; give the pods once"
             )
+        if self.queues is not None and self.pool_nodes is None:
+            try:
+                cohort_check(self.queues.specs, self.pool_size, self.pool_resources)
+            except IdlegateError as exc:
+                raise ValueError(f"--queues: {exc}") from None
         return self
 
     @model_validator(mode="after")

@@ -51,7 +51,7 @@ Baselines, for `compare` (``admission?mode=…:BASE``):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from math import inf
 from typing import TYPE_CHECKING, Any
@@ -107,7 +107,7 @@ class Admission:
         self.dims = ("pods", *resource_names)
         dims = self.dims
 
-        def per(limit: ResourceVector | None, default: float) -> list[float]:
+        def per(limit: Mapping[str, int] | None, default: float) -> list[float]:
             return [limit[d] if limit is not None and d in limit else default for d in dims]
 
         self.nominal = [per(q.nominal, inf) for q in queues]

@@ -57,9 +57,10 @@ class QueueSpec:
     """One queue of a pool's cohort (the module docstring says what each field means)."""
 
     name: str
-    nominal: ResourceVector = field(default_factory=ResourceVector)
-    borrowing_limit: ResourceVector | None = None
-    lending_limit: ResourceVector | None = None
+    nominal: Mapping[str, int] = field(default_factory=dict, hash=False)
+    """Milli-units of each resource named (a 0 is a quota of none, not no quota)."""
+    borrowing_limit: Mapping[str, int] | None = field(default=None, hash=False)
+    lending_limit: Mapping[str, int] | None = field(default=None, hash=False)
     weight: float = 1.0
     priority: int = 0
     wait_bound: float = inf
@@ -85,7 +86,7 @@ class QueueSpec:
                 "would start every task first); leave it out for no bound"
             )
         if self.lending_limit is not None:
-            over = [n for n in self.lending_limit if self.lending_limit[n] > self.nominal[n]]
+            over = [n for n in self.lending_limit if self.lending_limit[n] > self.nominal.get(n, 0)]
             if over:
                 raise IdlegateError(
                     f"{where}: lendingLimit of {', '.join(over)} is above the nominal quota; "
@@ -94,11 +95,11 @@ class QueueSpec:
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as `queues_from` reads it (JSON-ready)."""
-        out: dict[str, Any] = {"name": self.name, "nominal": self.nominal.to_list()}
+        out: dict[str, Any] = {"name": self.name, "nominal": _texts(self.nominal)}
         if self.borrowing_limit is not None:
-            out["borrowingLimit"] = self.borrowing_limit.to_list()
+            out["borrowingLimit"] = _texts(self.borrowing_limit)
         if self.lending_limit is not None:
-            out["lendingLimit"] = self.lending_limit.to_list()
+            out["lendingLimit"] = _texts(self.lending_limit)
         if self.weight != 1.0:
             out["weight"] = self.weight
         if self.priority:
@@ -124,9 +125,12 @@ def queue_from(data: Mapping[str, Any], where: str = "queues") -> QueueSpec:
         raise IdlegateError(f"{where}: every queue needs a name, e.g. name: data-eng")
     at = f"{where}[{name}]"
 
-    def vector(key: str) -> ResourceVector | None:
+    def vector(key: str) -> dict[str, int] | None:
         value = data.get(key)
-        return None if value is None else ResourceVector.of(value, f"{at}.{key}")
+        if value is None:
+            return None
+        parsed = ResourceVector.of(value, f"{at}.{key}")  # (names and quantities checked)
+        return {name: parsed.get(name, 0) for name in value}  # (a 0 kept: a limit of none)
 
     bound = data.get("waitBound", inf)
     if isinstance(bound, str):
@@ -136,7 +140,7 @@ def queue_from(data: Mapping[str, Any], where: str = "queues") -> QueueSpec:
         raise IdlegateError(f"{at}.namespaces: give a list of namespace names")
     return QueueSpec(
         name=name,
-        nominal=vector("nominal") or ResourceVector(),
+        nominal=vector("nominal") or {},
         borrowing_limit=vector("borrowingLimit"),
         lending_limit=vector("lendingLimit"),
         weight=data.get("weight", 1.0),
@@ -185,7 +189,7 @@ def check_cohort(
                 f"queue {q.name!r}: its quota names {missing[0]}, which the pool does not "
                 f"count ({', '.join(pool)}); quote only the pool's resources"
             )
-    total = sum((q.nominal for q in queues), ResourceVector())
+    total = sum((ResourceVector(q.nominal) for q in queues), ResourceVector())
     over = [n for n in total if total[n] > pool[n]]
     if over:
         name = over[0]
@@ -194,6 +198,11 @@ def check_cohort(
             f"{ResourceVector({name: total[name]}).format()}, more than the pool's "
             f"{ResourceVector({name: pool[name]}).format()}; lower a quota or grow the pool"
         )
+
+
+def _texts(amounts: Mapping[str, int]) -> dict[str, str]:
+    """Milli-units as the quantities' texts (a 0 as "0")."""
+    return {n: ResourceVector({n: v}).to_list().get(n, "0") for n, v in amounts.items()}
 
 
 def queue_index(queues: Sequence[QueueSpec], name: str | None) -> int:

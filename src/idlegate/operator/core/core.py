@@ -21,12 +21,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
+from math import inf
 from typing import Any, cast
 
 from idlegate.api.crd import KIND
 from idlegate.api.nodes import named
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.pool_spec import POOL_CONDITION
+from idlegate.api.queueing import QueueNotFoundError, bound_hit, placement, why_waiting
+from idlegate.api.routing import Routing
 from idlegate.api.status import (
     FINISHED,
     Conditions,
@@ -90,9 +93,11 @@ from idlegate.operator.core.tracking import (
 )
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
+from idlegate.sim.admission import Admission
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.pool import Allows
 from idlegate.sim.protocol import Job, Launch, Scheduler, Stage
+from idlegate.sim.queues import queue_index
 from idlegate.sim.resources import ResourceVector
 
 log = logging.getLogger(__name__)
@@ -132,6 +137,14 @@ class Core(Lifecycle):
         self.cluster = Cluster(settings.pool_size, resources=resources)
         if follows:  # (no room until its nodes are read: `Capacity`)
             self.cluster.set_capacity(ResourceVector(), ())
+        self.queues = settings.queues.specs if settings.queues is not None else ()
+        """The pool's queues (none: one queue, no quotas, as without them)."""
+        self.bound = inf
+        """When the wait bound's timer is armed for (`Admission.next_bound`)."""
+        if self.queues:
+            cluster = self.cluster
+            cluster.admission = Admission(self.queues, cluster.capacity, cluster.resource_names)
+            metrics.watch_queues(cluster.admission, cluster)
         self.allocatable: tuple[tuple[ResourceVector, ...], Allows | None] = ((), None)
         """The nodes' allocatable and rules last told (`Capacity`): which stages no node
         holds."""
@@ -233,7 +246,9 @@ class Core(Lifecycle):
             self.schedule()  # (a stage its controller settled may be ready now)
         elif owner.uid not in self.ended:
             wf = ExternalJob(owner, event.mapped)
+            wf.queue = self._queue(owner.namespace, event.queue)
             wf.admit(self.cluster, self.now(), event.arrival, event.pods)
+            wf.job.priority = event.priority
             self.held.setdefault(owner.kind, {})[key] = wf
             self._say_unfit((wf.job,))
             for pod in event.seen:
@@ -277,6 +292,8 @@ class Core(Lifecycle):
             wf.job = self.cluster.add_job(
                 wf.dag, now, f"{owner.namespace}/{owner.name}", wf, arrival=wf.arrival
             )
+            wf.job.queue = self._queue(owner.namespace, event.queue)
+            wf.job.priority = event.priority
         except IdlegateError as exc:  # an invalid spec, or a gang larger than the pool
             if isinstance(exc, GangTooWideError | DemandTooLargeError) and event.gang_waits:
                 raise
@@ -305,6 +322,16 @@ class Core(Lifecycle):
         if event.schedule or event.fail is not None:
             self.schedule()
         return wf
+
+    def _queue(self, namespace: str, name: str | None) -> int:
+        """The queue a workflow joins (`idlegate.api.queueing.placement`); the edge held back
+        one naming a queue the pool lacks, so one missing now joins the default."""
+        if not self.queues:
+            return 0
+        try:
+            return placement(self.queues, Routing("", name), namespace, KIND)
+        except QueueNotFoundError:
+            return queue_index(self.queues, None)
 
     def _reject(self, owner: Owner, body: Mapping[str, Any], message: str) -> None:
         """Mark a workflow the operator cannot run Invalid (status, condition, Event)."""
@@ -446,6 +473,11 @@ class Core(Lifecycle):
             self._launch(done.taken)
             post_round(done, self.cluster, self.intents.event, self.reporter)
             self._note_waiting(done.waited)
+            if (admission := self.cluster.admission) is not None:
+                for hit in self.metrics.note_queues(admission):
+                    if self.reporter is not None:
+                        said = bound_hit(admission, *hit)
+                        self.intents.event(self.reporter, "Normal", "WaitBound", said)
         self._arm_new_timers()
         self.intents.add(RoundEnded())
 
@@ -485,6 +517,11 @@ class Core(Lifecycle):
         self.intents.event(wf.owner, *intents.idle_slot(slot, self.busy, self.settings.pool_size))
 
     def _arm_new_timers(self) -> None:
+        admission = self.cluster.admission
+        if admission is not None and (bound := admission.next_bound()) not in (inf, self.bound):
+            # (a wait bound is enforced at its time, whether or not anything else happens)
+            self.bound = bound
+            self.intents.set_timer(f"queues/{self.metrics.pool}", bound, Schedule(force=True))
         for stage in self.cluster.new_timers:
             wf = stage.job.payload
             # (not for a job that left: one of an Argo Workflow that its remap replaced)
@@ -496,12 +533,14 @@ class Core(Lifecycle):
     def _note_waiting(self, why: str | None) -> None:
         """One Event per stage that became runnable but got no executor: why it waits."""
         free, pool = self.cluster.free_executors, self.settings.pool_size
+        admission = self.cluster.admission
         for job in self.cluster.jobs:
             wf = job.payload
             for stage in job.runnable:
                 if not stage.launched and stage.name not in wf.noted:
                     wf.noted.add(stage.name)
-                    notice = intents.waiting(stage, job, free, pool, why or "")
+                    said = (why_waiting(admission, job.queue) if admission else None) or why
+                    notice = intents.waiting(stage, job, free, pool, said or "")
                     self.intents.event(wf.owner, *notice)
 
     def _say_unfit(self, jobs: Iterable[Job]) -> None:

@@ -42,6 +42,10 @@ class Admit:
     """The ExecutorPool it is admitted into: said by its PoolFound condition if it `waited`
     for the pool (or carries that condition already)."""
     waited: bool = False
+    queue: str | None = None
+    """The queue it names (`idlegate.api.routing.queue_name`), if any."""
+    priority: int = 0
+    """Its priority in its queue (its PriorityClass's value)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +86,10 @@ class Join:
     arrival: float = 0.0
     pods: Sequence[ExternalPod] = ()
     seen: Sequence[ExternalPod] = ()
+    queue: str | None = None
+    """The queue it names (`idlegate.api.routing.queue_name`), if any."""
+    priority: int = 0
+    """Its priority in its queue (its PriorityClass's value)."""
 
 
 @dataclass(frozen=True, slots=True)

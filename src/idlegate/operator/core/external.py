@@ -120,6 +120,8 @@ class ExternalJob(JobKind):
     mapped: Mapped
     noted: set[str] = field(default_factory=set)
     active: bool = True
+    queue: int = 0
+    """The index of its pool's queue it joined (0 with no queues)."""
     job: Job = field(init=False)
     spec: WorkflowSpec = field(init=False)
     waiting: list[deque[ExternalPod]] = field(init=False)
@@ -148,6 +150,7 @@ class ExternalJob(JobKind):
         (nothing changes if the cluster refuses it: a stage that could never fit)."""
         job = Dag.from_spec(spec), now, f"{self.owner.namespace}/{self.owner.name}", self
         self.job = cluster.add_job(*job, arrival=arrival)
+        self.job.queue = self.queue  # (before its running pods count: its queue uses them)
         self.spec = spec
         self.waiting = [deque() for _ in spec.stages]
         self.owed = [[] for _ in spec.stages]

@@ -23,6 +23,7 @@ from typing import Any
 from idlegate.api.labels import LABEL_WORKFLOW
 from idlegate.api.podsecurity import namespace_policy
 from idlegate.api.pool_spec import resource_status
+from idlegate.api.queueing import queue_status, queues_summary
 from idlegate.api.status import Phase
 from idlegate.api.task_pods import Owner
 from idlegate.operator.core.admission import DagWorkflow, owner_of
@@ -182,7 +183,10 @@ class Bridge:
         workflows, policy, and what it follows (a portfolio's choice, with its figures)."""
         core = self.core
         learns = core.decider.learns
+        admission = core.cluster.admission
+        queues = queue_status(admission, core.cluster.jobs, core.at) if admission else None
         return {
+            **({"queues": queues, "queuesSummary": queues_summary(queues)} if queues else {}),
             "size": core.settings.pool_size,
             "busy": core.busy,
             "pending": sum(wf.phase is not Phase.SUCCEEDED for wf in core.workflows.values()),

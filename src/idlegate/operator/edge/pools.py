@@ -37,7 +37,8 @@ from idlegate.api.pool_spec import (
     parse_pool_spec,
     route,
 )
-from idlegate.api.routing import PoolNotFoundError, Routing, route_workflow
+from idlegate.api.queueing import QueueFile, placement, priority_of
+from idlegate.api.routing import PoolNotFoundError, Routing, queue_name, route_workflow
 from idlegate.api.status import FINISHED, Phase
 from idlegate.api.task_pods import Owner, read_task_pod
 from idlegate.errors import DemandTooLargeError, GangTooWideError, IdlegateError
@@ -55,7 +56,7 @@ from idlegate.operator.core.events import (
     SpecChanged,
     Unpooled,
 )
-from idlegate.operator.core.intents import Confirmed, Outcome, Refused
+from idlegate.operator.core.intents import Confirmed, Outcome, PostEvent, Refused
 from idlegate.operator.core.tracking import Workflow, WorkflowKey
 from idlegate.operator.decisions import load_scheduler
 from idlegate.operator.edge.bridge import Bridge
@@ -115,6 +116,8 @@ class Pools:
         self.watch = NodeWatch(default.metrics, default.applier.releasing)
         """The nodes and pods (kopf's indexes, given by the operator) of node pools' room."""
         self._room_due = False
+        self.priorities: dict[str, int] = {}
+        """Each PriorityClass's value, as the operator last saw it (kopf's events)."""
 
     # -- what intake, the watchdog and the handlers use of a bridge ----------------------------
 
@@ -186,12 +189,13 @@ class Pools:
         policy = namespace_policy(namespace, self.settings.pod_security)
         self.labels[owner.namespace] = namespace_labels(namespace)
         try:
-            name: str | None = self._routing(KIND, body).pool
-        except PoolNotFoundError as exc:
+            routing = self._routing(KIND, body)
+            name: str | None = routing.pool
+        except PoolNotFoundError as exc:  # (or QueueNotFoundError: it waits as well)
             if (body.get("status") or {}).get("phase") not in FINISHED:
                 self._wait(body, exc.pool, exc.reason, str(exc))
                 return None
-            name = None  # (a finished one needs no pool: never waits)
+            name, routing = None, None  # (a finished one needs no pool: never waits)
         bridge = self.bridges[name] if name is not None else self.default
         key = (owner.namespace, owner.name)
         try:
@@ -199,7 +203,15 @@ class Pools:
             waits = name is not None and name != DEFAULT_POOL
             bridge.handle(
                 Admit(
-                    body, list(pods), policy, schedule, waits, pool=name, waited=key in self.waiting
+                    body,
+                    list(pods),
+                    policy,
+                    schedule,
+                    waits,
+                    pool=name,
+                    waited=key in self.waiting,
+                    queue=routing.queue if routing is not None else None,
+                    priority=self._priority(owner, routing),
                 )
             )
         except (GangTooWideError, DemandTooLargeError) as exc:  # (only with `waits`)
@@ -278,10 +290,35 @@ class Pools:
         self.labels[owner.namespace] = namespace_labels(namespace)
         return self.bridges[self._routing(owner.kind, body).pool]
 
+    def asks(self, owner: Owner, body: Mapping[str, Any]) -> tuple[str | None, int]:
+        """The queue workflow `owner` (of a kind whose pods another controller creates; `body`
+        its object or, for an Airflow run, its pod) names, and its priority."""
+        return queue_name(owner.kind, body), self._priority(owner, self._read(owner.kind, body))
+
+    def _read(self, kind: str, body: Mapping[str, Any]) -> Routing | None:
+        try:
+            return self._routing(kind, body)
+        except PoolNotFoundError:
+            return None
+
+    def _priority(self, owner: Owner, routing: Routing | None) -> int:
+        """The value of the PriorityClass `routing` names (0, with a Warning, if it is missing)."""
+        name = routing.priority_class if routing is not None else None
+        value, warning = priority_of(self.priorities, name)
+        if warning is not None:
+            self.carry([PostEvent(owner, "Warning", "PriorityClassNotFound", warning)])
+        return value
+
     def _routing(self, kind: str, body: Mapping[str, Any]) -> Routing:
         namespace = str((body.get("metadata") or {}).get("namespace", ""))
         labels = self.labels.get(namespace, {})
-        return route_workflow(kind, body, labels, self.specs.items(), self.invalid)
+        routing = route_workflow(kind, body, labels, self.specs.items(), self.invalid)
+        spec = self.specs.get(routing.pool)
+        queues = self.settings.queues if routing.pool == DEFAULT_POOL else None
+        specs = spec.queue_specs if spec is not None else queues.specs if queues else ()
+        if specs:  # (a queue named in a pool without queues is ignored: one queue)
+            placement(specs, routing, namespace, kind)  # (QueueNotFoundError: it waits)
+        return routing
 
     def _route(self, wanted: str | None, namespace: str) -> str | None:
         """The pool a workflow of `namespace` asking for pool `wanted` goes to (None: its
@@ -431,6 +468,7 @@ class Pools:
             "pool_size": spec.executors,
             "pool_resources": resources,
             "pool_nodes": selector,
+            "queues": QueueFile(spec.queue_specs, f"ExecutorPool {name}") if spec.queues else None,
         }
         if spec.plan_budget_ms is not None:
             update["plan_budget_ms"] = spec.plan_budget_ms
@@ -484,7 +522,14 @@ class Pools:
 
 
 def _engine(spec: ExecutorPoolSpec) -> tuple[Any, ...]:
-    return spec.executors, spec.capacity, spec.node_selector, spec.policy, spec.plan_budget_ms
+    return (
+        spec.executors,
+        spec.capacity,
+        spec.node_selector,
+        spec.policy,
+        spec.plan_budget_ms,
+        spec.queue_specs,
+    )
 
 
 def pool_status(name: str, pools: Pools) -> dict[str, Any]:

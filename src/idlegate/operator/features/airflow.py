@@ -413,7 +413,7 @@ class AirflowSide:
         arrival = min(now, self._from_wall(run.arrival)) if run.arrival is not None else now
         self.runs[key], self.owners[key] = run, owner
         try:
-            pool.handle(Join(owner, run.job, arrival, ok, later))
+            pool.handle(Join(owner, run.job, arrival, ok, later, *self.pools.asks(owner, body)))
         except DemandTooLargeError as exc:
             self._too_large(key, run, exc, [*ok, *later])
             return

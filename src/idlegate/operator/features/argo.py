@@ -116,6 +116,7 @@ class Pools(Pool, Protocol):
         self, owner: Owner, body: Mapping[str, Any], namespace: Mapping[str, Any] | None
     ) -> Pool: ...
     def carry(self, outputs: Iterable[Any]) -> None: ...
+    def asks(self, owner: Owner, body: Mapping[str, Any]) -> tuple[str | None, int]: ...
     def held(self, kind: str) -> Mapping[tuple[str, str], Any]: ...
     def ended(self, uid: str) -> bool: ...
     async def pods(
@@ -297,7 +298,7 @@ class ArgoSide:
         created = parse_time((body.get("metadata") or {}).get("creationTimestamp"))
         arrival = min(now, bridge.settings.clock.from_wall(created)) if created else now
         try:
-            bridge.handle(Join(owner, mapped, arrival, pods, seen))
+            bridge.handle(Join(owner, mapped, arrival, pods, seen, *self.pools.asks(owner, body)))
         except DemandTooLargeError as exc:
             self._refused(key, body, self._too_large(exc, mapped), [*pods, *seen])
             return

@@ -1,0 +1,217 @@
+"""A pool's queues in the operator: where they are declared, which queue a workflow joins,
+why it waits, and what the pool's status says of each queue.
+
+The queues (`idlegate.sim.queues.QueueSpec`, parsed by its one parser `queues_from`) are
+declared in an ExecutorPool's ``spec.queues``, or for the default pool in the YAML file of
+the operator's ``--queues`` (`QueueFile`). A workflow joins (`placement`):
+
+1. the queue it names (a DagWorkflow's ``spec.queueName``, else the label
+   ``idlegate.io/queue`` on any kind: `idlegate.api.routing.Routing.queue`); a name the pool
+   lacks raises `QueueNotFoundError`, and the workflow waits for it as it waits for a
+   missing pool (condition ``PoolReady=False``, reason ``QueueNotFound``): nothing is lost,
+   and it is admitted again when its pool's queues change;
+2. else the queue whose ``namespaces`` include its namespace;
+3. else the pool's default queue (`idlegate.sim.queues.queue_index` of None).
+
+Pure: no kopf, no API, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from math import inf
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from idlegate.api.routing import FIELDS, PoolNotFoundError, Routing
+from idlegate.errors import IdlegateError
+from idlegate.sim.queues import QueueSpec, check_cohort, queue_index, queues_from, read_queues
+from idlegate.sim.resources import MILLI, ResourceVector, format_quantities
+
+if TYPE_CHECKING:
+    from idlegate.sim.admission import Admission
+    from idlegate.sim.protocol import Job
+
+QUEUE_NOT_FOUND = "QueueNotFound"
+"""The reason of the condition and Warning of a workflow naming a queue its pool lacks."""
+
+
+@dataclass(frozen=True)
+class QueueFile:
+    """The queues of the operator's default pool, read from ``--queues FILE`` (a YAML list
+    of the mappings `queues_from` reads, or ``{queues: [...]}``)."""
+
+    specs: tuple[QueueSpec, ...]
+    source: str = ""
+
+    @classmethod
+    def parse(cls, text: str) -> QueueFile:
+        """The queues of the YAML file at path `text` (`idlegate.sim.queues.read_queues`)."""
+        return cls(read_queues(text), text)
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        """As a config field: a file's path in, the path out."""
+        from pydantic_core import core_schema
+
+        def validate(value: Any) -> QueueFile:
+            if isinstance(value, QueueFile):
+                return value
+            try:
+                if isinstance(value, str | Path):
+                    return cls.parse(str(value))
+                return cls(queues_from(value))
+            except IdlegateError as exc:
+                raise ValueError(str(exc)) from None
+
+        return core_schema.no_info_plain_validator_function(
+            validate,
+            serialization=core_schema.plain_serializer_function_ser_schema(lambda v: v.source),
+        )
+
+
+class QueueNotFoundError(PoolNotFoundError):
+    """The queue a workflow names is not one of its pool's: it waits for it."""
+
+    reason = QUEUE_NOT_FOUND
+
+    def __init__(self, pool: str, queue: str, queues: Sequence[QueueSpec], kind: str) -> None:
+        self.pool, self.queue = pool, queue
+        self.where = FIELDS[kind].where()
+        names = ", ".join(q.name for q in queues) or "none"
+        IdlegateError.__init__(
+            self,
+            f"Queue {queue!r} does not exist in ExecutorPool {pool!r} (its queues: {names}): "
+            "the workflow waits until it is declared, or names another queue.",
+        )
+
+
+def cohort_check(queues: Sequence[QueueSpec], pods: int, capacity: ResourceVector | None) -> None:
+    """`check_cohort` against a pool of `pods` executors and `capacity` (None: pods only)."""
+    pool = ResourceVector({"pods": pods * MILLI}) + (capacity or ResourceVector())
+    check_cohort(queues, pool)
+
+
+def placement(queues: Sequence[QueueSpec], routing: Routing, namespace: str, kind: str) -> int:
+    """The index of the queue a workflow of `namespace` routed as `routing` joins (the
+    module docstring's order); QueueNotFoundError if it names one `queues` lacks."""
+    if routing.queue is not None:
+        if routing.queue not in (q.name for q in queues):
+            raise QueueNotFoundError(routing.pool, routing.queue, queues, kind)
+        return queue_index(queues, routing.queue)
+    for i, q in enumerate(queues):
+        if namespace in q.namespaces:
+            return i
+    return queue_index(queues, None)
+
+
+def _amounts(admission: Admission, q: int, row: Sequence[float]) -> dict[str, str]:
+    return {
+        d: format_quantities((int(v),), binary=d == "memory")[0]
+        for d, v, n in zip(admission.dims, row, admission.nominal[q], strict=True)
+        if n != inf or v
+    }
+
+
+def why_waiting(admission: Admission, q: int) -> str | None:
+    """Why queue q's ready tasks wait, in one sentence from the admission's state: the first
+    resource where it is at its nominal quota and may borrow no further (``queue data-eng:
+    pods 10/10 used, borrowing limit reached``); None if it is within its quota (what
+    holds it back is the pool's, or its policy's)."""
+    name, dims = admission.queues[q].name, admission.dims
+    used, nominal, borrow = admission.used[q], admission.nominal[q], admission.borrow[q]
+    for i, d in enumerate(dims):
+        if nominal[i] == inf or used[i] < nominal[i]:
+            continue
+        have, own = format_quantities((int(used[i]), int(nominal[i])), binary=d == "memory")
+        if used[i] >= nominal[i] + borrow[i]:
+            limit = "borrowing limit reached" if borrow[i] else "no borrowing allowed"
+        else:
+            limit = "nothing idle to borrow in the cohort"
+        return f"queue {name}: {d} {have}/{own} used, {limit}"
+    return None
+
+
+def queue_status(admission: Admission, jobs: Sequence[Job], now: float) -> list[dict[str, Any]]:
+    """Each queue's entry of an ExecutorPool's ``status.queues``: what it uses, borrows and
+    lends now, its waiting workflows, the oldest wait (seconds) and its weighted share."""
+    waiting = [0] * len(admission.queues)
+    for job in jobs:
+        if job.runnable:
+            waiting[job.queue] += 1
+    oldest = [0.0] * len(admission.queues)
+    for stage, since in admission.since.items():
+        q = stage.job.queue
+        if stage.job.finish is None and stage.launched < stage.available:
+            oldest[q] = max(oldest[q], now - since)
+    n = len(admission.queues)
+    over = [
+        [
+            max(0.0, u - c) if c != inf else 0.0
+            for u, c in zip(admission.used[q], admission.nominal[q], strict=True)
+        ]
+        for q in range(n)
+    ]
+    idle = [
+        [
+            max(0.0, c - u) if c != inf else 0.0
+            for u, c in zip(admission.used[q], admission.nominal[q], strict=True)
+        ]
+        for q in range(n)
+    ]
+    borrowed = [sum(col) for col in zip(*over, strict=True)]
+    spare = [sum(col) for col in zip(*idle, strict=True)]
+    out = []
+    for q, spec in enumerate(admission.queues):
+        # (what the cohort borrows is lent by the idle quotas in proportion, as the ledger counts)
+        lent = [
+            b * i / s if s > 0 else 0.0 for b, i, s in zip(borrowed, idle[q], spare, strict=True)
+        ]
+        out.append(
+            {
+                "name": spec.name,
+                "used": _amounts(admission, q, admission.used[q]),
+                "borrowed": _amounts(admission, q, over[q]),
+                "lent": _amounts(admission, q, lent),
+                "waiting": waiting[q],
+                "oldestWait": round(oldest[q], 3),
+                "share": round(admission.share(q), 4),
+            }
+        )
+    return out
+
+
+def queues_summary(status: Sequence[dict[str, Any]]) -> str:
+    """The printer column of `queue_status`: workflows waiting per queue (``a=3,b=0``)."""
+    return ",".join(f"{s['name']}={s['waiting']}" for s in status)
+
+
+def bound_hit(admission: Admission, q: int, bound: float, start: float) -> str:
+    """What a pool's Event says when queue q's task, past its wait bound since `bound`,
+    moved ahead of the others and started at `start`."""
+    spec = admission.queues[q]
+    return (
+        f"queue {spec.name}: a task that waited past its {spec.wait_bound:g} s bound started "
+        f"first, {start - bound:.1f} s after the bound"
+    )
+
+
+def priority_of(classes: Mapping[str, int], name: str | None) -> tuple[int, str | None]:
+    """A workflow's priority from the PriorityClass it names (`classes`: each class's value),
+    and the Warning to say if that class does not exist (its priority is then 0)."""
+    if name is None:
+        return 0, None
+    if name in classes:
+        return classes[name], None
+    return 0, (
+        f"PriorityClass {name!r} does not exist: the workflow runs with priority 0 in its "
+        "queue; create it (kubectl get priorityclasses) or name another."
+    )
+
+
+def priority_classes(body: Mapping[str, Any]) -> dict[str, int]:
+    """A PriorityClass object as (name: value), for the operator's view of them."""
+    name, value = (body.get("metadata") or {}).get("name"), body.get("value")
+    valid = isinstance(name, str) and isinstance(value, int) and not isinstance(value, bool)
+    return {name: value} if valid else {}  # type: ignore[dict-item]
