@@ -101,7 +101,7 @@ def test_parameter_values():
             "lcfs, fair, weighted-fair, random, analytic, fcfs, saf, srf, f1, argo, airflow, portfolio, "
             "default, and the "
             "kinds learned:…, window:…, strict:…, easy:…, analytic:…, lookahead:…, reject:…, "
-            "inspect:…, pods-gate:… take an argument (a bare PATH.onnx is learned:PATH.onnx)",
+            "inspect:…, pods-gate:…, admission:… take an argument (a bare PATH.onnx is learned:PATH.onnx)",
         ),
         ("learned:", "'learned:': learned needs a path, e.g. learned:default"),
         ("lookahead", "'lookahead': lookahead needs a base scheduler, e.g. lookahead:sjf-cp"),
@@ -116,7 +116,7 @@ def test_parameter_values():
         (
             "reject:fair:sjf",
             "'reject:fair:sjf': fair takes no argument; the kinds with one are learned:…, "
-            "window:…, strict:…, easy:…, analytic:…, lookahead:…, reject:…, inspect:…, pods-gate:…",
+            "window:…, strict:…, easy:…, analytic:…, lookahead:…, reject:…, inspect:…, pods-gate:…, admission:…",
         ),
         ("=fair", "'=fair': write LABEL=SPEC (e.g. full=learned:default) or the spec alone"),
         (

@@ -409,25 +409,8 @@ class Operator:
         return ready, "; ".join([reason, *filter(None, (note() for note in self.notes))])
 
     async def warn_missing_namespaces(self) -> list[str]:
-        """Log a warning for each ``--namespace`` that does not exist (a typo serves nothing,
-        silently); returns them. The operator still serves them, should they be created."""
-        wanted = self.settings.namespaces
-        if not wanted:
-            return []
-        try:
-            existing = {ns["metadata"]["name"] for ns in await self.kube.list_namespaces()}
-        except ApiError as exc:
-            log.info("Cannot list namespaces to check --namespace (%s); not checked.", exc)
-            return []
-        missing = [ns for ns in wanted if ns not in existing]
-        for ns in missing:
-            log.warning(
-                "Namespace %r does not exist (yet): nothing there to serve until it is created; "
-                "check --namespace (existing: %s).",
-                ns,
-                ", ".join(sorted(existing)[:10]) or "none",
-            )
-        return missing
+        """`intake.warn_missing_namespaces` for ``--namespace``."""
+        return await intake.warn_missing_namespaces(self.kube, self.settings.namespaces)
 
     async def stop(self) -> None:
         """Write what is pending (for at most `Settings.shutdown_timeout` seconds), then drop
@@ -589,10 +572,8 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     # -- DagWorkflows and their pods ------------------------------------------------------------
 
     def ours(status: kopf.Status, **_: Any) -> bool:
-        """kopf is blind to a workflow while this replica stands by or once it finished, so
-        a takeover writes to none of them: a standby's handlers would wait for its election
-        and then each write kopf's bookkeeping annotation (the rebuild admits, records and
-        cleans up every workflow without them)."""
+        """kopf is blind to a workflow while standing by or once it finished: a takeover
+        writes kopf's bookkeeping to none (the rebuild admits and records them all)."""
         return not operator.standby and status.get("phase") not in FINISHED
 
     @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry, id="admit", when=ours)
@@ -718,8 +699,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     async def priority_class(type: str | None, name: str, body: kopf.Body, **_: Any) -> None:
         if operator._pools is not None:  # (a workflow's priority in its queue: docs/queues.md)
             operator.pools.priorities.pop(name, None)
-            if type != "DELETED":
-                operator.pools.priorities.update(priority_classes(body))
+            operator.pools.priorities.update(priority_classes(body) if type != "DELETED" else {})
 
     @kopf.on.event(GROUP, VERSION, POOL_PLURAL, registry=registry, id="pool-events")
     async def pool_event(type: str | None, name: str, **_: Any) -> None:

@@ -233,3 +233,24 @@ async def readmit(pools: Pools, owners: list[Owner]) -> None:
             pools.later[(owner.namespace, owner.name)] = owner
             log.info("%s/%s is admitted later: %s", owner.namespace, owner.name, exc)
     pools.handle(Schedule())
+
+
+async def warn_missing_namespaces(kube: KubeApi, wanted: Sequence[str]) -> list[str]:
+    """Log a warning for each of `wanted` (``--namespace``) that does not exist (a typo serves nothing,
+    silently); returns them. The operator still serves them, should they be created."""
+    if not wanted:
+        return []
+    try:
+        existing = {ns["metadata"]["name"] for ns in await kube.list_namespaces()}
+    except ApiError as exc:
+        log.info("Cannot list namespaces to check --namespace (%s); not checked.", exc)
+        return []
+    missing = [ns for ns in wanted if ns not in existing]
+    for ns in missing:
+        log.warning(
+            "Namespace %r does not exist (yet): nothing there to serve until it is created; "
+            "check --namespace (existing: %s).",
+            ns,
+            ", ".join(sorted(existing)[:10]) or "none",
+        )
+    return missing
