@@ -222,7 +222,7 @@ def as_expected(command: str, found: str | None) -> bool:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--before", type=Path, required=True, help="checkout with its .venv")
     parser.add_argument("--after", type=Path, required=True, help="checkout with its .venv")
     parser.add_argument("-j", "--jobs", type=int, default=1, help="commands run at once")

@@ -350,3 +350,18 @@ def test_an_argo_workflow_joins_the_queue_it_names_with_its_priority_and_its_pod
     job = core.holding(ARGO).job
     assert (job.queue, job.priority) == (1, 7)
     assert core.cluster.admission is not None and core.cluster.admission.used[1] == [1000.0]
+
+
+def test_a_pools_pods_are_counted_once_against_its_queues_quotas():
+    # resources naming pods besides the pool's executors: 40 pods of quota on 30 is too much
+    from idlegate.api.queueing import cohort_check
+    from idlegate.sim.queues import queues_from
+    from idlegate.sim.resources import ResourceVector
+
+    queues = queues_from(
+        [{"name": "a", "nominal": {"pods": 20}}, {"name": "b", "nominal": {"pods": 20}}]
+    )
+    capacity = ResourceVector({"pods": 30_000, "cpu": 60_000})
+    with pytest.raises(IdlegateError, match="sums to pods=40, more than the pool's pods=30"):
+        cohort_check(queues, 30, capacity)
+    cohort_check(queues[:1], 30, capacity)

@@ -89,7 +89,7 @@ class QueueNotFoundError(PoolNotFoundError):
 
 def cohort_check(queues: Sequence[QueueSpec], pods: int, capacity: ResourceVector | None) -> None:
     """`check_cohort` against a pool of `pods` executors and `capacity` (None: pods only)."""
-    pool = ResourceVector({"pods": pods * MILLI}) + (capacity or ResourceVector())
+    pool = ResourceVector({**(capacity or {}), "pods": pods * MILLI})  # (pods once)
     check_cohort(queues, pool)
 
 

@@ -81,9 +81,10 @@ class QueueSpec:
             raise IdlegateError(f"{where}: priority {self.priority!r} must be a whole number")
         bound = self.wait_bound
         if isinstance(bound, bool) or not isinstance(bound, int | float) or not bound > 0:
+            why = " (a bound of 0 would start every task first)" if bound == 0 else ""
             raise IdlegateError(
-                f"{where}: waitBound {bound!r} must be a number of seconds > 0 (a bound of 0 "
-                "would start every task first); leave it out for no bound"
+                f"{where}: waitBound {bound!r} must be a number of seconds > 0{why}; leave it "
+                "out for no bound"
             )
         if self.lending_limit is not None:
             over = [n for n in self.lending_limit if self.lending_limit[n] > self.nominal.get(n, 0)]
@@ -155,7 +156,10 @@ def queues_from(data: Any, where: str = "queues") -> tuple[QueueSpec, ...]:
     if isinstance(data, Mapping) and "queues" in data:
         data = data["queues"]
     if not isinstance(data, Sequence) or isinstance(data, str) or not data:
-        raise IdlegateError(f"{where}: give a non-empty list of queues")
+        raise IdlegateError(
+            f"{where}: give a non-empty list of queues, each a '- name: …' item, e.g. "
+            "- {name: team-a, nominal: {pods: 10}}"
+        )
     queues = tuple(queue_from(item, f"{where}[{i}]") for i, item in enumerate(data))
     check_cohort(queues, where=where)
     return queues
