@@ -294,3 +294,17 @@ def test_train_history_errors_are_sentences(tmp_path: Path, args: list[str], mes
     result = CliRunner().invoke(app, ["train", *args, "--out", str(tmp_path / "run")])
     assert result.exit_code == 1
     assert message in result.stderr and "Traceback" not in result.output
+
+
+def test_advise_replays_the_history_in_the_queues_given(tmp_path: Path) -> None:
+    path = _history(tmp_path, jobs=12)
+    queues = tmp_path / "queues.yaml"
+    queues.write_text("- {name: default, nominal: {pods: 4}}\n- {name: ml, nominal: {pods: 2}}\n")
+    config = AdviseConfig(heuristics=FAST, seeds=2, train_fraction=0, queues=queues)
+    advice = run_advise(path, config)
+    for result in advice.comparison.results:
+        (first, *_) = result.queues_per_seed
+        assert [q["queue"] for q in first["queues"]] == ["default", "ml"]
+        assert first["queues"][0]["workflows"] == 12  # (its records name no queue)
+    plain = run_advise(path, AdviseConfig(heuristics=FAST, seeds=2, train_fraction=0))
+    assert all(not r.queues_per_seed for r in plain.comparison.results)

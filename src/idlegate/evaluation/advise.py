@@ -85,6 +85,9 @@ class AdviseConfig(Config):
     """The replayed pool's resources beyond its pods, e.g. cpu=24,memory=96Gi (the
     operator's --pool-resources): the workflows' recorded requests count against them
     (docs/resources.md). Unset: a pods-only pool."""
+    queues: Path | None = None
+    """A YAML file of the replayed pool's queues (docs/queues.md): each workflow replays in
+    the queue its record's queueName names. Unset: one queue."""
     train_fraction: float = Field(0.7, ge=0, lt=1)
     """Report on the workflows after this fraction of the recorded span (the part a policy
     trained with `idlegate train --preset cluster` never saw); 0: the whole history."""
@@ -243,7 +246,11 @@ def run_advise(
         first_seed=config.first_seed,
         baseline=cluster.title,
         options=WorkloadOptions(
-            num_executors=pool_size, path=p, extra=options, resources=config.pool_resources
+            num_executors=pool_size,
+            path=p,
+            extra=options,
+            resources=config.pool_resources,
+            queues=config.queues,
         ),
         jobs=config.jobs,
         confidence=config.confidence,
