@@ -131,8 +131,9 @@ class Admission:
         self.since: dict[Stage, float] = {}
         """Each waiting stage's oldest ready task: when it began to wait."""
         self.reserved: dict[Job, list[float]] = {}
-        self._widths: dict[Job, list[float]] = {}
         """Kueue mode: the admitted workflows' reservations."""
+        self._widths: dict[Job, list[float]] = {}
+        """Kueue mode: each waiting workflow's reservation, worked out once."""
         self.ledger = Ledger(
             waits=[[] for _ in queues],
             borrowed=[[0.0] * len(dims) for _ in queues],
@@ -281,7 +282,7 @@ class Admission:
         return min((t for t in times if t > now), default=inf)
 
     def room(self, stage: Stage) -> int:
-        """How many tasks of `stage` the open question lets start (the cluster's `apply`)."""
+        """How many tasks of `stage` the open question lets start (a decision's cap is cut to it)."""
         if self._forced is not None and self._forced.stage is stage:
             return stage.available - stage.launched if stage.gang else 1
         visible = self._visible

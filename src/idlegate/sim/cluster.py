@@ -52,6 +52,10 @@ Semantics (Decima and the idle-slot papers):
   stage only to an available task, so no executor waits for a task that does not exist.
   A task that failed, to be retried by the driver (`task_failed`), frees its executor
   and is not launched any more.
+* Queues (`idlegate.sim.admission`, `admission`; None: one queue, and none of this): a
+  question shows the scheduler only the runnable stages the pool's queues let start now,
+  a decision's cap is cut to what they let its stage start, a wait bound may decide
+  without the scheduler, and an executor goes on with its stage only where they allow.
 """
 
 from __future__ import annotations

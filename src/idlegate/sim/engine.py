@@ -141,7 +141,8 @@ class TaskRun(NamedTuple):
 class Engine:
     """The heap of events that drives a Cluster, stepped as SimPy steps its Environment.
 
-    Events are task ends, job arrivals and idle-slot ends. `peek` is the time of the next
+    Events are task ends, job arrivals, idle-slot ends and, on a pool with queues, a
+    waiting task's bound passing (`idlegate.sim.admission`). `peek` is the time of the next
     one; `step` applies every event of that time and then, if the cluster needs
     scheduling, holds a *decision point* (a round of `Cluster.decide_once` questions);
     `run(until)` steps to `until`. With a scheduler the engine asks it through the whole
@@ -180,9 +181,9 @@ class Engine:
         self.heap: list[tuple[float, int, int, Any]] = []
         self._seq = count()
         self._round: list[Launch] | None = None
-        self._bounds: set[float] = set()
-        """Times of the wait-bound events on the heap (one event a time)."""
         """The open decision point's launches so far; None between decision points."""
+        self._bounds: set[float] = set()
+        """Times of the wait-bound events pushed (one event a time)."""
         self.events = 0
         """Events applied so far."""
         self.overhead = 0.0
