@@ -258,3 +258,18 @@ def test_backfilling_reserves_a_node_for_the_head():
     )
     w = dataclasses.replace(w, nodes=identical_nodes(R("cpu=4"), 2, 10))
     assert jcts(w, "fifo") == [10.0, 100.0, 19.0, 59.0]
+
+
+def test_a_fork_of_a_gated_pool_is_the_state_machine_itself():
+    # planners and the portfolio's replays fork the cluster: they run the machine's own
+    # rules, not the gate's (a fork that kept the gate's class moved pods-gate:default)
+    from idlegate.sim.engine import Engine
+    from idlegate.sim.gate import GatedCluster
+    from idlegate.sim.resources import ResourceVector
+    from idlegate.sim.workloads import build_workload
+
+    workload = build_workload("k8s-batch", 1, num_jobs=5, requests=True)
+    workload = dataclasses.replace(workload, resources=ResourceVector.parse("cpu=8,memory=32Gi"))
+    engine = Engine.for_workload(workload, make_scheduler("pods-gate:fifo"), 1)
+    assert isinstance(engine.cluster, GatedCluster)
+    assert type(engine.cluster.fork()) is Cluster

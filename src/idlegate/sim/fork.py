@@ -31,7 +31,11 @@ def _copy_job(job: Job) -> Job:
 
 def fork_cluster(cluster: Cluster, only: Iterable[Job] | None = None) -> Cluster:
     """`Cluster.fork`: an independent copy of `cluster`'s present state."""
-    twin = object.__new__(type(cluster))
+    from idlegate.sim.cluster import Cluster  # (cluster.py imports this module)
+
+    # a plain Cluster even from a subclass's (a gated pool's): a fork runs the machine's
+    # own rules, as planners and replays expect
+    twin = object.__new__(Cluster)
     kept = cluster.jobs
     if only is not None:
         chosen = set(only)
