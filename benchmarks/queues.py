@@ -34,7 +34,7 @@ import numpy as np
 
 from idlegate.policy import make_scheduler
 from idlegate.sim.engine import Engine, Workload, simulate
-from idlegate.sim.queue_metrics import jain, queue_figures, replay_alone
+from idlegate.sim.queue_metrics import jain, queue_figures, replay_alone, rho
 from idlegate.sim.workloads import build_workload
 
 SCENARIOS = ("flood", "large")
@@ -60,17 +60,10 @@ def run_row(workload: Workload, spec: str, seed: int) -> dict[str, Any]:
     result = simulate(workload, make_scheduler(spec), seed, record_tasks=True)
     alone_runs = replay_alone(workload, lambda: make_scheduler(inner(spec)), seed)
     figures = queue_figures(workload, result, alone_runs)
-    jcts = [r.jct for r in result.records]
-    per_team: dict[str, float] = {}
-    for q in workload.queues:
-        mine = [r.jct for r in result.records if r.name.startswith(f"{q.name}/")]
-        base = alone_runs.get(q.name)
-        if mine and base is not None and base.records:
-            per_team[q.name] = float(np.mean(mine)) / float(np.mean([r.jct for r in base.records]))
     return {
-        "mean_jct": float(np.mean(jcts)),
+        "mean_jct": float(np.mean([r.jct for r in result.records])),
         "unfinished": result.unfinished,
-        "rho": per_team,
+        "rho": rho(workload, result, alone_runs),
         "jain": jain(result),
         "queues": [f.to_dict() for f in figures],
         "beyond_allowed": sum(f.beyond_allowed for f in figures),

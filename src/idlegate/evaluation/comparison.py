@@ -31,7 +31,6 @@ from idlegate.policy import SchedulerSpec, make_scheduler
 from idlegate.policy.account import mean_shares
 from idlegate.policy.account import shares as run_shares
 from idlegate.policy.portfolio import PortfolioScheduler
-from idlegate.sim.admission import Admission
 from idlegate.sim.engine import Workload, simulate
 from idlegate.sim.metrics import (
     Estimate,
@@ -45,7 +44,7 @@ from idlegate.sim.metrics import (
 from idlegate.sim.pool import identical_nodes
 from idlegate.sim.protocol import PodsGate, Scheduler
 from idlegate.sim.queue_metrics import jain, queue_figures, replay_alone
-from idlegate.sim.queues import check_cohort, read_queues
+from idlegate.sim.queues import check_cohort, check_joined, read_queues
 from idlegate.sim.resources import MILLI, ResourceVector, check_requested
 from idlegate.sim.workloads import build_workload, workload_kind
 
@@ -314,9 +313,8 @@ def _with_queues(built: Workload, path: Path | None) -> Workload:
     queues = read_queues(path)
     pool = ResourceVector({**(built.resources or {}), "pods": built.num_executors * MILLI})
     check_cohort(queues, pool, where=str(path))
-    workload = replace(built, queues=queues)
-    Admission(queues, ResourceVector(), ()).check_arrivals(workload.jobs)
-    return workload
+    check_joined(queues, (j.queue for j in built.jobs))
+    return replace(built, queues=queues)
 
 
 def _pooled(built: Workload, options: WorkloadOptions) -> Workload:

@@ -51,13 +51,13 @@ Baselines, for `compare` (``admission?mode=…:BASE``):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from math import inf
 from typing import TYPE_CHECKING, Any
 
-from idlegate.errors import IdlegateError, IllegalDecisionError
-from idlegate.sim.protocol import WAIT, Action, Decision, Job, Launch, Scheduler, Stage, launchable
+from idlegate.errors import IdlegateError
+from idlegate.sim.protocol import Action, Decision, Job, Launch, Scheduler, Stage, launchable
 from idlegate.sim.queues import QueueSpec, queue_index
 from idlegate.sim.resources import MILLI, ResourceVector
 
@@ -152,11 +152,6 @@ class Admission:
     def index(self, name: str | None) -> int:
         """The queue a workflow naming `name` joins (`idlegate.sim.queues.queue_index`)."""
         return queue_index(self.queues, name)
-
-    def check_arrivals(self, arrivals: Iterable[Any]) -> None:
-        """Every arrival (a `JobArrival`) names a queue of the pool, or none."""
-        for arrival in arrivals:
-            self.index(arrival.queue)
 
     def settle(self, now: float) -> Ledger:
         """The ledger, integrated up to `now`."""
@@ -552,19 +547,7 @@ class Admission:
                 saved[job] = job.runnable
                 job.runnable = [s for s in job.runnable if s in visible]
         try:
-            action = scheduler.decide(cluster)
-            if action is WAIT:
-                return action, []
-            if not isinstance(action, Decision):
-                raise IllegalDecisionError(
-                    f"scheduler {getattr(scheduler, 'name', scheduler)!r} returned {action!r}; "
-                    "decide() must return a Decision or WAIT"
-                )
-            try:
-                return action, self._apply(cluster, action, now)
-            except IllegalDecisionError as exc:
-                exc.decision = action
-                raise
+            return cluster.answer(scheduler, now, lambda d, t: self._apply(cluster, d, t))
         finally:
             for job, runnable in saved.items():
                 left = job.runnable

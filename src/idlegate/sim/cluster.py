@@ -491,6 +491,13 @@ class Cluster(PoolResources):
             return None
         if self.admission is not None:
             return self.admission.decide_once(self, scheduler, now)
+        return self.answer(scheduler, now, self.apply)
+
+    def answer(
+        self, scheduler: Scheduler, now: float, apply: Callable[[Decision, float], list[Launch]]
+    ) -> tuple[Action, list[Launch]]:
+        """Ask `scheduler` once and carry out its answer with `apply` (`apply`, or the
+        admission's, which cuts the cap to what the queues allow): `decide_once`'s body."""
         action = scheduler.decide(self)
         if action is WAIT:
             return action, []
@@ -500,7 +507,7 @@ class Cluster(PoolResources):
                 "decide() must return a Decision or WAIT"
             )
         try:
-            return action, self.apply(action, now)
+            return action, apply(action, now)
         except IllegalDecisionError as exc:
             exc.decision = action  # (which stage a driver's fallback is about)
             raise

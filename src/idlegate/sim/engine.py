@@ -29,7 +29,7 @@ from idlegate.sim.protocol import (
     Scheduler,
     Stage,
 )
-from idlegate.sim.queues import QueueSpec
+from idlegate.sim.queues import QueueSpec, check_joined
 from idlegate.sim.resources import ResourceVector
 
 _ARRIVE, _TASK, _IDLE, _BOUND = 0, 1, 2, 3
@@ -251,7 +251,7 @@ class Engine:
         if workload.queues and mode != "none":
             names = cluster.resource_names
             cluster.admission = Admission(workload.queues, cluster.capacity, names, mode)
-            cluster.admission.check_arrivals(workload.jobs)
+            check_joined(workload.queues, (j.queue for j in workload.jobs))
         engine.push_arrivals(workload.jobs)
         return engine
 

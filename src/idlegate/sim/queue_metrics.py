@@ -23,7 +23,7 @@ import numpy as np
 
 from idlegate.sim.engine import SimResult, TaskRun, Workload, simulate
 from idlegate.sim.protocol import Scheduler
-from idlegate.sim.queues import QueueSpec
+from idlegate.sim.queues import QueueSpec, queue_index
 from idlegate.sim.resources import MILLI, ResourceVector
 
 
@@ -64,13 +64,27 @@ class QueueFigures:
         }
 
 
-def queue_of(name: str, queues: Sequence[QueueSpec], by_name: dict[str, str | None]) -> int:
-    """The position of the queue a workflow named `name` joined."""
-    wanted = by_name.get(name)
-    names = [q.name for q in queues]
-    if wanted is None:
-        return names.index("default") if "default" in names else 0
-    return names.index(wanted)
+def queue_jcts(workload: Workload, result: SimResult) -> list[list[float]]:
+    """Per queue of `workload` (in its order), the JCTs of `result`'s workflows that joined
+    it; on a run on one queue too (`admission?mode=none`), by the queues they name."""
+    wanted = {j.name: j.queue for j in workload.jobs}
+    jcts: list[list[float]] = [[] for _ in workload.queues]
+    for r in result.records:
+        jcts[queue_index(workload.queues, wanted.get(r.name))].append(r.jct)
+    return jcts
+
+
+def rho(
+    workload: Workload, result: SimResult, alone_results: dict[str, SimResult]
+) -> dict[str, float]:
+    """Each queue's finish-time fairness: its mean JCT in `result` over its mean JCT in
+    `alone_results` (`replay_alone`); a queue with no workflows in either is left out."""
+    out = {}
+    for spec, mine in zip(workload.queues, queue_jcts(workload, result), strict=True):
+        base = alone_results.get(spec.name)
+        if mine and base is not None and base.records:
+            out[spec.name] = float(np.mean(mine)) / float(np.mean([r.jct for r in base.records]))
+    return out
 
 
 def alone(workload: Workload, queue: QueueSpec) -> Workload:
@@ -107,9 +121,7 @@ def replay_alone(
 
 
 def _joins(wanted: str | None, queue: QueueSpec, queues: Sequence[QueueSpec]) -> bool:
-    names = [q.name for q in queues]
-    default = "default" if "default" in names else names[0]
-    return (wanted or default) == queue.name
+    return queues[queue_index(queues, wanted)] is queue
 
 
 def allowed_overshoot(
@@ -132,10 +144,8 @@ def queue_figures(
     if ledger is None:
         return []
     queues = workload.queues
-    wanted = {j.name: j.queue for j in workload.jobs}
-    jcts: list[list[float]] = [[] for _ in queues]
-    for r in result.records:
-        jcts[queue_of(r.name, queues, wanted)].append(r.jct)
+    jcts = queue_jcts(workload, result)
+    ratios = rho(workload, result, alone_results or {})
     dims = ("pods", *(n for n in (result.capacity or {}) if n != "pods"))
     out = []
     for q, spec in enumerate(queues):
@@ -151,18 +161,13 @@ def queue_figures(
                 or o > allowed_overshoot(t_b, result.tasks, tuple(older)) + 1e-6
             ):
                 beyond += 1
-        rho = None
-        if alone_results is not None and spec.name in alone_results and mine:
-            base = alone_results[spec.name].records
-            mean_alone = float(np.mean([r.jct for r in base])) if base else 0.0
-            rho = float(np.mean(mine)) / mean_alone if mean_alone > 0 else None
         out.append(
             QueueFigures(
                 name=spec.name,
                 workflows=len(mine),
                 mean_jct=float(np.mean(mine)) if mine else 0.0,
                 p95_jct=float(np.percentile(mine, 95)) if mine else 0.0,
-                rho=rho,
+                rho=ratios.get(spec.name),
                 worst_wait=max(waits, default=0.0),
                 p999_wait=float(np.percentile(waits, 99.9)) if waits else 0.0,
                 borrowed=_named(dims, ledger.borrowed[q] if ledger.borrowed else []),
