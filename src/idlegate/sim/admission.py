@@ -83,8 +83,6 @@ class Ledger:
     """Seconds with two or more queues holding ready tasks that wait."""
     jain_area: float = 0.0
     """∫ Jain's index of the waiting queues' weighted dominant shares over `contended`."""
-    forced: int = 0
-    """Decisions the wait bound made (the policy was not asked)."""
 
 
 class Admission:
@@ -539,7 +537,6 @@ class Admission:
         make the wait bound's decision without it) and apply the answer."""
         forced, visible = self._forced, self._visible or {}
         if forced is not None:
-            self.ledger.forced += 1
             return forced, self._apply(cluster, forced, now)
         saved: dict[Job, list[Stage]] = {}
         for job in cluster.jobs:
