@@ -67,3 +67,16 @@ def test_compare_writes_the_queues_of_each_seed_only_where_there_are_queues():
     assert len(runs) == 1 and len(runs[0]["queues"]) == 3
     plain = runner.invoke(app, [*args, "-w", "tpch-like", "--jobs-count", "5", "-k", "5"])
     assert "queues_per_seed" not in json.loads(plain.stdout)["schedulers"]["srpt"]
+
+
+def test_compare_prints_each_queue_of_each_scheduler_only_where_there_are_queues():
+    args = ["compare", "--seeds", "2", "-j", "1", "--schedulers", "srpt,fifo"]
+    teams = runner.invoke(app, [*args, "-w", "teams", "-o", "num_jobs=3"])
+    assert teams.exit_code == 0, teams.output
+    table = teams.output[teams.output.index("queues, over the seeds") :]
+    rows = [line for line in table.splitlines() if "team-" in line]
+    assert len(rows) == 6  # (three queues under each of two schedulers)
+    assert rows[0].split("│")[1].strip() == "srpt" and rows[3].split("│")[1].strip() == "fifo"
+    plain = runner.invoke(app, [*args, "-w", "tpch-like", "--jobs-count", "5", "-k", "5"])
+    assert plain.exit_code == 0, plain.output
+    assert "queues, over the seeds" not in plain.output
