@@ -74,6 +74,11 @@ COMMANDS: tuple[str, ...] = (
     f"--schedulers {GATED} {SMALL}",
     f"compare {POOLS} --nodes 3 --resources cpu=8,memory=32Gi,nvidia.com/gpu=1 -k 330 "
     f"--schedulers {GATED} {SMALL}",
+    # (the full stream on nodes: a fork of a gated pool that kept its subclass moved seed
+    # 1000 here, and not at 30 jobs)
+    f"compare {POOLS.replace(' --jobs-count 30', '')} --nodes 3 --resources "
+    "cpu=8,memory=32Gi,nvidia.com/gpu=1 -k 330 --schedulers pods-gate:default --seeds 1 "
+    "--first-seed 1000 --json",
     "demo -j 1 --out {out}",
 )
 """`idlegate` command lines; ``{out}`` is a fresh folder per run, whose files are compared."""
