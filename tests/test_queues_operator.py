@@ -355,7 +355,7 @@ def test_an_argo_workflow_joins_the_queue_it_names_with_its_priority_and_its_pod
 def test_a_workflow_of_another_controller_keeps_its_queue_and_priority_when_remapped():
     # an Airflow run is read again at each of its pods' ends, and its job replaced once
     # Airflow settled more of it (an Argo Workflow's as its status does): the new job kept
-    # its queue but fell to priority 0, behind its queue's workflows of priority 0's peers
+    # its queue but fell to priority 0
     from idlegate.operator.core.core import Core
     from idlegate.operator.core.events import Join
     from idlegate.operator.metrics import Metrics
