@@ -1,6 +1,6 @@
 """Three teams share one ExecutorPool through its queues, end to end (issue 59's Done-when): the
 real kopf operator against the emulated API server and kubelets (tests/e2e.py), the clock
-and the kubelets 20 times faster than the wall.
+and the kubelets `PACE` (10) times faster than the wall.
 
 Pool ``shared`` (6 executors) has three queues of 2 pods each, each of one team's namespace,
 each allowed to borrow 2 more. The steady teams ``b`` and ``c`` first run alone (their JCT
@@ -30,8 +30,8 @@ left to Airflow; its tasks start in its queue (the admission's count of each que
 and its pods count in its queue's most held.
 
 The shared steady teams start once the operator has admitted the flood (a pod of each):
-that burst takes it about a second of wall, 20 s of this clock, which any workflow submitted
-meanwhile would wait for whatever its queue.
+that burst takes it about a second of wall (20 s of a clock 20 times the wall's), which any
+workflow submitted meanwhile would wait for, whatever its queue.
 """
 
 from __future__ import annotations
@@ -51,9 +51,9 @@ from idlegate.api.labels import LABEL_QUEUE
 from tests.airflow_data import PASSWORD
 from tests.argo_data import WORKFLOW_CRD
 from tests.argo_workflows import diamond, phase
+from tests.clocks import ScaledClock
 from tests.e2e import (
     DWF,
-    SPEED,
     PodMonitor,
     new_namespace,
     running_operator,
@@ -82,6 +82,11 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
         yield server
 
 
+PACE = 10.0
+"""Simulated seconds per wall second, for the operator's clock, the kubelets and Airflow:
+half tests/e2e.py's SPEED. The operator's writes for the flood take wall time; at 20 times
+the wall, on two cores other tests share, they delayed the steady teams' releases by
+seconds of the clock, past 1.2 times their JCT alone in some runs (docs/queues.md)."""
 FLOOD = 100
 FLOOD_TASK = 2.0  # simulated seconds
 STEADY = 4
@@ -92,7 +97,7 @@ BOUND = {"a": 300.0, "b": 1.0, "c": 1.0}
 the flood's borrowed pods to end, pass theirs (Events WaitBound)."""
 QUOTA, BORROW = 2, 2
 LATENCY = 3.0
-"""Simulated seconds (150 ms of wall) the operator may take to see a pod end and release."""
+"""Simulated seconds (300 ms of wall) the operator may take to see a pod end and release."""
 DAG = "tutorial"
 DAG_TASKS = {"print_date": 4.0, "sleep": 12.0, "templated": 2.0}
 """Simulated seconds of each task's pod (print_date, then the other two), as recorded."""
@@ -131,7 +136,7 @@ def steady(
             name = f"s{i}"
             api.create(DWF, workflow(name, stage("s", 1, STEADY_TASK)), namespace=ns)
             out.append((ns, name))
-        time.sleep(STEADY_EVERY / SPEED)  # (paces the submissions; nothing is timed by it)
+        time.sleep(STEADY_EVERY / PACE)  # (paces the submissions; nothing is timed by it)
     return out, [run for _, run in teams]
 
 
@@ -146,7 +151,7 @@ def jct(
         wait(lambda ns=ns, run_id=run_id: airflow.done(ns, run_id), 60, f"DAG run {run_id}")
     assert [airflow.state(ns, r) for ns, r, _ in dag_runs] == ["success"] * len(dag_runs)
     jcts = [float(s["jctSeconds"]) for s in statuses]
-    return mean(jcts + [airflow.jct(ns, r, SPEED) for ns, r, _ in dag_runs])
+    return mean(jcts + [airflow.jct(ns, r, PACE) for ns, r, _ in dag_runs])
 
 
 def test_three_teams_share_a_pool_one_floods_the_others_keep_their_pace(
@@ -187,11 +192,11 @@ def test_three_teams_share_a_pool_one_floods_the_others_keep_their_pace(
     try:
         with contextlib.ExitStack() as stack:
             for ns in served:
-                stack.enter_context(SimKubelet(api, ns, time_factor=1 / SPEED))
+                stack.enter_context(SimKubelet(api, ns, time_factor=1 / PACE))
             if ARGO:
                 stack.enter_context(ArgoController(api, teams["a"]))
             airflow = stack.enter_context(
-                AirflowExecutor(api, DAG, DAG_TASKS, queued_timeout=QUEUED_TIMEOUT / SPEED)
+                AirflowExecutor(api, DAG, DAG_TASKS, queued_timeout=QUEUED_TIMEOUT / PACE)
             )
             operator = stack.enter_context(
                 running_operator(
@@ -204,6 +209,7 @@ def test_three_teams_share_a_pool_one_floods_the_others_keep_their_pace(
                     airflow_username="admin",
                     airflow_password_file=secret,
                     airflow_queued_timeout=QUEUED_TIMEOUT,
+                    clock=ScaledClock(PACE),
                 )
             )
             api.create(POOLS, pool)
@@ -256,7 +262,7 @@ def test_three_teams_share_a_pool_one_floods_the_others_keep_their_pace(
     held = {q: m.max_total for q, m in monitors.items()}
     print(f"\nsteady teams' mean JCT: {jct_shared:.1f} s shared, {jct_alone:.1f} s alone")
     dag_jct = [
-        [round(airflow.jct(*r[:2], SPEED), 1) for _, r in t] for t in (teams_shared, teams_alone)
+        [round(airflow.jct(*r[:2], PACE), 1) for _, r in t] for t in (teams_shared, teams_alone)
     ]
     print(f"its Airflow runs' JCT (b, c): {dag_jct[0]} s shared, {dag_jct[1]} s alone")
     print(f"most pods held at once per queue: {held}")
