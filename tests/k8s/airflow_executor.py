@@ -37,9 +37,8 @@ import itertools
 import json
 import re
 import time
-import urllib.parse
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack, suppress
 from datetime import UTC, datetime
 from typing import Any, Self
@@ -58,6 +57,7 @@ from tests.airflow_data import DATA, replaying, session
 from tests.k8s.apiserver import PODS
 from tests.k8s.harness import ApiServer
 from tests.k8s.kubelet import DURATION_ENV
+from tests.test_airflow_live import _path
 
 Instance = tuple[str, str, str]
 """(namespace, run id, task id): one task instance (no mapped tasks here)."""
@@ -74,10 +74,6 @@ def safe_label(value: str) -> str:
         digest = hashlib.md5(value.encode()).hexdigest()[:9]
         safe = f"{safe[: 63 - len(digest) - 1]}-{digest}"
     return safe
-
-
-def _path(dag: str, run_id: str) -> str:
-    return f"GET /api/v2/dags/{dag}/dagRuns/{urllib.parse.quote(run_id, safe='')}"
 
 
 class AirflowExecutor:
@@ -127,8 +123,10 @@ class AirflowExecutor:
         self.ended: dict[tuple[str, str], float] = {}
         """(namespace, run id) -> when the run ended (monotonic wall seconds)."""
         self.started: dict[tuple[str, str], float] = {}
+        """(namespace, run id) -> when it was triggered (monotonic wall seconds)."""
         self.timeline: list[tuple[float, Instance, str]] = []
-        """(monotonic wall seconds, task instance, its new state), in order."""
+        """(monotonic wall seconds, task instance, its new state), in order: where a run's
+        time went."""
         self._numbers = itertools.count()
         self._stack = ExitStack()
         self.url = ""
@@ -157,8 +155,8 @@ class AirflowExecutor:
         self.answers[f"{path}/taskInstances?limit=100&offset=0"] = {"status": 200, "body": body}
 
     def trigger(self, namespace: str, run_id: str, labels: Mapping[str, str] = {}) -> None:
-        """Start a run `run_id` whose pods go to `namespace` with `labels` (from the test's
-        thread)."""
+        """Start a run `run_id` (unique: Airflow's answers are by run id) whose pods go to
+        `namespace` with `labels` (from the test's thread)."""
         self.api.call(self._trigger, namespace, run_id, dict(labels))
 
     def _trigger(self, namespace: str, run_id: str, labels: dict[str, str]) -> None:
@@ -258,6 +256,3 @@ class AirflowExecutor:
         """The run's time from its trigger to its end, in simulated seconds."""
         key = (namespace, run_id)
         return (self.ended[key] - self.started[key]) * speed
-
-    def runs_of(self) -> Iterator[tuple[str, str]]:
-        return iter(self.runs)
