@@ -73,11 +73,13 @@ taken for a hang: a safety net, never a bound on speed."""
 
 
 class PodMonitor:
-    """Watches every pod write in the emulator: pool occupancy, creations and gate
-    removals, exactly."""
+    """Watches every pod write of `namespace` (and of the `others`, e.g. one queue's
+    namespaces, whose pods' names differ) in the emulator: pool occupancy, creations and
+    gate removals, exactly."""
 
-    def __init__(self, api: ApiServer, namespace: str) -> None:
+    def __init__(self, api: ApiServer, namespace: str, *others: str) -> None:
         self.api, self.namespace = api, namespace
+        self.namespaces = {namespace, *others}
         self.occupying: dict[str, str] = {}  # pod -> workflow, while it holds an executor
         self.max_total = 0
         self.max_per_workflow: Counter[str] = Counter()
@@ -97,7 +99,7 @@ class PodMonitor:
         if res != PODS:
             return
         meta = obj.get("metadata") or {}
-        if meta.get("namespace") != self.namespace:
+        if meta.get("namespace") not in self.namespaces:
             return
         name, workflow = meta["name"], (meta.get("labels") or {}).get(LABEL_WORKFLOW, "")
         holds = (
@@ -144,6 +146,11 @@ class PodMonitor:
         with self._lock:
             names = [name for name, n in self.created.items() if n > 1]
             return names + [task for task, n in self.tasks.items() if n > 1]
+
+    def workflows(self) -> set[str]:
+        """The DagWorkflows that have had a pod."""
+        with self._lock:
+            return {workflow for workflow, *_ in self.tasks if workflow}
 
     def running(self) -> set[str]:
         """The pods holding an executor now."""

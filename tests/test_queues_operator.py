@@ -352,6 +352,28 @@ def test_an_argo_workflow_joins_the_queue_it_names_with_its_priority_and_its_pod
     assert core.cluster.admission is not None and core.cluster.admission.used[1] == [1000.0]
 
 
+def test_a_workflow_of_another_controller_keeps_its_queue_and_priority_when_remapped():
+    # an Airflow run is read again at each of its pods' ends, and its job replaced once
+    # Airflow settled more of it (an Argo Workflow's as its status does): the new job kept
+    # its queue but fell to priority 0
+    from idlegate.operator.core.core import Core
+    from idlegate.operator.core.events import Join
+    from idlegate.operator.metrics import Metrics
+    from idlegate.policy import make_scheduler
+    from tests.test_operator_core import ARGO, T0, argo_diamond, argo_pod, map_workflow
+
+    settings = Settings(pool_size=4, queues=QueueFile(queues_from(TWO)))
+    core = Core(settings, make_scheduler("fifo"), metrics=Metrics(4, "fifo"))
+    doc = argo_diamond()
+    core.handle(Join(ARGO, map_workflow(doc), T0, [argo_pod(".a")], queue="b", priority=7), T0)
+    first = core.holding(ARGO).job
+    skipped = {"etl-c": {"id": "etl-c", "name": "etl.c", "phase": "Skipped"}}
+    core.handle(Join(ARGO, map_workflow(doc, nodes=skipped)), T0 + 1)
+    job = core.holding(ARGO).job
+    assert job is not first and len(job.stages) == 2  # (a new job: c left it)
+    assert (job.queue, job.priority) == (1, 7)
+
+
 def test_a_pools_pods_are_counted_once_against_its_queues_quotas():
     # resources naming pods besides the pool's executors: 40 pods of quota on 30 is too much
     from idlegate.api.queueing import cohort_check

@@ -213,6 +213,28 @@ async def test_an_airflow_run_naming_a_missing_pool_is_left_to_airflow_saying_wh
 
 
 @pytest.mark.asyncio
+async def test_an_airflow_run_naming_a_missing_queue_is_left_to_airflow_saying_which(tmp_path):
+    # it said "ExecutorPool 'default' cannot run: ... until its spec is fixed, or label
+    # idlegate.io/pool names another": the pool runs, the queue is what is missing
+    from idlegate.api.queueing import QueueFile
+    from idlegate.sim.queues import queues_from
+
+    answers = with_live_run(session(MAPPING), MAPPING)
+    queues = QueueFile(queues_from([{"name": "a", "nominal": {"pods": 2}}]))
+    with airflow(answers, tmp_path, pool=3, queues=queues) as (h, side):
+        pod = worker_pod("add_one", 0)
+        pod["metadata"]["labels"][LABEL_QUEUE] = "gpu"
+        h.kube.pods[("default", pod["metadata"]["name"])] = pod
+        await _see(h, side, "add-one-0")
+        assert _gated(h) == [] and _in(h, AIRFLOW_KIND) == {DEFAULT_POOL: []}
+        (said,) = [e["message"] for e in h.kube.events if e["reason"] == "QueueNotFound"]
+        assert said == (
+            "Queue 'gpu' does not exist in ExecutorPool 'default' (its queues: a): its pods "
+            f"are left to Airflow until it is declared, or label {LABEL_QUEUE} names another."
+        )
+
+
+@pytest.mark.asyncio
 async def test_an_argo_workflows_history_record_names_the_pool_it_ran_in(tmp_path):
     kube, sink = FakeKube(), tmp_path / "history.jsonl"
     for i in range(3):

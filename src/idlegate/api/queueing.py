@@ -24,7 +24,9 @@ from math import inf
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from idlegate.api.routing import FIELDS, PoolNotFoundError, Routing
+from idlegate.api.crd import KIND
+from idlegate.api.labels import LABEL_QUEUE
+from idlegate.api.routing import PoolNotFoundError, Routing
 from idlegate.errors import IdlegateError
 from idlegate.sim.queues import QueueSpec, check_cohort, queue_index, queues_from, read_queues
 from idlegate.sim.resources import MILLI, ResourceVector, format_quantities
@@ -78,12 +80,19 @@ class QueueNotFoundError(PoolNotFoundError):
 
     def __init__(self, pool: str, queue: str, queues: Sequence[QueueSpec], kind: str) -> None:
         self.pool, self.queue = pool, queue
-        self.where = FIELDS[kind].where()
-        names = ", ".join(q.name for q in queues) or "none"
+        self.where = "spec.queueName" if kind == KIND else f"label {LABEL_QUEUE}"
+        self.names = ", ".join(q.name for q in queues) or "none"
         IdlegateError.__init__(
             self,
-            f"Queue {queue!r} does not exist in ExecutorPool {pool!r} (its queues: {names}): "
-            "the workflow waits until it is declared, or names another queue.",
+            f"Queue {queue!r} does not exist in ExecutorPool {pool!r} (its queues: "
+            f"{self.names}): the workflow waits until it is declared, or names another queue.",
+        )
+
+    def left_to(self, controller: str) -> str:
+        return (
+            f"Queue {self.queue!r} does not exist in ExecutorPool {self.pool!r} (its queues: "
+            f"{self.names}): its pods are left to {controller} until it is declared, or "
+            f"{self.where} names another."
         )
 
 

@@ -82,6 +82,14 @@ class PoolNotFoundError(IdlegateError):
             f"(kubectl get executorpools), or {self.where} names another."
         )
 
+    def left_to(self, controller: str) -> str:
+        """The sentence for a workflow whose pods go to `controller`'s own order meanwhile
+        (an Airflow run's, which cannot wait past Airflow's pending timeout)."""
+        return (
+            f"ExecutorPool {self.pool!r} does not exist: its pods are left to {controller} "
+            f"until it is created (kubectl get executorpools), or {self.where} names another."
+        )
+
 
 class PoolInvalidError(PoolNotFoundError):
     """The ExecutorPool a workflow names exists, but its spec or policy cannot run (`why`,
@@ -96,6 +104,12 @@ class PoolInvalidError(PoolNotFoundError):
             f"ExecutorPool {pool!r} cannot run ({why.rstrip('.')}): the workflow waits until "
             f"its spec is fixed (kubectl describe executorpool {pool}), or {self.where} names "
             "another.",
+        )
+
+    def left_to(self, controller: str) -> str:
+        return (
+            f"ExecutorPool {self.pool!r} cannot run: its pods are left to {controller} until "
+            f"its spec is fixed (its Ready condition says why), or {self.where} names another."
         )
 
 

@@ -246,9 +246,8 @@ class Core(Lifecycle):
             self.schedule()  # (a stage its controller settled may be ready now)
         elif owner.uid not in self.ended:
             wf = ExternalJob(owner, event.mapped)
-            wf.queue = self._queue(owner.namespace, event.queue)
+            wf.queue, wf.priority = self._queue(owner.namespace, event.queue), event.priority
             wf.admit(self.cluster, self.now(), event.arrival, event.pods)
-            wf.job.priority = event.priority
             self.held.setdefault(owner.kind, {})[key] = wf
             self._say_unfit((wf.job,))
             for pod in event.seen:

@@ -122,6 +122,8 @@ class ExternalJob(JobKind):
     active: bool = True
     queue: int = 0
     """The index of its pool's queue it joined (0 with no queues)."""
+    priority: int = 0
+    """Its priority within its queue (a PriorityClass's value), each new job's."""
     job: Job = field(init=False)
     spec: WorkflowSpec = field(init=False)
     waiting: list[deque[ExternalPod]] = field(init=False)
@@ -151,6 +153,7 @@ class ExternalJob(JobKind):
         job = Dag.from_spec(spec), now, f"{self.owner.namespace}/{self.owner.name}", self
         self.job = cluster.add_job(*job, arrival=arrival)
         self.job.queue = self.queue  # (before its running pods count: its queue uses them)
+        self.job.priority = self.priority
         self.spec = spec
         self.waiting = [deque() for _ in spec.stages]
         self.owed = [[] for _ in spec.stages]

@@ -392,15 +392,8 @@ class AirflowSide:
         except AdmitLaterError as exc:  # (tried again after POLL, as an API error's)
             self._refuse(key, LiveRefusal("NamespaceNotSeen", str(exc)), [*pods, *seen])
             return
-        except PoolNotFoundError as exc:  # (or its PoolInvalidError: it exists, cannot run)
-            state, until = ("does not exist", "it is created (kubectl get executorpools)")
-            if exc.reason != "PoolNotFound":
-                state, until = "cannot run", "its spec is fixed (its Ready condition says why)"
-            why = (
-                f"ExecutorPool {exc.pool!r} {state}: its pods are left to Airflow until "
-                f"{until}, or {exc.where} names another"
-            )
-            self._refuse(key, LiveRefusal(exc.reason, why), [*pods, *seen])
+        except PoolNotFoundError as exc:  # (PoolInvalidError, QueueNotFoundError: theirs)
+            self._refuse(key, LiveRefusal(exc.reason, exc.left_to("Airflow")), [*pods, *seen])
             return
         verdicts = {name: place(run, p, remapped=True) for name, p in every.items()}
         for name, pod in every.items():
