@@ -34,7 +34,7 @@ import numpy as np
 
 from idlegate.policy import make_scheduler
 from idlegate.sim.engine import Engine, Workload, simulate
-from idlegate.sim.queue_metrics import jain, queue_figures, replay_alone, rho
+from idlegate.sim.queue_metrics import jain, queue_figures, queue_jcts, replay_alone, rho
 from idlegate.sim.workloads import build_workload
 
 SCENARIOS = ("flood", "large")
@@ -64,6 +64,10 @@ def run_row(workload: Workload, spec: str, seed: int) -> dict[str, Any]:
         "mean_jct": float(np.mean([r.jct for r in result.records])),
         "unfinished": result.unfinished,
         "rho": rho(workload, result, alone_runs),
+        "team_jct": {
+            q.name: float(np.mean(jcts)) if jcts else None
+            for q, jcts in zip(workload.queues, queue_jcts(workload, result), strict=True)
+        },
         "jain": jain(result),
         "queues": [f.to_dict() for f in figures],
         "beyond_allowed": sum(f.beyond_allowed for f in figures),
@@ -140,13 +144,8 @@ def report(scenario: str, table: dict[str, list[dict[str, Any]]], policy: str) -
 
 def team_jcts(runs: list[dict[str, Any]]) -> str:
     """Each queue's mean JCT, averaged over the seeds, in queue order ("887 / 69 / 71")."""
-    names = [q["queue"] for q in runs[0]["queues"]]
-    means = [
-        _mean(
-            [q["mean_jct"] for r in runs for q in r["queues"] if q["queue"] == n and q["workflows"]]
-        )
-        for n in names
-    ]
+    names = list(runs[0]["team_jct"])
+    means = [_mean([r["team_jct"][n] for r in runs if r["team_jct"][n] is not None]) for n in names]
     return " / ".join(f"{m:,.0f}" for m in means)
 
 
