@@ -215,3 +215,24 @@ def test_lint_says_which_task_of_a_history_never_fits_a_machine(batch_tasks: Pat
     assert r.exit_code == 1
     assert "[1]: stage 'm1' of workflow j_1 needs cpu=1,memory=399Mi at once, more cpu" in r.stdout
     assert "[2]: stage 'm3' of workflow j_9 needs" in r.stdout
+
+
+def test_the_history_joins_the_queue_given_and_replays_in_it(batch_tasks: Path, tmp_path: Path):
+    import json
+
+    runner = CliRunner()
+    out = tmp_path / "h.jsonl"
+    args = ["history", "alibaba", str(batch_tasks), "-o", str(out)]
+    r = runner.invoke(app, [*args, "--queue", "batch"])
+    assert r.exit_code == 0, r.output
+    assert {w.spec.queue_name for w in load_history(out)} == {"batch"}
+    queues = tmp_path / "queues.yaml"
+    queues.write_text("- {name: web, nominal: {pods: 4}}\n- {name: batch, nominal: {pods: 4}}\n")
+    sim = ["simulate", "-w", "file", "--file", str(out), "-k", "8", "-s", "fifo", "--json"]
+    r = runner.invoke(app, [*sim, "--queues", str(queues)])
+    assert r.exit_code == 0, r.output
+    figures = {q["queue"]: q["workflows"] for q in json.loads(r.stdout)["queues"]}
+    assert figures == {"web": 0, "batch": 3}
+    r = runner.invoke(app, [*args, "--queue", "Batch"])
+    assert r.exit_code == 1
+    assert r.output.startswith("Error: queue name 'Batch' is not a DNS label")

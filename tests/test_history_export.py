@@ -307,3 +307,20 @@ def test_a_history_file_is_written_into_a_folder_not_made_yet(tmp_path, monkeypa
     )
     assert r.exit_code == 0, r.output
     assert len(load_history(tmp_path / "out" / "h.jsonl")) == 20
+
+
+def test_a_record_keeps_the_queue_and_priority_class_its_workflow_named(tmp_path):
+    spec = parse_workflow(
+        {
+            "queueName": "data-eng",
+            "priorityClassName": "high",
+            "stages": [{"name": "a", "tasks": 2, "taskDurationSeconds": 5}],
+        }
+    )
+    path = write_history(
+        tmp_path / "h.jsonl", [HistoryWorkflow(spec, "w", 0.0, ((5.0, 6.0),), "x")]
+    )
+    [back] = load_history(path)
+    assert (back.spec.queue_name, back.spec.priority_class_name) == ("data-eng", "high")
+    jobs = file_workload(FileConfig(path=str(path), num_executors=2)).jobs
+    assert [j.queue for j in jobs] == ["data-eng"]

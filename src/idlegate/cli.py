@@ -507,13 +507,21 @@ def history_alibaba(
         ),
     ],
     out: Annotated[Path | None, _history_out()] = None,
+    queue: Annotated[
+        str | None,
+        typer.Option(
+            "--queue",
+            help="Every workflow's queueName (the trace names no team), for a replay with "
+            "--queues.",
+        ),
+    ] = None,
 ) -> None:
     """Convert Alibaba's 2018 batch trace to a history file: each job whose tasks all
     Terminated a workflow, arriving at its first task's start, each task a stage of its
     instances running its measured span; replay it with simulate -w file (docs/workloads.md)."""
     with user_errors():
         from idlegate.evaluation.console import stderr_progress
-        from idlegate.sim.history import history_text, read_batch_tasks, write_history
+        from idlegate.sim.history import history_text, in_queue, read_batch_tasks, write_history
 
         with stderr_progress(batch_tasks.name, None) as bar:
             found = read_batch_tasks(batch_tasks, bar)
@@ -522,10 +530,11 @@ def history_alibaba(
                 f"{batch_tasks}: no job could be converted ({found.summary()}); a part cut "
                 "from the trace needs whole jobs, all of whose tasks Terminated"
             )
+        workflows = found.workflows if queue is None else in_queue(found.workflows, queue)
         if out is None:
-            typer.echo(history_text(found.workflows), nl=False)
+            typer.echo(history_text(workflows), nl=False)
         else:
-            write_history(out, found.workflows)
+            write_history(out, workflows)
     written = f" Written to {out}." if out is not None else ""
     typer.echo(f"{found.summary()}.{written}", err=True)
 

@@ -62,7 +62,12 @@ records). Import from here.
 
 from __future__ import annotations
 
-from idlegate.sim.history.alibaba import AlibabaImport, batch_task_history, read_batch_tasks
+from idlegate.sim.history.alibaba import (
+    AlibabaImport,
+    batch_task_history,
+    in_queue,
+    read_batch_tasks,
+)
 from idlegate.sim.history.files import (
     ACCEPTED,
     HistoryFacts,
@@ -129,6 +134,7 @@ __all__ = [
     "history_part",
     "history_record",
     "history_text",
+    "in_queue",
     "load_history",
     "most_recorded",
     "parse_record",

@@ -49,13 +49,14 @@ import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import networkx as nx
 
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim.history.records import HistoryWorkflow
+from idlegate.sim.queues import QueueSpec
 from idlegate.sim.spec import (
     MAX_STAGES,
     MAX_TASK_SECONDS,
@@ -317,3 +318,10 @@ def _topological(parents: list[list[int]]) -> list[int] | None:
         return list(nx.lexicographical_topological_sort(graph))
     except nx.NetworkXUnfeasible:
         return None
+
+
+def in_queue(workflows: Sequence[HistoryWorkflow], queue: str) -> list[HistoryWorkflow]:
+    """`workflows`, each naming `queue` as its ``queueName`` (the trace names no team: a
+    replay with ``--queues`` puts them all in one queue of the file's)."""
+    QueueSpec(queue)  # (a name that is no queue's is one sentence now, not at the replay)
+    return [replace(w, spec=w.spec.model_copy(update={"queue_name": queue})) for w in workflows]

@@ -135,6 +135,12 @@ def history_record(workflow: HistoryWorkflow) -> dict[str, Any]:
             doc[MEASURED_KEY] = list(measured)
         stages.append(doc)
     out["stages"] = stages
+    # (the queue and priority class a replay with --queues waits in, as the workflow named them)
+    named = {
+        "queueName": workflow.spec.queue_name,
+        "priorityClassName": workflow.spec.priority_class_name,
+    }
+    out.update({key: value for key, value in named.items() if value is not None})
     extra = zip(
         RECORD_KEYS,
         (
