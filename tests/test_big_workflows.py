@@ -20,7 +20,8 @@ from idlegate.policy.columns import FeatureConfig
 from idlegate.policy.feature_rows import DYNAMIC_COLUMNS
 from idlegate.policy.features import Featurizer
 from idlegate.policy.heuristics import FairScheduler
-from idlegate.sim.dag import Dag
+from idlegate.policy.portfolio.replay import REPLAY_STAGES, replay_portfolio
+from idlegate.sim.dag import Dag, summarised
 from idlegate.sim.engine import simulate
 from idlegate.sim.protocol import Action, ClusterView
 from idlegate.sim.spec import parse_workflow
@@ -142,3 +143,36 @@ def test_the_graph_network_and_its_onnx_export_run_on_a_graph_of_5000_stages() -
     simulate(big.workload(5000), Probe(), seed=0, max_time=5.0)
     rows, onnx_rows, torch_rows = shapes[0]
     assert rows > 5000 and onnx_rows == torch_rows == rows
+
+
+def test_a_big_workflow_is_replayed_as_its_summary_and_a_small_one_as_it_is() -> None:
+    dag = Dag.from_spec(parse_workflow(big.layered(2000)["spec"]))
+    small = Dag.from_spec(parse_workflow(big.layered(REPLAY_STAGES)["spec"]))
+    assert summarised(small, REPLAY_STAGES) is small
+    chain = summarised(dag, REPLAY_STAGES)
+    assert chain.num_stages <= REPLAY_STAGES and chain.depth == chain.num_stages
+    assert chain.critical_path == pytest.approx(dag.critical_path, rel=0.05)
+    assert chain.total_work == pytest.approx(dag.total_work, rel=0.01)
+    fifo = {"fifo": make_scheduler("fifo")}
+    replayed = replay_portfolio([big.JobArrival(0.0, "big", dag)], fifo, 50, seed=0)
+    summary = replay_portfolio([big.JobArrival(0.0, "big", chain)], fifo, 50, seed=0)
+    assert (replayed.means, replayed.events) == (summary.means, summary.events)
+
+
+def test_the_remaining_critical_path_is_the_longest_bottom_level_left_at_every_event() -> None:
+    seen = []
+
+    class Probe:
+        name = "probe"
+
+        def reset(self, rng: Any) -> None:
+            pass
+
+        def decide(self, view: ClusterView) -> Action:
+            for job in view.jobs:
+                left = [s.bottom_level for s in job.stages if s.finished < s.tasks]
+                seen.append(job.remaining_cp == max(left, default=0.0))
+            return FairScheduler().decide(view)
+
+    simulate(big.workload(300), Probe(), seed=2)
+    assert len(seen) > 1000 and all(seen)
