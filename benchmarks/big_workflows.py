@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/big_workflows.py [--stages 500,2000,5000] [--seed 0]
         [--schedulers default?replayer=worker,fifo,srpt,sjf-cp,fair,learned:default]
         [--clock cpu|wall]
+    .venv/bin/python benchmarks/big_workflows.py --manifest STAGES > big.json
 
 The workflow (`layered`): a layered random DAG, layers of 1 to 12 stages, each stage
 depending on 1 to 3 stages of the layer before, 1 to 4 tasks of log-normal durations
@@ -18,12 +19,14 @@ worker's cost, not a decision's.
 
 Then, per stage count, the size of the workflow as a DagWorkflow once its status is
 written (`idlegate.api.status.object_bytes`) against what Kubernetes stores
-(`MAX_OBJECT_BYTES`), and the largest stage count of this shape that fits.
+(`MAX_OBJECT_BYTES`), and the largest stage count of this shape that fits. With
+``--manifest STAGES`` it only prints that workflow as a DagWorkflow (for ``idlegate lint``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import time
 from collections.abc import Callable
@@ -102,7 +105,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--schedulers", default=SCHEDULERS)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
+    parser.add_argument(
+        "--manifest",
+        type=int,
+        metavar="STAGES",
+        help="only print the layered workflow of STAGES stages as a DagWorkflow (JSON)",
+    )
     args = parser.parse_args(argv)
+    if args.manifest is not None:
+        print(json.dumps(layered(args.manifest, args.seed), indent=1))
+        return
     clock = time.thread_time_ns if args.clock == "cpu" else time.perf_counter_ns
     counts = [int(s) for s in args.stages.split(",")]
     print(f"decide() in ms ({args.clock} time); simulation in wall seconds")

@@ -39,7 +39,7 @@ def test_a_dagworkflow_of_2000_stages_fits_its_object_and_is_accepted() -> None:
 def test_a_dagworkflow_too_large_for_its_object_is_refused_in_one_sentence() -> None:
     manifest = big.layered(4000)
     [error] = admission_errors(manifest)
-    assert error.startswith("the workflow's 4000 stages make an object of about ")
+    assert error.startswith("the workflow's 4,000 stages make an object of about ")
     assert "more than the 1,572,864 bytes (1.5 MiB) Kubernetes stores per object" in error
     assert error.count(". ") == 0 and "\n" not in error
     with pytest.raises(SpecError, match="split it into smaller workflows"):

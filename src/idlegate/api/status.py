@@ -434,7 +434,7 @@ def check_object_size(body: Mapping[str, Any], spec: WorkflowSpec, samples: int 
     size = object_bytes(body, spec, samples)
     if size > MAX_OBJECT_BYTES:
         raise SpecError(
-            f"the workflow's {len(spec.stages)} stages make an object of about {size:,} bytes "
+            f"the workflow's {len(spec.stages):,} stages make an object of about {size:,} bytes "
             f"with the status they need, more than the {MAX_OBJECT_BYTES:,} bytes (1.5 MiB) "
             "Kubernetes stores per object; split it into smaller workflows or shorten its "
             "stages (templates, names)"
