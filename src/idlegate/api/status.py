@@ -39,6 +39,9 @@ MAX_COMPLETED_INDEXES = 2**19
 """Longest completedIndexes: every other task of the largest stage (100,000 tasks) fits."""
 MAX_MEASURED = 64
 """Most measured task durations a stage's status keeps (`Settings.history_samples`'s bound)."""
+HISTORY_SAMPLES = 20
+"""Measured task durations a stage's status keeps unless the operator is told otherwise
+(`Settings.history_samples`' default, ``--history-samples``)."""
 MAX_OBJECT_BYTES = 1_572_864
 """The largest object the API server can store: etcd's default request limit
 (``--max-request-bytes``, 1.5 MiB). A DagWorkflow's real bound (`check_object_size`)."""
@@ -383,7 +386,9 @@ def invalid_status(
     )
 
 
-def object_bytes(body: Mapping[str, Any], spec: WorkflowSpec, samples: int = 20) -> int:
+def object_bytes(
+    body: Mapping[str, Any], spec: WorkflowSpec, samples: int = HISTORY_SAMPLES
+) -> int:
     """The bytes etcd holds for DagWorkflow `body` (whose spec is `spec`) once all its stages
     are done: the object as compact JSON without its status, the status entry of each stage
     as the operator writes it then (its counts, a policy, completedIndexes and `samples`
@@ -427,7 +432,9 @@ def _fields_bytes(value: Any) -> int:
     return 2
 
 
-def check_object_size(body: Mapping[str, Any], spec: WorkflowSpec, samples: int = 20) -> None:
+def check_object_size(
+    body: Mapping[str, Any], spec: WorkflowSpec, samples: int = HISTORY_SAMPLES
+) -> None:
     """Raise SpecError if DagWorkflow `body` would outgrow what etcd stores once its status
     is written (`object_bytes` over `MAX_OBJECT_BYTES`): the operator could then not record
     its progress."""
