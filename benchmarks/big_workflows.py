@@ -139,21 +139,42 @@ def main(argv: list[str] | None = None) -> None:
         manifest = layered(n, args.seed)
         size = object_bytes(manifest, parse_workflow(manifest["spec"]))
         fits = "fits" if size <= MAX_OBJECT_BYTES else "refused"
-        print(f"{n:>6} stages: {size:>10,} bytes, {size / n:.0f} a stage, {fits}")
-    low, high = 1, max(counts)
-    while (
-        object_bytes(m := layered(high, args.seed), parse_workflow(m["spec"])) <= MAX_OBJECT_BYTES
-    ):
-        high *= 2
-    while low + 1 < high:  # the largest count that fits, by bisection
-        mid = (low + high) // 2
-        m = layered(mid, args.seed)
-        low, high = (
-            (mid, high)
-            if object_bytes(m, parse_workflow(m["spec"])) <= MAX_OBJECT_BYTES
-            else (low, mid)
+        text = len(json.dumps(manifest, separators=(",", ":")))
+        print(
+            f"{n:>6} stages: {size:>10,} bytes, {size / n:.0f} a stage, {fits} "
+            f"(the manifest: {text:,} bytes of JSON)"
         )
-    print(f"largest that fits: {low:,} stages")
+    print(
+        f"largest that fits: {largest(lambda n: layered(n, args.seed)):,} stages; of the "
+        f"smallest stages (1 task of 1 s, no dependency): {largest(smallest):,}"
+    )
+
+
+def smallest(stages: int) -> dict[str, Any]:
+    """A DagWorkflow of `stages` stages as small as a stage can be (for the CRD's bound)."""
+    spec = [{"name": f"{i:x}", "tasks": 1, "taskDurationSeconds": 1} for i in range(stages)]
+    return {
+        "apiVersion": "idlegate.io/v1alpha1",
+        "kind": "DagWorkflow",
+        "metadata": {"name": "w"},
+        "spec": {"stages": spec},
+    }
+
+
+def largest(manifest: Callable[[int], dict[str, Any]]) -> int:
+    """The most stages `manifest(n)` may have and fit `MAX_OBJECT_BYTES` (by bisection)."""
+
+    def fits(n: int) -> bool:
+        m = manifest(n)
+        return object_bytes(m, parse_workflow(m["spec"])) <= MAX_OBJECT_BYTES
+
+    low, high = 1, 1024
+    while fits(high):
+        low, high = high, high * 2
+    while low + 1 < high:
+        mid = (low + high) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid)
+    return low
 
 
 if __name__ == "__main__":

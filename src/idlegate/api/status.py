@@ -49,8 +49,8 @@ MAX_CR_STAGES = 8_000
 """The CRD's bound on a DagWorkflow's stages (and its status lists). Kubernetes refuses a
 CRD whose CEL rule costs more than 10,000,000 (its static estimate times the items the
 rule runs on): the rule that no stage depends on itself costs about `MAX_CR_DEPENDENCIES`
-+ 5 per stage, so 8,000 x 1,005 = 8.04 million. Above what fits `MAX_OBJECT_BYTES` for a
-typical stage (docs/scale.md): the object's size binds first."""
++ 5 per stage, so 8,000 x 1,005 = 8.04 million. More than fit `MAX_OBJECT_BYTES` even of
+the smallest stages (docs/scale.md): the object's size binds first."""
 MAX_CR_DEPENDENCIES = 1_000
 """The CRD's bound on one stage's ``dependsOn`` (see `MAX_CR_STAGES`)."""
 _POLICY = (
