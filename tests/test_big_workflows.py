@@ -11,7 +11,7 @@ import pytest
 
 from idlegate.api.lint import admission_errors
 from idlegate.api.podsecurity import NamespacePolicy
-from idlegate.api.status import MAX_OBJECT_BYTES, object_bytes
+from idlegate.api.status import MAX_CR_STAGES, MAX_OBJECT_BYTES, object_bytes
 from idlegate.errors import SpecError
 from idlegate.operator.core.admission import new_workflow
 from idlegate.operator.settings import Clock
@@ -176,3 +176,8 @@ def test_the_remaining_critical_path_is_the_longest_bottom_level_left_at_every_e
 
     simulate(big.workload(300), Probe(), seed=2)
     assert len(seen) > 1000 and all(seen)
+
+
+def test_the_crds_stage_bound_is_past_what_fits_the_object_so_the_size_binds_first() -> None:
+    manifest = big.smallest(MAX_CR_STAGES)
+    assert object_bytes(manifest, parse_workflow(manifest["spec"])) > MAX_OBJECT_BYTES
