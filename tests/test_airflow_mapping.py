@@ -245,3 +245,10 @@ def test_runs_are_a_history_whose_estimates_are_the_earlier_runs_durations():
     assert second.arrival - first.arrival == 3600.0
     assert len(found.left_out) == 1 and "run r3 ran 'c'" in found.left_out[0]
     assert found.history("airflow:etl", "a") == 20.0
+
+
+def test_a_dag_of_thousands_of_tasks_is_mapped_not_refused():
+    # Airflow runs it, so idlegate orders it: once 500 tasks were refused (issue 61)
+    n = 2000
+    job = map_dag(export(*(task(f"t{i}", *([f"t{i + 1}"] if i + 1 < n else [])) for i in range(n))))
+    assert len(job.spec().stages) == n

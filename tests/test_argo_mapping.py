@@ -288,3 +288,28 @@ def test_a_bad_duration_annotation_is_an_error_naming_it():
         map_workflow(_two_stage("soon"))
     assert not isinstance(bad.value, ArgoRefusal)
     assert DURATION_ANNOTATION in str(bad.value)
+
+
+def test_a_workflow_of_thousands_of_steps_is_mapped_not_refused():
+    # Argo runs it, so idlegate orders it: once 500 stages were refused (issue 61)
+    n = 2000
+    tasks = [
+        {"name": f"t{i}", "template": "pod", **({"dependencies": [f"t{i - 1}"]} if i else {})}
+        for i in range(n)
+    ]
+    job = map_workflow(
+        {
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "Workflow",
+            "metadata": {"name": "big"},
+            "spec": {
+                "entrypoint": "main",
+                "templates": [
+                    {"name": "main", "dag": {"tasks": tasks}},
+                    {"name": "pod", "container": {"image": "busybox"}},
+                ],
+            },
+        }
+    )
+    dag = Dag.from_spec(job.spec())
+    assert dag.num_stages == n and dag.depth == n

@@ -22,9 +22,16 @@ from pydantic import BaseModel
 
 from idlegate.api import crd
 from idlegate.api.lint import lint_paths
-from idlegate.api.status import Condition, IdleSlot, Phase, StageStatus, WorkflowStatus
+from idlegate.api.status import (
+    MAX_CR_STAGES,
+    Condition,
+    IdleSlot,
+    Phase,
+    StageStatus,
+    WorkflowStatus,
+)
 from idlegate.errors import SpecError
-from idlegate.sim.spec import MAX_STAGES, StageSpec, WorkflowSpec, parse_workflow
+from idlegate.sim.spec import StageSpec, WorkflowSpec, parse_workflow
 from tests.deploy_files import (
     BASE,
     CLEANUP_SAMPLE,
@@ -80,7 +87,7 @@ def test_generator_runs_without_kopf_or_kubernetes():
 def test_generator_check_mode(tmp_path, capsys):
     assert crd.main(["--check", str(BASE / "crd.yaml")]) == 0
     stale = tmp_path / "crd.yaml"
-    stale.write_text((BASE / "crd.yaml").read_text().replace("maxItems: 500", "maxItems: 5"))
+    stale.write_text((BASE / "crd.yaml").read_text().replace("maxItems: 8000", "maxItems: 5"))
     assert crd.main(["--check", str(stale)]) == 1
     assert crd.REGENERATE_COMMAND in capsys.readouterr().err
 
@@ -230,7 +237,7 @@ def test_spec_schema_follows_the_model(schema):
     spec = schema["properties"]["spec"]
     assert spec["required"] == ["stages"]
     stages = spec["properties"]["stages"]
-    assert (stages["minItems"], stages["maxItems"]) == (1, MAX_STAGES)
+    assert (stages["minItems"], stages["maxItems"]) == (1, MAX_CR_STAGES)
     stage = stages["items"]
     aliases = [f.alias or name for name, f in StageSpec.model_fields.items()]
     assert list(stage["properties"]) == aliases
@@ -740,3 +747,14 @@ def test_the_readme_documents_every_pool_field():
         assert f"`status.{field.alias or name}" in section, name
     for operator in ("In", "NotIn", "Exists", "DoesNotExist", "PoolNotFound", "spec.pool"):
         assert operator in section
+
+
+def test_the_per_stage_rule_stays_within_kubernetes_cel_cost_limit(schema):
+    # The API server refuses a CRD whose rule's estimated cost (times the items it runs on)
+    # exceeds 10,000,000 (apiextensions' StaticEstimatedCostLimit). `x in list` costs the
+    # list's maxItems; the rest of the rule (has, !, ||, two selections) about 5.
+    stages = schema["properties"]["spec"]["properties"]["stages"]
+    depends_on = stages["items"]["properties"]["dependsOn"]
+    [rule] = [r["rule"] for r in stages["items"]["x-kubernetes-validations"]]
+    assert " in self.dependsOn" in rule
+    assert stages["maxItems"] * (depends_on["maxItems"] + 5) <= 10_000_000

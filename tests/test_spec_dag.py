@@ -34,7 +34,7 @@ def st(name, tasks=1, dur=1.0, deps=(), **kw):
         ({"stages": [st("a", tasks="3")]}, "tasks: must be an integer, not the string '3'"),
         ({"stages": [st("Bad_Name")]}, "name: 'Bad_Name' must be a DNS label"),
         ({"stages": [st("a", tasks=10**6)]}, "less than or equal to 100000"),
-        ({"stages": [st(f"s{i}") for i in range(MAX_STAGES + 1)]}, "at most 500 items"),
+        ({"stages": [st(f"s{i}") for i in range(MAX_STAGES + 1)]}, "at most 100000 items"),
         (
             {"stages": [st("a", colour="red")]},
             "colour: is not a field here; the fields are name, tasks",

@@ -37,12 +37,11 @@ from idlegate.api.crd_schema import (
 )
 from idlegate.api.cron_spec import MAX_CRON_NAME_LENGTH, CronWorkflowSpec, CronWorkflowStatus
 from idlegate.api.pool_spec import DEFAULT_POOL, ExecutorPoolSpec, ExecutorPoolStatus
-from idlegate.api.status import WorkflowStatus
+from idlegate.api.status import MAX_CR_DEPENDENCIES, MAX_CR_STAGES, WorkflowStatus
 from idlegate.errors import SpecError
 from idlegate.sim.spec import (
     DNS_SUBDOMAIN_PATTERN,
     MAX_NAME_LENGTH,
-    MAX_STAGES,
     NAME_PATTERN,
     WorkflowSpec,
 )
@@ -124,6 +123,7 @@ def _spec_overlay(spec: dict[str, Any]) -> None:
     # server-side apply merges stages by name
     stages["x-kubernetes-list-type"] = "map"
     stages["x-kubernetes-list-map-keys"] = ["name"]
+    stages["maxItems"] = MAX_CR_STAGES  # the CEL rules' cost (MAX_CR_STAGES), below the model's
     stage = stages["items"]
     add_rules(
         stage,
@@ -135,7 +135,7 @@ def _spec_overlay(spec: dict[str, Any]) -> None:
     )
     depends_on = at(stage, "dependsOn")
     depends_on["x-kubernetes-list-type"] = "set"  # no duplicates, checked by the API server
-    depends_on.setdefault("maxItems", MAX_STAGES)
+    depends_on.setdefault("maxItems", MAX_CR_DEPENDENCIES)
     depends_on["items"].setdefault("minLength", 1)
     depends_on["items"].setdefault("maxLength", MAX_NAME_LENGTH)
     depends_on["items"].setdefault("pattern", NAME_PATTERN)

@@ -10,7 +10,8 @@ re-implemented here; a DagWorkflow passes exactly when the operator's admission
   derived from it are valid; and a label value on every task pod, as the CRD's CEL rule
   says);
 * ``spec``: :func:`idlegate.sim.spec.parse_workflow` (types, bounds, names, unknown
-  dependencies, cycles: the simulator's model);
+  dependencies, cycles: the simulator's model), and the object's size with the status its
+  stages need (:func:`idlegate.api.status.check_object_size`);
 * each stage's pod template: :func:`idlegate.api.template.check_templates`, with a
   :class:`~idlegate.api.podsecurity.NamespacePolicy` standing in for the namespace
   the manifest will be applied to (there is none offline): the Pod Security level of
@@ -24,21 +25,19 @@ re-implemented here; a DagWorkflow passes exactly when the operator's admission
   pods' do (`lint_render.misfits`). Without them these checks are skipped, since the
   pool is a property of the cluster, not the manifest.
 
-Around them, what ``kubectl apply`` would trip over first: YAML or JSON that does not
-parse (with its line and column; also duplicate keys, which kubectl's strict decoding
-rejects but PyYAML silently resolves to the last; in a file not named ``.yaml``, ``.yml``
-or ``.json``, with what lint reads, and a Python file, an Airflow DAG file most likely, is
-not parsed but said to be one), an unreadable file (a path that does not exist is an error
-of the command, as in every command), a DagWorkflow under
-the wrong or no ``apiVersion``, another kind in the ``idlegate.io`` group (or
-``DagWorkflow`` in another case), a missing name. A bare workflow (``idlegate simulate``'s
-format: a mapping with a ``stages`` list and no kind, alone or in a list, with a history's
-keys or not, and a ``.jsonl`` file's lines, a history sink's) is checked as ``simulate -w
-file`` reads it (:func:`idlegate.sim.history.parse_record`), and against the pool as a
-DagWorkflow is. Everything else (a ConfigMap, a
-Kustomization, a document with no kind such as a dashboard JSON) is skipped with a note,
-and ``List``/``DagWorkflowList`` documents are checked item by item, so a directory of
-mixed files can be linted as a whole.
+Around them, what ``kubectl apply`` would trip over first: YAML or JSON that does not parse
+(with its line and column; also duplicate keys, which kubectl's strict decoding rejects but
+PyYAML silently resolves to the last; in a file not named ``.yaml``, ``.yml`` or ``.json``, with
+what lint reads, and a Python file, an Airflow DAG file most likely, is not parsed but said to
+be one), an unreadable file (a path that does not exist is an error of the command, as in every
+command), a DagWorkflow under the wrong or no ``apiVersion``, another kind in the
+``idlegate.io`` group (or ``DagWorkflow`` in another case), a missing name. A bare workflow
+(``idlegate simulate``'s format: a mapping with a ``stages`` list and no kind, alone or in a
+list, with a history's keys or not, and a ``.jsonl`` file's lines, a history sink's) is checked
+as ``simulate -w file`` reads it (:func:`sim.history.parse_record`), and against the pool as a
+DagWorkflow is. Everything else (a ConfigMap, a Kustomization, a document with no kind such as a
+dashboard JSON) is skipped with a note, and ``List``/``DagWorkflowList`` documents are checked
+item by item, so a directory of mixed files can be linted as a whole.
 
 The operator reports one problem at a time in its ``Valid`` condition (one message per
 check that fails; a message may list several fields, joined by ``"; "``). Lint splits such
@@ -46,14 +45,13 @@ messages into one :class:`Problem` per field, and locates the stage a DAG messag
 (``stage 'b' depends on 'x' …`` is ``spec.stages[1].dependsOn``); a message it cannot
 split is kept whole, so no wording of the checks is lost.
 
-A ``DagCronWorkflow`` is checked the same way (:func:`cron_problems`): its name leaves
-room for its runs' names, its schedule, time zone and policies parse
-(:func:`idlegate.api.cron_spec.cron_spec_problems`, the problems the operator's
-message joins), and its ``workflowSpec`` passes the checks above as each run's spec will,
-with its problems under ``spec.workflowSpec``. An ``ExecutorPool``
-(:func:`idlegate.api.pool_spec.pool_problems`): its spec, its policy's syntax, no
-namespace and not the implicit pool's name. Those two kinds' problems come one per field
-from the models' checks, not from splitting a message.
+A ``DagCronWorkflow`` is checked the same way (:func:`cron_problems`): its name leaves room for
+its runs' names, its schedule, time zone and policies parse
+(:func:`idlegate.api.cron_spec.cron_spec_problems`, the problems the operator's message joins),
+and its ``workflowSpec`` passes the checks above as each run's spec will, with its problems
+under ``spec.workflowSpec``. An ``ExecutorPool`` (:func:`pool_spec.pool_problems`): its spec,
+its policy's syntax, no namespace and not the implicit pool's name. Those two kinds' problems
+come one per field from the models' checks, not from splitting a message.
 
 This module imports neither kopf nor kubernetes (nor torch): linting needs only the base
 package.
@@ -88,6 +86,7 @@ from idlegate.api.lint_pools import HELD, InPools, check_pool_requested
 from idlegate.api.lint_render import PoolFactory, linted_pool
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.pool_spec import DEFAULT_POOL, pool_problems
+from idlegate.api.status import check_object_size
 from idlegate.api.template import check_templates
 from idlegate.errors import IdlegateError
 from idlegate.sim.airflow import is_airflow
@@ -285,6 +284,7 @@ def admission_errors(
             errors.append(str(exc))
     try:
         spec = parse_workflow(obj.get("spec"), "spec")
+        check_object_size(obj, spec)
         check_templates(spec, "spec", policy)
         if (pool_size is not None or resources is not None) and spec.pool in (None, DEFAULT_POOL):
             job = f"{meta['namespace']}/{name}" if _has(meta, "namespace") else name

@@ -8,6 +8,7 @@ Regenerate the CRD after changing a model (``python -m idlegate.api.crd``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -17,7 +18,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from idlegate.sim.spec import MAX_NAME_LENGTH, MAX_STAGES, NAME_PATTERN
+from idlegate.errors import SpecError
+from idlegate.sim.spec import MAX_NAME_LENGTH, NAME_PATTERN, WorkflowSpec
 from idlegate.sim.timestamps import to_datetime
 
 MAX_CONDITIONS = 16
@@ -37,6 +39,20 @@ MAX_COMPLETED_INDEXES = 2**19
 """Longest completedIndexes: every other task of the largest stage (100,000 tasks) fits."""
 MAX_MEASURED = 64
 """Most measured task durations a stage's status keeps (`Settings.history_samples`'s bound)."""
+HISTORY_SAMPLES = 20
+"""Measured task durations a stage's status keeps unless the operator is told otherwise
+(`Settings.history_samples`' default, ``--history-samples``)."""
+MAX_OBJECT_BYTES = 1_572_864
+"""The largest object the API server can store: etcd's default request limit
+(``--max-request-bytes``, 1.5 MiB). A DagWorkflow's real bound (`check_object_size`)."""
+MAX_CR_STAGES = 8_000
+"""The CRD's bound on a DagWorkflow's stages (and its status lists). Kubernetes refuses a
+CRD whose CEL rule costs more than 10,000,000 (its static estimate times the items the
+rule runs on): the rule that no stage depends on itself costs about `MAX_CR_DEPENDENCIES`
++ 5 per stage, so 8,000 x 1,005 = 8.04 million. More than fit `MAX_OBJECT_BYTES` even of
+the smallest stages (docs/scale.md): the object's size binds first."""
+MAX_CR_DEPENDENCIES = 1_000
+"""The CRD's bound on one stage's ``dependsOn`` (see `MAX_CR_STAGES`)."""
 _POLICY = (
     "The rule that decided the last release of tasks: the policy, the policy a lookahead "
     "planner followed then (its PolicySwitched Events say why), or the fallback rule that "
@@ -185,7 +201,7 @@ class WorkflowStatus(_StatusModel):
         description="stagesDone/stagesTotal, e.g. 3/5 (a printer column).",
     )
     stages: list[StageStatus] | None = Field(
-        default=None, max_length=MAX_STAGES, description="Task counts per stage."
+        default=None, max_length=MAX_CR_STAGES, description="Task counts per stage."
     )
     parallelism_cap: int | None = Field(
         default=None,
@@ -194,7 +210,7 @@ class WorkflowStatus(_StatusModel):
     )
     idle_slots: list[IdleSlot] | None = Field(
         default=None,
-        max_length=MAX_STAGES,
+        max_length=MAX_CR_STAGES,
         description="Deliberate idle slots, pending and past (each stage is delayed at most once).",
     )
     start_time: datetime | None = Field(
@@ -368,3 +384,65 @@ def invalid_status(
             stages=[],
         )
     )
+
+
+def object_bytes(
+    body: Mapping[str, Any], spec: WorkflowSpec, samples: int = HISTORY_SAMPLES
+) -> int:
+    """The bytes etcd holds for DagWorkflow `body` (whose spec is `spec`) once all its stages
+    are done: the object as compact JSON without its status, the status entry of each stage
+    as the operator writes it then (its counts, a policy, completedIndexes and `samples`
+    measured durations as long as its task duration's), and the API server's managedFields
+    of both (`_fields_bytes`). The status's other fields are left out (a few KiB)."""
+    rest = {k: v for k, v in body.items() if k != "status"}
+    stages = [
+        StageStatus(
+            name=s.name,
+            tasks=s.tasks,
+            succeeded=s.tasks,
+            policy="learned:default",
+            completed_indexes="0" if s.tasks == 1 else f"0-{s.tasks - 1}",
+            measured_duration_seconds=[round(s.task_duration_seconds, 3)] * min(s.tasks, samples),
+        ).model_dump(mode="json", by_alias=True, exclude_none=True)
+        for s in spec.stages
+    ]
+    status = {"stages": stages}
+    return (
+        _json_bytes(rest)
+        + _fields_bytes(rest.get("spec"))
+        + _json_bytes(status)
+        + _fields_bytes(status)
+    )
+
+
+def _json_bytes(value: Any) -> int:
+    return len(json.dumps(value, separators=(",", ":"), default=str))
+
+
+def _fields_bytes(value: Any) -> int:
+    """About the bytes of `value`'s entry in managedFields (fieldsV1): ``"f:key":{...}`` per
+    field, ``"k:{\"name\":...}":{".":{},...}`` per item of a list keyed by name and
+    ``"v:..."`` per item of a set."""
+    if isinstance(value, Mapping):
+        return 2 + sum(len(k) + 5 + _fields_bytes(v) for k, v in value.items())
+    if isinstance(value, list) and value and isinstance(value[0], Mapping) and "name" in value[0]:
+        return 2 + sum(len(str(v["name"])) + 24 + _fields_bytes(v) for v in value)
+    if isinstance(value, list) and value and isinstance(value[0], str):
+        return 2 + sum(len(v) + 10 for v in value)
+    return 2
+
+
+def check_object_size(
+    body: Mapping[str, Any], spec: WorkflowSpec, samples: int = HISTORY_SAMPLES
+) -> None:
+    """Raise SpecError if DagWorkflow `body` would outgrow what etcd stores once its status
+    is written (`object_bytes` over `MAX_OBJECT_BYTES`): the operator could then not record
+    its progress."""
+    size = object_bytes(body, spec, samples)
+    if size > MAX_OBJECT_BYTES:
+        raise SpecError(
+            f"the workflow's {len(spec.stages):,} stages make an object of about {size:,} bytes "
+            f"with the status they need, more than the {MAX_OBJECT_BYTES:,} bytes (1.5 MiB) "
+            "Kubernetes stores per object; split it into smaller workflows or shorten its "
+            "stages (templates, names)"
+        )

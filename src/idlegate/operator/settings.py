@@ -21,7 +21,7 @@ from pydantic import (
 from idlegate.api.podsecurity import DEFAULT_LEVEL, Level
 from idlegate.api.pool_spec import LabelSelector, one_capacity
 from idlegate.api.queueing import QueueFile, cohort_check
-from idlegate.api.status import MAX_MEASURED
+from idlegate.api.status import HISTORY_SAMPLES, MAX_MEASURED
 from idlegate.config import Config, Flag
 from idlegate.errors import IdlegateError
 from idlegate.sim.protocol import Scheduler
@@ -256,7 +256,7 @@ class Settings(Config):
     """Rotated history files kept (history.1.jsonl .. history.N.jsonl for a history.jsonl;
     the oldest is dropped)."""
 
-    history_samples: int = Field(20, ge=1, le=MAX_MEASURED)
+    history_samples: int = Field(HISTORY_SAMPLES, ge=1, le=MAX_MEASURED)
     """Measured task run times a finished stage keeps in its status (a uniform sample)."""
 
     ttl_after_finished: int | None = Field(None, ge=0)

@@ -54,6 +54,12 @@ class DagColumns:
                 np.asarray(dag.bottom_levels) / unit
             )
         template[:, STAGE_COLUMN["gang"]] = np.asarray(dag.gang, dtype=np.float32)
+        # a stage not started yet (every stage whose parents are not all done): the values
+        # `JobRows.refresh` would compute, by the same arithmetic, so it skips such stages
+        template[:, DYNAMIC_COLUMNS] = [
+            (log1p(n), 0.0, log1p(n * d * (1.0 / unit)), 0.0, 0.0, 0.0)
+            for n, d in zip(dag.tasks, dag.durations, strict=True)
+        ]
         self.template = template
         # child -> parent: the direction Decima's messages flow
         self.edge_src = np.array([i for i, ps in enumerate(dag.parents) for _ in ps], np.int64)
@@ -68,6 +74,7 @@ class JobRows:
         "block",
         "edge_dst",
         "edge_src",
+        "frontier",
         "gangs",
         "job",
         "launchable",
@@ -87,6 +94,10 @@ class JobRows:
         """Stage indices of the incomplete stages, in index order (the job's rows)."""
         self.pos: list[int] = []
         """Stage index -> local row (-1 for a complete stage)."""
+        self.frontier: list[tuple[int, Stage]] = []
+        """(local row, stage) of the incomplete stages whose parents are all done: the only
+        rows whose state columns may differ from the template's (a stage starts only after
+        its parents finish), so `refresh` costs what the frontier holds, not the DAG."""
         self.edge_src = self.edge_dst = self.alive
         self.block = static.template[:0]
         self.row = np.zeros(NUM_JOB_FEATURES, dtype=np.float32)
@@ -118,6 +129,9 @@ class JobRows:
         self.edge_dst = pos_a[static.edge_dst[keep]]
         self.block = static.template[self.alive]  # a copy: fancy indexing
         self.stages_left = job.stages_left
+        # parents_left changes only when a stage completes, which also calls rows()
+        stages = job.stages
+        self.frontier = [(r, stages[i]) for r, i in enumerate(alive) if not stages[i].parents_left]
 
     def refresh(self, k: int, cfg: FeatureConfig) -> None:
         """Recompute a job's stage block and job row from its current state."""
@@ -125,11 +139,11 @@ class JobRows:
         unit = cfg.time_unit
         inv_k = 1.0 / k
         inv_unit = 1.0 / unit
-        stages = job.stages
         # plain Python per stage: for the ~10 stages of a job this beats a dozen numpy calls
         dynamic = []
-        for i in self.alive.tolist():
-            s = stages[i]
+        rows = []
+        for row, s in self.frontier:
+            rows.append(row)
             tasks, launched, finished = s.tasks, s.launched, s.finished
             dynamic.append(
                 (
@@ -143,7 +157,7 @@ class JobRows:
             )
         block = self.block
         if dynamic:
-            block[:, DYNAMIC_COLUMNS] = dynamic
+            block[np.ix_(rows, DYNAMIC_COLUMNS)] = dynamic
         # The runnable list is part of the signature, so the mask columns can be cached
         # too; only gang stages and stages with a demand on the pool's resources depend
         # on what is free, and they are set per call.

@@ -54,8 +54,9 @@ Gymnasium env pads to fixed sizes.
 
 Speed: the featurizer keeps each job's rows between calls and recomputes them only when
 the job changed (`policy.feature_rows`). Per call the work is a short O(jobs) Python loop
-plus a dozen vectorised numpy operations; nothing loops over tasks, and stages only of
-the jobs that changed. About 0.03 ms per call with 20 jobs in the system when nothing
+plus a dozen vectorised numpy operations; nothing loops over tasks, and over stages only
+the frontier of the jobs that changed (`feature_rows.JobRows.frontier`; all of a job's
+stages when one completed). About 0.03 ms per call with 20 jobs in the system when nothing
 changed, 0.04 ms when one job did (`benchmarks/inference.py` reports it in context).
 """
 

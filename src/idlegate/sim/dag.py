@@ -8,6 +8,7 @@ many executors a job can keep busy on average.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -82,6 +83,13 @@ class Dag:
         return tuple(level)
 
     @cached_property
+    def by_bottom_level(self) -> tuple[int, ...]:
+        """Stage indices, highest bottom level first (ties by index): the order in which
+        `Job.remaining_cp` is looked up (`sim.cluster`)."""
+        levels = self.bottom_levels
+        return tuple(sorted(range(self.num_stages), key=lambda i: -levels[i]))
+
+    @cached_property
     def critical_path(self) -> float:
         """Length of the longest chain of stages: the job's duration on unlimited executors."""
         return max(self.bottom_levels)
@@ -107,3 +115,45 @@ class Dag:
     def lower_bound_jct(self, num_executors: int) -> float:
         """No schedule finishes the job faster than max(critical path, work / executors)."""
         return max(self.critical_path, self.total_work / num_executors)
+
+
+def summarised(dag: Dag, limit: int) -> Dag:
+    """`dag` if it has at most `limit` stages, else a chain of at most `limit` stages that
+    stands for it where its exact shape costs more than it tells (a replay of a workflow of
+    thousands of stages: `policy.portfolio.replay`). Stages are grouped by their depth (the
+    most stages on a path from a root to them, itself included) into runs of consecutive
+    depths. A group's stage lasts what the group adds to the longest path from a root (its
+    stages' top levels), at least its shortest task, so the chain is about the critical
+    path; it has as many tasks as keep the group's work (at least one), each requesting
+    what the group's stage of most work requests."""
+    if dag.num_stages <= limit:
+        return dag
+    n = dag.num_stages
+    depth, top = [0] * n, [0.0] * n
+    for i in dag.topological_order:
+        depth[i] = 1 + max((depth[p] for p in dag.parents[i]), default=0)
+        top[i] = dag.durations[i] + max((top[p] for p in dag.parents[i]), default=0.0)
+    per = -(-max(depth) // limit)  # depths per group, so that at most `limit` groups
+    groups = -(-max(depth) // per)
+    reach, shortest = [0.0] * groups, [math.inf] * groups
+    work, heaviest = [0.0] * groups, [0] * groups
+    for i in range(n):
+        g = (depth[i] - 1) // per
+        reach[g] = max(reach[g], top[i])
+        shortest[g] = min(shortest[g], dag.durations[i])
+        work[g] += dag.tasks[i] * dag.durations[i]
+        if dag.tasks[i] * dag.durations[i] >= dag.tasks[heaviest[g]] * dag.durations[heaviest[g]]:
+            heaviest[g] = i
+    durations, before = [], 0.0
+    for g in range(groups):
+        durations.append(max(reach[g] - before, shortest[g]))
+        before = max(before, reach[g])
+    return Dag(
+        names=tuple(f"group-{g}" for g in range(groups)),
+        tasks=tuple(max(1, round(w / d)) for w, d in zip(work, durations, strict=True)),
+        durations=tuple(durations),
+        parents=((), *((g - 1,) for g in range(1, groups))),
+        children=(*((g + 1,) for g in range(groups - 1)), ()),
+        gang=(False,) * groups,
+        demands=tuple(dag.demands[i] for i in heaviest) if dag.demands else (),
+    )

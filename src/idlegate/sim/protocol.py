@@ -173,6 +173,7 @@ class Job:
     __slots__ = (
         "arrival",
         "cap",
+        "cp_rank",
         "dag",
         "finish",
         "first_start",
@@ -210,6 +211,8 @@ class Job:
         """Estimated executor-seconds of unfinished tasks."""
         self.remaining_cp = dag.critical_path
         """Longest bottom level over incomplete stages."""
+        self.cp_rank = 0
+        """Stages before this position of `dag.by_bottom_level` are complete."""
         self.runnable: list[Stage] = []
         """Runnable stages of this job (gang stages regardless of free executors)."""
         self.first_start: float | None = None

@@ -32,8 +32,11 @@ from pydantic import (
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim.resources import EMPTY, ResourceVector, pod_request
 
-MAX_STAGES = 500
-"""Most stages a workflow may have (keeps the policy's graph and the CR object small)."""
+MAX_STAGES = 100_000
+"""Most stages a workflow may have: only a guard against absurd input, since every stage is
+held in memory (the simulator's `Dag`, the policy's rows). Argo and Airflow runs of any size
+up to it are ordered; a DagWorkflow is bound by its object's size
+(`idlegate.api.status.check_object_size`) and the CRD's `MAX_CR_STAGES`."""
 MAX_TASKS_PER_STAGE = 100_000
 """Most tasks one stage may have."""
 MAX_TASK_SECONDS = 7 * 24 * 3600

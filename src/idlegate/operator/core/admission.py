@@ -26,6 +26,7 @@ from idlegate.api.status import (
     IdleSlot,
     Phase,
     SlotState,
+    check_object_size,
     generation_of,
     parse_indexes,
 )
@@ -323,6 +324,7 @@ def new_workflow(
     owner = owner_of(body)
     check_workflow_name(owner.name)
     spec = parse_workflow(body.get("spec"), "spec")
+    check_object_size(body, spec)
     check_templates(spec, "spec", policy)
     status = body.get("status") or {}
     started = status.get("startTime")

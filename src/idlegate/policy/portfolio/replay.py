@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final, Literal
 
 import numpy as np
@@ -26,6 +26,7 @@ from idlegate.errors import IdlegateError
 from idlegate.policy.portfolio.candidates import kind_of
 from idlegate.policy.portfolio.rounds import Scores
 from idlegate.sim.cluster import Cluster
+from idlegate.sim.dag import summarised
 from idlegate.sim.engine import JobArrival, simulate
 from idlegate.sim.history import replay_workload as _replay_workload
 from idlegate.sim.protocol import Scheduler
@@ -45,6 +46,10 @@ __all__ = [
 EVENT_SECONDS: Final = 1.2e-5
 """CPU seconds per simulated event (the engine's loop, the cluster's bookkeeping and a
 rule's decisions)."""
+REPLAY_STAGES: Final = 500
+"""Most stages a replayed workflow keeps; a larger one is replayed as its summary, a chain
+of at most this many stages (`sim.dag.summarised`). The former bound of every workflow, so
+a replay of any workflow allowed before is the same."""
 DECISION_SECONDS: Final[Mapping[str, float]] = {"rule": 0.0, "learned": 4e-4, "planner": 2e-2}
 """CPU seconds per decision of an ONNX policy and of the planner, beyond the events."""
 
@@ -70,8 +75,16 @@ def replay_portfolio(
     on a pool of `num_executors` (and `resources`, the live pool's beyond pods), with the
     seeds seed, seed + 1, …: every candidate sees the same arrivals and the same seeds
     (common random numbers)."""
+    # a workflow of thousands of stages costs a replay per stage, and what a round weighs
+    # is its completion time: its summary (`sim.dag.summarised`) tells about as much
+    shown = [
+        a
+        if a.dag.num_stages <= REPLAY_STAGES
+        else replace(a, dag=summarised(a.dag, REPLAY_STAGES), durations=None)
+        for a in window
+    ]
     workload = _replay_workload(
-        window, num_executors, moving_delay=moving_delay, resources=resources
+        shown, num_executors, moving_delay=moving_delay, resources=resources
     )
     n = len(workload.jobs)
     means: dict[str, float] = {}

@@ -123,7 +123,8 @@ def map_dag(
     if len(tasks) - sum(v is not None for v in left.values()) > MAX_STAGES:
         raise AirflowRefusal(
             RefusalReason.TOO_MANY_STAGES,
-            f"{where} has more than {MAX_STAGES} tasks to schedule, more than a job may have",
+            f"{where} has more than {MAX_STAGES:,} tasks to schedule, more than idlegate "
+            "holds in memory for one workflow",
         )
     walker = _Walker(
         where, name, tasks, graph, left, instances, durations, prior, _priorities(tasks, graph)

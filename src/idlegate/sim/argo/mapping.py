@@ -430,8 +430,8 @@ class _Walker:
         if len(self.stages) > MAX_STAGES:
             raise ArgoRefusal(
                 RefusalReason.TOO_MANY_STAGES,
-                f"{self.where} has more than {MAX_STAGES} stages once flattened, more than a "
-                "job may have",
+                f"{self.where} has more than {MAX_STAGES:,} stages once flattened, more than "
+                "idlegate holds in memory for one workflow",
             )
         return name
 
