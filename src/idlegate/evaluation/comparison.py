@@ -168,10 +168,6 @@ class WorkloadOptions(Config):
             raise renamed(exc, names) from None
 
 
-MAX_NODES = 1000
-"""The most nodes of ``--nodes``: every placement scores each node, so a run's time grows
-with nodes × tasks (docs/resources.md measures it)."""
-
 _NOT_THE_WORKLOADS = {"extra", "resources", "nodes", "queues"}
 """WorkloadOptions' fields that are no option of the workload's (`to_kwargs`)."""
 
@@ -329,12 +325,6 @@ def _pooled(built: Workload, options: WorkloadOptions) -> Workload:
     _check_requested(built, options.resources)
     if options.nodes is None:
         return replace(built, resources=options.resources)
-    if options.nodes > MAX_NODES:
-        raise IdlegateError(
-            f"--nodes {options.nodes} is more than the {MAX_NODES} nodes the simulator places "
-            "pods on (each placement looks at every node: 1000 take about 11 s a run of 100 "
-            "jobs, docs/resources.md); simulate a share of the cluster, its -k scaled alike"
-        )
     if options.nodes > built.num_executors:
         raise IdlegateError(
             f"--nodes {options.nodes} share the pool's {built.num_executors} pods (-k), so "
