@@ -22,7 +22,9 @@ the number of distinct node *shapes*, not with the number of nodes or of tasks:
 
 A pool of N nodes that all hold different amounts has N shapes: the cost is then a
 full scan's, as before the index. Typical pools have few: empty nodes of a kind share
-one, and nodes full in pods share one whatever else they hold.
+one, and nodes with no pod free are kept apart and never read (they hold no task,
+whatever else they have free). Building the index (a pool's first nodes, or nodes
+added or removed) reads every node once.
 """
 
 from __future__ import annotations

@@ -10,9 +10,11 @@ operator's pool that follows the cluster's nodes: `set_capacity`): then a task s
 where it also fits one node's free amounts and pods, as the kube-scheduler's
 NodeResourcesFit filter would find it room, and a task started takes its room on the node
 `packed` picks, on both: the fitting node left with the least of its CPU and memory free
-(the kube-scheduler's MostAllocated scoring, bin packing). Packing, not spreading: the
-large tasks are the ones that wait, and they need a node's room in one piece; spread
-small tasks leave every node a little free and none enough for them. The operator pins
+(the kube-scheduler's MostAllocated scoring, bin packing; answered from an index of the
+nodes' shapes, moved on each task placed or ended, `idlegate.sim.nodeset`: its cost
+grows with the shapes, not with the nodes). Packing, not spreading: the large tasks are
+the ones that wait, and they need a node's room in one piece; spread small tasks leave
+every node a little free and none enough for them. The operator pins
 each released pod to that node (a ``kubernetes.io/hostname`` nodeSelector), so the
 kube-scheduler's own scoring (LeastAllocated by default) does not undo it. The driver
 tells the operator's nodes' free amounts again before its next round (what ran there);
