@@ -61,7 +61,7 @@ def summary(found: dict[int, list[tuple[float, float]]]) -> dict[str, object]:
     small, large = min(found), max(found)
     pairs = list(zip(found[large], found[small], strict=True))
     return {
-        "command": "idlegate " + COMMAND,
+        "command": "idlegate " + COMMAND.format(n="N"),
         "wall_s": {n: statistics.median(w for w, _ in runs) for n, runs in found.items()},
         "cpu_s": {n: statistics.median(c for _, c in runs) for n, runs in found.items()},
         "ratio": f"{large}/{small}",
@@ -89,7 +89,7 @@ def main() -> int:
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    print(f"idlegate {COMMAND}, median of {result['runs']} rounds (after a warm-up)")
+    print(f"idlegate {COMMAND.format(n='N')}, median of {result['runs']} rounds (after a warm-up)")
     print(f"{'nodes':>8} {'wall s':>8} {'cpu s':>8}")
     wall, cpu = result["wall_s"], result["cpu_s"]
     assert isinstance(wall, dict) and isinstance(cpu, dict)
