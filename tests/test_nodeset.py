@@ -116,6 +116,9 @@ def test_after_random_events_the_index_answers_as_a_scan_of_every_node():
             allowed = tuple(sorted(rng.sample(range(len(nodes)), rng.randint(0, len(nodes)))))
         assert nodes.place(need, allowed) == scan_place(nodes, need, allowed)
         assert nodes.room(need[:2], allowed) == scan_room(nodes, need[:2], allowed)
+        assert nodes.first_fit(need) == next(
+            (i for i, n in enumerate(nodes) if all(map(int.__ge__, n, need))), None
+        )
         event = rng.random()
         if event < 0.5:  # a pod bound where placement puts it
             at = nodes.place(need, allowed)
@@ -149,3 +152,11 @@ def test_a_need_of_nothing_counted_is_held_by_the_pods_free():
     assert need.room() == 2
     assert need.on([0, 0, 3 * MILLI]) == 3
     assert Need((0, 0), [0, 0], [node(1, 1, 5)], allowed=(0,)).room() == 5
+
+
+def test_a_released_pod_of_the_pods_gate_starts_on_the_first_node_it_fits():
+    nodes = NodeSet([node(2, 32, 4), node(8, 32, 4), node(4, 32, 4)], [node(8, 32, 4)] * 3)
+    assert nodes.first_fit([3 * MILLI, 0, MILLI]) == 1  # (first fit, not the fullest: 2)
+    nodes.move(1, [6 * MILLI, 0], -1)
+    assert nodes.first_fit([3 * MILLI, 0, MILLI]) == 2
+    assert nodes.first_fit([5 * MILLI, 0, MILLI]) is None

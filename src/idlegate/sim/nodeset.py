@@ -15,7 +15,8 @@ the number of distinct node *shapes*, not with the number of nodes or of tasks:
   same float sum, in the same order), and of equal scores the lowest node index (the
   first of equals). A bucket gives its lowest index from a heap.
 * How many tasks of a demand the nodes hold (`room`) is the sum over shapes of the
-  node count times what one node of it holds (`tasks_on`).
+  node count times what one node of it holds (`tasks_on`). The first node a pod fits
+  (`first_fit`, the pods-gate baseline's rule) is the lowest index of the shapes it fits.
 * A stage barred from some nodes (`idlegate.sim.pool.Allows`: the indices it may use)
   is answered from an index of those nodes alone, built on first use and then moved
   with the others.
@@ -174,6 +175,16 @@ class NodeSet(Sequence[list[int]]):
                 best = score, bucket.first()
         return None if best is None else best[1]
 
+    def first_fit(self, need: Sequence[int]) -> int | None:
+        """The lowest index of a node that fits `need` (the pool's order, then one pod),
+        None if none does: where `idlegate.sim.gate`'s released pod starts."""
+        fits = (
+            b.first()
+            for (free, _), b in self._index.buckets.items()
+            if all(f >= n for f, n in zip(free, need, strict=True))
+        )
+        return min(fits, default=None)
+
     def room(self, amounts: Sequence[int], allowed: tuple[int, ...] | None = None) -> int:
         """How many tasks of `amounts` (the pool's order, without pods) the nodes `allowed`
         (None: all) hold now, each node as `tasks_on` counts it."""
@@ -199,13 +210,13 @@ class NodeSet(Sequence[list[int]]):
 
     # -- changing ------------------------------------------------------------------------
 
-    def move(self, i: int, amounts: Sequence[int], sign: int) -> None:
-        """Give node `i` one task of `amounts` (the pool's order, without pods) back
-        (sign 1) or take one from it (sign -1)."""
+    def move(self, i: int, amounts: Sequence[int], sign: int, pods: int = MILLI) -> None:
+        """Give node `i` one task of `amounts` (the pool's order, without pods) and its
+        `pods` back (sign 1) or take them from it (sign -1)."""
         node = self._free[i]
         for k, n in enumerate(amounts):
             node[k] += sign * n
-        node[-1] += sign * MILLI
+        node[-1] += sign * pods
         self._reshape(i)
 
     def reset(

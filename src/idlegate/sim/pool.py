@@ -98,8 +98,8 @@ class PoolResources:
         self, resources: ResourceVector | None, nodes: Sequence[ResourceVector] = ()
     ) -> None:
         num_executors = self.num_executors
-        if nodes:  # (the simulator's nodes: its capacity is theirs; few kinds, many nodes)
-            resources = sum((v * k for v, k in Counter(nodes).items()), ResourceVector())
+        if nodes:  # (the simulator's nodes: its capacity is theirs)
+            resources = nodes_total(nodes)
         resources = resources or ResourceVector()
         if "pods" in resources and resources["pods"] != num_executors * MILLI:
             raise IdlegateError(
@@ -407,6 +407,12 @@ def nodes_text(nodes: Iterable[ResourceVector]) -> str:
     return "; ".join(
         f"{text} ({k} node{'s' if k > 1 else ''})" for text, k in sorted(counts.items())
     )
+
+
+def nodes_total(nodes: Iterable[ResourceVector]) -> ResourceVector:
+    """The sum of `nodes`' resources, each kind of node added once times its count (nodes
+    are many, kinds few)."""
+    return sum((v * k for v, k in Counter(nodes).items()), ResourceVector())
 
 
 def identical_nodes(node: ResourceVector, count: int, pods: int) -> tuple[ResourceVector, ...]:
