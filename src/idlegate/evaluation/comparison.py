@@ -122,10 +122,10 @@ class WorkloadOptions(Config):
     cpu=8,memory=32Gi,nvidia.com/gpu=2: a task starts only where its stage's requests fit
     (workflow files state them). Unset: a pods-only pool of -k/--executors."""
     nodes: int | None = Field(None, ge=1)
-    """The cluster is this many nodes (at most 1000), each of --resources (then one node's
-    allocatable), sharing -k's pods: a task starts only where it fits one node, on the one
-    it fills most (packing, as the operator's pool of nodes places one). Unset: the
-    pool is one bin of --resources."""
+    """The cluster is this many nodes (at most -k, a pod a node), each of --resources
+    (then one node's allocatable), sharing -k's pods: a task starts only where it fits one
+    node, on the one it fills most (packing, as the operator's pool of nodes places one).
+    Unset: the pool is one bin of --resources."""
     queues: Path | None = None
     """A YAML file of the pool's queues (docs/queues.md): each workflow waits in the queue
     its file's ``queueName`` names, else the default one. Unset: the workload's own
