@@ -353,6 +353,8 @@ class _Pod:
     """A pod as a `Ledger` counts it."""
 
     body: Mapping[str, Any]
+    """The pod, while it is not bound and holds (what a reading places); else empty: a
+    ledger of many pods keeps none of their objects."""
     node: str
     """The node it is bound to ("": none)."""
     hold: ResourceVector | None
@@ -413,7 +415,8 @@ class Ledger:
         ended = (pod.get("status") or {}).get("phase") in ENDED
         node = spec.get("nodeName") or ""
         hold = None if ended else self.request(pod)
-        entry = _Pod(pod, node, hold, bool(spec.get("schedulingGates")), released(pod))
+        body = pod if hold is not None and not node else {}
+        entry = _Pod(body, node, hold, bool(spec.get("schedulingGates")), released(pod))
         self._pods[key] = entry  # (a key kept keeps its place: the order first seen)
         self._count(key, entry, 1)
 
