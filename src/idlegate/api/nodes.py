@@ -408,31 +408,31 @@ class Ledger:
         key = (meta.get("namespace", ""), meta.get("name", ""))
         old = self._pods.get(key)
         if old is not None:
-            self._count(key, old, -1)
+            self._count(old, -1)
         if deleted:
             self._pods.pop(key, None)
+            self._unbound.pop(key, None)
             return
         ended = (pod.get("status") or {}).get("phase") in ENDED
         node = spec.get("nodeName") or ""
         hold = None if ended else self.request(pod)
         body = pod if hold is not None and not node else {}
         entry = _Pod(body, node, hold, bool(spec.get("schedulingGates")), released(pod))
-        self._pods[key] = entry  # (a key kept keeps its place: the order first seen)
-        self._count(key, entry, 1)
+        # (a key kept keeps its place: the pods in the order first seen, as an index's)
+        self._pods[key] = entry
+        if hold is not None and not node:
+            self._unbound[key] = entry, hold
+        else:
+            self._unbound.pop(key, None)
+        self._count(entry, 1)
 
-    def _count(self, key: tuple[str, str], entry: _Pod, sign: int) -> None:
-        hold = entry.hold
-        if hold is None:
+    def _count(self, entry: _Pod, sign: int) -> None:
+        """Add (sign 1) or take off (-1) what a bound pod holds on its node."""
+        if entry.hold is None or not entry.node:
             return
-        if not entry.node:
-            if sign > 0:
-                self._unbound[key] = entry, hold
-            else:
-                self._unbound.pop(key, None)
-            return
-        _add(self._used.setdefault(entry.node, {}), hold, sign)
+        _add(self._used.setdefault(entry.node, {}), entry.hold, sign)
         if not entry.mine:
-            _add(self._foreign.setdefault(entry.node, {}), hold, sign)
+            _add(self._foreign.setdefault(entry.node, {}), entry.hold, sign)
 
     def room(
         self,
