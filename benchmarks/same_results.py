@@ -85,9 +85,6 @@ COMMANDS: tuple[str, ...] = (
 
 NODES_PROBE = "-w k8s-batch -o requests=true --jobs-count 5 --schedulers fifo --seeds 1 --json"
 CHANGED: dict[str, str] = {
-    f"compare {NODES_PROBE} --nodes 1001 --resources cpu=8,memory=32Gi -k 99099": (
-        "issue 60: --nodes past 1000 refused (docs/resources.md)"
-    ),
     f"compare {NODES_PROBE} --resources cpu=24,memory=96Gi,nvidia.com/gpu=2.5 -k 330": (
         "issue 60: a fraction of nvidia.com/gpu refused (sim/resources.py)"
     ),

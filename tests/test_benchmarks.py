@@ -315,3 +315,19 @@ def test_same_results_tells_a_refusal_from_a_run_and_one_refusal_from_another() 
     assert not same_results.as_expected(changed, None)
     assert same_results.as_expected(same_results.COMMANDS[0], None)
     assert not same_results.as_expected(same_results.COMMANDS[0], "$.best: 1 != 2")
+
+
+def test_node_scale_takes_the_ratio_round_by_round() -> None:
+    # a drift of the machine falls on both sizes of a round: the ratio is per round, its
+    # median quoted, beside each size's median
+    node_scale = load_benchmark("node_scale")
+    found = {
+        30: [(1.0, 0.8), (2.0, 1.6), (1.0, 0.8)],
+        3000: [(1.5, 1.2), (2.0, 1.6), (1.2, 0.8)],
+    }
+    out = node_scale.summary(found)
+    assert out["wall_s"] == {30: 1.0, 3000: 1.5}
+    assert out["ratio"] == "3000/30"
+    assert out["wall_ratio"] == pytest.approx(1.2)
+    assert out["cpu_ratio"] == pytest.approx(1.0)
+    assert out["runs"] == 3

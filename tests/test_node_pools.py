@@ -507,7 +507,8 @@ async def test_the_first_node_or_pod_event_marks_the_nodes_read(monkeypatch):
     from idlegate.operator.settings import Settings
     from tests.operator_fakes import FakeClock, FakeKube, harness
 
-    for id_, kwargs in (("node-events", {}), ("room-events", {"event": {"object": pod("p", "1")}})):
+    for id_, body in (("node-events", node("n")), ("room-events", pod("p", "1"))):
+        kwargs = {"event": {"type": None, "object": body}}  # (kopf's raw event: each has one)
         operator = Operator(Settings(pool_size=2, clock=FakeClock()), kube=FakeKube())
         operator._pools = harness(pool=2).pools
         monkeypatch.setattr(Operator, "ready", property(lambda self: False))
@@ -610,3 +611,38 @@ def test_a_pod_created_released_is_pinned_as_a_released_gated_one_is():
     mine = spec.model_copy(update={"template": own})
     gate = RemoveGate(owner, "s", 0, 0, "w-s-0", 3, mine, host="b")
     assert gate.released.manifest["spec"]["nodeSelector"] == {HOSTNAME: "mine", "disk": "ssd"}
+
+
+def test_the_watch_fed_by_events_reads_the_room_as_its_indexes_counted_anew():
+    # after its first event, the watch keeps a ledger (api.nodes.Ledger) from the events
+    # and no longer counts every pod in kopf's indexes at each reading (issue 61)
+    from tests.operator_fakes import harness
+
+    watch = harness(pool=2).pools.watch
+    watch.nodes = {n: [node(n, cpu="4")] for n in ("a", "b")}
+    watch.pods = {("other", "x"): [pod("x", "1", "a")]}
+
+    def scratch() -> dict[str, ResourceVector]:
+        nodes = [read_node(b[0]) for b in watch.nodes.values()]
+        pods = [b[0] for b in watch.pods.values()]
+        return dict(room(nodes, pods, LabelSelector(), watch.releasing).free)
+
+    y = pod("y", "2", "b", mine=True)
+    watch.pods = {**watch.pods, ("other", "y"): [y]}  # (kopf's index has it, then the event)
+    watch.seen({"type": "ADDED", "object": y})
+    assert watch.ledger is not None
+    assert dict(watch.room(LabelSelector()).free) == scratch()
+    assert dict(watch.room(LabelSelector()).free)["b"]["cpu"] == 2000
+    # the index no longer read: only events move the room now
+    watch.pods = {}
+    assert dict(watch.room(LabelSelector()).free)["a"]["cpu"] == 3000
+    watch.pods = {("other", "y"): [y]}
+    watch.seen({"type": "DELETED", "object": pod("x", "1", "a")})
+    c = node("c", cpu="8")
+    watch.nodes = {**watch.nodes, "c": [c]}
+    watch.seen({"type": "ADDED", "object": c}, node=True)
+    ended = pod("y", "2", "b", mine=True, status={"phase": "Succeeded"})
+    watch.pods = {("other", "y"): [ended]}
+    watch.seen({"type": "MODIFIED", "object": ended})
+    assert dict(watch.room(LabelSelector()).free) == scratch()
+    assert dict(watch.room(LabelSelector()).free)["c"]["cpu"] == 8000

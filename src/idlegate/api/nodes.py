@@ -344,60 +344,157 @@ def room(
     anywhere, or not bound); `releasing`: (namespace, name) of pods whose gate removal is
     under way, counted as released although the pod read still has its gate (and on the
     node it is pinned to), and, with their request, those not read yet at all; `request`:
-    `requested`, or a cache of it."""
-    releasing = releasing or {}
-    seen: set[tuple[str, str]] = set()
-    chosen = sorted((n for n in nodes if n.usable and selects(selector, n.labels)), key=_name)
-    used: dict[str, dict[str, int]] = {n.name: {} for n in chosen}
-    foreign: dict[str, int] = {}
-    unbound: list[tuple[Mapping[str, Any], ResourceVector, str | None]] = []
-    for pod in pods:
-        meta = pod.get("metadata") or {}
-        mine, key = released(pod), (meta.get("namespace", ""), meta.get("name", ""))
-        seen.add(key)
-        if key in releasing:
-            pod, mine = {**pod, "spec": {**(pod.get("spec") or {}), "schedulingGates": []}}, True
-        hold = held(pod, request)
-        if hold is None:
-            continue
-        node = (pod.get("spec") or {}).get("nodeName")
-        if node in used:  # (sums of plain ints: a vector per pod is slow at 1000s of pods)
-            _add(used[node], hold)
-            if not mine:
-                _add(foreign, hold)
-        elif not node and mine:
-            unbound.append((pod, hold, _pinned(pod) or releasing.get(key, (None, None))[1]))
-    for (namespace, name), (ask, host) in releasing.items():
-        if (namespace, name) not in seen and ask is not None:
-            meta = {"metadata": {"namespace": namespace, "name": name}}
-            unbound.append((meta, ask + ONE_POD, host))
-    free = {n.name: n.allocatable - used[n.name] for n in chosen}
-    short = []
-    names = sorted({k for n in chosen for k in n.allocatable} | {k for u in unbound for k in u[1]})
-    scored = [i for i, k in enumerate(names) if k in SCORED]
-    totals = [[n.allocatable[k] for k in names] for n in chosen]
-    hosts = [n.host for n in chosen]
-    # (in the kube-scheduler's order, older first: on its pinned node, else where its
-    # scoring puts each)
-    for pod, hold, host in sorted(unbound, key=lambda p: _created(p[0])):
-        if host in hosts:  # (it goes there, or waits there for room)
-            name = chosen[hosts.index(host)].name
-            fits, free[name] = hold.fits(free[name]), free[name] - hold
-            if not fits:
-                short.append(pod)
-            continue
-        frees = [[free[n.name][k] for k in names] for n in chosen]
-        at = least_allocated([hold[k] for k in names], frees, totals, scored)
-        if at is None:
-            short.append(pod)
+    `requested`, or a cache of it. A `Ledger` of them all, read once."""
+    return Ledger.of(nodes, pods, request).room(selector, releasing)
+
+
+@dataclass(frozen=True)
+class _Pod:
+    """A pod as a `Ledger` counts it."""
+
+    body: Mapping[str, Any]
+    """The pod, while it is not bound and holds (what a reading places); else empty: a
+    ledger of many pods keeps none of their objects."""
+    node: str
+    """The node it is bound to ("": none)."""
+    hold: ResourceVector | None
+    """What it takes of a node (its request and one pod); None once it has ended."""
+    gated: bool
+    mine: bool
+    """idlegate released it (`released`)."""
+
+
+class Ledger:
+    """The nodes and pods `room` counts, kept from the events that change them (a node or
+    a pod added, changed or deleted: `node`, `pod`): each node's sum of what the pods
+    bound there hold, and of what those idlegate did not release hold, and the pods not
+    bound. A reading (`room`) then costs the nodes and the pods not bound yet, not every
+    pod."""
+
+    def __init__(self, request: Callable[[Mapping[str, Any]], ResourceVector] | None = None):
+        self.request = request or requested
+        self.nodes: dict[str, Node] = {}
+        self._pods: dict[tuple[str, str], _Pod] = {}
+        self._used: dict[str, dict[str, int]] = {}
+        self._foreign: dict[str, dict[str, int]] = {}
+        self._unbound: dict[tuple[str, str], tuple[_Pod, ResourceVector]] = {}
+        """The pods not bound and not ended, in the order first seen."""
+
+    @classmethod
+    def of(
+        cls,
+        nodes: Iterable[Node],
+        pods: Iterable[Mapping[str, Any]],
+        request: Callable[[Mapping[str, Any]], ResourceVector] | None = None,
+    ) -> Ledger:
+        """A ledger of `nodes` and `pods` as they are now."""
+        ledger = cls(request)
+        for found in nodes:
+            ledger.node(found)
+        for pod in pods:
+            ledger.pod(pod)
+        return ledger
+
+    def node(self, node: Node, deleted: bool = False) -> None:
+        """`node` was added or changed (`deleted`: it is gone)."""
+        if deleted:
+            self.nodes.pop(node.name, None)
         else:
-            free[chosen[at].name] = free[chosen[at].name] - hold
-    total = ResourceVector()
-    for n in chosen:
-        total = total + n.allocatable
-    capacity = ResourceVector({k: max(0, v) for k, v in (total - ResourceVector(foreign)).items()})
-    alloc = [n.allocatable for n in chosen]
-    return Room(capacity, list(free.items()), short, alloc, hosts, chosen)
+            self.nodes[node.name] = node
+
+    def pod(self, pod: Mapping[str, Any], deleted: bool = False) -> None:
+        """`pod` was added or changed (`deleted`: it is gone)."""
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        old = self._pods.get(key)
+        if old is not None:
+            self._count(old, -1)
+        if deleted:
+            self._pods.pop(key, None)
+            self._unbound.pop(key, None)
+            return
+        ended = (pod.get("status") or {}).get("phase") in ENDED
+        node = spec.get("nodeName") or ""
+        hold = None if ended else self.request(pod)
+        body = pod if hold is not None and not node else {}
+        entry = _Pod(body, node, hold, bool(spec.get("schedulingGates")), released(pod))
+        # (a key kept keeps its place: the pods in the order first seen, as an index's)
+        self._pods[key] = entry
+        if hold is not None and not node:
+            self._unbound[key] = entry, hold
+        else:
+            self._unbound.pop(key, None)
+        self._count(entry, 1)
+
+    def _count(self, entry: _Pod, sign: int) -> None:
+        """Add (sign 1) or take off (-1) what a bound pod holds on its node."""
+        if entry.hold is None or not entry.node:
+            return
+        _add(self._used.setdefault(entry.node, {}), entry.hold, sign)
+        if not entry.mine:
+            _add(self._foreign.setdefault(entry.node, {}), entry.hold, sign)
+
+    def room(
+        self,
+        selector: LabelSelector | None,
+        releasing: Mapping[tuple[str, str], Releasing] | None = None,
+    ) -> Room:
+        """The room on the usable nodes `selector` selects (`room`'s)."""
+        releasing = releasing or {}
+        chosen = sorted(
+            (n for n in self.nodes.values() if n.usable and selects(selector, n.labels)),
+            key=_name,
+        )
+        used = {n.name: self._used.get(n.name, {}) for n in chosen}
+        foreign: dict[str, int] = {}
+        for n in chosen:
+            _add(foreign, self._foreign.get(n.name, {}))
+        unbound: list[tuple[Mapping[str, Any], ResourceVector, str | None]] = []
+        for key, (entry, hold) in self._unbound.items():
+            body = entry.body
+            if key in releasing:  # (its gate is being removed: counted released)
+                body = {**body, "spec": {**(body.get("spec") or {}), "schedulingGates": []}}
+                unbound.append((body, hold, _pinned(body) or releasing[key][1]))
+            elif entry.mine and not entry.gated:
+                unbound.append((body, hold, _pinned(body)))
+        for (namespace, name), (ask, host) in releasing.items():
+            found = self._pods.get((namespace, name))
+            if found is None and ask is not None:
+                meta = {"metadata": {"namespace": namespace, "name": name}}
+                unbound.append((meta, ask + ONE_POD, host))
+            elif found and found.hold and found.node in used and not found.mine:
+                _add(foreign, found.hold, -1)  # (released, though the pod read says not yet)
+        free = {n.name: n.allocatable - used[n.name] for n in chosen}
+        short: list[Mapping[str, Any]] = []
+        names = sorted(
+            {k for n in chosen for k in n.allocatable} | {k for u in unbound for k in u[1]}
+        )
+        scored = [i for i, k in enumerate(names) if k in SCORED]
+        totals = [[n.allocatable[k] for k in names] for n in chosen]
+        hosts = [n.host for n in chosen]
+        # (in the kube-scheduler's order, older first: on its pinned node, else where its
+        # scoring puts each)
+        for pod, hold, host in sorted(unbound, key=lambda p: _created(p[0])):
+            if host in hosts:  # (it goes there, or waits there for room)
+                name = chosen[hosts.index(host)].name
+                fits, free[name] = hold.fits(free[name]), free[name] - hold
+                if not fits:
+                    short.append(pod)
+                continue
+            frees = [[free[n.name][k] for k in names] for n in chosen]
+            at = least_allocated([hold[k] for k in names], frees, totals, scored)
+            if at is None:
+                short.append(pod)
+            else:
+                free[chosen[at].name] = free[chosen[at].name] - hold
+        total = ResourceVector()
+        for n in chosen:
+            total = total + n.allocatable
+        capacity = ResourceVector(
+            {k: max(0, v) for k, v in (total - ResourceVector(foreign)).items()}
+        )
+        alloc = [n.allocatable for n in chosen]
+        return Room(capacity, list(free.items()), short, alloc, hosts, chosen)
 
 
 def outside(
@@ -417,9 +514,9 @@ def outside(
     return found
 
 
-def _add(into: dict[str, int], amounts: Mapping[str, int]) -> None:
+def _add(into: dict[str, int], amounts: Mapping[str, int], sign: int = 1) -> None:
     for k, v in amounts.items():
-        into[k] = into.get(k, 0) + v
+        into[k] = into.get(k, 0) + sign * v
 
 
 def _pinned(pod: Mapping[str, Any]) -> str | None:

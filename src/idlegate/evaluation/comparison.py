@@ -122,10 +122,10 @@ class WorkloadOptions(Config):
     cpu=8,memory=32Gi,nvidia.com/gpu=2: a task starts only where its stage's requests fit
     (workflow files state them). Unset: a pods-only pool of -k/--executors."""
     nodes: int | None = Field(None, ge=1)
-    """The cluster is this many nodes (at most 1000), each of --resources (then one node's
-    allocatable), sharing -k's pods: a task starts only where it fits one node, on the one
-    it fills most (packing, as the operator's pool of nodes places one). Unset: the
-    pool is one bin of --resources."""
+    """The cluster is this many nodes (at most -k, a pod a node), each of --resources
+    (then one node's allocatable), sharing -k's pods: a task starts only where it fits one
+    node, on the one it fills most (packing, as the operator's pool of nodes places one).
+    Unset: the pool is one bin of --resources."""
     queues: Path | None = None
     """A YAML file of the pool's queues (docs/queues.md): each workflow waits in the queue
     its file's ``queueName`` names, else the default one. Unset: the workload's own
@@ -167,10 +167,6 @@ class WorkloadOptions(Config):
                 )
             raise renamed(exc, names) from None
 
-
-MAX_NODES = 1000
-"""The most nodes of ``--nodes``: every placement scores each node, so a run's time grows
-with nodes × tasks (docs/resources.md measures it)."""
 
 _NOT_THE_WORKLOADS = {"extra", "resources", "nodes", "queues"}
 """WorkloadOptions' fields that are no option of the workload's (`to_kwargs`)."""
@@ -329,12 +325,6 @@ def _pooled(built: Workload, options: WorkloadOptions) -> Workload:
     _check_requested(built, options.resources)
     if options.nodes is None:
         return replace(built, resources=options.resources)
-    if options.nodes > MAX_NODES:
-        raise IdlegateError(
-            f"--nodes {options.nodes} is more than the {MAX_NODES} nodes the simulator places "
-            "pods on (each placement looks at every node: 1000 take about 11 s a run of 100 "
-            "jobs, docs/resources.md); simulate a share of the cluster, its -k scaled alike"
-        )
     if options.nodes > built.num_executors:
         raise IdlegateError(
             f"--nodes {options.nodes} share the pool's {built.num_executors} pods (-k), so "

@@ -555,14 +555,18 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
             operator.pools.watch.read = True
 
     @kopf.on.event("v1", "nodes", registry=registry, id="node-events")
-    async def node_event(**_: Any) -> None:
+    async def node_event(event: kopf.RawEvent, **_: Any) -> None:
         indexes_filled()
+        if operator._pools is not None:  # (each event, ready or not: the ledger's)
+            operator.pools.watch.seen(event, node=True)
         if operator.ready:
             operator.pools.room_soon()
 
     @kopf.on.event("v1", "pods", registry=registry, id="room-events")
     async def room_event(event: kopf.RawEvent, **_: Any) -> None:
         indexes_filled()
+        if operator._pools is not None:
+            operator.pools.watch.seen(event)
         if operator.ready:
             pending = operator.pools.watch.unschedulable(event["object"])
             if pending is not None:

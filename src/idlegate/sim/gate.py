@@ -42,7 +42,8 @@ from idlegate.errors import DemandTooLargeError, IdlegateError
 from idlegate.sim.cluster import Cluster, TraceSink
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import Engine, SimResult
-from idlegate.sim.pool import nodes_text
+from idlegate.sim.nodeset import NodeSet
+from idlegate.sim.pool import nodes_text, nodes_total
 from idlegate.sim.protocol import Job, Launch, PodsGate, Stage
 from idlegate.sim.resources import MILLI, ResourceVector
 
@@ -80,11 +81,16 @@ class NodePool:
     def __init__(self, capacity: ResourceVector, nodes: Sequence[ResourceVector] = ()) -> None:
         self.capacity = capacity
         """The cluster's capacity, `pods` included (the sum of `nodes`, if given)."""
-        self.names: tuple[str, ...] = tuple(capacity)
-        self.free = [[node[n] for n in self.names] for node in (nodes or [capacity])]
-        """Each node's free milli-units of each of `names`, in order (one bin: one node)."""
+        # (pods last: the nodes' index counts one pod a task there)
+        self.names: tuple[str, ...] = (*(n for n in capacity if n != "pods"), "pods")
+        each = [[node[n] for n in self.names] for node in (nodes or [capacity])]
+        self.free = NodeSet(each, each)
+        """Each node's free milli-units of each of `names`, in order (one bin: one node),
+        indexed by shape (`first_fit`)."""
         self.nodes = tuple(nodes) or (capacity,)
         """The nodes' capacities (one bin: the cluster's)."""
+        self._kinds = tuple(dict.fromkeys(self.nodes))
+        """Each distinct node capacity once (`check`'s: nodes are many, kinds few)."""
         self._nodes_text = nodes_text(nodes) if nodes else capacity.format()
         self.pending: list[tuple[Launch, float]] = []
         """Released pods not started yet, with their release time, oldest first."""
@@ -116,7 +122,7 @@ class NodePool:
         where = "the cluster has (its" if len(self.nodes) == 1 else "any node has (each node's"
         for i, demand in enumerate(dag.demands):
             need = demand.restricted(self.names)
-            if not any(need.fits(node) for node in self.nodes):
+            if not any(need.fits(node) for node in self._kinds):
                 raise DemandTooLargeError(
                     f"stage {dag.names[i]!r} of {name or 'the job'} requests {need.format()} "
                     f"a pod, more than {where} resources: {self._nodes_text}), so its pods "
@@ -138,11 +144,9 @@ class NodePool:
         waiting: list[tuple[Launch, float]] = []
         for launch, since in self.pending:
             need = self.amounts(launch.stage)
-            at = next((i for i, free in enumerate(nodes) if all(map(int.__ge__, free, need))), None)
+            at = nodes.first_fit(need)
             if at is not None:
-                free = nodes[at]
-                for i, n in enumerate(need):
-                    free[i] -= n
+                nodes.move(at, need[:-1], -1, need[-1])  # (its request, and its pod)
                 running[launch.executor] = (need, now, at)
                 placed.append(launch)
                 if since < now:
@@ -156,9 +160,9 @@ class NodePool:
     def finish(self, executor: int, now: float) -> None:
         """The pod on `executor` ended: its request is free again."""
         need, since, at = self._running.pop(executor)
-        free, held = self.free[at], self._held
+        self.free.move(at, need[:-1], 1, need[-1])
+        held = self._held
         for i, n in enumerate(need):
-            free[i] += n
             held[i] += n * (now - since)
 
     def resource_seconds(self, now: float) -> dict[str, float]:
@@ -277,5 +281,5 @@ def gated(
     pods = gate.pods if gate.pods is not None else gate_size(workload)
     cluster = ResourceVector({**workload.resources, "pods": num_executors * MILLI})
     if workload.nodes:
-        cluster = sum(workload.nodes, ResourceVector())
+        cluster = nodes_total(workload.nodes)
     return GatedCluster(pods, cluster, trace, moving_delay=moving_delay, nodes=workload.nodes)

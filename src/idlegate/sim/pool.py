@@ -10,9 +10,11 @@ operator's pool that follows the cluster's nodes: `set_capacity`): then a task s
 where it also fits one node's free amounts and pods, as the kube-scheduler's
 NodeResourcesFit filter would find it room, and a task started takes its room on the node
 `packed` picks, on both: the fitting node left with the least of its CPU and memory free
-(the kube-scheduler's MostAllocated scoring, bin packing). Packing, not spreading: the
-large tasks are the ones that wait, and they need a node's room in one piece; spread
-small tasks leave every node a little free and none enough for them. The operator pins
+(the kube-scheduler's MostAllocated scoring, bin packing; answered from an index of the
+nodes' shapes, moved on each task placed or ended, `idlegate.sim.nodeset`: its cost
+grows with the shapes, not with the nodes). Packing, not spreading: the large tasks are
+the ones that wait, and they need a node's room in one piece; spread small tasks leave
+every node a little free and none enough for them. The operator pins
 each released pod to that node (a ``kubernetes.io/hostname`` nodeSelector), so the
 kube-scheduler's own scoring (LeastAllocated by default) does not undo it. The driver
 tells the operator's nodes' free amounts again before its next round (what ran there);
@@ -35,6 +37,7 @@ from operator import itemgetter
 
 from idlegate.errors import DemandTooLargeError, IdlegateError
 from idlegate.sim.dag import Dag
+from idlegate.sim.nodeset import NodeSet
 from idlegate.sim.protocol import Job, Need, Stage
 from idlegate.sim.resources import MILLI, ResourceVector, free_after
 
@@ -66,7 +69,7 @@ class FixedNodes:
     lists), their text for messages, and the node each busy executor's task runs on,
     which gets its room back when the task ends."""
 
-    __slots__ = ("capacity", "scored", "text", "where")
+    __slots__ = ("capacity", "scored", "shapes", "text", "where")
 
     def __init__(
         self,
@@ -80,6 +83,8 @@ class FixedNodes:
         self.scored = scored
         """The positions of cpu and memory in the capacities (`packed`'s `scored`)."""
         self.where: dict[int, int] = dict(where or {})
+        self.shapes = Counter(tuple(c) for c in capacity)
+        """How many nodes have each capacity (what `_check_nodes` reads: few kinds)."""
 
 
 class PoolResources:
@@ -94,7 +99,7 @@ class PoolResources:
     ) -> None:
         num_executors = self.num_executors
         if nodes:  # (the simulator's nodes: its capacity is theirs)
-            resources = sum(nodes, ResourceVector())
+            resources = nodes_total(nodes)
         resources = resources or ResourceVector()
         if "pods" in resources and resources["pods"] != num_executors * MILLI:
             raise IdlegateError(
@@ -110,9 +115,9 @@ class PoolResources:
         of more than the pool holds)."""
         self._held = [0.0] * len(self.resource_names)
         """Milli-unit-seconds of each of `resource_names` held by tasks that ended."""
-        self._nodes: list[list[int]] = []
+        self._nodes = NodeSet()
         """Each node's free milli-units of `resource_names`, then of pods (`set_capacity`;
-        empty: no nodes), the lists the stages' `Need` read."""
+        empty: no nodes), the index the stages' `Need` read and placement asks."""
         self._told: _Told | None = None
         """Nodes a driver tells (`set_capacity`; None: none), one attribute: a Cluster's
         instance keys stay few, for speed."""
@@ -121,8 +126,8 @@ class PoolResources:
         if nodes:
             names = self.resource_names
             capacity = [[n[r] for r in names] + [n["pods"]] for n in nodes]
-            self._nodes[:] = [list(n) for n in capacity]
             scored = tuple(i for i, n in enumerate(names) if n in SCORED)
+            self._nodes.reset(capacity, capacity, scored)
             self._fixed = FixedNodes(capacity, nodes_text(nodes), scored)
 
     @property
@@ -154,15 +159,11 @@ class PoolResources:
         )
         if nodes is not None:
             new = [[node[n] for n in names] + [node["pods"]] for node in nodes]
-            old = self._nodes  # (the driver names its nodes in one order each time)
-            more = (
-                x > y for a, b in zip(new, old, strict=False) for x, y in zip(a, b, strict=True)
-            )
-            grew = grew or len(new) > len(old) or any(more)
-            self._nodes[:] = new  # (in place: the stages' needs read this list)
             alloc = [[a[n] for n in names] + [a["pods"]] for a in allocatable]
             alloc += [[1] * (len(names) + 1)] * (len(new) - len(alloc))
             scored = tuple(i for i, n in enumerate(names) if n in SCORED)
+            # (in place, in the order told each time: the stages' needs read this index)
+            grew = self._nodes.reset(new, alloc, scored) or grew
             told = self._told
             where, barred = ({}, False) if told is None else (told.where, told.allows is not None)
             self._told = _Told(alloc, scored, list(hosts), where, allows)
@@ -201,7 +202,7 @@ class PoolResources:
         used = zip(self.resource_names, self._free_r, strict=True)
         return ResourceVector({n: self.capacity[n] - free for n, free in used})
 
-    def placed_nodes(self) -> tuple[list[list[int]], Mapping[int, int]] | None:
+    def placed_nodes(self) -> tuple[Sequence[list[int]], Mapping[int, int]] | None:
         """The simulator's nodes: each one's free amounts (the pool's order, then pods)
         and the node each busy executor's task runs on; None for a pool without them (or
         the operator's, whose nodes the driver tells)."""
@@ -241,7 +242,7 @@ class PoolResources:
         fixed = self._fixed
         if fixed is None:
             return
-        room = sum(each.on(node) for node in fixed.capacity)
+        room = sum(k * each.on(shape) for shape, k in fixed.shapes.items())
         if room < (stage.tasks if stage.gang else 1):
             raise DemandTooLargeError(
                 f"stage {stage.name!r} of {job.name} needs {need.format()} at once, more than "
@@ -304,7 +305,7 @@ class PoolResources:
             for executor in executors:
                 at = node_of.pop(executor, None)
                 if at is not None:
-                    _on_node(nodes[at], need.amounts, 1)
+                    nodes.move(at, need.amounts, 1)
         elif self._told is not None and tasks > 0:  # (its host is no longer its task's)
             for executor in executors:
                 self._told.where.pop(executor, None)
@@ -315,7 +316,7 @@ class PoolResources:
         nodes = self._nodes
         at = self.node_for(need.amounts, nodes, need.allowed)
         if at is not None:
-            _on_node(nodes[at], need.amounts, -1)
+            nodes.move(at, need.amounts, -1)
         return at
 
     def node_for(
@@ -328,6 +329,9 @@ class PoolResources:
         a task of `amounts` (the pool's order) goes to (`packed`), among those `allowed`
         (indices; None: any); None if it fits none or the pool has no nodes."""
         told, fixed = self._told, self._fixed
+        if nodes is self._nodes and (told is not None or fixed is not None):
+            only = None if allowed is None else tuple(allowed)
+            return self._nodes.place((*amounts, MILLI), only)  # (the index: packed's answer)
         if told is not None:
             if allowed is not None:
                 alloc, some = told.alloc, [nodes[i] for i in allowed]
@@ -358,7 +362,7 @@ class PoolResources:
         """Give `twin` (a fork) a copy of the pool's resources, its stages' needs reading them."""
         twin.capacity, twin.resource_names = self.capacity, self.resource_names
         twin._free_r, twin._held = list(self._free_r), list(self._held)
-        twin._nodes, told = [list(n) for n in self._nodes], self._told
+        twin._nodes, told = self._nodes.copy(), self._told
         twin._told = (
             None if told is None else _Told(told.alloc, told.scored, told.hosts, {}, told.allows)
         )
@@ -393,22 +397,22 @@ class _Told:
             self.where[executor] = self.hosts[at]
 
 
-def _on_node(node: list[int], amounts: tuple[int, ...], sign: int) -> None:
-    """Give `node` (its free amounts, then pods) one task of `amounts` back (sign 1) or
-    take one (sign -1)."""
-    for i, n in enumerate(amounts):
-        node[i] += sign * n
-    node[-1] += sign * MILLI
-
-
 def nodes_text(nodes: Iterable[ResourceVector]) -> str:
     """The nodes' resources for a message, each shape once with its count and ``; `` between
     shapes (their own amounts are comma-separated): ``cpu=8,pods=4 (1 node); cpu=8,pods=3
     (2 nodes)``."""
-    counts = Counter(n.format() for n in nodes)
+    counts: Counter[str] = Counter()
+    for vector, k in Counter(nodes).items():  # (each kind formatted once: nodes are many)
+        counts[vector.format()] += k
     return "; ".join(
         f"{text} ({k} node{'s' if k > 1 else ''})" for text, k in sorted(counts.items())
     )
+
+
+def nodes_total(nodes: Iterable[ResourceVector]) -> ResourceVector:
+    """The sum of `nodes`' resources, each kind of node added once times its count (nodes
+    are many, kinds few)."""
+    return sum((v * k for v, k in Counter(nodes).items()), ResourceVector())
 
 
 def identical_nodes(node: ResourceVector, count: int, pods: int) -> tuple[ResourceVector, ...]:
@@ -416,9 +420,8 @@ def identical_nodes(node: ResourceVector, count: int, pods: int) -> tuple[Resour
     when they do not divide evenly): the simulator's ``--nodes``."""
     share, extra = divmod(pods, count)
     own = node.restricted(n for n in node if n != "pods")
-    return tuple(
-        own + ResourceVector({"pods": MILLI * (share + (i < extra))}) for i in range(count)
-    )
+    more, less = (own + ResourceVector({"pods": MILLI * (share + k)}) for k in (1, 0))
+    return (more,) * extra + (less,) * (count - extra)
 
 
 def tasks_at_once(

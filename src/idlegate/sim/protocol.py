@@ -9,10 +9,12 @@ are stated once, in `idlegate.sim.cluster`'s docstring.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple, Protocol
 
 from idlegate.sim.dag import Dag
+from idlegate.sim.nodeset import NodeSet, tasks_on
 from idlegate.sim.resources import EMPTY
 
 # ---------------------------------------------------------------------------------------
@@ -35,16 +37,17 @@ class Need:
         self,
         amounts: tuple[int, ...],
         free: list[int],
-        nodes: list[list[int]] | None = None,
+        nodes: Sequence[list[int]] | None = None,
         allowed: tuple[int, ...] | None = None,
     ) -> None:
         self.amounts = amounts
         """Milli-units of each resource the pool counts, in the pool's order."""
         self.free = free
         """The pool's free milli-units, the same list the cluster updates."""
-        self.nodes = nodes if nodes is not None else []
+        self.nodes: Sequence[list[int]] = nodes if nodes is not None else []
         """Each node's free milli-units (the pool's order, then its free pods), the same
-        lists the cluster updates; empty: the pool has no nodes, only its totals."""
+        index the cluster updates (`NodeSet`); empty: the pool has no nodes, only its
+        totals."""
         self.allowed = allowed
         """The indices in `nodes` of the nodes its task may use (its pod's nodeSelector,
         node affinity and tolerations: `idlegate.sim.pool.Allows`); None: any."""
@@ -61,19 +64,18 @@ class Need:
             (f // n if f > 0 else 0 for f, n in zip(self.free, self.amounts, strict=True) if n),
             default=_ANY,  # (a need of nothing counted, kept for the nodes it may use)
         )
-        if not self.nodes:
+        nodes = self.nodes
+        if not nodes:
             return total
+        if isinstance(nodes, NodeSet):  # (the pool's: its index counts by shape)
+            return min(total, nodes.room(self.amounts, self.allowed))
         if self.allowed is not None:
-            nodes = self.nodes
             return min(total, sum(self.on(nodes[i]) for i in self.allowed))
-        return min(total, sum(self.on(node) for node in self.nodes))
+        return min(total, sum(self.on(node) for node in nodes))
 
-    def on(self, node: list[int]) -> int:
+    def on(self, node: Sequence[int]) -> int:
         """How many tasks of the stage `node`'s free amounts (and pods) hold."""
-        pods = node[-1] // 1000  # (milli-units: one pod is 1000; zip stops before pods)
-        return min(
-            pods, *(f // n if f > 0 else 0 for f, n in zip(node, self.amounts, strict=False) if n)
-        )
+        return tasks_on(node, self.amounts)
 
 
 def launchable(stage: Stage, free: int) -> bool:

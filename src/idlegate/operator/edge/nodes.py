@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from idlegate.api.labels import GATE
 from idlegate.api.nodes import (
+    Ledger,
     Node,
     NodeRules,
     Releasing,
@@ -59,6 +60,21 @@ class NodeWatch:
         self.outside: dict[tuple[str, str], Mapping[str, Any]] = {}
         """With ``--namespace`` (kopf then watches pods in those namespaces only): the pods
         of the others that hold room on a node, as last listed (`sweep`)."""
+        self.ledger: Ledger | None = None
+        """The nodes and pods as their events told them since the first (`seen`), so that a
+        reading costs the nodes, not every pod; None before: each reading counts kopf's
+        indexes anew."""
+
+    def seen(self, event: Mapping[str, Any], node: bool = False) -> None:
+        """A watch event of a Pod (`node`: of a Node; kopf's raw event), into the ledger."""
+        if self.ledger is None:  # (kopf's indexes hold this event's object already)
+            pods = [body for found in list(self.pods.values()) for body in found]
+            self.ledger = Ledger.of(self._nodes(), [*pods, *self.outside.values()])
+        body, deleted = event["object"], event.get("type") == "DELETED"
+        if node:
+            self.ledger.node(read_node(body), deleted)
+        else:
+            self.ledger.pod(body, deleted)
 
     def _nodes(self) -> list[Node]:
         return [read_node(body) for found in list(self.nodes.values()) for body in found]
@@ -71,6 +87,8 @@ class NodeWatch:
             found = next(iter(self.pods.get(key) or ()), None)  # (kopf's: a Store, iterable)
             if found is not None and not any(g.get("name") == GATE for g in _gates(found)):
                 del self.releasing[key]
+        if self.ledger is not None:
+            return self.ledger.room(selector, self.releasing)
         seen, self._asked = self._asked, {}
         asked = lambda p: self._request(p, seen)  # noqa: E731
         return room(self._nodes(), pods, selector, self.releasing, asked)
@@ -94,6 +112,11 @@ class NodeWatch:
         before = {
             k: (p.get("metadata") or {}).get("resourceVersion") for k, p in self.outside.items()
         }
+        if self.ledger is not None:
+            for key in self.outside.keys() - found.keys():
+                self.ledger.pod(self.outside[key], deleted=True)
+            for key in (k for k in found if versions[k] != before.get(k)):
+                self.ledger.pod(found[key])
         self.outside = found
         return versions != before
 
