@@ -424,12 +424,19 @@ def _fields_bytes(value: Any) -> int:
     field, ``"k:{\"name\":...}":{".":{},...}`` per item of a list keyed by name and
     ``"v:..."`` per item of a set."""
     if isinstance(value, Mapping):
-        return 2 + sum(len(k) + 5 + _fields_bytes(v) for k, v in value.items())
-    if isinstance(value, list) and value and isinstance(value[0], Mapping) and "name" in value[0]:
-        return 2 + sum(len(str(v["name"])) + 24 + _fields_bytes(v) for v in value)
-    if isinstance(value, list) and value and isinstance(value[0], str):
-        return 2 + sum(len(v) + 10 for v in value)
-    return 2
+        return 2 + sum(len(str(k)) + 5 + _fields_bytes(v) for k, v in value.items())
+    if not isinstance(value, list):
+        return 2
+    # (items of any type: the body's size is checked before its fields' types are; an
+    # atomic list, of numbers or of unnamed objects, is one field)
+    return 2 + sum(
+        len(str(v["name"])) + 24 + _fields_bytes(v)
+        if isinstance(v, Mapping) and "name" in v
+        else len(v) + 10
+        if isinstance(v, str)
+        else 0
+        for v in value
+    )
 
 
 def check_object_size(
