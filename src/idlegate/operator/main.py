@@ -527,27 +527,30 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
         return operator.summary()
 
     # -- the indexes a workflow is admitted from (kopf fills them before any handler runs):
-    # its task pods, and its namespace (Pod Security level, labels for routing)
+    # its task pods, and its namespace (Pod Security level, labels for routing). Every index
+    # is async: kopf runs a plain function in a thread, a hop per index and pod event
 
     @kopf.index(
         "v1", "pods", registry=registry, id="task_pods", labels={LABEL_WORKFLOW: kopf.PRESENT}
     )
-    def task_pods(namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any) -> Any:
+    async def task_pods(
+        namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any
+    ) -> Any:
         return {(namespace, labels[LABEL_WORKFLOW]): body}
 
     @kopf.index("v1", "namespaces", registry=registry, id="namespaces")
-    def namespaces(name: str, body: kopf.Body, **_: Any) -> Any:
+    async def namespaces(name: str, body: kopf.Body, **_: Any) -> Any:
         return {name: body}
 
     # -- the nodes and every pod: the room of the pools that follow the nodes (an
     # ExecutorPool's nodeSelector), told to them as it changes; a released pod left pending
 
     @kopf.index("v1", "nodes", registry=registry, id="cluster_nodes")
-    def cluster_nodes(name: str, body: kopf.Body, **_: Any) -> Any:
+    async def cluster_nodes(name: str, body: kopf.Body, **_: Any) -> Any:
         return {name: body}
 
     @kopf.index("v1", "pods", registry=registry, id="live_pods")
-    def live_pods(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> Any:
+    async def live_pods(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> Any:
         return {(namespace, name): body}  # (an ended one holds nothing: api.nodes.held)
 
     def indexes_filled() -> None:  # (kopf runs a handler only once every index is filled)
