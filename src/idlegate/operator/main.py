@@ -570,7 +570,8 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
             pending = operator.pools.watch.unschedulable(event["object"])
             if pending is not None:
                 operator.pools.carry([pending])
-            operator.pools.room_soon()
+            if operator.pools.watch.changed(event.get("type"), event["object"]):
+                operator.pools.room_soon()
 
     # -- DagWorkflows and their pods ------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from idlegate.api.nodes import (
     released,
     requested,
     room,
+    room_key,
 )
 from idlegate.api.pool_spec import LabelSelector
 from idlegate.api.task_pods import Owner
@@ -59,6 +60,18 @@ class NodeWatch:
         self.outside: dict[tuple[str, str], Mapping[str, Any]] = {}
         """With ``--namespace`` (kopf then watches pods in those namespaces only): the pods
         of the others that hold room on a node, as last listed (`sweep`)."""
+        self._keys: dict[str, tuple[Any, ...]] = {}
+        """Each pod's `room_key` by uid, while it counts somewhere."""
+
+    def changed(self, etype: str | None, pod: Mapping[str, Any]) -> bool:
+        """Whether a pod's event may change a pool's room (its `room_key` changed): a room
+        read costs all nodes and pods, and most of a pod's writes change none."""
+        uid = str((pod.get("metadata") or {}).get("uid", ""))
+        key = None if etype == "DELETED" else room_key(pod)
+        before = self._keys.pop(uid, None)
+        if key is not None:
+            self._keys[uid] = key
+        return key != before
 
     def _nodes(self) -> list[Node]:
         return [read_node(body) for found in list(self.nodes.values()) for body in found]
