@@ -212,7 +212,7 @@ def run(
     )
     sampler = Sampler(metrics)
     try:
-        with SimKubelet(api, namespace), ArgoController(api, namespace), sampler:
+        with SimKubelet(api, namespace), ArgoController(api, namespace, settle=0.5), sampler:
             deadline = time.monotonic() + 120
             while not fetch(f"http://127.0.0.1:{health}/healthz"):
                 if time.monotonic() > deadline or proc.poll() is not None:
@@ -265,6 +265,7 @@ def run(
         "decisions": int(buckets[-1][1]) if buckets else 0,
         "decision_p99_ms": None if p99 is None else round(p99 * 1000, 2),
         "decisions_within_5ms": round(within[-1] / buckets[-1][1], 4) if within else None,
+        "load_average": round(os.getloadavg()[0], 1),
         "operator": figures,
         "cpu_ms_per_pod": round(figures["cpu_seconds"] * 1000 / max(seen.pods, 1), 2),
     }
