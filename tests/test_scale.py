@@ -67,3 +67,20 @@ async def test_a_pods_writes_that_change_no_room_read_no_room(monkeypatch):
     before = len(reads)
     await handler.fn(event={"type": "DELETED", "object": running})
     assert len(reads) - before == 1
+
+
+@pytest.mark.asyncio
+async def test_admitting_a_new_workflow_does_not_pass_over_every_executor(monkeypatch):
+    """A workflow with no pod running needs no executor placed (`admission._place`); it
+    passed over all of the pool's executors all the same (110,000 on benchmarks/scale.py's
+    1,000 nodes), at each of its 4,000 admissions."""
+    from idlegate.sim.cluster import Cluster
+    from tests.operator_fakes import harness
+
+    h = harness(pool=100_000)
+    passes: list[int] = []
+    each = Cluster.running_tasks
+    monkeypatch.setattr(Cluster, "running_tasks", lambda c: passes.append(1) or each(c))
+    spec = {"stages": [{"name": "a", "tasks": 2, "taskDurationSeconds": 5, "dependsOn": []}]}
+    await h.submit("wf", spec)
+    assert h.bridge.workflows and passes == []
