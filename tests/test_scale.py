@@ -84,3 +84,32 @@ async def test_admitting_a_new_workflow_does_not_pass_over_every_executor(monkey
     spec = {"stages": [{"name": "a", "tasks": 2, "taskDurationSeconds": 5, "dependsOn": []}]}
     await h.submit("wf", spec)
     assert h.bridge.workflows and passes == []
+
+
+def test_whether_a_stage_can_start_tries_each_shape_of_need_once(monkeypatch):
+    """With thousands of workflows waiting on a full pool, each decision asked every
+    runnable stage whether it fits (`Cluster.can_schedule`): stages of one need fit alike,
+    so each shape is tried once, and the answer is the same."""
+    from idlegate.sim.cluster import Cluster
+    from idlegate.sim.dag import Dag
+    from idlegate.sim.protocol import Decision, Need
+    from idlegate.sim.resources import ResourceVector
+    from idlegate.sim.spec import parse_workflow
+
+    def job(cpu: str, tasks: int = 1, gang: bool = False) -> Dag:
+        one = {"name": "a", "tasks": tasks, "taskDurationSeconds": 10, "gang": gang}
+        return Dag.from_spec(parse_workflow({"stages": [{**one, "resources": {"cpu": cpu}}]}))
+
+    cluster = Cluster(10, resources=ResourceVector.parse("cpu=8"))
+    running = cluster.add_job(job("6"), 0.0)
+    assert len(cluster.apply(Decision(running.stages[0], 10), 0.0)) == 1  # 2 CPUs left
+    for _ in range(50):
+        cluster.add_job(job("4"), 0.0)  # none fits
+    tries: list[int] = []
+    fits = Need.fits
+    monkeypatch.setattr(Need, "fits", lambda need, tasks=1: tries.append(1) or fits(need, tasks))
+    assert not cluster.can_schedule() and len(tries) == 1
+    cluster.add_job(job("1", tasks=3, gang=True), 0.0)  # a gang of 3 CPUs: does not fit
+    cluster.add_job(job("1"), 0.0)  # fits
+    tries.clear()
+    assert cluster.can_schedule() and len(tries) == 3
