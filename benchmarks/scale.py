@@ -36,6 +36,7 @@ under that command (a profiler); its figures are then the profiled process's.
 
     python -m benchmarks.scale [--scale 0.1] [--pool nodes|fixed] [--scheduler fair] [--argo-steps N]
         [--wrap CMD] [--out scale.json]
+    python -m benchmarks.scale --can-schedule 2000   # the decision's first question alone
 
 (run from the repository root: the script imports the test API server from tests/k8s;
 Argo's Workflow CRD is read from ../shared/data/argo).
@@ -271,6 +272,37 @@ def run(
     }
 
 
+def can_schedule_cost(waiting: int, calls: int = 200) -> float:
+    """Milliseconds of CPU a ``Cluster.can_schedule`` costs with `waiting` one-task
+    workflows of the full size's pods waiting on its pool, full (the state machine alone,
+    no operator): the question every decision asks first."""
+    from idlegate.sim.cluster import Cluster
+    from idlegate.sim.dag import Dag
+    from idlegate.sim.protocol import Decision
+    from idlegate.sim.resources import ResourceVector
+    from idlegate.sim.spec import parse_workflow
+
+    def job(tasks: int) -> Dag:
+        one = {
+            "name": "a",
+            "tasks": tasks,
+            "taskDurationSeconds": 1,
+            "resources": REQUESTS["requests"],
+        }
+        return Dag.from_spec(parse_workflow({"stages": [one]}))
+
+    total = ResourceVector.parse(f"cpu={8 * NODES_FULL},memory={32 * NODES_FULL}Gi")
+    cluster = Cluster(NODES_FULL * 110, resources=total)
+    running = cluster.add_job(job(2 * NODES_FULL), 0.0)
+    cluster.apply(Decision(running.stages[0], NODES_FULL * 110), 0.0)
+    for _ in range(waiting):
+        cluster.add_job(job(1), 0.0)
+    start = time.process_time()
+    for _ in range(calls):
+        assert not cluster.can_schedule()
+    return (time.process_time() - start) / calls * 1000
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", type=float, default=1.0, help="of the nodes and workflows")
@@ -290,7 +322,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--wrap", default="", help="a command the operator runs under")
     parser.add_argument("--log", type=Path, help="keep the operator's output here")
     parser.add_argument("--out", type=Path, help="also write the figures here (JSON)")
+    parser.add_argument(
+        "--can-schedule",
+        type=int,
+        metavar="WAITING",
+        help="only time the state machine's first question with WAITING workflows waiting "
+        "on a full pool of the full size's (no operator)",
+    )
     args = parser.parse_args(argv)
+    if args.can_schedule is not None:
+        cost = can_schedule_cost(args.can_schedule)
+        print(f"can_schedule with {args.can_schedule} waiting: {cost:.2f} ms of CPU")
+        return {"can_schedule_ms": cost}
     if not WORKFLOW_CRD.exists():
         sys.exit(f"Error: Argo's Workflow CRD not found at {WORKFLOW_CRD.resolve()}")
     nodes = round(NODES_FULL * args.scale)
