@@ -9,7 +9,7 @@ simulated kubelet and the stand-in for Argo's controller, in wall-clock time. At
 * 1,000 Nodes of 8 CPU and 32 GiB;
 * 4,000 DagWorkflows created at once, each a chain of three stages of 4, 6 and 2 tasks
   (48,000 pods) whose pods request 4 CPU and 8 GiB (two fit a node: at most 2,000 run at
-  once, so about 2,000 workflows wait for their first task at the peak);
+  once, so 2,000 workflows or more wait for their first task at the peak);
 * an Argo Workflow of 5,000 steps (100 chains of 50 tasks), created with them.
 
 A run at `--scale F` has F times the nodes and the DagWorkflows (`--scale 0.1`: 100 nodes,
