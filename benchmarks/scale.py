@@ -62,6 +62,7 @@ import yaml
 
 from benchmarks.operator_burst import fetch, free_port, metric, operator, process
 from idlegate.api.crd import KINDS, render_crd
+from idlegate.sim.argo import DURATION_ANNOTATION
 from tests.argo_data import WORKFLOW_CRD
 from tests.argo_workflows import argo
 from tests.e2e import DWF, Periodic, new_namespace, stage, workflow
@@ -70,7 +71,7 @@ from tests.k8s.argo_controller import WORKFLOWS, ArgoController
 from tests.k8s.harness import ApiServer
 from tests.k8s.kubelet import SimKubelet
 from tests.k8s.scheduler import node
-from tests.nodes_e2e import ClusterMonitor
+from tests.nodes_e2e import ENDED, ClusterMonitor
 
 POOLS: dict[str, Callable[[int], tuple[str, ...]]] = {
     "nodes": lambda n: ("--pool-nodes", ""),
@@ -110,7 +111,7 @@ def argo_workflow(steps: int) -> dict[str, Any]:
         tasks.append({"name": f"t{n}", "template": "step", "dependencies": deps})
     template = {
         "name": "step",
-        "metadata": {"annotations": {"idlegate.io/task-duration-seconds": "1"}},
+        "metadata": {"annotations": {DURATION_ANNOTATION: "1"}},
         "container": {"image": "busybox", "resources": REQUESTS},
     }
     return argo(f"argo-{steps}", {"dag": {"tasks": tasks}}, template)
@@ -193,6 +194,8 @@ def run(
     namespace: str,
     nodes: int,
 ) -> dict[str, Any]:
+    """One run on `api`'s `nodes` Nodes (the module docstring): the operator's output into
+    `log`, under the command `wrap` if given; the figures."""
     count = round(WORKFLOWS_FULL * scale)
     dags = [dag_workflow(i) for i in range(count)]
     argos = [argo_workflow(argo_steps)] if argo_steps else []
@@ -230,7 +233,7 @@ def run(
                 if proc.poll() is not None:
                     sys.exit("Error: the operator exited (its log: --log)")
                 seen = monitor.outcome()
-                ended = sum(p in ("Succeeded", "Failed", "Error") for p in seen.workflows.values())
+                ended = sum(p in ENDED for p in seen.workflows.values())
                 print(
                     f"{time.monotonic() - start:5.0f} s: {ended}/{len(names)} workflows ended, "
                     f"{seen.pods} pods, {sampler.peak_waiting} waiting at most, "
