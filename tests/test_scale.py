@@ -1,5 +1,10 @@
-"""Issue 61's scale benchmark (benchmarks/scale.py) and what its profile found in the
-operator's edge: what runs on every pod event."""
+"""What issue 61's scale benchmark (benchmarks/scale.py) found: the costs of every pod
+event, of an admission and of a decision's first question.
+
+The benchmark itself is not run here: its smallest size (``--scale 0.005``: 5 nodes, 240
+pods) took 100 s on a loaded 2-core machine; tests/test_e2e_nodes.py checks the same
+counts (every workflow succeeds, no pod created twice, none released Unschedulable) on
+three nodes."""
 
 from __future__ import annotations
 
