@@ -37,6 +37,7 @@ import tempfile
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -146,14 +147,19 @@ def operator(
     namespace: str = NAMESPACE,
     kubeconfig: Path | None = None,
     scheduler: str = "fair",
+    flags: Sequence[str] = (),
+    wrap: Sequence[str] = (),
 ) -> subprocess.Popen:
     """``idlegate operator`` serving `namespace` through `kubeconfig` (default: the API
-    server's own) with `scheduler`, its output into `log`."""
+    server's own) with `scheduler` and `flags`, its output into `log`; run under the
+    command `wrap` if given (a profiler)."""
     command = [
+        *wrap,
         *(sys.executable, "-m", "idlegate", "operator", "--standalone"),
         *(f"--pool-size={pool}", "--scheduler", scheduler, "--namespace", namespace),
         *("--metrics-port", str(metrics), "--health-port", str(health)),
         *("--kubeconfig", str(kubeconfig or api.kubeconfig)),
+        *flags,
     ]
     env = {**os.environ, "POD_ID": "idlegate-operator-burst", "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)

@@ -251,6 +251,11 @@ class ClusterMonitor:
         self.busy = 0.0  # the integral of the CPU share requested over them
         self.started: float | None = None
         self.ended: float | None = None
+        # running sums (allocatable CPU, CPU requested, workflows ended): each write costs
+        # the same at 3 nodes and at a thousand (benchmarks/scale.py)
+        self._cpu_total = 0
+        self._cpu_used = 0
+        self._done: set[str] = set()
         self._last = time.monotonic()
         self.finished = threading.Event()
         self._lock = threading.Lock()
@@ -264,7 +269,10 @@ class ClusterMonitor:
 
     def _on_node(self, obj: dict[str, Any]) -> None:
         status = obj.get("status") or {}
-        self.allocatable[obj["metadata"]["name"]] = ResourceVector.of(status.get("allocatable"))
+        name = obj["metadata"]["name"]
+        before = self.allocatable.get(name, ResourceVector())
+        self.allocatable[name] = ResourceVector.of(status.get("allocatable"))
+        self._cpu_total += self.allocatable[name]["cpu"] - before["cpu"]
 
     def close(self) -> None:
         self.api.call(self._unsubscribe)
@@ -284,10 +292,9 @@ class ClusterMonitor:
     def _tick(self) -> None:
         """Account the time since the last write at the state it left."""
         now = time.monotonic()
-        total = sum(a["cpu"] for a in self.allocatable.values())
-        if self.waiting and total:
+        if self.waiting and self._cpu_total:
             self.waited += now - self._last
-            self.busy += (now - self._last) * sum(u["cpu"] for u in self.used.values()) / total
+            self.busy += (now - self._last) * self._cpu_used / self._cpu_total
         self._last = now
 
     def _on_pod(self, etype: str, pod: dict[str, Any]) -> None:
@@ -330,10 +337,12 @@ class ClusterMonitor:
         before = self.on_node.pop(name, None)
         if before is not None:
             self.used[before[0]] = self.used[before[0]] - before[1]
+            self._cpu_used -= before[1]["cpu"]
         if bound is None:
             return
         request = before[1] if before is not None else pod_request(spec) + ONE_POD
         self.on_node[name] = (bound, request)
+        self._cpu_used += request["cpu"]
         used = self.used.get(bound, ResourceVector()) + request
         self.used[bound] = used
         self.peak[bound] = max(self.peak[bound], used["cpu"])
@@ -352,8 +361,9 @@ class ClusterMonitor:
         self.phases[name] = phase
         if status.get("jctSeconds") is not None:
             self.jcts[name] = float(status["jctSeconds"])
-        done = [n for n in self.expected if self.phases.get(n) in ENDED]
-        if len(done) == len(self.expected) and not self.finished.is_set():
+        if phase in ENDED:
+            self._done.add(name)
+        if len(self._done) == len(self.expected) and not self.finished.is_set():
             self.ended = time.monotonic()
             self.finished.set()
 

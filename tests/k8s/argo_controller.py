@@ -44,6 +44,7 @@ finishedAt, and the real pod spec (one ``main`` container with the template's im
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import re
 from collections.abc import Callable, Mapping
@@ -67,8 +68,16 @@ DONE = ("Succeeded", "Failed", "Error")
 class ArgoController:
     """Runs the Workflows of `namespace` (a context manager: from enter to exit)."""
 
-    def __init__(self, api: ApiServer, namespace: str, *, gate: bool = True) -> None:
+    def __init__(
+        self, api: ApiServer, namespace: str, *, gate: bool = True, settle: float | None = None
+    ) -> None:
         self.api, self.emulator, self.namespace, self.gate = api, api.emulator, namespace, gate
+        self.settle = settle
+        """None: reconcile at each event; else at most once per `settle` wall seconds per
+        workflow, the events between gathered (as Argo's rate-limited queue does): a
+        reconciliation walks every node, too slow to run at each pod write of a workflow
+        of thousands (benchmarks/scale.py)."""
+        self._due: set[str] = set()
         self._unsubscribe: Callable[[], None] | None = None
 
     def __enter__(self) -> ArgoController:
@@ -89,9 +98,21 @@ class ArgoController:
         if meta.get("namespace") != self.namespace or etype == "DELETED":
             return
         if res == WORKFLOWS:
-            self.reconcile(meta["name"])
+            self._soon(meta["name"])
         elif res == PODS and WORKFLOW_LABEL in (meta.get("labels") or {}):
-            self.reconcile(meta["labels"][WORKFLOW_LABEL])
+            self._soon(meta["labels"][WORKFLOW_LABEL])
+
+    def _soon(self, name: str) -> None:
+        if self.settle is None:
+            self.reconcile(name)
+        elif name not in self._due:
+            self._due.add(name)
+            loop = asyncio.get_running_loop()
+            loop.call_later(self.settle, self.emulator._safely, self._settled, name)
+
+    def _settled(self, name: str) -> None:
+        self._due.discard(name)
+        self.reconcile(name)
 
     # -- one reconciliation ---------------------------------------------------------------
 

@@ -205,16 +205,24 @@ class KubeScheduler:
 
     def _pass(self) -> None:
         self._pass_due = False
+        # (a pass only takes room: until the next binding, a pod asking what one found no
+        # node for finds none either, with the same message; a pass over a queue of
+        # hundreds on a thousand nodes, benchmarks/scale.py's, costs one try per shape)
+        unfit: dict[tuple[ResourceVector, tuple[tuple[str, str], ...]], str] = {}
         for key, queued in sorted(self.queue.items(), key=lambda kv: kv[1].order):
             current = self.emulator.live(PODS, *key)
             if current is None or current["spec"].get("nodeName"):
                 continue  # its DELETED event, or the one of its binding, is on its way
-            chosen, message = self._place(queued)
+            shape = (queued.request, tuple(sorted(queued.selector.items())))
+            chosen, message = (None, unfit[shape]) if shape in unfit else self._place(queued)
             if chosen is not None:
+                unfit.clear()
                 del self.queue[key]
                 self._count(key, chosen, queued.request)
                 self.emulator.bind(key[0], key[1], chosen)
-            elif message != queued.message:
+                continue
+            unfit[shape] = message
+            if message != queued.message:
                 queued.message = message
                 self.emulator.unschedulable(key[0], key[1], message)
 

@@ -302,6 +302,17 @@ def requested(pod: Mapping[str, Any]) -> ResourceVector:
         return ONE_POD
 
 
+def room_key(pod: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """What `room` reads of `pod` that may change while it lives: its node, whether
+    idlegate released it, the host it is pinned to, its spec's generation (a resize); None
+    while it counts nowhere (it holds nothing, or is neither bound nor released). A pod's
+    write that leaves this equal (its status Running, a label) changes no pool's room."""
+    node, mine = (pod.get("spec") or {}).get("nodeName"), released(pod)
+    if held(pod, lambda _: ONE_POD) is None or not (node or mine):
+        return None
+    return node, mine, _pinned(pod), (pod.get("metadata") or {}).get("generation")
+
+
 def released(pod: Mapping[str, Any]) -> bool:
     """idlegate released `pod` (its executor slot is on it)."""
     return ANNOTATION_EXECUTOR in ((pod.get("metadata") or {}).get("annotations") or {})

@@ -526,28 +526,30 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     async def probe(**_: Any) -> dict[str, Any]:
         return operator.summary()
 
-    # -- the indexes a workflow is admitted from (kopf fills them before any handler runs):
-    # its task pods, and its namespace (Pod Security level, labels for routing)
+    # -- the indexes a workflow is admitted from (filled before any handler runs): its task
+    # pods and namespace (Pod Security, routing); async: kopf hops a plain one to a thread
 
     @kopf.index(
         "v1", "pods", registry=registry, id="task_pods", labels={LABEL_WORKFLOW: kopf.PRESENT}
     )
-    def task_pods(namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any) -> Any:
+    async def task_pods(
+        namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any
+    ) -> Any:
         return {(namespace, labels[LABEL_WORKFLOW]): body}
 
     @kopf.index("v1", "namespaces", registry=registry, id="namespaces")
-    def namespaces(name: str, body: kopf.Body, **_: Any) -> Any:
+    async def namespaces(name: str, body: kopf.Body, **_: Any) -> Any:
         return {name: body}
 
     # -- the nodes and every pod: the room of the pools that follow the nodes (an
     # ExecutorPool's nodeSelector), told to them as it changes; a released pod left pending
 
     @kopf.index("v1", "nodes", registry=registry, id="cluster_nodes")
-    def cluster_nodes(name: str, body: kopf.Body, **_: Any) -> Any:
+    async def cluster_nodes(name: str, body: kopf.Body, **_: Any) -> Any:
         return {name: body}
 
     @kopf.index("v1", "pods", registry=registry, id="live_pods")
-    def live_pods(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> Any:
+    async def live_pods(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> Any:
         return {(namespace, name): body}  # (an ended one holds nothing: api.nodes.held)
 
     def indexes_filled() -> None:  # (kopf runs a handler only once every index is filled)
@@ -571,7 +573,8 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
             pending = operator.pools.watch.unschedulable(event["object"])
             if pending is not None:
                 operator.pools.carry([pending])
-            operator.pools.room_soon()
+            if operator.pools.watch.changed(event.get("type"), event["object"]):
+                operator.pools.room_soon()
 
     # -- DagWorkflows and their pods ------------------------------------------------------------
 

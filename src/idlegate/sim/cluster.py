@@ -81,6 +81,7 @@ from idlegate.sim.protocol import (
     Launch,
     Scheduler,
     Stage,
+    any_launchable,
     launchable,
 )
 from idlegate.sim.resources import MILLI, ResourceVector
@@ -475,7 +476,7 @@ class Cluster(PoolResources):
         if free == 0 or self.beyond:
             return False
         if self.resource_names:
-            return any(launchable(s, free) for j in self.jobs for s in j.runnable)
+            return any_launchable((s for j in self.jobs for s in j.runnable), free)
         for job in self.jobs:
             for stage in job.runnable:
                 if not stage.gang or stage.tasks <= free:

@@ -9,7 +9,7 @@ are stated once, in `idlegate.sim.cluster`'s docstring.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple, Protocol
 
@@ -87,6 +87,25 @@ def launchable(stage: Stage, free: int) -> bool:
             return False
         return stage.need is None or stage.need.fits(stage.tasks - stage.launched)
     return stage.need is None or stage.need.fits()
+
+
+def any_launchable(stages: Iterable[Stage], free: int) -> bool:
+    """Whether one of `stages` is `launchable`, each shape tried once: stages of one need
+    (its amounts and the nodes it may use, beside the pool's shared free amounts) and, for
+    a gang, of one count of tasks left fit alike. With thousands of workflows waiting on a
+    full pool, every decision tried each of them (benchmarks/scale.py)."""
+    tried: set[tuple[Any, ...]] = set()
+    for stage in stages:
+        need = stage.need
+        shape = (
+            None if need is None else (need.amounts, id(need.allowed)),
+            (stage.tasks, stage.launched) if stage.gang else None,
+        )
+        if shape not in tried:
+            tried.add(shape)
+            if launchable(stage, free):
+                return True
+    return False
 
 
 class Stage:

@@ -20,6 +20,7 @@ from idlegate.api.nodes import (
     released,
     requested,
     room,
+    room_key,
 )
 from idlegate.api.pool_spec import LabelSelector
 from idlegate.api.task_pods import Owner
@@ -64,6 +65,8 @@ class NodeWatch:
         """The nodes and pods as their events told them since the first (`seen`), so that a
         reading costs the nodes, not every pod; None before: each reading counts kopf's
         indexes anew."""
+        self._keys: dict[str, tuple[Any, ...]] = {}
+        """Each pod's `room_key` by uid, while it counts somewhere."""
 
     def seen(self, event: Mapping[str, Any], node: bool = False) -> None:
         """A watch event of a Pod (`node`: of a Node; kopf's raw event), into the ledger."""
@@ -76,19 +79,29 @@ class NodeWatch:
         else:
             self.ledger.pod(body, deleted)
 
+    def changed(self, etype: str | None, pod: Mapping[str, Any]) -> bool:
+        """Whether a pod's event may change a pool's room (its `room_key` changed): a room
+        read costs all nodes and pods, and most of a pod's writes change none."""
+        uid = str((pod.get("metadata") or {}).get("uid", ""))
+        key = None if etype == "DELETED" else room_key(pod)
+        before = self._keys.pop(uid, None)
+        if key is not None:
+            self._keys[uid] = key
+        return key != before
+
     def _nodes(self) -> list[Node]:
         return [read_node(body) for found in list(self.nodes.values()) for body in found]
 
     def room(self, selector: LabelSelector | None) -> Room:
         """The room on the nodes `selector` selects, now."""
-        pods = [body for found in list(self.pods.values()) for body in found]
-        pods += self.outside.values()
         for key in list(self.releasing):  # (its release shows now: no need to remember it)
             found = next(iter(self.pods.get(key) or ()), None)  # (kopf's: a Store, iterable)
             if found is not None and not any(g.get("name") == GATE for g in _gates(found)):
                 del self.releasing[key]
         if self.ledger is not None:
             return self.ledger.room(selector, self.releasing)
+        pods = [body for found in list(self.pods.values()) for body in found]
+        pods += self.outside.values()
         seen, self._asked = self._asked, {}
         asked = lambda p: self._request(p, seen)  # noqa: E731
         return room(self._nodes(), pods, selector, self.releasing, asked)

@@ -1,0 +1,371 @@
+"""Issue 61's scale benchmark: the real ``idlegate operator`` on a thousand nodes.
+
+The operator runs as a subprocess (``python -m idlegate operator --standalone``, its default
+pool following every node: ``--pool-nodes ''``) against the test API server of tests/k8s,
+its kube-scheduler (which binds pods by their requests, tests/k8s/scheduler.py), the
+simulated kubelet and the stand-in for Argo's controller, in wall-clock time. At full size
+(`--scale 1`):
+
+* 1,000 Nodes of 8 CPU and 32 GiB;
+* 4,000 DagWorkflows created at once, each a chain of three stages of 4, 6 and 2 tasks
+  (48,000 pods) whose pods request 4 CPU and 8 GiB (two fit a node: at most 2,000 run at
+  once, so 2,000 workflows or more wait for their first task at the peak);
+* an Argo Workflow of 5,000 steps (100 chains of 50 tasks), created with them.
+
+A run at `--scale F` has F times the nodes and the DagWorkflows (`--scale 0.1`: 100 nodes,
+400 workflows, 4,800 pods), and the Argo Workflow only at full size (`--argo-steps` sets
+its steps; 0: none). Tasks run 1 to 3 wall seconds. Progress is printed every 10 s; at
+the end one JSON object:
+
+* ``decision_p99_ms`` (from the operator's histogram ``idlegate_decision_duration_seconds``:
+  the time the policy takes to answer one question, interpolated in its buckets as
+  Prometheus' ``histogram_quantile`` does) and ``decisions_within_5ms`` (the share of
+  answers in the buckets up to 5 ms, exact);
+* ``operator``: its CPU seconds and resident memory, now and at its peak (from /proc, so
+  Linux only), and ``cpu_ms_per_pod`` (its CPU over the pods created);
+* ``peak_waiting_workflows``: the most workflows admitted whose first task was not released
+  yet (the operator's gauge ``idlegate_pending_workflows``, read every second);
+* ``pods``, ``pods_created_twice``, ``released``, ``unschedulable`` and
+  ``unschedulable_released`` (pods the kube-scheduler found no room for, and of those the
+  ones idlegate released), the workflows' phases (tests/nodes_e2e.py's ClusterMonitor sees
+  every write).
+
+It exits 1 if a workflow did not succeed, a pod was created twice or a released pod was
+found Unschedulable. With ``--wrap 'py-spy record -f raw -o op.txt --'`` the operator runs
+under that command (a profiler); its figures are then the profiled process's.
+
+    python -m benchmarks.scale [--scale 0.1] [--pool nodes|fixed] [--scheduler fair] [--argo-steps N]
+        [--wrap CMD] [--out scale.json]
+    python -m benchmarks.scale --can-schedule 2000   # the decision's first question alone
+
+(run from the repository root: the script imports the test API server from tests/k8s;
+Argo's Workflow CRD is read from ../shared/data/argo).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from benchmarks.operator_burst import fetch, free_port, metric, operator, process
+from idlegate.api.crd import KINDS, render_crd
+from idlegate.sim.argo import DURATION_ANNOTATION
+from tests.argo_data import WORKFLOW_CRD
+from tests.argo_workflows import argo
+from tests.e2e import DWF, Periodic, new_namespace, stage, workflow
+from tests.k8s.apiserver import NODES
+from tests.k8s.argo_controller import WORKFLOWS, ArgoController
+from tests.k8s.harness import ApiServer
+from tests.k8s.kubelet import SimKubelet
+from tests.k8s.scheduler import node
+from tests.nodes_e2e import ENDED, ClusterMonitor
+
+POOLS: dict[str, Callable[[int], tuple[str, ...]]] = {
+    "nodes": lambda n: ("--pool-nodes", ""),
+    "fixed": lambda n: ("--pool-resources", f"cpu={8 * n},memory={32 * n}Gi"),
+}
+"""The default pool: following every node, or of their allocatable as a fixed capacity
+(with every pod of one size, two to a node, the same room)."""
+NODES_FULL, WORKFLOWS_FULL, ARGO_STEPS = 1000, 4000, 5000
+"""Full size: nodes, DagWorkflows, steps of the big Argo Workflow."""
+NODE_CPU, NODE_MEMORY = "8", "32Gi"
+REQUESTS = {"requests": {"cpu": "4", "memory": "8Gi"}}
+"""A task pod's requests: two fit a node."""
+CHAIN = (4, 6, 2)
+"""Tasks of each DagWorkflow's stages, in a chain."""
+ARGO_WIDTH = 100
+"""Chains of the big Argo Workflow (its steps over this many, one after the other)."""
+
+
+def dag_workflow(i: int) -> dict[str, Any]:
+    """The i-th DagWorkflow: a chain of `CHAIN`'s stages, tasks of 1 to 3 s."""
+    template = {
+        "spec": {"containers": [{"name": "task", "image": "busybox", "resources": REQUESTS}]}
+    }
+    stages = [
+        stage(f"s{k}", tasks, 1 + (i + k) % 3, (f"s{k - 1}",) if k else (), template=template)
+        for k, tasks in enumerate(CHAIN)
+    ]
+    return workflow(f"dwf-{i}", *stages)
+
+
+def argo_workflow(steps: int) -> dict[str, Any]:
+    """An Argo Workflow of `steps` tasks: `ARGO_WIDTH` chains, each task after the one
+    before it in its chain, all of one 1-second template."""
+    tasks = []
+    for n in range(steps):
+        deps = [f"t{n - ARGO_WIDTH}"] if n >= ARGO_WIDTH else []
+        tasks.append({"name": f"t{n}", "template": "step", "dependencies": deps})
+    template = {
+        "name": "step",
+        "metadata": {"annotations": {DURATION_ANNOTATION: "1"}},
+        "container": {"image": "busybox", "resources": REQUESTS},
+    }
+    return argo(f"argo-{steps}", {"dag": {"tasks": tasks}}, template)
+
+
+def histogram(text: str, name: str) -> list[tuple[float, float]]:
+    """(upper bound, cumulative count) of a Prometheus histogram's buckets, summed over
+    its labels, in increasing bounds."""
+    counts: dict[float, float] = {}
+    for line in text.splitlines():
+        found = re.match(rf'{name}_bucket\{{.*le="([^"]+)".*\}} (\S+)$', line)
+        if found:
+            bound = float(found[1])
+            counts[bound] = counts.get(bound, 0.0) + float(found[2])
+    return sorted(counts.items())
+
+
+def quantile(buckets: list[tuple[float, float]], q: float) -> float | None:
+    """The q-quantile of the histogram, by linear interpolation in the bucket that holds it
+    (Prometheus' histogram_quantile); None without observations."""
+    total = buckets[-1][1] if buckets else 0.0
+    if not total:
+        return None
+    rank, lower, below = q * total, 0.0, 0.0
+    for bound, count in buckets:
+        if count >= rank:
+            if bound == float("inf"):
+                return lower
+            return lower + (bound - lower) * (rank - below) / max(count - below, 1e-12)
+        lower, below = bound, count
+    return lower
+
+
+class Sampler(Periodic):
+    """Reads the operator's /metrics every second: the most workflows waiting at once."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(1.0, "scale-sampler")
+        self.port, self.peak_waiting, self.text = port, 0, ""
+
+    def tick(self) -> None:
+        text = fetch(f"http://127.0.0.1:{self.port}/metrics")
+        if text:
+            self.text = text
+            self.peak_waiting = max(
+                self.peak_waiting, int(metric(text, "idlegate_pending_workflows"))
+            )
+
+
+def innermost(pid: int) -> int:
+    """The process a wrapper (a profiler) runs: its last descendant (`pid` without one)."""
+    while True:
+        found = Path(f"/proc/{pid}/task/{pid}/children")
+        children = found.read_text().split() if found.exists() else []
+        if not children:
+            return pid
+        pid = int(children[-1])
+
+
+@contextmanager
+def cluster(nodes: int) -> Iterator[tuple[ApiServer, str]]:
+    """The test API server serving the CRDs (the project's, Argo's) and `nodes` Nodes."""
+    with tempfile.TemporaryDirectory() as tmp, ApiServer(Path(tmp)) as api:
+        for kind in KINDS:
+            api.create("customresourcedefinitions", render_crd(kind))
+        api.create("customresourcedefinitions", yaml.safe_load(WORKFLOW_CRD.read_text()))
+        for i in range(nodes):
+            api.create(NODES, node(f"node-{i:04d}", cpu=NODE_CPU, memory=NODE_MEMORY))
+        yield api, new_namespace(api, "scale")
+
+
+def run(
+    scale: float,
+    scheduler: str,
+    pool: str,
+    argo_steps: int,
+    wrap: list[str],
+    log: Any,
+    api: ApiServer,
+    namespace: str,
+    nodes: int,
+) -> dict[str, Any]:
+    """One run on `api`'s `nodes` Nodes (the module docstring): the operator's output into
+    `log`, under the command `wrap` if given; the figures."""
+    count = round(WORKFLOWS_FULL * scale)
+    dags = [dag_workflow(i) for i in range(count)]
+    argos = [argo_workflow(argo_steps)] if argo_steps else []
+    names = {w["metadata"]["name"] for w in [*dags, *argos]}
+    monitor = ClusterMonitor(api, namespace, names)
+    metrics, health = free_port(), free_port()
+    flags = ("--argo", "--status-interval", "1", *POOLS[pool](nodes))
+    proc = operator(
+        api,
+        nodes * 110,
+        metrics,
+        health,
+        log,
+        namespace=namespace,
+        scheduler=scheduler,
+        flags=flags,
+        wrap=wrap,
+    )
+    sampler = Sampler(metrics)
+    try:
+        with SimKubelet(api, namespace), ArgoController(api, namespace, settle=0.5), sampler:
+            deadline = time.monotonic() + 120
+            while not fetch(f"http://127.0.0.1:{health}/healthz"):
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    sys.exit("Error: the operator did not start (its log: --log)")
+                time.sleep(0.1)
+            pid = innermost(proc.pid) if wrap else proc.pid
+            start = time.monotonic()
+            for body in dags:
+                api.create(DWF, body, namespace)
+            for body in argos:
+                api.create(WORKFLOWS, body, namespace)
+            print(f"{len(names)} workflows created in {time.monotonic() - start:.0f} s", flush=True)
+            while not monitor.finished.wait(10):
+                if proc.poll() is not None:
+                    sys.exit("Error: the operator exited (its log: --log)")
+                seen = monitor.outcome()
+                ended = sum(p in ENDED for p in seen.workflows.values())
+                print(
+                    f"{time.monotonic() - start:5.0f} s: {ended}/{len(names)} workflows ended, "
+                    f"{seen.pods} pods, {sampler.peak_waiting} waiting at most, "
+                    f"operator {process(pid)}",
+                    flush=True,
+                )
+            elapsed = time.monotonic() - start
+            sampler.tick()
+            figures = process(pid)
+    finally:
+        monitor.close()
+        if proc.poll() is None:  # (a profiler writes its profile once its process ends)
+            os.kill(innermost(proc.pid) if wrap else proc.pid, signal.SIGTERM)
+            proc.wait(120)
+    seen = monitor.outcome()
+    buckets = histogram(sampler.text, "idlegate_decision_duration_seconds")
+    p99 = quantile(buckets, 0.99)
+    within = [c for bound, c in buckets if bound <= 0.005]
+    return {
+        "nodes": nodes,
+        "workflows": len(names),
+        "argo_steps": argo_steps,
+        "scheduler": scheduler,
+        "pool": pool,
+        "phases": {p: list(seen.workflows.values()).count(p) for p in set(seen.workflows.values())},
+        "pods": seen.pods,
+        "pods_created_twice": len(seen.twice),
+        "released": seen.released,
+        "unschedulable": len(seen.unschedulable),
+        "unschedulable_released": len(seen.unschedulable_released),
+        "peak_waiting_workflows": sampler.peak_waiting,
+        "wall_seconds": round(elapsed, 1),
+        "decisions": int(buckets[-1][1]) if buckets else 0,
+        "decision_p99_ms": None if p99 is None else round(p99 * 1000, 2),
+        "decisions_within_5ms": round(within[-1] / buckets[-1][1], 4) if within else None,
+        "load_average": round(os.getloadavg()[0], 1),
+        "operator": figures,
+        "cpu_ms_per_pod": round(figures["cpu_seconds"] * 1000 / max(seen.pods, 1), 2),
+    }
+
+
+def can_schedule_cost(waiting: int, calls: int = 200) -> float:
+    """Milliseconds of CPU a ``Cluster.can_schedule`` costs with `waiting` one-task
+    workflows of the full size's pods waiting on its pool, full (the state machine alone,
+    no operator): the question every decision asks first."""
+    from idlegate.sim.cluster import Cluster
+    from idlegate.sim.dag import Dag
+    from idlegate.sim.protocol import Decision
+    from idlegate.sim.resources import ResourceVector
+    from idlegate.sim.spec import parse_workflow
+
+    def job(tasks: int) -> Dag:
+        one = {
+            "name": "a",
+            "tasks": tasks,
+            "taskDurationSeconds": 1,
+            "resources": REQUESTS["requests"],
+        }
+        return Dag.from_spec(parse_workflow({"stages": [one]}))
+
+    total = ResourceVector.parse(f"cpu={8 * NODES_FULL},memory={32 * NODES_FULL}Gi")
+    cluster = Cluster(NODES_FULL * 110, resources=total)
+    running = cluster.add_job(job(2 * NODES_FULL), 0.0)
+    cluster.apply(Decision(running.stages[0], NODES_FULL * 110), 0.0)
+    for _ in range(waiting):
+        cluster.add_job(job(1), 0.0)
+    start = time.process_time()
+    for _ in range(calls):
+        assert not cluster.can_schedule()
+    return (time.process_time() - start) / calls * 1000
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scale", type=float, default=1.0, help="of the nodes and workflows")
+    parser.add_argument("--scheduler", default="fair", help="the operator's --scheduler")
+    parser.add_argument(
+        "--pool",
+        choices=sorted(POOLS),
+        default="nodes",
+        help="the default pool follows the nodes (--pool-nodes ''), or has their allocatable "
+        "as a fixed capacity (--pool-resources)",
+    )
+    parser.add_argument(
+        "--argo-steps",
+        type=int,
+        help=f"steps of the big Argo Workflow (default: {ARGO_STEPS} at full size, else none)",
+    )
+    parser.add_argument("--wrap", default="", help="a command the operator runs under")
+    parser.add_argument("--log", type=Path, help="keep the operator's output here")
+    parser.add_argument("--out", type=Path, help="also write the figures here (JSON)")
+    parser.add_argument(
+        "--can-schedule",
+        type=int,
+        metavar="WAITING",
+        help="only time the state machine's first question with WAITING workflows waiting "
+        "on a full pool of the full size's (no operator)",
+    )
+    args = parser.parse_args(argv)
+    if args.can_schedule is not None:
+        cost = can_schedule_cost(args.can_schedule)
+        print(f"can_schedule with {args.can_schedule} waiting: {cost:.2f} ms of CPU")
+        return {"can_schedule_ms": cost}
+    if not WORKFLOW_CRD.exists():
+        sys.exit(f"Error: Argo's Workflow CRD not found at {WORKFLOW_CRD.resolve()}")
+    nodes = round(NODES_FULL * args.scale)
+    steps = args.argo_steps if args.argo_steps is not None else ARGO_STEPS * (args.scale >= 1)
+    with cluster(nodes) as (api, namespace), tempfile.NamedTemporaryFile("w+") as tmp:
+        log = args.log.open("w") if args.log else tmp
+        report = run(
+            args.scale,
+            args.scheduler,
+            args.pool,
+            steps,
+            shlex.split(args.wrap),
+            log,
+            api,
+            namespace,
+            nodes,
+        )
+        api.assert_no_internal_errors()
+    print(json.dumps(report))
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=2))
+    broken = report["phases"] != {"Succeeded": report["workflows"]}
+    if broken or report["pods_created_twice"] or report["unschedulable_released"]:
+        sys.exit(
+            "a workflow did not succeed, a pod was created twice or a released pod was "
+            "found Unschedulable"
+        )
+    return report
+
+
+if __name__ == "__main__":
+    main()

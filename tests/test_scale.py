@@ -1,0 +1,120 @@
+"""What issue 61's scale benchmark (benchmarks/scale.py) found: the costs of every pod
+event, of an admission and of a decision's first question.
+
+The benchmark itself is not run here: its smallest size (``--scale 0.005``: 5 nodes, 240
+pods) took 100 s on a loaded 2-core machine; tests/test_e2e_nodes.py checks the same
+counts (every workflow succeeds, no pod created twice, none released Unschedulable) on
+three nodes."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
+
+
+def test_every_index_runs_in_kopfs_loop():
+    """kopf runs a plain function in its thread pool, an async one in its loop: an index is
+    evaluated on every event of its resource (every pod, for two of them), and a thread hop
+    per index and event was a tenth of the operator's CPU at 50 nodes (benchmarks/scale.py
+    profiled with py-spy)."""
+    from idlegate.operator.main import Operator, build_registry
+    from idlegate.operator.settings import Settings
+    from tests.operator_fakes import FakeClock, FakeKube
+
+    operator = Operator(Settings(pool_size=2, clock=FakeClock()), kube=FakeKube())
+    handlers = list(build_registry(operator)._indexing.get_all_handlers())
+    assert {h.id for h in handlers} >= {"task_pods", "namespaces", "cluster_nodes", "live_pods"}
+    assert [h.id for h in handlers if not inspect.iscoroutinefunction(h.fn)] == []
+
+
+@pytest.mark.asyncio
+async def test_a_pods_writes_that_change_no_room_read_no_room(monkeypatch):
+    """A room read costs every node and pod (`NodeWatch.room`), and was asked after every
+    pod event: most of a pod's writes (created gated, Running, a label) change no pool's
+    room. Its release, its binding, its end and its deletion may; the same write again
+    does not."""
+    from idlegate.api.labels import ANNOTATION_EXECUTOR
+    from idlegate.operator.main import Operator, build_registry
+    from idlegate.operator.settings import Settings
+    from tests.operator_fakes import FakeClock, FakeKube, harness
+
+    operator = Operator(Settings(pool_size=2, clock=FakeClock()), kube=FakeKube())
+    operator._pools = harness(pool=2, pool_nodes="").pools
+    monkeypatch.setattr(Operator, "ready", property(lambda self: True))
+    reads: list[int] = []
+    monkeypatch.setattr(operator.pools, "room_soon", lambda: reads.append(1))
+    handlers = build_registry(operator)._watching.get_all_handlers()
+    (handler,) = [h for h in handlers if h.id == "room-events"]
+    meta = {"namespace": "ns", "name": "p", "uid": "u1"}
+    gated = {"schedulingGates": [{"name": "idlegate.io/gate"}], "containers": []}
+    released = {**meta, "annotations": {ANNOTATION_EXECUTOR: "0"}}
+    steps = [  # (type, metadata, spec, phase, reads the room)
+        ("ADDED", meta, gated, "Pending", False),
+        ("MODIFIED", {**meta, "labels": {"a": "b"}}, gated, "Pending", False),
+        ("MODIFIED", released, {"containers": []}, "Pending", True),
+        ("MODIFIED", released, {"containers": [], "nodeName": "n1"}, "Pending", True),
+        ("MODIFIED", released, {"containers": [], "nodeName": "n1"}, "Running", False),
+        ("MODIFIED", released, {"containers": [], "nodeName": "n1"}, "Running", False),
+        ("MODIFIED", released, {"containers": [], "nodeName": "n1"}, "Succeeded", True),
+        ("DELETED", released, {"containers": [], "nodeName": "n1"}, "Succeeded", False),
+    ]
+    for etype, metadata, spec, phase, expected in steps:
+        before = len(reads)
+        pod = {"metadata": metadata, "spec": spec, "status": {"phase": phase}}
+        await handler.fn(event={"type": etype, "object": pod})
+        assert len(reads) - before == expected, (etype, spec, phase)
+    # a running pod deleted frees its room
+    running = {"metadata": {**released, "uid": "u2"}, "spec": {"nodeName": "n1"}}
+    await handler.fn(event={"type": "ADDED", "object": running})
+    before = len(reads)
+    await handler.fn(event={"type": "DELETED", "object": running})
+    assert len(reads) - before == 1
+
+
+@pytest.mark.asyncio
+async def test_admitting_a_new_workflow_does_not_pass_over_every_executor(monkeypatch):
+    """A workflow with no pod running needs no executor placed (`admission._place`); it
+    passed over all of the pool's executors all the same (110,000 on benchmarks/scale.py's
+    1,000 nodes), at each of its 4,000 admissions."""
+    from idlegate.sim.cluster import Cluster
+    from tests.operator_fakes import harness
+
+    h = harness(pool=100_000)
+    passes: list[int] = []
+    each = Cluster.running_tasks
+    monkeypatch.setattr(Cluster, "running_tasks", lambda c: passes.append(1) or each(c))
+    spec = {"stages": [{"name": "a", "tasks": 2, "taskDurationSeconds": 5, "dependsOn": []}]}
+    await h.submit("wf", spec)
+    assert h.bridge.workflows and passes == []
+
+
+def test_whether_a_stage_can_start_tries_each_shape_of_need_once(monkeypatch):
+    """With thousands of workflows waiting on a full pool, each decision asked every
+    runnable stage whether it fits (`Cluster.can_schedule`): stages of one need fit alike,
+    so each shape is tried once, and the answer is the same."""
+    from idlegate.sim.cluster import Cluster
+    from idlegate.sim.dag import Dag
+    from idlegate.sim.protocol import Decision, Need
+    from idlegate.sim.resources import ResourceVector
+    from idlegate.sim.spec import parse_workflow
+
+    def job(cpu: str, tasks: int = 1, gang: bool = False) -> Dag:
+        one = {"name": "a", "tasks": tasks, "taskDurationSeconds": 10, "gang": gang}
+        return Dag.from_spec(parse_workflow({"stages": [{**one, "resources": {"cpu": cpu}}]}))
+
+    cluster = Cluster(10, resources=ResourceVector.parse("cpu=8"))
+    running = cluster.add_job(job("6"), 0.0)
+    assert len(cluster.apply(Decision(running.stages[0], 10), 0.0)) == 1  # 2 CPUs left
+    for _ in range(50):
+        cluster.add_job(job("4"), 0.0)  # none fits
+    tries: list[int] = []
+    fits = Need.fits
+    monkeypatch.setattr(Need, "fits", lambda need, tasks=1: tries.append(1) or fits(need, tasks))
+    assert not cluster.can_schedule() and len(tries) == 1
+    cluster.add_job(job("1", tasks=3, gang=True), 0.0)  # a gang of 3 CPUs: does not fit
+    cluster.add_job(job("1"), 0.0)  # fits
+    tries.clear()
+    assert cluster.can_schedule() and len(tries) == 3
