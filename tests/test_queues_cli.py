@@ -80,3 +80,19 @@ def test_compare_prints_each_queue_of_each_scheduler_only_where_there_are_queues
     plain = runner.invoke(app, [*args, "-w", "tpch-like", "--jobs-count", "5", "-k", "5"])
     assert plain.exit_code == 0, plain.output
     assert "queues, over the seeds" not in plain.output
+
+
+def test_lint_checks_a_queues_file_as_simulate_reads_it(tmp_path):
+    queues = tmp_path / "queues.yaml"
+    queues.write_text("- {name: a, nominal: {pods: 20}}\n- {name: b, nominal: {pods: 20}}\n")
+    fine = runner.invoke(app, ["lint", str(queues)])
+    assert fine.exit_code == 0, fine.output
+    assert "skipped" not in fine.output
+    past = runner.invoke(app, ["lint", str(queues), "--pool-size", "30"])
+    assert past.exit_code == 1
+    assert "sums to pods=40, more than the pool's pods=30" in past.output
+    queues.write_text("- {name: a, nominal: {pods: 10}, waitBound: 0}\n")
+    zero = runner.invoke(app, ["lint", str(queues)])
+    assert zero.exit_code == 1
+    assert "waitBound 0 must be a number of seconds > 0" in zero.output
+    assert "Traceback" not in zero.output

@@ -82,7 +82,7 @@ from idlegate.api.crd import (
 from idlegate.api.cron_spec import check_cron_name, cron_spec_problems
 from idlegate.api.lint_airflow import AirflowLintJob, lint_airflow
 from idlegate.api.lint_argo import ArgoDocument, ArgoLintJob, lint_argo
-from idlegate.api.lint_pools import HELD, InPools, check_pool_requested
+from idlegate.api.lint_pools import HELD, InPools, check_pool_requested, queue_file
 from idlegate.api.lint_render import PoolFactory, linted_pool
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.pool_spec import DEFAULT_POOL, pool_problems
@@ -579,16 +579,12 @@ class _Linter:
         if doc is None:  # an empty document (e.g. after a trailing ---): kubectl skips it too
             return
         kind = doc.get("kind") if isinstance(doc, Mapping) else None
-        if (
-            kind in ("List", LIST_KIND, f"{CRON_KIND}List", f"{POOL_KIND}List")
-            and isinstance(doc, Mapping)
-            and "items" in doc
-        ):
+        lists = ("List", LIST_KIND, f"{CRON_KIND}List", f"{POOL_KIND}List")
+        if kind in lists and isinstance(doc, Mapping) and "items" in doc:
             items = doc["items"]
             if not isinstance(items, list):
-                self._problem(
-                    source, index, None, "items", f"must be a list, not {describe(items)}"
-                )
+                what = f"must be a list, not {describe(items)}"
+                self._problem(source, index, None, "items", what)
                 return
             for i, item in enumerate(items):
                 self.object(source, index, i, item)
@@ -596,6 +592,11 @@ class _Linter:
         if isinstance(doc, list) and doc and all(is_airflow(d) for d in doc):
             for i, item in enumerate(doc):  # a JSON list of DAG exports
                 self.object(source, index, i, item)
+            return
+        if (queues := queue_file(doc, self.pool_size, self.resources)) is not None:
+            if queues:  # (what is wrong with a --queues file; "": nothing)
+                self._problem(source, index, None, None, queues)
+                self.report.invalid += 1
             return
         if isinstance(doc, list) and any(_bare(d) or _ours_object(d) for d in doc):
             for i, item in enumerate(doc):  # a list of workflows, as simulate -w file reads

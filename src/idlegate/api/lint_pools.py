@@ -25,7 +25,8 @@ from idlegate.api.pool_spec import DEFAULT_POOL, ExecutorPoolSpec, parse_pool_sp
 from idlegate.api.queueing import QUEUE_NOT_FOUND
 from idlegate.errors import IdlegateError
 from idlegate.sim.dag import Dag
-from idlegate.sim.resources import ResourceVector, check_requested
+from idlegate.sim.queues import check_cohort, queues_from
+from idlegate.sim.resources import MILLI, ResourceVector, check_requested
 from idlegate.sim.spec import WorkflowSpec, parse_workflow
 
 WAITS = "PoolTooSmall"
@@ -119,3 +120,22 @@ def check_pool_requested(in_pools: InPools, jobs: list[Any], pool: ResourceVecto
         return
     asked = in_pools.asked.union(*demands)
     check_requested(pool, asked, "the linted workflows", "give them requests")
+
+
+def queue_file(doc: Any, pool_size: int | None, resources: ResourceVector | None) -> str | None:
+    """For a ``--queues`` file's document (a list of mappings each with a ``nominal`` quota,
+    the operator's default pool's and `simulate`'s), what is wrong with it as `simulate
+    --queues` would say it (against the pool of ``--pool-size`` and ``--pool-resources``
+    when given), "" if nothing is; None for any other document."""
+    if not (isinstance(doc, list) and doc):
+        return None
+    if not all(isinstance(q, Mapping) and "nominal" in q and "kind" not in q for q in doc):
+        return None
+    try:
+        queues = queues_from(doc, "queues")
+        pods = pool_size or int((resources or ResourceVector()).units("pods"))
+        if pods:
+            check_cohort(queues, {**(resources or {}), "pods": pods * MILLI}, "queues")
+    except IdlegateError as exc:
+        return str(exc)
+    return ""
