@@ -229,6 +229,11 @@ def main() -> int:
     parser.add_argument("--after", type=Path, required=True, help="checkout with its .venv")
     parser.add_argument("-j", "--jobs", type=int, default=1, help="commands run at once")
     parser.add_argument("--only", default="", help="run only the commands containing this")
+    parser.add_argument(
+        "--no-changed",
+        action="store_true",
+        help="leave out CHANGED: the before checkout already has those fixes",
+    )
     args = parser.parse_args()
     for checkout in (args.before, args.after):
         if not (checkout / ".venv/bin/idlegate").is_file():
@@ -237,7 +242,8 @@ def main() -> int:
                 file=sys.stderr,
             )
             return 1
-    commands = [c for c in (*COMMANDS, *CHANGED) if args.only in c]
+    changed = () if args.no_changed else tuple(CHANGED)
+    commands = [c for c in (*COMMANDS, *changed) if args.only in c]
     if not commands:
         print(
             f"Error: no command contains {args.only!r}: give a part of one of COMMANDS.",
