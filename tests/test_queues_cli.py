@@ -42,6 +42,9 @@ def test_a_queues_file_admits_a_workflow_file_by_its_queue_name(tmp_path):
     assert out.exit_code == 0, out.output
     figures = {q["queue"]: q["workflows"] for q in json.loads(out.stdout)["queues"]}
     assert figures == {"default": 0, "ml": 1}
+    table = runner.invoke(app, [*args, "--queues", str(queues)]).output
+    empty = next(line for line in table.splitlines() if "│ default" in line)
+    assert [c.strip() for c in empty.split("│")[1:5]] == ["default", "0", "—", "—"]
     flow.write_text(WORKFLOW.replace("QUEUE", "nope"))
     out = runner.invoke(app, [*args, "--queues", str(queues)])
     assert out.exit_code == 1

@@ -391,11 +391,11 @@ def render_queues(figures: dict[str, Any]) -> Table:
         table.add_column(head, justify="right")
     for q in figures["queues"]:
         rho = "—" if q["rho"] is None else fmt_number(q["rho"], 2)
+        jcts = (fmt_number(q["mean_jct"], 1), fmt_number(q["p95_jct"], 1))
         table.add_row(
             q["queue"],
             str(q["workflows"]),
-            fmt_number(q["mean_jct"], 1),
-            fmt_number(q["p95_jct"], 1),
+            *(jcts if q["workflows"] else ("—", "—")),  # (a queue no workflow joined)
             rho,
             f"{fmt_number(q['worst_wait'], 0)} / {fmt_number(q['p999_wait'], 0)}",
             f"{q['overdue']} ({q['beyond_allowed']})",
