@@ -28,6 +28,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -105,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
             out[scenario][label] = per_seed
         report(scenario, out[scenario], args.policy)
     if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(out, f, indent=1)
     return 0
