@@ -52,6 +52,15 @@ _KEYS = (
 )
 
 
+def check_queue_name(name: object) -> None:
+    """IdlegateError unless `name` may name a queue (a DNS label, as Kubernetes names)."""
+    if not isinstance(name, str) or not _NAME.match(name) or len(name) > 63:
+        raise IdlegateError(
+            f"queue name {name!r} is not a DNS label; use lowercase letters, digits and '-', "
+            "e.g. data-eng"
+        )
+
+
 @dataclass(frozen=True)
 class QueueSpec:
     """One queue of a pool's cohort (the module docstring says what each field means)."""
@@ -68,11 +77,7 @@ class QueueSpec:
 
     def __post_init__(self) -> None:
         where = f"queue {self.name!r}"
-        if not isinstance(self.name, str) or not _NAME.match(self.name) or len(self.name) > 63:
-            raise IdlegateError(
-                f"queue name {self.name!r} is not a DNS label; use lowercase letters, digits "
-                "and '-', e.g. data-eng"
-            )
+        check_queue_name(self.name)
         if isinstance(self.weight, bool) or not (
             isinstance(self.weight, int | float) and isfinite(self.weight) and self.weight > 0
         ):

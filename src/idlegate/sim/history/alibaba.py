@@ -56,7 +56,7 @@ import networkx as nx
 
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim.history.records import HistoryWorkflow
-from idlegate.sim.queues import QueueSpec
+from idlegate.sim.queues import check_queue_name
 from idlegate.sim.spec import (
     MAX_STAGES,
     MAX_TASK_SECONDS,
@@ -323,5 +323,5 @@ def _topological(parents: list[list[int]]) -> list[int] | None:
 def in_queue(workflows: Sequence[HistoryWorkflow], queue: str) -> list[HistoryWorkflow]:
     """`workflows`, each naming `queue` as its ``queueName`` (the trace names no team: a
     replay with ``--queues`` puts them all in one queue of the file's)."""
-    QueueSpec(queue)  # (a name that is no queue's is one sentence now, not at the replay)
+    check_queue_name(queue)  # (one sentence now, not at the replay)
     return [replace(w, spec=w.spec.model_copy(update={"queue_name": queue})) for w in workflows]
