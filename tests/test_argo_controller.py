@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from idlegate.sim.argo import map_workflow
+from idlegate.sim.argo import map_workflow, node_id
 from tests.argo_data import ARGO_DATA, need, recorded
 from tests.k8s.apiserver import PODS
 from tests.k8s.argo_controller import (
@@ -179,3 +179,81 @@ def test_parallelism_holds_back_pods_while_that_many_have_not_ended(api):
     assert run["status"]["phase"] == "Succeeded"
     assert len(api.list(PODS, NAMESPACE, label_selector=f"{WORKFLOW_LABEL}=wide")) == 5
     assert max(most) == 2
+
+
+class _Spy:
+    """The emulator, recording the pods the controller reads and the Workflow patches it
+    sends."""
+
+    def __init__(self, emulator: Any) -> None:
+        self._emulator, self.read, self.patches = emulator, [], []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._emulator, name)
+
+    def get(self, res: Any, namespace: str, name: str) -> Any:
+        if res == PODS:
+            self.read.append(name)
+        return self._emulator.get(res, namespace, name)
+
+    def live(self, res: Any, namespace: str, name: str) -> Any:
+        if res == PODS:
+            self.read.append(name)
+        return self._emulator.live(res, namespace, name)
+
+    def patch(self, res: Any, namespace: str, name: str, patch: Any, **options: Any) -> Any:
+        if res == WORKFLOWS:
+            self.patches.append(patch)
+        return self._emulator.patch(res, namespace, name, patch, **options)
+
+
+def test_a_pods_end_costs_the_nodes_it_changes_not_every_node(api):
+    # ten tasks that ended and one running (a0), b after a0: a0's end must read a0's and
+    # b's pods only and write a0 (ended, linked to b) and b (new), not the eleven others
+    wide = [{"name": f"a{i}", "template": "p"} for i in range(10)]
+    tasks = [*wide, {"name": "b", "template": "p", "dependencies": ["a0"]}]
+    doc = {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Workflow",
+        "metadata": {"name": "incremental"},
+        "spec": {
+            "entrypoint": "main",
+            "templates": [
+                {"name": "main", "dag": {"tasks": tasks}},
+                {"name": "p", "container": {"image": "busybox"}},
+            ],
+        },
+    }
+    ids = {t["name"]: node_id("incremental", f"incremental.{t['name']}") for t in tasks}
+    ended = {n: threading.Event() for n in ("a1-a9", "b")}
+    seen: list[tuple[list[str], list[Any]]] = []
+    controller = ArgoController(api, NAMESPACE)
+    spy = controller.emulator = _Spy(api.emulator)
+
+    def watch(res: Any, etype: str, obj: dict[str, Any]) -> None:
+        if res != WORKFLOWS or obj["metadata"]["name"] != "incremental":
+            return
+        nodes = (obj.get("status") or {}).get("nodes") or {}
+        phases = [(nodes.get(ids[f"a{i}"]) or {}).get("phase") for i in range(1, 10)]
+        if phases == ["Succeeded"] * 9:
+            ended["a1-a9"].set()
+        if ids["b"] in nodes and not ended["b"].is_set():
+            seen.append((list(spy.read), list(spy.patches)))
+            ended["b"].set()
+
+    def end(name: str) -> None:
+        status = {"phase": "Succeeded"}
+        api.emulator.patch(PODS, NAMESPACE, ids[name], {"status": status}, subresource="status")
+
+    unsubscribe = api.call(api.emulator.subscribe, watch)
+    with controller:  # no kubelet: the test ends the pods
+        api.create(WORKFLOWS, doc, NAMESPACE)
+        for i in range(1, 10):
+            api.call(lambda i=i: end(f"a{i}"))
+        assert ended["a1-a9"].wait(30)
+        api.call(lambda: (spy.read.clear(), spy.patches.clear(), end("a0")))
+        assert ended["b"].wait(30)
+    api.call(unsubscribe)
+    ((read, patches),) = seen
+    assert set(read) <= {ids["a0"], ids["b"]}
+    assert [sorted(p["status"]["nodes"]) for p in patches] == [sorted([ids["a0"], ids["b"]])]

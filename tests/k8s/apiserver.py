@@ -532,13 +532,15 @@ class Emulator(kmock.KubernetesEmulator):
     def _update(
         self, key: Key, compute: Callable[[dict[str, Any]], Any], subresource: str | None
     ) -> dict[str, Any]:
-        """Write compute(current); the status changes only through the status subresource."""
+        """Write compute(current); the status changes only through the status subresource.
+        `compute` must leave `current` unchanged (it is the stored object, not a copy: a
+        copy of a workflow of thousands of nodes at each write was most of its cost)."""
         has_status = "status" in self._info(key[0]).subresources
         if subresource not in (None, "status") or (subresource and not has_status):
             raise api_error(404, "NotFound", f"the server has no subresource {subresource}")
         current = self._current(key)
         try:
-            new = compute(copy.deepcopy(current))
+            new = compute(current)
         except PatchFailed as exc:
             raise api_error(422, "Invalid", str(exc)) from None
         if not isinstance(new, dict) or not isinstance(new.get("metadata", {}), dict):

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -63,6 +64,8 @@ NODE_NAME = "workflows.argoproj.io/node-name"
 NODE_ID = "workflows.argoproj.io/node-id"
 GATE = "idlegate.io/release"
 DONE = ("Succeeded", "Failed", "Error")
+_node_id = functools.lru_cache(maxsize=1 << 16)(node_id)
+"""`node_id`, remembered: a reconciliation names every node of the workflow again."""
 
 
 class ArgoController:
@@ -74,9 +77,10 @@ class ArgoController:
         self.api, self.emulator, self.namespace, self.gate = api, api.emulator, namespace, gate
         self.settle = settle
         """None: reconcile at each event; else at most once per `settle` wall seconds per
-        workflow, the events between gathered (as Argo's rate-limited queue does): a
-        reconciliation walks every node, too slow to run at each pod write of a workflow
-        of thousands (benchmarks/scale.py)."""
+        workflow, the events between gathered (as Argo's rate-limited queue does): each
+        reconciliation still passes over every task of the workflow, and each of its
+        status writes costs the API server the whole object, too much at each pod write of
+        a workflow of thousands (benchmarks/scale.py)."""
         self._due: set[str] = set()
         self._unsubscribe: Callable[[], None] | None = None
 
@@ -117,24 +121,30 @@ class ArgoController:
     # -- one reconciliation ---------------------------------------------------------------
 
     def reconcile(self, name: str) -> None:
-        """Bring the workflow's nodes and pods one step forward (idempotent)."""
-        try:
-            wf = self.emulator.get(WORKFLOWS, self.namespace, name)
-        except kmock.KubernetesError:
+        """Bring the workflow's nodes and pods one step forward (idempotent).
+
+        It reads the stored workflow without copying it, reads the pods of the nodes that
+        have not ended only, and writes the nodes it changed only (a merge patch): at a
+        pod's end in a workflow of thousands of nodes, a few nodes, not all."""
+        wf = self.emulator.live(WORKFLOWS, self.namespace, name)
+        if wf is None:
             return
-        status = copy.deepcopy(wf.get("status") or {})
-        if status.get("phase") in DONE:
+        stored = wf.get("status") or {}
+        if stored.get("phase") in DONE:
             return
-        run = _Run(self, wf, status.setdefault("nodes", {}))
+        run = _Run(self, wf, dict(stored.get("nodes") or {}))
         spec = wf["spec"]
         templates = {t["name"]: t for t in spec["templates"]}
         phase = run.template(templates[spec["entrypoint"]], name, None, templates)
-        status.setdefault("startedAt", now())
-        status["phase"] = phase if phase in DONE else "Running"
+        phase = phase if phase in DONE else "Running"
+        if not run.changed and phase == stored.get("phase") and "startedAt" in stored:
+            return
+        status = {"nodes": {i: run.nodes[i] for i in run.changed}, "phase": phase}
+        if "startedAt" not in stored:
+            status["startedAt"] = now()
         if phase in DONE:
             status["finishedAt"] = now()
-        if status != (wf.get("status") or {}):
-            self.emulator.patch(WORKFLOWS, self.namespace, name, {"status": status})
+        self.emulator.patch(WORKFLOWS, self.namespace, name, {"status": status})
 
     def create_pod(
         self, wf: Mapping[str, Any], node: Mapping[str, Any], template: Mapping[str, Any]
@@ -187,6 +197,9 @@ class _Run:
 
     def __init__(self, owner: ArgoController, wf: Mapping[str, Any], nodes: dict[str, Any]) -> None:
         self.owner, self.wf, self.nodes = owner, wf, nodes
+        """The workflow's nodes by id: the stored ones (read-only) but for `changed`."""
+        self.changed: set[str] = set()
+        """Ids of the nodes this reconciliation created or changed (its own copies)."""
         self.workflow = wf["metadata"]["name"]
         self.exit: dict[str, Any] = {}
         """The node the last template run hands its dependents to."""
@@ -197,15 +210,20 @@ class _Run:
         """Pods the workflow's ``parallelism`` lets this reconciliation create (None: any)."""
 
     def live_pods(self) -> int:
-        selector = f"{WORKFLOW_LABEL}={self.workflow}"
-        pods = self.owner.emulator.list(PODS, self.owner.namespace, label_selector=selector)
-        return sum((p.get("status") or {}).get("phase") not in DONE for p in pods)
+        """The workflow's pods that have not ended: only a pod node that has not ended may
+        have one (a pod is named by its node's id)."""
+        live = 0
+        for node in self.nodes.values():
+            if node["type"] == "Pod" and node["phase"] not in DONE:
+                pod = self.owner.emulator.live(PODS, self.owner.namespace, node["id"])
+                live += pod is not None and (pod.get("status") or {}).get("phase") not in DONE
+        return live
 
     def node(
         self, name: str, kind: str, boundary: str | None, display: str, template: str | None = None
     ) -> dict[str, Any]:
         """The node called `name`, created (Pending) if it does not exist yet."""
-        nid = self.workflow if name == self.workflow else node_id(self.workflow, name)
+        nid = self.workflow if name == self.workflow else _node_id(self.workflow, name)
         found = self.nodes.get(nid)
         if found is None:
             found = {
@@ -221,21 +239,34 @@ class _Run:
             if template is not None:
                 found["templateName"] = template
             self.nodes[nid] = found
+            self.changed.add(nid)
         return found
 
-    @staticmethod
-    def link(parent: dict[str, Any], child: dict[str, Any]) -> None:
-        kids = parent.setdefault("children", [])
-        if child["id"] not in kids:
-            kids.append(child["id"])
+    def own(self, node: Mapping[str, Any]) -> dict[str, Any]:
+        """The current version of `node` (looked up by id), made this reconciliation's copy
+        to change: the stored one is the API server's."""
+        nid = node["id"]
+        if nid not in self.changed:
+            mine = dict(self.nodes[nid])
+            if "children" in mine:
+                mine["children"] = list(mine["children"])
+            self.nodes[nid] = mine
+            self.changed.add(nid)
+        return self.nodes[nid]
 
-    @staticmethod
-    def finish(node: dict[str, Any], phase: str, message: str | None = None) -> str:
-        if node["phase"] not in DONE and phase in DONE:
-            node["finishedAt"] = now()
+    def link(self, parent: Mapping[str, Any], child: Mapping[str, Any]) -> None:
+        if child["id"] not in (self.nodes[parent["id"]].get("children") or ()):
+            self.own(parent).setdefault("children", []).append(child["id"])
+
+    def finish(self, node: Mapping[str, Any], phase: str, message: str | None = None) -> str:
+        if self.nodes[node["id"]]["phase"] == phase:
+            return phase
+        mine = self.own(node)
+        if mine["phase"] not in DONE and phase in DONE:
+            mine["finishedAt"] = now()
             if message:
-                node["message"] = message
-        node["phase"] = phase
+                mine["message"] = message
+        mine["phase"] = phase
         return phase
 
     def template(
@@ -281,9 +312,10 @@ class _Run:
 
     def pod_phase(self, node: dict[str, Any], template: Mapping[str, Any]) -> str:
         """Create the node's pod if it has none; the node's phase from its pod's."""
-        try:
-            pod = self.owner.emulator.get(PODS, self.owner.namespace, node["id"])
-        except kmock.KubernetesError:
+        if node["phase"] in DONE:
+            return str(node["phase"])  # final: its pod is not read again
+        pod = self.owner.emulator.live(PODS, self.owner.namespace, node["id"])
+        if pod is None:
             if self.room is not None:
                 if self.room <= 0:
                     return node["phase"]  # held back by the workflow's parallelism
@@ -344,7 +376,7 @@ class _Run:
         if items is None:
             phase = self.template(template, name, boundary, templates, display)
             entry = self.nodes[
-                self.workflow if name == self.workflow else node_id(self.workflow, name)
+                self.workflow if name == self.workflow else _node_id(self.workflow, name)
             ]
             self.entries = [entry]
             return phase, [self.exit]
@@ -356,7 +388,7 @@ class _Run:
                     template, f"{name}({i}:{item})", boundary, templates, f"{display}({i}:{item})"
                 )
             )
-            self.link(group, self.nodes[node_id(self.workflow, f"{name}({i}:{item})")])
+            self.link(group, self.nodes[_node_id(self.workflow, f"{name}({i}:{item})")])
             exits.append(self.exit)
         self.entries = [group]
         return self.settle(group, phases, True), exits
@@ -391,7 +423,7 @@ class _Run:
                             templates[step["template"]], child_name, own["id"], templates, label
                         )
                     )
-                    self.link(node, self.nodes[node_id(self.workflow, child_name)])
+                    self.link(node, self.nodes[_node_id(self.workflow, child_name)])
                     previous.append(self.exit)
             phase = self.settle(node, results, True)
             phases.append(phase)
