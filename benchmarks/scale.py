@@ -3,19 +3,24 @@
 The operator runs as a subprocess (``python -m idlegate operator --standalone``, its default
 pool following every node: ``--pool-nodes ''``) against the test API server of tests/k8s,
 its kube-scheduler (which binds pods by their requests, tests/k8s/scheduler.py), the
-simulated kubelet and the stand-in for Argo's controller, in wall-clock time. At full size
-(`--scale 1`):
+simulated kubelet, the stand-in for Argo's controller and the one for Airflow's scheduler
+and KubernetesExecutor (tests/k8s/airflow_executor.py, its REST API read by the operator's
+``--airflow-url``), in wall-clock time. At full size (`--scale 1`):
 
 * 1,000 Nodes of 8 CPU and 32 GiB;
 * 4,000 DagWorkflows created at once, each a chain of three stages of 4, 6 and 2 tasks
   (48,000 pods) whose pods request 4 CPU and 8 GiB (two fit a node: at most 2,000 run at
   once, so 2,000 workflows or more wait for their first task at the peak);
-* an Argo Workflow of 5,000 steps (100 chains of 50 tasks), created with them.
+* an Argo Workflow of 5,000 steps (100 chains of 50 tasks), created with them;
+* an Airflow DAG run of 2,000 tasks (100 chains of 20 tasks of 1 s, the DAG
+  ``layered_2000`` generated in the shape of Airflow's recorded answers), triggered with
+  them; its tasks' pod overrides (``executor_config``) request what the DagWorkflows'
+  pods do.
 
 A run at `--scale F` has F times the nodes and the DagWorkflows (`--scale 0.1`: 100 nodes,
-400 workflows, 4,800 pods), and the Argo Workflow only at full size (`--argo-steps` sets
-its steps; 0: none). Tasks run 1 to 3 wall seconds. Progress is printed every 10 s; at
-the end one JSON object:
+400 workflows, 4,800 pods), and the Argo Workflow and the Airflow run only at full size
+(`--argo-steps` and `--airflow-tasks` set their sizes at any scale; 0: none). Tasks run 1
+to 3 wall seconds. Progress is printed every 10 s; at the end one JSON object:
 
 * ``decision_p99_ms`` (from the operator's histogram ``idlegate_decision_duration_seconds``:
   the time the policy takes to answer one question, interpolated in its buckets as
@@ -28,14 +33,16 @@ the end one JSON object:
 * ``pods``, ``pods_created_twice``, ``released``, ``unschedulable`` and
   ``unschedulable_released`` (pods the kube-scheduler found no room for, and of those the
   ones idlegate released), the workflows' phases (tests/nodes_e2e.py's ClusterMonitor sees
-  every write).
+  every write); an Airflow task that had more than one pod (Airflow's pending timeout
+  requeued it) counts in ``pods_created_twice``;
+* ``airflow``: the run's state and its task instances' states, as the stand-in answers.
 
-It exits 1 if a workflow did not succeed, a pod was created twice or a released pod was
-found Unschedulable. With ``--wrap 'py-spy record -f raw -o op.txt --'`` the operator runs
+It exits 1 if a workflow or the Airflow run or one of its tasks did not succeed, a pod was
+created twice or a released pod was found Unschedulable. With ``--wrap 'py-spy record -f raw -o op.txt --'`` the operator runs
 under that command (a profiler); its figures are then the profiled process's.
 
     python -m benchmarks.scale [--scale 0.1] [--pool nodes|fixed] [--scheduler fair] [--argo-steps N]
-        [--wrap CMD] [--out scale.json]
+        [--airflow-tasks N] [--wrap CMD] [--out scale.json]
     python -m benchmarks.scale --can-schedule 2000   # the decision's first question alone
 
 (run from the repository root: the script imports the test API server from tests/k8s;
@@ -53,8 +60,9 @@ import signal
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -63,9 +71,11 @@ import yaml
 from benchmarks.operator_burst import fetch, free_port, metric, operator, process
 from idlegate.api.crd import KINDS, render_crd
 from idlegate.sim.argo import DURATION_ANNOTATION
+from tests.airflow_data import PASSWORD
 from tests.argo_data import WORKFLOW_CRD
 from tests.argo_workflows import argo
 from tests.e2e import DWF, Periodic, new_namespace, stage, workflow
+from tests.k8s.airflow_executor import AirflowExecutor, layered
 from tests.k8s.apiserver import NODES
 from tests.k8s.argo_controller import WORKFLOWS, ArgoController
 from tests.k8s.harness import ApiServer
@@ -79,15 +89,20 @@ POOLS: dict[str, Callable[[int], tuple[str, ...]]] = {
 }
 """The default pool: following every node, or of their allocatable as a fixed capacity
 (with every pod of one size, two to a node, the same room)."""
-NODES_FULL, WORKFLOWS_FULL, ARGO_STEPS = 1000, 4000, 5000
-"""Full size: nodes, DagWorkflows, steps of the big Argo Workflow."""
+NODES_FULL, WORKFLOWS_FULL, ARGO_STEPS, AIRFLOW_TASKS = 1000, 4000, 5000, 2000
+"""Full size: nodes, DagWorkflows, steps of the big Argo Workflow, tasks of the Airflow run."""
 NODE_CPU, NODE_MEMORY = "8", "32Gi"
 REQUESTS = {"requests": {"cpu": "4", "memory": "8Gi"}}
 """A task pod's requests: two fit a node."""
 CHAIN = (4, 6, 2)
 """Tasks of each DagWorkflow's stages, in a chain."""
 ARGO_WIDTH = 100
-"""Chains of the big Argo Workflow (its steps over this many, one after the other)."""
+"""Chains of the big Argo Workflow and of the Airflow DAG (their tasks over this many, one
+after the other)."""
+AIRFLOW_RUN = "manual__scale"
+"""The Airflow run's id."""
+AIRFLOW_QUEUED_TIMEOUT = 600.0
+"""Airflow's ``task_queued_timeout`` (its default), in wall seconds: the operator is told."""
 
 
 def dag_workflow(i: int) -> dict[str, Any]:
@@ -188,6 +203,7 @@ def run(
     scheduler: str,
     pool: str,
     argo_steps: int,
+    airflow_tasks: int,
     wrap: list[str],
     log: Any,
     api: ApiServer,
@@ -203,6 +219,37 @@ def run(
     monitor = ClusterMonitor(api, namespace, names)
     metrics, health = free_port(), free_port()
     flags = ("--argo", "--status-interval", "1", *POOLS[pool](nodes))
+    stack = ExitStack()
+    airflow = None
+    if airflow_tasks:
+        dag, answers = layered(airflow_tasks, ARGO_WIDTH, requests=REQUESTS["requests"])
+        airflow = stack.enter_context(
+            AirflowExecutor(
+                api,
+                dag,
+                {f"t{i}": 1.0 for i in range(airflow_tasks)},
+                queued_timeout=AIRFLOW_QUEUED_TIMEOUT,
+                answers=answers,
+            )
+        )
+        secret = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "airflow-password"
+        secret.write_text(PASSWORD)
+        flags += (
+            f"--airflow-url={airflow.url}",
+            "--airflow-username=admin",
+            f"--airflow-password-file={secret}",
+            f"--airflow-queued-timeout={AIRFLOW_QUEUED_TIMEOUT:g}",
+        )
+
+    def airflow_progress(airflow: AirflowExecutor) -> str:
+        tasks = airflow_states(api, airflow, namespace)["tasks"]
+        return f"{tasks.get('success', 0)}/{airflow_tasks} tasks succeeded"
+
+    def ended() -> bool:
+        """Every workflow and the Airflow run ended."""
+        over = airflow is None or api.call(airflow.done, namespace, AIRFLOW_RUN)
+        return monitor.finished.is_set() and over
+
     proc = operator(
         api,
         nodes * 110,
@@ -216,7 +263,7 @@ def run(
     )
     sampler = Sampler(metrics)
     try:
-        with SimKubelet(api, namespace), ArgoController(api, namespace, settle=0.5), sampler:
+        with stack, SimKubelet(api, namespace), ArgoController(api, namespace, settle=0.5), sampler:
             deadline = time.monotonic() + 120
             while not fetch(f"http://127.0.0.1:{health}/healthz"):
                 if time.monotonic() > deadline or proc.poll() is not None:
@@ -228,21 +275,30 @@ def run(
                 api.create(DWF, body, namespace)
             for body in argos:
                 api.create(WORKFLOWS, body, namespace)
+            if airflow is not None:
+                airflow.trigger(namespace, AIRFLOW_RUN)
             print(f"{len(names)} workflows created in {time.monotonic() - start:.0f} s", flush=True)
-            while not monitor.finished.wait(10):
+            shown = start
+            while not ended():
+                monitor.finished.wait(1)  # (the end is seen within a second)
                 if proc.poll() is not None:
                     sys.exit("Error: the operator exited (its log: --log)")
+                if time.monotonic() - shown < 10:
+                    continue
+                shown = time.monotonic()
                 seen = monitor.outcome()
-                ended = sum(p in ENDED for p in seen.workflows.values())
+                done = sum(p in ENDED for p in seen.workflows.values())
+                tasks = "" if airflow is None else f", Airflow {airflow_progress(airflow)}"
                 print(
-                    f"{time.monotonic() - start:5.0f} s: {ended}/{len(names)} workflows ended, "
-                    f"{seen.pods} pods, {sampler.peak_waiting} waiting at most, "
+                    f"{time.monotonic() - start:5.0f} s: {done}/{len(names)} workflows ended"
+                    f"{tasks}, {seen.pods} pods, {sampler.peak_waiting} waiting at most, "
                     f"operator {process(pid)}",
                     flush=True,
                 )
             elapsed = time.monotonic() - start
             sampler.tick()
             figures = process(pid)
+            states = None if airflow is None else airflow_states(api, airflow, namespace)
     finally:
         monitor.close()
         if proc.poll() is None:  # (a profiler writes its profile once its process ends)
@@ -256,11 +312,13 @@ def run(
         "nodes": nodes,
         "workflows": len(names),
         "argo_steps": argo_steps,
+        "airflow_tasks": airflow_tasks,
+        "airflow": states,
         "scheduler": scheduler,
         "pool": pool,
         "phases": {p: list(seen.workflows.values()).count(p) for p in set(seen.workflows.values())},
         "pods": seen.pods,
-        "pods_created_twice": len(seen.twice),
+        "pods_created_twice": len(seen.twice) + len(states["requeued"] if states else []),
         "released": seen.released,
         "unschedulable": len(seen.unschedulable),
         "unschedulable_released": len(seen.unschedulable_released),
@@ -273,6 +331,20 @@ def run(
         "operator": figures,
         "cpu_ms_per_pod": round(figures["cpu_seconds"] * 1000 / max(seen.pods, 1), 2),
     }
+
+
+def airflow_states(api: ApiServer, airflow: AirflowExecutor, namespace: str) -> dict[str, Any]:
+    """The Airflow run's state, how many of its task instances are in each state, and its
+    tasks that had more than one pod."""
+
+    def read() -> dict[str, Any]:
+        key = (namespace, AIRFLOW_RUN)
+        tis = airflow.instances[key].values()
+        twice = [i[2] for i, n in airflow.pods.items() if i[:2] == key and n > 1]
+        states = dict(Counter(str(t["state"]) for t in tis))
+        return {"run": airflow.runs[key]["state"], "tasks": states, "requeued": twice}
+
+    return api.call(read)
 
 
 def can_schedule_cost(waiting: int, calls: int = 200) -> float:
@@ -322,6 +394,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         type=int,
         help=f"steps of the big Argo Workflow (default: {ARGO_STEPS} at full size, else none)",
     )
+    parser.add_argument(
+        "--airflow-tasks",
+        type=int,
+        help=f"tasks of the Airflow run (default: {AIRFLOW_TASKS} at full size, else none)",
+    )
     parser.add_argument("--wrap", default="", help="a command the operator runs under")
     parser.add_argument("--log", type=Path, help="keep the operator's output here")
     parser.add_argument("--out", type=Path, help="also write the figures here (JSON)")
@@ -340,7 +417,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if not WORKFLOW_CRD.exists():
         sys.exit(f"Error: Argo's Workflow CRD not found at {WORKFLOW_CRD.resolve()}")
     nodes = round(NODES_FULL * args.scale)
-    steps = args.argo_steps if args.argo_steps is not None else ARGO_STEPS * (args.scale >= 1)
+    full = args.scale >= 1
+    steps = args.argo_steps if args.argo_steps is not None else ARGO_STEPS * full
+    tasks = args.airflow_tasks if args.airflow_tasks is not None else AIRFLOW_TASKS * full
     with cluster(nodes) as (api, namespace), tempfile.NamedTemporaryFile("w+") as tmp:
         log = args.log.open("w") if args.log else tmp
         report = run(
@@ -348,6 +427,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             args.scheduler,
             args.pool,
             steps,
+            tasks,
             shlex.split(args.wrap),
             log,
             api,
@@ -359,10 +439,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.out:
         args.out.write_text(json.dumps(report, indent=2))
     broken = report["phases"] != {"Succeeded": report["workflows"]}
+    airflow = report["airflow"]
+    if airflow is not None and (airflow["run"], airflow["tasks"]) != (
+        "success",
+        {"success": tasks},
+    ):
+        broken = True
     if broken or report["pods_created_twice"] or report["unschedulable_released"]:
         sys.exit(
-            "a workflow did not succeed, a pod was created twice or a released pod was "
-            "found Unschedulable"
+            "a workflow, the Airflow run or one of its tasks did not succeed, a pod was created "
+            "twice or a released pod was found Unschedulable"
         )
     return report
 

@@ -34,12 +34,20 @@ def instance_demand(executor_config: Any, where: str) -> ResourceVector:
     """What the worker pod of a task instance with this ``executor_config`` (the API's text,
     or the dict) requests; EMPTY without a pod override. UnreadableConfig for a text that
     is no literal; IdlegateError (naming `where`) for a request that is no quantity."""
+    spec = pod_override_spec(executor_config)
+    if spec is None:
+        return EMPTY
+    return pod_request(spec, f"{where}: executor_config.pod_override.spec")
+
+
+def pod_override_spec(executor_config: Any) -> dict[str, Any] | None:
+    """The pod spec of the pod override in a task instance's ``executor_config`` (the API's
+    text, or the dict), in the API server's field names; None without one.
+    UnreadableConfig for a text that is no literal."""
     config = _config(executor_config)
     override = config.get("pod_override") if isinstance(config, Mapping) else None
     spec = override.get("spec") if isinstance(override, Mapping) else None
-    if not isinstance(spec, Mapping):
-        return EMPTY
-    return pod_request(_camel(spec), f"{where}: executor_config.pod_override.spec")
+    return _camel(spec) if isinstance(spec, Mapping) else None
 
 
 def _config(value: Any) -> Any:
