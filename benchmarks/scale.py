@@ -35,11 +35,13 @@ to 3 wall seconds. Progress is printed every 10 s; at the end one JSON object:
   ones idlegate released), the workflows' phases (tests/nodes_e2e.py's ClusterMonitor sees
   every write); an Airflow task that had more than one pod (Airflow's pending timeout
   requeued it) counts in ``pods_created_twice``;
-* ``airflow``: the run's state and its task instances' states, as the stand-in answers.
+* ``airflow`` (None without the run): its state, how many of its task instances are in
+  each state and the tasks that had more than one pod, as the stand-in holds them.
 
 It exits 1 if a workflow or the Airflow run or one of its tasks did not succeed, a pod was
-created twice or a released pod was found Unschedulable. With ``--wrap 'py-spy record -f raw -o op.txt --'`` the operator runs
-under that command (a profiler); its figures are then the profiled process's.
+created twice or a released pod was found Unschedulable. With ``--wrap 'py-spy record -f
+raw -o op.txt --'`` the operator runs under that command (a profiler); its figures are then
+the profiled process's.
 
     python -m benchmarks.scale [--scale 0.1] [--pool nodes|fixed] [--scheduler fair] [--argo-steps N]
         [--airflow-tasks N] [--wrap CMD] [--out scale.json]
