@@ -20,7 +20,9 @@ the end one JSON object:
 * ``decision_p99_ms`` (from the operator's histogram ``idlegate_decision_duration_seconds``:
   the time the policy takes to answer one question, interpolated in its buckets as
   Prometheus' ``histogram_quantile`` does) and ``decisions_within_5ms`` (the share of
-  answers in the buckets up to 5 ms, exact);
+  answers in the buckets up to 5 ms, exact); ``decision_cpu_p99_ms``, the same of
+  ``idlegate_decision_cpu_seconds``, the deciding thread's CPU time (the wall time less
+  its waits for a core or for the interpreter's lock, which the API threads hold);
 * ``operator``: its CPU seconds and resident memory, now and at its peak (from /proc, so
   Linux only), and ``cpu_ms_per_pod`` (its CPU over the pods created);
 * ``peak_waiting_workflows``: the most workflows admitted whose first task was not released
@@ -251,6 +253,7 @@ def run(
     seen = monitor.outcome()
     buckets = histogram(sampler.text, "idlegate_decision_duration_seconds")
     p99 = quantile(buckets, 0.99)
+    cpu_p99 = quantile(histogram(sampler.text, "idlegate_decision_cpu_seconds"), 0.99)
     within = [c for bound, c in buckets if bound <= 0.005]
     return {
         "nodes": nodes,
@@ -269,6 +272,7 @@ def run(
         "decisions": int(buckets[-1][1]) if buckets else 0,
         "decision_p99_ms": None if p99 is None else round(p99 * 1000, 2),
         "decisions_within_5ms": round(within[-1] / buckets[-1][1], 4) if within else None,
+        "decision_cpu_p99_ms": None if cpu_p99 is None else round(cpu_p99 * 1000, 2),
         "load_average": round(os.getloadavg()[0], 1),
         "operator": figures,
         "cpu_ms_per_pod": round(figures["cpu_seconds"] * 1000 / max(seen.pods, 1), 2),
