@@ -275,10 +275,19 @@ def _placements(dag: Dag) -> tuple[Placement | None, ...]:
         own = type(dag.spec) is WorkflowSpec  # (idlegate makes its pods: templates or none)
         specs = [] if dag.spec is None else [s.template for s in dag.spec.stages]
         pods = [({} if own else None) if t is None else t.get("spec") for t in specs]
-        found = tuple(Placement.of(p) if isinstance(p, Mapping) else None for p in pods)
+        found = tuple(_placement(p) if isinstance(p, Mapping) else None for p in pods)
         found += (None,) * (dag.num_stages - len(found))
         _PLACED[dag] = found
     return found
+
+
+_NO_TEMPLATE = Placement.of({})
+"""The placement of every stage without a pod template: one object, so `NodeRules` finds
+its nodes once a reading, not once a workflow."""
+
+
+def _placement(spec: Mapping[str, Any]) -> Placement:
+    return _NO_TEMPLATE if not spec else Placement.of(spec)
 
 
 def held(
