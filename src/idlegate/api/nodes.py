@@ -399,6 +399,12 @@ class Ledger:
         self._foreign: dict[str, dict[str, int]] = {}
         self._unbound: dict[tuple[str, str], tuple[_Pod, ResourceVector]] = {}
         """The pods not bound and not ended, in the order first seen."""
+        self._free: dict[str, ResourceVector] = {}
+        """Each node's allocatable less what is bound there, as last read (a pod's or its
+        node's change drops it): a reading recounts only the nodes that changed."""
+        self._chosen: dict[str, tuple[list[Node], ResourceVector]] = {}
+        """By selector (its repr): its usable nodes by name and their allocatable's sum, as
+        last read (any node's change drops them all)."""
 
     @classmethod
     def of(
@@ -421,6 +427,8 @@ class Ledger:
             self.nodes.pop(node.name, None)
         else:
             self.nodes[node.name] = node
+        self._free.pop(node.name, None)
+        self._chosen.clear()
 
     def pod(self, pod: Mapping[str, Any], deleted: bool = False) -> None:
         """`pod` was added or changed (`deleted`: it is gone)."""
@@ -451,6 +459,7 @@ class Ledger:
         if entry.hold is None or not entry.node:
             return
         _add(self._used.setdefault(entry.node, {}), entry.hold, sign)
+        self._free.pop(entry.node, None)
         if not entry.mine:
             _add(self._foreign.setdefault(entry.node, {}), entry.hold, sign)
 
@@ -461,11 +470,8 @@ class Ledger:
     ) -> Room:
         """The room on the usable nodes `selector` selects (`room`'s)."""
         releasing = releasing or {}
-        chosen = sorted(
-            (n for n in self.nodes.values() if n.usable and selects(selector, n.labels)),
-            key=_name,
-        )
-        used = {n.name: self._used.get(n.name, {}) for n in chosen}
+        chosen, total = self._usable(selector)
+        used = {n.name for n in chosen}
         foreign: dict[str, int] = {}
         for n in chosen:
             _add(foreign, self._foreign.get(n.name, {}))
@@ -484,37 +490,70 @@ class Ledger:
                 unbound.append((meta, ask + ONE_POD, host))
             elif found and found.hold and found.node in used and not found.mine:
                 _add(foreign, found.hold, -1)  # (released, though the pod read says not yet)
-        free = {n.name: n.allocatable - used[n.name] for n in chosen}
-        short: list[Mapping[str, Any]] = []
-        names = sorted(
-            {k for n in chosen for k in n.allocatable} | {k for u in unbound for k in u[1]}
-        )
-        scored = [i for i, k in enumerate(names) if k in SCORED]
-        totals = [[n.allocatable[k] for k in names] for n in chosen]
+        free = {n.name: self._free_on(n) for n in chosen}
         hosts = [n.host for n in chosen]
-        # (in the kube-scheduler's order, older first: on its pinned node, else where its
-        # scoring puts each)
-        for pod, hold, host in sorted(unbound, key=lambda p: _created(p[0])):
-            if host in hosts:  # (it goes there, or waits there for room)
-                name = chosen[hosts.index(host)].name
-                fits, free[name] = hold.fits(free[name]), free[name] - hold
-                if not fits:
-                    short.append(pod)
-                continue
-            frees = [[free[n.name][k] for k in names] for n in chosen]
-            at = least_allocated([hold[k] for k in names], frees, totals, scored)
-            if at is None:
-                short.append(pod)
-            else:
-                free[chosen[at].name] = free[chosen[at].name] - hold
-        total = ResourceVector()
-        for n in chosen:
-            total = total + n.allocatable
+        short = self._place(sorted(unbound, key=lambda p: _created(p[0])), chosen, hosts, free)
         capacity = ResourceVector(
             {k: max(0, v) for k, v in (total - ResourceVector(foreign)).items()}
         )
         alloc = [n.allocatable for n in chosen]
         return Room(capacity, list(free.items()), short, alloc, hosts, chosen)
+
+    def _usable(self, selector: LabelSelector | None) -> tuple[list[Node], ResourceVector]:
+        """The usable nodes `selector` selects, by name, and their allocatable's sum."""
+        key = repr(selector)
+        found = self._chosen.get(key)
+        if found is None:
+            chosen = sorted(
+                (n for n in self.nodes.values() if n.usable and selects(selector, n.labels)),
+                key=_name,
+            )
+            total = ResourceVector()
+            for n in chosen:
+                total = total + n.allocatable
+            found = self._chosen[key] = chosen, total
+        return found
+
+    def _free_on(self, node: Node) -> ResourceVector:
+        """`node`'s allocatable less what the pods bound there hold."""
+        free = self._free.get(node.name)
+        if free is None:
+            free = self._free[node.name] = node.allocatable - self._used.get(node.name, {})
+        return free
+
+    @staticmethod
+    def _place(
+        unbound: list[tuple[Mapping[str, Any], ResourceVector, str | None]],
+        chosen: list[Node],
+        hosts: list[str],
+        free: dict[str, ResourceVector],
+    ) -> list[Mapping[str, Any]]:
+        """Take the `unbound` pods, in the kube-scheduler's order (older first), off
+        `free`: on the node each is pinned to, else where its scoring puts it. Returns
+        those that fit nowhere."""
+        short: list[Mapping[str, Any]] = []
+        if not unbound:
+            return short
+        names = sorted(
+            {k for n in chosen for k in n.allocatable} | {k for u in unbound for k in u[1]}
+        )
+        scored = [i for i, k in enumerate(names) if k in SCORED]
+        totals = [[n.allocatable[k] for k in names] for n in chosen]
+        frees = [[free[n.name][k] for k in names] for n in chosen]
+        for pod, hold, host in unbound:
+            at = hosts.index(host) if host in hosts else None
+            if at is not None:  # (it goes there, or waits there for room)
+                if not hold.fits(free[chosen[at].name]):
+                    short.append(pod)
+            else:
+                at = least_allocated([hold[k] for k in names], frees, totals, scored)
+                if at is None:
+                    short.append(pod)
+                    continue
+            name = chosen[at].name
+            free[name] = free[name] - hold
+            frees[at] = [free[name][k] for k in names]
+        return short
 
 
 def outside(
