@@ -62,12 +62,7 @@ from idlegate.operator.edge.applier import WriteGate
 from idlegate.operator.edge.bridge import Bridge
 from idlegate.operator.edge.cron import CronController
 from idlegate.operator.edge.endpoints import Endpoints, bind
-from idlegate.operator.edge.kube import (
-    ApiError,
-    KubeApi,
-    connection_info,
-    load_configuration,
-)
+from idlegate.operator.edge.kube import ApiError, KubeApi, connection_info, load_configuration
 from idlegate.operator.edge.nodes import SWEEP_SECONDS
 from idlegate.operator.edge.pools import Pools, pool_status
 from idlegate.operator.edge.reload import Reloads
@@ -218,6 +213,7 @@ class Operator:
                 bridge.applier.apply,
                 pools.foresee,
                 pod_security=s.pod_security,
+                history_samples=s.history_samples,
             )
             self.watchdog = Watchdog(
                 pools, self.health, reporter=self.pod, cached=self.cached, restorers=self.restorers
