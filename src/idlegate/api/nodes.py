@@ -12,7 +12,8 @@ neither kopf nor kubernetes. The rules, restated from the kube-scheduler:
 * A pod that idlegate released (``idlegate.io/executor`` on it, no scheduling gate) but
   the kube-scheduler has not bound yet will take its room on some node: it is counted,
   older pods first, where the kube-scheduler's scoring would put it
-  (`idlegate.sim.resources.least_allocated`), and one that fits no node is *short*.
+  (`idlegate.sim.resources.least_allocated`, as `Spread` places many), and one that fits
+  no node is *short*.
 
 A pool's capacity (`Room.capacity`) is the nodes' allocatable less what the pods there
 that idlegate did not release request: the pool's state machine counts its own tasks.
@@ -45,7 +46,7 @@ from idlegate.errors import IdlegateError
 from idlegate.sim.dag import Dag
 from idlegate.sim.pool import SCORED
 from idlegate.sim.protocol import Stage
-from idlegate.sim.resources import MILLI, ResourceVector, least_allocated, pod_request
+from idlegate.sim.resources import MILLI, ResourceVector, Spread, pod_request
 from idlegate.sim.spec import WorkflowSpec
 
 ENDED = ("Succeeded", "Failed")
@@ -539,20 +540,22 @@ class Ledger:
         )
         scored = [i for i, k in enumerate(names) if k in SCORED]
         totals = [[n.allocatable[k] for k in names] for n in chosen]
-        frees = [[free[n.name][k] for k in names] for n in chosen]
+        spread = Spread([[free[n.name][k] for k in names] for n in chosen], totals, scored)
+        pinned = {h: i for i, h in reversed(list(enumerate(hosts)))}  # (the first of a name)
         for pod, hold, host in unbound:
-            at = hosts.index(host) if host in hosts else None
+            need = tuple(hold[k] for k in names)
+            at = pinned.get(host) if host is not None else None
             if at is not None:  # (it goes there, or waits there for room)
                 if not hold.fits(free[chosen[at].name]):
                     short.append(pod)
             else:
-                at = least_allocated([hold[k] for k in names], frees, totals, scored)
+                at = spread.where(need)
                 if at is None:
                     short.append(pod)
                     continue
             name = chosen[at].name
             free[name] = free[name] - hold
-            frees[at] = [free[name][k] for k in names]
+            spread.take(at, need)
         return short
 
 
