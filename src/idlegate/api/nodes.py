@@ -275,7 +275,7 @@ def _placements(dag: Dag) -> tuple[Placement | None, ...]:
     if found is None:
         own = type(dag.spec) is WorkflowSpec  # (idlegate makes its pods: templates or none)
         specs = [] if dag.spec is None else [s.template for s in dag.spec.stages]
-        pods = [({} if own else None) if t is None else t.get("spec") for t in specs]
+        pods: list[Any] = [({} if own else None) if t is None else t.get("spec") for t in specs]
         found = tuple(_placement(p) if isinstance(p, Mapping) else None for p in pods)
         found += (None,) * (dag.num_stages - len(found))
         _PLACED[dag] = found
