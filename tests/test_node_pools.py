@@ -371,19 +371,31 @@ def test_the_watch_reads_a_pod_once_but_counts_a_release_under_way_all_the_same(
 
 @pytest.mark.asyncio
 async def test_a_burst_of_node_and_pod_events_is_one_reading_of_the_room(monkeypatch):
+    # (a burst in one turn is one reading, at once; a stream of them, one reading in
+    # ROOM_SECONDS of the loop's clock; after a quiet spell, at once again)
     import asyncio
 
+    from idlegate.operator.edge.nodes import ROOM_SECONDS
     from tests.operator_fakes import harness
 
     h = harness(pool=2)
-    reads: list[int] = []
-    monkeypatch.setattr(h.pools, "nodes_changed", lambda: reads.append(1))
+    loop = asyncio.get_running_loop()
+    reads: list[float] = []
+    monkeypatch.setattr(h.pools, "nodes_changed", lambda: reads.append(loop.time()))
+    start = loop.time()
     for _ in range(50):
         h.pools.room_soon()
     await asyncio.sleep(0)
+    assert reads == [start]
+    for _ in range(10):  # a change every 10 ms
+        h.pools.room_soon()
+        await asyncio.sleep(0.01)
+    assert [round(t - start, 3) for t in reads] == [0, ROOM_SECONDS, 2 * ROOM_SECONDS]
+    await asyncio.sleep(1)
+    quiet = loop.time()
     h.pools.room_soon()
     await asyncio.sleep(0)
-    assert len(reads) == 2
+    assert reads[3:] == [quiet]
 
 
 @pytest.mark.asyncio
