@@ -95,11 +95,19 @@ class Priority(IntEnum):
 class Slots:
     """At most `size` ops talking to the API at once (the client's concurrency, so that
     none queues in its thread pool, first come first served); the most urgent waiting op
-    takes the next free slot. So a gate removal waits behind no status write or Event."""
+    takes the next free slot. So a gate removal waits behind no status write or Event,
+    except that every `SHARE`-th slot goes to the status writes and Events waiting, if any
+    (most urgent, then oldest): thousands of pod writes queued at scale would otherwise
+    hold a workflow's phase back until the last pod ended (issue 61)."""
+
+    SHARE = 4
 
     def __init__(self, size: int) -> None:
         self.free = size
         self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._later: list[tuple[int, int, asyncio.Future[None]]] = []
+        """The waiting ops of priority STATUS or EVENT (`_waiting`: the pods')."""
+        self._given = 0
         self._order = itertools.count()
         self._turns: dict[Hashable, tuple[Priority, asyncio.Future[None]]] = {}
         """Each lane's op waiting for a slot, and its priority."""
@@ -107,11 +115,11 @@ class Slots:
     @contextlib.asynccontextmanager
     async def taken(self, priority: Priority, lane: Hashable) -> AsyncIterator[None]:
         """Hold a slot for the block (waiting for one, by `priority`, then arrival)."""
-        if self.free > 0 and not self._waiting:
+        if self.free > 0 and not self._waiting and not self._later:
             self.free -= 1
         else:
             turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            heapq.heappush(self._waiting, (priority, next(self._order), turn))
+            self._push(priority, turn)
             self._turns[lane] = (priority, turn)
             try:
                 await turn
@@ -132,14 +140,21 @@ class Slots:
         waiting = self._turns.get(lane)
         if waiting is not None and priority < waiting[0]:
             self._turns[lane] = (priority, waiting[1])  # (its older entry is skipped)
-            heapq.heappush(self._waiting, (priority, next(self._order), waiting[1]))
+            self._push(priority, waiting[1])
+
+    def _push(self, priority: Priority, turn: asyncio.Future[None]) -> None:
+        later = priority >= Priority.STATUS
+        heapq.heappush(self._later if later else self._waiting, (priority, next(self._order), turn))
 
     def _give(self) -> None:
-        while self._waiting:
-            _, _, turn = heapq.heappop(self._waiting)
-            if not turn.done():
-                turn.set_result(None)
-                return
+        self._given += 1
+        share = self._given % self.SHARE == 0
+        for waiting in (self._later, self._waiting) if share else (self._waiting, self._later):
+            while waiting:
+                _, _, turn = heapq.heappop(waiting)
+                if not turn.done():
+                    turn.set_result(None)
+                    return
         self.free += 1
 
 
