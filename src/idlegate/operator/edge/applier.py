@@ -90,23 +90,24 @@ class Priority(IntEnum):
     """Another pod write: a gated creation (ahead of its release), a deletion."""
     STATUS = 2
     EVENT = 3
+    COUNTS = 4
+    """A status write that only changes counts (the next write carries them anyway)."""
 
 
 class Slots:
     """At most `size` ops talking to the API at once (the client's concurrency, so that
     none queues in its thread pool, first come first served); the most urgent waiting op
-    takes the next free slot. So a gate removal waits behind no status write or Event,
-    except that every `SHARE`-th slot goes to the status writes and Events waiting, if any
-    (most urgent, then oldest): thousands of pod writes queued at scale would otherwise
-    hold a workflow's phase back until the last pod ended (issue 61)."""
+    takes the next free slot. So a gate removal waits behind no status write or Event, but
+    for every `SHARE`-th slot, the most urgent, oldest STATUS or EVENT op's if one waits:
+    thousands of pod writes queued at scale held a workflow's phase back until the last pod
+    ended (issue 61). COUNTS ops take no share: under load they wait and coalesce."""
 
     SHARE = 4
 
     def __init__(self, size: int) -> None:
         self.free = size
         self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []
-        self._later: list[tuple[int, int, asyncio.Future[None]]] = []
-        """The waiting ops of priority STATUS or EVENT (`_waiting`: the pods')."""
+        self._shared: list[tuple[int, int, asyncio.Future[None]]] = []  # (also in _waiting)
         self._given = 0
         self._order = itertools.count()
         self._turns: dict[Hashable, tuple[Priority, asyncio.Future[None]]] = {}
@@ -115,7 +116,7 @@ class Slots:
     @contextlib.asynccontextmanager
     async def taken(self, priority: Priority, lane: Hashable) -> AsyncIterator[None]:
         """Hold a slot for the block (waiting for one, by `priority`, then arrival)."""
-        if self.free > 0 and not self._waiting and not self._later:
+        if self.free > 0 and not self._waiting:
             self.free -= 1
         else:
             turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -143,15 +144,15 @@ class Slots:
             self._push(priority, waiting[1])
 
     def _push(self, priority: Priority, turn: asyncio.Future[None]) -> None:
-        later = priority >= Priority.STATUS
-        heapq.heappush(self._later if later else self._waiting, (priority, next(self._order), turn))
+        shared = Priority.STATUS <= priority <= Priority.EVENT
+        for heap in (self._waiting, self._shared)[: 1 + shared]:
+            heapq.heappush(heap, (priority, next(self._order), turn))
 
     def _give(self) -> None:
         self._given += 1
-        share = self._given % self.SHARE == 0
-        for waiting in (self._later, self._waiting) if share else (self._waiting, self._later):
-            while waiting:
-                _, _, turn = heapq.heappop(waiting)
+        for heap in (self._shared, self._waiting)[self._given % self.SHARE != 0 :]:
+            while heap:
+                _, _, turn = heapq.heappop(heap)
                 if not turn.done():
                     turn.set_result(None)
                     return
@@ -659,7 +660,7 @@ class _StatusLane:
     def __init__(self, applier: Applier, owner: Owner) -> None:
         self.applier, self.owner = applier, owner
         self.waiting: PatchStatus | None = None
-        self.queued = False
+        self.queued: Op | None = None
         self.timer: asyncio.TimerHandle | None = None
         self.landed = asyncio.Event()
         self.landed.set()
@@ -667,21 +668,25 @@ class _StatusLane:
     def give(self, intent: PatchStatus) -> None:
         self.waiting = intent
         self.landed.clear()
+        if intent.urgent and self.queued is not None:  # (not counts only: hurried)
+            self.queued.priority = Priority.STATUS
+            if (slots := self.applier.lanes.slots) is not None:
+                slots.hurry((_key(self.owner), _STATUS), Priority.STATUS)
         interval = self.applier.status_interval
         if intent.urgent or interval <= 0:
             self.flush()
-        elif self.timer is None and not self.queued:
+        elif self.timer is None and self.queued is None:
             self.timer = asyncio.get_running_loop().call_later(interval, self.flush)
 
     def flush(self) -> None:
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
-        if self.queued or self.waiting is None:
+        if self.queued is not None or self.waiting is None:
             return
-        self.queued = True
-        op = Op(f"status of {self.owner.name}", self._send, priority=Priority.STATUS)
-        self.applier.lanes.submit(_key(self.owner), op, lane=_STATUS)
+        priority = Priority.STATUS if self.waiting.urgent else Priority.COUNTS
+        self.queued = Op(f"status of {self.owner.name}", self._send, priority=priority)
+        self.applier.lanes.submit(_key(self.owner), self.queued, lane=_STATUS)
 
     def dropped(self) -> None:
         """The workflow left and the lanes dropped its writes not started: the one held
@@ -689,11 +694,11 @@ class _StatusLane:
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
-        self.queued, self.waiting = False, None
+        self.queued, self.waiting = None, None
         self._ended()
 
     async def _send(self, kube: KubeApi) -> None:
-        intent, self.queued, self.waiting = self.waiting, False, None
+        intent, self.queued, self.waiting = self.waiting, None, None
         if intent is None:
             return
         outcome: Outcome
@@ -720,7 +725,7 @@ class _StatusLane:
             return
         self.landed.set()
         lanes = self.applier._status
-        if self.timer is None and not self.queued and lanes.get(_key(self.owner)) is self:
+        if self.timer is None and self.queued is None and lanes.get(_key(self.owner)) is self:
             del lanes[_key(self.owner)]
 
 
