@@ -4,8 +4,8 @@ against the API and hands back outcomes.
 :meth:`Applier.apply` queues each write as an :class:`Op` on a *lane* of its workflow
 (:class:`Lanes`: a pod, the workflow's status, its Events), each a FIFO worked by its own
 task, all in parallel: a pod is created before its gate is removed, and a status write or
-an Event waiting for the API never delays a pod write (nor takes its connection:
-:class:`Slots`). The one order across lanes is stated per op (:attr:`Op.after`).
+an Event waiting for the API never delays a pod write (nor takes its connection, but
+for a share: :class:`Slots`). The one order across lanes is stated per op (:attr:`Op.after`).
 
 Retries of a failed request are the API client's (:mod:`idlegate.operator.edge.kube`);
 an op raises :class:`Retry` for a condition of its own that time resolves. Any other
