@@ -98,9 +98,9 @@ class Slots:
     """At most `size` ops talking to the API at once (the client's concurrency, so that
     none queues in its thread pool, first come first served); the most urgent waiting op
     takes the next free slot. So a gate removal waits behind no status write or Event, but
-    for every `SHARE`-th slot, the most urgent, oldest STATUS or EVENT op's if one waits:
-    thousands of pod writes queued at scale held a workflow's phase back until the last pod
-    ended (issue 61). COUNTS ops take no share: under load they wait and coalesce."""
+    every `SHARE`-th slot goes to a waiting STATUS or EVENT op (most urgent, then oldest):
+    else the pod writes queued at scale held every workflow's phase back until the last pod
+    ended (issue 61). COUNTS get no share: under load they wait, coalesced."""
 
     SHARE = 4
 
