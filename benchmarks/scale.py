@@ -27,6 +27,8 @@ the end one JSON object:
   Linux only), and ``cpu_ms_per_pod`` (its CPU over the pods created);
 * ``peak_waiting_workflows``: the most workflows admitted whose first task was not released
   yet (the operator's gauge ``idlegate_pending_workflows``, read every second);
+* ``status_lag_s``: per DagWorkflow, the wall seconds from its last pod ending to its
+  status saying Succeeded (what ``kubectl get dagworkflows`` shows late), median and max;
 * ``pods``, ``pods_created_twice``, ``released``, ``unschedulable`` and
   ``unschedulable_released`` (pods the kube-scheduler found no room for, and of those the
   ones idlegate released), the workflows' phases (tests/nodes_e2e.py's ClusterMonitor sees
@@ -251,6 +253,7 @@ def run(
             os.kill(innermost(proc.pid) if wrap else proc.pid, signal.SIGTERM)
             proc.wait(120)
     seen = monitor.outcome()
+    lags = monitor.status_lags()
     buckets = histogram(sampler.text, "idlegate_decision_duration_seconds")
     p99 = quantile(buckets, 0.99)
     cpu_p99 = quantile(histogram(sampler.text, "idlegate_decision_cpu_seconds"), 0.99)
@@ -276,6 +279,10 @@ def run(
         "load_average": round(os.getloadavg()[0], 1),
         "operator": figures,
         "cpu_ms_per_pod": round(figures["cpu_seconds"] * 1000 / max(seen.pods, 1), 2),
+        "status_lag_s": {
+            "median": round(lags[len(lags) // 2], 2) if lags else None,
+            "max": round(lags[-1], 2) if lags else None,
+        },
     }
 
 
