@@ -11,16 +11,16 @@ time a pod ends; bound to a Node by the API server's kube-scheduler; ``Running``
 side by side in one run (each in a namespace and an operator process of its own, one after
 the other, `--repeat` times):
 
-* ``today``: the operator's pod handlers today (src/idlegate/operator/main.py): the
-  indexes ``task_pods`` (pods with the workflow label) and ``live_pods`` (every pod), the
-  event handlers ``room-events`` (every pod) and ``pod-events`` (the workflow label);
-* ``one-index``: one index of every pod (under two tagged keys for a task pod) and one
-  event handler;
-* ``one-event``: one event handler only.
+* ``two-each``: the operator's pod handlers until they were merged: the indexes
+  ``task_pods`` (pods with the workflow label) and ``live_pods`` (every pod), the event
+  handlers ``room-events`` (every pod) and ``pod-events`` (the workflow label);
+* ``one-each``: the operator's since (src/idlegate/operator/main.py): one index of every
+  pod (a task pod under two keys, `idlegate.api.pod_index`) and one event handler;
+* ``event-only``: one event handler only.
 
 For each it prints the operator's CPU milliseconds a pod (from /proc, from the moment the
 first pod is created to the moment its handler saw every pod ``Succeeded``, so Linux only),
-the watch events a pod, and its ratio to ``today`` (medians over the repeats); at the end
+the watch events a pod, and its ratio to ``two-each`` (medians over the repeats); at the end
 one JSON object with every run.
 
     python -m benchmarks.kopf_floor [--pods 2000] [--room 200] [--repeat 1] [--out floor.json]
@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from idlegate.api.labels import LABEL_WORKFLOW
+from idlegate.api.pod_index import pod_keys
 from idlegate.api.task_pods import Owner, release_patch, task_pod
 from idlegate.flags import missing_extra, one_line
 from idlegate.sim.spec import parse_workflow
@@ -73,8 +74,8 @@ except ModuleNotFoundError as exc:
         raise
     sys.exit(f"Error: {one_line(error)}")
 
-HANDLERS = ("today", "one-index", "one-event")
-"""The handler sets measured (the module docstring), `today` first: the others' ratios."""
+HANDLERS = ("two-each", "one-each", "event-only")
+"""The handler sets measured (the module docstring), the first the others' ratios' base."""
 REQUESTS = {"cpu": "4", "memory": "8Gi"}
 """A task pod's requests (the scale run's): two fit a node."""
 PODS_PER_WORKFLOW = 12
@@ -90,7 +91,7 @@ def register(
     """The no-op pod handlers of `handlers` in kopf's `registry`; `seen` is given each pod
     as an event shows it (by the one event handler every set has)."""
     workflow = {LABEL_WORKFLOW: kopf.PRESENT}
-    if handlers == "today":
+    if handlers == "two-each":
 
         @kopf.index("v1", "pods", registry=registry, id="task_pods", labels=workflow)
         async def task_pods(
@@ -106,16 +107,13 @@ def register(
         async def pod_event(**_: Any) -> None:
             pass
 
-    elif handlers == "one-index":
+    elif handlers == "one-each":
 
         @kopf.index("v1", "pods", registry=registry, id="pods")
         async def pods(
             namespace: str | None, name: str, labels: kopf.Labels, body: kopf.Body, **_: Any
         ) -> Any:
-            keys = {("pod", namespace, name): body}
-            if LABEL_WORKFLOW in labels:
-                keys["task", namespace, labels[LABEL_WORKFLOW]] = body
-            return keys
+            return dict.fromkeys(pod_keys(namespace, name, labels), body)
 
     @kopf.on.event("v1", "pods", registry=registry, id="room-events")
     async def room_event(event: kopf.RawEvent, **_: Any) -> None:
