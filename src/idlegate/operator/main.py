@@ -534,7 +534,8 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     async def pods(
         namespace: str | None, name: str, labels: kopf.Labels, body: kopf.Body, **_: Any
     ) -> Any:
-        return dict.fromkeys(pod_keys(namespace, name, labels), body)  # (ended: api.nodes.held)
+        # (an ended one holds nothing: api.nodes.held)
+        return dict.fromkeys(pod_keys(namespace, name, labels), body)
 
     @kopf.index("v1", "namespaces", registry=registry, id="namespaces")
     async def namespaces(name: str, body: kopf.Body, **_: Any) -> Any:
@@ -572,7 +573,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
                 operator.pools.carry([pending])
             if operator.pools.watch.changed(type, event["object"]):
                 operator.pools.room_soon()
-        if LABEL_WORKFLOW in labels:  # a task pod: its workflow's
+        if LABEL_WORKFLOW in labels:  # (not kopf's label filter: it takes a handler more)
             operator.filled.set()
             operator.pools.handle(PodSeen(event["object"], type == "DELETED"))
 
