@@ -288,9 +288,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         median[h] = statistics.median(r["cpu_ms_per_pod"] for r in of)
         # (each to the first set's run of its round: the machine's load drifts between rounds)
         base = runs[:: len(HANDLERS)]
-        ratio[h] = statistics.median(
-            r["cpu_ms_per_pod"] / b["cpu_ms_per_pod"] for r, b in zip(of, base, strict=True)
-        )
+        each = [r["cpu_ms_per_pod"] / b["cpu_ms_per_pod"] for r, b in zip(of, base, strict=True)]
+        ratio[h] = round(statistics.median(each), 3)
         events = statistics.median(r["events_per_pod"] for r in of)
         print(
             f"{h:10s} {median[h]:6.2f} ms of CPU a pod, {events:.2f} events a pod, {ratio[h]:.2f}x"
