@@ -211,8 +211,8 @@ class _Live(Mapping[Any, Any]):
 
 
 def following(h: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """What the operator's room-events handler does at every pod event: the pools on nodes
-    are told their room (before the pod's own handler)."""
+    """What the operator's pod-events handler does at every pod event: the pools on nodes
+    are told their room (before the task pod's own part)."""
     handle = h.pools.handle
 
     def both(event: Any) -> None:
@@ -519,8 +519,8 @@ async def test_the_first_node_or_pod_event_marks_the_nodes_read(monkeypatch):
     from idlegate.operator.settings import Settings
     from tests.operator_fakes import FakeClock, FakeKube, harness
 
-    for id_, body in (("node-events", node("n")), ("room-events", pod("p", "1"))):
-        kwargs = {"event": {"type": None, "object": body}}  # (kopf's raw event: each has one)
+    for id_, body in (("node-events", node("n")), ("pod-events", pod("p", "1"))):
+        kwargs = {"type": None, "event": {"type": None, "object": body}, "labels": {}}
         operator = Operator(Settings(pool_size=2, clock=FakeClock()), kube=FakeKube())
         operator._pools = harness(pool=2).pools
         monkeypatch.setattr(Operator, "ready", property(lambda self: False))
