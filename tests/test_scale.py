@@ -57,6 +57,13 @@ async def test_kopf_runs_one_index_and_one_event_handler_on_a_pods_event(monkeyp
         body = {"metadata": {"namespace": "ns", "name": "p", "uid": "u", "labels": labels}}
         await handler.fn(type="ADDED", event={"type": "ADDED", "object": body}, labels=labels)
     assert [event.body["metadata"]["labels"] for event in seen] == [{LABEL_WORKFLOW: "w"}]
+    # what the room's part raises (kopf logs it) does not keep the pod from its workflow
+    monkeypatch.setattr(operator.pools.watch, "seen", lambda event: 1 / 0)
+    labels = {LABEL_WORKFLOW: "w"}
+    body = {"metadata": {"namespace": "ns", "name": "q", "uid": "v", "labels": labels}}
+    with pytest.raises(ZeroDivisionError):
+        await handler.fn(type="ADDED", event={"type": "ADDED", "object": body}, labels=labels)
+    assert [event.body["metadata"]["name"] for event in seen] == ["p", "q"]
 
 
 def test_one_index_of_pods_reads_as_the_two_it_replaces():

@@ -561,17 +561,19 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
         type: str | None, event: kopf.RawEvent, labels: kopf.Labels, **_: Any
     ) -> None:
         indexes_filled()
-        if operator._pools is not None:
-            operator.pools.watch.seen(event)
-        if operator.ready:
-            pending = operator.pools.watch.unschedulable(event["object"])
-            if pending is not None:
-                operator.pools.carry([pending])
-            if operator.pools.watch.changed(type, event["object"]):
-                operator.pools.room_soon()
-        if LABEL_WORKFLOW in labels:  # (not kopf's label filter: it takes a handler more)
-            operator.filled.set()
-            operator.pools.handle(PodSeen(event["object"], type == "DELETED"))
+        try:  # (the room's, then the workflow's: whatever the room's part raises)
+            if operator._pools is not None:
+                operator.pools.watch.seen(event)
+            if operator.ready:
+                pending = operator.pools.watch.unschedulable(event["object"])
+                if pending is not None:
+                    operator.pools.carry([pending])
+                if operator.pools.watch.changed(type, event["object"]):
+                    operator.pools.room_soon()
+        finally:
+            if LABEL_WORKFLOW in labels:  # (not kopf's label filter: it takes a handler more)
+                operator.filled.set()
+                operator.pools.handle(PodSeen(event["object"], type == "DELETED"))
 
     # -- DagWorkflows and their pods ------------------------------------------------------------
 
