@@ -23,6 +23,9 @@ the end one JSON object:
   answers in the buckets up to 5 ms, exact); ``decision_cpu_p99_ms``, the same of
   ``idlegate_decision_cpu_seconds``, the deciding thread's CPU time (the wall time less
   its waits for a core or for the interpreter's lock, which the API threads hold);
+* ``harness_cores``: the CPU this script took over the run (the test API server, the
+  kube-scheduler, the kubelet and the stand-ins, in its threads) per wall second: cores
+  the operator did not have;
 * ``operator``: its CPU seconds and resident memory, now and at its peak (from /proc, so
   Linux only), and ``cpu_ms_per_pod`` (its CPU over the pods created);
 * ``peak_waiting_workflows``: the most workflows admitted whose first task was not released
@@ -227,7 +230,7 @@ def run(
                     sys.exit("Error: the operator did not start (its log: --log)")
                 time.sleep(0.1)
             pid = innermost(proc.pid) if wrap else proc.pid
-            start = time.monotonic()
+            start, harness = time.monotonic(), time.process_time()
             for body in dags:
                 api.create(DWF, body, namespace)
             for body in argos:
@@ -245,6 +248,7 @@ def run(
                     flush=True,
                 )
             elapsed = time.monotonic() - start
+            harness = time.process_time() - harness
             sampler.tick()
             figures = process(pid)
     finally:
@@ -277,6 +281,7 @@ def run(
         "decisions_within_5ms": round(within[-1] / buckets[-1][1], 4) if within else None,
         "decision_cpu_p99_ms": None if cpu_p99 is None else round(cpu_p99 * 1000, 2),
         "load_average": round(os.getloadavg()[0], 1),
+        "harness_cores": round(harness / elapsed, 2),
         "operator": figures,
         "cpu_ms_per_pod": round(figures["cpu_seconds"] * 1000 / max(seen.pods, 1), 2),
         "status_lag_s": {
