@@ -44,6 +44,7 @@ under that command (a profiler); its figures are then the profiled process's.
     python -m benchmarks.scale [--scale 0.1] [--pool nodes|fixed] [--scheduler fair] [--argo-steps N]
         [--wrap CMD] [--out scale.json]
     python -m benchmarks.scale --can-schedule 2000   # the decision's first question alone
+    python -m benchmarks.scale --argo-map 5000       # one map of the big Argo Workflow
 
 (run from the repository root: the script imports the test API server from tests/k8s;
 Argo's Workflow CRD is read from ../shared/data/argo).
@@ -322,6 +323,21 @@ def can_schedule_cost(waiting: int, calls: int = 200) -> float:
     return (time.process_time() - start) / calls * 1000
 
 
+def argo_map_cost(steps: int, repeat: int = 3) -> float:
+    """Milliseconds of CPU one map of the big Argo Workflow of `steps` steps costs (the
+    operator maps it again each time Argo writes its status; the best of `repeat`)."""
+    from idlegate.sim.argo import map_workflow
+
+    body = argo_workflow(steps)
+    body["metadata"].update(namespace="scale", uid="uid-argo")
+    costs = []
+    for _ in range(repeat):
+        start = time.process_time()
+        map_workflow(body)
+        costs.append(time.process_time() - start)
+    return min(costs) * 1000
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", type=float, default=1.0, help="of the nodes and workflows")
@@ -348,7 +364,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="only time the state machine's first question with WAITING workflows waiting "
         "on a full pool of the full size's (no operator)",
     )
+    parser.add_argument(
+        "--argo-map",
+        type=int,
+        metavar="STEPS",
+        help="only time one map of the big Argo Workflow of STEPS steps (no operator)",
+    )
     args = parser.parse_args(argv)
+    if args.argo_map is not None:
+        cost = argo_map_cost(args.argo_map)
+        print(f"one map of an Argo Workflow of {args.argo_map} steps: {cost:.0f} ms of CPU")
+        return {"argo_map_ms": cost}
     if args.can_schedule is not None:
         cost = can_schedule_cost(args.can_schedule)
         print(f"can_schedule with {args.can_schedule} waiting: {cost:.2f} ms of CPU")
