@@ -1,6 +1,6 @@
 """What one reading of a pool's room on its nodes costs the operator (issue 61).
 
-    python benchmarks/room_cost.py [--sizes 30:1500,1000:50000] [--repeat 3]
+    python benchmarks/room_cost.py [--sizes 30:1500,1000:50000] [--unbound 200] [--repeat 3]
 
 A pool that follows its nodes (``--pool-nodes``, an ExecutorPool's ``nodeSelector``) is
 told their room once per turn of the operator's event loop in which a node or a pod
@@ -9,10 +9,11 @@ event the watch counts every node and every pod in kopf's indexes
 (`idlegate.api.nodes.room`); from then on it reads the room from a ledger the events
 keep (`idlegate.api.nodes.Ledger`). For each NODES:PODS size this builds that many
 Ready nodes of 8 CPUs, 32 GiB and 110 pods and that many running pods of 100m and
-128Mi spread over them, then prints the CPU seconds of one reading both ways (counting
+128Mi spread over them, and `--unbound` pods of 1 CPU that idlegate released and the
+kube-scheduler has not bound yet (each reading places them), then prints the CPU seconds of one reading both ways (counting
 anew: the nodes read from their objects, the pods' requests cached by uid as
-`NodeWatch` caches them; from the ledger: the reading alone), each the mean of
-`--repeat` after one not counted.
+`NodeWatch` caches them; from the ledger: the reading after one more pod was bound, as
+the pool reads it after a change), each the mean of `--repeat` after one not counted.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from idlegate.api.labels import ANNOTATION_EXECUTOR
 from idlegate.api.nodes import Ledger, read_node, requested, room
 from idlegate.api.pool_spec import LabelSelector
 from idlegate.sim.resources import ResourceVector
@@ -48,11 +50,19 @@ def pod(j: int, nodes: int) -> dict[str, Any]:
     }
 
 
-def reading_seconds(nodes: int, pods: int, repeat: int) -> tuple[float, float]:
-    """Mean CPU seconds of one reading of the room at `nodes` nodes and `pods` pods,
-    counted anew and from a ledger."""
+def unbound(j: int) -> dict[str, Any]:
+    """A pod idlegate released that is not bound yet."""
+    request = {"requests": {"cpu": "1", "memory": "1Gi"}}
+    meta = {"name": f"u{j}", "namespace": "ns", "uid": f"u{j}", "resourceVersion": "1"}
+    meta["annotations"] = {ANNOTATION_EXECUTOR: str(j)}
+    return {"metadata": meta, "spec": {"containers": [{"resources": request}]}, "status": {}}
+
+
+def reading_seconds(nodes: int, pods: int, waiting: int, repeat: int) -> tuple[float, float]:
+    """Mean CPU seconds of one reading of the room at `nodes` nodes and `pods` pods, and
+    `waiting` released pods not bound, counted anew and from a ledger."""
     bodies = [node(i) for i in range(nodes)]
-    live = [pod(j, nodes) for j in range(pods)]
+    live = [pod(j, nodes) for j in range(pods)] + [unbound(j) for j in range(waiting)]
     asked: dict[str, ResourceVector] = {}
 
     def request(p: Mapping[str, Any]) -> ResourceVector:
@@ -65,7 +75,13 @@ def reading_seconds(nodes: int, pods: int, repeat: int) -> tuple[float, float]:
         room([read_node(b) for b in bodies], live, LabelSelector(), {}, request)
 
     ledger = Ledger.of([read_node(b) for b in bodies], live)
-    return mean_seconds(anew, repeat), mean_seconds(lambda: ledger.room(LabelSelector()), repeat)
+    selector, moved = LabelSelector(), iter(range(pods, 2**62))
+
+    def kept() -> None:  # (a reading follows a change: one more pod bound)
+        ledger.pod(pod(next(moved), nodes))
+        ledger.room(selector)
+
+    return mean_seconds(anew, repeat), mean_seconds(kept, repeat)
 
 
 def mean_seconds(run: Callable[[], object], repeat: int) -> float:
@@ -79,6 +95,7 @@ def mean_seconds(run: Callable[[], object], repeat: int) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="30:1500,1000:50000", help="NODES:PODS, ...")
+    parser.add_argument("--unbound", type=int, default=200, help="released pods not bound")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     try:
@@ -88,12 +105,16 @@ def main() -> int:
             f"Error: --sizes {args.sizes!r}: write NODES:PODS pairs, e.g. 30:1500", file=sys.stderr
         )
         return 1
-    if any(len(s) != 2 or min(s) < 1 for s in sizes) or args.repeat < 1:
-        print("Error: give NODES:PODS pairs of counts >= 1 and --repeat 1 or more", file=sys.stderr)
+    if any(len(s) != 2 or min(s) < 1 for s in sizes) or args.repeat < 1 or args.unbound < 0:
+        print(
+            "Error: give NODES:PODS pairs of counts >= 1, --unbound 0 or more and --repeat 1 "
+            "or more",
+            file=sys.stderr,
+        )
         return 1
     print(f"{'nodes':>8} {'pods':>8} {'ms CPU a reading anew':>22} {'from the ledger':>16}")
     for n, p in sizes:
-        anew, kept = reading_seconds(n, p, args.repeat)
+        anew, kept = reading_seconds(n, p, args.unbound, args.repeat)
         print(f"{n:>8} {p:>8} {anew * 1000:>22.1f} {kept * 1000:>16.1f}")
     return 0
 

@@ -25,11 +25,18 @@ to 3 wall seconds. Progress is printed every 10 s; at the end one JSON object:
 * ``decision_p99_ms`` (from the operator's histogram ``idlegate_decision_duration_seconds``:
   the time the policy takes to answer one question, interpolated in its buckets as
   Prometheus' ``histogram_quantile`` does) and ``decisions_within_5ms`` (the share of
-  answers in the buckets up to 5 ms, exact);
+  answers in the buckets up to 5 ms, exact); ``decision_cpu_p99_ms``, the same of
+  ``idlegate_decision_cpu_seconds``, the deciding thread's CPU time (the wall time less
+  its waits for a core or for the interpreter's lock, which the API threads hold);
+* ``harness_cores``: the CPU this script took over the run (the test API server, the
+  kube-scheduler, the kubelet and the stand-ins, in its threads) per wall second: cores
+  the operator did not have;
 * ``operator``: its CPU seconds and resident memory, now and at its peak (from /proc, so
   Linux only), and ``cpu_ms_per_pod`` (its CPU over the pods created);
 * ``peak_waiting_workflows``: the most workflows admitted whose first task was not released
   yet (the operator's gauge ``idlegate_pending_workflows``, read every second);
+* ``status_lag_s``: per DagWorkflow, the wall seconds from its last pod ending to its
+  status saying Succeeded (what ``kubectl get dagworkflows`` shows late), median and max;
 * ``pods``, ``pods_created_twice``, ``released``, ``unschedulable`` and
   ``unschedulable_released`` (pods the kube-scheduler found no room for, and of those the
   ones idlegate released), the workflows' phases (tests/nodes_e2e.py's ClusterMonitor sees
@@ -46,6 +53,7 @@ the profiled process's.
     python -m benchmarks.scale [--scale 0.1] [--pool nodes|fixed] [--scheduler fair] [--argo-steps N]
         [--airflow-tasks N] [--wrap CMD] [--out scale.json]
     python -m benchmarks.scale --can-schedule 2000   # the decision's first question alone
+    python -m benchmarks.scale --argo-map 5000       # one map of the big Argo Workflow
 
 (run from the repository root: the script imports the test API server from tests/k8s;
 Argo's Workflow CRD is read from ../shared/data/argo).
@@ -272,7 +280,7 @@ def run(
                     sys.exit("Error: the operator did not start (its log: --log)")
                 time.sleep(0.1)
             pid = innermost(proc.pid) if wrap else proc.pid
-            start = time.monotonic()
+            start, harness = time.monotonic(), time.process_time()
             for body in dags:
                 api.create(DWF, body, namespace)
             for body in argos:
@@ -298,6 +306,7 @@ def run(
                     flush=True,
                 )
             elapsed = time.monotonic() - start
+            harness = time.process_time() - harness
             sampler.tick()
             figures = process(pid)
             states = None if airflow is None else airflow_states(api, airflow, namespace)
@@ -307,8 +316,10 @@ def run(
             os.kill(innermost(proc.pid) if wrap else proc.pid, signal.SIGTERM)
             proc.wait(120)
     seen = monitor.outcome()
+    lags = monitor.status_lags()
     buckets = histogram(sampler.text, "idlegate_decision_duration_seconds")
     p99 = quantile(buckets, 0.99)
+    cpu_p99 = quantile(histogram(sampler.text, "idlegate_decision_cpu_seconds"), 0.99)
     within = [c for bound, c in buckets if bound <= 0.005]
     return {
         "nodes": nodes,
@@ -329,9 +340,15 @@ def run(
         "decisions": int(buckets[-1][1]) if buckets else 0,
         "decision_p99_ms": None if p99 is None else round(p99 * 1000, 2),
         "decisions_within_5ms": round(within[-1] / buckets[-1][1], 4) if within else None,
+        "decision_cpu_p99_ms": None if cpu_p99 is None else round(cpu_p99 * 1000, 2),
         "load_average": round(os.getloadavg()[0], 1),
+        "harness_cores": round(harness / elapsed, 2),
         "operator": figures,
         "cpu_ms_per_pod": round(figures["cpu_seconds"] * 1000 / max(seen.pods, 1), 2),
+        "status_lag_s": {
+            "median": round(lags[len(lags) // 2], 2) if lags else None,
+            "max": round(lags[-1], 2) if lags else None,
+        },
     }
 
 
@@ -380,6 +397,21 @@ def can_schedule_cost(waiting: int, calls: int = 200) -> float:
     return (time.process_time() - start) / calls * 1000
 
 
+def argo_map_cost(steps: int, repeat: int = 3) -> float:
+    """Milliseconds of CPU one map of the big Argo Workflow of `steps` steps costs (the
+    operator maps it again each time Argo writes its status; the best of `repeat`)."""
+    from idlegate.sim.argo import map_workflow
+
+    body = argo_workflow(steps)
+    body["metadata"].update(namespace="scale", uid="uid-argo")
+    costs = []
+    for _ in range(repeat):
+        start = time.process_time()
+        map_workflow(body)
+        costs.append(time.process_time() - start)
+    return min(costs) * 1000
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", type=float, default=1.0, help="of the nodes and workflows")
@@ -411,7 +443,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="only time the state machine's first question with WAITING workflows waiting "
         "on a full pool of the full size's (no operator)",
     )
+    parser.add_argument(
+        "--argo-map",
+        type=int,
+        metavar="STEPS",
+        help="only time one map of the big Argo Workflow of STEPS steps (no operator)",
+    )
     args = parser.parse_args(argv)
+    if args.argo_map is not None:
+        cost = argo_map_cost(args.argo_map)
+        print(f"one map of an Argo Workflow of {args.argo_map} steps: {cost:.0f} ms of CPU")
+        return {"argo_map_ms": cost}
     if args.can_schedule is not None:
         cost = can_schedule_cost(args.can_schedule)
         print(f"can_schedule with {args.can_schedule} waiting: {cost:.2f} ms of CPU")

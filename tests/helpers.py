@@ -219,3 +219,22 @@ def shapes_signature(kind: str, seed: int, **options: object) -> list[tuple]:
     """What 60 jobs of the workload `kind` are: arrival, name, tasks, estimates, edges."""
     w = build_workload(kind, seed, num_jobs=60, **options)
     return [(j.time, j.name, j.dag.tasks, j.dag.durations, j.dag.parents) for j in w.jobs]
+
+
+WIDE_STAGES = 2_200
+"""Stages of `wide_workflow` whose object fits with 20 measured durations a stage (the
+operator's default --history-samples) and not with 64 (its most): the tests that use it
+check both."""
+
+
+def wide_workflow(stages: int = WIDE_STAGES, name: str = "wide") -> dict[str, Any]:
+    """A DagWorkflow manifest of `stages` independent stages of 100 tasks each: every
+    stage's status keeps as many measured durations as --history-samples allows, so the
+    object's size depends on that setting."""
+    spec = [{"name": f"s{i}", "tasks": 100, "taskDurationSeconds": 1.5} for i in range(stages)]
+    return {
+        "apiVersion": "idlegate.io/v1alpha1",
+        "kind": "DagWorkflow",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"stages": spec},
+    }

@@ -247,6 +247,9 @@ class ClusterMonitor:
         self.waiting: set[str] = set()
         self.phases: dict[str, str] = {}
         self.jcts: dict[str, float] = {}
+        self.pods_ended: dict[str, float] = {}  # DagWorkflow -> when its last pod ended
+        self._ended_pods: set[str] = set()
+        self.succeeded: dict[str, float] = {}  # workflow -> when its status first said so
         self.waited = 0.0  # wall seconds with some pod waiting
         self.busy = 0.0  # the integral of the CPU share requested over them
         self.started: float | None = None
@@ -316,6 +319,9 @@ class ClusterMonitor:
                     self.retries[name] = HOSTNAME in (spec.get("nodeSelector") or {})
         gates = [g.get("name") for g in spec.get("schedulingGates") or []]
         live = etype != "DELETED" and status.get("phase") not in ENDED
+        if not live and LABEL_WORKFLOW in labels and name not in self._ended_pods:
+            self._ended_pods.add(name)
+            self.pods_ended[labels[LABEL_WORKFLOW]] = self._last
         if GATE in gates:
             self.gated.add(name)
         elif name in self.gated and etype != "DELETED":
@@ -363,9 +369,18 @@ class ClusterMonitor:
             self.jcts[name] = float(status["jctSeconds"])
         if phase in ENDED:
             self._done.add(name)
+        if phase == "Succeeded":
+            self.succeeded.setdefault(name, self._last)
         if len(self._done) == len(self.expected) and not self.finished.is_set():
             self.ended = time.monotonic()
             self.finished.set()
+
+    def status_lags(self) -> list[float]:
+        """Per DagWorkflow succeeded, the wall seconds from its last pod ending to its
+        status saying Succeeded: how stale ``kubectl get dagworkflows`` was."""
+        with self._lock:
+            ended = self.pods_ended
+            return sorted(t - ended[n] for n, t in self.succeeded.items() if n in ended)
 
     def outcome(self) -> Outcome:
         with self._lock:

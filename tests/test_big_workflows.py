@@ -11,10 +11,16 @@ import pytest
 
 from idlegate.api.lint import admission_errors
 from idlegate.api.podsecurity import NamespacePolicy
-from idlegate.api.status import MAX_CR_STAGES, MAX_OBJECT_BYTES, object_bytes
+from idlegate.api.status import (
+    HISTORY_SAMPLES,
+    MAX_CR_STAGES,
+    MAX_MEASURED,
+    MAX_OBJECT_BYTES,
+    object_bytes,
+)
 from idlegate.errors import SpecError
 from idlegate.operator.core.admission import new_workflow
-from idlegate.operator.settings import Clock
+from idlegate.operator.settings import Settings
 from idlegate.policy import make_scheduler
 from idlegate.policy.columns import FeatureConfig
 from idlegate.policy.feature_rows import DYNAMIC_COLUMNS
@@ -25,7 +31,8 @@ from idlegate.sim.dag import Dag, summarised
 from idlegate.sim.engine import simulate
 from idlegate.sim.protocol import Action, ClusterView
 from idlegate.sim.spec import parse_workflow
-from tests.helpers import load_benchmark
+from tests.helpers import load_benchmark, wide_workflow
+from tests.operator_fakes import harness
 
 big = load_benchmark("big_workflows")
 
@@ -43,7 +50,23 @@ def test_a_dagworkflow_too_large_for_its_object_is_refused_in_one_sentence() -> 
     assert "more than the 1,572,864 bytes (1.5 MiB) Kubernetes stores per object" in error
     assert error.count(". ") == 0 and "\n" not in error
     with pytest.raises(SpecError, match="split it into smaller workflows"):
-        new_workflow(manifest, 0.0, Clock(), NamespacePolicy())
+        new_workflow(manifest, 0.0, Settings(pool_size=4), NamespacePolicy())
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_the_operator_sizes_a_workflow_with_its_own_history_samples() -> None:
+    manifest = wide_workflow()
+    spec = parse_workflow(manifest["spec"])
+    assert object_bytes(manifest, spec, HISTORY_SAMPLES) <= MAX_OBJECT_BYTES
+    assert object_bytes(manifest, spec, MAX_MEASURED) > MAX_OBJECT_BYTES
+    new_workflow(manifest, 0.0, Settings(pool_size=4), NamespacePolicy())  # fits at 20
+    h = harness(pool=4, history_samples=MAX_MEASURED)
+    await h.submit("wide", manifest["spec"])
+    status = h.kube.status("wide")
+    assert status["phase"] == "Invalid" and not h.kube.pods
+    message = status["conditions"][0]["message"]
+    assert message.startswith("the workflow's 2,200 stages make an object of about ")
 
 
 class _Checker:

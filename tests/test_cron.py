@@ -15,14 +15,19 @@ from idlegate.api.cron_spec import (
     run_name,
 )
 from idlegate.api.labels import LABEL_CRON
+from idlegate.api.lint import cron_problems
+from idlegate.api.status import MAX_MEASURED
 from idlegate.errors import SpecError
 from idlegate.operator.edge.cron import CronController
 from idlegate.operator.edge.kube import ApiError
+from idlegate.operator.settings import Settings
+from tests.helpers import load_benchmark, wide_workflow
 from tests.operator_fakes import FakeClock, FakeKube, FakeTimers, applier_on
 
 T0 = datetime(2026, 1, 5, 0, 0, tzinfo=UTC).timestamp()  # a Monday, midnight UTC
 HOUR = 3600.0
 WORKFLOW = {"stages": [{"name": "only", "tasks": 1, "taskDurationSeconds": 5}]}
+big = load_benchmark("big_workflows")
 
 
 # -- the schedule ---------------------------------------------------------------------------
@@ -309,6 +314,51 @@ async def test_an_invalid_schedule_is_reported_and_arms_no_timer():
     assert (valid["type"], valid["status"], valid["reason"]) == ("Valid", "False", "Invalid")
     assert "not valid cron syntax" in valid["message"]
     assert env.timers.armed == {} and env.runs() == []
+
+
+@pytest.mark.asyncio
+async def test_a_cron_workflow_whose_runs_would_not_fit_their_object_is_invalid_and_starts_none():
+    env = Env(workflowSpec=big.layered(4000)["spec"])
+    await env.at(T0 + HOUR + 1)
+    valid = env.status()["conditions"][0]
+    assert (valid["type"], valid["status"], valid["reason"]) == ("Valid", "False", "Invalid")
+    said = valid["message"]
+    assert said.startswith("the workflow's 4,000 stages make an object of about ")
+    assert "\n" not in said and said.count(". ") == 0  # one sentence
+    assert env.timers.armed == {} and env.runs() == []
+    # lint says it of the same object, in the same words (the same run, the same estimate)
+    assert cron_problems(env.kube.cron_workflows[("default", "cw")]) == [(None, said)]
+
+
+@pytest.mark.asyncio
+async def test_a_cron_workflows_runs_are_sized_with_the_operators_history_samples():
+    wide = wide_workflow()["spec"]
+    env = Env(workflowSpec=wide)  # fits with the default 20 durations a stage
+    await env.at(T0 + HOUR + 1)
+    assert env.runs() == [name_at(T0 + HOUR)]
+    env = Env(workflowSpec=wide)
+    env.controller.history_samples = MAX_MEASURED
+    await env.at(T0 + HOUR + 1)
+    assert env.runs() == []
+    said = env.status()["conditions"][0]["message"]
+    assert said.startswith("the workflow's 2,200 stages make an object of about ")
+    cron = env.kube.cron_workflows[("default", "cw")]
+    assert cron_problems(cron, samples=MAX_MEASURED) == [(None, said)]
+    assert cron_problems(cron) == []
+
+
+@pytest.mark.asyncio
+async def test_the_operator_gives_its_cron_controller_its_history_samples():
+    from idlegate.operator.main import Operator
+
+    settings = Settings(pool_size=2, history_samples=MAX_MEASURED, clock=FakeClock(T0))
+    quiet = {"metrics_port": None, "health_port": None}  # (no server: no port taken)
+    operator = Operator(settings.model_copy(update=quiet), kube=FakeKube())
+    await operator.start()
+    try:
+        assert operator.cron.history_samples == MAX_MEASURED
+    finally:
+        await operator.stop()
 
 
 @pytest.mark.asyncio

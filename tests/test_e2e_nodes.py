@@ -7,12 +7,14 @@ benchmarks/e2e_nodes.py (docs/resources.md)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
+from idlegate.api.labels import LABEL_WORKFLOW
 from tests.argo_data import WORKFLOW_CRD, need
 from tests.e2e import new_namespace, wait
 from tests.k8s.harness import ApiServer, serving_crd
@@ -109,6 +111,33 @@ def test_the_monitor_sees_an_overcommit_a_released_pod_pending_and_the_cpu_in_us
     assert out.twice == ["dup"] and out.pods == 4
     assert pending.waiting_seconds > 0 and pending.utilisation == pytest.approx(1.25)
     assert out.waiting_seconds > pending.waiting_seconds and out.utilisation < 1.25
+
+
+def test_the_monitor_times_a_status_from_its_workflows_last_pod_ending() -> None:
+    """benchmarks/scale.py's status_lag_s: from a DagWorkflow's last pod ending (its first
+    write saying so; its deletion later does not count) to its status first saying
+    Succeeded (a later write of it neither), at the times the monitor saw them."""
+
+    class Api:  # (no API server: each write handed over at a chosen time)
+        def call(self, start: object) -> None:
+            return None
+
+    monitor = ClusterMonitor(Api(), NS, {"w"})  # type: ignore[arg-type]
+    labels = {LABEL_WORKFLOW: "w"}
+
+    def seen(at: float, write: Callable[..., None], *args: Any) -> None:
+        monitor._last = at
+        write(*args)
+
+    for name, at in (("w-a-0", 10.0), ("w-a-1", 12.0)):
+        ended = {"metadata": {"name": name, "labels": labels}, "status": {"phase": "Succeeded"}}
+        seen(at, monitor._on_pod, "MODIFIED", ended)
+    seen(14.0, monitor._on_workflow, "MODIFIED", {"metadata": {"name": "w"}, "status": {}})
+    seen(15.5, monitor._on_pod, "DELETED", ended)
+    for at in (15.5, 20.0):
+        done = {"metadata": {"name": "w"}, "status": {"phase": "Succeeded"}}
+        seen(at, monitor._on_workflow, "MODIFIED", done)
+    assert monitor.status_lags() == [3.5]
 
 
 # -- with failures: each retry's pod goes back to its task's node (issue 60, item 1) --------

@@ -22,7 +22,7 @@ from idlegate.operator.core.intents import (
     Refused,
     RemoveGate,
 )
-from idlegate.operator.edge.applier import Applier, EventRecorder, Lanes
+from idlegate.operator.edge.applier import Applier, EventRecorder, Lanes, Op, Slots
 from idlegate.operator.edge.kube import ApiError
 from idlegate.operator.edge.watchdog import ApiHealth
 from idlegate.operator.metrics import Metrics
@@ -36,11 +36,17 @@ pytestmark = [pytest.mark.looptime, pytest.mark.asyncio]
 class Edge:
     """An applier over a FakeKube, with the outcomes it handed back."""
 
-    def __init__(self, *, status_interval: float = 0.0, kube: FakeKube | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        status_interval: float = 0.0,
+        kube: FakeKube | None = None,
+        concurrency: int | None = None,
+    ) -> None:
         self.kube = kube or FakeKube()
         self.metrics = Metrics(4, "fair")
         api = Retrying(self.kube, report=ApiHealth(self.metrics).report)
-        lanes = Lanes(api)  # type: ignore[arg-type]
+        lanes = Lanes(api, concurrency=concurrency)  # type: ignore[arg-type]
         events = EventRecorder(lanes, Settings(pool_size=4, component="idlegate"))
         self.outcomes: list[Any] = []
         self.applier = Applier(
@@ -189,6 +195,28 @@ async def test_statuses_coalesce_and_a_release_waits_for_the_status_before_it():
     assert e.kube.workflows[("default", "w")]["status"]["n"] == 2 and e.counted() == (1, 1)
     statuses = [o for o in e.outcomes if isinstance(o.intent, PatchStatus)]
     assert [o.intent.status["n"] for o in statuses] == [2]
+
+
+@pytest.mark.parametrize("urgent", [True, False])
+async def test_a_phase_goes_out_within_a_few_pod_writes_counts_only_after_them(urgent):
+    """Issue 61: with a hundred pod creations waiting for the one connection, a status
+    write of counts only (queued first) waits for them, coalesced; a phase given meanwhile
+    (urgent) takes it along within `Slots.SHARE` writes."""
+    e = Edge(concurrency=1)
+    owner, spec = e.workflow("w", tasks=100)
+    e.kube.pods.clear()
+    busy = asyncio.Event()
+    e.lanes.submit("x", Op("busy", lambda api: busy.wait()), lane="busy")  # (the connection)
+    await asyncio.sleep(0)
+    e.applier.apply([create(owner, spec, i) for i in range(100)])
+    e.applier.apply([PatchStatus(owner, {"phase": "Running", "n": 1}, urgent=False)])
+    if urgent:
+        e.applier.apply([PatchStatus(owner, {"phase": "Succeeded", "n": 2})])
+    busy.set()
+    await e.settle()
+    (status,) = [i for i, o in enumerate(e.outcomes) if isinstance(o.intent, PatchStatus)]
+    assert status in (range(Slots.SHARE) if urgent else [100])
+    assert e.kube.workflows[("default", "w")]["status"]["n"] == (2 if urgent else 1)
 
 
 async def test_an_argo_pods_release_is_read_then_patched_keeping_the_other_gates():

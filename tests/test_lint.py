@@ -23,12 +23,14 @@ from typer.testing import CliRunner
 
 from idlegate.api.crd import CRON_KIND, KIND
 from idlegate.api.lint import LintReport, admission_errors, lint_paths, split_message
+from idlegate.api.status import MAX_MEASURED
 from idlegate.api.template import check_templates
 from idlegate.cli import app
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim.resources import ResourceVector
 from idlegate.sim.spec import parse_workflow
 from idlegate.sim.workloads import build_workload
+from tests.helpers import wide_workflow
 
 runner = CliRunner()
 
@@ -733,3 +735,19 @@ def test_a_workflow_too_large_for_its_executor_pool_among_the_inputs_is_a_note(t
     wf["spec"]["pool"] = "elsewhere"  # (a pool not among the inputs: the cluster's)
     path.write_text(yaml.safe_dump_all([pool, wf]))
     assert lint_paths([str(path)]).notes == []
+
+
+def test_history_samples_sizes_workflows_as_the_operator_does(tmp_path):
+    # the wide workflow fits with the operator's default 20 durations a stage, not with 64
+    f = write(tmp_path / "wide.yaml", wide_workflow())
+    assert lint(str(f))[0] == 0
+    code, lines, _ = lint("--history-samples", str(MAX_MEASURED), str(f))
+    assert code == 1
+    (line,) = lines
+    assert line.startswith(f"{f}[0]: the workflow's 2,200 stages make an object of about ")
+    code, _, err = lint("--history-samples", "65", str(f))
+    assert (code, err) == (
+        1,
+        "Error: --history-samples must be between 1 and 64 (the operator's bounds), got 65; "
+        "give the operator's own --history-samples\n",
+    )

@@ -86,3 +86,31 @@ async def test_an_argo_workflow_whose_node_argo_skipped_leaves_no_pod_gated():
     await side.workflow_seen(False, _argo({"a": "Succeeded", "b": "Skipped", "c": "Pending"}))
     await h.settle()
     assert stranded(h) == [] and not kube.pods["default", c]["spec"]["schedulingGates"]
+
+
+@pytest.mark.asyncio
+async def test_a_costly_remap_waits_nine_times_its_cost_and_then_maps_the_latest_body(
+    monkeypatch,
+):
+    # Argo writes a Workflow's status at every step, and a map of thousands of steps costs a
+    # large part of a second: the next map waits 9x the last one's CPU, then maps the latest
+    import idlegate.operator.features.argo as argo
+
+    h = Harness(FakeKube(), FakeClock(), 2, make_scheduler("fifo"))
+    side = ArgoSide(FeatureHost(h))
+    cpu = iter([0.0, 1.0, 1.0, 1.5])  # (a remap costing 1 s, then one costing 0.5 s)
+    monkeypatch.setattr(argo, "thread_time", lambda: next(cpu))
+    mapped: list[dict] = []
+    real = side._map
+    monkeypatch.setattr(side, "_map", lambda body: mapped.append(body) or real(body))
+    await side.workflow_seen(False, _argo({"a": "Pending"}))  # admitted: mapped
+    await side.workflow_seen(False, _argo({"a": "Running"}))  # remapped, costing 1 s
+    assert len(mapped) == 2 and side.next_map[("default", WF)] == h.clock.now() + 9
+    latest = _argo({"a": "Succeeded", "b": "Skipped", "c": "Pending"})
+    await side.workflow_seen(False, _argo({"a": "Succeeded"}))
+    await side.workflow_seen(False, latest)
+    assert len(mapped) == 2  # (both wait)
+    h.clock.advance(9)
+    await h.timers.fire_due(h.clock.now())
+    await h.settle()
+    assert mapped[2:] == [latest] and side.next_map[("default", WF)] == h.clock.now() + 4.5

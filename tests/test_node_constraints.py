@@ -5,7 +5,7 @@ The pool places, counts and judges (never fits) a stage's task among those nodes
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -223,3 +223,47 @@ async def test_a_gpu_stage_on_cpu_only_nodes_is_not_released_and_says_why(monkey
         "Stage 'train' asks nvidia.com/gpu=1 a task, which no node of the pool has"
     )
     assert h.kube.status("w").get("phase") != "Running"
+
+
+class _Counting(NodeRules):
+    """NodeRules that count the stages they are asked about (equal as NodeRules are)."""
+
+    asked: ClassVar[list[int]] = []
+
+    def __call__(self, stage):  # type: ignore[no-untyped-def]
+        _Counting.asked.append(stage.index)
+        return super().__call__(stage)
+
+
+def test_a_reading_that_changes_only_room_asks_no_stage_its_nodes_again():
+    # a pool following its nodes is told them on every pod's change: equal rules on the
+    # same nodes give each stage the same nodes, so the stages are not asked again
+    bodies = [node("a", cpu="8", **{HOSTNAME: "a"}), tainted("g", TAINT, cpu="8")]
+    nodes = tuple(read_node(b) for b in bodies)
+    cluster = _cluster(bodies)
+    for _ in range(3):
+        _job(cluster, 2, {"cpu": "1"})
+    alloc = tuple(n.allocatable for n in nodes)
+    hosts = tuple(n.host for n in nodes)
+    capacity = sum(alloc, ResourceVector()).restricted(("cpu", "memory"))
+    rules = _Counting(nodes, ("cpu", "memory"))
+    cluster.set_capacity(capacity, alloc, alloc, hosts, rules)  # (new rules: each stage)
+    _Counting.asked = []
+    cluster.set_capacity(capacity, alloc, alloc, hosts, _Counting(nodes, ("cpu", "memory")))
+    assert _Counting.asked == []
+    # a node changed (it lost its taint): every stage is asked again
+    untainted = (nodes[0], read_node(node("g", cpu="8")))
+    cluster.set_capacity(capacity, alloc, alloc, hosts, _Counting(untainted, ("cpu", "memory")))
+    assert _Counting.asked == [0, 0, 0]
+
+
+def test_stages_without_a_template_share_one_placement_across_workflows():
+    from idlegate.api.nodes import _placements
+
+    one, two = (
+        Dag.from_spec(
+            parse_workflow({"stages": [{"name": "s", "tasks": 1, "taskDurationSeconds": 1}]})
+        )
+        for _ in range(2)
+    )
+    assert _placements(one)[0] is _placements(two)[0]

@@ -211,8 +211,8 @@ class _Live(Mapping[Any, Any]):
 
 
 def following(h: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """What the operator's room-events handler does at every pod event: the pools on nodes
-    are told their room (before the pod's own handler)."""
+    """What the operator's pod-events handler does at every pod event: the pools on nodes
+    are told their room (before the task pod's own part)."""
     handle = h.pools.handle
 
     def both(event: Any) -> None:
@@ -371,19 +371,31 @@ def test_the_watch_reads_a_pod_once_but_counts_a_release_under_way_all_the_same(
 
 @pytest.mark.asyncio
 async def test_a_burst_of_node_and_pod_events_is_one_reading_of_the_room(monkeypatch):
+    # (a burst in one turn is one reading, at once; a stream of them, one reading in
+    # ROOM_SECONDS of the loop's clock; after a quiet spell, at once again)
     import asyncio
 
+    from idlegate.operator.edge.nodes import ROOM_SECONDS
     from tests.operator_fakes import harness
 
     h = harness(pool=2)
-    reads: list[int] = []
-    monkeypatch.setattr(h.pools, "nodes_changed", lambda: reads.append(1))
+    loop = asyncio.get_running_loop()
+    reads: list[float] = []
+    monkeypatch.setattr(h.pools, "nodes_changed", lambda: reads.append(loop.time()))
+    start = loop.time()
     for _ in range(50):
         h.pools.room_soon()
     await asyncio.sleep(0)
+    assert reads == [start]
+    for _ in range(10):  # a change every 10 ms
+        h.pools.room_soon()
+        await asyncio.sleep(0.01)
+    assert [round(t - start, 3) for t in reads] == [0, ROOM_SECONDS, 2 * ROOM_SECONDS]
+    await asyncio.sleep(1)
+    quiet = loop.time()
     h.pools.room_soon()
     await asyncio.sleep(0)
-    assert len(reads) == 2
+    assert reads[3:] == [quiet]
 
 
 @pytest.mark.asyncio
@@ -507,8 +519,8 @@ async def test_the_first_node_or_pod_event_marks_the_nodes_read(monkeypatch):
     from idlegate.operator.settings import Settings
     from tests.operator_fakes import FakeClock, FakeKube, harness
 
-    for id_, body in (("node-events", node("n")), ("room-events", pod("p", "1"))):
-        kwargs = {"event": {"type": None, "object": body}}  # (kopf's raw event: each has one)
+    for id_, body in (("node-events", node("n")), ("pod-events", pod("p", "1"))):
+        kwargs = {"type": None, "event": {"type": None, "object": body}, "labels": {}}
         operator = Operator(Settings(pool_size=2, clock=FakeClock()), kube=FakeKube())
         operator._pools = harness(pool=2).pools
         monkeypatch.setattr(Operator, "ready", property(lambda self: False))

@@ -20,7 +20,7 @@ import pytest
 
 from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE, LABEL_WORKFLOW
 from idlegate.operator.core.events import PodSeen
-from idlegate.operator.edge.applier import Lanes, Op, Priority
+from idlegate.operator.edge.applier import Lanes, Op, Priority, Slots
 from idlegate.operator.edge.kube import ApiError
 from idlegate.operator.edge.watchdog import ApiHealth
 from idlegate.operator.metrics import Metrics
@@ -472,6 +472,37 @@ async def test_a_release_queued_behind_its_pods_creation_hurries_that_creation()
     await lanes.wait_idle(5)
     # (the slot gated-x frees goes to the op waiting then; release-x takes the next)
     assert order == ["busy", "gated-x", "gated-0", "release-x", "gated-1", "gated-2"]
+
+
+@pytest.mark.asyncio
+async def test_a_status_write_takes_a_connection_within_a_bounded_number_of_pod_writes():
+    """Issue 61: at scale thousands of pod writes wait for a connection at once; a
+    workflow's status (its phase Succeeded) still goes out after a handful of them, not
+    after all; the pod writes keep their order, releases first."""
+    lanes = Lanes(FakeKube(), concurrency=1)  # type: ignore[arg-type]
+    order: list[str] = []
+    busy = asyncio.Event()
+
+    def op(name: str, priority: Priority) -> Op:
+        async def run(api: Any) -> None:
+            if name == "busy":
+                await busy.wait()
+            order.append(name)
+
+        return Op(name, run, priority=priority)
+
+    lanes.submit("w", op("busy", Priority.POD), lane="p")  # the one connection is taken
+    await asyncio.sleep(0)
+    for i in range(100):
+        lanes.submit("w", op(f"gated-{i}", Priority.POD), lane=f"g{i}")
+        lanes.submit("w", op(f"release-{i}", Priority.RUN), lane=f"r{i}")
+    lanes.submit("w", op("event", Priority.EVENT), lane="e")
+    lanes.submit("w", op("status", Priority.STATUS), lane="s")
+    busy.set()
+    await lanes.wait_idle(5)
+    assert order.index("status") <= Slots.SHARE and order.index("event") <= 2 * Slots.SHARE
+    pods = [n for n in order[1:] if n not in ("status", "event")]
+    assert pods == [f"release-{i}" for i in range(100)] + [f"gated-{i}" for i in range(100)]
 
 
 @pytest.mark.asyncio

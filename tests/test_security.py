@@ -493,6 +493,11 @@ AGREEMENT = [
         edit(("spec.schedulingGates", [{"name": "mine"}, {"name": "idlegate.io/release"}])),
     ),
     ("node name", ("privileged", None), edit(("spec.nodeName", "node-1"))),
+    (
+        "command and args of strings",
+        ("restricted", None),
+        edit((f"{C0}.command", ["sleep", "5"]), (f"{C0}.args", ["--retries", "2"])),
+    ),
     ("unknown level label", ("Baseline", None), edit((SC0, {}))),
     (
         "privileged level",
@@ -713,6 +718,13 @@ WRONG_TYPES = [
     (edit(("spec.serviceAccountName", True)), "spec.serviceAccountName"),
     (edit(("spec.serviceAccount", 1)), "spec.serviceAccount"),
     (edit(("spec.nodeName", 5)), "spec.nodeName"),
+    (edit((f"{C0}.command", ["sleep", 5])), "spec.containers[0].command[1]"),
+    (edit((f"{C0}.command", "sleep 5")), "spec.containers[0].command"),
+    (edit((f"{C0}.args", ["--retries", 2.5])), "spec.containers[0].args[1]"),
+    (
+        edit(("spec.initContainers", [{"name": "i", "image": "busybox", "args": [True]}])),
+        "spec.initContainers[0].args[0]",
+    ),
     (edit(("spec.initContainers", {})), "spec.initContainers"),
     (edit(("spec.ephemeralContainers", ["debug"])), "spec.ephemeralContainers[0]"),
     (edit(("spec.schedulingGates", "mine")), "spec.schedulingGates"),
@@ -723,6 +735,35 @@ WRONG_TYPES = [
     (lambda t: t.update(spec="x"), "spec"),
 ]
 WRONG_IDS = [w[1] for w in WRONG_TYPES]
+
+
+def test_a_number_in_a_containers_command_is_refused_with_the_fix():
+    """YAML reads `command: [sleep, 5]` as a number, which the API server refuses in a pod:
+    the operator, lint and the admission policy say so, and how to fix it."""
+    text = """
+apiVersion: idlegate.io/v1alpha1
+kind: DagWorkflow
+metadata: {name: wf, namespace: team-a}
+spec:
+  stages:
+    - name: a
+      tasks: 1
+      taskDurationSeconds: 1
+      template:
+        spec:
+          containers: [{name: task, image: busybox, command: [sleep, 5]}]
+"""
+    obj = yaml.safe_load(text)
+    field = f"{PREFIX}.spec.containers[0].command[1]"
+    said = f"{field} must be a string, not 5: quote it ('5')"
+    assert _first_problem(obj, "spec", Level.PRIVILEGED) == said
+    report = lint_paths(["-"], stdin=io.StringIO(text))
+    assert [(p.field, p.message) for p in report.problems] == [
+        (field, "must be a string, not 5: quote it ('5')")
+    ]
+    assert admission_policy().denials(obj, namespace()) == [said]
+    quoted = yaml.safe_load(text.replace("[sleep, 5]", "[sleep, '5']"))
+    assert lint_one(quoted) == [] and admission_policy().denials(quoted, namespace()) == []
 
 
 def _first_problem(obj: dict[str, Any], where: str, level: Level) -> str:

@@ -22,6 +22,7 @@ from rich.console import Console
 
 from idlegate import __version__
 from idlegate.api.podsecurity import Level
+from idlegate.api.status import HISTORY_SAMPLES
 from idlegate.errors import IdlegateError
 from idlegate.evaluation.advise import AdviseConfig
 from idlegate.evaluation.comparison import CompareConfig, WorkloadOptions, run_one
@@ -271,6 +272,14 @@ def lint(
             "namespace's idlegate.io/allowed-service-accounts annotation).",
         ),
     ] = "",
+    history_samples: Annotated[
+        int,
+        typer.Option(
+            "--history-samples",
+            help="The operator's --history-samples: a workflow's size counts as many "
+            "measured durations a stage in its status.",
+        ),
+    ] = HISTORY_SAMPLES,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Check DagWorkflow, DagCronWorkflow and ExecutorPool manifests offline with the
@@ -278,35 +287,20 @@ def lint(
     each Argo Workflow and Airflow DAG export maps to; exit 1 if any fails."""
     with user_errors():
         from idlegate.api.lint import lint_paths
+        from idlegate.api.lint_pools import pool_options
         from idlegate.api.podsecurity import NamespacePolicy, parse_service_accounts
 
-        policy = NamespacePolicy(pod_security, parse_service_accounts(allowed_service_accounts))
-        from idlegate.api.pool_spec import LabelSelector, one_capacity
-        from idlegate.sim.resources import ResourceVector
-
-        resources = None
-        if pool_resources is not None:
-            resources = ResourceVector.parse(pool_resources, "--pool-resources")
-        if pool_nodes is not None:
-            if resources is not None:
-                raise IdlegateError(one_capacity("--pool-resources", "--pool-nodes"))
-            try:
-                LabelSelector.parse(pool_nodes)
-            except IdlegateError as exc:
-                raise IdlegateError(f"--pool-nodes: {exc}") from None
-        report = lint_paths(files, pool_size=pool_size, policy=policy, pool_resources=resources)
+        report = lint_paths(
+            files,
+            pool_size=pool_size,
+            policy=NamespacePolicy(pod_security, parse_service_accounts(allowed_service_accounts)),
+            pool_resources=pool_options(pool_resources, pool_nodes),
+            history_samples=history_samples,
+        )
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2))
-    else:
-        for job in [*report.argo_jobs, *report.airflow_jobs]:
-            typer.echo("\n".join(job.lines()))
-        for problem in report.problems:
-            typer.echo(str(problem))
-        # the whole report on stdout, where `lint ... > report.txt` keeps it; stderr is
-        # for errors of the command
-        for note in report.notes:
-            typer.echo(f"note: {note}")
-        typer.echo(report.summary())
+    else:  # all on stdout, where `lint ... > report.txt` keeps it (stderr: the command's errors)
+        typer.echo("\n".join(report.lines()))
     if not report.ok:
         raise typer.Exit(1)
 

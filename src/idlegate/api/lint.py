@@ -11,7 +11,8 @@ re-implemented here; a DagWorkflow passes exactly when the operator's admission
   says);
 * ``spec``: :func:`idlegate.sim.spec.parse_workflow` (types, bounds, names, unknown
   dependencies, cycles: the simulator's model), and the object's size with the status its
-  stages need (:func:`idlegate.api.status.check_object_size`);
+  stages need (:func:`idlegate.api.status.check_object_size`, with ``--history-samples``
+  durations a stage: the operator's setting, default 20);
 * each stage's pod template: :func:`idlegate.api.template.check_templates`, with a
   :class:`~idlegate.api.podsecurity.NamespacePolicy` standing in for the namespace
   the manifest will be applied to (there is none offline): the Pod Security level of
@@ -41,9 +42,10 @@ item by item, so a directory of mixed files can be linted as a whole.
 
 The operator reports one problem at a time in its ``Valid`` condition (one message per
 check that fails; a message may list several fields, joined by ``"; "``). Lint splits such
-messages into one :class:`Problem` per field, and locates the stage a DAG message names
-(``stage 'b' depends on 'x' …`` is ``spec.stages[1].dependsOn``); a message it cannot
-split is kept whole, so no wording of the checks is lost.
+messages into one :class:`Problem` per field (:func:`idlegate.api.lint_fields.split_message`),
+and locates the stage a DAG message names (``stage 'b' depends on 'x' …`` is
+``spec.stages[1].dependsOn``); a message it cannot split is kept whole, so no wording of the
+checks is lost.
 
 A ``DagCronWorkflow`` is checked the same way (:func:`cron_problems`): its name leaves room for
 its runs' names, its schedule, time zone and policies parse
@@ -61,7 +63,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -79,14 +80,16 @@ from idlegate.api.crd import (
     POOL_KIND,
     check_workflow_name,
 )
+from idlegate.api.cron_runs import sized_run
 from idlegate.api.cron_spec import check_cron_name, cron_spec_problems
 from idlegate.api.lint_airflow import AirflowLintJob, lint_airflow
 from idlegate.api.lint_argo import ArgoDocument, ArgoLintJob, lint_argo
+from idlegate.api.lint_fields import split_message
 from idlegate.api.lint_pools import HELD, InPools, check_pool_requested, queue_file
 from idlegate.api.lint_render import PoolFactory, linted_pool
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.pool_spec import DEFAULT_POOL, pool_problems
-from idlegate.api.status import check_object_size
+from idlegate.api.status import HISTORY_SAMPLES, MAX_MEASURED, check_object_size
 from idlegate.api.template import check_templates
 from idlegate.errors import IdlegateError
 from idlegate.sim.airflow import is_airflow
@@ -243,6 +246,13 @@ class LintReport:
         skipped = sum(1 for n in self.notes if n.document is not None and not n.reason)
         return text + (f"; {skipped} other document(s) skipped" if skipped else "")
 
+    def lines(self) -> list[str]:
+        """The report as ``idlegate lint`` prints it: the mapped jobs, the problems, the
+        notes, the summary."""
+        jobs = [line for job in [*self.argo_jobs, *self.airflow_jobs] for line in job.lines()]
+        notes = [f"note: {note}" for note in self.notes]
+        return [*jobs, *map(str, self.problems), *notes, self.summary()]
+
     def to_json(self) -> dict[str, Any]:
         """Machine output: counts, problems (with their rendered line as ``text``), notes."""
         return {
@@ -268,12 +278,14 @@ def admission_errors(
     pool_size: int | None = None,
     policy: NamespacePolicy | None = None,
     resources: ResourceVector | None = None,
+    samples: int = HISTORY_SAMPLES,
 ) -> list[str]:
     """The messages the operator would mark DagWorkflow `obj` ``Invalid`` with, one per
     check that fails (empty: it would be admitted). `pool_size`: also check gang stages
     against a pool of that many executors (the default pool's: not a workflow whose
     spec.pool names an ExecutorPool, which waits while that pool is too small); `policy`:
-    also hold the templates to what a namespace allows."""
+    also hold the templates to what a namespace allows; `samples`: the operator's
+    ``--history-samples``, which the object's size counts."""
     errors = []
     meta = obj.get("metadata")
     name = meta.get("name") if isinstance(meta, Mapping) else None
@@ -284,7 +296,7 @@ def admission_errors(
             errors.append(str(exc))
     try:
         spec = parse_workflow(obj.get("spec"), "spec")
-        check_object_size(obj, spec)
+        check_object_size(obj, spec, samples)
         check_templates(spec, "spec", policy)
         if (pool_size is not None or resources is not None) and spec.pool in (None, DEFAULT_POOL):
             job = f"{meta['namespace']}/{name}" if _has(meta, "namespace") else name
@@ -300,10 +312,12 @@ def cron_problems(
     pool_size: int | None = None,
     policy: NamespacePolicy | None = None,
     resources: ResourceVector | None = None,
+    samples: int = HISTORY_SAMPLES,
 ) -> list[tuple[str | None, str]]:
     """(field path, text) of what the operator would refuse in DagCronWorkflow `obj`: its
     name (room for its runs' names), its schedule, time zone and other fields, and its
-    workflowSpec, checked as each run's spec will be."""
+    workflowSpec, checked as each run's spec will be (its size as the run's object,
+    :func:`idlegate.api.cron_runs.sized_run`)."""
     out: list[tuple[str | None, str]] = []
     meta = obj.get("metadata")
     name = meta.get("name") if isinstance(meta, Mapping) else None
@@ -321,8 +335,7 @@ def cron_problems(
     out.extend((f"spec.{p}" if p else "spec", text) for p, text in cron_spec_problems(spec))
     if "workflowSpec" not in spec:
         return out
-    run = {"metadata": {"name": f"{name or 'run'}-0"}, "spec": spec["workflowSpec"]}
-    for message in admission_errors(run, pool_size, policy, resources):
+    for message in admission_errors(sized_run(obj), pool_size, policy, resources, samples):
         for path, text in split_message(message, spec["workflowSpec"]):
             if path is not None and path.startswith("spec") and not path.startswith("metadata"):
                 path = "spec.workflowSpec" + path.removeprefix("spec")
@@ -362,71 +375,6 @@ def _ours(kind: Any, api: Any) -> bool:
 
 def _text(value: Any) -> bool:
     return isinstance(value, str) and bool(value)
-
-
-# -- splitting the operator's messages into fields ------------------------------------------
-
-_PATH = r"[A-Za-z_]\w*(?:\[\d+\]|\.[A-Za-z_]\w*)*"
-_SPEC_PREFIX = "spec: "
-_TEMPLATE_PREFIX = "invalid pod template: "
-_SPEC_PARTS = re.compile(rf"; (?={_PATH}: |and \d+ more problem)")
-_SPEC_FIELD = re.compile(rf"^({_PATH}): (.*)$", re.S)
-_TEMPLATE_PARTS = re.compile(r"; (?=spec\.stages\[\d+\]\.template|and \d+ more problem)")
-# shape problems read "PATH must ...", namespace rules "PATH: ... is not allowed"
-_TEMPLATE_FIELD = re.compile(r"^(spec\.stages\[\d+\]\.template\S*?):? (.*)$", re.S)
-_NAMED_STAGE = re.compile(r"^stage (?:name )?'([^']+)'(.*)$", re.S)
-_CYCLE = re.compile(r"^the dependencies form a cycle: ([^ ]+) ->")
-
-
-def split_message(message: str, spec: Any) -> list[tuple[str | None, str]]:
-    """(field path, text) pairs of one operator message; `spec` (the raw ``spec``) is used
-    to find the index of a stage the message names. A message of unknown form is one pair
-    with no field."""
-    if message.startswith(_TEMPLATE_PREFIX):
-        parts = _TEMPLATE_PARTS.split(message.removeprefix(_TEMPLATE_PREFIX))
-        return [_match(_TEMPLATE_FIELD, p, "spec", "invalid pod template: ") for p in parts]
-    if message.startswith(_SPEC_PREFIX):
-        return [_spec_part(p, spec) for p in _SPEC_PARTS.split(message.removeprefix(_SPEC_PREFIX))]
-    if message.startswith("the name "):
-        return [("metadata.name", message)]
-    named = _NAMED_STAGE.match(message)  # a gang larger than the pool
-    if named and "is a gang" in named.group(2):
-        return [(_stage_path(spec, named.group(1), "tasks"), message)]
-    return [(None, message)]
-
-
-def _match(pattern: re.Pattern[str], part: str, default: str, context: str) -> tuple[str, str]:
-    found = pattern.match(part)
-    return (found.group(1), found.group(2)) if found else (default, context + part)
-
-
-def _spec_part(part: str, spec: Any) -> tuple[str | None, str]:
-    found = _SPEC_FIELD.match(part)
-    if found:
-        return f"spec.{found.group(1)}", found.group(2)
-    named = _NAMED_STAGE.match(part)
-    if named:
-        rest = named.group(2)
-        if rest.startswith(" appears twice"):
-            return _stage_path(spec, named.group(1), "name", occurrence=2), part
-        return _stage_path(spec, named.group(1), "dependsOn"), part
-    cycle = _CYCLE.match(part)
-    if cycle:  # the first stage of the cycle depends on the next one: its dependsOn
-        return _stage_path(spec, cycle.group(1), "dependsOn"), part
-    return "spec", part
-
-
-def _stage_path(spec: Any, name: str, leaf: str, occurrence: int = 1) -> str:
-    """``spec.stages[i].<leaf>`` of the `occurrence`-th stage named `name`, else
-    ``spec.stages``."""
-    stages = spec.get("stages") if isinstance(spec, Mapping) else None
-    seen = 0
-    for i, stage in enumerate(stages if isinstance(stages, list) else []):
-        if isinstance(stage, Mapping) and stage.get("name") == name:
-            seen += 1
-            if seen == occurrence:
-                return f"spec.stages[{i}].{leaf}"
-    return "spec.stages"
 
 
 # -- reading manifests ---------------------------------------------------------------------------
@@ -566,6 +514,8 @@ class _Linter:
     policy: NamespacePolicy
     resources: ResourceVector | None = None
     """The pool's resources beyond pods (``--pool-resources``), or None."""
+    samples: int = HISTORY_SAMPLES
+    """The operator's ``--history-samples``, which a workflow's size counts."""
     argo: list[ArgoDocument] = field(default_factory=list)
     """Argo's documents, mapped once every input is read (templates may be anywhere)."""
     in_pools: InPools = field(default_factory=InPools)
@@ -702,18 +652,17 @@ class _Linter:
         if _text(kind) and kind.lower() == CRON_KIND.lower():  # miscased: still checked as one
             self.report.cron_workflows += 1
             self.in_pools.cron(obj)
-            found = cron_problems(obj, self.pool_size, self.policy, self.resources)
+            found = cron_problems(obj, self.pool_size, self.policy, self.resources, self.samples)
         elif _text(kind) and kind.lower() == POOL_KIND.lower():
             self.report.pools += 1
             found = pool_problems(obj)
             self.in_pools.pool(obj)
         else:
             self.in_pools.workflow((source, index, item), obj)
-            found = [
-                pair
-                for message in admission_errors(obj, self.pool_size, self.policy, self.resources)
-                for pair in split_message(message, obj.get("spec"))
-            ]
+            errors = admission_errors(
+                obj, self.pool_size, self.policy, self.resources, self.samples
+            )
+            found = [pair for message in errors for pair in split_message(message, obj.get("spec"))]
         for path, text in found:
             self._problem(source, index, item, path, text)
         if len(self.report.problems) > before:
@@ -748,15 +697,23 @@ def lint_paths(
     policy: NamespacePolicy | None = None,
     stdin: TextIO | None = None,
     pool_resources: ResourceVector | None = None,
+    history_samples: int = HISTORY_SAMPLES,
 ) -> LintReport:
     """Lint files, directories (recursively, their ``*.yaml``/``*.yml``/``*.json`` files)
     and ``-`` (standard input, read as YAML), holding templates to `policy` (by default
-    baseline, no service account but ``default``). Unreadable files and syntax errors are
-    problems of the report, not exceptions. IdlegateError for a bad `pool_size` and for
-    paths that do not exist (a mistake in the command, not in a manifest: reported before
-    anything is linted, as every command reports its arguments' mistakes)."""
+    baseline, no service account but ``default``) and sizing workflows with
+    `history_samples` durations a stage (the operator's ``--history-samples``). Unreadable
+    files and syntax errors are problems of the report, not exceptions. IdlegateError for a
+    bad `pool_size` or `history_samples` and for paths that do not exist (a mistake in the
+    command, not in a manifest: reported before anything is linted, as every command
+    reports its arguments' mistakes)."""
     if pool_size is not None and pool_size < 1:
         raise IdlegateError(f"--pool-size must be at least 1, got {pool_size}")
+    if not 1 <= history_samples <= MAX_MEASURED:
+        raise IdlegateError(
+            f"--history-samples must be between 1 and {MAX_MEASURED} (the operator's bounds), "
+            f"got {history_samples}; give the operator's own --history-samples"
+        )
     if pool_resources is not None:
         linted_pool(pool_size, pool_resources)  # (pods that contradict --pool-size: said once)
     missing = [p for p in paths if p != STDIN and not Path(p).exists()]
@@ -766,7 +723,9 @@ def lint_paths(
             f"directories of them, or {STDIN} for standard input"
         )
     report = LintReport()
-    linter = _Linter(report, pool_size, policy or NamespacePolicy(), resources=pool_resources)
+    linter = _Linter(
+        report, pool_size, policy or NamespacePolicy(), pool_resources, samples=history_samples
+    )
     for source in _sources(paths, report):
         try:
             text = _read(source, stdin or sys.stdin)

@@ -21,7 +21,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from idlegate.api.lint_render import linted_pool
-from idlegate.api.pool_spec import DEFAULT_POOL, ExecutorPoolSpec, parse_pool_spec
+from idlegate.api.pool_spec import (
+    DEFAULT_POOL,
+    ExecutorPoolSpec,
+    LabelSelector,
+    one_capacity,
+    parse_pool_spec,
+)
 from idlegate.api.queueing import QUEUE_NOT_FOUND
 from idlegate.errors import IdlegateError
 from idlegate.sim.dag import Dag
@@ -36,6 +42,23 @@ HELD = (WAITS, QUEUE_NOT_FOUND)
 
 Where = tuple[str, int, int | None]
 """A document's file, index and List item, as lint's Problem and Note give them."""
+
+
+def pool_options(pool_resources: str | None, pool_nodes: str | None) -> ResourceVector | None:
+    """The linted pool's resources from lint's ``--pool-resources``, with ``--pool-nodes``
+    checked as the operator reads it (the nodes are the cluster's: nothing is checked
+    against them) and not given with it."""
+    resources = None
+    if pool_resources is not None:
+        resources = ResourceVector.parse(pool_resources, "--pool-resources")
+    if pool_nodes is not None:
+        if resources is not None:
+            raise IdlegateError(one_capacity("--pool-resources", "--pool-nodes"))
+        try:
+            LabelSelector.parse(pool_nodes)
+        except IdlegateError as exc:
+            raise IdlegateError(f"--pool-nodes: {exc}") from None
+    return resources
 
 
 @dataclass

@@ -12,7 +12,8 @@ neither kopf nor kubernetes. The rules, restated from the kube-scheduler:
 * A pod that idlegate released (``idlegate.io/executor`` on it, no scheduling gate) but
   the kube-scheduler has not bound yet will take its room on some node: it is counted,
   older pods first, where the kube-scheduler's scoring would put it
-  (`idlegate.sim.resources.least_allocated`), and one that fits no node is *short*.
+  (`idlegate.sim.resources.least_allocated`, as `Spread` places many), and one that fits
+  no node is *short*.
 
 A pool's capacity (`Room.capacity`) is the nodes' allocatable less what the pods there
 that idlegate did not release request: the pool's state machine counts its own tasks.
@@ -45,7 +46,7 @@ from idlegate.errors import IdlegateError
 from idlegate.sim.dag import Dag
 from idlegate.sim.pool import SCORED
 from idlegate.sim.protocol import Stage
-from idlegate.sim.resources import MILLI, ResourceVector, least_allocated, pod_request
+from idlegate.sim.resources import MILLI, ResourceVector, Spread, pod_request
 from idlegate.sim.spec import WorkflowSpec
 
 ENDED = ("Succeeded", "Failed")
@@ -274,11 +275,20 @@ def _placements(dag: Dag) -> tuple[Placement | None, ...]:
     if found is None:
         own = type(dag.spec) is WorkflowSpec  # (idlegate makes its pods: templates or none)
         specs = [] if dag.spec is None else [s.template for s in dag.spec.stages]
-        pods = [({} if own else None) if t is None else t.get("spec") for t in specs]
-        found = tuple(Placement.of(p) if isinstance(p, Mapping) else None for p in pods)
+        pods: list[Any] = [({} if own else None) if t is None else t.get("spec") for t in specs]
+        found = tuple(_placement(p) if isinstance(p, Mapping) else None for p in pods)
         found += (None,) * (dag.num_stages - len(found))
         _PLACED[dag] = found
     return found
+
+
+_NO_TEMPLATE = Placement.of({})
+"""The placement of every stage without a pod template: one object, so `NodeRules` finds
+its nodes once a reading, not once a workflow."""
+
+
+def _placement(spec: Mapping[str, Any]) -> Placement:
+    return _NO_TEMPLATE if not spec else Placement.of(spec)
 
 
 def held(
@@ -390,6 +400,12 @@ class Ledger:
         self._foreign: dict[str, dict[str, int]] = {}
         self._unbound: dict[tuple[str, str], tuple[_Pod, ResourceVector]] = {}
         """The pods not bound and not ended, in the order first seen."""
+        self._free: dict[str, ResourceVector] = {}
+        """Each node's allocatable less what is bound there, as last read (a pod's or its
+        node's change drops it): a reading recounts only the nodes that changed."""
+        self._chosen: dict[str, tuple[list[Node], ResourceVector]] = {}
+        """By selector (its repr): its usable nodes by name and their allocatable's sum, as
+        last read (any node's change drops them all)."""
 
     @classmethod
     def of(
@@ -412,6 +428,8 @@ class Ledger:
             self.nodes.pop(node.name, None)
         else:
             self.nodes[node.name] = node
+        self._free.pop(node.name, None)
+        self._chosen.clear()
 
     def pod(self, pod: Mapping[str, Any], deleted: bool = False) -> None:
         """`pod` was added or changed (`deleted`: it is gone)."""
@@ -442,6 +460,7 @@ class Ledger:
         if entry.hold is None or not entry.node:
             return
         _add(self._used.setdefault(entry.node, {}), entry.hold, sign)
+        self._free.pop(entry.node, None)
         if not entry.mine:
             _add(self._foreign.setdefault(entry.node, {}), entry.hold, sign)
 
@@ -452,11 +471,8 @@ class Ledger:
     ) -> Room:
         """The room on the usable nodes `selector` selects (`room`'s)."""
         releasing = releasing or {}
-        chosen = sorted(
-            (n for n in self.nodes.values() if n.usable and selects(selector, n.labels)),
-            key=_name,
-        )
-        used = {n.name: self._used.get(n.name, {}) for n in chosen}
+        chosen, total = self._usable(selector)
+        used = {n.name for n in chosen}
         foreign: dict[str, int] = {}
         for n in chosen:
             _add(foreign, self._foreign.get(n.name, {}))
@@ -475,37 +491,72 @@ class Ledger:
                 unbound.append((meta, ask + ONE_POD, host))
             elif found and found.hold and found.node in used and not found.mine:
                 _add(foreign, found.hold, -1)  # (released, though the pod read says not yet)
-        free = {n.name: n.allocatable - used[n.name] for n in chosen}
-        short: list[Mapping[str, Any]] = []
-        names = sorted(
-            {k for n in chosen for k in n.allocatable} | {k for u in unbound for k in u[1]}
-        )
-        scored = [i for i, k in enumerate(names) if k in SCORED]
-        totals = [[n.allocatable[k] for k in names] for n in chosen]
+        free = {n.name: self._free_on(n) for n in chosen}
         hosts = [n.host for n in chosen]
-        # (in the kube-scheduler's order, older first: on its pinned node, else where its
-        # scoring puts each)
-        for pod, hold, host in sorted(unbound, key=lambda p: _created(p[0])):
-            if host in hosts:  # (it goes there, or waits there for room)
-                name = chosen[hosts.index(host)].name
-                fits, free[name] = hold.fits(free[name]), free[name] - hold
-                if not fits:
-                    short.append(pod)
-                continue
-            frees = [[free[n.name][k] for k in names] for n in chosen]
-            at = least_allocated([hold[k] for k in names], frees, totals, scored)
-            if at is None:
-                short.append(pod)
-            else:
-                free[chosen[at].name] = free[chosen[at].name] - hold
-        total = ResourceVector()
-        for n in chosen:
-            total = total + n.allocatable
+        short = self._place(sorted(unbound, key=lambda p: _created(p[0])), chosen, hosts, free)
         capacity = ResourceVector(
             {k: max(0, v) for k, v in (total - ResourceVector(foreign)).items()}
         )
         alloc = [n.allocatable for n in chosen]
         return Room(capacity, list(free.items()), short, alloc, hosts, chosen)
+
+    def _usable(self, selector: LabelSelector | None) -> tuple[list[Node], ResourceVector]:
+        """The usable nodes `selector` selects, by name, and their allocatable's sum."""
+        key = repr(selector)
+        found = self._chosen.get(key)
+        if found is None:
+            chosen = sorted(
+                (n for n in self.nodes.values() if n.usable and selects(selector, n.labels)),
+                key=_name,
+            )
+            total = ResourceVector()
+            for n in chosen:
+                total = total + n.allocatable
+            found = self._chosen[key] = chosen, total
+        return found
+
+    def _free_on(self, node: Node) -> ResourceVector:
+        """`node`'s allocatable less what the pods bound there hold."""
+        free = self._free.get(node.name)
+        if free is None:
+            free = self._free[node.name] = node.allocatable - self._used.get(node.name, {})
+        return free
+
+    @staticmethod
+    def _place(
+        unbound: list[tuple[Mapping[str, Any], ResourceVector, str | None]],
+        chosen: list[Node],
+        hosts: list[str],
+        free: dict[str, ResourceVector],
+    ) -> list[Mapping[str, Any]]:
+        """Take the `unbound` pods, in the kube-scheduler's order (older first), off
+        `free`: on the node each is pinned to, else where its scoring puts it. Returns
+        those that fit nowhere."""
+        short: list[Mapping[str, Any]] = []
+        if not unbound:
+            return short
+        names = sorted(
+            {k for n in chosen for k in n.allocatable} | {k for u in unbound for k in u[1]}
+        )
+        scored = [i for i, k in enumerate(names) if k in SCORED]
+        totals = [[n.allocatable[k] for k in names] for n in chosen]
+        spread = Spread([[free[n.name][k] for k in names] for n in chosen], totals, scored)
+        pinned = {h: i for i, h in reversed(list(enumerate(hosts)))}  # (the first of a name)
+        for pod, hold, host in unbound:
+            need = tuple(hold[k] for k in names)
+            at = pinned.get(host) if host is not None else None
+            if at is not None:  # (it goes there, or waits there for room)
+                if not hold.fits(free[chosen[at].name]):
+                    short.append(pod)
+            else:
+                at = spread.where(need)
+                if at is None:
+                    short.append(pod)
+                    continue
+            name = chosen[at].name
+            free[name] = free[name] - hold
+            spread.take(at, need)
+        return short
 
 
 def outside(

@@ -6,12 +6,13 @@ builds every task pod from the template (:func:`idlegate.api.task_pods.task_pod`
 ``metadata.labels`` and ``metadata.annotations``, adds environment variables to every
 ``spec.containers[]`` and ``spec.initContainers[]``, and adds or removes its own entry in
 ``spec.schedulingGates``. :class:`PodTemplate` states the shape of exactly those fields
-plus what every pod needs (at least one container, each with a name and an image), and
-the type of every field the Pod Security checks read (host namespaces, security
-contexts, ports, volumes, probes, service account), all as strictly as the API's own
-types: a string where a list or a boolean belongs (``privileged: "true"``) is an error, not
-coerced. The API server refuses such a pod, and a check that read ``"true"`` as not
-``true`` would let the workflow in only for every pod of it to be refused.
+plus what every pod needs (at least one container, each with a name and an image), the
+type of every field the Pod Security checks read (host namespaces, security contexts,
+ports, volumes, probes, service account), and a container's ``command`` and ``args``
+(lists of strings, where YAML reads ``[sleep, 5]`` as a number), all as strictly as the
+API's own types: a string where a list or a boolean belongs (``privileged: "true"``) is an
+error, not coerced. The API server refuses such a pod, and a check that read ``"true"`` as
+not ``true`` would let the workflow in only for every pod of it to be refused.
 
 Given the namespace's :class:`~idlegate.api.podsecurity.NamespacePolicy`, a template
 of that shape is then held to the namespace's Pod Security level and service-account
@@ -34,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from idlegate.api import podsecurity
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.errors import SpecError
-from idlegate.sim.spec import WorkflowSpec, describe
+from idlegate.sim.spec import WorkflowSpec, describe, not_a_string
 
 MAX_REPORTED = 5
 """Problems listed per template; the rest are counted."""
@@ -135,6 +136,8 @@ class Container(_Open):
 
     name: str = Field(min_length=1, description="The container's name (required by Pods).")
     image: str = Field(min_length=1, description="The image to run (required by Pods).")
+    command: list[str] | None = Field(default=None, description="The entrypoint's argv.")
+    args: list[str] | None = Field(default=None, description="Arguments to the entrypoint.")
     env: list[EnvVar] | None = Field(default=None, description="Environment variables.")
     security_context: SecurityContext | None = Field(default=None, alias="securityContext")
     ports: list[ContainerPort] | None = None
@@ -233,9 +236,11 @@ _EXPECTED = {
 
 
 def _problem(error: Any, where: str) -> str:
-    kind = error["type"]
-    if kind in _EXPECTED:
-        message = f"{_EXPECTED[kind]}, not {describe(error['input'])}"
+    kind, value = error["type"], error["input"]
+    if kind == "string_type" and isinstance(value, int | float):  # `command: [sleep, 5]`
+        message = not_a_string(value)
+    elif kind in _EXPECTED:
+        message = f"{_EXPECTED[kind]}, not {describe(value)}"
     elif kind == "missing":
         message = "is required"
     elif kind == "too_short":

@@ -47,6 +47,7 @@ import kopf
 
 from idlegate.api.crd import CRON_PLURAL, GROUP, PLURAL, POOL_PLURAL, VERSION
 from idlegate.api.labels import LABEL_CRON, LABEL_WORKFLOW
+from idlegate.api.pod_index import POD, TASK, Tagged, pod_keys
 from idlegate.api.pool_spec import namespace_labels, parse_pool_spec, pool_conditions
 from idlegate.api.queueing import priority_classes
 from idlegate.api.status import FINISHED, FINISHED_OR_INVALID, Conditions
@@ -62,12 +63,7 @@ from idlegate.operator.edge.applier import WriteGate
 from idlegate.operator.edge.bridge import Bridge
 from idlegate.operator.edge.cron import CronController
 from idlegate.operator.edge.endpoints import Endpoints, bind
-from idlegate.operator.edge.kube import (
-    ApiError,
-    KubeApi,
-    connection_info,
-    load_configuration,
-)
+from idlegate.operator.edge.kube import ApiError, KubeApi, connection_info, load_configuration
 from idlegate.operator.edge.nodes import SWEEP_SECONDS
 from idlegate.operator.edge.pools import Pools, pool_status
 from idlegate.operator.edge.reload import Reloads
@@ -218,6 +214,7 @@ class Operator:
                 bridge.applier.apply,
                 pools.foresee,
                 pod_security=s.pod_security,
+                history_samples=s.history_samples,
             )
             self.watchdog = Watchdog(
                 pools, self.health, reporter=self.pod, cached=self.cached, restorers=self.restorers
@@ -501,15 +498,14 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     @kopf.on.startup(registry=registry)  # type: ignore[arg-type]
     async def startup(
         settings: kopf.OperatorSettings,
-        task_pods: kopf.Index,
+        pods: kopf.Index,
         namespaces: kopf.Index,
         cluster_nodes: kopf.Index,
-        live_pods: kopf.Index,
         **_: Any,
     ) -> None:
         configure_kopf(settings, operator.settings, operator.metrics)
-        operator.indexes = task_pods, namespaces
-        operator.cluster_indexes = cluster_nodes, live_pods
+        operator.indexes = Tagged(pods, TASK), namespaces
+        operator.cluster_indexes = cluster_nodes, Tagged(pods, POD)
         if operator.settings.leader_election:  # (kopf's own Events: the leader's only)
             operator.kopf_posting, settings.posting.enabled = settings.posting, False
         await operator.start()
@@ -527,15 +523,15 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
         return operator.summary()
 
     # -- the indexes a workflow is admitted from (filled before any handler runs): its task
-    # pods and namespace (Pod Security, routing); async: kopf hops a plain one to a thread
+    # pods and namespace (Pod Security, routing); async: kopf hops a plain one to a thread.
+    # Pods: one index for both uses (api.pod_index), and one event handler below
 
-    @kopf.index(
-        "v1", "pods", registry=registry, id="task_pods", labels={LABEL_WORKFLOW: kopf.PRESENT}
-    )
-    async def task_pods(
-        namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any
+    @kopf.index("v1", "pods", registry=registry, id="pods")
+    async def pods(
+        namespace: str | None, name: str, labels: kopf.Labels, body: kopf.Body, **_: Any
     ) -> Any:
-        return {(namespace, labels[LABEL_WORKFLOW]): body}
+        # (an ended one holds nothing: api.nodes.held)
+        return dict.fromkeys(pod_keys(namespace, name, labels), body)
 
     @kopf.index("v1", "namespaces", registry=registry, id="namespaces")
     async def namespaces(name: str, body: kopf.Body, **_: Any) -> Any:
@@ -547,10 +543,6 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     @kopf.index("v1", "nodes", registry=registry, id="cluster_nodes")
     async def cluster_nodes(name: str, body: kopf.Body, **_: Any) -> Any:
         return {name: body}
-
-    @kopf.index("v1", "pods", registry=registry, id="live_pods")
-    async def live_pods(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> Any:
-        return {(namespace, name): body}  # (an ended one holds nothing: api.nodes.held)
 
     def indexes_filled() -> None:  # (kopf runs a handler only once every index is filled)
         if operator._pools is not None:
@@ -564,17 +556,24 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
         if operator.ready:
             operator.pools.room_soon()
 
-    @kopf.on.event("v1", "pods", registry=registry, id="room-events")
-    async def room_event(event: kopf.RawEvent, **_: Any) -> None:
+    @kopf.on.event("v1", "pods", registry=registry, id="pod-events")
+    async def pod_event(
+        type: str | None, event: kopf.RawEvent, labels: kopf.Labels, **_: Any
+    ) -> None:
         indexes_filled()
-        if operator._pools is not None:
-            operator.pools.watch.seen(event)
-        if operator.ready:
-            pending = operator.pools.watch.unschedulable(event["object"])
-            if pending is not None:
-                operator.pools.carry([pending])
-            if operator.pools.watch.changed(event.get("type"), event["object"]):
-                operator.pools.room_soon()
+        try:  # (the room's, then the workflow's: whatever the room's part raises)
+            if operator._pools is not None:
+                operator.pools.watch.seen(event)
+            if operator.ready:
+                pending = operator.pools.watch.unschedulable(event["object"])
+                if pending is not None:
+                    operator.pools.carry([pending])
+                if operator.pools.watch.changed(type, event["object"]):
+                    operator.pools.room_soon()
+        finally:
+            if LABEL_WORKFLOW in labels:  # (not kopf's label filter: it takes a handler more)
+                operator.filled.set()
+                operator.pools.handle(PodSeen(event["object"], type == "DELETED"))
 
     # -- DagWorkflows and their pods ------------------------------------------------------------
 
@@ -619,13 +618,6 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
         elif status.get("phase") in FINISHED:
             pods = operator.indexed(body)[0]
             operator.pools.carry(operator.pools.cleanup.seen(plain(body), pods))  # TTL, pod GC
-
-    @kopf.on.event(
-        "v1", "pods", registry=registry, id="pod-events", labels={LABEL_WORKFLOW: kopf.PRESENT}
-    )
-    async def pod_event(type: str | None, event: kopf.RawEvent, **_: Any) -> None:
-        operator.filled.set()
-        operator.pools.handle(PodSeen(event["object"], type == "DELETED"))
 
     # -- DagCronWorkflows: synced on every change, forgotten when deleted, and synced again
     # when one of their runs finishes or goes

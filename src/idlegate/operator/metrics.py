@@ -137,6 +137,12 @@ class MetricFamilies:
             "Time the scheduler takes for one decision.",
             buckets=DECISION_BUCKETS,
         )
+        self.decision_cpu = histogram(
+            "idlegate_decision_cpu_seconds",
+            "CPU time of the deciding thread for one decision: its duration less the time "
+            "the thread waited (for a core, or for the interpreter's lock).",
+            buckets=DECISION_BUCKETS,
+        )
         self.foreign_releases = counter(
             "idlegate_foreign_gate_removals",
             "Task pods whose idlegate.io/release gate was removed by someone other than the "

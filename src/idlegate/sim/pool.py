@@ -167,7 +167,10 @@ class PoolResources:
             told = self._told
             where, barred = ({}, False) if told is None else (told.where, told.allows is not None)
             self._told = _Told(alloc, scored, list(hosts), where, allows)
-            if allows is not None or barred:  # (the nodes, and so their indices, may change)
+            # (the nodes, and so their indices, may change; equal rules on the same nodes in
+            # the same order give each stage the same nodes: most readings change only room)
+            same = told is not None and allows is not None and allows == told.allows
+            if (allows is not None or barred) and not same:
                 for job in self.jobs:
                     for stage in job.stages:
                         grew = self._restrict(stage) or grew

@@ -37,6 +37,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
+from heapq import heapify, heappop, heappush
 from operator import itemgetter
 from typing import Any
 
@@ -463,3 +464,49 @@ def free_after(
     for i, (node, total) in enumerate(zip(free, allocatable, strict=True)):
         if all(f >= n for f, n in zip(node, need, strict=True)):
             yield i, sum((node[k] - need[k]) / total[k] for k in scored if total[k] > 0)
+
+
+class Spread:
+    """Pods placed one after another on one table of nodes, each where `least_allocated`
+    puts it given the placements before it, in O(log n) after the first of its need.
+
+    Per need, a heap of the fitting nodes by score (then index: the first of equals); a
+    placement (`take`) lowers one node's free amounts and marks its entries stale. Free
+    amounts only fall, so a stale score is never below the node's true one: a stale entry
+    on top is scored again and pushed back, or dropped once the node no longer fits, and
+    an entry on top that is not stale is `least_allocated`'s answer."""
+
+    def __init__(
+        self, free: list[list[int]], allocatable: Sequence[Sequence[int]], scored: Sequence[int]
+    ) -> None:
+        self.free, self.allocatable, self.scored = free, allocatable, scored
+        self._changed = [0] * len(free)
+        self._heaps: dict[tuple[int, ...], list[tuple[float, int, int]]] = {}
+
+    def _score(self, need: Sequence[int], i: int) -> float | None:
+        node, total = self.free[i], self.allocatable[i]
+        if not all(f >= n for f, n in zip(node, need, strict=True)):
+            return None
+        return sum((node[k] - need[k]) / total[k] for k in self.scored if total[k] > 0)
+
+    def where(self, need: tuple[int, ...]) -> int | None:
+        """`least_allocated(need, self.free, ...)`: the node a pod asking `need` goes to."""
+        heap = self._heaps.get(need)
+        if heap is None:
+            scores = ((self._score(need, i), i) for i in range(len(self.free)))
+            heap = self._heaps[need] = [(-s, i, 0) for s, i in scores if s is not None]
+            heapify(heap)
+        while heap:
+            _, i, seen = heap[0]
+            if seen == self._changed[i]:
+                return i
+            heappop(heap)
+            score = self._score(need, i)
+            if score is not None:
+                heappush(heap, (-score, i, self._changed[i]))
+        return None
+
+    def take(self, i: int, need: Sequence[int]) -> None:
+        """A pod asking `need` goes to node `i` (it may leave less than nothing)."""
+        self.free[i] = [f - n for f, n in zip(self.free[i], need, strict=True)]
+        self._changed[i] += 1

@@ -369,6 +369,13 @@ def validation_problems(
 _TYPE_NAMES = {"int_type": "an integer", "bool_type": "true or false", "float_type": "a number"}
 
 
+def not_a_string(value: float) -> str:
+    """What to say of a number or boolean where a string belongs: YAML reads ``5`` and
+    ``true`` unquoted as a number and a boolean, so the fix is quotes."""
+    text = json.dumps(value)
+    return f"must be a string, not {text}: quote it ('{text}')"
+
+
 def _sentence(err: Any, model: type[BaseModel] | None) -> str:
     """Pydantic's message for one error, said in the manifest's terms where it is unclear."""
     kind, value, loc = err["type"], err.get("input"), err["loc"]
@@ -385,7 +392,7 @@ def _sentence(err: Any, model: type[BaseModel] | None) -> str:
     if kind in _TYPE_NAMES and isinstance(value, int | float):
         return f"must be {_TYPE_NAMES[kind]}, not {json.dumps(value)}"
     if kind == "string_type" and isinstance(value, int | float):  # e.g. a label `a: 1`
-        return f"must be a string, not {json.dumps(value)}: quote it ('{json.dumps(value)}')"
+        return not_a_string(value)
     if kind in ("model_type", "model_attributes_type", "dict_type") and isinstance(value, str):
         fields = _fields_at(model, loc)
         if fields and loc and len(fields) == 1:

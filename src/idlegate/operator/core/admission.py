@@ -45,7 +45,7 @@ from idlegate.operator.core.intents import (
 )
 from idlegate.operator.core.kinds import Pool
 from idlegate.operator.core.tracking import StageTrack, Task, TaskState, Workflow, timer_key
-from idlegate.operator.settings import Clock
+from idlegate.operator.settings import Clock, Settings
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.protocol import Launch
 from idlegate.sim.spec import parse_workflow
@@ -317,19 +317,21 @@ def owner_of(body: Mapping[str, Any]) -> Owner:
 
 
 def new_workflow(
-    body: Mapping[str, Any], now: float, clock: Clock, policy: NamespacePolicy
+    body: Mapping[str, Any], now: float, settings: Settings, policy: NamespacePolicy
 ) -> DagWorkflow:
-    """The workflow of `body`, checked against its namespace's `policy` (raises SpecError),
-    with its arrival and admission times on the operator's clock."""
+    """The workflow of `body`, checked against its namespace's `policy` and sized with the
+    durations its status will keep (raises SpecError), with its arrival and admission
+    times on the operator's clock."""
     owner = owner_of(body)
     check_workflow_name(owner.name)
     spec = parse_workflow(body.get("spec"), "spec")
-    check_object_size(body, spec)
+    check_object_size(body, spec, settings.history_samples)
     check_templates(spec, "spec", policy)
     status = body.get("status") or {}
     started = status.get("startTime")
     admitted = min(from_datetime(started), now) if started else now
-    arrival = _arrival((body.get("metadata") or {}).get("creationTimestamp"), admitted, clock)
+    created = (body.get("metadata") or {}).get("creationTimestamp")
+    arrival = _arrival(created, admitted, settings.clock)
     conditions = Conditions(status.get("conditions"))
     return DagWorkflow(owner, generation_of(body), spec, arrival, admitted, conditions)
 

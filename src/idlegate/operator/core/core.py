@@ -283,7 +283,7 @@ class Core(Lifecycle):
             return None
         now = self.now()
         try:
-            wf = new_workflow(body, now, self.settings.clock, policy)
+            wf = new_workflow(body, now, self.settings, policy)
             if wf.spec.suspend and event.fail is None:
                 self.hold(wf, body)
                 return None

@@ -256,11 +256,12 @@ class Decider:
         rules); each answer applied is added to `seen` too."""
         questions = decision_round(cluster, self.policy, now, self.fallbacks)
         while True:
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.thread_time()
             answered = next(questions, None)
             if answered is None:
                 return
             self.metrics.decision_duration.observe(time.perf_counter() - start)
+            self.metrics.decision_cpu.observe(time.thread_time() - cpu)
             action, launches = answered.action, answered.launches
             by, rule, hold = self._who(answered, done)
             # (the gauge: a fallback rule while it answers, the policy again once it does)

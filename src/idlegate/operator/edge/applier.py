@@ -4,8 +4,8 @@ against the API and hands back outcomes.
 :meth:`Applier.apply` queues each write as an :class:`Op` on a *lane* of its workflow
 (:class:`Lanes`: a pod, the workflow's status, its Events), each a FIFO worked by its own
 task, all in parallel: a pod is created before its gate is removed, and a status write or
-an Event waiting for the API never delays a pod write (nor takes its connection:
-:class:`Slots`). The one order across lanes is stated per op (:attr:`Op.after`).
+an Event waiting for the API never delays a pod write (nor takes its connection, but
+for a share: :class:`Slots`). The one order across lanes is stated per op (:attr:`Op.after`).
 
 Retries of a failed request are the API client's (:mod:`idlegate.operator.edge.kube`);
 an op raises :class:`Retry` for a condition of its own that time resolves. Any other
@@ -90,16 +90,25 @@ class Priority(IntEnum):
     """Another pod write: a gated creation (ahead of its release), a deletion."""
     STATUS = 2
     EVENT = 3
+    COUNTS = 4
+    """A status write that only changes counts (the next write carries them anyway)."""
 
 
 class Slots:
     """At most `size` ops talking to the API at once (the client's concurrency, so that
     none queues in its thread pool, first come first served); the most urgent waiting op
-    takes the next free slot. So a gate removal waits behind no status write or Event."""
+    takes the next free slot. So a gate removal waits behind no status write or Event, but
+    every `SHARE`-th slot goes to a waiting STATUS or EVENT op (most urgent, then oldest):
+    else the pod writes queued at scale held every workflow's phase back until the last pod
+    ended (issue 61). COUNTS get no share: under load they wait, coalesced."""
+
+    SHARE = 4
 
     def __init__(self, size: int) -> None:
         self.free = size
         self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._shared: list[tuple[int, int, asyncio.Future[None]]] = []  # (also in _waiting)
+        self._given = 0
         self._order = itertools.count()
         self._turns: dict[Hashable, tuple[Priority, asyncio.Future[None]]] = {}
         """Each lane's op waiting for a slot, and its priority."""
@@ -111,7 +120,7 @@ class Slots:
             self.free -= 1
         else:
             turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            heapq.heappush(self._waiting, (priority, next(self._order), turn))
+            self._push(priority, turn)
             self._turns[lane] = (priority, turn)
             try:
                 await turn
@@ -132,14 +141,21 @@ class Slots:
         waiting = self._turns.get(lane)
         if waiting is not None and priority < waiting[0]:
             self._turns[lane] = (priority, waiting[1])  # (its older entry is skipped)
-            heapq.heappush(self._waiting, (priority, next(self._order), waiting[1]))
+            self._push(priority, waiting[1])
+
+    def _push(self, priority: Priority, turn: asyncio.Future[None]) -> None:
+        shared = Priority.STATUS <= priority <= Priority.EVENT
+        for heap in (self._waiting, self._shared)[: 1 + shared]:
+            heapq.heappush(heap, (priority, next(self._order), turn))
 
     def _give(self) -> None:
-        while self._waiting:
-            _, _, turn = heapq.heappop(self._waiting)
-            if not turn.done():
-                turn.set_result(None)
-                return
+        self._given += 1
+        for heap in (self._shared, self._waiting)[self._given % self.SHARE != 0 :]:
+            while heap:
+                _, _, turn = heapq.heappop(heap)
+                if not turn.done():
+                    turn.set_result(None)
+                    return
         self.free += 1
 
 
@@ -644,7 +660,7 @@ class _StatusLane:
     def __init__(self, applier: Applier, owner: Owner) -> None:
         self.applier, self.owner = applier, owner
         self.waiting: PatchStatus | None = None
-        self.queued = False
+        self.queued: Op | None = None
         self.timer: asyncio.TimerHandle | None = None
         self.landed = asyncio.Event()
         self.landed.set()
@@ -652,21 +668,25 @@ class _StatusLane:
     def give(self, intent: PatchStatus) -> None:
         self.waiting = intent
         self.landed.clear()
+        if intent.urgent and self.queued is not None:  # (not counts only: hurried)
+            self.queued.priority = Priority.STATUS
+            if (slots := self.applier.lanes.slots) is not None:
+                slots.hurry((_key(self.owner), _STATUS), Priority.STATUS)
         interval = self.applier.status_interval
         if intent.urgent or interval <= 0:
             self.flush()
-        elif self.timer is None and not self.queued:
+        elif self.timer is None and self.queued is None:
             self.timer = asyncio.get_running_loop().call_later(interval, self.flush)
 
     def flush(self) -> None:
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
-        if self.queued or self.waiting is None:
+        if self.queued is not None or self.waiting is None:
             return
-        self.queued = True
-        op = Op(f"status of {self.owner.name}", self._send, priority=Priority.STATUS)
-        self.applier.lanes.submit(_key(self.owner), op, lane=_STATUS)
+        priority = Priority.STATUS if self.waiting.urgent else Priority.COUNTS
+        self.queued = Op(f"status of {self.owner.name}", self._send, priority=priority)
+        self.applier.lanes.submit(_key(self.owner), self.queued, lane=_STATUS)
 
     def dropped(self) -> None:
         """The workflow left and the lanes dropped its writes not started: the one held
@@ -674,11 +694,11 @@ class _StatusLane:
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
-        self.queued, self.waiting = False, None
+        self.queued, self.waiting = None, None
         self._ended()
 
     async def _send(self, kube: KubeApi) -> None:
-        intent, self.queued, self.waiting = self.waiting, False, None
+        intent, self.queued, self.waiting = self.waiting, None, None
         if intent is None:
             return
         outcome: Outcome
@@ -705,7 +725,7 @@ class _StatusLane:
             return
         self.landed.set()
         lanes = self.applier._status
-        if self.timer is None and not self.queued and lanes.get(_key(self.owner)) is self:
+        if self.timer is None and self.queued is None and lanes.get(_key(self.owner)) is self:
             del lanes[_key(self.owner)]
 
 

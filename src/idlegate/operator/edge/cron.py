@@ -6,8 +6,8 @@ change of spec does the right thing. What is due, the starting deadline, the con
 policy and the history limits are `api.cron_spec`'s; a sync is this pipeline:
 
 1. validate the spec, its workflowSpec's templates held to the namespace's Pod Security
-   level as each run's will be (an invalid one gets condition Valid=False, reason
-   Invalid, a Warning, no run and no timer until it changes);
+   level and its runs' size (`api.cron_runs`) as each run's will be (an invalid one gets
+   condition Valid=False, reason Invalid, a Warning, no run and no timer until it changes);
 2. sort the runs into active, succeeded and failed (``status.phase``);
 3. delete the finished runs beyond the history limits, oldest first;
 4. unless suspended, find the due run (`cron_spec.due`) and apply the concurrency
@@ -34,7 +34,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from idlegate.api.crd import API_VERSION, CRON_KIND, KIND
+from idlegate.api.crd import CRON_KIND
+from idlegate.api.cron_runs import check_run_size, run_object
 from idlegate.api.cron_spec import (
     ConcurrencyPolicy,
     CronWorkflowSpec,
@@ -48,7 +49,7 @@ from idlegate.api.cron_spec import (
 )
 from idlegate.api.labels import ANNOTATION_SCHEDULED, LABEL_CRON
 from idlegate.api.podsecurity import DEFAULT_LEVEL, Level, namespace_policy
-from idlegate.api.status import FINISHED_OR_INVALID, Conditions, Phase
+from idlegate.api.status import FINISHED_OR_INVALID, HISTORY_SAMPLES, Conditions, Phase
 from idlegate.api.task_pods import Owner
 from idlegate.api.template import check_templates
 from idlegate.errors import SpecError
@@ -94,6 +95,8 @@ class CronController:
     suspended, deleted)."""
     pod_security: Level = DEFAULT_LEVEL
     """The level of a namespace without the label (the operator's --pod-security)."""
+    history_samples: int = HISTORY_SAMPLES
+    """The operator's --history-samples: a run's status holds as many durations a stage."""
     _locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict, init=False)
 
     async def sync(self, body: dict[str, Any]) -> None:
@@ -132,6 +135,7 @@ class CronController:
             check_cron_name(name)
             spec = parse_cron_spec(body.get("spec"), f"DagCronWorkflow {ns}/{name}")
             check_templates(spec.workflow_spec, "spec.workflowSpec", policy)
+            check_run_size(body, spec.workflow_spec, self.history_samples)
             schedule = Schedule.parse(spec.schedule, spec.time_zone)
         except SpecError as exc:
             conditions.set("Valid", False, "Invalid", str(exc), generation, now)
@@ -233,24 +237,8 @@ def _start_due(
             out.append(DeleteWorkflow(owner_of(run), "concurrencyPolicy Replace", True))
             out.append(PostEvent(owner, "Normal", "Replaced", replaced))
         active.clear()
-    active.append(_run(owner, workflow, when.run_at))
+    active.append(run_object(owner, workflow, when.run_at))
     return active[-1]
-
-
-def _run(owner: Owner, workflow: dict[str, Any], at: float) -> dict[str, Any]:
-    """The run of cron workflow `owner` due at `at`, as it is created."""
-    return {
-        "apiVersion": API_VERSION,
-        "kind": KIND,
-        "metadata": {
-            "name": run_name(owner.name, at),
-            "namespace": owner.namespace,
-            "labels": {LABEL_CRON: owner.name},
-            "annotations": {ANNOTATION_SCHEDULED: f"{at:.0f}"},
-            "ownerReferences": [owner.reference()],
-        },
-        "spec": workflow,
-    }
 
 
 def _prune(ns: str, finished: list[dict[str, Any]], keep: int) -> list[Intent]:

@@ -34,6 +34,12 @@ SWEEP_SECONDS = 10.0
 namespaces (`NodeWatch.sweep`): a node agent started there is subtracted this late."""
 
 
+ROOM_SECONDS = 0.05
+"""Seconds of the operator's clock at least between two readings of the room
+(`Pools.room_soon`): at a thousand nodes a reading costs milliseconds, and pods change
+hundreds of times a second."""
+
+
 class Lister(Protocol):
     """What `NodeWatch.sweep` reads through (the operator's API client)."""
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -60,7 +61,7 @@ from idlegate.operator.core.intents import Confirmed, Outcome, PostEvent, Refuse
 from idlegate.operator.core.tracking import Workflow, WorkflowKey
 from idlegate.operator.decisions import load_scheduler
 from idlegate.operator.edge.bridge import Bridge
-from idlegate.operator.edge.nodes import Lister, NodeWatch
+from idlegate.operator.edge.nodes import ROOM_SECONDS, Lister, NodeWatch
 from idlegate.operator.features.history import HistoryRecorder
 from idlegate.operator.metrics import Metrics
 from idlegate.sim.engine import JobArrival
@@ -115,7 +116,7 @@ class Pools:
         """Each cron workflow's ``workflowSpec.pool`` and upcoming runs (:meth:`foresee`)."""
         self.watch = NodeWatch(default.metrics, default.applier.releasing)
         """The nodes and pods (kopf's indexes, given by the operator) of node pools' room."""
-        self._room_due = False
+        self._room_due, self._room_read = False, -math.inf
         self.priorities: dict[str, int] = {}
         """Each PriorityClass's value, as the operator last saw it (kopf's events)."""
 
@@ -442,14 +443,21 @@ class Pools:
             self.room_soon()
 
     def room_soon(self) -> None:
-        """`nodes_changed` once this turn of the event loop is over: a burst of node and
-        pod events is one reading of the room."""
+        """`nodes_changed` once this turn of the event loop is over, and at most once in
+        `ROOM_SECONDS`: a burst of node and pod events is one reading of the room, and a
+        stream of them (thousands of nodes) costs readings by the second, not by the event."""
         if not self._room_due:
             self._room_due = True
-            asyncio.get_running_loop().call_soon(self._room_now)
+            loop = asyncio.get_running_loop()
+            wait = self._room_read + ROOM_SECONDS - loop.time()
+            if wait > 0:
+                loop.call_later(wait, self._room_now)
+            else:
+                loop.call_soon(self._room_now)
 
     def _room_now(self) -> None:
         self._room_due = False
+        self._room_read = asyncio.get_running_loop().time()
         self.nodes_changed()
 
     def nodes_changed(self) -> None:

@@ -545,7 +545,8 @@ class _Walker:
             )
         wanted = _targets(body.get("target"), call.params, self.workflow_params, graph)
         exits_of: dict[str, tuple[str, ...]] = {}
-        for name in nx.lexicographical_topological_sort(graph, key=list(tasks).index):
+        order = {name: i for i, name in enumerate(tasks)}  # (in the template's order)
+        for name in nx.lexicographical_topological_sort(graph, key=order.__getitem__):
             if wanted is not None and name not in wanted:
                 continue
             task = tasks[name]
@@ -560,7 +561,8 @@ class _Walker:
             sub = _Call(f"{call.path}.{name}", deps, call.params, condition, call.stack)
             exits_of[name] = self.invoke(task, scope, sub)
         chosen = wanted if wanted is not None else set(tasks)
-        leaves = [n for n in exits_of if n in chosen and not any(n in needs[m] for m in exits_of)]
+        needed = {d for m in exits_of for d in needs[m]}
+        leaves = [n for n in exits_of if n in chosen and n not in needed]
         return _unique(e for n in leaves for e in exits_of[n])
 
     # -- names, demands and estimates ----------------------------------------------------
