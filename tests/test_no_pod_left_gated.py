@@ -98,7 +98,7 @@ async def test_a_costly_remap_waits_nine_times_its_cost_and_then_maps_the_latest
 
     h = Harness(FakeKube(), FakeClock(), 2, make_scheduler("fifo"))
     side = ArgoSide(FeatureHost(h))
-    cpu = iter([0.0, 1.0, 1.0, 1.5])  # (a remap costing 1 s, then one costing 0.5 s)
+    cpu = iter([0.0, 1.0, 1.0, 1.5, 2.0, 2.005])  # (remaps costing 1 s, 0.5 s, 5 ms)
     monkeypatch.setattr(argo, "thread_time", lambda: next(cpu))
     mapped: list[dict] = []
     real = side._map
@@ -114,3 +114,6 @@ async def test_a_costly_remap_waits_nine_times_its_cost_and_then_maps_the_latest
     await h.timers.fire_due(h.clock.now())
     await h.settle()
     assert mapped[2:] == [latest] and side.next_map[("default", WF)] == h.clock.now() + 4.5
+    h.clock.advance(4.5)  # a map of a few hundred steps (5 ms) lets the next one go at once
+    await side.workflow_seen(False, latest)
+    assert len(mapped) == 4 and side.next_map[("default", WF)] == h.clock.now()

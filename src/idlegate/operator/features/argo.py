@@ -227,7 +227,8 @@ class ArgoSide:
     def _remap_soon(self, key: tuple[str, str], body: Mapping[str, Any]) -> bool:
         """Whether `body`'s remap waits: a map of thousands of steps costs a large part of
         a second and Argo writes the status at each step, so the next map waits nine times
-        the last one's CPU (a tenth of a core at most); the body it maps is the latest."""
+        the last one's CPU when it took over 10 ms (a tenth of a core at most); the body it
+        maps is the latest."""
         self.latest[key] = body
         at = self.next_map.get(key, 0.0)
         if at <= self.pools.now():
@@ -254,7 +255,8 @@ class ArgoSide:
         except IdlegateError as exc:
             log.warning("%s/%s no longer maps (%s): kept as it was.", *key, exc)
         self.latest.pop(key, None)
-        self.next_map[key] = self.pools.now() + 9 * (thread_time() - start)
+        cost = thread_time() - start  # (a map of a few hundred steps never waits)
+        self.next_map[key] = self.pools.now() + (9 * cost if cost > 0.01 else 0.0)
 
     async def pod_seen(self, deleted: bool, body: Mapping[str, Any]) -> None:
         pod = ArgoPod.of(body)
