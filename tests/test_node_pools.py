@@ -658,3 +658,28 @@ def test_the_watch_fed_by_events_reads_the_room_as_its_indexes_counted_anew():
     watch.seen({"type": "MODIFIED", "object": ended})
     assert dict(watch.room(LabelSelector()).free) == scratch()
     assert dict(watch.room(LabelSelector()).free)["c"]["cpu"] == 8000
+
+
+@pytest.mark.asyncio
+async def test_a_costly_reading_of_the_room_waits_nine_times_its_cpu_before_the_next(
+    monkeypatch,
+):
+    # (thousands of nodes and of released pods not bound: a reading costs tens of ms)
+    import asyncio
+
+    import idlegate.operator.edge.pools as pools_module
+    from tests.operator_fakes import harness
+
+    h = harness(pool=2)
+    loop = asyncio.get_running_loop()
+    # (the first reading costs 0.1 s of CPU, each after it 1 ms)
+    cpu, reads = iter([0.0, 0.1, *(0.1 + i * 0.0005 for i in range(100))]), []
+    monkeypatch.setattr(pools_module, "thread_time", lambda: next(cpu))
+    monkeypatch.setattr(h.pools, "nodes_changed", lambda: reads.append(loop.time()))
+    start = loop.time()
+    h.pools.room_soon()
+    await asyncio.sleep(0)
+    for _ in range(12):  # a change every 0.1 s: the next reading 0.9 s after the costly one
+        h.pools.room_soon()
+        await asyncio.sleep(0.1)
+    assert [round(t - start, 3) for t in reads] == [0, 0.9, 0.95, 1.0, 1.1]

@@ -542,20 +542,23 @@ class Ledger:
         totals = [[n.allocatable[k] for k in names] for n in chosen]
         spread = Spread([[free[n.name][k] for k in names] for n in chosen], totals, scored)
         pinned = {h: i for i, h in reversed(list(enumerate(hosts)))}  # (the first of a name)
+        needs: dict[ResourceVector, tuple[int, ...]] = {}
         for pod, hold, host in unbound:
-            need = tuple(hold[k] for k in names)
+            need = needs.get(hold)
+            if need is None:
+                need = needs[hold] = tuple(hold[k] for k in names)
             at = pinned.get(host) if host is not None else None
-            if at is not None:  # (it goes there, or waits there for room)
-                if not hold.fits(free[chosen[at].name]):
+            if at is not None:  # (it goes there, or waits there for room; `hold.fits`)
+                if not all(f >= x for f, x in zip(spread.free[at], need, strict=True) if x):
                     short.append(pod)
             else:
                 at = spread.where(need)
                 if at is None:
                     short.append(pod)
                     continue
-            name = chosen[at].name
-            free[name] = free[name] - hold
             spread.take(at, need)
+        for at in spread.taken:  # (the nodes' free room as vectors again: those it changed)
+            free[chosen[at].name] = ResourceVector(dict(zip(names, spread.free[at], strict=True)))
         return short
 
 

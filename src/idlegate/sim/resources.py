@@ -482,6 +482,8 @@ class Spread:
         self.free, self.allocatable, self.scored = free, allocatable, scored
         self._changed = [0] * len(free)
         self._heaps: dict[tuple[int, ...], list[tuple[float, int, int]]] = {}
+        self.taken: set[int] = set()
+        """The nodes a pod was placed on."""
 
     def _score(self, need: Sequence[int], i: int) -> float | None:
         node, total = self.free[i], self.allocatable[i]
@@ -510,3 +512,4 @@ class Spread:
         """A pod asking `need` goes to node `i` (it may leave less than nothing)."""
         self.free[i] = [f - n for f, n in zip(self.free[i], need, strict=True)]
         self._changed[i] += 1
+        self.taken.add(i)

@@ -26,6 +26,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from time import thread_time
 from typing import Any, NamedTuple
 
 from idlegate.api.crd import API_VERSION, KIND, POOL_KIND
@@ -116,7 +117,7 @@ class Pools:
         """Each cron workflow's ``workflowSpec.pool`` and upcoming runs (:meth:`foresee`)."""
         self.watch = NodeWatch(default.metrics, default.applier.releasing)
         """The nodes and pods (kopf's indexes, given by the operator) of node pools' room."""
-        self._room_due, self._room_read = False, -math.inf
+        self._room_due, self._room_read, self._room_every = False, -math.inf, ROOM_SECONDS
         self.priorities: dict[str, int] = {}
         """Each PriorityClass's value, as the operator last saw it (kopf's events)."""
 
@@ -444,12 +445,13 @@ class Pools:
 
     def room_soon(self) -> None:
         """`nodes_changed` once this turn of the event loop is over, and at most once in
-        `ROOM_SECONDS`: a burst of node and pod events is one reading of the room, and a
-        stream of them (thousands of nodes) costs readings by the second, not by the event."""
+        `ROOM_SECONDS` or nine times the last reading's CPU: a burst of node and pod events
+        is one reading of the room, and a stream of them (thousands of nodes and of pods
+        released, not bound yet) costs readings by the second, a tenth of a core at most."""
         if not self._room_due:
             self._room_due = True
             loop = asyncio.get_running_loop()
-            wait = self._room_read + ROOM_SECONDS - loop.time()
+            wait = self._room_read + self._room_every - loop.time()
             if wait > 0:
                 loop.call_later(wait, self._room_now)
             else:
@@ -457,8 +459,9 @@ class Pools:
 
     def _room_now(self) -> None:
         self._room_due = False
-        self._room_read = asyncio.get_running_loop().time()
+        self._room_read, cpu = asyncio.get_running_loop().time(), thread_time()
         self.nodes_changed()
+        self._room_every = max(ROOM_SECONDS, 9 * (thread_time() - cpu))
 
     def nodes_changed(self) -> None:
         """A node or a pod changed: each pool that follows its nodes is told their room."""
