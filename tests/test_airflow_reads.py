@@ -277,3 +277,25 @@ async def test_an_outage_is_logged_once_and_its_end_once(tmp_path, caplog):
     said = [r.getMessage() for r in caplog.records if "Airflow" in r.getMessage()]
     assert len([m for m in said if "Service Unavailable" in m]) == 1, said
     assert len([m for m in said if "can be read again" in m]) == 1, said
+
+
+@pytest.mark.asyncio
+async def test_a_costly_remap_makes_the_next_refresh_wait_nine_times_its_cpu(tmp_path, monkeypatch):
+    # a run of thousands of tasks costs tens of ms to remap at each of its pods' ends; the
+    # next refresh waits nine times that, then reads what changed until then
+    import idlegate.operator.features.airflow as airflow_module
+
+    answers = _live(BRANCH)
+    with airflow(answers, tmp_path, pool=2) as (h, side):
+        await _pod(h, side, "branching", BRANCH)
+        costs = iter([0.0, 1.0])  # (the next remap costs 1 s of CPU; those after, nothing)
+        monkeypatch.setattr(airflow_module, "thread_time", lambda: next(costs, 5.0))
+        await _finish(h, side, "branching", (1, 5))  # (its end: a refresh, costing 1 s)
+        key = ("default", BRANCH, LIVE)
+        assert side.reads[key].after == pytest.approx(h.clock.now() + 9)
+        _states(answers, BRANCH, branching="success", branch_b="skipped")
+        await side._refresh(key)  # (a pod's end now: it waits)
+        stages = lambda: {s.task_id for s in side.runs[key].job.live_stages}  # noqa: E731
+        assert "branch_b" in stages()
+        await _advance(h, 9)
+        assert "branch_b" not in stages()

@@ -26,6 +26,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
+from time import thread_time
 from typing import TYPE_CHECKING, Any
 
 import kopf
@@ -99,6 +100,9 @@ class _Reads:
     answered: int = 0
     failed: LiveRefusal | None = None
     """Why the last read failed (None: it did not)."""
+    after: float = 0.0
+    """When a refresh may read again: a remap of thousands of tasks that took over 10 ms
+    of CPU makes the next refresh wait nine times that (`_refresh`), as Argo's."""
 
 
 class AirflowSide:
@@ -308,16 +312,23 @@ class AirflowSide:
                 reads.failed = run if isinstance(run, LiveRefusal) else None
                 if not isinstance(run, LiveRefusal) and key in self.runs:
                     self.runs[key] = run
+                    start = thread_time()
                     try:
                         self.pools.handle(Join(self.owners[key], run.job))  # (remapped)
                     except DemandTooLargeError as exc:  # (it left the pool)
                         gated = [p for p in self.gated.values() if _run_of(p) == key]
                         self._too_large(key, run, exc, gated)
+                    cost = thread_time() - start
+                    reads.after = self.pools.now() + (9 * cost if cost > 0.01 else 0.0)
                     self._maybe_done(key)
             return reads.failed
 
     async def _refresh(self, key: RunKey, tries: int = 0) -> None:
         """Read the run again, tried again after an API error, else release its pods."""
+        after = self.reads[key].after if key in self.reads else 0.0
+        if after > self.pools.now():  # (one refresh then, of what changed until then)
+            self._later("read", key, after - self.pools.now(), partial(self._refresh, key))
+            return
         why = await self._read(key)
         if why is None or key not in self.runs:
             return
