@@ -257,13 +257,16 @@ def test_a_reading_that_changes_only_room_asks_no_stage_its_nodes_again():
     assert _Counting.asked == [0, 0, 0]
 
 
-def test_stages_without_a_template_share_one_placement_across_workflows():
+def test_stages_whose_pods_place_alike_share_one_placement_across_workflows():
     from idlegate.api.nodes import _placements
 
-    one, two = (
-        Dag.from_spec(
-            parse_workflow({"stages": [{"name": "s", "tasks": 1, "taskDurationSeconds": 1}]})
-        )
-        for _ in range(2)
-    )
-    assert _placements(one)[0] is _placements(two)[0]
+    def first(template: dict[str, Any] | None) -> Any:
+        stage: dict[str, Any] = {"name": "s", "tasks": 1, "taskDurationSeconds": 1}
+        if template is not None:
+            stage["template"] = {"spec": {"containers": [{"name": "c", "image": "x"}], **template}}
+        return _placements(Dag.from_spec(parse_workflow({"stages": [stage]})))[0]
+
+    assert first(None) is first(None) is first({})  # (no template, or one placing nothing)
+    gpu = {"nodeSelector": {"gpu": "a100"}, "tolerations": [{"operator": "Exists"}]}
+    assert first(gpu) is first(dict(reversed(gpu.items()))) is not first(None)
+    assert first({"nodeSelector": {"gpu": "h100"}}) is not first(gpu)

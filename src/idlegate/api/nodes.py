@@ -35,8 +35,10 @@ the stages of another controller's pods (Argo's, Airflow's: their specs are subc
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 from weakref import WeakKeyDictionary
 
@@ -283,12 +285,26 @@ def _placements(dag: Dag) -> tuple[Placement | None, ...]:
 
 
 _NO_TEMPLATE = Placement.of({})
-"""The placement of every stage without a pod template: one object, so `NodeRules` finds
-its nodes once a reading, not once a workflow."""
+"""The placement of every stage whose pod says nothing of its nodes (no template, or one
+without a nodeSelector, affinity or tolerations)."""
+
+_PLACING = ("nodeSelector", "affinity", "tolerations")
+"""The fields of a pod's spec `Placement.of` reads."""
 
 
 def _placement(spec: Mapping[str, Any]) -> Placement:
-    return _NO_TEMPLATE if not spec else Placement.of(spec)
+    """`Placement.of(spec)`, one object for the pods that place alike, so `NodeRules` finds
+    their nodes once a reading, not once a workflow, and their stages share one shape of
+    need (`protocol.any_launchable`)."""
+    placing = {k: spec[k] for k in _PLACING if spec.get(k)}
+    if not placing:
+        return _NO_TEMPLATE
+    return _placement_of(json.dumps(placing, sort_keys=True, default=str))
+
+
+@lru_cache(maxsize=1024)
+def _placement_of(placing: str) -> Placement:
+    return Placement.of(json.loads(placing))
 
 
 def held(
