@@ -251,9 +251,18 @@ def measure(
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pods", type=int, default=2000, help="task pods of each run")
-    parser.add_argument("--room", type=int, default=200, help="pods that run at once")
-    parser.add_argument("--repeat", type=int, default=1, help="runs of each handler set")
+    parser.add_argument(
+        "--pods", type=int, default=2000, help="task pods of each run (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--room",
+        type=int,
+        default=200,
+        help="pods released and running at once (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="runs of each handler set (default: %(default)s)"
+    )
     parser.add_argument("--log", type=Path, help="keep the operators' output here")
     parser.add_argument("--out", type=Path, help="also write the figures here (JSON)")
     parser.add_argument("--serve", choices=HANDLERS, help=argparse.SUPPRESS)

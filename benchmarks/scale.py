@@ -28,6 +28,7 @@ to 3 wall seconds. Progress is printed every 10 s; at the end one JSON object:
   answers in the buckets up to 5 ms, exact); ``decision_cpu_p99_ms``, the same of
   ``idlegate_decision_cpu_seconds``, the deciding thread's CPU time (the wall time less
   its waits for a core or for the interpreter's lock, which the API threads hold);
+* ``load_average``: the machine's one-minute load average at the end (from the OS);
 * ``harness_cores``: the CPU this script took over the run (the test API server, the
   kube-scheduler, the kubelet and the stand-ins, in its threads) per wall second: cores
   the operator did not have;
