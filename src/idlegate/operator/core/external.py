@@ -50,6 +50,14 @@ from idlegate.sim.spec import WorkflowSpec
 log = logging.getLogger(__name__)
 
 
+def pause_after(cost: float, least: float = 0.0) -> float:
+    """Seconds the next run of a repeated costly job (a remap of thousands of steps, a
+    reading of a thousand nodes) waits after one that took `cost` seconds of CPU: nine
+    times that, so it takes a tenth of a core at most, once it took over 10 ms (a small
+    one never waits); at least `least`."""
+    return max(least, 9 * cost) if cost > 0.01 else least
+
+
 class ExternalPod(Protocol):
     """One pod of such a workflow as its kind reads it (Argo's `ArgoPod`): `gated`:
     idlegate's gate is still on it; `phase`: Pending if none yet; `executor`: the slot

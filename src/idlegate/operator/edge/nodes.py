@@ -87,7 +87,7 @@ class NodeWatch:
 
     def changed(self, etype: str | None, pod: Mapping[str, Any]) -> bool:
         """Whether a pod's event may change a pool's room (its `room_key` changed): a room
-        read costs all nodes and pods, and most of a pod's writes change none."""
+        read passes over the pool's nodes, and most of a pod's writes change no room."""
         uid = str((pod.get("metadata") or {}).get("uid", ""))
         key = None if etype == "DELETED" else room_key(pod)
         before = self._keys.pop(uid, None)

@@ -58,6 +58,7 @@ from idlegate.operator.core.events import (
     SpecChanged,
     Unpooled,
 )
+from idlegate.operator.core.external import pause_after
 from idlegate.operator.core.intents import Confirmed, Outcome, PostEvent, Refused
 from idlegate.operator.core.tracking import Workflow, WorkflowKey
 from idlegate.operator.decisions import load_scheduler
@@ -445,7 +446,7 @@ class Pools:
 
     def room_soon(self) -> None:
         """`nodes_changed` once this turn of the event loop is over, and at most once in
-        `ROOM_SECONDS` or nine times the last reading's CPU: a burst of node and pod events
+        `ROOM_SECONDS` or `pause_after` the last reading: a burst of node and pod events
         is one reading of the room, and a stream of them (thousands of nodes and of pods
         released, not bound yet) costs readings by the second, a tenth of a core at most."""
         if not self._room_due:
@@ -461,7 +462,7 @@ class Pools:
         self._room_due = False
         self._room_read, cpu = asyncio.get_running_loop().time(), thread_time()
         self.nodes_changed()
-        self._room_every = max(ROOM_SECONDS, 9 * (thread_time() - cpu))
+        self._room_every = pause_after(thread_time() - cpu, ROOM_SECONDS)
 
     def nodes_changed(self) -> None:
         """A node or a pod changed: each pool that follows its nodes is told their room."""

@@ -54,7 +54,7 @@ from idlegate.integrations.airflow_pods import (
 )
 from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.events import Ended, Join, Observed, Schedule
-from idlegate.operator.core.external import too_large, unscheduled
+from idlegate.operator.core.external import pause_after, too_large, unscheduled
 from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.features.gates import gate_pods
 
@@ -101,8 +101,7 @@ class _Reads:
     failed: LiveRefusal | None = None
     """Why the last read failed (None: it did not)."""
     after: float = 0.0
-    """When a refresh may read again: a remap of thousands of tasks that took over 10 ms
-    of CPU makes the next refresh wait nine times that (`_refresh`), as Argo's."""
+    """When a refresh may read again (`_refresh`): `pause_after` the last remap, as Argo's."""
 
 
 class AirflowSide:
@@ -318,8 +317,7 @@ class AirflowSide:
                     except DemandTooLargeError as exc:  # (it left the pool)
                         gated = [p for p in self.gated.values() if _run_of(p) == key]
                         self._too_large(key, run, exc, gated)
-                    cost = thread_time() - start
-                    reads.after = self.pools.now() + (9 * cost if cost > 0.01 else 0.0)
+                    reads.after = self.pools.now() + pause_after(thread_time() - start)
                     self._maybe_done(key)
             return reads.failed
 

@@ -41,7 +41,7 @@ from idlegate.api.task_pods import Owner
 from idlegate.errors import DemandTooLargeError, IdlegateError
 from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.events import Ended, Join, Observed, Schedule
-from idlegate.operator.core.external import ExternalJob, too_large, unscheduled
+from idlegate.operator.core.external import ExternalJob, pause_after, too_large, unscheduled
 from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.features.gates import gate_pods
 from idlegate.operator.settings import Settings
@@ -226,9 +226,8 @@ class ArgoSide:
 
     def _remap_soon(self, key: tuple[str, str], body: Mapping[str, Any]) -> bool:
         """Whether `body`'s remap waits: a map of thousands of steps costs a large part of
-        a second and Argo writes the status at each step, so the next map waits nine times
-        the last one's CPU when it took over 10 ms (a tenth of a core at most); the body it
-        maps is the latest."""
+        a second and Argo writes the status at each step (`pause_after` the last map); the
+        body it maps then is the latest."""
         self.latest[key] = body
         at = self.next_map.get(key, 0.0)
         if at <= self.pools.now():
@@ -255,8 +254,7 @@ class ArgoSide:
         except IdlegateError as exc:
             log.warning("%s/%s no longer maps (%s): kept as it was.", *key, exc)
         self.latest.pop(key, None)
-        cost = thread_time() - start  # (a map of a few hundred steps never waits)
-        self.next_map[key] = self.pools.now() + (9 * cost if cost > 0.01 else 0.0)
+        self.next_map[key] = self.pools.now() + pause_after(thread_time() - start)
 
     async def pod_seen(self, deleted: bool, body: Mapping[str, Any]) -> None:
         pod = ArgoPod.of(body)
