@@ -157,3 +157,27 @@ def test_held_resources_count_removed_jobs_and_forks():
     c.remove_job(job, 6.0)
     c.advance(10.0)
     assert c.resource_seconds == {"cpu": 18.0, "memory": 0.0}
+
+
+def test_a_jobs_holding_is_what_its_running_tasks_request(monkeypatch):
+    """`Job.holding`, kept as tasks start and end (what DRF's dominant share reads), is at
+    every question the sum over its stages of their need times their executors."""
+    from idlegate.sim.workloads import build_workload
+
+    seen: list[int] = []
+    decide_once = Cluster.decide_once
+
+    def checked(cluster: Cluster, scheduler, now):
+        for job in cluster.jobs:
+            summed = [0] * len(cluster.resource_names)
+            for s in job.stages:
+                for i, amount in enumerate(s.need.amounts if s.need is not None else ()):
+                    summed[i] += amount * s.executors
+            assert job.holding == summed, job
+            seen.append(job.held)
+        return decide_once(cluster, scheduler, now)
+
+    monkeypatch.setattr(Cluster, "decide_once", checked)
+    workload = build_workload("k8s-batch", 7, num_jobs=30, requests=True)
+    simulate(workload, make_scheduler("fair"), seed=7)
+    assert max(seen) > 1

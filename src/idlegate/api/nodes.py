@@ -295,7 +295,7 @@ _PLACING = ("nodeSelector", "affinity", "tolerations")
 def _placement(spec: Mapping[str, Any]) -> Placement:
     """`Placement.of(spec)`, one object for the pods that place alike, so `NodeRules` finds
     their nodes once a reading, not once a workflow, and their stages share one shape of
-    need (`protocol.any_launchable`)."""
+    need (`sim.shapes`)."""
     placing = {k: spec[k] for k in _PLACING if spec.get(k)}
     if not placing:
         return _NO_TEMPLATE

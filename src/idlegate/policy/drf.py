@@ -22,9 +22,10 @@ and the baselines keep their executor counts, so its results are the same run fo
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from math import ceil, floor, inf
 
+from idlegate.errors import IdlegateError
 from idlegate.sim.dag import Dag
 from idlegate.sim.pool import tasks_at_once
 from idlegate.sim.protocol import ClusterView, Job, Stage
@@ -75,14 +76,15 @@ def task_share(stage: Stage, num_executors: int, capacity: tuple[int, ...]) -> f
     return share
 
 
-def held_amounts(job: Job, capacity: tuple[int, ...]) -> list[int]:
-    """Milli-units of each resource of the pool that the job's running tasks hold."""
-    held = [0] * len(capacity)
-    for stage in job.stages:
-        if stage.executors and stage.need is not None:
-            for i, amount in enumerate(stage.need.amounts):
-                held[i] += amount * stage.executors
-    return held
+def held_amounts(job: Job, capacity: tuple[int, ...]) -> Sequence[int]:
+    """Milli-units of each resource of the pool that the job's running tasks hold (the
+    cluster keeps them as tasks start and end: `Job.holding`, which this returns to read)."""
+    if len(job.holding) != len(capacity):
+        raise IdlegateError(
+            f"{job.name} holds {len(job.holding)} resources but the pool counts "
+            f"{len(capacity)}; read a job's holding only from the pool that runs it"
+        )
+    return job.holding
 
 
 def dominant_share(job: Job, num_executors: int, capacity: tuple[int, ...]) -> float:
@@ -92,6 +94,18 @@ def dominant_share(job: Job, num_executors: int, capacity: tuple[int, ...]) -> f
         if amount:
             share = max(share, amount / cap if cap > 0 else inf)
     return share
+
+
+def reaches_share(job: Job, level: float, num_executors: int, capacity: tuple[int, ...]) -> bool:
+    """``dominant_share(job, num_executors, capacity) >= level``, the same comparisons, its
+    resources read only when its pods alone do not reach `level` (fair asks this of
+    every waiting workflow at each question)."""
+    if job.held / num_executors >= level:
+        return True
+    for amount, cap in zip(held_amounts(job, capacity), capacity, strict=True):
+        if amount and (amount / cap if cap > 0 else inf) >= level:
+            return True
+    return False
 
 
 def weighted_remaining_work(job: Job, num_executors: int, capacity: tuple[int, ...]) -> float:

@@ -35,8 +35,8 @@ from idlegate.errors import IdlegateError, reject_unknown
 from idlegate.policy.backfill import backfill_decision, head_stage
 from idlegate.policy.drf import (
     cap_for_share,
-    dominant_share,
     pool_capacity,
+    reaches_share,
     room_within_share,
     weighted_remaining_cp,
     weighted_remaining_work,
@@ -361,7 +361,7 @@ class FairScheduler(_Baseline):
         free = view.free_executors
         if free <= 0:
             return WAIT
-        active = [j for j in view.jobs if has_unlaunched_tasks(j)]
+        active = [j for j in view.jobs if j.unlaunched > 0]  # (has_unlaunched_tasks, inline)
         if not active:
             return WAIT
         capacity = pool_capacity(view) if getattr(view, "resource_names", None) else None
@@ -387,13 +387,17 @@ class FairScheduler(_Baseline):
     ) -> Action:
         """`decide` on a resource pool: shares are fractions of the pool (DRF)."""
         k, free = view.num_executors, view.free_executors
+        local_of, keep_source = view.free_executors_from, self.keep_source
         fallback: Decision | None = None
+        # (the cheap tests first: with thousands waiting, this loop is the decision's cost)
         for job, share in zip(active, self.fractions(active), strict=True):
-            local = view.free_executors_from(job)
-            keep = self.keep_source and local > 0
-            if not job.runnable or (fallback is not None and not local):
+            if not job.runnable:
                 continue
-            if not keep and dominant_share(job, k, capacity) >= share - _ROUNDING_SLACK:
+            local = local_of(job)
+            if fallback is not None and not local:
+                continue
+            keep = keep_source and local > 0
+            if not keep and reaches_share(job, share - _ROUNDING_SLACK, k, capacity):
                 continue
             stage = best_stage(job, free)
             if stage is None:

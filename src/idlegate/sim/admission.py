@@ -549,6 +549,7 @@ class Admission:
             for job, runnable in saved.items():
                 left = job.runnable
                 job.runnable = [s for s in runnable if s not in visible or s in left]
+                cluster.touch(job)
 
     def _apply(self, cluster: Cluster, decision: Decision, now: float) -> list[Launch]:
         """Apply `decision`, its cap lowered to what the question lets its stage start."""

@@ -81,10 +81,10 @@ from idlegate.sim.protocol import (
     Launch,
     Scheduler,
     Stage,
-    any_launchable,
     launchable,
 )
 from idlegate.sim.resources import MILLI, ResourceVector
+from idlegate.sim.shapes import Shapes
 
 if TYPE_CHECKING:
     from idlegate.sim.admission import Admission
@@ -107,6 +107,13 @@ def _can_run(stage: Stage) -> bool:
     """The stage may take an executor now: its parents are done, it has an available task
     not launched yet, and it is not in an idle slot (the job's `runnable` holds these)."""
     return stage.parents_left == 0 and stage.launched < stage.available and stage.idle_until is None
+
+
+def _hold(job: Job, amounts: tuple[int, ...], tasks: int) -> None:
+    """`tasks` more tasks of demand `amounts` run for `job` (negative: fewer): its `holding`."""
+    holding = job.holding
+    for i, amount in enumerate(amounts):
+        holding[i] += amount * tasks
 
 
 def _recount(job: Job) -> None:
@@ -170,6 +177,12 @@ class Cluster(PoolResources):
         self._done_area = 0.0
         self.admission: Admission | None = None
         """The pool's queues (`idlegate.sim.admission`); None: one queue, no quotas."""
+        self.shapes = Shapes()
+        """The runnable stages by shape of need (`can_schedule`'s index)."""
+        self.changed: dict[Job, None] | None = None
+        """Jobs whose runnable stages changed (or that came or left) since the driver last
+        emptied it, for a driver that sets it to ``{}`` (the operator's Waiting Events);
+        None: not kept."""
 
     # -- inputs ----------------------------------------------------------------------
 
@@ -196,12 +209,14 @@ class Cluster(PoolResources):
                 )
         arrived = now if arrival is None else arrival
         job = Job(self._next_id, name or f"job-{self._next_id}", dag, arrived, payload)
+        job.holding = [0] * len(self.resource_names)
         if self.resource_names and dag.demands:
             self._set_needs(job)
         self._next_id += 1
         self.jobs.append(job)
         self.arrival_log.append((arrived, dag.total_work))
         job.runnable = [s for s in job.stages if s.parents_left == 0]
+        self.touch(job)
         self.needs_schedule = True
         self._emit("arrive", job.id, -1, job.name)
         return job
@@ -255,6 +270,7 @@ class Cluster(PoolResources):
         self._free_executor(executor, stage, now)
         if _can_run(stage) and stage not in job.runnable:
             job.runnable.append(stage)
+        self.touch(job)  # (its stage has a task to launch again, runnable or not)
 
     def _free_executor(self, executor: int, stage: Stage, now: float) -> None:
         # the executor stays associated with its job for locality
@@ -265,6 +281,7 @@ class Cluster(PoolResources):
         stage.executors -= 1
         job.held -= 1
         if stage.need is not None:
+            _hold(job, stage.need.amounts, -1)
             self._give_back(stage.need, 1, (executor,))
         self.free_executors += 1
         self._busy_done += now - self._busy_since[executor]
@@ -295,11 +312,13 @@ class Cluster(PoolResources):
             self.free_executors += 1
         self._free.setdefault(job, []).extend(running)
         job.held = 0
+        job.holding = [0] * len(job.holding)
         for stage in job.stages:
             stage.executors = 0
         job.finish = now
         self._done_area += now - job.arrival
         self.jobs.remove(job)
+        self.touch(job)
         self._release_executors(job)
         self.removed.append(job)
         self.needs_schedule = True
@@ -353,6 +372,7 @@ class Cluster(PoolResources):
                 stage.idle_until = until
                 self.new_timers.append(stage)
         _recount(job)
+        self.touch(job)
         job.cap = max(cap, job.held)
         job.idle_inserted = idle_inserted
         if any(s.launched for s in job.stages):
@@ -370,6 +390,7 @@ class Cluster(PoolResources):
         stage.idle_until = None
         if stage.job.finish is None and stage.launched < stage.available:
             stage.job.runnable.append(stage)
+            self.touch(stage.job)
         self.needs_schedule = True
         self._emit("idle-end", stage.job.id, stage.index, None)
 
@@ -389,9 +410,11 @@ class Cluster(PoolResources):
         runnable = job.finish is None and _can_run(stage)
         if runnable and stage not in job.runnable:
             job.runnable.append(stage)
+            self.touch(job)
             self.needs_schedule = True
         elif not runnable and stage in job.runnable:
             job.runnable.remove(stage)
+            self.touch(job)
 
     # -- beyond the pool ------------------------------------------------------------
 
@@ -475,13 +498,14 @@ class Cluster(PoolResources):
         free = self.free_executors
         if free == 0 or self.beyond:
             return False
-        if self.resource_names:
-            return any_launchable((s for j in self.jobs for s in j.runnable), free)
-        for job in self.jobs:
-            for stage in job.runnable:
-                if not stage.gang or stage.tasks <= free:
-                    return True
-        return False
+        return self.shapes.any_launchable(free)
+
+    def touch(self, job: Job) -> None:
+        """`job`'s runnable stages changed, or their nodes did, or it came or left: for
+        `can_schedule`'s index and the driver's `changed`."""
+        self.shapes.touch(job)
+        if self.changed is not None:
+            self.changed[job] = None
 
     def decide_once(self, scheduler: Scheduler, now: float) -> tuple[Action, list[Launch]] | None:
         """One question of a decision round: ask `scheduler` once and apply its answer.
@@ -533,6 +557,7 @@ class Cluster(PoolResources):
             stage.delayed = True
             stage.idle_until = now + delay
             job.runnable.remove(stage)
+            self.touch(job)
             job.idle_inserted += delay
             self.new_timers.append(stage)
             self._emit("idle", job.id, stage.index, delay)
@@ -660,11 +685,13 @@ class Cluster(PoolResources):
         if self.admission is not None:
             self.admission.use(stage, len(executors), now)
         if stage.need is not None:
+            _hold(job, stage.need.amounts, len(executors))
             self._give_back(stage.need, -len(executors), executors)
         return launches
 
     def _out_of_tasks(self, stage: Stage) -> None:
         stage.job.runnable.remove(stage)
+        self.touch(stage.job)
         self.needs_schedule = True
 
     def _stage_complete(self, stage: Stage, now: float) -> None:
@@ -676,6 +703,7 @@ class Cluster(PoolResources):
             child.parents_left -= 1
             if child.parents_left == 0 and child.launched < child.available:
                 job.runnable.append(child)
+                self.touch(job)
         job.remaining_cp = _remaining_cp(job)
         if job.stages_left == 0:
             self._job_complete(job, now)
@@ -684,6 +712,7 @@ class Cluster(PoolResources):
         job.finish = now
         self._done_area += now - job.arrival
         self.jobs.remove(job)
+        self.touch(job)
         self._release_executors(job)
         self.done.append(
             JobRecord(

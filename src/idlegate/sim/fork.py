@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from idlegate.sim.protocol import Job, Need, Stage
+from idlegate.sim.shapes import Shapes
 
 if TYPE_CHECKING:
     from idlegate.sim.cluster import Cluster
@@ -25,6 +26,7 @@ def _copy_job(job: Job) -> Job:
         copy.job = twin
         stages.append(copy)
     twin.stages = stages
+    twin.holding = list(job.holding)
     twin.runnable = [stages[s.index] for s in job.runnable]
     return twin
 
@@ -74,4 +76,6 @@ def fork_cluster(cluster: Cluster, only: Iterable[Job] | None = None) -> Cluster
     twin._busy_done = cluster._busy_done
     twin._done_area = cluster._done_area
     twin.admission = None if cluster.admission is None else cluster.admission.fork(jobs)
+    twin.shapes = Shapes(twin.jobs)
+    twin.changed = None
     return twin

@@ -93,6 +93,8 @@ class PoolResources:
     num_executors: int
     free_executors: int
     jobs: list[Job]
+    touch: Callable[[Job], None]
+    """The cluster's: a job's runnable stages changed (here, their nodes)."""
 
     def _init_resources(
         self, resources: ResourceVector | None, nodes: Sequence[ResourceVector] = ()
@@ -174,6 +176,7 @@ class PoolResources:
                 for job in self.jobs:
                     for stage in job.stages:
                         grew = self._restrict(stage) or grew
+                    self.touch(job)  # (its stages' nodes: their shapes of need)
         return grew
 
     def _restrict(self, stage: Stage) -> bool:

@@ -9,7 +9,7 @@ are stated once, in `idlegate.sim.cluster`'s docstring.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple, Protocol
 
@@ -87,25 +87,6 @@ def launchable(stage: Stage, free: int) -> bool:
             return False
         return stage.need is None or stage.need.fits(stage.tasks - stage.launched)
     return stage.need is None or stage.need.fits()
-
-
-def any_launchable(stages: Iterable[Stage], free: int) -> bool:
-    """Whether one of `stages` is `launchable`, each shape tried once: stages of one need
-    (its amounts and the nodes it may use, beside the pool's shared free amounts) and, for
-    a gang, of one count of tasks left fit alike. With thousands of workflows waiting on a
-    full pool, every decision tried each of them (benchmarks/scale.py)."""
-    tried: set[tuple[Any, ...]] = set()
-    for stage in stages:
-        need = stage.need
-        shape = (
-            None if need is None else (need.amounts, id(need.allowed)),
-            (stage.tasks, stage.launched) if stage.gang else None,
-        )
-        if shape not in tried:
-            tried.add(shape)
-            if launchable(stage, free):
-                return True
-    return False
 
 
 class Stage:
@@ -199,6 +180,7 @@ class Job:
         "finish",
         "first_start",
         "held",
+        "holding",
         "id",
         "idle_inserted",
         "name",
@@ -226,6 +208,10 @@ class Job:
         """Tasks of this job not launched yet, over all stages."""
         self.held = 0
         """Executors working on this job's tasks now."""
+        self.holding: list[int] = []
+        """Milli-units of each resource the pool counts beyond pods (`Cluster.resource_names`,
+        in order; empty for a pods-only pool) that its running tasks hold: Σ over its stages
+        of ``need.amounts × executors``, kept by the cluster as tasks start and end."""
         self.cap = 0
         """Parallelism cap set by the latest decision on this job (0: none yet)."""
         self.remaining_work = dag.total_work

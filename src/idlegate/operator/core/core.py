@@ -135,6 +135,7 @@ class Core(Lifecycle):
         follows = settings.pool_nodes is not None  # (a pool on nodes: --pool-nodes, nodeSelector)
         resources = settings.pool_resources or (named() if follows else None)
         self.cluster = Cluster(settings.pool_size, resources=resources)
+        self.cluster.changed = {}  # (the jobs `_note_waiting` reads)
         if follows:  # (no room until its nodes are read: `Capacity`)
             self.cluster.set_capacity(ResourceVector(), ())
         self.queues = settings.queues.specs if settings.queues is not None else ()
@@ -530,10 +531,14 @@ class Core(Lifecycle):
         self.cluster.new_timers.clear()
 
     def _note_waiting(self, why: str | None) -> None:
-        """One Event per stage that became runnable but got no executor: why it waits."""
+        """One Event per stage that became runnable but got no executor: why it waits.
+        Only a job whose runnable stages changed since the last round can have one (the
+        cluster's `changed`, read in arrival order)."""
         free, pool = self.cluster.free_executors, self.settings.pool_size
-        admission = self.cluster.admission
-        for job in self.cluster.jobs:
+        admission, changed = self.cluster.admission, self.cluster.changed or {}
+        jobs = sorted((j for j in changed if j.finish is None), key=lambda j: j.id)
+        changed.clear()
+        for job in jobs:
             wf = job.payload
             for stage in job.runnable:
                 if not stage.launched and stage.name not in wf.noted:
