@@ -56,8 +56,9 @@ def test_the_index_answers_as_asking_every_runnable_stage(checked, scheduler, no
     """On a pool of resources, with and without nodes, under rules that leave different
     stages waiting: each question's answer is the long way's."""
     workload = build_workload("k8s-batch", 5, num_jobs=40, requests=True)
+    node = ResourceVector.parse("cpu=8,memory=32Gi")
+    workload = replace(workload, resources=node * 3)
     if nodes:
-        node = ResourceVector.parse("cpu=8,memory=32Gi")
         spread = identical_nodes(node, nodes, workload.num_executors)
         workload = replace(workload, resources=node * nodes, nodes=spread)
     simulate(workload, make_scheduler(scheduler), seed=5)

@@ -102,7 +102,7 @@ def reaches_share(job: Job, level: float, num_executors: int, capacity: tuple[in
     every waiting workflow at each question)."""
     if job.held / num_executors >= level:
         return True
-    for amount, cap in zip(held_amounts(job, capacity), capacity, strict=True):
+    for amount, cap in zip(job.holding, capacity, strict=True):
         if amount and (amount / cap if cap > 0 else inf) >= level:
             return True
     return False

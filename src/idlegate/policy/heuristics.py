@@ -51,6 +51,7 @@ from idlegate.sim.protocol import (
     Stage,
     launchable,
 )
+from idlegate.sim.shares import Shares
 
 _ROUNDING_SLACK = 1e-9
 """Shares are ceil(K × fraction); the slack keeps 2.0000000001 from rounding up to 3."""
@@ -327,10 +328,15 @@ class FairScheduler(_Baseline):
     On a resource pool this is dominant-resource fairness (DRF): a job's share is the
     fraction s / n of the pool (`fractions`), a job whose dominant share reaches it is
     skipped, and the chosen stage's cap is the executors whose demand brings the job to
-    its share (`cap_for_share`); keep_source and the order are as above.
+    its share (`cap_for_share`); keep_source and the order are as above. Asked of a
+    cluster, the jobs below their share come from its index (`sim.shares`), not a pass
+    over every job: the same answer (the first job in arrival order, one with free
+    executors of its own first), at a cost that does not grow with the jobs waiting.
     """
 
     name = "fair"
+    even = True
+    """Every job's share is the same fraction (`fractions`): what `sim.shares` answers."""
 
     def __init__(self, *, keep_source: bool = False, scale: float = 1.0) -> None:
         if not isinstance(keep_source, bool):
@@ -361,10 +367,18 @@ class FairScheduler(_Baseline):
         free = view.free_executors
         if free <= 0:
             return WAIT
+        capacity = pool_capacity(view) if getattr(view, "resource_names", None) else None
+        index = getattr(view, "shares", None)
+        if (
+            capacity is not None
+            and isinstance(index, Shares)
+            and self.even
+            and not self.keep_source
+        ):
+            return self._decide_indexed(view, index, capacity)
         active = [j for j in view.jobs if j.unlaunched > 0]  # (has_unlaunched_tasks, inline)
         if not active:
             return WAIT
-        capacity = pool_capacity(view) if getattr(view, "resource_names", None) else None
         if capacity is not None:
             return self._decide_drf(view, active, capacity)
         shares = self.shares(view.num_executors, active)
@@ -409,6 +423,46 @@ class FairScheduler(_Baseline):
             fallback = decision
         return WAIT if fallback is None else fallback
 
+    def _decide_indexed(
+        self, view: ClusterView, index: Shares, capacity: tuple[int, ...]
+    ) -> Action:
+        """`_decide_drf`'s answer from the cluster's index: the first job below its share
+        with a launchable stage, unless a later one has free executors of its own."""
+        active = index.active(view, capacity)
+        if not active:
+            return WAIT
+        share = self.scale / active  # (each job's of `fractions`)
+        level = share - _ROUNDING_SLACK
+        found = self._first(view, index, capacity, level, own=False, after=None)
+        if found is not None and not view.free_executors_from(found[0]):
+            found = self._first(view, index, capacity, level, own=True, after=found[0]) or found
+        if found is None:
+            return WAIT
+        job, stage = found
+        return launch_decision(
+            stage, cap_for_share(job, stage, share, view.num_executors, capacity)
+        )
+
+    @staticmethod
+    def _first(
+        view: ClusterView,
+        index: Shares,
+        capacity: tuple[int, ...],
+        level: float,
+        *,
+        own: bool,
+        after: Job | None,
+    ) -> tuple[Job, Stage] | None:
+        """The first job below `level` after `after` (with `own`: with free executors of
+        its own) that has a launchable stage, and its best one."""
+        free = view.free_executors
+        while (job := index.first_below(view, capacity, level, own=own, after=after)) is not None:
+            stage = best_stage(job, free)
+            if stage is not None:
+                return job, stage
+            after = job
+        return None
+
 
 class WeightedFairScheduler(FairScheduler):
     """Weighted dynamic partition: job i's share is ceil(K · w_i / Σ w), at least 1.
@@ -423,6 +477,7 @@ class WeightedFairScheduler(FairScheduler):
     """
 
     name = "weighted-fair"
+    even = False
 
     def __init__(
         self, *, alpha: float = -1.0, work: str = "remaining", keep_source: bool = False

@@ -85,6 +85,7 @@ from idlegate.sim.protocol import (
 )
 from idlegate.sim.resources import MILLI, ResourceVector
 from idlegate.sim.shapes import Shapes
+from idlegate.sim.shares import Shares
 
 if TYPE_CHECKING:
     from idlegate.sim.admission import Admission
@@ -179,6 +180,8 @@ class Cluster(PoolResources):
         """The pool's queues (`idlegate.sim.admission`); None: one queue, no quotas."""
         self.shapes = Shapes()
         """The runnable stages by shape of need (`can_schedule`'s index)."""
+        self.shares = Shares()
+        """The jobs by dominant share (fair's index on a resource pool)."""
         self.changed: dict[Job, None] | None = None
         """Jobs whose runnable stages changed (or that came or left) since the driver last
         emptied it, for a driver that sets it to ``{}`` (the operator's Waiting Events);
@@ -248,6 +251,7 @@ class Cluster(PoolResources):
                 admission.started(stage, 1, now)
             stage.launched += 1
             job.unlaunched -= 1
+            self.touch(job)
             self._task_start[executor] = now
             if stage.launched == stage.available:
                 self._out_of_tasks(stage)
@@ -280,6 +284,7 @@ class Cluster(PoolResources):
         self._exec_stage[executor] = None
         stage.executors -= 1
         job.held -= 1
+        self.touch(job)
         if stage.need is not None:
             _hold(job, stage.need.amounts, -1)
             self._give_back(stage.need, 1, (executor,))
@@ -299,7 +304,7 @@ class Cluster(PoolResources):
         self.advance(now)
         if job.finish is not None or job not in self.jobs:
             return []
-        running = [e for e in range(self.num_executors) if self._exec_stage[e] in job.stages]
+        running = [e for e, s in enumerate(self._exec_stage) if s is not None and s.job is job]
         for e in running:
             stage = self._exec_stage[e]
             if stage is not None and self.admission is not None:
@@ -501,9 +506,11 @@ class Cluster(PoolResources):
         return self.shapes.any_launchable(free)
 
     def touch(self, job: Job) -> None:
-        """`job`'s runnable stages changed, or their nodes did, or it came or left: for
-        `can_schedule`'s index and the driver's `changed`."""
+        """`job` changed (its runnable stages or their nodes, its tasks launched or
+        running, its own free executors), or came or left: for the indexes (`shapes`,
+        `shares`) and the driver's `changed`."""
         self.shapes.touch(job)
+        self.shares.touch(job)
         if self.changed is not None:
             self.changed[job] = None
 
@@ -650,7 +657,8 @@ class Cluster(PoolResources):
             if not pool:
                 pool = free[None]
                 if not pool:
-                    pool = next(p for p in free.values() if p)
+                    owner, pool = next((j, p) for j, p in free.items() if p)
+                    self.touch(owner)  # type: ignore[arg-type]  # (a job's: None's is empty)
             taken.append(pool.pop())
         self.free_executors -= n
         return taken
@@ -662,10 +670,12 @@ class Cluster(PoolResources):
                 f"the pool has {self.num_executors} executors, fewer than the tasks already "
                 "running; raise the pool size"
             )
-        for pool in self._free.values():
+        for owner, pool in self._free.items():
             if executor in pool:
                 pool.remove(executor)
                 self.free_executors -= 1
+                if owner is not None:
+                    self.touch(owner)
                 return executor
         return self._take_executors(job, 1)[0]
 
@@ -682,6 +692,7 @@ class Cluster(PoolResources):
             busy_since[executor] = task_start[executor] = now
         stage.executors += len(executors)
         job.held += len(executors)
+        self.touch(job)
         if self.admission is not None:
             self.admission.use(stage, len(executors), now)
         if stage.need is not None:

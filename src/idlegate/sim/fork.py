@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from idlegate.sim.protocol import Job, Need, Stage
 from idlegate.sim.shapes import Shapes
+from idlegate.sim.shares import Shares
 
 if TYPE_CHECKING:
     from idlegate.sim.cluster import Cluster
@@ -77,5 +78,6 @@ def fork_cluster(cluster: Cluster, only: Iterable[Job] | None = None) -> Cluster
     twin._done_area = cluster._done_area
     twin.admission = None if cluster.admission is None else cluster.admission.fork(jobs)
     twin.shapes = Shapes(twin.jobs)
+    twin.shares = Shares(twin.jobs)
     twin.changed = None
     return twin

@@ -1,0 +1,189 @@
+"""The pool's jobs by dominant share in arrival order, for fair's question on a resource pool.
+
+`fair` on a pool of resources (DRF, `policy.heuristics.FairScheduler`) starts the first
+job, in arrival order, with a launchable stage whose dominant share is below its share
+of the pool, 1/n of it for n jobs with tasks to launch; a later one with free executors
+of its own (no move) goes first. Asked by passing over the jobs, a question cost every
+job before the one chosen: with thousands waiting on a full pool, those holding their
+share already, at each question (`benchmarks/scale.py`).
+
+`Shares` keeps, per job with a runnable stage, its dominant share (the largest fraction of
+any resource of the pool, its pods included, its running tasks hold: `dominant_share`) in
+two minimum trees over the jobs in arrival order, one of them only over the jobs with
+free executors of their own. The first job below a level after a given one is then a walk
+down a tree, O(log n). The cluster says which jobs changed (`touch`: tasks started or
+ended, executors freed or taken, stages runnable or not, the job came or left) where it
+changes them, and the index reads only those again at its next question. A change of the
+pool's capacity or executors changes every share: the next question reads every job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from math import inf
+from operator import attrgetter
+from typing import Protocol
+
+from idlegate.sim.protocol import Job
+
+
+def dominant_share(
+    held: int, holding: Sequence[int], num_executors: int, capacity: Sequence[int]
+) -> float:
+    """The largest fraction of any resource of the pool a job holds: its `held` executors
+    of `num_executors`, its `holding` of each resource of `capacity` (milli-units, in the
+    same order); a resource of none, held, is an infinite share."""
+    share = held / num_executors
+    for amount, cap in zip(holding, capacity, strict=True):
+        if amount:
+            share = max(share, amount / cap if cap > 0 else inf)
+    return share
+
+
+class Pool(Protocol):
+    """What `Shares` reads of its cluster."""
+
+    num_executors: int
+    jobs: list[Job]
+
+    def free_executors_from(self, job: Job | None) -> int: ...
+
+
+class Shares:
+    """A pool's jobs with a runnable stage by dominant share (the module docstring)."""
+
+    __slots__ = ("_active", "_all", "_basis", "_jobs", "_own", "_size", "_slot", "_stale")
+
+    def __init__(self, jobs: Sequence[Job] = ()) -> None:
+        self._slot: dict[Job, int] = {}
+        """Each job's place in the trees' leaves (in arrival order)."""
+        self._jobs: list[Job | None] = []
+        """The job at each place (None: it left)."""
+        self._size = 1
+        self._all = [inf, inf]
+        """A minimum tree (root at 1, leaves from `_size`) of the jobs' dominant shares,
+        inf for a job with no runnable stage."""
+        self._own = [inf, inf]
+        """The same over the jobs with free executors of their own (inf for the others)."""
+        self._active: set[Job] = set()
+        """The jobs with tasks not launched yet (fair's n)."""
+        self._basis: tuple[int, tuple[int, ...]] | None = None
+        """The pool's executors and capacity the shares were read with."""
+        self._stale: dict[Job, None] = dict.fromkeys(jobs)
+
+    def touch(self, job: Job) -> None:
+        """`job` changed (what it holds, its own free executors, its runnable stages), or
+        came or left."""
+        self._stale[job] = None
+
+    def active(self, pool: Pool, capacity: tuple[int, ...]) -> int:
+        """How many jobs of `pool` have tasks not launched yet."""
+        self._refresh(pool, capacity)
+        return len(self._active)
+
+    def first_below(
+        self,
+        pool: Pool,
+        capacity: tuple[int, ...],
+        level: float,
+        *,
+        own: bool = False,
+        after: Job | None = None,
+    ) -> Job | None:
+        """The first job in arrival order (after `after`, if given) with a runnable stage
+        and a dominant share of `capacity` (the pool's, beyond pods) below `level`; with
+        `own`, only among those with free executors of their own."""
+        self._refresh(pool, capacity)
+        tree, size = (self._own if own else self._all), self._size
+        i = size + (0 if after is None else self._slot[after] + 1)
+        if i >= 2 * size:
+            return None
+        if tree[i] >= level:  # (climb to the first subtree on the right with one below)
+            while True:
+                while i & 1:
+                    i >>= 1
+                    if i <= 1:
+                        return None
+                i += 1
+                if tree[i] < level:
+                    break
+            while i < size:
+                i = 2 * i if tree[2 * i] < level else 2 * i + 1
+        return self._jobs[i - size]
+
+    # -- keeping the trees ---------------------------------------------------------------
+
+    def _refresh(self, pool: Pool, capacity: tuple[int, ...]) -> None:
+        basis = (pool.num_executors, capacity)
+        if basis != self._basis:
+            self._basis = basis
+            self._stale.update(dict.fromkeys(pool.jobs))
+        if not self._stale:
+            return
+        if len(self._jobs) > 2 * len(self._slot) + 64:  # (mostly places of jobs gone)
+            self._rebuild()
+        stale = sorted(self._stale, key=_ID)  # (new jobs' places in arrival order)
+        self._stale.clear()
+        for job in stale:
+            self._read(pool, job, basis)
+
+    def _read(self, pool: Pool, job: Job, basis: tuple[int, tuple[int, ...]]) -> None:
+        if job.finish is not None:
+            self._leave(job)
+            return
+        if job.unlaunched > 0:
+            self._active.add(job)
+        else:
+            self._active.discard(job)
+        share = dominant_share(job.held, job.holding, *basis) if job.runnable else inf
+        mine = share if pool.free_executors_from(job) else inf
+        self._set(self._place(job), share, mine)
+
+    def _place(self, job: Job) -> int:
+        slot = self._slot.get(job)
+        if slot is None:
+            slot = self._slot[job] = len(self._jobs)
+            self._jobs.append(job)
+            if slot >= self._size:
+                self._rebuild()
+                slot = self._slot[job]
+        return slot
+
+    def _leave(self, job: Job) -> None:
+        self._active.discard(job)
+        slot = self._slot.pop(job, None)
+        if slot is not None:
+            self._jobs[slot] = None
+            self._set(slot, inf, inf)
+
+    def _set(self, slot: int, share: float, mine: float) -> None:
+        for tree, value in ((self._all, share), (self._own, mine)):
+            i = self._size + slot
+            tree[i] = value
+            i >>= 1
+            while i:
+                tree[i] = min(tree[2 * i], tree[2 * i + 1])
+                i >>= 1
+
+    def _rebuild(self) -> None:
+        """Places again for the jobs still here, in their order, in trees with room for
+        twice as many, their shares as they were."""
+        size, old = self._size, self._jobs
+        kept = [i for i, job in enumerate(old) if job is not None]
+        self._jobs = [old[i] for i in kept]
+        self._slot = {job: i for i, job in enumerate(self._jobs) if job is not None}
+        new = 1
+        while new < 2 * len(kept) + 2:
+            new *= 2
+        self._size = new
+        for name in ("_all", "_own"):
+            tree: list[float] = getattr(self, name)
+            leaves = [tree[size + i] if i < size else inf for i in kept]  # (a new one: none)
+            grown = [inf] * (2 * new)
+            grown[new : new + len(leaves)] = leaves
+            for i in range(new - 1, 0, -1):
+                grown[i] = min(grown[2 * i], grown[2 * i + 1])
+            setattr(self, name, grown)
+
+
+_ID = attrgetter("id")

@@ -1,0 +1,125 @@
+"""`fair` on a resource pool asks the cluster's index of dominant shares (`sim.shares`):
+the answer of its pass over every job, at the cost of the jobs that changed."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from math import inf
+
+import pytest
+
+import idlegate.sim.shares as shares_module
+from idlegate.policy import make_scheduler
+from idlegate.policy.drf import pool_capacity
+from idlegate.policy.heuristics import FairScheduler
+from idlegate.sim.cluster import Cluster
+from idlegate.sim.dag import Dag
+from idlegate.sim.engine import simulate
+from idlegate.sim.pool import identical_nodes
+from idlegate.sim.protocol import WAIT, Decision
+from idlegate.sim.resources import ResourceVector
+from idlegate.sim.shares import Shares, dominant_share
+from idlegate.sim.spec import parse_workflow
+from idlegate.sim.workloads import build_workload
+
+
+def one_stage(cpu: str, tasks: int = 1) -> Dag:
+    stage = {"name": "a", "tasks": tasks, "taskDurationSeconds": 10, "resources": {"cpu": cpu}}
+    return Dag.from_spec(parse_workflow({"stages": [stage]}))
+
+
+@pytest.fixture
+def both_ways(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every question `fair` answers from the index compared with its pass over every job
+    (`_decide_drf`); the answers."""
+    answers: list[object] = []
+    indexed = FairScheduler.decide
+
+    def both(self: FairScheduler, view: Cluster) -> object:
+        answer = indexed(self, view)
+        capacity = pool_capacity(view)
+        active = [j for j in view.jobs if j.unlaunched > 0]
+        if capacity is not None and view.free_executors > 0:
+            scanned = self._decide_drf(view, active, capacity) if active else WAIT
+            assert answer == scanned, f"at {view.now}"
+            answers.append(answer)
+        return answer
+
+    monkeypatch.setattr(FairScheduler, "decide", both)
+    return answers
+
+
+@pytest.mark.parametrize("scale", [0.5, 1.0, 3.0])
+@pytest.mark.parametrize("nodes", [0, 4])
+def test_the_index_answers_as_the_pass_over_every_job(both_ways, scale, nodes):
+    """Shares narrowed and widened, on a pool with and without nodes, with requests of
+    several sizes (stages that do not fit are passed over): each answer is the pass's."""
+    workload = build_workload("k8s-batch", 11, num_jobs=60, requests=True)
+    node = ResourceVector.parse("cpu=8,memory=32Gi")
+    workload = replace(workload, resources=node * 3)
+    if nodes:
+        spread = identical_nodes(node, nodes, workload.num_executors)
+        workload = replace(workload, resources=node * nodes, nodes=spread)
+    simulate(workload, make_scheduler(f"fair?scale={scale}"), seed=11)
+    assert WAIT in both_ways and any(isinstance(a, Decision) for a in both_ways)
+
+
+def test_a_job_with_free_executors_of_its_own_goes_first():
+    """The first job below its share has no executor of its own; a later one, whose first
+    stage just ended, has: it is chosen (no move), as the pass chooses it."""
+    cluster = Cluster(4, resources=ResourceVector.parse("cpu=4"))
+    first = cluster.add_job(one_stage("1"), 0.0)
+    chain = [
+        {"name": n, "tasks": 1, "taskDurationSeconds": 10, "resources": {"cpu": "1"}}
+        for n in ("a", "b")
+    ]
+    chain[1]["dependsOn"] = ["a"]
+    mine = cluster.add_job(Dag.from_spec(parse_workflow({"stages": chain})), 0.0)
+    cluster.apply(Decision(mine.stages[0], 1), 0.0)
+    assert cluster.task_finished(0, 1.0) is None  # a is done: b waits, its executor free
+    assert cluster.free_executors_from(mine) == 1 and not cluster.free_executors_from(first)
+    fair = make_scheduler("fair")
+    answer = fair.decide(cluster)
+    assert isinstance(answer, Decision) and answer.stage is mine.stages[1]
+    active = [j for j in cluster.jobs if j.unlaunched > 0]
+    assert fair._decide_drf(cluster, active, (4000,)) == answer
+
+
+def test_a_question_reads_only_the_jobs_that_changed(monkeypatch):
+    """With 2,000 workflows waiting behind 1,000 running, the first question reads each
+    once; after one task ends, the next reads the jobs that task changed, not 3,000."""
+    cluster = Cluster(10_000, resources=ResourceVector.parse("cpu=4000"))
+    for _ in range(1000):
+        running = cluster.add_job(one_stage("4", tasks=2), 0.0)
+        cluster.apply(Decision(running.stages[0], 1), 0.0)  # the pool's CPUs taken
+    for _ in range(2000):
+        cluster.add_job(one_stage("4"), 0.0)
+    read: list[int] = []
+    share = shares_module.dominant_share
+    monkeypatch.setattr(shares_module, "dominant_share", lambda *a: read.append(1) or share(*a))
+    fair = make_scheduler("fair")
+    assert fair.decide(cluster) is WAIT  # (the pool is full: no stage fits)
+    assert len(read) == 3000
+    read.clear()
+    cluster.task_finished(0, 10.0)  # the first job goes on with its second task
+    cluster.task_finished(1, 10.0)
+    cluster.task_finished(1, 11.0)  # ... and the second is done: 4 CPUs free
+    answer = fair.decide(cluster)
+    assert isinstance(answer, Decision) and answer.stage.job is cluster.jobs[999]
+    assert len(read) <= 2
+
+
+def test_the_trees_find_the_first_job_below_a_level_after_another():
+    """Known answers on a hand-built pool of four jobs holding 0, 2, 1 and 0 of 4 CPUs."""
+    cluster = Cluster(8, resources=ResourceVector.parse("cpu=4"))
+    jobs = [cluster.add_job(one_stage("1", tasks=3), 0.0) for _ in range(4)]
+    cluster.apply(Decision(jobs[1].stages[0], 2), 0.0)
+    cluster.apply(Decision(jobs[2].stages[0], 1), 0.0)
+    index, capacity = Shares(cluster.jobs), (4000,)
+    assert index.active(cluster, capacity) == 4
+    assert [dominant_share(j.held, j.holding, 8, capacity) for j in jobs] == [0, 0.5, 0.25, 0]
+    assert index.first_below(cluster, capacity, 0.3, after=jobs[0]) is jobs[2]
+    assert index.first_below(cluster, capacity, 0.2, after=jobs[0]) is jobs[3]
+    assert index.first_below(cluster, capacity, 0.0) is None
+    assert index.first_below(cluster, capacity, inf, after=jobs[3]) is None
+    assert index.first_below(cluster, capacity, 1.0, own=True) is None  # (none has its own)
