@@ -53,7 +53,7 @@ the profiled process's.
 
     python -m benchmarks.scale [--scale 0.1] [--pool nodes|fixed] [--scheduler fair] [--argo-steps N]
         [--airflow-tasks N] [--wrap CMD] [--out scale.json]
-    python -m benchmarks.scale --can-schedule 2000   # the decision's first question alone
+    python -m benchmarks.scale --question 200,2000   # a decision's question alone
     python -m benchmarks.scale --argo-map 5000       # one map of the big Argo Workflow
 
 (run from the repository root: the script imports the test API server from tests/k8s;
@@ -63,6 +63,7 @@ Argo's Workflow CRD is read from ../shared/data/argo).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import re
@@ -367,35 +368,51 @@ def airflow_states(api: ApiServer, airflow: AirflowExecutor, namespace: str) -> 
     return api.call(read)
 
 
-def can_schedule_cost(waiting: int, calls: int = 200) -> float:
-    """Milliseconds of CPU a ``Cluster.can_schedule`` costs with `waiting` one-task
-    workflows of the full size's pods waiting on its pool, full (the state machine alone,
-    no operator): the question every decision asks first."""
+def question_cost(waiting: int, questions: int = 200) -> dict[str, float]:
+    """Milliseconds of CPU of one question of a decision, `Cluster.can_schedule` and then
+    `fair`'s answer, with `waiting` one-task workflows of the full size's pods waiting
+    behind 2,000 running on the full size's pool (the state machine alone, no operator):
+    before each question one running task ends and the last answer is launched, so each
+    question follows a change, as the operator's do. The means of `questions`, the
+    interpreter's garbage collection off while they run."""
+    from idlegate.policy import make_scheduler
     from idlegate.sim.cluster import Cluster
     from idlegate.sim.dag import Dag
     from idlegate.sim.protocol import Decision
     from idlegate.sim.resources import ResourceVector
     from idlegate.sim.spec import parse_workflow
 
-    def job(tasks: int) -> Dag:
-        one = {
-            "name": "a",
-            "tasks": tasks,
-            "taskDurationSeconds": 1,
-            "resources": REQUESTS["requests"],
-        }
+    def job() -> Dag:
+        one = {"name": "a", "tasks": 1, "taskDurationSeconds": 1, "resources": REQUESTS["requests"]}
         return Dag.from_spec(parse_workflow({"stages": [one]}))
 
     total = ResourceVector.parse(f"cpu={8 * NODES_FULL},memory={32 * NODES_FULL}Gi")
     cluster = Cluster(NODES_FULL * 110, resources=total)
-    running = cluster.add_job(job(2 * NODES_FULL), 0.0)
-    cluster.apply(Decision(running.stages[0], NODES_FULL * 110), 0.0)
+    running = []
+    for _ in range(2 * NODES_FULL):  # (the pool's CPUs, all taken)
+        started = cluster.add_job(job(), 0.0)
+        running += cluster.apply(Decision(started.stages[0], 1), 0.0)
     for _ in range(waiting):
-        cluster.add_job(job(1), 0.0)
-    start = time.process_time()
-    for _ in range(calls):
-        assert not cluster.can_schedule()
-    return (time.process_time() - start) / calls * 1000
+        cluster.add_job(job(), 0.0)
+    fair = make_scheduler("fair")
+    fair.decide(cluster)  # (the first question reads every workflow once)
+    spent = {"can_schedule_ms": 0.0, "fair_ms": 0.0}
+    gc.collect()
+    gc.disable()  # (a collection's pause is not the question's)
+    for i in range(questions):
+        now = 1.0 + i
+        cluster.task_finished(running.pop().executor, now)
+        start = time.process_time()
+        assert cluster.can_schedule()
+        middle = time.process_time()
+        answer = fair.decide(cluster)
+        end = time.process_time()
+        spent["can_schedule_ms"] += middle - start
+        spent["fair_ms"] += end - middle
+        assert isinstance(answer, Decision)
+        running += cluster.apply(answer, now)
+    gc.enable()
+    return {k: round(v / questions * 1000, 3) for k, v in spent.items()}
 
 
 def argo_map_cost(steps: int, repeat: int = 3) -> float:
@@ -438,11 +455,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--log", type=Path, help="keep the operator's output here")
     parser.add_argument("--out", type=Path, help="also write the figures here (JSON)")
     parser.add_argument(
-        "--can-schedule",
-        type=int,
-        metavar="WAITING",
-        help="only time the state machine's first question with WAITING workflows waiting "
-        "on a full pool of the full size's (no operator)",
+        "--question",
+        type=lambda text: [int(n) for n in text.split(",")],
+        metavar="WAITING[,WAITING...]",
+        help="only time a decision's question (can_schedule and fair's answer) with WAITING "
+        "workflows waiting on a full pool of the full size's, each count in turn (no operator)",
     )
     parser.add_argument(
         "--argo-map",
@@ -455,10 +472,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         cost = argo_map_cost(args.argo_map)
         print(f"one map of an Argo Workflow of {args.argo_map} steps: {cost:.0f} ms of CPU")
         return {"argo_map_ms": cost}
-    if args.can_schedule is not None:
-        cost = can_schedule_cost(args.can_schedule)
-        print(f"can_schedule with {args.can_schedule} waiting: {cost:.2f} ms of CPU")
-        return {"can_schedule_ms": cost}
+    if args.question is not None:
+        costs = {n: question_cost(n) for n in args.question}
+        for n, cost in costs.items():
+            print(
+                f"{n} waiting: can_schedule {cost['can_schedule_ms']:.3f} ms of CPU, "
+                f"fair's answer {cost['fair_ms']:.3f} ms"
+            )
+        return {"question": costs}
     if not WORKFLOW_CRD.exists():
         sys.exit(f"Error: Argo's Workflow CRD not found at {WORKFLOW_CRD.resolve()}")
     nodes = round(NODES_FULL * args.scale)

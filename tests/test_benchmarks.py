@@ -331,3 +331,11 @@ def test_node_scale_takes_the_ratio_round_by_round() -> None:
     assert out["wall_ratio"] == pytest.approx(1.2)
     assert out["cpu_ratio"] == pytest.approx(1.0)
     assert out["runs"] == 3
+
+
+def test_the_scale_benchmarks_question_launches_the_first_waiting_workflow_each_time() -> None:
+    """`benchmarks/scale.py --question`: each timed question follows a task's end, finds
+    room, and fair's answer launches (its asserts), on the full size's pool."""
+    scale = load_benchmark("scale")
+    cost = scale.question_cost(50, questions=20)
+    assert set(cost) == {"can_schedule_ms", "fair_ms"} and min(cost.values()) >= 0

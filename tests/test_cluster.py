@@ -359,3 +359,19 @@ def test_a_failed_task_frees_its_executor_and_is_launched_again():
     assert c.free_executors == 2 and c.needs_schedule
     assert c.runnable_stages() == [stage]  # its task is available again
     assert len(c.apply(Decision(stage, 2), 1.0)) == 1
+
+
+def test_no_executor_keeps_a_job_that_left():
+    """An executor remembers its last job (a task of another moves); once the job has
+    finished or been removed nothing refers to it (it is freed, and forks map it to none)."""
+    from idlegate.policy import make_scheduler
+    from idlegate.sim.engine import Engine
+    from idlegate.sim.workloads import build_workload
+
+    workload = build_workload("synthetic", 3, num_jobs=20)
+    engine = Engine.for_workload(workload, make_scheduler("fair"), 3)
+    engine.run(200.0)
+    cluster = engine.cluster
+    cluster.remove_job(cluster.jobs[0], cluster.now)
+    assert cluster.removed and cluster.done
+    assert all(j is None or j.finish is None for j in cluster._exec_job)

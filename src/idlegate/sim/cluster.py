@@ -742,12 +742,13 @@ class Cluster(PoolResources):
     def _release_executors(self, job: Job) -> None:
         """A job left: its free executors become unattached, its idle timers moot, its
         tasks beyond the pool forgotten (they are stopped)."""
-        self._free[None].extend(self._free.pop(job, []))
+        # (the executors last on the job are its free ones: none runs it now)
+        released = self._free.pop(job, [])
+        for e in released:
+            self._exec_job[e] = None
+        self._free[None].extend(released)
         if self.beyond:
             self.beyond = [(s, t) for s, t in self.beyond if s.job is not job]
-        for e in range(self.num_executors):
-            if self._exec_job[e] is job:
-                self._exec_job[e] = None
         for s in job.stages:
             s.idle_until = None
 
