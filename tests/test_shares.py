@@ -123,3 +123,12 @@ def test_the_trees_find_the_first_job_below_a_level_after_another():
     assert index.first_below(cluster, capacity, 0.0) is None
     assert index.first_below(cluster, capacity, inf, after=jobs[3]) is None
     assert index.first_below(cluster, capacity, 1.0, own=True) is None  # (none has its own)
+
+
+def test_the_index_answers_as_the_pass_behind_queues(both_ways):
+    """Behind the pool's queues (`sim.admission`), which show fair only the stages they
+    let start: each answer is the pass's."""
+    workload = build_workload("teams", 4, num_jobs=10)
+    workload = replace(workload, resources=ResourceVector.parse("cpu=24"))
+    simulate(workload, make_scheduler("fair"), seed=4)
+    assert any(isinstance(a, Decision) for a in both_ways)

@@ -72,6 +72,7 @@ from idlegate.errors import (
 from idlegate.sim.dag import Dag
 from idlegate.sim.fork import fork_cluster
 from idlegate.sim.pool import PoolResources
+from idlegate.sim.progress import can_run, hold, recount, remaining_cp
 from idlegate.sim.protocol import (
     WAIT,
     Action,
@@ -91,42 +92,6 @@ if TYPE_CHECKING:
     from idlegate.sim.admission import Admission
 
 TraceSink = Callable[[float, str, int, int, Any], None]
-
-
-def _remaining_cp(job: Job) -> float:
-    """The longest bottom level over the job's incomplete stages: the first incomplete one
-    in the DAG's order of bottom levels. A stage never becomes incomplete again, so each
-    look-up goes on from where the last stopped: all of a job's cost its stages once."""
-    order, stages, rank = job.dag.by_bottom_level, job.stages, job.cp_rank
-    while rank < len(order) and stages[order[rank]].finished >= stages[order[rank]].tasks:
-        rank += 1
-    job.cp_rank = rank
-    return job.dag.bottom_levels[order[rank]] if rank < len(order) else 0.0
-
-
-def _can_run(stage: Stage) -> bool:
-    """The stage may take an executor now: its parents are done, it has an available task
-    not launched yet, and it is not in an idle slot (the job's `runnable` holds these)."""
-    return stage.parents_left == 0 and stage.launched < stage.available and stage.idle_until is None
-
-
-def _hold(job: Job, amounts: tuple[int, ...], tasks: int) -> None:
-    """`tasks` more tasks of demand `amounts` run for `job` (negative: fewer): its `holding`."""
-    holding = job.holding
-    for i, amount in enumerate(amounts):
-        holding[i] += amount * tasks
-
-
-def _recount(job: Job) -> None:
-    """Derive a job's counts and runnable list from its stages' progress (a restore)."""
-    complete = [s.finished == s.tasks for s in job.stages]
-    for stage in job.stages:
-        stage.parents_left = sum(not complete[p] for p in job.dag.parents[stage.index])
-    job.stages_left = complete.count(False)
-    job.unlaunched = sum(s.tasks - s.launched for s in job.stages)
-    job.remaining_work = sum(s.remaining_work for s in job.stages)
-    job.remaining_cp = _remaining_cp(job)
-    job.runnable = [s for s in job.stages if _can_run(s)]
 
 
 class Cluster(PoolResources):
@@ -183,9 +148,8 @@ class Cluster(PoolResources):
         self.shares = Shares()
         """The jobs by dominant share (fair's index on a resource pool)."""
         self.changed: dict[Job, None] | None = None
-        """Jobs whose runnable stages changed (or that came or left) since the driver last
-        emptied it, for a driver that sets it to ``{}`` (the operator's Waiting Events);
-        None: not kept."""
+        """The jobs `touch`ed since the driver last emptied it, for a driver that sets it
+        to ``{}`` (the operator's Waiting Events); None: not kept."""
 
     # -- inputs ----------------------------------------------------------------------
 
@@ -272,7 +236,7 @@ class Cluster(PoolResources):
         stage.launched -= 1
         job.unlaunched += 1
         self._free_executor(executor, stage, now)
-        if _can_run(stage) and stage not in job.runnable:
+        if can_run(stage) and stage not in job.runnable:
             job.runnable.append(stage)
         self.touch(job)  # (its stage has a task to launch again, runnable or not)
 
@@ -286,7 +250,7 @@ class Cluster(PoolResources):
         job.held -= 1
         self.touch(job)
         if stage.need is not None:
-            _hold(job, stage.need.amounts, -1)
+            hold(job, stage.need.amounts, -1)
             self._give_back(stage.need, 1, (executor,))
         self.free_executors += 1
         self._busy_done += now - self._busy_since[executor]
@@ -376,7 +340,7 @@ class Cluster(PoolResources):
             if until > now and stage.launched == 0:
                 stage.idle_until = until
                 self.new_timers.append(stage)
-        _recount(job)
+        recount(job)
         self.touch(job)
         job.cap = max(cap, job.held)
         job.idle_inserted = idle_inserted
@@ -412,7 +376,7 @@ class Cluster(PoolResources):
             )
         stage.available = n
         job = stage.job
-        runnable = job.finish is None and _can_run(stage)
+        runnable = job.finish is None and can_run(stage)
         if runnable and stage not in job.runnable:
             job.runnable.append(stage)
             self.touch(job)
@@ -696,7 +660,7 @@ class Cluster(PoolResources):
         if self.admission is not None:
             self.admission.use(stage, len(executors), now)
         if stage.need is not None:
-            _hold(job, stage.need.amounts, len(executors))
+            hold(job, stage.need.amounts, len(executors))
             self._give_back(stage.need, -len(executors), executors)
         return launches
 
@@ -715,7 +679,7 @@ class Cluster(PoolResources):
             if child.parents_left == 0 and child.launched < child.available:
                 job.runnable.append(child)
                 self.touch(job)
-        job.remaining_cp = _remaining_cp(job)
+        job.remaining_cp = remaining_cp(job)
         if job.stages_left == 0:
             self._job_complete(job, now)
 
