@@ -30,6 +30,7 @@ from idlegate.sim.dag import Dag
 from idlegate.sim.pool import tasks_at_once
 from idlegate.sim.protocol import ClusterView, Job, Stage
 from idlegate.sim.resources import ResourceVector
+from idlegate.sim.shares import dominant_share as sim_dominant_share
 
 _SLACK = 1e-9
 """Shares are floats: the slack keeps 2.0000000001 tasks from rounding up to 3."""
@@ -89,23 +90,15 @@ def held_amounts(job: Job, capacity: tuple[int, ...]) -> Sequence[int]:
 
 def dominant_share(job: Job, num_executors: int, capacity: tuple[int, ...]) -> float:
     """The largest fraction of any resource of the pool (pods included) the job holds."""
-    share = job.held / num_executors
-    for amount, cap in zip(held_amounts(job, capacity), capacity, strict=True):
-        if amount:
-            share = max(share, amount / cap if cap > 0 else inf)
-    return share
+    return sim_dominant_share(job.held, held_amounts(job, capacity), num_executors, capacity)
 
 
 def reaches_share(job: Job, level: float, num_executors: int, capacity: tuple[int, ...]) -> bool:
-    """``dominant_share(job, num_executors, capacity) >= level``, the same comparisons, its
-    resources read only when its pods alone do not reach `level` (fair asks this of
-    every waiting workflow at each question)."""
-    if job.held / num_executors >= level:
-        return True
-    for amount, cap in zip(job.holding, capacity, strict=True):
-        if amount and (amount / cap if cap > 0 else inf) >= level:
-            return True
-    return False
+    """``dominant_share(job, num_executors, capacity) >= level``, its resources read only
+    when its pods alone do not reach `level` (a pass over every job asks this of each)."""
+    return (
+        job.held / num_executors >= level or dominant_share(job, num_executors, capacity) >= level
+    )
 
 
 def weighted_remaining_work(job: Job, num_executors: int, capacity: tuple[int, ...]) -> float:

@@ -403,7 +403,7 @@ class FairScheduler(_Baseline):
         k, free = view.num_executors, view.free_executors
         local_of, keep_source = view.free_executors_from, self.keep_source
         fallback: Decision | None = None
-        # (the cheap tests first: with thousands waiting, this loop is the decision's cost)
+        # (the cheap tests first: this passes over every job, for weighted shares or keep_source)
         for job, share in zip(active, self.fractions(active), strict=True):
             if not job.runnable:
                 continue
