@@ -369,12 +369,14 @@ def airflow_states(api: ApiServer, airflow: AirflowExecutor, namespace: str) -> 
 
 
 def question_cost(waiting: int, questions: int = 200) -> dict[str, float]:
-    """Milliseconds of CPU of one question of a decision, `Cluster.can_schedule` and then
-    `fair`'s answer, with `waiting` one-task workflows of the full size's pods waiting
-    behind 2,000 running on the full size's pool (the state machine alone, no operator):
-    before each question one running task ends and the last answer is launched, so each
-    question follows a change, as the operator's do. The means of `questions`, the
-    interpreter's garbage collection off while they run."""
+    """Milliseconds of CPU of one question of a decision, with `waiting` one-task workflows
+    of the full size's pods waiting behind 2,000 running on the full size's pool (the state
+    machine alone, no operator). Before each question one running task ends, so a stage
+    fits: `can_schedule_ms` is `Cluster.can_schedule` saying so and `fair_ms` is `fair`'s
+    answer. The answer is launched, the pool is full again, and `nothing_fits_ms` is
+    `can_schedule` saying so. Each question follows a change, as the operator's do. The
+    means of `questions`, after one unmeasured question of each kind (the first reads
+    every workflow), the interpreter's garbage collection off while they run."""
     from idlegate.policy import make_scheduler
     from idlegate.sim.cluster import Cluster
     from idlegate.sim.dag import Dag
@@ -392,11 +394,14 @@ def question_cost(waiting: int, questions: int = 200) -> dict[str, float]:
     for _ in range(2 * NODES_FULL):  # (the pool's CPUs, all taken)
         started = cluster.add_job(job(), 0.0)
         running += cluster.apply(Decision(started.stages[0], 1), 0.0)
-    for _ in range(waiting):
+    for _ in range(waiting + 1):  # (one for the unmeasured question)
         cluster.add_job(job(), 0.0)
     fair = make_scheduler("fair")
-    fair.decide(cluster)  # (the first question reads every workflow once)
-    spent = {"can_schedule_ms": 0.0, "fair_ms": 0.0}
+    assert not cluster.can_schedule()
+    cluster.task_finished(running.pop().executor, 0.5)
+    assert cluster.can_schedule()
+    running += cluster.apply(fair.decide(cluster), 0.5)
+    spent = {"can_schedule_ms": 0.0, "fair_ms": 0.0, "nothing_fits_ms": 0.0}
     gc.collect()
     gc.disable()  # (a collection's pause is not the question's)
     for i in range(questions):
@@ -411,6 +416,9 @@ def question_cost(waiting: int, questions: int = 200) -> dict[str, float]:
         spent["fair_ms"] += end - middle
         assert isinstance(answer, Decision)
         running += cluster.apply(answer, now)
+        start = time.process_time()
+        assert not cluster.can_schedule()
+        spent["nothing_fits_ms"] += time.process_time() - start
     gc.enable()
     return {k: round(v / questions * 1000, 3) for k, v in spent.items()}
 
@@ -458,7 +466,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--question",
         type=lambda text: [int(n) for n in text.split(",")],
         metavar="WAITING[,WAITING...]",
-        help="only time a decision's question (can_schedule and fair's answer) with WAITING "
+        help="only time a decision's question (can_schedule and fair's answer, and "
+        "can_schedule when nothing fits) with WAITING "
         "workflows waiting on a full pool of the full size's, each count in turn (no operator)",
     )
     parser.add_argument(
@@ -476,8 +485,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         costs = {n: question_cost(n) for n in args.question}
         for n, cost in costs.items():
             print(
-                f"{n} waiting: can_schedule {cost['can_schedule_ms']:.3f} ms of CPU, "
-                f"fair's answer {cost['fair_ms']:.3f} ms"
+                f"{n} waiting: a stage fits: can_schedule {cost['can_schedule_ms']:.3f} ms "
+                f"of CPU, fair's answer {cost['fair_ms']:.3f} ms; nothing fits: "
+                f"can_schedule {cost['nothing_fits_ms']:.3f} ms"
             )
         return {"question": costs}
     if not WORKFLOW_CRD.exists():

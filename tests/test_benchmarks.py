@@ -338,4 +338,6 @@ def test_the_scale_benchmarks_question_launches_the_first_waiting_workflow_each_
     room, and fair's answer launches (its asserts), on the full size's pool."""
     scale = load_benchmark("scale")
     cost = scale.question_cost(50, questions=20)
-    assert set(cost) == {"can_schedule_ms", "fair_ms"} and min(cost.values()) >= 0
+    assert (
+        set(cost) == {"can_schedule_ms", "fair_ms", "nothing_fits_ms"} and min(cost.values()) >= 0
+    )
