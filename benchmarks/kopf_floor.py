@@ -16,7 +16,12 @@ the other, `--repeat` times):
   handlers ``room-events`` (every pod) and ``pod-events`` (the workflow label);
 * ``one-each``: the operator's since (src/idlegate/operator/main.py): one index of every
   pod (a task pod under two keys, `idlegate.api.pod_index`) and one event handler;
-* ``event-only``: one event handler only.
+* ``event-only``: one event handler only;
+* ``one-each-writes``: ``one-each``, and the operator makes the pods' writes itself
+  through idlegate's API client (`KubeApi`, as many at once as the operator's default
+  ``--api-concurrency``): it creates every pod, releases ``--room`` of them, and then one
+  each time its event handler sees a pod ``Succeeded``; the least a gating operator
+  writes, a pod's creation and release, on top of ``one-each``.
 
 For each it prints the operator's CPU milliseconds a pod (from /proc, from the moment the
 first pod is created to the moment its handler saw every pod ``Succeeded``, so Linux only),
@@ -25,6 +30,7 @@ median of each repeat's ratio: the load of a shared machine drifts between them)
 end one JSON object with every run.
 
     python -m benchmarks.kopf_floor [--pods 2000] [--room 200] [--repeat 1] [--out floor.json]
+    python -m benchmarks.kopf_floor --essence   # only kopf's essence of a pod at one event
 
 (run from the repository root: the script imports the test API server from tests/k8s).
 """
@@ -32,6 +38,7 @@ end one JSON object with every run.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import logging
 import signal
@@ -41,8 +48,9 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from idlegate.api.labels import LABEL_WORKFLOW
 from idlegate.api.pod_index import pod_keys
@@ -55,7 +63,7 @@ try:  # the test API server needs the dev extra (kmock), the operator its own ex
     import kopf
 
     from benchmarks.operator_burst import fetch, free_port, process
-    from idlegate.operator.edge.kube import connection_info, load_configuration
+    from idlegate.operator.edge.kube import KubeApi, connection_info, load_configuration
     from idlegate.operator.edge.watchdog import KopfRetryLog
     from idlegate.operator.main import configure_kopf, quiet_event_handlers
     from idlegate.operator.metrics import Metrics
@@ -75,7 +83,7 @@ except ModuleNotFoundError as exc:
         raise
     sys.exit(f"Error: {one_line(error)}")
 
-HANDLERS = ("two-each", "one-each", "event-only")
+HANDLERS = ("two-each", "one-each", "event-only", "one-each-writes")
 """The handler sets measured (the module docstring), the first the others' ratios' base."""
 REQUESTS = {"cpu": "4", "memory": "8Gi"}
 """A task pod's requests (the scale run's): two fit a node."""
@@ -108,7 +116,7 @@ def register(
         async def pod_event(**_: Any) -> None:
             pass
 
-    elif handlers == "one-each":
+    elif handlers.startswith("one-each"):
 
         @kopf.index("v1", "pods", registry=registry, id="pods")
         async def pods(
@@ -121,8 +129,60 @@ def register(
         seen(event["object"])
 
 
+class Writer:
+    """The pods' writes of ``one-each-writes``, in the minimal operator's loop: once the
+    file `go` exists, create `pods` task pods (`manifests`) through `KubeApi`, then
+    release `room` of them; `release_next` releases one more (a pod ended)."""
+
+    def __init__(self, configuration: Any, namespace: str, pods: int, room: int) -> None:
+        concurrency = Settings(pool_size=1).api_concurrency
+        self.kube = KubeApi(configuration, concurrency=concurrency)
+        self.limit = asyncio.Semaphore(concurrency)
+        self.namespace, self.bodies, self.room = namespace, manifests(namespace, pods), room
+        self.created: list[dict[str, Any]] = []
+        self.released = 0
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    def start(self, go: Path) -> None:
+        self._spawn(self._run(go))
+
+    def _spawn(self, work: Any) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self.tasks.add(task)  # (kept until done: the loop holds tasks weakly)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _run(self, go: Path) -> None:
+        while not go.exists():
+            await asyncio.sleep(0.05)
+
+        async def create(body: dict[str, Any]) -> dict[str, Any]:
+            async with self.limit:
+                return await self.kube.create_pod(self.namespace, body)
+
+        self.created = list(await asyncio.gather(*(create(b) for b in self.bodies)))
+        for _ in range(self.room):
+            self.release_next()
+
+    def release_next(self) -> None:
+        if self.released < len(self.created):
+            pod, self.released = self.created[self.released], self.released + 1
+            self._spawn(self._release(pod, self.released % self.room))
+
+    async def _release(self, pod: dict[str, Any], executor: int) -> None:
+        patch = release_patch(pod, executor)
+        if patch is not None:
+            async with self.limit:
+                await self.kube.patch_pod(self.namespace, pod["metadata"]["name"], patch)
+
+
 def serve(
-    handlers: str, kubeconfig: Path, namespace: str, pods: int, health: int, done: Path
+    handlers: str,
+    kubeconfig: Path,
+    namespace: str,
+    pods: int,
+    room: int,
+    health: int,
+    done: Path,
 ) -> None:
     """Run the minimal operator until SIGTERM; write `done` (its events, JSON) once its
     event handler saw `pods` pods ``Succeeded``."""
@@ -132,21 +192,28 @@ def serve(
     succeeded: set[str] = set()
     events = 0
 
+    configuration = load_configuration(kubeconfig)
+    writer = Writer(configuration, namespace, pods, room) if handlers.endswith("writes") else None
+
     def seen(pod: Mapping[str, Any]) -> None:
         nonlocal events
         events += 1
         if (pod.get("status") or {}).get("phase") == "Succeeded":
-            succeeded.add(pod["metadata"]["name"])
+            name = pod["metadata"]["name"]
+            if writer is not None and name not in succeeded:
+                writer.release_next()
+            succeeded.add(name)
             if len(succeeded) == pods and not done.exists():
                 done.write_text(json.dumps({"events": events}))
 
     register(registry, handlers, seen)
-    configuration = load_configuration(kubeconfig)
 
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
         configure_kopf(settings, Settings(pool_size=1), Metrics(1, "fifo"))
         KopfRetryLog().install()
+        if writer is not None:
+            writer.start(done.with_suffix(".go"))
 
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:
@@ -213,6 +280,7 @@ def measure(
     command = [
         *(sys.executable, "-m", "benchmarks.kopf_floor", "--serve", handlers),
         *("--kubeconfig", str(api.kubeconfig), "--namespace", namespace, "--pods", str(pods)),
+        *("--room", str(room)),
         *("--health-port", str(health), "--done", str(done)),
     ]
     proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
@@ -223,17 +291,22 @@ def measure(
                 sys.exit("Error: the minimal operator did not start (its log: --log)")
             time.sleep(0.1)
         bodies = manifests(namespace, pods)
-        with SimKubelet(api, namespace):
+        writes = handlers.endswith("writes")
+        with SimKubelet(api, namespace), ExitStack() as stack:
             before, start = process(proc.pid)["cpu_seconds"], time.monotonic()
-            for body in bodies:
-                api.create(PODS, body, namespace)
-            with Releaser(api, namespace, [b["metadata"]["name"] for b in bodies], room):
-                deadline = time.monotonic() + 60 + pods  # (a safety net against a hang)
-                while not done.exists():
-                    if time.monotonic() > deadline or proc.poll() is not None:
-                        sys.exit("Error: the minimal operator did not see every pod end")
-                    time.sleep(0.05)
-                after, elapsed = process(proc.pid)["cpu_seconds"], time.monotonic() - start
+            if writes:  # (the operator creates and releases them)
+                done.with_suffix(".go").touch()
+            else:
+                for body in bodies:
+                    api.create(PODS, body, namespace)
+                names = [b["metadata"]["name"] for b in bodies]
+                stack.enter_context(Releaser(api, namespace, names, room))
+            deadline = time.monotonic() + 60 + pods  # (a safety net against a hang)
+            while not done.exists():
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    sys.exit("Error: the minimal operator did not see every pod end")
+                time.sleep(0.05)
+            after, elapsed = process(proc.pid)["cpu_seconds"], time.monotonic() - start
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
@@ -247,6 +320,31 @@ def measure(
         "events_per_pod": round(events / pods, 2),
         "wall_seconds": round(elapsed, 1),
     }
+
+
+def essence_cost(repeat: int = 5000) -> dict[str, float]:
+    """Microseconds of CPU kopf spends on a task pod's essence at each of its events (its
+    diff base built and its progress cleared), with kopf's storage and with the operator's
+    (`OursOnlyDiffBase`); the pod as `manifests` makes it, with a Running status."""
+    from idlegate.operator.main import ANNOTATION_PREFIX, OursOnlyDiffBase
+
+    pod = manifests("ns", 1)[0]
+    ready = {"type": "Ready", "status": "True"}
+    body = kopf.Body(
+        cast(kopf.RawBody, {**pod, "status": {"phase": "Running", "conditions": [ready]}})
+    )
+    key = "last-handled-configuration"
+    progress = kopf.AnnotationsProgressStorage(prefix=ANNOTATION_PREFIX)
+    costs = {}
+    for name, storage in (
+        ("kopf", kopf.AnnotationsDiffBaseStorage(prefix=ANNOTATION_PREFIX, key=key)),
+        ("operator", OursOnlyDiffBase(prefix=ANNOTATION_PREFIX, key=key)),
+    ):
+        start = time.process_time()
+        for _ in range(repeat):
+            progress.clear(essence=storage.build(body=body))
+        costs[name] = round((time.process_time() - start) / repeat * 1e6, 1)
+    return costs
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -265,6 +363,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument("--log", type=Path, help="keep the operators' output here")
     parser.add_argument("--out", type=Path, help="also write the figures here (JSON)")
+    parser.add_argument(
+        "--essence",
+        action="store_true",
+        help="only time kopf's essence of a task pod at one event, with kopf's diff base "
+        "storage and the operator's (no operator)",
+    )
     parser.add_argument("--serve", choices=HANDLERS, help=argparse.SUPPRESS)
     for hidden in ("--kubeconfig", "--namespace", "--health-port", "--done"):
         parser.add_argument(hidden, help=argparse.SUPPRESS)
@@ -275,10 +379,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             Path(args.kubeconfig),
             args.namespace,
             args.pods,
+            args.room,
             int(args.health_port),
             Path(args.done),
         )
         return {}
+    if args.essence:
+        costs = essence_cost()
+        print(
+            f"a task pod's essence at one event: {costs['kopf']} us of CPU with kopf's "
+            f"storage, {costs['operator']} us with the operator's"
+        )
+        return costs
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as name, ApiServer(Path(name)) as api:
         tmp = Path(name)

@@ -88,7 +88,7 @@ from tests.argo_data import WORKFLOW_CRD
 from tests.argo_workflows import argo
 from tests.e2e import DWF, Periodic, new_namespace, stage, workflow
 from tests.k8s.airflow_executor import AirflowExecutor, layered
-from tests.k8s.apiserver import NODES
+from tests.k8s.apiserver import NODES, Write
 from tests.k8s.argo_controller import WORKFLOWS, ArgoController
 from tests.k8s.harness import ApiServer
 from tests.k8s.kubelet import SimKubelet
@@ -262,6 +262,14 @@ def run(
         over = airflow is None or api.call(airflow.done, namespace, AIRFLOW_RUN)
         return monitor.finished.is_set() and over
 
+    writes: Counter[str] = Counter()
+
+    def audited(write: Write) -> None:  # (in the API server's loop)
+        sub = f"/{write.subresource}" if write.subresource else ""
+        agent = write.user_agent.split("/")[0]
+        writes[f"{agent} {write.method} {write.resource.plural}{sub}"] += 1
+
+    stack.callback(api.call(api.emulator.audit, audited))
     proc = operator(
         api,
         nodes * 110,
@@ -347,6 +355,7 @@ def run(
         "harness_cores": round(harness / elapsed, 2),
         "operator": figures,
         "cpu_ms_per_pod": round(figures["cpu_seconds"] * 1000 / max(seen.pods, 1), 2),
+        "writes_per_pod": {k: round(n / max(seen.pods, 1), 3) for k, n in sorted(writes.items())},
         "status_lag_s": {
             "median": round(lags[len(lags) // 2], 2) if lags else None,
             "max": round(lags[-1], 2) if lags else None,
@@ -400,7 +409,9 @@ def question_cost(waiting: int, questions: int = 200) -> dict[str, float]:
     assert not cluster.can_schedule()
     cluster.task_finished(running.pop().executor, 0.5)
     assert cluster.can_schedule()
-    running += cluster.apply(fair.decide(cluster), 0.5)
+    first = fair.decide(cluster)
+    assert isinstance(first, Decision)
+    running += cluster.apply(first, 0.5)
     spent = {"can_schedule_ms": 0.0, "fair_ms": 0.0, "nothing_fits_ms": 0.0}
     gc.collect()
     gc.disable()  # (a collection's pause is not the question's)
@@ -483,11 +494,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return {"argo_map_ms": cost}
     if args.question is not None:
         costs = {n: question_cost(n) for n in args.question}
-        for n, cost in costs.items():
+        for n, each in costs.items():
             print(
-                f"{n} waiting: a stage fits: can_schedule {cost['can_schedule_ms']:.3f} ms "
-                f"of CPU, fair's answer {cost['fair_ms']:.3f} ms; nothing fits: "
-                f"can_schedule {cost['nothing_fits_ms']:.3f} ms"
+                f"{n} waiting: a stage fits: can_schedule {each['can_schedule_ms']:.3f} ms "
+                f"of CPU, fair's answer {each['fair_ms']:.3f} ms; nothing fits: "
+                f"can_schedule {each['nothing_fits_ms']:.3f} ms"
             )
         return {"question": costs}
     if not WORKFLOW_CRD.exists():

@@ -170,3 +170,37 @@ def test_whether_a_stage_can_start_tries_each_shape_of_need_once(monkeypatch):
     cluster.add_job(job("1"), 0.0)  # fits
     tries.clear()
     assert cluster.can_schedule() and len(tries) == 3
+
+
+def test_kopf_keeps_a_diff_base_of_our_own_kinds_only():
+    """kopf diffs an object's essence for its changing handlers (create, update, resume):
+    every one of ours is on our own kinds, so `OursOnlyDiffBase` copies only their bodies
+    and builds an empty essence of a pod (of which kopf made a deep copy at each of its
+    events)."""
+    import kopf
+
+    from idlegate.api.crd import GROUP
+    from idlegate.operator.main import ANNOTATION_PREFIX, Operator, OursOnlyDiffBase
+    from idlegate.operator.main import build_registry
+    from idlegate.operator.settings import Settings
+    from tests.operator_fakes import FakeClock, FakeKube
+
+    operator = Operator(Settings(pool_size=2, clock=FakeClock()), kube=FakeKube())
+    changing = list(build_registry(operator)._changing.get_all_handlers())
+    assert {h.id for h in changing} >= {"admit", "spec/spec", "cron", "pool"}
+    assert {h.selector.group for h in changing} == {GROUP}
+    ours = OursOnlyDiffBase(prefix=ANNOTATION_PREFIX, key="last-handled-configuration")
+    kopfs = kopf.AnnotationsDiffBaseStorage(
+        prefix=ANNOTATION_PREFIX, key="last-handled-configuration"
+    )
+    workflow = {
+        "apiVersion": f"{GROUP}/v1alpha1",
+        "kind": "DagWorkflow",
+        "metadata": {"name": "w", "labels": {"team": "a"}},
+        "spec": {"stages": [{"name": "a"}]},
+        "status": {"phase": "Running"},
+    }
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"x": 1}}
+    built = ours.build(body=kopf.Body(workflow))
+    assert built == kopfs.build(body=kopf.Body(workflow)) and "spec" in built
+    assert ours.build(body=kopf.Body(pod)) == {} != kopfs.build(body=kopf.Body(pod))
