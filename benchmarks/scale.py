@@ -36,6 +36,8 @@ to 3 wall seconds. Progress is printed every 10 s; at the end one JSON object:
   Linux only), and ``cpu_ms_per_pod`` (its CPU over the pods created);
 * ``peak_waiting_workflows``: the most workflows admitted whose first task was not released
   yet (the operator's gauge ``idlegate_pending_workflows``, read every second);
+* ``writes_per_pod``: the operator's write requests over the pods created, by sender (its
+  own client, ``idlegate``, or kopf's), method and resource (from the API server's audit);
 * ``status_lag_s``: per DagWorkflow, the wall seconds from its last pod ending to its
   status saying Succeeded (what ``kubectl get dagworkflows`` shows late), median and max;
 * ``pods``, ``pods_created_twice``, ``released``, ``unschedulable`` and

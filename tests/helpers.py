@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import sys
 from collections.abc import Callable
@@ -16,7 +17,9 @@ from idlegate.sim.alibaba import ENV_VAR as ALIBABA_ENV_VAR
 from idlegate.sim.alibaba import default_alibaba_dir
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import JobArrival, Workload
+from idlegate.sim.pool import identical_nodes
 from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision, Stage
+from idlegate.sim.resources import ResourceVector
 from idlegate.sim.spec import parse_workflow
 from idlegate.sim.tpch import ENV_VAR, default_tpch_dir
 from idlegate.sim.workloads import build_workload
@@ -238,3 +241,15 @@ def wide_workflow(stages: int = WIDE_STAGES, name: str = "wide") -> dict[str, An
         "metadata": {"name": name, "namespace": "default"},
         "spec": {"stages": spec},
     }
+
+
+def batch_on_nodes(seed: int, num_jobs: int, nodes: int) -> Workload:
+    """k8s-batch with its pods' requests on a pool of three 8-CPU, 32 GiB nodes' worth of
+    resources, counted as one (`nodes` 0) or on `nodes` such nodes: stages of several
+    sizes, some that do not fit while others run."""
+    workload = build_workload("k8s-batch", seed, num_jobs=num_jobs, requests=True)
+    node = ResourceVector.parse("cpu=8,memory=32Gi")
+    if not nodes:
+        return dataclasses.replace(workload, resources=node * 3)
+    spread = identical_nodes(node, nodes, workload.num_executors)
+    return dataclasses.replace(workload, resources=node * nodes, nodes=spread)

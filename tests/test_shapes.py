@@ -3,8 +3,6 @@ answer of asking every runnable stage, at the cost of the jobs that changed."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 import idlegate.sim.shapes as shapes_module
@@ -12,11 +10,11 @@ from idlegate.policy import make_scheduler
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import simulate
-from idlegate.sim.pool import identical_nodes
 from idlegate.sim.protocol import Decision, launchable
 from idlegate.sim.resources import ResourceVector
 from idlegate.sim.spec import parse_workflow
 from idlegate.sim.workloads import build_workload
+from tests.helpers import batch_on_nodes
 
 
 def one_stage(cpu: str, tasks: int = 1, gang: bool = False) -> Dag:
@@ -55,12 +53,7 @@ def checked(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
 def test_the_index_answers_as_asking_every_runnable_stage(checked, scheduler, nodes):
     """On a pool of resources, with and without nodes, under rules that leave different
     stages waiting: each question's answer is the long way's."""
-    workload = build_workload("k8s-batch", 5, num_jobs=40, requests=True)
-    node = ResourceVector.parse("cpu=8,memory=32Gi")
-    workload = replace(workload, resources=node * 3)
-    if nodes:
-        spread = identical_nodes(node, nodes, workload.num_executors)
-        workload = replace(workload, resources=node * nodes, nodes=spread)
+    workload = batch_on_nodes(5, 40, nodes)
     simulate(workload, make_scheduler(scheduler), seed=5)
     assert True in checked and False in checked
 

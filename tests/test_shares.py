@@ -15,12 +15,12 @@ from idlegate.policy.heuristics import FairScheduler
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import simulate
-from idlegate.sim.pool import identical_nodes
 from idlegate.sim.protocol import WAIT, Decision
 from idlegate.sim.resources import ResourceVector
 from idlegate.sim.shares import Shares, dominant_share
 from idlegate.sim.spec import parse_workflow
 from idlegate.sim.workloads import build_workload
+from tests.helpers import batch_on_nodes
 
 
 def one_stage(cpu: str, tasks: int = 1) -> Dag:
@@ -54,12 +54,7 @@ def both_ways(monkeypatch: pytest.MonkeyPatch) -> list[object]:
 def test_the_index_answers_as_the_pass_over_every_job(both_ways, scale, nodes):
     """Shares narrowed and widened, on a pool with and without nodes, with requests of
     several sizes (stages that do not fit are passed over): each answer is the pass's."""
-    workload = build_workload("k8s-batch", 11, num_jobs=60, requests=True)
-    node = ResourceVector.parse("cpu=8,memory=32Gi")
-    workload = replace(workload, resources=node * 3)
-    if nodes:
-        spread = identical_nodes(node, nodes, workload.num_executors)
-        workload = replace(workload, resources=node * nodes, nodes=spread)
+    workload = batch_on_nodes(11, 60, nodes)
     simulate(workload, make_scheduler(f"fair?scale={scale}"), seed=11)
     assert WAIT in both_ways and any(isinstance(a, Decision) for a in both_ways)
 
