@@ -65,7 +65,7 @@ try:  # the test API server needs the dev extra (kmock), the operator its own ex
     from benchmarks.operator_burst import fetch, free_port, process
     from idlegate.operator.edge.kube import KubeApi, connection_info, load_configuration
     from idlegate.operator.edge.watchdog import KopfRetryLog
-    from idlegate.operator.main import configure_kopf, quiet_event_handlers
+    from idlegate.operator.kopf_settings import configure_kopf, quiet_event_handlers
     from idlegate.operator.metrics import Metrics
     from idlegate.operator.settings import Settings
     from tests.e2e import new_namespace
@@ -326,7 +326,7 @@ def essence_cost(repeat: int = 5000) -> dict[str, float]:
     """Microseconds of CPU kopf spends on a task pod's essence at each of its events (its
     diff base built and its progress cleared), with kopf's storage and with the operator's
     (`OursOnlyDiffBase`); the pod as `manifests` makes it, with a Running status."""
-    from idlegate.operator.main import ANNOTATION_PREFIX, OursOnlyDiffBase
+    from idlegate.operator.kopf_settings import ANNOTATION_PREFIX, OursOnlyDiffBase
 
     pod = manifests("ns", 1)[0]
     ready = {"type": "Ready", "status": "True"}

@@ -21,7 +21,8 @@ from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.edge.applier import Applier, EventRecorder, Lanes, WriteGate
 from idlegate.operator.edge.kube import ApiError, NotLeaderError
 from idlegate.operator.edge.leader import Elector, identity
-from idlegate.operator.main import Operator, build_registry, quiet_event_handlers
+from idlegate.operator.kopf_settings import quiet_event_handlers
+from idlegate.operator.main import Operator, build_registry
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
 from tests.operator_fakes import FakeKube

@@ -180,7 +180,8 @@ def test_kopf_keeps_a_diff_base_of_our_own_kinds_only():
     import kopf
 
     from idlegate.api.crd import GROUP
-    from idlegate.operator.main import ANNOTATION_PREFIX, Operator, OursOnlyDiffBase, build_registry
+    from idlegate.operator.kopf_settings import ANNOTATION_PREFIX, OursOnlyDiffBase
+    from idlegate.operator.main import Operator, build_registry
     from idlegate.operator.settings import Settings
     from tests.operator_fakes import FakeClock, FakeKube
 
