@@ -26,7 +26,7 @@ the other, `--repeat` times):
 For each it prints the operator's CPU milliseconds a pod (from /proc, from the moment the
 first pod is created to the moment its handler saw every pod ``Succeeded``, so Linux only),
 the watch events a pod (medians over the repeats), and its ratio to ``two-each`` (the
-median of each repeat's ratio: the load of a shared machine drifts between them); at the
+median of each repeat's ratio: rounds differ more than the sets of one round do); at the
 end one JSON object with every run.
 
     python -m benchmarks.kopf_floor [--pods 2000] [--room 200] [--repeat 1] [--out floor.json]
@@ -407,7 +407,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for h in HANDLERS:
         of = [r for r in runs if r["handlers"] == h]
         median[h] = statistics.median(r["cpu_ms_per_pod"] for r in of)
-        # (each to the first set's run of its round: the machine's load drifts between rounds)
+        # (each to the first set's run of its round: rounds differ more than sets in a round)
         base = runs[:: len(HANDLERS)]
         each = [r["cpu_ms_per_pod"] / b["cpu_ms_per_pod"] for r, b in zip(of, base, strict=True)]
         ratio[h] = round(statistics.median(each), 3)

@@ -22,6 +22,8 @@ A run at `--scale F` has F times the nodes and the DagWorkflows (`--scale 0.1`: 
 (`--argo-steps` and `--airflow-tasks` set their sizes at any scale; 0: none). Tasks run 1
 to 3 wall seconds. Progress is printed every 10 s; at the end one JSON object:
 
+* what ran: ``nodes``, ``workflows``, ``argo_steps``, ``airflow_tasks``, ``scheduler``,
+  ``pool``, and ``wall_seconds`` and ``decisions`` (the policy's answers, from its metric);
 * ``decision_p99_ms`` (from the operator's histogram ``idlegate_decision_duration_seconds``:
   the time the policy takes to answer one question, interpolated in its buckets as
   Prometheus' ``histogram_quantile`` does) and ``decisions_within_5ms`` (the share of
