@@ -83,7 +83,9 @@ except ModuleNotFoundError as exc:
         raise
     sys.exit(f"Error: {one_line(error)}")
 
-HANDLERS = ("two-each", "one-each", "event-only", "one-each-writes")
+WRITES = "one-each-writes"
+"""The handler set whose operator also makes the pods' writes (`Writer`)."""
+HANDLERS = ("two-each", "one-each", "event-only", WRITES)
 """The handler sets measured (the module docstring), the first the others' ratios' base."""
 REQUESTS = {"cpu": "4", "memory": "8Gi"}
 """A task pod's requests (the scale run's): two fit a node."""
@@ -116,7 +118,7 @@ def register(
         async def pod_event(**_: Any) -> None:
             pass
 
-    elif handlers.startswith("one-each"):
+    elif handlers in ("one-each", WRITES):
 
         @kopf.index("v1", "pods", registry=registry, id="pods")
         async def pods(
@@ -193,7 +195,7 @@ def serve(
     events = 0
 
     configuration = load_configuration(kubeconfig)
-    writer = Writer(configuration, namespace, pods, room) if handlers.endswith("writes") else None
+    writer = Writer(configuration, namespace, pods, room) if handlers == WRITES else None
 
     def seen(pod: Mapping[str, Any]) -> None:
         nonlocal events
@@ -291,10 +293,9 @@ def measure(
                 sys.exit("Error: the minimal operator did not start (its log: --log)")
             time.sleep(0.1)
         bodies = manifests(namespace, pods)
-        writes = handlers.endswith("writes")
         with SimKubelet(api, namespace), ExitStack() as stack:
             before, start = process(proc.pid)["cpu_seconds"], time.monotonic()
-            if writes:  # (the operator creates and releases them)
+            if handlers == WRITES:  # (the operator creates and releases them)
                 done.with_suffix(".go").touch()
             else:
                 for body in bodies:
@@ -326,14 +327,14 @@ def essence_cost(repeat: int = 5000) -> dict[str, float]:
     """Microseconds of CPU kopf spends on a task pod's essence at each of its events (its
     diff base built and its progress cleared), with kopf's storage and with the operator's
     (`OursOnlyDiffBase`); the pod as `manifests` makes it, with a Running status."""
-    from idlegate.operator.kopf_settings import ANNOTATION_PREFIX, OursOnlyDiffBase
+    from idlegate.operator.kopf_settings import ANNOTATION_PREFIX, DIFF_BASE_KEY, OursOnlyDiffBase
 
     pod = manifests("ns", 1)[0]
     ready = {"type": "Ready", "status": "True"}
     body = kopf.Body(
         cast(kopf.RawBody, {**pod, "status": {"phase": "Running", "conditions": [ready]}})
     )
-    key = "last-handled-configuration"
+    key = DIFF_BASE_KEY
     progress = kopf.AnnotationsProgressStorage(prefix=ANNOTATION_PREFIX)
     costs = {}
     for name, storage in (

@@ -1,5 +1,6 @@
 """benchmarks/kopf_floor.py's ``one-each-writes``: the minimal operator's own writes, a
-pod's creation and its release, through idlegate's API client (the figures: docs/scale.md)."""
+pod's creation and its release, through idlegate's API client (the figures:
+deploy/README.md, "At scale")."""
 
 from __future__ import annotations
 

@@ -180,7 +180,7 @@ def test_kopf_keeps_a_diff_base_of_our_own_kinds_only():
     import kopf
 
     from idlegate.api.crd import GROUP
-    from idlegate.operator.kopf_settings import ANNOTATION_PREFIX, OursOnlyDiffBase
+    from idlegate.operator.kopf_settings import ANNOTATION_PREFIX, DIFF_BASE_KEY, OursOnlyDiffBase
     from idlegate.operator.main import Operator, build_registry
     from idlegate.operator.settings import Settings
     from tests.operator_fakes import FakeClock, FakeKube
@@ -189,10 +189,8 @@ def test_kopf_keeps_a_diff_base_of_our_own_kinds_only():
     changing = list(build_registry(operator)._changing.get_all_handlers())
     assert {h.id for h in changing} >= {"admit", "spec/spec", "cron", "pool"}
     assert {h.selector.group for h in changing} == {GROUP}
-    ours = OursOnlyDiffBase(prefix=ANNOTATION_PREFIX, key="last-handled-configuration")
-    kopfs = kopf.AnnotationsDiffBaseStorage(
-        prefix=ANNOTATION_PREFIX, key="last-handled-configuration"
-    )
+    ours = OursOnlyDiffBase(prefix=ANNOTATION_PREFIX, key=DIFF_BASE_KEY)
+    kopfs = kopf.AnnotationsDiffBaseStorage(prefix=ANNOTATION_PREFIX, key=DIFF_BASE_KEY)
     workflow = {
         "apiVersion": f"{GROUP}/v1alpha1",
         "kind": "DagWorkflow",

@@ -18,6 +18,8 @@ from idlegate.operator.settings import Settings
 
 ANNOTATION_PREFIX = "idlegate.io"
 """kopf's own annotations (handler progress, last handled spec) use this prefix."""
+DIFF_BASE_KEY = "last-handled-configuration"
+"""The annotation (under `ANNOTATION_PREFIX`) of the last handled spec."""
 
 
 def configure_kopf(settings: kopf.OperatorSettings, ours: Settings, metrics: Metrics) -> None:
@@ -37,7 +39,7 @@ def configure_kopf(settings: kopf.OperatorSettings, ours: Settings, metrics: Met
         prefix=ANNOTATION_PREFIX
     )
     settings.persistence.diffbase_storage = OursOnlyDiffBase(
-        prefix=ANNOTATION_PREFIX, key="last-handled-configuration"
+        prefix=ANNOTATION_PREFIX, key=DIFF_BASE_KEY
     )
     # our Events are posted by the operator itself; kopf posts only its own warnings
     settings.posting.level = logging.WARNING

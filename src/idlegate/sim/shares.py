@@ -5,8 +5,8 @@ job, in arrival order, with a launchable stage whose dominant share is below its
 of the pool, 1/n of it for n jobs with tasks to launch; a later one with free executors
 of its own (no move) goes first. Answered by passing over the jobs, each question reads
 the share of every job before the one chosen, and those are many when thousands wait
-behind jobs holding their share already: 0.79 ms of CPU a question with 4,000 waiting,
-0.017 ms with this index (`python -m benchmarks.scale --question 4000`, deploy/README.md).
+behind jobs holding their share already: 0.82 ms of CPU a question with 4,000 waiting,
+0.016 ms with this index (`python -m benchmarks.scale --question 4000`, deploy/README.md).
 
 `Shares` keeps, per job with a runnable stage, its dominant share (the largest fraction of
 any resource of the pool, its pods included, its running tasks hold: `dominant_share`) in
