@@ -777,7 +777,3 @@ class Cluster(PoolResources):
                 for i, n in enumerate(stage.need.amounts):
                     held[i] += n * (self.now - self._busy_since[e])
         return {name: h / MILLI for name, h in zip(self.resource_names, held, strict=True)}
-
-    def busy_counts(self) -> Iterable[int]:
-        """Executors busy per job in the system (for invariant checks)."""
-        return (j.held for j in self.jobs)
