@@ -159,7 +159,7 @@ def compare(
     JSON (summaries, runs, setting; no table).
     """
     settings = CompareConfig(**config, options=options)
-    cmp, paths, elapsed = run_compare(settings, out, ray, as_json=as_json)
+    cmp, paths, elapsed = run_compare(settings, out, ray)
     if as_json:
         typer.echo(json.dumps(cmp.to_dict(include_jct=False), indent=2))
         for p in paths.values():  # stdout stays one JSON document
@@ -514,7 +514,7 @@ def history_alibaba(
     Terminated a workflow, arriving at its first task's start, each task a stage of its
     instances running its measured span; replay it with simulate -w file (docs/workloads.md)."""
     with user_errors():
-        from idlegate.evaluation.console import stderr_progress
+        from idlegate.progress import stderr_progress
         from idlegate.sim.history import history_text, in_queue, read_batch_tasks, write_history
 
         with stderr_progress(batch_tasks.name, None) as bar:
@@ -698,15 +698,17 @@ def advise(
     """
     from idlegate.evaluation.advise import run_advise
     from idlegate.evaluation.advise_report import to_markdown, write_advice
-    from idlegate.evaluation.console import stderr_progress
     from idlegate.evaluation.files import check_out_dir
     from idlegate.evaluation.pool import open_runs_pool
+    from idlegate.progress import stderr_progress
 
     settings = AdviseConfig(**config)
     if out is not None:
         check_out_dir(out)  # fail before the runs, not after
-    typer.echo(f"replaying {history} ({settings.seeds} seeds per candidate) ...", err=True)
-    with open_runs_pool(settings.jobs, ray) as pool, stderr_progress("replaying", None) as bar:
+    # (what it replays is said by the progress, once the history has loaded: a file that
+    # does not is its one line of error)
+    what = f"replaying {history.name} ({settings.seeds} seeds per candidate)"
+    with open_runs_pool(settings.jobs, ray) as pool, stderr_progress(what) as bar:
         advice = run_advise(
             history,
             settings,

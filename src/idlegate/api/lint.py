@@ -98,6 +98,7 @@ from idlegate.sim.dag import Dag
 from idlegate.sim.history import parse_record
 from idlegate.sim.resources import ResourceVector
 from idlegate.sim.spec import describe, parse_workflow
+from idlegate.textfiles import not_utf8
 
 STDIN = "-"
 """The path that means standard input."""
@@ -188,7 +189,7 @@ class LintReport:
     notes: list[Note] = field(default_factory=list)
     """Documents skipped (other kinds) and inputs with nothing to check."""
     files: int = 0
-    """Files read (standard input counts as one)."""
+    """Files checked, read or not (standard input counts as one)."""
     workflows: int = 0
     """DagWorkflow and DagCronWorkflow objects checked."""
     cron_workflows: int = 0
@@ -441,8 +442,8 @@ def _read(source: _Source, stdin: TextIO) -> str:
         return source.path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise IdlegateError("cannot read: no such file or directory") from None
-    except UnicodeDecodeError:
-        raise IdlegateError("cannot read: not a UTF-8 text file") from None
+    except UnicodeDecodeError as exc:
+        raise IdlegateError(not_utf8(exc)) from None
     except OSError as exc:
         raise IdlegateError(f"cannot read: {exc.strerror or exc}") from None
 
@@ -727,12 +728,12 @@ def lint_paths(
         report, pool_size, policy or NamespacePolicy(), pool_resources, samples=history_samples
     )
     for source in _sources(paths, report):
+        report.files += 1  # (one that cannot be read too: it was checked, and is a problem)
         try:
             text = _read(source, stdin or sys.stdin)
         except IdlegateError as exc:
             report.problems.append(Problem(source.name, str(exc)))
             continue
-        report.files += 1
         documents = 0
         for index, doc in _documents(text, source, report):
             documents += doc is not None

@@ -1,0 +1,79 @@
+"""Bad input a new user gave (issue 69, items 4-9): each is one line ``Error: ...`` naming
+the value and the file, exit 1, no traceback; nothing is accepted silently."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from idlegate.cli import app
+
+runner = CliRunner()
+
+WORKFLOW = "name: w\nstages:\n- {name: a, tasks: 2, taskDurationSeconds: 3}\n"
+LATIN1 = "- name: team-a\n  nominal: {pods: 10}\n# équipe\n".encode("latin-1")
+BINARY = bytes(range(128, 256)) * 2
+
+
+def invoke(*args: str):
+    return runner.invoke(app, list(args))
+
+
+def one_error(r, *needles: str) -> str:
+    """The one line of a refused command, which says every one of `needles`."""
+    assert r.exit_code == 1, r.output
+    assert "Traceback" not in r.output and isinstance(r.exception, SystemExit), r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("Error: "), lines[0]
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.fixture
+def workflow(tmp_path: Path) -> Path:
+    path = tmp_path / "wf.yaml"
+    path.write_text(WORKFLOW)
+    return path
+
+
+# -- 4: a file that is not UTF-8, in every reader ---------------------------------------
+
+
+@pytest.mark.parametrize("content", [LATIN1, BINARY], ids=["latin-1", "binary"])
+@pytest.mark.parametrize("command", ["simulate", "compare"])
+def test_a_queues_file_that_is_not_utf8_is_one_line_naming_it(
+    tmp_path: Path, workflow: Path, content: bytes, command: str
+):
+    queues = tmp_path / "queues.yaml"
+    queues.write_bytes(content)
+    more = ["--seeds", "1", "--schedulers", "fifo"] if command == "compare" else []
+    r = invoke(command, "-w", "file", "--file", str(workflow), "--queues", str(queues), *more)
+    one_error(r, str(queues), "is not UTF-8 text (byte 0x")
+
+
+@pytest.mark.parametrize(
+    ("args", "what"),
+    [
+        (("simulate", "-w", "file", "--file"), "workflow file"),
+        (("advise",), "workflow file"),
+        (("history", "export"), "document"),
+        (("train", "--config"), "config file"),
+    ],
+)
+def test_every_file_reader_names_a_file_that_is_not_utf8(tmp_path: Path, args, what):
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(LATIN1)
+    one_error(invoke(*args, str(bad)), f"the {what} {bad} is not UTF-8 text (byte 0xe9")
+
+
+def test_lint_names_a_file_that_is_not_utf8_and_counts_it(tmp_path: Path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(BINARY)
+    r = invoke("lint", str(bad))
+    assert r.exit_code == 1
+    assert f"{bad}: is not UTF-8 text (byte 0x80 at offset 0)" in r.stdout
+    assert "in 1 file(s)" in r.stdout  # (read or not, the file was checked)
