@@ -3,6 +3,7 @@ the value and the file, exit 1, no traceback; nothing is accepted silently."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -77,3 +78,20 @@ def test_lint_names_a_file_that_is_not_utf8_and_counts_it(tmp_path: Path):
     assert r.exit_code == 1
     assert f"{bad}: is not UTF-8 text (byte 0x80 at offset 0)" in r.stdout
     assert "in 1 file(s)" in r.stdout  # (read or not, the file was checked)
+
+
+# -- 7: a suggestion is a value the CLI accepts ------------------------------------------
+
+
+@pytest.mark.parametrize("nodes", ["100000", "1000"])
+def test_the_k_that_nodes_suggest_is_one_the_cli_accepts(nodes: str):
+    pool = ["-w", "k8s-batch", "-o", "requests=true", "--resources", "cpu=8", "--jobs-count", "5"]
+    said = one_error(invoke("simulate", *pool, "--nodes", nodes, "-k", "10"), f"--nodes {nodes}")
+    suggested = re.search(r"-k (\d+)\)$", said)
+    assert suggested is not None, said
+    followed = invoke("simulate", *pool, "--nodes", nodes, "-k", suggested[1], "--json")
+    assert followed.exit_code == 0, followed.output
+
+
+def test_more_nodes_than_a_pool_has_pods_is_refused_at_the_flag():
+    one_error(invoke("simulate", "--nodes", "100001", "-k", "10"), "--nodes", "100000")
