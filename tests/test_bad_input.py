@@ -95,3 +95,17 @@ def test_the_k_that_nodes_suggest_is_one_the_cli_accepts(nodes: str):
 
 def test_more_nodes_than_a_pool_has_pods_is_refused_at_the_flag():
     one_error(invoke("simulate", "--nodes", "100001", "-k", "10"), "--nodes", "100000")
+
+
+# -- 8: history alibaba names the value, the file and the line ---------------------------
+
+
+@pytest.mark.parametrize("cpu", ["nan", "inf", "-50", "1e300"])
+def test_a_plan_cpu_no_request_can_be_is_named_with_its_line(tmp_path: Path, cpu: str):
+    path = tmp_path / "batch_task.csv"
+    path.write_text(f"M1,1,j_2,1,Terminated,1,2,100,1\nR2_1,2,j_2,1,Terminated,2,3,{cpu},0.4\n")
+    said = one_error(
+        invoke("history", "alibaba", str(path)), str(path), f"line 2: plan_cpu '{cpu}'"
+    )
+    assert "Terminated" not in said  # (the hint of another reason: a cut of the trace)
+    assert said.endswith("correct the row or leave its job out")

@@ -520,10 +520,7 @@ def history_alibaba(
         with stderr_progress(batch_tasks.name, None) as bar:
             found = read_batch_tasks(batch_tasks, bar)
         if not found.workflows:
-            raise IdlegateError(
-                f"{batch_tasks}: no job could be converted ({found.summary()}); a part cut "
-                "from the trace needs whole jobs, all of whose tasks Terminated"
-            )
+            raise IdlegateError(found.none_converted(str(batch_tasks)))
         workflows = found.workflows if queue is None else in_queue(found.workflows, queue)
         if out is None:
             typer.echo(history_text(workflows), nl=False)
