@@ -3,6 +3,7 @@ the value and the file, exit 1, no traceback; nothing is accepted silently."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -109,3 +110,71 @@ def test_a_plan_cpu_no_request_can_be_is_named_with_its_line(tmp_path: Path, cpu
     )
     assert "Terminated" not in said  # (the hint of another reason: a cut of the trace)
     assert said.endswith("correct the row or leave its job out")
+
+
+# -- 5: what the API server refuses of a template, refused by lint and admission alike ----
+
+
+def dag_workflow(pod_spec: dict) -> dict:
+    container = {"name": "c", "image": "busybox"}
+    stage = {"name": "a", "tasks": 1, "taskDurationSeconds": 3}
+    stage["template"] = {"spec": {"containers": [container], **pod_spec}}
+    return {
+        "apiVersion": "idlegate.io/v1alpha1",
+        "kind": "DagWorkflow",
+        "metadata": {"name": "w"},
+        "spec": {"stages": [stage]},
+    }
+
+
+GPU = {"nvidia.com/gpu": 1}
+BAD_TEMPLATES = [
+    ({"nodeSelector": {"bad key!/x@y": "v"}}, "'bad key!/x@y' is not a label key"),
+    ({"nodeSelector": {"pool": "not a value!"}}, "'not a value!' (of label 'pool') is not a"),
+    ({"nodeSelector": {"gpu": True}}, "must be a string, not true: quote it"),
+]
+BAD_REQUESTS = [
+    ({"requests": GPU, "limits": {"nvidia.com/gpu": 2}}, "nvidia.com/gpu: 1 is not its limit 2"),
+    ({"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}, "cpu: '2' is more than its limit '1'"),
+]
+
+
+def _with_requests(resources: dict) -> dict:
+    body = dag_workflow({})
+    body["spec"]["stages"][0]["template"]["spec"]["containers"][0]["resources"] = resources
+    return body
+
+
+CASES = [(dag_workflow(spec), said) for spec, said in BAD_TEMPLATES]
+CASES += [(_with_requests(resources), said) for resources, said in BAD_REQUESTS]
+
+
+@pytest.mark.parametrize("level", ["baseline", "restricted"])
+@pytest.mark.parametrize(("body", "said"), CASES)
+def test_lint_refuses_what_the_api_server_refuses_of_a_template(
+    tmp_path: Path, body: dict, said: str, level: str
+):
+    path = tmp_path / "wf.json"
+    path.write_text(json.dumps(body))
+    r = invoke("lint", "--pod-security", level, str(path))
+    assert r.exit_code == 1, r.output
+    assert said in r.stdout
+    assert f"{path}[0] spec.stages[0]" in r.stdout  # (the file and the field)
+
+
+@pytest.mark.parametrize(("body", "said"), CASES)
+def test_the_operators_admission_refuses_them_with_the_same_check(body: dict, said: str):
+    from idlegate.api.podsecurity import NamespacePolicy
+    from idlegate.errors import SpecError
+    from idlegate.operator.core.admission import new_workflow
+    from idlegate.operator.settings import Settings
+
+    with pytest.raises(SpecError, match=re.escape(said)):
+        new_workflow(body, 0.0, Settings(pool_size=4), NamespacePolicy())
+
+
+def test_a_request_equal_to_its_limit_or_a_limit_alone_passes(tmp_path: Path):
+    for resources in ({"requests": GPU, "limits": GPU}, {"limits": GPU}):
+        path = tmp_path / "wf.json"
+        path.write_text(json.dumps(_with_requests(resources)))
+        assert invoke("lint", str(path)).exit_code == 0
