@@ -234,9 +234,9 @@ def batch_task_history(
         made = _workflow(job, tasks, source)
         if isinstance(made, str):
             skipped[made] += 1
-            row = next((r for r in tasks if r.unrequestable), None)
-            if made == "unrequestable" and row is not None:
-                first.setdefault(made, f"first on line {row.line}: {row.unrequestable}")
+            shown = next((r for r in tasks if r.unrequestable), None)
+            if made == "unrequestable" and shown is not None:
+                first.setdefault(made, f"first on line {shown.line}: {shown.unrequestable}")
         else:
             workflows.append(made)
     if progress is not None:
