@@ -178,3 +178,46 @@ def test_a_request_equal_to_its_limit_or_a_limit_alone_passes(tmp_path: Path):
         path = tmp_path / "wf.json"
         path.write_text(json.dumps(_with_requests(resources)))
         assert invoke("lint", str(path)).exit_code == 0
+
+
+# -- 6: lint and simulate agree on a queues file, and say which workflow and file --------
+
+QUEUES = "- {name: team-a, nominal: {pods: 4}}\n"
+NAMING = "name: w\nqueueName: team-zzz\nstages:\n- {name: a, tasks: 2, taskDurationSeconds: 3}\n"
+
+
+def test_a_queues_file_that_is_no_list_is_refused_by_lint_as_by_simulate(
+    tmp_path: Path, workflow: Path
+):
+    queues = tmp_path / "queues.yaml"
+    queues.write_text("name: team-a\nnominal: {pods: 4}\n")  # one queue, not in a list
+    said = "give a non-empty list of queues"
+    one_error(invoke("simulate", "-w", "file", "--file", str(workflow), "--queues", str(queues)))
+    linted = invoke("lint", str(queues))
+    assert linted.exit_code == 1 and said in linted.stdout and "skipped" not in linted.stdout
+
+
+def test_a_workflow_naming_a_queue_the_file_lacks_is_named_by_both(tmp_path: Path):
+    queues, flow = tmp_path / "queues.yaml", tmp_path / "flow.yaml"
+    queues.write_text(QUEUES)
+    flow.write_text(NAMING)
+    lacks = f"names queue 'team-zzz', which the queues file {queues} does not declare"
+    one_error(
+        invoke("simulate", "-w", "file", "--file", str(flow), "--queues", str(queues)),
+        f"of {flow} {lacks}",
+    )
+    linted = invoke("lint", "--pool-size", "4", str(flow), str(queues))
+    assert linted.exit_code == 1
+    assert f"workflow 'w' of {flow} {lacks}" in linted.stdout
+    assert "1 bare workflow(s) and 1 queues file(s) in 2 file(s): 1 invalid" in linted.stdout
+
+
+def test_lint_says_it_checked_a_queues_file_and_whether_against_a_pool(tmp_path: Path):
+    queues = tmp_path / "queues.yaml"
+    queues.write_text(QUEUES)
+    alone = invoke("lint", str(queues))
+    assert alone.exit_code == 0
+    assert "1 queues file(s) in 1 file(s)" in alone.stdout
+    assert f"note: {queues}: its quotas were not checked against a pool" in alone.stdout
+    pooled = invoke("lint", "--pool-size", "4", str(queues))
+    assert pooled.exit_code == 0 and "note:" not in pooled.stdout

@@ -43,8 +43,9 @@ from idlegate.sim.metrics import (
 )
 from idlegate.sim.pool import identical_nodes
 from idlegate.sim.protocol import PodsGate, Scheduler
+from idlegate.sim.queue_files import check_named
 from idlegate.sim.queue_metrics import jain, queue_figures, replay_alone
-from idlegate.sim.queues import check_cohort, check_joined, read_queues
+from idlegate.sim.queues import check_cohort, read_queues
 from idlegate.sim.resources import MILLI, ResourceVector, check_requested
 from idlegate.sim.workloads import build_workload, workload_kind
 
@@ -306,18 +307,21 @@ def build(workload: str, seed: int, options: WorkloadOptions | None = None) -> W
     options = options or WorkloadOptions()
     with options.as_given():
         built = build_workload(workload, seed, **options.to_kwargs())
-    built = _with_queues(_pooled(built, options), options.queues)
+    built = _with_queues(_pooled(built, options), options)
     return built
 
 
-def _with_queues(built: Workload, path: Path | None) -> Workload:
-    """`built` with the queues of the file at `path` (checked against its pool)."""
+def _with_queues(built: Workload, options: WorkloadOptions) -> Workload:
+    """`built` with the queues of the file of ``--queues`` (checked against its pool and
+    the queues its workflows name, as lint checks them: `check_named`)."""
+    path = options.queues
     if path is None:
         return built
     queues = read_queues(path)
     pool = ResourceVector({**(built.resources or {}), "pods": built.num_executors * MILLI})
     check_cohort(queues, pool, where=str(path))
-    check_joined(queues, (j.queue for j in built.jobs))
+    source = options.path if options.path is not None else built.name
+    check_named(queues, str(path), ((f"{j.name!r} of {source}", j.queue) for j in built.jobs))
     return replace(built, queues=queues)
 
 
