@@ -221,3 +221,45 @@ def test_lint_says_it_checked_a_queues_file_and_whether_against_a_pool(tmp_path:
     assert f"note: {queues}: its quotas were not checked against a pool" in alone.stdout
     pooled = invoke("lint", "--pool-size", "4", str(queues))
     assert pooled.exit_code == 0 and "note:" not in pooled.stdout
+
+
+# -- 9: the smaller ones ------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_advise_says_nothing_before_the_error_of_a_history_that_does_not_load(tmp_path: Path):
+    bad = tmp_path / "binary.yaml"
+    bad.write_bytes(BINARY)
+    said = one_error(invoke("advise", str(bad)), str(bad))
+    assert "replaying" not in said
+
+
+def test_an_empty_workload_file_says_what_the_file_should_be(tmp_path: Path):
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("# nothing yet\n")
+    one_error(
+        invoke("simulate", "-w", "file", "--file", str(empty)),
+        f"{empty} holds no workflow",
+        "or a history file (a list of workflows",
+    )
+
+
+@pytest.mark.parametrize(
+    ("command", "usage"),
+    [
+        (("lint",), "idlegate lint [OPTIONS] {FILE}..."),
+        (("history", "alibaba"), "idlegate history alibaba [OPTIONS] {BATCH_TASK.CSV}"),
+        (("history", "export"), "idlegate history export [OPTIONS] [DOCUMENT]"),
+        (("export-onnx",), "idlegate export-onnx [OPTIONS] {CHECKPOINT} {OUTPUT.ONNX}"),
+    ],
+)
+def test_usage_lines_name_the_arguments_readably(command, usage):
+    r = invoke(*command, "--help")
+    assert r.stdout.splitlines()[0] == f"Usage: {usage}"
+
+
+def test_the_example_historys_commands_name_a_path_that_exists_from_the_root():
+    example = ROOT / "src" / "idlegate" / "training" / "examples" / "history.yaml"
+    paths = re.findall(r"--file (\S+)", example.read_text())
+    assert paths and all((ROOT / p).is_file() for p in paths), paths

@@ -499,7 +499,11 @@ def read_workflow_items(path: str | Path) -> list[WorkflowItem]:
     for doc in docs:
         items.extend(doc if isinstance(doc, list) else [doc])
     if not items:
-        raise SpecError(f"{p} holds no workflow; expected a mapping with a 'stages' list")
+        raise SpecError(
+            f"{p} holds no workflow; give a workflow (a mapping with a 'stages' list), a "
+            "list of them, or a history file (a list of workflows with their submitTime, "
+            "as idlegate history export writes; docs/workloads.md)"
+        )
     out = []
     for i, item in enumerate(items):
         if isinstance(item, dict) and item.get("kind") == "DagWorkflow":
