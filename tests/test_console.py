@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from idlegate import progress
 from idlegate.cli import app
 from idlegate.evaluation.console import render_followed
 from idlegate.progress import clock_text, status, stderr_progress
@@ -204,3 +205,17 @@ def test_progress_on_a_terminal_is_redrawn_at_each_step_with_the_time_left(
     with stderr_progress("training", 3, enabled=False, stream=off, clock=clock) as update:
         update(1, 3, "")
     assert off.getvalue() == ""
+
+
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_compare_piped_writes_its_progress_lines_on_stderr(
+    monkeypatch: pytest.MonkeyPatch, json_flag: list[str]
+):
+    # (piped, a compare of a minute showed nothing for its whole run: issue 69)
+    _terminal(monkeypatch, False)
+    monkeypatch.setattr(progress, "EVERY", 0.0)  # (a line at every run, not every 30 s)
+    r = CliRunner().invoke(app, [*COMPARE, *json_flag])
+    assert r.exit_code == 0, r.output
+    lines = r.stderr.splitlines()
+    assert lines[-1].startswith("simulating: 2/2 (100 %), ") and "left" in lines[-1]
+    assert "simulating" not in r.stdout

@@ -67,12 +67,14 @@ def stderr_progress(
     enabled: bool = True,
     stream: TextIO | None = None,
     clock: Callable[[], float] = time.monotonic,
-    every: float = EVERY,
+    every: float | None = None,
 ) -> Iterator[Update]:
     """Progress of `description` (``simulating``) on `stream` (default stderr), as the
     module says; yields `update(done, total, what)`. `start`: steps done before this run
-    (a resumed training's iterations). `enabled` False shows nothing."""
+    (a resumed training's iterations). `enabled` False shows nothing. `every`: seconds
+    between two lines off a terminal (default `EVERY`, read at the call)."""
     out = sys.stderr if stream is None else stream
+    gap = EVERY if every is None else every
     began = clock()
     if not enabled:
         yield lambda done, total, what: None
@@ -85,7 +87,7 @@ def stderr_progress(
         def line(done: int, total_now: int | None, what: str) -> None:
             nonlocal last
             now = clock()
-            if now - last >= every:
+            if now - last >= gap:
                 last = now
                 shown = f"; {what}" if what else ""
                 out.write(f"{description}: {status(done, total_now, now - began, start)}{shown}\n")
