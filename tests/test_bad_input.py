@@ -72,6 +72,17 @@ def test_every_file_reader_names_a_file_that_is_not_utf8(tmp_path: Path, args, w
     one_error(invoke(*args, str(bad)), f"the {what} {bad} is not UTF-8 text (byte 0xe9")
 
 
+def test_the_batch_task_file_and_the_training_log_name_a_file_that_is_not_utf8(tmp_path: Path):
+    from idlegate.errors import IdlegateError
+    from idlegate.evaluation.training_log import read_training_log
+
+    bad = tmp_path / "batch_task.csv"
+    bad.write_bytes(b"M1,1,j_1,1,Terminated,1,2,100,1\n" + LATIN1)
+    one_error(invoke("history", "alibaba", str(bad)), f"the batch task file {bad} is not UTF-8")
+    with pytest.raises(IdlegateError, match=r"the training log .* is not UTF-8 text"):
+        read_training_log(bad)
+
+
 def test_lint_names_a_file_that_is_not_utf8_and_counts_it(tmp_path: Path):
     bad = tmp_path / "bad.yaml"
     bad.write_bytes(BINARY)

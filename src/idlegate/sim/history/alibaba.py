@@ -65,6 +65,7 @@ from idlegate.sim.spec import (
     WorkflowSpec,
     stage_label,
 )
+from idlegate.textfiles import not_utf8
 
 COLUMNS = (
     "task_name",
@@ -183,8 +184,10 @@ def read_batch_tasks(path: str | Path, progress: Progress | None = None) -> Alib
             return batch_task_history(csv.reader(lines), str(p), progress)
     except FileNotFoundError:
         raise IdlegateError(f"batch task file {p} does not exist") from None
-    except UnicodeDecodeError:
-        raise SpecError(f"{p} is not a text CSV file such as the trace's batch_task.csv") from None
+    except UnicodeDecodeError as exc:  # (read as a stream: said as the other readers say it)
+        raise SpecError(
+            f"the batch task file {p} {not_utf8(exc)}, or give the trace's batch_task.csv"
+        ) from None
     except OSError as exc:
         raise IdlegateError(f"cannot read batch task file {p}: {exc.strerror}") from None
 
