@@ -83,6 +83,14 @@ def test_the_batch_task_file_and_the_training_log_name_a_file_that_is_not_utf8(t
         read_training_log(bad)
 
 
+def test_standard_input_that_is_not_utf8_is_said_so():
+    linted = runner.invoke(app, ["lint", "-"], input=BINARY)
+    assert linted.exit_code == 1
+    assert "<stdin>: is not UTF-8 text (byte 0x80 at offset 0)" in linted.stdout
+    exported = runner.invoke(app, ["history", "export", "-"], input=LATIN1)
+    one_error(exported, "standard input is not UTF-8 text (byte 0xe9")
+
+
 def test_lint_names_a_file_that_is_not_utf8_and_counts_it(tmp_path: Path):
     bad = tmp_path / "bad.yaml"
     bad.write_bytes(BINARY)

@@ -5,10 +5,11 @@ or not UTF-8 (latin-1, binary) is one sentence naming it, never a traceback."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TextIO
 
 from idlegate.errors import IdlegateError
 
-__all__ = ["not_utf8", "read_text"]
+__all__ = ["not_utf8", "read_stdin", "read_text"]
 
 
 def not_utf8(exc: UnicodeDecodeError) -> str:
@@ -37,3 +38,17 @@ def read_text(
         raise error(f"the {what} {p} {not_utf8(exc)}, or {fix}") from None
     except OSError as exc:
         raise error(f"cannot read the {what} {p} ({exc.strerror or exc}); {fix}") from None
+
+
+def read_stdin(stream: TextIO, what: str = "") -> str:
+    """The text of standard input `stream`, decoded as UTF-8 from its bytes where it has
+    them (Python's own decoding would let a byte that is not UTF-8 through as a surrogate,
+    for a parser to trip over); IdlegateError `not_utf8` for one, after `what` (the start
+    of the sentence: ``"standard input"``)."""
+    buffer = getattr(stream, "buffer", None)
+    if buffer is None:  # (a text stream with no bytes under it: a test's StringIO)
+        return stream.read()
+    try:
+        return bytes(buffer.read()).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise IdlegateError(f"{what} {not_utf8(exc)}".strip()) from None

@@ -107,7 +107,7 @@ from idlegate.sim.dag import Dag
 from idlegate.sim.history import parse_record
 from idlegate.sim.resources import ResourceVector
 from idlegate.sim.spec import describe, parse_workflow
-from idlegate.textfiles import not_utf8
+from idlegate.textfiles import not_utf8, read_stdin
 
 STDIN = "-"
 """The path that means standard input."""
@@ -456,7 +456,7 @@ def _manifests_under(root: Path) -> Iterator[Path]:
 
 def _read(source: _Source, stdin: TextIO) -> str:
     if source.path is None:
-        return stdin.read()
+        return read_stdin(stdin)
     try:
         return source.path.read_text(encoding="utf-8")
     except FileNotFoundError:
