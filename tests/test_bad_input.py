@@ -282,3 +282,25 @@ def test_the_example_historys_commands_name_a_path_that_exists_from_the_root():
     example = ROOT / "src" / "idlegate" / "training" / "examples" / "history.yaml"
     paths = re.findall(r"--file (\S+)", example.read_text())
     assert paths and all((ROOT / p).is_file() for p in paths), paths
+
+
+GPU_TASK = {"cpu": "2", "nvidia.com/gpu": "1"}
+
+
+def test_the_operators_pod_for_a_stage_of_gpus_has_the_limit_kubernetes_requires():
+    # (resources alone became a request with no limit, which the API server refuses of an
+    # extended resource: every such pod would have been refused at creation)
+    from idlegate.api.task_pods import task_pod
+    from idlegate.operator.core.admission import Owner
+    from idlegate.sim.resources import request_problem
+    from idlegate.sim.spec import StageSpec
+
+    stage = StageSpec.model_validate(
+        {"name": "train", "tasks": 1, "taskDurationSeconds": 5, "resources": GPU_TASK}
+    )
+    asked = task_pod(Owner("default", "w", "uid"), stage, 0)["spec"]["containers"][0]["resources"]
+    assert asked == {
+        "requests": {"cpu": "2", "nvidia.com/gpu": "1"},
+        "limits": {"nvidia.com/gpu": "1"},
+    }
+    assert all(request_problem(n, q, asked["limits"]) is None for n, q in asked["requests"].items())
