@@ -133,7 +133,7 @@ def route_workflow(
     `pools` (name, spec); PoolNotFoundError if the pool it names does not exist, the
     PoolInvalidError of one of `invalid` (name: why it cannot run) if it exists so."""
     fields = FIELDS[kind]
-    wanted = _read(obj, fields.pool)
+    wanted = pool_named(kind, obj)
     pool = route(wanted, namespace_labels, pools)
     if pool is None:
         assert wanted is not None  # (only a pool named may be missing)
@@ -144,6 +144,32 @@ def route_workflow(
             else PoolInvalidError(wanted, fields, why)
         )
     return Routing(pool, queue_name(kind, obj), _read(obj, fields.priority_class))
+
+
+def pool_named(kind: str, obj: Mapping[str, Any]) -> str | None:
+    """The pool workflow `obj` of `kind` names (:data:`FIELDS`), if any."""
+    return _read(obj, FIELDS[kind].pool)
+
+
+def asked(kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What :func:`route_workflow` reads of workflow `obj` of `kind` (its namespace, and the
+    pool, queue and priority class it names), alone: kept with a workflow held in memory
+    (an Argo Workflow's job, an Airflow run's), which is placed again when its pool changes."""
+    meta = obj.get("metadata") or {}
+    out: dict[str, Any] = {"metadata": {"namespace": meta.get("namespace", "")}}
+    fields = FIELDS[kind]
+    for path in (fields.pool, fields.priority_class, ("spec", "queueName")):
+        found = _read(obj, path)
+        if found is not None:
+            *parents, last = path
+            where = out
+            for key in parents:
+                where = where.setdefault(key, {})
+            where[last] = found
+    queue = _read(obj, ("metadata", "labels", LABEL_QUEUE))
+    if queue is not None:
+        out["metadata"].setdefault("labels", {})[LABEL_QUEUE] = queue
+    return out
 
 
 def queue_name(kind: str, obj: Mapping[str, Any]) -> str | None:

@@ -50,6 +50,7 @@ from idlegate.operator.settings import Settings
 from idlegate.policy.spec import SchedulerSpec
 from idlegate.sim.engine import JobArrival
 from idlegate.sim.protocol import Scheduler
+from idlegate.sim.queues import QueueSpec
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +141,15 @@ class Bridge:
 
     def known(self, owner: Owner) -> bool:
         return self.core.known(owner)
+
+    def every(self) -> list[Any]:
+        """The pool's workflows of every kind (a fresh list)."""
+        return [wf for held in self.core.held.values() for wf in held.values()]
+
+    @property
+    def queues(self) -> tuple[QueueSpec, ...]:
+        """The pool's queues (none: one queue, no quotas)."""
+        return self.core.queues
 
     def ended(self, uid: str) -> bool:
         """The workflow of `uid` ended in the pool: it is never admitted again."""
