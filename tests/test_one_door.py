@@ -2,13 +2,13 @@
 its pool, queue and priority by one function (`Pools.place`), and a pool's change (resize,
 edit, queues changed, removed) walks every held job of every kind: a running Argo or Airflow
 job moves to the pool's new state machine with its pods, never dropped. Over the operator's
-fakes in fake time."""
+fakes in fake time; and a quota a node pool's nodes cannot hold is refused."""
 
 from __future__ import annotations
 
 import pytest
 
-from idlegate.api.pool_spec import DEFAULT_POOL, ExecutorPoolSpec
+from idlegate.api.pool_spec import DEFAULT_POOL, ExecutorPoolSpec, parse_pool_spec
 from idlegate.api.routing import AIRFLOW_KIND, ARGO_KIND
 from idlegate.operator.edge import intake
 from idlegate.operator.features.argo import ArgoSide
@@ -91,3 +91,22 @@ async def test_a_pool_change_keeps_a_running_airflow_run(tmp_path):
         assert _in(h, AIRFLOW_KIND) == {DEFAULT_POOL: [], "batch": [run]}
         # the running pod keeps its executor, and the grown pool releases one more
         assert h.pools.bridges["batch"].busy == 2 and len(_gated(h)) == 1
+
+
+@pytest.mark.asyncio
+async def test_a_gpu_quota_on_a_node_pool_with_no_gpu_node_is_refused_as_on_a_resources_pool():
+    from idlegate.errors import IdlegateError
+    from tests.k8s.scheduler import node
+
+    queues = [{"name": "a", "nominal": {"pods": 4, "nvidia.com/gpu": 1}}]
+    with pytest.raises(IdlegateError, match=r"quota names nvidia\.com/gpu, which the pool"):
+        parse_pool_spec({"size": 4, "resources": {"cpu": 8}, "queues": queues}, "gpu")
+    h = Harness(FakeKube(), FakeClock(), 2, make_scheduler("fifo"))
+    h.pools.watch.nodes, h.pools.watch.read = {"a": [node("a", cpu="8")]}, True
+    spec = ExecutorPoolSpec.model_validate({"size": 4, "nodeSelector": {}, "queues": queues})
+    with pytest.raises(IdlegateError, match=r"quota names nvidia\.com/gpu, which the pool"):
+        h.pools.apply("gpu", spec)
+    assert "gpu" not in h.pools.bridges
+    h.pools.watch.nodes["b"] = [node("b", cpu="8", gpus=1)]  # a GPU node: accepted
+    h.pools.apply("gpu", spec)
+    assert h.pools.bridges["gpu"].queues

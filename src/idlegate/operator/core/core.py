@@ -214,7 +214,10 @@ class Core(Lifecycle):
                 self.cluster.needs_schedule |= force
                 self.schedule()
             case Capacity(capacity, nodes, allocatable, hosts, read, allows):
-                if self.cluster.set_capacity(capacity, nodes, allocatable, hosts, allows):
+                grew = self.cluster.set_capacity(capacity, nodes, allocatable, hosts, allows)
+                if (admission := self.cluster.admission) is not None:  # (its cohort: issue 68)
+                    admission.set_capacity(self.cluster.capacity)
+                if grew:
                     self.cluster.needs_schedule = True  # (more room: a round)
                     self.schedule()
                 if (allocatable, allows) != self.allocatable:  # (a node came, went or changed)

@@ -40,7 +40,7 @@ from idlegate.api.pool_spec import (
     namespace_labels,
     parse_pool_spec,
 )
-from idlegate.api.queueing import QueueFile, placement, priority_of
+from idlegate.api.queueing import QueueFile, cohort_check, placement, priority_of
 from idlegate.api.routing import (
     PoolNotFoundError,
     Routing,
@@ -75,6 +75,7 @@ from idlegate.operator.edge.nodes import ROOM_SECONDS, Lister, NodeWatch
 from idlegate.operator.features.history import HistoryRecorder
 from idlegate.operator.metrics import Metrics
 from idlegate.sim.engine import JobArrival
+from idlegate.sim.resources import ResourceVector
 
 log = logging.getLogger(__name__)
 
@@ -404,6 +405,9 @@ class Pools:
         size, policy or budget changed (a portfolio keeps the old one's `Decider.window`);
         returns the DagWorkflows to admit again (those leaving a pool or waiting for this
         one). The workflows of other kinds that leave a pool move in memory (`Moved`)."""
+        selector = spec.node_selector
+        if selector is not None and spec.queue_specs and self.watch.read:
+            _quotas_on_nodes(name, spec, self.watch.counted(selector))
         previous = self.specs.get(name)
         self.invalid.pop(name, None)
         moved: list[Owner] = []
@@ -586,6 +590,17 @@ class Pools:
                 self.carry([PostEvent(wf.owner, "Warning", exc.reason, str(exc))])
                 continue
             self.bridges[placed.pool].handle(Moved(wf, placed.queue, placed.priority))
+
+
+def _quotas_on_nodes(name: str, spec: ExecutorPoolSpec, counted: Sequence[str]) -> None:
+    """A pool on nodes may quote only what its nodes count (`counted`), as a `resources`
+    pool only its own resources (`cohort_check`, here with no bound on the amounts: its
+    nodes' come and go); IdlegateError if a queue quotes another (a GPU none of them has)."""
+    unbounded = ResourceVector({n: 1 << 62 for n in counted})
+    try:
+        cohort_check(spec.queue_specs, spec.executors, unbounded)
+    except IdlegateError as exc:
+        raise IdlegateError(f"ExecutorPool {name!r}, on its nodes: {exc}") from None
 
 
 def _leaving(wf: Any, owners: list[Owner], carried: list[ExternalJob]) -> None:
