@@ -539,24 +539,28 @@ class Core(Lifecycle):
                 if not stage.launched and stage.name not in wf.noted:
                     wf.noted.add(stage.name)
                     said = (why_waiting(admission, job.queue) if admission else None) or why
-                    notice = intents.waiting(stage, job, free, pool, said or "")
+                    names = self.cluster.resource_names
+                    notice = intents.waiting(stage, job, free, pool, said, names)
                     self.intents.event(wf.owner, *notice)
 
     def _say_unfit(self, jobs: Iterable[Job]) -> None:
         """A Warning, once, for each stage of `jobs` that no node of the pool could hold
-        even empty: it waits, as nodes may come (`Cluster.fits_no_node`). Its Waiting
+        even empty: it waits, as nodes may come (`Cluster.fits_no_node`), and a
+        DagWorkflow's Running condition says so (NoNodeFits) while it does. Its Waiting
         Event, whose reasons would not be the reason, is not said."""
         for job in jobs:
-            wf = job.payload
+            wf, before = job.payload, dict(job.payload.unfit)
             for stage in job.stages:
                 why = self.cluster.fits_no_node(stage)
-                said = f"{stage.name}/NoNodeFits"  # (a stage name is a DNS label: no '/')
                 if why is None:
-                    wf.noted.discard(said)
-                elif said not in wf.noted and stage.finished < stage.tasks:
-                    wf.noted.update((said, stage.name))
+                    wf.unfit.pop(stage.name, None)
+                elif stage.name not in wf.unfit and stage.finished < stage.tasks:
                     notice = intents.no_node_fits(stage.name, why, self.metrics.pool)
+                    wf.unfit[stage.name] = notice[2]
+                    wf.noted.add(stage.name)
                     self.intents.event(wf.owner, *notice)
+            if wf.unfit != before and isinstance(wf, DagWorkflow):  # (its Running condition)
+                self.intents.status(wf)
 
     def _say_room(self, capacity: ResourceVector, nodes: int) -> None:
         """Say, once each time it starts (a Warning NoNodes on the pool's reporter, the log,

@@ -127,6 +127,7 @@ class ExternalJob(JobKind):
     owner: Owner
     mapped: Mapped
     noted: set[str] = field(default_factory=set)
+    unfit: dict[str, str] = field(default_factory=dict)
     active: bool = True
     queue: int = 0
     """The index of its pool's queue it joined (0 with no queues)."""

@@ -67,6 +67,8 @@ class JobKind(Protocol):
     """In the pool (False once dropped: late timers and events find nothing to do)."""
     noted: set[str]
     """Stages whose wait for an executor an Event said (once each)."""
+    unfit: dict[str, str]
+    """Stages no node of the pool could hold even empty, with why (NoNodeFits)."""
 
     job: Job
 
