@@ -110,3 +110,13 @@ async def test_a_gpu_quota_on_a_node_pool_with_no_gpu_node_is_refused_as_on_a_re
     h.pools.watch.nodes["b"] = [node("b", cpu="8", gpus=1)]  # a GPU node: accepted
     h.pools.apply("gpu", spec)
     assert h.pools.bridges["gpu"].queues
+
+
+def test_a_missing_queue_is_not_a_missing_pool_both_leave_a_workflow_without_a_place():
+    from idlegate.api.queueing import QueueNotFoundError
+    from idlegate.api.routing import NoPlaceError, PoolInvalidError, PoolNotFoundError
+
+    assert not issubclass(QueueNotFoundError, PoolNotFoundError)
+    assert not issubclass(PoolInvalidError, PoolNotFoundError)
+    for error in (QueueNotFoundError, PoolInvalidError, PoolNotFoundError):
+        assert issubclass(error, NoPlaceError)

@@ -69,11 +69,27 @@ class Routing:
     priority_class: str | None = None
 
 
-class PoolNotFoundError(IdlegateError):
+class NoPlaceError(IdlegateError):
+    """A workflow has no place now, its `pool` or its queue there missing or unable to run:
+    it waits for it (:class:`PoolNotFoundError`, :class:`PoolInvalidError`, and
+    `idlegate.api.queueing.QueueNotFoundError`)."""
+
+    reason = ""
+    """The reason of its workflow's condition and Warning."""
+    pool: str
+    where: str
+    """Where the workflow names what is missing (``spec.pool``, ``label idlegate.io/pool``)."""
+
+    def left_to(self, controller: str) -> str:
+        """The sentence for a workflow whose pods go to `controller`'s own order meanwhile
+        (an Airflow run's, which cannot wait past Airflow's pending timeout)."""
+        raise NotImplementedError
+
+
+class PoolNotFoundError(NoPlaceError):
     """The ExecutorPool a workflow names does not exist: it waits for it."""
 
     reason = "PoolNotFound"
-    """The reason of its workflow's condition and Warning."""
 
     def __init__(self, pool: str, fields: Fields) -> None:
         self.pool, self.where = pool, fields.where()
@@ -83,15 +99,13 @@ class PoolNotFoundError(IdlegateError):
         )
 
     def left_to(self, controller: str) -> str:
-        """The sentence for a workflow whose pods go to `controller`'s own order meanwhile
-        (an Airflow run's, which cannot wait past Airflow's pending timeout)."""
         return (
             f"ExecutorPool {self.pool!r} does not exist: its pods are left to {controller} "
             f"until it is created (kubectl get executorpools), or {self.where} names another."
         )
 
 
-class PoolInvalidError(PoolNotFoundError):
+class PoolInvalidError(NoPlaceError):
     """The ExecutorPool a workflow names exists, but its spec or policy cannot run (`why`,
     its Invalid condition's message): it waits until it is fixed."""
 
@@ -99,8 +113,7 @@ class PoolInvalidError(PoolNotFoundError):
 
     def __init__(self, pool: str, fields: Fields, why: str) -> None:
         self.pool, self.where = pool, fields.where()
-        IdlegateError.__init__(
-            self,
+        super().__init__(
             f"ExecutorPool {pool!r} cannot run ({why.rstrip('.')}): the workflow waits until "
             f"its spec is fixed (kubectl describe executorpool {pool}), or {self.where} names "
             "another.",

@@ -42,7 +42,7 @@ from idlegate.api.pool_spec import (
 )
 from idlegate.api.queueing import QueueFile, cohort_check, placement, priority_of
 from idlegate.api.routing import (
-    PoolNotFoundError,
+    NoPlaceError,
     Routing,
     asked,
     pool_named,
@@ -212,7 +212,7 @@ class Pools:
         self.labels[owner.namespace] = namespace_labels(namespace)
         try:
             placed: Placed | None = self.place(KIND, body, owner)
-        except PoolNotFoundError as exc:  # (or QueueNotFoundError: it waits as well)
+        except NoPlaceError as exc:  # (its pool or queue: it waits)
             if (body.get("status") or {}).get("phase") not in FINISHED:
                 self._wait(body, exc.pool, exc.reason, str(exc))
                 return None
@@ -307,8 +307,8 @@ class Pools:
         """Workflow `owner`, whose pods another controller creates (an Argo Workflow; an
         Airflow run, `body` one of its pods), is the job `mapped`: it enters the pool
         :meth:`place` gives (the one holding it, if any), with its `pods` and those `seen`
-        since; returns that pool's bridge. PoolNotFoundError (or QueueNotFoundError): its
-        pool or queue does not exist; AdmitLaterError: its namespace is not seen yet, and
+        since; returns that pool's bridge. NoPlaceError: its pool or queue does not exist
+        (or cannot run); AdmitLaterError: its namespace is not seen yet, and
         its labels may pick the pool; DemandTooLargeError: the pool could never hold it."""
         held = self.holder((owner.namespace, owner.name), owner.kind)
         if held is not None:
@@ -330,7 +330,7 @@ class Pools:
         :data:`~idlegate.api.routing.FIELDS` names; for an Airflow run, one of its pods), by
         its namespace's labels as last read. Every way in takes it: an admission, a pool's
         change (:meth:`apply`, :meth:`remove`), a cron's runs foreseen (:meth:`tell`).
-        PoolNotFoundError (PoolInvalidError, QueueNotFoundError): it waits; a PriorityClass
+        NoPlaceError (its pool or queue is missing, or cannot run): it waits; a PriorityClass
         missing is priority 0, with a Warning on `owner` if given."""
         namespace = str((body.get("metadata") or {}).get("namespace", ""))
         labels = self.labels.get(namespace, {})
@@ -351,7 +351,7 @@ class Pools:
         """The pool :meth:`place` puts `body` in; None if it waits (for its pool or queue)."""
         try:
             return self.place(kind, body).pool
-        except PoolNotFoundError:
+        except NoPlaceError:
             return None
 
     def foresee(
@@ -586,7 +586,7 @@ class Pools:
         for wf in carried:
             try:
                 placed = self.place(wf.owner.kind, wf.asked, wf.owner)
-            except PoolNotFoundError as exc:
+            except NoPlaceError as exc:
                 self.carry([PostEvent(wf.owner, "Warning", exc.reason, str(exc))])
                 continue
             self.bridges[placed.pool].handle(Moved(wf, placed.queue, placed.priority))

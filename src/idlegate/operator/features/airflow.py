@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import kopf
 from prometheus_client import Counter
 
-from idlegate.api.routing import AIRFLOW_KIND, PoolNotFoundError
+from idlegate.api.routing import AIRFLOW_KIND, NoPlaceError
 from idlegate.api.task_pods import Owner
 from idlegate.errors import DemandTooLargeError
 from idlegate.integrations.airflow import AirflowClient, AirflowError, read_auth
@@ -412,12 +412,12 @@ class AirflowSide:
         except DemandTooLargeError as exc:
             self._too_large(key, run, exc, [*ok, *later])
             return
-        except (AdmitLaterError, PoolNotFoundError) as exc:
+        except (AdmitLaterError, NoPlaceError) as exc:
             self.runs.pop(key, None)
             self.owners.pop(key, None)
             why = (  # (AdmitLaterError: tried again after POLL, as an API error's)
                 LiveRefusal(exc.reason, exc.left_to("Airflow"))  # (or QueueNotFoundError's)
-                if isinstance(exc, PoolNotFoundError)
+                if isinstance(exc, NoPlaceError)
                 else LiveRefusal("NamespaceNotSeen", str(exc))
             )
             self._refuse(key, why, [*ok, *later])  # (the others are released above)

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import kopf
 
 from idlegate.api.argo_pods import WORKFLOW_LABEL, ArgoPod, gates_with_ours
-from idlegate.api.routing import ARGO_KIND, PoolNotFoundError
+from idlegate.api.routing import ARGO_KIND, NoPlaceError
 from idlegate.api.task_pods import Owner
 from idlegate.errors import DemandTooLargeError, IdlegateError
 from idlegate.operator.core.admission import AdmitLaterError
@@ -105,7 +105,7 @@ class Timers(Protocol):
 
 class Pools(Pool, Protocol):
     """What the features use of the operator's pools (the edge's ``Pools``): `join`, the
-    one door of a new workflow into the pool it is placed in (PoolNotFoundError,
+    one door of a new workflow into the pool it is placed in (NoPlaceError,
     AdmitLaterError, DemandTooLargeError); `holder`, the pool holding one; `handle`, each
     event to the pool holding its workflow; and what every pool shares: the writes (`carry`),
     the clock, the timers, the API's reads and the history sink."""
@@ -335,8 +335,8 @@ class ArgoSide:
         namespace = self.operator.namespace(owner.namespace)
         try:
             bridge = self.pools.join(owner, body, namespace, mapped, arrival, pods, seen)
-        except (PoolNotFoundError, AdmitLaterError) as exc:  # (its pods wait, gated)
-            if isinstance(exc, PoolNotFoundError):
+        except (NoPlaceError, AdmitLaterError) as exc:  # (its pods wait, gated)
+            if isinstance(exc, NoPlaceError):
                 self.pools.carry([PostEvent(owner, "Warning", exc.reason, str(exc))])
             self._later(body)
             return
