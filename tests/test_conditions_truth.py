@@ -6,6 +6,8 @@ time; every Event the e2e suites post is checked too (tests/k8s/harness.py, `say
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from idlegate.sim.resources import ResourceVector
@@ -63,3 +65,25 @@ async def test_a_stage_no_node_holds_is_the_workflows_condition_not_a_wait_for_e
     await h.settle()
     assert h.released("w") == ["w-train-0"]
     assert _running(h, "w")[:2] == ("True", "TasksRunning")
+
+
+@pytest.mark.asyncio
+async def test_a_pools_status_is_written_when_a_change_ends_not_only_every_five_seconds():
+    # it showed BUSY 2, PENDING 1 after everything had finished, until the next refresh
+    from idlegate.api.pool_spec import ExecutorPoolSpec
+
+    h = harness(pool=1, status_interval=0.5)
+    queues = [{"name": "a", "nominal": {"pods": 2}}]
+    raw = {"size": 2, "namespaceSelector": {}, "queues": queues}
+    body = h.kube.add_pool("batch", raw)
+    h.pools.apply("batch", ExecutorPoolSpec.model_validate(raw), body["metadata"]["uid"])
+    await h.submit("w", {"stages": [stage("a", tasks=3)]})
+    await asyncio.sleep(1)  # (the status lane's batch: status_interval)
+    await h.settle()
+    status = h.kube.pools["batch"]["status"]
+    assert (status["busy"], status["pending"], status["queuesSummary"]) == (2, 1, "a=1")
+    await h.run_to_completion()
+    await asyncio.sleep(1)  # (the status lane's batch: status_interval)
+    await h.settle()
+    status = h.kube.pools["batch"]["status"]
+    assert (status["busy"], status["pending"], status["queuesSummary"]) == (0, 0, "a=0")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from idlegate.api.labels import GATE
 from idlegate.api.pool_spec import LabelSelector
@@ -154,7 +154,7 @@ class PatchStatus:
     for the status interval to batch changes."""
 
     owner: Owner
-    status: Mapping[str, Any] | LiveStatus
+    status: Mapping[str, Any] | Readable
     urgent: bool = True
 
 
@@ -269,6 +269,12 @@ class CancelWrites:
 
 Timing = SetTimer | CancelTimer | CancelWrites
 """What the core asks of the edge besides writes (additions to :data:`Intent`'s list)."""
+
+
+class Readable(Protocol):
+    """A status read when it is written (`LiveStatus`; an ExecutorPool's)."""
+
+    def read(self, now: float) -> dict[str, Any]: ...
 
 
 class LiveStatus:

@@ -35,6 +35,8 @@ from idlegate.operator.core.intents import (
     CancelWrites,
     Intent,
     Outcome,
+    PatchStatus,
+    Readable,
     SetTimer,
 )
 from idlegate.operator.core.lifecycle import DEADLINE_RETRY, UNFINISHED, deadline_key
@@ -101,6 +103,10 @@ class Bridge:
         else:  # another pool's: one applier, history sink and cleanup for all
             self.applier, self.cleanup = beside.applier, beside.cleanup
             self.history = HistoryRecorder(settings, metrics, self.carry, beside.history)
+        self.pool_status: Readable | None = None
+        """Its ExecutorPool's status (`Pools`), written whenever its counts change: at the
+        end of a change, not only at the 5 s refresh."""
+        self._counts: tuple[int, ...] = ()
         self.planning: PlanningWorker | ReplayWorker | None = None
         """A lookahead planner's or a portfolio's worker, if the policy has one."""
         self.use_worker()
@@ -224,6 +230,12 @@ class Bridge:
         finally:  # (an admission that raised GangTooWideError: what it said before)
             outputs_left = self.core.intents.take()
         self.carry([*outputs_left, *outputs] if outputs_left else outputs)
+        core = self.core
+        if self.pool_status is not None and core.reporter is not None:
+            counts = (core.busy, len(core.cluster.jobs), len(core.workflows))
+            if counts != self._counts:  # (batched by the status lane: `status_interval`)
+                self._counts = counts
+                self.applier.apply([PatchStatus(core.reporter, self.pool_status, urgent=False)])
 
     def carry(self, outputs: Iterable[Output | Event]) -> None:
         """Carry out, in order, what the core or a feature said: writes, timers, the

@@ -542,9 +542,10 @@ class Pools:
             timers=d.timers,
             beside=d,
             spec=built,
-            reporter=PoolObject("default", name, uid),
+            reporter=PoolObject("default", name, uid, POOL_KIND, API_VERSION),
         )
         bridge.pause(self._moving > 0)
+        bridge.pool_status = _Status(self, name)
         if selector is not None:
             bridge.handle(self.watch.capacity(selector, bridge.counted))
         return bridge
@@ -590,6 +591,17 @@ class Pools:
                 self.carry([PostEvent(wf.owner, "Warning", exc.reason, str(exc))])
                 continue
             self.bridges[placed.pool].handle(Moved(wf, placed.queue, placed.priority))
+
+
+@dataclass(frozen=True)
+class _Status:
+    """ExecutorPool `name`'s status as it is when it is written (`Bridge.pool_status`)."""
+
+    pools: Pools
+    name: str
+
+    def read(self, now: float) -> dict[str, Any]:
+        return pool_status(self.name, self.pools) if self.name in self.pools.bridges else {}
 
 
 def _quotas_on_nodes(name: str, spec: ExecutorPoolSpec, counted: Sequence[str]) -> None:
