@@ -160,7 +160,7 @@ class Pools:
         every pool, anything of one workflow (a pod, a deletion, a write's outcome, a change,
         an external job's new mapping or end) to the pool holding it, else to the default
         one (a pod of a workflow no pool holds may still confirm a write). An admission is
-        routed by :meth:`admit`, an external job's by :meth:`route`."""
+        routed by :meth:`admit`, an external job's by :meth:`join`."""
         kind = KIND
         match event:
             case Schedule():
