@@ -559,8 +559,8 @@ class Core(Lifecycle):
                     wf.unfit[stage.name] = notice[2]
                     wf.noted.add(stage.name)
                     self.intents.event(wf.owner, *notice)
-            if wf.unfit != before and isinstance(wf, DagWorkflow):  # (its Running condition)
-                self.intents.status(wf)
+            if wf.unfit != before:
+                wf.unfit_changed(self)
 
     def _say_room(self, capacity: ResourceVector, nodes: int) -> None:
         """Say, once each time it starts (a Warning NoNodes on the pool's reporter, the log,

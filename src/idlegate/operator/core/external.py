@@ -230,23 +230,22 @@ class ExternalJob(JobKind):
         if spec == self.spec:
             self.mapped = mapped
             return self._place(cluster, now)
-        out = self._carry(cluster, spec, now, moved=False)
-        self.mapped = mapped
-        return out
+        return self._carry(cluster, spec, now, mapped)
 
     def moved(self, cluster: Cluster, now: float) -> list[Release]:
         """Enter `cluster`, another pool's (its old one took its job out: `Core.drop`), with
         its progress: its running pods on that pool's free executors (beyond it when it has
         none left), its gated pods waiting there."""
         self.active = True
-        return self._carry(cluster, self.spec, now, moved=True)
+        return self._carry(cluster, self.spec, now, None)
 
     def _carry(
-        self, cluster: Cluster, spec: WorkflowSpec, now: float, moved: bool
+        self, cluster: Cluster, spec: WorkflowSpec, now: float, mapped: Mapped | None
     ) -> list[Release]:
-        """Put the job of `spec` in `cluster` in place of the current one (in it, or
-        `moved` from another pool's, whose executors mean nothing here), progress carried
-        over by stage name."""
+        """Put the job of `spec` in `cluster` in place of the current one, progress carried
+        over by stage name: in it, remapped to `mapped`, or (None) moved from another
+        pool's cluster, whose executors mean nothing here."""
+        moved = mapped is None
         old_index = {s.name: i for i, s in enumerate(self.spec.stages)}
         old_job, old_waiting = self.job, self.waiting
         running = [(name, r) for name, r in self.running.items()]
@@ -257,7 +256,8 @@ class ExternalJob(JobKind):
             if not moved  # (an executor owed was the old pool's)
         ]
         self._add(cluster, spec, now, old_job.arrival)  # (first: it may be refused)
-        if not moved:
+        if mapped is not None:
+            self.mapped = mapped
             cluster.remove_job(old_job, now)
         new_index = {s.name: i for i, s in enumerate(spec.stages)}
         to = {old_index[name]: new_index.get(name) for name in old_index}
@@ -540,6 +540,7 @@ class ExternalJob(JobKind):
     def idle_ended(self, pool: Pool, stage: int) -> None: ...
     def confirmed(self, pool: Pool, outcome: Confirmed) -> None: ...
     def dropped(self, pool: Pool) -> None: ...
+    def unfit_changed(self, pool: Pool) -> None: ...
 
     def _say(self, pool: Pool, releases: Iterable[Release]) -> None:
         """Remove each paired pod's gate, recording its executor on it."""
