@@ -3,10 +3,11 @@ pool. The real kopf operator against the test API server with three nodes of 8 C
 (tests/nodes_e2e.py's cluster), its kube-scheduler binding pods by their requests, and the
 simulated kubelet; the clock and the kubelet `SPEED` times faster than the wall.
 
-The pool (``--pool-nodes ''``: every node) has three queues of 8 CPU and 32 GiB each; team
-``a`` floods workflows whose tasks want 16 CPU at once while the other queues are empty: it
-borrows their idle CPU. It held 8 of 24 CPU when the admission took the pool's CPU as 0 (it
-was built before the nodes were read, and never told them)."""
+The pool (``--pool-nodes ''``: every node; or ``--pool-resources`` of their allocatable) has
+three queues of 8 CPU and 32 GiB each; team ``a`` floods workflows whose tasks want 24 CPU
+and 48 GiB at once while the other queues are empty: it borrows their idle CPU and memory,
+on both pools alike. On nodes it held 8 of 24 CPU when the admission took the pool's CPU
+and memory as 0 (it was built before the nodes were read, and never told them)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from tests.k8s.apiserver import NODES, PODS
 from tests.k8s.harness import ApiServer, serving_crd
 from tests.k8s.kubelet import SimKubelet
 from tests.k8s.scheduler import node
-from tests.nodes_e2e import NODE_COUNT, NODE_CPU, NODE_MEMORY, POOL_PODS
+from tests.nodes_e2e import NODE_COUNT, NODE_CPU, NODE_MEMORY, POOL_PODS, POOLS
 
 # On an accelerated wall clock, not fake loop time: the real operator, the API emulator
 # and the simulated kubelet run in threads of their own; why: tests/e2e.py, at SPEED.
@@ -33,8 +34,9 @@ from tests.nodes_e2e import NODE_COUNT, NODE_CPU, NODE_MEMORY, POOL_PODS
 pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
 
 FLOOD = 6
-TASKS, CPU, MEMORY = 2, "2", "2Gi"
-"""Each flooding workflow: one stage of 2 tasks of 2 CPU and 2 GiB (24 CPU for the flood)."""
+TASKS, CPU, MEMORY = 2, "2", "4Gi"
+"""Each flooding workflow: one stage of 2 tasks of 2 CPU and 4 GiB: 24 CPU and 48 GiB for
+the flood, three times its quota's CPU and 1.5 times its memory, all of the nodes' CPU."""
 QUOTA = {"cpu": "8", "memory": "32Gi"}
 
 
@@ -43,12 +45,14 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
     yield from serving_crd(tmp_path_factory.mktemp("k8s"))
 
 
-class CpuPeak:
-    """The most CPU the released pods of a namespace request at once, at each pod write."""
+class Peak:
+    """The most CPU and memory the released pods of a namespace request at once, at each
+    pod write."""
 
     def __init__(self, api: ApiServer, namespace: str) -> None:
-        self.namespace, self.peak = namespace, 0
-        self.held: dict[str, int] = {}
+        self.namespace = namespace
+        self.held: dict[str, tuple[int, int]] = {}
+        self.cpu = self.memory = 0
         self._lock = threading.Lock()
         self.close = api.call(lambda: api.emulator.subscribe(self._on_event))
 
@@ -61,17 +65,21 @@ class CpuPeak:
             and not spec.get("schedulingGates")
             and (obj.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
         )
-        cpu = sum(
-            parse_quantity(c["resources"]["requests"]["cpu"]) for c in spec.get("containers", [])
-        )
+        asks = [c["resources"]["requests"] for c in spec.get("containers", [])]
+        cpu = sum(parse_quantity(a["cpu"]) for a in asks)
+        memory = sum(parse_quantity(a["memory"]) for a in asks)
         with self._lock:
             self.held.pop(meta["name"], None)
             if holds:
-                self.held[meta["name"]] = cpu
-            self.peak = max(self.peak, sum(self.held.values()))
+                self.held[meta["name"]] = (cpu, memory)
+            self.cpu = max(self.cpu, sum(c for c, _ in self.held.values()))
+            self.memory = max(self.memory, sum(m for _, m in self.held.values()))
 
 
-def test_a_queue_on_a_node_pool_borrows_the_idle_cpu_of_the_others(api: ApiServer) -> None:
+@pytest.mark.parametrize("pool", ["nodes", "fixed"])
+def test_a_queue_borrows_the_idle_cpu_and_memory_of_the_others_on_either_pool(
+    api: ApiServer, pool: str
+) -> None:
     flood, other = new_namespace(api, "quota-a"), new_namespace(api, "quota-b")
     for i in range(NODE_COUNT):
         if api.get(NODES, None, f"node-{i}") is None:
@@ -81,7 +89,7 @@ def test_a_queue_on_a_node_pool_borrows_the_idle_cpu_of_the_others(api: ApiServe
         {"name": "b", "namespaces": [other], "nominal": QUOTA},
         {"name": "c", "nominal": QUOTA},
     ]
-    peak = CpuPeak(api, flood)
+    peak = Peak(api, flood)
     container = {
         "name": "task",
         "image": "busybox",
@@ -96,8 +104,8 @@ def test_a_queue_on_a_node_pool_borrows_the_idle_cpu_of_the_others(api: ApiServe
             pool=POOL_PODS,
             clock=ScaledClock(SPEED),
             policy="fifo",
-            pool_nodes="",
             queues=QueueFile(queues_from(raw)),
+            **POOLS[pool],
             namespaces=(flood, other),
         ),
     ):
@@ -112,5 +120,6 @@ def test_a_queue_on_a_node_pool_borrows_the_idle_cpu_of_the_others(api: ApiServe
 
         wait(done, 60, "the flood to finish")
     peak.close()
-    # its nominal quota is 8 CPU; the others' idle 16 are lent (24 at most: the nodes')
-    assert peak.peak > parse_quantity(QUOTA["cpu"]), peak.peak
+    # its quota is 8 CPU and 32 GiB; the others' idle quotas are lent to it: the whole
+    # flood runs at once, as on a pool of fixed resources (on nodes it held 8 CPU)
+    assert (peak.cpu, peak.memory) == (parse_quantity("24"), parse_quantity("48Gi"))
