@@ -121,7 +121,7 @@ class Operator:
         self.watchdog: Watchdog
         self._tasks: list[asyncio.Task[None]] = []
         self.kopf_log = KopfRetryLog()
-        self.endpoints = Endpoints(self.metrics, self.readiness)
+        self.endpoints = Endpoints(self.metrics, self.readiness, lambda: self._pools)
         self.elector: leader.Elector | None = None
         """The leader election (--leader-election), from :meth:`start` on."""
         self.gate = WriteGate()

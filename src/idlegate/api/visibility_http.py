@@ -1,0 +1,33 @@
+"""The visibility API over HTTP: :func:`add_visibility` serves `idlegate.api.visibility`'s
+document read-only on an aiohttp application (the operator's metrics port, so the same
+Service, NetworkPolicy and ``kubectl port-forward`` reach it as ``/metrics``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import aiohttp.web
+
+from idlegate.api.visibility import PATH, narrow, pending
+
+
+def add_visibility(app: aiohttp.web.Application, pools: Callable[[], object]) -> None:
+    """``GET /visibility/pendingworkflows[?pool=P][&queue=Q]`` on `app`, from the operator's
+    `pools` (read in the operator's event loop: no lock, a consistent snapshot); 404 with
+    a sentence when the pool or queue asked for does not exist."""
+
+    async def serve(request: aiohttp.web.Request) -> aiohttp.web.Response:
+        pool, queue = request.query.get("pool"), request.query.get("queue")
+        doc = pending(pools())
+        found = narrow(doc, pool, queue)
+        missing = None
+        if pool is not None and not found["pools"]:
+            known = ", ".join(p["name"] for p in doc["pools"]) or "none"
+            missing = f"pool {pool!r} is not one of the operator's (its pools: {known})"
+        elif queue is not None and not any(p["queues"] for p in found["pools"]):
+            missing = f"no pool has a queue {queue!r}; list them without ?queue="
+        if missing is not None:
+            return aiohttp.web.json_response({"error": missing}, status=404)
+        return aiohttp.web.json_response(found)
+
+    app.router.add_get(PATH, serve)
