@@ -241,4 +241,3 @@ def table(doc: Mapping[str, Any], now: float) -> str:
     return "\n".join(
         "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in found
     )
-
