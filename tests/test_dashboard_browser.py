@@ -18,33 +18,31 @@ holds; the timeouts are safety nets against a hang, never bounds on speed.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from idlegate.api.crd import API_VERSION, GROUP, POOL_KIND, POOL_PLURAL, VERSION
 from idlegate.api.forecast_status import Forecast, dump_forecast
-from tests.dashboard_helpers import CHROMIUM_ARGS, DashboardThread, RbacProxy, chromium
+from tests.dashboard_helpers import (
+    CHROMIUM_ARGS,
+    Cluster,
+    DashboardThread,
+    RbacProxy,
+    chromium,
+    demo_cluster,
+    queue_status,
+)
 from tests.e2e import (
     DWF,
-    SPEED,
-    new_namespace,
     pods_of,
-    running_operator,
     stage,
     status_of,
-    wait,
-    wait_phase,
     workflow,
 )
 from tests.k8s.faults import FaultProxy
 from tests.k8s.harness import ApiServer, serving_crd
-from tests.k8s.kubelet import SimKubelet
 
 pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
 CHROMIUM = chromium()
@@ -56,25 +54,8 @@ pytestmark = pytest.mark.skipif(
 if CHROMIUM is not None:
     from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-POOLS = f"{GROUP}/{VERSION}/{POOL_PLURAL}"
 NET = 120_000
 """Milliseconds: Playwright's safety net against a hang (see the module docstring)."""
-FOREVER = 600_000  # simulated seconds (the CRD allows a week): `hold` runs till the end
-
-
-@dataclass
-class Cluster:
-    api: ApiServer
-    pooled: str
-    secret: str
-    plain: str
-    visibility: str
-    """The operator's metrics port, where its visibility API is served."""
-
-
-def queue_status(api: ApiServer, queue: str) -> dict[str, Any]:
-    found = ((api.get(POOLS, None, "shared") or {}).get("status") or {}).get("queues") or []
-    return next((q for q in found if q["name"] == queue), {})
 
 
 @pytest.fixture(scope="module")
@@ -84,50 +65,8 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
 
 @pytest.fixture(scope="module")
 def cluster(api: ApiServer) -> Iterator[Cluster]:
-    pooled, secret = new_namespace(api, "dash"), new_namespace(api, "dash-secret")
-    plain = new_namespace(api, "dash-plain")
-    for ns in (pooled, secret):
-        api.patch("namespaces", None, ns, {"metadata": {"labels": {"dashboard": "e2e"}}})
-    queues = [
-        {"name": "a", "nominal": {"pods": 1}, "borrowingLimit": {"pods": 0}},
-        {"name": "b", "nominal": {"pods": 1}},
-    ]
-    queues[0]["namespaces"] = [pooled, secret]
-    spec = {"size": 2, "policy": "fair", "queues": queues}
-    spec["namespaceSelector"] = {"matchLabels": {"dashboard": "e2e"}}
-    pool = {"apiVersion": API_VERSION, "kind": POOL_KIND, "metadata": {"name": "shared"}}
-    api.create(POOLS, {**pool, "spec": spec})
-    with contextlib.ExitStack() as stack:
-        for ns in (pooled, secret, plain):
-            stack.enter_context(SimKubelet(api, ns, time_factor=1 / SPEED))
-        operator = stack.enter_context(
-            running_operator(
-                api,
-                pooled,
-                pool=4,
-                namespaces=(pooled, secret, plain),
-                metrics_port=0,
-                listen_host="127.0.0.1",
-            )
-        )
-        api.create(DWF, workflow("hold", stage("s", 1, FOREVER)), namespace=pooled)
-        wait(lambda: queue_status(api, "a").get("used", {}).get("pods") == "1", 60, "hold runs")
-        api.create(DWF, workflow("waiter", stage("s", 1, 5)), namespace=pooled)
-        api.create(DWF, workflow("secret-wait", stage("s", 1, 5)), namespace=secret)
-        diamond = workflow(
-            "diamond",
-            stage("a", 2, 2),
-            stage("b", 1, 2, ("a",)),
-            stage("c", 2, 1, ("a",)),
-            stage("d", 1, 1, ("b", "c")),
-        )
-        api.create(DWF, diamond, namespace=plain)
-        wait(lambda: queue_status(api, "a").get("waiting") == 2, 60, "two waiting in queue a")
-        assert wait_phase(api, plain, "diamond", ("Succeeded", "Failed"), 60)["phase"] == (
-            "Succeeded"
-        )
-        url = f"http://127.0.0.1:{operator.endpoints.port}"
-        yield Cluster(api, pooled, secret, plain, url)
+    with demo_cluster(api) as found:
+        yield found
 
 
 @pytest.fixture(scope="module")

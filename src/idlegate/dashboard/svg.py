@@ -109,7 +109,10 @@ def spark_svg(
     def xy(t: float, v: float) -> str:
         return f"{w * (1 - (now - t) / window):.1f},{h - 2 - (h - 4) * v / top:.1f}"
 
-    points = " ".join(xy(t, v) for t, v in series if now - t <= window)
+    shown = [(t, v) for t, v in series if now - t <= window]
+    if shown:  # (the last sample holds until now: a line from the first reading on)
+        shown.append((now, shown[-1][1]))
+    points = " ".join(xy(t, v) for t, v in shown)
     quota = ""
     if limit is not None:
         y = h - 2 - (h - 4) * limit / top
