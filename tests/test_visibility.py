@@ -193,3 +193,52 @@ async def served(client: TestClient) -> None:
         "pool 'nope' is not one of the operator's (its pools: shared)"
     )
     assert (await client.get(PATH, params={"queue": "zz"})).status == 404
+
+
+# -- idlegate visibility -----------------------------------------------------------------------
+
+
+def test_idlegate_visibility_prints_the_operators_table(tmp_path):
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from urllib.parse import parse_qs, urlparse
+
+    from typer.testing import CliRunner
+
+    from idlegate.cli import app
+
+    pools, _ = pool([("t", "first", 0), ("t", "second", 0), ("u", "urgent", 5), LAST])
+    asked: list[dict[str, list[str]]] = []
+
+    class Operator(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # (the operator's route, as add_visibility serves it)
+            url = urlparse(self.path)
+            asked.append(parse_qs(url.query))
+            query = {k: v[0] for k, v in parse_qs(url.query).items()}
+            body = json.dumps(narrow(pending(pools), query.get("pool"), query.get("queue")))
+            self.send_response(200 if url.path == PATH else 404)
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Operator)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        shown = CliRunner().invoke(app, ["visibility", "--url", url, "--pool", "shared"])
+        assert shown.exit_code == 0, shown.output
+        lines = shown.output.splitlines()
+        assert lines[0].startswith("POOL") and "urgent" in lines[1] and "last" in lines[2]
+        assert asked == [{"pool": ["shared"]}]
+        as_json = CliRunner().invoke(app, ["visibility", "--url", url, "--json"])
+        assert json.loads(as_json.output)["kind"] == "PendingWorkflows"
+    finally:
+        server.shutdown()
+        server.server_close()
+    gone = CliRunner().invoke(app, ["visibility", "--url", url])
+    assert gone.exit_code == 1
+    assert "is the operator's metrics port forwarded" in gone.output
+    assert "Traceback" not in gone.output
