@@ -195,6 +195,16 @@ async def served(client: TestClient) -> None:
     assert (await client.get(PATH, params={"queue": "zz"})).status == 404
 
 
+@pytest.mark.asyncio
+async def test_a_replica_that_does_not_lead_says_so():
+    app = aiohttp.web.Application()
+    add_visibility(app, lambda: None)
+    async with TestClient(TestServer(app)) as client:
+        answer = await client.get(PATH)
+        assert answer.status == 503
+        assert "does not lead" in (await answer.json())["error"]
+
+
 # -- idlegate visibility -----------------------------------------------------------------------
 
 

@@ -14,11 +14,17 @@ from idlegate.api.visibility import PATH, narrow, pending
 def add_visibility(app: aiohttp.web.Application, pools: Callable[[], object]) -> None:
     """``GET /visibility/pendingworkflows[?pool=P][&queue=Q]`` on `app`, from the operator's
     `pools` (read in the operator's event loop: no lock, a consistent snapshot); 404 with
-    a sentence when the pool or queue asked for does not exist."""
+    a sentence when the pool or queue asked for does not exist; 503 while `pools` is None
+    (the operator starts, or is a standby replica, whose memory holds no workflow: asked
+    again through the Service, another replica may answer)."""
 
     async def serve(request: aiohttp.web.Request) -> aiohttp.web.Response:
         pool, queue = request.query.get("pool"), request.query.get("queue")
-        doc = pending(pools())
+        found_pools = pools()
+        if found_pools is None:
+            why = "this operator replica does not lead (or starts): it holds no workflow; ask again"
+            return aiohttp.web.json_response({"error": why}, status=503)
+        doc = pending(found_pools)
         found = narrow(doc, pool, queue)
         missing = None
         if pool is not None and not found["pools"]:

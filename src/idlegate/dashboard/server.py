@@ -63,7 +63,15 @@ class Dashboard:
         self._task: asyncio.Task[None] | None = None
 
     async def _visibility(self) -> tuple[dict[str, Any] | None, str | None]:
-        """The operator's document, or None and why it cannot be read now."""
+        """The operator's document, or None and why it cannot be read now. Asked up to three
+        times: behind the Service, a standby replica answers 503 and another may lead."""
+        for _ in range(2):
+            doc, why = await self._visibility_once()
+            if doc is not None or "503" not in (why or ""):
+                return doc, why
+        return await self._visibility_once()
+
+    async def _visibility_once(self) -> tuple[dict[str, Any] | None, str | None]:
         source = self.visibility
         try:
             if source.startswith(("http://", "https://")):
