@@ -121,7 +121,8 @@ class Operator:
         self.watchdog: Watchdog
         self._tasks: list[asyncio.Task[None]] = []
         self.kopf_log = KopfRetryLog()
-        self.endpoints = Endpoints(self.metrics, self.readiness, self.visible_pools)
+        self.endpoints = Endpoints(self.metrics, self.readiness)
+        self.endpoints.pools = lambda: None if self.standby else self._pools  # (visibility)
         self.elector: leader.Elector | None = None
         """The leader election (--leader-election), from :meth:`start` on."""
         self.gate = WriteGate()
@@ -378,10 +379,6 @@ class Operator:
         for task in self.waiting:
             task.cancel()
         self.stopped.set()
-
-    def visible_pools(self) -> Pools | None:
-        """The pools the visibility API shows: None while they are not the pool's truth."""
-        return None if self.standby else self._pools
 
     @property
     def standby(self) -> bool:
