@@ -88,6 +88,7 @@ def test_pools_show_quota_beside_use_and_the_default_pool_from_the_visibility_ap
     visibility = {"pools": [{"name": "default", "queues": [{"name": "", "waiting": []}]}]}
     views = model.pool_views([pool], visibility)
     assert [v["name"] for v in views] == ["shared", "default"]
+    assert views[1]["queues"][0]["used"] is None  # (no ExecutorPool: its use is not known)
     (a,) = views[0]["queues"]
     assert (a["usedPods"], a["nominalPods"], a["waiting"]) == (3.0, 2.0, 2)
     assert a["borrowed"] == {"pods": "1"} and views[0]["following"].startswith("sjf-cp")

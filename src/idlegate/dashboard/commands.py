@@ -101,7 +101,8 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--namespace",
                 "-n",
-                help="Namespaces to read when your RBAC cannot list namespaces (repeatable).",
+                help="Namespaces to read when your RBAC cannot list namespaces (repeatable; "
+                "default: the kubeconfig context's).",
             ),
         ] = None,
         url: VisibilityOpt = None,
@@ -121,9 +122,12 @@ def register(app: typer.Typer) -> None:
         except IdlegateError as exc:
             typer.echo(f"Error: {exc}", err=True)
             raise typer.Exit(1) from None
+        from idlegate.cli import _namespace
+
         board = Dashboard(
             reader,
-            namespaces=list(namespace or []),
+            # (read when RBAC refuses a listing of namespaces: kubectl's namespace at least)
+            namespaces=list(namespace or [_namespace(kubeconfig)]),
             visibility=url,
             interval=interval,
             poll_ms=max(500, int(interval * 1000)),

@@ -114,14 +114,14 @@ def pool_views(
     for p in (visibility or {}).get("pools", ()):
         if p["name"] not in known:
             queues = [
-                {
+                {  # (no ExecutorPool, no status: its use is not known, None)
                     "name": q["name"],
-                    "nominal": {},
+                    "nominal": None,
                     "nominalPods": None,
-                    "used": {},
+                    "used": None,
                     "usedPods": 0.0,
-                    "borrowed": {},
-                    "lent": {},
+                    "borrowed": None,
+                    "lent": None,
                     "waiting": len(q["waiting"]),
                     "oldestWait": 0,
                 }

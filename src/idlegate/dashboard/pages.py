@@ -59,7 +59,8 @@ function banner(text) {
   b.className = text ? "shown" : "";
 }
 function amounts(m) {
-  return Object.entries(m || {}).map(([k, v]) => k + " " + v).join(", ") || "0";
+  if (m === null || m === undefined) return "-";
+  return Object.entries(m).map(([k, v]) => k + " " + v).join(", ") || "0";
 }
 function link(ns, name) {
   const a = el("a", ns + "/" + name);
