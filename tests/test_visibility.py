@@ -252,3 +252,18 @@ def test_idlegate_visibility_prints_the_operators_table(tmp_path):
     assert gone.exit_code == 1
     assert "is the operator's metrics port forwarded" in gone.output
     assert "Traceback" not in gone.output
+
+
+def test_the_forecast_written_is_what_the_crd_and_the_status_model_take():
+    import jsonschema
+
+    from idlegate.api.status import WorkflowStatus, dump
+    from tests.deploy_files import committed_crd
+
+    (version,) = committed_crd()["spec"]["versions"]
+    schema = version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+    f = Forecast(T0, T0 + 60, (T0 + 30, T0 + 120), T0 + 600, (T0 + 400, T0 + 900), position=2)
+    for written in (dump_forecast(f), dump_forecast(Unavailable(T0, "no history"))):
+        jsonschema.validate(written, schema["forecast"])
+        status = WorkflowStatus.model_validate({"forecast": written})
+        assert parse_forecast(dump(status)) == parse_forecast({"forecast": written})
