@@ -101,7 +101,8 @@ class Dashboard:
                 said = [e for e in events if e.get("reason") == "PolicyFollowed"]
                 followed[name] = model.event_rows(said)[:5]
         except Outage as exc:
-            self.state["outage"] = f"{exc}; showing what it said last"
+            kept = "what it said last" if self.state["refreshedAt"] else "nothing read yet"
+            self.state["outage"] = f"{exc}; showing {kept}"
             self.refreshed.set()
             return
         doc, note = await self._visibility()
