@@ -100,7 +100,21 @@ def board(cluster: Cluster) -> Iterator[DashboardThread]:
 def test_the_queue_shows_its_status_and_each_waiting_workflow_its_reason(
     cluster: Cluster, board: DashboardThread, page: Page
 ) -> None:
+    said = "fair: 8 % lower mean JCT than sjf-cp on a replay of the last 40 workflows"
+    followed = {
+        "metadata": {"name": "shared.followed", "namespace": "default"},
+        "involvedObject": {"apiVersion": "idlegate.io/v1alpha1", "kind": "ExecutorPool"},
+        "reason": "PolicyFollowed",
+        "message": said,
+        "type": "Normal",
+        "lastTimestamp": "2026-11-27T03:00:00Z",
+    }
+    followed["involvedObject"]["name"] = "shared"
+    cluster.api.create("events", followed, namespace="default")
     page.goto(board.url)
+    shared = page.locator(".pool[data-pool=shared]")
+    expect(shared.locator(".following")).to_have_text("Follows: fair")
+    expect(shared.locator(".sentence")).to_contain_text(said)  # (why: the pool's Events)
     status = queue_status(cluster.api, "a")
     row = page.locator(".pool[data-pool=shared] tr.queue[data-queue=a]")
     expect(row).to_contain_text(f"pods {status['used']['pods']} / pods 1")
@@ -126,6 +140,9 @@ def test_a_forecast_in_the_status_is_shown(
     waiter = page.locator(f'#waiting tr[data-workflow="{cluster.pooled}/waiter"]')
     expect(waiter.locator(".fc-ok")).to_contain_text("start in 10m")
     expect(waiter.locator(".fc-ok")).to_contain_text("finish in 20m")
+    waiter.locator("a").click()
+    expect(page.locator("#forecast")).to_contain_text("start in 10m")
+    expect(page.locator("svg.dag g.stage[data-state=ready]")).to_have_count(1)
 
 
 def test_the_page_follows_a_change_without_a_reload(
