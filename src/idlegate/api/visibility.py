@@ -54,8 +54,9 @@ PATH = "/visibility/pendingworkflows"
 # -- the three adapters ------------------------------------------------------------------------
 
 
-def positions(jobs: Sequence[Any]) -> list[Any]:
-    """The waiting `jobs` of one queue, first to start first.
+def positions(admission: Any, jobs: Sequence[Any]) -> list[Any]:
+    """The waiting `jobs` of one queue of `admission` (None: a pool without queues), first
+    to start first.
 
     Today: the admission lets a queue's workflows of the highest priority go first
     (`idlegate.sim.admission`), and among them the pool's policy picks; so the order is
@@ -90,11 +91,12 @@ def reason_of(cluster: Any, job: Any, pool_size: int, now: float) -> str:
     return f"the policy chose other work; {free} executor(s) free until the next event"
 
 
-def forecast_of(workflow: Any) -> Forecast | Unavailable | None:
-    """The forecast of an operator's workflow (a job's payload), if it keeps one: today an
-    attribute ``forecast`` (a Forecast, an Unavailable, or a ``status.forecast`` mapping) that
-    no kind sets yet, so None ("no forecast yet"). Point it at the forecaster's result."""
-    found = getattr(workflow, "forecast", None)
+def forecast_of(core: Any, job: Any) -> Forecast | Unavailable | None:
+    """The forecast of `job` (in the pool of `core`), if the operator keeps one: today an
+    attribute ``forecast`` of its workflow (the job's payload: a Forecast, an Unavailable,
+    or a ``status.forecast`` mapping) that no kind sets yet, so None ("no forecast yet").
+    Point it at the forecaster's result (e.g. what the pool's last refresh kept)."""
+    found = getattr(job.payload, "forecast", None)
     if found is None or isinstance(found, Forecast | Unavailable):
         return found
     return parse_forecast({"forecast": found})
@@ -128,9 +130,9 @@ def pool_entry(name: str, core: Any) -> dict[str, Any]:
     queues = []
     for q, jobs in enumerate(queued):
         waiting = []
-        for position, job in enumerate(positions(jobs), start=1):
+        for position, job in enumerate(positions(admission, jobs), start=1):
             owner = _owner(job)
-            forecast = forecast_of(job.payload)
+            forecast = forecast_of(core, job)
             waiting.append(
                 {
                     "position": position,
