@@ -2,7 +2,8 @@
 docs/img/dashboard-workflow.png), taken in Debian's chromium (Playwright) of the page the
 browser tests check: the real operator on the test API server running ExecutorPool
 ``shared`` with two queues, one workflow running, two waiting (one with a forecast set on
-its status), and a finished diamond (tests/dashboard_helpers.py, ``demo_cluster``).
+its status), a finished diamond (tests/dashboard_helpers.py, ``demo_cluster``), and a minute
+of short workflows in queue ``b`` for its chart (about two minutes in all).
 
     .venv/bin/python -m benchmarks.dashboard_screenshots [--out docs/img]
 
@@ -26,7 +27,7 @@ from tests.dashboard_helpers import (
     chromium,
     demo_cluster,
 )
-from tests.e2e import DWF
+from tests.e2e import DWF, stage, workflow
 from tests.k8s.harness import serving_crd
 
 
@@ -55,6 +56,13 @@ def main() -> None:
                 ):
                     browser = p.chromium.launch(executable_path=browser_path, args=CHROMIUM_ARGS)
                     page = browser.new_page(viewport={"width": 1200, "height": 820})
+                    # queue b's use over 50 s: a workflow of one 60 s task every 5 s of the wall
+                    # (the clock runs 20 times the wall's: a task ends in 3 s), for the chart
+                    for i in range(10):
+                        one = workflow(f"b-{i}", stage("s", 1, 60))
+                        one["spec"]["queueName"] = "b"
+                        api.create(DWF, one, namespace=cluster.pooled)
+                        time.sleep(5)
                     page.goto(board.url)
                     expect(page.locator("#waiting .fc-ok")).to_have_count(1)
                     # (a few samples in the chart: the page polls, each poll redraws it)

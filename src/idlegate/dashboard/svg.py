@@ -102,22 +102,27 @@ def spark_svg(
     series: Sequence[tuple[float, float]], limit: float | None, now: float, window: float = 3600
 ) -> str:
     """A queue's use over the last `window` seconds (`series`: (time, pods used)), with its
-    nominal quota `limit` as a dashed line when it has one."""
+    nominal quota `limit` as a dashed line when it has one. The time axis spans what was
+    sampled (at least a minute, at most `window`: a dashboard started a minute ago draws
+    that minute across the chart, and says so)."""
     w, h = 220, 44
-    top = max([v for _, v in series] + [limit or 0, 1])
-
-    def xy(t: float, v: float) -> str:
-        return f"{w * (1 - (now - t) / window):.1f},{h - 2 - (h - 4) * v / top:.1f}"
-
     shown = [(t, v) for t, v in series if now - t <= window]
     if shown:  # (the last sample holds until now: a line from the first reading on)
         shown.append((now, shown[-1][1]))
+    span = min(window, max(60.0, now - shown[0][0])) if shown else window
+    top = 1.25 * max([v for _, v in shown] + [limit or 0, 1])
+
+    def xy(t: float, v: float) -> str:
+        return f"{w * (1 - (now - t) / span):.1f},{h - 2 - (h - 4) * v / top:.1f}"
+
     points = " ".join(xy(t, v) for t, v in shown)
     quota = ""
     if limit is not None:
         y = h - 2 - (h - 4) * limit / top
         quota = f'<line class="quota" x1="0" x2="{w}" y1="{y:.1f}" y2="{y:.1f}"/>'
+    label = f"last {span / 60:.0f} min"
     return (
-        f'<svg class="spark" width="{w}" height="{h}" role="img" aria-label="use, last hour">'
-        f'{quota}<polyline class="use" points="{points}"/></svg>'
+        f'<svg class="spark" width="{w}" height="{h}" role="img" aria-label="use, {label}">'
+        f'{quota}<polyline class="use" points="{points}"/>'
+        f'<text class="small" x="{w - 4}" y="10" text-anchor="end">{label}</text></svg>'
     )
