@@ -12,7 +12,7 @@ OUT ?= out
 AIRFLOW_VENV ?= .venv-airflow
 AIRFLOW_REQUIREMENTS := tests/data/airflow/requirements-e2e.txt
 
-.PHONY: demo test e2e postgresql lint format bench docs-check clean
+.PHONY: demo test e2e postgresql chromium lint format bench docs-check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +28,7 @@ $(VENV)/.dev: pyproject.toml constraints.txt | $(BIN)/python
 demo: $(VENV)/.base  ## compare the baseline schedulers on the built-in workload
 	$(BIN)/idlegate demo --out $(OUT)/demo
 
-test: $(VENV)/.dev  ## lint, check types, then the whole test suite
+test: $(VENV)/.dev chromium  ## lint, check types, then the whole test suite
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -42,6 +42,10 @@ $(AIRFLOW_VENV)/.installed: $(AIRFLOW_REQUIREMENTS)
 postgresql:  # Debian's PostgreSQL server, unless initdb is found already
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || \
 		(apt-get update -q && apt-get install -y -q postgresql)
+
+chromium:  # Debian's chromium, for the dashboard's browser tests, unless found already
+	@command -v chromium >/dev/null || test -x /usr/bin/chromium || \
+		(apt-get update -q && apt-get install -y -q chromium)
 
 e2e: $(VENV)/.dev $(AIRFLOW_VENV)/.installed postgresql  ## tests against a real Airflow 3
 	IDLEGATE_AIRFLOW_PYTHON=$(abspath $(AIRFLOW_VENV))/bin/python $(BIN)/pytest -n 0 -q -m airflow_e2e
