@@ -122,12 +122,12 @@ def register(app: typer.Typer) -> None:
         except IdlegateError as exc:
             typer.echo(f"Error: {exc}", err=True)
             raise typer.Exit(1) from None
-        from idlegate.cli import _namespace
+        from idlegate.cli_live import namespace as kubectl_namespace
 
         board = Dashboard(
             reader,
             # (read when RBAC refuses a listing of namespaces: kubectl's namespace at least)
-            namespaces=list(namespace or [_namespace(kubeconfig)]),
+            namespaces=list(namespace or [kubectl_namespace(kubeconfig)]),
             visibility=url,
             interval=interval,
             poll_ms=max(500, int(interval * 1000)),
