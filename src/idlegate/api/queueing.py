@@ -96,8 +96,18 @@ class QueueNotFoundError(PoolNotFoundError):
         )
 
 
-def cohort_check(queues: Sequence[QueueSpec], pods: int, capacity: ResourceVector | None) -> None:
-    """`check_cohort` against a pool of `pods` executors and `capacity` (None: pods only)."""
+def cohort_check(
+    queues: Sequence[QueueSpec],
+    pods: int,
+    capacity: ResourceVector | None,
+    counted: Sequence[str] | None = None,
+) -> None:
+    """`check_cohort` against a pool of `pods` executors and `capacity` (None: pods only);
+    for a pool that follows its nodes, `counted` instead: the resources it counts
+    (`idlegate.api.nodes.counted`), whose names alone a quota is checked against."""
+    if counted is not None:
+        check_cohort(queues, counted=counted)
+        return
     pool = ResourceVector({**(capacity or {}), "pods": pods * MILLI})  # (pods once)
     check_cohort(queues, pool)
 

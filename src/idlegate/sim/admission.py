@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 from idlegate.errors import IdlegateError
 from idlegate.sim.protocol import Action, Decision, Job, Launch, Scheduler, Stage, launchable
-from idlegate.sim.queues import QueueSpec, queue_index
+from idlegate.sim.queues import QueueSpec, check_counted, queue_index
 from idlegate.sim.resources import MILLI, ResourceVector
 
 if TYPE_CHECKING:
@@ -117,10 +117,12 @@ class Admission:
             ]
             for i, q in enumerate(queues)
         ]
-        self.capacity = [float(capacity[d]) for d in dims]
-        self.cohort = [
-            min(cap, sum(n[i] for n in self.nominal)) for i, cap in enumerate(self.capacity)
-        ]
+        check_counted(self.queues, dims)
+        self.capacity: list[float] = []
+        """The pool's capacity, in `dims` order (`set_capacity`)."""
+        self.cohort: list[float] = []
+        """What the queues share: the pool's capacity, or the quotas' sum if smaller."""
+        self.set_capacity(capacity)
         self.weight = [q.weight for q in queues]
         self.priority = [q.priority for q in queues]
         self.bound = [q.wait_bound for q in queues]
@@ -146,6 +148,16 @@ class Admission:
         """The open question's visible stages and how many tasks each may start."""
         self._forced: Decision | None = None
         self._at: tuple[float, int, int, int] | None = None
+
+    def set_capacity(self, capacity: ResourceVector) -> None:
+        """The pool's capacity is now `capacity` (pods included): the cluster tells it on
+        every change (`Cluster.set_capacity`: a pool that follows its nodes starts at none
+        and grows as they are read), so the cohort quotas borrow from is the pool's now."""
+        self.capacity = [float(capacity[d]) for d in self.dims]
+        self.cohort = [
+            min(cap, sum(n[i] for n in self.nominal)) for i, cap in enumerate(self.capacity)
+        ]
+        self._at = None
 
     def index(self, name: str | None) -> int:
         """The queue a workflow naming `name` joins (`idlegate.sim.queues.queue_index`)."""

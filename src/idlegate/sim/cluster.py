@@ -71,7 +71,7 @@ from idlegate.errors import (
 )
 from idlegate.sim.dag import Dag
 from idlegate.sim.fork import fork_cluster
-from idlegate.sim.pool import PoolResources
+from idlegate.sim.pool import Allows, PoolResources
 from idlegate.sim.progress import can_run, hold, recount, remaining_cp
 from idlegate.sim.protocol import (
     WAIT,
@@ -460,6 +460,21 @@ class Cluster(PoolResources):
     def free_executors_from(self, job: Job | None) -> int:
         """Free executors whose last task belonged to `job` (None: never used or job gone)."""
         return len(self._free.get(job, ()))
+
+    def set_capacity(
+        self,
+        capacity: ResourceVector,
+        nodes: Sequence[ResourceVector] | None = None,
+        allocatable: Sequence[ResourceVector] = (),
+        hosts: Sequence[str] = (),
+        allows: Allows | None = None,
+    ) -> bool:
+        """`PoolResources.set_capacity`, and the pool's queues told the new capacity: the
+        cohort they borrow from is the pool's as it is now (nodes added, removed, resized)."""
+        grew = super().set_capacity(capacity, nodes, allocatable, hosts, allows)
+        if self.admission is not None:
+            self.admission.set_capacity(self.capacity)
+        return grew
 
     def can_schedule(self) -> bool:
         if self.admission is not None:

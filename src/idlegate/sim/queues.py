@@ -171,10 +171,16 @@ def queues_from(data: Any, where: str = "queues") -> tuple[QueueSpec, ...]:
 
 
 def check_cohort(
-    queues: Iterable[QueueSpec], pool: Mapping[str, int] | None = None, where: str = "queues"
+    queues: Iterable[QueueSpec],
+    pool: Mapping[str, int] | None = None,
+    where: str = "queues",
+    *,
+    counted: Iterable[str] | None = None,
 ) -> None:
     """Names unique, each namespace in one queue, and with `pool` (its capacity, pods
-    included) quotas naming only its resources and summing to at most it."""
+    included) quotas naming only its resources and summing to at most it. With `counted`
+    instead (the resources a pool that follows its nodes counts; pods always), only the
+    names are checked: its capacity comes and goes with its nodes, so no sum can be."""
     queues = tuple(queues)
     seen: dict[str, str] = {}
     names = [q.name for q in queues]
@@ -189,15 +195,11 @@ def check_cohort(
                     f"{q.name!r}; a namespace routes to one queue"
                 )
             seen[ns] = q.name
+    if counted is not None:
+        check_counted(queues, ("pods", *(n for n in counted if n != "pods")))
     if pool is None:
         return
-    for q in queues:
-        missing = [n for n in q.nominal if n not in pool]
-        if missing:
-            raise IdlegateError(
-                f"queue {q.name!r}: its quota names {missing[0]}, which the pool does not "
-                f"count ({', '.join(pool)}); quote only the pool's resources"
-            )
+    check_counted(queues, pool)
     total = sum((ResourceVector(q.nominal) for q in queues), ResourceVector())
     over = [n for n in total if total[n] > pool[n]]
     if over:
@@ -207,6 +209,21 @@ def check_cohort(
             f"{ResourceVector({name: total[name]}).format()}, more than the pool's "
             f"{ResourceVector({name: pool[name]}).format()}; lower a quota or grow the pool"
         )
+
+
+def check_counted(queues: Iterable[QueueSpec], names: Iterable[str]) -> None:
+    """IdlegateError for the first quota naming a resource not among `names` (what the
+    pool counts, pods included): on a `resources` pool and on one that follows its nodes
+    alike, a quota of what the pool does not count could never be used."""
+    names = tuple(names)
+    for q in queues:
+        for key in ("nominal", "borrowing_limit", "lending_limit"):
+            missing = [n for n in getattr(q, key) or () if n not in names]
+            if missing:
+                raise IdlegateError(
+                    f"queue {q.name!r}: its quota names {missing[0]}, which the pool does not "
+                    f"count ({', '.join(names)}); quote only the pool's resources"
+                )
 
 
 def _texts(amounts: Mapping[str, int]) -> dict[str, str]:
