@@ -71,7 +71,7 @@ from idlegate.errors import (
 )
 from idlegate.sim.dag import Dag
 from idlegate.sim.fork import fork_cluster
-from idlegate.sim.pool import Allows, PoolResources
+from idlegate.sim.pool import PoolResources
 from idlegate.sim.progress import can_run, hold, recount, remaining_cp
 from idlegate.sim.protocol import (
     WAIT,
@@ -90,6 +90,7 @@ from idlegate.sim.shares import Shares
 
 if TYPE_CHECKING:
     from idlegate.sim.admission import Admission
+    from idlegate.sim.admission_result import AdmissionResult
 
 TraceSink = Callable[[float, str, int, int, Any], None]
 
@@ -461,20 +462,17 @@ class Cluster(PoolResources):
         """Free executors whose last task belonged to `job` (None: never used or job gone)."""
         return len(self._free.get(job, ()))
 
-    def set_capacity(
-        self,
-        capacity: ResourceVector,
-        nodes: Sequence[ResourceVector] | None = None,
-        allocatable: Sequence[ResourceVector] = (),
-        hosts: Sequence[str] = (),
-        allows: Allows | None = None,
-    ) -> bool:
-        """`PoolResources.set_capacity`, and the pool's queues told the new capacity: the
-        cohort they borrow from is the pool's as it is now (nodes added, removed, resized)."""
-        grew = super().set_capacity(capacity, nodes, allocatable, hosts, allows)
+    def capacity_changed(self) -> None:
+        """`PoolResources.capacity_changed`: the pool's queues are told the new capacity,
+        so the cohort they borrow from is the pool's as it is now (nodes added, removed)."""
         if self.admission is not None:
             self.admission.set_capacity(self.capacity)
-        return grew
+
+    def admission_result(self) -> AdmissionResult | None:
+        """The pool's queues at the present question (`Admission.result`): per queue, its
+        waiting workflows in order, what may start and why each other waits; None with no
+        queues."""
+        return None if self.admission is None else self.admission.result(self)
 
     def can_schedule(self) -> bool:
         if self.admission is not None:
@@ -490,6 +488,8 @@ class Cluster(PoolResources):
         `shares`) and the driver's `changed`."""
         self.shapes.touch(job)
         self.shares.touch(job)
+        if self.admission is not None:
+            self.admission.touch(job)
         if self.changed is not None:
             self.changed[job] = None
 
@@ -511,11 +511,16 @@ class Cluster(PoolResources):
         return self.answer(scheduler, now, self.apply)
 
     def answer(
-        self, scheduler: Scheduler, now: float, apply: Callable[[Decision, float], list[Launch]]
+        self,
+        scheduler: Scheduler,
+        now: float,
+        apply: Callable[[Decision, float], list[Launch]],
+        view: Any = None,
     ) -> tuple[Action, list[Launch]]:
-        """Ask `scheduler` once and carry out its answer with `apply` (`apply`, or the
-        admission's, which cuts the cap to what the queues allow): `decide_once`'s body."""
-        action = scheduler.decide(self)
+        """Ask `scheduler` once, of `view` (None: this cluster; the admission's: one queue's,
+        `idlegate.sim.admission_view`), and carry out its answer with `apply` (`apply`, or
+        the admission's, which cuts the cap to what the queues allow): `decide_once`'s body."""
+        action = scheduler.decide(self if view is None else view)
         if action is WAIT:
             return action, []
         if not isinstance(action, Decision):
@@ -792,7 +797,3 @@ class Cluster(PoolResources):
                 for i, n in enumerate(stage.need.amounts):
                     held[i] += n * (self.now - self._busy_since[e])
         return {name: h / MILLI for name, h in zip(self.resource_names, held, strict=True)}
-
-    def busy_counts(self) -> Iterable[int]:
-        """Executors busy per job in the system (for invariant checks)."""
-        return (j.held for j in self.jobs)
