@@ -80,6 +80,9 @@ Baselines, for `compare` (``admission?mode=…:BASE``, `idlegate.sim.admission_b
   workflow could never admit one wider than its quota.
 * ``drf``: plain dominant-resource fairness across queues: one task per question, for
   the queue with a startable stage of the lowest weighted dominant share; no quotas.
+* ``pooled``: idlegate's queues with the policy asked of the whole pool (every queue's
+  allowed stages at once, caps over every workflow and the pool's size): the admission
+  before the policy was scoped to the queue, for the figures of docs/queues.md.
 """
 
 from __future__ import annotations
@@ -101,7 +104,7 @@ from idlegate.sim.resources import MILLI, ResourceVector
 if TYPE_CHECKING:
     from idlegate.sim.cluster import Cluster
 
-MODES = ("queues", "kueue", "drf")
+MODES = ("queues", "kueue", "drf", "pooled")
 _MANY = 1 << 30
 """As many tasks as may be: the room of a resource no quota limits."""
 
@@ -142,6 +145,8 @@ class Admission:
             raise IdlegateError("an admission needs at least one queue")
         self.queues = tuple(queues)
         self.mode = mode
+        self.ours = mode in ("queues", "pooled")
+        """idlegate's queues (``pooled``: with the policy asked of the whole pool)."""
         self.dims = ("pods", *resource_names)
         dims = self.dims
         check_counted(self.queues, dims)
@@ -150,6 +155,10 @@ class Admission:
             return [limit[d] if limit is not None and d in limit else default for d in dims]
 
         self.nominal = [per(q.nominal, inf) for q in queues]
+        self.named = [any(n[i] != inf for n in self.nominal) for i in range(len(dims))]
+        """Per resource, whether a quota names it: the cohort is shared on those alone (on
+        another, the others' claims are their usage, and the cohort's room is the pool's
+        free amount, which the cluster's own fit rule keeps)."""
         self.borrow = [per(q.borrowing_limit, inf) for q in queues]
         self.keep = [
             [
@@ -184,6 +193,19 @@ class Admission:
         self.last_tick = 0.0
         self._waiting: list[bool] = [False] * len(queues)
         self.cluster_asked: Cluster | None = None
+        self._claim = [[0.0] * len(dims) for _ in queues]
+        """Each queue's claim on the cohort (phase 2), kept from the queues that changed."""
+        self._claim_sum = [0.0] * len(dims)
+        self._changed: set[int] = set(range(len(queues)))
+        """Queues whose usage or waiting work changed since their claim was worked out."""
+        self._ent: list[dict[Any, tuple[int, int]]] = [{} for _ in queues]
+        """Per queue, phase 3's (within nominal, in all) tasks by demand, while it holds."""
+        self._verdicts: list[tuple[dict[Group, int], dict[Group, int], bool] | None]
+        self._verdicts = [None] * len(queues)
+        """Per queue, phase 3's shapes within its nominal quota (and their tasks), those it
+        may start borrowing, and whether it has room for no pod (None: to work out)."""
+        self._views: dict[int, tuple[tuple[Any, tuple[float, ...]], QueueView]] = {}
+        """Each queue's view, while the pool and its entitlement are the same."""
         self._reset_question()
 
     def _reset_question(self) -> None:
@@ -192,8 +214,8 @@ class Admission:
         self.forced: Decision | None = None
         self._visible: dict[Stage, int] = {}
         """Baselines: the open question's visible stages and their tasks."""
-        self.claims: list[list[float]] = []
-        self._entitled: dict[tuple[int, Any], tuple[int, int]] = {}
+        self.asked = False
+        """Whether phases 2 to 6 ran for the open question."""
         self.served: list[int] = []
         self.phase: dict[int, str] = {}
         self.rooms: dict[int, dict[Group, int]] = {}
@@ -213,6 +235,9 @@ class Admission:
             min(cap, sum(n[i] for n in self.nominal)) for i, cap in enumerate(self.capacity)
         ]
         self._at = None
+        if hasattr(self, "_changed"):  # (not while it is built)
+            self._changed.update(range(len(self.queues)))
+            self._claim = [[-1.0] * len(self.dims) for _ in self.queues]  # (all read again)
 
     def index(self, name: str | None) -> int:
         """The queue a workflow naming `name` joins (`idlegate.sim.queues.queue_index`)."""
@@ -240,6 +265,7 @@ class Admission:
     def use(self, stage: Stage, tasks: int, now: float) -> None:
         """`tasks` more (or, negative, fewer) of `stage`'s tasks run from `now` on."""
         self._tick(now)
+        self._changed.add(stage.job.queue)
         used = self.used[stage.job.queue]
         for i, a in enumerate(self.demand(stage)):
             used[i] += a * tasks
@@ -318,6 +344,8 @@ class Admission:
 
     def _note(self, jobs: list[Job], now: float) -> None:
         """Of `jobs` (read again), the stages that began to wait, and those done waiting."""
+        self._changed.update(self.snapshot.changed)
+        self.snapshot.changed.clear()
         for job in jobs:
             since = self.waits_since[job.queue]
             for stage in job.stages:
@@ -377,26 +405,21 @@ class Admission:
 
     def _question(self, cluster: Cluster, now: float) -> None:
         """Phases 2 to 6 of the module docstring (7 is read per stage: `_room`)."""
-        n, snap = len(self.queues), self.snapshot
+        self.asked = True
         # 2. claims
-        self.claims = self._claims_now()
+        self._update_claims()
         # 3. entitlement
         bound, free = self.bound, cluster.free_executors
-        full = [  # (every task takes a pod: a queue with room for none shows no stage)
-            self.entitled_for(q, None)[1] == 0 and bound[q] == inf for q in range(n)
-        ]
+        full: list[bool] = []
         nominal: dict[int, dict[Group, int]] = {}
         borrow: dict[int, dict[Group, int]] = {}
-        for q in range(n):
-            if full[q]:
-                continue
-            for key, stages in snap.groups[q].items():
-                need = need_of(next(iter(stages)))
-                within, total = self.entitled_for(q, key.amounts)
-                if within >= need:
-                    nominal.setdefault(q, {})[key] = within
-                elif total >= need:
-                    borrow.setdefault(q, {})[key] = need
+        for q, kept in enumerate(self._verdicts):
+            within, beyond, none = kept or self._verdict(q)
+            full.append(none)
+            if within:
+                nominal[q] = within
+            if beyond:
+                borrow[q] = beyond
         # 4. wait bound
         if self.bounded:
             overdue = []
@@ -447,42 +470,71 @@ class Admission:
             top = self.top[q] = max(key.priority for key in rooms[q])
             self.rooms[q] = {k: r for k, r in rooms[q].items() if k.priority == top}
 
-    def _claims_now(self) -> list[list[float]]:
-        """Per queue, Σ of the other queues' claims on the cohort, per resource."""
-        pending = self.snapshot.pending
-        claim = [
-            [
-                max(u, min(n, u + p), k) if n != inf else u
-                for u, n, k, p in zip(
-                    self.used[q], self.nominal[q], self.keep[q], pending[q], strict=True
+    def _update_claims(self) -> None:
+        """Phase 2: the claims of the queues that changed; if any claim moved, every
+        queue's entitlement is worked out again (it depends on the others' claims)."""
+        changed = self._changed
+        if not changed:
+            return
+        pending, moved = self.snapshot.pending, False
+        for q in changed:
+            row = [
+                (max(u, min(n, u + p), k) if n != inf else u) if named else 0.0
+                for u, n, k, p, named in zip(
+                    self.used[q], self.nominal[q], self.keep[q], pending[q], self.named, strict=True
                 )
             ]
-            for q in range(len(self.queues))
-        ]
-        total = [sum(col) for col in zip(*claim, strict=True)]
-        return [[t - c for t, c in zip(total, claim[q], strict=True)] for q in range(len(claim))]
+            if row != self._claim[q]:
+                self._claim[q], moved = row, True
+            self._ent[q].clear()
+            self._verdicts[q] = None
+        changed.clear()
+        if moved:
+            # (summed again, not moved by differences: milli-bytes exceed a float's integers)
+            self._claim_sum = [sum(col) for col in zip(*self._claim, strict=True)]
+            for q in range(len(self.queues)):
+                self._ent[q].clear()
+                self._verdicts[q] = None
+
+    def _verdict(self, q: int) -> tuple[dict[Group, int], dict[Group, int], bool]:
+        """Phase 3 for queue q: its shapes it may start within its nominal quota (with
+        the tasks), those it may start borrowing (with the tasks a start needs), and
+        whether it has room for no pod at all (no stage of it shows, bound or not)."""
+        full = self.entitled_for(q, None)[1] == 0 and self.bound[q] == inf
+        nominal: dict[Group, int] = {}
+        borrow: dict[Group, int] = {}
+        if not full:
+            for key, stages in self.snapshot.groups[q].items():
+                need = need_of(next(iter(stages)))
+                within, total = self.entitled_for(q, key.amounts)
+                if within >= need:
+                    nominal[key] = within
+                elif total >= need:
+                    borrow[key] = need
+        got = self._verdicts[q] = (nominal, borrow, full)
+        return got
 
     def entitled_for(self, q: int, amounts: tuple[int, ...] | None) -> tuple[int, int]:
         """(tasks of a demand of `amounts` (None: a pod only) queue q may start within its
         nominal quota, within all it may use, borrowing included), once a question."""
-        key = (q, amounts)
-        got = self._entitled.get(key)
+        cache = self._ent[q]
+        got = cache.get(amounts)
         if got is None:
             a = [MILLI, *(amounts or [0.0] * (len(self.dims) - 1))]
-            got = self._entitled[key] = self._tasks(q, a)
+            got = cache[amounts] = self._tasks(q, a)
         return got
 
     def tops(self, q: int, a: Sequence[float]) -> list[tuple[float, float]]:
         """Per resource, (room within q's nominal quota, room in all it may use) for a
         demand of `a` (the second with the cohort's claims, phase 2's)."""
         used, nominal, borrow = self.used[q], self.nominal[q], self.borrow[q]
-        claims = self.claims[q] if self.claims else None
+        mine, total, cohort = self._claim[q], self._claim_sum, self.cohort
         out = []
         for i in range(len(a)):
             u = used[i]
             top = nominal[i] + borrow[i] - u
-            if claims is not None and self.cohort[i] != inf:
-                top = min(top, self.cohort[i] - claims[i] - u)
+            if cohort[i] != inf and self.named[i]:  # (the others' claims: all but its own)
+                top = min(top, cohort[i] - (total[i] - mine[i]) - u)
             out.append((nominal[i] - u, top))
         return out
 
@@ -545,7 +597,7 @@ class Admission:
         forced = self.forced
         if forced is not None:
             return need_of(stage) if forced.stage is stage else 0
-        if self.mode != "queues":
+        if not self.ours:
             return self._visible.get(stage, 0)
         rooms = self.rooms.get(stage.job.queue)
         if rooms is None or stage not in stage.job.runnable:
@@ -600,6 +652,8 @@ class Admission:
         if forced is not None:
             return forced, self._apply(cluster, forced, now)
         if self.mode != "queues" or getattr(scheduler, "needs_cluster", False):
+            # (the baselines, ``pooled`` and a planner of the whole cluster: every queue's
+            # allowed stages together, the others hidden)
             return self._ask(cluster, scheduler, now, None)
         answer: tuple[Action, list[Launch]] = (WAIT, [])
         for q in list(self.served):
@@ -657,7 +711,14 @@ class Admission:
             e >= c for e, c in zip(entitled, self.capacity, strict=True)
         ):
             return cluster
-        return QueueView(cluster, q, jobs, entitled, self.dims, self.snapshot.shares[q])
+        kept = self._views.get(q)
+        key = (cluster, tuple(entitled))
+        if kept is not None and kept[0] == key:  # (the same pool: its view kept)
+            kept[1].jobs = jobs
+            return kept[1]
+        view = QueueView(cluster, q, jobs, entitled, self.dims, self.snapshot.shares[q])
+        self._views[q] = (key, view)
+        return view
 
     def entitlement(self, q: int) -> list[float]:
         """What queue q may use now, per resource (at most the pool's capacity): its
@@ -675,7 +736,7 @@ class Admission:
         stage it does not let start is an illegal decision (nothing changes)."""
         stage, job = decision.stage, decision.stage.job
         room = self.room(stage)
-        if not room and self.mode == "queues" and stage in job.runnable:
+        if not room and self.ours and stage in job.runnable:
             why_ = why(self, stage)[1]
             raise IllegalDecisionError(
                 f"stage {job.name}/{stage.name} may not start now: {why_}; choose one of "
@@ -744,7 +805,7 @@ class Admission:
         if cluster is None:
             return result_of(self, None)
         self.open(cluster)
-        if not self.served and not self.claims:  # (no free executor: the phases anyway)
+        if not self.asked:  # (no free executor: the phases anyway, for the reasons)
             self._question(cluster, cluster.now)
         return result_of(self, cluster)
 
@@ -769,6 +830,11 @@ class Admission:
         )
         twin._waiting = list(self._waiting)
         twin.cluster_asked = None
+        twin._claim = [list(c) for c in self._claim]
+        twin._changed = set(range(len(self.queues)))
+        twin._ent = [{} for _ in self.queues]
+        twin._verdicts = [None] * len(self.queues)
+        twin._views = {}
         twin._reset_question()
         return twin
 

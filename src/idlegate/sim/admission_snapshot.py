@@ -61,6 +61,7 @@ class Snapshot:
         "_lists",
         "_read",
         "_stale",
+        "changed",
         "groups",
         "jobs",
         "pending",
@@ -83,6 +84,8 @@ class Snapshot:
         """Each queue's jobs by dominant share (its scoped view's `shares`)."""
         self._read: dict[Job, _Read] = {}
         self._stale: dict[Job, None] = dict.fromkeys(jobs)
+        self.changed: set[int] = set()
+        """The queues whose counts changed since the admission last took this."""
         self._lists: list[list[Job] | None] = [None] * queues
         """Each queue's `jobs` as a list (None: its jobs changed since it was made)."""
 
@@ -116,6 +119,7 @@ class Snapshot:
         if read is None:
             return
         q = read.queue
+        self.changed.add(q)
         if job.finish is not None or job.queue != q:
             self.jobs[q].pop(job, None)
             self._lists[q] = None
@@ -136,6 +140,7 @@ class Snapshot:
         if job.finish is not None:
             return
         q = job.queue
+        self.changed.add(q)
         members = self.jobs[q]
         if job not in members:
             last = next(reversed(members), None) if members else None
