@@ -11,7 +11,8 @@ the operator's ``--queues`` (`QueueFile`). A workflow joins (`placement`):
    missing pool (condition ``PoolReady=False``, reason ``QueueNotFound``): nothing is lost,
    and it is admitted again when its pool's queues change;
 2. else the queue whose ``namespaces`` include its namespace;
-3. else the pool's default queue (`idlegate.sim.queues.queue_index` of None).
+3. else the pool's default queue; the rule is the simulator's too
+   (`idlegate.sim.queues.queue_of`, which `placement` calls).
 
 Pure: no kopf, no API, no clock.
 """
@@ -28,7 +29,7 @@ from idlegate.api.crd import KIND
 from idlegate.api.labels import LABEL_QUEUE
 from idlegate.api.routing import PoolNotFoundError, Routing
 from idlegate.errors import IdlegateError
-from idlegate.sim.queues import QueueSpec, check_cohort, queue_index, queues_from, read_queues
+from idlegate.sim.queues import QueueSpec, check_cohort, queue_of, queues_from, read_queues
 from idlegate.sim.resources import MILLI, ResourceVector, format_quantities
 
 if TYPE_CHECKING:
@@ -116,14 +117,9 @@ def cohort_check(
 def placement(queues: Sequence[QueueSpec], routing: Routing, namespace: str, kind: str) -> int:
     """The index of the queue a workflow of `namespace` routed as `routing` joins (the
     module docstring's order); QueueNotFoundError if it names one `queues` lacks."""
-    if routing.queue is not None:
-        if routing.queue not in (q.name for q in queues):
-            raise QueueNotFoundError(routing.pool, routing.queue, queues, kind)
-        return queue_index(queues, routing.queue)
-    for i, q in enumerate(queues):
-        if namespace in q.namespaces:
-            return i
-    return queue_index(queues, None)
+    if routing.queue is not None and routing.queue not in (q.name for q in queues):
+        raise QueueNotFoundError(routing.pool, routing.queue, queues, kind)
+    return queue_of(queues, namespace, routing.queue)
 
 
 def _amounts(

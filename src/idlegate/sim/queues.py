@@ -17,8 +17,11 @@ executors), and the cohort lends what a queue leaves idle to the others:
 * ``namespaces``: the operator routes a workflow of these namespaces to the queue (when
   the workflow names no queue itself).
 
-The admission stage that applies them is `idlegate.sim.admission`; a workload's jobs name
-their queue (`JobArrival.queue`). One spec parser (`queues_from`) serves the CLI's
+The admission stage that applies them is `idlegate.sim.admission`. A workflow joins
+(`queue_of`, in the simulator and in the operator alike): the queue it names (a
+DagWorkflow's ``spec.queueName``, a workload's `JobArrival.queue`), else the one its label
+``idlegate.io/queue`` names, else the queue whose ``namespaces`` include its namespace,
+else the pool's default queue (the one named ``default``, else the first). One spec parser (`queues_from`) serves the CLI's
 ``--queues FILE`` (`read_queues`), workload files and the operator's pools.
 """
 
@@ -38,6 +41,8 @@ from idlegate.sim.resources import ResourceVector
 
 DEFAULT_QUEUE = "default"
 """The queue of a workflow that names none and whose namespace no queue selects."""
+QUEUE_LABEL = "idlegate.io/queue"
+"""The label by which a workflow of any kind asks for its queue (`queue_of`)."""
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _KEYS = (
@@ -236,6 +241,27 @@ def check_joined(queues: Sequence[QueueSpec], wanted: Iterable[str | None]) -> N
     of `queues` (None, naming none, joins the default queue)."""
     for name in wanted:
         queue_index(queues, name)
+
+
+def queue_of(
+    queues: Sequence[QueueSpec],
+    namespace: str | None = None,
+    name: str | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> int:
+    """The position of the queue a workflow joins (the module docstring's order): `name`
+    (the queue it names), else its `labels`' ``idlegate.io/queue``, else the queue whose
+    namespaces include its `namespace`, else the default one. A name `queues` lacks
+    raises IdlegateError (the operator waits for it: `idlegate.api.queueing.placement`)."""
+    if name is None and labels:
+        name = labels.get(QUEUE_LABEL)
+    if name is not None:
+        return queue_index(queues, name)
+    if namespace is not None:
+        for i, q in enumerate(queues):
+            if namespace in q.namespaces:
+                return i
+    return queue_index(queues, None)
 
 
 def queue_index(queues: Sequence[QueueSpec], name: str | None) -> int:
