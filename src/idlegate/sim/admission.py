@@ -210,6 +210,7 @@ class Admission:
 
     def _reset_question(self) -> None:
         self._at: tuple[float, int, int, int] | None = None
+        self._result: tuple[Any, AdmissionResult] | None = None
         self._open = False
         self.forced: Decision | None = None
         self._visible: dict[Stage, int] = {}
@@ -439,7 +440,7 @@ class Admission:
                 if total < need:
                     self.blocked.setdefault(q, stage)  # (its own tasks must end first)
                     continue
-                if self.reserve is None and launchable(stage, free):
+                if self.reserve is None and free > 0 and launchable(stage, free):
                     self.forced = Decision(stage, max(stage.job.cap, stage.job.held + need))
                     return
                 if self.reserve is None:
@@ -576,8 +577,9 @@ class Admission:
         free = self._free(cluster)
         if all(f >= w for f, w in zip(free, want, strict=True)):
             return cluster.now
-        ends = sorted(
-            (max(cluster.now, start + s.duration), s) for _e, s, start in cluster.running_tasks()
+        ends = sorted(  # (by end alone: stages do not order, equal ends keep the executors')
+            ((max(cluster.now, start + s.duration), s) for _e, s, start in cluster.running_tasks()),
+            key=lambda end: end[0],
         )
         for end, s in ends:
             free = [f + a for f, a in zip(free, self.demand(s), strict=True)]
@@ -805,9 +807,14 @@ class Admission:
         if cluster is None:
             return result_of(self, None)
         self.open(cluster)
+        kept = self._result
+        if kept is not None and kept[0] == self._at and kept[1].now == cluster.now:
+            return kept[1]  # (the same question: made once, however many read it)
         if not self.asked:  # (no free executor: the phases anyway, for the reasons)
             self._question(cluster, cluster.now)
-        return result_of(self, cluster)
+        made = result_of(self, cluster)
+        self._result = (self._at, made)
+        return made
 
     # -- a copy --------------------------------------------------------------------------
 

@@ -109,9 +109,11 @@ class AdmissionResult:
 
     def of(self, job: Job) -> Waiting | None:
         """`job`'s entry (None: it does not wait, or is not in this pool)."""
-        if not 0 <= job.queue < len(self.queues):
-            return None
-        return next((w for w in self.queues[job.queue].waiting if w.job is job), None)
+        index = self.__dict__.get("_index")
+        if index is None:  # (made at the first look-up: a frozen result keeps it)
+            index = {w.job: w for q in self.queues for w in q.waiting}
+            object.__setattr__(self, "_index", index)
+        return index.get(job)
 
     def startable(self) -> dict[Stage, int]:
         """Every stage the question lets start, with its tasks."""
@@ -150,7 +152,8 @@ def result_of(adm: Admission, cluster: Cluster | None) -> AdmissionResult:
                 why=why,
             )
         )
-    forced = None if adm.forced is None else adm.forced.stage
+    live = cluster is not None and cluster.free_executors > 0 and not cluster.beyond
+    forced = None if adm.forced is None or not live else adm.forced.stage
     return AdmissionResult(now, adm.dims, tuple(queues), forced)
 
 
@@ -179,12 +182,11 @@ def why(adm: Admission, stage: Stage) -> tuple[Reason, str]:
     """Why `stage` may not start at the open question: the phase that held it back."""
     cluster, q = adm.cluster_asked, stage.job.queue
     name = adm.queues[q].name
-    forced = adm.forced
+    live = cluster is not None and cluster.free_executors > 0 and not cluster.beyond
+    forced = adm.forced if live else None  # (with no executor free, nothing is forced yet)
     if forced is not None and forced.stage is not stage:
         other = adm.queues[forced.stage.job.queue].name
         return Reason.RESERVATION, (f"a task of queue {other} past its wait bound starts first")
-    if cluster is None or cluster.free_executors == 0 or cluster.beyond:
-        return Reason.FREE_RESOURCES, "no executor of the pool is free"
     key, need = group_of(stage), need_of(stage)
     total = adm.entitled_for(q, key.amounts)[1]
     if total < need:
@@ -195,6 +197,8 @@ def why(adm: Admission, stage: Stage) -> tuple[Reason, str]:
             f"queue {name}: its task of {held.job.name}/{held.name}, past the queue's "
             "wait bound, starts first"
         )
+    if held is stage or (forced is not None and forced.stage is stage):
+        return _fit(cluster if live else None, stage, need)  # (overdue, entitled: room)
     if q not in adm.served or key not in adm.allowed.get(q, ()):
         if adm.served and adm.phase.get(adm.served[0]) == "borrow":
             first = adm.queues[adm.served[0]].name
@@ -215,6 +219,14 @@ def why(adm: Admission, stage: Stage) -> tuple[Reason, str]:
             f"room is kept for {held.job.name}/{held.name} of queue "
             f"{adm.queues[held.job.queue].name}, past its wait bound"
         )
+    return _fit(cluster if live else None, stage, need)
+
+
+def _fit(cluster: Cluster | None, stage: Stage, need: int) -> tuple[Reason, str]:
+    """Phase 7's verdict on an entitled stage: no executor free (`cluster` None), no node
+    with the room, or too little free."""
+    if cluster is None:
+        return Reason.FREE_RESOURCES, "no executor of the pool is free"
     need_ = stage.need
     if (
         need_ is not None
