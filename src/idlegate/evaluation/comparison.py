@@ -44,7 +44,7 @@ from idlegate.sim.metrics import (
 from idlegate.sim.pool import identical_nodes
 from idlegate.sim.protocol import PodsGate, Scheduler
 from idlegate.sim.queue_metrics import jain, queue_figures, replay_alone
-from idlegate.sim.queues import check_cohort, check_joined, read_queues
+from idlegate.sim.queues import check_cohort, queue_of, read_queues
 from idlegate.sim.resources import MILLI, ResourceVector, check_requested
 from idlegate.sim.workloads import build_workload, workload_kind
 
@@ -309,7 +309,8 @@ def _with_queues(built: Workload, path: Path | None) -> Workload:
     queues = read_queues(path)
     pool = ResourceVector({**(built.resources or {}), "pods": built.num_executors * MILLI})
     check_cohort(queues, pool, where=str(path))
-    check_joined(queues, (j.queue for j in built.jobs))
+    for job in built.jobs:  # (a queue named that the file lacks: refused before the run)
+        queue_of(queues, job.namespace, job.queue, job.labels)
     return replace(built, queues=queues)
 
 

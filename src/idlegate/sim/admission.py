@@ -98,7 +98,7 @@ from idlegate.sim.admission_result import AdmissionResult, result_of, why
 from idlegate.sim.admission_snapshot import Group, Snapshot, group_of, need_of
 from idlegate.sim.admission_view import QueueView
 from idlegate.sim.protocol import WAIT, Action, Decision, Job, Launch, Scheduler, Stage, launchable
-from idlegate.sim.queues import QueueSpec, check_counted, queue_index
+from idlegate.sim.queues import QueueSpec, check_counted
 from idlegate.sim.resources import MILLI, ResourceVector
 
 if TYPE_CHECKING:
@@ -239,10 +239,6 @@ class Admission:
         if hasattr(self, "_changed"):  # (not while it is built)
             self._changed.update(range(len(self.queues)))
             self._claim = [[-1.0] * len(self.dims) for _ in self.queues]  # (all read again)
-
-    def index(self, name: str | None) -> int:
-        """The queue a workflow naming `name` joins (`idlegate.sim.queues.queue_index`)."""
-        return queue_index(self.queues, name)
 
     def settle(self, now: float) -> Ledger:
         """The ledger, integrated up to `now`."""

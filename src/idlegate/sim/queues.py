@@ -236,13 +236,6 @@ def _texts(amounts: Mapping[str, int]) -> dict[str, str]:
     return {n: ResourceVector({n: v}).to_list().get(n, "0") for n, v in amounts.items()}
 
 
-def check_joined(queues: Sequence[QueueSpec], wanted: Iterable[str | None]) -> None:
-    """IdlegateError for the first of `wanted` (the queues workflows name) that is not one
-    of `queues` (None, naming none, joins the default queue)."""
-    for name in wanted:
-        queue_index(queues, name)
-
-
 def queue_of(
     queues: Sequence[QueueSpec],
     namespace: str | None = None,
