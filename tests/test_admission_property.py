@@ -145,8 +145,12 @@ def check(cluster: Cluster, result: AdmissionResult) -> None:
 @given(pools())
 def test_the_result_shows_exactly_what_the_admission_decides(state: tuple[Cluster, str]) -> None:
     cluster, _policy = state
+    assert cluster.admission is not None
+    # (first the short path a driver asks once per waiting stage, then the whole result)
+    heads = [cluster.admission.why(q) for q in range(len(cluster.admission.queues))]
     result = cluster.admission_result()
     assert result is not None
+    assert [q.why for q in result.queues] == heads
     check(cluster, result)
 
 

@@ -138,7 +138,7 @@ def why_waiting(admission: Admission, q: int) -> str | None:
     own verdict for its first waiting workflow (`AdmissionResult`'s `QueueResult.why`,
     e.g. ``queue data-eng: pods 10/10 used, borrowing limit reached``); None if it waits
     for the pool or its policy (`AdmissionResult.of` says why each workflow waits)."""
-    return admission.result().queues[q].why
+    return admission.why(q)
 
 
 def queue_status(

@@ -94,7 +94,13 @@ from typing import TYPE_CHECKING, Any
 from idlegate.errors import IdlegateError, IllegalDecisionError
 from idlegate.sim import admission_baselines as baselines
 from idlegate.sim.admission_ledger import Ledger, Usage
-from idlegate.sim.admission_result import AdmissionResult, result_of, why
+from idlegate.sim.admission_result import (
+    AdmissionResult,
+    head_of,
+    queue_why,
+    reason_of,
+    result_of,
+)
 from idlegate.sim.admission_snapshot import Group, Snapshot, group_of, need_of
 from idlegate.sim.admission_view import QueueView
 from idlegate.sim.protocol import WAIT, Action, Decision, Job, Launch, Scheduler, Stage, launchable
@@ -647,7 +653,7 @@ class Admission(Usage):
         stage, job = decision.stage, decision.stage.job
         room = self.room(stage)
         if not room and self.ours and stage in job.runnable:
-            why_ = why(self, stage)[1]
+            why_ = reason_of(self, stage)[1]
             raise IllegalDecisionError(
                 f"stage {job.name}/{stage.name} may not start now: {why_}; choose one of "
                 "view.runnable_stages() or return WAIT"
@@ -714,15 +720,33 @@ class Admission(Usage):
         cluster = cluster if cluster is not None else self.cluster_asked
         if cluster is None:
             return result_of(self, None)
-        self.open(cluster)
+        self._present(cluster)
         kept = self._result
         if kept is not None and kept[0] == self._at and kept[1].now == cluster.now:
             return kept[1]  # (the same question: made once, however many read it)
-        if not self.asked:  # (no free executor: the phases anyway, for the reasons)
-            self._question(cluster, cluster.now)
         made = result_of(self, cluster)
         self._result = (self._at, made)
         return made
+
+    def why(self, q: int) -> str | None:
+        """`result().queues[q].why` (why queue q's first waiting workflow waits, when that
+        is the queue's quota, limits or wait bound), made from that workflow's entry
+        alone: a driver asks it once per stage that waits."""
+        cluster = self.cluster_asked
+        if cluster is None:
+            return None
+        self._present(cluster)
+        kept = self._result
+        if kept is not None and kept[0] == self._at and kept[1].now == cluster.now:
+            return kept[1].queues[q].why
+        return queue_why(head_of(self, cluster, q))
+
+    def _present(self, cluster: Cluster) -> None:
+        """The present question opened, its phases run even with no executor free (the
+        reasons need them)."""
+        self.open(cluster)
+        if not self.asked:
+            self._question(cluster, cluster.now)
 
     # -- a copy --------------------------------------------------------------------------
 

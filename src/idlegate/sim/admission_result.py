@@ -138,8 +138,7 @@ def result_of(adm: Admission, cluster: Cluster | None) -> AdmissionResult:
         jobs = [] if cluster is None else [j for j in adm.snapshot.jobs[q] if j.runnable]
         jobs.sort(key=lambda j: (-j.priority, j.id))
         entries = [_entry(adm, cluster, job, i + 1) for i, job in enumerate(jobs)]
-        head = entries[0] if entries else None
-        why = head.message if head is not None and head.reason in _QUEUE_LEVEL else None
+        why = queue_why(entries[0] if entries else None)
         queues.append(
             QueueResult(
                 name=spec.name,
@@ -155,6 +154,25 @@ def result_of(adm: Admission, cluster: Cluster | None) -> AdmissionResult:
     live = cluster is not None and cluster.free_executors > 0 and not cluster.beyond
     forced = None if adm.forced is None or not live else adm.forced.stage
     return AdmissionResult(now, adm.dims, tuple(queues), forced)
+
+
+def queue_why(head: Waiting | None) -> str | None:
+    """`QueueResult.why` of a queue whose first waiting workflow's entry is `head`."""
+    return head.message if head is not None and head.reason in _QUEUE_LEVEL else None
+
+
+def head_of(adm: Admission, cluster: Cluster, q: int) -> Waiting | None:
+    """Queue q's first waiting workflow's entry, as `result_of` makes it (the first in
+    arrival order of its top priority), without the entries of the others: what
+    `idlegate.api.queueing.why_waiting` reads once per stage that waits."""
+    groups = adm.snapshot.groups[q]
+    if not groups:
+        return None
+    top = max(key.priority for key in groups)
+    for job in adm.snapshot.jobs[q]:  # (arrival order)
+        if job.runnable and job.priority == top:
+            return _entry(adm, cluster, job, 1)
+    return None
 
 
 def _oldest(adm: Admission, q: int, now: float) -> float:
@@ -174,11 +192,11 @@ def _entry(adm: Admission, cluster: Cluster | None, job: Job, position: int) -> 
     if may:
         said = ", ".join(f"{n if n < _MANY else 'any'} task(s) of {s.name}" for s, n in may.items())
         return Waiting(job, position, may, None, f"may start {said} now")
-    reason, message = why(adm, job.runnable[0])
+    reason, message = reason_of(adm, job.runnable[0])
     return Waiting(job, position, {}, reason, message)
 
 
-def why(adm: Admission, stage: Stage) -> tuple[Reason, str]:
+def reason_of(adm: Admission, stage: Stage) -> tuple[Reason, str]:
     """Why `stage` may not start at the open question: the phase that held it back."""
     cluster, q = adm.cluster_asked, stage.job.queue
     name = adm.queues[q].name
