@@ -7,7 +7,7 @@ import pytest
 
 from idlegate.errors import IdlegateError
 from idlegate.policy import make_scheduler
-from idlegate.sim.admission import Admitted
+from idlegate.sim.admission_baselines import Admitted
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import Engine, JobArrival, Workload, simulate
 from idlegate.sim.queue_metrics import allowed_overshoot, alone, queue_figures

@@ -64,11 +64,27 @@ jobs, the pool), so it runs as no queues, bit for bit. A scheduler that plans on
 whole Cluster (``needs_cluster``, the lookahead planner) is asked of the cluster with
 every stage the question does not allow hidden, as before.
 
-The result (`result`, `Cluster.admission_result`): one `AdmissionResult` per question,
-made from these phases' own verdicts: per queue, its waiting workflows in order (a
-position each), what each may start, and for every other its `Reason` and a sentence.
-`idlegate.api.queueing` (status, why a workflow waits) and the operator read it; nothing
-works a reason out again.
+Why scoped views rather than one question over every queue's allowed stages: a rule's
+caps come from the jobs and the pool it is shown (fair's ceil(K / n)); shown the whole
+pool, a steady team's workflows were capped by the flood's count (ρ 4.75 with fair on a
+flood of 100, 0.75 scoped: docs/queues.md), and the team alone on its quota, which ρ
+compares with, is exactly what the view shows.
+
+The API a driver reads (the operator's status, conditions, Events, metrics, lint):
+
+* `Cluster.admission_result()` (`result`): one `AdmissionResult` per question (made once,
+  kept while the state is the same), from these phases' own verdicts: per queue
+  (`QueueResult`) its waiting workflows in order (`Waiting`: a position each, what it may
+  start, or its `Reason` and a sentence, never empty), its usage, borrowed and lent
+  amounts, share, oldest wait and the queue's own reason (`why`); `AdmissionResult.of(job)`
+  is one workflow's entry. Nothing works a reason out again.
+* `why(q)`: the queue's reason from its first waiting workflow's entry alone (the same
+  function), for a driver that asks once per waiting stage
+  (`idlegate.api.queueing.why_waiting`).
+* What it is told: `touch` (a job changed: the cluster's `touch` calls it), `use` and
+  `started` (tasks started or ended), `set_capacity` (the cluster's `capacity_changed`, on
+  every capacity a driver tells it: nodes read, added, removed). A driver that changes a
+  job's `queue` or `priority` after `add_job` touches it (`Cluster.touch`).
 
 Baselines, for `compare` (``admission?mode=…:BASE``, `idlegate.sim.admission_baselines`):
 
@@ -93,6 +109,7 @@ from typing import TYPE_CHECKING, Any
 
 from idlegate.errors import IdlegateError, IllegalDecisionError
 from idlegate.sim import admission_baselines as baselines
+from idlegate.sim.admission_baselines import MODES
 from idlegate.sim.admission_ledger import Ledger, Usage
 from idlegate.sim.admission_result import (
     AdmissionResult,
@@ -110,7 +127,6 @@ from idlegate.sim.resources import MILLI, ResourceVector
 if TYPE_CHECKING:
     from idlegate.sim.cluster import Cluster
 
-MODES = ("queues", "kueue", "drf", "pooled")
 _MANY = 1 << 30
 """As many tasks as may be: the room of a resource no quota limits."""
 
@@ -776,25 +792,3 @@ class Admission(Usage):
         twin._views = {}
         twin._reset_question()
         return twin
-
-
-class Admitted:
-    """BASE behind an admission mode (``admission?mode=kueue:fifo``): the simulator's
-    engine unwraps it as it unwraps a `PodsGate` and admits the workload's queues by
-    `mode` (``none``: one queue, today's pool, whatever queues the workload has)."""
-
-    def __init__(self, scheduler: Scheduler, mode: str) -> None:
-        if mode not in (*MODES, "none"):
-            raise IdlegateError(
-                f"admission mode {mode!r} is unknown; use {', '.join((*MODES, 'none'))}"
-            )
-        self.scheduler = scheduler
-        self.mode = mode
-        inner = getattr(scheduler, "name", type(scheduler).__name__)
-        self.name = f"admission?mode={mode}:{inner}"
-
-    def reset(self, rng: Any) -> None:
-        self.scheduler.reset(rng)
-
-    def decide(self, view: Any) -> Action:
-        return self.scheduler.decide(view)

@@ -1,18 +1,23 @@
 """The admission's baselines for `compare` (`idlegate.sim.admission`'s docstring says what
 each does): ``kueue`` (whole workflows admitted against quota) and ``drf`` (plain
 dominant-resource fairness across queues). They read every job at each question, as
-baselines may: only idlegate's own mode keeps a snapshot."""
+baselines may: only idlegate's own mode keeps a snapshot. `Admitted` is a scheduler spec's
+choice of mode (``admission?mode=MODE:BASE``)."""
 
 from __future__ import annotations
 
 from math import inf
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from idlegate.sim.protocol import Job, Stage, launchable
+from idlegate.errors import IdlegateError
+from idlegate.sim.protocol import Action, Job, Scheduler, Stage, launchable
 
 if TYPE_CHECKING:
     from idlegate.sim.admission import Admission
     from idlegate.sim.cluster import Cluster
+
+MODES = ("queues", "kueue", "drf", "pooled")
+"""The admission's modes: idlegate's (``queues``), the baselines, and ``pooled``."""
 
 
 def kueue(adm: Admission, cluster: Cluster) -> dict[Stage, int]:
@@ -118,3 +123,25 @@ def top_priority(visible: dict[Stage, int]) -> dict[Stage, int]:
         q = s.job.queue
         top[q] = max(top.get(q, s.job.priority), s.job.priority)
     return {s: n for s, n in visible.items() if s.job.priority == top[s.job.queue]}
+
+
+class Admitted:
+    """BASE behind an admission mode (``admission?mode=kueue:fifo``): the simulator's
+    engine unwraps it as it unwraps a `PodsGate` and admits the workload's queues by
+    `mode` (``none``: one queue, today's pool, whatever queues the workload has)."""
+
+    def __init__(self, scheduler: Scheduler, mode: str) -> None:
+        if mode not in (*MODES, "none"):
+            raise IdlegateError(
+                f"admission mode {mode!r} is unknown; use {', '.join((*MODES, 'none'))}"
+            )
+        self.scheduler = scheduler
+        self.mode = mode
+        inner = getattr(scheduler, "name", type(scheduler).__name__)
+        self.name = f"admission?mode={mode}:{inner}"
+
+    def reset(self, rng: Any) -> None:
+        self.scheduler.reset(rng)
+
+    def decide(self, view: Any) -> Action:
+        return self.scheduler.decide(view)

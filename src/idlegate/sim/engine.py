@@ -15,7 +15,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from idlegate.errors import IdlegateError
-from idlegate.sim.admission import Admission, Admitted
+from idlegate.sim.admission import Admission
+from idlegate.sim.admission_baselines import Admitted
 from idlegate.sim.admission_ledger import Ledger
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
