@@ -78,3 +78,21 @@ def test_a_gpu_quota_is_refused_on_a_node_pool_without_gpu_as_on_a_resources_poo
     with pytest.raises(IdlegateError, match=GPU):
         node_pool(gpu)  # (the state machine's own admission refuses it too)
     cohort_check(gpu, 10, None, counted=("cpu", "memory", "nvidia.com/gpu"))
+
+
+def test_a_job_moved_to_another_queue_leaves_the_first_ones_index():
+    cluster = Cluster(4)
+    specs = (QueueSpec("a", {"pods": 2000}), QueueSpec("b", {"pods": 2000}))
+    cluster.admission = Admission(specs, cluster.capacity, ())
+    jobs = [cluster.add_job(Dag(("s",), (1,), (10.0,), ((),), ((),), (False,)), 0.0) for _ in "xy"]
+    assert cluster.admission_result() is not None
+    jobs[1].queue = 1
+    cluster.touch(jobs[1])  # (a driver that moves a job says so)
+    result = cluster.admission_result()
+    assert result is not None
+    assert [[w.job for w in q.waiting] for q in result.queues] == [[jobs[0]], [jobs[1]]]
+    snapshot = cluster.admission.snapshot
+    assert snapshot.members(0) == [jobs[0]] and snapshot.members(1) == [jobs[1]]
+    view = {"num_executors": 2, "jobs": [jobs[0]], "free_executors_from": lambda self, j: 0}
+    pool = type("Pool", (), view)()
+    assert snapshot.shares[0].active(pool, ()) == 1  # (only its own job left in a's index)

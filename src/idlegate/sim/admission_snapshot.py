@@ -123,7 +123,10 @@ class Snapshot:
         if job.finish is not None or job.queue != q:
             self.jobs[q].pop(job, None)
             self._lists[q] = None
-            self.shares[q].touch(job)
+            if job.finish is None:  # (moved to another queue: an index without it)
+                self.shares[q] = Shares(list(self.jobs[q]))
+            else:
+                self.shares[q].touch(job)
         groups = self.groups[q]
         for stage, key in read.stages:
             group = groups[key]
