@@ -147,7 +147,10 @@ def test_a_full_pool_says_so_and_a_kept_forecast_is_carried():
     kept = Forecast(T0, T0 + 60, (T0 + 30, T0 + 120), T0 + 600, (T0 + 400, T0 + 900))
     second.payload.forecast = kept
     (w,) = pending(pools)["pools"][0]["queues"][0]["waiting"]
-    assert w["reason"] == "all 1 executors of the pool are busy"
+    # (the admission's own sentence: its queue holds the pool's one pod)
+    assert w["reason"] == "queue a: pods 1/1 used, nothing idle to borrow in the cohort"
+    result = cluster.admission_result()
+    assert result is not None and w["reason"] == result.of(second).message
     assert w["forecast"] == dump_forecast(kept)
 
 

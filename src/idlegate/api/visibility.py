@@ -18,13 +18,9 @@ A workflow *waits* while it has a runnable stage (the same test as ``status.queu
 of its ExecutorPool: `idlegate.api.queueing.queue_status`), whether it has started or not
 (``started``). A pool without queues has one queue, named ``""``.
 
-Three adapter functions, one each, say what the operator knows today, so that each can be
-pointed at its proper source without touching the rest:
-
-* :func:`positions`: the order of a queue's waiting workflows (the admission's own order
-  once it returns one);
-* :func:`reason_of`: why one waits (the admission's explanation once it returns one);
-* :func:`forecast_of`: its forecast (the forecaster's, once the operator keeps one).
+Positions and reasons are the admission's own result (:func:`waiting_in_order`: the
+computation that decided, never worked out again); :func:`forecast_of` reads the forecast
+the operator keeps.
 
 Reads the operator's objects by their attributes only (a pool's ``bridges``, each bridge's
 core and cluster): pure, no kopf import, no I/O, no clock (`now` is given).
@@ -32,7 +28,7 @@ core and cluster): pure, no kopf import, no I/O, no clock (`now` is given).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from idlegate.api.forecast_status import (
@@ -42,7 +38,6 @@ from idlegate.api.forecast_status import (
     dump_forecast,
     parse_forecast,
 )
-from idlegate.api.queueing import why_waiting
 from idlegate.errors import IdlegateError
 
 API_VERSION = "visibility.idlegate.io/v1alpha1"
@@ -51,32 +46,34 @@ PATH = "/visibility/pendingworkflows"
 """Where the operator serves the document, on its metrics port."""
 
 
-# -- the three adapters ------------------------------------------------------------------------
+# -- the adapters ------------------------------------------------------------------------------
 
 
-def positions(admission: Any, jobs: Sequence[Any]) -> list[Any]:
-    """The waiting `jobs` of one queue of `admission` (None: a pool without queues), first
-    to start first.
+def waiting_in_order(cluster: Any) -> list[tuple[str, list[tuple[Any, int, str]]]]:
+    """Per queue of `cluster`'s pool (one named ``""`` without queues), its waiting
+    workflows in order, each with its position and why it waits: with queues, the
+    admission's own result (`idlegate.sim.admission_result`: the computation that
+    decided); without, arrival order and the pool's reason (`reason_of`)."""
+    result = cluster.admission_result()
+    if result is not None:
+        return [
+            (q.name, [(w.job, w.position, w.message) for w in q.waiting]) for q in result.queues
+        ]
+    jobs = sorted(
+        (j for j in cluster.jobs if j.finish is None and j.runnable),
+        key=lambda j: (-j.priority, j.arrival, j.id),
+    )
+    return [("", [(job, i, reason_of(cluster, job)) for i, job in enumerate(jobs, start=1)])]
 
-    Today: the admission lets a queue's workflows of the highest priority go first
-    (`idlegate.sim.admission`), and among them the pool's policy picks; so the order is
-    priority (highest first), then arrival, then the order of admission (job id). Once the
-    admission returns its own order per queue, return that here instead."""
-    return sorted(jobs, key=lambda j: (-j.priority, j.arrival, j.id))
 
-
-def reason_of(cluster: Any, job: Any, pool_size: int, now: float) -> str:
-    """Why `job` (waiting in `cluster`, a pool of `pool_size` executors) waits, in one
-    sentence, in the order the operator's Waiting Events say it
-    (`idlegate.operator.core.intents.waiting`, with the queue's quota first as the core
-    puts it). Once the admission returns why each workflow waits, return that here."""
-    admission = cluster.admission
+def reason_of(cluster: Any, job: Any) -> str:
+    """Why `job` waits in a pool without queues, in one sentence, in the order the
+    operator's Waiting Events say it (`idlegate.operator.core.intents.waiting`)."""
     stages = [s for s in job.runnable if s.launched < s.tasks]
     free = cluster.free_executors
     if free == 0:
-        return f"all {pool_size} executors of the pool are busy"
-    if admission is not None and (quota := why_waiting(admission, job.queue)) is not None:
-        return quota
+        return f"all {cluster.num_executors} executors of the pool are busy"
+    now = cluster.now
     for stage in stages:
         if stage.idle_until is not None and stage.idle_until > now:
             return (
@@ -112,26 +109,23 @@ def _owner(job: Any) -> Any:
 def _since(admission: Any, job: Any) -> float:
     """When `job`'s oldest ready task began to wait (the admission's clock), else its arrival."""
     if admission is not None:
-        found = [t for s, t in admission.since.items() if s.job is job]
+        since = admission.waits_since[job.queue]
+        found = [since[s] for s in job.stages if s in since]
         if found:
             return min(found)
     return float(job.arrival)
 
 
 def pool_entry(name: str, core: Any) -> dict[str, Any]:
-    """One pool's entry of the document, from its core (``cluster``, ``settings``, ``at``)."""
+    """One pool's entry of the document, from its core (``cluster``, ``at``)."""
     cluster, now = core.cluster, float(core.at)
-    admission = cluster.admission
-    names = [q.name for q in admission.queues] if admission is not None else [""]
-    queued: list[list[Any]] = [[] for _ in names]
-    for job in cluster.jobs:
-        if job.finish is None and job.runnable and _owner(job) is not None:
-            queued[job.queue if admission is not None else 0].append(job)
     queues = []
-    for q, jobs in enumerate(queued):
+    for queue, entries in waiting_in_order(cluster):
         waiting = []
-        for position, job in enumerate(positions(admission, jobs), start=1):
+        for job, position, reason in entries:
             owner = _owner(job)
+            if owner is None:
+                continue
             forecast = forecast_of(core, job)
             waiting.append(
                 {
@@ -141,12 +135,12 @@ def pool_entry(name: str, core: Any) -> dict[str, Any]:
                     "kind": owner.kind,
                     "priority": int(job.priority),
                     "started": job.first_start is not None,
-                    "waitingSeconds": round(max(0.0, now - _since(admission, job)), 3),
-                    "reason": reason_of(cluster, job, core.settings.pool_size, now),
+                    "waitingSeconds": round(max(0.0, now - _since(cluster.admission, job)), 3),
+                    "reason": reason,
                     "forecast": dump_forecast(forecast) if forecast is not None else None,
                 }
             )
-        queues.append({"name": names[q], "waiting": waiting})
+        queues.append({"name": queue, "waiting": waiting})
     return {"name": name, "queues": queues}
 
 

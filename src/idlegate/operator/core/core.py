@@ -214,9 +214,8 @@ class Core(Lifecycle):
                 self.cluster.needs_schedule |= force
                 self.schedule()
             case Capacity(capacity, nodes, allocatable, hosts, read, allows):
+                # (the cluster tells its admission the new capacity: Cluster.capacity_changed)
                 grew = self.cluster.set_capacity(capacity, nodes, allocatable, hosts, allows)
-                if (admission := self.cluster.admission) is not None:  # (its cohort: issue 68)
-                    admission.set_capacity(self.cluster.capacity)
                 if grew:
                     self.cluster.needs_schedule = True  # (more room: a round)
                     self.schedule()
