@@ -47,10 +47,9 @@ from idlegate.sim.swf import read_swf, trace_part
 from idlegate.sim.workloads import build_workload
 from idlegate.training.inspector import lublin_window
 
-# ../shared/data/swf beside the checkout, or under $IDLEGATE_SHARED_DATA (CI hides it so)
-DEFAULT_TRACE = (
-    shared_data_dir("swf") or Path(__file__).resolve().parents[2] / "shared" / "data" / "swf"
-) / "lublin_256.swf"
+# ../shared/data/swf beside the checkout, or under $IDLEGATE_SHARED_DATA (CI hides it so);
+# (outside a checkout, as seen from where it runs)
+DEFAULT_TRACE = (shared_data_dir("swf") or Path("../shared/data/swf")) / "lublin_256.swf"
 SEQUENCE = 256
 TRAIN_FRACTION = 0.2
 

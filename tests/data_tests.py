@@ -103,11 +103,20 @@ class Recorder:
 
 
 RECORDER: Recorder | None = None
+_HOOKED = False
 
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:
     if RECORDER is not None:
         RECORDER.audit(event, args)
+
+
+def install() -> None:
+    """Report this process's audit events to `RECORDER` (once: a hook stays for good)."""
+    global _HOOKED
+    if not _HOOKED:
+        sys.addaudithook(_audit)
+        _HOOKED = True
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -134,7 +143,7 @@ def pytest_configure(config: pytest.Config) -> None:
         Path(listing).parent.mkdir(parents=True, exist_ok=True)
         Path(listing).write_text("")
     RECORDER = Recorder(data_roots())
-    sys.addaudithook(_audit)
+    install()
 
 
 @pytest.hookimpl(wrapper=True)
