@@ -17,7 +17,10 @@ The markers are HTML comments, which a rendered page does not show:
   names the fenced ``sh`` block right below it (its lines run in order, stopping at the
   first that fails). ``<!-- run NAME slow ... -->`` takes more than a few minutes and runs
   only with ``--slow``. A run starts in the repository's root with the venv's ``bin``
-  first on ``PATH``. Its report is the ``.json`` and ``.md`` files written into the last
+  first on ``PATH``. A run whose data is absent is skipped, and says so with why: its
+  command names a workload that reads a trace (``-w tpch``, ``-w alibaba``, ``-w mixed``
+  unless ``dags=tpch-like``) or a path under ``../shared/data``, and the trace is not
+  found (`data_missing`: a fresh clone has no ``../shared/data``). Its report is the ``.json`` and ``.md`` files written into the last
   ``--out`` directory it names, else its standard output (JSON when it parses as JSON).
 * ``<!-- table NAME -->`` before a markdown table: each row of the page's table is the
   row of the same first cell in the first table of the run's markdown report, in the
@@ -55,7 +58,10 @@ from typing import Any
 from idlegate.errors import IdlegateError
 from idlegate.evaluation.compare_report import fmt_change, fmt_estimate, fmt_number
 from idlegate.flags import one_line
+from idlegate.sim.alibaba import default_alibaba_dir
+from idlegate.sim.datadirs import SHARED_ENV_VAR, shared_data_dir
 from idlegate.sim.metrics import Estimate
+from idlegate.sim.tpch import default_tpch_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -65,6 +71,15 @@ TABLE = re.compile(r"((?:<!-- table [\w.-]+ -->\n)+)(?:(?!\|)[^\n]*\n)*?((?:\|[^
 MARKED = re.compile(r"<!-- table ([\w.-]+) -->")
 FIGURE = re.compile(r"<!-- figure ([\w.-]+): (.*?) -->(.*?)<!-- /figure -->", re.DOTALL)
 OUT = re.compile(r"--out[ =](\S+)")
+WORKLOAD = re.compile(r"(?:-w|--workload)[ =](tpch|alibaba|mixed)\b")
+SHARED = re.compile(r"\.\./shared/data/(\w+)")
+
+TRACES: dict[str, tuple[str, Callable[[], Path | None], str]] = {
+    "tpch": ("TPC-H's traces", default_tpch_dir, "IDLEGATE_TPCH_DIR"),
+    "alibaba": ("Alibaba's trace", default_alibaba_dir, "IDLEGATE_ALIBABA_DIR"),
+}
+"""The data sets a workload reads: what they are, where the simulator finds them, and the
+variable that names them."""
 
 WORDS = [
     "zero",
@@ -134,6 +149,29 @@ class Finding:
         if self.now is None:
             return f"{self.where}: {self.documented!r} not checked: {self.why}"
         return f"{self.where}: documented {self.documented!r}, now {self.now!r}"
+
+
+def data_missing(command: str) -> str | None:
+    """Why `command` cannot run here for want of its data (None: it has what it needs)."""
+    # mixed takes TPC-H's DAGs when it finds them, and other figures when it does not
+    tpch_like = "dags=tpch-like" in command or "dags tpch-like" in command
+    needed = {
+        "tpch" if w == "mixed" else w
+        for w in WORKLOAD.findall(command)
+        if not (w == "mixed" and tpch_like)
+    }
+    for name in sorted(needed):
+        what, find, variable = TRACES[name]
+        if find() is None:
+            where = shared_data_dir(name) or Path("../shared/data", name)
+            return f"needs {what}, not found ({where} is absent; set {variable})"
+    for name in sorted(set(SHARED.findall(command))):
+        # the command's own path, and hidden as every test's is ($IDLEGATE_SHARED_DATA)
+        own, seen = ROOT / ".." / "shared" / "data" / name, shared_data_dir(name)
+        if not own.is_dir() or seen is None or not seen.is_dir():
+            hidden = f" or hidden by {SHARED_ENV_VAR}" if own.is_dir() else ""
+            return f"needs ../shared/data/{name}, absent{hidden}"
+    return None
 
 
 def _plain(cell: str) -> str:
@@ -355,10 +393,15 @@ def main(argv: list[str] | None = None, run: Callable[[Run], Report] = run_comma
     args = parser.parse_args(argv)
     cache: dict[str, Report] = {}
     skipped: set[str] = set()
+    absent: dict[str, str] = {}  # run name → why its data is absent
 
     def report_of(r: Run) -> Report | None:
         if r.slow and not args.slow:
             skipped.add(r.name)
+            return None
+        why = data_missing(r.command)
+        if why is not None:
+            absent[r.name] = why
             return None
         if r.command not in cache:
             print(f"running {r.name}: {r.command}", file=sys.stderr, flush=True)
@@ -380,12 +423,15 @@ def main(argv: list[str] | None = None, run: Callable[[Run], Report] = run_comma
         parser.exit(1, f"Error: {one_line(exc)}\n")
     for f in findings:
         print(f)
+    for name, why in sorted(absent.items()):
+        print(f"run {name} skipped, its figures not checked: {why}")
     moved = sum(f.now is not None for f in findings)
     print(
         f"{checked - moved} of {checked} figures match"
         + (f"; {moved} moved" + (" (written in)" if args.fix else "") if moved else "")
         + (f"; {len(findings) - moved} not checked" if len(findings) > moved else "")
         + (f"; slow runs skipped (--slow): {', '.join(sorted(skipped))}" if skipped else "")
+        + (f"; runs skipped, data absent: {', '.join(sorted(absent))}" if absent else "")
     )
     return 1 if findings and not (args.fix and all(f.now is not None for f in findings)) else 0
 
