@@ -4,6 +4,7 @@ long commands show on a terminal and nowhere else."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,8 @@ from typer.testing import CliRunner
 
 from idlegate.cli import app
 from idlegate.evaluation.console import render_followed
+
+ROOT = Path(__file__).resolve().parents[1]
 
 ROUND = {
     "at": 180.0,
@@ -134,3 +137,31 @@ def test_history_alibaba_shows_its_progress_on_a_terminal_only(
     piped = runner.invoke(app, ["history", "alibaba", str(path)])
     summary = "1 of 2 job(s) converted; skipped: 1 not every task Terminated.\n"
     assert piped.stderr == summary and shown.stdout == piped.stdout
+
+
+README_DEMO = re.compile(
+    r"<!-- BEGIN make demo table -->\n(.*?)<!-- END make demo table -->", re.DOTALL
+)
+
+
+def test_the_demo_table_fits_100_columns_with_each_row_on_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the demo, small, printing the README's cells (the full demo's, widest included): its
+    # box was 120 wide and broke eight rows' last cell over two lines
+    from idlegate import cli
+    from idlegate.evaluation import console
+
+    lines = README_DEMO.search((ROOT / "README.md").read_text(encoding="utf-8"))[1].splitlines()
+    readme = [[c.strip().strip("*") for c in line.strip("|").split("|")] for line in lines[2:]]
+    monkeypatch.setattr(console, "table_rows", lambda cmp: readme)
+    monkeypatch.setattr(cli, "DEMO_SEEDS", 2)
+    monkeypatch.setattr(cli, "DEMO_STREAMED_JOBS", 4)
+    monkeypatch.setattr(cli, "DEMO_EXECUTORS", 10)
+    r = CliRunner().invoke(app, ["demo", "--out", str(tmp_path), "--jobs", "1"])
+    assert r.exit_code == 0, r.output
+    printed = r.stdout.splitlines()
+    assert max(map(len, printed)) <= 100, "\n".join(p for p in printed if len(p) > 100)
+    for cells in readme:
+        row = next(p for p in printed if p.startswith(f"{cells[0]} "))
+        assert row.split() == " ".join(cells).split()  # every cell, in order, on its line
