@@ -76,5 +76,10 @@ bench: $(VENV)/.dev  ## simulator speed on the TPC-H traces (needs ../shared/dat
 docs-check: $(VENV)/.dev
 	$(BIN)/python benchmarks/docs_figures.py $(DOCS_CHECK)
 
+# the README's picture, docs/img/idle-slot.png (tracked): for the maintainer who changes it;
+# the README's own command writes out/idle-slot.png, as every command a user copies does
+docs-images: $(VENV)/.base
+	$(BIN)/python benchmarks/gantt.py --out docs/img/idle-slot.png
+
 clean:
 	rm -rf $(VENV) $(AIRFLOW_VENV) $(OUT) .pytest_cache .ruff_cache .mypy_cache .hypothesis
