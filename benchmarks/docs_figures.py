@@ -32,7 +32,9 @@ The markers are HTML comments, which a rendered page does not show:
   ``runs(row, field)`` (that field of each seed's run in a ``compare`` report),
   ``summary(row, field)`` (its mean over the seeds), ``gaps(row, other)`` (per seed, row's
   mean JCT over other's, minus 1), ``lower_on(row, other)`` (the seeds where that is
-  below 0), ``number``,
+  below 0), ``text`` (the run's standard output), ``find(pattern)`` (the first group of
+  a regular expression's first match in ``text``, for a command that prints prose),
+  ``number``,
   ``estimate`` and ``change`` (the compare table's own formats), ``mean``, ``head`` (a
   cell's text before its "±"), ``words`` (a count as a word), ``abs``, ``len``, ``max``,
   ``min``, ``round``, ``sorted``, ``sum`` and ``zip``.
@@ -106,6 +108,8 @@ class Report:
     json: Any = None
     table: list[list[str]] = field(default_factory=list)
     error: str | None = None
+    text: str = ""
+    """Its standard output."""
 
     def row(self, name: str) -> list[str]:
         for cells in self.table[2:]:
@@ -214,11 +218,11 @@ def _report(stdout: str, out_dir: Path | None, started: float) -> Report:
         if not jsons and not mds:
             return Report(error=f"it wrote no .json or .md into {out_dir}")
         data = json_module.loads(jsons[0].read_text()) if jsons else None
-        return Report(json=data, table=table_of(mds[0].read_text()) if mds else [])
+        return Report(json=data, table=table_of(mds[0].read_text()) if mds else [], text=stdout)
     try:
-        return Report(json=json_module.loads(stdout))
+        return Report(json=json_module.loads(stdout), text=stdout)
     except ValueError:
-        return Report(table=table_of(stdout))
+        return Report(table=table_of(stdout), text=stdout)
 
 
 def table_of(markdown: str) -> list[list[str]]:
@@ -263,6 +267,12 @@ def _namespace(report: Report) -> dict[str, Any]:
     def lower_on(row: str, other: str) -> int:
         return sum(g < 0 for g in gaps(row, other))
 
+    def find(pattern: str) -> str:
+        found = re.search(pattern, report.text)
+        if found is None:
+            raise IdlegateError(f"the run's output has no match of {pattern!r}")
+        return found[1] if found.groups() else found[0]
+
     def estimate(d: dict[str, Any], digits: int = 1, scale: float = 1.0) -> str:
         return fmt_estimate(_estimate(d), digits, scale)
 
@@ -274,6 +284,8 @@ def _namespace(report: Report) -> dict[str, Any]:
         "summary": summary,
         "gaps": gaps,
         "lower_on": lower_on,
+        "text": report.text,
+        "find": find,
         "number": fmt_number,
         "estimate": estimate,
         "change": lambda d: fmt_change(_estimate(d)),
