@@ -73,6 +73,8 @@ TABLE = re.compile(r"((?:<!-- table [\w.-]+ -->\n)+)(?:(?!\|)[^\n]*\n)*?((?:\|[^
 MARKED = re.compile(r"<!-- table ([\w.-]+) -->")
 FIGURE = re.compile(r"<!-- figure ([\w.-]+): (.*?) -->(.*?)<!-- /figure -->", re.DOTALL)
 OUT = re.compile(r"--out[ =](\S+)")
+BESIDE = ROOT.parent / "shared" / "data"
+"""What a page's command means by ``../shared/data`` (it runs in the repository's root)."""
 WORKLOAD = re.compile(r"(?:-w|--workload)[ =](tpch|alibaba|mixed)\b")
 SHARED = re.compile(r"\.\./shared/data/(\w+)")
 
@@ -171,7 +173,7 @@ def data_missing(command: str) -> str | None:
             return f"needs {what}, not found ({where} is absent; set {variable})"
     for name in sorted(set(SHARED.findall(command))):
         # the command's own path, and hidden as every test's is ($IDLEGATE_SHARED_DATA)
-        own, seen = ROOT / ".." / "shared" / "data" / name, shared_data_dir(name)
+        own, seen = BESIDE / name, shared_data_dir(name)
         if not own.is_dir() or seen is None or not seen.is_dir():
             hidden = f" or hidden by {SHARED_ENV_VAR}" if own.is_dir() else ""
             return f"needs ../shared/data/{name}, absent{hidden}"

@@ -49,7 +49,10 @@ def data_roots() -> tuple[str, ...]:
     roots += [
         Path(v) for v in map(os.environ.get, ("IDLEGATE_TPCH_DIR", "IDLEGATE_ALIBABA_DIR")) if v
     ]
-    return tuple(str(Path(r).resolve()) + os.sep for r in roots if r is not None)
+    # as written and as resolved (../shared may be a link): an open's path is only made
+    # absolute, since resolving every file the suite opens would cost a stat a component
+    paths = [Path(r) for r in roots if r is not None]
+    return tuple({f"{p}{os.sep}" for r in paths for p in (os.path.abspath(r), r.resolve())})
 
 
 class Recorder:
@@ -78,9 +81,7 @@ class Recorder:
     def _under_roots(self, path: object) -> bool:
         if not isinstance(path, str | Path) or not self.roots:
             return False
-        return os.path.abspath(path).startswith(self.roots) or (
-            os.path.realpath(path) + os.sep
-        ).startswith(self.roots)
+        return os.path.abspath(path).startswith(self.roots)
 
     @contextmanager
     def watching(self, nodeid: str, fixtures: Iterable[str] = ()) -> Iterator[None]:

@@ -215,7 +215,7 @@ def test_which_commands_need_data(no_data: Path, monkeypatch: pytest.MonkeyPatch
     assert missing("idlegate compare -w mixed -o dags=tpch-like") is None
     assert missing("idlegate compare -w swf --file ../shared/data/swf/lublin_256.swf") == (
         "needs ../shared/data/swf, absent or hidden by IDLEGATE_SHARED_DATA"
-        if (docs_figures.ROOT / ".." / "shared" / "data" / "swf").is_dir()
+        if (docs_figures.BESIDE / "swf").is_dir()
         else "needs ../shared/data/swf, absent"
     )
     (no_data / "tpch").mkdir(parents=True)
