@@ -56,7 +56,11 @@ def test_compare_table_says_what_it_measured():
     text = " ".join(r.stdout.split())
     assert "4 executors, 30 jobs per seed, mean interarrival 40 s" in text
     assert "jobs: two-type jobs (generated, no trace files)" in text
-    assert "overhead (%)" in text
+    # the header "overhead (%)" over two lines, right-aligned as its column
+    lines = r.stdout.splitlines()
+    top = next(i for i, line in enumerate(lines) if "overhead" in line)
+    end = lines[top].index("overhead") + len("overhead")
+    assert lines[top + 1][end - 3 : end] == "(%)"
 
 
 def test_tpch_setting_names_the_sizes_and_the_directory():
