@@ -8,6 +8,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/pip install -q --disable-pip-version-check -c constraints.txt
 OUT ?= out
+DATA_TESTS := $(OUT)/data-tests.txt
 
 AIRFLOW_VENV ?= .venv-airflow
 AIRFLOW_REQUIREMENTS := tests/data/airflow/requirements-e2e.txt
@@ -32,7 +33,7 @@ test: $(VENV)/.dev  ## lint, check types, then the whole test suite
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/pytest -n 2 -q --list-data-tests $(DATA_TESTS)
+	$(BIN)/pytest -n 2 -q --list-data-tests=$(DATA_TESTS)
 
 # A fresh clone has no ../shared/data, and each test that reads it must then skip with its
 # reason. CI (.ci/run) checks that after `make test`: it reruns the tests that read data
@@ -40,12 +41,11 @@ test: $(VENV)/.dev  ## lint, check types, then the whole test suite
 # naming a folder that does not exist and the trace variables unset. Only those: they
 # take seconds once hidden (they skip), where the whole suite twice would double CI's
 # ~11 minutes. A machine without the data reads none, lists none, and has nothing to rerun.
-DATA_TESTS := $(OUT)/data-tests.txt
 test-without-data: $(VENV)/.dev
 	@if [ -s $(DATA_TESTS) ]; then \
 		env -u IDLEGATE_TPCH_DIR -u IDLEGATE_ALIBABA_DIR \
 			IDLEGATE_SHARED_DATA=$(abspath $(OUT))/hidden-shared-data \
-			$(BIN)/pytest -n 2 -q --only-tests-in $(DATA_TESTS); \
+			$(BIN)/pytest -n 2 -q --only-tests-in=$(DATA_TESTS); \
 	else echo "no test read ../shared/data in the last make test: nothing to rerun without it"; fi
 
 $(AIRFLOW_VENV)/.installed: $(AIRFLOW_REQUIREMENTS)

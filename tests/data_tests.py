@@ -3,8 +3,8 @@
 A fresh clone has no ``../shared/data``, and every test that reads it must then skip with
 its reason (or pass without it). Running the whole suite twice would double CI's time, and
 a list kept by hand goes stale, so the suite lists them itself: with
-``--list-data-tests FILE`` each test that found a data set is written to FILE, and
-``--only-tests-in FILE`` runs only the tests FILE names (``make test-without-data`` runs
+``--list-data-tests=FILE`` each test that found a data set is written to FILE, and
+``--only-tests-in=FILE`` runs only the tests FILE names (``make test-without-data`` runs
 them with ``IDLEGATE_SHARED_DATA`` pointing at an empty folder).
 
 A test counts as reading data when, while it runs (fixtures included):
@@ -179,7 +179,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     path = Path(only)
     if not path.is_file():
         raise pytest.UsageError(
-            f"--only-tests-in {only}: no such file; run the suite with --list-data-tests "
+            f"--only-tests-in {only}: no such file; run the suite with --list-data-tests="
             f"{only} first (make test writes it)"
         )
     wanted = set(path.read_text(encoding="utf-8").splitlines())

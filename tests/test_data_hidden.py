@@ -96,10 +96,10 @@ def test_the_listed_tests_run_and_no_other(tmp_path: Path) -> None:
             check=False,
         )
 
-    ran = pytest("--only-tests-in", str(listing))
+    ran = pytest(f"--only-tests-in={listing}")
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert re.search(r"\b1 passed, 3 deselected\b", ran.stdout), ran.stdout
-    missing = pytest("--only-tests-in", str(tmp_path / "nope.txt"))
+    missing = pytest(f"--only-tests-in={tmp_path / 'nope.txt'}")
     assert missing.returncode != 0
     assert f"--only-tests-in {tmp_path / 'nope.txt'}: no such file; run the suite" in (
         missing.stderr
