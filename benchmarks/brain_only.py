@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +46,7 @@ def brain_runs(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     tasks = [Task(c, "brain", args.brain, s) for c in cases for s in c.seeds]
     results = Results()
     with LocalPool(args.jobs, preload=["idlegate.policy"]) as pool:
-        run_stage(pool, tasks, results, time.perf_counter())
+        run_stage(pool, tasks, results)
     out: dict[str, dict[str, Any]] = {}
     for key, rows in results.runs.items():
         for seed, run in sorted(rows["brain"].items()):

@@ -47,6 +47,7 @@ from idlegate.policy.portfolio.prior import (
     features_error,
     workload_features,
 )
+from idlegate.progress import stderr_progress
 from idlegate.sim.workloads import build_workload
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -82,20 +83,23 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         unknown = set(args.workloads) - {c.key for c in cases}
         if unknown:
             parser.exit(2, f"Error: no workload {sorted(unknown)[0]!r} in the prior's cases\n")
-    for case in cases:
-        if args.workloads is not None and case.key not in args.workloads:
-            continue
-        means = {lab: _means(case, lab, spec, args, runs) for lab, spec in _rows(case, args, runs)}
-        best = min(means, key=lambda lab: float(np.mean(means[lab])))
-        losses = {}
-        for lab, values in means.items():
-            ratios = np.array(values) / np.array(means[best]) - 1
-            losses[lab] = [round(float(np.mean(ratios)), 4), round(float(np.max(ratios)), 4)]
-        workload = brain._built(case.workload, case.seeds[0], case.options.model_dump_json())
-        dags = [job.dag for job in workload.jobs]
-        features = workload_features(dags, workload.num_executors)
-        out[case.key] = {"features": [round(f, 3) for f in features], "losses": losses}
-        print(f"{case.key}: best {best}, features {out[case.key]['features']}", flush=True)
+    chosen = [c for c in cases if args.workloads is None or c.key in args.workloads]
+    with stderr_progress("workloads", len(chosen)) as bar:
+        for done, case in enumerate(chosen, start=1):
+            means = {
+                lab: _means(case, lab, spec, args, runs) for lab, spec in _rows(case, args, runs)
+            }
+            best = min(means, key=lambda lab: float(np.mean(means[lab])))
+            losses = {}
+            for lab, values in means.items():
+                ratios = np.array(values) / np.array(means[best]) - 1
+                losses[lab] = [round(float(np.mean(ratios)), 4), round(float(np.max(ratios)), 4)]
+            workload = brain._built(case.workload, case.seeds[0], case.options.model_dump_json())
+            dags = [job.dag for job in workload.jobs]
+            features = workload_features(dags, workload.num_executors)
+            out[case.key] = {"features": [round(f, 3) for f in features], "losses": losses}
+            print(f"{case.key}: best {best}, features {out[case.key]['features']}", flush=True)
+            bar(done, len(chosen), case.key)
     if args.reuse is not None:
         args.reuse.write_text(json.dumps(runs))
     out = {c.key: out[c.key] for c in cases if c.key in out}  # (the cases' order)

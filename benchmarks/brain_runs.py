@@ -8,7 +8,6 @@ and benchmarks/brain_watch.py run the same cases. Nothing here prints but progre
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -43,6 +42,7 @@ try:
 except ImportError:  # a checkout from before the portfolio scheduler: `run` says so
     PortfolioScheduler = None  # type: ignore[assignment,misc]
 from idlegate.policy.spec import SchedulerSpec
+from idlegate.progress import stderr_progress
 from idlegate.sim.engine import simulate
 from idlegate.sim.tpch import resolve_tpch_dir
 from idlegate.sim.workloads import shift_phase, workload_config
@@ -266,26 +266,22 @@ def analytic_rows(case: Case, brain: str, results: Results) -> list[tuple[str, s
     return [(s, s) for s in analytic_specs(config, base)]
 
 
-def run_stage(pool: LocalPool, tasks: list[Task], results: Results, started: float) -> None:
-    """Run `tasks` in `pool`, printing each as it finishes; results into `results`."""
+def run_stage(pool: LocalPool, tasks: list[Task], results: Results) -> None:
+    """Run `tasks` in `pool`, with their progress on stderr (`idlegate.progress`); results
+    into `results`."""
+    with stderr_progress("simulating", len(tasks)) as bar:
 
-    def progress(done: int, total: int, index: int) -> None:
-        t = tasks[index]
-        print(
-            f"[{done}/{total}] {t.case.key} {t.label} seed {t.seed} "
-            f"({time.perf_counter() - started:.0f} s)",
-            file=sys.stderr,
-            flush=True,
-        )
+        def progress(done: int, total: int, index: int) -> None:
+            t = tasks[index]
+            bar(done, total, f"{t.case.key} {t.label} seed {t.seed}")
 
-    for task, run in zip(tasks, pool.map(run_task, tasks, progress=progress), strict=True):
-        results.add(task, run)
+        for task, run in zip(tasks, pool.map(run_task, tasks, progress=progress), strict=True):
+            results.add(task, run)
 
 
 def run_all(args: argparse.Namespace, cases: Sequence[Case]) -> Results:
     """The brain and the fixed rows first, then the analytic rule over each best rule."""
     results = Results()
-    started = time.perf_counter()
     first = [Task(c, "brain", args.brain, s) for c in cases for s in c.seeds]  # slow first
     first += [
         Task(c, label, spec, s)
@@ -294,12 +290,12 @@ def run_all(args: argparse.Namespace, cases: Sequence[Case]) -> Results:
         for s in c.seeds
     ]
     with LocalPool(args.jobs, preload=["idlegate.policy"]) as pool:
-        run_stage(pool, first, results, started)
+        run_stage(pool, first, results)
         more = [
             Task(c, label, spec, s)
             for c in cases
             for label, spec in analytic_rows(c, args.brain, results)
             for s in c.seeds
         ]
-        run_stage(pool, more, results, started)
+        run_stage(pool, more, results)
     return results

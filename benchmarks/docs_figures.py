@@ -60,6 +60,7 @@ from typing import Any
 from idlegate.errors import IdlegateError
 from idlegate.evaluation.compare_report import fmt_change, fmt_estimate, fmt_number
 from idlegate.flags import one_line
+from idlegate.progress import stderr_progress
 from idlegate.sim.alibaba import default_alibaba_dir
 from idlegate.sim.datadirs import SHARED_ENV_VAR, shared_data_dir
 from idlegate.sim.metrics import Estimate
@@ -424,15 +425,18 @@ def main(argv: list[str] | None = None, run: Callable[[Run], Report] = run_comma
 
     findings: list[Finding] = []
     checked = 0
+    files = list(pages(args.files))
     try:
-        for path in pages(args.files):
-            text = path.read_text(encoding="utf-8")
-            shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
-            fixed, found, n = check_page(shown, text, report_of)
-            findings += found
-            checked += n
-            if args.fix and fixed != text:
-                path.write_text(fixed, encoding="utf-8")
+        with stderr_progress("checking the figures", len(files)) as bar:
+            for done, path in enumerate(files, start=1):
+                text = path.read_text(encoding="utf-8")
+                shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+                fixed, found, n = check_page(shown, text, report_of)
+                findings += found
+                checked += n
+                if args.fix and fixed != text:
+                    path.write_text(fixed, encoding="utf-8")
+                bar(done, len(files), str(shown))
     except IdlegateError as exc:
         parser.exit(1, f"Error: {one_line(exc)}\n")
     for f in findings:

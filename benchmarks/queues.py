@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -34,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from idlegate.policy import make_scheduler
+from idlegate.progress import stderr_progress
 from idlegate.sim.engine import Engine, Workload, simulate
 from idlegate.sim.queue_metrics import jain, queue_figures, queue_jcts, replay_alone, rho
 from idlegate.sim.workloads import build_workload
@@ -93,18 +93,23 @@ def main(argv: list[str] | None = None) -> int:
         return cost(args.first_seed, args.policy)
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     out: dict[str, Any] = {}
-    for scenario in args.scenarios.split(","):
-        out[scenario] = {}
-        for label, spec in rows(args.policy).items():
-            per_seed = []
-            for seed in seeds:
-                workload = build_workload(
-                    "teams", seed, scenario=scenario, wait_bound=args.bound, num_jobs=args.jobs
-                )
-                per_seed.append(run_row(workload, spec, seed))
-                print(f"{scenario} {label} seed {seed}", file=sys.stderr, flush=True)
-            out[scenario][label] = per_seed
-        report(scenario, out[scenario], args.policy)
+    scenarios = args.scenarios.split(",")
+    total = len(scenarios) * len(rows(args.policy)) * len(seeds)
+    done = 0
+    with stderr_progress("simulating", total) as bar:
+        for scenario in scenarios:
+            out[scenario] = {}
+            for label, spec in rows(args.policy).items():
+                per_seed = []
+                for seed in seeds:
+                    workload = build_workload(
+                        "teams", seed, scenario=scenario, wait_bound=args.bound, num_jobs=args.jobs
+                    )
+                    per_seed.append(run_row(workload, spec, seed))
+                    done += 1
+                    bar(done, total, f"{scenario} {label} seed {seed}")
+                out[scenario][label] = per_seed
+            report(scenario, out[scenario], args.policy)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         with open(args.json, "w", encoding="utf-8") as f:

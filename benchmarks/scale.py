@@ -86,6 +86,7 @@ import yaml
 
 from benchmarks.operator_burst import fetch, free_port, metric, operator, process
 from idlegate.api.crd import KINDS, render_crd
+from idlegate.progress import stderr_progress
 from idlegate.sim.argo import DURATION_ANNOTATION
 from tests.airflow_data import PASSWORD
 from tests.argo_data import WORKFLOW_CRD
@@ -302,23 +303,20 @@ def run(
             if airflow is not None:
                 airflow.trigger(namespace, AIRFLOW_RUN)
             print(f"{len(names)} workflows created in {time.monotonic() - start:.0f} s", flush=True)
-            shown = start
-            while not ended():
-                monitor.finished.wait(1)  # (the end is seen within a second)
-                if proc.poll() is not None:
-                    sys.exit("Error: the operator exited (its log: --log)")
-                if time.monotonic() - shown < 10:
-                    continue
-                shown = time.monotonic()
-                seen = monitor.outcome()
-                done = sum(p in ENDED for p in seen.workflows.values())
-                tasks = "" if airflow is None else f", Airflow {airflow_progress(airflow)}"
-                print(
-                    f"{time.monotonic() - start:5.0f} s: {done}/{len(names)} workflows ended"
-                    f"{tasks}, {seen.pods} pods, {sampler.peak_waiting} waiting at most, "
-                    f"operator {process(pid)}",
-                    flush=True,
-                )
+            with stderr_progress("workflows ended", len(names)) as bar:
+                while not ended():
+                    monitor.finished.wait(1)  # (the end is seen within a second)
+                    if proc.poll() is not None:
+                        sys.exit("Error: the operator exited (its log: --log)")
+                    seen = monitor.outcome()
+                    done = sum(p in ENDED for p in seen.workflows.values())
+                    tasks = "" if airflow is None else f"Airflow {airflow_progress(airflow)}, "
+                    bar(
+                        done,
+                        len(names),
+                        f"{tasks}{seen.pods} pods, {sampler.peak_waiting} waiting at most, "
+                        f"operator {process(pid)}",
+                    )
             elapsed = time.monotonic() - start
             harness = time.process_time() - harness
             sampler.tick()

@@ -146,6 +146,14 @@ class FakeKube:
         self.pools[name] = body
         return body
 
+    async def patch_pool_status(self, namespace: str, name: str, status: dict) -> dict:
+        self._maybe_fail("patch_pool_status", name)
+        body = self.pools.get(name)
+        if body is None:
+            raise ApiError(404, "NotFound", f'executorpools "{name}" not found')
+        body.setdefault("status", {}).update(copy.deepcopy(status))
+        return copy.deepcopy(body)
+
     async def list_pools(self) -> list[dict[str, Any]]:
         self._maybe_fail("list_pools")
         return [copy.deepcopy(body) for _, body in sorted(self.pools.items())]

@@ -124,8 +124,10 @@ def test_a_request_no_task_can_make_skips_its_job(tmp_path: Path, cpu: str, mem:
     path.write_text(f"M1,1,j_1,1,Terminated,1,2,{cpu},{mem}\nM1,1,j_2,1,Terminated,1,2,9600,100\n")
     found = read_batch_tasks(path)
     assert dict(found.skipped) == {"unrequestable": 1}
-    assert found.summary() == (
-        "1 of 2 job(s) converted; skipped: 1 a plan_cpu or plan_mem no request can be"
+    bad = f"plan_mem {mem!r}" if cpu == "100" else f"plan_cpu {cpu!r}"
+    assert found.summary() == (  # (the value and its line: issue 69)
+        "1 of 2 job(s) converted; skipped: 1 a plan_cpu or plan_mem no request can be "
+        f"(first on line 1: {bad})"
     )
     assert found.workflows[0].spec.stages[0].resources == {"cpu": "96000m", "memory": "102400Mi"}
 
@@ -179,7 +181,7 @@ def test_the_cli_writes_the_history_and_says_what_it_skipped(batch_tasks: Path, 
     failed.write_text("M1,1,j_3,1,Failed,10,20,100,0.3\n")
     r = runner.invoke(app, ["history", "alibaba", str(failed)])
     assert r.exit_code == 1
-    assert "no job could be converted (0 of 1 job(s) converted; skipped: 1 not every" in r.output
+    assert "none of its 1 job(s) could be converted, skipped: 1 not every" in r.output
     assert "Traceback" not in r.output
 
 

@@ -162,7 +162,7 @@ def test_simulate_builds_its_scheduler_once(monkeypatch: pytest.MonkeyPatch):
         (("compare", *SMALL, "--schedulers", " , "), "e.g. fair,srpt"),
         (("simulate", "-w", "my-flows.yaml"), "(to run the workflows of a file: --workload file"),
         (("compare", "-w", "trace.swf"), "--workload swf --file trace.swf"),
-        (("simulate", "-w", "file", "--file", str(PNG)), "is not a text file, so it holds no"),
+        (("simulate", "-w", "file", "--file", str(PNG)), "is not UTF-8 text (byte 0x89"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_1(args, needle):

@@ -1,8 +1,9 @@
 """The console tables' wording (known answers on hand-built accounts), and the progress
-long commands show on a terminal and nowhere else."""
+long commands show on stderr (`idlegate.progress`, on a fake clock and fake streams)."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from pathlib import Path
@@ -10,8 +11,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from idlegate import progress
 from idlegate.cli import app
 from idlegate.evaluation.console import render_followed
+from idlegate.progress import clock_text, status, stderr_progress
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -107,17 +110,21 @@ def _terminal(monkeypatch: pytest.MonkeyPatch, on: bool) -> None:
     monkeypatch.setenv("TTY_COMPATIBLE", "1" if on else "0")
 
 
-def test_compare_shows_its_progress_on_a_terminal_only(monkeypatch: pytest.MonkeyPatch):
+def test_compare_shows_its_progress_whenever_stderr_is_a_terminal(
+    monkeypatch: pytest.MonkeyPatch,
+):
     runner = CliRunner()
     _terminal(monkeypatch, True)
     shown = runner.invoke(app, COMPARE)
     assert shown.exit_code == 0 and "simulating" in shown.stderr and "2/2" in shown.stderr
+    assert "left" in shown.stderr  # (the time left, issue 69)
     as_json = runner.invoke(app, [*COMPARE, "--json"])
     _terminal(monkeypatch, False)
     piped_json = runner.invoke(app, [*COMPARE, "--json"])
     piped = runner.invoke(app, COMPARE)
-    # --json on a terminal: the JSON alone, byte for byte as piped, and nothing on stderr
-    assert as_json.stderr == piped_json.stderr == "" and piped.stderr == ""
+    # --json: the progress on stderr too, and the JSON alone on stdout, byte for byte as piped
+    assert "2/2" in as_json.stderr and "about" in as_json.stderr
+    assert piped_json.stderr == "" and piped.stderr == ""  # (a run shorter than a line's 30 s)
     assert as_json.stdout == piped_json.stdout
     assert len(json.loads(as_json.stdout)["schedulers"]) == 2
     assert "simulating" not in piped.stdout and "\x1b" not in piped.stdout
@@ -137,6 +144,84 @@ def test_history_alibaba_shows_its_progress_on_a_terminal_only(
     piped = runner.invoke(app, ["history", "alibaba", str(path)])
     summary = "1 of 2 job(s) converted; skipped: 1 not every task Terminated.\n"
     assert piped.stderr == summary and shown.stdout == piped.stdout
+
+
+class _Clock:
+    """A clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _Stream(io.StringIO):
+    def __init__(self, terminal: bool) -> None:
+        super().__init__()
+        self.terminal = terminal
+
+    def isatty(self) -> bool:
+        return self.terminal
+
+
+def test_the_status_says_the_time_left_at_the_pace_so_far():
+    assert status(0, 36, 0.0) == "0/36 (0 %), 0:00 elapsed"  # (no pace yet: no estimate)
+    assert status(12, 36, 19.0) == "12/36 (33 %), 0:19 elapsed, about 0:38 left"
+    assert status(5, None, 65.0) == "5, 1:05 elapsed"  # (no total: no estimate)
+    # resumed at 90 of 100: the 5 done here took 50 s, so the 5 left take 50 s more
+    assert status(95, 100, 50.0, start=90) == "95/100 (95 %), 0:50 elapsed, about 0:50 left"
+    assert clock_text(3725) == "1:02:05"
+
+
+def test_progress_off_a_terminal_is_a_line_every_30_seconds(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    clock, err = _Clock(), _Stream(terminal=False)
+    with stderr_progress("simulating", 36, stream=err, clock=clock) as update:
+        for done in range(1, 37):  # 36 runs of 2 s each: 72 s, so two lines
+            clock.now += 2.0
+            update(done, 36, f"fifo seed {done}")
+    assert err.getvalue().splitlines() == [
+        "simulating: 15/36 (41 %), 0:30 elapsed, about 0:42 left; fifo seed 15",
+        "simulating: 30/36 (83 %), 1:00 elapsed, about 0:12 left; fifo seed 30",
+    ]
+    short = _Stream(terminal=False)
+    with stderr_progress("simulating", 3, stream=short, clock=clock) as update:
+        for done in range(1, 4):
+            clock.now += 2.0
+            update(done, 3, "")
+    assert short.getvalue() == ""  # (a run shorter than 30 s says nothing)
+
+
+def test_progress_on_a_terminal_is_redrawn_at_each_step_with_the_time_left(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
+    clock, err = _Clock(), _Stream(terminal=True)
+    with stderr_progress("replaying", stream=err, clock=clock) as update:
+        clock.now += 4.0
+        update(1, 4, "fair seed 0")
+        assert "replaying" in err.getvalue()
+        assert "1/4 (25 %), 0:04 elapsed, about 0:12 left  fair seed 0" in err.getvalue()
+    off = _Stream(terminal=True)
+    with stderr_progress("training", 3, enabled=False, stream=off, clock=clock) as update:
+        update(1, 3, "")
+    assert off.getvalue() == ""
+
+
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_compare_piped_writes_its_progress_lines_on_stderr(
+    monkeypatch: pytest.MonkeyPatch, json_flag: list[str]
+):
+    # (piped, a compare of a minute showed nothing for its whole run: issue 69)
+    _terminal(monkeypatch, False)
+    monkeypatch.setattr(progress, "EVERY", 0.0)  # (a line at every run, not every 30 s)
+    r = CliRunner().invoke(app, [*COMPARE, *json_flag])
+    assert r.exit_code == 0, r.output
+    lines = r.stderr.splitlines()
+    assert lines[-1].startswith("simulating: 2/2 (100 %), ") and "left" in lines[-1]
+    assert "simulating" not in r.stdout
 
 
 README_DEMO = re.compile(

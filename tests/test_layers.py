@@ -87,6 +87,8 @@ def test_evaluation_imports_only_lower_layers():
         "idlegate.errors",
         "idlegate.config",  # the configs' base (pydantic only)
         "idlegate.parallel",  # the task pools (local processes or Ray), imports nothing heavy
+        "idlegate.progress",  # progress lines on stderr, the standard library only
+        "idlegate.textfiles",  # reading a user's text file, the standard library only
     )
     for path in sorted(root.glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -157,57 +159,38 @@ def test_only_the_bridge_reaches_into_a_pools_core():
 
 
 VERBS = ("handle", "carry", "admit")
-"""What enters a pool: an event, outputs to carry out, an admission."""
+"""What enters a pool: an event, outputs to carry out, an admission (`Pools.join` is the
+pools' alone)."""
 
 
 def _entries(path: Path) -> list[str]:
-    """The calls in `path` that enter a pool other than through the pools' routing: a verb
-    called on anything but the pools (`pools`, `x.pools`) or a bridge `route` gave (its
-    call, or a name bound to it in the same function), and any call through `pools.default`."""
+    """The calls in `path` that enter a pool other than through the pools' door: a verb
+    called on anything but the pools (`pools`, `x.pools`), and any call through
+    `pools.default`."""
 
     def pools(node: ast.expr) -> bool:
         return (isinstance(node, ast.Name) and node.id == "pools") or (
             isinstance(node, ast.Attribute) and node.attr == "pools"
         )
 
-    def routed(node: ast.expr) -> bool:
-        return (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and (node.func.attr == "route")
-        )
-
     found = []
-    for func in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
             continue
-        given = {
-            t.id
-            for n in ast.walk(func)
-            if isinstance(n, ast.Assign) and routed(n.value)
-            for t in n.targets
-            if isinstance(t, ast.Name)
-        }
-        for node in ast.walk(func):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
-                continue
-            receiver = node.func.value
-            through_default = isinstance(receiver, ast.Attribute) and receiver.attr == "default"
-            elsewhere = node.func.attr in VERBS and not (
-                pools(receiver)
-                or routed(receiver)
-                or (isinstance(receiver, ast.Name) and receiver.id in given)
-            )
-            if elsewhere or (through_default and pools(receiver.value)):
-                found.append(f"{node.lineno}: {ast.unparse(node.func)}")
+        receiver = node.func.value
+        through_default = isinstance(receiver, ast.Attribute) and receiver.attr == "default"
+        elsewhere = node.func.attr in VERBS and not pools(receiver)
+        if elsewhere or (through_default and pools(receiver.value)):
+            found.append(f"{node.lineno}: {ast.unparse(node.func)}")
     return sorted(set(found), key=lambda f: int(f.split(":")[0]))
 
 
-def test_every_kind_enters_a_pool_through_the_pools_routing():
-    # issue 59's seam: a workflow of any kind enters the pool `Pools.admit` or `Pools.route`
-    # picks (idlegate.api.routing), and anything of it then goes through `Pools.handle` to
-    # the pool holding it; so no feature or edge module holds a bridge of its own (Argo's and
-    # Airflow's used `pools.default`, and never reached the pool their namespace selects).
+def test_every_kind_enters_a_pool_through_the_pools_door():
+    # issue 68's one door: a workflow of any kind enters the pool `Pools.place` picks, by
+    # `Pools.admit` (a DagWorkflow) or `Pools.join` (an Argo Workflow, an Airflow run), and
+    # anything of it then goes through `Pools.handle` to the pool holding it; so no feature
+    # or edge module holds a bridge of its own (Argo's and Airflow's handed their Join to
+    # the bridge `Pools.route` gave, then placed it again in `Core._queue`).
     # The bridge's own module and the pools' are the door; the core sees no bridge at all.
     root = Path(__file__).resolve().parents[1] / "src" / "idlegate" / "operator"
     door = ("edge/bridge.py", "edge/pools.py")

@@ -99,7 +99,9 @@ def test_a_queues_file_admits_a_workflow_file_by_its_queue_name(tmp_path):
     out = runner.invoke(app, [*args, "--queues", str(queues)])
     assert out.exit_code == 1
     assert out.output.strip() == (
-        "Error: queue 'nope' does not exist; the pool's queues are default, ml"
+        f"Error: workflow 'w-0' of {flow} names queue 'nope', which the queues file "
+        f"{queues} does not declare (its queues: default, ml); declare it there, or name "
+        "one of them"
     )
 
 

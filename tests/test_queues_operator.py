@@ -344,7 +344,7 @@ def test_an_argo_workflow_joins_the_queue_it_names_with_its_priority_and_its_pod
     settings = Settings(pool_size=4, queues=QueueFile(queues_from(TWO)))
     core = Core(settings, make_scheduler("fifo"), metrics=Metrics(4, "fifo"))
     core.handle(
-        Join(ARGO, map_workflow(argo_diamond()), T0, [argo_pod(".a")], queue="b", priority=7), T0
+        Join(ARGO, map_workflow(argo_diamond()), T0, [argo_pod(".a")], queue=1, priority=7), T0
     )
     core.handle(Schedule(), T0)
     job = core.holding(ARGO).job
@@ -365,7 +365,7 @@ def test_a_workflow_of_another_controller_keeps_its_queue_and_priority_when_rema
     settings = Settings(pool_size=4, queues=QueueFile(queues_from(TWO)))
     core = Core(settings, make_scheduler("fifo"), metrics=Metrics(4, "fifo"))
     doc = argo_diamond()
-    core.handle(Join(ARGO, map_workflow(doc), T0, [argo_pod(".a")], queue="b", priority=7), T0)
+    core.handle(Join(ARGO, map_workflow(doc), T0, [argo_pod(".a")], queue=1, priority=7), T0)
     first = core.holding(ARGO).job
     skipped = {"etl-c": {"id": "etl-c", "name": "etl.c", "phase": "Skipped"}}
     core.handle(Join(ARGO, map_workflow(doc, nodes=skipped)), T0 + 1)

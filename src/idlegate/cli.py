@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Final
 
@@ -159,7 +159,7 @@ def compare(
     JSON (summaries, runs, setting; no table).
     """
     settings = CompareConfig(**config, options=options)
-    cmp, paths, elapsed = run_compare(settings, out, ray, as_json=as_json)
+    cmp, paths, elapsed = run_compare(settings, out, ray)
     if as_json:
         typer.echo(json.dumps(cmp.to_dict(include_jct=False), indent=2))
         for p in paths.values():  # stdout stays one JSON document
@@ -226,6 +226,7 @@ def lint(
     files: Annotated[
         list[str],
         typer.Argument(
+            metavar="FILE",
             help="Manifests: YAML or JSON files, directories (their *.yaml, *.yml, *.json, "
             "recursively) or - for standard input.",
         ),
@@ -320,6 +321,7 @@ def history_export(
     source: Annotated[
         str | None,
         typer.Argument(
+            metavar="DOCUMENT",
             help="Read DagWorkflows from this document instead of the API: - for standard "
             "input (kubectl get dwf -A -o json | idlegate history export -), or a file.",
         ),
@@ -363,12 +365,13 @@ def history_export(
     """Write the finished workflows' history file: live DagWorkflows, a sink or a document."""
     with user_errors():
         from idlegate.api.history import export
+        from idlegate.cli_live import live_workflows
 
         workflows, note = export(
             out=out,
             source=source,
             sink=from_sink,
-            live=lambda namespaces: _live_workflows(kubeconfig, namespaces),
+            live=lambda namespaces: live_workflows(kubeconfig, namespaces),
             namespaces=namespace or (),
             all_namespaces=all_namespaces,
             since=since,
@@ -377,50 +380,6 @@ def history_export(
         typer.echo(f"note: {note}", err=True)
     where = f" to {out}" if out is not None else ""
     typer.echo(f"{len(workflows)} finished workflow(s) exported{where}.", err=True)
-
-
-def _live_workflows(kubeconfig: Path | None, namespaces: Sequence[str] | None) -> list[Any]:
-    """The live DagWorkflows of `namespaces` (none: the current one; None: all), read by the
-    operator's API client."""
-    import asyncio
-
-    from idlegate.operator.edge.kube import ApiError, KubeApi, load_configuration
-
-    api = KubeApi(load_configuration(kubeconfig))
-
-    async def read() -> list[Any]:
-        chosen = (None,) if namespaces is None else namespaces or [_namespace(kubeconfig)]
-        found = await asyncio.gather(*(api.list_workflows(ns) for ns in chosen))
-        return [obj for objects in found for obj in objects]
-
-    try:
-        return asyncio.run(read())
-    except ApiError as exc:
-        raise IdlegateError(
-            f"cannot list DagWorkflows: {exc}; check the credentials (--kubeconfig) and that "
-            "the CRD is installed, or export from a sink file (--from-sink)"
-        ) from None
-    finally:
-        api.close()
-
-
-def _namespace(kubeconfig: Path | None) -> str:
-    """The namespace kubectl would use: the service account's in a cluster, else the
-    kubeconfig's current context's (default ``default``)."""
-    if kubeconfig is None and _IN_CLUSTER_NAMESPACE.is_file():
-        return _IN_CLUSTER_NAMESPACE.read_text().strip()
-    import kubernetes.config
-
-    try:
-        _, active = kubernetes.config.list_kube_config_contexts(
-            config_file=str(kubeconfig) if kubeconfig is not None else None
-        )
-    except (kubernetes.config.ConfigException, OSError):
-        return "default"  # (load_configuration reports unusable credentials)
-    return (active or {}).get("context", {}).get("namespace") or "default"
-
-
-_IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
 @history_app.command("airflow")
@@ -497,6 +456,7 @@ def history_alibaba(
     batch_tasks: Annotated[
         Path,
         typer.Argument(
+            metavar="BATCH_TASK.CSV",
             help="The trace's batch_task.csv (cluster-trace-v2018), or a part of it.",
         ),
     ],
@@ -514,16 +474,13 @@ def history_alibaba(
     Terminated a workflow, arriving at its first task's start, each task a stage of its
     instances running its measured span; replay it with simulate -w file (docs/workloads.md)."""
     with user_errors():
-        from idlegate.evaluation.console import stderr_progress
+        from idlegate.progress import stderr_progress
         from idlegate.sim.history import history_text, in_queue, read_batch_tasks, write_history
 
         with stderr_progress(batch_tasks.name, None) as bar:
             found = read_batch_tasks(batch_tasks, bar)
         if not found.workflows:
-            raise IdlegateError(
-                f"{batch_tasks}: no job could be converted ({found.summary()}); a part cut "
-                "from the trace needs whole jobs, all of whose tasks Terminated"
-            )
+            raise IdlegateError(found.none_converted(str(batch_tasks)))
         workflows = found.workflows if queue is None else in_queue(found.workflows, queue)
         if out is None:
             typer.echo(history_text(workflows), nl=False)
@@ -684,6 +641,7 @@ def advise(
     history: Annotated[
         Path,
         typer.Argument(
+            metavar="HISTORY",
             help="A history file (idlegate history export or history simulate).",
             callback=_history_file,
         ),
@@ -698,15 +656,17 @@ def advise(
     """
     from idlegate.evaluation.advise import run_advise
     from idlegate.evaluation.advise_report import to_markdown, write_advice
-    from idlegate.evaluation.console import stderr_progress
     from idlegate.evaluation.files import check_out_dir
     from idlegate.evaluation.pool import open_runs_pool
+    from idlegate.progress import stderr_progress
 
     settings = AdviseConfig(**config)
     if out is not None:
         check_out_dir(out)  # fail before the runs, not after
-    typer.echo(f"replaying {history} ({settings.seeds} seeds per candidate) ...", err=True)
-    with open_runs_pool(settings.jobs, ray) as pool, stderr_progress("replaying", None) as bar:
+    # (what it replays is said by the progress, once the history has loaded: a file that
+    # does not is its one line of error)
+    what = f"replaying {history.name} ({settings.seeds} seeds per candidate)"
+    with open_runs_pool(settings.jobs, ray) as pool, stderr_progress(what) as bar:
         advice = run_advise(
             history,
             settings,
@@ -720,8 +680,12 @@ def advise(
 
 @app.command("export-onnx")
 def export_onnx_command(
-    checkpoint: Annotated[Path, typer.Argument(help="A checkpoint written by idlegate train.")],
-    output: Annotated[Path, typer.Argument(help="Where to write the ONNX policy.")],
+    checkpoint: Annotated[
+        Path, typer.Argument(metavar="CHECKPOINT", help="A checkpoint written by idlegate train.")
+    ],
+    output: Annotated[
+        Path, typer.Argument(metavar="OUTPUT.ONNX", help="Where to write the ONNX policy.")
+    ],
 ) -> None:
     """Export a trained checkpoint as an ONNX policy (for the operator and `OnnxPolicy`)."""
     with user_errors():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -23,7 +24,7 @@ import kmock
 import yaml
 
 from idlegate.api.crd import KINDS, render_crd
-from tests.k8s.apiserver import Emulator
+from tests.k8s.apiserver import EVENTS, Emulator
 from tests.k8s.scheduler import KubeScheduler
 
 T = TypeVar("T")
@@ -87,6 +88,18 @@ class ApiServer(LoopThread):
         self.directory = Path(directory)
         self.kubeconfig = self.directory / "kubeconfig"
         self.url = ""
+        self.mute: list[str] = []
+        """Every Event the operator posted whose reason or message says nothing."""
+        self.emulator.subscribe(self._heard)
+
+    def _heard(self, res: kmock.resource, etype: str, obj: dict[str, Any]) -> None:
+        ours = bool(obj.get("reportingComponent"))  # (the operator's; not a test's own)
+        if res == EVENTS and etype == "ADDED" and ours and (why := says_nothing(obj)):
+            self.mute.append(why)
+
+    def assert_events_say_why(self) -> None:
+        """Fail if an Event was posted with an empty reason, message or clause (issue 68)."""
+        assert not self.mute, "\n".join(self.mute)
 
     async def _serve(self) -> None:
         self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
@@ -171,6 +184,22 @@ def write_kubeconfig(path: Path, url: str) -> None:
     path.write_text(yaml.safe_dump(config))
 
 
+_EMPTY = re.compile(r":\s*(?:[;,)]|\.(?:\s|$)|$)|\(\s*\)|;\s*;")
+"""An empty clause: nothing after a colon ("waits for an executor: ; 3 stay free"), or
+empty parentheses."""
+
+
+def says_nothing(event: dict[str, Any]) -> str | None:
+    """What is wrong with an Event whose reason, message or one of its clauses is empty (it
+    and its object, for the failure), else None."""
+    reason, message = event.get("reason") or "", event.get("message") or ""
+    if reason.strip() and message.strip() and not _EMPTY.search(message):
+        return None
+    involved = event.get("involvedObject") or {}
+    where = f"{involved.get('kind')} {involved.get('namespace')}/{involved.get('name')}"
+    return f"{where}: {reason!r} {message!r}"
+
+
 def serving_crd(directory: Path) -> Iterator[ApiServer]:
     """An API server serving the project's real CRDs (printer columns, status), for a module
     fixture to ``yield from``; at the end it fails if the emulator crashed on a request."""
@@ -179,3 +208,4 @@ def serving_crd(directory: Path) -> Iterator[ApiServer]:
             server.create("customresourcedefinitions", render_crd(kind))
         yield server
         server.assert_no_internal_errors()
+        server.assert_events_say_why()

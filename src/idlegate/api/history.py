@@ -44,6 +44,7 @@ from idlegate.errors import IdlegateError
 from idlegate.sim.history import HistoryWorkflow, history_text, load_history, write_history
 from idlegate.sim.spec import WorkflowSpec, parse_workflow
 from idlegate.sim.timestamps import from_datetime, stamp, timestamp_precision
+from idlegate.textfiles import read_stdin, read_text
 
 
 def history_workflow(
@@ -230,7 +231,7 @@ def export(
         raise IdlegateError("give --namespace or --all-namespaces, not both")
     earliest = since_time(since, datetime.now(UTC).timestamp())
     if source == STDIN:
-        found = from_document(sys.stdin.read(), "standard input")
+        found = from_document(read_stdin(sys.stdin, "standard input"), "standard input")
     elif source is not None:
         found = from_document(_read(Path(source)), source)
     elif sink is not None:
@@ -249,7 +250,4 @@ def export(
 
 
 def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise IdlegateError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return read_text(path, "document", "give a DagWorkflow list, e.g. kubectl get dwf -A -o json")

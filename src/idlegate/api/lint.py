@@ -37,7 +37,10 @@ command), a DagWorkflow under the wrong or no ``apiVersion``, another kind in th
 list, with a history's keys or not, and a ``.jsonl`` file's lines, a history sink's) is checked
 as ``simulate -w file`` reads it (:func:`sim.history.parse_record`), and against the pool as a
 DagWorkflow is. Everything else (a ConfigMap, a Kustomization, a document with no kind such as a
-dashboard JSON) is skipped with a note, and ``List``/``DagWorkflowList`` documents are checked
+dashboard JSON) is skipped with a note (but a ``--queues`` file, a list of queues, or one
+queue not in a list, which is read as `simulate --queues` reads it, against the pool of
+``--pool-size`` when given, else with a note, and against the queues the workflows of the
+default pool name: `lint_pools.QueueFiles`), and ``List``/``DagWorkflowList`` documents are checked
 item by item, so a directory of mixed files can be linted as a whole.
 
 The operator reports one problem at a time in its ``Valid`` condition (one message per
@@ -85,7 +88,13 @@ from idlegate.api.cron_spec import check_cron_name, cron_spec_problems
 from idlegate.api.lint_airflow import AirflowLintJob, lint_airflow
 from idlegate.api.lint_argo import ArgoDocument, ArgoLintJob, lint_argo
 from idlegate.api.lint_fields import split_message
-from idlegate.api.lint_pools import HELD, InPools, check_pool_requested, queue_file
+from idlegate.api.lint_pools import (
+    HELD,
+    InPools,
+    QueueFiles,
+    check_pool_requested,
+    is_queue_file,
+)
 from idlegate.api.lint_render import PoolFactory, linted_pool
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.pool_spec import DEFAULT_POOL, pool_problems
@@ -98,6 +107,7 @@ from idlegate.sim.dag import Dag
 from idlegate.sim.history import parse_record
 from idlegate.sim.resources import ResourceVector
 from idlegate.sim.spec import describe, parse_workflow
+from idlegate.textfiles import not_utf8, read_stdin
 
 STDIN = "-"
 """The path that means standard input."""
@@ -113,6 +123,11 @@ READS = (
     "(Airflow's REST API's answers)"
 )
 """What lint reads, for the message about a file that is none of it."""
+NO_POOL = (
+    "its quotas were not checked against a pool: give --pool-size (simulate's -k) or "
+    "--pool-resources to check them as simulate --queues does"
+)
+"""The note on a queues file linted without a pool."""
 
 
 @dataclass(frozen=True)
@@ -188,7 +203,7 @@ class LintReport:
     notes: list[Note] = field(default_factory=list)
     """Documents skipped (other kinds) and inputs with nothing to check."""
     files: int = 0
-    """Files read (standard input counts as one)."""
+    """Files checked, read or not (standard input counts as one)."""
     workflows: int = 0
     """DagWorkflow and DagCronWorkflow objects checked."""
     cron_workflows: int = 0
@@ -210,6 +225,9 @@ class LintReport:
     airflow_dags: int = 0
     """Airflow DAG exports checked: mapped, left to Airflow (a note with a reason) or
     broken."""
+    queue_files: int = 0
+    """``--queues`` files checked, as `simulate --queues` reads them (and the queues the
+    workflows name against them)."""
 
     @property
     def ok(self) -> bool:
@@ -226,6 +244,7 @@ class LintReport:
             "Argo workflow": self.argo_workflows,
             "Airflow DAG": self.airflow_dags,
             "bare workflow": self.bare_workflows,
+            "queues file": self.queue_files,
         }
         kinds = [f"{n} {kind}(s)" for kind, n in counted.items() if n] or ["0 workflow(s)"]
         what = kinds[0] if len(kinds) == 1 else f"{', '.join(kinds[:-1])} and {kinds[-1]}"
@@ -266,6 +285,7 @@ class LintReport:
             "notes": [{**asdict(n), "text": str(n)} for n in self.notes],
             "argo": [job.to_json() for job in self.argo_jobs],
             "airflow_dags": self.airflow_dags,
+            "queue_files": self.queue_files,
             "airflow": [job.to_json() for job in self.airflow_jobs],
         }
 
@@ -436,13 +456,13 @@ def _manifests_under(root: Path) -> Iterator[Path]:
 
 def _read(source: _Source, stdin: TextIO) -> str:
     if source.path is None:
-        return stdin.read()
+        return read_stdin(stdin)
     try:
         return source.path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise IdlegateError("cannot read: no such file or directory") from None
-    except UnicodeDecodeError:
-        raise IdlegateError("cannot read: not a UTF-8 text file") from None
+    except UnicodeDecodeError as exc:
+        raise IdlegateError(not_utf8(exc)) from None
     except OSError as exc:
         raise IdlegateError(f"cannot read: {exc.strerror or exc}") from None
 
@@ -519,6 +539,7 @@ class _Linter:
     argo: list[ArgoDocument] = field(default_factory=list)
     """Argo's documents, mapped once every input is read (templates may be anywhere)."""
     in_pools: InPools = field(default_factory=InPools)
+    queues: QueueFiles = field(default_factory=QueueFiles)
 
     def pool(self) -> PoolFactory | None:
         """The linted pool, when it counts resources (only they can exceed it here)."""
@@ -543,10 +564,13 @@ class _Linter:
             for i, item in enumerate(doc):  # a JSON list of DAG exports
                 self.object(source, index, i, item)
             return
-        if (queues := queue_file(doc, self.pool_size, self.resources)) is not None:
-            if queues:  # (what is wrong with a --queues file; "": nothing)
-                self._problem(source, index, None, None, queues)
+        if is_queue_file(doc):  # (read as simulate --queues reads it: QueueFiles)
+            problem = self.queues.add(source, doc, self.pool_size, self.resources)
+            if problem is not None:
+                self._problem(source, index, None, None, problem)
                 self.report.invalid += 1
+            elif self.pool_size is None and self.resources is None:
+                self.report.notes.append(Note(source, NO_POOL))
             return
         if isinstance(doc, list) and any(_bare(d) or _ours_object(d) for d in doc):
             for i, item in enumerate(doc):  # a list of workflows, as simulate -w file reads
@@ -581,6 +605,7 @@ class _Linter:
             else:
                 spec, name = parse_workflow(obj, "workflow"), None
             self.in_pools.requests(spec)
+            self.queues.join((source, index, item), name, obj)
             if self.pool_size is not None or self.resources is not None:  # as a DagWorkflow's
                 pool = linted_pool(self.pool_size, self.resources)
                 pool.add_job(Dag.from_spec(spec), 0.0, f"workflow {name or '#' + str(index)}")
@@ -659,6 +684,9 @@ class _Linter:
             self.in_pools.pool(obj)
         else:
             self.in_pools.workflow((source, index, item), obj)
+            meta = obj.get("metadata")
+            named = meta.get("name") if isinstance(meta, Mapping) else None
+            self.queues.join((source, index, item), named, obj.get("spec"))
             errors = admission_errors(
                 obj, self.pool_size, self.policy, self.resources, self.samples
             )
@@ -727,12 +755,12 @@ def lint_paths(
         report, pool_size, policy or NamespacePolicy(), pool_resources, samples=history_samples
     )
     for source in _sources(paths, report):
+        report.files += 1  # (one that cannot be read too: it was checked, and is a problem)
         try:
             text = _read(source, stdin or sys.stdin)
         except IdlegateError as exc:
             report.problems.append(Problem(source.name, str(exc)))
             continue
-        report.files += 1
         documents = 0
         for index, doc in _documents(text, source, report):
             documents += doc is not None
@@ -740,6 +768,11 @@ def lint_paths(
         if not documents and not any(p.file == source.name for p in report.problems):
             report.notes.append(Note(source.name, "holds no document; nothing to check"))
     _add_argo(report, linter.argo, linter.pool())
+    report.queue_files = linter.queues.read
+    for (file, index, item), text in linter.queues.problems():
+        before = any((p.file, p.document, p.item) == (file, index, item) for p in report.problems)
+        report.problems.append(Problem(file, text, index, item))
+        report.invalid += not before
     check_pool_requested(linter.in_pools, [*report.argo_jobs, *report.airflow_jobs], pool_resources)
     report.notes.extend(
         Note(f, text, i, j, why) for (f, i, j), text, why in linter.in_pools.waits()

@@ -31,7 +31,8 @@ from idlegate.api.pool_spec import (
 from idlegate.api.queueing import QUEUE_NOT_FOUND
 from idlegate.errors import IdlegateError
 from idlegate.sim.dag import Dag
-from idlegate.sim.queues import check_cohort, queues_from
+from idlegate.sim.queue_files import queue_problem
+from idlegate.sim.queues import QueueSpec, check_cohort, queues_from
 from idlegate.sim.resources import MILLI, ResourceVector, check_requested
 from idlegate.sim.spec import WorkflowSpec, parse_workflow
 
@@ -145,20 +146,58 @@ def check_pool_requested(in_pools: InPools, jobs: list[Any], pool: ResourceVecto
     check_requested(pool, asked, "the linted workflows", "give them requests")
 
 
-def queue_file(doc: Any, pool_size: int | None, resources: ResourceVector | None) -> str | None:
-    """For a ``--queues`` file's document (a list of mappings each with a ``nominal`` quota,
-    the operator's default pool's and `simulate`'s), what is wrong with it as `simulate
-    --queues` would say it (against the pool of ``--pool-size`` and ``--pool-resources``
-    when given), "" if nothing is; None for any other document."""
-    if not (isinstance(doc, list) and doc):
+def is_queue_file(doc: Any) -> bool:
+    """Whether a document is a ``--queues`` file's (the operator's default pool's and
+    `simulate`'s), good or bad: a list of mappings each with a ``nominal`` quota and no
+    ``kind``, or, with no ``kind``, a mapping of ``queues`` or one queue not in a list
+    (which `simulate --queues` refuses, so lint does too)."""
+    if isinstance(doc, list):
+        return bool(doc) and all(
+            isinstance(q, Mapping) and "nominal" in q and "kind" not in q for q in doc
+        )
+    return isinstance(doc, Mapping) and "kind" not in doc and ("nominal" in doc or "queues" in doc)
+
+
+@dataclass
+class QueueFiles:
+    """The ``--queues`` files among lint's inputs, and the queues the default pool's
+    workflows name: each checked against each file as `simulate --queues` checks them
+    (`queues_from`, `check_cohort`, `check_named`)."""
+
+    files: list[tuple[str, tuple[QueueSpec, ...]]] = field(default_factory=list)
+    joins: list[tuple[Where, str, str]] = field(default_factory=list)
+    """Where each workflow is, its name, and the queue it names."""
+    read: int = 0
+    """Queues files read (good or not)."""
+
+    def add(
+        self, source: str, doc: Any, pool_size: int | None, resources: ResourceVector | None
+    ) -> str | None:
+        """Read a queues file's document: what is wrong with it, as `simulate --queues`
+        says it (against the pool of ``--pool-size`` and ``--pool-resources`` when
+        given); None when nothing is."""
+        self.read += 1
+        try:
+            queues = queues_from(doc, "queues")
+            pods = pool_size or int((resources or ResourceVector()).units("pods"))
+            if pods:
+                check_cohort(queues, {**(resources or {}), "pods": pods * MILLI}, "queues")
+        except IdlegateError as exc:
+            return str(exc)
+        self.files.append((source, queues))
         return None
-    if not all(isinstance(q, Mapping) and "nominal" in q and "kind" not in q for q in doc):
-        return None
-    try:
-        queues = queues_from(doc, "queues")
-        pods = pool_size or int((resources or ResourceVector()).units("pods"))
-        if pods:
-            check_cohort(queues, {**(resources or {}), "pods": pods * MILLI}, "queues")
-    except IdlegateError as exc:
-        return str(exc)
-    return ""
+
+    def join(self, where: Where, name: str | None, spec: Any) -> None:
+        """A workflow of the default pool at `where`: the queue its spec names, if any."""
+        queue = spec.get("queueName") if isinstance(spec, Mapping) else None
+        pool = spec.get("pool") if isinstance(spec, Mapping) else None
+        if isinstance(queue, str) and pool in (None, DEFAULT_POOL):
+            self.joins.append((where, name or f"#{where[1]}", queue))
+
+    def problems(self) -> Iterator[tuple[Where, str]]:
+        """Where and why each workflow names a queue a queues file does not declare."""
+        for file, queues in self.files:
+            for where, name, queue in self.joins:
+                problem = queue_problem(queues, file, f"{name!r} of {where[0]}", queue)
+                if problem is not None:
+                    yield where, problem

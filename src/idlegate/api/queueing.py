@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from idlegate.api.crd import KIND
 from idlegate.api.labels import LABEL_QUEUE
-from idlegate.api.routing import PoolNotFoundError, Routing
+from idlegate.api.routing import NoPlaceError, Routing
 from idlegate.errors import IdlegateError
 from idlegate.sim.queues import QueueSpec, check_cohort, queue_index, queues_from, read_queues
 from idlegate.sim.resources import MILLI, ResourceVector, format_quantities
@@ -73,7 +73,7 @@ class QueueFile:
         )
 
 
-class QueueNotFoundError(PoolNotFoundError):
+class QueueNotFoundError(NoPlaceError):
     """The queue a workflow names is not one of its pool's: it waits for it."""
 
     reason = QUEUE_NOT_FOUND
@@ -82,8 +82,7 @@ class QueueNotFoundError(PoolNotFoundError):
         self.pool, self.queue = pool, queue
         self.where = "spec.queueName" if kind == KIND else f"label {LABEL_QUEUE}"
         self.names = ", ".join(q.name for q in queues) or "none"
-        IdlegateError.__init__(
-            self,
+        super().__init__(
             f"Queue {queue!r} does not exist in ExecutorPool {pool!r} (its queues: "
             f"{self.names}): the workflow waits until it is declared, or names another queue.",
         )

@@ -69,11 +69,27 @@ class Routing:
     priority_class: str | None = None
 
 
-class PoolNotFoundError(IdlegateError):
+class NoPlaceError(IdlegateError):
+    """A workflow has no place now, its `pool` or its queue there missing or unable to run:
+    it waits for it (:class:`PoolNotFoundError`, :class:`PoolInvalidError`, and
+    `idlegate.api.queueing.QueueNotFoundError`)."""
+
+    reason = ""
+    """The reason of its workflow's condition and Warning."""
+    pool: str
+    where: str
+    """Where the workflow names what is missing (``spec.pool``, ``label idlegate.io/pool``)."""
+
+    def left_to(self, controller: str) -> str:
+        """The sentence for a workflow whose pods go to `controller`'s own order meanwhile
+        (an Airflow run's, which cannot wait past Airflow's pending timeout)."""
+        raise NotImplementedError
+
+
+class PoolNotFoundError(NoPlaceError):
     """The ExecutorPool a workflow names does not exist: it waits for it."""
 
     reason = "PoolNotFound"
-    """The reason of its workflow's condition and Warning."""
 
     def __init__(self, pool: str, fields: Fields) -> None:
         self.pool, self.where = pool, fields.where()
@@ -83,15 +99,13 @@ class PoolNotFoundError(IdlegateError):
         )
 
     def left_to(self, controller: str) -> str:
-        """The sentence for a workflow whose pods go to `controller`'s own order meanwhile
-        (an Airflow run's, which cannot wait past Airflow's pending timeout)."""
         return (
             f"ExecutorPool {self.pool!r} does not exist: its pods are left to {controller} "
             f"until it is created (kubectl get executorpools), or {self.where} names another."
         )
 
 
-class PoolInvalidError(PoolNotFoundError):
+class PoolInvalidError(NoPlaceError):
     """The ExecutorPool a workflow names exists, but its spec or policy cannot run (`why`,
     its Invalid condition's message): it waits until it is fixed."""
 
@@ -99,8 +113,7 @@ class PoolInvalidError(PoolNotFoundError):
 
     def __init__(self, pool: str, fields: Fields, why: str) -> None:
         self.pool, self.where = pool, fields.where()
-        IdlegateError.__init__(
-            self,
+        super().__init__(
             f"ExecutorPool {pool!r} cannot run ({why.rstrip('.')}): the workflow waits until "
             f"its spec is fixed (kubectl describe executorpool {pool}), or {self.where} names "
             "another.",
@@ -133,7 +146,7 @@ def route_workflow(
     `pools` (name, spec); PoolNotFoundError if the pool it names does not exist, the
     PoolInvalidError of one of `invalid` (name: why it cannot run) if it exists so."""
     fields = FIELDS[kind]
-    wanted = _read(obj, fields.pool)
+    wanted = pool_named(kind, obj)
     pool = route(wanted, namespace_labels, pools)
     if pool is None:
         assert wanted is not None  # (only a pool named may be missing)
@@ -144,6 +157,32 @@ def route_workflow(
             else PoolInvalidError(wanted, fields, why)
         )
     return Routing(pool, queue_name(kind, obj), _read(obj, fields.priority_class))
+
+
+def pool_named(kind: str, obj: Mapping[str, Any]) -> str | None:
+    """The pool workflow `obj` of `kind` names (:data:`FIELDS`), if any."""
+    return _read(obj, FIELDS[kind].pool)
+
+
+def asked(kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What :func:`route_workflow` reads of workflow `obj` of `kind` (its namespace, and the
+    pool, queue and priority class it names), alone: kept with a workflow held in memory
+    (an Argo Workflow's job, an Airflow run's), which is placed again when its pool changes."""
+    meta = obj.get("metadata") or {}
+    out: dict[str, Any] = {"metadata": {"namespace": meta.get("namespace", "")}}
+    fields = FIELDS[kind]
+    for path in (fields.pool, fields.priority_class, ("spec", "queueName")):
+        found = _read(obj, path)
+        if found is not None:
+            *parents, last = path
+            where = out
+            for key in parents:
+                where = where.setdefault(key, {})
+            where[last] = found
+    queue = _read(obj, ("metadata", "labels", LABEL_QUEUE))
+    if queue is not None:
+        out["metadata"].setdefault("labels", {})[LABEL_QUEUE] = queue
+    return out
 
 
 def queue_name(kind: str, obj: Mapping[str, Any]) -> str | None:

@@ -28,6 +28,7 @@ from idlegate.api.labels import (
     LABEL_TASK,
     LABEL_WORKFLOW,
 )
+from idlegate.sim.resources import overcommittable
 from idlegate.sim.spec import StageSpec
 from idlegate.sim.timestamps import from_datetime
 
@@ -136,7 +137,12 @@ def task_pod(
     if not stage.template and stage.resources is not None:
         # the pod requests what the stage says one task does: what idlegate counts is what
         # the kube-scheduler places (a template's pods request what its containers say)
-        template["spec"]["containers"][0]["resources"] = {"requests": dict(stage.resources)}
+        asked = dict(stage.resources)
+        # (an extended resource's limit must equal its request, or the API server refuses
+        # the pod: `sim.resources.overcommittable`)
+        fixed = {n: q for n, q in asked.items() if not overcommittable(n)}
+        resources = {"requests": asked, **({"limits": fixed} if fixed else {})}
+        template["spec"]["containers"][0]["resources"] = resources
     meta = template.get("metadata") or {}
     spec = template.get("spec") or {}
     labels = {

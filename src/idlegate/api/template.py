@@ -30,9 +30,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from idlegate.api import podsecurity
+from idlegate.api.labels import label_problem
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.errors import SpecError
 from idlegate.sim.spec import WorkflowSpec, describe, not_a_string
@@ -198,6 +199,9 @@ class TemplatePodSpec(_Open):
     )
     ephemeral_containers: list[Container] | None = Field(default=None, alias="ephemeralContainers")
     security_context: PodSecurityContext | None = Field(default=None, alias="securityContext")
+    node_selector: dict[str, str] | None = Field(default=None, alias="nodeSelector")
+    """Labels the node must have: keys and values as an ExecutorPool's (`label_problem`),
+    which the API server would refuse the pod for."""
     volumes: list[Volume] | None = None
     host_network: bool | None = Field(default=None, alias="hostNetwork")
     host_pid: bool | None = Field(default=None, alias="hostPID")
@@ -210,6 +214,15 @@ class TemplatePodSpec(_Open):
         default=None, alias="automountServiceAccountToken"
     )
     node_name: str | None = Field(default=None, alias="nodeName")
+
+    @field_validator("node_selector")
+    @classmethod
+    def _labels(cls, pairs: dict[str, str] | None) -> dict[str, str] | None:
+        for key, value in (pairs or {}).items():
+            problem = label_problem(key, value)
+            if problem is not None:
+                raise ValueError(problem)
+        return pairs
 
 
 class PodTemplate(BaseModel):
@@ -247,6 +260,8 @@ def _problem(error: Any, where: str) -> str:
         message = "needs at least one entry"
     elif kind == "string_too_short":
         message = "must not be empty"
+    elif kind == "value_error":  # (a validator's own sentence, e.g. `label_problem`'s)
+        message = str(error["ctx"]["error"])
     elif kind == "extra_forbidden":
         message = "is not a field of a pod template (it has only metadata and spec)"
     else:

@@ -43,8 +43,9 @@ from idlegate.sim.metrics import (
 )
 from idlegate.sim.pool import identical_nodes
 from idlegate.sim.protocol import PodsGate, Scheduler
+from idlegate.sim.queue_files import check_named
 from idlegate.sim.queue_metrics import jain, queue_figures, replay_alone
-from idlegate.sim.queues import check_cohort, check_joined, read_queues
+from idlegate.sim.queues import check_cohort, read_queues
 from idlegate.sim.resources import MILLI, ResourceVector, check_requested
 from idlegate.sim.workloads import build_workload, workload_kind
 
@@ -91,6 +92,14 @@ HPC metrics, wait and bounded slowdown, by which rigid schedulers are judged."""
 # Configuration
 
 
+MAX_PODS = 100_000
+"""The most pods -k gives a pool (the workloads' bound on ``num_executors``), so the most
+nodes too: each holds one at least."""
+PODS_A_NODE = 110
+"""Kubernetes' default pods a node (kubelet's ``maxPods``), for the -k a number of nodes
+suggests."""
+
+
 class WorkloadOptions(Config):
     """Workload options a user gave; None means "not given" (the workload's own default).
 
@@ -121,7 +130,7 @@ class WorkloadOptions(Config):
     """The pool's resources beyond its executors (its pods), e.g.
     cpu=8,memory=32Gi,nvidia.com/gpu=2: a task starts only where its stage's requests fit
     (workflow files state them). Unset: a pods-only pool of -k/--executors."""
-    nodes: int | None = Field(None, ge=1)
+    nodes: int | None = Field(None, ge=1, le=MAX_PODS)
     """The cluster is this many nodes (at most -k, a pod a node), each of --resources
     (then one node's allocatable), sharing -k's pods: a task starts only where it fits one
     node, on the one it fills most (packing, as the operator's pool of nodes places one).
@@ -298,18 +307,21 @@ def build(workload: str, seed: int, options: WorkloadOptions | None = None) -> W
     options = options or WorkloadOptions()
     with options.as_given():
         built = build_workload(workload, seed, **options.to_kwargs())
-    built = _with_queues(_pooled(built, options), options.queues)
+    built = _with_queues(_pooled(built, options), options)
     return built
 
 
-def _with_queues(built: Workload, path: Path | None) -> Workload:
-    """`built` with the queues of the file at `path` (checked against its pool)."""
+def _with_queues(built: Workload, options: WorkloadOptions) -> Workload:
+    """`built` with the queues of the file of ``--queues`` (checked against its pool and
+    the queues its workflows name, as lint checks them: `check_named`)."""
+    path = options.queues
     if path is None:
         return built
     queues = read_queues(path)
     pool = ResourceVector({**(built.resources or {}), "pods": built.num_executors * MILLI})
     check_cohort(queues, pool, where=str(path))
-    check_joined(queues, (j.queue for j in built.jobs))
+    source = options.path if options.path is not None else built.name
+    check_named(queues, str(path), ((f"{j.name!r} of {source}", j.queue) for j in built.jobs))
     return replace(built, queues=queues)
 
 
@@ -326,10 +338,13 @@ def _pooled(built: Workload, options: WorkloadOptions) -> Workload:
     if options.nodes is None:
         return replace(built, resources=options.resources)
     if options.nodes > built.num_executors:
+        # (a suggestion the bound of -k refuses would be a second error: it stays within)
+        suggested = min(PODS_A_NODE * options.nodes, MAX_PODS)
         raise IdlegateError(
             f"--nodes {options.nodes} share the pool's {built.num_executors} pods (-k), so "
             "a node would hold none; -k counts the pods of all the nodes together: give "
-            f"at least {options.nodes} (110 a node: -k {110 * options.nodes})"
+            f"at least {options.nodes} (up to {PODS_A_NODE} a node, at most {MAX_PODS}: "
+            f"-k {suggested})"
         )
     nodes = identical_nodes(options.resources, options.nodes, built.num_executors)
     total = options.resources.restricted(n for n in options.resources if n != "pods")

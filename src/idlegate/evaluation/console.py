@@ -1,13 +1,12 @@
-"""What `idlegate compare` and `idlegate evaluate` print: rich tables and a progress bar on
-stderr (shown only on a terminal, and not for --json: `stderr_progress`), and `run_cli`, evaluate's run-print-write sequence.
+"""What `idlegate compare` and `idlegate evaluate` print: rich tables, their progress on
+stderr (`idlegate.progress`), and `run_cli`, evaluate's run-print-write sequence.
 """
 
 from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +29,7 @@ from idlegate.evaluation.pool import open_runs_pool
 from idlegate.evaluation.running import Evaluation, planned_runs, run_evaluation
 from idlegate.evaluation.suites import EvaluateConfig
 from idlegate.policy.account import sentence, shares, shares_text
+from idlegate.progress import stderr_progress
 from idlegate.sim.metrics import RunMetrics
 
 if TYPE_CHECKING:
@@ -45,7 +45,6 @@ __all__ = [
     "render_run_table",
     "run_cli",
     "run_compare",
-    "stderr_progress",
 ]
 
 
@@ -214,41 +213,6 @@ def _left(round_: Mapping[str, Any]) -> str:
     return out
 
 
-@contextmanager
-def stderr_progress(
-    description: str, total: int | None, *, as_json: bool = False
-) -> Iterator[Callable[[int, int, str], None]]:
-    """A rich progress bar on stderr; yields `update(done, total, what)`. Shown only on a
-    terminal: both standard output and stderr one, and not for --json (`as_json`), so
-    that piped or machine output is the result alone, byte for byte."""
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
-    err = Console(stderr=True)
-    with Progress(
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.fields[last]}"),
-        console=err,
-        transient=True,
-        disable=as_json or not (err.is_terminal and Console().is_terminal),
-    ) as bar:
-        task = bar.add_task(description, total=total, last="")
-
-        def update(done: int, total: int, what: str) -> None:
-            bar.update(task, completed=done, total=total, last=what)
-
-        yield update
-
-
 def headline_table(ev: Evaluation) -> Table:
     """The headline deltas as a rich Table."""
     from rich.table import Table
@@ -317,10 +281,10 @@ def run_cli(config: EvaluateConfig, out: Path | None, ray: str | None = None) ->
 
 
 def run_compare(
-    config: CompareConfig, out: Path | None, ray: str | None = None, *, as_json: bool = False
+    config: CompareConfig, out: Path | None, ray: str | None = None
 ) -> tuple[Comparison, dict[str, Path], float]:
-    """`idlegate compare`'s runs, with a progress bar on stderr (`stderr_progress`; none
-    for --json, `as_json`); the reports written to `out` (None: none). Returns the
+    """`idlegate compare`'s runs, with their progress on stderr (`stderr_progress`, with
+    --json too: stdout keeps the result alone); the reports written to `out` (None: none). Returns the
     comparison, the written paths and the wall seconds (Ray's start-up included). `ray`
     (``auto`` or a cluster address) runs the simulations on Ray instead of
     ``config.jobs`` local processes."""
@@ -329,7 +293,7 @@ def run_compare(
     start = time.perf_counter()
     runs = len(config.schedulers) * config.seeds
     pool = open_runs_pool(min(config.jobs, runs), ray)
-    with pool, stderr_progress("simulating", runs, as_json=as_json) as update:
+    with pool, stderr_progress("simulating", runs) as update:
         cmp = run_comparison(
             config,
             lambda done, total, name, seed: update(done, total, f"{name} seed {seed}"),

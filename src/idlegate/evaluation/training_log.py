@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from idlegate.errors import IdlegateError
+from idlegate.textfiles import read_text
 
 __all__ = ["TrainingCurve", "read_training_log"]
 
@@ -58,13 +60,10 @@ def read_training_log(path: str | Path) -> TrainingCurve:
     columns become reference lines.
     """
     p = Path(path)
-    try:
-        with p.open(newline="", encoding="utf-8") as f:
-            reader = csv.DictReader(f)
-            header = [h.strip() for h in reader.fieldnames or []]
-            rows = [{(k or "").strip(): v for k, v in r.items()} for r in reader]
-    except OSError as exc:
-        raise IdlegateError(f"cannot read training log {p}: {exc.strerror}") from None
+    text = read_text(p, "training log", "give the train_log.csv idlegate train writes")
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    header = [h.strip() for h in reader.fieldnames or []]
+    rows = [{(k or "").strip(): v for k, v in r.items()} for r in reader]
     lower = {h.lower(): h for h in header}
     it_col = next((lower[c] for c in _ITERATION_COLUMNS if c in lower), None)
     val_col = next((lower[c] for c in _VALUE_COLUMNS if c in lower), None)

@@ -35,6 +35,7 @@ from typing import Any, Literal
 from idlegate.errors import IdlegateError
 from idlegate.sim.airflow import airflow_runs
 from idlegate.sim.history import HistoryWorkflow, airflow_workflows
+from idlegate.textfiles import read_text
 
 ApiVersion = Literal["auto", "v1", "v2"]
 PAGE = 100
@@ -396,10 +397,9 @@ def read_auth(
     def secret(path: Path | None, variable: str) -> str | None:
         if path is None:
             return os.environ.get(variable) or None
-        try:
-            text = path.read_text().strip()
-        except OSError as exc:
-            raise AirflowError(f"cannot read {path} ({exc.strerror}); check the path") from None
+        text = read_text(
+            path, f"{variable.lower()[8:]} file", "check the path", AirflowError
+        ).strip()
         if not text:
             raise AirflowError(f"{path} is empty; it should hold the {variable.lower()[8:]}")
         return text

@@ -135,13 +135,6 @@ class ResourceColumns:
         return stage_r, job_r, global_r, held_back
 
 
-def resource_columns(
-    view: ClusterView, jobs: Sequence[Job], rows: Sequence[np.ndarray]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """`ResourceColumns`' three arrays of one call, without a cache."""
-    return ResourceColumns()(view, jobs, rows, [None] * len(jobs))[:3]
-
-
 def _free_gaps(view: ClusterView, capacity: tuple[int, ...]) -> list[float]:
     """The global columns: free fraction of CPU, of memory, and the least of the other
     resources', each less the free executors' fraction (0 for one the pool lacks)."""

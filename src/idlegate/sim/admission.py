@@ -117,10 +117,7 @@ class Admission:
             ]
             for i, q in enumerate(queues)
         ]
-        self.capacity = [float(capacity[d]) for d in dims]
-        self.cohort = [
-            min(cap, sum(n[i] for n in self.nominal)) for i, cap in enumerate(self.capacity)
-        ]
+        self.set_capacity(capacity)
         self.weight = [q.weight for q in queues]
         self.priority = [q.priority for q in queues]
         self.bound = [q.wait_bound for q in queues]
@@ -201,6 +198,14 @@ class Admission:
             jain = 1.0 if squares == 0 else sum(shares) ** 2 / (len(shares) * squares)
             ledger.contended += dt
             ledger.jain_area += jain * dt
+
+    def set_capacity(self, capacity: ResourceVector) -> None:
+        """The pool's capacity is now `capacity` (a pool that follows its nodes: read, or
+        changed): the cohort is the quotas' sum, or that capacity if smaller."""
+        self.capacity = [float(capacity[d]) for d in self.dims]
+        self.cohort = [
+            min(cap, sum(n[i] for n in self.nominal)) for i, cap in enumerate(self.capacity)
+        ]
 
     def share(self, q: int) -> float:
         """Queue q's weighted dominant share: max over resources of U_q / cohort, / weight."""

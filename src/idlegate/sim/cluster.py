@@ -90,6 +90,7 @@ from idlegate.sim.shares import Shares
 
 if TYPE_CHECKING:
     from idlegate.sim.admission import Admission
+    from idlegate.sim.engine import SimResult
 
 TraceSink = Callable[[float, str, int, int, Any], None]
 
@@ -384,6 +385,21 @@ class Cluster(PoolResources):
         elif not runnable and stage in job.runnable:
             job.runnable.remove(stage)
             self.touch(job)
+
+    # -- a decision round's edges (a gate over a cluster overrides them: sim.gate) ----
+
+    @property
+    def round_due(self) -> bool:
+        """A scheduling event asks the scheduler (a gate's pod end only places pods)."""
+        return True
+
+    def close_round(self, launches: list[Launch], now: float) -> list[Launch]:
+        """The launches that start as a decision round closes: all of the round's."""
+        return launches
+
+    def report(self, result: SimResult) -> SimResult:
+        """The run's figures (a gate reports its cluster's)."""
+        return result
 
     # -- beyond the pool ------------------------------------------------------------
 
@@ -746,7 +762,9 @@ class Cluster(PoolResources):
         fork holds just those jobs and every job holding executors (a planner's bounded
         view of a long queue); the free executors of the others count as unattached.
         """
-        return fork_cluster(self, only)
+        # a plain Cluster even from a subclass's (a gated pool's): a fork runs the machine's
+        # own rules, as planners and replays expect
+        return fork_cluster(self, object.__new__(Cluster), only)
 
     # -- metrics -----------------------------------------------------------------------
 
@@ -777,7 +795,3 @@ class Cluster(PoolResources):
                 for i, n in enumerate(stage.need.amounts):
                     held[i] += n * (self.now - self._busy_since[e])
         return {name: h / MILLI for name, h in zip(self.resource_names, held, strict=True)}
-
-    def busy_counts(self) -> Iterable[int]:
-        """Executors busy per job in the system (for invariant checks)."""
-        return (j.held for j in self.jobs)

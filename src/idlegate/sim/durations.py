@@ -97,9 +97,6 @@ class WaveDurations:
 
     stages: tuple[StageWaves, ...]
     warmup_delay: float = 1.0
-    _interp: tuple[tuple[tuple[int, int, float], ...], ...] = field(
-        init=False, repr=False, compare=False
-    )
     _draws: tuple[tuple[_DrawTable, ...], ...] = field(init=False, repr=False, compare=False)
     """Per kind of task (moved, first, rest) and stage: `_interpolation` with each key
     index replaced by the row `sample` draws from there and what it adds (`_choice`);
@@ -116,14 +113,7 @@ class WaveDurations:
                 ]
                 per_stage.append(tuple((choices[lo], choices[hi], p) for lo, hi, p in table))
             draws.append(tuple(per_stage))
-        object.__setattr__(self, "_interp", interp)
         object.__setattr__(self, "_draws", tuple(draws))
-
-    def key_index(self, stage: int, executors: int, u: Uniforms) -> int:
-        """Index of the measured executor count to sample at (interpolating at random)."""
-        table = self._interp[stage]
-        left, right, p_right = table[min(executors, len(table) - 1)]
-        return right if p_right and u.next() < p_right else left
 
     def sample(
         self, stage: int, job_executors: int, first: bool, moved: bool, u: Uniforms

@@ -19,6 +19,7 @@ from idlegate.sim.admission import Admission, Admitted, Ledger
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.durations import DurationModel, Uniforms
+from idlegate.sim.gate import gated
 from idlegate.sim.protocol import (
     WAIT,
     Action,
@@ -234,11 +235,8 @@ class Engine:
                 nodes=workload.nodes,
             )
         else:
-            from idlegate.sim.gate import GatedEngine, gated
-
             pods = num_executors or workload.num_executors
             cluster = gated(workload, gate, sink, fid.moving_delay, pods)
-            cls = GatedEngine
         engine = cls(
             cluster,
             scheduler,
@@ -389,10 +387,13 @@ class Engine:
 
     def schedule(self) -> None:
         """Open a decision point now; with a scheduler, ask it until the point closes."""
+        due = self.cluster.round_due
         self.cluster.needs_schedule = False
         self._round = []
         scheduler = self.scheduler
-        if scheduler is not None:
+        if not due:  # (a gate's pod ended: no question, only pods to place)
+            self._close()
+        elif scheduler is not None:
             # `decision_round` without fallbacks, written out: a generator and an
             # Answered per question cost a replay round 5-9 % of its CPU
             launched, cluster = self._round, self.cluster
@@ -425,7 +426,8 @@ class Engine:
 
     def _close(self) -> None:
         """End the decision point: start its launches, arm its idle slots' timers."""
-        launches, self._round = self._round, None
+        launches = self.cluster.close_round(self._round or [], self.now)
+        self._round = None
         if launches:
             self.start(launches, self.now)
         timers = self.cluster.new_timers
@@ -450,7 +452,7 @@ class Engine:
     def result(self, workload: str, scheduler: str, seed: int) -> SimResult:
         """The run so far as a SimResult (`simulate` reports it at the end)."""
         cluster = self.cluster
-        return SimResult(
+        result = SimResult(
             workload=workload,
             scheduler=scheduler,
             seed=seed,
@@ -469,6 +471,7 @@ class Engine:
             resource_seconds=cluster.resource_seconds if cluster.resource_names else None,
             queues=None if cluster.admission is None else cluster.admission.settle(cluster.now),
         )
+        return cluster.report(result)
 
 
 class Answered(NamedTuple):

@@ -32,13 +32,9 @@ def _copy_job(job: Job) -> Job:
     return twin
 
 
-def fork_cluster(cluster: Cluster, only: Iterable[Job] | None = None) -> Cluster:
-    """`Cluster.fork`: an independent copy of `cluster`'s present state."""
-    from idlegate.sim.cluster import Cluster  # (cluster.py imports this module)
-
-    # a plain Cluster even from a subclass's (a gated pool's): a fork runs the machine's
-    # own rules, as planners and replays expect
-    twin = object.__new__(Cluster)
+def fork_cluster(cluster: Cluster, twin: Cluster, only: Iterable[Job] | None = None) -> Cluster:
+    """`Cluster.fork`: `twin`, an uninitialised Cluster, made an independent copy of
+    `cluster`'s present state."""
     kept = cluster.jobs
     if only is not None:
         chosen = set(only)

@@ -2,7 +2,8 @@
 
 What a user gets who runs idlegate with ``--pool-size N`` and no pool resources on a
 cluster whose pods request CPU, memory and GPUs (`idlegate.sim.protocol.PodsGate`; the
-scheduler spec ``pods-gate:BASE``). Two levels, driven by one engine (`GatedEngine`):
+scheduler spec ``pods-gate:BASE``). Two levels, driven by the simulator's engine through the cluster's round hooks
+(`GatedCluster.close_round`, `GatedCluster.report`):
 
 * The *gate* is the pods-only pool of N executors (`GatedCluster`, a `Cluster` of N
   executors and no resources): the scheduler sees it and nothing else, and decides on it
@@ -41,14 +42,13 @@ from typing import TYPE_CHECKING, Any
 from idlegate.errors import DemandTooLargeError, IdlegateError
 from idlegate.sim.cluster import Cluster, TraceSink
 from idlegate.sim.dag import Dag
-from idlegate.sim.engine import Engine, SimResult
 from idlegate.sim.nodeset import NodeSet
 from idlegate.sim.pool import nodes_text, nodes_total
 from idlegate.sim.protocol import Job, Launch, PodsGate, Stage
 from idlegate.sim.resources import MILLI, ResourceVector
 
 if TYPE_CHECKING:
-    from idlegate.sim.engine import Workload
+    from idlegate.sim.engine import SimResult, Workload
 
 
 def gate_size(workload: Workload) -> int:
@@ -176,7 +176,7 @@ class NodePool:
 
 class GatedCluster(Cluster):
     """The gate (a pods-only `Cluster` of `pods` executors) over a `NodePool` of
-    `cluster` (the module docstring). Only the simulator drives it (`GatedEngine`)."""
+    `cluster` (the module docstring). Only the simulator drives it."""
 
     def __init__(
         self,
@@ -221,7 +221,7 @@ class GatedCluster(Cluster):
 
     def task_finished(self, executor: int, now: float) -> Stage | None:
         """The pod on `executor` ended; an executor going on with its stage releases the
-        stage's next pod (never started here: None, `GatedEngine` starts what fits)."""
+        stage's next pod (never started here: None, `close_round` starts what fits)."""
         stage = super().task_finished(executor, now)
         nodes = self.nodes
         nodes.finish(executor, now)
@@ -230,37 +230,23 @@ class GatedCluster(Cluster):
         self._wake = True
         return None
 
+    def close_round(self, launches: list[Launch], now: float) -> list[Launch]:
+        """The round's launches are pods released to the cluster below; what starts now is
+        the pending pods that fit, in the kube-scheduler's order."""
+        nodes = self.nodes
+        nodes.release(launches, now)
+        return nodes.place(now)
 
-class GatedEngine(Engine):
-    """The engine of a `GatedCluster`: a decision round releases pods, and pods start
-    as they fit (the module docstring)."""
-
-    cluster: GatedCluster
-
-    def schedule(self) -> None:
-        if self.cluster.round_due:
-            super().schedule()
-        else:  # a pod ended: no question for the gate, only pods to place
-            self.cluster.needs_schedule = False
-            self._round = []
-            self._close()
-
-    def _close(self) -> None:
-        nodes, now = self.cluster.nodes, self.now
-        nodes.release(self._round or [], now)
-        self._round = nodes.place(now)
-        super()._close()
-
-    def result(self, workload: str, scheduler: str, seed: int) -> SimResult:
-        nodes, now = self.cluster.nodes, self.now
-        out = super().result(workload, scheduler, seed)
+    def report(self, result: SimResult) -> SimResult:
+        """The run's figures as the cluster below saw them."""
+        nodes, now = self.nodes, self.now
         # the gate's executors are busy from a pod's release; its task runs from its start
         waiting = nodes.pending_seconds + sum(now - since for _, since in nodes.pending)
         return replace(
-            out,
-            busy_seconds=out.busy_seconds - waiting,
+            result,
+            busy_seconds=result.busy_seconds - waiting,
             capacity=nodes.capacity,
-            resource_seconds=nodes.resource_seconds(self.now),
+            resource_seconds=nodes.resource_seconds(now),
             pending=(nodes.pended, nodes.pending_seconds),
         )
 

@@ -35,6 +35,7 @@ import yaml
 
 from idlegate.errors import IdlegateError
 from idlegate.sim.resources import ResourceVector
+from idlegate.textfiles import read_text
 
 DEFAULT_QUEUE = "default"
 """The queue of a workflow that names none and whose namespace no queue selects."""
@@ -238,10 +239,9 @@ def read_queues(path: Path | str) -> tuple[QueueSpec, ...]:
     """The queues of the file at `path`; IdlegateError naming the file for a missing or
     unreadable one, or a bad queue."""
     where = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise IdlegateError(f"{where}: cannot read the queues file ({exc.strerror})") from None
+    text = read_text(
+        path, "queues file", "give a list of queues, e.g. - {name: a, nominal: {pods: 4}}"
+    )
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -403,7 +403,39 @@ def _container_request(container: Mapping[str, Any], where: str) -> ResourceVect
         return EMPTY
     limits = ResourceVector.of(resources.get("limits"), f"{where}.resources.limits")
     requests = ResourceVector.of(resources.get("requests"), f"{where}.resources.requests")
+    for name in requests:
+        problem = request_problem(name, resources["requests"][name], resources.get("limits"))
+        if problem is not None:
+            raise IdlegateError(f"{where}.resources.requests.{name}: {problem}")
     return ResourceVector({**{k: limits[k] for k in limits}, **{k: requests[k] for k in requests}})
+
+
+def overcommittable(name: str) -> bool:
+    """Whether a container may request less of `name` than its limit: Kubernetes' native
+    resources (no prefix, or ``kubernetes.io/``) but hugepages; an extended resource
+    (``nvidia.com/gpu``) is not, so its request equals its limit."""
+    native = "/" not in name or name.split("/")[0].endswith("kubernetes.io")
+    return native and not name.startswith("hugepages-")
+
+
+def request_problem(name: str, request: Any, limits: Any) -> str | None:
+    """What the API server refuses of a container's request `request` of `name` beside
+    its `limits` (a ResourceList, or None; both parsed already): more than its limit, or
+    for a resource not `overcommittable` another one. None when it is fine. (A request of
+    such a resource with no limit the API server refuses too; the generated workloads and
+    the recorded ones write GPUs so, so it is not refused here yet.)"""
+    limit = limits.get(name) if isinstance(limits, Mapping) else None
+    if limit is None:
+        return None
+    asked, most = parse_quantity(request, name), parse_quantity(limit, name)
+    if asked > most:
+        return f"{request!r} is more than its limit {limit!r}; request at most the limit"
+    if asked != most and not overcommittable(name):
+        return (
+            f"{request!r} is not its limit {limit!r}, which Kubernetes requires of {name} (it "
+            f"cannot be overcommitted): give both {limit!r}, or the limit alone"
+        )
+    return None
 
 
 def _mappings(items: Any) -> list[Mapping[str, Any]]:

@@ -31,6 +31,7 @@ from pydantic import (
 
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim.resources import EMPTY, ResourceVector, pod_request
+from idlegate.textfiles import read_text
 
 MAX_STAGES = 100_000
 """Most stages a workflow may have: only a guard against absurd input, since every stage is
@@ -475,15 +476,12 @@ several times faster: large history files are YAML too)."""
 def read_workflow_items(path: str | Path) -> list[WorkflowItem]:
     """The workflow documents of a YAML or JSON file, unvalidated (see `load_workflow_file`)."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError(f"cannot read workflow file {p}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise SpecError(
-            f"{p} is not a text file, so it holds no workflow; give a workflow or history "
-            "file in YAML or JSON (docs/workloads.md)"
-        ) from None
+    text = read_text(
+        p,
+        "workflow file",
+        "give a workflow or history file in YAML or JSON (docs/workloads.md)",
+        SpecError,
+    )
     try:
         if p.suffix == ".json":
             docs = [json.loads(text)]
@@ -501,7 +499,11 @@ def read_workflow_items(path: str | Path) -> list[WorkflowItem]:
     for doc in docs:
         items.extend(doc if isinstance(doc, list) else [doc])
     if not items:
-        raise SpecError(f"{p} holds no workflow; expected a mapping with a 'stages' list")
+        raise SpecError(
+            f"{p} holds no workflow; give a workflow (a mapping with a 'stages' list), a "
+            "list of them, or a history file (a list of workflows with their submitTime, "
+            "as idlegate history export writes; docs/workloads.md)"
+        )
     out = []
     for i, item in enumerate(items):
         if isinstance(item, dict) and item.get("kind") == "DagWorkflow":

@@ -63,10 +63,6 @@ class SwfTrace:
             return self.max_procs
         return max((j.processors for j in self.jobs), default=1)
 
-    @property
-    def skipped_total(self) -> int:
-        return sum(self.skipped.values())
-
 
 def parse_swf(lines: Any, path: str = "<swf>") -> SwfTrace:
     """Parse SWF text lines (any iterable of str) into a :class:`SwfTrace`."""

@@ -45,6 +45,7 @@ from idlegate.policy.heuristics import SCHEDULERS
 from idlegate.policy.model_config import ModelConfig
 from idlegate.sim.resources import ResourceVector
 from idlegate.sim.workloads import workload_config
+from idlegate.textfiles import read_text
 from idlegate.training.history import HistorySource
 from idlegate.training.presets import PRESETS
 
@@ -368,7 +369,7 @@ def load_config(
         if not p.is_file():
             raise IdlegateError(f"config file {str(p)!r} does not exist")
         try:
-            loaded = yaml.safe_load(p.read_text())
+            loaded = yaml.safe_load(read_text(p, "config file", "give a YAML mapping of settings"))
         except yaml.YAMLError as exc:
             raise IdlegateError(f"config file {str(p)!r} is not valid YAML: {exc}") from None
         if loaded is None:

@@ -100,27 +100,3 @@ def say(console: Console, text: str) -> None:
     """One line of a run's report on `console`, as written (no markup highlighting, no
     wrapping)."""
     console.print(text, highlight=False, soft_wrap=True)
-
-
-def progress_bar(console: Console, enabled: bool) -> Any:
-    """A rich progress bar on `console`; `enabled` False draws nothing (not a terminal)."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    return Progress(
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        TextColumn("{task.fields[info]}"),
-        console=console,
-        transient=False,
-        disable=not enabled,
-    )

@@ -54,11 +54,12 @@ from idlegate.policy.model import (
     model_from_checkpoint,
     save_checkpoint,
 )
+from idlegate.progress import stderr_progress
 from idlegate.sim.workloads import build_workload
 from idlegate.training import math as rl
 from idlegate.training.adapter import adapt, freeze_base
 from idlegate.training.config import RUN_ONLY_FIELDS, TrainConfig
-from idlegate.training.log import IterationStats, TrainLog, progress_bar, say
+from idlegate.training.log import IterationStats, TrainLog, say
 from idlegate.training.ppo import (
     Evaluation,
     PPOSettings,
@@ -265,12 +266,13 @@ def train(
 ) -> TrainResult:
     """Train a policy as `config` says; write logs and checkpoints to `config.out_dir`.
 
-    `console` (default: stderr) gets one line per validation; a rich progress bar is
-    shown when `show_progress` (default: when the console is a terminal).
+    `console` (default: stderr) gets one line per validation, and the progress
+    (`idlegate.progress`: live on a terminal, else a line every 30 s) unless
+    `show_progress` is False.
     """
     console = console or Console(stderr=True)
     if show_progress is None:
-        show_progress = console.is_terminal
+        show_progress = True
     _prepare_out_dir(config)
     threads_before = torch.get_num_threads()
     torch.set_num_threads(config.learner_threads)
@@ -425,10 +427,13 @@ class _Run:
     ) -> None:
         """The iterations left, each validated, logged and checkpointed when due."""
         config = self.config
-        with progress_bar(self.console, show_progress) as bar:
-            task = bar.add_task(
-                "training", total=config.iterations, completed=self.start_iter, info=""
-            )
+        with stderr_progress(
+            "training",
+            config.iterations,
+            start=self.start_iter,  # (a resumed run's earlier iterations took no time here)
+            enabled=show_progress,
+            stream=self.console.file,
+        ) as bar:
             for it in range(self.start_iter, config.iterations):
                 stats = _iteration(
                     self.model, self.optimizer, runner, config, self.rng, self.forbidden, it
@@ -444,7 +449,7 @@ class _Run:
                 if n % config.checkpoint_every == 0 or n == config.iterations:
                     save_checkpoint(self.model, self.out / CHECKPOINT, **self.snapshot(n))
                 info = f"return {stats.mean_return:.4g}  best val {self.best_val:.2f}"
-                bar.update(task, completed=n, info=info)
+                bar(n, config.iterations, info)
 
     def _validate(self, runner: RolloutRunner, stats: IterationStats, n: int) -> None:
         """Step 5: the greedy policy on the validation seeds; best.pt when it improved."""

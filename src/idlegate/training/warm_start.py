@@ -16,6 +16,7 @@ import numpy as np
 from rich.console import Console
 
 from idlegate.policy.model import PolicyNet
+from idlegate.progress import stderr_progress
 from idlegate.training.bc import (
     BCReport,
     Demonstrations,
@@ -24,7 +25,7 @@ from idlegate.training.bc import (
     record_demonstrations,
 )
 from idlegate.training.config import TrainConfig
-from idlegate.training.log import progress_bar, say
+from idlegate.training.log import say
 from idlegate.training.rollout import CustomTask, RolloutRunner, export_onnx_bytes
 from idlegate.training.seeds import draw_seed, workload_ref
 
@@ -107,11 +108,10 @@ def _fit(
 ) -> BCReport:
     """`training.bc.behaviour_cloning` with a progress bar named `what`."""
     bc = config.bc
-    with progress_bar(console, show_progress) as bar:
-        task = bar.add_task(what, total=bc.epochs, info="")
+    with stderr_progress(what, bc.epochs, enabled=show_progress, stream=console.file) as bar:
 
         def epoch_done(epoch: int, loss: float) -> None:
-            bar.update(task, completed=epoch + 1, info=f"cross-entropy {loss:.3f}")
+            bar(epoch + 1, bc.epochs, f"cross-entropy {loss:.3f}")
 
         return behaviour_cloning(
             model,

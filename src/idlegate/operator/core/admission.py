@@ -151,6 +151,9 @@ class DagWorkflow(Workflow):
             self.fail(pool, reason, message)
             pool.schedule()
 
+    def unfit_changed(self, pool: Pool) -> None:
+        pool.intents.status(self)  # (its Running condition: NoNodeFits, or no longer)
+
     def dropped(self, pool: Pool) -> None:
         pool.deadline_dropped(self)
         for index in self.idle_slots:

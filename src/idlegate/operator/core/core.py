@@ -28,8 +28,7 @@ from idlegate.api.crd import KIND
 from idlegate.api.nodes import named
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.pool_spec import POOL_CONDITION
-from idlegate.api.queueing import QueueNotFoundError, bound_hit, placement, why_waiting
-from idlegate.api.routing import Routing
+from idlegate.api.queueing import bound_hit, why_waiting
 from idlegate.api.status import (
     FINISHED,
     Conditions,
@@ -65,6 +64,7 @@ from idlegate.operator.core.events import (
     IdleEnded,
     Join,
     Leave,
+    Moved,
     Observed,
     PodSeen,
     Recorded,
@@ -97,7 +97,6 @@ from idlegate.sim.admission import Admission
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.pool import Allows
 from idlegate.sim.protocol import Job, Launch, Scheduler, Stage
-from idlegate.sim.queues import queue_index
 from idlegate.sim.resources import ResourceVector
 
 log = logging.getLogger(__name__)
@@ -203,15 +202,22 @@ class Core(Lifecycle):
                 self.intents.status(wf, urgent=True)
             case Unpooled(body, reason, message):
                 self._unpooled(body, reason, message)
-            case Leave(key, uid):
-                left = self.workflows.get(key)
-                if left is not None and left.owner.uid == uid:
+            case Leave(owner):
+                if (left := self.holding(owner)) is not None:
                     self.drop(left)
+            case Moved(wf, queue, priority):
+                wf.queue, wf.priority = queue, priority
+                if wf.enter(self):
+                    self.held.setdefault(wf.owner.kind, {})[wf.owner.namespace, wf.owner.name] = wf
+                    self._say_unfit((wf.job,))
             case Schedule(force):
                 self.cluster.needs_schedule |= force
                 self.schedule()
             case Capacity(capacity, nodes, allocatable, hosts, read, allows):
-                if self.cluster.set_capacity(capacity, nodes, allocatable, hosts, allows):
+                grew = self.cluster.set_capacity(capacity, nodes, allocatable, hosts, allows)
+                if (admission := self.cluster.admission) is not None:  # (its cohort: issue 68)
+                    admission.set_capacity(self.cluster.capacity)
+                if grew:
                     self.cluster.needs_schedule = True  # (more room: a round)
                     self.schedule()
                 if (allocatable, allows) != self.allocatable:  # (a node came, went or changed)
@@ -246,8 +252,8 @@ class Core(Lifecycle):
             self._say_unfit((held.job,))
             self.schedule()  # (a stage its controller settled may be ready now)
         elif owner.uid not in self.ended:
-            wf = ExternalJob(owner, event.mapped)
-            wf.queue, wf.priority = self._queue(owner.namespace, event.queue), event.priority
+            wf = ExternalJob(owner, event.mapped, queue=event.queue, priority=event.priority)
+            wf.asked = event.asked or {}
             wf.admit(self.cluster, self.now(), event.arrival, event.pods)
             self.held.setdefault(owner.kind, {})[key] = wf
             self._say_unfit((wf.job,))
@@ -292,8 +298,7 @@ class Core(Lifecycle):
             wf.job = self.cluster.add_job(
                 wf.dag, now, f"{owner.namespace}/{owner.name}", wf, arrival=wf.arrival
             )
-            wf.job.queue = self._queue(owner.namespace, event.queue)
-            wf.job.priority = event.priority
+            wf.job.queue, wf.job.priority = event.queue, event.priority
         except IdlegateError as exc:  # an invalid spec, or a gang larger than the pool
             if isinstance(exc, GangTooWideError | DemandTooLargeError) and event.gang_waits:
                 raise
@@ -322,16 +327,6 @@ class Core(Lifecycle):
         if event.schedule or event.fail is not None:
             self.schedule()
         return wf
-
-    def _queue(self, namespace: str, name: str | None) -> int:
-        """The queue a workflow joins (`idlegate.api.queueing.placement`); the edge held back
-        one naming a queue the pool lacks, so one missing now joins the default."""
-        if not self.queues:
-            return 0
-        try:
-            return placement(self.queues, Routing("", name), namespace, KIND)
-        except QueueNotFoundError:
-            return queue_index(self.queues, None)
 
     def _reject(self, owner: Owner, body: Mapping[str, Any], message: str) -> None:
         """Mark a workflow the operator cannot run Invalid (status, condition, Event)."""
@@ -544,24 +539,28 @@ class Core(Lifecycle):
                 if not stage.launched and stage.name not in wf.noted:
                     wf.noted.add(stage.name)
                     said = (why_waiting(admission, job.queue) if admission else None) or why
-                    notice = intents.waiting(stage, job, free, pool, said or "")
+                    names = self.cluster.resource_names
+                    notice = intents.waiting(stage, job, free, pool, said, names)
                     self.intents.event(wf.owner, *notice)
 
     def _say_unfit(self, jobs: Iterable[Job]) -> None:
         """A Warning, once, for each stage of `jobs` that no node of the pool could hold
-        even empty: it waits, as nodes may come (`Cluster.fits_no_node`). Its Waiting
+        even empty: it waits, as nodes may come (`Cluster.fits_no_node`), and a
+        DagWorkflow's Running condition says so (NoNodeFits) while it does. Its Waiting
         Event, whose reasons would not be the reason, is not said."""
         for job in jobs:
-            wf = job.payload
+            wf, before = job.payload, dict(job.payload.unfit)
             for stage in job.stages:
                 why = self.cluster.fits_no_node(stage)
-                said = f"{stage.name}/NoNodeFits"  # (a stage name is a DNS label: no '/')
                 if why is None:
-                    wf.noted.discard(said)
-                elif said not in wf.noted and stage.finished < stage.tasks:
-                    wf.noted.update((said, stage.name))
+                    wf.unfit.pop(stage.name, None)
+                elif stage.name not in wf.unfit and stage.finished < stage.tasks:
                     notice = intents.no_node_fits(stage.name, why, self.metrics.pool)
+                    wf.unfit[stage.name] = notice[2]
+                    wf.noted.add(stage.name)
                     self.intents.event(wf.owner, *notice)
+            if wf.unfit != before:
+                wf.unfit_changed(self)
 
     def _say_room(self, capacity: ResourceVector, nodes: int) -> None:
         """Say, once each time it starts (a Warning NoNodes on the pool's reporter, the log,

@@ -18,7 +18,7 @@ from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.task_pods import Owner
 
 if TYPE_CHECKING:
-    from idlegate.operator.core.external import ExternalPod, Mapped
+    from idlegate.operator.core.external import ExternalJob, ExternalPod, Mapped
     from idlegate.operator.core.tracking import StageTrack, Task, Workflow, WorkflowKey
     from idlegate.sim.pool import Allows
     from idlegate.sim.resources import ResourceVector
@@ -42,8 +42,8 @@ class Admit:
     """The ExecutorPool it is admitted into: said by its PoolFound condition if it `waited`
     for the pool (or carries that condition already)."""
     waited: bool = False
-    queue: str | None = None
-    """The queue it names (`idlegate.api.routing.queue_name`), if any."""
+    queue: int = 0
+    """The index of the pool's queue it joins (`Pools.place`; 0 with no queues)."""
     priority: int = 0
     """Its priority in its queue (its PriorityClass's value)."""
 
@@ -86,10 +86,24 @@ class Join:
     arrival: float = 0.0
     pods: Sequence[ExternalPod] = ()
     seen: Sequence[ExternalPod] = ()
-    queue: str | None = None
-    """The queue it names (`idlegate.api.routing.queue_name`), if any."""
+    asked: Mapping[str, Any] | None = None
+    """What its placement read of it (`idlegate.api.routing.asked`): it is placed again
+    from this when its pool changes."""
+    queue: int = 0
+    """The index of the pool's queue it joins (`Pools.place`; 0 with no queues)."""
     priority: int = 0
     """Its priority in its queue (its PriorityClass's value)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Moved:
+    """A workflow whose pods another controller creates left a pool that changed or went
+    (`Leave`), and enters this one, in memory, with its progress and its pods (no pod is
+    touched), into queue `queue` at `priority`."""
+
+    job: ExternalJob
+    queue: int = 0
+    priority: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,8 +165,7 @@ class Leave:
     """The workflow leaves the pool without ending (its pool changed or went: it is
     admitted again where it belongs); nothing of it is written."""
 
-    key: WorkflowKey
-    uid: str
+    owner: Owner
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +205,7 @@ Event = (
     | Unpooled
     | Schedule
     | Join
+    | Moved
     | Observed
     | Ended
     | Capacity

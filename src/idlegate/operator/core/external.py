@@ -127,11 +127,15 @@ class ExternalJob(JobKind):
     owner: Owner
     mapped: Mapped
     noted: set[str] = field(default_factory=set)
+    unfit: dict[str, str] = field(default_factory=dict)
     active: bool = True
     queue: int = 0
     """The index of its pool's queue it joined (0 with no queues)."""
     priority: int = 0
     """Its priority within its queue (a PriorityClass's value), each new job's."""
+    asked: Mapping[str, Any] = field(default_factory=dict)
+    """What its placement read (`idlegate.api.routing.asked`): placed again by it when its
+    pool changes."""
     job: Job = field(init=False)
     spec: WorkflowSpec = field(init=False)
     waiting: list[deque[ExternalPod]] = field(init=False)
@@ -226,6 +230,22 @@ class ExternalJob(JobKind):
         if spec == self.spec:
             self.mapped = mapped
             return self._place(cluster, now)
+        return self._carry(cluster, spec, now, mapped)
+
+    def moved(self, cluster: Cluster, now: float) -> list[Release]:
+        """Enter `cluster`, another pool's (its old one took its job out: `Core.drop`), with
+        its progress: its running pods on that pool's free executors (beyond it when it has
+        none left), its gated pods waiting there."""
+        self.active = True
+        return self._carry(cluster, self.spec, now, None)
+
+    def _carry(
+        self, cluster: Cluster, spec: WorkflowSpec, now: float, mapped: Mapped | None
+    ) -> list[Release]:
+        """Put the job of `spec` in `cluster` in place of the current one, progress carried
+        over by stage name: in it, remapped to `mapped`, or (None) moved from another
+        pool's cluster, whose executors mean nothing here."""
+        moved = mapped is None
         old_index = {s.name: i for i, s in enumerate(self.spec.stages)}
         old_job, old_waiting = self.job, self.waiting
         running = [(name, r) for name, r in self.running.items()]
@@ -233,15 +253,17 @@ class ExternalJob(JobKind):
             (s.name, e)
             for s, executors in zip(self.spec.stages, self.owed, strict=True)
             for e in executors
+            if not moved  # (an executor owed was the old pool's)
         ]
         self._add(cluster, spec, now, old_job.arrival)  # (first: it may be refused)
-        self.mapped = mapped
-        cluster.remove_job(old_job, now)
+        if mapped is not None:
+            self.mapped = mapped
+            cluster.remove_job(old_job, now)
         new_index = {s.name: i for i, s in enumerate(spec.stages)}
-        moved = {old_index[name]: new_index.get(name) for name in old_index}
+        to = {old_index[name]: new_index.get(name) for name in old_index}
         finished = [0] * len(spec.stages)
         delayed, idle = [], {}
-        for old, new in moved.items():
+        for old, new in to.items():
             if new is None:
                 self.unplaced.update((p.name, p) for p in old_waiting[old])
                 continue
@@ -253,19 +275,20 @@ class ExternalJob(JobKind):
             if stage.idle_until is not None:
                 idle[new] = stage.idle_until
         room = [s.tasks - f for s, f in zip(spec.stages, finished, strict=True)]
-        keep: list[tuple[str | None, int, int]] = []  # (pod or None: owed, stage, executor)
+        keep: list[tuple[str | None, int, int | None]] = []  # (pod or None: owed, stage, exec.)
         self.running = {}
         for name, r in running:
-            new = moved.get(r.stage)
+            new = to.get(r.stage)
             if new is None or room[new] == 0:
                 self.done.add(name)  # its stage left the job: it runs unscheduled
                 continue
             room[new] -= 1
-            if r.executor is None:
+            # (moved: any free executor of its new pool, while it has one)
+            if r.executor is None or (moved and len(keep) >= cluster.free_executors):
                 self.running[name] = _Running(new, None, r.ended)
                 cluster.run_beyond(self.job.stages[new], name)
             else:
-                keep.append((name, new, r.executor))
+                keep.append((name, new, None if moved else r.executor))
         for stage_name, executor in owed:
             new = new_index.get(stage_name)
             if new is not None and room[new] > 0:
@@ -485,6 +508,20 @@ class ExternalJob(JobKind):
             why = "its task is no stage of the job idlegate mapped"
             pool.intents.add(unscheduled(self.owner, pod.name, why))
 
+    def enter(self, pool: Pool) -> bool:
+        """Moved in from a pool that changed or went (`Moved`); False if a stage of it
+        could never fit this pool (it is in none: its feature refuses it at its next
+        event, as a new one)."""
+        try:
+            releases = self.moved(pool.cluster, pool.now())
+        except DemandTooLargeError as exc:
+            self.active = False
+            where = f"{self.owner.namespace}/{self.owner.name}"
+            log.warning("%s cannot move to pool %s: %s", where, pool.metrics.pool, exc)
+            return False
+        self._say(pool, releases)
+        return True
+
     def observe(self, pool: Pool, pod: ExternalPod, *, deleted: bool = False) -> None:
         # (a pod deleted before it ended comes as Failed: its executor is free)
         self._say(pool, self.seen(pool.cluster, pod, pool.now()))
@@ -503,6 +540,7 @@ class ExternalJob(JobKind):
     def idle_ended(self, pool: Pool, stage: int) -> None: ...
     def confirmed(self, pool: Pool, outcome: Confirmed) -> None: ...
     def dropped(self, pool: Pool) -> None: ...
+    def unfit_changed(self, pool: Pool) -> None: ...
 
     def _say(self, pool: Pool, releases: Iterable[Release]) -> None:
         """Remove each paired pod's gate, recording its executor on it."""

@@ -14,9 +14,9 @@ or executor that varies between repetitions, so that repeats aggregate into one 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from idlegate.api.labels import GATE
 from idlegate.api.pool_spec import LabelSelector
@@ -24,6 +24,7 @@ from idlegate.api.status import SlotState
 from idlegate.api.task_pods import Owner, pod_name, task_pod
 from idlegate.sim.dag import Dag
 from idlegate.sim.protocol import Decision, Job, Stage
+from idlegate.sim.resources import format_quantity
 from idlegate.sim.timestamps import stamp, to_datetime
 
 if TYPE_CHECKING:
@@ -153,7 +154,7 @@ class PatchStatus:
     for the status interval to batch changes."""
 
     owner: Owner
-    status: Mapping[str, Any] | LiveStatus
+    status: Mapping[str, Any] | Readable
     urgent: bool = True
 
 
@@ -268,6 +269,12 @@ class CancelWrites:
 
 Timing = SetTimer | CancelTimer | CancelWrites
 """What the core asks of the edge besides writes (additions to :data:`Intent`'s list)."""
+
+
+class Readable(Protocol):
+    """A status read when it is written (`LiveStatus`; an ExecutorPool's)."""
+
+    def read(self, now: float) -> dict[str, Any]: ...
 
 
 class LiveStatus:
@@ -530,10 +537,14 @@ def idle_slot_ended(slot: SlotState, *, while_away: bool) -> Notice:
     return ("Normal", "IdleSlotEnded", message)
 
 
-def waiting(stage: Stage, job: Job, free: int, pool: int, why: str) -> Notice:
-    """Why a runnable stage got no executor; `why`: how the decision round ended with
-    executors free (`chose_wait` or `all_rules_failed`), which is the reason unless the
-    pool is full, a gang does not fit, or the workflow is at its cap."""
+def waiting(
+    stage: Stage, job: Job, free: int, pool: int, why: str | None, names: Sequence[str] = ()
+) -> Notice:
+    """Why a runnable stage got no executor; `why`: its queue's limit, or how the decision
+    round ended with executors free (`chose_wait` or `all_rules_failed`), which is the
+    reason unless the pool is full, a gang does not fit, or the workflow is at its cap;
+    None: the round ended with no answer to give (`held_back`). `names`: the resources the
+    pool counts beyond pods."""
     if free == 0:
         why = f"all {pool} executors of the pool are busy"
     elif stage.gang and stage.tasks > free:
@@ -541,9 +552,33 @@ def waiting(stage: Stage, job: Job, free: int, pool: int, why: str) -> Notice:
     elif job.cap and job.held >= job.cap:
         why = f"the workflow holds its parallelism cap of {job.cap} executors"
     else:
-        why = f"{why}; {free} executor(s) stay free until the next event"
+        why = f"{why or held_back(stage, names)}; {free} executor(s) stay free until the next event"
     message = f"Stage {stage.name!r} is runnable and waits for an executor: {why}."
     return ("Normal", "Waiting", message)
+
+
+def held_back(stage: Stage, names: Sequence[str]) -> str:
+    """Why `stage` got nothing in a round that ended with executors free and no question
+    left (no WAIT said why): its requests do not fit the free resources or any node's, its
+    next pod is not there yet (another controller's), or the queues' admission shows it to
+    no question."""
+    need = stage.need
+    if need is not None and not need.fits():
+
+        def amounts(values: Sequence[int]) -> str:
+            pairs = zip(names, values, strict=True)
+            return ", ".join(f"{n}={format_quantity(v, binary=n == 'memory')}" for n, v in pairs)
+
+        asks, left = amounts(need.amounts), amounts(need.free)
+        if all(f >= a for f, a in zip(need.free, need.amounts, strict=True)):
+            return f"its task requests {asks}, which no node has free now (the pool: {left})"
+        return f"its task requests {asks}, more than the pool has free ({left})"
+    if stage.launched >= stage.available:
+        return "its next pod is not created yet"
+    return (
+        "the queues' admission lets none of its tasks start now (a workflow of higher "
+        "priority in its queue, or room held for a task past its wait bound)"
+    )
 
 
 def no_node_fits(stage: str, why: str, pool: str) -> Notice:

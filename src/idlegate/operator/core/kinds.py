@@ -10,8 +10,8 @@ differs by kind is a method of the workflow, given the core as a :class:`Pool`:
 the pool, or a gang's task without a pod, `token` None, has an executor now),
 ``idle_started`` and ``idle_ended`` (a stage's idle slot began, its timer fired: the
 timer is the core's), ``confirmed`` and ``refused`` (a write for it was carried out,
-refused for good) and ``dropped`` (it left the pool; the core then takes its job out and
-forgets it).
+refused for good), ``dropped`` (it left the pool; the core then takes its job out and
+forgets it) and ``unfit_changed`` (a stage no node can hold, or one again: ``unfit``).
 
 :class:`~.admission.DagWorkflow` is idlegate's own kind: the core creates its task pods
 gated, it keeps their bookkeeping (:mod:`.tracking`), and it is admitted from its body
@@ -67,6 +67,8 @@ class JobKind(Protocol):
     """In the pool (False once dropped: late timers and events find nothing to do)."""
     noted: set[str]
     """Stages whose wait for an executor an Event said (once each)."""
+    unfit: dict[str, str]
+    """Stages no node of the pool could hold even empty, with why (NoNodeFits)."""
 
     job: Job
 
@@ -78,3 +80,4 @@ class JobKind(Protocol):
     def confirmed(self, pool: Pool, outcome: Confirmed) -> None: ...
     def refused(self, pool: Pool, outcome: Refused) -> None: ...
     def dropped(self, pool: Pool) -> None: ...
+    def unfit_changed(self, pool: Pool) -> None: ...

@@ -209,6 +209,8 @@ class Workflow:
         self.active = True
         self.noted: set[str] = set()
         """Stages whose wait for an executor an Event said (once each)."""
+        self.unfit: dict[str, str] = {}
+        """Stages no node of the pool could hold even empty, with the NoNodeFits message."""
 
     def running(self, track: StageTrack | None = None) -> int:
         """Task pods running now (of one stage), beyond the pool too; none once failed or
@@ -332,6 +334,9 @@ class Workflow:
                 f"until {stamp(slot.release)} ({slot.reason})."
             )
             self.conditions.set("Running", False, "IdleSlot", message, gen, now)
+        elif self.unfit:  # (no free executor would help it: a node must come)
+            message = next(iter(self.unfit.values()))
+            self.conditions.set("Running", False, "NoNodeFits", message, gen, now)
         else:
             message = "No task is running: the runnable stages wait for a free executor."
             self.conditions.set("Running", False, "WaitingForExecutors", message, gen, now)

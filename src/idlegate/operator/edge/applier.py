@@ -55,7 +55,7 @@ from datetime import UTC, datetime
 from enum import IntEnum
 from typing import Any
 
-from idlegate.api.crd import CRON_KIND, KIND
+from idlegate.api.crd import CRON_KIND, KIND, POOL_KIND
 from idlegate.api.nodes import Releasing
 from idlegate.api.status import FINISHED, clip
 from idlegate.api.task_pods import EXECUTOR_PATH, read_task_pod, release_patch, task_pod
@@ -66,7 +66,6 @@ from idlegate.operator.core.intents import (
     DeletePod,
     DeleteWorkflow,
     Intent,
-    LiveStatus,
     Outcome,
     Owner,
     PatchStatus,
@@ -704,11 +703,9 @@ class _StatusLane:
         outcome: Outcome
         try:
             status = intent.status
-            sent = (
-                status.read(self.applier.now()) if isinstance(status, LiveStatus) else dict(status)
-            )
-            cron = self.owner.kind == CRON_KIND
-            patch = kube.patch_cron_status if cron else kube.patch_workflow_status
+            sent = dict(status) if isinstance(status, Mapping) else status.read(self.applier.now())
+            patches = {CRON_KIND: kube.patch_cron_status, POOL_KIND: kube.patch_pool_status}
+            patch = patches.get(self.owner.kind, kube.patch_workflow_status)
             await patch(self.owner.namespace, self.owner.name, sent)
             outcome = Confirmed(intent, sent)
         except ApiError as exc:  # (404: deleted meanwhile)

@@ -35,6 +35,8 @@ from idlegate.operator.core.intents import (
     CancelWrites,
     Intent,
     Outcome,
+    PatchStatus,
+    Readable,
     SetTimer,
 )
 from idlegate.operator.core.lifecycle import DEADLINE_RETRY, UNFINISHED, deadline_key
@@ -50,6 +52,7 @@ from idlegate.operator.settings import Settings
 from idlegate.policy.spec import SchedulerSpec
 from idlegate.sim.engine import JobArrival
 from idlegate.sim.protocol import Scheduler
+from idlegate.sim.queues import QueueSpec
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +103,10 @@ class Bridge:
         else:  # another pool's: one applier, history sink and cleanup for all
             self.applier, self.cleanup = beside.applier, beside.cleanup
             self.history = HistoryRecorder(settings, metrics, self.carry, beside.history)
+        self.pool_status: Readable | None = None
+        """Its ExecutorPool's status (`Pools`), written whenever its counts change: at the
+        end of a change, not only at the 5 s refresh."""
+        self._counts: tuple[int, ...] = ()
         self.planning: PlanningWorker | ReplayWorker | None = None
         """A lookahead planner's or a portfolio's worker, if the policy has one."""
         self.use_worker()
@@ -140,6 +147,15 @@ class Bridge:
 
     def known(self, owner: Owner) -> bool:
         return self.core.known(owner)
+
+    def every(self) -> list[Any]:
+        """The pool's workflows of every kind (a fresh list)."""
+        return [wf for held in self.core.held.values() for wf in held.values()]
+
+    @property
+    def queues(self) -> tuple[QueueSpec, ...]:
+        """The pool's queues (none: one queue, no quotas)."""
+        return self.core.queues
 
     def ended(self, uid: str) -> bool:
         """The workflow of `uid` ended in the pool: it is never admitted again."""
@@ -214,6 +230,12 @@ class Bridge:
         finally:  # (an admission that raised GangTooWideError: what it said before)
             outputs_left = self.core.intents.take()
         self.carry([*outputs_left, *outputs] if outputs_left else outputs)
+        core = self.core
+        if self.pool_status is not None and core.reporter is not None:
+            counts = (core.busy, len(core.cluster.jobs), len(core.workflows))
+            if counts != self._counts:  # (batched by the status lane: `status_interval`)
+                self._counts = counts
+                self.applier.apply([PatchStatus(core.reporter, self.pool_status, urgent=False)])
 
     def carry(self, outputs: Iterable[Output | Event]) -> None:
         """Carry out, in order, what the core or a feature said: writes, timers, the

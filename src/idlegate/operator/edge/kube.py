@@ -445,6 +445,12 @@ class KubeApi:
     ) -> dict[str, Any]:
         return await self._merge_status(_path(OURS, CRON_PLURAL, namespace, name), status)
 
+    async def patch_pool_status(
+        self, namespace: str, name: str, status: dict[str, Any]
+    ) -> dict[str, Any]:
+        """An ExecutorPool's (cluster-scoped: `namespace` is its Events', not its own)."""
+        return await self._merge_status(_path(OURS, POOL_PLURAL, None, name), status)
+
     async def list_pools(self) -> list[dict[str, Any]]:
         """The ExecutorPools (cluster-scoped)."""
         return await self._list(_path(OURS, POOL_PLURAL, None))

@@ -2,19 +2,21 @@
 ExecutorPool, and which pool holds each workflow.
 
 :class:`Pools` stands where the one bridge stood for :mod:`.intake`, :mod:`.watchdog`, the
-kopf handlers and the job kinds' features: it is their one way into a pool. A workflow of
-any kind enters the pool :func:`~idlegate.api.routing.route_workflow` picks (a DagWorkflow
-by :meth:`Pools.admit`, an Argo Workflow or an Airflow run by the bridge
-:meth:`Pools.route` gives), and anything of a workflow in a pool (a pod, a deletion, a
-write's outcome, a change) goes to the bridge that holds it (:meth:`Pools.handle`). Each
-pool has its own cluster, policy (``spec.policy``, else ``--scheduler``), planning worker
-and size; all share the API writes, the history and the cleanup. The implicit pool
-:data:`~.pool_spec.DEFAULT_POOL` is that of ``--pool-size`` and ``--scheduler``.
+kopf handlers and the job kinds' features: it is their one way into a pool. One door,
+:meth:`Pools.place`, puts a workflow of any kind in its pool, queue and priority (a
+DagWorkflow by :meth:`Pools.admit`, an Argo Workflow or an Airflow run by
+:meth:`Pools.join`, a cron's runs foreseen, a workflow whose pool changed); anything of a
+workflow in a pool (a pod, a deletion, a write's outcome, a change) goes to the bridge that
+holds it (:meth:`Pools.handle`). Each pool has its own cluster, policy (``spec.policy``,
+else ``--scheduler``), planning worker and size; all share the API writes, the history and
+the cleanup. The implicit pool :data:`~.pool_spec.DEFAULT_POOL` is that of ``--pool-size``
+and ``--scheduler``.
 
 A pool created, changed or deleted at run time (:meth:`Pools.apply`, :meth:`Pools.remove`)
-moves the workflows whose pool changed as a restart would: each leaves its old bridge (in
-memory only: no pod is touched, no running task preempted) and is admitted again from the
-API with its pods (:meth:`Pools.moving`). What a user sees of it: deploy/README.md,
+moves the workflows of every kind whose pool changed as a restart would: each leaves its old
+bridge (in memory only: no pod is touched, no running task preempted); a DagWorkflow is
+admitted again from the API with its pods (:meth:`Pools.moving`), an Argo or Airflow job
+enters its new pool with its progress (`Moved`). What a user sees of it: deploy/README.md,
 "Executor pools".
 """
 
@@ -37,10 +39,15 @@ from idlegate.api.pool_spec import (
     ExecutorPoolSpec,
     namespace_labels,
     parse_pool_spec,
-    route,
 )
-from idlegate.api.queueing import QueueFile, placement, priority_of
-from idlegate.api.routing import PoolNotFoundError, Routing, queue_name, route_workflow
+from idlegate.api.queueing import QueueFile, cohort_check, placement, priority_of
+from idlegate.api.routing import (
+    NoPlaceError,
+    Routing,
+    asked,
+    pool_named,
+    route_workflow,
+)
 from idlegate.api.status import FINISHED, Phase
 from idlegate.api.task_pods import Owner, read_task_pod
 from idlegate.errors import DemandTooLargeError, GangTooWideError, IdlegateError
@@ -52,13 +59,14 @@ from idlegate.operator.core.events import (
     Forget,
     Join,
     Leave,
+    Moved,
     Observed,
     PodSeen,
     Schedule,
     SpecChanged,
     Unpooled,
 )
-from idlegate.operator.core.external import pause_after
+from idlegate.operator.core.external import ExternalJob, Mapped, pause_after
 from idlegate.operator.core.intents import Confirmed, Outcome, PostEvent, Refused
 from idlegate.operator.core.tracking import Workflow, WorkflowKey
 from idlegate.operator.decisions import load_scheduler
@@ -67,8 +75,19 @@ from idlegate.operator.edge.nodes import ROOM_SECONDS, Lister, NodeWatch
 from idlegate.operator.features.history import HistoryRecorder
 from idlegate.operator.metrics import Metrics
 from idlegate.sim.engine import JobArrival
+from idlegate.sim.resources import ResourceVector
 
 log = logging.getLogger(__name__)
+
+
+class Placed(NamedTuple):
+    """Where the one door (:meth:`Pools.place`) puts a workflow of any kind."""
+
+    pool: str
+    queue: int
+    """The index of its queue among its pool's (0 with no queues)."""
+    priority: int
+    """Its priority in its queue (its PriorityClass's value)."""
 
 
 class Waiting(NamedTuple):
@@ -141,7 +160,7 @@ class Pools:
         every pool, anything of one workflow (a pod, a deletion, a write's outcome, a change,
         an external job's new mapping or end) to the pool holding it, else to the default
         one (a pod of a workflow no pool holds may still confirm a write). An admission is
-        routed by :meth:`admit`, an external job's by :meth:`route`."""
+        routed by :meth:`admit`, an external job's by :meth:`join`."""
         kind = KIND
         match event:
             case Schedule():
@@ -192,13 +211,13 @@ class Pools:
         policy = namespace_policy(namespace, self.settings.pod_security)
         self.labels[owner.namespace] = namespace_labels(namespace)
         try:
-            routing = self._routing(KIND, body)
-            name: str | None = routing.pool
-        except PoolNotFoundError as exc:  # (or QueueNotFoundError: it waits as well)
+            placed: Placed | None = self.place(KIND, body, owner)
+        except NoPlaceError as exc:  # (its pool or queue: it waits)
             if (body.get("status") or {}).get("phase") not in FINISHED:
                 self._wait(body, exc.pool, exc.reason, str(exc))
                 return None
-            name, routing = None, None  # (a finished one needs no pool: never waits)
+            placed = None  # (a finished one needs no pool: never waits)
+        name = placed.pool if placed is not None else None
         bridge = self.bridges[name] if name is not None else self.default
         key = (owner.namespace, owner.name)
         try:
@@ -213,8 +232,8 @@ class Pools:
                     waits,
                     pool=name,
                     waited=key in self.waiting,
-                    queue=routing.queue if routing is not None else None,
-                    priority=self._priority(owner, routing),
+                    queue=placed.queue if placed is not None else 0,
+                    priority=placed.priority if placed is not None else 0,
                 )
             )
         except (GangTooWideError, DemandTooLargeError) as exc:  # (only with `waits`)
@@ -275,58 +294,65 @@ class Pools:
         self.default.handle(Unpooled(body, reason, message))
         log.info("%s/%s waits for ExecutorPool %r (%s).", owner.namespace, owner.name, pool, reason)
 
-    def route(
-        self, owner: Owner, body: Mapping[str, Any], namespace: Mapping[str, Any] | None
+    def join(
+        self,
+        owner: Owner,
+        body: Mapping[str, Any],
+        namespace: Mapping[str, Any] | None,
+        mapped: Mapped,
+        arrival: float,
+        pods: Sequence[Any] = (),
+        seen: Sequence[Any] = (),
     ) -> Bridge:
-        """The bridge through which workflow `owner`, whose pods another controller creates
-        (an Argo Workflow; an Airflow run, `body` one of its pods), enters its pool: the
-        pool holding it, else the one `body` routes to in its `namespace` (kopf's index).
-        PoolNotFoundError: the pool it names does not exist; AdmitLaterError: its namespace
-        is not seen yet, and its labels may pick the pool."""
+        """Workflow `owner`, whose pods another controller creates (an Argo Workflow; an
+        Airflow run, `body` one of its pods), is the job `mapped`: it enters the pool
+        :meth:`place` gives (the one holding it, if any), with its `pods` and those `seen`
+        since; returns that pool's bridge. NoPlaceError: its pool or queue does not exist
+        (or cannot run); AdmitLaterError: its namespace is not seen yet, and
+        its labels may pick the pool; DemandTooLargeError: the pool could never hold it."""
         held = self.holder((owner.namespace, owner.name), owner.kind)
         if held is not None:
+            held.handle(Join(owner, mapped))
             return held
         if namespace is None:
             raise AdmitLaterError(
                 f"namespace {owner.namespace!r}, whose labels may pick the pool, is not seen yet"
             )
         self.labels[owner.namespace] = namespace_labels(namespace)
-        return self.bridges[self._routing(owner.kind, body).pool]
+        placed = self.place(owner.kind, body, owner)
+        bridge = self.bridges[placed.pool]
+        what = asked(owner.kind, body)
+        bridge.handle(Join(owner, mapped, arrival, pods, seen, what, *placed[1:]))
+        return bridge
 
-    def asks(self, owner: Owner, body: Mapping[str, Any]) -> tuple[str | None, int]:
-        """The queue workflow `owner` (of a kind whose pods another controller creates; `body`
-        its object or, for an Airflow run, its pod) names, and its priority."""
-        return queue_name(owner.kind, body), self._priority(owner, self._read(owner.kind, body))
-
-    def _read(self, kind: str, body: Mapping[str, Any]) -> Routing | None:
-        try:
-            return self._routing(kind, body)
-        except PoolNotFoundError:
-            return None
-
-    def _priority(self, owner: Owner, routing: Routing | None) -> int:
-        """The value of the PriorityClass `routing` names (0, with a Warning, if it is missing)."""
-        name = routing.priority_class if routing is not None else None
-        value, warning = priority_of(self.priorities, name)
-        if warning is not None:
-            self.carry([PostEvent(owner, "Warning", "PriorityClassNotFound", warning)])
-        return value
-
-    def _routing(self, kind: str, body: Mapping[str, Any]) -> Routing:
+    def place(self, kind: str, body: Mapping[str, Any], owner: Owner | None = None) -> Placed:
+        """The one door: the pool, queue and priority of workflow `body` of `kind` (any kind
+        :data:`~idlegate.api.routing.FIELDS` names; for an Airflow run, one of its pods), by
+        its namespace's labels as last read. Every way in takes it: an admission, a pool's
+        change (:meth:`apply`, :meth:`remove`), a cron's runs foreseen (:meth:`tell`).
+        NoPlaceError (its pool or queue is missing, or cannot run): it waits; a PriorityClass
+        missing is priority 0, with a Warning on `owner` if given."""
         namespace = str((body.get("metadata") or {}).get("namespace", ""))
         labels = self.labels.get(namespace, {})
         routing = route_workflow(kind, body, labels, self.specs.items(), self.invalid)
-        spec = self.specs.get(routing.pool)
-        queues = self.settings.queues if routing.pool == DEFAULT_POOL else None
-        specs = spec.queue_specs if spec is not None else queues.specs if queues else ()
-        if specs:  # (a queue named in a pool without queues is ignored: one queue)
-            placement(specs, routing, namespace, kind)  # (QueueNotFoundError: it waits)
-        return routing
+        queues = self.bridges[routing.pool].queues
+        # (a queue named in a pool without queues is ignored: one queue)
+        queue = placement(queues, routing, namespace, kind) if queues else 0
+        return Placed(routing.pool, queue, self._priority(owner, routing))
 
-    def _route(self, wanted: str | None, namespace: str) -> str | None:
-        """The pool a workflow of `namespace` asking for pool `wanted` goes to (None: its
-        pool does not exist)."""
-        return route(wanted, self.labels.get(namespace, {}), self.specs.items())
+    def _priority(self, owner: Owner | None, routing: Routing) -> int:
+        """The value of the PriorityClass `routing` names (0, with a Warning, if it is missing)."""
+        value, warning = priority_of(self.priorities, routing.priority_class)
+        if warning is not None and owner is not None:
+            self.carry([PostEvent(owner, "Warning", "PriorityClassNotFound", warning)])
+        return value
+
+    def _pool(self, kind: str, body: Mapping[str, Any]) -> str | None:
+        """The pool :meth:`place` puts `body` in; None if it waits (for its pool or queue)."""
+        try:
+            return self.place(kind, body).pool
+        except NoPlaceError:
+            return None
 
     def foresee(
         self, key: WorkflowKey, runs: tuple[JobArrival, ...], pool: str | None = None
@@ -344,7 +370,9 @@ class Pools:
         ``workflowSpec.pool``, else their namespace's labels), again whenever pools change."""
         told: dict[str, list[JobArrival]] = {name: [] for name in self.bridges}
         for (namespace, _), (wanted, runs) in self.upcoming.items():
-            pool = self._route(wanted, namespace)
+            pool = self._pool(
+                KIND, {"metadata": {"namespace": namespace}, "spec": {"pool": wanted}}
+            )
             if pool in told:  # (None: its pool does not exist; its runs will wait for it)
                 told[pool] += runs
         for name, bridge in self.bridges.items():
@@ -375,10 +403,15 @@ class Pools:
     def apply(self, name: str, spec: ExecutorPoolSpec, uid: str = "") -> list[Owner]:
         """ExecutorPool `name` (`uid`) is created or changed: (re)build its bridge if its
         size, policy or budget changed (a portfolio keeps the old one's `Decider.window`);
-        returns the workflows to admit again (those leaving a pool or waiting for this one)."""
+        returns the DagWorkflows to admit again (those leaving a pool or waiting for this
+        one). The workflows of other kinds that leave a pool move in memory (`Moved`)."""
+        selector = spec.node_selector
+        if selector is not None and spec.queue_specs and self.watch.read:
+            _quotas_on_nodes(name, spec, self.watch.counted(selector))
         previous = self.specs.get(name)
         self.invalid.pop(name, None)
         moved: list[Owner] = []
+        carried: list[ExternalJob] = []
         if (
             previous is None
             or _engine(previous) != _engine(spec)
@@ -387,12 +420,13 @@ class Pools:
         ):
             old = self.bridges.get(name)
             if old is not None:  # (out first: its last round must not write the new series)
-                moved += self._evacuate(old)
+                moved += self._evacuate(old, carried)
             self.bridges[name] = new = self._bridge(name, spec, uid)
             if old is not None:  # (a portfolio goes on from the old one's window)
                 new.learn_from(old)
         self.specs[name] = spec  # (after its bridge: a policy that cannot run routes nothing)
-        moved += self._rerouted()
+        moved += self._rerouted(carried)
+        self._move(carried)
         self.tell()
         return moved + [w.owner for w in self.waiting.values() if w.pool == name]
 
@@ -421,13 +455,19 @@ class Pools:
                 self.invalid[name] = str(exc)
 
     def remove(self, name: str) -> list[Owner]:
-        """ExecutorPool `name` is deleted: its workflows leave it (no pod is touched) and
-        are admitted again, to wait for it unless another pool now selects them."""
+        """ExecutorPool `name` is deleted: its workflows leave it (no pod is touched); the
+        DagWorkflows returned are admitted again, to wait for it unless another pool now
+        selects them, the other kinds move now to the pool that takes them."""
         self.specs.pop(name, None)
         self.invalid.pop(name, None)
         old = self.bridges.pop(name, None)
         self.tell()
-        return self._evacuate(old) if old is not None else []
+        if old is None:
+            return []
+        carried: list[ExternalJob] = []
+        owners = self._evacuate(old, carried)
+        self._move(carried)
+        return owners
 
     def cannot_run(self, name: str, why: str) -> list[Owner]:
         """ExecutorPool `name` exists but its spec or policy cannot run (`why`): a workflow
@@ -502,35 +542,90 @@ class Pools:
             timers=d.timers,
             beside=d,
             spec=built,
-            reporter=PoolObject("default", name, uid),
+            reporter=PoolObject("default", name, uid, POOL_KIND, API_VERSION),
         )
         bridge.pause(self._moving > 0)
+        bridge.pool_status = _Status(self, name)
         if selector is not None:
             bridge.handle(self.watch.capacity(selector, bridge.counted))
         return bridge
 
-    def _evacuate(self, bridge: Bridge) -> list[Owner]:
-        owners = []
-        for wf in list(bridge.workflows.values()):
-            bridge.handle(Leave(wf.key, wf.owner.uid))
-            owners.append(wf.owner)
+    def _evacuate(self, bridge: Bridge, carried: list[ExternalJob]) -> list[Owner]:
+        """Every workflow of every kind leaves `bridge`: the DagWorkflows returned (read
+        again from the API), the others added to `carried` (moved in memory: `_move`)."""
+        owners: list[Owner] = []
+        for wf in bridge.every():
+            bridge.handle(Leave(wf.owner))
+            _leaving(wf, owners, carried)
         bridge.handle(Schedule())
         if bridge.planning is not None:
             bridge.planning.close()
         bridge.metrics.remove()  # (a rebuilt pool declares its series again)
         return owners
 
-    def _rerouted(self) -> list[Owner]:
-        """Workflows waiting for a pool, and those whose namespace another pool selects now."""
-        out = []
+    def _rerouted(self, carried: list[ExternalJob]) -> list[Owner]:
+        """Workflows of any kind whose pool is another now (their namespace's labels, or
+        the pools' selectors, changed): the DagWorkflows returned, the others `carried`.
+        A running one stays where it runs unless it names its pool, or its pool goes."""
+        out: list[Owner] = []
         for name, bridge in list(self.bridges.items()):
-            for wf in list(bridge.workflows.values()):
-                target = self._route(wf.spec.pool, wf.owner.namespace)
-                if target != name and not (wf.spec.pool is None and wf.phase is Phase.RUNNING):
-                    # (a running workflow stays where it runs unless its pool goes)
-                    bridge.handle(Leave(wf.key, wf.owner.uid))
-                    out.append(wf.owner)
+            for wf in bridge.every():
+                external = isinstance(wf, ExternalJob)
+                kind = wf.owner.kind
+                body = wf.asked if external else _dag_asked(wf)
+                running = wf.job.first_start is not None if external else wf.phase is Phase.RUNNING
+                named = pool_named(kind, body) is not None
+                if self._pool(kind, body) != name and not (running and not named):
+                    bridge.handle(Leave(wf.owner))
+                    _leaving(wf, out, carried)
         return out
+
+    def _move(self, carried: list[ExternalJob]) -> None:
+        """Workflows of other kinds that left a pool enter, in memory, the one :meth:`place`
+        gives them now, with their progress (`Moved`); one with no pool now is in none (a
+        Warning says why; its feature admits it again at its next event, as a new one)."""
+        for wf in carried:
+            try:
+                placed = self.place(wf.owner.kind, wf.asked, wf.owner)
+            except NoPlaceError as exc:
+                self.carry([PostEvent(wf.owner, "Warning", exc.reason, str(exc))])
+                continue
+            self.bridges[placed.pool].handle(Moved(wf, placed.queue, placed.priority))
+
+
+@dataclass(frozen=True)
+class _Status:
+    """ExecutorPool `name`'s status as it is when it is written (`Bridge.pool_status`)."""
+
+    pools: Pools
+    name: str
+
+    def read(self, now: float) -> dict[str, Any]:
+        return pool_status(self.name, self.pools) if self.name in self.pools.bridges else {}
+
+
+def _quotas_on_nodes(name: str, spec: ExecutorPoolSpec, counted: Sequence[str]) -> None:
+    """A pool on nodes may quote only what its nodes count (`counted`), as a `resources`
+    pool only its own resources (`cohort_check`, here with no bound on the amounts: its
+    nodes' come and go); IdlegateError if a queue quotes another (a GPU none of them has)."""
+    unbounded = ResourceVector({n: 1 << 62 for n in counted})
+    try:
+        cohort_check(spec.queue_specs, spec.executors, unbounded)
+    except IdlegateError as exc:
+        raise IdlegateError(f"ExecutorPool {name!r}, on its nodes: {exc}") from None
+
+
+def _leaving(wf: Any, owners: list[Owner], carried: list[ExternalJob]) -> None:
+    """`wf`, leaving its pool, is read again (a DagWorkflow: `owners`) or moved (`carried`)."""
+    if isinstance(wf, ExternalJob):
+        carried.append(wf)
+    else:
+        owners.append(wf.owner)
+
+
+def _dag_asked(wf: Workflow) -> dict[str, Any]:
+    """What :meth:`Pools.place` reads of a DagWorkflow held, to see if its pool is another."""
+    return {"metadata": {"namespace": wf.owner.namespace}, "spec": {"pool": wf.spec.pool}}
 
 
 def _engine(spec: ExecutorPoolSpec) -> tuple[Any, ...]:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import kopf
 from prometheus_client import Counter
 
-from idlegate.api.routing import AIRFLOW_KIND, PoolNotFoundError
+from idlegate.api.routing import AIRFLOW_KIND, NoPlaceError
 from idlegate.api.task_pods import Owner
 from idlegate.errors import DemandTooLargeError
 from idlegate.integrations.airflow import AirflowClient, AirflowError, read_auth
@@ -396,14 +396,6 @@ class AirflowSide:
         every = {p.name: p for p in [*pods, *seen]}  # (a pod seen since: as it is now)
         first = min((p for p in every.values() if p.uid), key=lambda p: (p.created or 0, p.name))
         owner = run_owner(key, first.uid)
-        try:
-            pool = self.pools.route(owner, body, self.operator.namespace(key[0]))
-        except AdmitLaterError as exc:  # (tried again after POLL, as an API error's)
-            self._refuse(key, LiveRefusal("NamespaceNotSeen", str(exc)), [*pods, *seen])
-            return
-        except PoolNotFoundError as exc:  # (PoolInvalidError, QueueNotFoundError: theirs)
-            self._refuse(key, LiveRefusal(exc.reason, exc.left_to("Airflow")), [*pods, *seen])
-            return
         verdicts = {name: place(run, p, remapped=True) for name, p in every.items()}
         for name, pod in every.items():
             verdict = verdicts[name]
@@ -414,10 +406,21 @@ class AirflowSide:
         now = self.pools.now()
         arrival = min(now, self._from_wall(run.arrival)) if run.arrival is not None else now
         self.runs[key], self.owners[key] = run, owner
+        namespace = self.operator.namespace(key[0])
         try:
-            pool.handle(Join(owner, run.job, arrival, ok, later, *self.pools.asks(owner, body)))
+            pool = self.pools.join(owner, body, namespace, run.job, arrival, ok, later)
         except DemandTooLargeError as exc:
             self._too_large(key, run, exc, [*ok, *later])
+            return
+        except (AdmitLaterError, NoPlaceError) as exc:
+            self.runs.pop(key, None)
+            self.owners.pop(key, None)
+            why = (  # (AdmitLaterError: tried again after POLL, as an API error's)
+                LiveRefusal(exc.reason, exc.left_to("Airflow"))  # (or QueueNotFoundError's)
+                if isinstance(exc, NoPlaceError)
+                else LiveRefusal("NamespaceNotSeen", str(exc))
+            )
+            self._refuse(key, why, [*ok, *later])  # (the others are released above)
             return
         self._poll(key)
         n = run.job.counts

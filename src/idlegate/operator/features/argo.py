@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import kopf
 
 from idlegate.api.argo_pods import WORKFLOW_LABEL, ArgoPod, gates_with_ours
-from idlegate.api.routing import ARGO_KIND, PoolNotFoundError
+from idlegate.api.routing import ARGO_KIND, NoPlaceError
 from idlegate.api.task_pods import Owner
 from idlegate.errors import DemandTooLargeError, IdlegateError
 from idlegate.operator.core.admission import AdmitLaterError
@@ -89,7 +89,7 @@ def owner_of(body: Mapping[str, Any]) -> Owner:
 
 class Pool(Protocol):
     """What the features use of the pool a workflow enters or is in (the edge's ``Bridge``,
-    which `Pools.route` gives): its entry (`handle`), its clock, settings and history."""
+    which `Pools.join` gives): its entry (`handle`), its clock, settings and history."""
 
     @property
     def settings(self) -> Settings: ...
@@ -104,20 +104,28 @@ class Timers(Protocol):
 
 
 class Pools(Pool, Protocol):
-    """What the features use of the operator's pools (the edge's ``Pools``): `route`, the
-    pool a new workflow enters (PoolNotFoundError, AdmitLaterError); `handle`, each event
-    to the pool holding its workflow; and what every pool shares: the writes (`carry`),
+    """What the features use of the operator's pools (the edge's ``Pools``): `join`, the
+    one door of a new workflow into the pool it is placed in (NoPlaceError,
+    AdmitLaterError, DemandTooLargeError); `holder`, the pool holding one; `handle`, each
+    event to the pool holding its workflow; and what every pool shares: the writes (`carry`),
     the clock, the timers, the API's reads and the history sink."""
 
     @property
     def timers(self) -> Timers: ...
     @property
     def workflows(self) -> Mapping[Any, Any]: ...
-    def route(
-        self, owner: Owner, body: Mapping[str, Any], namespace: Mapping[str, Any] | None
+    def join(
+        self,
+        owner: Owner,
+        body: Mapping[str, Any],
+        namespace: Mapping[str, Any] | None,
+        mapped: Any,
+        arrival: float,
+        pods: Sequence[Any] = (),
+        seen: Sequence[Any] = (),
     ) -> Pool: ...
+    def holder(self, key: tuple[str, str], kind: str) -> Pool | None: ...
     def carry(self, outputs: Iterable[Any]) -> None: ...
-    def asks(self, owner: Owner, body: Mapping[str, Any]) -> tuple[str | None, int]: ...
     def held(self, kind: str) -> Mapping[tuple[str, str], Any]: ...
     def ended(self, uid: str) -> bool: ...
     async def pods(
@@ -203,7 +211,7 @@ class ArgoSide:
             self.pools.handle(Ended(wf.owner))  # (deleted and created again under the name)
             wf = None
         if gone:
-            held_in = None if wf is None else self.pools.route(wf.owner, body, None)
+            held_in = None if wf is None else self.pools.holder(key, KIND)
             self.pools.handle(Ended(owner_of(body)))  # (never admitted again)
             self.refused.pop(key, None)
             self.latest.pop(key, None)
@@ -321,18 +329,17 @@ class ArgoSide:
     ) -> None:
         """The job of a Workflow joins the pool with its pods, and its Events say so."""
         owner = owner_of(body)
+        now = self.pools.now()
+        created = parse_time((body.get("metadata") or {}).get("creationTimestamp"))
+        arrival = min(now, self.pools.settings.clock.from_wall(created)) if created else now
+        namespace = self.operator.namespace(owner.namespace)
         try:
-            bridge = self.pools.route(owner, body, self.operator.namespace(owner.namespace))
-        except (PoolNotFoundError, AdmitLaterError) as exc:  # (its pods wait, gated)
-            if isinstance(exc, PoolNotFoundError):
+            bridge = self.pools.join(owner, body, namespace, mapped, arrival, pods, seen)
+        except (NoPlaceError, AdmitLaterError) as exc:  # (its pods wait, gated)
+            if isinstance(exc, NoPlaceError):
                 self.pools.carry([PostEvent(owner, "Warning", exc.reason, str(exc))])
             self._later(body)
             return
-        now = bridge.now()
-        created = parse_time((body.get("metadata") or {}).get("creationTimestamp"))
-        arrival = min(now, bridge.settings.clock.from_wall(created)) if created else now
-        try:
-            bridge.handle(Join(owner, mapped, arrival, pods, seen, *self.pools.asks(owner, body)))
         except DemandTooLargeError as exc:
             self._refused(key, body, self._too_large(exc, mapped), [*pods, *seen])
             return

@@ -65,6 +65,7 @@ from idlegate.sim.spec import (
     WorkflowSpec,
     stage_label,
 )
+from idlegate.textfiles import not_utf8
 
 COLUMNS = (
     "task_name",
@@ -102,6 +103,13 @@ SKIP_REASONS = {
     "too-large": "too large for a workflow",
 }
 """Why a job is skipped → how the summary says it."""
+FIXES = {
+    "unfinished": "a part cut from the trace needs whole jobs, all of whose tasks Terminated",
+    "incomplete": "a part cut from the trace needs whole jobs, with every task they depend on",
+    "unrequestable": f"plan_cpu is 0 to {MAX_PLAN_CPU:g} (100 a core) and plan_mem 0 to "
+    f"{MAX_PLAN_MEM:g} (a machine's share), or blank: correct the row or leave its job out",
+}
+"""Reason → what a user whose file had only such jobs should fix."""
 
 
 @dataclass(frozen=True)
@@ -115,8 +123,11 @@ class _Row:
     """plan_cpu: 100 is one core."""
     memory: float | None
     """plan_mem: 100 is one machine's memory."""
-    requestable: bool = True
-    """False when plan_cpu or plan_mem is one no request can be (the module docstring)."""
+    line: int = 0
+    """Its line in the file."""
+    unrequestable: str | None = None
+    """The plan_cpu or plan_mem no request can be, as ``plan_cpu 'nan'`` (the module
+    docstring); None when both can be."""
 
 
 @dataclass(frozen=True)
@@ -128,16 +139,29 @@ class AlibabaImport:
     """Jobs in the file."""
     skipped: Counter[str] = field(default_factory=Counter)
     """Reason (a key of `SKIP_REASONS`) → jobs skipped for it."""
+    first: dict[str, str] = field(default_factory=dict)
+    """Reason → where the first job skipped for it shows it, when a row does: ``line 3,
+    plan_cpu 'nan'`` (a user looks there first)."""
 
     def summary(self) -> str:
-        """One sentence: the jobs kept, and each reason jobs were skipped for."""
+        """One sentence: the jobs kept, and each reason jobs were skipped for (with the
+        first row that shows it)."""
         kept = f"{len(self.workflows)} of {self.jobs} job(s) converted"
-        if not self.skipped:
-            return kept
-        reasons = ", ".join(
-            f"{n} {SKIP_REASONS[r]}" for r, n in sorted(self.skipped.items(), key=lambda x: -x[1])
+        return f"{kept}; skipped: {self._reasons()}" if self.skipped else kept
+
+    def _reasons(self) -> str:
+        return ", ".join(
+            f"{n} {SKIP_REASONS[r]}" + (f" ({self.first[r]})" if r in self.first else "")
+            for r, n in sorted(self.skipped.items(), key=lambda x: -x[1])
         )
-        return f"{kept}; skipped: {reasons}"
+
+    def none_converted(self, source: str) -> str:
+        """Why no job of `source` could be converted, and what to fix: the fix of the
+        reason most jobs were skipped for (a bad request is no cut of the trace)."""
+        reason = max(self.skipped, key=lambda r: self.skipped[r]) if self.skipped else ""
+        fix = FIXES.get(reason)
+        text = f"{source}: none of its {self.jobs} job(s) could be converted, skipped: "
+        return text + self._reasons() + (f"; {fix}" if fix else "")
 
 
 Progress = Callable[[int, int, str], None]
@@ -160,8 +184,10 @@ def read_batch_tasks(path: str | Path, progress: Progress | None = None) -> Alib
             return batch_task_history(csv.reader(lines), str(p), progress)
     except FileNotFoundError:
         raise IdlegateError(f"batch task file {p} does not exist") from None
-    except UnicodeDecodeError:
-        raise SpecError(f"{p} is not a text CSV file such as the trace's batch_task.csv") from None
+    except UnicodeDecodeError as exc:  # (read as a stream: said as the other readers say it)
+        raise SpecError(
+            f"the batch task file {p} {not_utf8(exc)}, or give the trace's batch_task.csv"
+        ) from None
     except OSError as exc:
         raise IdlegateError(f"cannot read batch task file {p}: {exc.strerror}") from None
 
@@ -195,11 +221,15 @@ def batch_task_history(
         name, instances, job, _, status, start, end, cpu, memory = (c.strip() for c in row)
         numbers = (_number(v) for v in (instances, start, end, cpu, memory))
         count, begin, finish, plan_cpu, plan_mem = numbers
-        requestable = _requestable(cpu, MAX_PLAN_CPU) and _requestable(memory, MAX_PLAN_MEM)
-        jobs[job].append(_Row(name, count, status, begin, finish, plan_cpu, plan_mem, requestable))
+        bad = _unrequestable("plan_cpu", cpu, MAX_PLAN_CPU) or _unrequestable(
+            "plan_mem", memory, MAX_PLAN_MEM
+        )
+        row_ = _Row(name, count, status, begin, finish, plan_cpu, plan_mem, line, bad)
+        jobs[job].append(row_)
     if not jobs:
         raise SpecError(f"{source} holds no task rows ({','.join(COLUMNS)})")
     skipped: Counter[str] = Counter()
+    first: dict[str, str] = {}
     workflows = []
     for i, (job, tasks) in enumerate(jobs.items()):
         if progress is not None and i % _EVERY == 0:
@@ -207,12 +237,15 @@ def batch_task_history(
         made = _workflow(job, tasks, source)
         if isinstance(made, str):
             skipped[made] += 1
+            shown = next((r for r in tasks if r.unrequestable), None)
+            if made == "unrequestable" and shown is not None:
+                first.setdefault(made, f"first on line {shown.line}: {shown.unrequestable}")
         else:
             workflows.append(made)
     if progress is not None:
         progress(len(jobs), len(jobs), "converted")
     workflows.sort(key=lambda w: (w.arrival, w.name))
-    return AlibabaImport(workflows, len(jobs), skipped)
+    return AlibabaImport(workflows, len(jobs), skipped, first)
 
 
 def _number(text: str) -> float | None:
@@ -225,15 +258,18 @@ def _number(text: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _requestable(text: str, most: float) -> bool:
-    """Whether a plan_cpu or plan_mem field is blank or a number in [0, `most`] (1e300
-    would be a quantity of 300 digits, and a negative or NaN one no request)."""
+def _unrequestable(column: str, text: str, most: float) -> str | None:
+    """None when a plan_cpu or plan_mem field is blank or a number in [0, `most`], else
+    the column and its value (1e300 would be a quantity of 300 digits, and a negative or
+    NaN one no request)."""
     if not text:
-        return True
+        return None
     try:
-        return 0 <= float(text) <= most
+        if 0 <= float(text) <= most:
+            return None
     except ValueError:
-        return False
+        pass
+    return f"{column} {text!r}"
 
 
 def _workflow(job: str, rows: list[_Row], source: str) -> HistoryWorkflow | str:
@@ -246,7 +282,7 @@ def _workflow(job: str, rows: list[_Row], source: str) -> HistoryWorkflow | str:
             return "unusable"
         if r.instances < 1 or r.instances != int(r.instances) or r.end < r.start:
             return "unusable"
-        if not r.requestable:
+        if r.unrequestable is not None:
             return "unrequestable"
         counts.append(int(r.instances))
         starts.append(r.start)

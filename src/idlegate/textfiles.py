@@ -1,0 +1,54 @@
+"""Reading a user's text file: one reader for every file a command takes (queues, workflow
+and history files, lint's inputs, configs), so that a file that is missing, unreadable
+or not UTF-8 (latin-1, binary) is one sentence naming it, never a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TextIO
+
+from idlegate.errors import IdlegateError
+
+__all__ = ["not_utf8", "read_stdin", "read_text"]
+
+
+def not_utf8(exc: UnicodeDecodeError) -> str:
+    """Why a file did not decode, as the rest of a sentence that starts with its name: the
+    first byte that is not UTF-8 and where it is (a latin-1 accent, a binary file)."""
+    byte = exc.object[exc.start] if exc.start < len(exc.object) else None
+    shown = "" if byte is None else f"byte 0x{byte:02x} "
+    return f"is not UTF-8 text ({shown}at offset {exc.start}); save it as UTF-8"
+
+
+def read_text(
+    path: str | Path, what: str, fix: str, error: type[IdlegateError] = IdlegateError
+) -> str:
+    """The text of the file at `path`, decoded as UTF-8. IdlegateError, one sentence
+    naming the file as the `what` it should be (``"queues file"``) and ending with `fix`
+    (what to give instead), when it does not exist, cannot be read or is not UTF-8 (as
+    `error`, a subclass such as SpecError where the caller's callers catch that)."""
+    p = Path(path)
+    try:
+        return p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error(f"cannot read the {what} {p}: it does not exist; {fix}") from None
+    except IsADirectoryError:
+        raise error(f"cannot read the {what} {p}: it is a directory; {fix}") from None
+    except UnicodeDecodeError as exc:
+        raise error(f"the {what} {p} {not_utf8(exc)}, or {fix}") from None
+    except OSError as exc:
+        raise error(f"cannot read the {what} {p} ({exc.strerror or exc}); {fix}") from None
+
+
+def read_stdin(stream: TextIO, what: str = "") -> str:
+    """The text of standard input `stream`, decoded as UTF-8 from its bytes where it has
+    them (Python's own decoding would let a byte that is not UTF-8 through as a surrogate,
+    for a parser to trip over); IdlegateError `not_utf8` for one, after `what` (the start
+    of the sentence: ``"standard input"``)."""
+    buffer = getattr(stream, "buffer", None)
+    if buffer is None:  # (a text stream with no bytes under it: a test's StringIO)
+        return stream.read()
+    try:
+        return bytes(buffer.read()).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise IdlegateError(f"{what} {not_utf8(exc)}".strip()) from None
