@@ -52,9 +52,10 @@ def render_comparison_table(cmp: Comparison) -> Table:
     """A rich Table: one row per scheduler, mean ± CI, the best average JCT in bold.
 
     Compact, so that the demo's eight columns fit 100 (98 wide): no outer edge or column
-    padding, one space between columns, each header over two lines. A row never wraps:
-    a cell broken over two lines ("-12.4 % ±" above "4.0") read as two rows and did not
-    look like the README's table, whose rows these are (compare.md has them as Markdown).
+    padding, one space between columns, each header over two lines. Its rows then fit on
+    one line: a cell broken over two ("-12.4 % ±" above "4.0") read as two rows and did
+    not look like the README's table, whose rows these are (compare.md has them as
+    Markdown). A console narrower than the table still wraps cells rather than crop them.
     """
     from rich import box
     from rich.table import Table
@@ -68,7 +69,7 @@ def render_comparison_table(cmp: Comparison) -> Table:
     )
     for i, h in enumerate(table_headers(cmp)):
         table.add_column(
-            _two_lines(h) if i else h, justify="left" if i == 0 else "right", no_wrap=True
+            _two_lines(h) if i else h, justify="left" if i == 0 else "right", no_wrap=i == 0
         )
     best = cmp.best.name
     for r, cells in zip(cmp.results, table_rows(cmp), strict=True):
