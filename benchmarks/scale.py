@@ -55,7 +55,7 @@ created twice or a released pod was found Unschedulable. With ``--wrap 'py-spy r
 raw -o op.txt --'`` the operator runs under that command (a profiler); its figures are then
 the profiled process's.
 
-    python -m benchmarks.scale [--scale 0.1] [--pool nodes|fixed] [--scheduler fair] [--argo-steps N]
+    python -m benchmarks.scale [--scale 0.1] [--pool nodes|fixed] [--scheduler fair] [--queues N] [--argo-steps N]
         [--airflow-tasks N] [--wrap CMD] [--out scale.json]
     python -m benchmarks.scale --question 200,2000   # a decision's question alone
     python -m benchmarks.scale --argo-map 5000       # one map of the big Argo Workflow
@@ -215,6 +215,21 @@ def cluster(nodes: int) -> Iterator[tuple[ApiServer, str]]:
         yield api, new_namespace(api, "scale")
 
 
+def queues_file(count: int, nodes: int, folder: Path) -> Path:
+    """A ``--queues`` file of `count` queues ``q0``, ``q1``, … sharing the nodes' CPU and
+    memory in equal nominal quotas, each free to borrow the others' idle quota."""
+    queues = [
+        {
+            "name": f"q{q}",
+            "nominal": {"cpu": str(8 * nodes // count), "memory": f"{32 * nodes // count}Gi"},
+        }
+        for q in range(count)
+    ]
+    path = folder / "queues.yaml"
+    path.write_text(yaml.safe_dump(queues))
+    return path
+
+
 def run(
     scale: float,
     scheduler: str,
@@ -226,17 +241,25 @@ def run(
     api: ApiServer,
     namespace: str,
     nodes: int,
+    queues: int = 0,
 ) -> dict[str, Any]:
     """One run on `api`'s `nodes` Nodes (the module docstring): the operator's output into
-    `log`, under the command `wrap` if given; the figures."""
+    `log`, under the command `wrap` if given; the figures. With `queues`, the default pool
+    has that many queues (`queues_file`) and the i-th DagWorkflow names queue i mod it."""
     count = round(WORKFLOWS_FULL * scale)
     dags = [dag_workflow(i) for i in range(count)]
+    if queues:
+        for i, body in enumerate(dags):
+            body["spec"]["queueName"] = f"q{i % queues}"
     argos = [argo_workflow(argo_steps)] if argo_steps else []
     names = {w["metadata"]["name"] for w in [*dags, *argos]}
     monitor = ClusterMonitor(api, namespace, names)
     metrics, health = free_port(), free_port()
     flags = ("--argo", "--status-interval", "1", *POOLS[pool](nodes))
     stack = ExitStack()
+    if queues:
+        folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        flags += ("--queues", str(queues_file(queues, nodes, folder)))
     airflow = None
     if airflow_tasks:
         dag, answers = layered(airflow_tasks, ARGO_WIDTH, requests=REQUESTS["requests"])
@@ -577,7 +600,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--queues",
         type=int,
         metavar="N",
-        help="with --question: the questions through an admission of N queues (0: none)",
+        help="with --question: the questions through an admission of N queues (0: none); "
+        "in a run: the default pool has N queues sharing its CPU and memory, the "
+        "DagWorkflows spread over them in turn",
     )
     parser.add_argument(
         "--against",
@@ -620,6 +645,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             api,
             namespace,
             nodes,
+            args.queues or 0,
         )
         api.assert_no_internal_errors()
     print(json.dumps(report))
