@@ -47,6 +47,7 @@ import kopf
 
 from idlegate.api.crd import CRON_PLURAL, GROUP, PLURAL, POOL_PLURAL, VERSION
 from idlegate.api.labels import LABEL_CRON, LABEL_WORKFLOW
+from idlegate.api.notices import Notice
 from idlegate.api.pod_index import POD, TASK, Tagged, pod_keys
 from idlegate.api.pool_spec import namespace_labels, parse_pool_spec, pool_conditions
 from idlegate.api.queueing import priority_classes
@@ -56,7 +57,7 @@ from idlegate.errors import IdlegateError
 from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.decider import followed
 from idlegate.operator.core.events import Forget, PodSeen
-from idlegate.operator.core.intents import Notice, PostEvent
+from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.decisions import load_scheduler
 from idlegate.operator.edge import intake, leader
 from idlegate.operator.edge.applier import WriteGate
