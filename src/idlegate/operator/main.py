@@ -54,6 +54,7 @@ from idlegate.api.queueing import priority_classes
 from idlegate.api.status import FINISHED, FINISHED_OR_INVALID, Conditions
 from idlegate.api.task_pods import Owner
 from idlegate.errors import IdlegateError
+from idlegate.kubeconfig import load_configuration
 from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.decider import followed
 from idlegate.operator.core.events import Forget, PodSeen
@@ -64,7 +65,7 @@ from idlegate.operator.edge.applier import WriteGate
 from idlegate.operator.edge.bridge import Bridge
 from idlegate.operator.edge.cron import CronController
 from idlegate.operator.edge.endpoints import Endpoints, bind
-from idlegate.operator.edge.kube import ApiError, KubeApi, connection_info, load_configuration
+from idlegate.operator.edge.kube import ApiError, KubeApi, connection_info
 from idlegate.operator.edge.nodes import SWEEP_SECONDS
 from idlegate.operator.edge.pools import Pools, pool_status
 from idlegate.operator.edge.reload import Reloads
