@@ -57,9 +57,8 @@ from idlegate.sim.airflow import (
     map_dag,
     run_arrival,
 )
-from idlegate.sim.argo.mapping import DEFAULT_PRIOR
-from idlegate.sim.argo.runs import DurationHistory
-from idlegate.sim.argo.status import parse_time
+from idlegate.sim.external import DEFAULT_PRIOR, DurationHistory
+from idlegate.sim.timestamps import parse_time
 
 MAX_AGE = 600.0
 """Seconds a DAG's structure and history are kept before a new run asks for them again."""

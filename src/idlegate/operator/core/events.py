@@ -18,8 +18,10 @@ from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.task_pods import Owner
 
 if TYPE_CHECKING:
-    from idlegate.operator.core.external import ExternalJob, ExternalPod, Mapped
+    from idlegate.api.external_pods import ExternalPod
+    from idlegate.operator.core.external import ExternalJob
     from idlegate.operator.core.tracking import StageTrack, Task, Workflow, WorkflowKey
+    from idlegate.sim.external import Mapped
     from idlegate.sim.pool import Allows
     from idlegate.sim.resources import ResourceVector
     from idlegate.sim.spec import WorkflowSpec

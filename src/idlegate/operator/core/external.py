@@ -34,8 +34,9 @@ import logging
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
+from idlegate.api.external_pods import ExternalPod
 from idlegate.api.status import SlotState
 from idlegate.api.task_pods import Owner
 from idlegate.errors import DemandTooLargeError, IdlegateError
@@ -44,6 +45,7 @@ from idlegate.operator.core.kinds import JobKind, Pool
 from idlegate.operator.core.tracking import timer_key
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
+from idlegate.sim.external import Mapped
 from idlegate.sim.protocol import Job, Launch
 from idlegate.sim.spec import WorkflowSpec
 
@@ -56,46 +58,6 @@ def pause_after(cost: float, least: float = 0.0) -> float:
     times that, so it takes a tenth of a core at most, once it took over 10 ms (a small
     one never waits); at least `least`."""
     return max(least, 9 * cost) if cost > 0.01 else least
-
-
-class ExternalPod(Protocol):
-    """One pod of such a workflow as its kind reads it (Argo's `ArgoPod`): `gated`:
-    idlegate's gate is still on it; `phase`: Pending if none yet; `executor`: the slot
-    idlegate released it on (``idlegate.io/executor``), if any; `ran`: a succeeded pod's
-    own run time in seconds, if its status tells it; `stage_key`: its stage as
-    `Mapped.stage_keys` names it (None: none of the workflow's); `task_key`: its task, the
-    attempts of one task sharing it; `run_key`: what `ran` is recorded under; `terminal`:
-    it has ended (Succeeded or Failed)."""
-
-    # (read-only: the kinds' pods are frozen)
-    @property
-    def name(self) -> str: ...
-    @property
-    def gated(self) -> bool: ...
-    @property
-    def phase(self) -> str: ...
-    @property
-    def executor(self) -> int | None: ...
-    @property
-    def ran(self) -> float | None: ...
-    @property
-    def stage_key(self) -> str | None: ...
-    @property
-    def task_key(self) -> str | None: ...
-    @property
-    def run_key(self) -> str: ...
-    @property
-    def terminal(self) -> bool: ...
-
-
-class Mapped(Protocol):
-    """A kind's mapping of one workflow as it stands (Argo's `ArgoJob`): its job to
-    schedule (`spec`: the stages that may still run), and each stage's key by name, as
-    its pods name it (`stage_keys`, `ExternalPod.stage_key`)."""
-
-    @property
-    def stage_keys(self) -> Mapping[str, str]: ...
-    def spec(self) -> WorkflowSpec: ...
 
 
 @dataclass(frozen=True)

@@ -56,10 +56,10 @@ from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.events import Ended, Join, Observed, Schedule
 from idlegate.operator.core.external import pause_after, too_large, unscheduled
 from idlegate.operator.core.intents import PostEvent
-from idlegate.operator.features.gates import gate_pods
+from idlegate.operator.features.external import gate_pods
 
 if TYPE_CHECKING:
-    from idlegate.operator.features.argo import Host, Pools
+    from idlegate.operator.features.external import Host, Pools
 
 log = logging.getLogger(__name__)
 
