@@ -36,12 +36,13 @@ from typing import TYPE_CHECKING, Any
 import kopf
 
 from idlegate.api.argo_pods import WORKFLOW_LABEL, ArgoPod, gates_with_ours
+from idlegate.api.external_jobs import too_large
 from idlegate.api.routing import ARGO_KIND, NoPlaceError
 from idlegate.api.task_pods import Owner
 from idlegate.errors import DemandTooLargeError, IdlegateError
 from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.events import Ended, Join, Observed, Schedule
-from idlegate.operator.core.external import ExternalJob, pause_after, too_large, unscheduled
+from idlegate.operator.core.external import ExternalJob, pause_after, unscheduled
 from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.features.external import Host, Pool, Pools, gate_pods
 from idlegate.sim.argo import (
