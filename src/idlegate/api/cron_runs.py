@@ -18,8 +18,8 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
-from idlegate.api.crd import API_VERSION, CRON_KIND, KIND
 from idlegate.api.cron_spec import MAX_CRON_NAME_LENGTH, CronWorkflowSpec, Schedule, run_name
+from idlegate.api.kinds import API_VERSION, CRON_KIND, KIND
 from idlegate.api.labels import ANNOTATION_SCHEDULED, LABEL_CRON
 from idlegate.api.status import FINISHED_OR_INVALID, HISTORY_SAMPLES, Phase, check_object_size
 from idlegate.api.task_pods import Owner

@@ -45,7 +45,7 @@ from typing import Any
 
 import kopf
 
-from idlegate.api.crd import CRON_PLURAL, GROUP, PLURAL, POOL_PLURAL, VERSION
+from idlegate.api.kinds import CRON_PLURAL, GROUP, PLURAL, POOL_PLURAL, VERSION
 from idlegate.api.labels import LABEL_CRON, LABEL_WORKFLOW
 from idlegate.api.notices import Notice
 from idlegate.api.pod_index import POD, TASK, Tagged, pod_keys

@@ -25,7 +25,7 @@ from math import inf
 from typing import Any, cast
 
 from idlegate.api import notices
-from idlegate.api.crd import KIND
+from idlegate.api.kinds import KIND
 from idlegate.api.nodes import named
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.pool_spec import POOL_CONDITION

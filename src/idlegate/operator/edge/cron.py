@@ -33,7 +33,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from idlegate.api.crd import CRON_KIND
 from idlegate.api.cron_runs import (
     check_run_size,
     created_at,
@@ -54,6 +53,7 @@ from idlegate.api.cron_spec import (
     parse_cron_spec,
     run_name,
 )
+from idlegate.api.kinds import CRON_KIND
 from idlegate.api.labels import LABEL_CRON
 from idlegate.api.podsecurity import DEFAULT_LEVEL, Level, namespace_policy
 from idlegate.api.status import HISTORY_SAMPLES, Conditions

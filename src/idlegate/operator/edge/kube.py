@@ -35,7 +35,7 @@ from typing import Any, Self
 from urllib.parse import quote
 
 from idlegate import __version__
-from idlegate.api.crd import CRON_PLURAL, GROUP, PLURAL, POOL_PLURAL, VERSION
+from idlegate.api.kinds import CRON_PLURAL, GROUP, PLURAL, POOL_PLURAL, VERSION
 
 log = logging.getLogger(__name__)
 RETRYABLE = frozenset({0, 408, 425, 429, 500, 502, 503, 504})

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from time import thread_time
 from typing import Any, NamedTuple
 
-from idlegate.api.crd import API_VERSION, KIND, POOL_KIND
+from idlegate.api.kinds import API_VERSION, KIND, POOL_KIND
 from idlegate.api.nodes import named
 from idlegate.api.podsecurity import namespace_policy
 from idlegate.api.pool_spec import (
