@@ -53,7 +53,6 @@ from idlegate.operator.core.admission import (
 from idlegate.operator.core.decider import Answer, Decider, post_round
 from idlegate.operator.core.events import (
     Admit,
-    Admitted,
     Capacity,
     DeadlinePassed,
     Ended,
@@ -72,6 +71,7 @@ from idlegate.operator.core.events import (
     Schedule,
     SpecChanged,
     Unpooled,
+    WorkflowAdmitted,
 )
 from idlegate.operator.core.external import ExternalJob, refused_release
 from idlegate.operator.core.intents import (
@@ -308,7 +308,7 @@ class Core(Lifecycle):
         self._restore(wf, restore)
         self._say_unfit((wf.job,))
         if pods:  # (a new workflow has none to collect)
-            self.intents.add(Admitted(wf, pods))
+            self.intents.add(WorkflowAdmitted(wf, pods))
         message = f"A valid DAG of {len(wf.stages)} stages."
         wf.conditions.set("Valid", True, "SpecValid", message, wf.generation, now)
         if event.waited or wf.conditions.get(POOL_CONDITION):  # (it waited for its pool)

@@ -227,7 +227,7 @@ class FoundFinished:
 
 
 @dataclass(frozen=True, slots=True)
-class Admitted:
+class WorkflowAdmitted:
     """A workflow entered the pool with the pods it had (a restart, a resume)."""
 
     workflow: Workflow
@@ -284,6 +284,12 @@ class RoundEnded:
 
 
 Fact = (
-    FoundFinished | Admitted | TaskEnded | StatusLanded | Finished | RuleSwitched | ReadAgain
+    FoundFinished
+    | WorkflowAdmitted
+    | TaskEnded
+    | StatusLanded
+    | Finished
+    | RuleSwitched
+    | ReadAgain
 ) | RoundEnded
 """What the core tells the features (and the edge, `ReadAgain`) besides its intents."""
