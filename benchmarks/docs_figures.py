@@ -17,7 +17,10 @@ The markers are HTML comments, which a rendered page does not show:
   names the fenced ``sh`` block right below it (its lines run in order, stopping at the
   first that fails). ``<!-- run NAME slow ... -->`` takes more than a few minutes and runs
   only with ``--slow``. A run starts in the repository's root with the venv's ``bin``
-  first on ``PATH``. Its report is the ``.json`` and ``.md`` files written into the last
+  first on ``PATH``. A run whose data is absent is skipped, and says so with why: its
+  command names a workload that reads a trace (``-w tpch``, ``-w alibaba``, ``-w mixed``
+  unless ``dags=tpch-like``) or a path under ``../shared/data``, and the trace is not
+  found (`data_missing`: a fresh clone has no ``../shared/data``). Its report is the ``.json`` and ``.md`` files written into the last
   ``--out`` directory it names, else its standard output (JSON when it parses as JSON).
 * ``<!-- table NAME -->`` before a markdown table: each row of the page's table is the
   row of the same first cell in the first table of the run's markdown report, in the
@@ -29,7 +32,9 @@ The markers are HTML comments, which a rendered page does not show:
   ``runs(row, field)`` (that field of each seed's run in a ``compare`` report),
   ``summary(row, field)`` (its mean over the seeds), ``gaps(row, other)`` (per seed, row's
   mean JCT over other's, minus 1), ``lower_on(row, other)`` (the seeds where that is
-  below 0), ``number``,
+  below 0), ``text`` (the run's standard output), ``find(pattern)`` (the first group of
+  a regular expression's first match in ``text``, for a command that prints prose),
+  ``number``,
   ``estimate`` and ``change`` (the compare table's own formats), ``mean``, ``head`` (a
   cell's text before its "±"), ``words`` (a count as a word), ``abs``, ``len``, ``max``,
   ``min``, ``round``, ``sorted``, ``sum`` and ``zip``.
@@ -56,7 +61,10 @@ from idlegate.errors import IdlegateError
 from idlegate.evaluation.compare_report import fmt_change, fmt_estimate, fmt_number
 from idlegate.flags import one_line
 from idlegate.progress import stderr_progress
+from idlegate.sim.alibaba import default_alibaba_dir
+from idlegate.sim.datadirs import SHARED_ENV_VAR, shared_data_dir
 from idlegate.sim.metrics import Estimate
+from idlegate.sim.tpch import default_tpch_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -66,6 +74,17 @@ TABLE = re.compile(r"((?:<!-- table [\w.-]+ -->\n)+)(?:(?!\|)[^\n]*\n)*?((?:\|[^
 MARKED = re.compile(r"<!-- table ([\w.-]+) -->")
 FIGURE = re.compile(r"<!-- figure ([\w.-]+): (.*?) -->(.*?)<!-- /figure -->", re.DOTALL)
 OUT = re.compile(r"--out[ =](\S+)")
+BESIDE = ROOT.parent / "shared" / "data"
+"""What a page's command means by ``../shared/data`` (it runs in the repository's root)."""
+WORKLOAD = re.compile(r"(?:-w|--workload)[ =](tpch|alibaba|mixed)\b")
+SHARED = re.compile(r"\.\./shared/data/(\w+)")
+
+TRACES: dict[str, tuple[str, Callable[[], Path | None], str]] = {
+    "tpch": ("TPC-H's traces", default_tpch_dir, "IDLEGATE_TPCH_DIR"),
+    "alibaba": ("Alibaba's trace", default_alibaba_dir, "IDLEGATE_ALIBABA_DIR"),
+}
+"""The data sets a workload reads: what they are, where the simulator finds them, and the
+variable that names them."""
 
 WORDS = [
     "zero",
@@ -92,6 +111,8 @@ class Report:
     json: Any = None
     table: list[list[str]] = field(default_factory=list)
     error: str | None = None
+    text: str = ""
+    """Its standard output."""
 
     def row(self, name: str) -> list[str]:
         for cells in self.table[2:]:
@@ -137,6 +158,29 @@ class Finding:
         return f"{self.where}: documented {self.documented!r}, now {self.now!r}"
 
 
+def data_missing(command: str) -> str | None:
+    """Why `command` cannot run here for want of its data (None: it has what it needs)."""
+    # mixed takes TPC-H's DAGs when it finds them, and other figures when it does not
+    tpch_like = "dags=tpch-like" in command or "dags tpch-like" in command
+    needed = {
+        "tpch" if w == "mixed" else w
+        for w in WORKLOAD.findall(command)
+        if not (w == "mixed" and tpch_like)
+    }
+    for name in sorted(needed):
+        what, find, variable = TRACES[name]
+        if find() is None:
+            where = shared_data_dir(name) or Path("../shared/data", name)
+            return f"needs {what}, not found ({where} is absent; set {variable})"
+    for name in sorted(set(SHARED.findall(command))):
+        # the command's own path, and hidden as every test's is ($IDLEGATE_SHARED_DATA)
+        own, seen = BESIDE / name, shared_data_dir(name)
+        if not own.is_dir() or seen is None or not seen.is_dir():
+            hidden = f" or hidden by {SHARED_ENV_VAR}" if own.is_dir() else ""
+            return f"needs ../shared/data/{name}, absent{hidden}"
+    return None
+
+
 def _plain(cell: str) -> str:
     return cell.strip().strip("*").strip()
 
@@ -177,11 +221,11 @@ def _report(stdout: str, out_dir: Path | None, started: float) -> Report:
         if not jsons and not mds:
             return Report(error=f"it wrote no .json or .md into {out_dir}")
         data = json_module.loads(jsons[0].read_text()) if jsons else None
-        return Report(json=data, table=table_of(mds[0].read_text()) if mds else [])
+        return Report(json=data, table=table_of(mds[0].read_text()) if mds else [], text=stdout)
     try:
-        return Report(json=json_module.loads(stdout))
+        return Report(json=json_module.loads(stdout), text=stdout)
     except ValueError:
-        return Report(table=table_of(stdout))
+        return Report(table=table_of(stdout), text=stdout)
 
 
 def table_of(markdown: str) -> list[list[str]]:
@@ -226,6 +270,12 @@ def _namespace(report: Report) -> dict[str, Any]:
     def lower_on(row: str, other: str) -> int:
         return sum(g < 0 for g in gaps(row, other))
 
+    def find(pattern: str) -> str:
+        found = re.search(pattern, report.text)
+        if found is None:
+            raise IdlegateError(f"the run's output has no match of {pattern!r}")
+        return found[1] if found.groups() else found[0]
+
     def estimate(d: dict[str, Any], digits: int = 1, scale: float = 1.0) -> str:
         return fmt_estimate(_estimate(d), digits, scale)
 
@@ -237,6 +287,8 @@ def _namespace(report: Report) -> dict[str, Any]:
         "summary": summary,
         "gaps": gaps,
         "lower_on": lower_on,
+        "text": report.text,
+        "find": find,
         "number": fmt_number,
         "estimate": estimate,
         "change": lambda d: fmt_change(_estimate(d)),
@@ -356,10 +408,15 @@ def main(argv: list[str] | None = None, run: Callable[[Run], Report] = run_comma
     args = parser.parse_args(argv)
     cache: dict[str, Report] = {}
     skipped: set[str] = set()
+    absent: dict[str, str] = {}  # run name → why its data is absent
 
     def report_of(r: Run) -> Report | None:
         if r.slow and not args.slow:
             skipped.add(r.name)
+            return None
+        why = data_missing(r.command)
+        if why is not None:
+            absent[r.name] = why
             return None
         if r.command not in cache:
             print(f"running {r.name}: {r.command}", file=sys.stderr, flush=True)
@@ -384,12 +441,15 @@ def main(argv: list[str] | None = None, run: Callable[[Run], Report] = run_comma
         parser.exit(1, f"Error: {one_line(exc)}\n")
     for f in findings:
         print(f)
+    for name, why in sorted(absent.items()):
+        print(f"run {name} skipped, its figures not checked: {why}")
     moved = sum(f.now is not None for f in findings)
     print(
         f"{checked - moved} of {checked} figures match"
         + (f"; {moved} moved" + (" (written in)" if args.fix else "") if moved else "")
         + (f"; {len(findings) - moved} not checked" if len(findings) > moved else "")
         + (f"; slow runs skipped (--slow): {', '.join(sorted(skipped))}" if skipped else "")
+        + (f"; runs skipped, data absent: {', '.join(sorted(absent))}" if absent else "")
     )
     return 1 if findings and not (args.fix and all(f.now is not None for f in findings)) else 0
 

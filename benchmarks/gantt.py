@@ -7,7 +7,10 @@ Both schedules are runs of the simulator (`simulate(..., record_tasks=True, trac
 with a heuristic, or the same heuristic told to idle A once; nothing is drawn by hand::
 
     .venv/bin/python benchmarks/gantt.py                # writes out/idle-slot.png
-    .venv/bin/python benchmarks/gantt.py --out docs/img/idle-slot.png   # redraws the README's
+    make docs-images                                    # redraws the README's docs/img copy
+
+A command a user copies from the README writes under out/ only (tests/test_readme.py); the
+tracked picture is redrawn on purpose, by its maintainer, with the Makefile's target.
 """
 
 from __future__ import annotations

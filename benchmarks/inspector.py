@@ -39,6 +39,7 @@ from idlegate.errors import IdlegateError
 from idlegate.policy import SchedulerSpec, make_scheduler
 from idlegate.policy.inspector import FEATURE_NAMES, WAIT_SCALE, InspectorScheduler, log_scaled
 from idlegate.policy.rigid import make_base
+from idlegate.sim.datadirs import shared_data_dir
 from idlegate.sim.engine import simulate
 from idlegate.sim.metrics import RunMetrics, mean_ci, run_metrics
 from idlegate.sim.protocol import Scheduler
@@ -46,7 +47,9 @@ from idlegate.sim.swf import read_swf, trace_part
 from idlegate.sim.workloads import build_workload
 from idlegate.training.inspector import lublin_window
 
-DEFAULT_TRACE = Path(__file__).resolve().parents[2] / "shared" / "data" / "swf" / "lublin_256.swf"
+# ../shared/data/swf beside the checkout, or under $IDLEGATE_SHARED_DATA (CI hides it so);
+# (outside a checkout, as seen from where it runs)
+DEFAULT_TRACE = (shared_data_dir("swf") or Path("../shared/data/swf")) / "lublin_256.swf"
 SEQUENCE = 256
 TRAIN_FRACTION = 0.2
 

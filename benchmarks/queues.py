@@ -6,11 +6,13 @@ admission and plain DRF, on held-out seeds (issue 59's targets; docs/queues.md).
 
 Scenarios (`-w teams`, three teams of equal quota on 30 executors, TPC-H-like DAGs at load
 0.85 in all, `--jobs` workflows a steady team): ``flood`` (the first team submits five times
-as many at t = 0) and ``large`` (the first team's stream carries one workflow of 30 times
+as many at t = 0), ``flood100`` (it submits 100 at t = 0) and ``large`` (the first team's stream carries one workflow of 30 times
 its mean work), with a wait bound of `--bound` seconds on every queue but a flooding
 team's (a backlog of five times its share cannot meet one: docs/queues.md). Rows, each on the same arrivals per seed:
 
 * ``queues:POLICY``: idlegate's admission in front of POLICY (srpt by default);
+* ``pooled:POLICY``: idlegate's admission with POLICY asked of the whole pool, its caps
+  over every workflow (the admission before its policy was scoped to the queue);
 * ``one-queue:POLICY``: the same policy on today's single queue (``admission?mode=none``);
 * ``kueue:fifo``: whole workflows admitted against quota, BestEffortFIFO, pods in order;
 * ``drf:POLICY``: plain dominant-resource fairness across queues.
@@ -38,13 +40,16 @@ from idlegate.sim.engine import Engine, Workload, simulate
 from idlegate.sim.queue_metrics import jain, queue_figures, queue_jcts, replay_alone, rho
 from idlegate.sim.workloads import build_workload
 
-SCENARIOS = ("flood", "large")
+SCENARIOS = ("flood", "large", "flood100")
+FLOOD = 100
+"""Workflows the flooding team submits at once in ``flood100``."""
 
 
 def rows(policy: str) -> dict[str, str]:
     """Row label → scheduler spec."""
     return {
         f"queues:{policy}": policy,
+        f"pooled:{policy}": f"admission?mode=pooled:{policy}",
         f"one-queue:{policy}": f"admission?mode=none:{policy}",
         "kueue:fifo": "admission?mode=kueue:fifo",
         f"drf:{policy}": f"admission?mode=drf:{policy}",
@@ -84,7 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first-seed", type=int, default=1000)
     parser.add_argument("--policy", default="srpt")
     parser.add_argument("--bound", type=float, default=600.0, help="wait bound (s)")
-    parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument("--scenarios", default="flood,large", help=f"of {', '.join(SCENARIOS)}")
+    parser.add_argument(
+        "--rows", help="only the rows whose label starts with one of these (comma-separated)"
+    )
     parser.add_argument("--jobs", type=int, default=60, help="workflows a steady team sends")
     parser.add_argument("--json", help="write every figure here")
     parser.add_argument("--cost", action="store_true", help="a question's cost, 20 queues")
@@ -94,16 +102,26 @@ def main(argv: list[str] | None = None) -> int:
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     out: dict[str, Any] = {}
     scenarios = args.scenarios.split(",")
-    total = len(scenarios) * len(rows(args.policy)) * len(seeds)
+    wanted = args.rows.split(",") if args.rows else [""]
+    chosen = {
+        label: spec
+        for label, spec in rows(args.policy).items()
+        if any(label.startswith(w) for w in wanted)
+    }
+    total = len(scenarios) * len(chosen) * len(seeds)
     done = 0
     with stderr_progress("simulating", total) as bar:
         for scenario in scenarios:
             out[scenario] = {}
-            for label, spec in rows(args.policy).items():
+            for label, spec in chosen.items():
                 per_seed = []
                 for seed in seeds:
                     workload = build_workload(
-                        "teams", seed, scenario=scenario, wait_bound=args.bound, num_jobs=args.jobs
+                        "teams",
+                        seed,
+                        wait_bound=args.bound,
+                        num_jobs=args.jobs,
+                        **scenes(scenario, args.jobs),
                     )
                     per_seed.append(run_row(workload, spec, seed))
                     done += 1
@@ -115,6 +133,14 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(out, f, indent=1)
     return 0
+
+
+def scenes(scenario: str, jobs: int) -> dict[str, Any]:
+    """The `teams` workload's options of a scenario (``flood100``: a flood of `FLOOD`
+    workflows, whatever the steady teams' count)."""
+    if scenario == "flood100":
+        return {"scenario": "flood", "flood": FLOOD / jobs}
+    return {"scenario": scenario}
 
 
 def _mean(values: list[float]) -> float:

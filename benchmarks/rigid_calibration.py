@@ -37,12 +37,15 @@ from typing import Any
 
 from idlegate.errors import IdlegateError
 from idlegate.policy import make_scheduler
+from idlegate.sim.datadirs import shared_data_dir
 from idlegate.sim.engine import Workload, simulate
 from idlegate.sim.metrics import run_metrics
 from idlegate.sim.swf import read_swf
 from idlegate.sim.workloads import build_workload
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "swf"
+# ../shared/data/swf beside the checkout, or under $IDLEGATE_SHARED_DATA (CI hides it so);
+# (outside a checkout, as seen from where it runs)
+DATA = shared_data_dir("swf") or Path("../shared/data/swf")
 DEFAULT_TRACE = DATA / "lublin_256.swf"
 DEFAULT_REFERENCE = DATA / "lublin_256.si-reference.json"
 AGREE = 1e-3

@@ -12,8 +12,9 @@ import yaml
 from idlegate.api.argo_pods import NODE_ID, NODE_NAME, WORKFLOW_LABEL
 from idlegate.api.labels import GATE
 from idlegate.sim.argo.status import node_id
+from tests.helpers import shared_path
 
-ARGO_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "argo"
+ARGO_DATA = shared_path("argo")
 EXAMPLES = ARGO_DATA / "examples"
 RECORDED = ARGO_DATA / "controller-testdata"
 WORKFLOW_CRD = ARGO_DATA / "crds" / "argoproj.io_workflows.yaml"
@@ -23,7 +24,10 @@ WORKFLOW_CRD = ARGO_DATA / "crds" / "argoproj.io_workflows.yaml"
 def need(path: Path) -> Path:
     """`path`, or skip the test when ../shared/data/argo is absent."""
     if not path.exists():
-        pytest.skip(f"Argo's material not found at {path.resolve()} (../shared/data is absent)")
+        pytest.skip(
+            f"Argo's material not found at {path.resolve()} (../shared/data is absent, or "
+            "hidden by IDLEGATE_SHARED_DATA)"
+        )
     return path
 
 

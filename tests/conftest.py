@@ -9,6 +9,16 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
+# which tests read ../shared/data (make test-without-data): tests/data_tests.py
+from tests.data_tests import (  # noqa: F401 (pytest finds hooks by their names here)
+    pytest_addoption,
+    pytest_collection_modifyitems,
+    pytest_configure,
+    pytest_fixture_setup,
+    pytest_runtest_protocol,
+    pytest_sessionfinish,
+)
+
 # Property tests judge what they generate, never how fast: no per-example deadline and no
 # health check that fails a test for slow generation (a loaded machine is no defect). A test's
 # own @settings still overrides the rest (its number of examples).

@@ -16,6 +16,7 @@ import pytest
 from idlegate.sim.alibaba import ENV_VAR as ALIBABA_ENV_VAR
 from idlegate.sim.alibaba import default_alibaba_dir
 from idlegate.sim.dag import Dag
+from idlegate.sim.datadirs import SHARED_ENV_VAR, shared_data_dir
 from idlegate.sim.engine import JobArrival, Workload
 from idlegate.sim.pool import identical_nodes
 from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision, Stage
@@ -177,13 +178,35 @@ def load_benchmark(name: str) -> ModuleType:
     return module
 
 
+def shared_path(name: str, *parts: str) -> Path:
+    """Where ``../shared/data/<name>/<parts>`` is, existing or not: under
+    ``$IDLEGATE_SHARED_DATA`` when it is set (`idlegate.sim.datadirs.shared_data_dir`), which
+    is how CI hides the data from the tests (``make test-without-data``). Tests find the
+    shared data through this function or `need_shared` only, never by a path of their own
+    (test_data_hidden checks), so that hiding it hides it from every test."""
+    base = shared_data_dir(name) or Path("..", "shared", "data", name)
+    return base.joinpath(*parts)
+
+
+def need_shared(name: str, *parts: str) -> Path:
+    """`shared_path(name, *parts)`, or skip the calling test saying what is missing."""
+    path = shared_path(name, *parts)
+    if not path.exists():
+        pytest.skip(
+            f"{path} not found: ../shared/data/{name} is absent (or hidden by "
+            f"{SHARED_ENV_VAR}); to run this test, set {SHARED_ENV_VAR} to a folder "
+            f"holding {name}/"
+        )
+    return path
+
+
 def tpch_traces() -> Path:
     """The TPC-H traces the simulator finds by itself (``IDLEGATE_TPCH_DIR``, else the
     checkout's ``../shared/data/tpch``: :func:`idlegate.sim.tpch.default_tpch_dir`), or skip
     the calling test saying how to provide them."""
     found = default_tpch_dir()
     if found is None or not found.is_dir():
-        where = "no checkout's ../shared/data/tpch" if found is None else f"{found} is missing"
+        where = f"{found or shared_path('tpch')} is absent"
         pytest.skip(f"TPC-H traces not found ({where}): set {ENV_VAR} to their directory")
     return found
 
@@ -194,7 +217,7 @@ def alibaba_trace() -> Path:
     provide it."""
     found = default_alibaba_dir()
     if found is None or not found.is_dir():
-        where = "no checkout's ../shared/data/alibaba" if found is None else f"{found} is missing"
+        where = f"{found or shared_path('alibaba')} is absent"
         pytest.skip(f"Alibaba trace not found ({where}): set {ALIBABA_ENV_VAR} to its directory")
     return found
 

@@ -7,7 +7,7 @@ import pytest
 
 from idlegate.errors import IdlegateError
 from idlegate.policy import make_scheduler
-from idlegate.sim.admission import Admitted
+from idlegate.sim.admission_baselines import Admitted
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import Engine, JobArrival, Workload, simulate
 from idlegate.sim.queue_metrics import allowed_overshoot, alone, queue_figures
@@ -125,18 +125,31 @@ def test_a_bound_passing_with_nothing_else_happening_still_starts_the_task():
     assert finish(result) == {"a": 17.0}  # started by the bound at t=7
 
 
-def test_kueue_admits_whole_workflows_in_arrival_order():
-    # quota 2: a 2-task job reserves it all; the 1-task job behind it waits although one
-    # executor of the pool is free (no borrowing from b while b has work)
+def chain(first: int, second: int, seconds: float) -> Dag:
+    """Two stages in a row: `first` tasks, then `second` tasks, each of `seconds`."""
+    return Dag(
+        ("s1", "s2"),
+        (first, second),
+        (seconds, seconds),
+        ((), (0,)),
+        ((1,), ()),
+        (False, False),
+    )
+
+
+def test_kueue_admits_whole_workflows_where_queues_admit_tasks():
+    # queue a: 2 pods, no borrowing. "chain" runs 1 task then 2: Kueue reserves its widest
+    # stage (2, all of a's quota) for its whole run, so "one" waits until it ends (t=20)
+    # although a pod of a's quota is idle meanwhile; idlegate's queues start "one" at t=0
     jobs = [
-        JobArrival(0.0, "wide", one(2, 10.0), queue="a"),
-        JobArrival(0.0, "narrow", one(1, 10.0), queue="a"),
-        JobArrival(0.0, "b", one(1, 30.0), queue="b"),
+        JobArrival(0.0, "chain", chain(1, 2, 10.0), queue="a"),
+        JobArrival(0.0, "one", one(1, 10.0), queue="a"),
     ]
-    result = run(jobs, [queue("a", 2), queue("b", 2)], spec="admission?mode=kueue:fifo")
-    done = finish(result)
-    assert done["wide"] == 10.0 and done["b"] == 30.0
-    assert done["narrow"] == 10.0  # borrowed b's idle second executor (b reserved only 1)
+    a = QueueSpec("a", pods(2), borrowing_limit={"pods": 0})  # (no borrowing: 0 kept)
+    kueue = finish(run(jobs, [a, queue("b", 2)], spec="admission?mode=kueue:fifo"))
+    assert kueue == {"chain": 20.0, "one": 30.0}
+    for spec in ("fifo", "admission?mode=drf:fifo", "admission?mode=none:fifo"):
+        assert finish(run(jobs, [a, queue("b", 2)], spec=spec)) == {"chain": 20.0, "one": 10.0}
 
 
 def test_drf_gives_the_next_task_to_the_queue_of_the_lowest_share():
@@ -166,13 +179,51 @@ def test_one_queue_with_no_quota_runs_as_no_queues():
 
 
 def test_a_fork_admits_as_its_origin_does():
-    workload = build_workload("teams", 4, scenario="flood", num_jobs=4)
+    workload = build_workload("teams", 4, scenario="flood", num_jobs=4, wait_bound=50)
     engine = Engine.for_workload(workload, make_scheduler("srpt"), 4)
     engine.run(until=200.0)
-    twin = engine.cluster.fork()
-    assert twin.admission is not None and twin.admission is not engine.cluster.admission
-    assert twin.admission.used == engine.cluster.admission.used
-    assert twin.can_schedule() == engine.cluster.can_schedule()
+    origin = engine.cluster
+    twin = origin.fork()
+    assert twin.admission is not None and twin.admission is not origin.admission
+    mine, theirs = origin.admission_result(), twin.admission_result()
+    assert mine is not None and theirs is not None
+    assert sum(len(q.waiting) for q in mine.queues) > 0  # (a state with work waiting)
+
+    def seen(result):  # (the result in names: the fork's jobs are copies)
+        return [
+            (
+                q.name,
+                q.used,
+                q.borrowed,
+                q.lent,
+                q.share,
+                q.oldest_wait,
+                q.why,
+                [
+                    (
+                        w.job.name,
+                        w.position,
+                        sorted((s.name, n) for s, n in w.may_start.items()),
+                        w.reason,
+                        w.message,
+                    )
+                    for w in q.waiting
+                ],
+            )
+            for q in result.queues
+        ]
+
+    assert seen(theirs) == seen(mine)
+    names = {j.id: j.name for j in origin.jobs}
+    for queue_since, twin_since in zip(
+        origin.admission.waits_since, twin.admission.waits_since, strict=True
+    ):
+        assert [(names[s.job.id], s.index, t) for s, t in queue_since.items()] == [
+            (names[s.job.id], s.index, t) for s, t in twin_since.items()
+        ]
+    # and the fork goes on as its origin does
+    a, b = origin.fork(), origin.fork()
+    assert a.can_schedule() == b.can_schedule() == origin.can_schedule()
 
 
 def test_alone_is_the_queues_workflows_on_its_quota():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -15,22 +14,17 @@ from idlegate.evaluation.comparison import CompareConfig, WorkloadOptions, build
 from idlegate.evaluation.setting import describe_setting
 from idlegate.policy import make_scheduler
 from idlegate.sim.workloads import interarrival_for_load, mean_job_work, workload_config
+from tests.helpers import need_shared, tpch_traces
 
 runner = CliRunner()
 
 SMALL = ["--workload", "synthetic", "--jobs-count", "30", "--schedulers", "fifo,fair"]
-SHARED_TPCH = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "tpch"
-SHARED_SWF = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "swf"
 RIGID = ["--schedulers", "fcfs,easy:fcfs,strict:sjf,easy:sjf,reject:sjf", "--seeds", "2"]
 RIGID_HEADERS = ("avg wait (s)", "avg bsld", "max bsld", "utilisation (%)", "avg bsld vs fcfs")
 
 
 def _tpch_dir() -> Path:
-    env = os.environ.get("IDLEGATE_TPCH_DIR")
-    path = Path(env) if env else SHARED_TPCH
-    if not path.is_dir():
-        pytest.skip(f"TPC-H traces not found at {path.resolve()}; set IDLEGATE_TPCH_DIR")
-    return path
+    return tpch_traces()
 
 
 def test_compare_json_is_one_document_with_the_setting(tmp_path):
@@ -62,7 +56,11 @@ def test_compare_table_says_what_it_measured():
     text = " ".join(r.stdout.split())
     assert "4 executors, 30 jobs per seed, mean interarrival 40 s" in text
     assert "jobs: two-type jobs (generated, no trace files)" in text
-    assert "overhead (%)" in text
+    # the header "overhead (%)" over two lines, right-aligned as its column
+    lines = r.stdout.splitlines()
+    top = next(i for i, line in enumerate(lines) if "overhead" in line)
+    end = lines[top].index("overhead") + len("overhead")
+    assert lines[top + 1][end - 3 : end] == "(%)"
 
 
 def test_tpch_setting_names_the_sizes_and_the_directory():
@@ -114,9 +112,7 @@ def test_compare_lublin_shows_the_rigid_metrics(tmp_path):
 
 
 def test_compare_swf_trace_shows_the_rigid_metrics(tmp_path):
-    trace = SHARED_SWF / "lublin_256.swf"
-    if not trace.is_file():
-        pytest.skip(f"SWF sample not found at {trace.resolve()} (../shared/data is absent)")
+    trace = need_shared("swf", "lublin_256.swf")
     out = tmp_path / "swf"
     args = ["compare", "--workload", "swf", "--file", str(trace), *RIGID, "--jobs-count", "64"]
     r = runner.invoke(app, [*args, "--out", str(out)])

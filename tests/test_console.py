@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,8 @@ from idlegate import progress
 from idlegate.cli import app
 from idlegate.evaluation.console import render_followed
 from idlegate.progress import clock_text, status, stderr_progress
+
+ROOT = Path(__file__).resolve().parents[1]
 
 ROUND = {
     "at": 180.0,
@@ -219,3 +222,31 @@ def test_compare_piped_writes_its_progress_lines_on_stderr(
     lines = r.stderr.splitlines()
     assert lines[-1].startswith("simulating: 2/2 (100 %), ") and "left" in lines[-1]
     assert "simulating" not in r.stdout
+
+
+README_DEMO = re.compile(
+    r"<!-- BEGIN make demo table -->\n(.*?)<!-- END make demo table -->", re.DOTALL
+)
+
+
+def test_the_demo_table_fits_100_columns_with_each_row_on_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the demo, small, printing the README's cells (the full demo's, widest included): its
+    # box was 120 wide and broke eight rows' last cell over two lines
+    from idlegate import cli
+    from idlegate.evaluation import console
+
+    lines = README_DEMO.search((ROOT / "README.md").read_text(encoding="utf-8"))[1].splitlines()
+    readme = [[c.strip().strip("*") for c in line.strip("|").split("|")] for line in lines[2:]]
+    monkeypatch.setattr(console, "table_rows", lambda cmp: readme)
+    monkeypatch.setattr(cli, "DEMO_SEEDS", 2)
+    monkeypatch.setattr(cli, "DEMO_STREAMED_JOBS", 4)
+    monkeypatch.setattr(cli, "DEMO_EXECUTORS", 10)
+    r = CliRunner().invoke(app, ["demo", "--out", str(tmp_path), "--jobs", "1"])
+    assert r.exit_code == 0, r.output
+    printed = r.stdout.splitlines()
+    assert max(map(len, printed)) <= 100, "\n".join(p for p in printed if len(p) > 100)
+    for cells in readme:
+        row = next(p for p in printed if p.startswith(f"{cells[0]} "))
+        assert row.split() == " ".join(cells).split()  # every cell, in order, on its line

@@ -122,13 +122,106 @@ def test_a_report_is_what_the_command_just_wrote_into_its_out(tmp_path: Path) ->
 
 
 @pytest.mark.parametrize("page", docs_figures.pages([]), ids=lambda p: p.name)
-def test_every_marker_of_the_pages_names_a_run_and_parses(page: Path) -> None:
+def test_every_figure_of_the_pages_is_checked_against_its_run(page: Path) -> None:
+    # every run is asked for (with --slow), and every figure and table is compared with
+    # its run's report: here each run fails, so each figure is named as not checked
     text = page.read_text(encoding="utf-8")
-    docs_figures.check_page(page, text, lambda run: None)  # raises on a run not marked
+    asked: list[str] = []
+
+    def failing(run):
+        asked.append(run.name)
+        return docs_figures.Report(error="not run here")
+
+    _, findings, _ = docs_figures.check_page(page, text, failing)
     for _, expression, _ in docs_figures.FIGURE.findall(text):
         compile(expression, str(page), "eval")
     opened = text.count("<!-- figure ")
     assert opened == len(docs_figures.FIGURE.findall(text)), "a figure without its <!-- /figure -->"
+    figures = {
+        f"{page}:{docs_figures._line(text, m.start())}" for m in docs_figures.FIGURE.finditer(text)
+    }
+    tables = {
+        f"{page}:{docs_figures._line(text, m.start())}" for m in docs_figures.TABLE.finditer(text)
+    }
+    assert figures | tables <= {f.where for f in findings if "not run here" in f.why}
+    used = set(docs_figures.MARKED.findall(text)) | {
+        m[1] for m in docs_figures.FIGURE.finditer(text)
+    }
+    assert used <= set(asked)
+
+
+def test_a_marked_figure_is_rerun_and_a_changed_number_is_moved(tmp_path: Path, capsys) -> None:
+    # the real runner: the page's command runs (from the repository's root) and its report
+    # is compared with the text; 3.4 is not what it prints
+    page = tmp_path / "page.md"
+    page.write_text(
+        "<!-- run n: echo '{\"x\": 3.46}' -->\n"
+        'x is <!-- figure n: number(json["x"]) -->3.4<!-- /figure --> and '
+        '<!-- figure n: number(json["x"], 2) -->3.46<!-- /figure -->.\n'
+    )
+    assert docs_figures.main([str(page)]) == 1
+    out = capsys.readouterr().out
+    assert f"{page}:2: documented '3.4', now '3.5'" in out
+    assert "1 of 2 figures match; 1 moved" in out
+    assert docs_figures.main([str(page), "--fix"]) == 0
+    assert "-->3.5<!--" in page.read_text()
+    assert docs_figures.main([str(page)]) == 0
+    assert "2 of 2 figures match" in capsys.readouterr().out
+
+
+def test_a_failing_command_is_named_with_its_last_line(tmp_path: Path, capsys) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "<!-- run n: echo 'Error: no such workload' >&2; exit 3 -->\n"
+        'x <!-- figure n: number(json["x"]) -->3.4<!-- /figure -->\n'
+    )
+    assert docs_figures.main([str(page)]) == 1
+    assert "not checked: run n: it failed (exit 3): Error: no such workload" in (
+        capsys.readouterr().out
+    )
+
+
+@pytest.fixture()
+def no_data(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """The data hidden, as on a fresh clone (an empty IDLEGATE_SHARED_DATA)."""
+    monkeypatch.delenv("IDLEGATE_TPCH_DIR", raising=False)
+    monkeypatch.delenv("IDLEGATE_ALIBABA_DIR", raising=False)
+    monkeypatch.setenv("IDLEGATE_SHARED_DATA", str(tmp_path / "none"))
+    return tmp_path / "none"
+
+
+def test_a_run_whose_data_is_absent_is_skipped_with_why(no_data: Path, tmp_path, capsys) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "<!-- run ali: idlegate simulate -w alibaba --jobs-count 100 --json -->\n"
+        '<!-- figure ali: number(json["avg_jct"], 0) -->10,550<!-- /figure -->\n'
+        "<!-- run n: echo '{\"x\": 3.4}' -->\n"
+        '<!-- figure n: number(json["x"]) -->3.4<!-- /figure -->\n'
+    )
+    assert docs_figures.main([str(page)]) == 0  # passes on what it could run
+    out = capsys.readouterr().out
+    assert (
+        "run ali skipped, its figures not checked: needs Alibaba's trace, not found "
+        f"({no_data / 'alibaba'} is absent; set IDLEGATE_ALIBABA_DIR)"
+    ) in out
+    assert "1 of 1 figures match; runs skipped, data absent: ali" in out
+
+
+def test_which_commands_need_data(no_data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    missing = docs_figures.data_missing
+    assert missing("idlegate compare -w k8s-batch --seeds 2") is None
+    assert "needs TPC-H's traces" in (missing("idlegate simulate --workload tpch") or "")
+    assert "needs TPC-H's traces" in (missing("idlegate compare -w mixed") or "")
+    assert missing("idlegate compare -w mixed -o dags=tpch-like") is None
+    assert missing("idlegate compare -w swf --file ../shared/data/swf/lublin_256.swf") == (
+        "needs ../shared/data/swf, absent or hidden by IDLEGATE_SHARED_DATA"
+        if (docs_figures.BESIDE / "swf").is_dir()
+        else "needs ../shared/data/swf, absent"
+    )
+    (no_data / "tpch").mkdir(parents=True)
+    assert missing("idlegate simulate -w tpch") is None
+    monkeypatch.setenv("IDLEGATE_ALIBABA_DIR", str(no_data / "tpch"))
+    assert missing("idlegate simulate -w alibaba") is None
 
 
 def test_the_checked_pages_quote_the_figures_of_issue_60() -> None:

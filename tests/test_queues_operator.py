@@ -62,28 +62,54 @@ def admission(raw: list[dict], pods: int = 4, **resources: str) -> Admission:
     return Admission(queues_from(raw), capacity, names)
 
 
+def cpu_pool(*queues: dict, pods: int = 10, **waiting: int):
+    """A pool of `pods` pods and 8 CPU whose queues `queues` have each `waiting[name]` one-CPU
+    workflows, after a round of fifo (what starts, starts)."""
+    from idlegate.policy import make_scheduler
+    from idlegate.sim.cluster import Cluster
+    from idlegate.sim.dag import Dag
+    from idlegate.sim.engine import decision_round
+    from idlegate.sim.spec import parse_workflow
+
+    cluster = Cluster(pods, resources=ResourceVector.parse("cpu=8"))
+    specs = queues_from(list(queues))
+    cluster.admission = Admission(specs, cluster.capacity, cluster.resource_names)
+    one = {"name": "s", "tasks": 1, "taskDurationSeconds": 10, "resources": {"cpu": "1"}}
+    for q, spec in enumerate(specs):
+        for _ in range(waiting.get(spec.name.replace("-", "_"), 0)):
+            cluster.add_job(Dag.from_spec(parse_workflow({"stages": [one]})), 0.0).queue = q
+    list(decision_round(cluster, make_scheduler("fifo"), 0.0))
+    return cluster
+
+
 def test_why_waiting_says_which_limit_holds_the_queue():
-    adm = admission(
-        [
-            {"name": "data-eng", "nominal": {"pods": 2, "cpu": 4}, "borrowingLimit": {"cpu": 1}},
-            {"name": "ml", "nominal": {"pods": 2}},
-        ],
-        cpu="8",
+    data_eng = {"name": "data-eng", "nominal": {"cpu": 4}, "borrowingLimit": {"cpu": 1}}
+    ml = {"name": "ml", "nominal": {"cpu": 4}}
+    # ml idle: data-eng runs its 4 and borrows 1, its sixth waits at its limit
+    cluster = cpu_pool(data_eng, ml, data_eng=6)
+    assert cluster.admission is not None
+    assert why_waiting(cluster.admission, 0) == (
+        "queue data-eng: cpu 5/4 used, borrowing limit reached"
     )
-    assert (
-        why_waiting(adm, 0) is None  # (within its quota: the pool's or policy's reason)
+    assert why_waiting(cluster.admission, 1) is None  # (nothing waits)
+    # both hungry at their quotas: nothing idle to borrow for either
+    cluster = cpu_pool(data_eng, ml, data_eng=5, ml=5)
+    assert cluster.admission is not None
+    assert [j.held for j in cluster.jobs].count(1) == 8
+    assert why_waiting(cluster.admission, 0) == (
+        "queue data-eng: cpu 4/4 used, nothing idle to borrow in the cohort"
     )
-    adm.used[0] = [1000.0, 4000.0]  # (milli-units: one pod, 4 cpu)
-    assert (
-        why_waiting(adm, 0) == "queue data-eng: cpu 4/4 used, nothing idle to borrow in the cohort"
+    assert why_waiting(cluster.admission, 1) == (
+        "queue ml: cpu 4/4 used, nothing idle to borrow in the cohort"
     )
-    adm.used[0] = [1000.0, 5000.0]
-    assert why_waiting(adm, 0) == "queue data-eng: cpu 5/4 used, borrowing limit reached"
-    adm.used[1] = [2000.0, 0.0]
-    assert why_waiting(adm, 1) == "queue ml: pods 2/2 used, nothing idle to borrow in the cohort"
-    adm = admission(TWO)
-    adm.used[0] = [3000.0]
-    assert why_waiting(adm, 0) == "queue a: pods 3/2 used, borrowing limit reached"
+    # within its quota the queue's reason is none: what holds it is the pool's (3 pods)
+    cluster = cpu_pool(data_eng, ml, pods=3, data_eng=4)
+    assert cluster.admission is not None
+    assert why_waiting(cluster.admission, 0) is None
+    result = cluster.admission_result()
+    assert result is not None
+    (waits,) = result.queues[0].waiting
+    assert waits.reason is not None and waits.reason.value == "WaitingForExecutors"
     assert bound_hit(admission([{"name": "a", "waitBound": 60}]), 0, 100.0, 112.5) == (
         "queue a: a task that waited past its 60 s bound started first, 12.5 s after the bound"
     )

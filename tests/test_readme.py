@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer.core
@@ -217,8 +218,35 @@ def _written(text: str) -> Iterator[str]:
             flag, _, value = word.partition("=")
             if flag in outputs and (value or i + 1 < len(words)):
                 yield value or words[i + 1]
+        yield from _positional_outputs(found, words)
+    # the scripts' (benchmarks/gantt.py --out)
+    for match in re.finditer(r"\bpython3?\b([^\n`|;&]*)", _code(text)):
+        yield from re.findall(r"--out[ =]([^\s-][^\s]*)", match[1])
     for block in re.findall(r"```(?:sh|bash|shell)\n(.*?)```", text, re.DOTALL):
         yield from re.findall(r"(?<=\s)>\s*([^\s&|;`>]+)", block)
+
+
+def _positional_outputs(command: Any, words: list[str]) -> Iterator[str]:
+    """The words of `words` given to an output argument of `command` (export-onnx's
+    OUTPUT), counting positions past the options and their values."""
+    valued = {
+        o
+        for p in command.params
+        if p.param_type_name == "option" and not getattr(p, "is_flag", False)
+        for o in p.opts
+    }
+    positional, skip = [], False
+    for word in words:
+        if skip:
+            skip = False
+        elif word.startswith("-"):
+            skip = word in valued
+        else:
+            positional.append(word)
+    arguments = [p for p in command.params if p.param_type_name == "argument"]
+    for argument, word in zip(arguments, positional, strict=False):
+        if argument.name in OUTPUTS:
+            yield word
 
 
 @pytest.mark.parametrize("name", DOCUMENTS)
@@ -236,3 +264,10 @@ def test_the_check_of_written_paths_finds_them() -> None:
         "```\na -> b > c\n```\n"
     )
     assert list(_written(text)) == ["h.jsonl", "x.yaml", "out/advice", "y.json"]
+    # the README's picture once went over its tracked copy; an ONNX policy is OUTPUT
+    text = (
+        "by `.venv/bin/python benchmarks/gantt.py --out docs/img/idle-slot.png`\n"
+        "```sh\nidlegate export-onnx out/t/best.pt my.onnx\n"
+        "```\n"
+    )
+    assert sorted(_written(text)) == ["docs/img/idle-slot.png", "my.onnx"]

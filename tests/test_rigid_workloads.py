@@ -16,8 +16,9 @@ from idlegate.sim.lublin import LublinConfig, bucket_weights, lublin_jobs
 from idlegate.sim.metrics import job_metrics, run_metrics
 from idlegate.sim.swf import parse_swf, read_swf
 from idlegate.sim.workloads import build_workload
+from tests.helpers import shared_path
 
-LUBLIN_256 = Path(__file__).resolve().parents[2] / "shared" / "data" / "swf" / "lublin_256.swf"
+LUBLIN_256 = shared_path("swf", "lublin_256.swf")
 needs_sample = pytest.mark.skipif(
     not LUBLIN_256.is_file(), reason=f"the Lublin sample trace {LUBLIN_256} is not present"
 )

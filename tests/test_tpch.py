@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from pathlib import Path
 
@@ -23,20 +22,11 @@ from idlegate.sim.tpch import (
     parse_tpch_query,
 )
 from idlegate.sim.workloads import build_workload, mean_job_work, workload_config
-from tests.helpers import Scripted, fifo_rule
-
-SHARED_TPCH = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "tpch"
+from tests.helpers import Scripted, fifo_rule, tpch_traces
 
 
 def _trace_dir() -> Path:
-    env = os.environ.get(ENV_VAR)
-    path = Path(env) if env else SHARED_TPCH
-    if not path.is_dir():
-        pytest.skip(
-            f"TPC-H traces not found at {path.resolve()}; they live in ../shared/data "
-            "(see README), or set IDLEGATE_TPCH_DIR"
-        )
-    return path
+    return tpch_traces()
 
 
 @pytest.fixture(scope="module")

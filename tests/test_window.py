@@ -50,6 +50,7 @@ from idlegate.training.window import (
     train_window,
 )
 from idlegate.training.window_net import NumpyWindowNet, WindowNet
+from tests.helpers import shared_path
 
 
 def _add(cluster: Cluster, n: int, r: float, at: float) -> Job:
@@ -331,9 +332,7 @@ def test_benchmark_pairs_head_and_split(tmp_path: Path, capsys: pytest.CaptureFi
     assert "split-2 vs head-2: avg wait" in out and "lower wait on" in out
 
 
-SWF_SAMPLE = (
-    Path(__file__).resolve().parents[1].parent / "shared" / "data" / "swf" / "lublin_256.swf"
-)
+SWF_SAMPLE = shared_path("swf", "lublin_256.swf")
 
 
 @pytest.mark.skipif(not SWF_SAMPLE.is_file(), reason="needs ../shared/data/swf/lublin_256.swf")

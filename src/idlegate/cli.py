@@ -23,6 +23,7 @@ from rich.console import Console
 from idlegate import __version__
 from idlegate.api.podsecurity import Level
 from idlegate.api.status import HISTORY_SAMPLES
+from idlegate.dashboard.commands import register as register_dashboard
 from idlegate.errors import IdlegateError
 from idlegate.evaluation.advise import AdviseConfig
 from idlegate.evaluation.comparison import CompareConfig, WorkloadOptions, run_one
@@ -740,6 +741,9 @@ def evaluate(config: Given, out: OutOpt = None, ray: RayOpt = None) -> None:
     from idlegate.evaluation.console import run_cli
 
     run_cli(EvaluateConfig(**config), out, ray)
+
+
+register_dashboard(app)  # (`visibility` and `dashboard`: idlegate.dashboard.commands)
 
 
 def main(argv: list[str] | None = None) -> None:

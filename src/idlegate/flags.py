@@ -72,6 +72,7 @@ EXTRAS = {
     "ray": "ray",
     "ortools": "dev",
     "kmock": "dev",
+    "aiohttp": "operator",  # (kopf's, which `idlegate dashboard` serves with)
 }
 """Optional dependencies, by top-level module, and the extra of pyproject.toml that installs
 each."""

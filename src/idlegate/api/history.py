@@ -48,12 +48,18 @@ from idlegate.textfiles import read_stdin, read_text
 
 
 def history_workflow(
-    name: str, spec: WorkflowSpec, status: Mapping[str, Any], created: str | None = None
+    name: str,
+    spec: WorkflowSpec,
+    status: Mapping[str, Any],
+    created: str | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> HistoryWorkflow | None:
     """The record, named `name` (``namespace/name``), of a finished workflow from its status
     (None: it has not finished); `created` (its ``creationTimestamp``) is the arrival when
     the status does not give the one the operator measured from. Its policy is the spec
-    the pool ran (``scheduler``), else the rule that released its tasks last (``policy``)."""
+    the pool ran (``scheduler``), else the rule that released its tasks last (``policy``).
+    Its namespace (of `name`) and `labels` are kept: a replay places it in a queue by them
+    as the operator did (`idlegate.sim.queues.queue_of`)."""
     phase, jct = status.get("phase"), status.get("jctSeconds")
     if phase not in FINISHED or not isinstance(jct, int | float):
         return None
@@ -81,6 +87,8 @@ def history_workflow(
         outcome=phase,
         policy=status.get("scheduler") or status.get("policy") or None,
         pool_size=pool if isinstance(pool, int) and pool >= 1 else None,
+        namespace=name.split("/", 1)[0] if "/" in name else None,
+        labels=dict(labels) if labels else None,
     )
 
 
@@ -93,7 +101,9 @@ def object_history(obj: Mapping[str, Any]) -> HistoryWorkflow | None:
         return None
     name = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
     spec = parse_workflow(obj.get("spec"), f"DagWorkflow {name}: spec")
-    return history_workflow(name, spec, status, meta.get("creationTimestamp"))
+    labels = meta.get("labels")
+    kept = labels if isinstance(labels, Mapping) else None
+    return history_workflow(name, spec, status, meta.get("creationTimestamp"), kept)
 
 
 def _positive(values: Any) -> tuple[float, ...] | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 
+from idlegate.sim.queues import QUEUE_LABEL
 from idlegate.sim.spec import DNS_SUBDOMAIN_PATTERN
 
 _LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
@@ -33,8 +34,9 @@ HOSTNAME = "kubernetes.io/hostname"
 LABEL_POOL = "idlegate.io/pool"
 """Label on an Argo Workflow or an Airflow worker pod: the ExecutorPool it runs in (a
 DagWorkflow names it in spec.pool; :mod:`idlegate.api.routing`)."""
-LABEL_QUEUE = "idlegate.io/queue"
-"""Label on a workflow of any kind: the queue it asks for (:mod:`idlegate.api.routing`)."""
+LABEL_QUEUE = QUEUE_LABEL
+"""Label on a workflow of any kind: the queue it asks for (:mod:`idlegate.api.routing`;
+`idlegate.sim.queues.queue_of` places by it in both clocks)."""
 LABEL_CRON = "idlegate.io/cron-workflow"
 """Label on each run of a DagCronWorkflow: the name of the cron workflow that started it."""
 ANNOTATION_SCHEDULED = "idlegate.io/scheduled-time"

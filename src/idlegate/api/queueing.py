@@ -11,7 +11,8 @@ the operator's ``--queues`` (`QueueFile`). A workflow joins (`placement`):
    missing pool (condition ``PoolReady=False``, reason ``QueueNotFound``): nothing is lost,
    and it is admitted again when its pool's queues change;
 2. else the queue whose ``namespaces`` include its namespace;
-3. else the pool's default queue (`idlegate.sim.queues.queue_index` of None).
+3. else the pool's default queue; the rule is the simulator's too
+   (`idlegate.sim.queues.queue_of`, which `placement` calls).
 
 Pure: no kopf, no API, no clock.
 """
@@ -28,11 +29,12 @@ from idlegate.api.kinds import KIND
 from idlegate.api.labels import LABEL_QUEUE
 from idlegate.api.routing import NoPlaceError, Routing
 from idlegate.errors import IdlegateError
-from idlegate.sim.queues import QueueSpec, check_cohort, queue_index, queues_from, read_queues
+from idlegate.sim.queues import QueueSpec, check_cohort, queue_of, queues_from, read_queues
 from idlegate.sim.resources import MILLI, ResourceVector, format_quantities
 
 if TYPE_CHECKING:
     from idlegate.sim.admission import Admission
+    from idlegate.sim.admission_result import AdmissionResult
     from idlegate.sim.protocol import Job
 
 QUEUE_NOT_FOUND = "QueueNotFound"
@@ -95,8 +97,18 @@ class QueueNotFoundError(NoPlaceError):
         )
 
 
-def cohort_check(queues: Sequence[QueueSpec], pods: int, capacity: ResourceVector | None) -> None:
-    """`check_cohort` against a pool of `pods` executors and `capacity` (None: pods only)."""
+def cohort_check(
+    queues: Sequence[QueueSpec],
+    pods: int,
+    capacity: ResourceVector | None,
+    counted: Sequence[str] | None = None,
+) -> None:
+    """`check_cohort` against a pool of `pods` executors and `capacity` (None: pods only);
+    for a pool that follows its nodes, `counted` instead: the resources it counts
+    (`idlegate.api.nodes.counted`), whose names alone a quota is checked against."""
+    if counted is not None:
+        check_cohort(queues, counted=counted)
+        return
     pool = ResourceVector({**(capacity or {}), "pods": pods * MILLI})  # (pods once)
     check_cohort(queues, pool)
 
@@ -104,90 +116,57 @@ def cohort_check(queues: Sequence[QueueSpec], pods: int, capacity: ResourceVecto
 def placement(queues: Sequence[QueueSpec], routing: Routing, namespace: str, kind: str) -> int:
     """The index of the queue a workflow of `namespace` routed as `routing` joins (the
     module docstring's order); QueueNotFoundError if it names one `queues` lacks."""
-    if routing.queue is not None:
-        if routing.queue not in (q.name for q in queues):
-            raise QueueNotFoundError(routing.pool, routing.queue, queues, kind)
-        return queue_index(queues, routing.queue)
-    for i, q in enumerate(queues):
-        if namespace in q.namespaces:
-            return i
-    return queue_index(queues, None)
+    if routing.queue is not None and routing.queue not in (q.name for q in queues):
+        raise QueueNotFoundError(routing.pool, routing.queue, queues, kind)
+    return queue_of(queues, namespace, routing.queue)
 
 
-def _amounts(admission: Admission, q: int, row: Sequence[float]) -> dict[str, str]:
+def _amounts(
+    result: AdmissionResult, nominal: Sequence[float], row: Sequence[float]
+) -> dict[str, str]:
     return {
         d: format_quantities((int(v),), binary=d == "memory")[0]
-        for d, v, n in zip(admission.dims, row, admission.nominal[q], strict=True)
+        for d, v, n in zip(result.dims, row, nominal, strict=True)
         if n != inf or v
     }
 
 
 def why_waiting(admission: Admission, q: int) -> str | None:
-    """Why queue q's ready tasks wait, in one sentence from the admission's state: the first
-    resource where it is at its nominal quota and may borrow no further (``queue data-eng:
-    pods 10/10 used, borrowing limit reached``); None if it is within its quota (what
-    holds it back is the pool's, or its policy's)."""
-    name, dims = admission.queues[q].name, admission.dims
-    used, nominal, borrow = admission.used[q], admission.nominal[q], admission.borrow[q]
-    for i, d in enumerate(dims):
-        if nominal[i] == inf or used[i] < nominal[i]:
-            continue
-        have, own = format_quantities((int(used[i]), int(nominal[i])), binary=d == "memory")
-        if used[i] >= nominal[i] + borrow[i]:
-            limit = "borrowing limit reached" if borrow[i] else "no borrowing allowed"
-        else:
-            limit = "nothing idle to borrow in the cohort"
-        return f"queue {name}: {d} {have}/{own} used, {limit}"
-    return None
+    """Why queue q's ready tasks wait when that is the queue's (its quota, borrowing
+    limit, the cohort, or a wait bound's reservation), in one sentence: the admission's
+    own verdict for its first waiting workflow (`AdmissionResult`'s `QueueResult.why`,
+    e.g. ``queue data-eng: pods 10/10 used, borrowing limit reached``); None if it waits
+    for the pool or its policy (`AdmissionResult.of` says why each workflow waits)."""
+    return admission.why(q)
 
 
-def queue_status(admission: Admission, jobs: Sequence[Job], now: float) -> list[dict[str, Any]]:
-    """Each queue's entry of an ExecutorPool's ``status.queues``: what it uses, borrows and
-    lends now, its waiting workflows, the oldest wait (seconds) and its weighted share."""
-    waiting = [0] * len(admission.queues)
-    for job in jobs:
-        if job.runnable:
-            waiting[job.queue] += 1
-    oldest = [0.0] * len(admission.queues)
-    for stage, since in admission.since.items():
-        q = stage.job.queue
-        if stage.job.finish is None and stage.launched < stage.available:
-            oldest[q] = max(oldest[q], now - since)
-    n = len(admission.queues)
-    over = [
-        [
-            max(0.0, u - c) if c != inf else 0.0
-            for u, c in zip(admission.used[q], admission.nominal[q], strict=True)
-        ]
-        for q in range(n)
+def queue_status(
+    admission: Admission, jobs: Sequence[Job] = (), now: float | None = None
+) -> list[dict[str, Any]]:
+    """Each queue's entry of an ExecutorPool's ``status.queues`` (`status_rows` of the
+    admission's present result; `jobs` and `now` are the result's own, and ignored)."""
+    return status_rows(admission.result(), admission.nominal)
+
+
+def status_rows(
+    result: AdmissionResult, nominal: Sequence[Sequence[float]]
+) -> list[dict[str, Any]]:
+    """Each queue's entry of ``status.queues`` from `result`: what it uses, borrows and
+    lends now, its waiting workflows, the oldest wait (seconds) and its weighted share
+    (`nominal`: each queue's quota per resource, inf where it has none: a resource it
+    neither limits nor uses is left out)."""
+    return [
+        {
+            "name": r.name,
+            "used": _amounts(result, nominal[q], r.used),
+            "borrowed": _amounts(result, nominal[q], r.borrowed),
+            "lent": _amounts(result, nominal[q], r.lent),
+            "waiting": len(r.waiting),
+            "oldestWait": round(r.oldest_wait, 3),
+            "share": round(r.share, 4),
+        }
+        for q, r in enumerate(result.queues)
     ]
-    idle = [
-        [
-            max(0.0, c - u) if c != inf else 0.0
-            for u, c in zip(admission.used[q], admission.nominal[q], strict=True)
-        ]
-        for q in range(n)
-    ]
-    borrowed = [sum(col) for col in zip(*over, strict=True)]
-    spare = [sum(col) for col in zip(*idle, strict=True)]
-    out = []
-    for q, spec in enumerate(admission.queues):
-        # (what the cohort borrows is lent by the idle quotas in proportion, as the ledger counts)
-        lent = [
-            b * i / s if s > 0 else 0.0 for b, i, s in zip(borrowed, idle[q], spare, strict=True)
-        ]
-        out.append(
-            {
-                "name": spec.name,
-                "used": _amounts(admission, q, admission.used[q]),
-                "borrowed": _amounts(admission, q, over[q]),
-                "lent": _amounts(admission, q, lent),
-                "waiting": waiting[q],
-                "oldestWait": round(oldest[q], 3),
-                "share": round(admission.share(q), 4),
-            }
-        )
-    return out
 
 
 def queues_summary(status: Sequence[dict[str, Any]]) -> str:

@@ -176,6 +176,29 @@ class IdleSlot(_StatusModel):
     )
 
 
+class ForecastState(_StatusModel):
+    """When a waiting workflow is forecast to start and finish, with 80 % intervals, or why
+    it cannot be (`idlegate.api.forecast_status` reads and writes it)."""
+
+    computed_at: datetime = Field(description="When the forecast was made.")
+    position: int | None = Field(
+        default=None, ge=1, description="Its position in its queue then (1: first)."
+    )
+    start: datetime | None = Field(default=None, description="Forecast start.")
+    start_interval: list[datetime] | None = Field(
+        default=None, min_length=2, max_length=2, description="80 % interval of the start."
+    )
+    finish: datetime | None = Field(default=None, description="Forecast finish.")
+    finish_interval: list[datetime] | None = Field(
+        default=None, min_length=2, max_length=2, description="80 % interval of the finish."
+    )
+    unavailable: str | None = Field(
+        default=None,
+        max_length=MAX_MESSAGE,
+        description="Why no forecast could be computed (then no times are given).",
+    )
+
+
 class WorkflowStatus(_StatusModel):
     """Observed state of a DagWorkflow, written by the idlegate operator."""
 
@@ -253,6 +276,11 @@ class WorkflowStatus(_StatusModel):
         default=None,
         description="The finished workflow's record is in the operator's --history-file (it "
         "is written once: not again after a restart).",
+    )
+    forecast: ForecastState | None = Field(
+        default=None,
+        description="When the workflow is forecast to start and finish (docs/dashboard.md); "
+        "absent: no forecast yet.",
     )
     kopf: dict[str, Any] | None = Field(
         default=None, description="Reserved for kopf's own bookkeeping (progress of handlers)."

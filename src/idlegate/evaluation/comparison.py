@@ -45,7 +45,7 @@ from idlegate.sim.pool import identical_nodes
 from idlegate.sim.protocol import PodsGate, Scheduler
 from idlegate.sim.queue_files import check_named
 from idlegate.sim.queue_metrics import jain, queue_figures, replay_alone
-from idlegate.sim.queues import check_cohort, read_queues
+from idlegate.sim.queues import QUEUE_LABEL, check_cohort, read_queues
 from idlegate.sim.resources import MILLI, ResourceVector, check_requested
 from idlegate.sim.workloads import build_workload, workload_kind
 
@@ -321,7 +321,10 @@ def _with_queues(built: Workload, options: WorkloadOptions) -> Workload:
     pool = ResourceVector({**(built.resources or {}), "pods": built.num_executors * MILLI})
     check_cohort(queues, pool, where=str(path))
     source = options.path if options.path is not None else built.name
-    check_named(queues, str(path), ((f"{j.name!r} of {source}", j.queue) for j in built.jobs))
+    # (a queue named, by spec.queueName or its label, that the file lacks: refused before
+    # the run, naming the workflow and the file)
+    named = ((j, j.queue or (j.labels or {}).get(QUEUE_LABEL)) for j in built.jobs)
+    check_named(queues, str(path), ((f"{j.name!r} of {source}", q) for j, q in named))
     return replace(built, queues=queues)
 
 

@@ -124,6 +124,7 @@ class Operator:
         self._tasks: list[asyncio.Task[None]] = []
         self.kopf_log = KopfRetryLog()
         self.endpoints = Endpoints(self.metrics, self.readiness)
+        self.endpoints.pools = lambda: None if self.standby else self._pools  # (visibility)
         self.elector: leader.Elector | None = None
         """The leader election (--leader-election), from :meth:`start` on."""
         self.gate = WriteGate()

@@ -27,7 +27,7 @@ from idlegate.policy.lookahead import make_lookahead, planner_config
 from idlegate.policy.portfolio import make_portfolio, portfolio_config, portfolio_model_files
 from idlegate.policy.rigid import RIGID_SCHEDULERS, make_rigid
 from idlegate.policy.spec import SchedulerSpec
-from idlegate.sim.admission import Admitted
+from idlegate.sim.admission_baselines import Admitted
 from idlegate.sim.protocol import PodsGate, Scheduler
 
 SCHEDULERS["analytic"] = make_analytic
@@ -127,7 +127,7 @@ def _pods_gate(spec: SchedulerSpec, keywords: dict[str, Any]) -> Scheduler:
 
 
 def _admission(spec: SchedulerSpec, keywords: dict[str, Any]) -> Scheduler:
-    """``admission?mode=MODE:BASE`` (`idlegate.sim.admission.Admitted`)."""
+    """``admission?mode=MODE:BASE`` (`idlegate.sim.admission_baselines.Admitted`)."""
     reject_unknown(keywords, ["mode"], "admission")
     if spec.base is None or spec.base.kind == "admission":
         raise IdlegateError(f"{spec} needs one base scheduler, e.g. admission?mode=kueue:fifo")

@@ -218,6 +218,10 @@ def effect(view: ClusterView, action: Action) -> tuple[Any, ...]:
 class LookaheadScheduler:
     """`lookahead:BASE`: the rollout planner described in the module docstring."""
 
+    needs_cluster = True
+    """It forks the Cluster it is asked of: a pool's admission asks it of the whole cluster,
+    not of one queue's view (`idlegate.sim.admission`)."""
+
     def __init__(
         self,
         base: SchedulerFactory,

@@ -41,7 +41,8 @@ and five kinds whose argument is another spec, the BASE:
 * ``admission?mode=MODE:BASE``: in the simulator, BASE behind another admission of the
   workload's queues (`idlegate.sim.admission`): ``queues`` (idlegate's, what a workload
   with queues gets anyway), ``kueue`` (whole workflows against quota, BestEffortFIFO),
-  ``drf`` (plain dominant-resource fairness) or ``none`` (one queue, today's pool).
+  ``drf`` (plain dominant-resource fairness), ``pooled`` (idlegate's queues, the policy
+  asked of the whole pool rather than of each queue) or ``none`` (one queue, today's pool).
 
 **Parameters** ``?KEY=VALUE&KEY=VALUE`` belong to the spec they follow. A spec that wraps
 a BASE ends with that BASE, so its own parameters come right after its kind:

@@ -2,10 +2,12 @@
 
 Pure and clock-free, like `idlegate.sim.cluster`, which consults it (``Cluster.admission``)
 in both clocks: the simulator's engine and the operator's core. With no admission (one
-queue, no quotas) the cluster runs exactly as before. With one, at every question of a
-decision round it computes which runnable stages the policy may see and how many tasks
-each may start, then hides the others from ``job.runnable`` for that question: every
-rule, the learned policy and the portfolio decide unchanged among what it allows.
+queue, no quotas) the cluster runs exactly as before. With one, each question of a
+decision round runs the numbered phases below (as Kueue's ``schedule()``) over a snapshot
+kept from the jobs that changed (`idlegate.sim.admission_snapshot`), then asks the pool's
+policy once per queue it serves, with a view scoped to that queue
+(`idlegate.sim.admission_view`): every rule, the learned policy and the portfolio decide
+unchanged among what it allows.
 
 Semantics (mode ``queues``, idlegate's; the queues are `idlegate.sim.queues.QueueSpec`):
 
@@ -18,26 +20,73 @@ Semantics (mode ``queues``, idlegate's; the queues are `idlegate.sim.queues.Queu
   preemption).
 * A task of queue q with demand a may start *within its nominal quota* if U_q + a ≤ N_q,
   and *borrowing* if U_q + a ≤ N_q + B_q (B: borrowing limit) and Σ_{r≠q} claim_r + U_q + a
-  fits the cohort (the pool's capacity, or the quotas' sum if smaller), on every resource
-  a quota names. Whether it fits the free resources (and a node) stays the cluster's rule.
-* Order: (1) a *wait-bound* stage first (below); (2) the stages that may start within
-  their nominal quota, of every queue together, the policy choosing among them; (3) only
-  when there are none, borrowing, one task per question, for the queue of highest
-  priority, then lowest weighted dominant share (max over resources of U_q / cohort, over
-  its weight). Within a queue, only the stages of its workflows of the highest priority.
-* *The wait bound.* A stage's oldest ready task has waited since its stage became runnable
-  or its previous task started, whichever is later (a stage's tasks queue in order; a
-  deliberate idle slot counts as waiting). Past its queue's bound the task is *overdue*:
-  an idle slot it is in ends, and it starts before anything else as soon as it fits
-  within its queue's entitlement (the forced decision raises its job's cap by what it
-  starts). If it is entitled but the free resources do not hold it, room is reserved as
-  EASY backfilling reserves it for its head job: another task starts only if it leaves
-  that room free or its estimated end is before the *shadow time* (when the running
-  tasks' estimated ends free the room). If its queue is at its entitlement, the queue's
-  other stages wait behind it. So without preemption an overdue task waits past its
-  bound at most until the running tasks free its room.
+  fits the cohort (the pool's capacity as the cluster last told it, `set_capacity`, or
+  the quotas' sum if smaller), on every resource a quota names. Whether it fits the free
+  resources (and a node) stays the cluster's rule.
 
-Baselines, for `compare` (``admission?mode=…:BASE``):
+The phases of a question (`open`; the names are the code's):
+
+1. ``snapshot``: read the jobs that changed (their runnable stages by shape, the demand
+   of their ready tasks, when each stage began to wait); end the idle slots of tasks past
+   their bound.
+2. ``claims``: each queue's claim, and per queue the others' claims on the cohort.
+3. ``entitlement``: per queue and shape, the tasks it may start within its nominal quota
+   and in all (borrowing included); a shape its queue may not start has its reason here
+   (`Reason.BORROWING_LIMIT`, `Reason.COHORT_FULL`).
+4. ``wait bound``: a stage's oldest ready task has waited since its stage became runnable
+   or its previous task started, whichever is later (a deliberate idle slot counts as
+   waiting). Past its queue's bound the task is *overdue*: it starts before anything
+   else as soon as it fits within its queue's entitlement (the *forced* decision, made
+   without the policy, raises its job's cap by what it starts). If it is entitled but the
+   free resources do not hold it, room is reserved as EASY backfilling reserves it for
+   its head job: another task starts only if it leaves that room free or its estimated
+   end is before the *shadow time* (when the running tasks' estimated ends free the
+   room). If its queue is at its entitlement, the queue's other stages wait behind it
+   (`Reason.RESERVATION`).
+5. ``serve``: the queues served, in order: those with a stage startable within their
+   nominal quota, by priority then lowest weighted dominant share (max over resources of
+   U_q / cohort, over its weight); only when there are none, the one borrowing queue of
+   highest priority, then lowest share, which may start the tasks that keep its share
+   at most the next rival's (progressive filling, at least one task). Another queue's
+   stage beyond its nominal quota waits (`Reason.QUOTA`).
+6. ``priority``: within a served queue, only the stages of its workflows of the highest
+   priority among those it may start (`Reason.PRIORITY`).
+7. ``fit``: of those, what the reservation leaves (`Reason.RESERVATION`) and what the
+   free executors and resources hold (`Reason.NO_NODE_FITS`, `Reason.FREE_RESOURCES`).
+
+Then the policy is asked (`decide_once`), one served queue after another until one
+answers: for queue q with a `QueueView` whose jobs are q's and whose pool is q's
+entitlement now (nominal, or in the borrowing phase its usage plus what it may borrow,
+at most the pool), so a rule's caps and shares are over what the queue may use and a
+flood in one queue cannot shrink another's workflows' caps; its decision's cap is cut to
+the tasks phase 5 gives its stage. One queue with no quota is the cluster itself (its
+jobs, the pool), so it runs as no queues, bit for bit. A scheduler that plans on the
+whole Cluster (``needs_cluster``, the lookahead planner) is asked of the cluster with
+every stage the question does not allow hidden, as before.
+
+Why scoped views rather than one question over every queue's allowed stages: a rule's
+caps come from the jobs and the pool it is shown (fair's ceil(K / n)); shown the whole
+pool, a steady team's workflows were capped by the flood's count (ρ 4.75 with fair on a
+flood of 100, 0.75 scoped: docs/queues.md), and the team alone on its quota, which ρ
+compares with, is exactly what the view shows.
+
+The API a driver reads (the operator's status, conditions, Events, metrics, lint):
+
+* `Cluster.admission_result()` (`result`): one `AdmissionResult` per question (made once,
+  kept while the state is the same), from these phases' own verdicts: per queue
+  (`QueueResult`) its waiting workflows in order (`Waiting`: a position each, what it may
+  start, or its `Reason` and a sentence, never empty), its usage, borrowed and lent
+  amounts, share, oldest wait and the queue's own reason (`why`); `AdmissionResult.of(job)`
+  is one workflow's entry. Nothing works a reason out again.
+* `why(q)`: the queue's reason from its first waiting workflow's entry alone (the same
+  function), for a driver that asks once per waiting stage
+  (`idlegate.api.queueing.why_waiting`).
+* What it is told: `touch` (a job changed: the cluster's `touch` calls it), `use` and
+  `started` (tasks started or ended), `set_capacity` (the cluster's `capacity_changed`, on
+  every capacity a driver tells it: nodes read, added, removed). A driver that changes a
+  job's `queue` or `priority` after `add_job` touches it (`Cluster.touch`).
+
+Baselines, for `compare` (``admission?mode=…:BASE``, `idlegate.sim.admission_baselines`):
 
 * ``kueue``: a workflow is admitted whole (Kueue's Workload): it reserves its widest
   stage's demand (all its tasks at once, at most its queue's nominal quota) against its
@@ -47,47 +96,45 @@ Baselines, for `compare` (``admission?mode=…:BASE``):
   workflow could never admit one wider than its quota.
 * ``drf``: plain dominant-resource fairness across queues: one task per question, for
   the queue with a startable stage of the lowest weighted dominant share; no quotas.
+* ``pooled``: idlegate's queues with the policy asked of the whole pool (every queue's
+  allowed stages at once, caps over every workflow and the pool's size): the admission
+  before the policy was scoped to the queue, for the figures of docs/queues.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from math import inf
 from typing import TYPE_CHECKING, Any
 
-from idlegate.errors import IdlegateError
-from idlegate.sim.protocol import Action, Decision, Job, Launch, Scheduler, Stage, launchable
-from idlegate.sim.queues import QueueSpec, queue_index
+from idlegate.errors import IdlegateError, IllegalDecisionError
+from idlegate.sim import admission_baselines as baselines
+from idlegate.sim.admission_baselines import MODES
+from idlegate.sim.admission_ledger import Ledger, Usage
+from idlegate.sim.admission_result import (
+    AdmissionResult,
+    head_of,
+    queue_why,
+    reason_of,
+    result_of,
+)
+from idlegate.sim.admission_snapshot import Group, Snapshot, group_of, need_of
+from idlegate.sim.admission_view import QueueView
+from idlegate.sim.protocol import WAIT, Action, Decision, Job, Launch, Scheduler, Stage, launchable
+from idlegate.sim.queues import QueueSpec, check_counted
 from idlegate.sim.resources import MILLI, ResourceVector
 
 if TYPE_CHECKING:
     from idlegate.sim.cluster import Cluster
 
-MODES = ("queues", "kueue", "drf")
+_MANY = 1 << 30
+"""As many tasks as may be: the room of a resource no quota limits."""
 
 
-@dataclass
-class Ledger:
-    """What the admission saw, per queue, for the figures (`idlegate.sim.queue_metrics`)."""
-
-    waits: list[list[float]]
-    """Seconds each started task of the queue waited (the module's wait), in start order."""
-    overdue: list[tuple[int, float, float]] = field(default_factory=list)
-    """(queue, bound time, start) of every task started past its bound."""
-    borrowed: list[list[float]] = field(default_factory=list)
-    """Per queue and resource, unit-seconds used beyond its nominal quota."""
-    lent: list[list[float]] = field(default_factory=list)
-    """Per queue and resource, unit-seconds of its idle nominal quota others used."""
-    contended: float = 0.0
-    """Seconds with two or more queues holding ready tasks that wait."""
-    jain_area: float = 0.0
-    """∫ Jain's index of the waiting queues' weighted dominant shares over `contended`."""
-
-
-class Admission:
+class Admission(Usage):
     """A pool's queues and what they use: the module docstring's stage, consulted by the
-    cluster at every question (`open`, `decide_once`, `room`, `may_go_on`)."""
+    cluster at every question (`open`, `decide_once`, `room`, `may_go_on`), told what
+    changed (`touch`, `use`, `started`, `set_capacity`), read by `result`."""
 
     def __init__(
         self,
@@ -102,13 +149,20 @@ class Admission:
             raise IdlegateError("an admission needs at least one queue")
         self.queues = tuple(queues)
         self.mode = mode
+        self.ours = mode in ("queues", "pooled")
+        """idlegate's queues (``pooled``: with the policy asked of the whole pool)."""
         self.dims = ("pods", *resource_names)
         dims = self.dims
+        check_counted(self.queues, dims)
 
         def per(limit: Mapping[str, int] | None, default: float) -> list[float]:
             return [limit[d] if limit is not None and d in limit else default for d in dims]
 
         self.nominal = [per(q.nominal, inf) for q in queues]
+        self.named = [any(n[i] != inf for n in self.nominal) for i in range(len(dims))]
+        """Per resource, whether a quota names it: the cohort is shared on those alone (on
+        another, the others' claims are their usage, and the cohort's room is the pool's
+        free amount, which the cluster's own fit rule keeps)."""
         self.borrow = [per(q.borrowing_limit, inf) for q in queues]
         self.keep = [
             [
@@ -117,100 +171,143 @@ class Admission:
             ]
             for i, q in enumerate(queues)
         ]
+        self.capacity: list[float] = []
+        """The pool's capacity, in `dims` order (`set_capacity`)."""
+        self.cohort: list[float] = []
+        """What the queues share: the pool's capacity, or the quotas' sum if smaller."""
         self.set_capacity(capacity)
         self.weight = [q.weight for q in queues]
         self.priority = [q.priority for q in queues]
         self.bound = [q.wait_bound for q in queues]
         self.bounded = any(b < inf for b in self.bound)
         self.used = [[0.0] * len(dims) for _ in queues]
-        self.since: dict[Stage, float] = {}
-        """Each waiting stage's oldest ready task: when it began to wait."""
+        self.waits_since: list[dict[Stage, float]] = [{} for _ in queues]
+        """Per queue, each waiting stage's oldest ready task: when it began to wait, in
+        that order (times only grow: a stage is put back at the end when it is set again)."""
+        self.snapshot = Snapshot(len(queues), len(dims), self.demand)
         self.reserved: dict[Job, list[float]] = {}
         """Kueue mode: the admitted workflows' reservations."""
-        self._widths: dict[Job, list[float]] = {}
+        self.widths: dict[Job, list[float]] = {}
         """Kueue mode: each waiting workflow's reservation, worked out once."""
         self.ledger = Ledger(
             waits=[[] for _ in queues],
             borrowed=[[0.0] * len(dims) for _ in queues],
             lent=[[0.0] * len(dims) for _ in queues],
         )
-        self._last = 0.0
+        self.last_tick = 0.0
         self._waiting: list[bool] = [False] * len(queues)
-        self._pending: list[list[float]] = [[0.0] * len(dims) for _ in queues]
-        """Per queue, the demand of its ready tasks not started (what a hungry queue
-        claims back of its nominal quota)."""
-        self._visible: dict[Stage, int] | None = None
-        """The open question's visible stages and how many tasks each may start."""
-        self._forced: Decision | None = None
+        self.cluster_asked: Cluster | None = None
+        self._claim = [[0.0] * len(dims) for _ in queues]
+        """Each queue's claim on the cohort (phase 2), kept from the queues that changed."""
+        self._claim_sum = [0.0] * len(dims)
+        self._changed: set[int] = set(range(len(queues)))
+        """Queues whose usage or waiting work changed since their claim was worked out."""
+        self._ent: list[dict[Any, tuple[int, int]]] = [{} for _ in queues]
+        """Per queue, phase 3's (within nominal, in all) tasks by demand, while it holds."""
+        self._verdicts: list[tuple[dict[Group, int], dict[Group, int], bool] | None]
+        self._verdicts = [None] * len(queues)
+        """Per queue, phase 3's shapes within its nominal quota (and their tasks), those it
+        may start borrowing, and whether it has room for no pod (None: to work out)."""
+        self._views: dict[int, tuple[tuple[Any, tuple[float, ...]], QueueView]] = {}
+        """Each queue's view, while the pool and its entitlement are the same."""
+        self._reset_question()
+
+    def _reset_question(self) -> None:
         self._at: tuple[float, int, int, int] | None = None
-
-    def index(self, name: str | None) -> int:
-        """The queue a workflow naming `name` joins (`idlegate.sim.queues.queue_index`)."""
-        return queue_index(self.queues, name)
-
-    def settle(self, now: float) -> Ledger:
-        """The ledger, integrated up to `now`."""
-        self._tick(now)
-        return self.ledger
-
-    # -- what running tasks use ------------------------------------------------------
-
-    def demand(self, stage: Stage) -> list[float]:
-        """One task's demand, in `dims` order (a pod, then the pool's other resources)."""
-        need = stage.need
-        if need is None:
-            return [MILLI, *([0.0] * (len(self.dims) - 1))]
-        return [MILLI, *need.amounts]
-
-    def use(self, stage: Stage, tasks: int, now: float) -> None:
-        """`tasks` more (or, negative, fewer) of `stage`'s tasks run from `now` on."""
-        self._tick(now)
-        used = self.used[stage.job.queue]
-        for i, a in enumerate(self.demand(stage)):
-            used[i] += a * tasks
-
-    def _tick(self, now: float) -> None:
-        """Integrate borrowing, lending and fairness over the time since the last change."""
-        dt = now - self._last
-        if dt <= 0:
-            return
-        self._last = now
-        ledger, used, nominal = self.ledger, self.used, self.nominal
-        over = [
-            [max(0.0, u - n) if n != inf else 0.0 for u, n in zip(used[q], nominal[q], strict=True)]
-            for q in range(len(used))
-        ]
-        total = [sum(col) for col in zip(*over, strict=True)]
-        idle = [
-            [max(0.0, n - u) if n != inf else 0.0 for u, n in zip(used[q], nominal[q], strict=True)]
-            for q in range(len(used))
-        ]
-        idle_total = [sum(col) for col in zip(*idle, strict=True)]
-        for q in range(len(used)):
-            for i in range(len(self.dims)):
-                ledger.borrowed[q][i] += over[q][i] * dt / MILLI
-                if idle_total[i] > 0:
-                    ledger.lent[q][i] += total[i] * idle[q][i] / idle_total[i] * dt / MILLI
-        waiting = [q for q, w in enumerate(self._waiting) if w]
-        if len(waiting) >= 2:
-            shares = [self.share(q) for q in waiting]
-            squares = sum(s * s for s in shares)
-            jain = 1.0 if squares == 0 else sum(shares) ** 2 / (len(shares) * squares)
-            ledger.contended += dt
-            ledger.jain_area += jain * dt
+        self._result: tuple[Any, AdmissionResult] | None = None
+        self._open = False
+        self.forced: Decision | None = None
+        self._visible: dict[Stage, int] = {}
+        """Baselines: the open question's visible stages and their tasks."""
+        self.asked = False
+        """Whether phases 2 to 6 ran for the open question."""
+        self.served: list[int] = []
+        self.phase: dict[int, str] = {}
+        self.rooms: dict[int, dict[Group, int]] = {}
+        """Per served queue, its shapes of the top priority it may start, and how many tasks."""
+        self.allowed: dict[int, set[Group]] = {}
+        """Per served queue, every shape it may start, before the priority phase."""
+        self.top: dict[int, int] = {}
+        self.blocked: dict[int, Stage] = {}
+        self.reserve: tuple[Stage, float] | None = None
 
     def set_capacity(self, capacity: ResourceVector) -> None:
-        """The pool's capacity is now `capacity` (a pool that follows its nodes: read, or
-        changed): the cohort is the quotas' sum, or that capacity if smaller."""
+        """The pool's capacity is now `capacity` (pods included): the cluster tells it on
+        every change (`Cluster.set_capacity`: a pool that follows its nodes starts at none
+        and grows as they are read), so the cohort quotas borrow from is the pool's now."""
         self.capacity = [float(capacity[d]) for d in self.dims]
         self.cohort = [
             min(cap, sum(n[i] for n in self.nominal)) for i, cap in enumerate(self.capacity)
         ]
+        self._at = None
+        if hasattr(self, "_changed"):  # (not while it is built)
+            self._changed.update(range(len(self.queues)))
+            self._claim = [[-1.0] * len(self.dims) for _ in self.queues]  # (all read again)
 
-    def share(self, q: int) -> float:
-        """Queue q's weighted dominant share: max over resources of U_q / cohort, / weight."""
-        s = max((u / c for u, c in zip(self.used[q], self.cohort, strict=True) if c > 0), default=0)
-        return s / self.weight[q]
+    def touch(self, job: Job) -> None:
+        """`job` changed (`Cluster.touch`): the snapshot reads it again."""
+        self.snapshot.touch(job)
+        self._at = None
+
+    # -- phase 1: the snapshot ---------------------------------------------------------
+
+    def _observe(self, cluster: Cluster, now: float) -> None:
+        """Read the jobs that changed, end overdue idle slots, and note which queues wait."""
+        self._tick(now)
+        if self.cluster_asked is not cluster:  # (attached to a pool with jobs: read them all)
+            self.cluster_asked = cluster
+            for job in cluster.jobs:
+                self.snapshot.touch(job)
+        self._note(self.snapshot.refresh(), now)
+        if self.bounded:
+            expired = False
+            for q, since in enumerate(self.waits_since):
+                bound = self.bound[q]
+                for stage, t in since.items():
+                    if now - t < bound:
+                        break
+                    if stage.idle_until is not None:
+                        cluster.idle_expired(stage, now)  # (a deliberate wait ends at the bound)
+                        expired = True
+            if expired:
+                self._note(self.snapshot.refresh(), now)
+        self._waiting = [w > 0 for w in self.snapshot.waiting]
+
+    def _note(self, jobs: list[Job], now: float) -> None:
+        """Of `jobs` (read again), the stages that began to wait, and those done waiting."""
+        self._changed.update(self.snapshot.changed)
+        self.snapshot.changed.clear()
+        for job in jobs:
+            since = self.waits_since[job.queue]
+            for stage in job.stages:
+                if job.finish is not None or stage.launched >= stage.available:
+                    since.pop(stage, None)
+            if job.finish is not None:
+                for other in self.waits_since:  # (a job moved between queues)
+                    for stage in job.stages:
+                        other.pop(stage, None)
+                continue
+            for stage in job.runnable:
+                if stage not in since:
+                    since[stage] = now
+
+    def next_bound(self) -> float:
+        """The next time a waiting task passes its bound (inf: none will), for the driver's
+        timer: an overdue task that fits starts then even if nothing else happens."""
+        if not self.bounded:
+            return inf
+        now, best = self.last_tick, inf
+        for q, since in enumerate(self.waits_since):
+            bound = self.bound[q]
+            if bound == inf:
+                continue
+            for stage, t in list(since.items()):
+                if stage.job.finish is not None or stage.launched >= stage.available:
+                    del since[stage]
+                elif t + bound > now:
+                    best = min(best, t + bound)
+                    break
+        return best
 
     # -- the question ----------------------------------------------------------------
 
@@ -219,188 +316,188 @@ class Admission:
         may start now. The cluster's `can_schedule` with an admission."""
         now = cluster.now
         key = (now, cluster.decisions, cluster.free_executors, len(cluster.jobs))
-        if self._at == key and self._visible is not None:
-            return bool(self._visible) or self._forced is not None
+        if self._at == key:
+            return self._open
         self._observe(cluster, now)
+        self._reset_question()
         self._at = key
-        self._forced, self._visible = None, {}
         if cluster.free_executors == 0 or cluster.beyond:
             return False
         if self.mode == "kueue":
-            self._visible = self._kueue(cluster)
+            self._visible = baselines.kueue(self, cluster)
+            self._open = bool(self._visible)
         elif self.mode == "drf":
-            self._visible = self._drf(cluster)
+            self._visible = baselines.drf(self, cluster)
+            self._open = bool(self._visible)
         else:
-            self._visible = self._queues(cluster, now)
-        return bool(self._visible) or self._forced is not None
+            self._question(cluster, now)
+            self._open = self.forced is not None or any(self._startable(q) for q in self.served)
+        return self._open
 
-    def _observe(self, cluster: Cluster, now: float) -> None:
-        """Note stages that began to wait, end overdue idle slots, and which queues wait."""
-        self._tick(now)
-        since = self.since
-        waiting = [False] * len(self.queues)
-        left: dict[tuple[int, Any], tuple[Stage, int]] = {}
-        for job in cluster.jobs:
-            if job.runnable:
-                q = job.queue
-                waiting[q] = True
-                for stage in job.runnable:
-                    if stage not in since:
-                        since[stage] = now
-                    key = (q, None if stage.need is None else stage.need.amounts)
-                    seen = left.get(key)
-                    tasks = stage.available - stage.launched
-                    left[key] = (stage, tasks if seen is None else seen[1] + tasks)
-        pending = [[0.0] * len(self.dims) for _ in self.queues]
-        for (q, _), (stage, tasks) in left.items():
-            pending[q] = [
-                p + a * tasks for p, a in zip(pending[q], self.demand(stage), strict=True)
-            ]
-        self._pending = pending
-        if not self.bounded:
-            self._waiting = waiting
+    def _question(self, cluster: Cluster, now: float) -> None:
+        """Phases 2 to 6 of the module docstring (7 is read per stage: `_room`)."""
+        self.asked = True
+        # 2. claims
+        self._update_claims()
+        # 3. entitlement
+        bound, free = self.bound, cluster.free_executors
+        full: list[bool] = []
+        nominal: dict[int, dict[Group, int]] = {}
+        borrow: dict[int, dict[Group, int]] = {}
+        for q, kept in enumerate(self._verdicts):
+            within, beyond, none = kept or self._verdict(q)
+            full.append(none)
+            if within:
+                nominal[q] = within
+            if beyond:
+                borrow[q] = beyond
+        # 4. wait bound
+        if self.bounded:
+            overdue = []
+            for q, since in enumerate(self.waits_since):
+                if full[q]:
+                    continue
+                for stage, t in since.items():
+                    if now - t < bound[q]:
+                        break
+                    if stage.job.finish is None and stage in stage.job.runnable:
+                        need = need_of(stage)
+                        total = self.entitled_for(q, group_of(stage).amounts)[1]
+                        overdue.append((t, stage, total, need))
+            overdue.sort(key=lambda o: (o[0], o[1].job.id, o[1].index))
+            for _t, stage, total, need in overdue:
+                q = stage.job.queue
+                if total < need:
+                    self.blocked.setdefault(q, stage)  # (its own tasks must end first)
+                    continue
+                if self.reserve is None and free > 0 and launchable(stage, free):
+                    self.forced = Decision(stage, max(stage.job.cap, stage.job.held + need))
+                    return
+                if self.reserve is None:
+                    self.reserve = (stage, self._shadow(cluster, stage, need))
+                    self.blocked.setdefault(q, stage)
+        # 5. serve
+        blocked = self.blocked
+        served = [q for q in nominal if q not in blocked]
+        rooms: dict[int, dict[Group, int]] = {}
+        if served:
+            served.sort(key=lambda q: (-self.priority[q], self.share(q), q))
+            rooms = {q: nominal[q] for q in served}
+            self.phase = dict.fromkeys(served, "nominal")
+        else:
+            order = sorted(
+                (q for q in borrow if q not in blocked),
+                key=lambda q: (-self.priority[q], self.share(q), q),
+            )
+            if order:
+                q = order[0]
+                served = [q]
+                rooms = {q: self._fill(q, borrow[q], order[1:])}
+                self.phase = {q: "borrow"}
+        self.served = served
+        # 6. priority
+        for q in served:
+            self.allowed[q] = set(rooms[q])
+            top = self.top[q] = max(key.priority for key in rooms[q])
+            self.rooms[q] = {k: r for k, r in rooms[q].items() if k.priority == top}
+
+    def _update_claims(self) -> None:
+        """Phase 2: the claims of the queues that changed; if any claim moved, every
+        queue's entitlement is worked out again (it depends on the others' claims)."""
+        changed = self._changed
+        if not changed:
             return
-        for stage, t in list(since.items()):
-            job = stage.job
-            if stage.idle_until is not None and now - t >= self.bound[job.queue]:
-                cluster.idle_expired(stage, now)  # (a deliberate wait ends at the bound)
-                waiting[job.queue] = True
-        self._waiting = waiting
+        pending, moved = self.snapshot.pending, False
+        for q in changed:
+            row = [
+                (max(u, min(n, u + p), k) if n != inf else u) if named else 0.0
+                for u, n, k, p, named in zip(
+                    self.used[q], self.nominal[q], self.keep[q], pending[q], self.named, strict=True
+                )
+            ]
+            if row != self._claim[q]:
+                self._claim[q], moved = row, True
+            self._ent[q].clear()
+            self._verdicts[q] = None
+        changed.clear()
+        if moved:
+            # (summed again, not moved by differences: milli-bytes exceed a float's integers)
+            self._claim_sum = [sum(col) for col in zip(*self._claim, strict=True)]
+            for q in range(len(self.queues)):
+                self._ent[q].clear()
+                self._verdicts[q] = None
 
-    def next_bound(self) -> float:
-        """The next time a waiting task passes its bound (inf: none will), for the driver's
-        timer: an overdue task that fits starts then even if nothing else happens."""
-        since = self.since
-        for stage in [s for s in since if s.job.finish is not None or s.launched >= s.available]:
-            del since[stage]
-        if not self.bounded:
-            return inf
-        now, bound = self._last, self.bound
-        times = [t + bound[s.job.queue] for s, t in self.since.items()]
-        return min((t for t in times if t > now), default=inf)
+    def _verdict(self, q: int) -> tuple[dict[Group, int], dict[Group, int], bool]:
+        """Phase 3 for queue q: its shapes it may start within its nominal quota (with
+        the tasks), those it may start borrowing (with the tasks a start needs), and
+        whether it has room for no pod at all (no stage of it shows, bound or not)."""
+        full = self.entitled_for(q, None)[1] == 0 and self.bound[q] == inf
+        nominal: dict[Group, int] = {}
+        borrow: dict[Group, int] = {}
+        if not full:
+            for key, stages in self.snapshot.groups[q].items():
+                need = need_of(next(iter(stages)))
+                within, total = self.entitled_for(q, key.amounts)
+                if within >= need:
+                    nominal[key] = within
+                elif total >= need:
+                    borrow[key] = need
+        got = self._verdicts[q] = (nominal, borrow, full)
+        return got
 
-    def room(self, stage: Stage) -> int:
-        """How many tasks of `stage` the open question lets start (a decision's cap is cut to it)."""
-        if self._forced is not None and self._forced.stage is stage:
-            return stage.available - stage.launched if stage.gang else 1
-        visible = self._visible
-        return 0 if visible is None else visible.get(stage, 0)
+    def entitled_for(self, q: int, amounts: tuple[int, ...] | None) -> tuple[int, int]:
+        """(tasks of a demand of `amounts` (None: a pod only) queue q may start within its
+        nominal quota, within all it may use, borrowing included), once a question."""
+        cache = self._ent[q]
+        got = cache.get(amounts)
+        if got is None:
+            a = [MILLI, *(amounts or [0.0] * (len(self.dims) - 1))]
+            got = cache[amounts] = self._tasks(q, a)
+        return got
 
-    # -- idlegate's queues -------------------------------------------------------------
-
-    def _entitled(self, q: int, a: list[float], claims: list[float] | None) -> tuple[int, int]:
-        """(tasks of demand `a` queue q may start within its nominal quota, within all it
-        may use, borrowing included); `claims` is the cohort's Σ claim_r without q."""
+    def tops(self, q: int, a: Sequence[float]) -> list[tuple[float, float]]:
+        """Per resource, (room within q's nominal quota, room in all it may use) for a
+        demand of `a` (the second with the cohort's claims, phase 2's)."""
         used, nominal, borrow = self.used[q], self.nominal[q], self.borrow[q]
-        within = total = 1 << 30
-        for i, need in enumerate(a):
+        mine, total, cohort = self._claim[q], self._claim_sum, self.cohort
+        out = []
+        for i in range(len(a)):
+            u = used[i]
+            top = nominal[i] + borrow[i] - u
+            if cohort[i] != inf and self.named[i]:  # (the others' claims: all but its own)
+                top = min(top, cohort[i] - (total[i] - mine[i]) - u)
+            out.append((nominal[i] - u, top))
+        return out
+
+    def _tasks(self, q: int, a: Sequence[float]) -> tuple[int, int]:
+        within = total = _MANY
+        for need, (own, top) in zip(a, self.tops(q, a), strict=True):
             if need <= 0:
                 continue
-            u = used[i]
-            if nominal[i] != inf:
-                within = min(within, int(max(0.0, nominal[i] - u) // need))
-            top = nominal[i] + borrow[i] - u
-            if claims is not None and self.cohort[i] != inf:
-                top = min(top, self.cohort[i] - claims[i] - u)
+            if own != inf:
+                within = min(within, int(max(0.0, own) // need))
             if top != inf:
                 total = min(total, int(max(0.0, top) // need))
         return within, max(total, within)
 
-    def _claims(self) -> list[list[float]]:
-        """Per queue, Σ of the other queues' claims on the cohort, per resource."""
-        claim = [
-            [
-                max(u, min(n, u + p), k) if n != inf else u
-                for u, n, k, p in zip(
-                    self.used[q], self.nominal[q], self.keep[q], self._pending[q], strict=True
-                )
-            ]
-            for q in range(len(self.queues))
-        ]
-        total = [sum(col) for col in zip(*claim, strict=True)]
-        return [[t - c for t, c in zip(total, claim[q], strict=True)] for q in range(len(claim))]
-
-    def _queues(self, cluster: Cluster, now: float) -> dict[Stage, int]:
-        free = cluster.free_executors
-        claims = self._claims()
-        nominal: dict[Stage, int] = {}
-        borrow: dict[int, dict[Stage, int]] = {}
-        overdue: list[tuple[float, Stage, int, int]] = []
-        entitled: dict[tuple[int, Any], tuple[int, int]] = {}
-        since, bound = self.since, self.bound
-        pod = [MILLI, *([0.0] * (len(self.dims) - 1))]
-        full = [  # (every task takes a pod: a queue with room for none shows no stage)
-            self._entitled(q, pod, claims[q])[1] == 0 and bound[q] == inf
-            for q in range(len(self.queues))
-        ]
-        for job in cluster.jobs:
-            q = job.queue
-            if full[q] or not job.runnable:
-                continue
-            for stage in job.runnable:
-                key = (q, None if stage.need is None else stage.need.amounts)
-                got = entitled.get(key)
-                if got is None:
-                    got = entitled[key] = self._entitled(q, self.demand(stage), claims[q])
-                within, total = got
-                need = stage.available - stage.launched if stage.gang else 1
-                t = since.get(stage, now)
-                if now - t >= bound[q]:
-                    overdue.append((t, stage, total, need))
-                if within >= need:
-                    nominal[stage] = within
-                elif total >= need:
-                    borrow.setdefault(q, {})[stage] = need
-        overdue.sort(key=lambda o: (o[0], o[1].job.id, o[1].index))
-        blocked: set[int] = set()
-        reserve: tuple[Stage, float] | None = None
-        for _t, stage, total, need in overdue:
-            q = stage.job.queue
-            if total < need:
-                blocked.add(q)  # (its queue's own tasks must end first: none overtakes it)
-                continue
-            if reserve is None and launchable(stage, free):
-                self._forced = Decision(stage, max(stage.job.cap, stage.job.held + need))
-                return {}
-            if reserve is None:
-                reserve = (stage, self._shadow(cluster, stage, need))
-                blocked.add(q)
-        for q in blocked:
-            borrow.pop(q, None)
-        visible = {s: n for s, n in nominal.items() if s.job.queue not in blocked}
-        if not visible and borrow:
-            order = sorted(borrow, key=lambda q: (-self.priority[q], self.share(q), q))
-            visible = self._fill(order[0], borrow[order[0]], order[1:], claims)
-        visible = _top_priority(visible)
-        if reserve is not None:
-            visible = self._backfill(cluster, visible, *reserve)
-        return {s: n for s, n in visible.items() if launchable(s, free)}
-
-    def _fill(
-        self, q: int, stages: dict[Stage, int], rivals: list[int], claims: list[list[float]]
-    ) -> dict[Stage, int]:
-        """Borrowing by progressive filling: each of queue q's `stages` may start the tasks
+    def _fill(self, q: int, groups: dict[Group, int], rivals: list[int]) -> dict[Group, int]:
+        """Borrowing by progressive filling: each of queue q's shapes may start the tasks
         that keep its weighted dominant share at most the next rival's (at least one), of
         what it may borrow."""
         out = {}
         rival = rivals[0] if rivals and self.priority[rivals[0]] == self.priority[q] else None
         level = 0.0 if rival is None else self.share(rival) * self.weight[q]
-        rooms: dict[Any, int] = {}
-        for stage, need in stages.items():
-            key = None if stage.need is None else stage.need.amounts
-            room = rooms.get(key)
-            if room is None:
-                a = self.demand(stage)
-                room = self._entitled(q, a, claims[q])[1]
-                if rival is not None:
-                    fair = [
-                        int((level * c - u) // x)
-                        for u, c, x in zip(self.used[q], self.cohort, a, strict=True)
-                        if x > 0 and c != inf
-                    ]
-                    room = min(room, *fair) if fair else room
-                rooms[key] = room
-            out[stage] = max(need, room)
+        for key, need in groups.items():
+            room = self.entitled_for(q, key.amounts)[1]
+            if rival is not None:
+                a = [MILLI, *(key.amounts or [0.0] * (len(self.dims) - 1))]
+                fair = [
+                    int((level * c - u) // x)
+                    for u, c, x in zip(self.used[q], self.cohort, a, strict=True)
+                    if x > 0 and c != inf
+                ]
+                room = min(room, *fair) if fair else room
+            out[key] = max(need, room)
         return out
 
     def _shadow(self, cluster: Cluster, stage: Stage, need: int) -> float:
@@ -410,8 +507,9 @@ class Admission:
         free = self._free(cluster)
         if all(f >= w for f, w in zip(free, want, strict=True)):
             return cluster.now
-        ends = sorted(
-            (max(cluster.now, start + s.duration), s) for _e, s, start in cluster.running_tasks()
+        ends = sorted(  # (by end alone: stages do not order, equal ends keep the executors')
+            ((max(cluster.now, start + s.duration), s) for _e, s, start in cluster.running_tasks()),
+            key=lambda end: end[0],
         )
         for end, s in ends:
             free = [f + a for f, a in zip(free, self.demand(s), strict=True)]
@@ -423,143 +521,159 @@ class Admission:
         free = cluster.free_resources
         return [float(free[d]) for d in self.dims]
 
-    def _backfill(
-        self, cluster: Cluster, visible: dict[Stage, int], reserved: Stage, shadow: float
-    ) -> dict[Stage, int]:
-        """Of `visible`, what may start beside the reservation for `reserved`."""
-        want = self.demand(reserved)
-        free = self._free(cluster)
-        out = {}
-        for stage, n in visible.items():
-            if cluster.now + stage.duration <= shadow:
-                out[stage] = n
+    # -- phase 7: a stage's room -------------------------------------------------------
+
+    def room(self, stage: Stage) -> int:
+        """How many tasks of `stage` the open question lets start (a decision's cap is cut
+        to it; 0: it may not start), its fit to the free resources aside."""
+        forced = self.forced
+        if forced is not None:
+            return need_of(stage) if forced.stage is stage else 0
+        if not self.ours:
+            return self._visible.get(stage, 0)
+        rooms = self.rooms.get(stage.job.queue)
+        if rooms is None or stage not in stage.job.runnable:
+            return 0
+        n = rooms.get(group_of(stage), 0)
+        return n if n and self.reserve is None else self._beside(stage, n)
+
+    def _beside(self, stage: Stage, n: int) -> int:
+        """Of `n` tasks of `stage`, those that may start beside the reservation."""
+        if not n or self.reserve is None or self.cluster_asked is None:
+            return n
+        reserved, shadow = self.reserve
+        cluster = self.cluster_asked
+        if cluster.now + stage.duration <= shadow:
+            return n
+        want, a = self.demand(reserved), self.demand(stage)
+        spare = min(
+            (
+                int((f - w) // x)
+                for f, w, x in zip(self._free(cluster), want, a, strict=True)
+                if x > 0
+            ),
+            default=n,
+        )
+        return min(n, spare) if spare >= need_of(stage) else 0
+
+    def _startable(self, q: int) -> bool:
+        """Whether a stage of served queue q may start now (phase 7 on each shape)."""
+        cluster = self.cluster_asked
+        assert cluster is not None  # (set by `open`)
+        free, groups = cluster.free_executors, self.snapshot.groups[q]
+        for key in self.rooms.get(q, ()):
+            stages = groups.get(key)
+            if not stages:
                 continue
-            a = self.demand(stage)
-            spare = min(
-                (int((f - w) // x) for f, w, x in zip(free, want, a, strict=True) if x > 0),
-                default=n,
-            )
-            need = stage.available - stage.launched if stage.gang else 1
-            if spare >= need:
-                out[stage] = min(n, spare)
-        return out
+            first = next(iter(stages))
+            if not launchable(first, free):
+                continue
+            if self.reserve is None or any(self.room(s) for s in stages):
+                return True
+        return False
 
-    # -- the baselines -----------------------------------------------------------------
-
-    def _kueue(self, cluster: Cluster) -> dict[Stage, int]:
-        reserved = self.reserved
-        for job in list(reserved):
-            if job.finish is not None:
-                del reserved[job]
-                self._widths.pop(job, None)
-        held = [[0.0] * len(self.dims) for _ in self.queues]
-        for job, r in reserved.items():
-            held[job.queue] = [h + x for h, x in zip(held[job.queue], r, strict=True)]
-        pending = [j for j in cluster.jobs if j not in reserved]
-        hungry = {j.queue for j in pending}
-        widths = self._widths
-        for borrowing in (False, True):
-            others: dict[int, list[float]] = {}
-            for job in pending:
-                if job in reserved:
-                    continue
-                q = job.queue
-                got = widths.get(job)
-                r = got if got is not None else widths.setdefault(job, self._width(job))
-                top = [
-                    n + (b if borrowing else 0)
-                    for n, b in zip(self.nominal[q], self.borrow[q], strict=True)
-                ]
-                if any(h + x > t for h, x, t in zip(held[q], r, top, strict=True)):
-                    continue
-                if borrowing:
-                    if q not in others:
-                        others[q] = self._others(q, held, hungry)
-                    if any(
-                        c != inf and o + h + x > c
-                        for o, h, x, c in zip(others[q], held[q], r, self.cohort, strict=True)
-                    ):
-                        continue
-                    others.clear()  # (what is held changed)
-                reserved[job] = r
-                held[q] = [h + x for h, x in zip(held[q], r, strict=True)]
-        free = cluster.free_executors
-        visible = {}
-        for job, r in reserved.items():
-            use = [0.0] * len(self.dims)
-            for s in job.stages:
-                if s.executors:
-                    use = [u + x * s.executors for u, x in zip(use, self.demand(s), strict=True)]
-            for stage in job.runnable:
-                a = self.demand(stage)
-                n = min(int((x - u) // d) for x, u, d in zip(r, use, a, strict=True) if d > 0)
-                need = stage.available - stage.launched if stage.gang else 1
-                if n >= need and launchable(stage, free):
-                    visible[stage] = n
-        return visible
-
-    def _others(self, q: int, held: list[list[float]], hungry: set[int]) -> list[float]:
-        """Kueue mode: the cohort's claims of the queues but q, per resource."""
-        return [
-            sum(
-                max(held[p][i], self.nominal[p][i] if p in hungry else self.keep[p][i])
-                for p in range(len(self.queues))
-                if p != q and self.nominal[p][i] != inf
-            )
-            for i in range(len(self.dims))
-        ]
-
-    def _width(self, job: Job) -> list[float]:
-        """Kueue mode: a workflow's reservation, its widest stage's demand (all its tasks),
-        at most its queue's nominal quota (as a user sizes a workflow's parallelism to fit
-        it: a larger request would wait for the whole cohort to be idle)."""
-        q = job.queue
-        top = [min(n, c) for n, c in zip(self.nominal[q], self.cohort, strict=True)]
-        widest = [0.0] * len(self.dims)
-        for s in job.stages:
-            widest = [max(w, a * s.tasks) for w, a in zip(widest, self.demand(s), strict=True)]
-        return [min(w, t) for w, t in zip(widest, top, strict=True)]
-
-    def _drf(self, cluster: Cluster) -> dict[Stage, int]:
-        free = cluster.free_executors
-        by_queue: dict[int, dict[Stage, int]] = {}
-        for job in cluster.jobs:
-            for stage in job.runnable:
-                if launchable(stage, free):
-                    need = stage.available - stage.launched if stage.gang else 1
-                    by_queue.setdefault(job.queue, {})[stage] = need
-        if not by_queue:
-            return {}
-        q = min(by_queue, key=lambda q: (self.share(q), q))
-        return _top_priority(by_queue[q])
-
-    # -- the cluster's hooks -----------------------------------------------------------
+    # -- asking the policy ---------------------------------------------------------------
 
     def decide_once(
         self, cluster: Cluster, scheduler: Scheduler, now: float
     ) -> tuple[Action, list[Launch]]:
-        """Ask `scheduler` the open question with only the visible stages runnable (or
-        make the wait bound's decision without it) and apply the answer."""
-        forced, visible = self._forced, self._visible or {}
+        """Ask `scheduler` the open question (or make the wait bound's decision without it)
+        and apply the answer: each served queue in turn, with its view, until one answers
+        (the module docstring)."""
+        forced = self.forced
         if forced is not None:
             return forced, self._apply(cluster, forced, now)
-        saved: dict[Job, list[Stage]] = {}
-        for job in cluster.jobs:
-            if job.runnable and any(s not in visible for s in job.runnable):
-                saved[job] = job.runnable
-                job.runnable = [s for s in job.runnable if s in visible]
+        if self.mode != "queues" or getattr(scheduler, "needs_cluster", False):
+            # (the baselines, ``pooled`` and a planner of the whole cluster: every queue's
+            # allowed stages together, the others hidden)
+            return self._ask(cluster, scheduler, now, None)
+        answer: tuple[Action, list[Launch]] = (WAIT, [])
+        for q in list(self.served):
+            if self._startable(q):
+                answer = self._ask(cluster, scheduler, now, q)
+                if answer[0] is not WAIT:
+                    break
+        return answer
+
+    def _ask(
+        self, cluster: Cluster, scheduler: Scheduler, now: float, q: int | None
+    ) -> tuple[Action, list[Launch]]:
+        """Ask `scheduler` with queue q's view, its stages the question does not let start
+        hidden (q None: the whole cluster, every such stage hidden)."""
+        if q is None:
+            jobs: list[Job] = cluster.jobs
+            view: Any = cluster
+        else:
+            jobs = self._jobs_of(q)
+            view = self._view(cluster, q, jobs)
+        saved: dict[Job, tuple[list[Stage], set[Stage]]] = {}
+        for job in self._hidden(jobs, q):
+            hidden = {s for s in job.runnable if not self.room(s)}
+            if hidden:
+                saved[job] = (job.runnable, hidden)
+                job.runnable = [s for s in job.runnable if s not in hidden]
         try:
-            return cluster.answer(scheduler, now, lambda d, t: self._apply(cluster, d, t))
+            return cluster.answer(scheduler, now, lambda d, t: self._apply(cluster, d, t), view)
         finally:
-            for job, runnable in saved.items():
-                left = job.runnable
-                job.runnable = [s for s in runnable if s not in visible or s in left]
+            for job, (runnable, hidden) in saved.items():
+                left = job.runnable  # (a shown stage may have run out of tasks meanwhile)
+                job.runnable = [s for s in runnable if s in hidden or s in left]
                 cluster.touch(job)
 
+    def _hidden(self, jobs: list[Job], q: int | None) -> list[Job]:
+        """The jobs of `jobs` that may have a stage to hide from queue q's question: with
+        no reservation, those of its shapes the question does not let start (read from
+        the snapshot's shapes, not from every job)."""
+        if q is None or self.reserve is not None:
+            return [j for j in jobs if j.runnable]
+        rooms = self.rooms.get(q, {})
+        out: dict[Job, None] = {}
+        for key, stages in self.snapshot.groups[q].items():
+            if key not in rooms:
+                out.update((s.job, None) for s in stages)
+        return list(out)
+
+    def _jobs_of(self, q: int) -> list[Job]:
+        return self.snapshot.members(q)
+
+    def _view(self, cluster: Cluster, q: int, jobs: list[Job]) -> Any:
+        """Queue q's view (the cluster itself for one queue with no quota: bit for bit)."""
+        entitled = self.entitlement(q)
+        if len(self.queues) == 1 and all(
+            e >= c for e, c in zip(entitled, self.capacity, strict=True)
+        ):
+            return cluster
+        kept = self._views.get(q)
+        key = (cluster, tuple(entitled))
+        if kept is not None and kept[0] == key:  # (the same pool: its view kept)
+            kept[1].jobs = jobs
+            return kept[1]
+        view = QueueView(cluster, q, jobs, entitled, self.dims, self.snapshot.shares[q])
+        self._views[q] = (key, view)
+        return view
+
+    def entitlement(self, q: int) -> list[float]:
+        """What queue q may use now, per resource (at most the pool's capacity): its
+        nominal quota, or in the borrowing phase its usage plus what it may borrow."""
+        tops = self.tops(q, [1.0] * len(self.dims))
+        borrowing = self.phase.get(q) == "borrow"
+        out = []
+        for u, (own, top), cap in zip(self.used[q], tops, self.capacity, strict=True):
+            room = top if borrowing else own
+            out.append(cap if room == inf else min(cap, u + max(0.0, room)))
+        return out
+
     def _apply(self, cluster: Cluster, decision: Decision, now: float) -> list[Launch]:
-        """Apply `decision`, its cap lowered to what the question lets its stage start."""
+        """Apply `decision`, its cap lowered to what the question lets its stage start; a
+        stage it does not let start is an illegal decision (nothing changes)."""
         stage, job = decision.stage, decision.stage.job
         room = self.room(stage)
+        if not room and self.ours and stage in job.runnable:
+            why_ = reason_of(self, stage)[1]
+            raise IllegalDecisionError(
+                f"stage {job.name}/{stage.name} may not start now: {why_}; choose one of "
+                "view.runnable_stages() or return WAIT"
+            )
         if decision.idle_delay == 0 and room and decision.parallelism_cap > job.held + room:
             decision = Decision(stage, job.held + room)
         launches = cluster.apply(decision, now)
@@ -571,7 +685,8 @@ class Admission:
     def started(self, stage: Stage, tasks: int, now: float) -> None:
         """`tasks` of `stage`'s waiting tasks started at `now`: their waits, in the ledger."""
         q = stage.job.queue
-        t = self.since.get(stage, now)
+        since = self.waits_since[q]
+        t = since.pop(stage, now)
         waits = self.ledger.waits[q]
         waits.append(now - t)
         waits.extend([0.0] * (tasks - 1))
@@ -579,9 +694,7 @@ class Admission:
         if now - t >= bound:
             self.ledger.overdue.append((q, t + bound, now))
         if stage.launched < stage.available:
-            self.since[stage] = now
-        else:
-            self.since.pop(stage, None)
+            since[stage] = now  # (at the end: the order stays the times')
 
     def may_go_on(self, stage: Stage, now: float) -> bool:
         """An executor whose task of `stage` ended may start the stage's next task without a
@@ -591,7 +704,12 @@ class Admission:
         if self.mode == "kueue":
             return True
         bound, q = self.bound, stage.job.queue
-        if self.bounded and any(now - t >= bound[s.job.queue] for s, t in self.since.items()):
+        if self.bounded and any(
+            now - t >= bound[p]
+            for p, since in enumerate(self.waits_since)
+            if since
+            for t in (next(iter(since.values())),)
+        ):
             return False
         others = any(w for p, w in enumerate(self._waiting) if p != q)
         if self.mode == "drf" or not others:
@@ -608,52 +726,69 @@ class Admission:
         borrowing = any(u > n for u, n in zip(used, nominal, strict=True))
         return not (borrowing and others)
 
+    # -- the result ----------------------------------------------------------------------
+
+    def result(self, cluster: Cluster | None = None) -> AdmissionResult:
+        """The present question's `AdmissionResult` (the module docstring), of `cluster`
+        (None: the one last asked). It opens the question if the state changed since,
+        as the next round would; the phases' verdicts are read, not worked out again
+        (`idlegate.sim.admission_result.result_of`)."""
+        cluster = cluster if cluster is not None else self.cluster_asked
+        if cluster is None:
+            return result_of(self, None)
+        self._present(cluster)
+        kept = self._result
+        if kept is not None and kept[0] == self._at and kept[1].now == cluster.now:
+            return kept[1]  # (the same question: made once, however many read it)
+        made = result_of(self, cluster)
+        self._result = (self._at, made)
+        return made
+
+    def why(self, q: int) -> str | None:
+        """`result().queues[q].why` (why queue q's first waiting workflow waits, when that
+        is the queue's quota, limits or wait bound), made from that workflow's entry
+        alone: a driver asks it once per stage that waits."""
+        cluster = self.cluster_asked
+        if cluster is None:
+            return None
+        self._present(cluster)
+        kept = self._result
+        if kept is not None and kept[0] == self._at and kept[1].now == cluster.now:
+            return kept[1].queues[q].why
+        return queue_why(head_of(self, cluster, q))
+
+    def _present(self, cluster: Cluster) -> None:
+        """The present question opened, its phases run even with no executor free (the
+        reasons need them)."""
+        self.open(cluster)
+        if not self.asked:
+            self._question(cluster, cluster.now)
+
+    # -- a copy --------------------------------------------------------------------------
+
     def fork(self, jobs: dict[Job, Job]) -> Admission:
-        """A copy for a forked cluster, whose jobs are `jobs`' values."""
+        """A copy for a forked cluster, whose jobs are `jobs`' values: the same usage and
+        waits, a snapshot read from the copies (the ledger starts empty)."""
         twin = object.__new__(Admission)
         twin.__dict__.update(self.__dict__)
         twin.used = [list(u) for u in self.used]
-        twin.since = {
-            jobs[s.job].stages[s.index]: t for s, t in self.since.items() if s.job in jobs
-        }
+        twin.waits_since = [
+            {jobs[s.job].stages[s.index]: t for s, t in since.items() if s.job in jobs}
+            for since in self.waits_since
+        ]
+        twin.snapshot = Snapshot(len(self.queues), len(self.dims), twin.demand, jobs.values())
         twin.reserved = {jobs[j]: r for j, r in self.reserved.items() if j in jobs}
-        twin._widths = {}
+        twin.widths = {}
         zeros = [[0.0] * len(self.dims) for _ in self.queues]
         twin.ledger = Ledger(
             waits=[[] for _ in self.queues], borrowed=zeros, lent=[list(z) for z in zeros]
         )
-        twin._visible, twin._forced, twin._at = None, None, None
+        twin._waiting = list(self._waiting)
+        twin.cluster_asked = None
+        twin._claim = [list(c) for c in self._claim]
+        twin._changed = set(range(len(self.queues)))
+        twin._ent = [{} for _ in self.queues]
+        twin._verdicts = [None] * len(self.queues)
+        twin._views = {}
+        twin._reset_question()
         return twin
-
-
-def _top_priority(visible: dict[Stage, int]) -> dict[Stage, int]:
-    """Of each queue's visible stages, those of its workflows of the highest priority."""
-    if all(s.job.priority == 0 for s in visible):
-        return visible
-    top: dict[int, int] = {}
-    for s in visible:
-        q = s.job.queue
-        top[q] = max(top.get(q, s.job.priority), s.job.priority)
-    return {s: n for s, n in visible.items() if s.job.priority == top[s.job.queue]}
-
-
-class Admitted:
-    """BASE behind an admission mode (``admission?mode=kueue:fifo``): the simulator's
-    engine unwraps it as it unwraps a `PodsGate` and admits the workload's queues by
-    `mode` (``none``: one queue, today's pool, whatever queues the workload has)."""
-
-    def __init__(self, scheduler: Scheduler, mode: str) -> None:
-        if mode not in (*MODES, "none"):
-            raise IdlegateError(
-                f"admission mode {mode!r} is unknown; use {', '.join((*MODES, 'none'))}"
-            )
-        self.scheduler = scheduler
-        self.mode = mode
-        inner = getattr(scheduler, "name", type(scheduler).__name__)
-        self.name = f"admission?mode={mode}:{inner}"
-
-    def reset(self, rng: Any) -> None:
-        self.scheduler.reset(rng)
-
-    def decide(self, view: Any) -> Action:
-        return self.scheduler.decide(view)

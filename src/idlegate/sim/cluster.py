@@ -90,6 +90,7 @@ from idlegate.sim.shares import Shares
 
 if TYPE_CHECKING:
     from idlegate.sim.admission import Admission
+    from idlegate.sim.admission_result import AdmissionResult
     from idlegate.sim.engine import SimResult
 
 TraceSink = Callable[[float, str, int, int, Any], None]
@@ -477,6 +478,18 @@ class Cluster(PoolResources):
         """Free executors whose last task belonged to `job` (None: never used or job gone)."""
         return len(self._free.get(job, ()))
 
+    def capacity_changed(self) -> None:
+        """`PoolResources.capacity_changed`: the pool's queues are told the new capacity,
+        so the cohort they borrow from is the pool's as it is now (nodes added, removed)."""
+        if self.admission is not None:
+            self.admission.set_capacity(self.capacity)
+
+    def admission_result(self) -> AdmissionResult | None:
+        """The pool's queues at the present question (`Admission.result`): per queue, its
+        waiting workflows in order, what may start and why each other waits; None with no
+        queues."""
+        return None if self.admission is None else self.admission.result(self)
+
     def can_schedule(self) -> bool:
         if self.admission is not None:
             return self.admission.open(self)
@@ -491,6 +504,8 @@ class Cluster(PoolResources):
         `shares`) and the driver's `changed`."""
         self.shapes.touch(job)
         self.shares.touch(job)
+        if self.admission is not None:
+            self.admission.touch(job)
         if self.changed is not None:
             self.changed[job] = None
 
@@ -512,11 +527,16 @@ class Cluster(PoolResources):
         return self.answer(scheduler, now, self.apply)
 
     def answer(
-        self, scheduler: Scheduler, now: float, apply: Callable[[Decision, float], list[Launch]]
+        self,
+        scheduler: Scheduler,
+        now: float,
+        apply: Callable[[Decision, float], list[Launch]],
+        view: Any = None,
     ) -> tuple[Action, list[Launch]]:
-        """Ask `scheduler` once and carry out its answer with `apply` (`apply`, or the
-        admission's, which cuts the cap to what the queues allow): `decide_once`'s body."""
-        action = scheduler.decide(self)
+        """Ask `scheduler` once, of `view` (None: this cluster; the admission's: one queue's,
+        `idlegate.sim.admission_view`), and carry out its answer with `apply` (`apply`, or
+        the admission's, which cuts the cap to what the queues allow): `decide_once`'s body."""
+        action = scheduler.decide(self if view is None else view)
         if action is WAIT:
             return action, []
         if not isinstance(action, Decision):

@@ -6,7 +6,7 @@ Pure (no wall clock, no I/O): a run is a function of (workload, scheduler, seed,
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import count
 from math import inf
@@ -15,7 +15,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from idlegate.errors import IdlegateError
-from idlegate.sim.admission import Admission, Admitted, Ledger
+from idlegate.sim.admission import Admission
+from idlegate.sim.admission_baselines import Admitted
+from idlegate.sim.admission_ledger import Ledger
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.durations import DurationModel, Uniforms
@@ -30,7 +32,7 @@ from idlegate.sim.protocol import (
     Scheduler,
     Stage,
 )
-from idlegate.sim.queues import QueueSpec, check_joined
+from idlegate.sim.queues import QueueSpec, queue_of
 from idlegate.sim.resources import ResourceVector
 
 _ARRIVE, _TASK, _IDLE, _BOUND = 0, 1, 2, 3
@@ -49,7 +51,12 @@ class JobArrival:
     """A run of a schedule (a cron workflow's): known before it arrives, so a planner with
     ``futures=known`` is told it in advance (`policy.futures.KnownSource`)."""
     queue: str | None = None
-    """The queue it joins (`Workload.queues`; None: the default queue)."""
+    """The queue it names (`Workload.queues`; None: by its label, its namespace or the
+    default, `idlegate.sim.queues.queue_of`)."""
+    namespace: str | None = None
+    """Its namespace (a queue's ``namespaces`` select it when it names no queue)."""
+    labels: Mapping[str, str] | None = field(default=None, hash=False, compare=False)
+    """Its labels (``idlegate.io/queue`` names its queue when `queue` does not)."""
     priority: int = 0
     """Its priority within its queue: higher goes first (`idlegate.sim.admission`)."""
 
@@ -249,7 +256,8 @@ class Engine:
         if workload.queues and mode != "none":
             names = cluster.resource_names
             cluster.admission = Admission(workload.queues, cluster.capacity, names, mode)
-            check_joined(workload.queues, (j.queue for j in workload.jobs))
+            for j in workload.jobs:  # (a queue named that does not exist: refused now)
+                queue_of(workload.queues, j.namespace, j.queue, j.labels)
         engine.push_arrivals(workload.jobs)
         return engine
 
@@ -364,7 +372,8 @@ class Engine:
                         if kind == _ARRIVE:
                             job = cluster.add_job(obj.dag, now, obj.name, obj.durations)
                             if cluster.admission is not None:
-                                job.queue = cluster.admission.index(obj.queue)
+                                queues = cluster.admission.queues
+                                job.queue = queue_of(queues, obj.namespace, obj.queue, obj.labels)
                                 job.priority = obj.priority
                         elif kind == _IDLE:
                             cluster.idle_expired(obj, now)

@@ -177,7 +177,12 @@ class PoolResources:
                     for stage in job.stages:
                         grew = self._restrict(stage) or grew
                     self.touch(job)  # (its stages' nodes: their shapes of need)
+        self.capacity_changed()
         return grew
+
+    def capacity_changed(self) -> None:
+        """The capacity changed (`set_capacity`), for a subclass that keeps what depends
+        on it (the cluster's queues)."""
 
     def _restrict(self, stage: Stage) -> bool:
         """Give `stage`'s need the told nodes its task may use (`Allows`; a stage that asks

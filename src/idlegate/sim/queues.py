@@ -17,8 +17,11 @@ executors), and the cohort lends what a queue leaves idle to the others:
 * ``namespaces``: the operator routes a workflow of these namespaces to the queue (when
   the workflow names no queue itself).
 
-The admission stage that applies them is `idlegate.sim.admission`; a workload's jobs name
-their queue (`JobArrival.queue`). One spec parser (`queues_from`) serves the CLI's
+The admission stage that applies them is `idlegate.sim.admission`. A workflow joins
+(`queue_of`, in the simulator and in the operator alike): the queue it names (a
+DagWorkflow's ``spec.queueName``, a workload's `JobArrival.queue`), else the one its label
+``idlegate.io/queue`` names, else the queue whose ``namespaces`` include its namespace,
+else the pool's default queue (the one named ``default``, else the first). One spec parser (`queues_from`) serves the CLI's
 ``--queues FILE`` (`read_queues`), workload files and the operator's pools.
 """
 
@@ -39,6 +42,8 @@ from idlegate.textfiles import read_text
 
 DEFAULT_QUEUE = "default"
 """The queue of a workflow that names none and whose namespace no queue selects."""
+QUEUE_LABEL = "idlegate.io/queue"
+"""The label by which a workflow of any kind asks for its queue (`queue_of`)."""
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _KEYS = (
@@ -172,10 +177,16 @@ def queues_from(data: Any, where: str = "queues") -> tuple[QueueSpec, ...]:
 
 
 def check_cohort(
-    queues: Iterable[QueueSpec], pool: Mapping[str, int] | None = None, where: str = "queues"
+    queues: Iterable[QueueSpec],
+    pool: Mapping[str, int] | None = None,
+    where: str = "queues",
+    *,
+    counted: Iterable[str] | None = None,
 ) -> None:
     """Names unique, each namespace in one queue, and with `pool` (its capacity, pods
-    included) quotas naming only its resources and summing to at most it."""
+    included) quotas naming only its resources and summing to at most it. With `counted`
+    instead (the resources a pool that follows its nodes counts; pods always), only the
+    names are checked: its capacity comes and goes with its nodes, so no sum can be."""
     queues = tuple(queues)
     seen: dict[str, str] = {}
     names = [q.name for q in queues]
@@ -190,15 +201,11 @@ def check_cohort(
                     f"{q.name!r}; a namespace routes to one queue"
                 )
             seen[ns] = q.name
+    if counted is not None:
+        check_counted(queues, ("pods", *(n for n in counted if n != "pods")))
     if pool is None:
         return
-    for q in queues:
-        missing = [n for n in q.nominal if n not in pool]
-        if missing:
-            raise IdlegateError(
-                f"queue {q.name!r}: its quota names {missing[0]}, which the pool does not "
-                f"count ({', '.join(pool)}); quote only the pool's resources"
-            )
+    check_counted(queues, pool)
     total = sum((ResourceVector(q.nominal) for q in queues), ResourceVector())
     over = [n for n in total if total[n] > pool[n]]
     if over:
@@ -210,16 +217,45 @@ def check_cohort(
         )
 
 
+def check_counted(queues: Iterable[QueueSpec], names: Iterable[str]) -> None:
+    """IdlegateError for the first quota naming a resource not among `names` (what the
+    pool counts, pods included): on a `resources` pool and on one that follows its nodes
+    alike, a quota of what the pool does not count could never be used."""
+    names = tuple(names)
+    for q in queues:
+        for key in ("nominal", "borrowing_limit", "lending_limit"):
+            missing = [n for n in getattr(q, key) or () if n not in names]
+            if missing:
+                raise IdlegateError(
+                    f"queue {q.name!r}: its quota names {missing[0]}, which the pool does not "
+                    f"count ({', '.join(names)}); quote only the pool's resources"
+                )
+
+
 def _texts(amounts: Mapping[str, int]) -> dict[str, str]:
     """Milli-units as the quantities' texts (a 0 as "0")."""
     return {n: ResourceVector({n: v}).to_list().get(n, "0") for n, v in amounts.items()}
 
 
-def check_joined(queues: Sequence[QueueSpec], wanted: Iterable[str | None]) -> None:
-    """IdlegateError for the first of `wanted` (the queues workflows name) that is not one
-    of `queues` (None, naming none, joins the default queue)."""
-    for name in wanted:
-        queue_index(queues, name)
+def queue_of(
+    queues: Sequence[QueueSpec],
+    namespace: str | None = None,
+    name: str | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> int:
+    """The position of the queue a workflow joins (the module docstring's order): `name`
+    (the queue it names), else its `labels`' ``idlegate.io/queue``, else the queue whose
+    namespaces include its `namespace`, else the default one. A name `queues` lacks
+    raises IdlegateError (the operator waits for it: `idlegate.api.queueing.placement`)."""
+    if name is None and labels:
+        name = labels.get(QUEUE_LABEL)
+    if name is not None:
+        return queue_index(queues, name)
+    if namespace is not None:
+        for i, q in enumerate(queues):
+            if namespace in q.namespaces:
+                return i
+    return queue_index(queues, None)
 
 
 def queue_index(queues: Sequence[QueueSpec], name: str | None) -> int:

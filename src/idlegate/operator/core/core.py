@@ -29,7 +29,7 @@ from idlegate.api.kinds import KIND
 from idlegate.api.nodes import named
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.pool_spec import POOL_CONDITION
-from idlegate.api.queueing import bound_hit, why_waiting
+from idlegate.api.queueing import bound_hit
 from idlegate.api.status import (
     FINISHED,
     Conditions,
@@ -94,6 +94,7 @@ from idlegate.operator.core.tracking import (
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
 from idlegate.sim.admission import Admission
+from idlegate.sim.admission_result import reason_of as admission_reason
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.pool import Allows
 from idlegate.sim.protocol import Job, Launch, Scheduler, Stage
@@ -214,9 +215,8 @@ class Core(Lifecycle):
                 self.cluster.needs_schedule |= force
                 self.schedule()
             case Capacity(capacity, nodes, allocatable, hosts, read, allows):
+                # (the cluster tells its admission the new capacity: Cluster.capacity_changed)
                 grew = self.cluster.set_capacity(capacity, nodes, allocatable, hosts, allows)
-                if (admission := self.cluster.admission) is not None:  # (its cohort: issue 68)
-                    admission.set_capacity(self.cluster.capacity)
                 if grew:
                     self.cluster.needs_schedule = True  # (more room: a round)
                     self.schedule()
@@ -538,7 +538,10 @@ class Core(Lifecycle):
             for stage in job.runnable:
                 if not stage.launched and stage.name not in wf.noted:
                     wf.noted.add(stage.name)
-                    said = (why_waiting(admission, job.queue) if admission else None) or why
+                    said = why
+                    if admission is not None and not admission.room(stage):
+                        # (the admission held it back: its own verdict, never worked out again)
+                        said = admission_reason(admission, stage)[1]
                     names = self.cluster.resource_names
                     notice = notices.waiting(stage, job, free, pool, said, names)
                     self.intents.event(wf.owner, *notice)

@@ -1,6 +1,7 @@
 """The operator's HTTP endpoints besides kopf's: ``/metrics`` (the Prometheus text of the
 operator's registry) and ``/readyz`` (200 when the operator serves, 503 with the reason
-as JSON ``{"ready": ..., "reason": ...}`` while it cannot), on `Settings.metrics_port`.
+as JSON ``{"ready": ..., "reason": ...}`` while it cannot) and the visibility API
+(`idlegate.api.visibility_http`), on `Settings.metrics_port`.
 
 One aiohttp server (aiohttp comes with kopf) in the operator's event loop, so ``/readyz``
 reads the operator's state where it lives, without locks. The port is bound before kopf
@@ -17,6 +18,7 @@ from collections.abc import Callable
 import aiohttp.web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from idlegate.api.visibility_http import add_visibility
 from idlegate.errors import IdlegateError
 from idlegate.operator.metrics import Metrics
 
@@ -40,6 +42,7 @@ class Endpoints:
 
     def __init__(self, metrics: Metrics, readiness: Callable[[], tuple[bool, str]]) -> None:
         self.metrics = metrics
+        self.pools: Callable[[], object] = lambda: None  # (the operator's, for the visibility API)
         self.readiness = readiness
         """(ready, why not) of the operator, now."""
         self._runner: aiohttp.web.AppRunner | None = None
@@ -57,6 +60,7 @@ class Endpoints:
         app = aiohttp.web.Application()
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/readyz", self._readyz)
+        add_visibility(app, lambda: self.pools())
         runner = aiohttp.web.AppRunner(app, handle_signals=False, access_log=None)
         await runner.setup()
         await aiohttp.web.SockSite(runner, sock).start()

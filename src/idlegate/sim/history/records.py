@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -27,7 +27,16 @@ MEASURED_KEY = "measuredDurationSeconds"
 """Stage key: the measured task durations in seconds."""
 OUTCOMES = ("Succeeded", "Failed")
 """The values of a record's `outcome`."""
-RECORD_KEYS = ("jctSeconds", "outcome", "policy", "poolSize", "template", "pool")
+RECORD_KEYS = (
+    "jctSeconds",
+    "outcome",
+    "policy",
+    "poolSize",
+    "template",
+    "pool",
+    "namespace",
+    "labels",
+)
 """Top-level keys of what happened to a workflow (beside `arrival`)."""
 
 
@@ -77,6 +86,10 @@ class HistoryWorkflow:
     later runs (None: not an Argo workflow, or not recorded)."""
     pool: str | None = None
     """The ExecutorPool that ran it (the operator's sink; None: not recorded)."""
+    namespace: str | None = None
+    """Its namespace (a queue's ``namespaces`` place it in a replay; None: not recorded)."""
+    labels: Mapping[str, str] | None = field(default=None, hash=False, compare=True)
+    """Its labels (``idlegate.io/queue`` places it in a replay; None: not recorded)."""
 
     def durations(self) -> MeasuredDurations | None:
         """The simulator's duration model for this workflow's jobs (None if nothing measured)."""
@@ -150,6 +163,8 @@ def history_record(workflow: HistoryWorkflow) -> dict[str, Any]:
             workflow.pool_size,
             workflow.template,
             workflow.pool,
+            workflow.namespace,
+            None if workflow.labels is None else dict(workflow.labels),
         ),
         strict=True,
     )
@@ -183,12 +198,20 @@ def record_keys(top: dict[str, Any], where: str) -> dict[str, Any]:
         ("policy", "a scheduler spec such as 'fair'"),
         ("template", "the name of an Argo workflow template"),
         ("pool", "the name of an ExecutorPool"),
+        ("namespace", "the name of a namespace"),
     ):
         text = top.get(key)
         if text is not None:
             if not isinstance(text, str) or not text:
                 raise SpecError(f"{where}: {key} must be {what}, got {text!r}")
             out[key] = text
+    labels = top.get("labels")
+    if labels is not None:
+        if not isinstance(labels, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
+        ):
+            raise SpecError(f"{where}: labels must map label names to texts, got {labels!r}")
+        out["labels"] = dict(labels)
     pool = top.get("poolSize")
     if pool is not None:
         if isinstance(pool, bool) or not isinstance(pool, int) or pool < 1:

@@ -100,9 +100,16 @@ def history_arrivals(workflows: Sequence[HistoryWorkflow]) -> list[JobArrival]:
     for i, t in zip(order, times, strict=True):
         w = workflows[i]
         label = w.name or f"workflow-{i}"
-        out.append(
-            JobArrival(t, label, Dag.from_spec(w.spec), w.durations(), queue=w.spec.queue_name)
+        arrival = JobArrival(
+            t,
+            label,
+            Dag.from_spec(w.spec),
+            w.durations(),
+            queue=w.spec.queue_name,
+            namespace=w.namespace,
+            labels=w.labels,
         )
+        out.append(arrival)
     return out
 
 

@@ -1,0 +1,80 @@
+"""The dashboard's screenshots in docs/dashboard.md (docs/img/dashboard-queues.png and
+docs/img/dashboard-workflow.png), taken in Debian's chromium (Playwright) of the page the
+browser tests check: the real operator on the test API server running ExecutorPool
+``shared`` with two queues, one workflow running, two waiting (one with a forecast set on
+its status), a finished diamond (tests/dashboard_helpers.py, ``demo_cluster``), and a minute
+of short workflows in queue ``b`` for its chart (about two minutes in all).
+
+    .venv/bin/python -m benchmarks.dashboard_screenshots [--out docs/img]
+
+(run from the repository root: the script imports the test API server from tests/k8s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from playwright.sync_api import expect, sync_playwright
+
+from idlegate.api.forecast_status import Forecast, dump_forecast
+from tests.dashboard_helpers import (
+    CHROMIUM_ARGS,
+    DashboardThread,
+    chromium,
+    demo_cluster,
+)
+from tests.e2e import DWF, stage, workflow
+from tests.k8s.harness import serving_crd
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=Path("docs/img"))
+    out = parser.parse_args().out
+    browser_path = chromium()
+    if browser_path is None:
+        sys.exit("Error: Debian's chromium is not installed; run `make chromium`")
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        for api in serving_crd(Path(tmp)):
+            with demo_cluster(api, scale=30) as cluster:
+                now = time.time()
+                forecast = Forecast(
+                    now, now + 250, (now + 130, now + 420), now + 560, (now + 400, now + 900)
+                )
+                status = {"status": {"forecast": dump_forecast(forecast)}}
+                api.patch(DWF, cluster.pooled, "waiter", status, subresource="status")
+                with (
+                    DashboardThread(
+                        api.kubeconfig, namespaces=[], visibility=cluster.visibility
+                    ) as board,
+                    sync_playwright() as p,
+                ):
+                    browser = p.chromium.launch(executable_path=browser_path, args=CHROMIUM_ARGS)
+                    page = browser.new_page(viewport={"width": 1200, "height": 820})
+                    # queue b's use over 50 s: a workflow of one 60 s task every 5 s of the wall
+                    # (the clock runs 20 times the wall's: a task ends in 3 s), for the chart
+                    for i in range(10):
+                        one = workflow(f"b-{i}", stage("s", 1, 60))
+                        one["spec"]["queueName"] = "b"
+                        api.create(DWF, one, namespace=cluster.pooled)
+                        time.sleep(5)
+                    page.goto(board.url)
+                    expect(page.locator("#waiting .fc-ok")).to_have_count(1)
+                    # (a few samples in the chart: the page polls, each poll redraws it)
+                    polls = page.locator("svg.spark polyline.use[points*=' ']")
+                    expect(polls.first).to_be_attached()
+                    page.screenshot(path=str(out / "dashboard-queues.png"), full_page=True)
+                    page.goto(f"{board.url}/workflow/{cluster.plain}/diamond")
+                    expect(page.locator("svg.gantt rect.bar")).to_have_count(6)
+                    page.screenshot(path=str(out / "dashboard-workflow.png"), full_page=True)
+                    browser.close()
+    print(f"Wrote {out / 'dashboard-queues.png'} and {out / 'dashboard-workflow.png'}")
+
+
+if __name__ == "__main__":
+    main()

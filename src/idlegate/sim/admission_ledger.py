@@ -1,0 +1,117 @@
+"""What a pool's queues use, and the ledger of it over time: the part of the admission
+(`idlegate.sim.admission`) that counts, beside the part that decides.
+
+`Usage` keeps each queue's usage U_q (the demand of its running tasks: a pod each, plus
+what the pool counts beyond pods), its weighted dominant share over the cohort, and
+integrates the figures of `idlegate.sim.queue_metrics` (`Ledger`) between changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import inf
+
+from idlegate.sim.protocol import Stage
+from idlegate.sim.resources import MILLI
+
+
+@dataclass
+class Ledger:
+    """What the admission saw, per queue, for the figures (`idlegate.sim.queue_metrics`)."""
+
+    waits: list[list[float]]
+    """Seconds each started task of the queue waited (the module's wait), in start order."""
+    overdue: list[tuple[int, float, float]] = field(default_factory=list)
+    """(queue, bound time, start) of every task started past its bound."""
+    borrowed: list[list[float]] = field(default_factory=list)
+    """Per queue and resource, unit-seconds used beyond its nominal quota."""
+    lent: list[list[float]] = field(default_factory=list)
+    """Per queue and resource, unit-seconds of its idle nominal quota others used."""
+    contended: float = 0.0
+    """Seconds with two or more queues holding ready tasks that wait."""
+    jain_area: float = 0.0
+    """∫ Jain's index of the waiting queues' weighted dominant shares over `contended`."""
+
+
+class Usage:
+    """Each queue's usage and share, and the ledger (`Admission` derives from it)."""
+
+    dims: tuple[str, ...]
+    nominal: list[list[float]]
+    cohort: list[float]
+    weight: list[float]
+    used: list[list[float]]
+    ledger: Ledger
+    last_tick: float
+    _waiting: list[bool]
+    _changed: set[int]
+
+    def settle(self, now: float) -> Ledger:
+        """The ledger, integrated up to `now`."""
+        self._tick(now)
+        return self.ledger
+
+    # -- what running tasks use ------------------------------------------------------
+
+    def demand(self, stage: Stage) -> list[float]:
+        """One task's demand, in `dims` order (a pod, then the pool's other resources)."""
+        need = stage.need
+        if need is None:
+            return [MILLI, *([0.0] * (len(self.dims) - 1))]
+        return [MILLI, *need.amounts]
+
+    def use(self, stage: Stage, tasks: int, now: float) -> None:
+        """`tasks` more (or, negative, fewer) of `stage`'s tasks run from `now` on."""
+        self._tick(now)
+        self._changed.add(stage.job.queue)
+        used = self.used[stage.job.queue]
+        for i, a in enumerate(self.demand(stage)):
+            used[i] += a * tasks
+
+    def _tick(self, now: float) -> None:
+        """Integrate borrowing, lending and fairness over the time since the last change."""
+        dt = now - self.last_tick
+        if dt <= 0:
+            return
+        self.last_tick = now
+        ledger = self.ledger
+        over, idle = self.over_idle()
+        total = [sum(col) for col in zip(*over, strict=True)]
+        idle_total = [sum(col) for col in zip(*idle, strict=True)]
+        for q in range(len(over)):
+            for i in range(len(self.dims)):
+                ledger.borrowed[q][i] += over[q][i] * dt / MILLI
+                if idle_total[i] > 0:
+                    ledger.lent[q][i] += total[i] * idle[q][i] / idle_total[i] * dt / MILLI
+        waiting = [q for q, w in enumerate(self._waiting) if w]
+        if len(waiting) >= 2:
+            shares = [self.share(q) for q in waiting]
+            squares = sum(s * s for s in shares)
+            jain = 1.0 if squares == 0 else sum(shares) ** 2 / (len(shares) * squares)
+            ledger.contended += dt
+            ledger.jain_area += jain * dt
+
+    def over_idle(self) -> tuple[list[list[float]], list[list[float]]]:
+        """Per queue and resource, its use beyond its nominal quota and its idle quota."""
+        over, idle = [], []
+        for used, nominal in zip(self.used, self.nominal, strict=True):
+            pairs = list(zip(used, nominal, strict=True))
+            over.append([max(0.0, u - n) if n != inf else 0.0 for u, n in pairs])
+            idle.append([max(0.0, n - u) if n != inf else 0.0 for u, n in pairs])
+        return over, idle
+
+    def lent(self) -> list[list[float]]:
+        """Per queue and resource, its idle nominal quota that others' borrowing uses now,
+        in proportion to each queue's idle quota (as the ledger counts it)."""
+        over, idle = self.over_idle()
+        borrowed = [sum(col) for col in zip(*over, strict=True)]
+        spare = [sum(col) for col in zip(*idle, strict=True)]
+        return [
+            [b * i / s if s > 0 else 0.0 for b, i, s in zip(borrowed, row, spare, strict=True)]
+            for row in idle
+        ]
+
+    def share(self, q: int) -> float:
+        """Queue q's weighted dominant share: max over resources of U_q / cohort, / weight."""
+        s = max((u / c for u, c in zip(self.used[q], self.cohort, strict=True) if c > 0), default=0)
+        return s / self.weight[q]

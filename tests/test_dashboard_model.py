@@ -1,0 +1,132 @@
+"""The dashboard's pure parts: what it shows of the API's objects (idlegate.dashboard.model)
+and its SVG pictures (idlegate.dashboard.svg)."""
+
+from __future__ import annotations
+
+from idlegate.api.labels import LABEL_STAGE
+from idlegate.dashboard import model, svg
+
+T0 = 1_800_000_000.0
+TS = "2027-01-15T08:00:{:02d}Z"
+
+
+def dwf(ns: str, name: str, phase: str | None = None, **status: object) -> dict:
+    meta = {"namespace": ns, "name": name, "creationTimestamp": TS.format(0)}
+    return {"metadata": meta, "spec": {"stages": []}, "status": {"phase": phase, **status}}
+
+
+def test_a_diamonds_stages_take_their_state_from_the_status():
+    body = {
+        "spec": {
+            "stages": [
+                {"name": "a", "tasks": 2},
+                {"name": "b", "tasks": 1, "dependsOn": ["a"]},
+                {"name": "c", "tasks": 1, "dependsOn": ["a"]},
+                {"name": "d", "tasks": 1, "dependsOn": ["b", "c"]},
+            ]
+        },
+        "status": {
+            "phase": "Running",
+            "stages": [
+                {"name": "a", "tasks": 2, "succeeded": 2},
+                {"name": "b", "tasks": 1, "running": 1},
+                {"name": "c", "tasks": 1},
+            ],
+            "idleSlots": [{"stage": "c", "delaySeconds": 5, "releaseTime": TS.format(9)}],
+        },
+    }
+    views = model.stage_views(body)
+    assert [(v["name"], v["state"]) for v in views] == [
+        ("a", "done"),
+        ("b", "running"),
+        ("c", "idle"),
+        ("d", "blocked"),
+    ]
+    assert views[0]["label"] == "2/2 done, 0 running"
+    drawn = svg.dag_svg(views)
+    assert drawn.count('class="stage state-') == 4 and drawn.count('class="edge"') == 4
+    assert svg.levels(views) == [0, 1, 1, 2]
+
+
+def test_one_bar_per_pod_that_started():
+    def pod(name: str, stage: str, status: dict) -> dict:
+        return {"metadata": {"name": name, "labels": {LABEL_STAGE: stage}}, "status": status}
+
+    done = {"state": {"terminated": {"startedAt": TS.format(1), "finishedAt": TS.format(4)}}}
+    pods = [
+        pod("w-a-0", "a", {"phase": "Succeeded", "containerStatuses": [done]}),
+        pod("w-a-1", "a", {"phase": "Running", "startTime": TS.format(2)}),
+        pod("w-b-0", "b", {"phase": "Pending"}),  # (gated: no bar)
+    ]
+    bars = model.pod_bars(pods, T0)
+    assert [(b["pod"], b["state"]) for b in bars] == [("w-a-0", "done"), ("w-a-1", "running")]
+    assert bars[0]["end"] - bars[0]["start"] == 3.0 and bars[1]["end"] is None
+    drawn = svg.gantt_svg(bars, bars[1]["start"] + 10)
+    assert drawn.count('class="bar ') == 2
+    assert "No pod has started yet" in svg.gantt_svg([], T0)
+
+
+def test_what_the_cluster_says_is_escaped_in_the_pictures():
+    bars = [{"pod": '<img src=x onerror="alert(1)">', "stage": "<b>", "start": T0, "end": T0}]
+    drawn = svg.gantt_svg(bars, T0)
+    assert "<img" not in drawn and "<b>" not in drawn and "&lt;img" in drawn
+
+
+def test_pools_show_quota_beside_use_and_the_default_pool_from_the_visibility_api():
+    pool = {
+        "metadata": {"name": "shared"},
+        "spec": {"size": 4, "queues": [{"name": "a", "nominal": {"pods": 2}}]},
+        "status": {
+            "size": 4,
+            "busy": 3,
+            "following": "sjf-cp: 12 % lower mean JCT than fair on the last 40 workflows",
+            "queues": [
+                {"name": "a", "used": {"pods": "3"}, "borrowed": {"pods": "1"}, "waiting": 2}
+            ],
+        },
+    }
+    visibility = {"pools": [{"name": "default", "queues": [{"name": "", "waiting": []}]}]}
+    views = model.pool_views([pool], visibility)
+    assert [v["name"] for v in views] == ["shared", "default"]
+    assert views[1]["queues"][0]["used"] is None  # (no ExecutorPool: its use is not known)
+    (a,) = views[0]["queues"]
+    assert (a["usedPods"], a["nominalPods"], a["waiting"]) == (3.0, 2.0, 2)
+    assert a["borrowed"] == {"pods": "1"} and views[0]["following"].startswith("sjf-cp")
+
+
+def test_without_the_visibility_api_pending_workflows_say_what_their_status_says():
+    held = dwf("t", "held", "Pending", conditions=[{"status": "False", "message": "no pool"}])
+    rows = model.waiting_views([held, dwf("t", "done", "Succeeded")], None, None, T0)
+    assert [(r["name"], r["position"], r["reason"]) for r in rows] == [("held", None, "no pool")]
+    assert rows[0]["forecast"] == "no forecast yet"
+
+
+def test_with_it_only_the_namespaces_the_user_may_list_are_shown():
+    waiting = [
+        {"namespace": ns, "name": n, "kind": "DagWorkflow", "priority": 0, "position": i}
+        | {"reason": "queue a: pods 1/1 used", "started": False, "forecast": None}
+        for i, (ns, n) in enumerate([("mine", "w1"), ("theirs", "w2")], start=1)
+    ]
+    doc = {"pools": [{"name": "p", "queues": [{"name": "a", "waiting": waiting}]}]}
+    doc["unpooled"] = [{"namespace": "theirs", "name": "w3", "kind": "DagWorkflow"}]
+    doc["unpooled"][0] |= {"pool": "big", "reason": "PoolNotFound"}
+    forecast = {
+        "computedAt": TS.format(0),
+        "unavailable": "stage 'load' has no duration estimate and no history",
+    }
+    mine = dwf("mine", "w1", "Pending", forecast=forecast)
+    rows = model.waiting_views([mine], doc, ["mine"], T0)
+    assert [(r["namespace"], r["name"], r["position"]) for r in rows] == [("mine", "w1", 1)]
+    assert rows[0]["forecastState"] == "unavailable"
+    assert rows[0]["forecast"].startswith("forecast unavailable: stage 'load'")
+    everyone = model.waiting_views([mine], doc, None, T0)
+    assert [r["name"] for r in everyone] == ["w1", "w2", "w3"]
+
+
+def test_the_samples_keep_the_last_hour():
+    samples = model.Samples()
+    for t in range(0, 5000, 1000):
+        samples.add(T0 + t, [{"name": "p", "queues": [{"name": "a", "usedPods": t / 1000}]}])
+    assert [v for _, v in samples.of("p", "a")] == [1.0, 2.0, 3.0, 4.0]
+    drawn = svg.spark_svg(samples.of("p", "a"), 2.0, T0 + 4000)
+    assert drawn.count("<polyline") == 1 and 'class="quota"' in drawn
