@@ -41,7 +41,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from idlegate.api.crd import API_VERSION, render_crd
+from idlegate.api.crd import render_crd
+from idlegate.api.kinds import API_VERSION
 from idlegate.api.labels import GATE
 from idlegate.flags import missing_extra, one_line
 

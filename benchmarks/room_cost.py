@@ -7,7 +7,7 @@ told their room once per turn of the operator's event loop in which a node or a 
 changed (`idlegate.operator.edge.pools.Pools.room_soon`). Until its first node or pod
 event the watch counts every node and every pod in kopf's indexes
 (`idlegate.api.nodes.room`); from then on it reads the room from a ledger the events
-keep (`idlegate.api.nodes.Ledger`). For each NODES:PODS size this builds that many
+keep (`idlegate.api.nodes.NodeLedger`). For each NODES:PODS size this builds that many
 Ready nodes of 8 CPUs, 32 GiB and 110 pods and that many running pods of 100m and
 128Mi spread over them, and `--unbound` pods of 1 CPU that idlegate released and the
 kube-scheduler has not bound yet (each reading places them), then prints the CPU seconds of one reading both ways (counting
@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from idlegate.api.labels import ANNOTATION_EXECUTOR
-from idlegate.api.nodes import Ledger, read_node, requested, room
+from idlegate.api.nodes import NodeLedger, read_node, requested, room
 from idlegate.api.pool_spec import LabelSelector
 from idlegate.sim.resources import ResourceVector
 
@@ -74,7 +74,7 @@ def reading_seconds(nodes: int, pods: int, waiting: int, repeat: int) -> tuple[f
     def anew() -> None:
         room([read_node(b) for b in bodies], live, LabelSelector(), {}, request)
 
-    ledger = Ledger.of([read_node(b) for b in bodies], live)
+    ledger = NodeLedger.of([read_node(b) for b in bodies], live)
     selector, moved = LabelSelector(), iter(range(pods, 2**62))
 
     def kept() -> None:  # (a reading follows a change: one more pod bound)

@@ -24,10 +24,10 @@ from typing import Any
 
 import aiohttp.web
 
-from idlegate.api.crd import API_VERSION, GROUP, POOL_KIND, POOL_PLURAL, VERSION
+from idlegate.api.kinds import API_VERSION, GROUP, POOL_KIND, POOL_PLURAL, VERSION
 from idlegate.dashboard.kube import Reader
 from idlegate.dashboard.server import Dashboard
-from idlegate.operator.edge.kube import load_configuration
+from idlegate.kubeconfig import load_configuration
 from tests.e2e import DWF, SPEED, new_namespace, running_operator, stage, wait, wait_phase, workflow
 from tests.k8s.faults import FaultProxy, _status
 from tests.k8s.harness import ApiServer, LoopThread

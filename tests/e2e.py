@@ -44,7 +44,7 @@ import kmock
 from kopf.testing import KopfRunner
 
 import idlegate
-from idlegate.api.crd import API_VERSION
+from idlegate.api.kinds import API_VERSION
 from idlegate.api.labels import ANNOTATION_ATTEMPT, GATE, LABEL_STAGE, LABEL_TASK, LABEL_WORKFLOW
 from idlegate.operator.main import Operator, build_registry
 from idlegate.operator.settings import Clock, Settings

@@ -41,7 +41,7 @@ from typing import Any
 
 import kmock
 
-from idlegate.api.crd import PLURAL
+from idlegate.api.kinds import PLURAL
 from idlegate.api.labels import GATE
 from tests.e2e import (
     DWF,

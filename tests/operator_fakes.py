@@ -614,7 +614,7 @@ def stranded(h: Harness) -> list[str]:
 
 class FeatureHost:
     """What a job kind's handlers (`features.argo.ArgoSide`, `features.airflow.AirflowSide`)
-    use of the operator (`features.argo.Host`): one Harness's pools, ready."""
+    use of the operator (`features.external.Host`): one Harness's pools, ready."""
 
     def __init__(self, h: Harness) -> None:
         self.settings, self.metrics = h.bridge.settings, h.metrics

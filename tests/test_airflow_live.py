@@ -23,7 +23,7 @@ from idlegate.integrations.airflow import (
 from idlegate.integrations.airflow_live import LiveDags, LiveRefusal, place, run_version
 from idlegate.integrations.airflow_pods import AirflowPod
 from idlegate.sim.airflow import LeftTask
-from idlegate.sim.argo.model import DurationSource
+from idlegate.sim.external import DurationSource
 from tests.airflow_data import PASSWORD, replaying, session
 
 ADMIN = AirflowAuth(username="admin", password=PASSWORD)

@@ -16,7 +16,7 @@ from idlegate.sim.airflow import (
     is_airflow,
     map_dag,
 )
-from idlegate.sim.argo import DurationSource
+from idlegate.sim.external import DurationSource
 
 
 def task(tid: str, *down: str, cls: str = "BashOperator", **more: Any) -> dict[str, Any]:

@@ -11,25 +11,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from idlegate.api.argo_pods import (
-    ArgoPod,
-    run_seconds,
-)
+from idlegate.api.argo_pods import ArgoPod
+from idlegate.api.external_pods import run_seconds
 from idlegate.api.labels import ANNOTATION_EXECUTOR
 from idlegate.errors import SpecError
 from idlegate.operator.edge import intake
 from idlegate.operator.features.argo import ArgoSide
 from idlegate.policy import make_scheduler
-from idlegate.sim.argo import (
-    DEFAULT_PRIOR,
-    ArgoRefusal,
-    DurationSource,
-    RefusalReason,
-    map_workflow,
-    node_id,
-)
-from idlegate.sim.argo.runs import DurationHistory, argo_run, duration_lookup
+from idlegate.sim.argo import ArgoRefusal, RefusalReason, map_workflow, node_id
+from idlegate.sim.argo.runs import argo_run, duration_lookup
 from idlegate.sim.engine import simulate
+from idlegate.sim.external import DEFAULT_PRIOR, DurationHistory, DurationSource
 from idlegate.sim.history import (
     ArgoLearning,
     argo_durations,

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from idlegate.api.argo_pods import ArgoPod
+from idlegate.api.external_jobs import Release
 from idlegate.api.task_pods import Owner
-from idlegate.operator.core.external import ExternalJob, Release
+from idlegate.operator.core.external import ExternalJob
 from idlegate.sim.argo import map_workflow
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.protocol import Decision

@@ -15,7 +15,6 @@ from idlegate.sim.argo import (
     WORKFLOW_KINDS,
     ArgoRefusal,
     Condition,
-    DurationSource,
     Observed,
     RefusalReason,
     is_argo,
@@ -24,6 +23,7 @@ from idlegate.sim.argo import (
     template_index,
 )
 from idlegate.sim.dag import Dag
+from idlegate.sim.external import DurationSource
 from tests.argo_data import EXAMPLES, all_examples, documents, example, recorded
 
 

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from idlegate.api import crd
+from idlegate.api import crd, kinds
 from idlegate.api.lint import lint_paths
 from idlegate.api.status import (
     MAX_CR_STAGES,
@@ -156,7 +156,7 @@ def test_printer_columns_read_as_meant(kind):
         if path.startswith(".spec.") and column["type"] == "boolean":
             # the API server applies the default, so an unset flag shows false, not <none>
             assert _field(schema, path)["default"] is False, column["name"]
-    if kind == crd.CRON_KIND:
+    if kind == kinds.CRON_KIND:
         (nxt,) = [c for c in rendered["additionalPrinterColumns"] if c["name"] == "Next"]
         assert (nxt["jsonPath"], nxt["type"]) == (".status.nextScheduleTime", "string")
         assert _field(schema, nxt["jsonPath"])["format"] == "date-time"

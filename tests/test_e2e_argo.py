@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from idlegate.api.argo_pods import NODE_NAME, WORKFLOW_LABEL
-from idlegate.api.crd import API_VERSION, GROUP, POOL_KIND, POOL_PLURAL, VERSION
+from idlegate.api.kinds import API_VERSION, GROUP, POOL_KIND, POOL_PLURAL, VERSION
 from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE
 from idlegate.sim.history import load_history
 from idlegate.sim.protocol import Decision

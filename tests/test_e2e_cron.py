@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from idlegate.api.crd import API_VERSION
+from idlegate.api.kinds import API_VERSION
 from idlegate.api.labels import ANNOTATION_SCHEDULED, LABEL_CRON
 from tests.clocks import ScaledClock
 from tests.e2e import events_of, running_operator, stage, wait

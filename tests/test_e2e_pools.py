@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from idlegate.api.crd import API_VERSION, GROUP, POOL_KIND, POOL_PLURAL, VERSION
+from idlegate.api.kinds import API_VERSION, GROUP, POOL_KIND, POOL_PLURAL, VERSION
 from idlegate.api.labels import LABEL_WORKFLOW
 from idlegate.operator.edge.pools import pool_status as live_pool_status
 from idlegate.sim.timestamps import from_datetime

@@ -46,7 +46,7 @@ from typing import Any
 import pytest
 import yaml
 
-from idlegate.api.crd import API_VERSION, GROUP, POOL_KIND, POOL_PLURAL, VERSION
+from idlegate.api.kinds import API_VERSION, GROUP, POOL_KIND, POOL_PLURAL, VERSION
 from idlegate.api.labels import LABEL_QUEUE
 from tests.airflow_data import PASSWORD
 from tests.argo_data import WORKFLOW_CRD

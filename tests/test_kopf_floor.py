@@ -19,7 +19,7 @@ async def test_the_floors_writer_creates_every_pod_releases_room_and_then_one_a_
     api: Any, ns: str, tmp_path: Path
 ) -> None:
     from benchmarks.kopf_floor import Writer
-    from idlegate.operator.edge.kube import load_configuration
+    from idlegate.kubeconfig import load_configuration
     from tests.k8s.apiserver import PODS
 
     writer = Writer(load_configuration(api.kubeconfig), ns, pods=3, room=2)

@@ -278,7 +278,8 @@ async def test_a_replica_that_does_not_lead_applies_no_intent_and_sends_no_write
 
 
 async def test_the_api_client_refuses_writes_of_a_replica_that_does_not_lead(tmp_path):
-    from idlegate.operator.edge.kube import KubeApi, load_configuration
+    from idlegate.kubeconfig import load_configuration
+    from idlegate.operator.edge.kube import KubeApi
     from tests.k8s.harness import write_kubeconfig
 
     write_kubeconfig(tmp_path / "kubeconfig", "http://127.0.0.1:9")  # (nothing is sent)

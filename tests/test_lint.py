@@ -21,7 +21,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from idlegate.api.crd import CRON_KIND, KIND
+from idlegate.api.kinds import CRON_KIND, KIND
 from idlegate.api.lint import LintReport, admission_errors, lint_paths, split_message
 from idlegate.api.status import MAX_MEASURED
 from idlegate.api.template import check_templates

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 import pytest
 
 from idlegate.api.labels import HOSTNAME
-from idlegate.api.nodes import NodeRules, Placement, allows, read_node
+from idlegate.api.nodes import NodeRequirements, NodeRules, allows, read_node
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.protocol import Decision
@@ -88,7 +88,7 @@ ALLOWS = [  # (the pod's spec, the node, whether it may run there)
 
 @pytest.mark.parametrize(("spec", "body", "expected"), ALLOWS)
 def test_the_one_predicate_of_which_node_a_pod_may_use(spec, body, expected):
-    assert allows(Placement.of(spec), read_node(body)) is expected
+    assert allows(NodeRequirements.of(spec), read_node(body)) is expected
 
 
 # -- the state machine: placed, counted and judged among those nodes --------------------------

@@ -1,4 +1,4 @@
-"""The nodes' ledger (idlegate.api.nodes.Ledger): kept from the events that changed it
+"""The nodes' ledger (idlegate.api.nodes.NodeLedger): kept from the events that changed it
 (a pod bound, ended, deleted; a node added, changed, removed), it reads the same room as
 a count of every node and pod from scratch (the room before the ledger, below)."""
 
@@ -11,8 +11,8 @@ from typing import Any
 from idlegate.api.nodes import (
     ONE_POD,
     SCORED,
-    Ledger,
     Node,
+    NodeLedger,
     Releasing,
     Room,
     _add,
@@ -135,7 +135,7 @@ def same(a: Room, b: Room) -> None:
 
 
 def test_a_pod_bound_ended_and_deleted_moves_its_nodes_room():
-    ledger = Ledger.of([read_node(node("a", 8)), read_node(node("b", 4))], [])
+    ledger = NodeLedger.of([read_node(node("a", 8)), read_node(node("b", 4))], [])
     ledger.pod(pod("x", "2", "a"))  # (bound, not idlegate's: the pool's capacity too)
     now = ledger.room(LabelSelector())
     assert dict(now.free)["a"]["cpu"] == 6000 and now.capacity["cpu"] == 10000
@@ -158,7 +158,7 @@ def test_after_random_events_the_ledger_reads_as_every_pod_counted_again():
         f"n{i}": node(f"n{i}", rng.choice((4, 8))) for i in range(5)
     }
     pods: dict[tuple[str, str], dict[str, Any]] = {}
-    ledger = Ledger.of([read_node(b) for b in nodes.values()], [])
+    ledger = NodeLedger.of([read_node(b) for b in nodes.values()], [])
     for step in range(1500):
         event = rng.random()
         if event < 0.6:

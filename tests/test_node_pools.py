@@ -626,7 +626,7 @@ def test_a_pod_created_released_is_pinned_as_a_released_gated_one_is():
 
 
 def test_the_watch_fed_by_events_reads_the_room_as_its_indexes_counted_anew():
-    # after its first event, the watch keeps a ledger (api.nodes.Ledger) from the events
+    # after its first event, the watch keeps a ledger (api.nodes.NodeLedger) from the events
     # and no longer counts every pod in kopf's indexes at each reading (issue 61)
     from tests.operator_fakes import harness
 

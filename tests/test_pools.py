@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from idlegate.api import crd
+from idlegate.api import crd, kinds
 from idlegate.api.lint import lint_paths
 from idlegate.api.pool_spec import (
     DEFAULT_POOL,
@@ -117,8 +117,8 @@ def test_spec_pool_is_a_valid_object_name():
 
 def pool_object(**overrides: object) -> dict:
     obj = {
-        "apiVersion": crd.API_VERSION,
-        "kind": crd.POOL_KIND,
+        "apiVersion": kinds.API_VERSION,
+        "kind": kinds.POOL_KIND,
         "metadata": {"name": "batch"},
         "spec": {"size": 4, "namespaceSelector": {"matchLabels": {"team": "batch"}}},
     }
@@ -149,7 +149,7 @@ def test_lint_knows_the_pool_kind(tmp_path):
 
 
 def test_the_pool_crd_is_cluster_scoped_with_its_columns():
-    body = crd.render_crd(crd.POOL_KIND)
+    body = crd.render_crd(kinds.POOL_KIND)
     assert body["spec"]["scope"] == "Cluster"
     assert body["metadata"]["name"] == "executorpools.idlegate.io"
     version = body["spec"]["versions"][0]
@@ -158,7 +158,7 @@ def test_the_pool_crd_is_cluster_scoped_with_its_columns():
     ]  # fmt: skip
     spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
     assert spec["properties"]["size"]["minimum"] == 1
-    assert crd.render_crd(crd.KIND)["spec"]["scope"] == "Namespaced"
+    assert crd.render_crd(kinds.KIND)["spec"]["scope"] == "Namespaced"
 
 
 # -- Pools over the fakes: routing, waiting, resize, deletion --------------------------------

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from idlegate.api.crd import KIND
+from idlegate.api.kinds import KIND
 from idlegate.api.labels import LABEL_POOL, LABEL_QUEUE
 from idlegate.api.pool_spec import DEFAULT_POOL, ExecutorPoolSpec
 from idlegate.api.routing import (

@@ -179,7 +179,7 @@ def test_kopf_keeps_a_diff_base_of_our_own_kinds_only():
     events)."""
     import kopf
 
-    from idlegate.api.crd import GROUP
+    from idlegate.api.kinds import GROUP
     from idlegate.operator.kopf_settings import ANNOTATION_PREFIX, DIFF_BASE_KEY, OursOnlyDiffBase
     from idlegate.operator.main import Operator, build_registry
     from idlegate.operator.settings import Settings

@@ -18,7 +18,8 @@ def live_workflows(kubeconfig: Path | None, namespaces: Sequence[str] | None) ->
     operator's API client."""
     import asyncio
 
-    from idlegate.operator.edge.kube import ApiError, KubeApi, load_configuration
+    from idlegate.kubeconfig import load_configuration
+    from idlegate.operator.edge.kube import ApiError, KubeApi
 
     api = KubeApi(load_configuration(kubeconfig))
 

@@ -25,8 +25,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from idlegate.api.external_pods import run_seconds, with_our_gate
 from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE
-from idlegate.sim.argo.status import canonical_path, parse_time
+from idlegate.sim.argo.status import canonical_path
 
 WORKFLOW_LABEL = "workflows.argoproj.io/workflow"
 """Label of every pod Argo creates for a workflow: the workflow's name."""
@@ -34,10 +35,6 @@ NODE_NAME = "workflows.argoproj.io/node-name"
 """Annotation of a node's pod: the node's full name."""
 NODE_ID = "workflows.argoproj.io/node-id"
 """Annotation of a node's pod: the node's id (its key in ``status.nodes``)."""
-MAIN = "main"
-"""The container Argo runs a template's container, script or resource in."""
-WAIT = "wait"
-"""Argo's sidecar, which outlives the main container to save its outputs."""
 
 
 def _meta(pod: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -56,41 +53,6 @@ def _node_name(pod: Mapping[str, Any]) -> str | None:
 
 def _executor(value: Any) -> int | None:
     return int(value) if isinstance(value, str) and value.isdigit() else None
-
-
-def run_seconds(pod: Mapping[str, Any]) -> float | None:
-    """How long a finished pod ran: its ``main`` container's start to finish as the
-    kubelet reports them in ``status.containerStatuses`` (without one named ``main``, as
-    a containerSet's pod: the first start to the last finish of its containers but Argo's
-    ``wait``). None when the status does not say, or says a run shorter than its 1 s
-    precision.
-
-    Not the node's ``finishedAt - startedAt``: Argo starts a node's clock when it creates
-    the pod, so that counts the time the pod waited at idlegate's gate too."""
-    status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
-    found = [c for c in status.get("containerStatuses") or [] if isinstance(c, Mapping)]
-    main = [c for c in found if c.get("name") == MAIN]
-    ended = [
-        (c.get("state") or {}).get("terminated") or {}
-        for c in main or [c for c in found if c.get("name") != WAIT]
-    ]
-    starts = [t for t in (parse_time(e.get("startedAt")) for e in ended) if t is not None]
-    ends = [t for t in (parse_time(e.get("finishedAt")) for e in ended) if t is not None]
-    if not ended or len(starts) < len(ended) or len(ends) < len(ended):
-        return None  # (a container not started or not ended: not a run to measure)
-    seconds = max(ends) - min(starts)
-    return seconds if seconds > 0 else None
-
-
-def with_our_gate(pod: Mapping[str, Any]) -> list[dict[str, Any]] | None:
-    """The scheduling gates a pod another controller creates is to be created with (its
-    own, then idlegate's); None if it has idlegate's gate already, so that a gating
-    webhook is idempotent. Which pods to gate is each kind's own question."""
-    spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
-    gates = [dict(g) for g in spec.get("schedulingGates") or [] if isinstance(g, Mapping)]
-    if any(g.get("name") == GATE for g in gates):
-        return None
-    return [*gates, {"name": GATE}]
 
 
 def gates_with_ours(pod: Mapping[str, Any]) -> list[dict[str, Any]] | None:

@@ -36,6 +36,19 @@ from idlegate.api.crd_schema import (
     structural_schema,
 )
 from idlegate.api.cron_spec import MAX_CRON_NAME_LENGTH, CronWorkflowSpec, CronWorkflowStatus
+from idlegate.api.kinds import (
+    CATEGORIES,
+    CRON_KIND,
+    CRON_PLURAL,
+    GROUP,
+    KIND,
+    PLURAL,
+    POOL_KIND,
+    POOL_PLURAL,
+    SHORT_NAMES,
+    SINGULAR,
+    VERSION,
+)
 from idlegate.api.pool_spec import DEFAULT_POOL, ExecutorPoolSpec, ExecutorPoolStatus
 from idlegate.api.status import MAX_CR_DEPENDENCIES, MAX_CR_STAGES, WorkflowStatus
 from idlegate.errors import SpecError
@@ -45,21 +58,6 @@ from idlegate.sim.spec import (
     NAME_PATTERN,
     WorkflowSpec,
 )
-
-GROUP = "idlegate.io"
-VERSION = "v1alpha1"
-API_VERSION = f"{GROUP}/{VERSION}"
-KIND = "DagWorkflow"
-LIST_KIND = "DagWorkflowList"
-PLURAL = "dagworkflows"
-SINGULAR = "dagworkflow"
-SHORT_NAMES = ("dwf",)
-CATEGORIES = ("idlegate",)
-CRD_NAME = f"{PLURAL}.{GROUP}"
-CRON_KIND = "DagCronWorkflow"
-CRON_PLURAL = "dagcronworkflows"
-POOL_KIND = "ExecutorPool"
-POOL_PLURAL = "executorpools"
 
 MAX_WORKFLOW_NAME_LENGTH = 63
 """A DagWorkflow's name is a label value on each of its task pods: at most 63 characters."""

@@ -38,7 +38,7 @@ from typing import Any
 
 import yaml
 
-from idlegate.api.crd import KIND, LIST_KIND
+from idlegate.api.kinds import KIND, LIST_KIND
 from idlegate.api.status import FINISHED
 from idlegate.errors import IdlegateError
 from idlegate.sim.history import HistoryWorkflow, history_text, load_history, write_history

@@ -74,17 +74,10 @@ from typing import Any, TextIO
 
 import yaml
 
-from idlegate.api.crd import (
-    API_VERSION,
-    CRON_KIND,
-    GROUP,
-    KIND,
-    LIST_KIND,
-    POOL_KIND,
-    check_workflow_name,
-)
+from idlegate.api.crd import check_workflow_name
 from idlegate.api.cron_runs import sized_run
 from idlegate.api.cron_spec import check_cron_name, cron_spec_problems
+from idlegate.api.kinds import API_VERSION, CRON_KIND, GROUP, KIND, LIST_KIND, POOL_KIND
 from idlegate.api.lint_airflow import AirflowLintJob, lint_airflow
 from idlegate.api.lint_argo import ArgoDocument, ArgoLintJob, lint_argo
 from idlegate.api.lint_fields import split_message

@@ -108,7 +108,7 @@ BARRING = ("NoSchedule", "NoExecute")
 
 
 @dataclass(frozen=True)
-class Placement:
+class NodeRequirements:
     """What a pod's spec says of the nodes it may run on (`allows` reads it)."""
 
     selector: LabelSelector
@@ -118,7 +118,7 @@ class Placement:
     tolerations: tuple[Mapping[str, Any], ...]
 
     @classmethod
-    def of(cls, spec: Mapping[str, Any]) -> Placement:
+    def of(cls, spec: Mapping[str, Any]) -> NodeRequirements:
         """A pod's spec (a template's ``spec``) as the kube-scheduler's filters read it."""
         affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
         required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
@@ -131,8 +131,8 @@ class Placement:
         return cls(selector, terms, tolerations)
 
 
-def allows(placement: Placement, node: Node) -> bool:
-    """Whether a pod placed so (`Placement.of`) may run on `node`: the one predicate of the
+def allows(placement: NodeRequirements, node: Node) -> bool:
+    """Whether a pod placed so (`NodeRequirements.of`) may run on `node`: the one predicate of the
     module header, for the placement and the never-fits check alike."""
     if not selects(placement.selector, node.labels):
         return False
@@ -267,12 +267,12 @@ class NodeRules:
         )
 
 
-_PLACED: WeakKeyDictionary[Dag, tuple[Placement | None, ...]] = WeakKeyDictionary()
-"""Each workflow's stages' `Placement` (None: no pod template), read once."""
+_PLACED: WeakKeyDictionary[Dag, tuple[NodeRequirements | None, ...]] = WeakKeyDictionary()
+"""Each workflow's stages' `NodeRequirements` (None: no pod template), read once."""
 
 
-def _placements(dag: Dag) -> tuple[Placement | None, ...]:
-    """The `Placement` of each stage's pod (None: not idlegate's to read; module header)."""
+def _placements(dag: Dag) -> tuple[NodeRequirements | None, ...]:
+    """The `NodeRequirements` of each stage's pod (None: not idlegate's to read; module header)."""
     found = _PLACED.get(dag)
     if found is None:
         own = type(dag.spec) is WorkflowSpec  # (idlegate makes its pods: templates or none)
@@ -284,16 +284,16 @@ def _placements(dag: Dag) -> tuple[Placement | None, ...]:
     return found
 
 
-_NO_TEMPLATE = Placement.of({})
+_NO_TEMPLATE = NodeRequirements.of({})
 """The placement of every stage whose pod says nothing of its nodes (no template, or one
 without a nodeSelector, affinity or tolerations)."""
 
 _PLACING = ("nodeSelector", "affinity", "tolerations")
-"""The fields of a pod's spec `Placement.of` reads."""
+"""The fields of a pod's spec `NodeRequirements.of` reads."""
 
 
-def _placement(spec: Mapping[str, Any]) -> Placement:
-    """`Placement.of(spec)`, one object for the pods that place alike, so `NodeRules` finds
+def _placement(spec: Mapping[str, Any]) -> NodeRequirements:
+    """`NodeRequirements.of(spec)`, one object for the pods that place alike, so `NodeRules` finds
     their nodes once a reading, not once a workflow, and their stages share one shape of
     need (`sim.shapes`)."""
     placing = {k: spec[k] for k in _PLACING if spec.get(k)}
@@ -303,8 +303,8 @@ def _placement(spec: Mapping[str, Any]) -> Placement:
 
 
 @lru_cache(maxsize=1024)
-def _placement_of(placing: str) -> Placement:
-    return Placement.of(json.loads(placing))
+def _placement_of(placing: str) -> NodeRequirements:
+    return NodeRequirements.of(json.loads(placing))
 
 
 def held(
@@ -381,13 +381,13 @@ def room(
     anywhere, or not bound); `releasing`: (namespace, name) of pods whose gate removal is
     under way, counted as released although the pod read still has its gate (and on the
     node it is pinned to), and, with their request, those not read yet at all; `request`:
-    `requested`, or a cache of it. A `Ledger` of them all, read once."""
-    return Ledger.of(nodes, pods, request).room(selector, releasing)
+    `requested`, or a cache of it. A `NodeLedger` of them all, read once."""
+    return NodeLedger.of(nodes, pods, request).room(selector, releasing)
 
 
 @dataclass(frozen=True)
 class _Pod:
-    """A pod as a `Ledger` counts it."""
+    """A pod as a `NodeLedger` counts it."""
 
     body: Mapping[str, Any]
     """The pod, while it is not bound and holds (what a reading places); else empty: a
@@ -401,7 +401,7 @@ class _Pod:
     """idlegate released it (`released`)."""
 
 
-class Ledger:
+class NodeLedger:
     """The nodes and pods `room` counts, kept from the events that change them (a node or
     a pod added, changed or deleted: `node`, `pod`): each node's sum of what the pods
     bound there hold, and of what those idlegate did not release hold, and the pods not
@@ -429,7 +429,7 @@ class Ledger:
         nodes: Iterable[Node],
         pods: Iterable[Mapping[str, Any]],
         request: Callable[[Mapping[str, Any]], ResourceVector] | None = None,
-    ) -> Ledger:
+    ) -> NodeLedger:
         """A ledger of `nodes` and `pods` as they are now."""
         ledger = cls(request)
         for found in nodes:

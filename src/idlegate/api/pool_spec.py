@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from idlegate.api.labels import label_problem
 from idlegate.api.status import Condition, Conditions, generation_of
 from idlegate.errors import IdlegateError, SpecError
-from idlegate.sim.queues import QueueSpec, queues_from
+from idlegate.sim.queues import QueueSpec, check_cohort, queues_from
 from idlegate.sim.resources import MILLI, ResourceVector, binary_units, format_quantities
 from idlegate.sim.spec import Quantity, describe_validation_error, validation_problems
 
@@ -333,12 +333,11 @@ class ExecutorPoolSpec(BaseModel):
 
     @model_validator(mode="after")
     def _cohort(self) -> ExecutorPoolSpec:
-        from idlegate.api.queueing import cohort_check  # (it imports this module)
-
         try:
             queues = self.queue_specs
             if queues and self.node_selector is None:  # (a node pool's room is not known here)
-                cohort_check(queues, self.executors, self.capacity)
+                pool = ResourceVector({**(self.capacity or {}), "pods": self.executors * MILLI})
+                check_cohort(queues, pool)
         except IdlegateError as exc:
             raise ValueError(str(exc)) from None
         return self

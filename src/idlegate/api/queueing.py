@@ -25,7 +25,7 @@ from math import inf
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from idlegate.api.crd import KIND
+from idlegate.api.kinds import KIND
 from idlegate.api.labels import LABEL_QUEUE
 from idlegate.api.routing import NoPlaceError, Routing
 from idlegate.errors import IdlegateError

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from idlegate.api.crd import KIND
+from idlegate.api.kinds import KIND
 from idlegate.api.labels import LABEL_POOL, LABEL_QUEUE
 from idlegate.api.pool_spec import ExecutorPoolSpec, route
 from idlegate.errors import IdlegateError

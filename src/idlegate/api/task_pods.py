@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from idlegate.api.crd import API_VERSION, KIND
+from idlegate.api.kinds import API_VERSION, KIND
 from idlegate.api.labels import (
     ANNOTATION_ATTEMPT,
     ANNOTATION_EXECUTOR,

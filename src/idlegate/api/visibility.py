@@ -68,7 +68,7 @@ def waiting_in_order(cluster: Any) -> list[tuple[str, list[tuple[Any, int, str]]
 
 def reason_of(cluster: Any, job: Any) -> str:
     """Why `job` waits in a pool without queues, in one sentence, in the order the
-    operator's Waiting Events say it (`idlegate.operator.core.intents.waiting`)."""
+    operator's Waiting Events say it (`idlegate.api.notices.waiting`)."""
     stages = [s for s in job.runnable if s.launched < s.tasks]
     free = cluster.free_executors
     if free == 0:

@@ -16,7 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from idlegate.api.crd import GROUP, PLURAL, POOL_PLURAL, VERSION
+from idlegate.api.kinds import GROUP, PLURAL, POOL_PLURAL, VERSION
 
 CORE = "/api/v1"
 OURS = f"/apis/{GROUP}/{VERSION}"
@@ -50,7 +50,7 @@ class Reader:
     def from_kubeconfig(cls, kubeconfig: Path | None) -> Reader:
         """The user's credentials: `kubeconfig`, else $KUBECONFIG or ~/.kube/config, else
         the pod's service account (IdlegateError saying how to fix one that cannot be read)."""
-        from idlegate.operator.edge.kube import load_configuration
+        from idlegate.kubeconfig import load_configuration
 
         return cls(load_configuration(kubeconfig))
 

@@ -57,9 +57,8 @@ from idlegate.sim.airflow import (
     map_dag,
     run_arrival,
 )
-from idlegate.sim.argo.mapping import DEFAULT_PRIOR
-from idlegate.sim.argo.runs import DurationHistory
-from idlegate.sim.argo.status import parse_time
+from idlegate.sim.external import DEFAULT_PRIOR, DurationHistory
+from idlegate.sim.timestamps import parse_time
 
 MAX_AGE = 600.0
 """Seconds a DAG's structure and history are kept before a new run asks for them again."""
@@ -203,7 +202,7 @@ def settled(job: AirflowJob, instances: Iterable[Any]) -> AirflowJob:
 
 
 @dataclass(frozen=True)
-class Placement:
+class PodAction:
     """What to do with one worker pod of a run (`LiveRun.place`)."""
 
     action: Literal["schedule", "remap", "release"]
@@ -215,19 +214,19 @@ class Placement:
     """Why, in a sentence (a release's Event)."""
 
 
-def place(run: LiveRun, pod: AirflowPod, *, remapped: bool = False) -> Placement:
+def place(run: LiveRun, pod: AirflowPod, *, remapped: bool = False) -> PodAction:
     """What to do with `pod`, a worker pod of `run` (`remapped`: the run was just asked for
     again on its account, so a task still unknown is the DAG's change, not Airflow's
     news)."""
     if pod.problem is not None:
-        return Placement("release", NO_RUN, pod.problem)
+        return PodAction("release", NO_RUN, pod.problem)
     found = run.stage_of(pod.task_id or "")
     if isinstance(found, LeftTask):
-        return Placement("release", LEFT, f"{found.message}.")
+        return PodAction("release", LEFT, f"{found.message}.")
     if found is None:
         if not remapped:
-            return Placement("remap")
-        return Placement(
+            return PodAction("remap")
+        return PodAction(
             "release",
             CHANGED,
             f"DAG {run.dag_id}, run {run.run_id}: task {pod.task_id!r} is no task of the DAG "
@@ -236,15 +235,15 @@ def place(run: LiveRun, pod: AirflowPod, *, remapped: bool = False) -> Placement
         )
     beyond = pod.map_index >= found.tasks or (pod.map_index >= 0 and not found.tasks_known)
     if beyond and not remapped:
-        return Placement("remap")  # (Airflow expanded the mapped task since)
+        return PodAction("remap")  # (Airflow expanded the mapped task since)
     if beyond:
-        return Placement(
+        return PodAction(
             "release",
             CHANGED,
             f"DAG {run.dag_id}, run {run.run_id}: mapped task {pod.task_id!r} has no index "
             f"{pod.map_index} among the run's task instances; the pod is left to Airflow",
         )
-    return Placement("schedule")
+    return PodAction("schedule")
 
 
 class LiveDags:

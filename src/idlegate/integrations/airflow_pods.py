@@ -30,10 +30,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from idlegate.api.argo_pods import run_seconds, with_our_gate
+from idlegate.api.external_pods import run_seconds, with_our_gate
 from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE
 from idlegate.errors import IdlegateError
-from idlegate.sim.argo.status import parse_time
+from idlegate.sim.timestamps import parse_time
 
 WORKER = "airflow-worker"
 """Label of the KubernetesExecutor's worker pods: the id of the scheduler job that made it."""

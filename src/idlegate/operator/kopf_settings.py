@@ -11,7 +11,7 @@ from typing import Any
 
 import kopf
 
-from idlegate.api.crd import GROUP
+from idlegate.api.kinds import GROUP
 from idlegate.operator.edge.watchdog import RetryForever
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings

@@ -45,25 +45,27 @@ from typing import Any
 
 import kopf
 
-from idlegate.api.crd import CRON_PLURAL, GROUP, PLURAL, POOL_PLURAL, VERSION
+from idlegate.api.kinds import CRON_PLURAL, GROUP, PLURAL, POOL_PLURAL, VERSION
 from idlegate.api.labels import LABEL_CRON, LABEL_WORKFLOW
+from idlegate.api.notices import Notice
 from idlegate.api.pod_index import POD, TASK, Tagged, pod_keys
 from idlegate.api.pool_spec import namespace_labels, parse_pool_spec, pool_conditions
 from idlegate.api.queueing import priority_classes
 from idlegate.api.status import FINISHED, FINISHED_OR_INVALID, Conditions
 from idlegate.api.task_pods import Owner
 from idlegate.errors import IdlegateError
+from idlegate.kubeconfig import load_configuration
 from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.decider import followed
 from idlegate.operator.core.events import Forget, PodSeen
-from idlegate.operator.core.intents import Notice, PostEvent
+from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.decisions import load_scheduler
 from idlegate.operator.edge import intake, leader
 from idlegate.operator.edge.applier import WriteGate
 from idlegate.operator.edge.bridge import Bridge
 from idlegate.operator.edge.cron import CronController
 from idlegate.operator.edge.endpoints import Endpoints, bind
-from idlegate.operator.edge.kube import ApiError, KubeApi, connection_info, load_configuration
+from idlegate.operator.edge.kube import ApiError, KubeApi, connection_info
 from idlegate.operator.edge.nodes import SWEEP_SECONDS
 from idlegate.operator.edge.pools import Pools, pool_status
 from idlegate.operator.edge.reload import Reloads

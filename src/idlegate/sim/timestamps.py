@@ -8,6 +8,7 @@ conversions, and how precise a timestamp the API server gave is.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 
 def to_datetime(t: float) -> datetime:
@@ -33,3 +34,14 @@ def from_datetime(value: datetime | str) -> float:
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return value.timestamp()
+
+
+def parse_time(value: Any) -> float | None:
+    """Epoch seconds of a Kubernetes timestamp (``2019-01-03T01:23:18Z``, or the datetime
+    YAML reads it as); None if unset."""
+    if not isinstance(value, datetime | str) or not value:
+        return None
+    try:
+        return from_datetime(value)
+    except ValueError:  # (a malformed one: unset)
+        return None

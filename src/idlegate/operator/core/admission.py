@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from idlegate.api import notices
 from idlegate.api.crd import check_workflow_name
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.status import (
@@ -113,7 +114,7 @@ class DagWorkflow(Workflow):
     def idle_ended(self, pool: Pool, stage: int) -> None:
         slot = self.idle_slots.get(stage)
         if slot is not None:
-            pool.intents.event(self.owner, *intents.idle_slot_ended(slot, while_away=False))
+            pool.intents.event(self.owner, *notices.idle_slot_ended(slot, while_away=False))
         pool.intents.status(self, urgent=True)
 
     def confirmed(self, pool: Pool, outcome: Confirmed) -> None:
@@ -173,7 +174,7 @@ class DagWorkflow(Workflow):
         adopted = pool.cluster.started_unasked(stage, pool.now(), task)
         pool.adopt(adopted)
         self.top_up(pool, track)
-        notice = intents.released_by_others(
+        notice = notices.released_by_others(
             pod, track.spec.name, pool.settings.pool_size, bool(adopted)
         )
         pool.intents.event(self.owner, *notice)
@@ -219,7 +220,7 @@ class DagWorkflow(Workflow):
         following = pool.cluster.task_finished(executor, pool.now())
         if following is not None:
             self.release(pool, track, track.next_to_release(), executor)
-            pool.intents.event(self.owner, *intents.released_next(track.spec.name))
+            pool.intents.event(self.owner, *notices.released_next(track.spec.name))
         job = self.job
         if job.finish is not None:
             self.complete(pool, job.finish)
@@ -257,7 +258,7 @@ class DagWorkflow(Workflow):
     def complete(self, pool: Pool, finish: float) -> None:
         message = "All stages succeeded."
         self.conditions.set("Complete", True, "Succeeded", message, self.generation, pool.now())
-        notice = intents.succeeded(self.dag, finish - self.arrival, self.job.idle_inserted)
+        notice = notices.succeeded(self.dag, finish - self.arrival, self.job.idle_inserted)
         self.finished(pool, Phase.SUCCEEDED, notice, finish)
 
     def fail(self, pool: Pool, reason: str, message: str) -> None:
@@ -281,7 +282,7 @@ class DagWorkflow(Workflow):
             pool.intents.delete_pod(self.owner, name, frees=task.state is TaskState.RELEASED)
         return len(doomed)
 
-    def finished(self, pool: Pool, phase: Phase, notice: intents.Notice, at: float) -> None:
+    def finished(self, pool: Pool, phase: Phase, notice: notices.Notice, at: float) -> None:
         """`self` ended in `phase` at `at`: its metrics, Event, history record and last
         status; it leaves the pool, never to be admitted again."""
         self.phase, self.completion = phase, at

@@ -24,7 +24,8 @@ from collections.abc import Iterable, Mapping
 from math import inf
 from typing import Any, cast
 
-from idlegate.api.crd import KIND
+from idlegate.api import notices
+from idlegate.api.kinds import KIND
 from idlegate.api.nodes import named
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.pool_spec import POOL_CONDITION
@@ -42,7 +43,6 @@ from idlegate.api.status import (
 )
 from idlegate.api.task_pods import Owner, read_task_pod
 from idlegate.errors import DemandTooLargeError, GangTooWideError, IdlegateError
-from idlegate.operator.core import intents
 from idlegate.operator.core.admission import (
     DagWorkflow,
     Restore,
@@ -53,7 +53,6 @@ from idlegate.operator.core.admission import (
 from idlegate.operator.core.decider import Answer, Decider, post_round
 from idlegate.operator.core.events import (
     Admit,
-    Admitted,
     Capacity,
     DeadlinePassed,
     Ended,
@@ -72,6 +71,7 @@ from idlegate.operator.core.events import (
     Schedule,
     SpecChanged,
     Unpooled,
+    WorkflowAdmitted,
 )
 from idlegate.operator.core.external import ExternalJob, refused_release
 from idlegate.operator.core.intents import (
@@ -168,7 +168,7 @@ class Core(Lifecycle):
         self.reporter: Owner | None = None
         """Where the pool's own Events go (its ExecutorPool, the operator's Pod), if anywhere."""
         self.no_room: str | None = None
-        """Why the pool, once its nodes are read, can release nothing (`intents.no_room`)."""
+        """Why the pool, once its nodes are read, can release nothing (`notices.no_room`)."""
 
     @property
     def scheduler(self) -> Scheduler:
@@ -308,7 +308,7 @@ class Core(Lifecycle):
         self._restore(wf, restore)
         self._say_unfit((wf.job,))
         if pods:  # (a new workflow has none to collect)
-            self.intents.add(Admitted(wf, pods))
+            self.intents.add(WorkflowAdmitted(wf, pods))
         message = f"A valid DAG of {len(wf.stages)} stages."
         wf.conditions.set("Valid", True, "SpecValid", message, wf.generation, now)
         if event.waited or wf.conditions.get(POOL_CONDITION):  # (it waited for its pool)
@@ -319,7 +319,7 @@ class Core(Lifecycle):
             self.entered(wf, expiring=event.fail is not None)
         if not status.get("startTime"):
             self.metrics.admission_lag.observe(wf.admitted - wf.arrival)
-            notice = intents.accepted(wf.dag, self.decider.policy.name, self.settings.pool_size)
+            notice = notices.accepted(wf.dag, self.decider.policy.name, self.settings.pool_size)
             self.intents.event(owner, *notice)
         self._resume(wf, restore)
         if event.fail is not None:
@@ -341,7 +341,7 @@ class Core(Lifecycle):
         self.metrics.invalid_workflows.inc()
         log.warning("%s/%s is invalid: %s", owner.namespace, owner.name, message)
         self.intents.patch_status(owner, invalid_status(conditions, generation, total))
-        self.intents.event(owner, *intents.invalid(message))
+        self.intents.event(owner, *notices.invalid(message))
 
     def _unpooled(self, body: Mapping[str, Any], reason: str, message: str) -> None:
         status, generation = body.get("status") or {}, generation_of(body)
@@ -372,7 +372,7 @@ class Core(Lifecycle):
             )
         for i, slot in wf.idle_slots.items():
             if i not in found.over and job.stages[i].idle_until is None:  # ended meanwhile
-                self.intents.event(wf.owner, *intents.idle_slot_ended(slot, while_away=True))
+                self.intents.event(wf.owner, *notices.idle_slot_ended(slot, while_away=True))
         for track, task in found.beyond:
             task.executor = None
             self.cluster.run_beyond(job.stages[track.index], task)
@@ -486,7 +486,7 @@ class Core(Lifecycle):
         for stage, (last, launches) in launched.items():
             wf: JobKind = stage.job.payload
             wf.launched(self, stage.index, launches, last.rule)
-            notice = intents.released(len(launches), last.decision, last.by)
+            notice = notices.released(len(launches), last.decision, last.by)
             self.intents.event(wf.owner, *notice)
 
     @property
@@ -506,10 +506,10 @@ class Core(Lifecycle):
         stage, delay = answer.decision.stage, answer.decision.idle_delay
         wf = stage.job.payload
         until = stage.idle_until if stage.idle_until is not None else self.now()
-        reason = intents.idle_reason(answer.by, answer.decision, answer.hold)
+        reason = notices.idle_reason(answer.by, answer.decision, answer.hold)
         slot = SlotState(stage.name, delay, until, reason)
         wf.idle_started(self, stage.index, slot)
-        self.intents.event(wf.owner, *intents.idle_slot(slot, self.busy, self.settings.pool_size))
+        self.intents.event(wf.owner, *notices.idle_slot(slot, self.busy, self.settings.pool_size))
 
     def _arm_new_timers(self) -> None:
         admission = self.cluster.admission
@@ -543,7 +543,7 @@ class Core(Lifecycle):
                         # (the admission held it back: its own verdict, never worked out again)
                         said = admission_reason(admission, stage)[1]
                     names = self.cluster.resource_names
-                    notice = intents.waiting(stage, job, free, pool, said, names)
+                    notice = notices.waiting(stage, job, free, pool, said, names)
                     self.intents.event(wf.owner, *notice)
 
     def _say_unfit(self, jobs: Iterable[Job]) -> None:
@@ -558,7 +558,7 @@ class Core(Lifecycle):
                 if why is None:
                     wf.unfit.pop(stage.name, None)
                 elif stage.name not in wf.unfit and stage.finished < stage.tasks:
-                    notice = intents.no_node_fits(stage.name, why, self.metrics.pool)
+                    notice = notices.no_node_fits(stage.name, why, self.metrics.pool)
                     wf.unfit[stage.name] = notice[2]
                     wf.noted.add(stage.name)
                     self.intents.event(wf.owner, *notice)
@@ -573,7 +573,7 @@ class Core(Lifecycle):
         assert self.settings.pool_nodes is not None
         left = any(capacity.get(n, 0) > 0 for n in self.cluster.resource_names)
         pool = self.metrics.pool
-        why = intents.no_room(pool, self.settings.pool_nodes, nodes, left)
+        why = notices.no_room(pool, self.settings.pool_nodes, nodes, left)
         if why == self.no_room:
             return
         self.no_room = why

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from idlegate.operator.core import intents
+from idlegate.api import notices
 from idlegate.operator.metrics import Metrics
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.engine import Answered, JobArrival, decision_round
@@ -68,7 +68,7 @@ class Answer:
     decision: Decision
     launches: list[Launch]
     by: str
-    """Who decided, as Events say it (`intents.decided_by`)."""
+    """Who decided, as Events say it (`notices.decided_by`)."""
     rule: str
     """The rule that decided: the policy followed (`followed`), or the fallback rule."""
     hold: Hold | None = None
@@ -98,7 +98,7 @@ class Round:
     taken: list[Answer] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
     waited: str | None = None
-    """Why the round ended with free executors (`intents.waiting`'s phrase), or None."""
+    """Why the round ended with free executors (`notices.waiting`'s phrase), or None."""
     holding: tuple[Hold, str] | None = None
     """A new hold by the WAIT that ended the round, and who chose it (`decided_by`): the
     Holding Event to post."""
@@ -286,7 +286,7 @@ class Decider:
         key = None if hold is None else hold.stage.key
         if hold is not None and key != self.holding:
             self.metrics.holds.inc()
-            by = intents.decided_by(self.policy.name, following=followed(self.policy))
+            by = notices.decided_by(self.policy.name, following=followed(self.policy))
             done.holding = (hold, by)
         self.holding = key
 
@@ -297,11 +297,11 @@ class Decider:
         stage = action.stage if isinstance(action, Decision) else None
         if not answered.errors:
             rule = followed(self.policy)
-            by = intents.decided_by(policy, following=rule)
+            by = notices.decided_by(policy, following=rule)
             launching = isinstance(action, Decision) and action.idle_delay == 0
             # what a lookahead planner's last answer held a stage back for
             hold = None if launching else getattr(self.policy, "hold", None)
-            return (by if stage is not None else intents.chose_wait(by)), rule, hold
+            return (by if stage is not None else notices.chose_wait(by)), rule, hold
         for failed, exc in answered.errors:
             self.note_error(failed.name, exc)
         first = answered.errors[0][1]
@@ -312,9 +312,9 @@ class Decider:
         done.failures.append(Failure(policy, _describe(first), fallback, later, named or stage))
         if fallback is None:  # (the answer is WAIT: no stage but the one named)
             names = [r.name for r in self.fallbacks]
-            return intents.all_rules_failed(policy, names), followed(self.policy), None
-        by = intents.decided_by(policy, fallback)
-        return (by if stage is not None else intents.chose_wait(by)), fallback, None
+            return notices.all_rules_failed(policy, names), followed(self.policy), None
+        by = notices.decided_by(policy, fallback)
+        return (by if stage is not None else notices.chose_wait(by)), fallback, None
 
     def note_error(self, rule: str, exc: Exception, what: str = "decide") -> None:
         """Count the error; log its traceback the first time it is seen, repeats sparsely.
@@ -340,12 +340,12 @@ def post_round(
     that is not known, on each workflow with a runnable stage, any of which may have been
     held back."""
     if done.followed is not None and reporter is not None:
-        event(reporter, *intents.policy_followed(done.followed))
+        event(reporter, *notices.policy_followed(done.followed))
     if done.holding is not None:
         hold, by = done.holding
-        event(hold.stage.job.payload.owner, *intents.held(hold, by))
+        event(hold.stage.job.payload.owner, *notices.held(hold, by))
     for failure in done.failures:
-        notice = intents.policy_error(
+        notice = notices.policy_error(
             failure.policy, failure.error, failure.fallback, failure.fallback_errors
         )
         jobs = [failure.stage.job] if failure.stage is not None else cluster.jobs

@@ -18,8 +18,10 @@ from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.task_pods import Owner
 
 if TYPE_CHECKING:
-    from idlegate.operator.core.external import ExternalJob, ExternalPod, Mapped
+    from idlegate.api.external_pods import ExternalPod
+    from idlegate.operator.core.external import ExternalJob
     from idlegate.operator.core.tracking import StageTrack, Task, Workflow, WorkflowKey
+    from idlegate.sim.external import Mapped
     from idlegate.sim.pool import Allows
     from idlegate.sim.resources import ResourceVector
     from idlegate.sim.spec import WorkflowSpec
@@ -225,7 +227,7 @@ class FoundFinished:
 
 
 @dataclass(frozen=True, slots=True)
-class Admitted:
+class WorkflowAdmitted:
     """A workflow entered the pool with the pods it had (a restart, a resume)."""
 
     workflow: Workflow
@@ -282,6 +284,12 @@ class RoundEnded:
 
 
 Fact = (
-    FoundFinished | Admitted | TaskEnded | StatusLanded | Finished | RuleSwitched | ReadAgain
+    FoundFinished
+    | WorkflowAdmitted
+    | TaskEnded
+    | StatusLanded
+    | Finished
+    | RuleSwitched
+    | ReadAgain
 ) | RoundEnded
 """What the core tells the features (and the edge, `ReadAgain`) besides its intents."""

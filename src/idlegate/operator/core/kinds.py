@@ -19,8 +19,8 @@ and pods (``Admit``); its history record is the ``Finished`` fact.
 :class:`~.external.ExternalJob` is any kind whose pods another controller creates, gated
 at creation by idlegate's webhook (Argo's Workflows; Airflow's worker pods): it pairs
 the launches with those pods. Such a kind brings its mapping of a workflow
-(:class:`~.external.Mapped`), its reading of a pod (:class:`~.external.ExternalPod`)
-and a feature that hands them in as ``Join``, ``Observed`` and ``Ended`` events; its
+(:class:`idlegate.sim.external.Mapped`), its reading of a pod
+(:class:`idlegate.api.external_pods.ExternalPod`) and a feature that hands them in as ``Join``, ``Observed`` and ``Ended`` events; its
 history record is the feature's (``ExternalJob.ran`` keeps its pods' run times). A
 third such kind needs nothing new here.
 """

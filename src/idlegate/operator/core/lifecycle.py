@@ -19,9 +19,9 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from idlegate.api import notices
 from idlegate.api.status import Phase, WorkflowStatus, dump
 from idlegate.api.task_pods import Owner
-from idlegate.operator.core import intents
 from idlegate.operator.core.admission import DagWorkflow
 from idlegate.operator.core.events import DeadlinePassed, ReadAgain
 from idlegate.operator.core.intents import Outbox
@@ -94,7 +94,7 @@ class Lifecycle(Pool):
         if wf is None or wf.owner.uid != uid:
             return
         if spec is None or not only_mutable_changed(wf.spec, spec):
-            self.intents.event(wf.owner, *intents.spec_change_ignored(generation, wf.generation))
+            self.intents.event(wf.owner, *notices.spec_change_ignored(generation, wf.generation))
             return
         wf.spec, wf.generation = spec, generation
         if spec.suspend:

@@ -55,7 +55,7 @@ from datetime import UTC, datetime
 from enum import IntEnum
 from typing import Any
 
-from idlegate.api.crd import CRON_KIND, KIND, POOL_KIND
+from idlegate.api.kinds import CRON_KIND, KIND, POOL_KIND
 from idlegate.api.nodes import Releasing
 from idlegate.api.status import FINISHED, clip
 from idlegate.api.task_pods import EXECUTOR_PATH, read_task_pod, release_patch, task_pod

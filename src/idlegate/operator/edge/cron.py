@@ -28,14 +28,20 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import itertools
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from idlegate.api.crd import CRON_KIND
-from idlegate.api.cron_runs import check_run_size, run_object
+from idlegate.api.cron_runs import (
+    check_run_size,
+    created_at,
+    object_name,
+    run_object,
+    scheduled_at,
+    sort_runs,
+    upcoming_runs,
+)
 from idlegate.api.cron_spec import (
     ConcurrencyPolicy,
     CronWorkflowSpec,
@@ -47,9 +53,10 @@ from idlegate.api.cron_spec import (
     parse_cron_spec,
     run_name,
 )
-from idlegate.api.labels import ANNOTATION_SCHEDULED, LABEL_CRON
+from idlegate.api.kinds import CRON_KIND
+from idlegate.api.labels import LABEL_CRON
 from idlegate.api.podsecurity import DEFAULT_LEVEL, Level, namespace_policy
-from idlegate.api.status import FINISHED_OR_INVALID, HISTORY_SAMPLES, Conditions, Phase
+from idlegate.api.status import HISTORY_SAMPLES, Conditions
 from idlegate.api.task_pods import Owner
 from idlegate.api.template import check_templates
 from idlegate.errors import SpecError
@@ -64,16 +71,11 @@ from idlegate.operator.core.intents import (
 from idlegate.operator.edge.kube import KubeApi
 from idlegate.operator.edge.timers import Timers
 from idlegate.operator.settings import Clock
-from idlegate.sim.dag import Dag
 from idlegate.sim.engine import JobArrival
-from idlegate.sim.timestamps import from_datetime, stamp, to_datetime
+from idlegate.sim.timestamps import stamp, to_datetime
 
 log = logging.getLogger(__name__)
 
-FORESEE_SECONDS = 24 * 3600.0
-"""How far ahead a cron workflow's runs are told to the planner."""
-FORESEE_RUNS = 8
-"""At most this many runs of one cron workflow are told ('* * * * *' would tell 1,440 a day)."""
 RETRY_SECONDS = 5.0
 """A timer's sync that the API did not answer is tried again after this long."""
 
@@ -147,15 +149,15 @@ class CronController:
         conditions.set("Valid", True, "Valid", valid, generation, now)
         # 2. sort the runs
         runs = await self.api.list_workflows(ns, f"{LABEL_CRON}={name}")
-        active, succeeded, failed = _sort(runs)
+        active, succeeded, failed = sort_runs(runs)
         # 3. history limits
         out = _prune(ns, succeeded, spec.successful_jobs_history_limit)
         out += _prune(ns, failed, spec.failed_jobs_history_limit)
         if succeeded:
-            status.last_successful_time = to_datetime(_scheduled(succeeded[-1]))
+            status.last_successful_time = to_datetime(scheduled_at(succeeded[-1]))
         # 4. the due run
         last = status.last_schedule_time.timestamp() if status.last_schedule_time else None
-        wall = _created(meta)  # an API timestamp: wall time
+        wall = created_at(meta)  # an API timestamp: wall time
         created = now if wall is None else self.clock.from_wall(wall)
         when = due(
             schedule,
@@ -164,7 +166,7 @@ class CronController:
             created=created,
             starting_deadline=spec.starting_deadline_seconds,
         )
-        run, existing = None, {_name(r) for r in runs}
+        run, existing = None, {object_name(r) for r in runs}
         if not spec.suspend:  # suspended: due runs wait, as missed ones (see the spec)
             raw = copy.deepcopy(body["spec"]["workflowSpec"])  # as written: no defaults added
             run = _start_due(owner, spec, raw, when, active, existing, out)
@@ -172,18 +174,18 @@ class CronController:
         if run is not None and at is not None:
             status.last_schedule_time = to_datetime(at)
         # 5. the status (once the run it records exists)
-        status.active = sorted(_name(r) for r in active)
+        status.active = sorted(object_name(r) for r in active)
         status.next_schedule_time = to_datetime(when.next_at)
         written = _status(owner, status, conditions)
-        if run is None or at is None or _name(run) in existing:
+        if run is None or at is None or object_name(run) in existing:
             out.append(written)
         else:
-            said = f"started {_name(run)} (due at {stamp(at)})"
+            said = f"started {object_name(run)} (due at {stamp(at)})"
             started = PostEvent(owner, "Normal", "RunStarted", said)
             out.append(CreateWorkflow(owner, run, (started, written)))
         # 6. the next look, and the runs ahead for the planner
         self._arm(ns, name, when.next_at)
-        upcoming = () if spec.suspend else _upcoming(name, spec, schedule, now)
+        upcoming = () if spec.suspend else upcoming_runs(name, spec, schedule, now)
         self.foresee((ns, name), upcoming, spec.workflow_spec.pool)
         return out
 
@@ -227,13 +229,13 @@ def _start_due(
     if active and spec.concurrency_policy is ConcurrencyPolicy.FORBID:
         forbid = (
             f"not starting the run due at {due_at}: concurrencyPolicy is Forbid and "
-            f"{_name(active[0])} is still active"
+            f"{object_name(active[0])} is still active"
         )
         out.append(PostEvent(owner, "Normal", "RunAlreadyActive", forbid))
         return None
     if active and spec.concurrency_policy is ConcurrencyPolicy.REPLACE:
         for run in active:
-            replaced = f"deleted the active run {_name(run)}"
+            replaced = f"deleted the active run {object_name(run)}"
             out.append(DeleteWorkflow(owner_of(run), "concurrencyPolicy Replace", True))
             out.append(PostEvent(owner, "Normal", "Replaced", replaced))
         active.clear()
@@ -253,47 +255,5 @@ def _status(owner: Owner, status: CronWorkflowStatus, conditions: Conditions) ->
     return PatchStatus(owner, status.model_dump(mode="json", by_alias=True, exclude_none=True))
 
 
-def _upcoming(
-    name: str, spec: CronWorkflowSpec, schedule: Schedule, now: float
-) -> tuple[JobArrival, ...]:
-    """The runs due in the next `FORESEE_SECONDS` (at most `FORESEE_RUNS`), as arrivals
-    whose tasks take their estimates (``taskDurationSeconds``)."""
-    dag = Dag.from_spec(spec.workflow_spec)
-    times = itertools.islice(schedule.times(now, now + FORESEE_SECONDS), FORESEE_RUNS)
-    return tuple(JobArrival(t, run_name(name, t), dag, None, scheduled=True) for t in times)
-
-
 def _timer_key(namespace: str, name: str) -> str:
     return f"cron/{namespace}/{name}"
-
-
-def _name(run: dict[str, Any]) -> str:
-    return str((run.get("metadata") or {}).get("name", ""))
-
-
-def _scheduled(run: dict[str, Any]) -> float:
-    """A run's scheduled time: its annotation (else its creation, for a hand-made one, which
-    only orders it among the others)."""
-    meta = run.get("metadata") or {}
-    value = (meta.get("annotations") or {}).get(ANNOTATION_SCHEDULED, "")
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return _created(meta) or 0.0
-
-
-def _created(meta: dict[str, Any]) -> float | None:
-    created = meta.get("creationTimestamp")
-    return from_datetime(created) if created else None
-
-
-def _sort(
-    runs: list[dict[str, Any]],
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """(active, succeeded, failed) runs, each oldest first."""
-    runs = sorted(runs, key=_scheduled)
-    phases = [(r.get("status") or {}).get("phase") for r in runs]
-    active = [r for r, p in zip(runs, phases, strict=True) if p not in FINISHED_OR_INVALID]
-    succeeded = [r for r, p in zip(runs, phases, strict=True) if p == Phase.SUCCEEDED]
-    failed = [r for r, p in zip(runs, phases, strict=True) if p in (Phase.FAILED, Phase.INVALID)]
-    return active, succeeded, failed

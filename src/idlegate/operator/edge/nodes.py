@@ -9,8 +9,8 @@ from typing import Any, Protocol
 
 from idlegate.api.labels import GATE
 from idlegate.api.nodes import (
-    Ledger,
     Node,
+    NodeLedger,
     NodeRules,
     Releasing,
     Room,
@@ -67,7 +67,7 @@ class NodeWatch:
         self.outside: dict[tuple[str, str], Mapping[str, Any]] = {}
         """With ``--namespace`` (kopf then watches pods in those namespaces only): the pods
         of the others that hold room on a node, as last listed (`sweep`)."""
-        self.ledger: Ledger | None = None
+        self.ledger: NodeLedger | None = None
         """The nodes and pods as their events told them since the first (`seen`), so that a
         reading costs the nodes, not every pod; None before: each reading counts kopf's
         indexes anew."""
@@ -78,7 +78,7 @@ class NodeWatch:
         """A watch event of a Pod (`node`: of a Node; kopf's raw event), into the ledger."""
         if self.ledger is None:  # (kopf's indexes hold this event's object already)
             pods = [body for found in list(self.pods.values()) for body in found]
-            self.ledger = Ledger.of(self._nodes(), [*pods, *self.outside.values()])
+            self.ledger = NodeLedger.of(self._nodes(), [*pods, *self.outside.values()])
         body, deleted = event["object"], event.get("type") == "DELETED"
         if node:
             self.ledger.node(read_node(body), deleted)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from time import thread_time
 from typing import Any, NamedTuple
 
-from idlegate.api.crd import API_VERSION, KIND, POOL_KIND
+from idlegate.api.kinds import API_VERSION, KIND, POOL_KIND
 from idlegate.api.nodes import named
 from idlegate.api.podsecurity import namespace_policy
 from idlegate.api.pool_spec import (
@@ -66,7 +66,7 @@ from idlegate.operator.core.events import (
     SpecChanged,
     Unpooled,
 )
-from idlegate.operator.core.external import ExternalJob, Mapped, pause_after
+from idlegate.operator.core.external import ExternalJob, pause_after
 from idlegate.operator.core.intents import Confirmed, Outcome, PostEvent, Refused
 from idlegate.operator.core.tracking import Workflow, WorkflowKey
 from idlegate.operator.decisions import load_scheduler
@@ -75,6 +75,7 @@ from idlegate.operator.edge.nodes import ROOM_SECONDS, Lister, NodeWatch
 from idlegate.operator.features.history import HistoryRecorder
 from idlegate.operator.metrics import Metrics
 from idlegate.sim.engine import JobArrival
+from idlegate.sim.external import Mapped
 from idlegate.sim.resources import ResourceVector
 
 log = logging.getLogger(__name__)
@@ -254,7 +255,7 @@ class Pools:
         wf = bridge.workflows.get(key)
         return wf if wf is not None and wf.owner.uid == owner.uid else None
 
-    # -- what the job kinds' features use of the pools (`features.argo.Pools`) -----------------
+    # -- what the job kinds' features use of the pools (`features.external.Pools`) -----------------
 
     def carry(self, outputs: Iterable[Any]) -> None:
         """Carry out writes and timers of no pool's workflow (an Event, a gate lifted for a

@@ -25,9 +25,9 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from idlegate.api.notices import Notice
 from idlegate.api.pool_spec import DEFAULT_POOL
 from idlegate.errors import IdlegateError
-from idlegate.operator.core.intents import Notice
 from idlegate.operator.decisions import build_scheduler
 from idlegate.policy import model_files
 from idlegate.sim.protocol import Scheduler

@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 
-from idlegate.api.crd import GROUP, PLURAL
+from idlegate.api.kinds import GROUP, PLURAL
 from idlegate.api.task_pods import Owner
 from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.intents import PostEvent

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import kopf
 from prometheus_client import Counter
 
+from idlegate.api.external_jobs import too_large
 from idlegate.api.routing import AIRFLOW_KIND, NoPlaceError
 from idlegate.api.task_pods import Owner
 from idlegate.errors import DemandTooLargeError
@@ -54,12 +55,12 @@ from idlegate.integrations.airflow_pods import (
 )
 from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.events import Ended, Join, Observed, Schedule
-from idlegate.operator.core.external import pause_after, too_large, unscheduled
+from idlegate.operator.core.external import pause_after, unscheduled
 from idlegate.operator.core.intents import PostEvent
-from idlegate.operator.features.gates import gate_pods
+from idlegate.operator.features.external import gate_pods
 
 if TYPE_CHECKING:
-    from idlegate.operator.features.argo import Host, Pools
+    from idlegate.operator.features.external import Host, Pools
 
 log = logging.getLogger(__name__)
 

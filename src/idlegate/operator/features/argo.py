@@ -28,40 +28,38 @@ beside DagWorkflows.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from time import thread_time
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import kopf
 
 from idlegate.api.argo_pods import WORKFLOW_LABEL, ArgoPod, gates_with_ours
+from idlegate.api.external_jobs import too_large
 from idlegate.api.routing import ARGO_KIND, NoPlaceError
 from idlegate.api.task_pods import Owner
 from idlegate.errors import DemandTooLargeError, IdlegateError
 from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.events import Ended, Join, Observed, Schedule
-from idlegate.operator.core.external import ExternalJob, pause_after, too_large, unscheduled
+from idlegate.operator.core.external import ExternalJob, pause_after, unscheduled
 from idlegate.operator.core.intents import PostEvent
-from idlegate.operator.features.gates import gate_pods
-from idlegate.operator.settings import Settings
+from idlegate.operator.features.external import Host, Pool, Pools, gate_pods
 from idlegate.sim.argo import (
-    DEFAULT_PRIOR,
     GROUP,
     ArgoJob,
     ArgoRefusal,
-    DurationSource,
     RefusalReason,
     map_workflow,
-    parse_time,
     template_index,
 )
 from idlegate.sim.argo.status import succeeded_pods
+from idlegate.sim.external import DEFAULT_PRIOR, DurationSource
 from idlegate.sim.history import ArgoLearning
+from idlegate.sim.timestamps import parse_time
 
 if TYPE_CHECKING:
-    from idlegate.operator.features.history import HistoryRecorder
-    from idlegate.operator.metrics import Metrics
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -85,73 +83,6 @@ def owner_of(body: Mapping[str, Any]) -> Owner:
     meta = body.get("metadata") or {}
     names = (meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", ""))
     return Owner(*names, kind=KIND, api_version=API_VERSION)
-
-
-class Pool(Protocol):
-    """What the features use of the pool a workflow enters or is in (the edge's ``Bridge``,
-    which `Pools.join` gives): its entry (`handle`), its clock, settings and history."""
-
-    @property
-    def settings(self) -> Settings: ...
-    def now(self) -> float: ...
-    def handle(self, event: Any) -> None: ...
-    @property
-    def history(self) -> HistoryRecorder: ...
-
-
-class Timers(Protocol):
-    def arm(self, key: str, at: float, fire: Callable[[], Awaitable[None]]) -> None: ...
-
-
-class Pools(Pool, Protocol):
-    """What the features use of the operator's pools (the edge's ``Pools``): `join`, the
-    one door of a new workflow into the pool it is placed in (NoPlaceError,
-    AdmitLaterError, DemandTooLargeError); `holder`, the pool holding one; `handle`, each
-    event to the pool holding its workflow; and what every pool shares: the writes (`carry`),
-    the clock, the timers, the API's reads and the history sink."""
-
-    @property
-    def timers(self) -> Timers: ...
-    @property
-    def workflows(self) -> Mapping[Any, Any]: ...
-    def join(
-        self,
-        owner: Owner,
-        body: Mapping[str, Any],
-        namespace: Mapping[str, Any] | None,
-        mapped: Any,
-        arrival: float,
-        pods: Sequence[Any] = (),
-        seen: Sequence[Any] = (),
-    ) -> Pool: ...
-    def holder(self, key: tuple[str, str], kind: str) -> Pool | None: ...
-    def carry(self, outputs: Iterable[Any]) -> None: ...
-    def held(self, kind: str) -> Mapping[tuple[str, str], Any]: ...
-    def ended(self, uid: str) -> bool: ...
-    async def pods(
-        self, namespace: str | None, selector: str
-    ) -> Sequence[Mapping[str, Any]] | None: ...
-    async def list_objects(
-        self, api_version: str, plural: str, namespace: str | None
-    ) -> list[dict[str, Any]]: ...
-
-
-class Host(Protocol):
-    """What this module uses of the operator (:class:`idlegate.operator.main.Operator`)."""
-
-    settings: Settings
-    metrics: Metrics
-
-    @property
-    def pools(self) -> Pools: ...
-    @property
-    def ready(self) -> bool: ...
-    async def ready_pools(self) -> object: ...
-    async def fresh_pools(self) -> tuple[object, bool]: ...
-    def namespace(self, name: str) -> Mapping[str, Any] | None: ...
-
-    notes: list[Callable[[], str | None]]
-    restorers: list[Callable[[], Awaitable[Callable[[], None]]]]  # (`Operator.restorers`)
 
 
 class ArgoSide:

@@ -30,7 +30,13 @@ from idlegate.api.status import FINISHED, Phase
 from idlegate.api.task_pods import Owner, TaskPod, pod_name, read_task_pod
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.admission import owner_of
-from idlegate.operator.core.events import Admitted, Fact, FoundFinished, StatusLanded, TaskEnded
+from idlegate.operator.core.events import (
+    Fact,
+    FoundFinished,
+    StatusLanded,
+    TaskEnded,
+    WorkflowAdmitted,
+)
 from idlegate.operator.core.intents import CancelTimer, DeleteWorkflow, Outbox, SetTimer
 from idlegate.operator.core.tracking import StageTrack, Task, Workflow
 from idlegate.operator.settings import Settings
@@ -48,7 +54,7 @@ lists its pods again, and finds them gone)."""
 class Cleanup:
     """Pod GC and TTL deletion, said as intents (see the module docstring)."""
 
-    takes = (TaskEnded, Admitted, StatusLanded, FoundFinished)
+    takes = (TaskEnded, WorkflowAdmitted, StatusLanded, FoundFinished)
     """The core's facts it answers."""
 
     def __init__(self, settings: Settings) -> None:
@@ -65,7 +71,7 @@ class Cleanup:
         match fact:
             case TaskEnded(wf, track, task, succeeded):
                 self.task_ended(wf, track, task, succeeded=succeeded)
-            case Admitted(wf, pods):
+            case WorkflowAdmitted(wf, pods):
                 self.admitted(wf, pods)
             case StatusLanded(wf, counted):
                 self.landed(wf, counted)

@@ -2,43 +2,35 @@
 (:func:`idlegate.api.history.history_workflow`, the same as ``idlegate history export``
 makes from live objects), for replays and training.
 
-The optional sink (``--history-file PATH``; deploy/README.md, "The cluster's history") is
-a JSON Lines history file, one line per finished workflow (with ``pool``, the ExecutorPool
-that ran it), rotated by the standard library's ``RotatingFileHandler`` into
-``history.<n>.jsonl`` (:func:`~idlegate.api.history.rotated`), each a history file itself.
-One worker thread writes the lines, so a slow or failing volume never stalls the pool: a failed write is a Warning
+The optional sink (``--history-file PATH``; :mod:`idlegate.api.history_sink`, the file and
+its writing thread) takes one line per finished workflow (with ``pool``, the ExecutorPool
+that ran it), so a slow or failing volume never stalls the pool: a failed write is a Warning
 Event and ``idlegate_history_errors``. Once written, the status says
 ``historyRecorded: true`` and no operator writes it again; a finished workflow without it
-is recorded when the operator admits it at a restart.
-
-The same thread reads a pool's most recent records back (:meth:`HistorySink.prior`) for a
-restarted operator's portfolio (:mod:`.planning`); lines that are not such a record are
-left out, counted and logged (`sim.history.tail_history`).
+is recorded when the operator admits it at a restart. The same thread reads a pool's most
+recent records back (:meth:`HistorySink.prior`) for a restarted operator's portfolio
+(:mod:`.planning`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import logging.handlers
-from collections import Counter
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from idlegate.api.history import history_workflow, object_history, rotated, sink_files
-from idlegate.api.pool_spec import DEFAULT_POOL
+from idlegate.api.history import history_workflow, object_history
+from idlegate.api.history_sink import HistorySink
 from idlegate.api.task_pods import Owner
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.admission import owner_of
 from idlegate.operator.core.events import Fact, Finished, FoundFinished, Recorded
 from idlegate.operator.core.intents import PatchStatus, PostEvent
-from idlegate.sim.dag import Dag
 from idlegate.sim.engine import JobArrival
-from idlegate.sim.history import HistoryWorkflow, history_record, tail_history
+from idlegate.sim.history import HistoryWorkflow
 
 if TYPE_CHECKING:
     from idlegate.operator.core.tracking import Workflow
@@ -54,63 +46,6 @@ def replay_arrival(wf: Workflow) -> JobArrival | None:
     name = f"{wf.owner.namespace}/{wf.owner.name}"
     record = history_workflow(name, wf.spec, wf.status())
     return None if record is None else JobArrival(wf.arrival, name, wf.dag, record.durations())
-
-
-def read_prior(path: Path, pool: str, count: int) -> tuple[list[JobArrival], Counter[str]]:
-    """The last `count` records of `pool` in the sink at `path` and its rotated files, as
-    arrivals on the operator's clock (one without ``pool``, as before pools, the default's),
-    and the lines left out, by reason (`tail_history`)."""
-    try:
-        files = sink_files(path)
-    except IdlegateError:  # no sink yet: no record
-        return [], Counter()
-    tail = tail_history(files, count, lambda w: (w.pool or DEFAULT_POOL) == pool)
-    arrivals = [
-        JobArrival(w.arrival or 0.0, w.name or w.source, Dag.from_spec(w.spec), w.durations())
-        for w in tail.workflows
-    ]
-    return arrivals, tail.skipped
-
-
-class _Handler(logging.handlers.RotatingFileHandler):
-    """The standard library's size-based rotation, raising what it fails with, naming as `rotated`."""
-
-    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 (logging's name)
-        raise  # (called inside emit's `except`: its exception goes on)
-
-    def rotation_filename(self, default_name: str) -> str:
-        base, _, n = default_name.rpartition(".")  # (the stdlib's PATH.<n>)
-        return str(rotated(Path(base), int(n)))
-
-
-class HistorySink:
-    """A JSON Lines history file with rotation, written by one worker thread."""
-
-    def __init__(self, path: Path, max_bytes: int, backups: int) -> None:
-        self.path = path
-        # (opened at the first write: a missing volume is a failed write, not a failed start)
-        self._handler = _Handler(
-            path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8", delay=True
-        )
-        self._worker = ThreadPoolExecutor(1, thread_name_prefix="idlegate-history")
-
-    def write(self, record: HistoryWorkflow) -> Future[None]:
-        """Queue one record; the future says whether it was written."""
-        line = json.dumps(history_record(record), separators=(",", ":"))
-        return self._worker.submit(self._write, line)
-
-    def _write(self, line: str) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._handler.emit(logging.makeLogRecord({"msg": line}))  # (flushed by emit)
-
-    def prior(self, pool: str, count: int) -> Future[tuple[list[JobArrival], Counter[str]]]:
-        """Read `pool`'s last `count` records (`read_prior`) after the lines queued."""
-        return self._worker.submit(read_prior, self.path, pool, count)
-
-    def close(self) -> None:
-        """Write what is queued, then close the file."""
-        self._worker.shutdown(wait=True)
-        self._handler.close()
 
 
 class HistoryRecorder:

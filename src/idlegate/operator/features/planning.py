@@ -34,10 +34,11 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeGuard
 
+from idlegate.api import notices
+from idlegate.api.notices import Notice
 from idlegate.api.status import Phase
-from idlegate.operator.core import intents
 from idlegate.operator.core.events import Fact, Finished, RoundEnded, RuleSwitched, Schedule
-from idlegate.operator.core.intents import Notice, PostEvent
+from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.features.history import HistoryRecorder, replay_arrival
 from idlegate.sim.protocol import Scheduler
 
@@ -191,9 +192,9 @@ class PlanningWorker(_Worker):
         return super().react(fact)
 
     def why(self, previous: str | None = None) -> str:
-        """Which policy the planner follows, since when and why (`intents.following`)."""
+        """Which policy the planner follows, since when and why (`notices.following`)."""
         p = self.planner
-        return intents.following(p.following, p.followed_since, p.last_plan, previous)
+        return notices.following(p.following, p.followed_since, p.last_plan, previous)
 
 
 class ReplayWorker(_Worker):
@@ -285,5 +286,5 @@ def policy_switched(
     releases, after `previous` released them: when `rule` is a planner's newly followed
     policy, else None (a fallback rule answered: PolicyError says so)."""
     if isinstance(worker, PlanningWorker) and rule == worker.planner.following:
-        return intents.policy_switched(worker.why(previous))
+        return notices.policy_switched(worker.why(previous))
     return None

@@ -37,8 +37,7 @@ from idlegate.sim.airflow.model import (
     RefusalReason,
 )
 from idlegate.sim.airflow.requests import UnreadableConfig, instance_demand
-from idlegate.sim.argo.mapping import DEFAULT_PRIOR, MAX_RETRIES, DurationLookup
-from idlegate.sim.argo.model import DurationSource
+from idlegate.sim.external import DEFAULT_PRIOR, MAX_RETRIES, DurationLookup, DurationSource
 from idlegate.sim.graphs import cycle_path
 from idlegate.sim.resources import EMPTY, ResourceVector
 from idlegate.sim.spec import MAX_STAGES, MAX_TASK_SECONDS, MAX_TASKS_PER_STAGE, stage_label

@@ -19,7 +19,7 @@ from pydantic import Field, model_validator
 
 from idlegate.errors import SpecError
 from idlegate.sim import staged
-from idlegate.sim.argo.model import DurationSource
+from idlegate.sim.external import DurationSource
 from idlegate.sim.resources import EMPTY, ResourceVector
 from idlegate.sim.spec import WorkflowSpec
 

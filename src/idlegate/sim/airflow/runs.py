@@ -24,10 +24,9 @@ from typing import Any
 
 from idlegate.sim.airflow.mapping import dag_id, map_dag, run_instances
 from idlegate.sim.airflow.model import AirflowJob, AirflowRefusal, RefusalReason
-from idlegate.sim.argo.mapping import DEFAULT_PRIOR
-from idlegate.sim.argo.runs import DurationHistory
-from idlegate.sim.argo.status import parse_time
+from idlegate.sim.external import DEFAULT_PRIOR, DurationHistory
 from idlegate.sim.spec import MAX_TASK_SECONDS
+from idlegate.sim.timestamps import parse_time
 
 FINISHED = {"success": "Succeeded", "failed": "Failed"}
 """A DAG run's final states, and the history's outcome of each."""

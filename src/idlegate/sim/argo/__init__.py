@@ -34,12 +34,10 @@ Pure: dicts in, jobs out; nothing here reads a file or the network.
 """
 
 from idlegate.sim.argo.mapping import (
-    DEFAULT_PRIOR,
     DURATION_ANNOTATION,
     GROUP,
     TEMPLATE_KINDS,
     WORKFLOW_KINDS,
-    DurationLookup,
     TemplateLookup,
     is_argo,
     map_workflow,
@@ -52,13 +50,11 @@ from idlegate.sim.argo.model import (
     ArgoSpec,
     ArgoStage,
     Condition,
-    DurationSource,
     RefusalReason,
 )
-from idlegate.sim.argo.status import Observed, PodNode, canonical_path, node_id, parse_time
+from idlegate.sim.argo.status import Observed, PodNode, canonical_path, node_id
 
 __all__ = [
-    "DEFAULT_PRIOR",
     "DURATION_ANNOTATION",
     "GROUP",
     "TEMPLATE_KINDS",
@@ -68,8 +64,6 @@ __all__ = [
     "ArgoSpec",
     "ArgoStage",
     "Condition",
-    "DurationLookup",
-    "DurationSource",
     "Observed",
     "PodNode",
     "RefusalReason",
@@ -78,7 +72,6 @@ __all__ = [
     "is_argo",
     "map_workflow",
     "node_id",
-    "parse_time",
     "template_index",
     "workflow_name",
 ]

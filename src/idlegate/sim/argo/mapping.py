@@ -21,23 +21,17 @@ import difflib
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 import networkx as nx
 
 from idlegate.errors import IdlegateError, SpecError
-from idlegate.sim.argo.model import (
-    ArgoJob,
-    ArgoRefusal,
-    ArgoStage,
-    Condition,
-    DurationSource,
-    RefusalReason,
-)
+from idlegate.sim.argo.model import ArgoJob, ArgoRefusal, ArgoStage, Condition, RefusalReason
 from idlegate.sim.argo.requests import UnknownRequest, template_demand
 from idlegate.sim.argo.status import Observed
+from idlegate.sim.external import DEFAULT_PRIOR, MAX_RETRIES, DurationLookup, DurationSource
 from idlegate.sim.graphs import cycle_path
 from idlegate.sim.resources import EMPTY, ResourceVector
 from idlegate.sim.spec import MAX_STAGES, MAX_TASK_SECONDS, MAX_TASKS_PER_STAGE, stage_label
@@ -52,19 +46,13 @@ DURATION_ANNOTATION = "idlegate.io/task-duration-seconds"
 """A template's estimate of one pod's run time, in seconds (its `metadata.annotations`)."""
 TEMPLATE_LABEL = "workflows.argoproj.io/workflow-template"
 """The label Argo puts on a Workflow submitted from a WorkflowTemplate."""
-DEFAULT_PRIOR = 60.0
-"""Estimate of a pod without history or annotation: a minute."""
 POD_KINDS = ("container", "script", "containerSet", "resource", "data")
 """Template types that run a pod per node."""
 PASS_KINDS = ("suspend", "http", "plugin")
 """Template types that run no pod of their own (Argo's agent or a wait)."""
-MAX_RETRIES = 100
-"""The job model's most retries of a task (`StageSpec.backoff_limit`)."""
 
 TemplateLookup = Mapping[tuple[str, str], Mapping[str, Any]]
 """(kind, name) -> a WorkflowTemplate or ClusterWorkflowTemplate object."""
-DurationLookup = Callable[[str, str], float | None]
-"""(template key, stage name) -> seconds per pod from a history, or None."""
 
 _CONDITIONAL_DEPENDS = re.compile(
     r"\.(Failed|Errored|Skipped|Omitted|AnyFailed|AnySucceeded)\b|\|\||!"

@@ -18,6 +18,7 @@ from pydantic import Field
 
 from idlegate.errors import SpecError
 from idlegate.sim import staged
+from idlegate.sim.external import DurationSource
 from idlegate.sim.resources import EMPTY, ResourceVector
 from idlegate.sim.spec import WorkflowSpec
 
@@ -44,17 +45,6 @@ class ArgoRefusal(SpecError):
     def __init__(self, reason: RefusalReason, message: str) -> None:
         super().__init__(message)
         self.reason = reason
-
-
-class DurationSource(StrEnum):
-    """Where a stage's task-duration estimate came from (for Events and lint)."""
-
-    HISTORY = "history"
-    """The history lookup (by workflow template and task)."""
-    ANNOTATION = "annotation"
-    """The template's annotation ``idlegate.io/task-duration-seconds``."""
-    PRIOR = "prior"
-    """Neither: the mapping's prior."""
 
 
 class Condition(StrEnum):

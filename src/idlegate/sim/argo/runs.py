@@ -21,23 +21,22 @@ records of its history sink).
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from idlegate.sim.argo.mapping import (
-    DEFAULT_PRIOR,
     TEMPLATE_KINDS,
     WORKFLOW_KINDS,
-    DurationLookup,
     is_argo,
     map_workflow,
     template_index,
     workflow_name,
 )
 from idlegate.sim.argo.model import ArgoJob
-from idlegate.sim.argo.status import Observed, parse_time
+from idlegate.sim.argo.status import Observed
+from idlegate.sim.external import DEFAULT_PRIOR, DurationHistory, DurationLookup
+from idlegate.sim.timestamps import parse_time
 
 RUN_KINDS = ("Workflow", "CronWorkflow")
 """The kinds that are runs in a history file."""
@@ -99,35 +98,6 @@ def argo_run(
         jct=end - start if start is not None and end is not None and end >= start else None,
         outcome=phase if phase in OUTCOMES else None,
     )
-
-
-class DurationHistory:
-    """The history lookup of the duration rule, by (template key, stage): the mean of the
-    most recent measured pod run times (at most `keep` per stage), None where nothing was
-    measured. Call it as a `DurationLookup`; `add` what a finished run measured."""
-
-    def __init__(self, keep: int = 50) -> None:
-        self.keep = keep
-        self._seen: dict[tuple[str, str], deque[float]] = {}
-
-    def add(
-        self,
-        template: str,
-        stages: Iterable[str],
-        measured: Iterable[tuple[float, ...] | None],
-    ) -> None:
-        """One run of `template`: per stage (by name), its measured pod run times."""
-        for stage, values in zip(stages, measured, strict=True):
-            if values:
-                kept = self._seen.setdefault((template, stage), deque(maxlen=self.keep))
-                kept.extend(v for v in values if v > 0)
-
-    def __call__(self, template: str, stage: str) -> float | None:
-        kept = self._seen.get((template, stage))
-        return sum(kept) / len(kept) if kept else None
-
-    def __len__(self) -> int:
-        return len(self._seen)
 
 
 def duration_lookup(runs: Sequence[ArgoRun]) -> DurationHistory:

@@ -25,10 +25,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
-from idlegate.sim.timestamps import from_datetime
+from idlegate.sim.timestamps import parse_time
 
 SKIPPED_PHASES = frozenset({"Skipped", "Omitted"})
 """Node phases that mean the node will not run."""
@@ -132,7 +131,7 @@ class Observed:
 
     def measured(self, path: str, ran: Mapping[str, float] | None = None) -> tuple[float, ...]:
         """Run times of the stage's succeeded pods: with `ran` (node name -> the pod's own
-        run time, `idlegate.api.argo_pods.run_seconds`), theirs, a pod it lacks left out;
+        run time, `idlegate.api.external_pods.run_seconds`), theirs, a pod it lacks left out;
         without it, their nodes' times (which count a wait at the gate too)."""
         found = (
             p.seconds if ran is None else ran.get(p.name)
@@ -158,14 +157,3 @@ def succeeded_pods(nodes: Mapping[str, Any] | None) -> set[str]:
 def _seconds(start: Any, end: Any) -> float | None:
     a, b = parse_time(start), parse_time(end)
     return None if a is None or b is None else b - a
-
-
-def parse_time(value: Any) -> float | None:
-    """Epoch seconds of a Kubernetes timestamp (``2019-01-03T01:23:18Z``, or the datetime
-    YAML reads it as); None if unset."""
-    if not isinstance(value, datetime | str) or not value:
-        return None
-    try:
-        return from_datetime(value)
-    except ValueError:  # (a malformed one: unset)
-        return None

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from idlegate.errors import SpecError
-from idlegate.sim.argo.runs import DurationHistory
+from idlegate.sim.external import DurationHistory
 from idlegate.sim.history.files import load_history
 from idlegate.sim.history.records import HistoryWorkflow
 from idlegate.sim.history.sources import argo_history

@@ -49,14 +49,14 @@ from idlegate.sim.airflow import AirflowSpec, map_dag
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import Workload
 from idlegate.sim.workloads.base import SeedLike
-from idlegate.sim.workloads.requests import PodSize, draw_requests
-from idlegate.sim.workloads.shapes import (
+from idlegate.sim.workloads.examples import (
     ShapesConfig,
     draw_runs,
     sample_mean_work,
     shapes_workload,
     timed_stages,
 )
+from idlegate.sim.workloads.requests import PodSize, draw_requests
 
 MINUTE = 60.0
 

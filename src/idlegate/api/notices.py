@@ -1,0 +1,272 @@
+"""What idlegate's Events say (``kubectl describe``; deploy/README.md lists the reasons), one
+function per occasion, each giving (type, reason, message) for the operator's
+:meth:`idlegate.operator.core.intents.Outbox.event`.
+
+A message names the stage, the policy and its choice, never a task or executor that varies
+between repetitions, so that repeats aggregate into one Event. The texts are pure: they read
+the simulator's stages and jobs, the policies' plans and the API's objects, never the
+operator's (a task's retry, which reads the operator's bookkeeping, is
+`idlegate.operator.core.intents.task_failure`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from idlegate.api.labels import GATE
+from idlegate.api.pool_spec import LabelSelector
+from idlegate.api.status import SlotState
+from idlegate.sim.dag import Dag
+from idlegate.sim.protocol import Decision, Job, Stage
+from idlegate.sim.resources import format_quantity
+from idlegate.sim.timestamps import stamp, to_datetime
+
+if TYPE_CHECKING:
+    from idlegate.policy.lookahead import Plan
+    from idlegate.policy.plans import Hold
+    from idlegate.policy.portfolio import Choice
+
+Notice = tuple[str, str, str]
+"""(type, reason, message) of an Event."""
+
+
+def accepted(dag: Dag, policy: str, pool: int) -> Notice:
+    message = (
+        f"Accepted: {dag.num_stages} stages, {sum(dag.tasks)} tasks, critical path "
+        f"{dag.critical_path:g} s, total work {dag.total_work:g} executor-seconds; "
+        f"policy {policy}, pool of {pool} executors."
+    )
+    return ("Normal", "Accepted", message)
+
+
+def spec_change_ignored(generation: int, admitted: int) -> Notice:
+    message = (
+        f"The spec changed (generation {generation}) after the workflow was admitted with "
+        f"generation {admitted}; a running workflow keeps its stages (only suspend, "
+        "activeDeadlineSeconds, ttlSecondsAfterFinished and podGC may change). Delete and "
+        "re-create it to run the new spec."
+    )
+    return ("Warning", "SpecChangeIgnored", message)
+
+
+def invalid(problem: str) -> Notice:
+    return ("Warning", "InvalidSpec", f"The workflow is invalid: {problem}")
+
+
+def decided_by(policy: str, fallback: str | None = None, following: str | None = None) -> str:
+    """Who made a decision: the policy (a planner: and the rule it `following`), or the
+    fallback rule that answered for it."""
+    if fallback is None:
+        if following is not None and following != policy:
+            return f"policy {policy} (following {following})"
+        return f"policy {policy}"
+    return f"the fallback rule {fallback} (policy {policy} failed)"
+
+
+def chose_wait(by: str) -> str:
+    """Why free executors stay free when a rule (`decided_by`) answered WAIT."""
+    return f"{by} chose to wait for a better moment"
+
+
+def all_rules_failed(policy: str, fallbacks: list[str]) -> str:
+    """Why free executors stay free when the policy and every fallback rule failed."""
+    rules = "has no fallback rule"
+    if fallbacks:
+        rules = f"so did its fallback rule(s) {', '.join(fallbacks)}"
+    return f"policy {policy} failed to decide and {rules}, so nothing was decided"
+
+
+def policy_error(
+    policy: str, error: str, fallback: str | None, fallback_errors: tuple[str, ...]
+) -> Notice:
+    """A policy failed a question (raised, or answered illegally); who answered instead."""
+    failed_too = "".join(f"; the fallback rule failed too ({e})" for e in fallback_errors)
+    if fallback is not None:
+        then = f"{failed_too}; the fallback rule {fallback} decided instead."
+    else:
+        then = f"{failed_too}; nothing was decided: free executors stay free until the next event."
+    return ("Warning", "PolicyError", f"Policy {policy} failed to decide ({error}){then}")
+
+
+def following(rule: str, since: float, plan: Plan | None, previous: str | None = None) -> str:
+    """Which rule a lookahead planner follows, since when and why (its last `plan`)."""
+    was = f" (was {previous})" if previous is not None and previous != rule else ""
+    head = f"following {rule}{was} since {to_datetime(since):%H:%M:%S} UTC"
+    if plan is None:
+        return f"{head}: the planner's base, until its first plan"
+    change = plan.expected_change("fair")
+    expects = "it cheapest" if change is None else f"{change * 100:+.1f} % vs fair"
+    return (
+        f"{head}: the planner expects {expects} over the next {plan.horizon:.0f} s "
+        f"(in job-seconds; a plan of {plan.seconds * 1000:.0f} ms over {plan.futures} "
+        "sampled future(s))"
+    )
+
+
+def policy_followed(choice: Choice) -> Notice:
+    """A portfolio follows another candidate: what the round did and why in words
+    (`Choice.why`), then the replay's figures (on the pool's object)."""
+    return ("Normal", "PolicyFollowed", f"The portfolio {choice.why}. It is now {choice.text}.")
+
+
+def policy_switched(why: str) -> Notice:
+    """A workflow's next tasks are released by another rule than its last; `why`: `following`."""
+    return ("Normal", "PolicySwitched", f"The planner is now {why}.")
+
+
+def released(tasks: int, decision: Decision, by: str) -> Notice:
+    """`tasks` of the decision's stage released (of either kind of workflow); `by`: `decided_by`."""
+    stage = decision.stage
+    message = (
+        f"Released {tasks} of {stage.tasks} task(s) of stage {stage.name!r} ({stage.launched} "
+        f"of {stage.tasks} so far): {by} chose the stage with parallelism cap "
+        f"{decision.parallelism_cap}."
+    )
+    return ("Normal", "Released", message)
+
+
+def released_next(stage: str) -> Notice:
+    message = (
+        f"Released the next task of stage {stage!r} on the executor that finished one of its "
+        "tasks (an executor continues with its stage)."
+    )
+    return ("Normal", "Released", message)
+
+
+def released_by_others(pod: str, stage: str, pool: int, adopted: bool) -> Notice:
+    where = (
+        "it took a free executor"
+        if adopted
+        else "no executor was free, so it runs beyond the pool and takes the next executor "
+        "that frees up"
+    )
+    message = (
+        f"Task pod {pod} of stage {stage!r} lost its {GATE} scheduling gate without the "
+        "operator releasing it (removed by hand or by another controller); it counts "
+        f"against the pool of {pool} executors: {where}."
+    )
+    return ("Warning", "ReleasedByOthers", message)
+
+
+def holding(hold: Hold) -> str:
+    """The arrivals a planner holds a stage back for (short workflows: less work than the
+    held workflow has left)."""
+    n = f"{hold.expected:g} short workflow{'' if hold.expected == 1 else 's'}"
+    within = f"within {round(hold.window, 1):g} s"
+    return f"holding {hold.stage.name}: {n} expected {within} (p = {hold.p:.2g})"
+
+
+def idle_reason(by: str, decision: Decision, hold: Hold | None = None) -> str:
+    """Why a stage idles (in the Event and persisted with the slot): what a planner holds
+    it for (`hold`), and who (`decided_by`) held it how long."""
+    held = f"{by} held the stage back for {decision.idle_delay:g} s"
+    why = f"{held}, parallelism cap {decision.parallelism_cap}"
+    return why if hold is None else f"{holding(hold)}; {why}"
+
+
+def held(hold: Hold, by: str) -> Notice:
+    """A planner answered WAIT while `hold`'s stage could start (executors free), for the
+    arrivals it expects; `by`: `decided_by`. Posted once per hold."""
+    text = holding(hold)
+    message = (
+        f"{text[:1].upper()}{text[1:]}: {by} chose to wait with executors free rather than "
+        "start the stage now."
+    )
+    return ("Normal", "Holding", message)
+
+
+def idle_slot(slot: SlotState, busy: int, pool: int) -> Notice:
+    message = (
+        f"Stage {slot.stage!r} waits {slot.delay:g} s on purpose (deliberate idle slot) until "
+        f"{stamp(slot.release)}: {slot.reason}; {busy}/{pool} executors busy."
+    )
+    return ("Normal", "IdleSlot", message)
+
+
+def idle_slot_ended(slot: SlotState, *, while_away: bool) -> Notice:
+    then = (
+        "ended while the operator was not running; the stage is runnable again."
+        if while_away
+        else "is over; the stage is runnable again and waits for the policy's next decision."
+    )
+    message = f"Stage {slot.stage!r}: the idle slot of {slot.delay:g} s {then}"
+    return ("Normal", "IdleSlotEnded", message)
+
+
+def waiting(
+    stage: Stage, job: Job, free: int, pool: int, why: str | None, names: Sequence[str] = ()
+) -> Notice:
+    """Why a runnable stage got no executor; `why`: its queue's limit, or how the decision
+    round ended with executors free (`chose_wait` or `all_rules_failed`), which is the
+    reason unless the pool is full, a gang does not fit, or the workflow is at its cap;
+    None: the round ended with no answer to give (`held_back`). `names`: the resources the
+    pool counts beyond pods."""
+    if free == 0:
+        why = f"all {pool} executors of the pool are busy"
+    elif stage.gang and stage.tasks > free:
+        why = f"it is a gang of {stage.tasks} tasks and only {free} executors are free"
+    elif job.cap and job.held >= job.cap:
+        why = f"the workflow holds its parallelism cap of {job.cap} executors"
+    else:
+        why = f"{why or held_back(stage, names)}; {free} executor(s) stay free until the next event"
+    message = f"Stage {stage.name!r} is runnable and waits for an executor: {why}."
+    return ("Normal", "Waiting", message)
+
+
+def held_back(stage: Stage, names: Sequence[str]) -> str:
+    """Why `stage` got nothing in a round that ended with executors free and no question
+    left (no WAIT said why): its requests do not fit the free resources or any node's, its
+    next pod is not there yet (another controller's), or the queues' admission shows it to
+    no question."""
+    need = stage.need
+    if need is not None and not need.fits():
+
+        def amounts(values: Sequence[int]) -> str:
+            pairs = zip(names, values, strict=True)
+            return ", ".join(f"{n}={format_quantity(v, binary=n == 'memory')}" for n, v in pairs)
+
+        asks, left = amounts(need.amounts), amounts(need.free)
+        if all(f >= a for f, a in zip(need.free, need.amounts, strict=True)):
+            return f"its task requests {asks}, which no node has free now (the pool: {left})"
+        return f"its task requests {asks}, more than the pool has free ({left})"
+    if stage.launched >= stage.available:
+        return "its next pod is not created yet"
+    return (
+        "the queues' admission lets none of its tasks start now (a workflow of higher "
+        "priority in its queue, or room held for a task past its wait bound)"
+    )
+
+
+def no_node_fits(stage: str, why: str, pool: str) -> Notice:
+    """A stage no node of its pool could hold even empty (`Cluster.fits_no_node`)."""
+    message = (
+        f"Stage {stage!r} {why}: it waits until pool {pool!r} has a node that can hold it "
+        "(one added, or labelled for its nodeSelector), or its requests or template change."
+    )
+    return ("Warning", "NoNodeFits", message)
+
+
+def no_room(pool: str, selector: LabelSelector, nodes: int, left: bool) -> str | None:
+    """Why pool `pool`, following the `nodes` Ready, schedulable nodes `selector` picks,
+    can release nothing at all (`left`: some of their allocatable is); None if it can."""
+    text = selector.text()
+    picked = f"nodeSelector {text!r}" if text else "The empty nodeSelector"
+    if not nodes:
+        what = "selects no Ready, schedulable node: label a node or change the selector"
+    elif not left:
+        what = (
+            f"selects {nodes} node(s) with nothing left of their allocatable beside the "
+            "pods idlegate did not release: free or add a node, or change the selector"
+        )
+    else:
+        return None
+    return f"Pool {pool!r}: {picked} {what}; its workflows wait until then."
+
+
+def succeeded(dag: Dag, jct: float, idle: float) -> Notice:
+    message = (
+        f"All {dag.num_stages} stages ({sum(dag.tasks)} tasks) succeeded: job completion "
+        f"time {jct:.1f} s, {idle:g} s of it deliberately idle."
+    )
+    return ("Normal", "Succeeded", message)

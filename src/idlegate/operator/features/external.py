@@ -1,0 +1,113 @@
+"""What the features of the kinds whose pods another controller creates (Argo's
+:mod:`.argo`, Airflow's :mod:`.airflow`) share: what they use of the operator (`Host`) and
+of its pools (`Pools`, `Pool`), and the mutating webhook that gates those pods at their
+creation, one kopf handler per kind, each told which pods are its kind's and how to gate
+them (``api.external_pods.with_our_gate`` behind each kind's own test). The server they
+share is deploy/components/webhook's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+import kopf
+
+from idlegate.api.task_pods import Owner
+from idlegate.operator.settings import Settings
+
+if TYPE_CHECKING:
+    from idlegate.operator.features.history import HistoryRecorder
+    from idlegate.operator.metrics import Metrics
+
+
+class Pool(Protocol):
+    """What the features use of the pool a workflow enters or is in (the edge's ``Bridge``,
+    which `Pools.join` gives): its entry (`handle`), its clock, settings and history."""
+
+    @property
+    def settings(self) -> Settings: ...
+    def now(self) -> float: ...
+    def handle(self, event: Any) -> None: ...
+    @property
+    def history(self) -> HistoryRecorder: ...
+
+
+class Timers(Protocol):
+    def arm(self, key: str, at: float, fire: Callable[[], Awaitable[None]]) -> None: ...
+
+
+class Pools(Pool, Protocol):
+    """What the features use of the operator's pools (the edge's ``Pools``): `join`, the
+    one door of a new workflow into the pool it is placed in (NoPlaceError,
+    AdmitLaterError, DemandTooLargeError); `holder`, the pool holding one; `handle`, each
+    event to the pool holding its workflow; and what every pool shares: the writes (`carry`),
+    the clock, the timers, the API's reads and the history sink."""
+
+    @property
+    def timers(self) -> Timers: ...
+    @property
+    def workflows(self) -> Mapping[Any, Any]: ...
+    def join(
+        self,
+        owner: Owner,
+        body: Mapping[str, Any],
+        namespace: Mapping[str, Any] | None,
+        mapped: Any,
+        arrival: float,
+        pods: Sequence[Any] = (),
+        seen: Sequence[Any] = (),
+    ) -> Pool: ...
+    def holder(self, key: tuple[str, str], kind: str) -> Pool | None: ...
+    def carry(self, outputs: Iterable[Any]) -> None: ...
+    def held(self, kind: str) -> Mapping[tuple[str, str], Any]: ...
+    def ended(self, uid: str) -> bool: ...
+    async def pods(
+        self, namespace: str | None, selector: str
+    ) -> Sequence[Mapping[str, Any]] | None: ...
+    async def list_objects(
+        self, api_version: str, plural: str, namespace: str | None
+    ) -> list[dict[str, Any]]: ...
+
+
+class Host(Protocol):
+    """What this module uses of the operator (:class:`idlegate.operator.main.Operator`)."""
+
+    settings: Settings
+    metrics: Metrics
+
+    @property
+    def pools(self) -> Pools: ...
+    @property
+    def ready(self) -> bool: ...
+    async def ready_pools(self) -> object: ...
+    async def fresh_pools(self) -> tuple[object, bool]: ...
+    def namespace(self, name: str) -> Mapping[str, Any] | None: ...
+
+    notes: list[Callable[[], str | None]]
+    restorers: list[Callable[[], Awaitable[Callable[[], None]]]]  # (`Operator.restorers`)
+
+
+def gate_pods(
+    registry: kopf.OperatorRegistry,
+    webhook_id: str,
+    labels: Mapping[str, Any],
+    gates: Callable[[Mapping[str, Any]], list[dict[str, Any]] | None],
+) -> None:
+    """Serve the mutating webhook `webhook_id` (its URL path), which sets the scheduling
+    gates `gates` gives a pod with `labels` at its creation (None: not a pod of ours, left
+    as it is). Stateless, so it answers before the rebuild; Argo's and Airflow's pods."""
+
+    @kopf.on.mutate(
+        "v1",
+        "pods",
+        registry=registry,
+        id=webhook_id,
+        operations=["CREATE"],
+        labels=labels,
+        side_effects=False,
+    )
+    def gate(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+        with_ours = gates(body)
+        if with_ours is not None:
+            patch.spec["schedulingGates"] = with_ours
