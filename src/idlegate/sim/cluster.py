@@ -61,7 +61,6 @@ Semantics (Decima and the idle-slot papers):
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from math import inf
 from typing import TYPE_CHECKING, Any
 
 from idlegate.errors import (
@@ -71,6 +70,7 @@ from idlegate.errors import (
 )
 from idlegate.sim.dag import Dag
 from idlegate.sim.fork import fork_cluster
+from idlegate.sim.legality import check_decision
 from idlegate.sim.pool import PoolResources
 from idlegate.sim.progress import can_run, hold, recount, remaining_cp
 from idlegate.sim.protocol import (
@@ -585,68 +585,9 @@ class Cluster(PoolResources):
     # -- bookkeeping -----------------------------------------------------------------
 
     def check(self, decision: Decision) -> None:
-        """Raise IllegalDecisionError unless `decision` is legal now (`apply` runs this too)."""
-        stage, cap, delay = decision.stage, decision.parallelism_cap, decision.idle_delay
-        job = stage.job
-        where = f"stage {job.name}/{stage.name}"
-        if job.finish is not None:
-            raise IllegalDecisionError(f"{where} belongs to a job that is not in the system")
-        if stage.idle_until is not None:
-            raise IllegalDecisionError(
-                f"{where} is inside an idle slot until t={stage.idle_until:g}; "
-                "it becomes runnable again when the slot ends"
-            )
-        if stage not in job.runnable:
-            raise IllegalDecisionError(
-                f"{where} is not runnable (parents unfinished or no task left to launch "
-                "or available); "
-                "choose one of view.runnable_stages()"
-            )
-        if isinstance(cap, bool) or not isinstance(cap, int):
-            raise IllegalDecisionError(f"the parallelism cap must be an int, got {cap!r}")
-        if cap < job.held:
-            raise IllegalDecisionError(
-                f"cap {cap} for {job.name} is below the {job.held} executors it holds; tasks are "
-                f"not preempted, so the cap must be at least {job.held}"
-            )
-        if not delay >= 0 or delay == inf:  # also rejects NaN
-            raise IllegalDecisionError(f"idle delay must be a finite number >= 0, got {delay!r}")
-        if delay > 0 and stage.delayed:
-            raise IllegalDecisionError(
-                f"{where} was already delayed once; a stage idles at most once"
-            )
-        if delay > 0 and stage.launched:
-            raise IllegalDecisionError(
-                f"{where} has already started; an idle slot goes before a stage's first task"
-            )
-        if delay == 0 and self.free_executors == 0:
-            raise IllegalDecisionError(
-                f"no executor is free to launch {where}; return WAIT until one is"
-            )
-        if delay == 0 and cap <= job.held:
-            raise IllegalDecisionError(
-                f"cap {cap} leaves {job.name} no room for another executor (it holds {job.held}); "
-                "raise the cap above what the job holds, or return WAIT"
-            )
-        n = min(self.free_executors, cap - job.held, stage.available - stage.launched)
-        fits = ""
-        if stage.need is not None and delay == 0:
-            room = stage.need.room()
-            if room == 0:
-                raise IllegalDecisionError(
-                    f"{where} needs {stage.demand.restricted(self.resource_names).format()} "
-                    f"per task, but the pool has {self.free_resources.format()} free; choose "
-                    "one of view.runnable_stages() or return WAIT"
-                )
-            if room < n:
-                n, fits = room, f" and the free resources ({self.free_resources.format()})"
-        # (a restored gang, some of whose tasks ran before, starts the rest together)
-        if delay == 0 and stage.gang and n < stage.tasks - stage.launched:
-            raise IllegalDecisionError(
-                f"gang stage {job.name}/{stage.name} needs {stage.tasks - stage.launched} "
-                "executors at once, "
-                f"but the cap {cap} and {self.free_executors} free executors{fits} allow {n}"
-            )
+        """Raise IllegalDecisionError unless `decision` is legal now (`apply` runs this too:
+        `idlegate.sim.legality`)."""
+        check_decision(self, decision)
 
     def _take_executors(self, job: Job, n: int) -> list[int]:
         # prefer executors already local to the job (no moving delay), then unattached ones
