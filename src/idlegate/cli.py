@@ -23,6 +23,7 @@ from rich.console import Console
 from idlegate import __version__
 from idlegate.api.podsecurity import Level
 from idlegate.api.status import HISTORY_SAMPLES
+from idlegate.cli_forecast import forecast_app
 from idlegate.errors import IdlegateError
 from idlegate.evaluation.advise import AdviseConfig
 from idlegate.evaluation.comparison import CompareConfig, WorkloadOptions, run_one
@@ -312,6 +313,7 @@ history_app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(history_app, name="history")
+app.add_typer(forecast_app, name="forecast")
 
 
 @history_app.command("export")
