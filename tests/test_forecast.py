@@ -165,3 +165,13 @@ def test_quantile_interpolates_as_numpy_and_inf_stays_inf() -> None:
     assert quantile([4.0, 1.0, 3.0, 2.0, 5.0], 0.9) == pytest.approx(4.6)
     assert quantile([1.0, inf], 0.5) == inf
     assert quantile([1.0, 2.0, inf], 0.5) == 2.0
+
+
+def test_a_budget_of_events_stops_adding_replays() -> None:
+    # each replay here simulates a few events; a budget of 1 lets only the first one run
+    cluster = state_at(spread_workload(), 0.5)
+    assert forecast(cluster, make_scheduler("fifo"), replays=6).replays == 6
+    capped = forecast(cluster, make_scheduler("fifo"), replays=6, budget=1)
+    assert capped.replays == 1
+    b = entry(capped, 1)
+    assert b.start.low == b.start.median == b.start.high  # (one replay: no interval)

@@ -97,7 +97,7 @@ def forecast_evaluate(
             "every": every,
             "arrivals": arrivals,
             "refreshes": sum(r.refreshes for r in runs),
-            "figures": [f.to_dict() for f in figs],
+            "figures": {f.method: f.to_dict() for f in figs},
             "unavailable": unavailable_reasons(runs),
         }
         typer.echo(json.dumps(out, indent=2))

@@ -46,6 +46,11 @@ from idlegate.sim.rollout import OVERDUE_FRACTION, Future, planning_fork, push_p
 CONDITIONAL_TRIES = 8
 """Draws a running task's duration gets to exceed the time it has already run."""
 
+BUDGET = 20_000
+"""Events a refresh may simulate over its replays (`forecast`'s `budget`, as the operator
+should pass it): a short queue's twenty replays take a few thousand; a queue of 1,000
+waiting workflows takes about as many for one replay (benchmarks/forecast.py)."""
+
 LOW, HIGH = 0.1, 0.9
 """The quantiles of the 80 % interval."""
 
@@ -89,6 +94,8 @@ class Forecast:
     now: float
     replays: int
     workflows: tuple[WorkflowForecast | Unavailable, ...]
+    events: int = 0
+    """Events the replays simulated (the refresh's cost)."""
 
     def of(self, job_id: int) -> WorkflowForecast | Unavailable:
         """The entry of the workflow with id `job_id`."""
@@ -126,6 +133,7 @@ def forecast(
     futures: Sequence[Future] | None = None,
     horizon: float = inf,
     waves: bool = True,
+    budget: int | None = None,
 ) -> Forecast:
     """Forecast the start and finish of every workflow in `cluster` under `scheduler`.
 
@@ -135,6 +143,9 @@ def forecast(
     A replay stops once every workflow present now has finished, or at ``now + horizon``
     (a cap on the cost: what is later is inf in the spans). `waves` False runs every
     task for its estimate (a workload without duration models, `Fidelity.wave_durations`).
+    `budget` caps the events simulated over all replays: no replay starts once they
+    reached it (the first always runs; `Forecast.replays` says how many did), so a
+    refresh of a long queue costs what one replay of it costs, not M.
     """
     now = cluster.now
     jobs = sorted(cluster.jobs, key=lambda j: j.id)
@@ -146,31 +157,36 @@ def forecast(
         futures = [Future((), int(rng.integers(2**63))) for _ in range(replays)]
     starts: dict[int, list[float]] = {j.id: [] for j in jobs}
     finishes: dict[int, list[float]] = {j.id: [] for j in jobs}
+    spent = done = 0
     for future in futures:
+        if budget is not None and done and spent >= budget:
+            break
         try:
-            seen = replay(cluster, scheduler, future, now + horizon, waves)
+            seen, events = replay(cluster, scheduler, future, now + horizon, waves)
         except Exception as exc:  # (any policy error: the forecast says so, never a guess)
             name = getattr(scheduler, "name", type(scheduler).__name__)
             reason = f"the scheduler {name} raised {type(exc).__name__}: {exc}"
             return _unavailable(now, jobs, reason)
+        spent, done = spent + events, done + 1
         for job_id, (start, finish) in seen.items():
             starts[job_id].append(start)
             finishes[job_id].append(finish)
     positions = queue_positions(cluster)
     return Forecast(
         now,
-        len(futures),
+        done,
         tuple(
             _summary(j, positions.get(j.id), starts[j.id], finishes[j.id], horizon) for j in jobs
         ),
+        spent,
     )
 
 
 def replay(
     cluster: Cluster, scheduler: Scheduler, future: Future, until: float, waves: bool = True
-) -> dict[int, tuple[float, float]]:
+) -> tuple[dict[int, tuple[float, float]], int]:
     """One replay of a fork of `cluster`: per workflow present, (start, finish) as it went
-    (inf: not by `until`)."""
+    (inf: not by `until`), and the events it simulated."""
     sim = planning_fork(cluster)
     now = sim.now
     streams = np.random.default_rng(future.seed)
@@ -197,7 +213,7 @@ def replay(
     for job in sim.jobs:
         if job.id in present:
             seen[job.id] = (inf if job.first_start is None else job.first_start, inf)
-    return seen
+    return seen, engine.events
 
 
 def missing_estimate(job: Job) -> str | None:
