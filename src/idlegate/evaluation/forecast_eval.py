@@ -276,5 +276,3 @@ def evaluate(
         if progress is not None:
             progress(i + 1, len(seeds), f"seed {seed}")
     return runs
-
-

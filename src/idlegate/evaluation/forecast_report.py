@@ -51,7 +51,9 @@ class Figures:
     """Forecasts this method could not make (not scored)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: (None if isinstance(v, float) and v != v else v) for k, v in asdict(self).items()}
+        return {
+            k: (None if isinstance(v, float) and v != v else v) for k, v in asdict(self).items()
+        }
 
 
 def figures(runs: Sequence[SeedRun], method: str) -> Figures:
@@ -119,9 +121,9 @@ def unavailable_reasons(runs: Sequence[SeedRun]) -> dict[str, int]:
 
 
 _HEAD = (
-    f"{'':13} {'start (waited ≥ 60 s)':^36} {'finish':^38} {'in 80 %':^11}\n"
+    f"{'':13} {'start (waited ≥ 60 s)':^36} {'finish':^37} {'in 80 %':^11}\n"
     f"{'method':13} {'n':>4} {'med s':>7} {'p90 s':>7} {'med':>7} {'p90':>7}  "
-    f"{'n':>4} {'med s':>7} {'p90 s':>7} {'med':>7} {'p90':>7}  {'start':>5} {'fin':>5}"
+    f"{'n':>4} {'med s':>7} {'p90 s':>7} {'med':>7} {'p90':>7} {'start':>5} {'fin':>5}"
 )
 
 
@@ -133,7 +135,7 @@ def render(figs: Sequence[Figures]) -> str:
             f"{f.method:13} {f.start_n:>4} {_s(f.start_abs_median)} {_s(f.start_abs_p90)} "
             f"{_pct(f.start_rel_median)} {_pct(f.start_rel_p90)}  {f.finish_n:>4} "
             f"{_s(f.finish_abs_median)} {_s(f.finish_abs_p90)} {_pct(f.finish_rel_median)} "
-            f"{_pct(f.finish_rel_p90)}  {_share(f.start_inside)} {_share(f.finish_inside)}"
+            f"{_pct(f.finish_rel_p90)} {_share(f.start_inside)} {_share(f.finish_inside)}"
         )
     return "\n".join(lines)
 
