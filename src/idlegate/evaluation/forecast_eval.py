@@ -13,8 +13,9 @@ The baselines, each computed from what the run knew at the forecast's time:
   queue's admission rate over its last `RECENT` admissions.
 * ``ema-wait`` (#13159's proposal): start = arrival + an exponential moving average of the
   queue's recent waits (no earlier than now).
-* ``declared`` (Slurm's ``squeue --start``): one plan in queue order (FIFO) with every
-  task taking its declared duration (`forecast` with one replay, no duration draws).
+* ``declared`` (Slurm's ``squeue --start``): one plan by the pool's scheduler (Slurm's
+  plan is its own scheduler's) with every task taking its declared duration and a
+  running one its declared end (`forecast` with one replay, no duration draws).
 
 A baseline's finish is its start plus the median run time (finish − start) of the queue's
 last `RECENT` finished workflows (the workflow's critical path before any finished);
@@ -182,7 +183,6 @@ def evaluate_seed(settings: EvalSettings, seed: int) -> SeedRun:
     rng = np.random.default_rng(seed)
     out = SeedRun(seed)
     watch, cache, recent = Watch(), {}, list[Job]()
-    fifo = make_scheduler("fifo")
     for t, periodic in checkpoints(built, settings.every):
         engine.run(t)
         cluster = engine.cluster
@@ -195,16 +195,17 @@ def evaluate_seed(settings: EvalSettings, seed: int) -> SeedRun:
         if not asked:
             continue
         futures = _futures(settings, cluster, recent, rng)
+        rule = replay_scheduler(pool_scheduler, cache)
         ours = forecast(
             cluster,
-            replay_scheduler(pool_scheduler, cache),
+            rule,
             seed=int(rng.integers(2**63)),
             replays=settings.replays,
             futures=futures,
             horizon=settings.horizon,
             waves=waves,
         )
-        plan = forecast(cluster, fifo, replays=1, waves=False, horizon=settings.horizon)
+        plan = forecast(cluster, rule, replays=1, waves=False, horizon=settings.horizon)
         positions = queue_positions(cluster)
         out.refreshes += 1
         for job in asked:
