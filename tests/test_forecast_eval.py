@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from math import isnan
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -17,7 +18,7 @@ from idlegate.evaluation.forecast_eval import (
     checkpoints,
     evaluate_seed,
 )
-from idlegate.evaluation.forecast_report import figures, render, report
+from idlegate.evaluation.forecast_report import MD_HEAD, figures, render, report
 from idlegate.policy import make_scheduler
 from idlegate.sim.engine import Engine
 from idlegate.sim.forecast import Span
@@ -111,14 +112,17 @@ def test_every_workflow_is_forecast_at_its_arrival() -> None:
     assert all(p.made_at == run.actual[p.job_id].arrival for p in run.predictions)
 
 
-def test_the_command_prints_the_table_and_json() -> None:
+def test_the_command_prints_the_table_and_json(tmp_path: Path) -> None:
     runner = CliRunner()
     args = ["forecast", "evaluate", "-w", "k8s-batch", "--jobs-count", "10", "-s", "fifo"]
     table = runner.invoke(app, [*args, "-m", "2", "--seed", "1"])
     assert table.exit_code == 0, table.output
     assert "position×rate" in table.output and "k8s-batch, fifo, seeds 1:" in table.output
-    out = runner.invoke(app, [*args, "-m", "2", "--seed", "1", "--json"])
+    out = runner.invoke(app, [*args, "-m", "2", "--seed", "1", "--json", "--out", str(tmp_path)])
     data = json.loads(out.stdout)
+    assert json.loads((tmp_path / "forecast.json").read_text()) == data
+    md = (tmp_path / "forecast.md").read_text().splitlines()
+    assert md[0] == MD_HEAD and md[2].startswith("| forecast | ") and len(md) == 6
     assert set(data["figures"]) == {"forecast", "position×rate", "ema-wait", "declared"}
     assert data["figures"]["forecast"]["finish_n"] == 10
     bad = runner.invoke(app, [*args, "--arrivals", "sometimes"])

@@ -6,6 +6,7 @@ Registered from `idlegate.cli` as a sub-command group; its options mirror ``simu
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -13,7 +14,7 @@ import typer
 from idlegate.evaluation.comparison import CompareConfig, WorkloadOptions
 from idlegate.evaluation.console import stderr_progress
 from idlegate.evaluation.forecast_eval import EvalSettings, evaluate
-from idlegate.evaluation.forecast_report import render, report, unavailable_reasons
+from idlegate.evaluation.forecast_report import markdown, render, report, unavailable_reasons
 from idlegate.flags import Given, flags, user_errors
 
 forecast_app = typer.Typer(
@@ -68,6 +69,10 @@ def forecast_evaluate(
         ),
     ] = "none",
     as_json: Annotated[bool, typer.Option("--json", help="Print all figures as JSON.")] = False,
+    out_dir: Annotated[
+        Path | None,
+        typer.Option("--out", help="Also write forecast.json and forecast.md (the table) here."),
+    ] = None,
 ) -> None:
     """Forecast each workflow at its arrival during simulated runs, then compare with what
     happened: the forecast beside position × admission rate (Kueue's suggestion), an
@@ -88,18 +93,22 @@ def forecast_evaluate(
         with stderr_progress("forecasting", len(chosen), as_json=as_json) as update:
             runs = evaluate(settings, chosen, update)
     figs = report(runs)
+    out = {
+        "workload": workload,
+        "scheduler": scheduler,
+        "seeds": chosen,
+        "replays": replays,
+        "every": every,
+        "arrivals": arrivals,
+        "refreshes": sum(r.refreshes for r in runs),
+        "figures": {f.method: f.to_dict() for f in figs},
+        "unavailable": unavailable_reasons(runs),
+    }
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "forecast.json").write_text(json.dumps(out, indent=2) + "\n")
+        (out_dir / "forecast.md").write_text(markdown(figs))
     if as_json:
-        out = {
-            "workload": workload,
-            "scheduler": scheduler,
-            "seeds": chosen,
-            "replays": replays,
-            "every": every,
-            "arrivals": arrivals,
-            "refreshes": sum(r.refreshes for r in runs),
-            "figures": {f.method: f.to_dict() for f in figs},
-            "unavailable": unavailable_reasons(runs),
-        }
         typer.echo(json.dumps(out, indent=2))
         return
     typer.echo(render(figs))

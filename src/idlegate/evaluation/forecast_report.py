@@ -140,6 +140,36 @@ def render(figs: Sequence[Figures]) -> str:
     return "\n".join(lines)
 
 
+MD_HEAD = (
+    "| method | start n | start med s | start p90 s | start med | start p90 | finish n "
+    "| finish med s | finish p90 s | finish med | finish p90 | start in 80 % | finish in 80 % |"
+)
+"""The markdown table's header (`markdown`); docs/forecast.md quotes its columns."""
+
+
+def markdown(figs: Sequence[Figures]) -> str:
+    """The table in markdown (``--out``'s forecast.md, which docs/forecast.md checks)."""
+    lines = [MD_HEAD, "|" + "---|" * MD_HEAD.count(" | ") + "---|"]
+    for f in figs:
+        cells = [
+            f.method,
+            str(f.start_n),
+            _s(f.start_abs_median),
+            _s(f.start_abs_p90),
+            _pct(f.start_rel_median),
+            _pct(f.start_rel_p90),
+            str(f.finish_n),
+            _s(f.finish_abs_median),
+            _s(f.finish_abs_p90),
+            _pct(f.finish_rel_median),
+            _pct(f.finish_rel_p90),
+            _share(f.start_inside),
+            _share(f.finish_inside),
+        ]
+        lines.append("| " + " | ".join(c.strip() for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def _s(x: float) -> str:
     return f"{'—':>7}" if x != x else f"{x:>7.0f}" if x >= 100 else f"{x:>7.1f}"
 
