@@ -17,11 +17,13 @@ from idlegate.evaluation.forecast_eval import (
     Watch,
     checkpoints,
     evaluate_seed,
+    measured_view,
 )
 from idlegate.evaluation.forecast_report import MD_HEAD, figures, render, report
 from idlegate.policy import make_scheduler
-from idlegate.sim.engine import Engine
-from idlegate.sim.forecast import Span
+from idlegate.sim.durations import MeasuredDurations
+from idlegate.sim.engine import Engine, Fidelity, JobArrival, Workload
+from idlegate.sim.forecast import Span, forecast
 from idlegate.sim.protocol import JobRecord
 from tests.helpers import chain, workload
 
@@ -127,3 +129,28 @@ def test_the_command_prints_the_table_and_json(tmp_path: Path) -> None:
     assert data["figures"]["forecast"]["finish_n"] == 10
     bad = runner.invoke(app, [*args, "--arrivals", "sometimes"])
     assert bad.exit_code != 0 and "--arrivals" in bad.output
+
+
+class TwoSeconds:
+    """Every task lasts 2 s (its estimate says 5)."""
+
+    def sample(self, stage: int, job_executors: int, first: bool, moved: bool, u: object) -> float:
+        return 2.0
+
+
+def test_the_measured_view_draws_what_ended_else_the_estimate() -> None:
+    jobs = (
+        JobArrival(0.0, "a", chain(5.0, tasks=3), TwoSeconds()),
+        JobArrival(1.0, "b", chain(5.0), TwoSeconds()),
+    )
+    w = Workload("two", jobs, 1, Fidelity(moving_delay=0.0))
+    engine = Engine.for_workload(w, make_scheduler("fifo"), 0, record_tasks=True)
+    engine.run(4.5)  # (a's first two tasks ended at 2 and 4, its third runs)
+    view = measured_view(engine.cluster, engine.task_log or [])
+    a, b = view.jobs
+    assert isinstance(a.payload, MeasuredDurations) and isinstance(b.payload, MeasuredDurations)
+    assert (a.payload.measured, b.payload.measured) == ([[2.0, 2.0]], [[]])
+    # a's third task ends at 6 (a draw of 2 s), b then takes its estimate: 6 + 5
+    f = forecast(view, make_scheduler("fifo"), replays=3)
+    assert f.of(1).finish == Span(11.0, 11.0, 11.0)  # type: ignore[union-attr]
+    assert engine.cluster.jobs[0].payload is jobs[0].durations  # (the run's own untouched)

@@ -68,6 +68,15 @@ def forecast_evaluate(
             "at the pool's recent arrival rate).",
         ),
     ] = "none",
+    durations: Annotated[
+        str,
+        typer.Option(
+            "--durations",
+            help="What replays draw task durations from: model (the workload's own) or "
+            "measured (what an operator has: the stage's tasks ended so far, else the "
+            "declared estimate).",
+        ),
+    ] = "model",
     as_json: Annotated[bool, typer.Option("--json", help="Print all figures as JSON.")] = False,
     out_dir: Annotated[
         Path | None,
@@ -81,6 +90,8 @@ def forecast_evaluate(
     with user_errors():
         if arrivals not in ("none", "poisson"):
             raise typer.BadParameter(f"--arrivals: none or poisson, not {arrivals!r}")
+        if durations not in ("model", "measured"):
+            raise typer.BadParameter(f"--durations: model or measured, not {durations!r}")
         settings = EvalSettings(
             workload,
             scheduler,
@@ -88,6 +99,7 @@ def forecast_evaluate(
             replays=replays,
             every=every,
             arrivals="none" if arrivals == "none" else "poisson",
+            durations="model" if durations == "model" else "measured",
         )
         chosen = list(seeds or HELD_OUT_SEEDS)
         with stderr_progress("forecasting", len(chosen), as_json=as_json) as update:
@@ -100,6 +112,7 @@ def forecast_evaluate(
         "replays": replays,
         "every": every,
         "arrivals": arrivals,
+        "durations": durations,
         "refreshes": sum(r.refreshes for r in runs),
         "figures": {f.method: f.to_dict() for f in figs},
         "unavailable": unavailable_reasons(runs),
@@ -115,7 +128,7 @@ def forecast_evaluate(
     refreshes = sum(r.refreshes for r in runs)
     typer.echo(
         f"\n{workload}, {scheduler}, seeds {', '.join(map(str, chosen))}: {refreshes} "
-        f"forecasts of {replays} replays, arrivals {arrivals}; start and finish errors as "
+        f"forecasts of {replays} replays, arrivals {arrivals}, durations {durations}; start and finish errors as "
         "medians and p90s, in seconds and as a share of the actual wait / JCT."
     )
     for why, n in unavailable_reasons(runs).items():

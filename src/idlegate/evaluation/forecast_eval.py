@@ -37,12 +37,14 @@ from idlegate.policy import make_scheduler
 from idlegate.policy.futures import poisson_futures
 from idlegate.policy.portfolio.scheduler import PortfolioScheduler
 from idlegate.sim.cluster import Cluster
-from idlegate.sim.engine import Engine, Workload
+from idlegate.sim.durations import MeasuredDurations
+from idlegate.sim.engine import Engine, TaskRun, Workload
 from idlegate.sim.forecast import Span, Unavailable, forecast, queue_positions
 from idlegate.sim.protocol import Job, JobRecord, Scheduler
 from idlegate.sim.rollout import Future
 
 Arrivals = Literal["none", "poisson"]
+Durations = Literal["model", "measured"]
 METHODS = ("forecast", "position×rate", "ema-wait", "declared")
 """The forecast and its baselines, in the report's order."""
 RECENT = 20
@@ -90,6 +92,11 @@ class EvalSettings:
     """Forecast every waiting workflow every this many seconds too (None: at arrival only)."""
     arrivals: Arrivals = "none"
     horizon: float = inf
+    durations: Durations = "model"
+    """What a replay draws a task's duration from: ``model``, the workload's own duration
+    model (what the simulator draws from); ``measured``, what an operator has, the
+    durations its stage's tasks took so far, else the declared estimate
+    (`sim.durations.MeasuredDurations`, `measured_view`)."""
 
 
 class _Queue:
@@ -175,7 +182,10 @@ def checkpoints(workload: Workload, every: float | None) -> Iterator[tuple[float
 def evaluate_seed(settings: EvalSettings, seed: int) -> SeedRun:
     """One seed's run with its forecasts (module docstring)."""
     built = build(settings.workload, seed, settings.options)
-    engine = Engine.for_workload(built, make_scheduler(settings.scheduler), seed)
+    measured = settings.durations == "measured"
+    engine = Engine.for_workload(
+        built, make_scheduler(settings.scheduler), seed, record_tasks=measured
+    )
     pool_scheduler = engine.scheduler
     if pool_scheduler is None:  # (for_workload keeps the scheduler it was given)
         raise IdlegateError("the run has no scheduler; give -s/--scheduler")
@@ -197,7 +207,7 @@ def evaluate_seed(settings: EvalSettings, seed: int) -> SeedRun:
         futures = _futures(settings, cluster, recent, rng)
         rule = replay_scheduler(pool_scheduler, cache)
         ours = forecast(
-            cluster,
+            measured_view(cluster, engine.task_log or []) if measured else cluster,
             rule,
             seed=int(rng.integers(2**63)),
             replays=settings.replays,
@@ -221,6 +231,22 @@ def evaluate_seed(settings: EvalSettings, seed: int) -> SeedRun:
     engine.run()
     out.actual = {r.id: r for r in engine.cluster.done}
     return out
+
+
+def measured_view(cluster: Cluster, tasks: Sequence[TaskRun]) -> Cluster:
+    """A fork of `cluster` whose workflows draw their tasks as the operator's do: from the
+    durations of their stage's tasks that ended by now, else the stage's estimate."""
+    fork = cluster.fork()
+    now = fork.now
+    measured: dict[int, list[list[float]]] = {
+        j.id: [[] for _ in range(j.dag.num_stages)] for j in fork.jobs
+    }
+    for task in tasks:
+        if task.end <= now and task.job in measured:
+            measured[task.job][task.stage].append(task.end - task.start)
+    for job in fork.jobs:
+        job.payload = MeasuredDurations(job.dag.durations, measured[job.id])
+    return fork
 
 
 def _futures(
