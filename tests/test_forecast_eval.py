@@ -98,6 +98,7 @@ def test_the_table_fits_100_columns() -> None:
     table = render(report([run]))
     assert max(len(line) for line in table.splitlines()) <= 100
     assert [line.split()[0] for line in table.splitlines()[2:]] == [
+        "calibrated",
         "forecast",
         "position×rate",
         "ema-wait",
@@ -112,6 +113,11 @@ def test_every_workflow_is_forecast_at_its_arrival() -> None:
     ours = {p.job_id for p in run.predictions if p.method == "forecast"}
     assert ours == set(run.actual) and len(ours) == 12
     assert all(p.made_at == run.actual[p.job_id].arrival for p in run.predictions)
+    # the calibrated forecast is the replays' median, its interval at least as wide
+    raw = {p.job_id: p for p in run.predictions if p.method == "forecast"}
+    for p in (p for p in run.predictions if p.method == "calibrated"):
+        assert p.finish.median == raw[p.job_id].finish.median
+        assert p.finish.low <= raw[p.job_id].finish.low or p.finish.low == p.finish.median
 
 
 def test_the_command_prints_the_table_and_json(tmp_path: Path) -> None:
@@ -124,8 +130,14 @@ def test_the_command_prints_the_table_and_json(tmp_path: Path) -> None:
     data = json.loads(out.stdout)
     assert json.loads((tmp_path / "forecast.json").read_text()) == data
     md = (tmp_path / "forecast.md").read_text().splitlines()
-    assert md[0] == MD_HEAD and md[2].startswith("| forecast | ") and len(md) == 6
-    assert set(data["figures"]) == {"forecast", "position×rate", "ema-wait", "declared"}
+    assert md[0] == MD_HEAD and md[2].startswith("| calibrated | ") and len(md) == 7
+    assert set(data["figures"]) == {
+        "calibrated",
+        "forecast",
+        "position×rate",
+        "ema-wait",
+        "declared",
+    }
     assert data["figures"]["forecast"]["finish_n"] == 10
     bad = runner.invoke(app, [*args, "--arrivals", "sometimes"])
     assert bad.exit_code != 0 and "--arrivals" in bad.output

@@ -17,6 +17,10 @@ The baselines, each computed from what the run knew at the forecast's time:
   plan is its own scheduler's) with every task taking its declared duration and a
   running one its declared end (`forecast` with one replay, no duration draws).
 
+The shipped forecast is ``calibrated``: the replays' median with their interval widened
+by how the run's earlier forecasts came out (`sim.forecast_calibration`); ``forecast`` is
+the replays' own interval, beside it.
+
 A baseline's finish is its start plus the median run time (finish − start) of the queue's
 last `RECENT` finished workflows (the workflow's critical path before any finished);
 ``declared`` plans its finish itself. Baselines give no interval.
@@ -40,13 +44,15 @@ from idlegate.sim.cluster import Cluster
 from idlegate.sim.durations import MeasuredDurations
 from idlegate.sim.engine import Engine, TaskRun, Workload
 from idlegate.sim.forecast import Span, Unavailable, forecast, queue_positions
+from idlegate.sim.forecast_calibration import Calibration
 from idlegate.sim.protocol import Job, JobRecord, Scheduler
 from idlegate.sim.rollout import Future
 
 Arrivals = Literal["none", "poisson"]
 Durations = Literal["model", "measured"]
-METHODS = ("forecast", "position×rate", "ema-wait", "declared")
-"""The forecast and its baselines, in the report's order."""
+METHODS = ("calibrated", "forecast", "position×rate", "ema-wait", "declared")
+"""The forecast (its interval widened by past forecasts' scores, then the replays' own)
+and its baselines, in the report's order."""
 RECENT = 20
 """Admissions, waits and run times a baseline looks back over, per queue."""
 EMA_ALPHA = 0.2
@@ -117,6 +123,8 @@ class Watch:
         self.queue_of: dict[int, int] = {}
         self.started: set[int] = set()
         self.finished = 0
+        self.start_of: dict[int, float] = {}
+        self.finish_of: dict[int, float] = {}
 
     def see(self, cluster: Cluster) -> None:
         starts: list[tuple[float, int, float]] = []
@@ -125,6 +133,7 @@ class Watch:
             if job.first_start is not None and job.id not in self.started:
                 starts.append((job.first_start, job.id, job.first_start - job.arrival))
         for record in cluster.done[self.finished :]:
+            self.finish_of[record.id] = record.finish
             q = self._queue(self.queue_of.get(record.id, 0))
             q.runs.append(record.finish - record.first_start)
             if record.id not in self.started:
@@ -132,6 +141,7 @@ class Watch:
         self.finished = len(cluster.done)
         for when, job_id, wait in sorted(starts):
             self.started.add(job_id)
+            self.start_of[job_id] = when
             q = self._queue(self.queue_of.get(job_id, 0))
             q.admitted.append(when)
             q.ema = wait if q.ema is None else EMA_ALPHA * wait + (1 - EMA_ALPHA) * q.ema
@@ -193,10 +203,12 @@ def evaluate_seed(settings: EvalSettings, seed: int) -> SeedRun:
     rng = np.random.default_rng(seed)
     out = SeedRun(seed)
     watch, cache, recent = Watch(), {}, list[Job]()
+    tuning = Tuning()
     for t, periodic in checkpoints(built, settings.every):
         engine.run(t)
         cluster = engine.cluster
         watch.see(cluster)
+        tuning.resolve(watch)
         for job in cluster.jobs:
             if job.arrival == t:
                 recent.append(job)
@@ -228,6 +240,9 @@ def evaluate_seed(settings: EvalSettings, seed: int) -> SeedRun:
                         Prediction(method, job.id, t, started, entry.start, entry.finish)
                     )
             _baselines(out, watch, job, positions.get(job.id), t)
+            raw = ours.of(job.id)
+            if not isinstance(raw, Unavailable):
+                out.predictions.append(tuning.calibrated(job, raw.start, raw.finish, t))
     engine.run()
     out.actual = {r.id: r for r in engine.cluster.done}
     return out
@@ -247,6 +262,41 @@ def measured_view(cluster: Cluster, tasks: Sequence[TaskRun]) -> Cluster:
     for job in fork.jobs:
         job.payload = MeasuredDurations(job.dag.durations, measured[job.id])
     return fork
+
+
+class Tuning:
+    """The calibrations of start and finish forecasts (`sim.forecast_calibration`), fed
+    with the forecasts of this run as their workflows start and finish."""
+
+    def __init__(self) -> None:
+        self.start, self.finish = Calibration(), Calibration()
+        self.pending: list[tuple[int, float, Span | None, Span]] = []
+        """(job id, made at, start span while it waited else None, finish span)."""
+
+    def calibrated(self, job: Job, start: Span, finish: Span, now: float) -> Prediction:
+        """The ``calibrated`` forecast (the replays' widened), and `job`'s raw spans kept
+        until its start and finish score them."""
+        started = job.first_start is not None
+        self.pending.append((job.id, now, None if started else start, finish))
+        if not started:
+            start = self.start.widen(start, now, earliest=now)
+        return Prediction(
+            "calibrated", job.id, now, started, start, self.finish.widen(finish, now, now)
+        )
+
+    def resolve(self, watch: Watch) -> None:
+        """Score the pending forecasts whose workflow has since started or finished."""
+        left = []
+        for job_id, made_at, start, finish in self.pending:
+            if start is not None and job_id in watch.start_of:
+                self.start.record(start, made_at, watch.start_of[job_id])
+                start = None
+            if job_id in watch.finish_of:
+                if finish.median < inf:
+                    self.finish.record(finish, made_at, watch.finish_of[job_id])
+                continue
+            left.append((job_id, made_at, start, finish))
+        self.pending = left
 
 
 def _futures(

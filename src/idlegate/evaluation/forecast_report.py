@@ -98,7 +98,7 @@ def figures(runs: Sequence[SeedRun], method: str) -> Figures:
 
 def _has_interval(runs: Sequence[SeedRun], method: str) -> bool:
     """Whether `method` gives intervals (a baseline's spans are points)."""
-    return method == "forecast"
+    return method in ("forecast", "calibrated")
 
 
 def _q(values: Sequence[float], q: float) -> float:
