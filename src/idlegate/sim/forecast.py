@@ -46,10 +46,12 @@ from idlegate.sim.rollout import OVERDUE_FRACTION, Future, planning_fork, push_p
 CONDITIONAL_TRIES = 8
 """Draws a running task's duration gets to exceed the time it has already run."""
 
-BUDGET = 20_000
+BUDGET = 10_000
 """Events a refresh may simulate over its replays (`forecast`'s `budget`, as the operator
-should pass it): a short queue's twenty replays take a few thousand; a queue of 1,000
-waiting workflows takes about as many for one replay (benchmarks/forecast.py)."""
+should pass it): twenty replays of a queue of a few dozen workflows fit in it; a queue of
+1,000 waiting k8s-batch workflows takes 14,000 events for one replay, so a refresh of it
+is one replay, about 0.2 s of CPU under `fair` (benchmarks/forecast.py), and its interval
+comes from calibration alone (`sim.forecast_calibration`)."""
 
 LOW, HIGH = 0.1, 0.9
 """The quantiles of the 80 % interval."""
