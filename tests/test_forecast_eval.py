@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from idlegate.cli import app
+from idlegate.evaluation.comparison import build
 from idlegate.evaluation.forecast_eval import (
     EvalSettings,
     Prediction,
@@ -22,7 +23,7 @@ from idlegate.evaluation.forecast_eval import (
 from idlegate.evaluation.forecast_report import MD_HEAD, figures, render, report
 from idlegate.policy import make_scheduler
 from idlegate.sim.durations import MeasuredDurations
-from idlegate.sim.engine import Engine, Fidelity, JobArrival, Workload
+from idlegate.sim.engine import Engine, Fidelity, JobArrival, Workload, simulate
 from idlegate.sim.forecast import Span, forecast
 from idlegate.sim.protocol import JobRecord
 from tests.helpers import chain, workload
@@ -118,6 +119,18 @@ def test_every_workflow_is_forecast_at_its_arrival() -> None:
     for p in (p for p in run.predictions if p.method == "calibrated"):
         assert p.finish.median == raw[p.job_id].finish.median
         assert p.finish.low <= raw[p.job_id].finish.low or p.finish.low == p.finish.median
+
+
+def test_forecasting_does_not_change_the_run() -> None:
+    # `random` draws from its generator at every decision: a replay resetting the run's
+    # own scheduler would change which workflows ran when
+    settings = EvalSettings("k8s-batch", "random", replays=2)
+    settings.options.extra["num_jobs"] = 15
+    run = evaluate_seed(settings, 5)
+    alone = simulate(build("k8s-batch", 5, settings.options), make_scheduler("random"), 5)
+    assert {r.id: (r.first_start, r.finish) for r in alone.records} == {
+        i: (r.first_start, r.finish) for i, r in run.actual.items()
+    }
 
 
 def test_the_command_prints_the_table_and_json(tmp_path: Path) -> None:

@@ -167,15 +167,16 @@ class Watch:
         return None if ema is None else max(now, job.arrival + ema)
 
 
-def replay_scheduler(scheduler: Scheduler, cache: dict[str, Scheduler]) -> Scheduler:
-    """The scheduler a forecast replays: the pool's own, or for the portfolio (`default`)
-    the candidate it follows now (replaying the portfolio would replay its replays)."""
+def replay_scheduler(scheduler: Scheduler, spec: str, cache: dict[str, Scheduler]) -> Scheduler:
+    """The scheduler a forecast replays: a copy of the pool's (built from its `spec`: each
+    replay resets it, which must not touch the run's own), and for the portfolio
+    (`default`) the candidate it follows now (replaying the portfolio would replay its
+    replays)."""
     if isinstance(scheduler, PortfolioScheduler):
         spec = scheduler.following
-        if spec not in cache:
-            cache[spec] = make_scheduler(spec)
-        return cache[spec]
-    return scheduler
+    if spec not in cache:
+        cache[spec] = make_scheduler(spec)
+    return cache[spec]
 
 
 def checkpoints(workload: Workload, every: float | None) -> Iterator[tuple[float, bool]]:
@@ -217,7 +218,7 @@ def evaluate_seed(settings: EvalSettings, seed: int) -> SeedRun:
         if not asked:
             continue
         futures = _futures(settings, cluster, recent, rng)
-        rule = replay_scheduler(pool_scheduler, cache)
+        rule = replay_scheduler(pool_scheduler, settings.scheduler, cache)
         ours = forecast(
             measured_view(cluster, engine.task_log or []) if measured else cluster,
             rule,

@@ -100,11 +100,11 @@ class Forecast:
     """Events the replays simulated (the refresh's cost)."""
 
     def of(self, job_id: int) -> WorkflowForecast | Unavailable:
-        """The entry of the workflow with id `job_id`."""
-        for entry in self.workflows:
-            if entry.job_id == job_id:
-                return entry
-        raise KeyError(job_id)
+        """The entry of the workflow with id `job_id` (KeyError: none)."""
+        if not hasattr(self, "_by_id"):  # (built once: an evaluation asks per workflow)
+            object.__setattr__(self, "_by_id", {e.job_id: e for e in self.workflows})
+        by_id: dict[int, WorkflowForecast | Unavailable] = self.__dict__["_by_id"]
+        return by_id[job_id]
 
 
 def queue_positions(cluster: Cluster) -> dict[int, int]:
@@ -139,7 +139,8 @@ def forecast(
 ) -> Forecast:
     """Forecast the start and finish of every workflow in `cluster` under `scheduler`.
 
-    `cluster` is left as it is (each replay runs on a fork). `replays` replays, each with
+    `cluster` is left as it is (each replay runs on a fork), but `scheduler` is reset for
+    every replay: pass a copy of the pool's, never the one deciding. `replays` replays, each with
     its own duration stream and scheduler seed drawn from one generator seeded with
     `seed`; with `futures` there is one replay per future, with its arrivals and seed.
     A replay stops once every workflow present now has finished, or at ``now + horizon``
