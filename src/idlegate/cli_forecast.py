@@ -24,7 +24,8 @@ forecast_app = typer.Typer(
 )
 
 HELD_OUT_SEEDS = (100, 101, 102)
-"""The default seeds: none of those the forecaster was tuned on (0-9)."""
+"""The default seeds, apart from those the tests and benchmarks use (0-9): the forecaster's
+constants were set before any run on them."""
 
 
 @forecast_app.command("evaluate")
@@ -45,7 +46,7 @@ def forecast_evaluate(
         typer.Option(
             "--seed",
             help="Seed of arrivals and durations (repeatable); default: 100, 101, 102, "
-            "seeds the forecaster was not tuned on.",
+            "seeds its constants were not fitted to.",
         ),
     ] = None,
     replays: Annotated[
