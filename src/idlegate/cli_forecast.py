@@ -129,8 +129,9 @@ def forecast_evaluate(
     refreshes = sum(r.refreshes for r in runs)
     typer.echo(
         f"\n{workload}, {scheduler}, seeds {', '.join(map(str, chosen))}: {refreshes} "
-        f"forecasts of {replays} replays, arrivals {arrivals}, durations {durations}; start and finish errors as "
-        "medians and p90s, in seconds and as a share of the actual wait / JCT."
+        f"refreshes of {replays} replays, arrivals {arrivals}, durations {durations}; start "
+        "and finish errors as medians and p90s, in seconds and as a share of the actual "
+        "wait / JCT."
     )
     for why, n in unavailable_reasons(runs).items():
         typer.echo(f"unavailable {n}×, {why}")
