@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from idlegate.evaluation.forecast_eval import METHODS, Prediction, SeedRun
+from idlegate.evaluation.forecast_eval import METHODS, SeedRun
 
 WAITED = 60.0
 """Seconds a workflow must have waited for its start forecast to be scored (the issue's
@@ -180,8 +180,3 @@ def _pct(x: float) -> str:
 
 def _share(x: float) -> str:
     return f"{'—':>5}" if x != x else f"{100 * x:>4.0f}%"
-
-
-def scored(runs: Sequence[SeedRun]) -> list[Prediction]:
-    """Every prediction of every seed (for a caller's own cuts)."""
-    return [p for run in runs for p in run.predictions]
