@@ -12,10 +12,10 @@ from typing import Annotated
 import typer
 
 from idlegate.evaluation.comparison import CompareConfig, WorkloadOptions
-from idlegate.evaluation.console import stderr_progress
 from idlegate.evaluation.forecast_eval import EvalSettings, evaluate
 from idlegate.evaluation.forecast_report import markdown, render, report, unavailable_reasons
 from idlegate.flags import Given, flags, user_errors
+from idlegate.progress import stderr_progress
 
 forecast_app = typer.Typer(
     help="Forecasts of when waiting workflows start and finish (docs/forecast.md).",
@@ -103,7 +103,7 @@ def forecast_evaluate(
             durations="model" if durations == "model" else "measured",
         )
         chosen = list(seeds or HELD_OUT_SEEDS)
-        with stderr_progress("forecasting", len(chosen), as_json=as_json) as update:
+        with stderr_progress("forecasting", len(chosen)) as update:
             runs = evaluate(settings, chosen, update)
     figs = report(runs)
     out = {
