@@ -28,7 +28,7 @@ Task durations are each stage's figure times a log-normal factor of mean 1 (spre
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Literal
 
@@ -172,7 +172,9 @@ def _small_dag(rng: np.random.Generator) -> Dag:
     return _dag("small", [tasks], [duration], [()])
 
 
-def _dag(label: str, tasks: list[int], durations: list[float], parents: list[tuple[int, ...]]) -> Dag:
+def _dag(
+    label: str, tasks: Sequence[int], durations: Sequence[float], parents: Sequence[tuple[int, ...]]
+) -> Dag:
     children: list[list[int]] = [[] for _ in parents]
     for i, ps in enumerate(parents):
         for p in ps:
