@@ -526,4 +526,6 @@ def unfinished_means(
     if unfinished is None or not np.any(unfinished):
         return {}
     mask = np.asarray(unfinished, dtype=bool)
-    return {c: float(np.mean(np.asarray(jcts[c])[mask])) for c in names if c is not None and c in jcts}
+    return {
+        c: float(np.mean(np.asarray(jcts[c])[mask])) for c in names if c is not None and c in jcts
+    }
