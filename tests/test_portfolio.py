@@ -175,7 +175,7 @@ def test_early_rounds_come_back_to_the_priors_candidate_on_its_uncorrected_lead(
     options = WorkloadOptions(num_executors=50, interarrival=15.0, tpch_dir=tpch, num_jobs=100)
     workload = build("tpch", 2002, options)
     fair = _simulated(workload, "fair", 2002)[0]
-    corrected, _ = _simulated(workload, "portfolio?uncorrected=false", 2002)
+    corrected, _ = _simulated(workload, "portfolio?uncorrected=false&guard=none", 2002)
     assert corrected / fair - 1 > 0.10
     named, brain = _simulated(workload, "portfolio", 2002)
     back = [c for c in brain.rounds if c.early and c.workflows == 32]

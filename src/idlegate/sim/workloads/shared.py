@@ -113,6 +113,12 @@ def _heavy_jobs(c: SharedConfig, share: float) -> tuple[Draw, str]:
     if c.heavy_source == "generated" or (c.heavy_source == "auto" and not found):
         note = "" if c.heavy_source == "generated" else "heavy: generated, no Alibaba trace"
         return (lambda rng: _generated_heavy_dag(rng, cap)), note
+    if not found:
+        raise IdlegateError(
+            "shared: heavy_source=alibaba, but Alibaba's trace is not found; pass "
+            "alibaba_dir or set IDLEGATE_ALIBABA_DIR (heavy_source=auto generates the "
+            "heavy team's jobs instead)"
+        )
     trace = open_alibaba_trace(c.alibaba_dir)
     keep = {"train": (0,), "test": (1,), "all": (0, 1)}[c.split]
     dags = [
