@@ -205,7 +205,9 @@ def test_the_unfinished_workflows_cost_is_said_after_the_outcome():
         "kept fair: srpt was 1.3 % better, within the 2 % margin; the 12 workflows "
         "unfinished: 4,210 s under fair, 2,950 s under srpt"
     )
-    assert sentence({**fields, "unfinished_count": 0}) == sentence(_round(reason="kept", best="srpt", margin=0.02))
+    assert sentence({**fields, "unfinished_count": 0}) == sentence(
+        _round(reason="kept", best="srpt", margin=0.02)
+    )
 
 
 def test_every_sentence_has_a_known_answer():
