@@ -105,3 +105,25 @@ def test_a_followed_candidate_behind_the_safest_since_it_was_followed_gives_way(
     assert back.why.startswith(  # type: ignore[attr-defined]
         "came back to srpt, the prior's safest: fair was 20 % behind it over the 10 workflows"
     )
+
+
+# -- the unfinished workflows in a round -------------------------------------------------
+
+
+def test_a_round_replays_every_unfinished_workflow_and_marks_them():
+    from tests.test_brain_limits import _heavy_request
+
+    heavy_only = _heavy_request(True)
+    assert [a.name for a in heavy_only.window[-1:]] == ["ns/huge"]
+    request = _heavy_request(True, unfinished=True)
+    names = [a.name for a in request.window]
+    assert sorted(names[-2:]) == ["ns/huge", "ns/small"]
+    assert (request.running, request.heavy) == (2, 1)
+    from idlegate.policy import make_scheduler
+    from idlegate.policy.portfolio.replay import replay_portfolio
+
+    scores = replay_portfolio(
+        request.window, {"srpt": make_scheduler("srpt")}, 4, 0, unfinished=request.running
+    )
+    assert scores.unfinished is not None and int(scores.unfinished.sum()) == 2
+    assert scores.times is not None and list(scores.times) == sorted(scores.times)
