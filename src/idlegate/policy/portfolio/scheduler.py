@@ -500,7 +500,7 @@ class PortfolioScheduler:
             added: Sequence[JobArrival] = ()
             if self.config.heavy and replayed:
                 added = self._heavier(replayed, running)
-            if self.config.unfinished:
+            if self.config.unfinished and not first:  # (a history's clock is not the run's)
                 running = (*running, *self._unfinished((*running, *added)))
             since = self._arrivals.since_change
             replayed, running, added = since(replayed), since(running), since(added)
