@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from brain import LONG_JOBS, WORKERS, Task, cases_of, run_stage
+from brain import WORKERS
+from brain_runs import LONG_JOBS, Task, cases_of, run_stage
 
 from idlegate.errors import IdlegateError
 from idlegate.flags import one_line

@@ -315,11 +315,13 @@ def test_a_change_of_size_beyond_the_noise_is_still_seen():
 # -- the heavy workflows still running --------------------------------------------------
 
 
-def _heavy_request(heavy: bool) -> ReplayRequest:
+def _heavy_request(heavy: bool, unfinished: bool = False) -> ReplayRequest:
     """A round on 40 finished one-task workflows of 2 s, while a workflow of 2,000 tasks
-    and one of a single task are still running."""
+    and one of a single task are still running (`unfinished`: every one of them replayed
+    too, issue 71's rounds)."""
     brain = make_scheduler(
-        f"portfolio?candidates=srpt+fair&tune=false&replayer=worker&records=fed&heavy={heavy}"
+        "portfolio?candidates=srpt+fair&tune=false&replayer=worker&records=fed"
+        f"&heavy={heavy}&unfinished={unfinished}"
     )
     assert isinstance(brain, portfolio_scheduler.PortfolioScheduler)
     view = Cluster(4)

@@ -175,7 +175,7 @@ def test_early_rounds_come_back_to_the_priors_candidate_on_its_uncorrected_lead(
     options = WorkloadOptions(num_executors=50, interarrival=15.0, tpch_dir=tpch, num_jobs=100)
     workload = build("tpch", 2002, options)
     fair = _simulated(workload, "fair", 2002)[0]
-    corrected, _ = _simulated(workload, "portfolio?uncorrected=false", 2002)
+    corrected, _ = _simulated(workload, "portfolio?uncorrected=false&guard=none", 2002)
     assert corrected / fair - 1 > 0.10
     named, brain = _simulated(workload, "portfolio", 2002)
     back = [c for c in brain.rounds if c.early and c.workflows == 32]
@@ -199,7 +199,9 @@ def test_an_early_round_corrects_for_the_fifteen_candidates_it_compares():
     # present check would keep it too, so it is off for the run without the correction.)
     workload = build("argo-shapes", 1003, WorkloadOptions(extra={"num_jobs": 100}))
     srpt = _simulated(workload, "srpt", 1003)[0]
-    lucky, brain = _simulated(workload, "portfolio?correction=none&present=false", 1003)
+    lucky, brain = _simulated(
+        workload, "portfolio?correction=none&present=false&unfinished=false&guard=none", 1003
+    )
     rounds = brain.rounds
     assert [c.candidate for c in rounds if c.early][-1] == "weighted-fair?alpha=0.5"
     assert lucky / srpt - 1 > 0.2
@@ -220,12 +222,12 @@ def test_the_margin_holds_the_prior_candidate_in_the_first_rounds_on_finished_wo
     workload = build("push", 2001, WorkloadOptions(extra={"num_jobs": 100}))
     idle = "analytic?min_gain=0:sjf-cp"
     best = _simulated(workload, idle, 2001)[0]
-    unheld, brain = _simulated(workload, "portfolio?hold=false", 2001)
+    unheld, brain = _simulated(workload, "portfolio?hold=false&unfinished=false&guard=none", 2001)
     first = next(c for c in brain.rounds if c.workflows and not c.early)
     assert (first.workflows, first.previous, first.candidate) == (40, idle, "sjf-cp")
     assert first.margin is None
     assert unheld / best - 1 > 0.03
-    held, brain = _simulated(workload, "portfolio", 2001)
+    held, brain = _simulated(workload, "portfolio?unfinished=false&guard=none", 2001)
     rounds = brain.rounds
     first = next(c for c in rounds if c.workflows and not c.early)
     assert (first.workflows, first.candidate, first.reason, first.margin) == (
@@ -248,7 +250,9 @@ def test_a_switch_on_a_short_window_must_hold_over_the_rounds_before_it():
     # srpt?cap=0.9 still leads (`confirm`): it is kept
     workload = build("argo-shapes", 1009, WorkloadOptions(extra={"num_jobs": 100}))
     capped = _simulated(workload, "srpt?cap=0.9", 1009)[0]
-    fooled, brain = _simulated(workload, "portfolio?confirm=false", 1009)
+    fooled, brain = _simulated(
+        workload, "portfolio?confirm=false&unfinished=false&guard=none", 1009
+    )
     moved = next(c for c in brain.rounds if c.candidate != c.previous and c.workflows)
     assert (moved.workflows, moved.previous, moved.candidate) == (
         51,
@@ -256,7 +260,7 @@ def test_a_switch_on_a_short_window_must_hold_over_the_rounds_before_it():
         "fair?scale=2",
     )
     assert fooled / capped - 1 > 0.1
-    kept, brain = _simulated(workload, "portfolio", 1009)
+    kept, brain = _simulated(workload, "portfolio?unfinished=false&guard=none", 1009)
     held = next(c for c in brain.rounds if c.workflows == 51)
     assert (held.candidate, held.reason) == ("srpt?cap=0.9", "unconfirmed")
     assert held.why == (
@@ -278,7 +282,7 @@ def test_a_candidate_a_round_chose_leaves_on_a_rounds_evidence_alone():
     # from happening at all, so it is off here: this is `confirm`'s scenario.)
     workload = build("argo-shapes", 1000, WorkloadOptions(extra={"num_jobs": 100}))
     capped = _simulated(workload, "srpt?cap=0.9", 1000)[0]
-    mean, brain = _simulated(workload, "portfolio?present=false", 1000)
+    mean, brain = _simulated(workload, "portfolio?present=false&unfinished=false&guard=none", 1000)
     moves = [
         (c.workflows, c.candidate, c.reason) for c in brain.rounds if c.candidate != c.previous
     ]
@@ -301,11 +305,15 @@ def test_the_trap_of_a_tie_on_the_first_window_of_a_short_stream():
     workload = build_workload("follow", 2002, num_jobs=100)
     sjf = _simulated(workload, "sjf", 2002)[0]
     fooled, brain = _simulated(
-        workload, "portfolio?confidence=0&carriers=none&early=none&prior=false", 2002
+        workload,
+        "portfolio?confidence=0&carriers=none&early=none&prior=false&unfinished=false&guard=none",
+        2002,
     )
     assert brain.rounds[0].workflows == 40 and brain.rounds[0].candidate == "fifo"
     assert fooled / sjf - 1 > 0.03
-    safe, brain = _simulated(workload, "portfolio?early=none&prior=false", 2002)
+    safe, brain = _simulated(
+        workload, "portfolio?early=none&prior=false&unfinished=false&guard=none", 2002
+    )
     rounds = brain.rounds
     assert rounds[0].candidate == "learned:default" and rounds[0].reason == "noise"
     assert rounds[0].noise is not None and "within the window's noise" in rounds[0].why
@@ -811,7 +819,7 @@ def test_early_rounds_replay_the_workflows_arrived_before_forty_have_finished():
     # the first round (40 finished, at 336 s) moves fifo to srpt; the early round at 16
     # arrivals (6 of them running) finds srpt beyond the noise at 97 s
     workload = build_workload("tpch-like", 1, num_jobs=60, load=0.85)
-    base = "portfolio?candidates=fifo+srpt&start=fifo&prior=false"
+    base = "portfolio?candidates=fifo+srpt&start=fifo&prior=false&unfinished=false&guard=none"
     late, brain = _simulated(workload, base + "&early=none", 1)
     assert [(c.candidate, c.workflows, c.early) for c in brain.rounds[:1]] == [("srpt", 40, False)]
     early, brain = _simulated(workload, base, 1)

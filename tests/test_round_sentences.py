@@ -129,6 +129,48 @@ KNOWN: list[tuple[str, dict[str, Any], str]] = [
         "kept fair: srpt was 1.3 % better over the last 40 workflows, but failed when rolled out from the 7 workflows in the pool now",
     ),
     (
+        "guarded",  # (a lead over the prior's safest within the guard's standard errors)
+        _round(
+            reason="guarded",
+            candidate="srpt?cap=0.9",
+            previous="srpt?cap=0.9",
+            runner_up="fair",
+            scores={"srpt?cap=0.9": 100.0, "fair": 90.0},
+            safe="srpt?cap=0.9",
+            guard=2.0,
+            guard_z=1.43,
+            stream=-0.01,
+        ),
+        "kept srpt?cap=0.9: fair was 10 % better, but its lead over srpt?cap=0.9, the prior's safest, was 1.4 standard errors, not the guard's 2.0",
+    ),
+    (
+        "guarded, stream",  # (a lead the rounds before do not bear out against the safest)
+        _round(
+            reason="guarded",
+            candidate="srpt?cap=0.9",
+            previous="srpt?cap=0.9",
+            runner_up="fair",
+            scores={"srpt?cap=0.9": 100.0, "fair": 90.0},
+            safe="srpt?cap=0.9",
+            guard=2.0,
+            guard_z=3.1,
+            stream=0.054,
+        ),
+        "kept srpt?cap=0.9: fair was 10 % better, but over the stream so far it is 5.4 % behind srpt?cap=0.9, the prior's safest",
+    ),
+    (
+        "guard",  # (a followed candidate behind the safest over what it affected)
+        _round(
+            reason="guard",
+            candidate="srpt?cap=0.9",
+            previous="fair?scale=0.5",
+            safe="srpt?cap=0.9",
+            behind=0.062,
+            affected=75,
+        ),
+        "came back to srpt?cap=0.9, the prior's safest: fair?scale=0.5 was 6.2 % behind it over the 75 workflows arrived since it was followed",
+    ),
+    (
         "tied",
         _round(reason="best", runner_up="srpt", scores={"fair": 98.7, "srpt": 98.7}),
         "kept fair: tied with srpt",
@@ -149,6 +191,23 @@ KNOWN: list[tuple[str, dict[str, Any], str]] = [
         "following fair, the round's best",
     ),
 ]
+
+
+def test_the_unfinished_workflows_cost_is_said_after_the_outcome():
+    fields = _round(
+        reason="kept",
+        best="srpt",
+        margin=0.02,
+        unfinished={"fair": 4210.4, "srpt": 2950.0},
+        unfinished_count=12,
+    )
+    assert sentence(fields) == (
+        "kept fair: srpt was 1.3 % better, within the 2 % margin; the 12 workflows "
+        "unfinished: 4,210 s under fair, 2,950 s under srpt"
+    )
+    assert sentence({**fields, "unfinished_count": 0}) == sentence(
+        _round(reason="kept", best="srpt", margin=0.02)
+    )
 
 
 def test_every_sentence_has_a_known_answer():
@@ -215,7 +274,7 @@ def test_real_rounds_say_their_switch_their_margin_and_their_tie():
 
 def test_simulate_reports_each_rounds_reason_code_and_sentence():
     # (rounds on 5 workflows: no noise rule, no prior, no early rounds)
-    spec = "portfolio?candidates=fifo+srpt&start=fifo&min_window=5&every=5&confidence=0&prior=false&early=none"
+    spec = "portfolio?candidates=fifo+srpt&start=fifo&min_window=5&every=5&confidence=0&prior=false&early=none&unfinished=false"
     r = CliRunner().invoke(
         app, ["simulate", "-w", "synthetic", "--jobs-count", "30", "-s", spec, "--json"]
     )

@@ -95,6 +95,18 @@ SENTENCES: Final[Mapping[str, str]] = {
         "kept {candidate}: {runner_up} was {challenge} better over the last {workflows} "
         "workflows, but failed when rolled out from the {in_pool} in the pool now"
     ),
+    "guarded": (
+        "kept {candidate}: {runner_up} was {challenge} better, but its lead over {safe}, the "
+        "prior's safest, was {errors} standard errors, not the guard's {guard}"
+    ),
+    "guarded, stream": (
+        "kept {candidate}: {runner_up} was {challenge} better, but over the stream so far "
+        "it is {stream} behind {safe}, the prior's safest"
+    ),
+    "guard": (
+        "came back to {candidate}, the prior's safest: {previous} was {behind} behind it "
+        "over the {affected} workflows arrived since it was followed"
+    ),
     "tied": "kept {candidate}: tied with {runner_up}",
     "won": "kept {candidate}: {lead} better than {runner_up}",
     "alone": "kept {candidate}: the only candidate replayed",
@@ -102,7 +114,9 @@ SENTENCES: Final[Mapping[str, str]] = {
 }
 """A round's sentence per `case`, with the `figures` it names in braces."""
 
-FRACTIONS: Final = frozenset({"gain", "deficit", "lead", "margin", "noise", "challenge", "setback"})
+FRACTIONS: Final = frozenset(
+    {"gain", "deficit", "lead", "margin", "noise", "challenge", "setback", "stream", "behind"}
+)
 """The figures that are fractions, said as percents ("1.3 %")."""
 
 
@@ -114,6 +128,9 @@ def case(choice: Mapping[str, Any]) -> str:
     itself when `previous` is unknown; ``present`` told apart by whether the challenger's
     rollouts failed (no finite cost)."""
     reason = str(choice["reason"])
+    if reason == "guarded":  # (behind over the stream so far, or not beyond the noise)
+        stream = choice.get("stream")
+        return "guarded, stream" if stream is not None and stream >= 0 else reason
     if reason == "present":
         there = (choice.get("present") or {}).get(choice.get("runner_up"))
         return reason if there is not None and math.isfinite(there) else "present, failed"
@@ -153,12 +170,15 @@ def figures(choice: Mapping[str, Any]) -> dict[str, Any]:
         "deficit": (choice.get("best"), candidate),
         "lead": (candidate, choice.get("runner_up")),
     }
-    if choice.get("present"):
+    if choice.get("present") or choice.get("reason") == "guarded":
         pairs["challenge"] = (choice.get("runner_up"), candidate)
     for key, (better, worse) in pairs.items():
         gap = _gap(scores.get(better), scores.get(worse))
         if gap is not None:
             out[key] = gap
+    z = choice.get("guard_z")
+    if z is not None:
+        out["errors"] = f"{z:.1f}"
     costs = choice.get("present") or {}
     if costs:
         jobs = choice.get("present_jobs")
@@ -172,7 +192,18 @@ def figures(choice: Mapping[str, Any]) -> dict[str, Any]:
 def sentence(choice: Mapping[str, Any]) -> str:
     """`choice`'s outcome in words (module docstring); a figure it lacks reads "?"."""
     template = SENTENCES.get(case(choice), "following {candidate} ({reason})")
-    return template.format_map(_Said(figures(choice)))
+    return template.format_map(_Said(figures(choice))) + unfinished_clause(choice)
+
+
+def unfinished_clause(choice: Mapping[str, Any]) -> str:
+    """``; the 12 workflows unfinished: 4,210 s under srpt, 2,950 s under fair`` (their mean
+    JCT in the round's replay, `PortfolioConfig.unfinished`); empty when none was replayed."""
+    count, means = choice.get("unfinished_count") or 0, choice.get("unfinished") or {}
+    said = [f"{v:,.0f} s under {c}" for c, v in means.items() if v is not None]
+    if not count or not said:
+        return ""
+    noun = "workflow" if count == 1 else "workflows"
+    return f"; the {count} {noun} unfinished: {', '.join(said)}"
 
 
 class _Said(dict[str, str]):

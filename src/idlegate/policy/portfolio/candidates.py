@@ -157,6 +157,20 @@ class PortfolioConfig(Config):
     finishes it last, so a window of finished workflows leaves out exactly the job that
     makes the uncapped rules slow, and its replays lead them back to it
     (`PortfolioScheduler.request`)."""
+    unfinished: StrictBool = True
+    """A round on finished workflows also replays the workflows unfinished when it begins
+    (running or waiting; up to `window` of them, those waiting longest first), so their
+    remaining work counts in every candidate's score (false: only the finished ones and
+    `heavy`'s). On a shared pool a burst of small workflows fills the window with small
+    ones while the large workflows a rule starves have not finished: without them a
+    round sees only what the starving rule does well."""
+    guard: NonNegative | None = 2.0
+    """A guard on regret around the shipped prior's safest candidate (`safe`, the last
+    lookup's): it is left only for a challenger whose lead over it exceeds this many
+    standard errors in the round and that leads it over the stream so far (the standings
+    of every round remembered), and a followed candidate that is behind it over the
+    rounds since it was followed gives way to it again (`rounds.guarded`, `rounds.behind`;
+    None: no guard)."""
     unlike: Literal["safest", "start"] = "safest"
     """Workflows like none the prior knows (beyond its calibrated reach,
     `prior.Prior.reach`): follow the candidate safest over every workload it knows

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from idlegate.policy.portfolio.candidates import (
     PortfolioConfig,
@@ -30,9 +31,14 @@ from idlegate.policy.portfolio.rounds import (
     Choice,
     Reason,
     Scores,
+    behind,
+    excess,
+    lead_errors,
     noise_needed,
     round_confidence,
     select,
+    standing,
+    unfinished_means,
 )
 from idlegate.policy.spec import SchedulerSpec
 
@@ -117,6 +123,10 @@ def play_round(
         switch=config.switch,
     )
     reason: Reason = "untrained" if followed in request.untrained and chosen != followed else why
+    # 4b. the guard on regret
+    guard = _guard(request, config, scores, chosen, reason)
+    if guard.reason is not None:
+        runner_up, chosen, reason = guard.runner_up, guard.chosen, guard.reason
     # 5. the present
     present = None
     if (
@@ -166,4 +176,62 @@ def play_round(
         heavy=request.heavy,
         present=dict(present.costs) if present else {},
         present_jobs=present.jobs if present else 0,
+        safe=request.safe if config.guard is not None else None,
+        guard=config.guard if request.safe is not None else None,
+        guard_z=guard.z,
+        stream=guard.stream,
+        behind=guard.behind,
+        affected=guard.affected,
+        unfinished=unfinished_means(
+            scores.jcts, scores.unfinished, [chosen, followed if chosen != followed else runner_up]
+        ),
+        unfinished_count=int(scores.unfinished.sum()) if scores.unfinished is not None else 0,
     )
+
+
+@dataclass(frozen=True)
+class Guarded:
+    """What the guard on regret did to a round's choice (`_guard`): nothing (`reason`
+    None), kept a candidate (``guarded``) or came back to the safe one (``guard``)."""
+
+    chosen: str = ""
+    runner_up: str | None = None
+    reason: Reason | None = None
+    z: float | None = None
+    stream: float | None = None
+    behind: float | None = None
+    affected: int = 0
+
+
+def _guard(
+    request: ReplayRequest, config: PortfolioConfig, scores: Scores, chosen: str, reason: Reason
+) -> Guarded:
+    """The guard on regret (`PortfolioConfig.guard`) around `request.safe`, the shipped
+    prior's safest candidate.
+
+    * A round's switch to another candidate than `safe` stands only if that one leads
+      `safe` by more than `guard` standard errors of the paired per-workflow differences
+      in the round (`lead_errors`) and its standing is ahead of `safe`'s over the rounds
+      remembered and this one (the stream so far); else the candidate followed stays
+      (``guarded``; `safe` if the one followed failed).
+    * A candidate followed (other than `safe`) that is behind `safe` over the window's
+      workflows arrived since it was followed (`behind`: those it has affected) gives way
+      to `safe` (``guard``).
+    """
+    safe, followed, means = request.safe, request.following, scores.means
+    if config.guard is None or safe is None or not math.isfinite(means.get(safe, math.inf)):
+        return Guarded()
+    out = Guarded()
+    if chosen not in (safe, followed) and reason == "best":
+        z = lead_errors(scores.jcts, safe, chosen)
+        rounds = (*request.remembered, (max(request.new, 1), excess(means)))
+        stream = standing(rounds, chosen) - standing(rounds, safe)
+        if z is None or z <= config.guard or not stream < 0:
+            kept = followed if math.isfinite(means.get(followed, math.inf)) else safe
+            out = Guarded(kept, chosen, "guarded", z, stream)
+            chosen = kept
+    if chosen == followed != safe and request.since is not None:
+        late = behind(scores.jcts, scores.times, followed, safe, request.since)
+        if late is not None and late[0] > 0:
+            return Guarded(safe, followed, "guard", behind=late[0], affected=late[1])
+    return out

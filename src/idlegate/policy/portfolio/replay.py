@@ -70,11 +70,13 @@ def replay_portfolio(
     seeds: int = 1,
     moving_delay: float = 0.0,
     resources: ResourceVector | None = None,
+    unfinished: int = 0,
 ) -> Scores:
     """Replay the finished workflows `window` under each scheduler (spec text → instance)
     on a pool of `num_executors` (and `resources`, the live pool's beyond pods), with the
     seeds seed, seed + 1, …: every candidate sees the same arrivals and the same seeds
-    (common random numbers)."""
+    (common random numbers). The last `unfinished` of `window` are workflows not finished
+    when the round began (`Scores.unfinished` marks them)."""
     # a workflow of thousands of stages costs a replay per stage, and what a round weighs
     # is its completion time: its summary (`sim.dag.summarised`) tells about as much
     shown = [
@@ -87,6 +89,10 @@ def replay_portfolio(
         shown, num_executors, moving_delay=moving_delay, resources=resources
     )
     n = len(workload.jobs)
+    # (the replay orders the window by arrival, stably: `times` and `late` in that order)
+    order = sorted(range(n), key=lambda i: window[i].time)
+    times = np.array([window[i].time for i in order], dtype=float)
+    late = np.array([i >= n - unfinished for i in order], dtype=bool)
     means: dict[str, float] = {}
     decisions: dict[str, int] = {}
     failed: dict[str, str] = {}
@@ -110,7 +116,7 @@ def replay_portfolio(
             means[text] = float(np.mean(total)) / seeds
             jcts[text] = total / seeds
         decisions[text] = made
-    return Scores(means, n, events, decisions, failed, jcts)
+    return Scores(means, n, events, decisions, failed, jcts, late, times)
 
 
 @dataclass(frozen=True)
@@ -154,6 +160,12 @@ class ReplayRequest:
     present: Cluster | None = None
     """A fork of the pool when the round began (`sim.rollout.planning_fork`), for the
     present check (`present.from_present`; None: no check)."""
+    safe: str | None = None
+    """The shipped prior's safest candidate, the last lookup's (`guard`; None: no guard)."""
+    remembered: tuple[tuple[int, Mapping[str, float]], ...] = ()
+    """Every round remembered for the standings (the stream so far: `guard`)."""
+    since: float | None = None
+    """When the candidate followed began to be followed, if it is not `safe` (`guard`)."""
 
 
 def merged(a: Scores, b: Scores) -> Scores:
@@ -165,4 +177,6 @@ def merged(a: Scores, b: Scores) -> Scores:
         {**a.decisions, **b.decisions},
         {**a.failed, **b.failed},
         {**a.jcts, **b.jcts},
+        a.unfinished,
+        a.times,
     )

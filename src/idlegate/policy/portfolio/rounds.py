@@ -33,16 +33,19 @@ __all__ = [
     "Choice",
     "Reason",
     "Scores",
+    "behind",
     "beyond_noise",
     "carried",
     "confirmed",
     "excess",
+    "lead_errors",
     "noise_needed",
     "round_confidence",
     "select",
     "standing",
     "threshold",
     "tied_best",
+    "unfinished_means",
     "won",
 ]
 
@@ -64,6 +67,11 @@ class Scores:
     jcts: Mapping[str, np.ndarray] = field(default_factory=dict)
     """Candidate spec text → each replayed workflow's JCT (arrival order, the mean over
     the seeds; none for a failed candidate): what `beyond_noise` pairs."""
+    unfinished: np.ndarray | None = None
+    """Per replayed workflow (arrival order), True if it had not finished when the round
+    began (`PortfolioConfig.unfinished`, early rounds' running ones)."""
+    times: np.ndarray | None = None
+    """Per replayed workflow (arrival order), its arrival on the scheduler's clock."""
 
 
 Reason = Literal[
@@ -79,6 +87,8 @@ Reason = Literal[
     "unconfirmed",
     "untrained",
     "present",
+    "guarded",
+    "guard",
 ]
 """Why a candidate is followed (`Choice.reason`)."""
 
@@ -158,6 +168,25 @@ class Choice:
     out from the pool as it was (`present.from_present`; empty: no check)."""
     present_jobs: int = 0
     """Workflows in the pool the present check rolled out from."""
+    safe: str | None = None
+    """The shipped prior's safest candidate, that the guard on regret keeps to (`guard`)."""
+    guard: float | None = None
+    """The standard errors of lead over `safe` that leaving it needs (None: no guard)."""
+    guard_z: float | None = None
+    """Reason ``guarded``: the challenger's lead over `safe` in the round, in standard
+    errors of the paired per-workflow differences."""
+    stream: float | None = None
+    """Reason ``guarded``: the challenger's standing minus `safe`'s over the rounds
+    remembered and this one (the stream so far; > 0: behind it)."""
+    behind: float | None = None
+    """Reason ``guard``: how far `previous` was behind `safe`, a fraction of `safe`'s mean
+    JCT, over the `affected` workflows of the window arrived since it was followed."""
+    affected: int = 0
+    unfinished: Mapping[str, float] = field(default_factory=dict)
+    """The mean JCT of the replay's unfinished workflows (`Scores.unfinished`) under the
+    candidate followed and the one it is compared with (empty: none replayed)."""
+    unfinished_count: int = 0
+    """The replay's workflows unfinished when the round began."""
 
     @property
     def why(self) -> str:
@@ -224,6 +253,14 @@ class Choice:
             "heavy": self.heavy,
             "present": {k: _finite(v) for k, v in self.present.items()},
             "present_jobs": self.present_jobs,
+            "safe": self.safe,
+            "guard": self.guard,
+            "guard_z": _finite(self.guard_z),
+            "stream": _finite(self.stream),
+            "behind": _finite(self.behind),
+            "affected": self.affected,
+            "unfinished": {k: _finite(v) for k, v in self.unfinished.items()},
+            "unfinished_count": self.unfinished_count,
             "text": self.text,
             "why": self.why,
         }
@@ -438,3 +475,57 @@ def confirmed(
         return True
     rounds = (*stood, (max(new, 1), excess(means)))
     return standing(rounds, chosen) < standing(rounds, following)
+
+
+# -- the guard on regret (`PortfolioConfig.guard`) -----------------------------------------
+
+
+def lead_errors(jcts: Mapping[str, np.ndarray] | None, safe: str, other: str) -> float | None:
+    """`other`'s lead over `safe` in standard errors of the mean of their paired
+    per-workflow JCT differences (> 0: `other` is ahead); inf for a lead with no spread,
+    None without both or with fewer than two workflows."""
+    if jcts is None or safe not in jcts or other not in jcts:
+        return None
+    d = np.asarray(jcts[safe], dtype=float) - np.asarray(jcts[other], dtype=float)
+    if len(d) < 2:
+        return None
+    mean = float(np.mean(d))
+    error = float(np.std(d, ddof=1)) / math.sqrt(len(d))
+    if error == 0:
+        return 0.0 if mean == 0 else math.copysign(math.inf, mean)
+    return mean / error
+
+
+def behind(
+    jcts: Mapping[str, np.ndarray],
+    times: np.ndarray | None,
+    following: str,
+    safe: str,
+    since: float,
+) -> tuple[float, int] | None:
+    """(how far `following` is behind `safe`, as a fraction of `safe`'s mean JCT, and over
+    how many workflows) over the replayed workflows that arrived at or after `since`: the
+    workflows the candidate followed since then has affected. None without both, or
+    without any such workflow."""
+    if times is None or following not in jcts or safe not in jcts:
+        return None
+    affected = np.asarray(times) >= since
+    n = int(np.sum(affected))
+    if n == 0:
+        return None
+    base = float(np.mean(np.asarray(jcts[safe])[affected]))
+    mine = float(np.mean(np.asarray(jcts[following])[affected]))
+    return ((mine - base) / base if base > 0 else 0.0), n
+
+
+def unfinished_means(
+    jcts: Mapping[str, np.ndarray], unfinished: np.ndarray | None, names: Sequence[str | None]
+) -> dict[str, float]:
+    """The mean JCT of the `unfinished` workflows of a replay under each of `names` that
+    was replayed (empty without unfinished workflows)."""
+    if unfinished is None or not np.any(unfinished):
+        return {}
+    mask = np.asarray(unfinished, dtype=bool)
+    return {
+        c: float(np.mean(np.asarray(jcts[c])[mask])) for c in names if c is not None and c in jcts
+    }

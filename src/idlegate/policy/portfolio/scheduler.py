@@ -400,11 +400,15 @@ class PortfolioScheduler:
             # (like no workload it knows: its pick for the nearest would be a guess)
             fallback = prior.safest_overall(allowed)
             reason = "unlike" if fresh else reason  # (after a change, the change is the news)
+        if found or fallback:
+            trust.safe = found or fallback
         safest = found or fallback or self._start_spec()
         announce, start.announce = start.announce, False
         if safest == self.following and not announce:
             return
         moved = safest != self.following
+        if moved:
+            trust.since = None if safest == trust.safe else view.now
         self.choice = Choice(safest, None, None, None, 0, reason, at=view.now)
         self.rounds.append(self.choice)
         if moved:
@@ -496,6 +500,8 @@ class PortfolioScheduler:
             added: Sequence[JobArrival] = ()
             if self.config.heavy and replayed:
                 added = self._heavier(replayed, running)
+            if self.config.unfinished and not first:  # (a history's clock is not the run's)
+                running = (*running, *self._unfinished((*running, *added)))
             since = self._arrivals.since_change
             replayed, running, added = since(replayed), since(running), since(added)
             running, heavy = (*running, *added), len(added)
@@ -530,6 +536,14 @@ class PortfolioScheduler:
             a for a in self._running() if a.dag.total_work > largest and a.name not in names
         )
 
+    def _unfinished(self, taken: Sequence[JobArrival]) -> tuple[JobArrival, ...]:
+        """The workflows unfinished (running or waiting) but those `taken`, up to `window`
+        of them, those waiting longest first (`unfinished`): the ones a rule that starves
+        large workflows holds back, whose remaining work no finished workflow shows."""
+        names = {a.name for a in taken}
+        left = sorted((a for a in self._running() if a.name not in names), key=lambda a: a.time)
+        return tuple(left[: self.config.window])
+
     def _early_request(self, view: ClusterView) -> ReplayRequest:
         """An early round's window: every workflow arrived so far, the running ones as
         `_running` gives them. It counts for no standing (its workflows are mostly
@@ -563,6 +577,9 @@ class PortfolioScheduler:
             ),
             resources=pool_resources(view),
             present=self._present(view),
+            safe=self._trust.safe if self.config.guard is not None else None,
+            remembered=self._standings.rounds(),
+            since=self._trust.since,
         )
 
     def _present(self, view: ClusterView) -> Cluster | None:
@@ -591,9 +608,11 @@ class PortfolioScheduler:
     def dropped(self) -> frozenset[str]:
         """The candidates left out of the next round (`state.Standings.dropped`)."""
         cfg = self.config
-        return self._standings.dropped(
+        out = self._standings.dropped(
             self.following, window=cfg.window, drop=cfg.drop, early=cfg.min_window, far=cfg.far
         )
+        safe = self._trust.safe if cfg.guard is not None else None
+        return out - {safe} if safe else out  # (the guard weighs every round against it)
 
     def replay(self, request: ReplayRequest) -> Choice:
         """Any one thread: the round of `request` (`decision.play_round`)."""
@@ -615,6 +634,7 @@ class PortfolioScheduler:
             seeds=self.config.seeds,
             moving_delay=request.moving_delay,
             resources=request.resources,
+            unfinished=request.running,
         )
 
     def _from_present(self, request: ReplayRequest, specs: Sequence[str]) -> Present | None:
@@ -637,6 +657,8 @@ class PortfolioScheduler:
         if not kept:
             trust.by_prior = False
             trust.incumbent = None
+            at = self.took_effect(choice)
+            trust.since = None if choice.candidate == trust.safe else at
         if kept and choice.early:
             return  # (the pace is that of the rounds on finished workflows)
         if kept:

@@ -209,6 +209,13 @@ class Trust:
     """The last lookup's candidate, moved or not, with `uncorrected`: its lead needs no
     correction (None: none, or corrected as any)."""
 
+    safe: str | None = None
+    """The shipped prior's safest candidate for the workflows arrived, the last lookup's,
+    that the guard on regret keeps to (`PortfolioConfig.guard`; None: no lookup found one)."""
+    since: float | None = None
+    """When the candidate followed, if not `safe`, began to be followed (the guard's
+    "workflows it has affected" arrived since)."""
+
     def on_prior(self, following: str) -> bool:
         """True while `following` is the one the shipped prior found and no round has
         moved it (`hold`, `confirm`)."""

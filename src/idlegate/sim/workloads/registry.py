@@ -41,6 +41,7 @@ from idlegate.sim.workloads.options import (
 )
 from idlegate.sim.workloads.push import PushConfig, push_workload
 from idlegate.sim.workloads.recurring import RecurringConfig, recurring_workload
+from idlegate.sim.workloads.shared import SharedConfig, shared_workload
 from idlegate.sim.workloads.shift import ShiftConfig, shift_workload
 from idlegate.sim.workloads.teams import TeamsConfig, teams_workload
 
@@ -155,6 +156,13 @@ WORKLOADS: dict[str, WorkloadKind] = {
             teams_workload,
             "teams of equal quota sharing one pool, each a queue (one floods, or carries "
             "one large workflow)",
+        ),
+        WorkloadKind(
+            "shared",
+            SharedConfig,
+            shared_workload,
+            "three teams on one pool of 96: Alibaba's heavy-tailed DAG jobs, scientific "
+            "workflows of tens to hundreds of stages, small jobs bursting 5x an hour in",
         ),
         WorkloadKind(
             "file",
