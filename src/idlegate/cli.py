@@ -23,6 +23,7 @@ from rich.console import Console
 from idlegate import __version__
 from idlegate.api.podsecurity import Level
 from idlegate.api.status import HISTORY_SAMPLES
+from idlegate.cli_forecast import forecast_app
 from idlegate.dashboard.commands import register as register_dashboard
 from idlegate.errors import IdlegateError
 from idlegate.evaluation.advise import AdviseConfig
@@ -314,6 +315,7 @@ history_app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(history_app, name="history")
+app.add_typer(forecast_app, name="forecast")
 
 
 @history_app.command("export")

@@ -44,7 +44,7 @@ from idlegate.sim.cluster import Cluster
 from idlegate.sim.durations import Uniforms, duration_model
 from idlegate.sim.engine import Engine, JobArrival
 from idlegate.sim.pool import tasks_at_once
-from idlegate.sim.protocol import WAIT, Action, Decision, Job, Scheduler
+from idlegate.sim.protocol import WAIT, Action, Decision, Job, Scheduler, Stage
 
 OVERDUE_FRACTION = 0.05
 """A running task past its estimate ends after this fraction of the estimate."""
@@ -128,7 +128,7 @@ def rollout(
     now = sim.now
     end = now + horizon
     engine = Engine(sim, scheduler, Uniforms(np.random.default_rng(future.seed)))
-    _push_present(engine, now)
+    push_present(engine, now)
     engine.push_arrivals(a for a in future.arrivals if now <= a.time <= end)
     if first is WAIT:
         sim.needs_schedule = False
@@ -264,10 +264,18 @@ def _on_fork(fork: Cluster, decision: Decision) -> Decision:
     return Decision(job.stages[index], decision.parallelism_cap, decision.idle_delay)
 
 
-def _push_present(engine: Engine, now: float) -> None:
-    """Events the present state already implies: running tasks ending, idle slots ending."""
+def push_present(
+    engine: Engine, now: float, end_of: Callable[[Stage, float], float] | None = None
+) -> None:
+    """Events the present state already implies: running tasks ending, idle slots ending.
+
+    A running task ends at ``end_of(stage, started)`` when given (the forecaster draws it,
+    `sim.forecast`), else at its estimate (module docstring)."""
     cluster = engine.cluster
     for executor, stage, started in cluster.running_tasks():
+        if end_of is not None:
+            engine.push_task_end(end_of(stage, started), executor)
+            continue
         end = started + stage.duration
         engine.push_task_end(
             end if end > now else now + OVERDUE_FRACTION * stage.duration, executor

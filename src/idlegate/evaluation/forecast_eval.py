@@ -1,0 +1,356 @@
+"""How right are the forecasts? `idlegate forecast evaluate`: forecast during a simulated run,
+then compare with what happened (docs/forecast.md).
+
+A run of the workload under the pool's scheduler stops at every arrival (and, with
+``every``, every N seconds while a workflow waits), forecasts the workflows it is asked
+about (`sim.forecast.forecast` on the live state, under the scheduler the pool follows
+then), and beside it the baselines, then runs on. At the end every forecast is scored
+against the workflow's real start and finish (`forecast_report`).
+
+The baselines, each computed from what the run knew at the forecast's time:
+
+* ``position×rate`` (Kueue's suggestion, kueue #13159): start = now + position ÷ the
+  queue's admission rate over its last `RECENT` admissions.
+* ``ema-wait`` (#13159's proposal): start = arrival + an exponential moving average of the
+  queue's recent waits (no earlier than now).
+* ``declared`` (Slurm's ``squeue --start``): one plan by the pool's scheduler (Slurm's
+  plan is its own scheduler's) with every task taking its declared duration and a
+  running one its declared end (`forecast` with one replay, no duration draws).
+
+The shipped forecast is ``calibrated``: the replays' median with their interval widened
+by how the run's earlier forecasts came out (`sim.forecast_calibration`); ``forecast`` is
+the replays' own interval, beside it.
+
+A baseline's finish is its start plus the median run time (finish − start) of the queue's
+last `RECENT` finished workflows (the workflow's critical path before any finished);
+``declared`` plans its finish itself. Baselines give no interval.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from math import inf
+from typing import Literal
+
+import numpy as np
+
+from idlegate.errors import IdlegateError
+from idlegate.evaluation.comparison import WorkloadOptions, build, check_names
+from idlegate.policy import make_scheduler
+from idlegate.policy.futures import poisson_futures
+from idlegate.policy.portfolio.scheduler import PortfolioScheduler
+from idlegate.sim.cluster import Cluster
+from idlegate.sim.durations import MeasuredDurations
+from idlegate.sim.engine import Engine, TaskRun, Workload
+from idlegate.sim.forecast import Span, Unavailable, forecast, queue_positions
+from idlegate.sim.forecast_calibration import Calibration
+from idlegate.sim.protocol import Job, JobRecord, Scheduler
+from idlegate.sim.rollout import Future
+
+Arrivals = Literal["none", "poisson"]
+Durations = Literal["model", "measured"]
+METHODS = ("calibrated", "forecast", "position×rate", "ema-wait", "declared")
+"""The forecast (its interval widened by past forecasts' scores, then the replays' own)
+and its baselines, in the report's order."""
+RECENT = 20
+"""Admissions, waits and run times a baseline looks back over, per queue."""
+EMA_ALPHA = 0.2
+"""Weight of the newest wait in ``ema-wait``."""
+TEMPLATES = 50
+"""Recent workflows that ``poisson`` arrivals copy (`policy.futures.poisson_futures`)."""
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One method's forecast of one workflow, made at `made_at`."""
+
+    method: str
+    job_id: int
+    made_at: float
+    started: bool
+    """Whether it had started at `made_at` (its start was then known)."""
+    start: Span
+    finish: Span
+
+
+@dataclass
+class SeedRun:
+    """One seed's forecasts and what happened."""
+
+    seed: int
+    predictions: list[Prediction] = field(default_factory=list)
+    unavailable: list[tuple[str, int, str]] = field(default_factory=list)
+    """(method, job id, why) of every forecast that could not be made."""
+    actual: dict[int, JobRecord] = field(default_factory=dict)
+    refreshes: int = 0
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    """What `evaluate_seed` runs (the command's options)."""
+
+    workload: str
+    scheduler: str = "default"
+    options: WorkloadOptions = field(default_factory=WorkloadOptions)
+    replays: int = 20
+    every: float | None = None
+    """Forecast every waiting workflow every this many seconds too (None: at arrival only)."""
+    arrivals: Arrivals = "none"
+    horizon: float = inf
+    durations: Durations = "model"
+    """What a replay draws a task's duration from: ``model``, the workload's own duration
+    model (what the simulator draws from); ``measured``, what an operator has, the
+    durations its stage's tasks took so far, else the declared estimate
+    (`sim.durations.MeasuredDurations`, `measured_view`)."""
+
+
+class _Queue:
+    """What the baselines know of one queue so far."""
+
+    def __init__(self) -> None:
+        self.admitted: list[float] = []
+        self.ema: float | None = None
+        self.runs: list[float] = []
+
+
+class Watch:
+    """The run's past as the baselines see it: admissions, waits and run times per queue,
+    read off the cluster at each forecast (`see`)."""
+
+    def __init__(self) -> None:
+        self.queues: dict[int, _Queue] = {}
+        self.queue_of: dict[int, int] = {}
+        self.started: set[int] = set()
+        self.finished = 0
+        self.start_of: dict[int, float] = {}
+        self.finish_of: dict[int, float] = {}
+
+    def see(self, cluster: Cluster) -> None:
+        starts: list[tuple[float, int, float]] = []
+        for job in cluster.jobs:
+            self.queue_of.setdefault(job.id, job.queue)
+            if job.first_start is not None and job.id not in self.started:
+                starts.append((job.first_start, job.id, job.first_start - job.arrival))
+        for record in cluster.done[self.finished :]:
+            self.finish_of[record.id] = record.finish
+            q = self._queue(self.queue_of.get(record.id, 0))
+            q.runs.append(record.finish - record.first_start)
+            if record.id not in self.started:
+                starts.append((record.first_start, record.id, record.first_start - record.arrival))
+        self.finished = len(cluster.done)
+        for when, job_id, wait in sorted(starts):
+            self.started.add(job_id)
+            self.start_of[job_id] = when
+            q = self._queue(self.queue_of.get(job_id, 0))
+            q.admitted.append(when)
+            q.ema = wait if q.ema is None else EMA_ALPHA * wait + (1 - EMA_ALPHA) * q.ema
+
+    def _queue(self, q: int) -> _Queue:
+        return self.queues.setdefault(q, _Queue())
+
+    def run_time(self, job: Job) -> float:
+        runs = self._queue(job.queue).runs[-RECENT:]
+        return float(np.median(runs)) if runs else job.dag.critical_path
+
+    def by_rate(self, job: Job, position: int, now: float) -> float | None:
+        """position × rate's start, or None before the queue admitted twice."""
+        admitted = self._queue(job.queue).admitted[-RECENT:]
+        if len(admitted) < 2 or now <= admitted[0]:
+            return None
+        rate = len(admitted) / (now - admitted[0])
+        return now + position / rate
+
+    def by_ema(self, job: Job, now: float) -> float | None:
+        """ema-wait's start, or None before the queue admitted any."""
+        ema = self._queue(job.queue).ema
+        return None if ema is None else max(now, job.arrival + ema)
+
+
+def replay_scheduler(scheduler: Scheduler, spec: str, cache: dict[str, Scheduler]) -> Scheduler:
+    """The scheduler a forecast replays: a copy of the pool's (built from its `spec`: each
+    replay resets it, which must not touch the run's own), and for the portfolio
+    (`default`) the candidate it follows now (replaying the portfolio would replay its
+    replays)."""
+    if isinstance(scheduler, PortfolioScheduler):
+        spec = scheduler.following
+    if spec not in cache:
+        cache[spec] = make_scheduler(spec)
+    return cache[spec]
+
+
+def checkpoints(workload: Workload, every: float | None) -> Iterator[tuple[float, bool]]:
+    """(time, whether it is a periodic refresh) of each stop, in order: every distinct
+    arrival time, and with `every` its multiples up to the last arrival."""
+    times = {a.time: False for a in workload.jobs}
+    if every is not None:
+        last = workload.jobs[-1].time
+        for k in range(1, int(last / every) + 1):
+            times.setdefault(k * every, True)
+    yield from sorted(times.items())
+
+
+def evaluate_seed(settings: EvalSettings, seed: int) -> SeedRun:
+    """One seed's run with its forecasts (module docstring)."""
+    built = build(settings.workload, seed, settings.options)
+    measured = settings.durations == "measured"
+    engine = Engine.for_workload(
+        built, make_scheduler(settings.scheduler), seed, record_tasks=measured
+    )
+    pool_scheduler = engine.scheduler
+    if pool_scheduler is None:  # (for_workload keeps the scheduler it was given)
+        raise IdlegateError("the run has no scheduler; give -s/--scheduler")
+    waves = built.fidelity.wave_durations
+    rng = np.random.default_rng(seed)
+    out = SeedRun(seed)
+    watch, cache, recent = Watch(), {}, list[Job]()
+    tuning = Tuning()
+    for t, periodic in checkpoints(built, settings.every):
+        engine.run(t)
+        cluster = engine.cluster
+        watch.see(cluster)
+        tuning.resolve(watch)
+        for job in cluster.jobs:
+            if job.arrival == t:
+                recent.append(job)
+        del recent[:-TEMPLATES]
+        asked = [j for j in cluster.jobs if j.arrival == t or (periodic and j.first_start is None)]
+        if not asked:
+            continue
+        futures = _futures(settings, cluster, recent, rng)
+        rule = replay_scheduler(pool_scheduler, settings.scheduler, cache)
+        ours = forecast(
+            measured_view(cluster, engine.task_log or []) if measured else cluster,
+            rule,
+            seed=int(rng.integers(2**63)),
+            replays=settings.replays,
+            futures=futures,
+            horizon=settings.horizon,
+            waves=waves,
+        )
+        plan = forecast(cluster, rule, replays=1, waves=False, horizon=settings.horizon)
+        positions = queue_positions(cluster)
+        out.refreshes += 1
+        for job in asked:
+            started = job.first_start is not None
+            for method, entry in (("forecast", ours.of(job.id)), ("declared", plan.of(job.id))):
+                if isinstance(entry, Unavailable):
+                    out.unavailable.append((method, job.id, entry.reason))
+                else:
+                    out.predictions.append(
+                        Prediction(method, job.id, t, started, entry.start, entry.finish)
+                    )
+            _baselines(out, watch, job, positions.get(job.id), t)
+            raw = ours.of(job.id)
+            if not isinstance(raw, Unavailable):
+                out.predictions.append(tuning.calibrated(job, raw.start, raw.finish, t))
+    engine.run()
+    out.actual = {r.id: r for r in engine.cluster.done}
+    return out
+
+
+def measured_view(cluster: Cluster, tasks: Sequence[TaskRun]) -> Cluster:
+    """A fork of `cluster` whose workflows draw their tasks as the operator's do: from the
+    durations of their stage's tasks that ended by now, else the stage's estimate."""
+    fork = cluster.fork()
+    now = fork.now
+    measured: dict[int, list[list[float]]] = {
+        j.id: [[] for _ in range(j.dag.num_stages)] for j in fork.jobs
+    }
+    for task in tasks:
+        if task.end <= now and task.job in measured:
+            measured[task.job][task.stage].append(task.end - task.start)
+    for job in fork.jobs:
+        job.payload = MeasuredDurations(job.dag.durations, measured[job.id])
+    return fork
+
+
+class Tuning:
+    """The calibrations of start and finish forecasts (`sim.forecast_calibration`), fed
+    with the forecasts of this run as their workflows start and finish."""
+
+    def __init__(self) -> None:
+        self.start, self.finish = Calibration(), Calibration()
+        self.pending: list[tuple[int, float, Span | None, Span]] = []
+        """(job id, made at, start span while it waited else None, finish span)."""
+
+    def calibrated(self, job: Job, start: Span, finish: Span, now: float) -> Prediction:
+        """The ``calibrated`` forecast (the replays' widened), and `job`'s raw spans kept
+        until its start and finish score them."""
+        started = job.first_start is not None
+        self.pending.append((job.id, now, None if started else start, finish))
+        if not started:
+            start = self.start.widen(start, now, earliest=now)
+        return Prediction(
+            "calibrated", job.id, now, started, start, self.finish.widen(finish, now, now)
+        )
+
+    def resolve(self, watch: Watch) -> None:
+        """Score the pending forecasts whose workflow has since started or finished."""
+        left = []
+        for job_id, made_at, start, finish in self.pending:
+            if start is not None and job_id in watch.start_of:
+                self.start.record(start, made_at, watch.start_of[job_id])
+                start = None
+            if job_id in watch.finish_of:
+                if finish.median < inf:
+                    self.finish.record(finish, made_at, watch.finish_of[job_id])
+                continue
+            left.append((job_id, made_at, start, finish))
+        self.pending = left
+
+
+def _futures(
+    settings: EvalSettings, cluster: Cluster, recent: Sequence[Job], rng: np.random.Generator
+) -> list[Future] | None:
+    """Poisson arrivals over a horizon long enough to drain what is there, or none."""
+    if settings.arrivals == "none":
+        return None
+    work = sum(j.remaining_work for j in cluster.jobs) / max(1, cluster.num_executors)
+    longest = max((j.remaining_cp for j in cluster.jobs), default=0.0)
+    horizon = min(settings.horizon, 3.0 * (work + longest) + 60.0)
+    return poisson_futures(cluster, recent, horizon, settings.replays, rng)
+
+
+def _baselines(out: SeedRun, watch: Watch, job: Job, position: int | None, now: float) -> None:
+    """position×rate's and ema-wait's forecasts of `job` (point forecasts: no interval)."""
+    for method, start in (
+        ("position×rate", _known_or(job, watch.by_rate(job, position or 0, now))),
+        ("ema-wait", _known_or(job, watch.by_ema(job, now))),
+    ):
+        if start is None:
+            out.unavailable.append((method, job.id, "its queue has admitted too few yet"))
+            continue
+        finish = start + watch.run_time(job)
+        if job.first_start is not None:  # (running: its start is known, its finish too far)
+            finish = max(finish, now)
+        out.predictions.append(
+            Prediction(
+                method,
+                job.id,
+                now,
+                job.first_start is not None,
+                Span(start, start, start),
+                Span(finish, finish, finish),
+            )
+        )
+
+
+def _known_or(job: Job, start: float | None) -> float | None:
+    """A started workflow's known start, else the baseline's."""
+    return job.first_start if job.first_start is not None else start
+
+
+def evaluate(
+    settings: EvalSettings,
+    seeds: Sequence[int],
+    progress: Callable[[int, int, str], None] | None = None,
+) -> list[SeedRun]:
+    """Every seed's run, in order (`progress(done, total, what)` after each)."""
+    check_names(settings.workload)
+    runs = []
+    for i, seed in enumerate(seeds):
+        runs.append(evaluate_seed(settings, seed))
+        if progress is not None:
+            progress(i + 1, len(seeds), f"seed {seed}")
+    return runs

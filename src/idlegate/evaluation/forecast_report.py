@@ -1,0 +1,187 @@
+"""The accuracy of `idlegate forecast evaluate`'s forecasts: figures per method and the table.
+
+Scored sets (docs/forecast.md):
+
+* **start**: forecasts made while the workflow waited (a started one's start is known)
+  whose actual wait was at least `WAITED` seconds; error |forecast − actual start|, and
+  that error ÷ the actual wait (arrival to start).
+* **finish**: every forecast; error |forecast − actual finish|, and ÷ the actual JCT.
+* **in 80 %**: the share of actual starts (of forecasts made while it waited, any wait)
+  and finishes inside the forecast's 10th–90th percentile interval (the forecaster's
+  only: the baselines give a point).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from math import nan
+from typing import Any
+
+import numpy as np
+
+from idlegate.evaluation.forecast_eval import METHODS, Prediction, SeedRun
+
+WAITED = 60.0
+"""Seconds a workflow must have waited for its start forecast to be scored (the issue's
+target set: a forecast of a wait of a few seconds is right or wrong by nothing)."""
+
+
+@dataclass(frozen=True)
+class Figures:
+    """One method's accuracy over the runs."""
+
+    method: str
+    start_n: int
+    start_abs_median: float
+    start_abs_p90: float
+    start_rel_median: float
+    """Median over forecasts of |error| ÷ the actual wait."""
+    start_rel_p90: float
+    finish_n: int
+    finish_abs_median: float
+    finish_abs_p90: float
+    finish_rel_median: float
+    """Median over forecasts of |error| ÷ the actual JCT."""
+    finish_rel_p90: float
+    start_inside: float
+    """Share of actual starts inside the 80 % interval (nan: no interval)."""
+    finish_inside: float
+    unavailable: int
+    """Forecasts this method could not make (not scored)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            k: (None if isinstance(v, float) and v != v else v) for k, v in asdict(self).items()
+        }
+
+
+def figures(runs: Sequence[SeedRun], method: str) -> Figures:
+    """`method`'s figures over every seed's forecasts."""
+    start_abs, start_rel, finish_abs, finish_rel = [], [], [], []
+    start_in, finish_in = [], []
+    for run in runs:
+        for p in run.predictions:
+            if p.method != method:
+                continue
+            actual = run.actual[p.job_id]
+            f_err = abs(p.finish.median - actual.finish)
+            finish_abs.append(f_err)
+            finish_rel.append(f_err / actual.jct if actual.jct > 0 else 0.0)
+            finish_in.append(p.finish.low <= actual.finish <= p.finish.high)
+            if p.started:
+                continue
+            start_in.append(p.start.low <= actual.first_start <= p.start.high)
+            wait = actual.first_start - actual.arrival
+            if wait >= WAITED:
+                s_err = abs(p.start.median - actual.first_start)
+                start_abs.append(s_err)
+                start_rel.append(s_err / wait)
+    interval = _has_interval(runs, method)
+    return Figures(
+        method,
+        len(start_abs),
+        _q(start_abs, 0.5),
+        _q(start_abs, 0.9),
+        _q(start_rel, 0.5),
+        _q(start_rel, 0.9),
+        len(finish_abs),
+        _q(finish_abs, 0.5),
+        _q(finish_abs, 0.9),
+        _q(finish_rel, 0.5),
+        _q(finish_rel, 0.9),
+        float(np.mean(start_in)) if interval and start_in else nan,
+        float(np.mean(finish_in)) if interval and finish_in else nan,
+        sum(1 for run in runs for m, _, _ in run.unavailable if m == method),
+    )
+
+
+def _has_interval(runs: Sequence[SeedRun], method: str) -> bool:
+    """Whether `method` gives intervals (a baseline's spans are points)."""
+    return method in ("forecast", "calibrated")
+
+
+def _q(values: Sequence[float], q: float) -> float:
+    return float(np.quantile(values, q)) if values else nan
+
+
+def report(runs: Sequence[SeedRun]) -> list[Figures]:
+    """Every method's figures, the forecast first."""
+    return [figures(runs, m) for m in METHODS]
+
+
+def unavailable_reasons(runs: Sequence[SeedRun]) -> dict[str, int]:
+    """Why forecasts could not be made, with how often (per method and reason)."""
+    out: dict[str, int] = {}
+    for run in runs:
+        for method, _, why in run.unavailable:
+            key = f"{method}: {why}"
+            out[key] = out.get(key, 0) + 1
+    return out
+
+
+_HEAD = (
+    f"{'':13} {'start (waited ≥ 60 s)':^36} {'finish':^37} {'in 80 %':^11}\n"
+    f"{'method':13} {'n':>4} {'med s':>7} {'p90 s':>7} {'med':>7} {'p90':>7}  "
+    f"{'n':>4} {'med s':>7} {'p90 s':>7} {'med':>7} {'p90':>7} {'start':>5} {'fin':>5}"
+)
+
+
+def render(figs: Sequence[Figures]) -> str:
+    """The table, readable at 100 columns (percentages are of the actual wait / JCT)."""
+    lines = [_HEAD]
+    for f in figs:
+        lines.append(
+            f"{f.method:13} {f.start_n:>4} {_s(f.start_abs_median)} {_s(f.start_abs_p90)} "
+            f"{_pct(f.start_rel_median)} {_pct(f.start_rel_p90)}  {f.finish_n:>4} "
+            f"{_s(f.finish_abs_median)} {_s(f.finish_abs_p90)} {_pct(f.finish_rel_median)} "
+            f"{_pct(f.finish_rel_p90)} {_share(f.start_inside)} {_share(f.finish_inside)}"
+        )
+    return "\n".join(lines)
+
+
+MD_HEAD = (
+    "| method | start n | start med s | start p90 s | start med | start p90 | finish n "
+    "| finish med s | finish p90 s | finish med | finish p90 | start in 80 % | finish in 80 % |"
+)
+"""The markdown table's header (`markdown`); docs/forecast.md quotes its columns."""
+
+
+def markdown(figs: Sequence[Figures]) -> str:
+    """The table in markdown (``--out``'s forecast.md, which docs/forecast.md checks)."""
+    lines = [MD_HEAD, "|" + "---|" * MD_HEAD.count(" | ") + "---|"]
+    for f in figs:
+        cells = [
+            f.method,
+            str(f.start_n),
+            _s(f.start_abs_median),
+            _s(f.start_abs_p90),
+            _pct(f.start_rel_median),
+            _pct(f.start_rel_p90),
+            str(f.finish_n),
+            _s(f.finish_abs_median),
+            _s(f.finish_abs_p90),
+            _pct(f.finish_rel_median),
+            _pct(f.finish_rel_p90),
+            _share(f.start_inside),
+            _share(f.finish_inside),
+        ]
+        lines.append("| " + " | ".join(c.strip() for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _s(x: float) -> str:
+    return f"{'—':>7}" if x != x else f"{x:>7.0f}" if x >= 100 else f"{x:>7.1f}"
+
+
+def _pct(x: float) -> str:
+    return f"{'—':>7}" if x != x else f"{100 * x:>6.0f}%" if x >= 10 else f"{100 * x:>6.1f}%"
+
+
+def _share(x: float) -> str:
+    return f"{'—':>5}" if x != x else f"{100 * x:>4.0f}%"
+
+
+def scored(runs: Sequence[SeedRun]) -> list[Prediction]:
+    """Every prediction of every seed (for a caller's own cuts)."""
+    return [p for run in runs for p in run.predictions]

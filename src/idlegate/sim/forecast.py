@@ -1,0 +1,302 @@
+"""When will it run? Forecasts of every workflow's start and finish from the present state.
+
+Pure, like the rest of `sim`: the forecaster forks the cluster (`sim.rollout.planning_fork`:
+running tasks with their start, waiting workflows, queues and quotas, the pool's nodes),
+replays the fork forward under the scheduler the pool runs, M times, and reads in each
+replay when every workflow present now started and finished. Over the M replays it gives
+each workflow the median (the forecast) and the 10th and 90th percentiles (an 80 %
+interval) of its start and its finish, and its position in its queue.
+
+What a replay draws, all from one seeded generator (same seed, same forecast):
+
+* **A new task** takes a draw from its job's duration model (the payload: the simulator's
+  model, the operator's measured durations per stage, else the stage's estimate), as the
+  simulator's engine does.
+* **A running task** has run `elapsed` seconds: it takes a draw from the same model
+  conditioned on lasting longer than that (up to `CONDITIONAL_TRIES` draws); when none
+  does, it is overdue and ends after `OVERDUE_FRACTION` of its estimate, as a planner's
+  rollout assumes.
+* **Arrivals not seen yet** are whatever `futures` the caller passes (one per replay; the
+  evaluation's choice of none or Poisson draws is in docs/forecast.md); without them
+  none are invented.
+
+What no replay can know: failures, a node lost, a quota changed, a policy switched.
+
+A forecast that cannot be computed is an `Unavailable` with why, never a number: a stage
+with no estimate and nothing measured, a scheduler that raised, a start beyond the
+horizon the caller allowed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from math import inf
+from typing import NamedTuple
+
+import numpy as np
+
+from idlegate.sim.cluster import Cluster
+from idlegate.sim.durations import MeasuredDurations, Uniforms
+from idlegate.sim.engine import Engine
+from idlegate.sim.protocol import Job, Scheduler, Stage
+from idlegate.sim.rollout import OVERDUE_FRACTION, Future, planning_fork, push_present
+
+CONDITIONAL_TRIES = 8
+"""Draws a running task's duration gets to exceed the time it has already run."""
+
+BUDGET = 10_000
+"""Events a refresh may simulate over its replays (`forecast`'s `budget`, as the operator
+should pass it): twenty replays of a queue of a few dozen workflows fit in it; a queue of
+1,000 waiting k8s-batch workflows takes 14,000 events for one replay, so a refresh of it
+is one replay, about 0.2 s of CPU under `fair` (benchmarks/forecast.py), and its interval
+comes from calibration alone (`sim.forecast_calibration`)."""
+
+LOW, HIGH = 0.1, 0.9
+"""The quantiles of the 80 % interval."""
+
+
+class Span(NamedTuple):
+    """A forecast time: the median over the replays and the 80 % interval around it
+    (absolute simulated seconds; inf: after the horizon in that share of the replays)."""
+
+    low: float
+    median: float
+    high: float
+
+
+@dataclass(frozen=True)
+class WorkflowForecast:
+    """One workflow's forecast."""
+
+    job_id: int
+    name: str
+    queue: int
+    position: int | None
+    """Its 1-based place among the waiting workflows of its queue; None once started."""
+    start: Span
+    """When its first task starts (a started workflow's: when it did, exactly)."""
+    finish: Span
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """A workflow whose forecast cannot be computed, and why (a sentence for its status)."""
+
+    job_id: int
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """What `forecast` gives: one entry per workflow present at `now`."""
+
+    now: float
+    replays: int
+    workflows: tuple[WorkflowForecast | Unavailable, ...]
+    events: int = 0
+    """Events the replays simulated (the refresh's cost)."""
+
+    def of(self, job_id: int) -> WorkflowForecast | Unavailable:
+        """The entry of the workflow with id `job_id` (KeyError: none)."""
+        if not hasattr(self, "_by_id"):  # (built once: an evaluation asks per workflow)
+            object.__setattr__(self, "_by_id", {e.job_id: e for e in self.workflows})
+        by_id: dict[int, WorkflowForecast | Unavailable] = self.__dict__["_by_id"]
+        return by_id[job_id]
+
+
+def queue_positions(cluster: Cluster) -> dict[int, int]:
+    """Job id → 1-based rank among the waiting (not started) workflows of its queue, in
+    arrival order (ties by id).
+
+    The admission's own result will carry each waiting workflow's position (the issue
+    "One admission that decides, orders and explains"); until then this is the one place
+    a position is worked out, and the one to point at that result.
+    """
+    waiting = sorted(
+        (j for j in cluster.jobs if j.first_start is None), key=lambda j: (j.arrival, j.id)
+    )
+    seen: dict[int, int] = {}
+    out = {}
+    for job in waiting:
+        seen[job.queue] = seen.get(job.queue, 0) + 1
+        out[job.id] = seen[job.queue]
+    return out
+
+
+def forecast(
+    cluster: Cluster,
+    scheduler: Scheduler,
+    *,
+    seed: int = 0,
+    replays: int = 20,
+    futures: Sequence[Future] | None = None,
+    horizon: float = inf,
+    waves: bool = True,
+    budget: int | None = None,
+) -> Forecast:
+    """Forecast the start and finish of every workflow in `cluster` under `scheduler`.
+
+    `cluster` is left as it is (each replay runs on a fork), but `scheduler` is reset for
+    every replay: pass a copy of the pool's, never the one deciding. `replays` replays, each with
+    its own duration stream and scheduler seed drawn from one generator seeded with
+    `seed`; with `futures` there is one replay per future, with its arrivals and seed.
+    A replay stops once every workflow present now has finished, or at ``now + horizon``
+    (a cap on the cost: what is later is inf in the spans). `waves` False runs every
+    task for its estimate (a workload without duration models, `Fidelity.wave_durations`).
+    `budget` caps the events simulated over all replays: no replay starts once they
+    reached it (the first always runs; `Forecast.replays` says how many did), so a
+    refresh of a long queue costs what one replay of it costs, not M.
+    """
+    now = cluster.now
+    jobs = sorted(cluster.jobs, key=lambda j: j.id)
+    missing = next((m for j in jobs if (m := missing_estimate(j)) is not None), None)
+    if missing is not None:
+        return _unavailable(now, jobs, missing)
+    rng = np.random.default_rng(seed)
+    if futures is None:
+        futures = [Future((), int(rng.integers(2**63))) for _ in range(replays)]
+    starts: dict[int, list[float]] = {j.id: [] for j in jobs}
+    finishes: dict[int, list[float]] = {j.id: [] for j in jobs}
+    spent = done = 0
+    for future in futures:
+        if budget is not None and done and spent >= budget:
+            break
+        try:
+            seen, events = replay(cluster, scheduler, future, now + horizon, waves)
+        except Exception as exc:  # (any policy error: the forecast says so, never a guess)
+            name = getattr(scheduler, "name", type(scheduler).__name__)
+            reason = f"the scheduler {name} raised {type(exc).__name__}: {exc}"
+            return _unavailable(now, jobs, reason)
+        spent, done = spent + events, done + 1
+        for job_id, (start, finish) in seen.items():
+            starts[job_id].append(start)
+            finishes[job_id].append(finish)
+    positions = queue_positions(cluster)
+    return Forecast(
+        now,
+        done,
+        tuple(
+            _summary(j, positions.get(j.id), starts[j.id], finishes[j.id], horizon) for j in jobs
+        ),
+        spent,
+    )
+
+
+def replay(
+    cluster: Cluster, scheduler: Scheduler, future: Future, until: float, waves: bool = True
+) -> tuple[dict[int, tuple[float, float]], int]:
+    """One replay of a fork of `cluster`: per workflow present, (start, finish) as it went
+    (inf: not by `until`), and the events it simulated."""
+    sim = planning_fork(cluster)
+    now = sim.now
+    streams = np.random.default_rng(future.seed)
+    u = Uniforms(streams)
+    scheduler.reset(np.random.default_rng(int(streams.integers(2**63))))
+    engine = Engine(sim, scheduler, u, waves=waves)
+    push_present(engine, now, _task_end(now, u, waves))
+    present = {j.id: j for j in sim.jobs}
+    arrivals = [a for a in future.arrivals if now <= a.time <= until]
+    engine.push_arrivals(arrivals)
+    if sim.needs_schedule:  # (the live pool decided at `now` already, unless told to again)
+        engine.schedule()
+    if not arrivals:
+        engine.run(until)  # (no arrivals: the heap empties when the present is done)
+    else:
+        left = len(present)
+        read = 0
+        while left and engine.peek() <= until:
+            engine.step()
+            for record in sim.done[read:]:
+                left -= record.id in present
+            read = len(sim.done)
+    seen = {r.id: (r.first_start, r.finish) for r in sim.done if r.id in present}
+    for job in sim.jobs:
+        if job.id in present:
+            seen[job.id] = (inf if job.first_start is None else job.first_start, inf)
+    return seen, engine.events
+
+
+def missing_estimate(job: Job) -> str | None:
+    """Why `job` cannot be forecast (a stage with tasks left and no duration to draw), or
+    None."""
+    model = job.payload
+    for stage in job.stages:
+        i = stage.index
+        if isinstance(model, MeasuredDurations):  # (the operator's: measured, else estimate)
+            known = bool(model.measured[i]) or _finite(model.estimates[i])
+        else:  # (a simulator's model draws every task itself; none: the estimate)
+            known = model is not None or _finite(job.dag.durations[i])
+        if known or stage.finished == stage.tasks:
+            continue
+        return (
+            f"stage {stage.index} of workflow {job.name!r} has no duration estimate and no "
+            "measured task; give it taskDurationSeconds (or let one task finish)"
+        )
+    return None
+
+
+def _finite(seconds: float) -> bool:
+    return math.isfinite(seconds) and seconds >= 0
+
+
+def _task_end(now: float, u: Uniforms, waves: bool) -> Callable[[Stage, float], float]:
+    """When a running task started at `started` ends: a draw from its job's model that
+    lasts longer than it has run, else its estimate, else overdue (module docstring)."""
+
+    def end_of(stage: Stage, started: float) -> float:
+        elapsed = now - started
+        model = stage.job.payload
+        if waves and model is not None:
+            for _ in range(CONDITIONAL_TRIES):
+                d = model.sample(stage.index, stage.job.held, False, False, u)
+                if d > elapsed:
+                    return started + d
+        elif stage.duration > elapsed:
+            return started + stage.duration
+        return now + OVERDUE_FRACTION * stage.duration
+
+    return end_of
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """The `q` quantile of `values` by linear interpolation (numpy's default), where an
+    inf (after the horizon) makes any interpolation that touches it inf."""
+    ordered = sorted(values)
+    pos = q * (len(ordered) - 1)
+    lo = int(pos)
+    frac = pos - lo
+    if frac == 0.0 or lo + 1 >= len(ordered):
+        return ordered[lo]
+    a, b = ordered[lo], ordered[lo + 1]
+    if b == inf:
+        return inf
+    return a + (b - a) * frac
+
+
+def _span(values: Sequence[float]) -> Span:
+    return Span(quantile(values, LOW), quantile(values, 0.5), quantile(values, HIGH))
+
+
+def _summary(
+    job: Job,
+    position: int | None,
+    starts: Sequence[float],
+    finishes: Sequence[float],
+    horizon: float,
+) -> WorkflowForecast | Unavailable:
+    start = _span(starts)
+    if start.median == inf:
+        return Unavailable(
+            job.id,
+            job.name,
+            f"it starts later than the forecast's horizon ({horizon:g} s ahead) in most "
+            "replays; a longer horizon forecasts it",
+        )
+    return WorkflowForecast(job.id, job.name, job.queue, position, start, _span(finishes))
+
+
+def _unavailable(now: float, jobs: Sequence[Job], reason: str) -> Forecast:
+    return Forecast(now, 0, tuple(Unavailable(j.id, j.name, reason) for j in jobs))

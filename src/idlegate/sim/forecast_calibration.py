@@ -1,0 +1,70 @@
+"""Intervals that hold what they say: the replays' interval widened by how past forecasts did.
+
+The replays' 10th–90th percentile interval (`sim.forecast`) only spreads over what the
+replays draw (task durations, invented arrivals); what they cannot draw (arrivals not
+invented, the policy the portfolio switches to, a failure) makes it too narrow. So each
+forecast, once its workflow started (or finished), gives a score, how far outside its
+interval the actual fell, per second the forecast looked ahead:
+
+    score = max(low − actual, actual − high) ÷ max(median − made_at, FLOOR)
+
+(negative inside). A new interval is widened by the `COVERAGE` quantile Q of the last
+`WINDOW` scores, in proportion to how far ahead it looks: [low − Q·ahead, high + Q·ahead]
+(Q < 0 narrows it, never past the median). This is conformalized quantile regression
+(Romano, Patterson and Candès, 2019) with the score scaled by the lead time; with
+exchangeable scores it covers `COVERAGE` of the actuals whatever the replays missed.
+Before `MIN_SCORES` scores the replays' interval is given as it is.
+
+Pure: the operator keeps one per pool and forecast kind (start, finish) and records each
+forecast as its workflow starts and ends, as `evaluation.forecast_eval` does in a run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+from idlegate.sim.forecast import Span
+
+COVERAGE = 0.8
+"""The share of actuals the widened interval is to hold (the 80 % interval)."""
+WINDOW = 200
+"""Scores kept: the most recent, so that the widening follows a pool that changes."""
+MIN_SCORES = 20
+"""Scores needed before any widening."""
+FLOOR = 1.0
+"""Seconds: the least lead time a score is divided by (a forecast of now)."""
+
+
+class Calibration:
+    """The scores of resolved forecasts of one kind, and the widening they give."""
+
+    def __init__(self) -> None:
+        self.scores: deque[float] = deque(maxlen=WINDOW)
+
+    def record(self, span: Span, made_at: float, actual: float) -> None:
+        """A forecast made at `made_at` came out at `actual`."""
+        ahead = max(span.median - made_at, FLOOR)
+        self.scores.append(max(span.low - actual, actual - span.high) / ahead)
+
+    def margin(self) -> float | None:
+        """Q: the widening per second ahead (None before `MIN_SCORES` scores)."""
+        n = len(self.scores)
+        if n < MIN_SCORES:
+            return None
+        ordered = sorted(self.scores)
+        # the conformal quantile: the ⌈(n + 1)·coverage⌉-th smallest score
+        rank = min(n, math.ceil((n + 1) * COVERAGE))
+        return ordered[rank - 1]
+
+    def widen(self, span: Span, made_at: float, earliest: float | None = None) -> Span:
+        """`span` widened by the margin (as it is before there is one); no lower than
+        `earliest` (a start cannot come before the forecast)."""
+        q = self.margin()
+        if q is None:
+            return span
+        ahead = max(span.median - made_at, FLOOR)
+        low = min(span.median, span.low - q * ahead)
+        if earliest is not None:
+            low = max(low, min(earliest, span.median))
+        return Span(low, span.median, max(span.median, span.high + q * ahead))

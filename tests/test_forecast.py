@@ -1,0 +1,177 @@
+"""The forecaster (sim.forecast): known answers on tiny pools, seeds, and what it refuses."""
+
+from __future__ import annotations
+
+from math import inf
+from typing import Any
+
+import pytest
+
+from idlegate.policy import make_scheduler
+from idlegate.sim.cluster import Cluster
+from idlegate.sim.durations import MeasuredDurations
+from idlegate.sim.engine import Engine, Fidelity, JobArrival, Workload
+from idlegate.sim.forecast import (
+    Forecast,
+    Span,
+    Unavailable,
+    WorkflowForecast,
+    forecast,
+    quantile,
+    queue_positions,
+)
+from idlegate.sim.protocol import ClusterView
+from idlegate.sim.rollout import Future
+from tests.helpers import chain, workload
+
+
+def state_at(w: Workload, t: float, rule: str = "fifo") -> Cluster:
+    """The cluster of `w` run under `rule` up to time `t` (its events at `t` applied)."""
+    engine = Engine.for_workload(w, make_scheduler(rule), 0)
+    engine.run(t)
+    return engine.cluster
+
+
+def entry(f: Forecast, job_id: int) -> WorkflowForecast:
+    out = f.of(job_id)
+    assert isinstance(out, WorkflowForecast), out
+    return out
+
+
+def test_one_executor_b_starts_when_a_ends_exactly() -> None:
+    # A (20 s) runs from 0; at t=10 it has 10 s left and B (5 s) waits: B starts at +10
+    # and finishes at +15, in every replay, when durations are the estimates
+    w = workload((0.0, "a", chain(20.0)), (1.0, "b", chain(5.0)))
+    f = forecast(state_at(w, 10.0), make_scheduler("fifo"), seed=3, replays=5)
+    a, b = entry(f, 0), entry(f, 1)
+    assert a.start == Span(0.0, 0.0, 0.0) and a.position is None
+    assert a.finish == Span(20.0, 20.0, 20.0)
+    assert b.start == Span(20.0, 20.0, 20.0) and b.position == 1
+    assert b.finish == Span(25.0, 25.0, 25.0)
+    assert f.replays == 5 and f.now == 10.0
+
+
+def test_the_pools_scheduler_orders_the_queue() -> None:
+    # one executor busy until 10; B (8 s) arrived before C (2 s): FIFO starts B first,
+    # SJF starts C first; the positions stay in arrival order either way
+    w = workload((0.0, "a", chain(10.0)), (1.0, "b", chain(8.0)), (2.0, "c", chain(2.0)))
+    fifo = forecast(state_at(w, 5.0), make_scheduler("fifo"), replays=1)
+    sjf = forecast(state_at(w, 5.0), make_scheduler("sjf-cp"), replays=1)
+    assert (entry(fifo, 1).start.median, entry(fifo, 2).start.median) == (10.0, 18.0)
+    assert (entry(sjf, 2).start.median, entry(sjf, 1).start.median) == (10.0, 12.0)
+    assert [entry(fifo, j).position for j in (1, 2)] == [1, 2]
+
+
+def test_forecasting_leaves_the_cluster_as_it_was() -> None:
+    w = workload((0.0, "a", chain(20.0)), (1.0, "b", chain(5.0)))
+    cluster = state_at(w, 10.0)
+    before = (cluster.now, cluster.free_executors, [j.first_start for j in cluster.jobs])
+    forecast(cluster, make_scheduler("fifo"), replays=3)
+    assert (cluster.now, cluster.free_executors, [j.first_start for j in cluster.jobs]) == before
+
+
+class Spread:
+    """Each task lasts 1, 2, …, 10 s with equal odds (a duration model)."""
+
+    def sample(self, stage: int, job_executors: int, first: bool, moved: bool, u: Any) -> float:
+        return float(int(u.next() * 10) + 1)
+
+
+WAVES = Fidelity(moving_delay=0.0)
+"""Tasks last their model's draws (a synthetic workload's default runs the estimates)."""
+
+
+def spread_workload() -> Workload:
+    jobs = (JobArrival(0.0, "a", chain(5.0), Spread()), JobArrival(0.5, "b", chain(5.0), Spread()))
+    return Workload("spread", jobs, 1, WAVES)
+
+
+def test_same_seed_same_forecast_and_an_interval_from_the_draws() -> None:
+    cluster = state_at(spread_workload(), 0.5)
+    one = forecast(cluster, make_scheduler("fifo"), seed=7, replays=200)
+    assert one == forecast(cluster, make_scheduler("fifo"), seed=7, replays=200)
+    assert one != forecast(cluster, make_scheduler("fifo"), seed=8, replays=200)
+    b = entry(one, 1)
+    # A has run 0.5 s of a 1..10 s draw: it ends at 1..10, B 1..10 s after it
+    assert 1.0 <= b.start.low < b.start.median < b.start.high <= 10.0
+    assert b.start.high < b.finish.high <= 20.0
+
+
+def test_a_running_task_outlives_what_it_has_run() -> None:
+    # at t=6 A's draw must exceed 6 s: it ends at 7..10 (never before now)
+    w = Workload("spread", (JobArrival(0.0, "a", chain(5.0), Spread()),), 1, WAVES)
+    engine = Engine.for_workload(w, make_scheduler("fifo"), 6)
+    engine.run(6.0)
+    assert engine.cluster.jobs  # (seed 6's draw: A runs past t=6)
+    f = forecast(engine.cluster, make_scheduler("fifo"), seed=2, replays=100)
+    assert entry(f, 0).finish.low >= 7.0 and entry(f, 0).finish.high <= 10.0
+
+
+def test_invented_arrivals_delay_who_they_overtake() -> None:
+    # SJF: a 1 s job arriving at t=9 overtakes B (5 s) when A ends at 20
+    w = workload((0.0, "a", chain(20.0)), (1.0, "b", chain(5.0)))
+    cluster = state_at(w, 10.0)
+    future = Future((JobArrival(12.0, "new", chain(1.0)),), 4)
+    f = forecast(cluster, make_scheduler("sjf-cp"), futures=[future])
+    assert entry(f, 1).start.median == 21.0 and f.replays == 1
+
+
+def test_positions_rank_waiting_workflows_per_queue_by_arrival() -> None:
+    w = workload(
+        (0.0, "a", chain(20.0)), (1.0, "b", chain(5.0)), (2.0, "c", chain(1.0)), executors=1
+    )
+    cluster = state_at(w, 3.0)
+    cluster.jobs[2].queue = 1  # (c alone in another queue)
+    assert queue_positions(cluster) == {1: 1, 2: 1}
+
+
+def test_a_stage_without_an_estimate_is_unavailable_with_why() -> None:
+    w = workload((0.0, "a", chain(20.0)), (1.0, "b", chain(5.0)))
+    cluster = state_at(w, 10.0)
+    cluster.jobs[1].payload = MeasuredDurations([float("nan")])  # (the operator's, no estimate)
+    f = forecast(cluster, make_scheduler("fifo"), replays=2)
+    assert all(isinstance(e, Unavailable) for e in f.workflows)
+    assert "stage 0 of workflow 'b' has no duration estimate" in f.of(1).reason  # type: ignore[union-attr]
+    cluster.jobs[1].payload = MeasuredDurations([float("nan")], [[3.0]])
+    assert entry(forecast(cluster, make_scheduler("fifo"), replays=2), 1).finish.median == 23.0
+
+
+class Broken:
+    name = "broken"
+
+    def reset(self, rng: Any) -> None:
+        pass
+
+    def decide(self, view: ClusterView) -> Any:
+        raise RuntimeError("no model loaded")
+
+
+def test_a_scheduler_that_raises_makes_every_forecast_unavailable() -> None:
+    w = workload((0.0, "a", chain(20.0)), (1.0, "b", chain(5.0)))
+    f = forecast(state_at(w, 10.0), Broken(), replays=2)
+    reasons = {e.reason for e in f.workflows if isinstance(e, Unavailable)}
+    assert reasons == {"the scheduler broken raised RuntimeError: no model loaded"}
+
+
+def test_beyond_the_horizon_is_unavailable_not_a_guess() -> None:
+    w = workload((0.0, "a", chain(20.0)), (1.0, "b", chain(5.0)))
+    f = forecast(state_at(w, 10.0), make_scheduler("fifo"), horizon=5.0, replays=2)
+    assert entry(f, 0).finish.median == inf
+    assert "later than the forecast's horizon (5 s ahead)" in f.of(1).reason  # type: ignore[union-attr]
+
+
+def test_quantile_interpolates_as_numpy_and_inf_stays_inf() -> None:
+    assert quantile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.5
+    assert quantile([4.0, 1.0, 3.0, 2.0, 5.0], 0.9) == pytest.approx(4.6)
+    assert quantile([1.0, inf], 0.5) == inf
+    assert quantile([1.0, 2.0, inf], 0.5) == 2.0
+
+
+def test_a_budget_of_events_stops_adding_replays() -> None:
+    # each replay here simulates a few events; a budget of 1 lets only the first one run
+    cluster = state_at(spread_workload(), 0.5)
+    assert forecast(cluster, make_scheduler("fifo"), replays=6).replays == 6
+    capped = forecast(cluster, make_scheduler("fifo"), replays=6, budget=1)
+    assert capped.replays == 1
+    b = entry(capped, 1)
+    assert b.start.low == b.start.median == b.start.high  # (one replay: no interval)

@@ -1,0 +1,39 @@
+"""Conformal widening of the forecast's interval (sim.forecast_calibration)."""
+
+from __future__ import annotations
+
+from idlegate.sim.forecast import Span
+from idlegate.sim.forecast_calibration import MIN_SCORES, Calibration
+
+
+def test_no_widening_before_enough_scores() -> None:
+    cal = Calibration()
+    for _ in range(MIN_SCORES - 1):
+        cal.record(Span(10.0, 20.0, 30.0), 0.0, 50.0)
+    assert cal.margin() is None
+    assert cal.widen(Span(10.0, 20.0, 30.0), 0.0) == Span(10.0, 20.0, 30.0)
+
+
+def test_misses_widen_in_proportion_to_the_lead_time() -> None:
+    # every past forecast looked 20 s ahead (median 20, made at 0) and the actual came
+    # 10 s past its high: score 10 / 20 = 0.5, so Q = 0.5 s per second ahead
+    cal = Calibration()
+    for _ in range(40):
+        cal.record(Span(10.0, 20.0, 30.0), 0.0, 40.0)
+    assert cal.margin() == 0.5
+    # a forecast 100 s ahead widens by 50 s on each side; the start no earlier than now
+    assert cal.widen(Span(90.0, 100.0, 120.0), 0.0) == Span(40.0, 100.0, 170.0)
+    assert cal.widen(Span(90.0, 100.0, 120.0), 0.0, earliest=60.0) == Span(60.0, 100.0, 170.0)
+
+
+def test_the_margin_is_the_conformal_quantile_and_may_narrow() -> None:
+    # scores -0.5 (inside, 10 s from the edge, 20 s ahead) ×9 and one miss of +1.0:
+    # n = 10 is below MIN_SCORES, so 30 of them: ⌈31 × 0.8⌉ = 25th smallest
+    cal = Calibration()
+    for _ in range(27):
+        cal.record(Span(10.0, 20.0, 30.0), 0.0, 20.0)  # (−10 / 20 = −0.5)
+    for _ in range(3):
+        cal.record(Span(10.0, 20.0, 30.0), 0.0, 50.0)  # (+20 / 20 = 1.0)
+    assert cal.margin() == -0.5
+    # narrowing stops at the median
+    assert cal.widen(Span(10.0, 20.0, 30.0), 0.0) == Span(20.0, 20.0, 20.0)

@@ -1,0 +1,181 @@
+"""`idlegate forecast evaluate`: the baselines' known answers, the scoring and the command."""
+
+from __future__ import annotations
+
+import json
+from math import isnan
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from idlegate.cli import app
+from idlegate.evaluation.comparison import build
+from idlegate.evaluation.forecast_eval import (
+    EvalSettings,
+    Prediction,
+    SeedRun,
+    Watch,
+    checkpoints,
+    evaluate_seed,
+    measured_view,
+)
+from idlegate.evaluation.forecast_report import MD_HEAD, figures, render, report
+from idlegate.policy import make_scheduler
+from idlegate.sim.durations import MeasuredDurations
+from idlegate.sim.engine import Engine, Fidelity, JobArrival, Workload, simulate
+from idlegate.sim.forecast import Span, forecast
+from idlegate.sim.protocol import JobRecord
+from tests.helpers import chain, workload
+
+
+def test_baselines_from_the_queues_past() -> None:
+    # one executor; jobs of 10 s arrive at 0, 1, 2, 3: at t=20.5, a and b have run (waits 0
+    # and 9: b started at 10), c runs since 20, d waits, first in line
+    w = workload(*((float(t), n, chain(10.0)) for t, n in enumerate("abcd")))
+    engine = Engine.for_workload(w, make_scheduler("fifo"), 0)
+    engine.run(20.5)
+    watch = Watch()
+    watch.see(engine.cluster)
+    d = next(j for j in engine.cluster.jobs if j.name == "d")
+    # admissions at 0, 10, 20: three in the 20.5 s since the first, one every 6.83 s
+    assert watch.by_rate(d, 1, 20.5) == pytest.approx(20.5 + 20.5 / 3)
+    # waits 0, 9, 18 in start order: EMA 0 → 1.8 → 5.04; d arrived at 3
+    assert watch.by_ema(d, 20.5) == 20.5  # (3 + 5.04 is past: no earlier than now)
+    assert watch.queues[0].ema == 0.2 * 18 + 0.8 * (0.2 * 9)
+    # run times of the finished (a and b): 10 s each
+    assert watch.run_time(d) == 10.0
+
+
+def test_baselines_need_a_queue_that_admitted() -> None:
+    w = workload((0.0, "a", chain(10.0)), (1.0, "b", chain(10.0)))
+    engine = Engine.for_workload(w, make_scheduler("fifo"), 0)
+    engine.run(1.0)
+    watch = Watch()
+    watch.see(engine.cluster)
+    b = engine.cluster.jobs[1]
+    assert watch.by_rate(b, 1, 1.0) is None  # (one admission: no rate yet)
+    assert watch.by_ema(b, 1.0) == 1.0  # (a waited 0 s: b is due now)
+    assert watch.run_time(b) == 10.0  # (none finished: its critical path)
+
+
+def test_checkpoints_are_arrivals_and_with_every_their_multiples() -> None:
+    w = workload((0.0, "a", chain(1.0)), (25.0, "b", chain(1.0)), (25.0, "c", chain(1.0)))
+    assert list(checkpoints(w, None)) == [(0.0, False), (25.0, False)]
+    assert list(checkpoints(w, 10.0)) == [(0.0, False), (10.0, True), (20.0, True), (25.0, False)]
+
+
+def run_of(*predictions: Prediction) -> SeedRun:
+    # b arrived at 0, started at 100, finished at 150 (wait 100 s, JCT 150 s)
+    run = SeedRun(0, list(predictions))
+    run.actual = {1: JobRecord(1, "b", 0.0, 100.0, 150.0, 50.0, 50.0, 0.0)}
+    return run
+
+
+def test_figures_score_start_over_the_wait_and_finish_over_the_jct() -> None:
+    run = run_of(
+        Prediction("forecast", 1, 0.0, False, Span(80.0, 90.0, 110.0), Span(120.0, 135.0, 140.0)),
+        Prediction("forecast", 1, 50.0, False, Span(95.0, 100.0, 105.0), Span(145.0, 150.0, 155.0)),
+    )
+    f = figures([run], "forecast")
+    assert (f.start_n, f.start_abs_median, f.start_rel_median) == (2, 5.0, 0.05)
+    assert (f.finish_n, f.finish_abs_median, f.finish_rel_median) == (2, 7.5, 0.05)
+    assert (f.start_inside, f.finish_inside) == (1.0, 0.5)  # (150 is outside 120-140)
+
+
+def test_a_started_workflows_start_is_not_scored_and_baselines_have_no_interval() -> None:
+    run = run_of(
+        Prediction("ema-wait", 1, 120.0, True, Span(100.0, 100.0, 100.0), Span(1.0, 1.0, 1.0))
+    )
+    f = figures([run], "ema-wait")
+    assert f.start_n == 0 and isnan(f.start_abs_median) and f.finish_n == 1
+    assert isnan(f.start_inside) and isnan(f.finish_inside)
+
+
+def test_the_table_fits_100_columns() -> None:
+    run = run_of(
+        Prediction("forecast", 1, 0.0, False, Span(80.0, 90.0, 110.0), Span(120.0, 135.0, 140.0))
+    )
+    table = render(report([run]))
+    assert max(len(line) for line in table.splitlines()) <= 100
+    assert [line.split()[0] for line in table.splitlines()[2:]] == [
+        "calibrated",
+        "forecast",
+        "position×rate",
+        "ema-wait",
+        "declared",
+    ]
+
+
+def test_every_workflow_is_forecast_at_its_arrival() -> None:
+    settings = EvalSettings("k8s-batch", "fifo", replays=2)
+    settings.options.extra["num_jobs"] = 12
+    run = evaluate_seed(settings, 3)
+    ours = {p.job_id for p in run.predictions if p.method == "forecast"}
+    assert ours == set(run.actual) and len(ours) == 12
+    assert all(p.made_at == run.actual[p.job_id].arrival for p in run.predictions)
+    # the calibrated forecast is the replays' median, its interval at least as wide
+    raw = {p.job_id: p for p in run.predictions if p.method == "forecast"}
+    for p in (p for p in run.predictions if p.method == "calibrated"):
+        assert p.finish.median == raw[p.job_id].finish.median
+        assert p.finish.low <= raw[p.job_id].finish.low or p.finish.low == p.finish.median
+
+
+def test_forecasting_does_not_change_the_run() -> None:
+    # `random` draws from its generator at every decision: a replay resetting the run's
+    # own scheduler would change which workflows ran when
+    settings = EvalSettings("k8s-batch", "random", replays=2)
+    settings.options.extra["num_jobs"] = 15
+    run = evaluate_seed(settings, 5)
+    alone = simulate(build("k8s-batch", 5, settings.options), make_scheduler("random"), 5)
+    assert {r.id: (r.first_start, r.finish) for r in alone.records} == {
+        i: (r.first_start, r.finish) for i, r in run.actual.items()
+    }
+
+
+def test_the_command_prints_the_table_and_json(tmp_path: Path) -> None:
+    runner = CliRunner()
+    args = ["forecast", "evaluate", "-w", "k8s-batch", "--jobs-count", "10", "-s", "fifo"]
+    table = runner.invoke(app, [*args, "-m", "2", "--seed", "1"])
+    assert table.exit_code == 0, table.output
+    assert "position×rate" in table.output and "k8s-batch, fifo, seeds 1:" in table.output
+    out = runner.invoke(app, [*args, "-m", "2", "--seed", "1", "--json", "--out", str(tmp_path)])
+    data = json.loads(out.stdout)
+    assert json.loads((tmp_path / "forecast.json").read_text()) == data
+    md = (tmp_path / "forecast.md").read_text().splitlines()
+    assert md[0] == MD_HEAD and md[2].startswith("| calibrated | ") and len(md) == 7
+    assert set(data["figures"]) == {
+        "calibrated",
+        "forecast",
+        "position×rate",
+        "ema-wait",
+        "declared",
+    }
+    assert data["figures"]["forecast"]["finish_n"] == 10
+    bad = runner.invoke(app, [*args, "--arrivals", "sometimes"])
+    assert bad.exit_code != 0 and "--arrivals" in bad.output
+
+
+class TwoSeconds:
+    """Every task lasts 2 s (its estimate says 5)."""
+
+    def sample(self, stage: int, job_executors: int, first: bool, moved: bool, u: object) -> float:
+        return 2.0
+
+
+def test_the_measured_view_draws_what_ended_else_the_estimate() -> None:
+    jobs = (
+        JobArrival(0.0, "a", chain(5.0, tasks=3), TwoSeconds()),
+        JobArrival(1.0, "b", chain(5.0), TwoSeconds()),
+    )
+    w = Workload("two", jobs, 1, Fidelity(moving_delay=0.0))
+    engine = Engine.for_workload(w, make_scheduler("fifo"), 0, record_tasks=True)
+    engine.run(4.5)  # (a's first two tasks ended at 2 and 4, its third runs)
+    view = measured_view(engine.cluster, engine.task_log or [])
+    a, b = view.jobs
+    assert isinstance(a.payload, MeasuredDurations) and isinstance(b.payload, MeasuredDurations)
+    assert (a.payload.measured, b.payload.measured) == ([[2.0, 2.0]], [[]])
+    # a's third task ends at 6 (a draw of 2 s), b then takes its estimate: 6 + 5
+    f = forecast(view, make_scheduler("fifo"), replays=3)
+    assert f.of(1).finish == Span(11.0, 11.0, 11.0)  # type: ignore[union-attr]
+    assert engine.cluster.jobs[0].payload is jobs[0].durations  # (the run's own untouched)
