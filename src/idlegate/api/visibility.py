@@ -24,7 +24,7 @@ pointed at its proper source without touching the rest:
 * :func:`positions`: the order of a queue's waiting workflows (the admission's own order
   once it returns one);
 * :func:`reason_of`: why one waits (the admission's explanation once it returns one);
-* :func:`forecast_of`: its forecast (the forecaster's, once the operator keeps one).
+* :func:`forecast_of`: its forecast (the pool's last refresh's).
 
 Reads the operator's objects by their attributes only (a pool's ``bridges``, each bridge's
 core and cluster): pure, no kopf import, no I/O, no clock (`now` is given).
@@ -92,10 +92,14 @@ def reason_of(cluster: Any, job: Any, pool_size: int, now: float) -> str:
 
 
 def forecast_of(core: Any, job: Any) -> Forecast | Unavailable | None:
-    """The forecast of `job` (in the pool of `core`), if the operator keeps one: today an
-    attribute ``forecast`` of its workflow (the job's payload: a Forecast, an Unavailable,
-    or a ``status.forecast`` mapping) that no kind sets yet, so None ("no forecast yet").
-    Point it at the forecaster's result (e.g. what the pool's last refresh kept)."""
+    """The forecast of `job` (in the pool of `core`): what the pool's last refresh kept for
+    its workflow (`core.forecasts`, owner uid -> forecast: `api.forecast_refresh`), for
+    every kind; else an attribute ``forecast`` of its workflow (a Forecast, an Unavailable
+    or a ``status.forecast`` mapping); else None ("no forecast yet")."""
+    owner = _owner(job)
+    kept = getattr(core, "forecasts", None)
+    if kept and owner is not None and (found := kept.get(owner.uid)) is not None:
+        return found
     found = getattr(job.payload, "forecast", None)
     if found is None or isinstance(found, Forecast | Unavailable):
         return found
