@@ -127,6 +127,26 @@ def _finite(*values: float) -> bool:
     return all(math.isfinite(v) for v in values)
 
 
+def as_shown(entry: Any, made: float, calibration: dict[str, Calibration]) -> Shown:
+    """A `sim.forecast` entry made at `made` as a status's forecast, its intervals widened
+    by `calibration` (start, finish)."""
+    if isinstance(entry, sim_forecast.Unavailable):
+        return Unavailable(made, entry.reason)
+    start = calibration["start"].widen(entry.start, made, earliest=made)
+    finish = calibration["finish"].widen(entry.finish, made, earliest=made)
+    if not _finite(*start, *finish):
+        return Unavailable(made, "it finishes beyond the forecast's horizon in some replays")
+    # (a replay's finish is never before its start, so neither are the quantiles)
+    return Forecast(
+        computed_at=made,
+        start=start.median,
+        start_interval=(start.low, start.high),
+        finish=finish.median,
+        finish_interval=(finish.low, finish.high),
+        position=entry.position,
+    )
+
+
 def queue_name(cluster: Cluster, job: Job) -> str:
     admission = cluster.admission
     return admission.queues[job.queue].name if admission is not None else ""
@@ -296,7 +316,7 @@ class ForecastRefresh:
             owner = getattr(payload, "owner", None)
             if job is None or owner is None or job.finish is not None:
                 continue  # (ended meanwhile: nothing to show)
-            shown = self._shown(entry, made)
+            shown = as_shown(entry, made, self.calibration)
             if isinstance(shown, Forecast) and job.first_start is None and job.id not in self.kept:
                 assert isinstance(entry, sim_forecast.WorkflowForecast)
                 queue = queue_name(self.cluster, job)
@@ -313,24 +333,6 @@ class ForecastRefresh:
             del self.shown[uid]
         if dirty:
             self.write(dirty)
-
-    def _shown(self, entry: Any, made: float) -> Shown:
-        if isinstance(entry, sim_forecast.Unavailable):
-            return Unavailable(made, entry.reason)
-        start = self.calibration["start"].widen(entry.start, made, earliest=made)
-        finish = self.calibration["finish"].widen(entry.finish, made, earliest=made)
-        if not _finite(*start, *finish):
-            why = "it finishes beyond the forecast's horizon in some replays"
-            return Unavailable(made, why)
-        # (a replay's finish is never before its start, so neither are the quantiles)
-        return Forecast(
-            computed_at=made,
-            start=start.median,
-            start_interval=(start.low, start.high),
-            finish=finish.median,
-            finish_interval=(finish.low, finish.high),
-            position=entry.position,
-        )
 
     def score(self, now: float) -> list[tuple[str, str, float]]:
         """Kept forecasts whose workflow started (or ended) since: their absolute errors to
@@ -350,3 +352,55 @@ class ForecastRefresh:
             for queue, which, error in out:
                 self.metrics.forecast_error.labels(queue, which).observe(error)
         return out
+
+
+# -- what if: "if I submit this now, when does it start and finish?" --------------------------
+
+WHAT_IF_PATH = "/visibility/forecast"
+"""Where the operator answers a what-if (POST a DagWorkflow, YAML or JSON)."""
+WHAT_IF_ID = -1
+"""The job id the what-if's workflow gets in its fork (no live job has it)."""
+
+
+def what_if(
+    cluster: Cluster,
+    scheduler: Scheduler,
+    body: Any,
+    queue: int,
+    priority: int,
+    now: float,
+) -> tuple[Snapshot, int]:
+    """Event loop: a fork of the pool (`cluster`) at `now` with the DagWorkflow `body` added
+    as it would arrive now, in its `queue` with its `priority` (`Pools.place`'s), and the
+    scheduler to replay (a copy); the fork's id of the added job. SpecError (a sentence):
+    `body` is not a DagWorkflow the operator would admit."""
+    from idlegate.errors import SpecError
+    from idlegate.sim.dag import Dag
+    from idlegate.sim.durations import MeasuredDurations
+    from idlegate.sim.spec import parse_workflow
+
+    if not isinstance(body, dict):
+        raise SpecError("the what-if's body is not a DagWorkflow (a mapping with a spec)")
+    spec = parse_workflow(body.get("spec"), "spec")
+    fork = planning_fork(cluster)
+    if fork.now < now:
+        fork.advance(now)
+    name = str((body.get("metadata") or {}).get("name") or "what-if")
+    model = MeasuredDurations([s.task_duration_seconds for s in spec.stages]).frozen()
+    job = fork.add_job(Dag.from_spec(spec), fork.now, name, model)
+    job.queue, job.priority = queue, priority
+    return Snapshot(fork, scheduler, 0, jobs={job.id: job}), job.id
+
+
+def answer(
+    snap: Snapshot,
+    job_id: int,
+    replays: int = REPLAYS,
+    budget: int = sim_forecast.BUDGET,
+    calibration: dict[str, Calibration] | None = None,
+) -> Shown:
+    """Worker thread: the forecast of the what-if's workflow (`what_if`'s)."""
+    result, _ = compute(snap, replays, budget)
+    entry = result.of(job_id)
+    fresh = {"start": Calibration(), "finish": Calibration()}
+    return as_shown(entry, result.now, calibration or fresh)

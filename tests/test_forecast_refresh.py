@@ -1,0 +1,163 @@
+"""A pool's forecast refresh (idlegate.api.forecast_refresh): every workflow gets a forecast
+(or why not), only moved ones are written again, at most one refresh runs, a change
+debounces into one refresh, and a kept forecast's error is measured once its workflow
+started and finished. The operator's own wiring is in tests/test_e2e_forecast.py."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from idlegate.api.forecast_refresh import ForecastRefresh, moved
+from idlegate.api.forecast_status import Forecast, Unavailable
+from idlegate.api.task_pods import Owner
+from idlegate.api.visibility import pending
+from idlegate.policy.heuristics import FifoScheduler
+from idlegate.sim.cluster import Cluster
+from idlegate.sim.durations import MeasuredDurations
+from tests.clocks import run_in_loop_time
+from tests.helpers import chain
+
+T0 = 1_800_000_000.0
+
+
+@dataclass
+class Held:
+    """A workflow as the operator's kinds keep one: its owner, durations, last forecast."""
+
+    owner: Owner
+    durations: MeasuredDurations
+    forecast: Any = None
+    forecast_made: Any = None
+
+
+class Raising(FifoScheduler):
+    name = "raising"
+
+    def decide(self, view: Any) -> Any:
+        raise RuntimeError("the policy's model file is corrupt")
+
+
+def busy_pool(n: int = 4) -> Cluster:
+    """One executor, `n` one-stage workflows of 100 s arriving at T0: the first runs."""
+    cluster = Cluster(1)
+    cluster.advance(T0)
+    for i in range(n):
+        owner = Owner("t", f"w{i}", f"uid-{i}", "DagWorkflow")
+        cluster.add_job(chain(100.0), T0, f"w{i}", Held(owner, MeasuredDurations([100.0])))
+    while cluster.decide_once(FifoScheduler(), T0) is not None:
+        pass
+    return cluster
+
+
+def refresh_of(cluster: Cluster, scheduler: Any = None, **kw: Any) -> tuple[ForecastRefresh, list]:
+    written: list[list[Any]] = []
+    timers: dict[str, tuple[float, Any]] = {}
+    refresh = ForecastRefresh(
+        cluster,
+        lambda: (scheduler or FifoScheduler(), None, None),
+        now=lambda: cluster.now,
+        later=lambda key, at, fire: timers.__setitem__(key, (at, fire)),
+        write=written.append,
+        **kw,
+    )
+    refresh.timers = timers  # type: ignore[attr-defined]
+    return refresh, written
+
+
+def test_every_workflow_gets_a_forecast_and_only_a_moved_one_is_written_again():
+    cluster = busy_pool()
+    refresh, written = refresh_of(cluster)
+    refresh.poke()  # (no loop: in place)
+    (first,) = written
+    assert [h.owner.name for h in first] == ["w0", "w1", "w2", "w3"]
+    for i, job in enumerate(cluster.jobs):
+        f = job.payload.forecast
+        assert isinstance(f, Forecast) and refresh.shown[f"uid-{i}"] is f
+        # FIFO on one executor, 100 s each: w_i starts at 100·i, finishes 100 s later
+        assert f.start == pytest.approx(T0 + 100 * i) and f.finish == pytest.approx(f.start + 100)
+        assert f.position == (None if i == 0 else i)
+    assert sorted(refresh.kept) == [1, 2, 3]  # (forecasts made while they waited)
+    assert cluster.jobs[1].payload.forecast_made is cluster.jobs[1].payload.forecast
+    refresh.poke()
+    assert len(written) == 1  # (nothing moved: no status write)
+
+
+def test_a_policy_that_raises_makes_every_forecast_unavailable_with_why():
+    cluster = busy_pool(2)
+    refresh, written = refresh_of(cluster, Raising())
+    refresh.poke()
+    f = cluster.jobs[1].payload.forecast
+    assert isinstance(f, Unavailable)
+    assert f.reason == (
+        "the scheduler raising raised RuntimeError: the policy's model file is corrupt"
+    )
+    pools = type("P", (), {})()
+    core = type("C", (), {"cluster": cluster, "at": cluster.now, "forecasts": refresh.shown})
+    core.settings = type("S", (), {"pool_size": 1})  # type: ignore[attr-defined]
+    pools.bridges, pools.waiting = {"p": type("B", (), {"core": core})}, {}  # type: ignore[attr-defined]
+    (w,) = pending(pools)["pools"][0]["queues"][0]["waiting"]
+    assert w["forecast"]["unavailable"].startswith("the scheduler raising raised")
+
+
+def test_a_kept_forecast_is_scored_when_its_workflow_starts_and_ends():
+    cluster = busy_pool(2)
+    refresh, _ = refresh_of(cluster)
+    refresh.poke()
+    kept = refresh.kept[1].forecast
+    # the first task runs 130 s, not 100: the second starts and ends 30 s late
+    cluster.advance(T0 + 130)
+    cluster.task_finished(0, T0 + 130)  # (the pool's one executor)
+    while cluster.decide_once(FifoScheduler(), T0 + 130) is not None:
+        pass
+    assert refresh.score(T0 + 130) == [("", "start", pytest.approx(30.0))]
+    assert 1 in refresh.kept  # (until it finishes)
+    cluster.advance(T0 + 240)
+    cluster.task_finished(0, T0 + 240)
+    assert refresh.score(T0 + 240) == [("", "finish", pytest.approx(T0 + 240 - kept.finish))]
+    assert refresh.kept == {}
+
+
+def test_a_change_debounces_into_one_refresh_and_one_runs_at_a_time():
+    async def scenario() -> None:
+        cluster = busy_pool(3)
+        refresh, written = refresh_of(cluster, debounce=2.0, interval=30.0)
+        refresh.changed()
+        refresh.changed()  # (nothing changed since: no second timer)
+        assert sorted(refresh.timers) == ["forecast", "forecast-change"]  # type: ignore[attr-defined]
+        at, fire = refresh.timers.pop("forecast-change")  # type: ignore[attr-defined]
+        assert at == T0 + 2.0
+        await fire()
+        assert refresh.running is not None
+        refresh.poke()  # (one runs: the next follows it)
+        assert refresh.again
+        await refresh.idle()
+        assert refresh.refreshes == 2 and len(written) == 1
+        refresh.close()
+
+    run_in_loop_time(scenario())
+
+
+def test_moved_means_seconds_position_or_kind():
+    f = Forecast(T0, T0 + 60, (T0 + 30, T0 + 120), T0 + 600, (T0 + 400, T0 + 900), 2)
+    later = Forecast(T0 + 9, T0 + 64, (T0 + 30, T0 + 120), T0 + 604, (T0 + 400, T0 + 900), 2)
+    assert not moved(f, later)
+    assert moved(f, Forecast(T0, T0 + 60, (T0 + 30, T0 + 120), T0 + 606, (T0, T0 + 900), 2))
+    assert moved(f, Forecast(T0, T0 + 60, (T0 + 30, T0 + 120), T0 + 600, (T0, T0 + 900), 1))
+    assert moved(f, Unavailable(T0, "no")) and moved(None, f)
+
+
+def test_nothing_waits_on_a_refresh_in_a_loop():
+    async def scenario() -> None:
+        cluster = busy_pool(2)
+        refresh, written = refresh_of(cluster)
+        refresh.poke()
+        assert written == []  # (the worker thread has it; the loop goes on)
+        await refresh.idle()
+        assert len(written) == 1 and refresh.cpu and refresh.cpu[0] >= 0
+        refresh.close()
+
+    asyncio.run(scenario())
