@@ -161,3 +161,35 @@ def test_nothing_waits_on_a_refresh_in_a_loop():
         refresh.close()
 
     asyncio.run(scenario())
+
+
+@dataclass
+class Foreign:
+    """An Argo Workflow's or Airflow run's job as the operator holds it (`ExternalJob`):
+    its owner, and no status of ours to write (no ``forecast`` attribute)."""
+
+    owner: Owner
+
+
+def test_argo_and_airflow_runs_are_listed_with_their_forecasts_and_never_written():
+    cluster = Cluster(1)
+    cluster.advance(T0)
+    kinds = [("DagWorkflow", "dwf"), ("Workflow", "argo"), ("DAGRun", "airflow")]
+    for kind, name in kinds:
+        owner = Owner("t", name, f"uid-{name}", kind)
+        payload: Any = Held(owner, MeasuredDurations([100.0])) if name == "dwf" else Foreign(owner)
+        cluster.add_job(chain(100.0), T0, name, payload)
+    while cluster.decide_once(FifoScheduler(), T0) is not None:
+        pass
+    refresh, written = refresh_of(cluster)
+    refresh.poke()
+    assert [[h.owner.name for h in w] for w in written] == [["dwf"]]  # (ours only)
+    pools = type("P", (), {})()
+    core = type("C", (), {"cluster": cluster, "at": cluster.now, "forecasts": refresh.shown})
+    core.settings = type("S", (), {"pool_size": 1})  # type: ignore[attr-defined]
+    pools.bridges, pools.waiting = {"p": type("B", (), {"core": core})}, {}  # type: ignore[attr-defined]
+    listed = {w["kind"]: w for w in pending(pools)["pools"][0]["queues"][0]["waiting"]}
+    assert set(listed) == {"Workflow", "DAGRun"}  # (the DagWorkflow runs)
+    # FIFO on one executor, 100 s each: argo next, then airflow
+    assert listed["Workflow"]["forecast"]["start"] == "2027-01-15T08:01:40Z"
+    assert listed["DAGRun"]["forecast"]["start"] == "2027-01-15T08:03:20Z"
