@@ -88,7 +88,7 @@ def test_every_workflow_gets_a_forecast_and_only_a_moved_one_is_written_again():
 
 def test_a_policy_that_raises_makes_every_forecast_unavailable_with_why():
     cluster = busy_pool(2)
-    refresh, written = refresh_of(cluster, Raising())
+    refresh, _ = refresh_of(cluster, Raising())
     refresh.poke()
     f = cluster.jobs[1].payload.forecast
     assert isinstance(f, Unavailable)
