@@ -193,3 +193,32 @@ def test_argo_and_airflow_runs_are_listed_with_their_forecasts_and_never_written
     # FIFO on one executor, 100 s each: argo next, then airflow
     assert listed["Workflow"]["forecast"]["start"] == "2027-01-15T08:01:40Z"
     assert listed["DAGRun"]["forecast"]["start"] == "2027-01-15T08:03:20Z"
+
+
+def test_the_history_record_keeps_the_first_forecast_and_advise_reads_its_error(tmp_path):
+    import json
+
+    from idlegate.api.forecast_refresh import accuracy, history_forecast
+    from idlegate.sim.history import load_history
+
+    made = Forecast(T0, T0 + 60, (T0 + 30, T0 + 120), T0 + 600, (T0 + 400, T0 + 900), 2)
+    stage = {"name": "s", "tasks": 1, "taskDurationSeconds": 100}
+    old = {"name": "old", "arrival": T0, "jctSeconds": 500.0, "stages": [stage]}
+    new = {**old, "name": "new", "forecast": dict(history_forecast(made, T0 + 90) or ())}
+    path = tmp_path / "history.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in (old, new)) + "\n")
+    first, second = load_history(path)
+    assert first.forecast is None  # (an older file stays readable)
+    assert dict(second.forecast or ()) == {
+        "madeAt": T0, "start": T0 + 60, "finish": T0 + 600, "startedAt": T0 + 90
+    }  # fmt: skip
+    # started 30 s late; finished at T0 + 500, 100 s before the forecast
+    assert accuracy([first, second]) == (
+        "Forecasts recorded for 1 workflows: start error median 30 s, p90 30 s; finish error "
+        "median 100 s, p90 100 s (each workflow's first forecast made while it waited, against "
+        "what happened)."
+    )
+    assert accuracy([first]) is None
+    path.write_text(json.dumps({**old, "forecast": {"start": "soon"}}) + "\n")
+    with pytest.raises(Exception, match="forecast must be a mapping of madeAt, start, finish"):
+        load_history(path)

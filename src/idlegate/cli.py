@@ -679,6 +679,11 @@ def advise(
             pool,
         )
     typer.echo(to_markdown(advice))
+    from idlegate.api.forecast_refresh import accuracy
+    from idlegate.sim.history import load_history
+
+    if (said := accuracy(load_history(history))) is not None:  # (the operator's sink has them)
+        typer.echo(said)
     for p in (write_advice(advice, out) if out is not None else {}).values():
         typer.echo(f"wrote {p}", err=True)
 

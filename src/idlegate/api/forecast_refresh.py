@@ -37,7 +37,7 @@ import functools
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -352,6 +352,46 @@ class ForecastRefresh:
             for queue, which, error in out:
                 self.metrics.forecast_error.labels(queue, which).observe(error)
         return out
+
+
+# -- in the history, and advise's line --------------------------------------------------------
+
+
+def history_forecast(
+    made: Forecast | None, started: float | None
+) -> tuple[tuple[str, float], ...] | None:
+    """A finished workflow's record's ``forecast`` (`sim.history.records.FORECAST_KEYS`):
+    its first forecast made while it waited, `made`, and its real start; None: none."""
+    if made is None:
+        return None
+    pairs = [("madeAt", made.computed_at), ("start", made.start), ("finish", made.finish)]
+    return tuple(pairs + ([("startedAt", started)] if started is not None else []))
+
+
+def accuracy(records: Iterable[Any]) -> str | None:
+    """`idlegate advise`'s line on the forecasts a history file recorded (records with a
+    ``forecast``, an arrival and a JCT): median and p90 absolute error of the start and the
+    finish; None when none has one."""
+    starts, finishes = [], []
+    for r in records:
+        found = dict(r.forecast or ())
+        if not found or r.arrival is None or r.jct is None:
+            continue
+        finishes.append(abs(r.arrival + r.jct - found["finish"]))
+        if "startedAt" in found:
+            starts.append(abs(found["startedAt"] - found["start"]))
+    if not finishes:
+        return None
+
+    def q(values: list[float], p: float) -> str:
+        ordered = sorted(values)
+        return f"{ordered[min(len(ordered) - 1, int(p * len(ordered)))]:.0f} s" if values else "-"
+
+    return (
+        f"Forecasts recorded for {len(finishes)} workflows: start error median {q(starts, 0.5)}, "
+        f"p90 {q(starts, 0.9)}; finish error median {q(finishes, 0.5)}, p90 {q(finishes, 0.9)} "
+        "(each workflow's first forecast made while it waited, against what happened)."
+    )
 
 
 # -- what if: "if I submit this now, when does it start and finish?" --------------------------

@@ -29,6 +29,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from idlegate.api.forecast_refresh import history_forecast
 from idlegate.api.history import history_workflow, object_history, rotated, sink_files
 from idlegate.api.pool_spec import DEFAULT_POOL
 from idlegate.api.task_pods import Owner
@@ -154,7 +155,8 @@ class HistoryRecorder:
         record = history_workflow(f"{wf.owner.namespace}/{wf.owner.name}", wf.spec, wf.status())
         if record is None:
             return
-        record = replace(record, pool=self.pool)  # (its policy: the status's scheduler)
+        made = history_forecast(wf.forecast_made, wf.job.first_start)  # (forecast vs actual)
+        record = replace(record, pool=self.pool, forecast=made)  # (policy: status's scheduler)
         self.write(record, wf.owner, lambda: self.emit([Recorded(wf)]))
 
     def finished_before(self, body: Mapping[str, Any]) -> None:

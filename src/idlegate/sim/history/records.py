@@ -27,7 +27,7 @@ MEASURED_KEY = "measuredDurationSeconds"
 """Stage key: the measured task durations in seconds."""
 OUTCOMES = ("Succeeded", "Failed")
 """The values of a record's `outcome`."""
-RECORD_KEYS = ("jctSeconds", "outcome", "policy", "poolSize", "template", "pool")
+RECORD_KEYS = ("jctSeconds", "outcome", "policy", "poolSize", "template", "pool", "forecast")
 """Top-level keys of what happened to a workflow (beside `arrival`)."""
 
 
@@ -49,6 +49,12 @@ class MeasuredDurations:
         if not row:
             return self.estimates[stage]
         return row[int(u.next() * len(row))]
+
+
+FORECAST_KEYS = ("madeAt", "start", "finish", "startedAt")
+"""A record's ``forecast``: when its first forecast was made while it waited, the start
+and finish it forecast, and when it really started (its finish: arrival + jctSeconds), in
+the operator clock's epoch seconds (`startedAt` may be absent)."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +83,8 @@ class HistoryWorkflow:
     later runs (None: not an Argo workflow, or not recorded)."""
     pool: str | None = None
     """The ExecutorPool that ran it (the operator's sink; None: not recorded)."""
+    forecast: tuple[tuple[str, float], ...] | None = None
+    """Its first forecast and its real start (`FORECAST_KEYS`, as pairs; None: none)."""
 
     def durations(self) -> MeasuredDurations | None:
         """The simulator's duration model for this workflow's jobs (None if nothing measured)."""
@@ -150,11 +158,35 @@ def history_record(workflow: HistoryWorkflow) -> dict[str, Any]:
             workflow.pool_size,
             workflow.template,
             workflow.pool,
+            None if workflow.forecast is None else dict(workflow.forecast),
         ),
         strict=True,
     )
     out.update({key: value for key, value in extra if value is not None})
     return out
+
+
+def _forecast(found: Any, where: str) -> tuple[tuple[str, float], ...]:
+    ok = isinstance(found, dict) and set(found) <= set(FORECAST_KEYS)
+    pairs = []
+    for key in FORECAST_KEYS if ok else ():
+        value = found.get(key)
+        if value is None and key == "startedAt":
+            continue
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+        ):
+            ok = False
+            break
+        pairs.append((key, float(value)))
+    if not ok:
+        raise SpecError(
+            f"{where}: forecast must be a mapping of madeAt, start, finish (and startedAt) "
+            f"in seconds, got {found!r}"
+        )
+    return tuple(pairs)
 
 
 def most_recorded(values: Sequence[Any]) -> Any:
@@ -189,6 +221,9 @@ def record_keys(top: dict[str, Any], where: str) -> dict[str, Any]:
             if not isinstance(text, str) or not text:
                 raise SpecError(f"{where}: {key} must be {what}, got {text!r}")
             out[key] = text
+    forecast = top.get("forecast")
+    if forecast is not None:
+        out["forecast"] = _forecast(forecast, where)
     pool = top.get("poolSize")
     if pool is not None:
         if isinstance(pool, bool) or not isinstance(pool, int) or pool < 1:
