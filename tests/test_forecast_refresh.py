@@ -222,3 +222,15 @@ def test_the_history_record_keeps_the_first_forecast_and_advise_reads_its_error(
     path.write_text(json.dumps({**old, "forecast": {"start": "soon"}}) + "\n")
     with pytest.raises(Exception, match="forecast must be a mapping of madeAt, start, finish"):
         load_history(path)
+
+
+def test_refreshes_take_at_most_their_duty_of_the_time():
+    cluster = busy_pool(2)
+    ticks = iter(range(100))
+    refresh, _ = refresh_of(cluster)
+    refresh.now = lambda: T0 + next(ticks)  # (each reading of the clock: one second later)
+    refresh.poke()  # began at T0, its snapshot at T0 + 1, taken back at T0 + 2
+    assert refresh.not_before == T0 + 2 + 2 * (1 / 0.2 - 1)
+    refresh.poke()  # (T0 + 3: too soon; once, when the cap allows)
+    assert refresh.refreshes == 1
+    assert refresh.timers["forecast-change"][0] == refresh.not_before  # type: ignore[attr-defined]

@@ -4,8 +4,10 @@ A pool's :class:`ForecastRefresh` runs `idlegate.sim.forecast.forecast` off the 
 path (docs/forecast.md, "In the operator"):
 
 * **When.** Every `interval` seconds of the operator's clock, and `debounce` seconds after
-  the pool's set of workflows changed (one arrived or ended: :meth:`changed`, after a
-  round); at most one refresh runs at a time, and a change during one asks for the next.
+  the pool's set of workflows changed (one arrived or ended: :meth:`changed`, after each
+  event); at most one refresh runs at a time, a change during one asks for the next, and
+  refreshes take at most `DUTY` of the time (a refresh of T seconds is followed by none
+  for T·(1/DUTY − 1)).
 * **How.** In the event loop (which owns the cluster) :meth:`request` forks the pool's
   state (`sim.rollout.planning_fork`, at the loop's time) and takes a copy of the pool's
   scheduler (never the deciding one: each replay resets it); a worker thread runs
@@ -58,6 +60,11 @@ DEBOUNCE = 2.0
 MOVED = 5.0
 """Seconds a forecast start or finish must move before a status is written again."""
 REPLAYS = 20
+DUTY = 0.2
+"""The share of the operator clock's time refreshes may take: after a refresh that took T
+seconds (fork, replays, result), the next waits until T·(1/DUTY − 1) has passed, so a pool
+whose workflows change all the time is not replayed back to back (the replays hold the
+interpreter's lock that the decisions need)."""
 
 
 Shown = Forecast | Unavailable
@@ -189,6 +196,9 @@ class ForecastRefresh:
         self.refreshes = 0
         self.cpu: list[float] = []
         """CPU seconds of each refresh's forecast (the benchmark reads them)."""
+        self.not_before = -math.inf
+        """No refresh starts before this (operator clock; `DUTY`)."""
+        self._began = 0.0
         self._seen: tuple[int, int] = (0, -1)
         self._armed_change = self._ticking = False
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="idlegate-forecast")
@@ -238,6 +248,13 @@ class ForecastRefresh:
         if self.running is not None:
             self.again = True
             return
+        now = self.now()
+        if now < self.not_before:  # (the duty cap: once, when it allows)
+            if not self._armed_change:
+                self._armed_change = True
+                self._arm(f"{self.key}-change", self.not_before, self._on_change)
+            return
+        self._began = now
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # (a pool driven without a loop: refresh in place)
@@ -307,6 +324,8 @@ class ForecastRefresh:
         """Event loop: the refresh's `result` (of `snap`, taking `cpu` seconds) becomes
         each workflow's forecast; the DagWorkflows whose forecast moved are written."""
         self.cpu.append(cpu)
+        now = self.now()
+        self.not_before = now + max(0.0, now - self._began) * (1 / DUTY - 1)
         if self.metrics is not None:
             self.metrics.forecast_refresh_seconds.observe(cpu)
         made, dirty = result.now, []
