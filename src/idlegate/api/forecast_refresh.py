@@ -60,6 +60,7 @@ DEBOUNCE = 2.0
 MOVED = 5.0
 """Seconds a forecast start or finish must move before a status is written again."""
 REPLAYS = 20
+"""Replays per refresh (fewer when `BUDGET` runs out: a long queue gets one)."""
 DUTY = 0.2
 """The share of the operator clock's time refreshes may take: after a refresh that took T
 seconds (fork, replays, result), the next waits until T·(1/DUTY − 1) has passed, so a pool
@@ -94,17 +95,26 @@ class Snapshot:
     jobs: dict[int, Job] = field(default_factory=dict)
 
 
-def scheduler_copy(scheduler: Scheduler, spec: str | None, learns: Any = None) -> Scheduler:
-    """The scheduler a refresh replays: built anew from the pool's `spec` (a portfolio,
+def scheduler_copy(
+    scheduler: Scheduler,
+    spec: str | None,
+    learns: Any = None,
+    cache: dict[str, Scheduler] | None = None,
+) -> Scheduler:
+    """The scheduler a refresh replays: built from the pool's `spec` (a portfolio,
     `learns`, as the candidate it follows now: replaying it would replay its replays),
-    else a deep copy of `scheduler` (an object given as it is: tests, embedding)."""
+    once per spec in `cache` (a model file is loaded once; each replay resets it), else a
+    deep copy of `scheduler` (an object given as it is: tests, embedding)."""
     from idlegate.policy import make_scheduler
 
-    if learns is not None:
-        return make_scheduler(learns.following)
-    if spec is not None:
-        return make_scheduler(spec)
-    return copy.deepcopy(scheduler)
+    wanted = learns.following if learns is not None else spec
+    if wanted is None:
+        return copy.deepcopy(scheduler)
+    if cache is None:
+        return make_scheduler(wanted)
+    if wanted not in cache:
+        cache[wanted] = make_scheduler(wanted)
+    return cache[wanted]
 
 
 def compute(snapshot: Snapshot, replays: int, budget: int) -> tuple[sim_forecast.Forecast, float]:
@@ -196,6 +206,8 @@ class ForecastRefresh:
         self.refreshes = 0
         self.cpu: list[float] = []
         """CPU seconds of each refresh's forecast (the benchmark reads them)."""
+        self._schedulers: dict[str, Scheduler] = {}
+        """The replays' schedulers by spec (used by one refresh at a time)."""
         self.not_before = -math.inf
         """No refresh starts before this (operator clock; `DUTY`)."""
         self._began = 0.0
@@ -314,7 +326,8 @@ class ForecastRefresh:
             fork.advance(now)
         policy, spec, learns = self.scheduler()
         self.refreshes += 1
-        snap = Snapshot(fork, scheduler_copy(policy, spec, learns), self.refreshes)
+        copied = scheduler_copy(policy, spec, learns, self._schedulers)
+        snap = Snapshot(fork, copied, self.refreshes)
         for job in self.cluster.jobs:
             snap.owners[job.id] = job.payload
             snap.jobs[job.id] = job
