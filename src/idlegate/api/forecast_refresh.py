@@ -370,8 +370,12 @@ class ForecastRefresh:
         """Kept forecasts whose workflow started (or ended) since: their absolute errors to
         the metric and the calibration; returns (queue, which, error) of each."""
         out = []
+        live = {j.id for j in self.cluster.jobs}
         for job_id, kept in list(self.kept.items()):
             job, f = kept.job, kept.forecast
+            if job.finish is None and job_id not in live:  # (deleted, or moved to another pool)
+                del self.kept[job_id]
+                continue
             if not kept.started and job.first_start is not None:
                 kept.started = True
                 out.append((kept.queue, "start", abs(job.first_start - f.start)))
