@@ -213,6 +213,8 @@ class ForecastRefresh:
         self._began = 0.0
         self._seen: tuple[int, int] = (0, -1)
         self._armed_change = self._ticking = False
+        self._tick_at = -math.inf
+        """When the scheduled refresh is due (one long overdue was lost: a timers restart)."""
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="idlegate-forecast")
         self._closed = False
 
@@ -227,9 +229,11 @@ class ForecastRefresh:
         if seen == self._seen or self._closed:
             return
         self._seen = seen
-        if not self._ticking:
+        now = self.now()
+        if not self._ticking or now > self._tick_at + self.interval:  # (none, or lost)
             self._ticking = True
-            self._arm(self.key, self.now() + self.interval, self._tick)
+            self._tick_at = now + self.interval
+            self._arm(self.key, self._tick_at, self._tick)
         if not self._armed_change:
             self._armed_change = True
             self._arm(f"{self.key}-change", self.now() + self.debounce, self._on_change)
@@ -246,8 +250,9 @@ class ForecastRefresh:
     def _tick(self) -> None:
         if self._closed:
             return
+        self._tick_at = self.now() + self.interval
         self.poke()
-        self._arm(self.key, self.now() + self.interval, self._tick)
+        self._arm(self.key, self._tick_at, self._tick)
 
     def _on_change(self) -> None:
         self._armed_change = False
