@@ -145,7 +145,7 @@ def test_moved_means_seconds_position_or_kind():
     f = Forecast(T0, T0 + 60, (T0 + 30, T0 + 120), T0 + 600, (T0 + 400, T0 + 900), 2)
     later = Forecast(T0 + 9, T0 + 64, (T0 + 30, T0 + 120), T0 + 604, (T0 + 400, T0 + 900), 2)
     assert not moved(f, later)
-    assert moved(f, Forecast(T0, T0 + 60, (T0 + 30, T0 + 120), T0 + 606, (T0, T0 + 900), 2))
+    assert moved(f, Forecast(T0, T0 + 60, (T0 + 30, T0 + 120), T0 + 661, (T0, T0 + 900), 2))
     assert moved(f, Forecast(T0, T0 + 60, (T0 + 30, T0 + 120), T0 + 600, (T0, T0 + 900), 1))
     assert moved(f, Unavailable(T0, "no")) and moved(None, f)
 
@@ -234,3 +234,13 @@ def test_refreshes_take_at_most_their_duty_of_the_time():
     refresh.poke()  # (T0 + 3: too soon; once, when the cap allows)
     assert refresh.refreshes == 1
     assert refresh.timers["forecast-change"][0] == refresh.not_before  # type: ignore[attr-defined]
+
+
+def test_a_far_forecast_or_a_long_queue_moving_up_by_one_is_not_written_again():
+    def at(start: float, position: int) -> Forecast:
+        return Forecast(T0, start, (start, start), start + 60, (start + 60, start + 60), position)
+
+    assert not moved(at(T0 + 3600, 200), at(T0 + 3900, 199))  # (5 min of an hour; one up)
+    assert moved(at(T0 + 3600, 200), at(T0 + 4100, 200))  # (more than a tenth)
+    assert moved(at(T0 + 3600, 200), at(T0 + 3600, 170))  # (15 % closer to the front)
+    assert moved(at(T0 + 60, 10), at(T0 + 60, 9))  # (the front: every move)

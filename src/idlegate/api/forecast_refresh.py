@@ -58,7 +58,11 @@ INTERVAL = 30.0
 DEBOUNCE = 2.0
 """Seconds a change waits before its refresh (changes within them share one)."""
 MOVED = 5.0
-"""Seconds a forecast start or finish must move before a status is written again."""
+"""Seconds a forecast start or finish must move before a status is written again..."""
+RELATIVE = 0.1
+"""... and the share of how far ahead it is (a start in an hour moves 6 min first)."""
+FRONT = 10
+"""Positions among which any move is written (further back: a move of `RELATIVE`)."""
 REPLAYS = 20
 """Replays per refresh (fewer when `BUDGET` runs out: a long queue gets one)."""
 DUTY = 0.2
@@ -127,16 +131,29 @@ def compute(snapshot: Snapshot, replays: int, budget: int) -> tuple[sim_forecast
 
 
 def moved(old: Shown | None, new: Shown) -> bool:
-    """Whether `new` differs from `old` enough to be written (`MOVED`, position, kind)."""
+    """Whether `new` differs from `old` enough to be written: available ↔ unavailable, a new
+    reason, a start or finish moved by more than `MOVED` seconds and `RELATIVE` of how far
+    ahead it is, or a position moved among the first `FRONT` or by `RELATIVE` of itself.
+    (Every start moves each later workflow of a long queue up by one: writing each of them
+    at every refresh would flood the API server for nothing the visibility API does not
+    say live.)"""
     if old is None or type(old) is not type(new):
         return True
     if isinstance(new, Unavailable):
         return not isinstance(old, Unavailable) or old.reason != new.reason
     assert isinstance(old, Forecast)
-    return (
-        old.position != new.position
-        or abs(old.start - new.start) > MOVED
-        or abs(old.finish - new.finish) > MOVED
+
+    def far(a: float, b: float) -> bool:
+        return abs(a - b) > max(MOVED, RELATIVE * (b - new.computed_at))
+
+    if far(old.start, new.start) or far(old.finish, new.finish):
+        return True
+    if old.position == new.position:
+        return False
+    if old.position is None or new.position is None:
+        return True
+    return min(old.position, new.position) <= FRONT or (
+        abs(old.position - new.position) > RELATIVE * old.position
     )
 
 
