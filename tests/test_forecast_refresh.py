@@ -145,7 +145,7 @@ def test_moved_means_seconds_position_or_kind():
     f = Forecast(T0, T0 + 60, (T0 + 30, T0 + 120), T0 + 600, (T0 + 400, T0 + 900), 2)
     later = Forecast(T0 + 9, T0 + 64, (T0 + 30, T0 + 120), T0 + 604, (T0 + 400, T0 + 900), 2)
     assert not moved(f, later)
-    assert moved(f, Forecast(T0, T0 + 60, (T0 + 30, T0 + 120), T0 + 661, (T0, T0 + 900), 2))
+    assert moved(f, Forecast(T0, T0 + 60, (T0 + 30, T0 + 120), T0 + 700, (T0, T0 + 900), 2))
     assert moved(f, Forecast(T0, T0 + 60, (T0 + 30, T0 + 120), T0 + 600, (T0, T0 + 900), 1))
     assert moved(f, Unavailable(T0, "no")) and moved(None, f)
 
