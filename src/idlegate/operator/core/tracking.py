@@ -314,7 +314,7 @@ class Workflow:
         """Set the Running condition from the current state (Valid/Complete/Failed are set
         where they change)."""
         gen = self.generation
-        if isinstance(self.forecast, Unavailable):  # (why, never a made-up number)
+        if isinstance(self.forecast, Unavailable) and self.phase not in FINISHED:  # (why)
             reason = self.forecast.reason
             self.conditions.set(UNAVAILABLE_REASON, True, UNAVAILABLE_REASON, reason, gen, now)
         else:
