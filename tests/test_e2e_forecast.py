@@ -4,7 +4,8 @@ kubelet, the clock `SPEED` times faster than the wall, forecasts refreshed every
 its clock (``--forecast-interval``).
 
 Checked: every waiting DagWorkflow shows ``status.forecast`` within one refresh (the one
-after they all waited); the visibility API carries them; a what-if (``idlegate forecast
+after they all waited); the visibility API carries them, and an Argo Workflow's (under
+Argo's controller stand-in, when Argo's CRD is at hand), which is not ours to write; a what-if (``idlegate forecast
 FILE`` over the operator's endpoint) answers without creating anything; the forecasts made
 while the workflows waited are scored against their real start and finish
 (``idlegate_forecast_error_seconds``), and the test prints the errors (no bound: accuracy is
@@ -13,6 +14,7 @@ with why, never a number."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import tempfile
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from idlegate.api.forecast_status import UNAVAILABLE_REASON, Forecast, parse_forecast
@@ -29,9 +32,12 @@ from idlegate.api.queueing import QueueFile
 from idlegate.cli import app
 from idlegate.policy.heuristics import FifoScheduler
 from idlegate.sim.queues import queues_from
+from tests.argo_data import WORKFLOW_CRD
+from tests.argo_workflows import diamond, phase
 from tests.clocks import ScaledClock
 from tests.e2e import DWF, SPEED, new_namespace, running_operator, stage, wait, workflow
 from tests.k8s.apiserver import NODES
+from tests.k8s.argo_controller import DONE, WORKFLOWS, ArgoController
 from tests.k8s.harness import ApiServer, serving_crd
 from tests.k8s.kubelet import SimKubelet
 from tests.k8s.scheduler import node
@@ -45,9 +51,16 @@ TASKS, CPU, MEMORY = 2, "4", "4Gi"
 QUOTA = {"cpu": "12", "memory": "48Gi"}
 
 
+ARGO = WORKFLOW_CRD.exists()
+"""Argo's CRD is at hand (../shared/data/argo): an Argo Workflow waits with them."""
+
+
 @pytest.fixture(scope="module")
 def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
-    yield from serving_crd(tmp_path_factory.mktemp("k8s"))
+    for server in serving_crd(tmp_path_factory.mktemp("k8s")):
+        if ARGO:
+            server.create("customresourcedefinitions", yaml.safe_load(WORKFLOW_CRD.read_text()))
+        yield server
 
 
 def _port() -> int:
@@ -82,25 +95,37 @@ def test_every_waiting_workflow_is_forecast_scored_and_a_what_if_answers(
     port = _port()
     # the kubelet starts once the forecasts were checked: until then no pod runs, so the
     # workflows that wait go on waiting whatever the machine's pace (events, not wall time)
-    with (
-        running_operator(
-            api,
-            ns,
-            pool=POOL_PODS,
-            clock=ScaledClock(SPEED),
-            policy="fifo",
-            queues=QueueFile(queues_from(raw)),
-            forecast_interval=30.0,
-            metrics_port=port,
-            listen_host="127.0.0.1",
-            # (a pool of the nodes' allocatable: on one that follows the nodes, --pool-nodes,
-            # the replays start no waiting workflow yet; docs/forecast.md says so)
-            **POOLS["fixed"],
-        ) as operator,
-    ):
+    with contextlib.ExitStack() as stack:
+        if ARGO:
+            stack.enter_context(ArgoController(api, ns))
+        operator = stack.enter_context(
+            running_operator(
+                api,
+                ns,
+                pool=POOL_PODS,
+                argo=ARGO,
+                clock=ScaledClock(SPEED),
+                policy="fifo",
+                queues=QueueFile(queues_from(raw)),
+                forecast_interval=30.0,
+                metrics_port=port,
+                listen_host="127.0.0.1",
+                # (a pool of the nodes' allocatable: on one that follows the nodes, --pool-nodes,
+                # the replays start no waiting workflow yet; docs/forecast.md says so)
+                **POOLS["fixed"],
+            )
+        )
         names = [f"w{i}" for i in range(FLOOD)]
         for name in names:
             api.create(DWF, _body(name), ns)
+        if ARGO:  # (its pods ask what the DagWorkflows' do: it waits for room as they do)
+            argo = diamond("argo", 60.0)
+            for template in argo["spec"]["templates"]:
+                if "container" in template:
+                    template["container"]["resources"] = {
+                        "requests": {"cpu": CPU, "memory": MEMORY}
+                    }
+            api.create(WORKFLOWS, argo, ns)
         refresh = operator.bridge.forecasts
         assert refresh is not None
         wait(lambda: len(operator.bridge.workflows) == FLOOD, 60, "every workflow admitted")
@@ -132,11 +157,23 @@ def test_every_waiting_workflow_is_forecast_scored_and_a_what_if_answers(
         assert seen, "some workflows waited (three run at once)"
         for n, f in seen.items():
             assert f.position is not None and f.start <= f.finish, n
-        doc = json.loads(
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/visibility/pendingworkflows").read()
-        )
-        listed = {w["name"]: w for p in doc["pools"] for q in p["queues"] for w in q["waiting"]}
-        assert all(listed[n]["forecast"] is not None for n in waiting() if n in listed)
+
+        def listed() -> dict[str, Any]:
+            url = f"http://127.0.0.1:{port}/visibility/pendingworkflows"
+            doc = json.loads(urllib.request.urlopen(url).read())
+            return {w["name"]: w for p in doc["pools"] for q in p["queues"] for w in q["waiting"]}
+
+        shown = listed()
+        assert all(shown[n]["forecast"] is not None for n in waiting() if n in shown)
+        if ARGO:  # (not ours to write: in the visibility API only, once its refresh came)
+            argo_shown = wait(
+                lambda: (w := listed().get("argo")) is not None and w["forecast"] and w,
+                60,
+                "the Argo Workflow listed with a forecast",
+            )
+            assert argo_shown["kind"] == "Workflow"
+            assert isinstance(parse_forecast(argo_shown), Forecast)
+            assert "forecast" not in (api.get(WORKFLOWS, ns, "argo") or {}).get("status", {})
 
         # what if one more were submitted now? (nothing is created)
         with tempfile.TemporaryDirectory() as tmp:
@@ -164,6 +201,8 @@ def test_every_waiting_workflow_is_forecast_scored_and_a_what_if_answers(
 
         with SimKubelet(api, ns, time_factor=1 / SPEED):
             wait(done, 120, "every workflow to finish")
+            if ARGO:
+                wait(lambda: phase(api, ns, "argo") in DONE, 120, "the Argo Workflow")
         metrics = operator.bridge.metrics
 
         def count(which: str) -> float:
