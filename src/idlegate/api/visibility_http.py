@@ -5,6 +5,7 @@ Service, NetworkPolicy and ``kubectl port-forward`` reach it as ``/metrics``).""
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -77,7 +78,8 @@ def what_if_route(pools: Callable[[], Any]) -> Any:
                 core.cluster, policy, body, placed.queue, placed.priority, bridge.now()
             )
             refresh = getattr(bridge, "forecasts", None)
-            calibration = None if refresh is None else refresh.calibration
+            # (a copy: the loop records scores while the thread reads them)
+            calibration = None if refresh is None else copy.deepcopy(refresh.calibration)
             forecast = await asyncio.to_thread(answer, snap, job_id, calibration=calibration)
         except NoPlaceError as exc:  # (its pool or queue is missing: it would wait for it)
             return error(404, str(exc))
