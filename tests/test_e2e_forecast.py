@@ -126,8 +126,6 @@ def test_every_waiting_workflow_is_forecast_scored_and_a_what_if_answers(
                         "requests": {"cpu": CPU, "memory": MEMORY}
                     }
             api.create(WORKFLOWS, argo, ns)
-        refresh = operator.bridge.forecasts
-        assert refresh is not None
         wait(lambda: len(operator.bridge.workflows) == FLOOD, 60, "every workflow admitted")
         seen: dict[str, Forecast] = {}
         """Each workflow's first forecast the test saw in its status while it waited."""
@@ -141,8 +139,13 @@ def test_every_waiting_workflow_is_forecast_scored_and_a_what_if_answers(
             ]
 
         # within one refresh: the next one that starts after every workflow was admitted
-        after = refresh.refreshes
-        wait(lambda: refresh.refreshes > after and refresh.running is None, 60, "a refresh")
+        refresh = operator.bridge.forecasts
+        assert refresh is not None
+        after = refresh.refreshes  # (read in another thread than the loop's: counts only)
+        wait(lambda: refresh.taken > after, 60, "a refresh")
+        assert operator.bridge.forecasts is refresh, "the pool was not rebuilt meanwhile"
+        uids = {operator.bridge.workflows[(ns, n)].owner.uid for n in waiting()}
+        assert uids and uids <= set(refresh.shown)
 
         def forecast_in_status() -> bool:
             for n in waiting():

@@ -221,6 +221,8 @@ class ForecastRefresh:
         self.again = False
         """A change came while a refresh ran: refresh again when it ends."""
         self.refreshes = 0
+        self.taken = 0
+        """Refreshes whose result was taken back (last: after every workflow's forecast)."""
         self.cpu: list[float] = []
         """CPU seconds of each refresh's forecast (the benchmark reads them)."""
         self._schedulers: dict[str, Scheduler] = {}
@@ -387,6 +389,7 @@ class ForecastRefresh:
             del self.shown[uid]
         if dirty:
             self.write(dirty)
+        self.taken += 1
 
     def score(self, now: float) -> list[tuple[str, str, float]]:
         """Kept forecasts whose workflow started (or ended) since: their absolute errors to
